@@ -1,0 +1,207 @@
+"""Settings: defaults < settings file (TOML) < ``KNOWLEDGE_*`` environment variables < arguments.
+
+Every key of ``../shared/docs/PRODUCT.md`` is here. Nested keys are written with a dot in prose and
+in the TOML file (``[vector_store] backend = "pgvector"``) and with a double underscore in the
+environment (``KNOWLEDGE_VECTOR_STORE__BACKEND=pgvector``).
+
+One data folder roots every relative path: ``data_dir`` (default ``data`` in the working directory,
+``KNOWLEDGE_DATA_DIR`` moves it), so a test, a benchmark or a second demo runs against its own folder.
+
+The settings file is, first match wins: ``KNOWLEDGE_SETTINGS_FILE``; ``<data_dir>/settings.toml``;
+``knowledge.toml`` in the working directory. A named file that does not exist is an error; the other
+two are optional. Unknown keys -- in the file or as ``KNOWLEDGE_*`` variables -- are an error, so a
+typo never silently falls back to a default. Invalid values raise :class:`~knowledge.errors.ConfigError`.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from knowledge.errors import ConfigError
+
+ENV_PREFIX = "KNOWLEDGE_"
+SETTINGS_FILE_ENV = "KNOWLEDGE_SETTINGS_FILE"
+Distance = Literal["cosine", "euclid", "dot", "manhattan"]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class VectorStoreSettings(_Section):
+    """``vector_store.*``: the default template's backend and the memory backend's policy."""
+
+    backend: str = Field("memory", min_length=1, description="memory, pgvector, qdrant, or a plugin's name")
+    dir: Path = Field(Path("vector-stores"), description="memory backend: store folders (relative to data_dir)")
+    url: str | None = Field(None, description="pgvector / qdrant connection URL")
+    user: str | None = None
+    password: SecretStr | None = None
+    embedding_config: str = Field("embeddings", min_length=1, description="name of the EMBEDDING config")
+    distance: Distance = Field("cosine", description="distance of new stores: cosine, euclid, dot, manhattan")
+    idle_seconds: float = Field(600.0, gt=0, description="memory backend: unload stores idle this long (s)")
+    max_chunks_per_store: int = Field(100_000, gt=0, description="memory backend: chunk cap per store")
+    options: dict[str, Any] = Field(default_factory=dict, description="extra options for a plugin backend")
+
+
+class FileStoreSettings(_Section):
+    """``file_store.*``: where uploaded files are kept."""
+
+    backend: str = Field("filesystem", min_length=1)
+    dir: Path = Path("files")
+
+
+class EmbeddingSettings(_Section):
+    """``embeddings.*``: the model behind the default embedding config."""
+
+    model: str = Field(
+        "sentence-transformers/all-MiniLM-L6-v2",
+        min_length=1,
+        description="fastembed model name; the default is bundled and works offline",
+    )
+    models_dir: Path = Field(Path("models"), description="model cache (relative to data_dir)")
+    batch_size: int = Field(32, gt=0, le=4096, description="texts per ONNX call")
+    threads: int | None = Field(None, gt=0, description="ONNX Runtime threads (None = all cores)")
+    allow_download: bool = Field(
+        False, description="let fastembed download a catalog model that is not in models_dir yet"
+    )
+
+
+class Settings(BaseSettings):
+    """All settings. Construct with :func:`load_settings` to get errors as :class:`ConfigError`."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter="__",
+        extra="forbid",
+        validate_default=True,
+    )
+
+    data_dir: Path = Field(Path("data"), description="root of every relative path")
+    vector_store: VectorStoreSettings = Field(default_factory=VectorStoreSettings)
+    file_store: FileStoreSettings = Field(default_factory=FileStoreSettings)
+    embeddings: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return init_settings, env_settings, _TomlSource(settings_cls)
+
+    # -- resolved paths -------------------------------------------------------------------------
+    def resolve(self, path: Path | str) -> Path:
+        """``path`` made absolute: relative paths are taken under :attr:`data_dir`."""
+        p = Path(path).expanduser()
+        return p if p.is_absolute() else (self.data_root / p)
+
+    @property
+    def data_root(self) -> Path:
+        """The data folder as an absolute path."""
+        return Path(self.data_dir).expanduser().absolute()
+
+    @property
+    def vector_store_dir(self) -> Path:
+        return self.resolve(self.vector_store.dir)
+
+    @property
+    def file_store_dir(self) -> Path:
+        return self.resolve(self.file_store.dir)
+
+    @property
+    def models_dir(self) -> Path:
+        return self.resolve(self.embeddings.models_dir)
+
+
+def settings_file_path(environ: dict[str, str] | None = None) -> Path | None:
+    """The settings file in force, or ``None``. See the module docstring for the search order."""
+    env = os.environ if environ is None else environ
+    named = env.get(SETTINGS_FILE_ENV)
+    if named:
+        path = Path(named).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"{SETTINGS_FILE_ENV} names {str(path)!r}, which is not a file.")
+        return path
+    data_dir = Path(env.get(f"{ENV_PREFIX}DATA_DIR") or "data").expanduser()
+    for candidate in (data_dir / "settings.toml", Path("knowledge.toml")):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+class _TomlSource(PydanticBaseSettingsSource):
+    """Reads the settings file (TOML) as the lowest-precedence source after the defaults."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:  # pragma: no cover
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        path = settings_file_path()
+        if path is None:
+            return {}
+        try:
+            with path.open("rb") as fh:
+                return tomllib.load(fh)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"The settings file {str(path)!r} is not valid TOML: {exc}") from exc
+        except OSError as exc:
+            raise ConfigError(f"The settings file {str(path)!r} cannot be read: {exc}") from exc
+
+
+def _known_env_names() -> set[str]:
+    names = {SETTINGS_FILE_ENV}
+    for name, field in Settings.model_fields.items():
+        names.add(f"{ENV_PREFIX}{name.upper()}")
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            for sub in annotation.model_fields:
+                names.add(f"{ENV_PREFIX}{name.upper()}__{sub.upper()}")
+    return names
+
+
+def _check_env(environ: dict[str, str]) -> None:
+    known = _known_env_names()
+    unknown = sorted(
+        k for k in environ if k.upper().startswith(ENV_PREFIX) and k.upper() not in known
+        and not k.upper().startswith(f"{ENV_PREFIX}VECTOR_STORE__OPTIONS__")
+    )
+    if unknown:
+        raise ConfigError(
+            f"Unknown setting in the environment: {', '.join(unknown)}. Nested keys use a double"
+            f" underscore, e.g. KNOWLEDGE_VECTOR_STORE__BACKEND. Known: {', '.join(sorted(known))}."
+        )
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        key = ".".join(str(p) for p in err.get("loc", ())) or "(settings)"
+        value = err.get("input")
+        shown = "" if isinstance(value, dict) else f" = {value!r}"
+        parts.append(f"{key}{shown}: {err.get('msg')}")
+    return "Invalid settings: " + "; ".join(parts)
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Load the settings from defaults, the settings file, the environment and ``overrides``.
+
+    ``overrides`` use the field names (``data_dir=...``, ``vector_store={"backend": "memory"}``) and
+    win over everything else.
+
+    Raises:
+        ConfigError: an unknown key, an invalid value or an unreadable settings file.
+    """
+    _check_env(dict(os.environ))
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc)) from None

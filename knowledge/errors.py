@@ -1,0 +1,84 @@
+"""Errors raised by the knowledge layer.
+
+One base class, :class:`KnowledgeError`, and subclasses named for the condition. Every message is
+written for a person: it says what was expected, what was got, and where possible what to do. The
+UI catches :class:`KnowledgeError` and shows its message; nobody sees a traceback for bad input.
+"""
+
+from __future__ import annotations
+
+
+class KnowledgeError(Exception):
+    """Base class of every error the knowledge layer raises on purpose."""
+
+
+class ConfigError(KnowledgeError, ValueError):
+    """A setting is missing, unknown or has an invalid value."""
+
+
+class InvalidArgument(KnowledgeError, ValueError):
+    """A call received input it cannot work with (empty batch, bad filter, non-JSON payload, ...)."""
+
+
+class StoreNotFound(KnowledgeError, LookupError):
+    """The named store (collection) does not exist."""
+
+    def __init__(self, name: str, detail: str = "") -> None:
+        self.name = name
+        super().__init__(f"Vector store {name!r} does not exist{': ' + detail if detail else '.'}")
+
+
+class DimensionMismatch(KnowledgeError, ValueError):
+    """Vectors of one size were given to a store prepared for another size."""
+
+    def __init__(self, expected: int, got: int) -> None:
+        self.expected = expected
+        self.got = got
+        super().__init__(
+            f"This store was prepared with {expected} dimensions, but received embeddings of {got}."
+            " Two embedding models need two stores."
+        )
+
+
+class DistanceMismatch(KnowledgeError, ValueError):
+    """A store was prepared with one distance and asked to use another."""
+
+
+class StoreFull(KnowledgeError):
+    """An upsert would take a store past its backend's chunk limit."""
+
+
+class StoreLocked(KnowledgeError):
+    """Another process holds the write lock of a store."""
+
+
+class StoreCorrupt(KnowledgeError):
+    """A store's files on disk are unreadable or inconsistent."""
+
+
+class BackendUnavailable(KnowledgeError):
+    """A vector-store or file-store backend is unknown, failed to load, or cannot be reached."""
+
+
+class EmbeddingUnavailable(KnowledgeError):
+    """No embedding model can be loaded (missing or corrupt model files, no network for a download)."""
+
+
+class UnsupportedFile(KnowledgeError):
+    """A file's real format cannot be read (legacy Word, an image, an archive, ...)."""
+
+
+class PasswordRequired(KnowledgeError):
+    """An encrypted document needs a password (none given, or the one given is wrong)."""
+
+
+class EmptyDocument(KnowledgeError):
+    """A document yielded no text at all (for example a scanned PDF without a text layer)."""
+
+
+class FileTooLarge(KnowledgeError):
+    """A file is over the configured size limit."""
+
+
+class FileNotFoundInStore(KnowledgeError, LookupError):
+    """No stored file has the given id."""

@@ -1,0 +1,353 @@
+"""The backend contract: points in, scored points out.
+
+Every vector-store backend (built-in ``memory``, ``pgvector``, ``qdrant``, or a plugin) implements two
+classes:
+
+* :class:`VectorBackend` -- one per configured backend (a folder, a server connection). It hands out
+  :class:`Collection` objects by name and lists the collections it holds.
+* :class:`Collection` -- one named set of points sharing one vector size and one distance. The
+  :class:`~knowledge.vectorstore.store.VectorStore` facade (files and chunks) and agent memory
+  (remember / recall / forget) are thin layers over it, so each backend is written once.
+
+Shapes and conventions (the same on every backend):
+
+* A point is ``Point(id, vector, payload)``: ``id`` is a ``str`` or ``int``; ``vector`` is ``(d,)``
+  float32; ``payload`` is a JSON-serialisable ``dict`` with ``str`` keys.
+* ``where`` is a ``dict`` of payload field -> value; a point matches when *every* field is present and
+  equal (``==`` on JSON scalars: str, int, float, bool, None). ``raw_filter`` is the backend's own
+  filter form and, when given, wins over ``where`` (it is not merged with it).
+* Scores follow :data:`DISTANCE_ORDER` (after qdrant-client's ``DistanceOrder``):
+
+  ============  =========================================================  =========
+  distance      score                                                      better
+  ============  =========================================================  =========
+  ``cosine``    cosine similarity of the two vectors, in [-1, 1]           higher
+  ``dot``       inner product ``q . x`` (unbounded)                         higher
+  ``euclid``    Euclidean (L2) distance ``||q - x||_2`` >= 0                lower
+  ``manhattan`` Manhattan (L1) distance ``sum |q - x|`` >= 0                lower
+  ============  =========================================================  =========
+
+  ``score_threshold`` keeps hits at least that good: ``score >= t`` for cosine and dot,
+  ``score <= t`` for euclid and manhattan. Results are sorted best first.
+* A vector whose size differs from the collection's raises
+  :class:`~knowledge.errors.DimensionMismatch` *before* anything is written.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal, Union
+
+import numpy as np
+
+from knowledge.errors import DimensionMismatch, InvalidArgument
+
+PointId = Union[str, int]
+Distance = Literal["cosine", "euclid", "dot", "manhattan"]
+DISTANCES: tuple[Distance, ...] = ("cosine", "euclid", "dot", "manhattan")
+
+#: For each distance: ``True`` when a higher score is better (similarities), ``False`` when a lower
+#: one is (distances). Source: qdrant-client ``qdrant_client/local/distances.py`` (``DistanceOrder``).
+DISTANCE_ORDER: dict[str, bool] = {"cosine": True, "dot": True, "euclid": False, "manhattan": False}
+
+Where = Mapping[str, Any]
+_SCALARS = (str, int, float, bool, type(None))
+
+
+@dataclass(slots=True)
+class Point:
+    """One point: ``id`` (str or int), ``vector`` ``(d,)`` float32, ``payload`` JSON-serialisable dict."""
+
+    id: PointId
+    vector: np.ndarray
+    payload: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class ScoredPoint:
+    """A search hit: the point's id, its score (direction per :data:`DISTANCE_ORDER`) and payload.
+
+    ``payload`` is ``None`` when the search was made with ``with_payload=False``.
+    """
+
+    id: PointId
+    score: float
+    payload: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CollectionInfo:
+    """What a collection was prepared with and how many points it holds."""
+
+    name: str
+    size: int
+    distance: Distance
+    count: int
+    backend: str
+    disk_bytes: int | None = None
+
+
+def higher_is_better(distance: str) -> bool:
+    """``True`` for similarities (cosine, dot), ``False`` for distances (euclid, manhattan)."""
+    check_distance(distance)
+    return DISTANCE_ORDER[distance]
+
+
+def passes_threshold(score: float, threshold: float | None, distance: str) -> bool:
+    """Whether ``score`` is at least as good as ``threshold`` for ``distance``."""
+    if threshold is None:
+        return True
+    return score >= threshold if DISTANCE_ORDER[distance] else score <= threshold
+
+
+def check_distance(distance: str) -> Distance:
+    """Return ``distance`` if it is one of :data:`DISTANCES`, else raise ``InvalidArgument``."""
+    if distance not in DISTANCE_ORDER:
+        raise InvalidArgument(f"Unknown distance {distance!r}; expected one of {', '.join(DISTANCES)}.")
+    return distance  # type: ignore[return-value]
+
+
+def check_where(where: Where | None) -> dict[str, Any] | None:
+    """Validate an equality filter: ``str`` keys, JSON scalar values. ``{}`` is the same as ``None``.
+
+    Raises:
+        InvalidArgument: a non-string key or a non-scalar value.
+    """
+    if where is None:
+        return None
+    if not isinstance(where, Mapping):
+        raise InvalidArgument(f"where must be a dict of payload field -> value, got {type(where).__name__}.")
+    for key, value in where.items():
+        if not isinstance(key, str):
+            raise InvalidArgument(f"where keys must be strings, got {key!r}.")
+        if not isinstance(value, _SCALARS) or (isinstance(value, float) and not math.isfinite(value)):
+            raise InvalidArgument(
+                f"where[{key!r}] must be a JSON scalar (str, int, float, bool or None) for an equality"
+                f" match, got {type(value).__name__}. Use raw_filter for anything else."
+            )
+    return dict(where) or None
+
+
+def matches(payload: Mapping[str, Any] | None, where: Mapping[str, Any] | None) -> bool:
+    """Reference semantics of ``where``: every field present in ``payload`` and equal.
+
+    ``True`` and ``1`` are different values here (as in JSON), unlike Python's ``==``.
+    """
+    if not where:
+        return True
+    if payload is None:
+        return False
+    for key, value in where.items():
+        if key not in payload:
+            return False
+        got = payload[key]
+        if got != value or isinstance(got, bool) != isinstance(value, bool):
+            return False
+    return True
+
+
+def check_id(point_id: Any) -> PointId:
+    """Validate a point id: a ``str`` or an ``int`` (not ``bool``)."""
+    if isinstance(point_id, bool) or not isinstance(point_id, (str, int)):
+        raise InvalidArgument(f"A point id must be a str or an int, got {point_id!r}.")
+    return point_id
+
+
+def as_vector(vector: Any, size: int | None = None) -> np.ndarray:
+    """``vector`` as a C-contiguous ``(d,)`` float32 array with finite values.
+
+    Raises:
+        InvalidArgument: not one-dimensional, empty, or containing NaN/inf.
+        DimensionMismatch: ``size`` given and ``d != size``.
+    """
+    arr = np.ascontiguousarray(vector, dtype=np.float32)
+    if arr.ndim != 1 or arr.shape[0] == 0:
+        raise InvalidArgument(f"A vector must be one-dimensional and non-empty, got shape {arr.shape}.")
+    if size is not None and arr.shape[0] != size:
+        raise DimensionMismatch(size, int(arr.shape[0]))
+    if not np.isfinite(arr).all():
+        raise InvalidArgument("A vector contains NaN or infinite values.")
+    return arr
+
+
+def stack_points(points: Sequence[Point], size: int | None) -> np.ndarray:
+    """The points' vectors as one ``(n, d)`` float32 matrix, validated before anything is written.
+
+    Raises:
+        InvalidArgument: a bad id, vector or payload, or duplicate ids within ``points``.
+        DimensionMismatch: a vector's size differs from ``size`` (or from the first vector's).
+    """
+    if not points:
+        return np.zeros((0, size or 0), dtype=np.float32)
+    expected = size
+    rows = []
+    seen: set[PointId] = set()
+    for p in points:
+        if not isinstance(p, Point):
+            raise InvalidArgument(f"Expected Point objects, got {type(p).__name__}.")
+        check_id(p.id)
+        if p.id in seen:
+            raise InvalidArgument(f"Point id {p.id!r} appears twice in one write.")
+        seen.add(p.id)
+        if not isinstance(p.payload, dict):
+            raise InvalidArgument(f"Point {p.id!r}: payload must be a dict, got {type(p.payload).__name__}.")
+        v = as_vector(p.vector, expected)
+        expected = v.shape[0]
+        rows.append(v)
+    return np.vstack(rows)
+
+
+class Collection(ABC):
+    """One named set of points of one vector size and one distance, on one backend.
+
+    A handle is cheap; it may exist before the collection does (:meth:`collection_exists`).
+    Implementations are safe to use from several threads at once.
+    """
+
+    #: The collection's name, exactly as given (any Unicode string; backends map it to safe names).
+    name: str
+
+    @abstractmethod
+    def ensure_collection(self, size: int, distance: Distance = "cosine") -> None:
+        """Prepare the collection for ``size``-dimensional vectors compared by ``distance``.
+
+        Idempotent when called again with the same arguments.
+
+        Raises:
+            DimensionMismatch: the collection exists with another size.
+            DistanceMismatch: the collection exists with another distance.
+            InvalidArgument: ``size < 1`` or an unknown distance.
+        """
+
+    @abstractmethod
+    def collection_exists(self) -> bool:
+        """Whether :meth:`ensure_collection` has prepared this collection."""
+
+    @abstractmethod
+    def drop_collection(self) -> None:
+        """Delete the collection and all its points. A missing collection is not an error."""
+
+    @abstractmethod
+    def info(self) -> CollectionInfo:
+        """Size, distance and point count.
+
+        Raises:
+            StoreNotFound: the collection does not exist.
+        """
+
+    @abstractmethod
+    def upsert(self, points: Sequence[Point]) -> None:
+        """Insert the points, overwriting any with the same id. All-or-nothing.
+
+        Raises:
+            StoreNotFound: the collection does not exist.
+            DimensionMismatch: a vector of another size (nothing is written).
+            InvalidArgument: a bad id, vector or payload, or an id twice in ``points``.
+            StoreFull: the backend's limit would be exceeded (nothing is written).
+        """
+
+    @abstractmethod
+    def search(
+        self,
+        vector: Any,
+        limit: int = 10,
+        where: Where | None = None,
+        raw_filter: Any = None,
+        score_threshold: float | None = None,
+        with_payload: bool = True,
+    ) -> list[ScoredPoint]:
+        """The ``limit`` best points for the ``(d,)`` query ``vector``, best first.
+
+        The filter (``raw_filter`` if given, else ``where``) is applied *before* ranking, so a
+        filtered search returns ``limit`` hits whenever ``limit`` points match. Scores follow
+        :data:`DISTANCE_ORDER`; ``score_threshold`` drops hits worse than it. An empty or missing
+        collection returns ``[]`` only if it exists; a missing one raises ``StoreNotFound``.
+
+        Raises:
+            StoreNotFound, DimensionMismatch, InvalidArgument (``limit < 1``, bad filter).
+        """
+
+    @abstractmethod
+    def remove(self, ids: Sequence[PointId] | None = None, where: Where | None = None) -> int:
+        """Delete points by id and/or ``where`` (both given: points matching either). Returns how many.
+
+        ``remove()`` with neither removes nothing (use :meth:`drop_collection` to empty a store).
+        """
+
+    @abstractmethod
+    def count(self, where: Where | None = None) -> int:
+        """Number of points (matching ``where`` when given)."""
+
+    @abstractmethod
+    def replace(self, where: Where, points: Sequence[Point]) -> None:
+        """Atomically delete every point matching ``where`` and insert ``points``.
+
+        Readers -- in this process or another -- see the old set or the new set, never a mix, never
+        nothing in between. A failure leaves the old set in place. ``where`` must be non-empty.
+
+        Raises:
+            The same as :meth:`upsert`; ``InvalidArgument`` for an empty ``where``.
+        """
+
+    @abstractmethod
+    def scroll(
+        self,
+        where: Where | None = None,
+        limit: int | None = None,
+        with_vectors: bool = False,
+    ) -> Iterator[Point]:
+        """Iterate over points (matching ``where``) in a stable order; vectors are empty ``(0,)``
+        float32 arrays unless ``with_vectors``."""
+
+    @abstractmethod
+    def retrieve(self, ids: Sequence[PointId], with_vectors: bool = False) -> list[Point]:
+        """The points with these ids, in the given order; unknown ids are skipped."""
+
+    def facet(self, key: str, where: Where | None = None) -> dict[Any, int]:
+        """Count points per value of payload field ``key`` (points without it are not counted).
+
+        The default implementation scrolls; backends override it with something faster.
+        """
+        counts: dict[Any, int] = {}
+        for p in self.scroll(where=where):
+            if key in p.payload:
+                value = p.payload[key]
+                if isinstance(value, _SCALARS):
+                    counts[value] = counts.get(value, 0) + 1
+        return counts
+
+
+class VectorBackend(ABC):
+    """A configured backend: hands out collections by name. One instance per backend configuration.
+
+    Constructed as ``Backend(settings)`` with :class:`knowledge.config.Settings`; backends take what
+    they need from it (``settings.vector_store``, resolved paths such as
+    ``settings.vector_store_dir``).
+    """
+
+    #: The backend's registry name (the entry-point name in ``knowledge.vector_store_backends``).
+    name: ClassVar[str]
+
+    @abstractmethod
+    def collection(self, name: str) -> Collection:
+        """A handle on the collection called ``name`` (which may not exist yet)."""
+
+    @abstractmethod
+    def list_collections(self) -> list[str]:
+        """Names of the existing collections, sorted."""
+
+    def close(self) -> None:
+        """Release connections, threads and locks. Idempotent."""
+
+    def __enter__(self) -> "VectorBackend":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+#: ``raw_filter`` for the memory backend: a predicate on the payload.
+PayloadPredicate = Callable[[Mapping[str, Any]], bool]
