@@ -1,0 +1,25 @@
+"""knowledge -- a local knowledge workbench. Run with ``streamlit run app.py``."""
+
+import streamlit as st
+
+from knowledge.config import load_settings
+from knowledge.errors import KnowledgeError
+from knowledge.services import Services
+
+st.set_page_config(page_title="knowledge", page_icon="📚", layout="wide")
+
+
+@st.cache_resource(show_spinner=False)
+def get_services() -> Services:
+    """One Services object per server process, shared by every browser session (thread-safe)."""
+    return Services(load_settings())
+
+
+try:
+    st.session_state["services"] = get_services()
+except KnowledgeError as exc:  # bad settings: say so, don't crash
+    st.error(f"knowledge cannot start: {exc}")
+    st.stop()
+
+page = st.navigation([st.Page("pages/home.py", title="Home", icon="🏠", default=True)])
+page.run()
