@@ -1,0 +1,335 @@
+"""The DuckDB catalog (``<data_dir>/catalog.duckdb``): templates, stores, and the files in each store
+with their ingestion status, chunk counts and timings.
+
+DuckDB allows one process to have a database file open for writing. The catalog therefore holds its
+connection only while it is used and closes it after :data:`IDLE_CLOSE_SECONDS` without use, so a
+running app and a CLI command can take turns; a process that finds the file held by another retries
+for ``lock_timeout`` seconds and then raises :class:`CatalogLocked` naming the other process. Within
+one process every operation runs under one lock (operations take about a millisecond).
+
+The schema is versioned: :data:`MIGRATIONS` holds one script per version, applied in order in one
+transaction each; ``schema_version`` records the version reached.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from knowledge.errors import KnowledgeError
+
+IDLE_CLOSE_SECONDS = 2.0
+
+#: Ingestion status of a file in a store.
+PENDING, PROCESSING, DONE, FAILED = "pending", "processing", "done", "failed"
+STATUSES = (PENDING, PROCESSING, DONE, FAILED)
+
+MIGRATIONS: list[str] = [
+    # 1: templates, stores, store files
+    """
+    CREATE TABLE templates (
+        name TEXT PRIMARY KEY,
+        spec JSON NOT NULL,
+        created TIMESTAMPTZ NOT NULL,
+        updated TIMESTAMPTZ NOT NULL
+    );
+    CREATE TABLE stores (
+        name TEXT PRIMARY KEY,
+        template TEXT NOT NULL,
+        backend TEXT NOT NULL,
+        embedding_model TEXT NOT NULL,
+        dimension INTEGER,
+        distance TEXT NOT NULL,
+        created TIMESTAMPTZ NOT NULL,
+        updated TIMESTAMPTZ NOT NULL
+    );
+    CREATE TABLE store_files (
+        store TEXT NOT NULL,
+        file_id TEXT NOT NULL,
+        file_name TEXT NOT NULL,
+        sha256 TEXT,
+        size BIGINT,
+        status TEXT NOT NULL,
+        reason TEXT,
+        chunks INTEGER NOT NULL DEFAULT 0,
+        pages INTEGER,
+        warnings JSON,
+        read_seconds DOUBLE,
+        embed_seconds DOUBLE,
+        total_seconds DOUBLE,
+        created TIMESTAMPTZ NOT NULL,
+        updated TIMESTAMPTZ NOT NULL,
+        PRIMARY KEY (store, file_id)
+    );
+    """,
+]
+
+
+class CatalogLocked(KnowledgeError):
+    """Another process holds the catalog's DuckDB file."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoreRecord:
+    """A store: its template, and the backend, model, dimension and distance it was created with."""
+
+    name: str
+    template: str
+    backend: str
+    embedding_model: str
+    dimension: int | None
+    distance: str
+    created: datetime
+    updated: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class FileRecord:
+    """A file in a store and how its ingestion went (``status`` one of :data:`STATUSES`; times in s)."""
+
+    store: str
+    file_id: str
+    file_name: str
+    sha256: str | None
+    size: int | None
+    status: str
+    reason: str | None
+    chunks: int
+    pages: int | None
+    warnings: list[str] = field(default_factory=list)
+    read_seconds: float | None = None
+    embed_seconds: float | None = None
+    total_seconds: float | None = None
+    created: datetime | None = None
+    updated: datetime | None = None
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Catalog:
+    """The catalog at ``path`` (created with the current schema on first use).
+
+    Args:
+        path: the DuckDB file.
+        lock_timeout: seconds to keep retrying while another process holds the file.
+    """
+
+    def __init__(self, path: Path, lock_timeout: float = 10.0) -> None:
+        self.path = Path(path)
+        self.lock_timeout = lock_timeout
+        self._lock = threading.RLock()
+        self._conn: duckdb.DuckDBPyConnection | None = None
+        self._last_used = 0.0
+        self._closer: threading.Thread | None = None
+        self._closed = threading.Event()
+        self._migrated = False
+
+    # -- connection ---------------------------------------------------------------------------
+    def _open(self) -> duckdb.DuckDBPyConnection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        deadline = time.monotonic() + self.lock_timeout
+        delay = 0.05
+        while True:
+            try:
+                return duckdb.connect(str(self.path))
+            except duckdb.IOException as exc:
+                msg = str(exc)
+                if "lock" not in msg.lower():
+                    raise KnowledgeError(f"The catalog {self.path} cannot be opened: {msg}") from exc
+                if time.monotonic() >= deadline:
+                    held = re.search(r"held in (.+?) \(PID (\d+)\)", msg)
+                    who = f" by {held.group(1)} (PID {held.group(2)})" if held else ""
+                    raise CatalogLocked(
+                        f"The catalog {self.path} is in use{who}. DuckDB allows one writing process:"
+                        " wait for the other command to finish, or use another data folder"
+                        " (--data-dir / KNOWLEDGE_DATA_DIR)."
+                    ) from exc
+                time.sleep(delay)
+                delay = min(delay * 2, 0.5)
+
+    @contextmanager
+    def _cursor(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        with self._lock:
+            if self._conn is None:
+                self._conn = self._open()
+                if not self._migrated:
+                    self._migrate(self._conn)
+                    self._migrated = True
+                self._start_closer()
+            cur = self._conn.cursor()
+            try:
+                yield cur
+            finally:
+                cur.close()
+                self._last_used = time.monotonic()
+
+    def _start_closer(self) -> None:
+        if self._closer is not None and self._closer.is_alive():
+            return
+
+        def run() -> None:
+            while not self._closed.wait(IDLE_CLOSE_SECONDS / 2):
+                with self._lock:
+                    if self._conn is not None and time.monotonic() - self._last_used >= IDLE_CLOSE_SECONDS:
+                        self._conn.close()
+                        self._conn = None
+                        return
+
+        self._closer = threading.Thread(target=run, name="catalog-idle-close", daemon=True)
+        self._closer.start()
+
+    def close(self) -> None:
+        """Close the connection now (it reopens on the next use)."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    # -- schema ---------------------------------------------------------------------------------
+    @staticmethod
+    def _migrate(conn: duckdb.DuckDBPyConnection) -> None:
+        conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+        row = conn.execute("SELECT max(version) FROM schema_version").fetchone()
+        current = row[0] or 0
+        if current > len(MIGRATIONS):
+            raise KnowledgeError(
+                f"The catalog has schema version {current}, newer than this program knows"
+                f" ({len(MIGRATIONS)}). Upgrade knowledge."
+            )
+        for version in range(current + 1, len(MIGRATIONS) + 1):
+            conn.execute("BEGIN TRANSACTION")
+            try:
+                conn.execute(MIGRATIONS[version - 1])
+                conn.execute("INSERT INTO schema_version VALUES (?)", [version])
+                conn.execute("COMMIT")
+            except Exception:
+                conn.execute("ROLLBACK")
+                raise
+
+    def schema_version(self) -> int:
+        with self._cursor() as cur:
+            return cur.execute("SELECT max(version) FROM schema_version").fetchone()[0]
+
+    # -- templates ------------------------------------------------------------------------------
+    def put_template(self, name: str, spec: dict[str, Any]) -> None:
+        """Insert or update a template's spec (a JSON-serialisable dict)."""
+        now = _now()
+        with self._cursor() as cur:
+            cur.execute(
+                "INSERT INTO templates VALUES (?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET spec = excluded.spec,"
+                " updated = excluded.updated",
+                [name, json.dumps(spec), now, now],
+            )
+
+    def get_template(self, name: str) -> dict[str, Any] | None:
+        with self._cursor() as cur:
+            row = cur.execute("SELECT spec FROM templates WHERE name = ?", [name]).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def list_templates(self) -> dict[str, dict[str, Any]]:
+        with self._cursor() as cur:
+            rows = cur.execute("SELECT name, spec FROM templates ORDER BY name").fetchall()
+        return {name: json.loads(spec) for name, spec in rows}
+
+    def delete_template(self, name: str) -> bool:
+        with self._cursor() as cur:
+            return bool(cur.execute("DELETE FROM templates WHERE name = ? RETURNING name", [name]).fetchall())
+
+    # -- stores ---------------------------------------------------------------------------------
+    def put_store(self, name: str, template: str, backend: str, embedding_model: str,
+                  dimension: int | None, distance: str) -> StoreRecord:
+        """Insert or update a store record; returns it."""
+        now = _now()
+        with self._cursor() as cur:
+            cur.execute(
+                "INSERT INTO stores VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET"
+                " template = excluded.template, backend = excluded.backend,"
+                " embedding_model = excluded.embedding_model, dimension = excluded.dimension,"
+                " distance = excluded.distance, updated = excluded.updated",
+                [name, template, backend, embedding_model, dimension, distance, now, now],
+            )
+        record = self.get_store(name)
+        assert record is not None
+        return record
+
+    def get_store(self, name: str) -> StoreRecord | None:
+        with self._cursor() as cur:
+            row = cur.execute("SELECT * FROM stores WHERE name = ?", [name]).fetchone()
+        return StoreRecord(*row) if row else None
+
+    def list_stores(self) -> list[StoreRecord]:
+        with self._cursor() as cur:
+            rows = cur.execute("SELECT * FROM stores ORDER BY lower(name), name").fetchall()
+        return [StoreRecord(*r) for r in rows]
+
+    def delete_store(self, name: str) -> None:
+        """Forget a store and its file records."""
+        with self._cursor() as cur:
+            cur.execute("BEGIN TRANSACTION")
+            cur.execute("DELETE FROM store_files WHERE store = ?", [name])
+            cur.execute("DELETE FROM stores WHERE name = ?", [name])
+            cur.execute("COMMIT")
+
+    # -- files in stores ------------------------------------------------------------------------
+    def put_file(self, record: FileRecord) -> None:
+        """Insert or update the record of ``record.file_id`` in ``record.store``."""
+        now = _now()
+        with self._cursor() as cur:
+            cur.execute(
+                "INSERT INTO store_files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (store, file_id) DO UPDATE SET file_name = excluded.file_name,"
+                " sha256 = excluded.sha256, size = excluded.size, status = excluded.status,"
+                " reason = excluded.reason, chunks = excluded.chunks, pages = excluded.pages,"
+                " warnings = excluded.warnings, read_seconds = excluded.read_seconds,"
+                " embed_seconds = excluded.embed_seconds, total_seconds = excluded.total_seconds,"
+                " updated = excluded.updated",
+                [record.store, record.file_id, record.file_name, record.sha256, record.size,
+                 record.status, record.reason, record.chunks, record.pages, json.dumps(record.warnings),
+                 record.read_seconds, record.embed_seconds, record.total_seconds,
+                 record.created or now, now],
+            )
+
+    def get_file(self, store: str, file_id: str) -> FileRecord | None:
+        with self._cursor() as cur:
+            row = cur.execute("SELECT * FROM store_files WHERE store = ? AND file_id = ?", [store, file_id]).fetchone()
+        return _file(row) if row else None
+
+    def files(self, store: str, file_name: str | None = None, sha256: str | None = None) -> list[FileRecord]:
+        """The store's file records, optionally only those with a name or content hash; by name."""
+        sql, args = "SELECT * FROM store_files WHERE store = ?", [store]
+        if file_name is not None:
+            sql, args = sql + " AND file_name = ?", args + [file_name]
+        if sha256 is not None:
+            sql, args = sql + " AND sha256 = ?", args + [sha256]
+        with self._cursor() as cur:
+            rows = cur.execute(sql + " ORDER BY lower(file_name), file_name, created", args).fetchall()
+        return [_file(r) for r in rows]
+
+    def stores_using_file(self, file_id: str) -> list[str]:
+        with self._cursor() as cur:
+            rows = cur.execute("SELECT store FROM store_files WHERE file_id = ? ORDER BY store", [file_id]).fetchall()
+        return [r[0] for r in rows]
+
+    def delete_file(self, store: str, file_id: str) -> bool:
+        with self._cursor() as cur:
+            return bool(cur.execute(
+                "DELETE FROM store_files WHERE store = ? AND file_id = ? RETURNING file_id", [store, file_id]
+            ).fetchall())
+
+
+def _file(row: tuple) -> FileRecord:
+    values = list(row)
+    values[9] = json.loads(values[9]) if values[9] else []
+    return FileRecord(*values)

@@ -1,0 +1,169 @@
+"""Token-based chunking with the embedder's own tokenizer.
+
+A chunk never exceeds the model's real input window, so the model never silently truncates it. The
+spec's default is "OpenAI-style 800/400" (800 tokens, 400 overlap: OpenAI's vector stores'
+``max_chunk_size_tokens=800, chunk_overlap_tokens=400``); with a model whose window is smaller the
+chunker uses the window (less the model's special tokens), scales the overlap by the same factor, and
+says so in :attr:`ChunkPlan.notes`.
+
+Chunks prefer to end at a paragraph break, then a sentence end, then a line break, then whitespace,
+and only then at an arbitrary token boundary; the next chunk starts ``overlap`` tokens earlier,
+snapped forward to a sentence or word start. Cuts always fall on token boundaries, whose offsets are
+``str`` indices, so no code point is ever split; CJK text without spaces is cut between its
+characters (BERT-style tokenizers give each CJK character its own token) and prefers the CJK full
+stops "。！？". Chunks never cross a section of the document (a PDF page, a Markdown heading's section),
+so every chunk has one page and one heading path.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from knowledge.embeddings.base import Embedder
+from knowledge.errors import InvalidArgument
+from knowledge.ingest.document import Document
+
+#: The spec's default chunking ("OpenAI-style 800/400"), in tokens.
+SPEC_MAX_TOKENS = 800
+SPEC_OVERLAP_TOKENS = 400
+
+_PARAGRAPH = re.compile(r"\n[ \t]*\n\s*")
+_SENTENCE = re.compile(r"(?<=[.!?;:])[\"'”’)\]]*\s+|(?<=[。！？；])")
+_LINE = re.compile(r"\n")
+_SPACE = re.compile(r"\s+")
+#: Boundary strength: a higher value is a better place to cut.
+_STRENGTHS = ((_PARAGRAPH, 4), (_SENTENCE, 3), (_LINE, 2), (_SPACE, 1))
+
+
+@dataclass(frozen=True, slots=True)
+class TextChunk:
+    """One chunk of a document: ``text == document.text[char_start:char_end]`` (``str`` indices),
+    the ``page`` (1-based) and ``heading`` path of its section, and its size in model ``tokens``."""
+
+    index: int
+    text: str
+    char_start: int
+    char_end: int
+    tokens: int
+    page: int | None = None
+    heading: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkPlan:
+    """The chunk size and overlap actually used (tokens), and why they differ from those asked for."""
+
+    max_tokens: int
+    overlap_tokens: int
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkResult:
+    chunks: list[TextChunk]
+    plan: ChunkPlan
+    warnings: list[str] = field(default_factory=list)
+
+
+def plan_chunking(embedder: Embedder, max_tokens: int = SPEC_MAX_TOKENS,
+                  overlap_tokens: int = SPEC_OVERLAP_TOKENS) -> ChunkPlan:
+    """Fit the requested chunk size and overlap (tokens) to the model's window.
+
+    Raises:
+        InvalidArgument: ``max_tokens < 1``, ``overlap_tokens < 0`` or ``overlap_tokens >= max_tokens``.
+    """
+    if max_tokens < 1 or overlap_tokens < 0 or overlap_tokens >= max_tokens:
+        raise InvalidArgument(
+            f"Chunking needs 0 <= overlap < size, got size {max_tokens} and overlap {overlap_tokens} tokens."
+        )
+    window = embedder.max_tokens - embedder.special_tokens
+    if max_tokens <= window:
+        return ChunkPlan(max_tokens, overlap_tokens)
+    overlap = (overlap_tokens * window) // max_tokens
+    note = (
+        f"Chunk size {max_tokens}/{overlap_tokens} tokens exceeds the {embedder.max_tokens}-token window of"
+        f" {embedder.name}; using {window}/{overlap} so no chunk is truncated."
+    )
+    return ChunkPlan(window, overlap, (note,))
+
+
+def chunk_document(document: Document, embedder: Embedder, max_tokens: int = SPEC_MAX_TOKENS,
+                   overlap_tokens: int = SPEC_OVERLAP_TOKENS) -> ChunkResult:
+    """Split ``document`` into chunks of at most ``max_tokens`` model tokens (fitted to the window).
+
+    Returns chunks in document order, numbered from 0, with provenance. Whitespace-only stretches
+    produce no chunk.
+    """
+    plan = plan_chunking(embedder, max_tokens, overlap_tokens)
+    chunks: list[TextChunk] = []
+    for section in document.sections:
+        body = document.text[section.char_start:section.char_end]
+        for start, end, n in _split(body, embedder, plan):
+            text = body[start:end]
+            chunks.append(TextChunk(
+                index=len(chunks), text=text, char_start=section.char_start + start,
+                char_end=section.char_start + end, tokens=n, page=section.page, heading=section.heading,
+            ))
+    return ChunkResult(chunks, plan, list(plan.notes))
+
+
+def _boundaries(text: str) -> dict[int, int]:
+    """Character positions where a chunk may end (or the next begin) -> strength."""
+    found: dict[int, int] = {}
+    for pattern, strength in _STRENGTHS:
+        for m in pattern.finditer(text):
+            pos = m.end()
+            if strength > found.get(pos, 0):
+                found[pos] = strength
+    return found
+
+
+def _split(text: str, embedder: Embedder, plan: ChunkPlan) -> list[tuple[int, int, int]]:
+    """``(start, end, tokens)`` spans of ``text`` covering all its tokens."""
+    tokens = embedder.tokenize(text)
+    if not tokens:
+        return []
+    n = len(tokens)
+    if n <= plan.max_tokens:
+        return [(tokens[0].start, tokens[-1].end, n)]
+    strength = _boundaries(text)
+
+    def cut_strength(i: int) -> int:
+        """Strength of cutting before token ``i`` (between token i-1 and i)."""
+        gap = text[tokens[i - 1].end:tokens[i].start]
+        best = max((strength.get(p, 0) for p in range(tokens[i - 1].end, tokens[i].start + 1)), default=0)
+        return best if best else (1 if gap.strip() == "" and gap else 0)
+
+    spans: list[tuple[int, int, int]] = []
+    i = 0
+    while i < n:
+        limit = i + plan.max_tokens
+        if limit >= n:
+            spans.append((tokens[i].start, tokens[-1].end, n - i))
+            break
+        # the best cut in the second half of the window, latest among the strongest
+        lo = i + max(1, plan.max_tokens // 2)
+        best_j, best_s = limit, -1
+        for j in range(limit, lo - 1, -1):
+            s = cut_strength(j)
+            if s > best_s:
+                best_j, best_s = j, s
+                if s == 4:
+                    break
+        spans.append((tokens[i].start, tokens[best_j - 1].end, best_j - i))
+        if plan.overlap_tokens == 0:
+            i = best_j
+            continue
+        # next start: overlap tokens back, snapped forward to the strongest nearby boundary
+        back = max(i + 1, best_j - plan.overlap_tokens)
+        window_end = min(best_j, back + max(1, plan.overlap_tokens // 4))
+        nxt, nxt_s = back, -1
+        for j in range(back, window_end + 1):
+            if j >= best_j:
+                break
+            s = cut_strength(j) if j > 0 else 4
+            if s > nxt_s:
+                nxt, nxt_s = j, s
+        i = nxt
+    return spans
