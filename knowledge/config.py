@@ -20,7 +20,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from knowledge.errors import ConfigError
@@ -47,6 +47,19 @@ class VectorStoreSettings(_Section):
     idle_seconds: float = Field(600.0, gt=0, description="memory backend: unload stores idle this long (s)")
     max_chunks_per_store: int = Field(100_000, gt=0, description="memory backend: chunk cap per store")
     options: dict[str, Any] = Field(default_factory=dict, description="extra options for a plugin backend")
+    max_chunk_size_tokens: int = Field(
+        256, gt=0, description="chunk size in model tokens (capped at the model's window)"
+    )
+    chunk_overlap_tokens: int = Field(64, ge=0, description="overlap between consecutive chunks, tokens")
+
+    @model_validator(mode="after")
+    def _overlap_below_size(self) -> "VectorStoreSettings":
+        if self.chunk_overlap_tokens >= self.max_chunk_size_tokens:
+            raise ValueError(
+                f"chunk_overlap_tokens ({self.chunk_overlap_tokens}) must be smaller than"
+                f" max_chunk_size_tokens ({self.max_chunk_size_tokens})"
+            )
+        return self
 
 
 class FileStoreSettings(_Section):
@@ -54,6 +67,16 @@ class FileStoreSettings(_Section):
 
     backend: str = Field("filesystem", min_length=1)
     dir: Path = Path("files")
+
+
+class IngestSettings(_Section):
+    """``ingest.*``: limits for files coming in."""
+
+    max_file_mb: float = Field(100.0, gt=0, description="largest file accepted, in MB (10^6 bytes)")
+
+    @property
+    def max_file_bytes(self) -> int:
+        return int(self.max_file_mb * 1_000_000)
 
 
 class EmbeddingSettings(_Section):
@@ -86,6 +109,7 @@ class Settings(BaseSettings):
     vector_store: VectorStoreSettings = Field(default_factory=VectorStoreSettings)
     file_store: FileStoreSettings = Field(default_factory=FileStoreSettings)
     embeddings: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    ingest: IngestSettings = Field(default_factory=IngestSettings)
 
     @classmethod
     def settings_customise_sources(
@@ -120,6 +144,10 @@ class Settings(BaseSettings):
     @property
     def models_dir(self) -> Path:
         return self.resolve(self.embeddings.models_dir)
+
+    @property
+    def catalog_path(self) -> Path:
+        return self.resolve("catalog.duckdb")
 
 
 def settings_file_path(environ: dict[str, str] | None = None) -> Path | None:
