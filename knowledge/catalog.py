@@ -47,6 +47,7 @@ MIGRATIONS: list[str] = [
         name TEXT PRIMARY KEY,
         template TEXT NOT NULL,
         backend TEXT NOT NULL,
+        collection TEXT NOT NULL,
         embedding_model TEXT NOT NULL,
         dimension INTEGER,
         distance TEXT NOT NULL,
@@ -81,11 +82,12 @@ class CatalogLocked(KnowledgeError):
 
 @dataclass(frozen=True, slots=True)
 class StoreRecord:
-    """A store: its template, and the backend, model, dimension and distance it was created with."""
+    """A store: its template, and the backend, collection, model, dimension and distance it uses."""
 
     name: str
     template: str
     backend: str
+    collection: str
     embedding_model: str
     dimension: int | None
     distance: str
@@ -249,16 +251,17 @@ class Catalog:
 
     # -- stores ---------------------------------------------------------------------------------
     def put_store(self, name: str, template: str, backend: str, embedding_model: str,
-                  dimension: int | None, distance: str) -> StoreRecord:
-        """Insert or update a store record; returns it."""
+                  dimension: int | None, distance: str, collection: str | None = None) -> StoreRecord:
+        """Insert or update a store record; returns it. ``collection`` defaults to ``name``."""
         now = _now()
         with self._cursor() as cur:
             cur.execute(
-                "INSERT INTO stores VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET"
+                "INSERT INTO stores VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET"
                 " template = excluded.template, backend = excluded.backend,"
+                " collection = excluded.collection,"
                 " embedding_model = excluded.embedding_model, dimension = excluded.dimension,"
                 " distance = excluded.distance, updated = excluded.updated",
-                [name, template, backend, embedding_model, dimension, distance, now, now],
+                [name, template, backend, collection or name, embedding_model, dimension, distance, now, now],
             )
         record = self.get_store(name)
         assert record is not None

@@ -1,0 +1,548 @@
+"""The workbench: stores, templates, files and ingestion, as one service for the app, the CLI and tools.
+
+``Workbench`` ties the parts together -- settings, the catalog, the file store, the templates, one
+vector-store backend per backend name and one embedder per model -- and owns the rules users expect:
+
+* A store is template + name, created on the fly, recording its backend, model and dimension. A
+  template whose model differs from the store's is refused *before* anything is embedded.
+* Ingesting a file: the bytes go to the file store, the reader extracts text with structure, the
+  chunker cuts it within the model's window, the embedder embeds, and the store's chunks of that file
+  are replaced in one atomic step. Every outcome is recorded in the catalog (status, reason, chunks,
+  pages, warnings, timings).
+* The same file again into the same store is a no-op with a notice; a changed file under the same
+  name replaces the old chunks (new chunks written first, then the old removed, so the file is never
+  missing); identical bytes under another name are stored once and reported as a duplicate, not
+  indexed twice; deleting a file removes every chunk; search never returns two hits with identical
+  text.
+* A bad file is reported with its reason and the batch goes on; nothing is half-written.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import mimetypes
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from knowledge.catalog import DONE, FAILED, PROCESSING, Catalog, FileRecord, StoreRecord
+from knowledge.config import Settings, load_settings
+from knowledge.embeddings.base import Embedder
+from knowledge.errors import (
+    EmbeddingUnavailable,
+    InvalidArgument,
+    KnowledgeError,
+    StoreNotFound,
+)
+from knowledge.ingest.chunker import chunk_document
+from knowledge.templates import DEFAULT_TEMPLATE, TemplateRegistry, VectorStoreTemplate
+from knowledge.vectorstore.base import VectorBackend
+from knowledge.vectorstore.registry import open_backend
+from knowledge.vectorstore.store import Chunk, Hit, VectorStore
+
+log = logging.getLogger(__name__)
+
+#: Ingestion outcomes reported per file.
+INDEXED, UNCHANGED, DUPLICATE, FAILED_OUTCOME, CANCELLED = "indexed", "unchanged", "duplicate", "failed", "cancelled"
+
+Progress = Callable[[str, float], None]
+"""``progress(stage, fraction)``: stage is "reading", "chunking", "embedding" or "writing"; fraction
+in [0, 1] of the current file."""
+
+
+class ModelMismatch(KnowledgeError):
+    """A store filled by one embedding model was asked to take vectors of another."""
+
+
+class Cancelled(KnowledgeError):
+    """The caller cancelled an ingestion; the store is as it was before."""
+
+
+@dataclass(frozen=True, slots=True)
+class IngestResult:
+    """What happened to one file: ``outcome`` is indexed, unchanged, duplicate, failed or cancelled.
+
+    ``chunks`` and ``pages`` count what was indexed; ``seconds`` is the wall time for this file;
+    ``message`` says in words what happened (the reason when it failed).
+    """
+
+    name: str
+    outcome: str
+    message: str
+    file_id: str | None = None
+    chunks: int = 0
+    pages: int | None = None
+    warnings: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    replaced_file_id: str | None = None
+    error: str | None = None  # the error class name when it failed
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome in (INDEXED, UNCHANGED, DUPLICATE)
+
+
+@dataclass(frozen=True, slots=True)
+class StoreSummary:
+    """A store for listing: its record plus live counts from the backend."""
+
+    record: StoreRecord
+    files: int
+    chunks: int
+    disk_bytes: int | None
+
+
+class Workbench:
+    """Stores, templates, files and ingestion over one data folder.
+
+    Args:
+        settings: defaults to :func:`knowledge.config.load_settings`.
+        embedder_factory: ``factory(model_name) -> Embedder``; tests pass a fake. Defaults to the
+            bundled / fastembed models of :mod:`knowledge.embeddings`.
+
+    Thread-safe: Streamlit sessions share one instance.
+    """
+
+    def __init__(self, settings: Settings | None = None,
+                 embedder_factory: Callable[[str], Embedder] | None = None) -> None:
+        from knowledge.filestore import open_file_store
+
+        self.settings = settings or load_settings()
+        self.catalog = Catalog(self.settings.catalog_path)
+        self.files = open_file_store(self.settings)
+        self.templates = TemplateRegistry(self.settings, self.catalog)
+        self._embedder_factory = embedder_factory or self._default_embedder
+        self._lock = threading.RLock()
+        self._backends: dict[str, VectorBackend] = {}
+        self._embedders: dict[str, Embedder] = {}
+        self._store_locks: dict[str, threading.Lock] = {}
+
+    # -- parts ----------------------------------------------------------------------------------
+    def _default_embedder(self, model: str) -> Embedder:
+        from knowledge.embeddings import create_embedder
+
+        emb = self.settings.embeddings.model_copy(update={"model": model})
+        return create_embedder(self.settings.model_copy(update={"embeddings": emb}))
+
+    def embedder(self, model: str | None = None) -> Embedder:
+        """The embedder for ``model`` (default: the default template's), created once."""
+        name = model or self.settings.embeddings.model
+        with self._lock:
+            if name not in self._embedders:
+                self._embedders[name] = self._embedder_factory(name)
+            return self._embedders[name]
+
+    def loaded_models(self) -> list[str]:
+        with self._lock:
+            return [n for n, e in self._embedders.items() if getattr(e, "loaded", True)]
+
+    def backend(self, name: str | None = None) -> VectorBackend:
+        """The backend ``name`` (default: the settings'), opened once. Raises ``BackendUnavailable``."""
+        name = name or self.settings.vector_store.backend
+        with self._lock:
+            if name not in self._backends:
+                self._backends[name] = open_backend(self.settings, name)
+            return self._backends[name]
+
+    def close(self) -> None:
+        with self._lock:
+            for b in self._backends.values():
+                b.close()
+            self._backends.clear()
+        self.catalog.close()
+
+    def _store_lock(self, store: str) -> threading.Lock:
+        with self._lock:
+            return self._store_locks.setdefault(store, threading.Lock())
+
+    # -- stores ---------------------------------------------------------------------------------
+    def create_store(self, name: str, template: str = DEFAULT_TEMPLATE) -> StoreRecord:
+        """Create the store ``name`` from ``template`` (or return it if it exists with that model).
+
+        Raises:
+            InvalidArgument: a blank name. TemplateNotFound. ModelMismatch: the store exists with
+            another embedding model. EmbeddingUnavailable: the model cannot load (its dimension is
+            recorded now).
+        """
+        if not isinstance(name, str) or not name.strip() or len(name) > 200:
+            raise InvalidArgument("A store name must be 1-200 characters and not blank.")
+        tpl = self.templates.get(template)
+        existing = self.catalog.get_store(name)
+        if existing is not None:
+            self._check_model(existing, tpl)
+            return existing
+        dimension = self.embedder(tpl.embedding_model).dimension
+        return self.catalog.put_store(name, tpl.name, tpl.backend, tpl.embedding_model, dimension, tpl.distance)
+
+    def get_store(self, name: str) -> StoreRecord:
+        record = self.catalog.get_store(name)
+        if record is None:
+            raise StoreNotFound(name, "create it first, or ingest a file into it")
+        return record
+
+    def store_template(self, record: StoreRecord) -> VectorStoreTemplate:
+        return self.templates.get(record.template)
+
+    def vector_store(self, name: str) -> VectorStore:
+        """The ``VectorStore`` facade of an existing store."""
+        return self._vs(self.get_store(name))
+
+    def _vs(self, record: StoreRecord) -> VectorStore:
+        coll = self.backend(record.backend).collection(record.collection)
+        return VectorStore(coll, distance=record.distance)  # type: ignore[arg-type]
+
+    def list_stores(self) -> list[StoreSummary]:
+        out = []
+        for record in self.catalog.list_stores():
+            chunks, disk = 0, None
+            try:
+                coll = self.backend(record.backend).collection(record.collection)
+                if coll.collection_exists():
+                    info = coll.info()
+                    chunks, disk = info.count, info.disk_bytes
+            except KnowledgeError as exc:
+                log.warning("store %s: %s", record.name, exc)
+            files = sum(1 for f in self.catalog.files(record.name) if f.status == DONE)
+            out.append(StoreSummary(record, files, chunks, disk))
+        return out
+
+    def delete_store(self, name: str) -> None:
+        """Delete a store: its chunks, its catalog records, and files no other store uses."""
+        record = self.get_store(name)
+        file_ids = [f.file_id for f in self.catalog.files(name)]
+        self.backend(record.backend).collection(record.collection).drop_collection()
+        self.catalog.delete_store(name)
+        for fid in file_ids:
+            self._forget_file_if_unused(fid)
+
+    @staticmethod
+    def _check_model(record: StoreRecord, tpl: VectorStoreTemplate) -> None:
+        if record.embedding_model != tpl.embedding_model:
+            raise ModelMismatch(
+                f"Store {record.name!r} holds embeddings of {record.embedding_model}"
+                f" ({record.dimension} dimensions); template {tpl.name!r} uses {tpl.embedding_model}."
+                " Re-embed the store to move it to that template."
+            )
+
+    def _open_for_ingest(self, store: str, template: str | None) -> tuple[StoreRecord, VectorStoreTemplate]:
+        record = self.catalog.get_store(store)
+        if record is None:
+            record = self.create_store(store, template or DEFAULT_TEMPLATE)
+            return record, self.templates.get(record.template)
+        tpl = self.templates.get(template) if template else self.store_template(record)
+        self._check_model(record, tpl)
+        return record, tpl
+
+    # -- ingestion ------------------------------------------------------------------------------
+    def ingest_file(
+        self,
+        store: str,
+        source: str | os.PathLike | bytes | BinaryIO,
+        name: str | None = None,
+        *,
+        template: str | None = None,
+        password: str | None = None,
+        content_type: str | None = None,
+        progress: Progress | None = None,
+        cancel: threading.Event | None = None,
+    ) -> IngestResult:
+        """Ingest one file into ``store`` (created on the fly from ``template``). Never raises for a
+        bad file: the result says what happened. Raises only for a bad store or template
+        (``InvalidArgument``, ``TemplateNotFound``, ``ModelMismatch``, ``EmbeddingUnavailable``,
+        ``BackendUnavailable``)."""
+        started = time.perf_counter()
+        if isinstance(source, (str, os.PathLike)):
+            path = Path(source)
+            name = name or path.name
+        else:
+            path = None
+        if not name:
+            raise InvalidArgument("A file needs a name when it is given as bytes or a stream.")
+        record, tpl = self._open_for_ingest(store, template)
+        embedder = self.embedder(tpl.embedding_model)
+        with self._store_lock(store):
+            try:
+                stored = self._save(source, path, name, content_type)
+            except KnowledgeError as exc:
+                return IngestResult(name, FAILED_OUTCOME, str(exc), error=type(exc).__name__,
+                                    seconds=time.perf_counter() - started)
+            same_name = [f for f in self.catalog.files(store, file_name=name) if f.file_id != stored.id]
+            same_bytes = [f for f in self.catalog.files(store, sha256=stored.sha256) if f.file_id != stored.id]
+            unchanged = [f for f in same_name if f.sha256 == stored.sha256 and f.status == DONE]
+            if unchanged:
+                self._discard(stored.id)
+                old = unchanged[0]
+                return IngestResult(name, UNCHANGED, f"{name} is already in {store!r}, unchanged"
+                                    f" ({old.chunks} chunks); nothing to do.", file_id=old.file_id,
+                                    chunks=old.chunks, pages=old.pages, seconds=time.perf_counter() - started)
+            dup = [f for f in same_bytes if f.status == DONE and f.file_name != name]
+            if dup:
+                self._discard(stored.id)
+                return IngestResult(name, DUPLICATE, f"{name} has the same bytes as {dup[0].file_name!r},"
+                                    f" already in {store!r}; not indexed twice.", file_id=dup[0].file_id,
+                                    seconds=time.perf_counter() - started)
+            result = self._index(store, record, tpl, embedder, stored, password, progress, cancel, started)
+            if result.outcome == INDEXED:
+                for old in same_name:  # a changed file under the same name: the new version replaces it
+                    self._remove_from_store(store, record, old.file_id)
+                if same_name:
+                    result = _replace(result, replaced_file_id=same_name[0].file_id,
+                                      message=result.message + f" Replaced the previous version of {name}.")
+            return result
+
+    def _save(self, source: Any, path: Path | None, name: str, content_type: str | None):
+        ctype = content_type or mimetypes.guess_type(name)[0] or "application/octet-stream"
+        limit = self.settings.ingest.max_file_bytes
+        if path is not None:
+            try:
+                with path.open("rb") as fh:
+                    return self.files.save(name, ctype, fh, max_bytes=limit)
+            except OSError as exc:
+                raise InvalidArgument(f"{path} cannot be read: {exc.strerror or exc}") from exc
+        stream = io.BytesIO(source) if isinstance(source, (bytes, bytearray, memoryview)) else source
+        return self.files.save(name, ctype, stream, max_bytes=limit)
+
+    def _index(self, store: str, record: StoreRecord, tpl: VectorStoreTemplate, embedder: Embedder,
+               stored: Any, password: str | None, progress: Progress | None,
+               cancel: threading.Event | None, started: float) -> IngestResult:
+        from knowledge.ingest.readers import read_document
+
+        rec = FileRecord(store, stored.id, stored.name, stored.sha256, stored.size, PROCESSING, None, 0, None)
+        self.catalog.put_file(rec)
+        t_read = t_embed = 0.0
+        try:
+            _step(progress, "reading", 0.0, cancel)
+            t0 = time.perf_counter()
+            with self.files.content(stored.id) as fh:
+                doc = read_document(fh, stored.name, password=password,
+                                    max_bytes=self.settings.ingest.max_file_bytes)
+            _step(progress, "chunking", 0.1, cancel)
+            result = chunk_document(doc, embedder, tpl.max_chunk_size_tokens, tpl.chunk_overlap_tokens)
+            t_read = time.perf_counter() - t0
+            texts = [c.text for c in result.chunks]
+            t0 = time.perf_counter()
+            vectors = _embed(embedder, texts, progress, cancel)
+            t_embed = time.perf_counter() - t0
+            _step(progress, "writing", 0.95, cancel)
+            chunks = [Chunk(c.text, vectors[i], c.index, c.page, c.char_start, c.char_end, c.heading)
+                      for i, c in enumerate(result.chunks)]
+            vs = self._vs(record)
+            vs.upsert(stored.id, chunks, file_name=stored.name)
+            if record.dimension != embedder.dimension:
+                self.catalog.put_store(store, record.template, record.backend, record.embedding_model,
+                                       embedder.dimension, record.distance)
+        except KnowledgeError as exc:
+            cancelled = isinstance(exc, Cancelled)
+            reason = "cancelled" if cancelled else str(exc)
+            self.catalog.put_file(_record(rec, status=FAILED, reason=reason, read_seconds=t_read,
+                                          total_seconds=time.perf_counter() - started))
+            if cancelled:
+                self._remove_from_store(store, record, stored.id)
+            return IngestResult(stored.name, CANCELLED if cancelled else FAILED_OUTCOME, reason,
+                                file_id=stored.id, error=type(exc).__name__,
+                                seconds=time.perf_counter() - started)
+        warnings = list(doc.warnings) + list(result.warnings)
+        total = time.perf_counter() - started
+        self.catalog.put_file(_record(rec, status=DONE, chunks=len(chunks), pages=doc.pages, warnings=warnings,
+                                      read_seconds=t_read, embed_seconds=t_embed, total_seconds=total))
+        _step(progress, "done", 1.0, None)
+        pages = f", {doc.pages} pages" if doc.pages else ""
+        return IngestResult(stored.name, INDEXED, f"{stored.name}: {len(chunks)} chunks{pages}.",
+                            file_id=stored.id, chunks=len(chunks), pages=doc.pages, warnings=warnings,
+                            seconds=total)
+
+    def ingest_paths(
+        self,
+        store: str,
+        paths: Iterable[str | os.PathLike],
+        *,
+        glob: str | None = None,
+        template: str | None = None,
+        password: str | None = None,
+        on_result: Callable[[IngestResult], None] | None = None,
+        cancel: threading.Event | None = None,
+    ) -> list[IngestResult]:
+        """Ingest files and folders (a folder: the files matching ``glob``, default ``**/*``, sorted).
+        Each file is reported; the batch never aborts for a bad file."""
+        results = []
+        for path in expand_paths(paths, glob):
+            if cancel is not None and cancel.is_set():
+                break
+            if isinstance(path, str):  # a path that does not exist
+                r = IngestResult(Path(path).name or path, FAILED_OUTCOME, f"{path}: no such file or folder.",
+                                 error="FileNotFoundError")
+            else:
+                r = self.ingest_file(store, path, template=template, password=password, cancel=cancel)
+            results.append(r)
+            if on_result:
+                on_result(r)
+        return results
+
+    # -- files in a store -----------------------------------------------------------------------
+    def store_files(self, store: str) -> list[FileRecord]:
+        self.get_store(store)
+        return self.catalog.files(store)
+
+    def delete_file(self, store: str, file_id: str, *, keep_file: bool = False) -> int:
+        """Remove a file from a store: every chunk and its record. The stored bytes go too unless
+        another store uses them or ``keep_file``. Returns the number of chunks removed."""
+        record = self.get_store(store)
+        with self._store_lock(store):
+            removed = self._remove_from_store(store, record, file_id, keep_file=keep_file)
+        return removed
+
+    def _remove_from_store(self, store: str, record: StoreRecord, file_id: str, keep_file: bool = False) -> int:
+        coll = self.backend(record.backend).collection(record.collection)
+        removed = coll.remove(where={"file_id": file_id}) if coll.collection_exists() else 0
+        self.catalog.delete_file(store, file_id)
+        if not keep_file:
+            self._forget_file_if_unused(file_id)
+        return removed
+
+    def _forget_file_if_unused(self, file_id: str) -> None:
+        if not self.catalog.stores_using_file(file_id):
+            self.files.delete(file_id)
+
+    def _discard(self, file_id: str) -> None:
+        if not self.catalog.stores_using_file(file_id):
+            self.files.delete(file_id)
+
+    # -- search ---------------------------------------------------------------------------------
+    def search(self, store: str, query: str, k: int = 5, *, where: dict | None = None,
+               score_threshold: float | None = None) -> list[Hit]:
+        """The ``k`` best chunks for ``query`` (text), best first, never two with identical text.
+
+        Scores: cosine similarity in [-1, 1] for the default distance, higher is better.
+        """
+        record = self.get_store(store)
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidArgument("Type a query to search for.")
+        embedder = self.embedder(record.embedding_model)
+        vector = embedder.embed_query(query)
+        vs = self._vs(record)
+        hits: list[Hit] = []
+        seen: set[str] = set()
+        fetch = k
+        while True:
+            found = vs.search(vector, k=fetch, where=where, score_threshold=score_threshold)
+            hits, seen = [], set()
+            for h in found:
+                key = " ".join(h.text.split()).lower()
+                if key not in seen:
+                    seen.add(key)
+                    hits.append(h)
+            if len(hits) >= k or len(found) < fetch:
+                return hits[:k]
+            fetch *= 2
+
+    # -- re-embedding ---------------------------------------------------------------------------
+    def reembed(self, store: str, template: str, progress: Progress | None = None) -> StoreRecord:
+        """Move ``store`` to ``template`` (another model, backend or distance) from its stored text.
+
+        The chunks are re-embedded from the text kept in their payloads -- no file is read again --
+        into a new collection; the catalog switches the store to it in one step once it is
+        complete, and only then is the old collection dropped. A failure leaves the store as it was.
+        """
+        record = self.get_store(store)
+        tpl = self.templates.get(template)
+        embedder = self.embedder(tpl.embedding_model)
+        old = self.backend(record.backend).collection(record.collection)
+        new_name = _next_collection_name(store, record.collection)
+        target = self.backend(tpl.backend).collection(new_name)
+        target.drop_collection()
+        with self._store_lock(store):
+            by_file: dict[str, list[Any]] = {}
+            if old.collection_exists():
+                for p in old.scroll():
+                    by_file.setdefault(p.payload["file_id"], []).append(p)
+            vs = VectorStore(target, distance=tpl.distance)
+            try:
+                target.ensure_collection(embedder.dimension, tpl.distance)
+                for i, (file_id, points) in enumerate(sorted(by_file.items())):
+                    points.sort(key=lambda p: p.payload.get("chunk_index", 0))
+                    vectors = embedder.embed_documents([p.payload["text"] for p in points])
+                    chunks = [Chunk(p.payload["text"], vectors[j], p.payload.get("chunk_index"),
+                                    p.payload.get("page"), p.payload.get("char_start"),
+                                    p.payload.get("char_end"), p.payload.get("heading"))
+                              for j, p in enumerate(points)]
+                    vs.upsert(file_id, chunks, file_name=points[0].payload.get("file_name"))
+                    if progress:
+                        progress("embedding", (i + 1) / max(1, len(by_file)))
+            except BaseException:
+                target.drop_collection()
+                raise
+            updated = self.catalog.put_store(store, tpl.name, tpl.backend, tpl.embedding_model,
+                                             embedder.dimension, tpl.distance, collection=new_name)
+            old.drop_collection()
+            return updated
+
+
+def _next_collection_name(store: str, current: str) -> str:
+    """``store``, ``store~2``, ``store~3``, ...: the collection a re-embedded store moves to."""
+    base, _, n = current.rpartition("~")
+    version = int(n) + 1 if base == store and n.isdigit() else 2
+    return f"{store}~{version}"
+
+
+def expand_paths(paths: Iterable[str | os.PathLike], glob: str | None = None) -> list[Path | str]:
+    """Files to ingest: each file as given, each folder's files matching ``glob`` (default ``**/*``),
+    sorted, hidden files skipped; a path that does not exist is returned as a ``str``."""
+    out: list[Path | str] = []
+    seen: set[Path] = set()
+    for raw in paths:
+        p = Path(raw).expanduser()
+        if p.is_dir():
+            for f in sorted(p.glob(glob or "**/*")):
+                rel = f.relative_to(p)
+                if f.is_file() and not any(part.startswith(".") for part in rel.parts) and f not in seen:
+                    seen.add(f)
+                    out.append(f)
+        elif p.is_file():
+            if p not in seen:
+                seen.add(p)
+                out.append(p)
+        else:
+            out.append(str(raw))
+    return out
+
+
+def _step(progress: Progress | None, stage: str, fraction: float, cancel: threading.Event | None) -> None:
+    if cancel is not None and cancel.is_set():
+        raise Cancelled("Ingestion cancelled.")
+    if progress is not None:
+        progress(stage, fraction)
+
+
+def _embed(embedder: Embedder, texts: Sequence[str], progress: Progress | None,
+           cancel: threading.Event | None) -> Any:
+    import numpy as np
+
+    if not texts:
+        return np.zeros((0, embedder.dimension), np.float32)
+    batch = 64
+    parts = []
+    for i in range(0, len(texts), batch):
+        _step(progress, "embedding", 0.1 + 0.85 * i / len(texts), cancel)
+        parts.append(embedder.embed_documents(texts[i:i + batch]))
+    return np.vstack(parts)
+
+
+def _record(rec: FileRecord, **changes: Any) -> FileRecord:
+    from dataclasses import replace
+
+    return replace(rec, **changes)
+
+
+def _replace(result: IngestResult, **changes: Any) -> IngestResult:
+    from dataclasses import replace
+
+    return replace(result, **changes)
+
+
+__all__ = ["Cancelled", "EmbeddingUnavailable", "IngestResult", "ModelMismatch", "StoreSummary", "Workbench",
+           "expand_paths"]
