@@ -1,0 +1,7 @@
+"""The knowledge tool group: ``vector_upsert``, ``vector_search``, ``vector_delete_file``,
+``vector_ingest_file`` -- store name in, text only, each with a JSON-schema description ready for LLM
+function calling (OpenAI's ``tools=[{"type": "function", "function": ...}]`` shape)."""
+
+from knowledge.tools.knowledge import KnowledgeTools, Tool, ToolResult
+
+__all__ = ["KnowledgeTools", "Tool", "ToolResult"]

@@ -1,0 +1,181 @@
+"""The four knowledge tools over a :class:`~knowledge.workbench.Workbench`.
+
+Embedding happens inside the tools with the embedding model of the store's template. When no
+embedding model can be loaded the whole group reports itself unavailable, with the reason
+(``KnowledgeTools.availability()``), and a call returns that reason instead of raising.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from knowledge.catalog import DONE, FileRecord
+from knowledge.errors import KnowledgeError
+from knowledge.ingest.chunker import chunk_document
+from knowledge.ingest.document import Document, Section
+from knowledge.vectorstore.store import Chunk, Hit
+from knowledge.workbench import Workbench
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """A tool's answer: ``text`` for the model, ``data`` (JSON-serialisable) for programs, ``ok``."""
+
+    text: str
+    data: dict[str, Any] = field(default_factory=dict)
+    ok: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    """One tool: its name, description and JSON-schema ``parameters``, and the function to call."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    run: Callable[..., ToolResult]
+
+    def schema(self) -> dict[str, Any]:
+        """The OpenAI function-calling description: ``{"type": "function", "function": {...}}``."""
+        return {"type": "function", "function": {
+            "name": self.name, "description": self.description, "parameters": self.parameters}}
+
+
+def _params(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+
+
+_STORE = {"type": "string", "description": "Name of the vector store."}
+
+
+def format_hit(rank: int, hit: Hit) -> str:
+    """One hit as text for a model: rank, score, provenance, and the chunk quoted."""
+    where = [hit.file_name or hit.file_id]
+    if hit.page is not None:
+        where.append(f"page {hit.page}")
+    if hit.heading:
+        where.append(f"section \"{hit.heading}\"")
+    if hit.char_start is not None and hit.char_end is not None:
+        where.append(f"chars {hit.char_start}-{hit.char_end}")
+    quoted = "\n".join("> " + line for line in hit.text.strip().splitlines())
+    return f"{rank}. score {hit.score:.3f} | {', '.join(where)}\n{quoted}"
+
+
+def hit_data(hit: Hit) -> dict[str, Any]:
+    return {"score": round(hit.score, 6), "file_id": hit.file_id, "file_name": hit.file_name,
+            "chunk_index": hit.chunk_index, "page": hit.page, "heading": hit.heading,
+            "char_start": hit.char_start, "char_end": hit.char_end, "text": hit.text}
+
+
+class KnowledgeTools:
+    """The tool group bound to one workbench."""
+
+    def __init__(self, workbench: Workbench) -> None:
+        self.wb = workbench
+
+    # -- availability ---------------------------------------------------------------------------
+    def availability(self) -> tuple[bool, str]:
+        """``(True, "")``, or ``(False, "unavailable, because ...")`` when no embedding model loads."""
+        try:
+            embedder = self.wb.embedder()
+            load = getattr(embedder, "load", None)
+            if callable(load):
+                load()
+        except KnowledgeError as exc:
+            return False, f"unavailable, because the embedding model cannot be loaded: {exc}"
+        return True, ""
+
+    def tools(self) -> list[Tool]:
+        return [
+            Tool("vector_upsert",
+                 "Store text as the content of one file in a vector store, replacing any earlier content"
+                 " of that file (delete + insert: re-ingestion never leaves stale chunks).",
+                 _params({"store": _STORE,
+                          "file_id": {"type": "string", "description": "Id of the file the text belongs to."},
+                          "text": {"type": "string", "description": "The file's full text."},
+                          "file_name": {"type": "string", "description": "Display name (optional)."}},
+                         ["store", "file_id", "text"]),
+                 self.vector_upsert),
+            Tool("vector_search",
+                 "Semantic search in a vector store: embeds the query and returns the top chunks with"
+                 " score (cosine similarity, higher is better) and provenance (file, page, section,"
+                 " character span), quoting each chunk's text.",
+                 _params({"store": _STORE,
+                          "query": {"type": "string", "description": "What to look for, in words."},
+                          "k": {"type": "integer", "minimum": 1, "maximum": 50, "default": 5,
+                                "description": "How many chunks to return."},
+                          "file_id": {"type": "string", "description": "Only search this file (optional)."}},
+                         ["store", "query"]),
+                 self.vector_search),
+            Tool("vector_delete_file",
+                 "Remove one file and all its chunks from a vector store.",
+                 _params({"store": _STORE, "file_id": {"type": "string", "description": "Id of the file."}},
+                         ["store", "file_id"]),
+                 self.vector_delete_file),
+            Tool("vector_ingest_file",
+                 "Read a file (PDF, DOCX, Markdown, HTML, CSV or text) from a path, chunk it, embed it and"
+                 " make it searchable in a vector store, in one call.",
+                 _params({"store": _STORE,
+                          "path": {"type": "string", "description": "Path of the file on this machine."},
+                          "password": {"type": "string", "description": "Password of an encrypted PDF (optional)."}},
+                         ["store", "path"]),
+                 self.vector_ingest_file),
+        ]
+
+    def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+        """Call a tool by name with the arguments a model produced; errors come back as text."""
+        tools = {t.name: t for t in self.tools()}
+        if name not in tools:
+            return ToolResult(f"Unknown tool {name!r}. Tools: {', '.join(tools)}.", ok=False)
+        ok, reason = self.availability()
+        if not ok:
+            return ToolResult(f"{name} is {reason}", ok=False)
+        try:
+            return tools[name].run(**arguments)
+        except TypeError as exc:
+            return ToolResult(f"Bad arguments for {name}: {exc}", ok=False)
+        except KnowledgeError as exc:
+            return ToolResult(f"{name} failed: {exc}", ok=False)
+
+    # -- the tools ------------------------------------------------------------------------------
+    def vector_upsert(self, store: str, file_id: str, text: str, file_name: str | None = None) -> ToolResult:
+        record, tpl = self.wb._open_for_ingest(store, None)  # noqa: SLF001 - same layer
+        embedder = self.wb.embedder(tpl.embedding_model)
+        doc = Document(text=text, sections=[Section(0, len(text))], format="text")
+        result = chunk_document(doc, embedder, tpl.max_chunk_size_tokens, tpl.chunk_overlap_tokens)
+        if not result.chunks:
+            return ToolResult("Nothing to store: the text is empty.", ok=False)
+        vectors = embedder.embed_documents([c.text for c in result.chunks])
+        chunks = [Chunk(c.text, vectors[i], c.index, None, c.char_start, c.char_end, None)
+                  for i, c in enumerate(result.chunks)]
+        n = self.wb.vector_store(store).upsert(file_id, chunks, file_name=file_name or file_id)
+        self.wb.catalog.put_file(FileRecord(store, file_id, file_name or file_id,
+                                            hashlib.sha256(text.encode("utf-8", "replace")).hexdigest(),
+                                            len(text.encode("utf-8", "replace")), DONE, None, n, None))
+        return ToolResult(f"Stored {n} chunks of {file_name or file_id} in {store!r}.",
+                          {"store": store, "file_id": file_id, "chunks": n})
+
+    def vector_search(self, store: str, query: str, k: int = 5, file_id: str | None = None) -> ToolResult:
+        hits = self.wb.search(store, query, k=int(k), where={"file_id": file_id} if file_id else None)
+        if not hits:
+            return ToolResult(f"No results in {store!r} for {query!r}.", {"hits": []})
+        text = "\n\n".join(format_hit(i + 1, h) for i, h in enumerate(hits))
+        return ToolResult(text, {"hits": [hit_data(h) for h in hits]})
+
+    def vector_delete_file(self, store: str, file_id: str) -> ToolResult:
+        n = self.wb.delete_file(store, file_id)
+        return ToolResult(f"Removed {n} chunks of {file_id} from {store!r}.", {"removed": n})
+
+    def vector_ingest_file(self, store: str, path: str, password: str | None = None) -> ToolResult:
+        p = Path(path).expanduser()
+        if not p.is_file():
+            return ToolResult(f"{path}: no such file.", ok=False)
+        r = self.wb.ingest_file(store, p, password=password)
+        data = {"file_id": r.file_id, "outcome": r.outcome, "chunks": r.chunks, "pages": r.pages,
+                "warnings": r.warnings}
+        warn = ("\nWarnings: " + "; ".join(r.warnings)) if r.warnings else ""
+        return ToolResult(r.message + warn, data, ok=r.ok)
