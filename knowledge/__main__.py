@@ -1,0 +1,188 @@
+"""The command line: ``python -m knowledge`` (or ``knowledge``).
+
+Exit codes: 0 success; 1 a file failed to ingest (the others went on); 2 bad usage or a
+configuration/store error (the message says which).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from knowledge.errors import KnowledgeError
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m knowledge", description="A local knowledge workbench.")
+    p.add_argument("--data-dir", help="data folder (default: $KNOWLEDGE_DATA_DIR or ./data)")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    s = sub.add_parser("ingest", help="ingest files and folders into a store (created on the fly)")
+    s.add_argument("store")
+    s.add_argument("paths", nargs="+", metavar="PATH")
+    s.add_argument("--template", help="template for a new store (default: default)")
+    s.add_argument("--glob", help="files to take from folders (default: **/*)")
+    s.add_argument("--password", help="password for encrypted PDFs")
+    s.add_argument("--json", action="store_true", help="print the results as JSON")
+
+    s = sub.add_parser("search", help="semantic search in a store")
+    s.add_argument("store")
+    s.add_argument("query")
+    s.add_argument("-k", type=int, default=5, help="number of results (default 5)")
+    s.add_argument("--file", help="only this file (id or name)")
+    s.add_argument("--json", action="store_true", help="print the hits as JSON")
+
+    s = sub.add_parser("stores", help="list stores")
+    s.add_argument("--json", action="store_true")
+    s = sub.add_parser("files", help="list the files of a store")
+    s.add_argument("store")
+    s.add_argument("--json", action="store_true")
+    s = sub.add_parser("delete-file", help="remove a file (id or name) from a store")
+    s.add_argument("store")
+    s.add_argument("file")
+    s = sub.add_parser("delete-store", help="delete a store and its chunks")
+    s.add_argument("store")
+    s = sub.add_parser("templates", help="list templates")
+    s.add_argument("--json", action="store_true")
+    s = sub.add_parser("reembed", help="move a store to another template (model) from its stored text")
+    s.add_argument("store")
+    s.add_argument("template")
+    return p
+
+
+def _table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
+    cells = [[str(h) for h in headers]] + [["" if v is None else str(v) for v in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _resolve_file(wb: Any, store: str, ref: str) -> str:
+    files = wb.store_files(store)
+    for f in files:
+        if ref == f.file_id:
+            return f.file_id
+    named = [f for f in files if f.file_name == ref]
+    if len(named) == 1:
+        return named[0].file_id
+    if named:
+        raise KnowledgeError(f"{len(named)} files are named {ref!r} in {store!r}; give the file id.")
+    raise KnowledgeError(f"No file {ref!r} in store {store!r}.")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.data_dir:
+        os.environ["KNOWLEDGE_DATA_DIR"] = args.data_dir
+    try:
+        return _run(args)
+    except KnowledgeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def _run(args: argparse.Namespace) -> int:
+    from knowledge.workbench import Workbench, expand_paths
+
+    wb = Workbench()
+    try:
+        if args.command == "ingest":
+            return _ingest(wb, args, expand_paths)
+        if args.command == "search":
+            where = {"file_id": _resolve_file(wb, args.store, args.file)} if args.file else None
+            hits = wb.search(args.store, args.query, k=args.k, where=where)
+            if args.json:
+                from knowledge.tools.knowledge import hit_data
+
+                print(json.dumps([hit_data(h) for h in hits], ensure_ascii=False, indent=2))
+            else:
+                from knowledge.tools.knowledge import format_hit
+
+                print("\n\n".join(format_hit(i + 1, h) for i, h in enumerate(hits)) or "No results.")
+            return 0
+        if args.command == "stores":
+            stores = wb.list_stores()
+            if args.json:
+                print(json.dumps([{"name": s.record.name, "template": s.record.template, "backend": s.record.backend,
+                                   "model": s.record.embedding_model, "dimension": s.record.dimension,
+                                   "files": s.files, "chunks": s.chunks} for s in stores], indent=2))
+            else:
+                print(_table([(s.record.name, s.record.template, s.record.backend, s.record.embedding_model,
+                               s.record.dimension, s.files, s.chunks) for s in stores],
+                             ["store", "template", "backend", "model", "dim", "files", "chunks"]))
+            return 0
+        if args.command == "files":
+            files = wb.store_files(args.store)
+            if args.json:
+                print(json.dumps([{"file_id": f.file_id, "name": f.file_name, "status": f.status,
+                                   "reason": f.reason, "chunks": f.chunks, "pages": f.pages,
+                                   "warnings": f.warnings, "sha256": f.sha256} for f in files], indent=2))
+            else:
+                print(_table([(f.file_name, f.file_id, f.status, f.chunks, f.pages or "", f.reason or "")
+                              for f in files], ["name", "file id", "status", "chunks", "pages", "reason"]))
+            return 0
+        if args.command == "delete-file":
+            fid = _resolve_file(wb, args.store, args.file)
+            n = wb.delete_file(args.store, fid)
+            print(f"Removed {args.file} ({n} chunks) from {args.store!r}.")
+            return 0
+        if args.command == "delete-store":
+            wb.delete_store(args.store)
+            print(f"Deleted store {args.store!r}.")
+            return 0
+        if args.command == "templates":
+            tpls = wb.templates.list()
+            if args.json:
+                print(json.dumps([t.model_dump() for t in tpls], indent=2))
+            else:
+                print(_table([(t.name, t.backend, t.embedding_model, t.distance,
+                               f"{t.max_chunk_size_tokens}/{t.chunk_overlap_tokens}") for t in tpls],
+                             ["template", "backend", "model", "distance", "chunk/overlap"]))
+            return 0
+        if args.command == "reembed":
+            rec = wb.reembed(args.store, args.template)
+            print(f"Store {rec.name!r} now uses template {rec.template!r} ({rec.embedding_model}, {rec.dimension} dims).")
+            return 0
+        raise AssertionError(args.command)
+    finally:
+        wb.close()
+
+
+def _ingest(wb: Any, args: argparse.Namespace, expand_paths: Any) -> int:
+    from tqdm import tqdm
+
+    files = expand_paths(args.paths, args.glob)
+    if not files:
+        print("No files matched.", file=sys.stderr)
+        return 1
+    results = []
+    bar = tqdm(total=len(files), unit="file", disable=args.json or not sys.stderr.isatty(), file=sys.stderr)
+    for path in files:
+        bar.set_postfix_str(str(getattr(path, "name", path))[:40])
+        results.extend(wb.ingest_paths(args.store, [path], template=args.template, password=args.password))
+        bar.update(1)
+    bar.close()
+    failed = [r for r in results if not r.ok]
+    if args.json:
+        print(json.dumps([{"name": r.name, "outcome": r.outcome, "message": r.message, "file_id": r.file_id,
+                           "chunks": r.chunks, "pages": r.pages, "warnings": r.warnings,
+                           "seconds": round(r.seconds, 3)} for r in results], ensure_ascii=False, indent=2))
+    else:
+        print(_table([(r.name, r.outcome, r.chunks or "", r.pages or "", f"{r.seconds:.2f}s",
+                       r.message if not r.ok else "; ".join(r.warnings)[:100]) for r in results],
+                     ["file", "outcome", "chunks", "pages", "time", "reason / warnings"]))
+        print(f"\n{len(results) - len(failed)} of {len(results)} files ok, {sum(r.chunks for r in results)} chunks;"
+              f" {len(failed)} failed.")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
