@@ -1,0 +1,72 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from knowledge.catalog import DONE, FAILED, MIGRATIONS, Catalog, CatalogLocked, FileRecord
+
+
+@pytest.fixture
+def catalog(tmp_path):
+    c = Catalog(tmp_path / "catalog.duckdb", lock_timeout=0.5)
+    yield c
+    c.close()
+
+
+def test_schema_is_created_and_versioned(catalog):
+    assert catalog.schema_version() == len(MIGRATIONS)
+    catalog.close()
+    assert catalog.schema_version() == len(MIGRATIONS)  # reopened, not migrated twice
+
+
+def test_stores_and_files_round_trip(catalog):
+    rec = catalog.put_store("Team Notes", "default", "memory", "m", 384, "cosine")
+    assert (rec.name, rec.collection, rec.dimension) == ("Team Notes", "Team Notes", 384)
+    catalog.put_file(FileRecord("Team Notes", "f1", "b.pdf", "aa", 10, DONE, None, 3, 2, ["page 2 has no text layer"]))
+    catalog.put_file(FileRecord("Team Notes", "f2", "a.txt", "bb", 5, FAILED, "password required", 0, None))
+    files = catalog.files("Team Notes")
+    assert [f.file_name for f in files] == ["a.txt", "b.pdf"]
+    assert files[1].warnings == ["page 2 has no text layer"]
+    assert catalog.files("Team Notes", sha256="aa")[0].file_id == "f1"
+    assert catalog.stores_using_file("f1") == ["Team Notes"]
+    catalog.put_file(FileRecord("Team Notes", "f2", "a.txt", "bb", 5, DONE, None, 4, None))
+    assert catalog.get_file("Team Notes", "f2").chunks == 4
+    catalog.delete_store("Team Notes")
+    assert catalog.list_stores() == [] and catalog.files("Team Notes") == []
+
+
+def test_templates_round_trip(catalog):
+    catalog.put_template("small", {"name": "small", "max_chunk_size_tokens": 128})
+    catalog.put_template("small", {"name": "small", "max_chunk_size_tokens": 64})
+    assert catalog.get_template("small")["max_chunk_size_tokens"] == 64
+    assert catalog.delete_template("small") and not catalog.delete_template("small")
+
+
+def test_a_second_process_gets_a_clear_message_and_then_its_turn(tmp_path):
+    path = tmp_path / "catalog.duckdb"
+    holder = Catalog(path)
+    holder.put_store("s", "default", "memory", "m", 8, "cosine")  # holds the file open now
+    script = textwrap.dedent(f"""
+        from pathlib import Path
+        from knowledge.catalog import Catalog, CatalogLocked
+        try:
+            Catalog(Path({str(path)!r}), lock_timeout=0.3).list_stores()
+            print("opened")
+        except CatalogLocked as exc:
+            print("locked:", exc)
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60).stdout
+    assert out.startswith("locked:") and "in use by" in out and "PID" in out
+    holder.close()  # released (the idle closer does the same after a couple of seconds)
+    out = subprocess.run([sys.executable, "-c", script.replace("0.3", "5")], capture_output=True, text=True,
+                         timeout=60).stdout
+    assert out.strip() == "opened"
+
+
+def test_catalog_locked_is_a_knowledge_error():
+    from knowledge.errors import KnowledgeError
+
+    assert issubclass(CatalogLocked, KnowledgeError)
