@@ -1,0 +1,66 @@
+"""What a reader returns: the clean text of one document and where each part of it came from.
+
+A :class:`Document` is the single shape every reader (PDF, DOCX, Markdown, text, HTML, CSV) produces
+and the chunker consumes. Offsets are ``str`` indices into :attr:`Document.text` (code points, not
+bytes, not UTF-16 units): ``document.text[s.char_start:s.char_end]`` is the text of section ``s``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+#: The values :attr:`Document.format` can take.
+FORMATS: tuple[str, ...] = ("pdf", "docx", "markdown", "text", "html", "csv")
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    """A contiguous span of :attr:`Document.text` with one provenance.
+
+    ``[char_start, char_end)`` are ``str`` indices into the document's text. ``page`` is the 1-based
+    page number (PDF only, else ``None``). ``heading`` is the heading path above the span, outermost
+    first, joined with ``" > "`` (for example ``"Guide > Install > Linux"``; Markdown, DOCX and HTML),
+    or ``None`` before the first heading and for formats without headings.
+    """
+
+    char_start: int
+    char_end: int
+    page: int | None = None
+    heading: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """The clean text of one document with its provenance.
+
+    ``text`` is the extracted text: no NUL characters, no lone surrogates, ``\\n`` line ends, no
+    trailing whitespace on any line, blocks (paragraphs, tables, pages) separated by one blank line
+    (``"\\n\\n"``). ``sections`` are in text order and do not overlap; the readers of this package make
+    them cover the whole text (the first starts at 0, each ends where the next starts, the last ends
+    at ``len(text)``; the blank line between two blocks belongs to the section before it) and merge
+    neighbours of equal provenance. ``format`` is one of :data:`FORMATS`; ``pages`` the page count
+    (PDF, else ``None``); ``warnings`` sentences for a person (for example
+    ``"page 3 has no text layer (scanned? OCR needed)"``); ``title`` from the document's metadata or
+    its first title-like heading, when there is one.
+
+    Raises:
+        ValueError: a section lies outside the text, ends before it starts, or overlaps or precedes
+            the one before it.
+    """
+
+    text: str
+    sections: list[Section]
+    format: str
+    pages: int | None = None
+    warnings: list[str] = field(default_factory=list)
+    title: str | None = None
+
+    def __post_init__(self) -> None:
+        end = 0
+        for s in self.sections:
+            if not (end <= s.char_start <= s.char_end <= len(self.text)):
+                raise ValueError(
+                    f"Section [{s.char_start}, {s.char_end}) must lie in [{end}, {len(self.text)}]:"
+                    " sections are in order, do not overlap, and stay inside the text."
+                )
+            end = s.char_end
