@@ -166,9 +166,9 @@ def test_batches_keep_the_order(models_dir, model):
     small_batches = BundledEmbedder(models_dir, batch_size=2).embed_documents(texts)
     one_batch = model.embed_documents(texts)
     singles = np.stack([model.embed_documents([t])[0] for t in texts])
-    # int8 activations are quantised per batch, so padding moves the vectors a little
-    assert (np.sum(small_batches * singles, axis=1) > 0.99).all()
-    assert (np.sum(one_batch * singles, axis=1) > 0.99).all()
+    # padding to the longest text of a batch does not change a text's vector
+    np.testing.assert_allclose(small_batches, singles, atol=1e-5)
+    np.testing.assert_allclose(one_batch, singles, atol=1e-5)
     assert float(singles[0] @ singles[1]) < 0.5
 
 
