@@ -47,7 +47,7 @@ class Services:
 
     @property
     def embedder_loaded(self) -> bool:
-        return self._embedder is not None
+        return self._embedder is not None and self._embedder.loaded
 
     def store(self, name: str) -> VectorStore:
         """The store ``name`` on the default backend (created on its first upsert)."""

@@ -37,6 +37,14 @@ class Embedder(ABC):
     #: Special tokens the model adds to every input (``[CLS]`` and ``[SEP]`` for BERT: 2).
     special_tokens: int = 0
 
+    @property
+    def loaded(self) -> bool:
+        """Whether the model is in memory (models without files are always loaded)."""
+        return True
+
+    def load(self) -> None:
+        """Load the model now rather than on first use. Raises ``EmbeddingUnavailable``."""
+
     @abstractmethod
     def tokenize(self, text: str) -> list[Token]:
         """The tokens of ``text`` without special tokens and without truncation, with character

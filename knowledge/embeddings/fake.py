@@ -13,8 +13,11 @@ from knowledge.embeddings._inputs import check_query, check_text, check_texts
 from knowledge.embeddings.base import Embedder, Token
 from knowledge.errors import InvalidArgument
 
-#: A token is a run of word characters or one other non-space character (punctuation, a symbol, an emoji).
-_TOKEN = re.compile(r"(?P<word>\w+)|[^\w\s]")
+#: A token is a run of word characters, one CJK character, or one other non-space character
+#: (punctuation, a symbol, an emoji).
+#: CJK ideographs and kana are one token each, as BERT-style tokenizers treat them.
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_TOKEN = re.compile(rf"(?P<word>[{_CJK}]|(?:(?![{_CJK}])\w)+)|[^\w\s]")
 
 
 def _hash64(word: str) -> int:
