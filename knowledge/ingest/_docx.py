@@ -1,0 +1,569 @@
+"""DOCX: the text a person sees in Word, in document order, read from the WordprocessingML.
+
+python-docx opens the package (content types, relationships, parts); the body is then walked
+element by element, because python-docx's own ``iter_inner_content`` skips content controls and
+text boxes. Element names and semantics follow ECMA-376 Part 1 (§17.3 paragraphs and runs, §17.4
+tables, §17.5.2 content controls, §17.9 numbering, §17.10 headers and footers, §17.11 footnotes).
+
+* Body blocks in order: paragraphs, tables (nested ones too), content controls (``w:sdt``), text
+  boxes (``w:txbxContent``, after the paragraph that anchors them; of ``mc:AlternateContent``
+  only the first choice, so a box is not read twice through its VML fallback).
+* Runs: text, tabs, breaks, non-breaking hyphens, hyperlink text, simple fields, tracked insertions;
+  deleted text, field codes and runs marked hidden (``w:vanish``) are left out.
+* Lists: numbered and bulleted paragraphs (numbering from the paragraph or its style) get the
+  prefix Word shows ("1.", "1.2.", "a)", "iv.", and "•" for any bullet), two spaces of indent per
+  level.
+* Tables: one line per row, cells separated by ``" | "``; a nested table sits inside its cell as
+  ``[row; row]``. Rows with no text are left out.
+* Headings: paragraphs with an outline level (Heading 1..9 styles, or ``w:outlineLvl``) build the
+  heading path of the sections.
+* Headers and footers: every distinct header before the body and every distinct footer after it,
+  once each, however many sections refer to them; then footnotes and endnotes.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import zipfile
+
+from lxml import etree
+
+from knowledge.errors import EmptyDocument, FileTooLarge, KnowledgeError, UnsupportedFile
+from knowledge.ingest._text import Builder, one_line
+from knowledge.ingest.document import Document
+
+W_NS = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
+W = "{%s}" % W_NS
+MC = "{http://schemas.openxmlformats.org/markup-compatibility/2006}"
+M = "{http://schemas.openxmlformats.org/officeDocument/2006/math}"
+R = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}"
+_RT = "http://schemas.openxmlformats.org/officeDocument/2006/relationships/"
+
+#: A DOCX that unpacks to more than this is refused before python-docx reads it (a "zip bomb").
+MAX_UNPACKED_BYTES = 512 * 1024 * 1024
+
+_SAFE_PARSER = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=False)
+
+
+def read_docx(data: bytes) -> Document:
+    """Read a DOCX (also .docm, .dotx, .dotm); sections carry the heading path.
+
+    Raises:
+        UnsupportedFile: a damaged ZIP or a package without a Word main document, with the reason.
+        FileTooLarge: the package unpacks to more than :data:`MAX_UNPACKED_BYTES`.
+        EmptyDocument: no text at all (for example only images).
+    """
+    _check_zip(data)
+    try:
+        from docx.package import Package
+
+        part = Package.open(io.BytesIO(data)).main_document_part
+        if "wordprocessingml" not in part.content_type and "ms-word" not in part.content_type:
+            raise UnsupportedFile(f"unsupported: not a Word document (main part is {part.content_type})")
+        reader = _Reader(part)
+        return reader.read()
+    except KnowledgeError:
+        raise
+    except Exception as exc:  # zlib.error, KeyError, XMLSyntaxError, PackageNotFoundError, ...
+        raise UnsupportedFile(f"unreadable DOCX: {type(exc).__name__}: {one_line(str(exc))}") from exc
+
+
+def _check_zip(data: bytes) -> None:
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as zf:
+            infos = zf.infolist()
+            names = {i.filename for i in infos}
+            bad = zf.testzip()
+    except zipfile.BadZipFile as exc:
+        raise UnsupportedFile(f"unreadable DOCX: the file is damaged (not a valid ZIP: {exc})") from exc
+    except Exception as exc:  # zlib.error, EOFError, NotImplementedError (compression method)
+        raise UnsupportedFile(f"unreadable DOCX: the file is damaged ({type(exc).__name__}: {exc})") from exc
+    if bad is not None:
+        raise UnsupportedFile(f"unreadable DOCX: the file is damaged (member {bad} fails its checksum)")
+    if "[Content_Types].xml" not in names:
+        raise UnsupportedFile("unreadable DOCX: not an Office package (no [Content_Types].xml)")
+    unpacked = sum(i.file_size for i in infos)
+    if unpacked > MAX_UNPACKED_BYTES:
+        raise FileTooLarge(
+            f"This DOCX unpacks to {unpacked:,} bytes, over the limit of {MAX_UNPACKED_BYTES:,} bytes."
+        )
+
+
+def _xml(part) -> etree._Element | None:
+    element = getattr(part, "_element", None)
+    if element is not None:
+        return element
+    blob = getattr(part, "blob", None)
+    return etree.fromstring(blob, _SAFE_PARSER) if blob else None
+
+
+def _related(part, reltype: str) -> list:
+    return [rel.target_part for rel in part.rels.values()
+            if rel.reltype == _RT + reltype and not rel.is_external]
+
+
+# -- numbering ------------------------------------------------------------------------------------
+
+def _roman(n: int) -> str:
+    out = []
+    for value, digits in ((1000, "m"), (900, "cm"), (500, "d"), (400, "cd"), (100, "c"), (90, "xc"),
+                          (50, "l"), (40, "xl"), (10, "x"), (9, "ix"), (5, "v"), (4, "iv"), (1, "i")):
+        while n >= value:
+            out.append(digits)
+            n -= value
+    return "".join(out)
+
+
+def _letters(n: int) -> str:
+    # Word repeats the letter: a..z, aa..zz, aaa..  (ECMA-376 §17.18.59 lowerLetter)
+    n = max(n, 1)
+    return chr(ord("a") + (n - 1) % 26) * ((n - 1) // 26 + 1)
+
+
+def _format_number(n: int, fmt: str) -> str:
+    if fmt == "decimalZero":
+        return f"{n:02d}"
+    if fmt == "lowerRoman":
+        return _roman(n)
+    if fmt == "upperRoman":
+        return _roman(n).upper()
+    if fmt == "lowerLetter":
+        return _letters(n)
+    if fmt == "upperLetter":
+        return _letters(n).upper()
+    return str(n)  # decimal, and the fallback for the many national formats
+
+
+class _Level:
+    __slots__ = ("fmt", "text", "start")
+
+    def __init__(self, fmt: str, text: str | None, start: int) -> None:
+        self.fmt, self.text, self.start = fmt, text, start
+
+
+class _Numbering:
+    """Resolves ``(numId, ilvl)`` to the prefix Word shows, counting as the body is read."""
+
+    def __init__(self, root: etree._Element | None) -> None:
+        self._abstract: dict[str, dict[int, _Level]] = {}
+        self._nums: dict[str, tuple[str, dict[int, _Level], dict[int, int]]] = {}
+        self._counters: dict[str, list[int | None]] = {}
+        if root is None:
+            return
+        for an in root.iter(W + "abstractNum"):
+            self._abstract[an.get(W + "abstractNumId", "")] = self._levels(an)
+        for num in root.iter(W + "num"):
+            num_id = num.get(W + "numId", "")
+            ref = num.find(W + "abstractNumId")
+            abstract_id = ref.get(W + "val", "") if ref is not None else ""
+            overrides: dict[int, _Level] = {}
+            starts: dict[int, int] = {}
+            for ov in num.iter(W + "lvlOverride"):
+                ilvl = _int(ov.get(W + "ilvl"), 0)
+                start = ov.find(W + "startOverride")
+                if start is not None:
+                    starts[ilvl] = _int(start.get(W + "val"), 1)
+                lvl = ov.find(W + "lvl")
+                if lvl is not None:
+                    overrides.update(self._levels(ov))
+            self._nums[num_id] = (abstract_id, overrides, starts)
+
+    @staticmethod
+    def _levels(parent: etree._Element) -> dict[int, _Level]:
+        levels = {}
+        for lvl in parent.iter(W + "lvl"):
+            fmt_el, text_el, start_el = lvl.find(W + "numFmt"), lvl.find(W + "lvlText"), lvl.find(W + "start")
+            levels[_int(lvl.get(W + "ilvl"), 0)] = _Level(
+                fmt_el.get(W + "val", "decimal") if fmt_el is not None else "decimal",
+                text_el.get(W + "val") if text_el is not None else None,
+                _int(start_el.get(W + "val"), 1) if start_el is not None else 1,
+            )
+        return levels
+
+    def _level(self, num_id: str, ilvl: int) -> _Level | None:
+        if num_id not in self._nums:
+            return None
+        abstract_id, overrides, starts = self._nums[num_id]
+        lvl = overrides.get(ilvl) or self._abstract.get(abstract_id, {}).get(ilvl)
+        if lvl is not None and ilvl in starts:
+            lvl = _Level(lvl.fmt, lvl.text, starts[ilvl])
+        return lvl
+
+    def prefix(self, num_id: str, ilvl: int) -> str | None:
+        """The label of the next item at ``ilvl`` of list ``num_id``, or ``None`` (no such list)."""
+        lvl = self._level(num_id, ilvl)
+        if lvl is None:
+            return None
+        if lvl.fmt == "none":
+            return ""
+        counters = self._counters.setdefault(num_id, [None] * 10)
+        ilvl = min(max(ilvl, 0), 9)
+        counters[ilvl] = lvl.start if counters[ilvl] is None else counters[ilvl] + 1
+        for deeper in range(ilvl + 1, 10):
+            counters[deeper] = None
+        if lvl.fmt == "bullet":
+            return "•"
+        template = lvl.text if lvl.text is not None else f"%{ilvl + 1}."
+
+        def level_number(m: re.Match) -> str:
+            k = int(m.group(1)) - 1
+            other = self._level(num_id, k) if k != ilvl else lvl
+            value = counters[k] if 0 <= k < 10 and counters[k] is not None else (other.start if other else 1)
+            return _format_number(value, other.fmt if other else "decimal")
+
+        return re.sub(r"%([1-9])", level_number, template).strip()
+
+
+def _int(value: str | None, default: int) -> int:
+    try:
+        return int(value) if value is not None else default
+    except ValueError:
+        return default
+
+
+# -- styles ---------------------------------------------------------------------------------------
+
+class _Styles:
+    """Paragraph-style facts, following ``w:basedOn``: numbering, outline level, name."""
+
+    def __init__(self, root: etree._Element | None) -> None:
+        self._styles: dict[str, etree._Element] = {}
+        self.default: str | None = None
+        if root is None:
+            return
+        for style in root.iter(W + "style"):
+            if style.get(W + "type") not in (None, "paragraph"):
+                continue
+            sid = style.get(W + "styleId")
+            if sid:
+                self._styles[sid] = style
+                if style.get(W + "default") in ("1", "true", "on"):
+                    self.default = sid
+
+    def _chain(self, sid: str | None):
+        seen = set()
+        while sid and sid in self._styles and sid not in seen:
+            seen.add(sid)
+            style = self._styles[sid]
+            yield style
+            based = style.find(W + "basedOn")
+            sid = based.get(W + "val") if based is not None else None
+
+    def num_pr(self, sid: str | None) -> tuple[str | None, int | None]:
+        num_id, ilvl = None, None
+        for style in self._chain(sid):
+            pr = style.find(f"{W}pPr/{W}numPr")
+            if pr is None:
+                continue
+            if num_id is None and pr.find(W + "numId") is not None:
+                num_id = pr.find(W + "numId").get(W + "val")
+            if ilvl is None and pr.find(W + "ilvl") is not None:
+                ilvl = _int(pr.find(W + "ilvl").get(W + "val"), 0)
+        return num_id, ilvl
+
+    def heading_level(self, sid: str | None) -> int | None:
+        """1-based outline level of the style (Heading 1 -> 1), ``None`` for body text."""
+        for style in self._chain(sid):
+            outline = style.find(f"{W}pPr/{W}outlineLvl")
+            if outline is not None:
+                level = _int(outline.get(W + "val"), 9)
+                return level + 1 if level < 9 else None
+            name = style.find(W + "name")
+            m = re.fullmatch(r"heading\s*([1-9])", (name.get(W + "val", "") if name is not None else ""), re.I)
+            if m:
+                return int(m.group(1))
+        return None
+
+    def is_title(self, sid: str | None) -> bool:
+        for style in self._chain(sid):
+            name = style.find(W + "name")
+            if name is not None and name.get(W + "val", "").lower() == "title":
+                return True
+        return False
+
+
+# -- the walk -------------------------------------------------------------------------------------
+
+#: Containers whose children are read as if they stood in place of the container.
+_TRANSPARENT_INLINE = {W + "hyperlink", W + "smartTag", W + "ins", W + "moveTo", W + "fldSimple",
+                       W + "customXml", W + "dir", W + "bdo", W + "sdtContent"}
+_SKIP_INLINE = {W + "pPr", W + "rPr", W + "del", W + "moveFrom", W + "proofErr", W + "bookmarkStart",
+                W + "bookmarkEnd", W + "commentRangeStart", W + "commentRangeEnd", W + "permStart",
+                W + "permEnd", W + "sdtPr", W + "sdtEndPr"}
+
+
+class _Reader:
+    def __init__(self, part) -> None:
+        self.part = part
+        self.root = _xml(part)
+        styles = _related(part, "styles")
+        numbering = _related(part, "numbering")
+        self.styles = _Styles(_xml(styles[0]) if styles else None)
+        self.numbering = _Numbering(_xml(numbering[0]) if numbering else None)
+        self.builder = Builder()
+        self.path: list[tuple[int, str]] = []
+        self.title: str | None = None
+        self.cell_depth = 0
+
+    # public
+
+    def read(self) -> Document:
+        body = self.root.find(W + "body") if self.root is not None else None
+        if body is None:
+            raise UnsupportedFile("unreadable DOCX: the main document has no body")
+        headers, footers = self._headers_footers(body)
+        for text in headers:
+            self.builder.add(text)
+        self._blocks(body, in_box=False)
+        self.path = []
+        for kind in ("footnotes", "endnotes"):
+            for part in _related(self.part, kind):
+                root = _xml(part)
+                if root is None:
+                    continue
+                for note in root:
+                    if note.get(W + "type") in (None, "normal"):
+                        self._blocks(note, in_box=True)
+        for text in footers:
+            self.builder.add(text)
+        title = self._core_title() or self.title
+        return self.builder.build("docx", empty="no text: this Word document has no text (images or empty tables only?)",
+                                  title=title)
+
+    def _core_title(self) -> str | None:
+        try:
+            title = self.part.package.core_properties.title
+        except Exception:
+            return None
+        return (title.strip() or None) if isinstance(title, str) else None
+
+    def _headers_footers(self, body: etree._Element) -> tuple[list[str], list[str]]:
+        """The distinct texts of the headers and of the footers the sections refer to."""
+        sect_prs = list(body.iter(W + "sectPr"))
+        result: dict[str, list[str]] = {"header": [], "footer": []}
+        seen_parts: set[str] = set()
+        for sect in sect_prs:
+            for kind in ("header", "footer"):
+                for ref in sect.findall(f"{W}{kind}Reference"):
+                    rid = ref.get(R + "id")
+                    try:
+                        target = self.part.related_parts[rid]
+                    except KeyError:
+                        continue
+                    partname = str(target.partname)
+                    if partname in seen_parts:
+                        continue
+                    seen_parts.add(partname)
+                    root = _xml(target)
+                    if root is None:
+                        continue
+                    text = "\n\n".join(t for t, _ in self._collect(root))
+                    if text.strip() and text not in result[kind]:
+                        result[kind].append(text)
+        return result["header"], result["footer"]
+
+    def _collect(self, container: etree._Element) -> list[tuple[str, str | None]]:
+        """The blocks of ``container`` as ``(text, heading)`` without touching the main builder."""
+        saved_builder, saved_path = self.builder, self.path
+        collector = _ListBuilder()
+        self.builder, self.path = collector, list(saved_path)  # type: ignore[assignment]
+        try:
+            self._blocks(container, in_box=True)
+        finally:
+            self.builder, self.path = saved_builder, saved_path
+        return collector.blocks
+
+    def _heading(self) -> str | None:
+        return " > ".join(text for _, text in self.path) or None
+
+    def _blocks(self, container: etree._Element, *, in_box: bool) -> None:
+        for child in container:
+            tag = child.tag
+            if tag == W + "p":
+                self._paragraph(child, in_box=in_box)
+            elif tag == W + "tbl":
+                lines = self._table_lines(child)
+                if lines:
+                    text = "[" + "; ".join(lines) + "]" if self.cell_depth else "\n".join(lines)
+                    self.builder.add(text, heading=self._heading())
+            elif tag == W + "sdt":
+                content = child.find(W + "sdtContent")
+                if content is not None:
+                    self._blocks(content, in_box=in_box)
+            elif tag in (W + "customXml", W + "ins", W + "moveTo"):
+                self._blocks(child, in_box=in_box)
+            elif tag == MC + "AlternateContent":
+                choice = _first_choice(child)
+                if choice is not None:
+                    self._blocks(choice, in_box=in_box)
+
+    def _paragraph(self, p: etree._Element, *, in_box: bool) -> None:
+        parts: list[str] = []
+        boxes: list[etree._Element] = []
+        self._inline(p, parts, boxes)
+        text = "".join(parts)
+        style_id, level, prefix = self._paragraph_facts(p)
+        if prefix is not None and text.strip():
+            indent = "  " * level
+            text = f"{indent}{prefix} {text.strip()}" if prefix else f"{indent}{text.strip()}"
+        heading_level = self._heading_level(p, style_id)
+        if not in_box and text.strip():
+            if heading_level is not None:
+                while self.path and self.path[-1][0] >= heading_level:
+                    self.path.pop()
+                self.path.append((heading_level, one_line(text)))
+            elif self.title is None and self.styles.is_title(style_id):
+                self.title = one_line(text)
+        self.builder.add(text, heading=self._heading())
+        for box in boxes:
+            self._blocks(box, in_box=True)
+
+    def _paragraph_facts(self, p: etree._Element) -> tuple[str | None, int, str | None]:
+        """``(style id, list level, list prefix or None)``."""
+        ppr = p.find(W + "pPr")
+        style_el = ppr.find(W + "pStyle") if ppr is not None else None
+        style_id = style_el.get(W + "val") if style_el is not None else self.styles.default
+        num_id, ilvl = self.styles.num_pr(style_id)
+        own = ppr.find(W + "numPr") if ppr is not None else None
+        if own is not None:
+            if own.find(W + "numId") is not None:
+                num_id = own.find(W + "numId").get(W + "val")
+            if own.find(W + "ilvl") is not None:
+                ilvl = _int(own.find(W + "ilvl").get(W + "val"), 0)
+        level = ilvl or 0
+        if not num_id or num_id == "0" or not _has_text(p):
+            return style_id, level, None
+        return style_id, level, self.numbering.prefix(num_id, level)
+
+    def _heading_level(self, p: etree._Element, style_id: str | None) -> int | None:
+        outline = p.find(f"{W}pPr/{W}outlineLvl")
+        if outline is not None:
+            level = _int(outline.get(W + "val"), 9)
+            return level + 1 if level < 9 else None
+        return self.styles.heading_level(style_id)
+
+    def _inline(self, element: etree._Element, parts: list[str], boxes: list[etree._Element]) -> None:
+        for child in element:
+            tag = child.tag
+            if tag == W + "r":
+                self._run(child, parts, boxes)
+            elif tag in _TRANSPARENT_INLINE:
+                self._inline(child, parts, boxes)
+            elif tag == W + "sdt":
+                content = child.find(W + "sdtContent")
+                if content is not None:
+                    self._inline(content, parts, boxes)
+            elif tag in (M + "oMath", M + "oMathPara"):
+                parts.append("".join(t.text or "" for t in child.iter(M + "t")))
+            elif tag == MC + "AlternateContent":
+                choice = _first_choice(child)
+                if choice is not None:
+                    self._inline(choice, parts, boxes)
+            elif tag in _SKIP_INLINE:
+                continue
+
+    def _run(self, run: etree._Element, parts: list[str], boxes: list[etree._Element]) -> None:
+        rpr = run.find(W + "rPr")
+        if rpr is not None and _on(rpr.find(W + "vanish")):
+            return
+        for child in run:
+            tag = child.tag
+            if tag == W + "t":
+                parts.append(child.text or "")
+            elif tag == W + "tab" or tag == W + "ptab":
+                parts.append("\t")
+            elif tag in (W + "br", W + "cr"):
+                parts.append("\n")
+            elif tag == W + "noBreakHyphen":
+                parts.append("-")
+            elif tag == W + "sym":
+                char = child.get(W + "char", "")
+                try:
+                    code = int(char, 16)
+                except ValueError:
+                    continue
+                if 0xF000 <= code <= 0xF0FF:  # symbol-font private use: a glyph, not a letter
+                    continue
+                parts.append(chr(code))
+            elif tag in (W + "drawing", W + "pict", W + "object"):
+                boxes.extend(_text_boxes(child))
+            elif tag == MC + "AlternateContent":
+                choice = _first_choice(child)
+                if choice is not None:
+                    boxes.extend(_text_boxes(choice))
+
+    def _table_lines(self, tbl: etree._Element) -> list[str]:
+        lines = []
+        for tr in _children(tbl, W + "tr"):
+            cells = [self._cell_text(tc) for tc in _children(tr, W + "tc")]
+            if any(cells):
+                lines.append(" | ".join(cells))
+        return lines
+
+    def _cell_text(self, tc: etree._Element) -> str:
+        """The cell's paragraphs (and nested tables, as ``[row; row]``) on one line."""
+        self.cell_depth += 1
+        try:
+            blocks = self._collect(tc)
+        finally:
+            self.cell_depth -= 1
+        return " ".join(one_line(text) for text, _ in blocks)
+
+
+class _ListBuilder:
+    """Stands in for the Builder while a header, footer or table cell is read."""
+
+    def __init__(self) -> None:
+        self.blocks: list[tuple[str, str | None]] = []
+
+    def add(self, text: str, *, heading: str | None = None, **_: object) -> None:
+        if text.strip():
+            self.blocks.append((text, heading))
+
+
+def _first_choice(alternate: etree._Element) -> etree._Element | None:
+    choice = alternate.find(MC + "Choice")
+    return choice if choice is not None else alternate.find(MC + "Fallback")
+
+
+def _text_boxes(element: etree._Element) -> list[etree._Element]:
+    """The ``w:txbxContent`` elements under a drawing/picture, outermost only, each once: where a
+    drawing has ``mc:AlternateContent``, only its first choice is searched."""
+    found: list[etree._Element] = []
+
+    def walk(el: etree._Element) -> None:
+        for child in el:
+            if child.tag == W + "txbxContent":
+                found.append(child)
+            elif child.tag == MC + "AlternateContent":
+                choice = _first_choice(child)
+                if choice is not None:
+                    walk(choice)
+            else:
+                walk(child)
+
+    walk(element)
+    return found
+
+
+def _children(parent: etree._Element, tag: str):
+    """Direct children with ``tag``, looking through content controls and custom XML wrappers."""
+    for child in parent:
+        if child.tag == tag:
+            yield child
+        elif child.tag == W + "sdt":
+            content = child.find(W + "sdtContent")
+            if content is not None:
+                yield from _children(content, tag)
+        elif child.tag == W + "customXml":
+            yield from _children(child, tag)
+
+
+def _has_text(p: etree._Element) -> bool:
+    return any((t.text or "").strip() for t in p.iter(W + "t"))
+
+
+def _on(element: etree._Element | None) -> bool:
+    """A WordprocessingML on/off property: present and not ``w:val="0|false|off"``."""
+    return element is not None and element.get(W + "val", "true") not in ("0", "false", "off")

@@ -1,0 +1,205 @@
+"""Shared text plumbing for the readers: cleaning, decoding bytes to text, assembling a Document."""
+
+from __future__ import annotations
+
+import codecs
+import re
+import unicodedata
+
+from knowledge.errors import EmptyDocument
+from knowledge.ingest.document import Document, Section
+
+# -- cleaning -------------------------------------------------------------------------------------
+
+#: Removed everywhere: NUL and the other C0/C1 controls except tab and line feed, lone surrogates,
+#: the byte-order mark / zero-width no-break space, the soft hyphen (invisible unless a line breaks
+#: there; removing it joins "infor\xadmation" back into one word) and the non-characters U+FFFE/U+FFFF.
+_JUNK = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufeff\u00ad\ufffe\uffff]")
+_VERTICAL = re.compile("\r\n?|[\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
+_TRAILING = re.compile(r"[ \t\u00a0\u3000]+$", re.M)
+_BLANK_RUN = re.compile(r"\n{3,}")
+
+
+def clean(text: str, *, form: str = "NFC", collapse: bool = True) -> str:
+    """``text`` ready to return: line ends ``\\n``, Unicode normal form ``form``, no control characters
+    (tab and line feed excepted), no lone surrogates, no trailing whitespace on any line, at most one
+    blank line in a row, no blank lines at either end.
+
+    ``\\r\\n``, ``\\r``, form feed, vertical tab, NEL and the Unicode line/paragraph separators all become
+    ``\\n`` (a form feed is a page break in plain text: it separates, so it must not glue lines).
+    With ``collapse=False`` runs of blank lines are kept (for code blocks, which the caller handles).
+    """
+    text = _VERTICAL.sub("\n", text)
+    text = _JUNK.sub("", text)
+    text = unicodedata.normalize(form, text)
+    text = _JUNK.sub("", text)  # normalisation can compose nothing junky, but cheap to be sure
+    text = _TRAILING.sub("", text)
+    if collapse:
+        text = _BLANK_RUN.sub("\n\n", text)
+    return text.strip("\n")
+
+
+def one_line(text: str) -> str:
+    """``text`` with every run of whitespace (line breaks included) turned into one space, stripped."""
+    return " ".join(text.split())
+
+
+# -- decoding -------------------------------------------------------------------------------------
+
+_BOMS: tuple[tuple[bytes, str], ...] = (
+    (codecs.BOM_UTF32_LE, "utf-32-le"),  # before UTF-16 LE: FF FE 00 00 starts with FF FE
+    (codecs.BOM_UTF32_BE, "utf-32-be"),
+    (codecs.BOM_UTF8, "utf-8"),
+    (codecs.BOM_UTF16_LE, "utf-16-le"),
+    (codecs.BOM_UTF16_BE, "utf-16-be"),
+)
+
+#: Scripts that tell a single-byte code page apart from Windows-1252: when the detector's reading of
+#: the bytes is in one of these, the detector is trusted; otherwise the text is Latin and is read
+#: as Windows-1252 (the detector confuses the Latin code pages on short input).
+_NON_LATIN = ("CYRILLIC", "GREEK", "HEBREW", "ARABIC", "THAI", "CJK", "HIRAGANA", "KATAKANA",
+              "HANGUL", "ARMENIAN", "GEORGIAN", "DEVANAGARI")
+
+
+def sniff_encoding(data: bytes) -> tuple[str | None, int]:
+    """``(encoding, bom_length)`` decided from a byte-order mark or, without one, from the pattern of
+    NUL bytes of UTF-16 text; ``(None, 0)`` when neither tells."""
+    for bom, encoding in _BOMS:
+        if data.startswith(bom):
+            return encoding, len(bom)
+    utf16 = _utf16_without_bom(data)
+    return (utf16, 0) if utf16 else (None, 0)
+
+
+def _utf16_without_bom(data: bytes) -> str | None:
+    """UTF-16 of mostly-Latin text has a NUL in every other byte: at odd offsets for little endian,
+    at even ones for big endian. A NUL-free side and a NUL-rich other side decide."""
+    sample = data[:4096]
+    half = len(sample) // 2
+    if half < 2:
+        return None
+    even = sample[0:half * 2:2].count(0)
+    odd = sample[1:half * 2:2].count(0)
+    if odd >= 0.3 * half and even <= 0.02 * half:
+        return "utf-16-le"
+    if even >= 0.3 * half and odd <= 0.02 * half:
+        return "utf-16-be"
+    return None
+
+
+def looks_binary(data: bytes) -> bool:
+    """True when ``data`` (a sample) is not text in any encoding this package reads: NUL bytes that
+    are not UTF-16's pattern, or many control characters."""
+    sample = data[:8192]
+    if not sample or sniff_encoding(sample)[0]:
+        return False
+    if b"\x00" in sample:
+        return True
+    controls = sum(1 for b in sample if b < 32 and b not in (9, 10, 12, 13, 27))
+    return controls > 0.05 * len(sample)
+
+
+def decode(data: bytes) -> str:
+    """Decode the bytes of a text file; never raises.
+
+    Deterministic rules first: a BOM (UTF-8, UTF-16, UTF-32), UTF-16 without BOM by its NUL pattern,
+    then strict UTF-8 (which covers ASCII). Otherwise charset-normalizer's best guess is used when it
+    reads the bytes as a non-Latin script (Cyrillic, Greek, CJK, ...), and Windows-1252 when the text
+    is Latin (with Latin-1 for the five bytes cp1252 leaves undefined).
+    """
+    encoding, skip = sniff_encoding(data)
+    if encoding:
+        body = data[skip:]
+        if encoding.startswith("utf-16") and len(body) % 2:
+            body = body[:-1]
+        return body.decode(encoding, errors="replace")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    guess = _detector_guess(data)
+    if guess is not None:
+        return guess
+    return _cp1252(data)
+
+
+def _detector_guess(data: bytes) -> str | None:
+    try:
+        from charset_normalizer import from_bytes
+    except ImportError:  # pragma: no cover - a declared dependency
+        return None
+    best = from_bytes(data).best()
+    if best is None or best.encoding.startswith(("utf_16", "utf_32")):
+        return None
+    try:
+        text = data.decode(best.encoding, errors="replace")
+    except LookupError:  # pragma: no cover - charset-normalizer only names Python codecs
+        return None
+    for ch in text:
+        if ord(ch) > 0x24F and unicodedata.name(ch, "").startswith(_NON_LATIN):
+            return text
+    return None
+
+
+_CP1252_HOLES = {0x81: "\x81", 0x8D: "\x8d", 0x8F: "\x8f", 0x90: "\x90", 0x9D: "\x9d"}
+
+
+def _cp1252(data: bytes) -> str:
+    """Windows-1252, with the five undefined bytes read as Latin-1 (they become C1 controls, which
+    :func:`clean` removes)."""
+    try:
+        return data.decode("cp1252")
+    except UnicodeDecodeError:
+        return "".join(_CP1252_HOLES.get(b) or bytes([b]).decode("cp1252") for b in data)
+
+
+# -- assembling -----------------------------------------------------------------------------------
+
+class Builder:
+    """Collects blocks of text with their provenance and builds a :class:`Document`.
+
+    Each block is cleaned (:func:`clean`); empty blocks are dropped; blocks are joined with ``"\\n\\n"``.
+    Consecutive blocks of equal ``(page, heading)`` share one section; the separator after a block
+    belongs to its section, so sections cover the text without gaps.
+    """
+
+    def __init__(self, *, form: str = "NFC") -> None:
+        self._form = form
+        self._parts: list[str] = []
+        self._length = 0
+        self._spans: list[list] = []  # [start, end, page, heading]
+
+    def add(self, text: str, *, page: int | None = None, heading: str | None = None,
+            cleaned: bool = False) -> None:
+        if not cleaned:
+            text = clean(text, form=self._form)
+        if not text.strip():
+            return
+        if self._parts:
+            self._parts.append("\n\n")
+            self._length += 2
+            self._spans[-1][1] = self._length
+        start = self._length
+        self._parts.append(text)
+        self._length += len(text)
+        last = self._spans[-1] if self._spans else None
+        if last is not None and last[2] == page and last[3] == heading:
+            last[1] = self._length
+        else:
+            self._spans.append([start, self._length, page, heading])
+
+    @property
+    def empty(self) -> bool:
+        return not self._parts
+
+    def build(self, format: str, *, empty: str, pages: int | None = None,
+              warnings: list[str] | None = None, title: str | None = None) -> Document:
+        """The document; :class:`EmptyDocument` with message ``empty`` when no block had text."""
+        if not self._parts:
+            raise EmptyDocument(empty)
+        text = "".join(self._parts)
+        sections = [Section(s, e, page, heading) for s, e, page, heading in self._spans]
+        if title is not None:
+            title = one_line(clean(title, form=self._form)) or None
+        return Document(text=text, sections=sections, format=format, pages=pages,
+                        warnings=list(warnings or []), title=title)

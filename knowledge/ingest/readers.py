@@ -1,0 +1,166 @@
+"""Bytes in, clean text with structure out: :func:`read_document` and :func:`detect_format`.
+
+The real format is decided from the bytes (:func:`detect_format`), never from the extension alone:
+a PDF renamed ``.txt`` is read as a PDF, a legacy ``.doc`` renamed ``.docx`` is refused as what it
+is. Each reader returns a :class:`~knowledge.ingest.document.Document`:
+
+=========  ==========================================================================================
+format     text and sections
+=========  ==========================================================================================
+pdf        pypdf, one section per page (``page`` 1-based), NFKC-normalised, hyphenated line breaks
+           joined; pages without text are named in ``warnings``
+docx       paragraphs, tables (``" | "`` between cells, one line per row), lists with their numbers,
+           text boxes, content controls, headers/footers once, footnotes; Heading styles give the
+           heading path
+markdown   the source, sections by heading (ATX and setext, not inside code)
+html       the visible text, headings give the heading path, ``<title>`` the title
+csv        one line per row of ``column: value`` pairs
+text       the text; encodings: UTF-8 (BOM or not), UTF-16/32 with BOM, UTF-16 without BOM,
+           else charset-normalizer for non-Latin scripts and Windows-1252 for Latin text
+=========  ==========================================================================================
+
+Everywhere: ``\\n`` line ends, no NUL characters or lone surrogates, no trailing whitespace, blocks
+separated by one blank line. Error messages do not name the file (the caller knows it and prefixes
+it where it shows the message).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import PurePath
+from typing import BinaryIO, Union
+
+from knowledge.errors import EmptyDocument, FileTooLarge, InvalidArgument
+from knowledge.ingest._detect import HEAD_BYTES, LEGACY_WORD, detect_format
+from knowledge.ingest._text import Builder, decode
+from knowledge.ingest.document import FORMATS, Document, Section
+
+__all__ = ["FORMATS", "HEAD_BYTES", "LEGACY_WORD", "Document", "Section", "detect_format",
+           "read_document"]
+
+Source = Union[bytes, bytearray, memoryview, str, "os.PathLike[str]", BinaryIO]
+
+
+def read_document(source: Source, name: str | None = None, *, password: str | None = None,
+                  max_bytes: int | None = None) -> Document:
+    """Read a document of any supported format into clean text with provenance.
+
+    Args:
+        source: the file's bytes; a path (``str`` or ``os.PathLike`` — a ``str`` is always a path,
+            never the text itself); or a binary file object, read from its current position.
+        name: the file's name (only its extension is used, to choose between the text-like formats);
+            defaults to the path's name when ``source`` is a path.
+        password: for an encrypted PDF whose empty password does not open it.
+        max_bytes: refuse files larger than this many bytes (``None``: no limit). Checked before
+            reading where the size is known (paths, seekable streams).
+
+    Returns:
+        A :class:`Document` whose sections cover its text (see there for the offsets).
+
+    Raises:
+        FileTooLarge: the file is over ``max_bytes`` (the message gives both sizes).
+        UnsupportedFile: a format no reader handles (legacy .doc, xlsx, images, archives, ...) or
+            a damaged file, with the reason.
+        PasswordRequired: an encrypted PDF and no password, or a wrong one (the message says which).
+        EmptyDocument: the file has no text: empty, whitespace only, or a PDF without a text layer
+            (``"no text layer (scanned? OCR needed)"``).
+        InvalidArgument: ``source`` is not bytes, a path or a binary stream; the path cannot be
+            read; ``max_bytes`` is negative.
+    """
+    if max_bytes is not None and (not isinstance(max_bytes, int) or max_bytes < 0):
+        raise InvalidArgument(f"max_bytes must be a whole number of bytes >= 0 or None, got {max_bytes!r}.")
+    data, path_name = _load(source, max_bytes)
+    name = name if name is not None else path_name
+    if not data.strip(b" \t\r\n\x00\x0b\x0c"):
+        raise EmptyDocument("no text: the file is empty")
+    fmt = detect_format(data, name)
+    if fmt == "pdf":
+        from knowledge.ingest._pdf import read_pdf
+
+        return read_pdf(data, name=name, password=password)
+    if fmt == "docx":
+        from knowledge.ingest._docx import read_docx
+
+        return read_docx(data)
+    text = decode(data)
+    if fmt == "markdown":
+        from knowledge.ingest._markdown import read_markdown
+
+        return read_markdown(text)
+    if fmt == "html":
+        from knowledge.ingest._html import read_html
+
+        return read_html(text)
+    if fmt == "csv":
+        from knowledge.ingest._csv import read_csv
+
+        return read_csv(text)
+    return read_text(text)
+
+
+def read_text(text: str) -> Document:
+    """Plain text as one section (line ends normalised, blank-line runs reduced to one).
+
+    Raises:
+        EmptyDocument: whitespace only.
+    """
+    builder = Builder()
+    builder.add(text)
+    return builder.build("text", empty="no text: the file has only whitespace")
+
+
+def _load(source: Source, max_bytes: int | None) -> tuple[bytes, str | None]:
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        data = bytes(source)
+        _check_size(len(data), max_bytes)
+        return data, None
+    if isinstance(source, (str, os.PathLike)):
+        path = os.fspath(source)
+        try:
+            _check_size(os.stat(path).st_size, max_bytes)
+            with open(path, "rb") as fh:
+                data = fh.read() if max_bytes is None else fh.read(max_bytes + 1)
+        except OSError as exc:
+            raise InvalidArgument(f"{path} cannot be read: {exc.strerror or exc}") from exc
+        _check_size(len(data), max_bytes, exact=False)  # it grew since stat(): we read max + 1
+        return data, PurePath(path).name
+    if hasattr(source, "read"):
+        _check_size(_remaining(source), max_bytes)
+        data = source.read() if max_bytes is None else source.read(max_bytes + 1)
+        if isinstance(data, str):
+            raise InvalidArgument("read_document needs a binary stream (open the file with 'rb'), got text.")
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise InvalidArgument(f"The stream's read() returned {type(data).__name__}, not bytes.")
+        data = bytes(data)
+        _check_size(len(data), max_bytes, exact=False)  # unknown size: we read max + 1
+        stream_name = getattr(source, "name", None)
+        return data, PurePath(stream_name).name if isinstance(stream_name, str) else None
+    raise InvalidArgument(
+        f"read_document reads bytes, a path or a binary stream; got {type(source).__name__}."
+    )
+
+
+def _remaining(stream) -> int | None:
+    """Bytes left in a seekable stream, without moving it; ``None`` when it cannot tell."""
+    try:
+        if not stream.seekable():
+            return None
+        here = stream.tell()
+        end = stream.seek(0, io.SEEK_END)
+        stream.seek(here)
+        return max(end - here, 0)
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def _check_size(size: int | None, max_bytes: int | None, *, exact: bool = True) -> None:
+    if size is None or max_bytes is None or size <= max_bytes:
+        return
+    got = f"{_mb(size)} ({size:,} bytes)" if exact else f"more than {_mb(max_bytes)} ({max_bytes:,} bytes)"
+    raise FileTooLarge(f"The file is {got}, over the limit of {_mb(max_bytes)} ({max_bytes:,} bytes).")
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1_000_000:.1f} MB" if n >= 100_000 else f"{n / 1000:.1f} kB"
+
