@@ -1,0 +1,210 @@
+"""Stores, ingestion and the re-ingestion rules, on the memory backend with the fake embedder."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from knowledge.config import load_settings
+from knowledge.embeddings.fake import HashEmbedder
+from knowledge.errors import EmbeddingUnavailable, StoreNotFound
+from knowledge.templates import make_template
+from knowledge.workbench import (
+    CANCELLED,
+    DUPLICATE,
+    FAILED_OUTCOME,
+    INDEXED,
+    UNCHANGED,
+    ModelMismatch,
+    Workbench,
+)
+
+MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+class Factory:
+    """Records which models were asked for; the default model is a 64-d fake, "small" a 32-d one."""
+
+    def __init__(self):
+        self.calls: list[str] = []
+
+    def __call__(self, model: str):
+        self.calls.append(model)
+        if model == "boom":
+            raise EmbeddingUnavailable("no such model here")
+        return HashEmbedder(dimension=32 if model == "small" else 64, max_tokens=48)
+
+
+@pytest.fixture
+def factory():
+    return Factory()
+
+
+@pytest.fixture
+def wb(tmp_path, factory):
+    settings = load_settings(data_dir=tmp_path / "data", vector_store={"max_chunk_size_tokens": 40, "chunk_overlap_tokens": 8},
+                             ingest={"max_file_mb": 0.05})
+    w = Workbench(settings, embedder_factory=factory)
+    yield w
+    w.close()
+
+
+def write(path, text: str):
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+CATS = "# Cats\n\nThe cat sits on the mat and purrs.\n\n## Food\n\nCats eat fish and chicken every day.\n"
+BREAD = "# Bread\n\nKnead the dough for ten minutes, then let it rise.\n"
+
+
+def test_ingest_and_search_with_provenance(wb, tmp_path):
+    r = wb.ingest_file("notes", write(tmp_path / "cats.md", CATS))
+    assert (r.outcome, r.ok) == (INDEXED, True) and r.chunks >= 2
+    wb.ingest_file("notes", write(tmp_path / "bread.md", BREAD))
+    hits = wb.search("notes", "what do cats eat fish", k=3)
+    assert hits[0].file_name == "cats.md"
+    assert hits[0].heading == "Cats > Food"
+    assert "fish" in hits[0].text
+    full = (tmp_path / "cats.md").read_text()
+    # the span points into the extracted text; for Markdown it is the file's text
+    assert hits[0].text in full
+    rec = wb.catalog.get_file("notes", r.file_id)
+    assert (rec.status, rec.chunks) == ("done", r.chunks)
+    assert wb.get_store("notes").dimension == 64
+
+
+def test_same_file_again_is_a_no_op_with_a_notice(wb, tmp_path):
+    p = write(tmp_path / "cats.md", CATS)
+    first = wb.ingest_file("notes", p)
+    again = wb.ingest_file("notes", p)
+    assert again.outcome == UNCHANGED and "unchanged" in again.message
+    assert again.file_id == first.file_id
+    assert wb.vector_store("notes").count() == first.chunks
+    assert len(wb.files.list()) == 1
+
+
+def test_changed_file_under_the_same_name_replaces_the_old_chunks(wb, tmp_path):
+    p = write(tmp_path / "cats.md", CATS)
+    first = wb.ingest_file("notes", p)
+    write(p, "# Cats\n\nCats now prefer lasagne over anything.\n")
+    second = wb.ingest_file("notes", p)
+    assert second.outcome == INDEXED and second.replaced_file_id == first.file_id
+    files = wb.store_files("notes")
+    assert [(f.file_name, f.file_id) for f in files] == [("cats.md", second.file_id)]
+    vs = wb.vector_store("notes")
+    assert vs.count() == second.chunks
+    assert all(h.file_id == second.file_id for h in wb.search("notes", "cat sits on the mat fish", k=10))
+    assert wb.files.find(first.file_id) is None  # the old bytes are gone from the file store
+
+
+def test_identical_bytes_under_another_name_are_a_duplicate(wb, tmp_path):
+    a = wb.ingest_file("notes", write(tmp_path / "cats.md", CATS))
+    b = wb.ingest_file("notes", write(tmp_path / "copy of cats.md", CATS))
+    assert b.outcome == DUPLICATE and "cats.md" in b.message
+    assert b.file_id == a.file_id
+    assert [f.file_name for f in wb.store_files("notes")] == ["cats.md"]
+    assert wb.vector_store("notes").count() == a.chunks
+
+
+def test_delete_file_removes_every_chunk_also_after_a_restart(wb, tmp_path, factory):
+    a = wb.ingest_file("notes", write(tmp_path / "cats.md", CATS))
+    wb.ingest_file("notes", write(tmp_path / "bread.md", BREAD))
+    assert wb.delete_file("notes", a.file_id) == a.chunks
+    wb.close()
+    again = Workbench(wb.settings, embedder_factory=factory)
+    try:
+        assert [f.file_name for f in again.store_files("notes")] == ["bread.md"]
+        assert all(h.file_name == "bread.md" for h in again.search("notes", "cat mat fish", k=10))
+        assert again.files.find(a.file_id) is None
+    finally:
+        again.close()
+
+
+def test_search_never_returns_two_hits_with_identical_text(wb, tmp_path):
+    shared = "# Lighthouse\n\nShared paragraph about the harbour lighthouse.\n\n"
+    wb.ingest_file("notes", write(tmp_path / "a.md", shared + "# Apples\n\n" + "Apples " * 60))
+    wb.ingest_file("notes", write(tmp_path / "b.md", shared + "# Bananas\n\n" + "Bananas " * 60))
+    raw = wb.vector_store("notes").search(wb.embedder().embed_query("harbour lighthouse"), k=2)
+    assert raw[0].text == raw[1].text  # the store holds the same text twice, from two files
+    hits = wb.search("notes", "harbour lighthouse", k=5)
+    texts = [" ".join(h.text.split()).lower() for h in hits]
+    assert len(texts) == len(set(texts))
+    assert sum(1 for t in texts if "lighthouse" in t) == 1
+
+
+def test_bad_files_are_reported_and_the_batch_goes_on(wb, tmp_path):
+    empty = write(tmp_path / "empty.txt", "")
+    binary = tmp_path / "blob.bin"
+    binary.write_bytes(bytes(range(256)) * 8)
+    big = write(tmp_path / "big.txt", "word " * 20_000)  # 100 kB > 0.05 MB
+    good = write(tmp_path / "cats.md", CATS)
+    results = wb.ingest_paths("notes", [empty, binary, big, tmp_path / "missing.md", good])
+    outcomes = {r.name: (r.outcome, r.error) for r in results}
+    assert outcomes["cats.md"][0] == INDEXED
+    assert outcomes["empty.txt"] == (FAILED_OUTCOME, "EmptyDocument")
+    assert outcomes["blob.bin"] == (FAILED_OUTCOME, "UnsupportedFile")
+    assert outcomes["big.txt"] == (FAILED_OUTCOME, "FileTooLarge")
+    assert outcomes["missing.md"][0] == FAILED_OUTCOME
+    assert all(r.message for r in results)
+    failed = {f.file_name: f.reason for f in wb.store_files("notes") if f.status == "failed"}
+    assert set(failed) == {"empty.txt", "blob.bin"} and all(failed.values())
+    assert wb.vector_store("notes").count() == results[-1].chunks
+
+
+def test_a_folder_with_a_glob(wb, tmp_path):
+    d = tmp_path / "docs"
+    (d / "sub").mkdir(parents=True)
+    write(d / "cats.md", CATS)
+    write(d / "sub" / "bread.md", BREAD)
+    write(d / "notes.txt", "plain words")
+    write(d / ".hidden.md", "# Hidden\n\nsecret")
+    results = wb.ingest_paths("notes", [d], glob="**/*.md")
+    assert sorted(r.name for r in results) == ["bread.md", "cats.md"]
+
+
+def test_a_template_with_another_model_is_refused_before_embedding(wb, tmp_path, factory):
+    wb.ingest_file("notes", write(tmp_path / "cats.md", CATS))
+    wb.templates.save(make_template(name="small", embedding_model="small"))
+    with pytest.raises(ModelMismatch, match="Re-embed"):
+        wb.ingest_file("notes", write(tmp_path / "bread.md", BREAD), template="small")
+    assert "small" not in factory.calls
+
+
+def test_reembed_moves_a_store_to_another_model(wb, tmp_path):
+    a = wb.ingest_file("notes", write(tmp_path / "cats.md", CATS))
+    wb.ingest_file("notes", write(tmp_path / "bread.md", BREAD))
+    before = wb.vector_store("notes").count()
+    wb.templates.save(make_template(name="small", embedding_model="small"))
+    rec = wb.reembed("notes", "small")
+    assert (rec.template, rec.embedding_model, rec.dimension) == ("small", "small", 32)
+    vs = wb.vector_store("notes")
+    assert vs.info().size == 32 and vs.count() == before
+    hit = wb.search("notes", "cats eat fish", k=1)[0]
+    assert (hit.file_id, hit.heading) == (a.file_id, "Cats > Food")
+    assert len(wb.backend().list_collections()) == 1  # the old collection is gone
+
+
+def test_cancelled_ingestion_leaves_the_store_as_it_was(wb, tmp_path):
+    wb.ingest_file("notes", write(tmp_path / "bread.md", BREAD))
+    cancel = threading.Event()
+
+    def progress(stage, fraction):
+        if stage == "embedding":
+            cancel.set()
+
+    r = wb.ingest_file("notes", write(tmp_path / "cats.md", "Cats. " * 400), progress=progress, cancel=cancel)
+    assert r.outcome == CANCELLED
+    assert [f.file_name for f in wb.vector_store("notes").list_files()] == ["bread.md"]
+
+
+def test_stores_list_and_delete(wb, tmp_path):
+    wb.ingest_file("Team Notes", write(tmp_path / "cats.md", CATS))
+    [summary] = wb.list_stores()
+    assert (summary.record.name, summary.files, summary.chunks > 0) == ("Team Notes", 1, True)
+    wb.delete_store("Team Notes")
+    assert wb.list_stores() == []
+    assert wb.files.list() == []
+    with pytest.raises(StoreNotFound):
+        wb.search("Team Notes", "cats")
