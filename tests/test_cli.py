@@ -1,0 +1,63 @@
+"""``python -m knowledge``: the commands, their output and exit codes, with the real bundled model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from knowledge.__main__ import main
+
+pytestmark = pytest.mark.model
+
+
+@pytest.fixture
+def data_dir(tmp_path):
+    return str(tmp_path / "data")
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_ingest_search_files_delete(tmp_path, capsys, data_dir):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "owls.md").write_text("# Owls\n\n## Hunting\n\nOwls hunt mice at night with silent flight.\n")
+    (tmp_path / "docs" / "bread.txt").write_text("Knead the dough and let it rise for an hour.\n")
+    (tmp_path / "docs" / "broken.pdf").write_bytes(b"%PDF-1.7\n garbage without objects")
+    code, out, _ = run(capsys, "--data-dir", data_dir, "ingest", "demo", str(tmp_path / "docs"))
+    assert code == 1  # one file failed, the others went on
+    assert "broken.pdf" in out and "failed" in out
+    assert "2 of 3 files ok" in out
+
+    code, out, _ = run(capsys, "--data-dir", data_dir, "search", "demo", "how do owls catch mice", "-k", "2", "--json")
+    assert code == 0
+    hits = json.loads(out)
+    assert hits[0]["file_name"] == "owls.md"
+    assert hits[0]["heading"] == "Owls > Hunting"
+    assert {"page", "char_start", "char_end", "score", "text"} <= set(hits[0])
+    assert 0 < hits[0]["score"] <= 1
+
+    code, out, _ = run(capsys, "--data-dir", data_dir, "stores")
+    assert code == 0 and "demo" in out and "384" in out
+    code, out, _ = run(capsys, "--data-dir", data_dir, "files", "demo", "--json")
+    files = {f["name"]: f for f in json.loads(out)}
+    assert files["owls.md"]["status"] == "done" and files["broken.pdf"]["status"] == "failed"
+    assert files["broken.pdf"]["reason"]
+
+    code, out, _ = run(capsys, "--data-dir", data_dir, "delete-file", "demo", "owls.md")
+    assert code == 0
+    code, out, _ = run(capsys, "--data-dir", data_dir, "search", "demo", "owls", "--json")
+    assert all(h["file_name"] != "owls.md" for h in json.loads(out))
+
+    code, out, _ = run(capsys, "--data-dir", data_dir, "templates")
+    assert code == 0 and "default" in out
+
+
+def test_errors_exit_2_with_a_message(capsys, data_dir):
+    code, _, err = run(capsys, "--data-dir", data_dir, "search", "nosuch", "anything")
+    assert code == 2 and "does not exist" in err
+    code, _, err = run(capsys, "--data-dir", data_dir, "ingest", "demo", "/nonexistent/file.md")
+    assert code == 1

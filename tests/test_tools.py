@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from knowledge.config import load_settings
+from knowledge.embeddings.fake import HashEmbedder
+from knowledge.errors import EmbeddingUnavailable
+from knowledge.tools import KnowledgeTools
+from knowledge.workbench import Workbench
+
+
+@pytest.fixture
+def tools(tmp_path):
+    wb = Workbench(load_settings(data_dir=tmp_path / "data"), embedder_factory=lambda m: HashEmbedder(64, 64))
+    yield KnowledgeTools(wb)
+    wb.close()
+
+
+def test_every_tool_has_a_function_calling_schema(tools):
+    schemas = [t.schema() for t in tools.tools()]
+    assert [s["function"]["name"] for s in schemas] == [
+        "vector_upsert", "vector_search", "vector_delete_file", "vector_ingest_file"]
+    for s in schemas:
+        params = s["function"]["parameters"]
+        assert s["type"] == "function" and params["type"] == "object"
+        assert "store" in params["required"] and set(params["required"]) <= set(params["properties"])
+        json.dumps(s)  # serialisable as sent to a model
+
+
+def test_upsert_search_delete_round_trip_as_text(tools):
+    r = tools.call("vector_upsert", {"store": "kb", "file_id": "notes-1", "file_name": "notes.txt",
+                                     "text": "The lighthouse keeper lit the lamp at dusk.\n\nBread needs yeast."})
+    assert r.ok and r.data["chunks"] >= 1
+    r = tools.call("vector_search", {"store": "kb", "query": "who lit the lighthouse lamp", "k": 2})
+    assert r.ok
+    assert r.text.startswith("1. score ") and "notes.txt" in r.text
+    assert "> The lighthouse keeper lit the lamp at dusk." in r.text  # quoted
+    assert r.data["hits"][0]["file_id"] == "notes-1"
+    again = tools.call("vector_upsert", {"store": "kb", "file_id": "notes-1", "text": "Only cheese now."})
+    assert again.ok
+    hits = tools.call("vector_search", {"store": "kb", "query": "lighthouse", "k": 5}).data["hits"]
+    assert [h["text"] for h in hits] == ["Only cheese now."]  # no stale chunks
+    r = tools.call("vector_delete_file", {"store": "kb", "file_id": "notes-1"})
+    assert r.ok and r.data["removed"] == 1
+
+
+def test_ingest_file_tool_and_errors_come_back_as_text(tools, tmp_path):
+    p = tmp_path / "doc.md"
+    p.write_text("# Title\n\nSome searchable words about owls.\n")
+    r = tools.call("vector_ingest_file", {"store": "kb", "path": str(p)})
+    assert r.ok and r.data["outcome"] == "indexed"
+    assert not tools.call("vector_ingest_file", {"store": "kb", "path": str(tmp_path / "nope.pdf")}).ok
+    r = tools.call("vector_search", {"store": "missing-store", "query": "owls"})
+    assert not r.ok and "does not exist" in r.text
+    assert not tools.call("vector_search", {"store": "kb"}).ok  # missing argument
+    assert not tools.call("no_such_tool", {}).ok
+
+
+def test_tools_report_themselves_unavailable_with_the_reason(tmp_path):
+    def broken(model):
+        raise EmbeddingUnavailable("the model files are missing")
+
+    wb = Workbench(load_settings(data_dir=tmp_path / "data"), embedder_factory=broken)
+    try:
+        kt = KnowledgeTools(wb)
+        ok, reason = kt.availability()
+        assert not ok and reason.startswith("unavailable, because") and "missing" in reason
+        r = kt.call("vector_search", {"store": "kb", "query": "x"})
+        assert not r.ok and "unavailable, because" in r.text
+    finally:
+        wb.close()
