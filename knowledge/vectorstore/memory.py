@@ -1,0 +1,1422 @@
+"""The built-in ``memory`` backend: exact numpy search over stores kept as files on disk.
+
+Chunks live on disk, vectors are loaded into memory lazily and unloaded again when a store has been
+idle for ``vector_store.idle_seconds``; a store holds at most ``vector_store.max_chunks_per_store``
+points (larger corpora belong on pgvector). No server, no extra dependency beyond numpy, orjson and
+filelock.
+
+On-disk layout (under ``settings.vector_store_dir``)::
+
+    vector-stores/
+      .locks/<folder>.lock            inter-process write lock of one store (never deleted)
+      team-notes-3f9a1c0b2d4e/        one folder per store: readable slug + 12 hex of sha256(name)
+        manifest.json                 the commit point: name, size, distance, generation, segments
+        seg-000001.jsonl              a header line, then one {"id": .., "payload": ..} line per point
+        seg-000001.npy                the same points' vectors, (rows, size) float32, row for row
+        seg-000002.jsonl              ...
+
+The folder name is a readable slug of the store's name plus a hash of the *exact* name, so any
+Unicode name works, ``"Team Notes"`` and ``"team notes"`` get different folders (even on a
+case-insensitive file system: the hash is lower-case hex) and ``"../x"`` never leaves the root. The
+exact name is kept in the manifest, which is what :meth:`MemoryBackend.list_collections` reads. Lock
+files live in ``.locks/`` rather than in the store folder so that dropping a store (deleting its
+folder) never deletes a lock file another process may be waiting on.
+
+Log-structured segments
+-----------------------
+Every write (upsert, remove, replace) is one *segment*: a JSONL file and, when it adds points, an
+``.npy`` of their vectors. The JSONL is the source of truth for ids and payloads and stays readable
+with ``head``/``jq``; the vectors are binary float32 so a cold load never parses floats from text
+(``np.load`` of 100k x 384 takes tens of ms, parsing the same numbers from JSON ~9 s). The first
+line of every JSONL is a header ``{"segment", "incarnation", "first_gen", "last_gen", "deleted"}``;
+it is always written (not only when something is deleted) so that a segment names itself and a
+reader can tell a stale file from the one the manifest means. Embeddings are computed once: nothing
+here ever recomputes or drops a vector except by the user's own remove/replace. For ``cosine`` the
+stored vectors are L2-normalised (so :meth:`Collection.retrieve` returns unit vectors, as qdrant does).
+
+Commit protocol (crash safety). A write, holding the store's lock: (1) deletes orphan files left by
+an earlier crash, (2) writes the new segment files and fsyncs them, (3) writes ``manifest.json.tmp``
+(old segment list + the new one, generation + 1) and fsyncs it, (4) ``os.replace``\\ s it over
+``manifest.json`` -- *the commit point* -- and (5) fsyncs the folder. A process killed anywhere
+before (4) leaves the old manifest, which lists only complete files; killed after (4), the new one.
+Readers read only what the manifest lists, so a store is always readable and holds the old or the new
+version of a batch, never part of one.
+
+Loading replays the manifest's segments in order: a segment's deleted ids first, then its points;
+the last write of an id wins. Row order in memory is therefore "order of last write", which is also
+the tie-break order of search and the order of :meth:`~MemoryCollection.scroll`.
+
+Compaction keeps the segment count and the dead rows bounded: after a write, a run of at least
+:data:`MERGE_FACTOR` newest segments of the same size tier (size-tiered merging as in LSM trees,
+e.g. Cassandra's SizeTieredCompactionStrategy) is merged into one, so each point is rewritten about
+log_8(n / batch) times; and when the dead rows on disk exceed the live ones (or there are more than
+:data:`MAX_SEGMENTS` segments) every segment is rewritten as one. A merge reads the segment files
+(not memory), writes the merged one and commits it with the same manifest swap; it changes no
+point, so readers keep their loaded state.
+
+Concurrency
+-----------
+* Threads: each store has one re-entrant lock guarding its in-memory state. Searches, counts and
+  scrolls run under it; a write does its disk work *outside* it (so readers are not blocked by
+  fsync) and then swaps the manifest and applies the batch to memory under it in one step. A reader
+  therefore sees the old or the new full set, never a mix and never nothing in between.
+* Processes: writes hold an inter-process lock (``filelock``) with a timeout, raising
+  :class:`~knowledge.errors.StoreLocked` naming the store. Before every operation a process checks
+  whether another one has committed: it ``stat``\\ s the manifest and, when the stat changed or the
+  manifest was written less than 3 s ago (the "racy git" rule: within the file system's timestamp
+  granularity a stat cannot prove that nothing changed), re-reads its bytes. A new manifest with a
+  higher generation is applied incrementally by reading just the new segments; a dropped and
+  recreated store (new incarnation) or a merge straddling the loaded generation causes a reload.
+
+Search
+------
+Exact search in numpy over the ``(n, d)`` float32 matrix, after qdrant-client's local mode
+(``qdrant_client/local/local_collection.py``: a float32 matrix, an id -> row map and a deleted
+mask). Scores follow :data:`~knowledge.vectorstore.base.DISTANCE_ORDER`: cosine similarity and dot
+product (higher is better), Euclidean L2 and Manhattan L1 distance (lower is better). Filters are
+applied *before* ranking, so a filtered search returns ``limit`` hits whenever ``limit`` points
+match; ``where`` uses a per-field value -> rows index built lazily on first use, ``raw_filter`` is a
+predicate called on each live payload. Ties are broken by row (insertion) order, so results are
+deterministic.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import hashlib
+import logging
+import math
+import operator
+import os
+import re
+import shutil
+import threading
+import time
+import unicodedata
+import uuid
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+import orjson
+from filelock import FileLock, Timeout
+
+from knowledge.errors import (
+    DimensionMismatch,
+    DistanceMismatch,
+    InvalidArgument,
+    StoreCorrupt,
+    StoreFull,
+    StoreLocked,
+    StoreNotFound,
+)
+from knowledge.vectorstore.base import (
+    DISTANCE_ORDER,
+    Collection,
+    CollectionInfo,
+    Distance,
+    Point,
+    PointId,
+    ScoredPoint,
+    VectorBackend,
+    Where,
+    as_vector,
+    check_distance,
+    check_id,
+    check_where,
+    passes_threshold,
+    stack_points,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from knowledge.config import Settings
+
+log = logging.getLogger(__name__)
+
+#: Version of the on-disk format written by this module (``"format"`` in ``manifest.json``).
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+MANIFEST_TMP = "manifest.json.tmp"
+LOCKS_DIR = ".locks"
+#: A run of this many newest segments of one size tier is merged into one.
+MERGE_FACTOR = 8
+#: More segments than this and the whole store is rewritten as one segment.
+MAX_SEGMENTS = 48
+#: Dead rows on disk tolerated before a full rewrite, at least (and at least the live rows).
+MIN_GARBAGE_ROWS = 1024
+
+_SEGMENT_FILE = re.compile(r"^seg-(\d+)\.(jsonl|npy)$")
+_RACY_NS = 3_000_000_000  # a manifest written more recently than this is re-read on every check
+_LOAD_ATTEMPTS = 6
+_EUCLID_SLACK = 8  # extra candidates re-ranked with exact distances (euclid)
+_MANHATTAN_BLOCK = 4096
+
+
+def folder_name(name: str) -> str:
+    """The folder of the store called ``name``: a readable ASCII slug + 12 hex digits of its sha256.
+
+    >>> folder_name("Team Notes")[:11]
+    'team-notes-'
+    """
+    slug = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii").lower()
+    slug = re.sub(r"[^a-z0-9]+", "-", slug).strip("-")[:40].strip("-") or "store"
+    digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:12]
+    return f"{slug}-{digest}"
+
+
+def _check_name(name: Any) -> str:
+    if not isinstance(name, str) or not name:
+        raise InvalidArgument(f"A store name must be a non-empty string, got {name!r}.")
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgument(f"A store name must be valid Unicode text, got {name!r}.") from None
+    return name
+
+
+def _check_size(size: Any) -> int:
+    try:
+        if isinstance(size, bool):
+            raise TypeError
+        value = operator.index(size)
+    except TypeError:
+        raise InvalidArgument(f"A vector size must be an integer >= 1, got {size!r}.") from None
+    if value < 1:
+        raise InvalidArgument(f"A vector size must be an integer >= 1, got {value}.")
+    return value
+
+
+def _check_limit(limit: Any, what: str = "limit", allow_zero: bool = False) -> int:
+    low = 0 if allow_zero else 1
+    if isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < low:
+        raise InvalidArgument(f"{what} must be an integer >= {low}, got {limit!r}.")
+    return int(limit)
+
+
+def _check_ids(ids: Any) -> list[PointId]:
+    """A list of valid point ids; a bare id (which would be iterated) is refused."""
+    if isinstance(ids, (str, bytes, int)) or not hasattr(ids, "__iter__"):
+        raise InvalidArgument(f"ids must be a list of point ids, got {ids!r}.")
+    return [check_id(i) for i in ids]
+
+
+def _index_key(value: Any) -> tuple[int, Any] | None:
+    """Hashable key with the equality of :func:`~knowledge.vectorstore.base.matches`.
+
+    ``True`` and ``1`` differ (JSON), ``1`` and ``1.0`` are equal; lists and dicts never match a
+    scalar, so they are not indexed.
+    """
+    if value is None:
+        return (0, None)
+    if isinstance(value, bool):
+        return (1, value)
+    if isinstance(value, (int, float)):
+        return (2, value)
+    if isinstance(value, str):
+        return (3, value)
+    return None
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic GC while building many objects (it would traverse them again and again)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _write_file(path: Path, data: bytes) -> None:
+    with open(path, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _fsync_dir(path: Path) -> None:
+    """Make renames and new names in ``path`` durable (a no-op where folders cannot be opened)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _seg_paths(folder: Path, seg: int) -> tuple[Path, Path]:
+    return folder / f"seg-{seg:06d}.jsonl", folder / f"seg-{seg:06d}.npy"
+
+
+class _Stale(Exception):
+    """A file the manifest lists is gone or belongs to another version: re-read the manifest."""
+
+
+# ---------------------------------------------------------------------------------------------
+# In-memory state of one loaded store
+# ---------------------------------------------------------------------------------------------
+
+
+class _State:
+    """The loaded points of one store: rows ``[0, n)`` of a growable float32 matrix.
+
+    ``vectors`` is ``(capacity, size)`` float32 (L2-normalised for cosine); ``alive[r]`` says
+    whether row ``r`` is live; ``ids``/``payloads`` are per row; ``row_of`` maps each live id to
+    its row. Dead rows stay until :meth:`compact`. Guarded by the collection's lock.
+    """
+
+    def __init__(self, size: int, distance: str, capacity: int) -> None:
+        capacity = max(int(capacity), 16)
+        self.size = size
+        self.distance = distance
+        self.vectors = np.empty((capacity, size), dtype=np.float32)
+        self.alive = np.zeros(capacity, dtype=bool)
+        self.n = 0
+        self.ids: list[PointId] = []
+        self.payloads: list[dict[str, Any]] = []
+        self.row_of: dict[PointId, int] = {}
+        self.dead = 0
+        self.sqnorms: np.ndarray | None = None  # (n,) float32 squared norms, euclid only, lazily
+        self.indexes: dict[str, dict[tuple[int, Any], list[int]]] = {}
+        self.generation = 0
+        self.incarnation = ""
+
+    @property
+    def live(self) -> int:
+        return len(self.row_of)
+
+    def reserve(self, extra: int) -> None:
+        need = self.n + extra
+        cap = self.vectors.shape[0]
+        if need <= cap:
+            return
+        new_cap = max(need, int(cap * 1.5) + 16)
+        vectors = np.empty((new_cap, self.size), dtype=np.float32)
+        vectors[: self.n] = self.vectors[: self.n]
+        alive = np.zeros(new_cap, dtype=bool)
+        alive[: self.n] = self.alive[: self.n]
+        self.vectors, self.alive = vectors, alive
+
+    def place(self, deleted: Sequence[PointId], ids: list[PointId], payloads: list[dict]) -> None:
+        """Replay one batch whose vectors are already in rows ``[n, n + len(ids))``."""
+        row_of, alive = self.row_of, self.alive
+        for pid in deleted:
+            row = row_of.pop(pid, None)
+            if row is not None:
+                alive[row] = False
+                self.dead += 1
+        base = self.n
+        m = len(ids)
+        if not m:
+            return
+        alive[base : base + m] = True
+        dead = 0
+        for j, pid in enumerate(ids, base):
+            old = row_of.get(pid)
+            if old is not None:
+                alive[old] = False
+                dead += 1
+            row_of[pid] = j
+        self.dead += dead
+        self.ids.extend(ids)
+        self.payloads.extend(payloads)
+        self.n = base + m
+        if self.sqnorms is not None:
+            new = self.vectors[base : self.n]
+            self.sqnorms = np.concatenate([self.sqnorms, np.einsum("ij,ij->i", new, new)])
+        for field, index in self.indexes.items():
+            for j, payload in enumerate(payloads, base):
+                if field in payload:
+                    key = _index_key(payload[field])
+                    if key is not None:
+                        index.setdefault(key, []).append(j)
+
+    def append(self, deleted: Sequence[PointId], ids: list[PointId], payloads: list[dict],
+               vectors: np.ndarray) -> None:
+        """Apply one batch: delete ``deleted``, then insert the rows (last write of an id wins)."""
+        self.reserve(len(ids))
+        if len(ids):
+            self.vectors[self.n : self.n + len(ids)] = vectors
+        self.place(deleted, ids, payloads)
+
+    def compact(self) -> None:
+        """Drop dead rows, keeping the live ones in order (so tie order does not change)."""
+        keep = np.flatnonzero(self.alive[: self.n])
+        live = len(keep)
+        vectors = np.empty((max(16, live + max(64, live // 8)), self.size), dtype=np.float32)
+        np.take(self.vectors, keep, axis=0, out=vectors[:live])
+        self.vectors = vectors
+        self.alive = np.zeros(vectors.shape[0], dtype=bool)
+        self.alive[:live] = True
+        rows = keep.tolist()
+        self.ids = [self.ids[r] for r in rows]
+        self.payloads = [self.payloads[r] for r in rows]
+        self.row_of = {pid: r for r, pid in enumerate(self.ids)}
+        if self.sqnorms is not None:
+            self.sqnorms = self.sqnorms[keep]
+        self.indexes.clear()
+        self.n = live
+        self.dead = 0
+
+    def index(self, field: str) -> dict[tuple[int, Any], list[int]]:
+        """The value -> rows index of payload ``field`` (rows ascending, dead ones included)."""
+        index = self.indexes.get(field)
+        if index is None:
+            index = {}
+            for row, payload in enumerate(self.payloads):
+                if field in payload:
+                    key = _index_key(payload[field])
+                    if key is not None:
+                        bucket = index.get(key)
+                        if bucket is None:
+                            index[key] = [row]
+                        else:
+                            bucket.append(row)
+            self.indexes[field] = index
+        return index
+
+    def live_rows(self) -> np.ndarray:
+        return np.flatnonzero(self.alive[: self.n])
+
+    def where_rows(self, where: dict[str, Any]) -> np.ndarray:
+        """Live rows matching every ``field == value`` of ``where``, ascending ``int64``."""
+        buckets = []
+        for field, value in where.items():
+            key = _index_key(value)
+            bucket = self.index(field).get(key) if key is not None else None
+            if not bucket:
+                return np.zeros(0, dtype=np.int64)
+            buckets.append(bucket)
+        buckets.sort(key=len)
+        rows = np.asarray(buckets[0], dtype=np.int64)
+        for other in buckets[1:]:
+            rows = np.intersect1d(rows, np.asarray(other, dtype=np.int64), assume_unique=True)
+        return rows[self.alive[rows]]
+
+    def predicate_rows(self, predicate: Any) -> np.ndarray:
+        payloads = self.payloads
+        rows = [r for r in self.live_rows().tolist() if predicate(payloads[r])]
+        return np.asarray(rows, dtype=np.int64)
+
+
+# ---------------------------------------------------------------------------------------------
+# Scoring
+# ---------------------------------------------------------------------------------------------
+
+
+def _top_k(scores: np.ndarray, k: int, higher: bool) -> np.ndarray:
+    """Positions of the ``k`` best ``scores``, best first; equal scores in ascending position."""
+    n = scores.shape[0]
+    if k < n:
+        if higher:
+            cand = np.argpartition(scores, n - k)[n - k :]
+            bound = scores[cand].min()
+            if np.count_nonzero(scores >= bound) > k:  # ties across the boundary: lowest positions
+                better = np.flatnonzero(scores > bound)
+                cand = np.concatenate([better, np.flatnonzero(scores == bound)[: k - len(better)]])
+        else:
+            cand = np.argpartition(scores, k - 1)[:k]
+            bound = scores[cand].max()
+            if np.count_nonzero(scores <= bound) > k:
+                better = np.flatnonzero(scores < bound)
+                cand = np.concatenate([better, np.flatnonzero(scores == bound)[: k - len(better)]])
+    else:
+        cand = np.arange(n)
+    key = scores[cand]
+    order = np.lexsort((cand, -key if higher else key))
+    return cand[order]
+
+
+def _manhattan(vectors: np.ndarray, q: np.ndarray, rows: np.ndarray | None, n: int) -> np.ndarray:
+    """L1 distances of rows ``rows`` (``None``: ``[0, n)``), block by block to bound temporaries."""
+    total = n if rows is None else len(rows)
+    out = np.empty(total, dtype=np.float32)
+    for a in range(0, total, _MANHATTAN_BLOCK):
+        b = min(total, a + _MANHATTAN_BLOCK)
+        block = vectors[a:b] if rows is None else vectors[rows[a:b]]
+        np.sum(np.abs(block - q), axis=1, out=out[a:b])
+    return out
+
+
+def _euclid_exact(matrix: np.ndarray, q: np.ndarray) -> np.ndarray:
+    diff = (matrix - q).astype(np.float64)
+    return np.sqrt(np.einsum("ij,ij->i", diff, diff))
+
+
+def _scores(st: _State, q: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
+    """Scores of rows ``rows`` (``None``: all rows ``[0, n)``) for the prepared query ``q``.
+
+    Euclid over many rows uses ``|x|^2 - 2 q.x + |q|^2`` (approximate in float32; the caller
+    re-ranks the best candidates with :func:`_euclid_exact`).
+    """
+    many = rows is None or len(rows) > st.n // 4
+    if st.distance in ("cosine", "dot"):
+        if many:
+            out = st.vectors[: st.n] @ q
+            return out if rows is None else out[rows]
+        return st.vectors[rows] @ q
+    if st.distance == "euclid":
+        if not many:
+            return _euclid_exact(st.vectors[rows], q).astype(np.float32)
+        if st.sqnorms is None:
+            v = st.vectors[: st.n]
+            st.sqnorms = np.einsum("ij,ij->i", v, v)
+        sq = st.sqnorms - 2.0 * (st.vectors[: st.n] @ q) + float(q @ q)
+        np.maximum(sq, 0.0, out=sq)
+        out = np.sqrt(sq)
+        return out if rows is None else out[rows]
+    return _manhattan(st.vectors, q, rows, st.n)
+
+
+# ---------------------------------------------------------------------------------------------
+# Segment files
+# ---------------------------------------------------------------------------------------------
+
+
+def _read_npy_into(path: Path, out: np.ndarray) -> None:
+    """Read the ``.npy`` at ``path`` into ``out`` (``(rows, size)`` float32) without a copy."""
+    try:
+        fh = open(path, "rb")
+    except FileNotFoundError:
+        raise _Stale(f"{path.name} is missing") from None
+    with fh:
+        try:
+            version = np.lib.format.read_magic(fh)
+            if version == (1, 0):
+                shape, fortran, dtype = np.lib.format.read_array_header_1_0(fh)
+            else:
+                shape, fortran, dtype = np.lib.format.read_array_header_2_0(fh)
+        except ValueError as exc:
+            raise StoreCorrupt(f"{path} is not a readable .npy file ({exc}).") from None
+        if tuple(shape) != out.shape:
+            raise _Stale(f"{path.name} holds shape {tuple(shape)}, expected {out.shape}")
+        if dtype == np.dtype("<f4") and not fortran and np.little_endian:
+            got = fh.readinto(memoryview(out).cast("B"))
+            if got != out.nbytes:
+                raise StoreCorrupt(f"{path} is truncated ({got} of {out.nbytes} vector bytes).")
+            return
+        fh.seek(0)
+        out[...] = np.load(fh, allow_pickle=False).astype(np.float32)
+
+
+class MemoryCollection(Collection):
+    """One store of the memory backend. Get it from :meth:`MemoryBackend.collection`.
+
+    Attributes:
+        name: the store's exact name.
+        path: its folder (see the module docstring for the layout).
+        lock_path: the inter-process lock file held during every write.
+    """
+
+    def __init__(self, backend: "MemoryBackend", name: str) -> None:
+        self.name = name
+        self._backend = backend
+        folder = folder_name(name)
+        self.path: Path = backend.root / folder
+        self.lock_path: Path = backend.root / LOCKS_DIR / f"{folder}.lock"
+        self._manifest_path = self.path / MANIFEST
+        self._lock = threading.RLock()
+        self._write_mutex = threading.Lock()
+        self._file_lock = FileLock(str(self.lock_path))
+        self._manifest: dict[str, Any] | None = None
+        self._manifest_bytes: bytes | None = None
+        self._sig: tuple[int, ...] | None = None
+        self._sig_settled = False
+        self._state: _State | None = None
+        self._last_access = time.monotonic()
+
+    # -- public state --------------------------------------------------------------------------
+    @property
+    def is_loaded(self) -> bool:
+        """Whether the store's points are in memory right now."""
+        return self._state is not None
+
+    def unload(self) -> bool:
+        """Drop the in-memory points (they are reloaded on the next access). ``True`` if loaded."""
+        with self._lock:
+            was = self._state is not None
+            self._state = None
+            return was
+
+    def _unload_if_idle(self, now: float, idle_seconds: float) -> bool:
+        if self._state is None or now - self._last_access < idle_seconds:
+            return False
+        if not self._lock.acquire(blocking=False):
+            return False  # busy right now, so not idle
+        try:
+            if self._state is None or now - self._last_access < idle_seconds:
+                return False
+            if self._write_mutex.locked():
+                return False
+            self._state = None
+            log.debug("unloaded idle vector store %r", self.name)
+            return True
+        finally:
+            self._lock.release()
+
+    # -- manifest and synchronisation ----------------------------------------------------------
+    def _corrupt(self, what: str) -> StoreCorrupt:
+        return StoreCorrupt(
+            f"Vector store {self.name!r} ({self.path}) cannot be read: {what}. Restore the folder"
+            " from a backup, or drop the store and ingest its files again."
+        )
+
+    def _parse_manifest(self, data: bytes) -> dict[str, Any]:
+        try:
+            man = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise self._corrupt(f"{MANIFEST} is not valid JSON ({exc})") from None
+        if not isinstance(man, dict):
+            raise self._corrupt(f"{MANIFEST} is not a JSON object")
+        fmt = man.get("format")
+        if not isinstance(fmt, int) or fmt < 1:
+            raise self._corrupt(f"{MANIFEST} has no valid 'format' field")
+        if fmt > FORMAT_VERSION:
+            raise self._corrupt(
+                f"{MANIFEST} has format {fmt}, written by a newer version of knowledge (this one"
+                f" reads format {FORMAT_VERSION})"
+            )
+        if man.get("name") != self.name:
+            raise self._corrupt(f"{MANIFEST} belongs to a store named {man.get('name')!r}")
+        for key in ("size", "generation", "count", "next_segment"):
+            if not isinstance(man.get(key), int) or isinstance(man.get(key), bool) or man[key] < 0:
+                raise self._corrupt(f"{MANIFEST} has no valid {key!r} field")
+        if man["size"] < 1 or man.get("distance") not in DISTANCE_ORDER:
+            raise self._corrupt(f"{MANIFEST} has an invalid size or distance")
+        if not isinstance(man.get("incarnation"), str) or not isinstance(man.get("segments"), list):
+            raise self._corrupt(f"{MANIFEST} has no valid 'incarnation' or 'segments' field")
+        for seg in man["segments"]:
+            if not isinstance(seg, dict) or not all(
+                isinstance(seg.get(k), int) and seg[k] >= 0
+                for k in ("seg", "first_gen", "last_gen", "rows", "deleted", "jsonl_bytes", "npy_bytes")
+            ):
+                raise self._corrupt(f"{MANIFEST} lists a malformed segment {seg!r}")
+        return man
+
+    def _forget(self) -> None:
+        self._manifest = self._manifest_bytes = self._sig = None
+        self._sig_settled = False
+        self._state = None
+
+    def _sync(self) -> dict[str, Any] | None:
+        """The current manifest (``None``: no such store), catching up with other writers.
+
+        Called under ``self._lock``. Cheap when nothing changed: one ``stat``.
+        """
+        try:
+            st = os.stat(self._manifest_path)
+        except (FileNotFoundError, NotADirectoryError):
+            self._forget()
+            return None
+        sig = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        if sig == self._sig and self._sig_settled:
+            return self._manifest
+        try:
+            data = self._manifest_path.read_bytes()
+        except (FileNotFoundError, NotADirectoryError):
+            self._forget()
+            return None
+        if data != self._manifest_bytes:
+            man = self._parse_manifest(data)
+            self._catch_up(man)
+            self._manifest, self._manifest_bytes = man, data
+        self._sig = sig
+        self._sig_settled = time.time_ns() - st.st_mtime_ns > _RACY_NS
+        return self._manifest
+
+    def _catch_up(self, man: dict[str, Any]) -> None:
+        """Bring the loaded state (if any) to ``man``: apply new segments, or drop it to reload."""
+        st = self._state
+        if st is None:
+            return
+        gen = st.generation
+        if man["incarnation"] != st.incarnation or man["size"] != st.size or man["generation"] < gen:
+            self._state = None
+            return
+        if man["generation"] == gen:
+            return  # a merge rewrote segments; the points are the same
+        todo = [s for s in man["segments"] if s["last_gen"] > gen]
+        if any(s["first_gen"] <= gen for s in todo):
+            self._state = None  # a merge straddles what we have: reload
+            return
+        try:
+            with _gc_paused():
+                for seg in todo:
+                    deleted, ids, payloads, _ = self._read_jsonl(man, seg)
+                    vectors = np.empty((seg["rows"], st.size), dtype=np.float32)
+                    if seg["rows"]:
+                        _read_npy_into(_seg_paths(self.path, seg["seg"])[1], vectors)
+                    st.append(deleted, ids, payloads, vectors)
+        except _Stale:
+            self._state = None
+            return
+        except BaseException:
+            self._state = None
+            raise
+        st.generation = man["generation"]
+        if st.live != man["count"]:
+            self._state = None  # should not happen; a reload will tell whether the files are bad
+        elif st.dead > max(MIN_GARBAGE_ROWS, st.live):
+            st.compact()
+
+    def _require(self) -> dict[str, Any]:
+        self._last_access = time.monotonic()
+        man = self._sync()
+        if man is None:
+            raise StoreNotFound(self.name, "call ensure_collection() first.")
+        return man
+
+    def _loaded(self) -> _State:
+        """The loaded state, loading it now if needed. Called under ``self._lock`` after _require."""
+        if self._state is None:
+            self._state = self._load()
+            self._backend._start_sweeper()
+        return self._state
+
+    def _load(self) -> _State:
+        man = self._manifest
+        problem = ""
+        for _ in range(_LOAD_ATTEMPTS):
+            assert man is not None
+            try:
+                return self._read_store(man)
+            except _Stale as exc:
+                problem = str(exc)
+            # Files changed under us (another process merged or dropped): read the manifest again.
+            before = self._manifest_bytes
+            self._sig = None
+            man = self._sync()
+            if man is None:
+                raise StoreNotFound(self.name, "it was dropped while being loaded.")
+            if self._manifest_bytes == before:
+                raise self._corrupt(problem)
+        raise self._corrupt(f"its files kept changing while being read ({problem})")
+
+    def _read_jsonl(self, man: dict[str, Any], seg: dict[str, Any], raw: bool = False
+                    ) -> tuple[list[PointId], list[PointId], list[dict], list[bytes]]:
+        """Deleted ids, ids, payloads (and the raw lines if ``raw``) of one segment."""
+        path = _seg_paths(self.path, seg["seg"])[0]
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise _Stale(f"{path.name}, listed in {MANIFEST}, is missing") from None
+        lines = data.split(b"\n")
+        try:
+            header = orjson.loads(lines[0])
+        except orjson.JSONDecodeError:
+            header = None
+        if not isinstance(header, dict) or (
+            header.get("segment"), header.get("incarnation"), header.get("first_gen"),
+            header.get("last_gen"),
+        ) != (seg["seg"], man["incarnation"], seg["first_gen"], seg["last_gen"]):
+            raise _Stale(f"{path.name} does not hold the segment {MANIFEST} lists")
+        if len(data) != seg["jsonl_bytes"] or lines[-1] != b"" or len(lines) - 2 != seg["rows"]:
+            raise _Stale(
+                f"{path.name} has {len(data)} bytes and {len(lines) - 2} points, {MANIFEST} lists"
+                f" {seg['jsonl_bytes']} bytes and {seg['rows']} points"
+            )
+        deleted = header.get("deleted")
+        if not isinstance(deleted, list):
+            raise self._corrupt(f"{path.name} has no list of deleted ids")
+        ids: list[PointId] = []
+        payloads: list[dict] = []
+        loads = orjson.loads
+        try:
+            for line in lines[1:-1]:
+                obj = loads(line)
+                payload = obj["payload"]
+                if type(payload) is not dict:
+                    raise TypeError("payload is not an object")
+                ids.append(obj["id"])
+                payloads.append(payload)
+        except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+            raise self._corrupt(f"{path.name}, line {len(ids) + 2}: {exc}") from None
+        return deleted, ids, payloads, (lines[1:-1] if raw else [])
+
+    def _read_store(self, man: dict[str, Any]) -> _State:
+        segs = man["segments"]
+        total = sum(s["rows"] for s in segs)
+        st = _State(man["size"], man["distance"], total + max(64, total // 8))
+        errors: list[BaseException] = []
+
+        def read_vectors() -> None:
+            base = 0
+            try:
+                for seg in segs:
+                    rows = seg["rows"]
+                    if rows:
+                        _read_npy_into(_seg_paths(self.path, seg["seg"])[1], st.vectors[base : base + rows])
+                    base += rows
+            except BaseException as exc:  # handed to the loading thread
+                errors.append(exc)
+
+        reader = threading.Thread(target=read_vectors, name="knowledge-memory-load", daemon=True)
+        reader.start()
+        try:
+            with _gc_paused():
+                for seg in segs:
+                    deleted, ids, payloads, _ = self._read_jsonl(man, seg)
+                    st.place(deleted, ids, payloads)
+        finally:
+            reader.join()
+        if errors:
+            raise errors[0]
+        st.generation = man["generation"]
+        st.incarnation = man["incarnation"]
+        if st.live != man["count"]:
+            raise self._corrupt(f"the segments hold {st.live} points, {MANIFEST} says {man['count']}")
+        if st.dead:
+            st.compact()
+        return st
+
+    # -- writing ---------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Hold this store's write lock: one writer thread here, one writer process anywhere."""
+        timeout = self._backend.lock_timeout
+        start = time.monotonic()
+        if not self._write_mutex.acquire(timeout=timeout):
+            raise StoreLocked(
+                f"Vector store {self.name!r} is busy: another thread of this process has been"
+                f" writing to it for over {timeout:g} s."
+            )
+        try:
+            self.lock_path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                self._file_lock.acquire(timeout=max(0.0, timeout - (time.monotonic() - start)))
+            except Timeout:
+                raise StoreLocked(
+                    f"Vector store {self.name!r} is locked by another writer (another process, or"
+                    f" another backend on the same folder); gave up after {timeout:g} s waiting for"
+                    f" {self.lock_path}. Try again when it has finished."
+                ) from None
+            try:
+                yield
+            finally:
+                self._file_lock.release()
+        finally:
+            self._write_mutex.release()
+
+    def _remove_orphans(self, man: dict[str, Any] | None) -> None:
+        """Delete segment and temporary files the manifest does not list (left by a crash)."""
+        listed = {s["seg"] for s in man["segments"]} if man else set()
+        try:
+            entries = os.listdir(self.path)
+        except FileNotFoundError:
+            return
+        for entry in entries:
+            match = _SEGMENT_FILE.match(entry)
+            if (match and int(match.group(1)) not in listed) or entry.startswith(MANIFEST_TMP):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.path / entry)
+                    log.info("vector store %r: removed orphan file %s", self.name, entry)
+
+    def _write_segment(self, man: dict[str, Any], seg_no: int, first_gen: int, last_gen: int,
+                       deleted: list[PointId], lines: list[bytes], vectors: np.ndarray) -> dict[str, Any]:
+        """Write (and fsync) one segment's files; returns its manifest entry."""
+        jsonl, npy = _seg_paths(self.path, seg_no)
+        header = orjson.dumps({"segment": seg_no, "incarnation": man["incarnation"],
+                               "first_gen": first_gen, "last_gen": last_gen, "deleted": deleted})
+        body = b"\n".join([header, *lines]) + b"\n"
+        _write_file(jsonl, body)
+        npy_bytes = 0
+        if lines:
+            with open(npy, "wb") as fh:
+                np.lib.format.write_array(fh, np.ascontiguousarray(vectors, dtype=np.float32),
+                                          version=(1, 0), allow_pickle=False)
+                fh.flush()
+                os.fsync(fh.fileno())
+                npy_bytes = fh.tell()
+        return {"seg": seg_no, "first_gen": first_gen, "last_gen": last_gen, "rows": len(lines),
+                "deleted": len(deleted), "jsonl_bytes": len(body), "npy_bytes": npy_bytes}
+
+    def _write_manifest_tmp(self, man: dict[str, Any]) -> bytes:
+        data = orjson.dumps(man, option=orjson.OPT_INDENT_2) + b"\n"
+        _write_file(self.path / MANIFEST_TMP, data)
+        return data
+
+    def _publish(self, man: dict[str, Any], data: bytes) -> None:
+        """The commit point: swap the manifest in. Called under ``self._lock``."""
+        os.replace(self.path / MANIFEST_TMP, self._manifest_path)
+        self._manifest, self._manifest_bytes = man, data
+        self._sig = None  # the next check re-reads the (equal) bytes and records the new stat
+
+    def _commit(self, man: dict[str, Any], st: _State, deleted: list[PointId], ids: list[PointId],
+                lines: list[bytes], payloads: list[dict], vectors: np.ndarray, count: int) -> None:
+        """Write one batch as a new segment and apply it to memory. Called holding the write lock."""
+        self._remove_orphans(man)
+        gen = man["generation"] + 1
+        seg_no = man["next_segment"]
+        entry = self._write_segment(man, seg_no, gen, gen, deleted, lines, vectors)
+        new = {**man, "generation": gen, "count": count, "next_segment": seg_no + 1,
+               "segments": [*man["segments"], entry]}
+        data = self._write_manifest_tmp(new)
+        with self._lock:
+            self._publish(new, data)
+            if self._state is st and st.generation == man["generation"]:
+                try:
+                    st.append(deleted, ids, payloads, vectors)
+                    st.generation = gen
+                    if st.dead > max(MIN_GARBAGE_ROWS, st.live):
+                        st.compact()
+                except BaseException:
+                    self._state = None
+                    raise
+            else:
+                self._state = None  # unloaded meanwhile; the next access reads the new files
+        _fsync_dir(self.path)
+        try:
+            self._maybe_merge(new)
+        except (OSError, StoreCorrupt, _Stale) as exc:  # the write itself is committed
+            log.warning("vector store %r: compaction skipped (%s); it is retried on the next write",
+                        self.name, exc)
+
+    # -- compaction ----------------------------------------------------------------------------
+    @staticmethod
+    def _merge_start(man: dict[str, Any]) -> int | None:
+        """Index of the first segment to merge into one with all after it, or ``None``."""
+        segs = man["segments"]
+        if len(segs) < 2:
+            return None
+        dead = sum(s["rows"] for s in segs) - man["count"]
+        if dead > max(MIN_GARBAGE_ROWS, man["count"]) or len(segs) > MAX_SEGMENTS:
+            return 0
+        tiers = [max(1, s["rows"] + s["deleted"]).bit_length() // 3 for s in segs]  # log_8 tiers
+        i = len(segs) - 1
+        while i > 0 and tiers[i - 1] <= tiers[-1]:
+            i -= 1
+        return i if len(segs) - i >= MERGE_FACTOR else None
+
+    def _maybe_merge(self, man: dict[str, Any]) -> None:
+        while (start := self._merge_start(man)) is not None:
+            man = self._merge(man, start)
+
+    def _merge(self, man: dict[str, Any], start: int) -> dict[str, Any]:
+        """Rewrite segments ``start:`` as one (replaying them); the store's points do not change."""
+        run = man["segments"][start:]
+        latest: dict[PointId, tuple[int, int]] = {}
+        deleted: dict[PointId, None] = {}
+        raw_lines: list[list[bytes]] = []
+        vectors: list[np.ndarray] = []
+        with _gc_paused():
+            for j, seg in enumerate(run):
+                dels, ids, _, raw = self._read_jsonl(man, seg, raw=True)
+                vec = np.empty((seg["rows"], man["size"]), dtype=np.float32)
+                if seg["rows"]:
+                    _read_npy_into(_seg_paths(self.path, seg["seg"])[1], vec)
+                raw_lines.append(raw)
+                vectors.append(vec)
+                for pid in dels:
+                    latest.pop(pid, None)
+                    if start:
+                        deleted[pid] = None
+                for r, pid in enumerate(ids):
+                    latest.pop(pid, None)  # re-insert: order of last write
+                    latest[pid] = (j, r)
+            for pid in latest:
+                deleted.pop(pid, None)
+            lines = [raw_lines[j][r] for j, r in latest.values()]
+        offsets = np.cumsum([0] + [len(v) for v in vectors])
+        rows = np.fromiter((offsets[j] + r for j, r in latest.values()), dtype=np.int64, count=len(latest))
+        merged = np.concatenate(vectors)[rows] if len(rows) else np.zeros((0, man["size"]), np.float32)
+        seg_no = man["next_segment"]
+        entry = self._write_segment(man, seg_no, run[0]["first_gen"], run[-1]["last_gen"],
+                                    list(deleted), lines, merged)
+        new = {**man, "next_segment": seg_no + 1, "segments": [*man["segments"][:start], entry]}
+        data = self._write_manifest_tmp(new)
+        with self._lock:
+            self._publish(new, data)
+        _fsync_dir(self.path)
+        for seg in run:
+            for path in _seg_paths(self.path, seg["seg"]):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+        log.debug("vector store %r: merged %d segments into seg-%06d (%d points)",
+                  self.name, len(run), seg_no, len(lines))
+        return new
+
+    # -- Collection API --------------------------------------------------------------------------
+    def ensure_collection(self, size: int, distance: Distance = "cosine") -> None:
+        """Create the store's folder and manifest for ``size``-dim vectors compared by ``distance``.
+
+        Idempotent with the same arguments.
+
+        Raises:
+            DimensionMismatch / DistanceMismatch: the store exists with another size / distance.
+            InvalidArgument: ``size < 1`` or an unknown distance.
+            StoreLocked: another process holds the store's lock for longer than the timeout.
+            StoreCorrupt: the existing manifest is unreadable.
+        """
+        size = _check_size(size)
+        distance = check_distance(distance)
+        with self._lock:
+            man = self._sync()
+        if man is not None:
+            self._check_same(man, size, distance)
+            return
+        with self._writing():
+            with self._lock:
+                man = self._sync()
+            if man is not None:
+                self._check_same(man, size, distance)
+                return
+            self._backend.root.mkdir(parents=True, exist_ok=True)
+            self.path.mkdir(exist_ok=True)
+            _fsync_dir(self._backend.root)
+            self._remove_orphans(None)
+            man = {"format": FORMAT_VERSION, "name": self.name, "size": size, "distance": distance,
+                   "incarnation": uuid.uuid4().hex, "generation": 0, "count": 0, "next_segment": 1,
+                   "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "segments": []}
+            data = self._write_manifest_tmp(man)
+            with self._lock:
+                self._publish(man, data)
+                self._state = None
+            _fsync_dir(self.path)
+
+    def _check_same(self, man: dict[str, Any], size: int, distance: str) -> None:
+        if man["size"] != size:
+            raise DimensionMismatch(man["size"], size)
+        if man["distance"] != distance:
+            raise DistanceMismatch(
+                f"Vector store {self.name!r} was prepared with distance {man['distance']!r}, not"
+                f" {distance!r}. A store keeps the distance it was created with."
+            )
+
+    def collection_exists(self) -> bool:
+        with self._lock:
+            return self._sync() is not None
+
+    def drop_collection(self) -> None:
+        """Delete the store's folder. The manifest goes first, so a crash leaves no half store."""
+        with self._writing():
+            with self._lock:
+                existed = self._manifest_path.exists()
+                if existed:
+                    os.unlink(self._manifest_path)
+                    _fsync_dir(self.path)
+                self._forget()
+            if self.path.exists():
+                shutil.rmtree(self.path, ignore_errors=True)
+                _fsync_dir(self._backend.root)
+
+    def info(self) -> CollectionInfo:
+        """Size, distance, point count and bytes on disk, from the manifest (no load needed)."""
+        with self._lock:
+            man = self._require()
+            disk = len(self._manifest_bytes or b"") + sum(
+                s["jsonl_bytes"] + s["npy_bytes"] for s in man["segments"])
+            return CollectionInfo(name=self.name, size=man["size"], distance=man["distance"],
+                                  count=man["count"], backend=MemoryBackend.name, disk_bytes=disk)
+
+    def _prepare(self, points: Sequence[Point], size: int, distance: str
+                 ) -> tuple[list[PointId], list[bytes], list[dict], np.ndarray]:
+        """Validate and encode a batch: ids, JSONL lines, the payloads as stored, vectors."""
+        vectors = stack_points(points, size)
+        ids: list[PointId] = []
+        lines: list[bytes] = []
+        payloads: list[dict] = []
+        dumps, loads = orjson.dumps, orjson.loads
+        for p in points:
+            try:
+                line = dumps({"id": p.id, "payload": p.payload})
+            except TypeError as exc:  # orjson.JSONEncodeError is a TypeError
+                raise InvalidArgument(
+                    f"Point {p.id!r} cannot be stored: its id or payload is not JSON-serialisable"
+                    f" ({exc})."
+                ) from None
+            ids.append(p.id)
+            lines.append(line)
+            payloads.append(loads(line)["payload"])  # what a reload will see; also a private copy
+        if distance == "cosine" and len(vectors):
+            norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+            norms[norms == 0] = 1.0
+            vectors = vectors / norms
+        return ids, lines, payloads, vectors
+
+    def _check_cap(self, live: int, new_count: int) -> None:
+        cap = self._backend.max_points
+        if new_count > cap and new_count > live:
+            raise StoreFull(
+                f"Vector store {self.name!r} would hold {new_count:,} chunks, over the memory"
+                f" backend's limit of {cap:,} per store (setting vector_store.max_chunks_per_store);"
+                f" nothing was written. Raise the limit if this machine has the memory, or use the"
+                f" pgvector backend for larger corpora."
+            )
+
+    def upsert(self, points: Sequence[Point]) -> None:
+        """Insert ``points`` (``Point`` with ``(d,)`` float32-able vectors), overwriting equal ids.
+
+        All-or-nothing: validated before anything is written, committed by one manifest swap.
+
+        Raises:
+            StoreNotFound, DimensionMismatch, InvalidArgument (bad id/vector/payload, an id twice),
+            StoreFull (over ``vector_store.max_chunks_per_store``; nothing written), StoreLocked.
+        """
+        self._write_points(None, list(points))
+
+    def replace(self, where: Where, points: Sequence[Point]) -> None:
+        """Atomically delete every point matching ``where`` and insert ``points``.
+
+        One segment (its header lists the deleted ids) and one manifest swap: readers here or in
+        another process see the old set or the new one. Raises as :meth:`upsert`, and
+        ``InvalidArgument`` for an empty ``where``.
+        """
+        w = check_where(where)
+        if not w:
+            raise InvalidArgument("replace() needs a non-empty where, e.g. {'file_id': ...}.")
+        self._write_points(w, list(points))
+
+    def _write_points(self, where: dict[str, Any] | None, points: list[Point]) -> None:
+        with self._lock:
+            man = self._require()
+        ids, lines, payloads, vectors = self._prepare(points, man["size"], man["distance"])
+        if where is None and not ids:
+            return
+        with self._writing():
+            with self._lock:
+                man = self._require()
+                if ids and man["size"] != vectors.shape[1]:  # recreated meanwhile with another size
+                    raise DimensionMismatch(man["size"], int(vectors.shape[1]))
+                st = self._loaded()
+                deleted = [st.ids[r] for r in st.where_rows(where).tolist()] if where else []
+                gone = set(deleted)
+                kept = sum(1 for pid in ids if pid in st.row_of and pid not in gone)
+                count = st.live - len(deleted) + len(ids) - kept
+                self._check_cap(st.live, count)
+            if not deleted and not ids:
+                return
+            self._commit(man, st, deleted, ids, lines, payloads, vectors, count)
+
+    def remove(self, ids: Sequence[PointId] | None = None, where: Where | None = None) -> int:
+        """Delete points by id and/or ``where`` (either matches). Returns how many were deleted.
+
+        Raises:
+            StoreNotFound, InvalidArgument (a bad id or filter), StoreLocked.
+        """
+        wanted = _check_ids(ids) if ids is not None else []
+        w = check_where(where)
+        if not wanted and not w:
+            with self._lock:
+                self._require()
+            return 0
+        with self._writing():
+            with self._lock:
+                man = self._require()
+                st = self._loaded()
+                targets: dict[PointId, None] = {pid: None for pid in wanted if pid in st.row_of}
+                if w:
+                    targets.update((st.ids[r], None) for r in st.where_rows(w).tolist())
+                count = st.live - len(targets)
+            if not targets:
+                return 0
+            empty = np.zeros((0, man["size"]), dtype=np.float32)
+            self._commit(man, st, list(targets), [], [], [], empty, count)
+            return len(targets)
+
+    def count(self, where: Where | None = None) -> int:
+        """Number of live points (matching ``where``); without ``where`` it needs no load."""
+        w = check_where(where)
+        with self._lock:
+            man = self._require()
+            if not w:
+                return self._state.live if self._state is not None else man["count"]
+            return int(len(self._loaded().where_rows(w)))
+
+    def search(
+        self,
+        vector: Any,
+        limit: int = 10,
+        where: Where | None = None,
+        raw_filter: Any = None,
+        score_threshold: float | None = None,
+        with_payload: bool = True,
+    ) -> list[ScoredPoint]:
+        """The ``limit`` best points for the ``(d,)`` query ``vector``, best first (exact search).
+
+        Args:
+            vector: ``(d,)`` array-like, cast to float32 (normalised first for cosine).
+            limit: how many hits at most (>= 1).
+            where: payload equality filter, answered from a lazily built per-field index.
+            raw_filter: a callable ``payload -> bool`` (:data:`~knowledge.vectorstore.base.
+                PayloadPredicate`), called on every live point's payload (which it must not
+                modify); wins over ``where``.
+            score_threshold: keep ``score >= t`` (cosine, dot) or ``score <= t`` (euclid, manhattan).
+            with_payload: ``False`` returns ``payload=None``.
+
+        Returns:
+            ``ScoredPoint`` list; ``score`` is a Python float: cosine similarity in [-1, 1] or dot
+            product (higher is better), L2 or L1 distance >= 0 (lower is better). Equal scores keep
+            insertion order. Payloads are shallow copies.
+
+        Raises:
+            StoreNotFound, DimensionMismatch, InvalidArgument (``limit < 1``, a bad filter).
+        """
+        k = _check_limit(limit)
+        predicate = None
+        w = None
+        if raw_filter is not None:
+            if not callable(raw_filter):
+                raise InvalidArgument(
+                    "raw_filter for the memory backend is a callable taking a payload dict and"
+                    f" returning a bool, got {type(raw_filter).__name__}."
+                )
+            predicate = raw_filter
+        else:
+            w = check_where(where)
+        if score_threshold is not None and (
+            isinstance(score_threshold, bool) or not isinstance(score_threshold, (int, float))
+            or math.isnan(score_threshold)
+        ):
+            raise InvalidArgument(f"score_threshold must be a number, got {score_threshold!r}.")
+        with self._lock:
+            man = self._require()
+            q = as_vector(vector, man["size"])
+            st = self._loaded()
+            if st.live == 0:
+                return []
+            distance = st.distance
+            if distance == "cosine":
+                norm = float(np.linalg.norm(q))
+                q = q / norm if norm > 0 else q
+            rows: np.ndarray | None = None
+            if predicate is not None:
+                rows = st.predicate_rows(predicate)
+            elif w:
+                rows = st.where_rows(w)
+            elif st.dead > st.n // 4:
+                rows = st.live_rows()
+            hits_rows, hits_scores = self._rank(st, q, rows, k)
+            out = []
+            for row, score in zip(hits_rows.tolist(), hits_scores.tolist()):
+                if distance == "cosine":
+                    score = min(1.0, max(-1.0, score))
+                if not passes_threshold(score, score_threshold, distance):
+                    break  # sorted best first: the rest are worse
+                payload = dict(st.payloads[row]) if with_payload else None
+                out.append(ScoredPoint(id=st.ids[row], score=score, payload=payload))
+            return out
+
+    @staticmethod
+    def _rank(st: _State, q: np.ndarray, rows: np.ndarray | None, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Rows and scores of the ``k`` best among ``rows`` (``None``: all live rows), best first."""
+        higher = DISTANCE_ORDER[st.distance]
+        euclid = st.distance == "euclid"
+        if rows is not None:
+            if len(rows) == 0:
+                return rows, np.zeros(0)
+            scores = _scores(st, q, rows)
+            pos = _top_k(scores, min(len(rows), k + _EUCLID_SLACK if euclid else k), higher)
+            cand = rows[pos]
+        else:
+            scores = _scores(st, q, None)
+            if st.dead:
+                scores[~st.alive[: st.n]] = -np.inf if higher else np.inf
+            cand = _top_k(scores, min(st.live, k + _EUCLID_SLACK if euclid else k), higher)
+            pos = cand
+        if euclid:  # exact distances for the few candidates, then the final order
+            exact = _euclid_exact(st.vectors[cand], q)
+            order = np.lexsort((cand, exact))[:k]
+            return cand[order], exact[order]
+        return cand, scores[pos].astype(np.float64)
+
+    def scroll(
+        self,
+        where: Where | None = None,
+        limit: int | None = None,
+        with_vectors: bool = False,
+    ) -> Iterator[Point]:
+        """Points (matching ``where``) in insertion order (order of last write), at most ``limit``.
+
+        Vectors are ``(d,)`` float32 copies (unit length for cosine) if ``with_vectors``, else
+        empty ``(0,)`` arrays. The points are collected when called, so the iterator is a snapshot.
+
+        Raises:
+            StoreNotFound, InvalidArgument (a bad filter or limit).
+        """
+        w = check_where(where)
+        if limit is not None:
+            limit = _check_limit(limit, "scroll limit", allow_zero=True)
+        with self._lock:
+            self._require()
+            st = self._loaded()
+            rows = st.where_rows(w) if w else st.live_rows()
+            if limit is not None:
+                rows = rows[:limit]
+            points = [
+                Point(id=st.ids[r],
+                      vector=st.vectors[r].copy() if with_vectors else np.zeros(0, dtype=np.float32),
+                      payload=dict(st.payloads[r]))
+                for r in rows.tolist()
+            ]
+        return iter(points)
+
+    def retrieve(self, ids: Sequence[PointId], with_vectors: bool = False) -> list[Point]:
+        """The points with these ids in the given order; unknown ids are skipped, repeats once.
+
+        Raises:
+            StoreNotFound, InvalidArgument (a bad id).
+        """
+        wanted = list(dict.fromkeys(_check_ids(ids)))
+        with self._lock:
+            self._require()
+            st = self._loaded()
+            out = []
+            for pid in wanted:
+                row = st.row_of.get(pid)
+                if row is not None:
+                    vec = st.vectors[row].copy() if with_vectors else np.zeros(0, dtype=np.float32)
+                    out.append(Point(id=pid, vector=vec, payload=dict(st.payloads[row])))
+            return out
+
+    def facet(self, key: str, where: Where | None = None) -> dict[Any, int]:
+        """Count live points per value of payload field ``key`` (from the per-field index)."""
+        w = check_where(where)
+        with self._lock:
+            self._require()
+            st = self._loaded()
+            counts: dict[Any, int] = {}
+            if w:
+                for r in st.where_rows(w).tolist():
+                    payload = st.payloads[r]
+                    if key in payload and _index_key(payload[key]) is not None:
+                        value = payload[key]
+                        counts[value] = counts.get(value, 0) + 1
+                return counts
+            alive = st.alive
+            for ikey, rows in st.index(key).items():
+                c = int(np.count_nonzero(alive[np.asarray(rows, dtype=np.int64)]))
+                if c:
+                    counts[ikey[1]] = counts.get(ikey[1], 0) + c
+            return counts
+
+    def __repr__(self) -> str:
+        return f"MemoryCollection({self.name!r}, path={str(self.path)!r}, loaded={self.is_loaded})"
+
+
+class MemoryBackend(VectorBackend):
+    """The built-in backend: one folder per store under ``settings.vector_store_dir``.
+
+    Args:
+        settings: uses ``vector_store_dir``, ``vector_store.idle_seconds`` (unload a store idle this
+            long) and ``vector_store.max_chunks_per_store`` (the per-store cap).
+        lock_timeout: seconds a write waits for another writer of the same store before raising
+            :class:`~knowledge.errors.StoreLocked`.
+
+    Thread-safe; hand one instance to every thread. A daemon thread (started on the first load,
+    stopped by :meth:`close`) unloads idle stores; :meth:`unload_idle` does one sweep by hand.
+    """
+
+    name: ClassVar[str] = "memory"
+
+    def __init__(self, settings: "Settings", *, lock_timeout: float = 10.0) -> None:
+        self.root: Path = Path(settings.vector_store_dir)
+        self.idle_seconds = float(settings.vector_store.idle_seconds)
+        self.max_points = int(settings.vector_store.max_chunks_per_store)
+        self.lock_timeout = float(lock_timeout)
+        self._collections: dict[str, MemoryCollection] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._sweeper: threading.Thread | None = None
+        self._closed = False
+
+    def collection(self, name: str) -> MemoryCollection:
+        """The handle on store ``name`` (one shared handle per name and backend instance).
+
+        Raises:
+            InvalidArgument: ``name`` is not a non-empty string.
+        """
+        name = _check_name(name)
+        with self._lock:
+            coll = self._collections.get(name)
+            if coll is None:
+                coll = self._collections[name] = MemoryCollection(self, name)
+            return coll
+
+    def list_collections(self) -> list[str]:
+        """Exact names of the stores under the root, read from their manifests, sorted.
+
+        A folder whose manifest is unreadable is skipped with a warning in the log (opening that
+        store raises :class:`~knowledge.errors.StoreCorrupt`).
+        """
+        try:
+            entries = list(os.scandir(self.root))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        names = []
+        for entry in entries:
+            if entry.name.startswith(".") or not entry.is_dir():
+                continue
+            try:
+                man = orjson.loads((Path(entry.path) / MANIFEST).read_bytes())
+            except (FileNotFoundError, NotADirectoryError):
+                continue  # not a store, or being created or dropped
+            except (OSError, orjson.JSONDecodeError) as exc:
+                log.warning("vector store folder %s: unreadable %s (%s)", entry.path, MANIFEST, exc)
+                continue
+            name = man.get("name") if isinstance(man, dict) else None
+            if not isinstance(name, str) or not name or folder_name(name) != entry.name:
+                log.warning("vector store folder %s: %s names %r, which does not belong to this"
+                            " folder", entry.path, MANIFEST, name)
+                continue
+            names.append(name)
+        return sorted(names)
+
+    def loaded_collections(self) -> list[str]:
+        """Names of the stores whose points are in memory now, sorted."""
+        with self._lock:
+            handles = list(self._collections.values())
+        return sorted(c.name for c in handles if c.is_loaded)
+
+    def unload_idle(self, now: float | None = None) -> list[str]:
+        """Unload every store not accessed for ``idle_seconds``; returns their names, sorted.
+
+        Args:
+            now: a ``time.monotonic()`` reading (default: now); tests pass a later one.
+        """
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            handles = list(self._collections.values())
+        return sorted(c.name for c in handles if c._unload_if_idle(now, self.idle_seconds))
+
+    def _start_sweeper(self) -> None:
+        with self._lock:
+            if self._closed or (self._sweeper is not None and self._sweeper.is_alive()):
+                return
+            self._stop.clear()
+            self._sweeper = threading.Thread(target=self._sweep, name="knowledge-memory-sweeper",
+                                             daemon=True)
+            self._sweeper.start()
+
+    def _sweep(self) -> None:
+        interval = min(max(self.idle_seconds / 4, 0.05), 30.0)
+        while not self._stop.wait(interval):
+            try:
+                self.unload_idle()
+            except Exception:  # pragma: no cover - never let the sweeper die
+                log.exception("idle sweep of the memory vector-store backend failed")
+
+    def close(self) -> None:
+        """Stop the sweeper thread and unload every store. Idempotent.
+
+        The instance stays usable (stores load again on access) but no longer unloads idle stores.
+        """
+        with self._lock:
+            self._closed = True
+            sweeper, self._sweeper = self._sweeper, None
+            handles = list(self._collections.values())
+        self._stop.set()
+        if sweeper is not None and sweeper is not threading.current_thread():
+            sweeper.join(timeout=5)
+        for coll in handles:
+            coll.unload()
+
+    def __repr__(self) -> str:
+        return f"MemoryBackend(root={str(self.root)!r})"
