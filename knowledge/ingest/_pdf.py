@@ -104,7 +104,7 @@ def _extract(data: bytes, password: str | None) -> tuple[dict[int, str], list[st
     except KnowledgeError:
         raise
     except Exception as exc:  # pypdf raises many types (PdfReadError, ValueError, KeyError, ...)
-        raise UnsupportedFile(f"unreadable PDF: {_reason(exc)}") from exc
+        raise UnsupportedFile(f"unreadable PDF (damaged or truncated?): {_reason(exc)}") from exc
     if n_pages == 0:
         raise EmptyDocument("this PDF has no pages")
     pages: dict[int, str] = {}
@@ -172,11 +172,19 @@ def _page_text(page) -> tuple[str, bool]:
     return text or "", visible
 
 
+#: Content-stream operators that put marks on the page (PDF 32000-1 §8.5.3 path painting, §8.8 and
+#: §8.9.7 XObjects and inline images, §8.7.4.2 shading, §9.4.3 text showing).
+_PAINTING = {b"S", b"s", b"f", b"F", b"f*", b"B", b"B*", b"b", b"b*", b"Do", b"BI", b"INLINE IMAGE",
+             b"sh", b"Tj", b"TJ", b"'", b'"'}
+
+
 def _is_blank(page) -> bool:
-    """True when the page has no content stream at all (nothing drawn)."""
+    """True when the page's content draws nothing (no content, or only graphics-state settings)."""
     try:
         contents = page.get_contents()
-        return contents is None or not contents.get_data().strip()
+        if contents is None:
+            return True
+        return not any(op in _PAINTING for _, op in contents.operations)
     except Exception:
         return False
 

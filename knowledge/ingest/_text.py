@@ -88,12 +88,12 @@ def _utf16_without_bom(data: bytes) -> str | None:
 
 
 def looks_binary(data: bytes) -> bool:
-    """True when ``data`` (a sample) is not text in any encoding this package reads: NUL bytes that
-    are not UTF-16's pattern, or many control characters."""
+    """True when ``data`` (a sample) is not text in any encoding this package reads: NUL bytes (more
+    than 1 %) that are not UTF-16's pattern, or many (over 5 %) other control characters."""
     sample = data[:8192]
     if not sample or sniff_encoding(sample)[0]:
         return False
-    if b"\x00" in sample:
+    if sample.count(0) > max(1, len(sample) // 100):  # a stray NUL in text is noise, many are binary
         return True
     controls = sum(1 for b in sample if b < 32 and b not in (9, 10, 12, 13, 27))
     return controls > 0.05 * len(sample)
@@ -110,11 +110,18 @@ def decode(data: bytes) -> str:
     encoding, skip = sniff_encoding(data)
     if encoding:
         body = data[skip:]
-        if encoding.startswith("utf-16") and len(body) % 2:
-            body = body[:-1]
-        return body.decode(encoding, errors="replace")
+        unit = 4 if encoding.startswith("utf-32") else 2 if encoding.startswith("utf-16") else 1
+        body = body[:len(body) - len(body) % unit]
+        try:  # lone surrogates pass through here and are removed by clean()
+            return body.decode(encoding, errors="surrogatepass")
+        except UnicodeDecodeError:
+            return body.decode(encoding, errors="replace")
     try:
         return data.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    try:  # UTF-8 apart from encoded lone surrogates (WTF-8, CESU-8): clean() drops them
+        return data.decode("utf-8", errors="surrogatepass")
     except UnicodeDecodeError:
         pass
     guess = _detector_guess(data)
