@@ -360,6 +360,23 @@ def test_docx_numbering_levels_and_formats():
                      "  2.a) Sub again"]
 
 
+def test_docx_numbering_through_a_numbering_style_and_empty_items():
+    d = docx.Document()
+    numbering = d.part.numbering_part.element
+    numbering.append(parse_xml(
+        f'<w:abstractNum {nsdecls("w")} w:abstractNumId="91"><w:styleLink w:val="Steps"/>'
+        '<w:lvl w:ilvl="0"><w:start w:val="4"/><w:numFmt w:val="upperRoman"/><w:lvlText w:val="%1."/></w:lvl>'
+        '</w:abstractNum>'))
+    numbering.append(parse_xml(
+        f'<w:abstractNum {nsdecls("w")} w:abstractNumId="92"><w:numStyleLink w:val="Steps"/></w:abstractNum>'))
+    numbering.append(parse_xml(f'<w:num {nsdecls("w")} w:numId="92"><w:abstractNumId w:val="92"/></w:num>'))
+    for text in ("Four", "", "Six"):
+        p = d.add_paragraph(text)
+        p._p.get_or_add_pPr().append(parse_xml(
+            f'<w:numPr {nsdecls("w")}><w:ilvl w:val="0"/><w:numId w:val="92"/></w:numPr>'))
+    assert read_document(docx_bytes(d)).text == "IV. Four\n\nVI. Six"  # Word numbers the empty item too
+
+
 def test_docx_without_text_is_empty():
     d = docx.Document()
     d.add_paragraph("")
@@ -648,6 +665,11 @@ def test_html_visible_text_headings_and_tables():
     assert section_of(doc, "Intro").heading == "Guide"
     assert section_of(doc, "Tea").heading == "Guide > Prices"
     assert section_of(doc, "line one").heading == "Guide > Contact"
+
+
+def test_html_with_an_unclosed_head_keeps_its_body():
+    doc = read_document(b"<html><head><title>T</title><body><p>Hello there</p></body></html>", "a.html")
+    assert doc.text == "Hello there" and doc.title == "T"
 
 
 def test_html_without_visible_text_is_empty():

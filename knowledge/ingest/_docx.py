@@ -151,8 +151,19 @@ class _Numbering:
         self._counters: dict[str, list[int | None]] = {}
         if root is None:
             return
+        links: dict[str, str] = {}  # abstractNum id -> numbering style it borrows its levels from
+        defines: dict[str, str] = {}  # numbering style -> the abstractNum id that defines it
         for an in root.iter(W + "abstractNum"):
-            self._abstract[an.get(W + "abstractNumId", "")] = self._levels(an)
+            aid = an.get(W + "abstractNumId", "")
+            self._abstract[aid] = self._levels(an)
+            link, define = an.find(W + "numStyleLink"), an.find(W + "styleLink")
+            if link is not None:
+                links[aid] = link.get(W + "val", "")
+            if define is not None:
+                defines[define.get(W + "val", "")] = aid
+        for aid, style in links.items():  # §17.9.21 numStyleLink: the levels live elsewhere
+            if not self._abstract.get(aid) and style in defines:
+                self._abstract[aid] = self._abstract.get(defines[style], {})
         for num in root.iter(W + "num"):
             num_id = num.get(W + "numId", "")
             ref = num.find(W + "abstractNumId")
@@ -328,8 +339,8 @@ class _Reader:
         for text in footers:
             self.builder.add(text)
         title = self._core_title() or self.title
-        return self.builder.build("docx", empty="no text: this Word document has no text (images or empty tables only?)",
-                                  title=title)
+        empty = "no text: this Word document has no text (images or empty tables only?)"
+        return self.builder.build("docx", empty=empty, title=title)
 
     def _core_title(self) -> str | None:
         try:
@@ -432,9 +443,9 @@ class _Reader:
             if own.find(W + "ilvl") is not None:
                 ilvl = _int(own.find(W + "ilvl").get(W + "val"), 0)
         level = ilvl or 0
-        if not num_id or num_id == "0" or not _has_text(p):
+        if not num_id or num_id == "0":
             return style_id, level, None
-        return style_id, level, self.numbering.prefix(num_id, level)
+        return style_id, level, self.numbering.prefix(num_id, level)  # counts empty items too, as Word
 
     def _heading_level(self, p: etree._Element, style_id: str | None) -> int | None:
         outline = p.find(f"{W}pPr/{W}outlineLvl")
@@ -558,10 +569,6 @@ def _children(parent: etree._Element, tag: str):
                 yield from _children(content, tag)
         elif child.tag == W + "customXml":
             yield from _children(child, tag)
-
-
-def _has_text(p: etree._Element) -> bool:
-    return any((t.text or "").strip() for t in p.iter(W + "t"))
 
 
 def _on(element: etree._Element | None) -> bool:

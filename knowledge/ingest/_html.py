@@ -1,8 +1,8 @@
 """HTML: the visible text, block by block, with headings as provenance.
 
 BeautifulSoup 4 with the standard library's ``html.parser`` (no compiled parser needed). Left out:
-``script``, ``style``, ``noscript``, ``template``, ``head`` (its ``title`` becomes the document
-title), ``svg``, ``math``, ``canvas``, form controls' internals, comments, elements with the
+``script``, ``style``, ``noscript``, ``template``, ``title`` (it becomes the document title),
+``svg``, ``math``, ``canvas``, form controls' internals, comments, elements with the
 ``hidden`` attribute, ``aria-hidden="true"`` or an inline ``display:none``. Block elements (as in the
 HTML Living Standard's rendering section: ``p``, ``div``, ``li``, ``h1``-``h6``, ``pre``, ``table``,
 ...) become blocks; inline whitespace collapses as a browser does; ``pre`` keeps its lines;
@@ -17,7 +17,9 @@ import re
 from knowledge.ingest._text import Builder, one_line
 from knowledge.ingest.document import Document
 
-_SKIP = {"script", "style", "noscript", "template", "head", "svg", "math", "canvas", "iframe", "object",
+# not "head": html.parser nests a body into a head that was never closed; head's own children
+# (title, meta, link, style, script) are skipped or have no text anyway
+_SKIP = {"script", "style", "noscript", "template", "svg", "math", "canvas", "iframe", "object",
          "embed", "select", "datalist", "button", "audio", "video", "map"}
 _BLOCK = {"address", "article", "aside", "blockquote", "body", "center", "dd", "details", "dialog", "dir",
           "div", "dl", "dt", "fieldset", "figcaption", "figure", "footer", "form", "header", "hgroup",
