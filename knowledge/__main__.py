@@ -163,6 +163,13 @@ def _ingest(wb: Any, args: argparse.Namespace, expand_paths: Any) -> int:
     if not files:
         print("No files matched.", file=sys.stderr)
         return 1
+    from knowledge.ingest.chunker import plan_chunking
+
+    record = wb.catalog.get_store(args.store)
+    tpl = wb.templates.get(args.template or (record.template if record else "default"))
+    for note in plan_chunking(wb.embedder(tpl.embedding_model), tpl.max_chunk_size_tokens,
+                              tpl.chunk_overlap_tokens).notes:
+        print(f"note: {note}", file=sys.stderr)
     results = []
     bar = tqdm(total=len(files), unit="file", disable=args.json or not sys.stderr.isatty(), file=sys.stderr)
     for path in files:

@@ -346,7 +346,7 @@ class Workbench:
             return IngestResult(stored.name, CANCELLED if cancelled else FAILED_OUTCOME, reason,
                                 file_id=stored.id, error=type(exc).__name__,
                                 seconds=time.perf_counter() - started)
-        warnings = list(doc.warnings) + list(result.warnings)
+        warnings = list(doc.warnings)  # the chunk plan's notes are the template's, not the file's
         total = time.perf_counter() - started
         self.catalog.put_file(_record(rec, status=DONE, chunks=len(chunks), pages=doc.pages, warnings=warnings,
                                       read_seconds=t_read, embed_seconds=t_embed, total_seconds=total))
