@@ -8,6 +8,7 @@ import io
 import logging
 import struct
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import docx
@@ -126,6 +127,12 @@ def test_pdf_image_only_and_blank_pages_are_reported():
     assert doc.warnings == ["page 2 has no text layer (scanned? OCR needed)", "page 3 is blank"]
 
 
+def test_pdf_runs_of_pages_without_text_are_one_warning():
+    doc = read_document(fpdf_bytes(["IMAGE", "IMAGE", "IMAGE", "Text.", None, None, "IMAGE"]))
+    assert doc.warnings == ["pages 1-3 have no text layer (scanned? OCR needed)", "pages 5-6 are blank",
+                            "page 7 has no text layer (scanned? OCR needed)"]
+
+
 def test_pdf_without_any_text_is_an_empty_document_not_a_silent_success():
     with pytest.raises(EmptyDocument, match=r"no text layer \(scanned\? OCR needed\)"):
         read_document(fpdf_bytes(["IMAGE", "IMAGE"]))
@@ -204,6 +211,14 @@ def test_pdf_slightly_broken_file_reads_and_pypdf_warnings_go_to_logging(capfd, 
     assert any("broken.pdf" in m and "startxref" in m for m in msgs)
     assert not logging.getLogger("pypdf").handlers  # our capture handler is gone again
     assert logging.getLogger("pypdf").propagate
+
+
+def test_pdf_reads_from_many_threads_at_once():
+    broken = raw_pdf(b"BT /F1 12 Tf 20 100 Td (Threaded text) Tj ET").replace(b"startxref\n", b"startxref\n9")
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        texts = list(pool.map(lambda _: read_document(broken).text, range(16)))
+    assert texts == ["Threaded text"] * 16
+    assert not logging.getLogger("pypdf").handlers and logging.getLogger("pypdf").propagate
 
 
 def test_pdf_renamed_txt_is_read_as_pdf():

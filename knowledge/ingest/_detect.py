@@ -16,7 +16,7 @@ import zipfile
 from pathlib import PurePath
 
 from knowledge.errors import UnsupportedFile
-from knowledge.ingest._text import decode, looks_binary
+from knowledge.ingest._text import looks_binary, sniff_encoding
 
 #: How many leading bytes :func:`detect_format` needs to decide, except for a ZIP (see there).
 HEAD_BYTES = 8192
@@ -209,7 +209,7 @@ def _text_kind(head: bytes, ext: str) -> str:
         return "csv"
     if ext in _TEXT_EXT:
         return "text"
-    text = decode(head)
+    text = _sniff_text(head[:HEAD_BYTES])
     if ext == ".svg" or _SVG_START.match(text):
         raise UnsupportedFile("unsupported: an SVG image")
     if _HTML_START.match(text):
@@ -219,6 +219,15 @@ def _text_kind(head: bytes, ext: str) -> str:
     if _looks_like_csv(text):
         return "csv"
     return "text"
+
+
+def _sniff_text(sample: bytes) -> str:
+    """Enough of a decoding to see markup and delimiters (all ASCII): the BOM's or UTF-16's encoding,
+    else UTF-8 with replacement characters (a head may end inside a character)."""
+    encoding, skip = sniff_encoding(sample)
+    if encoding:
+        return sample[skip:].decode(encoding, errors="replace")
+    return sample.decode("utf-8", errors="replace")
 
 
 def _looks_like_csv(text: str) -> bool:

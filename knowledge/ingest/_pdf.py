@@ -108,22 +108,44 @@ def _extract(data: bytes, password: str | None) -> tuple[dict[int, str], list[st
     if n_pages == 0:
         raise EmptyDocument("this PDF has no pages")
     pages: dict[int, str] = {}
-    notes: list[str] = []
+    problems: list[tuple[int, str]] = []  # (page number, what is wrong with it)
     for number in range(1, n_pages + 1):
         try:
             page = reader.pages[number - 1]
             text, visible = _page_text(page)
         except Exception as exc:
-            notes.append(f"page {number} could not be read ({_reason(exc)}); it was skipped")
+            problems.append((number, f"could not be read ({_reason(exc)}); skipped"))
             continue
         text = clean(text, form="NFKC") if visible else ""
         if text.strip():
             pages[number] = text
         elif _is_blank(page):
-            notes.append(f"page {number} is blank")
+            problems.append((number, "blank"))
         else:
-            notes.append(f"page {number} has {NO_TEXT_LAYER}")
-    return pages, notes, n_pages, _title(reader)
+            problems.append((number, NO_TEXT_LAYER))
+    return pages, _page_warnings(problems), n_pages, _title(reader)
+
+
+def _page_warnings(problems: list[tuple[int, str]]) -> list[str]:
+    """One sentence per run of consecutive pages with the same problem: "page 3 has no text layer
+    (scanned? OCR needed)", "pages 4-9 are blank"."""
+    runs: list[list] = []  # [first, last, problem]
+    for number, problem in problems:
+        if runs and runs[-1][1] == number - 1 and runs[-1][2] == problem:
+            runs[-1][1] = number
+        else:
+            runs.append([number, number, problem])
+    out = []
+    for first, last, problem in runs:
+        one = first == last
+        subject = f"page {first}" if one else f"pages {first}-{last}"
+        if problem == NO_TEXT_LAYER:
+            out.append(f"{subject} {'has' if one else 'have'} {NO_TEXT_LAYER}")
+        elif problem == "blank":
+            out.append(f"{subject} {'is' if one else 'are'} blank")
+        else:
+            out.append(f"{subject} {problem}")
+    return out
 
 
 def _unlock(reader, password: str | None) -> None:
