@@ -35,7 +35,7 @@ class Document:
 
     ``text`` is the extracted text: no NUL characters, no lone surrogates, ``\\n`` line ends, no
     trailing whitespace on any line, blocks (paragraphs, tables, pages) separated by one blank line
-    (``"\\n\\n"``). ``sections`` are in text order and do not overlap; the readers of this package make
+    (``"\\n\\n"``; only Markdown code blocks keep longer runs of blank lines as written). ``sections`` are in text order and do not overlap; the readers of this package make
     them cover the whole text (the first starts at 0, each ends where the next starts, the last ends
     at ``len(text)``; the blank line between two blocks belongs to the section before it) and merge
     neighbours of equal provenance. ``format`` is one of :data:`FORMATS`; ``pages`` the page count
