@@ -4,19 +4,19 @@ import streamlit as st
 
 from knowledge.config import load_settings
 from knowledge.errors import KnowledgeError
-from knowledge.services import Services
+from knowledge.workbench import Workbench
 
 st.set_page_config(page_title="knowledge", page_icon="📚", layout="wide")
 
 
 @st.cache_resource(show_spinner=False)
-def get_services() -> Services:
-    """One Services object per server process, shared by every browser session (thread-safe)."""
-    return Services(load_settings())
+def get_workbench() -> Workbench:
+    """One workbench per server process, shared by every browser session (it is thread-safe)."""
+    return Workbench(load_settings())
 
 
 try:
-    st.session_state["services"] = get_services()
+    st.session_state["workbench"] = get_workbench()
 except KnowledgeError as exc:  # bad settings: say so, don't crash
     st.error(f"knowledge cannot start: {exc}")
     st.stop()

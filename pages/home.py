@@ -1,48 +1,53 @@
-"""Home: what is here -- stores, chunks, the embedding model and whether it is loaded."""
+"""Home: what is here -- stores, files, chunks, the embedding model and whether it is loaded."""
 
 import streamlit as st
 
 from knowledge.errors import KnowledgeError
-from knowledge.services import Services
+from knowledge.workbench import Workbench
 
-services: Services = st.session_state["services"]
-settings = services.settings
+wb: Workbench = st.session_state["workbench"]
+settings = wb.settings
 
 st.title("📚 knowledge")
 st.caption("A local knowledge workbench: vector stores with semantic search, on your machine.")
 
 try:
-    infos = services.store_infos()
+    wb.backend()  # the default template's backend: say now if it cannot be used
+    stores = wb.list_stores()
 except KnowledgeError as exc:
-    st.error(f"The vector-store backend {settings.vector_store.backend!r} is unavailable: {exc}")
-    infos = []
+    st.error(str(exc))
+    stores = []
 
-c1, c2, c3 = st.columns(3)
-c1.metric("Stores", len(infos))
-c2.metric("Chunks", sum(i.count for i in infos))
-c3.metric("Backend", settings.vector_store.backend)
+c1, c2, c3, c4 = st.columns(4)
+c1.metric("Stores", len(stores))
+c2.metric("Files", sum(s.files for s in stores))
+c3.metric("Chunks", sum(s.chunks for s in stores))
+c4.metric("Backend", settings.vector_store.backend)
 
 st.subheader("Vector stores")
-if infos:
+if stores:
     st.dataframe(
-        [{"store": i.name, "backend": i.backend, "dimension": i.size, "distance": i.distance,
-          "chunks": i.count, "size (MB)": round((i.disk_bytes or 0) / 1e6, 2)} for i in infos],
+        [{"store": s.record.name, "template": s.record.template, "backend": s.record.backend,
+          "model": s.record.embedding_model, "dimension": s.record.dimension, "files": s.files,
+          "chunks": s.chunks, "size (MB)": round((s.disk_bytes or 0) / 1e6, 2)} for s in stores],
         hide_index=True, use_container_width=True,
     )
 else:
-    st.info("No vector stores yet.")
+    st.info("No vector stores yet. Ingest files with `python -m knowledge ingest STORE PATH...`.")
 
 st.subheader("Embedding model")
-st.write(f"`{settings.embeddings.model}` (cache: `{settings.models_dir}`)")
-if services.embedder_loaded:
-    e = services.embedder
-    st.success(f"Loaded: {e.dimension} dimensions, {e.max_tokens}-token window.")
-elif st.button("Load the embedding model"):
-    try:
+model = settings.embeddings.model
+st.write(f"`{model}` (cache: `{settings.models_dir}`)")
+try:
+    embedder = wb.embedder()
+    if not embedder.loaded and st.button("Load the embedding model"):
         with st.spinner("Loading the embedding model..."):
-            e = services.embedder
-        st.success(f"Loaded: {e.dimension} dimensions, {e.max_tokens}-token window.")
-    except KnowledgeError as exc:
-        st.error(str(exc))
+            embedder.load()
+    if embedder.loaded:
+        st.success(f"Loaded: {embedder.dimension} dimensions, {embedder.max_tokens}-token window.")
+    else:
+        st.caption("Not loaded yet: it loads on the first ingestion or search.")
+except KnowledgeError as exc:
+    st.error(str(exc))
 
 st.caption(f"Data folder: `{settings.data_root}`")

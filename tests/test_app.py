@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from knowledge.config import load_settings
-from knowledge.services import Services
-from knowledge.vectorstore.store import Chunk
+from knowledge.embeddings.fake import HashEmbedder
+from knowledge.workbench import Workbench
 
 from conftest import REPO
 
@@ -39,15 +38,16 @@ def test_home_renders_on_an_empty_data_dir():
     assert any("No vector stores yet" in i.value for i in at.info)
 
 
-def test_home_lists_a_populated_store():
-    services = Services(load_settings())
-    vecs = np.eye(8, dtype=np.float32)
-    services.store("Team Notes").upsert("f1", [Chunk(f"chunk {i}", vecs[i]) for i in range(3)], file_name="a.md")
-    services.close()
+def test_home_lists_a_populated_store(tmp_path):
+    wb = Workbench(load_settings(), embedder_factory=lambda model: HashEmbedder(dimension=8))
+    doc = tmp_path / "a.md"
+    doc.write_text("# A\n\n" + "\n\n".join(f"Paragraph {i} " + "word " * 60 for i in range(3)))
+    result = wb.ingest_file("Team Notes", doc)
+    wb.close()
     at = run_app()
     assert not at.exception
     metrics = {m.label: m.value for m in at.metric}
-    assert (metrics["Stores"], metrics["Chunks"]) == ("1", "3")
+    assert (metrics["Stores"], metrics["Files"], metrics["Chunks"]) == ("1", "1", str(result.chunks))
     table = at.dataframe[0].value
     assert list(table["store"]) == ["Team Notes"]
     assert list(table["dimension"]) == [8]
