@@ -42,13 +42,23 @@ before (4) leaves the old manifest, which lists only complete files; killed afte
 Readers read only what the manifest lists, so a store is always readable and holds the old or the new
 version of a batch, never part of one.
 
+Why segments rather than one file per store: appending to a single JSONL (and a single vector file)
+cannot make a replace -- deletes plus inserts across two files -- atomic without a commit record,
+and rewriting the whole store per write costs O(n) per ingested file. Immutable segments plus one
+manifest swap give an atomic, O(batch) write of any shape, and an easy answer to "what did another
+process change": the segments after my generation.
+
 Loading replays the manifest's segments in order: a segment's deleted ids first, then its points;
 the last write of an id wins. Row order in memory is therefore "order of last write", which is also
-the tie-break order of search and the order of :meth:`~MemoryCollection.scroll`.
+the tie-break order of search and the order of :meth:`~MemoryCollection.scroll`. A load parses the
+JSONL with orjson with the cyclic GC paused, while a thread reads the ``.npy`` files straight into
+one preallocated matrix. Payloads are kept as their JSON round trip, i.e. what a reload will see
+(tuples come back as lists; orjson writes NaN/inf as ``null``), which also makes them private copies.
 
-Compaction keeps the segment count and the dead rows bounded: after a write, a run of at least
-:data:`MERGE_FACTOR` newest segments of the same size tier (size-tiered merging as in LSM trees,
-e.g. Cassandra's SizeTieredCompactionStrategy) is merged into one, so each point is rewritten about
+Compaction keeps the segment count and the dead rows bounded: after a write, when the newest
+segment and the run of segments before it that are no bigger (in size tiers of powers of 16 rows)
+number at least :data:`MERGE_FACTOR`, that run is merged into one (size-tiered merging as in LSM
+trees, e.g. Cassandra's SizeTieredCompactionStrategy), so each point is rewritten about
 log_16(n / batch) times; and when the dead rows on disk exceed the live ones (or there are more than
 :data:`MAX_SEGMENTS` segments) every segment is rewritten as one. A merge reads the segment files
 (not memory), writes the merged one and commits it with the same manifest swap; it changes no
