@@ -19,7 +19,6 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
-import orjson
 import pytest
 
 from knowledge.config import load_settings
@@ -71,7 +70,8 @@ def chunk_points(file_id, n, version=0, dim=DIM, id_prefix=None):
         Point(
             f"{prefix}:{i}",
             vec(hash((file_id, version, i)) % 2**32, dim),
-            {"file_id": file_id, "chunk_index": i, "version": version, "n": n, "text": f"{file_id} v{version} #{i}"},
+            {"file_id": file_id, "chunk_index": i, "version": version, "n": n,
+             "text": f"{file_id} v{version} #{i}"},
         )
         for i in range(n)
     ]
@@ -119,13 +119,17 @@ def test_search_matches_numpy_reference_and_survives_a_new_instance(settings, di
         c2 = b2.collection("ref")
         assert c2.info().distance == distance and c2.count() == 500
         again = [c2.search(q, limit=10) for q in queries]
-    assert [[(h.id, h.payload) for h in hs] for hs in again] == [[(h.id, h.payload) for h in hs] for hs in first]
+    def pairs(results):
+        return [[(h.id, h.payload) for h in hits] for hits in results]
+
+    assert pairs(again) == pairs(first)
 
 
 def test_ids_and_payloads_round_trip_exactly(backend, settings):
     c = backend.collection("rt")
     c.ensure_collection(DIM)
-    payload = {"s": "é ✓ \u00e9\u0301", "i": 3, "f": 1.5, "b": True, "n": None, "l": [1, "a"], "d": {"x": [1]}}
+    payload = {"s": "é ✓ \u00e9\u0301", "i": 3, "f": 1.5, "b": True, "n": None, "l": [1, "a"],
+               "d": {"x": [1]}}
     c.upsert([Point(1, vec(1), payload), Point("1", vec(2), {"tuple": (1, 2)})])
     payload["i"] = 99  # the store keeps its own copy
     with MemoryBackend(settings) as b2:
@@ -294,7 +298,8 @@ def test_killed_writer_never_leaves_a_partial_batch(tmp_path):
         for f in range(files):  # version 0, written by the parent
             n = 300 if f == 0 else 1 + f % 6
             c.replace({"file_id": f"f{f}"}, [
-                Point(f"f{f}:{i}", vec(f * 1000 + i, 8), {"file_id": f"f{f}", "version": 0, "chunk_index": i, "n": n})
+                Point(f"f{f}:{i}", vec(f * 1000 + i, 8),
+                      {"file_id": f"f{f}", "version": 0, "chunk_index": i, "n": n})
                 for i in range(n)])
     rnd = random.Random(1234)
     version = 1
@@ -306,7 +311,8 @@ def test_killed_writer_never_leaves_a_partial_batch(tmp_path):
 
     def spawn():
         return subprocess.Popen([sys.executable, "-c", _CRASH_CHILD, str(tmp_path), str(files)],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
 
     children = [spawn()]
     try:
@@ -346,7 +352,8 @@ def test_killed_writer_never_leaves_a_partial_batch(tmp_path):
     # a crash leaves orphans at most; the next write removes them
     with MemoryBackend(settings) as b:
         c = b.collection("crash")
-        c.replace({"file_id": "f1"}, [Point("f1:0", vec(1, 8), {"file_id": "f1", "version": version, "chunk_index": 0, "n": 1})])
+        last = {"file_id": "f1", "version": version, "chunk_index": 0, "n": 1}
+        c.replace({"file_id": "f1"}, [Point("f1:0", vec(1, 8), last)])
         manifest = json.loads((c.path / MANIFEST).read_text())
         listed = {f"seg-{s['seg']:06d}.{ext}" for s in manifest["segments"] for ext in ("jsonl", "npy")}
         assert set(os.listdir(c.path)) - listed == {MANIFEST}
@@ -393,7 +400,8 @@ def test_threads_see_the_old_or_the_new_set_never_a_mix(backend):
         while not stop.is_set():
             try:
                 f = files[int(rng.integers(len(files)))]
-                check_group(f, c.search(vec(int(rng.integers(1000))), limit=50, where={"file_id": f}), "search")
+                query = vec(int(rng.integers(1000)))
+                check_group(f, c.search(query, limit=50, where={"file_id": f}), "search")
                 check_group(f, list(c.scroll(where={"file_id": f})), "scroll")
                 hits = c.search(vec(1), limit=1000)
                 groups = defaultdict(list)
@@ -409,7 +417,7 @@ def test_threads_see_the_old_or_the_new_set_never_a_mix(backend):
             except Exception as exc:  # pragma: no cover - reported below
                 errors.append(repr(exc))
 
-    threads = [threading.Thread(target=writer, args=([0, 1, 2],)), threading.Thread(target=writer, args=([3, 4, 5],))]
+    threads = [threading.Thread(target=writer, args=(part,)) for part in ([0, 1, 2], [3, 4, 5])]
     threads += [threading.Thread(target=reader, args=(s,)) for s in range(4)]
     for t in threads:
         t.start()
@@ -534,7 +542,8 @@ def test_two_processes_writing_at_once_lose_nothing(tmp_path):
         c.ensure_collection(DIM)
         c.upsert(chunk_points("seed", 1))
         procs = [subprocess.Popen([sys.executable, "-c", _CHILD_OPS, str(tmp_path), "busy", "upsert",
-                                   json.dumps([prefix, 150, 5])], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                   json.dumps([prefix, 150, 5])],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
                  for prefix in ("a", "b")]
         for i in range(0, 60, 3):  # and this process writes too
             c.upsert([Point(f"p{j}", vec(j), {"file_id": "p"}) for j in range(i, i + 3)])
@@ -630,7 +639,8 @@ def test_any_name_gets_its_own_folder_inside_the_root(backend, settings):
     folders = [p for p in root.iterdir() if not p.name.startswith(".")]
     assert len(folders) == len(NAMES) and all(p.parent == root for p in folders)
     assert all(len(p.name) <= 60 and p.name.isascii() for p in folders)
-    assert folder_name("Team Notes").startswith("team-notes-") and folder_name("team notes") != folder_name("Team Notes")
+    assert folder_name("Team Notes").startswith("team-notes-")
+    assert folder_name("team notes") != folder_name("Team Notes")
     assert backend.list_collections() == sorted(NAMES)
     with MemoryBackend(settings) as b2:
         assert b2.list_collections() == sorted(NAMES)
@@ -755,7 +765,8 @@ def test_upserts_in_batches_keep_few_segments(backend):
 def test_filtered_search_returns_k_whenever_k_match(backend):
     c = backend.collection("filtered")
     c.ensure_collection(DIM)
-    pts = [Point(i, vec(i), {"file_id": f"f{i % 50}", "page": i % 3, "flag": i % 2 == 0}) for i in range(2000)]
+    pts = [Point(i, vec(i), {"file_id": f"f{i % 50}", "page": i % 3, "flag": i % 2 == 0})
+           for i in range(2000)]
     c.upsert(pts)
     q = vec(99999)
     hits = c.search(q, limit=10, where={"file_id": "f7"})
@@ -807,7 +818,8 @@ def test_score_threshold_follows_the_distance(backend, distance):
     higher = distance in ("cosine", "dot")
     threshold = everything[60].score
     kept = c.search(q, limit=200, score_threshold=threshold)
-    assert [h.id for h in kept] == [h.id for h in everything if (h.score >= threshold if higher else h.score <= threshold)]
+    good = [h.id for h in everything if (h.score >= threshold if higher else h.score <= threshold)]
+    assert [h.id for h in kept] == good
     assert 60 < len(kept) < 200
     scores = [h.score for h in everything]
     assert scores == sorted(scores, reverse=higher)
@@ -837,3 +849,42 @@ def test_backend_is_registered_under_its_entry_point():
 
     eps = {ep.name: ep for ep in entry_points(group="knowledge.vector_store_backends")}
     assert eps["memory"].load() is MemoryBackend and MemoryBackend.name == "memory"
+
+
+def test_two_backend_instances_in_one_process_serialise_their_writes(settings):
+    b1, b2 = MemoryBackend(settings), MemoryBackend(settings)
+    try:
+        b1.collection("two").ensure_collection(4)
+
+        def write(backend, prefix):
+            c = backend.collection("two")
+            for i in range(60):
+                c.upsert([Point(f"{prefix}{i}", np.ones(4), {"file_id": prefix})])
+
+        pairs = ((b1, "a"), (b2, "b"), (b1, "c"), (b2, "d"))
+        threads = [threading.Thread(target=write, args=pair) for pair in pairs]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert b1.collection("two").count() == b2.collection("two").count() == 240
+        assert b2.collection("two").facet("file_id") == {"a": 60, "b": 60, "c": 60, "d": 60}
+    finally:
+        b1.close()
+        b2.close()
+
+
+def test_vectors_of_any_numeric_form_are_stored_as_float32(backend):
+    c = backend.collection("forms")
+    c.ensure_collection(3, "dot")
+    c.upsert([Point("list", [1, 2, 3], {}), Point("f64", np.array([0.5, 0.25, 1e-3]), {}),
+              Point("int", np.arange(3), {})])
+    got = {p.id: p.vector for p in c.retrieve(["list", "f64", "int"], with_vectors=True)}
+    assert all(v.dtype == np.float32 and v.shape == (3,) for v in got.values())
+    np.testing.assert_array_equal(got["list"], [1, 2, 3])
+    np.testing.assert_allclose(got["f64"], [0.5, 0.25, 1e-3])
+    with pytest.raises(DimensionMismatch):
+        c.upsert([Point("ragged", [1, 2, 3], {}), Point("short", [1, 2], {})])
+    with pytest.raises(InvalidArgument):
+        c.upsert([Point("inf", [1, np.inf, 3], {})])
+    assert c.count() == 3
