@@ -180,7 +180,8 @@ def main() -> None:
     print(f"{'disk (batches of 1,000)':44} {batched_disk / 2**20:>11,.1f} MiB  {'':>12}")
     print(f"{'float32 vectors + UTF-8 text':44} {raw / 2**20:>11,.1f} MiB  {'':>12}")
     worst_disk = max(single_disk, batched_disk) / raw
-    print(f"{'disk ratio (worst of the two)':44} {worst_disk:>13.2f}x  {'<= 1.5x':>12}  {verdict(worst_disk <= 1.5)}")
+    print(f"{'disk ratio (worst of the two)':44} {worst_disk:>13.2f}x  {'<= 1.5x':>12}  "
+          f"{verdict(worst_disk <= 1.5)}")
     print(f"{'cold load + first search (one segment)':44} {results['cold']:>12.3f} s  {'<= 1.0 s':>12}  "
           f"{verdict(results['cold'] <= 1.0)}")
     print(f"{'cold load + first search (merged batches)':44} {cold_batched:>12.3f} s  {'<= 1.0 s':>12}  "
@@ -188,10 +189,11 @@ def main() -> None:
     print(f"{'numpy floor p50 / p95':44} {floor50 * ms:>6.2f} / {pct(floor, 95) * ms:>5.2f} ms")
     p50 = pct(plain, 50)
     print(f"{'search k=10 p50 / p95':44} {p50 * ms:>6.2f} / {pct(plain, 95) * ms:>5.2f} ms")
-    print(f"{'search p50 / floor p50':44} {p50 / floor50:>13.2f}x  {'<= 1.5x':>12}  {verdict(p50 <= 1.5 * floor50)}")
+    print(f"{'search p50 / floor p50':44} {p50 / floor50:>13.2f}x  {'<= 1.5x':>12}  "
+          f"{verdict(p50 <= 1.5 * floor50)}")
     print(f"{'search k=10 where file_id p50 / p95':44} {pct(filtered, 50) * ms:>6.2f} / "
           f"{pct(filtered, 95) * ms:>5.2f} ms  ({pct(filtered, 50) / floor50:.3f}x the floor)")
-    segs = len([p for p in single_path.parent.joinpath(single_path.name).glob("seg-*.jsonl")])
+    segs = len(list(single_path.glob("seg-*.jsonl")))
     print(f"\ndata folder: {tmp} ({'kept' if args.keep else 'deleted'}); segments in 'single': {segs}")
     if not args.keep:
         import shutil
