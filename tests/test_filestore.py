@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from knowledge import plugins
+
 from knowledge.config import load_settings
 from knowledge.errors import (
     BackendUnavailable,
@@ -515,7 +517,7 @@ def test_two_processes_share_one_store_consistently(settings):
 @pytest.fixture
 def fake_entry_points(monkeypatch):
     def install(*eps: EntryPoint) -> None:
-        monkeypatch.setattr(registry, "entry_points", lambda group: [e for e in eps if e.group == group])
+        monkeypatch.setattr(plugins, "entry_points", lambda group: [e for e in eps if e.group == group])
         registry._reset_for_tests()
 
     yield install

@@ -4,6 +4,8 @@ from importlib.metadata import EntryPoint
 
 import pytest
 
+from knowledge import plugins
+
 from knowledge.errors import BackendUnavailable
 from knowledge.vectorstore import registry
 from knowledge.vectorstore.base import VectorBackend
@@ -14,7 +16,7 @@ def fake_entry_points(monkeypatch):
     """Replace the installed entry points by a chosen list, and restore the registry after."""
 
     def install(*eps: EntryPoint) -> None:
-        monkeypatch.setattr(registry, "entry_points", lambda group: [e for e in eps if e.group == group])
+        monkeypatch.setattr(plugins, "entry_points", lambda group: [e for e in eps if e.group == group])
         registry._reset_for_tests()
 
     yield install
