@@ -5,7 +5,6 @@ from importlib.metadata import EntryPoint
 import pytest
 
 from knowledge import plugins
-
 from knowledge.errors import BackendUnavailable
 from knowledge.vectorstore import registry
 from knowledge.vectorstore.base import VectorBackend
