@@ -135,7 +135,6 @@ class Catalog:
         self._conn: duckdb.DuckDBPyConnection | None = None
         self._last_used = 0.0
         self._closer: threading.Thread | None = None
-        self._closed = threading.Event()
         self._migrated = False
 
     # -- connection ---------------------------------------------------------------------------
@@ -182,9 +181,12 @@ class Catalog:
             return
 
         def run() -> None:
-            while not self._closed.wait(IDLE_CLOSE_SECONDS / 2):
+            while True:
+                time.sleep(IDLE_CLOSE_SECONDS / 2)
                 with self._lock:
-                    if self._conn is not None and time.monotonic() - self._last_used >= IDLE_CLOSE_SECONDS:
+                    if self._conn is None:  # closed by close(); the next use starts a new closer
+                        return
+                    if time.monotonic() - self._last_used >= IDLE_CLOSE_SECONDS:
                         self._conn.close()
                         self._conn = None
                         return
