@@ -21,5 +21,10 @@ except KnowledgeError as exc:  # bad settings: say so, don't crash
     st.error(f"knowledge cannot start: {exc}")
     st.stop()
 
-page = st.navigation([st.Page("pages/home.py", title="Home", icon="🏠", default=True)])
+page = st.navigation([
+    st.Page("pages/home.py", title="Home", icon="🏠", default=True),
+    st.Page("pages/stores.py", title="Vector stores", icon="🗂️", url_path="stores"),
+    st.Page("pages/search.py", title="Search playground", icon="🔎", url_path="search"),
+    st.Page("pages/files.py", title="Files", icon="📄", url_path="files"),
+])
 page.run()
