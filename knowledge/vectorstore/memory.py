@@ -117,6 +117,7 @@ from knowledge.errors import (
     DimensionMismatch,
     DistanceMismatch,
     InvalidArgument,
+    StorageError,
     StoreCorrupt,
     StoreFull,
     StoreLocked,
@@ -203,28 +204,6 @@ def _check_limit(limit: Any, what: str = "limit", allow_zero: bool = False) -> i
     if isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < low:
         raise InvalidArgument(f"{what} must be an integer >= {low}, got {limit!r}.")
     return int(limit)
-
-
-def _stack(points: Sequence[Point], size: int) -> np.ndarray:
-    """:func:`~knowledge.vectorstore.base.stack_points`, vectorised for the common case.
-
-    Plain ``Point`` objects with str/int ids, dict payloads and equal-length finite vectors are
-    checked with one ``np.asarray`` and one ``isfinite`` over the whole batch (~5x faster than a
-    check per vector); anything else is handed to ``stack_points``, so errors are the contract's.
-    """
-    n = len(points)
-    if n:
-        try:
-            regular = all(
-                type(p) is Point and type(p.payload) is dict and type(p.id) in (str, int) for p in points
-            ) and len({p.id for p in points}) == n
-            if regular:
-                matrix = np.asarray([p.vector for p in points], dtype=np.float32)
-                if matrix.ndim == 2 and matrix.shape[1] == size and np.isfinite(matrix).all():
-                    return np.ascontiguousarray(matrix)
-        except (ValueError, TypeError):
-            pass
-    return stack_points(points, size)
 
 
 def _check_ids(ids: Any) -> list[PointId]:
@@ -856,6 +835,11 @@ class MemoryCollection(Collection):
                 ) from None
             try:
                 yield
+            except OSError as exc:
+                raise StorageError(
+                    f"Vector store {self.name!r} could not be written: {exc.strerror or exc}"
+                    f"{f' ({exc.filename})' if exc.filename else ''}. It keeps its last complete version."
+                ) from exc
             finally:
                 self._file_lock.release()
         finally:
@@ -1092,7 +1076,7 @@ class MemoryCollection(Collection):
                  ) -> tuple[list[PointId], list[bytes], list[dict], np.ndarray]:
         """Validate and encode a batch: ids, JSONL lines, the payloads as stored, vectors."""
         with _gc_paused():  # many small objects: the cyclic GC would walk the caller's heap repeatedly
-            vectors = _stack(points, size)
+            vectors = stack_points(points, size)
             ids: list[PointId] = []
             lines: list[bytes] = []
             payloads: list[dict] = []
