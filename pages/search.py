@@ -1,6 +1,202 @@
-"""Placeholder: being written (issue 4)."""
+"""Search playground: query a store, see scores, provenance and the matching text; filter; compare; map."""
 
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
 import streamlit as st
 
-st.title("search")
-st.info("Coming soon.")
+from knowledge import playground as pg
+from knowledge.errors import KnowledgeError
+from knowledge.workbench import Workbench
+
+wb: Workbench = st.session_state["workbench"]
+NO_COMPARE, ALL_FILES = "(none)", "(all files)"
+# Widget values live under these keys; a copy in "playground" survives navigating to another page.
+KEYS = ("pg_store", "pg_query", "pg_k", "pg_threshold", "pg_file", "pg_fields", "pg_compare", "pg_map")
+saved: dict = st.session_state.setdefault("playground", {})
+
+st.title("🔎 Search playground")
+st.caption("Query a store and see what comes back: scores, provenance and the matching text.")
+
+try:
+    stores = [s.record.name for s in wb.list_stores()]
+except KnowledgeError as exc:
+    st.error(str(exc))
+    st.stop()
+
+if not stores:
+    st.info("No vector stores yet. Go to **Vector stores** to create a store and upload files, "
+            "then come back here to search them.")
+    st.page_link("pages/stores.py", label="Vector stores", icon="🗂️")
+    st.stop()
+
+valid = {"pg_store": stores, "pg_compare": [NO_COMPARE, *stores]}
+for key in KEYS:  # restore what was there before navigating away
+    if key not in st.session_state and key in saved and saved[key] in valid.get(key, [saved[key]]):
+        st.session_state[key] = saved[key]
+
+
+def render_hits(run: pg.SearchRun) -> None:
+    """One bordered box per hit: provenance, score bar, highlighted snippet, full chunk on expand."""
+    if not run.hits:
+        why = " at this threshold" if run.threshold is not None else ""
+        st.warning(f"No chunk of **{run.store}** matches{why}. Lower the threshold or loosen the filters.")
+        return
+    for rank, hit in enumerate(run.hits, 1):
+        with st.container(border=True):
+            st.markdown(f"**{rank}.** {pg.escape_markdown(pg.provenance(hit))}", unsafe_allow_html=True)
+            st.progress(pg.score_fraction(hit.score, run.distance), text=f"score {hit.score:.3f}")
+            st.markdown(pg.highlight(pg.snippet(hit.text, run.query), run.query), unsafe_allow_html=True)
+            with st.expander("Full chunk"):
+                st.markdown(pg.highlight(hit.text, run.query), unsafe_allow_html=True)
+                if hit.metadata:
+                    st.json(hit.metadata, expanded=False)
+
+
+def render_summary(run: pg.SearchRun) -> None:
+    st.caption(f"**{run.store}**: {len(run.hits)} hits in {run.total_ms:.0f} ms (embedding "
+               f"{run.embed_ms:.0f} ms + search {run.search_ms:.0f} ms). Score: "
+               f"{pg.score_meaning(run.distance)}.")
+
+
+def render_distribution(run: pg.SearchRun) -> None:
+    rows = pg.distribution_rows(run)
+    if not rows:
+        return
+    data = pd.DataFrame(rows)
+    bars = alt.Chart(data).mark_bar().encode(
+        x=alt.X("rank:O", title="rank"), y=alt.Y("score:Q", title="score"),
+        color=alt.Color("shown:N", title="shown", scale=alt.Scale(domain=[True, False],
+                                                                  range=["#e45756", "#bab0ac"])),
+        tooltip=["rank", alt.Tooltip("score:Q", format=".3f"), "file"],
+    )
+    chart = bars
+    if run.threshold is not None:
+        rule = alt.Chart(pd.DataFrame({"threshold": [run.threshold]})).mark_rule(strokeDash=[4, 4]).encode(
+            y="threshold:Q")
+        chart = bars + rule
+    st.altair_chart(chart.properties(height=220, title=f"Top {len(rows)} scores"), use_container_width=True)
+
+
+@st.cache_data(show_spinner="Projecting the store's vectors...", max_entries=8)
+def cached_map(store: str, version: tuple, include: tuple[str, ...]) -> pg.StoreMap:
+    """The map depends on the store's contents (``version``) and the hits kept in the sample."""
+    return pg.store_map(wb.vector_store(store), include=include)
+
+
+def render_map(run: pg.SearchRun) -> None:
+    vs = wb.vector_store(run.store)
+    record = wb.get_store(run.store)
+    version = (str(wb.settings.data_root), record.backend, record.collection,
+               tuple((f.file_id, f.chunks) for f in vs.list_files()))
+    smap = cached_map(run.store, version, tuple(sorted(str(h.id) for h in run.hits)))
+    rows = pg.map_rows(smap, run)
+    if not rows:
+        st.caption("Nothing to map yet.")
+        return
+    data = pd.DataFrame(rows)
+    base = alt.Chart(data).encode(
+        x=alt.X("x:Q", title="PC 1", axis=alt.Axis(labels=False)),
+        y=alt.Y("y:Q", title="PC 2", axis=alt.Axis(labels=False)),
+        tooltip=["file", "page", "chunk", "rank", "text"],
+    )
+    chunks = base.transform_filter(alt.datum.role != "query").mark_circle(size=40, opacity=0.55).encode(
+        color=alt.Color("file:N", title="file"))
+    hits = base.transform_filter(alt.datum.role == "hit").mark_point(
+        size=160, filled=False, color="black", strokeWidth=2)
+    labels = base.transform_filter(alt.datum.role == "hit").mark_text(dx=9, dy=-9, color="black").encode(
+        text="rank:Q")
+    query = base.transform_filter(alt.datum.role == "query").mark_point(
+        shape="cross", size=300, filled=True, color="#d62728")
+    st.altair_chart((chunks + hits + labels + query).properties(height=380).interactive(),
+                    use_container_width=True)
+    sample = f"a sample of {len(smap.rows)} of {smap.total}" if smap.sampled else f"all {smap.total}"
+    ex = smap.projection.explained if smap.projection else (0.0, 0.0)
+    st.caption(f"Map of {sample} chunks (PCA of the stored vectors, {ex[0] + ex[1]:.0%} of the variance): "
+               "colour = file, circled = the hits with their rank, red cross = the query. "
+               "Near on the map is a rough hint of near in meaning.")
+
+
+# -- the form ----------------------------------------------------------------------------------------
+c1, c2, c3 = st.columns([2, 1, 1])
+store = c1.selectbox("Store", stores, key="pg_store")
+try:
+    record = wb.get_store(store)
+    vs = wb.vector_store(store)
+    files = vs.list_files()
+    fields_hint = pg.payload_fields(vs)
+except KnowledgeError as exc:
+    st.error(str(exc))
+    st.stop()
+k = c2.number_input("Results (k)", min_value=1, max_value=50, value=5, step=1, key="pg_k")
+threshold = c3.number_input(
+    "Score threshold", value=None, step=0.05, format="%.2f", placeholder="none", key="pg_threshold",
+    help=f"Keep only hits at least this good. Score: {pg.score_meaning(record.distance)}.")
+
+names = {f"{f.file_name or f.file_id} ({f.chunks} chunks)": f for f in files}
+with st.expander("Filters", expanded=bool(st.session_state.get("pg_fields") or
+                                          st.session_state.get("pg_file", ALL_FILES) != ALL_FILES)):
+    f1, f2 = st.columns(2)
+    file_label = f1.selectbox("File", [ALL_FILES, *names], key="pg_file")
+    fields = f2.text_area(
+        "Payload fields", key="pg_fields", height=80, placeholder="page = 2",
+        help="One `field = value` per line; every line must match. Numbers, true/false and null are "
+             "read as such; quote a value to match it as text (\"2024\").")
+    f2.caption("Fields in this store: " + (", ".join(f"`{f}`" for f in fields_hint) or "none yet"))
+
+c4, c5 = st.columns([3, 1])
+query = c4.text_input("Query", key="pg_query", placeholder="Ask something the documents answer")
+compare = c5.selectbox("Compare with", [NO_COMPARE, *[s for s in stores if s != store]], key="pg_compare",
+                       help="Run the same query on a second store, side by side.")
+show_map = st.toggle("Show the map of the store", value=True, key="pg_map")
+
+for key in KEYS:  # remember for the next visit
+    if key in st.session_state:
+        saved[key] = st.session_state[key]
+
+if not query.strip():
+    st.info("Type a query and press Enter.")
+    st.stop()
+
+# -- the results -------------------------------------------------------------------------------------
+runs: list[pg.SearchRun] = []
+try:
+    chosen = names.get(file_label)
+    where = pg.build_where(chosen.file_id if chosen else None, fields)
+    runs.append(pg.timed_search(wb, store, query, int(k), where=where, score_threshold=threshold))
+    if compare != NO_COMPARE:
+        other = dict(where or {})
+        if chosen is not None:  # file ids are per file content; match the other store's file by name
+            other.pop("file_id", None)
+            other["file_name"] = chosen.file_name
+        runs.append(pg.timed_search(wb, compare, query, int(k), where=other or None, score_threshold=threshold))
+except KnowledgeError as exc:
+    st.error(str(exc))
+    st.stop()
+
+if len(runs) == 1:
+    left, right = st.columns([3, 2])
+    with left:
+        render_summary(runs[0])
+        render_hits(runs[0])
+    with right:
+        try:
+            if show_map:
+                render_map(runs[0])
+            render_distribution(runs[0])
+        except KnowledgeError as exc:
+            st.error(str(exc))
+else:
+    columns = st.columns(2)
+    for col, run in zip(columns, runs):
+        with col:
+            st.subheader(run.store)
+            render_summary(run)
+            render_hits(run)
+            try:
+                if show_map:
+                    render_map(run)
+                render_distribution(run)
+            except KnowledgeError as exc:
+                st.error(str(exc))

@@ -1,0 +1,238 @@
+"""The search playground's logic (knowledge.playground), with the fake embedder."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from knowledge import playground as pg
+from knowledge.config import load_settings
+from knowledge.embeddings.fake import HashEmbedder
+from knowledge.errors import InvalidArgument, StoreNotFound
+from knowledge.vectorstore.store import Chunk, Hit
+from knowledge.workbench import Workbench
+
+
+def visible(markup: str) -> str:
+    """What a reader sees of the markup: tags dropped, character references decoded."""
+    import html
+
+    return html.unescape(re.sub(r"<br>", "\n", re.sub(r"</?mark>", "", markup)))
+
+
+def marked(markup: str) -> list[str]:
+    import html
+
+    return [html.unescape(m) for m in re.findall(r"<mark>(.*?)</mark>", markup)]
+
+
+# -- highlighting ----------------------------------------------------------------------------------
+def test_query_terms_skip_stopwords_short_words_and_punctuation():
+    assert pg.query_terms("What is the (best) way to install Rust?") == ["install", "best", "rust", "way"]
+    assert pg.query_terms("a an of to") == []
+    assert pg.query_terms(".*+?[]()|^$\\") == []
+
+
+def test_highlight_marks_whole_words_case_insensitively():
+    out = pg.highlight("Vectors store vector data; a VECTOR-store.", "vector store")
+    assert marked(out) == ["store", "vector", "VECTOR", "store"]
+    assert "<mark>Vectors" not in out  # a longer word is not a match
+    assert visible(out) == "Vectors store vector data; a VECTOR-store."
+
+
+def test_highlight_escapes_markdown_and_html_in_the_chunk():
+    text = "<script>alert(1)</script> **bold** _it_ `code` [link](http://x) $x$ :red[red] # h & &amp; \\ |a|"
+    out = pg.highlight(text, "script alert bold code link red")
+    assert visible(out) == text
+    # nothing a Markdown or HTML renderer would interpret is left, apart from our own tags
+    stripped = re.sub(r"</?mark>|<br>|&#\d+;", "", out)
+    assert not re.search(r"[<>*_`\[\]$:#&\\|()]", stripped)
+    assert marked(out) == ["script", "alert", "script", "bold", "code", "link", "red", "red"]
+
+
+def test_highlight_treats_regex_characters_in_the_query_as_text():
+    out = pg.highlight("cost (a+b)* and a.b, literally", "(a+b)* .* cost[ literally")
+    assert marked(out) == ["cost", "literally"]
+    assert pg.highlight("x", "[[[(((") == "x"
+
+
+def test_highlight_never_matches_inside_an_escape():
+    # "amp" and "lt" appear in the escaped form of & and <; they must not be marked there
+    out = pg.highlight("a & b < c amp", "amp")
+    assert marked(out) == ["amp"]
+    assert visible(out) == "a & b < c amp"
+
+
+def test_highlight_unicode_words_and_normalisation():
+    decomposed = "Cafe\u0301 au lait, ÄRGER und Ärger; naïve 東京 café"
+    out = pg.highlight(decomposed, "café ärger NAÏVE")
+    assert marked(out) == ["Café", "ÄRGER", "Ärger", "naïve", "café"]
+    assert "東京" in out
+
+
+def test_highlight_keeps_line_breaks_and_handles_empty_input():
+    assert pg.highlight("one\ntwo", "two") == "one<br><mark>two</mark>"
+    assert pg.highlight("", "anything") == ""
+    assert pg.highlight("text", "") == "text"
+
+
+def test_snippet_centres_on_the_first_match():
+    text = " ".join(["filler"] * 200 + ["needle"] + ["after"] * 200)
+    s = pg.snippet(text, "needle", width=120)
+    assert "needle" in s and s.startswith("… ") and s.endswith(" …")
+    assert len(s) <= 130
+    assert pg.snippet("short text", "nothing") == "short text"
+    assert pg.snippet(text, "absent", width=50).startswith("filler")
+
+
+# -- filters ---------------------------------------------------------------------------------------
+def test_parse_fields_reads_json_scalars_and_plain_text():
+    text = 'page = 2\nheading = Guide > Install\n\n# a comment\nyear = "2024"\nok = true\nnone = null\nx = 1.5'
+    assert pg.parse_fields(text) == {"page": 2, "heading": "Guide > Install", "year": "2024", "ok": True,
+                                     "none": None, "x": 1.5}
+    assert pg.parse_fields("") == {} and pg.parse_fields(None) == {}
+    assert pg.parse_fields("tags = [1, 2]") == {"tags": "[1, 2]"}
+    assert pg.parse_fields("eq = a = b") == {"eq": "a = b"}
+
+
+@pytest.mark.parametrize("bad, words", [("page 2", "field = value"), ("= 3", "field = value"),
+                                        ("a = 1\na = 2", "twice")])
+def test_parse_fields_says_what_is_wrong(bad, words):
+    with pytest.raises(InvalidArgument, match=words):
+        pg.parse_fields(bad)
+
+
+def test_build_where_from_the_form():
+    assert pg.build_where(None, "") is None
+    assert pg.build_where("f1", "") == {"file_id": "f1"}
+    assert pg.build_where("f1", "page = 3") == {"page": 3, "file_id": "f1"}
+    assert pg.build_where(None, {"heading": "A"}) == {"heading": "A"}
+    with pytest.raises(InvalidArgument, match="another file_id"):
+        pg.build_where("f1", "file_id = f2")
+
+
+# -- scores ----------------------------------------------------------------------------------------
+def test_score_meaning_and_bar_follow_the_distance():
+    assert "higher is better" in pg.score_meaning("cosine")
+    assert "lower is better" in pg.score_meaning("euclid")
+    assert pg.score_fraction(0.7, "cosine") == pytest.approx(0.7)
+    assert pg.score_fraction(-0.2, "cosine") == 0.0
+    assert pg.score_fraction(0.0, "euclid") == 1.0
+    assert pg.score_fraction(1.0, "manhattan") == pytest.approx(0.5)
+    assert pg.score_fraction(float("nan"), "cosine") == 0.0
+
+
+def test_provenance_names_file_page_heading_and_span():
+    hit = Hit("f:2", 0.5, "f", "guide.pdf", 2, "t", page=3, char_start=10, char_end=90, heading="A > B")
+    assert pg.provenance(hit) == "guide.pdf · page 3 · A > B · chars 10–90 · chunk 2"
+    assert pg.provenance(Hit("f:0", 0.5, "f", None, 0, "t")) == "f · chunk 0"
+
+
+# -- projection ------------------------------------------------------------------------------------
+def test_pca_shapes_and_determinism():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(100, 16)).astype(np.float32)
+    p1, p2 = pg.pca_2d(x), pg.pca_2d(x.copy())
+    assert p1.components.shape == (2, 16) and p1.mean.shape == (16,)
+    assert np.allclose(p1.components, p2.components)
+    xy = p1.project(x)
+    assert xy.shape == (100, 2)
+    assert p1.project(x[0]).shape == (2,)
+    assert np.allclose(np.linalg.norm(p1.components, axis=1), 1.0)
+    assert p1.explained[0] >= p1.explained[1] > 0
+    # the first component of data stretched along one axis is that axis
+    stretched = x.copy()
+    stretched[:, 3] *= 50
+    assert np.argmax(np.abs(pg.pca_2d(stretched).components[0])) == 3
+    assert pg.pca_2d(stretched).components[0][3] > 0  # sign fixed
+
+
+def test_pca_degenerate_inputs():
+    one = pg.pca_2d(np.ones((1, 4)))
+    assert np.allclose(one.project(np.ones(4)), 0)
+    line = pg.pca_2d(np.array([[0.0, 0.0], [1.0, 1.0], [2.0, 2.0]]))
+    assert line.explained[0] == pytest.approx(1.0) and np.allclose(line.components[1], 0)
+    with pytest.raises(InvalidArgument):
+        pg.pca_2d(np.zeros((0, 3)))
+
+
+# -- with a store ----------------------------------------------------------------------------------
+@pytest.fixture
+def wb():
+    w = Workbench(load_settings(), embedder_factory=lambda model: HashEmbedder(dimension=16))
+    yield w
+    w.close()
+
+
+def fill(wb: Workbench, store: str, files: dict[str, list[str]]) -> None:
+    emb = wb.embedder()
+    wb.create_store(store)
+    vs = wb.vector_store(store)
+    for name, texts in files.items():
+        vectors = emb.embed_documents(texts)
+        vs.upsert(f"id-{name}", [Chunk(t, vectors[i], page=i + 1, metadata={"lang": "en"})
+                                 for i, t in enumerate(texts)], file_name=name)
+
+
+def test_timed_search_hits_threshold_and_distribution(wb):
+    fill(wb, "s", {"a.txt": ["apples and pears", "the weather today", "apples apples"],
+                   "b.txt": ["pears only", "apples and pears"]})  # a duplicate text, shown once
+    run = pg.timed_search(wb, "s", "apples", k=3)
+    assert run.hits[0].text in ("apples apples", "apples and pears")
+    assert [h.text for h in run.hits].count("apples and pears") == 1
+    assert len(run.hits) == 3 and len(run.top) == 4
+    assert run.embed_ms >= 0 and run.search_ms >= 0 and run.total_ms == run.embed_ms + run.search_ms
+    assert run.distance == "cosine" and run.query_vector.shape == (16,)
+    best = run.hits[0].score
+    strict = pg.timed_search(wb, "s", "apples", k=3, score_threshold=best)
+    assert [h.score for h in strict.hits] == [h.score for h in run.hits if h.score >= best]
+    assert len(strict.top) == 4  # the distribution ignores the threshold
+    rows = pg.distribution_rows(strict)
+    assert [r["rank"] for r in rows] == [1, 2, 3, 4] and sum(r["shown"] for r in rows) == len(strict.hits)
+    only_b = pg.timed_search(wb, "s", "apples", k=5, where=pg.build_where("id-b.txt", "page = 1"))
+    assert [(h.file_name, h.page) for h in only_b.hits] == [("b.txt", 1)]
+
+
+def test_timed_search_errors_are_knowledge_errors(wb):
+    fill(wb, "s", {"a.txt": ["x y z"]})
+    with pytest.raises(InvalidArgument, match="Type a query"):
+        pg.timed_search(wb, "s", "  ")
+    with pytest.raises(StoreNotFound):
+        pg.timed_search(wb, "nope", "x")
+    with pytest.raises(InvalidArgument):
+        pg.timed_search(wb, "s", "x", k=0)
+
+
+def test_store_map_is_deterministic_capped_and_keeps_the_hits(wb):
+    fill(wb, "s", {f"f{i}.txt": [f"text number {i} {j} words" for j in range(10)] for i in range(5)})
+    vs = wb.vector_store("s")
+    full = pg.store_map(vs)
+    assert len(full.rows) == 50 and full.total == 50 and not full.sampled
+    run = pg.timed_search(wb, "s", "number 3", k=3)
+    hit_ids = [h.id for h in run.hits]
+    small = pg.store_map(vs, max_points=10, include=hit_ids)
+    again = pg.store_map(vs, max_points=10, include=hit_ids)
+    assert small.sampled and small.total == 50
+    assert len(small.rows) == 10 + len(hit_ids)
+    assert [r["id"] for r in small.rows] == [r["id"] for r in again.rows]
+    assert [(r["x"], r["y"]) for r in small.rows] == [(r["x"], r["y"]) for r in again.rows]
+    rows = pg.map_rows(small, run)
+    assert sorted(r["rank"] for r in rows if r["role"] == "hit") == [1, 2, 3]
+    (query,) = [r for r in rows if r["role"] == "query"]
+    assert np.isfinite(query["x"]) and np.isfinite(query["y"])
+    assert {r["file"] for r in rows if r["role"] != "query"} <= {f"f{i}.txt" for i in range(5)}
+
+
+def test_store_map_of_an_empty_store(wb):
+    wb.create_store("empty")
+    smap = pg.store_map(wb.vector_store("empty"))
+    assert smap.rows == [] and smap.projection is None and smap.place(np.ones(16)) is None
+    assert pg.payload_fields(wb.vector_store("empty")) == []
+
+
+def test_payload_fields_lists_what_a_filter_can_use(wb):
+    fill(wb, "s", {"a.txt": ["one", "two"]})
+    fields = pg.payload_fields(wb.vector_store("s"))
+    assert {"file_name", "page", "lang", "chunk_index"} <= set(fields) and "text" not in fields
