@@ -97,6 +97,14 @@ class StoreSummary:
     disk_bytes: int | None
 
 
+@dataclass(frozen=True, slots=True)
+class StoredFileUsage:
+    """A file of the file store and the names of the stores that use it."""
+
+    file: Any  # knowledge.filestore.base.StoredFile
+    stores: list[str]
+
+
 class Workbench:
     """Stores, templates, files and ingestion over one data folder.
 
@@ -412,6 +420,85 @@ class Workbench:
         if not self.catalog.stores_using_file(file_id):
             self.files.delete(file_id)
 
+    def retry_file(self, store: str, file_id: str, *, password: str | None = None,
+                   progress: Progress | None = None, cancel: threading.Event | None = None) -> IngestResult:
+        """Ingest a file of ``store`` again from its stored bytes -- typically one that failed, with the
+        ``password`` it asked for. The old record is replaced by the new outcome (never both kept).
+
+        Raises:
+            StoreNotFound. FileNotFoundInStore: the store has no such file, or its bytes are gone.
+        """
+        from knowledge.errors import FileNotFoundInStore
+
+        self.get_store(store)
+        old = self.catalog.get_file(store, file_id)
+        if old is None:
+            raise FileNotFoundInStore(f"Store {store!r} has no file with the id {file_id!r}.")
+        stored = self.files.get(file_id)
+        with self.files.content(file_id) as fh:
+            result = self.ingest_file(store, fh, old.file_name, content_type=stored.content_type,
+                                      password=password, progress=progress, cancel=cancel)
+        if result.file_id != file_id and self.catalog.get_file(store, file_id) is not None:
+            self.delete_file(store, file_id)  # failed again, or unchanged elsewhere: one record, not two
+        return result
+
+    # -- the file store ---------------------------------------------------------------------------
+    def list_files(self) -> list[StoredFileUsage]:
+        """Every file in the file store, newest first, with the stores that use it."""
+        files = sorted(self.files.list(), key=lambda f: (f.created, f.id), reverse=True)
+        return [StoredFileUsage(f, self.catalog.stores_using_file(f.id)) for f in files]
+
+    def delete_stored_file(self, file_id: str, *, from_stores: bool = False) -> list[str]:
+        """Delete a file from the file store. Returns the stores it was removed from.
+
+        With ``from_stores`` the file's chunks and records go from every store that uses it first,
+        then its bytes. Without it a file that stores still use is refused (their chunks cite it), so
+        nothing changes.
+
+        Raises:
+            FileNotFoundInStore: no stored file has that id.
+            InvalidArgument: stores use the file and ``from_stores`` is false.
+        """
+        stored = self.files.get(file_id)
+        stores = self.catalog.stores_using_file(file_id)
+        if stores and not from_stores:
+            raise InvalidArgument(
+                f"{stored.name} is used by the store(s) {', '.join(stores)}; it was kept. Remove it from"
+                " those stores too, or delete it from each store first."
+            )
+        for store in stores:
+            self.delete_file(store, file_id, keep_file=True)
+        self.files.delete(file_id)
+        return stores
+
+    # -- templates --------------------------------------------------------------------------------
+    def stores_using_template(self, name: str) -> list[str]:
+        """Names of the stores made from template ``name``."""
+        return [r.name for r in self.catalog.list_stores() if r.template == name]
+
+    def save_template(self, template: VectorStoreTemplate) -> VectorStoreTemplate:
+        """Create or update a template. A template that stores use keeps its backend, embedding model
+        and distance (their vectors depend on them): re-embed the stores to a new template instead.
+
+        Raises:
+            InvalidArgument: the built-in name, or such a change to a template in use.
+        """
+        users = self.stores_using_template(template.name)
+        if users and template.name in self.catalog.list_templates():
+            old = self.templates.get(template.name)
+            changed = [f for f in ("backend", "embedding_model", "distance")
+                       if getattr(old, f) != getattr(template, f)]
+            if changed:
+                raise InvalidArgument(
+                    f"Template {template.name!r} is used by {', '.join(users)}; its {', '.join(changed)}"
+                    " cannot change. Save a new template and re-embed those stores to it."
+                )
+        return self.templates.save(template)
+
+    def delete_template(self, name: str) -> None:
+        """Delete a template that no store uses (raises ``InvalidArgument`` otherwise)."""
+        self.templates.delete(name, in_use_by=self.stores_using_template(name))
+
     # -- search ---------------------------------------------------------------------------------
     def search(self, store: str, query: str, k: int = 5, *, where: dict | None = None,
                score_threshold: float | None = None) -> list[Hit]:
@@ -544,5 +631,5 @@ def _replace(result: IngestResult, **changes: Any) -> IngestResult:
     return replace(result, **changes)
 
 
-__all__ = ["Cancelled", "EmbeddingUnavailable", "IngestResult", "ModelMismatch", "StoreSummary", "Workbench",
+__all__ = ["Cancelled", "EmbeddingUnavailable", "IngestResult", "ModelMismatch", "StoreSummary", "StoredFileUsage", "Workbench",
            "expand_paths"]

@@ -1,6 +1,316 @@
-"""Placeholder: being written (issue 4)."""
+"""Vector stores: templates, stores, and per store the upload, folder ingestion and file list.
+
+Uploads are ingested by an :class:`~knowledge.jobs.IngestJob` in a background thread, so reruns,
+clicks and slider moves never interrupt or repeat one; each upload is processed exactly once
+(tracked by the ``UploadedFile.file_id`` in ``st.session_state["processed_uploads"]``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
 
 import streamlit as st
 
-st.title("stores")
-st.info("Coming soon.")
+from knowledge.catalog import DONE
+from knowledge.errors import KnowledgeError
+from knowledge.jobs import IngestJob
+from knowledge.templates import DEFAULT_TEMPLATE, make_template
+from knowledge.workbench import CANCELLED, DUPLICATE, INDEXED, UNCHANGED, Workbench
+
+wb: Workbench = st.session_state["workbench"]
+settings = wb.settings
+processed: set[str] = st.session_state.setdefault("processed_uploads", set())
+
+OUTCOME_ICON = {INDEXED: "✅", UNCHANGED: "♻️", DUPLICATE: "♻️", CANCELLED: "⏹️"}
+DISTANCES = ["cosine", "dot", "euclid", "manhattan"]
+
+st.title("🗂️ Vector stores")
+st.caption("Named collections of embedded text chunks. A store is a template plus a name; drop files on it "
+           "to make them searchable.")
+
+
+def _mb(n: int | None) -> float | None:
+    return None if n is None else round(n / 1e6, 3)
+
+
+# ------------------------------------------------------------------------------------------------
+def job_panel(store: str) -> None:
+    """The current batch of ``store``: each file's progress, then its outcome."""
+    job: IngestJob | None = st.session_state.get(f"job:{store}")
+    if job is None:
+        return
+    running = not job.done
+
+    @st.fragment(run_every=0.5 if running else None)
+    def panel() -> None:
+        if not job.done:
+            left, right = st.columns([5, 1])
+            left.progress(job.fraction, text=f"Ingesting {len(job.files)} file(s) into {store}...")
+            if right.button("⏹️ Stop", key=f"stop:{store}", help="Cancel the current file and skip the rest;"
+                            " the store keeps what was finished."):
+                job.cancel()
+        for fp in job.files:
+            r = fp.result
+            if r is None:
+                st.progress(fp.fraction, text=f"{fp.name} — {fp.stage}")
+            elif r.ok or r.outcome == CANCELLED:
+                st.markdown(f"{OUTCOME_ICON.get(r.outcome, '•')} **{fp.name}** — {r.message}")
+                for w in r.warnings:
+                    st.warning(f"{fp.name}: {w}", icon="⚠️")
+            else:
+                hint = " Enter it under **Needs attention** below." if "password" in r.message.lower() else ""
+                st.error(f"**{fp.name}** — {r.message}{hint}", icon="❌")
+        if job.done and not st.session_state.get(f"seen:{id(job)}"):
+            st.session_state[f"seen:{id(job)}"] = True
+            st.rerun(scope="app")  # refresh the file list and the counts
+
+    panel()
+
+
+def upload_section(store: str) -> None:
+    limit_mb = settings.ingest.max_file_mb
+    uploads = st.file_uploader(
+        "Drop files here (PDF, DOCX, Markdown, text, HTML, CSV)", accept_multiple_files=True,
+        key=f"upload:{store}", max_upload_size=max(1, math.ceil(limit_mb * 1e6 / 2**20)),
+        help=f"Up to {limit_mb:g} MB per file (setting ingest.max_file_mb). Each file is ingested once.",
+    )
+    new = [u for u in uploads or [] if u.file_id not in processed]
+    job: IngestJob | None = st.session_state.get(f"job:{store}")
+    if new and job is not None and not job.done:
+        st.info(f"{len(new)} file(s) wait for the current batch to finish.")
+    elif new:
+        processed.update(u.file_id for u in new)  # before anything else: never twice
+        items = [(u.name, u.getvalue()) for u in new]
+        st.session_state[f"job:{store}"] = IngestJob(wb, store, items).start()
+
+    tpl = wb.store_template(wb.get_store(store))
+    with st.expander("📁 Ingest a folder on this machine"):
+        with st.form(f"folder:{store}"):
+            c1, c2 = st.columns([3, 1])
+            folder = c1.text_input("Folder", value=tpl.ingest_folder or "", placeholder="/path/to/docs")
+            glob = c2.text_input("Glob", value=tpl.ingest_glob or "**/*", help="`**/*.pdf` = every PDF, recursively")
+            if st.form_submit_button("Ingest folder"):
+                job = st.session_state.get(f"job:{store}")
+                if job is not None and not job.done:
+                    st.warning("A batch is running; wait for it or stop it first.")
+                else:
+                    try:
+                        st.session_state[f"job:{store}"] = IngestJob.from_folder(wb, store, folder, glob).start()
+                    except KnowledgeError as exc:
+                        st.error(str(exc))
+    job_panel(store)
+
+
+def files_section(store: str) -> None:
+    files = wb.store_files(store)
+    st.markdown(f"#### Files ({len(files)})")
+    if not files:
+        st.caption("No files yet: drop some above.")
+        return
+    st.dataframe(
+        [{"file": f.file_name, "status": "✅ done" if f.status == DONE else f"❌ {f.status}",
+          "reason": f.reason or "", "chunks": f.chunks, "pages": f.pages, "warnings": f.warnings,
+          "size (MB)": _mb(f.size), "seconds": round(f.total_seconds or 0, 2), "updated": f.updated}
+         for f in files],
+        hide_index=True, width="stretch", key=f"files:{store}",
+        column_config={
+            "warnings": st.column_config.ListColumn("warnings", width="medium"),
+            "reason": st.column_config.TextColumn("reason", width="medium"),
+            "updated": st.column_config.DatetimeColumn("updated", format="YYYY-MM-DD HH:mm"),
+        },
+    )
+    failed = [f for f in files if f.status != DONE]
+    if failed:
+        st.markdown("##### Needs attention")
+        for f in failed:
+            with st.container(border=True):
+                st.markdown(f"❌ **{f.file_name}** — {f.reason or f.status}")
+                needs_pw = "password" in (f.reason or "").lower()
+                c1, c2, c3 = st.columns([3, 1, 1], vertical_alignment="bottom")
+                pw = c1.text_input("Password", type="password", key=f"pw:{store}:{f.file_id}") if needs_pw else None
+                if c2.button("🔁 Retry", key=f"retry:{store}:{f.file_id}"):
+                    try:
+                        with st.spinner(f"Ingesting {f.file_name}..."):
+                            r = wb.retry_file(store, f.file_id, password=pw or None)
+                        st.session_state[f"flash:{store}"] = (r.ok, r.message)
+                    except KnowledgeError as exc:
+                        st.session_state[f"flash:{store}"] = (False, str(exc))
+                    st.rerun()
+                if c3.button("🗑️ Remove", key=f"rm:{store}:{f.file_id}"):
+                    _delete_file(store, f.file_id, f.file_name)
+    with st.popover("🗑️ Delete a file from this store"):
+        by_id = {f.file_id: f for f in files}
+        version = hashlib.sha1("".join(by_id).encode()).hexdigest()[:8]  # a new list, a new widget
+        fid = st.selectbox("File", list(by_id), format_func=lambda i: by_id[i].file_name,
+                           key=f"del-pick:{store}:{version}")
+        st.caption("Its chunks leave the store; its bytes leave the file store unless another store uses them.")
+        if st.button("Delete", key=f"del:{store}", type="primary") and fid:
+            _delete_file(store, fid, by_id[fid].file_name)
+
+
+def _delete_file(store: str, file_id: str, name: str) -> None:
+    try:
+        n = wb.delete_file(store, file_id)
+        st.session_state[f"flash:{store}"] = (True, f"Deleted {name} from {store} ({n} chunks).")
+    except KnowledgeError as exc:
+        st.session_state[f"flash:{store}"] = (False, str(exc))
+    st.rerun()
+
+
+def manage_section(store: str, files: int, chunks: int) -> None:
+    record = wb.get_store(store)
+    with st.expander("⚙️ Re-embed or delete this store"):
+        others = [n for n in wb.templates.names() if n != record.template]
+        c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
+        target = c1.selectbox("Re-embed to template", others, key=f"reembed-to:{store}",
+                              help="Embeds the stored chunk text again with the template's model, backend and"
+                              " distance; the store switches only when it is complete.")
+        if c2.button("Re-embed", key=f"reembed:{store}", disabled=not others):
+            bar = st.progress(0.0, text="Re-embedding...")
+            try:
+                wb.reembed(store, target, progress=lambda stage, f: bar.progress(f, text=f"Re-embedding: {f:.0%}"))
+                st.session_state[f"flash:{store}"] = (True, f"{store} now uses template {target}.")
+            except KnowledgeError as exc:
+                st.session_state[f"flash:{store}"] = (False, str(exc))
+            st.rerun()
+        st.divider()
+        sure = st.checkbox(f"Yes, delete {store} with its {files} file(s) and {chunks} chunks",
+                           key=f"sure:{store}")
+        if st.button("🗑️ Delete store", key=f"drop:{store}", type="primary", disabled=not sure):
+            try:
+                wb.delete_store(store)
+                st.session_state.pop("store_selected", None)
+                st.session_state["flash:"] = (True, f"Deleted the store {store}.")
+            except KnowledgeError as exc:
+                st.session_state[f"flash:{store}"] = (False, str(exc))
+            st.rerun()
+
+
+def flash(key: str) -> None:
+    msg = st.session_state.pop(f"flash:{key}", None)
+    if msg:
+        (st.success if msg[0] else st.error)(msg[1])
+
+
+# ------------------------------------------------------------------------------------------------
+def stores_tab() -> None:
+    flash("")
+    try:
+        stores = wb.list_stores()
+    except KnowledgeError as exc:
+        st.error(str(exc))
+        return
+    if stores:
+        st.dataframe(
+            [{"store": s.record.name, "template": s.record.template, "backend": s.record.backend,
+              "model": s.record.embedding_model, "dimension": s.record.dimension, "files": s.files,
+              "chunks": s.chunks, "size (MB)": _mb(s.disk_bytes)} for s in stores],
+            hide_index=True, width="stretch", key="stores-table",
+            column_config={"size (MB)": st.column_config.NumberColumn(format="%.2f")},
+        )
+    with st.expander("➕ New store", expanded=not stores):
+        with st.form("new-store", clear_on_submit=True):
+            c1, c2 = st.columns(2)
+            name = c1.text_input("Name", placeholder="Team notes")
+            template = c2.selectbox("Template", wb.templates.names())
+            if st.form_submit_button("Create store", type="primary"):
+                try:
+                    with st.spinner("Creating (loads the embedding model the first time)..."):
+                        wb.create_store(name.strip(), template)
+                    st.session_state["store_selected"] = name.strip()
+                    st.session_state["flash:"] = (True, f"Created the store {name.strip()}.")
+                    st.rerun()
+                except KnowledgeError as exc:
+                    st.error(str(exc))
+    if not stores:
+        st.info("No vector stores yet: create one above, then drop files on it.")
+        return
+    names = [s.record.name for s in stores]
+    if st.session_state.get("store_selected") not in names:
+        st.session_state["store_selected"] = names[0]
+    store = st.selectbox("Open store", names, key="store_selected")
+    summary = next(s for s in stores if s.record.name == store)
+    r = summary.record
+    with st.container(border=True):
+        st.subheader(f"🗂️ {store}")
+        st.caption(f"template **{r.template}** · backend **{r.backend}** · model `{r.embedding_model}` · "
+                   f"{r.dimension} dimensions · {r.distance}")
+        c1, c2, c3 = st.columns(3)
+        c1.metric("Files", summary.files)
+        c2.metric("Chunks", summary.chunks)
+        c3.metric("Size (MB)", f"{_mb(summary.disk_bytes) or 0:.2f}")
+        flash(store)
+        try:
+            upload_section(store)
+            files_section(store)
+            manage_section(store, summary.files, summary.chunks)
+        except KnowledgeError as exc:
+            st.error(str(exc))
+
+
+# ------------------------------------------------------------------------------------------------
+def templates_tab() -> None:
+    flash("templates")
+    templates = wb.templates.list()
+    st.dataframe(
+        [{"template": t.name + (" (built in)" if t.builtin else ""), "backend": t.backend,
+          "model": t.embedding_model, "distance": t.distance, "chunk tokens": t.max_chunk_size_tokens,
+          "overlap": t.chunk_overlap_tokens, "folder": t.ingest_folder or "", "glob": t.ingest_glob,
+          "stores": wb.stores_using_template(t.name), "description": t.description} for t in templates],
+        hide_index=True, width="stretch", key="templates-table",
+        column_config={"stores": st.column_config.ListColumn("stores")},
+    )
+    st.caption(f"The **{DEFAULT_TEMPLATE}** template is read-only: it is formed by the settings "
+               "(`vector_store.*`, `embeddings.model`). Save a copy under another name to change it.")
+    custom = [t.name for t in templates if not t.builtin]
+    pick = st.selectbox("Create or edit", ["➕ New template", *custom], key="tpl-pick")
+    base = wb.templates.get(DEFAULT_TEMPLATE if pick not in custom else pick)
+    editing = pick in custom
+    with st.form("template-form"):
+        c1, c2, c3 = st.columns(3)
+        name = c1.text_input("Name", value=base.name if editing else "", disabled=editing,
+                             help="Letters, digits, spaces and . - _ ( ); at most 64 characters.")
+        backend = c2.text_input("Backend", value=base.backend, help="memory, pgvector, qdrant or a plugin's name")
+        distance = c3.selectbox("Distance", DISTANCES, index=DISTANCES.index(base.distance))
+        model = st.text_input("Embedding model", value=base.embedding_model,
+                              help="The bundled model works offline; any fastembed catalog name otherwise.")
+        c1, c2 = st.columns(2)
+        size = c1.number_input("Max chunk size (tokens)", 1, 8192, base.max_chunk_size_tokens)
+        overlap = c2.number_input("Chunk overlap (tokens)", 0, 8191, base.chunk_overlap_tokens)
+        c1, c2 = st.columns([3, 1])
+        folder = c1.text_input("Folder to ingest (optional)", value=base.ingest_folder or "")
+        glob = c2.text_input("Glob", value=base.ingest_glob)
+        desc = st.text_input("Description", value=base.description if editing else "")
+        if st.form_submit_button("Save template", type="primary"):
+            try:
+                tpl = make_template(name=(base.name if editing else name).strip(), backend=backend.strip(),
+                                    embedding_model=model.strip(), distance=distance,
+                                    max_chunk_size_tokens=int(size), chunk_overlap_tokens=int(overlap),
+                                    ingest_folder=folder.strip() or None, ingest_glob=glob.strip() or "**/*",
+                                    description=desc.strip())
+                wb.save_template(tpl)
+                st.session_state["flash:templates"] = (True, f"Saved the template {tpl.name}.")
+                st.rerun()
+            except KnowledgeError as exc:
+                st.error(str(exc))
+    if editing:
+        users = wb.stores_using_template(pick)
+        if users:
+            st.caption(f"Used by {', '.join(users)}: its backend, model and distance stay fixed.")
+        sure = st.checkbox(f"Yes, delete the template {pick}", key="tpl-sure")
+        if st.button("🗑️ Delete template", key="tpl-delete", disabled=not sure):
+            try:
+                wb.delete_template(pick)
+                st.session_state["flash:templates"] = (True, f"Deleted the template {pick}.")
+                st.session_state.pop("tpl-pick", None)
+                st.rerun()
+            except KnowledgeError as exc:
+                st.error(str(exc))
+
+
+stores_tab_, templates_tab_ = st.tabs(["Stores", "Templates"])
+with stores_tab_:
+    stores_tab()
+with templates_tab_:
+    templates_tab()

@@ -208,3 +208,112 @@ def test_stores_list_and_delete(wb, tmp_path):
     assert wb.files.list() == []
     with pytest.raises(StoreNotFound):
         wb.search("Team Notes", "cats")
+
+
+# -- retry, the file store, templates in use, jobs (the app's needs) ------------------------------
+def _encrypted_pdf(password: str) -> bytes:
+    from fpdf import FPDF
+
+    pdf = FPDF()
+    pdf.add_page()
+    pdf.set_font("helvetica", size=12)
+    pdf.multi_cell(0, 8, "The lighthouse keeper counts seagulls every morning.")
+    pdf.set_encryption(owner_password="owner", user_password=password)
+    return bytes(pdf.output())
+
+
+def test_retry_a_failed_file_with_its_password_keeps_one_record(wb):
+    failed = wb.ingest_file("notes", _encrypted_pdf("secret"), "locked.pdf")
+    assert failed.outcome == FAILED_OUTCOME and "password required" in failed.message
+    again = wb.retry_file("notes", failed.file_id, password="wrong")
+    assert again.outcome == FAILED_OUTCOME and "wrong password" in again.message
+    assert [(f.file_id, f.status) for f in wb.store_files("notes")] == [(again.file_id, "failed")]
+    ok = wb.retry_file("notes", again.file_id, password="secret")
+    assert ok.outcome == INDEXED and ok.chunks >= 1
+    assert [(f.file_name, f.status) for f in wb.store_files("notes")] == [("locked.pdf", "done")]
+    assert [f.id for f in wb.files.list()] == [ok.file_id]
+
+
+def test_retry_an_unknown_file_is_an_error(wb):
+    from knowledge.errors import FileNotFoundInStore
+
+    wb.create_store("notes")
+    with pytest.raises(FileNotFoundInStore):
+        wb.retry_file("notes", "file-" + "0" * 32)
+
+
+def test_delete_stored_file_refuses_while_stores_use_it_unless_asked(wb, tmp_path):
+    from knowledge.errors import InvalidArgument
+
+    a = wb.ingest_file("notes", write(tmp_path / "cats.md", CATS))
+    wb.ingest_file("other", write(tmp_path / "cats.md", CATS))
+    wb.ingest_file("notes", write(tmp_path / "bread.md", BREAD))
+    assert sorted((u.file.name, tuple(u.stores)) for u in wb.list_files()) == [
+        ("bread.md", ("notes",)), ("cats.md", ("notes",)), ("cats.md", ("other",))]
+    with pytest.raises(InvalidArgument, match="used by the store"):
+        wb.delete_stored_file(a.file_id)
+    assert wb.files.find(a.file_id) is not None and wb.store_files("notes")[1].file_id == a.file_id
+    assert wb.delete_stored_file(a.file_id, from_stores=True) == ["notes"]
+    assert wb.files.find(a.file_id) is None
+    assert [f.file_name for f in wb.store_files("notes")] == ["bread.md"]
+    assert all(h.file_name == "bread.md" for h in wb.search("notes", "cat mat fish", k=10))
+    assert [f.file_name for f in wb.store_files("other")] == ["cats.md"]  # its own copy stays
+
+
+def test_delete_an_unused_stored_file(wb):
+    from knowledge.errors import FileNotFoundInStore
+
+    f = wb.files.save("loose.txt", "text/plain", b"hello")
+    assert wb.delete_stored_file(f.id) == []
+    assert wb.list_files() == []
+    with pytest.raises(FileNotFoundInStore):
+        wb.delete_stored_file(f.id)
+
+
+def test_a_template_in_use_keeps_its_model_and_cannot_be_deleted(wb, tmp_path):
+    from knowledge.errors import InvalidArgument
+
+    wb.save_template(make_template(name="t", embedding_model=MODEL, max_chunk_size_tokens=40, chunk_overlap_tokens=8))
+    wb.ingest_file("notes", write(tmp_path / "cats.md", CATS), template="t")
+    assert wb.stores_using_template("t") == ["notes"]
+    with pytest.raises(InvalidArgument, match="embedding_model cannot change"):
+        wb.save_template(make_template(name="t", embedding_model="small"))
+    wb.save_template(make_template(name="t", embedding_model=MODEL, description="chunking may change"))
+    with pytest.raises(InvalidArgument, match="used by the store"):
+        wb.delete_template("t")
+    wb.delete_store("notes")
+    wb.delete_template("t")
+    assert wb.templates.names() == ["default"]
+
+
+def test_an_ingest_job_reports_each_file_and_can_be_stopped(wb, tmp_path):
+    from knowledge.jobs import IngestJob
+
+    job = IngestJob(wb, "notes", [("cats.md", CATS.encode()), ("empty.txt", b""),
+                                  ("bread.md", write(tmp_path / "bread.md", BREAD))]).start()
+    assert job.wait(30) and job.fraction == 1.0
+    assert [r.outcome for r in job.results] == [INDEXED, FAILED_OUTCOME, INDEXED]
+    assert all(f.stage == "done" for f in job.files)
+
+    stopped = IngestJob(wb, "notes", [("a.md", b"# A\n\n" + b"alpha words " * 400), ("b.md", b"# B\n\nbeta")])
+    stopped.cancel()
+    stopped.start()
+    assert stopped.wait(30)
+    assert [r.outcome for r in stopped.results] == [CANCELLED, CANCELLED]
+    assert sorted(f.file_name for f in wb.store_files("notes") if f.status == "done") == ["bread.md", "cats.md"]
+
+
+def test_an_ingest_job_from_a_folder(wb, tmp_path):
+    from knowledge.errors import InvalidArgument
+    from knowledge.jobs import IngestJob
+
+    d = tmp_path / "docs"
+    d.mkdir()
+    write(d / "cats.md", CATS)
+    write(d / "notes.txt", "plain words")
+    job = IngestJob.from_folder(wb, "notes", d, "*.md").start()
+    assert job.wait(30) and [r.name for r in job.results] == ["cats.md"]
+    with pytest.raises(InvalidArgument, match="not a folder"):
+        IngestJob.from_folder(wb, "notes", tmp_path / "missing")
+    with pytest.raises(InvalidArgument, match="No file"):
+        IngestJob.from_folder(wb, "notes", d, "*.pdf")

@@ -1,0 +1,140 @@
+"""Ingestion jobs: a batch of files ingested into one store in a background thread.
+
+The app starts an :class:`IngestJob` for an upload or a folder and goes on rendering; the job ingests
+the files one after another through :meth:`Workbench.ingest_file`, recording each file's stage,
+fraction and outcome, which the page reads on its next rerun. Reruns, clicks and slider moves
+therefore never interrupt or repeat an ingestion. :meth:`IngestJob.cancel` stops the batch: the file
+being ingested is cancelled (its store stays as it was -- the workbench guarantees that per file) and
+the files not started yet are reported as cancelled.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from knowledge.errors import InvalidArgument, KnowledgeError
+
+if TYPE_CHECKING:
+    from knowledge.workbench import IngestResult, Workbench
+
+log = logging.getLogger(__name__)
+
+#: A file for a job: ``(name, bytes)`` for an upload, ``(name, path)`` for a file on disk.
+Item = tuple[str, "bytes | Path"]
+
+
+@dataclass
+class FileProgress:
+    """One file of a job: ``stage`` is waiting, reading, chunking, embedding, writing or done;
+    ``fraction`` in [0, 1] of this file; ``result`` once the file is finished."""
+
+    name: str
+    stage: str = "waiting"
+    fraction: float = 0.0
+    result: IngestResult | None = None
+
+
+class IngestJob:
+    """Ingest ``items`` into ``store`` in a daemon thread (call :meth:`start`).
+
+    Args:
+        wb: the (thread-safe) workbench.
+        store: the store's name (created on the fly from ``template``, as ``ingest_file`` does).
+        items: ``(name, bytes)`` or ``(name, path)`` pairs, ingested in order.
+        template, password: passed to ``ingest_file`` for every file.
+    """
+
+    def __init__(self, wb: Workbench, store: str, items: Sequence[Item], *, template: str | None = None,
+                 password: str | None = None) -> None:
+        self.wb, self.store, self.template, self.password = wb, store, template, password
+        self._items = list(items)
+        self.files = [FileProgress(name) for name, _ in self._items]
+        self._cancel = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"ingest:{store}", daemon=True)
+
+    @classmethod
+    def from_folder(cls, wb: Workbench, store: str, folder: str | os.PathLike, glob: str | None = None,
+                    **kwargs) -> IngestJob:
+        """A job for the files of ``folder`` matching ``glob`` (default ``**/*``; hidden files skipped).
+
+        Raises:
+            InvalidArgument: the folder does not exist, is not a folder, or no file matches.
+        """
+        from knowledge.workbench import expand_paths
+
+        raw = str(folder).strip()
+        path = Path(raw).expanduser()
+        if not raw or not path.is_dir():
+            raise InvalidArgument(f"{raw or 'The folder'} is not a folder on this machine"
+                                  " (give the path of a folder the app can read).")
+        found = [p for p in expand_paths([path], glob or None) if isinstance(p, Path)]
+        if not found:
+            raise InvalidArgument(f"No file in {path} matches {glob or '**/*'!r}.")
+        return cls(wb, store, [(p.name, p) for p in found], **kwargs)
+
+    # -- control ----------------------------------------------------------------------------------
+    def start(self) -> IngestJob:
+        self._thread.start()
+        return self
+
+    def cancel(self) -> None:
+        """Stop after the current step: the current file is cancelled, the rest are not started."""
+        self._cancel.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
+
+    @property
+    def done(self) -> bool:
+        """True once every file has a result (also after a cancel)."""
+        return all(f.result is not None for f in self.files)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the job to finish; returns :attr:`done`."""
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+        return self.done
+
+    @property
+    def results(self) -> list[IngestResult]:
+        return [f.result for f in self.files if f.result is not None]
+
+    @property
+    def fraction(self) -> float:
+        """How far the whole job is, in [0, 1] (each file counts the same)."""
+        if not self.files:
+            return 1.0
+        return sum(1.0 if f.result else f.fraction for f in self.files) / len(self.files)
+
+    # -- work -------------------------------------------------------------------------------------
+    def _run(self) -> None:
+        from knowledge.workbench import CANCELLED, FAILED_OUTCOME, IngestResult
+
+        for (name, source), fp in zip(self._items, self.files):
+            if self._cancel.is_set():
+                fp.result = IngestResult(name, CANCELLED, f"{name}: not started, the batch was stopped.")
+                continue
+
+            def progress(stage: str, fraction: float, fp: FileProgress = fp) -> None:
+                fp.stage, fp.fraction = stage, max(0.0, min(1.0, fraction))
+
+            try:
+                fp.result = self.wb.ingest_file(self.store, source, name, template=self.template,
+                                                password=self.password, progress=progress, cancel=self._cancel)
+            except KnowledgeError as exc:  # the store or template itself is the problem
+                fp.result = IngestResult(name, FAILED_OUTCOME, str(exc), error=type(exc).__name__)
+            except Exception as exc:  # a bug: say so for this file, keep the batch going
+                log.exception("ingesting %s into %s", name, self.store)
+                fp.result = IngestResult(name, FAILED_OUTCOME, f"{name}: unexpected error ({type(exc).__name__}:"
+                                         f" {exc}); see the server log.", error=type(exc).__name__)
+            fp.stage = "done"
+
+
+__all__ = ["FileProgress", "IngestJob", "Item"]

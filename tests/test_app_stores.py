@@ -1,0 +1,360 @@
+"""The Vector stores page, headless (streamlit.testing.v1.AppTest).
+
+Most tests use the fake embedder (the workbench's default embedder is patched); the ones marked
+``model`` run the real bundled model.
+"""
+
+from __future__ import annotations
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from knowledge.config import load_settings
+from knowledge.embeddings.fake import HashEmbedder
+from knowledge.templates import make_template
+from knowledge.workbench import Workbench
+
+from conftest import REPO
+
+APP = str(REPO / "app.py")
+CATS = b"# Cats\n\nThe cat sits on the mat and purrs.\n\n## Food\n\nCats eat fish and chicken every day.\n"
+BREAD = b"# Bread\n\nKnead the dough for ten minutes, then let it rise.\n"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    st.cache_resource.clear()
+    yield
+    st.cache_resource.clear()
+
+
+@pytest.fixture
+def fake_model(monkeypatch):
+    """The app's workbench embeds with a deterministic 8-d fake instead of the real model."""
+    monkeypatch.setattr(Workbench, "_default_embedder", lambda self, model: HashEmbedder(dimension=8))
+
+
+@pytest.fixture
+def ingest_calls(monkeypatch):
+    """Counts Workbench.ingest_file calls (from the page's jobs as well as the service)."""
+    calls: list[str] = []
+    original = Workbench.ingest_file
+
+    def counting(self, store, source, name=None, **kwargs):
+        calls.append(name)
+        return original(self, store, source, name, **kwargs)
+
+    monkeypatch.setattr(Workbench, "ingest_file", counting)
+    return calls
+
+
+def service() -> Workbench:
+    return Workbench(load_settings(), embedder_factory=lambda model: HashEmbedder(dimension=8))
+
+
+def open_page() -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    at.switch_page("pages/stores.py").run()
+    assert not at.exception
+    return at
+
+
+def finish_job(at: AppTest, store: str) -> AppTest:
+    """Wait for the store's background batch, then rerun so the page shows its outcome."""
+    job = at.session_state[f"job:{store}"]
+    assert job.wait(60)
+    at.run()
+    assert not at.exception
+    return at
+
+
+def button(at: AppTest, key: str):
+    return next(b for b in at.button if b.key == key)
+
+
+def table(at: AppTest, first_column: str):
+    """The dataframe whose first column is ``first_column`` (store, file or template)."""
+    return next(d.value for d in at.dataframe if list(d.value.columns)[:1] == [first_column])
+
+
+def files_table(at: AppTest, store: str):
+    assert at.selectbox(key="store_selected").value == store
+    return table(at, "file")
+
+
+def pick_file(at: AppTest, store: str):
+    return next(s for s in at.selectbox if s.key and s.key.startswith(f"del-pick:{store}:"))
+
+
+def markdown(at: AppTest) -> str:
+    return "\n".join(m.value for m in at.markdown)
+
+
+def make_store(name="Notes", files=()) -> None:
+    wb = service()
+    wb.create_store(name)
+    for fname, data in files:
+        wb.ingest_file(name, data, fname)
+    wb.close()
+
+
+# -- rendering -------------------------------------------------------------------------------------
+def test_renders_on_an_empty_data_dir(fake_model):
+    at = open_page()
+    assert at.title[0].value == "🗂️ Vector stores"
+    assert any("No vector stores yet" in i.value for i in at.info)
+    assert [t.label for t in at.tabs] == ["Stores", "Templates"]
+    templates = table(at, "template")  # only the built-in default
+    assert list(templates["template"]) == ["default (built in)"]
+
+
+def test_renders_a_populated_store(fake_model):
+    make_store("Team Notes", [("cats.md", CATS), ("bread.md", BREAD)])
+    at = open_page()
+    stores = table(at, "store")
+    assert list(stores["store"]) == ["Team Notes"] and list(stores["files"]) == [2]
+    assert list(stores["dimension"]) == [8]
+    files = files_table(at, "Team Notes")
+    assert sorted(files["file"]) == ["bread.md", "cats.md"]
+    assert set(files["status"]) == {"✅ done"}
+    assert {m.label: m.value for m in at.metric}["Files"] == "2"
+
+
+def test_create_a_store_with_the_form(fake_model):
+    at = open_page()
+    next(t for t in at.text_input if t.label == "Name" and t.placeholder == "Team notes").input("Recipes")
+    button(at, "FormSubmitter:new-store-Create store").click().run()
+    assert not at.exception
+    assert any("Created the store Recipes" in s.value for s in at.success)
+    assert at.selectbox(key="store_selected").value == "Recipes"
+
+
+def test_a_blank_store_name_is_refused_with_a_message(fake_model):
+    at = open_page()
+    button(at, "FormSubmitter:new-store-Create store").click().run()
+    assert not at.exception
+    assert "store name" in at.error[0].value
+
+
+# -- uploads ---------------------------------------------------------------------------------------
+def test_upload_many_files_ingests_each_exactly_once(fake_model, ingest_calls):
+    make_store()
+    at = open_page()
+    at.file_uploader(key="upload:Notes").set_value([("cats.md", CATS, "text/markdown"),
+                                                    ("bread.md", BREAD, "text/markdown")])
+    at.run()
+    finish_job(at, "Notes")
+    assert sorted(ingest_calls) == ["bread.md", "cats.md"]
+    assert sorted(files_table(at, "Notes")["file"]) == ["bread.md", "cats.md"]
+    assert "✅ **cats.md**" in markdown(at)
+    # reruns, clicks and other widgets never ingest the upload again
+    at.run()
+    at.checkbox(key="sure:Notes").check().run()
+    at.checkbox(key="sure:Notes").uncheck().run()
+    pick_file(at, "Notes").select_index(1).run()
+    at.selectbox(key="tpl-pick").select_index(0).run()
+    assert not at.exception
+    assert sorted(ingest_calls) == ["bread.md", "cats.md"]
+    assert len(files_table(at, "Notes")) == 2
+    assert len(at.session_state["processed_uploads"]) == 2
+
+
+def test_a_bad_file_gets_a_message_and_the_others_go_on(fake_model):
+    make_store()
+    at = open_page()
+    at.file_uploader(key="upload:Notes").set_value([("empty.txt", b"", "text/plain"),
+                                                    ("blob.bin", bytes(range(256)) * 8, "application/octet-stream"),
+                                                    ("cats.md", CATS, "text/markdown")])
+    at.run()
+    finish_job(at, "Notes")
+    errors = " ".join(e.value for e in at.error)
+    assert "empty.txt" in errors and "blob.bin" in errors
+    tab = files_table(at, "Notes")
+    status = dict(zip(tab["file"], tab["status"]))
+    assert status["cats.md"] == "✅ done" and status["empty.txt"].startswith("❌")
+
+
+def test_a_file_over_the_size_limit_says_so(fake_model, monkeypatch):
+    monkeypatch.setenv("KNOWLEDGE_INGEST__MAX_FILE_MB", "0.001")
+    make_store()
+    at = open_page()
+    assert "Up to 0.001 MB" in at.file_uploader(key="upload:Notes").help
+    at.file_uploader(key="upload:Notes").set_value(("big.txt", b"word " * 1000, "text/plain"))
+    at.run()
+    finish_job(at, "Notes")
+    assert any("big.txt" in e.value and "limit" in e.value.lower() for e in at.error), [e.value for e in at.error]
+
+
+def _encrypted_pdf(password: str) -> bytes:
+    from fpdf import FPDF
+
+    pdf = FPDF()
+    pdf.add_page()
+    pdf.set_font("helvetica", size=12)
+    pdf.multi_cell(0, 8, "The lighthouse keeper counts seagulls every morning. " * 20)
+    pdf.set_encryption(owner_password="owner", user_password=password)
+    return bytes(pdf.output())
+
+
+def _password_flow(at: AppTest, name: str, data: bytes, password: str) -> AppTest:
+    at.file_uploader(key="upload:Notes").set_value((name, data, "application/pdf"))
+    at.run()
+    finish_job(at, "Notes")
+    assert any("password required" in e.value for e in at.error)
+    [pw] = [t for t in at.text_input if t.label == "Password"]
+    [retry] = [b for b in at.button if b.key and b.key.startswith("retry:Notes:")]
+    pw.input("wrong")
+    retry.click().run()
+    assert not at.exception
+    assert any("wrong password" in e.value for e in at.error)
+    [pw] = [t for t in at.text_input if t.label == "Password"]
+    pw.input(password)
+    [b for b in at.button if b.key and b.key.startswith("retry:Notes:")][0].click().run()
+    assert not at.exception
+    tab = files_table(at, "Notes")
+    assert list(tab["file"]) == [name] and list(tab["status"]) == ["✅ done"]
+    assert not [t for t in at.text_input if t.label == "Password"]
+    return at
+
+
+def test_a_password_protected_pdf_asks_for_the_password_and_retries(fake_model):
+    make_store()
+    _password_flow(open_page(), "locked.pdf", _encrypted_pdf("secret"), "secret")
+
+
+@pytest.mark.model
+def test_the_corpus_password_pdf_with_the_real_model(corpus):
+    make_store_real = Workbench(load_settings())
+    make_store_real.create_store("Notes")
+    make_store_real.close()
+    pdf = corpus / "pdf" / "libreoffice-writer-password.pdf"
+    at = _password_flow(open_page(), pdf.name, pdf.read_bytes(), "openpassword")
+    assert int(files_table(at, "Notes")["chunks"][0]) > 0
+
+
+def test_ingest_a_folder_by_glob(fake_model, tmp_path):
+    make_store()
+    docs = tmp_path / "docs"
+    (docs / "sub").mkdir(parents=True)
+    (docs / "cats.md").write_bytes(CATS)
+    (docs / "sub" / "bread.md").write_bytes(BREAD)
+    (docs / "notes.txt").write_text("plain words")
+    at = open_page()
+    [folder] = [t for t in at.text_input if t.label == "Folder"]
+    [glob] = [t for t in at.text_input if t.label == "Glob" and t.value == "**/*" and t.form_id == "folder:Notes"]
+    folder.input(str(docs))
+    glob.input("**/*.md")
+    button(at, "FormSubmitter:folder:Notes-Ingest folder").click().run()
+    finish_job(at, "Notes")
+    assert sorted(files_table(at, "Notes")["file"]) == ["bread.md", "cats.md"]
+
+
+def test_a_missing_folder_is_a_message(fake_model, tmp_path):
+    make_store()
+    at = open_page()
+    [folder] = [t for t in at.text_input if t.label == "Folder"]
+    folder.input(str(tmp_path / "nope"))
+    button(at, "FormSubmitter:folder:Notes-Ingest folder").click().run()
+    assert not at.exception
+    assert "is not a folder" in at.error[0].value
+
+
+# -- deleting, re-embedding ------------------------------------------------------------------------
+def test_delete_a_file(fake_model):
+    make_store("Notes", [("bread.md", BREAD), ("cats.md", CATS)])
+    at = open_page()
+    pick = pick_file(at, "Notes")
+    assert pick.value is not None
+    pick.select_index(1).run()  # sorted by name: cats.md
+    button(at, "del:Notes").click().run()
+    assert not at.exception
+    assert any("Deleted cats.md" in s.value for s in at.success)
+    assert list(files_table(at, "Notes")["file"]) == ["bread.md"]
+
+
+def test_delete_a_store_needs_confirmation(fake_model):
+    make_store("Notes", [("cats.md", CATS)])
+    at = open_page()
+    assert button(at, "drop:Notes").disabled
+    at.checkbox(key="sure:Notes").check().run()
+    button(at, "drop:Notes").click().run()
+    assert not at.exception
+    assert any("Deleted the store Notes" in s.value for s in at.success)
+    assert any("No vector stores yet" in i.value for i in at.info)
+
+
+def test_reembed_to_another_template(fake_model):
+    make_store("Notes", [("cats.md", CATS)])
+    wb = service()
+    wb.templates.save(make_template(name="other", embedding_model="other-model", max_chunk_size_tokens=64,
+                                    chunk_overlap_tokens=8))
+    wb.close()
+    at = open_page()
+    at.selectbox(key="reembed-to:Notes").select("other").run()
+    button(at, "reembed:Notes").click().run()
+    assert not at.exception
+    assert any("now uses template other" in s.value for s in at.success)
+    stores = table(at, "store")
+    assert list(stores["template"]) == ["other"] and list(stores["model"]) == ["other-model"]
+
+
+# -- templates -------------------------------------------------------------------------------------
+def _template_form(at: AppTest):
+    return {t.label: t for t in at.text_input if t.form_id == "template-form"}
+
+
+def test_create_edit_and_delete_a_template(fake_model):
+    at = open_page()
+    form = _template_form(at)
+    form["Name"].input("small chunks")
+    form["Description"].input("for FAQs")
+    next(n for n in at.number_input if n.label == "Max chunk size (tokens)").set_value(128)
+    button(at, "FormSubmitter:template-form-Save template").click().run()
+    assert not at.exception
+    assert any("Saved the template small chunks" in s.value for s in at.success)
+    tab = table(at, "template")
+    assert list(tab["template"]) == ["default (built in)", "small chunks"]
+    # edit
+    at.selectbox(key="tpl-pick").select("small chunks").run()
+    next(n for n in at.number_input if n.label == "Chunk overlap (tokens)").set_value(16)
+    button(at, "FormSubmitter:template-form-Save template").click().run()
+    tab = table(at, "template")
+    assert list(tab["overlap"]) == [64, 16] and list(tab["description"])[1] == "for FAQs"
+    # delete, confirmed
+    at.selectbox(key="tpl-pick").select("small chunks").run()
+    assert button(at, "tpl-delete").disabled
+    at.checkbox(key="tpl-sure").check().run()
+    button(at, "tpl-delete").click().run()
+    assert not at.exception
+    tab = table(at, "template")
+    assert list(tab["template"]) == ["default (built in)"]
+
+
+def test_an_invalid_template_is_a_message(fake_model):
+    at = open_page()
+    _template_form(at)["Name"].input("bad")
+    next(n for n in at.number_input if n.label == "Max chunk size (tokens)").set_value(32)
+    next(n for n in at.number_input if n.label == "Chunk overlap (tokens)").set_value(32)
+    button(at, "FormSubmitter:template-form-Save template").click().run()
+    assert not at.exception
+    assert "chunk_overlap_tokens must be smaller" in at.error[0].value
+    _template_form(at)["Name"].input("default")
+    next(n for n in at.number_input if n.label == "Chunk overlap (tokens)").set_value(8)
+    button(at, "FormSubmitter:template-form-Save template").click().run()
+    assert "formed by the settings" in at.error[0].value
+
+
+@pytest.mark.model
+def test_upload_with_the_real_model():
+    make_real = Workbench(load_settings())
+    make_real.create_store("Notes")
+    make_real.close()
+    at = open_page()
+    at.file_uploader(key="upload:Notes").set_value(("cats.md", CATS, "text/markdown"))
+    at.run()
+    finish_job(at, "Notes")
+    tab = files_table(at, "Notes")
+    assert list(tab["status"]) == ["✅ done"] and int(tab["chunks"][0]) >= 1
+    assert list(table(at, "store")["dimension"]) == [384]
