@@ -10,12 +10,13 @@ Chromium comes from Debian (``apt-get install -y chromium``; ``.ci/run`` install
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -136,7 +137,7 @@ def artifacts() -> Path:
 
 @pytest.fixture
 def page(browser, server: Server) -> Iterator[object]:
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context = browser.new_context(viewport={"width": 1400, "height": 1600})
     pg = context.new_page()
     pg.set_default_timeout(30_000)
     try:
@@ -154,8 +155,54 @@ def wait_for_app(pg, timeout: float = 60_000) -> None:
     pg.wait_for_timeout(200)  # let the last deltas paint
 
 
+def rerun_and_wait(pg, action, timeout: float = 120_000) -> None:
+    """Do ``action`` (a widget change), then wait for the rerun it starts to finish."""
+    action()
+    with contextlib.suppress(Exception):  # a fast rerun may be over before we look
+        pg.wait_for_selector('[data-testid="stApp"][data-test-script-state="running"]', timeout=3_000)
+    wait_for_app(pg, timeout)
+
+
 def shot(pg, artifacts: Path, name: str) -> None:
     pg.screenshot(path=str(artifacts / name), full_page=True)
+
+
+@contextlib.contextmanager
+def explained(pg, server: Server, artifacts: Path) -> Iterator[None]:
+    """On a failure: a screenshot of the moment (failure.png) and the server's output."""
+    try:
+        yield
+    except Exception as exc:
+        with contextlib.suppress(Exception):
+            shot(pg, artifacts, "failure.png")
+        raise AssertionError(f"{exc}\n\n-- screenshot: {artifacts / 'failure.png'}\n"
+                             f"-- streamlit output:\n{server.output()[-6000:]}") from exc
+
+
+def squash(text: str) -> str:
+    return " ".join(text.split())
+
+
+# "1. pdflatex-4-pages.pdf · page 3 · chars 7887–9001 · chunk 9" (a heading may come before chars)
+PROVENANCE = re.compile(r"^(?P<rank>\d+)\. (?P<file>.+?)(?: · page (?P<page>\d+))?(?: · .+?)?"
+                        r" · chars (?P<start>\d+)–(?P<end>\d+) · chunk (?P<chunk>\d+)$")
+
+
+def read_hits(pg) -> list[dict]:
+    """The hits on the Search playground: rank, file, page, char span and the snippet shown."""
+    texts = [t.strip() for t in pg.locator('[data-testid="stMarkdownContainer"]').all_inner_texts()]
+    hits = []
+    for i, text in enumerate(texts):
+        m = PROVENANCE.match(text)
+        if not m:
+            continue
+        snippet = next(t for t in texts[i + 1:] if t and not t.startswith("score ") and t != "Full chunk")
+        hits.append({
+            "rank": int(m["rank"]), "file": m["file"], "page": int(m["page"]) if m["page"] else None,
+            "start": int(m["start"]), "end": int(m["end"]),
+            "snippet": squash(snippet.removeprefix("…").removesuffix("…")),
+        })
+    return hits
 
 
 def test_home_page_opens_with_title_and_navigation(page, server: Server, artifacts: Path):
@@ -170,3 +217,96 @@ def test_home_page_opens_with_title_and_navigation(page, server: Server, artifac
         expect(nav).to_contain_text(title)
     expect(page.locator('[data-testid="stMetric"]').first).to_contain_text("Stores")
     shot(page, artifacts, "01-home.png")
+
+
+def test_upload_a_pdf_and_a_docx_then_search_finds_file_and_page(page, server: Server, artifacts: Path,
+                                                                  corpus: Path):
+    from playwright.sync_api import expect
+
+    from knowledge.ingest import read_document
+
+    pdf, docx = corpus / "pdf" / "pdflatex-4-pages.pdf", corpus / "docx" / "hdr-header-footer.docx"
+    pdf_doc = read_document(pdf)
+    pdf_pages = {s.page: (s.char_start, s.char_end) for s in pdf_doc.sections}
+    assert sorted(pdf_pages) == [1, 2, 3, 4]
+    docx_text = squash(read_document(docx).text)
+    assert docx_text.startswith("Header for section-1")
+    provenance = page.locator('[data-testid="stMarkdownContainer"]').filter(
+        has_text=re.compile(r"^\d+\. .+ · chunk \d+$"))  # (JavaScript regex: no named groups)
+
+    with explained(page, server, artifacts):
+        # Home, then the sidebar's "Vector stores" (as a person would; see the report on /stores).
+        page.goto(server.url)
+        wait_for_app(page)
+        rerun_and_wait(page, lambda: page.get_by_role("link", name="Vector stores").click())
+        expect(page.locator("h1").first).to_contain_text("Vector stores")
+        shot(page, artifacts, "02-stores.png")
+
+        # A new store.
+        form = page.locator('[data-testid="stForm"]').filter(
+            has=page.get_by_role("button", name="Create store"))
+        form.get_by_label("Name", exact=True).fill("browser-demo")
+        rerun_and_wait(page, lambda: form.get_by_role("button", name="Create store").click())
+        expect(page.get_by_text("Created the store browser-demo")).to_be_visible()
+
+        # Both files into the drag-and-drop uploader; wait for their outcomes (the model embeds).
+        page.set_input_files("input[type=file]", [str(pdf), str(docx)])
+        expect(page.get_by_text(re.compile(r"pdflatex-4-pages\.pdf: \d+ chunks, 4 pages"))).to_be_visible(
+            timeout=180_000)
+        expect(page.get_by_text(re.compile(r"hdr-header-footer\.docx: \d+ chunks?"))).to_be_visible(
+            timeout=180_000)
+        expect(page.get_by_text("Files (2)")).to_be_visible(timeout=60_000)
+        wait_for_app(page)
+        expect(page.locator('[data-testid="stAlertContentError"]')).to_have_count(0)
+        shot(page, artifacts, "03-uploaded.png")
+
+        # The Search playground: choose the store, type a query on the PDF's text.
+        rerun_and_wait(page, lambda: page.get_by_role("link", name="Search playground").click())
+        expect(page.locator("h1").first).to_contain_text("Search playground")
+        store_box = page.get_by_role("combobox", name="Store", exact=True)
+        store_box.click()
+        rerun_and_wait(page, lambda: page.get_by_role("option", name="browser-demo").click())
+        expect(store_box).to_have_value("browser-demo")
+        query = page.get_by_role("textbox", name="Query", exact=True)
+        query.fill("Is there a difference between this text and some nonsense like Huardest gefburn?")
+        shot(page, artifacts, "04-search.png")
+
+        rerun_and_wait(page, lambda: query.press("Enter"))
+        expect(page.get_by_text(re.compile(r"browser-demo: \d+ hits in"))).to_be_visible(timeout=60_000)
+        expect(provenance.first).to_contain_text("pdflatex-4-pages.pdf")
+        hits = read_hits(page)
+        assert hits and hits[0]["file"] == "pdflatex-4-pages.pdf", hits
+        for hit in (h for h in hits if h["file"] == "pdflatex-4-pages.pdf"):
+            # The page shown is the page whose text holds the hit: its span lies inside that page,
+            # and the snippet shown is the PDF's own text there.
+            lo, hi = pdf_pages[hit["page"]]
+            assert lo <= hit["start"] < hit["end"] <= hi, hit
+            assert hit["snippet"] in squash(pdf_doc.text[hit["start"]:hit["end"]]), hit
+        shot(page, artifacts, "05-results.png")
+
+        # The DOCX's header text: that file first, its text shown, no page (DOCX has none).
+        rerun_and_wait(page, lambda: (query.fill("Header for section-1"), query.press("Enter")))
+        expect(provenance.first).to_contain_text("hdr-header-footer.docx", timeout=60_000)
+        hits = read_hits(page)
+        top = hits[0]
+        assert top["file"] == "hdr-header-footer.docx" and top["page"] is None, hits
+        assert "Header for section-1" in top["snippet"] and top["snippet"] in docx_text, top
+        shot(page, artifacts, "06-results-docx.png")
+
+        # Page 3 of the PDF by the payload filter: every hit says page 3 and holds page 3's text.
+        rerun_and_wait(page, lambda: (
+            query.fill("Is there a difference between this text and some nonsense like Huardest gefburn?"),
+            query.press("Enter")))
+        page.get_by_text("Filters", exact=True).click()
+        fields = page.get_by_role("textbox", name="Payload fields", exact=True)
+        fields.fill("page = 3")
+        rerun_and_wait(page, lambda: fields.press("Control+Enter"))
+        expect(provenance.first).to_contain_text("pdflatex-4-pages.pdf · page 3", timeout=60_000)
+        hits = read_hits(page)
+        assert hits, "no hits on page 3"
+        lo, hi = pdf_pages[3]
+        for hit in hits:
+            assert hit["file"] == "pdflatex-4-pages.pdf" and hit["page"] == 3, hit
+            assert lo <= hit["start"] < hit["end"] <= hi, hit
+            assert hit["snippet"] in squash(pdf_doc.text[hit["start"]:hit["end"]]), hit
+        shot(page, artifacts, "07-results-page-3.png")
