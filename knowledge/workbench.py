@@ -15,6 +15,8 @@ vector-store backend per backend name and one embedder per model -- and owns the
   indexed twice; deleting a file removes every chunk; search never returns two hits with identical
   text.
 * A bad file is reported with its reason and the batch goes on; nothing is half-written.
+* A store keeps one failed record per file name: a new failure replaces the earlier one, and
+  :meth:`Workbench.retry_file` ingests a failed file again from its stored bytes (with a password, say).
 """
 
 from __future__ import annotations
@@ -301,6 +303,10 @@ class Workbench:
                 if same_name:
                     result = _replace(result, replaced_file_id=same_name[0].file_id,
                                       message=result.message + f" Replaced the previous version of {name}.")
+            elif result.outcome == FAILED_OUTCOME:  # the new failure supersedes earlier ones of that name
+                for old in same_name:
+                    if old.status == FAILED:
+                        self._remove_from_store(store, record, old.file_id)
             return result
 
     def _save(self, source: Any, path: Path | None, name: str, content_type: str | None):

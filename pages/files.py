@@ -1,6 +1,86 @@
-"""Placeholder: being written (issue 4)."""
+"""Files: the file store -- every stored file, which stores use it, download and delete."""
+
+from __future__ import annotations
 
 import streamlit as st
 
-st.title("files")
-st.info("Coming soon.")
+from knowledge.errors import KnowledgeError
+from knowledge.workbench import Workbench
+
+if "workbench" not in st.session_state:  # a deep link opened before app.py ever ran in this server:
+    st.switch_page("app.py")  # Streamlit ran this file alone (its old pages/ mode); go through app.py
+wb: Workbench = st.session_state["workbench"]
+
+st.title("📄 Files")
+st.caption("Every file saved in the file store, by id. Identical bytes are kept once on disk; a store uses a "
+           "file through its chunks, which cite the file's id.")
+
+msg = st.session_state.pop("flash:files", None)
+if msg:
+    (st.success if msg[0] else st.error)(msg[1])
+
+try:
+    usage = wb.list_files()
+except KnowledgeError as exc:
+    st.error(str(exc))
+    st.stop()
+
+c1, c2, c3 = st.columns(3)
+c1.metric("Files", len(usage))
+c2.metric("Total size (MB)", f"{sum(u.file.size for u in usage) / 1e6:.2f}")
+c3.metric("Not used by any store", sum(1 for u in usage if not u.stores))
+
+if not usage:
+    st.info("No files yet. Files arrive when you drop them on a store (Vector stores page).")
+    st.stop()
+
+st.dataframe(
+    [{"name": u.file.name, "type": u.file.content_type, "size (MB)": u.file.size / 1e6,
+      "sha256": u.file.sha256, "created": u.file.created, "stores": u.stores, "id": u.file.id} for u in usage],
+    hide_index=True, width="stretch",
+    column_config={
+        "size (MB)": st.column_config.NumberColumn(format="%.3f"),
+        "sha256": st.column_config.TextColumn(width="small", help="SHA-256 of the content"),
+        "created": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm"),
+        "stores": st.column_config.ListColumn("used by"),
+    },
+)
+
+by_id = {u.file.id: u for u in usage}
+version = str(hash(tuple(by_id)))  # a new list of files, a new picker
+fid = st.selectbox("File", list(by_id), key=f"file-pick:{version}",
+                   format_func=lambda i: f"{by_id[i].file.name} · {by_id[i].file.created:%Y-%m-%d %H:%M} · {i}")
+chosen = by_id[fid]
+f = chosen.file
+
+with st.container(border=True):
+    st.subheader(f.name)
+    st.caption(f"`{f.id}` · {f.content_type} · {f.size:,} bytes · sha256 `{f.sha256[:16]}…`")
+    if chosen.stores:
+        st.write("Used by: " + ", ".join(f"**{s}**" for s in chosen.stores))
+    else:
+        st.write("Not used by any store.")
+    try:
+        with wb.files.content(f.id) as fh:
+            data = fh.read()
+        st.download_button("⬇️ Download", data, file_name=f.name, mime=f.content_type, key=f"dl:{f.id}")
+    except KnowledgeError as exc:
+        st.error(str(exc))
+
+    st.markdown("##### Delete")
+    from_stores = False
+    if chosen.stores:
+        from_stores = st.checkbox(
+            f"Also remove it from {', '.join(chosen.stores)} (their chunks of this file go too)",
+            key=f"from-stores:{f.id}",
+        )
+        st.caption("A file that stores still use is kept unless you tick this: their chunks cite it, and "
+                   "search results would point at a file that is gone.")
+    if st.button("🗑️ Delete file", key=f"delete:{f.id}", type="primary"):
+        try:
+            removed = wb.delete_stored_file(f.id, from_stores=from_stores)
+            also = f" and removed it from {', '.join(removed)}" if removed else ""
+            st.session_state["flash:files"] = (True, f"Deleted {f.name}{also}.")
+            st.rerun()
+        except KnowledgeError as exc:
+            st.error(str(exc))

@@ -18,6 +18,8 @@ from knowledge.jobs import IngestJob
 from knowledge.templates import DEFAULT_TEMPLATE, make_template
 from knowledge.workbench import CANCELLED, DUPLICATE, INDEXED, UNCHANGED, Workbench
 
+if "workbench" not in st.session_state:  # a deep link opened before app.py ever ran in this server:
+    st.switch_page("app.py")  # Streamlit ran this file alone (its old pages/ mode); go through app.py
 wb: Workbench = st.session_state["workbench"]
 settings = wb.settings
 processed: set[str] = st.session_state.setdefault("processed_uploads", set())
@@ -111,7 +113,7 @@ def files_section(store: str) -> None:
     st.dataframe(
         [{"file": f.file_name, "status": "✅ done" if f.status == DONE else f"❌ {f.status}",
           "reason": f.reason or "", "chunks": f.chunks, "pages": f.pages, "warnings": f.warnings,
-          "size (MB)": _mb(f.size), "seconds": round(f.total_seconds or 0, 2), "updated": f.updated}
+          "size (kB)": None if f.size is None else round(f.size / 1e3, 1), "seconds": round(f.total_seconds or 0, 2), "updated": f.updated}
          for f in files],
         hide_index=True, width="stretch", key=f"files:{store}",
         column_config={

@@ -317,3 +317,13 @@ def test_an_ingest_job_from_a_folder(wb, tmp_path):
         IngestJob.from_folder(wb, "notes", tmp_path / "missing")
     with pytest.raises(InvalidArgument, match="No file"):
         IngestJob.from_folder(wb, "notes", d, "*.pdf")
+
+
+def test_a_failed_file_again_keeps_one_failed_record_and_a_done_version_stays(wb, tmp_path):
+    wb.ingest_file("notes", b"", "empty.txt")
+    wb.ingest_file("notes", b" ", "empty.txt")
+    assert [(f.file_name, f.status) for f in wb.store_files("notes")] == [("empty.txt", "failed")]
+    good = wb.ingest_file("notes", CATS.encode(), "cats.md")
+    wb.ingest_file("notes", b"", "cats.md")  # a broken new version: the indexed one stays searchable
+    assert sorted(f.status for f in wb.store_files("notes") if f.file_name == "cats.md") == ["done", "failed"]
+    assert wb.vector_store("notes").count() == good.chunks

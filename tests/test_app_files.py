@@ -1,0 +1,108 @@
+"""The Files page, headless (streamlit.testing.v1.AppTest), with the fake embedder."""
+
+from __future__ import annotations
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from knowledge.config import load_settings
+from knowledge.embeddings.fake import HashEmbedder
+from knowledge.workbench import Workbench
+
+from conftest import REPO
+
+APP = str(REPO / "app.py")
+CATS = b"# Cats\n\nThe cat sits on the mat and purrs.\n\n## Food\n\nCats eat fish and chicken every day.\n"
+BREAD = b"# Bread\n\nKnead the dough for ten minutes, then let it rise.\n"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache(monkeypatch):
+    monkeypatch.setattr(Workbench, "_default_embedder", lambda self, model: HashEmbedder(dimension=8))
+    st.cache_resource.clear()
+    yield
+    st.cache_resource.clear()
+
+
+def populate() -> dict[str, str]:
+    """cats.md in Notes, bread.md in Notes and Kitchen, loose.txt in no store; returns name -> id."""
+    wb = Workbench(load_settings(), embedder_factory=lambda model: HashEmbedder(dimension=8))
+    ids = {"cats.md": wb.ingest_file("Notes", CATS, "cats.md").file_id,
+           "bread.md": wb.ingest_file("Notes", BREAD, "bread.md").file_id}
+    wb.ingest_file("Kitchen", BREAD, "bread.md")
+    ids["loose.txt"] = wb.files.save("loose.txt", "text/plain", b"hello").id
+    wb.close()
+    return ids
+
+
+def open_page() -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    at.switch_page("pages/files.py").run()
+    assert not at.exception
+    return at
+
+
+def pick(at: AppTest, file_id: str) -> AppTest:
+    box = next(s for s in at.selectbox if s.key and s.key.startswith("file-pick:"))
+    return box.set_value(file_id).run()
+
+
+def button(at: AppTest, key: str):
+    return next(b for b in at.button if b.key == key)
+
+
+def test_renders_on_an_empty_data_dir():
+    at = open_page()
+    assert at.title[0].value == "📄 Files"
+    assert {m.label: m.value for m in at.metric}["Files"] == "0"
+    assert "No files yet" in at.info[0].value
+
+
+def test_lists_files_with_the_stores_using_them():
+    ids = populate()
+    at = open_page()
+    table = at.dataframe[0].value
+    assert sorted(table["name"]) == ["bread.md", "bread.md", "cats.md", "loose.txt"]
+    used = {i: list(s) for i, s in zip(table["id"], table["stores"])}
+    assert used[ids["cats.md"]] == ["Notes"] and used[ids["loose.txt"]] == []
+    assert {m.label: m.value for m in at.metric}["Not used by any store"] == "1"
+    assert set(table["sha256"].str.len()) == {64}
+
+
+def test_download_button_offers_the_content():
+    ids = populate()
+    at = pick(open_page(), ids["cats.md"])
+    [dl] = [d for d in at.get("download_button")]
+    assert dl.proto.label == "⬇️ Download"
+    assert "cats.md" in "\n".join(m.value for m in at.subheader)
+
+
+def test_deleting_a_file_stores_use_is_refused_unless_asked():
+    ids = populate()
+    at = pick(open_page(), ids["cats.md"])
+    button(at, f"delete:{ids['cats.md']}").click().run()
+    assert not at.exception
+    assert "used by the store(s) Notes" in at.error[0].value and "kept" in at.error[0].value
+    at.checkbox(key=f"from-stores:{ids['cats.md']}").check().run()
+    button(at, f"delete:{ids['cats.md']}").click().run()
+    assert not at.exception
+    assert "Deleted cats.md and removed it from Notes" in at.success[0].value
+    assert "cats.md" not in list(at.dataframe[0].value["name"])
+    wb = Workbench(load_settings(), embedder_factory=lambda model: HashEmbedder(dimension=8))
+    try:
+        assert [f.file_name for f in wb.store_files("Notes")] == ["bread.md"]
+        assert all(h.file_name == "bread.md" for h in wb.search("Notes", "cats fish mat", k=10))
+    finally:
+        wb.close()
+
+
+def test_delete_an_unused_file():
+    ids = populate()
+    at = pick(open_page(), ids["loose.txt"])
+    assert not [c for c in at.checkbox if c.key == f"from-stores:{ids['loose.txt']}"]
+    button(at, f"delete:{ids['loose.txt']}").click().run()
+    assert not at.exception
+    assert "Deleted loose.txt." == at.success[0].value
+    assert {m.label: m.value for m in at.metric}["Files"] == "3"
