@@ -76,7 +76,7 @@ def render_distribution(run: pg.SearchRun) -> None:
         rule = alt.Chart(pd.DataFrame({"threshold": [run.threshold]})).mark_rule(strokeDash=[4, 4]).encode(
             y="threshold:Q")
         chart = bars + rule
-    st.altair_chart(chart.properties(height=220, title=f"Top {len(rows)} scores"), use_container_width=True)
+    st.altair_chart(chart.properties(height=220, title=f"Top {len(rows)} scores"), width="stretch")
 
 
 @st.cache_data(show_spinner="Projecting the store's vectors...", max_entries=8)
@@ -110,7 +110,7 @@ def render_map(run: pg.SearchRun) -> None:
     query = base.transform_filter(alt.datum.role == "query").mark_point(
         shape="cross", size=300, filled=True, color="#d62728")
     st.altair_chart((chunks + hits + labels + query).properties(height=380).interactive(),
-                    use_container_width=True)
+                    width="stretch")
     sample = f"a sample of {len(smap.rows)} of {smap.total}" if smap.sampled else f"all {smap.total}"
     ex = smap.projection.explained if smap.projection else (0.0, 0.0)
     st.caption(f"Map of {sample} chunks (PCA of the stored vectors, {ex[0] + ex[1]:.0%} of the variance): "

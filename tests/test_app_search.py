@@ -1,0 +1,138 @@
+"""The Search playground page, headless (streamlit.testing.v1.AppTest)."""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from fpdf import FPDF
+from streamlit.testing.v1 import AppTest
+
+from knowledge.config import load_settings
+from knowledge.workbench import Workbench
+
+from conftest import REPO
+
+APP = str(REPO / "app.py")
+
+PAGES = [
+    "Pasta is cooked in plenty of salted boiling water until it is al dente. Drain the spaghetti, "
+    "keep a cup of the cooking water, and toss it with the sauce in the pan.",
+    "A telescope gathers light from distant planets and galaxies. The mirror of a reflecting "
+    "telescope focuses starlight; astronomers observe Jupiter's moons on clear nights.",
+]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    st.cache_resource.clear()
+    st.cache_data.clear()
+    yield
+    st.cache_resource.clear()
+    st.cache_data.clear()
+
+
+def search_page() -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    at.switch_page("pages/search.py")
+    at.run()
+    assert not at.exception
+    return at
+
+
+def texts(at: AppTest) -> str:
+    """Everything the page says in Markdown and captions, decoded as a reader sees it."""
+    return html.unescape("\n".join([m.value for m in at.markdown] + [c.value for c in at.caption]))
+
+
+def two_page_pdf(path: Path) -> Path:
+    pdf = FPDF()
+    pdf.set_font("helvetica", size=12)
+    for text in PAGES:
+        pdf.add_page()
+        pdf.multi_cell(0, 8, text)
+    pdf.output(str(path))
+    return path
+
+
+@pytest.fixture
+def populated(tmp_path: Path) -> Path:
+    """Store "guides" holds a two-page PDF; store "notes" a Markdown file."""
+    wb = Workbench(load_settings())
+    try:
+        assert wb.ingest_file("guides", two_page_pdf(tmp_path / "kitchen-and-sky.pdf")).ok
+        md = tmp_path / "notes.md"
+        md.write_text("# Sky notes\n\nSaturn's rings shine through a small telescope.\n\n"
+                      "# Kitchen notes\n\nSalt the pasta water generously.\n")
+        assert wb.ingest_file("notes", md).ok
+    finally:
+        wb.close()
+    return tmp_path
+
+
+def test_empty_data_dir_shows_a_hint_not_a_form():
+    at = search_page()
+    assert at.title[0].value.endswith("Search playground")
+    assert any("Vector stores" in i.value and "create a store" in i.value for i in at.info)
+    assert not at.text_input
+
+
+@pytest.mark.model
+def test_a_query_shows_hits_with_file_page_and_highlight(populated):
+    at = search_page()
+    assert at.selectbox(key="pg_store").options == ["guides", "notes"]
+    assert any("Type a query" in i.value for i in at.info)
+    at.text_input(key="pg_query").input("telescope planets").run()
+    assert not at.exception and not at.error
+    shown = texts(at)
+    assert "**1.** kitchen-and-sky.pdf · page 2" in shown
+    assert "<mark>telescope</mark>" in shown
+    assert "embedding" in shown and "ms" in shown and "cosine similarity" in shown
+    assert at.expander and any(e.label == "Full chunk" for e in at.expander)
+    assert len(at.get("progress")) >= 1
+
+
+@pytest.mark.model
+def test_threshold_and_filters(populated):
+    at = search_page()
+    at.text_input(key="pg_query").input("telescope planets").run()
+    hits = len(at.get("progress"))
+    assert hits == 2  # the two pages
+    at.number_input(key="pg_threshold").set_value(0.99).run()
+    assert not at.exception
+    assert len(at.get("progress")) == 0
+    assert any("at this threshold" in w.value for w in at.warning)
+    at.number_input(key="pg_threshold").set_value(None).run()
+    at.text_area(key="pg_fields").input("page = 1").run()
+    assert not at.exception
+    assert len(at.get("progress")) == 1
+    assert "kitchen-and-sky.pdf · page 1" in texts(at)
+    at.text_area(key="pg_fields").input("page 1").run()
+    assert not at.exception
+    assert "field = value" in at.error[0].value
+
+
+@pytest.mark.model
+def test_compare_view_runs_the_query_on_two_stores(populated):
+    at = search_page()
+    at.text_input(key="pg_query").input("telescope").run()
+    at.selectbox(key="pg_compare").select("notes").run()
+    assert not at.exception and not at.error
+    assert [s.value for s in at.subheader] == ["guides", "notes"]
+    shown = texts(at)
+    assert "kitchen-and-sky.pdf · page 2" in shown and "notes.md" in shown and "Sky notes" in shown
+
+
+@pytest.mark.model
+def test_the_last_query_survives_navigating_away(populated):
+    at = search_page()
+    at.text_input(key="pg_query").input("telescope").run()
+    at.switch_page("pages/home.py").run()
+    assert not at.exception
+    at.switch_page("pages/search.py").run()
+    assert not at.exception
+    assert at.text_input(key="pg_query").value == "telescope"
+    assert "kitchen-and-sky.pdf · page 2" in texts(at)
