@@ -320,11 +320,11 @@ def test_upload_a_pdf_and_a_docx_then_search_finds_file_and_page(page, server: S
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "Known bug: the app's pages live in a folder named pages/, so Streamlit starts every server in "
-    "its old pages-folder mode; until some visitor opens / (app.py calls st.navigation), a link to "
-    "/stores runs pages/stores.py alone: a KeyError on st.session_state['workbench'] and the raw "
-    "file names (app, files, home, search, stores) in the sidebar. Renaming the folder fixes it; "
-    "then remove this marker."))
+    "Known bug: the app's pages live in a folder named pages/, so every new server starts in "
+    "Streamlit's old pages-folder mode; until some visitor opens / (app.py calls st.navigation), a "
+    "link to /stores runs pages/stores.py alone -- a KeyError on st.session_state['workbench'], or, "
+    "with the page's switch_page('app.py') guard, the visitor lands on Home instead of Vector "
+    "stores. Renaming the folder (e.g. views/) fixes it; then remove this marker."))
 def test_a_link_to_a_page_works_on_a_fresh_server(browser, tmp_path: Path, artifacts: Path):
     from playwright.sync_api import expect
 
