@@ -55,7 +55,7 @@ yours yourself yourselves shall may might must let lets get got its it's don't d
 #: Words shorter than this are not highlighted.
 MIN_TERM_LENGTH = 3
 
-_WORD = re.compile(r"\w+", re.UNICODE)
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)  # letters and digits of any script; "_" separates words
 # ASCII characters that mean something to Markdown, Streamlit's Markdown extensions (``:color[...]``,
 # ``$math$``, ``:emoji:``) or HTML; each becomes a numeric character reference, which renders as the
 # character itself and is never markup.
@@ -238,7 +238,7 @@ def provenance(hit: Hit) -> str:
 
 # -- highlighting ---------------------------------------------------------------------------------
 def query_terms(query: str) -> list[str]:
-    """The query's content words, lowercased, longest first: word runs (``\\w+``, any script) of at
+    """The query's content words, lowercased, longest first: runs of letters and digits (any script) of at
     least :data:`MIN_TERM_LENGTH` characters that are not :data:`STOPWORDS`. Punctuation and regex
     characters in the query are not words, so they never reach a pattern."""
     words = {w.casefold() for w in _WORD.findall(unicodedata.normalize("NFC", query or ""))}
@@ -250,7 +250,8 @@ def _pattern(terms: Sequence[str]) -> re.Pattern[str] | None:
     if not terms:
         return None
     alternatives = "|".join(re.escape(t) for t in sorted(set(terms), key=lambda w: (-len(w), w)))
-    return re.compile(rf"(?<!\w)(?:{alternatives})(?!\w)", re.IGNORECASE | re.UNICODE)
+    # A word boundary where "_" counts as punctuation, so Markdown's _emphasis_ and snake_case parts match.
+    return re.compile(rf"(?<![^\W_])(?:{alternatives})(?![^\W_])", re.IGNORECASE | re.UNICODE)
 
 
 def escape_markdown(text: str) -> str:

@@ -10,6 +10,8 @@ from knowledge import playground as pg
 from knowledge.errors import KnowledgeError
 from knowledge.workbench import Workbench
 
+if "workbench" not in st.session_state:  # opened by URL before app.py ever ran in this server: start there
+    st.switch_page("app.py")
 wb: Workbench = st.session_state["workbench"]
 NO_COMPARE, ALL_FILES = "(none)", "(all files)"
 # Widget values live under these keys; a copy in "playground" survives navigating to another page.
@@ -35,6 +37,11 @@ valid = {"pg_store": stores, "pg_compare": [NO_COMPARE, *stores]}
 for key in KEYS:  # restore what was there before navigating away
     if key not in st.session_state and key in saved and saved[key] in valid.get(key, [saved[key]]):
         st.session_state[key] = saved[key]
+# A link can carry a search: /search?store=NAME&q=QUERY&compare=NAME (used on the first visit only).
+for param, key in (("store", "pg_store"), ("q", "pg_query"), ("compare", "pg_compare")):
+    value = st.query_params.get(param)
+    if value and key not in st.session_state and value in valid.get(key, [value]):
+        st.session_state[key] = value
 
 
 def render_hits(run: pg.SearchRun) -> None:
@@ -96,13 +103,15 @@ def render_map(run: pg.SearchRun) -> None:
         st.caption("Nothing to map yet.")
         return
     data = pd.DataFrame(rows)
+    few_files = data["file"].nunique() <= 13  # the query is one "file" too
     base = alt.Chart(data).encode(
         x=alt.X("x:Q", title="PC 1", axis=alt.Axis(labels=False)),
         y=alt.Y("y:Q", title="PC 2", axis=alt.Axis(labels=False)),
         tooltip=["file", "page", "chunk", "rank", "text"],
     )
     chunks = base.transform_filter(alt.datum.role != "query").mark_circle(size=40, opacity=0.55).encode(
-        color=alt.Color("file:N", title="file"))
+        color=alt.Color("file:N", title="file",
+                        legend=alt.Legend(orient="bottom", columns=2, labelLimit=220) if few_files else None))
     hits = base.transform_filter(alt.datum.role == "hit").mark_point(
         size=160, filled=False, color="black", strokeWidth=2)
     labels = base.transform_filter(alt.datum.role == "hit").mark_text(dx=9, dy=-9, color="black").encode(
@@ -114,8 +123,8 @@ def render_map(run: pg.SearchRun) -> None:
     sample = f"a sample of {len(smap.rows)} of {smap.total}" if smap.sampled else f"all {smap.total}"
     ex = smap.projection.explained if smap.projection else (0.0, 0.0)
     st.caption(f"Map of {sample} chunks (PCA of the stored vectors, {ex[0] + ex[1]:.0%} of the variance): "
-               "colour = file, circled = the hits with their rank, red cross = the query. "
-               "Near on the map is a rough hint of near in meaning.")
+               f"colour = file{'' if few_files else ' (hover a point for its name)'}, circled = the hits with "
+               "their rank, red cross = the query. Near on the map is a rough hint of near in meaning.")
 
 
 # -- the form ----------------------------------------------------------------------------------------

@@ -52,6 +52,12 @@ def test_highlight_escapes_markdown_and_html_in_the_chunk():
     assert marked(out) == ["script", "alert", "script", "bold", "code", "link", "red", "red"]
 
 
+def test_highlight_counts_underscore_as_punctuation():
+    out = pg.highlight("We call it _borrowing_ and snake_case names", "borrowing snake")
+    assert marked(out) == ["borrowing", "snake"]
+    assert pg.query_terms("snake_case") == ["snake", "case"]
+
+
 def test_highlight_treats_regex_characters_in_the_query_as_text():
     out = pg.highlight("cost (a+b)* and a.b, literally", "(a+b)* .* cost[ literally")
     assert marked(out) == ["cost", "literally"]
