@@ -74,7 +74,7 @@ def render_distribution(run: pg.SearchRun) -> None:
     data = pd.DataFrame(rows)
     bars = alt.Chart(data).mark_bar().encode(
         x=alt.X("rank:O", title="rank"), y=alt.Y("score:Q", title="score"),
-        color=alt.Color("shown:N", title="shown", scale=alt.Scale(domain=[True, False],
+        color=alt.Color("shown:N", title="in the results", scale=alt.Scale(domain=[True, False],
                                                                   range=["#e45756", "#bab0ac"])),
         tooltip=["rank", alt.Tooltip("score:Q", format=".3f"), "file"],
     )
@@ -105,8 +105,8 @@ def render_map(run: pg.SearchRun) -> None:
     data = pd.DataFrame(rows)
     few_files = data["file"].nunique() <= 13  # the query is one "file" too
     base = alt.Chart(data).encode(
-        x=alt.X("x:Q", title="PC 1", axis=alt.Axis(labels=False)),
-        y=alt.Y("y:Q", title="PC 2", axis=alt.Axis(labels=False)),
+        x=alt.X("x:Q", title="PC 1", axis=alt.Axis(labels=False), scale=alt.Scale(zero=False, padding=14)),
+        y=alt.Y("y:Q", title="PC 2", axis=alt.Axis(labels=False), scale=alt.Scale(zero=False, padding=14)),
         tooltip=["file", "page", "chunk", "rank", "text"],
     )
     chunks = base.transform_filter(alt.datum.role != "query").mark_circle(size=40, opacity=0.55).encode(
