@@ -288,11 +288,11 @@ def highlight(text: str, query: str | Sequence[str], *, mark: tuple[str, str] = 
 def snippet(text: str, query: str, width: int = 320) -> str:
     """At most about ``width`` characters of ``text`` around the first match of the query's content
     words (the start when none matches), cut at spaces, with ``…`` where text was left out."""
-    text = " ".join((text or "").split())
+    text = " ".join(unicodedata.normalize("NFC", text or "").split())
     if len(text) <= width:
         return text
     pattern = _pattern(query_terms(query))
-    m = pattern.search(unicodedata.normalize("NFC", text)) if pattern else None
+    m = pattern.search(text) if pattern else None
     start = 0 if m is None else max(0, m.start() - width // 4)
     end = min(len(text), start + width)
     start = max(0, min(start, end - width))

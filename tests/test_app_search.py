@@ -93,6 +93,10 @@ def test_a_query_shows_hits_with_file_page_and_highlight(populated):
     assert "embedding" in shown and "ms" in shown and "cosine similarity" in shown
     assert at.expander and any(e.label == "Full chunk" for e in at.expander)
     assert len(at.get("progress")) >= 1
+    charts = at.get("vega_lite_chart")
+    assert len(charts) == 2  # the map and the score distribution
+    at.toggle(key="pg_map").set_value(False).run()
+    assert not at.exception and len(at.get("vega_lite_chart")) == 1
 
 
 @pytest.mark.model

@@ -10,6 +10,7 @@ import pytest
 from knowledge import playground as pg
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
+from knowledge.templates import make_template
 from knowledge.errors import InvalidArgument, StoreNotFound
 from knowledge.vectorstore.store import Chunk, Hit
 from knowledge.workbench import Workbench
@@ -199,6 +200,27 @@ def test_timed_search_hits_threshold_and_distribution(wb):
     assert [r["rank"] for r in rows] == [1, 2, 3, 4] and sum(r["shown"] for r in rows) == len(strict.hits)
     only_b = pg.timed_search(wb, "s", "apples", k=5, where=pg.build_where("id-b.txt", "page = 1"))
     assert [(h.file_name, h.page) for h in only_b.hits] == [("b.txt", 1)]
+
+
+def test_timed_search_threshold_follows_a_distance_store(wb):
+    wb.templates.save(make_template(name="far", embedding_model=wb.settings.embeddings.model, distance="euclid"))
+    wb.create_store("e", "far")
+    emb = wb.embedder()
+    texts = ["apples and pears", "apples apples", "the weather today"]
+    wb.vector_store("e").upsert("f", [Chunk(t, v) for t, v in zip(texts, emb.embed_documents(texts))], "f.txt")
+    run = pg.timed_search(wb, "e", "apples", k=3)
+    assert run.distance == "euclid"
+    scores = [h.score for h in run.hits]
+    assert scores == sorted(scores) and scores[0] >= 0  # distances, best (lowest) first
+    near = pg.timed_search(wb, "e", "apples", k=3, score_threshold=scores[1])
+    assert [h.score for h in near.hits] == scores[:2]  # at most the threshold is kept
+    assert pg.score_fraction(scores[0], run.distance) >= pg.score_fraction(scores[-1], run.distance)
+
+
+def test_snippet_of_decomposed_unicode_finds_the_match():
+    text = "Cafe\u0301 " * 100 + "needle " + "x " * 200
+    s = pg.snippet(text, "needle", width=60)
+    assert "needle" in s and "Café" in s
 
 
 def test_timed_search_errors_are_knowledge_errors(wb):
