@@ -11,6 +11,14 @@ if "workbench" not in st.session_state:  # a deep link opened before app.py ever
     st.switch_page("app.py")  # Streamlit ran this file alone (its old pages/ mode); go through app.py
 wb: Workbench = st.session_state["workbench"]
 
+
+def _size(n: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
 st.title("📄 Files")
 st.caption("Every file saved in the file store, by id. Identical bytes are kept once on disk; a store uses a "
            "file through its chunks, which cite the file's id.")
@@ -27,7 +35,7 @@ except KnowledgeError as exc:
 
 c1, c2, c3 = st.columns(3)
 c1.metric("Files", len(usage))
-c2.metric("Total size (MB)", f"{sum(u.file.size for u in usage) / 1e6:.2f}")
+c2.metric("Total size", _size(sum(u.file.size for u in usage)))
 c3.metric("Not used by any store", sum(1 for u in usage if not u.stores))
 
 if not usage:
@@ -35,11 +43,11 @@ if not usage:
     st.stop()
 
 st.dataframe(
-    [{"name": u.file.name, "type": u.file.content_type, "size (MB)": u.file.size / 1e6,
+    [{"name": u.file.name, "type": u.file.content_type, "size (kB)": u.file.size / 1e3,
       "sha256": u.file.sha256, "created": u.file.created, "stores": u.stores, "id": u.file.id} for u in usage],
     hide_index=True, width="stretch",
     column_config={
-        "size (MB)": st.column_config.NumberColumn(format="%.3f"),
+        "size (kB)": st.column_config.NumberColumn(format="%.1f"),
         "sha256": st.column_config.TextColumn(width="small", help="SHA-256 of the content"),
         "created": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm"),
         "stores": st.column_config.ListColumn("used by"),
@@ -55,7 +63,7 @@ f = chosen.file
 
 with st.container(border=True):
     st.subheader(f.name)
-    st.caption(f"`{f.id}` · {f.content_type} · {f.size:,} bytes · sha256 `{f.sha256[:16]}…`")
+    st.caption(f"`{f.id}` · {f.content_type} · {_size(f.size)} · sha256 `{f.sha256[:16]}…`")
     if chosen.stores:
         st.write("Used by: " + ", ".join(f"**{s}**" for s in chosen.stores))
     else:
