@@ -637,5 +637,5 @@ def _replace(result: IngestResult, **changes: Any) -> IngestResult:
     return replace(result, **changes)
 
 
-__all__ = ["Cancelled", "EmbeddingUnavailable", "IngestResult", "ModelMismatch", "StoreSummary", "StoredFileUsage", "Workbench",
-           "expand_paths"]
+__all__ = ["Cancelled", "EmbeddingUnavailable", "IngestResult", "ModelMismatch", "StoreSummary", "StoredFileUsage",
+           "Workbench", "expand_paths"]

@@ -113,7 +113,8 @@ def files_section(store: str) -> None:
     st.dataframe(
         [{"file": f.file_name, "status": "✅ done" if f.status == DONE else f"❌ {f.status}",
           "reason": f.reason or "", "chunks": f.chunks, "pages": f.pages, "warnings": f.warnings,
-          "size (kB)": None if f.size is None else round(f.size / 1e3, 1), "seconds": round(f.total_seconds or 0, 2), "updated": f.updated}
+          "size (kB)": None if f.size is None else round(f.size / 1e3, 1),
+          "seconds": round(f.total_seconds or 0, 2), "updated": f.updated}
          for f in files],
         hide_index=True, width="stretch", key=f"files:{store}",
         column_config={

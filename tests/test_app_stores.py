@@ -358,3 +358,28 @@ def test_upload_with_the_real_model():
     tab = files_table(at, "Notes")
     assert list(tab["status"]) == ["✅ done"] and int(tab["chunks"][0]) >= 1
     assert list(table(at, "store")["dimension"]) == [384]
+
+
+def test_stop_cancels_the_batch_and_the_store_stays_as_it_was(fake_model, monkeypatch):
+    import threading
+
+    make_store("Notes", [("bread.md", BREAD)])
+    gate = threading.Event()
+    original = Workbench.ingest_file
+
+    def held(self, store, source, name=None, **kwargs):
+        gate.wait(30)  # the first file waits until the test has pressed Stop
+        return original(self, store, source, name, **kwargs)
+
+    monkeypatch.setattr(Workbench, "ingest_file", held)
+    at = open_page()
+    at.file_uploader(key="upload:Notes").set_value([("cats.md", CATS, "text/markdown"),
+                                                    ("more.md", b"# More\n\nmore words", "text/markdown")])
+    at.run()
+    assert "Ingesting 2 file(s)" in at.get("progress")[0].proto.text
+    button(at, "stop:Notes").click().run()
+    gate.set()
+    finish_job(at, "Notes")
+    text = markdown(at)
+    assert "⏹️ **cats.md**" in text and "⏹️ **more.md**" in text and "not started" in text
+    assert list(files_table(at, "Notes")["file"]) == ["bread.md"]
