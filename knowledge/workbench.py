@@ -300,8 +300,9 @@ class Workbench:
             if result.outcome == INDEXED:
                 for old in same_name:  # a changed file under the same name: the new version replaces it
                     self._remove_from_store(store, record, old.file_id)
-                if same_name:
-                    result = _replace(result, replaced_file_id=same_name[0].file_id,
+                replaced = [f for f in same_name if f.status == DONE]  # not an earlier failed attempt
+                if replaced:
+                    result = _replace(result, replaced_file_id=replaced[0].file_id,
                                       message=result.message + f" Replaced the previous version of {name}.")
             elif result.outcome == FAILED_OUTCOME:  # the new failure supersedes earlier ones of that name
                 for old in same_name:

@@ -136,6 +136,10 @@ def files_section(store: str) -> None:
                     try:
                         with st.spinner(f"Ingesting {f.file_name}..."):
                             r = wb.retry_file(store, f.file_id, password=pw or None)
+                        job = st.session_state.get(f"job:{store}")
+                        for fp in job.files if job else []:  # the upload's outcome above follows the retry
+                            if fp.result is not None and fp.result.file_id == f.file_id:
+                                fp.result = r
                         st.session_state[f"flash:{store}"] = (r.ok, r.message)
                     except KnowledgeError as exc:
                         st.session_state[f"flash:{store}"] = (False, str(exc))

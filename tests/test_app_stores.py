@@ -216,6 +216,8 @@ def _password_flow(at: AppTest, name: str, data: bytes, password: str) -> AppTes
     tab = files_table(at, "Notes")
     assert list(tab["file"]) == [name] and list(tab["status"]) == ["✅ done"]
     assert not [t for t in at.text_input if t.label == "Password"]
+    assert not [e for e in at.error if "password" in e.value]  # the upload's outcome follows the retry
+    assert f"✅ **{name}**" in markdown(at)
     return at
 
 
