@@ -22,9 +22,9 @@ except KnowledgeError as exc:  # bad settings: say so, don't crash
     st.stop()
 
 page = st.navigation([
-    st.Page("pages/home.py", title="Home", icon="🏠", default=True),
-    st.Page("pages/stores.py", title="Vector stores", icon="🗂️", url_path="stores"),
-    st.Page("pages/search.py", title="Search playground", icon="🔎", url_path="search"),
-    st.Page("pages/files.py", title="Files", icon="📄", url_path="files"),
+    st.Page("views/home.py", title="Home", icon="🏠", default=True),
+    st.Page("views/stores.py", title="Vector stores", icon="🗂️", url_path="stores"),
+    st.Page("views/search.py", title="Search playground", icon="🔎", url_path="search"),
+    st.Page("views/files.py", title="Files", icon="📄", url_path="files"),
 ])
 page.run()

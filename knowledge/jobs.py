@@ -10,9 +10,11 @@ the files not started yet are reported as cancelled.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import threading
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +29,18 @@ log = logging.getLogger(__name__)
 
 #: A file for a job: ``(name, bytes)`` for an upload, ``(name, path)`` for a file on disk.
 Item = tuple[str, "bytes | Path"]
+
+_running: "weakref.WeakSet[IngestJob]" = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_running_jobs(timeout: float = 30.0) -> None:
+    """At exit, cancel running jobs and wait for them: a daemon thread still inside ONNX Runtime
+    when the interpreter shuts down aborts the whole process ("terminate called ...")."""
+    for job in list(_running):
+        job.cancel()
+    for job in list(_running):
+        job._thread.join(timeout)  # noqa: SLF001
 
 
 @dataclass
@@ -80,6 +94,7 @@ class IngestJob:
 
     # -- control ----------------------------------------------------------------------------------
     def start(self) -> IngestJob:
+        _running.add(self)
         self._thread.start()
         return self
 

@@ -39,7 +39,7 @@ def populate() -> dict[str, str]:
 def open_page() -> AppTest:
     at = AppTest.from_file(APP, default_timeout=60)
     at.run()
-    at.switch_page("pages/files.py").run()
+    at.switch_page("views/files.py").run()
     assert not at.exception
     return at
 

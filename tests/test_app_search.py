@@ -37,7 +37,7 @@ def _fresh_cache():
 def search_page() -> AppTest:
     at = AppTest.from_file(APP, default_timeout=120)
     at.run()
-    at.switch_page("pages/search.py")
+    at.switch_page("views/search.py")
     at.run()
     assert not at.exception
     return at
@@ -134,9 +134,9 @@ def test_compare_view_runs_the_query_on_two_stores(populated):
 def test_the_last_query_survives_navigating_away(populated):
     at = search_page()
     at.text_input(key="pg_query").input("telescope").run()
-    at.switch_page("pages/home.py").run()
+    at.switch_page("views/home.py").run()
     assert not at.exception
-    at.switch_page("pages/search.py").run()
+    at.switch_page("views/search.py").run()
     assert not at.exception
     assert at.text_input(key="pg_query").value == "telescope"
     assert "kitchen-and-sky.pdf · page 2" in texts(at)

@@ -56,7 +56,7 @@ def service() -> Workbench:
 def open_page() -> AppTest:
     at = AppTest.from_file(APP, default_timeout=60)
     at.run()
-    at.switch_page("pages/stores.py").run()
+    at.switch_page("views/stores.py").run()
     assert not at.exception
     return at
 

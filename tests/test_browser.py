@@ -319,12 +319,8 @@ def test_upload_a_pdf_and_a_docx_then_search_finds_file_and_page(page, server: S
         shot(page, artifacts, "07-results-page-3.png")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Known bug: the app's pages live in a folder named pages/, so every new server starts in "
-    "Streamlit's old pages-folder mode; until some visitor opens / (app.py calls st.navigation), a "
-    "link to /stores runs pages/stores.py alone -- a KeyError on st.session_state['workbench'], or, "
-    "with the page's switch_page('app.py') guard, the visitor lands on Home instead of Vector "
-    "stores. Renaming the folder (e.g. views/) fixes it; then remove this marker."))
+# Regression: with the pages in a folder named pages/, Streamlit started every new server in its
+# old pages-folder mode and a first visitor's link to /stores ran that page without app.py.
 def test_a_link_to_a_page_works_on_a_fresh_server(browser, tmp_path: Path, artifacts: Path):
     from playwright.sync_api import expect
 

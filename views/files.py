@@ -7,8 +7,6 @@ import streamlit as st
 from knowledge.errors import KnowledgeError
 from knowledge.workbench import Workbench
 
-if "workbench" not in st.session_state:  # a deep link opened before app.py ever ran in this server:
-    st.switch_page("app.py")  # Streamlit ran this file alone (its old pages/ mode); go through app.py
 wb: Workbench = st.session_state["workbench"]
 
 

@@ -10,8 +10,6 @@ from knowledge import playground as pg
 from knowledge.errors import KnowledgeError
 from knowledge.workbench import Workbench
 
-if "workbench" not in st.session_state:  # opened by URL before app.py ever ran in this server: start there
-    st.switch_page("app.py")
 wb: Workbench = st.session_state["workbench"]
 NO_COMPARE, ALL_FILES = "(none)", "(all files)"
 # Widget values live under these keys; a copy in "playground" survives navigating to another page.
@@ -30,7 +28,7 @@ except KnowledgeError as exc:
 if not stores:
     st.info("No vector stores yet. Go to **Vector stores** to create a store and upload files, "
             "then come back here to search them.")
-    st.page_link("pages/stores.py", label="Vector stores", icon="🗂️")
+    st.page_link("views/stores.py", label="Vector stores", icon="🗂️")
     st.stop()
 
 valid = {"pg_store": stores, "pg_compare": [NO_COMPARE, *stores]}

@@ -30,10 +30,12 @@ if stores:
         [{"store": s.record.name, "template": s.record.template, "backend": s.record.backend,
           "model": s.record.embedding_model, "dimension": s.record.dimension, "files": s.files,
           "chunks": s.chunks, "size (MB)": round((s.disk_bytes or 0) / 1e6, 2)} for s in stores],
-        hide_index=True, use_container_width=True,
+        hide_index=True, width="stretch",
     )
 else:
-    st.info("No vector stores yet. Ingest files with `python -m knowledge ingest STORE PATH...`.")
+    st.info("No vector stores yet: create one and drop files into it on the **Vector stores** page"
+            " (or from a terminal: `python -m knowledge ingest STORE PATH...`).")
+    st.page_link("views/stores.py", label="Vector stores", icon="🗂️")
 
 st.subheader("Embedding model")
 model = settings.embeddings.model

@@ -18,8 +18,6 @@ from knowledge.jobs import IngestJob
 from knowledge.templates import DEFAULT_TEMPLATE, make_template
 from knowledge.workbench import CANCELLED, DUPLICATE, INDEXED, UNCHANGED, Workbench
 
-if "workbench" not in st.session_state:  # a deep link opened before app.py ever ran in this server:
-    st.switch_page("app.py")  # Streamlit ran this file alone (its old pages/ mode); go through app.py
 wb: Workbench = st.session_state["workbench"]
 settings = wb.settings
 processed: set[str] = st.session_state.setdefault("processed_uploads", set())
