@@ -52,6 +52,7 @@ def quality(wb, store: str) -> tuple[float, float, float, list[int | None]]:
 
 
 def run_config(size: int, overlap: int, files: list[Path]) -> dict:
+    from knowledge.ingest.chunker import embedding_text
     from knowledge.config import load_settings
     from knowledge.templates import make_template
     from knowledge.workbench import Workbench
@@ -69,7 +70,8 @@ def run_config(size: int, overlap: int, files: list[Path]) -> dict:
         ingest_s = time.perf_counter() - t0
         chunks = sum(r.chunks for r in results)
         failed = [r for r in results if not r.ok]
-        texts = [p.payload["text"] for p in wb.vector_store("book").collection.scroll()]
+        texts = [embedding_text(p.payload["text"], p.payload.get("heading"))
+                 for p in wb.vector_store("book").collection.scroll()]
         t0 = time.perf_counter()
         for i in range(0, len(texts), 64):
             embedder.embed_documents(texts[i:i + 64])

@@ -41,7 +41,7 @@ from knowledge.errors import (
     KnowledgeError,
     StoreNotFound,
 )
-from knowledge.ingest.chunker import chunk_document
+from knowledge.ingest.chunker import chunk_document, embedding_text
 from knowledge.templates import DEFAULT_TEMPLATE, TemplateRegistry, VectorStoreTemplate
 from knowledge.vectorstore.base import VectorBackend
 from knowledge.vectorstore.registry import open_backend
@@ -339,7 +339,7 @@ class Workbench:
             _step(progress, "chunking", 0.1, cancel)
             result = chunk_document(doc, embedder, tpl.max_chunk_size_tokens, tpl.chunk_overlap_tokens)
             t_read = time.perf_counter() - t0
-            texts = [c.text for c in result.chunks]
+            texts = [embedding_text(c.text, c.heading) for c in result.chunks]
             t0 = time.perf_counter()
             vectors = _embed(embedder, texts, progress, cancel)
             t_embed = time.perf_counter() - t0
@@ -559,7 +559,8 @@ class Workbench:
                 target.ensure_collection(embedder.dimension, tpl.distance)
                 for i, (file_id, points) in enumerate(sorted(by_file.items())):
                     points.sort(key=lambda p: p.payload.get("chunk_index", 0))
-                    vectors = embedder.embed_documents([p.payload["text"] for p in points])
+                    vectors = embedder.embed_documents(
+                        [embedding_text(p.payload["text"], p.payload.get("heading")) for p in points])
                     chunks = [Chunk(p.payload["text"], vectors[j], p.payload.get("chunk_index"),
                                     p.payload.get("page"), p.payload.get("char_start"),
                                     p.payload.get("char_end"), p.payload.get("heading"))

@@ -108,3 +108,19 @@ def test_real_tokenizer_keeps_chunks_inside_the_model_window(tmp_path):
     assert r.plan.max_tokens == 254 and r.plan.overlap_tokens == 127
     check_chunks(d, r, e, 254)
     assert len(r.chunks) >= 6
+
+
+def test_room_is_kept_for_the_heading_path_that_is_embedded_with_each_chunk():
+    from knowledge.ingest.chunker import embedding_text
+
+    e = HashEmbedder(max_tokens=40)
+    text = " ".join(f"word{i}" for i in range(300))
+    heading = "Guide > Installing on Linux > From source"
+    d = Document(text, [Section(0, len(text), heading=heading)], format="markdown")
+    r = chunk_document(d, e, 40, 8)
+    assert len(r.chunks) > 5
+    for c in r.chunks:
+        embedded = embedding_text(c.text, c.heading)
+        assert embedded.startswith(heading + "\n\n") and embedded.endswith(c.text)
+        assert e.count_tokens(embedded) <= 40
+    assert embedding_text("plain", None) == "plain"

@@ -88,18 +88,38 @@ def plan_chunking(embedder: Embedder, max_tokens: int = SPEC_MAX_TOKENS,
     return ChunkPlan(window, overlap, (note,))
 
 
+def embedding_text(text: str, heading: str | None) -> str:
+    """What is embedded for a chunk: its heading path, a blank line, then its text.
+
+    A contextual chunk header: a chunk deep in a section ("It prevents them at compile time...")
+    often does not name its topic, while its heading path ("References and Borrowing > Dangling
+    References") does. The stored text and its character span stay the chunk's own.
+    """
+    return f"{heading}\n\n{text}" if heading else text
+
+
 def chunk_document(document: Document, embedder: Embedder, max_tokens: int = SPEC_MAX_TOKENS,
                    overlap_tokens: int = SPEC_OVERLAP_TOKENS) -> ChunkResult:
     """Split ``document`` into chunks of at most ``max_tokens`` model tokens (fitted to the window).
 
     Returns chunks in document order, numbered from 0, with provenance. Whitespace-only stretches
-    produce no chunk.
+    produce no chunk. Room is kept for the heading path that :func:`embedding_text` puts before a
+    chunk, so ``embedding_text(chunk.text, chunk.heading)`` fits the window too (a heading path
+    longer than half the chunk size is not given room; the model then truncates the chunk's end).
     """
     plan = plan_chunking(embedder, max_tokens, overlap_tokens)
     chunks: list[TextChunk] = []
+    budgets: dict[str | None, ChunkPlan] = {}
     for section in document.sections:
         body = document.text[section.char_start:section.char_end]
-        for start, end, n in _split(body, embedder, plan):
+        if section.heading not in budgets:
+            header = embedder.count_tokens(embedding_text("", section.heading)) if section.heading else 0
+            room = plan.max_tokens - header
+            budgets[section.heading] = (
+                ChunkPlan(room, min(plan.overlap_tokens, room // 2)) if header and room >= plan.max_tokens // 2
+                else plan
+            )
+        for start, end, n in _split(body, embedder, budgets[section.heading]):
             text = body[start:end]
             chunks.append(TextChunk(
                 index=len(chunks), text=text, char_start=section.char_start + start,
