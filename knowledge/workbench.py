@@ -275,7 +275,8 @@ class Workbench:
             raise InvalidArgument("A file needs a name when it is given as bytes or a stream.")
         record, tpl = self._open_for_ingest(store, template)
         embedder = self.embedder(tpl.embedding_model)
-        with self._store_lock(store):
+        lock = self._store_lock(store)
+        with lock:  # held for the quick decisions and the final write, never while embedding
             try:
                 stored = self._save(source, path, name, content_type)
             except KnowledgeError as exc:
@@ -288,7 +289,7 @@ class Workbench:
                 self._discard(stored.id)
                 old = unchanged[0]
                 return IngestResult(name, UNCHANGED, f"{name} is already in {store!r}, unchanged"
-                                    f" ({old.chunks} chunks); nothing to do.", file_id=old.file_id,
+                                    f" ({_n(old.chunks, 'chunk')}); nothing to do.", file_id=old.file_id,
                                     chunks=old.chunks, pages=old.pages, seconds=time.perf_counter() - started)
             dup = [f for f in same_bytes if f.status == DONE and f.file_name != name]
             if dup:
@@ -296,7 +297,10 @@ class Workbench:
                 return IngestResult(name, DUPLICATE, f"{name} has the same bytes as {dup[0].file_name!r},"
                                     f" already in {store!r}; not indexed twice.", file_id=dup[0].file_id,
                                     seconds=time.perf_counter() - started)
-            result = self._index(store, record, tpl, embedder, stored, password, progress, cancel, started)
+            rec = FileRecord(store, stored.id, stored.name, stored.sha256, stored.size, PROCESSING, None, 0, None)
+            self.catalog.put_file(rec)
+        result = self._index(store, record, tpl, embedder, stored, rec, password, progress, cancel, started, lock)
+        with lock:
             if result.outcome == INDEXED:
                 for old in same_name:  # a changed file under the same name: the new version replaces it
                     self._remove_from_store(store, record, old.file_id)
@@ -308,7 +312,7 @@ class Workbench:
                 for old in same_name:
                     if old.status == FAILED:
                         self._remove_from_store(store, record, old.file_id)
-            return result
+        return result
 
     def _save(self, source: Any, path: Path | None, name: str, content_type: str | None):
         ctype = content_type or mimetypes.guess_type(name)[0] or "application/octet-stream"
@@ -323,12 +327,11 @@ class Workbench:
         return self.files.save(name, ctype, stream, max_bytes=limit)
 
     def _index(self, store: str, record: StoreRecord, tpl: VectorStoreTemplate, embedder: Embedder,
-               stored: Any, password: str | None, progress: Progress | None,
-               cancel: threading.Event | None, started: float) -> IngestResult:
+               stored: Any, rec: FileRecord, password: str | None, progress: Progress | None,
+               cancel: threading.Event | None, started: float, lock: threading.Lock) -> IngestResult:
+        """Read, chunk and embed without the store's lock; take it only to write."""
         from knowledge.ingest.readers import read_document
 
-        rec = FileRecord(store, stored.id, stored.name, stored.sha256, stored.size, PROCESSING, None, 0, None)
-        self.catalog.put_file(rec)
         t_read = t_embed = 0.0
         try:
             _step(progress, "reading", 0.0, cancel)
@@ -346,28 +349,30 @@ class Workbench:
             _step(progress, "writing", 0.95, cancel)
             chunks = [Chunk(c.text, vectors[i], c.index, c.page, c.char_start, c.char_end, c.heading)
                       for i, c in enumerate(result.chunks)]
-            vs = self._vs(record)
-            vs.upsert(stored.id, chunks, file_name=stored.name)
-            if record.dimension != embedder.dimension:
-                self.catalog.put_store(store, record.template, record.backend, record.embedding_model,
-                                       embedder.dimension, record.distance)
+            warnings = list(doc.warnings)  # the chunk plan's notes are the template's, not the file's
+            with lock:
+                self._vs(record).upsert(stored.id, chunks, file_name=stored.name)
+                if record.dimension != embedder.dimension:
+                    self.catalog.put_store(store, record.template, record.backend, record.embedding_model,
+                                           embedder.dimension, record.distance)
+                total = time.perf_counter() - started
+                self.catalog.put_file(_record(rec, status=DONE, chunks=len(chunks), pages=doc.pages,
+                                              warnings=warnings, read_seconds=t_read, embed_seconds=t_embed,
+                                              total_seconds=total))
         except KnowledgeError as exc:
             cancelled = isinstance(exc, Cancelled)
             reason = "cancelled" if cancelled else str(exc)
-            self.catalog.put_file(_record(rec, status=FAILED, reason=reason, read_seconds=t_read,
-                                          total_seconds=time.perf_counter() - started))
-            if cancelled:
-                self._remove_from_store(store, record, stored.id)
+            with lock:
+                self.catalog.put_file(_record(rec, status=FAILED, reason=reason, read_seconds=t_read,
+                                              total_seconds=time.perf_counter() - started))
+                if cancelled:
+                    self._remove_from_store(store, record, stored.id)
             return IngestResult(stored.name, CANCELLED if cancelled else FAILED_OUTCOME, reason,
                                 file_id=stored.id, error=type(exc).__name__,
                                 seconds=time.perf_counter() - started)
-        warnings = list(doc.warnings)  # the chunk plan's notes are the template's, not the file's
-        total = time.perf_counter() - started
-        self.catalog.put_file(_record(rec, status=DONE, chunks=len(chunks), pages=doc.pages, warnings=warnings,
-                                      read_seconds=t_read, embed_seconds=t_embed, total_seconds=total))
         _step(progress, "done", 1.0, None)
-        pages = f", {doc.pages} pages" if doc.pages else ""
-        return IngestResult(stored.name, INDEXED, f"{stored.name}: {len(chunks)} chunks{pages}.",
+        pages = f", {_n(doc.pages, 'page')}" if doc.pages else ""
+        return IngestResult(stored.name, INDEXED, f"{stored.name}: {_n(len(chunks), 'chunk')}{pages}.",
                             file_id=stored.id, chunks=len(chunks), pages=doc.pages, warnings=warnings,
                             seconds=total)
 
@@ -625,6 +630,11 @@ def _embed(embedder: Embedder, texts: Sequence[str], progress: Progress | None,
         _step(progress, "embedding", 0.1 + 0.85 * i / len(texts), cancel)
         parts.append(embedder.embed_documents(texts[i:i + batch]))
     return np.vstack(parts)
+
+
+def _n(count: int, noun: str) -> str:
+    """``"1 chunk"``, ``"3 chunks"``."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def _record(rec: FileRecord, **changes: Any) -> FileRecord:

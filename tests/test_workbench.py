@@ -328,3 +328,31 @@ def test_a_failed_file_again_keeps_one_failed_record_and_a_done_version_stays(wb
     wb.ingest_file("notes", b"", "cats.md")  # a broken new version: the indexed one stays searchable
     assert sorted(f.status for f in wb.store_files("notes") if f.file_name == "cats.md") == ["done", "failed"]
     assert wb.vector_store("notes").count() == good.chunks
+
+
+def test_a_long_embedding_does_not_block_other_writes_to_the_store(tmp_path):
+    """The store's lock is held for decisions and the final write only, never while embedding."""
+    release, embedding = threading.Event(), threading.Event()
+
+    class Slow(HashEmbedder):
+        def embed_documents(self, texts):
+            if any("SLOW" in t for t in texts):
+                embedding.set()
+                assert release.wait(30)
+            return super().embed_documents(texts)
+
+    wb = Workbench(load_settings(data_dir=tmp_path / "data"), embedder_factory=lambda m: Slow(64, 48))
+    try:
+        other = wb.ingest_file("notes", write(tmp_path / "bread.md", BREAD))
+        slow = threading.Thread(target=wb.ingest_file, args=("notes", write(tmp_path / "slow.md", "SLOW words " * 50)))
+        slow.start()
+        assert embedding.wait(30)
+        done = threading.Event()
+        threading.Thread(target=lambda: (wb.delete_file("notes", other.file_id), done.set())).start()
+        assert done.wait(10), "delete_file waited for another file's embedding"
+        release.set()
+        slow.join(30)
+        assert [f.file_name for f in wb.store_files("notes")] == ["slow.md"]
+    finally:
+        release.set()
+        wb.close()
