@@ -17,11 +17,17 @@ from knowledge.errors import KnowledgeError
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m knowledge", description="A local knowledge workbench.")
-    p.add_argument("--data-dir", help="data folder (default: $KNOWLEDGE_DATA_DIR or ./data)")
+    common = argparse.ArgumentParser(add_help=False)  # --data-dir before or after the command
+    common.add_argument("--data-dir", default=argparse.SUPPRESS,
+                        help="data folder (default: $KNOWLEDGE_DATA_DIR or ./data)")
+    p = argparse.ArgumentParser(prog="python -m knowledge", description="A local knowledge workbench.",
+                                parents=[common])
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    s = sub.add_parser("ingest", help="ingest files and folders into a store (created on the fly)")
+    def cmd(name: str, **kw: Any) -> argparse.ArgumentParser:  # every command takes --data-dir too
+        return sub.add_parser(name, parents=[common], **kw)
+
+    s = cmd("ingest", help="ingest files and folders into a store (created on the fly)")
     s.add_argument("store")
     s.add_argument("paths", nargs="+", metavar="PATH")
     s.add_argument("--template", help="template for a new store (default: default)")
@@ -29,26 +35,26 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--password", help="password for encrypted PDFs")
     s.add_argument("--json", action="store_true", help="print the results as JSON")
 
-    s = sub.add_parser("search", help="semantic search in a store")
+    s = cmd("search", help="semantic search in a store")
     s.add_argument("store")
     s.add_argument("query")
     s.add_argument("-k", type=int, default=5, help="number of results (default 5)")
     s.add_argument("--file", help="only this file (id or name)")
     s.add_argument("--json", action="store_true", help="print the hits as JSON")
 
-    s = sub.add_parser("stores", help="list stores")
+    s = cmd("stores", help="list stores")
     s.add_argument("--json", action="store_true")
-    s = sub.add_parser("files", help="list the files of a store")
+    s = cmd("files", help="list the files of a store")
     s.add_argument("store")
     s.add_argument("--json", action="store_true")
-    s = sub.add_parser("delete-file", help="remove a file (id or name) from a store")
+    s = cmd("delete-file", help="remove a file (id or name) from a store")
     s.add_argument("store")
     s.add_argument("file")
-    s = sub.add_parser("delete-store", help="delete a store and its chunks")
+    s = cmd("delete-store", help="delete a store and its chunks")
     s.add_argument("store")
-    s = sub.add_parser("templates", help="list templates")
+    s = cmd("templates", help="list templates")
     s.add_argument("--json", action="store_true")
-    s = sub.add_parser("reembed", help="move a store to another template (model) from its stored text")
+    s = cmd("reembed", help="move a store to another template (model) from its stored text")
     s.add_argument("store")
     s.add_argument("template")
     return p
@@ -77,7 +83,7 @@ def _resolve_file(wb: Any, store: str, ref: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.data_dir:
+    if getattr(args, "data_dir", None):
         os.environ["KNOWLEDGE_DATA_DIR"] = args.data_dir
     try:
         return _run(args)

@@ -61,3 +61,10 @@ def test_errors_exit_2_with_a_message(capsys, data_dir):
     assert code == 2 and "does not exist" in err
     code, _, err = run(capsys, "--data-dir", data_dir, "ingest", "demo", "/nonexistent/file.md")
     assert code == 1
+
+
+def test_data_dir_works_before_or_after_the_command(tmp_path, capsys):
+    for argv in (["--data-dir", str(tmp_path / "a"), "templates"], ["templates", "--data-dir", str(tmp_path / "b")]):
+        code, out, _ = run(capsys, *argv)
+        assert code == 0 and "default" in out
+    assert (tmp_path / "a" / "catalog.duckdb").exists() and (tmp_path / "b" / "catalog.duckdb").exists()

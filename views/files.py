@@ -41,11 +41,11 @@ if not usage:
     st.stop()
 
 st.dataframe(
-    [{"name": u.file.name, "type": u.file.content_type, "size (kB)": u.file.size / 1e3,
+    [{"name": u.file.name, "type": u.file.content_type, "size (MB)": u.file.size / 1e6,
       "sha256": u.file.sha256, "created": u.file.created, "stores": u.stores, "id": u.file.id} for u in usage],
     hide_index=True, width="stretch",
     column_config={
-        "size (kB)": st.column_config.NumberColumn(format="%.1f"),
+        "size (MB)": st.column_config.NumberColumn(format="%.3f"),
         "sha256": st.column_config.TextColumn(width="small", help="SHA-256 of the content"),
         "created": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm"),
         "stores": st.column_config.ListColumn("used by"),

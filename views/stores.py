@@ -12,7 +12,7 @@ import math
 
 import streamlit as st
 
-from knowledge.catalog import DONE
+from knowledge.catalog import DONE, FAILED, PENDING, PROCESSING
 from knowledge.errors import KnowledgeError
 from knowledge.jobs import IngestJob
 from knowledge.templates import DEFAULT_TEMPLATE, make_template
@@ -22,6 +22,7 @@ wb: Workbench = st.session_state["workbench"]
 settings = wb.settings
 processed: set[str] = st.session_state.setdefault("processed_uploads", set())
 
+STATUS_LABEL = {DONE: "✅ done", FAILED: "❌ failed", PROCESSING: "⏳ processing", PENDING: "⏳ waiting"}
 OUTCOME_ICON = {INDEXED: "✅", UNCHANGED: "♻️", DUPLICATE: "♻️", CANCELLED: "⏹️"}
 DISTANCES = ["cosine", "dot", "euclid", "manhattan"]
 
@@ -31,7 +32,7 @@ st.caption("Named collections of embedded text chunks. A store is a template plu
 
 
 def _mb(n: int | None) -> float | None:
-    return None if n is None else round(n / 1e6, 3)
+    return 0.0 if n is None else round(n / 1e6, 3)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -59,7 +60,8 @@ def job_panel(store: str) -> None:
                 for w in r.warnings:
                     st.warning(f"{fp.name}: {w}", icon="⚠️")
             else:
-                hint = " Enter it under **Needs attention** below." if "password" in r.message.lower() else ""
+                hint = (" Enter it under **Needs attention** in the file list when this batch is done."
+                        if "password" in r.message.lower() else "")
                 st.error(f"**{fp.name}** — {r.message}{hint}", icon="❌")
         if job.done and not st.session_state.get(f"seen:{id(job)}"):
             st.session_state[f"seen:{id(job)}"] = True
@@ -109,9 +111,9 @@ def files_section(store: str) -> None:
         st.caption("No files yet: drop some above.")
         return
     st.dataframe(
-        [{"file": f.file_name, "status": "✅ done" if f.status == DONE else f"❌ {f.status}",
+        [{"file": f.file_name, "status": STATUS_LABEL.get(f.status, f.status),
           "reason": f.reason or "", "chunks": f.chunks, "pages": f.pages, "warnings": f.warnings,
-          "size (kB)": None if f.size is None else round(f.size / 1e3, 1),
+          "size (MB)": None if f.size is None else round(f.size / 1e6, 3),
           "seconds": round(f.total_seconds or 0, 2), "updated": f.updated}
          for f in files],
         hide_index=True, width="stretch", key=f"files:{store}",
@@ -121,7 +123,10 @@ def files_section(store: str) -> None:
             "updated": st.column_config.DatetimeColumn("updated", format="YYYY-MM-DD HH:mm"),
         },
     )
-    failed = [f for f in files if f.status != DONE]
+    failed = [f for f in files if f.status == FAILED]
+    busy = [f.file_name for f in files if f.status in (PROCESSING, PENDING)]
+    if busy:
+        st.info(f"Being ingested: {', '.join(busy)}. This list updates when you come back to it.", icon="⏳")
     if failed:
         st.markdown("##### Needs attention")
         for f in failed:
