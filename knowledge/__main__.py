@@ -40,6 +40,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("query")
     s.add_argument("-k", type=int, default=5, help="number of results (default 5)")
     s.add_argument("--file", help="only this file (id or name)")
+    s.add_argument("--per-file", type=int, metavar="N", help="at most N chunks per file (1: the best files)")
     s.add_argument("--json", action="store_true", help="print the hits as JSON")
 
     s = cmd("stores", help="list stores")
@@ -104,7 +105,7 @@ def _run(args: argparse.Namespace) -> int:
             return _ingest(wb, args, expand_paths)
         if args.command == "search":
             where = {"file_id": _resolve_file(wb, args.store, args.file)} if args.file else None
-            hits = wb.search(args.store, args.query, k=args.k, where=where)
+            hits = wb.search(args.store, args.query, k=args.k, where=where, max_per_file=args.per_file)
             if args.json:
                 from knowledge.tools.knowledge import hit_data
 

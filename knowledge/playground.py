@@ -33,6 +33,7 @@ import numpy as np
 from knowledge.errors import InvalidArgument
 from knowledge.vectorstore.base import DISTANCE_ORDER, check_where, passes_threshold
 from knowledge.vectorstore.store import Hit, VectorStore
+from knowledge.workbench import distinct_hits
 
 if TYPE_CHECKING:  # pragma: no cover
     from knowledge.workbench import Workbench
@@ -213,14 +214,8 @@ def timed_search(wb: "Workbench", store: str, query: str, k: int = 5, *, where: 
 
 
 def _unique(hits: Iterable[Hit]) -> list[Hit]:
-    seen: set[str] = set()
-    out = []
-    for h in hits:
-        key = " ".join(h.text.split()).lower()
-        if key not in seen:
-            seen.add(key)
-            out.append(h)
-    return out
+    found = list(hits)
+    return distinct_hits(found, len(found))
 
 
 def provenance(hit: Hit) -> str:

@@ -513,30 +513,30 @@ class Workbench:
 
     # -- search ---------------------------------------------------------------------------------
     def search(self, store: str, query: str, k: int = 5, *, where: dict | None = None,
-               score_threshold: float | None = None) -> list[Hit]:
+               score_threshold: float | None = None, max_per_file: int | None = None) -> list[Hit]:
         """The ``k`` best chunks for ``query`` (text), best first, never two with identical text.
 
-        Scores: cosine similarity in [-1, 1] for the default distance, higher is better.
+        ``max_per_file`` keeps at most that many chunks of any one file (``1``: the ``k`` best
+        files, each by its best chunk). Scores: cosine similarity in [-1, 1] for the default
+        distance, higher is better.
+
+        Raises:
+            StoreNotFound; InvalidArgument (blank query, ``k`` or ``max_per_file`` below 1).
         """
         record = self.get_store(store)
         if not isinstance(query, str) or not query.strip():
             raise InvalidArgument("Type a query to search for.")
+        if max_per_file is not None and max_per_file < 1:
+            raise InvalidArgument(f"max_per_file must be at least 1, got {max_per_file}.")
         embedder = self.embedder(record.embedding_model)
         vector = embedder.embed_query(query)
         vs = self._vs(record)
-        hits: list[Hit] = []
-        seen: set[str] = set()
-        fetch = k
+        fetch = k if max_per_file is None else k * 4
         while True:
             found = vs.search(vector, k=fetch, where=where, score_threshold=score_threshold)
-            hits, seen = [], set()
-            for h in found:
-                key = " ".join(h.text.split()).lower()
-                if key not in seen:
-                    seen.add(key)
-                    hits.append(h)
+            hits = distinct_hits(found, k, max_per_file)
             if len(hits) >= k or len(found) < fetch:
-                return hits[:k]
+                return hits
             fetch *= 2
 
     # -- re-embedding ---------------------------------------------------------------------------
@@ -630,6 +630,24 @@ def _embed(embedder: Embedder, texts: Sequence[str], progress: Progress | None,
         _step(progress, "embedding", 0.1 + 0.85 * i / len(texts), cancel)
         parts.append(embedder.embed_documents(texts[i:i + batch]))
     return np.vstack(parts)
+
+
+def distinct_hits(found: Iterable[Hit], k: int, max_per_file: int | None = None) -> list[Hit]:
+    """The first ``k`` of ``found`` (best first) skipping a hit whose text (whitespace and case
+    aside) came earlier, and, with ``max_per_file``, a file's hits beyond that many."""
+    hits: list[Hit] = []
+    seen: set[str] = set()
+    per_file: dict[str, int] = {}
+    for h in found:
+        key = " ".join(h.text.split()).lower()
+        if key in seen or (max_per_file is not None and per_file.get(h.file_id, 0) >= max_per_file):
+            continue
+        seen.add(key)
+        per_file[h.file_id] = per_file.get(h.file_id, 0) + 1
+        hits.append(h)
+        if len(hits) == k:
+            break
+    return hits
 
 
 def _n(count: int, noun: str) -> str:

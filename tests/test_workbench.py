@@ -8,7 +8,7 @@ import pytest
 
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
-from knowledge.errors import EmbeddingUnavailable, StoreNotFound
+from knowledge.errors import EmbeddingUnavailable, InvalidArgument, StoreNotFound
 from knowledge.templates import make_template
 from knowledge.workbench import (
     CANCELLED,
@@ -356,3 +356,14 @@ def test_a_long_embedding_does_not_block_other_writes_to_the_store(tmp_path):
     finally:
         release.set()
         wb.close()
+
+
+def test_max_per_file_returns_the_best_files(wb, tmp_path):
+    wb.ingest_file("notes", write(tmp_path / "cats.md", CATS))
+    wb.ingest_file("notes", write(tmp_path / "bread.md", BREAD))
+    chunks = wb.search("notes", "cats eat fish and sit on the mat", k=3)
+    assert [h.file_name for h in chunks[:2]] == ["cats.md", "cats.md"]
+    files = wb.search("notes", "cats eat fish and sit on the mat", k=3, max_per_file=1)
+    assert [h.file_name for h in files] == ["cats.md", "bread.md"]
+    with pytest.raises(InvalidArgument):
+        wb.search("notes", "cats", max_per_file=0)
