@@ -48,9 +48,9 @@ class VectorStoreSettings(_Section):
     max_chunks_per_store: int = Field(100_000, gt=0, description="memory backend: chunk cap per store")
     options: dict[str, Any] = Field(default_factory=dict, description="extra options for a plugin backend")
     max_chunk_size_tokens: int = Field(
-        256, gt=0, description="chunk size in model tokens (capped at the model's window)"
+        254, gt=0, description="chunk size in model tokens (capped at the model's window)"
     )
-    chunk_overlap_tokens: int = Field(64, ge=0, description="overlap between consecutive chunks, tokens")
+    chunk_overlap_tokens: int = Field(127, ge=0, description="overlap between consecutive chunks, tokens")
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> "VectorStoreSettings":

@@ -245,7 +245,7 @@ def test_upload_a_pdf_and_a_docx_then_search_finds_file_and_page(page, server: S
         # Home, then the sidebar's "Vector stores" (as a person would; see the report on /stores).
         page.goto(server.url)
         wait_for_app(page)
-        rerun_and_wait(page, lambda: page.get_by_role("link", name="Vector stores").click())
+        rerun_and_wait(page, lambda: page.get_by_role("link", name="Vector stores", exact=True).click())
         expect(page.locator("h1").first).to_contain_text("Vector stores")
         shot(page, artifacts, "02-stores.png")
 

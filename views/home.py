@@ -35,7 +35,7 @@ if stores:
 else:
     st.info("No vector stores yet: create one and drop files into it on the **Vector stores** page"
             " (or from a terminal: `python -m knowledge ingest STORE PATH...`).")
-    st.page_link("views/stores.py", label="Vector stores", icon="🗂️")
+    st.page_link("views/stores.py", label="Open Vector stores", icon="🗂️")
 
 st.subheader("Embedding model")
 model = settings.embeddings.model
