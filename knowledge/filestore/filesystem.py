@@ -52,6 +52,7 @@ from typing import Any, BinaryIO
 
 from filelock import FileLock, Timeout
 
+from knowledge._fs import fsync_dir
 from knowledge.config import Settings
 from knowledge.errors import (
     BackendUnavailable,
@@ -100,22 +101,6 @@ def _now() -> datetime:
             now = _last_created + timedelta(microseconds=1)
         _last_created = now
         return now
-
-
-def _fsync_dir(path: Path) -> None:
-    """Make a rename or unlink in ``path`` durable (POSIX; a no-op where directories cannot be opened)."""
-    if os.name != "posix":
-        return
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _unlink_quietly(path: Path) -> None:
@@ -247,7 +232,7 @@ class FilesystemFileStore(FileStore):
         except BaseException:
             _unlink_quietly(tmp)
             raise
-        _fsync_dir(self._meta)
+        fsync_dir(self._meta)
 
     # -- the contract -----------------------------------------------------------------------------
     def save(
@@ -302,7 +287,7 @@ class FilesystemFileStore(FileStore):
                     else:
                         blob.parent.mkdir(exist_ok=True)
                         os.replace(tmp, blob)  # POSIX: still open and flocked, so no cleanup can take it
-                        _fsync_dir(blob.parent)
+                        fsync_dir(blob.parent)
                     self._write_record(record)
             finally:
                 fh.close()
@@ -423,7 +408,7 @@ class FilesystemFileStore(FileStore):
                 os.unlink(path)
             except FileNotFoundError:
                 return False
-            _fsync_dir(self._meta)
+            fsync_dir(self._meta)
             with self._cache_lock:
                 self._records.pop(file_id, None)
                 self._bad.discard(file_id)
@@ -432,7 +417,7 @@ class FilesystemFileStore(FileStore):
                 if not any(r.sha256 == record.sha256 for r in others.values()) and not self._bad:
                     blob = self._blob_path(record.sha256)
                     _unlink_quietly(blob)
-                    _fsync_dir(blob.parent)
+                    fsync_dir(blob.parent)
         return True
 
     # -- housekeeping -----------------------------------------------------------------------------

@@ -113,6 +113,7 @@ import numpy as np
 import orjson
 from filelock import FileLock, Timeout
 
+from knowledge._fs import fsync_dir
 from knowledge.errors import (
     DimensionMismatch,
     DistanceMismatch,
@@ -247,20 +248,6 @@ def _write_file(path: Path, data: bytes) -> None:
         fh.write(data)
         fh.flush()
         os.fsync(fh.fileno())
-
-
-def _fsync_dir(path: Path) -> None:
-    """Make renames and new names in ``path`` durable (a no-op where folders cannot be opened)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _seg_paths(folder: Path, seg: int) -> tuple[Path, Path]:
@@ -912,7 +899,7 @@ class MemoryCollection(Collection):
                     raise
             else:
                 self._state = None  # unloaded meanwhile; the next access reads the new files
-        _fsync_dir(self.path)
+        fsync_dir(self.path)
         try:
             self._maybe_merge(new)
         except (OSError, StoreCorrupt, _Stale) as exc:  # the write itself is committed
@@ -990,7 +977,7 @@ class MemoryCollection(Collection):
         data = self._write_manifest_tmp(new)
         with self._lock:
             self._publish(new, data)
-        _fsync_dir(self.path)
+        fsync_dir(self.path)
         for seg in run:
             for path in _seg_paths(self.path, seg["seg"]):
                 with contextlib.suppress(FileNotFoundError):
@@ -1026,7 +1013,7 @@ class MemoryCollection(Collection):
                 return
             self._backend.root.mkdir(parents=True, exist_ok=True)
             self.path.mkdir(exist_ok=True)
-            _fsync_dir(self._backend.root)
+            fsync_dir(self._backend.root)
             self._remove_orphans(None)
             man = {"format": FORMAT_VERSION, "name": self.name, "size": size, "distance": distance,
                    "incarnation": uuid.uuid4().hex, "generation": 0, "count": 0, "next_segment": 1,
@@ -1035,7 +1022,7 @@ class MemoryCollection(Collection):
             with self._lock:
                 self._publish(man, data)
                 self._state = None
-            _fsync_dir(self.path)
+            fsync_dir(self.path)
 
     def _check_same(self, man: dict[str, Any], size: int, distance: str) -> None:
         if man["size"] != size:
@@ -1057,11 +1044,11 @@ class MemoryCollection(Collection):
                 existed = self._manifest_path.exists()
                 if existed:
                     os.unlink(self._manifest_path)
-                    _fsync_dir(self.path)
+                    fsync_dir(self.path)
                 self._forget()
             if self.path.exists():
                 shutil.rmtree(self.path, ignore_errors=True)
-                _fsync_dir(self._backend.root)
+                fsync_dir(self._backend.root)
 
     def info(self) -> CollectionInfo:
         """Size, distance, point count and bytes on disk, from the manifest (no load needed)."""
