@@ -35,12 +35,14 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--password", help="password for encrypted PDFs")
     s.add_argument("--json", action="store_true", help="print the results as JSON")
 
-    s = cmd("search", help="semantic search in a store")
+    s = cmd("search", help="search a store (meaning and exact words)")
     s.add_argument("store")
     s.add_argument("query")
     s.add_argument("-k", type=int, default=5, help="number of results (default 5)")
     s.add_argument("--file", help="only this file (id or name)")
     s.add_argument("--per-file", type=int, metavar="N", help="at most N chunks per file (1: the best files)")
+    s.add_argument("--mode", choices=["hybrid", "vector", "lexical"],
+                   help="ranking: vector + BM25 fused (hybrid), vector only, BM25 only (default: search.mode)")
     s.add_argument("--json", action="store_true", help="print the hits as JSON")
 
     s = cmd("stores", help="list stores")
@@ -105,7 +107,8 @@ def _run(args: argparse.Namespace) -> int:
             return _ingest(wb, args, expand_paths)
         if args.command == "search":
             where = {"file_id": _resolve_file(wb, args.store, args.file)} if args.file else None
-            hits = wb.search(args.store, args.query, k=args.k, where=where, max_per_file=args.per_file)
+            hits = wb.search(args.store, args.query, k=args.k, where=where, max_per_file=args.per_file,
+                             mode=args.mode)
             if args.json:
                 from knowledge.tools.knowledge import hit_data
 

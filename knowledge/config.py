@@ -95,6 +95,15 @@ class EmbeddingSettings(_Section):
     )
 
 
+class SearchSettings(_Section):
+    """``search.*``: how stores are searched (see :mod:`knowledge.lexical`)."""
+
+    mode: Literal["hybrid", "vector", "lexical"] = Field(
+        "hybrid", description="hybrid = vector + BM25 merged by reciprocal rank fusion; vector; lexical (BM25)")
+    candidates: int = Field(
+        50, ge=1, le=10_000, description="hybrid: chunks each ranking contributes to the fusion (at least k)")
+
+
 class Settings(BaseSettings):
     """All settings. Construct with :func:`load_settings` to get errors as :class:`ConfigError`."""
 
@@ -110,6 +119,7 @@ class Settings(BaseSettings):
     file_store: FileStoreSettings = Field(default_factory=FileStoreSettings)
     embeddings: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     ingest: IngestSettings = Field(default_factory=IngestSettings)
+    search: SearchSettings = Field(default_factory=SearchSettings)
 
     @classmethod
     def settings_customise_sources(

@@ -169,6 +169,7 @@ class SearchRun:
     search_ms: float
     threshold: float | None = None
     where: dict[str, Any] | None = None
+    mode: str = "vector"
 
     @property
     def total_ms(self) -> float:
@@ -176,11 +177,12 @@ class SearchRun:
 
 
 def timed_search(wb: "Workbench", store: str, query: str, k: int = 5, *, where: Mapping[str, Any] | None = None,
-                 score_threshold: float | None = None) -> SearchRun:
+                 score_threshold: float | None = None, mode: str | None = None) -> SearchRun:
     """Search ``store`` like :meth:`Workbench.search`, timing the embedding and the search apart.
 
-    One backend search fetches the best ``max(k, 50)`` chunks (more when duplicates must be
-    skipped); the threshold is applied to them in the store's score direction.
+    One ranking (:meth:`Workbench.rank`, ``mode`` default: setting ``search.mode``) fetches the
+    best ``max(k, 50)`` chunks (more when duplicates must be skipped); the threshold is applied to
+    their vector scores in the store's score direction.
 
     Raises:
         StoreNotFound, InvalidArgument (blank query, ``k < 1``, bad filter), EmbeddingUnavailable,
@@ -201,21 +203,38 @@ def timed_search(wb: "Workbench", store: str, query: str, k: int = 5, *, where: 
     want = max(k, DISTRIBUTION_SIZE)
     fetch = want
     while True:
-        found = vs.search(vector, k=fetch, where=where)
+        found, exhausted = wb.rank(store, query, vector, fetch, where=where, mode=mode)
         unique = _unique(found)
-        if len(unique) >= want or len(found) < fetch:
+        if len(unique) >= want or exhausted:
             break
         fetch *= 2
     t2 = time.perf_counter()
     top = unique[:DISTRIBUTION_SIZE]
     hits = [h for h in unique if passes_threshold(h.score, score_threshold, distance)][:k]
     return SearchRun(store, query, distance, hits, top, vector, (t1 - t0) * 1000, (t2 - t1) * 1000,
-                     score_threshold, where)
+                     score_threshold, where, mode or wb.settings.search.mode)
 
 
 def _unique(hits: Iterable[Hit]) -> list[Hit]:
     found = list(hits)
     return distinct_hits(found, len(found))
+
+
+MODES = {"hybrid": "hybrid", "vector": "vector only", "lexical": "words only (BM25)"}
+"""Search modes of :meth:`Workbench.search` and their labels in the playground."""
+
+MODE_NOTE = {"hybrid": " Order: vector and BM25 rankings fused (reciprocal rank fusion).",
+             "lexical": " Order: BM25 (exact words)."}
+
+
+def score_text(hit: Hit) -> str:
+    """``"score 0.612 · BM25 7.31 · fused 0.0325"``: the vector score, then what hybrid adds."""
+    parts = [f"score {hit.score:.3f}"]
+    if hit.fused_score is not None or hit.lexical_score is not None:
+        parts.append("BM25 –" if hit.lexical_score is None else f"BM25 {hit.lexical_score:.2f}")
+    if hit.fused_score is not None:
+        parts.append(f"fused {hit.fused_score:.4f}")
+    return " · ".join(parts)
 
 
 def provenance(hit: Hit) -> str:
@@ -441,8 +460,9 @@ def distribution_rows(run: SearchRun) -> list[dict[str, Any]]:
 
 
 __all__ = [
-    "DISTRIBUTION_SIZE", "Projection", "SearchRun", "StoreMap", "build_where", "distribution_rows",
+    "DISTRIBUTION_SIZE", "MODES", "MODE_NOTE", "Projection", "SearchRun", "StoreMap", "build_where", "distribution_rows",
     "escape_markdown", "highlight", "map_rows", "parse_fields", "payload_fields", "pca_2d", "provenance",
     "query_terms", "sample_points", "score_fraction", "score_meaning", "snippet", "store_map",
     "timed_search",
+    "score_text",
 ]

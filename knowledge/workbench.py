@@ -28,9 +28,11 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Literal, get_args
+
+import numpy as np
 
 from knowledge.catalog import DONE, FAILED, PROCESSING, Catalog, FileRecord, StoreRecord
 from knowledge.config import Settings, load_settings
@@ -42,15 +44,19 @@ from knowledge.errors import (
     StoreNotFound,
 )
 from knowledge.ingest.chunker import chunk_document, embedding_text
+from knowledge.lexical import LexicalHit, LexicalIndex, reciprocal_rank_fusion
 from knowledge.templates import DEFAULT_TEMPLATE, TemplateRegistry, VectorStoreTemplate
-from knowledge.vectorstore.base import VectorBackend
+from knowledge.vectorstore.base import VectorBackend, higher_is_better, passes_threshold, vector_scores
 from knowledge.vectorstore.registry import open_backend
-from knowledge.vectorstore.store import Chunk, Hit, VectorStore
+from knowledge.vectorstore.store import Chunk, Hit, VectorStore, hit_from_payload
 
 log = logging.getLogger(__name__)
 
 #: Ingestion outcomes reported per file.
 INDEXED, UNCHANGED, DUPLICATE, FAILED_OUTCOME, CANCELLED = "indexed", "unchanged", "duplicate", "failed", "cancelled"
+
+SearchMode = Literal["hybrid", "vector", "lexical"]
+SEARCH_MODES: tuple[str, ...] = get_args(SearchMode)
 
 Progress = Callable[[str, float], None]
 """``progress(stage, fraction)``: stage is "reading", "chunking", "embedding" or "writing"; fraction
@@ -131,6 +137,7 @@ class Workbench:
         self._backends: dict[str, VectorBackend] = {}
         self._embedders: dict[str, Embedder] = {}
         self._store_locks: dict[str, threading.Lock] = {}
+        self._lexical: dict[str, tuple[Any, LexicalIndex]] = {}
 
     # -- parts ----------------------------------------------------------------------------------
     def _default_embedder(self, model: str) -> Embedder:
@@ -513,31 +520,107 @@ class Workbench:
 
     # -- search ---------------------------------------------------------------------------------
     def search(self, store: str, query: str, k: int = 5, *, where: dict | None = None,
-               score_threshold: float | None = None, max_per_file: int | None = None) -> list[Hit]:
+               score_threshold: float | None = None, max_per_file: int | None = None,
+               mode: SearchMode | None = None) -> list[Hit]:
         """The ``k`` best chunks for ``query`` (text), best first, never two with identical text.
 
-        ``max_per_file`` keeps at most that many chunks of any one file (``1``: the ``k`` best
-        files, each by its best chunk). Scores: cosine similarity in [-1, 1] for the default
-        distance, higher is better.
+        ``mode`` (default: setting ``search.mode``, ``"hybrid"``): ``"vector"`` ranks by the
+        embedding's score alone; ``"lexical"`` by BM25; ``"hybrid"`` merges the best
+        ``max(search.candidates, k)`` of both rankings by reciprocal rank fusion (see
+        :mod:`knowledge.lexical`), so exact words (``panic!``, a name, an error code) count as much as
+        meaning. In every mode ``Hit.score`` is the vector score -- cosine similarity in [-1, 1],
+        higher is better, for the default distance -- and ``score_threshold`` applies to it;
+        hybrid hits also carry ``lexical_score`` and ``fused_score`` (the order).
+
+        ``where`` filters on payload fields by equality before ranking. ``max_per_file`` keeps at
+        most that many chunks of any one file (``1``: the ``k`` best files, each by its best chunk).
 
         Raises:
-            StoreNotFound; InvalidArgument (blank query, ``k`` or ``max_per_file`` below 1).
+            StoreNotFound; InvalidArgument (blank query, ``k`` or ``max_per_file`` below 1, unknown
+            mode); EmbeddingUnavailable; DimensionMismatch.
         """
         record = self.get_store(store)
         if not isinstance(query, str) or not query.strip():
             raise InvalidArgument("Type a query to search for.")
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise InvalidArgument(f"k must be a positive integer, got {k!r}.")
         if max_per_file is not None and max_per_file < 1:
             raise InvalidArgument(f"max_per_file must be at least 1, got {max_per_file}.")
-        embedder = self.embedder(record.embedding_model)
-        vector = embedder.embed_query(query)
+        vector = self.embedder(record.embedding_model).embed_query(query)
         vs = self._vs(record)
+        distance = vs.info().distance if vs.exists() else record.distance
         fetch = k if max_per_file is None else k * 4
         while True:
-            found = vs.search(vector, k=fetch, where=where, score_threshold=score_threshold)
+            found, exhausted = self.rank(store, query, vector, fetch, where=where, mode=mode)
+            found = [h for h in found if passes_threshold(h.score, score_threshold, distance)]
             hits = distinct_hits(found, k, max_per_file)
-            if len(hits) >= k or len(found) < fetch:
+            if len(hits) >= k or exhausted:
                 return hits
             fetch *= 2
+
+    def rank(self, store: str, query: str, vector: Any, fetch: int, *, where: dict | None = None,
+             mode: SearchMode | None = None) -> tuple[list[Hit], bool]:
+        """The ranking behind :meth:`search` before duplicates, thresholds and per-file limits:
+        ``(hits best first, exhausted)``; ``exhausted`` is true when asking for more than ``fetch``
+        cannot bring more hits. ``vector`` is the query's embedding, ``(d,)`` float32."""
+        mode = mode or self.settings.search.mode
+        if mode not in SEARCH_MODES:
+            raise InvalidArgument(f"Unknown search mode {mode!r}; use one of {', '.join(SEARCH_MODES)}.")
+        record = self.get_store(store)
+        vs = self._vs(record)
+        if not vs.exists():
+            return [], True
+        distance = vs.info().distance
+        if mode == "vector":
+            found = vs.search(vector, k=fetch, where=where)
+            return found, len(found) < fetch
+        lexicon = self.lexical_index(store)
+        pool = max(fetch, self.settings.search.candidates)
+        lexical = lexicon.search(query, pool, where=where)
+        if mode == "lexical":
+            hits = self._with_vector_scores(vs, distance, vector, {}, lexical)
+            order = [h.id for h in lexical][:fetch]
+            by_id = {h.id: h for h in hits}
+            return [by_id[i] for i in order if i in by_id], len(lexical) < fetch
+        dense = vs.search(vector, k=pool, where=where)
+        fused = reciprocal_rank_fusion([h.id for h in dense], [h.id for h in lexical])
+        hits = self._with_vector_scores(vs, distance, vector, {h.id: h for h in dense}, lexical)
+        lex_scores = {h.id: h.score for h in lexical}
+        ranked = sorted(
+            (replace(h, lexical_score=lex_scores.get(h.id), fused_score=fused[h.id]) for h in hits),
+            key=lambda h: (-(h.fused_score or 0.0), -h.score if higher_is_better(distance) else h.score),
+        )
+        return ranked[:fetch], len(dense) < pool and len(lexical) < pool and len(ranked) <= fetch
+
+    def _with_vector_scores(self, vs: VectorStore, distance: str, vector: Any, dense: dict[Any, Hit],
+                            lexical: Sequence[LexicalHit]) -> list[Hit]:
+        """``dense`` hits plus the lexical ones missing from them, each with its vector score."""
+        missing = [h.id for h in lexical if h.id not in dense]
+        out = dict(dense)
+        if missing:
+            points = vs.collection.retrieve(missing, with_vectors=True)
+            if points:
+                scores = vector_scores(distance, vector, np.stack([p.vector for p in points]))
+                for p, sc in zip(points, scores):
+                    out[p.id] = hit_from_payload(p.id, float(sc), p.payload or {})
+        return list(out.values())
+
+    def lexical_index(self, store: str) -> LexicalIndex:
+        """The BM25 index of ``store``'s chunks, rebuilt when the store changed since the last call
+        (its collection, chunk count or any file record differ)."""
+        record = self.get_store(store)
+        vs = self._vs(record)
+        files = self.catalog.files(store)
+        fingerprint = (record.collection, vs.count(),
+                       tuple(sorted((f.file_id, f.status, f.chunks, str(f.updated)) for f in files)))
+        with self._lock:
+            cached = self._lexical.get(store)
+            if cached is not None and cached[0] == fingerprint:
+                return cached[1]
+        index = LexicalIndex.from_points(vs.collection.scroll()) if vs.exists() else LexicalIndex([], [])
+        with self._lock:
+            self._lexical[store] = (fingerprint, index)
+        return index
 
     # -- re-embedding ---------------------------------------------------------------------------
     def reembed(self, store: str, template: str, progress: Progress | None = None) -> StoreRecord:

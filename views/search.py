@@ -13,7 +13,7 @@ from knowledge.workbench import Workbench
 wb: Workbench = st.session_state["workbench"]
 NO_COMPARE, ALL_FILES = "(none)", "(all files)"
 # Widget values live under these keys; a copy in "playground" survives navigating to another page.
-KEYS = ("pg_store", "pg_query", "pg_k", "pg_threshold", "pg_file", "pg_fields", "pg_compare", "pg_map")
+KEYS = ("pg_store", "pg_query", "pg_k", "pg_threshold", "pg_file", "pg_fields", "pg_compare", "pg_map", "pg_mode")
 saved: dict = st.session_state.setdefault("playground", {})
 
 st.title("🔎 Search playground")
@@ -51,7 +51,7 @@ def render_hits(run: pg.SearchRun) -> None:
     for rank, hit in enumerate(run.hits, 1):
         with st.container(border=True):
             st.markdown(f"**{rank}.** {pg.escape_markdown(pg.provenance(hit))}", unsafe_allow_html=True)
-            st.progress(pg.score_fraction(hit.score, run.distance), text=f"score {hit.score:.3f}")
+            st.progress(pg.score_fraction(hit.score, run.distance), text=pg.score_text(hit))
             st.markdown(pg.highlight(pg.snippet(hit.text, run.query), run.query), unsafe_allow_html=True)
             with st.expander("Full chunk"):
                 st.markdown(pg.highlight(hit.text, run.query), unsafe_allow_html=True)
@@ -61,8 +61,8 @@ def render_hits(run: pg.SearchRun) -> None:
 
 def render_summary(run: pg.SearchRun) -> None:
     st.caption(f"**{run.store}**: {len(run.hits)} hits in {run.total_ms:.0f} ms (embedding "
-               f"{run.embed_ms:.0f} ms + search {run.search_ms:.0f} ms). Score: "
-               f"{pg.score_meaning(run.distance)}.")
+               f"{run.embed_ms:.0f} ms + {run.mode} search {run.search_ms:.0f} ms). Score: "
+               f"{pg.score_meaning(run.distance)}.{pg.MODE_NOTE.get(run.mode, '')}")
 
 
 def render_distribution(run: pg.SearchRun) -> None:
@@ -152,8 +152,12 @@ with st.expander("Filters", expanded=bool(st.session_state.get("pg_fields") or
              "read as such; quote a value to match it as text (\"2024\").")
     f2.caption("Fields in this store: " + (", ".join(f"`{f}`" for f in fields_hint) or "none yet"))
 
-c4, c5 = st.columns([3, 1])
+c4, c6, c5 = st.columns([3, 1, 1])
 query = c4.text_input("Query", key="pg_query", placeholder="Ask something the documents answer")
+mode = c6.selectbox("Ranking", list(pg.MODES), index=list(pg.MODES).index(wb.settings.search.mode),
+                    format_func=pg.MODES.get, key="pg_mode",
+                    help="Hybrid: meaning (vectors) and exact words (BM25) merged by reciprocal rank fusion. "
+                         "The default comes from the setting search.mode.")
 compare = c5.selectbox("Compare with", [NO_COMPARE, *[s for s in stores if s != store]], key="pg_compare",
                        help="Run the same query on a second store, side by side.")
 show_map = st.toggle("Show the map of the store", value=True, key="pg_map")
@@ -171,13 +175,14 @@ runs: list[pg.SearchRun] = []
 try:
     chosen = names.get(file_label)
     where = pg.build_where(chosen.file_id if chosen else None, fields)
-    runs.append(pg.timed_search(wb, store, query, int(k), where=where, score_threshold=threshold))
+    runs.append(pg.timed_search(wb, store, query, int(k), where=where, score_threshold=threshold, mode=mode))
     if compare != NO_COMPARE:
         other = dict(where or {})
         if chosen is not None:  # file ids are per file content; match the other store's file by name
             other.pop("file_id", None)
             other["file_name"] = chosen.file_name
-        runs.append(pg.timed_search(wb, compare, query, int(k), where=other or None, score_threshold=threshold))
+        runs.append(pg.timed_search(wb, compare, query, int(k), where=other or None, score_threshold=threshold,
+                                    mode=mode))
 except KnowledgeError as exc:
     st.error(str(exc))
     st.stop()

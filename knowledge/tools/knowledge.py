@@ -68,7 +68,9 @@ def format_hit(rank: int, hit: Hit) -> str:
 def hit_data(hit: Hit) -> dict[str, Any]:
     return {"score": round(hit.score, 6), "file_id": hit.file_id, "file_name": hit.file_name,
             "chunk_index": hit.chunk_index, "page": hit.page, "heading": hit.heading,
-            "char_start": hit.char_start, "char_end": hit.char_end, "text": hit.text}
+            "char_start": hit.char_start, "char_end": hit.char_end, "text": hit.text,
+            "lexical_score": None if hit.lexical_score is None else round(hit.lexical_score, 6),
+            "fused_score": None if hit.fused_score is None else round(hit.fused_score, 6)}
 
 
 class KnowledgeTools:

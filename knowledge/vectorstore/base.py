@@ -104,6 +104,25 @@ def passes_threshold(score: float, threshold: float | None, distance: str) -> bo
     return score >= threshold if DISTANCE_ORDER[distance] else score <= threshold
 
 
+def vector_scores(distance: str, query: Any, vectors: Any) -> np.ndarray:
+    """The score of each row of ``vectors`` (``(n, d)``) for ``query`` (``(d,)``), as a backend
+    reports it: cosine similarity and dot product (higher is better), L2 and L1 distance (lower is
+    better). ``(n,)`` float32. Used to score points a backend did not rank itself (hybrid search)."""
+    check_distance(distance)
+    q = np.asarray(query, dtype=np.float64).reshape(-1)
+    m = np.asarray(vectors, dtype=np.float64).reshape(-1, q.shape[0])
+    if distance == "cosine":
+        norms = np.linalg.norm(m, axis=1) * (np.linalg.norm(q) or 1.0)
+        out = (m @ q) / np.where(norms == 0, 1.0, norms)
+    elif distance == "dot":
+        out = m @ q
+    elif distance == "euclid":
+        out = np.linalg.norm(m - q, axis=1)
+    else:
+        out = np.abs(m - q).sum(axis=1)
+    return out.astype(np.float32)
+
+
 def check_distance(distance: str) -> Distance:
     """Return ``distance`` if it is one of :data:`DISTANCES`, else raise ``InvalidArgument``."""
     if distance not in DISTANCE_ORDER:

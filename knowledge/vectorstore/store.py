@@ -57,7 +57,13 @@ class Chunk:
 @dataclass(frozen=True, slots=True)
 class Hit:
     """A search result: the chunk's text, score (direction per the store's distance; cosine
-    similarity, higher is better, by default) and provenance."""
+    similarity, higher is better, by default) and provenance.
+
+    A hybrid search (:meth:`knowledge.workbench.Workbench.search`) also fills ``lexical_score``
+    (BM25, >= 0, higher is better; ``None``: the chunk shares no term with the query) and
+    ``fused_score`` (reciprocal rank fusion, higher is better, the order of the results); ``score``
+    stays the vector score so that thresholds keep their meaning.
+    """
 
     id: PointId
     score: float
@@ -70,6 +76,8 @@ class Hit:
     char_end: int | None = None
     heading: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    lexical_score: float | None = None
+    fused_score: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,7 +180,7 @@ class VectorStore:
         if not self.collection.collection_exists():
             return []
         found = self.collection.search(vector, limit=k, where=where, score_threshold=score_threshold)
-        return [_hit(p.id, p.score, p.payload or {}) for p in found]
+        return [hit_from_payload(p.id, p.score, p.payload or {}) for p in found]
 
     def list_files(self) -> list[FileEntry]:
         """Every file in the store with its chunk count, sorted by name then id."""
@@ -195,7 +203,7 @@ class VectorStore:
         """One file's chunks in chunk order (score 0.0), e.g. for a preview."""
         if not self.collection.collection_exists():
             return []
-        hits = [_hit(p.id, 0.0, p.payload) for p in self.collection.scroll(where={"file_id": file_id})]
+        hits = [hit_from_payload(p.id, 0.0, p.payload) for p in self.collection.scroll(where={"file_id": file_id})]
         return sorted(hits, key=lambda h: h.chunk_index)
 
     # -- helpers --------------------------------------------------------------------------------
@@ -224,7 +232,8 @@ def _check_file_id(file_id: Any) -> None:
         raise InvalidArgument(f"file_id must be a non-empty string, got {file_id!r}.")
 
 
-def _hit(point_id: PointId, score: float, payload: Mapping[str, Any]) -> Hit:
+def hit_from_payload(point_id: PointId, score: float, payload: Mapping[str, Any]) -> Hit:
+    """The :class:`Hit` of a stored chunk point from its id, score and payload."""
     metadata = {k: v for k, v in payload.items() if k not in RESERVED_FIELDS}
     return Hit(
         id=point_id, score=float(score), file_id=str(payload.get("file_id")),
@@ -235,4 +244,4 @@ def _hit(point_id: PointId, score: float, payload: Mapping[str, Any]) -> Hit:
     )
 
 
-__all__ = ["Chunk", "FileEntry", "Hit", "RESERVED_FIELDS", "VectorStore", "chunk_point_id"]
+__all__ = ["Chunk", "FileEntry", "Hit", "RESERVED_FIELDS", "VectorStore", "chunk_point_id", "hit_from_payload"]
