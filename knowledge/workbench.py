@@ -137,7 +137,7 @@ class Workbench:
         self._backends: dict[str, VectorBackend] = {}
         self._embedders: dict[str, Embedder] = {}
         self._store_locks: dict[str, threading.Lock] = {}
-        self._lexical: dict[str, tuple[Any, LexicalIndex]] = {}
+        self._lexical: dict[str, tuple[str, LexicalIndex, threading.Lock]] = {}
 
     # -- parts ----------------------------------------------------------------------------------
     def _default_embedder(self, model: str) -> Embedder:
@@ -606,20 +606,23 @@ class Workbench:
         return list(out.values())
 
     def lexical_index(self, store: str) -> LexicalIndex:
-        """The BM25 index of ``store``'s chunks, rebuilt when the store changed since the last call
-        (its collection, chunk count or any file record differ)."""
+        """The BM25 index of ``store``'s chunks, brought up to date first: a file added, changed or
+        removed since the last call has its segment built or dropped (the others are reused)."""
         record = self.get_store(store)
         vs = self._vs(record)
-        files = self.catalog.files(store)
-        fingerprint = (record.collection, vs.count(),
-                       tuple(sorted((f.file_id, f.status, f.chunks, str(f.updated)) for f in files)))
         with self._lock:
-            cached = self._lexical.get(store)
-            if cached is not None and cached[0] == fingerprint:
-                return cached[1]
-        index = LexicalIndex.from_points(vs.collection.scroll()) if vs.exists() else LexicalIndex([], [])
-        with self._lock:
-            self._lexical[store] = (fingerprint, index)
+            held = self._lexical.get(store)
+            if held is None or held[0] != record.collection:
+                held = (record.collection, LexicalIndex(), threading.Lock())
+                self._lexical[store] = held
+        _, index, lock = held
+        with lock:
+            if not vs.exists():
+                index.refresh({}, lambda f: ())
+                return index
+            updated = {f.file_id: str(f.updated) for f in self.catalog.files(store)}
+            versions = {str(fid): (n, updated.get(str(fid))) for fid, n in vs.collection.facet("file_id").items()}
+            index.refresh(versions, lambda fid: vs.collection.scroll(where={"file_id": fid}))
         return index
 
     # -- re-embedding ---------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import pytest
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import ConfigError, InvalidArgument
-from knowledge.lexical import RRF_K, LexicalIndex, analyzer, reciprocal_rank_fusion
+from knowledge.lexical import B, K1, RRF_K, LexicalIndex, analyzer, reciprocal_rank_fusion
 from knowledge.vectorstore.base import Point, vector_scores
 from knowledge.workbench import Workbench
 
@@ -55,7 +55,7 @@ def test_a_query_sharing_no_word_finds_nothing():
     idx = LexicalIndex.from_points(points(DOCS))
     assert idx.search("photosynthesis in leaves", k=3) == []
     assert idx.search("the and of", k=3) == []  # stop words only
-    assert LexicalIndex([], []).search("panic", k=3) == []
+    assert LexicalIndex().search("panic", k=3) == []
 
 
 def test_the_heading_counts_as_text():
@@ -72,6 +72,36 @@ def test_where_filters_before_ranking():
     only_f = idx.search("panic Result", k=5, where={"file_id": "f"})
     assert [h.id for h in only_f] == ["f:1"]
     assert idx.search("panic", k=5, where={"file_id": "nobody"}) == []
+
+
+def test_scores_are_lucene_bm25_with_collection_wide_statistics():
+    docs = ["apple banana", "apple apple cherry", "banana cherry cherry date"]
+    pts = [Point(f"{i}:0", np.zeros(0, np.float32), {"text": t, "file_id": str(i), "chunk_index": 0})
+           for i, t in enumerate(docs)]
+    idx = LexicalIndex.from_points(pts)
+    hits = {h.id: h.score for h in idx.search("apple", k=3)}
+    n, df, avg = 3, 2, (2 + 3 + 4) / 3
+    idf = np.log(1 + (n - df + 0.5) / (df + 0.5))
+
+    def bm25(tf, length):
+        return idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * length / avg))
+
+    assert hits == {"0:0": pytest.approx(bm25(1, 2)), "1:0": pytest.approx(bm25(2, 3))}
+    # A filter keeps the collection's statistics: the same score for the same chunk.
+    only = idx.search("apple", k=3, where={"file_id": "1"})
+    assert [(h.id, h.score) for h in only] == [("1:0", pytest.approx(bm25(2, 3)))]
+
+
+def test_refresh_rebuilds_only_the_files_that_changed():
+    store = {"a": points(DOCS[:2], file_id="a"), "b": points(DOCS[2:], file_id="b")}
+    idx = LexicalIndex()
+    assert idx.refresh({"a": 1, "b": 1}, store.get) == 2
+    assert idx.refresh({"a": 1, "b": 1}, store.get) == 0
+    store["b"] = points(["Sourdough bread rises slowly."], file_id="b")
+    assert idx.refresh({"a": 1, "b": 2}, store.get) == 1
+    assert [h.payload["file_id"] for h in idx.search("sourdough", k=2)] == ["b"]
+    assert idx.refresh({"a": 1}, store.get) == 0  # b is gone
+    assert idx.search("sourdough", k=2) == [] and len(idx) == 2
 
 
 def test_reciprocal_rank_fusion_sums_one_over_k_plus_rank():
