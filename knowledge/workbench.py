@@ -579,9 +579,9 @@ class Workbench:
         lexical = lexicon.search(query, pool, where=where)
         if mode == "lexical":
             hits = self._with_vector_scores(vs, distance, vector, {}, lexical)
-            order = [h.id for h in lexical][:fetch]
             by_id = {h.id: h for h in hits}
-            return [by_id[i] for i in order if i in by_id], len(lexical) < fetch
+            ranked = [replace(by_id[h.id], lexical_score=h.score) for h in lexical[:fetch] if h.id in by_id]
+            return ranked, len(lexical) < fetch
         dense = vs.search(vector, k=pool, where=where)
         fused = reciprocal_rank_fusion([h.id for h in dense], [h.id for h in lexical])
         hits = self._with_vector_scores(vs, distance, vector, {h.id: h for h in dense}, lexical)

@@ -160,6 +160,7 @@ def test_lexical_mode_ranks_by_bm25_and_keeps_vector_scores(wb):
     hits = wb.search("notes", "closure environment", k=3, mode="lexical")
     assert [h.file_name for h in hits] == ["doc3.txt"]  # only one chunk shares a word
     assert hits[0].score == pytest.approx(1.0, abs=1e-5)
+    assert hits[0].lexical_score > 0 and hits[0].fused_score is None
 
 
 def test_hybrid_results_are_ordered_by_the_fused_score_and_filtered(wb):
