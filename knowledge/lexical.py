@@ -108,31 +108,65 @@ K1, B = 1.2, 0.75
 class Segment:
     """The postings of one file's chunks: built once, reused until that file changes.
 
-    ``postings[term] = (rows, tf)``: int32 row numbers and float32 term frequencies; ``lengths``:
-    each chunk's number of terms.
+    Flat arrays, one entry per (chunk, distinct term): ``term_ids`` (int32, ids in the index's
+    vocabulary), ``rows`` (int32, the chunk's row in this segment) and ``tfs`` (float32, the term's
+    count in the chunk); ``lengths`` (float32) is each chunk's number of terms.
     """
 
-    __slots__ = ("ids", "payloads", "lengths", "postings")
+    __slots__ = ("ids", "payloads", "lengths", "term_ids", "rows", "tfs")
 
-    def __init__(self, ids: Sequence[PointId], payloads: Sequence[Mapping[str, Any]]) -> None:
+    def __init__(self, ids: Sequence[PointId], payloads: Sequence[Mapping[str, Any]], vocab: dict[str, int]) -> None:
         an = analyzer()
         self.ids = list(ids)
         self.payloads = list(payloads)
-        counts: dict[str, dict[int, int]] = {}
         lengths = np.zeros(len(self.ids), dtype=np.float32)
+        term_ids: list[int] = []
+        rows: list[int] = []
+        tfs: list[int] = []
         for row, payload in enumerate(self.payloads):
             terms = an.terms(_indexed_text(payload))
             lengths[row] = len(terms)
+            counts: dict[str, int] = {}
             for t in terms:
-                per = counts.setdefault(t, {})
-                per[row] = per.get(row, 0) + 1
+                counts[t] = counts.get(t, 0) + 1
+            for t, n in counts.items():
+                term_ids.append(vocab.setdefault(t, len(vocab)))
+                rows.append(row)
+                tfs.append(n)
         self.lengths = lengths
-        self.postings = {t: (np.fromiter(per.keys(), np.int32, len(per)),
-                             np.fromiter(per.values(), np.float32, len(per)))
-                         for t, per in counts.items()}
+        self.term_ids = np.asarray(term_ids, dtype=np.int32)
+        self.rows = np.asarray(rows, dtype=np.int32)
+        self.tfs = np.asarray(tfs, dtype=np.float32)
 
     def __len__(self) -> int:
         return len(self.ids)
+
+
+class _Merged:
+    """All segments as one term-major posting list (``indptr`` over the vocabulary), rebuilt lazily
+    after a change: a sort of every posting, O(P log P) numpy work for P postings."""
+
+    def __init__(self, segments: Sequence[Segment], vocab_size: int) -> None:
+        self.ids: list[PointId] = []
+        self.payloads: list[Mapping[str, Any]] = []
+        offsets = []
+        for seg in segments:
+            offsets.append(len(self.ids))
+            self.ids.extend(seg.ids)
+            self.payloads.extend(seg.payloads)
+        self.n = len(self.ids)
+        self.lengths = (np.concatenate([seg.lengths for seg in segments]) if segments
+                        else np.zeros(0, np.float32))
+        self.avg_len = float(self.lengths.mean()) if self.n and self.lengths.sum() else 1.0
+        terms = np.concatenate([seg.term_ids for seg in segments]) if segments else np.zeros(0, np.int32)
+        rows = (np.concatenate([seg.rows.astype(np.int64) + off for seg, off in zip(segments, offsets)])
+                if segments else np.zeros(0, np.int64))
+        tfs = np.concatenate([seg.tfs for seg in segments]) if segments else np.zeros(0, np.float32)
+        order = np.argsort(terms, kind="stable")
+        self.rows = rows[order]
+        self.tfs = tfs[order]
+        self.indptr = np.zeros(vocab_size + 1, dtype=np.int64)
+        np.cumsum(np.bincount(terms, minlength=vocab_size), out=self.indptr[1:])
 
 
 class LexicalIndex:
@@ -141,12 +175,15 @@ class LexicalIndex:
     Scores follow Lucene's BM25 (k1 = 1.2, b = 0.75, ``idf = ln(1 + (N - df + 0.5) / (df + 0.5))``,
     Robertson and Zaragoza, "The Probabilistic Relevance Framework: BM25 and Beyond", 2009), with
     ``N``, ``df`` and the average length taken over the whole collection, so a filtered search ranks
-    its subset as the unfiltered one would. A change to one file rebuilds that file's segment only
-    (:meth:`refresh`); searching costs work proportional to the postings of the query's terms.
+    its subset as the unfiltered one would. A change to one file re-analyses that file only
+    (:meth:`refresh`); the merged posting list is re-sorted on the next search. A search costs work
+    proportional to the postings of the query's terms.
     """
 
     def __init__(self) -> None:
         self.segments: dict[str, tuple[Any, Segment]] = {}
+        self.vocab: dict[str, int] = {}
+        self._merged: _Merged | None = None
 
     @classmethod
     def from_points(cls, points: Iterable[Any], key: str = "file_id") -> "LexicalIndex":
@@ -158,7 +195,7 @@ class LexicalIndex:
             payloads.append(p.payload or {})
         index = cls()
         for group, (ids, payloads) in groups.items():
-            index.segments[group] = (None, Segment(ids, payloads))
+            index.segments[group] = (None, Segment(ids, payloads, index.vocab))
         return index
 
     def refresh(self, versions: Mapping[str, Any], load: Callable[[str], Iterable[Any]]) -> int:
@@ -168,6 +205,7 @@ class LexicalIndex:
         built = 0
         for gone in set(self.segments) - set(versions):
             del self.segments[gone]
+            self._merged = None
         for file_id, version in versions.items():
             held = self.segments.get(file_id)
             if held is not None and held[0] == version:
@@ -176,53 +214,46 @@ class LexicalIndex:
             for p in load(file_id):
                 ids.append(p.id)
                 payloads.append(p.payload or {})
-            self.segments[file_id] = (version, Segment(ids, payloads))
+            self.segments[file_id] = (version, Segment(ids, payloads, self.vocab))
+            self._merged = None
             built += 1
         return built
 
     def __len__(self) -> int:
         return sum(len(seg) for _, seg in self.segments.values())
 
+    def _view(self) -> _Merged:
+        if self._merged is None:
+            self._merged = _Merged([seg for _, (_, seg) in sorted(self.segments.items(), key=lambda kv: kv[0])],
+                                   len(self.vocab))
+        return self._merged
+
     def search(self, query: str, k: int, where: Where | None = None) -> list[LexicalHit]:
         """The ``k`` best BM25 matches of ``query`` among the points matching ``where`` (equality on
         payload fields), best first (ties: the earlier file and chunk); points sharing no term with
         the query are never returned."""
-        terms = list(dict.fromkeys(analyzer().terms(query)))
-        segments = [seg for _, seg in self.segments.values() if len(seg)]
-        if not terms or not segments or k < 1:
+        if k < 1:
             return []
-        n_docs = sum(len(seg) for seg in segments)
-        avg_len = float(sum(float(seg.lengths.sum()) for seg in segments)) / n_docs or 1.0
-        df = {t: sum(len(seg.postings[t][0]) for seg in segments if t in seg.postings) for t in terms}
-        idf = {t: float(np.log1p((n_docs - d + 0.5) / (d + 0.5))) for t, d in df.items() if d}
-        if not idf:
+        term_ids = [self.vocab[t] for t in dict.fromkeys(analyzer().terms(query)) if t in self.vocab]
+        m = self._view()
+        if not term_ids or not m.n:
             return []
-        only = where.get("file_id") if where else None
-        scored: list[tuple[np.ndarray, np.ndarray, Segment]] = []
-        for seg in segments:
-            if only is not None and seg.payloads and seg.payloads[0].get("file_id") != only:
+        scores = np.zeros(m.n, dtype=np.float32)
+        norm = K1 * (1.0 - B + B * m.lengths / m.avg_len)
+        for t in term_ids:
+            a, b = int(m.indptr[t]), int(m.indptr[t + 1])
+            if a == b:
                 continue
-            present = [t for t in idf if t in seg.postings]
-            if not present:
-                continue
-            scores = np.zeros(len(seg), dtype=np.float32)
-            norm = K1 * (1.0 - B + B * seg.lengths / avg_len)
-            for t in present:
-                rows, tf = seg.postings[t]
-                scores[rows] += idf[t] * tf * (K1 + 1.0) / (tf + norm[rows])
-            rows = np.flatnonzero(scores > 0)
-            if where:
-                rows = np.array([r for r in rows if matches(seg.payloads[r], where)], dtype=np.int64)
-            if len(rows):
-                scored.append((rows, scores[rows], seg))
-        if not scored:
+            rows, tf = m.rows[a:b], m.tfs[a:b]
+            idf = float(np.log1p((m.n - (b - a) + 0.5) / ((b - a) + 0.5)))
+            scores[rows] += idf * tf * (K1 + 1.0) / (tf + norm[rows])
+        rows = np.flatnonzero(scores > 0)
+        if where and len(rows):
+            rows = rows[np.fromiter((matches(m.payloads[r], where) for r in rows), dtype=bool, count=len(rows))]
+        if not len(rows):
             return []
-        all_scores = np.concatenate([sc for _, sc, _ in scored])
-        owners = np.concatenate([np.full(len(r), i) for i, (r, _, _) in enumerate(scored)])
-        rows_all = np.concatenate([r for r, _, _ in scored])
-        order = np.lexsort((rows_all, owners, -all_scores))[:k]
-        return [LexicalHit(scored[owners[j]][2].ids[rows_all[j]], float(all_scores[j]),
-                           scored[owners[j]][2].payloads[rows_all[j]]) for j in order]
+        order = rows[np.lexsort((rows, -scores[rows]))][:k]
+        return [LexicalHit(m.ids[r], float(scores[r]), m.payloads[r]) for r in order]
 
 
 def _indexed_text(payload: Mapping[str, Any]) -> str:

@@ -574,7 +574,7 @@ class Workbench:
         if mode == "vector":
             found = vs.search(vector, k=fetch, where=where)
             return found, len(found) < fetch
-        lexicon = self.lexical_index(store)
+        lexicon = self.lexical_index(store, _record=record)
         pool = max(fetch, self.settings.search.candidates)
         lexical = lexicon.search(query, pool, where=where)
         if mode == "lexical":
@@ -605,10 +605,10 @@ class Workbench:
                     out[p.id] = hit_from_payload(p.id, float(sc), p.payload or {})
         return list(out.values())
 
-    def lexical_index(self, store: str) -> LexicalIndex:
+    def lexical_index(self, store: str, *, _record: StoreRecord | None = None) -> LexicalIndex:
         """The BM25 index of ``store``'s chunks, brought up to date first: a file added, changed or
         removed since the last call has its segment built or dropped (the others are reused)."""
-        record = self.get_store(store)
+        record = _record or self.get_store(store)
         vs = self._vs(record)
         with self._lock:
             held = self._lexical.get(store)
