@@ -63,6 +63,10 @@ class Analyzer:
         self._stop = STOP_WORDS
         self._stem = _stemmer().stem_words
 
+    def stem(self, words: Sequence[str]) -> list[str]:
+        """The English Snowball stems of ``words`` (lower-cased words in, one stem per word out)."""
+        return self._stem(list(words))
+
     def terms(self, text: str) -> list[str]:
         words: list[str] = []
         for run in _WORD.findall(unicodedata.normalize("NFKC", text).lower()):

@@ -33,6 +33,7 @@ import numpy as np
 from knowledge.errors import InvalidArgument
 from knowledge.vectorstore.base import DISTANCE_ORDER, check_where, passes_threshold
 from knowledge.vectorstore.store import Hit, VectorStore
+from knowledge.lexical import analyzer
 from knowledge.workbench import distinct_hits
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -278,8 +279,9 @@ def escape_markdown(text: str) -> str:
 
 
 def highlight(text: str, query: str | Sequence[str], *, mark: tuple[str, str] = ("<mark>", "</mark>")) -> str:
-    """``text`` escaped (:func:`escape_markdown`) with whole-word, case-insensitive matches of the
-    query's content words wrapped in ``mark`` (``<mark>...</mark>``).
+    """``text`` escaped (:func:`escape_markdown`) with the words that match the query's content words
+    wrapped in ``mark`` (``<mark>...</mark>``): the same word in any case, or a word with the same
+    English stem (query "iterate" marks "iterating", as the BM25 part of the search matches it).
 
     ``query`` is the query string (its words are taken with :func:`query_terms`) or the terms. Matches
     are found in the original text and each piece is escaped on its own, so an escape sequence is
@@ -287,14 +289,20 @@ def highlight(text: str, query: str | Sequence[str], *, mark: tuple[str, str] = 
     """
     text = unicodedata.normalize("NFC", text or "")
     terms = query_terms(query) if isinstance(query, str) else [unicodedata.normalize("NFC", t) for t in query]
-    pattern = _pattern(terms)
-    if pattern is None:
+    if not terms:
         return escape_markdown(text)
+    exact = {t.casefold() for t in terms}
+    stem = analyzer().stem
+    stems = set(stem(sorted(exact)))
+    words = list(_WORD.finditer(text))
+    folded = [m.group().casefold() for m in words]
+    word_stems = stem(folded)
     out, pos = [], 0
-    for m in pattern.finditer(text):
-        out.append(escape_markdown(text[pos:m.start()]))
-        out.append(mark[0] + escape_markdown(m.group()) + mark[1])
-        pos = m.end()
+    for m, w, st in zip(words, folded, word_stems):
+        if w in exact or (st in stems and len(w) >= MIN_TERM_LENGTH and w not in STOPWORDS):
+            out.append(escape_markdown(text[pos:m.start()]))
+            out.append(mark[0] + escape_markdown(m.group()) + mark[1])
+            pos = m.end()
     out.append(escape_markdown(text[pos:]))
     return "".join(out)
 

@@ -37,10 +37,16 @@ def test_query_terms_skip_stopwords_short_words_and_punctuation():
 
 
 def test_highlight_marks_whole_words_case_insensitively():
-    out = pg.highlight("Vectors store vector data; a VECTOR-store.", "vector store")
+    out = pg.highlight("Vectorsx store vector data; a VECTOR-store.", "vector store")
     assert marked(out) == ["store", "vector", "VECTOR", "store"]
-    assert "<mark>Vectors" not in out  # a longer word is not a match
-    assert visible(out) == "Vectors store vector data; a VECTOR-store."
+    assert "<mark>Vectorsx" not in out  # a longer word is not a match
+    assert visible(out) == "Vectorsx store vector data; a VECTOR-store."
+
+
+def test_highlight_marks_words_with_the_same_stem_as_bm25_matches_them():
+    out = pg.highlight("Iterating over vectors: each iteration iterates.", "iterate vector")
+    assert marked(out) == ["Iterating", "vectors", "iteration", "iterates"]  # all stem to iter / vector
+    assert marked(pg.highlight("Over and over the overs", "over")) == []  # a stop word is never marked
 
 
 def test_highlight_escapes_markdown_and_html_in_the_chunk():
