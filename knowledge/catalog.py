@@ -322,6 +322,13 @@ class Catalog:
             rows = cur.execute(sql + " ORDER BY lower(file_name), file_name, created", args).fetchall()
         return [_file(r) for r in rows]
 
+    def file_statuses(self, file_id: str) -> dict[str, str]:
+        """``{store: status}`` for every store holding a record of ``file_id`` (done, failed, ...)."""
+        with self._cursor() as cur:
+            rows = cur.execute("SELECT store, status FROM store_files WHERE file_id = ? ORDER BY store",
+                               [file_id]).fetchall()
+        return {r[0]: r[1] for r in rows}
+
     def stores_using_file(self, file_id: str) -> list[str]:
         with self._cursor() as cur:
             rows = cur.execute("SELECT store FROM store_files WHERE file_id = ? ORDER BY store", [file_id]).fetchall()

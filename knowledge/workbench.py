@@ -107,10 +107,16 @@ class StoreSummary:
 
 @dataclass(frozen=True, slots=True)
 class StoredFileUsage:
-    """A file of the file store and the names of the stores that use it."""
+    """A file of the file store, the names of the stores that hold it, and its status in each
+    (``"done"``: searchable there; ``"failed"``: kept for a retry; ``"processing"``, ``"pending"``)."""
 
     file: Any  # knowledge.filestore.base.StoredFile
     stores: list[str]
+    statuses: dict[str, str] = field(default_factory=dict)
+
+    def labels(self) -> list[str]:
+        """``["notes", "papers (failed)"]``: each store, with the status unless it is done."""
+        return [s if self.statuses.get(s, DONE) == DONE else f"{s} ({self.statuses[s]})" for s in self.stores]
 
 
 class Workbench:
@@ -465,7 +471,11 @@ class Workbench:
     def list_files(self) -> list[StoredFileUsage]:
         """Every file in the file store, newest first, with the stores that use it."""
         files = sorted(self.files.list(), key=lambda f: (f.created, f.id), reverse=True)
-        return [StoredFileUsage(f, self.catalog.stores_using_file(f.id)) for f in files]
+        out = []
+        for f in files:
+            statuses = self.catalog.file_statuses(f.id)
+            out.append(StoredFileUsage(f, list(statuses), statuses))
+        return out
 
     def delete_stored_file(self, file_id: str, *, from_stores: bool = False) -> list[str]:
         """Delete a file from the file store. Returns the stores it was removed from.

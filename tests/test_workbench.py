@@ -228,11 +228,13 @@ def test_retry_a_failed_file_with_its_password_keeps_one_record(wb):
     again = wb.retry_file("notes", failed.file_id, password="wrong")
     assert again.outcome == FAILED_OUTCOME and "wrong password" in again.message
     assert [(f.file_id, f.status) for f in wb.store_files("notes")] == [(again.file_id, "failed")]
+    assert [u.labels() for u in wb.list_files()] == [["notes (failed)"]]  # kept for the retry, not searchable
     ok = wb.retry_file("notes", again.file_id, password="secret")
     assert ok.outcome == INDEXED and ok.chunks >= 1
     assert ok.replaced_file_id is None and "Replaced" not in ok.message  # a failed attempt is no version
     assert [(f.file_name, f.status) for f in wb.store_files("notes")] == [("locked.pdf", "done")]
     assert [f.id for f in wb.files.list()] == [ok.file_id]
+    assert [u.labels() for u in wb.list_files()] == [["notes"]]
 
 
 def test_retry_an_unknown_file_is_an_error(wb):

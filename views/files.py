@@ -42,13 +42,14 @@ if not usage:
 
 st.dataframe(
     [{"name": u.file.name, "type": u.file.content_type, "size (MB)": u.file.size / 1e6,
-      "sha256": u.file.sha256, "created": u.file.created, "stores": u.stores, "id": u.file.id} for u in usage],
+      "sha256": u.file.sha256, "created": u.file.created, "stores": u.labels(), "id": u.file.id} for u in usage],
     hide_index=True, width="stretch",
     column_config={
         "size (MB)": st.column_config.NumberColumn(format="%.3f"),
         "sha256": st.column_config.TextColumn(width="small", help="SHA-256 of the content"),
         "created": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm"),
-        "stores": st.column_config.ListColumn("used by"),
+        "stores": st.column_config.ListColumn("used by", help="Stores holding the file; \"(failed)\": kept there for a"
+                                              " retry, not searchable"),
     },
 )
 
@@ -63,7 +64,7 @@ with st.container(border=True):
     st.subheader(f.name)
     st.caption(f"`{f.id}` · {f.content_type} · {_size(f.size)} · sha256 `{f.sha256[:16]}…`")
     if chosen.stores:
-        st.write("Used by: " + ", ".join(f"**{s}**" for s in chosen.stores))
+        st.write("Used by: " + ", ".join(f"**{s}**" for s in chosen.labels()))
     else:
         st.write("Not used by any store.")
     try:
