@@ -140,3 +140,19 @@ def test_the_last_query_survives_navigating_away(populated):
     assert not at.exception
     assert at.text_input(key="pg_query").value == "telescope"
     assert "kitchen-and-sky.pdf · page 2" in texts(at)
+
+
+@pytest.mark.model
+def test_the_ranking_box_switches_between_hybrid_vector_and_words(populated):
+    at = search_page()
+    assert at.selectbox(key="pg_mode").value == "hybrid"  # the setting search.mode
+    at.text_input(key="pg_query").input("Jupiter moons").run()
+    shown = texts(at)
+    assert "hybrid search" in shown and "fused" in " ".join(p.proto.text for p in at.get("progress"))
+    at.selectbox(key="pg_mode").select("lexical").run()
+    assert not at.exception and not at.error
+    assert "lexical search" in texts(at)
+    assert len(at.get("progress")) == 1  # one chunk (page 2) contains the words
+    assert "kitchen-and-sky.pdf · page 2" in texts(at)
+    at.selectbox(key="pg_mode").select("vector").run()
+    assert "vector search" in texts(at) and "fused" not in " ".join(p.proto.text for p in at.get("progress"))

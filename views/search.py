@@ -101,14 +101,14 @@ def render_map(run: pg.SearchRun) -> None:
         st.caption("Nothing to map yet.")
         return
     data = pd.DataFrame(rows)
-    few_files = data["file"].nunique() <= 13  # the query is one "file" too
+    few_files = data["file"].nunique() <= 20  # the query is one "file" too; tableau20 has 20 distinct colours
     base = alt.Chart(data).encode(
         x=alt.X("x:Q", title="PC 1", axis=alt.Axis(labels=False), scale=alt.Scale(zero=False, padding=14)),
         y=alt.Y("y:Q", title="PC 2", axis=alt.Axis(labels=False), scale=alt.Scale(zero=False, padding=14)),
         tooltip=["file", "page", "chunk", "rank", "text"],
     )
     chunks = base.transform_filter(alt.datum.role != "query").mark_circle(size=40, opacity=0.55).encode(
-        color=alt.Color("file:N", title="file",
+        color=alt.Color("file:N", title="file", scale=alt.Scale(scheme="tableau20"),
                         legend=alt.Legend(orient="bottom", columns=2, labelLimit=220) if few_files else None))
     hits = base.transform_filter(alt.datum.role == "hit").mark_point(
         size=160, filled=False, color="black", strokeWidth=2)
