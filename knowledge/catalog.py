@@ -322,6 +322,14 @@ class Catalog:
             rows = cur.execute(sql + " ORDER BY lower(file_name), file_name, created", args).fetchall()
         return [_file(r) for r in rows]
 
+    def files_signature(self, store: str) -> tuple:
+        """``(records, newest update, total chunks)`` of the store's file records: changes whenever
+        a record is added, removed or updated (one aggregate query, for cheap change checks)."""
+        with self._cursor() as cur:
+            row = cur.execute("SELECT count(*), max(updated), sum(chunks) FROM store_files WHERE store = ?",
+                              [store]).fetchone()
+        return (int(row[0]), str(row[1]), int(row[2] or 0))
+
     def file_statuses(self, file_id: str) -> dict[str, str]:
         """``{store: status}`` for every store holding a record of ``file_id`` (done, failed, ...)."""
         with self._cursor() as cur:

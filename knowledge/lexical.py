@@ -162,6 +162,7 @@ class _Merged:
         self.lengths = (np.concatenate([seg.lengths for seg in segments]) if segments
                         else np.zeros(0, np.float32))
         self.avg_len = float(self.lengths.mean()) if self.n and self.lengths.sum() else 1.0
+        self.norm = K1 * (1.0 - B + B * self.lengths / self.avg_len)  # BM25's length normalisation
         terms = np.concatenate([seg.term_ids for seg in segments]) if segments else np.zeros(0, np.int32)
         rows = (np.concatenate([seg.rows.astype(np.int64) + off for seg, off in zip(segments, offsets)])
                 if segments else np.zeros(0, np.int64))
@@ -188,6 +189,8 @@ class LexicalIndex:
         self.segments: dict[str, tuple[Any, Segment]] = {}
         self.vocab: dict[str, int] = {}
         self._merged: _Merged | None = None
+        self.signature: Any = None
+        """The caller's token for the state this index reflects (see ``Workbench.lexical_index``)."""
 
     @classmethod
     def from_points(cls, points: Iterable[Any], key: str = "file_id") -> "LexicalIndex":
@@ -243,7 +246,7 @@ class LexicalIndex:
         if not term_ids or not m.n:
             return []
         scores = np.zeros(m.n, dtype=np.float32)
-        norm = K1 * (1.0 - B + B * m.lengths / m.avg_len)
+        norm = m.norm
         for t in term_ids:
             a, b = int(m.indptr[t]), int(m.indptr[t + 1])
             if a == b:

@@ -629,10 +629,15 @@ class Workbench:
         with lock:
             if not vs.exists():
                 index.refresh({}, lambda f: ())
+                index.signature = None
+                return index
+            signature = (self.catalog.files_signature(store), vs.count())
+            if index.signature == signature:
                 return index
             updated = {f.file_id: str(f.updated) for f in self.catalog.files(store)}
             versions = {str(fid): (n, updated.get(str(fid))) for fid, n in vs.collection.facet("file_id").items()}
             index.refresh(versions, lambda fid: vs.collection.scroll(where={"file_id": fid}))
+            index.signature = signature
         return index
 
     # -- re-embedding ---------------------------------------------------------------------------
