@@ -14,6 +14,7 @@ import atexit
 import logging
 import os
 import threading
+import time
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,6 +32,8 @@ log = logging.getLogger(__name__)
 Item = tuple[str, "bytes | Path"]
 
 _running: "weakref.WeakSet[IngestJob]" = weakref.WeakSet()
+_latest: dict[tuple[str, str], "IngestJob"] = {}  # (data folder, store) -> the newest job of this process
+_latest_lock = threading.Lock()
 
 
 @atexit.register
@@ -46,12 +49,34 @@ def _stop_running_jobs(timeout: float = 30.0) -> None:
 @dataclass
 class FileProgress:
     """One file of a job: ``stage`` is waiting, reading, chunking, embedding, writing or done;
-    ``fraction`` in [0, 1] of this file; ``result`` once the file is finished."""
+    ``fraction`` in [0, 1] of this file; ``result`` once the file is finished; ``stage_since``
+    (``time.monotonic()`` seconds) when the current stage began."""
 
     name: str
     stage: str = "waiting"
     fraction: float = 0.0
     result: IngestResult | None = None
+    stage_since: float = 0.0
+    stage_start_fraction: float = 0.0
+
+    def update(self, stage: str, fraction: float, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
+        fraction = max(0.0, min(1.0, fraction))
+        if stage != self.stage:
+            self.stage, self.stage_since, self.stage_start_fraction = stage, now, fraction
+        self.fraction = fraction
+
+    def eta_seconds(self, now: float | None = None) -> float | None:
+        """Seconds left for this file, extrapolated from the embedding stage's pace so far (the
+        stage that takes the time); ``None`` before there is enough to go on (5 % of the stage or 2 s)."""
+        if self.result is not None or self.stage != "embedding":
+            return None
+        now = time.monotonic() if now is None else now
+        done = self.fraction - self.stage_start_fraction
+        spent = now - self.stage_since
+        if done < 0.05 * (1.0 - self.stage_start_fraction) and spent < 2.0 or done <= 0:
+            return None
+        return spent / done * (1.0 - self.fraction)
 
 
 class IngestJob:
@@ -95,8 +120,17 @@ class IngestJob:
     # -- control ----------------------------------------------------------------------------------
     def start(self) -> IngestJob:
         _running.add(self)
+        with _latest_lock:
+            _latest[(str(self.wb.settings.data_root), self.store)] = self
         self._thread.start()
         return self
+
+    @staticmethod
+    def latest(wb: Workbench, store: str) -> IngestJob | None:
+        """The newest job started in this process for ``store`` of ``wb``'s data folder, from any
+        browser tab or session (so a second tab sees a running upload and can stop it)."""
+        with _latest_lock:
+            return _latest.get((str(wb.settings.data_root), store))
 
     def cancel(self) -> None:
         """Stop after the current step: the current file is cancelled, the rest are not started."""
@@ -138,7 +172,7 @@ class IngestJob:
                 continue
 
             def progress(stage: str, fraction: float, fp: FileProgress = fp) -> None:
-                fp.stage, fp.fraction = stage, max(0.0, min(1.0, fraction))
+                fp.update(stage, fraction)
 
             try:
                 fp.result = self.wb.ingest_file(self.store, source, name, template=self.template,

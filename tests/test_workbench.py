@@ -304,6 +304,25 @@ def test_an_ingest_job_reports_each_file_and_can_be_stopped(wb, tmp_path):
     assert stopped.wait(30)
     assert [r.outcome for r in stopped.results] == [CANCELLED, CANCELLED]
     assert sorted(f.file_name for f in wb.store_files("notes") if f.status == "done") == ["bread.md", "cats.md"]
+    # Any tab of the app finds the newest job of a store (the one that was started last).
+    assert IngestJob.latest(wb, "notes") is stopped and IngestJob.latest(wb, "other") is None
+    other = Workbench(load_settings(data_dir=tmp_path / "elsewhere"), embedder_factory=Factory())
+    assert IngestJob.latest(other, "notes") is None  # another data folder, another app
+    other.close()
+
+
+def test_a_file_estimates_the_time_left_from_its_embedding_pace():
+    from knowledge.jobs import FileProgress
+
+    fp = FileProgress("big.txt")
+    fp.update("reading", 0.0, now=100.0)
+    fp.update("chunking", 0.1, now=101.0)
+    fp.update("embedding", 0.2, now=102.0)
+    assert fp.eta_seconds(now=102.5) is None  # nothing to go on yet
+    fp.update("embedding", 0.4, now=112.0)  # 0.2 of the file in 10 s
+    assert fp.eta_seconds(now=112.0) == pytest.approx(30.0)  # 0.6 left at 50 s per 1.0
+    fp.update("writing", 0.97, now=140.0)
+    assert fp.eta_seconds(now=140.0) is None
 
 
 def test_an_ingest_job_from_a_folder(wb, tmp_path):
