@@ -264,6 +264,16 @@ def test_upload_a_pdf_and_a_docx_then_search_finds_file_and_page(page, server: S
             timeout=180_000)
         expect(page.get_by_text("Files (2)")).to_be_visible(timeout=60_000)
         wait_for_app(page)
+        # The page stays whole and current once the batch is done: the heading over the file list,
+        # the list and the counts (a fragment run the browser had queued used to replace the
+        # heading right after the page's full rerun). 1 s outlasts the batch's 0.5 s auto-rerun.
+        page.wait_for_timeout(1_000)
+        wait_for_app(page)
+        expect(page.get_by_text("Files (2)", exact=True)).to_be_visible(timeout=1_000)
+        expect(page.locator('[data-testid="stMetric"]').filter(has_text="Files")).to_contain_text(
+            "2", timeout=1_000)
+        # stores, files, and the templates on the (hidden) Templates tab; no file list before the upload
+        expect(page.locator('[data-testid="stDataFrame"]')).to_have_count(3, timeout=1_000)
         expect(page.locator('[data-testid="stAlertContentError"]')).to_have_count(0)
         shot(page, artifacts, "03-uploaded.png")
 

@@ -37,37 +37,59 @@ def _mb(n: int | None) -> float | None:
 
 # ------------------------------------------------------------------------------------------------
 def job_panel(store: str) -> None:
-    """The current batch of ``store``: each file's progress, then its outcome."""
+    """The current batch of ``store``: each file's progress while it runs, then its outcome.
+
+    While the batch runs, a fragment redraws the progress every half second and reruns the whole
+    page once the batch is done (so the file list, the counts and the stores table follow). The
+    finished batch is drawn by the page itself, not by a fragment.
+
+    The panel sits alone in a container of its own. Streamlit (1.67) may start a fragment run
+    queued by the browser's auto-rerun timer right after a full run, before that run's messages
+    were sent; it then drops the full run's deltas of that fragment, and the browser, finishing the
+    full run, removes the fragment's block as stale and moves its later siblings up one place,
+    where the fragment run's block then lands on the next sibling: the "#### Files (n)" heading
+    vanished that way. Alone in its container the block has no later sibling to replace.
+    """
     job: IngestJob | None = st.session_state.get(f"job:{store}")
     if job is None:
         return
-    running = not job.done
+    slot = st.container()
+    if job.done:
+        with slot:
+            _job_outcomes(job)
+        return
 
-    @st.fragment(run_every=0.5 if running else None)
-    def panel() -> None:
-        if not job.done:
-            left, right = st.columns([5, 1])
-            left.progress(job.fraction, text=f"Ingesting {len(job.files)} file(s) into {store}...")
-            if right.button("⏹️ Stop", key=f"stop:{store}", help="Cancel the current file and skip the rest;"
-                            " the store keeps what was finished."):
-                job.cancel()
-        for fp in job.files:
-            r = fp.result
-            if r is None:
-                st.progress(fp.fraction, text=f"{fp.name} — {fp.stage}")
-            elif r.ok or r.outcome == CANCELLED:
-                st.markdown(f"{OUTCOME_ICON.get(r.outcome, '•')} **{fp.name}** — {r.message}")
-                for w in r.warnings:
-                    st.warning(f"{fp.name}: {w}", icon="⚠️")
-            else:
-                hint = (" Enter it under **Needs attention** in the file list when this batch is done."
-                        if "password" in r.message.lower() else "")
-                st.error(f"**{fp.name}** — {r.message}{hint}", icon="❌")
-        if job.done and not st.session_state.get(f"seen:{id(job)}"):
-            st.session_state[f"seen:{id(job)}"] = True
-            st.rerun(scope="app")  # refresh the file list and the counts
+    # A fragment of its own name, registered only while the batch runs: after the full rerun, an
+    # auto-rerun the browser had already sent finds no fragment to run and does nothing.
+    @st.fragment(run_every=0.5)
+    def running_batch() -> None:
+        if job.done:
+            st.rerun(scope="app")  # the outcomes, the file list and the counts
+        left, right = st.columns([5, 1])
+        left.progress(job.fraction, text=f"Ingesting {len(job.files)} file(s) into {store}...")
+        if right.button("⏹️ Stop", key=f"stop:{store}", help="Cancel the current file and skip the rest;"
+                        " the store keeps what was finished."):
+            job.cancel()
+        _job_outcomes(job)
 
-    panel()
+    with slot:
+        running_batch()
+
+
+def _job_outcomes(job: IngestJob) -> None:
+    """One line per file of ``job``: its progress, or its outcome once it is finished."""
+    for fp in job.files:
+        r = fp.result
+        if r is None:
+            st.progress(fp.fraction, text=f"{fp.name} — {fp.stage}")
+        elif r.ok or r.outcome == CANCELLED:
+            st.markdown(f"{OUTCOME_ICON.get(r.outcome, '•')} **{fp.name}** — {r.message}")
+            for w in r.warnings:
+                st.warning(f"{fp.name}: {w}", icon="⚠️")
+        else:
+            hint = (" Enter it under **Needs attention** in the file list when this batch is done."
+                    if "password" in r.message.lower() else "")
+            st.error(f"**{fp.name}** — {r.message}{hint}", icon="❌")
 
 
 def upload_section(store: str) -> None:
