@@ -385,3 +385,32 @@ def test_stop_cancels_the_batch_and_the_store_stays_as_it_was(fake_model, monkey
     text = markdown(at)
     assert "⏹️ **cats.md**" in text and "⏹️ **more.md**" in text and "not started" in text
     assert list(files_table(at, "Notes")["file"]) == ["bread.md"]
+
+
+def test_a_batch_started_in_another_tab_shows_its_progress_and_can_be_stopped(fake_model):
+    import threading
+
+    from knowledge.jobs import IngestJob
+
+    release = threading.Event()
+
+    class Slow(HashEmbedder):
+        def embed_documents(self, texts):
+            release.wait(30)
+            return super().embed_documents(texts)
+
+    make_store()
+    other_tab = Workbench(load_settings(), embedder_factory=lambda model: Slow(dimension=8))
+    job = IngestJob(other_tab, "Notes", [("slow.md", CATS), ("later.md", BREAD)]).start()
+    try:
+        at = open_page()
+        texts = [p.proto.text for p in at.get("progress")]
+        assert any("Ingesting 2 file(s) into Notes" in t for t in texts), texts
+        stop = button(at, "stop:Notes")
+        stop.click().run()
+        assert job.cancelled
+    finally:
+        release.set()
+        job.wait(30)
+        other_tab.close()
+    assert [r.outcome for r in job.results][1:] == ["cancelled"]

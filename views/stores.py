@@ -50,7 +50,7 @@ def job_panel(store: str) -> None:
     where the fragment run's block then lands on the next sibling: the "#### Files (n)" heading
     vanished that way. Alone in its container the block has no later sibling to replace.
     """
-    job: IngestJob | None = st.session_state.get(f"job:{store}")
+    job = _current_job(store)
     if job is None:
         return
     slot = st.container()
@@ -76,12 +76,31 @@ def job_panel(store: str) -> None:
         running_batch()
 
 
+def _current_job(store: str) -> IngestJob | None:
+    """This tab's batch for ``store``, or a batch still running that another tab started."""
+    mine: IngestJob | None = st.session_state.get(f"job:{store}")
+    latest = IngestJob.latest(wb, store)
+    if latest is not None and latest is not mine and not latest.done:
+        return latest
+    return mine
+
+
+def _duration(seconds: float) -> str:
+    """``"45 s"``, ``"3 min"``, ``"1 h 20 min"``."""
+    if seconds < 90:
+        return f"{max(1, round(seconds))} s"
+    minutes = round(seconds / 60)
+    return f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"
+
+
 def _job_outcomes(job: IngestJob) -> None:
     """One line per file of ``job``: its progress, or its outcome once it is finished."""
     for fp in job.files:
         r = fp.result
         if r is None:
-            st.progress(fp.fraction, text=f"{fp.name} — {fp.stage}")
+            eta = fp.eta_seconds()
+            left = f", about {_duration(eta)} left" if eta is not None else ""
+            st.progress(fp.fraction, text=f"{fp.name} — {fp.stage}{left}")
         elif r.ok or r.outcome == CANCELLED:
             st.markdown(f"{OUTCOME_ICON.get(r.outcome, '•')} **{fp.name}** — {r.message}")
             for w in r.warnings:
@@ -96,11 +115,14 @@ def upload_section(store: str) -> None:
     limit_mb = settings.ingest.max_file_mb
     uploads = st.file_uploader(
         "Drop files here (PDF, DOCX, Markdown, text, HTML, CSV)", accept_multiple_files=True,
-        key=f"upload:{store}", max_upload_size=max(1, math.ceil(limit_mb * 1e6 / 2**20)),
+        # The box counts its limit in MiB but shows it as "MB": give it the setting's number so both
+        # say the same; a file over the setting's 10^6-byte MB yet under the box's limit is then
+        # refused by the ingestion, with a message naming it.
+        key=f"upload:{store}", max_upload_size=max(1, math.ceil(limit_mb)),
         help=f"Up to {limit_mb:g} MB per file (setting ingest.max_file_mb). Each file is ingested once.",
     )
     new = [u for u in uploads or [] if u.file_id not in processed]
-    job: IngestJob | None = st.session_state.get(f"job:{store}")
+    job = _current_job(store)
     if new and job is not None and not job.done:
         st.info(f"{len(new)} file(s) wait for the current batch to finish.")
     elif new:
@@ -115,7 +137,7 @@ def upload_section(store: str) -> None:
             folder = c1.text_input("Folder", value=tpl.ingest_folder or "", placeholder="/path/to/docs")
             glob = c2.text_input("Glob", value=tpl.ingest_glob or "**/*", help="`**/*.pdf` = every PDF, recursively")
             if st.form_submit_button("Ingest folder"):
-                job = st.session_state.get(f"job:{store}")
+                job = _current_job(store)
                 if job is not None and not job.done:
                     st.warning("A batch is running; wait for it or stop it first.")
                 else:
