@@ -160,10 +160,11 @@ class OfflineAssistant(ChatProvider):
         return Completion(text, [], request, {"content": text}, retrieval_only=True)
 
     def _answer(self, context: TurnContext, can_search: bool) -> str:
-        if context.hits:
+        hits = _relevant(context.hits[: self.K])
+        if hits:
             lines = [f"*{RETRIEVAL_ONLY_LABEL}* The passages of your attachments that best match"
                      f" “{context.question.strip()}”:"]
-            for i, h in enumerate(context.hits[: self.K], 1):
+            for i, h in enumerate(hits, 1):
                 where = h.get("file_name") or h.get("file_id")
                 if h.get("page") is not None:
                     where += f", page {h['page']}"
@@ -179,6 +180,15 @@ class OfflineAssistant(ChatProvider):
         return (f"*{RETRIEVAL_ONLY_LABEL}* I am the offline assistant: attach a file (📎) and ask a"
                 " question, and I quote the passages that answer it, with file and page. For a"
                 " language model, add a CHAT config on the Settings page.")
+
+
+def _relevant(hits: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The hits worth quoting: when scores fall best-first (cosine or dot: higher is better), those
+    scoring at least half the best one; otherwise (a distance, lower is better) all of them."""
+    scores = [float(h.get("score") or 0.0) for h in hits]
+    if not hits or scores != sorted(scores, reverse=True) or scores[0] <= 0:
+        return hits
+    return [h for h, sc in zip(hits, scores) if sc >= scores[0] / 2]
 
 
 def _running_turn(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
