@@ -55,7 +55,7 @@ class ChatCompletionsServer:
             def do_POST(self) -> None:  # noqa: N802 - http.server's name
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 outer.requests.append(body)
-                outer.headers.append(dict(self.headers))
+                outer.headers.append({k.lower(): v for k, v in self.headers.items()})
                 if self.path.rstrip("/") != "/v1/chat/completions":
                     return self._send(404, {"error": {"message": f"no route {self.path}"}})
                 if not outer.script:
