@@ -6,6 +6,7 @@ import json
 
 import streamlit as st
 
+from knowledge import playground as pg
 from knowledge.chat import ChatService
 from knowledge.chat.model import ASSISTANT, ATTACHMENT, FILE, IMAGE, TOOL, USER, Message
 from knowledge.errors import KnowledgeError
@@ -62,7 +63,7 @@ with st.sidebar:
     for a in attachments:
         c1, c2 = st.columns([5, 1])
         icon = "🖼️" if a.kind == "image" else "📄"
-        pages = f", {a.pages} pages" if a.pages else ""
+        pages = f", {a.pages} page{'s' if a.pages != 1 else ''}" if a.pages else ""
         c1.markdown(f"{icon} **{a.name}**  \n<small>{a.label}{pages}"
                     f"{' · sent with your next message' if a.file_id in pending else ''}</small>",
                     unsafe_allow_html=True)
@@ -99,7 +100,7 @@ def show_citations(citations: list[dict]) -> None:
         page = f", page {c['page']}" if c.get("page") is not None else ""
         heading = f" — {c['heading']}" if c.get("heading") else ""
         with st.expander(f"[{i}] {c.get('file_name')}{page}{heading} · score {c.get('score', 0):.3f}"):
-            st.markdown(c.get("text") or "")
+            st.markdown(pg.escape_markdown(c.get("text") or ""), unsafe_allow_html=True)
             span = (f" · characters {c['char_start']}–{c['char_end']}"
                     if c.get("char_start") is not None else "")
             st.caption(f"chunk {c.get('chunk_index')} of {c.get('file_name')}{span} (store {c.get('store')})")

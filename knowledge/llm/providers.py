@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
@@ -168,7 +169,7 @@ class OfflineAssistant(ChatProvider):
                 where = h.get("file_name") or h.get("file_id")
                 if h.get("page") is not None:
                     where += f", page {h['page']}"
-                quoted = "\n".join("> " + ln for ln in (h.get("text") or "").strip().splitlines())
+                quoted = "\n".join("> " + _inert(ln) for ln in (h.get("text") or "").strip().splitlines())
                 lines.append(f"{i}. **{where}** (score {h.get('score', 0):.2f})\n{quoted}")
             return "\n\n".join(lines)
         if can_search:
@@ -180,6 +181,14 @@ class OfflineAssistant(ChatProvider):
         return (f"*{RETRIEVAL_ONLY_LABEL}* I am the offline assistant: attach a file (📎) and ask a"
                 " question, and I quote the passages that answer it, with file and page. For a"
                 " language model, add a CHAT config on the Settings page.")
+
+
+def _inert(line: str) -> str:
+    """A quoted line that Markdown shows as written: emphasis and code marks escaped, and a leading
+    list or heading marker too (``* item`` would otherwise become a bullet)."""
+    line = re.sub(r"([\\`*_])", r"\\\1", line)
+    line = re.sub(r"^(\s*)([#+\-])", r"\1\\\2", line)
+    return re.sub(r"^(\s*\d+)([.)])", r"\1\\\2", line)
 
 
 def _relevant(hits: list[dict[str, Any]]) -> list[dict[str, Any]]:
