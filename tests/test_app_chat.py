@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import json
+
 import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
@@ -172,12 +175,22 @@ def test_deleting_the_embedding_config_makes_the_tools_unavailable():
 
 
 def test_traces_tab_shows_requests_with_base64_redacted():
-    wb = Workbench(load_settings(), embedder_factory=lambda m: HashEmbedder(dimension=256))
-    chat = ChatService(wb)
-    s = chat.create_session()
-    chat.attach(s.id, NOTES.encode(), "notes.md")
-    chat.send(s.id, "who lit the lamp")
-    wb.close()
+    img = png_bytes(16, 16)
+    with ChatCompletionsServer([lambda req: {"content": "A red square."}]) as server:
+        wb = Workbench(load_settings(), embedder_factory=lambda m: HashEmbedder(dimension=256))
+        LlmConfigs(wb.catalog, wb.settings).save({"name": "local", "type": "CHAT", "provider": "openai",
+                                                  "model": "m", "base_url": server.base_url,
+                                                  "capabilities": ["VISION"]})
+        chat = ChatService(wb)
+        s = chat.create_session(config="local")
+        chat.attach(s.id, img, "square.png")
+        chat.send(s.id, "What is this?")
+        wb.close()
+    assert base64.b64encode(img).decode() in json.dumps(server.requests[0])  # the model got the image
     at = page("views/settings.py")
     labels = [e.label for e in at.expander]
-    assert len(labels) == 2 and all("offline (offline)" in lbl and lbl.endswith("ok") for lbl in labels)
+    assert len(labels) == 1 and "local (openai m)" in labels[0] and labels[0].endswith("ok")
+    shown = json.dumps([j.value for j in at.json])
+    assert "[base64 image/png, " in shown and "characters omitted]" in shown
+    assert base64.b64encode(img).decode() not in shown
+    assert "A red square." in shown

@@ -247,8 +247,9 @@ def render_message(msg: Message, current: bool, ctx: MapperContext) -> tuple[lis
             tokens += t
         return [{"role": "user", "content": _content(blocks) if blocks else ""}], tokens
     if msg.role == ASSISTANT:
-        out: dict[str, Any] = {"role": "assistant", "content": msg.text or None}
         calls = msg.meta.get("tool_calls") or []
+        # content may be null only beside tool calls (some servers refuse an empty assistant turn)
+        out: dict[str, Any] = {"role": "assistant", "content": msg.text or (None if calls else "")}
         if calls:
             out["tool_calls"] = [{"id": c["id"], "type": "function",
                                   "function": {"name": c["name"], "arguments": c["arguments"]}} for c in calls]
