@@ -294,22 +294,24 @@ def build_request(history: list[Message], ctx: MapperContext) -> MappedRequest:
     if ctx.tools:
         fixed += ctx.count_tokens(json.dumps(ctx.tools))
     groups = turns(history)
-    rendered: list[tuple[list[dict[str, Any]], int]] = []
-    for i, group in enumerate(groups):
+    # Keep the longest run of newest turns that fits (the same as dropping the oldest first until it
+    # fits), rendering from the newest back so that older turns past the budget are never rendered.
+    kept: list[list[dict[str, Any]]] = []
+    total = fixed
+    for i in range(len(groups) - 1, -1, -1):
         current = i == len(groups) - 1
         msgs, tokens = [], 0
-        for m in group:
+        for m in groups[i]:
             r, t = render_message(m, current, ctx)
             msgs.extend(r)
             tokens += t
-        rendered.append((msgs, tokens))
-    total = fixed + sum(t for _, t in rendered)
-    dropped = 0
-    while total > ctx.budget_tokens and len(rendered) - dropped > 1:
-        total -= rendered[dropped][1]
-        dropped += 1
+        if not current and total + tokens > ctx.budget_tokens:
+            break
+        kept.append(msgs)
+        total += tokens
+    dropped = len(groups) - len(kept)
     messages = [{"role": "system", "content": system}]
-    for msgs, _ in rendered[dropped:]:
+    for msgs in reversed(kept):
         messages.extend(msgs)
     return MappedRequest(messages, list(ctx.tools), total, dropped, total > ctx.budget_tokens)
 
