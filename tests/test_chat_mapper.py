@@ -394,3 +394,11 @@ def test_api_keys_are_named_never_stored(chat):
     with chat.wb.catalog.cursor() as cur:
         spec = json.loads(cur.execute("SELECT spec FROM llm_configs WHERE name = 'gpt'").fetchone()[0])
     assert spec["api_key_env"] == "OPENAI_API_KEY" and "api_key" not in spec
+
+
+def test_redaction_leaves_text_alone_and_catches_bare_base64():
+    b64 = base64.b64encode(b"\x00" * 3000).decode()
+    text = "data about harbours, " * 40
+    out = redact({"input_audio": {"data": b64, "format": "wav"}, "data": text, "file": {"file_data": b64}})
+    assert out["input_audio"] == {"data": f"[base64, {len(b64):,} characters omitted]", "format": "wav"}
+    assert out["data"] == text and out["file"]["file_data"].startswith("[base64, ")

@@ -14,6 +14,7 @@ from knowledge.chat.model import Attachment, Message, Part, Session
 from knowledge.errors import InvalidArgument, KnowledgeError
 
 _DATA_URL = re.compile(r"^data:([\w.+\-]+/[\w.+\-]+);base64,(.*)$", re.S)
+_BASE64 = re.compile(r"^[A-Za-z0-9+/=\s]+$")
 
 
 class SessionNotFound(KnowledgeError, LookupError):
@@ -27,11 +28,13 @@ def _now() -> datetime:
 def redact(value: Any) -> Any:
     """``value`` (a JSON-like structure) with every base64 data URL replaced by a note, e.g.
     ``"[base64 image/png, 48,212 characters omitted]"``, so the trace does not grow by the size of
-    every attachment. Also catches OpenAI's bare ``file_data`` / ``data`` base64 fields."""
+    every attachment. Also catches bare base64 in ``file_data`` / ``data`` fields (OpenAI's file and
+    audio blocks) when longer than 256 characters."""
     if isinstance(value, dict):
         out = {}
         for k, v in value.items():
-            if k in ("file_data", "data") and isinstance(v, str) and not v.startswith("data:") and len(v) > 256:
+            if (k in ("file_data", "data") and isinstance(v, str) and len(v) > 256
+                    and _BASE64.match(v)):
                 out[k] = f"[base64, {len(v):,} characters omitted]"
             else:
                 out[k] = redact(v)
