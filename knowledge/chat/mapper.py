@@ -37,10 +37,8 @@ from typing import Any
 from knowledge.chat.model import (
     ASSISTANT,
     ATTACHMENT,
-    FILE,
     IMAGE,
     KIND_IMAGE,
-    TEXT,
     TOOL,
     USER,
     Attachment,
@@ -318,4 +316,4 @@ def build_request(history: list[Message], ctx: MapperContext) -> MappedRequest:
 
 __all__ = ["BASE_PROMPT", "IMAGE_TOKENS", "MIN_DOCUMENT_TOKENS", "VIEW_ATTACHMENT_SCHEMA", "MapperContext",
            "MappedRequest", "approx_tokens", "attachment_notice", "build_request", "document_tokens",
-           "render_media", "render_message", "system_prompt", "turns", "TEXT", "FILE"]
+           "render_media", "render_message", "system_prompt", "turns"]
