@@ -402,3 +402,42 @@ def test_redaction_leaves_text_alone_and_catches_bare_base64():
     out = redact({"input_audio": {"data": b64, "format": "wav"}, "data": text, "file": {"file_data": b64}})
     assert out["input_audio"] == {"data": f"[base64, {len(b64):,} characters omitted]", "format": "wav"}
     assert out["data"] == text and out["file"]["file_data"].startswith("[base64, ")
+
+
+# -- persistence -------------------------------------------------------------------------------------
+def test_sessions_messages_parts_and_attachments_persist_in_the_catalog(tmp_path, files):
+    settings = load_settings(data_dir=tmp_path / "persist")
+    wb = Workbench(settings, embedder_factory=lambda m: HashEmbedder(64, 256))
+    chat = ChatService(wb)
+    s = chat.create_session()
+    chat.attach(s.id, files["notes"])
+    img = chat.attach(s.id, png_bytes(), "photo.png")
+    chat.send(s.id, "who lit the lamp?")
+    wb.close()
+    wb = Workbench(settings, embedder_factory=lambda m: HashEmbedder(64, 256))
+    try:
+        again = ChatService(wb)
+        assert [x.title for x in again.sessions()] == ["who lit the lamp?"]
+        msgs = again.messages(s.id)
+        assert [m.role for m in msgs] == ["user", "assistant", "tool", "assistant"]
+        assert msgs[0].parts[1] == Part(IMAGE, file_id=img.file_id, name="photo.png", media_type="image/png",
+                                        size=len(png_bytes()))
+        assert msgs[-1].meta["citations"][0]["file_name"] == "notes.md"
+        assert [a.name for a in again.attachments(s.id)] == ["notes.md", "photo.png"]
+        assert len(again.traces(s.id)) == 2
+    finally:
+        wb.close()
+
+
+def test_deleting_a_session_removes_its_store_and_its_files(chat, files):
+    s = chat.create_session()
+    doc = chat.attach(s.id, files["notes"])
+    img = chat.attach(s.id, png_bytes(), "photo.png")
+    chat.send(s.id, "hi")
+    chat.remove(s.id, doc.file_id)  # removed: bytes kept while the message refers to them
+    assert chat.wb.files.find(doc.file_id) is not None
+    store = chat.session(s.id).store
+    chat.delete_session(s.id)
+    assert chat.wb.catalog.get_store(store) is None
+    assert chat.wb.files.find(doc.file_id) is None and chat.wb.files.find(img.file_id) is None
+    assert chat.sessions() == []

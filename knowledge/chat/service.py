@@ -147,6 +147,9 @@ class ChatService:
         """Delete a session, its messages, its vector store, and files nothing else uses."""
         s = self.session(sid)
         file_ids = {p.file_id for m in self.messages(sid) for p in m.media()}
+        file_ids |= {e["file_id"] for m in self.messages(sid) for key in ("attached", "removed")
+                     for e in m.meta.get(key) or []}
+        file_ids |= {e["file_id"] for e in s.pending}
         file_ids |= {a.file_id for a in self.attachments(sid)}
         if self.wb.catalog.get_store(s.store) is not None:
             self.wb.delete_store(s.store)

@@ -158,12 +158,13 @@ class ChatStore:
         return [Attachment(*r) for r in rows]
 
     def file_in_use(self, file_id: str) -> bool:
-        """Whether any session has ``file_id`` attached or in a message part."""
+        """Whether any session has ``file_id`` attached, in a message part or in a message's
+        attachment events."""
         with self.catalog.cursor() as cur:
             if cur.execute("SELECT 1 FROM chat_attachments WHERE file_id = ? LIMIT 1", [file_id]).fetchone():
                 return True
-            return bool(cur.execute("SELECT 1 FROM chat_messages WHERE contains(CAST(parts AS VARCHAR), ?) LIMIT 1",
-                                    [file_id]).fetchone())
+            return bool(cur.execute("SELECT 1 FROM chat_messages WHERE contains(CAST(parts AS VARCHAR), ?)"
+                                    " OR contains(CAST(meta AS VARCHAR), ?) LIMIT 1", [file_id, file_id]).fetchone())
 
     # -- traces ---------------------------------------------------------------------------------
     def add_trace(self, session_id: str | None, config: str, provider: str, model: str | None,
