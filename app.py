@@ -26,5 +26,7 @@ page = st.navigation([
     st.Page("views/stores.py", title="Vector stores", icon="🗂️", url_path="stores"),
     st.Page("views/search.py", title="Search playground", icon="🔎", url_path="search"),
     st.Page("views/files.py", title="Files", icon="📄", url_path="files"),
+    st.Page("views/chat.py", title="Chat", icon="💬", url_path="chat"),
+    st.Page("views/settings.py", title="Settings", icon="⚙️", url_path="settings"),
 ])
 page.run()

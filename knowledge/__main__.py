@@ -60,6 +60,14 @@ def _parser() -> argparse.ArgumentParser:
     s = cmd("reembed", help="move a store to another template (model) from its stored text")
     s.add_argument("store")
     s.add_argument("template")
+    s = cmd("chat", help="send one chat message (attaching files first) and print the answer with citations")
+    s.add_argument("message")
+    s.add_argument("--session", help="session id or title to continue (default: a new session)")
+    s.add_argument("--attach", action="append", default=[], metavar="FILE", help="attach a file (repeatable)")
+    s.add_argument("--config", help="CHAT config name (default: the session's, else offline)")
+    s.add_argument("--json", action="store_true", help="print the reply as JSON")
+    s = cmd("llm-configs", help="list the LLM configs (API keys are never shown, only their variable)")
+    s.add_argument("--json", action="store_true")
     return p
 
 
@@ -161,9 +169,57 @@ def _run(args: argparse.Namespace) -> int:
             rec = wb.reembed(args.store, args.template)
             print(f"Store {rec.name!r} now uses template {rec.template!r} ({rec.embedding_model}, {rec.dimension} dims).")
             return 0
+        if args.command == "chat":
+            return _chat(wb, args)
+        if args.command == "llm-configs":
+            from knowledge.llm import LlmConfigs
+
+            configs = LlmConfigs(wb.catalog, wb.settings).list()
+            if args.json:
+                print(json.dumps([c.public() for c in configs], indent=2))
+            else:
+                print(_table([(c.name, c.type, c.provider, c.model or "", c.base_url or "",
+                               c.api_key_env or "", ",".join(sorted(c.effective_capabilities())))
+                              for c in configs],
+                             ["name", "type", "provider", "model", "base url", "key variable", "reads"]))
+            return 0
         raise AssertionError(args.command)
     finally:
         wb.close()
+
+
+def _chat(wb: Any, args: argparse.Namespace) -> int:
+    from knowledge.chat import ChatService
+
+    chat = ChatService(wb)
+    if args.session:
+        found = [s for s in chat.sessions() if args.session in (s.id, s.title)]
+        if not found:
+            raise KnowledgeError(f"No chat session with the id or title {args.session!r}.")
+        session = found[0]
+        if args.config:
+            chat.set_config(session.id, args.config)
+    else:
+        session = chat.create_session(config=args.config)
+    attached = [chat.attach(session.id, path) for path in args.attach]
+    reply = chat.send(session.id, args.message)
+    if args.json:
+        print(json.dumps({"session": session.id, "config": reply.config, "retrieval_only": reply.retrieval_only,
+                          "attached": [{"file_id": a.file_id, "name": a.name, "kind": a.kind} for a in attached],
+                          "answer": reply.text,
+                          "citations": [{k: c.get(k) for k in ("file_name", "file_id", "page", "chunk_index",
+                                                               "heading", "score", "text")} for c in reply.citations],
+                          "tool_calls": [{"name": r.name, "arguments": r.arguments, "ok": r.ok}
+                                         for r in reply.tool_runs]}, ensure_ascii=False, indent=2))
+        return 0
+    print(reply.text)
+    if reply.citations:
+        print("\nSources:")
+        for i, c in enumerate(reply.citations, 1):
+            page = f", page {c['page']}" if c.get("page") is not None else ""
+            print(f"  [{i}] {c.get('file_name')}{page} (score {c.get('score', 0):.3f})")
+    print(f"\nsession: {session.id} (continue with --session {session.id})", file=sys.stderr)
+    return 0
 
 
 def _ingest(wb: Any, args: argparse.Namespace, expand_paths: Any) -> int:

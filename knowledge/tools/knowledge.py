@@ -81,9 +81,16 @@ class KnowledgeTools:
 
     # -- availability ---------------------------------------------------------------------------
     def availability(self) -> tuple[bool, str]:
-        """``(True, "")``, or ``(False, "unavailable, because ...")`` when no embedding model loads."""
+        """``(True, "")``, or ``(False, "unavailable, because ...")`` when the embedding config
+        (``vector_store.embedding_config``, default ``embeddings``) is missing, broken or not of type
+        EMBEDDING, or its model does not load."""
+        from knowledge.llm.config import LlmConfigs
+
+        model, reason = LlmConfigs(self.wb.catalog, self.wb.settings).embedding_model()
+        if model is None:
+            return False, f"unavailable, because {reason}"
         try:
-            embedder = self.wb.embedder()
+            embedder = self.wb.embedder(model)
             load = getattr(embedder, "load", None)
             if callable(load):
                 load()

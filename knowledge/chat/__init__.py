@@ -1,0 +1,9 @@
+"""Chat with attachments: sessions and messages made of parts (``model``), their storage in the
+catalog (``store``), the message mapper (``mapper``) and the engine with the tool loop (``service``)."""
+
+from knowledge.chat.model import Attachment, Message, Part, Session
+from knowledge.chat.service import AttachFailed, ChatReply, ChatService, ToolRun
+from knowledge.chat.store import ChatStore, SessionNotFound, redact
+
+__all__ = ["AttachFailed", "Attachment", "ChatReply", "ChatService", "ChatStore", "Message", "Part", "Session",
+           "SessionNotFound", "ToolRun", "redact"]

@@ -1,0 +1,415 @@
+"""The chat engine: sessions, attachments, and one turn = the user's message plus the tool loop.
+
+``ChatService(workbench).send(session_id, text)`` stores the user's message (with the images and
+PDFs attached since the last message as parts, and the attachment events in its metadata), then
+asks the session's CHAT config: each round the :mod:`~knowledge.chat.mapper` renders the whole
+history into a request, the provider answers, every call is recorded in the trace, and tool calls
+(``vector_search`` and the other knowledge tools, ``view_attachment``) are run and their results
+stored, until the model answers in text (at most :attr:`ChatService.MAX_ROUNDS` rounds; the last
+round offers no tools).
+
+Attaching (``attach``): an image is saved in the file store only; any other file is ingested into
+the session's own vector store (``chat-<session id>``, created on the fly from the default
+template), which activates ``vector_search`` for the session; an image or PDF also activates
+``view_attachment`` and becomes a part of the next user message. Removing (``remove``) takes the
+file's chunks out of the session's store (its bytes stay: earlier messages refer to them).
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from knowledge.chat.mapper import VIEW_ATTACHMENT_SCHEMA, MapperContext, MappedRequest, build_request
+from knowledge.chat.model import (
+    ASSISTANT,
+    ATTACHMENT,
+    FILE,
+    IMAGE,
+    KIND_DOCUMENT,
+    KIND_IMAGE,
+    KIND_PDF,
+    TEXT,
+    TOOL,
+    USER,
+    Attachment,
+    Message,
+    Part,
+    Session,
+    sniff_kind,
+)
+from knowledge.chat.store import ChatStore
+from knowledge.errors import InvalidArgument, KnowledgeError
+from knowledge.llm.config import LlmConfig, LlmConfigs, LlmUnavailable
+from knowledge.llm.providers import ChatProvider, Completion, ToolCall, TurnContext, open_provider
+from knowledge.tools.knowledge import KnowledgeTools, ToolResult
+from knowledge.workbench import DUPLICATE, Workbench
+
+VECTOR_SEARCH, VIEW_ATTACHMENT = "vector_search", "view_attachment"
+MAX_CITATIONS = 8
+
+
+class AttachFailed(KnowledgeError):
+    """A file could not be attached to a chat (unreadable, too large, tools unavailable)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolRun:
+    """One tool call of a turn and its result (``text`` as the model read it)."""
+
+    name: str
+    arguments: dict[str, Any]
+    text: str
+    ok: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ChatReply:
+    """The answer to one message: ``text``, the ``citations`` (hits of ``vector_search`` in this
+    turn, best first: file_id, file_name, page, chunk_index, heading, char span, text, score), the
+    ``tool_runs`` in order, the config used, and whether it is ``retrieval_only`` (the offline
+    assistant)."""
+
+    session_id: str
+    text: str
+    citations: list[dict[str, Any]]
+    tool_runs: list[ToolRun]
+    config: str
+    retrieval_only: bool
+    dropped_turns: int = 0
+
+
+@dataclass(slots=True)
+class _Turn:
+    question: str
+    hits: list[dict[str, Any]] = field(default_factory=list)
+    runs: list[ToolRun] = field(default_factory=list)
+
+
+class ChatService:
+    """Chats over one workbench. Thread-safe: one turn per session at a time.
+
+    Args:
+        workbench: stores, files, catalog.
+        provider_factory: ``factory(config) -> ChatProvider`` (default :func:`open_provider`).
+    """
+
+    MAX_ROUNDS = 8
+
+    def __init__(self, workbench: Workbench,
+                 provider_factory: Callable[[LlmConfig], ChatProvider] = open_provider) -> None:
+        self.wb = workbench
+        self.store = ChatStore(workbench.catalog)
+        self.configs = LlmConfigs(workbench.catalog, workbench.settings)
+        self.tools = KnowledgeTools(workbench)
+        self.provider_factory = provider_factory
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+        self._texts: dict[str, str] = {}
+
+    def _lock(self, sid: str) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault(sid, threading.Lock())
+
+    # -- sessions -------------------------------------------------------------------------------
+    def create_session(self, title: str = "New chat", config: str | None = None) -> Session:
+        if config is not None:
+            self.configs.chat(config)  # exists and is CHAT
+        return self.store.create_session(title, config)
+
+    def sessions(self) -> list[Session]:
+        return self.store.list_sessions()
+
+    def session(self, sid: str) -> Session:
+        return self.store.get_session(sid)
+
+    def set_config(self, sid: str, config: str | None) -> Session:
+        if config is not None:
+            self.configs.chat(config)
+        return self.store.update_session(sid, config=config)
+
+    def rename(self, sid: str, title: str) -> Session:
+        return self.store.update_session(sid, title=title)
+
+    def messages(self, sid: str) -> list[Message]:
+        return self.store.messages(sid)
+
+    def attachments(self, sid: str) -> list[Attachment]:
+        return self.store.attachments(sid)
+
+    def delete_session(self, sid: str) -> None:
+        """Delete a session, its messages, its vector store, and files nothing else uses."""
+        s = self.session(sid)
+        file_ids = {p.file_id for m in self.messages(sid) for p in m.media()}
+        file_ids |= {e["file_id"] for m in self.messages(sid) for key in ("attached", "removed")
+                     for e in m.meta.get(key) or []}
+        file_ids |= {e["file_id"] for e in s.pending}
+        file_ids |= {a.file_id for a in self.attachments(sid)}
+        if self.wb.catalog.get_store(s.store) is not None:
+            self.wb.delete_store(s.store)
+        self.store.delete_session(sid)
+        for fid in file_ids:
+            if fid and not self.store.file_in_use(fid) and not self.wb.catalog.stores_using_file(fid):
+                self.wb.files.delete(fid)
+
+    # -- attachments ----------------------------------------------------------------------------
+    def attach(self, sid: str, source: bytes | str | Path | BinaryIO, name: str | None = None,
+               media_type: str | None = None) -> Attachment:
+        """Attach a file to the session (see the module docstring).
+
+        Raises:
+            AttachFailed: the file cannot be read or indexed (the message says why), or the knowledge
+            tools are unavailable for a file that needs indexing. SessionNotFound.
+        """
+        s = self.session(sid)
+        data, name = _read_source(source, name)
+        kind, mt = sniff_kind(name, media_type, data[:16])
+        limit = self.wb.settings.ingest.max_file_bytes
+        if kind == KIND_IMAGE:
+            try:
+                stored = self.wb.files.save(name, mt, data, max_bytes=limit)
+            except KnowledgeError as exc:
+                raise AttachFailed(f"Cannot attach {name}: {exc}") from exc
+            a = Attachment(stored.id, stored.name, mt, kind, stored.size, None, datetime.now(timezone.utc))
+        else:
+            ok, reason = self.tools.availability()
+            if not ok:
+                raise AttachFailed(f"Cannot attach {name}: it must be indexed, and the knowledge tools are {reason}.")
+            r = self.wb.ingest_file(s.store, data, name, content_type=mt)
+            if not r.ok:
+                raise AttachFailed(f"Cannot attach {name}: {r.message}")
+            same = [a for a in self.attachments(sid) if a.file_id == r.file_id]
+            if same:
+                if r.outcome == DUPLICATE:
+                    raise AttachFailed(f"{name} has the same content as {same[0].name}, which is already attached.")
+                return same[0]
+            a = Attachment(r.file_id or "", name, mt, kind, len(data), r.pages, datetime.now(timezone.utc))
+        self.store.put_attachment(sid, a)
+        tools = list(s.tools)
+        if kind != KIND_IMAGE and VECTOR_SEARCH not in tools:
+            tools.append(VECTOR_SEARCH)
+        if kind in (KIND_IMAGE, KIND_PDF) and VIEW_ATTACHMENT not in tools:
+            tools.append(VIEW_ATTACHMENT)
+        pending = [e for e in s.pending if e["file_id"] != a.file_id or e["event"] != "attached"]
+        pending.append({"event": "attached", **a.event()})
+        self.store.update_session(sid, tools=tools, pending=pending)
+        return a
+
+    def remove(self, sid: str, file_id: str) -> Attachment:
+        """Remove an attachment: its chunks leave the session's store and the next message announces
+        it -- unless it was attached after the last message, in which case it is simply forgotten
+        (a notice names only files still attached).
+
+        Raises:
+            InvalidArgument: no such attachment. SessionNotFound.
+        """
+        s = self.session(sid)
+        found = [a for a in self.attachments(sid) if a.file_id == file_id]
+        if not found:
+            raise InvalidArgument(f"No file {file_id!r} is attached to this chat.")
+        a = found[0]
+        if a.kind != KIND_IMAGE and self.wb.catalog.get_file(s.store, file_id) is not None:
+            self.wb.delete_file(s.store, file_id, keep_file=True)
+        self.store.delete_attachment(sid, file_id)
+        unannounced = any(e["event"] == "attached" and e["file_id"] == file_id for e in s.pending)
+        pending = [e for e in s.pending if e["file_id"] != file_id]
+        if not unannounced:
+            pending.append({"event": "removed", **a.event()})
+        self.store.update_session(sid, pending=pending)
+        return a
+
+    # -- a turn ---------------------------------------------------------------------------------
+    def send(self, sid: str, text: str, config: str | None = None) -> ChatReply:
+        """Send the user's ``text`` (with the pending attachments) and run the turn.
+
+        Raises:
+            InvalidArgument: blank text with nothing attached. LlmUnavailable: the model cannot be
+            used (nothing is stored then) or failed mid-turn (the user's message stays; the trace
+            has the error). LlmConfigNotFound. SessionNotFound.
+        """
+        with self._lock(sid):
+            s = self.session(sid)
+            attached = [e for e in s.pending if e["event"] == "attached"]
+            if not text.strip() and not attached:
+                raise InvalidArgument("Type a message (or attach a file).")
+            cfg = self.configs.chat(config or s.config)
+            provider = self.provider_factory(cfg)  # raises before anything is stored
+            current = {a.file_id for a in self.attachments(sid)}
+            attached = [e for e in attached if e["file_id"] in current]
+            removed = [e for e in s.pending if e["event"] == "removed"]
+            parts = [Part(TEXT, text=text)] if text.strip() else []
+            for e in attached:
+                if e["kind"] in (KIND_IMAGE, KIND_PDF):
+                    parts.append(Part(IMAGE if e["kind"] == KIND_IMAGE else FILE, file_id=e["file_id"],
+                                      name=e["name"], media_type=e["media_type"], size=e.get("size")))
+            meta: dict[str, Any] = {}
+            if attached:
+                meta["attached"] = [{k: v for k, v in e.items() if k != "event"} for e in attached]
+            if removed:
+                meta["removed"] = [{k: v for k, v in e.items() if k != "event"} for e in removed]
+            self.store.add_message(sid, USER, parts, meta)
+            title = s.title if s.title != "New chat" or not text.strip() else " ".join(text.split())[:60]
+            self.store.update_session(sid, pending=[], title=title)
+            return self._run_turn(self.session(sid), cfg, provider, _Turn(text))
+
+    def _run_turn(self, s: Session, cfg: LlmConfig, provider: ChatProvider, turn: _Turn) -> ChatReply:
+        dropped = 0
+        for round_no in range(self.MAX_ROUNDS):
+            last = round_no == self.MAX_ROUNDS - 1
+            req = self.request(s.id, cfg, offer_tools=not last)
+            dropped = req.dropped_turns
+            ok, reason = self.tools.availability() if VECTOR_SEARCH in s.tools else (True, "")
+            ctx = TurnContext(turn.question, list(turn.hits), [a.name for a in self.attachments(s.id)],
+                              "" if ok else reason)
+            completion = self._call(s.id, cfg, provider, req, ctx)
+            if completion.tool_calls and not last:
+                self.store.add_message(s.id, ASSISTANT, [Part(TEXT, text=completion.text)] if completion.text else [],
+                                       {"tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments}
+                                                       for c in completion.tool_calls], "config": cfg.name})
+                for call in completion.tool_calls:
+                    self._run_tool(s, call, turn)
+                continue
+            citations = _citations(turn.hits)
+            text = completion.text or ""
+            self.store.add_message(s.id, ASSISTANT, [Part(TEXT, text=text)],
+                                   {"citations": citations, "config": cfg.name,
+                                    "retrieval_only": completion.retrieval_only,
+                                    "tool_runs": [{"name": r.name, "arguments": r.arguments, "ok": r.ok}
+                                                  for r in turn.runs]})
+            return ChatReply(s.id, text, citations, turn.runs, cfg.name, completion.retrieval_only, dropped)
+        raise AssertionError("unreachable")  # the last round offers no tools
+
+    def request(self, sid: str, cfg: LlmConfig | None = None, offer_tools: bool = True) -> MappedRequest:
+        """The request the session's next round sends (what the mapper renders from the history)."""
+        s = self.session(sid)
+        cfg = cfg or self.configs.chat(s.config)
+        ok, reason = self.tools.availability() if VECTOR_SEARCH in s.tools else (True, "")
+        ctx = MapperContext(
+            attachments=self.attachments(sid), capabilities=cfg.effective_capabilities(),
+            document_mode=cfg.document_mode(), tools=self._schemas(s, ok) if offer_tools else [],
+            store=s.store, budget_tokens=cfg.context_tokens, read_bytes=self._bytes, read_text=self._text,
+            tools_unavailable="" if ok else reason)
+        return build_request(self.messages(sid), ctx)
+
+    def _schemas(self, s: Session, knowledge_ok: bool) -> list[dict[str, Any]]:
+        out = []
+        if VECTOR_SEARCH in s.tools and knowledge_ok:
+            for t in self.tools.tools():
+                schema = copy.deepcopy(t.schema())
+                params = schema["function"]["parameters"]
+                params["required"] = [r for r in params["required"] if r != "store"]
+                params["properties"]["store"] = {
+                    "type": "string", "description": f"Name of the vector store (default: {s.store!r},"
+                                                     " this chat's attachments)."}
+                out.append(schema)
+        if VIEW_ATTACHMENT in s.tools:
+            out.append(VIEW_ATTACHMENT_SCHEMA)
+        return out
+
+    def _call(self, sid: str, cfg: LlmConfig, provider: ChatProvider, req: MappedRequest,
+              ctx: TurnContext) -> Completion:
+        started = datetime.now(timezone.utc)
+        t0 = time.perf_counter()
+        request = {"model": cfg.model or cfg.provider, "messages": req.messages, "tools": req.tools}
+        try:
+            completion = provider.complete(req.messages, req.tools, ctx)
+        except LlmUnavailable as exc:
+            self.store.add_trace(sid, cfg.name, cfg.provider, cfg.model, request, None, str(exc), started,
+                                 time.perf_counter() - t0)
+            raise
+        self.store.add_trace(sid, cfg.name, cfg.provider, cfg.model, completion.request, completion.response,
+                             None, started, time.perf_counter() - t0)
+        return completion
+
+    def _run_tool(self, s: Session, call: ToolCall, turn: _Turn) -> None:
+        try:
+            args = call.parsed_arguments()
+        except ValueError as exc:
+            args, result = {}, ToolResult(f"Bad arguments for {call.name}: {exc}. Send a JSON object.", ok=False)
+        else:
+            result = self._tool(s, call.name, args, turn)
+        self.store.add_message(s.id, TOOL, [Part(TEXT, text=result.text)],
+                               {"tool_call_id": call.id, "name": call.name, "arguments": args, "ok": result.ok})
+        turn.runs.append(ToolRun(call.name, args, result.text, result.ok))
+        if call.name == VIEW_ATTACHMENT and result.ok:
+            d = result.data
+            self.store.add_message(s.id, ATTACHMENT, [Part(IMAGE if d["kind"] == KIND_IMAGE else FILE,
+                                                          file_id=d["file_id"], name=d["name"],
+                                                          media_type=d["media_type"], size=d.get("size"))],
+                                   {"tool_call_id": call.id})
+
+    def _tool(self, s: Session, name: str, args: dict[str, Any], turn: _Turn) -> ToolResult:
+        if name == VIEW_ATTACHMENT:
+            if VIEW_ATTACHMENT not in s.tools:
+                return ToolResult("view_attachment is not active in this chat (no image or PDF attached).", ok=False)
+            ref = str(args.get("file_id", ""))
+            found = [a for a in self.attachments(s.id) if a.file_id == ref or a.name == ref]
+            if not found or found[0].kind == KIND_DOCUMENT:
+                media = [a.name for a in self.attachments(s.id) if a.kind != KIND_DOCUMENT]
+                return ToolResult(f"No image or PDF {ref!r} is attached. Attached: {', '.join(media) or 'none'}.",
+                                  ok=False)
+            a = found[0]
+            return ToolResult(f"{a.name} is shown in the next message.", a.event())
+        if VECTOR_SEARCH not in s.tools:
+            return ToolResult(f"{name} is not active in this chat: attach a file first.", ok=False)
+        args = dict(args)
+        args.setdefault("store", s.store)
+        result = self.tools.call(name, args)
+        if name == VECTOR_SEARCH and result.ok:
+            turn.hits.extend({**h, "store": args["store"]} for h in result.data.get("hits", []))
+        return result
+
+    # -- file access for the mapper ---------------------------------------------------------------
+    def _bytes(self, file_id: str) -> bytes:
+        with self.wb.files.content(file_id) as fh:
+            return fh.read()
+
+    def _text(self, file_id: str) -> str:
+        if file_id not in self._texts:
+            from knowledge.ingest.readers import read_document
+
+            stored = self.wb.files.get(file_id)
+            with self.wb.files.content(file_id) as fh:
+                self._texts[file_id] = read_document(fh, stored.name).text
+        return self._texts[file_id]
+
+    # -- traces ---------------------------------------------------------------------------------
+    def traces(self, sid: str | None = None, limit: int = 200):
+        return self.store.traces(sid, limit)
+
+
+def _read_source(source: Any, name: str | None) -> tuple[bytes, str]:
+    if isinstance(source, (str, Path)):
+        path = Path(source).expanduser()
+        try:
+            return path.read_bytes(), name or path.name
+        except OSError as exc:
+            raise AttachFailed(f"Cannot attach {path}: {exc.strerror or exc}") from exc
+    if not name:
+        raise InvalidArgument("A file given as bytes or a stream needs a name.")
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return bytes(source), name
+    data = source.read()
+    return (data if isinstance(data, bytes) else bytes(data)), name
+
+
+def _citations(hits: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The turn's hits in the order the searches returned them (each best first, in the store's
+    score direction), each chunk once."""
+    seen, out = set(), []
+    for h in hits:
+        key = (h.get("store"), h.get("file_id"), h.get("chunk_index"))
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(h)
+    return out[:MAX_CITATIONS]
+
+
+__all__ = ["AttachFailed", "ChatReply", "ChatService", "ToolRun"]

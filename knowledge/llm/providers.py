@@ -1,0 +1,223 @@
+"""Chat providers: one request (OpenAI chat-completions messages + tools) in, one completion out.
+
+* :class:`OpenAICompatible` -- any server speaking OpenAI's chat-completions protocol (OpenAI,
+  OpenRouter, Azure, LM Studio, Ollama, Groq, Mistral, vLLM, llama.cpp server), through the official
+  ``openai`` package, with tool calling.
+* :class:`OfflineAssistant` -- needs no model: it calls ``vector_search`` over the session's
+  attachments with the user's words and answers with the best passages quoted with file and page,
+  labelled as retrieval-only.
+
+The chat engine (:mod:`knowledge.chat.service`) runs the tool loop; a provider only answers one
+request at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+from knowledge.llm.config import LlmConfig, LlmUnavailable
+
+RETRIEVAL_ONLY_LABEL = "Retrieval only — no language model wrote this."
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A tool call the model asked for: ``arguments`` is the JSON text the model produced."""
+
+    id: str
+    name: str
+    arguments: str
+
+    def parsed_arguments(self) -> dict[str, Any]:
+        """The arguments as a dict; ``{}`` for empty text. Raises ``ValueError`` for bad JSON."""
+        if not self.arguments or not self.arguments.strip():
+            return {}
+        value = json.loads(self.arguments)
+        if not isinstance(value, dict):
+            raise ValueError("the arguments are not a JSON object")
+        return value
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """One answer: ``text`` (may be ``None`` with tool calls), the ``tool_calls``, and the raw
+    ``request`` / ``response`` as JSON-serialisable dicts for the trace."""
+
+    text: str | None
+    tool_calls: list[ToolCall]
+    request: dict[str, Any]
+    response: dict[str, Any]
+    retrieval_only: bool = False
+
+
+@dataclass(slots=True)
+class TurnContext:
+    """What the engine knows about the running turn, for providers that need more than messages:
+    the user's ``question`` (their typed text), the ``hits`` found by ``vector_search`` so far this
+    turn (``knowledge.tools.knowledge.hit_data`` dicts), the attached file names, and why the
+    knowledge tools are unavailable (``""`` when they are available)."""
+
+    question: str = ""
+    hits: list[dict[str, Any]] = field(default_factory=list)
+    attached: list[str] = field(default_factory=list)
+    tools_unavailable: str = ""
+
+
+class ChatProvider(ABC):
+    """A chat model behind one LLM config."""
+
+    def __init__(self, config: LlmConfig) -> None:
+        self.config = config
+
+    @abstractmethod
+    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
+                 context: TurnContext) -> Completion:
+        """Answer ``messages`` (OpenAI chat-completions shape) with ``tools`` (function schemas)
+        on offer. Raises ``LlmUnavailable`` with a message for a person."""
+
+
+class OpenAICompatible(ChatProvider):
+    """An OpenAI-compatible chat-completions server via the ``openai`` package.
+
+    The API key is read from the environment variable ``config.api_key_env`` at construction; a
+    server that needs no key (LM Studio, Ollama, llama.cpp) gets the placeholder ``"not-needed"``.
+
+    Raises:
+        LlmUnavailable: the named variable is unset, or OpenAI's own API is used without a key.
+    """
+
+    def __init__(self, config: LlmConfig) -> None:
+        super().__init__(config)
+        import openai
+
+        key = None
+        if config.api_key_env:
+            key = os.environ.get(config.api_key_env)
+            if not key:
+                raise LlmUnavailable(
+                    f"The LLM config {config.name!r} reads its API key from the environment variable"
+                    f" {config.api_key_env}, which is not set. Set it where knowledge runs, then retry.")
+        elif not config.base_url:
+            raise LlmUnavailable(f"The LLM config {config.name!r} talks to OpenAI's API but names no"
+                                 " environment variable with the key (api_key_env).")
+        self._openai = openai
+        self.client = openai.OpenAI(api_key=key or "not-needed", base_url=config.base_url,
+                                    timeout=config.timeout, max_retries=2)
+
+    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
+                 context: TurnContext) -> Completion:
+        request: dict[str, Any] = {"model": self.config.model, "messages": messages}
+        if tools:
+            request["tools"] = tools
+        if self.config.temperature is not None:
+            request["temperature"] = self.config.temperature
+        where = self.config.base_url or "api.openai.com"
+        oa = self._openai
+        try:
+            resp = self.client.chat.completions.create(**request)
+        except oa.APIConnectionError as exc:
+            raise LlmUnavailable(f"Cannot reach the model server at {where} (config"
+                                 f" {self.config.name!r}): {exc}. Is it running?") from exc
+        except oa.APIStatusError as exc:
+            raise LlmUnavailable(f"The model server at {where} answered HTTP {exc.status_code}:"
+                                 f" {_short(exc.message)}") from exc
+        except oa.OpenAIError as exc:
+            raise LlmUnavailable(f"The model server at {where} failed: {_short(str(exc))}") from exc
+        if not resp.choices:
+            raise LlmUnavailable(f"The model server at {where} returned no answer (no choices).")
+        msg = resp.choices[0].message
+        calls = [ToolCall(tc.id, tc.function.name, tc.function.arguments or "")
+                 for tc in (msg.tool_calls or []) if getattr(tc, "function", None) is not None]
+        return Completion(msg.content, calls, request, resp.model_dump(mode="json", exclude_none=True))
+
+
+class OfflineAssistant(ChatProvider):
+    """The built-in assistant without a model (retrieval only).
+
+    Round 1 of a turn: when ``vector_search`` is on offer it asks for it with the user's words
+    (``k`` = :attr:`K`). Round 2: it answers with the hits, best first, each quoted with file and
+    page, under :data:`RETRIEVAL_ONLY_LABEL`. Without attachments it says how to use it.
+    """
+
+    K = 4
+
+    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
+                 context: TurnContext) -> Completion:
+        names = {t["function"]["name"] for t in tools}
+        searched = any(m.get("role") == "tool" for m in _running_turn(messages))
+        request = {"model": "offline", "messages": messages, "tools": tools}
+        if "vector_search" in names and not searched and context.question.strip():
+            call = ToolCall("offline-search-1", "vector_search",
+                            json.dumps({"query": context.question, "k": self.K}))
+            return Completion(None, [call], request,
+                              {"tool_calls": [{"id": call.id, "name": call.name, "arguments": call.arguments}]},
+                              retrieval_only=True)
+        text = self._answer(context, "vector_search" in names)
+        return Completion(text, [], request, {"content": text}, retrieval_only=True)
+
+    def _answer(self, context: TurnContext, can_search: bool) -> str:
+        hits = _relevant(context.hits[: self.K])
+        if hits:
+            lines = [f"*{RETRIEVAL_ONLY_LABEL}* The passages of your attachments that best match"
+                     f" “{context.question.strip()}”:"]
+            for i, h in enumerate(hits, 1):
+                where = h.get("file_name") or h.get("file_id")
+                if h.get("page") is not None:
+                    where += f", page {h['page']}"
+                quoted = "\n".join("> " + _inert(ln) for ln in (h.get("text") or "").strip().splitlines())
+                lines.append(f"{i}. **{where}** (score {h.get('score', 0):.2f})\n{quoted}")
+            return "\n\n".join(lines)
+        if can_search:
+            return (f"*{RETRIEVAL_ONLY_LABEL}* No passage of the attached files matches"
+                    f" “{context.question.strip()}”. Try other words.")
+        if context.tools_unavailable:
+            return (f"*{RETRIEVAL_ONLY_LABEL}* I can only quote passages from attached files, and the"
+                    f" knowledge tools are {context.tools_unavailable}.")
+        return (f"*{RETRIEVAL_ONLY_LABEL}* I am the offline assistant: attach a file (📎) and ask a"
+                " question, and I quote the passages that answer it, with file and page. For a"
+                " language model, add a CHAT config on the Settings page.")
+
+
+def _inert(line: str) -> str:
+    """A quoted line that Markdown shows as written: emphasis and code marks escaped, and a leading
+    list or heading marker too (``* item`` would otherwise become a bullet)."""
+    line = re.sub(r"([\\`*_])", r"\\\1", line)
+    line = re.sub(r"^(\s*)([#+\-])", r"\1\\\2", line)
+    return re.sub(r"^(\s*\d+)([.)])", r"\1\\\2", line)
+
+
+def _relevant(hits: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The hits worth quoting: when scores fall best-first (cosine or dot: higher is better), those
+    scoring at least half the best one; otherwise (a distance, lower is better) all of them."""
+    scores = [float(h.get("score") or 0.0) for h in hits]
+    if not hits or scores != sorted(scores, reverse=True) or scores[0] <= 0:
+        return hits
+    return [h for h, sc in zip(hits, scores) if sc >= scores[0] / 2]
+
+
+def _running_turn(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages after the last message the user typed (tool calls and results of this turn)."""
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if m.get("role") == "user" and not m.get("name") == "view_attachment":
+            return messages[i + 1:]
+    return messages
+
+
+def _short(text: str, limit: int = 300) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def open_provider(config: LlmConfig) -> ChatProvider:
+    """The provider for a CHAT config. Raises ``LlmUnavailable`` (see :class:`OpenAICompatible`)."""
+    if config.provider == "offline":
+        return OfflineAssistant(config)
+    if config.provider == "openai":
+        return OpenAICompatible(config)
+    raise LlmUnavailable(f"LLM config {config.name!r} has provider {config.provider!r}, which is not a chat provider.")

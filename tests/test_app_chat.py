@@ -1,0 +1,196 @@
+"""The Chat and Settings pages, headless (streamlit.testing.v1.AppTest), on the fake embedder."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from knowledge.chat import ChatService
+from knowledge.config import load_settings
+from knowledge.embeddings.fake import HashEmbedder
+from knowledge.llm import LlmConfigs
+from knowledge.workbench import Workbench
+
+from chat_helpers import ChatCompletionsServer, pdf_bytes, png_bytes
+from conftest import REPO
+
+APP = str(REPO / "app.py")
+NOTES = ("# Lighthouse\n\nThe keeper lit the lamp at dusk and trimmed the wick at midnight.\n\n"
+         "# Bakery\n\nBread needs flour, water, salt and yeast; the dough rests overnight.")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache(monkeypatch):
+    monkeypatch.setattr(Workbench, "_default_embedder", lambda self, model: HashEmbedder(dimension=256))
+    st.cache_resource.clear()
+    yield
+    st.cache_resource.clear()
+
+
+def page(path: str) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    at.switch_page(path)
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def captions(at) -> list[str]:
+    return [c.value for c in at.caption]
+
+
+def test_chat_attach_by_drop_ask_and_see_answer_with_citations(tmp_path):
+    at = page("views/chat.py")
+    assert at.title[0].value == "💬 Chat"
+    at.chat_input[0].upload("notes.md", NOTES.encode(), "text/markdown")
+    at.chat_input[0].upload("photo.png", png_bytes(), "image/png")
+    at.chat_input[0].set_value("Who lit the lamp?")
+    at.run()
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+    # the user's bubble: a 📎 line naming what it attached, the text, the image
+    user = at.chat_message[0]
+    assert user.name == "user"
+    assert "📎 notes.md, photo.png" in [c.value for c in user.caption]
+    assert user.markdown[0].value == "Who lit the lamp?"
+    images = user.get("image")
+    assert len(images) == 1 and images[0].proto.imgs[0].caption == "photo.png"
+    # the answer: the tool call collapsed, the passages quoted, citations that open the chunk
+    answer = at.chat_message[1]
+    labels = [e.label for e in answer.expander]
+    assert labels[0].startswith("🔧 vector_search(query=\"Who lit the lamp?\"")
+    assert any(lbl.startswith("[1] notes.md — Lighthouse · score") for lbl in labels)
+    assert "keeper lit the lamp" in answer.markdown[0].value and "Retrieval only" in answer.markdown[0].value
+    # the sidebar lists the attachments with a remove button each
+    side = [m.value for m in at.sidebar.markdown]
+    assert any("**notes.md**" in v for v in side) and any("**photo.png**" in v for v in side)
+    assert {b.help for b in at.sidebar.button if b.key and b.key.startswith("rm_")} == {
+        "Remove notes.md from this chat", "Remove photo.png from this chat"}
+
+
+def test_remove_button_detaches_and_the_next_message_says_so():
+    wb = Workbench(load_settings(), embedder_factory=lambda m: HashEmbedder(dimension=256))
+    chat = ChatService(wb)
+    s = chat.create_session()
+    a = chat.attach(s.id, NOTES.encode(), "notes.md")
+    chat.send(s.id, "first")
+    wb.close()
+    at = page("views/chat.py")
+    at.sidebar.button(key=f"rm_{a.file_id}").click().run()
+    assert not at.exception
+    assert any("Nothing attached" in c for c in [c.value for c in at.sidebar.caption])
+    at.chat_input[0].set_value("second").run()
+    assert "✖ removed notes.md" in [c.value for c in at.chat_message[2].caption]
+
+
+def test_several_sessions(tmp_path):
+    at = page("views/chat.py")
+    at.chat_input[0].set_value("hello one").run()
+    first = at.session_state["chat_session"]
+    at.sidebar.button[0].click().run()  # ➕ New chat
+    second = at.session_state["chat_session"]
+    assert second != first and not at.chat_message
+    at.chat_input[0].set_value("hello two").run()
+    radio = at.sidebar.radio[0]
+    assert set(radio.options) == {"hello one", "hello two"}
+    radio.set_value(first).run()
+    assert at.session_state["chat_session"] == first
+    assert at.chat_message[0].markdown[0].value == "hello one"
+
+
+def test_a_pdf_answer_cites_file_and_page_with_a_local_model(tmp_path):
+    pages = ["The harbour master records every ship that enters the port.",
+             "The tide tables are printed each Sunday for the sailors of the bay."]
+    with ChatCompletionsServer([
+        lambda req: {"tool_calls": [{"id": "c1", "type": "function", "function": {
+            "name": "vector_search", "arguments": '{"query": "tide tables printed"}'}}]},
+        lambda req: {"content": "Each Sunday (harbour.pdf, page 2)."}]) as server:
+        wb = Workbench(load_settings(), embedder_factory=lambda m: HashEmbedder(dimension=256))
+        LlmConfigs(wb.catalog, wb.settings).save({"name": "local", "type": "CHAT", "provider": "openai",
+                                                  "model": "m", "base_url": server.base_url})
+        wb.close()
+        at = page("views/chat.py")
+        at.sidebar.selectbox[0].set_value("local").run()
+        at.chat_input[0].upload("harbour.pdf", pdf_bytes(pages), "application/pdf")
+        at.chat_input[0].set_value("When are the tide tables printed?").run()
+    assert not at.exception and not at.error
+    answer = at.chat_message[1]
+    assert answer.markdown[0].value == "Each Sunday (harbour.pdf, page 2)."
+    assert any(e.label.startswith("[1] harbour.pdf, page 2") for e in answer.expander)
+    assert "local" in [c.value for c in answer.caption]
+
+
+def test_a_model_error_is_shown_not_raised():
+    wb = Workbench(load_settings(), embedder_factory=lambda m: HashEmbedder(dimension=256))
+    LlmConfigs(wb.catalog, wb.settings).save({"name": "down", "type": "CHAT", "provider": "openai", "model": "m",
+                                              "base_url": "http://127.0.0.1:9/v1", "timeout": 2})
+    wb.close()
+    at = page("views/chat.py")
+    at.sidebar.selectbox[0].set_value("down").run()
+    at.chat_input[0].set_value("hello").run()
+    assert not at.exception
+    assert "Cannot reach the model server" in at.error[0].value
+
+
+# -- Settings ---------------------------------------------------------------------------------------
+def test_settings_lists_configs_and_saves_one_with_a_key_variable_only(monkeypatch):
+    monkeypatch.setenv("MY_KEY", "sk-secret-value")
+    at = page("views/settings.py")
+    table = at.dataframe[0].value
+    assert list(table["name"]) == ["embeddings", "offline"]
+    assert "Knowledge tools: available." in [s.value for s in at.success]
+    form_inputs = {t.label: t for t in at.text_input}
+    form_inputs["Name"].set_value("gpt")
+    form_inputs["Model"].set_value("gpt-4o-mini")
+    form_inputs["API key environment variable"].set_value("MY_KEY")
+    at.button[0].click().run()  # Save config (the form's submit button)
+    assert not at.exception
+    table = at.dataframe[0].value
+    row = table[table["name"] == "gpt"].iloc[0]
+    assert (row["provider"], row["key variable"], row["key set"], row["reads"]) == ("openai", "MY_KEY", "yes", "VISION")
+    assert "sk-secret-value" not in str(at)  # the key itself is never shown
+
+
+def test_settings_refuses_a_key_pasted_as_the_variable_name():
+    at = page("views/settings.py")
+    inputs = {t.label: t for t in at.text_input}
+    inputs["Name"].set_value("bad")
+    inputs["Model"].set_value("m")
+    inputs["API key environment variable"].set_value("sk-live-abc")
+    at.button[0].click().run()
+    assert "NAME of an environment variable" in at.error[0].value
+
+
+def test_deleting_the_embedding_config_makes_the_tools_unavailable():
+    at = page("views/settings.py")
+    at.selectbox(key="cfg_delete").set_value("embeddings").run()
+    [b for b in at.button if b.label == "Delete"][0].click().run()
+    assert not at.exception
+    assert "no LLM config named 'embeddings'" in at.warning[0].value
+
+
+def test_traces_tab_shows_requests_with_base64_redacted():
+    img = png_bytes(16, 16)
+    with ChatCompletionsServer([lambda req: {"content": "A red square."}]) as server:
+        wb = Workbench(load_settings(), embedder_factory=lambda m: HashEmbedder(dimension=256))
+        LlmConfigs(wb.catalog, wb.settings).save({"name": "local", "type": "CHAT", "provider": "openai",
+                                                  "model": "m", "base_url": server.base_url,
+                                                  "capabilities": ["VISION"]})
+        chat = ChatService(wb)
+        s = chat.create_session(config="local")
+        chat.attach(s.id, img, "square.png")
+        chat.send(s.id, "What is this?")
+        wb.close()
+    assert base64.b64encode(img).decode() in json.dumps(server.requests[0])  # the model got the image
+    at = page("views/settings.py")
+    labels = [e.label for e in at.expander]
+    assert len(labels) == 1 and "local (openai m)" in labels[0] and labels[0].endswith("ok")
+    shown = json.dumps([j.value for j in at.json])
+    assert "[base64 image/png, " in shown and "characters omitted]" in shown
+    assert base64.b64encode(img).decode() not in shown
+    assert "A red square." in shown

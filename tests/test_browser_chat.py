@@ -1,0 +1,91 @@
+"""The Chat page in a real browser: drop two corpus PDFs into the chat input, ask a question whose
+answer is in one of them, and check the answer cites that file and the page that holds the answer.
+
+Reuses the server and browser helpers of ``tests/test_browser.py`` (Debian's Chromium under
+Playwright, ``streamlit run app.py`` with its own data folder and the real bundled model).
+Screenshots go to ``test-artifacts/browser/chat/``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from test_browser import ARTIFACTS, Server, browser, explained, rerun_and_wait, serve, shot, squash, wait_for_app
+
+pytestmark = [pytest.mark.browser, pytest.mark.model]
+__all__ = ["browser"]  # the fixture, imported so pytest finds it here
+
+
+@pytest.fixture(scope="module")
+def chat_artifacts() -> Path:
+    folder = ARTIFACTS / "chat"
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in folder.glob("*.png"):
+        old.unlink()
+    return folder
+
+
+@pytest.fixture(scope="module")
+def chat_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    with serve(tmp_path_factory.mktemp("browser-chat")) as srv:
+        yield srv
+
+
+def test_attach_a_pdf_in_the_chat_and_the_answer_cites_file_and_page(browser, chat_server: Server,
+                                                                      chat_artifacts: Path, corpus: Path):
+    from playwright.sync_api import expect
+
+    from knowledge.ingest import read_document
+
+    zen, blind = corpus / "pdf" / "google-doc-document.pdf", corpus / "pdf" / "pdflatex-4-pages.pdf"
+    doc = read_document(zen)
+    answer_pages = {s.page for s in doc.sections
+                    if "Explicit is better than implicit" in squash(doc.text[s.char_start:s.char_end])}
+    assert answer_pages, "the corpus PDF changed"
+
+    context = browser.new_context(viewport={"width": 1400, "height": 1600})
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    try:
+        with explained(page, chat_server, chat_artifacts):
+            page.goto(chat_server.url)
+            wait_for_app(page)
+            rerun_and_wait(page, lambda: page.get_by_role("link", name="Chat", exact=True).click())
+            expect(page.locator("h1").first).to_contain_text("Chat")
+            shot(page, chat_artifacts, "01-chat.png")
+
+            # Drop both PDFs onto the chat input, then ask.
+            page.set_input_files('[data-testid="stChatInput"] input[type=file]', [str(blind), str(zen)])
+            box = page.get_by_test_id("stChatInputTextArea")
+            box.fill("Is explicit better than implicit?")
+            shot(page, chat_artifacts, "02-attached.png")
+            rerun_and_wait(page, lambda: box.press("Enter"), timeout=240_000)
+
+            messages = page.get_by_test_id("stChatMessage")
+            expect(messages).to_have_count(2, timeout=240_000)
+            user, answer = messages.nth(0), messages.nth(1)
+            expect(user).to_contain_text("📎 pdflatex-4-pages.pdf, google-doc-document.pdf")
+            expect(user).to_contain_text("Is explicit better than implicit?")
+            expect(answer).to_contain_text("Retrieval only")
+            expect(answer).to_contain_text("Explicit is better than implicit")
+            # the first citation: the file and a page that holds the answer; it opens the chunk
+            first = answer.get_by_test_id("stExpander").filter(has_text=re.compile(r"\[1\] ")).first
+            label = squash(first.locator("summary").inner_text())
+            m = re.search(r"\[1\] (?P<file>.+?), page (?P<page>\d+)", label)
+            assert m and m["file"] == "google-doc-document.pdf", label
+            assert int(m["page"]) in answer_pages, (label, answer_pages)
+            first.locator("summary").click()
+            expect(first).to_contain_text("Explicit is better than implicit")
+            # the tool call, collapsed
+            expect(answer.get_by_test_id("stExpander").filter(has_text="vector_search").first).to_be_visible()
+            # the sidebar lists both attachments, each with a remove button
+            side = page.get_by_test_id("stSidebar")
+            expect(side).to_contain_text("google-doc-document.pdf")
+            expect(side.get_by_role("button", name="✖")).to_have_count(2)
+            shot(page, chat_artifacts, "03-answer.png")
+    finally:
+        context.close()

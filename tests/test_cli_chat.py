@@ -1,0 +1,53 @@
+"""``python -m knowledge chat`` and ``llm-configs``, with the real bundled model and a corpus PDF."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from knowledge.__main__ import main
+
+pytestmark = pytest.mark.model
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_chat_attaches_answers_with_citations_and_continues_a_session(corpus, tmp_path, capsys):
+    data = str(tmp_path / "data")
+    pdf = str(corpus / "pdf" / "pdflatex-4-pages.pdf")
+    zen = str(corpus / "pdf" / "google-doc-document.pdf")
+    code, out, err = run(capsys, "--data-dir", data, "chat", "--attach", pdf, "--attach", zen,
+                         "Is explicit better than implicit?")
+    assert code == 0, err
+    assert out.startswith("*Retrieval only")
+    assert "Sources:\n  [1] google-doc-document.pdf, page 1 (score " in out
+    session = err.split("session: ")[1].split()[0]
+
+    code, out, err = run(capsys, "--data-dir", data, "chat", "--session", session, "--json",
+                         "Is flat better than nested?")
+    assert code == 0, err
+    reply = json.loads(out)
+    assert reply["session"] == session and reply["retrieval_only"] and reply["attached"] == []
+    assert reply["citations"][0]["file_name"] == "google-doc-document.pdf"
+    assert "Flat is better than nested" in reply["citations"][0]["text"]
+    assert reply["tool_calls"] == [{"name": "vector_search", "arguments": {"query": "Is flat better than nested?",
+                                                                          "k": 4}, "ok": True}]
+
+
+def test_chat_errors_exit_2(tmp_path, capsys):
+    data = str(tmp_path / "data")
+    code, _, err = run(capsys, "--data-dir", data, "chat", "--session", "nosuch", "hi")
+    assert code == 2 and "No chat session" in err
+    code, _, err = run(capsys, "--data-dir", data, "chat", "--config", "nosuch", "hi")
+    assert code == 2 and "No LLM config named 'nosuch'" in err
+
+
+def test_llm_configs_lists_the_built_ins(tmp_path, capsys):
+    code, out, _ = run(capsys, "--data-dir", str(tmp_path / "data"), "llm-configs", "--json")
+    configs = {c["name"]: c for c in json.loads(out)}
+    assert code == 0 and configs["embeddings"]["type"] == "EMBEDDING" and configs["offline"]["provider"] == "offline"

@@ -1,0 +1,97 @@
+"""Settings: LLM configs (CHAT and EMBEDDING) and the LLM call trace."""
+
+from __future__ import annotations
+
+import os
+
+import streamlit as st
+
+from knowledge.chat.store import ChatStore
+from knowledge.errors import KnowledgeError
+from knowledge.llm import LlmConfigs
+from knowledge.llm.config import PROVIDERS
+from knowledge.tools import KnowledgeTools
+from knowledge.workbench import Workbench
+
+wb: Workbench = st.session_state["workbench"]
+configs = LlmConfigs(wb.catalog, wb.settings)
+
+st.title("⚙️ Settings")
+tab_configs, tab_traces = st.tabs(["LLM configs", "Traces"])
+
+with tab_configs:
+    st.caption("A CHAT config is a model to chat with; the EMBEDDING config named"
+               f" `{wb.settings.vector_store.embedding_config}` is what the knowledge tools embed with. API keys"
+               " are never stored: a config names the environment variable that holds the key.")
+    ok, reason = KnowledgeTools(wb).availability()
+    if ok:
+        st.success("Knowledge tools: available.")
+    else:
+        st.warning(f"Knowledge tools: {reason}.")
+    rows = configs.list()
+    st.dataframe([{"name": c.name, "type": c.type, "provider": c.provider, "model": c.model or "(default)",
+                   "base URL": c.base_url or "", "key variable": c.api_key_env or "",
+                   "key set": ("yes" if os.environ.get(c.api_key_env) else "no") if c.api_key_env else "",
+                   "reads": ", ".join(sorted(c.effective_capabilities())) or "text",
+                   "capabilities": "provider default" if c.capabilities is None else ", ".join(c.capabilities) or "none"}
+                  for c in rows], hide_index=True, width="stretch")
+
+    st.subheader("Add or change a config")
+    names = [c.name for c in rows]
+    base = st.selectbox("Start from", ["(new)", *names], key="cfg_base")
+    cur = configs.find(base) if base != "(new)" else None
+    with st.form("llm_config"):
+        name = st.text_input("Name", value=cur.name if cur else "")
+        c1, c2 = st.columns(2)
+        providers = list(PROVIDERS)
+        provider = c1.selectbox("Provider", providers, index=providers.index(cur.provider) if cur else 0,
+                                help="openai: any OpenAI-compatible server (OpenAI, OpenRouter, Azure, LM Studio,"
+                                     " Ollama, Groq, Mistral, vLLM, llama.cpp). offline: the retrieval-only"
+                                     " assistant. bundled: the offline embedding model.")
+        model = c2.text_input("Model", value=(cur.model or "") if cur else "", placeholder="gpt-4o-mini")
+        base_url = c1.text_input("Base URL", value=(cur.base_url or "") if cur else "",
+                                 placeholder="http://localhost:1234/v1 (empty: OpenAI)")
+        key_env = c2.text_input("API key environment variable", value=(cur.api_key_env or "") if cur else "",
+                                placeholder="OPENAI_API_KEY", help="The NAME of the variable, never the key.")
+        default_caps = st.checkbox("Capabilities: the provider's default",
+                                   value=cur is None or cur.capabilities is None)
+        caps = st.multiselect("Capabilities (when not the default)", ["VISION", "DOCUMENTS"],
+                              default=list(cur.capabilities or []) if cur else [])
+        context = st.number_input("Working memory (tokens)", 1_000, 2_000_000,
+                                  value=cur.context_tokens if cur else 16_000, step=1_000)
+        if st.form_submit_button("Save config"):
+            try:
+                saved = configs.save({"name": name.strip(), "type": PROVIDERS[provider], "provider": provider,
+                                      "model": model, "base_url": base_url, "api_key_env": key_env,
+                                      "capabilities": None if default_caps or PROVIDERS[provider] == "EMBEDDING"
+                                      else caps, "context_tokens": int(context)})
+                st.success(f"Saved {saved.name}.")
+                st.rerun()
+            except KnowledgeError as exc:
+                st.error(str(exc))
+
+    st.subheader("Delete a config")
+    c1, c2 = st.columns([3, 1])
+    victim = c1.selectbox("Config", names, key="cfg_delete", label_visibility="collapsed")
+    if c2.button("Delete", disabled=not names):
+        configs.delete(victim)
+        st.rerun()
+
+with tab_traces:
+    store = ChatStore(wb.catalog)
+    sessions = {s.id: s.title for s in store.list_sessions()}
+    which = st.selectbox("Session", ["(all)", *sessions], format_func=lambda i: sessions.get(i, i))
+    traces = store.traces(None if which == "(all)" else which, limit=100)
+    if not traces:
+        st.info("No LLM calls yet. Every request and response of a chat is recorded here, with base64"
+                " attachments replaced by a note.")
+    for t in traces:
+        status = f"⚠️ {t.error}" if t.error else "ok"
+        label = (f"#{t.id} · {t.started:%Y-%m-%d %H:%M:%S} · {t.config} ({t.provider}"
+                 f"{' ' + t.model if t.model else ''}) · {t.seconds or 0:.2f} s · {status}")
+        with st.expander(label):
+            st.caption(f"Session: {sessions.get(t.session_id, t.session_id)}")
+            st.markdown("**Request**")
+            st.json(t.request, expanded=False)
+            st.markdown("**Response**")
+            st.json(t.response if t.response is not None else {"error": t.error}, expanded=False)
