@@ -26,5 +26,6 @@ page = st.navigation([
     st.Page("views/stores.py", title="Vector stores", icon="🗂️", url_path="stores"),
     st.Page("views/search.py", title="Search playground", icon="🔎", url_path="search"),
     st.Page("views/files.py", title="Files", icon="📄", url_path="files"),
+    st.Page("views/memory.py", title="Agent memory", icon="🧠", url_path="memory"),
 ])
 page.run()
