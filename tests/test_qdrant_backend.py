@@ -278,3 +278,17 @@ def test_wait_honours_retry_after_else_backs_off_exponentially():
     first, third = wait(_state(no_header, 1)), wait(_state(no_header, 3))
     assert 0.1 <= first <= 0.2 and 0.4 <= third <= 0.5
     assert _retryable(no_header) and not _retryable(UnexpectedResponse(400, "Bad", b"", httpx.Headers({})))
+
+
+def test_a_physical_collection_deleted_by_hand_is_store_not_found(qb, client):
+    from knowledge.errors import StoreNotFound
+
+    c = qb.collection("gone")
+    c.ensure_collection(D)
+    c.upsert([Point(1, vecs(1)[0], {})])
+    client.delete_collection("knowledge-cosine-8")
+    for call in (lambda: c.search(vecs(1)[0]), c.count, lambda: list(c.scroll())):
+        with pytest.raises(StoreNotFound, match="knowledge-cosine-8' is gone"):
+            call()
+    c.drop_collection()  # still cleans up its registry entry
+    assert qb.list_collections() == []

@@ -475,6 +475,21 @@ class QdrantCollection(Collection):
             if offset is None:
                 return ids
 
+    @contextlib.contextmanager
+    def _physical_gone(self, physical: str) -> Iterator[None]:
+        """A registered collection whose physical Qdrant collection was deleted behind our back
+        (by hand, say) is reported as missing rather than as a raw client error."""
+        try:
+            yield
+        except UnexpectedResponse as exc:
+            if exc.status_code == 404:
+                raise StoreNotFound(self.name, f"its Qdrant collection {physical!r} is gone") from None
+            raise
+        except ValueError as exc:  # local mode: "Collection ... not found"
+            if "not found" in str(exc):
+                raise StoreNotFound(self.name, f"its Qdrant collection {physical!r} is gone") from None
+            raise
+
     # -- Collection ---------------------------------------------------------------------------------
     def ensure_collection(self, size: int, distance: Distance = "cosine") -> None:
         """Register this logical collection for ``size``-d vectors and ``distance`` (idempotent),
@@ -591,12 +606,11 @@ class QdrantCollection(Collection):
         entry = self._entry()
         q = as_vector(vector, int(entry["size"]))
         physical = self._physical(entry)
-        if not self.backend._call(self.backend.client.collection_exists, physical):
-            return []
-        res = self.backend._call(
-            self.backend.client.query_points, physical, query=q.tolist(), query_filter=flt,
-            limit=int(limit), score_threshold=None if score_threshold is None else float(score_threshold),
-            with_payload=True if with_payload else [ID_FIELD], with_vectors=False)
+        with self._physical_gone(physical):
+            res = self.backend._call(
+                self.backend.client.query_points, physical, query=q.tolist(), query_filter=flt,
+                limit=int(limit), score_threshold=None if score_threshold is None else float(score_threshold),
+                with_payload=True if with_payload else [ID_FIELD], with_vectors=False)
         out = []
         for sp in res.points:
             payload = sp.payload or {}
@@ -646,10 +660,9 @@ class QdrantCollection(Collection):
 
     def _count(self, entry: dict[str, Any], where: Where | None) -> int:
         physical = self._physical(entry)
-        if not self.backend._call(self.backend.client.collection_exists, physical):
-            return 0
-        return int(self.backend._call(self.backend.client.count, physical,
-                                      count_filter=self._filter(where), exact=True).count)
+        with self._physical_gone(physical):
+            return int(self.backend._call(self.backend.client.count, physical,
+                                          count_filter=self._filter(where), exact=True).count)
 
     def count(self, where: Where | None = None) -> int:
         check_where(where)
@@ -691,14 +704,15 @@ class QdrantCollection(Collection):
         entry = self._entry()
         physical = self._physical(entry)
         out: list[Point] = []
-        if limit == 0 or not self.backend._call(self.backend.client.collection_exists, physical):
+        if limit == 0:
             return iter(out)
         offset = None
         while True:
             page = _PAGE if limit is None else min(_PAGE, limit - len(out))
-            records, offset = self.backend._call(
-                self.backend.client.scroll, physical, scroll_filter=flt, limit=page, offset=offset,
-                with_payload=True, with_vectors=with_vectors)
+            with self._physical_gone(physical):
+                records, offset = self.backend._call(
+                    self.backend.client.scroll, physical, scroll_filter=flt, limit=page, offset=offset,
+                    with_payload=True, with_vectors=with_vectors)
             out.extend(self._record(r, with_vectors) for r in records)
             if offset is None or (limit is not None and len(out) >= limit):
                 return iter(out)
