@@ -116,7 +116,13 @@ class VectorMemory:
         dataset_field: str = "dataset",
         distance: Distance = "cosine",
     ) -> None:
-        self._owns_backend = not isinstance(backend, VectorBackend)
+        from knowledge.config import Settings
+
+        if not isinstance(backend, (VectorBackend, Settings)):
+            raise InvalidArgument(
+                f"VectorMemory takes a VectorBackend or Settings, got {type(backend).__name__}."
+            )
+        self._owns_backend = isinstance(backend, Settings)
         if self._owns_backend:
             from knowledge.vectorstore.registry import open_backend
 

@@ -159,39 +159,78 @@ def test_location_forms(tmp_path):
 # -- a local HTTP server speaking the Qdrant REST protocol -----------------------------------------
 
 class _Server:
-    """Answers ``GET /`` with a version, after a scripted list of failures; records every request."""
+    """A minimal Qdrant REST server: ``GET /`` answers a version after a scripted list of failures;
+    collection, index and point endpoints answer as an empty Qdrant does. Records every request as
+    ``(method, path, json body)``."""
 
     def __init__(self, version: str, failures: list[tuple[int, dict[str, str]]] | None = None) -> None:
         self.version = version
         self.failures = list(failures or [])
         self.requests: list[str] = []
+        self.calls: list[tuple[str, str, object]] = []
+        self.collections: set[str] = set()
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args):  # quiet
                 pass
 
-            def do_GET(self):
-                outer.requests.append(self.path)
-                if outer.failures:
-                    status, headers = outer.failures.pop(0)
-                    body = json.dumps({"status": {"error": "busy"}, "time": 0}).encode()
-                    self.send_response(status)
-                    for k, v in headers.items():
-                        self.send_header(k, v)
-                else:
-                    body = json.dumps({"title": "qdrant - vector search engine", "version": outer.version,
-                                       "commit": None}).encode()
-                    self.send_response(200)
+            def _reply(self, status: int, result: object, headers: dict[str, str] | None = None) -> None:
+                body = json.dumps({"result": result, "status": "ok" if status == 200 else {"error": "busy"},
+                                   "time": 0.0}).encode()
+                self.send_response(status)
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
 
+            def _handle(self, method: str) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length)) if length else None
+                path = self.path.split("?")[0]
+                outer.requests.append(path)
+                outer.calls.append((method, path, body))
+                if outer.failures:
+                    status, headers = outer.failures.pop(0)
+                    return self._reply(status, None, headers)
+                parts = path.strip("/").split("/")
+                if path == "/":
+                    body = json.dumps({"title": "qdrant - vector search engine", "version": outer.version,
+                                       "commit": None}).encode()
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    return self.wfile.write(body)
+                if parts[-1] == "exists":
+                    return self._reply(200, {"exists": parts[1] in outer.collections})
+                if method == "PUT" and len(parts) == 2:
+                    outer.collections.add(parts[1])
+                    return self._reply(200, True)
+                if method == "POST" and parts[-1] == "points":  # retrieve: nothing stored
+                    return self._reply(200, [])
+                return self._reply(200, {"operation_id": 1, "status": "completed"})
+
+            def do_GET(self):
+                self._handle("GET")
+
+            def do_PUT(self):
+                self._handle("PUT")
+
+            def do_POST(self):
+                self._handle("POST")
+
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
+
+    def indexes(self) -> dict[str, dict]:
+        """Payload indexes requested: field name -> field schema."""
+        return {body["field_name"]: body["field_schema"] for method, path, body in self.calls
+                if method == "PUT" and path.endswith("/index")}
 
     def close(self) -> None:
         self.httpd.shutdown()
@@ -228,6 +267,19 @@ def test_tenant_index_from_qdrant_1_12(tmp_path, server_factory, version, tenant
     with open_backend(_settings(tmp_path, srv.url), "qdrant") as b:
         assert b.server_version[:2] == tuple(int(x) for x in version.split(".")[:2])
         assert b.tenant_index is tenant
+        b.collection("notes").ensure_collection(D, "dot")
+    assert {"knowledge-registry", "knowledge-dot-8"} <= srv.collections
+    created = [(m, p) for m, p, _ in srv.calls if m == "PUT" and p.count("/") == 2]
+    assert sorted(created) == [("PUT", "/collections/knowledge-dot-8"), ("PUT", "/collections/knowledge-registry")]
+    indexes = srv.indexes()
+    assert indexes[COLLECTION_FIELD]["type"] == "keyword"
+    assert indexes[COLLECTION_FIELD].get("is_tenant") is (True if tenant else None)
+    assert indexes["file_id"] == "keyword" and indexes["dataset"] == "keyword"
+    # the registry entry names the size and distance; the physical collection, the vectors
+    upserts = [b for m, p, b in srv.calls if m == "PUT" and p == "/collections/knowledge-registry/points"]
+    assert upserts[0]["points"][0]["payload"] == {"name": "notes", "size": D, "distance": "dot"}
+    created_body = next(b for m, p, b in srv.calls if m == "PUT" and p == "/collections/knowledge-dot-8")
+    assert created_body["vectors"] == {"size": D, "distance": "Dot"}
 
 
 def test_unavailable_and_rate_limited_calls_are_retried(tmp_path, server_factory):
@@ -292,3 +344,31 @@ def test_a_physical_collection_deleted_by_hand_is_store_not_found(qb, client):
             call()
     c.drop_collection()  # still cleans up its registry entry
     assert qb.list_collections() == []
+    # the handle forgets the vanished collection: registering again recreates it
+    c.ensure_collection(D)
+    c.upsert([Point(2, vecs(1)[0], {})])
+    assert c.count() == 1
+
+
+def test_the_workbench_ingests_reingests_and_searches_on_qdrant(tmp_path):
+    from knowledge.embeddings.fake import HashEmbedder
+    from knowledge.workbench import Workbench
+
+    settings = load_settings(data_dir=tmp_path / "data",
+                             vector_store={"backend": "qdrant", "qdrant_location": ":memory:"})
+    wb = Workbench(settings, embedder_factory=lambda model: HashEmbedder(64, 64))
+    try:
+        cats = b"# Cats\n\nThe cat sits on the mat and purrs.\n\n## Food\n\nCats eat fish every day.\n"
+        assert wb.ingest_file("notes", cats, "cats.md").outcome == "indexed"
+        assert wb.ingest_file("notes", b"# Bread\n\nKnead the dough, let it rise.\n", "bread.md").ok
+        hits = wb.search("notes", "what do cats eat", k=3)
+        assert hits[0].file_name == "cats.md" and "fish" in hits[0].text
+        changed = b"# Cats\n\nCats now eat only chicken.\n"
+        assert wb.ingest_file("notes", changed, "cats.md").outcome == "indexed"
+        texts = [h.text for h in wb.search("notes", "cats eat", k=10)]
+        assert any("chicken" in t for t in texts) and not any("fish" in t for t in texts)
+        backend = wb.backend("qdrant")
+        assert backend.list_collections() == ["notes"]
+        assert backend.collection("notes").info().count == 2  # one chunk per file now
+    finally:
+        wb.close()

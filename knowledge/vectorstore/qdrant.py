@@ -482,10 +482,12 @@ class QdrantCollection(Collection):
         try:
             yield
         except UnexpectedResponse as exc:
+            self.backend._known.discard(physical)
             if exc.status_code == 404:
                 raise StoreNotFound(self.name, f"its Qdrant collection {physical!r} is gone") from None
             raise
         except ValueError as exc:  # local mode: "Collection ... not found"
+            self.backend._known.discard(physical)
             if "not found" in str(exc):
                 raise StoreNotFound(self.name, f"its Qdrant collection {physical!r} is gone") from None
             raise
