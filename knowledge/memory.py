@@ -220,9 +220,9 @@ class VectorMemory:
 
     def _payload(self, m: Memory) -> dict[str, Any]:
         dataset = DEFAULT_DATASET if m.dataset is None else _check_dataset(m.dataset)
-        extra = dict(m.payload or {})
         if not isinstance(m.payload, (Mapping, type(None))):
             raise InvalidArgument(f"A memory's payload must be a dict, got {type(m.payload).__name__}.")
+        extra = dict(m.payload or {})
         for key in (TEXT_FIELD, self.dataset_field, MODEL_FIELD):
             if key in extra:
                 raise InvalidArgument(

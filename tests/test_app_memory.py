@@ -108,6 +108,14 @@ def test_bad_input_is_a_message_and_the_memory_is_shared_with_python():
     at.radio(key="mem_forget_by").set_value("where").run()
     at.button(key="mem_forget").click().run()
     assert any("Name the payload field" in e.value for e in at.error)
+    # results belong to their store: another store name shows none of them
+    at.text_input(key="mem_query").input("kept from the page")
+    at.selectbox(key="mem_recall_dataset").select("(all datasets)")
+    at.button(key="mem_recall").click().run()
+    assert "kept from the page" in shown(at)
+    at.text_input(key="mem_collection").input("another-store").run()
+    assert "kept from the page" not in shown(at)
+    assert any("No memories yet" in i.value for i in at.info)
     # what the page wrote is what Python reads
     settings = load_settings()
     with open_backend(settings, "memory") as backend:

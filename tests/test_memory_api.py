@@ -163,6 +163,8 @@ def test_custom_dataset_field_and_bad_input(backend):
         mem.remember("   ")
     with pytest.raises(InvalidArgument, match="reserved"):
         mem.remember("x", payload={"text": "clash"})
+    with pytest.raises(InvalidArgument, match="payload must be a dict"):
+        mem.remember("x", payload=[("a", 1)])  # type: ignore[arg-type]
     with pytest.raises(InvalidArgument):
         mem.remember("x", dataset="")
     with pytest.raises(InvalidArgument):

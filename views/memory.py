@@ -109,6 +109,7 @@ if st.button("Recall", key="mem_recall", type="primary"):
     try:
         if not query.strip():
             raise InvalidArgument("Type what to recall first.")
+        st.session_state["mem_hits_of"] = (backend_name, collection)
         st.session_state["mem_hits"] = memory.recall(
             query, limit=int(limit), dataset=None if recall_dataset == ALL else recall_dataset,
             score_threshold=float(threshold) if use_threshold else None, where=where)
@@ -117,6 +118,8 @@ if st.button("Recall", key="mem_recall", type="primary"):
         st.error(str(exc))
 
 hits = st.session_state.get("mem_hits")
+if st.session_state.get("mem_hits_of") != (backend_name, collection):
+    hits = None  # results of another store are not shown under this one
 if hits is not None:
     if not hits:
         st.warning("Nothing recalled. Try another dataset, loosen the filter or lower the threshold.")
