@@ -291,9 +291,28 @@ def test_unavailable_and_rate_limited_calls_are_retried(tmp_path, server_factory
 
 def test_retries_stop_after_the_configured_attempts(tmp_path, server_factory):
     srv = server_factory("1.13.0", failures=[(503, {})] * 5)
-    with pytest.raises(BackendUnavailable, match="cannot be reached"):
+    with pytest.raises(BackendUnavailable, match="kept answering 503 after 2 attempts"):
         open_backend(_settings(tmp_path, srv.url, qdrant_retries=2), "qdrant")
     assert len(srv.requests) == 2
+
+
+def test_a_server_failing_in_use_is_backend_unavailable_after_the_retries(tmp_path, server_factory):
+    srv = server_factory("1.13.0")
+    with open_backend(_settings(tmp_path, srv.url), "qdrant") as b:
+        srv.failures = [(502, {})] * 3
+        with pytest.raises(BackendUnavailable, match="kept answering 502 after 3 attempts"):
+            b.collection("x").collection_exists()
+        assert srv.requests == ["/"] + ["/collections/knowledge-registry/exists"] * 3
+        srv.failures = [(503, {"Retry-After": "0"})]
+        assert b.collection("x").collection_exists() is False  # one 503, then the answer
+
+
+def test_a_refused_api_key_says_so(tmp_path, server_factory):
+    srv = server_factory("1.13.0", failures=[(401, {})])
+    with pytest.raises(BackendUnavailable, match=r"refused the request \(401\): check vector_store.qdrant_api_key"), \
+            pytest.warns(UserWarning, match="insecure connection"):  # qdrant-client: a key over http
+        open_backend(_settings(tmp_path, srv.url, qdrant_api_key="wrong"), "qdrant")
+    assert len(srv.requests) == 1
 
 
 def test_a_client_error_is_not_retried(tmp_path, server_factory):
@@ -307,7 +326,7 @@ def test_an_unreachable_server_is_backend_unavailable(tmp_path, server_factory):
     srv = server_factory("1.13.0")
     url = srv.url
     srv.close()
-    with pytest.raises(BackendUnavailable, match="cannot be reached"):
+    with pytest.raises(BackendUnavailable, match="did not answer after 1 attempt "):
         open_backend(_settings(tmp_path, url, qdrant_retries=1), "qdrant")
 
 

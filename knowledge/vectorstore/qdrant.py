@@ -192,6 +192,10 @@ def _retry_after(exc: BaseException | None) -> float | None:
     return None
 
 
+def _attempts(n: int) -> str:
+    return "1 attempt" if n == 1 else f"{n} attempts"
+
+
 class _Wait:
     """tenacity wait: the server's ``Retry-After`` (capped at 30 s) when given, else exponential
     backoff with jitter (0.1 s doubling, at most 2 s)."""
@@ -293,6 +297,8 @@ class QdrantBackend(VectorBackend):
             return _version(self.client.info().version)
         try:
             version = _version(self._call(self.client.info).version)
+        except BackendUnavailable:
+            raise
         except Exception as exc:
             raise BackendUnavailable(
                 f"The Qdrant server at {self.location} cannot be reached: {exc}. Check"
@@ -307,11 +313,34 @@ class QdrantBackend(VectorBackend):
         return version
 
     def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Call the client: serialised in local mode (it is not thread-safe), retried on a server."""
+        """Call the client: serialised in local mode (it is not thread-safe), retried on a server.
+
+        Raises:
+            BackendUnavailable: the server kept failing (transport errors, 429, 502-504) after
+                ``qdrant_retries`` attempts, or refused the API key (401/403).
+        """
         if self.is_local:
             with self._local_lock:
                 return fn(*args, **kwargs)
-        return self._retrying(fn, *args, **kwargs)
+        try:
+            return self._retrying(fn, *args, **kwargs)
+        except UnexpectedResponse as exc:
+            if exc.status_code in (401, 403):
+                raise BackendUnavailable(
+                    f"The Qdrant server at {self.location} refused the request ({exc.status_code}):"
+                    " check vector_store.qdrant_api_key."
+                ) from None
+            if exc.status_code not in _RETRY_STATUS:
+                raise
+            raise BackendUnavailable(
+                f"The Qdrant server at {self.location} kept answering {exc.status_code} after"
+                f" {_attempts(self.attempts)}; try again later."
+            ) from exc
+        except (ResponseHandlingException, ResourceExhaustedResponse) as exc:
+            raise BackendUnavailable(
+                f"The Qdrant server at {self.location} did not answer after {_attempts(self.attempts)}"
+                f" ({getattr(exc, 'source', exc)!s}). Is it running? Check vector_store.qdrant_location."
+            ) from exc
 
     @property
     def registry_name(self) -> str:
