@@ -39,7 +39,7 @@ def settings(tmp_path: Path) -> Settings:
 
 # -- the backends every contract test runs against ----------------------------------------------
 # Each entry: name -> (factory(settings) -> backend, raw_filter(field, value) -> native filter).
-# pgvector joins this table when it lands.
+# pgvector and qdrant join this table when they land.
 
 def _memory_backend(settings: Settings) -> VectorBackend:
     from knowledge.vectorstore.memory import MemoryBackend
