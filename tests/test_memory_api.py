@@ -18,11 +18,11 @@ def memory(backend) -> VectorMemory:
 
 
 FACTS = [
-    ("the invoice for march was paid late", "billing", {"topic": "invoice", "year": 2024}),
-    ("the customer prefers email over phone calls", "crm", {"topic": "contact", "year": 2024}),
-    ("refunds take five business days", "billing", {"topic": "refund", "year": 2023}),
-    ("the customer lives in Lisbon", "crm", {"topic": "address", "year": 2023}),
-    ("remember to water the plants", None, {"topic": "chores", "year": 2024}),
+    ("the invoice for march was paid late", "billing", {"topic": "invoice", "year": 2024, "era": "new"}),
+    ("the customer prefers email over phone calls", "crm", {"topic": "contact", "year": 2024, "era": "new"}),
+    ("refunds take five business days", "billing", {"topic": "refund", "year": 2023, "era": "old"}),
+    ("the customer lives in Lisbon", "crm", {"topic": "address", "year": 2023, "era": "old"}),
+    ("remember to water the plants", None, {"topic": "chores", "year": 2024, "era": "new"}),
 ]
 
 
@@ -71,7 +71,7 @@ def test_where_filters_within_the_dataset(filled):
 
 
 def test_raw_filter_wins_over_where_and_an_explicit_dataset_is_refused(filled, raw_filter):
-    only_2023 = raw_filter("year", 2023)
+    only_2023 = raw_filter("era", "old")  # the year-2023 facts (a string field: every backend's raw form takes it)
     hits = filled.recall("the customer", limit=10, where={"topic": "contact"}, raw_filter=only_2023)
     assert sorted(h.text for h in hits) == ["refunds take five business days", "the customer lives in Lisbon"]
     assert {h.dataset for h in hits} == {"billing", "crm"}  # the default dataset does not apply either
