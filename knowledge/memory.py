@@ -122,6 +122,14 @@ class VectorMemory:
             raise InvalidArgument(
                 f"VectorMemory takes a VectorBackend or Settings, got {type(backend).__name__}."
             )
+        for what, value in (("collection", collection), ("dataset_field", dataset_field)):
+            if not isinstance(value, str) or not value.strip():
+                raise InvalidArgument(f"VectorMemory {what} must be a non-blank string, got {value!r}.")
+        if dataset_field in (TEXT_FIELD, MODEL_FIELD):
+            raise InvalidArgument(f"dataset_field cannot be {dataset_field!r}: that payload field holds the memory's {dataset_field}.")
+        check_distance(distance)
+        if embedder is None and not isinstance(backend, Settings):
+            raise InvalidArgument("VectorMemory needs an embedder (knowledge.embeddings.create_embedder(settings)).")
         self._owns_backend = isinstance(backend, Settings)
         if self._owns_backend:
             from knowledge.vectorstore.registry import open_backend
@@ -132,13 +140,6 @@ class VectorMemory:
 
                 embedder = create_embedder(settings)  # type: ignore[arg-type]
             backend = open_backend(settings)  # type: ignore[arg-type]
-        if embedder is None:
-            raise InvalidArgument("VectorMemory needs an embedder (knowledge.embeddings.create_embedder(settings)).")
-        for what, value in (("collection", collection), ("dataset_field", dataset_field)):
-            if not isinstance(value, str) or not value.strip():
-                raise InvalidArgument(f"VectorMemory {what} must be a non-blank string, got {value!r}.")
-        if dataset_field in (TEXT_FIELD, MODEL_FIELD):
-            raise InvalidArgument(f"dataset_field cannot be {dataset_field!r}: that payload field holds the memory's {dataset_field}.")
         self.backend: VectorBackend = backend  # type: ignore[assignment]
         self.embedder = embedder
         self.dataset_field = dataset_field
@@ -309,7 +310,10 @@ class VectorMemory:
         vector = self.embedder.embed_query(query)
         try:
             found = self.collection.search(vector, limit=limit, where=w or None, raw_filter=raw_filter,
-                                           score_threshold=score_threshold)
+                                           score_threshold=score_threshold)  # DimensionMismatch first
+            if not self._checked_model:
+                with self._lock:
+                    self._check_model()
         except StoreNotFound:
             return []
         return [self._hit(h.id, h.score, h.payload or {}) for h in found]

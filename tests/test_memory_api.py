@@ -151,6 +151,8 @@ def test_same_size_other_model_fails_loudly(backend):
     VectorMemory(backend, HashEmbedder(dimension=64), collection="m").remember("first model")
     with pytest.raises(InvalidArgument, match="Two embedding models need two stores"):
         VectorMemory(backend, Other(), collection="m").remember("second model")
+    with pytest.raises(InvalidArgument, match="holds embeddings of 'fake/hash-64'"):
+        VectorMemory(backend, Other(), collection="m").recall("first model")
 
 
 def test_custom_dataset_field_and_bad_input(backend):
