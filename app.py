@@ -27,6 +27,7 @@ page = st.navigation([
     st.Page("views/search.py", title="Search playground", icon="🔎", url_path="search"),
     st.Page("views/files.py", title="Files", icon="📄", url_path="files"),
     st.Page("views/chat.py", title="Chat", icon="💬", url_path="chat"),
+    st.Page("views/memory.py", title="Agent memory", icon="🧠", url_path="memory"),
     st.Page("views/settings.py", title="Settings", icon="⚙️", url_path="settings"),
 ])
 page.run()

@@ -51,6 +51,16 @@ class VectorStoreSettings(_Section):
         254, gt=0, description="chunk size in model tokens (capped at the model's window)"
     )
     chunk_overlap_tokens: int = Field(127, ge=0, description="overlap between consecutive chunks, tokens")
+    qdrant_location: str | None = Field(
+        None, description="qdrant: server URL, ':memory:' or a folder (relative to data_dir); default: url, else 'qdrant'"
+    )
+    qdrant_api_key: SecretStr | None = Field(None, description="qdrant: API key (Qdrant Cloud)")
+    qdrant_collection: str = Field(
+        "knowledge", min_length=1, pattern=r"^[A-Za-z0-9_-]+$",
+        description="qdrant: prefix of the physical collections (<prefix>-<distance>-<dimension>)",
+    )
+    qdrant_timeout: float = Field(5.0, gt=0, le=300, description="qdrant: timeout of one server call, seconds")
+    qdrant_retries: int = Field(3, ge=1, le=10, description="qdrant: attempts per idempotent call (backoff, Retry-After)")
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> "VectorStoreSettings":

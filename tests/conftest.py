@@ -51,8 +51,34 @@ def _memory_raw_filter(field: str, value: Any) -> Callable[[dict], bool]:
     return lambda payload: payload.get(field) == value
 
 
+_qdrant_clients: dict[str, Any] = {}
+
+
+def _qdrant_backend(settings: Settings) -> VectorBackend:
+    """qdrant-client local mode (``:memory:``), fresh per test: one in-memory client per data folder,
+    shared by the backend instances a test opens (so "data survives a new backend instance" holds)."""
+    from qdrant_client import QdrantClient
+
+    from knowledge.vectorstore.qdrant import QdrantBackend
+
+    key = str(settings.data_root)
+    if key not in _qdrant_clients:
+        for old in _qdrant_clients.values():  # the previous test's client
+            old.close()
+        _qdrant_clients.clear()
+        _qdrant_clients[key] = QdrantClient(location=":memory:", force_disable_check_same_thread=True)
+    return QdrantBackend(settings, client=_qdrant_clients[key])
+
+
+def _qdrant_raw_filter(field: str, value: Any) -> Any:
+    from qdrant_client import models
+
+    return models.Filter(must=[models.FieldCondition(key=field, match=models.MatchValue(value=value))])
+
+
 CONTRACT_BACKENDS: dict[str, tuple[Callable[[Settings], VectorBackend], Callable[[str, Any], Any]]] = {
     "memory": (_memory_backend, _memory_raw_filter),
+    "qdrant": (_qdrant_backend, _qdrant_raw_filter),
 }
 
 

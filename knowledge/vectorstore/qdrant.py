@@ -1,0 +1,774 @@
+"""The ``qdrant`` backend: the backend contract on `qdrant-client <https://github.com/qdrant/qdrant-client>`_.
+
+Location (``vector_store.qdrant_location``, else ``vector_store.url``, else the folder ``qdrant`` under
+``data_dir``):
+
+* ``http://host:6333`` / ``https://xyz.cloud.qdrant.io`` -- a Qdrant server (``qdrant_api_key`` for
+  Qdrant Cloud). Needs Qdrant 1.10 or newer (the query endpoint this backend searches with appeared
+  in 1.10); an older server is refused when the backend opens.
+* ``:memory:`` -- qdrant-client's local mode in this process only (the tests use it).
+* a folder path (relative to ``data_dir``) -- local mode persisted to that folder. Only one process
+  may open it at a time (qdrant-client locks it); use a server for concurrent access.
+
+Layout: one physical collection per (distance, dimension)
+--------------------------------------------------------
+Our collections (one per vector store or memory store) are *logical*: every logical collection of
+size ``d`` and distance ``dist`` lives in one physical Qdrant collection
+``<qdrant_collection>-<dist>-<d>`` (``knowledge-cosine-384``), told apart by the keyword payload field
+:data:`COLLECTION_FIELD`, which carries a tenant index (``is_tenant=True``, co-locating a tenant's
+points on disk) on Qdrant 1.12+ and a plain keyword index before. That is Qdrant's own advice for
+multitenancy (https://qdrant.tech/documentation/guides/multiple-partitions/): many collections cost
+memory and CPU, and Qdrant Cloud limits a cluster to 1000 collections. Keyword indexes are also made
+on ``file_id`` and ``dataset`` (the fields stores and memory filter on) and on whatever
+:meth:`QdrantCollection.index_field` is asked for.
+
+Which logical collections exist, with their size and distance, is recorded in a small registry
+collection ``<qdrant_collection>-registry`` (one point per logical collection, a 1-d dummy vector),
+so a second process or a new backend instance sees the same stores.
+
+Points: Qdrant ids are UUIDs derived deterministically (``uuid5``) from the logical collection and
+our readable id (``"<file_id>:<chunk>"``, a memory id, ...); the readable id is kept in the payload
+(:data:`ID_FIELD`) and is what :class:`~knowledge.vectorstore.base.ScoredPoint` carries. Writing the
+same key again overwrites the same point, so re-ingestion and retried writes are idempotent.
+
+Filters: ``where`` becomes a Qdrant ``Filter`` ANDed with the logical-collection condition: a str or
+bool value is a ``MatchValue``, an int or float a ``Range(gte=v, lte=v)`` (so ``1`` matches ``1.0``
+but never ``true``, as in :func:`~knowledge.vectorstore.base.matches`), ``None`` an ``IsNull``. One
+difference from the reference semantics: Qdrant matches a list payload value when *any* element
+equals the value. ``raw_filter`` is a native ``qdrant_client.models.Filter`` (or its JSON dict form)
+and wins over ``where``; it is still confined to the logical collection.
+
+``replace`` has no transaction to lean on: it upserts the new points, then deletes the old points
+matching ``where`` whose ids are not among the new ones, so a reader never sees the file missing (on
+a server a reader may briefly see some chunks new and some old; in local mode a lock makes it
+atomic for readers in the same process).
+
+Scores follow :data:`~knowledge.vectorstore.base.DISTANCE_ORDER`, which is Qdrant's own
+``DistanceOrder``: cosine similarity and dot product (higher is better), Euclidean and Manhattan
+distance (lower is better). Qdrant's ``score_threshold`` has the same direction.
+
+Remote calls have a short timeout (``vector_store.qdrant_timeout``, default 5 s: a store answers in
+milliseconds) and are retried with exponential backoff and jitter (tenacity) on transport errors,
+429 and 502/503/504, waiting the server's ``Retry-After`` when it sends one, at most
+``vector_store.qdrant_retries`` attempts. Only idempotent operations are retried -- which is every
+operation here, because point ids are deterministic (an upsert repeated writes the same points).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import operator
+import re
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+import numpy as np
+import orjson
+from qdrant_client import QdrantClient, models
+from qdrant_client.common.client_exceptions import ResourceExhaustedResponse
+from qdrant_client.local.qdrant_local import QdrantLocal
+from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential_jitter,
+)
+
+from knowledge.errors import (
+    BackendUnavailable,
+    DimensionMismatch,
+    DistanceMismatch,
+    InvalidArgument,
+    StorageError,
+    StoreNotFound,
+)
+from knowledge.vectorstore.base import (
+    Collection,
+    CollectionInfo,
+    Distance,
+    Point,
+    PointId,
+    ScoredPoint,
+    VectorBackend,
+    Where,
+    as_vector,
+    check_distance,
+    check_id,
+    check_where,
+    stack_points,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from knowledge.config import Settings
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+#: Payload field naming a point's logical collection (tenant-indexed).
+COLLECTION_FIELD = "_kn_collection"
+#: Payload field keeping a point's readable id (str or int).
+ID_FIELD = "_kn_id"
+RESERVED_PAYLOAD_FIELDS = (COLLECTION_FIELD, ID_FIELD)
+#: Payload fields indexed in every physical collection (the VectorStore facade's and memory's).
+DEFAULT_INDEXED_FIELDS = ("file_id", "dataset")
+#: Oldest Qdrant server with the query endpoint (``/points/query``) this backend searches with.
+MIN_SERVER_VERSION = (1, 10)
+#: First Qdrant server whose keyword index takes ``is_tenant`` (as the spec states).
+TENANT_INDEX_VERSION = (1, 12)
+#: Namespace of the point UUIDs (uuid5 of the logical collection and the readable id).
+POINT_NAMESPACE = uuid.UUID("6f1c1f4e-3b7a-5d2e-9a61-0c4b8e2d7f35")
+_DISTANCES = {
+    "cosine": models.Distance.COSINE,
+    "dot": models.Distance.DOT,
+    "euclid": models.Distance.EUCLID,
+    "manhattan": models.Distance.MANHATTAN,
+}
+_RETRY_STATUS = {429, 502, 503, 504}
+_MAX_RETRY_AFTER = 30.0
+_PAGE = 256
+_SIMPLE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+_INT64 = 2**63
+
+
+def point_uuid(collection: str, point_id: PointId) -> str:
+    """The Qdrant point id of our point ``point_id`` in logical collection ``collection``: a uuid5
+    of ``json.dumps([collection, point_id])`` (so ``1`` and ``"1"`` differ)."""
+    return str(uuid.uuid5(POINT_NAMESPACE, json.dumps([collection, point_id], ensure_ascii=False)))
+
+
+def _version(text: str | None) -> tuple[int, ...]:
+    nums = re.findall(r"\d+", text or "")[:3]
+    return tuple(int(n) for n in nums) if nums else (0,)
+
+
+def _key(field: str) -> str:
+    """A payload key as a Qdrant JSON path: quoted unless it is plain (a dot would mean nesting)."""
+    if _SIMPLE_KEY.match(field):
+        return field
+    if '"' in field:
+        raise InvalidArgument(f"The qdrant backend cannot filter on a payload field with a double quote: {field!r}.")
+    return f'"{field}"'
+
+
+def _condition(field: str, value: Any) -> models.Condition:
+    key = _key(field)
+    if value is None:
+        return models.IsNullCondition(is_null=models.PayloadField(key=key))
+    if isinstance(value, (bool, str)):
+        return models.FieldCondition(key=key, match=models.MatchValue(value=value))
+    if isinstance(value, int) and abs(value) > 2**53:  # beyond exact float range
+        return models.FieldCondition(key=key, match=models.MatchValue(value=value))
+    return models.FieldCondition(key=key, range=models.Range(gte=float(value), lte=float(value)))
+
+
+def where_filter(where: dict[str, Any] | None) -> list[models.Condition]:
+    """The conditions (to AND) of a validated ``where`` dict."""
+    return [_condition(k, v) for k, v in (where or {}).items()]
+
+
+def _retryable(exc: BaseException) -> bool:
+    if isinstance(exc, (ResourceExhaustedResponse, ResponseHandlingException)):
+        return True
+    return isinstance(exc, UnexpectedResponse) and exc.status_code in _RETRY_STATUS
+
+
+def _retry_after(exc: BaseException | None) -> float | None:
+    if isinstance(exc, ResourceExhaustedResponse):
+        return float(exc.retry_after_s)
+    if isinstance(exc, UnexpectedResponse) and exc.headers is not None:
+        value = exc.headers.get("Retry-After")
+        try:
+            return float(value) if value is not None else None
+        except ValueError:
+            return None
+    return None
+
+
+def _attempts(n: int) -> str:
+    return "1 attempt" if n == 1 else f"{n} attempts"
+
+
+class _Wait:
+    """tenacity wait: the server's ``Retry-After`` (capped at 30 s) when given, else exponential
+    backoff with jitter (0.1 s doubling, at most 2 s)."""
+
+    def __init__(self) -> None:
+        self._backoff = wait_exponential_jitter(multiplier=0.1, max=2.0, jitter=0.1)
+
+    def __call__(self, state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        after = _retry_after(exc)
+        if after is not None:
+            return min(max(after, 0.0), _MAX_RETRY_AFTER)
+        return self._backoff(state)
+
+
+class QdrantBackend(VectorBackend):
+    """Logical collections in physical Qdrant collections, one per (distance, dimension).
+
+    Args:
+        settings: reads ``vector_store.qdrant_location`` (or ``url``), ``qdrant_api_key``,
+            ``qdrant_collection`` (prefix of the physical collections, default ``knowledge``),
+            ``qdrant_timeout`` (seconds) and ``qdrant_retries`` (attempts).
+        client: an existing ``QdrantClient`` to use instead (not closed by :meth:`close`); tests
+            share one ``:memory:`` client between backend instances this way.
+
+    Raises:
+        BackendUnavailable: the server cannot be reached, is older than Qdrant 1.10, or the local
+            folder is open in another process.
+    """
+
+    name: ClassVar[str] = "qdrant"
+
+    def __init__(self, settings: "Settings", *, client: QdrantClient | None = None) -> None:
+        vs = settings.vector_store
+        self.prefix: str = vs.qdrant_collection
+        self.timeout = float(vs.qdrant_timeout)
+        self.attempts = int(vs.qdrant_retries)
+        self._owns_client = client is None
+        self._closed = False
+        self._local_lock = threading.RLock()
+        self._known: set[str] = set()  # physical collections known to exist (indexes made)
+        self._index_fields: set[str] = set(DEFAULT_INDEXED_FIELDS)
+        if client is None:
+            self.location = self._location(settings)
+            client = self._connect(settings)
+        else:
+            self.location = "(client)"
+        self.client = client
+        self.is_local = isinstance(getattr(client, "_client", None), QdrantLocal)
+        self._retrying = Retrying(
+            stop=stop_after_attempt(max(1, self.attempts)),
+            wait=_Wait(),
+            retry=retry_if_exception(_retryable),
+            reraise=True,
+        )
+        self.server_version: tuple[int, ...] = self._check_version()
+        #: Whether the logical-collection index is a tenant index (Qdrant 1.12+, as the spec says).
+        self.tenant_index = self.is_local or self.server_version >= TENANT_INDEX_VERSION
+
+    # -- connection -------------------------------------------------------------------------------
+    @staticmethod
+    def _location(settings: "Settings") -> str:
+        vs = settings.vector_store
+        loc = vs.qdrant_location
+        if not loc and vs.url and re.match(r"^https?://", vs.url):
+            loc = vs.url
+        if not loc:
+            loc = "qdrant"
+        if loc == ":memory:" or re.match(r"^https?://", loc):
+            return loc
+        return str(settings.resolve(loc))
+
+    def _connect(self, settings: "Settings") -> QdrantClient:
+        loc = self.location
+        try:
+            if loc == ":memory:":
+                return QdrantClient(location=":memory:", force_disable_check_same_thread=True)
+            if re.match(r"^https?://", loc):
+                key = settings.vector_store.qdrant_api_key
+                return QdrantClient(
+                    url=loc,
+                    api_key=key.get_secret_value() if key is not None else None,
+                    timeout=max(1, math.ceil(self.timeout)),
+                    check_compatibility=False,  # we check the version ourselves (see _check_version)
+                )
+            Path(loc).mkdir(parents=True, exist_ok=True)
+            return QdrantClient(path=loc, force_disable_check_same_thread=True)
+        except RuntimeError as exc:
+            if "already accessed" in str(exc):
+                raise BackendUnavailable(
+                    f"The local Qdrant folder {loc!r} is open in another process (the app or another"
+                    " command). Close that one, or run a Qdrant server and set"
+                    " vector_store.qdrant_location to its URL for concurrent access."
+                ) from None
+            raise BackendUnavailable(f"The qdrant backend could not open {loc!r}: {exc}") from exc
+
+    def _check_version(self) -> tuple[int, ...]:
+        if self.is_local:
+            return _version(self.client.info().version)
+        try:
+            version = _version(self._call(self.client.info).version)
+        except BackendUnavailable:
+            raise
+        except Exception as exc:
+            raise BackendUnavailable(
+                f"The Qdrant server at {self.location} cannot be reached: {exc}. Check"
+                " vector_store.qdrant_location (and qdrant_api_key for Qdrant Cloud)."
+            ) from None
+        if version < MIN_SERVER_VERSION:
+            raise BackendUnavailable(
+                f"The Qdrant server at {self.location} is version {'.'.join(map(str, version))}; the"
+                " qdrant backend needs Qdrant 1.10 or newer (its query endpoint appeared in 1.10)."
+                " Upgrade the server."
+            )
+        return version
+
+    def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Call the client: serialised in local mode (it is not thread-safe), retried on a server.
+
+        Raises:
+            BackendUnavailable: the server kept failing (transport errors, 429, 502-504) after
+                ``qdrant_retries`` attempts, or refused the API key (401/403).
+        """
+        if self.is_local:
+            with self._local_lock:
+                return fn(*args, **kwargs)
+        try:
+            return self._retrying(fn, *args, **kwargs)
+        except UnexpectedResponse as exc:
+            if exc.status_code in (401, 403):
+                raise BackendUnavailable(
+                    f"The Qdrant server at {self.location} refused the request ({exc.status_code}):"
+                    " check vector_store.qdrant_api_key."
+                ) from None
+            if exc.status_code not in _RETRY_STATUS:
+                raise
+            raise BackendUnavailable(
+                f"The Qdrant server at {self.location} kept answering {exc.status_code} after"
+                f" {_attempts(self.attempts)}; try again later."
+            ) from exc
+        except (ResponseHandlingException, ResourceExhaustedResponse) as exc:
+            raise BackendUnavailable(
+                f"The Qdrant server at {self.location} did not answer after {_attempts(self.attempts)}"
+                f" ({getattr(exc, 'source', exc)!s}). Is it running? Check vector_store.qdrant_location."
+            ) from exc
+
+    @property
+    def registry_name(self) -> str:
+        return f"{self.prefix}-registry"
+
+    def physical_name(self, size: int, distance: str) -> str:
+        """The physical collection of ``size``-d vectors compared by ``distance``."""
+        return f"{self.prefix}-{distance}-{size}"
+
+    def _ensure_registry(self) -> None:
+        if self.registry_name in self._known:
+            return
+        if not self._call(self.client.collection_exists, self.registry_name):
+            self._create(self.registry_name, models.VectorParams(size=1, distance=models.Distance.DOT))
+        self._known.add(self.registry_name)
+
+    def _create(self, name: str, params: models.VectorParams) -> None:
+        try:
+            self._call(self.client.create_collection, name, vectors_config=params)
+        except UnexpectedResponse as exc:
+            if exc.status_code != 409:  # 409: another process created it first
+                raise
+        except ValueError as exc:  # local mode: "Collection ... already exists"
+            if "already exists" not in str(exc):
+                raise
+
+    def _ensure_physical(self, size: int, distance: str) -> str:
+        name = self.physical_name(size, distance)
+        if name in self._known:
+            return name
+        if not self._call(self.client.collection_exists, name):
+            self._create(name, models.VectorParams(size=size, distance=_DISTANCES[distance]))
+        if not self.is_local:  # local mode has no payload indexes (qdrant-client warns and ignores them)
+            self._indexes(name)
+        self._known.add(name)
+        return name
+
+    def _indexes(self, name: str) -> None:
+        tenant = models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD,
+                                           is_tenant=True if self.tenant_index else None)
+        self._call(self.client.create_payload_index, name, COLLECTION_FIELD, field_schema=tenant)
+        for field in sorted(self._index_fields):
+            self._index(name, field)
+
+    def _index(self, physical: str, field: str) -> None:
+        if self.is_local:
+            return
+        self._call(self.client.create_payload_index, physical, _key(field),
+                   field_schema=models.PayloadSchemaType.KEYWORD)
+
+    def registry_entry(self, name: str) -> dict[str, Any] | None:
+        """``{"name", "size", "distance"}`` of logical collection ``name``, or ``None``."""
+        self._ensure_registry()
+        got = self._call(self.client.retrieve, self.registry_name, [point_uuid("", name)],
+                         with_payload=True)
+        return dict(got[0].payload) if got else None
+
+    # -- VectorBackend ------------------------------------------------------------------------------
+    def collection(self, name: str) -> "QdrantCollection":
+        """A handle on logical collection ``name`` (cheap; it may not exist yet).
+
+        Raises:
+            InvalidArgument: ``name`` is not a non-empty string.
+        """
+        if not isinstance(name, str) or not name:
+            raise InvalidArgument(f"A store name must be a non-empty string, got {name!r}.")
+        return QdrantCollection(self, name)
+
+    def list_collections(self) -> list[str]:
+        """Names of the logical collections in the registry, sorted."""
+        self._ensure_registry()
+        names: list[str] = []
+        offset = None
+        while True:
+            records, offset = self._call(self.client.scroll, self.registry_name, limit=_PAGE,
+                                         offset=offset, with_payload=True)
+            names.extend(r.payload["name"] for r in records if r.payload and "name" in r.payload)
+            if offset is None:
+                return sorted(names)
+
+    def close(self) -> None:
+        """Close the client (unless it was given to the constructor). Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._owns_client:
+            try:
+                self.client.close()
+            except Exception:  # pragma: no cover - closing must not raise
+                log.debug("closing the qdrant client failed", exc_info=True)
+
+    def __repr__(self) -> str:
+        return f"QdrantBackend(location={self.location!r}, prefix={self.prefix!r})"
+
+
+class QdrantCollection(Collection):
+    """One logical collection: the points of one physical collection whose :data:`COLLECTION_FIELD`
+    is this name. Thread-safe (the client is; local mode is serialised by the backend)."""
+
+    def __init__(self, backend: QdrantBackend, name: str) -> None:
+        self.backend = backend
+        self.name = name
+
+    # -- helpers ----------------------------------------------------------------------------------
+    def _entry(self) -> dict[str, Any]:
+        entry = self.backend.registry_entry(self.name)
+        if entry is None:
+            raise StoreNotFound(self.name)
+        return entry
+
+    def _physical(self, entry: dict[str, Any]) -> str:
+        return self.backend.physical_name(int(entry["size"]), entry["distance"])
+
+    def _scope(self, *conditions: models.Condition, must_not: list[models.Condition] | None = None) -> models.Filter:
+        own = models.FieldCondition(key=COLLECTION_FIELD, match=models.MatchValue(value=self.name))
+        return models.Filter(must=[own, *conditions], must_not=must_not)
+
+    def _uuid(self, point_id: PointId) -> str:
+        if isinstance(point_id, int) and not -_INT64 <= point_id < _INT64:
+            raise InvalidArgument(f"The qdrant backend keeps int ids within 64 bits, got {point_id}.")
+        return point_uuid(self.name, point_id)
+
+    def _out_payload(self, payload: dict[str, Any] | None) -> dict[str, Any]:
+        return {k: v for k, v in (payload or {}).items() if k not in RESERVED_PAYLOAD_FIELDS}
+
+    def _points(self, points: Sequence[Point], size: int) -> list[models.PointStruct]:
+        matrix = stack_points(points, size)
+        out = []
+        for p, vec in zip(points, matrix):
+            self._uuid(p.id)
+            for key in RESERVED_PAYLOAD_FIELDS:
+                if key in p.payload:
+                    raise InvalidArgument(f"Point {p.id!r}: payload field {key!r} is reserved by the qdrant backend.")
+            try:
+                payload = orjson.loads(orjson.dumps(p.payload))  # the JSON round trip, as on every backend
+            except (TypeError, orjson.JSONEncodeError) as exc:
+                raise InvalidArgument(f"Point {p.id!r}: payload is not JSON-serialisable ({exc}).") from None
+            payload[COLLECTION_FIELD] = self.name
+            payload[ID_FIELD] = p.id
+            out.append(models.PointStruct(id=self._uuid(p.id), vector=vec.tolist(), payload=payload))
+        return out
+
+    def _upsert(self, physical: str, structs: list[models.PointStruct]) -> None:
+        for start in range(0, len(structs), _PAGE * 4):
+            try:
+                self.backend._call(self.backend.client.upsert, physical, structs[start:start + _PAGE * 4], wait=True)
+            except UnexpectedResponse as exc:
+                raise StorageError(f"Qdrant refused the write to {self.name!r}: {exc}") from None
+
+    def _filter(self, where: Where | None) -> models.Filter:
+        return self._scope(*where_filter(check_where(where)))
+
+    def _ids_matching(self, physical: str, flt: models.Filter) -> list[str]:
+        ids: list[str] = []
+        offset = None
+        while True:
+            records, offset = self.backend._call(
+                self.backend.client.scroll, physical, scroll_filter=flt, limit=_PAGE * 4,
+                offset=offset, with_payload=False, with_vectors=False)
+            ids.extend(str(r.id) for r in records)
+            if offset is None:
+                return ids
+
+    @contextlib.contextmanager
+    def _physical_gone(self, physical: str) -> Iterator[None]:
+        """A registered collection whose physical Qdrant collection was deleted behind our back
+        (by hand, say) is reported as missing rather than as a raw client error."""
+        try:
+            yield
+        except UnexpectedResponse as exc:
+            self.backend._known.discard(physical)
+            if exc.status_code == 404:
+                raise StoreNotFound(self.name, f"its Qdrant collection {physical!r} is gone") from None
+            raise
+        except ValueError as exc:  # local mode: "Collection ... not found"
+            self.backend._known.discard(physical)
+            if "not found" in str(exc):
+                raise StoreNotFound(self.name, f"its Qdrant collection {physical!r} is gone") from None
+            raise
+
+    # -- Collection ---------------------------------------------------------------------------------
+    def ensure_collection(self, size: int, distance: Distance = "cosine") -> None:
+        """Register this logical collection for ``size``-d vectors and ``distance`` (idempotent),
+        creating its physical collection and payload indexes when needed.
+
+        Raises:
+            DimensionMismatch, DistanceMismatch: registered with another size / distance.
+            InvalidArgument: ``size < 1`` or an unknown distance.
+        """
+        try:
+            if isinstance(size, bool):
+                raise TypeError
+            size = operator.index(size)
+        except TypeError:
+            raise InvalidArgument(f"A vector size must be an integer >= 1, got {size!r}.") from None
+        if size < 1:
+            raise InvalidArgument(f"A vector size must be an integer >= 1, got {size}.")
+        check_distance(distance)
+        entry = self.backend.registry_entry(self.name)
+        if entry is not None:
+            if int(entry["size"]) != size:
+                raise DimensionMismatch(int(entry["size"]), size)
+            if entry["distance"] != distance:
+                raise DistanceMismatch(
+                    f"Vector store {self.name!r} was prepared with distance {entry['distance']!r}, not"
+                    f" {distance!r}. A store keeps the distance it was created with."
+                )
+            self.backend._ensure_physical(size, distance)
+            return
+        self.backend._ensure_physical(size, distance)
+        payload = {"name": self.name, "size": size, "distance": distance}
+        self.backend._call(self.backend.client.upsert, self.backend.registry_name,
+                           [models.PointStruct(id=point_uuid("", self.name), vector=[1.0], payload=payload)],
+                           wait=True)
+
+    def collection_exists(self) -> bool:
+        return self.backend.registry_entry(self.name) is not None
+
+    def drop_collection(self) -> None:
+        """Delete this logical collection's points and its registry entry (the physical collection
+        stays for the others). A missing collection is not an error."""
+        entry = self.backend.registry_entry(self.name)
+        if entry is None:
+            return
+        physical = self._physical(entry)
+        if self.backend._call(self.backend.client.collection_exists, physical):
+            self.backend._call(self.backend.client.delete, physical,
+                               points_selector=models.FilterSelector(filter=self._scope()), wait=True)
+        self.backend._call(self.backend.client.delete, self.backend.registry_name,
+                           points_selector=models.PointIdsList(points=[point_uuid("", self.name)]), wait=True)
+
+    def index_field(self, key: str) -> None:
+        """Add a keyword index on payload field ``key`` (for fields filtered on often, such as a
+        memory's dataset field). Idempotent."""
+        self.backend._index_fields.add(key)
+        entry = self.backend.registry_entry(self.name)
+        if entry is not None:
+            self.backend._index(self._physical(entry), key)
+
+    def info(self) -> CollectionInfo:
+        entry = self._entry()
+        return CollectionInfo(name=self.name, size=int(entry["size"]), distance=entry["distance"],
+                              count=self._count(entry, None), backend="qdrant")
+
+    def upsert(self, points: Sequence[Point]) -> None:
+        """Insert or overwrite the points (same id, same Qdrant point). Validated before writing.
+
+        Raises:
+            StoreNotFound, DimensionMismatch, InvalidArgument (a bad id or payload, a reserved
+            payload field, an id twice), StorageError (the server refused the write).
+        """
+        entry = self._entry()
+        structs = self._points(points, int(entry["size"]))
+        if structs:
+            self._upsert(self._physical(entry), structs)
+
+    def search(
+        self,
+        vector: Any,
+        limit: int = 10,
+        where: Where | None = None,
+        raw_filter: Any = None,
+        score_threshold: float | None = None,
+        with_payload: bool = True,
+    ) -> list[ScoredPoint]:
+        """The ``limit`` best points for ``vector``, best first, through Qdrant's query endpoint.
+
+        Args:
+            vector: ``(d,)`` array-like (float32).
+            limit: >= 1.
+            where: payload equality (see the module docstring for the Qdrant form).
+            raw_filter: a ``qdrant_client.models.Filter`` or its dict form; wins over ``where``,
+                still confined to this logical collection.
+            score_threshold: ``score >= t`` for cosine/dot, ``score <= t`` for euclid/manhattan.
+            with_payload: ``False`` returns ``payload=None``.
+
+        Returns:
+            ``ScoredPoint`` list with our readable ids; scores as :data:`DISTANCE_ORDER` says.
+
+        Raises:
+            StoreNotFound, DimensionMismatch, InvalidArgument (``limit < 1``, a bad filter).
+        """
+        if isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < 1:
+            raise InvalidArgument(f"limit must be an integer >= 1, got {limit!r}.")
+        if raw_filter is not None:
+            flt = self._scope(self._native(raw_filter))
+        else:
+            flt = self._filter(where)
+        if score_threshold is not None and (
+            isinstance(score_threshold, bool) or not isinstance(score_threshold, (int, float))
+            or math.isnan(score_threshold)
+        ):
+            raise InvalidArgument(f"score_threshold must be a number, got {score_threshold!r}.")
+        entry = self._entry()
+        q = as_vector(vector, int(entry["size"]))
+        physical = self._physical(entry)
+        with self._physical_gone(physical):
+            res = self.backend._call(
+                self.backend.client.query_points, physical, query=q.tolist(), query_filter=flt,
+                limit=int(limit), score_threshold=None if score_threshold is None else float(score_threshold),
+                with_payload=True if with_payload else [ID_FIELD], with_vectors=False)
+        out = []
+        for sp in res.points:
+            payload = sp.payload or {}
+            out.append(ScoredPoint(id=payload.get(ID_FIELD, str(sp.id)), score=float(sp.score),
+                                   payload=self._out_payload(payload) if with_payload else None))
+        return out
+
+    @staticmethod
+    def _native(raw_filter: Any) -> models.Filter:
+        if isinstance(raw_filter, models.Filter):
+            return raw_filter
+        if isinstance(raw_filter, dict):
+            try:
+                return models.Filter.model_validate(raw_filter)
+            except Exception as exc:
+                raise InvalidArgument(f"raw_filter is not a valid Qdrant filter: {exc}") from None
+        raise InvalidArgument(
+            "raw_filter for the qdrant backend is a qdrant_client.models.Filter (or its dict form),"
+            f" got {type(raw_filter).__name__}."
+        )
+
+    def remove(self, ids: Sequence[PointId] | None = None, where: Where | None = None) -> int:
+        """Delete points by id and/or ``where`` (either matches). Returns how many were deleted.
+
+        Raises:
+            StoreNotFound, InvalidArgument (a bad id or filter).
+        """
+        if ids is not None and (isinstance(ids, (str, bytes, int)) or not hasattr(ids, "__iter__")):
+            raise InvalidArgument(f"ids must be a list of point ids, got {ids!r}.")
+        wanted = [self._uuid(check_id(i)) for i in ids] if ids is not None else []
+        w = check_where(where)
+        entry = self._entry()
+        if not wanted and not w:
+            return 0
+        physical = self._physical(entry)
+        targets: dict[str, None] = {}
+        if wanted:
+            got = self.backend._call(self.backend.client.retrieve, physical, list(dict.fromkeys(wanted)),
+                                     with_payload=[COLLECTION_FIELD], with_vectors=False)
+            targets.update((str(r.id), None) for r in got if (r.payload or {}).get(COLLECTION_FIELD) == self.name)
+        if w:
+            targets.update((i, None) for i in self._ids_matching(physical, self._filter(w)))
+        if targets:
+            self.backend._call(self.backend.client.delete, physical,
+                               points_selector=models.PointIdsList(points=list(targets)), wait=True)
+        return len(targets)
+
+    def _count(self, entry: dict[str, Any], where: Where | None) -> int:
+        physical = self._physical(entry)
+        with self._physical_gone(physical):
+            return int(self.backend._call(self.backend.client.count, physical,
+                                          count_filter=self._filter(where), exact=True).count)
+
+    def count(self, where: Where | None = None) -> int:
+        check_where(where)
+        return self._count(self._entry(), where)
+
+    def replace(self, where: Where, points: Sequence[Point]) -> None:
+        """Upsert ``points``, then delete the points matching ``where`` that are not among them.
+
+        A reader never sees the matching set missing. Validated before anything is written.
+
+        Raises:
+            The same as :meth:`upsert`; ``InvalidArgument`` for an empty ``where``.
+        """
+        w = check_where(where)
+        if not w:
+            raise InvalidArgument("replace needs a non-empty where (the set of points it replaces).")
+        entry = self._entry()
+        structs = self._points(points, int(entry["size"]))
+        physical = self._physical(entry)
+        with self.backend._local_lock if self.backend.is_local else contextlib.nullcontext():
+            if structs:
+                self._upsert(physical, structs)
+            keep = [s.id for s in structs]
+            must_not = [models.HasIdCondition(has_id=keep)] if keep else None
+            self.backend._call(self.backend.client.delete, physical,
+                               points_selector=models.FilterSelector(filter=self._scope(*where_filter(w), must_not=must_not)),
+                               wait=True)
+
+    def scroll(
+        self,
+        where: Where | None = None,
+        limit: int | None = None,
+        with_vectors: bool = False,
+    ) -> Iterator[Point]:
+        """Points (matching ``where``) in Qdrant's point-id order (stable), at most ``limit``."""
+        flt = self._filter(where)
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+            raise InvalidArgument(f"scroll limit must be an integer >= 0, got {limit!r}.")
+        entry = self._entry()
+        physical = self._physical(entry)
+        out: list[Point] = []
+        if limit == 0:
+            return iter(out)
+        offset = None
+        while True:
+            page = _PAGE if limit is None else min(_PAGE, limit - len(out))
+            with self._physical_gone(physical):
+                records, offset = self.backend._call(
+                    self.backend.client.scroll, physical, scroll_filter=flt, limit=page, offset=offset,
+                    with_payload=True, with_vectors=with_vectors)
+            out.extend(self._record(r, with_vectors) for r in records)
+            if offset is None or (limit is not None and len(out) >= limit):
+                return iter(out)
+
+    def _record(self, r: Any, with_vectors: bool) -> Point:
+        payload = r.payload or {}
+        vec = np.asarray(r.vector, dtype=np.float32) if with_vectors and r.vector is not None \
+            else np.zeros(0, dtype=np.float32)
+        return Point(id=payload.get(ID_FIELD, str(r.id)), vector=vec, payload=self._out_payload(payload))
+
+    def retrieve(self, ids: Sequence[PointId], with_vectors: bool = False) -> list[Point]:
+        """The points with these ids in the given order; unknown ids are skipped, repeats once."""
+        if isinstance(ids, (str, bytes, int)) or not hasattr(ids, "__iter__"):
+            raise InvalidArgument(f"ids must be a list of point ids, got {ids!r}.")
+        wanted = list(dict.fromkeys(check_id(i) for i in ids))
+        entry = self._entry()
+        if not wanted:
+            return []
+        physical = self._physical(entry)
+        uuids = [self._uuid(i) for i in wanted]
+        got = self.backend._call(self.backend.client.retrieve, physical, uuids, with_payload=True,
+                                 with_vectors=with_vectors)
+        by_id = {str(r.id): r for r in got if (r.payload or {}).get(COLLECTION_FIELD) == self.name}
+        return [self._record(by_id[u], with_vectors) for u in uuids if u in by_id]
+
+    def __repr__(self) -> str:
+        return f"QdrantCollection({self.name!r}, backend={self.backend!r})"
+

@@ -1,0 +1,123 @@
+"""The Agent memory page, headless (streamlit.testing.v1.AppTest), on the memory and qdrant backends
+with the deterministic fake embedder instead of the real model."""
+
+from __future__ import annotations
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from knowledge.config import load_settings
+from knowledge.embeddings.fake import HashEmbedder
+from knowledge.memory import VectorMemory
+from knowledge.vectorstore.registry import open_backend
+from knowledge.workbench import Workbench
+
+from conftest import REPO
+
+APP = str(REPO / "app.py")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache(monkeypatch):
+    monkeypatch.setattr(Workbench, "_default_embedder", lambda self, model: HashEmbedder(dimension=16))
+    st.cache_resource.clear()
+    yield
+    st.cache_resource.clear()
+
+
+def memory_page(backend: str) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    at.switch_page("views/memory.py").run()
+    assert not at.exception
+    at.selectbox(key="mem_backend").select(backend).run()
+    assert not at.exception
+    return at
+
+
+def remember(at: AppTest, text: str, dataset: str, payload: str = "", mem_id: str = "") -> AppTest:
+    at.text_area(key="mem_text").input(text)
+    at.text_input(key="mem_dataset").input(dataset)
+    at.text_input(key="mem_payload").input(payload)
+    at.text_input(key="mem_id").input(mem_id)
+    next(b for b in at.button if b.label == "Remember").click().run()
+    assert not at.exception
+    return at
+
+
+def datasets_table(at: AppTest) -> dict[str, int]:
+    table = next(d.value for d in at.dataframe if list(d.value.columns)[:1] == ["dataset"])
+    return dict(zip(table["dataset"], table["memories"]))
+
+
+def shown(at: AppTest) -> str:
+    return "\n".join([m.value for m in at.markdown] + [c.value for c in at.caption])
+
+
+@pytest.mark.parametrize("backend", ["memory", "qdrant"])
+def test_remember_recall_filter_and_forget(backend):
+    at = memory_page(backend)
+    assert any("No memories yet" in i.value for i in at.info)
+    remember(at, "the invoice for march was paid late", "billing", '{"topic": "invoice", "year": 2024}')
+    assert any("Remembered" in s.value and "billing" in s.value for s in at.success)
+    remember(at, "refunds take five business days", "billing", '{"topic": "refund", "year": 2023}')
+    remember(at, "the customer prefers email", "crm", mem_id="c1")
+    assert datasets_table(at) == {"billing": 2, "crm": 1}
+
+    # recall across every dataset, then narrowed by a where filter (a typed value: 2023 is a number)
+    at.text_input(key="mem_query").input("invoice refunds customer")
+    at.selectbox(key="mem_recall_dataset").select("(all datasets)")
+    at.number_input(key="mem_limit").set_value(10)
+    at.button(key="mem_recall").click().run()
+    assert not at.exception
+    text = shown(at)
+    for fact in ("the invoice for march", "refunds take five", "the customer prefers email"):
+        assert fact in text
+    at.text_input(key="mem_where_key").input("year")
+    at.text_input(key="mem_where_value").input("2023")
+    at.button(key="mem_recall").click().run()
+    text = shown(at)
+    assert "refunds take five" in text and "the invoice for march" not in text
+    assert "dataset **billing**" in text
+
+    # the default dataset holds nothing: an explicit message, not everything
+    at.text_input(key="mem_where_key").input("")
+    at.selectbox(key="mem_recall_dataset").select("default")
+    at.button(key="mem_recall").click().run()
+    assert any("Nothing recalled" in w.value for w in at.warning)
+
+    # forget one hit from the results, then a whole dataset
+    at.selectbox(key="mem_recall_dataset").select("crm")
+    at.button(key="mem_recall").click().run()
+    at.button(key="mem_forget_hit_c1").click().run()
+    assert not at.exception
+    assert datasets_table(at) == {"billing": 2}
+    at.radio(key="mem_forget_by").set_value("dataset").run()
+    at.selectbox(key="mem_forget_dataset").select("billing")
+    at.button(key="mem_forget").click().run()
+    assert any("Forgot 2 memories" in s.value for s in at.success)
+    assert any("No memories yet" in i.value for i in at.info)
+
+
+def test_bad_input_is_a_message_and_the_memory_is_shared_with_python():
+    at = memory_page("memory")
+    remember(at, "some text", "d", payload="[1, 2]")
+    assert any("must be a JSON object" in e.value for e in at.error)
+    remember(at, "kept from the page", "notes", mem_id="p1")
+    at.radio(key="mem_forget_by").set_value("where").run()
+    at.button(key="mem_forget").click().run()
+    assert any("Name the payload field" in e.value for e in at.error)
+    # results belong to their store: another store name shows none of them
+    at.text_input(key="mem_query").input("kept from the page")
+    at.selectbox(key="mem_recall_dataset").select("(all datasets)")
+    at.button(key="mem_recall").click().run()
+    assert "kept from the page" in shown(at)
+    at.text_input(key="mem_collection").input("another-store").run()
+    assert "kept from the page" not in shown(at)
+    assert any("No memories yet" in i.value for i in at.info)
+    # what the page wrote is what Python reads
+    settings = load_settings()
+    with open_backend(settings, "memory") as backend:
+        hits = VectorMemory(backend, HashEmbedder(dimension=16)).recall("kept from the page", dataset="notes")
+    assert [(h.id, h.text) for h in hits] == [("p1", "kept from the page")]

@@ -1,0 +1,167 @@
+"""Agent memory: datasets, remember, recall with filters, forget (knowledge.memory.VectorMemory)."""
+
+from __future__ import annotations
+
+import json
+
+import streamlit as st
+
+from knowledge.errors import InvalidArgument, KnowledgeError
+from knowledge.memory import DEFAULT_COLLECTION, DEFAULT_DATASET, VectorMemory
+from knowledge.vectorstore.registry import backend_names
+from knowledge.workbench import Workbench
+
+wb: Workbench = st.session_state["workbench"]
+ALL = "(all datasets)"
+
+st.title("🧠 Agent memory")
+st.caption("What agents remember: short texts embedded into one store, grouped in datasets, recalled "
+           "by meaning. The same API from Python: `knowledge.memory.VectorMemory`.")
+
+
+def parse_value(raw: str):
+    """A where value typed by a person: JSON scalars (2024, true, null, "x") as such, else the text."""
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return raw
+    return value if isinstance(value, (str, int, float, bool, type(None))) else raw
+
+
+def parse_payload(raw: str) -> dict:
+    if not raw.strip():
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise InvalidArgument(f"The payload must be a JSON object, e.g. {{\"topic\": \"billing\"}} ({exc}).") from None
+    if not isinstance(value, dict):
+        raise InvalidArgument("The payload must be a JSON object, e.g. {\"topic\": \"billing\"}.")
+    return value
+
+
+def parse_id(raw: str):
+    raw = raw.strip()
+    if not raw:
+        return None
+    return int(raw) if raw.lstrip("-").isdigit() else raw
+
+
+backends = backend_names()
+default_backend = wb.settings.vector_store.backend
+c1, c2 = st.columns(2)
+backend_name = c1.selectbox("Backend", backends, index=backends.index(default_backend) if default_backend in backends else 0,
+                            key="mem_backend")
+collection = c2.text_input("Memory store", DEFAULT_COLLECTION, key="mem_collection",
+                           help="One store holds every dataset; two embedding models need two stores.")
+
+try:
+    memory = VectorMemory(wb.backend(backend_name), wb.embedder(), collection=collection or DEFAULT_COLLECTION)
+    datasets = memory.datasets()
+except KnowledgeError as exc:
+    st.error(str(exc))
+    st.stop()
+
+st.subheader("Datasets")
+if datasets:
+    st.dataframe([{"dataset": name, "memories": n} for name, n in datasets.items()], hide_index=True,
+                 width="stretch", key="mem_datasets")
+    st.caption(f"{sum(datasets.values())} memories in **{collection}** on **{backend_name}**, "
+               f"embedded with {wb.embedder().name}.")
+else:
+    st.info("No memories yet. Remember something below.")
+
+st.subheader("Remember")
+with st.form("mem_remember_form", clear_on_submit=True):
+    text = st.text_area("Text", key="mem_text")
+    r1, r2 = st.columns(2)
+    dataset = r1.text_input("Dataset", DEFAULT_DATASET, key="mem_dataset")
+    mem_id = r2.text_input("Id (optional; the same id overwrites)", key="mem_id")
+    payload_raw = st.text_input("Payload (JSON object, optional)", key="mem_payload",
+                                placeholder='{"topic": "billing"}')
+    if st.form_submit_button("Remember", type="primary"):
+        try:
+            new_id = memory.remember(text, dataset=dataset or None, payload=parse_payload(payload_raw),
+                                     id=parse_id(mem_id))
+        except KnowledgeError as exc:
+            st.error(str(exc))
+        else:
+            st.session_state["mem_notice"] = f"Remembered `{new_id}` in dataset **{dataset or DEFAULT_DATASET}**."
+            st.rerun()
+if notice := st.session_state.pop("mem_notice", None):
+    st.success(notice)
+
+st.subheader("Recall")
+query = st.text_input("Query", key="mem_query", placeholder="what did the customer ask for?")
+f1, f2, f3 = st.columns(3)
+choices = [ALL, *datasets] if DEFAULT_DATASET in datasets else [ALL, DEFAULT_DATASET, *datasets]
+recall_dataset = f1.selectbox("Dataset", choices, index=choices.index(DEFAULT_DATASET), key="mem_recall_dataset")
+limit = f2.number_input("Limit", min_value=1, max_value=100, value=5, key="mem_limit")
+use_threshold = f3.checkbox("Score threshold", key="mem_use_threshold")
+threshold = f3.number_input("Keep scores at least", value=0.3, step=0.05, key="mem_threshold",
+                            disabled=not use_threshold)
+w1, w2 = st.columns(2)
+where_key = w1.text_input("Where field (optional)", key="mem_where_key", placeholder="topic")
+where_value = w2.text_input("equals", key="mem_where_value", placeholder="billing")
+
+if st.button("Recall", key="mem_recall", type="primary"):
+    where = {where_key.strip(): parse_value(where_value)} if where_key.strip() else None
+    try:
+        if not query.strip():
+            raise InvalidArgument("Type what to recall first.")
+        st.session_state["mem_hits_of"] = (backend_name, collection)
+        st.session_state["mem_hits"] = memory.recall(
+            query, limit=int(limit), dataset=None if recall_dataset == ALL else recall_dataset,
+            score_threshold=float(threshold) if use_threshold else None, where=where)
+    except KnowledgeError as exc:
+        st.session_state.pop("mem_hits", None)
+        st.error(str(exc))
+
+hits = st.session_state.get("mem_hits")
+if st.session_state.get("mem_hits_of") != (backend_name, collection):
+    hits = None  # results of another store are not shown under this one
+if hits is not None:
+    if not hits:
+        st.warning("Nothing recalled. Try another dataset, loosen the filter or lower the threshold.")
+    for rank, hit in enumerate(hits, 1):
+        with st.container(border=True):
+            st.markdown(f"**{rank}.** {hit.text}")
+            st.caption(f"score {hit.score:.3f} · dataset **{hit.dataset}** · id `{hit.id}`")
+            if hit.payload:
+                st.json(hit.payload, expanded=False)
+            if st.button("Forget", key=f"mem_forget_hit_{hit.id}"):
+                try:
+                    memory.forget(ids=[hit.id])
+                except KnowledgeError as exc:
+                    st.error(str(exc))
+                else:
+                    st.session_state["mem_hits"] = [h for h in hits if h.id != hit.id]
+                    st.session_state["mem_notice"] = f"Forgot `{hit.id}`."
+                    st.rerun()
+
+st.subheader("Forget")
+by = st.radio("Forget by", ["ids", "dataset", "where"], horizontal=True, key="mem_forget_by")
+if by == "ids":
+    target_ids = st.text_input("Ids (comma-separated)", key="mem_forget_ids")
+elif by == "dataset":
+    target_dataset = st.selectbox("Dataset", list(datasets) or [DEFAULT_DATASET], key="mem_forget_dataset")
+else:
+    g1, g2 = st.columns(2)
+    forget_key = g1.text_input("Field", key="mem_forget_key")
+    forget_value = g2.text_input("equals", key="mem_forget_value")
+if st.button("Forget", key="mem_forget", type="secondary"):
+    try:
+        if by == "ids":
+            n = memory.forget(ids=[parse_id(i) for i in target_ids.split(",") if i.strip()])
+        elif by == "dataset":
+            n = memory.forget(dataset=target_dataset)
+        else:
+            if not forget_key.strip():
+                raise InvalidArgument("Name the payload field to forget by.")
+            n = memory.forget(where={forget_key.strip(): parse_value(forget_value)})
+    except KnowledgeError as exc:
+        st.error(str(exc))
+    else:
+        st.session_state.pop("mem_hits", None)
+        st.session_state["mem_notice"] = f"Forgot {n} {'memory' if n == 1 else 'memories'}."
+        st.rerun()
