@@ -51,13 +51,102 @@ def _memory_raw_filter(field: str, value: Any) -> Callable[[dict], bool]:
     return lambda payload: payload.get(field) == value
 
 
+# pgvector: one embedded PostgreSQL server per test session (the `pg_server` fixture) and one fresh
+# database per test (derived from the test's data folder, dropped after the test), so every test
+# gets its own tables and the registry starts empty.
+_PG: dict[str, Any] = {"url": None, "databases": set()}
+
+
+def _pg_database(settings: Settings) -> str:
+    import hashlib
+
+    return "t_" + hashlib.sha256(str(settings.data_root).encode()).hexdigest()[:16]
+
+
+def _pgvector_settings(settings: Settings, **options: Any) -> Settings:
+    """``settings`` pointed at this test's database on the session's server (created if missing)."""
+    import psycopg
+    from psycopg import sql
+    from psycopg.conninfo import make_conninfo
+
+    if _PG["url"] is None:
+        pytest.fail("the pg_server fixture must run before a pgvector backend is made")
+    db = _pg_database(settings)
+    if db not in _PG["databases"]:
+        with psycopg.connect(_PG["url"], autocommit=True) as conn:
+            if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (db,)).fetchone():
+                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(db)))
+        _PG["databases"].add(db)
+    vs = settings.vector_store.model_copy(update={
+        "url": make_conninfo(_PG["url"], dbname=db),
+        "options": {**settings.vector_store.options, "pgvector": options} if options else settings.vector_store.options,
+    })
+    return settings.model_copy(update={"vector_store": vs})
+
+
+def _pgvector_backend(settings: Settings) -> VectorBackend:
+    from knowledge.vectorstore.pgvector import PgvectorBackend
+
+    return PgvectorBackend(_pgvector_settings(settings))
+
+
+def _pgvector_raw_filter(field: str, value: Any) -> Any:
+    from psycopg import sql
+
+    return sql.SQL("payload ->> {} = {}").format(sql.Literal(field), sql.Literal(value))
+
+
+@pytest.fixture(scope="session")
+def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One embedded PostgreSQL + pgvector server for the session; its URI. Under CI=true a server
+    that cannot start fails the run; elsewhere the pgvector tests skip."""
+    from knowledge.errors import BackendUnavailable
+
+    folder = tmp_path_factory.mktemp("pg") / "postgres"
+    try:
+        from knowledge.vectorstore.pg_embedded import embedded_url, stop_embedded
+
+        url = embedded_url(folder)
+    except (ImportError, BackendUnavailable) as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"The embedded PostgreSQL server cannot start under CI=true: {exc}")
+        pytest.skip(f"embedded PostgreSQL server unavailable: {exc}")
+    _PG["url"] = url
+    try:
+        yield url
+    finally:
+        _PG["url"] = None
+        stop_embedded(folder)
+
+
+@pytest.fixture
+def pg_database(pg_server: str) -> Iterator[None]:
+    """Drops the databases a test created (function scope: tests never see each other's tables)."""
+    before = set(_PG["databases"])
+    yield
+    import psycopg
+    from psycopg import sql
+
+    new = _PG["databases"] - before
+    if new:
+        with psycopg.connect(pg_server, autocommit=True) as conn:
+            for db in new:
+                conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(db)))
+        _PG["databases"] -= new
+
+
 CONTRACT_BACKENDS: dict[str, tuple[Callable[[Settings], VectorBackend], Callable[[str, Any], Any]]] = {
     "memory": (_memory_backend, _memory_raw_filter),
+    "pgvector": (_pgvector_backend, _pgvector_raw_filter),
 }
+#: Backends whose factory needs a session fixture (requested by `backend_name`).
+_BACKEND_FIXTURES = {"pgvector": "pg_database"}
 
 
 @pytest.fixture(params=sorted(CONTRACT_BACKENDS))
 def backend_name(request: pytest.FixtureRequest) -> str:
+    if request.param in _BACKEND_FIXTURES:
+        request.getfixturevalue(_BACKEND_FIXTURES[request.param])
     return request.param
 
 
