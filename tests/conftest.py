@@ -96,13 +96,25 @@ def _pgvector_raw_filter(field: str, value: Any) -> Any:
     return sql.SQL("payload ->> {} = {}").format(sql.Literal(field), sql.Literal(value))
 
 
+def pg_folder() -> Path:
+    """A fresh folder for an embedded server's data, *outside* pytest's temp root: the server runs
+    as another user (``embedded_postgres`` when root) and a concurrent pytest run resets that root to
+    mode 0700, which would cut the server off its own files."""
+    import tempfile
+
+    return Path(tempfile.mkdtemp(prefix="knowledge-pg-"))
+
+
 @pytest.fixture(scope="session")
-def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def pg_server() -> Iterator[str]:
     """One embedded PostgreSQL + pgvector server for the session; its URI. Under CI=true a server
     that cannot start fails the run; elsewhere the pgvector tests skip."""
+    import shutil
+
     from knowledge.errors import BackendUnavailable
 
-    folder = tmp_path_factory.mktemp("pg") / "postgres"
+    root = pg_folder()
+    folder = root / "postgres"
     try:
         from knowledge.vectorstore.pg_embedded import embedded_url, stop_embedded
 
@@ -117,6 +129,7 @@ def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     finally:
         _PG["url"] = None
         stop_embedded(folder)
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture
