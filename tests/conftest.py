@@ -148,6 +148,13 @@ def pg_database(pg_server: str) -> Iterator[None]:
         _PG["databases"] -= new
 
 
+@pytest.fixture
+def pgvector_settings(pg_database: None, settings: Settings) -> Callable[..., Settings]:
+    """``make(**options) -> Settings`` for a pgvector backend on this test's own database, with
+    ``vector_store.options.pgvector = options``."""
+    return lambda **options: _pgvector_settings(settings, **options)
+
+
 CONTRACT_BACKENDS: dict[str, tuple[Callable[[Settings], VectorBackend], Callable[[str, Any], Any]]] = {
     "memory": (_memory_backend, _memory_raw_filter),
     "pgvector": (_pgvector_backend, _pgvector_raw_filter),
