@@ -418,3 +418,43 @@ def test_workbench_on_a_pgvector_template(pgvector_settings, tmp_path):
         assert wb.backend("memory").list_collections() == []  # nothing went to the memory backend
     finally:
         wb.close()
+
+
+# -- the Vector stores page ------------------------------------------------------------------------
+
+def test_the_page_switches_a_template_to_pgvector(pgvector_settings, monkeypatch):
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    from conftest import REPO
+    from knowledge.embeddings.fake import HashEmbedder
+    from knowledge.workbench import Workbench
+
+    monkeypatch.setenv("KNOWLEDGE_VECTOR_STORE__URL", pgvector_settings().vector_store.url)
+    monkeypatch.setattr(Workbench, "_default_embedder", lambda self, model: HashEmbedder(dimension=8))
+    st.cache_resource.clear()
+    try:
+        at = AppTest.from_file(str(REPO / "app.py"), default_timeout=60)
+        at.run()
+        at.switch_page("views/stores.py").run()
+        form = {t.label: t for t in at.text_input if t.form_id == "template-form"}
+        assert "pgvector" in form["Backend"].help
+        form["Name"].input("on postgres")
+        form["Backend"].input("pgvector")
+        next(b for b in at.button if b.key == "FormSubmitter:template-form-Save template").click().run()
+        assert not at.exception
+        assert any("Saved the template on postgres" in s.value for s in at.success)
+        wb = Workbench(load_settings(), embedder_factory=lambda model: HashEmbedder(dimension=8))
+        try:
+            assert wb.templates.get("on postgres").backend == "pgvector"
+            wb.create_store("pg notes", template="on postgres")
+            wb.ingest_file("pg notes", b"The cat sits on the mat.", "cats.txt")
+            assert wb.search("pg notes", "cat on a mat", k=1)[0].file_name == "cats.txt"
+        finally:
+            wb.close()
+        at.run()
+        assert not at.exception
+        stores = next(d.value for d in at.dataframe if "backend" in d.value.columns and "store" in d.value.columns)
+        assert dict(zip(stores["store"], stores["backend"]))["pg notes"] == "pgvector"
+    finally:
+        st.cache_resource.clear()
