@@ -19,6 +19,7 @@ Without ``--url`` the embedded server runs in a temporary folder. Prints figures
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -90,7 +91,8 @@ def main() -> None:
 
     t0 = time.perf_counter()
     b = backend()
-    print(f"server ready in {time.perf_counter() - t0:.2f} s ({b!r})")
+    print(f"server ready in {time.perf_counter() - t0:.2f} s ({b!r}); load average {os.getloadavg()}"
+          f" on {os.cpu_count()} cores")
     import psycopg
 
     with psycopg.connect(b.conninfo) as c:
@@ -191,6 +193,7 @@ def main() -> None:
         print(f"{label:14s} search p50 {res[label][0]:6.2f} ms p95 {res[label][1]:6.2f} ms | retrieve(3 ids)"
               f" p50 {res[label][2]:6.2f} ms p95 {res[label][3]:6.2f} ms")
         bx.close()
+    print(f"load average at the end: {os.getloadavg()}")
     print(f"per-operation / pool: search p50 x{res['per-operation'][0] / res['pool'][0]:.2f},"
           f" retrieve p50 x{res['per-operation'][2] / res['pool'][2]:.2f}")
     bx = backend()
