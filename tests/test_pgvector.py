@@ -363,7 +363,7 @@ def test_options_from_the_environment_and_unknown_keys(monkeypatch, pgvector_set
 
 # -- the embedded server -------------------------------------------------------------------------------
 
-def test_embedded_server_starts_is_reused_and_stops(tmp_path):
+def test_embedded_server_starts_is_reused_and_stops(pg_server):  # pg_server: skip where none can start
     from knowledge.vectorstore.pg_embedded import is_running, stop_embedded
 
     root = pg_folder()
@@ -463,7 +463,7 @@ def test_the_page_switches_a_template_to_pgvector(pgvector_settings, monkeypatch
         st.cache_resource.clear()
 
 
-def test_a_killed_user_of_the_embedded_server_does_not_keep_it_running():
+def test_a_killed_user_of_the_embedded_server_does_not_keep_it_running(pg_server):
     """A process killed with SIGKILL never runs its atexit; the next process that exits stops the
     server all the same."""
     from knowledge.vectorstore.pg_embedded import is_running
