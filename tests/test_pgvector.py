@@ -309,14 +309,13 @@ def test_a_server_without_pgvector_names_the_fix(make, pg_server):
         c.execute("DROP DATABASE IF EXISTS knowledge_noext")
         c.execute("CREATE DATABASE knowledge_noext OWNER knowledge_plain")
     try:
-        s = b_settings = load_settings(vector_store={
+        plain = load_settings(vector_store={
             "backend": "pgvector", "url": make_conninfo(pg_server, dbname="knowledge_noext"),
             "user": "knowledge_plain"})
         with pytest.raises(BackendUnavailable) as err:
-            PgvectorBackend(b_settings)
+            PgvectorBackend(plain)
         msg = str(err.value)
         assert "pgvector" in msg and "CREATE EXTENSION vector" in msg and "embedded" in msg
-        del s
     finally:
         with admin(b) as c:
             c.execute("DROP DATABASE IF EXISTS knowledge_noext WITH (FORCE)")
