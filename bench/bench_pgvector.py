@@ -1,0 +1,210 @@
+"""pgvector backend benchmark: 100,000 x 384 clustered vectors on the embedded PostgreSQL server.
+
+Measures, in one run:
+
+* upsert rate (points/s, batches of 1,000, HNSW index maintained while inserting) and the HNSW build
+  time of the same table from scratch (``CREATE INDEX`` on the loaded table);
+* search latency p50/p95 for k=10 and recall@10 against exact numpy search, for several
+  ``ef_search`` values (the default is marked), plus the exact path (index scans off) as a baseline;
+* filtered search: for filters matching 1,000 / 10,000 / 50,000 rows, latency and recall@10 of the
+  exact path and of the HNSW path (``iterative_scan = strict_order``) -- the data behind
+  ``exact_max_rows``;
+* a connection pool vs one short-lived connection per operation, on the same searches and on a
+  cheap operation (``count``), and the ratio.
+
+Usage: ``python bench/bench_pgvector.py [--n 100000] [--dim 384] [--queries 200] [--url URL]``.
+Without ``--url`` the embedded server runs in a temporary folder. Prints figures; never fails on a miss.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def clustered(n: int, dim: int, clusters: int, seed: int) -> np.ndarray:
+    """``(n, dim)`` float32 unit vectors around ``clusters`` random centres (like real embeddings:
+    topical clumps rather than uniform noise)."""
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((clusters, dim)).astype(np.float32)
+    labels = rng.integers(0, clusters, n)
+    x = centres[labels] + 0.6 * rng.standard_normal((n, dim)).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    return x
+
+
+def pct(values: list[float], p: float) -> float:
+    return float(np.percentile(np.asarray(values) * 1000.0, p))
+
+
+def exact_top(matrix: np.ndarray, q: np.ndarray, k: int, rows: np.ndarray | None = None) -> set[int]:
+    m = matrix if rows is None else matrix[rows]
+    s = m @ q
+    top = np.argpartition(-s, min(k, len(s) - 1))[:k]
+    ids = top if rows is None else rows[top]
+    return {int(i) for i in ids}
+
+
+def run_searches(coll, queries, k, where=None) -> tuple[list[float], list[list[int]]]:
+    times, results = [], []
+    for q in queries:
+        t = time.perf_counter()
+        hits = coll.search(q, limit=k, where=where, with_payload=False)
+        times.append(time.perf_counter() - t)
+        results.append([h.id for h in hits])
+    return times, results
+
+
+def recall(results: list[list[int]], truth: list[set[int]], k: int) -> float:
+    return float(np.mean([len(set(r) & t) / k for r, t in zip(results, truth)]))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=100_000)
+    ap.add_argument("--dim", type=int, default=384)
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--url", default=None)
+    args = ap.parse_args()
+
+    from knowledge.config import load_settings
+    from knowledge.vectorstore.base import Point
+    from knowledge.vectorstore.pgvector import PgvectorBackend, PgvectorOptions
+
+    n, dim, k = args.n, args.dim, 10
+    tmp = tempfile.TemporaryDirectory()
+    defaults = PgvectorOptions()
+
+    def backend(**opts):
+        s = load_settings(data_dir=Path(tmp.name) / "data",
+                          vector_store={"backend": "pgvector", "url": args.url, "options": {"pgvector": opts}})
+        return PgvectorBackend(s)
+
+    t0 = time.perf_counter()
+    b = backend()
+    print(f"server ready in {time.perf_counter() - t0:.2f} s ({b!r}); load average {os.getloadavg()}"
+          f" on {os.cpu_count()} cores")
+    import psycopg
+
+    with psycopg.connect(b.conninfo) as c:
+        print("PostgreSQL", c.execute("SHOW server_version").fetchone()[0], "| pgvector",
+              c.execute("SELECT extversion FROM pg_extension WHERE extname='vector'").fetchone()[0])
+    data = clustered(n, dim, clusters=max(10, n // 500), seed=1)
+    queries = clustered(args.queries, dim, clusters=max(10, n // 500), seed=1)  # same centres
+    queries = queries + 0.01 * np.random.default_rng(7).standard_normal(queries.shape).astype(np.float32)
+    ids = np.arange(n)
+    payloads = [{"file_id": f"f{i // 1000}", "part": f"p{i // 10_000}", "half": int(i % 2)} for i in range(n)]
+
+    coll = b.collection("bench")
+    coll.drop_collection()
+    coll.ensure_collection(dim, "cosine")
+    print(f"\n== upsert {n:,} x {dim} in batches of 1,000 (HNSW m={defaults.hnsw_m}, ef_construction="
+          f"{defaults.hnsw_ef_construction}, built by the batch that passes exact_max_rows="
+          f"{defaults.exact_max_rows:,}, then maintained while inserting)")
+    batch_times = []
+    t = time.perf_counter()
+    for start in range(0, n, 1000):
+        tb = time.perf_counter()
+        coll.upsert([Point(int(i), data[i], payloads[i]) for i in range(start, min(n, start + 1000))])
+        batch_times.append((start, time.perf_counter() - tb))
+    up = time.perf_counter() - t
+    cross = defaults.exact_max_rows
+    before = sum(d for s0, d in batch_times if s0 + 1000 <= cross)
+    at = sum(d for s0, d in batch_times if s0 < cross + 1 <= s0 + 1000)
+    after = sum(d for s0, d in batch_times if s0 > cross)
+    n_after = max(1, n - (cross // 1000 + 1) * 1000)
+    print(f"upsert total: {up:.1f} s = {n / up:,.0f} points/s | without index (first {cross:,}):"
+          f" {cross / max(before, 1e-9):,.0f} points/s | the batch that built the index: {at:.1f} s |"
+          f" with the index maintained: {n_after / max(after, 1e-9):,.0f} points/s")
+
+    with psycopg.connect(b.conninfo, autocommit=True) as c:
+        c.execute(f"VACUUM ANALYZE {coll.table}")
+        c.execute("SET maintenance_work_mem = '1GB'")
+        c.execute(f"DROP INDEX {coll.table}_hnsw")
+        t = time.perf_counter()
+        c.execute(f"CREATE INDEX {coll.table}_hnsw ON {coll.table} USING hnsw (embedding vector_cosine_ops)"
+                  f" WITH (m = {defaults.hnsw_m}, ef_construction = {defaults.hnsw_ef_construction})")
+        build = time.perf_counter() - t
+        size = c.execute(f"SELECT pg_size_pretty(pg_relation_size('{coll.table}_hnsw'))").fetchone()[0]
+    print(f"HNSW build from scratch on the loaded table: {build:.1f} s ({n / build:,.0f} points/s), index {size}")
+    b.close()
+
+    truth = [exact_top(data, q, k) for q in queries]
+    print(f"\n== search k={k}, {len(queries)} queries (recall@10 vs exact numpy)")
+    print(f"{'path':34s} {'p50 ms':>8s} {'p95 ms':>8s} {'recall@10':>10s}")
+    rows = {}
+    for ef in (40, 64, 100, 200):
+        bb = backend(ef_search=ef)
+        coll = bb.collection("bench")
+        run_searches(coll, queries[:10], k)  # warm
+        times, res = run_searches(coll, queries, k)
+        mark = " (default)" if ef == defaults.ef_search else ""
+        rows[ef] = (pct(times, 50), pct(times, 95), recall(res, truth, k))
+        print(f"{'hnsw ef_search=' + str(ef) + mark:34s} {rows[ef][0]:8.2f} {rows[ef][1]:8.2f} {rows[ef][2]:10.3f}")
+        bb.close()
+    bb = backend(exact_max_rows=10 * n)
+    coll = bb.collection("bench")
+    times, res = run_searches(coll, queries[:40], k)
+    truth40 = truth[:40]
+    print(f"{'exact (index scans off), 40 q':34s} {pct(times, 50):8.2f} {pct(times, 95):8.2f} {recall(res, truth40, k):10.3f}")
+    bb.close()
+
+    print("\n== filtered search k=10: exact path vs HNSW + iterative_scan=strict_order")
+    print(f"{'filter (rows)':22s} {'path':8s} {'p50 ms':>8s} {'p95 ms':>8s} {'recall@10':>10s} {'hits<k':>7s}")
+    filters = [("file_id", f"f{n // 2000}", 1000), ("part", f"p{n // 20_000}", 10_000), ("half", 1, n // 2)]
+    exact_b, index_b = backend(exact_max_rows=10 * n), backend(exact_max_rows=0)
+    default_b = backend()
+    for field, value, count in filters:
+        rows_sel = np.asarray([i for i in range(n) if payloads[i][field] == value], dtype=np.int64)
+        count = len(rows_sel)
+        ftruth = [exact_top(data, q, k, rows_sel) for q in queries[:50]]
+        for label, bx in (("exact", exact_b), ("hnsw", index_b), ("default", default_b)):
+            coll = bx.collection("bench")
+            run_searches(coll, queries[:5], k, {field: value})
+            times, res = run_searches(coll, queries[:50], k, {field: value})
+            short = sum(1 for r in res if len(r) < k)
+            print(f"{field}={value!s:8s} ({count:>6,}) {label:8s} {pct(times, 50):8.2f} {pct(times, 95):8.2f}"
+                  f" {recall(res, ftruth, k):10.3f} {short:7d}")
+    for bx in (exact_b, index_b, default_b):
+        bx.close()
+
+    print("\n== pool vs one short-lived connection per operation (same 200 searches, then 200 counts)")
+    res = {}
+    for label, pool in (("pool", True), ("per-operation", False)):
+        bx = backend(pool=pool)
+        coll = bx.collection("bench")
+        run_searches(coll, queries[:10], k)
+        times, _ = run_searches(coll, queries, k)
+        ctimes = []
+        for _ in range(200):
+            t = time.perf_counter()
+            coll.retrieve([1, 2, 3])
+            ctimes.append(time.perf_counter() - t)
+        res[label] = (pct(times, 50), pct(times, 95), pct(ctimes, 50), pct(ctimes, 95))
+        print(f"{label:14s} search p50 {res[label][0]:6.2f} ms p95 {res[label][1]:6.2f} ms | retrieve(3 ids)"
+              f" p50 {res[label][2]:6.2f} ms p95 {res[label][3]:6.2f} ms")
+        bx.close()
+    print(f"load average at the end: {os.getloadavg()}")
+    print(f"per-operation / pool: search p50 x{res['per-operation'][0] / res['pool'][0]:.2f},"
+          f" retrieve p50 x{res['per-operation'][2] / res['pool'][2]:.2f}")
+    bx = backend()
+    bx.collection("bench").drop_collection()
+    bx.close()
+    if args.url is None:
+        from knowledge.vectorstore.pg_embedded import stop_embedded
+
+        stop_embedded(Path(tmp.name) / "data" / "postgres")
+    tmp.cleanup()
+
+
+if __name__ == "__main__":
+    main()

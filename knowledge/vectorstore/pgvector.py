@@ -1,0 +1,942 @@
+"""The ``pgvector`` backend: each store is one PostgreSQL table with an HNSW index (psycopg 3 + pgvector).
+
+Layout in the database (schema ``public`` of the database the URL names)::
+
+    knowledge_vector_stores                  the registry: one row per store
+        name text PRIMARY KEY                  the store's exact name (the display name)
+        table_name text UNIQUE                 its table, e.g. vs_team_notes_3f9a1c0b2d4e
+        size int, distance text, created_at timestamptz
+    vs_<slug>_<hash>                         one table per store
+        pid text PRIMARY KEY                   the point id as a JSON token: 7 or "7" (so they differ)
+        seq bigint (identity)                  order of last write: scroll order and the tie-break
+        embedding vector(size)                 L2-normalised for cosine (as the memory backend)
+        payload jsonb                          the payload's JSON round trip, NUL characters removed
+    vs_<slug>_<hash>_hnsw                    HNSW index with the distance's operator class, built by
+                                             the write that takes the store past exact_max_rows
+    vs_<slug>_<hash>_gin                     GIN (jsonb_path_ops) index for ``where`` (containment)
+
+Table names are ``vs_`` + a readable ASCII slug of the name (at most 40 characters of
+``[a-z0-9_]``) + ``_`` + 12 hex digits of the SHA-256 of the exact name: at most 56 bytes (PostgreSQL
+truncates identifiers at 63), different for names differing only in case or punctuation, and always
+quoted with :class:`psycopg.sql.Identifier`, so no name can inject SQL. The spec calls this table
+``vs_<storeId>``; the hash is what makes any Unicode name safe and unique.
+
+Distances and scores (:data:`~knowledge.vectorstore.base.DISTANCE_ORDER`), from pgvector's operators:
+
+=========  ==========  ==================  ===================================
+distance   operator    HNSW operator class score
+=========  ==========  ==================  ===================================
+cosine     ``<=>``     vector_cosine_ops   ``1 - (a <=> b)`` similarity, higher is better
+dot        ``<#>``     vector_ip_ops       ``-(a <#> b)`` inner product, higher is better
+euclid     ``<->``     vector_l2_ops       ``a <-> b`` L2 distance, lower is better
+manhattan  ``<+>``     vector_l1_ops       ``a <+> b`` L1 distance, lower is better
+=========  ==========  ==================  ===================================
+
+Search: exact or HNSW, chosen per query
+---------------------------------------
+HNSW is approximate and, with a filter, post-filters its candidates: a filter matching a small file
+in a big store finds few or none of them among the ``ef_search`` nearest. pgvector 0.8's iterative
+index scans (``hnsw.iterative_scan = strict_order``) keep scanning, but only up to
+``hnsw.max_scan_tuples`` (20,000) visited tuples, and their order is still approximate. So a search
+first counts the candidate rows, up to ``exact_max_rows`` (the filter's rows through the GIN index, a
+bounded ``count(*)``, skipped when the planner's estimate is clearly above; without a filter the
+table's row estimate from ``pg_class``). At most that many: an *exact* search over them (index
+scans off: a GIN bitmap scan plus a top-k sort), which returns exactly what numpy would, ties broken by ``seq``. More: the HNSW index with
+``hnsw.ef_search = max(ef_search, k)`` and ``iterative_scan = strict_order``, so a broad filter still
+returns ``k`` hits. ``bench/bench_pgvector.py`` measured the costs behind the defaults (README).
+
+Connections
+-----------
+``vector_store.url`` (a ``postgresql://`` URI or ``key=value`` string) plus ``user`` / ``password``;
+no URL, or ``"embedded"``: the embedded server of :mod:`knowledge.vectorstore.pg_embedded`. Either a
+``psycopg_pool`` connection pool (the default, ``options.pgvector.pool = true``) or, as the spec
+does, one short-lived connection per operation (``pool = false``). Every operation is one
+transaction: a write is all-or-nothing, ``replace`` deletes and inserts in one transaction (readers
+see the old set or the new one), and an error rolls everything back.
+
+Connection loss: every operation here is idempotent in its end state (an upsert or replace of the
+same points, a drop, a delete by id or filter), so an operation whose connection breaks (server
+restart, ``pg_terminate_backend``, network) is retried on a fresh connection up to ``retries`` times
+(default 2, after 0.2 s and 1 s). PostgreSQL rolls back the broken transaction, so nothing is ever
+half-written; when every attempt fails the caller gets :class:`~knowledge.errors.BackendUnavailable`
+saying so. (One caveat: when the connection breaks while the server acknowledges a ``COMMIT``, the
+retried ``remove`` finds nothing left and returns 0.)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import operator
+import re
+import threading
+import time
+import unicodedata
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+import numpy as np
+import orjson
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.types import TypeInfo
+from psycopg.types.json import set_json_loads
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from knowledge.errors import (
+    BackendUnavailable,
+    ConfigError,
+    DimensionMismatch,
+    DistanceMismatch,
+    InvalidArgument,
+    KnowledgeError,
+    StorageError,
+    StoreNotFound,
+)
+from knowledge.vectorstore.base import (
+    Collection,
+    CollectionInfo,
+    Distance,
+    Point,
+    PointId,
+    ScoredPoint,
+    VectorBackend,
+    Where,
+    as_vector,
+    check_distance,
+    check_id,
+    check_where,
+    passes_threshold,
+    stack_points,
+)
+from knowledge.vectorstore.pg_embedded import EMBEDDED, EMBEDDED_DIR, embedded_url
+
+if TYPE_CHECKING:  # pragma: no cover
+    from knowledge.config import Settings
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+REGISTRY = "knowledge_vector_stores"
+#: pgvector's HNSW index holds vectors of at most this many dimensions; larger stores search exactly.
+HNSW_MAX_DIM = 2000
+
+_OPS: dict[str, tuple[str, str]] = {  # distance -> (operator, HNSW operator class)
+    "cosine": ("<=>", "vector_cosine_ops"),
+    "dot": ("<#>", "vector_ip_ops"),
+    "euclid": ("<->", "vector_l2_ops"),
+    "manhattan": ("<+>", "vector_l1_ops"),
+}
+_CONNECTION_LOST_STATES = ("57P01", "57P02", "57P03")  # admin/crash shutdown, cannot connect now
+_RETRY_DELAYS = (0.2, 1.0, 2.0, 4.0)
+
+
+class PgvectorOptions(BaseModel):
+    """``vector_store.options.pgvector``: tuning of the pgvector backend (all optional).
+
+    In TOML ``[vector_store.options.pgvector]``; in the environment
+    ``KNOWLEDGE_VECTOR_STORE__OPTIONS__PGVECTOR__POOL=false``. Unknown keys are a ``ConfigError``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    pool: bool = Field(True, description="a psycopg_pool connection pool (True) or one connection per operation")
+    pool_min_size: int = Field(1, ge=0, description="connections the pool keeps open")
+    pool_max_size: int = Field(8, ge=1, description="connections the pool opens at most")
+    connect_timeout: float = Field(10.0, gt=0, description="seconds to wait for a connection")
+    retries: int = Field(2, ge=0, le=4, description="retries of an operation whose connection broke")
+    hnsw_m: int = Field(16, ge=2, le=100, description="HNSW m (links per node) of new stores")
+    hnsw_ef_construction: int = Field(64, ge=4, le=1000, description="HNSW ef_construction of new stores")
+    ef_search: int = Field(100, ge=1, le=1000, description="hnsw.ef_search of an index search (at least k)")
+    exact_max_rows: int = Field(
+        3_000, ge=0, description="search exactly when at most this many rows match (the filter, or the store)"
+    )
+
+
+# -- names ---------------------------------------------------------------------------------------
+
+def table_name(name: str) -> str:
+    """The table of the store called ``name``: ``vs_`` + ASCII slug (<= 40) + ``_`` + 12 hex of sha256.
+
+    At most 56 bytes, so ``<table>_hnsw`` stays within PostgreSQL's 63-byte identifiers.
+
+    >>> table_name("Team Notes")[:14]
+    'vs_team_notes_'
+    """
+    slug = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii").lower()
+    slug = re.sub(r"[^a-z0-9]+", "_", slug).strip("_")[:40].strip("_") or "store"
+    digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:12]
+    return f"vs_{slug}_{digest}"
+
+
+def _lock_key(name: str) -> int:
+    """A signed 64-bit advisory-lock key for a store name."""
+    return int.from_bytes(hashlib.sha256(b"knowledge-store:" + name.encode("utf-8")).digest()[:8], "big", signed=True)
+
+
+def _check_name(name: Any) -> str:
+    if not isinstance(name, str) or not name:
+        raise InvalidArgument(f"A store name must be a non-empty string, got {name!r}.")
+    if "\x00" in name:
+        raise InvalidArgument("A store name cannot contain the NUL character (PostgreSQL text cannot hold it).")
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgument(f"A store name must be valid Unicode text, got {name!r}.") from None
+    return name
+
+
+def _check_size(size: Any) -> int:
+    try:
+        if isinstance(size, bool):
+            raise TypeError
+        value = operator.index(size)
+    except TypeError:
+        raise InvalidArgument(f"A vector size must be an integer >= 1, got {size!r}.") from None
+    if value < 1:
+        raise InvalidArgument(f"A vector size must be an integer >= 1, got {value}.")
+    if value > 16000:
+        raise InvalidArgument(f"pgvector stores vectors of at most 16,000 dimensions, got {value}.")
+    return value
+
+
+def _check_limit(limit: Any, what: str = "limit", allow_zero: bool = False) -> int:
+    low = 0 if allow_zero else 1
+    if isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < low:
+        raise InvalidArgument(f"{what} must be an integer >= {low}, got {limit!r}.")
+    return int(limit)
+
+
+def _check_ids(ids: Any) -> list[PointId]:
+    if isinstance(ids, (str, bytes, int)) or not hasattr(ids, "__iter__"):
+        raise InvalidArgument(f"ids must be a list of point ids, got {ids!r}.")
+    return [check_id(i) for i in ids]
+
+
+# -- JSON: ids as JSON tokens, payloads without NUL ----------------------------------------------
+
+def _pid(point_id: PointId) -> str:
+    """The ``pid`` column of an id: its JSON token (``7`` and ``"7"`` differ; NUL escaped as text)."""
+    return orjson.dumps(point_id).decode("utf-8")
+
+
+def _unpid(pid: str) -> PointId:
+    return orjson.loads(pid)
+
+
+def _strip_nul(value: Any) -> Any:
+    """``value`` with NUL characters removed from every string (keys too): PostgreSQL cannot store them."""
+    if isinstance(value, str):
+        return value.replace("\x00", "")
+    if isinstance(value, dict):
+        return {(k.replace("\x00", "") if isinstance(k, str) else k): _strip_nul(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_strip_nul(v) for v in value]
+    return value
+
+
+def _payload_json(point_id: PointId, payload: dict[str, Any]) -> str:
+    """The payload as JSON text for a ``jsonb`` column: orjson (NaN/inf become ``null``), no NUL.
+
+    Raises:
+        InvalidArgument: the payload is not JSON-serialisable.
+    """
+    try:
+        data = orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY)
+        if b"\\u0000" in data:
+            data = orjson.dumps(_strip_nul(payload), option=orjson.OPT_SERIALIZE_NUMPY)
+    except TypeError as exc:  # orjson.JSONEncodeError is a TypeError
+        raise InvalidArgument(
+            f"Point {point_id!r} cannot be stored: its payload is not JSON-serialisable ({exc})."
+        ) from None
+    return data.decode("utf-8")
+
+
+def _where_json(where: dict[str, Any]) -> str:
+    """An equality filter as the jsonb document ``payload @> ...`` looks for (NUL removed alike)."""
+    return orjson.dumps(_strip_nul(where)).decode("utf-8")
+
+
+# -- the backend -----------------------------------------------------------------------------------
+
+def _describe_target(conninfo: str) -> str:
+    """Where the connection goes, without the password."""
+    try:
+        parts = conninfo_to_dict(conninfo)
+    except psycopg.ProgrammingError:
+        return "the configured server"
+    host = parts.get("host") or "localhost"
+    port = f":{parts['port']}" if parts.get("port") else ""
+    db = parts.get("dbname") or parts.get("user") or ""
+    return f"{host}{port}/{db}"
+
+
+def _is_connection_loss(exc: BaseException, conn: psycopg.Connection | None) -> bool:
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
+    if conn is not None and conn.closed:
+        return True
+    state = getattr(exc, "sqlstate", None)
+    return state is None or state.startswith("08") or state in _CONNECTION_LOST_STATES
+
+
+class PgvectorBackend(VectorBackend):
+    """Stores as PostgreSQL tables with pgvector HNSW indexes.
+
+    Args:
+        settings: ``vector_store.url`` (``None`` or ``"embedded"``: the embedded server in
+            ``<data_dir>/postgres``), ``vector_store.user``, ``vector_store.password`` and
+            ``vector_store.options["pgvector"]`` (:class:`PgvectorOptions`).
+
+    The constructor connects, creates the ``vector`` extension if missing (``CREATE EXTENSION IF
+    NOT EXISTS vector``) and the registry table. Thread-safe; share one instance.
+
+    Raises:
+        BackendUnavailable: the server cannot be reached, or has no pgvector (the message names
+            the fix).
+        ConfigError: unknown or invalid ``vector_store.options.pgvector`` keys.
+    """
+
+    name: ClassVar[str] = "pgvector"
+
+    def __init__(self, settings: "Settings") -> None:
+        vs = settings.vector_store
+        raw = (vs.options or {}).get("pgvector") or {}
+        try:
+            self.options = PgvectorOptions.model_validate(raw)
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+            raise ConfigError(f"Invalid vector_store.options.pgvector: {problems}") from None
+        url = (vs.url or "").strip()
+        self.embedded = url in ("", EMBEDDED)
+        if self.embedded:
+            url = embedded_url(settings.resolve(EMBEDDED_DIR))
+        extra: dict[str, Any] = {"connect_timeout": max(1, int(math.ceil(self.options.connect_timeout)))}
+        if vs.user:
+            extra["user"] = vs.user
+        if vs.password is not None:
+            extra["password"] = vs.password.get_secret_value()
+        try:
+            self.conninfo = make_conninfo(url, **extra)
+        except psycopg.ProgrammingError as exc:
+            raise ConfigError(f"vector_store.url is not a valid PostgreSQL connection string: {exc}") from None
+        self.target = _describe_target(self.conninfo)
+        self._vector_info: TypeInfo | None = None
+        self._pool: Any = None
+        self._closed = False
+        self._lock = threading.Lock()
+        self._bootstrap()
+        if self.options.pool:
+            from psycopg_pool import ConnectionPool  # noqa: PLC0415 - only when pooling
+
+            self._pool = ConnectionPool(
+                self.conninfo, min_size=self.options.pool_min_size, max_size=self.options.pool_max_size,
+                configure=self._configure, timeout=self.options.connect_timeout, open=True,
+                name=f"knowledge-pgvector-{self.target}",
+            )
+
+    # -- connections ------------------------------------------------------------------------------
+    def _connect(self) -> psycopg.Connection:
+        conn = psycopg.connect(self.conninfo)
+        try:
+            self._configure(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _configure(self, conn: psycopg.Connection) -> None:
+        """Adapt ``vector`` <-> numpy (pgvector's dumpers/loaders, from the cached type info) and
+        load jsonb with orjson. No round trip: the type's oid was read once by :meth:`_bootstrap`."""
+        from pgvector.psycopg.vector import register_vector_info  # noqa: PLC0415
+
+        register_vector_info(conn, self._vector_info)
+        set_json_loads(orjson.loads, conn)
+        if conn.autocommit:
+            conn.autocommit = False
+            if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:  # pragma: no cover
+                conn.rollback()
+
+    def _bootstrap(self) -> None:
+        """Create the extension (if missing) and the registry; read the ``vector`` type's oid."""
+        try:
+            with psycopg.connect(self.conninfo, autocommit=True) as conn:
+                have = conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone()
+                if not have:
+                    try:
+                        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+                    except psycopg.errors.UniqueViolation:  # created by a concurrent process
+                        pass
+                    except psycopg.Error as exc:
+                        raise BackendUnavailable(
+                            f"The PostgreSQL server at {self.target} has no pgvector extension, or this"
+                            f" user may not create it ({exc.__class__.__name__}: {str(exc).strip()}). Fix:"
+                            " install pgvector on the server (https://github.com/pgvector/pgvector#installation)"
+                            " and run `CREATE EXTENSION vector;` in this database as a superuser -- or leave"
+                            " vector_store.url empty to use the embedded PostgreSQL server, which ships pgvector."
+                        ) from exc
+                with conn.transaction():
+                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key("\x00registry"),))
+                    conn.execute(sql.SQL(
+                        "CREATE TABLE IF NOT EXISTS {} ("
+                        " name text PRIMARY KEY,"
+                        " table_name text NOT NULL UNIQUE,"
+                        " size integer NOT NULL CHECK (size > 0),"
+                        " distance text NOT NULL,"
+                        " created_at timestamptz NOT NULL DEFAULT now())"
+                    ).format(sql.Identifier(REGISTRY)))
+                self._vector_info = TypeInfo.fetch(conn, "vector")
+        except KnowledgeError:
+            raise
+        except psycopg.Error as exc:
+            raise BackendUnavailable(
+                f"Cannot connect to PostgreSQL at {self.target}: {str(exc).strip()}. Check that the server"
+                " is running and that vector_store.url, vector_store.user and vector_store.password are"
+                " right (or leave vector_store.url empty for the embedded server)."
+            ) from exc
+        if self._vector_info is None:  # pragma: no cover - the extension was just checked
+            raise BackendUnavailable(f"The pgvector type 'vector' is missing at {self.target}.")
+
+    @contextmanager
+    def _connection(self) -> Iterator[psycopg.Connection]:
+        """One transaction: committed when the block ends, rolled back on an exception."""
+        if self._closed:
+            raise BackendUnavailable("This pgvector backend was closed.")
+        if self._pool is not None:
+            with self._pool.connection() as conn:
+                yield conn
+        else:
+            with self._connect() as conn:  # commits or rolls back, then closes
+                yield conn
+
+    def run(self, what: str, fn: Callable[[psycopg.Connection], T], *, retry: bool = True) -> T:
+        """``fn(conn)`` in one transaction, retried on a fresh connection when the connection breaks.
+
+        Errors become :class:`KnowledgeError`\\ s: a lost connection (after the retries)
+        ``BackendUnavailable``; any other database error ``StorageError``.
+        """
+        attempts = 1 + (self.options.retries if retry else 0)
+        for attempt in range(attempts):
+            conn_box: list[psycopg.Connection] = []
+            try:
+                with self._connection() as conn:
+                    conn_box.append(conn)
+                    return fn(conn)
+            except KnowledgeError:
+                raise
+            except psycopg.Error as exc:
+                conn = conn_box[0] if conn_box else None
+                if _is_connection_loss(exc, conn) or (conn is None and isinstance(exc, psycopg.OperationalError)):
+                    if attempt + 1 < attempts:
+                        log.warning("pgvector: lost the connection to %s during %s (%s); retrying",
+                                    self.target, what, str(exc).strip())
+                        if self._pool is not None:
+                            self._pool.check()  # drop the other broken connections of the pool
+                        time.sleep(_RETRY_DELAYS[min(attempt, len(_RETRY_DELAYS) - 1)])
+                        continue
+                    if conn is None:
+                        raise BackendUnavailable(
+                            f"Cannot connect to PostgreSQL at {self.target} for {what}"
+                            f" ({attempts} attempt{'s' if attempts > 1 else ''}): {str(exc).strip()}."
+                            " Nothing was read or written. Check that the server is running and that"
+                            " vector_store.url, user and password are right."
+                        ) from exc
+                    raise BackendUnavailable(
+                        f"Lost the connection to PostgreSQL at {self.target} during {what}"
+                        f" ({attempts} attempt{'s' if attempts > 1 else ''}): {str(exc).strip()}."
+                        " PostgreSQL rolled the unfinished transaction back, so the store keeps its previous"
+                        " state. Check that the server is running, then try again."
+                    ) from exc
+                raise StorageError(f"PostgreSQL refused {what}: {str(exc).strip()}") from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # -- the registry -----------------------------------------------------------------------------
+    def collection(self, name: str) -> "PgvectorCollection":
+        """A handle on the store ``name`` (cheap; the table may not exist yet).
+
+        Raises:
+            InvalidArgument: an empty name, or one containing NUL.
+        """
+        return PgvectorCollection(self, _check_name(name))
+
+    def list_collections(self) -> list[str]:
+        """Exact names of the stores in the registry, sorted (by Python's string order)."""
+        rows = self.run("listing the stores", lambda c: c.execute(
+            sql.SQL("SELECT name FROM {}").format(sql.Identifier(REGISTRY))).fetchall())
+        return sorted(r[0] for r in rows)
+
+    def close(self) -> None:
+        """Close the pool (if any). Idempotent; the instance is unusable afterwards."""
+        with self._lock:
+            self._closed = True
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
+
+    def __repr__(self) -> str:
+        mode = "pool" if self.options.pool else "connection per operation"
+        return f"PgvectorBackend({self.target!r}, {mode}{', embedded' if self.embedded else ''})"
+
+
+class _Meta:
+    __slots__ = ("table", "size", "distance")
+
+    def __init__(self, table: str, size: int, distance: str) -> None:
+        self.table, self.size, self.distance = table, size, distance
+
+
+class PgvectorCollection(Collection):
+    """One store: a table ``vs_<slug>_<hash>`` registered under its exact name. See the module doc."""
+
+    def __init__(self, backend: PgvectorBackend, name: str) -> None:
+        self._b = backend
+        self.name = name
+        self.table = table_name(name)
+
+    # -- helpers ----------------------------------------------------------------------------------
+    def _t(self, suffix: str = "") -> sql.Identifier:
+        return sql.Identifier(self.table + suffix)
+
+    def _meta(self, conn: psycopg.Connection, *, lock: bool = False) -> _Meta | None:
+        q = sql.SQL("SELECT table_name, size, distance FROM {} WHERE name = %s{}").format(
+            sql.Identifier(REGISTRY), sql.SQL(" FOR SHARE") if lock else sql.SQL(""))
+        row = conn.execute(q, (self.name,)).fetchone()
+        return _Meta(*row) if row else None
+
+    def _require(self, conn: psycopg.Connection, *, lock: bool = False) -> _Meta:
+        meta = self._meta(conn, lock=lock)
+        if meta is None:
+            raise StoreNotFound(self.name)
+        return meta
+
+    def _rows(self, points: Sequence[Point], size: int, distance: str) -> list[tuple[str, np.ndarray, str]]:
+        """Validate and encode a batch before anything is written: (pid, vector, payload json) rows."""
+        vectors = stack_points(points, size)
+        if distance == "cosine" and len(vectors):
+            norms = np.sqrt(np.einsum("ij,ij->i", vectors, vectors))
+            norms[norms == 0] = 1.0
+            vectors /= norms[:, None]
+        return [(_pid(p.id), vectors[i], _payload_json(p.id, p.payload)) for i, p in enumerate(points)]
+
+    def _write_rows(self, conn: psycopg.Connection, rows: list[tuple[str, np.ndarray, str]]) -> None:
+        if not rows:
+            return
+        q = sql.SQL(
+            "INSERT INTO {} (pid, embedding, payload) VALUES (%s, %s, %s::jsonb)"
+            " ON CONFLICT (pid) DO UPDATE SET embedding = EXCLUDED.embedding,"
+            " payload = EXCLUDED.payload, seq = DEFAULT"
+        ).format(self._t())
+        with conn.cursor() as cur:
+            cur.executemany(q, rows)
+
+    def _build_index_if_due(self, conn: psycopg.Connection, meta: _Meta) -> None:
+        """Build the HNSW index once the store holds more than ``exact_max_rows`` points.
+
+        Below that every search is exact (see the module docstring), so an index would only slow the
+        writes down: at 384 dimensions on this project's 2-core machine, upserts ran at ~5,900
+        points/s without the index and ~170/s while maintaining it, and building it over loaded rows
+        (~1,200 points/s) is ~7x faster than inserting into it (``bench/bench_pgvector.py``). Runs inside the writer's transaction (which holds the
+        store's advisory lock), so the rows and their index commit together; readers are not
+        blocked (``CREATE INDEX`` takes a SHARE lock: it blocks writes only). Stores of more than
+        2,000 dimensions get no index (pgvector's HNSW limit) and always search exactly.
+        """
+        opts = self._b.options
+        if meta.size > HNSW_MAX_DIM:
+            return
+        index = self.table + "_hnsw"
+        if conn.execute("SELECT to_regclass(%s)", (sql.Identifier(index).as_string(conn),)).fetchone()[0]:
+            return
+        q = sql.SQL("SELECT count(*) FROM (SELECT 1 FROM {} LIMIT %s) s").format(self._t())
+        if int(conn.execute(q, (opts.exact_max_rows + 1,)).fetchone()[0]) <= opts.exact_max_rows:
+            return
+        t = time.perf_counter()
+        conn.execute(sql.SQL(
+            "CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw (embedding {}) WITH (m = {}, ef_construction = {})"
+        ).format(sql.Identifier(index), self._t(), sql.SQL(_OPS[meta.distance][1]), sql.Literal(opts.hnsw_m),
+                 sql.Literal(opts.hnsw_ef_construction)))
+        log.info("pgvector: built the HNSW index of store %r in %.1f s", self.name, time.perf_counter() - t)
+
+    @staticmethod
+    def _filter(where: dict[str, Any] | None) -> tuple[sql.Composable, list[Any]]:
+        if not where:
+            return sql.SQL("TRUE"), []
+        return sql.SQL("payload @> %s::jsonb"), [_where_json(where)]
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    def ensure_collection(self, size: int, distance: Distance = "cosine") -> None:
+        """Create the table and its indexes, or check an existing one's size and distance.
+
+        One transaction under an advisory lock on the name, so concurrent callers create it once.
+        The HNSW index is built later, by the write that takes the store past ``exact_max_rows``
+        (see :meth:`_build_index_if_due`).
+
+        Raises:
+            DimensionMismatch, DistanceMismatch, InvalidArgument (see the base class).
+        """
+        size = _check_size(size)
+        distance = check_distance(distance)
+
+        def go(conn: psycopg.Connection) -> None:
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(self.name),))
+            meta = self._meta(conn)
+            if meta is not None:
+                if meta.size != size:
+                    raise DimensionMismatch(meta.size, size)
+                if meta.distance != distance:
+                    raise DistanceMismatch(
+                        f"Vector store {self.name!r} was prepared with distance {meta.distance!r}, not"
+                        f" {distance!r}; scores of two distances cannot be mixed in one store."
+                    )
+                return
+            t = self._t()
+            conn.execute(sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {} ("
+                " pid text PRIMARY KEY,"
+                " seq bigint GENERATED BY DEFAULT AS IDENTITY,"
+                " embedding vector({}) NOT NULL,"
+                " payload jsonb NOT NULL DEFAULT '{{}}'::jsonb)"
+            ).format(t, sql.Literal(size)))
+            conn.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING gin (payload jsonb_path_ops)")
+                         .format(self._t("_gin"), t))
+            conn.execute(sql.SQL("INSERT INTO {} (name, table_name, size, distance) VALUES (%s, %s, %s, %s)")
+                         .format(sql.Identifier(REGISTRY)), (self.name, self.table, size, distance))
+
+        self._b.run(f"creating store {self.name!r}", go)
+
+    def collection_exists(self) -> bool:
+        """Whether the store is in the registry."""
+        return self._b.run(f"reading store {self.name!r}", lambda c: self._meta(c) is not None)
+
+    def drop_collection(self) -> None:
+        """Drop the table and its registry row in one transaction. A missing store is not an error."""
+
+        def go(conn: psycopg.Connection) -> None:
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(self.name),))
+            conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(self._t()))
+            conn.execute(sql.SQL("DELETE FROM {} WHERE name = %s").format(sql.Identifier(REGISTRY)), (self.name,))
+
+        self._b.run(f"dropping store {self.name!r}", go)
+
+    def info(self) -> CollectionInfo:
+        """Size, distance, point count and the table's size on disk (with indexes and TOAST), bytes."""
+
+        def go(conn: psycopg.Connection) -> CollectionInfo:
+            meta = self._require(conn)
+            count, disk = conn.execute(sql.SQL("SELECT count(*), pg_total_relation_size(%s::regclass) FROM {}")
+                                       .format(self._t()), (sql.Identifier(self.table).as_string(conn),)).fetchone()
+            return CollectionInfo(name=self.name, size=meta.size, distance=meta.distance,  # type: ignore[arg-type]
+                                  count=int(count), backend=PgvectorBackend.name, disk_bytes=int(disk))
+
+        return self._b.run(f"reading store {self.name!r}", go)
+
+    # -- writes -----------------------------------------------------------------------------------
+    def upsert(self, points: Sequence[Point]) -> None:
+        """Insert ``points``, overwriting equal ids; one transaction (all or nothing).
+
+        Vectors are ``(d,)`` float32-able (L2-normalised for cosine); payloads are stored as jsonb
+        with NUL characters removed from their strings.
+
+        Raises:
+            StoreNotFound, DimensionMismatch, InvalidArgument (nothing is written), BackendUnavailable
+            (connection lost after the retries; nothing is written), StorageError.
+        """
+        points = list(points)
+        if not points:
+            return
+
+        def go(conn: psycopg.Connection) -> None:
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(self.name),))  # writers of a store in turn
+            meta = self._require(conn, lock=True)
+            rows = self._rows(points, meta.size, meta.distance)
+            self._write_rows(conn, rows)
+            self._build_index_if_due(conn, meta)
+
+        self._b.run(f"writing to store {self.name!r}", go)
+
+    def replace(self, where: Where, points: Sequence[Point]) -> None:
+        """Delete the points matching ``where`` and insert ``points`` in one transaction.
+
+        Readers see the old set until the commit and the new set after it (PostgreSQL's READ
+        COMMITTED snapshots); a failure or a lost connection leaves the old set.
+
+        Raises:
+            InvalidArgument: an empty ``where``; and the errors of :meth:`upsert`.
+        """
+        w = check_where(where)
+        if not w:
+            raise InvalidArgument("replace needs a non-empty where filter (which points to replace).")
+        points = list(points)
+
+        def go(conn: psycopg.Connection) -> None:
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(self.name),))  # writers of a store in turn
+            meta = self._require(conn, lock=True)
+            rows = self._rows(points, meta.size, meta.distance)
+            cond, params = self._filter(w)
+            conn.execute(sql.SQL("DELETE FROM {} WHERE {}").format(self._t(), cond), params)
+            self._write_rows(conn, rows)
+            self._build_index_if_due(conn, meta)
+
+        self._b.run(f"replacing points in store {self.name!r}", go)
+
+    def remove(self, ids: Sequence[PointId] | None = None, where: Where | None = None) -> int:
+        """Delete points by id and/or ``where`` (either matches); returns how many were deleted."""
+        wanted = list(dict.fromkeys(_check_ids(ids))) if ids is not None else []
+        w = check_where(where)
+
+        def go(conn: psycopg.Connection) -> int:
+            self._require(conn, lock=True)
+            if not wanted and not w:
+                return 0
+            parts: list[sql.Composable] = []
+            params: list[Any] = []
+            if wanted:
+                parts.append(sql.SQL("pid = ANY(%s::text[])"))
+                params.append([_pid(i) for i in wanted])
+            if w:
+                cond, p = self._filter(w)
+                parts.append(cond)
+                params.extend(p)
+            cur = conn.execute(sql.SQL("DELETE FROM {} WHERE {}").format(self._t(), sql.SQL(" OR ").join(parts)),
+                               params)
+            return cur.rowcount
+
+        return self._b.run(f"deleting from store {self.name!r}", go)
+
+    # -- reads ------------------------------------------------------------------------------------
+    def count(self, where: Where | None = None) -> int:
+        """Number of points (matching ``where``).
+
+        Raises:
+            StoreNotFound.
+        """
+        w = check_where(where)
+
+        def go(conn: psycopg.Connection) -> int:
+            self._require(conn)
+            cond, params = self._filter(w)
+            return int(conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE {}").format(self._t(), cond),
+                                    params).fetchone()[0])
+
+        return self._b.run(f"counting store {self.name!r}", go)
+
+    def _raw_condition(self, raw_filter: Any) -> sql.Composable:
+        if isinstance(raw_filter, sql.Composable):
+            return raw_filter
+        if isinstance(raw_filter, str) and raw_filter.strip():
+            return sql.SQL(raw_filter)  # type: ignore[arg-type] - trusted by contract (see search)
+        raise InvalidArgument(
+            "raw_filter for the pgvector backend is a SQL boolean expression over the columns payload"
+            " (jsonb) and embedding: a psycopg.sql.Composable such as"
+            " sql.SQL(\"payload->>'lang' = {}\").format(\"en\"), or a str of trusted SQL;"
+            f" got {type(raw_filter).__name__}."
+        )
+
+    def _candidates(self, conn: psycopg.Connection, cond: sql.Composable, params: list[Any],
+                    filtered: bool) -> int:
+        """How many rows the search ranks -- exactly up to ``exact_max_rows + 1``, or an estimate
+        when that is clearly more.
+
+        The table's statistics decide first, when ANALYZE (autovacuum) has run: without a filter,
+        ``pg_class.reltuples`` scaled to the current number of pages (as the planner does); with
+        one, the planner's row estimate (``EXPLAIN``; for jsonb containment PostgreSQL evaluates the
+        filter on its sample of the table, which is close: 998 / 10,981 / 49,503 estimated for
+        1,000 / 10,000 / 50,000 rows in a 100,000-row test). An estimate above
+        ``4 * exact_max_rows`` is taken as is (the HNSW path). Otherwise a bounded ``count(*)``
+        (through the GIN index for ``where``) decides: cheap for a narrow filter, while for a broad
+        one it would read thousands of rows (~30 ms for 3,000 rows of a 50% filter here), which is
+        what the estimate spares.
+        """
+        cap = self._b.options.exact_max_rows
+        row = conn.execute(
+            "SELECT c.reltuples, c.relpages, pg_relation_size(c.oid) / current_setting('block_size')::int"
+            " FROM pg_class c WHERE c.oid = %s::regclass",
+            (sql.Identifier(self.table).as_string(conn),)).fetchone()
+        analysed = row is not None and float(row[0]) >= 0 and int(row[1]) > 0
+        if analysed:
+            reltuples, relpages, pages = float(row[0]), int(row[1]), int(row[2])
+            total = int(reltuples / relpages * pages)
+            if not filtered:
+                return total
+            if total > 4 * cap:
+                with psycopg.ClientCursor(conn) as cur:  # EXPLAIN takes no server-side parameters
+                    cur.execute(sql.SQL("EXPLAIN (FORMAT JSON) SELECT 1 FROM {} WHERE {}").format(self._t(), cond),
+                                params)
+                    plan = cur.fetchone()[0]
+                if isinstance(plan, str):
+                    plan = orjson.loads(plan)
+                estimate = int(plan[0]["Plan"]["Plan Rows"])
+                if estimate > 4 * cap:
+                    return estimate
+        q = sql.SQL("SELECT count(*) FROM (SELECT 1 FROM {} WHERE {} LIMIT %s) s").format(self._t(), cond)
+        return int(conn.execute(q, [*params, cap + 1]).fetchone()[0])
+
+    def search(
+        self,
+        vector: Any,
+        limit: int = 10,
+        where: Where | None = None,
+        raw_filter: Any = None,
+        score_threshold: float | None = None,
+        with_payload: bool = True,
+    ) -> list[ScoredPoint]:
+        """The ``limit`` best points for the ``(d,)`` query ``vector``, best first.
+
+        Exact (index scans off) when at most ``options.pgvector.exact_max_rows`` rows match the
+        filter (or are in the store); otherwise the HNSW index with ``hnsw.ef_search = max(ef_search,
+        limit)`` and ``hnsw.iterative_scan = strict_order`` (see the module docstring).
+
+        Args:
+            vector: ``(d,)`` array-like, cast to float32 (normalised first for cosine).
+            limit: how many hits at most (>= 1).
+            where: payload equality filter (jsonb containment ``payload @> where``, GIN-indexed).
+            raw_filter: a SQL boolean expression over ``payload`` (jsonb) and ``embedding``, as a
+                ``psycopg.sql.Composable`` (values as ``sql.Literal`` or ``.format`` arguments) or a
+                ``str``; wins over ``where``. It is trusted SQL: never build it from user text
+                without ``sql.Literal``.
+            score_threshold: keep ``score >= t`` (cosine, dot) or ``score <= t`` (euclid, manhattan).
+            with_payload: ``False`` returns ``payload=None``.
+
+        Returns:
+            ``ScoredPoint`` list; ``score`` is a float: cosine similarity in [-1, 1] or inner product
+            (higher is better), L2 or L1 distance >= 0 (lower is better).
+
+        Raises:
+            StoreNotFound, DimensionMismatch, InvalidArgument (``limit < 1``, a bad filter),
+            StorageError (a raw_filter PostgreSQL rejects), BackendUnavailable.
+        """
+        k = _check_limit(limit)
+        if raw_filter is not None:
+            cond, params, filtered = self._raw_condition(raw_filter), [], True
+        else:
+            w = check_where(where)
+            (cond, params), filtered = self._filter(w), bool(w)
+        if score_threshold is not None and (
+            isinstance(score_threshold, bool) or not isinstance(score_threshold, (int, float))
+            or math.isnan(score_threshold)
+        ):
+            raise InvalidArgument(f"score_threshold must be a number, got {score_threshold!r}.")
+        opts = self._b.options
+
+        def go(conn: psycopg.Connection) -> list[ScoredPoint]:
+            meta = self._require(conn)
+            q = as_vector(vector, meta.size)
+            distance = meta.distance
+            if distance == "cosine":
+                norm = float(np.linalg.norm(q))
+                q = q / norm if norm > 0 else q
+            op = sql.SQL(_OPS[distance][0])
+            exact = meta.size > HNSW_MAX_DIM or self._candidates(conn, cond, params, filtered) <= opts.exact_max_rows
+            cols = sql.SQL("pid, payload") if with_payload else sql.SQL("pid, NULL")
+            if exact:
+                conn.execute("SELECT set_config('enable_indexscan', 'off', true)")
+                order = sql.SQL("d, seq")
+            else:
+                conn.execute("SELECT set_config('hnsw.ef_search', %s, true),"
+                             " set_config('hnsw.iterative_scan', 'strict_order', true)",
+                             (str(min(1000, max(opts.ef_search, k))),))
+                order = sql.SQL("embedding {} %s").format(op)
+            query = sql.SQL("SELECT {}, embedding {} %s AS d FROM {} WHERE {} ORDER BY {} LIMIT %s").format(
+                cols, op, self._t(), cond, order)
+            qparams = [q, *params] + ([] if exact else [q]) + [k]
+            try:
+                rows = conn.execute(query, qparams).fetchall()
+            except psycopg.errors.UndefinedTable:
+                raise StoreNotFound(self.name) from None
+            except (psycopg.errors.SyntaxError, psycopg.errors.UndefinedColumn,
+                    psycopg.errors.UndefinedFunction, psycopg.errors.DatatypeMismatch) as exc:
+                if raw_filter is None:
+                    raise
+                raise InvalidArgument(f"PostgreSQL rejected the raw_filter: {str(exc).strip()}") from None
+            out = []
+            for pid, payload, d in rows:
+                d = float(d)
+                if distance == "cosine":
+                    score = min(1.0, max(-1.0, 1.0 - d))
+                elif distance == "dot":
+                    score = -d
+                else:
+                    score = d
+                if not passes_threshold(score, score_threshold, distance):
+                    break  # best first (strict_order for the index too): the rest are worse
+                out.append(ScoredPoint(id=_unpid(pid), score=score, payload=payload if with_payload else None))
+            return out
+
+        return self._b.run(f"searching store {self.name!r}", go)
+
+    def scroll(
+        self,
+        where: Where | None = None,
+        limit: int | None = None,
+        with_vectors: bool = False,
+    ) -> Iterator[Point]:
+        """Points (matching ``where``) in order of last write, at most ``limit``; a snapshot.
+
+        Vectors are ``(d,)`` float32 (unit length for cosine) if ``with_vectors``, else ``(0,)``.
+        """
+        w = check_where(where)
+        if limit is not None:
+            limit = _check_limit(limit, "scroll limit", allow_zero=True)
+
+        def go(conn: psycopg.Connection) -> list[Point]:
+            self._require(conn)
+            cond, params = self._filter(w)
+            cols = sql.SQL("pid, payload, embedding" if with_vectors else "pid, payload")
+            q = sql.SQL("SELECT {} FROM {} WHERE {} ORDER BY seq{}").format(
+                cols, self._t(), cond, sql.SQL(" LIMIT %s") if limit is not None else sql.SQL(""))
+            rows = conn.execute(q, params + ([limit] if limit is not None else [])).fetchall()
+            return [self._point(r, with_vectors) for r in rows]
+
+        return iter(self._b.run(f"reading store {self.name!r}", go))
+
+    @staticmethod
+    def _point(row: tuple, with_vectors: bool) -> Point:
+        if with_vectors:
+            v = row[2]
+            vec = np.asarray(v.to_numpy() if hasattr(v, "to_numpy") else v, dtype=np.float32)
+        else:
+            vec = np.zeros(0, dtype=np.float32)
+        return Point(id=_unpid(row[0]), vector=vec, payload=row[1])
+
+    def retrieve(self, ids: Sequence[PointId], with_vectors: bool = False) -> list[Point]:
+        """The points with these ids in the given order; unknown ids skipped, repeats once."""
+        wanted = list(dict.fromkeys(_check_ids(ids)))
+
+        def go(conn: psycopg.Connection) -> list[Point]:
+            self._require(conn)
+            if not wanted:
+                return []
+            cols = sql.SQL("pid, payload, embedding" if with_vectors else "pid, payload")
+            rows = conn.execute(sql.SQL("SELECT {} FROM {} WHERE pid = ANY(%s::text[])").format(cols, self._t()),
+                                ([_pid(i) for i in wanted],)).fetchall()
+            by_pid = {r[0]: r for r in rows}
+            return [self._point(by_pid[p], with_vectors) for p in map(_pid, wanted) if p in by_pid]
+
+        return self._b.run(f"reading store {self.name!r}", go)
+
+    def facet(self, key: str, where: Where | None = None) -> dict[Any, int]:
+        """Count points per scalar value of payload field ``key`` (one ``GROUP BY`` in PostgreSQL)."""
+        if not isinstance(key, str):
+            raise InvalidArgument(f"A facet key must be a string, got {key!r}.")
+        w = check_where(where)
+        key = key.replace("\x00", "")
+
+        def go(conn: psycopg.Connection) -> dict[Any, int]:
+            self._require(conn)
+            cond, params = self._filter(w)
+            q = sql.SQL(
+                "SELECT payload -> %s, count(*) FROM {} WHERE {} AND payload ? %s"
+                " AND jsonb_typeof(payload -> %s) IN ('string', 'number', 'boolean', 'null') GROUP BY 1"
+            ).format(self._t(), cond)
+            rows = conn.execute(q, [key, *params, key, key]).fetchall()
+            counts: dict[Any, int] = {}
+            for value, n in rows:
+                counts[value] = counts.get(value, 0) + int(n)
+            return counts
+
+        return self._b.run(f"reading store {self.name!r}", go)
+
+    def __repr__(self) -> str:
+        return f"PgvectorCollection({self.name!r}, table={self.table!r})"
