@@ -13,10 +13,12 @@ transaction each; ``schema_version`` records the version reached.
 
 from __future__ import annotations
 
+import atexit
 import json
 import re
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -132,6 +134,15 @@ MIGRATIONS: list[str] = [
 ]
 
 
+_open_catalogs: "weakref.WeakSet[Catalog]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_catalogs() -> None:
+    for catalog in list(_open_catalogs):
+        catalog._shutdown()  # noqa: SLF001
+
+
 class CatalogLocked(KnowledgeError):
     """Another process holds the catalog's DuckDB file."""
 
@@ -191,7 +202,9 @@ class Catalog:
         self._conn: duckdb.DuckDBPyConnection | None = None
         self._last_used = 0.0
         self._closer: threading.Thread | None = None
+        self._wake = threading.Event()
         self._migrated = False
+        _open_catalogs.add(self)
 
     # -- connection ---------------------------------------------------------------------------
     def _open(self) -> duckdb.DuckDBPyConnection:
@@ -238,11 +251,11 @@ class Catalog:
 
         def run() -> None:
             while True:
-                time.sleep(IDLE_CLOSE_SECONDS / 2)
+                woken = self._wake.wait(IDLE_CLOSE_SECONDS / 2)
                 with self._lock:
                     if self._conn is None:  # closed by close(); the next use starts a new closer
                         return
-                    if time.monotonic() - self._last_used >= IDLE_CLOSE_SECONDS:
+                    if woken or time.monotonic() - self._last_used >= IDLE_CLOSE_SECONDS:
                         self._conn.close()
                         self._conn = None
                         return
@@ -256,6 +269,16 @@ class Catalog:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+
+    def _shutdown(self) -> None:
+        """At exit: close the connection here and let the idle closer end, before the interpreter
+        finalizes. A daemon thread still inside DuckDB's C++ code then is killed by a forced unwind
+        that DuckDB swallows, and the process aborts ("FATAL: exception not rethrown")."""
+        self.close()
+        self._wake.set()
+        closer = self._closer
+        if closer is not None and closer is not threading.current_thread():
+            closer.join(5.0)
 
     # -- schema ---------------------------------------------------------------------------------
     @staticmethod
