@@ -353,7 +353,8 @@ class Workbench:
                 doc = read_document(fh, stored.name, password=password,
                                     max_bytes=self.settings.ingest.max_file_bytes)
             _step(progress, "chunking", 0.1, cancel)
-            result = chunk_document(doc, embedder, tpl.max_chunk_size_tokens, tpl.chunk_overlap_tokens)
+            result = chunk_document(doc, embedder, tpl.max_chunk_size_tokens, tpl.chunk_overlap_tokens,
+                                    on_progress=lambda f: _step(progress, "chunking", 0.1, cancel))
             t_read = time.perf_counter() - t0
             texts = [embedding_text(c.text, c.heading) for c in result.chunks]
             t0 = time.perf_counter()

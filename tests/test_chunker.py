@@ -124,3 +124,24 @@ def test_room_is_kept_for_the_heading_path_that_is_embedded_with_each_chunk():
         assert embedded.startswith(heading + "\n\n") and embedded.endswith(c.text)
         assert e.count_tokens(embedded) <= 40
     assert embedding_text("plain", None) == "plain"
+
+
+def test_a_long_text_is_chunked_piece_by_piece_with_exact_spans_and_can_be_stopped(monkeypatch):
+    import knowledge.ingest.chunker as chunker
+
+    monkeypatch.setattr(chunker, "WINDOW_CHARS", 400)
+    e = HashEmbedder(dimension=8, max_tokens=32)
+    paragraphs = [f"Paragraph {i} tells about topic {i} in a few plain words." for i in range(60)]
+    d = doc("\n\n".join(paragraphs))
+    seen: list[float] = []
+    r = chunk_document(d, e, 24, 4, on_progress=seen.append)
+    check_chunks(d, r, e, 24)  # spans stay exact, numbering continuous, none over 24 tokens
+    covered = " ".join(c.text for c in r.chunks)
+    assert all(p in covered for p in paragraphs)  # nothing lost at the piece boundaries
+    assert len(seen) > 5 and seen == sorted(seen) and seen[-1] == 1.0
+
+    def stop(fraction):
+        raise RuntimeError("cancelled")
+
+    with pytest.raises(RuntimeError):
+        chunk_document(d, e, 24, 4, on_progress=stop)

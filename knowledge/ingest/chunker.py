@@ -18,6 +18,7 @@ so every chunk has one page and one heading path.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from knowledge.embeddings.base import Embedder
@@ -98,14 +99,22 @@ def embedding_text(text: str, heading: str | None) -> str:
     return f"{heading}\n\n{text}" if heading else text
 
 
+WINDOW_CHARS = 100_000
+"""A section longer than this is tokenized piece by piece, each piece ending at a paragraph, line or
+space break near this size, so memory stays bounded and a long file can be stopped between pieces."""
+
+
 def chunk_document(document: Document, embedder: Embedder, max_tokens: int = SPEC_MAX_TOKENS,
-                   overlap_tokens: int = SPEC_OVERLAP_TOKENS) -> ChunkResult:
+                   overlap_tokens: int = SPEC_OVERLAP_TOKENS,
+                   on_progress: Callable[[float], None] | None = None) -> ChunkResult:
     """Split ``document`` into chunks of at most ``max_tokens`` model tokens (fitted to the window).
 
     Returns chunks in document order, numbered from 0, with provenance. Whitespace-only stretches
     produce no chunk. Room is kept for the heading path that :func:`embedding_text` puts before a
     chunk, so ``embedding_text(chunk.text, chunk.heading)`` fits the window too (a heading path
     longer than half the chunk size is not given room; the model then truncates the chunk's end).
+    ``on_progress(fraction of the text done)`` is called after each piece of
+    :data:`WINDOW_CHARS`; an exception it raises (a cancel) stops the chunking.
     """
     plan = plan_chunking(embedder, max_tokens, overlap_tokens)
     chunks: list[TextChunk] = []
@@ -119,13 +128,36 @@ def chunk_document(document: Document, embedder: Embedder, max_tokens: int = SPE
                 ChunkPlan(room, min(plan.overlap_tokens, room // 2)) if header and room >= plan.max_tokens // 2
                 else plan
             )
-        for start, end, n in _split(body, embedder, budgets[section.heading]):
-            text = body[start:end]
-            chunks.append(TextChunk(
-                index=len(chunks), text=text, char_start=section.char_start + start,
-                char_end=section.char_start + end, tokens=n, page=section.page, heading=section.heading,
-            ))
+        for offset, piece in _windows(body, WINDOW_CHARS):
+            for start, end, n in _split(piece, embedder, budgets[section.heading]):
+                chunks.append(TextChunk(
+                    index=len(chunks), text=piece[start:end], char_start=section.char_start + offset + start,
+                    char_end=section.char_start + offset + end, tokens=n, page=section.page,
+                    heading=section.heading,
+                ))
+            if on_progress is not None and len(document.text) > WINDOW_CHARS:
+                on_progress(min(1.0, (section.char_start + offset + len(piece)) / len(document.text)))
     return ChunkResult(chunks, plan, list(plan.notes))
+
+
+def _windows(text: str, size: int) -> list[tuple[int, str]]:
+    """``text`` as ``(offset, piece)`` pieces of about ``size`` characters (all of it when shorter),
+    each cut after the last paragraph break, else line break, else space in its second half."""
+    if len(text) <= size:
+        return [(0, text)]
+    out, pos = [], 0
+    while pos < len(text):
+        end = min(len(text), pos + size)
+        if end < len(text):
+            window = text[pos + size // 2:end]
+            for sep in ("\n\n", "\n", " "):
+                cut = window.rfind(sep)
+                if cut >= 0:
+                    end = pos + size // 2 + cut + len(sep)
+                    break
+        out.append((pos, text[pos:end]))
+        pos = end
+    return out
 
 
 def _boundaries(text: str) -> dict[int, int]:
