@@ -236,11 +236,31 @@ def _ingest(wb: Any, args: argparse.Namespace, expand_paths: Any) -> int:
     for note in plan_chunking(wb.embedder(tpl.embedding_model), tpl.max_chunk_size_tokens,
                               tpl.chunk_overlap_tokens).notes:
         print(f"note: {note}", file=sys.stderr)
+    from knowledge.workbench import file_names
+
+    names = file_names(files)
     results = []
     bar = tqdm(total=len(files), unit="file", disable=args.json or not sys.stderr.isatty(), file=sys.stderr)
+    width = min(60, max([len("file")] + [len(names.get(p, str(p))) for p in files]))
+    columns = (("file", width), ("outcome", 9), ("chunks", 6), ("pages", 5), ("time", 8))
+
+    def line(cells: Sequence[str], last: str) -> str:
+        return "  ".join(str(c)[:w].ljust(w) for c, (_, w) in zip(cells, columns)) + "  " + last
+
+    if not args.json:  # one line per file as it finishes, not a table at the end
+        print(line([h for h, _ in columns], "reason / warnings"), flush=True)
+        print(line(["-" * w for _, w in columns], "-" * 17), flush=True)
     for path in files:
-        bar.set_postfix_str(str(getattr(path, "name", path))[:40])
-        results.extend(wb.ingest_paths(args.store, [path], template=args.template, password=args.password))
+        bar.set_postfix_str(str(names.get(path, getattr(path, "name", path)))[:40])
+        for r in wb.ingest_paths(args.store, [path], template=args.template, password=args.password, names=names):
+            results.append(r)
+            if not args.json:
+                text = line([r.name, r.outcome, r.chunks or "", r.pages or "", f"{r.seconds:.2f}s"],
+                            r.message if not r.ok else "; ".join(r.warnings)[:100])
+                if bar.disable:
+                    print(text.rstrip(), flush=True)
+                else:
+                    bar.write(text.rstrip(), file=sys.stdout)
         bar.update(1)
     bar.close()
     failed = [r for r in results if not r.ok]
@@ -249,9 +269,6 @@ def _ingest(wb: Any, args: argparse.Namespace, expand_paths: Any) -> int:
                            "chunks": r.chunks, "pages": r.pages, "warnings": r.warnings,
                            "seconds": round(r.seconds, 3)} for r in results], ensure_ascii=False, indent=2))
     else:
-        print(_table([(r.name, r.outcome, r.chunks or "", r.pages or "", f"{r.seconds:.2f}s",
-                       r.message if not r.ok else "; ".join(r.warnings)[:100]) for r in results],
-                     ["file", "outcome", "chunks", "pages", "time", "reason / warnings"]))
         print(f"\n{len(results) - len(failed)} of {len(results)} files ok, {sum(r.chunks for r in results)} chunks;"
               f" {len(failed)} failed.")
     return 1 if failed else 0

@@ -105,7 +105,7 @@ class IngestJob:
         Raises:
             InvalidArgument: the folder does not exist, is not a folder, or no file matches.
         """
-        from knowledge.workbench import expand_paths
+        from knowledge.workbench import expand_paths, file_names
 
         raw = str(folder).strip()
         path = Path(raw).expanduser()
@@ -115,7 +115,8 @@ class IngestJob:
         found = [p for p in expand_paths([path], glob or None) if isinstance(p, Path)]
         if not found:
             raise InvalidArgument(f"No file in {path} matches {glob or '**/*'!r}.")
-        return cls(wb, store, [(p.name, p) for p in found], **kwargs)
+        names = file_names(found)
+        return cls(wb, store, [(names[p], p) for p in found], **kwargs)
 
     # -- control ----------------------------------------------------------------------------------
     def start(self) -> IngestJob:

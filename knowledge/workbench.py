@@ -400,18 +400,23 @@ class Workbench:
         password: str | None = None,
         on_result: Callable[[IngestResult], None] | None = None,
         cancel: threading.Event | None = None,
+        names: dict[Path, str] | None = None,
     ) -> list[IngestResult]:
         """Ingest files and folders (a folder: the files matching ``glob``, default ``**/*``, sorted).
-        Each file is reported; the batch never aborts for a bad file."""
+        Each file is reported; the batch never aborts for a bad file. Files are named by
+        :func:`file_names` (or ``names``), so two files of the batch never share a name."""
         results = []
-        for path in expand_paths(paths, glob):
+        found = expand_paths(paths, glob)
+        names = names if names is not None else file_names(found)
+        for path in found:
             if cancel is not None and cancel.is_set():
                 break
             if isinstance(path, str):  # a path that does not exist
                 r = IngestResult(Path(path).name or path, FAILED_OUTCOME, f"{path}: no such file or folder.",
                                  error="FileNotFoundError")
             else:
-                r = self.ingest_file(store, path, template=template, password=password, cancel=cancel)
+                r = self.ingest_file(store, path, names.get(path), template=template, password=password,
+                                     cancel=cancel)
             results.append(r)
             if on_result:
                 on_result(r)
@@ -713,6 +718,23 @@ def expand_paths(paths: Iterable[str | os.PathLike], glob: str | None = None) ->
     return out
 
 
+def file_names(paths: Iterable[Path | str]) -> dict[Path, str]:
+    """The name each file of a batch is stored under: its own name, or -- when several files of the
+    batch share it (``README.md`` in every folder) -- its path from the nearest folder they share
+    (``docx/LICENSE-MIT``, ``md/rust-book/LICENSE-MIT``), so no file of a batch replaces another."""
+    files = [p for p in paths if isinstance(p, Path)]
+    by_name: dict[str, list[Path]] = {}
+    for p in files:
+        by_name.setdefault(p.name, []).append(p)
+    names = {p: p.name for p in files}
+    for same in by_name.values():
+        if len(same) > 1:
+            root = Path(os.path.commonpath([str(p.resolve().parent) for p in same]))
+            for p in same:
+                names[p] = p.resolve().relative_to(root).as_posix()
+    return names
+
+
 def _step(progress: Progress | None, stage: str, fraction: float, cancel: threading.Event | None) -> None:
     if cancel is not None and cancel.is_set():
         raise Cancelled("Ingestion cancelled.")
@@ -770,4 +792,4 @@ def _replace(result: IngestResult, **changes: Any) -> IngestResult:
 
 
 __all__ = ["Cancelled", "EmbeddingUnavailable", "IngestResult", "ModelMismatch", "StoreSummary", "StoredFileUsage",
-           "Workbench", "expand_paths"]
+           "Workbench", "expand_paths", "file_names"]

@@ -388,3 +388,20 @@ def test_max_per_file_returns_the_best_files(wb, tmp_path):
     assert [h.file_name for h in files] == ["cats.md", "bread.md"]
     with pytest.raises(InvalidArgument):
         wb.search("notes", "cats", max_per_file=0)
+
+
+def test_files_of_a_folder_sharing_a_name_are_both_kept_under_their_paths(wb, tmp_path):
+    from knowledge.jobs import IngestJob
+
+    root = tmp_path / "docs"
+    (root / "a").mkdir(parents=True)
+    (root / "b" / "c").mkdir(parents=True)
+    write(root / "a" / "README.md", CATS)
+    write(root / "b" / "c" / "README.md", BREAD)
+    write(root / "b" / "notes.md", "# Notes\n\nSomething else entirely.\n")
+    results = wb.ingest_paths("notes", [root])
+    assert sorted(r.name for r in results) == ["a/README.md", "b/c/README.md", "notes.md"]
+    assert all(r.outcome == INDEXED for r in results)
+    assert sorted(f.file_name for f in wb.store_files("notes")) == ["a/README.md", "b/c/README.md", "notes.md"]
+    job = IngestJob.from_folder(wb, "other", root, "**/README.md")
+    assert [f.name for f in job.files] == ["a/README.md", "b/c/README.md"]
