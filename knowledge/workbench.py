@@ -21,6 +21,7 @@ vector-store backend per backend name and one embedder per model -- and owns the
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import mimetypes
@@ -384,6 +385,12 @@ class Workbench:
             return IngestResult(stored.name, CANCELLED if cancelled else FAILED_OUTCOME, reason,
                                 file_id=stored.id, error=type(exc).__name__,
                                 seconds=time.perf_counter() - started)
+        except BaseException:  # Ctrl-C, a crash: never leave the record "processing"
+            with contextlib.suppress(Exception):
+                self.catalog.put_file(_record(rec, status=FAILED, reason="interrupted: the program was stopped"
+                                              " while ingesting it; ingest it again",
+                                              total_seconds=time.perf_counter() - started))
+            raise
         _step(progress, "done", 1.0, None)
         pages = f", {_n(doc.pages, 'page')}" if doc.pages else ""
         return IngestResult(stored.name, INDEXED, f"{stored.name}: {_n(len(chunks), 'chunk')}{pages}.",

@@ -405,3 +405,24 @@ def test_files_of_a_folder_sharing_a_name_are_both_kept_under_their_paths(wb, tm
     assert sorted(f.file_name for f in wb.store_files("notes")) == ["a/README.md", "b/c/README.md", "notes.md"]
     job = IngestJob.from_folder(wb, "other", root, "**/README.md")
     assert [f.name for f in job.files] == ["a/README.md", "b/c/README.md"]
+
+
+def test_an_interrupted_ingestion_leaves_a_failed_record_not_a_processing_one(wb, monkeypatch):
+    from knowledge.embeddings.fake import HashEmbedder as Fake
+
+    original, stop = Fake.embed_documents, [True]
+
+    def interrupted(self, texts):
+        if stop:
+            raise KeyboardInterrupt
+        return original(self, texts)
+
+    monkeypatch.setattr(Fake, "embed_documents", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        wb.ingest_file("notes", CATS.encode(), "cats.md")
+    [rec] = wb.store_files("notes")
+    assert rec.status == "failed" and "interrupted" in rec.reason
+    stop.clear()
+    again = wb.ingest_file("notes", CATS.encode(), "cats.md")
+    assert again.outcome == INDEXED
+    assert [(f.file_name, f.status) for f in wb.store_files("notes")] == [("cats.md", "done")]
