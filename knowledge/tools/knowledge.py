@@ -53,7 +53,8 @@ _STORE = {"type": "string", "description": "Name of the vector store."}
 
 
 def format_hit(rank: int, hit: Hit) -> str:
-    """One hit as text for a model: rank, score, provenance, and the chunk quoted."""
+    """One hit as text for a model: rank, scores (the vector score; with hybrid search also BM25 and
+    the fused score, which orders the list), provenance, and the chunk quoted."""
     where = [hit.file_name or hit.file_id]
     if hit.page is not None:
         where.append(f"page {hit.page}")
@@ -62,7 +63,12 @@ def format_hit(rank: int, hit: Hit) -> str:
     if hit.char_start is not None and hit.char_end is not None:
         where.append(f"chars {hit.char_start}-{hit.char_end}")
     quoted = "\n".join("> " + line for line in hit.text.strip().splitlines())
-    return f"{rank}. score {hit.score:.3f} | {', '.join(where)}\n{quoted}"
+    score = f"score {hit.score:.3f}"
+    if hit.lexical_score is not None or hit.fused_score is not None:
+        score += " · BM25 " + ("–" if hit.lexical_score is None else f"{hit.lexical_score:.2f}")
+    if hit.fused_score is not None:
+        score += f" · fused {hit.fused_score:.4f}"
+    return f"{rank}. {score} | {', '.join(where)}\n{quoted}"
 
 
 def hit_data(hit: Hit) -> dict[str, Any]:
