@@ -129,6 +129,11 @@ def test_create_a_store_with_the_form(fake_model):
     assert not at.exception
     assert any("Created the store Recipes" in s.value for s in at.success)
     assert at.selectbox(key="store_selected").value == "Recipes"
+    at.selectbox(key="store_selected").set_value("Recipes")
+    next(t for t in at.text_input if t.label == "Name" and t.placeholder == "Team notes").input("Recipes")
+    button(at, "FormSubmitter:new-store-Create store").click().run()
+    assert any("already exists" in s.value for s in at.success)
+    assert list(table(at, "store")["store"]) == ["Recipes"]
 
 
 def test_a_blank_store_name_is_refused_with_a_message(fake_model):

@@ -258,9 +258,9 @@ def test_upload_a_pdf_and_a_docx_then_search_finds_file_and_page(page, server: S
 
         # Both files into the drag-and-drop uploader; wait for their outcomes (the model embeds).
         page.set_input_files("input[type=file]", [str(pdf), str(docx)])
-        expect(page.get_by_text(re.compile(r"pdflatex-4-pages\.pdf: \d+ chunks, 4 pages"))).to_be_visible(
+        expect(page.get_by_text(re.compile(r"pdflatex-4-pages\.pdf — \d+ chunks, 4 pages"))).to_be_visible(
             timeout=180_000)
-        expect(page.get_by_text(re.compile(r"hdr-header-footer\.docx: \d+ chunks?"))).to_be_visible(
+        expect(page.get_by_text(re.compile(r"hdr-header-footer\.docx — \d+ chunks?"))).to_be_visible(
             timeout=180_000)
         expect(page.get_by_text("Files (2)")).to_be_visible(timeout=60_000)
         wait_for_app(page)

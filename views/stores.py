@@ -77,6 +77,12 @@ def job_panel(store: str) -> None:
         running_batch()
 
 
+def _said(r) -> str:
+    """The result's message without the file name it starts with (the line names the file)."""
+    prefix = f"{r.name}: "
+    return r.message[len(prefix):] if r.message.startswith(prefix) else r.message
+
+
 def _current_job(store: str) -> IngestJob | None:
     """This tab's batch for ``store``, or a batch still running that another tab started."""
     mine: IngestJob | None = st.session_state.get(f"job:{store}")
@@ -103,13 +109,13 @@ def _job_outcomes(job: IngestJob) -> None:
             left = f", about {_duration(eta)} left" if eta is not None else ""
             st.progress(fp.fraction, text=f"{fp.name} — {fp.stage}{left}")
         elif r.ok or r.outcome == CANCELLED:
-            st.markdown(f"{OUTCOME_ICON.get(r.outcome, '•')} **{fp.name}** — {r.message}")
+            st.markdown(f"{OUTCOME_ICON.get(r.outcome, '•')} **{fp.name}** — {_said(r)}")
             for w in r.warnings:
                 st.warning(f"{fp.name}: {w}", icon="⚠️")
         else:
             hint = (" Enter it under **Needs attention** in the file list when this batch is done."
                     if "password" in r.message.lower() else "")
-            st.error(f"**{fp.name}** — {r.message}{hint}", icon="❌")
+            st.error(f"**{fp.name}** — {_said(r)}{hint}", icon="❌")
 
 
 def upload_section(store: str) -> None:
@@ -271,10 +277,12 @@ def stores_tab() -> None:
             template = c2.selectbox("Template", wb.templates.names())
             if st.form_submit_button("Create store", type="primary"):
                 try:
+                    existed = wb.catalog.get_store(name.strip()) is not None
                     with st.spinner("Creating (loads the embedding model the first time)..."):
                         wb.create_store(name.strip(), template)
                     st.session_state["store_selected"] = name.strip()
-                    st.session_state["flash:"] = (True, f"Created the store {name.strip()}.")
+                    st.session_state["flash:"] = (True, f"The store {name.strip()} already exists; here it is."
+                                                  if existed else f"Created the store {name.strip()}.")
                     st.rerun()
                 except KnowledgeError as exc:
                     st.error(str(exc))
@@ -283,7 +291,8 @@ def stores_tab() -> None:
         return
     names = [s.record.name for s in stores]
     if st.session_state.get("store_selected") not in names:
-        st.session_state["store_selected"] = names[0]
+        running = [n for n in names if (j := IngestJob.latest(wb, n)) is not None and not j.done]
+        st.session_state["store_selected"] = (running or names)[0]  # a running batch first
     store = st.selectbox("Open store", names, key="store_selected")
     summary = next(s for s in stores if s.record.name == store)
     r = summary.record
