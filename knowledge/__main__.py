@@ -256,7 +256,8 @@ def _ingest(wb: Any, args: argparse.Namespace, expand_paths: Any) -> int:
             results.append(r)
             if not args.json:
                 text = line([r.name, r.outcome, r.chunks or "", r.pages or "", f"{r.seconds:.2f}s"],
-                            r.message if not r.ok else "; ".join(r.warnings)[:100])
+                            (r.message + (" (use --password)" if "password required" in r.message else ""))
+                            if not r.ok else "; ".join(r.warnings)[:100])
                 if bar.disable:
                     print(text.rstrip(), flush=True)
                 else:

@@ -18,7 +18,8 @@ from knowledge.config import Settings, load_settings
 from knowledge.vectorstore.base import VectorBackend
 
 REPO = Path(__file__).resolve().parent.parent
-CORPUS = (REPO.parent / "shared" / "corpus").resolve()
+#: The shared real-document corpus: ../shared/corpus beside the repository, or KNOWLEDGE_TEST_CORPUS.
+CORPUS = Path(os.environ.get("KNOWLEDGE_TEST_CORPUS") or REPO.parent / "shared" / "corpus").resolve()
 
 
 @pytest.fixture(autouse=True)

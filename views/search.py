@@ -45,6 +45,9 @@ for param, key in (("store", "pg_store"), ("q", "pg_query"), ("compare", "pg_com
 def render_hits(run: pg.SearchRun) -> None:
     """One bordered box per hit: provenance, score bar, highlighted snippet, full chunk on expand."""
     if not run.hits:
+        if not run.top:
+            st.info(f"**{run.store}** has no chunks yet: drop files on it (Vector stores page).")
+            return
         why = " at this threshold" if run.threshold is not None else ""
         st.warning(f"No chunk of **{run.store}** matches{why}. Lower the threshold or loosen the filters.")
         return
@@ -60,7 +63,7 @@ def render_hits(run: pg.SearchRun) -> None:
 
 
 def render_summary(run: pg.SearchRun) -> None:
-    st.caption(f"**{run.store}**: {len(run.hits)} hits in {run.total_ms:.0f} ms (embedding "
+    st.caption(f"**{run.store}**: {len(run.hits)} hit{'' if len(run.hits) == 1 else 's'} in {run.total_ms:.0f} ms (embedding "
                f"{run.embed_ms:.0f} ms + {run.mode} search {run.search_ms:.0f} ms). Score: "
                f"{pg.score_meaning(run.distance)}.{pg.MODE_NOTE.get(run.mode, '')}")
 
