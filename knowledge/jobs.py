@@ -95,6 +95,7 @@ class IngestJob:
         self._items = list(items)
         self.files = [FileProgress(name) for name, _ in self._items]
         self._cancel = threading.Event()
+        self.finished_at: float | None = None  # time.monotonic() when the last file got its result
         self._thread = threading.Thread(target=self._run, name=f"ingest:{store}", daemon=True)
 
     @classmethod
@@ -185,6 +186,7 @@ class IngestJob:
                 fp.result = IngestResult(name, FAILED_OUTCOME, f"{name}: unexpected error ({type(exc).__name__}:"
                                          f" {exc}); see the server log.", error=type(exc).__name__)
             fp.stage = "done"
+        self.finished_at = time.monotonic()
 
 
 __all__ = ["FileProgress", "IngestJob", "Item"]

@@ -419,3 +419,5 @@ def test_a_batch_started_in_another_tab_shows_its_progress_and_can_be_stopped(fa
         job.wait(30)
         other_tab.close()
     assert [r.outcome for r in job.results][1:] == ["cancelled"]
+    at.run()  # the stopped batch's outcome stays on the page for a while, in this tab too
+    assert any("later.md" in m.value and "not started" in m.value for m in at.markdown), markdown(at)

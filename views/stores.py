@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import time
 
 import streamlit as st
 
@@ -84,10 +85,12 @@ def _said(r) -> str:
 
 
 def _current_job(store: str) -> IngestJob | None:
-    """This tab's batch for ``store``, or a batch still running that another tab started."""
+    """This tab's batch for ``store``, or one another tab started that runs or ended a minute ago
+    at most (so a Stop clicked there, or here, shows what it stopped)."""
     mine: IngestJob | None = st.session_state.get(f"job:{store}")
     latest = IngestJob.latest(wb, store)
-    if latest is not None and latest is not mine and not latest.done:
+    if latest is not None and latest is not mine and (
+            not latest.done or (latest.finished_at or 0) > time.monotonic() - 60):
         return latest
     return mine
 
