@@ -441,3 +441,24 @@ def test_deleting_a_session_removes_its_store_and_its_files(chat, files):
     assert chat.wb.catalog.get_store(store) is None
     assert chat.wb.files.find(doc.file_id) is None and chat.wb.files.find(img.file_id) is None
     assert chat.sessions() == []
+
+
+# -- turns in the background ------------------------------------------------------------------------
+def test_two_turns_sent_back_to_back_both_complete_in_order(chat, files):
+    sid = chat.create_session().id
+    first = chat.start_turn(sid, [(files["notes"].read_bytes(), "notes.md", "text/markdown")],
+                            "Who lit the lamp?")
+    second = chat.start_turn(sid, [], "And what does bread need?")  # sent before the first is answered
+    assert second.wait(60) and first.done
+    assert first.problems == [] and second.problems == []
+    said = [m.text for m in chat.messages(sid) if m.role == USER]
+    assert said == ["Who lit the lamp?", "And what does bread need?"]
+    assert [a.name for a in chat.attachments(sid)] == ["notes.md"]
+    assert chat.running_turn(sid) is None
+
+
+def test_a_turns_problems_are_collected_not_raised(chat):
+    sid = chat.create_session().id
+    turn = chat.start_turn(sid, [(b"", "empty.txt", "text/plain")], "")
+    assert turn.wait(30)
+    assert len(turn.problems) == 1 and "empty.txt" in turn.problems[0]

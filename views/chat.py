@@ -163,21 +163,19 @@ if not messages:
 
 prompt = st.chat_input("Ask something, or drop files here", accept_file="multiple", key=f"chat_input_{sid}")
 if prompt:
-    problems = []
-    for f in prompt.files or []:
-        try:
-            with st.spinner(f"Attaching {f.name}..."):
-                chat.attach(sid, f.getvalue(), f.name, f.type)
-        except KnowledgeError as exc:
-            problems.append(str(exc))
-    st.session_state["chat_problems"] = problems
-    text = (prompt.text or "").strip()
-    if text:
-        try:
-            with st.spinner("Thinking..."):
-                chat.send(sid, text)
-        except KnowledgeError as exc:
-            st.session_state["chat_problems"] = problems + [str(exc)]
+    # The turn goes to a thread before any Streamlit call: a message sent while this one is answered
+    # reruns the page, which stops this script at its next Streamlit call -- the turn goes on anyway.
+    turn = chat.start_turn(sid, [(f.getvalue(), f.name, f.type) for f in prompt.files or []],
+                           (prompt.text or "").strip())
+    with st.spinner("Attaching and thinking..." if turn.files else "Thinking..."):
+        turn.wait()
+    st.session_state["chat_problems"] = turn.problems
+    st.rerun()
+running = chat.running_turn(sid)
+if running is not None:  # sent earlier (or from another tab) and not answered yet
+    with st.spinner("Answering the previous message..."):
+        running.wait()
+    st.session_state["chat_problems"] = running.problems
     st.rerun()
 
 for problem in st.session_state.pop("chat_problems", []):

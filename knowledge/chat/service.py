@@ -18,6 +18,7 @@ file's chunks out of the session's store (its bytes stay: earlier messages refer
 from __future__ import annotations
 
 import copy
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -92,6 +93,50 @@ class _Turn:
     runs: list[ToolRun] = field(default_factory=list)
 
 
+log = logging.getLogger(__name__)
+
+_turns: dict[tuple[str, str], "Turn"] = {}
+_turns_guard = threading.Lock()
+
+
+class Turn:
+    """One user turn run by :meth:`ChatService.start_turn`: attach, then send, in a daemon thread."""
+
+    def __init__(self, chat: "ChatService", sid: str, files: list[tuple[bytes, str, str | None]],
+                 text: str) -> None:
+        self.chat, self.sid, self.files, self.text = chat, sid, list(files), text
+        self.problems: list[str] = []
+        self.reply: ChatReply | None = None
+        self.previous: Turn | None = None
+        self.thread = threading.Thread(target=self._run, name=f"chat-turn:{sid}", daemon=True)
+
+    @property
+    def done(self) -> bool:
+        return not self.thread.is_alive() and self.thread.ident is not None
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the turn; returns :attr:`done`."""
+        self.thread.join(timeout)
+        return self.done
+
+    def _run(self) -> None:
+        if self.previous is not None:
+            self.previous.thread.join()  # one turn of a session at a time, in order
+        for data, name, media_type in self.files:
+            try:
+                self.chat.attach(self.sid, data, name, media_type)
+            except KnowledgeError as exc:
+                self.problems.append(str(exc))
+        if self.text.strip():
+            try:
+                self.reply = self.chat.send(self.sid, self.text)
+            except KnowledgeError as exc:
+                self.problems.append(str(exc))
+            except Exception as exc:  # a bug: say so, keep the app running
+                log.exception("chat turn in session %s", self.sid)
+                self.problems.append(f"Unexpected error ({type(exc).__name__}: {exc}); see the server log.")
+
+
 class ChatService:
     """Chats over one workbench. Thread-safe: one turn per session at a time.
 
@@ -116,6 +161,27 @@ class ChatService:
     def _lock(self, sid: str) -> threading.Lock:
         with self._guard:
             return self._locks.setdefault(sid, threading.Lock())
+
+    # -- a whole turn in the background ---------------------------------------------------------
+    def start_turn(self, sid: str, files: list[tuple[bytes, str, str | None]], text: str) -> "Turn":
+        """Attach ``files`` (``(bytes, name, media type)``) and send ``text`` in a thread of its own,
+        after any turn of the session still running (turns of one session run one at a time, in
+        the order they were started). A page that is rerun or closed meanwhile loses nothing: the
+        turn completes and is stored. Problems (a file that cannot be attached, a model that cannot
+        be reached) are collected in :attr:`Turn.problems`, never raised."""
+        turn = Turn(self, sid, files, text)
+        key = (str(self.wb.settings.catalog_path), sid)
+        with _turns_guard:
+            turn.previous = _turns.get(key)
+            _turns[key] = turn
+        turn.thread.start()
+        return turn
+
+    def running_turn(self, sid: str) -> "Turn | None":
+        """The session's newest turn if it is still running (started from any tab), else ``None``."""
+        with _turns_guard:
+            turn = _turns.get((str(self.wb.settings.catalog_path), sid))
+        return turn if turn is not None and not turn.done else None
 
     # -- sessions -------------------------------------------------------------------------------
     def create_session(self, title: str = "New chat", config: str | None = None) -> Session:
