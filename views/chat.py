@@ -96,6 +96,7 @@ def show_citations(citations: list[dict]) -> None:
     if not citations:
         return
     st.markdown("**Sources**")
+    st.caption("In the order of the search (meaning and exact words fused); score = cosine similarity.")
     for i, c in enumerate(citations, 1):
         page = f", page {c['page']}" if c.get("page") is not None else ""
         heading = f" — {c['heading']}" if c.get("heading") else ""

@@ -66,7 +66,8 @@ st.subheader("Datasets")
 if datasets:
     st.dataframe([{"dataset": name, "memories": n} for name, n in datasets.items()], hide_index=True,
                  width="stretch", key="mem_datasets")
-    st.caption(f"{sum(datasets.values())} memories in **{collection}** on **{backend_name}**, "
+    total = sum(datasets.values())
+    st.caption(f"{total} memor{'y' if total == 1 else 'ies'} in **{collection}** on **{backend_name}**, "
                f"embedded with {wb.embedder().name}.")
 else:
     st.info("No memories yet. Remember something below.")

@@ -72,8 +72,9 @@ with tab_configs:
 
     st.subheader("Delete a config")
     c1, c2 = st.columns([3, 1])
-    victim = c1.selectbox("Config", names, key="cfg_delete", label_visibility="collapsed")
-    if c2.button("Delete", disabled=not names):
+    victim = c1.selectbox("Config", names, key="cfg_delete", label_visibility="collapsed", index=None,
+                          placeholder="Choose a config to delete")
+    if c2.button("Delete", disabled=victim is None):
         configs.delete(victim)
         st.rerun()
 
