@@ -122,7 +122,7 @@ class OpenAICompatible(ChatProvider):
             resp = self.client.chat.completions.create(**request)
         except oa.APIConnectionError as exc:
             raise LlmUnavailable(f"Cannot reach the model server at {where} (config"
-                                 f" {self.config.name!r}): {exc}. Is it running?") from exc
+                                 f" {self.config.name!r}): {str(exc).rstrip('.')}. Is it running?") from exc
         except oa.APIStatusError as exc:
             raise LlmUnavailable(f"The model server at {where} answered HTTP {exc.status_code}:"
                                  f" {_short(exc.message)}") from exc
