@@ -36,7 +36,11 @@ Shapes and conventions (the same on every backend):
 
 from __future__ import annotations
 
+import hashlib
 import math
+import operator
+import re
+import unicodedata
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -121,6 +125,54 @@ def vector_scores(distance: str, query: Any, vectors: Any) -> np.ndarray:
     else:
         out = np.abs(m - q).sum(axis=1)
     return out.astype(np.float32)
+
+
+def check_name(name: Any) -> str:
+    """``name`` if it is a non-empty string of valid Unicode text, else ``InvalidArgument``."""
+    if not isinstance(name, str) or not name:
+        raise InvalidArgument(f"A store name must be a non-empty string, got {name!r}.")
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgument(f"A store name must be valid Unicode text, got {name!r}.") from None
+    return name
+
+
+def check_size(size: Any) -> int:
+    """A vector size: an integer >= 1 (not a bool), else ``InvalidArgument``."""
+    try:
+        if isinstance(size, bool):
+            raise TypeError
+        value = operator.index(size)
+    except TypeError:
+        raise InvalidArgument(f"A vector size must be an integer >= 1, got {size!r}.") from None
+    if value < 1:
+        raise InvalidArgument(f"A vector size must be an integer >= 1, got {value}.")
+    return value
+
+
+def check_limit(limit: Any, what: str = "limit", allow_zero: bool = False) -> int:
+    """A result limit: an integer >= 1 (>= 0 with ``allow_zero``), else ``InvalidArgument``."""
+    low = 0 if allow_zero else 1
+    if isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < low:
+        raise InvalidArgument(f"{what} must be an integer >= {low}, got {limit!r}.")
+    return int(limit)
+
+
+def check_ids(ids: Any) -> list[PointId]:
+    """A list of valid point ids; a bare id (which would be iterated) is refused."""
+    if isinstance(ids, (str, bytes, int)) or not hasattr(ids, "__iter__"):
+        raise InvalidArgument(f"ids must be a list of point ids, got {ids!r}.")
+    return [check_id(i) for i in ids]
+
+
+def name_slug(name: str, sep: str = "-") -> str:
+    """A safe, unique, readable key for a store name: an ASCII slug of at most 40 characters, ``sep``,
+    and 12 hex digits of the name's sha256 (``name_slug("Team Notes") == "team-notes-" + 12 hex``).
+    Names differing only in case or punctuation get different keys through the digest."""
+    slug = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii").lower()
+    slug = re.sub(r"[^a-z0-9]+", sep, slug).strip(sep)[:40].strip(sep) or "store"
+    return f"{slug}{sep}{hashlib.sha256(name.encode('utf-8')).hexdigest()[:12]}"
 
 
 def check_distance(distance: str) -> Distance:

@@ -94,16 +94,13 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import hashlib
 import logging
 import math
-import operator
 import os
 import re
 import shutil
 import threading
 import time
-import unicodedata
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -136,8 +133,12 @@ from knowledge.vectorstore.base import (
     Where,
     as_vector,
     check_distance,
-    check_id,
+    check_ids,
+    check_limit,
+    check_name,
+    check_size,
     check_where,
+    name_slug,
     passes_threshold,
     stack_points,
 )
@@ -172,46 +173,15 @@ def folder_name(name: str) -> str:
     >>> folder_name("Team Notes")[:11]
     'team-notes-'
     """
-    slug = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii").lower()
-    slug = re.sub(r"[^a-z0-9]+", "-", slug).strip("-")[:40].strip("-") or "store"
-    digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:12]
-    return f"{slug}-{digest}"
+    return name_slug(name, "-")
 
 
-def _check_name(name: Any) -> str:
-    if not isinstance(name, str) or not name:
-        raise InvalidArgument(f"A store name must be a non-empty string, got {name!r}.")
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidArgument(f"A store name must be valid Unicode text, got {name!r}.") from None
-    return name
 
 
-def _check_size(size: Any) -> int:
-    try:
-        if isinstance(size, bool):
-            raise TypeError
-        value = operator.index(size)
-    except TypeError:
-        raise InvalidArgument(f"A vector size must be an integer >= 1, got {size!r}.") from None
-    if value < 1:
-        raise InvalidArgument(f"A vector size must be an integer >= 1, got {value}.")
-    return value
 
 
-def _check_limit(limit: Any, what: str = "limit", allow_zero: bool = False) -> int:
-    low = 0 if allow_zero else 1
-    if isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < low:
-        raise InvalidArgument(f"{what} must be an integer >= {low}, got {limit!r}.")
-    return int(limit)
 
 
-def _check_ids(ids: Any) -> list[PointId]:
-    """A list of valid point ids; a bare id (which would be iterated) is refused."""
-    if isinstance(ids, (str, bytes, int)) or not hasattr(ids, "__iter__"):
-        raise InvalidArgument(f"ids must be a list of point ids, got {ids!r}.")
-    return [check_id(i) for i in ids]
 
 
 def _index_key(value: Any) -> tuple[int, Any] | None:
@@ -998,7 +968,7 @@ class MemoryCollection(Collection):
             StoreLocked: another process holds the store's lock for longer than the timeout.
             StoreCorrupt: the existing manifest is unreadable.
         """
-        size = _check_size(size)
+        size = check_size(size)
         distance = check_distance(distance)
         with self._lock:
             man = self._sync()
@@ -1145,7 +1115,7 @@ class MemoryCollection(Collection):
         Raises:
             StoreNotFound, InvalidArgument (a bad id or filter), StoreLocked.
         """
-        wanted = _check_ids(ids) if ids is not None else []
+        wanted = check_ids(ids) if ids is not None else []
         w = check_where(where)
         if not wanted and not w:
             with self._lock:
@@ -1203,7 +1173,7 @@ class MemoryCollection(Collection):
         Raises:
             StoreNotFound, DimensionMismatch, InvalidArgument (``limit < 1``, a bad filter).
         """
-        k = _check_limit(limit)
+        k = check_limit(limit)
         predicate = None
         w = None
         if raw_filter is not None:
@@ -1287,7 +1257,7 @@ class MemoryCollection(Collection):
         """
         w = check_where(where)
         if limit is not None:
-            limit = _check_limit(limit, "scroll limit", allow_zero=True)
+            limit = check_limit(limit, "scroll limit", allow_zero=True)
         with self._lock:
             self._require()
             st = self._loaded()
@@ -1308,7 +1278,7 @@ class MemoryCollection(Collection):
         Raises:
             StoreNotFound, InvalidArgument (a bad id).
         """
-        wanted = list(dict.fromkeys(_check_ids(ids)))
+        wanted = list(dict.fromkeys(check_ids(ids)))
         with self._lock:
             self._require()
             st = self._loaded()
@@ -1377,7 +1347,7 @@ class MemoryBackend(VectorBackend):
         Raises:
             InvalidArgument: ``name`` is not a non-empty string.
         """
-        name = _check_name(name)
+        name = check_name(name)
         with self._lock:
             coll = self._collections.get(name)
             if coll is None:

@@ -68,11 +68,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
-import operator
-import re
 import threading
 import time
-import unicodedata
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
@@ -107,8 +104,12 @@ from knowledge.vectorstore.base import (
     Where,
     as_vector,
     check_distance,
-    check_id,
+    check_ids,
+    check_limit,
+    check_name,
+    check_size,
     check_where,
+    name_slug,
     passes_threshold,
     stack_points,
 )
@@ -166,10 +167,7 @@ def table_name(name: str) -> str:
     >>> table_name("Team Notes")[:14]
     'vs_team_notes_'
     """
-    slug = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii").lower()
-    slug = re.sub(r"[^a-z0-9]+", "_", slug).strip("_")[:40].strip("_") or "store"
-    digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:12]
-    return f"vs_{slug}_{digest}"
+    return "vs_" + name_slug(name, "_")
 
 
 def _lock_key(name: str) -> int:
@@ -178,42 +176,21 @@ def _lock_key(name: str) -> int:
 
 
 def _check_name(name: Any) -> str:
-    if not isinstance(name, str) or not name:
-        raise InvalidArgument(f"A store name must be a non-empty string, got {name!r}.")
+    name = check_name(name)
     if "\x00" in name:
         raise InvalidArgument("A store name cannot contain the NUL character (PostgreSQL text cannot hold it).")
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidArgument(f"A store name must be valid Unicode text, got {name!r}.") from None
     return name
 
 
 def _check_size(size: Any) -> int:
-    try:
-        if isinstance(size, bool):
-            raise TypeError
-        value = operator.index(size)
-    except TypeError:
-        raise InvalidArgument(f"A vector size must be an integer >= 1, got {size!r}.") from None
-    if value < 1:
-        raise InvalidArgument(f"A vector size must be an integer >= 1, got {value}.")
+    value = check_size(size)
     if value > 16000:
         raise InvalidArgument(f"pgvector stores vectors of at most 16,000 dimensions, got {value}.")
     return value
 
 
-def _check_limit(limit: Any, what: str = "limit", allow_zero: bool = False) -> int:
-    low = 0 if allow_zero else 1
-    if isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < low:
-        raise InvalidArgument(f"{what} must be an integer >= {low}, got {limit!r}.")
-    return int(limit)
 
 
-def _check_ids(ids: Any) -> list[PointId]:
-    if isinstance(ids, (str, bytes, int)) or not hasattr(ids, "__iter__"):
-        raise InvalidArgument(f"ids must be a list of point ids, got {ids!r}.")
-    return [check_id(i) for i in ids]
 
 
 # -- JSON: ids as JSON tokens, payloads without NUL ----------------------------------------------
@@ -683,7 +660,7 @@ class PgvectorCollection(Collection):
 
     def remove(self, ids: Sequence[PointId] | None = None, where: Where | None = None) -> int:
         """Delete points by id and/or ``where`` (either matches); returns how many were deleted."""
-        wanted = list(dict.fromkeys(_check_ids(ids))) if ids is not None else []
+        wanted = list(dict.fromkeys(check_ids(ids))) if ids is not None else []
         w = check_where(where)
 
         def go(conn: psycopg.Connection) -> int:
@@ -807,7 +784,7 @@ class PgvectorCollection(Collection):
             StoreNotFound, DimensionMismatch, InvalidArgument (``limit < 1``, a bad filter),
             StorageError (a raw_filter PostgreSQL rejects), BackendUnavailable.
         """
-        k = _check_limit(limit)
+        k = check_limit(limit)
         if raw_filter is not None:
             cond, params, filtered = self._raw_condition(raw_filter), [], True
         else:
@@ -878,7 +855,7 @@ class PgvectorCollection(Collection):
         """
         w = check_where(where)
         if limit is not None:
-            limit = _check_limit(limit, "scroll limit", allow_zero=True)
+            limit = check_limit(limit, "scroll limit", allow_zero=True)
 
         def go(conn: psycopg.Connection) -> list[Point]:
             self._require(conn)
@@ -902,7 +879,7 @@ class PgvectorCollection(Collection):
 
     def retrieve(self, ids: Sequence[PointId], with_vectors: bool = False) -> list[Point]:
         """The points with these ids in the given order; unknown ids skipped, repeats once."""
-        wanted = list(dict.fromkeys(_check_ids(ids)))
+        wanted = list(dict.fromkeys(check_ids(ids)))
 
         def go(conn: psycopg.Connection) -> list[Point]:
             self._require(conn)
