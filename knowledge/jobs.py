@@ -186,6 +186,7 @@ class IngestJob:
                 fp.result = IngestResult(name, FAILED_OUTCOME, f"{name}: unexpected error ({type(exc).__name__}:"
                                          f" {exc}); see the server log.", error=type(exc).__name__)
             fp.stage = "done"
+        self._items = []  # uploaded bytes are not needed any more (the newest job per store is kept)
         self.finished_at = time.monotonic()
 
 

@@ -127,6 +127,7 @@ class Turn:
                 self.chat.attach(self.sid, data, name, media_type)
             except KnowledgeError as exc:
                 self.problems.append(str(exc))
+        self.files = [(b"", name, media_type) for _, name, media_type in self.files]  # free the bytes
         if self.text.strip():
             try:
                 self.reply = self.chat.send(self.sid, self.text)
