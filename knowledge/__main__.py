@@ -68,6 +68,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print the reply as JSON")
     s = cmd("llm-configs", help="list the LLM configs (API keys are never shown, only their variable)")
     s.add_argument("--json", action="store_true")
+    cmd("password", help="make the app's password hash for the settings file ([app] password_hash = ...);"
+                         " reads the password from the terminal, or from standard input when piped")
     return p
 
 
@@ -106,8 +108,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+def _password() -> int:
+    import getpass
+
+    from knowledge.access import hash_password
+
+    if sys.stdin.isatty():
+        first = getpass.getpass("Password for the app: ")
+        if getpass.getpass("Again: ") != first:
+            raise KnowledgeError("The two passwords differ.")
+    else:
+        first = sys.stdin.readline().rstrip("\r\n")
+    if len(first) < 8:
+        raise KnowledgeError("Use a password of at least 8 characters.")
+    print("[app]")
+    print(f'password_hash = "{hash_password(first)}"')
+    return 0
+
+
 def _run(args: argparse.Namespace) -> int:
     from knowledge.workbench import Workbench, expand_paths
+
+    if args.command == "password":  # needs no workbench
+        return _password()
 
     wb = Workbench()
     try:

@@ -32,6 +32,19 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.Temp
     monkeypatch.setenv("KNOWLEDGE_DATA_DIR", str(work / "data"))
 
 
+@pytest.fixture(autouse=True)
+def _loopback_app() -> Iterator[None]:
+    """AppTests run app.py as the project's .streamlit/config.toml serves it: on 127.0.0.1 (the
+    tests' working directory is a temp folder, where Streamlit finds no config and would report
+    its own default, every interface)."""
+    from streamlit import config as st_config
+
+    before = st_config.get_option("server.address")
+    st_config.set_option("server.address", "127.0.0.1")
+    yield
+    st_config.set_option("server.address", before)
+
+
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
     """Settings rooted at a fresh data folder."""

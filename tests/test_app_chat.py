@@ -153,7 +153,21 @@ def test_settings_lists_configs_and_saves_one_with_a_key_variable_only(monkeypat
     table = at.dataframe[0].value
     row = table[table["name"] == "gpt"].iloc[0]
     assert (row["provider"], row["key variable"], row["key set"], row["reads"]) == ("openai", "MY_KEY", "yes", "VISION")
+    assert row["tools"] == "search"  # least privilege unless the writing tools are ticked
     assert "sk-secret-value" not in str(at)  # the key itself is never shown
+
+
+def test_settings_turns_the_writing_tools_on_for_a_chat_config():
+    at = page("views/settings.py")
+    inputs = {t.label: t for t in at.text_input}
+    inputs["Name"].set_value("local")
+    inputs["Model"].set_value("m")
+    [box] = [c for c in at.checkbox if c.label.startswith("Let the model change")]
+    box.check()
+    at.button[0].click().run()
+    assert not at.exception
+    table = at.dataframe[0].value
+    assert table[table["name"] == "local"].iloc[0]["tools"] == "search + write"
 
 
 def test_settings_refuses_a_key_pasted_as_the_variable_name():

@@ -54,9 +54,9 @@ def test_tool_call_loop_over_the_wire(chat, monkeypatch):
     assert server.headers[0]["authorization"] == "Bearer secret-123"  # read from the named variable
     first, second = server.requests
     assert first["model"] == "test-model"
-    assert [t["function"]["name"] for t in first["tools"]] == [
-        "vector_upsert", "vector_search", "vector_delete_file", "vector_ingest_file", "view_attachment"]
-    assert "store" not in first["tools"][1]["function"]["parameters"]["required"]  # the session's store by default
+    # least privilege: a model is offered the read tools only (write_tools is off by default)
+    assert [t["function"]["name"] for t in first["tools"]] == ["vector_search", "view_attachment"]
+    assert "store" not in first["tools"][0]["function"]["parameters"]["required"]  # the session's store by default
     assert first["messages"][0]["role"] == "system" and "harbour.pdf" in first["messages"][0]["content"]
     user = first["messages"][1]
     assert user["role"] == "user" and "[System note: The user attached harbour.pdf (PDF document)" in user["content"]

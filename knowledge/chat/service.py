@@ -27,6 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from knowledge.access import chat_folders
 from knowledge.chat.mapper import VIEW_ATTACHMENT_SCHEMA, MapperContext, MappedRequest, build_request
 from knowledge.chat.model import (
     ASSISTANT,
@@ -46,10 +47,10 @@ from knowledge.chat.model import (
     sniff_kind,
 )
 from knowledge.chat.store import ChatStore
-from knowledge.errors import InvalidArgument, KnowledgeError
+from knowledge.errors import InvalidArgument, KnowledgeError, PathNotAllowed
 from knowledge.llm.config import LlmConfig, LlmConfigs, LlmUnavailable
 from knowledge.llm.providers import ChatProvider, Completion, ToolCall, TurnContext, open_provider
-from knowledge.tools.knowledge import KnowledgeTools, ToolResult
+from knowledge.tools.knowledge import READ_TOOLS, WRITE_TOOLS, KnowledgeTools, ToolResult
 from knowledge.workbench import DUPLICATE, Workbench
 
 VECTOR_SEARCH, VIEW_ATTACHMENT = "vector_search", "view_attachment"
@@ -153,7 +154,7 @@ class ChatService:
         self.wb = workbench
         self.store = ChatStore(workbench.catalog)
         self.configs = LlmConfigs(workbench.catalog, workbench.settings)
-        self.tools = KnowledgeTools(workbench)
+        self.tools = KnowledgeTools(workbench, folders=chat_folders(workbench.settings))
         self.provider_factory = provider_factory
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
@@ -340,7 +341,7 @@ class ChatService:
                                        {"tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments}
                                                        for c in completion.tool_calls], "config": cfg.name})
                 for call in completion.tool_calls:
-                    self._run_tool(s, call, turn)
+                    self._run_tool(s, cfg, call, turn)
                 continue
             citations = _citations(turn.hits)
             text = completion.text or ""
@@ -359,21 +360,35 @@ class ChatService:
         ok, reason = self.tools.availability() if VECTOR_SEARCH in s.tools else (True, "")
         ctx = MapperContext(
             attachments=self.attachments(sid), capabilities=cfg.effective_capabilities(),
-            document_mode=cfg.document_mode(), tools=self._schemas(s, ok) if offer_tools else [],
+            document_mode=cfg.document_mode(), tools=self._schemas(s, cfg, ok) if offer_tools else [],
             store=s.store, budget_tokens=cfg.context_tokens, read_bytes=self._bytes, read_text=self._text,
             tools_unavailable="" if ok else reason)
         return build_request(self.messages(sid), ctx)
 
-    def _schemas(self, s: Session, knowledge_ok: bool) -> list[dict[str, Any]]:
+    @staticmethod
+    def offered_tools(cfg: LlmConfig) -> frozenset[str]:
+        """The knowledge tools a model of ``cfg`` is offered: ``vector_search`` only, unless the
+        config's ``write_tools`` also offers the writing ones (least privilege: documents in the
+        chat can carry instructions)."""
+        return READ_TOOLS | (WRITE_TOOLS if cfg.write_tools else frozenset())
+
+    def _schemas(self, s: Session, cfg: LlmConfig, knowledge_ok: bool) -> list[dict[str, Any]]:
         out = []
         if VECTOR_SEARCH in s.tools and knowledge_ok:
+            offered = self.offered_tools(cfg)
             for t in self.tools.tools():
+                if t.name not in offered:
+                    continue
                 schema = copy.deepcopy(t.schema())
                 params = schema["function"]["parameters"]
                 params["required"] = [r for r in params["required"] if r != "store"]
-                params["properties"]["store"] = {
-                    "type": "string", "description": f"Name of the vector store (default: {s.store!r},"
-                                                     " this chat's attachments)."}
+                if t.name in WRITE_TOOLS:  # the chat's own attachments, nothing else
+                    params["properties"].pop("store", None)
+                    schema["function"]["description"] += " Acts on this chat's attached files only."
+                else:
+                    params["properties"]["store"] = {
+                        "type": "string", "description": f"Name of the vector store (default: {s.store!r},"
+                                                         " this chat's attachments)."}
                 out.append(schema)
         if VIEW_ATTACHMENT in s.tools:
             out.append(VIEW_ATTACHMENT_SCHEMA)
@@ -394,13 +409,13 @@ class ChatService:
                              None, started, time.perf_counter() - t0)
         return completion
 
-    def _run_tool(self, s: Session, call: ToolCall, turn: _Turn) -> None:
+    def _run_tool(self, s: Session, cfg: LlmConfig, call: ToolCall, turn: _Turn) -> None:
         try:
             args = call.parsed_arguments()
         except ValueError as exc:
             args, result = {}, ToolResult(f"Bad arguments for {call.name}: {exc}. Send a JSON object.", ok=False)
         else:
-            result = self._tool(s, call.name, args, turn)
+            result = self._tool(s, cfg, call.name, args, turn)
         self.store.add_message(s.id, TOOL, [Part(TEXT, text=result.text)],
                                {"tool_call_id": call.id, "name": call.name, "arguments": args, "ok": result.ok})
         turn.runs.append(ToolRun(call.name, args, result.text, result.ok))
@@ -411,7 +426,14 @@ class ChatService:
                                                           media_type=d["media_type"], size=d.get("size"))],
                                    {"tool_call_id": call.id})
 
-    def _tool(self, s: Session, name: str, args: dict[str, Any], turn: _Turn) -> ToolResult:
+    def _refuse(self, s: Session, cfg: LlmConfig, name: str, args: dict[str, Any], reason: str) -> ToolResult:
+        """Answer a tool call the chat does not allow: the reason goes to the model, and a row of
+        the trace (provider ``policy``) records the refused call."""
+        self.store.add_trace(s.id, cfg.name, "policy", None, {"tool": name, "arguments": args}, None,
+                             f"refused {name}: {reason}", datetime.now(timezone.utc), 0.0)
+        return ToolResult(f"Refused: {reason}", {"refused": True}, ok=False)
+
+    def _tool(self, s: Session, cfg: LlmConfig, name: str, args: dict[str, Any], turn: _Turn) -> ToolResult:
         if name == VIEW_ATTACHMENT:
             if VIEW_ATTACHMENT not in s.tools:
                 return ToolResult("view_attachment is not active in this chat (no image or PDF attached).", ok=False)
@@ -423,10 +445,24 @@ class ChatService:
                                   ok=False)
             a = found[0]
             return ToolResult(f"{a.name} is shown in the next message.", a.event())
+        if name in WRITE_TOOLS and name not in self.offered_tools(cfg):
+            return self._refuse(s, cfg, name, args, f"{name} is not offered in this chat: the model may only"
+                                " search (a CHAT config with write_tools enabled offers the writing tools).")
         if VECTOR_SEARCH not in s.tools:
             return ToolResult(f"{name} is not active in this chat: attach a file first.", ok=False)
         args = dict(args)
-        args.setdefault("store", s.store)
+        store = args.setdefault("store", s.store)
+        if name in WRITE_TOOLS and store != s.store:
+            return self._refuse(s, cfg, name, args, f"{name} acts only on this chat's attached files, not on"
+                                f" store {store!r}.")
+        if name == VECTOR_SEARCH and store != s.store:
+            return self._refuse(s, cfg, name, args, f"store {store!r} is not part of this chat; it searches"
+                                f" {s.store!r} (its attached files).")
+        if name == "vector_ingest_file":
+            try:
+                self.tools.folders.check(str(args.get("path", "")))
+            except PathNotAllowed as exc:
+                return self._refuse(s, cfg, name, args, str(exc))
         result = self.tools.call(name, args)
         if name == VECTOR_SEARCH and result.ok:
             turn.hits.extend({**h, "store": args["store"]} for h in result.data.get("hits", []))
