@@ -126,11 +126,16 @@ class AppSettings(_Section):
 
 
 class ChatSettings(_Section):
-    """``chat.*``: what a chat model may do."""
+    """``chat.*``: what a chat searches and what a chat model may do."""
 
     allowed_dirs: list[Path] = Field(
         default_factory=list, description="folders the chat's vector_ingest_file tool may read (only when a"
         " CHAT config enables writing tools); empty = none")
+    default_stores: list[str] = Field(
+        default_factory=list, description="stores a new chat searches when the last chat chose none")
+    min_score: float = Field(
+        0.3, ge=-1, le=1, description="offline assistant: a passage scoring under this (cosine) does not"
+        " count as an answer; it says nothing matched well and shows the closest one")
 
 
 class Settings(BaseSettings):

@@ -193,7 +193,7 @@ def test_by_default_a_model_gets_read_tools_only_and_a_write_call_is_refused(wb,
               lambda req: {"content": "done"}]
     with ChatCompletionsServer(script) as server:
         _local(chat, server)
-        s = chat.create_session(config="local")
+        s = chat.create_session(config="local", stores=[])
         chat.attach(s.id, b"# Ships\n\nThe harbour master records every ship.", "ships.md")
         reply = chat.send(s.id, "Ingest the hostname file")
     offered = [t["function"]["name"] for t in server.requests[0]["tools"]]
@@ -220,7 +220,7 @@ def test_with_write_tools_a_model_acts_on_its_own_attachments_only(wb, reads, tm
               lambda req: {"content": "done"}]
     with ChatCompletionsServer(script) as server:
         _local(chat, server, write_tools=True)
-        s = chat.create_session(config="local")
+        s = chat.create_session(config="local", stores=[])
         chat.attach(s.id, b"# Ships\n\nThe harbour master records every ship.", "ships.md")
         reply = chat.send(s.id, "Tidy up")
     tools = {t["function"]["name"]: t["function"] for t in server.requests[0]["tools"]}
@@ -256,7 +256,7 @@ def test_an_instruction_hidden_in_a_document_does_not_reach_the_disk(wb, reads):
     script = [lambda req: tool_call("vector_search", {"query": "harbour fees"}, "c1"), obey, obey, obey]
     with ChatCompletionsServer(script) as server:
         _local(chat, server)
-        s = chat.create_session(config="local")
+        s = chat.create_session(config="local", stores=[])
         chat.attach(s.id, INJECTED.format(path="/etc/hostname", victim=victim).encode(), "report.txt")
         reply = chat.send(s.id, "How much did the harbour fees rise?")
     assert [r.name for r in reply.tool_runs] == ["vector_search", "vector_ingest_file", "vector_delete_file"]

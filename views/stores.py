@@ -333,7 +333,8 @@ def templates_tab() -> None:
         [{"template": t.name + (" (built in)" if t.builtin else ""), "backend": t.backend,
           "model": t.embedding_model, "distance": t.distance, "chunk tokens": t.max_chunk_size_tokens,
           "overlap": t.chunk_overlap_tokens, "folder": t.ingest_folder or "", "glob": t.ingest_glob,
-          "stores": wb.stores_using_template(t.name), "description": t.description} for t in templates],
+          "stores": wb.stores_using_template(t.name, internal=False), "description": t.description}
+         for t in templates],
         hide_index=True, width="stretch", key="templates-table",
         column_config={"stores": st.column_config.ListColumn("stores")},
     )
