@@ -114,6 +114,7 @@ def test_a_store_that_cannot_be_searched_is_named_and_the_others_answer(wb):
         [run] = reply.tool_runs
         assert run.ok and "Store 'Bread' could not be searched" in run.text
         assert [c["file_name"] for c in reply.citations] == ["lighthouse.md"]
+        assert "⚠️ Bread could not be searched" in reply.text and "keeper lit the lamp" in reply.text
     finally:
         wb2.close()
 
@@ -153,7 +154,7 @@ def test_the_offline_assistant_says_when_nothing_matches_well(wb, monkeypatch):
     s = chat.create_session(stores=["Lights"])
     reply = chat.send(s.id, "Who lit the lamp?")
     assert "Nothing in Lights matches “Who lit the lamp?” well" in reply.text
-    assert "The closest passage is **lighthouse.md — Lights**" in reply.text
+    assert "The closest passage is **lighthouse.md, “Lighthouse” — Lights**" in reply.text
 
 
 def test_after_the_last_attachment_is_removed_the_assistant_says_what_is_true(wb):

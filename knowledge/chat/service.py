@@ -94,6 +94,7 @@ class _Turn:
     question: str
     hits: list[dict[str, Any]] = field(default_factory=list)
     runs: list[ToolRun] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)  # store label -> why it could not be searched
 
 
 log = logging.getLogger(__name__)
@@ -444,7 +445,7 @@ class ChatService:
             ctx = TurnContext(turn.question, list(turn.hits), [a.name for a in attachments],
                               "" if ok else reason, list(kn.stores), kn.attachments,
                               [a.name for a in attachments if a.kind == KIND_IMAGE],
-                              self.wb.settings.chat.min_score)
+                              self.wb.settings.chat.min_score, dict(turn.failed))
             completion = self._call(s.id, cfg, provider, req, ctx)
             if completion.tool_calls and not last:
                 self.store.add_message(s.id, ASSISTANT, [Part(TEXT, text=completion.text)] if completion.text else [],
@@ -620,6 +621,7 @@ class ChatService:
         text = "\n\n".join(lines) if found.hits else f"No results in {searched} for {query!r}." + (
             "\n" + "\n".join(lines) if lines else "")
         turn.hits.extend(data)
+        turn.failed.update({kn.label(store): why for store, why in found.failed.items()})
         return ToolResult(text, {"hits": data, "failed": found.failed, "stores": [kn.label(n) for n in stores]})
 
     # -- file access for the mapper ---------------------------------------------------------------

@@ -62,8 +62,9 @@ class TurnContext:
     turn (``knowledge.tools.knowledge.hit_data`` dicts), the attached file names, why the
     knowledge tools are unavailable (``""`` when they are available), the user's stores the session
     searches (``knowledge``), whether it searches attached files too, the attached images (which
-    are not indexed), and ``min_score``: the score under which a passage does not count as an answer
-    (setting ``chat.min_score``; applied to higher-is-better scores only)."""
+    are not indexed), ``min_score``: the score under which a passage does not count as an answer
+    (setting ``chat.min_score``; applied to higher-is-better scores only), and ``failed``: the stores
+    that could not be searched this turn, with the reason."""
 
     question: str = ""
     hits: list[dict[str, Any]] = field(default_factory=list)
@@ -73,6 +74,7 @@ class TurnContext:
     searches_attachments: bool = False
     images: list[str] = field(default_factory=list)
     min_score: float | None = None
+    failed: dict[str, str] = field(default_factory=dict)
 
 
 class ChatProvider(ABC):
@@ -168,6 +170,12 @@ class OfflineAssistant(ChatProvider):
         return Completion(text, [], request, {"content": text}, retrieval_only=True)
 
     def _answer(self, context: TurnContext, can_search: bool) -> str:
+        text = self._passages(context, can_search)
+        for store, why in context.failed.items():
+            text += f"\n\n⚠️ {store} could not be searched: {why}"
+        return text
+
+    def _passages(self, context: TurnContext, can_search: bool) -> str:
         question = context.question.strip()
         where = _knowledge_label(context)
         hits = _relevant(context.hits[: self.K])
@@ -211,6 +219,8 @@ def _quote(h: dict[str, Any]) -> str:
     where = h.get("file_name") or h.get("file_id")
     if h.get("page") is not None:
         where += f", page {h['page']}"
+    if h.get("heading"):
+        where += f", “{_inert(h['heading'])}”"
     if h.get("source") and h.get("source") != "attachments":
         where += f" — {h['source']}"
     quoted = "\n".join("> " + _inert(ln) for ln in (h.get("text") or "").strip().splitlines())
