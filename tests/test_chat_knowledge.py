@@ -169,3 +169,13 @@ def test_after_the_last_attachment_is_removed_the_assistant_says_what_is_true(wb
     chat.attach(s.id, png_bytes(), "photo.png")
     reply = chat.send(s.id, "What is in the photo?")
     assert "I cannot read images (photo.png)" in reply.text
+
+
+def test_empty_sessions_are_pruned_after_a_while_but_not_the_current_one(wb):
+    chat = ChatService(wb)
+    empty, current = chat.create_session(stores=[]), chat.create_session(stores=[])
+    used = chat.create_session(stores=["Lights"])
+    chat.send(used.id, "lamp")
+    assert chat.prune_empty(keep=current.id) == 0  # too recent
+    assert chat.prune_empty(keep=current.id, older_than_s=-1) == 1
+    assert {s.id for s in chat.sessions()} == {current.id, used.id} and empty.id not in {s.id for s in chat.sessions()}

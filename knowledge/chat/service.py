@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -279,16 +279,13 @@ class ChatService:
 
     def prune_empty(self, keep: str | None = None, older_than_s: float = 600.0) -> int:
         """Delete sessions that never got a message or an attachment (a "New chat" left alone for
-        ``older_than_s`` seconds), except ``keep``; returns how many went."""
-        now = datetime.now(timezone.utc)
-        gone = 0
-        for s in self.sessions():
-            if s.id == keep or s.pending or (now - s.updated).total_seconds() < older_than_s:
-                continue
-            if not self.messages(s.id) and not self.attachments(s.id):
-                self.delete_session(s.id)
-                gone += 1
-        return gone
+        ``older_than_s`` seconds), except ``keep``; returns how many went. One catalog query when
+        there is nothing to delete."""
+        before = datetime.now(timezone.utc) - timedelta(seconds=older_than_s)
+        gone = [sid for sid in self.store.empty_sessions(before) if sid != keep]
+        for sid in gone:
+            self.delete_session(sid)
+        return len(gone)
 
     def sessions(self) -> list[Session]:
         return self.store.list_sessions()

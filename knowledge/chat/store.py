@@ -118,6 +118,17 @@ class ChatStore:
             cur.execute(f"UPDATE chat_sessions SET {', '.join(sets)} WHERE id = ?", args + [sid])
         return self.get_session(sid)
 
+    def empty_sessions(self, before: datetime) -> list[str]:
+        """Ids of sessions without a message, an attachment or a pending event, last changed before
+        ``before``."""
+        with self.catalog.cursor() as cur:
+            rows = cur.execute(
+                "SELECT id FROM chat_sessions s WHERE updated < ? AND CAST(pending AS VARCHAR) = '[]'"
+                " AND NOT EXISTS (SELECT 1 FROM chat_messages m WHERE m.session_id = s.id)"
+                " AND NOT EXISTS (SELECT 1 FROM chat_attachments a WHERE a.session_id = s.id)",
+                [before]).fetchall()
+        return [r[0] for r in rows]
+
     def delete_session(self, sid: str) -> None:
         with self.catalog.cursor() as cur:
             cur.execute("BEGIN TRANSACTION")
