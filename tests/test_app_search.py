@@ -90,7 +90,7 @@ def test_a_query_shows_hits_with_file_page_and_highlight(populated):
     shown = texts(at)
     assert "**1.** kitchen-and-sky.pdf · page 2" in shown
     assert "<mark>telescope</mark>" in shown
-    assert "embedding" in shown and "ms" in shown and "cosine similarity" in shown
+    assert "result in" in shown and "ms" in shown and "Order: meaning and exact words combined" in shown
     assert at.expander and any(e.label == "Full chunk" for e in at.expander)
     assert len(at.get("progress")) >= 1
     charts = at.get("vega_lite_chart")
@@ -102,14 +102,17 @@ def test_a_query_shows_hits_with_file_page_and_highlight(populated):
 @pytest.mark.model
 def test_threshold_and_filters(populated):
     at = search_page()
+    assert at.number_input(key="pg_threshold").value == 0.3  # the setting search.score_threshold
     at.text_input(key="pg_query").input("telescope planets").run()
+    assert len(at.get("progress")) == 1  # the kitchen page is no good match for it
+    at.number_input(key="pg_threshold").set_value(-1.0).run()
     hits = len(at.get("progress"))
     assert hits == 2  # the two pages
     at.number_input(key="pg_threshold").set_value(0.99).run()
     assert not at.exception
     assert len(at.get("progress")) == 0
-    assert any("at this threshold" in w.value for w in at.warning)
-    at.number_input(key="pg_threshold").set_value(None).run()
+    assert any("matched this query well" in w.value and "0.99" in w.value for w in at.warning)
+    at.number_input(key="pg_threshold").set_value(-1.0).run()
     at.text_area(key="pg_fields").input("page = 1").run()
     assert not at.exception
     assert len(at.get("progress")) == 1
@@ -148,11 +151,12 @@ def test_the_ranking_box_switches_between_hybrid_vector_and_words(populated):
     assert at.selectbox(key="pg_mode").value == "hybrid"  # the setting search.mode
     at.text_input(key="pg_query").input("Jupiter moons").run()
     shown = texts(at)
-    assert "hybrid search" in shown and "fused" in " ".join(p.proto.text for p in at.get("progress"))
+    assert "meaning and exact words combined" in shown
+    assert "combined" in " ".join(p.proto.text for p in at.get("progress"))
     at.selectbox(key="pg_mode").select("lexical").run()
     assert not at.exception and not at.error
-    assert "lexical search" in texts(at)
+    assert "Order: exact words." in texts(at)
     assert len(at.get("progress")) == 1  # one chunk (page 2) contains the words
     assert "kitchen-and-sky.pdf · page 2" in texts(at)
     at.selectbox(key="pg_mode").select("vector").run()
-    assert "vector search" in texts(at) and "fused" not in " ".join(p.proto.text for p in at.get("progress"))
+    assert "Order: meaning." in texts(at) and "combined" not in " ".join(p.proto.text for p in at.get("progress"))
