@@ -135,6 +135,10 @@ def payload_fields(vs: VectorStore, sample: int = 200) -> list[str]:
 
 
 # -- searching ------------------------------------------------------------------------------------
+#: The most chunks merged into one result (with the default 50 % overlap: about two chunks of text).
+MAX_MERGED_CHUNKS = 3
+
+
 @dataclass(frozen=True, slots=True)
 class HitNote:
     """What a shown hit stands for beyond its own chunk: ``chunks`` -- the chunk indexes merged into
@@ -204,6 +208,8 @@ def fold_hits(found: Iterable[Hit], k: int, *, merge: bool = True) -> tuple[list
     * With ``merge``, a hit whose character span overlaps a shown hit of the same file (the chunk
       overlap makes neighbouring chunks share text) joins it: the shown hit keeps its rank and scores
       and takes the union span and text; a hit bridging two shown hits joins them into the better.
+      A result holds at most :data:`MAX_MERGED_CHUNKS` chunks (so a run of overlapping chunks never
+      becomes the whole file); a further overlapping hit is a near-duplicate and is not shown.
 
     Returns:
         ``(hits, notes)`` -- at most ``k`` hits best first; ``notes`` by ``str(hit.id)``.
@@ -219,6 +225,8 @@ def fold_hits(found: Iterable[Hit], k: int, *, merge: bool = True) -> tuple[list
                 g.also.append(name)
             continue
         into = [g for g in groups if _overlap(g.hit, h)] if merge else []
+        if into and sum(len(g.chunks) for g in into) + 1 > MAX_MERGED_CHUNKS:
+            continue  # a near-duplicate of a result already as long as a result gets: not shown again
         if into:
             g = into[0]
             g.hit = _union(g.hit, h)

@@ -66,6 +66,7 @@ _OPEN_DIRECTIVE = re.compile(r"\{\{#[^}]*\Z")
 _OPEN_TAG = re.compile(r"</?[A-Za-z][^<>]*\Z")
 # A reference link whose definition lies outside the chunk: "[the docs][prelude]" reads "the docs".
 _REF_LINK = re.compile(r"\[([^\[\]]+)\]\[[^\[\]]*\]")
+_FENCE = re.compile(r"^ {0,3}(```+|~~~+)[ \t]*([^\n`]*)$", re.M)
 _SNIFF = re.compile(r"<!--|\{\{#|</?[A-Za-z][\w-]*(?:\s[^<>]*)?>|^\s*(?:```|~~~)", re.M)
 
 
@@ -144,9 +145,16 @@ def is_markdown(file_name: str | None, text: str | None = None) -> bool:
 def strip_source_markup(text: str) -> str:
     """``text`` without what a reader never sees: HTML comments (also one cut by either end of the
     chunk) and mdBook ``{{#...}}`` directives (also one cut by the end), and an HTML tag cut by the
-    chunk's end. Tags themselves are left for the Markdown parser (their inner text is kept)."""
+    chunk's end. Tags themselves are left for the Markdown parser (their inner text is kept). A chunk
+    that starts inside a fenced code block gets an opening fence, so its code stays code."""
     text = _COMMENT.sub("", text)
     text = _COMMENT_TAIL.sub("", text, count=1)
+    fences = _FENCE.findall(text)
+    if fences and not fences[0][1].strip() and (len(fences) % 2 or fences[-1][1].strip()):
+        # The chunk starts inside a code block: its first fence is a bare closing one (an opening
+        # fence usually names the language), and the fences are odd in number or the last one opens
+        # a block. Open the block where the chunk starts, so code stays code and the rest is Markdown.
+        text = fences[0][0] + "\n" + text
     text = _OPEN_COMMENT.sub("", text)
     text = _DIRECTIVE.sub("", text)
     text = _OPEN_DIRECTIVE.sub("", text)
@@ -157,7 +165,10 @@ def _html_text(fragment: str) -> str:
     """The text a browser would show for an HTML fragment (tags and comments dropped, entities decoded)."""
     from bs4 import BeautifulSoup
 
-    return BeautifulSoup(fragment, "html.parser").get_text()
+    soup = BeautifulSoup(fragment, "html.parser")
+    for tag in soup(["script", "style", "template"]):
+        tag.decompose()
+    return soup.get_text()
 
 
 @lru_cache(maxsize=1)
@@ -169,25 +180,41 @@ def _parser():
     return MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
 
 
-def _inline_html(children, query, escape_text) -> str:
-    out = []
+def _unlink(pieces: list[tuple[bool, str]]) -> str:
+    """Join inline pieces ``(is_code, text)`` and turn reference links whose definition lies outside
+    the chunk ("[the docs][prelude]") into their text. Code is hidden behind placeholders while the
+    pattern runs, so ``a[i][j]`` in code is never touched."""
+    code = [t for is_code, t in pieces if is_code]
+    joined, n = [], 0
+    for is_code, t in pieces:
+        if is_code:
+            joined.append(f"\x00{n}\x00")
+            n += 1
+        else:
+            joined.append(t)
+    out = _REF_LINK.sub(r"\1", "".join(joined))
+    return re.sub(r"\x00(\d+)\x00", lambda m: code[int(m.group(1))], out)
+
+
+def _inline_html(children, escape_text) -> str:
+    out: list[tuple[bool, str]] = []
     for tok in children or []:
         t = tok.type
         if t == "text":
-            out.append(escape_text(_REF_LINK.sub(r"\1", tok.content)))
+            out.append((False, escape_text(tok.content)))
         elif t == "code_inline":
-            out.append("<code>" + escape_text(tok.content) + "</code>")
+            out.append((True, "<code>" + escape_text(tok.content) + "</code>"))
         elif t == "softbreak":
-            out.append("\n")
+            out.append((False, "\n"))
         elif t == "hardbreak":
-            out.append("<br>")
+            out.append((False, "<br>"))
         elif t in ("em_open", "em_close", "strong_open", "strong_close", "s_open", "s_close"):
-            out.append(f"<{'/' if t.endswith('close') else ''}{tok.tag}>")
+            out.append((False, f"<{'/' if t.endswith('close') else ''}{tok.tag}>"))
         elif t == "image":  # never fetched: the picture's description instead
             alt = "".join(c.content for c in tok.children or []) or tok.content
-            out.append(escape_text(f"[image: {alt}]" if alt else "[image]"))
+            out.append((False, escape_text(f"[image: {alt}]" if alt else "[image]")))
         # link_open / link_close (the link's text stays), html_inline (tags, comments): not shown
-    return "".join(out)
+    return _unlink(out)
 
 
 def _render_tokens(tokens, query) -> str:
@@ -198,7 +225,7 @@ def _render_tokens(tokens, query) -> str:
     for tok in tokens:
         t = tok.type
         if t == "inline":
-            out.append(_inline_html(tok.children, query, esc))
+            out.append(_inline_html(tok.children, esc))
         elif t in ("fence", "code_block"):
             code = tok.content.rstrip("\n")
             if code.strip():
@@ -267,17 +294,17 @@ def plain_text(text: str, *, file_name: str | None = None, markdown: bool | None
     blocks = []
     for tok in _parser().parse(strip_source_markup(text)):
         if tok.type == "inline":
-            parts = []
+            parts: list[tuple[bool, str]] = []
             for c in tok.children or []:
                 if c.type == "text":
-                    parts.append(_REF_LINK.sub(r"\1", c.content))
+                    parts.append((False, c.content))
                 elif c.type == "code_inline":
-                    parts.append(c.content)
+                    parts.append((True, c.content))
                 elif c.type in ("softbreak", "hardbreak"):
-                    parts.append("\n")
+                    parts.append((False, "\n"))
                 elif c.type == "image":
-                    parts.append("".join(x.content for x in c.children or []) or c.content)
-            blocks.append("".join(parts))
+                    parts.append((False, "".join(x.content for x in c.children or []) or c.content))
+            blocks.append(_unlink(parts))
         elif tok.type in ("fence", "code_block"):
             blocks.append(tok.content.rstrip("\n"))
         elif tok.type == "html_block":
