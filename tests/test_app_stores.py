@@ -119,7 +119,8 @@ def test_renders_a_populated_store(fake_model):
     files = files_table(at, "Team Notes")
     assert sorted(files["file"]) == ["bread.md", "cats.md"]
     assert set(files["status"]) == {"✅ done"}
-    assert {m.label: m.value for m in at.metric}["Files"] == "2"
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Indexed files"] == "2" and metrics["Failed files"] == "0" and int(metrics["Chunks"]) >= 2
 
 
 def test_create_a_store_with_the_form(fake_model):
@@ -174,11 +175,15 @@ def test_a_bad_file_gets_a_message_and_the_others_go_on(fake_model):
                                                     ("cats.md", CATS, "text/markdown")])
     at.run()
     finish_job(at, "Notes")
-    errors = " ".join(e.value for e in at.error)
-    assert "empty.txt" in errors and "blob.bin" in errors
+    errors = [e.value for e in at.error]
+    for name in ("empty.txt", "blob.bin"):  # each failed file listed once, in words, with no Retry
+        assert sum(name in e for e in errors) == 1, errors
+    assert not [b for b in at.button if b.key and b.key.startswith("retry:")]
+    assert any("empty" in e.lower() for e in errors if "empty.txt" in e)
     tab = files_table(at, "Notes")
-    status = dict(zip(tab["file"], tab["status"]))
-    assert status["cats.md"] == "✅ done" and status["empty.txt"].startswith("❌")
+    assert list(tab["file"]) == ["cats.md"] and list(tab["status"]) == ["✅ done"]
+    metrics = {m.label: m.value for m in at.metric}
+    assert (metrics["Indexed files"], metrics["Failed files"]) == ("1", "2")
 
 
 def test_a_file_over_the_size_limit_says_so(fake_model, monkeypatch):
@@ -207,13 +212,13 @@ def _password_flow(at: AppTest, name: str, data: bytes, password: str) -> AppTes
     at.file_uploader(key="upload:Notes").set_value((name, data, "application/pdf"))
     at.run()
     finish_job(at, "Notes")
-    assert any("password required" in e.value for e in at.error)
+    assert any("password required" in e.value.lower() and name in e.value for e in at.error)
     [pw] = [t for t in at.text_input if t.label == "Password"]
     [retry] = [b for b in at.button if b.key and b.key.startswith("retry:Notes:")]
     pw.input("wrong")
     retry.click().run()
     assert not at.exception
-    assert any("wrong password" in e.value for e in at.error)
+    assert any("wrong password" in e.value.lower() and name in e.value for e in at.error)
     [pw] = [t for t in at.text_input if t.label == "Password"]
     pw.input(password)
     [b for b in at.button if b.key and b.key.startswith("retry:Notes:")][0].click().run()
@@ -223,6 +228,7 @@ def _password_flow(at: AppTest, name: str, data: bytes, password: str) -> AppTes
     assert not [t for t in at.text_input if t.label == "Password"]
     assert not [e for e in at.error if "password" in e.value]  # the upload's outcome follows the retry
     assert f"✅ **{name}**" in markdown(at)
+    assert any(name in s.value and "Now searchable" in s.value for s in at.success)  # said where Retry was
     return at
 
 
@@ -276,6 +282,9 @@ def test_delete_a_file(fake_model):
     assert pick.value is not None
     pick.select_index(1).run()  # sorted by name: cats.md
     button(at, "del:Notes").click().run()
+    assert not at.exception and list(files_table(at, "Notes")["file"]) == ["bread.md", "cats.md"]
+    assert any("Delete **cats.md**" in w.value for w in at.warning)  # asked first
+    button(at, "yes:del:Notes").click().run()
     assert not at.exception
     assert any("Deleted cats.md" in s.value for s in at.success)
     assert list(files_table(at, "Notes")["file"]) == ["bread.md"]
@@ -383,7 +392,7 @@ def test_stop_cancels_the_batch_and_the_store_stays_as_it_was(fake_model, monkey
     at.file_uploader(key="upload:Notes").set_value([("cats.md", CATS, "text/markdown"),
                                                     ("more.md", b"# More\n\nmore words", "text/markdown")])
     at.run()
-    assert "Ingesting 2 file(s)" in at.get("progress")[0].proto.text
+    assert "0 of 2 files" in at.get("progress")[0].proto.text
     button(at, "stop:Notes").click().run()
     gate.set()
     finish_job(at, "Notes")
@@ -410,7 +419,7 @@ def test_a_batch_started_in_another_tab_shows_its_progress_and_can_be_stopped(fa
     try:
         at = open_page()
         texts = [p.proto.text for p in at.get("progress")]
-        assert any("Ingesting 2 file(s) into Notes" in t for t in texts), texts
+        assert any("0 of 2 files** into Notes" in t for t in texts), texts
         stop = button(at, "stop:Notes")
         stop.click().run()
         assert job.cancelled
