@@ -430,3 +430,79 @@ def test_a_batch_started_in_another_tab_shows_its_progress_and_can_be_stopped(fa
     assert [r.outcome for r in job.results][1:] == ["cancelled"]
     at.run()  # the stopped batch's outcome stays on the page for a while, in this tab too
     assert any("later.md" in m.value and "not started" in m.value for m in at.markdown), markdown(at)
+
+
+# -- failures in words, guard rails -----------------------------------------------------------------
+def _damaged_docx() -> bytes:
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:  # a Word package whose main part is missing
+        z.writestr("[Content_Types].xml", '<?xml version="1.0"?><Types xmlns="http://schemas.openxmlformats.org/'
+                   'package/2006/content-types"><Override PartName="/word/document.xml" ContentType="application/'
+                   'vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"/></Types>')
+        z.writestr("_rels/.rels", '<?xml version="1.0"?><Relationships xmlns="http://schemas.openxmlformats.org/'
+                   'package/2006/relationships"><Relationship Id="rId1" Type="http://schemas.openxmlformats.org/'
+                   'officeDocument/2006/relationships/officeDocument" Target="word/document.xml"/></Relationships>')
+    return buf.getvalue()
+
+
+def _truncated_pdf() -> bytes:
+    data = _encrypted_pdf("x").replace(b"/Encrypt", b"/Encryp_")  # any PDF, then cut mid-file
+    return data[: len(data) // 3]
+
+
+def test_failures_say_what_is_wrong_in_words_and_offer_retry_only_where_it_can_help(fake_model):
+    import re
+
+    make_store()
+    at = open_page()
+    at.file_uploader(key="upload:Notes").set_value([
+        ("damaged.docx", _damaged_docx(), "application/vnd.openxmlformats-officedocument.wordprocessingml.document"),
+        ("cut.pdf", _truncated_pdf(), "application/pdf"),
+        ("old.doc", bytes.fromhex("D0CF11E0A1B11AE1") + bytes(2048), "application/msword"),
+        ("empty.txt", b"", "text/plain"),
+        ("locked.pdf", _encrypted_pdf("secret"), "application/pdf"),
+    ])
+    at.run()
+    finish_job(at, "Notes")
+    errors = [e.value for e in at.error]
+    for name in ("damaged.docx", "cut.pdf", "old.doc", "empty.txt", "locked.pdf"):
+        assert sum(name in e for e in errors) == 1, (name, errors)  # listed once
+    for e in errors:  # never an exception's name
+        assert not re.search(r"\b\w*(Error|Exception)\b|BadZipFile", e), e
+    retries = sorted(b.key.split(":")[-1] for b in at.button if b.key and b.key.startswith("retry:"))
+    wb = service()
+    try:
+        by_id = {f.file_id: f.file_name for f in wb.store_files("Notes")}
+    finally:
+        wb.close()
+    assert [by_id[i] for i in retries] == ["locked.pdf"]  # only a password can change the outcome
+    assert {m.label: m.value for m in at.metric}["Failed files"] == "5"
+
+
+def test_removing_a_failed_file_asks_first(fake_model):
+    make_store()
+    at = open_page()
+    at.file_uploader(key="upload:Notes").set_value(("empty.txt", b"", "text/plain"))
+    at.run()
+    finish_job(at, "Notes")
+    [rm] = [b for b in at.button if b.key and b.key.startswith("rm:Notes:")]
+    rm.click().run()
+    assert any("Remove **empty.txt** from Notes?" in w.value for w in at.warning)
+    [yes] = [b for b in at.button if b.key and b.key.startswith("yes:rm:Notes:")]
+    yes.click().run()
+    assert any("Deleted empty.txt from Notes" in s.value for s in at.success)
+    assert {m.label: m.value for m in at.metric}["Failed files"] == "0"
+
+
+def test_a_template_larger_than_the_model_window_says_it_will_be_fitted(fake_model):
+    at = open_page()
+    _template_form(at)["Name"].input("huge chunks")
+    next(n for n in at.number_input if n.label == "Max chunk size (tokens)").set_value(4000)
+    next(n for n in at.number_input if n.label == "Chunk overlap (tokens)").set_value(2000)
+    button(at, "FormSubmitter:template-form-Save template").click().run()
+    assert not at.exception
+    [saved] = [s.value for s in at.success if "Saved the template huge chunks" in s.value]
+    assert "4000 tokens" in saved and "fitted to" in saved and "overlap of" in saved

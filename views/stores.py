@@ -239,6 +239,8 @@ def files_section(store: str) -> None:
     st.markdown(f"#### Indexed files ({sum(1 for f in files if f.status == DONE)})")
     if not files:
         st.caption("No files yet: drop some above.")
+        flash(f"files:{store}")
+        flash(f"attention:{store}")
         return
     if listed:
         st.dataframe(
