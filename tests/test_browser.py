@@ -82,8 +82,7 @@ def serve(base: Path) -> Iterator[Server]:
     cmd = [
         sys.executable, "-m", "streamlit", "run", "app.py",
         "--server.headless", "true", "--server.port", str(port), "--server.address", "127.0.0.1",
-        "--browser.gatherUsageStats", "false",
-    ]
+    ]  # usage statistics are off in .streamlit/config.toml (test_browser_demo.py proves no request leaves)
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL)
@@ -192,7 +191,7 @@ def squash(text: str) -> str:
 
 # "1. pdflatex-4-pages.pdf · page 3 · chars 7887–9001 · chunk 9" (a heading may come before chars)
 PROVENANCE = re.compile(r"^(?P<rank>\d+)\. (?P<file>.+?)(?: · page (?P<page>\d+))?(?: · .+?)?"
-                        r" · chars (?P<start>\d+)–(?P<end>\d+) · chunk (?P<chunk>\d+)$")
+                        r" · chars (?P<start>\d+)–(?P<end>\d+) · chunks? (?P<chunk>\d+)(?:[–, \d]*)$")
 
 
 def read_hits(pg) -> list[dict]:
@@ -239,7 +238,7 @@ def test_upload_a_pdf_and_a_docx_then_search_finds_file_and_page(page, server: S
     docx_text = squash(read_document(docx).text)
     assert docx_text.startswith("Header for section-1")
     provenance = page.locator('[data-testid="stMarkdownContainer"]').filter(
-        has_text=re.compile(r"^\d+\. .+ · chunk \d+$"))  # (JavaScript regex: no named groups)
+        has_text=re.compile(r"^\d+\. .+ · chunks? [\d–, ]+$"))  # (JavaScript regex: no named groups)
 
     with explained(page, server, artifacts):
         # Home, then the sidebar's "Vector stores" (as a person would; see the report on /stores).
@@ -262,15 +261,15 @@ def test_upload_a_pdf_and_a_docx_then_search_finds_file_and_page(page, server: S
             timeout=180_000)
         expect(page.get_by_text(re.compile(r"hdr-header-footer\.docx — \d+ chunks?"))).to_be_visible(
             timeout=180_000)
-        expect(page.get_by_text("Files (2)")).to_be_visible(timeout=60_000)
+        expect(page.get_by_text("Indexed files (2)")).to_be_visible(timeout=60_000)
         wait_for_app(page)
         # The page stays whole and current once the batch is done: the heading over the file list,
         # the list and the counts (a fragment run the browser had queued used to replace the
         # heading right after the page's full rerun). 1 s outlasts the batch's 0.5 s auto-rerun.
         page.wait_for_timeout(1_000)
         wait_for_app(page)
-        expect(page.get_by_text("Files (2)", exact=True)).to_be_visible(timeout=1_000)
-        expect(page.locator('[data-testid="stMetric"]').filter(has_text="Files")).to_contain_text(
+        expect(page.get_by_text("Indexed files (2)", exact=True)).to_be_visible(timeout=1_000)
+        expect(page.locator('[data-testid="stMetric"]').filter(has_text="Indexed files")).to_contain_text(
             "2", timeout=1_000)
         # stores, files, and the templates on the (hidden) Templates tab; no file list before the upload
         expect(page.locator('[data-testid="stDataFrame"]')).to_have_count(3, timeout=1_000)

@@ -51,6 +51,11 @@ def store_counts(store: str) -> dict[str, int]:
 
 def counters(store: str, disk_bytes: int | None = None) -> None:
     n = store_counts(store)
+    try:  # the size now (the page's figure is from its last full run)
+        vs = wb.vector_store(store)
+        disk_bytes = vs.info().disk_bytes if vs.exists() else disk_bytes
+    except KnowledgeError:
+        pass
     c1, c2, c3, c4 = st.columns(4)
     c1.metric("Indexed files", n["indexed"], help="Files of this store that are searchable.")
     c2.metric("Chunks", n["chunks"], help="Searchable pieces of text of the indexed files.")
