@@ -288,7 +288,9 @@ def attention(store: str, failed: list) -> None:
     retried = st.session_state.pop(f"retry-failed:{store}", None)  # (file_id, message) of a failed retry
     for f in failed:
         with st.container(border=True):
-            st.error(f"**{f.file_name}** — {plain_reason(f.reason) or 'failed'}", icon="❌")
+            again = retried is not None and retried[0] == f.file_id  # this file was just tried again
+            said = plain_reason(retried[1] if again else f.reason) or "failed"
+            st.error(f"**{f.file_name}** — {'tried again: ' if again else ''}{said}", icon="❌")
             retry_ok = can_retry(f.reason)
             c1, c2, c3 = st.columns([3, 1, 1], vertical_alignment="bottom")
             pw = (c1.text_input("Password", type="password", key=f"pw:{store}:{f.file_id}")
@@ -301,8 +303,6 @@ def attention(store: str, failed: list) -> None:
                 if confirm("🗑️ Remove", f"rm:{store}:{f.file_id}", f"Remove **{f.file_name}** from {store}?",
                            yes="Yes, remove"):
                     _delete_file(store, f.file_id, f.file_name, f"attention:{store}")
-            if retried and retried[0] == f.file_id:
-                st.error(f"**{f.file_name}**: {plain_reason(retried[1])}", icon="❌")
 
 
 def _retry(store: str, f, pw: str | None) -> None:
