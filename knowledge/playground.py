@@ -33,7 +33,7 @@ import numpy as np
 from knowledge.errors import InvalidArgument
 from knowledge.vectorstore.base import DISTANCE_ORDER, check_where, passes_threshold
 from knowledge.vectorstore.store import Hit, VectorStore
-from knowledge.render import MIN_TERM_LENGTH, STOPWORDS, escape_markdown, highlight, query_terms  # noqa: F401
+from knowledge.render import MIN_TERM_LENGTH, STOPWORDS, escape_markdown, highlight, plain_text, query_terms  # noqa: F401
 
 if TYPE_CHECKING:  # pragma: no cover
     from knowledge.workbench import Workbench
@@ -505,7 +505,7 @@ def store_map(vs: VectorStore, *, max_points: int = 3000, include: Iterable[Any]
             "x": float(x), "y": float(y), "id": str(p.id),
             "file": payload.get("file_name") or str(payload.get("file_id")),
             "page": payload.get("page"), "chunk": payload.get("chunk_index"),
-            "text": " ".join(str(payload.get("text", "")).split())[:160],
+            "text": " ".join(plain_text(str(payload.get("text", "")), file_name=payload.get("file_name")).split())[:160],
         })
     return StoreMap(rows, projection, total, len(points) < total)
 

@@ -7,7 +7,7 @@
 * Rust-book results show no source markup (``<span``, ``{{#``, ``<!--``);
 * every page at 390 px has no horizontal scrolling of the main column and no clipped button.
 
-Screenshots of each page at both widths go to ``test-artifacts/browser/demo-*.png``.
+Screenshots of each page at both widths go to ``test-artifacts/browser/demo/``.
 """
 
 from __future__ import annotations
@@ -54,10 +54,11 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 def shots() -> Path:
     from test_browser import ARTIFACTS
 
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    for old in ARTIFACTS.glob("demo-*.png"):
+    folder = ARTIFACTS / "demo"  # its own folder: test_browser.py empties browser/ of its pictures
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in folder.glob("*.png"):
         old.unlink()
-    return ARTIFACTS
+    return folder
 
 
 class Requests:
@@ -195,10 +196,16 @@ def test_demo_the_whole_app(browser, demo, shots: Path, corpus: Path):
                 for expander in page.locator('[data-testid="stExpander"] summary').all():
                     if re.match(r"Full (chunk|text)", expander.inner_text().strip()):
                         expander.click()
-                results = page.locator('[data-testid="stMain"]').inner_text()
+                full = page.locator('[data-testid="stExpanderDetails"]').filter(has_text=re.compile(r"\w"))
+                assert full.count() >= 1, q
+                results = page.locator('[data-testid="stMain"]').text_content()  # also what is folded away
                 for junk in ("<span", "{{#", "<!--"):
                     assert junk not in results, (q, junk)
                 assert page.locator('[data-testid="stMain"] mark').count() > 0, q  # highlighting works
+            opened = page.locator('[data-testid="stExpander"]').filter(
+                has=page.locator('[data-testid="stExpanderDetails"]').filter(has_text=re.compile(r"\w"))).first
+            opened.scroll_into_view_if_needed()
+            opened.screenshot(path=str(shots / "demo-17-full-chunk-1280.png"))
             full_shot(page, shots / "demo-16-rust-results-1280.png")
 
             # -- 10. every page at both widths, and nothing but the app's own host ---------------------
