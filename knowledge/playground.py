@@ -3,11 +3,16 @@
 Everything the Search playground page shows is computed here, without Streamlit, so it is unit-tested:
 
 * :func:`timed_search` -- the best ``k`` chunks for a query, with the embedding and search times
-  measured apart, the top 50 scores for a distribution chart, and the query vector (for the map).
+  measured apart, the top 50 scores for a distribution chart, and the query vector (for the map);
+  :func:`fold_hits` shows repeated text once ("also in" other files) and merges chunks whose spans
+  overlap in one file into one result (setting ``search.merge_overlapping``).
+* :func:`score_text` / :func:`bar_fraction` -- the scores in plain words ("meaning", "exact words",
+  "combined") and a bar length in the order of the list.
 * :func:`parse_fields` / :func:`build_where` -- the equality filter (``where``) from what a person
   typed: a file picked from a list and ``field = value`` lines.
 * :func:`query_terms` / :func:`highlight` / :func:`snippet` -- the chunk text made safe for
-  ``st.markdown(..., unsafe_allow_html=True)`` with the query's content words in ``<mark>``.
+  ``st.markdown(..., unsafe_allow_html=True)`` with the query's content words in ``<mark>``
+  (highlighting and the readable rendering of Markdown chunks live in :mod:`knowledge.render`).
 * :func:`store_map` -- a PCA projection (numpy SVD) of a deterministic sample of a store's vectors,
   with the query projected by the same components.
 

@@ -196,14 +196,16 @@ def test_demo_the_whole_app(browser, demo, shots: Path, corpus: Path):
                 for expander in page.locator('[data-testid="stExpander"] summary').all():
                     if re.match(r"Full (chunk|text)", expander.inner_text().strip()):
                         expander.click()
-                full = page.locator('[data-testid="stExpanderDetails"]').filter(has_text=re.compile(r"\w"))
+                full = page.locator('[data-testid="stExpander"]').filter(
+                    has=page.locator("summary", has_text=re.compile(r"Full (chunk|text)")))
                 assert full.count() >= 1, q
+                expect(full.first.locator('[data-testid="stExpanderDetails"]')).to_be_visible()  # opened
                 results = page.locator('[data-testid="stMain"]').text_content()  # also what is folded away
                 for junk in ("<span", "{{#", "<!--"):
                     assert junk not in results, (q, junk)
                 assert page.locator('[data-testid="stMain"] mark').count() > 0, q  # highlighting works
             opened = page.locator('[data-testid="stExpander"]').filter(
-                has=page.locator('[data-testid="stExpanderDetails"]').filter(has_text=re.compile(r"\w"))).first
+                has=page.locator("summary", has_text=re.compile(r"Full (chunk|text)"))).nth(1)
             opened.scroll_into_view_if_needed()
             opened.screenshot(path=str(shots / "demo-17-full-chunk-1280.png"))
             full_shot(page, shots / "demo-16-rust-results-1280.png")
