@@ -202,7 +202,8 @@ def read_hits(pg) -> list[dict]:
         m = PROVENANCE.match(text)
         if not m:
             continue
-        snippet = next(t for t in texts[i + 1:] if t and not t.startswith("score ") and t != "Full chunk")
+        snippet = next(t for t in texts[i + 1:] if t and not t.startswith(("score ", "meaning ", "Identical text"))
+                       and t not in ("Full chunk", "Full text"))
         hits.append({
             "rank": int(m["rank"]), "file": m["file"], "page": int(m["page"]) if m["page"] else None,
             "start": int(m["start"]), "end": int(m["end"]),
@@ -314,7 +315,7 @@ def test_upload_a_pdf_and_a_docx_then_search_finds_file_and_page(page, server: S
             query.fill("Is there a difference between this text and some nonsense like Huardest gefburn?"),
             query.press("Enter")))
         page.get_by_text("Filters", exact=True).click()
-        fields = page.get_by_role("textbox", name="Payload fields", exact=True)
+        fields = page.get_by_role("textbox", name="Extra fields", exact=True)
         fields.fill("page = 3")
         rerun_and_wait(page, lambda: fields.press("Control+Enter"))
         expect(provenance.first).to_contain_text("pdflatex-4-pages.pdf · page 3", timeout=60_000)
