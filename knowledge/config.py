@@ -115,6 +115,13 @@ class SearchSettings(_Section):
         "hybrid", description="hybrid = vector + BM25 merged by reciprocal rank fusion; vector; lexical (BM25)")
     candidates: int = Field(
         50, ge=1, le=10_000, description="hybrid: chunks each ranking contributes to the fusion (at least k)")
+    score_threshold: float | None = Field(
+        0.3, ge=-1.0, le=1.0,
+        description="search playground: the default score threshold for cosine and dot stores (vector score,"
+                    " higher is better); below it a result is not a good match. None: no default threshold")
+    merge_overlapping: bool = Field(
+        True, description="search playground: hits whose character spans overlap in the same file are shown"
+                          " as one hit with the union span")
 
 
 class AppSettings(_Section):

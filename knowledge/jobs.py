@@ -95,6 +95,8 @@ class IngestJob:
         self.wb, self.store, self.template, self.password = wb, store, template, password
         self._items = list(items)
         self.files = [FileProgress(name) for name, _ in self._items]
+        self.sizes = [_size(source) for _, source in self._items]  # bytes per file (0: unknown)
+        self.started_at: float | None = None  # time.monotonic() when the thread started
         self._cancel = threading.Event()
         self.finished_at: float | None = None  # time.monotonic() when the last file got its result
         self.skipped: list[str] = []  # files of a folder left out by the allowed folders (from_folder)
@@ -136,6 +138,7 @@ class IngestJob:
 
     # -- control ----------------------------------------------------------------------------------
     def start(self) -> IngestJob:
+        self.started_at = time.monotonic()
         _running.add(self)
         with _latest_lock:
             _latest[(str(self.wb.settings.data_root), self.store)] = self
@@ -179,6 +182,41 @@ class IngestJob:
             return 1.0
         return sum(1.0 if f.result else f.fraction for f in self.files) / len(self.files)
 
+    @property
+    def finished(self) -> int:
+        """How many files have their result."""
+        return sum(1 for f in self.files if f.result is not None)
+
+    @property
+    def chunks(self) -> int:
+        """Chunks indexed so far by the finished files of the batch."""
+        return sum(f.result.chunks for f in self.files if f.result is not None and f.result.outcome == "indexed")
+
+    def counts(self) -> dict[str, int]:
+        """Finished files by outcome: ``{"indexed": 3, "failed": 1, ...}``."""
+        out: dict[str, int] = {}
+        for f in self.files:
+            if f.result is not None:
+                out[f.result.outcome] = out.get(f.result.outcome, 0) + 1
+        return out
+
+    def eta_seconds(self, now: float | None = None) -> float | None:
+        """Seconds left for the whole batch, from its pace so far: the bytes done (finished files, plus
+        the current file's share by its progress, which the embedding stage dominates) per second
+        since the start, applied to the bytes still to do. ``None`` before there is enough to go on
+        (2 s and 2 % of the batch), once the batch is done, or when the sizes are unknown."""
+        if self.done or self.started_at is None:
+            return None
+        total = sum(self.sizes)
+        if total <= 0:
+            return None
+        now = time.monotonic() if now is None else now
+        done = sum(size if f.result is not None else size * f.fraction for f, size in zip(self.files, self.sizes))
+        spent = now - self.started_at
+        if spent < 2.0 or done < 0.02 * total or done <= 0:
+            return None
+        return spent / done * (total - done)
+
     # -- work -------------------------------------------------------------------------------------
     def _run(self) -> None:
         from knowledge.workbench import CANCELLED, FAILED_OUTCOME, IngestResult
@@ -203,6 +241,15 @@ class IngestJob:
             fp.stage = "done"
         self._items = []  # uploaded bytes are not needed any more (the newest job per store is kept)
         self.finished_at = time.monotonic()
+
+
+def _size(source: "bytes | Path") -> int:
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return len(source)
+    try:
+        return Path(source).stat().st_size
+    except OSError:
+        return 0
 
 
 __all__ = ["FileProgress", "IngestJob", "Item"]

@@ -3,11 +3,16 @@
 Everything the Search playground page shows is computed here, without Streamlit, so it is unit-tested:
 
 * :func:`timed_search` -- the best ``k`` chunks for a query, with the embedding and search times
-  measured apart, the top 50 scores for a distribution chart, and the query vector (for the map).
+  measured apart, the top 50 scores for a distribution chart, and the query vector (for the map);
+  :func:`fold_hits` shows repeated text once ("also in" other files) and merges chunks whose spans
+  overlap in one file into one result (setting ``search.merge_overlapping``).
+* :func:`score_text` / :func:`bar_fraction` -- the scores in plain words ("meaning", "exact words",
+  "combined") and a bar length in the order of the list.
 * :func:`parse_fields` / :func:`build_where` -- the equality filter (``where``) from what a person
   typed: a file picked from a list and ``field = value`` lines.
 * :func:`query_terms` / :func:`highlight` / :func:`snippet` -- the chunk text made safe for
-  ``st.markdown(..., unsafe_allow_html=True)`` with the query's content words in ``<mark>``.
+  ``st.markdown(..., unsafe_allow_html=True)`` with the query's content words in ``<mark>``
+  (highlighting and the readable rendering of Markdown chunks live in :mod:`knowledge.render`).
 * :func:`store_map` -- a PCA projection (numpy SVD) of a deterministic sample of a store's vectors,
   with the query projected by the same components.
 
@@ -25,7 +30,7 @@ import re
 import time
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -33,8 +38,7 @@ import numpy as np
 from knowledge.errors import InvalidArgument
 from knowledge.vectorstore.base import DISTANCE_ORDER, check_where, passes_threshold
 from knowledge.vectorstore.store import Hit, VectorStore
-from knowledge.lexical import analyzer
-from knowledge.workbench import distinct_hits
+from knowledge.render import MIN_TERM_LENGTH, STOPWORDS, escape_markdown, highlight, plain_text, query_terms  # noqa: F401
 
 if TYPE_CHECKING:  # pragma: no cover
     from knowledge.workbench import Workbench
@@ -42,26 +46,8 @@ if TYPE_CHECKING:  # pragma: no cover
 #: How many scores the distribution chart shows.
 DISTRIBUTION_SIZE = 50
 
-#: Words too common to highlight (English function words; anything shorter than
-#: :data:`MIN_TERM_LENGTH` characters is skipped anyway).
-STOPWORDS = frozenset("""
-a about above after again against all also am an and any are as at be because been before being below
-between both but by can could did do does doing down during each few for from further had has have
-having he her here hers herself him himself his how i if in into is it its itself just me more most my
-myself no nor not now of off on once only or other our ours ourselves out over own same she should so
-some such than that the their theirs them themselves then there these they this those through to too
-under until up very was we were what when where which while who whom why will with would you your
-yours yourself yourselves shall may might must let lets get got its it's don't does doesn't
-""".split())
-
-#: Words shorter than this are not highlighted.
-MIN_TERM_LENGTH = 3
-
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)  # letters and digits of any script; "_" separates words
-# ASCII characters that mean something to Markdown, Streamlit's Markdown extensions (``:color[...]``,
-# ``$math$``, ``:emoji:``) or HTML; each becomes a numeric character reference, which renders as the
-# character itself and is never markup.
-_SPECIAL = re.compile(r"[!-/:-@\[-`{-~]")
+# Highlighting lives in knowledge.render (shared with the chat); re-exported here for the page and tests.
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
 
 # -- scores ---------------------------------------------------------------------------------------
@@ -154,11 +140,27 @@ def payload_fields(vs: VectorStore, sample: int = 200) -> list[str]:
 
 
 # -- searching ------------------------------------------------------------------------------------
+#: The most chunks merged into one result (with the default 50 % overlap: about two chunks of text).
+MAX_MERGED_CHUNKS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class HitNote:
+    """What a shown hit stands for beyond its own chunk: ``chunks`` -- the chunk indexes merged into
+    it (sorted; one when nothing was merged) -- and ``also_in`` -- names of other files holding the
+    identical text (whitespace and case aside), in rank order."""
+
+    chunks: tuple[int, ...]
+    also_in: tuple[str, ...] = ()
+
+
 @dataclass(frozen=True, slots=True)
 class SearchRun:
     """One timed search: ``hits`` (the best ``k`` passing the threshold, best first, no two with
-    identical text), ``top`` (the best :data:`DISTRIBUTION_SIZE` without the threshold, for the
-    distribution), the ``query_vector`` (``(d,)`` float32) and the times in milliseconds."""
+    identical text; with merging, overlapping chunks of a file are one hit with the union span),
+    ``top`` (the best :data:`DISTRIBUTION_SIZE` without the threshold, for the distribution), the
+    ``query_vector`` (``(d,)`` float32), the times in milliseconds and ``notes`` (``str(hit.id)`` ->
+    :class:`HitNote`) for the hits and the top."""
 
     store: str
     query: str
@@ -171,19 +173,102 @@ class SearchRun:
     threshold: float | None = None
     where: dict[str, Any] | None = None
     mode: str = "vector"
+    notes: dict[str, HitNote] = field(default_factory=dict)
 
     @property
     def total_ms(self) -> float:
         return self.embed_ms + self.search_ms
 
+    def note(self, hit: Hit) -> HitNote:
+        """The :class:`HitNote` of ``hit`` (its own chunk only, when none was recorded)."""
+        return self.notes.get(str(hit.id)) or HitNote((hit.chunk_index,))
+
+    @property
+    def nothing_matched_well(self) -> bool:
+        """True when the store has chunks but none reaches the threshold: the query matched nothing well."""
+        return not self.hits and bool(self.top) and self.threshold is not None
+
+
+def _overlap(a: Hit, b: Hit) -> bool:
+    return (a.file_id == b.file_id and None not in (a.char_start, a.char_end, b.char_start, b.char_end)
+            and a.char_start < b.char_end and b.char_start < a.char_end)
+
+
+def _union(a: Hit, b: Hit) -> Hit:
+    """``a`` (the better ranked, whose scores stay) spanning the union of both spans. Both texts are
+    exact slices of the same document (``text == document.text[char_start:char_end]``), so the union
+    text is exact too."""
+    first, second = (a, b) if a.char_start <= b.char_start else (b, a)
+    text = first.text
+    if second.char_end > first.char_end:
+        text += second.text[first.char_end - second.char_start:]
+    return replace(a, text=text, char_start=first.char_start, char_end=max(a.char_end, b.char_end))
+
+
+def fold_hits(found: Iterable[Hit], k: int, *, merge: bool = True) -> tuple[list[Hit], dict[str, HitNote]]:
+    """The first ``k`` shown hits of a ranking (``found``, best first), and their notes.
+
+    * A hit whose text (whitespace and case aside) came earlier is not shown again; when it is in
+      another file, that file's name is added to the earlier hit's ``also_in``.
+    * With ``merge``, a hit whose character span overlaps a shown hit of the same file (the chunk
+      overlap makes neighbouring chunks share text) joins it: the shown hit keeps its rank and scores
+      and takes the union span and text; a hit bridging two shown hits joins them into the better.
+      A result holds at most :data:`MAX_MERGED_CHUNKS` chunks (so a run of overlapping chunks never
+      becomes the whole file); a further overlapping hit is a near-duplicate and is not shown.
+
+    Returns:
+        ``(hits, notes)`` -- at most ``k`` hits best first; ``notes`` by ``str(hit.id)``.
+    """
+    groups: list[_Group] = []
+    seen: dict[str, _Group] = {}  # normalised text -> the group showing it
+    for h in found:
+        key = " ".join(h.text.split()).lower()
+        if key in seen:
+            g = seen[key]
+            name = h.file_name or h.file_id
+            if h.file_id != g.hit.file_id and name not in g.also:
+                g.also.append(name)
+            continue
+        into = [g for g in groups if _overlap(g.hit, h)] if merge else []
+        if into and sum(len(g.chunks) for g in into) + 1 > MAX_MERGED_CHUNKS:
+            continue  # a near-duplicate of a result already as long as a result gets: not shown again
+        if into:
+            g = into[0]
+            g.hit = _union(g.hit, h)
+            g.chunks.add(h.chunk_index)
+            for other in into[1:]:  # h bridged two shown hits: one hit now
+                g.hit = _union(g.hit, other.hit)
+                g.chunks |= other.chunks
+                g.also += [n for n in other.also if n not in g.also]
+                groups.remove(other)
+                seen = {t: (g if o is other else o) for t, o in seen.items()}
+            seen[key] = g
+            continue
+        if len(groups) == k:
+            break
+        seen[key] = g = _Group(h, {h.chunk_index}, [])
+        groups.append(g)
+    notes = {str(g.hit.id): HitNote(tuple(sorted(g.chunks)), tuple(g.also)) for g in groups}
+    return [g.hit for g in groups], notes
+
+
+@dataclass(slots=True)
+class _Group:
+    hit: Hit
+    chunks: set[int]
+    also: list[str]
+
 
 def timed_search(wb: "Workbench", store: str, query: str, k: int = 5, *, where: Mapping[str, Any] | None = None,
-                 score_threshold: float | None = None, mode: str | None = None) -> SearchRun:
+                 score_threshold: float | None = None, mode: str | None = None,
+                 merge: bool | None = None) -> SearchRun:
     """Search ``store`` like :meth:`Workbench.search`, timing the embedding and the search apart.
 
     One ranking (:meth:`Workbench.rank`, ``mode`` default: setting ``search.mode``) fetches the
     best ``max(k, 50)`` chunks (more when duplicates must be skipped); the threshold is applied to
-    their vector scores in the store's score direction.
+    their vector scores in the store's score direction; then :func:`fold_hits` drops repeated text
+    and, with ``merge`` (default: setting ``search.merge_overlapping``), merges overlapping chunks
+    of a file into one hit.
 
     Raises:
         StoreNotFound, InvalidArgument (blank query, ``k < 1``, bad filter), EmbeddingUnavailable,
@@ -193,6 +278,7 @@ def timed_search(wb: "Workbench", store: str, query: str, k: int = 5, *, where: 
         raise InvalidArgument(f"k must be a positive integer, got {k!r}.")
     if not isinstance(query, str) or not query.strip():
         raise InvalidArgument("Type a query to search for.")
+    merge = wb.settings.search.merge_overlapping if merge is None else merge
     record = wb.get_store(store)
     where = check_where(where)
     embedder = wb.embedder(record.embedding_model)
@@ -205,41 +291,68 @@ def timed_search(wb: "Workbench", store: str, query: str, k: int = 5, *, where: 
     fetch = want
     while True:
         found, exhausted = wb.rank(store, query, vector, fetch, where=where, mode=mode)
-        unique = _unique(found)
-        if len(unique) >= want or exhausted:
+        passing = [h for h in found if passes_threshold(h.score, score_threshold, distance)]
+        top, top_notes = fold_hits(found, DISTRIBUTION_SIZE, merge=merge)
+        hits, notes = fold_hits(passing, k, merge=merge)
+        cut = len(passing) < len(found)  # the threshold ends the list: fetching more brings nothing shown
+        if exhausted or fetch >= 8 * want or (len(top) >= DISTRIBUTION_SIZE and (len(hits) >= k or cut)):
             break
         fetch *= 2
     t2 = time.perf_counter()
-    top = unique[:DISTRIBUTION_SIZE]
-    hits = [h for h in unique if passes_threshold(h.score, score_threshold, distance)][:k]
     return SearchRun(store, query, distance, hits, top, vector, (t1 - t0) * 1000, (t2 - t1) * 1000,
-                     score_threshold, where, mode or wb.settings.search.mode)
+                     score_threshold, where, mode or wb.settings.search.mode, {**top_notes, **notes})
 
 
-def _unique(hits: Iterable[Hit]) -> list[Hit]:
-    found = list(hits)
-    return distinct_hits(found, len(found))
+MODES = {"hybrid": "combined", "vector": "meaning", "lexical": "exact words"}
+"""Search modes of :meth:`Workbench.search` and their labels in the playground (plain words; the
+technical terms are in :data:`MODE_HELP`)."""
 
+MODE_HELP = ("**combined** (hybrid): the ranking by meaning and the ranking by exact words merged "
+             "(reciprocal rank fusion). **meaning** (vector): cosine similarity of the embeddings. "
+             "**exact words** (lexical): BM25 over the words, English stems.")
 
-MODES = {"hybrid": "hybrid", "vector": "vector only", "lexical": "words only (BM25)"}
-"""Search modes of :meth:`Workbench.search` and their labels in the playground."""
-
-MODE_NOTE = {"hybrid": " Order: vector and BM25 rankings fused (reciprocal rank fusion).",
-             "lexical": " Order: BM25 (exact words)."}
+MODE_NOTE = {"hybrid": " Order: meaning and exact words combined.",
+             "vector": " Order: meaning.",
+             "lexical": " Order: exact words."}
 
 
 def score_text(hit: Hit) -> str:
-    """``"score 0.612 · BM25 7.31 · fused 0.0325"``: the vector score, then what hybrid adds."""
-    parts = [f"score {hit.score:.3f}"]
+    """``"meaning 0.612 · exact words 7.31 · combined 0.0325"``: the vector score (cosine similarity
+    by default), then what a hybrid search adds -- the BM25 score ("exact words"; "–" when the
+    chunk shares no word with the query) and the reciprocal-rank-fusion score ("combined")."""
+    parts = [f"meaning {hit.score:.3f}"]
     if hit.fused_score is not None or hit.lexical_score is not None:
-        parts.append("BM25 –" if hit.lexical_score is None else f"BM25 {hit.lexical_score:.2f}")
+        parts.append("exact words –" if hit.lexical_score is None else f"exact words {hit.lexical_score:.2f}")
     if hit.fused_score is not None:
-        parts.append(f"fused {hit.fused_score:.4f}")
+        parts.append(f"combined {hit.fused_score:.4f}")
     return " · ".join(parts)
 
 
-def provenance(hit: Hit) -> str:
-    """Where a hit comes from, in words: ``file · page 2 · Heading > Sub · chars 120–560``."""
+def order_score(hit: Hit, mode: str) -> float:
+    """The score that orders the list in ``mode``: the fused score (hybrid), BM25 (lexical, 0 when
+    missing), else the vector score."""
+    if mode == "hybrid" and hit.fused_score is not None:
+        return hit.fused_score
+    if mode == "lexical":
+        return hit.lexical_score or 0.0
+    return hit.score
+
+
+def bar_fraction(hit: Hit, run: SearchRun) -> float:
+    """The length in [0, 1] of ``hit``'s score bar, in the order of the list: in vector mode
+    :func:`score_fraction` of its score; in hybrid and lexical mode its ordering score
+    (:func:`order_score`) relative to the best of the run, so the bars never grow down the list."""
+    if run.mode == "vector":
+        return score_fraction(hit.score, run.distance)
+    best = max((order_score(h, run.mode) for h in [*run.hits, *run.top]), default=0.0)
+    if best <= 0 or not np.isfinite(best):
+        return 0.0
+    return float(min(1.0, max(0.0, order_score(hit, run.mode) / best)))
+
+
+def provenance(hit: Hit, note: HitNote | None = None) -> str:
+    """Where a hit comes from, in words: ``file · page 2 · Heading > Sub · chars 120–560 · chunk 3``
+    (``chunks 3–5`` when ``note`` says chunks were merged into it)."""
     parts = [hit.file_name or hit.file_id]
     if hit.page is not None:
         parts.append(f"page {hit.page}")
@@ -247,64 +360,22 @@ def provenance(hit: Hit) -> str:
         parts.append(hit.heading)
     if hit.char_start is not None and hit.char_end is not None:
         parts.append(f"chars {hit.char_start}–{hit.char_end}")
-    parts.append(f"chunk {hit.chunk_index}")
+    chunks = note.chunks if note is not None else (hit.chunk_index,)
+    if len(chunks) > 1:
+        parts.append(f"chunks {chunks[0]}–{chunks[-1]}" if list(chunks) == list(range(chunks[0], chunks[-1] + 1))
+                     else "chunks " + ", ".join(map(str, chunks)))
+    else:
+        parts.append(f"chunk {chunks[0] if chunks else hit.chunk_index}")
     return " · ".join(parts)
 
 
 # -- highlighting ---------------------------------------------------------------------------------
-def query_terms(query: str) -> list[str]:
-    """The query's content words, lowercased, longest first: runs of letters and digits (any script) of at
-    least :data:`MIN_TERM_LENGTH` characters that are not :data:`STOPWORDS`. Punctuation and regex
-    characters in the query are not words, so they never reach a pattern."""
-    words = {w.casefold() for w in _WORD.findall(unicodedata.normalize("NFC", query or ""))}
-    terms = [w for w in words if len(w) >= MIN_TERM_LENGTH and w not in STOPWORDS]
-    return sorted(terms, key=lambda w: (-len(w), w))
-
-
 def _pattern(terms: Sequence[str]) -> re.Pattern[str] | None:
     if not terms:
         return None
     alternatives = "|".join(re.escape(t) for t in sorted(set(terms), key=lambda w: (-len(w), w)))
     # A word boundary where "_" counts as punctuation, so Markdown's _emphasis_ and snake_case parts match.
     return re.compile(rf"(?<![^\W_])(?:{alternatives})(?![^\W_])", re.IGNORECASE | re.UNICODE)
-
-
-def escape_markdown(text: str) -> str:
-    """``text`` as inert Markdown/HTML: every ASCII punctuation character becomes a numeric character
-    reference (so ``*``, ``_``, ``#``, ``[``, `````, ``$``, ``:``, ``<`` and ``&`` are shown, never
-    interpreted) and line breaks become ``<br>``. Safe for ``st.markdown(..., unsafe_allow_html=True)``."""
-    text = _SPECIAL.sub(lambda m: f"&#{ord(m.group())};", text)
-    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\t", " ")
-    return text.replace("\n", "<br>")
-
-
-def highlight(text: str, query: str | Sequence[str], *, mark: tuple[str, str] = ("<mark>", "</mark>")) -> str:
-    """``text`` escaped (:func:`escape_markdown`) with the words that match the query's content words
-    wrapped in ``mark`` (``<mark>...</mark>``): the same word in any case, or a word with the same
-    English stem (query "iterate" marks "iterating", as the BM25 part of the search matches it).
-
-    ``query`` is the query string (its words are taken with :func:`query_terms`) or the terms. Matches
-    are found in the original text and each piece is escaped on its own, so an escape sequence is
-    never matched or split. Unicode is compared in NFC form.
-    """
-    text = unicodedata.normalize("NFC", text or "")
-    terms = query_terms(query) if isinstance(query, str) else [unicodedata.normalize("NFC", t) for t in query]
-    if not terms:
-        return escape_markdown(text)
-    exact = {t.casefold() for t in terms}
-    stem = analyzer().stem
-    stems = set(stem(sorted(exact)))
-    words = list(_WORD.finditer(text))
-    folded = [m.group().casefold() for m in words]
-    word_stems = stem(folded)
-    out, pos = [], 0
-    for m, w, st in zip(words, folded, word_stems):
-        if w in exact or (st in stems and len(w) >= MIN_TERM_LENGTH and w not in STOPWORDS):
-            out.append(escape_markdown(text[pos:m.start()]))
-            out.append(mark[0] + escape_markdown(m.group()) + mark[1])
-            pos = m.end()
-    out.append(escape_markdown(text[pos:]))
-    return "".join(out)
 
 
 def snippet(text: str, query: str, width: int = 320) -> str:
@@ -439,7 +510,7 @@ def store_map(vs: VectorStore, *, max_points: int = 3000, include: Iterable[Any]
             "x": float(x), "y": float(y), "id": str(p.id),
             "file": payload.get("file_name") or str(payload.get("file_id")),
             "page": payload.get("page"), "chunk": payload.get("chunk_index"),
-            "text": " ".join(str(payload.get("text", "")).split())[:160],
+            "text": " ".join(plain_text(str(payload.get("text", "")), file_name=payload.get("file_name")).split())[:160],
         })
     return StoreMap(rows, projection, total, len(points) < total)
 
@@ -471,6 +542,5 @@ __all__ = [
     "DISTRIBUTION_SIZE", "MODES", "MODE_NOTE", "Projection", "SearchRun", "StoreMap", "build_where", "distribution_rows",
     "escape_markdown", "highlight", "map_rows", "parse_fields", "payload_fields", "pca_2d", "provenance",
     "query_terms", "sample_points", "score_fraction", "score_meaning", "snippet", "store_map",
-    "timed_search",
-    "score_text",
+    "timed_search", "score_text", "HitNote", "fold_hits", "order_score", "bar_fraction", "MODE_HELP",
 ]

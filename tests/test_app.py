@@ -34,7 +34,8 @@ def test_home_renders_on_an_empty_data_dir():
     assert at.title[0].value.endswith("knowledge")
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Stores"] == "0"
-    assert metrics["Backend"] == "memory"
+    assert "Backend" not in metrics  # plain words: where the data is, the term in the help
+    assert any("on this computer" in c.value and "memory" in c.help for c in at.caption)
     assert any("No vector stores yet" in i.value for i in at.info)
 
 
@@ -47,7 +48,8 @@ def test_home_lists_a_populated_store(tmp_path):
     at = run_app()
     assert not at.exception
     metrics = {m.label: m.value for m in at.metric}
-    assert (metrics["Stores"], metrics["Files"], metrics["Chunks"]) == ("1", "1", str(result.chunks))
+    assert (metrics["Stores"], metrics["Stored files"], metrics["Indexed files"], metrics["Failed files"],
+            metrics["Chunks"]) == ("1", "1", "1", "0", str(result.chunks))
     table = at.dataframe[0].value
     assert list(table["store"]) == ["Team Notes"]
     assert list(table["dimension"]) == [8]

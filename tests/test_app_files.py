@@ -56,7 +56,7 @@ def button(at: AppTest, key: str):
 def test_renders_on_an_empty_data_dir():
     at = open_page()
     assert at.title[0].value == "📄 Files"
-    assert {m.label: m.value for m in at.metric}["Files"] == "0"
+    assert {m.label: m.value for m in at.metric}["Stored files"] == "0"
     assert "No files yet" in at.info[0].value
 
 
@@ -83,10 +83,13 @@ def test_deleting_a_file_stores_use_is_refused_unless_asked():
     ids = populate()
     at = pick(open_page(), ids["cats.md"])
     button(at, f"delete:{ids['cats.md']}").click().run()
+    button(at, f"yes:delete:{ids['cats.md']}").click().run()
     assert not at.exception
     assert "used by the store(s) Notes" in at.error[0].value and "kept" in at.error[0].value
     at.checkbox(key=f"from-stores:{ids['cats.md']}").check().run()
     button(at, f"delete:{ids['cats.md']}").click().run()
+    assert any("Delete **cats.md** from the file store and from Notes?" in w.value for w in at.warning)
+    button(at, f"yes:delete:{ids['cats.md']}").click().run()
     assert not at.exception
     assert "Deleted cats.md and removed it from Notes" in at.success[0].value
     assert "cats.md" not in list(at.dataframe[0].value["name"])
@@ -103,6 +106,11 @@ def test_delete_an_unused_file():
     at = pick(open_page(), ids["loose.txt"])
     assert not [c for c in at.checkbox if c.key == f"from-stores:{ids['loose.txt']}"]
     button(at, f"delete:{ids['loose.txt']}").click().run()
+    assert not at.exception and {m.label: m.value for m in at.metric}["Stored files"] == "4"  # asked first
+    button(at, f"no:delete:{ids['loose.txt']}").click().run()
+    assert not at.warning and {m.label: m.value for m in at.metric}["Stored files"] == "4"  # cancelled
+    button(at, f"delete:{ids['loose.txt']}").click().run()
+    button(at, f"yes:delete:{ids['loose.txt']}").click().run()
     assert not at.exception
     assert "Deleted loose.txt." == at.success[0].value
-    assert {m.label: m.value for m in at.metric}["Files"] == "3"
+    assert {m.label: m.value for m in at.metric}["Stored files"] == "3"

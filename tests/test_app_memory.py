@@ -61,6 +61,7 @@ def test_remember_recall_filter_and_forget(backend):
     assert any("No memories yet" in i.value for i in at.info)
     remember(at, "the invoice for march was paid late", "billing", '{"topic": "invoice", "year": 2024}')
     assert any("Remembered" in s.value and "billing" in s.value for s in at.success)
+    assert at.text_area(key="mem_text").value == "" and at.text_input(key="mem_payload").value == ""
     remember(at, "refunds take five business days", "billing", '{"topic": "refund", "year": 2023}')
     remember(at, "the customer prefers email", "crm", mem_id="c1")
     assert datasets_table(at) == {"billing": 2, "crm": 1}
@@ -96,6 +97,9 @@ def test_remember_recall_filter_and_forget(backend):
     at.radio(key="mem_forget_by").set_value("dataset").run()
     at.selectbox(key="mem_forget_dataset").select("billing")
     at.button(key="mem_forget").click().run()
+    assert any("every memory of the dataset **billing** (2)" in w.value for w in at.warning)  # asked first
+    assert datasets_table(at) == {"billing": 2}
+    at.button(key="yes:mem_forget").click().run()
     assert any("Forgot 2 memories" in s.value for s in at.success)
     assert any("No memories yet" in i.value for i in at.info)
 
@@ -104,10 +108,17 @@ def test_bad_input_is_a_message_and_the_memory_is_shared_with_python():
     at = memory_page("memory")
     remember(at, "some text", "d", payload="[1, 2]")
     assert any("must be a JSON object" in e.value for e in at.error)
+    remember(at, "a note worth keeping", "d", payload='{"topic" "billing"}')
+    assert any("not valid JSON" in e.value and "line 1, column 10" in e.value for e in at.error)
+    # what was typed is still there, to be corrected
+    assert at.text_area(key="mem_text").value == "a note worth keeping"
+    assert at.text_input(key="mem_payload").value == '{"topic" "billing"}'
+    assert at.text_input(key="mem_dataset").value == "d"
     remember(at, "kept from the page", "notes", mem_id="p1")
     at.radio(key="mem_forget_by").set_value("where").run()
     at.button(key="mem_forget").click().run()
-    assert any("Name the payload field" in e.value for e in at.error)
+    at.button(key="yes:mem_forget").click().run()
+    assert any("Name the extra (payload) field" in e.value for e in at.error)
     # results belong to their store: another store name shows none of them
     at.text_input(key="mem_query").input("kept from the page")
     at.selectbox(key="mem_recall_dataset").select("(all datasets)")

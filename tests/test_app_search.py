@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import re
 from pathlib import Path
 
 import pytest
@@ -90,7 +91,7 @@ def test_a_query_shows_hits_with_file_page_and_highlight(populated):
     shown = texts(at)
     assert "**1.** kitchen-and-sky.pdf · page 2" in shown
     assert "<mark>telescope</mark>" in shown
-    assert "embedding" in shown and "ms" in shown and "cosine similarity" in shown
+    assert "result in" in shown and "ms" in shown and "Order: meaning and exact words combined" in shown
     assert at.expander and any(e.label == "Full chunk" for e in at.expander)
     assert len(at.get("progress")) >= 1
     charts = at.get("vega_lite_chart")
@@ -102,14 +103,17 @@ def test_a_query_shows_hits_with_file_page_and_highlight(populated):
 @pytest.mark.model
 def test_threshold_and_filters(populated):
     at = search_page()
+    assert at.number_input(key="pg_threshold").value == 0.3  # the setting search.score_threshold
     at.text_input(key="pg_query").input("telescope planets").run()
+    assert len(at.get("progress")) == 1  # the kitchen page is no good match for it
+    at.number_input(key="pg_threshold").set_value(-1.0).run()
     hits = len(at.get("progress"))
     assert hits == 2  # the two pages
     at.number_input(key="pg_threshold").set_value(0.99).run()
     assert not at.exception
     assert len(at.get("progress")) == 0
-    assert any("at this threshold" in w.value for w in at.warning)
-    at.number_input(key="pg_threshold").set_value(None).run()
+    assert any("matched this query well" in w.value and "0.99" in w.value for w in at.warning)
+    at.number_input(key="pg_threshold").set_value(-1.0).run()
     at.text_area(key="pg_fields").input("page = 1").run()
     assert not at.exception
     assert len(at.get("progress")) == 1
@@ -148,11 +152,71 @@ def test_the_ranking_box_switches_between_hybrid_vector_and_words(populated):
     assert at.selectbox(key="pg_mode").value == "hybrid"  # the setting search.mode
     at.text_input(key="pg_query").input("Jupiter moons").run()
     shown = texts(at)
-    assert "hybrid search" in shown and "fused" in " ".join(p.proto.text for p in at.get("progress"))
+    assert "meaning and exact words combined" in shown
+    assert "combined" in " ".join(p.proto.text for p in at.get("progress"))
     at.selectbox(key="pg_mode").select("lexical").run()
     assert not at.exception and not at.error
-    assert "lexical search" in texts(at)
+    assert "Order: exact words." in texts(at)
     assert len(at.get("progress")) == 1  # one chunk (page 2) contains the words
     assert "kitchen-and-sky.pdf · page 2" in texts(at)
     at.selectbox(key="pg_mode").select("vector").run()
-    assert "vector search" in texts(at) and "fused" not in " ".join(p.proto.text for p in at.get("progress"))
+    assert "Order: meaning." in texts(at) and "combined" not in " ".join(p.proto.text for p in at.get("progress"))
+
+
+@pytest.fixture
+def overlapping(tmp_path: Path) -> Path:
+    """Store "book": a Markdown chapter long enough for overlapping chunks, with its copy (b.md)."""
+    body = "\n\n".join(
+        f"The telescope chapter, part {i}: a reflecting telescope gathers starlight with a mirror, and the "
+        f"eyepiece magnifies the image of planet number {i}. <span class=\"filename\">scope-{i}.txt</span> "
+        f"<!-- ignore --> Astronomers point it at Jupiter, Saturn and the moons of planet {i}."
+        for i in range(30))
+    text = "# Telescopes\n\n" + body + "\n\n```rust\n{{#include ../listings/scope.rs}}\nlet x = 1;\n```\n"
+    wb = Workbench(load_settings())
+    try:
+        for name in ("a.md", "b.md"):  # b.md differs in its last line only (same bytes are kept once)
+            (tmp_path / name).write_text(text + ("\nThe end.\n" if name == "b.md" else ""))
+            assert wb.ingest_file("book", tmp_path / name).ok
+    finally:
+        wb.close()
+    return tmp_path
+
+
+@pytest.mark.model
+def test_overlapping_chunks_are_one_result_and_copies_are_named(overlapping):
+    at = search_page()
+    at.text_input(key="pg_query").input("reflecting telescope mirror eyepiece").run()
+    assert not at.exception and not at.error
+    boxes = [m.value for m in at.markdown if m.value.startswith("**")]
+    shown = texts(at)
+    assert any("chunks " in html.unescape(b) for b in boxes), boxes  # a merged result names its chunks
+    spans = [tuple(map(int, re.search(r"chars (\d+)–(\d+)", html.unescape(b)).groups())) for b in boxes]
+    files = [re.search(r"\*\*\d+\.\*\* (\S+)", html.unescape(b)).group(1) for b in boxes]
+    for i, (s1, f1) in enumerate(zip(spans, files)):  # no two results of one file overlap
+        for s2, f2 in zip(spans[i + 1:], files[i + 1:]):
+            assert f1 != f2 or s1[1] <= s2[0] or s2[1] <= s1[0], (s1, s2)
+    assert "Identical text also in: b.md" in shown
+    assert "<span" not in shown and "<!--" not in shown and "{{#" not in shown
+    bars = [p.proto.value for p in at.get("progress")]
+    assert bars == sorted(bars, reverse=True), bars  # the bars follow the order of the list
+    at.selectbox(key="pg_mode").select("vector").run()
+    bars = [p.proto.value for p in at.get("progress")]
+    assert bars == sorted(bars, reverse=True), bars
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("nonsense", ["?!?! ...", "qzxv plorkt wubba"])
+def test_a_nonsense_query_says_nothing_matched_well(overlapping, nonsense):
+    at = search_page()
+    at.text_input(key="pg_query").input(nonsense).run()
+    assert not at.exception and not at.error
+    assert len(at.get("progress")) == 0
+    assert any("matched this query well" in w.value for w in at.warning)
+
+
+def test_labels_are_plain_words_with_the_terms_in_the_help(populated):
+    at = search_page()
+    mode = at.selectbox(key="pg_mode")
+    assert mode.options == ["combined", "meaning", "exact words"]
+    assert "BM25" in mode.help and "reciprocal rank fusion" in mode.help
+    assert at.text_area(key="pg_fields").label == "Extra fields" and "payload" in at.text_area(key="pg_fields").help

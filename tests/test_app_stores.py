@@ -121,7 +121,8 @@ def test_renders_a_populated_store(fake_model):
     files = files_table(at, "Team Notes")
     assert sorted(files["file"]) == ["bread.md", "cats.md"]
     assert set(files["status"]) == {"✅ done"}
-    assert {m.label: m.value for m in at.metric}["Files"] == "2"
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Indexed files"] == "2" and metrics["Failed files"] == "0" and int(metrics["Chunks"]) >= 2
 
 
 def test_create_a_store_with_the_form(fake_model):
@@ -176,11 +177,15 @@ def test_a_bad_file_gets_a_message_and_the_others_go_on(fake_model):
                                                     ("cats.md", CATS, "text/markdown")])
     at.run()
     finish_job(at, "Notes")
-    errors = " ".join(e.value for e in at.error)
-    assert "empty.txt" in errors and "blob.bin" in errors
+    errors = [e.value for e in at.error]
+    for name in ("empty.txt", "blob.bin"):  # each failed file listed once, in words, with no Retry
+        assert sum(name in e for e in errors) == 1, errors
+    assert not [b for b in at.button if b.key and b.key.startswith("retry:")]
+    assert any("empty" in e.lower() for e in errors if "empty.txt" in e)
     tab = files_table(at, "Notes")
-    status = dict(zip(tab["file"], tab["status"]))
-    assert status["cats.md"] == "✅ done" and status["empty.txt"].startswith("❌")
+    assert list(tab["file"]) == ["cats.md"] and list(tab["status"]) == ["✅ done"]
+    metrics = {m.label: m.value for m in at.metric}
+    assert (metrics["Indexed files"], metrics["Failed files"]) == ("1", "2")
 
 
 def test_a_file_over_the_size_limit_says_so(fake_model, monkeypatch):
@@ -209,13 +214,13 @@ def _password_flow(at: AppTest, name: str, data: bytes, password: str) -> AppTes
     at.file_uploader(key="upload:Notes").set_value((name, data, "application/pdf"))
     at.run()
     finish_job(at, "Notes")
-    assert any("password required" in e.value for e in at.error)
+    assert any("password required" in e.value.lower() and name in e.value for e in at.error)
     [pw] = [t for t in at.text_input if t.label == "Password"]
     [retry] = [b for b in at.button if b.key and b.key.startswith("retry:Notes:")]
     pw.input("wrong")
     retry.click().run()
     assert not at.exception
-    assert any("wrong password" in e.value for e in at.error)
+    assert any("wrong password" in e.value.lower() and name in e.value for e in at.error)
     [pw] = [t for t in at.text_input if t.label == "Password"]
     pw.input(password)
     [b for b in at.button if b.key and b.key.startswith("retry:Notes:")][0].click().run()
@@ -225,6 +230,7 @@ def _password_flow(at: AppTest, name: str, data: bytes, password: str) -> AppTes
     assert not [t for t in at.text_input if t.label == "Password"]
     assert not [e for e in at.error if "password" in e.value]  # the upload's outcome follows the retry
     assert f"✅ **{name}**" in markdown(at)
+    assert any(name in s.value and "Now searchable" in s.value for s in at.success)  # said where Retry was
     return at
 
 
@@ -285,6 +291,9 @@ def test_delete_a_file(fake_model):
     assert pick.value is not None
     pick.select_index(1).run()  # sorted by name: cats.md
     button(at, "del:Notes").click().run()
+    assert not at.exception and list(files_table(at, "Notes")["file"]) == ["bread.md", "cats.md"]
+    assert any("Delete **cats.md**" in w.value for w in at.warning)  # asked first
+    button(at, "yes:del:Notes").click().run()
     assert not at.exception
     assert any("Deleted cats.md" in s.value for s in at.success)
     assert list(files_table(at, "Notes")["file"]) == ["bread.md"]
@@ -392,7 +401,7 @@ def test_stop_cancels_the_batch_and_the_store_stays_as_it_was(fake_model, monkey
     at.file_uploader(key="upload:Notes").set_value([("cats.md", CATS, "text/markdown"),
                                                     ("more.md", b"# More\n\nmore words", "text/markdown")])
     at.run()
-    assert "Ingesting 2 file(s)" in at.get("progress")[0].proto.text
+    assert "0 of 2 files" in at.get("progress")[0].proto.text
     button(at, "stop:Notes").click().run()
     gate.set()
     finish_job(at, "Notes")
@@ -419,7 +428,7 @@ def test_a_batch_started_in_another_tab_shows_its_progress_and_can_be_stopped(fa
     try:
         at = open_page()
         texts = [p.proto.text for p in at.get("progress")]
-        assert any("Ingesting 2 file(s) into Notes" in t for t in texts), texts
+        assert any("0 of 2 files** into Notes" in t for t in texts), texts
         stop = button(at, "stop:Notes")
         stop.click().run()
         assert job.cancelled
@@ -464,3 +473,79 @@ def test_the_folder_form_reads_only_allowed_folders(fake_model, tmp_path, monkey
     assert any("1 file(s) left out" in w.value for w in at.warning)
     finish_job(at, "Notes")
     assert sorted(files_table(at, "Notes")["file"]) == ["cats.md"]
+
+
+# -- failures in words, guard rails -----------------------------------------------------------------
+def _damaged_docx() -> bytes:
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:  # a Word package whose main part is missing
+        z.writestr("[Content_Types].xml", '<?xml version="1.0"?><Types xmlns="http://schemas.openxmlformats.org/'
+                   'package/2006/content-types"><Override PartName="/word/document.xml" ContentType="application/'
+                   'vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"/></Types>')
+        z.writestr("_rels/.rels", '<?xml version="1.0"?><Relationships xmlns="http://schemas.openxmlformats.org/'
+                   'package/2006/relationships"><Relationship Id="rId1" Type="http://schemas.openxmlformats.org/'
+                   'officeDocument/2006/relationships/officeDocument" Target="word/document.xml"/></Relationships>')
+    return buf.getvalue()
+
+
+def _truncated_pdf() -> bytes:
+    data = _encrypted_pdf("x").replace(b"/Encrypt", b"/Encryp_")  # any PDF, then cut mid-file
+    return data[: len(data) // 3]
+
+
+def test_failures_say_what_is_wrong_in_words_and_offer_retry_only_where_it_can_help(fake_model):
+    import re
+
+    make_store()
+    at = open_page()
+    at.file_uploader(key="upload:Notes").set_value([
+        ("damaged.docx", _damaged_docx(), "application/vnd.openxmlformats-officedocument.wordprocessingml.document"),
+        ("cut.pdf", _truncated_pdf(), "application/pdf"),
+        ("old.doc", bytes.fromhex("D0CF11E0A1B11AE1") + bytes(2048), "application/msword"),
+        ("empty.txt", b"", "text/plain"),
+        ("locked.pdf", _encrypted_pdf("secret"), "application/pdf"),
+    ])
+    at.run()
+    finish_job(at, "Notes")
+    errors = [e.value for e in at.error]
+    for name in ("damaged.docx", "cut.pdf", "old.doc", "empty.txt", "locked.pdf"):
+        assert sum(name in e for e in errors) == 1, (name, errors)  # listed once
+    for e in errors:  # never an exception's name
+        assert not re.search(r"\b\w*(Error|Exception)\b|BadZipFile", e), e
+    retries = sorted(b.key.split(":")[-1] for b in at.button if b.key and b.key.startswith("retry:"))
+    wb = service()
+    try:
+        by_id = {f.file_id: f.file_name for f in wb.store_files("Notes")}
+    finally:
+        wb.close()
+    assert [by_id[i] for i in retries] == ["locked.pdf"]  # only a password can change the outcome
+    assert {m.label: m.value for m in at.metric}["Failed files"] == "5"
+
+
+def test_removing_a_failed_file_asks_first(fake_model):
+    make_store()
+    at = open_page()
+    at.file_uploader(key="upload:Notes").set_value(("empty.txt", b"", "text/plain"))
+    at.run()
+    finish_job(at, "Notes")
+    [rm] = [b for b in at.button if b.key and b.key.startswith("rm:Notes:")]
+    rm.click().run()
+    assert any("Remove **empty.txt** from Notes?" in w.value for w in at.warning)
+    [yes] = [b for b in at.button if b.key and b.key.startswith("yes:rm:Notes:")]
+    yes.click().run()
+    assert any("Deleted empty.txt from Notes" in s.value for s in at.success)
+    assert {m.label: m.value for m in at.metric}["Failed files"] == "0"
+
+
+def test_a_template_larger_than_the_model_window_says_it_will_be_fitted(fake_model):
+    at = open_page()
+    _template_form(at)["Name"].input("huge chunks")
+    next(n for n in at.number_input if n.label == "Max chunk size (tokens)").set_value(4000)
+    next(n for n in at.number_input if n.label == "Chunk overlap (tokens)").set_value(2000)
+    button(at, "FormSubmitter:template-form-Save template").click().run()
+    assert not at.exception
+    [saved] = [s.value for s in at.success if "Saved the template huge chunks" in s.value]
+    assert "4000 tokens" in saved and "fitted to" in saved and "overlap of" in saved

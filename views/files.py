@@ -21,9 +21,27 @@ st.title("📄 Files")
 st.caption("Every file saved in the file store, by id. Identical bytes are kept once on disk; a store uses a "
            "file through its chunks, which cite the file's id.")
 
-msg = st.session_state.pop("flash:files", None)
-if msg:
-    (st.success if msg[0] else st.error)(msg[1])
+
+
+def confirm(label: str, key: str, question: str, *, yes: str = "Yes, delete", **kwargs) -> bool:
+    """A button that asks first: ``label`` shows ``question`` with "Yes" and "Cancel" in its place;
+    True on the run where "Yes" is clicked."""
+    asking = f"confirm:{key}"
+    if st.session_state.get(asking):
+        st.warning(question, icon="⚠️")
+        c1, c2 = st.columns(2)
+        if c1.button(yes, key=f"yes:{key}", type="primary"):
+            st.session_state.pop(asking, None)
+            return True
+        if c2.button("Cancel", key=f"no:{key}"):
+            st.session_state.pop(asking, None)
+            st.rerun()
+        return False
+    if st.button(label, key=key, **kwargs):
+        st.session_state[asking] = True
+        st.rerun()
+    return False
+
 
 try:
     usage = wb.list_files()
@@ -32,7 +50,7 @@ except KnowledgeError as exc:
     st.stop()
 
 c1, c2, c3 = st.columns(3)
-c1.metric("Files", len(usage))
+c1.metric("Stored files", len(usage), help="Files saved in the file store, each once.")
 c2.metric("Total size", _size(sum(u.file.size for u in usage)))
 c3.metric("Not used by any store", sum(1 for u in usage if not u.stores))
 
@@ -75,6 +93,9 @@ with st.container(border=True):
         st.error(str(exc))
 
     st.markdown("##### Delete")
+    msg = st.session_state.pop("flash:files", None)
+    if msg:
+        (st.success if msg[0] else st.error)(msg[1])
     from_stores = False
     if chosen.stores:
         from_stores = st.checkbox(
@@ -83,11 +104,12 @@ with st.container(border=True):
         )
         st.caption("A file that stores still use is kept unless you tick this: their chunks cite it, and "
                    "search results would point at a file that is gone.")
-    if st.button("🗑️ Delete file", key=f"delete:{f.id}", type="primary"):
+    if confirm("🗑️ Delete file", f"delete:{f.id}", f"Delete **{f.name}** from the file store"
+               + (f" and from {', '.join(chosen.stores)}?" if from_stores else "?"), type="primary"):
         try:
             removed = wb.delete_stored_file(f.id, from_stores=from_stores)
             also = f" and removed it from {', '.join(removed)}" if removed else ""
             st.session_state["flash:files"] = (True, f"Deleted {f.name}{also}.")
             st.rerun()
         except KnowledgeError as exc:
-            st.error(str(exc))
+            st.error(f"{f.name}: {exc}")

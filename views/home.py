@@ -11,24 +11,32 @@ settings = wb.settings
 st.title("📚 knowledge")
 st.caption("A local knowledge workbench: vector stores with semantic search, on your machine.")
 
+WHERE = {"memory": "On this computer", "pgvector": "PostgreSQL", "qdrant": "Qdrant"}
+
 try:
     wb.backend()  # the default template's backend: say now if it cannot be used
     stores = wb.list_stores()
+    stored_files = len(wb.files.list())
+    failed = sum(1 for s in stores for f in wb.store_files(s.record.name) if f.status == "failed")
 except KnowledgeError as exc:
     st.error(str(exc))
-    stores = []
+    stores, stored_files, failed = [], 0, 0
 
-c1, c2, c3, c4 = st.columns(4)
+c1, c2, c3, c4, c5 = st.columns(5)
 c1.metric("Stores", len(stores))
-c2.metric("Files", sum(s.files for s in stores))
-c3.metric("Chunks", sum(s.chunks for s in stores))
-c4.metric("Backend", settings.vector_store.backend)
+c2.metric("Stored files", stored_files, help="Files saved in the file store (each once, whatever uses it).")
+c3.metric("Indexed files", sum(s.files for s in stores),
+          help="Searchable files, counted per store (a file in two stores counts twice).")
+c4.metric("Failed files", failed, help="Files a store could not index; see each store's Needs attention.")
+c5.metric("Chunks", sum(s.chunks for s in stores), help="Searchable pieces of text in all stores.")
+st.caption(f"New stores keep their chunks: **{WHERE.get(settings.vector_store.backend, settings.vector_store.backend).lower()}**.",
+           help=f"Backend: {settings.vector_store.backend} (setting vector_store.backend).")
 
 st.subheader("Vector stores")
 if stores:
     st.dataframe(
-        [{"store": s.record.name, "template": s.record.template, "backend": s.record.backend,
-          "model": s.record.embedding_model, "dimension": s.record.dimension, "files": s.files,
+        [{"store": s.record.name, "template": s.record.template, "stored": WHERE.get(s.record.backend, s.record.backend),
+          "model": s.record.embedding_model, "dimension": s.record.dimension, "indexed files": s.files,
           "chunks": s.chunks, "size (MB)": round((s.disk_bytes or 0) / 1e6, 2)} for s in stores],
         hide_index=True, width="stretch",
     )

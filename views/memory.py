@@ -29,15 +29,43 @@ def parse_value(raw: str):
 
 
 def parse_payload(raw: str) -> dict:
+    """The extra fields typed as JSON. Raises InvalidArgument pointing at the error: where it is
+    (line, column) and the text around it with a marker."""
     if not raw.strip():
         return {}
     try:
         value = json.loads(raw)
-    except ValueError as exc:
-        raise InvalidArgument(f"The payload must be a JSON object, e.g. {{\"topic\": \"billing\"}} ({exc}).") from None
+    except json.JSONDecodeError as exc:
+        line = raw.splitlines()[exc.lineno - 1] if raw.splitlines() else raw
+        col = exc.colno - 1
+        excerpt = (line[max(0, col - 30):col] + " ⟶ " + line[col:col + 30]).strip()
+        raise InvalidArgument(
+            f"The extra fields are not valid JSON: {exc.msg.lower()} at line {exc.lineno}, column {exc.colno}"
+            f" (here: `{excerpt}`). Write a JSON object, e.g. {{\"topic\": \"billing\"}}.") from None
     if not isinstance(value, dict):
-        raise InvalidArgument("The payload must be a JSON object, e.g. {\"topic\": \"billing\"}.")
+        raise InvalidArgument("The extra fields must be a JSON object, e.g. {\"topic\": \"billing\"}, "
+                              f"not {type(value).__name__ if not isinstance(value, list) else 'a list'}.")
     return value
+
+
+def confirm(label: str, key: str, question: str, *, yes: str = "Yes, forget", **kwargs) -> bool:
+    """A button that asks first: ``label`` shows ``question`` with "Yes" and "Cancel" in its place;
+    True on the run where "Yes" is clicked."""
+    asking = f"confirm:{key}"
+    if st.session_state.get(asking):
+        st.warning(question, icon="⚠️")
+        c1, c2 = st.columns(2)
+        if c1.button(yes, key=f"yes:{key}", type="primary"):
+            st.session_state.pop(asking, None)
+            return True
+        if c2.button("Cancel", key=f"no:{key}"):
+            st.session_state.pop(asking, None)
+            st.rerun()
+        return False
+    if st.button(label, key=key, **kwargs):
+        st.session_state[asking] = True
+        st.rerun()
+    return False
 
 
 def parse_id(raw: str):
@@ -50,8 +78,10 @@ def parse_id(raw: str):
 backends = backend_names()
 default_backend = wb.settings.vector_store.backend
 c1, c2 = st.columns(2)
-backend_name = c1.selectbox("Backend", backends, index=backends.index(default_backend) if default_backend in backends else 0,
-                            key="mem_backend")
+WHERE = {"memory": "on this computer", "pgvector": "PostgreSQL (pgvector)", "qdrant": "Qdrant"}
+backend_name = c1.selectbox("Stored", backends, index=backends.index(default_backend) if default_backend in backends else 0,
+                            key="mem_backend", format_func=lambda b: WHERE.get(b, b),
+                            help="Where the memories are kept (the backend: " + ", ".join(backends) + ").")
 collection = c2.text_input("Memory store", DEFAULT_COLLECTION, key="mem_collection",
                            help="One store holds every dataset; two embedding models need two stores.")
 
@@ -67,19 +97,23 @@ if datasets:
     st.dataframe([{"dataset": name, "memories": n} for name, n in datasets.items()], hide_index=True,
                  width="stretch", key="mem_datasets")
     total = sum(datasets.values())
-    st.caption(f"{total} memor{'y' if total == 1 else 'ies'} in **{collection}** on **{backend_name}**, "
+    st.caption(f"{total} memor{'y' if total == 1 else 'ies'} in **{collection}**, {WHERE.get(backend_name, backend_name)}, "
                f"embedded with {wb.embedder().name}.")
 else:
     st.info("No memories yet. Remember something below.")
 
 st.subheader("Remember")
-with st.form("mem_remember_form", clear_on_submit=True):
+if st.session_state.pop("mem_clear", False):  # after a success: an empty form (kept as typed on an error)
+    for key in ("mem_text", "mem_id", "mem_payload"):
+        st.session_state[key] = ""
+with st.form("mem_remember_form"):
     text = st.text_area("Text", key="mem_text")
     r1, r2 = st.columns(2)
     dataset = r1.text_input("Dataset", DEFAULT_DATASET, key="mem_dataset")
     mem_id = r2.text_input("Id (optional; the same id overwrites)", key="mem_id")
-    payload_raw = st.text_input("Payload (JSON object, optional)", key="mem_payload",
-                                placeholder='{"topic": "billing"}')
+    payload_raw = st.text_input("Extra fields (JSON object, optional)", key="mem_payload",
+                                placeholder='{"topic": "billing"}',
+                                help="Stored with the memory as its payload; recall and forget can filter on them.")
     if st.form_submit_button("Remember", type="primary"):
         try:
             new_id = memory.remember(text, dataset=dataset or None, payload=parse_payload(payload_raw),
@@ -87,9 +121,11 @@ with st.form("mem_remember_form", clear_on_submit=True):
         except KnowledgeError as exc:
             st.error(str(exc))
         else:
-            st.session_state["mem_notice"] = f"Remembered `{new_id}` in dataset **{dataset or DEFAULT_DATASET}**."
+            st.session_state["mem_notice:remember"] = (f"Remembered `{new_id}` in dataset "
+                                                       f"**{dataset or DEFAULT_DATASET}**.")
+            st.session_state["mem_clear"] = True
             st.rerun()
-if notice := st.session_state.pop("mem_notice", None):
+if notice := st.session_state.pop("mem_notice:remember", None):
     st.success(notice)
 
 st.subheader("Recall")
@@ -102,7 +138,8 @@ use_threshold = f3.checkbox("Score threshold", key="mem_use_threshold")
 threshold = f3.number_input("Keep scores at least", value=0.3, step=0.05, key="mem_threshold",
                             disabled=not use_threshold)
 w1, w2 = st.columns(2)
-where_key = w1.text_input("Where field (optional)", key="mem_where_key", placeholder="topic")
+where_key = w1.text_input("Extra field (optional)", key="mem_where_key", placeholder="topic",
+                          help="Only memories whose payload field has this value.")
 where_value = w2.text_input("equals", key="mem_where_value", placeholder="billing")
 
 if st.button("Recall", key="mem_recall", type="primary"):
@@ -137,8 +174,10 @@ if hits is not None:
                     st.error(str(exc))
                 else:
                     st.session_state["mem_hits"] = [h for h in hits if h.id != hit.id]
-                    st.session_state["mem_notice"] = f"Forgot `{hit.id}`."
+                    st.session_state["mem_notice:recall"] = f"Forgot `{hit.id}`."
                     st.rerun()
+if notice := st.session_state.pop("mem_notice:recall", None):
+    st.success(notice)
 
 st.subheader("Forget")
 by = st.radio("Forget by", ["ids", "dataset", "where"], horizontal=True, key="mem_forget_by")
@@ -148,9 +187,15 @@ elif by == "dataset":
     target_dataset = st.selectbox("Dataset", list(datasets) or [DEFAULT_DATASET], key="mem_forget_dataset")
 else:
     g1, g2 = st.columns(2)
-    forget_key = g1.text_input("Field", key="mem_forget_key")
+    forget_key = g1.text_input("Extra field", key="mem_forget_key", help="A payload field of the memories.")
     forget_value = g2.text_input("equals", key="mem_forget_value")
-if st.button("Forget", key="mem_forget", type="secondary"):
+if by == "ids":
+    what = f"the memories with the ids {target_ids.strip() or '(none given)'}"
+elif by == "dataset":
+    what = f"every memory of the dataset **{target_dataset}** ({datasets.get(target_dataset, 0)})"
+else:
+    what = f"every memory whose {forget_key.strip() or '(field)'} is {forget_value!r}"
+if confirm("Forget", "mem_forget", f"Forget {what} in **{collection}**? This cannot be undone."):
     try:
         if by == "ids":
             n = memory.forget(ids=[parse_id(i) for i in target_ids.split(",") if i.strip()])
@@ -158,11 +203,13 @@ if st.button("Forget", key="mem_forget", type="secondary"):
             n = memory.forget(dataset=target_dataset)
         else:
             if not forget_key.strip():
-                raise InvalidArgument("Name the payload field to forget by.")
+                raise InvalidArgument("Name the extra (payload) field to forget by.")
             n = memory.forget(where={forget_key.strip(): parse_value(forget_value)})
     except KnowledgeError as exc:
         st.error(str(exc))
     else:
         st.session_state.pop("mem_hits", None)
-        st.session_state["mem_notice"] = f"Forgot {n} {'memory' if n == 1 else 'memories'}."
+        st.session_state["mem_notice:forget"] = f"Forgot {n} {'memory' if n == 1 else 'memories'}."
         st.rerun()
+if notice := st.session_state.pop("mem_notice:forget", None):
+    st.success(notice)

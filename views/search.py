@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from knowledge import playground as pg
+from knowledge import render
 from knowledge.errors import KnowledgeError
 from knowledge.workbench import Workbench
 
@@ -43,29 +44,44 @@ for param, key in (("store", "pg_store"), ("q", "pg_query"), ("compare", "pg_com
 
 
 def render_hits(run: pg.SearchRun) -> None:
-    """One bordered box per hit: provenance, score bar, highlighted snippet, full chunk on expand."""
+    """One bordered box per hit: provenance, score bar (in the order of the list), a snippet of the
+    readable text with the query's words marked, the full readable text on expand."""
     if not run.hits:
         if not run.top:
             st.info(f"**{run.store}** has no chunks yet: drop files on it (Vector stores page).")
             return
-        why = " at this threshold" if run.threshold is not None else ""
-        st.warning(f"No chunk of **{run.store}** matches{why}. Lower the threshold or loosen the filters.")
+        if run.nothing_matched_well:
+            best = max((h.score for h in run.top), default=None) if pg.DISTANCE_ORDER.get(run.distance, True) \
+                else min((h.score for h in run.top), default=None)
+            st.warning(f"Nothing in **{run.store}** matched this query well: the closest chunk scores "
+                       f"{best:.2f} on meaning, short of the score threshold {run.threshold:.2f}. Try other "
+                       "words, or clear the threshold to see the closest chunks anyway.", icon="🤷")
+            return
+        st.warning(f"No chunk of **{run.store}** matches. Loosen the filters.")
         return
     for rank, hit in enumerate(run.hits, 1):
+        note = run.note(hit)
         with st.container(border=True):
-            st.markdown(f"**{rank}.** {pg.escape_markdown(pg.provenance(hit))}", unsafe_allow_html=True)
-            st.progress(pg.score_fraction(hit.score, run.distance), text=pg.score_text(hit))
-            st.markdown(pg.highlight(pg.snippet(hit.text, run.query), run.query), unsafe_allow_html=True)
-            with st.expander("Full chunk"):
-                st.markdown(pg.highlight(hit.text, run.query), unsafe_allow_html=True)
+            st.markdown(f"**{rank}.** {pg.escape_markdown(pg.provenance(hit, note))}", unsafe_allow_html=True)
+            if note.also_in:
+                st.caption("Identical text also in: " + ", ".join(note.also_in))
+            st.progress(pg.bar_fraction(hit, run), text=pg.score_text(hit))
+            readable = render.plain_text(hit.text, file_name=hit.file_name)
+            st.markdown(pg.highlight(pg.snippet(readable, run.query), run.query), unsafe_allow_html=True)
+            with st.expander("Full text" if len(note.chunks) > 1 else "Full chunk"):
+                st.markdown(render.render_html(hit.text, run.query, file_name=hit.file_name),
+                            unsafe_allow_html=True)
                 if hit.metadata:
+                    st.caption("Extra fields")
                     st.json(hit.metadata, expanded=False)
 
 
 def render_summary(run: pg.SearchRun) -> None:
-    st.caption(f"**{run.store}**: {len(run.hits)} hit{'' if len(run.hits) == 1 else 's'} in {run.total_ms:.0f} ms (embedding "
-               f"{run.embed_ms:.0f} ms + {run.mode} search {run.search_ms:.0f} ms). Score: "
-               f"{pg.score_meaning(run.distance)}.{pg.MODE_NOTE.get(run.mode, '')}")
+    shown = f"{len(run.hits)} result{'' if len(run.hits) == 1 else 's'}"
+    st.caption(f"**{run.store}**: {shown} in {run.total_ms:.0f} ms.{pg.MODE_NOTE.get(run.mode, '')}",
+               help=f"Embedding the query {run.embed_ms:.0f} ms + {run.mode} search {run.search_ms:.0f} ms. "
+                    f"Meaning score: {pg.score_meaning(run.distance)}. Overlapping chunks of one file are "
+                    "shown as one result (setting search.merge_overlapping). " + pg.MODE_HELP)
 
 
 def render_distribution(run: pg.SearchRun) -> None:
@@ -106,8 +122,8 @@ def render_map(run: pg.SearchRun) -> None:
     data = pd.DataFrame(rows)
     few_files = data["file"].nunique() <= 20  # the query is one "file" too; tableau20 has 20 distinct colours
     base = alt.Chart(data).encode(
-        x=alt.X("x:Q", title="PC 1", axis=alt.Axis(labels=False), scale=alt.Scale(zero=False, padding=14)),
-        y=alt.Y("y:Q", title="PC 2", axis=alt.Axis(labels=False), scale=alt.Scale(zero=False, padding=14)),
+        x=alt.X("x:Q", title=None, axis=alt.Axis(labels=False), scale=alt.Scale(zero=False, padding=14)),
+        y=alt.Y("y:Q", title=None, axis=alt.Axis(labels=False), scale=alt.Scale(zero=False, padding=14)),
         tooltip=["file", "page", "chunk", "rank", "text"],
     )
     chunks = base.transform_filter(alt.datum.role != "query").mark_circle(size=40, opacity=0.55).encode(
@@ -123,9 +139,11 @@ def render_map(run: pg.SearchRun) -> None:
                     width="stretch")
     sample = f"a sample of {len(smap.rows)} of {smap.total}" if smap.sampled else f"all {smap.total}"
     ex = smap.projection.explained if smap.projection else (0.0, 0.0)
-    st.caption(f"Map of {sample} chunks (PCA of the stored vectors, {ex[0] + ex[1]:.0%} of the variance): "
-               f"colour = file{'' if few_files else ' (hover a point for its name)'}, circled = the hits with "
-               "their rank, red cross = the query. Near on the map is a rough hint of near in meaning.")
+    st.caption(f"Map of the store, {sample} chunks: colour = file{'' if few_files else ' (hover a point for its name)'}, "
+               "circled = the results with their rank, red cross = the query. Near on the map is a rough hint "
+               "of near in meaning.",
+               help=f"A PCA projection of the stored vectors onto their two main directions, which hold "
+                    f"{ex[0] + ex[1]:.0%} of the variance.")
 
 
 # -- the form ----------------------------------------------------------------------------------------
@@ -140,9 +158,11 @@ except KnowledgeError as exc:
     st.error(str(exc))
     st.stop()
 k = c2.number_input("Results (k)", min_value=1, max_value=50, value=5, step=1, key="pg_k")
+default_threshold = wb.settings.search.score_threshold if record.distance in ("cosine", "dot") else None
 threshold = c3.number_input(
-    "Score threshold", value=None, step=0.05, format="%.2f", placeholder="none", key="pg_threshold",
-    help=f"Keep only hits at least this good. Score: {pg.score_meaning(record.distance)}.")
+    "Score threshold", value=default_threshold, step=0.05, format="%.2f", placeholder="none", key="pg_threshold",
+    help=f"Keep only results at least this good on meaning; below it a chunk is not a good match. Score: "
+         f"{pg.score_meaning(record.distance)}. Default: setting search.score_threshold.")
 
 names = {f"{f.file_name or f.file_id} ({f.chunks} chunks)": f for f in files}
 with st.expander("Filters", expanded=bool(st.session_state.get("pg_fields") or
@@ -150,8 +170,8 @@ with st.expander("Filters", expanded=bool(st.session_state.get("pg_fields") or
     f1, f2 = st.columns(2)
     file_label = f1.selectbox("File", [ALL_FILES, *names], key="pg_file")
     fields = f2.text_area(
-        "Payload fields", key="pg_fields", height=80, placeholder="page = 2",
-        help="One `field = value` per line; every line must match. Numbers, true/false and null are "
+        "Extra fields", key="pg_fields", height=80, placeholder="page = 2",
+        help="The chunks' payload fields. One `field = value` per line; every line must match. Numbers, true/false and null are "
              "read as such; quote a value to match it as text (\"2024\").")
     f2.caption("Fields in this store: " + (", ".join(f"`{f}`" for f in fields_hint) or "none yet"))
 
@@ -159,8 +179,7 @@ c4, c6, c5 = st.columns([3, 1, 1])
 query = c4.text_input("Query", key="pg_query", placeholder="Ask something the documents answer")
 mode = c6.selectbox("Ranking", list(pg.MODES), index=list(pg.MODES).index(wb.settings.search.mode),
                     format_func=pg.MODES.get, key="pg_mode",
-                    help="Hybrid: meaning (vectors) and exact words (BM25) merged by reciprocal rank fusion. "
-                         "The default comes from the setting search.mode.")
+                    help=pg.MODE_HELP + " The default comes from the setting search.mode.")
 compare = c5.selectbox("Compare with", [NO_COMPARE, *[s for s in stores if s != store]], key="pg_compare",
                        help="Run the same query on a second store, side by side.")
 show_map = st.toggle("Show the map of the store", value=True, key="pg_map")

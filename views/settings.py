@@ -73,10 +73,13 @@ with tab_configs:
                                       "capabilities": None if default_caps or PROVIDERS[provider] == "EMBEDDING"
                                       else caps, "context_tokens": int(context),
                                       "write_tools": bool(write_tools) and PROVIDERS[provider] == "CHAT"})
-                st.success(f"Saved {saved.name}.")
+                st.session_state["flash:llm-config"] = f"Saved the config {saved.name}."
                 st.rerun()
             except KnowledgeError as exc:
                 st.error(str(exc))
+
+    if msg := st.session_state.pop("flash:llm-config", None):
+        st.success(msg)
 
     st.subheader("Delete a config")
     c1, c2 = st.columns([3, 1])
@@ -84,7 +87,10 @@ with tab_configs:
                           placeholder="Choose a config to delete")
     if c2.button("Delete", disabled=victim is None):
         configs.delete(victim)
+        st.session_state["flash:llm-delete"] = f"Deleted the config {victim}."
         st.rerun()
+    if msg := st.session_state.pop("flash:llm-delete", None):
+        st.success(msg)
 
 with tab_traces:
     store = ChatStore(wb.catalog)

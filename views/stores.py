@@ -16,9 +16,10 @@ import streamlit as st
 from knowledge.catalog import DONE, FAILED, PENDING, PROCESSING
 from knowledge.errors import KnowledgeError
 from knowledge.jobs import IngestJob
+from knowledge.outcomes import can_retry, needs_password, plain_reason
 from knowledge.templates import DEFAULT_TEMPLATE, make_template
 from knowledge.vectorstore.registry import backend_names
-from knowledge.workbench import CANCELLED, DUPLICATE, INDEXED, UNCHANGED, Workbench
+from knowledge.workbench import CANCELLED, DUPLICATE, FAILED_OUTCOME, INDEXED, UNCHANGED, Workbench
 
 wb: Workbench = st.session_state["workbench"]
 settings = wb.settings
@@ -38,27 +39,54 @@ def _mb(n: int | None) -> float | None:
 
 
 # ------------------------------------------------------------------------------------------------
-def job_panel(store: str) -> None:
-    """The current batch of ``store``: each file's progress while it runs, then its outcome.
+def store_counts(store: str) -> dict[str, int]:
+    """The store's numbers, one meaning each: ``indexed`` files (searchable), ``failed`` files (kept
+    for a retry), ``busy`` files (being ingested) and ``chunks`` of the indexed files."""
+    files = wb.store_files(store)
+    return {"indexed": sum(1 for f in files if f.status == DONE),
+            "failed": sum(1 for f in files if f.status == FAILED),
+            "busy": sum(1 for f in files if f.status in (PROCESSING, PENDING)),
+            "chunks": sum(f.chunks or 0 for f in files if f.status == DONE)}
 
-    While the batch runs, a fragment redraws the progress every half second and reruns the whole
-    page once the batch is done (so the file list, the counts and the stores table follow). The
-    finished batch is drawn by the page itself, not by a fragment.
+
+def counters(store: str, disk_bytes: int | None = None) -> None:
+    n = store_counts(store)
+    try:  # the size now (the page's figure is from its last full run)
+        vs = wb.vector_store(store)
+        disk_bytes = vs.info().disk_bytes if vs.exists() else disk_bytes
+    except KnowledgeError:
+        pass
+    c1, c2, c3, c4 = st.columns(4)
+    c1.metric("Indexed files", n["indexed"], help="Files of this store that are searchable.")
+    c2.metric("Chunks", n["chunks"], help="Searchable pieces of text of the indexed files.")
+    c3.metric("Failed files", n["failed"], help="Files that could not be indexed; see Needs attention.")
+    c4.metric("Size on disk", f"{(disk_bytes or 0) / 1e6:.2f} MB")
+
+
+def status_panel(store: str, disk_bytes: int | None) -> None:
+    """Right under the drop zone: the batch header (files done, chunks so far, time left) and the
+    store's counters, redrawn every half second while a batch runs; then each file's progress.
+
+    While the batch runs, a fragment redraws this every half second and reruns the whole page once
+    the batch is done (so the file list and the stores table follow). The finished batch is drawn by
+    the page itself, not by a fragment.
 
     The panel sits alone in a container of its own. Streamlit (1.67) may start a fragment run
     queued by the browser's auto-rerun timer right after a full run, before that run's messages
     were sent; it then drops the full run's deltas of that fragment, and the browser, finishing the
     full run, removes the fragment's block as stale and moves its later siblings up one place,
-    where the fragment run's block then lands on the next sibling: the "#### Files (n)" heading
-    vanished that way. Alone in its container the block has no later sibling to replace.
+    where the fragment run's block then lands on the next sibling: a heading vanished that way.
+    Alone in its container the block has no later sibling to replace.
     """
     job = _current_job(store)
-    if job is None:
-        return
     slot = st.container()
-    if job.done:
+    if job is None or job.done:
         with slot:
-            _job_outcomes(job)
+            if job is not None:
+                _batch_header(job, store)
+            counters(store, disk_bytes)
+            if job is not None:
+                _job_outcomes(job)
         return
 
     # A fragment of its own name, registered only while the batch runs: after the full rerun, an
@@ -67,21 +95,40 @@ def job_panel(store: str) -> None:
     def running_batch() -> None:
         if job.done:
             st.rerun(scope="app")  # the outcomes, the file list and the counts
-        left, right = st.columns([5, 1])
-        left.progress(job.fraction, text=f"Ingesting {len(job.files)} file(s) into {store}...")
+        left, right = st.columns([5, 1], vertical_alignment="center")
+        with left:
+            _batch_header(job, store)
         if right.button("⏹️ Stop", key=f"stop:{store}", help="Cancel the current file and skip the rest;"
                         " the store keeps what was finished."):
             job.cancel()
+        counters(store, disk_bytes)
         _job_outcomes(job)
 
     with slot:
         running_batch()
 
 
+def _batch_header(job: IngestJob, store: str) -> None:
+    """``n of N files · chunks so far · time left`` as a progress bar (a summary once done)."""
+    n, total = job.finished, len(job.files)
+    if job.done:
+        counts = job.counts()
+        parts = [f"{counts[o]} {label}" for o, label in ((INDEXED, "indexed"), (UNCHANGED, "unchanged"),
+                 (DUPLICATE, "duplicates"), (FAILED_OUTCOME, "failed"), (CANCELLED, "not started"))
+                 if counts.get(o)]
+        st.progress(1.0, text=f"**Batch done: {total} file{'' if total == 1 else 's'}** · {job.chunks} chunks · "
+                    + ", ".join(parts))
+        return
+    eta = job.eta_seconds()
+    left = f"about {_duration(eta)} left" if eta is not None else "estimating the time left…"
+    st.progress(job.fraction, text=f"**{n} of {total} files** into {store} · {job.chunks} chunks so far · {left}")
+
+
 def _said(r) -> str:
-    """The result's message without the file name it starts with (the line names the file)."""
+    """The result's message without the file name it starts with (the line names the file), in words."""
     prefix = f"{r.name}: "
-    return r.message[len(prefix):] if r.message.startswith(prefix) else r.message
+    msg = r.message[len(prefix):] if r.message.startswith(prefix) else r.message
+    return msg if r.ok or r.outcome == CANCELLED else plain_reason(msg)
 
 
 def _current_job(store: str) -> IngestJob | None:
@@ -104,10 +151,16 @@ def _duration(seconds: float) -> str:
 
 
 def _job_outcomes(job: IngestJob) -> None:
-    """One line per file of ``job``: its progress, or its outcome once it is finished."""
+    """One line per file of ``job``: its progress, or its outcome once it is finished. Once the batch
+    is done its failed files that the store keeps for a retry are listed once, under Needs attention,
+    not here again (a file refused before it was kept, too large for one, is said here)."""
+    failed = 0
+    kept = {f.file_id for f in wb.store_files(job.store) if f.status == FAILED} if job.done else set()
     for fp in job.files:
         r = fp.result
         if r is None:
+            if fp.stage == "waiting":
+                continue  # the header counts them; a long batch is not a long list of empty bars
             eta = fp.eta_seconds()
             left = f", about {_duration(eta)} left" if eta is not None else ""
             st.progress(fp.fraction, text=f"{fp.name} — {fp.stage}{left}")
@@ -115,13 +168,15 @@ def _job_outcomes(job: IngestJob) -> None:
             st.markdown(f"{OUTCOME_ICON.get(r.outcome, '•')} **{fp.name}** — {_said(r)}")
             for w in r.warnings:
                 st.warning(f"{fp.name}: {w}", icon="⚠️")
+        elif job.done and r.file_id in kept:
+            failed += 1
         else:
-            hint = (" Enter it under **Needs attention** in the file list when this batch is done."
-                    if "password" in r.message.lower() else "")
-            st.error(f"**{fp.name}** — {_said(r)}{hint}", icon="❌")
+            st.error(f"**{fp.name}** — {_said(r)}", icon="❌")
+    if failed:
+        st.caption(f"{failed} file{' is' if failed == 1 else 's are'} listed under **Needs attention** below.")
 
 
-def upload_section(store: str) -> None:
+def upload_section(store: str, disk_bytes: int | None) -> None:
     limit_mb = settings.ingest.max_file_mb
     uploads = st.file_uploader(
         "Drop files here (PDF, DOCX, Markdown, text, HTML, CSV)", accept_multiple_files=True,
@@ -139,9 +194,13 @@ def upload_section(store: str) -> None:
         processed.update(u.file_id for u in new)  # before anything else: never twice
         items = [(u.name, u.getvalue()) for u in new]
         st.session_state[f"job:{store}"] = IngestJob(wb, store, items).start()
+    status_panel(store, disk_bytes)
 
     tpl = wb.store_template(wb.get_store(store))
     folders = st.session_state["local_folders"]
+    skipped = st.session_state.pop(f"skipped:{store}", None)
+    if skipped:
+        st.warning(skipped)
     with st.expander("📁 Ingest a folder on this machine"):
         st.caption(f"Allowed folders: {folders.describe()} (setting `ingest.allowed_dirs`). Hidden folders"
                    " such as `.ssh` and the data folder are never read.")
@@ -157,83 +216,137 @@ def upload_section(store: str) -> None:
                     try:
                         job = IngestJob.from_folder(wb, store, folder, glob, folders=folders)
                         st.session_state[f"job:{store}"] = job.start()
+                        if job.skipped:
+                            st.session_state[f"skipped:{store}"] = (
+                                f"{len(job.skipped)} file(s) left out: they lead outside the allowed folders"
+                                f" ({', '.join(job.skipped[:3])}{', ...' if len(job.skipped) > 3 else ''}).")
+                        st.rerun()
                     except KnowledgeError as exc:
                         st.error(str(exc))
-                    else:
-                        if job.skipped:
-                            st.warning(f"{len(job.skipped)} file(s) left out: they lead outside the allowed"
-                                       f" folders ({', '.join(job.skipped[:3])}"
-                                       f"{', ...' if len(job.skipped) > 3 else ''}).")
-    job_panel(store)
+
+
+def confirm(label: str, key: str, question: str, *, yes: str = "Yes, delete", **kwargs) -> bool:
+    """A button that asks first: ``label`` shows ``question`` with "Yes" and "Cancel" in its place;
+    True on the run where "Yes" is clicked."""
+    asking = f"confirm:{key}"
+    if st.session_state.get(asking):
+        st.warning(question, icon="⚠️")
+        c1, c2 = st.columns(2)
+        if c1.button(yes, key=f"yes:{key}", type="primary"):
+            st.session_state.pop(asking, None)
+            return True
+        if c2.button("Cancel", key=f"no:{key}"):
+            st.session_state.pop(asking, None)
+            st.rerun()
+        return False
+    if st.button(label, key=key, **kwargs):
+        st.session_state[asking] = True
+        st.rerun()
+    return False
 
 
 def files_section(store: str) -> None:
     files = wb.store_files(store)
-    st.markdown(f"#### Files ({len(files)})")
+    job = _current_job(store)
+    running = job is not None and not job.done
+    failed = [f for f in files if f.status == FAILED]
+    busy = [f for f in files if f.status in (PROCESSING, PENDING)]
+    listed = [f for f in files if f.status == DONE or (f.status in (PROCESSING, PENDING) and not running)]
+    st.markdown(f"#### Indexed files ({sum(1 for f in files if f.status == DONE)})")
     if not files:
         st.caption("No files yet: drop some above.")
+        flash(f"files:{store}")
+        flash(f"attention:{store}")
         return
-    st.dataframe(
-        [{"file": f.file_name, "status": STATUS_LABEL.get(f.status, f.status),
-          "reason": f.reason or "", "chunks": f.chunks, "pages": f.pages, "warnings": f.warnings,
-          "size (MB)": None if f.size is None else round(f.size / 1e6, 3),
-          "seconds": round(f.total_seconds or 0, 2), "updated": f.updated}
-         for f in files],
-        hide_index=True, width="stretch", key=f"files:{store}",
-        column_config={
-            "warnings": st.column_config.ListColumn("warnings", width="medium"),
-            "reason": st.column_config.TextColumn("reason", width="medium"),
-            "updated": st.column_config.DatetimeColumn("updated", format="YYYY-MM-DD HH:mm"),
-        },
-    )
-    failed = [f for f in files if f.status == FAILED]
-    busy = [f.file_name for f in files if f.status in (PROCESSING, PENDING)]
-    if busy:
-        st.info(f"Being ingested: {', '.join(busy)}. This list updates when you come back to it.", icon="⏳")
+    if listed:
+        st.dataframe(
+            [{"file": f.file_name,
+              "status": STATUS_LABEL[DONE] if f.status == DONE else "⚠️ interrupted",
+              "chunks": f.chunks, "pages": f.pages, "warnings": f.warnings,
+              "size (MB)": None if f.size is None else round(f.size / 1e6, 3),
+              "seconds": round(f.total_seconds or 0, 2), "updated": f.updated}
+             for f in listed],
+            hide_index=True, width="stretch", key=f"files:{store}",
+            column_config={
+                "warnings": st.column_config.ListColumn("warnings", width="medium"),
+                "updated": st.column_config.DatetimeColumn("updated", format="YYYY-MM-DD HH:mm"),
+            },
+        )
+    if busy and not running:
+        st.caption("⚠️ interrupted: the app stopped while ingesting these; drop them again.")
+    flash(f"files:{store}")
+    done = [f for f in files if f.status == DONE]
+    if done:
+        with st.popover("🗑️ Delete a file from this store"):
+            by_id = {f.file_id: f for f in done}
+            version = hashlib.sha1("".join(by_id).encode()).hexdigest()[:8]  # a new list, a new widget
+            fid = st.selectbox("File", list(by_id), format_func=lambda i: by_id[i].file_name,
+                               key=f"del-pick:{store}:{version}")
+            st.caption("Its chunks leave the store; its bytes leave the file store unless another store uses them.")
+            if fid and confirm("Delete", f"del:{store}", f"Delete **{by_id[fid].file_name}** and its "
+                               f"{by_id[fid].chunks} chunks from {store}?", type="primary"):
+                _delete_file(store, fid, by_id[fid].file_name, f"files:{store}")
+    attention(store, failed)
+
+
+def attention(store: str, failed: list) -> None:
+    """Each failed file once, with what is wrong in words; Retry only where a retry can succeed."""
+    if not failed and not st.session_state.get(f"flash:attention:{store}"):
+        return
     if failed:
-        st.markdown("##### Needs attention")
-        for f in failed:
-            with st.container(border=True):
-                st.markdown(f"❌ **{f.file_name}** — {f.reason or f.status}")
-                needs_pw = "password" in (f.reason or "").lower()
-                c1, c2, c3 = st.columns([3, 1, 1], vertical_alignment="bottom")
-                pw = c1.text_input("Password", type="password", key=f"pw:{store}:{f.file_id}") if needs_pw else None
-                if c2.button("🔁 Retry", key=f"retry:{store}:{f.file_id}"):
-                    try:
-                        with st.spinner(f"Ingesting {f.file_name}..."):
-                            r = wb.retry_file(store, f.file_id, password=pw or None)
-                        job = st.session_state.get(f"job:{store}")
-                        for fp in job.files if job else []:  # the upload's outcome above follows the retry
-                            if fp.result is not None and fp.result.file_id == f.file_id:
-                                fp.result = r
-                        st.session_state[f"flash:{store}"] = (r.ok, r.message)
-                    except KnowledgeError as exc:
-                        st.session_state[f"flash:{store}"] = (False, str(exc))
-                    st.rerun()
-                if c3.button("🗑️ Remove", key=f"rm:{store}:{f.file_id}"):
-                    _delete_file(store, f.file_id, f.file_name)
-    with st.popover("🗑️ Delete a file from this store"):
-        by_id = {f.file_id: f for f in files}
-        version = hashlib.sha1("".join(by_id).encode()).hexdigest()[:8]  # a new list, a new widget
-        fid = st.selectbox("File", list(by_id), format_func=lambda i: by_id[i].file_name,
-                           key=f"del-pick:{store}:{version}")
-        st.caption("Its chunks leave the store; its bytes leave the file store unless another store uses them.")
-        if st.button("Delete", key=f"del:{store}", type="primary") and fid:
-            _delete_file(store, fid, by_id[fid].file_name)
+        st.markdown(f"##### Needs attention ({len(failed)})")
+    flash(f"attention:{store}")
+    retried = st.session_state.pop(f"retry-failed:{store}", None)  # (file_id, message) of a failed retry
+    for f in failed:
+        with st.container(border=True):
+            again = retried is not None and retried[0] == f.file_id  # this file was just tried again
+            said = plain_reason(retried[1] if again else f.reason) or "failed"
+            st.error(f"**{f.file_name}** — {'tried again: ' if again else ''}{said}", icon="❌")
+            retry_ok = can_retry(f.reason)
+            c1, c2, c3 = st.columns([3, 1, 1], vertical_alignment="bottom")
+            pw = (c1.text_input("Password", type="password", key=f"pw:{store}:{f.file_id}")
+                  if needs_password(f.reason) else None)
+            if not retry_ok:
+                c1.caption("Trying again would fail the same way: fix the file and drop it again, or remove it.")
+            if retry_ok and c2.button("🔁 Retry", key=f"retry:{store}:{f.file_id}"):
+                _retry(store, f, pw)
+            with c3:
+                if confirm("🗑️ Remove", f"rm:{store}:{f.file_id}", f"Remove **{f.file_name}** from {store}?",
+                           yes="Yes, remove"):
+                    _delete_file(store, f.file_id, f.file_name, f"attention:{store}")
 
 
-def _delete_file(store: str, file_id: str, name: str) -> None:
+def _retry(store: str, f, pw: str | None) -> None:
+    try:
+        with st.spinner(f"Ingesting {f.file_name}..."):
+            r = wb.retry_file(store, f.file_id, password=pw or None)
+        job = st.session_state.get(f"job:{store}")
+        for fp in job.files if job else []:  # the upload's outcome above follows the retry
+            if fp.result is not None and fp.result.file_id == f.file_id:
+                fp.result = r
+        if r.ok:
+            st.session_state[f"flash:attention:{store}"] = (True, f"{f.file_name}: {_said(r)} Now searchable.")
+        else:
+            failed_id = r.file_id if r.file_id and wb.catalog.get_file(store, r.file_id) else f.file_id
+            st.session_state[f"retry-failed:{store}"] = (failed_id, _said(r))
+    except KnowledgeError as exc:
+        st.session_state[f"retry-failed:{store}"] = (f.file_id, str(exc))
+    st.rerun()
+
+
+def _delete_file(store: str, file_id: str, name: str, where: str) -> None:
     try:
         n = wb.delete_file(store, file_id)
-        st.session_state[f"flash:{store}"] = (True, f"Deleted {name} from {store} ({n} chunks).")
+        st.session_state[f"flash:{where}"] = (True, f"Deleted {name} from {store} ({n} chunks).")
     except KnowledgeError as exc:
-        st.session_state[f"flash:{store}"] = (False, str(exc))
+        st.session_state[f"flash:{where}"] = (False, f"{name}: {exc}")
     st.rerun()
 
 
 def manage_section(store: str, files: int, chunks: int) -> None:
     record = wb.get_store(store)
     with st.expander("⚙️ Re-embed or delete this store"):
+        flash(f"manage:{store}")
         others = [n for n in wb.templates.names() if n != record.template]
         c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
         target = c1.selectbox("Re-embed to template", others, key=f"reembed-to:{store}",
@@ -243,12 +356,12 @@ def manage_section(store: str, files: int, chunks: int) -> None:
             bar = st.progress(0.0, text="Re-embedding...")
             try:
                 wb.reembed(store, target, progress=lambda stage, f: bar.progress(f, text=f"Re-embedding: {f:.0%}"))
-                st.session_state[f"flash:{store}"] = (True, f"{store} now uses template {target}.")
+                st.session_state[f"flash:manage:{store}"] = (True, f"{store} now uses template {target}.")
             except KnowledgeError as exc:
-                st.session_state[f"flash:{store}"] = (False, str(exc))
+                st.session_state[f"flash:manage:{store}"] = (False, f"{store}: {exc}")
             st.rerun()
         st.divider()
-        sure = st.checkbox(f"Yes, delete {store} with its {files} file(s) and {chunks} chunks",
+        sure = st.checkbox(f"Yes, delete {store} with its {files} indexed file(s) and {chunks} chunks",
                            key=f"sure:{store}")
         if st.button("🗑️ Delete store", key=f"drop:{store}", type="primary", disabled=not sure):
             try:
@@ -256,7 +369,7 @@ def manage_section(store: str, files: int, chunks: int) -> None:
                 st.session_state.pop("store_selected", None)
                 st.session_state["flash:"] = (True, f"Deleted the store {store}.")
             except KnowledgeError as exc:
-                st.session_state[f"flash:{store}"] = (False, str(exc))
+                st.session_state[f"flash:manage:{store}"] = (False, f"{store}: {exc}")
             st.rerun()
 
 
@@ -266,68 +379,99 @@ def flash(key: str) -> None:
         (st.success if msg[0] else st.error)(msg[1])
 
 
+def backend_words(backend: str) -> str:
+    """The backend in plain words, the technical name after it."""
+    return {"memory": "stored on this computer", "pgvector": "stored in PostgreSQL (pgvector)",
+            "qdrant": "stored in Qdrant"}.get(backend, f"stored by the {backend} plugin")
+
+
 # ------------------------------------------------------------------------------------------------
+def new_store_form(stores: list) -> None:
+    with st.form("new-store", clear_on_submit=True):
+        c1, c2 = st.columns(2)
+        name = c1.text_input("Name", placeholder="Team notes")
+        template = c2.selectbox("Template", wb.templates.names())
+        if st.form_submit_button("Create store", type="primary"):
+            try:
+                existed = wb.catalog.get_store(name.strip()) is not None
+                with st.spinner("Creating (loads the embedding model the first time)..."):
+                    wb.create_store(name.strip(), template)
+                st.session_state["store_pending"] = name.strip()  # selected on the next run
+                st.session_state["flash:"] = (True, f"The store {name.strip()} already exists; here it is."
+                                              if existed else f"Created the store {name.strip()}.")
+                st.rerun()
+            except KnowledgeError as exc:
+                st.error(str(exc))
+
+
 def stores_tab() -> None:
-    flash("")
     try:
         stores = wb.list_stores()
     except KnowledgeError as exc:
         st.error(str(exc))
         return
-    if stores:
-        st.dataframe(
-            [{"store": s.record.name, "template": s.record.template, "backend": s.record.backend,
-              "model": s.record.embedding_model, "dimension": s.record.dimension, "files": s.files,
-              "chunks": s.chunks, "size (MB)": _mb(s.disk_bytes)} for s in stores],
-            hide_index=True, width="stretch", key="stores-table",
-            column_config={"size (MB)": st.column_config.NumberColumn(format="%.2f")},
-        )
-    with st.expander("➕ New store", expanded=not stores):
-        with st.form("new-store", clear_on_submit=True):
-            c1, c2 = st.columns(2)
-            name = c1.text_input("Name", placeholder="Team notes")
-            template = c2.selectbox("Template", wb.templates.names())
-            if st.form_submit_button("Create store", type="primary"):
-                try:
-                    existed = wb.catalog.get_store(name.strip()) is not None
-                    with st.spinner("Creating (loads the embedding model the first time)..."):
-                        wb.create_store(name.strip(), template)
-                    st.session_state["store_selected"] = name.strip()
-                    st.session_state["flash:"] = (True, f"The store {name.strip()} already exists; here it is."
-                                                  if existed else f"Created the store {name.strip()}.")
-                    st.rerun()
-                except KnowledgeError as exc:
-                    st.error(str(exc))
     if not stores:
+        flash("")
+        with st.expander("➕ New store", expanded=True):
+            new_store_form(stores)
         st.info("No vector stores yet: create one above, then drop files on it.")
         return
     names = [s.record.name for s in stores]
+    if (pending := st.session_state.pop("store_pending", None)) in names:
+        st.session_state["store_selected"] = pending
     if st.session_state.get("store_selected") not in names:
         running = [n for n in names if (j := IngestJob.latest(wb, n)) is not None and not j.done]
         st.session_state["store_selected"] = (running or names)[0]  # a running batch first
-    store = st.selectbox("Open store", names, key="store_selected")
+    c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
+    store = c1.selectbox("Open store", names, key="store_selected")
+    with c2.popover("➕ New store", width="stretch"):
+        new_store_form(stores)
+    flash("")
     summary = next(s for s in stores if s.record.name == store)
     r = summary.record
     with st.container(border=True):
         st.subheader(f"🗂️ {store}")
-        st.caption(f"template **{r.template}** · backend **{r.backend}** · model `{r.embedding_model}` · "
-                   f"{r.dimension} dimensions · {r.distance}")
-        c1, c2, c3 = st.columns(3)
-        c1.metric("Files", summary.files)
-        c2.metric("Chunks", summary.chunks)
-        c3.metric("Size (MB)", f"{_mb(summary.disk_bytes) or 0:.2f}")
-        flash(store)
+        st.caption(f"template **{r.template}** · {backend_words(r.backend)} · model `{r.embedding_model}` "
+                   f"({r.dimension} dimensions, {r.distance})",
+                   help=f"Backend: {r.backend}. Scores compare embeddings by {r.distance} distance.")
         try:
-            upload_section(store)
+            upload_section(store, summary.disk_bytes)
             files_section(store)
             manage_section(store, summary.files, summary.chunks)
         except KnowledgeError as exc:
             st.error(str(exc))
+    st.markdown(f"#### All stores ({len(stores)})")
+    st.dataframe(
+        [{"store": s.record.name, "template": s.record.template, "stored": backend_words(s.record.backend),
+          "backend": s.record.backend, "model": s.record.embedding_model, "dimension": s.record.dimension,
+          "files": s.files, "chunks": s.chunks, "size (MB)": _mb(s.disk_bytes)} for s in stores],
+        hide_index=True, width="stretch", key="stores-table",
+        column_config={"size (MB)": st.column_config.NumberColumn(format="%.2f"),
+                       "files": st.column_config.NumberColumn("indexed files",
+                                                              help="Searchable files of the store")},
+    )
 
 
 # ------------------------------------------------------------------------------------------------
+def _fitted(tpl) -> str:
+    """What a template's chunk size becomes with its model (" Its chunks of 1000 tokens will be fitted
+    to the 256-token window ...: 254 tokens, overlap 127."), or "" when it fits or the model cannot be
+    loaded here (then ingestion says it)."""
+    from knowledge.ingest.chunker import plan_chunking
+
+    try:
+        embedder = wb.embedder(tpl.embedding_model)
+        plan = plan_chunking(embedder, tpl.max_chunk_size_tokens, tpl.chunk_overlap_tokens)
+    except KnowledgeError:
+        return ""
+    if (plan.max_tokens, plan.overlap_tokens) == (tpl.max_chunk_size_tokens, tpl.chunk_overlap_tokens):
+        return ""
+    return (f" Its chunk size of {tpl.max_chunk_size_tokens} tokens is more than the {embedder.max_tokens}-token "
+            f"window of {embedder.name}: chunks will be fitted to {plan.max_tokens} tokens with an overlap of "
+            f"{plan.overlap_tokens}, so no text is cut off.")
+
+
 def templates_tab() -> None:
-    flash("templates")
     templates = wb.templates.list()
     st.dataframe(
         [{"template": t.name + (" (built in)" if t.builtin else ""), "backend": t.backend,
@@ -369,10 +513,11 @@ def templates_tab() -> None:
                                     ingest_folder=folder.strip() or None, ingest_glob=glob.strip() or "**/*",
                                     description=desc.strip())
                 wb.save_template(tpl)
-                st.session_state["flash:templates"] = (True, f"Saved the template {tpl.name}.")
+                st.session_state["flash:templates"] = (True, f"Saved the template {tpl.name}.{_fitted(tpl)}")
                 st.rerun()
             except KnowledgeError as exc:
                 st.error(str(exc))
+    flash("templates")
     if editing:
         users = wb.stores_using_template(pick)
         if users:

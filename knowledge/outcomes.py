@@ -1,0 +1,77 @@
+"""Why a file failed, in words a person reads -- and whether trying again can help.
+
+Readers and the workbench record a failure's reason as text (``FileRecord.reason``,
+``IngestResult.message``). Some reasons carry a library's exception name and message
+(``unreadable PDF (damaged or truncated?): PdfStreamError: Stream has ended unexpectedly``,
+``unreadable DOCX: KeyError: "There is no item named 'word/document.xml'"``), which mean nothing to
+most people. :func:`plain_reason` says the same in words, without the exception's name;
+:func:`can_retry` tells a failure a retry can fix (a password, an interruption, a busy or
+unreachable service) from one it cannot (an empty file, a damaged file, an unsupported format).
+Nothing here changes what is recorded; the UI uses these to show it.
+"""
+
+from __future__ import annotations
+
+import re
+
+# "PdfStreamError: ...", "KeyError: ...", "zipfile.BadZipFile: ...", "(ValueError: ...)" up to the end.
+_EXCEPTION = re.compile(
+    r"\s*[(\[]?\b(?:[A-Za-z_][\w]*\.)*(?:[A-Z][A-Za-z0-9]*(?:Error|Exception|Warning|Failure|BadZipFile)|"
+    r"KeyError|OSError|IOError|EOFError|AssertionError|StopIteration)\b(?::.*|\))?$", re.S)
+
+# (a reason starting like this, what to say instead)
+_REWORDED: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"^unreadable PDF", re.I),
+     "This PDF is damaged or incomplete (perhaps cut short while copying), so its text cannot be read."),
+    (re.compile(r"^unsupported PDF encryption", re.I),
+     "This PDF is locked with an encryption method the app cannot open."),
+    (re.compile(r"^unreadable DOCX: the file is damaged", re.I),
+     "This Word file is damaged, so its text cannot be read."),
+    (re.compile(r"^unreadable DOCX: not an Office package", re.I),
+     "This file is named like a Word document but is not one."),
+    (re.compile(r"^unreadable DOCX", re.I),
+     "This Word file cannot be read: its inner structure is broken or not what Word writes."),
+    (re.compile(r"^unreadable CSV", re.I), "This CSV file cannot be read as a table."),
+    (re.compile(r"unexpected error", re.I),
+     "Something unexpected went wrong while reading this file; the server log has the details."),
+]
+
+# Failures a retry can fix: a password to give, an interrupted or cancelled run, a service that was
+# busy, locked or out of reach.
+_RETRYABLE = re.compile(
+    r"password|interrupted|cancel|not started|timed? ?out|timeout|unavailable|unreachable|cannot reach|"
+    r"could not reach|connection|locked|busy|try again|temporar", re.I)
+
+
+def plain_reason(reason: str | None) -> str:
+    """``reason`` in words, with no exception class name or library message in it; ``""`` for none.
+
+    Known reader messages are reworded ("unreadable PDF ...: PdfStreamError: ..." -> "This PDF is
+    damaged or incomplete ..."); elsewhere an exception name and what follows it are cut off. The
+    first letter is upper-case and the text ends with a full stop.
+    """
+    text = " ".join((reason or "").split())
+    if not text:
+        return ""
+    for pattern, words in _REWORDED:
+        if pattern.search(text):
+            return words
+    cut = _EXCEPTION.sub("", text).rstrip(" :;,(-")
+    text = cut or "This file cannot be read"
+    text = text[0].upper() + text[1:]
+    return text if text.endswith((".", "!", "?")) else text + "."
+
+
+def can_retry(reason: str | None) -> bool:
+    """Whether trying the same file again can succeed: a password is asked for or was wrong, the run
+    was interrupted or cancelled, or a service was busy or out of reach. Not for an empty file, a
+    damaged one or an unsupported format (a legacy .doc, an image, ...): the same bytes fail again."""
+    return bool(reason) and bool(_RETRYABLE.search(reason))
+
+
+def needs_password(reason: str | None) -> bool:
+    """Whether the failure asks for a password (missing or wrong)."""
+    return "password" in (reason or "").lower()
+
+
+__all__ = ["can_retry", "needs_password", "plain_reason"]

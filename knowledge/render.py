@@ -1,0 +1,316 @@
+"""Chunk text as a person reads it: Markdown rendered safely, source markup hidden, query words marked.
+
+A stored chunk is an exact slice of its document (``text == document.text[char_start:char_end]``), so
+the chunk of a Markdown file carries the file's markup: HTML tags (``<span class="filename">``,
+``</Listing>``), HTML comments (``<!-- ignore -->``), mdBook directives (``{{#include ...}}``),
+``**emphasis**`` and code fences. Nothing here changes what is stored; these functions only turn a
+chunk into something to show:
+
+* :func:`render_html` -- safe HTML for ``st.markdown(..., unsafe_allow_html=True)`` (or any page):
+  Markdown rendered by markdown-it-py (CommonMark + tables), HTML tags and comments not shown (the
+  text inside a tag is kept), mdBook directives removed, code kept as code, links and images as their
+  text only (nothing is fetched), the query's words in ``<mark>``. Plain text (PDF, DOCX, TXT, ...)
+  is escaped and shown as it is, line breaks kept.
+* :func:`plain_text` -- the same reading as plain text (for a snippet or a quote), no markup at all.
+* :func:`highlight` / :func:`escape_markdown` -- text made inert for Streamlit Markdown, query words
+  in ``<mark>``.
+* :func:`query_terms` / :func:`match_spans` -- which words of a text match a query (the same word
+  in any case, or the same English stem, as the BM25 side of the search matches it).
+
+Whether a chunk is Markdown is told by its file name (:func:`is_markdown`); without one, a chunk that
+carries HTML comments, HTML tags, mdBook directives or code fences is treated as Markdown.
+
+Every output is safe to hand to an HTML renderer: the source's own HTML never reaches the output,
+all text is escaped, and the output is one line (newlines as ``&#10;``), so a Markdown renderer
+around it (Streamlit's) sees a single HTML block and interprets nothing inside it.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import unicodedata
+from collections.abc import Sequence
+from functools import lru_cache
+from pathlib import PurePath
+
+#: Words too common to highlight (English function words; anything shorter than
+#: :data:`MIN_TERM_LENGTH` characters is skipped anyway).
+STOPWORDS = frozenset("""
+a about above after again against all also am an and any are as at be because been before being below
+between both but by can could did do does doing down during each few for from further had has have
+having he her here hers herself him himself his how i if in into is it its itself just me more most my
+myself no nor not now of off on once only or other our ours ourselves out over own same she should so
+some such than that the their theirs them themselves then there these they this those through to too
+under until up very was we were what when where which while who whom why will with would you your
+yours yourself yourselves shall may might must let lets get got its it's don't does doesn't
+""".split())
+
+#: Words shorter than this are not highlighted.
+MIN_TERM_LENGTH = 3
+
+#: File name endings read as Markdown.
+MARKDOWN_SUFFIXES = frozenset({".md", ".markdown", ".mdown", ".mkd", ".mkdn", ".mdx"})
+
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)  # letters and digits of any script; "_" separates words
+# ASCII characters that mean something to Markdown, Streamlit's Markdown extensions (``:color[...]``,
+# ``$math$``, ``:emoji:``) or HTML; each becomes a numeric character reference.
+_SPECIAL = re.compile(r"[!-/:-@\[-`{-~]")
+# Source markup that is never shown: whole HTML comments, a comment cut by the chunk's end, a comment's
+# tail at the chunk's start, mdBook directives (also cut by the end), a tag cut by the chunk's end.
+_COMMENT = re.compile(r"<!--.*?-->", re.S)
+_OPEN_COMMENT = re.compile(r"<!--.*\Z", re.S)
+_COMMENT_TAIL = re.compile(r"\A(?:(?!<!--).)*?-->", re.S)
+_DIRECTIVE = re.compile(r"\{\{#.*?\}\}", re.S)
+_OPEN_DIRECTIVE = re.compile(r"\{\{#[^}]*\Z")
+_OPEN_TAG = re.compile(r"</?[A-Za-z][^<>]*\Z")
+# A reference link whose definition lies outside the chunk: "[the docs][prelude]" reads "the docs".
+_REF_LINK = re.compile(r"\[([^\[\]]+)\]\[[^\[\]]*\]")
+_FENCE = re.compile(r"^ {0,3}(```+|~~~+)[ \t]*([^\n`]*)$", re.M)
+_SNIFF = re.compile(r"<!--|\{\{#|</?[A-Za-z][\w-]*(?:\s[^<>]*)?>|^\s*(?:```|~~~)", re.M)
+
+
+# -- which words match ----------------------------------------------------------------------------
+def query_terms(query: str) -> list[str]:
+    """The query's content words, lowercased, longest first: runs of letters and digits (any script)
+    of at least :data:`MIN_TERM_LENGTH` characters that are not :data:`STOPWORDS`. Punctuation and
+    regex characters are not words, so they never reach a pattern."""
+    words = {w.casefold() for w in _WORD.findall(unicodedata.normalize("NFC", query or ""))}
+    terms = [w for w in words if len(w) >= MIN_TERM_LENGTH and w not in STOPWORDS]
+    return sorted(terms, key=lambda w: (-len(w), w))
+
+
+def _terms(query: str | Sequence[str]) -> list[str]:
+    return query_terms(query) if isinstance(query, str) else [unicodedata.normalize("NFC", t) for t in query]
+
+
+def match_spans(text: str, query: str | Sequence[str]) -> list[tuple[int, int]]:
+    """``(start, end)`` character spans of ``text``'s words that match the query: the same word in any
+    case, or a word of at least :data:`MIN_TERM_LENGTH` letters, not a stopword, with the same English
+    Snowball stem (query "iterate" matches "iterating"), in text order. ``text`` is compared as given
+    (normalise it to NFC first if the query may differ in form)."""
+    terms = _terms(query)
+    if not terms or not text:
+        return []
+    from knowledge.lexical import analyzer
+
+    exact = {t.casefold() for t in terms}
+    stem = analyzer().stem
+    stems = set(stem(sorted(exact)))
+    words = list(_WORD.finditer(text))
+    folded = [m.group().casefold() for m in words]
+    out = []
+    for m, w, s in zip(words, folded, stem(folded)):
+        if w in exact or (s in stems and len(w) >= MIN_TERM_LENGTH and w not in STOPWORDS):
+            out.append(m.span())
+    return out
+
+
+def _marked(text: str, query: str | Sequence[str], escape, mark: tuple[str, str]) -> str:
+    out, pos = [], 0
+    for start, end in match_spans(text, query):
+        out.append(escape(text[pos:start]))
+        out.append(mark[0] + escape(text[start:end]) + mark[1])
+        pos = end
+    out.append(escape(text[pos:]))
+    return "".join(out)
+
+
+# -- inert Markdown ---------------------------------------------------------------------------------
+def escape_markdown(text: str) -> str:
+    """``text`` as inert Markdown/HTML: every ASCII punctuation character becomes a numeric character
+    reference (so ``*``, ``_``, ``#``, ``[``, `````, ``$``, ``:``, ``<`` and ``&`` are shown, never
+    interpreted) and line breaks become ``<br>``. Safe for ``st.markdown(..., unsafe_allow_html=True)``."""
+    text = _SPECIAL.sub(lambda m: f"&#{ord(m.group())};", text)
+    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\t", " ")
+    return text.replace("\n", "<br>")
+
+
+def highlight(text: str, query: str | Sequence[str], *, mark: tuple[str, str] = ("<mark>", "</mark>")) -> str:
+    """``text`` escaped (:func:`escape_markdown`) with the words matching the query
+    (:func:`match_spans`) wrapped in ``mark``. Each piece is escaped on its own, so an escape
+    sequence is never matched or split. Unicode is compared in NFC form."""
+    return _marked(unicodedata.normalize("NFC", text or ""), query, escape_markdown, mark)
+
+
+# -- Markdown chunks --------------------------------------------------------------------------------
+def is_markdown(file_name: str | None, text: str | None = None) -> bool:
+    """Whether a chunk is read as Markdown: by the file name's ending (:data:`MARKDOWN_SUFFIXES`);
+    without a name, when ``text`` carries HTML comments or tags, mdBook directives or code fences."""
+    if file_name:
+        return PurePath(file_name).suffix.lower() in MARKDOWN_SUFFIXES
+    return bool(text and _SNIFF.search(text))
+
+
+def strip_source_markup(text: str) -> str:
+    """``text`` without what a reader never sees: HTML comments (also one cut by either end of the
+    chunk) and mdBook ``{{#...}}`` directives (also one cut by the end), and an HTML tag cut by the
+    chunk's end. Tags themselves are left for the Markdown parser (their inner text is kept). A chunk
+    that starts inside a fenced code block gets an opening fence, so its code stays code."""
+    text = _COMMENT.sub("", text)
+    text = _COMMENT_TAIL.sub("", text, count=1)
+    fences = _FENCE.findall(text)
+    if fences and not fences[0][1].strip() and (len(fences) % 2 or fences[-1][1].strip()):
+        # The chunk starts inside a code block: its first fence is a bare closing one (an opening
+        # fence usually names the language), and the fences are odd in number or the last one opens
+        # a block. Open the block where the chunk starts, so code stays code and the rest is Markdown.
+        text = fences[0][0] + "\n" + text
+    text = _OPEN_COMMENT.sub("", text)
+    text = _DIRECTIVE.sub("", text)
+    text = _OPEN_DIRECTIVE.sub("", text)
+    return _OPEN_TAG.sub("", text)
+
+
+def _html_text(fragment: str) -> str:
+    """The text a browser would show for an HTML fragment (tags and comments dropped, entities decoded)."""
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(fragment, "html.parser")
+    for tag in soup(["script", "style", "template"]):
+        tag.decompose()
+    return soup.get_text()
+
+
+@lru_cache(maxsize=1)
+def _parser():
+    from markdown_it import MarkdownIt
+
+    # html=True so that tags are recognised as tags (and then dropped by the rules below), never
+    # shown as text and never passed through.
+    return MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
+
+
+def _unlink(pieces: list[tuple[bool, str]]) -> str:
+    """Join inline pieces ``(is_code, text)`` and turn reference links whose definition lies outside
+    the chunk ("[the docs][prelude]") into their text. Code is hidden behind placeholders while the
+    pattern runs, so ``a[i][j]`` in code is never touched."""
+    code = [t for is_code, t in pieces if is_code]
+    joined, n = [], 0
+    for is_code, t in pieces:
+        if is_code:
+            joined.append(f"\x00{n}\x00")
+            n += 1
+        else:
+            joined.append(t)
+    out = _REF_LINK.sub(r"\1", "".join(joined))
+    return re.sub(r"\x00(\d+)\x00", lambda m: code[int(m.group(1))], out)
+
+
+def _inline_html(children, escape_text) -> str:
+    out: list[tuple[bool, str]] = []
+    for tok in children or []:
+        t = tok.type
+        if t == "text":
+            out.append((False, escape_text(tok.content)))
+        elif t == "code_inline":
+            out.append((True, "<code>" + escape_text(tok.content) + "</code>"))
+        elif t == "softbreak":
+            out.append((False, "\n"))
+        elif t == "hardbreak":
+            out.append((False, "<br>"))
+        elif t in ("em_open", "em_close", "strong_open", "strong_close", "s_open", "s_close"):
+            out.append((False, f"<{'/' if t.endswith('close') else ''}{tok.tag}>"))
+        elif t == "image":  # never fetched: the picture's description instead
+            alt = "".join(c.content for c in tok.children or []) or tok.content
+            out.append((False, escape_text(f"[image: {alt}]" if alt else "[image]")))
+        # link_open / link_close (the link's text stays), html_inline (tags, comments): not shown
+    return _unlink(out)
+
+
+def _render_tokens(tokens, query) -> str:
+    def esc(s: str) -> str:
+        return _marked(s, query, html.escape, ("<mark>", "</mark>")) if query else html.escape(s)
+
+    out = []
+    for tok in tokens:
+        t = tok.type
+        if t == "inline":
+            out.append(_inline_html(tok.children, esc))
+        elif t in ("fence", "code_block"):
+            code = tok.content.rstrip("\n")
+            if code.strip():
+                out.append(f"<pre><code>{esc(code)}</code></pre>")
+        elif t == "html_block":
+            inner = _html_text(tok.content).strip()
+            if inner:
+                out.append(f"<p>{esc(inner)}</p>")
+        elif t == "hr":
+            out.append("<hr>")
+        elif t.endswith("_open") or t.endswith("_close"):
+            if t in ("link_open", "link_close"):
+                continue
+            tag = tok.tag
+            if t.endswith("_close"):
+                out.append(f"</{tag}>")
+            elif tag == "ol" and tok.attrGet("start") not in (None, 1, "1"):
+                out.append(f'<ol start="{int(tok.attrGet("start"))}">')
+            elif tag in ("th", "td") and tok.attrGet("style"):
+                align = re.sub(r"[^a-z:-]", "", str(tok.attrGet("style")))
+                out.append(f'<{tag} style="{align}">')
+            else:
+                out.append(f"<{tag}>")
+    return "".join(out)
+
+
+def _one_line(fragment: str) -> str:
+    """No raw newline: inside ``<pre>`` it stays a line break as ``&#10;``; elsewhere it is a space."""
+    return fragment.replace("\r\n", "\n").replace("\n", "&#10;")
+
+
+def render_html(text: str, query: str | Sequence[str] | None = None, *, file_name: str | None = None,
+                markdown: bool | None = None) -> str:
+    """Safe HTML for a chunk: Markdown rendered (when ``markdown``, default :func:`is_markdown`),
+    else the plain text with its line breaks; the query's matching words (:func:`match_spans`) in
+    ``<mark>``. One line, wrapped in ``<div class="chunk">``; never contains the source's own HTML.
+
+    Args:
+        text: the chunk's text as stored (not changed).
+        query: the query string or its terms; ``None``: nothing marked.
+        file_name: the chunk's file name (decides Markdown or not).
+        markdown: force the decision.
+    Returns:
+        ``str`` of HTML, for ``st.markdown(..., unsafe_allow_html=True)``.
+    """
+    text = unicodedata.normalize("NFC", text or "")
+    if markdown is None:
+        markdown = is_markdown(file_name, text)
+    if markdown:
+        body = _render_tokens(_parser().parse(strip_source_markup(text)), query)
+    else:
+        esc = (lambda s: _marked(s, query, html.escape, ("<mark>", "</mark>"))) if query else html.escape
+        body = esc(text).replace("\r\n", "\n").replace("\n", "<br>")
+    return f'<div class="chunk">{_one_line(body)}</div>'
+
+
+def plain_text(text: str, *, file_name: str | None = None, markdown: bool | None = None) -> str:
+    """A chunk as plain text, the way :func:`render_html` shows it: for Markdown, the text of the
+    rendering (no tags, comments, directives, emphasis marks or fences; one line per block); other
+    text as it is (NFC). For a snippet or a quote."""
+    text = unicodedata.normalize("NFC", text or "")
+    if markdown is None:
+        markdown = is_markdown(file_name, text)
+    if not markdown:
+        return text
+    blocks = []
+    for tok in _parser().parse(strip_source_markup(text)):
+        if tok.type == "inline":
+            parts: list[tuple[bool, str]] = []
+            for c in tok.children or []:
+                if c.type == "text":
+                    parts.append((False, c.content))
+                elif c.type == "code_inline":
+                    parts.append((True, c.content))
+                elif c.type in ("softbreak", "hardbreak"):
+                    parts.append((False, "\n"))
+                elif c.type == "image":
+                    parts.append((False, "".join(x.content for x in c.children or []) or c.content))
+            blocks.append(_unlink(parts))
+        elif tok.type in ("fence", "code_block"):
+            blocks.append(tok.content.rstrip("\n"))
+        elif tok.type == "html_block":
+            blocks.append(_html_text(tok.content).strip())
+    return "\n".join(b for b in blocks if b.strip())
+
+
+__all__ = ["MARKDOWN_SUFFIXES", "MIN_TERM_LENGTH", "STOPWORDS", "escape_markdown", "highlight", "is_markdown",
+           "match_spans", "plain_text", "query_terms", "render_html", "strip_source_markup"]

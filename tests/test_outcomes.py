@@ -1,0 +1,54 @@
+"""Failure reasons in words (knowledge.outcomes) and a batch's overall progress (knowledge.jobs)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from knowledge.jobs import IngestJob
+from knowledge.outcomes import can_retry, needs_password, plain_reason
+
+NO_EXCEPTION_NAME = re.compile(r"\b\w*(Error|Exception)\b|BadZipFile")
+
+
+@pytest.mark.parametrize("reason, retry", [
+    ("unreadable PDF (damaged or truncated?): PdfStreamError: Stream has ended unexpectedly", False),
+    ('unreadable DOCX: KeyError: "no relationship of type officeDocument"', False),
+    ("unreadable DOCX: the file is damaged (BadZipFile: File is not a zip file)", False),
+    ("unsupported PDF encryption: NotImplementedError: algorithm 5", False),
+    ("unreadable CSV: Error: field larger than field limit", False),
+    ("a.pdf: unexpected error (KeyError: 3); see the server log.", False),
+    ("no text: the file is empty", False),
+    ("unsupported: legacy Word format (.doc) — save it as .docx", False),
+    ("password required: this PDF is encrypted; give its password to read it", True),
+    ("wrong password: the password given does not open this PDF", True),
+    ("interrupted: the program was stopped while ingesting it; ingest it again", True),
+    ("the embedding model is unavailable (OSError: no space left)", True),
+])
+def test_reasons_in_words_and_retry_only_where_it_can_help(reason, retry):
+    words = plain_reason(reason)
+    assert words and not NO_EXCEPTION_NAME.search(words), words
+    assert words[0].isupper() and words.endswith(".")
+    assert can_retry(reason) is retry
+    assert needs_password(reason) is ("password" in reason)
+
+
+def test_no_reason_is_no_words():
+    assert plain_reason(None) == "" and plain_reason("  ") == "" and not can_retry(None)
+
+
+def test_a_batch_knows_its_files_chunks_and_time_left(tmp_path):
+    from knowledge.workbench import IngestResult
+
+    a = tmp_path / "a.txt"
+    a.write_bytes(b"x" * 3000)
+    job = IngestJob(None, "s", [("a.txt", a), ("b.txt", b"y" * 1000)])  # not started: no workbench needed
+    assert job.sizes == [3000, 1000] and job.eta_seconds() is None
+    job.started_at = 100.0
+    job.files[0].update("embedding", 0.5, now=101.0)
+    assert job.eta_seconds(now=101.5) is None  # under 2 s: too early to say
+    # 1,500 of 4,000 bytes in 10 s: 2,500 bytes left take about 16.7 s at that pace
+    assert job.eta_seconds(now=110.0) == pytest.approx(10 / 1500 * 2500)
+    job.files[0].result = IngestResult("a.txt", "indexed", "a.txt: 7 chunks.", chunks=7)
+    assert (job.finished, job.chunks, job.counts()) == (1, 7, {"indexed": 1})
