@@ -179,3 +179,17 @@ def test_empty_sessions_are_pruned_after_a_while_but_not_the_current_one(wb):
     assert chat.prune_empty(keep=current.id) == 0  # too recent
     assert chat.prune_empty(keep=current.id, older_than_s=-1) == 1
     assert {s.id for s in chat.sessions()} == {current.id, used.id} and empty.id not in {s.id for s in chat.sessions()}
+
+
+def test_quotes_and_citations_show_no_source_markup(wb):
+    chapter = ("# Shadowing\n\nYou can <span class=\"filename\">shadow</span> a variable with `let`.\n\n"
+               "```rust\n{{#include ../listings/ch03/src/main.rs}}\n```\n\n<!-- ignore -->\n"
+               "The shadowing ends with the scope.\n")
+    assert wb.ingest_file("Book", chapter.encode(), "ch03.md").ok
+    chat = ChatService(wb)
+    s = chat.create_session(stores=["Book"])
+    reply = chat.send(s.id, "shadow a variable with let")
+    assert "shadow" in reply.text and "let" in reply.text
+    for mark in ("<span", "{{#", "<!--"):
+        assert mark not in reply.text, reply.text
+    assert "<span" in reply.citations[0]["text"]  # the stored text (and its span) stay exact

@@ -6,7 +6,7 @@ import json
 
 import streamlit as st
 
-from knowledge import playground as pg
+from knowledge import render
 from knowledge.chat import ChatService
 from knowledge.chat.model import ASSISTANT, ATTACHMENT, FILE, IMAGE, TOOL, USER, Message
 from knowledge.errors import KnowledgeError
@@ -137,7 +137,7 @@ def show_media(m: Message) -> None:
             st.caption(f"📄 {p.name}")
 
 
-def show_citations(citations: list[dict]) -> None:
+def show_citations(citations: list[dict], question: str | None = None) -> None:
     if not citations:
         return
     st.markdown("**Sources**")
@@ -146,7 +146,8 @@ def show_citations(citations: list[dict]) -> None:
         page = f", page {c['page']}" if c.get("page") is not None else ""
         heading = f" — {c['heading']}" if c.get("heading") else ""
         with st.expander(f"[{i}] {c.get('file_name')}{page}{heading} · score {c.get('score', 0):.3f}"):
-            st.markdown(pg.escape_markdown(c.get("text") or ""), unsafe_allow_html=True)
+            st.markdown(render.render_html(c.get("text") or "", question, file_name=c.get("file_name")),
+                        unsafe_allow_html=True)
             span = (f" · characters {c['char_start']}–{c['char_end']}"
                     if c.get("char_start") is not None else "")
             source = c.get("source") or ("attachments" if str(c.get("store", "")).startswith("chat-")
@@ -175,9 +176,11 @@ for m in messages:
         reshown.setdefault(m.meta.get("tool_call_id"), []).append(m)
 
 i = 0
+question = None
 while i < len(messages):
     m = messages[i]
     if m.role == USER:
+        question = m.text
         with st.chat_message("user"):
             attached = m.meta.get("attached") or []
             removed = m.meta.get("removed") or []
@@ -200,7 +203,7 @@ while i < len(messages):
                 if m.text:
                     st.markdown(m.text)
                 if not m.meta.get("tool_calls"):
-                    show_citations(m.meta.get("citations") or [])
+                    show_citations(m.meta.get("citations") or [], question)
                     cfg = m.meta.get("config")
                     if cfg:
                         st.caption(f"{cfg}{' · retrieval only' if m.meta.get('retrieval_only') else ''}")

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from knowledge.llm.config import LlmConfig, LlmUnavailable
+from knowledge.render import plain_text
 
 RETRIEVAL_ONLY_LABEL = "Retrieval only — no language model wrote this."
 
@@ -223,7 +224,8 @@ def _quote(h: dict[str, Any]) -> str:
         where += f", “{_inert(h['heading'])}”"
     if h.get("source") and h.get("source") != "attachments":
         where += f" — {h['source']}"
-    quoted = "\n".join("> " + _inert(ln) for ln in (h.get("text") or "").strip().splitlines())
+    readable = plain_text(h.get("text") or "", file_name=h.get("file_name"))  # no source markup
+    quoted = "\n".join("> " + _inert(ln) for ln in readable.strip().splitlines())
     return f"**{where}** (score {float(h.get('score') or 0):.2f})\n{quoted}"
 
 
