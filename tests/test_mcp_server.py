@@ -95,8 +95,8 @@ def test_stdio_server_searches_the_rust_book_and_remembers(tmp_path, corpus):
     async def main():
         async with Client(params) as c:
             assert TOOLS <= {t.name for t in (await c.list_tools()).tools}
-            out = await tool(c, "ingest_file", {"store": "rust-book", "path": str(book), "glob": "ch09-*.md"})
-            assert len(out["results"]) == 4 and all(r["outcome"] == "indexed" for r in out["results"])
+            out = await tool(c, "ingest_file", {"store": "rust-book", "path": str(book), "glob": "ch09-0[12]-*.md"})
+            assert len(out["results"]) == 2 and all(r["outcome"] == "indexed" for r in out["results"])
             hits = (await tool(c, "search", {"query": "How do I propagate an error to the caller with ?",
                                              "store": "rust-book", "k": 3}))["hits"]
             assert hits[0]["file"] == "ch09-02-recoverable-errors-with-result.md"

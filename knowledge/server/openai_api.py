@@ -41,8 +41,6 @@ never used as paths; CORS is off unless ``api.cors_origins`` lists origins.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import hmac
 import json
@@ -59,7 +57,7 @@ from typing import Any
 
 from fastapi import FastAPI, File, Form, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from knowledge.access import is_loopback
@@ -76,7 +74,7 @@ from knowledge.errors import (
 from knowledge.jobs import IngestJob
 from knowledge.server.filters import HIT_FIELDS, compile_filter, filtered_search
 from knowledge.vectorstore.store import Hit
-from knowledge.workbench import CANCELLED, DUPLICATE, FAILED_OUTCOME, UNCHANGED, Workbench
+from knowledge.workbench import CANCELLED, DUPLICATE, UNCHANGED, Workbench
 
 log = logging.getLogger(__name__)
 
