@@ -65,11 +65,9 @@ from knowledge.attributes import check_attributes, from_payload
 from knowledge.catalog import DONE, FAILED, FileRecord
 from knowledge.errors import (
     ConfigError,
-    FileNotFoundInStore,
     FileTooLarge,
     InvalidArgument,
     KnowledgeError,
-    StoreNotFound,
 )
 from knowledge.jobs import IngestJob
 from knowledge.server.filters import HIT_FIELDS, compile_filter, filtered_search
@@ -112,12 +110,17 @@ def _bad(message: str, param: str | None = None) -> ApiError:
 
 
 def _from_knowledge(exc: KnowledgeError) -> ApiError:
+    from knowledge.chat.service import AttachFailed
+    from knowledge.llm.config import LlmUnavailable
+
     if isinstance(exc, FileTooLarge):
         return ApiError(413, str(exc), code="file_too_large")
-    if isinstance(exc, (StoreNotFound, FileNotFoundInStore)):
+    if isinstance(exc, LookupError):  # a store, file, session or config that does not exist
         return ApiError(404, str(exc), code="not_found")
-    if isinstance(exc, (InvalidArgument, ConfigError)):
+    if isinstance(exc, (InvalidArgument, ConfigError, AttachFailed)):
         return ApiError(400, str(exc))
+    if isinstance(exc, LlmUnavailable):  # the model behind a CHAT config cannot be reached or used
+        return ApiError(503, str(exc), type="server_error", code="model_unavailable")
     return ApiError(500, str(exc), type="server_error")
 
 
@@ -342,15 +345,17 @@ class KnowledgeApi:
 
     def store_object(self, name: str) -> dict[str, Any]:
         rec = self.wb.get_store(name)
-        files = [self.file_status(name, f) for f in self.wb.catalog.files(name)]
-        pending = [fid for (s, fid) in list(self.pending) if s == name
-                   and not any(f["id"] == fid for f in files) and self._running(s, fid)]
-        counts = {"in_progress": len(pending), "completed": 0, "failed": 0, "cancelled": 0}
-        for f in files:
-            counts[f["status"]] = counts.get(f["status"], 0) + 1
+        records = {r.file_id: r for r in self.wb.catalog.files(name)}
+        counts = {"in_progress": 0, "completed": 0, "failed": 0, "cancelled": 0}
+        for fid, r in records.items():
+            status = ("in_progress" if self._running(name, fid) or r.status not in (DONE, FAILED) else
+                      "completed" if r.status == DONE else "cancelled" if r.reason == "cancelled" else "failed")
+            counts[status] += 1
+        counts["in_progress"] += sum(1 for (s, fid) in list(self.pending)
+                                     if s == name and fid not in records and self._running(s, fid))
         counts["total"] = sum(counts.values())
         meta = self.meta.get(name)
-        used = sum(f["usage_bytes"] for f in files if f["status"] == "completed")
+        used = sum(r.size or 0 for r in records.values() if r.status == DONE)
         return {"id": vector_store_id(name), "object": "vector_store", "name": name,
                 "created_at": _ts(rec.created), "last_active_at": _ts(rec.updated), "usage_bytes": used,
                 "file_counts": counts, "status": "in_progress" if counts["in_progress"] else "completed",
@@ -427,7 +432,11 @@ class KnowledgeApi:
             attributes = self.wb.file_attributes(store, fid)
         else:
             attributes = dict(p.attributes) if p is not None else {}
-        size = rec.size if rec is not None else (self.wb.files.find(fid).size if self.wb.files.find(fid) else 0)
+        if rec is not None:
+            size = rec.size
+        else:
+            found = self.wb.files.find(fid)
+            size = found.size if found is not None else 0
         chunking = p.chunking if p is not None else self.template_for(store, None)[1]
         out = {"id": fid, "object": "vector_store.file", "usage_bytes": size or 0,
                "created_at": _ts(rec.created) if rec is not None and rec.created else (p.created_at if p else 0),
