@@ -176,3 +176,16 @@ def test_openapi_docs(client, wb):
     spec = httpx.get(base + "/openapi.json").json()
     assert "/v1/vector_stores/{vs_id}/search" in spec["paths"] and "/v1/chat/completions" in spec["paths"]
     assert httpx.get(base + "/docs").status_code == 200
+
+
+def test_same_bytes_under_another_name_fail_with_a_reason_and_readding_a_file_is_idempotent(client, wb, book):
+    data = (book / RESULT).read_bytes()
+    vs = client.vector_stores.create(name="s")
+    first = client.vector_stores.files.upload_and_poll(vector_store_id=vs.id, file=("a.md", data), poll_interval_ms=100)
+    again = client.vector_stores.files.create_and_poll(first.id, vector_store_id=vs.id, poll_interval_ms=100)
+    assert first.status == again.status == "completed"
+    copy = client.vector_stores.files.upload_and_poll(vector_store_id=vs.id, file=("b.md", data), poll_interval_ms=100)
+    assert copy.status == "failed" and "a.md" in copy.last_error.message and copy.last_error.code == "invalid_file"
+    done = client.vector_stores.files.list(vector_store_id=vs.id, filter="completed")
+    assert [f.id for f in done] == [first.id]
+    assert wb.vector_store("s").count() == wb.vector_store("s").count(first.id) > 0  # indexed once
