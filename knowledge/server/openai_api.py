@@ -735,8 +735,9 @@ def create_app(wb: Workbench, *, api_key: str | None = None, chat: Any = None) -
         if wb.catalog.get_file(name, file_id) is None and p is None:
             raise _not_found("vector store file", file_id)
         if p is not None and not p.job.done:
-            p.job.cancel()
-            p.job.wait(60)
+            if len(p.job.files) == 1:  # its own job: stop it (the store stays as it was)
+                p.job.cancel()
+            p.job.wait(600)  # a batch's job goes on for the other files; this one is removed after
         api.pending.pop((name, file_id), None)
         if wb.catalog.get_file(name, file_id) is not None:
             wb.delete_file(name, file_id, keep_file=True)
