@@ -189,3 +189,40 @@ def test_same_bytes_under_another_name_fail_with_a_reason_and_readding_a_file_is
     done = client.vector_stores.files.list(vector_store_id=vs.id, filter="completed")
     assert [f.id for f in done] == [first.id]
     assert wb.vector_store("s").count() == wb.vector_store("s").count(first.id) > 0  # indexed once
+
+
+def test_each_file_of_a_running_batch_has_its_own_status(tmp_path):
+    import threading
+    import time
+
+    release = threading.Event()
+
+    class Gated(HashEmbedder):
+        def embed_documents(self, texts):
+            if any("GATE-4411" in t for t in texts):
+                release.wait(60)
+            return super().embed_documents(texts)
+
+    w = Workbench(load_settings(data_dir=tmp_path / "data"),
+                  embedder_factory=lambda model: Gated(dimension=64, max_tokens=256))
+    try:
+        with Served(create_app(w)) as base:
+            c = openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0, timeout=60)
+            vs = c.vector_stores.create(name="s")
+            a = c.files.create(file=("a.md", b"# A\n\nPlain words about pumps.\n"), purpose="assistants")
+            b = c.files.create(file=("b.md", b"# B\n\nThe GATE-4411 valve.\n"), purpose="assistants")
+            batch = c.vector_stores.file_batches.create(vector_store_id=vs.id, file_ids=[a.id, b.id])
+            deadline = time.monotonic() + 30
+            while c.vector_stores.files.retrieve(a.id, vector_store_id=vs.id).status != "completed":
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+            assert c.vector_stores.files.retrieve(b.id, vector_store_id=vs.id).status == "in_progress"
+            counts = c.vector_stores.file_batches.retrieve(batch.id, vector_store_id=vs.id).file_counts
+            assert (counts.completed, counts.in_progress) == (1, 1)
+            assert c.vector_stores.retrieve(vs.id).status == "in_progress"
+            release.set()
+            done = c.vector_stores.file_batches.poll(batch.id, vector_store_id=vs.id, poll_interval_ms=100)
+            assert done.status == "completed" and done.file_counts.completed == 2
+    finally:
+        release.set()
+        w.close()

@@ -214,10 +214,20 @@ class _Pending:
     of its own (a duplicate): its job, attributes and chunking."""
 
     job: IngestJob
+    index: int  # the file's place in the job
     attributes: dict[str, Any]
     chunking: dict[str, Any]
     notes: list[str]
     created_at: int = field(default_factory=lambda: int(time.time()))
+
+    @property
+    def running(self) -> bool:
+        """The file has no result yet (waiting or being ingested)."""
+        return self.job.files[self.index].result is None
+
+    @property
+    def result(self) -> Any:
+        return self.job.files[self.index].result
 
 
 class _Meta:
@@ -400,14 +410,14 @@ class KnowledgeApi:
     # -- vector store files ---------------------------------------------------------------------------
     def _running(self, store: str, file_id: str) -> bool:
         p = self.pending.get((store, file_id))
-        return p is not None and not p.job.done
+        return p is not None and p.running
 
     def file_status(self, store: str, rec: FileRecord | None, file_id: str | None = None) -> dict[str, Any]:
         """The ``vector_store.file`` object of ``file_id`` in ``store``."""
         fid = rec.file_id if rec is not None else file_id
         p = self.pending.get((store, fid))
         last_error = None
-        if p is not None and not p.job.done:
+        if p is not None and p.running:
             status = "in_progress"
         elif rec is not None and rec.status == DONE:
             status = "completed"
@@ -418,7 +428,7 @@ class KnowledgeApi:
         elif rec is not None:
             status = "in_progress"
         elif p is not None:  # finished without a record of its own
-            result = p.job.results[0] if p.job.results else None
+            result = p.result
             if result is not None and result.outcome == CANCELLED:
                 status = "cancelled"
             else:
@@ -470,8 +480,8 @@ class KnowledgeApi:
         with self._lock:
             for tpl, attributes, reported, notes, files in groups.values():
                 job = IngestJob(self.wb, store, [(f.name, f) for f in files], template=tpl, attributes=attributes)
-                for f in files:
-                    self.pending[(store, f.id)] = _Pending(job, attributes, reported, notes)
+                for i, f in enumerate(files):
+                    self.pending[(store, f.id)] = _Pending(job, i, attributes, reported, notes)
                 jobs.append(job.start())
         return jobs
 
@@ -734,7 +744,7 @@ def create_app(wb: Workbench, *, api_key: str | None = None, chat: Any = None) -
         p = api.pending.get((name, file_id))
         if wb.catalog.get_file(name, file_id) is None and p is None:
             raise _not_found("vector store file", file_id)
-        if p is not None and not p.job.done:
+        if p is not None and p.running:
             if len(p.job.files) == 1:  # its own job: stop it (the store stays as it was)
                 p.job.cancel()
             p.job.wait(600)  # a batch's job goes on for the other files; this one is removed after
