@@ -74,6 +74,15 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print the reply as JSON")
     s = cmd("llm-configs", help="list the LLM configs (API keys are never shown, only their variable)")
     s.add_argument("--json", action="store_true")
+    s = cmd("serve", help="serve the OpenAI-compatible Files + Vector Stores + chat API (FastAPI; docs at /docs)")
+    s.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; any other"
+                                                        " needs KNOWLEDGE_API_KEY)")
+    s.add_argument("--port", type=int, default=8900, help="port (default 8900)")
+    s = cmd("mcp", help="serve the stores and agent memory as an MCP server (stdio; --http for streamable HTTP)")
+    s.add_argument("--http", action="store_true", help="streamable HTTP at http://HOST:PORT/mcp instead of stdio")
+    s.add_argument("--host", default="127.0.0.1", help="with --http: address (default 127.0.0.1; any other"
+                                                        " needs KNOWLEDGE_API_KEY)")
+    s.add_argument("--port", type=int, default=8901, help="with --http: port (default 8901)")
     cmd("password", help="make the app's password hash for the settings file ([app] password_hash = ...);"
                          " reads the password from the terminal, or from standard input when piped")
     return p
@@ -137,6 +146,16 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.command == "password":  # needs no workbench
         return _password()
+    if args.command == "serve":
+        from knowledge.server.openai_api import serve
+
+        serve(args.host, args.port)
+        return 0
+    if args.command == "mcp":
+        from knowledge.server.mcp_server import run
+
+        run(http=args.http, host=args.host, port=args.port)
+        return 0
 
     wb = Workbench()
     try:

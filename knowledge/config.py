@@ -147,6 +147,20 @@ class ChatSettings(_Section):
         " unrelated or nonsense ones 0.13-0.30")
 
 
+class McpSettings(_Section):
+    """``mcp.*``: what the MCP server's tools may do (see :mod:`knowledge.server.mcp_server`)."""
+
+    allowed_dirs: list[Path] = Field(
+        default_factory=list, description="folders the MCP tool ingest_file may read; empty = none")
+
+
+class ApiSettings(_Section):
+    """``api.*``: the OpenAI-compatible REST API (see :mod:`knowledge.server.openai_api`)."""
+
+    cors_origins: list[str] = Field(
+        default_factory=list, description="browser origins allowed to call the API (CORS); empty = CORS off")
+
+
 class Settings(BaseSettings):
     """All settings. Construct with :func:`load_settings` to get errors as :class:`ConfigError`."""
 
@@ -165,6 +179,11 @@ class Settings(BaseSettings):
     search: SearchSettings = Field(default_factory=SearchSettings)
     app: AppSettings = Field(default_factory=AppSettings)
     chat: ChatSettings = Field(default_factory=ChatSettings)
+    mcp: McpSettings = Field(default_factory=McpSettings)
+    api: ApiSettings = Field(default_factory=ApiSettings)
+    api_key: SecretStr | None = Field(
+        None, description="bearer token of the REST API and the MCP server over HTTP, from the environment"
+        " (KNOWLEDGE_API_KEY); required when they listen on anything but loopback")
     app_password: SecretStr | None = Field(
         None, description="the app's password in plain text, from the environment (KNOWLEDGE_APP_PASSWORD);"
         " app.password_hash is the form for a settings file")

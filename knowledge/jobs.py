@@ -87,12 +87,15 @@ class IngestJob:
         wb: the (thread-safe) workbench.
         store: the store's name (created on the fly from ``template``, as ``ingest_file`` does).
         items: ``(name, bytes)`` or ``(name, path)`` pairs, ingested in order.
-        template, password: passed to ``ingest_file`` for every file.
+        template, password, attributes: passed to ``ingest_file`` for every file.
+
+    An item's source may also be a ``StoredFile`` already in the file store (the API's uploads).
     """
 
     def __init__(self, wb: Workbench, store: str, items: Sequence[Item], *, template: str | None = None,
-                 password: str | None = None) -> None:
+                 password: str | None = None, attributes: dict | None = None) -> None:
         self.wb, self.store, self.template, self.password = wb, store, template, password
+        self.attributes = attributes
         self._items = list(items)
         self.files = [FileProgress(name) for name, _ in self._items]
         self.sizes = [_size(source) for _, source in self._items]  # bytes per file (0: unknown)
@@ -231,7 +234,8 @@ class IngestJob:
 
             try:
                 fp.result = self.wb.ingest_file(self.store, source, name, template=self.template,
-                                                password=self.password, progress=progress, cancel=self._cancel)
+                                                password=self.password, progress=progress, cancel=self._cancel,
+                                                attributes=self.attributes)
             except KnowledgeError as exc:  # the store or template itself is the problem
                 fp.result = IngestResult(name, FAILED_OUTCOME, str(exc), error=type(exc).__name__)
             except Exception as exc:  # a bug: say so for this file, keep the batch going

@@ -304,12 +304,25 @@ class Workbench:
         content_type: str | None = None,
         progress: Progress | None = None,
         cancel: threading.Event | None = None,
+        attributes: dict[str, Any] | None = None,
     ) -> IngestResult:
         """Ingest one file into ``store`` (created on the fly from ``template``). Never raises for a
         bad file: the result says what happened. Raises only for a bad store or template
         (``InvalidArgument``, ``TemplateNotFound``, ``ModelMismatch``, ``EmbeddingUnavailable``,
-        ``BackendUnavailable``)."""
+        ``BackendUnavailable``).
+
+        ``source`` may also be a :class:`~knowledge.filestore.base.StoredFile` already in the file
+        store (the OpenAI-compatible API's uploads): its bytes are used as they are, under its id,
+        and never deleted here. ``attributes`` (see :mod:`knowledge.attributes`) are stored with
+        every chunk as ``attr_<key>`` payload fields; they win over a document's own (front matter)."""
+        from knowledge.attributes import check_attributes
+        from knowledge.filestore.base import StoredFile
+
         started = time.perf_counter()
+        attributes = check_attributes(attributes)
+        kept = source if isinstance(source, StoredFile) else None
+        if kept is not None:
+            name = name or kept.name
         if isinstance(source, (str, os.PathLike)):
             path = Path(source)
             name = name or path.name
@@ -322,7 +335,7 @@ class Workbench:
         lock = self._store_lock(store)
         with lock:  # held for the quick decisions and the final write, never while embedding
             try:
-                stored = self._save(source, path, name, content_type)
+                stored = kept or self._save(source, path, name, content_type)
             except KnowledgeError as exc:
                 return IngestResult(name, FAILED_OUTCOME, str(exc), error=type(exc).__name__,
                                     seconds=time.perf_counter() - started)
@@ -330,20 +343,23 @@ class Workbench:
             same_bytes = [f for f in self.catalog.files(store, sha256=stored.sha256) if f.file_id != stored.id]
             unchanged = [f for f in same_name if f.sha256 == stored.sha256 and f.status == DONE]
             if unchanged:
-                self._discard(stored.id)
+                if kept is None:
+                    self._discard(stored.id)
                 old = unchanged[0]
                 return IngestResult(name, UNCHANGED, f"{name} is already in {store!r}, unchanged"
                                     f" ({_n(old.chunks, 'chunk')}); nothing to do.", file_id=old.file_id,
                                     chunks=old.chunks, pages=old.pages, seconds=time.perf_counter() - started)
             dup = [f for f in same_bytes if f.status == DONE and f.file_name != name]
             if dup:
-                self._discard(stored.id)
+                if kept is None:
+                    self._discard(stored.id)
                 return IngestResult(name, DUPLICATE, f"{name} has the same bytes as {dup[0].file_name!r},"
                                     f" already in {store!r}; not indexed twice.", file_id=dup[0].file_id,
                                     seconds=time.perf_counter() - started)
             rec = FileRecord(store, stored.id, stored.name, stored.sha256, stored.size, PROCESSING, None, 0, None)
             self.catalog.put_file(rec)
-        result = self._index(store, record, tpl, embedder, stored, rec, password, progress, cancel, started, lock)
+        result = self._index(store, record, tpl, embedder, stored, rec, password, progress, cancel, started, lock,
+                             attributes)
         with lock:
             if result.outcome == INDEXED:
                 for old in same_name:  # a changed file under the same name: the new version replaces it
@@ -372,7 +388,8 @@ class Workbench:
 
     def _index(self, store: str, record: StoreRecord, tpl: VectorStoreTemplate, embedder: Embedder,
                stored: Any, rec: FileRecord, password: str | None, progress: Progress | None,
-               cancel: threading.Event | None, started: float, lock: threading.Lock) -> IngestResult:
+               cancel: threading.Event | None, started: float, lock: threading.Lock,
+               attributes: dict[str, Any] | None = None) -> IngestResult:
         """Read, chunk and embed without the store's lock; take it only to write."""
         from knowledge.ingest.readers import read_document
 
@@ -395,6 +412,10 @@ class Workbench:
             chunks = [Chunk(c.text, vectors[i], c.index, c.page, c.char_start, c.char_end, c.heading)
                       for i, c in enumerate(result.chunks)]
             warnings = list(doc.warnings)  # the chunk plan's notes are the template's, not the file's
+            if attributes:  # the caller's file attributes (knowledge.attributes), over the document's own
+                from knowledge.attributes import to_payload
+
+                chunks = [replace(c, metadata={**c.metadata, **to_payload(attributes)}) for c in chunks]
             with lock:
                 self._vs(record).upsert(stored.id, chunks, file_name=stored.name)
                 if record.dimension != embedder.dimension:
@@ -471,6 +492,43 @@ class Workbench:
         with self._store_lock(store):
             removed = self._remove_from_store(store, record, file_id, keep_file=keep_file)
         return removed
+
+    def file_attributes(self, store: str, file_id: str) -> dict[str, Any]:
+        """The attributes of a file in ``store`` (:mod:`knowledge.attributes`), read from its first
+        chunk; ``{}`` for a file without chunks. Raises ``StoreNotFound``."""
+        from knowledge.attributes import from_payload
+
+        vs = self.vector_store(store)
+        if not vs.exists():
+            return {}
+        first = next(iter(vs.collection.scroll(where={"file_id": file_id}, limit=1)), None)
+        return from_payload(first.payload) if first is not None else {}
+
+    def set_file_attributes(self, store: str, file_id: str, attributes: dict[str, Any]) -> int:
+        """Replace the attributes of every chunk of ``file_id`` in ``store`` (its ``attr_*`` payload
+        fields) in one atomic ``replace``; nothing is re-embedded. Returns the number of chunks.
+
+        Raises:
+            StoreNotFound. InvalidArgument: bad attributes (:func:`knowledge.attributes.check_attributes`).
+            FileNotFoundInStore: the store has no indexed file ``file_id``.
+        """
+        from knowledge.attributes import PREFIX, check_attributes, to_payload
+        from knowledge.errors import FileNotFoundInStore
+
+        attrs = to_payload(check_attributes(attributes))
+        record = self.get_store(store)
+        rec = self.catalog.get_file(store, file_id)
+        if rec is None or rec.status != DONE:
+            raise FileNotFoundInStore(f"Store {store!r} has no indexed file with the id {file_id!r}.")
+        coll = self.backend(record.backend).collection(record.collection)
+        with self._store_lock(store):
+            points = list(coll.scroll(where={"file_id": file_id}, with_vectors=True)) if coll.collection_exists() else []
+            for p in points:
+                p.payload = {**{k: v for k, v in p.payload.items() if not k.startswith(PREFIX)}, **attrs}
+            if points:
+                coll.replace({"file_id": file_id}, points)
+            self.catalog.put_file(rec)  # a newer record: the BM25 index takes the new payloads
+        return len(points)
 
     def _remove_from_store(self, store: str, record: StoreRecord, file_id: str, keep_file: bool = False) -> int:
         coll = self.backend(record.backend).collection(record.collection)

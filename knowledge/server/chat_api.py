@@ -1,0 +1,220 @@
+"""``POST /v1/chat/completions`` and ``GET /v1/models`` over :class:`~knowledge.chat.ChatService`.
+
+The workbench is served as a set of models (its CHAT configs, ``offline`` included) that know the
+team's documents:
+
+* ``model`` names a CHAT config. A session is chosen with the header ``X-Knowledge-Session`` or
+  ``metadata.session``; without one a new session is made, and its id comes back in the response
+  (``session`` and the header ``X-Knowledge-Session``). ``metadata.stores`` (a list of store names,
+  or a comma-separated string, as OpenAI's metadata values are strings) chooses the stores it searches.
+* Only the **last user message** is sent: the session keeps the conversation (a client that sends
+  the whole history each time is fine -- the earlier messages are already the session's). Its
+  content parts become the session's attachments under the chat's rules: ``text`` is the message;
+  ``image_url`` with a ``data:`` URL is an image; ``file`` with ``file_data`` (a base64 ``data:`` URL
+  or bare base64, and ``filename``) or ``file_id`` (a file of this server's Files API) is indexed
+  into the session's store (a PDF also travels to the model when it reads PDFs). An attachment
+  stays with the session: later calls need not send it again.
+* The answer carries its citations as ``annotations`` of type ``url_citation`` (the URL is the
+  file's content on this server, ``#page=N`` for a page) with, beyond OpenAI, ``file_id``,
+  ``filename``, ``page``, ``heading``, ``char_start``, ``char_end``, ``score`` and ``store``.
+* ``stream: true`` answers as server-sent events (``chat.completion.chunk`` objects, then
+  ``data: [DONE]``). The chat service produces a whole answer; it is sent in pieces once complete,
+  the annotations with the last piece.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+import secrets
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from knowledge.errors import KnowledgeError
+
+SESSION_HEADER = "X-Knowledge-Session"
+_DATA_URL = re.compile(r"data:(?P<type>[\w.+-]+/[\w.+-]+)?(?:;[\w-]+=[^;,]*)*;base64,(?P<data>.*)", re.S)
+
+
+def _decode(data: str, what: str) -> tuple[bytes, str | None]:
+    from knowledge.server.openai_api import _bad
+
+    m = _DATA_URL.fullmatch(data.strip())
+    media, raw = (m.group("type"), m.group("data")) if m else (None, data)
+    try:
+        return base64.b64decode(raw, validate=False), media
+    except (binascii.Error, ValueError):
+        raise _bad(f"{what} is not valid base64 data.", "messages") from None
+
+
+def _parts(api: Any, content: Any) -> tuple[str, list[tuple[bytes, str, str | None]]]:
+    """The text and the files ``(bytes, name, media type)`` of a user message's content."""
+    from knowledge.server.openai_api import _bad
+
+    if isinstance(content, str):
+        return content, []
+    if not isinstance(content, list):
+        raise _bad("A message's content must be a string or a list of parts.", "messages")
+    texts, files = [], []
+    for i, part in enumerate(content):
+        kind = part.get("type") if isinstance(part, Mapping) else None
+        if kind == "text":
+            texts.append(str(part.get("text") or ""))
+        elif kind == "image_url":
+            url = (part.get("image_url") or {}).get("url", "")
+            if not isinstance(url, str) or not url.startswith("data:"):
+                raise _bad("image_url parts must be data: URLs here (this server fetches nothing from the"
+                           " network).", "messages")
+            data, media = _decode(url, "image_url")
+            ext = (media or "image/png").split("/")[-1]
+            files.append((data, f"image-{i + 1}.{ext}", media))
+        elif kind == "file":
+            f = part.get("file") or {}
+            if f.get("file_id"):
+                stored = api.stored(str(f["file_id"]))
+                with api.wb.files.content(stored.id) as fh:
+                    files.append((fh.read(), stored.name, stored.content_type))
+            elif f.get("file_data"):
+                data, media = _decode(str(f["file_data"]), "file_data")
+                files.append((data, str(f.get("filename") or f"file-{i + 1}"), media))
+            else:
+                raise _bad("A file part needs file.file_data (base64) or file.file_id.", "messages")
+        else:
+            raise _bad(f"Unsupported content part type {kind!r}; use text, image_url or file.", "messages")
+    return "\n".join(t for t in texts if t), files
+
+
+def _stores(value: Any) -> list[str] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return [s.strip() for s in value.split(",") if s.strip()]
+    if isinstance(value, list) and all(isinstance(s, str) for s in value):
+        return value
+    from knowledge.server.openai_api import _bad
+
+    raise _bad("metadata.stores must be a list of store names or a comma-separated string.", "metadata")
+
+
+def annotations(reply: Any, base_url: str) -> list[dict[str, Any]]:
+    """The reply's citations as OpenAI ``url_citation`` annotations (plus our provenance fields)."""
+    out = []
+    for i, c in enumerate(reply.citations, 1):
+        page = c.get("page")
+        title = (c.get("file_name") or c.get("file_id") or "?") + (f", page {page}" if page is not None else "")
+        marker = f"[{i}]"
+        start = reply.text.find(marker)
+        url = f"{base_url}/v1/files/{c.get('file_id')}/content" + (f"#page={page}" if page is not None else "")
+        out.append({"type": "url_citation", "url_citation": {
+            "url": url, "title": title, "start_index": max(start, 0),
+            "end_index": start + len(marker) if start >= 0 else 0,
+            "file_id": c.get("file_id"), "filename": c.get("file_name"), "page": page,
+            "heading": c.get("heading"), "char_start": c.get("char_start"), "char_end": c.get("char_end"),
+            "score": c.get("score"), "store": c.get("source"), "text": c.get("text")}})
+    return out
+
+
+def add_chat_routes(app: FastAPI, api: Any) -> None:
+    """Add ``/v1/models`` and ``/v1/chat/completions`` to ``app`` (see the module docstring)."""
+    from knowledge.server.openai_api import ApiError, _bad, _in_thread, _json
+
+    def models() -> list[Any]:
+        return api.chat.configs.list("CHAT")
+
+    @app.get("/v1/models", tags=["chat"], summary="The CHAT configs, as models")
+    def list_models() -> dict:
+        return {"object": "list", "data": [{"id": c.name, "object": "model", "created": 0,
+                                            "owned_by": c.provider} for c in models()]}
+
+    @app.get("/v1/models/{model}", tags=["chat"], summary="One CHAT config, as a model")
+    def get_model(model: str) -> dict:
+        for c in models():
+            if c.name == model:
+                return {"id": c.name, "object": "model", "created": 0, "owned_by": c.provider}
+        raise ApiError(404, f"The model {model!r} does not exist (see GET /v1/models).", code="model_not_found")
+
+    @app.post("/v1/chat/completions", tags=["chat"], summary="Chat with the session's knowledge")
+    async def completions(request: Request) -> Any:
+        body = await _json(request)
+        base = str(request.base_url).rstrip("/")
+        header = request.headers.get(SESSION_HEADER)
+        reply, sid, model = await _in_thread(_turn, body, header)
+        created = int(time.time())
+        cid = "chatcmpl-" + secrets.token_hex(12)
+        notes = annotations(reply, base)
+        headers = {SESSION_HEADER: sid}
+        if body.get("stream"):
+            return StreamingResponse(_events(cid, created, model, sid, reply.text, notes), headers=headers,
+                                     media_type="text/event-stream")
+        words = len(reply.text.split())
+        return JSONResponse({
+            "id": cid, "object": "chat.completion", "created": created, "model": model, "session": sid,
+            "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
+                         "message": {"role": "assistant", "content": reply.text, "refusal": None,
+                                     "annotations": notes}}],
+            "usage": {"prompt_tokens": 0, "completion_tokens": words, "total_tokens": words},
+            "retrieval_only": reply.retrieval_only}, headers=headers)
+
+    def _turn(body: dict, header: str | None) -> tuple[Any, str, str]:
+        chat = api.chat
+        model = body.get("model")
+        if not isinstance(model, str) or not model:
+            raise _bad("model is required: the name of a CHAT config (see GET /v1/models).", "model")
+        try:
+            chat.configs.chat(model)
+        except KnowledgeError:
+            raise ApiError(404, f"The model {model!r} does not exist (see GET /v1/models).",
+                           param="model", code="model_not_found") from None
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise _bad("messages must be a non-empty list.", "messages")
+        users = [m for m in messages if isinstance(m, Mapping) and m.get("role") == "user"]
+        if not users:
+            raise _bad("messages needs a user message.", "messages")
+        text, files = _parts(api, users[-1].get("content"))
+        metadata = body.get("metadata") or {}
+        if not isinstance(metadata, Mapping):
+            raise _bad("metadata must be an object.", "metadata")
+        stores = _stores(metadata.get("stores"))
+        sid = header or metadata.get("session")
+        if sid:
+            try:
+                chat.session(str(sid))
+            except KnowledgeError:
+                raise ApiError(404, f"No chat session with the id {sid!r}.", param="metadata.session",
+                               code="not_found") from None
+            sid = str(sid)
+            if chat.session(sid).config != model:
+                chat.set_config(sid, model)
+            if stores is not None:
+                chat.set_stores(sid, stores)
+        else:
+            sid = chat.create_session(config=model, stores=stores).id
+        for data, name, media in files:
+            chat.attach(sid, data, name, media)
+        reply = chat.send(sid, text)
+        return reply, sid, model
+
+    def _events(cid: str, created: int, model: str, sid: str, text: str,
+                notes: list[dict[str, Any]]) -> Iterator[str]:
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+            return "data: " + json.dumps({"id": cid, "object": "chat.completion.chunk", "created": created,
+                                          "model": model, "session": sid, "choices": [
+                                              {"index": 0, "delta": delta, "finish_reason": finish,
+                                               "logprobs": None}]}, ensure_ascii=False) + "\n\n"
+
+        yield chunk({"role": "assistant", "content": ""})
+        pieces = re.findall(r"\S+\s*|\s+", text)
+        for i in range(0, len(pieces), 8):
+            yield chunk({"content": "".join(pieces[i:i + 8])})
+        yield chunk({"annotations": notes}, "stop")
+        yield "data: [DONE]\n\n"
+
+
+__all__ = ["SESSION_HEADER", "add_chat_routes", "annotations"]
