@@ -25,6 +25,7 @@ from knowledge.errors import InvalidArgument, KnowledgeError
 
 if TYPE_CHECKING:
     from knowledge.access import LocalFolders
+    from knowledge.filestore.base import StoredFile
     from knowledge.workbench import IngestResult, Workbench
 
 log = logging.getLogger(__name__)
@@ -247,13 +248,17 @@ class IngestJob:
         self.finished_at = time.monotonic()
 
 
-def _size(source: "bytes | Path") -> int:
+def _size(source: "bytes | Path | StoredFile") -> int:
+    """Bytes of an item's source: its length, a path's size on disk, or a stored file's ``size``
+    (0 when unknown)."""
     if isinstance(source, (bytes, bytearray, memoryview)):
         return len(source)
-    try:
-        return Path(source).stat().st_size
-    except OSError:
-        return 0
+    if isinstance(source, (str, os.PathLike)):
+        try:
+            return Path(source).stat().st_size
+        except OSError:
+            return 0
+    return int(getattr(source, "size", 0) or 0)
 
 
 __all__ = ["FileProgress", "IngestJob", "Item"]
