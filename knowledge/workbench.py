@@ -362,7 +362,9 @@ class Workbench:
             vectors = _embed(embedder, texts, progress, cancel)
             t_embed = time.perf_counter() - t0
             _step(progress, "writing", 0.95, cancel)
-            chunks = [Chunk(c.text, vectors[i], c.index, c.page, c.char_start, c.char_end, c.heading)
+            attributes = {f"attr_{k}": v for k, v in doc.attributes.items()}  # front matter: filterable
+            chunks = [Chunk(c.text, vectors[i], c.index, c.page, c.char_start, c.char_end, c.heading,
+                            metadata={**attributes, **({"table_header": c.table_header} if c.table_header else {})})
                       for i, c in enumerate(result.chunks)]
             warnings = list(doc.warnings)  # the chunk plan's notes are the template's, not the file's
             with lock:

@@ -397,7 +397,8 @@ class _Reader:
                 lines = self._table_lines(child)
                 if lines:
                     text = "[" + "; ".join(lines) + "]" if self.cell_depth else "\n".join(lines)
-                    self.builder.add(text, heading=self._heading())
+                    # the first row is the header the chunker repeats
+                    self.builder.add(text, heading=self._heading(), table_header=0 if self.cell_depth else 1)
             elif tag == W + "sdt":
                 content = child.find(W + "sdtContent")
                 if content is not None:

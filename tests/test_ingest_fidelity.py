@@ -1,0 +1,256 @@
+"""Ingestion fidelity (issue 14): everything a person sees is searchable, nothing they don't see is.
+
+Each test pins one *kind* of failure, from a case of ``../shared/cases/ingest-fidelity`` (skipped
+when that folder is absent, except under ``CI=true``) or from a small input built here. "Searchable"
+means: a words-only (BM25) search and a hybrid search for the token both return a hit whose text
+holds it; "hidden" means no hit of either holds it.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from knowledge.config import load_settings
+from knowledge.embeddings.fake import HashEmbedder
+from knowledge.ingest import read_document
+from knowledge.ingest.chunker import chunk_document
+from knowledge.workbench import INDEXED, Workbench
+
+REPO = Path(__file__).resolve().parent.parent
+CASES = Path(os.environ.get("KNOWLEDGE_TEST_CASES") or REPO.parent / "shared" / "cases" / "ingest-fidelity")
+
+
+def case(name: str) -> Path:
+    path = CASES / name
+    if not path.exists():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"the ingest-fidelity case {path} is missing under CI=true")
+        pytest.skip(f"ingest-fidelity cases not found at {CASES}")
+    return path
+
+
+@pytest.fixture
+def wb(tmp_path):
+    settings = load_settings(data_dir=tmp_path / "data",
+                             vector_store={"max_chunk_size_tokens": 250, "chunk_overlap_tokens": 50})
+    w = Workbench(settings, embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256))
+    yield w
+    w.close()
+
+
+def ingest(wb: Workbench, *paths_or_pairs, store: str = "s"):
+    out = []
+    for item in paths_or_pairs:
+        if isinstance(item, tuple):
+            name, data = item
+            r = wb.ingest_file(store, data, name)
+        else:
+            r = wb.ingest_file(store, item)
+        assert r.outcome == INDEXED, r.message
+        out.append(r)
+    return out
+
+
+def hits_with(wb: Workbench, token: str, mode: str, store: str = "s", query: str | None = None):
+    return [h for h in wb.search(store, query or token, k=10, mode=mode) if token in h.text]
+
+
+def assert_searchable(wb: Workbench, token: str, *, file_name: str | None = None, store: str = "s",
+                      query: str | None = None):
+    for mode in ("lexical", "hybrid"):
+        found = hits_with(wb, token, mode, store, query)
+        assert found, f"{token} not found by a {mode} search"
+        if file_name is not None:
+            assert found[0].file_name == file_name
+
+
+def assert_hidden(wb: Workbench, token: str, store: str = "s"):
+    for mode in ("lexical", "hybrid"):
+        assert not hits_with(wb, token, mode, store), f"hidden {token} was found by a {mode} search"
+
+
+# -- Markdown front matter ------------------------------------------------------------------------
+
+def test_leading_thematic_break_is_not_front_matter(wb):
+    path = case("release-notes.md")
+    doc = read_document(path)
+    assert "WOMBAT-2101" in doc.text and "WOMBAT-2102" in doc.text and "## Battery" in doc.text
+    assert doc.attributes == {}
+    ingest(wb, path)
+    assert_searchable(wb, "WOMBAT-2101", file_name="release-notes.md")
+    assert_searchable(wb, "WOMBAT-2102", file_name="release-notes.md")
+
+
+def test_yaml_front_matter_becomes_searchable_filterable_attributes(wb):
+    md = ("---\ntitle: Pump manual\nauthor:\n  name: Ines Quokka\ntags: [pumps, WOMBAT-2150]\nrevision: 3\n---\n"
+          "# Pump manual\n\nPrime the pump before the first start.\n").encode()
+    doc = read_document(md, "manual.md")
+    assert doc.title == "Pump manual"
+    assert doc.attributes == {"title": "Pump manual", "author_name": "Ines Quokka",
+                              "tags": "pumps, WOMBAT-2150", "revision": 3}
+    assert "---" not in doc.text and "Prime the pump" in doc.text
+    ingest(wb, ("manual.md", md), ("other.md", b"# Other\n\nPrime the boiler before the first start.\n"))
+    assert_searchable(wb, "WOMBAT-2150", file_name="manual.md")
+    assert_searchable(wb, "Quokka", file_name="manual.md")
+    filtered = wb.search("s", "prime before the first start", k=5, where={"attr_author_name": "Ines Quokka"})
+    assert filtered and {h.file_name for h in filtered} == {"manual.md"}
+
+
+@pytest.mark.parametrize("body", ["Just prose, no metadata here.\n", "- a\n- list\n", "key: [unclosed\n"])
+def test_front_matter_that_is_not_a_yaml_mapping_stays_text(body):
+    doc = read_document(f"---\n{body}---\n\nafter WOMBAT-2160\n".encode(), "x.md")
+    assert doc.attributes == {}
+    assert body.strip().split("\n")[0] in doc.text and "WOMBAT-2160" in doc.text
+
+
+# -- tables longer than a chunk -------------------------------------------------------------------
+
+HEADER = "| Part number | Item | Supplier | Unit price | Warehouse |"
+
+
+def test_markdown_table_chunks_repeat_the_header_row(wb):
+    path = case("parts-catalogue.md")
+    doc = read_document(path)
+    embedder = HashEmbedder(max_tokens=256)
+    chunks = chunk_document(doc, embedder, 250, 50).chunks
+    in_table = [c for c in chunks if "| P-10" in c.text]
+    assert len(in_table) > 3
+    for c in in_table:
+        assert c.text.startswith(HEADER) or HEADER in c.text.split("\n")[:8]
+        if c.table_header:
+            assert all(line.startswith("|") for line in c.text.split("\n") if line)  # whole rows
+        own = doc.text[c.char_start:c.char_end]  # provenance: the span is the chunk's own rows
+        assert c.text == own or c.text == f"{c.table_header}\n{own}"
+        assert c.tokens <= 250
+    row = next(c for c in in_table if "WOMBAT-2201" in c.text)
+    assert row.table_header is not None and row.text.startswith(HEADER)
+    ingest(wb, path)
+    question = "which supplier sells WOMBAT-2201 and from which warehouse?"
+    hits = wb.search("s", question, k=3, mode="lexical")
+    assert "WOMBAT-2201" in hits[0].text and hits[0].text.startswith(HEADER)
+    assert any("WOMBAT-2201" in h.text for h in wb.search("s", question, k=3))
+    assert hits[0].metadata.get("table_header", "").startswith(HEADER)
+    assert_searchable(wb, "WOMBAT-2201", file_name="parts-catalogue.md")
+
+
+def _long_rows(n: int, token_row: int) -> list[tuple[str, str, str]]:
+    return [(f"R-{i:03d}", f"widget number {i} in grey", "WOMBAT-2250" if i == token_row else f"bin {i}")
+            for i in range(n)]
+
+
+def test_html_table_chunks_repeat_the_header_row():
+    rows = "".join(f"<tr><td>{a}</td><td>{b}</td><td>{c}</td></tr>" for a, b, c in _long_rows(80, 70))
+    html = f"<html><body><h1>Stock</h1><table><tr><th>Code</th><th>Name</th><th>Shelf</th></tr>{rows}</table></body></html>"
+    doc = read_document(html.encode(), "stock.html")
+    chunks = chunk_document(doc, HashEmbedder(max_tokens=128), 120, 20).chunks
+    row = next(c for c in chunks if "WOMBAT-2250" in c.text)
+    assert row.text.startswith("Code | Name | Shelf\n")
+
+
+def test_docx_table_chunks_repeat_the_header_row():
+    docx = pytest.importorskip("docx")
+    d = docx.Document()
+    d.add_paragraph("Stock list")
+    rows = _long_rows(80, 70)
+    t = d.add_table(rows=len(rows) + 1, cols=3)
+    for j, name in enumerate(("Code", "Name", "Shelf")):
+        t.cell(0, j).text = name
+    for i, r in enumerate(rows, start=1):
+        for j, v in enumerate(r):
+            t.cell(i, j).text = v
+    buf = io.BytesIO()
+    d.save(buf)
+    doc = read_document(buf.getvalue(), "stock.docx")
+    chunks = chunk_document(doc, HashEmbedder(max_tokens=128), 120, 20).chunks
+    row = next(c for c in chunks if "WOMBAT-2250" in c.text)
+    assert row.text.startswith("Code | Name | Shelf\n")
+
+
+# -- CSV written by Excel -------------------------------------------------------------------------
+
+def test_excel_sep_hint_sets_the_delimiter_and_is_not_the_header(wb):
+    path = case("contacts-excel.csv")
+    doc = read_document(path)
+    assert "sep=" not in doc.text
+    assert "name: Ada Lindqvist | city: Uppsala | phone: +46 18 555 0101 | account: WOMBAT-2801" in doc.text
+    ingest(wb, path)
+    assert_searchable(wb, "WOMBAT-2801", file_name="contacts-excel.csv")
+
+
+def test_excel_sep_hint_for_tabs_and_pipes():
+    assert "b: 2" in read_document(b"sep=|\na|b\n1|2\n", "x.csv").text
+    assert "b: 2" in read_document(b'"sep=\t"\na\tb\n1\t2\n', "x.csv").text
+
+
+# -- invisible format characters ------------------------------------------------------------------
+
+def test_zero_width_characters_never_split_a_word(wb):
+    folder = case("api-docs")
+    ingest(wb, *sorted(folder.glob("*.html")))
+    assert_searchable(wb, "WombatFlowController", file_name="flow-controller.html")
+    assert_searchable(wb, "WombatFlowValve", file_name="flow-valve.html")
+    hit = wb.search("s", "WombatFlowController", k=1, mode="lexical")[0]
+    assert "\u200b" not in hit.text and "\u200b" not in (hit.heading or "")
+
+
+@pytest.mark.parametrize("fmt", ["md", "txt", "html", "csv", "docx"])
+def test_invisible_characters_are_removed_by_every_reader(fmt):
+    word = "Wom\u00adbat\u200bFlow\u200dCon\u2060trol\ufeffler\u200e"
+    if fmt == "docx":
+        docx = pytest.importorskip("docx")
+        d = docx.Document()
+        d.add_heading(f"About {word}", 1)
+        d.add_paragraph(f"The {word} class.")
+        buf = io.BytesIO()
+        d.save(buf)
+        data = buf.getvalue()
+    elif fmt == "html":
+        data = f"<h1>About {word}</h1><p>The {word} class.</p>".encode()
+    elif fmt == "csv":
+        data = f"name,kind\n{word},class\n".encode()
+    else:
+        data = f"# About {word}\n\nThe {word} class.\n".encode()
+    doc = read_document(data, f"x.{fmt}")
+    assert "WombatFlowController" in doc.text
+    assert not any(ch in doc.text for ch in "\u00ad\u200b\u200d\u2060\ufeff\u200e")
+    assert all("\u200b" not in (s.heading or "") for s in doc.sections)
+
+
+# -- hidden HTML text -----------------------------------------------------------------------------
+
+def test_hidden_html_text_is_not_indexed(wb):
+    path = case("warranty.html")
+    doc = read_document(path)
+    assert "WOMBAT-3002" in doc.text
+    for hidden in ("WOMBAT-3001", "WOMBAT-3003", "WOMBAT-3004", "Assistant"):
+        assert hidden not in doc.text
+    ingest(wb, path)
+    assert_searchable(wb, "WOMBAT-3002", file_name="warranty.html")
+    for hidden in ("WOMBAT-3001", "WOMBAT-3003", "WOMBAT-3004"):
+        assert_hidden(wb, hidden)
+
+
+def test_css_cascade_decides_what_is_hidden():
+    html = b"""<html><head><style>
+      #x { visibility: hidden } .k { display: block } div.k { display: none }
+      @media print { .p { display: none } } .z { font-size: 0 } .shown { display: none }
+      p.shown.really { display: block } .imp { display: none !important }
+    </style><style media="print">.q { display: none }</style></head><body>
+    <div id="x">HIDDEN-A <span style="visibility: visible">SHOWN-B</span></div>
+    <p class="k">SHOWN-C</p><div class="k">HIDDEN-D</div><p class="p">SHOWN-E</p>
+    <p style="opacity: 0">HIDDEN-F</p><p class="z">HIDDEN-G<span style="font-size: 12px">SHOWN-H</span></p>
+    <p class="shown really">SHOWN-I</p><p class="imp" style="display: block">HIDDEN-J</p>
+    <p hidden>HIDDEN-K</p><p aria-hidden="true">HIDDEN-L</p><p class="q">SHOWN-M</p>
+    <table><tr><td>SHOWN-N</td><td style="display:none">HIDDEN-O</td></tr></table>
+    <h2>Title <span style="display:none">HIDDEN-P</span></h2>
+    </body></html>"""
+    text = read_document(html, "x.html").text
+    for letter in "BCEHIMN":
+        assert f"SHOWN-{letter}" in text
+    for letter in "ADFGJKLOP":
+        assert f"HIDDEN-{letter}" not in text
