@@ -254,3 +254,174 @@ def test_css_cascade_decides_what_is_hidden():
         assert f"SHOWN-{letter}" in text
     for letter in "ADFGJKLOP":
         assert f"HIDDEN-{letter}" not in text
+
+
+# -- PDF: filled forms ----------------------------------------------------------------------------
+
+def test_filled_pdf_form_values_are_indexed_with_their_names_on_their_page(wb):
+    path = case("supplier-form-filled.pdf")
+    doc = read_document(path)
+    assert "company: Bramblewood Ceramics WOMBAT-2401" in doc.text
+    assert "iban: DE02 1203 0000 0000 2024 01" in doc.text
+    assert all(s.page == 1 for s in doc.sections)
+    ingest(wb, path)
+    assert_searchable(wb, "WOMBAT-2401", file_name="supplier-form-filled.pdf")
+    assert_searchable(wb, "WOMBAT-2402", file_name="supplier-form-filled.pdf")
+    assert wb.search("s", "WOMBAT-2401", k=1, mode="lexical")[0].page == 1
+
+
+def test_hidden_pdf_form_field_is_not_indexed():
+    data = case("supplier-form-filled.pdf").read_bytes()
+    marker = b"/T (iban) /V (DE02 1203 0000 0000 2024 01) /Rect [200 642 500 662] /P 3 0 R /DA (/F1 11 Tf 0 g) /F 4"
+    assert marker in data
+    hidden = data.replace(marker, marker[:-1] + b"6")  # annotation flag Hidden (2) set: same length
+    doc = read_document(hidden, "form.pdf")
+    assert "WOMBAT-2401" in doc.text and "DE02" not in doc.text
+
+
+# -- PDF: damaged files and pages pypdf cannot read -----------------------------------------------
+
+def _fpdf(draw) -> bytes:
+    from fpdf import FPDF
+
+    pdf = FPDF()
+    pdf.add_page()
+    pdf.set_font("Helvetica", size=11)
+    draw(pdf)
+    return bytes(pdf.output())
+
+
+def test_pdf_without_startxref_trailer_is_read_with_pdfium(wb):
+    whole = _fpdf(lambda pdf: pdf.text(20, 20, "Damaged but readable WOMBAT-9101"))
+    damaged = whole[:whole.rindex(b"xref")]  # no xref table, no trailer, no startxref
+    doc = read_document(damaged, "damaged.pdf")
+    assert "WOMBAT-9101" in doc.text and doc.pages == 1
+    assert any("read with PDFium" in w and "pypdf could not open" in w for w in doc.warnings)
+    r = ingest(wb, ("damaged.pdf", damaged))[0]
+    assert any("PDFium" in w for w in r.warnings)
+    assert_searchable(wb, "WOMBAT-9101", file_name="damaged.pdf")
+
+
+def test_pdf_neither_reader_opens_is_reported_as_damaged_with_both_reasons():
+    from knowledge.errors import UnsupportedFile
+
+    whole = _fpdf(lambda pdf: pdf.text(20, 20, "Lost"))
+    with pytest.raises(UnsupportedFile, match=r"neither pypdf \(.+\) nor PDFium \(.+\) can read it"):
+        read_document(whole[:len(whole) // 3], "cut.pdf")
+
+
+def _site_plan(pdf, lines: int) -> None:
+    for i in range(lines):
+        pdf.line(10 + i % 100, 50, 110, 60 + i % 50)
+    pdf.text(20, 20, "Site plan WOMBAT-9102 north arrow")
+
+
+def test_pdf_page_over_pypdfs_safety_limit_is_read_with_pdfium_not_called_textless(wb):
+    import pypdf
+
+    data = _fpdf(lambda pdf: _site_plan(pdf, 300))
+    with pypdf.apply_configuration(stream_parsing_work_maximum_count=500):  # the limit trips here
+        doc = read_document(data, "plan.pdf")
+        r = ingest(wb, ("plan.pdf", data))[0]
+    assert "WOMBAT-9102" in doc.text
+    assert not any("no text layer" in w for w in doc.warnings)
+    assert any("page 1" in w and "LimitReachedError" in w and "PDFium" in w for w in doc.warnings)
+    assert any("LimitReachedError" in w for w in r.warnings)
+    assert_searchable(wb, "WOMBAT-9102", file_name="plan.pdf")
+
+
+def test_pdf_page_neither_reader_reads_names_the_limit_it_hit(monkeypatch):
+    import pypdf
+
+    from knowledge.ingest import _pdf
+
+    def no_pdfium(data, password):
+        raise RuntimeError("PDFium unavailable")
+
+    monkeypatch.setattr(_pdf, "_pdfium_open", no_pdfium)
+    two = _fpdf(lambda pdf: (_site_plan(pdf, 300), pdf.add_page(), pdf.text(20, 20, "Second page WOMBAT-9103")))
+    with pypdf.apply_configuration(stream_parsing_work_maximum_count=500):
+        doc = read_document(two, "plan.pdf")
+    assert "WOMBAT-9103" in doc.text
+    page1 = [w for w in doc.warnings if w.startswith("page 1")]
+    assert page1 and "could not be read" in page1[0] and "LimitReachedError" in page1[0]
+    assert "PDFium unavailable" in page1[0] and "no text layer" not in page1[0]
+
+
+@pytest.mark.slow
+def test_pdf_vector_drawing_of_hundreds_of_thousands_of_operators_keeps_its_text():
+    """The real limit: pypdf's default budget of 2,000,000 work units per content stream."""
+    import zlib
+
+    drawing = b"".join(b"%d %d m %d %d l S\n" % (i % 500, i % 700, (i * 7) % 500, (i * 3) % 700)
+                       for i in range(400_000))
+    content = drawing + b"BT /F1 12 Tf 40 760 Td (Site plan WOMBAT-9104) Tj ET\n"
+    packed = zlib.compress(content)
+    objs = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 5 0 R >> >>"
+            b" /Contents 4 0 R >>",
+            b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(packed) + packed + b"\nendstream",
+            b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for i, body in enumerate(objs, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % i + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objs) + 1)
+    out += b"".join(b"%010d 00000 n \n" % off for off in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objs) + 1, xref)
+    doc = read_document(bytes(out), "plan.pdf")
+    assert "WOMBAT-9104" in doc.text
+    assert any("LimitReachedError" in w for w in doc.warnings)
+    assert not any("no text layer" in w for w in doc.warnings)
+
+
+# -- PDF: reading order of two columns ------------------------------------------------------------
+
+LEFT = ["The left column starts", "with alpha words about", "river otters and their", "dens along the bank."]
+RIGHT = ["The right column tells", "of granite quarries and", "the masons who cut", "stone for the bridge."]
+
+
+def _rows_pdf(pdf) -> None:
+    pdf.text(20, 20, "A Title Across The Whole Page")
+    for i, (left, right) in enumerate(zip(LEFT, RIGHT)):  # drawn row by row: left, right, left, ...
+        pdf.text(20, 40 + i * 6, left)
+        pdf.text(110, 40 + i * 6, right)
+    pdf.text(20, 80, "A closing line that runs across both columns of the page WOMBAT-9105")
+
+
+def test_two_columns_drawn_row_by_row_are_read_column_by_column(wb):
+    data = _fpdf(_rows_pdf)
+    doc = read_document(data, "columns.pdf")
+    text = doc.text
+    assert "\n".join(LEFT) in text and "\n".join(RIGHT) in text
+    assert text.index("A Title") < text.index(LEFT[0]) < text.index(RIGHT[0]) < text.index("A closing line")
+    assert [s.page for s in doc.sections] == [1]
+    ingest(wb, ("columns.pdf", data))
+    assert_searchable(wb, "otters", file_name="columns.pdf")
+
+
+def test_a_two_column_table_of_short_cells_is_not_taken_for_columns():
+    def table(pdf):
+        pdf.text(20, 20, "Prices")
+        for i in range(6):
+            pdf.text(20, 40 + i * 6, f"item {i}")
+            pdf.text(110, 40 + i * 6, f"{i}.00 EUR")
+    text = read_document(_fpdf(table), "t.pdf").text
+    assert "item 0 0.00 EUR" in text.replace("\n", " ")
+
+
+def test_multicolumn_corpus_pdf_keeps_its_reading_order():
+    from tests.conftest import CORPUS
+
+    path = CORPUS / "pdf" / "multicolumn.pdf"
+    if not path.exists():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{path} missing under CI=true")
+        pytest.skip("corpus absent")
+    doc = read_document(path)
+    text = " ".join(doc.text.split())
+    assert "Lorem ipsum dolor sit amet, consectetuer adipiscing elit. Ut purus elit, vestibulum ut, placerat ac," in text
+    assert text.index("Two-Column Document") < text.index("Abstract") < text.index("Lorem ipsum dolor")
+    assert doc.pages == 3 and {s.page for s in doc.sections} == {1, 2, 3}
