@@ -425,3 +425,150 @@ def test_multicolumn_corpus_pdf_keeps_its_reading_order():
     assert "Lorem ipsum dolor sit amet, consectetuer adipiscing elit. Ut purus elit, vestibulum ut, placerat ac," in text
     assert text.index("Two-Column Document") < text.index("Abstract") < text.index("Lorem ipsum dolor")
     assert doc.pages == 3 and {s.page for s in doc.sections} == {1, 2, 3}
+
+
+# -- DOCX -----------------------------------------------------------------------------------------
+
+def test_docx_altchunk_html_is_read_in_place(wb):
+    path = case("cooling-audit.docx")
+    doc = read_document(path)
+    text = doc.text
+    assert "WOMBAT-2301" in text and "nine pressure deviations" in text
+    assert text.index("WOMBAT-2302") < text.index("WOMBAT-2301") < text.index("Signed off")
+    ingest(wb, path)
+    assert_searchable(wb, "WOMBAT-2301", file_name="cooling-audit.docx")
+    assert_searchable(wb, "WOMBAT-2302", file_name="cooling-audit.docx")
+
+
+W_NS = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
+R_NS = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
+RT = "http://schemas.openxmlformats.org/officeDocument/2006/relationships/"
+CT = "application/vnd.openxmlformats-officedocument.wordprocessingml."
+
+
+def make_docx(body: str, parts: dict[str, tuple[str, str, bytes]] | None = None) -> bytes:
+    """A Word package written by hand: ``body`` is the inside of ``w:body``; ``parts`` maps a
+    part name under word/ to (content type, relationship type, bytes); relationship ids are rId1..."""
+    parts = parts or {}
+    overrides = "".join(f'<Override PartName="/word/{n}" ContentType="{ct}"/>' for n, (ct, _, _) in parts.items())
+    rels = "".join(f'<Relationship Id="rId{i}" Type="{rt}" Target="{n}"/>'
+                   for i, (n, (_, rt, _)) in enumerate(parts.items(), start=1))
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("[Content_Types].xml",
+                   '<?xml version="1.0" encoding="UTF-8"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">'
+                   '<Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/>'
+                   '<Default Extension="xml" ContentType="application/xml"/>'
+                   f'<Override PartName="/word/document.xml" ContentType="{CT}document.main+xml"/>{overrides}</Types>')
+        z.writestr("_rels/.rels",
+                   '<?xml version="1.0" encoding="UTF-8"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
+                   f'<Relationship Id="rId1" Type="{RT}officeDocument" Target="word/document.xml"/></Relationships>')
+        z.writestr("word/_rels/document.xml.rels",
+                   '<?xml version="1.0" encoding="UTF-8"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
+                   f'{rels}</Relationships>')
+        z.writestr("word/document.xml", f'<?xml version="1.0" encoding="UTF-8"?><w:document xmlns:w="{W_NS}" xmlns:r="{R_NS}"'
+                   f' xmlns:o="urn:schemas-microsoft-com:office:office"><w:body>{body}</w:body></w:document>')
+        for name, (_, _, data) in parts.items():
+            z.writestr(f"word/{name}", data)
+    return buf.getvalue()
+
+
+def notes_xml(root: str, item: str, notes: dict[str, str], attrs: str = "") -> bytes:
+    inner = "".join(f'<w:{item} w:id="{i}"{attrs}><w:p><w:r><w:t>{t}</w:t></w:r></w:p></w:{item}>' for i, t in notes.items())
+    return f'<?xml version="1.0" encoding="UTF-8"?><w:{root} xmlns:w="{W_NS}">{inner}</w:{root}>'.encode()
+
+
+def test_docx_footnotes_endnotes_comments_and_tracked_changes(wb):
+    body = (
+        '<w:p><w:r><w:t xml:space="preserve">The pump runs hot</w:t></w:r>'
+        '<w:r><w:footnoteReference w:id="2"/></w:r><w:r><w:t xml:space="preserve"> at full load.</w:t></w:r>'
+        '<w:r><w:commentReference w:id="0"/></w:r></w:p>'
+        '<w:p><w:r><w:t xml:space="preserve">Second paragraph cites an endnote</w:t></w:r>'
+        '<w:r><w:endnoteReference w:id="5"/></w:r>'
+        '<w:ins w:id="9" w:author="Ed"><w:r><w:t xml:space="preserve"> and inserted WOMBAT-4101</w:t></w:r></w:ins>'
+        '<w:del w:id="10" w:author="Ed"><w:r><w:delText>deleted WOMBAT-4102</w:delText></w:r></w:del>'
+        '<w:moveFrom w:id="11" w:author="Ed"><w:r><w:t>moved away WOMBAT-4103</w:t></w:r></w:moveFrom></w:p>'
+        '<w:tbl><w:tr><w:tc><w:p><w:r><w:t>kept row</w:t></w:r></w:p></w:tc></w:tr>'
+        '<w:tr><w:trPr><w:del w:id="12" w:author="Ed"/></w:trPr><w:tc><w:p><w:r><w:t>deleted row WOMBAT-4104</w:t></w:r></w:p></w:tc></w:tr></w:tbl>'
+        '<w:p><w:r><w:t>Last paragraph.</w:t></w:r></w:p>'
+    )
+    data = make_docx(body, {
+        "footnotes.xml": (CT + "footnotes+xml", RT + "footnotes", notes_xml("footnotes", "footnote", {"2": "Measured at 40 C WOMBAT-4105."})),
+        "endnotes.xml": (CT + "endnotes+xml", RT + "endnotes", notes_xml("endnotes", "endnote", {"5": "Source: site log WOMBAT-4106."})),
+        "comments.xml": (CT + "comments+xml", RT + "comments",
+                         notes_xml("comments", "comment", {"0": "Check the sensor WOMBAT-4107"}, ' w:author="Rita Kea"')),
+    })
+    doc = read_document(data, "notes.docx")
+    text = doc.text
+    assert "The pump runs hot1 at full load." in text
+    after_first = text.split("The pump runs hot1 at full load.")[1]
+    assert after_first.index("[1] Measured at 40 C WOMBAT-4105.") < after_first.index("Second paragraph")
+    assert after_first.index("Comment (Rita Kea): Check the sensor WOMBAT-4107") < after_first.index("Second paragraph")
+    assert "Second paragraph cites an endnotei and inserted WOMBAT-4101" in text
+    assert text.index("[i] Source: site log WOMBAT-4106.") < text.index("kept row")
+    for gone in ("WOMBAT-4102", "WOMBAT-4103", "WOMBAT-4104"):
+        assert gone not in text
+    ingest(wb, ("notes.docx", data))
+    for token in ("WOMBAT-4101", "WOMBAT-4105", "WOMBAT-4106", "WOMBAT-4107"):
+        assert_searchable(wb, token, file_name="notes.docx")
+    for token in ("WOMBAT-4102", "WOMBAT-4103", "WOMBAT-4104"):
+        assert_hidden(wb, token)
+
+
+def test_docx_text_hidden_through_a_style_is_left_out():
+    styles = (f'<?xml version="1.0" encoding="UTF-8"?><w:styles xmlns:w="{W_NS}">'
+              '<w:style w:type="character" w:styleId="Secret"><w:name w:val="Secret"/><w:rPr><w:vanish/></w:rPr></w:style>'
+              '<w:style w:type="character" w:styleId="Quiet"><w:name w:val="Quiet"/><w:basedOn w:val="Secret"/></w:style>'
+              '</w:styles>').encode()
+    body = ('<w:p><w:r><w:t xml:space="preserve">Shown WOMBAT-4201 </w:t></w:r>'
+            '<w:r><w:rPr><w:rStyle w:val="Quiet"/></w:rPr><w:t>hidden WOMBAT-4202</w:t></w:r>'
+            '<w:r><w:rPr><w:rStyle w:val="Quiet"/><w:vanish w:val="0"/></w:rPr><w:t> unhidden WOMBAT-4203</w:t></w:r></w:p>')
+    text = read_document(make_docx(body, {"styles.xml": (CT + "styles+xml", RT + "styles", styles)}), "x.docx").text
+    assert "WOMBAT-4201" in text and "WOMBAT-4203" in text and "WOMBAT-4202" not in text
+
+
+def test_docx_embedded_parts_not_read_are_named_in_the_warnings():
+    body = ('<w:p><w:r><w:t>Text WOMBAT-4301</w:t></w:r><w:r><w:object>'
+            '<o:OLEObject Type="Embed" ProgID="Excel.Sheet.12" r:id="rId9"/></w:object></w:r></w:p>'
+            '<w:altChunk r:id="rId1"/><w:altChunk r:id="rId2"/>')
+    data = make_docx(body, {
+        "chunk.rtf": ("application/rtf", RT + "aFChunk", b"{\\rtf1 WOMBAT-4302}"),
+        "chunk.txt": ("text/plain", RT + "aFChunk", b"Plain embedded WOMBAT-4303"),
+    })
+    doc = read_document(data, "x.docx")
+    assert "WOMBAT-4301" in doc.text and "WOMBAT-4303" in doc.text
+    assert any("embedded part of type application/rtf not read" in w for w in doc.warnings)
+    assert any("embedded object (Excel.Sheet.12) not read" in w for w in doc.warnings)
+
+
+def _strict(transitional: bytes) -> bytes:
+    """A Strict Open XML package made from a transitional one (the namespaces swapped back)."""
+    from knowledge.ingest._docx import STRICT_NAMESPACES
+
+    src = zipfile.ZipFile(io.BytesIO(transitional))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as dst:
+        for info in src.infolist():
+            body = src.read(info)
+            if info.filename.endswith((".xml", ".rels")):
+                for strict, trans in STRICT_NAMESPACES:
+                    body = body.replace(trans, strict)
+            dst.writestr(info.filename, body)
+    return out.getvalue()
+
+
+def test_strict_open_xml_is_read(wb):
+    docx = pytest.importorskip("docx")
+    d = docx.Document()
+    d.add_heading("Strict report", 1)
+    d.add_paragraph("Strict body WOMBAT-4401.")
+    buf = io.BytesIO()
+    d.save(buf)
+    strict = _strict(buf.getvalue())
+    assert b"purl.oclc.org/ooxml/officeDocument/relationships/officeDocument" in zipfile.ZipFile(io.BytesIO(strict)).read("_rels/.rels")
+    with pytest.raises(KeyError, match="no relationship of type"):  # what python-docx alone does
+        docx.Document(io.BytesIO(strict))
+    doc = read_document(strict, "strict.docx")
+    assert "WOMBAT-4401" in doc.text and doc.sections[-1].heading == "Strict report"
+    ingest(wb, ("strict.docx", strict))
+    assert_searchable(wb, "WOMBAT-4401", file_name="strict.docx")
