@@ -96,6 +96,8 @@ class IngestJob:
         self.files = [FileProgress(name) for name, _ in self._items]
         self._cancel = threading.Event()
         self.finished_at: float | None = None  # time.monotonic() when the last file got its result
+        #: Sentences about the batch as a whole (a folder walk's skipped files), for the page to show.
+        self.notes: list[str] = []
         self._thread = threading.Thread(target=self._run, name=f"ingest:{store}", daemon=True)
 
     @classmethod
@@ -106,18 +108,22 @@ class IngestJob:
         Raises:
             InvalidArgument: the folder does not exist, is not a folder, or no file matches.
         """
-        from knowledge.workbench import expand_paths, file_names
+        from knowledge.workbench import expand_paths, file_names, skipped_text
 
         raw = str(folder).strip()
         path = Path(raw).expanduser()
         if not raw or not path.is_dir():
             raise InvalidArgument(f"{raw or 'The folder'} is not a folder on this machine"
                                   " (give the path of a folder the app can read).")
-        found = [p for p in expand_paths([path], glob or None) if isinstance(p, Path)]
+        skipped: dict[str, int] = {}
+        found = [p for p in expand_paths([path], glob or None, skipped) if isinstance(p, Path)]
+        note = skipped_text(skipped)
         if not found:
-            raise InvalidArgument(f"No file in {path} matches {glob or '**/*'!r}.")
+            raise InvalidArgument(f"No file in {path} matches {glob or '**/*'!r}." + (f" {note}" if note else ""))
         names = file_names(found)
-        return cls(wb, store, [(names[p], p) for p in found], **kwargs)
+        job = cls(wb, store, [(names[p], p) for p in found], **kwargs)
+        job.notes = [note] if note else []
+        return job
 
     # -- control ----------------------------------------------------------------------------------
     def start(self) -> IngestJob:

@@ -572,3 +572,72 @@ def test_strict_open_xml_is_read(wb):
     assert "WOMBAT-4401" in doc.text and doc.sections[-1].heading == "Strict report"
     ingest(wb, ("strict.docx", strict))
     assert_searchable(wb, "WOMBAT-4401", file_name="strict.docx")
+
+
+# -- file names and folder walks ------------------------------------------------------------------
+
+NFD = "cafe\u0301-notes.md"  # as macOS writes it: "e" + combining acute accent
+NFC = "caf\u00e9-notes.md"  # as it is typed
+
+
+def test_a_decomposed_name_and_the_typed_name_are_one_file(wb):
+    first = ingest(wb, (NFD, b"# Notes\n\nThe first version WOMBAT-5101.\n"))[0]
+    assert first.name == NFC
+    second = ingest(wb, (NFC, b"# Notes\n\nThe second version WOMBAT-5102.\n"))[0]
+    assert second.replaced_file_id == first.file_id  # replace-on-change found the same name
+    files = wb.store_files("s")
+    assert [f.file_name for f in files] == [NFC]
+    assert [f.file_id for f in wb.catalog.files("s", file_name=NFD)] == [second.file_id]
+    assert_searchable(wb, "WOMBAT-5102", file_name=NFC)
+    assert_hidden(wb, "WOMBAT-5101")
+
+
+def test_folder_glob_matches_extensions_case_insensitively_and_counts_what_it_skips(tmp_path):
+    from knowledge.workbench import expand_paths, skipped_text
+
+    (tmp_path / "sub").mkdir()
+    (tmp_path / ".git").mkdir()
+    for name in ("REPORT.PDF", "sub/notes.pdf", "sub/Scan.Pdf", "readme.txt", ".hidden.pdf", ".git/x.pdf"):
+        (tmp_path / name).write_bytes(b"x")
+    skipped: dict[str, int] = {}
+    found = expand_paths([tmp_path], "**/*.pdf", skipped)
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in found) == ["REPORT.PDF", "sub/Scan.Pdf", "sub/notes.pdf"]
+    assert skipped == {"hidden": 2, "not matching '**/*.pdf'": 1}
+    assert skipped_text(skipped) == "Skipped 3 files in the folders: 2 hidden, 1 not matching '**/*.pdf'."
+    assert [p.name for p in expand_paths([tmp_path], "*.pdf")] == ["REPORT.PDF"]  # no "/": top level only
+
+
+def test_app_folder_job_reports_what_the_walk_skipped(wb, tmp_path):
+    from knowledge.jobs import IngestJob
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "A.MD").write_text("# A\n\ntext\n")
+    (folder / "b.txt").write_text("b")
+    job = IngestJob.from_folder(wb, "s", folder, "**/*.md")
+    assert [f.name for f in job.files] == ["A.MD"]
+    assert job.notes == ["Skipped 1 file in the folders: 1 not matching '**/*.md'."]
+
+
+@pytest.mark.model
+def test_cli_glob_takes_upper_case_extensions_reports_skips_and_finds_nfd_names(tmp_path, capsys):
+    from knowledge.__main__ import main
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "REPORT.MD").write_text("# Report\n\nQuarterly figures WOMBAT-5201.\n")
+    (folder / NFD).write_text("# Notes\n\nCafe notes WOMBAT-5202.\n")
+    (folder / "skip.txt").write_text("not markdown")
+    data = str(tmp_path / "data")
+    assert main(["--data-dir", data, "ingest", "s", str(folder), "--glob", "**/*.md"]) == 0
+    out, err = capsys.readouterr()
+    assert "REPORT.MD" in out and "2 of 2 files ok" in out
+    assert "Skipped 1 file in the folders: 1 not matching '**/*.md'." in err
+    assert main(["--data-dir", data, "search", "s", "WOMBAT-5202", "--file", NFC, "--json", "--mode", "lexical"]) == 0
+    out, _ = capsys.readouterr()
+    assert "WOMBAT-5202" in out
+    assert main(["--data-dir", data, "delete-file", "s", NFC]) == 0
+    capsys.readouterr()
+    assert main(["--data-dir", data, "files", "s", "--json"]) == 0
+    out, _ = capsys.readouterr()
+    assert "WOMBAT" not in out and "REPORT.MD" in out and "notes" not in out

@@ -105,6 +105,8 @@ def _duration(seconds: float) -> str:
 
 def _job_outcomes(job: IngestJob) -> None:
     """One line per file of ``job``: its progress, or its outcome once it is finished."""
+    for note in getattr(job, "notes", []):  # e.g. how many files the folder walk skipped, and why
+        st.caption(note)
     for fp in job.files:
         r = fp.result
         if r is None:
