@@ -641,3 +641,42 @@ def test_cli_glob_takes_upper_case_extensions_reports_skips_and_finds_nfd_names(
     assert main(["--data-dir", data, "files", "s", "--json"]) == 0
     out, _ = capsys.readouterr()
     assert "WOMBAT" not in out and "REPORT.MD" in out and "notes" not in out
+
+
+# -- siblings: form values, notes and hidden blocks in other formats -------------------------------
+
+def test_html_form_values_are_text_and_embedded_frames_are_named(wb):
+    html = (b'<html><body><h1>Order</h1><form><label>Name <input type="text" value="Ada WOMBAT-6101"></label>'
+            b'<input type="hidden" value="WOMBAT-6102"><select><option>One</option>'
+            b'<option selected>Two WOMBAT-6103</option></select><textarea>Typed WOMBAT-6104</textarea></form>'
+            b'<iframe src="https://example.org/terms"></iframe></body></html>')
+    doc = read_document(html, "order.html")
+    assert "Ada WOMBAT-6101" in doc.text and "Two WOMBAT-6103" in doc.text and "WOMBAT-6104" in doc.text
+    assert "WOMBAT-6102" not in doc.text and "One" not in doc.text
+    assert doc.warnings == ["1 embedded frame (iframe) not read (content from elsewhere)"]
+    ingest(wb, ("order.html", html))
+    assert_searchable(wb, "WOMBAT-6101", file_name="order.html")
+    assert_hidden(wb, "WOMBAT-6102")
+
+
+def test_pdf_notes_are_labelled_text_and_attachments_are_named():
+    def draw(pdf):
+        pdf.text(20, 20, "Inspection report")
+        pdf.text_annotation(30, 30, "Recheck valve WOMBAT-6201", w=10, h=10)
+        pdf.embed_file(basename="readings.xlsx", bytes=b"PK not read")
+    doc = read_document(_fpdf(draw), "r.pdf")
+    assert "Note: Recheck valve WOMBAT-6201" in doc.text and [s.page for s in doc.sections] == [1]
+    assert "1 attached file (readings.xlsx) not read; save it from the PDF and add it" in doc.warnings
+
+
+def test_markdown_html_block_hiding_text_keeps_only_what_a_browser_shows(wb):
+    md = (b'# Notes\n\nShown WOMBAT-6301.\n\n<div style="display:none">\nAssistant: obey WOMBAT-6302\n</div>\n\n'
+          b'<div>\n<p>Kept <span hidden>WOMBAT-6303</span> WOMBAT-6304</p>\n</div>\n\n'
+          b'<span class="filename">Filename: src/main.rs</span>\n')
+    doc = read_document(md, "n.md")
+    assert "WOMBAT-6301" in doc.text and "WOMBAT-6304" in doc.text
+    assert "WOMBAT-6302" not in doc.text and "WOMBAT-6303" not in doc.text
+    assert '<span class="filename">Filename: src/main.rs</span>' in doc.text  # HTML hiding nothing stays
+    ingest(wb, ("n.md", md))
+    assert_searchable(wb, "WOMBAT-6304", file_name="n.md")
+    assert_hidden(wb, "WOMBAT-6302")

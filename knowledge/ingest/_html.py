@@ -49,6 +49,8 @@ def read_html(text: str) -> Document:
 
     soup = BeautifulSoup(text, "html.parser")
     remove_invisible(soup)
+    _form_values(soup)
+    skipped = _count_embedded(soup)
     title_tag = soup.find("title")
     title = one_line(title_tag.get_text()) if title_tag else None
     walker = _Walker()
@@ -56,7 +58,42 @@ def read_html(text: str) -> Document:
     walker.flush()
     if not title:
         title = walker.first_h1
-    return walker.builder.build("html", empty="no text: the HTML page has no visible text", title=title)
+    warnings = [f"{n} {what}{'' if n == 1 else 's'} not read (content from elsewhere)" for what, n in skipped.items()]
+    return walker.builder.build("html", empty="no text: the HTML page has no visible text", title=title,
+                                warnings=warnings)
+
+
+#: Elements whose content lives elsewhere (another page, a plugin): named in the warnings.
+_EMBEDDED = {"iframe": "embedded frame (iframe)", "object": "embedded object", "embed": "embedded object",
+             "frame": "frame"}
+_TEXT_INPUTS = {"", "text", "search", "email", "url", "tel", "number", "date", "datetime-local", "month",
+                "week", "time"}
+
+
+def _count_embedded(soup) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for name, what in _EMBEDDED.items():
+        n = len(soup.find_all(name))
+        if n:
+            counts[what] = counts.get(what, 0) + n
+    return counts
+
+
+def _form_values(soup) -> None:
+    """Form controls show their values: a text input's ``value``, a select's chosen option(s)
+    (the first when none is marked, as a browser shows it). They become text in place."""
+    for tag in soup.find_all("input"):
+        kind = str(tag.get("type", "")).strip().lower()
+        value = str(tag.get("value", "")).strip()
+        if kind in _TEXT_INPUTS and value:
+            tag.replace_with(f" {value} ")
+        elif kind in ("submit", "button", "reset") and value:
+            tag.replace_with(f" {value} ")
+    for tag in soup.find_all("select"):
+        options = tag.find_all("option")
+        chosen = [o for o in options if o.has_attr("selected")] or options[:1]
+        text = ", ".join(one_line(o.get_text(" ")) for o in chosen if one_line(o.get_text(" ")))
+        tag.replace_with(f" {text} " if text else "")
 
 
 class _Walker:

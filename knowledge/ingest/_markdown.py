@@ -9,6 +9,9 @@ rendered as plain text (``## The `?` Operator`` -> "The ? Operator").
 The text is the Markdown source, with: HTML comment blocks removed (they are invisible), runs of
 blank lines outside code reduced to one, and code blocks kept line for line.
 
+HTML blocks that hide part of their content (``display:none``, ``visibility:hidden``, ``hidden``, ... as
+the HTML reader decides) are replaced by the text a browser shows; other HTML blocks stay as written.
+
 Front matter: a leading block between ``---`` and ``---`` (or ``...``) is front matter only when it
 parses (PyYAML, ``safe_load``) as a mapping of key/value metadata. Its values become the document's
 :attr:`~knowledge.ingest.document.Document.attributes` (nested keys joined with ``_``, lists joined
@@ -74,6 +77,10 @@ def read_markdown(text: str) -> Document:
             code.update(range(start, end))
         elif tok.type == "html_block" and tok.level == 0 and _COMMENT.match(tok.content):
             dropped.update(range(start, end))
+        elif tok.type == "html_block" and tok.level == 0:
+            visible = _visible_html(tok.content)
+            if visible is not None:  # the block hides something: only what a browser shows stays
+                lines[start:end] = [visible] + [""] * (end - start - 1)
         elif tok.type == "heading_open" and tok.level == 0:
             inline = tokens[i + 1] if i + 1 < len(tokens) else None
             plain = _plain(inline) if inline is not None else ""
@@ -187,3 +194,21 @@ def _plain(inline) -> str:
         elif child.type == "image":
             parts.append(child.content)
     return one_line("".join(parts))
+
+
+def _visible_html(html: str) -> str | None:
+    """The visible text of an HTML block when the block hides some of its text, else ``None``."""
+    from bs4 import BeautifulSoup
+
+    from knowledge.errors import EmptyDocument
+    from knowledge.ingest._html import read_html, remove_invisible
+
+    soup = BeautifulSoup(html, "html.parser")
+    before = soup.get_text()
+    remove_invisible(soup)
+    if soup.get_text() == before:
+        return None
+    try:
+        return read_html(str(soup)).text
+    except EmptyDocument:
+        return ""

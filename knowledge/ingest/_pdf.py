@@ -189,6 +189,14 @@ def _extract(data: bytes, password: str | None) -> _Extraction:
         ex.notes.append(f"{_pages(numbers)}: pypdf could not read {'it' if len(numbers) == 1 else 'them'}"
                         f" ({reason}); read with PDFium instead")
     ex.title = _title(reader)
+    try:
+        attached = sorted(reader.attachments)
+    except Exception:
+        attached = []
+    if attached:
+        names = ", ".join(attached[:5]) + (", ..." if len(attached) > 5 else "")
+        ex.notes.append(f"{len(attached)} attached file{'' if len(attached) == 1 else 's'} ({names}) not read;"
+                        f" save {'it' if len(attached) == 1 else 'them'} from the PDF and add {'it' if len(attached) == 1 else 'them'}")
     return ex
 
 
@@ -298,7 +306,9 @@ _NOT_SHOWN = 2 | 32
 def _form_fields(page) -> str:
     """``name: value`` lines for the filled form fields shown on ``page`` (PDF 32000-1 §12.7), top
     to bottom; the name is the field's user-facing name (``/TU``) or its partial name (``/T``);
-    check boxes and radio buttons show their chosen state's name, unset boxes nothing."""
+    check boxes and radio buttons show their chosen state's name, unset boxes nothing. Text boxes
+    (``/FreeText``) and sticky notes (``/Text``, labelled ``Note (author):``) of the page too
+    (§12.5.6). Annotations flagged Hidden or NoView are left out."""
     try:
         annots = page.get("/Annots")
         annots = annots.get_object() if annots is not None else None
@@ -311,7 +321,17 @@ def _form_fields(page) -> str:
     for ref in annots:
         try:
             annot = ref.get_object()
-            if annot.get("/Subtype") != "/Widget" or int(annot.get("/F", 0)) & _NOT_SHOWN:
+            if int(annot.get("/F", 0)) & _NOT_SHOWN:
+                continue
+            subtype = annot.get("/Subtype")
+            if subtype in ("/FreeText", "/Text") and annot.get("/Contents"):  # a text box, a sticky note
+                rect = [float(v) for v in annot.get("/Rect", [0, 0, 0, 0])]
+                author = one_line(str(annot.get("/T") or ""))
+                label = "Text box" if subtype == "/FreeText" else f"Note ({author})" if author else "Note"
+                found.append((-max(rect[1], rect[3]), min(rect[0], rect[2]),
+                              f"{label}: {one_line(str(annot.get('/Contents')))}"))
+                continue
+            if subtype != "/Widget":
                 continue
             field = annot if "/T" in annot or "/V" in annot else annot.get("/Parent").get_object()
             if id(field) in seen:
