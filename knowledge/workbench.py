@@ -51,7 +51,7 @@ from knowledge.lexical import LexicalHit, LexicalIndex, reciprocal_rank_fusion
 from knowledge.templates import DEFAULT_TEMPLATE, TemplateRegistry, VectorStoreTemplate
 from knowledge.vectorstore.base import VectorBackend, higher_is_better, passes_threshold, vector_scores
 from knowledge.vectorstore.registry import open_backend
-from knowledge.vectorstore.store import Chunk, Hit, VectorStore, hit_from_payload
+from knowledge.vectorstore.store import RESERVED_FIELDS, Chunk, Hit, VectorStore, hit_from_payload
 
 log = logging.getLogger(__name__)
 
@@ -687,7 +687,8 @@ class Workbench:
                         [embedding_text(p.payload["text"], p.payload.get("heading")) for p in points])
                     chunks = [Chunk(p.payload["text"], vectors[j], p.payload.get("chunk_index"),
                                     p.payload.get("page"), p.payload.get("char_start"),
-                                    p.payload.get("char_end"), p.payload.get("heading"))
+                                    p.payload.get("char_end"), p.payload.get("heading"),
+                                    metadata={k: v for k, v in p.payload.items() if k not in RESERVED_FIELDS})
                               for j, p in enumerate(points)]
                     vs.upsert(file_id, chunks, file_name=points[0].payload.get("file_name"))
                     if progress:

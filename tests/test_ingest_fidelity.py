@@ -680,3 +680,17 @@ def test_markdown_html_block_hiding_text_keeps_only_what_a_browser_shows(wb):
     ingest(wb, ("n.md", md))
     assert_searchable(wb, "WOMBAT-6304", file_name="n.md")
     assert_hidden(wb, "WOMBAT-6302")
+
+
+def test_reembed_keeps_file_attributes_and_table_headers(wb):
+    from knowledge.templates import make_template
+
+    md = b"---\nauthor: Ines Quokka\n---\n# Manual\n\nPrime the pump WOMBAT-7101.\n"
+    ingest(wb, ("m.md", md), case("parts-catalogue.md"))
+    wb.templates.save(make_template(name="other", embedding_model=wb.get_store("s").embedding_model,
+                                    max_chunk_size_tokens=250, chunk_overlap_tokens=50))
+    wb.reembed("s", "other")
+    hits = wb.search("s", "prime the pump", k=3, where={"attr_author": "Ines Quokka"})
+    assert hits and hits[0].file_name == "m.md"
+    row = wb.search("s", "WOMBAT-2201", k=1, mode="lexical")[0]
+    assert row.metadata["table_header"].startswith(HEADER)
