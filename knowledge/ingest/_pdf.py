@@ -48,6 +48,9 @@ NO_TEXT_LAYER = "no text layer (scanned? OCR needed)"
 # Swapping the pypdf logger's propagation and the warnings filters is process-wide, so one PDF is
 # parsed at a time. pypdf is pure Python: under the GIL two parses would not run in parallel anyway.
 _PYPDF_LOCK = threading.Lock()
+#: PDFium is not thread-safe (pypdfium2's documentation): every call into it -- opening, reading,
+#: rendering, closing -- holds this lock. Taken after :data:`_PYPDF_LOCK` when both are held.
+PDFIUM_LOCK = threading.RLock()
 
 
 class _Collect(logging.Handler):
@@ -132,7 +135,8 @@ class _Extraction:
         """The file opened with PDFium (once), or ``None`` with :attr:`pdfium_error` set."""
         if self._pdfium is None and self._pdfium_error is None:
             try:
-                self._pdfium = _pdfium_open(self.data, self.password)
+                with PDFIUM_LOCK:
+                    self._pdfium = _pdfium_open(self.data, self.password)
             except KnowledgeError:
                 raise
             except Exception as exc:
@@ -145,7 +149,8 @@ class _Extraction:
 
     def close(self) -> None:
         if self._pdfium is not None:
-            self._pdfium.close()
+            with PDFIUM_LOCK:
+                self._pdfium.close()
             self._pdfium = None
 
 
@@ -235,7 +240,8 @@ def _pdfium_page_text(ex: _Extraction, number: int, reason: str, fallback: dict[
         ex.problems.append((number, f"could not be read (pypdf: {reason}; PDFium: {ex.pdfium_error}); skipped"))
         return None
     try:
-        text = _pdfium_text(pdf, number)
+        with PDFIUM_LOCK:
+            text = _pdfium_text(pdf, number)
     except Exception as exc:
         ex.problems.append((number, f"could not be read (pypdf: {reason}; PDFium: {_reason(exc)}); skipped"))
         return None
@@ -256,7 +262,9 @@ def _extract_with_pdfium(ex: _Extraction, reason: str) -> None:
                     " (form fields are not read)")
     for number in range(1, ex.n_pages + 1):
         try:
-            text = clean(_pdfium_text(pdf, number), form="NFKC")
+            with PDFIUM_LOCK:
+                raw = _pdfium_text(pdf, number)
+            text = clean(raw, form="NFKC")
         except Exception as exc:
             ex.problems.append((number, f"could not be read (PDFium: {_reason(exc)}); skipped"))
             continue
@@ -265,7 +273,8 @@ def _extract_with_pdfium(ex: _Extraction, reason: str) -> None:
         else:
             ex.no_text_layer.append(number)
     try:
-        title = pdf.get_metadata_dict().get("Title")
+        with PDFIUM_LOCK:
+            title = pdf.get_metadata_dict().get("Title")
     except Exception:
         title = None
     ex.title = one_line(clean(title, form="NFKC")) or None if isinstance(title, str) else None
@@ -277,7 +286,9 @@ def _without_text_layer(ex: _Extraction) -> None:
     ``ex.no_text_layer`` lists them (a page that could not be read is never among them: it is a
     problem of its own). Each is reported as having no text layer (scanned? OCR needed). An OCR
     step attaches here: it may put a page's recognised text into ``ex.pages[number]`` (and a note
-    into ``ex.notes``) instead of reporting it.
+    into ``ex.notes``) instead of reporting it; ``ex.pdfium()`` gives the open PDFium document to
+    render the page from (hold :data:`PDFIUM_LOCK` while calling into it). Runs without the pypdf
+    lock, so OCR in one thread does not hold up other threads' PDFs.
     """
     for number in ex.no_text_layer:
         if number not in ex.pages:
@@ -386,11 +397,12 @@ def _columns(ex: _Extraction, number: int, text: str) -> str:
     if pdf is None:
         return text
     try:
-        page = pdf[number - 1]
-        try:
-            ordered = column_text(page)
-        finally:
-            page.close()
+        with PDFIUM_LOCK:
+            page = pdf[number - 1]
+            try:
+                ordered = column_text(page)
+            finally:
+                page.close()
     except Exception:
         return text
     return clean(ordered, form="NFKC") if ordered and ordered.strip() else text
