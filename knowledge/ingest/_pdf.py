@@ -155,9 +155,20 @@ class _Extraction:
 
 
 def _extract(data: bytes, password: str | None) -> _Extraction:
+    ex = _Extraction(data, password)
+    try:
+        _read(ex)
+    except BaseException:
+        ex.close()
+        raise
+    return ex
+
+
+def _read(ex: _Extraction) -> None:
+    """Fill ``ex`` from pypdf, page by page, with PDFium where pypdf fails."""
     from pypdf import PdfReader
 
-    ex = _Extraction(data, password)
+    data, password = ex.data, ex.password
     try:
         reader = PdfReader(io.BytesIO(data), strict=False)
         _unlock(reader, password)
@@ -166,7 +177,7 @@ def _extract(data: bytes, password: str | None) -> _Extraction:
         raise
     except Exception as exc:  # pypdf raises many types (PdfReadError, ValueError, KeyError, ...)
         _extract_with_pdfium(ex, _reason(exc))
-        return ex
+        return
     if n_pages == 0:
         raise EmptyDocument("this PDF has no pages")
     ex.n_pages = n_pages
@@ -181,7 +192,7 @@ def _extract(data: bytes, password: str | None) -> _Extraction:
                 continue
             page, visible = None, True
         text = clean(text, form="NFKC") if visible else ""
-        if text.strip() and page is not None:
+        if text.strip():
             text = _columns(ex, number, text)
         fields = _form_fields(page) if page is not None else ""
         if text.strip() or fields:
@@ -202,7 +213,6 @@ def _extract(data: bytes, password: str | None) -> _Extraction:
         names = ", ".join(attached[:5]) + (", ..." if len(attached) > 5 else "")
         ex.notes.append(f"{len(attached)} attached file{'' if len(attached) == 1 else 's'} ({names}) not read;"
                         f" save {'it' if len(attached) == 1 else 'them'} from the PDF and add {'it' if len(attached) == 1 else 'them'}")
-    return ex
 
 
 def _pdfium_open(data: bytes, password: str | None):
