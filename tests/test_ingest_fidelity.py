@@ -500,11 +500,11 @@ def test_docx_footnotes_endnotes_comments_and_tracked_changes(wb):
     })
     doc = read_document(data, "notes.docx")
     text = doc.text
-    assert "The pump runs hot1 at full load." in text
-    after_first = text.split("The pump runs hot1 at full load.")[1]
+    assert "The pump runs hot[1] at full load." in text
+    after_first = text.split("The pump runs hot[1] at full load.")[1]
     assert after_first.index("[1] Measured at 40 C WOMBAT-4105.") < after_first.index("Second paragraph")
     assert after_first.index("Comment (Rita Kea): Check the sensor WOMBAT-4107") < after_first.index("Second paragraph")
-    assert "Second paragraph cites an endnotei and inserted WOMBAT-4101" in text
+    assert "Second paragraph cites an endnote[i] and inserted WOMBAT-4101" in text
     assert text.index("[i] Source: site log WOMBAT-4106.") < text.index("kept row")
     for gone in ("WOMBAT-4102", "WOMBAT-4103", "WOMBAT-4104"):
         assert gone not in text

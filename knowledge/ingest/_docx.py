@@ -20,7 +20,8 @@ tables, §17.5.2 content controls, §17.9 numbering, §17.10 headers and footers
 * Headers and footers: every distinct header before the body and every distinct footer after it,
   once each, however many sections refer to them.
 * Footnotes and endnotes (§17.11): the reference mark Word shows ("1", "2", ...; endnotes "i", "ii",
-  ...) stays in the paragraph, and the note follows the paragraph that cites it as ``[1] text``.
+  ...) stays in the paragraph as ``[1]`` (bracketed, so it never glues onto the word before it), and
+  the note follows the paragraph that cites it as ``[1] text``.
   Comments (§17.13.4) follow the paragraph that holds their reference as
   ``Comment (author): text``. Notes and comments nobody refers to come at the end.
 * Tracked changes (§17.13.5): inserted and moved-to text is in, deleted and moved-from text (and
@@ -472,7 +473,7 @@ class _Reader:
             self.marks[kind] += 1
             mark = str(self.marks[kind]) if kind == "footnote" else _roman(self.marks[kind])
             if not custom_mark:
-                parts.append(mark)
+                parts.append(f"[{mark}]")  # bracketed: a superscript "1" glued to "hot" would make "hot1"
         self.pending.append((kind, nid, mark))
 
     def _add_note(self, kind: str, nid: str, mark: str | None) -> None:
