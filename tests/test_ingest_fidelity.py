@@ -694,3 +694,28 @@ def test_reembed_keeps_file_attributes_and_table_headers(wb):
     assert hits and hits[0].file_name == "m.md"
     row = wb.search("s", "WOMBAT-2201", k=1, mode="lexical")[0]
     assert row.metadata["table_header"].startswith(HEADER)
+
+
+def test_app_folder_ingest_takes_upper_case_extensions_and_shows_what_it_skipped(tmp_path, monkeypatch):
+    from tests.test_app_stores import button, files_table, finish_job, make_store, open_page
+    import streamlit as st
+
+    st.cache_resource.clear()
+    monkeypatch.setattr(Workbench, "_default_embedder", lambda self, model: HashEmbedder(dimension=8))
+    make_store()
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "LOUD.MD").write_text("# Loud\n\nUpper-case extension WOMBAT-5301.\n")
+    (docs / "quiet.md").write_text("# Quiet\n\nlower case\n")
+    (docs / "notes.txt").write_text("plain words")
+    at = open_page()
+    [folder] = [t for t in at.text_input if t.label == "Folder"]
+    [glob] = [t for t in at.text_input if t.label == "Glob" and t.value == "**/*" and t.form_id == "folder:Notes"]
+    folder.input(str(docs))
+    glob.input("**/*.md")
+    button(at, "FormSubmitter:folder:Notes-Ingest folder").click().run()
+    finish_job(at, "Notes")
+    assert not at.exception
+    assert sorted(files_table(at, "Notes")["file"]) == ["LOUD.MD", "quiet.md"]
+    assert "Skipped 1 file in the folders: 1 not matching '**/*.md'." in [c.value for c in at.caption]
+    st.cache_resource.clear()
