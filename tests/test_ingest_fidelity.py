@@ -348,6 +348,21 @@ def test_pdf_page_neither_reader_reads_names_the_limit_it_hit(monkeypatch):
     assert "PDFium unavailable" in page1[0] and "no text layer" not in page1[0]
 
 
+def test_pdf_whose_only_page_neither_reader_reads_is_unreadable_not_textless(monkeypatch):
+    import pypdf
+
+    from knowledge.errors import UnsupportedFile
+    from knowledge.ingest import _pdf
+
+    def no_pdfium(data, password):
+        raise RuntimeError("PDFium unavailable")
+
+    monkeypatch.setattr(_pdf, "_pdfium_open", no_pdfium)
+    with pypdf.apply_configuration(stream_parsing_work_maximum_count=500):
+        with pytest.raises(UnsupportedFile, match=r"unreadable PDF: page 1 could not be read \(pypdf: LimitReachedError"):
+            read_document(_fpdf(lambda pdf: _site_plan(pdf, 300)), "plan.pdf")
+
+
 @pytest.mark.slow
 def test_pdf_vector_drawing_of_hundreds_of_thousands_of_operators_keeps_its_text():
     """The real limit: pypdf's default budget of 2,000,000 work units per content stream."""

@@ -94,7 +94,8 @@ def read_pdf(data: bytes, *, name: str | None = None, password: str | None = Non
     Raises:
         PasswordRequired: encrypted, and neither the empty password nor ``password`` opens it.
         UnsupportedFile: damaged so that neither pypdf nor PDFium can open it (both reasons given),
-            or encrypted with a method neither can undo.
+            or encrypted with a method neither can undo, or no page could be read (each page's
+            reasons given: a page that could not be read is never called a page without text).
         EmptyDocument: no page has visible text (``"no text layer (scanned? OCR needed)"``).
     """
     with _pypdf_quiet(name):
@@ -106,8 +107,11 @@ def read_pdf(data: bytes, *, name: str | None = None, password: str | None = Non
     pages, warnings_, n_pages, title = ex.pages, ex.notes + _page_warnings(ex.problems), ex.n_pages, ex.title
     texts = join_hyphenated(pages)
     builder = Builder(form="NFKC")
-    for number, text in texts.items():
-        builder.add(text, page=number, cleaned=True)
+    for number in sorted(texts):
+        builder.add(texts[number], page=number, cleaned=True)
+    failed = [p for p in ex.problems if p[1] not in (NO_TEXT_LAYER, "blank")]
+    if builder.empty and failed:  # an extraction failure is not "no text"
+        raise UnsupportedFile("unreadable PDF: " + "; ".join(_page_warnings(failed)))
     if builder.empty:
         detail = f"none of its {n_pages} pages has text" if n_pages > 1 else "its page has no text"
         raise EmptyDocument(f"{NO_TEXT_LAYER}: {detail}")
