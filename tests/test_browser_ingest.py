@@ -4,7 +4,9 @@ says how many files the folder walk skipped and why. Screenshots at 1280x800 and
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,7 +17,7 @@ from test_browser import (  # noqa: F401  (fixtures)
     browser,
     explained,
     rerun_and_wait,
-    server,
+    serve,
     shot,
     wait_for_app,
 )
@@ -23,12 +25,25 @@ from test_browser import (  # noqa: F401  (fixtures)
 pytestmark = [pytest.mark.browser, pytest.mark.model]
 
 
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The one folder the app may read (``ingest.allowed_dirs``)."""
+    return tmp_path_factory.mktemp("allowed")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, folders: Path) -> Iterator[Server]:
+    with serve(tmp_path_factory.mktemp("browser-ingest"),
+               env_extra={"KNOWLEDGE_INGEST__ALLOWED_DIRS": json.dumps([str(folders)])}) as srv:
+        yield srv
+
+
 @pytest.mark.parametrize("width,height", [(1280, 800), (390, 844)])
-def test_folder_ingest_shows_skipped_files(browser, server: Server, artifacts: Path, tmp_path: Path,
+def test_folder_ingest_shows_skipped_files(browser, server: Server, artifacts: Path, folders: Path,
                                            width: int, height: int):
     from playwright.sync_api import expect
 
-    docs = tmp_path / "docs"
+    docs = folders / f"docs-{width}"
     docs.mkdir()
     (docs / "REPORT.MD").write_text("# Report\n\nQuarterly figures WOMBAT-5401.\n")
     (docs / "notes.txt").write_text("not markdown")

@@ -712,10 +712,12 @@ def test_reembed_keeps_file_attributes_and_table_headers(wb):
 
 
 def test_app_folder_ingest_takes_upper_case_extensions_and_shows_what_it_skipped(tmp_path, monkeypatch):
-    from tests.test_app_stores import button, files_table, finish_job, make_store, open_page
     import streamlit as st
 
+    from tests.test_app_stores import allow, button, files_table, finish_job, make_store, open_page
+
     st.cache_resource.clear()
+    allow(monkeypatch, tmp_path)
     monkeypatch.setattr(Workbench, "_default_embedder", lambda self, model: HashEmbedder(dimension=8))
     make_store()
     docs = tmp_path / "docs"
