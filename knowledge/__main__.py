@@ -101,7 +101,9 @@ def _resolve_file(wb: Any, store: str, ref: str) -> str:
     for f in files:
         if ref == f.file_id:
             return f.file_id
-    named = [f for f in files if f.file_name == ref]
+    from knowledge.workbench import normalize_name
+
+    named = [f for f in files if normalize_name(f.file_name) == normalize_name(ref)]
     if len(named) == 1:
         return named[0].file_id
     if named:
@@ -297,7 +299,13 @@ def _chat(wb: Any, args: argparse.Namespace) -> int:
 def _ingest(wb: Any, args: argparse.Namespace, expand_paths: Any) -> int:
     from tqdm import tqdm
 
-    files = expand_paths(args.paths, args.glob)
+    from knowledge.workbench import skipped_text
+
+    skipped: dict[str, int] = {}
+    files = expand_paths(args.paths, args.glob, skipped)
+    note = skipped_text(skipped)
+    if note:
+        print(note, file=sys.stderr)
     if not files:
         print("No files matched.", file=sys.stderr)
         return 1
@@ -329,7 +337,7 @@ def _ingest(wb: Any, args: argparse.Namespace, expand_paths: Any) -> int:
             if not args.json:
                 text = line([r.name, r.outcome, r.chunks or "", r.pages or "", f"{r.seconds:.2f}s"],
                             (r.message + (" (use --password)" if "password required" in r.message else ""))
-                            if not r.ok else "; ".join(r.warnings)[:100])
+                            if not r.ok else "; ".join(r.warnings))
                 if bar.disable:
                     print(text.rstrip(), flush=True)
                 else:

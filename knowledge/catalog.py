@@ -18,6 +18,7 @@ import json
 import re
 import threading
 import time
+import unicodedata
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -397,7 +398,7 @@ class Catalog:
                 " warnings = excluded.warnings, read_seconds = excluded.read_seconds,"
                 " embed_seconds = excluded.embed_seconds, total_seconds = excluded.total_seconds,"
                 " updated = excluded.updated",
-                [record.store, record.file_id, record.file_name, record.sha256, record.size,
+                [record.store, record.file_id, unicodedata.normalize("NFC", record.file_name), record.sha256, record.size,
                  record.status, record.reason, record.chunks, record.pages, json.dumps(record.warnings),
                  record.read_seconds, record.embed_seconds, record.total_seconds,
                  record.created or now, now],
@@ -409,10 +410,11 @@ class Catalog:
         return _file(row) if row else None
 
     def files(self, store: str, file_name: str | None = None, sha256: str | None = None) -> list[FileRecord]:
-        """The store's file records, optionally only those with a name or content hash; by name."""
+        """The store's file records, optionally only those with a name or content hash; by name.
+        Names compare in Unicode NFC (a decomposed name as macOS writes it equals the typed one)."""
         sql, args = "SELECT * FROM store_files WHERE store = ?", [store]
         if file_name is not None:
-            sql, args = sql + " AND file_name = ?", args + [file_name]
+            sql, args = sql + " AND nfc_normalize(file_name) = ?", args + [unicodedata.normalize("NFC", file_name)]
         if sha256 is not None:
             sql, args = sql + " AND sha256 = ?", args + [sha256]
         with self._cursor() as cur:

@@ -103,6 +103,8 @@ class IngestJob:
         self.started_at: float | None = None  # time.monotonic() when the thread started
         self._cancel = threading.Event()
         self.finished_at: float | None = None  # time.monotonic() when the last file got its result
+        #: Sentences about the batch as a whole (a folder walk's skipped files), for the page to show.
+        self.notes: list[str] = []
         self.skipped: list[str] = []  # files of a folder left out by the allowed folders (from_folder)
         self._thread = threading.Thread(target=self._run, name=f"ingest:{store}", daemon=True)
 
@@ -120,7 +122,7 @@ class IngestJob:
             PathNotAllowed: ``folders`` does not allow the folder.
             InvalidArgument: the folder does not exist, is not a folder, or no file matches.
         """
-        from knowledge.workbench import expand_paths, file_names
+        from knowledge.workbench import expand_paths, file_names, skipped_text
 
         raw = str(folder).strip()
         path = Path(raw).expanduser()
@@ -129,15 +131,18 @@ class IngestJob:
         if not raw or not path.is_dir():
             raise InvalidArgument(f"{raw or 'The folder'} is not a folder on this machine"
                                   " (give the path of a folder the app can read).")
-        found = [p for p in expand_paths([path], glob or None) if isinstance(p, Path)]
+        walk: dict[str, int] = {}  # files the walk left out, by reason (glob, hidden)
+        found = [p for p in expand_paths([path], glob or None, walk) if isinstance(p, Path)]
         skipped = [p for p in found if folders is not None and not folders.allows(p)]
         found = [p for p in found if p not in skipped]
+        note = skipped_text(walk)
         if not found:
             extra = f" ({len(skipped)} left out: outside the allowed folders)" if skipped else ""
-            raise InvalidArgument(f"No file in {path} matches {glob or '**/*'!r}{extra}.")
+            raise InvalidArgument(f"No file in {path} matches {glob or '**/*'!r}{extra}." + (f" {note}" if note else ""))
         names = file_names(found)
         job = cls(wb, store, [(names[p], p) for p in found], **kwargs)
         job.skipped = [str(p) for p in skipped]
+        job.notes = [note] if note else []
         return job
 
     # -- control ----------------------------------------------------------------------------------

@@ -26,8 +26,10 @@ import io
 import logging
 import mimetypes
 import os
+import re
 import threading
 import time
+import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -49,7 +51,7 @@ from knowledge.lexical import LexicalHit, LexicalIndex, reciprocal_rank_fusion
 from knowledge.templates import DEFAULT_TEMPLATE, TemplateRegistry, VectorStoreTemplate
 from knowledge.vectorstore.base import VectorBackend, higher_is_better, passes_threshold, vector_scores
 from knowledge.vectorstore.registry import open_backend
-from knowledge.vectorstore.store import Chunk, Hit, VectorStore, hit_from_payload
+from knowledge.vectorstore.store import RESERVED_FIELDS, Chunk, Hit, VectorStore, hit_from_payload
 
 log = logging.getLogger(__name__)
 
@@ -330,6 +332,7 @@ class Workbench:
             path = None
         if not name:
             raise InvalidArgument("A file needs a name when it is given as bytes or a stream.")
+        name = normalize_name(name)
         record, tpl = self._open_for_ingest(store, template)
         embedder = self.embedder(tpl.embedding_model)
         lock = self._store_lock(store)
@@ -409,7 +412,9 @@ class Workbench:
             vectors = _embed(embedder, texts, progress, cancel)
             t_embed = time.perf_counter() - t0
             _step(progress, "writing", 0.95, cancel)
-            chunks = [Chunk(c.text, vectors[i], c.index, c.page, c.char_start, c.char_end, c.heading)
+            attributes = {f"attr_{k}": v for k, v in doc.attributes.items()}  # front matter: filterable
+            chunks = [Chunk(c.text, vectors[i], c.index, c.page, c.char_start, c.char_end, c.heading,
+                            metadata={**attributes, **({"table_header": c.table_header} if c.table_header else {})})
                       for i, c in enumerate(result.chunks)]
             warnings = list(doc.warnings)  # the chunk plan's notes are the template's, not the file's
             if attributes:  # the caller's file attributes (knowledge.attributes), over the document's own
@@ -812,7 +817,8 @@ class Workbench:
                         [embedding_text(p.payload["text"], p.payload.get("heading")) for p in points])
                     chunks = [Chunk(p.payload["text"], vectors[j], p.payload.get("chunk_index"),
                                     p.payload.get("page"), p.payload.get("char_start"),
-                                    p.payload.get("char_end"), p.payload.get("heading"))
+                                    p.payload.get("char_end"), p.payload.get("heading"),
+                                    metadata={k: v for k, v in p.payload.items() if k not in RESERVED_FIELDS})
                               for j, p in enumerate(points)]
                     vs.upsert(file_id, chunks, file_name=points[0].payload.get("file_name"))
                     if progress:
@@ -833,19 +839,70 @@ def _next_collection_name(store: str, current: str) -> str:
     return f"{store}~{version}"
 
 
-def expand_paths(paths: Iterable[str | os.PathLike], glob: str | None = None) -> list[Path | str]:
-    """Files to ingest: each file as given, each folder's files matching ``glob`` (default ``**/*``),
-    sorted, hidden files skipped; a path that does not exist is returned as a ``str``."""
+def glob_pattern(glob: str) -> re.Pattern[str]:
+    """``glob`` (as :meth:`pathlib.Path.glob` reads it: ``*`` and ``?`` within a name, ``[...]``,
+    ``**`` for any number of folders) as a regular expression for a ``/``-separated relative path,
+    matching names case-insensitively: ``**/*.pdf`` takes ``REPORT.PDF`` too. A pattern without a
+    ``/`` matches names at the top of the folder only, as ``Path.glob`` does."""
+    out, i, n = [], 0, len(glob)
+    while i < n:
+        c = glob[i]
+        if glob.startswith("**/", i):
+            out.append("(?:[^/]*/)*")
+            i += 3
+            continue
+        if glob.startswith("**", i) and i + 2 == n:
+            out.append(".*")
+            i += 2
+            continue
+        if c == "*":
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif c == "[":
+            j = glob.find("]", i + 2 if glob.startswith("[!", i) or glob.startswith("[]", i) else i + 1)
+            if j < 0:
+                out.append(re.escape(c))
+            else:
+                body = glob[i + 1:j]
+                out.append("[" + ("^" + body[1:] if body.startswith("!") else body).replace("\\", "\\\\") + "]")
+                i = j
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return re.compile("".join(out), re.IGNORECASE)
+
+
+def expand_paths(paths: Iterable[str | os.PathLike], glob: str | None = None,
+                 skipped: dict[str, int] | None = None) -> list[Path | str]:
+    """Files to ingest: each file as given, each folder's files matching ``glob`` (default ``**/*``;
+    extensions and names match case-insensitively, see :func:`glob_pattern`), sorted, hidden files
+    skipped; a path that does not exist is returned as a ``str``. ``skipped``, when given, counts
+    the files of the folders that were left out, by reason (``"hidden"``, ``"not matching
+    '<glob>'"``, ``"not a regular file"``): see :func:`skipped_text`."""
     out: list[Path | str] = []
     seen: set[Path] = set()
+    pattern = glob_pattern(glob or "**/*")
+    counts: dict[str, int] = skipped if skipped is not None else {}
     for raw in paths:
         p = Path(raw).expanduser()
         if p.is_dir():
-            for f in sorted(p.glob(glob or "**/*")):
+            for f in sorted(p.rglob("*")):
                 rel = f.relative_to(p)
-                if f.is_file() and not any(part.startswith(".") for part in rel.parts) and f not in seen:
-                    seen.add(f)
-                    out.append(f)
+                if f.is_dir():
+                    continue
+                if any(part.startswith(".") for part in rel.parts):
+                    reason = "hidden"
+                elif not pattern.fullmatch(rel.as_posix()):
+                    reason = f"not matching {glob or '**/*'!r}"
+                elif not f.is_file():
+                    reason = "not a regular file"
+                else:
+                    if f not in seen:
+                        seen.add(f)
+                        out.append(f)
+                    continue
+                counts[reason] = counts.get(reason, 0) + 1
         elif p.is_file():
             if p not in seen:
                 seen.add(p)
@@ -853,6 +910,21 @@ def expand_paths(paths: Iterable[str | os.PathLike], glob: str | None = None) ->
         else:
             out.append(str(raw))
     return out
+
+
+def skipped_text(skipped: dict[str, int]) -> str | None:
+    """``"Skipped 14 files in the folders: 12 not matching '**/*.pdf', 2 hidden."`` or ``None``."""
+    total = sum(skipped.values())
+    if not total:
+        return None
+    parts = ", ".join(f"{n} {reason}" for reason, n in sorted(skipped.items(), key=lambda kv: -kv[1]))
+    return f"Skipped {_n(total, 'file')} in the folders: {parts}."
+
+
+def normalize_name(name: str) -> str:
+    """A file name in Unicode NFC, as names are stored and compared: a name macOS wrote decomposed
+    (NFD: "e" + combining acute) and the same name typed (NFC: "é") are one name."""
+    return unicodedata.normalize("NFC", name)
 
 
 def file_names(paths: Iterable[Path | str]) -> dict[Path, str]:

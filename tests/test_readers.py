@@ -636,7 +636,9 @@ Run it.
 def test_markdown_heading_paths_and_code_blocks():
     doc = check_shape(read_document(MARKDOWN.encode(), "guide.md"))
     assert doc.format == "markdown" and doc.title == "The Guide"
-    assert "layout: page" not in doc.text and "editor's note" not in doc.text
+    assert "editor's note" not in doc.text
+    # front matter: file attributes, kept searchable as a first block of key: value lines
+    assert doc.attributes["layout"] == "page" and doc.text.startswith("title: The Guide\nlayout: page")
     assert section_of(doc, "Preamble").heading is None
     assert section_of(doc, "Intro.").heading == "Guide"
     assert section_of(doc, "make install").heading == "Guide > Install"

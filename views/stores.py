@@ -156,6 +156,8 @@ def _job_outcomes(job: IngestJob) -> None:
     not here again (a file refused before it was kept, too large for one, is said here)."""
     failed = 0
     kept = {f.file_id for f in wb.store_files(job.store) if f.status == FAILED} if job.done else set()
+    for note in getattr(job, "notes", []):  # e.g. how many files the folder walk skipped, and why
+        st.caption(note)
     for fp in job.files:
         r = fp.result
         if r is None:

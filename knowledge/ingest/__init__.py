@@ -3,11 +3,11 @@ chunker (:mod:`knowledge.ingest.chunker`)."""
 
 import logging
 
-from knowledge.ingest.document import FORMATS, Document, Section
+from knowledge.ingest.document import FORMATS, Document, Section, Table
 from knowledge.ingest.readers import detect_format, read_document
 
 # A library logs, the application decides where it goes; without a handler of the application's,
 # nothing is printed (the logging module's last-resort handler would write warnings to stderr).
 logging.getLogger("knowledge.ingest").addHandler(logging.NullHandler())
 
-__all__ = ["FORMATS", "Document", "Section", "detect_format", "read_document"]
+__all__ = ["FORMATS", "Document", "Section", "Table", "detect_format", "read_document"]

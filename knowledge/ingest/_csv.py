@@ -2,7 +2,9 @@
 its own header (``name: Ada | born: 1815``).
 
 The delimiter (comma, semicolon, tab, pipe) is sniffed with :class:`csv.Sniffer` on the first lines,
-falling back to the one that gives the most consistent column count. The first row is the header;
+falling back to the one that gives the most consistent column count. A first line ``sep=;`` (the hint
+Excel writes and reads: any one character after ``sep=``) sets the delimiter and is not a row. The
+first row is the header;
 empty values are left out of a row's line; columns without a name are called "column N".
 """
 
@@ -10,12 +12,15 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 
 from knowledge.errors import EmptyDocument, UnsupportedFile
 from knowledge.ingest._text import Builder, clean, one_line
 from knowledge.ingest.document import Document
 
 _DELIMITERS = ",;\t|"
+#: Excel's delimiter hint: ``sep=<one character>`` alone on the first line (``\t`` written out too).
+_SEP_HINT = re.compile(r'\A"?sep=(\\t|[^\n"])"?[ \t]*(?:\n|\Z)', re.I)
 
 
 def read_csv(text: str) -> Document:
@@ -28,7 +33,12 @@ def read_csv(text: str) -> Document:
     text = clean(text, collapse=False)
     if not text.strip():
         raise EmptyDocument("no text: the CSV file is empty")
-    delimiter = sniff_delimiter(text)
+    hint = _SEP_HINT.match(text)
+    if hint:
+        delimiter = "\t" if hint.group(1) in ("\\t", "\t") else hint.group(1)
+        text = text[hint.end():]
+    else:
+        delimiter = sniff_delimiter(text)
     try:
         rows = [[one_line(cell) for cell in row] for row in csv.reader(io.StringIO(text), delimiter=delimiter)]
     except csv.Error as exc:  # a field over csv.field_size_limit(), for one

@@ -18,19 +18,35 @@ tables, §17.5.2 content controls, §17.9 numbering, §17.10 headers and footers
 * Headings: paragraphs with an outline level (Heading 1..9 styles, or ``w:outlineLvl``) build the
   heading path of the sections.
 * Headers and footers: every distinct header before the body and every distinct footer after it,
-  once each, however many sections refer to them; then footnotes and endnotes.
+  once each, however many sections refer to them.
+* Footnotes and endnotes (§17.11): the reference mark Word shows ("1", "2", ...; endnotes "i", "ii",
+  ...) stays in the paragraph as ``[1]`` (bracketed, so it never glues onto the word before it), and
+  the note follows the paragraph that cites it as ``[1] text``.
+  Comments (§17.13.4) follow the paragraph that holds their reference as
+  ``Comment (author): text``. Notes and comments nobody refers to come at the end.
+* Tracked changes (§17.13.5): inserted and moved-to text is in, deleted and moved-from text (and
+  deleted table rows) out -- the document as it reads with the changes accepted.
+* Hidden text: runs marked ``w:vanish`` directly or through their character or paragraph style.
+* Embedded HTML, text and Word parts (``w:altChunk``, §17.17.2.1, as report generators write them)
+  are read in place, HTML through the HTML reader (hidden text left out there too). What is not
+  read -- an embedded part of another type, OLE objects (an Excel sheet in the page), charts,
+  SmartArt diagrams -- is named in the document's warnings.
+* Strict Office Open XML (ISO/IEC 29500 Strict, "Strict Open XML Document" in Word): its namespaces
+  are mapped to the transitional ones (ISO/IEC 29500-4 lists both) before python-docx opens it.
 """
 
 from __future__ import annotations
 
+import email
 import io
 import re
 import zipfile
+from collections import Counter
 
 from lxml import etree
 
 from knowledge.errors import EmptyDocument, FileTooLarge, KnowledgeError, UnsupportedFile
-from knowledge.ingest._text import Builder, one_line
+from knowledge.ingest._text import Builder, decode, one_line
 from knowledge.ingest.document import Document
 
 W_NS = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
@@ -46,8 +62,8 @@ MAX_UNPACKED_BYTES = 512 * 1024 * 1024
 _SAFE_PARSER = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=False)
 
 
-def read_docx(data: bytes) -> Document:
-    """Read a DOCX (also .docm, .dotx, .dotm); sections carry the heading path.
+def read_docx(data: bytes, *, _depth: int = 0) -> Document:
+    """Read a DOCX (also .docm, .dotx, .dotm, and Strict Open XML); sections carry the heading path.
 
     Raises:
         UnsupportedFile: a damaged ZIP or a package without a Word main document, with the reason.
@@ -55,13 +71,14 @@ def read_docx(data: bytes) -> Document:
         EmptyDocument: no text at all (for example only images).
     """
     _check_zip(data)
+    data = strict_to_transitional(data)
     try:
         from docx.package import Package
 
         part = Package.open(io.BytesIO(data)).main_document_part
         if "wordprocessingml" not in part.content_type and "ms-word" not in part.content_type:
             raise UnsupportedFile(f"unsupported: not a Word document (main part is {part.content_type})")
-        reader = _Reader(part)
+        reader = _Reader(part, depth=_depth)
         return reader.read()
     except KnowledgeError:
         raise
@@ -88,6 +105,51 @@ def _check_zip(data: bytes) -> None:
         raise FileTooLarge(
             f"This DOCX unpacks to {unpacked:,} bytes, over the limit of {MAX_UNPACKED_BYTES:,} bytes."
         )
+
+
+#: ISO/IEC 29500 Strict namespaces and the transitional ones python-docx knows (ISO/IEC 29500-4).
+#: The relationships entry covers the relationship types too (".../relationships/officeDocument").
+STRICT_NAMESPACES: tuple[tuple[bytes, bytes], ...] = tuple((a.encode(), b.encode()) for a, b in (
+    ("http://purl.oclc.org/ooxml/wordprocessingml/main", W_NS),
+    ("http://purl.oclc.org/ooxml/officeDocument/relationships",
+     "http://schemas.openxmlformats.org/officeDocument/2006/relationships"),
+    ("http://purl.oclc.org/ooxml/officeDocument/math", "http://schemas.openxmlformats.org/officeDocument/2006/math"),
+    ("http://purl.oclc.org/ooxml/officeDocument/sharedTypes",
+     "http://schemas.openxmlformats.org/officeDocument/2006/sharedTypes"),
+    ("http://purl.oclc.org/ooxml/officeDocument/customXml",
+     "http://schemas.openxmlformats.org/officeDocument/2006/customXml"),
+    ("http://purl.oclc.org/ooxml/officeDocument/extendedProperties",
+     "http://schemas.openxmlformats.org/officeDocument/2006/extended-properties"),
+    ("http://purl.oclc.org/ooxml/officeDocument/docPropsVTypes",
+     "http://schemas.openxmlformats.org/officeDocument/2006/docPropsVTypes"),
+    ("http://purl.oclc.org/ooxml/drawingml/main", "http://schemas.openxmlformats.org/drawingml/2006/main"),
+    ("http://purl.oclc.org/ooxml/drawingml/wordprocessingDrawing",
+     "http://schemas.openxmlformats.org/drawingml/2006/wordprocessingDrawing"),
+    ("http://purl.oclc.org/ooxml/drawingml/picture", "http://schemas.openxmlformats.org/drawingml/2006/picture"),
+    ("http://purl.oclc.org/ooxml/drawingml/chart", "http://schemas.openxmlformats.org/drawingml/2006/chart"),
+    ("http://purl.oclc.org/ooxml/drawingml/diagram", "http://schemas.openxmlformats.org/drawingml/2006/diagram"),
+))
+
+
+def strict_to_transitional(data: bytes) -> bytes:
+    """``data`` unchanged, or -- for a Strict Open XML package -- the same package with every XML
+    part's Strict namespaces replaced by the transitional ones (:data:`STRICT_NAMESPACES`)."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as zf:
+            rels = zf.read("_rels/.rels") if "_rels/.rels" in zf.namelist() else b""
+            if b"purl.oclc.org/ooxml/" not in rels:
+                return data
+            out = io.BytesIO()
+            with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
+                for info in zf.infolist():
+                    body = zf.read(info)
+                    if info.filename.endswith((".xml", ".rels")):
+                        for strict, transitional in STRICT_NAMESPACES:
+                            body = body.replace(strict, transitional)
+                    dst.writestr(info.filename, body)
+            return out.getvalue()
+    except (zipfile.BadZipFile, KeyError, OSError):
+        return data
 
 
 def _xml(part) -> etree._Element | None:
@@ -240,17 +302,34 @@ class _Styles:
 
     def __init__(self, root: etree._Element | None) -> None:
         self._styles: dict[str, etree._Element] = {}
+        self._char: dict[str, etree._Element] = {}
         self.default: str | None = None
         if root is None:
             return
         for style in root.iter(W + "style"):
+            sid = style.get(W + "styleId")
+            if style.get(W + "type") == "character" and sid:
+                self._char[sid] = style
             if style.get(W + "type") not in (None, "paragraph"):
                 continue
-            sid = style.get(W + "styleId")
             if sid:
                 self._styles[sid] = style
                 if style.get(W + "default") in ("1", "true", "on"):
                     self.default = sid
+
+    def vanish(self, char_style: str | None, para_style: str | None) -> bool | None:
+        """Whether a run's character style (else its paragraph's style) hides it (``w:vanish``),
+        following ``w:basedOn``; ``None`` when no style says."""
+        for styles, sid in ((self._char, char_style), (self._styles, para_style)):
+            seen = set()
+            while sid and sid in styles and sid not in seen:
+                seen.add(sid)
+                v = styles[sid].find(f"{W}rPr/{W}vanish")
+                if v is not None:
+                    return _on(v)
+                based = styles[sid].find(W + "basedOn")
+                sid = based.get(W + "val") if based is not None else None
+        return None
 
     def _chain(self, sid: str | None):
         seen = set()
@@ -304,9 +383,22 @@ _SKIP_INLINE = {W + "pPr", W + "rPr", W + "del", W + "moveFrom", W + "proofErr",
                 W + "permEnd", W + "sdtPr", W + "sdtEndPr"}
 
 
+_NOTE_KINDS = ("footnote", "endnote")
+_DRAWING_URI = re.compile(r"/(chart|diagram|chartex)$")
+
+
 class _Reader:
-    def __init__(self, part) -> None:
+    def __init__(self, part, *, depth: int = 0) -> None:
         self.part = part
+        self.depth = depth
+        self.warnings: list[str] = []
+        self.skipped: Counter[str] = Counter()
+        self.notes: dict[str, dict[str, etree._Element]] = {kind: self._notes(kind + "s") for kind in _NOTE_KINDS}
+        self.comments: dict[str, etree._Element] = self._comments()
+        self.marks: dict[str, int] = {kind: 0 for kind in _NOTE_KINDS}
+        self.cited: set[tuple[str, str]] = set()
+        self.pending: list[tuple[str, str, str]] = []  # (kind, id, mark) cited by the paragraph being read
+        self.para_style: str | None = None
         self.root = _xml(part)
         styles = _related(part, "styles")
         numbering = _related(part, "numbering")
@@ -328,19 +420,118 @@ class _Reader:
             self.builder.add(text)
         self._blocks(body, in_box=False)
         self.path = []
-        for kind in ("footnotes", "endnotes"):
-            for part in _related(self.part, kind):
-                root = _xml(part)
-                if root is None:
-                    continue
-                for note in root:
-                    if note.get(W + "type") in (None, "normal"):
-                        self._blocks(note, in_box=True)
+        for kind in _NOTE_KINDS:  # notes no paragraph cites: still text of the document
+            for nid, note in self.notes[kind].items():
+                if (kind, nid) not in self.cited:
+                    self._add_note(kind, nid, None)
+        for cid in self.comments:
+            if ("comment", cid) not in self.cited:
+                self._add_note("comment", cid, None)
         for text in footers:
             self.builder.add(text)
         title = self._core_title() or self.title
+        for what, n in sorted(self.skipped.items()):
+            self.warnings.append(f"{n} {what}{'' if n == 1 else 's'} not read" if not what.startswith("embedded part")
+                                 else f"{what} not read" + (f" ({n} times)" if n > 1 else ""))
         empty = "no text: this Word document has no text (images or empty tables only?)"
-        return self.builder.build("docx", empty=empty, title=title)
+        return self.builder.build("docx", empty=empty, title=title, warnings=self.warnings)
+
+    # notes, comments, embedded parts
+
+    def _notes(self, kind: str) -> dict[str, etree._Element]:
+        out: dict[str, etree._Element] = {}
+        for part in _related(self.part, kind):
+            root = _xml(part)
+            if root is None:
+                continue
+            for note in root:
+                if note.get(W + "type") in (None, "normal") and note.get(W + "id") is not None:
+                    out[note.get(W + "id")] = note
+        return out
+
+    def _comments(self) -> dict[str, etree._Element]:
+        out: dict[str, etree._Element] = {}
+        for part in _related(self.part, "comments"):
+            root = _xml(part)
+            if root is None:
+                continue
+            for comment in root.iter(W + "comment"):
+                if comment.get(W + "id") is not None:
+                    out[comment.get(W + "id")] = comment
+        return out
+
+    def _cite(self, kind: str, nid: str | None, parts: list[str], *, custom_mark: bool = False) -> None:
+        """A reference to a note or comment in a run: the mark Word shows goes into ``parts``."""
+        if nid is None:
+            return
+        known = self.comments if kind == "comment" else self.notes[kind]
+        if nid not in known or (kind, nid) in self.cited:
+            return
+        self.cited.add((kind, nid))
+        mark = ""
+        if kind != "comment":
+            self.marks[kind] += 1
+            mark = str(self.marks[kind]) if kind == "footnote" else _roman(self.marks[kind])
+            if not custom_mark:
+                parts.append(f"[{mark}]")  # bracketed: a superscript "1" glued to "hot" would make "hot1"
+        self.pending.append((kind, nid, mark))
+
+    def _add_note(self, kind: str, nid: str, mark: str | None) -> None:
+        element = self.comments[nid] if kind == "comment" else self.notes[kind][nid]
+        saved = self.pending
+        self.pending = []
+        try:
+            text = " ".join(one_line(t) for t, _ in self._collect(element))
+        finally:
+            self.pending = saved
+        if not text:
+            return
+        if kind == "comment":
+            author = element.get(W + "author")
+            label = f"Comment ({one_line(author)})" if author and author.strip() else "Comment"
+            self.builder.add(f"{label}: {text}", heading=self._heading())
+        else:
+            self.builder.add(f"[{mark}] {text}" if mark else f"{kind.capitalize()}: {text}", heading=self._heading())
+
+    def _flush_notes(self) -> None:
+        pending, self.pending = self.pending, []
+        for kind, nid, mark in pending:
+            self._add_note(kind, nid, mark)
+
+    def _alt_chunk(self, element: etree._Element) -> None:
+        """An embedded part (``w:altChunk``) read in place: HTML, MHT, plain text or a Word document."""
+        rid = element.get(R + "id")
+        try:
+            part = self.part.related_parts[rid]
+        except KeyError:
+            self.warnings.append("an embedded part (altChunk) is missing from the package; not read")
+            return
+        ctype = (getattr(part, "content_type", "") or "").lower()
+        blob = part.blob or b""
+        from knowledge.errors import EmptyDocument
+
+        try:
+            if "html" in ctype:
+                self._add_document(_read_html(decode(blob)))
+            elif ctype == "message/rfc822" or str(part.partname).lower().endswith((".mht", ".mhtml")):
+                self._add_document(_read_mht(blob))
+            elif ctype.startswith("text/plain"):
+                self.builder.add(decode(blob), heading=self._heading())
+            elif "wordprocessingml" in ctype and self.depth < 3:
+                self._add_document(read_docx(blob, _depth=self.depth + 1))
+            else:
+                self.skipped[f"embedded part of type {ctype or 'unknown'}"] += 1
+        except EmptyDocument:
+            return
+        except KnowledgeError as exc:
+            self.warnings.append(f"an embedded part ({ctype}) could not be read: {exc}")
+
+    def _add_document(self, doc: Document) -> None:
+        here = self._heading()
+        for section in doc.sections:
+            heading = " > ".join(h for h in (here, section.heading) if h) or None
+            self.builder.add(doc.text[section.char_start:section.char_end], heading=heading)
+        self.warnings.extend(f"embedded part: {w}" for w in doc.warnings)
 
     def _core_title(self) -> str | None:
         try:
@@ -397,7 +588,8 @@ class _Reader:
                 lines = self._table_lines(child)
                 if lines:
                     text = "[" + "; ".join(lines) + "]" if self.cell_depth else "\n".join(lines)
-                    self.builder.add(text, heading=self._heading())
+                    # the first row is the header the chunker repeats
+                    self.builder.add(text, heading=self._heading(), table_header=0 if self.cell_depth else 1)
             elif tag == W + "sdt":
                 content = child.find(W + "sdtContent")
                 if content is not None:
@@ -408,13 +600,16 @@ class _Reader:
                 choice = _first_choice(child)
                 if choice is not None:
                     self._blocks(choice, in_box=in_box)
+            elif tag == W + "altChunk":
+                self._alt_chunk(child)
 
     def _paragraph(self, p: etree._Element, *, in_box: bool) -> None:
         parts: list[str] = []
         boxes: list[etree._Element] = []
+        style_id, level, prefix = self._paragraph_facts(p)
+        self.para_style = style_id
         self._inline(p, parts, boxes)
         text = "".join(parts)
-        style_id, level, prefix = self._paragraph_facts(p)
         if prefix is not None and text.strip():
             indent = "  " * level
             text = f"{indent}{prefix} {text.strip()}" if prefix else f"{indent}{text.strip()}"
@@ -427,6 +622,7 @@ class _Reader:
             elif self.title is None and self.styles.is_title(style_id):
                 self.title = one_line(text)
         self.builder.add(text, heading=self._heading())
+        self._flush_notes()
         for box in boxes:
             self._blocks(box, in_box=True)
 
@@ -476,8 +672,14 @@ class _Reader:
 
     def _run(self, run: etree._Element, parts: list[str], boxes: list[etree._Element]) -> None:
         rpr = run.find(W + "rPr")
-        if rpr is not None and _on(rpr.find(W + "vanish")):
-            return
+        vanish = rpr.find(W + "vanish") if rpr is not None else None
+        if vanish is not None:
+            if _on(vanish):
+                return
+        else:
+            rstyle = rpr.find(W + "rStyle") if rpr is not None else None
+            if self.styles.vanish(rstyle.get(W + "val") if rstyle is not None else None, self.para_style):
+                return
         for child in run:
             tag = child.tag
             if tag == W + "t":
@@ -497,16 +699,38 @@ class _Reader:
                 if 0xF000 <= code <= 0xF0FF:  # symbol-font private use: a glyph, not a letter
                     continue
                 parts.append(chr(code))
+            elif tag in (W + "footnoteReference", W + "endnoteReference"):
+                kind = "footnote" if tag == W + "footnoteReference" else "endnote"
+                custom = child.get(W + "customMarkFollows") in ("1", "true", "on")
+                self._cite(kind, child.get(W + "id"), parts, custom_mark=custom)
+            elif tag == W + "commentReference":
+                self._cite("comment", child.get(W + "id"), parts)
             elif tag in (W + "drawing", W + "pict", W + "object"):
                 boxes.extend(_text_boxes(child))
+                self._note_skipped(child)
             elif tag == MC + "AlternateContent":
                 choice = _first_choice(child)
                 if choice is not None:
                     boxes.extend(_text_boxes(choice))
+                    self._note_skipped(choice)
+
+    def _note_skipped(self, element: etree._Element) -> None:
+        """Count what a drawing or object holds that is not text: OLE objects, charts, diagrams."""
+        for el in element.iter():
+            tag = el.tag if isinstance(el.tag, str) else ""
+            if tag.endswith("}OLEObject"):
+                prog = el.get("ProgID")
+                self.skipped[f"embedded object ({prog})" if prog else "embedded object"] += 1
+            elif tag.endswith("}graphicData"):
+                m = _DRAWING_URI.search(el.get("uri", ""))
+                if m:
+                    self.skipped["SmartArt diagram" if m.group(1) == "diagram" else "chart"] += 1
 
     def _table_lines(self, tbl: etree._Element) -> list[str]:
         lines = []
         for tr in _children(tbl, W + "tr"):
+            if tr.find(f"{W}trPr/{W}del") is not None:  # a deleted row (tracked change)
+                continue
             cells = [self._cell_text(tc) for tc in _children(tr, W + "tc")]
             if any(cells):
                 lines.append(" | ".join(cells))
@@ -574,3 +798,31 @@ def _children(parent: etree._Element, tag: str):
 def _on(element: etree._Element | None) -> bool:
     """A WordprocessingML on/off property: present and not ``w:val="0|false|off"``."""
     return element is not None and element.get(W + "val", "true") not in ("0", "false", "off")
+
+
+def _read_html(text: str) -> Document:
+    from knowledge.ingest._html import read_html
+
+    return read_html(text)
+
+
+def _read_mht(blob: bytes) -> Document:
+    """The HTML (else plain text) part of an MHT/MHTML archive (RFC 2557 MIME)."""
+    from knowledge.errors import EmptyDocument
+
+    message = email.message_from_bytes(blob)
+    for wanted in ("text/html", "text/plain"):
+        for part in message.walk():
+            if part.get_content_type() == wanted:
+                payload = part.get_payload(decode=True) or b""
+                charset = part.get_content_charset()
+                try:
+                    text = payload.decode(charset) if charset else decode(payload)
+                except (LookupError, UnicodeDecodeError):
+                    text = decode(payload)
+                if wanted == "text/html":
+                    return _read_html(text)
+                builder = Builder()
+                builder.add(text)
+                return builder.build("text", empty="no text")
+    raise EmptyDocument("no text in the embedded MHT part")

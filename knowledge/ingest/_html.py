@@ -2,8 +2,16 @@
 
 BeautifulSoup 4 with the standard library's ``html.parser`` (no compiled parser needed). Left out:
 ``script``, ``style``, ``noscript``, ``template``, ``title`` (it becomes the document title),
-``svg``, ``math``, ``canvas``, form controls' internals, comments, elements with the
-``hidden`` attribute, ``aria-hidden="true"`` or an inline ``display:none``. Block elements (as in the
+``svg``, ``math``, ``canvas``, form controls' internals, comments, and whatever a browser would not
+show (:func:`remove_invisible`): elements with the ``hidden`` attribute or ``aria-hidden="true"``, and
+elements that CSS hides -- inline ``style`` attributes and ``<style>`` sheets alike, with the cascade
+(``!important``, inline over sheet, specificity, order) deciding between rules: ``display: none``,
+``opacity: 0`` and ``content-visibility: hidden`` hide an element and all it contains;
+``visibility: hidden|collapse`` and ``font-size: 0`` are inherited, so a descendant that sets
+``visibility: visible`` (or a size) shows again. Sheets are parsed with tinycss2, selector specificity
+comes from cssselect2 and selectors are matched with soupsieve (Beautiful Soup's CSS engine). Rules
+inside ``@media`` apply only for ``all`` and ``screen`` without conditions (a rule for print or for a
+narrow screen does not hide text on the screen a person reads). Block elements (as in the
 HTML Living Standard's rendering section: ``p``, ``div``, ``li``, ``h1``-``h6``, ``pre``, ``table``,
 ...) become blocks; inline whitespace collapses as a browser does; ``pre`` keeps its lines;
 ``br`` breaks a line; list items get "•" (``ul``) or "1." (``ol``, honouring ``start``); table rows
@@ -40,6 +48,9 @@ def read_html(text: str) -> Document:
     from bs4 import BeautifulSoup
 
     soup = BeautifulSoup(text, "html.parser")
+    remove_invisible(soup)
+    _form_values(soup)
+    skipped = _count_embedded(soup)
     title_tag = soup.find("title")
     title = one_line(title_tag.get_text()) if title_tag else None
     walker = _Walker()
@@ -47,7 +58,42 @@ def read_html(text: str) -> Document:
     walker.flush()
     if not title:
         title = walker.first_h1
-    return walker.builder.build("html", empty="no text: the HTML page has no visible text", title=title)
+    warnings = [f"{n} {what}{'' if n == 1 else 's'} not read (content from elsewhere)" for what, n in skipped.items()]
+    return walker.builder.build("html", empty="no text: the HTML page has no visible text", title=title,
+                                warnings=warnings)
+
+
+#: Elements whose content lives elsewhere (another page, a plugin): named in the warnings.
+_EMBEDDED = {"iframe": "embedded frame (iframe)", "object": "embedded object", "embed": "embedded object",
+             "frame": "frame"}
+_TEXT_INPUTS = {"", "text", "search", "email", "url", "tel", "number", "date", "datetime-local", "month",
+                "week", "time"}
+
+
+def _count_embedded(soup) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for name, what in _EMBEDDED.items():
+        n = len(soup.find_all(name))
+        if n:
+            counts[what] = counts.get(what, 0) + n
+    return counts
+
+
+def _form_values(soup) -> None:
+    """Form controls show their values: a text input's ``value``, a select's chosen option(s)
+    (the first when none is marked, as a browser shows it). They become text in place."""
+    for tag in soup.find_all("input"):
+        kind = str(tag.get("type", "")).strip().lower()
+        value = str(tag.get("value", "")).strip()
+        if kind in _TEXT_INPUTS and value:
+            tag.replace_with(f" {value} ")
+        elif kind in ("submit", "button", "reset") and value:
+            tag.replace_with(f" {value} ")
+    for tag in soup.find_all("select"):
+        options = tag.find_all("option")
+        chosen = [o for o in options if o.has_attr("selected")] or options[:1]
+        text = ", ".join(one_line(o.get_text(" ")) for o in chosen if one_line(o.get_text(" ")))
+        tag.replace_with(f" {text} " if text else "")
 
 
 class _Walker:
@@ -107,8 +153,8 @@ class _Walker:
             elif name == "table":
                 self.flush()
                 rows = [" | ".join(cells) for cells in _rows(child) if any(cells)]
-                if rows:
-                    self.builder.add("\n".join(rows), heading=self.heading())
+                if rows:  # the first row is the header the chunker repeats
+                    self.builder.add("\n".join(rows), heading=self.heading(), table_header=1)
             elif name in ("ul", "ol", "menu", "dir"):
                 self.flush()
                 self._list(child, ordered=name == "ol")
@@ -173,11 +219,136 @@ def _rows(table):
 
 
 def _hidden(tag) -> bool:
+    """Left for safety on trees not passed through :func:`remove_invisible` first."""
     attrs = tag.attrs or {}
     if "hidden" in attrs or str(attrs.get("aria-hidden", "")).lower() == "true":
         return True
     style = attrs.get("style")
     return bool(style and _DISPLAY_NONE.search(str(style)))
+
+
+# -- what a browser would not show ----------------------------------------------------------------
+
+#: Properties that hide an element with everything in it.
+_SUBTREE_HIDDEN = {"display": {"none"}, "opacity": {"0", "0.0", "0%"}, "content-visibility": {"hidden"}}
+#: Inherited properties that hide text, and the values that do.
+_INHERITED_HIDDEN = {"visibility": {"hidden", "collapse"}, "font-size": {"0", "0px", "0pt", "0em", "0rem", "0%"}}
+_PROPERTIES = set(_SUBTREE_HIDDEN) | set(_INHERITED_HIDDEN)
+_INLINE = (1, 0, 0, 0)  # an inline style beats any selector (CSS Cascade 4 §6.2)
+
+
+def remove_invisible(soup) -> None:
+    """Remove from ``soup`` what a browser would not show a person (see the module's docstring)."""
+    from bs4 import NavigableString, Tag
+
+    declared = _cascade(soup)
+    doomed: list = []
+    strings: list = []
+
+    def walk(node, inherited: dict[str, str]) -> None:
+        for child in list(node.children):
+            if isinstance(child, Tag):
+                attrs = child.attrs or {}
+                values = declared.get(id(child), {})
+                if ("hidden" in attrs or str(attrs.get("aria-hidden", "")).strip().lower() == "true"
+                        or any(values.get(p) in v for p, v in _SUBTREE_HIDDEN.items())):
+                    doomed.append(child)
+                    continue
+                mine = dict(inherited)
+                for prop in _INHERITED_HIDDEN:
+                    value = values.get(prop)
+                    if value is not None and value not in ("inherit", "unset"):
+                        mine[prop] = value
+                walk(child, mine)
+            elif isinstance(child, NavigableString) and any(
+                    inherited.get(p) in v for p, v in _INHERITED_HIDDEN.items()):
+                strings.append(child)
+
+    walk(soup, {})
+    for tag in doomed:
+        tag.decompose()
+    for string in strings:
+        string.extract()
+
+
+def _cascade(soup) -> dict[int, dict[str, str]]:
+    """``{id(tag): {property: value}}`` for the properties of :data:`_PROPERTIES` a tag declares,
+    the winner of the cascade for each (values lowercased)."""
+    import tinycss2
+
+    best: dict[int, dict[str, tuple]] = {}
+    order = 0
+
+    def offer(tag, name: str, value: str, important: bool, specificity: tuple) -> None:
+        nonlocal order
+        order += 1
+        key = (important, specificity, order)
+        mine = best.setdefault(id(tag), {})
+        if name not in mine or key > mine[name][0]:
+            mine[name] = (key, value)
+
+    for style in soup.find_all("style"):
+        media = str(style.get("media", "all")).strip().lower()
+        if media not in ("", "all", "screen"):
+            continue
+        css = style.string if style.string is not None else style.get_text()
+        rules = tinycss2.parse_stylesheet(css or "", skip_comments=True, skip_whitespace=True)
+        for tag, name, value, important, specificity in _rule_matches(soup, rules):
+            offer(tag, name, value, important, (0,) + specificity)
+    for tag in soup.find_all(style=True):
+        for decl in tinycss2.parse_declaration_list(str(tag.get("style")), skip_comments=True,
+                                                    skip_whitespace=True):
+            if getattr(decl, "type", None) == "declaration" and decl.lower_name in _PROPERTIES:
+                offer(tag, decl.lower_name, _value(decl), decl.important, _INLINE)
+    return {tid: {name: v for name, (_, v) in props.items()} for tid, props in best.items()}
+
+
+def _rule_matches(soup, rules):
+    """``(tag, property, value, important, specificity)`` for each declaration of interest in
+    ``rules`` and each tag a rule's selectors match."""
+    import soupsieve
+    import tinycss2
+    from cssselect2 import parser
+
+    for rule in rules:
+        kind = getattr(rule, "type", None)
+        if kind == "at-rule":
+            keyword = rule.lower_at_keyword
+            if rule.content is None:
+                continue
+            if keyword == "media" and tinycss2.serialize(rule.prelude).strip().lower() not in ("all", "screen"):
+                continue
+            if keyword in ("media", "supports", "layer", "scope"):
+                inner = tinycss2.parse_rule_list(rule.content, skip_comments=True, skip_whitespace=True)
+                yield from _rule_matches(soup, inner)
+            continue
+        if kind != "qualified-rule":
+            continue
+        declarations = [d for d in tinycss2.parse_blocks_contents(rule.content, skip_comments=True,
+                                                                    skip_whitespace=True)
+                        if getattr(d, "type", None) == "declaration" and d.lower_name in _PROPERTIES]
+        if not declarations:
+            continue
+        try:
+            selectors = list(parser.parse(rule.prelude))
+        except Exception:  # a selector cssselect2 cannot parse: a browser drops the rule too
+            continue
+        for selector in selectors:
+            if selector.pseudo_element is not None:
+                continue  # ::before and friends hide generated content, not the element's text
+            try:
+                matched = soupsieve.select(str(selector), soup)
+            except Exception:  # a selector soupsieve does not support (:hover is fine, it never matches)
+                continue
+            for tag in matched:
+                for decl in declarations:
+                    yield tag, decl.lower_name, _value(decl), decl.important, selector.specificity
+
+
+def _value(declaration) -> str:
+    import tinycss2
+
+    return " ".join(tinycss2.serialize(declaration.value).split()).lower()
 
 
 def _int(value, default: int) -> int:

@@ -6,9 +6,22 @@ Only top-level headings (not those inside block quotes or list items) open a sec
 heading path is the chain of enclosing headings, outermost first ("Guide > Install > Linux"),
 rendered as plain text (``## The `?` Operator`` -> "The ? Operator").
 
-The text is the Markdown source, with: a YAML front-matter block removed (its ``title:`` becomes the
-document title), HTML comment blocks removed (they are invisible), runs of blank lines outside code
-reduced to one, and code blocks kept line for line.
+The text is the Markdown source, with: HTML comment blocks removed (they are invisible), runs of
+blank lines outside code reduced to one, and code blocks kept line for line.
+
+HTML blocks that hide part of their content (``display:none``, ``visibility:hidden``, ``hidden``, ... as
+the HTML reader decides) are replaced by the text a browser shows; other HTML blocks stay as written.
+
+Front matter: a leading block between ``---`` and ``---`` (or ``...``) is front matter only when it
+parses (PyYAML, ``safe_load``) as a mapping of key/value metadata. Its values become the document's
+:attr:`~knowledge.ingest.document.Document.attributes` (nested keys joined with ``_``, lists joined
+with ``", "``, dates in ISO form), its ``title`` the document title, and it stays searchable as a
+first block of ``key: value`` lines. Anything else -- a ``---`` thematic break that opens the file,
+prose, a YAML scalar or list -- is ordinary Markdown and is indexed as such (Jekyll, Hugo and
+Pandoc read front matter the same way: a YAML mapping or nothing).
+
+Tables (GFM pipe tables at the top level) are recorded with their header and delimiter rows, so the
+chunker can repeat the header in every chunk cut from the table's body.
 """
 
 from __future__ import annotations
@@ -19,7 +32,6 @@ from knowledge.ingest._text import Builder, clean, one_line
 from knowledge.ingest.document import Document
 
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\n(?P<body>.*?\n)(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.S)
-_FM_TITLE = re.compile(r"^title:[ \t]*(?P<title>.+?)[ \t]*$", re.M)
 _COMMENT = re.compile(r"\A\s*<!--.*-->\s*\Z", re.S)
 
 _PARSER = None
@@ -42,18 +54,21 @@ def read_markdown(text: str) -> Document:
     """
     text = clean(text, collapse=False)
     title = None
+    attributes: dict = {}
     fm = _FRONT_MATTER.match(text)
     if fm:
-        t = _FM_TITLE.search(fm.group("body"))
-        if t:
-            title = t.group("title").strip().strip("\"'") or None
-        text = text[fm.end():]
+        attributes = front_matter(fm.group("body"))
+        if attributes:
+            text = text[fm.end():]
+            t = attributes.get("title")
+            title = str(t) if t not in (None, "") else None
     lines = text.split("\n")
     tokens = _parser().parse(text)
 
     code: set[int] = set()
     dropped: set[int] = set()
     headings: list[tuple[int, int, str]] = []  # (first line, level, plain text)
+    tables: list[tuple[int, int]] = []  # (first line, end line) of top-level tables
     for i, tok in enumerate(tokens):
         if tok.map is None:
             continue
@@ -62,11 +77,17 @@ def read_markdown(text: str) -> Document:
             code.update(range(start, end))
         elif tok.type == "html_block" and tok.level == 0 and _COMMENT.match(tok.content):
             dropped.update(range(start, end))
+        elif tok.type == "html_block" and tok.level == 0:
+            visible = _visible_html(tok.content)
+            if visible is not None:  # the block hides something: only what a browser shows stays
+                lines[start:end] = [visible] + [""] * (end - start - 1)
         elif tok.type == "heading_open" and tok.level == 0:
             inline = tokens[i + 1] if i + 1 < len(tokens) else None
             plain = _plain(inline) if inline is not None else ""
             if plain:
                 headings.append((start, int(tok.tag[1]), plain))
+        elif tok.type == "table_open" and tok.level == 0:
+            tables.append((start, end))
 
     if title is None and headings:
         first_h1 = next((h for h in headings if h[1] == 1), None)
@@ -77,6 +98,8 @@ def read_markdown(text: str) -> Document:
             title = headings[0][2]
 
     builder = Builder()
+    if attributes:
+        builder.add("\n".join(f"{k}: {v}" for k, v in attributes.items()))
     bounds = [0] + [h[0] for h in headings] + [len(lines)]
     path: list[tuple[int, str]] = []
     heading_at = {h[0]: h for h in headings}
@@ -86,14 +109,60 @@ def read_markdown(text: str) -> Document:
             while path and path[-1][0] >= level:
                 path.pop()
             path.append((level, plain))
-        block = _region(lines, a, b, code, dropped)
-        builder.add(block, heading=" > ".join(p for _, p in path) or None, cleaned=True)
-    return builder.build("markdown", empty="no text: the Markdown file is empty", title=title)
+        block, offsets = _region(lines, a, b, code, dropped)
+        start = builder.add(block, heading=" > ".join(p for _, p in path) or None, cleaned=True)
+        if start is None:
+            continue
+        for first, end in tables:
+            last = end - 1
+            while last > first + 1 and not lines[last].strip():
+                last -= 1
+            if a <= first and last < b and last > first + 1 and all(n in offsets for n in (first, first + 1, last)):
+                builder.record_table(start + offsets[first], start + offsets[first + 1] + len(lines[first + 1]),
+                                     start + offsets[last] + len(lines[last]))
+    return builder.build("markdown", empty="no text: the Markdown file is empty", title=title,
+                         attributes=attributes)
 
 
-def _region(lines: list[str], a: int, b: int, code: set[int], dropped: set[int]) -> str:
-    """Lines ``[a, b)`` without dropped lines, blank runs outside code reduced to one blank line."""
+def front_matter(body: str) -> dict:
+    """The key/value metadata of a front-matter block's ``body`` (see the module's docstring), or
+    ``{}`` when it is not a YAML mapping."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(body)
+    except yaml.YAMLError:
+        return {}
+    if not isinstance(data, dict) or not data:
+        return {}
+    out: dict = {}
+
+    def put(prefix: str, value) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                put(f"{prefix}_{k}" if prefix else str(k), v)
+        elif isinstance(value, (list, tuple, set)):
+            out[prefix] = ", ".join(str(_scalar(v)) for v in value if v is not None)
+        elif value is not None:
+            out[prefix] = _scalar(value)
+
+    put("", data)
+    return {k: v for k, v in out.items() if k and v != ""}
+
+
+def _scalar(value):
+    if isinstance(value, bool | int | float) and not (isinstance(value, float) and value != value):
+        return value
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return one_line(str(value))
+
+
+def _region(lines: list[str], a: int, b: int, code: set[int], dropped: set[int]) -> tuple[str, dict[int, int]]:
+    """Lines ``[a, b)`` without dropped lines, blank runs outside code reduced to one blank line;
+    and ``{line number: offset of that line in the returned text}`` for the lines kept."""
     out: list[str] = []
+    kept: list[int] = []
     for n in range(a, b):
         if n in dropped:
             continue
@@ -101,7 +170,17 @@ def _region(lines: list[str], a: int, b: int, code: set[int], dropped: set[int])
         if not line and n not in code and out and not out[-1] and (n - 1) not in code:
             continue
         out.append(line)
-    return "\n".join(out).strip("\n")
+        kept.append(n)
+    joined = "\n".join(out)
+    text = joined.strip("\n")
+    lead = len(joined) - len(joined.lstrip("\n"))
+    offsets: dict[int, int] = {}
+    pos = 0
+    for n, line in zip(kept, out):
+        if lead <= pos <= lead + len(text):
+            offsets[n] = pos - lead
+        pos += len(line) + 1
+    return text, offsets
 
 
 def _plain(inline) -> str:
@@ -115,3 +194,21 @@ def _plain(inline) -> str:
         elif child.type == "image":
             parts.append(child.content)
     return one_line("".join(parts))
+
+
+def _visible_html(html: str) -> str | None:
+    """The visible text of an HTML block when the block hides some of its text, else ``None``."""
+    from bs4 import BeautifulSoup
+
+    from knowledge.errors import EmptyDocument
+    from knowledge.ingest._html import read_html, remove_invisible
+
+    soup = BeautifulSoup(html, "html.parser")
+    before = soup.get_text()
+    remove_invisible(soup)
+    if soup.get_text() == before:
+        return None
+    try:
+        return read_html(str(soup)).text
+    except EmptyDocument:
+        return ""

@@ -9,6 +9,18 @@
   layer.
 * Encrypted files: the empty password is tried first (owner-password-only files open without
   asking), then the one given.
+* Fallback: PDFium (pypdfium2, the engine of Chrome's viewer) reads what pypdf cannot -- a whole
+  file pypdf cannot open (a missing ``startxref`` trailer, a broken cross-reference table) and any
+  page pypdf fails on, including a page that trips one of pypdf's safety limits (``LimitReachedError``:
+  a content stream of hundreds of thousands of path operators, such as a CAD sheet). The limits
+  stay; the file's warnings say which pages PDFium read and why. A file neither reader opens is
+  reported as damaged with both reasons; a page neither reads is named with both reasons, never
+  reported as a page without text.
+* Form fields: the values typed into a filled (not flattened) form live in its fields, not in the
+  page's text; each visible field with a value is added to its page as ``name: value``.
+* Columns: a page laid out in two columns whose lines a content stream draws row by row (left,
+  right, left, ...) is read column by column, from PDFium's text rectangles (see
+  :func:`column_text`); full-width lines (a title, an abstract) stay in place.
 * pypdf's own diagnostics (the ``logging`` records of its ``pypdf`` loggers and any
   ``warnings.warn``) are captured while it works and re-logged at INFO level on the
   ``knowledge.ingest.pdf`` logger with the file's name, so nothing reaches stderr.
@@ -36,6 +48,9 @@ NO_TEXT_LAYER = "no text layer (scanned? OCR needed)"
 # Swapping the pypdf logger's propagation and the warnings filters is process-wide, so one PDF is
 # parsed at a time. pypdf is pure Python: under the GIL two parses would not run in parallel anyway.
 _PYPDF_LOCK = threading.Lock()
+#: PDFium is not thread-safe (pypdfium2's documentation): every call into it -- opening, reading,
+#: rendering, closing -- holds this lock. Taken after :data:`_PYPDF_LOCK` when both are held.
+PDFIUM_LOCK = threading.RLock()
 
 
 class _Collect(logging.Handler):
@@ -78,52 +93,405 @@ def read_pdf(data: bytes, *, name: str | None = None, password: str | None = Non
 
     Raises:
         PasswordRequired: encrypted, and neither the empty password nor ``password`` opens it.
-        UnsupportedFile: damaged beyond lenient repair, or encrypted with a method pypdf cannot undo.
+        UnsupportedFile: damaged so that neither pypdf nor PDFium can open it (both reasons given),
+            or encrypted with a method neither can undo, or no page could be read (each page's
+            reasons given: a page that could not be read is never called a page without text).
         EmptyDocument: no page has visible text (``"no text layer (scanned? OCR needed)"``).
     """
     with _pypdf_quiet(name):
-        pages, warnings_, n_pages, title = _extract(data, password)
+        ex = _extract(data, password)
+    try:
+        _without_text_layer(ex)
+    finally:
+        ex.close()
+    pages, warnings_, n_pages, title = ex.pages, ex.notes + _page_warnings(ex.problems), ex.n_pages, ex.title
     texts = join_hyphenated(pages)
     builder = Builder(form="NFKC")
-    for number, text in texts.items():
-        builder.add(text, page=number, cleaned=True)
+    for number in sorted(texts):
+        builder.add(texts[number], page=number, cleaned=True)
+    failed = [p for p in ex.problems if p[1] not in (NO_TEXT_LAYER, "blank")]
+    if builder.empty and failed:  # an extraction failure is not "no text"
+        raise UnsupportedFile("unreadable PDF: " + "; ".join(_page_warnings(failed)))
     if builder.empty:
         detail = f"none of its {n_pages} pages has text" if n_pages > 1 else "its page has no text"
         raise EmptyDocument(f"{NO_TEXT_LAYER}: {detail}")
     return builder.build("pdf", empty=NO_TEXT_LAYER, pages=n_pages, warnings=warnings_, title=title)
 
 
-def _extract(data: bytes, password: str | None) -> tuple[dict[int, str], list[str], int, str | None]:
-    """``({page number: cleaned NFKC text}, warnings, page count, title)``."""
+class _Extraction:
+    """What the readers got out of a PDF: ``pages`` ``{page number: cleaned NFKC text}``;
+    ``problems`` ``[(page number, what is wrong)]`` for :func:`_page_warnings`; ``notes`` other
+    warnings (the fallback used, form fields); ``no_text_layer`` the pages that have marks but no
+    text (see :func:`_without_text_layer`)."""
+
+    def __init__(self, data: bytes, password: str | None) -> None:
+        self.data, self.password = data, password
+        self.pages: dict[int, str] = {}
+        self.problems: list[tuple[int, str]] = []
+        self.notes: list[str] = []
+        self.no_text_layer: list[int] = []
+        self.n_pages = 0
+        self.title: str | None = None
+        self._pdfium = None
+        self._pdfium_error: str | None = None
+
+    def pdfium(self):
+        """The file opened with PDFium (once), or ``None`` with :attr:`pdfium_error` set."""
+        if self._pdfium is None and self._pdfium_error is None:
+            try:
+                with PDFIUM_LOCK:
+                    self._pdfium = _pdfium_open(self.data, self.password)
+            except KnowledgeError:
+                raise
+            except Exception as exc:
+                self._pdfium_error = _reason(exc)
+        return self._pdfium
+
+    @property
+    def pdfium_error(self) -> str | None:
+        return self._pdfium_error
+
+    def close(self) -> None:
+        if self._pdfium is not None:
+            with PDFIUM_LOCK:
+                self._pdfium.close()
+            self._pdfium = None
+
+
+def _extract(data: bytes, password: str | None) -> _Extraction:
+    ex = _Extraction(data, password)
+    try:
+        _read(ex)
+    except BaseException:
+        ex.close()
+        raise
+    return ex
+
+
+def _read(ex: _Extraction) -> None:
+    """Fill ``ex`` from pypdf, page by page, with PDFium where pypdf fails."""
     from pypdf import PdfReader
 
+    data, password = ex.data, ex.password
     try:
         reader = PdfReader(io.BytesIO(data), strict=False)
         _unlock(reader, password)
         n_pages = len(reader.pages)
-    except KnowledgeError:
+    except PasswordRequired:
         raise
     except Exception as exc:  # pypdf raises many types (PdfReadError, ValueError, KeyError, ...)
-        raise UnsupportedFile(f"unreadable PDF (damaged or truncated?): {_reason(exc)}") from exc
+        _extract_with_pdfium(ex, _reason(exc))
+        return
     if n_pages == 0:
         raise EmptyDocument("this PDF has no pages")
-    pages: dict[int, str] = {}
-    problems: list[tuple[int, str]] = []  # (page number, what is wrong with it)
+    ex.n_pages = n_pages
+    fallback: dict[str, list[int]] = {}  # pypdf's reason -> pages PDFium read instead
     for number in range(1, n_pages + 1):
         try:
             page = reader.pages[number - 1]
             text, visible = _page_text(page)
-        except Exception as exc:
-            problems.append((number, f"could not be read ({_reason(exc)}); skipped"))
-            continue
+        except Exception as exc:  # LimitReachedError (a safety limit), a broken stream, ...
+            text = _pdfium_page_text(ex, number, _reason(exc), fallback)
+            if text is None:
+                continue
+            page, visible = None, True
         text = clean(text, form="NFKC") if visible else ""
         if text.strip():
-            pages[number] = text
-        elif _is_blank(page):
-            problems.append((number, "blank"))
+            text = _columns(ex, number, text)
+        fields = _form_fields(page) if page is not None else ""
+        if text.strip() or fields:
+            ex.pages[number] = "\n\n".join(t for t in (text, fields) if t.strip())
+        elif page is not None and _is_blank(page):
+            ex.problems.append((number, "blank"))
         else:
-            problems.append((number, NO_TEXT_LAYER))
-    return pages, _page_warnings(problems), n_pages, _title(reader)
+            ex.no_text_layer.append(number)
+    for reason, numbers in fallback.items():
+        ex.notes.append(f"{_pages(numbers)}: pypdf could not read {'it' if len(numbers) == 1 else 'them'}"
+                        f" ({reason}); read with PDFium instead")
+    ex.title = _title(reader)
+    try:
+        attached = sorted(reader.attachments)
+    except Exception:
+        attached = []
+    if attached:
+        names = ", ".join(attached[:5]) + (", ..." if len(attached) > 5 else "")
+        ex.notes.append(f"{len(attached)} attached file{'' if len(attached) == 1 else 's'} ({names}) not read;"
+                        f" save {'it' if len(attached) == 1 else 'them'} from the PDF and add {'it' if len(attached) == 1 else 'them'}")
+
+
+def _pdfium_open(data: bytes, password: str | None):
+    import pypdfium2 as pdfium
+
+    try:
+        return pdfium.PdfDocument(data, password=password or None)
+    except pdfium.PdfiumError as exc:
+        if "password" in str(exc).lower():
+            if password:
+                raise PasswordRequired("wrong password: the password given does not open this PDF") from exc
+            raise PasswordRequired("password required: this PDF is encrypted; give its password to read it") from exc
+        raise
+
+
+def _pdfium_text(pdf, number: int) -> str:
+    """Page ``number``'s text as PDFium reads it (``\\r\\n`` lines; :func:`clean` normalises them and
+    drops the U+FFFE PDFium puts where it joined a word hyphenated across a line)."""
+    page = pdf[number - 1]
+    try:
+        textpage = page.get_textpage()
+        try:
+            return textpage.get_text_range()
+        finally:
+            textpage.close()
+    finally:
+        page.close()
+
+
+def _pdfium_page_text(ex: _Extraction, number: int, reason: str, fallback: dict[str, list[int]]) -> str | None:
+    """The page's text from PDFium after pypdf failed on it for ``reason``; ``None`` (and the page
+    named in the problems with both reasons) when PDFium cannot read it either."""
+    pdf = ex.pdfium()
+    if pdf is None:
+        ex.problems.append((number, f"could not be read (pypdf: {reason}; PDFium: {ex.pdfium_error}); skipped"))
+        return None
+    try:
+        with PDFIUM_LOCK:
+            text = _pdfium_text(pdf, number)
+    except Exception as exc:
+        ex.problems.append((number, f"could not be read (pypdf: {reason}; PDFium: {_reason(exc)}); skipped"))
+        return None
+    fallback.setdefault(reason, []).append(number)
+    return text
+
+
+def _extract_with_pdfium(ex: _Extraction, reason: str) -> None:
+    """The whole file through PDFium, because pypdf cannot open it (``reason``)."""
+    pdf = ex.pdfium()
+    if pdf is None:
+        raise UnsupportedFile(f"unreadable PDF (damaged or truncated?): neither pypdf ({reason})"
+                              f" nor PDFium ({ex.pdfium_error}) can read it")
+    ex.n_pages = len(pdf)
+    if ex.n_pages == 0:
+        raise EmptyDocument("this PDF has no pages")
+    ex.notes.append(f"pypdf could not open this PDF ({reason}); read with PDFium instead"
+                    " (form fields are not read)")
+    for number in range(1, ex.n_pages + 1):
+        try:
+            with PDFIUM_LOCK:
+                raw = _pdfium_text(pdf, number)
+            text = clean(raw, form="NFKC")
+        except Exception as exc:
+            ex.problems.append((number, f"could not be read (PDFium: {_reason(exc)}); skipped"))
+            continue
+        if text.strip():
+            ex.pages[number] = _columns(ex, number, text)
+        else:
+            ex.no_text_layer.append(number)
+    try:
+        with PDFIUM_LOCK:
+            title = pdf.get_metadata_dict().get("Title")
+    except Exception:
+        title = None
+    ex.title = one_line(clean(title, form="NFKC")) or None if isinstance(title, str) else None
+
+
+def _without_text_layer(ex: _Extraction) -> None:
+    """THE place where pages that draw marks but have no text are decided about.
+
+    ``ex.no_text_layer`` lists them (a page that could not be read is never among them: it is a
+    problem of its own). Each is reported as having no text layer (scanned? OCR needed). An OCR
+    step attaches here: it may put a page's recognised text into ``ex.pages[number]`` (and a note
+    into ``ex.notes``) instead of reporting it; ``ex.pdfium()`` gives the open PDFium document to
+    render the page from (hold :data:`PDFIUM_LOCK` while calling into it). Runs without the pypdf
+    lock, so OCR in one thread does not hold up other threads' PDFs.
+    """
+    for number in ex.no_text_layer:
+        if number not in ex.pages:
+            ex.problems.append((number, NO_TEXT_LAYER))
+    ex.problems.sort(key=lambda p: p[0])
+
+
+def _pages(numbers: list[int]) -> str:
+    if len(numbers) == 1:
+        return f"page {numbers[0]}"
+    runs: list[list[int]] = []
+    for n in sorted(numbers):
+        if runs and runs[-1][1] == n - 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return "pages " + ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs)
+
+
+# -- form fields ----------------------------------------------------------------------------------
+
+#: Annotation flags (PDF 32000-1 §12.5.3): Hidden (bit 2) and NoView (bit 6) are not shown.
+_NOT_SHOWN = 2 | 32
+
+
+def _form_fields(page) -> str:
+    """``name: value`` lines for the filled form fields shown on ``page`` (PDF 32000-1 §12.7), top
+    to bottom; the name is the field's user-facing name (``/TU``) or its partial name (``/T``);
+    check boxes and radio buttons show their chosen state's name, unset boxes nothing. Text boxes
+    (``/FreeText``) and sticky notes (``/Text``, labelled ``Note (author):``) of the page too
+    (§12.5.6). Annotations flagged Hidden or NoView are left out."""
+    try:
+        annots = page.get("/Annots")
+        annots = annots.get_object() if annots is not None else None
+    except Exception:
+        return ""
+    if not annots:
+        return ""
+    found: list[tuple[float, float, str]] = []
+    seen: set[int] = set()
+    for ref in annots:
+        try:
+            annot = ref.get_object()
+            if int(annot.get("/F", 0)) & _NOT_SHOWN:
+                continue
+            subtype = annot.get("/Subtype")
+            if subtype in ("/FreeText", "/Text") and annot.get("/Contents"):  # a text box, a sticky note
+                rect = [float(v) for v in annot.get("/Rect", [0, 0, 0, 0])]
+                author = one_line(str(annot.get("/T") or ""))
+                label = "Text box" if subtype == "/FreeText" else f"Note ({author})" if author else "Note"
+                found.append((-max(rect[1], rect[3]), min(rect[0], rect[2]),
+                              f"{label}: {one_line(str(annot.get('/Contents')))}"))
+                continue
+            if subtype != "/Widget":
+                continue
+            field = annot if "/T" in annot or "/V" in annot else annot.get("/Parent").get_object()
+            if id(field) in seen:
+                continue
+            seen.add(id(field))
+            value = _inherited(field, "/V")
+            kind = _inherited(field, "/FT")
+            text = _field_value(value, kind)
+            if not text:
+                continue
+            label = _inherited(field, "/TU") or _inherited(field, "/T") or "field"
+            rect = [float(v) for v in annot.get("/Rect", [0, 0, 0, 0])]
+            found.append((-max(rect[1], rect[3]), min(rect[0], rect[2]),
+                          f"{one_line(str(label))}: {text}"))
+        except Exception:  # a malformed annotation: the others still count
+            continue
+    found.sort()
+    return clean("\n".join(line for _, _, line in found), form="NFKC")
+
+
+def _inherited(field, key: str):
+    """A field attribute, looked up through ``/Parent`` (PDF 32000-1 §12.7.3.1 inheritable entries)."""
+    node, depth = field, 0
+    while node is not None and depth < 32:
+        if key in node:
+            value = node[key]
+            return value.get_object() if hasattr(value, "get_object") else value
+        parent = node.get("/Parent")
+        node = parent.get_object() if parent is not None else None
+        depth += 1
+    return None
+
+
+def _field_value(value, kind) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, (list, tuple)):
+        return ", ".join(filter(None, (_field_value(v, kind) for v in value)))
+    text = str(value)
+    if text.startswith("/"):  # a name: a check box or radio button state
+        return "" if text == "/Off" else text[1:]
+    if kind == "/Sig":
+        return ""
+    return one_line(text)
+
+
+# -- columns --------------------------------------------------------------------------------------
+
+def _columns(ex: _Extraction, number: int, text: str) -> str:
+    """``text``, or the page read column by column when PDFium finds two columns on it."""
+    pdf = ex.pdfium()
+    if pdf is None:
+        return text
+    try:
+        with PDFIUM_LOCK:
+            page = pdf[number - 1]
+            try:
+                ordered = column_text(page)
+            finally:
+                page.close()
+    except Exception:
+        return text
+    return clean(ordered, form="NFKC") if ordered and ordered.strip() else text
+
+
+def column_text(page) -> str | None:
+    """A pypdfium2 page's text read column by column, or ``None`` when it is not in two columns.
+
+    PDFium's text rectangles (one per run of text on a line) are split at the vertical gutter that
+    the fewest rectangles cross, taken only if both sides hold at least three lines that fill their
+    column (a median width of at least half the column: prose, not the cells of a table) and lines
+    on the two sides stand beside each other. Rectangles that cross the gutter (a title, an abstract
+    across the page) cut the page into bands; each band is read left column then right column
+    (PDFium's ``get_text_bounded`` on each column's box), bands and full-width lines top to bottom.
+    """
+    textpage = page.get_textpage()
+    try:
+        rects = [textpage.get_rect(i) for i in range(textpage.count_rects())]
+        rects = [r for r in rects if r[2] > r[0] and r[3] > r[1]]
+        if len(rects) < 6:
+            return None
+        lo, hi = min(r[0] for r in rects), max(r[2] for r in rects)
+        width = hi - lo
+        best: tuple[int, float] | None = None  # (crossings, -run length) and the gutter's x
+        x, step = lo + 0.25 * width, max(width / 400, 0.5)
+        run_start, run_count = None, None
+        candidates: list[tuple[int, float, float]] = []  # crossings, run length, centre
+        while x <= lo + 0.75 * width:
+            crossing = sum(1 for r in rects if r[0] < x < r[2])
+            if run_start is not None and crossing == run_count:
+                pass
+            else:
+                if run_start is not None:
+                    candidates.append((run_count, x - run_start, (run_start + x) / 2))
+                run_start, run_count = x, crossing
+            x += step
+        if run_start is not None:
+            candidates.append((run_count, x - run_start, (run_start + x) / 2))
+        if not candidates:
+            return None
+        crossings, _, gutter = min(candidates, key=lambda c: (c[0], -c[1]))
+        left = [r for r in rects if r[2] <= gutter]
+        right = [r for r in rects if r[0] >= gutter]
+        if len(left) < 3 or len(right) < 3 or crossings > 0.25 * len(rects):
+            return None
+
+        def fills(side, a, b) -> bool:
+            widths = sorted(r[2] - r[0] for r in side)
+            return widths[len(widths) // 2] >= 0.5 * (b - a)
+
+        if not (fills(left, lo, gutter) and fills(right, gutter, hi)):
+            return None
+        beside = sum(1 for r in right if any(l[1] < r[3] and r[1] < l[3] for l in left))
+        if beside < 3:
+            return None
+        # bands between the full-width lines, top to bottom
+        full = sorted((r for r in rects if r[0] < gutter < r[2]), key=lambda r: -r[3])
+        top = max(r[3] for r in rects) + 1
+        pieces: list[str] = []
+
+        def band(upper: float, lower: float) -> None:
+            for a, b in ((lo - 1, gutter), (gutter, hi + 1)):
+                part = textpage.get_text_bounded(a, lower, b, upper)
+                if part.strip():
+                    pieces.append(part.strip())
+
+        for r in full:
+            if top > r[3]:
+                band(top, r[3])
+            pieces.append(textpage.get_text_bounded(r[0] - 1, r[1], r[2] + 1, r[3]).strip())
+            top = min(top, r[1])
+        band(top, min(r[1] for r in rects) - 1)
+        return "\n".join(p for p in pieces if p)
+    finally:
+        textpage.close()
 
 
 def _page_warnings(problems: list[tuple[int, str]]) -> list[str]:

@@ -7,14 +7,25 @@ import re
 import unicodedata
 
 from knowledge.errors import EmptyDocument
-from knowledge.ingest.document import Document, Section
+from knowledge.ingest.document import Document, Section, Table
 
 # -- cleaning -------------------------------------------------------------------------------------
 
+#: Invisible format characters: Unicode's Default_Ignorable_Code_Point set (DerivedCoreProperties.txt,
+#: Unicode 15.1), less the Hangul fillers (which render as blanks). A person never sees them, yet a
+#: zero-width space inside "Wombat\u200bFlow\u200bController" would split the word for BM25 and
+#: highlighting. Removed: soft hyphen (visible only where a line breaks there), combining grapheme
+#: joiner, Arabic letter mark, Mongolian free variation selectors and vowel separator, zero-width
+#: space / non-joiner / joiner, the bidirectional marks, embeddings, overrides and isolates, word
+#: joiner, invisible operators, the deprecated format characters, variation selectors, the byte-order
+#: mark / zero-width no-break space (anywhere in the text), the interlinear annotation characters'
+#: neighbours U+FFF0-U+FFF8, shorthand format controls and the tag characters.
+INVISIBLE = ("\u00ad\u034f\u061c\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f"
+             "\ufe00-\ufe0f\ufeff\ufff0-\ufff8\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
+             "\U000e0000-\U000e0fff")
 #: Removed everywhere: NUL and the other C0/C1 controls except tab and line feed, lone surrogates,
-#: the byte-order mark / zero-width no-break space, the soft hyphen (invisible unless a line breaks
-#: there; removing it joins "infor\xadmation" back into one word) and the non-characters U+FFFE/U+FFFF.
-_JUNK = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufeff\u00ad\ufffe\uffff]")
+#: the non-characters U+FFFE/U+FFFF and the :data:`INVISIBLE` format characters.
+_JUNK = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff" + INVISIBLE + "]")
 _VERTICAL = re.compile("\r\n?|[\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
 _TRAILING = re.compile(r"[ \t\u00a0\u3000]+$", re.M)
 _BLANK_RUN = re.compile(r"\n{3,}")
@@ -42,6 +53,12 @@ def clean(text: str, *, form: str = "NFC", collapse: bool = True) -> str:
 def one_line(text: str) -> str:
     """``text`` with every run of whitespace (line breaks included) turned into one space, stripped."""
     return " ".join(text.split())
+
+
+def clean_line(text: str, *, form: str = "NFC") -> str:
+    """A heading, title or label: :func:`clean` (invisible characters out, normal form ``form``), then
+    :func:`one_line`."""
+    return one_line(clean(text, form=form))
 
 
 # -- decoding -------------------------------------------------------------------------------------
@@ -167,7 +184,8 @@ class Builder:
 
     Each block is cleaned (:func:`clean`); empty blocks are dropped; blocks are joined with ``"\\n\\n"``.
     Consecutive blocks of equal ``(page, heading)`` share one section; the separator after a block
-    belongs to its section, so sections cover the text without gaps.
+    belongs to its section, so sections cover the text without gaps. Headings are cleaned too
+    (:func:`clean_line`), so an invisible character never splits a word of a heading path.
     """
 
     def __init__(self, *, form: str = "NFC") -> None:
@@ -175,13 +193,22 @@ class Builder:
         self._parts: list[str] = []
         self._length = 0
         self._spans: list[list] = []  # [start, end, page, heading]
+        self._tables: list[Table] = []
+        self.warnings: list[str] = []
 
     def add(self, text: str, *, page: int | None = None, heading: str | None = None,
-            cleaned: bool = False) -> None:
+            cleaned: bool = False, table_header: int = 0) -> int | None:
+        """Append a block; returns its start offset in the text (``None`` when it had no text).
+
+        ``table_header``: the block is a table whose first ``table_header`` lines are its header
+        (recorded as a :class:`Table` when the table has rows below the header).
+        """
         if not cleaned:
             text = clean(text, form=self._form)
         if not text.strip():
-            return
+            return None
+        if heading is not None:
+            heading = clean_line(heading, form=self._form) or None
         if self._parts:
             self._parts.append("\n\n")
             self._length += 2
@@ -194,19 +221,44 @@ class Builder:
             last[1] = self._length
         else:
             self._spans.append([start, self._length, page, heading])
+        if table_header:
+            self.table(start, text, table_header)
+        return start
+
+    def table(self, start: int, text: str, header_lines: int) -> None:
+        """Record the table ``text`` (already added at offset ``start``) with ``header_lines`` lines
+        of header, when it has lines below the header."""
+        lines = text.split("\n")
+        if len(lines) <= header_lines or header_lines < 1:
+            return
+        self.record_table(start, start + len("\n".join(lines[:header_lines])), start + len(text))
+
+    def record_table(self, char_start: int, header_end: int, char_end: int) -> None:
+        """Record a table by its offsets in the text built so far (see :class:`Table`)."""
+        if char_start < header_end < char_end <= self._length:
+            self._tables.append(Table(char_start, header_end, char_end))
 
     @property
     def empty(self) -> bool:
         return not self._parts
 
+    @property
+    def length(self) -> int:
+        """The length of the text so far (where the next block would start, less its separator)."""
+        return self._length
+
     def build(self, format: str, *, empty: str, pages: int | None = None,
-              warnings: list[str] | None = None, title: str | None = None) -> Document:
-        """The document; :class:`EmptyDocument` with message ``empty`` when no block had text."""
+              warnings: list[str] | None = None, title: str | None = None,
+              attributes: dict | None = None) -> Document:
+        """The document; :class:`EmptyDocument` with message ``empty`` when no block had text.
+        ``warnings`` come first, then those gathered in :attr:`warnings`."""
         if not self._parts:
             raise EmptyDocument(empty)
         text = "".join(self._parts)
         sections = [Section(s, e, page, heading) for s, e, page, heading in self._spans]
         if title is not None:
-            title = one_line(clean(title, form=self._form)) or None
+            title = clean_line(title, form=self._form) or None
         return Document(text=text, sections=sections, format=format, pages=pages,
-                        warnings=list(warnings or []), title=title)
+                        warnings=list(warnings or []) + self.warnings, title=title,
+                        tables=sorted(self._tables, key=lambda t: t.char_start),
+                        attributes=dict(attributes or {}))

@@ -13,6 +13,10 @@ snapped forward to a sentence or word start. Cuts always fall on token boundarie
 characters (BERT-style tokenizers give each CJK character its own token) and prefers the CJK full
 stops "。！？". Chunks never cross a section of the document (a PDF page, a Markdown heading's section),
 so every chunk has one page and one heading path.
+
+A chunk that begins inside the body of one of the document's tables (:attr:`Document.tables`) starts
+with the table's header row, then a line break, then its own rows: a row cut away from its header
+still says what each value means. Its room in the window is the chunk size less the header's tokens.
 """
 
 from __future__ import annotations
@@ -40,7 +44,11 @@ _STRENGTHS = ((_PARAGRAPH, 4), (_SENTENCE, 3), (_LINE, 2), (_SPACE, 1))
 @dataclass(frozen=True, slots=True)
 class TextChunk:
     """One chunk of a document: ``text == document.text[char_start:char_end]`` (``str`` indices),
-    the ``page`` (1-based) and ``heading`` path of its section, and its size in model ``tokens``."""
+    the ``page`` (1-based) and ``heading`` path of its section, and its size in model ``tokens``.
+
+    A chunk that begins inside a table's body repeats the table's header: then ``table_header`` is
+    that header and ``text == table_header + "\\n" + document.text[char_start:char_end]`` (the span
+    still points at the chunk's own rows; ``tokens`` counts the header too)."""
 
     index: int
     text: str
@@ -49,6 +57,7 @@ class TextChunk:
     tokens: int
     page: int | None = None
     heading: str | None = None
+    table_header: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +128,7 @@ def chunk_document(document: Document, embedder: Embedder, max_tokens: int = SPE
     plan = plan_chunking(embedder, max_tokens, overlap_tokens)
     chunks: list[TextChunk] = []
     budgets: dict[str | None, ChunkPlan] = {}
+    headers: dict[int, tuple[str, int]] = {}  # table start -> (header text, its tokens + 1)
     for section in document.sections:
         body = document.text[section.char_start:section.char_end]
         if section.heading not in budgets:
@@ -129,15 +139,39 @@ def chunk_document(document: Document, embedder: Embedder, max_tokens: int = SPE
                 else plan
             )
         for offset, piece in _windows(body, WINDOW_CHARS):
-            for start, end, n in _split(piece, embedder, budgets[section.heading]):
+            base = section.char_start + offset
+            header_at = _header_finder(document, base, headers, embedder) if document.tables else None
+            for start, end, n, header in _split(piece, embedder, budgets[section.heading], header_at):
+                own = piece[start:end]
                 chunks.append(TextChunk(
-                    index=len(chunks), text=piece[start:end], char_start=section.char_start + offset + start,
-                    char_end=section.char_start + offset + end, tokens=n, page=section.page,
-                    heading=section.heading,
+                    index=len(chunks), text=f"{header[0]}\n{own}" if header else own,
+                    char_start=base + start, char_end=base + end, tokens=n + (header[1] if header else 0),
+                    page=section.page, heading=section.heading, table_header=header[0] if header else None,
                 ))
             if on_progress is not None and len(document.text) > WINDOW_CHARS:
                 on_progress(min(1.0, (section.char_start + offset + len(piece)) / len(document.text)))
     return ChunkResult(chunks, plan, list(plan.notes))
+
+
+def _header_finder(document: Document, base: int, cache: dict[int, tuple[str, int]],
+                   embedder: Embedder) -> Callable[[int], tuple[str, int] | None]:
+    """``header_at(offset in the piece) -> (table header, its tokens + 1 for the line break)`` when a
+    chunk starting there begins inside a table's body, else ``None``."""
+    tables = document.tables
+
+    def header_at(pos: int) -> tuple[str, int] | None:
+        at = base + pos
+        for t in tables:
+            if t.char_start > at:
+                return None
+            if t.header_end < at < t.char_end:
+                if t.char_start not in cache:
+                    header = document.text[t.char_start:t.header_end]
+                    cache[t.char_start] = (header, embedder.count_tokens(header) + 1)
+                return cache[t.char_start]
+        return None
+
+    return header_at
 
 
 def _windows(text: str, size: int) -> list[tuple[int, str]]:
@@ -171,14 +205,25 @@ def _boundaries(text: str) -> dict[int, int]:
     return found
 
 
-def _split(text: str, embedder: Embedder, plan: ChunkPlan) -> list[tuple[int, int, int]]:
-    """``(start, end, tokens)`` spans of ``text`` covering all its tokens."""
+def _split(text: str, embedder: Embedder, plan: ChunkPlan,
+           header_at: Callable[[int], tuple[str, int] | None] | None = None,
+           ) -> list[tuple[int, int, int, tuple[str, int] | None]]:
+    """``(start, end, tokens, repeated table header or None)`` spans of ``text`` covering all its
+    tokens; a span that starts inside a table's body has room for the header it repeats (a header
+    over half the chunk size is not repeated)."""
     tokens = embedder.tokenize(text)
     if not tokens:
         return []
     n = len(tokens)
+
+    def header(i: int) -> tuple[str, int] | None:
+        if header_at is None or i == 0:
+            return None
+        found = header_at(tokens[i].start)
+        return found if found is not None and found[1] <= plan.max_tokens // 2 else None
+
     if n <= plan.max_tokens:
-        return [(tokens[0].start, tokens[-1].end, n)]
+        return [(tokens[0].start, tokens[-1].end, n, None)]
     strength = _boundaries(text)
 
     def cut_strength(i: int) -> int:
@@ -187,15 +232,17 @@ def _split(text: str, embedder: Embedder, plan: ChunkPlan) -> list[tuple[int, in
         best = max((strength.get(p, 0) for p in range(tokens[i - 1].end, tokens[i].start + 1)), default=0)
         return best if best else (1 if gap.strip() == "" and gap else 0)
 
-    spans: list[tuple[int, int, int]] = []
+    spans: list[tuple[int, int, int, tuple[str, int] | None]] = []
     i = 0
     while i < n:
-        limit = i + plan.max_tokens
+        repeat = header(i)
+        room = plan.max_tokens - (repeat[1] if repeat else 0)
+        limit = i + room
         if limit >= n:
-            spans.append((tokens[i].start, tokens[-1].end, n - i))
+            spans.append((tokens[i].start, tokens[-1].end, n - i, repeat))
             break
         # the best cut in the second half of the window, latest among the strongest
-        lo = i + max(1, plan.max_tokens // 2)
+        lo = i + max(1, room // 2)
         best_j, best_s = limit, -1
         for j in range(limit, lo - 1, -1):
             s = cut_strength(j)
@@ -203,7 +250,7 @@ def _split(text: str, embedder: Embedder, plan: ChunkPlan) -> list[tuple[int, in
                 best_j, best_s = j, s
                 if s == 4:
                     break
-        spans.append((tokens[i].start, tokens[best_j - 1].end, best_j - i))
+        spans.append((tokens[i].start, tokens[best_j - 1].end, best_j - i, repeat))
         if plan.overlap_tokens == 0:
             i = best_j
             continue
@@ -217,5 +264,7 @@ def _split(text: str, embedder: Embedder, plan: ChunkPlan) -> list[tuple[int, in
             s = cut_strength(j) if j > 0 else 4
             if s > nxt_s:
                 nxt, nxt_s = j, s
+        if nxt_s < 2 and header(nxt) is not None:  # inside a table: start at a row, not mid-row
+            nxt = next((j for j in range(back, best_j) if cut_strength(j) >= 2), nxt)
         i = nxt
     return spans

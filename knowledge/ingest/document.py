@@ -30,6 +30,20 @@ class Section:
 
 
 @dataclass(frozen=True, slots=True)
+class Table:
+    """A table in :attr:`Document.text`: ``[char_start, char_end)`` is the whole table, of which
+    ``[char_start, header_end)`` is its header (the first row; for Markdown with its delimiter row).
+
+    The chunker repeats the header at the start of every chunk that begins inside the table's body,
+    so a row cut away from its header still says what each value means.
+    """
+
+    char_start: int
+    header_end: int
+    char_end: int
+
+
+@dataclass(frozen=True, slots=True)
 class Document:
     """The clean text of one document with its provenance.
 
@@ -40,8 +54,12 @@ class Document:
     at ``len(text)``; the blank line between two blocks belongs to the section before it) and merge
     neighbours of equal provenance. ``format`` is one of :data:`FORMATS`; ``pages`` the page count
     (PDF, else ``None``); ``warnings`` sentences for a person (for example
-    ``"page 3 has no text layer (scanned? OCR needed)"``); ``title`` from the document's metadata or
-    its first title-like heading, when there is one.
+    ``"page 3 has no text layer (scanned? OCR needed)"``; whatever a reader skipped is named here,
+    nothing is dropped silently); ``title`` from the document's metadata or its first title-like
+    heading, when there is one. ``tables`` are the document's tables with a header row (see
+    :class:`Table`), in text order. ``attributes`` are the file's own key/value metadata (a Markdown
+    file's YAML front matter): ``str`` keys, values ``str``, ``int``, ``float`` or ``bool`` (lists
+    joined with ``", "``).
 
     Raises:
         ValueError: a section lies outside the text, ends before it starts, or overlaps or precedes
@@ -54,6 +72,8 @@ class Document:
     pages: int | None = None
     warnings: list[str] = field(default_factory=list)
     title: str | None = None
+    tables: list[Table] = field(default_factory=list)
+    attributes: dict[str, str | int | float | bool] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         end = 0
@@ -64,3 +84,6 @@ class Document:
                     " sections are in order, do not overlap, and stay inside the text."
                 )
             end = s.char_end
+        for t in self.tables:
+            if not (0 <= t.char_start <= t.header_end <= t.char_end <= len(self.text)):
+                raise ValueError(f"Table [{t.char_start}, {t.header_end}, {t.char_end}) lies outside the text.")

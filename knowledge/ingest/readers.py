@@ -7,21 +7,27 @@ is. Each reader returns a :class:`~knowledge.ingest.document.Document`:
 =========  ==========================================================================================
 format     text and sections
 =========  ==========================================================================================
-pdf        pypdf, one section per page (``page`` 1-based), NFKC-normalised, hyphenated line breaks
-           joined; pages without text are named in ``warnings``
+pdf        pypdf (PDFium for files and pages pypdf cannot read), one section per page (``page``
+           1-based), NFKC-normalised, hyphenated line breaks joined, two-column pages read column
+           by column, filled form fields and notes on their page; pages without text are named in
+           ``warnings``
 docx       paragraphs, tables (``" | "`` between cells, one line per row), lists with their numbers,
-           text boxes, content controls, headers/footers once, footnotes; Heading styles give the
-           heading path
-markdown   the source, sections by heading (ATX and setext, not inside code)
-html       the visible text, headings give the heading path, ``<title>`` the title
-csv        one line per row of ``column: value`` pairs
+           text boxes, content controls, headers/footers once, footnotes/endnotes and comments
+           after the paragraph citing them, embedded HTML parts (altChunk), Strict Open XML;
+           tracked changes accepted; Heading styles give the heading path
+markdown   the source, sections by heading (ATX and setext, not inside code); YAML front matter
+           as ``attributes``
+html       the visible text (CSS-hidden text left out), headings give the heading path,
+           ``<title>`` the title
+csv        one line per row of ``column: value`` pairs (Excel's ``sep=`` hint honoured)
 text       the text; encodings: UTF-8 (BOM or not), UTF-16/32 with BOM, UTF-16 without BOM,
            else charset-normalizer for non-Latin scripts and Windows-1252 for Latin text
 =========  ==========================================================================================
 
-Everywhere: ``\\n`` line ends, no NUL characters or lone surrogates, no trailing whitespace, blocks
-separated by one blank line. Error messages do not name the file (the caller knows it and prefixes
-it where it shows the message).
+Everywhere: ``\\n`` line ends, no NUL characters or lone surrogates, no invisible format characters
+(zero-width space, soft hyphen, ...), no trailing whitespace, blocks separated by one blank line;
+tables with a header row in ``Document.tables``; what a reader skipped named in ``warnings``. Error
+messages do not name the file (the caller knows it and prefixes it where it shows the message).
 """
 
 from __future__ import annotations
