@@ -597,9 +597,8 @@ class Workbench:
         if mode == "vector":
             found = vs.search(vector, k=fetch, where=where)
             return found, len(found) < fetch
-        lexicon = self.lexical_index(store, _record=record)
         pool = max(fetch, self.settings.search.candidates)
-        lexical = lexicon.search(query, pool, where=where)
+        lexical = self._lexical_search(store, record, vs, query, pool, where)
         if mode == "lexical":
             hits = self._with_vector_scores(vs, distance, vector, {}, lexical)
             by_id = {h.id: h for h in hits}
@@ -628,9 +627,21 @@ class Workbench:
                     out[p.id] = hit_from_payload(p.id, float(sc), p.payload or {})
         return list(out.values())
 
+    def _lexical_search(self, store: str, record: StoreRecord, vs: VectorStore, query: str, limit: int,
+                        where: dict | None) -> list[LexicalHit]:
+        """BM25 hits from the backend's own index (kept in the same write as the vectors: memory,
+        pgvector), else from the in-process :meth:`lexical_index` (other backends)."""
+        native = vs.collection.lexical_search(query, limit, where=where)
+        if native is not None:
+            return [LexicalHit(p.id, p.score, p.payload or {}) for p in native]
+        return self.lexical_index(store, _record=record).search(query, limit, where=where)
+
     def lexical_index(self, store: str, *, _record: StoreRecord | None = None) -> LexicalIndex:
-        """The BM25 index of ``store``'s chunks, brought up to date first: a file added, changed or
-        removed since the last call has its segment built or dropped (the others are reused)."""
+        """The in-process BM25 index of ``store``'s chunks, for backends that keep no lexical index
+        of their own (:meth:`~knowledge.vectorstore.base.Collection.lexical_search` returns ``None``:
+        qdrant, plugins), brought up to date first: a file added, changed or removed since the
+        last call has its segment built or dropped (the others are reused). It lives in this
+        process only and is built from the store's chunks on first use."""
         record = _record or self.get_store(store)
         vs = self._vs(record)
         with self._lock:

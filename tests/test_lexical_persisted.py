@@ -1,0 +1,275 @@
+"""The memory backend's persisted lexical index (tantivy): same ranking as the in-process BM25,
+kept by every write, reopened without a rebuild, rebuilt (with a log line) when missing, corrupt,
+of another version or behind the vectors after a crash -- and never disagreeing with them."""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from knowledge.config import load_settings
+from knowledge.lexical import LexicalIndex, analyzer
+from knowledge.vectorstore.base import Point
+from knowledge.vectorstore.memory import LEXICAL_DIR, MANIFEST, MemoryBackend
+
+DIM = 8
+
+DOCS = [
+    ("a", "Recoverable errors with Result", "Most errors are not serious enough to stop the program."),
+    ("a", "Unrecoverable errors with panic!", "Sometimes bad things happen and panic! stops the program."),
+    ("b", "Iterating over vectors", "Use a for loop to iterate over the elements of a vector."),
+    ("b", "Hash maps", "A HashMap stores keys and values; iterating over a hash map is possible too."),
+    ("c", "Lifetimes", "Every reference has a lifetime; the borrow checker compares lifetimes."),
+    ("c", "中文", "向量数据库支持混合检索，关键词检索与向量检索结合。"),
+]
+
+
+def vec(seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(DIM).astype(np.float32)
+
+
+def points(docs=DOCS, version=0):
+    out = []
+    for i, (file_id, heading, text) in enumerate(docs):
+        out.append(Point(f"{file_id}:{i}", vec(i), {"file_id": file_id, "heading": heading, "text": text,
+                                                     "chunk_index": i, "page": i % 3, "version": version}))
+    return out
+
+
+@pytest.fixture
+def settings(tmp_path):
+    return load_settings(data_dir=tmp_path)
+
+
+@pytest.fixture
+def coll(settings):
+    with MemoryBackend(settings) as b:
+        c = b.collection("lex")
+        c.ensure_collection(DIM)
+        c.upsert(points())
+        yield c
+
+
+def rebuilt(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "lexical index" in r.getMessage() and "rebuilt" in r.getMessage()]
+
+
+@pytest.mark.parametrize("query", ["panic", "iterating over a vector", "borrow checker lifetimes",
+                                   "errors program", "向量检索", "hash map keys"])
+def test_same_ranking_as_the_in_process_bm25(coll, query):
+    # the index holds one more document, empty, recording its state: N and the mean length count it
+    state = Point("state", vec(0), {"file_id": "", "text": ""})
+    expected = LexicalIndex.from_points([*points(), state]).search(query, 10)
+    got = coll.lexical_search(query, 10)
+    assert [h.id for h in got] == [h.id for h in expected]
+    # tantivy stores document lengths in one byte as Lucene does: scores agree closely, not exactly
+    assert [h.score for h in got] == pytest.approx([h.score for h in expected], rel=0.05)
+    assert all(h.payload["text"] for h in got)
+
+
+def test_no_shared_term_no_hit_and_blank_query(coll):
+    assert coll.lexical_search("zebra", 5) == []
+    assert coll.lexical_search("the and of", 5) == []  # stop words only
+
+
+def test_filters_are_exact_and_k_hits_come_back_whenever_k_match(coll):
+    assert {h.id for h in coll.lexical_search("errors", 10, where={"file_id": "a"})} == {"a:0", "a:1"}
+    assert coll.lexical_search("errors", 10, where={"file_id": "b"}) == []
+    # 1 and 1.0 are equal, True and 1 are not (knowledge.vectorstore.base.matches)
+    assert [h.id for h in coll.lexical_search("panic", 10, where={"page": 1.0})] == ["a:1"]
+    assert coll.lexical_search("panic", 10, where={"page": True}) == []
+    # a field the index does not hold as a filter key (the text itself) is checked on the payloads
+    text = DOCS[3][2]
+    assert [h.id for h in coll.lexical_search("iterating", 10, where={"text": text})] == ["b:3"]
+
+
+def test_writes_update_the_index_incrementally(coll, settings, caplog):
+    caplog.set_level(logging.INFO)
+    coll.lexical_search("panic", 1)  # the first lexical search builds the index
+    assert rebuilt(caplog)
+    caplog.clear()
+    coll.replace({"file_id": "a"}, [Point("a:9", vec(9), {"file_id": "a", "text": "Ferris the crab"})])
+    assert [h.id for h in coll.lexical_search("crab", 5)] == ["a:9"]
+    assert coll.lexical_search("panic", 5) == []  # the file's old chunks are out
+    coll.remove(where={"file_id": "c"})
+    assert coll.lexical_search("lifetimes", 5) == []
+    coll.upsert([Point(7, vec(7), {"file_id": "d", "text": "integer ids work too: crab"})])
+    assert {h.id for h in coll.lexical_search("crab", 5)} == {"a:9", 7}
+    assert not rebuilt(caplog)
+
+
+def test_a_new_process_opens_the_index_without_rebuilding(coll, settings, caplog):
+    coll.lexical_search("panic", 1)
+    before = sorted(p.name for p in (coll.path / LEXICAL_DIR).iterdir())
+    caplog.clear()
+    with MemoryBackend(settings) as b2:
+        hits = b2.collection("lex").lexical_search("panic", 5)
+    assert [h.id for h in hits] == ["a:1"]
+    assert not rebuilt(caplog)
+    assert sorted(p.name for p in (coll.path / LEXICAL_DIR).iterdir()) == before
+
+
+@pytest.mark.parametrize("damage", ["deleted", "truncated", "garbage meta", "older version"])
+def test_a_missing_corrupt_or_old_index_is_rebuilt_with_a_log_line(coll, settings, caplog, monkeypatch, damage):
+    coll.lexical_search("panic", 1)
+    folder = coll.path / LEXICAL_DIR
+    if damage == "deleted":
+        import shutil
+
+        shutil.rmtree(folder)
+    elif damage == "truncated":
+        for f in folder.iterdir():
+            if f.is_file() and f.suffix in (".idx", ".store", ".term") and f.stat().st_size > 8:
+                f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
+    elif damage == "garbage meta":
+        (folder / "meta.json").write_text("{not json")
+    else:  # written by an older version: its state names another format
+        import knowledge.vectorstore.memory as memory
+
+        with MemoryBackend(settings) as b:
+            c = b.collection("lex")
+            monkeypatch.setattr(memory, "LEXICAL_FORMAT", 0)
+            c.upsert([Point("z:0", vec(1), {"file_id": "z", "text": "an older writer"})])
+            monkeypatch.setattr(memory, "LEXICAL_FORMAT", 1)
+    caplog.clear()
+    with MemoryBackend(settings) as b2:
+        c2 = b2.collection("lex")
+        assert [h.id for h in c2.lexical_search("panic", 5)] == ["a:1"]
+        assert {h.id for h in c2.lexical_search("vector iterate", 5)} == {"b:2", "b:3"}
+    assert len(rebuilt(caplog)) == 1, caplog.text
+
+
+_CRASH_AFTER_PUBLISH = r"""
+import os, sys
+import numpy as np
+from knowledge.config import load_settings
+from knowledge.lexical import Batch
+from knowledge.vectorstore.base import Point
+from knowledge.vectorstore.memory import MemoryBackend
+
+Batch.commit = lambda self: os._exit(9)  # killed between the manifest swap and the index commit
+c = MemoryBackend(load_settings(data_dir=sys.argv[1])).collection("lex")
+c.replace({"file_id": "a"}, [Point("a:9", np.ones(8, np.float32), {"file_id": "a", "text": "Ferris the crab"})])
+"""
+
+
+def test_a_crash_between_the_vectors_and_the_index_commit_is_repaired(coll, settings, caplog):
+    coll.lexical_search("panic", 1)
+    run = subprocess.run([sys.executable, "-c", _CRASH_AFTER_PUBLISH, str(settings.data_root)],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 9, run.stderr
+    caplog.clear()
+    with MemoryBackend(settings) as b2:
+        c2 = b2.collection("lex")
+        assert {p.id for p in c2.scroll(where={"file_id": "a"})} == {"a:9"}  # the vectors committed
+        assert [h.id for h in c2.lexical_search("crab", 5)] == ["a:9"]     # and so does the index
+        assert c2.lexical_search("panic", 5) == []
+    assert len(rebuilt(caplog)) == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# writers killed (SIGKILL) at random moments: vectors and index always agree afterwards
+# ---------------------------------------------------------------------------------------------
+
+_KILL_CHILD = r"""
+import sys
+import numpy as np
+from knowledge.config import load_settings
+from knowledge.vectorstore.base import Point
+from knowledge.vectorstore.memory import MemoryBackend
+
+data_dir, files = sys.argv[1], int(sys.argv[2])
+c = MemoryBackend(load_settings(data_dir=data_dir), lock_timeout=60).collection("kill")
+print("ready", flush=True)
+version = int(sys.stdin.readline())
+while True:
+    for f in range(files):
+        n = 1 + (f + version) % 5
+        c.replace({"file_id": f"f{f}"}, [
+            Point(f"f{f}:{i}", np.full(8, f + 1.0, np.float32),
+                  {"file_id": f"f{f}", "version": version, "text": f"tok{f}x{version} common words chunk{i}"})
+            for i in range(n)])
+    version += 1
+"""
+
+
+def _check_agreement(settings, files):
+    """Every file's current chunks are exactly what its version token finds; older tokens find nothing."""
+    with MemoryBackend(settings) as b:
+        c = b.collection("kill")
+        by_file: dict[str, set] = {}
+        versions = {}
+        for p in c.scroll():
+            by_file.setdefault(p.payload["file_id"], set()).add(p.id)
+            versions[p.payload["file_id"]] = p.payload["version"]
+        for f in range(files):
+            v = versions[f"f{f}"]
+            found = {h.id for h in c.lexical_search(f"tok{f}x{v}", 100)}
+            assert found == by_file[f"f{f}"], (f, v)
+            if v > 0:
+                assert c.lexical_search(f"tok{f}x{v - 1}", 100) == []
+        assert len(c.lexical_search("common words", 1000)) == c.count()
+        return versions
+
+
+@pytest.mark.slow
+def test_killed_writers_leave_vectors_and_index_agreeing(tmp_path):
+    settings = load_settings(data_dir=tmp_path)
+    files = 6
+    with MemoryBackend(settings) as b:
+        c = b.collection("kill")
+        c.ensure_collection(8)
+        for f in range(files):
+            c.replace({"file_id": f"f{f}"}, [Point(f"f{f}:0", np.ones(8, np.float32),
+                                                   {"file_id": f"f{f}", "version": 0, "text": f"tok{f}x0 common words"})])
+        c.lexical_search("common", 1)  # the index exists from here on: every write keeps it
+    rnd = random.Random(15)
+    version, changed, kills = 1, 0, 12
+    previous = _check_agreement(settings, files)
+    for _ in range(kills):
+        child = subprocess.Popen([sys.executable, "-c", _KILL_CHILD, str(tmp_path), str(files)],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert child.stdout.readline().strip() == "ready", child.stderr.read()
+            child.stdin.write(f"{version}\n")
+            child.stdin.flush()
+            time.sleep(rnd.uniform(0.05, 1.0))
+            child.send_signal(signal.SIGKILL)
+            child.wait()
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+            for stream in (child.stdin, child.stdout, child.stderr):
+                stream.close()
+        versions = _check_agreement(settings, files)
+        changed += versions != previous
+        previous = versions
+        version = max(versions.values()) + 1
+    assert changed >= kills // 3, f"the writers committed something in only {changed} of {kills} rounds"
+    manifest = json.loads((tmp_path / "vector-stores").glob("kill-*").__next__().joinpath(MANIFEST).read_text())
+    assert manifest["count"] == sum(1 for _ in MemoryBackend(settings).collection("kill").scroll())
+
+
+def test_stores_never_searched_by_words_get_no_index(settings):
+    with MemoryBackend(settings) as b:
+        c = b.collection("vectors-only")
+        c.ensure_collection(DIM)
+        c.upsert(points())
+        assert not (c.path / LEXICAL_DIR).exists()
+        assert len(c.search(vec(0), limit=3)) == 3
+
+
+def test_the_analyzer_is_todays(coll):
+    # the index holds exactly the terms of knowledge.lexical.Analyzer: stems and CJK bigrams
+    assert analyzer().terms("Iterating over Vectors!") == ["iter", "over", "vector"]
+    assert [h.id for h in coll.lexical_search("iterated vectors", 5)][0] == "b:2"
+    assert [h.id for h in coll.lexical_search("检索", 5)] == ["c:5"]
