@@ -419,6 +419,14 @@ class Collection(ABC):
                     counts[value] = counts.get(value, 0) + 1
         return counts
 
+    def ensure_lexical_index(self) -> None:
+        """Build the backend's lexical index of this collection now when the backend keeps one and
+        it is missing (so later writes keep it and no search waits for a build). Default: nothing.
+
+        Raises:
+            StoreNotFound.
+        """
+
     def lexical_search(self, query: str, limit: int, where: Where | None = None) -> list[ScoredPoint] | None:
         """The ``limit`` best BM25 matches of ``query`` over the points' ``heading`` + ``text``
         payload fields, from an index the backend keeps in step with its points (updated in the

@@ -990,8 +990,26 @@ class MemoryCollection(Collection):
             batch.commit()
             with self._lock:
                 self._lex, self._lex_state = lex, marker
-            log.warning("vector store %r: lexical index %s; rebuilt from %d points in %.1f s",
-                        self.name, problem or "missing", len(ids), time.perf_counter() - started)
+            log.log(logging.WARNING if ids else logging.INFO,
+                    "vector store %r: lexical index %s; rebuilt from %d points in %.1f s",
+                    self.name, problem or "missing", len(ids), time.perf_counter() - started)
+
+    def _lexicon(self) -> DiskLexicon | None:
+        """The lexicon, in step with the manifest (rebuilt first when it is not)."""
+        for attempt in range(3):
+            with self._lock:
+                man = self._require()
+                agrees = self._lexicon_agrees(self._lex_marker(man))
+                lex = self._lex
+            if agrees or attempt == 2:
+                return lex
+            self._rebuild_lexicon()
+        return None  # pragma: no cover
+
+    def ensure_lexical_index(self) -> None:
+        """Build the store's lexical index now if it has none in step (see :meth:`lexical_search`);
+        from then on every write keeps it. Raises ``StoreNotFound``, ``StoreLocked``."""
+        self._lexicon()
 
     def lexical_search(self, query: str, limit: int, where: Where | None = None) -> list[ScoredPoint]:
         """BM25 over the points' ``heading`` + ``text`` (see :class:`~knowledge.lexical.DiskLexicon`):
@@ -1007,17 +1025,11 @@ class MemoryCollection(Collection):
         k = check_limit(limit)
         w = check_where(where)
         terms = analyzer().terms(query) if isinstance(query, str) else []
-        for attempt in range(3):
-            with self._lock:
-                man = self._require()
-                st = self._loaded()
-                if st.live == 0 or not terms:
-                    return []
-                agrees = self._lexicon_agrees(self._lex_marker(man))
-                lex = self._lex
-            if agrees or attempt == 2:
-                break
-            self._rebuild_lexicon()
+        with self._lock:
+            self._require()
+            if not self._loaded().live or not terms:
+                return []
+        lex = self._lexicon()
         if lex is None:
             return []
         fetch = k
