@@ -574,7 +574,7 @@ class Workbench:
         distance = vs.info().distance if vs.exists() else record.distance
         fetch = k if max_per_file is None else k * 4
         while True:
-            found, exhausted = self.rank(store, query, vector, fetch, where=where, mode=mode)
+            found, exhausted = self.rank(store, query, vector, fetch, where=where, mode=mode, _record=record)
             found = [h for h in found if passes_threshold(h.score, score_threshold, distance)]
             hits = distinct_hits(found, k, max_per_file)
             if len(hits) >= k or exhausted:
@@ -582,14 +582,14 @@ class Workbench:
             fetch *= 2
 
     def rank(self, store: str, query: str, vector: Any, fetch: int, *, where: dict | None = None,
-             mode: SearchMode | None = None) -> tuple[list[Hit], bool]:
+             mode: SearchMode | None = None, _record: StoreRecord | None = None) -> tuple[list[Hit], bool]:
         """The ranking behind :meth:`search` before duplicates, thresholds and per-file limits:
         ``(hits best first, exhausted)``; ``exhausted`` is true when asking for more than ``fetch``
         cannot bring more hits. ``vector`` is the query's embedding, ``(d,)`` float32."""
         mode = mode or self.settings.search.mode
         if mode not in SEARCH_MODES:
             raise InvalidArgument(f"Unknown search mode {mode!r}; use one of {', '.join(SEARCH_MODES)}.")
-        record = self.get_store(store)
+        record = _record or self.get_store(store)
         vs = self._vs(record)
         if not vs.exists():
             return [], True
@@ -608,11 +608,10 @@ class Workbench:
         fused = reciprocal_rank_fusion([h.id for h in dense], [h.id for h in lexical])
         hits = self._with_vector_scores(vs, distance, vector, {h.id: h for h in dense}, lexical)
         lex_scores = {h.id: h.score for h in lexical}
-        ranked = sorted(
-            (replace(h, lexical_score=lex_scores.get(h.id), fused_score=fused[h.id]) for h in hits),
-            key=lambda h: (-(h.fused_score or 0.0), -h.score if higher_is_better(distance) else h.score),
-        )
-        return ranked[:fetch], len(dense) < pool and len(lexical) < pool and len(ranked) <= fetch
+        sign = -1.0 if higher_is_better(distance) else 1.0
+        order = sorted(hits, key=lambda h: (-fused[h.id], sign * h.score))
+        ranked = [replace(h, lexical_score=lex_scores.get(h.id), fused_score=fused[h.id]) for h in order[:fetch]]
+        return ranked, len(dense) < pool and len(lexical) < pool and len(hits) <= fetch
 
     def _with_vector_scores(self, vs: VectorStore, distance: str, vector: Any, dense: dict[Any, Hit],
                             lexical: Sequence[LexicalHit]) -> list[Hit]:
