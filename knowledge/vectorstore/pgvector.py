@@ -868,11 +868,14 @@ class PgvectorCollection(Collection):
                 " cand AS (SELECT pid, lex, lex_len FROM {t} WHERE lex @@ %s::tsquery AND {cond}),"
                 " scored AS (SELECT c.pid, sum(q.idf * cardinality(u.positions) * %s"
                 "   / (cardinality(u.positions) + %s * (%s + %s * c.lex_len / %s))) AS score"
-                "   FROM cand c CROSS JOIN LATERAL unnest(c.lex) u JOIN q ON q.term = u.lexeme"
+                # only the query's lexemes of each row: weight them A, keep the A ones, unnest those
+                "   FROM cand c CROSS JOIN LATERAL unnest(ts_filter(setweight(c.lex, 'A', %s::text[]), '{{a}}')) u"
+                "   JOIN q ON q.term = u.lexeme"
                 "   GROUP BY c.pid ORDER BY score DESC, c.pid LIMIT %s)"
                 " SELECT s.pid, s.score, t.payload FROM scored s JOIN {t} t ON t.pid = s.pid"
                 " ORDER BY s.score DESC, s.pid").format(t=self._t(), cond=cond)
-            found = conn.execute(q, [[t for _, t in present], idf, tsq, *params, K1 + 1, K1, 1 - B, B, avg, k]
+            names = [t for _, t in present]
+            found = conn.execute(q, [names, idf, tsq, *params, K1 + 1, K1, 1 - B, B, avg, names, k]
                                  ).fetchall()
             return [ScoredPoint(id=_unpid(pid), score=float(score), payload=payload) for pid, score, payload in found]
 
