@@ -14,6 +14,8 @@ On-disk layout (under ``settings.vector_store_dir``)::
         seg-000001.jsonl              a header line, then one {"id": .., "payload": ..} line per point
         seg-000001.npy                the same points' vectors, (rows, size) float32, row for row
         seg-000002.jsonl              ...
+        lexical/                      the store's BM25 index (tantivy), kept by every write once a
+                                      lexical search or a chunk store created it (see lexical_search)
 
 The folder name is a readable slug of the store's name plus a hash of the *exact* name, so any
 Unicode name works, ``"Team Notes"`` and ``"team notes"`` get different folders (even on a
