@@ -329,7 +329,8 @@ def _lower_priority() -> None:
     thread id affects that thread only, and threads it starts inherit it). A no-op where the
     platform has no per-thread priority."""
     with contextlib.suppress(AttributeError, OSError):
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BATCH_NICE)
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + BATCH_NICE))
 
 
 def _truncate_at(tokenizer: Any, window: int) -> None:
