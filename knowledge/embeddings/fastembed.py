@@ -320,8 +320,11 @@ class FastEmbedEmbedder(Embedder):
         return normalise_rows(np.asarray(vector)[np.newaxis, :], self.name)[0]
 
 
-BATCH_NICE = 10
-"""How much nicer (Linux ``nice``) the thread embedding documents runs than the rest of the process."""
+BATCH_NICE = 5
+"""How much nicer (Linux ``nice``) the thread embedding documents runs than the rest of the process:
++5 gives a query's thread about three times the CPU weight of each batch thread (Linux CFS weights
+1024 vs 335), while the batch still gets its share on a machine busy with other programs (at +10 it
+nearly starved on this project's shared machine)."""
 
 
 def _lower_priority() -> None:
