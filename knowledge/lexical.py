@@ -15,9 +15,14 @@ OpenSearch, Qdrant and Weaviate do for their hybrid modes.
   1-based ranks (Cormack, Clarke and Büttcher, "Reciprocal rank fusion outperforms Condorcet and
   individual rank learning methods", SIGIR 2009; 60 is their constant).
 
-An index is built from the points of a collection (their ``text`` and ``heading`` payload fields);
-:class:`knowledge.workbench.Workbench` refreshes it before each search from the store's files and
-their versions, so it is never stale.
+Two indexes over the points of a collection (their ``text`` and ``heading`` payload fields):
+
+- :class:`DiskLexicon`, persisted with tantivy, is what the memory backend keeps per store, written
+  in the same write as the vectors (:meth:`knowledge.vectorstore.memory.MemoryCollection.lexical_search`);
+  pgvector keeps the same terms in PostgreSQL (:mod:`knowledge.vectorstore.pgvector`).
+- :class:`LexicalIndex`, in process memory, for backends without an index of their own (qdrant,
+  plugins): :class:`knowledge.workbench.Workbench` refreshes it before each search from the store's
+  files and their versions, so it is never stale.
 """
 
 from __future__ import annotations
