@@ -14,6 +14,17 @@ Measures, in one run:
 
 Usage: ``python bench/bench_pgvector.py [--n 100000] [--dim 384] [--queries 200] [--url URL]``.
 Without ``--url`` the embedded server runs in a temporary folder. Prints figures; never fails on a miss.
+
+Scale mode, ``python bench/bench_pgvector.py --chunks 1000000 [--queries 100] [--json]``: a store of
+N chunks with real-looking text (the Rust book cut into ~120-word pieces, repeated) and clustered
+384-d unit vectors, loaded with ``COPY`` in batches of 50,000 rows (one transaction each) into the
+store's table (the lexical columns computed with the backend's own analysis), then the indexes
+built as a bulk load does it: HNSW, the payload GIN, and the lexical index (``lex`` GIN + the term
+statistics, through ``ensure_lexical_index``). Printed as each phase ends: load time and rate,
+each index's build time and size, vector search p50/p95 with recall@10 against exact numpy, BM25
+and hybrid p50/p95 (hybrid = what ``Workbench.rank`` asks the backend: a vector search and a BM25
+search of 50 candidates each, reciprocal rank fusion, the vector scores of the BM25-only hits), and
+one 50-chunk file written through the backend (vectors + lexical index, one transaction).
 """
 
 from __future__ import annotations
@@ -68,13 +79,185 @@ def recall(results: list[list[int]], truth: list[set[int]], k: int) -> float:
     return float(np.mean([len(set(r) & t) / k for r, t in zip(results, truth)]))
 
 
+BOOK = ROOT.parent / "shared" / "corpus" / "md" / "rust-book"
+QUERIES = [
+    "What is shadowing a variable with let?", "How do I read a line of user input in the guessing game?",
+    "What does the borrow checker prevent with dangling references?", "What is Deref coercion?",
+    "How do I iterate over the elements of a vector and change them?", "panic", "lifetimes", "cargo install",
+    "What is the difference between panic! and Result?", "trait objects", "closures capture", "HashMap",
+]
+
+
+def _copy_escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+
+
+def scale(args) -> None:
+    """The ``--chunks`` mode (see the module docstring)."""
+    import json
+
+    import orjson
+    import psycopg
+
+    from knowledge.config import load_settings
+    from knowledge.lexical import reciprocal_rank_fusion
+    from knowledge.vectorstore.base import Point
+    from knowledge.vectorstore.pgvector import REGISTRY, PgvectorBackend, lexical_row
+
+    n, dim, k, pool = args.chunks, args.dim, 10, 50
+    out: dict[str, object] = {"chunks": n, "dim": dim}
+
+    def say(key: str | None, value: object, text: str) -> None:
+        if key:
+            out[key] = value
+        if not args.json:
+            print(text, flush=True)
+
+    tmp = tempfile.TemporaryDirectory()
+    settings = load_settings(data_dir=Path(tmp.name) / "data",
+                             vector_store={"backend": "pgvector", "url": args.url})
+    b = PgvectorBackend(settings)
+    say(None, None, f"server: {b!r}; load average {os.getloadavg()} on {os.cpu_count()} cores")
+    words = [w for p in sorted(BOOK.glob("*.md")) for w in p.read_text(encoding="utf-8").split()]
+    texts = [" ".join(words[i:i + 120]) for i in range(0, len(words), 120)]
+    lex = [lexical_row({"text": t})[:2] for t in texts]
+    coll = b.collection("bench")
+    coll.drop_collection()
+    coll.ensure_collection(dim, "cosine")
+    t = coll.table
+    clusters = max(10, n // 500)
+    with psycopg.connect(b.conninfo, autocommit=True) as c:
+        # a bulk load: the indexes are built after the rows are in
+        c.execute(f'DROP INDEX "{t}_gin"; DROP INDEX "{t}_lex"')
+        c.execute(f"UPDATE {REGISTRY} SET lexical = NULL WHERE name = 'bench'")
+    t0 = time.perf_counter()
+    batch = 50_000
+    sample_rows: list[int] = []
+    sample_vecs: list[np.ndarray] = []
+    all_vecs = np.empty((n, dim), dtype=np.float32)
+    prep = 0.0
+    spelled = [f"{v / 10_000:.4f}".rstrip("0").rstrip(".") or "0" for v in range(-10_000, 10_001)]
+    for start in range(0, n, batch):
+        tp = time.perf_counter()
+        stop = min(n, start + batch)
+        x = clustered(stop - start, dim, clusters, seed=1000 + start // batch)
+        # four decimals, spelled from a table (formatting 384 floats per row is the load's cost)
+        ints = np.rint(x * 10_000).astype(np.int64)
+        q4 = (ints + 10_000).tolist()
+        x = ints.astype(np.float32) / 10_000
+        all_vecs[start:stop] = x / np.linalg.norm(x, axis=1, keepdims=True)
+        lines = []
+        for j, i in enumerate(range(start, stop)):
+            ti = i % len(texts)
+            fid = f"file{i // 50:06d}"
+            payload = orjson.dumps({"file_id": fid, "file_name": f"{fid}.md", "chunk_index": i % 50,
+                                    "text": texts[ti], "page": None, "char_start": None, "char_end": None,
+                                    "heading": None}).decode()
+            vec = "[" + ",".join(map(spelled.__getitem__, q4[j])) + "]"
+            lines.append(f"{_copy_escape(json.dumps(f'{fid}:{i % 50}'))}\t{vec}\t{_copy_escape(payload)}"
+                         f"\t{_copy_escape(lex[ti][0])}\t{lex[ti][1]}\n")
+        block = "".join(lines)
+        prep += time.perf_counter() - tp
+        with psycopg.connect(b.conninfo) as c:
+            with c.cursor().copy(f'COPY "{t}" (pid, embedding, payload, lex, lex_len) FROM STDIN') as cp:
+                cp.write(block)
+        if start // batch % 4 == 0 and not args.json:
+            print(f"  loaded {stop:,} rows in {time.perf_counter() - t0:.0f} s", flush=True)
+    load = time.perf_counter() - t0
+    say("load_s", load, f"COPY of {n:,} rows in batches of {batch:,}: {load:.1f} s = {n / load:,.0f} rows/s"
+        f" ({prep:.1f} s of it making the rows in Python)")
+    out["load_prepare_s"] = prep
+    with psycopg.connect(b.conninfo, autocommit=True) as c:
+        c.execute("SET maintenance_work_mem = '2GB'")
+        t0 = time.perf_counter()
+        c.execute(f'CREATE INDEX "{t}_hnsw" ON "{t}" USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)')
+        hnsw = time.perf_counter() - t0
+        size = c.execute(f"SELECT pg_relation_size('\"{t}_hnsw\"')").fetchone()[0] / 1e6
+        say("hnsw_build_s", hnsw, f"HNSW build (m=16, ef_construction=64): {hnsw:.1f} s, {size:.0f} MB")
+        t0 = time.perf_counter()
+        c.execute(f'CREATE INDEX "{t}_gin" ON "{t}" USING gin (payload jsonb_path_ops)')
+        say("payload_gin_build_s", time.perf_counter() - t0, f"payload GIN build: {time.perf_counter() - t0:.1f} s")
+    t0 = time.perf_counter()
+    coll.ensure_lexical_index()  # the lex GIN index and the term statistics
+    lexb = time.perf_counter() - t0
+    with psycopg.connect(b.conninfo, autocommit=True) as c:
+        c.execute(f'VACUUM ANALYZE "{t}"')
+        size = c.execute(f"SELECT pg_relation_size('\"{t}_lex\"'), pg_total_relation_size('\"{t}\"')").fetchone()
+    say("lexical_build_s", lexb, f"lexical index (lex GIN + term statistics): {lexb:.1f} s, GIN {size[0] / 1e6:.0f} MB;"
+        f" table with all indexes {size[1] / 1e9:.2f} GB")
+    out["total_gb"] = size[1] / 1e9
+
+    rng = np.random.default_rng(7)
+    qn = args.queries
+    qvecs = clustered(qn, dim, clusters, seed=1000) + 0.01 * rng.standard_normal((qn, dim)).astype(np.float32)
+    qtexts = [QUERIES[i % len(QUERIES)] for i in range(qn)]
+    truth = []
+    for q in qvecs:
+        s = all_vecs @ q
+        truth.append({f"file{i // 50:06d}:{i % 50}" for i in np.argpartition(-s, k)[:k]})
+    del all_vecs
+    b2 = PgvectorBackend(settings)
+    c2 = b2.collection("bench")
+    for q in qvecs[:5]:
+        c2.search(q, limit=k)
+    vt, rec = [], []
+    for q, tr in zip(qvecs, truth):
+        t0 = time.perf_counter()
+        hits = c2.search(q, limit=k)
+        vt.append(time.perf_counter() - t0)
+        rec.append(len({h.id for h in hits} & tr) / k)
+    say("vector_p50_ms", pct(vt, 50), f"vector k=10: p50 {pct(vt, 50):.1f} ms, p95 {pct(vt, 95):.1f} ms,"
+        f" recall@10 {np.mean(rec):.3f}")
+    out["vector_p95_ms"], out["recall_at_10"] = pct(vt, 95), float(np.mean(rec))
+    lt, ht = [], []
+    for q, text in zip(qvecs, qtexts):
+        t0 = time.perf_counter()
+        c2.lexical_search(text, k)
+        lt.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        dense = c2.search(q, limit=pool)
+        lexical = c2.lexical_search(text, pool)
+        fused = reciprocal_rank_fusion([h.id for h in dense], [h.id for h in lexical])
+        have = {h.id for h in dense}
+        missing = [h.id for h in lexical if h.id not in have]
+        if missing:
+            c2.retrieve(missing, with_vectors=True)
+        sorted(fused, key=lambda i: -fused[i])[:k]
+        ht.append(time.perf_counter() - t0)
+    say("lexical_p50_ms", pct(lt, 50), f"BM25 k=10: p50 {pct(lt, 50):.1f} ms, p95 {pct(lt, 95):.1f} ms")
+    say("hybrid_p50_ms", pct(ht, 50), f"hybrid k=10 (50 + 50 candidates, RRF): p50 {pct(ht, 50):.1f} ms,"
+        f" p95 {pct(ht, 95):.1f} ms")
+    out["lexical_p95_ms"], out["hybrid_p95_ms"] = pct(lt, 95), pct(ht, 95)
+    pts = [Point(f"extra:{i}", qvecs[i % qn], {"file_id": "extra", "text": texts[i]}) for i in range(50)]
+    t0 = time.perf_counter()
+    c2.replace({"file_id": "extra"}, pts)
+    say("add_file_ms", (time.perf_counter() - t0) * 1000,
+        f"one 50-chunk file written (vectors + lexical index, one transaction): {(time.perf_counter() - t0) * 1000:.0f} ms")
+    say(None, None, f"load average at the end: {os.getloadavg()}")
+    if args.json:
+        print(json.dumps({k2: (round(v, 3) if isinstance(v, float) else v) for k2, v in out.items()}))
+    c2.drop_collection()
+    b2.close()
+    b.close()
+    if args.url is None:
+        from knowledge.vectorstore.pg_embedded import stop_embedded
+
+        stop_embedded(Path(tmp.name) / "data" / "postgres")
+    tmp.cleanup()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--chunks", type=int, default=0, help="scale mode: a store of this many chunks, COPY-loaded")
+    ap.add_argument("--json", action="store_true", help="scale mode: one JSON object at the end")
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--dim", type=int, default=384)
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--url", default=None)
     args = ap.parse_args()
+    if args.chunks:
+        scale(args)
+        return
 
     from knowledge.config import load_settings
     from knowledge.vectorstore.base import Point

@@ -15,9 +15,14 @@ OpenSearch, Qdrant and Weaviate do for their hybrid modes.
   1-based ranks (Cormack, Clarke and Büttcher, "Reciprocal rank fusion outperforms Condorcet and
   individual rank learning methods", SIGIR 2009; 60 is their constant).
 
-An index is built from the points of a collection (their ``text`` and ``heading`` payload fields);
-:class:`knowledge.workbench.Workbench` refreshes it before each search from the store's files and
-their versions, so it is never stale.
+Two indexes over the points of a collection (their ``text`` and ``heading`` payload fields):
+
+- :class:`DiskLexicon`, persisted with tantivy, is what the memory backend keeps per store, written
+  in the same write as the vectors (:meth:`knowledge.vectorstore.memory.MemoryCollection.lexical_search`);
+  pgvector keeps the same terms in PostgreSQL (:mod:`knowledge.vectorstore.pgvector`).
+- :class:`LexicalIndex`, in process memory, for backends without an index of their own (qdrant,
+  plugins): :class:`knowledge.workbench.Workbench` refreshes it before each search from the store's
+  files and their versions, so it is never stale.
 """
 
 from __future__ import annotations
@@ -56,7 +61,7 @@ def _stemmer():
 class Analyzer:
     """Text to BM25 terms (see the module docstring for the rules).
 
-    ``terms("Iterating over Vectors!") -> ["iter", "vector"]``.
+    ``terms("Iterating over Vectors!") -> ["iter", "over", "vector"]``.
     """
 
     def __init__(self) -> None:
@@ -280,4 +285,229 @@ def reciprocal_rank_fusion(*rankings: Sequence[PointId], k: int = RRF_K) -> dict
     return fused
 
 
-__all__ = ["STOP_WORDS", "Analyzer", "LexicalHit", "LexicalIndex", "Segment", "RRF_K", "analyzer", "reciprocal_rank_fusion"]
+
+
+# ---------------------------------------------------------------------------------------------
+# The persisted index: tantivy
+# ---------------------------------------------------------------------------------------------
+
+LEXICAL_FORMAT = 1
+"""Version of what :class:`DiskLexicon` writes (schema + analysis). An index of another version is
+rebuilt from the store's chunks, so changing :class:`Analyzer` or the schema means bumping this."""
+
+_STATE_ID = "\x00state"
+_MAX_KEY_CHARS = 512  # longer string values are not indexed as filter keys (filtered afterwards)
+_WRITER_HEAP = 15_000_000  # tantivy's minimum arena per indexing thread (bytes)
+
+
+def encode_id(point_id: PointId) -> str:
+    """The index term of a point id: ``"s" + id`` for a ``str``, ``"i" + digits`` for an ``int``."""
+    return f"i{point_id}" if isinstance(point_id, int) else f"s{point_id}"
+
+
+def decode_id(term: str) -> PointId:
+    return int(term[1:]) if term[:1] == "i" else term[1:]
+
+
+def _key_value(value: Any) -> str | None:
+    """The filter-key spelling of a payload value, equal exactly when :func:`matches` says equal
+    (``1`` and ``1.0`` alike, ``True`` and ``1`` not); ``None`` for values that are not indexed."""
+    if value is None:
+        return "n"
+    if isinstance(value, bool):
+        return "b1" if value else "b0"
+    if isinstance(value, (int, float)):
+        if isinstance(value, float) and not np.isfinite(value):
+            return None
+        if float(value).is_integer() and abs(value) < 2**53:
+            return f"d{int(value)}"
+        return f"d{float(value)!r}"
+    if isinstance(value, str) and len(value) <= _MAX_KEY_CHARS:
+        return f"s{value}"
+    return None
+
+
+def filter_keys(payload: Mapping[str, Any]) -> list[str]:
+    """``"<field>\\x00<value>"`` for each scalar payload field but ``text``: the terms a ``where``
+    filter is answered from."""
+    out = []
+    for key, value in payload.items():
+        if key == "text":
+            continue
+        spelled = _key_value(value)
+        if spelled is not None:
+            out.append(f"{key}\x00{spelled}")
+    return out
+
+
+class DiskLexicon:
+    """A persisted BM25 index of one collection's points (their ``heading`` and ``text`` payload
+    fields), kept in a folder with `tantivy <https://github.com/quickwit-oss/tantivy-py>`_, a
+    Lucene-style engine: immutable segments, deletes by term, atomic commits, memory-mapped reads.
+
+    The text is analysed here (:class:`Analyzer`: NFKC, lower case, stop words, Snowball stems,
+    CJK unigrams + bigrams) and handed to tantivy as whitespace-separated terms, so the index
+    ranks with exactly today's terms. Scoring is tantivy's BM25, Lucene's formula and defaults
+    (k1 = 1.2, b = 0.75, ``idf = ln(1 + (N - df + 0.5) / (df + 0.5))``); scores are >= 0, higher
+    is better. Scalar payload fields are indexed as filter keys so ``where`` filters narrow the
+    search inside the engine.
+
+    One document per point, keyed by :func:`encode_id`, plus one *state* document whose stored
+    ``state`` string names what the index reflects (the owner writes e.g. ``"1:<incarnation>:<generation>"``
+    with :meth:`Batch.set_state`): it is committed in the same tantivy commit as the changes, so
+    the owner can tell an index that is behind (a crash between its own commit and this one) or
+    foreign, and rebuild it.
+
+    Not thread-safe for writing: the owner serialises writers (tantivy also refuses a second
+    writer on a folder, across processes). Searching is safe from any thread.
+
+    Raises:
+        LexiconUnreadable (from :meth:`open`): the folder is missing, corrupt or of another version.
+    """
+
+    def __init__(self, path: Any) -> None:
+        import tantivy
+        from pathlib import Path
+
+        self.path = Path(path)
+        self._tantivy = tantivy
+        self._schema = self._make_schema()
+        self._index: Any = None
+
+    def _make_schema(self) -> Any:
+        sb = self._tantivy.SchemaBuilder()
+        sb.add_text_field("id", stored=True, tokenizer_name="raw", index_option="basic")
+        sb.add_text_field("body", tokenizer_name="whitespace", index_option="freq")
+        sb.add_text_field("keys", tokenizer_name="raw", index_option="basic")
+        sb.add_text_field("state", stored=True, tokenizer_name="raw", index_option="basic")
+        return sb.build()
+
+    # -- opening -----------------------------------------------------------------------------
+    def exists(self) -> bool:
+        return (self.path / "meta.json").is_file()
+
+    def open(self) -> None:
+        """Open the index in :attr:`path`. Raises :class:`LexiconUnreadable` when it is missing,
+        unreadable, or was written with another schema."""
+        if not self.exists():
+            raise LexiconUnreadable("missing")
+        try:
+            self._index = self._tantivy.Index.open(str(self.path))
+            self.state()  # reads the state document: fails on another schema or a corrupt segment
+        except Exception as exc:  # tantivy raises ValueError / OSError for corrupt or foreign files
+            self._index = None
+            raise LexiconUnreadable(f"unreadable ({exc})") from None
+
+    def create(self) -> None:
+        """Create an empty index in :attr:`path`, replacing whatever is there."""
+        import shutil
+
+        shutil.rmtree(self.path, ignore_errors=True)
+        self.path.mkdir(parents=True)
+        self._index = self._tantivy.Index(self._schema, path=str(self.path))
+
+    def reload(self) -> None:
+        """See the latest commit (another process's or this one's)."""
+        if self._index is not None:
+            self._index.reload()
+
+    @property
+    def is_open(self) -> bool:
+        return self._index is not None
+
+    def state(self) -> str | None:
+        """The state string of the last commit (``None``: never set)."""
+        searcher = self._index.searcher()
+        q = self._tantivy.Query.term_query(self._schema, "id", _STATE_ID)
+        hits = searcher.search(q, 1).hits
+        if not hits:
+            return None
+        values = searcher.doc(hits[0][1]).to_dict().get("state") or [None]
+        return values[0]
+
+    def num_docs(self) -> int:
+        """Documents in the index, the state document included."""
+        return int(self._index.searcher().num_docs)
+
+    # -- writing -----------------------------------------------------------------------------
+    def batch(self) -> "Batch":
+        """A write batch; nothing is visible or durable until :meth:`Batch.commit`."""
+        return Batch(self)
+
+    # -- searching ---------------------------------------------------------------------------
+    def search(self, terms: Sequence[str], limit: int, where: Mapping[str, Any] | None = None
+               ) -> list[tuple[PointId, float]]:
+        """The ``limit`` best ``(point id, BM25 score)`` for the analysed query ``terms`` among
+        the points whose filter keys match every indexable ``where`` item, best first. Points
+        sharing no term with the query are never returned. The caller checks the ``where`` items
+        that are not indexable (``text``, long strings) on the payloads."""
+        t = self._tantivy
+        unique = list(dict.fromkeys(terms))
+        if not unique or limit < 1:
+            return []
+        text = t.Query.boolean_query([(t.Occur.Should, t.Query.term_query(self._schema, "body", term))
+                                      for term in unique])
+        clauses = [(t.Occur.Must, text)]
+        for key, value in (where or {}).items():
+            spelled = _key_value(value)
+            if key != "text" and spelled is not None:
+                keyq = t.Query.term_query(self._schema, "keys", f"{key}\x00{spelled}")
+                clauses.append((t.Occur.Must, t.Query.const_score_query(keyq, 0.0)))
+        query = clauses[0][1] if len(clauses) == 1 else t.Query.boolean_query(clauses)
+        searcher = self._index.searcher()
+        out = []
+        for score, address in searcher.search(query, limit).hits:
+            if score <= 0:
+                continue
+            ids = searcher.doc(address).to_dict().get("id")
+            if ids:
+                out.append((decode_id(ids[0]), float(score)))
+        return out
+
+
+class Batch:
+    """The pending changes of one :class:`DiskLexicon` write (a tantivy ``IndexWriter``)."""
+
+    def __init__(self, lexicon: DiskLexicon) -> None:
+        self._lex = lexicon
+        self._t = lexicon._tantivy
+        self._writer = lexicon._index.writer(heap_size=_WRITER_HEAP, num_threads=1)
+        self._analyzer = analyzer()
+
+    def delete(self, ids: Iterable[PointId]) -> None:
+        for pid in ids:
+            self._writer.delete_documents_by_term("id", encode_id(pid))
+
+    def add(self, ids: Sequence[PointId], payloads: Sequence[Mapping[str, Any]]) -> None:
+        """Index these points, replacing any earlier version of the same ids."""
+        terms = self._analyzer.terms
+        for pid, payload in zip(ids, payloads):
+            key = encode_id(pid)
+            self._writer.delete_documents_by_term("id", key)
+            self._writer.add_document(self._t.Document(
+                id=key, body=" ".join(terms(_indexed_text(payload or {}))), keys=filter_keys(payload or {})))
+
+    def clear(self) -> None:
+        self._writer.delete_all_documents()
+
+    def set_state(self, state: str) -> None:
+        self._writer.delete_documents_by_term("id", _STATE_ID)
+        self._writer.add_document(self._t.Document(id=_STATE_ID, state=state))
+
+    def commit(self) -> None:
+        """Make the batch durable and visible (tantivy's atomic commit), then release the writer."""
+        self._writer.commit()
+        self.close()
+        self._lex.reload()
+
+    def close(self) -> None:
+        """Drop the writer (uncommitted changes are discarded; tantivy's writer lock is released)."""
+        self._writer = None  # dropping tantivy's writer discards what was not committed
+
+
+class LexiconUnreadable(Exception):
+    """The persisted lexical index is missing, corrupt or of another version (it is rebuilt)."""
+
+
+__all__ = ["LEXICAL_FORMAT", "STOP_WORDS", "Analyzer", "Batch", "DiskLexicon", "LexicalHit", "LexicalIndex",
+           "LexiconUnreadable", "Segment", "RRF_K", "analyzer", "filter_keys", "reciprocal_rank_fusion"]

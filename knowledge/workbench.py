@@ -412,9 +412,9 @@ class Workbench:
             vectors = _embed(embedder, texts, progress, cancel)
             t_embed = time.perf_counter() - t0
             _step(progress, "writing", 0.95, cancel)
-            attributes = {f"attr_{k}": v for k, v in doc.attributes.items()}  # front matter: filterable
+            front = {f"attr_{k}": v for k, v in doc.attributes.items()}  # front matter: filterable
             chunks = [Chunk(c.text, vectors[i], c.index, c.page, c.char_start, c.char_end, c.heading,
-                            metadata={**attributes, **({"table_header": c.table_header} if c.table_header else {})})
+                            metadata={**front, **({"table_header": c.table_header} if c.table_header else {})})
                       for i, c in enumerate(result.chunks)]
             warnings = list(doc.warnings)  # the chunk plan's notes are the template's, not the file's
             if attributes:  # the caller's file attributes (knowledge.attributes), over the document's own
@@ -669,7 +669,7 @@ class Workbench:
         distance = vs.info().distance if vs.exists() else record.distance
         fetch = k if max_per_file is None else k * 4
         while True:
-            found, exhausted = self.rank(store, query, vector, fetch, where=where, mode=mode)
+            found, exhausted = self.rank(store, query, vector, fetch, where=where, mode=mode, _record=record)
             found = [h for h in found if passes_threshold(h.score, score_threshold, distance)]
             hits = distinct_hits(found, k, max_per_file)
             if len(hits) >= k or exhausted:
@@ -717,14 +717,14 @@ class Workbench:
         return MultiSearch(out[:k], failed)
 
     def rank(self, store: str, query: str, vector: Any, fetch: int, *, where: dict | None = None,
-             mode: SearchMode | None = None) -> tuple[list[Hit], bool]:
+             mode: SearchMode | None = None, _record: StoreRecord | None = None) -> tuple[list[Hit], bool]:
         """The ranking behind :meth:`search` before duplicates, thresholds and per-file limits:
         ``(hits best first, exhausted)``; ``exhausted`` is true when asking for more than ``fetch``
         cannot bring more hits. ``vector`` is the query's embedding, ``(d,)`` float32."""
         mode = mode or self.settings.search.mode
         if mode not in SEARCH_MODES:
             raise InvalidArgument(f"Unknown search mode {mode!r}; use one of {', '.join(SEARCH_MODES)}.")
-        record = self.get_store(store)
+        record = _record or self.get_store(store)
         vs = self._vs(record)
         if not vs.exists():
             return [], True
@@ -732,9 +732,8 @@ class Workbench:
         if mode == "vector":
             found = vs.search(vector, k=fetch, where=where)
             return found, len(found) < fetch
-        lexicon = self.lexical_index(store, _record=record)
         pool = max(fetch, self.settings.search.candidates)
-        lexical = lexicon.search(query, pool, where=where)
+        lexical = self._lexical_search(store, record, vs, query, pool, where)
         if mode == "lexical":
             hits = self._with_vector_scores(vs, distance, vector, {}, lexical)
             by_id = {h.id: h for h in hits}
@@ -744,11 +743,10 @@ class Workbench:
         fused = reciprocal_rank_fusion([h.id for h in dense], [h.id for h in lexical])
         hits = self._with_vector_scores(vs, distance, vector, {h.id: h for h in dense}, lexical)
         lex_scores = {h.id: h.score for h in lexical}
-        ranked = sorted(
-            (replace(h, lexical_score=lex_scores.get(h.id), fused_score=fused[h.id]) for h in hits),
-            key=lambda h: (-(h.fused_score or 0.0), -h.score if higher_is_better(distance) else h.score),
-        )
-        return ranked[:fetch], len(dense) < pool and len(lexical) < pool and len(ranked) <= fetch
+        sign = -1.0 if higher_is_better(distance) else 1.0
+        order = sorted(hits, key=lambda h: (-fused[h.id], sign * h.score))
+        ranked = [replace(h, lexical_score=lex_scores.get(h.id), fused_score=fused[h.id]) for h in order[:fetch]]
+        return ranked, len(dense) < pool and len(lexical) < pool and len(hits) <= fetch
 
     def _with_vector_scores(self, vs: VectorStore, distance: str, vector: Any, dense: dict[Any, Hit],
                             lexical: Sequence[LexicalHit]) -> list[Hit]:
@@ -763,9 +761,21 @@ class Workbench:
                     out[p.id] = hit_from_payload(p.id, float(sc), p.payload or {})
         return list(out.values())
 
+    def _lexical_search(self, store: str, record: StoreRecord, vs: VectorStore, query: str, limit: int,
+                        where: dict | None) -> list[LexicalHit]:
+        """BM25 hits from the backend's own index (kept in the same write as the vectors: memory,
+        pgvector), else from the in-process :meth:`lexical_index` (other backends)."""
+        native = vs.collection.lexical_search(query, limit, where=where)
+        if native is not None:
+            return [LexicalHit(p.id, p.score, p.payload or {}) for p in native]
+        return self.lexical_index(store, _record=record).search(query, limit, where=where)
+
     def lexical_index(self, store: str, *, _record: StoreRecord | None = None) -> LexicalIndex:
-        """The BM25 index of ``store``'s chunks, brought up to date first: a file added, changed or
-        removed since the last call has its segment built or dropped (the others are reused)."""
+        """The in-process BM25 index of ``store``'s chunks, for backends that keep no lexical index
+        of their own (:meth:`~knowledge.vectorstore.base.Collection.lexical_search` returns ``None``:
+        qdrant, plugins), brought up to date first: a file added, changed or removed since the
+        last call has its segment built or dropped (the others are reused). It lives in this
+        process only and is built from the store's chunks on first use."""
         record = _record or self.get_store(store)
         vs = self._vs(record)
         with self._lock:

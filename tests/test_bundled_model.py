@@ -298,3 +298,38 @@ def test_max_tokens_override_lowers_the_window(models_dir, model):
     too_large = FastEmbedEmbedder(BUNDLED_MODEL_NAME, models_dir, specific_model_path=folder, max_tokens=300)
     with pytest.raises(ConfigError, match="larger than the 256-token window"):
         too_large.load()
+
+
+def test_a_query_is_embedded_while_a_batch_of_documents_is(model):
+    """The query does not queue behind the batch (issue 15): it returns while the batch runs, and
+    the batch runs on a thread of lower priority."""
+    texts = [f"{TAX} Paragraph {i} of a long report about filings, deadlines and forms." for i in range(400)]
+    model.embed_documents(["warm the documents' session"])
+    started = threading.Event()
+    done = threading.Event()
+
+    def ingest():
+        started.set()
+        model.embed_documents(texts)
+        done.set()
+
+    worker = threading.Thread(target=ingest)
+    worker.start()
+    started.wait()
+    time.sleep(0.2)  # the batch is under way
+    try:
+        vector = model.embed_query(CAT)
+        query_finished_first = not done.is_set()
+    finally:
+        worker.join()
+    assert vector.shape == (384,)
+    assert query_finished_first, "the query waited for the whole batch"
+    thread_ids = [t.native_id for t in threading.enumerate() if t.name.startswith("embed-documents")]
+    assert thread_ids
+    if hasattr(os, "getpriority"):
+        base = os.getpriority(os.PRIO_PROCESS, 0)
+        from knowledge.embeddings.fastembed import BATCH_NICE
+
+        assert os.getpriority(os.PRIO_PROCESS, thread_ids[0]) == min(19, base + BATCH_NICE) > base
+    # the two sessions give the same vectors
+    np.testing.assert_allclose(model.embed_documents([CAT])[0], model.embed_documents([CAT, TAX])[0], atol=1e-5)

@@ -33,6 +33,7 @@ from knowledge.errors import (
 )
 from knowledge.vectorstore.base import Point
 from knowledge.vectorstore.memory import (
+    LEXICAL_DIR,
     MANIFEST,
     MAX_SEGMENTS,
     MemoryBackend,
@@ -356,7 +357,7 @@ def test_killed_writer_never_leaves_a_partial_batch(tmp_path):
         c.replace({"file_id": "f1"}, [Point("f1:0", vec(1, 8), last)])
         manifest = json.loads((c.path / MANIFEST).read_text())
         listed = {f"seg-{s['seg']:06d}.{ext}" for s in manifest["segments"] for ext in ("jsonl", "npy")}
-        assert set(os.listdir(c.path)) - listed == {MANIFEST}
+        assert set(os.listdir(c.path)) - listed - {LEXICAL_DIR} == {MANIFEST}
     _check_crash_store(settings, files)
 
 
@@ -738,7 +739,7 @@ def test_many_small_writes_are_merged_and_garbage_is_compacted(tmp_path):
         expected = {p.id: p.payload for f in range(4) for p in chunk_points(f"f{f}", 5 + (99 + f) % 3, 99)}
         assert {p.id: p.payload for p in c.scroll()} == expected
         listed = {f"seg-{s['seg']:06d}.{e}" for s in segments for e in ("jsonl", "npy")}
-        assert set(os.listdir(c.path)) - listed == {MANIFEST}  # merged-away files deleted
+        assert set(os.listdir(c.path)) - listed - {LEXICAL_DIR} == {MANIFEST}  # merged-away files deleted
         hits = c.search(vec(0), limit=5)
     with MemoryBackend(settings) as b2:
         c2 = b2.collection("lsm")

@@ -419,6 +419,28 @@ class Collection(ABC):
                     counts[value] = counts.get(value, 0) + 1
         return counts
 
+    def ensure_lexical_index(self) -> None:
+        """Build the backend's lexical index of this collection now when the backend keeps one and
+        it is missing (so later writes keep it and no search waits for a build). Default: nothing.
+
+        Raises:
+            StoreNotFound.
+        """
+
+    def lexical_search(self, query: str, limit: int, where: Where | None = None) -> list[ScoredPoint] | None:
+        """The ``limit`` best BM25 matches of ``query`` over the points' ``heading`` + ``text``
+        payload fields, from an index the backend keeps in step with its points (updated in the
+        same write), best first; ``score`` is BM25 (>= 0, higher is better). Points sharing no
+        term with the query are not returned; ``where`` filters by equality as in :meth:`search`.
+
+        Returns ``None`` when the backend keeps no lexical index: callers then build one in
+        process (:class:`knowledge.lexical.LexicalIndex`). The default returns ``None``.
+
+        Raises:
+            StoreNotFound; InvalidArgument (``limit < 1``, a bad filter).
+        """
+        return None
+
 
 class VectorBackend(ABC):
     """A configured backend: hands out collections by name. One instance per backend configuration.

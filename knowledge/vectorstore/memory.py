@@ -14,6 +14,8 @@ On-disk layout (under ``settings.vector_store_dir``)::
         seg-000001.jsonl              a header line, then one {"id": .., "payload": ..} line per point
         seg-000001.npy                the same points' vectors, (rows, size) float32, row for row
         seg-000002.jsonl              ...
+        lexical/                      the store's BM25 index (tantivy), kept by every write once a
+                                      lexical search or a chunk store created it (see lexical_search)
 
 The folder name is a readable slug of the store's name plus a hash of the *exact* name, so any
 Unicode name works, ``"Team Notes"`` and ``"team notes"`` get different folders (even on a
@@ -111,6 +113,7 @@ import orjson
 from filelock import FileLock, Timeout
 
 from knowledge._fs import fsync_dir
+from knowledge.lexical import LEXICAL_FORMAT, Batch, DiskLexicon, LexiconUnreadable, analyzer
 from knowledge.errors import (
     DimensionMismatch,
     DistanceMismatch,
@@ -138,6 +141,7 @@ from knowledge.vectorstore.base import (
     check_name,
     check_size,
     check_where,
+    matches,
     name_slug,
     passes_threshold,
     stack_points,
@@ -152,6 +156,8 @@ log = logging.getLogger(__name__)
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 MANIFEST_TMP = "manifest.json.tmp"
+#: The store's persisted BM25 index (tantivy), a sub-folder of the store's folder.
+LEXICAL_DIR = "lexical"
 LOCKS_DIR = ".locks"
 #: A run of this many newest segments of one size tier (powers of 16 rows) is merged into one.
 MERGE_FACTOR = 16
@@ -518,6 +524,10 @@ class MemoryCollection(Collection):
         self._sig_settled = False
         self._state: _State | None = None
         self._last_access = time.monotonic()
+        self.lexical_path: Path = self.path / LEXICAL_DIR
+        self._lex: DiskLexicon | None = None
+        self._lex_state: str | None = None  # the lexicon's committed state, as last read
+        self._lex_problem = ""
 
     # -- public state --------------------------------------------------------------------------
     @property
@@ -591,6 +601,7 @@ class MemoryCollection(Collection):
         self._manifest = self._manifest_bytes = self._sig = None
         self._sig_settled = False
         self._state = None
+        self._lex = self._lex_state = None
 
     def _sync(self) -> dict[str, Any] | None:
         """The current manifest (``None``: no such store), catching up with other writers.
@@ -852,29 +863,196 @@ class MemoryCollection(Collection):
         self._remove_orphans(man)
         gen = man["generation"] + 1
         seg_no = man["next_segment"]
-        entry = self._write_segment(man, seg_no, gen, gen, deleted, lines, vectors)
-        new = {**man, "generation": gen, "count": count, "next_segment": seg_no + 1,
-               "segments": [*man["segments"], entry]}
-        data = self._write_manifest_tmp(new)
-        with self._lock:
-            self._publish(new, data)
-            if self._state is st and st.generation == man["generation"]:
-                try:
-                    st.append(deleted, ids, payloads, vectors)
-                    st.generation = gen
-                    if st.dead > max(MIN_GARBAGE_ROWS, st.live):
-                        st.compact()
-                except BaseException:
-                    self._state = None
-                    raise
-            else:
-                self._state = None  # unloaded meanwhile; the next access reads the new files
+        batch = self._lexical_batch(man, gen, deleted, ids, payloads)
+        published = False
+        try:
+            entry = self._write_segment(man, seg_no, gen, gen, deleted, lines, vectors)
+            new = {**man, "generation": gen, "count": count, "next_segment": seg_no + 1,
+                   "segments": [*man["segments"], entry]}
+            data = self._write_manifest_tmp(new)
+            with self._lock:
+                self._publish(new, data)
+                published = True
+                if self._state is st and st.generation == man["generation"]:
+                    try:
+                        st.append(deleted, ids, payloads, vectors)
+                        st.generation = gen
+                        if st.dead > max(MIN_GARBAGE_ROWS, st.live):
+                            st.compact()
+                    except BaseException:
+                        self._state = None
+                        raise
+                else:
+                    self._state = None  # unloaded meanwhile; the next access reads the new files
+        finally:
+            if batch is not None:
+                if published:
+                    self._commit_lexical(batch, self._lex_marker(new))
+                else:
+                    batch.close()
         fsync_dir(self.path)
         try:
             self._maybe_merge(new)
         except (OSError, StoreCorrupt, _Stale) as exc:  # the write itself is committed
             log.warning("vector store %r: compaction skipped (%s); it is retried on the next write",
                         self.name, exc)
+
+    # -- the lexical index ------------------------------------------------------------------
+    # The store's BM25 index (knowledge.lexical.DiskLexicon, tantivy) lives in ``lexical/``. It is
+    # built by the first lexical search of the store (stores only ever searched by vector, such
+    # as agent memory, never pay for it) and from then on kept by every write: the write stages
+    # its deletes and inserts in a tantivy batch before the manifest swap and commits it right
+    # after, still holding the store's write lock; the batch also records the manifest's
+    # incarnation and generation (its *state*). A crash between the two commits leaves the index
+    # one generation behind; a missing, corrupt or older index has no matching state either. The
+    # next lexical search sees that and rebuilds the index from the loaded points (under the write
+    # lock, with a log line); nothing else ever rebuilds it.
+    @staticmethod
+    def _lex_marker(man: dict[str, Any]) -> str:
+        return f"{LEXICAL_FORMAT}:{man['incarnation']}:{man['generation']}"
+
+    def _lexicon_agrees(self, marker: str) -> bool:
+        """Whether the lexicon's committed state is ``marker`` (opening or reloading it as needed).
+        Called under ``self._lock``."""
+        if self._lex is not None and self._lex_state == marker:
+            return True
+        try:
+            if self._lex is None:
+                lex = DiskLexicon(self.lexical_path)
+                lex.open()
+                self._lex = lex
+            else:
+                self._lex.reload()
+            self._lex_state = self._lex.state()
+        except LexiconUnreadable as exc:
+            self._lex, self._lex_state, self._lex_problem = None, None, str(exc)
+            return False
+        except Exception as exc:  # a segment went bad under an open index
+            self._lex, self._lex_state, self._lex_problem = None, None, f"unreadable ({exc})"
+            return False
+        if self._lex_state != marker:
+            self._lex_problem = (f"at state {self._lex_state!r}, the store at {marker!r}"
+                                 if self._lex_state else "without a state (another version)")
+            return False
+        return True
+
+    def _lexical_batch(self, man: dict[str, Any], gen: int, deleted: Sequence[PointId],
+                       ids: Sequence[PointId], payloads: Sequence[dict]) -> Batch | None:
+        """This write's changes staged in the lexicon (not committed), or ``None`` when the lexicon
+        is not in step with ``man`` (the next lexical search rebuilds it). Under the write lock."""
+        with self._lock:
+            agrees = self._lexicon_agrees(self._lex_marker(man))
+            lex = self._lex
+        if not agrees or lex is None:
+            return None
+        try:
+            batch = lex.batch()
+            batch.delete(deleted)
+            batch.add(ids, payloads)
+            batch.set_state(self._lex_marker({**man, "generation": gen}))
+            return batch
+        except Exception as exc:
+            log.warning("vector store %r: lexical index not updated (%s); it is rebuilt on the next"
+                        " lexical search", self.name, exc)
+            return None
+
+    def _commit_lexical(self, batch: Batch, marker: str) -> None:
+        try:
+            batch.commit()
+        except Exception as exc:  # the vectors are committed: never fail the write for the index
+            batch.close()
+            with self._lock:
+                self._lex_state = None
+            log.warning("vector store %r: lexical index commit failed (%s); it is rebuilt on the next"
+                        " lexical search", self.name, exc)
+            return
+        with self._lock:
+            self._lex_state = marker
+
+    def _rebuild_lexicon(self) -> None:
+        """Rebuild the lexicon from the store's points unless it agrees with the manifest by the
+        time the write lock is ours (another writer may just have been committing it)."""
+        with self._writing():
+            with self._lock:
+                man = self._require()
+                marker = self._lex_marker(man)
+                if self._lexicon_agrees(marker):
+                    return
+                problem = self._lex_problem
+                st = self._loaded()
+                rows = st.live_rows().tolist()
+                ids = [st.ids[r] for r in rows]
+                payloads = [st.payloads[r] for r in rows]
+            started = time.perf_counter()
+            lex = DiskLexicon(self.lexical_path)
+            lex.create()
+            batch = lex.batch()
+            batch.add(ids, payloads)
+            batch.set_state(marker)
+            batch.commit()
+            with self._lock:
+                self._lex, self._lex_state = lex, marker
+            log.log(logging.WARNING if ids else logging.INFO,
+                    "vector store %r: lexical index %s; rebuilt from %d points in %.1f s",
+                    self.name, problem or "missing", len(ids), time.perf_counter() - started)
+
+    def _lexicon(self) -> DiskLexicon | None:
+        """The lexicon, in step with the manifest (rebuilt first when it is not)."""
+        for attempt in range(3):
+            with self._lock:
+                man = self._require()
+                agrees = self._lexicon_agrees(self._lex_marker(man))
+                lex = self._lex
+            if agrees or attempt == 2:
+                return lex
+            self._rebuild_lexicon()
+        return None  # pragma: no cover
+
+    def ensure_lexical_index(self) -> None:
+        """Build the store's lexical index now if it has none in step (see :meth:`lexical_search`);
+        from then on every write keeps it. Raises ``StoreNotFound``, ``StoreLocked``."""
+        self._lexicon()
+
+    def lexical_search(self, query: str, limit: int, where: Where | None = None) -> list[ScoredPoint]:
+        """BM25 over the points' ``heading`` + ``text`` (see :class:`~knowledge.lexical.DiskLexicon`):
+        the ``limit`` best, best first, ``score`` BM25 (>= 0, higher is better), payloads copied.
+
+        The persisted index is opened on first use (memory-mapped, no rebuild); one that is
+        missing, corrupt, of another version or behind the store is rebuilt first (logged).
+
+        Raises:
+            StoreNotFound, InvalidArgument (``limit < 1``, a bad filter), StoreLocked (a rebuild
+            waiting for another writer).
+        """
+        k = check_limit(limit)
+        w = check_where(where)
+        terms = analyzer().terms(query) if isinstance(query, str) else []
+        with self._lock:
+            self._require()
+            if not self._loaded().live or not terms:
+                return []
+        lex = self._lexicon()
+        if lex is None:
+            return []
+        fetch = k
+        while True:
+            found = lex.search(terms, fetch, w)
+            out: list[ScoredPoint] = []
+            with self._lock:
+                st = self._loaded()
+                for pid, score in found:
+                    row = st.row_of.get(pid)
+                    if row is None:
+                        continue  # removed by a write whose index commit is a moment away
+                    payload = st.payloads[row]
+                    if w and not matches(payload, w):
+                        continue  # a filter item the index does not hold (text, long strings)
+                    out.append(ScoredPoint(id=pid, score=score, payload=dict(payload)))
+                    if len(out) == k:
+                        return out
+            if len(found) < fetch:
+                return out
+            fetch *= 4
 
     # -- compaction ----------------------------------------------------------------------------
     @staticmethod
@@ -988,10 +1166,12 @@ class MemoryCollection(Collection):
             man = {"format": FORMAT_VERSION, "name": self.name, "size": size, "distance": distance,
                    "incarnation": uuid.uuid4().hex, "generation": 0, "count": 0, "next_segment": 1,
                    "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "segments": []}
+            shutil.rmtree(self.lexical_path, ignore_errors=True)  # a crash in the middle of a drop
             data = self._write_manifest_tmp(man)
             with self._lock:
                 self._publish(man, data)
                 self._state = None
+                self._lex = self._lex_state = None
             fsync_dir(self.path)
 
     def _check_same(self, man: dict[str, Any], size: int, distance: str) -> None:

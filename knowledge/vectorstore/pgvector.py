@@ -113,6 +113,8 @@ from knowledge.vectorstore.base import (
     passes_threshold,
     stack_points,
 )
+from knowledge.lexical import LEXICAL_FORMAT, analyzer
+from knowledge.lexical import _indexed_text as indexed_text
 from knowledge.vectorstore.pg_embedded import EMBEDDED, EMBEDDED_DIR, embedded_url
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -154,6 +156,10 @@ class PgvectorOptions(BaseModel):
     ef_search: int = Field(100, ge=1, le=1000, description="hnsw.ef_search of an index search (at least k)")
     exact_max_rows: int = Field(
         3_000, ge=0, description="search exactly when at most this many rows match (the filter, or the store)"
+    )
+    lexical_candidates: int = Field(
+        20_000, ge=0, description="BM25: rows scored per query at most, taken from the rarest query terms"
+        " first (the rarest term's rows always); 0 = every row sharing a term with the query"
     )
 
 
@@ -365,6 +371,10 @@ class PgvectorBackend(VectorBackend):
                         " distance text NOT NULL,"
                         " created_at timestamptz NOT NULL DEFAULT now())"
                     ).format(sql.Identifier(REGISTRY)))
+                    # the format of the store's lexical columns (knowledge.lexical.LEXICAL_FORMAT);
+                    # NULL: not built yet (a store of an older version), built by its first lexical search
+                    conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS lexical integer")
+                                 .format(sql.Identifier(REGISTRY)))
                 self._vector_info = TypeInfo.fetch(conn, "vector")
         except KnowledgeError:
             raise
@@ -459,10 +469,36 @@ class PgvectorBackend(VectorBackend):
 
 
 class _Meta:
-    __slots__ = ("table", "size", "distance")
+    __slots__ = ("table", "size", "distance", "lexical")
 
-    def __init__(self, table: str, size: int, distance: str) -> None:
-        self.table, self.size, self.distance = table, size, distance
+    def __init__(self, table: str, size: int, distance: str, lexical: int | None = None) -> None:
+        self.table, self.size, self.distance, self.lexical = table, size, distance, lexical
+
+    @property
+    def has_lexicon(self) -> bool:
+        return self.lexical == LEXICAL_FORMAT
+
+
+_MAX_LEXEME_BYTES = 2046  # PostgreSQL refuses longer lexemes
+_DOCS, _LENGTH = " docs", " length"  # the statistics rows of <table>_terms (no term has a space)
+K1, B = 1.2, 0.75
+
+
+def _quote_lexeme(term: str) -> str:
+    return "'" + term.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def lexical_row(payload: dict[str, Any]) -> tuple[str, int, dict[str, int]]:
+    """``(tsvector text, number of terms, {term: 1})`` of a payload's ``heading`` + ``text``,
+    analysed by :class:`knowledge.lexical.Analyzer`; positions (1-based, capped at 16,383 as
+    PostgreSQL does) keep each term's frequency."""
+    terms = analyzer().terms(indexed_text(payload))
+    positions: dict[str, list[int]] = {}
+    for i, t in enumerate(terms, start=1):
+        if len(t.encode("utf-8")) <= _MAX_LEXEME_BYTES:
+            positions.setdefault(t, []).append(min(i, 16383))
+    text = " ".join(f"{_quote_lexeme(t)}:{','.join(map(str, ps[:256]))}" for t, ps in positions.items())
+    return text, len(terms), dict.fromkeys(positions, 1)
 
 
 class PgvectorCollection(Collection):
@@ -478,7 +514,7 @@ class PgvectorCollection(Collection):
         return sql.Identifier(self.table + suffix)
 
     def _meta(self, conn: psycopg.Connection, *, lock: bool = False) -> _Meta | None:
-        q = sql.SQL("SELECT table_name, size, distance FROM {} WHERE name = %s{}").format(
+        q = sql.SQL("SELECT table_name, size, distance, lexical FROM {} WHERE name = %s{}").format(
             sql.Identifier(REGISTRY), sql.SQL(" FOR SHARE") if lock else sql.SQL(""))
         row = conn.execute(q, (self.name,)).fetchone()
         return _Meta(*row) if row else None
@@ -498,16 +534,60 @@ class PgvectorCollection(Collection):
             vectors /= norms[:, None]
         return [(_pid(p.id), vectors[i], _payload_json(p.id, p.payload)) for i, p in enumerate(points)]
 
-    def _write_rows(self, conn: psycopg.Connection, rows: list[tuple[str, np.ndarray, str]]) -> None:
+    def _write_rows(self, conn: psycopg.Connection, rows: list[tuple[str, np.ndarray, str]], meta: _Meta,
+                    payloads: Sequence[dict[str, Any]] = ()) -> None:
+        """Insert (or overwrite) ``rows``; with the store's lexicon, their ``lex`` columns and the
+        term statistics too, in the caller's transaction (the overwritten rows are taken out of the
+        statistics first)."""
         if not rows:
             return
-        q = sql.SQL(
-            "INSERT INTO {} (pid, embedding, payload) VALUES (%s, %s, %s::jsonb)"
-            " ON CONFLICT (pid) DO UPDATE SET embedding = EXCLUDED.embedding,"
-            " payload = EXCLUDED.payload, seq = DEFAULT"
-        ).format(self._t())
+        if not meta.has_lexicon:
+            q = sql.SQL(
+                "INSERT INTO {} (pid, embedding, payload) VALUES (%s, %s, %s::jsonb)"
+                " ON CONFLICT (pid) DO UPDATE SET embedding = EXCLUDED.embedding,"
+                " payload = EXCLUDED.payload, seq = DEFAULT"
+            ).format(self._t())
+            with conn.cursor() as cur:
+                cur.executemany(q, rows)
+            return
+        self._delete(conn, meta, sql.SQL("pid = ANY(%s::text[])"), [[r[0] for r in rows]])
+        df: dict[str, int] = {}
+        total = 0
+        full = []
+        for row, payload in zip(rows, payloads):
+            lex, n, terms = lexical_row(payload)
+            total += n
+            for t in terms:
+                df[t] = df.get(t, 0) + 1
+            full.append((*row, lex, n))
+        q = sql.SQL("INSERT INTO {} (pid, embedding, payload, lex, lex_len) VALUES (%s, %s, %s::jsonb, %s::tsvector, %s)"
+                    ).format(self._t())
         with conn.cursor() as cur:
-            cur.executemany(q, rows)
+            cur.executemany(q, full)
+        self._add_stats(conn, {**df, _DOCS: len(full), _LENGTH: total})
+
+    def _add_stats(self, conn: psycopg.Connection, counts: dict[str, int]) -> None:
+        terms = sorted(counts)  # one order for every writer: no deadlock between two
+        conn.execute(sql.SQL(
+            "INSERT INTO {} (term, df) SELECT * FROM unnest(%s::text[], %s::bigint[])"
+            " ON CONFLICT (term) DO UPDATE SET df = {}.df + EXCLUDED.df").format(self._t("_terms"), self._t("_terms")),
+            (terms, [counts[t] for t in terms]))
+
+    def _delete(self, conn: psycopg.Connection, meta: _Meta, cond: sql.Composable, params: list[Any]) -> int:
+        """``DELETE ... WHERE cond``, taking the rows out of the term statistics when the store has
+        its lexicon (same transaction). Returns the number of rows deleted."""
+        if not meta.has_lexicon:
+            return conn.execute(sql.SQL("DELETE FROM {} WHERE {}").format(self._t(), cond), params).rowcount
+        terms = self._t("_terms")
+        row = conn.execute(sql.SQL(
+            "WITH gone AS (DELETE FROM {t} WHERE {cond} RETURNING lex, lex_len),"
+            " agg AS (SELECT u.lexeme AS term, count(*) AS n FROM gone, unnest(gone.lex) u GROUP BY u.lexeme"
+            "  UNION ALL SELECT %s, count(*) FROM gone"
+            "  UNION ALL SELECT %s, coalesce(sum(lex_len), 0) FROM gone),"
+            " upd AS (UPDATE {terms} s SET df = s.df - agg.n FROM agg WHERE s.term = agg.term AND agg.n <> 0)"
+            " SELECT count(*) FROM gone").format(t=self._t(), cond=cond, terms=terms),
+            [*params, _DOCS, _LENGTH]).fetchone()
+        return int(row[0])
 
     def _build_index_if_due(self, conn: psycopg.Connection, meta: _Meta) -> None:
         """Build the HNSW index once the store holds more than ``exact_max_rows`` points.
@@ -578,8 +658,9 @@ class PgvectorCollection(Collection):
             ).format(t, sql.Literal(size)))
             conn.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING gin (payload jsonb_path_ops)")
                          .format(self._t("_gin"), t))
-            conn.execute(sql.SQL("INSERT INTO {} (name, table_name, size, distance) VALUES (%s, %s, %s, %s)")
-                         .format(sql.Identifier(REGISTRY)), (self.name, self.table, size, distance))
+            self._create_lexical(conn)
+            conn.execute(sql.SQL("INSERT INTO {} (name, table_name, size, distance, lexical) VALUES (%s, %s, %s, %s, %s)")
+                         .format(sql.Identifier(REGISTRY)), (self.name, self.table, size, distance, LEXICAL_FORMAT))
 
         self._b.run(f"creating store {self.name!r}", go)
 
@@ -592,7 +673,7 @@ class PgvectorCollection(Collection):
 
         def go(conn: psycopg.Connection) -> None:
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(self.name),))
-            conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(self._t()))
+            conn.execute(sql.SQL("DROP TABLE IF EXISTS {}, {}").format(self._t(), self._t("_terms")))
             conn.execute(sql.SQL("DELETE FROM {} WHERE name = %s").format(sql.Identifier(REGISTRY)), (self.name,))
 
         self._b.run(f"dropping store {self.name!r}", go)
@@ -628,7 +709,7 @@ class PgvectorCollection(Collection):
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(self.name),))  # writers of a store in turn
             meta = self._require(conn, lock=True)
             rows = self._rows(points, meta.size, meta.distance)
-            self._write_rows(conn, rows)
+            self._write_rows(conn, rows, meta, [p.payload for p in points])
             self._build_index_if_due(conn, meta)
 
         self._b.run(f"writing to store {self.name!r}", go)
@@ -652,8 +733,8 @@ class PgvectorCollection(Collection):
             meta = self._require(conn, lock=True)
             rows = self._rows(points, meta.size, meta.distance)
             cond, params = self._filter(w)
-            conn.execute(sql.SQL("DELETE FROM {} WHERE {}").format(self._t(), cond), params)
-            self._write_rows(conn, rows)
+            self._delete(conn, meta, cond, params)
+            self._write_rows(conn, rows, meta, [p.payload for p in points])
             self._build_index_if_due(conn, meta)
 
         self._b.run(f"replacing points in store {self.name!r}", go)
@@ -664,7 +745,9 @@ class PgvectorCollection(Collection):
         w = check_where(where)
 
         def go(conn: psycopg.Connection) -> int:
-            self._require(conn, lock=True)
+            if wanted or w:
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(self.name),))  # writers of a store in turn
+            meta = self._require(conn, lock=True)
             if not wanted and not w:
                 return 0
             parts: list[sql.Composable] = []
@@ -676,11 +759,127 @@ class PgvectorCollection(Collection):
                 cond, p = self._filter(w)
                 parts.append(cond)
                 params.extend(p)
-            cur = conn.execute(sql.SQL("DELETE FROM {} WHERE {}").format(self._t(), sql.SQL(" OR ").join(parts)),
-                               params)
-            return cur.rowcount
+            return self._delete(conn, meta, sql.SQL("({})").format(sql.SQL(" OR ").join(parts)), params)
 
         return self._b.run(f"deleting from store {self.name!r}", go)
+
+    # -- the lexical index -------------------------------------------------------------------------
+    def _create_lexical(self, conn: psycopg.Connection) -> None:
+        """The lexical columns, their GIN index and the term statistics table (idempotent)."""
+        conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS lex tsvector,"
+                             " ADD COLUMN IF NOT EXISTS lex_len integer").format(self._t()))
+        conn.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING gin (lex)").format(self._t("_lex"), self._t()))
+        conn.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} (term text PRIMARY KEY, df bigint NOT NULL)")
+                     .format(self._t("_terms")))
+
+    def _build_lexical(self, conn: psycopg.Connection, meta: _Meta) -> None:
+        """Bring a store without a current lexicon up to date in one transaction: rows of an older
+        format (or none) are analysed again from their payloads, rows without ``lex`` are analysed,
+        and the term statistics are recounted from the rows."""
+        started = time.perf_counter()
+        before = meta.lexical
+        self._create_lexical(conn)
+        t = self._t()
+        todo = sql.SQL("TRUE") if meta.lexical is not None else sql.SQL("lex IS NULL")
+        rows = conn.execute(sql.SQL("SELECT pid, payload->>'heading', payload->>'text' FROM {} WHERE {}")
+                            .format(t, todo)).fetchall()
+        if rows:
+            conn.execute("CREATE TEMP TABLE knowledge_lex_fill (pid text, lex tsvector, lex_len integer) ON COMMIT DROP")
+            with conn.cursor().copy("COPY knowledge_lex_fill (pid, lex, lex_len) FROM STDIN") as copy:
+                for pid, heading, text in rows:
+                    lex, n, _ = lexical_row({"heading": heading, "text": text})
+                    copy.write_row((pid, lex, n))
+            conn.execute(sql.SQL("UPDATE {} t SET lex = f.lex, lex_len = f.lex_len FROM knowledge_lex_fill f"
+                                 " WHERE t.pid = f.pid").format(t))
+        terms = self._t("_terms")
+        conn.execute(sql.SQL("TRUNCATE {}").format(terms))
+        conn.execute(sql.SQL(
+            "INSERT INTO {terms} (term, df)"
+            " SELECT u.lexeme, count(*) FROM {t}, unnest({t}.lex) u GROUP BY u.lexeme"
+            " UNION ALL SELECT %s, count(*) FROM {t}"
+            " UNION ALL SELECT %s, coalesce(sum(lex_len), 0) FROM {t}").format(terms=terms, t=t), (_DOCS, _LENGTH))
+        conn.execute(sql.SQL("UPDATE {} SET lexical = %s WHERE name = %s").format(sql.Identifier(REGISTRY)),
+                     (LEXICAL_FORMAT, self.name))
+        meta.lexical = LEXICAL_FORMAT
+        log.warning("pgvector: store %r had no current lexical index (format %s); built it (%d rows analysed) in %.1f s",
+                    self.name, before if before is not None else "none", len(rows),
+                    time.perf_counter() - started)
+
+    def ensure_lexical_index(self) -> None:
+        """Build the store's lexical columns now if they are missing or of another format (one
+        transaction, under the store's write lock). Raises ``StoreNotFound``."""
+
+        def go(conn: psycopg.Connection) -> None:
+            meta = self._require(conn)
+            if meta.has_lexicon:
+                return
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(self.name),))
+            meta = self._require(conn, lock=True)
+            if not meta.has_lexicon:
+                self._build_lexical(conn, meta)
+
+        self._b.run(f"building the lexical index of store {self.name!r}", go)
+
+    def lexical_search(self, query: str, limit: int, where: Where | None = None) -> list[ScoredPoint]:
+        """BM25 in PostgreSQL: the ``limit`` best points for ``query``, best first, ``score`` BM25
+        (>= 0, higher is better; Lucene's formula and defaults as :mod:`knowledge.lexical`).
+
+        Each row keeps its analysed terms as a ``tsvector`` (``lex``, GIN-indexed; positions keep
+        the term frequencies) and its length (``lex_len``); ``<table>_terms`` keeps each term's
+        document frequency and the store's document count and total length -- all written in the
+        same transaction as the vectors. A query ORs its terms (``lex @@ tsquery``) through the GIN
+        index, taking the rarest terms first up to ``options.pgvector.lexical_candidates`` rows
+        (rows having only the commonest terms of a long query can be missed: they score least),
+        and ranks the candidates in SQL.
+
+        Raises:
+            StoreNotFound, InvalidArgument (``limit < 1``, a bad filter).
+        """
+        k = check_limit(limit)
+        w = check_where(where)
+        terms = list(dict.fromkeys(analyzer().terms(query))) if isinstance(query, str) else []
+        terms = [t for t in terms if len(t.encode("utf-8")) <= _MAX_LEXEME_BYTES]
+        cap = self._b.options.lexical_candidates
+        if not self._b.run(f"reading store {self.name!r}", lambda c: self._require(c).has_lexicon):
+            self.ensure_lexical_index()
+
+        def go(conn: psycopg.Connection) -> list[ScoredPoint]:
+            self._require(conn)
+            if not terms:
+                return []
+            stats = dict(conn.execute(sql.SQL("SELECT term, df FROM {} WHERE term = ANY(%s::text[])")
+                                      .format(self._t("_terms")), ([*terms, _DOCS, _LENGTH],)).fetchall())
+            docs, length = int(stats.pop(_DOCS, 0)), int(stats.pop(_LENGTH, 0))
+            present = sorted(((int(df), t) for t, df in stats.items() if df > 0))
+            if not docs or not present:
+                return []
+            chosen, rows = [], 0
+            for df, t in present:
+                if chosen and cap and rows + df > cap:
+                    break
+                chosen.append(t)
+                rows += df
+            idf = [math.log1p((docs - df + 0.5) / (df + 0.5)) for df, _ in present]
+            avg = length / docs if length else 1.0
+            cond, params = self._filter(w)
+            tsq = " | ".join(_quote_lexeme(t) for t in chosen)
+            q = sql.SQL(
+                "WITH q(term, idf) AS (SELECT * FROM unnest(%s::text[], %s::float8[])),"
+                " cand AS (SELECT pid, lex, lex_len FROM {t} WHERE lex @@ %s::tsquery AND {cond}),"
+                " scored AS (SELECT c.pid, sum(q.idf * cardinality(u.positions) * %s"
+                "   / (cardinality(u.positions) + %s * (%s + %s * c.lex_len / %s))) AS score"
+                # only the query's lexemes of each row: weight them A, keep the A ones, unnest those
+                "   FROM cand c CROSS JOIN LATERAL unnest(ts_filter(setweight(c.lex, 'A', %s::text[]), '{{a}}')) u"
+                "   JOIN q ON q.term = u.lexeme"
+                "   GROUP BY c.pid ORDER BY score DESC, c.pid LIMIT %s)"
+                " SELECT s.pid, s.score, t.payload FROM scored s JOIN {t} t ON t.pid = s.pid"
+                " ORDER BY s.score DESC, s.pid").format(t=self._t(), cond=cond)
+            names = [t for _, t in present]
+            found = conn.execute(q, [names, idf, tsq, *params, K1 + 1, K1, 1 - B, B, avg, names, k]
+                                 ).fetchall()
+            return [ScoredPoint(id=_unpid(pid), score=float(score), payload=payload) for pid, score, payload in found]
+
+        return self._b.run(f"searching store {self.name!r} by words", go)
 
     # -- reads ------------------------------------------------------------------------------------
     def count(self, where: Where | None = None) -> int:

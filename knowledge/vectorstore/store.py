@@ -144,6 +144,7 @@ class VectorStore:
             return 0
         if not self.collection.collection_exists():
             self.collection.ensure_collection(int(points[0].vector.shape[0]), self.distance)
+            self.collection.ensure_lexical_index()  # chunks are searched by words too: keep it from the start
         self.collection.replace({"file_id": file_id}, points)
         return len(points)
 
