@@ -73,28 +73,45 @@ def _pypdf_quiet(name: str | None) -> Iterator[None]:
         log.info("%s: %s: %s", where, w.category.__name__, w.message)
 
 
-def read_pdf(data: bytes, *, name: str | None = None, password: str | None = None) -> Document:
+def read_pdf(data: bytes, *, name: str | None = None, password: str | None = None,
+             ocr: str = "auto", on_page=None) -> Document:
     """Read a PDF; sections are pages (``page`` 1-based).
+
+    With ``ocr="auto"`` the pages without a text layer are read by OCR (:mod:`knowledge.ingest._ocr`;
+    ``on_page(done, total)`` reports each page), and a warning names them with their confidence.
 
     Raises:
         PasswordRequired: encrypted, and neither the empty password nor ``password`` opens it.
         UnsupportedFile: damaged beyond lenient repair, or encrypted with a method pypdf cannot undo.
-        EmptyDocument: no page has visible text (``"no text layer (scanned? OCR needed)"``).
+        OcrUnavailable: no page has a text layer and the OCR package cannot be loaded.
+        EmptyDocument: no page has visible text (``"no text layer (scanned? OCR needed)"``), and with
+            ``ocr="auto"`` OCR found none either (``"no text found, even by OCR"``).
     """
     with _pypdf_quiet(name):
-        pages, warnings_, n_pages, title = _extract(data, password)
-    texts = join_hyphenated(pages)
+        pages, problems, n_pages, title = _extract(data, password)
+    notes: list[str] = []
+    if ocr != "off":  # OCR hook (issue 16): fills ``pages`` for pages without a text layer
+        from knowledge.ingest._ocr import ocr_missing_pages
+
+        problems, notes = ocr_missing_pages(data, pages, problems, NO_TEXT_LAYER, password=password,
+                                            on_page=on_page)
+    texts = join_hyphenated(dict(sorted(pages.items())))
     builder = Builder(form="NFKC")
     for number, text in texts.items():
         builder.add(text, page=number, cleaned=True)
     if builder.empty:
         detail = f"none of its {n_pages} pages has text" if n_pages > 1 else "its page has no text"
+        if ocr != "off":
+            from knowledge.ingest._ocr import NO_TEXT_EVEN_BY_OCR
+
+            raise EmptyDocument(f"{NO_TEXT_EVEN_BY_OCR}: {detail} (no text layer, and OCR read nothing)")
         raise EmptyDocument(f"{NO_TEXT_LAYER}: {detail}")
-    return builder.build("pdf", empty=NO_TEXT_LAYER, pages=n_pages, warnings=warnings_, title=title)
+    return builder.build("pdf", empty=NO_TEXT_LAYER, pages=n_pages, warnings=_page_warnings(problems) + notes,
+                         title=title)
 
 
-def _extract(data: bytes, password: str | None) -> tuple[dict[int, str], list[str], int, str | None]:
-    """``({page number: cleaned NFKC text}, warnings, page count, title)``."""
+def _extract(data: bytes, password: str | None) -> tuple[dict[int, str], list[tuple[int, str]], int, str | None]:
+    """``({page number: cleaned NFKC text}, [(page number, problem)], page count, title)``."""
     from pypdf import PdfReader
 
     try:
@@ -123,7 +140,7 @@ def _extract(data: bytes, password: str | None) -> tuple[dict[int, str], list[st
             problems.append((number, "blank"))
         else:
             problems.append((number, NO_TEXT_LAYER))
-    return pages, _page_warnings(problems), n_pages, _title(reader)
+    return pages, problems, n_pages, _title(reader)
 
 
 def _page_warnings(problems: list[tuple[int, str]]) -> list[str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 #: The values :attr:`Document.format` can take.
-FORMATS: tuple[str, ...] = ("pdf", "docx", "markdown", "text", "html", "csv")
+FORMATS: tuple[str, ...] = ("pdf", "docx", "markdown", "text", "html", "csv", "image")
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,7 +18,7 @@ class Section:
     """A contiguous span of :attr:`Document.text` with one provenance.
 
     ``[char_start, char_end)`` are ``str`` indices into the document's text. ``page`` is the 1-based
-    page number (PDF only, else ``None``). ``heading`` is the heading path above the span, outermost
+    page number (PDF, and image files read by OCR: the frame of a multi-page TIFF; else ``None``). ``heading`` is the heading path above the span, outermost
     first, joined with ``" > "`` (for example ``"Guide > Install > Linux"``; Markdown, DOCX and HTML),
     or ``None`` before the first heading and for formats without headings.
     """
