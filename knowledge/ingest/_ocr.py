@@ -366,7 +366,7 @@ def image_frames(data: bytes) -> tuple[str, int, Iterator[np.ndarray]]:
     except (Image.DecompressionBombWarning, Image.DecompressionBombError) as exc:
         raise UnsupportedFile(f"image too large to read: {exc}") from exc
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError) as exc:
-        raise UnsupportedFile(f"unreadable image (damaged or truncated?): {_reason(exc)}") from exc
+        raise UnsupportedFile(f"unreadable {_magic_name(data)} image (damaged or truncated?): {_reason(exc)}") from exc
     kind = _IMAGE_NAMES.get(img.format or "")
     if kind is None:
         raise UnsupportedFile(f"unsupported: a {img.format or 'unknown'} image (OCR reads PNG, JPEG, TIFF,"
@@ -385,6 +385,15 @@ def image_frames(data: bytes) -> tuple[str, int, Iterator[np.ndarray]]:
                 raise UnsupportedFile(f"unreadable image: frame {index + 1} of {count}: {_reason(exc)}") from exc
 
     return kind, count, frames()
+
+
+def _magic_name(data: bytes) -> str:
+    """The image format its first bytes announce (for messages about images Pillow cannot open)."""
+    for magic, kind in ((b"\x89PNG", "PNG"), (b"\xff\xd8\xff", "JPEG"), (b"II*\x00", "TIFF"), (b"MM\x00*", "TIFF"),
+                        (b"BM", "BMP")):
+        if data.startswith(magic):
+            return kind
+    return "WebP" if data[8:12] == b"WEBP" else "an"
 
 
 def read_image(data: bytes, *, on_page: OnPage | None = None) -> Document:
