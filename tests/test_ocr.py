@@ -303,3 +303,32 @@ def test_cli_prints_ocr_progress_per_page(tmp_path, capsys, monkeypatch):
     assert code == 0, out
     assert "scan.pdf: OCR, page 1 of 2" in out.err and "scan.pdf: OCR, page 2 of 2" in out.err
     assert "pages 1-2 read by OCR" in out.out
+
+
+@pytest.mark.slow
+def test_an_image_attached_in_chat_is_ocrd_for_retrieval_and_still_a_part(tmp_path):
+    from knowledge.chat import ChatService
+    from knowledge.chat.model import IMAGE, USER
+
+    wb = Workbench(load_settings(data_dir=tmp_path / "data"), embedder_factory=lambda m: HashEmbedder(64, 256))
+    try:
+        chat = ChatService(wb)
+        s = chat.create_session()
+        img = chat.attach(s.id, encoded(render(["Whiteboard token NARWHAL606 from the meeting"]), "PNG"), "board.png")
+        assert img.kind == "image"
+        session = chat.session(s.id)
+        assert "vector_search" in session.tools and "view_attachment" in session.tools
+        hit = wb.search(session.store, "NARWHAL606", k=1, mode="lexical")[0]
+        assert hit.file_name == "board.png" and hit.page == 1 and "NARWHAL606" in hit.text
+        result = chat.tools.call("vector_search", {"store": session.store, "query": "NARWHAL606 meeting"})
+        assert result.ok and result.data["hits"][0]["file_name"] == "board.png"
+        chat.send(s.id, "what does the board say?")
+        stored = [m for m in chat.messages(s.id) if m.role == USER][0]
+        assert [(p.kind, p.name) for p in stored.parts][-1] == (IMAGE, "board.png")  # still goes to the model
+        # a picture without words is attached as before, not indexed
+        chat.attach(s.id, encoded(Image.new("RGB", (64, 48), (200, 30, 30)), "PNG"), "red.png")
+        assert [f.file_name for f in wb.store_files(session.store)] == ["board.png"]
+        chat.remove(s.id, img.file_id)
+        assert wb.store_files(session.store) == []
+    finally:
+        wb.close()
