@@ -27,7 +27,7 @@ the files that need OCR.
 from __future__ import annotations
 
 import io
-import logging
+import itertools
 import re
 import threading
 import time
@@ -40,13 +40,13 @@ from knowledge.errors import EmptyDocument, OcrUnavailable, UnsupportedFile
 from knowledge.ingest._text import Builder, clean
 from knowledge.ingest.document import Document
 
-log = logging.getLogger("knowledge.ingest.ocr")
-
 #: The PyPI package that does the OCR (named in errors).
 OCR_PACKAGE = "rapidocr-onnxruntime"
-#: Resolution PDF pages are rendered at, in dots per inch. 200 dpi puts 11-pt text at ~30 px per em,
-#: where the recognition model reads it at >= 0.98 character accuracy; 150 dpi was measurably worse
-#: on 9-pt text and 300 dpi ~2x slower for no gain (``bench/bench_ocr.py``).
+#: Resolution PDF pages are rendered at, in dots per inch. Measured with ``bench/bench_ocr.py`` on
+#: clean A4 prose: at 150, 200, 250, 300 dpi 11-pt text reads at 0.9990, 0.9990, 0.9987, 0.9987
+#: character accuracy (spaces included), 9-pt text at 0.9983 (150) and 0.9990 (200); CPU time
+#: 10.3, 10.6, 15.4, 13.7 s per page and memory peak 0.8, 1.1, 1.5, 2.1 GB. 200 dpi keeps small
+#: print as well as anything higher, for the cost of 150.
 DPI = 200
 #: A line whose mean character confidence (the recognition model's softmax, in [0, 1], higher is
 #: surer) is under this is kept but named in the warnings.
@@ -238,7 +238,7 @@ def recover_spaces(gray: np.ndarray, quad: np.ndarray, text: str, boxes: list, c
     baseline = int(dense[-1]) if dense.size else int(rows[-1])
     cols = ink[: baseline + 1].any(axis=0)
     centres = [(min(p[0] for p in b) + max(p[0] for p in b)) / 2.0 - x0 for b in boxes]
-    if any(b < a for a, b in zip(centres, centres[1:])):
+    if any(b < a for a, b in itertools.pairwise(centres)):
         return text
     inked = np.flatnonzero(cols)
     if inked.size == 0:

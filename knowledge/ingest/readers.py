@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import io
 import os
-from pathlib import PurePath
 from collections.abc import Callable
+from pathlib import PurePath
 from typing import BinaryIO, Literal, Union
 
 from knowledge.errors import EmptyDocument, FileTooLarge, InvalidArgument, UnsupportedFile
