@@ -1,7 +1,15 @@
-"""knowledge -- a local knowledge workbench. Run with ``streamlit run app.py``."""
+"""knowledge -- a local knowledge workbench. Run with ``streamlit run app.py``.
+
+Who gets in (see :mod:`knowledge.access` and the README's *Security*): the project's
+``.streamlit/config.toml`` serves loopback only. With a password set (``KNOWLEDGE_APP_PASSWORD`` or
+``app.password_hash``) every visitor signs in first. An app reachable from other hosts without a
+password shows only how to set one, and serves no data: no page, store or file is registered.
+"""
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
+from knowledge.access import THROTTLE, Password, app_folders, is_shared
 from knowledge.config import load_settings
 from knowledge.errors import KnowledgeError
 from knowledge.workbench import Workbench
@@ -15,19 +23,74 @@ def get_workbench() -> Workbench:
     return Workbench(load_settings())
 
 
+def set_a_password() -> None:
+    """The only page of a shared app without a password."""
+    st.title("📚 knowledge")
+    st.error("This app is reachable from other computers, and no password is set, so it shows nothing.")
+    st.markdown(
+        "To share it, stop the app and start it again with a password:\n\n"
+        "```bash\nKNOWLEDGE_APP_PASSWORD='choose-a-long-one' streamlit run app.py --server.address 0.0.0.0\n```\n\n"
+        "or put a hash in the settings file (`python -m knowledge password` makes one):\n\n"
+        "```toml\n[app]\npassword_hash = \"scrypt$...\"\n```\n\n"
+        "To use it on this computer only, start it as usual: `streamlit run app.py` (it listens on"
+        " 127.0.0.1).")
+
+
+def sign_in() -> None:
+    """The sign-in form: a growing delay after each wrong password, per visitor."""
+    st.title("📚 knowledge")
+    with st.form("sign-in"):
+        typed = st.text_input("Password", type="password")
+        if st.form_submit_button("Sign in", type="primary"):
+            ip = st.context.ip_address
+            client = ip if isinstance(ip, str) and ip else get_script_run_ctx().session_id
+            if THROTTLE.attempt(client, password, typed):
+                st.session_state["signed_in"] = True
+                st.rerun()
+            st.error("Wrong password.")
+
+
 try:
-    st.session_state["workbench"] = get_workbench()
+    wb = get_workbench()
+    password = Password.from_settings(wb.settings)
 except KnowledgeError as exc:  # bad settings: say so, don't crash
     st.error(f"knowledge cannot start: {exc}")
     st.stop()
 
-page = st.navigation([
-    st.Page("views/home.py", title="Home", icon="🏠", default=True),
-    st.Page("views/stores.py", title="Vector stores", icon="🗂️", url_path="stores"),
-    st.Page("views/search.py", title="Search playground", icon="🔎", url_path="search"),
-    st.Page("views/files.py", title="Files", icon="📄", url_path="files"),
-    st.Page("views/chat.py", title="Chat", icon="💬", url_path="chat"),
-    st.Page("views/memory.py", title="Agent memory", icon="🧠", url_path="memory"),
-    st.Page("views/settings.py", title="Settings", icon="⚙️", url_path="settings"),
-])
+#: (file, title, icon, url path) of every page; the first is the default.
+PAGES = [
+    ("views/home.py", "Home", "🏠", ""),
+    ("views/stores.py", "Vector stores", "🗂️", "stores"),
+    ("views/search.py", "Search playground", "🔎", "search"),
+    ("views/files.py", "Files", "📄", "files"),
+    ("views/chat.py", "Chat", "💬", "chat"),
+    ("views/memory.py", "Agent memory", "🧠", "memory"),
+    ("views/settings.py", "Settings", "⚙️", "settings"),
+]
+
+
+def gate(render, title: str) -> None:
+    """Serve ``render`` on every page URL (so a deep link waits behind it and opens after sign-in),
+    and nothing else."""
+    pages = [st.Page(render, title=title, icon="🔒", default=True)]
+    pages += [st.Page(render, title=title, icon="🔒", url_path=path) for _, _, _, path in PAGES if path]
+    st.navigation(pages, position="hidden").run()
+    st.stop()
+
+
+shared = is_shared(st.get_option("server.address"), st.context.ip_address)
+if shared and not password.is_set:
+    gate(set_a_password, "Set a password")
+if password.is_set and not st.session_state.get("signed_in"):
+    gate(sign_in, "Sign in")
+
+st.session_state["workbench"] = wb
+st.session_state["local_folders"] = app_folders(wb.settings, shared)
+if password.is_set and st.sidebar.button("Log out", icon="🔓", key="log-out"):
+    st.session_state.clear()
+    st.rerun()
+
+page = st.navigation([st.Page(file, title=title, icon=icon, default=not path) if not path
+                      else st.Page(file, title=title, icon=icon, url_path=path)
+                      for file, title, icon, path in PAGES])
 page.run()

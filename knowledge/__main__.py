@@ -47,6 +47,7 @@ def _parser() -> argparse.ArgumentParser:
 
     s = cmd("stores", help="list stores")
     s.add_argument("--json", action="store_true")
+    s.add_argument("--all", action="store_true", help="also the chats' own attachment stores (chat-<id>)")
     s = cmd("files", help="list the files of a store")
     s.add_argument("store")
     s.add_argument("--json", action="store_true")
@@ -61,13 +62,20 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("store")
     s.add_argument("template")
     s = cmd("chat", help="send one chat message (attaching files first) and print the answer with citations")
-    s.add_argument("message")
+    s.add_argument("message", nargs="?", help="the message (not with --list)")
     s.add_argument("--session", help="session id or title to continue (default: a new session)")
+    s.add_argument("--store", action="append", default=None, metavar="NAME",
+                   help="a store the session searches (repeatable; default for a new session: the last"
+                        " chat's stores, else chat.default_stores, else the only store); given with"
+                        " --session, replaces the session's stores")
+    s.add_argument("--list", action="store_true", help="list the chat sessions and exit")
     s.add_argument("--attach", action="append", default=[], metavar="FILE", help="attach a file (repeatable)")
     s.add_argument("--config", help="CHAT config name (default: the session's, else offline)")
     s.add_argument("--json", action="store_true", help="print the reply as JSON")
     s = cmd("llm-configs", help="list the LLM configs (API keys are never shown, only their variable)")
     s.add_argument("--json", action="store_true")
+    cmd("password", help="make the app's password hash for the settings file ([app] password_hash = ...);"
+                         " reads the password from the terminal, or from standard input when piped")
     return p
 
 
@@ -106,8 +114,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+def _password() -> int:
+    import getpass
+
+    from knowledge.access import hash_password
+
+    if sys.stdin.isatty():
+        first = getpass.getpass("Password for the app: ")
+        if getpass.getpass("Again: ") != first:
+            raise KnowledgeError("The two passwords differ.")
+    else:
+        first = sys.stdin.readline().rstrip("\r\n")
+    if len(first) < 8:
+        raise KnowledgeError("Use a password of at least 8 characters.")
+    print("[app]")
+    print(f'password_hash = "{hash_password(first)}"')
+    return 0
+
+
 def _run(args: argparse.Namespace) -> int:
     from knowledge.workbench import Workbench, expand_paths
+
+    if args.command == "password":  # needs no workbench
+        return _password()
 
     wb = Workbench()
     try:
@@ -127,7 +156,7 @@ def _run(args: argparse.Namespace) -> int:
                 print("\n\n".join(format_hit(i + 1, h) for i, h in enumerate(hits)) or "No results.")
             return 0
         if args.command == "stores":
-            stores = wb.list_stores()
+            stores = wb.list_stores(internal=args.all)
             if args.json:
                 print(json.dumps([{"name": s.record.name, "template": s.record.template, "backend": s.record.backend,
                                    "model": s.record.embedding_model, "dimension": s.record.dimension,
@@ -192,6 +221,22 @@ def _chat(wb: Any, args: argparse.Namespace) -> int:
     from knowledge.chat import ChatService
 
     chat = ChatService(wb)
+    if args.list:
+        sessions = chat.sessions()
+        rows = [{"session": s.id, "title": s.title, "config": s.config or "offline", "stores": s.stores,
+                 "attachments": len(chat.attachments(s.id)), "messages": len(chat.messages(s.id)),
+                 "updated": s.updated.isoformat(timespec="seconds")} for s in sessions]
+        if args.json:
+            print(json.dumps(rows, ensure_ascii=False, indent=2))
+        else:
+            print(_table([(r["session"], r["title"][:40], r["config"], ", ".join(r["stores"]), r["attachments"],
+                           r["messages"], r["updated"]) for r in rows],
+                         ["session", "title", "config", "stores", "files", "messages", "updated"]))
+        return 0
+    if args.message is None:
+        raise KnowledgeError("Give a message to send (or --list to see the sessions).")
+    if not args.message.strip() and not args.attach:
+        raise KnowledgeError("Type a message (or attach a file).")
     if args.session:
         found = [s for s in chat.sessions() if args.session in (s.id, s.title)]
         if not found:
@@ -199,16 +244,22 @@ def _chat(wb: Any, args: argparse.Namespace) -> int:
         session = found[0]
         if args.config:
             chat.set_config(session.id, args.config)
+        if args.store is not None:
+            session = chat.set_stores(session.id, args.store)
     else:
-        session = chat.create_session(config=args.config)
+        session = chat.create_session(config=args.config, stores=args.store)
+    for gone in chat.knowledge(session.id).dropped:
+        print(f"note: store {gone!r} no longer exists; removed from this session", file=sys.stderr)
     attached = [chat.attach(session.id, path) for path in args.attach]
     reply = chat.send(session.id, args.message)
     if args.json:
         print(json.dumps({"session": session.id, "config": reply.config, "retrieval_only": reply.retrieval_only,
                           "attached": [{"file_id": a.file_id, "name": a.name, "kind": a.kind} for a in attached],
                           "answer": reply.text,
-                          "citations": [{k: c.get(k) for k in ("file_name", "file_id", "page", "chunk_index",
-                                                               "heading", "score", "text")} for c in reply.citations],
+                          "stores": chat.session(session.id).stores,
+                          "citations": [{k: c.get(k) for k in ("source", "file_name", "file_id", "page",
+                                                               "chunk_index", "heading", "char_start", "char_end",
+                                                               "score", "text")} for c in reply.citations],
                           "tool_calls": [{"name": r.name, "arguments": r.arguments, "ok": r.ok}
                                          for r in reply.tool_runs]}, ensure_ascii=False, indent=2))
         return 0
@@ -217,7 +268,9 @@ def _chat(wb: Any, args: argparse.Namespace) -> int:
         print("\nSources:")
         for i, c in enumerate(reply.citations, 1):
             page = f", page {c['page']}" if c.get("page") is not None else ""
-            print(f"  [{i}] {c.get('file_name')}{page} (score {c.get('score', 0):.3f})")
+            source = c.get("source")
+            store = f" — {source}" if source and source != "attachments" else ""
+            print(f"  [{i}] {c.get('file_name')}{page}{store} (score {c.get('score', 0):.3f})")
     print(f"\nsession: {session.id} (continue with --session {session.id})", file=sys.stderr)
     return 0
 

@@ -131,6 +131,11 @@ MIGRATIONS: list[str] = [
         seconds DOUBLE
     );
     """,
+    # 3: the stores a chat session searches besides its own attachments
+    """
+    ALTER TABLE chat_sessions ADD COLUMN stores JSON DEFAULT '[]';
+    UPDATE chat_sessions SET stores = '[]' WHERE stores IS NULL;
+    """,
 ]
 
 
@@ -364,6 +369,12 @@ class Catalog:
         with self._cursor() as cur:
             rows = cur.execute("SELECT * FROM stores ORDER BY lower(name), name").fetchall()
         return [StoreRecord(*r) for r in rows]
+
+    def internal_stores(self) -> set[str]:
+        """The stores the product keeps for itself (each chat session's attachment store), which are
+        not listed among the user's stores."""
+        with self._cursor() as cur:
+            return {r[0] for r in cur.execute("SELECT store FROM chat_sessions").fetchall()}
 
     def delete_store(self, name: str) -> None:
         """Forget a store and its file records."""

@@ -83,6 +83,9 @@ class IngestSettings(_Section):
     """``ingest.*``: limits for files coming in, and OCR."""
 
     max_file_mb: float = Field(100.0, gt=0, description="largest file accepted, in MB (10^6 bytes)")
+    allowed_dirs: list[Path] | None = Field(
+        None, description="folders the app may read files from (its folder form); unset = the home"
+        " folder while the app serves loopback only, nothing when it is shared. The CLI reads any path.")
     ocr: Literal["auto", "off"] = Field(
         "auto", description="auto = read PDF pages without a text layer and image files (PNG, JPEG, TIFF,"
         " WebP, BMP) by OCR (rapidocr-onnxruntime, offline); off = report them; a template may override it")
@@ -117,6 +120,29 @@ class SearchSettings(_Section):
         50, ge=1, le=10_000, description="hybrid: chunks each ranking contributes to the fusion (at least k)")
 
 
+class AppSettings(_Section):
+    """``app.*``: who may use the Streamlit app (see :mod:`knowledge.access`)."""
+
+    password_hash: SecretStr | None = Field(
+        None, description="scrypt hash of the app's password (make one with `python -m knowledge password`);"
+        " the environment variable KNOWLEDGE_APP_PASSWORD (plain text) works too")
+
+
+class ChatSettings(_Section):
+    """``chat.*``: what a chat searches and what a chat model may do."""
+
+    allowed_dirs: list[Path] = Field(
+        default_factory=list, description="folders the chat's vector_ingest_file tool may read (only when a"
+        " CHAT config enables writing tools); empty = none")
+    default_stores: list[str] = Field(
+        default_factory=list, description="stores a new chat searches when the last chat chose none")
+    min_score: float = Field(
+        0.35, ge=-1, le=1, description="offline assistant: a passage scoring under this (cosine) does not"
+        " count as an answer; it says nothing matched well and shows the closest one. Measured with the"
+        " bundled model on the Rust book: the best hit of 14 answerable questions scored 0.46-0.76, of 12"
+        " unrelated or nonsense ones 0.13-0.30")
+
+
 class Settings(BaseSettings):
     """All settings. Construct with :func:`load_settings` to get errors as :class:`ConfigError`."""
 
@@ -133,6 +159,11 @@ class Settings(BaseSettings):
     embeddings: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     ingest: IngestSettings = Field(default_factory=IngestSettings)
     search: SearchSettings = Field(default_factory=SearchSettings)
+    app: AppSettings = Field(default_factory=AppSettings)
+    chat: ChatSettings = Field(default_factory=ChatSettings)
+    app_password: SecretStr | None = Field(
+        None, description="the app's password in plain text, from the environment (KNOWLEDGE_APP_PASSWORD);"
+        " app.password_hash is the form for a settings file")
 
     @classmethod
     def settings_customise_sources(

@@ -90,3 +90,8 @@ class FileTooLarge(KnowledgeError):
 
 class FileNotFoundInStore(KnowledgeError, LookupError):
     """No stored file has the given id."""
+
+
+class PathNotAllowed(KnowledgeError, PermissionError):
+    """A local path lies outside the folders this caller may read (``ingest.allowed_dirs``,
+    ``chat.allowed_dirs``), in a hidden folder, or in the data folder."""

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from knowledge.errors import InvalidArgument, KnowledgeError
 
 if TYPE_CHECKING:
+    from knowledge.access import LocalFolders
     from knowledge.workbench import IngestResult, Workbench
 
 log = logging.getLogger(__name__)
@@ -107,28 +108,42 @@ class IngestJob:
         self.files = [FileProgress(name) for name, _ in self._items]
         self._cancel = threading.Event()
         self.finished_at: float | None = None  # time.monotonic() when the last file got its result
+        self.skipped: list[str] = []  # files of a folder left out by the allowed folders (from_folder)
         self._thread = threading.Thread(target=self._run, name=f"ingest:{store}", daemon=True)
 
     @classmethod
     def from_folder(cls, wb: Workbench, store: str, folder: str | os.PathLike, glob: str | None = None,
-                    **kwargs) -> IngestJob:
+                    *, folders: LocalFolders | None = None, **kwargs) -> IngestJob:
         """A job for the files of ``folder`` matching ``glob`` (default ``**/*``; hidden files skipped).
 
+        ``folders`` confines the walk (the app passes its :func:`~knowledge.access.app_folders`): the
+        folder itself, with symlinks resolved, must be allowed, and a file inside it that is a symlink
+        leading out of the allowed folders (or into a hidden folder, or into the data folder) is left
+        out and counted in :attr:`skipped`. ``None`` reads any path (the CLI's own use).
+
         Raises:
+            PathNotAllowed: ``folders`` does not allow the folder.
             InvalidArgument: the folder does not exist, is not a folder, or no file matches.
         """
         from knowledge.workbench import expand_paths, file_names
 
         raw = str(folder).strip()
         path = Path(raw).expanduser()
+        if raw and folders is not None:
+            path = folders.check(path)
         if not raw or not path.is_dir():
             raise InvalidArgument(f"{raw or 'The folder'} is not a folder on this machine"
                                   " (give the path of a folder the app can read).")
         found = [p for p in expand_paths([path], glob or None) if isinstance(p, Path)]
+        skipped = [p for p in found if folders is not None and not folders.allows(p)]
+        found = [p for p in found if p not in skipped]
         if not found:
-            raise InvalidArgument(f"No file in {path} matches {glob or '**/*'!r}.")
+            extra = f" ({len(skipped)} left out: outside the allowed folders)" if skipped else ""
+            raise InvalidArgument(f"No file in {path} matches {glob or '**/*'!r}{extra}.")
         names = file_names(found)
-        return cls(wb, store, [(names[p], p) for p in found], **kwargs)
+        job = cls(wb, store, [(names[p], p) for p in found], **kwargs)
+        job.skipped = [str(p) for p in skipped]
+        return job
 
     # -- control ----------------------------------------------------------------------------------
     def start(self) -> IngestJob:

@@ -124,6 +124,26 @@ class StoredFileUsage:
         return [s if self.statuses.get(s, DONE) == DONE else f"{s} ({self.statuses[s]})" for s in self.stores]
 
 
+@dataclass(frozen=True, slots=True)
+class StoreHit:
+    """A hit of a search over several stores: the ``store`` it came from, the ``hit`` as that store's
+    own search returned it (scores unchanged), and ``fused``, the reciprocal-rank-fusion score of its
+    rank in its store's list (higher is better; the order of the merged list)."""
+
+    store: str
+    hit: Hit
+    fused: float
+
+
+@dataclass(frozen=True, slots=True)
+class MultiSearch:
+    """The merged hits of :meth:`Workbench.search_stores`, best first, and ``failed``: the stores that
+    could not be searched, each with the reason (a backend down, a store deleted meanwhile)."""
+
+    hits: list[StoreHit]
+    failed: dict[str, str]
+
+
 class Workbench:
     """Stores, templates, files and ingestion over one data folder.
 
@@ -224,9 +244,19 @@ class Workbench:
         coll = self.backend(record.backend).collection(record.collection)
         return VectorStore(coll, distance=record.distance)  # type: ignore[arg-type]
 
-    def list_stores(self) -> list[StoreSummary]:
+    def store_names(self, *, internal: bool = False) -> list[str]:
+        """The stores' names, sorted case-insensitively; the product's own stores (each chat's
+        attachment store) only with ``internal``."""
+        hidden = set() if internal else self.catalog.internal_stores()
+        return [r.name for r in self.catalog.list_stores() if r.name not in hidden]
+
+    def list_stores(self, *, internal: bool = False) -> list[StoreSummary]:
+        """The user's stores with their live counts (with ``internal``, the chats' attachment stores too)."""
         out = []
+        hidden = set() if internal else self.catalog.internal_stores()
         for record in self.catalog.list_stores():
+            if record.name in hidden:
+                continue
             chunks, disk = 0, None
             try:
                 coll = self.backend(record.backend).collection(record.collection)
@@ -530,9 +560,11 @@ class Workbench:
         return stores
 
     # -- templates --------------------------------------------------------------------------------
-    def stores_using_template(self, name: str) -> list[str]:
-        """Names of the stores made from template ``name``."""
-        return [r.name for r in self.catalog.list_stores() if r.template == name]
+    def stores_using_template(self, name: str, *, internal: bool = True) -> list[str]:
+        """The stores made from template ``name``; without ``internal``, the user's stores only (not
+        the chats' attachment stores)."""
+        hidden = set() if internal else self.catalog.internal_stores()
+        return [r.name for r in self.catalog.list_stores() if r.template == name and r.name not in hidden]
 
     def save_template(self, template: VectorStoreTemplate) -> VectorStoreTemplate:
         """Create or update a template. A template that stores use keeps its backend, embedding model
@@ -596,6 +628,46 @@ class Workbench:
             if len(hits) >= k or exhausted:
                 return hits
             fetch *= 2
+
+    def search_stores(self, stores: Sequence[str], query: str, k: int = 5, *, where: dict | None = None,
+                      mode: SearchMode | None = None) -> MultiSearch:
+        """Search several stores as one: each store's own :meth:`search` (``k`` hits, the hybrid
+        ranking by default), merged by reciprocal rank fusion of the ranks (k = 60, as in
+        :mod:`knowledge.lexical`; Cormack, Clarke & Buettcher, SIGIR 2009), so scores of stores with
+        other models or distances never need to be compared. Ties keep the order of ``stores``. A
+        store that cannot be searched (deleted, its backend down) is reported in ``failed`` and the
+        others are used. ``k`` best merged hits, never two with identical text.
+
+        ``where`` filters every store's search by payload equality (e.g. ``{"file_id": ...}``).
+
+        Raises:
+            InvalidArgument: a blank query or ``k`` below 1 (before any store is searched).
+        """
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidArgument("Type a query to search for.")
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise InvalidArgument(f"k must be a positive integer, got {k!r}.")
+        rankings: list[list[StoreHit]] = []
+        failed: dict[str, str] = {}
+        for store in dict.fromkeys(stores):
+            try:
+                found = self.search(store, query, k=k, where=where, mode=mode)
+            except KnowledgeError as exc:
+                log.warning("search of store %s failed: %s", store, exc)
+                failed[store] = str(exc)
+                continue
+            rankings.append([StoreHit(store, h, 0.0) for h in found])
+        fused = reciprocal_rank_fusion(*[[(sh.store, sh.hit.id) for sh in r] for r in rankings])
+        merged = [replace(sh, fused=fused[(sh.store, sh.hit.id)]) for r in rankings for sh in r]
+        order = {id(sh): i for i, sh in enumerate(merged)}
+        merged.sort(key=lambda sh: (-sh.fused, order[id(sh)]))
+        out, seen = [], set()
+        for sh in merged:
+            if sh.hit.text in seen:
+                continue
+            seen.add(sh.hit.text)
+            out.append(sh)
+        return MultiSearch(out[:k], failed)
 
     def rank(self, store: str, query: str, vector: Any, fetch: int, *, where: dict | None = None,
              mode: SearchMode | None = None) -> tuple[list[Hit], bool]:

@@ -32,6 +32,19 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.Temp
     monkeypatch.setenv("KNOWLEDGE_DATA_DIR", str(work / "data"))
 
 
+@pytest.fixture(autouse=True)
+def _loopback_app() -> Iterator[None]:
+    """AppTests run app.py as the project's .streamlit/config.toml serves it: on 127.0.0.1 (the
+    tests' working directory is a temp folder, where Streamlit finds no config and would report
+    its own default, every interface)."""
+    from streamlit import config as st_config
+
+    before = st_config.get_option("server.address")
+    st_config.set_option("server.address", "127.0.0.1")
+    yield
+    st_config.set_option("server.address", before)
+
+
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
     """Settings rooted at a fresh data folder."""
@@ -227,3 +240,26 @@ def corpus() -> Path:
             pytest.fail(f"The corpus folder {CORPUS} is missing under CI=true.")
         pytest.skip(f"corpus folder {CORPUS} not present")
     return CORPUS
+
+
+@pytest.fixture(scope="session")
+def corpus_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, int]:
+    """The whole shared corpus ingested once per test session with the real bundled model into the
+    store ``demo``: ``(data folder, the ingest command's exit code)``. Minutes of embedding: tests
+    using it are marked ``slow``."""
+    if not CORPUS.is_dir():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"The corpus folder {CORPUS} is missing under CI=true.")
+        pytest.skip(f"corpus folder {CORPUS} not present")
+    from knowledge.__main__ import main
+
+    data = str(tmp_path_factory.mktemp("corpus-store") / "data")
+    saved = os.environ.get("KNOWLEDGE_DATA_DIR")
+    try:
+        code = main(["--data-dir", data, "ingest", "demo", str(CORPUS), "--glob", "**/*", "--json"])
+    finally:  # main() sets the variable for the command; the tests' own isolation sets it per test
+        if saved is None:
+            os.environ.pop("KNOWLEDGE_DATA_DIR", None)
+        else:
+            os.environ["KNOWLEDGE_DATA_DIR"] = saved
+    return data, code

@@ -153,7 +153,21 @@ def test_settings_lists_configs_and_saves_one_with_a_key_variable_only(monkeypat
     table = at.dataframe[0].value
     row = table[table["name"] == "gpt"].iloc[0]
     assert (row["provider"], row["key variable"], row["key set"], row["reads"]) == ("openai", "MY_KEY", "yes", "VISION")
+    assert row["tools"] == "search"  # least privilege unless the writing tools are ticked
     assert "sk-secret-value" not in str(at)  # the key itself is never shown
+
+
+def test_settings_turns_the_writing_tools_on_for_a_chat_config():
+    at = page("views/settings.py")
+    inputs = {t.label: t for t in at.text_input}
+    inputs["Name"].set_value("local")
+    inputs["Model"].set_value("m")
+    [box] = [c for c in at.checkbox if c.label.startswith("Let the model change")]
+    box.check()
+    at.button[0].click().run()
+    assert not at.exception
+    table = at.dataframe[0].value
+    assert table[table["name"] == "local"].iloc[0]["tools"] == "search + write"
 
 
 def test_settings_refuses_a_key_pasted_as_the_variable_name():
@@ -194,3 +208,103 @@ def test_traces_tab_shows_requests_with_base64_redacted():
     assert "[base64 image/png, " in shown and "characters omitted]" in shown
     assert base64.b64encode(img).decode() not in shown
     assert "A red square." in shown
+
+
+# -- knowledge: the stores a chat searches ---------------------------------------------------------
+LIGHTHOUSE = NOTES.split("# Bakery")[0]
+BAKERY = "# Bakery" + NOTES.split("# Bakery")[1]
+
+
+def _seed(stores: dict[str, list[tuple[str, str]]]) -> None:
+    wb = Workbench(load_settings(), embedder_factory=lambda m: HashEmbedder(dimension=256))
+    for store, files in stores.items():
+        for name, text in files:
+            assert wb.ingest_file(store, text.encode(), name).ok
+    wb.close()
+
+
+def test_a_new_chat_searches_the_only_store_and_the_header_shows_it():
+    _seed({"Team docs": [("lighthouse.md", LIGHTHOUSE), ("bakery.md", BAKERY)]})
+    at = page("views/chat.py")
+    [kn] = [m for m in at.sidebar.multiselect if m.label == "Stores this chat searches"]
+    assert kn.value == ["Team docs"]  # exactly one store: a new chat starts with it
+    assert ":material/database: Team docs" in at.markdown[0].value
+    at.chat_input[0].set_value("Who lit the lamp?").run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    sid = at.session_state["chat_session"]
+    assert at.session_state["workbench"].catalog.internal_stores() == {f"chat-{sid}"}
+    answer = at.chat_message[1]
+    assert "The passages of Team docs that best match" in answer.markdown[0].value
+    assert any(e.label.startswith("[1] lighthouse.md") for e in answer.expander)
+    assert "store Team docs" in " ".join(c.value for c in answer.caption)
+    assert "chat-" not in str([e.label for e in answer.expander])  # citations never name chat-<id>
+    assert "📎" not in answer.markdown[0].value
+
+
+def test_choosing_stores_in_the_sidebar_is_saved_with_the_session():
+    _seed({"Lights": [("lighthouse.md", LIGHTHOUSE)], "Bread": [("bakery.md", BAKERY)]})
+    at = page("views/chat.py")
+    [kn] = [m for m in at.sidebar.multiselect if m.label == "Stores this chat searches"]
+    assert kn.value == [] and kn.options == ["Bread", "Lights"]  # two stores: none chosen by default
+    at.chat_input[0].set_value("hello").run()
+    assert "No knowledge yet" in at.markdown[0].value
+    assert "no documents to search yet" in at.chat_message[1].markdown[0].value
+    assert "Knowledge" in at.chat_message[1].markdown[0].value and "📎" not in at.chat_message[1].markdown[0].value
+    sid = at.session_state["chat_session"]
+    [kn] = [m for m in at.sidebar.multiselect if m.label == "Stores this chat searches"]
+    kn.set_value(["Bread", "Lights"]).run()
+    assert ChatService(at.session_state["workbench"]).session(sid).stores == ["Bread", "Lights"]
+    at.chat_input[0].set_value("What does the dough need?").run()
+    answer = at.chat_message[3]
+    assert any(e.label.startswith("[1] bakery.md") for e in answer.expander)
+    # the next new chat starts with the stores of the last one
+    at.sidebar.button[0].click().run()
+    [kn] = [m for m in at.sidebar.multiselect if m.label == "Stores this chat searches"]
+    assert at.session_state["chat_session"] is None and kn.value == ["Bread", "Lights"]
+
+
+def test_a_deleted_store_is_dropped_and_said_once():
+    _seed({"Lights": [("lighthouse.md", LIGHTHOUSE)], "Bread": [("bakery.md", BAKERY)]})
+    wb = Workbench(load_settings(), embedder_factory=lambda m: HashEmbedder(dimension=256))
+    chat = ChatService(wb)
+    s = chat.create_session(stores=["Lights", "Bread"])
+    chat.send(s.id, "hello")
+    wb.delete_store("Bread")
+    wb.close()
+    at = page("views/chat.py")
+    assert any("Bread no longer exists" in i.value for i in at.info)
+    at.run()
+    assert not any("no longer exists" in i.value for i in at.info)  # once
+    [kn] = [m for m in at.sidebar.multiselect if m.label == "Stores this chat searches"]
+    assert kn.value == ["Lights"]
+
+
+def test_chat_stores_are_not_listed_among_the_users_stores():
+    _seed({"Lights": [("lighthouse.md", LIGHTHOUSE)]})
+    wb = Workbench(load_settings(), embedder_factory=lambda m: HashEmbedder(dimension=256))
+    chat = ChatService(wb)
+    s = chat.create_session()
+    chat.attach(s.id, BAKERY.encode(), "bakery.md")
+    wb.close()
+    for path in ("views/home.py", "views/stores.py", "views/search.py"):
+        at = page(path)
+        shown = [m.value for m in at.markdown] + [c.value for c in at.caption] + [m.value for m in at.metric]
+        shown += [d.value.to_string() for d in at.dataframe]
+        shown += [str(o) for box in list(at.selectbox) + list(at.multiselect) for o in box.options]
+        assert "Lights" in " ".join(shown) or path == "views/home.py", (path, shown)
+        assert not [x for x in shown if "chat-" in x], (path, shown)
+
+
+def test_deleting_a_chat_asks_first_and_new_chats_are_not_kept_empty():
+    at = page("views/chat.py")
+    assert at.sidebar.button[0].disabled  # ➕ New chat: this is one already, and nothing is stored yet
+    at.run()
+    assert ChatService(at.session_state["workbench"]).sessions() == []
+    at.chat_input[0].set_value("keep me").run()
+    chat = ChatService(at.session_state["workbench"])
+    [s] = chat.sessions()
+    assert [b for b in at.sidebar.button if b.key == "confirm_delete_chat"]  # inside the popover
+    assert chat.sessions() == [s]  # nothing deleted before the confirmation
+    at.sidebar.button(key="confirm_delete_chat").click().run()
+    assert not at.exception
+    assert chat.sessions() == [] and at.session_state["chat_session"] is None

@@ -6,6 +6,8 @@ Most tests use the fake embedder (the workbench's default embedder is patched); 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
@@ -241,7 +243,13 @@ def test_the_corpus_password_pdf_with_the_real_model(corpus):
     assert int(files_table(at, "Notes")["chunks"][0]) > 0
 
 
-def test_ingest_a_folder_by_glob(fake_model, tmp_path):
+def allow(monkeypatch, *folders) -> None:
+    """ingest.allowed_dirs for the app (the tests' folders are not under the home folder)."""
+    monkeypatch.setenv("KNOWLEDGE_INGEST__ALLOWED_DIRS", json.dumps([str(f) for f in folders]))
+
+
+def test_ingest_a_folder_by_glob(fake_model, tmp_path, monkeypatch):
+    allow(monkeypatch, tmp_path)
     make_store()
     docs = tmp_path / "docs"
     (docs / "sub").mkdir(parents=True)
@@ -258,7 +266,8 @@ def test_ingest_a_folder_by_glob(fake_model, tmp_path):
     assert sorted(files_table(at, "Notes")["file"]) == ["bread.md", "cats.md"]
 
 
-def test_a_missing_folder_is_a_message(fake_model, tmp_path):
+def test_a_missing_folder_is_a_message(fake_model, tmp_path, monkeypatch):
+    allow(monkeypatch, tmp_path)
     make_store()
     at = open_page()
     [folder] = [t for t in at.text_input if t.label == "Folder"]
@@ -434,3 +443,37 @@ def test_a_batch_started_in_another_tab_shows_its_progress_and_can_be_stopped(fa
     assert [r.outcome for r in job.results][1:] == ["cancelled"]
     at.run()  # the stopped batch's outcome stays on the page for a while, in this tab too
     assert any("later.md" in m.value and "not started" in m.value for m in at.markdown), markdown(at)
+
+
+def test_the_folder_form_reads_only_allowed_folders(fake_model, tmp_path, monkeypatch):
+    """/etc, ~/.ssh and a symlink leading out of the allowed folder are refused; the allowed folder
+    is read (and a file symlinked out of it is left out, and said so)."""
+    home, outside = tmp_path / "home", tmp_path / "outside"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("-----BEGIN OPENSSH PRIVATE KEY----- secret")
+    outside.mkdir()
+    (outside / "secret.md").write_text("# Secret\n\nthe launch codes")
+    docs = home / "docs"
+    docs.mkdir()
+    (docs / "cats.md").write_bytes(CATS)
+    (docs / "escape.md").symlink_to(outside / "secret.md")
+    (home / "link-out").symlink_to(outside)
+    monkeypatch.setenv("HOME", str(home))  # the default: the home folder, while the app serves loopback
+    make_store()
+    at = open_page()
+
+    def submit(path: str) -> AppTest:
+        [folder] = [t for t in at.text_input if t.label == "Folder"]
+        folder.input(path)
+        return button(at, "FormSubmitter:folder:Notes-Ingest folder").click().run()
+
+    for path, says in [("/etc", "outside the folders allowed"), ("~/.ssh", "hidden folders"),
+                       (str(home / "link-out"), "outside the folders allowed")]:
+        submit(path)
+        assert not at.exception
+        assert any(says in e.value for e in at.error), (path, [e.value for e in at.error])
+    assert any(str(home) in c.value for c in at.caption)  # the page says which folders are allowed
+    submit(str(docs))
+    assert any("1 file(s) left out" in w.value for w in at.warning)
+    finish_job(at, "Notes")
+    assert sorted(files_table(at, "Notes")["file"]) == ["cats.md"]

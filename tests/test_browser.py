@@ -71,19 +71,23 @@ class Server:
 
 
 @contextlib.contextmanager
-def serve(base: Path) -> Iterator[Server]:
-    """``streamlit run app.py`` headless on a free 127.0.0.1 port, data under ``base/data``;
-    stopped (terminate, then kill) on exit."""
+def serve(base: Path, address: str | None = "127.0.0.1", env_extra: dict[str, str] | None = None
+          ) -> Iterator[Server]:
+    """``streamlit run app.py`` headless on a free port, data under ``base/data``; stopped
+    (terminate, then kill) on exit. ``address`` is passed as ``--server.address`` (``None``: not
+    passed, so the project's .streamlit/config.toml decides, as with the README's command); the
+    URL is always the loopback one."""
     data_dir, log = base / "data", base / "streamlit.log"
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith("KNOWLEDGE_")}
     env["KNOWLEDGE_DATA_DIR"] = str(data_dir)
     env["PYTHONUNBUFFERED"] = "1"
+    env.update(env_extra or {})
     cmd = [
         sys.executable, "-m", "streamlit", "run", "app.py",
-        "--server.headless", "true", "--server.port", str(port), "--server.address", "127.0.0.1",
+        "--server.headless", "true", "--server.port", str(port),
         "--browser.gatherUsageStats", "false",
-    ]
+    ] + (["--server.address", address] if address is not None else [])
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL)

@@ -85,7 +85,77 @@ def test_attach_a_pdf_in_the_chat_and_the_answer_cites_file_and_page(browser, ch
             # the sidebar lists both attachments, each with a remove button
             side = page.get_by_test_id("stSidebar")
             expect(side).to_contain_text("google-doc-document.pdf")
-            expect(side.get_by_role("button", name="✖")).to_have_count(2)
+            expect(side.locator('[class*="st-key-rm_"]')).to_have_count(2)
             shot(page, chat_artifacts, "03-answer.png")
+    finally:
+        context.close()
+
+
+def test_chat_over_a_store_answers_from_the_chapter_and_the_citation_opens_it(browser, chat_server: Server,
+                                                                                 chat_artifacts: Path, corpus: Path):
+    """Create a store, drop three Rust-book chapters on it, open Chat, pick the store, ask a question
+    answered in one chapter: the answer quotes it and its citation opens the chunk."""
+    from playwright.sync_api import expect
+
+    book = corpus / "md" / "rust-book"
+    chapters = [book / n for n in ("ch03-01-variables-and-mutability.md", "ch15-02-deref.md", "ch08-01-vectors.md")]
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+
+    def shots(name: str) -> None:
+        shot(page, chat_artifacts, f"{name}.png")
+        page.set_viewport_size({"width": 390, "height": 844})
+        page.wait_for_timeout(300)
+        shot(page, chat_artifacts, f"{name}-390.png")
+        page.set_viewport_size({"width": 1280, "height": 800})
+        page.wait_for_timeout(300)
+
+    try:
+        with explained(page, chat_server, chat_artifacts):
+            page.goto(chat_server.url)
+            wait_for_app(page)
+            rerun_and_wait(page, lambda: page.get_by_role("link", name="Vector stores", exact=True).click())
+            form = page.locator('[data-testid="stForm"]').filter(has=page.get_by_role("button", name="Create store"))
+            for name in ("Other", "Team docs"):  # two stores: a new chat picks none by itself
+                if not form.get_by_label("Name", exact=True).is_visible():  # folded once a store exists
+                    page.get_by_text("New store").click()
+                form.get_by_label("Name", exact=True).fill(name)
+                rerun_and_wait(page, lambda: form.get_by_role("button", name="Create store").click())
+                expect(page.get_by_text(f"Created the store {name}")).to_be_visible()
+            expect(page.get_by_role("combobox", name="Open store")).to_have_value("Team docs")
+            page.set_input_files("input[type=file]", [str(c) for c in chapters])
+            for c in chapters:
+                expect(page.get_by_text(re.compile(re.escape(c.name) + r" — \d+ chunks"))).to_be_visible(
+                    timeout=300_000)
+            wait_for_app(page)
+            shots("10-store-with-chapters")
+
+            rerun_and_wait(page, lambda: page.get_by_role("link", name="Chat", exact=True).click())
+            expect(page.get_by_text("No knowledge yet")).to_be_visible()
+            side = page.get_by_test_id("stSidebar")
+            side.get_by_role("combobox", name="Stores this chat searches").click()
+            rerun_and_wait(page, lambda: page.get_by_role("option", name="Team docs").click())
+            page.keyboard.press("Escape")
+            header = page.locator('[data-testid="stMarkdownContainer"]').filter(has_text=re.compile(r"^Searches "))
+            expect(header).to_contain_text("Team docs")  # the header names the store as a chip
+            expect(page.get_by_text("No knowledge yet")).to_have_count(0)
+            shots("11-store-picked")
+
+            box = page.get_by_test_id("stChatInputTextArea")
+            box.fill("What is shadowing a variable with let?")
+            rerun_and_wait(page, lambda: box.press("Enter"), timeout=240_000)
+            messages = page.get_by_test_id("stChatMessage")
+            expect(messages).to_have_count(2, timeout=240_000)
+            answer = messages.nth(1)
+            expect(answer).to_contain_text("The passages of Team docs that best match")
+            first = answer.get_by_test_id("stExpander").filter(has_text=re.compile(r"\[1\] ")).first
+            label = squash(first.locator("summary").inner_text())
+            assert "ch03-01-variables-and-mutability.md" in label, label
+            first.locator("summary").click()
+            expect(first).to_contain_text("shadow")
+            expect(first).to_contain_text("store Team docs")
+            assert "chat-" not in answer.inner_text()
+            shots("12-answer-with-citation")
     finally:
         context.close()

@@ -261,7 +261,7 @@ def test_view_attachment_reinserts_the_media_into_the_running_turn_only(chat):
     session = chat.session(s.id)
     chat.store.add_message(s.id, ASSISTANT, [], {"tool_calls": [
         {"id": "c1", "name": "view_attachment", "arguments": json.dumps({"file_id": img.file_id})}]})
-    chat._run_tool(session, ToolCall("c1", "view_attachment", json.dumps({"file_id": img.file_id})), _Turn("x"))
+    chat._run_tool(session, chat.configs.chat(None), ToolCall("c1", "view_attachment", json.dumps({"file_id": img.file_id})), _Turn("x"))
     roles = [m.role for m in chat.messages(s.id)]
     assert roles[-2:] == ["tool", ATTACHMENT]
     msgs = chat.request(s.id, VISION_DOCS).messages
@@ -280,7 +280,7 @@ def test_view_attachment_refuses_a_file_that_is_not_an_attached_image_or_pdf(cha
     doc = chat.attach(s.id, files["notes"])
     from knowledge.chat.service import _Turn
 
-    r = chat._tool(chat.session(s.id), "view_attachment", {"file_id": doc.file_id}, _Turn("x"))
+    r = chat._tool(chat.session(s.id), chat.configs.chat(None), "view_attachment", {"file_id": doc.file_id}, _Turn("x"))
     assert not r.ok and "No image or PDF" in r.text and "photo.png" in r.text
 
 

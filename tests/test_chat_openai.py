@@ -54,9 +54,9 @@ def test_tool_call_loop_over_the_wire(chat, monkeypatch):
     assert server.headers[0]["authorization"] == "Bearer secret-123"  # read from the named variable
     first, second = server.requests
     assert first["model"] == "test-model"
-    assert [t["function"]["name"] for t in first["tools"]] == [
-        "vector_upsert", "vector_search", "vector_delete_file", "vector_ingest_file", "view_attachment"]
-    assert "store" not in first["tools"][1]["function"]["parameters"]["required"]  # the session's store by default
+    # least privilege: a model is offered the read tools only (write_tools is off by default)
+    assert [t["function"]["name"] for t in first["tools"]] == ["vector_search", "view_attachment"]
+    assert "store" not in first["tools"][0]["function"]["parameters"]["required"]  # the session's store by default
     assert first["messages"][0]["role"] == "system" and "harbour.pdf" in first["messages"][0]["content"]
     user = first["messages"][1]
     assert user["role"] == "user" and "[System note: The user attached harbour.pdf (PDF document)" in user["content"]
@@ -139,14 +139,15 @@ def test_a_server_error_is_a_clear_message_and_traced(chat):
     assert [m.text for m in chat.messages(s.id)] == ["hello"]  # the user's message stays
 
 
-def test_an_unset_key_variable_stops_before_anything_is_stored(chat, monkeypatch):
+def test_an_unset_key_variable_keeps_the_message_and_traces_the_error(chat, monkeypatch):
     monkeypatch.delenv("NO_SUCH_KEY_VAR", raising=False)
     chat.configs.save({"name": "remote", "type": "CHAT", "provider": "openai", "model": "m",
                        "base_url": "http://127.0.0.1:9/v1", "api_key_env": "NO_SUCH_KEY_VAR"})
     s = chat.create_session(config="remote")
     with pytest.raises(LlmUnavailable, match="NO_SUCH_KEY_VAR, which is not set"):
         chat.send(s.id, "hello")
-    assert chat.messages(s.id) == []
+    assert [m.text for m in chat.messages(s.id)] == ["hello"]  # what was typed is not lost
+    assert "NO_SUCH_KEY_VAR" in chat.traces(s.id)[0].error
 
 
 def test_an_unreachable_server_says_so(chat):

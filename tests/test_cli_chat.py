@@ -47,7 +47,48 @@ def test_chat_errors_exit_2(tmp_path, capsys):
     assert code == 2 and "No LLM config named 'nosuch'" in err
 
 
+def test_chat_list_and_bad_questions(tmp_path, capsys):
+    data = str(tmp_path / "data")
+    code, out, err = run(capsys, "--data-dir", data, "chat", "--store", "nosuch", "hi")
+    assert code == 2 and "Vector store 'nosuch' does not exist" in err
+    for question in ("x" * 20_000, "?!?!...", "   "):
+        code, out, err = run(capsys, "--data-dir", data, "chat", question, "--json")
+        assert code in (0, 2) and "Traceback" not in err, (question[:20], err)
+        if question.strip():
+            assert code == 0 and "no documents to search yet" in json.loads(out)["answer"]
+        else:
+            assert code == 2 and "Type a message" in err
+    code, out, _ = run(capsys, "--data-dir", data, "chat", "--list")
+    assert code == 0 and "session" in out.splitlines()[0] and len(out.splitlines()) == 4  # header, rule, 2
+
+
 def test_llm_configs_lists_the_built_ins(tmp_path, capsys):
     code, out, _ = run(capsys, "--data-dir", str(tmp_path / "data"), "llm-configs", "--json")
     configs = {c["name"]: c for c in json.loads(out)}
     assert code == 0 and configs["embeddings"]["type"] == "EMBEDDING" and configs["offline"]["provider"] == "offline"
+
+
+@pytest.mark.slow
+def test_chat_over_a_store_cites_the_chapter_that_answers(corpus_store, capsys):
+    """``chat --store demo`` over the Rust book (in the corpus store): Deref coercion cites
+    ch15-02-deref.md first, and each of the corpus README's questions has an answering chapter among
+    the first 3 citations."""
+    from test_corpus_acceptance import QUESTIONS
+
+    data, _ = corpus_store
+    code, out, err = run(capsys, "--data-dir", data, "chat", "--store", "demo", "What is Deref coercion?", "--json")
+    assert code == 0, err
+    reply = json.loads(out)
+    assert reply["stores"] == ["demo"]
+    assert reply["citations"][0]["file_name"] == "ch15-02-deref.md"
+    assert reply["citations"][0]["source"] == "demo"
+    assert "The passages of demo that best match" in reply["answer"]
+    for question, chapters in QUESTIONS:
+        code, out, err = run(capsys, "--data-dir", data, "chat", "--store", "demo", question, "--json")
+        cited = [c["file_name"] for c in json.loads(out)["citations"][:3]]
+        assert code == 0 and set(chapters.split("|")) & set(cited), (question, cited)
+    code, out, _ = run(capsys, "--data-dir", data, "chat", "--list", "--json")
+    sessions = json.loads(out)
+    assert len(sessions) == 1 + len(QUESTIONS) and all(s["stores"] == ["demo"] for s in sessions)
+    code, out, _ = run(capsys, "--data-dir", data, "stores", "--json")
+    assert [s["name"] for s in json.loads(out)] == ["demo"]  # the chats' own stores are not listed

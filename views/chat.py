@@ -17,66 +17,111 @@ if "chat_service" not in st.session_state or st.session_state["chat_service"].wb
     st.session_state["chat_service"] = ChatService(wb)
 chat: ChatService = st.session_state["chat_service"]
 
-st.title("💬 Chat")
-
 try:
-    sessions = chat.sessions()
     configs = [c.name for c in chat.configs.list("CHAT")]
+    store_names = wb.store_names()
+    # -- which session: a stored one, or a new chat (None) that is stored with its first message
+    if "chat_session" not in st.session_state:
+        wanted = st.query_params.get("session")
+        known = [s.id for s in chat.sessions()]
+        st.session_state["chat_session"] = wanted if wanted in known else (known[0] if known else None)
+    sid: str | None = st.session_state["chat_session"]
+    chat.prune_empty(keep=sid)  # "New chat" sessions nobody wrote in
+    sessions = chat.sessions()
+    if sid is not None and sid not in {s.id for s in sessions}:
+        sid = st.session_state["chat_session"] = None
+    session = chat.session(sid) if sid else None
+    knowledge = chat.knowledge(sid) if sid else None
 except KnowledgeError as exc:
     st.error(str(exc))
     st.stop()
+if sid is None and "draft_stores" not in st.session_state:
+    st.session_state["draft_stores"] = chat.default_stores()
 
-# -- which session ----------------------------------------------------------------------------------
-wanted = st.query_params.get("session")
-if wanted and wanted in {s.id for s in sessions} and "chat_session" not in st.session_state:
-    st.session_state["chat_session"] = wanted
-if st.session_state.get("chat_session") not in {s.id for s in sessions}:
-    st.session_state["chat_session"] = sessions[0].id if sessions else chat.create_session().id
-    sessions = chat.sessions()
-sid = st.session_state["chat_session"]
-session = chat.session(sid)
+
+def start_new_chat() -> None:
+    st.session_state["chat_session"] = None
+    st.session_state["draft_stores"] = chat.default_stores()
+    st.session_state.pop("draft_config", None)
+
 
 with st.sidebar:
     st.subheader("Chats")
-    if st.button("➕ New chat", width="stretch"):
-        st.session_state["chat_session"] = chat.create_session().id
-        st.rerun()
+    st.button("➕ New chat", width="stretch", on_click=start_new_chat, disabled=sid is None)
     labels = {s.id: s.title for s in sessions}
-    picked = st.radio("Session", list(labels), format_func=lambda i: labels[i],
-                      index=list(labels).index(sid), label_visibility="collapsed", key=f"chat_pick_{sid}")
-    if picked != sid:
-        st.session_state["chat_session"] = picked
+    if labels:
+        picked = st.radio("Session", list(labels), format_func=lambda i: labels[i],
+                          index=list(labels).index(sid) if sid in labels else None,
+                          label_visibility="collapsed", key=f"chat_pick_{sid}")
+        if picked is not None and picked != sid:
+            st.session_state["chat_session"] = picked
+            st.rerun()
+
+    st.subheader("Knowledge")
+    chosen = session.stores if session else st.session_state["draft_stores"]
+    picked_stores = st.multiselect(
+        "Stores this chat searches", store_names, default=[n for n in chosen if n in store_names],
+        key=f"knowledge_{sid or 'new'}", placeholder="Choose stores" if store_names else "No stores yet",
+        help="The chat searches these stores together with the files attached to it. Create stores and"
+             " drop files on them on the Vector stores page.")
+    if picked_stores != [n for n in chosen if n in store_names]:
+        if session:
+            chat.set_stores(sid, picked_stores)
+        else:
+            st.session_state["draft_stores"] = picked_stores
         st.rerun()
+    if not store_names:
+        st.caption("No stores yet: create one on the **Vector stores** page, or attach files to a message.")
+
     names = configs if "offline" in configs else ["offline", *configs]
-    current = session.config or "offline"
+    current = (session.config if session else st.session_state.get("draft_config")) or "offline"
     choice = st.selectbox("Model (CHAT config)", names, index=names.index(current) if current in names else 0,
                           help="Edit configs on the Settings page. `offline` answers with quoted passages only.")
     if choice != current:
-        chat.set_config(sid, None if choice == "offline" else choice)
+        if session:
+            chat.set_config(sid, None if choice == "offline" else choice)
+        else:
+            st.session_state["draft_config"] = None if choice == "offline" else choice
         st.rerun()
 
-    st.subheader("Attachments")
-    attachments = chat.attachments(sid)
-    pending = {e["file_id"] for e in session.pending if e["event"] == "attached"}
-    if not attachments:
-        st.caption("Nothing attached. Drop files into the message box below.")
-    for a in attachments:
-        c1, c2 = st.columns([5, 1])
-        icon = "🖼️" if a.kind == "image" else "📄"
-        pages = f", {a.pages} page{'s' if a.pages != 1 else ''}" if a.pages else ""
-        c1.markdown(f"{icon} **{a.name}**  \n<small>{a.label}{pages}"
-                    f"{' · sent with your next message' if a.file_id in pending else ''}</small>",
-                    unsafe_allow_html=True)
-        if c2.button("✖", key=f"rm_{a.file_id}", help=f"Remove {a.name} from this chat"):
-            chat.remove(sid, a.file_id)
-            st.rerun()
-    if st.button("🗑 Delete this chat", width="stretch"):
-        chat.delete_session(sid)
-        del st.session_state["chat_session"]
-        st.rerun()
+    if session:
+        st.subheader("Attachments")
+        attachments = chat.attachments(sid)
+        pending = {e["file_id"] for e in session.pending if e["event"] == "attached"}
+        if not attachments:
+            st.caption("Nothing attached. Drop files into the message box below.")
+        for a in attachments:
+            icon = "🖼️" if a.kind == "image" else "📄"
+            pages = f", {a.pages} page{'s' if a.pages != 1 else ''}" if a.pages else ""
+            with st.container(horizontal=True, vertical_alignment="center", gap="small"):
+                st.markdown(f"{icon} **{a.name}**  \n<small>{a.label}{pages}"
+                            f"{' · sent with your next message' if a.file_id in pending else ''}</small>",
+                            unsafe_allow_html=True, width="stretch")
+                if st.button("", icon=":material/close:", key=f"rm_{a.file_id}", type="tertiary",
+                             help=f"Remove {a.name} from this chat"):
+                    chat.remove(sid, a.file_id)
+                    st.rerun()
+        with st.popover("🗑 Delete this chat", width="stretch"):
+            st.markdown(f"Delete **{session.title}**, its messages and its attached files?")
+            if st.button("Delete", type="primary", key="confirm_delete_chat"):
+                chat.delete_session(sid)
+                start_new_chat()
+                st.rerun()
     ok, reason = chat.tools.availability()
     if not ok:
         st.warning(f"The knowledge tools are {reason}.")
+
+# -- the header: title and the knowledge as chips ---------------------------------------------------
+st.title(f"💬 {session.title if session and session.title != 'New chat' else 'Chat'}")
+searched = (knowledge.stores if knowledge else [n for n in st.session_state["draft_stores"] if n in store_names])
+chips = [f":blue-badge[:material/database: {n}]" for n in searched]
+if knowledge and knowledge.attachments:
+    chips.append(":gray-badge[:material/attach_file: attached files]")
+st.markdown("Searches " + " ".join(chips) if chips else
+            ":orange-badge[No knowledge yet] choose stores in the sidebar, or attach files to a message.")
+if knowledge and knowledge.dropped:
+    st.info(f"{', '.join(knowledge.dropped)} no longer exist{'s' if len(knowledge.dropped) == 1 else ''};"
+            " removed from this chat's knowledge.")
 
 
 # -- the conversation ---------------------------------------------------------------------------
@@ -104,7 +149,10 @@ def show_citations(citations: list[dict]) -> None:
             st.markdown(pg.escape_markdown(c.get("text") or ""), unsafe_allow_html=True)
             span = (f" · characters {c['char_start']}–{c['char_end']}"
                     if c.get("char_start") is not None else "")
-            st.caption(f"chunk {c.get('chunk_index')} of {c.get('file_name')}{span} (store {c.get('store')})")
+            source = c.get("source") or ("attachments" if str(c.get("store", "")).startswith("chat-")
+                                         else c.get("store"))
+            where = "an attached file" if source == "attachments" else f"store {source}"
+            st.caption(f"chunk {c.get('chunk_index')} of {c.get('file_name')}{span} ({where})")
 
 
 def show_tool(call: dict, result: Message | None, shown: list[Message]) -> None:
@@ -119,7 +167,7 @@ def show_tool(call: dict, result: Message | None, shown: list[Message]) -> None:
             show_media(m)
 
 
-messages = chat.messages(sid)
+messages = chat.messages(sid) if sid else []
 results = {m.meta.get("tool_call_id"): m for m in messages if m.role == TOOL}
 reshown: dict[str, list[Message]] = {}
 for m in messages:
@@ -159,10 +207,20 @@ while i < len(messages):
             i += 1
 
 if not messages:
-    st.caption("Attach files (drag them onto the box below) and ask about them. Without a language model the"
-               " offline assistant answers with the best passages, quoted with file and page.")
+    st.caption("Ask about the stores chosen in the sidebar, or drag files onto the box below and ask about"
+               " them. Without a language model the offline assistant answers with the best passages,"
+               " quoted with file and page.")
 
-prompt = st.chat_input("Ask something, or drop files here", accept_file="multiple", key=f"chat_input_{sid}")
+prompt = st.chat_input("Ask something, or drop files here", accept_file="multiple",
+                       key=f"chat_input_{sid or 'new'}")
+if prompt and sid is None:  # a new chat is stored with its first message
+    try:
+        sid = chat.create_session(config=st.session_state.get("draft_config"),
+                                  stores=[n for n in st.session_state["draft_stores"] if n in store_names]).id
+    except KnowledgeError as exc:
+        st.error(str(exc))
+        st.stop()
+    st.session_state["chat_session"] = sid
 if prompt:
     # The turn goes to a thread before any Streamlit call: a message sent while this one is answered
     # reruns the page, which stops this script at its next Streamlit call -- the turn goes on anyway.
@@ -172,7 +230,7 @@ if prompt:
         turn.wait()
     st.session_state["chat_problems"] = turn.problems
     st.rerun()
-running = chat.running_turn(sid)
+running = chat.running_turn(sid) if sid else None
 if running is not None:  # sent earlier (or from another tab) and not answered yet
     with st.spinner("Answering the previous message..."):
         running.wait()

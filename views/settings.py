@@ -33,7 +33,8 @@ with tab_configs:
                    "base URL": c.base_url or "", "key variable": c.api_key_env or "",
                    "key set": ("yes" if os.environ.get(c.api_key_env) else "no") if c.api_key_env else "",
                    "reads": ", ".join(sorted(c.effective_capabilities())) or "text",
-                   "capabilities": "provider default" if c.capabilities is None else ", ".join(c.capabilities) or "none"}
+                   "capabilities": "provider default" if c.capabilities is None else ", ".join(c.capabilities) or "none",
+                   "tools": ("search + write" if c.write_tools else "search") if c.type == "CHAT" else ""}
                   for c in rows], hide_index=True, width="stretch")
 
     st.subheader("Add or change a config")
@@ -59,12 +60,19 @@ with tab_configs:
                               default=list(cur.capabilities or []) if cur else [])
         context = st.number_input("Working memory (tokens)", 1_000, 2_000_000,
                                   value=cur.context_tokens if cur else 16_000, step=1_000)
+        write_tools = st.checkbox(
+            "Let the model change this chat's attachments (writing tools)", value=bool(cur and cur.write_tools),
+            help="Off (recommended): the model may only search. On: it is also offered vector_upsert,"
+                 " vector_delete_file and vector_ingest_file, acting on the chat's own attachments only"
+                 " (vector_ingest_file reads only under chat.allowed_dirs). Documents can carry"
+                 " instructions, so keep it off unless you need it. CHAT configs only.")
         if st.form_submit_button("Save config"):
             try:
                 saved = configs.save({"name": name.strip(), "type": PROVIDERS[provider], "provider": provider,
                                       "model": model, "base_url": base_url, "api_key_env": key_env,
                                       "capabilities": None if default_caps or PROVIDERS[provider] == "EMBEDDING"
-                                      else caps, "context_tokens": int(context)})
+                                      else caps, "context_tokens": int(context),
+                                      "write_tools": bool(write_tools) and PROVIDERS[provider] == "CHAT"})
                 st.success(f"Saved {saved.name}.")
                 st.rerun()
             except KnowledgeError as exc:

@@ -141,7 +141,10 @@ def upload_section(store: str) -> None:
         st.session_state[f"job:{store}"] = IngestJob(wb, store, items).start()
 
     tpl = wb.store_template(wb.get_store(store))
+    folders = st.session_state["local_folders"]
     with st.expander("📁 Ingest a folder on this machine"):
+        st.caption(f"Allowed folders: {folders.describe()} (setting `ingest.allowed_dirs`). Hidden folders"
+                   " such as `.ssh` and the data folder are never read.")
         with st.form(f"folder:{store}"):
             c1, c2 = st.columns([3, 1])
             folder = c1.text_input("Folder", value=tpl.ingest_folder or "", placeholder="/path/to/docs")
@@ -152,9 +155,15 @@ def upload_section(store: str) -> None:
                     st.warning("A batch is running; wait for it or stop it first.")
                 else:
                     try:
-                        st.session_state[f"job:{store}"] = IngestJob.from_folder(wb, store, folder, glob).start()
+                        job = IngestJob.from_folder(wb, store, folder, glob, folders=folders)
+                        st.session_state[f"job:{store}"] = job.start()
                     except KnowledgeError as exc:
                         st.error(str(exc))
+                    else:
+                        if job.skipped:
+                            st.warning(f"{len(job.skipped)} file(s) left out: they lead outside the allowed"
+                                       f" folders ({', '.join(job.skipped[:3])}"
+                                       f"{', ...' if len(job.skipped) > 3 else ''}).")
     job_panel(store)
 
 
@@ -324,7 +333,7 @@ def templates_tab() -> None:
         [{"template": t.name + (" (built in)" if t.builtin else ""), "backend": t.backend,
           "model": t.embedding_model, "distance": t.distance, "chunk tokens": t.max_chunk_size_tokens,
           "overlap": t.chunk_overlap_tokens, "folder": t.ingest_folder or "", "glob": t.ingest_glob,
-          "stores": wb.stores_using_template(t.name), "description": t.description,
+          "stores": wb.stores_using_template(t.name, internal=False), "description": t.description,
           "OCR": t.ocr or f"{settings.ingest.ocr} (setting)"} for t in templates],
         hide_index=True, width="stretch", key="templates-table",
         column_config={"stores": st.column_config.ListColumn("stores")},

@@ -127,7 +127,8 @@ class Session:
     """A chat session: ``store`` is its own vector store (created on the first attachment),
     ``config`` its CHAT config (``None``: the default), ``tools`` the tools activated for it
     (``vector_search``, ``view_attachment``), ``pending`` the attachment events the next user
-    message will record."""
+    message will record, ``stores`` the user's stores it searches besides its attachments (its
+    *knowledge*)."""
 
     id: str
     title: str
@@ -137,3 +138,4 @@ class Session:
     pending: list[dict[str, Any]]
     created: datetime
     updated: datetime
+    stores: list[str] = field(default_factory=list)

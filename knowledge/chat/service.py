@@ -24,11 +24,13 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from knowledge.chat.mapper import VIEW_ATTACHMENT_SCHEMA, MapperContext, MappedRequest, build_request
+from knowledge.access import chat_folders
+from knowledge.catalog import DONE
+from knowledge.chat.mapper import VIEW_ATTACHMENT_SCHEMA, MapperContext, MappedRequest, StoreBrief, build_request
 from knowledge.chat.model import (
     ASSISTANT,
     ATTACHMENT,
@@ -47,10 +49,11 @@ from knowledge.chat.model import (
     sniff_kind,
 )
 from knowledge.chat.store import ChatStore
-from knowledge.errors import InvalidArgument, KnowledgeError
+from knowledge.errors import InvalidArgument, KnowledgeError, PathNotAllowed, StoreNotFound
 from knowledge.llm.config import LlmConfig, LlmConfigs, LlmUnavailable
 from knowledge.llm.providers import ChatProvider, Completion, ToolCall, TurnContext, open_provider
-from knowledge.tools.knowledge import KnowledgeTools, ToolResult
+from knowledge.tools.knowledge import READ_TOOLS, WRITE_TOOLS, KnowledgeTools, ToolResult, format_hit, hit_data
+from knowledge.vectorstore.base import higher_is_better
 from knowledge.workbench import DUPLICATE, Workbench
 
 VECTOR_SEARCH, VIEW_ATTACHMENT = "vector_search", "view_attachment"
@@ -92,12 +95,38 @@ class _Turn:
     question: str
     hits: list[dict[str, Any]] = field(default_factory=list)
     runs: list[ToolRun] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)  # store label -> why it could not be searched
 
 
 log = logging.getLogger(__name__)
 
 _turns: dict[tuple[str, str], "Turn"] = {}
 _turns_guard = threading.Lock()
+
+
+#: How the model and the user name a session's own attachment store (never ``chat-<id>``).
+ATTACHMENTS = "attachments"
+
+
+@dataclass(frozen=True, slots=True)
+class Knowledge:
+    """What a session searches: ``stores`` (the user's stores it chose, all existing), whether its
+    own attachment store holds indexed files (``attachments``), and ``dropped``: chosen stores that
+    no longer exist (removed from the session when this was computed)."""
+
+    stores: list[str]
+    attachments: bool
+    attachment_store: str
+    dropped: list[str] = field(default_factory=list)
+
+    @property
+    def searchable(self) -> list[str]:
+        """The store names to search, the chosen ones first, then the attachment store."""
+        return self.stores + ([self.attachment_store] if self.attachments else [])
+
+    def label(self, store: str) -> str:
+        """How a store is named to the model and in citations."""
+        return ATTACHMENTS if store == self.attachment_store else store
 
 
 class Turn:
@@ -154,7 +183,7 @@ class ChatService:
         self.wb = workbench
         self.store = ChatStore(workbench.catalog)
         self.configs = LlmConfigs(workbench.catalog, workbench.settings)
-        self.tools = KnowledgeTools(workbench)
+        self.tools = KnowledgeTools(workbench, folders=chat_folders(workbench.settings))
         self.provider_factory = provider_factory
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
@@ -186,10 +215,79 @@ class ChatService:
         return turn if turn is not None and not turn.done else None
 
     # -- sessions -------------------------------------------------------------------------------
-    def create_session(self, title: str = "New chat", config: str | None = None) -> Session:
+    def create_session(self, title: str = "New chat", config: str | None = None,
+                       stores: list[str] | None = None) -> Session:
+        """A new session searching ``stores`` (``None``: :meth:`default_stores`).
+
+        Raises:
+            StoreNotFound: a named store does not exist. LlmConfigNotFound, InvalidArgument (config).
+        """
         if config is not None:
             self.configs.chat(config)  # exists and is CHAT
-        return self.store.create_session(title, config)
+        chosen = self.default_stores() if stores is None else self._check_stores(stores)
+        return self.store.create_session(title, config, chosen)
+
+    def default_stores(self) -> list[str]:
+        """The stores a new chat starts with: those of the last chat that chose any (still existing),
+        else the setting ``chat.default_stores`` (those that exist), else the only store when there is
+        exactly one."""
+        names = self.wb.store_names()
+        for s in self.sessions():
+            kept = [n for n in s.stores if n in names]
+            if kept:
+                return kept
+        configured = [n for n in self.wb.settings.chat.default_stores if n in names]
+        if configured:
+            return configured
+        return names if len(names) == 1 else []
+
+    def _check_stores(self, stores: list[str]) -> list[str]:
+        names = set(self.wb.store_names())
+        for n in stores:
+            if n not in names:
+                raise StoreNotFound(n, "choose one of " + (", ".join(sorted(names)) or "none (create one first)"))
+        return list(dict.fromkeys(stores))
+
+    def set_stores(self, sid: str, stores: list[str]) -> Session:
+        """Choose the user's stores the session searches (besides its attachments).
+
+        Raises:
+            StoreNotFound: a store does not exist (or is another chat's). SessionNotFound.
+        """
+        self.session(sid)
+        return self.store.update_session(sid, stores=self._check_stores(stores))
+
+    def knowledge(self, sid: str) -> Knowledge:
+        """What the session searches now (see :class:`Knowledge`); chosen stores deleted since are
+        dropped from the session here, and named once in ``dropped``."""
+        s = self.session(sid)
+        names = set(self.wb.store_names())
+        kept = [n for n in s.stores if n in names]
+        dropped = [n for n in s.stores if n not in names]
+        if dropped:
+            self.store.update_session(sid, stores=kept)
+        attached = (VECTOR_SEARCH in s.tools and self.wb.catalog.get_store(s.store) is not None
+                    and any(a.kind != KIND_IMAGE or self.wb.catalog.get_file(s.store, a.file_id) is not None
+                            for a in self.attachments(sid)))  # an image counts once OCR indexed it
+        return Knowledge(kept, attached, s.store, dropped)
+
+    def briefs(self, knowledge: Knowledge) -> list[StoreBrief]:
+        """The chosen stores as the system prompt names them: file count and up to 5 file names."""
+        out = []
+        for name in knowledge.stores:
+            files = [f.file_name for f in self.wb.catalog.files(name) if f.status == DONE]
+            out.append(StoreBrief(name, len(files), tuple(files[:5])))
+        return out
+
+    def prune_empty(self, keep: str | None = None, older_than_s: float = 600.0) -> int:
+        """Delete sessions that never got a message or an attachment (a "New chat" left alone for
+        ``older_than_s`` seconds), except ``keep``; returns how many went. One catalog query when
+        there is nothing to delete."""
+        before = datetime.now(timezone.utc) - timedelta(seconds=older_than_s)
+        gone = [sid for sid in self.store.empty_sessions(before) if sid != keep]
+        for sid in gone:
+            self.delete_session(sid)
+        return len(gone)
 
     def sessions(self) -> list[Session]:
         return self.store.list_sessions()
@@ -319,8 +417,8 @@ class ChatService:
 
         Raises:
             InvalidArgument: blank text with nothing attached. LlmUnavailable: the model cannot be
-            used (nothing is stored then) or failed mid-turn (the user's message stays; the trace
-            has the error). LlmConfigNotFound. SessionNotFound.
+            used (no key in the named variable, ...) or failed mid-turn; either way the user's
+            message stays, and the trace has the error. LlmConfigNotFound. SessionNotFound.
         """
         with self._lock(sid):
             s = self.session(sid)
@@ -328,7 +426,11 @@ class ChatService:
             if not text.strip() and not attached:
                 raise InvalidArgument("Type a message (or attach a file).")
             cfg = self.configs.chat(config or s.config)
-            provider = self.provider_factory(cfg)  # raises before anything is stored
+            try:
+                provider: ChatProvider | None = self.provider_factory(cfg)
+                problem = None
+            except LlmUnavailable as exc:  # no key in the variable, ...: keep the message, say why
+                provider, problem = None, exc
             current = {a.file_id for a in self.attachments(sid)}
             attached = [e for e in attached if e["file_id"] in current]
             removed = [e for e in s.pending if e["event"] == "removed"]
@@ -345,6 +447,10 @@ class ChatService:
             self.store.add_message(sid, USER, parts, meta)
             title = s.title if s.title != "New chat" or not text.strip() else " ".join(text.split())[:60]
             self.store.update_session(sid, pending=[], title=title)
+            if provider is None:
+                self.store.add_trace(sid, cfg.name, cfg.provider, cfg.model, {"model": cfg.model}, None,
+                                     str(problem), datetime.now(timezone.utc), 0.0)
+                raise problem
             return self._run_turn(self.session(sid), cfg, provider, _Turn(text))
 
     def _run_turn(self, s: Session, cfg: LlmConfig, provider: ChatProvider, turn: _Turn) -> ChatReply:
@@ -353,16 +459,20 @@ class ChatService:
             last = round_no == self.MAX_ROUNDS - 1
             req = self.request(s.id, cfg, offer_tools=not last)
             dropped = req.dropped_turns
-            ok, reason = self.tools.availability() if VECTOR_SEARCH in s.tools else (True, "")
-            ctx = TurnContext(turn.question, list(turn.hits), [a.name for a in self.attachments(s.id)],
-                              "" if ok else reason)
+            kn = self.knowledge(s.id)
+            ok, reason = self.tools.availability() if kn.searchable else (True, "")
+            attachments = self.attachments(s.id)
+            ctx = TurnContext(turn.question, list(turn.hits), [a.name for a in attachments],
+                              "" if ok else reason, list(kn.stores), kn.attachments,
+                              [a.name for a in attachments if a.kind == KIND_IMAGE],
+                              self.wb.settings.chat.min_score, dict(turn.failed))
             completion = self._call(s.id, cfg, provider, req, ctx)
             if completion.tool_calls and not last:
                 self.store.add_message(s.id, ASSISTANT, [Part(TEXT, text=completion.text)] if completion.text else [],
                                        {"tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments}
                                                        for c in completion.tool_calls], "config": cfg.name})
                 for call in completion.tool_calls:
-                    self._run_tool(s, call, turn)
+                    self._run_tool(self.session(s.id), cfg, call, turn)
                 continue
             citations = _citations(turn.hits)
             text = completion.text or ""
@@ -378,24 +488,41 @@ class ChatService:
         """The request the session's next round sends (what the mapper renders from the history)."""
         s = self.session(sid)
         cfg = cfg or self.configs.chat(s.config)
-        ok, reason = self.tools.availability() if VECTOR_SEARCH in s.tools else (True, "")
+        kn = self.knowledge(sid)
+        ok, reason = self.tools.availability() if kn.searchable else (True, "")
         ctx = MapperContext(
             attachments=self.attachments(sid), capabilities=cfg.effective_capabilities(),
-            document_mode=cfg.document_mode(), tools=self._schemas(s, ok) if offer_tools else [],
+            document_mode=cfg.document_mode(), tools=self._schemas(s, cfg, kn, ok) if offer_tools else [],
             store=s.store, budget_tokens=cfg.context_tokens, read_bytes=self._bytes, read_text=self._text,
-            tools_unavailable="" if ok else reason)
+            tools_unavailable="" if ok else reason, knowledge=self.briefs(kn))
         return build_request(self.messages(sid), ctx)
 
-    def _schemas(self, s: Session, knowledge_ok: bool) -> list[dict[str, Any]]:
+    @staticmethod
+    def offered_tools(cfg: LlmConfig) -> frozenset[str]:
+        """The knowledge tools a model of ``cfg`` is offered: ``vector_search`` only, unless the
+        config's ``write_tools`` also offers the writing ones (least privilege: documents in the
+        chat can carry instructions)."""
+        return READ_TOOLS | (WRITE_TOOLS if cfg.write_tools else frozenset())
+
+    def _schemas(self, s: Session, cfg: LlmConfig, kn: Knowledge, knowledge_ok: bool) -> list[dict[str, Any]]:
         out = []
-        if VECTOR_SEARCH in s.tools and knowledge_ok:
+        if kn.searchable and knowledge_ok:
+            offered = self.offered_tools(cfg)
             for t in self.tools.tools():
+                if t.name not in offered:
+                    continue
                 schema = copy.deepcopy(t.schema())
                 params = schema["function"]["parameters"]
                 params["required"] = [r for r in params["required"] if r != "store"]
-                params["properties"]["store"] = {
-                    "type": "string", "description": f"Name of the vector store (default: {s.store!r},"
-                                                     " this chat's attachments)."}
+                if t.name in WRITE_TOOLS:  # the chat's own attachments, nothing else
+                    params["properties"].pop("store", None)
+                    schema["function"]["description"] += " Acts on this chat's attached files only."
+                else:
+                    names = [kn.label(n) for n in kn.searchable]
+                    params["properties"]["store"] = {
+                        "type": "string", "enum": names,
+                        "description": "Search only this store; leave it out to search all of this chat's"
+                                       f" knowledge at once ({', '.join(names)})."}
                 out.append(schema)
         if VIEW_ATTACHMENT in s.tools:
             out.append(VIEW_ATTACHMENT_SCHEMA)
@@ -416,13 +543,13 @@ class ChatService:
                              None, started, time.perf_counter() - t0)
         return completion
 
-    def _run_tool(self, s: Session, call: ToolCall, turn: _Turn) -> None:
+    def _run_tool(self, s: Session, cfg: LlmConfig, call: ToolCall, turn: _Turn) -> None:
         try:
             args = call.parsed_arguments()
         except ValueError as exc:
             args, result = {}, ToolResult(f"Bad arguments for {call.name}: {exc}. Send a JSON object.", ok=False)
         else:
-            result = self._tool(s, call.name, args, turn)
+            result = self._tool(s, cfg, call.name, args, turn)
         self.store.add_message(s.id, TOOL, [Part(TEXT, text=result.text)],
                                {"tool_call_id": call.id, "name": call.name, "arguments": args, "ok": result.ok})
         turn.runs.append(ToolRun(call.name, args, result.text, result.ok))
@@ -433,7 +560,14 @@ class ChatService:
                                                           media_type=d["media_type"], size=d.get("size"))],
                                    {"tool_call_id": call.id})
 
-    def _tool(self, s: Session, name: str, args: dict[str, Any], turn: _Turn) -> ToolResult:
+    def _refuse(self, s: Session, cfg: LlmConfig, name: str, args: dict[str, Any], reason: str) -> ToolResult:
+        """Answer a tool call the chat does not allow: the reason goes to the model, and a row of
+        the trace (provider ``policy``) records the refused call."""
+        self.store.add_trace(s.id, cfg.name, "policy", None, {"tool": name, "arguments": args}, None,
+                             f"refused {name}: {reason}", datetime.now(timezone.utc), 0.0)
+        return ToolResult(f"Refused: {reason}", {"refused": True}, ok=False)
+
+    def _tool(self, s: Session, cfg: LlmConfig, name: str, args: dict[str, Any], turn: _Turn) -> ToolResult:
         if name == VIEW_ATTACHMENT:
             if VIEW_ATTACHMENT not in s.tools:
                 return ToolResult("view_attachment is not active in this chat (no image or PDF attached).", ok=False)
@@ -445,14 +579,70 @@ class ChatService:
                                   ok=False)
             a = found[0]
             return ToolResult(f"{a.name} is shown in the next message.", a.event())
-        if VECTOR_SEARCH not in s.tools:
-            return ToolResult(f"{name} is not active in this chat: attach a file first.", ok=False)
+        if name in WRITE_TOOLS and name not in self.offered_tools(cfg):
+            return self._refuse(s, cfg, name, args, f"{name} is not offered in this chat: the model may only"
+                                " search (a CHAT config with write_tools enabled offers the writing tools).")
+        kn = self.knowledge(s.id)
+        if name == VECTOR_SEARCH:
+            return self._search(s, cfg, kn, args, turn)
+        if name not in WRITE_TOOLS:
+            return ToolResult(f"Unknown tool {name!r}.", ok=False)
         args = dict(args)
-        args.setdefault("store", s.store)
-        result = self.tools.call(name, args)
-        if name == VECTOR_SEARCH and result.ok:
-            turn.hits.extend({**h, "store": args["store"]} for h in result.data.get("hits", []))
-        return result
+        store = args.setdefault("store", s.store)
+        if store not in (s.store, ATTACHMENTS):
+            return self._refuse(s, cfg, name, args, f"{name} acts only on this chat's attached files, not on"
+                                f" store {store!r}.")
+        args["store"] = s.store
+        if name == "vector_ingest_file":
+            try:
+                self.tools.folders.check(str(args.get("path", "")))
+            except PathNotAllowed as exc:
+                return self._refuse(s, cfg, name, args, str(exc))
+        return self.tools.call(name, args)
+
+    def _search(self, s: Session, cfg: LlmConfig, kn: Knowledge, args: dict[str, Any], turn: _Turn) -> ToolResult:
+        """``vector_search`` over the session's knowledge: one store when ``store`` names one of it,
+        else all of it merged (:meth:`Workbench.search_stores`)."""
+        if not kn.searchable:
+            return ToolResult("This chat has no knowledge to search: no store is chosen and no file is attached.",
+                              ok=False)
+        ok, reason = self.tools.availability()
+        if not ok:
+            return ToolResult(f"vector_search is {reason}", ok=False)
+        args = dict(args)
+        wanted = args.pop("store", None)
+        if wanted:
+            target = kn.attachment_store if wanted in (ATTACHMENTS, s.store) else wanted
+            if target not in kn.searchable:
+                names = ", ".join(kn.label(n) for n in kn.searchable)
+                return self._refuse(s, cfg, VECTOR_SEARCH, {**args, "store": wanted},
+                                    f"store {wanted!r} is not part of this chat; it can search: {names}.")
+            stores = [target]
+        else:
+            stores = kn.searchable
+        query, k, file_id = args.get("query"), args.get("k", 5), args.get("file_id")
+        try:
+            k = int(k)
+            if not isinstance(query, str):
+                raise InvalidArgument("query must be a string.")
+            found = self.wb.search_stores(stores, query, k=k, where={"file_id": file_id} if file_id else None)
+        except (KnowledgeError, TypeError, ValueError) as exc:
+            return ToolResult(f"vector_search failed: {exc}", ok=False)
+        lines, data = [], []
+        for i, sh in enumerate(found.hits, 1):
+            label = kn.label(sh.store)
+            lines.append(format_hit(i, sh.hit) + ("" if len(stores) == 1 else f"\n(store: {label})"))
+            record = self.wb.catalog.get_store(sh.store)
+            data.append({**hit_data(sh.hit), "store": sh.store, "source": label,
+                         "higher_is_better": record is None or higher_is_better(record.distance)})
+        for store, why in found.failed.items():
+            lines.append(f"Store {kn.label(store)!r} could not be searched: {why}")
+        searched = ", ".join(kn.label(n) for n in stores)
+        text = "\n\n".join(lines) if found.hits else f"No results in {searched} for {query!r}." + (
+            "\n" + "\n".join(lines) if lines else "")
+        turn.hits.extend(data)
+        turn.failed.update({kn.label(store): why for store, why in found.failed.items()})
+        return ToolResult(text, {"hits": data, "failed": found.failed, "stores": [kn.label(n) for n in stores]})
 
     # -- file access for the mapper ---------------------------------------------------------------
     def _bytes(self, file_id: str) -> bytes:

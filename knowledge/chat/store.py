@@ -71,12 +71,14 @@ class ChatStore:
         self.catalog = catalog
 
     # -- sessions -------------------------------------------------------------------------------
-    def create_session(self, title: str = "New chat", config: str | None = None) -> Session:
+    def create_session(self, title: str = "New chat", config: str | None = None,
+                       stores: list[str] | tuple[str, ...] = ()) -> Session:
         sid = uuid.uuid4().hex[:12]
         now = _now()
         with self.catalog.cursor() as cur:
-            cur.execute("INSERT INTO chat_sessions VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                        [sid, title, config, f"chat-{sid}", "[]", "[]", now, now])
+            cur.execute("INSERT INTO chat_sessions (id, title, config, store, tools, pending, created, updated,"
+                        " stores) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        [sid, title, config, f"chat-{sid}", "[]", "[]", now, now, json.dumps(list(stores))])
         return self.get_session(sid)
 
     def find_session(self, sid: str) -> Session | None:
@@ -97,7 +99,8 @@ class ChatStore:
         return [_session(r) for r in rows]
 
     def update_session(self, sid: str, *, title: str | None = None, config: str | None | type = ...,
-                       tools: list[str] | None = None, pending: list[dict] | None = None) -> Session:
+                       tools: list[str] | None = None, pending: list[dict] | None = None,
+                       stores: list[str] | None = None) -> Session:
         sets, args = ["updated = ?"], [_now()]
         if title is not None:
             if not title.strip():
@@ -109,9 +112,22 @@ class ChatStore:
             sets.append("tools = ?"), args.append(json.dumps(tools))
         if pending is not None:
             sets.append("pending = ?"), args.append(json.dumps(pending))
+        if stores is not None:
+            sets.append("stores = ?"), args.append(json.dumps(list(stores)))
         with self.catalog.cursor() as cur:
             cur.execute(f"UPDATE chat_sessions SET {', '.join(sets)} WHERE id = ?", args + [sid])
         return self.get_session(sid)
+
+    def empty_sessions(self, before: datetime) -> list[str]:
+        """Ids of sessions without a message, an attachment or a pending event, last changed before
+        ``before``."""
+        with self.catalog.cursor() as cur:
+            rows = cur.execute(
+                "SELECT id FROM chat_sessions s WHERE updated < ? AND CAST(pending AS VARCHAR) = '[]'"
+                " AND NOT EXISTS (SELECT 1 FROM chat_messages m WHERE m.session_id = s.id)"
+                " AND NOT EXISTS (SELECT 1 FROM chat_attachments a WHERE a.session_id = s.id)",
+                [before]).fetchall()
+        return [r[0] for r in rows]
 
     def delete_session(self, sid: str) -> None:
         with self.catalog.cursor() as cur:
@@ -191,5 +207,6 @@ class ChatStore:
 
 
 def _session(row: tuple) -> Session:
-    sid, title, config, store, tools, pending, created, updated = row
-    return Session(sid, title, config, store, json.loads(tools), json.loads(pending), created, updated)
+    sid, title, config, store, tools, pending, created, updated, stores = row
+    return Session(sid, title, config, store, json.loads(tools), json.loads(pending), created, updated,
+                   json.loads(stores) if stores else [])

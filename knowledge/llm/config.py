@@ -58,7 +58,9 @@ class LlmConfig(BaseModel):
     """One LLM config (see the module docstring).
 
     ``context_tokens`` is the working-memory budget of a chat request in tokens (history is cut to
-    it, oldest turns first); ``timeout`` is seconds per HTTP request.
+    it, oldest turns first); ``timeout`` is seconds per HTTP request. ``write_tools`` (CHAT, default
+    off) offers the model the writing knowledge tools too, acting only on the chat's own attachment
+    store; by default a model gets read tools only, because documents can carry instructions.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -73,6 +75,8 @@ class LlmConfig(BaseModel):
     context_tokens: int = Field(16_000, ge=1_000, le=2_000_000)
     temperature: float | None = Field(None, ge=0, le=2)
     timeout: float = Field(120.0, gt=0, le=3600)
+    write_tools: bool = Field(False, description="CHAT: also offer the writing tools (vector_upsert,"
+                              " vector_delete_file, vector_ingest_file), on the chat's own attachments only")
 
     @field_validator("name")
     @classmethod
@@ -106,6 +110,8 @@ class LlmConfig(BaseModel):
             raise ValueError(f"provider {self.provider!r} serves {kind} configs, not {self.type}")
         if self.type == EMBEDDING and self.capabilities is not None:
             raise ValueError("capabilities are for CHAT configs")
+        if self.type == EMBEDDING and self.write_tools:
+            raise ValueError("write_tools is for CHAT configs")
         if self.provider == "openai" and not self.model:
             raise ValueError("an OpenAI-compatible config needs a model name")
         if self.base_url:

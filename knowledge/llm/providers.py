@@ -59,13 +59,22 @@ class Completion:
 class TurnContext:
     """What the engine knows about the running turn, for providers that need more than messages:
     the user's ``question`` (their typed text), the ``hits`` found by ``vector_search`` so far this
-    turn (``knowledge.tools.knowledge.hit_data`` dicts), the attached file names, and why the
-    knowledge tools are unavailable (``""`` when they are available)."""
+    turn (``knowledge.tools.knowledge.hit_data`` dicts), the attached file names, why the
+    knowledge tools are unavailable (``""`` when they are available), the user's stores the session
+    searches (``knowledge``), whether it searches attached files too, the attached images (which
+    are not indexed), ``min_score``: the score under which a passage does not count as an answer
+    (setting ``chat.min_score``; applied to higher-is-better scores only), and ``failed``: the stores
+    that could not be searched this turn, with the reason."""
 
     question: str = ""
     hits: list[dict[str, Any]] = field(default_factory=list)
     attached: list[str] = field(default_factory=list)
     tools_unavailable: str = ""
+    knowledge: list[str] = field(default_factory=list)
+    searches_attachments: bool = False
+    images: list[str] = field(default_factory=list)
+    min_score: float | None = None
+    failed: dict[str, str] = field(default_factory=dict)
 
 
 class ChatProvider(ABC):
@@ -161,26 +170,61 @@ class OfflineAssistant(ChatProvider):
         return Completion(text, [], request, {"content": text}, retrieval_only=True)
 
     def _answer(self, context: TurnContext, can_search: bool) -> str:
+        text = self._passages(context, can_search)
+        for store, why in context.failed.items():
+            text += f"\n\n⚠️ {store} could not be searched: {why}"
+        return text
+
+    def _passages(self, context: TurnContext, can_search: bool) -> str:
+        question = context.question.strip()
+        where = _knowledge_label(context)
         hits = _relevant(context.hits[: self.K])
-        if hits:
-            lines = [f"*{RETRIEVAL_ONLY_LABEL}* The passages of your attachments that best match"
-                     f" “{context.question.strip()}”:"]
-            for i, h in enumerate(hits, 1):
-                where = h.get("file_name") or h.get("file_id")
-                if h.get("page") is not None:
-                    where += f", page {h['page']}"
-                quoted = "\n".join("> " + _inert(ln) for ln in (h.get("text") or "").strip().splitlines())
-                lines.append(f"{i}. **{where}** (score {h.get('score', 0):.2f})\n{quoted}")
+        floor = context.min_score
+        strong = [h for h in hits if floor is None or not h.get("higher_is_better", True)
+                  or float(h.get("score") or 0.0) >= floor]
+        if strong:
+            lines = [f"*{RETRIEVAL_ONLY_LABEL}* The passages of {where} that best match “{question}”:"]
+            lines += [f"{i}. {_quote(h)}" for i, h in enumerate(strong, 1)]
             return "\n\n".join(lines)
+        if hits:
+            best = hits[0]
+            return (f"*{RETRIEVAL_ONLY_LABEL}* Nothing in {where} matches “{question}” well (the best score,"
+                    f" {float(best.get('score') or 0):.2f}, is under {floor:.2f}). The closest passage is"
+                    f" {_quote(best)}\n\nTry other words, or choose other stores.")
         if can_search:
-            return (f"*{RETRIEVAL_ONLY_LABEL}* No passage of the attached files matches"
-                    f" “{context.question.strip()}”. Try other words.")
+            return (f"*{RETRIEVAL_ONLY_LABEL}* Nothing in {where} matches “{question}”."
+                    " Try other words, or choose other stores.")
         if context.tools_unavailable:
-            return (f"*{RETRIEVAL_ONLY_LABEL}* I can only quote passages from attached files, and the"
-                    f" knowledge tools are {context.tools_unavailable}.")
-        return (f"*{RETRIEVAL_ONLY_LABEL}* I am the offline assistant: attach a file (📎) and ask a"
-                " question, and I quote the passages that answer it, with file and page. For a"
-                " language model, add a CHAT config on the Settings page.")
+            return (f"*{RETRIEVAL_ONLY_LABEL}* I can only quote passages from your stores and attached files,"
+                    f" and the knowledge tools are {context.tools_unavailable}.")
+        images = (f" I cannot read images ({', '.join(context.images)}): the offline assistant only quotes"
+                  " text; a CHAT config with VISION can look at them." if context.images else "")
+        return (f"*{RETRIEVAL_ONLY_LABEL}* I am the offline assistant, and this chat has no documents to"
+                f" search yet.{images} Choose stores under **Knowledge** in the sidebar (on the command line:"
+                " `--store NAME`), or attach a file to your message, then ask: I quote the passages that"
+                " answer it, with file and page. For a language model, add a CHAT config on the Settings page.")
+
+
+def _knowledge_label(context: TurnContext) -> str:
+    """What the session searches, in words: "Team docs", "Team docs and rust", "Team docs and the
+    attached files", "the attached files"."""
+    names = list(context.knowledge) + (["the attached files"] if context.searches_attachments else [])
+    if not names:
+        return "the attached files"
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def _quote(h: dict[str, Any]) -> str:
+    """``**file, page 3** (score 0.61)`` and the chunk quoted, shown as written."""
+    where = h.get("file_name") or h.get("file_id")
+    if h.get("page") is not None:
+        where += f", page {h['page']}"
+    if h.get("heading"):
+        where += f", “{_inert(h['heading'])}”"
+    if h.get("source") and h.get("source") != "attachments":
+        where += f" — {h['source']}"
+    quoted = "\n".join("> " + _inert(ln) for ln in (h.get("text") or "").strip().splitlines())
+    return f"**{where}** (score {float(h.get('score') or 0):.2f})\n{quoted}"
 
 
 def _inert(line: str) -> str:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from knowledge.access import LocalFolders
 from knowledge.catalog import DONE, FileRecord
 from knowledge.errors import KnowledgeError
 from knowledge.ingest.chunker import chunk_document
@@ -79,11 +80,24 @@ def hit_data(hit: Hit) -> dict[str, Any]:
             "fused_score": None if hit.fused_score is None else round(hit.fused_score, 6)}
 
 
-class KnowledgeTools:
-    """The tool group bound to one workbench."""
+#: The tools that only read; the others write (they change a store or read the local disk).
+READ_TOOLS = frozenset({"vector_search"})
+WRITE_TOOLS = frozenset({"vector_upsert", "vector_delete_file", "vector_ingest_file"})
 
-    def __init__(self, workbench: Workbench) -> None:
+
+class KnowledgeTools:
+    """The tool group bound to one workbench.
+
+    Args:
+        workbench: stores, ingestion, search.
+        folders: where ``vector_ingest_file`` may read (:class:`~knowledge.access.LocalFolders`);
+            ``None`` reads any path, for the user's own programs. The chat passes
+            :func:`~knowledge.access.chat_folders` (default: none).
+    """
+
+    def __init__(self, workbench: Workbench, folders: LocalFolders | None = None) -> None:
         self.wb = workbench
+        self.folders = folders
 
     # -- availability ---------------------------------------------------------------------------
     def availability(self) -> tuple[bool, str]:
@@ -186,7 +200,7 @@ class KnowledgeTools:
         return ToolResult(f"Removed {n} chunks of {file_id} from {store!r}.", {"removed": n})
 
     def vector_ingest_file(self, store: str, path: str, password: str | None = None) -> ToolResult:
-        p = Path(path).expanduser()
+        p = Path(path).expanduser() if self.folders is None else self.folders.check(path)
         if not p.is_file():
             return ToolResult(f"{path}: no such file.", ok=False)
         r = self.wb.ingest_file(store, p, password=password)

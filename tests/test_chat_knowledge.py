@@ -1,0 +1,181 @@
+"""A chat session's knowledge: the user's stores it chooses, searched together with its attachments.
+
+On the fast fake embedder; the tool loop runs through the real ``openai`` client against the local
+chat-completions test server where a model's scripted call matters.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from knowledge.chat import ChatService
+from knowledge.config import load_settings
+from knowledge.embeddings.fake import HashEmbedder
+from knowledge.errors import StoreNotFound
+from knowledge.vectorstore.memory import folder_name
+from knowledge.workbench import Workbench
+
+from chat_helpers import ChatCompletionsServer, tool_call
+
+LIGHTHOUSE = "# Lighthouse\n\nThe keeper lit the lamp at dusk and trimmed the wick at midnight."
+BAKERY = "# Bakery\n\nBread needs flour, water, salt and yeast; the dough rests overnight."
+HARBOUR = "# Harbour\n\nThe harbour master records every ship and the lamp oil it carries."
+
+
+@pytest.fixture
+def wb(tmp_path):
+    w = Workbench(load_settings(data_dir=tmp_path / "data"), embedder_factory=lambda m: HashEmbedder(64, 256))
+    assert w.ingest_file("Lights", LIGHTHOUSE.encode(), "lighthouse.md").ok
+    assert w.ingest_file("Bread", BAKERY.encode(), "bakery.md").ok
+    yield w
+    w.close()
+
+
+def test_vector_search_without_a_store_merges_the_chosen_stores_and_the_attachments(wb):
+    chat = ChatService(wb)
+    s = chat.create_session(stores=["Lights", "Bread"])
+    chat.attach(s.id, HARBOUR.encode(), "harbour.md")
+    kn = chat.knowledge(s.id)
+    assert kn.stores == ["Lights", "Bread"] and kn.attachments and kn.searchable[-1] == s.store
+    reply = chat.send(s.id, "lamp keeper harbour bread")  # the offline assistant searches with k=4
+    sources = {c["source"] for c in reply.citations}
+    assert sources == {"Lights", "Bread", "attachments"}
+    assert {c["file_name"] for c in reply.citations} == {"lighthouse.md", "bakery.md", "harbour.md"}
+    assert not any(str(c.get("source")).startswith("chat-") for c in reply.citations)
+
+
+def test_the_system_prompt_names_the_chosen_stores_and_the_tool_lists_them(wb):
+    chat = ChatService(wb)
+    s = chat.create_session(stores=["Lights"])
+    req = chat.request(s.id)
+    system = req.messages[0]["content"]
+    assert "## Knowledge stores" in system and "- Lights (1 file: lighthouse.md)" in system
+    [search] = [t for t in req.tools if t["function"]["name"] == "vector_search"]
+    assert search["function"]["parameters"]["properties"]["store"]["enum"] == ["Lights"]
+    assert "store" not in search["function"]["parameters"]["required"]
+    empty = chat.create_session(stores=[])
+    assert chat.request(empty.id).tools == []  # nothing to search: no tool on offer
+
+
+def test_a_scripted_call_without_store_reaches_a_chosen_store_and_an_attachment(wb):
+    chat = ChatService(wb)
+    script = [lambda req: tool_call("vector_search", {"query": "lamp keeper harbour ship", "k": 5}),
+              lambda req: {"content": "From both."}]
+    with ChatCompletionsServer(script) as server:
+        chat.configs.save({"name": "local", "type": "CHAT", "provider": "openai", "model": "m",
+                           "base_url": server.base_url})
+        s = chat.create_session(config="local", stores=["Lights"])
+        chat.attach(s.id, HARBOUR.encode(), "harbour.md")
+        reply = chat.send(s.id, "Who handles lamps?")
+    result = server.requests[1]["messages"][-1]["content"]
+    assert "lighthouse.md" in result and "harbour.md" in result
+    assert "(store: Lights)" in result and "(store: attachments)" in result and "chat-" not in result
+    assert {c["source"] for c in reply.citations} == {"Lights", "attachments"}
+
+
+def test_a_store_outside_the_session_is_refused_with_the_stores_it_can_search(wb):
+    chat = ChatService(wb)
+    script = [lambda req: tool_call("vector_search", {"query": "bread", "store": "Bread"}),
+              lambda req: tool_call("vector_search", {"query": "lamp", "store": "Lights"}, "c2"),
+              lambda req: {"content": "ok"}]
+    with ChatCompletionsServer(script) as server:
+        chat.configs.save({"name": "local", "type": "CHAT", "provider": "openai", "model": "m",
+                           "base_url": server.base_url})
+        s = chat.create_session(config="local", stores=["Lights"])
+        reply = chat.send(s.id, "bread?")
+    assert [r.ok for r in reply.tool_runs] == [False, True]
+    assert "not part of this chat; it can search: Lights" in reply.tool_runs[0].text
+    assert [c["file_name"] for c in reply.citations] == ["lighthouse.md"]
+
+
+def test_a_deleted_store_is_dropped_from_the_session_and_named_once(wb):
+    chat = ChatService(wb)
+    s = chat.create_session(stores=["Lights", "Bread"])
+    wb.delete_store("Bread")
+    assert chat.knowledge(s.id).dropped == ["Bread"]
+    assert chat.knowledge(s.id).dropped == [] and chat.session(s.id).stores == ["Lights"]
+    with pytest.raises(StoreNotFound, match="choose one of Lights"):
+        chat.set_stores(s.id, ["Bread"])
+
+
+def test_a_store_that_cannot_be_searched_is_named_and_the_others_answer(wb):
+    chat = ChatService(wb)
+    s = chat.create_session(stores=["Bread", "Lights"])
+    wb.close()  # corrupt the Bread store's files on disk, as a failed disk would
+    manifest = wb.settings.vector_store_dir / folder_name(wb.get_store("Bread").collection) / "manifest.json"
+    assert manifest.is_file()
+    manifest.write_text("{ not json")
+    wb2 = Workbench(wb.settings, embedder_factory=lambda m: HashEmbedder(64, 256))
+    try:
+        chat = ChatService(wb2)
+        reply = chat.send(s.id, "Who lit the lamp?")
+        [run] = reply.tool_runs
+        assert run.ok and "Store 'Bread' could not be searched" in run.text
+        assert [c["file_name"] for c in reply.citations] == ["lighthouse.md"]
+        assert "⚠️ Bread could not be searched" in reply.text and "keeper lit the lamp" in reply.text
+    finally:
+        wb2.close()
+
+
+def test_a_new_chat_starts_with_the_last_chats_stores_else_the_setting_else_the_only_store(tmp_path, monkeypatch):
+    settings = load_settings(data_dir=tmp_path / "data")
+    w = Workbench(settings, embedder_factory=lambda m: HashEmbedder(64, 256))
+    try:
+        chat = ChatService(w)
+        assert chat.default_stores() == []  # no store at all
+        w.ingest_file("Lights", LIGHTHOUSE.encode(), "lighthouse.md")
+        assert chat.default_stores() == ["Lights"]  # exactly one
+        w.ingest_file("Bread", BAKERY.encode(), "bakery.md")
+        assert chat.default_stores() == []  # two, none chosen anywhere
+        monkeypatch.setenv("KNOWLEDGE_CHAT__DEFAULT_STORES", json.dumps(["Bread", "Gone"]))
+        w.settings = load_settings(data_dir=tmp_path / "data")
+        assert chat.default_stores() == ["Bread"]  # the setting, existing stores only
+        chat.create_session(stores=["Lights"])
+        assert chat.default_stores() == ["Lights"]  # the last chat's stores win
+        assert chat.create_session().stores == ["Lights"]
+    finally:
+        w.close()
+
+
+@pytest.mark.parametrize("question", ["x" * 20_000, "?!…;:", "lamp " * 3000])
+def test_odd_questions_get_an_answer_not_a_crash(wb, question):
+    chat = ChatService(wb)
+    s = chat.create_session(stores=["Lights"])
+    reply = chat.send(s.id, question)
+    assert reply.text.startswith("*Retrieval only")
+
+
+def test_the_offline_assistant_says_when_nothing_matches_well(wb, monkeypatch):
+    monkeypatch.setenv("KNOWLEDGE_CHAT__MIN_SCORE", "0.99")
+    wb.settings = load_settings(data_dir=wb.settings.data_dir)
+    chat = ChatService(wb)
+    s = chat.create_session(stores=["Lights"])
+    reply = chat.send(s.id, "Who lit the lamp?")
+    assert "Nothing in Lights matches “Who lit the lamp?” well" in reply.text
+    assert "The closest passage is **lighthouse.md, “Lighthouse” — Lights**" in reply.text
+
+
+def test_after_the_last_attachment_is_removed_the_assistant_says_what_is_true(wb):
+    chat = ChatService(wb)
+    s = chat.create_session(stores=[])
+    a = chat.attach(s.id, HARBOUR.encode(), "harbour.md")
+    chat.remove(s.id, a.file_id)
+    reply = chat.send(s.id, "Who records ships?")
+    assert "no documents to search yet" in reply.text and "No passage of the attached" not in reply.text
+    from chat_helpers import png_bytes
+
+    chat.attach(s.id, png_bytes(), "photo.png")
+    reply = chat.send(s.id, "What is in the photo?")
+    assert "I cannot read images (photo.png)" in reply.text
+
+
+def test_empty_sessions_are_pruned_after_a_while_but_not_the_current_one(wb):
+    chat = ChatService(wb)
+    empty, current = chat.create_session(stores=[]), chat.create_session(stores=[])
+    used = chat.create_session(stores=["Lights"])
+    chat.send(used.id, "lamp")
+    assert chat.prune_empty(keep=current.id) == 0  # too recent
+    assert chat.prune_empty(keep=current.id, older_than_s=-1) == 1
+    assert {s.id for s in chat.sessions()} == {current.id, used.id} and empty.id not in {s.id for s in chat.sessions()}
