@@ -318,6 +318,7 @@ def test_an_image_attached_in_chat_is_ocrd_for_retrieval_and_still_a_part(tmp_pa
         assert img.kind == "image"
         session = chat.session(s.id)
         assert "vector_search" in session.tools and "view_attachment" in session.tools
+        assert chat.knowledge(s.id).attachments  # the session's searches include the OCR'd image
         hit = wb.search(session.store, "NARWHAL606", k=1, mode="lexical")[0]
         assert hit.file_name == "board.png" and hit.page == 1 and "NARWHAL606" in hit.text
         result = chat.tools.call("vector_search", {"store": session.store, "query": "NARWHAL606 meeting"})
