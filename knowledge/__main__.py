@@ -330,9 +330,27 @@ def _ingest(wb: Any, args: argparse.Namespace, expand_paths: Any) -> int:
     if not args.json:  # one line per file as it finishes, not a table at the end
         print(line([h for h, _ in columns], "reason / warnings"), flush=True)
         print(line(["-" * w for _, w in columns], "-" * 17), flush=True)
+    from knowledge.jobs import FileProgress
+
+    states: dict[str, FileProgress] = {}
+
+    def progress(name: str, stage: str, fraction: float) -> None:
+        """OCR is slow: one line (or the bar's note) per page read, with the time left."""
+        fp = states.setdefault(name, FileProgress(name))
+        fp.update(stage, fraction)
+        if not stage.startswith("OCR") or args.json:
+            return
+        eta = fp.eta_seconds()
+        note = f"{name[:40]}: {stage}" + (f", about {max(1, round(eta))} s left" if eta is not None else "")
+        if bar.disable:
+            print(note, file=sys.stderr, flush=True)
+        else:
+            bar.set_postfix_str(note)
+
     for path in files:
         bar.set_postfix_str(str(names.get(path, getattr(path, "name", path)))[:40])
-        for r in wb.ingest_paths(args.store, [path], template=args.template, password=args.password, names=names):
+        for r in wb.ingest_paths(args.store, [path], template=args.template, password=args.password, names=names,
+                                 progress=progress):
             results.append(r)
             if not args.json:
                 text = line([r.name, r.outcome, r.chunks or "", r.pages or "", f"{r.seconds:.2f}s"],

@@ -80,12 +80,15 @@ class FileStoreSettings(_Section):
 
 
 class IngestSettings(_Section):
-    """``ingest.*``: limits for files coming in."""
+    """``ingest.*``: limits for files coming in, and OCR."""
 
     max_file_mb: float = Field(100.0, gt=0, description="largest file accepted, in MB (10^6 bytes)")
     allowed_dirs: list[Path] | None = Field(
         None, description="folders the app may read files from (its folder form); unset = the home"
         " folder while the app serves loopback only, nothing when it is shared. The CLI reads any path.")
+    ocr: Literal["auto", "off"] = Field(
+        "auto", description="auto = read PDF pages without a text layer and image files (PNG, JPEG, TIFF,"
+        " WebP, BMP) by OCR (rapidocr-onnxruntime, offline); off = report them; a template may override it")
 
     @property
     def max_file_bytes(self) -> int:

@@ -72,6 +72,10 @@ class UnsupportedFile(KnowledgeError):
     """A file's real format cannot be read (legacy Word, an image, an archive, ...)."""
 
 
+class OcrUnavailable(UnsupportedFile):
+    """A file needs OCR (a scan, an image) and the OCR package cannot be loaded on this platform."""
+
+
 class PasswordRequired(KnowledgeError):
     """An encrypted document needs a password (none given, or the one given is wrong)."""
 

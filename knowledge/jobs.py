@@ -64,21 +64,32 @@ class FileProgress:
     def update(self, stage: str, fraction: float, now: float | None = None) -> None:
         now = time.monotonic() if now is None else now
         fraction = max(0.0, min(1.0, fraction))
-        if stage != self.stage:
-            self.stage, self.stage_since, self.stage_start_fraction = stage, now, fraction
+        if _kind(stage) != _kind(self.stage):  # "OCR, page 2 of 9" -> "OCR, page 3 of 9": one stage
+            self.stage_since, self.stage_start_fraction = now, fraction
+        self.stage = stage
         self.fraction = fraction
 
     def eta_seconds(self, now: float | None = None) -> float | None:
-        """Seconds left for this file, extrapolated from the embedding stage's pace so far (the
-        stage that takes the time); ``None`` before there is enough to go on (5 % of the stage or 2 s)."""
-        if self.result is not None or self.stage != "embedding":
+        """Seconds left for this file, extrapolated from the pace so far of the stage that takes the
+        time: OCR (per page; the time left is the OCR's, the rest of the file is quick) or embedding;
+        ``None`` before there is enough to go on (5 % of the stage or 2 s)."""
+        kind = _kind(self.stage)
+        if self.result is not None or kind not in ("embedding", "OCR"):
             return None
+        from knowledge.workbench import OCR_SHARE
+
+        end = OCR_SHARE if kind == "OCR" else 1.0
         now = time.monotonic() if now is None else now
         done = self.fraction - self.stage_start_fraction
         spent = now - self.stage_since
-        if done < 0.05 * (1.0 - self.stage_start_fraction) and spent < 2.0 or done <= 0:
+        if done < 0.05 * (end - self.stage_start_fraction) and spent < 2.0 or done <= 0:
             return None
-        return spent / done * (1.0 - self.fraction)
+        return spent / done * max(0.0, end - self.fraction)
+
+
+def _kind(stage: str) -> str:
+    """The stage without its detail: ``"OCR, page 3 of 9"`` -> ``"OCR"``."""
+    return stage.split(",", 1)[0]
 
 
 class IngestJob:

@@ -12,7 +12,7 @@ templates live in the catalog.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -43,6 +43,8 @@ class VectorStoreTemplate(BaseModel):
     ingest_folder: str | None = None
     ingest_glob: str = "**/*"
     description: str = ""
+    #: OCR for scans and images: ``"auto"`` or ``"off"``; ``None`` follows the setting ``ingest.ocr``.
+    ocr: Literal["auto", "off"] | None = None
 
     @field_validator("name")
     @classmethod

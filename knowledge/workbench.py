@@ -62,8 +62,12 @@ SearchMode = Literal["hybrid", "vector", "lexical"]
 SEARCH_MODES: tuple[str, ...] = get_args(SearchMode)
 
 Progress = Callable[[str, float], None]
-"""``progress(stage, fraction)``: stage is "reading", "chunking", "embedding" or "writing"; fraction
-in [0, 1] of the current file."""
+"""``progress(stage, fraction)``: stage is "reading", "OCR, page 3 of 10" (the page being read, for
+scans and images), "chunking", "embedding" or "writing"; fraction in [0, 1] of the current file (OCR,
+when a file needs it, takes its first 85 %)."""
+
+#: The share of a file's progress that OCR takes when a file needs it (it dominates the time).
+OCR_SHARE = 0.85
 
 
 class ModelMismatch(KnowledgeError):
@@ -397,19 +401,28 @@ class Workbench:
         from knowledge.ingest.readers import read_document
 
         t_read = t_embed = 0.0
+        ocr_pages = [0]  # pages read by OCR (issue 16): OCR then takes most of the progress bar
+
+        def on_page(done: int, total: int) -> None:
+            ocr_pages[0] = total
+            _step(progress, f"OCR, page {min(done + 1, total)} of {total}", OCR_SHARE * done / max(1, total),
+                  cancel)
+
         try:
             _step(progress, "reading", 0.0, cancel)
             t0 = time.perf_counter()
             with self.files.content(stored.id) as fh:
                 doc = read_document(fh, stored.name, password=password,
-                                    max_bytes=self.settings.ingest.max_file_bytes)
-            _step(progress, "chunking", 0.1, cancel)
+                                    max_bytes=self.settings.ingest.max_file_bytes,
+                                    ocr=tpl.ocr or self.settings.ingest.ocr, on_page=on_page)
+            base = OCR_SHARE if ocr_pages[0] else 0.1
+            _step(progress, "chunking", base, cancel)
             result = chunk_document(doc, embedder, tpl.max_chunk_size_tokens, tpl.chunk_overlap_tokens,
-                                    on_progress=lambda f: _step(progress, "chunking", 0.1, cancel))
+                                    on_progress=lambda f: _step(progress, "chunking", base, cancel))
             t_read = time.perf_counter() - t0
             texts = [embedding_text(c.text, c.heading) for c in result.chunks]
             t0 = time.perf_counter()
-            vectors = _embed(embedder, texts, progress, cancel)
+            vectors = _embed(embedder, texts, progress, cancel, start=base)
             t_embed = time.perf_counter() - t0
             _step(progress, "writing", 0.95, cancel)
             front = {f"attr_{k}": v for k, v in doc.attributes.items()}  # front matter: filterable
@@ -464,10 +477,12 @@ class Workbench:
         on_result: Callable[[IngestResult], None] | None = None,
         cancel: threading.Event | None = None,
         names: dict[Path, str] | None = None,
+        progress: Callable[[str, str, float], None] | None = None,
     ) -> list[IngestResult]:
         """Ingest files and folders (a folder: the files matching ``glob``, default ``**/*``, sorted).
         Each file is reported; the batch never aborts for a bad file. Files are named by
-        :func:`file_names` (or ``names``), so two files of the batch never share a name."""
+        :func:`file_names` (or ``names``), so two files of the batch never share a name.
+        ``progress(file name, stage, fraction)`` follows each file (see :data:`Progress`)."""
         results = []
         found = expand_paths(paths, glob)
         names = names if names is not None else file_names(found)
@@ -478,8 +493,9 @@ class Workbench:
                 r = IngestResult(Path(path).name or path, FAILED_OUTCOME, f"{path}: no such file or folder.",
                                  error="FileNotFoundError")
             else:
-                r = self.ingest_file(store, path, names.get(path), template=template, password=password,
-                                     cancel=cancel)
+                name = names.get(path) or path.name
+                r = self.ingest_file(store, path, name, template=template, password=password, cancel=cancel,
+                                     progress=(lambda stage, f, n=name: progress(n, stage, f)) if progress else None)
             results.append(r)
             if on_result:
                 on_result(r)
@@ -962,7 +978,7 @@ def _step(progress: Progress | None, stage: str, fraction: float, cancel: thread
 
 
 def _embed(embedder: Embedder, texts: Sequence[str], progress: Progress | None,
-           cancel: threading.Event | None) -> Any:
+           cancel: threading.Event | None, start: float = 0.1) -> Any:
     import numpy as np
 
     if not texts:
@@ -970,7 +986,7 @@ def _embed(embedder: Embedder, texts: Sequence[str], progress: Progress | None,
     batch = 64
     parts = []
     for i in range(0, len(texts), batch):
-        _step(progress, "embedding", 0.1 + 0.85 * i / len(texts), cancel)
+        _step(progress, "embedding", start + (0.95 - start) * i / len(texts), cancel)
         parts.append(embedder.embed_documents(texts[i:i + batch]))
     return np.vstack(parts)
 

@@ -357,6 +357,19 @@ def test_create_edit_and_delete_a_template(fake_model):
     assert list(tab["template"]) == ["default (built in)"]
 
 
+def test_a_template_can_turn_ocr_off(fake_model):
+    at = open_page()
+    _template_form(at)["Name"].input("no scans")
+    at.selectbox(key="tpl-ocr").select("off")
+    button(at, "FormSubmitter:template-form-Save template").click().run()
+    assert not at.exception
+    tab = table(at, "template")
+    assert list(tab["OCR"]) == ["auto (setting)", "off"]
+    assert service().templates.get("no scans").ocr == "off"
+    at.selectbox(key="tpl-pick").select("no scans").run()
+    assert at.selectbox(key="tpl-ocr").value == "off"  # editing shows the saved choice
+
+
 def test_an_invalid_template_is_a_message(fake_model):
     at = open_page()
     _template_form(at)["Name"].input("bad")

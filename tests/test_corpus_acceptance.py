@@ -46,7 +46,7 @@ def test_the_whole_corpus_in_one_go(ingested, capsys, monkeypatch):
     assert by_name["libreoffice-writer-password.pdf"]["status"] == "failed"
     assert "password required" in by_name["libreoffice-writer-password.pdf"]["reason"]
     assert by_name["imagemagick-images.pdf"]["status"] == "failed"
-    assert "no text layer" in by_name["imagemagick-images.pdf"]["reason"]
+    assert "no text found, even by OCR" in by_name["imagemagick-images.pdf"]["reason"]
     assert by_name["pdflatex-4-pages.pdf"]["pages"] == 4 and by_name["pdflatex-4-pages.pdf"]["chunks"] > 0
     assert by_name["hdr-header-footer.docx"]["status"] == "done"
     chapters = [f for f in files if f["name"].startswith("ch") and f["name"].endswith(".md")]
@@ -56,6 +56,8 @@ def test_the_whole_corpus_in_one_go(ingested, capsys, monkeypatch):
 
 def test_the_encrypted_pdf_with_its_password(ingested, capsys):
     data, _ = ingested
+    from conftest import CORPUS
+
     pdf = str(CORPUS / "pdf" / "libreoffice-writer-password.pdf")
     code, results = run_json(capsys, "--data-dir", data, "ingest", "demo", pdf, "--password", "openpassword", "--json")
     assert code == 0 and results[0]["outcome"] == "indexed" and results[0]["chunks"] > 0

@@ -121,20 +121,27 @@ def test_pdf_pages_become_sections_with_page_numbers():
 
 
 def test_pdf_image_only_and_blank_pages_are_reported():
-    doc = check_shape(read_document(fpdf_bytes(["Text on one.", "IMAGE", None, "Text on four."])))
+    data = fpdf_bytes(["Text on one.", "IMAGE", None, "Text on four."])
+    doc = check_shape(read_document(data, ocr="off"))
     assert doc.pages == 4
     assert [s.page for s in doc.sections] == [1, 4]
     assert doc.warnings == ["page 2 has no text layer (scanned? OCR needed)", "page 3 is blank"]
+    # with OCR (the default) the image page is read, and a picture without words says so
+    doc = check_shape(read_document(data))
+    assert [s.page for s in doc.sections] == [1, 4]
+    assert doc.warnings == ["page 2 without a text layer: no text found, even by OCR", "page 3 is blank"]
 
 
 def test_pdf_runs_of_pages_without_text_are_one_warning():
-    doc = read_document(fpdf_bytes(["IMAGE", "IMAGE", "IMAGE", "Text.", None, None, "IMAGE"]))
+    doc = read_document(fpdf_bytes(["IMAGE", "IMAGE", "IMAGE", "Text.", None, None, "IMAGE"]), ocr="off")
     assert doc.warnings == ["pages 1-3 have no text layer (scanned? OCR needed)", "pages 5-6 are blank",
                             "page 7 has no text layer (scanned? OCR needed)"]
 
 
 def test_pdf_without_any_text_is_an_empty_document_not_a_silent_success():
     with pytest.raises(EmptyDocument, match=r"no text layer \(scanned\? OCR needed\)"):
+        read_document(fpdf_bytes(["IMAGE", "IMAGE"]), ocr="off")
+    with pytest.raises(EmptyDocument, match=r"^no text found, even by OCR: none of its 2 pages has text"):
         read_document(fpdf_bytes(["IMAGE", "IMAGE"]))
 
 

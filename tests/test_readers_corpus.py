@@ -16,7 +16,8 @@ from knowledge.ingest import Document, read_document
 #: Files that must fail, and how.
 EXPECTED_FAILURES = {
     "libreoffice-writer-password.pdf": (PasswordRequired, "password required"),
-    "imagemagick-images.pdf": (EmptyDocument, r"no text layer \(scanned\? OCR needed\)"),
+    # six 16-pixel images (3.84 pt pages): OCR reads them and finds nothing, and says so
+    "imagemagick-images.pdf": (EmptyDocument, r"^no text found, even by OCR: none of its 6 pages has text"),
     # python-docx's test files with no text at all: images only, empty tables, a blank document
     "having-images.docx": (EmptyDocument, "no text"),
     "tbl-having-tables.docx": (EmptyDocument, "no text"),
@@ -63,9 +64,14 @@ def test_password_pdf_reads_with_its_password(corpus: Path):
 
 
 def test_imagemagick_images_are_no_silent_success(corpus: Path):
+    pages = []
     with pytest.raises(EmptyDocument) as exc:
-        read_document(corpus / "pdf" / "imagemagick-images.pdf")
-    assert "text layer" in str(exc.value) and "6 pages" in str(exc.value)
+        read_document(corpus / "pdf" / "imagemagick-images.pdf", on_page=lambda done, total: pages.append(done))
+    assert str(exc.value).startswith("no text found, even by OCR") and "6 pages" in str(exc.value)
+    assert pages == [0, 1, 2, 3, 4, 5, 6]  # every page went through OCR
+    with pytest.raises(EmptyDocument) as exc:
+        read_document(corpus / "pdf" / "imagemagick-images.pdf", ocr="off")
+    assert "no text layer (scanned? OCR needed)" in str(exc.value) and "6 pages" in str(exc.value)
 
 
 def test_crazyones_ligature_is_searchable(corpus: Path):

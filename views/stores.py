@@ -181,7 +181,7 @@ def _job_outcomes(job: IngestJob) -> None:
 def upload_section(store: str, disk_bytes: int | None) -> None:
     limit_mb = settings.ingest.max_file_mb
     uploads = st.file_uploader(
-        "Drop files here (PDF, DOCX, Markdown, text, HTML, CSV)", accept_multiple_files=True,
+        "Drop files here (PDF, DOCX, Markdown, text, HTML, CSV, images)", accept_multiple_files=True,
         # The box counts its limit in MiB but shows it as "MB": give it the setting's number so both
         # say the same; a file over the setting's 10^6-byte MB yet under the box's limit is then
         # refused by the ingestion, with a message naming it.
@@ -479,8 +479,8 @@ def templates_tab() -> None:
         [{"template": t.name + (" (built in)" if t.builtin else ""), "backend": t.backend,
           "model": t.embedding_model, "distance": t.distance, "chunk tokens": t.max_chunk_size_tokens,
           "overlap": t.chunk_overlap_tokens, "folder": t.ingest_folder or "", "glob": t.ingest_glob,
-          "stores": wb.stores_using_template(t.name, internal=False), "description": t.description}
-         for t in templates],
+          "stores": wb.stores_using_template(t.name, internal=False), "description": t.description,
+          "OCR": t.ocr or f"{settings.ingest.ocr} (setting)"} for t in templates],
         hide_index=True, width="stretch", key="templates-table",
         column_config={"stores": st.column_config.ListColumn("stores")},
     )
@@ -507,13 +507,18 @@ def templates_tab() -> None:
         folder = c1.text_input("Folder to ingest (optional)", value=base.ingest_folder or "")
         glob = c2.text_input("Glob", value=base.ingest_glob)
         desc = st.text_input("Description", value=base.description if editing else "")
+        ocr_choices = {f"as the setting ingest.ocr ({settings.ingest.ocr})": None, "auto": "auto", "off": "off"}
+        ocr = st.selectbox("OCR for scans and images", list(ocr_choices), key="tpl-ocr",
+                           index=list(ocr_choices.values()).index(base.ocr if editing else None),
+                           help="auto: PDF pages without a text layer and image files are read by OCR"
+                                " (slow: seconds per page); off: they are reported as needing OCR.")
         if st.form_submit_button("Save template", type="primary"):
             try:
                 tpl = make_template(name=(base.name if editing else name).strip(), backend=backend.strip(),
                                     embedding_model=model.strip(), distance=distance,
                                     max_chunk_size_tokens=int(size), chunk_overlap_tokens=int(overlap),
                                     ingest_folder=folder.strip() or None, ingest_glob=glob.strip() or "**/*",
-                                    description=desc.strip())
+                                    description=desc.strip(), ocr=ocr_choices[ocr])
                 wb.save_template(tpl)
                 st.session_state["flash:templates"] = (True, f"Saved the template {tpl.name}.{_fitted(tpl)}")
                 st.rerun()

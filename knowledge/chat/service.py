@@ -8,7 +8,8 @@ history into a request, the provider answers, every call is recorded in the trac
 stored, until the model answers in text (at most :attr:`ChatService.MAX_ROUNDS` rounds; the last
 round offers no tools).
 
-Attaching (``attach``): an image is saved in the file store only; any other file is ingested into
+Attaching (``attach``): an image is saved in the file store and, where OCR reads text in it, ingested
+too (so ``vector_search`` finds its words); any other file is ingested into
 the session's own vector store (``chat-<session id>``, created on the fly from the default
 template), which activates ``vector_search`` for the session; an image or PDF also activates
 ``view_attachment`` and becomes a part of the next user message. Removing (``remove``) takes the
@@ -266,7 +267,8 @@ class ChatService:
         if dropped:
             self.store.update_session(sid, stores=kept)
         attached = (VECTOR_SEARCH in s.tools and self.wb.catalog.get_store(s.store) is not None
-                    and any(a.kind != KIND_IMAGE for a in self.attachments(sid)))
+                    and any(a.kind != KIND_IMAGE or self.wb.catalog.get_file(s.store, a.file_id) is not None
+                            for a in self.attachments(sid)))  # an image counts once OCR indexed it
         return Knowledge(kept, attached, s.store, dropped)
 
     def briefs(self, knowledge: Knowledge) -> list[StoreBrief]:
@@ -335,11 +337,17 @@ class ChatService:
         data, name = _read_source(source, name)
         kind, mt = sniff_kind(name, media_type, data[:16])
         limit = self.wb.settings.ingest.max_file_bytes
+        indexed = kind != KIND_IMAGE
         if kind == KIND_IMAGE:
-            try:
-                stored = self.wb.files.save(name, mt, data, max_bytes=limit)
-            except KnowledgeError as exc:
-                raise AttachFailed(f"Cannot attach {name}: {exc}") from exc
+            r = self._index_image(s.store, data, name, mt)  # OCR for retrieval (issue 16)
+            indexed = r is not None
+            if r is not None and r.file_id:
+                stored = self.wb.files.get(r.file_id)
+            else:
+                try:
+                    stored = self.wb.files.save(name, mt, data, max_bytes=limit)
+                except KnowledgeError as exc:
+                    raise AttachFailed(f"Cannot attach {name}: {exc}") from exc
             a = Attachment(stored.id, stored.name, mt, kind, stored.size, None, datetime.now(timezone.utc))
         else:
             ok, reason = self.tools.availability()
@@ -356,7 +364,7 @@ class ChatService:
             a = Attachment(r.file_id or "", name, mt, kind, len(data), r.pages, datetime.now(timezone.utc))
         self.store.put_attachment(sid, a)
         tools = list(s.tools)
-        if kind != KIND_IMAGE and VECTOR_SEARCH not in tools:
+        if indexed and VECTOR_SEARCH not in tools:
             tools.append(VECTOR_SEARCH)
         if kind in (KIND_IMAGE, KIND_PDF) and VIEW_ATTACHMENT not in tools:
             tools.append(VIEW_ATTACHMENT)
@@ -364,6 +372,21 @@ class ChatService:
         pending.append({"event": "attached", **a.event()})
         self.store.update_session(sid, tools=tools, pending=pending)
         return a
+
+    def _index_image(self, store: str, data: bytes, name: str, mt: str):
+        """OCR an attached image into the session's store so ``vector_search`` finds its text (the
+        image itself still goes to the model as a part). ``None`` when the knowledge tools are
+        unavailable or OCR read nothing (or cannot run): the image is attached all the same."""
+        ok, _ = self.tools.availability()
+        if not ok:
+            return None
+        r = self.wb.ingest_file(store, data, name, content_type=mt)
+        if r.ok:
+            return r
+        if r.file_id and self.wb.catalog.get_file(store, r.file_id) is not None:
+            self.wb.delete_file(store, r.file_id, keep_file=True)  # no failed record for a picture
+        log.info("attached image %s not indexed: %s", name, r.message)
+        return None
 
     def remove(self, sid: str, file_id: str) -> Attachment:
         """Remove an attachment: its chunks leave the session's store and the next message announces
@@ -378,7 +401,7 @@ class ChatService:
         if not found:
             raise InvalidArgument(f"No file {file_id!r} is attached to this chat.")
         a = found[0]
-        if a.kind != KIND_IMAGE and self.wb.catalog.get_file(s.store, file_id) is not None:
+        if self.wb.catalog.get_file(s.store, file_id) is not None:  # images too, when OCR indexed them
             self.wb.delete_file(s.store, file_id, keep_file=True)
         self.store.delete_attachment(sid, file_id)
         unannounced = any(e["event"] == "attached" and e["file_id"] == file_id for e in s.pending)

@@ -88,7 +88,8 @@ def _has_stream(data: bytes, name: str) -> bool:
 
 
 def detect_format(head: bytes, name: str | None = None) -> str:
-    """The reader ``head`` needs: ``"pdf"``, ``"docx"``, ``"markdown"``, ``"html"``, ``"csv"`` or ``"text"``.
+    """The reader ``head`` needs: ``"pdf"``, ``"docx"``, ``"markdown"``, ``"html"``, ``"csv"``, ``"text"``
+    or ``"image"`` (PNG, JPEG, TIFF, WebP, BMP: read by OCR).
 
     Args:
         head: the file's first bytes (at least :data:`HEAD_BYTES` of them when the file is longer), or
@@ -100,7 +101,8 @@ def detect_format(head: bytes, name: str | None = None) -> str:
     Raises:
         UnsupportedFile: the bytes are a format no reader handles, named in the message: legacy Word
             (``"unsupported: legacy Word format (.doc) — save it as .docx"``) and other OLE2 files,
-            other ZIP containers (xlsx, pptx, odt, epub, plain ZIP archives), images, audio, video,
+            other ZIP containers (xlsx, pptx, odt, epub, plain ZIP archives), images OCR does not read
+            (GIF, HEIF/AVIF, icons, Photoshop), audio, video,
             archives, programs, and binary data that is not text in any encoding.
     """
     ext = PurePath(name).suffix.lower() if name else ""
@@ -110,6 +112,8 @@ def detect_format(head: bytes, name: str | None = None) -> str:
         return _zip_kind(head, ext)
     if head.startswith(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"):
         raise UnsupportedFile(_ole2_kind(head, ext))
+    if is_ocr_image(head):  # OCR hook (issue 16): PNG, JPEG, TIFF, WebP, BMP go to knowledge.ingest._ocr
+        return "image"
     for magic, what in _MAGIC:
         if head.startswith(magic):
             raise UnsupportedFile(f"unsupported: {what}")
@@ -123,6 +127,14 @@ def detect_format(head: bytes, name: str | None = None) -> str:
     if looks_binary(head):
         raise UnsupportedFile("unsupported: binary data, not text in any known encoding")
     return _text_kind(head, ext)
+
+
+def is_ocr_image(head: bytes) -> bool:
+    """True for the image formats OCR reads (:mod:`knowledge.ingest._ocr`): PNG, JPEG, TIFF (both
+    byte orders), WebP (RIFF ``WEBP``) and BMP (``BM`` with zero reserved fields)."""
+    return (head.startswith((b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"II*\x00", b"MM\x00*"))
+            or (head.startswith(b"RIFF") and head[8:12] == b"WEBP")
+            or (head.startswith(b"BM") and len(head) >= 14 and head[6:10] == b"\x00\x00\x00\x00"))
 
 
 def _riff_or_bmff(head: bytes) -> str | None:

@@ -88,20 +88,26 @@ def _pypdf_quiet(name: str | None) -> Iterator[None]:
         log.info("%s: %s: %s", where, w.category.__name__, w.message)
 
 
-def read_pdf(data: bytes, *, name: str | None = None, password: str | None = None) -> Document:
+def read_pdf(data: bytes, *, name: str | None = None, password: str | None = None,
+             ocr: str = "auto", on_page=None) -> Document:
     """Read a PDF; sections are pages (``page`` 1-based).
+
+    With ``ocr="auto"`` the pages without a text layer are read by OCR (:mod:`knowledge.ingest._ocr`;
+    ``on_page(done, total)`` reports each page), and a warning names them with their confidence.
 
     Raises:
         PasswordRequired: encrypted, and neither the empty password nor ``password`` opens it.
         UnsupportedFile: damaged so that neither pypdf nor PDFium can open it (both reasons given),
             or encrypted with a method neither can undo, or no page could be read (each page's
             reasons given: a page that could not be read is never called a page without text).
-        EmptyDocument: no page has visible text (``"no text layer (scanned? OCR needed)"``).
+        OcrUnavailable: no page has a text layer and the OCR package cannot be loaded.
+        EmptyDocument: no page has visible text (``"no text layer (scanned? OCR needed)"``), and with
+            ``ocr="auto"`` OCR found none either (``"no text found, even by OCR"``).
     """
     with _pypdf_quiet(name):
         ex = _extract(data, password)
     try:
-        _without_text_layer(ex)
+        _without_text_layer(ex, ocr=ocr, on_page=on_page)
     finally:
         ex.close()
     pages, warnings_, n_pages, title = ex.pages, ex.notes + _page_warnings(ex.problems), ex.n_pages, ex.title
@@ -109,11 +115,16 @@ def read_pdf(data: bytes, *, name: str | None = None, password: str | None = Non
     builder = Builder(form="NFKC")
     for number in sorted(texts):
         builder.add(texts[number], page=number, cleaned=True)
-    failed = [p for p in ex.problems if p[1] not in (NO_TEXT_LAYER, "blank")]
+    failed = [p for p in ex.problems  # pages without a text layer (where OCR, too, read nothing) are not failures
+              if p[1] not in (NO_TEXT_LAYER, "blank") and not p[1].startswith("without a text layer")]
     if builder.empty and failed:  # an extraction failure is not "no text"
         raise UnsupportedFile("unreadable PDF: " + "; ".join(_page_warnings(failed)))
     if builder.empty:
         detail = f"none of its {n_pages} pages has text" if n_pages > 1 else "its page has no text"
+        if ocr != "off":
+            from knowledge.ingest._ocr import NO_TEXT_EVEN_BY_OCR
+
+            raise EmptyDocument(f"{NO_TEXT_EVEN_BY_OCR}: {detail} (no text layer, and OCR read nothing)")
         raise EmptyDocument(f"{NO_TEXT_LAYER}: {detail}")
     return builder.build("pdf", empty=NO_TEXT_LAYER, pages=n_pages, warnings=warnings_, title=title)
 
@@ -294,7 +305,7 @@ def _extract_with_pdfium(ex: _Extraction, reason: str) -> None:
     ex.title = one_line(clean(title, form="NFKC")) or None if isinstance(title, str) else None
 
 
-def _without_text_layer(ex: _Extraction) -> None:
+def _without_text_layer(ex: _Extraction, *, ocr: str = "off", on_page=None) -> None:
     """THE place where pages that draw marks but have no text are decided about.
 
     ``ex.no_text_layer`` lists them (a page that could not be read is never among them: it is a
@@ -308,6 +319,12 @@ def _without_text_layer(ex: _Extraction) -> None:
         if number not in ex.pages:
             ex.problems.append((number, NO_TEXT_LAYER))
     ex.problems.sort(key=lambda p: p[0])
+    if ocr != "off":  # the OCR hook (ingest.ocr = auto): fills ex.pages for pages without a text layer
+        from knowledge.ingest._ocr import ocr_missing_pages
+
+        ex.problems, notes = ocr_missing_pages(ex.data, ex.pages, ex.problems, NO_TEXT_LAYER,
+                                               password=ex.password, on_page=on_page)
+        ex.notes.extend(notes)
 
 
 def _pages(numbers: list[int]) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 #: The values :attr:`Document.format` can take.
-FORMATS: tuple[str, ...] = ("pdf", "docx", "markdown", "text", "html", "csv")
+FORMATS: tuple[str, ...] = ("pdf", "docx", "markdown", "text", "html", "csv", "image")
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,9 +18,10 @@ class Section:
     """A contiguous span of :attr:`Document.text` with one provenance.
 
     ``[char_start, char_end)`` are ``str`` indices into the document's text. ``page`` is the 1-based
-    page number (PDF only, else ``None``). ``heading`` is the heading path above the span, outermost
-    first, joined with ``" > "`` (for example ``"Guide > Install > Linux"``; Markdown, DOCX and HTML),
-    or ``None`` before the first heading and for formats without headings.
+    page number (PDF; image files read by OCR: 1, or the frame of a multi-page TIFF; else ``None``).
+    ``heading`` is the heading path above the span, outermost first, joined with ``" > "`` (for
+    example ``"Guide > Install > Linux"``; Markdown, DOCX and HTML), or ``None`` before the first
+    heading and for formats without headings.
     """
 
     char_start: int
@@ -53,7 +54,7 @@ class Document:
     them cover the whole text (the first starts at 0, each ends where the next starts, the last ends
     at ``len(text)``; the blank line between two blocks belongs to the section before it) and merge
     neighbours of equal provenance. ``format`` is one of :data:`FORMATS`; ``pages`` the page count
-    (PDF, else ``None``); ``warnings`` sentences for a person (for example
+    (PDF and images, else ``None``); ``warnings`` sentences for a person (for example
     ``"page 3 has no text layer (scanned? OCR needed)"``; whatever a reader skipped is named here,
     nothing is dropped silently); ``title`` from the document's metadata or its first title-like
     heading, when there is one. ``tables`` are the document's tables with a header row (see

@@ -22,6 +22,8 @@ html       the visible text (CSS-hidden text left out), headings give the headin
 csv        one line per row of ``column: value`` pairs (Excel's ``sep=`` hint honoured)
 text       the text; encodings: UTF-8 (BOM or not), UTF-16/32 with BOM, UTF-16 without BOM,
            else charset-normalizer for non-Latin scripts and Windows-1252 for Latin text
+image      PNG, JPEG, TIFF (each frame a page), WebP, BMP: read by OCR (:mod:`knowledge.ingest._ocr`),
+           one section per page; PDF pages without a text layer are read by OCR too
 =========  ==========================================================================================
 
 Everywhere: ``\\n`` line ends, no NUL characters or lone surrogates, no invisible format characters
@@ -34,10 +36,11 @@ from __future__ import annotations
 
 import io
 import os
+from collections.abc import Callable
 from pathlib import PurePath
-from typing import BinaryIO, Union
+from typing import BinaryIO, Literal, Union
 
-from knowledge.errors import EmptyDocument, FileTooLarge, InvalidArgument
+from knowledge.errors import EmptyDocument, FileTooLarge, InvalidArgument, UnsupportedFile
 from knowledge.ingest._detect import HEAD_BYTES, LEGACY_WORD, detect_format
 from knowledge.ingest._text import Builder, decode
 from knowledge.ingest.document import FORMATS, Document, Section
@@ -49,7 +52,8 @@ Source = Union[bytes, bytearray, memoryview, str, "os.PathLike[str]", BinaryIO]
 
 
 def read_document(source: Source, name: str | None = None, *, password: str | None = None,
-                  max_bytes: int | None = None) -> Document:
+                  max_bytes: int | None = None, ocr: Literal["auto", "off"] = "auto",
+                  on_page: Callable[[int, int], None] | None = None) -> Document:
     """Read a document of any supported format into clean text with provenance.
 
     Args:
@@ -60,20 +64,29 @@ def read_document(source: Source, name: str | None = None, *, password: str | No
         password: for an encrypted PDF whose empty password does not open it.
         max_bytes: refuse files larger than this many bytes (``None``: no limit). Checked before
             reading where the size is known (paths, seekable streams).
+        ocr: ``"auto"`` reads PDF pages without a text layer and image files by OCR; ``"off"``
+            reports those pages and refuses images.
+        on_page: ``on_page(done, total)`` while OCR reads pages (``done = 0`` before the first);
+            not called for files that need no OCR.
 
     Returns:
         A :class:`Document` whose sections cover its text (see there for the offsets).
 
     Raises:
         FileTooLarge: the file is over ``max_bytes`` (the message gives both sizes).
-        UnsupportedFile: a format no reader handles (legacy .doc, xlsx, images, archives, ...) or
-            a damaged file, with the reason.
+        UnsupportedFile: a format no reader handles (legacy .doc, xlsx, GIF, archives, ...), an
+            image while ``ocr="off"``, or a damaged file, with the reason.
+        OcrUnavailable: (an ``UnsupportedFile``) the file needs OCR and rapidocr-onnxruntime (or
+            pypdfium2) cannot be loaded; the message names the package.
         PasswordRequired: an encrypted PDF and no password, or a wrong one (the message says which).
-        EmptyDocument: the file has no text: empty, whitespace only, or a PDF without a text layer
-            (``"no text layer (scanned? OCR needed)"``).
+        EmptyDocument: the file has no text: empty, whitespace only, a PDF without a text layer
+            (``"no text layer (scanned? OCR needed)"`` with ``ocr="off"``), or a scan or image where
+            OCR finds nothing (``"no text found, even by OCR"``).
         InvalidArgument: ``source`` is not bytes, a path or a binary stream; the path cannot be
             read; ``max_bytes`` is negative.
     """
+    if ocr not in ("auto", "off"):
+        raise InvalidArgument(f"ocr must be 'auto' or 'off', got {ocr!r}.")
     if max_bytes is not None and (not isinstance(max_bytes, int) or max_bytes < 0):
         raise InvalidArgument(f"max_bytes must be a whole number of bytes >= 0 or None, got {max_bytes!r}.")
     data, path_name = _load(source, max_bytes)
@@ -84,7 +97,14 @@ def read_document(source: Source, name: str | None = None, *, password: str | No
     if fmt == "pdf":
         from knowledge.ingest._pdf import read_pdf
 
-        return read_pdf(data, name=name, password=password)
+        return read_pdf(data, name=name, password=password, ocr=ocr, on_page=on_page)
+    if fmt == "image":  # issue 16: images are read by OCR
+        if ocr == "off":
+            raise UnsupportedFile("unsupported: an image (OCR is off: the setting ingest.ocr or the"
+                                  " template's ocr is 'off')")
+        from knowledge.ingest._ocr import read_image
+
+        return read_image(data, on_page=on_page)
     if fmt == "docx":
         from knowledge.ingest._docx import read_docx
 

@@ -1,0 +1,580 @@
+"""OCR, offline: text from PDF pages without a text layer and from image files.
+
+The engine is **rapidocr-onnxruntime** (PaddleOCR's PP-OCRv4 detection and recognition models and
+the v2.0 direction classifier, as ONNX, inside the PyPI wheel: Latin script and Chinese). Nothing is
+downloaded. PDF pages are rendered with **pypdfium2** at :data:`DPI` (chosen with
+``bench/bench_ocr.py``: see there and the README for the figures).
+
+What this module adds to the engine:
+
+* **Word spacing.** On clean rendered text the recognition model often drops the spaces of a line
+  ("Invoicetotal:1,234.56EUR..."). :func:`recover_spaces` puts them back from the image: the gaps
+  without ink between the characters' positions (the character boxes the engine derives from its
+  CTC columns, ``return_word_box=True``) that are wider than a share of the line's ink height are
+  word spaces. Inter-letter gaps of a proportional font stay under ~0.25 of the ink height (digits
+  of tabular figures under ~0.35); word spaces are ~0.3 and more (measured on the renderings of
+  ``tests/test_ocr.py``).
+* **Reading order.** Lines on one visual row are joined with a space, rows with a line break, and a
+  vertical gap of more than ~0.8 line heights starts a paragraph (a blank line).
+* **Confidence.** Every line is kept, whatever its confidence (the engine's own default drops lines
+  under 0.5; we do not); lines under :data:`LOW_CONFIDENCE` are named in the file's warnings.
+
+The engine is loaded once per process (:func:`engine`); a platform without a wheel for it (or for
+onnxruntime / OpenCV) gets :class:`~knowledge.errors.OcrUnavailable` naming the package, only for
+the files that need OCR.
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from knowledge.errors import EmptyDocument, OcrUnavailable, UnsupportedFile
+from knowledge.ingest._text import Builder, clean
+from knowledge.ingest.document import Document
+
+#: The PyPI package that does the OCR (named in errors).
+OCR_PACKAGE = "rapidocr-onnxruntime"
+#: Resolution PDF pages are rendered at, in dots per inch. Measured with ``bench/bench_ocr.py`` on
+#: clean A4 prose: at 150, 200, 250, 300 dpi 11-pt text reads at 0.9990, 0.9990, 0.9987, 0.9987
+#: character accuracy (spaces included), 9-pt text at 0.9983 (150) and 0.9990 (200); CPU time
+#: 10.3, 10.6, 15.4, 13.7 s per page and memory peak 0.8, 1.1, 1.5, 2.1 GB. 200 dpi keeps small
+#: print as well as anything higher, for the cost of 150.
+DPI = 200
+#: A line whose mean character confidence (the recognition model's softmax, in [0, 1], higher is
+#: surer) is under this is kept but named in the warnings.
+LOW_CONFIDENCE = 0.80
+#: The engine shrinks larger images to this longest side, in pixels (its own default, 2000, would
+#: shrink an A4 page rendered at 200 dpi, 1654 x 2339, and lose small print).
+MAX_SIDE = 4000
+#: Image files larger than this many pixels are refused (a decompression bomb, or a poster).
+MAX_PIXELS = 60_000_000
+#: A page read with a mean confidence under this is read again turned by 180 degrees (a scan fed
+#: upside down); the better reading is kept.
+UPSIDE_DOWN_BELOW = 0.6
+#: The message when OCR finds nothing.
+NO_TEXT_EVEN_BY_OCR = "no text found, even by OCR"
+
+OnPage = Callable[[int, int], None]
+"""``on_page(done, total)``: called before the first page (``done = 0``) and after each page OCR
+reads; ``total`` is the number of pages to read by OCR in this file."""
+
+_IMAGE_NAMES = {"PNG": "PNG", "JPEG": "JPEG", "TIFF": "TIFF", "WEBP": "WebP", "BMP": "BMP"}
+
+
+@dataclass(frozen=True, slots=True)
+class OcrLine:
+    """One recognised line: its text (spaces recovered), mean character ``confidence`` in [0, 1]
+    (higher is surer), and ``box`` = ``(x0, y0, x1, y1)`` in pixels of the image read."""
+
+    text: str
+    confidence: float
+    box: tuple[float, float, float, float]
+
+
+@dataclass(frozen=True, slots=True)
+class OcrPage:
+    """What OCR read on one page or image: ``text`` (lines in reading order, ``\\n`` between rows,
+    ``\\n\\n`` between paragraphs) and its ``lines``; ``seconds`` of wall time."""
+
+    text: str
+    lines: list[OcrLine] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def confidence(self) -> float | None:
+        """Mean line confidence weighted by characters, in [0, 1]; ``None`` without lines."""
+        weights = [max(1, len(line.text)) for line in self.lines]
+        if not weights:
+            return None
+        return float(sum(w * line.confidence for w, line in zip(weights, self.lines)) / sum(weights))
+
+    @property
+    def low(self) -> list[OcrLine]:
+        """The lines under :data:`LOW_CONFIDENCE`."""
+        return [line for line in self.lines if line.confidence < LOW_CONFIDENCE]
+
+
+# -- the engine -----------------------------------------------------------------------------------
+
+class OcrEngine:
+    """rapidocr-onnxruntime with our settings; :meth:`read` is serialised (the engine keeps per-call
+    state, and each call already uses every core)."""
+
+    def __init__(self) -> None:
+        try:
+            from rapidocr_onnxruntime import RapidOCR
+        except Exception as exc:  # ImportError, or OSError from a native library (onnxruntime, cv2)
+            raise OcrUnavailable(_unavailable(exc)) from exc
+        try:
+            self._engine = RapidOCR(max_side_len=MAX_SIDE, print_verbose=False)
+        except Exception as exc:
+            raise OcrUnavailable(_unavailable(exc)) from exc
+        self._lock = threading.Lock()
+
+    def read(self, image: np.ndarray) -> OcrPage:
+        """OCR one image.
+
+        Args:
+            image: ``(h, w, 3)`` uint8 RGB, or ``(h, w)`` uint8 grey.
+
+        Returns:
+            The page's lines in reading order with spaces recovered (see :func:`recover_spaces`).
+        """
+        started = time.perf_counter()
+        rgb = _as_rgb(image)
+        page = self._read(rgb)
+        confidence = page.confidence
+        if confidence is not None and confidence < UPSIDE_DOWN_BELOW:  # a page scanned upside down?
+            turned = self._read(np.ascontiguousarray(rgb[::-1, ::-1]))
+            if (turned.confidence or 0.0) > confidence + 0.1:
+                page = turned
+        return OcrPage(page.text, page.lines, time.perf_counter() - started)
+
+    def _read(self, rgb: np.ndarray) -> OcrPage:
+        bgr = np.ascontiguousarray(rgb[:, :, ::-1])
+        with self._lock:
+            # text_score=0: keep every line (low ones are marked, not dropped). use_cls=False: the
+            # direction classifier turned whole clean lines upside down ("Invoice total..." read as
+            # "S", 0.11); a page upside down is caught in read() instead.
+            result, _ = self._engine(bgr, return_word_box=True, text_score=0.0, use_cls=False)
+        gray = _gray(rgb)
+        lines = []
+        for item in result or []:
+            quad, text, score = item[0], item[1], float(item[2])
+            boxes = item[3] if len(item) > 4 else None
+            chars = item[4] if len(item) > 4 else None
+            text = clean(text or "", form="NFKC").replace("\n", " ").strip()
+            if not text:
+                continue
+            q = np.asarray(quad, dtype=np.float32).reshape(-1, 2)
+            if boxes is not None and chars is not None:
+                text = recover_spaces(gray, q, text, boxes, chars)
+            x0, y0 = q.min(0)
+            x1, y1 = q.max(0)
+            lines.append(OcrLine(text, max(0.0, min(1.0, score)), (float(x0), float(y0), float(x1), float(y1))))
+        return OcrPage(layout(lines), lines)
+
+
+_ENGINE: OcrEngine | None = None
+_ENGINE_LOCK = threading.Lock()
+
+
+def engine() -> OcrEngine:
+    """The process's OCR engine, loaded on first use (~0.3-0.5 s).
+
+    Raises:
+        OcrUnavailable: rapidocr-onnxruntime (or onnxruntime / OpenCV under it) cannot be loaded.
+    """
+    global _ENGINE
+    with _ENGINE_LOCK:
+        if _ENGINE is None:
+            _ENGINE = OcrEngine()
+        return _ENGINE
+
+
+def _unavailable(exc: BaseException) -> str:
+    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return (f"OCR unavailable: the package {OCR_PACKAGE} cannot be loaded on this platform ({reason});"
+            f" install it with `pip install {OCR_PACKAGE}` to read scans and images")
+
+
+# -- word spacing ---------------------------------------------------------------------------------
+
+#: Gap without ink (as a share of the line's ink height) from which a gap is a word space; between
+#: two digits (tabular figures have wide side bearings) the larger one applies.
+SPACE_GAP = 0.25
+SPACE_GAP_DIGITS = 0.36
+_CJK = re.compile(r"[\u3000-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+
+
+def recover_spaces(gray: np.ndarray, quad: np.ndarray, text: str, boxes: list, chars: list) -> str:
+    """``text`` with the word spaces the recognition model dropped put back.
+
+    Args:
+        gray: the whole image, ``(h, w)`` uint8, dark text on a light ground or the reverse.
+        quad: the line's detected box, ``(4, 2)`` float pixels.
+        text: the recognised line.
+        boxes: one box per character of ``text`` (4 points each, pixels), in reading order, as
+            rapidocr's ``return_word_box`` gives them.
+        chars: the characters of those boxes (must spell ``text``).
+
+    A space is inserted between two characters when a run of ink-free columns wider than
+    :data:`SPACE_GAP` x the line's ink height (:data:`SPACE_GAP_DIGITS` between two digits) lies
+    between their centres and the text has no space there yet. Lines that are vertical, contain
+    CJK characters (no spaces between words there), have too little contrast, or whose boxes do not
+    match the text are returned unchanged.
+    """
+    if len(chars) != len(boxes) or "".join(chars) != text or len(text) < 2 or _CJK.search(text):
+        return text
+    x0, y0 = np.floor(quad.min(0)).astype(int)
+    x1, y1 = np.ceil(quad.max(0)).astype(int)
+    x0, y0 = max(0, x0), max(0, y0)
+    x1, y1 = min(gray.shape[1], x1), min(gray.shape[0], y1)
+    if x1 - x0 < 4 or y1 - y0 < 4 or (y1 - y0) > 1.5 * (x1 - x0):
+        return text
+    crop = gray[y0:y1, x0:x1]
+    lo, hi = float(crop.min()), float(crop.max())
+    if hi - lo < 40:
+        return text
+    ink = crop < (lo + hi) / 2
+    if ink.mean() > 0.5:  # light text on a dark ground
+        ink = ~ink
+    counts = ink.sum(axis=1)
+    rows = np.flatnonzero(counts)
+    if rows.size == 0:
+        return text
+    height = float(rows[-1] - rows[0] + 1)
+    # columns are looked at down to the baseline (the last row of the dense x-height band): the
+    # descenders of "j", "y", "g" reach under their neighbours and would fill a word gap
+    dense = np.flatnonzero(counts >= 0.35 * counts.max())
+    baseline = int(dense[-1]) if dense.size else int(rows[-1])
+    cols = ink[: baseline + 1].any(axis=0)
+    centres = [(min(p[0] for p in b) + max(p[0] for p in b)) / 2.0 - x0 for b in boxes]
+    if any(b < a for a, b in itertools.pairwise(centres)):
+        return text
+    inked = np.flatnonzero(cols)
+    if inked.size == 0:
+        return text
+    spaces: set[int] = set()  # insert a space before text[i]
+    start = None
+    for x in range(int(inked[0]), int(inked[-1]) + 1):
+        if not cols[x]:
+            if start is None:
+                start = x
+            continue
+        if start is not None:
+            _consider_gap(start, x, height, centres, text, spaces)
+            start = None
+    if not spaces:
+        return text
+    return "".join((" " + ch) if i in spaces else ch for i, ch in enumerate(text))
+
+
+def _consider_gap(start: int, end: int, height: float, centres: list[float], text: str,
+                  spaces: set[int]) -> None:
+    """Mark a space for the gap ``[start, end)`` if it is wide enough for the characters around it."""
+    mid = (start + end) / 2.0
+    i = next((k for k in range(1, len(centres)) if centres[k - 1] < mid < centres[k]), None)
+    if i is None:
+        return
+    a, b = text[i - 1], text[i]
+    if a.isspace() or b.isspace():
+        return
+    share = SPACE_GAP_DIGITS if (a.isdigit() and b.isdigit()) else SPACE_GAP
+    if end - start >= share * height:
+        spaces.add(i)
+
+
+# -- layout ---------------------------------------------------------------------------------------
+
+def layout(lines: list[OcrLine]) -> str:
+    """Lines in reading order: boxes on one visual row joined with a space (left to right), rows
+    with ``\\n``, and a blank line where the gap to the next row exceeds 0.8 x the median line
+    height (a new paragraph). Single column: a page of two columns comes out row by row."""
+    if not lines:
+        return ""
+    heights = sorted(line.box[3] - line.box[1] for line in lines)
+    median = max(1.0, heights[len(heights) // 2])
+    order = sorted(lines, key=lambda line: ((line.box[1] + line.box[3]) / 2, line.box[0]))
+    rows: list[list[OcrLine]] = []
+    for line in order:
+        centre = (line.box[1] + line.box[3]) / 2
+        if rows:
+            last = rows[-1]
+            top = min(item.box[1] for item in last)
+            bottom = max(item.box[3] for item in last)
+            if top <= centre <= bottom and centre - (top + bottom) / 2 < 0.5 * median:
+                last.append(line)
+                continue
+        rows.append([line])
+    out: list[str] = []
+    previous_bottom = None
+    for row in rows:
+        row.sort(key=lambda item: item.box[0])
+        top = min(item.box[1] for item in row)
+        if previous_bottom is not None:
+            out.append("\n\n" if top - previous_bottom > 0.8 * median else "\n")
+        out.append(" ".join(item.text for item in row))
+        previous_bottom = max(item.box[3] for item in row)
+    return "".join(out)
+
+
+# -- images ---------------------------------------------------------------------------------------
+
+def _as_rgb(image: np.ndarray) -> np.ndarray:
+    if image.ndim == 2:
+        return np.repeat(image[:, :, None], 3, axis=2)
+    if image.ndim == 3 and image.shape[2] == 3:
+        return image
+    raise ValueError(f"an image of shape (h, w) or (h, w, 3) is needed, got {image.shape}")
+
+
+def _gray(rgb: np.ndarray) -> np.ndarray:
+    # ITU-R BT.601 luma, as Pillow's convert("L")
+    return (rgb[:, :, 0] * 0.299 + rgb[:, :, 1] * 0.587 + rgb[:, :, 2] * 0.114).astype(np.uint8)
+
+
+def pil_to_rgb(img) -> np.ndarray:
+    """A Pillow image as ``(h, w, 3)`` uint8 RGB: EXIF orientation applied, transparency composed
+    on white, 16-bit and CMYK converted, and shrunk (aspect kept) to at most :data:`MAX_SIDE`."""
+    from PIL import Image, ImageOps
+
+    img = ImageOps.exif_transpose(img) or img
+    if img.mode in ("I;16", "I;16B", "I;16L", "I"):
+        arr = np.asarray(img, dtype=np.float64)
+        top = arr.max() or 1.0
+        img = Image.fromarray((arr / top * 255).astype(np.uint8))
+    elif img.mode == "F":
+        arr = np.nan_to_num(np.asarray(img, dtype=np.float64))
+        span = (arr.max() - arr.min()) or 1.0
+        img = Image.fromarray(((arr - arr.min()) / span * 255).astype(np.uint8))
+    if img.mode in ("RGBA", "LA", "PA") or (img.mode == "P" and "transparency" in img.info):
+        rgba = img.convert("RGBA")
+        ground = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        img = Image.alpha_composite(ground, rgba)
+    img = img.convert("RGB")
+    if max(img.size) > MAX_SIDE:
+        img.thumbnail((MAX_SIDE, MAX_SIDE), Image.Resampling.LANCZOS)
+    return np.asarray(img, dtype=np.uint8)
+
+
+def image_frames(data: bytes) -> tuple[str, int, Iterator[np.ndarray]]:
+    """``(format name, frame count, frames as RGB arrays)`` of an image file (a multi-page TIFF
+    has several frames; the others one).
+
+    Raises:
+        UnsupportedFile: Pillow cannot decode it, it is not PNG/JPEG/TIFF/WebP/BMP, or it is over
+            :data:`MAX_PIXELS` pixels.
+    """
+    import warnings
+
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            img = Image.open(io.BytesIO(data))
+            img.load()
+    except (Image.DecompressionBombWarning, Image.DecompressionBombError) as exc:
+        raise UnsupportedFile(f"image too large to read: {exc}") from exc
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError) as exc:
+        raise UnsupportedFile(f"unreadable {_magic_name(data)} image (damaged or truncated?): {_reason(exc)}") from exc
+    kind = _IMAGE_NAMES.get(img.format or "")
+    if kind is None:
+        raise UnsupportedFile(f"unsupported: a {img.format or 'unknown'} image (OCR reads PNG, JPEG, TIFF,"
+                              " WebP and BMP)")
+    if img.width * img.height > MAX_PIXELS:
+        raise UnsupportedFile(f"image too large to read: {img.width} x {img.height} pixels"
+                              f" (at most {MAX_PIXELS:,})")
+    count = int(getattr(img, "n_frames", 1) or 1)
+
+    def frames() -> Iterator[np.ndarray]:
+        for index in range(count):
+            try:
+                img.seek(index)
+                yield pil_to_rgb(img.copy())
+            except (OSError, ValueError, EOFError) as exc:
+                raise UnsupportedFile(f"unreadable image: frame {index + 1} of {count}: {_reason(exc)}") from exc
+
+    return kind, count, frames()
+
+
+def _magic_name(data: bytes) -> str:
+    """The image format its first bytes announce (for messages about images Pillow cannot open)."""
+    for magic, kind in ((b"\x89PNG", "PNG"), (b"\xff\xd8\xff", "JPEG"), (b"II*\x00", "TIFF"), (b"MM\x00*", "TIFF"),
+                        (b"BM", "BMP")):
+        if data.startswith(magic):
+            return kind
+    return "WebP" if data[8:12] == b"WEBP" else "an"
+
+
+def read_image(data: bytes, *, on_page: OnPage | None = None) -> Document:
+    """OCR an image file (PNG, JPEG, TIFF -- each frame a page --, WebP, BMP) into a document
+    with one section per page (``page`` 1-based) and a warning naming the OCR confidence.
+
+    Raises:
+        UnsupportedFile: the image cannot be decoded (see :func:`image_frames`).
+        OcrUnavailable: the OCR package cannot be loaded.
+        EmptyDocument: OCR found no text (:data:`NO_TEXT_EVEN_BY_OCR`).
+    """
+    kind, count, frames = image_frames(data)
+    ocr = engine()
+    pages: dict[int, OcrPage] = {}
+    if on_page:
+        on_page(0, count)
+    for number, frame in enumerate(frames, start=1):
+        pages[number] = ocr.read(frame)
+        if on_page:
+            on_page(number, count)
+    builder = Builder(form="NFKC")
+    for number, page in pages.items():
+        builder.add(page.text, page=number)
+    if builder.empty:
+        raise EmptyDocument(f"{NO_TEXT_EVEN_BY_OCR}: {'this' if count == 1 else 'no page of this'} {kind} image"
+                            f"{' has' if count == 1 else ''} no text OCR can read")
+    return builder.build("image", empty=NO_TEXT_EVEN_BY_OCR, pages=count,
+                         warnings=ocr_warnings(pages, image=count == 1))
+
+
+# -- PDF pages ------------------------------------------------------------------------------------
+
+def render_pdf_pages(data: bytes, numbers: Iterable[int], *, password: str | None = None,
+                     dpi: int = DPI) -> Iterator[tuple[int, np.ndarray]]:
+    """Render PDF pages (1-based ``numbers``) with pypdfium2: ``(number, (h, w, 3) uint8 RGB)``,
+    white background, annotations and form fields drawn, at ``dpi`` dots per inch.
+
+    Raises:
+        OcrUnavailable: pypdfium2 cannot be loaded.
+        UnsupportedFile: pdfium cannot open the file or render a page.
+    """
+    try:
+        import pypdfium2 as pdfium
+    except Exception as exc:
+        raise OcrUnavailable(f"OCR unavailable: the package pypdfium2 (renders PDF pages for OCR) cannot"
+                             f" be loaded ({_reason(exc)}); install it with `pip install pypdfium2`") from exc
+    from knowledge.ingest._pdf import PDFIUM_LOCK  # PDFium is not thread-safe: every call under it
+
+    try:
+        with PDFIUM_LOCK:
+            pdf = pdfium.PdfDocument(data, password=password or None)
+    except Exception as exc:
+        raise UnsupportedFile(f"pages without a text layer cannot be rendered for OCR: {_reason(exc)}") from exc
+    try:
+        for number in numbers:
+            try:
+                with PDFIUM_LOCK:  # released before the page is yielded for OCR
+                    page = pdf[number - 1]
+                    try:
+                        bitmap = page.render(scale=dpi / 72.0, may_draw_forms=True)
+                        image = bitmap.to_numpy().copy()
+                        mode = bitmap.mode
+                    finally:
+                        page.close()
+            except Exception as exc:
+                raise UnsupportedFile(f"page {number} cannot be rendered for OCR: {_reason(exc)}") from exc
+            yield number, _bitmap_rgb(image, mode)
+    finally:
+        with PDFIUM_LOCK:
+            pdf.close()
+
+
+def _bitmap_rgb(image: np.ndarray, mode: str) -> np.ndarray:
+    """pdfium bitmaps are BGR(A/x) or grey: as ``(h, w, 3)`` RGB."""
+    if image.ndim == 2 or mode == "L":
+        return _as_rgb(image.reshape(image.shape[0], image.shape[1]))
+    rgb = image[:, :, 2::-1] if mode in ("BGR", "BGRA", "BGRX") else image[:, :, :3]
+    return np.ascontiguousarray(rgb)
+
+
+def ocr_pdf_pages(data: bytes, numbers: list[int], *, password: str | None = None,
+                  on_page: OnPage | None = None, dpi: int = DPI) -> dict[int, OcrPage]:
+    """OCR the PDF pages ``numbers`` (1-based); pages where OCR found nothing are in the result with
+    empty text. ``on_page(done, total)`` reports progress.
+
+    Raises:
+        OcrUnavailable: rapidocr-onnxruntime or pypdfium2 cannot be loaded.
+        UnsupportedFile: pdfium cannot render the file.
+    """
+    ocr = engine()
+    out: dict[int, OcrPage] = {}
+    if on_page:
+        on_page(0, len(numbers))
+    for done, (number, image) in enumerate(render_pdf_pages(data, numbers, password=password, dpi=dpi), 1):
+        out[number] = ocr.read(image)
+        if on_page:
+            on_page(done, len(numbers))
+    return out
+
+
+def ocr_missing_pages(data: bytes, pages: dict[int, str], problems: list[tuple[int, str]], marker: str, *,
+                      password: str | None = None, on_page: OnPage | None = None,
+                      dpi: int = DPI) -> tuple[list[tuple[int, str]], list[str]]:
+    """The PDF reader's hook: OCR the pages whose problem is ``marker`` (no text layer).
+
+    Adds the text OCR reads to ``pages`` (``{page number: text}``, NFKC-cleaned; modified in place)
+    and returns ``(problems left, warnings)``: a page where OCR read nothing stays a problem ("pages
+    1-3 without a text layer: no text found, even by OCR"); the warnings name the pages read and
+    their confidence (:func:`ocr_warnings`). When OCR cannot run (package missing, pdfium cannot
+    render the file), the pages keep their problem and a warning says why -- unless no page has
+    text at all, where the error is raised (the file needs OCR to be read).
+
+    Raises:
+        OcrUnavailable, UnsupportedFile: OCR cannot run and ``pages`` is empty.
+    """
+    numbers = [n for n, problem in problems if problem == marker]
+    if not numbers:
+        return problems, []
+    try:
+        read = ocr_pdf_pages(data, numbers, password=password, on_page=on_page, dpi=dpi)
+    except UnsupportedFile as exc:  # OcrUnavailable included
+        if not pages:
+            raise
+        return problems, [f"{_pages_phrase(numbers)} could not be read by OCR: {exc}"]
+    left = []
+    for number, problem in problems:
+        page = read.get(number) if problem == marker else None
+        text = clean(page.text, form="NFKC") if page is not None else ""
+        if page is None:
+            left.append((number, problem))
+        elif text.strip():
+            pages[number] = text
+        else:
+            left.append((number, f"without a text layer: {NO_TEXT_EVEN_BY_OCR}"))
+    return left, ocr_warnings({n: p for n, p in read.items() if n in pages})
+
+
+def ocr_warnings(pages: dict[int, OcrPage], *, image: bool = False) -> list[str]:
+    """The sentences for a file's warnings: which pages OCR read and their mean confidence ("pages
+    2-5 read by OCR, confidence 0.93"; "read by OCR, confidence 0.97" for a single image), and the
+    lines under :data:`LOW_CONFIDENCE` (kept in the text) with their page and confidence."""
+    read = {n: p for n, p in pages.items() if p.lines}
+    if not read:
+        return []
+    chars = sum(max(1, len(line.text)) for p in read.values() for line in p.lines)
+    mean = sum(max(1, len(line.text)) * line.confidence for p in read.values() for line in p.lines) / chars
+    subject = "Read" if image else f"{_pages_phrase(sorted(read))} read"
+    out = [f"{subject} by OCR, confidence {mean:.2f}"]
+    low = [(n, line) for n, p in read.items() for line in p.low]
+    if low:
+        shown = "; ".join(f"{'' if image else f'p. {n}: '}\"{_short(line.text)}\" ({line.confidence:.2f})"
+                          for n, line in low[:5])
+        more = f"; and {len(low) - 5} more" if len(low) > 5 else ""
+        out.append(f"{len(low)} line{'s' if len(low) != 1 else ''} read by OCR with low confidence"
+                   f" (under {LOW_CONFIDENCE:.2f}, kept; check them): {shown}{more}")
+    return out
+
+
+def _pages_phrase(numbers: list[int]) -> str:
+    """``"page 3"``, ``"pages 2-5"``, ``"pages 1, 3, 5-7"``."""
+    runs: list[list[int]] = []
+    for n in numbers:
+        if runs and runs[-1][1] == n - 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    parts = [f"{a}" if a == b else f"{a}-{b}" for a, b in runs]
+    plural = len(numbers) > 1
+    return f"{'pages' if plural else 'page'} {', '.join(parts)}"
+
+
+def _short(text: str, limit: int = 40) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _reason(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+__all__ = ["DPI", "LOW_CONFIDENCE", "NO_TEXT_EVEN_BY_OCR", "OCR_PACKAGE", "OcrEngine", "OcrLine", "OcrPage",
+           "engine", "image_frames", "layout", "ocr_missing_pages", "ocr_pdf_pages", "ocr_warnings", "read_image",
+           "recover_spaces", "render_pdf_pages"]
