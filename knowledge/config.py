@@ -115,6 +115,9 @@ class SearchSettings(_Section):
         "hybrid", description="hybrid = vector + BM25 merged by reciprocal rank fusion; vector; lexical (BM25)")
     candidates: int = Field(
         50, ge=1, le=10_000, description="hybrid: chunks each ranking contributes to the fusion (at least k)")
+    fusion_weight: float = Field(
+        0.5, ge=0.0, le=1.0, description="hybrid: weight of the vector ranking against the words (BM25)"
+        " ranking in the fusion; 0.5 = plain reciprocal rank fusion, 1 = vector order, 0 = words order")
 
 
 class AppSettings(_Section):
