@@ -267,6 +267,8 @@ def export_questions(qset: QuestionSet, fmt: str | None = None) -> tuple[bytes, 
         return ("\n".join(lines) + "\n").encode(), f"{qset.name}.jsonl", "application/jsonl"
     if fmt not in ("tsv", "csv"):
         raise InvalidArgument(f"Unknown format {fmt!r}; use tsv, csv or jsonl.")
+    if any(c.text is not None and ";" in c.text for q in qset.questions for c in q.relevant):
+        raise InvalidArgument("A text snippet holds ';', which separates alternatives in TSV and CSV: export as JSONL.")
     out = io.StringIO()
     writer = csv.writer(out, delimiter="\t" if fmt == "tsv" else ",", lineterminator="\n")
     writer.writerow(["question", "relevant"])
