@@ -112,7 +112,7 @@ def test_evaluate_compare_sweep_and_try_chunk_sizes(populated):
     ranks = frame_with(at, "kitchen · Hybrid")
     assert list(ranks["question"]) == [q.split("\t")[0] for q in TSV.decode().splitlines()[1:]]
     assert set(ranks["kitchen · Hybrid"]) == {"1"}
-    assert "1. ✅ pasta.md" in shown and "▫️" in shown  # the ranked files, the relevant one marked
+    assert "1. ✅ pasta.md" in shown and "⬜" in shown  # the ranked files, the relevant one marked
 
     # a second run (words only): Compare runs lists the runs and the questions, worse ones first
     at.multiselect(key="ev_modes").set_value(["lexical"]).run()

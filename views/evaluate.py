@@ -123,7 +123,7 @@ def bar_chart(runs: list[ev.EvalRun], title: str) -> None:
     chart = alt.Chart(data).mark_bar().encode(
         x=alt.X("metric:N", sort=order, title=None, axis=alt.Axis(labelAngle=0)),
         xOffset=alt.XOffset("run:N"),
-        y=alt.Y("value:Q", scale=alt.Scale(domain=[0, 1]), title="score (higher is better)"),
+        y=alt.Y("value:Q", scale=alt.Scale(domain=[0, 1]), title="higher is better"),
         color=alt.Color("run:N", title=None, legend=alt.Legend(orient="bottom", columns=2, labelLimit=320)),
         tooltip=["run", "metric", alt.Tooltip("value:Q", format=".3f")],
     ).properties(height=300, title=title)
@@ -148,7 +148,8 @@ def per_question(runs: list[ev.EvalRun]) -> None:
             continue
         with cols[i % len(cols)]:
             st.markdown(f"**{r.store} · {MODE_NAMES.get(r.mode, r.mode)}** — relevant: `{res.relevant}`")
-            lines = [f"{n}. {'✅' if h.relevant else '▫️'} {h.file_name}"
+            st.caption("✅ relevant, ⬜ not; the number after a file is the vector score (cosine similarity).")
+            lines = [f"{n}. {'✅' if h.relevant else '⬜'} {h.file_name}"
                      + (f" · page {h.page}" if h.page else "") + f" · {h.score:.3f}"
                      for n, h in enumerate(res.hits, 1)]
             st.markdown("  \n".join(lines) or "No hits.")
