@@ -105,7 +105,7 @@ def test_evaluate_compare_sweep_and_try_chunk_sizes(populated):
     assert not at.exception and not at.error
     shown = texts(at)
     metrics = frame_with(at, "ranking")
-    assert list(metrics["ranking"]) == ["Hybrid (w 0.5)", "Vector only"]
+    assert list(metrics["ranking"]) == ["Hybrid (w 0.6)", "Vector only"]
     assert {"recall@1", "recall@5", "MRR@10", "nDCG@10", "ms / question"} <= set(metrics.columns)
     assert all(metrics["MRR@10"] == 1.0)  # each question's file is ranked first in this tiny store
     assert len(at.get("vega_lite_chart")) == 1  # the bar chart

@@ -242,7 +242,7 @@ def test_a_run_scores_each_question_from_its_ranking(wb):
         assert set(run.metrics) == {"recall@1", "recall@3", "MRR@3", "nDCG@3"}
         assert all(q.latency_ms > 0 and len(q.hits) <= 3 for q in run.questions)
         assert run.mode == mode and run.chunking == {"size": 40, "overlap": 8} and run.template == "default"
-        assert run.search == {"fusion_weight": 0.5, "candidates": 50}
+        assert run.search == {"fusion_weight": 0.6, "candidates": 50}
 
 
 def test_runs_and_sets_are_kept_in_the_catalog(wb):
@@ -298,7 +298,7 @@ def test_the_fusion_weight_moves_hybrid_between_the_two_rankings(wb):
     words = [h.id for h in wb.search("notes", query, k=6, mode="lexical")]
     assert [h.id for h in ev.tuned(wb, fusion_weight=1.0).search("notes", query, k=len(vector), mode="hybrid")] == vector
     assert [h.id for h in ev.tuned(wb, fusion_weight=0.0).search("notes", query, k=len(words), mode="hybrid")] == words
-    assert wb.settings.search.fusion_weight == 0.5  # the shared settings are untouched
+    assert wb.settings.search.fusion_weight == 0.6  # the shared settings are untouched
     runs = ev.sweep_fusion_weight(wb, "notes", qset(("pasta water", "pasta.md")), weights=(0.0, 1.0))
     assert [r.search["fusion_weight"] for r in runs] == [0.0, 1.0]
 
