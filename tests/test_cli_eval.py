@@ -44,7 +44,7 @@ def test_eval_prints_the_metrics_and_keeps_the_run(small, capsys):
     data, questions = small
     code, out, _ = run(capsys, "--data-dir", data, "eval", "notes", questions, "--mode", "all", "--questions")
     assert code == 0
-    assert "notes: 3 questions of 'mine', template default" in out and "chunks 254/127" in out
+    assert "notes: 3 questions of 'mine', template default" in out and "chunks 192/48" in out
     header = next(ln for ln in out.splitlines() if ln.startswith("mode"))
     assert header.split()[:7] == ["mode", "recall@1", "recall@3", "recall@5", "recall@10", "MRR@10", "nDCG@10"]
     rows = {ln.split()[0]: ln.split() for ln in out.splitlines() if ln.split()[:1] in (["hybrid"], ["vector"], ["lexical"])}
@@ -58,7 +58,7 @@ def test_eval_prints_the_metrics_and_keeps_the_run(small, capsys):
     assert len(runs) == 1 and runs[0]["mode"] == "hybrid" and set(runs[0]["metrics"]) == {
         "recall@1", "recall@3", "MRR@3", "nDCG@3"}
     assert [q["first_rank"] for q in runs[0]["questions"]] == [1, 1, None]
-    assert runs[0]["chunking"] == {"size": 254, "overlap": 127} and runs[0]["model"]
+    assert runs[0]["chunking"] == {"size": 192, "overlap": 48} and runs[0]["model"]
 
     from knowledge import evaluation as ev
     from knowledge.config import load_settings

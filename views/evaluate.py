@@ -259,7 +259,7 @@ with tab_chunks:
                "takes a while on a big store.")
     c1, c2, c3 = st.columns([2, 2, 2])
     t_store = c1.selectbox("Store", stores, key="ev_t_store")
-    t_sets = c2.multiselect("Chunk settings (2-4)", CHUNKINGS, default=["128/32", "254/64", "254/127"],
+    t_sets = c2.multiselect("Chunk settings (2-4)", CHUNKINGS, default=["128/32", "192/48", "254/127"],
                             max_selections=4, key="ev_t_settings")
     t_modes = c3.multiselect("Rankings", list(ev.MODES), default=["hybrid"], format_func=MODE_NAMES.get,
                              key="ev_t_modes")
