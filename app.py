@@ -62,6 +62,7 @@ PAGES = [
     ("views/home.py", "Home", "🏠", ""),
     ("views/stores.py", "Vector stores", "🗂️", "stores"),
     ("views/search.py", "Search playground", "🔎", "search"),
+    ("views/evaluate.py", "Evaluate", "📏", "evaluate"),
     ("views/files.py", "Files", "📄", "files"),
     ("views/chat.py", "Chat", "💬", "chat"),
     ("views/memory.py", "Agent memory", "🧠", "memory"),

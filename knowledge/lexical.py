@@ -274,14 +274,19 @@ def _indexed_text(payload: Mapping[str, Any]) -> str:
     return f"{heading}\n{text}" if heading else text
 
 
-def reciprocal_rank_fusion(*rankings: Sequence[PointId], k: int = RRF_K) -> dict[PointId, float]:
-    """``{id: sum of 1 / (k + rank)}`` over the rankings (each best first, ranks from 1); an id
-    absent from a ranking gets nothing from it. Higher is better; the maximum is ``len(rankings) /
-    (k + 1)``."""
+def reciprocal_rank_fusion(*rankings: Sequence[PointId], k: int = RRF_K,
+                           weights: Sequence[float] | None = None) -> dict[PointId, float]:
+    """``{id: sum of w_r / (k + rank)}`` over the rankings (each best first, ranks from 1); an id
+    absent from a ranking gets nothing from it. ``weights`` (default: 1 each) weigh the rankings, as
+    weighted RRF does in Elasticsearch's and OpenSearch's hybrid retrievers. Higher is better; the
+    maximum is ``sum(weights) / (k + 1)``."""
+    if weights is not None and len(weights) != len(rankings):
+        raise ValueError(f"{len(rankings)} rankings need {len(rankings)} weights, got {len(weights)}.")
     fused: dict[PointId, float] = {}
-    for ranking in rankings:
+    for i, ranking in enumerate(rankings):
+        w = 1.0 if weights is None else float(weights[i])
         for rank, pid in enumerate(ranking, start=1):
-            fused[pid] = fused.get(pid, 0.0) + 1.0 / (k + rank)
+            fused[pid] = fused.get(pid, 0.0) + w / (k + rank)
     return fused
 
 

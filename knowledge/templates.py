@@ -38,8 +38,8 @@ class VectorStoreTemplate(BaseModel):
     backend: str = Field("memory", min_length=1)
     embedding_model: str = Field(min_length=1)
     distance: Distance = "cosine"
-    max_chunk_size_tokens: int = Field(254, gt=0, le=8192)
-    chunk_overlap_tokens: int = Field(127, ge=0)
+    max_chunk_size_tokens: int = Field(192, gt=0, le=8192)
+    chunk_overlap_tokens: int = Field(48, ge=0)
     ingest_folder: str | None = None
     ingest_glob: str = "**/*"
     description: str = ""

@@ -756,7 +756,8 @@ class Workbench:
             ranked = [replace(by_id[h.id], lexical_score=h.score) for h in lexical[:fetch] if h.id in by_id]
             return ranked, len(lexical) < fetch
         dense = vs.search(vector, k=pool, where=where)
-        fused = reciprocal_rank_fusion([h.id for h in dense], [h.id for h in lexical])
+        w = self.settings.search.fusion_weight  # 0.5: both rankings weigh 1, plain RRF
+        fused = reciprocal_rank_fusion([h.id for h in dense], [h.id for h in lexical], weights=(2 * w, 2 * (1 - w)))
         hits = self._with_vector_scores(vs, distance, vector, {h.id: h for h in dense}, lexical)
         lex_scores = {h.id: h.score for h in lexical}
         sign = -1.0 if higher_is_better(distance) else 1.0

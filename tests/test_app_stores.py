@@ -346,7 +346,7 @@ def test_create_edit_and_delete_a_template(fake_model):
     next(n for n in at.number_input if n.label == "Chunk overlap (tokens)").set_value(16)
     button(at, "FormSubmitter:template-form-Save template").click().run()
     tab = table(at, "template")
-    assert list(tab["overlap"]) == [127, 16] and list(tab["description"])[1] == "for FAQs"
+    assert list(tab["overlap"]) == [48, 16] and list(tab["description"])[1] == "for FAQs"
     # delete, confirmed
     at.selectbox(key="tpl-pick").select("small chunks").run()
     assert button(at, "tpl-delete").disabled

@@ -5,6 +5,7 @@ encrypted PDF with its password, and the corpus README's example questions answe
 from __future__ import annotations
 
 import json
+import unicodedata
 
 import pytest
 
@@ -84,4 +85,6 @@ def test_an_exact_rare_word_is_found_by_words_only_search(ingested, capsys):
     _, hits = run_json(capsys, "--data-dir", data, "search", "demo", "misfits", "-k", "5", "--mode", "lexical",
                        "--json")
     assert "crazyones-pdfa.pdf" in [h["file_name"] for h in hits]
-    assert all("misfits" in h["text"].lower() for h in hits)
+    # the stored text keeps what the file says: the corpus README writes the word with the "ﬁ"
+    # ligature too, which the index folds (NFKC) and the reader sees as "misfits"
+    assert all("misfits" in unicodedata.normalize("NFKC", h["text"]).lower() for h in hits)

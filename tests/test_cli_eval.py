@@ -1,0 +1,131 @@
+"""``python -m knowledge eval``: on a small store, and on the Rust book with the corpus README's eight
+example questions, where the printed MRR must equal one computed independently from the ranks that
+``search --json`` prints."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+
+import pytest
+
+from knowledge.__main__ import main
+
+from conftest import REPO
+
+pytestmark = pytest.mark.model
+
+README_SET = REPO / "tests" / "data" / "corpus_readme_questions.tsv"
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def small(tmp_path, capsys):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "owls.md").write_text("# Owls\n\nOwls hunt mice at night with silent flight.\n")
+    (docs / "bread.md").write_text("# Bread\n\nKnead the dough and let it rise for an hour.\n")
+    data = str(tmp_path / "data")
+    assert run(capsys, "--data-dir", data, "ingest", "notes", str(docs))[0] == 0
+    questions = tmp_path / "mine.tsv"
+    questions.write_text("question\trelevant\nHow do owls catch mice?\towls.md\n"
+                         "How long does dough rise?\tbread.md\nWhere is the moon?\tmoon.md\n")
+    return data, str(questions)
+
+
+def test_eval_prints_the_metrics_and_keeps_the_run(small, capsys):
+    data, questions = small
+    code, out, _ = run(capsys, "--data-dir", data, "eval", "notes", questions, "--mode", "all", "--questions")
+    assert code == 0
+    assert "notes: 3 questions of 'mine', template default" in out and "chunks 192/48" in out
+    header = next(ln for ln in out.splitlines() if ln.startswith("mode"))
+    assert header.split()[:7] == ["mode", "recall@1", "recall@3", "recall@5", "recall@10", "MRR@10", "nDCG@10"]
+    rows = {ln.split()[0]: ln.split() for ln in out.splitlines() if ln.split()[:1] in (["hybrid"], ["vector"], ["lexical"])}
+    assert set(rows) == {"hybrid", "vector", "lexical"}
+    for cells in rows.values():  # two of three questions answered at rank 1, the third has no such file
+        assert cells[5] == "0.667" and cells[1] == "0.667"
+    assert "How do owls catch mice?" in out and re.search(r"^-\s+Where is the moon\?", out, re.M)
+
+    code, out, _ = run(capsys, "--data-dir", data, "eval", "notes", questions, "--json", "--k", "3")
+    runs = json.loads(out)
+    assert len(runs) == 1 and runs[0]["mode"] == "hybrid" and set(runs[0]["metrics"]) == {
+        "recall@1", "recall@3", "MRR@3", "nDCG@3"}
+    assert [q["first_rank"] for q in runs[0]["questions"]] == [1, 1, None]
+    assert runs[0]["chunking"] == {"size": 192, "overlap": 48} and runs[0]["model"]
+
+    from knowledge import evaluation as ev
+    from knowledge.config import load_settings
+    from knowledge.workbench import Workbench
+
+    wb = Workbench(load_settings(data_dir=data))
+    try:
+        kept = ev.Evaluations(wb.catalog).runs(store="notes")
+        assert len(kept) == 4 and runs[0]["id"] in {r.id for r in kept}
+        ev.Evaluations(wb.catalog).save_set("stored", list(ev.load_question_set(wb, questions).questions))
+    finally:
+        wb.close()
+    code, out, _ = run(capsys, "--data-dir", data, "eval", "notes", "stored", "--json", "--no-save")
+    assert code == 0 and json.loads(out)[0]["set"] == "stored"
+
+
+def test_min_mrr_fails_a_pipeline_below_it(small, capsys):
+    data, questions = small
+    code, _, err = run(capsys, "--data-dir", data, "eval", "notes", questions, "--min-mrr", "0.5")
+    assert code == 0 and not err
+    code, _, err = run(capsys, "--data-dir", data, "eval", "notes", questions, "--min-mrr", "0.9", "--mode", "vector")
+    assert code == 1 and "MRR@10 of vector is 0.667, below --min-mrr 0.9" in err
+
+
+def test_eval_errors_exit_2(small, capsys, tmp_path):
+    data, questions = small
+    code, _, err = run(capsys, "--data-dir", data, "eval", "notes", "no-such-set")
+    assert code == 2 and "No question set named 'no-such-set'" in err
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("only a question\n")
+    code, _, err = run(capsys, "--data-dir", data, "eval", "notes", str(bad))
+    assert code == 2 and "line 1" in err
+    code, _, err = run(capsys, "--data-dir", data, "eval", "nosuch", questions)
+    assert code == 2 and "nosuch" in err
+
+
+def independent_rr(hits: list[dict], relevant: set[str]) -> float:
+    """1 / rank of the first hit from a relevant file in the printed order, 0 when none; hits whose
+    printed ranking keys are equal are averaged over all their orders (brute force)."""
+    keys = [(h["fused_score"], h["score"]) for h in hits]
+    groups = [list(g) for _, g in itertools.groupby(range(len(hits)), key=lambda i: keys[i])]
+    total, count = 0.0, 0
+    for order in itertools.product(*[itertools.permutations(g) for g in groups]):
+        seq = [i for part in order for i in part]
+        rank = next((r for r, i in enumerate(seq, 1) if hits[i]["file_name"] in relevant), None)
+        total += 1 / rank if rank and rank <= 10 else 0.0
+        count += 1
+    return total / count
+
+
+@pytest.mark.slow
+def test_the_readme_questions_mrr_equals_one_computed_from_search(corpus_store, capsys):
+    data, _ = corpus_store
+    lines = README_SET.read_text().splitlines()[1:]
+    rrs = []
+    for ln in lines:
+        question, relevant = ln.split("\t")
+        code, out, _ = run(capsys, "--data-dir", data, "search", "demo", question, "-k", "10", "--json")
+        assert code == 0
+        rrs.append(independent_rr(json.loads(out), {r.strip() for r in relevant.split(";")}))
+    expected = sum(rrs) / len(rrs)
+
+    code, out, _ = run(capsys, "--data-dir", data, "eval", "demo", str(README_SET), "--json", "--no-save")
+    assert code == 0
+    (hybrid,) = json.loads(out)
+    assert hybrid["metrics"]["MRR@10"] == pytest.approx(expected, abs=1e-6)
+    code, out, _ = run(capsys, "--data-dir", data, "eval", "demo", str(README_SET), "--no-save")
+    row = next(ln.split() for ln in out.splitlines() if ln.startswith("hybrid"))
+    assert row[5] == f"{expected:.3f}"  # the printed MRR@10
+    assert expected >= 0.5  # every README question finds its chapter in the top 3 (test_corpus_acceptance)

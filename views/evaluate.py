@@ -1,0 +1,301 @@
+"""Evaluate: measure stores with a labelled question set, compare runs over time, tune chunking and
+the hybrid fusion weight (the logic is in knowledge/evaluation.py)."""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from knowledge import evaluation as ev
+from knowledge.errors import KnowledgeError
+from knowledge.workbench import Workbench
+
+wb: Workbench = st.session_state["workbench"]
+evals = ev.Evaluations(wb.catalog)
+MODE_NAMES = {"hybrid": "Hybrid", "vector": "Vector only", "lexical": "Words only"}
+CHUNKINGS = ["64/16", "128/32", "128/64", "192/48", "254/0", "254/64", "254/127"]
+
+st.title("📏 Evaluate retrieval")
+st.caption("Does a change make search better? Ask a store labelled questions and measure where the first "
+           "relevant chunk lands: recall@1/3/5/10 (answered in the top n), MRR@10 and nDCG@10 (higher is "
+           "better), per store and ranking, kept so runs can be compared over time.")
+
+try:
+    stores = wb.store_names()
+    set_names = evals.set_names()
+except KnowledgeError as exc:
+    st.error(str(exc))
+    st.stop()
+
+
+# -- the question set ----------------------------------------------------------------------------------
+def upload_set() -> None:
+    up = st.session_state.get("ev_upload")
+    if up is None:
+        return
+    try:
+        fmt, questions = ev.parse_questions(up.getvalue(), up.name)
+        name = up.name.rsplit(".", 1)[0].strip() or "questions"
+        evals.save_set(name, questions, fmt)
+    except KnowledgeError as exc:
+        st.session_state["ev_notice"] = ("error", str(exc))
+        return
+    st.session_state["ev_set"] = name
+    st.session_state["ev_notice"] = ("success", f"Saved the question set **{name}**: {len(questions)} questions.")
+
+
+with st.container(border=True):
+    c1, c2 = st.columns([1, 1])
+    c2.file_uploader(
+        "Upload a question file", type=["tsv", "csv", "jsonl", "txt", "json"], key="ev_upload",
+        on_change=upload_set,
+        help="One question per line: `question<TAB>relevant` (TSV; CSV with a comma) or JSONL "
+             "`{\"question\": ..., \"relevant\": [...]}`. Relevant = any of several places, separated by `;`: "
+             "a file name (`ch09-01-unrecoverable-errors-with-panic.md`), a file and page (`report.pdf#page=3`) "
+             "or a snippet a relevant chunk contains (`text:cannot borrow`). A set of the same name is replaced.")
+    notice = st.session_state.pop("ev_notice", None)
+    if notice:
+        (st.error if notice[0] == "error" else st.success)(notice[1])
+    set_names = evals.set_names()
+    if not set_names:
+        c1.info("No question sets yet. Upload a file of questions with the files (or pages, or snippets) "
+                "that answer them.")
+        st.stop()
+    if st.session_state.get("ev_set") not in set_names:
+        st.session_state["ev_set"] = set_names[0]
+    set_name = c1.selectbox("Question set", set_names, key="ev_set")
+    qset = evals.get_set(set_name)
+    c1.caption(f"{len(qset.questions)} questions · {qset.format.upper()} · updated "
+               f"{qset.updated:%Y-%m-%d %H:%M}" if qset.updated else f"{len(qset.questions)} questions")
+    with st.expander(f"Edit the questions of {set_name}"):
+        table = pd.DataFrame([{"question": q.text, "relevant": q.relevant_label()} for q in qset.questions])
+        edited = st.data_editor(
+            table, num_rows="dynamic", width="stretch", key=f"ev_editor_{set_name}_{qset.sha256[:8]}",
+            column_config={"question": st.column_config.TextColumn("Question", width="large"),
+                           "relevant": st.column_config.TextColumn(
+                               "Relevant (any of, ';' between)", width="large",
+                               help="file.md; report.pdf#page=3; text:a snippet")})
+        b1, b2, b3 = st.columns([1, 1, 1])
+        if b1.button("Save changes", icon="💾", key="ev_save_set"):
+            try:
+                questions = ev.questions_from_rows(edited.to_dict("records"))
+                evals.save_set(set_name, questions, qset.format)
+                st.session_state["ev_notice"] = ("success", f"Saved {len(questions)} questions.")
+                st.rerun()
+            except KnowledgeError as exc:
+                st.error(str(exc))
+        try:
+            data, file_name, mime = ev.export_questions(qset)
+        except KnowledgeError:
+            data, file_name, mime = ev.export_questions(qset, "jsonl")
+        b2.download_button("Download", data, file_name=file_name, mime=mime, icon="⬇️", key="ev_download")
+        if b3.button("Delete the set", icon="🗑️", key="ev_delete_set"):
+            evals.delete_set(set_name)
+            st.session_state.pop("ev_set", None)
+            st.rerun()
+
+if not stores:
+    st.info("No vector stores yet: create one and add files on **Vector stores**, then evaluate it here.")
+    st.page_link("views/stores.py", label="Open Vector stores", icon="🗂️")
+    st.stop()
+
+
+def metrics_frame(runs: list[ev.EvalRun]) -> pd.DataFrame:
+    rows = []
+    for r in runs:
+        row = {"store": r.store, "ranking": MODE_NAMES.get(r.mode, r.mode),
+               "chunks": f"{r.chunking['size']}/{r.chunking['overlap']}" if r.chunking else "?",
+               **{m: round(v, 3) for m, v in r.metrics.items()},
+               "ms / question": round(r.latency_ms["mean"], 1), "p95 ms": round(r.latency_ms["p95"], 1)}
+        if r.mode == "hybrid":
+            row["ranking"] += f" (w {r.search.get('fusion_weight')})"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def bar_chart(runs: list[ev.EvalRun], title: str) -> None:
+    rows = [{"run": f"{r.store} · {MODE_NAMES.get(r.mode, r.mode)}"
+                    + (f" {r.chunking['size']}/{r.chunking['overlap']}" if r.chunking and r.chunking.get("trial") else ""),
+             "metric": m, "value": v} for r in runs for m, v in r.metrics.items()]
+    data = pd.DataFrame(rows)
+    order = list(dict.fromkeys(data["metric"]))
+    chart = alt.Chart(data).mark_bar().encode(
+        x=alt.X("metric:N", sort=order, title=None, axis=alt.Axis(labelAngle=0)),
+        xOffset=alt.XOffset("run:N"),
+        y=alt.Y("value:Q", scale=alt.Scale(domain=[0, 1]), title="higher is better"),
+        color=alt.Color("run:N", title=None, legend=alt.Legend(orient="bottom", columns=2, labelLimit=320)),
+        tooltip=["run", "metric", alt.Tooltip("value:Q", format=".3f")],
+    ).properties(height=300, title=title)
+    st.altair_chart(chart, width="stretch")
+
+
+def rank_text(rank: int | None) -> str:
+    return "—" if rank is None else str(rank)
+
+
+def per_question(runs: list[ev.EvalRun]) -> None:
+    st.markdown("**First relevant rank per question** (— = not in the top k)")
+    table = pd.DataFrame({"question": [q.question for q in runs[0].questions]})
+    for r in runs:
+        table[f"{r.store} · {MODE_NAMES.get(r.mode, r.mode)}"] = [rank_text(q.first_rank) for q in r.questions]
+    st.dataframe(table, hide_index=True, width="stretch")
+    q = st.selectbox("Ranked files of a question", [q.question for q in runs[0].questions], key="ev_question")
+    cols = st.columns(min(len(runs), 3))
+    for i, r in enumerate(runs):
+        res = next((x for x in r.questions if x.question == q), None)
+        if res is None:
+            continue
+        with cols[i % len(cols)]:
+            st.markdown(f"**{r.store} · {MODE_NAMES.get(r.mode, r.mode)}** — relevant: `{res.relevant}`")
+            st.caption("✅ relevant, ⬜ not; the number after a file is the vector score (cosine similarity).")
+            lines = [f"{n}. {'✅' if h.relevant else '⬜'} {h.file_name}"
+                     + (f" · page {h.page}" if h.page else "") + f" · {h.score:.3f}"
+                     for n, h in enumerate(res.hits, 1)]
+            st.markdown("  \n".join(lines) or "No hits.")
+
+
+tab_run, tab_compare, tab_weight, tab_chunks = st.tabs(["Evaluate", "Compare runs", "Fusion weight", "Chunk sizes"])
+
+with tab_run:
+    c1, c2, c3 = st.columns([2, 2, 1])
+    chosen = c1.multiselect("Stores", stores, default=[s for s in st.session_state.get("ev_stores_saved", stores[:1])
+                                                           if s in stores], key="ev_stores")
+    modes = c2.multiselect("Rankings", list(ev.MODES), default=[wb.settings.search.mode], format_func=MODE_NAMES.get,
+                           key="ev_modes")
+    k = int(c3.number_input("Depth (k)", min_value=1, max_value=50, value=10, key="ev_k"))
+    st.session_state["ev_stores_saved"] = chosen
+    if st.button("Evaluate", type="primary", icon="▶️", disabled=not chosen or not modes, key="ev_go"):
+        bar = st.progress(0.0, text="Searching...")
+        done_runs, failed = [], []
+        pairs = [(s, m) for s in chosen for m in modes]
+        for i, (store, mode) in enumerate(pairs):
+            try:
+                run = ev.evaluate(wb, store, qset, mode, k, progress=lambda n, total, i=i: bar.progress(
+                    (i + n / total) / len(pairs), text=f"{store} · {MODE_NAMES[mode]}: question {n} of {total}"))
+                done_runs.append(evals.save_run(run).id)
+            except KnowledgeError as exc:
+                failed.append(f"{store} · {MODE_NAMES[mode]}: {exc}")
+        bar.empty()
+        for f in failed:
+            st.error(f)
+        st.session_state["ev_last"] = {"set": set_name, "runs": done_runs}
+    last = st.session_state.get("ev_last")
+    if last and last["set"] == set_name and last["runs"]:
+        try:
+            runs = [evals.get_run(rid) for rid in last["runs"]]
+        except KnowledgeError as exc:
+            st.error(str(exc))
+            runs = []
+        if runs:
+            st.subheader("Metrics per store and ranking")
+            st.dataframe(metrics_frame(runs), hide_index=True, width="stretch")
+            bar_chart(runs, f"{set_name}: {len(qset.questions)} questions")
+            per_question(runs)
+    else:
+        st.info("Choose stores and rankings, then **Evaluate**. Each run is kept (Compare runs).")
+
+with tab_compare:
+    history = evals.runs(set_name=set_name)
+    if len(history) < 2:
+        st.info("Two runs of this set are needed to compare: evaluate a store, change something (chunking, "
+                "model, ranking, fusion weight), evaluate again.")
+    else:
+        st.dataframe(metrics_frame(history).assign(when=[f"{r.started:%Y-%m-%d %H:%M}" for r in history]),
+                     hide_index=True, width="stretch")
+        labels = {f"{r.label()} · {r.id[:6]}": r.id for r in history}
+        c1, c2 = st.columns(2)
+        before = c1.selectbox("Before", list(labels), index=1, key="ev_before")
+        after = c2.selectbox("After", list(labels), index=0, key="ev_after")
+        rb, ra = evals.get_run(labels[before]), evals.get_run(labels[after])
+        delta = {m: ra.metrics.get(m, 0) - rb.metrics.get(m, 0) for m in ra.metrics if m in rb.metrics}
+        cols = st.columns(len(delta) or 1)
+        for col, (m, d) in zip(cols, delta.items()):
+            col.metric(m, f"{ra.metrics[m]:.3f}", f"{d:+.3f}")
+        rows = ev.worse_questions(rb, ra)
+        worse = sum(1 for r in rows if r["change"] < 0)
+        st.markdown(f"**{worse} question{'' if worse == 1 else 's'} got worse**, listed first:")
+        st.dataframe(pd.DataFrame([{"question": r["question"], "before": rank_text(r["before"]),
+                                    "after": rank_text(r["after"]), "RR change": round(r["change"], 3)}
+                                   for r in rows]), hide_index=True, width="stretch")
+
+with tab_weight:
+    st.caption("Hybrid search merges the vector ranking and the words (BM25) ranking by weighted reciprocal "
+               "rank fusion: weight 1 = vector order, 0 = words order, 0.5 = both alike (the setting "
+               f"search.fusion_weight is {wb.settings.search.fusion_weight}).")
+    c1, c2, c3 = st.columns([2, 2, 1])
+    w_store = c1.selectbox("Store", stores, key="ev_w_store")
+    weights_text = c2.text_input("Weights", "0, 0.25, 0.5, 0.75, 1", key="ev_weights")
+    candidates = int(c3.number_input("Candidates", min_value=1, max_value=1000,
+                                     value=wb.settings.search.candidates, key="ev_candidates",
+                                     help="Chunks each ranking brings to the fusion (search.candidates)."))
+    if st.button("Sweep the weight", icon="🎚️", key="ev_sweep"):
+        try:
+            weights = sorted({float(x) for x in weights_text.replace(";", ",").split(",") if x.strip()})
+            with st.spinner("Evaluating each weight..."):
+                runs = ev.sweep_fusion_weight(wb, w_store, qset, weights, candidates=candidates)
+            st.session_state["ev_sweep_result"] = (set_name, w_store, [evals.save_run(r).id for r in runs])
+        except ValueError:
+            st.error("Weights are numbers between 0 and 1, separated by commas.")
+        except KnowledgeError as exc:
+            st.error(str(exc))
+    result = st.session_state.get("ev_sweep_result")
+    if result and result[0] == set_name:
+        runs = [evals.get_run(rid) for rid in result[2]]
+        rows = [{"weight": r.search["fusion_weight"], "metric": m, "value": r.metrics[m]}
+                for r in runs for m in (f"MRR@{r.k}", "recall@1", "recall@5", f"nDCG@{r.k}") if m in r.metrics]
+        chart = alt.Chart(pd.DataFrame(rows)).mark_line(point=True).encode(
+            x=alt.X("weight:Q", title="fusion weight (0 = words only, 1 = vector only)"),
+            y=alt.Y("value:Q", scale=alt.Scale(domain=[0, 1]), title="score"), color="metric:N",
+            tooltip=["weight", "metric", alt.Tooltip("value:Q", format=".3f")]).properties(height=280)
+        st.altair_chart(chart, width="stretch")
+        best = max(runs, key=lambda r: (r.mrr, r.metrics.get("recall@5", 0)))
+        st.success(f"Best on **{result[1]}**: weight {best.search['fusion_weight']} (MRR@{best.k} {best.mrr:.3f}). "
+                   f"To use it, set `[search] fusion_weight = {best.search['fusion_weight']}` in the settings file.")
+
+with tab_chunks:
+    st.caption("Re-cut a store's stored text with other chunk settings (size/overlap in model tokens; no file "
+               "is read again), embed each into a temporary copy, evaluate, and delete the copy. Embedding "
+               "takes a while on a big store.")
+    c1, c2, c3 = st.columns([2, 2, 2])
+    t_store = c1.selectbox("Store", stores, key="ev_t_store")
+    t_sets = c2.multiselect("Chunk settings (2-4)", CHUNKINGS, default=["128/32", "192/48", "254/127"],
+                            max_selections=4, key="ev_t_settings")
+    t_modes = c3.multiselect("Rankings", list(ev.MODES), default=["hybrid"], format_func=MODE_NAMES.get,
+                             key="ev_t_modes")
+    if st.button("Try chunk sizes", icon="🧪", disabled=not t_sets or not t_modes, key="ev_try"):
+        bar = st.progress(0.0, text="Re-chunking...")
+        try:
+            pairs = [tuple(int(x) for x in s.split("/")) for s in t_sets]
+            trials = ev.try_chunkings(wb, t_store, qset, pairs, t_modes,
+                                      progress=lambda msg, f: bar.progress(min(1.0, f), text=msg))
+            st.session_state["ev_trials"] = (set_name, t_store, [
+                (t.size, t.overlap, t.chunks, t.build_seconds, [evals.save_run(r).id for r in t.runs])
+                for t in trials])
+        except KnowledgeError as exc:
+            st.error(str(exc))
+        bar.empty()
+    trials = st.session_state.get("ev_trials")
+    if trials and trials[0] == set_name:
+        rows, all_runs = [], []
+        for size, overlap, chunks, seconds, ids in trials[2]:
+            runs = [evals.get_run(i) for i in ids]
+            all_runs += runs
+            row = {"chunks (size/overlap)": f"{size}/{overlap}", "chunk count": chunks,
+                   "embedding s": round(seconds, 1)}
+            for r in runs:
+                row[f"{MODE_NAMES[r.mode]} MRR@{r.k}"] = round(r.mrr, 3)
+                row[f"{MODE_NAMES[r.mode]} recall@5"] = round(r.metrics.get("recall@5", 0), 3)
+            rows.append(row)
+        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+        bar_chart(all_runs, f"{trials[1]}: chunk settings")
+        best = max(trials[2], key=lambda t: sum(evals.get_run(i).mrr for i in t[4]))
+        name = st.text_input("Template name", f"{wb.get_store(trials[1]).template}-{best[0]}-{best[1]}",
+                             key="ev_tpl_name")
+        if st.button(f"Keep {best[0]}/{best[1]} as a template", icon="📐", key="ev_keep"):
+            try:
+                tpl = ev.keep_as_template(wb, trials[1], best[0], best[1], name)
+                st.success(f"Saved the template **{tpl.name}** ({best[0]}/{best[1]} tokens). New stores made "
+                           "from it, and files ingested with it, are cut that way.")
+            except KnowledgeError as exc:
+                st.error(str(exc))
