@@ -6,6 +6,7 @@ import streamlit as st
 
 from knowledge.errors import KnowledgeError
 from knowledge.workbench import Workbench
+from views.widgets import confirm
 
 wb: Workbench = st.session_state["workbench"]
 
@@ -20,27 +21,6 @@ def _size(n: int) -> str:
 st.title("📄 Files")
 st.caption("Every file saved in the file store, by id. Identical bytes are kept once on disk; a store uses a "
            "file through its chunks, which cite the file's id.")
-
-
-
-def confirm(label: str, key: str, question: str, *, yes: str = "Yes, delete", **kwargs) -> bool:
-    """A button that asks first: ``label`` shows ``question`` with "Yes" and "Cancel" in its place;
-    True on the run where "Yes" is clicked."""
-    asking = f"confirm:{key}"
-    if st.session_state.get(asking):
-        st.warning(question, icon="⚠️")
-        c1, c2 = st.columns(2)
-        if c1.button(yes, key=f"yes:{key}", type="primary"):
-            st.session_state.pop(asking, None)
-            return True
-        if c2.button("Cancel", key=f"no:{key}"):
-            st.session_state.pop(asking, None)
-            st.rerun()
-        return False
-    if st.button(label, key=key, **kwargs):
-        st.session_state[asking] = True
-        st.rerun()
-    return False
 
 
 try:

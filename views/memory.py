@@ -10,6 +10,7 @@ from knowledge.errors import InvalidArgument, KnowledgeError
 from knowledge.memory import DEFAULT_COLLECTION, DEFAULT_DATASET, VectorMemory
 from knowledge.vectorstore.registry import backend_names
 from knowledge.workbench import Workbench
+from views.widgets import confirm
 
 wb: Workbench = st.session_state["workbench"]
 ALL = "(all datasets)"
@@ -46,26 +47,6 @@ def parse_payload(raw: str) -> dict:
         raise InvalidArgument("The extra fields must be a JSON object, e.g. {\"topic\": \"billing\"}, "
                               f"not {type(value).__name__ if not isinstance(value, list) else 'a list'}.")
     return value
-
-
-def confirm(label: str, key: str, question: str, *, yes: str = "Yes, forget", **kwargs) -> bool:
-    """A button that asks first: ``label`` shows ``question`` with "Yes" and "Cancel" in its place;
-    True on the run where "Yes" is clicked."""
-    asking = f"confirm:{key}"
-    if st.session_state.get(asking):
-        st.warning(question, icon="⚠️")
-        c1, c2 = st.columns(2)
-        if c1.button(yes, key=f"yes:{key}", type="primary"):
-            st.session_state.pop(asking, None)
-            return True
-        if c2.button("Cancel", key=f"no:{key}"):
-            st.session_state.pop(asking, None)
-            st.rerun()
-        return False
-    if st.button(label, key=key, **kwargs):
-        st.session_state[asking] = True
-        st.rerun()
-    return False
 
 
 def parse_id(raw: str):
@@ -195,7 +176,7 @@ elif by == "dataset":
     what = f"every memory of the dataset **{target_dataset}** ({datasets.get(target_dataset, 0)})"
 else:
     what = f"every memory whose {forget_key.strip() or '(field)'} is {forget_value!r}"
-if confirm("Forget", "mem_forget", f"Forget {what} in **{collection}**? This cannot be undone."):
+if confirm("Forget", "mem_forget", f"Forget {what} in **{collection}**? This cannot be undone.", yes="Yes, forget"):
     try:
         if by == "ids":
             n = memory.forget(ids=[parse_id(i) for i in target_ids.split(",") if i.strip()])

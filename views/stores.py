@@ -20,6 +20,7 @@ from knowledge.outcomes import can_retry, needs_password, plain_reason
 from knowledge.templates import DEFAULT_TEMPLATE, make_template
 from knowledge.vectorstore.registry import backend_names
 from knowledge.workbench import CANCELLED, DUPLICATE, FAILED_OUTCOME, INDEXED, UNCHANGED, Workbench
+from views.widgets import confirm
 
 wb: Workbench = st.session_state["workbench"]
 settings = wb.settings
@@ -225,26 +226,6 @@ def upload_section(store: str, disk_bytes: int | None) -> None:
                         st.rerun()
                     except KnowledgeError as exc:
                         st.error(str(exc))
-
-
-def confirm(label: str, key: str, question: str, *, yes: str = "Yes, delete", **kwargs) -> bool:
-    """A button that asks first: ``label`` shows ``question`` with "Yes" and "Cancel" in its place;
-    True on the run where "Yes" is clicked."""
-    asking = f"confirm:{key}"
-    if st.session_state.get(asking):
-        st.warning(question, icon="⚠️")
-        c1, c2 = st.columns(2)
-        if c1.button(yes, key=f"yes:{key}", type="primary"):
-            st.session_state.pop(asking, None)
-            return True
-        if c2.button("Cancel", key=f"no:{key}"):
-            st.session_state.pop(asking, None)
-            st.rerun()
-        return False
-    if st.button(label, key=key, **kwargs):
-        st.session_state[asking] = True
-        st.rerun()
-    return False
 
 
 def files_section(store: str) -> None:
