@@ -12,7 +12,7 @@ from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import ConfigError
 from knowledge.server.openai_api import check_bind, create_app, vector_store_id
 from knowledge.workbench import Workbench
-from tests.api_helpers import Served
+from api_helpers import Served
 
 RESULT = "ch09-02-recoverable-errors-with-result.md"
 PANIC = "ch09-01-unrecoverable-errors-with-panic.md"

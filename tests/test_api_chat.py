@@ -12,8 +12,8 @@ from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.server.openai_api import create_app
 from knowledge.workbench import Workbench
-from tests.api_helpers import Served
-from tests.chat_helpers import pdf_bytes
+from api_helpers import Served
+from chat_helpers import pdf_bytes
 
 
 @pytest.fixture

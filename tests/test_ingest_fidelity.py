@@ -428,7 +428,7 @@ def test_a_two_column_table_of_short_cells_is_not_taken_for_columns():
 
 
 def test_multicolumn_corpus_pdf_keeps_its_reading_order():
-    from tests.conftest import CORPUS
+    from conftest import CORPUS
 
     path = CORPUS / "pdf" / "multicolumn.pdf"
     if not path.exists():
@@ -714,7 +714,7 @@ def test_reembed_keeps_file_attributes_and_table_headers(wb):
 def test_app_folder_ingest_takes_upper_case_extensions_and_shows_what_it_skipped(tmp_path, monkeypatch):
     import streamlit as st
 
-    from tests.test_app_stores import allow, button, files_table, finish_job, make_store, open_page
+    from test_app_stores import allow, button, files_table, finish_job, make_store, open_page
 
     st.cache_resource.clear()
     allow(monkeypatch, tmp_path)

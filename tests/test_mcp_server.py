@@ -15,7 +15,7 @@ from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.server.mcp_server import build_server
 from knowledge.workbench import Workbench
-from tests.conftest import REPO
+from conftest import REPO
 
 TOOLS = {"search", "list_stores", "list_files", "ingest_file", "delete_file", "remember", "recall", "forget"}
 
