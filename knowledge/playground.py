@@ -266,7 +266,8 @@ def timed_search(wb: "Workbench", store: str, query: str, k: int = 5, *, where: 
 
     One ranking (:meth:`Workbench.rank`, ``mode`` default: setting ``search.mode``) fetches the
     best ``max(k, 50)`` chunks (more when duplicates must be skipped); the threshold is applied to
-    their vector scores in the store's score direction; then :func:`fold_hits` drops repeated text
+    their vector scores in the store's score direction, except to chunks that hold the query's
+    exact words (a BM25 score above 0: words-only and combined rankings); then :func:`fold_hits` drops repeated text
     and, with ``merge`` (default: setting ``search.merge_overlapping``), merges overlapping chunks
     of a file into one hit.
 
@@ -291,7 +292,10 @@ def timed_search(wb: "Workbench", store: str, query: str, k: int = 5, *, where: 
     fetch = want
     while True:
         found, exhausted = wb.rank(store, query, vector, fetch, where=where, mode=mode)
-        passing = [h for h in found if passes_threshold(h.score, score_threshold, distance)]
+        # the threshold judges meaning; a chunk holding the query's exact words (BM25 > 0, in the
+        # words-only and combined rankings) is shown whatever its vector score
+        passing = [h for h in found if passes_threshold(h.score, score_threshold, distance)
+                   or (h.lexical_score or 0.0) > 0.0]
         top, top_notes = fold_hits(found, DISTRIBUTION_SIZE, merge=merge)
         hits, notes = fold_hits(passing, k, merge=merge)
         cut = len(passing) < len(found)  # the threshold ends the list: fetching more brings nothing shown

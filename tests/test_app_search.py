@@ -110,9 +110,12 @@ def test_threshold_and_filters(populated):
     hits = len(at.get("progress"))
     assert hits == 2  # the two pages
     at.number_input(key="pg_threshold").set_value(0.99).run()
-    assert not at.exception
+    assert not at.exception  # combined ranking: the page holding the exact words stays, whatever its meaning score
+    assert len(at.get("progress")) == 1
+    at.selectbox(key="pg_mode").select("vector").run()  # meaning only: the threshold decides
     assert len(at.get("progress")) == 0
     assert any("matched this query well" in w.value and "0.99" in w.value for w in at.warning)
+    at.selectbox(key="pg_mode").select("hybrid").run()
     at.number_input(key="pg_threshold").set_value(-1.0).run()
     at.text_area(key="pg_fields").input("page = 1").run()
     assert not at.exception

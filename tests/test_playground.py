@@ -199,13 +199,25 @@ def test_timed_search_hits_threshold_and_distribution(wb):
     assert run.embed_ms >= 0 and run.search_ms >= 0 and run.total_ms == run.embed_ms + run.search_ms
     assert run.distance == "cosine" and run.query_vector.shape == (16,)
     best = run.hits[0].score
-    strict = pg.timed_search(wb, "s", "apples", k=3, score_threshold=best)
+    strict = pg.timed_search(wb, "s", "apples", k=3, score_threshold=best, mode="vector")
     assert [h.score for h in strict.hits] == [h.score for h in run.hits if h.score >= best]
     assert len(strict.top) == 4  # the distribution ignores the threshold
     rows = pg.distribution_rows(strict)
     assert [r["rank"] for r in rows] == [1, 2, 3, 4] and sum(r["shown"] for r in rows) == len(strict.hits)
     only_b = pg.timed_search(wb, "s", "apples", k=5, where=pg.build_where("id-b.txt", "page = 1"))
     assert [(h.file_name, h.page) for h in only_b.hits] == [("b.txt", 1)]
+
+
+def test_the_threshold_never_hides_a_chunk_holding_the_querys_exact_words(wb):
+    """The default threshold judges meaning: a rare word that only BM25 finds (its vector score low)
+    is still shown in the words-only and combined rankings; a query no chunk holds stays empty."""
+    fill(wb, "s", {"a.txt": ["the misfits and the rebels", "the weather today"], "b.txt": ["pears only"]})
+    for mode in ("lexical", "hybrid"):
+        run = pg.timed_search(wb, "s", "misfits", k=3, score_threshold=0.999, mode=mode)
+        assert [h.text for h in run.hits] == ["the misfits and the rebels"], mode
+    assert not pg.timed_search(wb, "s", "misfits", k=3, score_threshold=0.999, mode="vector").hits
+    nonsense = pg.timed_search(wb, "s", "qzxv wplk", k=3, score_threshold=0.999)
+    assert not nonsense.hits and nonsense.nothing_matched_well
 
 
 def test_timed_search_threshold_follows_a_distance_store(wb):

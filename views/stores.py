@@ -122,7 +122,7 @@ def _batch_header(job: IngestJob, store: str) -> None:
         return
     eta = job.eta_seconds()
     left = f"about {_duration(eta)} left" if eta is not None else "estimating the time left…"
-    st.progress(job.fraction, text=f"**{n} of {total} files** into {store} · {job.chunks} chunks so far · {left}")
+    st.progress(job.fraction, text=f"**{n} of {total} files** into {store} · {job.chunks} chunk{'' if job.chunks == 1 else 's'} so far · {left}")
 
 
 def _said(r) -> str:
