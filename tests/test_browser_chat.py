@@ -132,6 +132,9 @@ def test_chat_over_a_store_answers_from_the_chapter_and_the_citation_opens_it(br
             shots("10-store-with-chapters")
 
             rerun_and_wait(page, lambda: page.get_by_role("link", name="Chat", exact=True).click())
+            new_chat = page.get_by_role("button", name="New chat")
+            if new_chat.is_enabled():  # the page opened an earlier chat of this server: start a new one
+                rerun_and_wait(page, lambda: new_chat.click())
             expect(page.get_by_text("No knowledge yet")).to_be_visible()
             side = page.get_by_test_id("stSidebar")
             side.get_by_role("combobox", name="Stores this chat searches").click()
