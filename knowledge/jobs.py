@@ -139,8 +139,10 @@ class IngestJob:
         path = Path(raw).expanduser()
         if raw and folders is not None:
             path = folders.check(path)
-        if not raw or not path.is_dir():
-            raise InvalidArgument(f"{raw or 'The folder'} is not a folder on this machine"
+        if not raw:
+            raise InvalidArgument("Type the path of a folder on this machine.")
+        if not path.is_dir():
+            raise InvalidArgument(f"{raw} is not a folder on this machine"
                                   " (give the path of a folder the app can read).")
         walk: dict[str, int] = {}  # files the walk left out, by reason (glob, hidden)
         found = [p for p in expand_paths([path], glob or None, walk) if isinstance(p, Path)]

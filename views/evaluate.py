@@ -49,7 +49,7 @@ with st.container(border=True):
     c1, c2 = st.columns([1, 1])
     c2.file_uploader(
         "Upload a question file", type=["tsv", "csv", "jsonl", "txt", "json"], key="ev_upload",
-        on_change=upload_set,
+        on_change=upload_set, max_upload_size=10,
         help="One question per line: `question<TAB>relevant` (TSV; CSV with a comma) or JSONL "
              "`{\"question\": ..., \"relevant\": [...]}`. Relevant = any of several places, separated by `;`: "
              "a file name (`ch09-01-unrecoverable-errors-with-panic.md`), a file and page (`report.pdf#page=3`) "
