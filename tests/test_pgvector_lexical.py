@@ -8,14 +8,17 @@ import logging
 import threading
 
 import numpy as np
-import psycopg
 import pytest
 from psycopg import sql
 
 from knowledge.errors import BackendUnavailable
 from knowledge.lexical import LexicalIndex
 from knowledge.vectorstore.base import Point
-from knowledge.vectorstore.pgvector import REGISTRY, PgvectorBackend
+from knowledge.vectorstore.pgvector import REGISTRY
+
+from test_pgvector import admin, make  # noqa: F401, F811  (the fixture and the admin connection of test_pgvector)
+
+__all__ = ["make"]  # the fixture, imported so pytest finds it here
 
 D = 8
 DOCS = [
@@ -33,24 +36,6 @@ def points(docs=DOCS, version=0):
     return [Point(f"{f}:{i}", rng.standard_normal(D).astype(np.float32),
                   {"file_id": f, "heading": h, "text": t, "page": i % 3, "version": version})
             for i, (f, h, t) in enumerate(docs)]
-
-
-@pytest.fixture
-def make(pgvector_settings):
-    opened: list[PgvectorBackend] = []
-
-    def _make(**options) -> PgvectorBackend:
-        b = PgvectorBackend(pgvector_settings(**options))
-        opened.append(b)
-        return b
-
-    yield _make
-    for b in opened:
-        b.close()
-
-
-def admin(b: PgvectorBackend) -> psycopg.Connection:
-    return psycopg.connect(b.conninfo, autocommit=True)
 
 
 def stats(b, coll) -> dict[str, int]:
