@@ -172,7 +172,7 @@ class KnowledgeTools:
 
     # -- the tools ------------------------------------------------------------------------------
     def vector_upsert(self, store: str, file_id: str, text: str, file_name: str | None = None) -> ToolResult:
-        record, tpl = self.wb._open_for_ingest(store, None)  # noqa: SLF001 - same layer
+        record, tpl = self.wb.stores.open_for_write(store, None)
         embedder = self.wb.embedder(tpl.embedding_model)
         doc = Document(text=text, sections=[Section(0, len(text))], format="text")
         result = chunk_document(doc, embedder, tpl.max_chunk_size_tokens, tpl.chunk_overlap_tokens)
