@@ -16,6 +16,7 @@ chunks, pages, warnings, timings). It owns the rules users expect of ingestion:
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import logging
 import mimetypes
@@ -25,23 +26,23 @@ import threading
 import time
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, BinaryIO
+
+import numpy as np
 
 from knowledge.catalog import DONE, FAILED, PROCESSING, FileRecord, StoreRecord
 from knowledge.config import Settings
 from knowledge.embeddings.base import Embedder
 from knowledge.errors import InvalidArgument, KnowledgeError
 from knowledge.ingest.chunker import chunk_document, embedding_text
+from knowledge.outcomes import IngestResult, Outcome
 from knowledge.stores import Stores
 from knowledge.templates import VectorStoreTemplate
 from knowledge.vectorstore.store import RESERVED_FIELDS, Chunk, VectorStore
 
 log = logging.getLogger(__name__)
-
-#: Ingestion outcomes reported per file.
-INDEXED, UNCHANGED, DUPLICATE, FAILED_OUTCOME, CANCELLED = "indexed", "unchanged", "duplicate", "failed", "cancelled"
 
 Progress = Callable[[str, float], None]
 """``progress(stage, fraction)``: stage is "reading", "OCR, page 3 of 10" (the page being read, for
@@ -54,31 +55,6 @@ OCR_SHARE = 0.85
 
 class Cancelled(KnowledgeError):
     """The caller cancelled an ingestion; the store is as it was before."""
-
-
-@dataclass(frozen=True, slots=True)
-class IngestResult:
-    """What happened to one file: ``outcome`` is indexed, unchanged, duplicate, failed or cancelled.
-
-    ``chunks`` and ``pages`` count what was indexed; ``seconds`` is the wall time for this file;
-    ``message`` says in words what happened (the reason when it failed).
-    """
-
-    name: str
-    outcome: str
-    message: str
-    file_id: str | None = None
-    chunks: int = 0
-    pages: int | None = None
-    warnings: list[str] = field(default_factory=list)
-    seconds: float = 0.0
-    replaced_file_id: str | None = None
-    error: str | None = None  # the error class name when it failed
-
-    @property
-    def ok(self) -> bool:
-        return self.outcome in (INDEXED, UNCHANGED, DUPLICATE)
-
 
 
 class Indexer:
@@ -145,23 +121,23 @@ class Indexer:
             try:
                 stored = kept or self._save(source, path, name, content_type)
             except KnowledgeError as exc:
-                return IngestResult(name, FAILED_OUTCOME, str(exc), error=type(exc).__name__,
+                return IngestResult(name, Outcome.FAILED, str(exc), error=type(exc).__name__,
                                     seconds=time.perf_counter() - started)
             same_name = [f for f in self.catalog.files(store, file_name=name) if f.file_id != stored.id]
             same_bytes = [f for f in self.catalog.files(store, sha256=stored.sha256) if f.file_id != stored.id]
             unchanged = [f for f in same_name if f.sha256 == stored.sha256 and f.status == DONE]
             if unchanged:
                 if kept is None:
-                    self.stores._discard(stored.id)
+                    self.stores.forget_file_if_unused(stored.id)
                 old = unchanged[0]
-                return IngestResult(name, UNCHANGED, f"{name} is already in {store!r}, unchanged"
+                return IngestResult(name, Outcome.UNCHANGED, f"{name} is already in {store!r}, unchanged"
                                     f" ({_n(old.chunks, 'chunk')}); nothing to do.", file_id=old.file_id,
                                     chunks=old.chunks, pages=old.pages, seconds=time.perf_counter() - started)
             dup = [f for f in same_bytes if f.status == DONE and f.file_name != name]
             if dup:
                 if kept is None:
-                    self.stores._discard(stored.id)
-                return IngestResult(name, DUPLICATE, f"{name} has the same bytes as {dup[0].file_name!r},"
+                    self.stores.forget_file_if_unused(stored.id)
+                return IngestResult(name, Outcome.DUPLICATE, f"{name} has the same bytes as {dup[0].file_name!r},"
                                     f" already in {store!r}; not indexed twice.", file_id=dup[0].file_id,
                                     seconds=time.perf_counter() - started)
             rec = FileRecord(store, stored.id, stored.name, stored.sha256, stored.size, PROCESSING, None, 0, None)
@@ -169,14 +145,14 @@ class Indexer:
         result = self._index(store, record, tpl, embedder, stored, rec, password, progress, cancel, started, lock,
                              attributes)
         with lock:
-            if result.outcome == INDEXED:
+            if result.outcome == Outcome.INDEXED:
                 for old in same_name:  # a changed file under the same name: the new version replaces it
                     self._remove_from_store(store, record, old.file_id)
                 replaced = [f for f in same_name if f.status == DONE]  # not an earlier failed attempt
                 if replaced:
-                    result = _replace(result, replaced_file_id=replaced[0].file_id,
+                    result = replace(result, replaced_file_id=replaced[0].file_id,
                                       message=result.message + f" Replaced the previous version of {name}.")
-            elif result.outcome == FAILED_OUTCOME:  # the new failure supersedes earlier ones of that name
+            elif result.outcome == Outcome.FAILED:  # the new failure supersedes earlier ones of that name
                 for old in same_name:
                     if old.status == FAILED:
                         self._remove_from_store(store, record, old.file_id)
@@ -235,37 +211,88 @@ class Indexer:
                 from knowledge.attributes import to_payload
 
                 chunks = [replace(c, metadata={**c.metadata, **to_payload(attributes)}) for c in chunks]
-            with lock:
-                self.stores.vs_of(record).upsert(stored.id, chunks, file_name=stored.name)
-                if record.dimension != embedder.dimension:
-                    self.catalog.put_store(store, record.template, record.backend, record.embedding_model,
-                                           embedder.dimension, record.distance)
-                total = time.perf_counter() - started
-                self.catalog.put_file(_record(rec, status=DONE, chunks=len(chunks), pages=doc.pages,
-                                              warnings=warnings, read_seconds=t_read, embed_seconds=t_embed,
-                                              total_seconds=total))
+            total = self._write(record, replace(rec, status=DONE, chunks=len(chunks), pages=doc.pages,
+                                                warnings=warnings, read_seconds=t_read,
+                                                embed_seconds=t_embed), chunks, embedder.dimension, started)
         except KnowledgeError as exc:
             cancelled = isinstance(exc, Cancelled)
             reason = "cancelled" if cancelled else str(exc)
             with lock:
-                self.catalog.put_file(_record(rec, status=FAILED, reason=reason, read_seconds=t_read,
+                self.catalog.put_file(replace(rec, status=FAILED, reason=reason, read_seconds=t_read,
                                               total_seconds=time.perf_counter() - started))
                 if cancelled:
                     self._remove_from_store(store, record, stored.id)
-            return IngestResult(stored.name, CANCELLED if cancelled else FAILED_OUTCOME, reason,
+            return IngestResult(stored.name, Outcome.CANCELLED if cancelled else Outcome.FAILED, reason,
                                 file_id=stored.id, error=type(exc).__name__,
                                 seconds=time.perf_counter() - started)
         except BaseException:  # Ctrl-C, a crash: never leave the record "processing"
             with contextlib.suppress(Exception):
-                self.catalog.put_file(_record(rec, status=FAILED, reason="interrupted: the program was stopped"
+                self.catalog.put_file(replace(rec, status=FAILED, reason="interrupted: the program was stopped"
                                               " while ingesting it; ingest it again",
                                               total_seconds=time.perf_counter() - started))
             raise
         _step(progress, "done", 1.0, None)
         pages = f", {_n(doc.pages, 'page')}" if doc.pages else ""
-        return IngestResult(stored.name, INDEXED, f"{stored.name}: {_n(len(chunks), 'chunk')}{pages}.",
+        return IngestResult(stored.name, Outcome.INDEXED, f"{stored.name}: {_n(len(chunks), 'chunk')}{pages}.",
                             file_id=stored.id, chunks=len(chunks), pages=doc.pages, warnings=warnings,
                             seconds=total)
+
+    def _write(self, record: StoreRecord, rec: FileRecord, chunks: Sequence[Chunk], dimension: int,
+               started: float) -> float:
+        """The one write of chunks: under the store's lock, replace the file's chunks, record the
+        store's dimension when it is new, then the file's record (``rec``, with ``total_seconds``
+        since ``started``). Returns those seconds."""
+        with self.stores.store_lock(record.name):
+            try:
+                self.stores.vs_of(record).replace_file(rec.file_id, chunks, file_name=rec.file_name)
+                if record.dimension != dimension:
+                    self.stores.put(record.name, record.template, record.backend, record.embedding_model,
+                                    dimension, record.distance, collection=record.collection)
+                total = time.perf_counter() - started
+                self.catalog.put_file(replace(rec, total_seconds=total))
+            finally:
+                self.stores.changed(record.name)
+        return total
+
+    def index_text(self, store: str, file_id: str, text: str, file_name: str | None = None) -> IngestResult:
+        """Index ``text`` as the whole content of file ``file_id`` of ``store`` (created on the fly
+        from the default template), replacing the file's earlier chunks in one atomic step: the
+        chunks, the store's dimension and the file's record (status done, content hash of the
+        UTF-8 text) are written as :meth:`ingest_file` writes them. No bytes go to the file store.
+
+        Returns:
+            ``Outcome.INDEXED`` with the number of chunks, or ``Outcome.FAILED`` for a text with
+            nothing to index (blank).
+
+        Raises:
+            InvalidArgument: an empty ``file_id``; the errors of :meth:`Stores.open_for_write`.
+        """
+        from knowledge.ingest.document import Document, Section
+
+        started = time.perf_counter()
+        if not isinstance(file_id, str) or not file_id:
+            raise InvalidArgument(f"file_id must be a non-empty string, got {file_id!r}.")
+        name = normalize_name(file_name or file_id)
+        record, tpl = self.stores.open_for_write(store, None)
+        embedder = self._embedder(tpl.embedding_model)
+        doc = Document(text=text, sections=[Section(0, len(text))], format="text")
+        planned = chunk_document(doc, embedder, tpl.max_chunk_size_tokens, tpl.chunk_overlap_tokens).chunks
+        if not planned:
+            return IngestResult(name, Outcome.FAILED, "Nothing to store: the text is empty.", file_id=file_id,
+                                error="InvalidArgument", seconds=time.perf_counter() - started)
+        t0 = time.perf_counter()
+        vectors = _embed(embedder, [embedding_text(c.text, c.heading) for c in planned], None, None)
+        t_embed = time.perf_counter() - t0
+        chunks = [Chunk(c.text, vectors[i], c.index, c.page, c.char_start, c.char_end, c.heading)
+                  for i, c in enumerate(planned)]
+        data = text.encode("utf-8", "replace")
+        old = self.catalog.get_file(store, file_id)
+        rec = FileRecord(store, file_id, name, hashlib.sha256(data).hexdigest(), len(data), DONE, None,
+                         len(chunks), None, embed_seconds=t_embed,
+                         created=old.created if old is not None else None)
+        total = self._write(record, rec, chunks, embedder.dimension, started)
+        return IngestResult(name, Outcome.INDEXED, f"{name}: {_n(len(chunks), 'chunk')}.", file_id=file_id,
+                            chunks=len(chunks), seconds=total)
 
     def ingest_paths(
         self,
@@ -291,7 +318,7 @@ class Indexer:
             if cancel is not None and cancel.is_set():
                 break
             if isinstance(path, str):  # a path that does not exist
-                r = IngestResult(Path(path).name or path, FAILED_OUTCOME, f"{path}: no such file or folder.",
+                r = IngestResult(Path(path).name or path, Outcome.FAILED, f"{path}: no such file or folder.",
                                  error="FileNotFoundError")
             else:
                 name = names.get(path) or path.name
@@ -342,20 +369,25 @@ class Indexer:
         rec = self.catalog.get_file(store, file_id)
         if rec is None or rec.status != DONE:
             raise FileNotFoundInStore(f"Store {store!r} has no indexed file with the id {file_id!r}.")
-        coll = self.stores.backend(record.backend).collection(record.collection)
+        coll = self.stores.collection_of(record)
         with self.stores.store_lock(store):
             points = list(coll.scroll(where={"file_id": file_id}, with_vectors=True)) if coll.collection_exists() else []
             for p in points:
                 p.payload = {**{k: v for k, v in p.payload.items() if not k.startswith(PREFIX)}, **attrs}
-            if points:
-                coll.replace({"file_id": file_id}, points)
-            self.catalog.put_file(rec)  # a newer record: the BM25 index takes the new payloads
+            try:
+                if points:
+                    coll.replace({"file_id": file_id}, points)
+                self.catalog.put_file(rec)  # a newer record: the BM25 index takes the new payloads
+            finally:
+                self.stores.changed(store)
         return len(points)
 
     def _remove_from_store(self, store: str, record: StoreRecord, file_id: str, keep_file: bool = False) -> int:
-        coll = self.stores.backend(record.backend).collection(record.collection)
-        removed = coll.remove(where={"file_id": file_id}) if coll.collection_exists() else 0
-        self.catalog.delete_file(store, file_id)
+        try:
+            removed = self.stores.vs_of(record).delete_file(file_id)
+            self.catalog.delete_file(store, file_id)
+        finally:
+            self.stores.changed(store)
         if not keep_file:
             self.stores.forget_file_if_unused(file_id)
         return removed
@@ -394,7 +426,7 @@ class Indexer:
         record = self.stores.get(store)
         tpl = self.stores.templates.get(template)
         embedder = self._embedder(tpl.embedding_model)
-        old = self.stores.backend(record.backend).collection(record.collection)
+        old = self.stores.collection_of(record)
         new_name = _next_collection_name(store, record.collection)
         target = self.stores.backend(tpl.backend).collection(new_name)
         target.drop_collection()
@@ -415,14 +447,14 @@ class Indexer:
                                     p.payload.get("char_end"), p.payload.get("heading"),
                                     metadata={k: v for k, v in p.payload.items() if k not in RESERVED_FIELDS})
                               for j, p in enumerate(points)]
-                    vs.upsert(file_id, chunks, file_name=points[0].payload.get("file_name"))
+                    vs.replace_file(file_id, chunks, file_name=points[0].payload.get("file_name"))
                     if progress:
                         progress("embedding", (i + 1) / max(1, len(by_file)))
             except BaseException:
                 target.drop_collection()
                 raise
-            updated = self.catalog.put_store(store, tpl.name, tpl.backend, tpl.embedding_model,
-                                             embedder.dimension, tpl.distance, collection=new_name)
+            updated = self.stores.put(store, tpl.name, tpl.backend, tpl.embedding_model,
+                                     embedder.dimension, tpl.distance, collection=new_name)
             old.drop_collection()
             return updated
 
@@ -548,8 +580,6 @@ def _step(progress: Progress | None, stage: str, fraction: float, cancel: thread
 
 def _embed(embedder: Embedder, texts: Sequence[str], progress: Progress | None,
            cancel: threading.Event | None, start: float = 0.1) -> Any:
-    import numpy as np
-
     if not texts:
         return np.zeros((0, embedder.dimension), np.float32)
     batch = 64
@@ -563,15 +593,3 @@ def _embed(embedder: Embedder, texts: Sequence[str], progress: Progress | None,
 def _n(count: int, noun: str) -> str:
     """``"1 chunk"``, ``"3 chunks"``."""
     return f"{count} {noun}{'' if count == 1 else 's'}"
-
-
-def _record(rec: FileRecord, **changes: Any) -> FileRecord:
-    from dataclasses import replace
-
-    return replace(rec, **changes)
-
-
-def _replace(result: IngestResult, **changes: Any) -> IngestResult:
-    from dataclasses import replace
-
-    return replace(result, **changes)

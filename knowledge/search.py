@@ -9,18 +9,26 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal, get_args
 
 import numpy as np
 
 from knowledge.catalog import StoreRecord
-from knowledge.errors import InvalidArgument, KnowledgeError
+from knowledge.errors import InvalidArgument, KnowledgeError, StoreNotFound
 from knowledge.lexical import LexicalHit, LexicalIndex, reciprocal_rank_fusion
 from knowledge.stores import Stores
-from knowledge.vectorstore.base import higher_is_better, passes_threshold, vector_scores
-from knowledge.vectorstore.store import Hit, VectorStore, hit_from_payload
+from knowledge.vectorstore.base import (
+    Collection,
+    as_vector,
+    check_where,
+    higher_is_better,
+    passes_threshold,
+    vector_scores,
+)
+from knowledge.vectorstore.store import Hit, hit_from_payload
 
 log = logging.getLogger(__name__)
 
@@ -48,9 +56,54 @@ class MultiSearch:
     failed: dict[str, str]
 
 
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    """One search of one store (:meth:`Searcher.search`).
+
+    ``hits``: the best ``k`` passing the threshold, best first, no two with identical text (as the
+    ``fold`` given folded them); ``top``: with ``top=n``, the best ``n`` without the threshold (for a
+    score distribution), else ``[]``; ``notes``: what ``fold`` noted per hit (``{}`` by default);
+    ``vector``: the query's embedding, ``(d,)`` float32; ``distance``: the store's (from the
+    catalog), which gives the score direction; ``embed_ms``/``search_ms``: with ``timings``, the
+    wall time in milliseconds of embedding the query and of ranking + folding, else 0.
+    """
+
+    store: str
+    query: str
+    mode: str
+    distance: str
+    hits: list[Hit]
+    top: list[Hit]
+    notes: dict[str, Any]
+    vector: np.ndarray
+    embed_ms: float = 0.0
+    search_ms: float = 0.0
+
+    @property
+    def total_ms(self) -> float:
+        return self.embed_ms + self.search_ms
+
+
+Fold = Callable[[Sequence[Hit], int], "tuple[list[Hit], dict[str, Any]]"]
+"""``fold(ranking, k) -> (shown hits, notes)``: how a ranking becomes the ``k`` hits shown."""
+
+
+@dataclass(slots=True)
+class _HeldIndex:
+    collection: str
+    index: LexicalIndex
+    lock: threading.Lock
+    token: Any = None  # Stores.token(store) when the index was last found up to date
+
+
 class Searcher:
     """Searches stores: one (:meth:`search`), several merged (:meth:`search_stores`), or the raw
     ranking (:meth:`rank`). Keeps the in-process BM25 indexes of backends without their own.
+
+    A search resolves its store's record once (kept by :class:`~knowledge.stores.Stores` while the
+    catalog is unchanged) and takes the distance and model from it: a warm vector search is one
+    backend call (``Collection.search``), a hybrid one at most three (``lexical_search``,
+    ``search``, and ``retrieve`` for the vectors of words-only hits).
 
     Args:
         stores: the stores (records, backends).
@@ -59,19 +112,20 @@ class Searcher:
     Thread-safe.
     """
 
-    def __init__(self, stores: Stores, embedder) -> None:
+    def __init__(self, stores: Stores, embedder: Callable[[str], Any]) -> None:
         self.stores = stores
         self.settings = stores.settings
         self.catalog = stores.catalog
         self.embedder = embedder
         self._lock = threading.Lock()
-        self._lexical: dict[str, tuple[str, LexicalIndex, threading.Lock]] = {}
+        self._lexical: dict[str, _HeldIndex] = {}
 
-    # -- search ---------------------------------------------------------------------------------
-    def search(self, store: str, query: str, k: int = 5, *, where: dict | None = None,
+    def search(self, store: str, query: str, k: int = 5, *, where: Mapping[str, Any] | None = None,
                score_threshold: float | None = None, max_per_file: int | None = None,
-               mode: SearchMode | None = None) -> list[Hit]:
-        """The ``k`` best chunks for ``query`` (text), best first, never two with identical text.
+               mode: SearchMode | None = None, timings: bool = False, top: int = 0,
+               fold: Fold | None = None, words_pass: bool = False) -> SearchResult:
+        """The ``k`` best chunks of ``store`` for ``query`` (text), best first, never two with
+        identical text.
 
         ``mode`` (default: setting ``search.mode``, ``"hybrid"``): ``"vector"`` ranks by the
         embedding's score alone; ``"lexical"`` by BM25; ``"hybrid"`` merges the best
@@ -84,28 +138,52 @@ class Searcher:
         ``where`` filters on payload fields by equality before ranking. ``max_per_file`` keeps at
         most that many chunks of any one file (``1``: the ``k`` best files, each by its best chunk).
 
+        For the search playground: ``fold`` replaces the default folding (:func:`distinct_hits`);
+        ``top=n`` also folds the best ``n`` without the threshold into ``SearchResult.top`` (the
+        ranking then fetches ``max(k, n)`` at first and at most 8 times that); ``words_pass`` lets a
+        hit holding the query's exact words (BM25 > 0) pass the threshold whatever its vector score;
+        ``timings`` measures ``embed_ms`` and ``search_ms``.
+
         Raises:
             StoreNotFound; InvalidArgument (blank query, ``k`` or ``max_per_file`` below 1, unknown
-            mode); EmbeddingUnavailable; DimensionMismatch.
+            mode, bad filter); EmbeddingUnavailable; DimensionMismatch.
         """
-        record = self.stores.get(store)
-        if not isinstance(query, str) or not query.strip():
-            raise InvalidArgument("Type a query to search for.")
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise InvalidArgument(f"k must be a positive integer, got {k!r}.")
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidArgument("Type a query to search for.")
         if max_per_file is not None and max_per_file < 1:
             raise InvalidArgument(f"max_per_file must be at least 1, got {max_per_file}.")
-        vector = self.embedder(record.embedding_model).embed_query(query)
-        vs = self.stores.vs_of(record)
-        distance = vs.info().distance if vs.exists() else record.distance
-        fetch = k if max_per_file is None else k * 4
+        mode = mode or self.settings.search.mode
+        if mode not in SEARCH_MODES:
+            raise InvalidArgument(f"Unknown search mode {mode!r}; use one of {', '.join(SEARCH_MODES)}.")
+        record = self.stores.get(store)
+        where = check_where(dict(where) if where is not None else None)
+        fold = fold or (lambda found, n: (distinct_hits(found, n, max_per_file), {}))
+        t0 = time.perf_counter() if timings else 0.0
+        vector = np.asarray(self.embedder(record.embedding_model).embed_query(query), dtype=np.float32)
+        t1 = time.perf_counter() if timings else 0.0
+        distance = record.distance
+        want = max(k, top)
+        fetch = want if max_per_file is None else want * 4
         while True:
-            found, exhausted = self.rank(store, query, vector, fetch, where=where, mode=mode, _record=record)
-            found = [h for h in found if passes_threshold(h.score, score_threshold, distance)]
-            hits = distinct_hits(found, k, max_per_file)
-            if len(hits) >= k or exhausted:
-                return hits
+            found, exhausted = self.rank(store, query, vector, fetch, where=where, mode=mode, record=record)
+            passing = [h for h in found if passes_threshold(h.score, score_threshold, distance)
+                       or (words_pass and (h.lexical_score or 0.0) > 0.0)]
+            hits, notes = fold(passing, k)
+            tops, top_notes = fold(found, top) if top else ([], {})
+            if exhausted:
+                break
+            if top:  # the threshold ends the list: fetching more brings nothing shown
+                cut = len(passing) < len(found)
+                if fetch >= 8 * want or (len(tops) >= top and (len(hits) >= k or cut)):
+                    break
+            elif len(hits) >= k:
+                break
             fetch *= 2
+        t2 = time.perf_counter() if timings else 0.0
+        return SearchResult(store, query, mode, distance, hits, tops, {**top_notes, **notes}, vector,
+                            (t1 - t0) * 1000, (t2 - t1) * 1000)
 
     def search_stores(self, stores: Sequence[str], query: str, k: int = 5, *, where: dict | None = None,
                       mode: SearchMode | None = None) -> MultiSearch:
@@ -129,7 +207,7 @@ class Searcher:
         failed: dict[str, str] = {}
         for store in dict.fromkeys(stores):
             try:
-                found = self.search(store, query, k=k, where=where, mode=mode)
+                found = self.search(store, query, k=k, where=where, mode=mode).hits
             except KnowledgeError as exc:
                 log.warning("search of store %s failed: %s", store, exc)
                 failed[store] = str(exc)
@@ -148,88 +226,105 @@ class Searcher:
         return MultiSearch(out[:k], failed)
 
     def rank(self, store: str, query: str, vector: Any, fetch: int, *, where: dict | None = None,
-             mode: SearchMode | None = None, _record: StoreRecord | None = None) -> tuple[list[Hit], bool]:
+             mode: SearchMode | None = None, record: StoreRecord | None = None) -> tuple[list[Hit], bool]:
         """The ranking behind :meth:`search` before duplicates, thresholds and per-file limits:
         ``(hits best first, exhausted)``; ``exhausted`` is true when asking for more than ``fetch``
-        cannot bring more hits. ``vector`` is the query's embedding, ``(d,)`` float32."""
+        cannot bring more hits. ``vector`` is the query's embedding, ``(d,)`` float32. A store
+        whose collection does not exist yet (no file written) ranks nothing."""
         mode = mode or self.settings.search.mode
         if mode not in SEARCH_MODES:
             raise InvalidArgument(f"Unknown search mode {mode!r}; use one of {', '.join(SEARCH_MODES)}.")
-        record = _record or self.stores.get(store)
-        vs = self.stores.vs_of(record)
-        if not vs.exists():
-            return [], True
-        distance = vs.info().distance
-        if mode == "vector":
-            found = vs.search(vector, k=fetch, where=where)
-            return found, len(found) < fetch
-        pool = max(fetch, self.settings.search.candidates)
-        lexical = self._lexical_search(store, record, vs, query, pool, where)
-        if mode == "lexical":
-            hits = self._with_vector_scores(vs, distance, vector, {}, lexical)
-            by_id = {h.id: h for h in hits}
-            ranked = [replace(by_id[h.id], lexical_score=h.score) for h in lexical[:fetch] if h.id in by_id]
-            return ranked, len(lexical) < fetch
-        dense = vs.search(vector, k=pool, where=where)
+        record = record or self.stores.get(store)
+        coll = self.stores.collection_of(record)
+        distance = record.distance
+        try:
+            if mode == "vector":
+                found = self._dense(coll, vector, fetch, where)
+                return found, len(found) < fetch
+            pool = max(fetch, self.settings.search.candidates)
+            lexical = self._lexical_search(store, record, coll, query, pool, where)
+            if mode == "lexical":
+                hits = self._with_vector_scores(coll, distance, vector, {}, lexical)
+                by_id = {h.id: h for h in hits}
+                ranked = [replace(by_id[h.id], lexical_score=h.score) for h in lexical[:fetch] if h.id in by_id]
+                return ranked, len(lexical) < fetch
+            dense = self._dense(coll, vector, pool, where)
+        except StoreNotFound:
+            if self.stores.find(record.name) is None:
+                raise
+            return [], True  # the store has no collection yet: nothing written to it
         w = self.settings.search.fusion_weight  # 0.5: both rankings weigh 1, plain RRF
         fused = reciprocal_rank_fusion([h.id for h in dense], [h.id for h in lexical], weights=(2 * w, 2 * (1 - w)))
-        hits = self._with_vector_scores(vs, distance, vector, {h.id: h for h in dense}, lexical)
+        hits = self._with_vector_scores(coll, distance, vector, {h.id: h for h in dense}, lexical)
         lex_scores = {h.id: h.score for h in lexical}
         sign = -1.0 if higher_is_better(distance) else 1.0
         order = sorted(hits, key=lambda h: (-fused[h.id], sign * h.score))
         ranked = [replace(h, lexical_score=lex_scores.get(h.id), fused_score=fused[h.id]) for h in order[:fetch]]
         return ranked, len(dense) < pool and len(lexical) < pool and len(hits) <= fetch
 
-    def _with_vector_scores(self, vs: VectorStore, distance: str, vector: Any, dense: dict[Any, Hit],
+    @staticmethod
+    def _dense(coll: Collection, vector: Any, limit: int, where: dict | None) -> list[Hit]:
+        found = coll.search(as_vector(vector), limit=limit, where=where)
+        return [hit_from_payload(p.id, p.score, p.payload or {}) for p in found]
+
+    @staticmethod
+    def _with_vector_scores(coll: Collection, distance: str, vector: Any, dense: dict[Any, Hit],
                             lexical: Sequence[LexicalHit]) -> list[Hit]:
         """``dense`` hits plus the lexical ones missing from them, each with its vector score."""
         missing = [h.id for h in lexical if h.id not in dense]
         out = dict(dense)
         if missing:
-            points = vs.collection.retrieve(missing, with_vectors=True)
+            points = coll.retrieve(missing, with_vectors=True)
             if points:
                 scores = vector_scores(distance, vector, np.stack([p.vector for p in points]))
                 for p, sc in zip(points, scores):
                     out[p.id] = hit_from_payload(p.id, float(sc), p.payload or {})
         return list(out.values())
 
-    def _lexical_search(self, store: str, record: StoreRecord, vs: VectorStore, query: str, limit: int,
+    def _lexical_search(self, store: str, record: StoreRecord, coll: Collection, query: str, limit: int,
                         where: dict | None) -> list[LexicalHit]:
         """BM25 hits from the backend's own index (kept in the same write as the vectors: memory,
         pgvector), else from the in-process :meth:`lexical_index` (other backends)."""
-        native = vs.collection.lexical_search(query, limit, where=where)
+        native = coll.lexical_search(query, limit, where=where)
         if native is not None:
             return [LexicalHit(p.id, p.score, p.payload or {}) for p in native]
-        return self.lexical_index(store, _record=record).search(query, limit, where=where)
+        return self.lexical_index(store, record=record).search(query, limit, where=where)
 
-    def lexical_index(self, store: str, *, _record: StoreRecord | None = None) -> LexicalIndex:
+    def lexical_index(self, store: str, *, record: StoreRecord | None = None) -> LexicalIndex:
         """The in-process BM25 index of ``store``'s chunks, for backends that keep no lexical index
         of their own (:meth:`~knowledge.vectorstore.base.Collection.lexical_search` returns ``None``:
         qdrant, plugins), brought up to date first: a file added, changed or removed since the
         last call has its segment built or dropped (the others are reused). It lives in this
-        process only and is built from the store's chunks on first use."""
-        record = _record or self.stores.get(store)
-        vs = self.stores.vs_of(record)
+        process only and is built from the store's chunks on first use.
+
+        While :meth:`Stores.token` of the store is unchanged (no write through this process, the
+        catalog unchanged on disk) the index is used as it is, with no backend call; otherwise the
+        catalog's file signature and the chunk count say whether files must be re-read."""
+        record = record or self.stores.get(store)
+        coll = self.stores.collection_of(record)
         with self._lock:
             held = self._lexical.get(store)
-            if held is None or held[0] != record.collection:
-                held = (record.collection, LexicalIndex(), threading.Lock())
+            if held is None or held.collection != record.collection:
+                held = _HeldIndex(record.collection, LexicalIndex(), threading.Lock())
                 self._lexical[store] = held
-        _, index, lock = held
-        with lock:
-            if not vs.exists():
+        index = held.index
+        with held.lock:
+            token = self.stores.token(store)
+            if held.token == token:
+                return index
+            if not coll.collection_exists():
                 index.refresh({}, lambda f: ())
                 index.signature = None
+                held.token = token
                 return index
-            signature = (self.catalog.files_signature(store), vs.count())
-            if index.signature == signature:
-                return index
-            updated = {f.file_id: str(f.updated) for f in self.catalog.files(store)}
-            versions = {str(fid): (n, updated.get(str(fid))) for fid, n in vs.collection.facet("file_id").items()}
-            index.refresh(versions, lambda fid: vs.collection.scroll(where={"file_id": fid}))
-            index.signature = signature
+            signature = (self.catalog.files_signature(store), coll.count())
+            if index.signature != signature:
+                updated = {f.file_id: str(f.updated) for f in self.catalog.files(store)}
+                versions = {str(fid): (n, updated.get(str(fid))) for fid, n in coll.facet("file_id").items()}
+                index.refresh(versions, lambda fid: coll.scroll(where={"file_id": fid}))
+                index.signature = signature
+            held.token = token
         return index
-
 
 
 def distinct_hits(found: Iterable[Hit], k: int, max_per_file: int | None = None) -> list[Hit]:

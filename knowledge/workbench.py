@@ -35,15 +35,9 @@ from knowledge.config import Settings, load_settings
 from knowledge.embeddings.base import Embedder
 from knowledge.errors import EmbeddingUnavailable, InvalidArgument
 from knowledge.indexing import (  # noqa: F401 - the names callers import from here
-    CANCELLED,
-    DUPLICATE,
-    FAILED_OUTCOME,
-    INDEXED,
     OCR_SHARE,
-    UNCHANGED,
     Cancelled,
     Indexer,
-    IngestResult,
     Progress,
     expand_paths,
     file_names,
@@ -51,6 +45,7 @@ from knowledge.indexing import (  # noqa: F401 - the names callers import from h
     normalize_name,
     skipped_text,
 )
+from knowledge.outcomes import IngestResult, Outcome
 from knowledge.search import (  # noqa: F401
     SEARCH_MODES,
     MultiSearch,
@@ -61,6 +56,11 @@ from knowledge.search import (  # noqa: F401
 )
 from knowledge.stores import ModelMismatch, Stores, StoreSummary
 from knowledge.templates import DEFAULT_TEMPLATE, TemplateRegistry, VectorStoreTemplate
+from knowledge.vectorstore.store import Hit
+
+#: The outcomes under their former names (``Outcome`` members; each equals its word as a ``str``).
+INDEXED, UNCHANGED, DUPLICATE, FAILED_OUTCOME, CANCELLED = (
+    Outcome.INDEXED, Outcome.UNCHANGED, Outcome.DUPLICATE, Outcome.FAILED, Outcome.CANCELLED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,9 +178,9 @@ class Workbench:
         return self.indexer.reembed(store, template, progress)
 
     # -- search (see knowledge.search) ----------------------------------------------------------
-    def search(self, store: str, query: str, k: int = 5, **kwargs):
-        """See :meth:`Searcher.search`."""
-        return self.searcher.search(store, query, k, **kwargs)
+    def search(self, store: str, query: str, k: int = 5, **kwargs) -> list[Hit]:
+        """The hits of :meth:`Searcher.search` (same arguments)."""
+        return self.searcher.search(store, query, k, **kwargs).hits
 
     def search_stores(self, stores, query: str, k: int = 5, **kwargs) -> MultiSearch:
         return self.searcher.search_stores(stores, query, k, **kwargs)
@@ -188,8 +188,8 @@ class Workbench:
     def rank(self, store: str, query: str, vector: Any, fetch: int, **kwargs):
         return self.searcher.rank(store, query, vector, fetch, **kwargs)
 
-    def lexical_index(self, store: str, **kwargs):
-        return self.searcher.lexical_index(store, **kwargs)
+    def lexical_index(self, store: str):
+        return self.searcher.lexical_index(store)
 
     # -- the file store ---------------------------------------------------------------------------
     def list_files(self) -> list[StoredFileUsage]:
@@ -249,5 +249,5 @@ class Workbench:
         self.templates.delete(name, in_use_by=self.stores_using_template(name))
 
 
-__all__ = ["Cancelled", "EmbeddingUnavailable", "IngestResult", "ModelMismatch", "StoreSummary", "StoredFileUsage",
-           "Workbench", "expand_paths", "file_names"]
+__all__ = ["Cancelled", "EmbeddingUnavailable", "IngestResult", "ModelMismatch", "Outcome", "StoreSummary",
+           "StoredFileUsage", "Workbench", "expand_paths", "file_names"]

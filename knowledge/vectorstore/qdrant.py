@@ -237,6 +237,7 @@ class QdrantBackend(VectorBackend):
         self._closed = False
         self._local_lock = threading.RLock()
         self._known: set[str] = set()  # physical collections known to exist (indexes made)
+        self._entries: dict[str, dict[str, Any]] = {}  # registry entries last read, for reads (see _read)
         self._index_fields: set[str] = set(DEFAULT_INDEXED_FIELDS)
         if client is None:
             self.location = self._location(settings)
@@ -396,7 +397,12 @@ class QdrantBackend(VectorBackend):
         self._ensure_registry()
         got = self._call(self.client.retrieve, self.registry_name, [point_uuid("", name)],
                          with_payload=True)
-        return dict(got[0].payload) if got else None
+        entry = dict(got[0].payload) if got else None
+        if entry is None:
+            self._entries.pop(name, None)
+        else:
+            self._entries[name] = entry
+        return entry
 
     # -- VectorBackend ------------------------------------------------------------------------------
     def collection(self, name: str) -> "QdrantCollection":
@@ -450,6 +456,23 @@ class QdrantCollection(Collection):
         if entry is None:
             raise StoreNotFound(self.name)
         return entry
+
+    def _read(self, fn: Callable[[dict[str, Any]], T]) -> T:
+        """``fn(entry)`` for a read (search, retrieve) with the registry entry read earlier, saving
+        a registry look-up per read. When that entry may be stale -- the read finds nothing, the
+        physical collection is gone, or the sizes disagree (another process dropped or re-created
+        the collection) -- the registry is read again and, if the entry changed, ``fn`` runs again."""
+        cached = self.backend._entries.get(self.name)
+        if cached is None:
+            return fn(self._entry())
+        try:
+            out = fn(cached)
+        except (StoreNotFound, DimensionMismatch):
+            out = None
+        if out:
+            return out
+        fresh = self._entry()
+        return fn(fresh) if out is None or fresh != cached else out
 
     def _physical(self, entry: dict[str, Any]) -> str:
         return self.backend.physical_name(int(entry["size"]), entry["distance"])
@@ -571,6 +594,7 @@ class QdrantCollection(Collection):
                                points_selector=models.FilterSelector(filter=self._scope()), wait=True)
         self.backend._call(self.backend.client.delete, self.backend.registry_name,
                            points_selector=models.PointIdsList(points=[point_uuid("", self.name)]), wait=True)
+        self.backend._entries.pop(self.name, None)
 
     def index_field(self, key: str) -> None:
         """Add a keyword index on payload field ``key`` (for fields filtered on often, such as a
@@ -634,20 +658,23 @@ class QdrantCollection(Collection):
             or math.isnan(score_threshold)
         ):
             raise InvalidArgument(f"score_threshold must be a number, got {score_threshold!r}.")
-        entry = self._entry()
-        q = as_vector(vector, int(entry["size"]))
-        physical = self._physical(entry)
-        with self._physical_gone(physical):
-            res = self.backend._call(
-                self.backend.client.query_points, physical, query=q.tolist(), query_filter=flt,
-                limit=int(limit), score_threshold=None if score_threshold is None else float(score_threshold),
-                with_payload=True if with_payload else [ID_FIELD], with_vectors=False)
-        out = []
-        for sp in res.points:
-            payload = sp.payload or {}
-            out.append(ScoredPoint(id=payload.get(ID_FIELD, str(sp.id)), score=float(sp.score),
-                                   payload=self._out_payload(payload) if with_payload else None))
-        return out
+
+        def go(entry: dict[str, Any]) -> list[ScoredPoint]:
+            q = as_vector(vector, int(entry["size"]))
+            physical = self._physical(entry)
+            with self._physical_gone(physical):
+                res = self.backend._call(
+                    self.backend.client.query_points, physical, query=q.tolist(), query_filter=flt,
+                    limit=int(limit), score_threshold=None if score_threshold is None else float(score_threshold),
+                    with_payload=True if with_payload else [ID_FIELD], with_vectors=False)
+            out = []
+            for sp in res.points:
+                payload = sp.payload or {}
+                out.append(ScoredPoint(id=payload.get(ID_FIELD, str(sp.id)), score=float(sp.score),
+                                       payload=self._out_payload(payload) if with_payload else None))
+            return out
+
+        return self._read(go)
 
     @staticmethod
     def _native(raw_filter: Any) -> models.Filter:
@@ -759,15 +786,20 @@ class QdrantCollection(Collection):
         if isinstance(ids, (str, bytes, int)) or not hasattr(ids, "__iter__"):
             raise InvalidArgument(f"ids must be a list of point ids, got {ids!r}.")
         wanted = list(dict.fromkeys(check_id(i) for i in ids))
-        entry = self._entry()
         if not wanted:
+            self._entry()
             return []
-        physical = self._physical(entry)
         uuids = [self._uuid(i) for i in wanted]
-        got = self.backend._call(self.backend.client.retrieve, physical, uuids, with_payload=True,
-                                 with_vectors=with_vectors)
-        by_id = {str(r.id): r for r in got if (r.payload or {}).get(COLLECTION_FIELD) == self.name}
-        return [self._record(by_id[u], with_vectors) for u in uuids if u in by_id]
+
+        def go(entry: dict[str, Any]) -> list[Point]:
+            physical = self._physical(entry)
+            with self._physical_gone(physical):
+                got = self.backend._call(self.backend.client.retrieve, physical, uuids, with_payload=True,
+                                         with_vectors=with_vectors)
+            by_id = {str(r.id): r for r in got if (r.payload or {}).get(COLLECTION_FIELD) == self.name}
+            return [self._record(by_id[u], with_vectors) for u in uuids if u in by_id]
+
+        return self._read(go)
 
     def __repr__(self) -> str:
         return f"QdrantCollection({self.name!r}, backend={self.backend!r})"
