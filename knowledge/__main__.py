@@ -225,7 +225,7 @@ def _run(args: argparse.Namespace) -> int:
             print(f"Deleted store {args.store!r}.")
             return 0
         if args.command == "templates":
-            tpls = wb.templates.list()
+            tpls = wb.list_templates()
             if args.json:
                 print(json.dumps([t.model_dump() for t in tpls], indent=2))
             else:
@@ -242,9 +242,7 @@ def _run(args: argparse.Namespace) -> int:
         if args.command == "eval":
             return _eval(wb, args)
         if args.command == "llm-configs":
-            from knowledge.llm import LlmConfigs
-
-            configs = LlmConfigs(wb.catalog, wb.settings).list()
+            configs = wb.llm_configs().list()
             if args.json:
                 print(json.dumps([c.public() for c in configs], indent=2))
             else:
@@ -377,8 +375,8 @@ def _ingest(wb: Any, args: argparse.Namespace, expand_paths: Any) -> int:
         return 1
     from knowledge.ingest.chunker import plan_chunking
 
-    record = wb.catalog.get_store(args.store)
-    tpl = wb.templates.get(args.template or (record.template if record else "default"))
+    record = wb.store_record(args.store)
+    tpl = wb.template(args.template or (record.template if record else "default"))
     for note in plan_chunking(wb.embedder(tpl.embedding_model), tpl.max_chunk_size_tokens,
                               tpl.chunk_overlap_tokens).notes:
         print(f"note: {note}", file=sys.stderr)

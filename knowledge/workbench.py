@@ -26,11 +26,12 @@ vector-store backend per backend name and one embedder per model -- and owns the
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, BinaryIO, Generic, TypeVar
 
-from knowledge.catalog import DONE, Catalog, StoreRecord
+from knowledge.catalog import DONE, Catalog, FileRecord, StoreRecord
 from knowledge.config import Settings, load_settings
 from knowledge.embeddings.base import Embedder
 from knowledge.errors import EmbeddingUnavailable, InvalidArgument
@@ -45,6 +46,8 @@ from knowledge.indexing import (  # noqa: F401 - the names callers import from h
     normalize_name,
     skipped_text,
 )
+from knowledge.filestore.base import StoredFile
+from knowledge.jobs import JobRegistry
 from knowledge.outcomes import IngestResult, Outcome
 from knowledge.search import (  # noqa: F401
     SEARCH_MODES,
@@ -61,6 +64,29 @@ from knowledge.vectorstore.store import Hit
 #: The outcomes under their former names (``Outcome`` members; each equals its word as a ``str``).
 INDEXED, UNCHANGED, DUPLICATE, FAILED_OUTCOME, CANCELLED = (
     Outcome.INDEXED, Outcome.UNCHANGED, Outcome.DUPLICATE, Outcome.FAILED, Outcome.CANCELLED)
+
+
+T = TypeVar("T")
+
+
+class Latest(Generic[T]):
+    """The newest item per key, thread-safe: a registry the workbench keeps for the whole process
+    (shared by every browser session), such as the running chat turn of each session."""
+
+    def __init__(self) -> None:
+        self._items: dict[Any, T] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: Any) -> T | None:
+        with self._lock:
+            return self._items.get(key)
+
+    def swap(self, key: Any, item: T) -> T | None:
+        """Make ``item`` the newest for ``key``; returns the one it replaces (or ``None``)."""
+        with self._lock:
+            previous = self._items.get(key)
+            self._items[key] = item
+            return previous
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +126,10 @@ class Workbench:
                              embedder_factory or self._default_embedder)
         self.indexer = Indexer(self.stores, lambda model: self.embedder(model))
         self.searcher = Searcher(self.stores, lambda model: self.embedder(model))
+        #: The newest ingest job per store and the running ones (:mod:`knowledge.jobs`).
+        self.jobs = JobRegistry()
+        #: The newest chat turn per session (:mod:`knowledge.chat.service`), from any browser tab.
+        self.chat_turns: Latest[Any] = Latest()
 
     # -- parts ----------------------------------------------------------------------------------
     def _default_embedder(self, model: str) -> Embedder:
@@ -191,6 +221,66 @@ class Workbench:
     def lexical_index(self, store: str):
         return self.searcher.lexical_index(store)
 
+    # -- records and files, by name (instead of reaching into the catalog and the file store) -------
+    def store_exists(self, name: str) -> bool:
+        """Whether store ``name`` exists."""
+        return self.stores.exists(name)
+
+    def store_record(self, name: str) -> StoreRecord | None:
+        """The record of store ``name``, or ``None`` when there is none."""
+        return self.stores.find(name)
+
+    def file_record(self, store: str, file_id: str) -> FileRecord | None:
+        """The record of file ``file_id`` in ``store`` (any status), or ``None``."""
+        return self.catalog.get_file(store, file_id)
+
+    def file_records(self, store: str) -> list[FileRecord]:
+        """The records of ``store``'s files (any status), by name; ``[]`` for an unknown store."""
+        return self.catalog.files(store)
+
+    def stores_using_file(self, file_id: str) -> list[str]:
+        """The stores holding a record of file ``file_id``, sorted."""
+        return self.catalog.stores_using_file(file_id)
+
+    def stored_files(self) -> list[StoredFile]:
+        """Every file of the file store (unsorted)."""
+        return self.files.list()
+
+    def stored_file(self, file_id: str) -> StoredFile:
+        """The file store's record of ``file_id``. Raises ``FileNotFoundInStore``."""
+        return self.files.get(file_id)
+
+    def find_stored_file(self, file_id: str) -> StoredFile | None:
+        """The file store's record of ``file_id``, or ``None``."""
+        return self.files.find(file_id)
+
+    def read_file(self, file_id: str) -> BinaryIO:
+        """The bytes of stored file ``file_id`` as a binary stream (use it in a ``with`` block).
+        Raises ``FileNotFoundInStore``."""
+        return self.files.content(file_id)
+
+    def save_attachment(self, name: str, media_type: str | None, data: bytes | BinaryIO, *,
+                        max_bytes: int | None = None, metadata: dict[str, Any] | None = None) -> StoredFile:
+        """Keep a file's bytes in the file store without indexing them (a chat's picture, an API
+        upload); ``media_type`` ``None`` is guessed from ``name``; ``max_bytes`` defaults to setting
+        ``ingest.max_file_bytes``.
+
+        Raises:
+            FileTooLarge: over the limit, nothing kept. InvalidArgument: a bad name or media type.
+        """
+        limit = self.settings.ingest.max_file_bytes if max_bytes is None else max_bytes
+        return self.files.save(name, media_type, data, max_bytes=limit, metadata=metadata)
+
+    def forget_file_if_unused(self, file_id: str) -> None:
+        """Delete the bytes of ``file_id`` from the file store when no store holds it any more."""
+        self.stores.forget_file_if_unused(file_id)
+
+    def llm_configs(self):
+        """The LLM and embedding configurations (:class:`knowledge.llm.config.LlmConfigs`)."""
+        from knowledge.llm.config import LlmConfigs
+
+        return LlmConfigs(self.catalog, self.settings)
+
     # -- the file store ---------------------------------------------------------------------------
     def list_files(self) -> list[StoredFileUsage]:
         """Every file in the file store, newest first, with the stores that use it."""
@@ -225,6 +315,16 @@ class Workbench:
         return stores
 
     # -- templates --------------------------------------------------------------------------------
+    def template(self, name: str) -> VectorStoreTemplate:
+        """The template ``name``. Raises ``TemplateNotFound``."""
+        return self.templates.get(name)
+
+    def template_names(self) -> list[str]:
+        return self.templates.names()
+
+    def list_templates(self) -> list[VectorStoreTemplate]:
+        return self.templates.list()
+
     def save_template(self, template: VectorStoreTemplate) -> VectorStoreTemplate:
         """Create or update a template. A template that stores use keeps its backend, embedding model
         and distance (their vectors depend on them): re-embed the stores to a new template instead.

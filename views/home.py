@@ -16,7 +16,7 @@ WHERE = {"memory": "On this computer", "pgvector": "PostgreSQL", "qdrant": "Qdra
 try:
     wb.backend()  # the default template's backend: say now if it cannot be used
     stores = wb.list_stores()
-    stored_files = len(wb.files.list())
+    stored_files = len(wb.stored_files())
     failed = sum(1 for s in stores for f in wb.store_files(s.record.name) if f.status == "failed")
 except KnowledgeError as exc:
     st.error(str(exc))

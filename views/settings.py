@@ -8,13 +8,12 @@ import streamlit as st
 
 from knowledge.chat.store import ChatStore
 from knowledge.errors import KnowledgeError
-from knowledge.llm import LlmConfigs
 from knowledge.llm.config import PROVIDERS
 from knowledge.tools import KnowledgeTools
 from knowledge.workbench import Workbench
 
 wb: Workbench = st.session_state["workbench"]
-configs = LlmConfigs(wb.catalog, wb.settings)
+configs = wb.llm_configs()
 
 st.title("⚙️ Settings")
 tab_configs, tab_traces = st.tabs(["LLM configs", "Traces"])

@@ -100,9 +100,7 @@ class KnowledgeTools:
         """``(True, "")``, or ``(False, "unavailable, because ...")`` when the embedding config
         (``vector_store.embedding_config``, default ``embeddings``) is missing, broken or not of type
         EMBEDDING, or its model does not load."""
-        from knowledge.llm.config import LlmConfigs
-
-        model, reason = LlmConfigs(self.wb.catalog, self.wb.settings).embedding_model()
+        model, reason = self.wb.llm_configs().embedding_model()
         if model is None:
             return False, f"unavailable, because {reason}"
         try:
