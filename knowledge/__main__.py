@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from knowledge.errors import KnowledgeError
+from knowledge.search import SEARCH_MODES
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -42,7 +43,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("-k", type=int, default=5, help="number of results (default 5)")
     s.add_argument("--file", help="only this file (id or name)")
     s.add_argument("--per-file", type=int, metavar="N", help="at most N chunks per file (1: the best files)")
-    s.add_argument("--mode", choices=["hybrid", "vector", "lexical"],
+    s.add_argument("--mode", choices=list(SEARCH_MODES),
                    help="ranking: vector + BM25 fused (hybrid), vector only, BM25 only (default: search.mode)")
     s.add_argument("--json", action="store_true", help="print the hits as JSON")
 
@@ -51,7 +52,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("questions", metavar="SET_FILE_OR_NAME",
                    help="a question file (TSV/CSV: question<TAB>relevant, ';' between alternatives; JSONL)"
                         " or the name of a set stored in the app")
-    s.add_argument("--mode", action="append", choices=["hybrid", "vector", "lexical", "all"],
+    s.add_argument("--mode", action="append", choices=[*SEARCH_MODES, "all"],
                    help="ranking to evaluate (repeatable; all = the three; default: search.mode)")
     s.add_argument("--k", type=int, default=10, help="depth of each ranking (default 10)")
     s.add_argument("--fusion-weight", type=float, metavar="W",

@@ -136,3 +136,11 @@ def test_a_store_changed_by_another_workbench_is_searched_as_it_is_now(shared_wb
         other.close()
     hits = w.search("notes", "quokkas rottnest", k=1, mode="hybrid")
     assert hits and hits[0].file_id == r.file_id
+
+
+@pytest.mark.parametrize("mode", ["vector", "hybrid", "lexical"])
+def test_a_store_with_no_file_yet_answers_nothing(wb, mode):
+    _, w = wb
+    w.create_store("empty")
+    assert w.search("empty", "lighthouse", k=3, mode=mode) == []
+    assert w.searcher.search("empty", "lighthouse", k=3, mode=mode, timings=True).hits == []
