@@ -312,7 +312,10 @@ def facade_vs_backend(backend: str, n: int, n_queries: int, texts: list[str], sa
             for f in range(files):
                 vectors = unit(rng, PER_FILE)
                 fid = f"file{f:06d}"
-                batch.extend(vs._point(fid, f"{fid}.md", i, Chunk(texts[(f * PER_FILE + i) % len(texts)], vectors[i], i))
+                # each chunk's text made unique (as in a real store): no search fetches again because
+                # its top k held the same text twice
+                batch.extend(vs._point(fid, f"{fid}.md", i, Chunk(f"{texts[(f * PER_FILE + i) % len(texts)]} ({fid}"
+                                                                  f" part {i})", vectors[i], i))
                              for i in range(PER_FILE))
                 if len(batch) >= 100 * PER_FILE or f == files - 1:
                     coll.upsert(batch)
