@@ -144,3 +144,27 @@ def test_a_store_with_no_file_yet_answers_nothing(wb, mode):
     w.create_store("empty")
     assert w.search("empty", "lighthouse", k=3, mode=mode) == []
     assert w.searcher.search("empty", "lighthouse", k=3, mode=mode, timings=True).hits == []
+
+
+def test_qdrant_reads_follow_a_collection_another_client_recreated(settings):
+    """qdrant reads reuse the registry entry read before; when another client dropped and re-created
+    the collection (with another size), the read sees the new one, not an empty or stale answer."""
+    from conftest import _qdrant_backend
+
+    from knowledge.vectorstore.base import Point
+
+    a, b = _qdrant_backend(settings), _qdrant_backend(settings)
+    ca, cb = a.collection("s"), b.collection("s")
+    ca.ensure_collection(4)
+    ca.upsert([Point("x", [1.0, 0, 0, 0], {"t": 1})])
+    assert [p.id for p in cb.search([1.0, 0, 0, 0], limit=1)] == ["x"]
+    ca.drop_collection()
+    ca.ensure_collection(3)
+    ca.upsert([Point("y", [0, 1.0, 0], {"t": 2})])
+    assert [p.id for p in cb.search([0, 1.0, 0], limit=1)] == ["y"]
+    assert [p.id for p in cb.retrieve(["y"])] == ["y"]
+    ca.drop_collection()
+    from knowledge.errors import StoreNotFound
+
+    with pytest.raises(StoreNotFound):
+        cb.search([0, 1.0, 0], limit=1)
