@@ -257,8 +257,8 @@ class Indexer:
     def index_text(self, store: str, file_id: str, text: str, file_name: str | None = None) -> IngestResult:
         """Index ``text`` as the whole content of file ``file_id`` of ``store`` (created on the fly
         from the default template), replacing the file's earlier chunks in one atomic step: the
-        chunks, the store's dimension and the file's record (status done, content hash of the
-        UTF-8 text) are written as :meth:`ingest_file` writes them. No bytes go to the file store.
+        chunks, the store's dimension and the file's record (status done, content hash and size of
+        the UTF-8 text) are written as :meth:`ingest_file` writes them. No bytes go to the file store.
 
         Returns:
             ``Outcome.INDEXED`` with the number of chunks, or ``Outcome.FAILED`` for a text with
@@ -269,30 +269,51 @@ class Indexer:
         """
         from knowledge.ingest.document import Document, Section
 
+        data = text.encode("utf-8", "replace")
+        doc = Document(text=text, sections=[Section(0, len(text))], format="text")
+        return self.index_document(store, file_id, doc, file_name, sha256=hashlib.sha256(data).hexdigest(),
+                                   size=len(data))
+
+    def index_document(self, store: str, file_id: str, doc: Any, file_name: str | None = None, *,
+                       chunk_tokens: int | None = None, overlap_tokens: int | None = None,
+                       sha256: str | None = None, size: int | None = None) -> IngestResult:
+        """Index an extracted :class:`~knowledge.ingest.document.Document` as the content of file
+        ``file_id`` of ``store`` (created on the fly from the default template): chunked with the
+        store's template (or ``chunk_tokens``/``overlap_tokens``, tokens of the store's model),
+        embedded, and written by the one write sequence of :meth:`ingest_file` (lock, chunks,
+        dimension, the file's record with ``sha256``/``size`` when known).
+
+        Returns:
+            ``Outcome.INDEXED`` with the number of chunks; ``Outcome.FAILED`` when the document has
+            nothing to index (nothing is written then).
+
+        Raises:
+            InvalidArgument: an empty ``file_id`` or a bad chunking; the errors of
+            :meth:`Stores.open_for_write`.
+        """
         started = time.perf_counter()
         if not isinstance(file_id, str) or not file_id:
             raise InvalidArgument(f"file_id must be a non-empty string, got {file_id!r}.")
         name = normalize_name(file_name or file_id)
         record, tpl = self.stores.open_for_write(store, None)
         embedder = self._embedder(tpl.embedding_model)
-        doc = Document(text=text, sections=[Section(0, len(text))], format="text")
-        planned = chunk_document(doc, embedder, tpl.max_chunk_size_tokens, tpl.chunk_overlap_tokens).chunks
+        planned = chunk_document(doc, embedder, chunk_tokens or tpl.max_chunk_size_tokens,
+                                 tpl.chunk_overlap_tokens if overlap_tokens is None else overlap_tokens).chunks
         if not planned:
             return IngestResult(name, Outcome.FAILED, "Nothing to store: the text is empty.", file_id=file_id,
                                 error="InvalidArgument", seconds=time.perf_counter() - started)
         t0 = time.perf_counter()
         vectors = _embed(embedder, [embedding_text(c.text, c.heading) for c in planned], None, None)
         t_embed = time.perf_counter() - t0
-        chunks = [Chunk(c.text, vectors[i], c.index, c.page, c.char_start, c.char_end, c.heading)
+        chunks = [Chunk(c.text, vectors[i], c.index, c.page, c.char_start, c.char_end, c.heading,
+                        metadata={"table_header": c.table_header} if c.table_header else {})
                   for i, c in enumerate(planned)]
-        data = text.encode("utf-8", "replace")
         old = self.catalog.get_file(store, file_id)
-        rec = FileRecord(store, file_id, name, hashlib.sha256(data).hexdigest(), len(data), DONE, None,
-                         len(chunks), None, embed_seconds=t_embed,
-                         created=old.created if old is not None else None)
+        rec = FileRecord(store, file_id, name, sha256, size, DONE, None, len(chunks), doc.pages,
+                         list(doc.warnings), embed_seconds=t_embed, created=old.created if old is not None else None)
         total = self._write(record, rec, chunks, embedder.dimension, started)
         return IngestResult(name, Outcome.INDEXED, f"{name}: {_n(len(chunks), 'chunk')}.", file_id=file_id,
-                            chunks=len(chunks), seconds=total)
+                            chunks=len(chunks), pages=doc.pages, seconds=total)
 
     def ingest_paths(
         self,
