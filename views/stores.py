@@ -285,10 +285,10 @@ def attention(store: str, failed: list) -> None:
             again = retried is not None and retried[0] == f.file_id  # this file was just tried again
             said = plain_reason(retried[1] if again else f.reason) or "failed"
             st.error(f"**{f.file_name}** — {'tried again: ' if again else ''}{said}", icon="❌")
-            retry_ok = can_retry(f.reason)
+            retry_ok = can_retry(f)
             c1, c2, c3 = st.columns([3, 1, 1], vertical_alignment="bottom")
             pw = (c1.text_input("Password", type="password", key=f"pw:{store}:{f.file_id}")
-                  if needs_password(f.reason) else None)
+                  if needs_password(f) else None)
             if not retry_ok:
                 c1.caption("Trying again would fail the same way: fix the file and drop it again, or remove it.")
             if retry_ok and c2.button("🔁 Retry", key=f"retry:{store}:{f.file_id}"):
