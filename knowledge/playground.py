@@ -98,11 +98,13 @@ def parse_fields(text: str | None) -> dict[str, Any]:
             )
         if key in out:
             raise InvalidArgument(f"The field {key!r} is given twice in the filter; keep one line.")
-        out[key] = _scalar(value)
+        out[key] = parse_scalar(value)
     return out
 
 
-def _scalar(value: str) -> Any:
+def parse_scalar(value: str) -> Any:
+    """A value typed by a person: a JSON scalar (``3``, ``2.5``, ``true``, ``null``, ``"quoted
+    text"``) as such, anything else -- a list, an object, ``NaN``, plain words -- as the text typed."""
     try:
         parsed = json.loads(value)
     except ValueError:
@@ -544,7 +546,7 @@ def distribution_rows(run: SearchRun) -> list[dict[str, Any]]:
 
 __all__ = [
     "DISTRIBUTION_SIZE", "MODES", "MODE_NOTE", "Projection", "SearchRun", "StoreMap", "build_where", "distribution_rows",
-    "escape_markdown", "highlight", "map_rows", "parse_fields", "payload_fields", "pca_2d", "provenance",
+    "escape_markdown", "highlight", "map_rows", "parse_fields", "parse_scalar", "payload_fields", "pca_2d", "provenance",
     "query_terms", "sample_points", "score_fraction", "score_meaning", "snippet", "store_map",
     "timed_search", "score_text", "HitNote", "fold_hits", "order_score", "bar_fraction", "MODE_HELP",
 ]

@@ -10,6 +10,7 @@ import streamlit as st
 from knowledge import evaluation as ev
 from knowledge.errors import KnowledgeError
 from knowledge.workbench import Workbench
+from views._ui import flash, set_flash
 
 wb: Workbench = st.session_state["workbench"]
 evals = ev.Evaluations(wb.catalog)
@@ -39,10 +40,10 @@ def upload_set() -> None:
         name = up.name.rsplit(".", 1)[0].strip() or "questions"
         evals.save_set(name, questions, fmt)
     except KnowledgeError as exc:
-        st.session_state["ev_notice"] = ("error", str(exc))
+        set_flash("evaluate", False, str(exc))
         return
     st.session_state["ev_set"] = name
-    st.session_state["ev_notice"] = ("success", f"Saved the question set **{name}**: {len(questions)} questions.")
+    set_flash("evaluate", True, f"Saved the question set **{name}**: {len(questions)} questions.")
 
 
 with st.container(border=True):
@@ -54,9 +55,7 @@ with st.container(border=True):
              "`{\"question\": ..., \"relevant\": [...]}`. Relevant = any of several places, separated by `;`: "
              "a file name (`ch09-01-unrecoverable-errors-with-panic.md`), a file and page (`report.pdf#page=3`) "
              "or a snippet a relevant chunk contains (`text:cannot borrow`). A set of the same name is replaced.")
-    notice = st.session_state.pop("ev_notice", None)
-    if notice:
-        (st.error if notice[0] == "error" else st.success)(notice[1])
+    flash("evaluate")
     set_names = evals.set_names()
     if not set_names:
         c1.info("No question sets yet. Upload a file of questions with the files (or pages, or snippets) "
@@ -81,7 +80,7 @@ with st.container(border=True):
             try:
                 questions = ev.questions_from_rows(edited.to_dict("records"))
                 evals.save_set(set_name, questions, qset.format)
-                st.session_state["ev_notice"] = ("success", f"Saved {len(questions)} questions.")
+                set_flash("evaluate", True, f"Saved {len(questions)} questions.")
                 st.rerun()
             except KnowledgeError as exc:
                 st.error(str(exc))
