@@ -2,8 +2,8 @@
 
 import streamlit as st
 
-from knowledge.errors import KnowledgeError
 from knowledge.catalog import FAILED
+from knowledge.errors import KnowledgeError
 from knowledge.workbench import Workbench
 from views._ui import megabytes
 
