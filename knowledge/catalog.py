@@ -20,7 +20,7 @@ import threading
 import time
 import unicodedata
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
@@ -232,6 +232,31 @@ class FileRecord:
     created: datetime | None = None
     updated: datetime | None = None
     error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FileCounts:
+    """A store's files by what they mean to a person: ``indexed`` (searchable), ``failed`` (kept for a
+    retry), ``busy`` (pending or processing) and the ``chunks`` of the indexed files."""
+
+    indexed: int = 0
+    failed: int = 0
+    busy: int = 0
+    chunks: int = 0
+
+    @classmethod
+    def of(cls, records: Iterable[FileRecord]) -> FileCounts:
+        """The counts of ``records`` (the file records of one store)."""
+        indexed = failed = busy = chunks = 0
+        for f in records:
+            if f.status == DONE:
+                indexed += 1
+                chunks += f.chunks or 0
+            elif f.status == FAILED:
+                failed += 1
+            elif f.status in (PENDING, PROCESSING):
+                busy += 1
+        return cls(indexed, failed, busy, chunks)
 
 
 #: The columns of the ``stores`` and ``store_files`` tables, named in every query (a new column

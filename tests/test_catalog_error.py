@@ -84,3 +84,13 @@ def test_records_are_read_by_column_name_not_position(catalog):
     f1, f2 = catalog.files("s")
     assert (f1.warnings, f1.chunks, f1.error) == (["w"], 2, None)
     assert (f2.status, f2.error) == (FAILED, "EmptyDocument")
+
+
+def test_a_stores_files_counted_by_what_they_mean(catalog):
+    from knowledge.catalog import FileCounts
+
+    catalog.put_store("s", "default", "memory", "m", 8, "cosine")
+    for i, (status, chunks) in enumerate([(DONE, 3), (DONE, 4), (FAILED, 0), (PROCESSING, 0), (PENDING, 0)]):
+        catalog.put_file(FileRecord("s", f"f{i}", f"{i}.txt", str(i), 1, status, None, chunks, None))
+    assert FileCounts.of(catalog.files("s")) == FileCounts(indexed=2, failed=1, busy=2, chunks=7)
+    assert FileCounts.of([]) == FileCounts(0, 0, 0, 0)

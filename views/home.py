@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from knowledge.catalog import FAILED
+from knowledge.catalog import FileCounts
 from knowledge.errors import KnowledgeError
 from knowledge.workbench import Workbench
 from views._ui import megabytes
@@ -19,7 +19,7 @@ try:
     wb.backend()  # the default template's backend: say now if it cannot be used
     stores = wb.list_stores()
     stored_files = len(wb.files.list())
-    failed = sum(1 for s in stores for f in wb.store_files(s.record.name) if f.status == FAILED)
+    failed = sum(FileCounts.of(wb.store_files(s.record.name)).failed for s in stores)
 except KnowledgeError as exc:
     st.error(str(exc))
     stores, stored_files, failed = [], 0, 0

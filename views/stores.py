@@ -12,7 +12,7 @@ import math
 
 import streamlit as st
 
-from knowledge.catalog import DONE, FAILED, PENDING, PROCESSING
+from knowledge.catalog import DONE, FAILED, PENDING, PROCESSING, FileCounts
 from knowledge.errors import KnowledgeError
 from knowledge.jobs import IngestJob
 from knowledge.outcomes import can_retry, needs_password, plain_reason
@@ -35,27 +35,17 @@ st.caption("Named collections of embedded text chunks. A store is a template plu
 
 
 # ------------------------------------------------------------------------------------------------
-def store_counts(store: str) -> dict[str, int]:
-    """The store's numbers, one meaning each: ``indexed`` files (searchable), ``failed`` files (kept
-    for a retry), ``busy`` files (being ingested) and ``chunks`` of the indexed files."""
-    files = wb.store_files(store)
-    return {"indexed": sum(1 for f in files if f.status == DONE),
-            "failed": sum(1 for f in files if f.status == FAILED),
-            "busy": sum(1 for f in files if f.status in (PROCESSING, PENDING)),
-            "chunks": sum(f.chunks or 0 for f in files if f.status == DONE)}
-
-
 def counters(store: str, disk_bytes: int | None = None) -> None:
-    n = store_counts(store)
+    n = FileCounts.of(wb.store_files(store))
     try:  # the size now (the page's figure is from its last full run)
         vs = wb.vector_store(store)
         disk_bytes = vs.info().disk_bytes if vs.exists() else disk_bytes
     except KnowledgeError:
         pass
     c1, c2, c3, c4 = st.columns(4)
-    c1.metric("Indexed files", n["indexed"], help="Files of this store that are searchable.")
-    c2.metric("Chunks", n["chunks"], help="Searchable pieces of text of the indexed files.")
-    c3.metric("Failed files", n["failed"], help="Files that could not be indexed; see Needs attention.")
+    c1.metric("Indexed files", n.indexed, help="Files of this store that are searchable.")
+    c2.metric("Chunks", n.chunks, help="Searchable pieces of text of the indexed files.")
+    c3.metric("Failed files", n.failed, help="Files that could not be indexed; see Needs attention.")
     c4.metric("Size on disk", f"{megabytes(disk_bytes or 0, 2):.2f} MB")
 
 
