@@ -87,3 +87,29 @@ def test_the_map_version_changes_when_the_files_change(wb):
     assert after != before and dict(after[3]) == {"id-a.txt": 2, "id-b.txt": 1}
     smap = storemap.store_map(wb.vector_store("s"))
     assert smap.total == 3 and all(math.isfinite(r["x"]) for r in smap.rows)
+
+
+def _run(run_id: str, **metrics: float):
+    from datetime import datetime, timezone
+
+    from knowledge.evaluation import EvalRun
+
+    return EvalRun(run_id, "set", "sha", "s", "hybrid", 10, None, None, None, {}, dict(metrics), (),
+                   datetime.now(timezone.utc), 0.0)
+
+
+def test_the_evaluate_page_asks_for_weights_changes_and_the_best_run():
+    from knowledge import evaluation as ev
+    from knowledge.errors import InvalidArgument
+
+    assert ev.parse_weights("1, 0.5; 0,0.5 ") == [0.0, 0.5, 1.0]
+    for bad in ("", "a, b", "0.5, 2", "-1"):
+        with pytest.raises(InvalidArgument, match="between 0 and 1"):
+            ev.parse_weights(bad)
+    before = _run("b", **{"MRR@10": 0.5, "recall@5": 0.6})
+    after = _run("a", **{"MRR@10": 0.75, "recall@5": 0.5, "nDCG@10": 0.7})
+    assert ev.metric_changes(before, after) == pytest.approx({"MRR@10": 0.25, "recall@5": -0.1})
+    tie = _run("t", **{"MRR@10": 0.75, "recall@5": 0.9})
+    assert ev.best_by_mrr([before, after, tie]) is tie and ev.best_by_mrr([before]) is before
+    with pytest.raises(InvalidArgument):
+        ev.best_by_mrr([])

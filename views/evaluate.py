@@ -207,7 +207,7 @@ with tab_compare:
         before = c1.selectbox("Before", list(labels), index=1, key="ev_before")
         after = c2.selectbox("After", list(labels), index=0, key="ev_after")
         rb, ra = evals.get_run(labels[before]), evals.get_run(labels[after])
-        delta = {m: ra.metrics.get(m, 0) - rb.metrics.get(m, 0) for m in ra.metrics if m in rb.metrics}
+        delta = ev.metric_changes(rb, ra)
         cols = st.columns(len(delta) or 1)
         for col, (m, d) in zip(cols, delta.items()):
             col.metric(m, f"{ra.metrics[m]:.3f}", f"{d:+.3f}")
@@ -230,12 +230,10 @@ with tab_weight:
                                      help="Chunks each ranking brings to the fusion (search.candidates)."))
     if st.button("Sweep the weight", icon="🎚️", key="ev_sweep"):
         try:
-            weights = sorted({float(x) for x in weights_text.replace(";", ",").split(",") if x.strip()})
+            weights = ev.parse_weights(weights_text)
             with st.spinner("Evaluating each weight..."):
                 runs = ev.sweep_fusion_weight(wb, w_store, qset, weights, candidates=candidates)
             st.session_state["ev_sweep_result"] = (set_name, w_store, [evals.save_run(r).id for r in runs])
-        except ValueError:
-            st.error("Weights are numbers between 0 and 1, separated by commas.")
         except KnowledgeError as exc:
             st.error(str(exc))
     result = st.session_state.get("ev_sweep_result")
@@ -248,7 +246,7 @@ with tab_weight:
             y=alt.Y("value:Q", scale=alt.Scale(domain=[0, 1]), title="score"), color="metric:N",
             tooltip=["weight", "metric", alt.Tooltip("value:Q", format=".3f")]).properties(height=280)
         st.altair_chart(chart, width="stretch")
-        best = max(runs, key=lambda r: (r.mrr, r.metrics.get("recall@5", 0)))
+        best = ev.best_by_mrr(runs)
         st.success(f"Best on **{result[1]}**: weight {best.search['fusion_weight']} (MRR@{best.k} {best.mrr:.3f}). "
                    f"To use it, set `[search] fusion_weight = {best.search['fusion_weight']}` in the settings file.")
 
