@@ -448,7 +448,8 @@ class Workbench:
             reason = "cancelled" if cancelled else str(exc)
             with lock:
                 self.catalog.put_file(_record(rec, status=FAILED, reason=reason, read_seconds=t_read,
-                                              total_seconds=time.perf_counter() - started))
+                                              total_seconds=time.perf_counter() - started,
+                                              error=type(exc).__name__))
                 if cancelled:
                     self._remove_from_store(store, record, stored.id)
             return IngestResult(stored.name, CANCELLED if cancelled else FAILED_OUTCOME, reason,
