@@ -97,7 +97,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
-import math
 import os
 import re
 import shutil
@@ -116,7 +115,6 @@ from knowledge._fs import fsync_dir
 from knowledge.lexical import LEXICAL_FORMAT, Batch, DiskLexicon, LexiconUnreadable, analyzer
 from knowledge.errors import (
     DimensionMismatch,
-    DistanceMismatch,
     InvalidArgument,
     StorageError,
     StoreCorrupt,
@@ -125,7 +123,6 @@ from knowledge.errors import (
     StoreNotFound,
 )
 from knowledge.vectorstore.base import (
-    DISTANCE_ORDER,
     Collection,
     CollectionInfo,
     Distance,
@@ -133,18 +130,22 @@ from knowledge.vectorstore.base import (
     PointId,
     ScoredPoint,
     VectorBackend,
-    Where,
-    as_vector,
-    check_distance,
-    check_ids,
-    check_limit,
     check_name,
-    check_size,
-    check_where,
+    check_prepared,
+    check_vector_size,
     matches,
     name_slug,
-    passes_threshold,
     stack_points,
+)
+from knowledge.vectorstore.scoring import (
+    DISTANCE_ORDER,
+    clamp_cosine,
+    euclid_exact,
+    manhattan,
+    normalise_rows,
+    passes_threshold,
+    prepare_query,
+    top_k,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -170,7 +171,6 @@ _SEGMENT_FILE = re.compile(r"^seg-(\d+)\.(jsonl|npy)$")
 _RACY_NS = 3_000_000_000  # a manifest written more recently than this is re-read on every check
 _LOAD_ATTEMPTS = 6
 _EUCLID_SLACK = 8  # extra candidates re-ranked with exact distances (euclid)
-_MANHATTAN_BLOCK = 4096
 
 
 def folder_name(name: str) -> str:
@@ -180,14 +180,6 @@ def folder_name(name: str) -> str:
     'team-notes-'
     """
     return name_slug(name, "-")
-
-
-
-
-
-
-
-
 
 
 def _index_key(value: Any) -> tuple[int, Any] | None:
@@ -404,50 +396,11 @@ class _State:
 # ---------------------------------------------------------------------------------------------
 
 
-def _top_k(scores: np.ndarray, k: int, higher: bool) -> np.ndarray:
-    """Positions of the ``k`` best ``scores``, best first; equal scores in ascending position."""
-    n = scores.shape[0]
-    if k < n:
-        if higher:
-            cand = np.argpartition(scores, n - k)[n - k :]
-            bound = scores[cand].min()
-            if np.count_nonzero(scores >= bound) > k:  # ties across the boundary: lowest positions
-                better = np.flatnonzero(scores > bound)
-                cand = np.concatenate([better, np.flatnonzero(scores == bound)[: k - len(better)]])
-        else:
-            cand = np.argpartition(scores, k - 1)[:k]
-            bound = scores[cand].max()
-            if np.count_nonzero(scores <= bound) > k:
-                better = np.flatnonzero(scores < bound)
-                cand = np.concatenate([better, np.flatnonzero(scores == bound)[: k - len(better)]])
-    else:
-        cand = np.arange(n)
-    key = scores[cand]
-    order = np.lexsort((cand, -key if higher else key))
-    return cand[order]
-
-
-def _manhattan(vectors: np.ndarray, q: np.ndarray, rows: np.ndarray | None, n: int) -> np.ndarray:
-    """L1 distances of rows ``rows`` (``None``: ``[0, n)``), block by block to bound temporaries."""
-    total = n if rows is None else len(rows)
-    out = np.empty(total, dtype=np.float32)
-    for a in range(0, total, _MANHATTAN_BLOCK):
-        b = min(total, a + _MANHATTAN_BLOCK)
-        block = vectors[a:b] if rows is None else vectors[rows[a:b]]
-        np.sum(np.abs(block - q), axis=1, out=out[a:b])
-    return out
-
-
-def _euclid_exact(matrix: np.ndarray, q: np.ndarray) -> np.ndarray:
-    diff = (matrix - q).astype(np.float64)
-    return np.sqrt(np.einsum("ij,ij->i", diff, diff))
-
-
 def _scores(st: _State, q: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
     """Scores of rows ``rows`` (``None``: all rows ``[0, n)``) for the prepared query ``q``.
 
     Euclid over many rows uses ``|x|^2 - 2 q.x + |q|^2`` (approximate in float32; the caller
-    re-ranks the best candidates with :func:`_euclid_exact`).
+    re-ranks the best candidates with :func:`~knowledge.vectorstore.scoring.euclid_exact`).
     """
     many = rows is None or len(rows) > st.n // 4
     if st.distance in ("cosine", "dot"):
@@ -457,7 +410,7 @@ def _scores(st: _State, q: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
         return st.vectors[rows] @ q
     if st.distance == "euclid":
         if not many:
-            return _euclid_exact(st.vectors[rows], q).astype(np.float32)
+            return euclid_exact(st.vectors[rows], q).astype(np.float32)
         if st.sqnorms is None:
             v = st.vectors[: st.n]
             st.sqnorms = np.einsum("ij,ij->i", v, v)
@@ -465,7 +418,7 @@ def _scores(st: _State, q: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
         np.maximum(sq, 0.0, out=sq)
         out = np.sqrt(sq)
         return out if rows is None else out[rows]
-    return _manhattan(st.vectors, q, rows, st.n)
+    return manhattan(st.vectors, q, rows, st.n)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1013,19 +966,14 @@ class MemoryCollection(Collection):
         from then on every write keeps it. Raises ``StoreNotFound``, ``StoreLocked``."""
         self._lexicon()
 
-    def lexical_search(self, query: str, limit: int, where: Where | None = None) -> list[ScoredPoint]:
-        """BM25 over the points' ``heading`` + ``text`` (see :class:`~knowledge.lexical.DiskLexicon`):
-        the ``limit`` best, best first, ``score`` BM25 (>= 0, higher is better), payloads copied.
+    def _lexical_search(self, query: str, k: int, w: dict[str, Any] | None) -> list[ScoredPoint]:
+        """BM25 over the points' ``heading`` + ``text`` (see :class:`~knowledge.lexical.DiskLexicon`),
+        payloads copied.
 
         The persisted index is opened on first use (memory-mapped, no rebuild); one that is
         missing, corrupt, of another version or behind the store is rebuilt first (logged).
-
-        Raises:
-            StoreNotFound, InvalidArgument (``limit < 1``, a bad filter), StoreLocked (a rebuild
-            waiting for another writer).
+        Raises (besides the contract's): StoreLocked (a rebuild waiting for another writer).
         """
-        k = check_limit(limit)
-        w = check_where(where)
         terms = analyzer().terms(query) if isinstance(query, str) else []
         with self._lock:
             self._require()
@@ -1135,19 +1083,12 @@ class MemoryCollection(Collection):
         return new
 
     # -- Collection API --------------------------------------------------------------------------
-    def ensure_collection(self, size: int, distance: Distance = "cosine") -> None:
+    def _ensure_collection(self, size: int, distance: Distance) -> None:
         """Create the store's folder and manifest for ``size``-dim vectors compared by ``distance``.
 
-        Idempotent with the same arguments.
-
-        Raises:
-            DimensionMismatch / DistanceMismatch: the store exists with another size / distance.
-            InvalidArgument: ``size < 1`` or an unknown distance.
-            StoreLocked: another process holds the store's lock for longer than the timeout.
-            StoreCorrupt: the existing manifest is unreadable.
+        Raises (besides the contract's): StoreLocked (another process holds the store's lock for
+        longer than the timeout), StoreCorrupt (the existing manifest is unreadable).
         """
-        size = check_size(size)
-        distance = check_distance(distance)
         with self._lock:
             man = self._sync()
         if man is not None:
@@ -1175,13 +1116,7 @@ class MemoryCollection(Collection):
             fsync_dir(self.path)
 
     def _check_same(self, man: dict[str, Any], size: int, distance: str) -> None:
-        if man["size"] != size:
-            raise DimensionMismatch(man["size"], size)
-        if man["distance"] != distance:
-            raise DistanceMismatch(
-                f"Vector store {self.name!r} was prepared with distance {man['distance']!r}, not"
-                f" {distance!r}. A store keeps the distance it was created with."
-            )
+        check_prepared(self.name, man["size"], man["distance"], size, distance)
 
     def collection_exists(self) -> bool:
         with self._lock:
@@ -1229,10 +1164,8 @@ class MemoryCollection(Collection):
                 ids.append(p.id)
                 lines.append(line)
                 payloads.append(loads(line)["payload"])  # what a reload will see; a private copy
-        if distance == "cosine" and len(vectors):
-            norms = np.sqrt(np.einsum("ij,ij->i", vectors, vectors))
-            norms[norms == 0] = 1.0
-            vectors /= norms[:, None]  # stack_points returned a fresh matrix: ours to modify
+        if distance == "cosine":
+            normalise_rows(vectors)  # stack_points returned a fresh matrix: ours to modify
         return ids, lines, payloads, vectors
 
     def _check_cap(self, live: int, new_count: int) -> None:
@@ -1245,28 +1178,18 @@ class MemoryCollection(Collection):
                 f" pgvector backend for larger corpora."
             )
 
-    def upsert(self, points: Sequence[Point]) -> None:
-        """Insert ``points`` (``Point`` with ``(d,)`` float32-able vectors), overwriting equal ids.
+    def _upsert(self, points: list[Point]) -> None:
+        """Validated before anything is written, committed by one manifest swap.
 
-        All-or-nothing: validated before anything is written, committed by one manifest swap.
-
-        Raises:
-            StoreNotFound, DimensionMismatch, InvalidArgument (bad id/vector/payload, an id twice),
-            StoreFull (over ``vector_store.max_chunks_per_store``; nothing written), StoreLocked.
+        Raises (besides the contract's): StoreFull (over ``vector_store.max_chunks_per_store``;
+        nothing written), StoreLocked.
         """
-        self._write_points(None, list(points))
+        self._write_points(None, points)
 
-    def replace(self, where: Where, points: Sequence[Point]) -> None:
-        """Atomically delete every point matching ``where`` and insert ``points``.
-
-        One segment (its header lists the deleted ids) and one manifest swap: readers here or in
-        another process see the old set or the new one. Raises as :meth:`upsert`, and
-        ``InvalidArgument`` for an empty ``where``.
-        """
-        w = check_where(where)
-        if not w:
-            raise InvalidArgument("replace() needs a non-empty where, e.g. {'file_id': ...}.")
-        self._write_points(w, list(points))
+    def _replace(self, where: dict[str, Any], points: list[Point]) -> None:
+        """One segment (its header lists the deleted ids) and one manifest swap: readers here or in
+        another process see the old set or the new one."""
+        self._write_points(where, points)
 
     def _write_points(self, where: dict[str, Any] | None, points: list[Point]) -> None:
         with self._lock:
@@ -1289,14 +1212,8 @@ class MemoryCollection(Collection):
                 return
             self._commit(man, st, deleted, ids, lines, payloads, vectors, count)
 
-    def remove(self, ids: Sequence[PointId] | None = None, where: Where | None = None) -> int:
-        """Delete points by id and/or ``where`` (either matches). Returns how many were deleted.
-
-        Raises:
-            StoreNotFound, InvalidArgument (a bad id or filter), StoreLocked.
-        """
-        wanted = check_ids(ids) if ids is not None else []
-        w = check_where(where)
+    def _remove(self, wanted: list[PointId], w: dict[str, Any] | None) -> int:
+        """One segment listing the deleted ids. Raises (besides the contract's): StoreLocked."""
         if not wanted and not w:
             with self._lock:
                 self._require()
@@ -1315,71 +1232,37 @@ class MemoryCollection(Collection):
             self._commit(man, st, list(targets), [], [], [], empty, count)
             return len(targets)
 
-    def count(self, where: Where | None = None) -> int:
-        """Number of live points (matching ``where``); without ``where`` it needs no load."""
-        w = check_where(where)
+    def _count(self, w: dict[str, Any] | None) -> int:
+        """Number of live points (matching ``w``); without a filter it needs no load."""
         with self._lock:
             man = self._require()
             if not w:
                 return self._state.live if self._state is not None else man["count"]
             return int(len(self._loaded().where_rows(w)))
 
-    def search(
-        self,
-        vector: Any,
-        limit: int = 10,
-        where: Where | None = None,
-        raw_filter: Any = None,
-        score_threshold: float | None = None,
-        with_payload: bool = True,
-    ) -> list[ScoredPoint]:
-        """The ``limit`` best points for the ``(d,)`` query ``vector``, best first (exact search).
+    def _native_filter(self, raw_filter: Any) -> Any:
+        """A callable ``payload -> bool`` (:data:`~knowledge.vectorstore.base.PayloadPredicate`),
+        called on every live point's payload (which it must not modify)."""
+        if not callable(raw_filter):
+            raise InvalidArgument(
+                "raw_filter for the memory backend is a callable taking a payload dict and"
+                f" returning a bool, got {type(raw_filter).__name__}."
+            )
+        return raw_filter
 
-        Args:
-            vector: ``(d,)`` array-like, cast to float32 (normalised first for cosine).
-            limit: how many hits at most (>= 1).
-            where: payload equality filter, answered from a lazily built per-field index.
-            raw_filter: a callable ``payload -> bool`` (:data:`~knowledge.vectorstore.base.
-                PayloadPredicate`), called on every live point's payload (which it must not
-                modify); wins over ``where``.
-            score_threshold: keep ``score >= t`` (cosine, dot) or ``score <= t`` (euclid, manhattan).
-            with_payload: ``False`` returns ``payload=None``.
-
-        Returns:
-            ``ScoredPoint`` list; ``score`` is a Python float: cosine similarity in [-1, 1] or dot
-            product (higher is better), L2 or L1 distance >= 0 (lower is better). Equal scores keep
-            insertion order. Payloads are shallow copies.
-
-        Raises:
-            StoreNotFound, DimensionMismatch, InvalidArgument (``limit < 1``, a bad filter).
-        """
-        k = check_limit(limit)
-        predicate = None
-        w = None
-        if raw_filter is not None:
-            if not callable(raw_filter):
-                raise InvalidArgument(
-                    "raw_filter for the memory backend is a callable taking a payload dict and"
-                    f" returning a bool, got {type(raw_filter).__name__}."
-                )
-            predicate = raw_filter
-        else:
-            w = check_where(where)
-        if score_threshold is not None and (
-            isinstance(score_threshold, bool) or not isinstance(score_threshold, (int, float))
-            or math.isnan(score_threshold)
-        ):
-            raise InvalidArgument(f"score_threshold must be a number, got {score_threshold!r}.")
+    def _search(self, vector: np.ndarray, k: int, w: dict[str, Any] | None, predicate: Any,
+                score_threshold: float | None, with_payload: bool) -> list[ScoredPoint]:
+        """Exact search: ``where`` is answered from a lazily built per-field index, a ``raw_filter``
+        predicate is called on every live payload. Scores are Python floats; equal scores keep
+        insertion order; payloads are shallow copies."""
         with self._lock:
             man = self._require()
-            q = as_vector(vector, man["size"])
+            q = check_vector_size(vector, man["size"])
             st = self._loaded()
             if st.live == 0:
                 return []
             distance = st.distance
-            if distance == "cosine":
-                norm = float(np.linalg.norm(q))
-                q = q / norm if norm > 0 else q
+            q = prepare_query(q, distance)
             rows: np.ndarray | None = None
             if predicate is not None:
                 rows = st.predicate_rows(predicate)
@@ -1391,7 +1274,7 @@ class MemoryCollection(Collection):
             out = []
             for row, score in zip(hits_rows.tolist(), hits_scores.tolist()):
                 if distance == "cosine":
-                    score = min(1.0, max(-1.0, score))
+                    score = clamp_cosine(score)
                 if not passes_threshold(score, score_threshold, distance):
                     break  # sorted best first: the rest are worse
                 payload = dict(st.payloads[row]) if with_payload else None
@@ -1407,37 +1290,23 @@ class MemoryCollection(Collection):
             if len(rows) == 0:
                 return rows, np.zeros(0)
             scores = _scores(st, q, rows)
-            pos = _top_k(scores, min(len(rows), k + _EUCLID_SLACK if euclid else k), higher)
+            pos = top_k(scores, min(len(rows), k + _EUCLID_SLACK if euclid else k), higher)
             cand = rows[pos]
         else:
             scores = _scores(st, q, None)
             if st.dead:
                 scores[~st.alive[: st.n]] = -np.inf if higher else np.inf
-            cand = _top_k(scores, min(st.live, k + _EUCLID_SLACK if euclid else k), higher)
+            cand = top_k(scores, min(st.live, k + _EUCLID_SLACK if euclid else k), higher)
             pos = cand
         if euclid:  # exact distances for the few candidates, then the final order
-            exact = _euclid_exact(st.vectors[cand], q)
+            exact = euclid_exact(st.vectors[cand], q)
             order = np.lexsort((cand, exact))[:k]
             return cand[order], exact[order]
         return cand, scores[pos].astype(np.float64)
 
-    def scroll(
-        self,
-        where: Where | None = None,
-        limit: int | None = None,
-        with_vectors: bool = False,
-    ) -> Iterator[Point]:
-        """Points (matching ``where``) in insertion order (order of last write), at most ``limit``.
-
-        Vectors are ``(d,)`` float32 copies (unit length for cosine) if ``with_vectors``, else
-        empty ``(0,)`` arrays. The points are collected when called, so the iterator is a snapshot.
-
-        Raises:
-            StoreNotFound, InvalidArgument (a bad filter or limit).
-        """
-        w = check_where(where)
-        if limit is not None:
-            limit = check_limit(limit, "scroll limit", allow_zero=True)
+    def _scroll(self, w: dict[str, Any] | None, limit: int | None, with_vectors: bool) -> Iterator[Point]:
+        """Points in insertion order (order of last write). Vectors are ``(d,)`` float32 copies
+        (unit length for cosine). Collected when called, so the iterator is a snapshot."""
         with self._lock:
             self._require()
             st = self._loaded()
@@ -1452,13 +1321,7 @@ class MemoryCollection(Collection):
             ]
         return iter(points)
 
-    def retrieve(self, ids: Sequence[PointId], with_vectors: bool = False) -> list[Point]:
-        """The points with these ids in the given order; unknown ids are skipped, repeats once.
-
-        Raises:
-            StoreNotFound, InvalidArgument (a bad id).
-        """
-        wanted = list(dict.fromkeys(check_ids(ids)))
+    def _retrieve(self, wanted: list[PointId], with_vectors: bool) -> list[Point]:
         with self._lock:
             self._require()
             st = self._loaded()
@@ -1470,9 +1333,8 @@ class MemoryCollection(Collection):
                     out.append(Point(id=pid, vector=vec, payload=dict(st.payloads[row])))
             return out
 
-    def facet(self, key: str, where: Where | None = None) -> dict[Any, int]:
+    def _facet(self, key: str, w: dict[str, Any] | None) -> dict[Any, int]:
         """Count live points per value of payload field ``key`` (from the per-field index)."""
-        w = check_where(where)
         with self._lock:
             self._require()
             st = self._loaded()
