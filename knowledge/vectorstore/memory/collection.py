@@ -1,111 +1,18 @@
-"""The built-in ``memory`` backend: exact numpy search over stores kept as files on disk.
-
-Chunks live on disk, vectors are loaded into memory lazily and unloaded again when a store has been
-idle for ``vector_store.idle_seconds``; a store holds at most ``vector_store.max_chunks_per_store``
-points (larger corpora belong on pgvector). No server, no extra dependency beyond numpy, orjson and
-filelock.
-
-On-disk layout (under ``settings.vector_store_dir``)::
-
-    vector-stores/
-      .locks/<folder>.lock            inter-process write lock of one store (never deleted)
-      team-notes-3f9a1c0b2d4e/        one folder per store: readable slug + 12 hex of sha256(name)
-        manifest.json                 the commit point: name, size, distance, generation, segments
-        seg-000001.jsonl              a header line, then one {"id": .., "payload": ..} line per point
-        seg-000001.npy                the same points' vectors, (rows, size) float32, row for row
-        seg-000002.jsonl              ...
-        lexical/                      the store's BM25 index (tantivy), kept by every write once a
-                                      lexical search or a chunk store created it (see lexical_search)
-
-The folder name is a readable slug of the store's name plus a hash of the *exact* name, so any
-Unicode name works, ``"Team Notes"`` and ``"team notes"`` get different folders (even on a
-case-insensitive file system: the hash is lower-case hex) and ``"../x"`` never leaves the root. The
-exact name is kept in the manifest, which is what :meth:`MemoryBackend.list_collections` reads. Lock
-files live in ``.locks/`` rather than in the store folder so that dropping a store (deleting its
-folder) never deletes a lock file another process may be waiting on.
-
-Log-structured segments
------------------------
-Every write (upsert, remove, replace) is one *segment*: a JSONL file and, when it adds points, an
-``.npy`` of their vectors. The JSONL is the source of truth for ids and payloads and stays readable
-with ``head``/``jq``; the vectors are binary float32 so a cold load never parses floats from text
-(``np.load`` of 100k x 384 takes tens of ms, parsing the same numbers from JSON ~9 s). The first
-line of every JSONL is a header ``{"segment", "incarnation", "first_gen", "last_gen", "deleted"}``;
-it is always written (not only when something is deleted) so that a segment names itself and a
-reader can tell a stale file from the one the manifest means. Embeddings are computed once: nothing
-here ever recomputes or drops a vector except by the user's own remove/replace. For ``cosine`` the
-stored vectors are L2-normalised (so :meth:`Collection.retrieve` returns unit vectors, as qdrant does).
-
-Commit protocol (crash safety). A write, holding the store's lock: (1) deletes orphan files left by
-an earlier crash, (2) writes the new segment files and fsyncs them, (3) writes ``manifest.json.tmp``
-(old segment list + the new one, generation + 1) and fsyncs it, (4) ``os.replace``\\ s it over
-``manifest.json`` -- *the commit point* -- and (5) fsyncs the folder. A process killed anywhere
-before (4) leaves the old manifest, which lists only complete files; killed after (4), the new one.
-Readers read only what the manifest lists, so a store is always readable and holds the old or the new
-version of a batch, never part of one.
-
-Why segments rather than one file per store: appending to a single JSONL (and a single vector file)
-cannot make a replace -- deletes plus inserts across two files -- atomic without a commit record,
-and rewriting the whole store per write costs O(n) per ingested file. Immutable segments plus one
-manifest swap give an atomic, O(batch) write of any shape, and an easy answer to "what did another
-process change": the segments after my generation.
-
-Loading replays the manifest's segments in order: a segment's deleted ids first, then its points;
-the last write of an id wins. Row order in memory is therefore "order of last write", which is also
-the tie-break order of search and the order of :meth:`~MemoryCollection.scroll`. A load parses the
-JSONL with orjson with the cyclic GC paused, while a thread reads the ``.npy`` files straight into
-one preallocated matrix. Payloads are kept as their JSON round trip, i.e. what a reload will see
-(tuples come back as lists; orjson writes NaN/inf as ``null``), which also makes them private copies.
-
-Compaction keeps the segment count and the dead rows bounded: after a write, when the newest
-segment and the run of segments before it that are no bigger (in size tiers of powers of 16 rows)
-number at least :data:`MERGE_FACTOR`, that run is merged into one (size-tiered merging as in LSM
-trees, e.g. Cassandra's SizeTieredCompactionStrategy), so each point is rewritten about
-log_16(n / batch) times; and when the dead rows on disk exceed the live ones (or there are more than
-:data:`MAX_SEGMENTS` segments) every segment is rewritten as one. A merge reads the segment files
-(not memory), writes the merged one and commits it with the same manifest swap; it changes no
-point, so readers keep their loaded state.
-
-Concurrency
------------
-* Threads: each store has one re-entrant lock guarding its in-memory state. Searches, counts and
-  scrolls run under it; a write does its disk work *outside* it (so readers are not blocked by
-  fsync) and then swaps the manifest and applies the batch to memory under it in one step. A reader
-  therefore sees the old or the new full set, never a mix and never nothing in between.
-* Processes: writes hold an inter-process lock (``filelock``) with a timeout, raising
-  :class:`~knowledge.errors.StoreLocked` naming the store. Before every operation a process checks
-  whether another one has committed: it ``stat``\\ s the manifest and, when the stat changed or the
-  manifest was written less than 3 s ago (the "racy git" rule: within the file system's timestamp
-  granularity a stat cannot prove that nothing changed), re-reads its bytes. A new manifest with a
-  higher generation is applied incrementally by reading just the new segments; a dropped and
-  recreated store (new incarnation) or a merge straddling the loaded generation causes a reload.
-
-Search
-------
-Exact search in numpy over the ``(n, d)`` float32 matrix, after qdrant-client's local mode
-(``qdrant_client/local/local_collection.py``: a float32 matrix, an id -> row map and a deleted
-mask). Scores follow :data:`~knowledge.vectorstore.base.DISTANCE_ORDER`: cosine similarity and dot
-product (higher is better), Euclidean L2 and Manhattan L1 distance (lower is better). Filters are
-applied *before* ranking, so a filtered search returns ``limit`` hits whenever ``limit`` points
-match; ``where`` uses a per-field value -> rows index built lazily on first use, ``raw_filter`` is a
-predicate called on each live payload. Ties are broken by row (insertion) order, so results are
-deterministic.
-"""
+"""One store of the memory backend: catch-up with other processes, load/unload, the commit of a
+write, compaction, the lexical index and the ``Collection`` hooks. See ``docs/local-backend.md``."""
 
 from __future__ import annotations
 
 import contextlib
-import gc
 import logging
 import os
-import re
 import shutil
 import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import orjson
@@ -129,19 +36,37 @@ from knowledge.vectorstore.base import (
     Point,
     PointId,
     ScoredPoint,
-    VectorBackend,
-    check_name,
     check_prepared,
     check_vector_size,
     matches,
-    name_slug,
     stack_points,
+)
+from knowledge.vectorstore.memory.state import _index_key, _scores, _State
+from knowledge.vectorstore.memory.storage import (
+    _EUCLID_SLACK,
+    _LOAD_ATTEMPTS,
+    _RACY_NS,
+    _SEGMENT_FILE,
+    FORMAT_VERSION,
+    LEXICAL_DIR,
+    LOCKS_DIR,
+    MANIFEST,
+    MANIFEST_TMP,
+    MAX_SEGMENTS,
+    MERGE_FACTOR,
+    MIN_GARBAGE_ROWS,
+    _gc_paused,
+    _line_id,
+    _read_npy_into,
+    _seg_paths,
+    _Stale,
+    _write_file,
+    folder_name,
 )
 from knowledge.vectorstore.scoring import (
     DISTANCE_ORDER,
     clamp_cosine,
     euclid_exact,
-    manhattan,
     normalise_rows,
     passes_threshold,
     prepare_query,
@@ -149,307 +74,9 @@ from knowledge.vectorstore.scoring import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from knowledge.config import Settings
+    from knowledge.vectorstore.memory.backend import MemoryBackend
 
 log = logging.getLogger(__name__)
-
-#: Version of the on-disk format written by this module (``"format"`` in ``manifest.json``).
-FORMAT_VERSION = 1
-MANIFEST = "manifest.json"
-MANIFEST_TMP = "manifest.json.tmp"
-#: The store's persisted BM25 index (tantivy), a sub-folder of the store's folder.
-LEXICAL_DIR = "lexical"
-LOCKS_DIR = ".locks"
-#: A run of this many newest segments of one size tier (powers of 16 rows) is merged into one.
-MERGE_FACTOR = 16
-#: More segments than this and the whole store is rewritten as one segment.
-MAX_SEGMENTS = 96
-#: Dead rows on disk tolerated before a full rewrite, at least (and at least the live rows).
-MIN_GARBAGE_ROWS = 1024
-
-_SEGMENT_FILE = re.compile(r"^seg-(\d+)\.(jsonl|npy)$")
-_RACY_NS = 3_000_000_000  # a manifest written more recently than this is re-read on every check
-_LOAD_ATTEMPTS = 6
-_EUCLID_SLACK = 8  # extra candidates re-ranked with exact distances (euclid)
-
-
-def folder_name(name: str) -> str:
-    """The folder of the store called ``name``: a readable ASCII slug + 12 hex digits of its sha256.
-
-    >>> folder_name("Team Notes")[:11]
-    'team-notes-'
-    """
-    return name_slug(name, "-")
-
-
-def _index_key(value: Any) -> tuple[int, Any] | None:
-    """Hashable key with the equality of :func:`~knowledge.vectorstore.base.matches`.
-
-    ``True`` and ``1`` differ (JSON), ``1`` and ``1.0`` are equal; lists and dicts never match a
-    scalar, so they are not indexed.
-    """
-    if value is None:
-        return (0, None)
-    if isinstance(value, bool):
-        return (1, value)
-    if isinstance(value, (int, float)):
-        return (2, value)
-    if isinstance(value, str):
-        return (3, value)
-    return None
-
-
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic GC while building many objects (it would traverse them again and again)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
-def _write_file(path: Path, data: bytes) -> None:
-    with open(path, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-
-
-def _seg_paths(folder: Path, seg: int) -> tuple[Path, Path]:
-    return folder / f"seg-{seg:06d}.jsonl", folder / f"seg-{seg:06d}.npy"
-
-
-_ID_PREFIX = b'{"id":'
-_PAYLOAD_KEY = b',"payload":'
-
-
-def _line_id(line: bytes) -> PointId:
-    """The id of a JSONL point line without parsing its payload.
-
-    Lines are written as ``{"id":<id>,"payload":...}``; ``,"payload":`` cannot occur inside the JSON
-    token of a string id (its quote would be escaped), so the id is what lies between the two.
-    Anything else is parsed in full.
-    """
-    if line.startswith(_ID_PREFIX):
-        end = line.find(_PAYLOAD_KEY, 6)
-        if end > 6:
-            return orjson.loads(line[6:end])
-    return orjson.loads(line)["id"]
-
-
-class _Stale(Exception):
-    """A file the manifest lists is gone or belongs to another version: re-read the manifest."""
-
-
-# ---------------------------------------------------------------------------------------------
-# In-memory state of one loaded store
-# ---------------------------------------------------------------------------------------------
-
-
-class _State:
-    """The loaded points of one store: rows ``[0, n)`` of a growable float32 matrix.
-
-    ``vectors`` is ``(capacity, size)`` float32 (L2-normalised for cosine); ``alive[r]`` says
-    whether row ``r`` is live; ``ids``/``payloads`` are per row; ``row_of`` maps each live id to
-    its row. Dead rows stay until :meth:`compact`. Guarded by the collection's lock.
-    """
-
-    def __init__(self, size: int, distance: str, capacity: int) -> None:
-        capacity = max(int(capacity), 16)
-        self.size = size
-        self.distance = distance
-        self.vectors = np.empty((capacity, size), dtype=np.float32)
-        self.alive = np.zeros(capacity, dtype=bool)
-        self.n = 0
-        self.ids: list[PointId] = []
-        self.payloads: list[dict[str, Any]] = []
-        self.row_of: dict[PointId, int] = {}
-        self.dead = 0
-        self.sqnorms: np.ndarray | None = None  # (n,) float32 squared norms, euclid only, lazily
-        self.indexes: dict[str, dict[tuple[int, Any], list[int]]] = {}
-        self.generation = 0
-        self.incarnation = ""
-
-    @property
-    def live(self) -> int:
-        return len(self.row_of)
-
-    def reserve(self, extra: int) -> None:
-        need = self.n + extra
-        cap = self.vectors.shape[0]
-        if need <= cap:
-            return
-        new_cap = max(need, cap * 2)
-        vectors = np.empty((new_cap, self.size), dtype=np.float32)
-        vectors[: self.n] = self.vectors[: self.n]
-        alive = np.zeros(new_cap, dtype=bool)
-        alive[: self.n] = self.alive[: self.n]
-        self.vectors, self.alive = vectors, alive
-
-    def place(self, deleted: Sequence[PointId], ids: list[PointId], payloads: list[dict]) -> None:
-        """Replay one batch whose vectors are already in rows ``[n, n + len(ids))``."""
-        row_of, alive = self.row_of, self.alive
-        for pid in deleted:
-            row = row_of.pop(pid, None)
-            if row is not None:
-                alive[row] = False
-                self.dead += 1
-        base = self.n
-        m = len(ids)
-        if not m:
-            return
-        alive[base : base + m] = True
-        dead = 0
-        for j, pid in enumerate(ids, base):
-            old = row_of.get(pid)
-            if old is not None:
-                alive[old] = False
-                dead += 1
-            row_of[pid] = j
-        self.dead += dead
-        self.ids.extend(ids)
-        self.payloads.extend(payloads)
-        self.n = base + m
-        if self.sqnorms is not None:
-            new = self.vectors[base : self.n]
-            self.sqnorms = np.concatenate([self.sqnorms, np.einsum("ij,ij->i", new, new)])
-        for field, index in self.indexes.items():
-            for j, payload in enumerate(payloads, base):
-                if field in payload:
-                    key = _index_key(payload[field])
-                    if key is not None:
-                        index.setdefault(key, []).append(j)
-
-    def append(self, deleted: Sequence[PointId], ids: list[PointId], payloads: list[dict],
-               vectors: np.ndarray) -> None:
-        """Apply one batch: delete ``deleted``, then insert the rows (last write of an id wins)."""
-        self.reserve(len(ids))
-        if len(ids):
-            self.vectors[self.n : self.n + len(ids)] = vectors
-        self.place(deleted, ids, payloads)
-
-    def compact(self) -> None:
-        """Drop dead rows, keeping the live ones in order (so tie order does not change)."""
-        keep = np.flatnonzero(self.alive[: self.n])
-        live = len(keep)
-        vectors = np.empty((max(16, live + max(64, live // 8)), self.size), dtype=np.float32)
-        np.take(self.vectors, keep, axis=0, out=vectors[:live])
-        self.vectors = vectors
-        self.alive = np.zeros(vectors.shape[0], dtype=bool)
-        self.alive[:live] = True
-        rows = keep.tolist()
-        self.ids = [self.ids[r] for r in rows]
-        self.payloads = [self.payloads[r] for r in rows]
-        self.row_of = {pid: r for r, pid in enumerate(self.ids)}
-        if self.sqnorms is not None:
-            self.sqnorms = self.sqnorms[keep]
-        self.indexes.clear()
-        self.n = live
-        self.dead = 0
-
-    def index(self, field: str) -> dict[tuple[int, Any], list[int]]:
-        """The value -> rows index of payload ``field`` (rows ascending, dead ones included)."""
-        index = self.indexes.get(field)
-        if index is None:
-            index = {}
-            for row, payload in enumerate(self.payloads):
-                if field in payload:
-                    key = _index_key(payload[field])
-                    if key is not None:
-                        bucket = index.get(key)
-                        if bucket is None:
-                            index[key] = [row]
-                        else:
-                            bucket.append(row)
-            self.indexes[field] = index
-        return index
-
-    def live_rows(self) -> np.ndarray:
-        return np.flatnonzero(self.alive[: self.n])
-
-    def where_rows(self, where: dict[str, Any]) -> np.ndarray:
-        """Live rows matching every ``field == value`` of ``where``, ascending ``int64``."""
-        buckets = []
-        for field, value in where.items():
-            key = _index_key(value)
-            bucket = self.index(field).get(key) if key is not None else None
-            if not bucket:
-                return np.zeros(0, dtype=np.int64)
-            buckets.append(bucket)
-        buckets.sort(key=len)
-        rows = np.asarray(buckets[0], dtype=np.int64)
-        for other in buckets[1:]:
-            rows = np.intersect1d(rows, np.asarray(other, dtype=np.int64), assume_unique=True)
-        return rows[self.alive[rows]]
-
-    def predicate_rows(self, predicate: Any) -> np.ndarray:
-        payloads = self.payloads
-        rows = [r for r in self.live_rows().tolist() if predicate(payloads[r])]
-        return np.asarray(rows, dtype=np.int64)
-
-
-# ---------------------------------------------------------------------------------------------
-# Scoring
-# ---------------------------------------------------------------------------------------------
-
-
-def _scores(st: _State, q: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
-    """Scores of rows ``rows`` (``None``: all rows ``[0, n)``) for the prepared query ``q``.
-
-    Euclid over many rows uses ``|x|^2 - 2 q.x + |q|^2`` (approximate in float32; the caller
-    re-ranks the best candidates with :func:`~knowledge.vectorstore.scoring.euclid_exact`).
-    """
-    many = rows is None or len(rows) > st.n // 4
-    if st.distance in ("cosine", "dot"):
-        if many:
-            out = st.vectors[: st.n] @ q
-            return out if rows is None else out[rows]
-        return st.vectors[rows] @ q
-    if st.distance == "euclid":
-        if not many:
-            return euclid_exact(st.vectors[rows], q).astype(np.float32)
-        if st.sqnorms is None:
-            v = st.vectors[: st.n]
-            st.sqnorms = np.einsum("ij,ij->i", v, v)
-        sq = st.sqnorms - 2.0 * (st.vectors[: st.n] @ q) + float(q @ q)
-        np.maximum(sq, 0.0, out=sq)
-        out = np.sqrt(sq)
-        return out if rows is None else out[rows]
-    return manhattan(st.vectors, q, rows, st.n)
-
-
-# ---------------------------------------------------------------------------------------------
-# Segment files
-# ---------------------------------------------------------------------------------------------
-
-
-def _read_npy_into(path: Path, out: np.ndarray) -> None:
-    """Read the ``.npy`` at ``path`` into ``out`` (``(rows, size)`` float32) without a copy."""
-    try:
-        fh = open(path, "rb")
-    except FileNotFoundError:
-        raise _Stale(f"{path.name} is missing") from None
-    with fh:
-        try:
-            version = np.lib.format.read_magic(fh)
-            if version == (1, 0):
-                shape, fortran, dtype = np.lib.format.read_array_header_1_0(fh)
-            else:
-                shape, fortran, dtype = np.lib.format.read_array_header_2_0(fh)
-        except ValueError as exc:
-            raise StoreCorrupt(f"{path} is not a readable .npy file ({exc}).") from None
-        if tuple(shape) != out.shape:
-            raise _Stale(f"{path.name} holds shape {tuple(shape)}, expected {out.shape}")
-        if dtype == np.dtype("<f4") and not fortran and np.little_endian:
-            got = fh.readinto(memoryview(out).cast("B"))
-            if got != out.nbytes:
-                raise StoreCorrupt(f"{path} is truncated ({got} of {out.nbytes} vector bytes).")
-            return
-        fh.seek(0)
-        out[...] = np.load(fh, allow_pickle=False).astype(np.float32)
 
 
 class MemoryCollection(Collection):
@@ -1142,7 +769,7 @@ class MemoryCollection(Collection):
             disk = len(self._manifest_bytes or b"") + sum(
                 s["jsonl_bytes"] + s["npy_bytes"] for s in man["segments"])
             return CollectionInfo(name=self.name, size=man["size"], distance=man["distance"],
-                                  count=man["count"], backend=MemoryBackend.name, disk_bytes=disk)
+                                  count=man["count"], backend=self._backend.name, disk_bytes=disk)
 
     def _prepare(self, points: Sequence[Point], size: int, distance: str
                  ) -> tuple[list[PointId], list[bytes], list[dict], np.ndarray]:
@@ -1355,124 +982,3 @@ class MemoryCollection(Collection):
 
     def __repr__(self) -> str:
         return f"MemoryCollection({self.name!r}, path={str(self.path)!r}, loaded={self.is_loaded})"
-
-
-class MemoryBackend(VectorBackend):
-    """The built-in backend: one folder per store under ``settings.vector_store_dir``.
-
-    Args:
-        settings: uses ``vector_store_dir``, ``vector_store.idle_seconds`` (unload a store idle this
-            long) and ``vector_store.max_chunks_per_store`` (the per-store cap).
-        lock_timeout: seconds a write waits for another writer of the same store before raising
-            :class:`~knowledge.errors.StoreLocked`.
-
-    Thread-safe; hand one instance to every thread. A daemon thread (started on the first load,
-    stopped by :meth:`close`) unloads idle stores; :meth:`unload_idle` does one sweep by hand.
-    """
-
-    name: ClassVar[str] = "memory"
-
-    def __init__(self, settings: "Settings", *, lock_timeout: float = 10.0) -> None:
-        self.root: Path = Path(settings.vector_store_dir)
-        self.idle_seconds = float(settings.vector_store.idle_seconds)
-        self.max_points = int(settings.vector_store.max_chunks_per_store)
-        self.lock_timeout = float(lock_timeout)
-        self._collections: dict[str, MemoryCollection] = {}
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._sweeper: threading.Thread | None = None
-        self._closed = False
-
-    def collection(self, name: str) -> MemoryCollection:
-        """The handle on store ``name`` (one shared handle per name and backend instance).
-
-        Raises:
-            InvalidArgument: ``name`` is not a non-empty string.
-        """
-        name = check_name(name)
-        with self._lock:
-            coll = self._collections.get(name)
-            if coll is None:
-                coll = self._collections[name] = MemoryCollection(self, name)
-            return coll
-
-    def list_collections(self) -> list[str]:
-        """Exact names of the stores under the root, read from their manifests, sorted.
-
-        A folder whose manifest is unreadable is skipped with a warning in the log (opening that
-        store raises :class:`~knowledge.errors.StoreCorrupt`).
-        """
-        try:
-            entries = list(os.scandir(self.root))
-        except (FileNotFoundError, NotADirectoryError):
-            return []
-        names = []
-        for entry in entries:
-            if entry.name.startswith(".") or not entry.is_dir():
-                continue
-            try:
-                man = orjson.loads((Path(entry.path) / MANIFEST).read_bytes())
-            except (FileNotFoundError, NotADirectoryError):
-                continue  # not a store, or being created or dropped
-            except (OSError, orjson.JSONDecodeError) as exc:
-                log.warning("vector store folder %s: unreadable %s (%s)", entry.path, MANIFEST, exc)
-                continue
-            name = man.get("name") if isinstance(man, dict) else None
-            if not isinstance(name, str) or not name or folder_name(name) != entry.name:
-                log.warning("vector store folder %s: %s names %r, which does not belong to this"
-                            " folder", entry.path, MANIFEST, name)
-                continue
-            names.append(name)
-        return sorted(names)
-
-    def loaded_collections(self) -> list[str]:
-        """Names of the stores whose points are in memory now, sorted."""
-        with self._lock:
-            handles = list(self._collections.values())
-        return sorted(c.name for c in handles if c.is_loaded)
-
-    def unload_idle(self, now: float | None = None) -> list[str]:
-        """Unload every store not accessed for ``idle_seconds``; returns their names, sorted.
-
-        Args:
-            now: a ``time.monotonic()`` reading (default: now); tests pass a later one.
-        """
-        now = time.monotonic() if now is None else now
-        with self._lock:
-            handles = list(self._collections.values())
-        return sorted(c.name for c in handles if c._unload_if_idle(now, self.idle_seconds))
-
-    def _start_sweeper(self) -> None:
-        with self._lock:
-            if self._closed or (self._sweeper is not None and self._sweeper.is_alive()):
-                return
-            self._stop.clear()
-            self._sweeper = threading.Thread(target=self._sweep, name="knowledge-memory-sweeper",
-                                             daemon=True)
-            self._sweeper.start()
-
-    def _sweep(self) -> None:
-        interval = min(max(self.idle_seconds / 4, 0.05), 30.0)
-        while not self._stop.wait(interval):
-            try:
-                self.unload_idle()
-            except Exception:  # pragma: no cover - never let the sweeper die
-                log.exception("idle sweep of the memory vector-store backend failed")
-
-    def close(self) -> None:
-        """Stop the sweeper thread and unload every store. Idempotent.
-
-        The instance stays usable (stores load again on access) but no longer unloads idle stores.
-        """
-        with self._lock:
-            self._closed = True
-            sweeper, self._sweeper = self._sweeper, None
-            handles = list(self._collections.values())
-        self._stop.set()
-        if sweeper is not None and sweeper is not threading.current_thread():
-            sweeper.join(timeout=5)
-        for coll in handles:
-            coll.unload()
-
-    def __repr__(self) -> str:
-        return f"MemoryBackend(root={str(self.root)!r})"
