@@ -1,5 +1,7 @@
-"""The loaded points of one store of the memory backend, and their exact scores. See
-``docs/local-backend.md``."""
+"""The loaded points of one store of the memory backend: a float32 matrix, an alive mask, ids,
+payloads, lazily built payload indexes, and exact top-k over them (after qdrant-client's
+``local/local_collection.py``: a float32 matrix, an id -> row map and a deleted mask). Knows
+nothing of files. See ``docs/local-backend.md``."""
 
 from __future__ import annotations
 
@@ -9,7 +11,9 @@ from typing import Any
 import numpy as np
 
 from knowledge.vectorstore.base import PointId
-from knowledge.vectorstore.scoring import euclid_exact, manhattan
+from knowledge.vectorstore.scoring import DISTANCE_ORDER, euclid_exact, manhattan, top_k
+
+_EUCLID_SLACK = 8  # extra candidates re-ranked with exact distances (euclid)
 
 def _index_key(value: Any) -> tuple[int, Any] | None:
     """Hashable key with the equality of :func:`~knowledge.vectorstore.base.matches`.
@@ -33,7 +37,7 @@ def _index_key(value: Any) -> tuple[int, Any] | None:
 # ---------------------------------------------------------------------------------------------
 
 
-class _State:
+class LoadedPoints:
     """The loaded points of one store: rows ``[0, n)`` of a growable float32 matrix.
 
     ``vectors`` is ``(capacity, size)`` float32 (L2-normalised for cosine); ``alive[r]`` says
@@ -174,32 +178,49 @@ class _State:
         rows = [r for r in self.live_rows().tolist() if predicate(payloads[r])]
         return np.asarray(rows, dtype=np.int64)
 
+    # -- exact scores ----------------------------------------------------------------------------
+    def scores(self, q: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
+        """Scores of rows ``rows`` (``None``: all rows ``[0, n)``) for the prepared query ``q``.
 
-# ---------------------------------------------------------------------------------------------
-# Scoring
-# ---------------------------------------------------------------------------------------------
-
-
-def _scores(st: _State, q: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
-    """Scores of rows ``rows`` (``None``: all rows ``[0, n)``) for the prepared query ``q``.
-
-    Euclid over many rows uses ``|x|^2 - 2 q.x + |q|^2`` (approximate in float32; the caller
-    re-ranks the best candidates with :func:`~knowledge.vectorstore.scoring.euclid_exact`).
-    """
-    many = rows is None or len(rows) > st.n // 4
-    if st.distance in ("cosine", "dot"):
-        if many:
-            out = st.vectors[: st.n] @ q
+        Euclid over many rows uses ``|x|^2 - 2 q.x + |q|^2`` (approximate in float32; the caller
+        re-ranks the best candidates with :func:`~knowledge.vectorstore.scoring.euclid_exact`).
+        """
+        many = rows is None or len(rows) > self.n // 4
+        if self.distance in ("cosine", "dot"):
+            if many:
+                out = self.vectors[: self.n] @ q
+                return out if rows is None else out[rows]
+            return self.vectors[rows] @ q
+        if self.distance == "euclid":
+            if not many:
+                return euclid_exact(self.vectors[rows], q).astype(np.float32)
+            if self.sqnorms is None:
+                v = self.vectors[: self.n]
+                self.sqnorms = np.einsum("ij,ij->i", v, v)
+            sq = self.sqnorms - 2.0 * (self.vectors[: self.n] @ q) + float(q @ q)
+            np.maximum(sq, 0.0, out=sq)
+            out = np.sqrt(sq)
             return out if rows is None else out[rows]
-        return st.vectors[rows] @ q
-    if st.distance == "euclid":
-        if not many:
-            return euclid_exact(st.vectors[rows], q).astype(np.float32)
-        if st.sqnorms is None:
-            v = st.vectors[: st.n]
-            st.sqnorms = np.einsum("ij,ij->i", v, v)
-        sq = st.sqnorms - 2.0 * (st.vectors[: st.n] @ q) + float(q @ q)
-        np.maximum(sq, 0.0, out=sq)
-        out = np.sqrt(sq)
-        return out if rows is None else out[rows]
-    return manhattan(st.vectors, q, rows, st.n)
+        return manhattan(self.vectors, q, rows, self.n)
+
+    def rank(self, q: np.ndarray, rows: np.ndarray | None, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Rows and scores of the ``k`` best among ``rows`` (``None``: all live rows), best first."""
+        higher = DISTANCE_ORDER[self.distance]
+        euclid = self.distance == "euclid"
+        if rows is not None:
+            if len(rows) == 0:
+                return rows, np.zeros(0)
+            scores = self.scores(q, rows)
+            pos = top_k(scores, min(len(rows), k + _EUCLID_SLACK if euclid else k), higher)
+            cand = rows[pos]
+        else:
+            scores = self.scores(q, None)
+            if self.dead:
+                scores[~self.alive[: self.n]] = -np.inf if higher else np.inf
+            cand = top_k(scores, min(self.live, k + _EUCLID_SLACK if euclid else k), higher)
+            pos = cand
+        if euclid:  # exact distances for the few candidates, then the final order
+            exact = euclid_exact(self.vectors[cand], q)
+            order = np.lexsort((cand, exact))[:k]
+            return cand[order], exact[order]
+        return cand, scores[pos].astype(np.float64)
