@@ -144,7 +144,7 @@ def main() -> None:
     coll2._backend.close()
 
     # -- warm search vs the numpy floor, interleaved so both see the same conditions --------------
-    state = coll._state  # the store's own (n, d) float32 matrix, for the floor
+    state = coll._points  # the store's own (n, d) float32 matrix, for the floor
     matrix = state.vectors[: state.n]
     files = [f"file-{f:05d}" for f in range(max(1, n // CHUNKS_PER_FILE))]
     for q in queries[:10]:  # warm-up: caches, the file_id index

@@ -28,7 +28,7 @@ the memory backend:
   local mode on disk), on a store of ``--chunks`` chunks (qdrant: ``--qdrant-chunks``, its local
   mode is a pure-Python engine): ``<backend>_calls_vector`` / ``_calls_hybrid``, the backend calls
   of one warm ``Workbench.search`` (memory: collection methods; pgvector: transactions,
-  ``PgvectorBackend.run``; qdrant: client calls, ``QdrantBackend._call``), and
+  ``PgvectorBackend.run``; qdrant: client calls, ``QdrantBackend.call``), and
   ``<backend>_facade_p50_ms`` (``Workbench.search``, vector, k=10, the hash embedder's query
   embedding included) next to ``<backend>_backend_p50_ms`` (``Collection.search`` of the same
   vectors, k=10) measured alternately in the same run, their ratio ``<backend>_facade_over_backend``,
@@ -258,7 +258,7 @@ def counting(backend: str):
         fn = getattr(cls, name)
 
         def counted(self, *a, **kw):
-            calls.append(name if name not in ("_call", "run") else getattr(a[0], "__name__", str(a[0])))
+            calls.append(name if name not in ("call", "run") else getattr(a[0], "__name__", str(a[0])))
             return fn(self, *a, **kw)
 
         patched.append((cls, name, fn))
@@ -276,7 +276,7 @@ def counting(backend: str):
     else:
         from knowledge.vectorstore.qdrant import QdrantBackend
 
-        wrap(QdrantBackend, "_call")
+        wrap(QdrantBackend, "call")
     try:
         yield calls
     finally:

@@ -210,7 +210,7 @@ def _run(args: argparse.Namespace) -> int:
             files = wb.store_files(args.store)
             if args.json:
                 print(json.dumps([{"file_id": f.file_id, "name": f.file_name, "status": f.status,
-                                   "reason": f.reason, "chunks": f.chunks, "pages": f.pages,
+                                   "reason": f.reason, "error": f.error, "chunks": f.chunks, "pages": f.pages,
                                    "warnings": f.warnings, "sha256": f.sha256} for f in files], indent=2))
             else:
                 print(_table([(f.file_name, f.file_id, f.status, f.chunks, f.pages or "", f.reason or "")
@@ -396,6 +396,7 @@ def _ingest(wb: Any, args: argparse.Namespace, expand_paths: Any) -> int:
         print(line([h for h, _ in columns], "reason / warnings"), flush=True)
         print(line(["-" * w for _, w in columns], "-" * 17), flush=True)
     from knowledge.jobs import FileProgress
+    from knowledge.outcomes import needs_password
 
     states: dict[str, FileProgress] = {}
 
@@ -419,7 +420,7 @@ def _ingest(wb: Any, args: argparse.Namespace, expand_paths: Any) -> int:
             results.append(r)
             if not args.json:
                 text = line([r.name, r.outcome, r.chunks or "", r.pages or "", f"{r.seconds:.2f}s"],
-                            (r.message + (" (use --password)" if "password required" in r.message else ""))
+                            (r.message + (" (use --password)" if needs_password(r) and not args.password else ""))
                             if not r.ok else "; ".join(r.warnings))
                 if bar.disable:
                     print(text.rstrip(), flush=True)
@@ -429,7 +430,8 @@ def _ingest(wb: Any, args: argparse.Namespace, expand_paths: Any) -> int:
     bar.close()
     failed = [r for r in results if not r.ok]
     if args.json:
-        print(json.dumps([{"name": r.name, "outcome": r.outcome, "message": r.message, "file_id": r.file_id,
+        print(json.dumps([{"name": r.name, "outcome": r.outcome, "message": r.message, "error": r.error,
+                           "file_id": r.file_id,
                            "chunks": r.chunks, "pages": r.pages, "warnings": r.warnings,
                            "seconds": round(r.seconds, 3)} for r in results], ensure_ascii=False, indent=2))
     else:

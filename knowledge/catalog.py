@@ -20,10 +20,11 @@ import threading
 import time
 import unicodedata
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +34,19 @@ from knowledge.errors import KnowledgeError
 
 IDLE_CLOSE_SECONDS = 2.0
 
-#: Ingestion status of a file in a store.
-PENDING, PROCESSING, DONE, FAILED = "pending", "processing", "done", "failed"
-STATUSES = (PENDING, PROCESSING, DONE, FAILED)
+
+class FileStatus(StrEnum):
+    """Ingestion status of a file in a store (a ``str``: ``FileStatus.DONE == "done"``)."""
+
+    PENDING = "pending"  # recorded, not started
+    PROCESSING = "processing"  # being read, chunked and embedded
+    DONE = "done"  # indexed: searchable
+    FAILED = "failed"  # not indexed; ``reason`` says why, ``error`` names the error class
+
+
+#: The statuses under their earlier names (equal to the plain strings, which older callers compare with).
+PENDING, PROCESSING, DONE, FAILED = FileStatus.PENDING, FileStatus.PROCESSING, FileStatus.DONE, FileStatus.FAILED
+STATUSES = tuple(FileStatus)
 
 MIGRATIONS: list[str] = [
     # 1: templates, stores, store files
@@ -163,6 +174,11 @@ MIGRATIONS: list[str] = [
         seconds DOUBLE
     );
     """,
+    # 5: the class of the error that failed a file (``PasswordRequired``, ...): callers ask its identity,
+    # not its message; NULL for files that did not fail and for failures recorded before this version
+    """
+    ALTER TABLE store_files ADD COLUMN error TEXT;
+    """,
 ]
 
 
@@ -196,7 +212,9 @@ class StoreRecord:
 
 @dataclass(frozen=True, slots=True)
 class FileRecord:
-    """A file in a store and how its ingestion went (``status`` one of :data:`STATUSES`; times in s)."""
+    """A file in a store and how its ingestion went: ``status`` a :class:`FileStatus`; ``reason`` in
+    words and ``error`` the name of the error class (:mod:`knowledge.errors`, e.g. ``"PasswordRequired"``)
+    when it failed -- ``error`` is ``None`` for a failure recorded before the catalog kept it; times in s."""
 
     store: str
     file_id: str
@@ -213,6 +231,40 @@ class FileRecord:
     total_seconds: float | None = None
     created: datetime | None = None
     updated: datetime | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FileCounts:
+    """A store's files by what they mean to a person: ``indexed`` (searchable), ``failed`` (kept for a
+    retry), ``busy`` (pending or processing) and the ``chunks`` of the indexed files."""
+
+    indexed: int = 0
+    failed: int = 0
+    busy: int = 0
+    chunks: int = 0
+
+    @classmethod
+    def of(cls, records: Iterable[FileRecord]) -> FileCounts:
+        """The counts of ``records`` (the file records of one store)."""
+        indexed = failed = busy = chunks = 0
+        for f in records:
+            if f.status == DONE:
+                indexed += 1
+                chunks += f.chunks or 0
+            elif f.status == FAILED:
+                failed += 1
+            elif f.status in (PENDING, PROCESSING):
+                busy += 1
+        return cls(indexed, failed, busy, chunks)
+
+
+#: The columns of the ``stores`` and ``store_files`` tables, named in every query (a new column
+#: never shifts a field), in the order of the records' fields.
+_STORE_COLUMNS = tuple(f.name for f in fields(StoreRecord))
+_FILE_COLUMNS = tuple(f.name for f in fields(FileRecord))
+_STORE_SELECT = "SELECT " + ", ".join(_STORE_COLUMNS) + " FROM stores"
+_FILE_SELECT = "SELECT " + ", ".join(_FILE_COLUMNS) + " FROM store_files"
 
 
 def _now() -> datetime:
@@ -376,7 +428,8 @@ class Catalog:
         now = _now()
         with self._cursor() as cur:
             cur.execute(
-                "INSERT INTO stores VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET"
+                f"INSERT INTO stores ({', '.join(_STORE_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (name) DO UPDATE SET"
                 " template = excluded.template, backend = excluded.backend,"
                 " collection = excluded.collection,"
                 " embedding_model = excluded.embedding_model, dimension = excluded.dimension,"
@@ -389,13 +442,13 @@ class Catalog:
 
     def get_store(self, name: str) -> StoreRecord | None:
         with self._cursor() as cur:
-            row = cur.execute("SELECT * FROM stores WHERE name = ?", [name]).fetchone()
-        return StoreRecord(*row) if row else None
+            row = cur.execute(_STORE_SELECT + " WHERE name = ?", [name]).fetchone()
+        return _store(row) if row else None
 
     def list_stores(self) -> list[StoreRecord]:
         with self._cursor() as cur:
-            rows = cur.execute("SELECT * FROM stores ORDER BY lower(name), name").fetchall()
-        return [StoreRecord(*r) for r in rows]
+            rows = cur.execute(_STORE_SELECT + " ORDER BY lower(name), name").fetchall()
+        return [_store(r) for r in rows]
 
     def internal_stores(self) -> set[str]:
         """The stores the product keeps for itself (each chat session's attachment store), which are
@@ -417,28 +470,28 @@ class Catalog:
         now = _now()
         with self._cursor() as cur:
             cur.execute(
-                "INSERT INTO store_files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                f"INSERT INTO store_files ({', '.join(_FILE_COLUMNS)}) VALUES ({', '.join('?' * len(_FILE_COLUMNS))})"
                 " ON CONFLICT (store, file_id) DO UPDATE SET file_name = excluded.file_name,"
                 " sha256 = excluded.sha256, size = excluded.size, status = excluded.status,"
                 " reason = excluded.reason, chunks = excluded.chunks, pages = excluded.pages,"
                 " warnings = excluded.warnings, read_seconds = excluded.read_seconds,"
                 " embed_seconds = excluded.embed_seconds, total_seconds = excluded.total_seconds,"
-                " updated = excluded.updated",
+                " updated = excluded.updated, error = excluded.error",
                 [record.store, record.file_id, unicodedata.normalize("NFC", record.file_name), record.sha256, record.size,
-                 record.status, record.reason, record.chunks, record.pages, json.dumps(record.warnings),
+                 str(record.status), record.reason, record.chunks, record.pages, json.dumps(record.warnings),
                  record.read_seconds, record.embed_seconds, record.total_seconds,
-                 record.created or now, now],
+                 record.created or now, now, record.error],
             )
 
     def get_file(self, store: str, file_id: str) -> FileRecord | None:
         with self._cursor() as cur:
-            row = cur.execute("SELECT * FROM store_files WHERE store = ? AND file_id = ?", [store, file_id]).fetchone()
+            row = cur.execute(_FILE_SELECT + " WHERE store = ? AND file_id = ?", [store, file_id]).fetchone()
         return _file(row) if row else None
 
     def files(self, store: str, file_name: str | None = None, sha256: str | None = None) -> list[FileRecord]:
         """The store's file records, optionally only those with a name or content hash; by name.
         Names compare in Unicode NFC (a decomposed name as macOS writes it equals the typed one)."""
-        sql, args = "SELECT * FROM store_files WHERE store = ?", [store]
+        sql, args = _FILE_SELECT + " WHERE store = ?", [store]
         if file_name is not None:
             sql, args = sql + " AND nfc_normalize(file_name) = ?", args + [unicodedata.normalize("NFC", file_name)]
         if sha256 is not None:
@@ -474,7 +527,15 @@ class Catalog:
             ).fetchall())
 
 
+def _store(row: tuple) -> StoreRecord:
+    return StoreRecord(**dict(zip(_STORE_COLUMNS, row)))
+
+
 def _file(row: tuple) -> FileRecord:
-    values = list(row)
-    values[9] = json.loads(values[9]) if values[9] else []
-    return FileRecord(*values)
+    """A ``store_files`` row selected by :data:`_FILE_SELECT` as a record: the status as a
+    :class:`FileStatus` (an unknown one kept as its text), the warnings decoded from JSON."""
+    values = dict(zip(_FILE_COLUMNS, row))
+    values["warnings"] = json.loads(values["warnings"]) if values["warnings"] else []
+    if values["status"] in FileStatus._value2member_map_:
+        values["status"] = FileStatus(values["status"])
+    return FileRecord(**values)

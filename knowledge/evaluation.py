@@ -508,6 +508,12 @@ def worse_questions(before: EvalRun, after: EvalRun) -> list[dict[str, Any]]:
     return rows
 
 
+def metric_changes(before: EvalRun, after: EvalRun) -> dict[str, float]:
+    """``after``'s metrics minus ``before``'s, for the metrics both runs have (``after``'s order);
+    positive is better (every metric here is higher-is-better)."""
+    return {m: v - before.metrics[m] for m, v in after.metrics.items() if m in before.metrics}
+
+
 # -- the catalog -----------------------------------------------------------------------------------
 class Evaluations:
     """Question sets and runs in the catalog (tables ``eval_sets`` and ``eval_runs``)."""
@@ -612,6 +618,30 @@ def load_question_set(wb: Workbench, ref: str) -> QuestionSet:
 
 
 # -- tuning ----------------------------------------------------------------------------------------
+def parse_weights(text: str) -> list[float]:
+    """Fusion weights typed by a person (``"0, 0.25, 0.5"``; ``;`` also separates), each once,
+    ascending.
+
+    Raises:
+        InvalidArgument: a part is not a number, or not between 0 and 1, or there is none.
+    """
+    try:
+        weights = sorted({float(x) for x in (text or "").replace(";", ",").split(",") if x.strip()})
+    except ValueError:
+        weights = []
+    if not weights or not all(0.0 <= w <= 1.0 for w in weights):
+        raise InvalidArgument("Weights are numbers between 0 and 1, separated by commas.")
+    return weights
+
+
+def best_by_mrr(runs: Sequence[EvalRun]) -> EvalRun:
+    """The run with the highest MRR, ties broken by recall@5 (the first run of a tie wins).
+    Raises ``InvalidArgument`` for no runs."""
+    if not runs:
+        raise InvalidArgument("No runs to choose from.")
+    return max(runs, key=lambda r: (r.mrr, r.metrics.get("recall@5", 0)))
+
+
 def sweep_fusion_weight(wb: Workbench, store: str, qset: QuestionSet, weights: Sequence[float] = (0.0, 0.25, 0.5, 0.75, 1.0),
                         k: int = 10, candidates: int | None = None) -> list[EvalRun]:
     """Hybrid runs of ``store`` on ``qset``, one per fusion weight (not saved)."""
@@ -733,5 +763,6 @@ def keep_as_template(wb: Workbench, store: str, size: int, overlap: int, name: s
 
 __all__ = ["ChunkTrial", "Criterion", "EvalRun", "Evaluations", "Question", "QuestionResult", "QuestionSet",
            "QuestionSetNotFound", "RankedHit", "RunNotFound", "evaluate", "export_questions", "first_rank_distribution",
-           "keep_as_template", "load_question_set", "metric_names", "ndcg_at", "parse_questions", "parse_relevant",
+           "keep_as_template", "load_question_set", "metric_changes", "metric_names", "ndcg_at", "parse_questions",
+           "parse_relevant", "parse_weights", "best_by_mrr",
            "recall_at", "reciprocal_rank", "sweep_fusion_weight", "try_chunkings", "tuned", "worse_questions"]

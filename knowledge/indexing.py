@@ -219,7 +219,8 @@ class Indexer:
             reason = "cancelled" if cancelled else str(exc)
             with lock:
                 self.catalog.put_file(replace(rec, status=FAILED, reason=reason, read_seconds=t_read,
-                                              total_seconds=time.perf_counter() - started))
+                                              total_seconds=time.perf_counter() - started,
+                                              error=type(exc).__name__))
                 if cancelled:
                     self._remove_from_store(store, record, stored.id)
             return IngestResult(stored.name, Outcome.CANCELLED if cancelled else Outcome.FAILED, reason,

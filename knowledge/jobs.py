@@ -194,6 +194,36 @@ class IngestJob:
         browser tab or session (so a second tab sees a running upload and can stop it)."""
         return wb.jobs.latest(store)
 
+    @classmethod
+    def visible_for(cls, wb: Workbench, store: str, mine: IngestJob | None = None, *,
+                    recent_seconds: float = 60.0) -> IngestJob | None:
+        """The batch a page shows for ``store``: the newest job of this process when another tab or
+        session started it and it runs, or ended ``recent_seconds`` ago at most (so a Stop clicked
+        there, or here, shows what it stopped); otherwise ``mine``, the page's own job (``None``:
+        none)."""
+        latest = cls.latest(wb, store)
+        if latest is not None and latest is not mine and (
+                not latest.done or (latest.finished_at or 0) > time.monotonic() - recent_seconds):
+            return latest
+        return mine
+
+    @classmethod
+    def running_for(cls, wb: Workbench, store: str) -> bool:
+        """Whether a job of this process is ingesting into ``store`` of ``wb``'s data folder now."""
+        latest = cls.latest(wb, store)
+        return latest is not None and not latest.done
+
+    def replace_result(self, file_id: str, result: IngestResult) -> int:
+        """After the file ``file_id`` of this batch was ingested again (a retry, with a password say),
+        its line shows ``result`` instead of the first outcome. Returns how many files were updated
+        (0: the file is not in this batch)."""
+        n = 0
+        for fp in self.files:
+            if fp.result is not None and fp.result.file_id == file_id:
+                fp.result = result
+                n += 1
+        return n
+
     def cancel(self) -> None:
         """Stop after the current step: the current file is cancelled, the rest are not started."""
         self._cancel.set()

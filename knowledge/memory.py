@@ -40,6 +40,8 @@ from knowledge.vectorstore.base import (
     VectorBackend,
     check_distance,
     check_id,
+    check_ids,
+    check_limit,
     check_where,
     matches,
 )
@@ -241,9 +243,7 @@ class VectorMemory:
                 return
             if not self.collection.collection_exists():
                 self.collection.ensure_collection(size, self.distance)
-                index = getattr(self.collection, "index_field", None)
-                if callable(index):
-                    index(self.dataset_field)
+                self.collection.index_field(self.dataset_field)
             else:
                 expected = self.collection.info().size
                 if expected != size:
@@ -305,8 +305,7 @@ class VectorMemory:
             ds = DEFAULT_DATASET if not explicit else dataset
             if ds is not None:
                 w[self.dataset_field] = _check_dataset(ds)  # type: ignore[arg-type]
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise InvalidArgument(f"limit must be an integer >= 1, got {limit!r}.")
+        limit = check_limit(limit)  # before the embedding work
         vector = self.embedder.embed_query(query)
         try:
             found = self.collection.search(vector, limit=limit, where=w or None, raw_filter=raw_filter,
@@ -363,13 +362,11 @@ class VectorMemory:
             w[self.dataset_field] = _check_dataset(dataset)
         if ids is None and not w:
             raise InvalidArgument("forget needs ids, dataset or where; clear() deletes every memory.")
-        if ids is not None and (isinstance(ids, (str, bytes, int)) or not hasattr(ids, "__iter__")):
-            raise InvalidArgument(f"ids must be a list of memory ids, got {ids!r}.")
+        wanted = check_ids(ids) if ids is not None else None
         if not self.collection.collection_exists():
             return 0
-        if ids is None:
+        if wanted is None:
             return self.collection.remove(where=w)
-        wanted = [check_id(i) for i in ids]
         if w:
             wanted = [p.id for p in self.collection.retrieve(wanted) if matches(p.payload, w)]
         return self.collection.remove(ids=wanted) if wanted else 0

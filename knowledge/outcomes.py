@@ -107,16 +107,50 @@ def plain_reason(reason: str | None) -> str:
     return text if text.endswith((".", "!", "?")) else text + "."
 
 
-def can_retry(reason: str | None) -> bool:
+# Failures told apart by the name of their error class (``FileRecord.error``, ``IngestResult.error``;
+# see knowledge.errors): whether a retry of the same bytes can succeed. A class not named here (a
+# backend's KnowledgeError, a bug) is judged by its message.
+_RETRY_BY_ERROR = {
+    "PasswordRequired": True, "Cancelled": True, "StoreLocked": True, "CatalogLocked": True,
+    "BackendUnavailable": True, "EmbeddingUnavailable": True,
+    "UnsupportedFile": False, "EmptyDocument": False, "FileTooLarge": False,
+}
+
+
+def _failure(failure: object) -> tuple[str | None, str | None]:
+    """``(error class name, text)`` of a failure: a :class:`~knowledge.catalog.FileRecord` (``error``,
+    ``reason``), an ``IngestResult`` (``error``, ``message``), or a bare reason text (no error name)."""
+    if failure is None or isinstance(failure, str):
+        return None, failure
+    text = getattr(failure, "reason", None)
+    if text is None:
+        text = getattr(failure, "message", None)
+    return getattr(failure, "error", None), text
+
+
+def can_retry(failure: object) -> bool:
     """Whether trying the same file again can succeed: a password is asked for or was wrong, the run
     was interrupted or cancelled, or a service was busy or out of reach. Not for an empty file, a
-    damaged one or an unsupported format (a legacy .doc, an image, ...): the same bytes fail again."""
-    return bool(reason) and bool(_RETRYABLE.search(reason))
+    damaged one or an unsupported format (a legacy .doc, an image, ...): the same bytes fail again.
+
+    ``failure`` is a failed ``FileRecord`` or ``IngestResult`` -- judged by its error class when it
+    names one this module knows, else by its text -- or a bare reason text (a record of a catalog
+    that did not keep the error class yet)."""
+    error, text = _failure(failure)
+    if error in _RETRY_BY_ERROR:
+        return _RETRY_BY_ERROR[error]
+    return bool(text) and bool(_RETRYABLE.search(text))
 
 
-def needs_password(reason: str | None) -> bool:
-    """Whether the failure asks for a password (missing or wrong)."""
-    return "password" in (reason or "").lower()
+def needs_password(failure: object) -> bool:
+    """Whether the failure asks for a password (missing or wrong): its error class is
+    ``PasswordRequired``. ``failure`` is a ``FileRecord``, an ``IngestResult`` or a reason text; only
+    when no error class is known (a bare text, a record kept before the catalog recorded the class)
+    is the text searched for "password"."""
+    error, text = _failure(failure)
+    if error is not None:
+        return error == "PasswordRequired"
+    return "password" in (text or "").lower()
 
 
 __all__ = ["IngestResult", "Outcome", "can_retry", "needs_password", "plain_reason"]

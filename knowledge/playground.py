@@ -1,4 +1,4 @@
-"""The search playground's logic: timed searches, filters from form inputs, highlighting, a 2-D map.
+"""The search playground's page model: timed searches, scores in words, filters from form inputs.
 
 Everything the Search playground page shows is computed here, without Streamlit, so it is unit-tested:
 
@@ -10,11 +10,11 @@ Everything the Search playground page shows is computed here, without Streamlit,
   "combined") and a bar length in the order of the list.
 * :func:`parse_fields` / :func:`build_where` -- the equality filter (``where``) from what a person
   typed: a file picked from a list and ``field = value`` lines.
-* :func:`query_terms` / :func:`highlight` / :func:`snippet` -- the chunk text made safe for
-  ``st.markdown(..., unsafe_allow_html=True)`` with the query's content words in ``<mark>``
-  (highlighting and the readable rendering of Markdown chunks live in :mod:`knowledge.render`).
-* :func:`store_map` -- a PCA projection (numpy SVD) of a deterministic sample of a store's vectors,
-  with the query projected by the same components.
+* :func:`distribution_rows` -- the top scores as rows for the distribution chart.
+
+Highlighting and snippets live in :mod:`knowledge.highlight` (shared with the chat's citations), the
+readable rendering of Markdown chunks in :mod:`knowledge.render`, the 2-D map of a store in
+:mod:`knowledge.storemap`; their names are re-exported here.
 
 Scores follow the store's distance (:data:`knowledge.vectorstore.base.DISTANCE_ORDER`): cosine
 similarity in [-1, 1] and dot product are better when higher; euclid and manhattan are distances,
@@ -23,30 +23,41 @@ better when lower.
 
 from __future__ import annotations
 
-import hashlib
-import heapq
 import json
-import re
-import unicodedata
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from knowledge.errors import InvalidArgument
+
+# Highlighting (knowledge.highlight) and the map (knowledge.storemap) have modules of their own; their
+# names are re-exported here for the callers that know them as the playground's.
+from knowledge.highlight import (  # noqa: F401
+    MIN_TERM_LENGTH,
+    STOPWORDS,
+    escape_markdown,
+    highlight,
+    query_terms,
+    snippet,
+)
+from knowledge.storemap import (  # noqa: F401
+    Projection,
+    StoreMap,
+    map_rows,
+    pca_2d,
+    sample_points,
+    store_map,
+)
 from knowledge.vectorstore.base import DISTANCE_ORDER, check_where
 from knowledge.vectorstore.store import Hit, VectorStore
-from knowledge.render import MIN_TERM_LENGTH, STOPWORDS, escape_markdown, highlight, plain_text, query_terms  # noqa: F401
 
 if TYPE_CHECKING:  # pragma: no cover
     from knowledge.workbench import Workbench
 
 #: How many scores the distribution chart shows.
 DISTRIBUTION_SIZE = 50
-
-# Highlighting lives in knowledge.render (shared with the chat); re-exported here for the page and tests.
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
 
 # -- scores ---------------------------------------------------------------------------------------
@@ -97,11 +108,13 @@ def parse_fields(text: str | None) -> dict[str, Any]:
             )
         if key in out:
             raise InvalidArgument(f"The field {key!r} is given twice in the filter; keep one line.")
-        out[key] = _scalar(value)
+        out[key] = parse_scalar(value)
     return out
 
 
-def _scalar(value: str) -> Any:
+def parse_scalar(value: str) -> Any:
+    """A value typed by a person: a JSON scalar (``3``, ``2.5``, ``true``, ``null``, ``"quoted
+    text"``) as such, anything else -- a list, an object, ``NaN``, plain words -- as the text typed."""
     try:
         parsed = json.loads(value)
     except ValueError:
@@ -126,6 +139,24 @@ def build_where(file_id: str | None = None, fields: str | Mapping[str, Any] | No
             raise InvalidArgument("The filter names another file_id than the file chosen; keep one.")
         where["file_id"] = file_id
     return check_where(where)
+
+
+def default_threshold(distance: str, setting: float | None) -> float | None:
+    """The score threshold the playground starts with for a store of ``distance``: the setting
+    ``search.score_threshold`` for similarities (cosine, dot), none for distances (euclid,
+    manhattan), whose scale depends on the vectors."""
+    return setting if DISTANCE_ORDER.get(distance, False) else None
+
+
+def compare_where(where: Mapping[str, Any] | None, file_name: str | None) -> dict[str, Any] | None:
+    """The ``where`` of a search to run on a second store beside the first: a file chosen in the
+    first store is matched by its name (``file_name``), since file ids are per content and per store;
+    ``None`` when nothing filters."""
+    other = dict(where or {})
+    if file_name is not None:
+        other.pop("file_id", None)
+        other["file_name"] = file_name
+    return other or None
 
 
 def payload_fields(vs: VectorStore, sample: int = 200) -> list[str]:
@@ -181,6 +212,15 @@ class SearchRun:
     def note(self, hit: Hit) -> HitNote:
         """The :class:`HitNote` of ``hit`` (its own chunk only, when none was recorded)."""
         return self.notes.get(str(hit.id)) or HitNote((hit.chunk_index,))
+
+    @property
+    def best_top_score(self) -> float | None:
+        """The best vector score of :attr:`top` in the store's score direction (the highest
+        similarity, the lowest distance); ``None`` when the store has no chunks."""
+        scores = [h.score for h in self.top]
+        if not scores:
+            return None
+        return max(scores) if DISTANCE_ORDER.get(self.distance, True) else min(scores)
 
     @property
     def nothing_matched_well(self) -> bool:
@@ -349,168 +389,7 @@ def provenance(hit: Hit, note: HitNote | None = None) -> str:
     return " · ".join(parts)
 
 
-# -- highlighting ---------------------------------------------------------------------------------
-def _pattern(terms: Sequence[str]) -> re.Pattern[str] | None:
-    if not terms:
-        return None
-    alternatives = "|".join(re.escape(t) for t in sorted(set(terms), key=lambda w: (-len(w), w)))
-    # A word boundary where "_" counts as punctuation, so Markdown's _emphasis_ and snake_case parts match.
-    return re.compile(rf"(?<![^\W_])(?:{alternatives})(?![^\W_])", re.IGNORECASE | re.UNICODE)
-
-
-def snippet(text: str, query: str, width: int = 320) -> str:
-    """At most about ``width`` characters of ``text`` around the first match of the query's content
-    words (the start when none matches), cut at spaces, with ``…`` where text was left out."""
-    text = " ".join(unicodedata.normalize("NFC", text or "").split())
-    if len(text) <= width:
-        return text
-    pattern = _pattern(query_terms(query))
-    m = pattern.search(text) if pattern else None
-    start = 0 if m is None else max(0, m.start() - width // 4)
-    end = min(len(text), start + width)
-    start = max(0, min(start, end - width))
-    if start > 0:
-        space = text.find(" ", start)
-        start = space + 1 if 0 <= space < start + 30 else start
-    if end < len(text):
-        space = text.rfind(" ", start, end)
-        end = space if space > start + width // 2 else end
-    return ("… " if start > 0 else "") + text[start:end] + (" …" if end < len(text) else "")
-
-
-# -- the map --------------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class Projection:
-    """A 2-D PCA basis: ``mean`` ``(d,)`` and ``components`` ``(2, d)`` float64 (unit rows, or zero
-    rows when the data has fewer dimensions of variance), ``explained`` the variance ratio of each."""
-
-    mean: np.ndarray
-    components: np.ndarray
-    explained: tuple[float, float]
-
-    def project(self, vectors: Any) -> np.ndarray:
-        """``(n, d)`` or ``(d,)`` vectors -> ``(n, 2)`` or ``(2,)`` coordinates."""
-        v = np.asarray(vectors, dtype=np.float64)
-        return (v - self.mean) @ self.components.T
-
-
-def pca_2d(vectors: Any) -> Projection:
-    """The two principal components of ``(n, d)`` vectors by SVD, signs fixed (the largest loading of
-    each component is positive) so the same data always gives the same picture.
-
-    Raises:
-        InvalidArgument: not a non-empty 2-D array.
-    """
-    x = np.asarray(vectors, dtype=np.float64)
-    if x.ndim != 2 or x.shape[0] == 0 or x.shape[1] == 0:
-        raise InvalidArgument(f"PCA needs an (n, d) array with n, d >= 1, got shape {x.shape}.")
-    mean = x.mean(axis=0)
-    centred = x - mean
-    components = np.zeros((2, x.shape[1]))
-    explained = [0.0, 0.0]
-    if x.shape[0] > 1:
-        _, s, vt = np.linalg.svd(centred, full_matrices=False)
-        total = float((s ** 2).sum())
-        for i in range(min(2, vt.shape[0])):
-            if s[i] <= 1e-12 * max(1.0, s[0]):
-                continue
-            row = vt[i]
-            if row[np.argmax(np.abs(row))] < 0:
-                row = -row
-            components[i] = row
-            explained[i] = float(s[i] ** 2 / total) if total else 0.0
-    return Projection(mean, components, (explained[0], explained[1]))
-
-
-def _sample_key(point_id: Any) -> int:
-    return int.from_bytes(hashlib.blake2b(repr(point_id).encode(), digest_size=8).digest(), "big")
-
-
-@dataclass(frozen=True, slots=True)
-class StoreMap:
-    """A store's chunks in 2-D: ``rows`` (one dict per chunk: ``x``, ``y``, ``file``, ``page``,
-    ``chunk``, ``text``, ``id``), the ``projection``, ``total`` chunks in the store and whether the
-    rows are a ``sampled`` subset."""
-
-    rows: list[dict[str, Any]]
-    projection: Projection | None
-    total: int
-    sampled: bool
-
-    def place(self, vector: Any) -> tuple[float, float] | None:
-        """Where a ``(d,)`` vector (the query) falls on the map; ``None`` for an empty map."""
-        if self.projection is None:
-            return None
-        xy = self.projection.project(vector)
-        return float(xy[0]), float(xy[1])
-
-
-def sample_points(vs: VectorStore, max_points: int = 3000, include: Iterable[Any] = ()) -> tuple[list[Any], int]:
-    """A deterministic sample of at most ``max_points`` points (with vectors) of a store, plus the
-    points with ids in ``include`` (the hits), and the store's total count.
-
-    The sample is the points with the smallest hashes of their ids, so it is the same on every
-    run, whatever the scroll order, and memory stays bounded by ``max_points``.
-    """
-    if max_points < 1:
-        raise InvalidArgument(f"max_points must be at least 1, got {max_points}.")
-    if not vs.exists():
-        return [], 0
-    include = {str(i) for i in include}
-    heap: list[tuple[int, int, Any]] = []  # (-key, tiebreak, point): a max-heap of the smallest keys
-    extra: dict[Any, Any] = {}
-    total = 0
-    for n, p in enumerate(vs.collection.scroll(with_vectors=True)):
-        total += 1
-        if str(p.id) in include:
-            extra[str(p.id)] = p
-            continue
-        item = (-_sample_key(p.id), n, p)
-        if len(heap) < max_points:
-            heapq.heappush(heap, item)
-        elif item[0] > heap[0][0]:
-            heapq.heapreplace(heap, item)
-    chosen = sorted((item for item in heap), key=lambda it: (-it[0], it[1]))
-    points = [it[2] for it in chosen] + list(extra.values())
-    return points, total
-
-
-def store_map(vs: VectorStore, *, max_points: int = 3000, include: Iterable[Any] = ()) -> StoreMap:
-    """The 2-D map of a store: PCA of a deterministic sample (:func:`sample_points`) of its vectors."""
-    points, total = sample_points(vs, max_points, include)
-    if not points:
-        return StoreMap([], None, total, False)
-    matrix = np.vstack([np.asarray(p.vector, dtype=np.float64) for p in points])
-    projection = pca_2d(matrix)
-    xy = projection.project(matrix)
-    rows = []
-    for p, (x, y) in zip(points, xy):
-        payload = p.payload or {}
-        rows.append({
-            "x": float(x), "y": float(y), "id": str(p.id),
-            "file": payload.get("file_name") or str(payload.get("file_id")),
-            "page": payload.get("page"), "chunk": payload.get("chunk_index"),
-            "text": " ".join(plain_text(str(payload.get("text", "")), file_name=payload.get("file_name")).split())[:160],
-        })
-    return StoreMap(rows, projection, total, len(points) < total)
-
-
-def map_rows(store_map_: StoreMap, run: SearchRun | None) -> list[dict[str, Any]]:
-    """The map's rows for a chart: every chunk (``role`` "chunk"), the hits (``role`` "hit", with
-    their ``rank``) and the query (``role`` "query")."""
-    ranks = {str(h.id): i for i, h in enumerate(run.hits, 1)} if run else {}
-    rows = []
-    for r in store_map_.rows:
-        rank = ranks.get(r["id"])
-        rows.append({**r, "role": "hit" if rank else "chunk", "rank": rank})
-    if run is not None:
-        xy = store_map_.place(run.query_vector)
-        if xy is not None:
-            rows.append({"x": xy[0], "y": xy[1], "id": "query", "file": "(query)", "page": None,
-                         "chunk": None, "text": run.query[:160], "role": "query", "rank": None})
-    return rows
-
-
+# -- charts ---------------------------------------------------------------------------------------
 def distribution_rows(run: SearchRun) -> list[dict[str, Any]]:
     """The top scores for a chart: ``rank``, ``score``, ``file`` and ``shown`` (among the hits)."""
     shown = {str(h.id) for h in run.hits}
@@ -519,8 +398,8 @@ def distribution_rows(run: SearchRun) -> list[dict[str, Any]]:
 
 
 __all__ = [
-    "DISTRIBUTION_SIZE", "MODES", "MODE_NOTE", "Projection", "SearchRun", "StoreMap", "build_where", "distribution_rows",
-    "escape_markdown", "highlight", "map_rows", "parse_fields", "payload_fields", "pca_2d", "provenance",
+    "DISTRIBUTION_SIZE", "MODES", "MODE_NOTE", "Projection", "SearchRun", "StoreMap", "build_where", "compare_where", "default_threshold", "distribution_rows",
+    "escape_markdown", "highlight", "map_rows", "parse_fields", "parse_scalar", "payload_fields", "pca_2d", "provenance",
     "query_terms", "sample_points", "score_fraction", "score_meaning", "snippet", "store_map",
     "timed_search", "score_text", "HitNote", "fold_hits", "order_score", "bar_fraction", "MODE_HELP",
 ]

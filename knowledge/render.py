@@ -12,10 +12,9 @@ chunk into something to show:
   text only (nothing is fetched), the query's words in ``<mark>``. Plain text (PDF, DOCX, TXT, ...)
   is escaped and shown as it is, line breaks kept.
 * :func:`plain_text` -- the same reading as plain text (for a snippet or a quote), no markup at all.
-* :func:`highlight` / :func:`escape_markdown` -- text made inert for Streamlit Markdown, query words
-  in ``<mark>``.
-* :func:`query_terms` / :func:`match_spans` -- which words of a text match a query (the same word
-  in any case, or the same English stem, as the BM25 side of the search matches it).
+* :func:`highlight` / :func:`escape_markdown` / :func:`query_terms` / :func:`match_spans` -- from
+  :mod:`knowledge.highlight` (which words match a query, text made inert with them marked),
+  re-exported here.
 
 Whether a chunk is Markdown is told by its file name (:func:`is_markdown`); without one, a chunk that
 carries HTML comments, HTML tags, mdBook directives or code fences is treated as Markdown.
@@ -34,28 +33,19 @@ from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import PurePath
 
-#: Words too common to highlight (English function words; anything shorter than
-#: :data:`MIN_TERM_LENGTH` characters is skipped anyway).
-STOPWORDS = frozenset("""
-a about above after again against all also am an and any are as at be because been before being below
-between both but by can could did do does doing down during each few for from further had has have
-having he her here hers herself him himself his how i if in into is it its itself just me more most my
-myself no nor not now of off on once only or other our ours ourselves out over own same she should so
-some such than that the their theirs them themselves then there these they this those through to too
-under until up very was we were what when where which while who whom why will with would you your
-yours yourself yourselves shall may might must let lets get got its it's don't does doesn't
-""".split())
-
-#: Words shorter than this are not highlighted.
-MIN_TERM_LENGTH = 3
+from knowledge.highlight import (  # re-exported: callers and __all__ name them here too
+    MIN_TERM_LENGTH,
+    STOPWORDS,
+    escape_markdown,
+    highlight,
+    match_spans,
+    query_terms,
+)
+from knowledge.highlight import mark_matches as _marked
 
 #: File name endings read as Markdown.
 MARKDOWN_SUFFIXES = frozenset({".md", ".markdown", ".mdown", ".mkd", ".mkdn", ".mdx"})
 
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)  # letters and digits of any script; "_" separates words
-# ASCII characters that mean something to Markdown, Streamlit's Markdown extensions (``:color[...]``,
-# ``$math$``, ``:emoji:``) or HTML; each becomes a numeric character reference.
-_SPECIAL = re.compile(r"[!-/:-@\[-`{-~]")
 # Source markup that is never shown: whole HTML comments, a comment cut by the chunk's end, a comment's
 # tail at the chunk's start, mdBook directives (also cut by the end), a tag cut by the chunk's end.
 _COMMENT = re.compile(r"<!--.*?-->", re.S)
@@ -68,69 +58,6 @@ _OPEN_TAG = re.compile(r"</?[A-Za-z][^<>]*\Z")
 _REF_LINK = re.compile(r"\[([^\[\]]+)\]\[[^\[\]]*\]")
 _FENCE = re.compile(r"^ {0,3}(```+|~~~+)[ \t]*([^\n`]*)$", re.M)
 _SNIFF = re.compile(r"<!--|\{\{#|</?[A-Za-z][\w-]*(?:\s[^<>]*)?>|^\s*(?:```|~~~)", re.M)
-
-
-# -- which words match ----------------------------------------------------------------------------
-def query_terms(query: str) -> list[str]:
-    """The query's content words, lowercased, longest first: runs of letters and digits (any script)
-    of at least :data:`MIN_TERM_LENGTH` characters that are not :data:`STOPWORDS`. Punctuation and
-    regex characters are not words, so they never reach a pattern."""
-    words = {w.casefold() for w in _WORD.findall(unicodedata.normalize("NFC", query or ""))}
-    terms = [w for w in words if len(w) >= MIN_TERM_LENGTH and w not in STOPWORDS]
-    return sorted(terms, key=lambda w: (-len(w), w))
-
-
-def _terms(query: str | Sequence[str]) -> list[str]:
-    return query_terms(query) if isinstance(query, str) else [unicodedata.normalize("NFC", t) for t in query]
-
-
-def match_spans(text: str, query: str | Sequence[str]) -> list[tuple[int, int]]:
-    """``(start, end)`` character spans of ``text``'s words that match the query: the same word in any
-    case, or a word of at least :data:`MIN_TERM_LENGTH` letters, not a stopword, with the same English
-    Snowball stem (query "iterate" matches "iterating"), in text order. ``text`` is compared as given
-    (normalise it to NFC first if the query may differ in form)."""
-    terms = _terms(query)
-    if not terms or not text:
-        return []
-    from knowledge.lexical import analyzer
-
-    exact = {t.casefold() for t in terms}
-    stem = analyzer().stem
-    stems = set(stem(sorted(exact)))
-    words = list(_WORD.finditer(text))
-    folded = [m.group().casefold() for m in words]
-    out = []
-    for m, w, s in zip(words, folded, stem(folded)):
-        if w in exact or (s in stems and len(w) >= MIN_TERM_LENGTH and w not in STOPWORDS):
-            out.append(m.span())
-    return out
-
-
-def _marked(text: str, query: str | Sequence[str], escape, mark: tuple[str, str]) -> str:
-    out, pos = [], 0
-    for start, end in match_spans(text, query):
-        out.append(escape(text[pos:start]))
-        out.append(mark[0] + escape(text[start:end]) + mark[1])
-        pos = end
-    out.append(escape(text[pos:]))
-    return "".join(out)
-
-
-# -- inert Markdown ---------------------------------------------------------------------------------
-def escape_markdown(text: str) -> str:
-    """``text`` as inert Markdown/HTML: every ASCII punctuation character becomes a numeric character
-    reference (so ``*``, ``_``, ``#``, ``[``, `````, ``$``, ``:``, ``<`` and ``&`` are shown, never
-    interpreted) and line breaks become ``<br>``. Safe for ``st.markdown(..., unsafe_allow_html=True)``."""
-    text = _SPECIAL.sub(lambda m: f"&#{ord(m.group())};", text)
-    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\t", " ")
-    return text.replace("\n", "<br>")
-
-
-def highlight(text: str, query: str | Sequence[str], *, mark: tuple[str, str] = ("<mark>", "</mark>")) -> str:
-    """``text`` escaped (:func:`escape_markdown`) with the words matching the query
-    (:func:`match_spans`) wrapped in ``mark``. Each piece is escaped on its own, so an escape
-    sequence is never matched or split. Unicode is compared in NFC form."""
-    return _marked(unicodedata.normalize("NFC", text or ""), query, escape_markdown, mark)
 
 
 # -- Markdown chunks --------------------------------------------------------------------------------

@@ -132,7 +132,7 @@ def test_a_missing_corrupt_or_old_index_is_rebuilt_with_a_log_line(coll, setting
     elif damage == "garbage meta":
         (folder / "meta.json").write_text("{not json")
     else:  # written by an older version: its state names another format
-        import knowledge.vectorstore.memory as memory
+        import knowledge.vectorstore.memory.collection as memory
 
         with MemoryBackend(settings) as b:
             c = b.collection("lex")

@@ -894,7 +894,7 @@ def test_vectors_of_any_numeric_form_are_stored_as_float32(backend):
 def test_a_disk_error_is_a_storage_error_and_the_store_keeps_its_last_version(backend, monkeypatch):
     import errno
 
-    import knowledge.vectorstore.memory as memory
+    import knowledge.vectorstore.memory.storage as memory
     from knowledge.errors import StorageError
 
     c = backend.collection("disk")

@@ -5,7 +5,7 @@ distance and model from it, so a search asks the backend nothing but the ranking
 search is one ``Collection.search``; a hybrid one adds the lexical ranking (the backend's own index,
 or qdrant's in-process one with no call when nothing changed) and one ``retrieve`` of the vectors of
 words-only hits. Counted at the wire: memory's collection methods, pgvector's transactions
-(``PgvectorBackend.run``), qdrant's client calls (``QdrantBackend._call``).
+(``PgvectorBackend.run``), qdrant's client calls (``QdrantBackend.call``).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def counting(backend: str) -> Iterator[list[str]]:
         else:
             from knowledge.vectorstore.qdrant import QdrantBackend
 
-            mp.setattr(QdrantBackend, "_call", _counted(QdrantBackend._call, "call", calls))  # noqa: SLF001
+            mp.setattr(QdrantBackend, "call", _counted(QdrantBackend.call, "call", calls))
         yield calls
     finally:
         mp.undo()

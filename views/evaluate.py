@@ -10,6 +10,7 @@ import streamlit as st
 from knowledge import evaluation as ev
 from knowledge.errors import KnowledgeError
 from knowledge.workbench import Workbench
+from views._ui import flash, set_flash
 
 wb: Workbench = st.session_state["workbench"]
 evals = ev.Evaluations(wb.catalog)
@@ -39,10 +40,10 @@ def upload_set() -> None:
         name = up.name.rsplit(".", 1)[0].strip() or "questions"
         evals.save_set(name, questions, fmt)
     except KnowledgeError as exc:
-        st.session_state["ev_notice"] = ("error", str(exc))
+        set_flash("evaluate", False, str(exc))
         return
     st.session_state["ev_set"] = name
-    st.session_state["ev_notice"] = ("success", f"Saved the question set **{name}**: {len(questions)} questions.")
+    set_flash("evaluate", True, f"Saved the question set **{name}**: {len(questions)} questions.")
 
 
 with st.container(border=True):
@@ -54,9 +55,7 @@ with st.container(border=True):
              "`{\"question\": ..., \"relevant\": [...]}`. Relevant = any of several places, separated by `;`: "
              "a file name (`ch09-01-unrecoverable-errors-with-panic.md`), a file and page (`report.pdf#page=3`) "
              "or a snippet a relevant chunk contains (`text:cannot borrow`). A set of the same name is replaced.")
-    notice = st.session_state.pop("ev_notice", None)
-    if notice:
-        (st.error if notice[0] == "error" else st.success)(notice[1])
+    flash("evaluate")
     set_names = evals.set_names()
     if not set_names:
         c1.info("No question sets yet. Upload a file of questions with the files (or pages, or snippets) "
@@ -81,7 +80,7 @@ with st.container(border=True):
             try:
                 questions = ev.questions_from_rows(edited.to_dict("records"))
                 evals.save_set(set_name, questions, qset.format)
-                st.session_state["ev_notice"] = ("success", f"Saved {len(questions)} questions.")
+                set_flash("evaluate", True, f"Saved {len(questions)} questions.")
                 st.rerun()
             except KnowledgeError as exc:
                 st.error(str(exc))
@@ -208,7 +207,7 @@ with tab_compare:
         before = c1.selectbox("Before", list(labels), index=1, key="ev_before")
         after = c2.selectbox("After", list(labels), index=0, key="ev_after")
         rb, ra = evals.get_run(labels[before]), evals.get_run(labels[after])
-        delta = {m: ra.metrics.get(m, 0) - rb.metrics.get(m, 0) for m in ra.metrics if m in rb.metrics}
+        delta = ev.metric_changes(rb, ra)
         cols = st.columns(len(delta) or 1)
         for col, (m, d) in zip(cols, delta.items()):
             col.metric(m, f"{ra.metrics[m]:.3f}", f"{d:+.3f}")
@@ -231,12 +230,10 @@ with tab_weight:
                                      help="Chunks each ranking brings to the fusion (search.candidates)."))
     if st.button("Sweep the weight", icon="🎚️", key="ev_sweep"):
         try:
-            weights = sorted({float(x) for x in weights_text.replace(";", ",").split(",") if x.strip()})
+            weights = ev.parse_weights(weights_text)
             with st.spinner("Evaluating each weight..."):
                 runs = ev.sweep_fusion_weight(wb, w_store, qset, weights, candidates=candidates)
             st.session_state["ev_sweep_result"] = (set_name, w_store, [evals.save_run(r).id for r in runs])
-        except ValueError:
-            st.error("Weights are numbers between 0 and 1, separated by commas.")
         except KnowledgeError as exc:
             st.error(str(exc))
     result = st.session_state.get("ev_sweep_result")
@@ -249,7 +246,7 @@ with tab_weight:
             y=alt.Y("value:Q", scale=alt.Scale(domain=[0, 1]), title="score"), color="metric:N",
             tooltip=["weight", "metric", alt.Tooltip("value:Q", format=".3f")]).properties(height=280)
         st.altair_chart(chart, width="stretch")
-        best = max(runs, key=lambda r: (r.mrr, r.metrics.get("recall@5", 0)))
+        best = ev.best_by_mrr(runs)
         st.success(f"Best on **{result[1]}**: weight {best.search['fusion_weight']} (MRR@{best.k} {best.mrr:.3f}). "
                    f"To use it, set `[search] fusion_weight = {best.search['fusion_weight']}` in the settings file.")
 

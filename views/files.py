@@ -6,16 +6,10 @@ import streamlit as st
 
 from knowledge.errors import KnowledgeError
 from knowledge.workbench import Workbench
+from views._ui import flash, human_size, megabytes, set_flash
 from views.widgets import confirm
 
 wb: Workbench = st.session_state["workbench"]
-
-
-def _size(n: int) -> str:
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} B"
 
 
 st.title("📄 Files")
@@ -31,7 +25,7 @@ except KnowledgeError as exc:
 
 c1, c2, c3 = st.columns(3)
 c1.metric("Stored files", len(usage), help="Files saved in the file store, each once.")
-c2.metric("Total size", _size(sum(u.file.size for u in usage)))
+c2.metric("Total size", human_size(sum(u.file.size for u in usage)))
 c3.metric("Not used by any store", sum(1 for u in usage if not u.stores))
 
 if not usage:
@@ -39,7 +33,7 @@ if not usage:
     st.stop()
 
 st.dataframe(
-    [{"name": u.file.name, "type": u.file.content_type, "size (MB)": u.file.size / 1e6,
+    [{"name": u.file.name, "type": u.file.content_type, "size (MB)": megabytes(u.file.size, 6),
       "sha256": u.file.sha256, "created": u.file.created, "stores": u.labels(), "id": u.file.id} for u in usage],
     hide_index=True, width="stretch",
     column_config={
@@ -60,7 +54,7 @@ f = chosen.file
 
 with st.container(border=True):
     st.subheader(f.name)
-    st.caption(f"`{f.id}` · {f.content_type} · {_size(f.size)} · sha256 `{f.sha256[:16]}…`")
+    st.caption(f"`{f.id}` · {f.content_type} · {human_size(f.size)} · sha256 `{f.sha256[:16]}…`")
     if chosen.stores:
         st.write("Used by: " + ", ".join(f"**{s}**" for s in chosen.labels()))
     else:
@@ -73,9 +67,7 @@ with st.container(border=True):
         st.error(str(exc))
 
     st.markdown("##### Delete")
-    msg = st.session_state.pop("flash:files", None)
-    if msg:
-        (st.success if msg[0] else st.error)(msg[1])
+    flash("files")
     from_stores = False
     if chosen.stores:
         from_stores = st.checkbox(
@@ -89,7 +81,7 @@ with st.container(border=True):
         try:
             removed = wb.delete_stored_file(f.id, from_stores=from_stores)
             also = f" and removed it from {', '.join(removed)}" if removed else ""
-            st.session_state["flash:files"] = (True, f"Deleted {f.name}{also}.")
+            set_flash("files", True, f"Deleted {f.name}{also}.")
             st.rerun()
         except KnowledgeError as exc:
             st.error(f"{f.name}: {exc}")

@@ -2,8 +2,10 @@
 
 import streamlit as st
 
+from knowledge.catalog import FileCounts
 from knowledge.errors import KnowledgeError
 from knowledge.workbench import Workbench
+from views._ui import megabytes
 
 wb: Workbench = st.session_state["workbench"]
 settings = wb.settings
@@ -17,7 +19,7 @@ try:
     wb.backend()  # the default template's backend: say now if it cannot be used
     stores = wb.list_stores()
     stored_files = len(wb.stored_files())
-    failed = sum(1 for s in stores for f in wb.store_files(s.record.name) if f.status == "failed")
+    failed = sum(FileCounts.of(wb.store_files(s.record.name)).failed for s in stores)
 except KnowledgeError as exc:
     st.error(str(exc))
     stores, stored_files, failed = [], 0, 0
@@ -37,7 +39,7 @@ if stores:
     st.dataframe(
         [{"store": s.record.name, "template": s.record.template, "stored": WHERE.get(s.record.backend, s.record.backend),
           "model": s.record.embedding_model, "dimension": s.record.dimension, "indexed files": s.files,
-          "chunks": s.chunks, "size (MB)": round((s.disk_bytes or 0) / 1e6, 2)} for s in stores],
+          "chunks": s.chunks, "size (MB)": megabytes(s.disk_bytes or 0, 2)} for s in stores],
         hide_index=True, width="stretch",
     )
 else:

@@ -8,8 +8,10 @@ import streamlit as st
 
 from knowledge.errors import InvalidArgument, KnowledgeError
 from knowledge.memory import DEFAULT_COLLECTION, DEFAULT_DATASET, VectorMemory
+from knowledge.playground import parse_scalar
 from knowledge.vectorstore.registry import backend_names
 from knowledge.workbench import Workbench
+from views._ui import flash, set_flash
 from views.widgets import confirm
 
 wb: Workbench = st.session_state["workbench"]
@@ -18,15 +20,6 @@ ALL = "(all datasets)"
 st.title("🧠 Agent memory")
 st.caption("What agents remember: short texts embedded into one store, grouped in datasets, recalled "
            "by meaning. The same API from Python: `knowledge.memory.VectorMemory`.")
-
-
-def parse_value(raw: str):
-    """A where value typed by a person: JSON scalars (2024, true, null, "x") as such, else the text."""
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return raw
-    return value if isinstance(value, (str, int, float, bool, type(None))) else raw
 
 
 def parse_payload(raw: str) -> dict:
@@ -102,12 +95,10 @@ with st.form("mem_remember_form"):
         except KnowledgeError as exc:
             st.error(str(exc))
         else:
-            st.session_state["mem_notice:remember"] = (f"Remembered `{new_id}` in dataset "
-                                                       f"**{dataset or DEFAULT_DATASET}**.")
+            set_flash("mem:remember", True, f"Remembered `{new_id}` in dataset **{dataset or DEFAULT_DATASET}**.")
             st.session_state["mem_clear"] = True
             st.rerun()
-if notice := st.session_state.pop("mem_notice:remember", None):
-    st.success(notice)
+flash("mem:remember")
 
 st.subheader("Recall")
 query = st.text_input("Query", key="mem_query", placeholder="what did the customer ask for?")
@@ -124,7 +115,7 @@ where_key = w1.text_input("Extra field (optional)", key="mem_where_key", placeho
 where_value = w2.text_input("equals", key="mem_where_value", placeholder="billing")
 
 if st.button("Recall", key="mem_recall", type="primary"):
-    where = {where_key.strip(): parse_value(where_value)} if where_key.strip() else None
+    where = {where_key.strip(): parse_scalar(where_value)} if where_key.strip() else None
     try:
         if not query.strip():
             raise InvalidArgument("Type what to recall first.")
@@ -155,10 +146,9 @@ if hits is not None:
                     st.error(str(exc))
                 else:
                     st.session_state["mem_hits"] = [h for h in hits if h.id != hit.id]
-                    st.session_state["mem_notice:recall"] = f"Forgot `{hit.id}`."
+                    set_flash("mem:recall", True, f"Forgot `{hit.id}`.")
                     st.rerun()
-if notice := st.session_state.pop("mem_notice:recall", None):
-    st.success(notice)
+flash("mem:recall")
 
 st.subheader("Forget")
 by = st.radio("Forget by", ["ids", "dataset", "where"], horizontal=True, key="mem_forget_by")
@@ -185,12 +175,11 @@ if confirm("Forget", "mem_forget", f"Forget {what} in **{collection}**? This can
         else:
             if not forget_key.strip():
                 raise InvalidArgument("Name the extra (payload) field to forget by.")
-            n = memory.forget(where={forget_key.strip(): parse_value(forget_value)})
+            n = memory.forget(where={forget_key.strip(): parse_scalar(forget_value)})
     except KnowledgeError as exc:
         st.error(str(exc))
     else:
         st.session_state.pop("mem_hits", None)
-        st.session_state["mem_notice:forget"] = f"Forgot {n} {'memory' if n == 1 else 'memories'}."
+        set_flash("mem:forget", True, f"Forgot {n} {'memory' if n == 1 else 'memories'}.")
         st.rerun()
-if notice := st.session_state.pop("mem_notice:forget", None):
-    st.success(notice)
+flash("mem:forget")

@@ -7,8 +7,9 @@ import pandas as pd
 import streamlit as st
 
 from knowledge import playground as pg
-from knowledge import render
+from knowledge import render, storemap
 from knowledge.errors import KnowledgeError
+from knowledge.highlight import escape_markdown, highlight, snippet
 from knowledge.workbench import Workbench
 
 wb: Workbench = st.session_state["workbench"]
@@ -51,10 +52,8 @@ def render_hits(run: pg.SearchRun) -> None:
             st.info(f"**{run.store}** has no chunks yet: drop files on it (Vector stores page).")
             return
         if run.nothing_matched_well:
-            best = max((h.score for h in run.top), default=None) if pg.DISTANCE_ORDER.get(run.distance, True) \
-                else min((h.score for h in run.top), default=None)
             st.warning(f"Nothing in **{run.store}** matched this query well: the closest chunk scores "
-                       f"{best:.2f} on meaning, short of the score threshold {run.threshold:.2f}. Try other "
+                       f"{run.best_top_score:.2f} on meaning, short of the score threshold {run.threshold:.2f}. Try other "
                        "words, or clear the threshold to see the closest chunks anyway.", icon="🤷")
             return
         st.warning(f"No chunk of **{run.store}** matches. Loosen the filters.")
@@ -62,12 +61,12 @@ def render_hits(run: pg.SearchRun) -> None:
     for rank, hit in enumerate(run.hits, 1):
         note = run.note(hit)
         with st.container(border=True):
-            st.markdown(f"**{rank}.** {pg.escape_markdown(pg.provenance(hit, note))}", unsafe_allow_html=True)
+            st.markdown(f"**{rank}.** {escape_markdown(pg.provenance(hit, note))}", unsafe_allow_html=True)
             if note.also_in:
                 st.caption("Identical text also in: " + ", ".join(note.also_in))
             st.progress(pg.bar_fraction(hit, run), text=pg.score_text(hit))
             readable = render.plain_text(hit.text, file_name=hit.file_name)
-            st.markdown(pg.highlight(pg.snippet(readable, run.query), run.query), unsafe_allow_html=True)
+            st.markdown(highlight(snippet(readable, run.query), run.query), unsafe_allow_html=True)
             with st.expander("Full text" if len(note.chunks) > 1 else "Full chunk"):
                 st.markdown(render.render_html(hit.text, run.query, file_name=hit.file_name),
                             unsafe_allow_html=True)
@@ -104,18 +103,14 @@ def render_distribution(run: pg.SearchRun) -> None:
 
 
 @st.cache_data(show_spinner="Projecting the store's vectors...", max_entries=8)
-def cached_map(store: str, version: tuple, include: tuple[str, ...]) -> pg.StoreMap:
+def cached_map(store: str, version: tuple, include: tuple[str, ...]) -> storemap.StoreMap:
     """The map depends on the store's contents (``version``) and the hits kept in the sample."""
-    return pg.store_map(wb.vector_store(store), include=include)
+    return storemap.store_map(wb.vector_store(store), include=include)
 
 
 def render_map(run: pg.SearchRun) -> None:
-    vs = wb.vector_store(run.store)
-    record = wb.get_store(run.store)
-    version = (str(wb.settings.data_root), record.backend, record.collection,
-               tuple((f.file_id, f.chunks) for f in vs.list_files()))
-    smap = cached_map(run.store, version, tuple(sorted(str(h.id) for h in run.hits)))
-    rows = pg.map_rows(smap, run)
+    smap = cached_map(run.store, storemap.store_version(wb, run.store), tuple(sorted(str(h.id) for h in run.hits)))
+    rows = storemap.map_rows(smap, run)
     if not rows:
         st.caption("Nothing to map yet.")
         return
@@ -158,9 +153,8 @@ except KnowledgeError as exc:
     st.error(str(exc))
     st.stop()
 k = c2.number_input("Results (k)", min_value=1, max_value=50, value=5, step=1, key="pg_k")
-default_threshold = wb.settings.search.score_threshold if record.distance in ("cosine", "dot") else None
 threshold = c3.number_input(
-    "Score threshold", value=default_threshold, step=0.05, format="%.2f", placeholder="none", key="pg_threshold",
+    "Score threshold", value=pg.default_threshold(record.distance, wb.settings.search.score_threshold), step=0.05, format="%.2f", placeholder="none", key="pg_threshold",
     help=f"Keep only results at least this good on meaning; below it a chunk is not a good match. Score: "
          f"{pg.score_meaning(record.distance)}. Default: setting search.score_threshold.")
 
@@ -199,11 +193,8 @@ try:
     where = pg.build_where(chosen.file_id if chosen else None, fields)
     runs.append(pg.timed_search(wb, store, query, int(k), where=where, score_threshold=threshold, mode=mode))
     if compare != NO_COMPARE:
-        other = dict(where or {})
-        if chosen is not None:  # file ids are per file content; match the other store's file by name
-            other.pop("file_id", None)
-            other["file_name"] = chosen.file_name
-        runs.append(pg.timed_search(wb, compare, query, int(k), where=other or None, score_threshold=threshold,
+        other = pg.compare_where(where, chosen.file_name if chosen is not None else None)
+        runs.append(pg.timed_search(wb, compare, query, int(k), where=other, score_threshold=threshold,
                                     mode=mode))
 except KnowledgeError as exc:
     st.error(str(exc))

@@ -11,6 +11,7 @@ from knowledge.errors import KnowledgeError
 from knowledge.llm.config import PROVIDERS
 from knowledge.tools import KnowledgeTools
 from knowledge.workbench import Workbench
+from views._ui import flash, set_flash
 
 wb: Workbench = st.session_state["workbench"]
 configs = wb.llm_configs()
@@ -72,13 +73,12 @@ with tab_configs:
                                       "capabilities": None if default_caps or PROVIDERS[provider] == "EMBEDDING"
                                       else caps, "context_tokens": int(context),
                                       "write_tools": bool(write_tools) and PROVIDERS[provider] == "CHAT"})
-                st.session_state["flash:llm-config"] = f"Saved the config {saved.name}."
+                set_flash("llm-config", True, f"Saved the config {saved.name}.")
                 st.rerun()
             except KnowledgeError as exc:
                 st.error(str(exc))
 
-    if msg := st.session_state.pop("flash:llm-config", None):
-        st.success(msg)
+    flash("llm-config")
 
     st.subheader("Delete a config")
     c1, c2 = st.columns([3, 1])
@@ -86,10 +86,9 @@ with tab_configs:
                           placeholder="Choose a config to delete")
     if c2.button("Delete", disabled=victim is None):
         configs.delete(victim)
-        st.session_state["flash:llm-delete"] = f"Deleted the config {victim}."
+        set_flash("llm-delete", True, f"Deleted the config {victim}.")
         st.rerun()
-    if msg := st.session_state.pop("flash:llm-delete", None):
-        st.success(msg)
+    flash("llm-delete")
 
 with tab_traces:
     store = ChatStore(wb.catalog)

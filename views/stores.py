@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import hashlib
 import math
-import time
 
 import streamlit as st
 
-from knowledge.catalog import DONE, FAILED, PENDING, PROCESSING
+from knowledge.catalog import DONE, FAILED, PENDING, PROCESSING, FileCounts
 from knowledge.errors import KnowledgeError
 from knowledge.jobs import IngestJob
 from knowledge.outcomes import can_retry, needs_password, plain_reason
 from knowledge.templates import DEFAULT_TEMPLATE, make_template
 from knowledge.vectorstore.registry import backend_names
 from knowledge.workbench import CANCELLED, DUPLICATE, FAILED_OUTCOME, INDEXED, UNCHANGED, Workbench
+from views._ui import DISTANCES, duration, flash, has_flash, megabytes, set_flash
 from views.widgets import confirm
 
 wb: Workbench = st.session_state["workbench"]
@@ -28,40 +28,25 @@ processed: set[str] = st.session_state.setdefault("processed_uploads", set())
 
 STATUS_LABEL = {DONE: "✅ done", FAILED: "❌ failed", PROCESSING: "⏳ processing", PENDING: "⏳ waiting"}
 OUTCOME_ICON = {INDEXED: "✅", UNCHANGED: "♻️", DUPLICATE: "♻️", CANCELLED: "⏹️"}
-DISTANCES = ["cosine", "dot", "euclid", "manhattan"]
 
 st.title("🗂️ Vector stores")
 st.caption("Named collections of embedded text chunks. A store is a template plus a name; drop files on it "
            "to make them searchable.")
 
 
-def _mb(n: int | None) -> float | None:
-    return 0.0 if n is None else round(n / 1e6, 3)
-
-
 # ------------------------------------------------------------------------------------------------
-def store_counts(store: str) -> dict[str, int]:
-    """The store's numbers, one meaning each: ``indexed`` files (searchable), ``failed`` files (kept
-    for a retry), ``busy`` files (being ingested) and ``chunks`` of the indexed files."""
-    files = wb.store_files(store)
-    return {"indexed": sum(1 for f in files if f.status == DONE),
-            "failed": sum(1 for f in files if f.status == FAILED),
-            "busy": sum(1 for f in files if f.status in (PROCESSING, PENDING)),
-            "chunks": sum(f.chunks or 0 for f in files if f.status == DONE)}
-
-
 def counters(store: str, disk_bytes: int | None = None) -> None:
-    n = store_counts(store)
+    n = FileCounts.of(wb.store_files(store))
     try:  # the size now (the page's figure is from its last full run)
         vs = wb.vector_store(store)
         disk_bytes = vs.info().disk_bytes if vs.exists() else disk_bytes
     except KnowledgeError:
         pass
     c1, c2, c3, c4 = st.columns(4)
-    c1.metric("Indexed files", n["indexed"], help="Files of this store that are searchable.")
-    c2.metric("Chunks", n["chunks"], help="Searchable pieces of text of the indexed files.")
-    c3.metric("Failed files", n["failed"], help="Files that could not be indexed; see Needs attention.")
-    c4.metric("Size on disk", f"{(disk_bytes or 0) / 1e6:.2f} MB")
+    c1.metric("Indexed files", n.indexed, help="Files of this store that are searchable.")
+    c2.metric("Chunks", n.chunks, help="Searchable pieces of text of the indexed files.")
+    c3.metric("Failed files", n.failed, help="Files that could not be indexed; see Needs attention.")
+    c4.metric("Size on disk", f"{megabytes(disk_bytes or 0, 2):.2f} MB")
 
 
 def status_panel(store: str, disk_bytes: int | None) -> None:
@@ -121,7 +106,7 @@ def _batch_header(job: IngestJob, store: str) -> None:
                     + ", ".join(parts))
         return
     eta = job.eta_seconds()
-    left = f"about {_duration(eta)} left" if eta is not None else "estimating the time left…"
+    left = f"about {duration(eta)} left" if eta is not None else "estimating the time left…"
     st.progress(job.fraction, text=f"**{n} of {total} files** into {store} · {job.chunks} chunk{'' if job.chunks == 1 else 's'} so far · {left}")
 
 
@@ -133,22 +118,8 @@ def _said(r) -> str:
 
 
 def _current_job(store: str) -> IngestJob | None:
-    """This tab's batch for ``store``, or one another tab started that runs or ended a minute ago
-    at most (so a Stop clicked there, or here, shows what it stopped)."""
-    mine: IngestJob | None = st.session_state.get(f"job:{store}")
-    latest = IngestJob.latest(wb, store)
-    if latest is not None and latest is not mine and (
-            not latest.done or (latest.finished_at or 0) > time.monotonic() - 60):
-        return latest
-    return mine
-
-
-def _duration(seconds: float) -> str:
-    """``"45 s"``, ``"3 min"``, ``"1 h 20 min"``."""
-    if seconds < 90:
-        return f"{max(1, round(seconds))} s"
-    minutes = round(seconds / 60)
-    return f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"
+    """The batch this tab shows for ``store`` (:meth:`IngestJob.visible_for`)."""
+    return IngestJob.visible_for(wb, store, st.session_state.get(f"job:{store}"))
 
 
 def _job_outcomes(job: IngestJob) -> None:
@@ -165,7 +136,7 @@ def _job_outcomes(job: IngestJob) -> None:
             if fp.stage == "waiting":
                 continue  # the header counts them; a long batch is not a long list of empty bars
             eta = fp.eta_seconds()
-            left = f", about {_duration(eta)} left" if eta is not None else ""
+            left = f", about {duration(eta)} left" if eta is not None else ""
             st.progress(fp.fraction, text=f"{fp.name} — {fp.stage}{left}")
         elif r.ok or r.outcome == CANCELLED:
             st.markdown(f"{OUTCOME_ICON.get(r.outcome, '•')} **{fp.name}** — {_said(r)}")
@@ -246,7 +217,7 @@ def files_section(store: str) -> None:
             [{"file": f.file_name,
               "status": STATUS_LABEL[DONE] if f.status == DONE else "⚠️ interrupted",
               "chunks": f.chunks, "pages": f.pages, "warnings": f.warnings,
-              "size (MB)": None if f.size is None else round(f.size / 1e6, 3),
+              "size (MB)": megabytes(f.size),
               "seconds": round(f.total_seconds or 0, 2), "updated": f.updated}
              for f in listed],
             hide_index=True, width="stretch", key=f"files:{store}",
@@ -274,7 +245,7 @@ def files_section(store: str) -> None:
 
 def attention(store: str, failed: list) -> None:
     """Each failed file once, with what is wrong in words; Retry only where a retry can succeed."""
-    if not failed and not st.session_state.get(f"flash:attention:{store}"):
+    if not failed and not has_flash(f"attention:{store}"):
         return
     if failed:
         st.markdown(f"##### Needs attention ({len(failed)})")
@@ -285,10 +256,10 @@ def attention(store: str, failed: list) -> None:
             again = retried is not None and retried[0] == f.file_id  # this file was just tried again
             said = plain_reason(retried[1] if again else f.reason) or "failed"
             st.error(f"**{f.file_name}** — {'tried again: ' if again else ''}{said}", icon="❌")
-            retry_ok = can_retry(f.reason)
+            retry_ok = can_retry(f)
             c1, c2, c3 = st.columns([3, 1, 1], vertical_alignment="bottom")
             pw = (c1.text_input("Password", type="password", key=f"pw:{store}:{f.file_id}")
-                  if needs_password(f.reason) else None)
+                  if needs_password(f) else None)
             if not retry_ok:
                 c1.caption("Trying again would fail the same way: fix the file and drop it again, or remove it.")
             if retry_ok and c2.button("🔁 Retry", key=f"retry:{store}:{f.file_id}"):
@@ -304,14 +275,12 @@ def _retry(store: str, f, pw: str | None) -> None:
         with st.spinner(f"Ingesting {f.file_name}..."):
             r = wb.retry_file(store, f.file_id, password=pw or None)
         job = st.session_state.get(f"job:{store}")
-        for fp in job.files if job else []:  # the upload's outcome above follows the retry
-            if fp.result is not None and fp.result.file_id == f.file_id:
-                fp.result = r
+        if job is not None:  # the upload's outcome above follows the retry
+            job.replace_result(f.file_id, r)
         if r.ok:
-            st.session_state[f"flash:attention:{store}"] = (True, f"{f.file_name}: {_said(r)} Now searchable.")
-        else:
-            failed_id = r.file_id if r.file_id and wb.file_record(store, r.file_id) else f.file_id
-            st.session_state[f"retry-failed:{store}"] = (failed_id, _said(r))
+            set_flash(f"attention:{store}", True, f"{f.file_name}: {_said(r)} Now searchable.")
+        else:  # the failed retry's record replaced the old one (retry_file keeps one), under r.file_id
+            st.session_state[f"retry-failed:{store}"] = (r.file_id or f.file_id, _said(r))
     except KnowledgeError as exc:
         st.session_state[f"retry-failed:{store}"] = (f.file_id, str(exc))
     st.rerun()
@@ -320,9 +289,9 @@ def _retry(store: str, f, pw: str | None) -> None:
 def _delete_file(store: str, file_id: str, name: str, where: str) -> None:
     try:
         n = wb.delete_file(store, file_id)
-        st.session_state[f"flash:{where}"] = (True, f"Deleted {name} from {store} ({n} chunks).")
+        set_flash(where, True, f"Deleted {name} from {store} ({n} chunks).")
     except KnowledgeError as exc:
-        st.session_state[f"flash:{where}"] = (False, f"{name}: {exc}")
+        set_flash(where, False, f"{name}: {exc}")
     st.rerun()
 
 
@@ -339,9 +308,9 @@ def manage_section(store: str, files: int, chunks: int) -> None:
             bar = st.progress(0.0, text="Re-embedding...")
             try:
                 wb.reembed(store, target, progress=lambda stage, f: bar.progress(f, text=f"Re-embedding: {f:.0%}"))
-                st.session_state[f"flash:manage:{store}"] = (True, f"{store} now uses template {target}.")
+                set_flash(f"manage:{store}", True, f"{store} now uses template {target}.")
             except KnowledgeError as exc:
-                st.session_state[f"flash:manage:{store}"] = (False, f"{store}: {exc}")
+                set_flash(f"manage:{store}", False, f"{store}: {exc}")
             st.rerun()
         st.divider()
         sure = st.checkbox(f"Yes, delete {store} with its {files} indexed file(s) and {chunks} chunks",
@@ -350,16 +319,10 @@ def manage_section(store: str, files: int, chunks: int) -> None:
             try:
                 wb.delete_store(store)
                 st.session_state.pop("store_selected", None)
-                st.session_state["flash:"] = (True, f"Deleted the store {store}.")
+                set_flash("", True, f"Deleted the store {store}.")
             except KnowledgeError as exc:
-                st.session_state[f"flash:manage:{store}"] = (False, f"{store}: {exc}")
+                set_flash(f"manage:{store}", False, f"{store}: {exc}")
             st.rerun()
-
-
-def flash(key: str) -> None:
-    msg = st.session_state.pop(f"flash:{key}", None)
-    if msg:
-        (st.success if msg[0] else st.error)(msg[1])
 
 
 def backend_words(backend: str) -> str:
@@ -376,12 +339,12 @@ def new_store_form(stores: list) -> None:
         template = c2.selectbox("Template", wb.template_names())
         if st.form_submit_button("Create store", type="primary"):
             try:
-                existed = wb.store_exists(name.strip())
+                existed = name.strip() in wb.store_names(internal=True)
                 with st.spinner("Creating (loads the embedding model the first time)..."):
                     wb.create_store(name.strip(), template)
                 st.session_state["store_pending"] = name.strip()  # selected on the next run
-                st.session_state["flash:"] = (True, f"The store {name.strip()} already exists; here it is."
-                                              if existed else f"Created the store {name.strip()}.")
+                set_flash("", True, f"The store {name.strip()} already exists; here it is."
+                          if existed else f"Created the store {name.strip()}.")
                 st.rerun()
             except KnowledgeError as exc:
                 st.error(str(exc))
@@ -403,7 +366,7 @@ def stores_tab() -> None:
     if (pending := st.session_state.pop("store_pending", None)) in names:
         st.session_state["store_selected"] = pending
     if st.session_state.get("store_selected") not in names:
-        running = [n for n in names if (j := IngestJob.latest(wb, n)) is not None and not j.done]
+        running = [n for n in names if IngestJob.running_for(wb, n)]
         st.session_state["store_selected"] = (running or names)[0]  # a running batch first
     c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
     store = c1.selectbox("Open store", names, key="store_selected")
@@ -427,7 +390,7 @@ def stores_tab() -> None:
     st.dataframe(
         [{"store": s.record.name, "template": s.record.template, "stored": backend_words(s.record.backend),
           "backend": s.record.backend, "model": s.record.embedding_model, "dimension": s.record.dimension,
-          "files": s.files, "chunks": s.chunks, "size (MB)": _mb(s.disk_bytes)} for s in stores],
+          "files": s.files, "chunks": s.chunks, "size (MB)": megabytes(s.disk_bytes or 0)} for s in stores],
         hide_index=True, width="stretch", key="stores-table",
         column_config={"size (MB)": st.column_config.NumberColumn(format="%.2f"),
                        "files": st.column_config.NumberColumn("indexed files",
@@ -501,7 +464,7 @@ def templates_tab() -> None:
                                     ingest_folder=folder.strip() or None, ingest_glob=glob.strip() or "**/*",
                                     description=desc.strip(), ocr=ocr_choices[ocr])
                 wb.save_template(tpl)
-                st.session_state["flash:templates"] = (True, f"Saved the template {tpl.name}.{_fitted(tpl)}")
+                set_flash("templates", True, f"Saved the template {tpl.name}.{_fitted(tpl)}")
                 st.rerun()
             except KnowledgeError as exc:
                 st.error(str(exc))
@@ -514,7 +477,7 @@ def templates_tab() -> None:
         if st.button("🗑️ Delete template", key="tpl-delete", disabled=not sure):
             try:
                 wb.delete_template(pick)
-                st.session_state["flash:templates"] = (True, f"Deleted the template {pick}.")
+                set_flash("templates", True, f"Deleted the template {pick}.")
                 st.session_state.pop("tpl-pick", None)
                 st.rerun()
             except KnowledgeError as exc:

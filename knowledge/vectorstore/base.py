@@ -44,19 +44,22 @@ import unicodedata
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, Union
+from typing import Any, ClassVar, Union
 
 import numpy as np
 
-from knowledge.errors import DimensionMismatch, InvalidArgument
+from knowledge.errors import DimensionMismatch, DistanceMismatch, InvalidArgument
+from knowledge.vectorstore.scoring import (  # noqa: F401 - re-exported: other modules import these from here
+    DISTANCE_ORDER,
+    DISTANCES,
+    Distance,
+    check_distance,
+    higher_is_better,
+    passes_threshold,
+    vector_scores,
+)
 
 PointId = Union[str, int]
-Distance = Literal["cosine", "euclid", "dot", "manhattan"]
-DISTANCES: tuple[Distance, ...] = ("cosine", "euclid", "dot", "manhattan")
-
-#: For each distance: ``True`` when a higher score is better (similarities), ``False`` when a lower
-#: one is (distances). Source: qdrant-client ``qdrant_client/local/distances.py`` (``DistanceOrder``).
-DISTANCE_ORDER: dict[str, bool] = {"cosine": True, "dot": True, "euclid": False, "manhattan": False}
 
 Where = Mapping[str, Any]
 _SCALARS = (str, int, float, bool, type(None))
@@ -93,38 +96,6 @@ class CollectionInfo:
     count: int
     backend: str
     disk_bytes: int | None = None
-
-
-def higher_is_better(distance: str) -> bool:
-    """``True`` for similarities (cosine, dot), ``False`` for distances (euclid, manhattan)."""
-    check_distance(distance)
-    return DISTANCE_ORDER[distance]
-
-
-def passes_threshold(score: float, threshold: float | None, distance: str) -> bool:
-    """Whether ``score`` is at least as good as ``threshold`` for ``distance``."""
-    if threshold is None:
-        return True
-    return score >= threshold if DISTANCE_ORDER[distance] else score <= threshold
-
-
-def vector_scores(distance: str, query: Any, vectors: Any) -> np.ndarray:
-    """The score of each row of ``vectors`` (``(n, d)``) for ``query`` (``(d,)``), as a backend
-    reports it: cosine similarity and dot product (higher is better), L2 and L1 distance (lower is
-    better). ``(n,)`` float32. Used to score points a backend did not rank itself (hybrid search)."""
-    check_distance(distance)
-    q = np.asarray(query, dtype=np.float64).reshape(-1)
-    m = np.asarray(vectors, dtype=np.float64).reshape(-1, q.shape[0])
-    if distance == "cosine":
-        norms = np.linalg.norm(m, axis=1) * (np.linalg.norm(q) or 1.0)
-        out = (m @ q) / np.where(norms == 0, 1.0, norms)
-    elif distance == "dot":
-        out = m @ q
-    elif distance == "euclid":
-        out = np.linalg.norm(m - q, axis=1)
-    else:
-        out = np.abs(m - q).sum(axis=1)
-    return out.astype(np.float32)
 
 
 def check_name(name: Any) -> str:
@@ -166,6 +137,52 @@ def check_ids(ids: Any) -> list[PointId]:
     return [check_id(i) for i in ids]
 
 
+def unique_ids(ids: Any) -> list[PointId]:
+    """:func:`check_ids`, each id once, in first-seen order."""
+    return list(dict.fromkeys(check_ids(ids)))
+
+
+def check_threshold(score_threshold: Any) -> float | None:
+    """A score threshold: ``None`` or a number (not a bool, not NaN), as a ``float``."""
+    if score_threshold is None:
+        return None
+    if isinstance(score_threshold, bool) or not isinstance(score_threshold, (int, float, np.integer, np.floating)) \
+            or math.isnan(score_threshold):
+        raise InvalidArgument(f"score_threshold must be a number, got {score_threshold!r}.")
+    return float(score_threshold)
+
+
+def check_key(key: Any, what: str = "A payload field") -> str:
+    """A payload field name: a ``str``, else ``InvalidArgument``."""
+    if not isinstance(key, str):
+        raise InvalidArgument(f"{what} must be a string, got {key!r}.")
+    return key
+
+
+def check_vector_size(vector: np.ndarray, size: int) -> np.ndarray:
+    """``vector`` (``(d,)``, from :func:`as_vector`) if ``d == size``, else ``DimensionMismatch``."""
+    if vector.shape[0] != size:
+        raise DimensionMismatch(size, int(vector.shape[0]))
+    return vector
+
+
+def distance_mismatch(name: str, prepared: str, wanted: str) -> DistanceMismatch:
+    """The error for asking store ``name``, prepared with distance ``prepared``, for ``wanted``."""
+    return DistanceMismatch(
+        f"Vector store {name!r} was prepared with distance {prepared!r}, not {wanted!r}. A store keeps"
+        " the distance it was created with."
+    )
+
+
+def check_prepared(name: str, prepared_size: int, prepared_distance: str, size: int, distance: str) -> None:
+    """Raise ``DimensionMismatch`` / ``DistanceMismatch`` when an existing store ``name`` was prepared
+    with another size / distance than ``ensure_collection(size, distance)`` asks for."""
+    if prepared_size != size:
+        raise DimensionMismatch(prepared_size, size)
+    if prepared_distance != distance:
+        raise distance_mismatch(name, prepared_distance, distance)
+
+
 def name_slug(name: str, sep: str = "-") -> str:
     """A safe, unique, readable key for a store name: an ASCII slug of at most 40 characters, ``sep``,
     and 12 hex digits of the name's sha256 (``name_slug("Team Notes") == "team-notes-" + 12 hex``).
@@ -173,13 +190,6 @@ def name_slug(name: str, sep: str = "-") -> str:
     slug = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii").lower()
     slug = re.sub(r"[^a-z0-9]+", sep, slug).strip(sep)[:40].strip(sep) or "store"
     return f"{slug}{sep}{hashlib.sha256(name.encode('utf-8')).hexdigest()[:12]}"
-
-
-def check_distance(distance: str) -> Distance:
-    """Return ``distance`` if it is one of :data:`DISTANCES`, else raise ``InvalidArgument``."""
-    if distance not in DISTANCE_ORDER:
-        raise InvalidArgument(f"Unknown distance {distance!r}; expected one of {', '.join(DISTANCES)}.")
-    return distance  # type: ignore[return-value]
 
 
 def check_where(where: Where | None) -> dict[str, Any] | None:
@@ -300,12 +310,23 @@ class Collection(ABC):
 
     A handle is cheap; it may exist before the collection does (:meth:`collection_exists`).
     Implementations are safe to use from several threads at once.
+
+    The public methods are the front door (after chroma's ``Collection.query`` -> ``_query`` and
+    llm's ``EmbeddingModel.embed`` -> ``embed_batch``): each checks and normalises its arguments
+    once, then calls one backend hook (``_search``, ``_upsert``, ``_replace``, ``_remove``,
+    ``_count``, ``_scroll``, ``_retrieve``, ``_ensure_collection``, and optionally ``_facet``,
+    ``_lexical_search``, ``_index_field``, ``_native_filter``). A backend implements the hooks plus
+    :meth:`collection_exists`, :meth:`drop_collection` and :meth:`info`; the hooks receive checked,
+    normalised arguments (``k: int >= 1``, ``where: dict | None`` with ``{}`` turned into ``None``,
+    ids as a list without repeats, a finite ``(d,)`` float32 query) and validate nothing of that
+    again. What only the backend can check (a vector's size against the collection's, the form of
+    its native ``raw_filter``) stays in the hooks, through the shared helpers of this module.
     """
 
     #: The collection's name, exactly as given (any Unicode string; backends map it to safe names).
     name: str
 
-    @abstractmethod
+    # -- the front door --------------------------------------------------------------------------
     def ensure_collection(self, size: int, distance: Distance = "cosine") -> None:
         """Prepare the collection for ``size``-dimensional vectors compared by ``distance``.
 
@@ -316,6 +337,7 @@ class Collection(ABC):
             DistanceMismatch: the collection exists with another distance.
             InvalidArgument: ``size < 1`` or an unknown distance.
         """
+        self._ensure_collection(check_size(size), check_distance(distance))
 
     @abstractmethod
     def collection_exists(self) -> bool:
@@ -333,7 +355,6 @@ class Collection(ABC):
             StoreNotFound: the collection does not exist.
         """
 
-    @abstractmethod
     def upsert(self, points: Sequence[Point]) -> None:
         """Insert the points, overwriting any with the same id. All-or-nothing.
 
@@ -344,8 +365,8 @@ class Collection(ABC):
             InvalidArgument: a bad id, vector or payload, or an id twice in ``points``.
             StoreFull: the backend's limit would be exceeded (nothing is written).
         """
+        self._upsert(list(points))
 
-    @abstractmethod
     def search(
         self,
         vector: Any,
@@ -363,10 +384,17 @@ class Collection(ABC):
         collection returns ``[]`` only if it exists; a missing one raises ``StoreNotFound``.
 
         Raises:
-            StoreNotFound, DimensionMismatch, InvalidArgument (``limit < 1``, bad filter).
+            StoreNotFound, DimensionMismatch, InvalidArgument (``limit < 1``, bad filter or
+            threshold, a vector that is not one-dimensional or holds NaN/inf).
         """
+        k = check_limit(limit)
+        if raw_filter is not None:
+            native, w = self._native_filter(raw_filter), None
+        else:
+            native, w = None, check_where(where)
+        threshold = check_threshold(score_threshold)
+        return self._search(as_vector(vector), k, w, native, threshold, bool(with_payload))
 
-    @abstractmethod
     def remove(self, ids: Sequence[PointId] | None = None, where: Where | None = None) -> int:
         """Delete points by id and/or ``where`` (both given: points matching either). Returns how many.
 
@@ -374,13 +402,19 @@ class Collection(ABC):
 
         Raises:
             StoreNotFound: the collection does not exist.
+            InvalidArgument: a bad id or filter.
         """
+        wanted = unique_ids(ids) if ids is not None else []
+        return self._remove(wanted, check_where(where))
 
-    @abstractmethod
     def count(self, where: Where | None = None) -> int:
-        """Number of points (matching ``where`` when given)."""
+        """Number of points (matching ``where`` when given).
 
-    @abstractmethod
+        Raises:
+            StoreNotFound, InvalidArgument (a bad filter).
+        """
+        return self._count(check_where(where))
+
     def replace(self, where: Where, points: Sequence[Point]) -> None:
         """Atomically delete every point matching ``where`` and insert ``points``.
 
@@ -390,8 +424,11 @@ class Collection(ABC):
         Raises:
             The same as :meth:`upsert`; ``InvalidArgument`` for an empty ``where``.
         """
+        w = check_where(where)
+        if not w:
+            raise InvalidArgument("replace() needs a non-empty where, e.g. {'file_id': ...}.")
+        self._replace(w, list(points))
 
-    @abstractmethod
     def scroll(
         self,
         where: Where | None = None,
@@ -399,25 +436,32 @@ class Collection(ABC):
         with_vectors: bool = False,
     ) -> Iterator[Point]:
         """Iterate over points (matching ``where``) in a stable order; vectors are empty ``(0,)``
-        float32 arrays unless ``with_vectors``."""
+        float32 arrays unless ``with_vectors``. At most ``limit`` points (``None``: all).
 
-    @abstractmethod
+        Raises:
+            StoreNotFound, InvalidArgument (a bad filter, ``limit < 0``).
+        """
+        w = check_where(where)
+        if limit is not None:
+            limit = check_limit(limit, "scroll limit", allow_zero=True)
+        return self._scroll(w, limit, bool(with_vectors))
+
     def retrieve(self, ids: Sequence[PointId], with_vectors: bool = False) -> list[Point]:
         """The points with these ids, in the given order; unknown ids are skipped and a repeated id
-        is returned once."""
+        is returned once.
+
+        Raises:
+            StoreNotFound, InvalidArgument (a bad id, or a bare id instead of a list).
+        """
+        return self._retrieve(unique_ids(ids), bool(with_vectors))
 
     def facet(self, key: str, where: Where | None = None) -> dict[Any, int]:
         """Count points per value of payload field ``key`` (points without it are not counted).
 
-        The default implementation scrolls; backends override it with something faster.
+        Raises:
+            StoreNotFound, InvalidArgument (a non-string key, a bad filter).
         """
-        counts: dict[Any, int] = {}
-        for p in self.scroll(where=where):
-            if key in p.payload:
-                value = p.payload[key]
-                if isinstance(value, _SCALARS):
-                    counts[value] = counts.get(value, 0) + 1
-        return counts
+        return self._facet(check_key(key, "A facet key"), check_where(where))
 
     def ensure_lexical_index(self) -> None:
         """Build the backend's lexical index of this collection now when the backend keeps one and
@@ -434,12 +478,89 @@ class Collection(ABC):
         term with the query are not returned; ``where`` filters by equality as in :meth:`search`.
 
         Returns ``None`` when the backend keeps no lexical index: callers then build one in
-        process (:class:`knowledge.lexical.LexicalIndex`). The default returns ``None``.
+        process (:class:`knowledge.lexical.LexicalIndex`).
 
         Raises:
             StoreNotFound; InvalidArgument (``limit < 1``, a bad filter).
         """
+        return self._lexical_search(query, check_limit(limit), check_where(where))
+
+    def index_field(self, key: str) -> None:
+        """Ask the backend to index payload field ``key`` for equality filters (a field filtered on
+        often, such as a memory's dataset field). Idempotent; a backend that needs no such index
+        does nothing (the default).
+
+        Raises:
+            InvalidArgument: ``key`` is not a string.
+        """
+        self._index_field(check_key(key))
+
+    # -- the hooks a backend implements (arguments already checked and normalised) ---------------
+    @abstractmethod
+    def _ensure_collection(self, size: int, distance: Distance) -> None:
+        """[Internal] :meth:`ensure_collection` with ``size >= 1`` and a known ``distance``. An
+        existing collection is checked with :func:`check_prepared`."""
+
+    @abstractmethod
+    def _upsert(self, points: list[Point]) -> None:
+        """[Internal] :meth:`upsert` of the list ``points``, not yet validated against the
+        collection's size: use :func:`stack_points` (and :func:`~knowledge.vectorstore.scoring.
+        normalise_rows` for cosine) before writing anything."""
+
+    @abstractmethod
+    def _replace(self, where: dict[str, Any], points: list[Point]) -> None:
+        """[Internal] :meth:`replace` with a checked, non-empty ``where``; ``points`` as for
+        :meth:`_upsert`."""
+
+    @abstractmethod
+    def _search(self, vector: np.ndarray, k: int, where: dict[str, Any] | None, raw_filter: Any,
+                threshold: float | None, with_payload: bool) -> list[ScoredPoint]:
+        """[Internal] :meth:`search` with a finite ``(d,)`` float32 ``vector`` (size not yet checked:
+        :func:`check_vector_size`; not normalised: :func:`~knowledge.vectorstore.scoring.prepare_query`),
+        ``k >= 1``, ``where`` checked (``None`` when empty or when ``raw_filter`` is given),
+        ``raw_filter`` as :meth:`_native_filter` returned it (or ``None``), ``threshold`` a float
+        or ``None`` (:func:`~knowledge.vectorstore.scoring.passes_threshold`)."""
+
+    def _native_filter(self, raw_filter: Any) -> Any:
+        """[Internal] Check a (non-``None``) ``raw_filter`` and return the backend's native form;
+        ``InvalidArgument`` when it has the wrong form. Default: passed on as given."""
+        return raw_filter
+
+    @abstractmethod
+    def _remove(self, ids: list[PointId], where: dict[str, Any] | None) -> int:
+        """[Internal] :meth:`remove` with checked ids (no repeats; ``[]``: none given) and ``where``.
+        Both empty: remove nothing, return 0 (``StoreNotFound`` still applies)."""
+
+    @abstractmethod
+    def _count(self, where: dict[str, Any] | None) -> int:
+        """[Internal] :meth:`count` with a checked ``where``."""
+
+    @abstractmethod
+    def _scroll(self, where: dict[str, Any] | None, limit: int | None, with_vectors: bool) -> Iterator[Point]:
+        """[Internal] :meth:`scroll` with a checked ``where`` and ``limit`` (``None`` or ``>= 0``)."""
+
+    @abstractmethod
+    def _retrieve(self, ids: list[PointId], with_vectors: bool) -> list[Point]:
+        """[Internal] :meth:`retrieve` with checked ids, each once."""
+
+    def _facet(self, key: str, where: dict[str, Any] | None) -> dict[Any, int]:
+        """[Internal] :meth:`facet` with a ``str`` key and a checked ``where``. The default scrolls;
+        backends override it with something faster."""
+        counts: dict[Any, int] = {}
+        for p in self._scroll(where, None, False):
+            if key in p.payload:
+                value = p.payload[key]
+                if isinstance(value, _SCALARS):
+                    counts[value] = counts.get(value, 0) + 1
+        return counts
+
+    def _lexical_search(self, query: str, k: int, where: dict[str, Any] | None) -> list[ScoredPoint] | None:
+        """[Internal] :meth:`lexical_search` with ``k >= 1`` and a checked ``where``. Default:
+        ``None`` (no lexical index kept)."""
         return None
+
+    def _index_field(self, key: str) -> None:
+        """[Internal] :meth:`index_field` with a ``str`` key. Default: nothing."""
 
 
 class VectorBackend(ABC):

@@ -86,8 +86,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from knowledge.errors import (
     BackendUnavailable,
     ConfigError,
-    DimensionMismatch,
-    DistanceMismatch,
     InvalidArgument,
     KnowledgeError,
     StorageError,
@@ -101,18 +99,13 @@ from knowledge.vectorstore.base import (
     PointId,
     ScoredPoint,
     VectorBackend,
-    Where,
-    as_vector,
-    check_distance,
-    check_ids,
-    check_limit,
     check_name,
-    check_size,
-    check_where,
+    check_prepared,
+    check_vector_size,
     name_slug,
-    passes_threshold,
     stack_points,
 )
+from knowledge.vectorstore.scoring import clamp_cosine, normalise_rows, passes_threshold, prepare_query
 from knowledge.lexical import LEXICAL_FORMAT, analyzer
 from knowledge.lexical import _indexed_text as indexed_text
 from knowledge.vectorstore.pg_embedded import EMBEDDED, EMBEDDED_DIR, embedded_url
@@ -188,15 +181,8 @@ def _check_name(name: Any) -> str:
     return name
 
 
-def _check_size(size: Any) -> int:
-    value = check_size(size)
-    if value > 16000:
-        raise InvalidArgument(f"pgvector stores vectors of at most 16,000 dimensions, got {value}.")
-    return value
-
-
-
-
+#: pgvector's ``vector`` type holds at most this many dimensions.
+MAX_DIM = 16000
 
 
 # -- JSON: ids as JSON tokens, payloads without NUL ----------------------------------------------
@@ -528,10 +514,8 @@ class PgvectorCollection(Collection):
     def _rows(self, points: Sequence[Point], size: int, distance: str) -> list[tuple[str, np.ndarray, str]]:
         """Validate and encode a batch before anything is written: (pid, vector, payload json) rows."""
         vectors = stack_points(points, size)
-        if distance == "cosine" and len(vectors):
-            norms = np.sqrt(np.einsum("ij,ij->i", vectors, vectors))
-            norms[norms == 0] = 1.0
-            vectors /= norms[:, None]
+        if distance == "cosine":
+            normalise_rows(vectors)  # stack_points returned a fresh matrix: ours to modify
         return [(_pid(p.id), vectors[i], _payload_json(p.id, p.payload)) for i, p in enumerate(points)]
 
     def _write_rows(self, conn: psycopg.Connection, rows: list[tuple[str, np.ndarray, str]], meta: _Meta,
@@ -623,30 +607,21 @@ class PgvectorCollection(Collection):
         return sql.SQL("payload @> %s::jsonb"), [_where_json(where)]
 
     # -- lifecycle --------------------------------------------------------------------------------
-    def ensure_collection(self, size: int, distance: Distance = "cosine") -> None:
+    def _ensure_collection(self, size: int, distance: Distance) -> None:
         """Create the table and its indexes, or check an existing one's size and distance.
 
         One transaction under an advisory lock on the name, so concurrent callers create it once.
         The HNSW index is built later, by the write that takes the store past ``exact_max_rows``
-        (see :meth:`_build_index_if_due`).
-
-        Raises:
-            DimensionMismatch, DistanceMismatch, InvalidArgument (see the base class).
+        (see :meth:`_build_index_if_due`). ``InvalidArgument`` above :data:`MAX_DIM` dimensions.
         """
-        size = _check_size(size)
-        distance = check_distance(distance)
+        if size > MAX_DIM:
+            raise InvalidArgument(f"pgvector stores vectors of at most 16,000 dimensions, got {size}.")
 
         def go(conn: psycopg.Connection) -> None:
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(self.name),))
             meta = self._meta(conn)
             if meta is not None:
-                if meta.size != size:
-                    raise DimensionMismatch(meta.size, size)
-                if meta.distance != distance:
-                    raise DistanceMismatch(
-                        f"Vector store {self.name!r} was prepared with distance {meta.distance!r}, not"
-                        f" {distance!r}; scores of two distances cannot be mixed in one store."
-                    )
+                check_prepared(self.name, meta.size, meta.distance, size, distance)
                 return
             t = self._t()
             conn.execute(sql.SQL(
@@ -691,17 +666,13 @@ class PgvectorCollection(Collection):
         return self._b.run(f"reading store {self.name!r}", go)
 
     # -- writes -----------------------------------------------------------------------------------
-    def upsert(self, points: Sequence[Point]) -> None:
-        """Insert ``points``, overwriting equal ids; one transaction (all or nothing).
+    def _upsert(self, points: list[Point]) -> None:
+        """One transaction (all or nothing). Vectors are L2-normalised for cosine; payloads are
+        stored as jsonb with NUL characters removed from their strings.
 
-        Vectors are ``(d,)`` float32-able (L2-normalised for cosine); payloads are stored as jsonb
-        with NUL characters removed from their strings.
-
-        Raises:
-            StoreNotFound, DimensionMismatch, InvalidArgument (nothing is written), BackendUnavailable
-            (connection lost after the retries; nothing is written), StorageError.
+        Raises (besides the contract's): BackendUnavailable (connection lost after the retries;
+        nothing is written).
         """
-        points = list(points)
         if not points:
             return
 
@@ -714,19 +685,12 @@ class PgvectorCollection(Collection):
 
         self._b.run(f"writing to store {self.name!r}", go)
 
-    def replace(self, where: Where, points: Sequence[Point]) -> None:
-        """Delete the points matching ``where`` and insert ``points`` in one transaction.
+    def _replace(self, w: dict[str, Any], points: list[Point]) -> None:
+        """Delete the points matching ``w`` and insert ``points`` in one transaction.
 
         Readers see the old set until the commit and the new set after it (PostgreSQL's READ
         COMMITTED snapshots); a failure or a lost connection leaves the old set.
-
-        Raises:
-            InvalidArgument: an empty ``where``; and the errors of :meth:`upsert`.
         """
-        w = check_where(where)
-        if not w:
-            raise InvalidArgument("replace needs a non-empty where filter (which points to replace).")
-        points = list(points)
 
         def go(conn: psycopg.Connection) -> None:
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(self.name),))  # writers of a store in turn
@@ -739,10 +703,8 @@ class PgvectorCollection(Collection):
 
         self._b.run(f"replacing points in store {self.name!r}", go)
 
-    def remove(self, ids: Sequence[PointId] | None = None, where: Where | None = None) -> int:
-        """Delete points by id and/or ``where`` (either matches); returns how many were deleted."""
-        wanted = list(dict.fromkeys(check_ids(ids))) if ids is not None else []
-        w = check_where(where)
+    def _remove(self, wanted: list[PointId], w: dict[str, Any] | None) -> int:
+        """One transaction under the store's advisory lock."""
 
         def go(conn: psycopg.Connection) -> int:
             if wanted or w:
@@ -820,7 +782,7 @@ class PgvectorCollection(Collection):
 
         self._b.run(f"building the lexical index of store {self.name!r}", go)
 
-    def lexical_search(self, query: str, limit: int, where: Where | None = None) -> list[ScoredPoint]:
+    def _lexical_search(self, query: str, k: int, w: dict[str, Any] | None) -> list[ScoredPoint]:
         """BM25 in PostgreSQL: the ``limit`` best points for ``query``, best first, ``score`` BM25
         (>= 0, higher is better; Lucene's formula and defaults as :mod:`knowledge.lexical`).
 
@@ -835,8 +797,6 @@ class PgvectorCollection(Collection):
         Raises:
             StoreNotFound, InvalidArgument (``limit < 1``, a bad filter).
         """
-        k = check_limit(limit)
-        w = check_where(where)
         terms = list(dict.fromkeys(analyzer().terms(query))) if isinstance(query, str) else []
         terms = [t for t in terms if len(t.encode("utf-8")) <= _MAX_LEXEME_BYTES]
         cap = self._b.options.lexical_candidates
@@ -885,13 +845,7 @@ class PgvectorCollection(Collection):
         return found
 
     # -- reads ------------------------------------------------------------------------------------
-    def count(self, where: Where | None = None) -> int:
-        """Number of points (matching ``where``).
-
-        Raises:
-            StoreNotFound.
-        """
-        w = check_where(where)
+    def _count(self, w: dict[str, Any] | None) -> int:
 
         def go(conn: psycopg.Connection) -> int:
             self._require(conn)
@@ -901,7 +855,10 @@ class PgvectorCollection(Collection):
 
         return self._b.run(f"counting store {self.name!r}", go)
 
-    def _raw_condition(self, raw_filter: Any) -> sql.Composable:
+    def _native_filter(self, raw_filter: Any) -> sql.Composable:
+        """A SQL boolean expression over ``payload`` (jsonb) and ``embedding``, as a
+        ``psycopg.sql.Composable`` (values as ``sql.Literal`` or ``.format`` arguments) or a ``str``.
+        It is trusted SQL: never build it from user text without ``sql.Literal``."""
         if isinstance(raw_filter, sql.Composable):
             return raw_filter
         if isinstance(raw_filter, str) and raw_filter.strip():
@@ -952,60 +909,26 @@ class PgvectorCollection(Collection):
         q = sql.SQL("SELECT count(*) FROM (SELECT 1 FROM {} WHERE {} LIMIT %s) s").format(self._t(), cond)
         return int(conn.execute(q, [*params, cap + 1]).fetchone()[0])
 
-    def search(
-        self,
-        vector: Any,
-        limit: int = 10,
-        where: Where | None = None,
-        raw_filter: Any = None,
-        score_threshold: float | None = None,
-        with_payload: bool = True,
-    ) -> list[ScoredPoint]:
-        """The ``limit`` best points for the ``(d,)`` query ``vector``, best first.
-
-        Exact (index scans off) when at most ``options.pgvector.exact_max_rows`` rows match the
+    def _search(self, vector: np.ndarray, k: int, w: dict[str, Any] | None, raw_filter: Any,
+                score_threshold: float | None, with_payload: bool) -> list[ScoredPoint]:
+        """Exact (index scans off) when at most ``options.pgvector.exact_max_rows`` rows match the
         filter (or are in the store); otherwise the HNSW index with ``hnsw.ef_search = max(ef_search,
-        limit)`` and ``hnsw.iterative_scan = strict_order`` (see the module docstring).
+        k)`` and ``hnsw.iterative_scan = strict_order`` (see the module docstring). ``where`` is
+        jsonb containment ``payload @> where`` (GIN-indexed).
 
-        Args:
-            vector: ``(d,)`` array-like, cast to float32 (normalised first for cosine).
-            limit: how many hits at most (>= 1).
-            where: payload equality filter (jsonb containment ``payload @> where``, GIN-indexed).
-            raw_filter: a SQL boolean expression over ``payload`` (jsonb) and ``embedding``, as a
-                ``psycopg.sql.Composable`` (values as ``sql.Literal`` or ``.format`` arguments) or a
-                ``str``; wins over ``where``. It is trusted SQL: never build it from user text
-                without ``sql.Literal``.
-            score_threshold: keep ``score >= t`` (cosine, dot) or ``score <= t`` (euclid, manhattan).
-            with_payload: ``False`` returns ``payload=None``.
-
-        Returns:
-            ``ScoredPoint`` list; ``score`` is a float: cosine similarity in [-1, 1] or inner product
-            (higher is better), L2 or L1 distance >= 0 (lower is better).
-
-        Raises:
-            StoreNotFound, DimensionMismatch, InvalidArgument (``limit < 1``, a bad filter),
-            StorageError (a raw_filter PostgreSQL rejects), BackendUnavailable.
+        Raises (besides the contract's): StorageError (a raw_filter PostgreSQL rejects),
+        BackendUnavailable.
         """
-        k = check_limit(limit)
         if raw_filter is not None:
-            cond, params, filtered = self._raw_condition(raw_filter), [], True
+            cond, params, filtered = raw_filter, [], True
         else:
-            w = check_where(where)
             (cond, params), filtered = self._filter(w), bool(w)
-        if score_threshold is not None and (
-            isinstance(score_threshold, bool) or not isinstance(score_threshold, (int, float))
-            or math.isnan(score_threshold)
-        ):
-            raise InvalidArgument(f"score_threshold must be a number, got {score_threshold!r}.")
         opts = self._b.options
 
         def go(conn: psycopg.Connection) -> list[ScoredPoint]:
             meta = self._require(conn)
-            q = as_vector(vector, meta.size)
             distance = meta.distance
-            if distance == "cosine":
-                norm = float(np.linalg.norm(q))
-                q = q / norm if norm > 0 else q
+            q = prepare_query(check_vector_size(vector, meta.size), distance)
             op = sql.SQL(_OPS[distance][0])
             exact = meta.size > HNSW_MAX_DIM or self._candidates(conn, cond, params, filtered) <= opts.exact_max_rows
             cols = sql.SQL("pid, payload") if with_payload else sql.SQL("pid, NULL")
@@ -1033,7 +956,7 @@ class PgvectorCollection(Collection):
             for pid, payload, d in rows:
                 d = float(d)
                 if distance == "cosine":
-                    score = min(1.0, max(-1.0, 1.0 - d))
+                    score = clamp_cosine(1.0 - d)
                 elif distance == "dot":
                     score = -d
                 else:
@@ -1045,19 +968,8 @@ class PgvectorCollection(Collection):
 
         return self._b.run(f"searching store {self.name!r}", go)
 
-    def scroll(
-        self,
-        where: Where | None = None,
-        limit: int | None = None,
-        with_vectors: bool = False,
-    ) -> Iterator[Point]:
-        """Points (matching ``where``) in order of last write, at most ``limit``; a snapshot.
-
-        Vectors are ``(d,)`` float32 (unit length for cosine) if ``with_vectors``, else ``(0,)``.
-        """
-        w = check_where(where)
-        if limit is not None:
-            limit = check_limit(limit, "scroll limit", allow_zero=True)
+    def _scroll(self, w: dict[str, Any] | None, limit: int | None, with_vectors: bool) -> Iterator[Point]:
+        """Points in order of last write; a snapshot. Vectors are unit length for cosine."""
 
         def go(conn: psycopg.Connection) -> list[Point]:
             self._require(conn)
@@ -1079,9 +991,7 @@ class PgvectorCollection(Collection):
             vec = np.zeros(0, dtype=np.float32)
         return Point(id=_unpid(row[0]), vector=vec, payload=row[1])
 
-    def retrieve(self, ids: Sequence[PointId], with_vectors: bool = False) -> list[Point]:
-        """The points with these ids in the given order; unknown ids skipped, repeats once."""
-        wanted = list(dict.fromkeys(check_ids(ids)))
+    def _retrieve(self, wanted: list[PointId], with_vectors: bool) -> list[Point]:
 
         def go(conn: psycopg.Connection) -> list[Point]:
             self._require(conn)
@@ -1095,11 +1005,8 @@ class PgvectorCollection(Collection):
 
         return self._b.run(f"reading store {self.name!r}", go)
 
-    def facet(self, key: str, where: Where | None = None) -> dict[Any, int]:
+    def _facet(self, key: str, w: dict[str, Any] | None) -> dict[Any, int]:
         """Count points per scalar value of payload field ``key`` (one ``GROUP BY`` in PostgreSQL)."""
-        if not isinstance(key, str):
-            raise InvalidArgument(f"A facet key must be a string, got {key!r}.")
-        w = check_where(where)
         key = key.replace("\x00", "")
 
         def go(conn: psycopg.Connection) -> dict[Any, int]:

@@ -60,7 +60,6 @@ import contextlib
 import json
 import logging
 import math
-import operator
 import re
 import threading
 import uuid
@@ -85,7 +84,6 @@ from tenacity import (
 from knowledge.errors import (
     BackendUnavailable,
     DimensionMismatch,
-    DistanceMismatch,
     InvalidArgument,
     StorageError,
     StoreNotFound,
@@ -98,11 +96,9 @@ from knowledge.vectorstore.base import (
     PointId,
     ScoredPoint,
     VectorBackend,
-    Where,
-    as_vector,
-    check_distance,
-    check_id,
-    check_where,
+    check_name,
+    check_prepared,
+    check_vector_size,
     stack_points,
 )
 
@@ -237,7 +233,7 @@ class QdrantBackend(VectorBackend):
         self._closed = False
         self._local_lock = threading.RLock()
         self._known: set[str] = set()  # physical collections known to exist (indexes made)
-        self._entries: dict[str, dict[str, Any]] = {}  # registry entries last read, for reads (see _read)
+        self._entries: dict[str, dict[str, Any]] = {}  # registry entries last read (see cached_entry)
         self._index_fields: set[str] = set(DEFAULT_INDEXED_FIELDS)
         if client is None:
             self.location = self._location(settings)
@@ -297,7 +293,7 @@ class QdrantBackend(VectorBackend):
         if self.is_local:
             return _version(self.client.info().version)
         try:
-            version = _version(self._call(self.client.info).version)
+            version = _version(self.call(self.client.info).version)
         except BackendUnavailable:
             raise
         except Exception as exc:
@@ -313,7 +309,7 @@ class QdrantBackend(VectorBackend):
             )
         return version
 
-    def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Call the client: serialised in local mode (it is not thread-safe), retried on a server.
 
         Raises:
@@ -354,13 +350,13 @@ class QdrantBackend(VectorBackend):
     def _ensure_registry(self) -> None:
         if self.registry_name in self._known:
             return
-        if not self._call(self.client.collection_exists, self.registry_name):
+        if not self.call(self.client.collection_exists, self.registry_name):
             self._create(self.registry_name, models.VectorParams(size=1, distance=models.Distance.DOT))
         self._known.add(self.registry_name)
 
     def _create(self, name: str, params: models.VectorParams) -> None:
         try:
-            self._call(self.client.create_collection, name, vectors_config=params)
+            self.call(self.client.create_collection, name, vectors_config=params)
         except UnexpectedResponse as exc:
             if exc.status_code != 409:  # 409: another process created it first
                 raise
@@ -368,11 +364,13 @@ class QdrantBackend(VectorBackend):
             if "already exists" not in str(exc):
                 raise
 
-    def _ensure_physical(self, size: int, distance: str) -> str:
+    def ensure_physical(self, size: int, distance: str) -> str:
+        """The physical collection of ``size``-d vectors compared by ``distance``, created (with its
+        payload indexes) when missing; known ones are not asked about again."""
         name = self.physical_name(size, distance)
         if name in self._known:
             return name
-        if not self._call(self.client.collection_exists, name):
+        if not self.call(self.client.collection_exists, name):
             self._create(name, models.VectorParams(size=size, distance=_DISTANCES[distance]))
         if not self.is_local:  # local mode has no payload indexes (qdrant-client warns and ignores them)
             self._indexes(name)
@@ -382,27 +380,52 @@ class QdrantBackend(VectorBackend):
     def _indexes(self, name: str) -> None:
         tenant = models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD,
                                            is_tenant=True if self.tenant_index else None)
-        self._call(self.client.create_payload_index, name, COLLECTION_FIELD, field_schema=tenant)
+        self.call(self.client.create_payload_index, name, COLLECTION_FIELD, field_schema=tenant)
         for field in sorted(self._index_fields):
             self._index(name, field)
 
     def _index(self, physical: str, field: str) -> None:
         if self.is_local:
             return
-        self._call(self.client.create_payload_index, physical, _key(field),
-                   field_schema=models.PayloadSchemaType.KEYWORD)
+        self.call(self.client.create_payload_index, physical, _key(field),
+                  field_schema=models.PayloadSchemaType.KEYWORD)
+
+    def index(self, field: str, physical: str | None = None) -> None:
+        """Keep a keyword index on payload ``field`` in every physical collection made from now on,
+        and make it now in ``physical`` when given. Idempotent; local mode has no payload indexes."""
+        self._index_fields.add(field)
+        if physical is not None:
+            self._index(physical, field)
+
+    def forget_physical(self, physical: str) -> None:
+        """Stop assuming that ``physical`` exists (it was deleted behind our back)."""
+        self._known.discard(physical)
+
+    def exclusive(self) -> contextlib.AbstractContextManager[Any]:
+        """A context in which no other call of this backend runs, in local mode (whose client is
+        serialised by one re-entrant lock). On a server: a null context (no exclusion)."""
+        return self._local_lock if self.is_local else contextlib.nullcontext()
 
     def registry_entry(self, name: str) -> dict[str, Any] | None:
         """``{"name", "size", "distance"}`` of logical collection ``name``, or ``None``."""
         self._ensure_registry()
-        got = self._call(self.client.retrieve, self.registry_name, [point_uuid("", name)],
-                         with_payload=True)
+        got = self.call(self.client.retrieve, self.registry_name, [point_uuid("", name)],
+                        with_payload=True)
         entry = dict(got[0].payload) if got else None
         if entry is None:
             self._entries.pop(name, None)
         else:
             self._entries[name] = entry
         return entry
+
+    def cached_entry(self, name: str) -> dict[str, Any] | None:
+        """The registry entry of ``name`` as last read by this backend (no call), or ``None``: for
+        reads that check it themselves (:meth:`QdrantCollection._read`)."""
+        return self._entries.get(name)
+
+    def forget_entry(self, name: str) -> None:
+        """Drop the entry of ``name`` read before (the collection was dropped)."""
+        self._entries.pop(name, None)
 
     # -- VectorBackend ------------------------------------------------------------------------------
     def collection(self, name: str) -> "QdrantCollection":
@@ -411,9 +434,7 @@ class QdrantBackend(VectorBackend):
         Raises:
             InvalidArgument: ``name`` is not a non-empty string.
         """
-        if not isinstance(name, str) or not name:
-            raise InvalidArgument(f"A store name must be a non-empty string, got {name!r}.")
-        return QdrantCollection(self, name)
+        return QdrantCollection(self, check_name(name))
 
     def list_collections(self) -> list[str]:
         """Names of the logical collections in the registry, sorted."""
@@ -421,8 +442,8 @@ class QdrantBackend(VectorBackend):
         names: list[str] = []
         offset = None
         while True:
-            records, offset = self._call(self.client.scroll, self.registry_name, limit=_PAGE,
-                                         offset=offset, with_payload=True)
+            records, offset = self.call(self.client.scroll, self.registry_name, limit=_PAGE,
+                                        offset=offset, with_payload=True)
             names.extend(r.payload["name"] for r in records if r.payload and "name" in r.payload)
             if offset is None:
                 return sorted(names)
@@ -462,7 +483,7 @@ class QdrantCollection(Collection):
         a registry look-up per read. When that entry may be stale -- the read finds nothing, the
         physical collection is gone, or the sizes disagree (another process dropped or re-created
         the collection) -- the registry is read again and, if the entry changed, ``fn`` runs again."""
-        cached = self.backend._entries.get(self.name)
+        cached = self.backend.cached_entry(self.name)
         if cached is None:
             return fn(self._entry())
         try:
@@ -506,21 +527,21 @@ class QdrantCollection(Collection):
             out.append(models.PointStruct(id=self._uuid(p.id), vector=vec.tolist(), payload=payload))
         return out
 
-    def _upsert(self, physical: str, structs: list[models.PointStruct]) -> None:
+    def _write(self, physical: str, structs: list[models.PointStruct]) -> None:
         for start in range(0, len(structs), _PAGE * 4):
             try:
-                self.backend._call(self.backend.client.upsert, physical, structs[start:start + _PAGE * 4], wait=True)
+                self.backend.call(self.backend.client.upsert, physical, structs[start:start + _PAGE * 4], wait=True)
             except UnexpectedResponse as exc:
                 raise StorageError(f"Qdrant refused the write to {self.name!r}: {exc}") from None
 
-    def _filter(self, where: Where | None) -> models.Filter:
-        return self._scope(*where_filter(check_where(where)))
+    def _filter(self, where: dict[str, Any] | None) -> models.Filter:
+        return self._scope(*where_filter(where))
 
     def _ids_matching(self, physical: str, flt: models.Filter) -> list[str]:
         ids: list[str] = []
         offset = None
         while True:
-            records, offset = self.backend._call(
+            records, offset = self.backend.call(
                 self.backend.client.scroll, physical, scroll_filter=flt, limit=_PAGE * 4,
                 offset=offset, with_payload=False, with_vectors=False)
             ids.extend(str(r.id) for r in records)
@@ -534,50 +555,30 @@ class QdrantCollection(Collection):
         try:
             yield
         except UnexpectedResponse as exc:
-            self.backend._known.discard(physical)
+            self.backend.forget_physical(physical)
             if exc.status_code == 404:
                 raise StoreNotFound(self.name, f"its Qdrant collection {physical!r} is gone") from None
             raise
         except ValueError as exc:  # local mode: "Collection ... not found"
-            self.backend._known.discard(physical)
+            self.backend.forget_physical(physical)
             if "not found" in str(exc):
                 raise StoreNotFound(self.name, f"its Qdrant collection {physical!r} is gone") from None
             raise
 
     # -- Collection ---------------------------------------------------------------------------------
-    def ensure_collection(self, size: int, distance: Distance = "cosine") -> None:
+    def _ensure_collection(self, size: int, distance: Distance) -> None:
         """Register this logical collection for ``size``-d vectors and ``distance`` (idempotent),
-        creating its physical collection and payload indexes when needed.
-
-        Raises:
-            DimensionMismatch, DistanceMismatch: registered with another size / distance.
-            InvalidArgument: ``size < 1`` or an unknown distance.
-        """
-        try:
-            if isinstance(size, bool):
-                raise TypeError
-            size = operator.index(size)
-        except TypeError:
-            raise InvalidArgument(f"A vector size must be an integer >= 1, got {size!r}.") from None
-        if size < 1:
-            raise InvalidArgument(f"A vector size must be an integer >= 1, got {size}.")
-        check_distance(distance)
+        creating its physical collection and payload indexes when needed."""
         entry = self.backend.registry_entry(self.name)
         if entry is not None:
-            if int(entry["size"]) != size:
-                raise DimensionMismatch(int(entry["size"]), size)
-            if entry["distance"] != distance:
-                raise DistanceMismatch(
-                    f"Vector store {self.name!r} was prepared with distance {entry['distance']!r}, not"
-                    f" {distance!r}. A store keeps the distance it was created with."
-                )
-            self.backend._ensure_physical(size, distance)
+            check_prepared(self.name, int(entry["size"]), entry["distance"], size, distance)
+            self.backend.ensure_physical(size, distance)
             return
-        self.backend._ensure_physical(size, distance)
+        self.backend.ensure_physical(size, distance)
         payload = {"name": self.name, "size": size, "distance": distance}
-        self.backend._call(self.backend.client.upsert, self.backend.registry_name,
-                           [models.PointStruct(id=point_uuid("", self.name), vector=[1.0], payload=payload)],
-                           wait=True)
+        self.backend.call(self.backend.client.upsert, self.backend.registry_name,
+                          [models.PointStruct(id=point_uuid("", self.name), vector=[1.0], payload=payload)],
+                          wait=True)
 
     def collection_exists(self) -> bool:
         return self.backend.registry_entry(self.name) is not None
@@ -589,83 +590,44 @@ class QdrantCollection(Collection):
         if entry is None:
             return
         physical = self._physical(entry)
-        if self.backend._call(self.backend.client.collection_exists, physical):
-            self.backend._call(self.backend.client.delete, physical,
-                               points_selector=models.FilterSelector(filter=self._scope()), wait=True)
-        self.backend._call(self.backend.client.delete, self.backend.registry_name,
-                           points_selector=models.PointIdsList(points=[point_uuid("", self.name)]), wait=True)
-        self.backend._entries.pop(self.name, None)
+        if self.backend.call(self.backend.client.collection_exists, physical):
+            self.backend.call(self.backend.client.delete, physical,
+                              points_selector=models.FilterSelector(filter=self._scope()), wait=True)
+        self.backend.call(self.backend.client.delete, self.backend.registry_name,
+                          points_selector=models.PointIdsList(points=[point_uuid("", self.name)]), wait=True)
+        self.backend.forget_entry(self.name)
 
-    def index_field(self, key: str) -> None:
-        """Add a keyword index on payload field ``key`` (for fields filtered on often, such as a
-        memory's dataset field). Idempotent."""
-        self.backend._index_fields.add(key)
+    def _index_field(self, key: str) -> None:
+        """A keyword index on payload field ``key`` in this collection's physical collection (and in
+        every one the backend makes from now on)."""
         entry = self.backend.registry_entry(self.name)
-        if entry is not None:
-            self.backend._index(self._physical(entry), key)
+        self.backend.index(key, self._physical(entry) if entry is not None else None)
 
     def info(self) -> CollectionInfo:
         entry = self._entry()
         return CollectionInfo(name=self.name, size=int(entry["size"]), distance=entry["distance"],
-                              count=self._count(entry, None), backend="qdrant")
+                              count=self._count_in(entry, None), backend="qdrant")
 
-    def upsert(self, points: Sequence[Point]) -> None:
-        """Insert or overwrite the points (same id, same Qdrant point). Validated before writing.
-
-        Raises:
-            StoreNotFound, DimensionMismatch, InvalidArgument (a bad id or payload, a reserved
-            payload field, an id twice), StorageError (the server refused the write).
-        """
+    def _upsert(self, points: list[Point]) -> None:
+        """Same id, same Qdrant point. ``InvalidArgument`` also for a reserved payload field."""
         entry = self._entry()
         structs = self._points(points, int(entry["size"]))
         if structs:
-            self._upsert(self._physical(entry), structs)
+            self._write(self._physical(entry), structs)
 
-    def search(
-        self,
-        vector: Any,
-        limit: int = 10,
-        where: Where | None = None,
-        raw_filter: Any = None,
-        score_threshold: float | None = None,
-        with_payload: bool = True,
-    ) -> list[ScoredPoint]:
-        """The ``limit`` best points for ``vector``, best first, through Qdrant's query endpoint.
-
-        Args:
-            vector: ``(d,)`` array-like (float32).
-            limit: >= 1.
-            where: payload equality (see the module docstring for the Qdrant form).
-            raw_filter: a ``qdrant_client.models.Filter`` or its dict form; wins over ``where``,
-                still confined to this logical collection.
-            score_threshold: ``score >= t`` for cosine/dot, ``score <= t`` for euclid/manhattan.
-            with_payload: ``False`` returns ``payload=None``.
-
-        Returns:
-            ``ScoredPoint`` list with our readable ids; scores as :data:`DISTANCE_ORDER` says.
-
-        Raises:
-            StoreNotFound, DimensionMismatch, InvalidArgument (``limit < 1``, a bad filter).
-        """
-        if isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < 1:
-            raise InvalidArgument(f"limit must be an integer >= 1, got {limit!r}.")
-        if raw_filter is not None:
-            flt = self._scope(self._native(raw_filter))
-        else:
-            flt = self._filter(where)
-        if score_threshold is not None and (
-            isinstance(score_threshold, bool) or not isinstance(score_threshold, (int, float))
-            or math.isnan(score_threshold)
-        ):
-            raise InvalidArgument(f"score_threshold must be a number, got {score_threshold!r}.")
+    def _search(self, vector: np.ndarray, k: int, where: dict[str, Any] | None, raw_filter: Any,
+                score_threshold: float | None, with_payload: bool) -> list[ScoredPoint]:
+        """Through Qdrant's query endpoint; a ``raw_filter`` is still confined to this logical
+        collection. Qdrant's ``score_threshold`` has the contract's direction."""
+        flt = self._scope(raw_filter) if raw_filter is not None else self._filter(where)
 
         def go(entry: dict[str, Any]) -> list[ScoredPoint]:
-            q = as_vector(vector, int(entry["size"]))
+            q = check_vector_size(vector, int(entry["size"]))
             physical = self._physical(entry)
             with self._physical_gone(physical):
-                res = self.backend._call(
+                res = self.backend.call(
                     self.backend.client.query_points, physical, query=q.tolist(), query_filter=flt,
-                    limit=int(limit), score_threshold=None if score_threshold is None else float(score_threshold),
+                    limit=k, score_threshold=score_threshold,
                     with_payload=True if with_payload else [ID_FIELD], with_vectors=False)
             out = []
             for sp in res.points:
@@ -677,7 +639,8 @@ class QdrantCollection(Collection):
         return self._read(go)
 
     @staticmethod
-    def _native(raw_filter: Any) -> models.Filter:
+    def _native_filter(raw_filter: Any) -> models.Filter:
+        """A ``qdrant_client.models.Filter`` or its dict form."""
         if isinstance(raw_filter, models.Filter):
             return raw_filter
         if isinstance(raw_filter, dict):
@@ -690,75 +653,51 @@ class QdrantCollection(Collection):
             f" got {type(raw_filter).__name__}."
         )
 
-    def remove(self, ids: Sequence[PointId] | None = None, where: Where | None = None) -> int:
-        """Delete points by id and/or ``where`` (either matches). Returns how many were deleted.
-
-        Raises:
-            StoreNotFound, InvalidArgument (a bad id or filter).
-        """
-        if ids is not None and (isinstance(ids, (str, bytes, int)) or not hasattr(ids, "__iter__")):
-            raise InvalidArgument(f"ids must be a list of point ids, got {ids!r}.")
-        wanted = [self._uuid(check_id(i)) for i in ids] if ids is not None else []
-        w = check_where(where)
+    def _remove(self, ids: list[PointId], w: dict[str, Any] | None) -> int:
+        wanted = [self._uuid(i) for i in ids]
         entry = self._entry()
         if not wanted and not w:
             return 0
         physical = self._physical(entry)
         targets: dict[str, None] = {}
         if wanted:
-            got = self.backend._call(self.backend.client.retrieve, physical, list(dict.fromkeys(wanted)),
-                                     with_payload=[COLLECTION_FIELD], with_vectors=False)
+            got = self.backend.call(self.backend.client.retrieve, physical, wanted,
+                                    with_payload=[COLLECTION_FIELD], with_vectors=False)
             targets.update((str(r.id), None) for r in got if (r.payload or {}).get(COLLECTION_FIELD) == self.name)
         if w:
             targets.update((i, None) for i in self._ids_matching(physical, self._filter(w)))
         if targets:
-            self.backend._call(self.backend.client.delete, physical,
-                               points_selector=models.PointIdsList(points=list(targets)), wait=True)
+            self.backend.call(self.backend.client.delete, physical,
+                              points_selector=models.PointIdsList(points=list(targets)), wait=True)
         return len(targets)
 
-    def _count(self, entry: dict[str, Any], where: Where | None) -> int:
+    def _count_in(self, entry: dict[str, Any], where: dict[str, Any] | None) -> int:
         physical = self._physical(entry)
         with self._physical_gone(physical):
-            return int(self.backend._call(self.backend.client.count, physical,
-                                          count_filter=self._filter(where), exact=True).count)
+            return int(self.backend.call(self.backend.client.count, physical,
+                                         count_filter=self._filter(where), exact=True).count)
 
-    def count(self, where: Where | None = None) -> int:
-        check_where(where)
-        return self._count(self._entry(), where)
+    def _count(self, where: dict[str, Any] | None) -> int:
+        return self._count_in(self._entry(), where)
 
-    def replace(self, where: Where, points: Sequence[Point]) -> None:
-        """Upsert ``points``, then delete the points matching ``where`` that are not among them.
-
-        A reader never sees the matching set missing. Validated before anything is written.
-
-        Raises:
-            The same as :meth:`upsert`; ``InvalidArgument`` for an empty ``where``.
-        """
-        w = check_where(where)
-        if not w:
-            raise InvalidArgument("replace needs a non-empty where (the set of points it replaces).")
+    def _replace(self, w: dict[str, Any], points: list[Point]) -> None:
+        """Upsert ``points``, then delete the points matching ``w`` that are not among them: a
+        reader never sees the matching set missing. Validated before anything is written."""
         entry = self._entry()
         structs = self._points(points, int(entry["size"]))
         physical = self._physical(entry)
-        with self.backend._local_lock if self.backend.is_local else contextlib.nullcontext():
+        with self.backend.exclusive():
             if structs:
-                self._upsert(physical, structs)
+                self._write(physical, structs)
             keep = [s.id for s in structs]
             must_not = [models.HasIdCondition(has_id=keep)] if keep else None
-            self.backend._call(self.backend.client.delete, physical,
-                               points_selector=models.FilterSelector(filter=self._scope(*where_filter(w), must_not=must_not)),
-                               wait=True)
+            self.backend.call(self.backend.client.delete, physical,
+                              points_selector=models.FilterSelector(filter=self._scope(*where_filter(w), must_not=must_not)),
+                              wait=True)
 
-    def scroll(
-        self,
-        where: Where | None = None,
-        limit: int | None = None,
-        with_vectors: bool = False,
-    ) -> Iterator[Point]:
-        """Points (matching ``where``) in Qdrant's point-id order (stable), at most ``limit``."""
+    def _scroll(self, where: dict[str, Any] | None, limit: int | None, with_vectors: bool) -> Iterator[Point]:
+        """Points in Qdrant's point-id order (stable)."""
         flt = self._filter(where)
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-            raise InvalidArgument(f"scroll limit must be an integer >= 0, got {limit!r}.")
         entry = self._entry()
         physical = self._physical(entry)
         out: list[Point] = []
@@ -768,7 +707,7 @@ class QdrantCollection(Collection):
         while True:
             page = _PAGE if limit is None else min(_PAGE, limit - len(out))
             with self._physical_gone(physical):
-                records, offset = self.backend._call(
+                records, offset = self.backend.call(
                     self.backend.client.scroll, physical, scroll_filter=flt, limit=page, offset=offset,
                     with_payload=True, with_vectors=with_vectors)
             out.extend(self._record(r, with_vectors) for r in records)
@@ -781,11 +720,7 @@ class QdrantCollection(Collection):
             else np.zeros(0, dtype=np.float32)
         return Point(id=payload.get(ID_FIELD, str(r.id)), vector=vec, payload=self._out_payload(payload))
 
-    def retrieve(self, ids: Sequence[PointId], with_vectors: bool = False) -> list[Point]:
-        """The points with these ids in the given order; unknown ids are skipped, repeats once."""
-        if isinstance(ids, (str, bytes, int)) or not hasattr(ids, "__iter__"):
-            raise InvalidArgument(f"ids must be a list of point ids, got {ids!r}.")
-        wanted = list(dict.fromkeys(check_id(i) for i in ids))
+    def _retrieve(self, wanted: list[PointId], with_vectors: bool) -> list[Point]:
         if not wanted:
             self._entry()
             return []
@@ -794,8 +729,8 @@ class QdrantCollection(Collection):
         def go(entry: dict[str, Any]) -> list[Point]:
             physical = self._physical(entry)
             with self._physical_gone(physical):
-                got = self.backend._call(self.backend.client.retrieve, physical, uuids, with_payload=True,
-                                         with_vectors=with_vectors)
+                got = self.backend.call(self.backend.client.retrieve, physical, uuids, with_payload=True,
+                                        with_vectors=with_vectors)
             by_id = {str(r.id): r for r in got if (r.payload or {}).get(COLLECTION_FIELD) == self.name}
             return [self._record(by_id[u], with_vectors) for u in uuids if u in by_id]
 

@@ -1,0 +1,709 @@
+"""One store of the memory backend: catch-up with other processes, load/unload, the commit of a
+write, compaction, the lexical index and the ``Collection`` hooks. See ``docs/local-backend.md``."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import orjson
+
+from knowledge._fs import fsync_dir
+from knowledge.lexical import LEXICAL_FORMAT, Batch, DiskLexicon, LexiconUnreadable, analyzer
+from knowledge.errors import (
+    DimensionMismatch,
+    InvalidArgument,
+    StoreCorrupt,
+    StoreFull,
+    StoreNotFound,
+)
+from knowledge.vectorstore.base import (
+    Collection,
+    CollectionInfo,
+    Distance,
+    Point,
+    PointId,
+    ScoredPoint,
+    check_prepared,
+    check_vector_size,
+    matches,
+    stack_points,
+)
+from knowledge.vectorstore.memory.state import LoadedPoints, _index_key
+from knowledge.vectorstore.memory.storage import (
+    _LOAD_ATTEMPTS,
+    _RACY_NS,
+    LEXICAL_DIR,
+    MANIFEST,
+    MIN_GARBAGE_ROWS,
+    SegmentLog,
+    _gc_paused,
+    _Stale,
+)
+from knowledge.vectorstore.scoring import (
+    clamp_cosine,
+    normalise_rows,
+    passes_threshold,
+    prepare_query,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from knowledge.vectorstore.memory.backend import MemoryBackend
+
+log = logging.getLogger(__name__)
+
+
+class MemoryCollection(Collection):
+    """One store of the memory backend. Get it from :meth:`MemoryBackend.collection`.
+
+    Attributes:
+        name: the store's exact name.
+        path: its folder (the layout: ``docs/local-backend.md``).
+        lock_path: the inter-process lock file held during every write.
+        files: the :class:`~knowledge.vectorstore.memory.storage.SegmentLog` of its folder.
+    """
+
+    def __init__(self, backend: "MemoryBackend", name: str) -> None:
+        self.name = name
+        self._backend = backend
+        self.files = SegmentLog(backend.root, name)
+        self.path: Path = self.files.path
+        self.lock_path: Path = self.files.lock_path
+        self._manifest_path = self.files.manifest_path
+        self._lock = threading.RLock()
+        self._manifest: dict[str, Any] | None = None
+        self._manifest_bytes: bytes | None = None
+        self._sig: tuple[int, ...] | None = None
+        self._sig_settled = False
+        self._points: LoadedPoints | None = None
+        self._last_access = time.monotonic()
+        self.lexical_path: Path = self.path / LEXICAL_DIR
+        self._lex: DiskLexicon | None = None
+        self._lex_state: str | None = None  # the lexicon's committed state, as last read
+        self._lex_problem = ""
+
+    # -- public state --------------------------------------------------------------------------
+    @property
+    def is_loaded(self) -> bool:
+        """Whether the store's points are in memory right now."""
+        return self._points is not None
+
+    def unload(self) -> bool:
+        """Drop the in-memory points (they are reloaded on the next access). ``True`` if loaded."""
+        with self._lock:
+            was = self._points is not None
+            self._points = None
+            return was
+
+    def _unload_if_idle(self, now: float, idle_seconds: float) -> bool:
+        if self._points is None or now - self._last_access < idle_seconds:
+            return False
+        if not self._lock.acquire(blocking=False):
+            return False  # busy right now, so not idle
+        try:
+            if self._points is None or now - self._last_access < idle_seconds:
+                return False
+            if self.files.is_writing():
+                return False
+            self._points = None
+            log.debug("unloaded idle vector store %r", self.name)
+            return True
+        finally:
+            self._lock.release()
+
+    # -- manifest and synchronisation ----------------------------------------------------------
+    def _forget(self) -> None:
+        self._manifest = self._manifest_bytes = self._sig = None
+        self._sig_settled = False
+        self._points = None
+        self._lex = self._lex_state = None
+
+    def _sync(self) -> dict[str, Any] | None:
+        """The current manifest (``None``: no such store), catching up with other writers.
+
+        Called under ``self._lock``. Cheap when nothing changed: one ``stat``.
+        """
+        try:
+            stat = os.stat(self._manifest_path)
+        except (FileNotFoundError, NotADirectoryError):
+            self._forget()
+            return None
+        sig = (stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+        if sig == self._sig and self._sig_settled:
+            return self._manifest
+        try:
+            data = self._manifest_path.read_bytes()
+        except (FileNotFoundError, NotADirectoryError):
+            self._forget()
+            return None
+        if data != self._manifest_bytes:
+            man = self.files.parse_manifest(data)
+            self._catch_up(man)
+            self._manifest, self._manifest_bytes = man, data
+        self._sig = sig
+        self._sig_settled = time.time_ns() - stat.st_mtime_ns > _RACY_NS
+        return self._manifest
+
+    def _catch_up(self, man: dict[str, Any]) -> None:
+        """Bring the loaded state (if any) to ``man``: apply new segments, or drop it to reload."""
+        loaded = self._points
+        if loaded is None:
+            return
+        gen = loaded.generation
+        if man["incarnation"] != loaded.incarnation or man["size"] != loaded.size or man["generation"] < gen:
+            self._points = None
+            return
+        if man["generation"] == gen:
+            return  # a merge rewrote segments; the points are the same
+        todo = [s for s in man["segments"] if s["last_gen"] > gen]
+        if any(s["first_gen"] <= gen for s in todo):
+            self._points = None  # a merge straddles what we have: reload
+            return
+        try:
+            with _gc_paused():
+                for seg in todo:
+                    deleted, ids, payloads, _ = self.files.read_jsonl(man, seg)
+                    vectors = np.empty((seg["rows"], loaded.size), dtype=np.float32)
+                    if seg["rows"]:
+                        self.files.read_vectors(seg, vectors)
+                    loaded.append(deleted, ids, payloads, vectors)
+        except _Stale:
+            self._points = None
+            return
+        except BaseException:
+            self._points = None
+            raise
+        loaded.generation = man["generation"]
+        if loaded.live != man["count"]:
+            self._points = None  # should not happen; a reload will tell whether the files are bad
+        elif loaded.dead > max(MIN_GARBAGE_ROWS, loaded.live):
+            loaded.compact()
+
+    def _require(self) -> dict[str, Any]:
+        self._last_access = time.monotonic()
+        man = self._sync()
+        if man is None:
+            raise StoreNotFound(self.name, "call ensure_collection() first.")
+        return man
+
+    def _loaded(self) -> LoadedPoints:
+        """The loaded points, loading them now if needed. Called under ``self._lock`` after _require."""
+        if self._points is None:
+            self._points = self._load()
+            self._backend._start_sweeper()
+        return self._points
+
+    def _load(self) -> LoadedPoints:
+        man = self._manifest
+        problem = ""
+        for _ in range(_LOAD_ATTEMPTS):
+            assert man is not None
+            try:
+                return self._read_store(man)
+            except _Stale as exc:
+                problem = str(exc)
+            # Files changed under us (another process merged or dropped): read the manifest again.
+            before = self._manifest_bytes
+            self._sig = None
+            man = self._sync()
+            if man is None:
+                raise StoreNotFound(self.name, "it was dropped while being loaded.")
+            if self._manifest_bytes == before:
+                raise self.files.corrupt(problem)
+        raise self.files.corrupt(f"its files kept changing while being read ({problem})")
+
+    def _read_store(self, man: dict[str, Any]) -> LoadedPoints:
+        segs = man["segments"]
+        total = sum(s["rows"] for s in segs)
+        loaded = LoadedPoints(man["size"], man["distance"], total + max(64, total // 8))
+        errors: list[BaseException] = []
+
+        def read_vectors() -> None:
+            base = 0
+            try:
+                for seg in segs:
+                    rows = seg["rows"]
+                    if rows:
+                        self.files.read_vectors(seg, loaded.vectors[base : base + rows])
+                    base += rows
+            except BaseException as exc:  # handed to the loading thread
+                errors.append(exc)
+
+        reader = threading.Thread(target=read_vectors, name="knowledge-memory-load", daemon=True)
+        reader.start()
+        try:
+            with _gc_paused():
+                for seg in segs:
+                    deleted, ids, payloads, _ = self.files.read_jsonl(man, seg)
+                    loaded.place(deleted, ids, payloads)
+        finally:
+            reader.join()
+        if errors:
+            raise errors[0]
+        loaded.generation = man["generation"]
+        loaded.incarnation = man["incarnation"]
+        if loaded.live != man["count"]:
+            raise self.files.corrupt(f"the segments hold {loaded.live} points, {MANIFEST} says {man['count']}")
+        if loaded.dead:
+            loaded.compact()
+        return loaded
+
+    # -- writing ---------------------------------------------------------------------------------
+    def _writing(self) -> contextlib.AbstractContextManager[None]:
+        """Hold this store's write lock (:meth:`SegmentLog.writing`) for the backend's timeout."""
+        return self.files.writing(self._backend.lock_timeout)
+
+    def _publish(self, man: dict[str, Any], data: bytes) -> None:
+        """The commit point: swap the manifest in. Called under ``self._lock``."""
+        self.files.swap_manifest()
+        self._manifest, self._manifest_bytes = man, data
+        self._sig = None  # the next check re-reads the (equal) bytes and records the new stat
+
+    def _commit(self, man: dict[str, Any], loaded: LoadedPoints, deleted: list[PointId], ids: list[PointId],
+                lines: list[bytes], payloads: list[dict], vectors: np.ndarray, count: int) -> None:
+        """Write one batch as a new segment (:meth:`SegmentLog.append`) and apply it to memory at
+        the commit point, then merge segments when due. Called holding the write lock."""
+        batch = self._lexical_batch(man, man["generation"] + 1, deleted, ids, payloads)
+        published = False
+
+        def publish(new: dict[str, Any], data: bytes) -> None:
+            nonlocal published
+            try:
+                with self._lock:
+                    self._publish(new, data)
+                    published = True
+                    if self._points is loaded and loaded.generation == man["generation"]:
+                        try:
+                            loaded.append(deleted, ids, payloads, vectors)
+                            loaded.generation = new["generation"]
+                            if loaded.dead > max(MIN_GARBAGE_ROWS, loaded.live):
+                                loaded.compact()
+                        except BaseException:
+                            self._points = None
+                            raise
+                    else:
+                        self._points = None  # unloaded meanwhile; the next access reads the new files
+            finally:
+                if batch is not None and published:
+                    self._commit_lexical(batch, self._lex_marker(new))
+
+        try:
+            new = self.files.append(man, deleted, lines, vectors, count, publish)
+        finally:
+            if batch is not None and not published:
+                batch.close()
+        try:
+            self.files.maybe_merge(new, self._publish_locked)
+        except (OSError, StoreCorrupt, _Stale) as exc:  # the write itself is committed
+            log.warning("vector store %r: compaction skipped (%s); it is retried on the next write",
+                        self.name, exc)
+
+    def _publish_locked(self, man: dict[str, Any], data: bytes) -> None:
+        with self._lock:
+            self._publish(man, data)
+
+    # -- the lexical index ------------------------------------------------------------------
+    # The store's BM25 index (knowledge.lexical.DiskLexicon, tantivy) lives in ``lexical/``. It is
+    # built by the first lexical search of the store (stores only ever searched by vector, such
+    # as agent memory, never pay for it) and from then on kept by every write: the write stages
+    # its deletes and inserts in a tantivy batch before the manifest swap and commits it right
+    # after, still holding the store's write lock; the batch also records the manifest's
+    # incarnation and generation (its *state*). A crash between the two commits leaves the index
+    # one generation behind; a missing, corrupt or older index has no matching state either. The
+    # next lexical search sees that and rebuilds the index from the loaded points (under the write
+    # lock, with a log line); nothing else ever rebuilds it.
+    @staticmethod
+    def _lex_marker(man: dict[str, Any]) -> str:
+        return f"{LEXICAL_FORMAT}:{man['incarnation']}:{man['generation']}"
+
+    def _lexicon_agrees(self, marker: str) -> bool:
+        """Whether the lexicon's committed state is ``marker`` (opening or reloading it as needed).
+        Called under ``self._lock``."""
+        if self._lex is not None and self._lex_state == marker:
+            return True
+        try:
+            if self._lex is None:
+                lex = DiskLexicon(self.lexical_path)
+                lex.open()
+                self._lex = lex
+            else:
+                self._lex.reload()
+            self._lex_state = self._lex.state()
+        except LexiconUnreadable as exc:
+            self._lex, self._lex_state, self._lex_problem = None, None, str(exc)
+            return False
+        except Exception as exc:  # a segment went bad under an open index
+            self._lex, self._lex_state, self._lex_problem = None, None, f"unreadable ({exc})"
+            return False
+        if self._lex_state != marker:
+            self._lex_problem = (f"at state {self._lex_state!r}, the store at {marker!r}"
+                                 if self._lex_state else "without a state (another version)")
+            return False
+        return True
+
+    def _lexical_batch(self, man: dict[str, Any], gen: int, deleted: Sequence[PointId],
+                       ids: Sequence[PointId], payloads: Sequence[dict]) -> Batch | None:
+        """This write's changes staged in the lexicon (not committed), or ``None`` when the lexicon
+        is not in step with ``man`` (the next lexical search rebuilds it). Under the write lock."""
+        with self._lock:
+            agrees = self._lexicon_agrees(self._lex_marker(man))
+            lex = self._lex
+        if not agrees or lex is None:
+            return None
+        try:
+            batch = lex.batch()
+            batch.delete(deleted)
+            batch.add(ids, payloads)
+            batch.set_state(self._lex_marker({**man, "generation": gen}))
+            return batch
+        except Exception as exc:
+            log.warning("vector store %r: lexical index not updated (%s); it is rebuilt on the next"
+                        " lexical search", self.name, exc)
+            return None
+
+    def _commit_lexical(self, batch: Batch, marker: str) -> None:
+        try:
+            batch.commit()
+        except Exception as exc:  # the vectors are committed: never fail the write for the index
+            batch.close()
+            with self._lock:
+                self._lex_state = None
+            log.warning("vector store %r: lexical index commit failed (%s); it is rebuilt on the next"
+                        " lexical search", self.name, exc)
+            return
+        with self._lock:
+            self._lex_state = marker
+
+    def _rebuild_lexicon(self) -> None:
+        """Rebuild the lexicon from the store's points unless it agrees with the manifest by the
+        time the write lock is ours (another writer may just have been committing it)."""
+        with self._writing():
+            with self._lock:
+                man = self._require()
+                marker = self._lex_marker(man)
+                if self._lexicon_agrees(marker):
+                    return
+                problem = self._lex_problem
+                loaded = self._loaded()
+                rows = loaded.live_rows().tolist()
+                ids = [loaded.ids[r] for r in rows]
+                payloads = [loaded.payloads[r] for r in rows]
+            started = time.perf_counter()
+            lex = DiskLexicon(self.lexical_path)
+            lex.create()
+            batch = lex.batch()
+            batch.add(ids, payloads)
+            batch.set_state(marker)
+            batch.commit()
+            with self._lock:
+                self._lex, self._lex_state = lex, marker
+            log.log(logging.WARNING if ids else logging.INFO,
+                    "vector store %r: lexical index %s; rebuilt from %d points in %.1f s",
+                    self.name, problem or "missing", len(ids), time.perf_counter() - started)
+
+    def _lexicon(self) -> DiskLexicon | None:
+        """The lexicon, in step with the manifest (rebuilt first when it is not)."""
+        for attempt in range(3):
+            with self._lock:
+                man = self._require()
+                agrees = self._lexicon_agrees(self._lex_marker(man))
+                lex = self._lex
+            if agrees or attempt == 2:
+                return lex
+            self._rebuild_lexicon()
+        return None  # pragma: no cover
+
+    def ensure_lexical_index(self) -> None:
+        """Build the store's lexical index now if it has none in step (see :meth:`lexical_search`);
+        from then on every write keeps it. Raises ``StoreNotFound``, ``StoreLocked``."""
+        self._lexicon()
+
+    def _lexical_search(self, query: str, k: int, w: dict[str, Any] | None) -> list[ScoredPoint]:
+        """BM25 over the points' ``heading`` + ``text`` (see :class:`~knowledge.lexical.DiskLexicon`),
+        payloads copied.
+
+        The persisted index is opened on first use (memory-mapped, no rebuild); one that is
+        missing, corrupt, of another version or behind the store is rebuilt first (logged).
+        Raises (besides the contract's): StoreLocked (a rebuild waiting for another writer).
+        """
+        terms = analyzer().terms(query) if isinstance(query, str) else []
+        with self._lock:
+            self._require()
+            if not self._loaded().live or not terms:
+                return []
+        lex = self._lexicon()
+        if lex is None:
+            return []
+        fetch = k
+        while True:
+            found = lex.search(terms, fetch, w)
+            out: list[ScoredPoint] = []
+            with self._lock:
+                loaded = self._loaded()
+                for pid, score in found:
+                    row = loaded.row_of.get(pid)
+                    if row is None:
+                        continue  # removed by a write whose index commit is a moment away
+                    payload = loaded.payloads[row]
+                    if w and not matches(payload, w):
+                        continue  # a filter item the index does not hold (text, long strings)
+                    out.append(ScoredPoint(id=pid, score=score, payload=dict(payload)))
+                    if len(out) == k:
+                        return out
+            if len(found) < fetch:
+                return out
+            fetch *= 4
+
+    # -- compaction ----------------------------------------------------------------------------
+    # -- Collection API --------------------------------------------------------------------------
+    def _ensure_collection(self, size: int, distance: Distance) -> None:
+        """Create the store's folder and manifest for ``size``-dim vectors compared by ``distance``.
+
+        Raises (besides the contract's): StoreLocked (another process holds the store's lock for
+        longer than the timeout), StoreCorrupt (the existing manifest is unreadable).
+        """
+        with self._lock:
+            man = self._sync()
+        if man is not None:
+            self._check_same(man, size, distance)
+            return
+        with self._writing():
+            with self._lock:
+                man = self._sync()
+            if man is not None:
+                self._check_same(man, size, distance)
+                return
+            man = self.files.create(size, distance)
+            shutil.rmtree(self.lexical_path, ignore_errors=True)  # a crash in the middle of a drop
+            data = self.files.write_manifest_tmp(man)
+            with self._lock:
+                self._publish(man, data)
+                self._points = None
+                self._lex = self._lex_state = None
+            fsync_dir(self.path)
+
+    def _check_same(self, man: dict[str, Any], size: int, distance: str) -> None:
+        check_prepared(self.name, man["size"], man["distance"], size, distance)
+
+    def collection_exists(self) -> bool:
+        with self._lock:
+            return self._sync() is not None
+
+    def drop_collection(self) -> None:
+        """Delete the store's folder. The manifest goes first, so a crash leaves no half store."""
+        with self._writing():
+            with self._lock:
+                existed = self._manifest_path.exists()
+                if existed:
+                    os.unlink(self._manifest_path)
+                    fsync_dir(self.path)
+                self._forget()
+            if self.path.exists():
+                shutil.rmtree(self.path, ignore_errors=True)
+                fsync_dir(self._backend.root)
+
+    def info(self) -> CollectionInfo:
+        """Size, distance, point count and bytes on disk, from the manifest (no load needed)."""
+        with self._lock:
+            man = self._require()
+            disk = len(self._manifest_bytes or b"") + sum(
+                s["jsonl_bytes"] + s["npy_bytes"] for s in man["segments"])
+            return CollectionInfo(name=self.name, size=man["size"], distance=man["distance"],
+                                  count=man["count"], backend=self._backend.name, disk_bytes=disk)
+
+    def _prepare(self, points: Sequence[Point], size: int, distance: str
+                 ) -> tuple[list[PointId], list[bytes], list[dict], np.ndarray]:
+        """Validate and encode a batch: ids, JSONL lines, the payloads as stored, vectors."""
+        with _gc_paused():  # many small objects: the cyclic GC would walk the caller's heap repeatedly
+            vectors = stack_points(points, size)
+            ids: list[PointId] = []
+            lines: list[bytes] = []
+            payloads: list[dict] = []
+            dumps, loads = orjson.dumps, orjson.loads
+            for p in points:
+                try:
+                    line = dumps({"id": p.id, "payload": p.payload})
+                except TypeError as exc:  # orjson.JSONEncodeError is a TypeError
+                    raise InvalidArgument(
+                        f"Point {p.id!r} cannot be stored: its id or payload is not JSON-serialisable"
+                        f" ({exc})."
+                    ) from None
+                ids.append(p.id)
+                lines.append(line)
+                payloads.append(loads(line)["payload"])  # what a reload will see; a private copy
+        if distance == "cosine":
+            normalise_rows(vectors)  # stack_points returned a fresh matrix: ours to modify
+        return ids, lines, payloads, vectors
+
+    def _check_cap(self, live: int, new_count: int) -> None:
+        cap = self._backend.max_points
+        if new_count > cap and new_count > live:
+            raise StoreFull(
+                f"Vector store {self.name!r} would hold {new_count:,} chunks, over the memory"
+                f" backend's limit of {cap:,} per store (setting vector_store.max_chunks_per_store);"
+                f" nothing was written. Raise the limit if this machine has the memory, or use the"
+                f" pgvector backend for larger corpora."
+            )
+
+    def _upsert(self, points: list[Point]) -> None:
+        """Validated before anything is written, committed by one manifest swap.
+
+        Raises (besides the contract's): StoreFull (over ``vector_store.max_chunks_per_store``;
+        nothing written), StoreLocked.
+        """
+        self._write_points(None, points)
+
+    def _replace(self, where: dict[str, Any], points: list[Point]) -> None:
+        """One segment (its header lists the deleted ids) and one manifest swap: readers here or in
+        another process see the old set or the new one."""
+        self._write_points(where, points)
+
+    def _write_points(self, where: dict[str, Any] | None, points: list[Point]) -> None:
+        with self._lock:
+            man = self._require()
+        ids, lines, payloads, vectors = self._prepare(points, man["size"], man["distance"])
+        if where is None and not ids:
+            return
+        with self._writing():
+            with self._lock:
+                man = self._require()
+                if ids and man["size"] != vectors.shape[1]:  # recreated meanwhile with another size
+                    raise DimensionMismatch(man["size"], int(vectors.shape[1]))
+                loaded = self._loaded()
+                deleted = [loaded.ids[r] for r in loaded.where_rows(where).tolist()] if where else []
+                gone = set(deleted)
+                kept = sum(1 for pid in ids if pid in loaded.row_of and pid not in gone)
+                count = loaded.live - len(deleted) + len(ids) - kept
+                self._check_cap(loaded.live, count)
+            if not deleted and not ids:
+                return
+            self._commit(man, loaded, deleted, ids, lines, payloads, vectors, count)
+
+    def _remove(self, wanted: list[PointId], w: dict[str, Any] | None) -> int:
+        """One segment listing the deleted ids. Raises (besides the contract's): StoreLocked."""
+        if not wanted and not w:
+            with self._lock:
+                self._require()
+            return 0
+        with self._writing():
+            with self._lock:
+                man = self._require()
+                loaded = self._loaded()
+                targets: dict[PointId, None] = {pid: None for pid in wanted if pid in loaded.row_of}
+                if w:
+                    targets.update((loaded.ids[r], None) for r in loaded.where_rows(w).tolist())
+                count = loaded.live - len(targets)
+            if not targets:
+                return 0
+            empty = np.zeros((0, man["size"]), dtype=np.float32)
+            self._commit(man, loaded, list(targets), [], [], [], empty, count)
+            return len(targets)
+
+    def _count(self, w: dict[str, Any] | None) -> int:
+        """Number of live points (matching ``w``); without a filter it needs no load."""
+        with self._lock:
+            man = self._require()
+            if not w:
+                return self._points.live if self._points is not None else man["count"]
+            return int(len(self._loaded().where_rows(w)))
+
+    def _native_filter(self, raw_filter: Any) -> Any:
+        """A callable ``payload -> bool`` (:data:`~knowledge.vectorstore.base.PayloadPredicate`),
+        called on every live point's payload (which it must not modify)."""
+        if not callable(raw_filter):
+            raise InvalidArgument(
+                "raw_filter for the memory backend is a callable taking a payload dict and"
+                f" returning a bool, got {type(raw_filter).__name__}."
+            )
+        return raw_filter
+
+    def _search(self, vector: np.ndarray, k: int, w: dict[str, Any] | None, predicate: Any,
+                score_threshold: float | None, with_payload: bool) -> list[ScoredPoint]:
+        """Exact search: ``where`` is answered from a lazily built per-field index, a ``raw_filter``
+        predicate is called on every live payload. Scores are Python floats; equal scores keep
+        insertion order; payloads are shallow copies."""
+        with self._lock:
+            man = self._require()
+            q = check_vector_size(vector, man["size"])
+            loaded = self._loaded()
+            if loaded.live == 0:
+                return []
+            distance = loaded.distance
+            q = prepare_query(q, distance)
+            rows: np.ndarray | None = None
+            if predicate is not None:
+                rows = loaded.predicate_rows(predicate)
+            elif w:
+                rows = loaded.where_rows(w)
+            elif loaded.dead > loaded.n // 4:
+                rows = loaded.live_rows()
+            hits_rows, hits_scores = loaded.rank(q, rows, k)
+            out = []
+            for row, score in zip(hits_rows.tolist(), hits_scores.tolist()):
+                if distance == "cosine":
+                    score = clamp_cosine(score)
+                if not passes_threshold(score, score_threshold, distance):
+                    break  # sorted best first: the rest are worse
+                payload = dict(loaded.payloads[row]) if with_payload else None
+                out.append(ScoredPoint(id=loaded.ids[row], score=score, payload=payload))
+            return out
+
+    def _scroll(self, w: dict[str, Any] | None, limit: int | None, with_vectors: bool) -> Iterator[Point]:
+        """Points in insertion order (order of last write). Vectors are ``(d,)`` float32 copies
+        (unit length for cosine). Collected when called, so the iterator is a snapshot."""
+        with self._lock:
+            self._require()
+            loaded = self._loaded()
+            rows = loaded.where_rows(w) if w else loaded.live_rows()
+            if limit is not None:
+                rows = rows[:limit]
+            points = [
+                Point(id=loaded.ids[r],
+                      vector=loaded.vectors[r].copy() if with_vectors else np.zeros(0, dtype=np.float32),
+                      payload=dict(loaded.payloads[r]))
+                for r in rows.tolist()
+            ]
+        return iter(points)
+
+    def _retrieve(self, wanted: list[PointId], with_vectors: bool) -> list[Point]:
+        with self._lock:
+            self._require()
+            loaded = self._loaded()
+            out = []
+            for pid in wanted:
+                row = loaded.row_of.get(pid)
+                if row is not None:
+                    vec = loaded.vectors[row].copy() if with_vectors else np.zeros(0, dtype=np.float32)
+                    out.append(Point(id=pid, vector=vec, payload=dict(loaded.payloads[row])))
+            return out
+
+    def _facet(self, key: str, w: dict[str, Any] | None) -> dict[Any, int]:
+        """Count live points per value of payload field ``key`` (from the per-field index)."""
+        with self._lock:
+            self._require()
+            loaded = self._loaded()
+            counts: dict[Any, int] = {}
+            if w:
+                for r in loaded.where_rows(w).tolist():
+                    payload = loaded.payloads[r]
+                    if key in payload and _index_key(payload[key]) is not None:
+                        value = payload[key]
+                        counts[value] = counts.get(value, 0) + 1
+                return counts
+            alive = loaded.alive
+            for ikey, rows in loaded.index(key).items():
+                c = int(np.count_nonzero(alive[np.asarray(rows, dtype=np.int64)]))
+                if c:
+                    counts[ikey[1]] = counts.get(ikey[1], 0) + c
+            return counts
+
+    def __repr__(self) -> str:
+        return f"MemoryCollection({self.name!r}, path={str(self.path)!r}, loaded={self.is_loaded})"

@@ -1,0 +1,226 @@
+"""The loaded points of one store of the memory backend: a float32 matrix, an alive mask, ids,
+payloads, lazily built payload indexes, and exact top-k over them (after qdrant-client's
+``local/local_collection.py``: a float32 matrix, an id -> row map and a deleted mask). Knows
+nothing of files. See ``docs/local-backend.md``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from knowledge.vectorstore.base import PointId
+from knowledge.vectorstore.scoring import DISTANCE_ORDER, euclid_exact, manhattan, top_k
+
+_EUCLID_SLACK = 8  # extra candidates re-ranked with exact distances (euclid)
+
+def _index_key(value: Any) -> tuple[int, Any] | None:
+    """Hashable key with the equality of :func:`~knowledge.vectorstore.base.matches`.
+
+    ``True`` and ``1`` differ (JSON), ``1`` and ``1.0`` are equal; lists and dicts never match a
+    scalar, so they are not indexed.
+    """
+    if value is None:
+        return (0, None)
+    if isinstance(value, bool):
+        return (1, value)
+    if isinstance(value, (int, float)):
+        return (2, value)
+    if isinstance(value, str):
+        return (3, value)
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# In-memory state of one loaded store
+# ---------------------------------------------------------------------------------------------
+
+
+class LoadedPoints:
+    """The loaded points of one store: rows ``[0, n)`` of a growable float32 matrix.
+
+    ``vectors`` is ``(capacity, size)`` float32 (L2-normalised for cosine); ``alive[r]`` says
+    whether row ``r`` is live; ``ids``/``payloads`` are per row; ``row_of`` maps each live id to
+    its row. Dead rows stay until :meth:`compact`. Guarded by the collection's lock.
+    """
+
+    def __init__(self, size: int, distance: str, capacity: int) -> None:
+        capacity = max(int(capacity), 16)
+        self.size = size
+        self.distance = distance
+        self.vectors = np.empty((capacity, size), dtype=np.float32)
+        self.alive = np.zeros(capacity, dtype=bool)
+        self.n = 0
+        self.ids: list[PointId] = []
+        self.payloads: list[dict[str, Any]] = []
+        self.row_of: dict[PointId, int] = {}
+        self.dead = 0
+        self.sqnorms: np.ndarray | None = None  # (n,) float32 squared norms, euclid only, lazily
+        self.indexes: dict[str, dict[tuple[int, Any], list[int]]] = {}
+        self.generation = 0
+        self.incarnation = ""
+
+    @property
+    def live(self) -> int:
+        return len(self.row_of)
+
+    def reserve(self, extra: int) -> None:
+        need = self.n + extra
+        cap = self.vectors.shape[0]
+        if need <= cap:
+            return
+        new_cap = max(need, cap * 2)
+        vectors = np.empty((new_cap, self.size), dtype=np.float32)
+        vectors[: self.n] = self.vectors[: self.n]
+        alive = np.zeros(new_cap, dtype=bool)
+        alive[: self.n] = self.alive[: self.n]
+        self.vectors, self.alive = vectors, alive
+
+    def place(self, deleted: Sequence[PointId], ids: list[PointId], payloads: list[dict]) -> None:
+        """Replay one batch whose vectors are already in rows ``[n, n + len(ids))``."""
+        row_of, alive = self.row_of, self.alive
+        for pid in deleted:
+            row = row_of.pop(pid, None)
+            if row is not None:
+                alive[row] = False
+                self.dead += 1
+        base = self.n
+        m = len(ids)
+        if not m:
+            return
+        alive[base : base + m] = True
+        dead = 0
+        for j, pid in enumerate(ids, base):
+            old = row_of.get(pid)
+            if old is not None:
+                alive[old] = False
+                dead += 1
+            row_of[pid] = j
+        self.dead += dead
+        self.ids.extend(ids)
+        self.payloads.extend(payloads)
+        self.n = base + m
+        if self.sqnorms is not None:
+            new = self.vectors[base : self.n]
+            self.sqnorms = np.concatenate([self.sqnorms, np.einsum("ij,ij->i", new, new)])
+        for field, index in self.indexes.items():
+            for j, payload in enumerate(payloads, base):
+                if field in payload:
+                    key = _index_key(payload[field])
+                    if key is not None:
+                        index.setdefault(key, []).append(j)
+
+    def append(self, deleted: Sequence[PointId], ids: list[PointId], payloads: list[dict],
+               vectors: np.ndarray) -> None:
+        """Apply one batch: delete ``deleted``, then insert the rows (last write of an id wins)."""
+        self.reserve(len(ids))
+        if len(ids):
+            self.vectors[self.n : self.n + len(ids)] = vectors
+        self.place(deleted, ids, payloads)
+
+    def compact(self) -> None:
+        """Drop dead rows, keeping the live ones in order (so tie order does not change)."""
+        keep = np.flatnonzero(self.alive[: self.n])
+        live = len(keep)
+        vectors = np.empty((max(16, live + max(64, live // 8)), self.size), dtype=np.float32)
+        np.take(self.vectors, keep, axis=0, out=vectors[:live])
+        self.vectors = vectors
+        self.alive = np.zeros(vectors.shape[0], dtype=bool)
+        self.alive[:live] = True
+        rows = keep.tolist()
+        self.ids = [self.ids[r] for r in rows]
+        self.payloads = [self.payloads[r] for r in rows]
+        self.row_of = {pid: r for r, pid in enumerate(self.ids)}
+        if self.sqnorms is not None:
+            self.sqnorms = self.sqnorms[keep]
+        self.indexes.clear()
+        self.n = live
+        self.dead = 0
+
+    def index(self, field: str) -> dict[tuple[int, Any], list[int]]:
+        """The value -> rows index of payload ``field`` (rows ascending, dead ones included)."""
+        index = self.indexes.get(field)
+        if index is None:
+            index = {}
+            for row, payload in enumerate(self.payloads):
+                if field in payload:
+                    key = _index_key(payload[field])
+                    if key is not None:
+                        bucket = index.get(key)
+                        if bucket is None:
+                            index[key] = [row]
+                        else:
+                            bucket.append(row)
+            self.indexes[field] = index
+        return index
+
+    def live_rows(self) -> np.ndarray:
+        return np.flatnonzero(self.alive[: self.n])
+
+    def where_rows(self, where: dict[str, Any]) -> np.ndarray:
+        """Live rows matching every ``field == value`` of ``where``, ascending ``int64``."""
+        buckets = []
+        for field, value in where.items():
+            key = _index_key(value)
+            bucket = self.index(field).get(key) if key is not None else None
+            if not bucket:
+                return np.zeros(0, dtype=np.int64)
+            buckets.append(bucket)
+        buckets.sort(key=len)
+        rows = np.asarray(buckets[0], dtype=np.int64)
+        for other in buckets[1:]:
+            rows = np.intersect1d(rows, np.asarray(other, dtype=np.int64), assume_unique=True)
+        return rows[self.alive[rows]]
+
+    def predicate_rows(self, predicate: Any) -> np.ndarray:
+        payloads = self.payloads
+        rows = [r for r in self.live_rows().tolist() if predicate(payloads[r])]
+        return np.asarray(rows, dtype=np.int64)
+
+    # -- exact scores ----------------------------------------------------------------------------
+    def scores(self, q: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
+        """Scores of rows ``rows`` (``None``: all rows ``[0, n)``) for the prepared query ``q``.
+
+        Euclid over many rows uses ``|x|^2 - 2 q.x + |q|^2`` (approximate in float32; the caller
+        re-ranks the best candidates with :func:`~knowledge.vectorstore.scoring.euclid_exact`).
+        """
+        many = rows is None or len(rows) > self.n // 4
+        if self.distance in ("cosine", "dot"):
+            if many:
+                out = self.vectors[: self.n] @ q
+                return out if rows is None else out[rows]
+            return self.vectors[rows] @ q
+        if self.distance == "euclid":
+            if not many:
+                return euclid_exact(self.vectors[rows], q).astype(np.float32)
+            if self.sqnorms is None:
+                v = self.vectors[: self.n]
+                self.sqnorms = np.einsum("ij,ij->i", v, v)
+            sq = self.sqnorms - 2.0 * (self.vectors[: self.n] @ q) + float(q @ q)
+            np.maximum(sq, 0.0, out=sq)
+            out = np.sqrt(sq)
+            return out if rows is None else out[rows]
+        return manhattan(self.vectors, q, rows, self.n)
+
+    def rank(self, q: np.ndarray, rows: np.ndarray | None, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Rows and scores of the ``k`` best among ``rows`` (``None``: all live rows), best first."""
+        higher = DISTANCE_ORDER[self.distance]
+        euclid = self.distance == "euclid"
+        if rows is not None:
+            if len(rows) == 0:
+                return rows, np.zeros(0)
+            scores = self.scores(q, rows)
+            pos = top_k(scores, min(len(rows), k + _EUCLID_SLACK if euclid else k), higher)
+            cand = rows[pos]
+        else:
+            scores = self.scores(q, None)
+            if self.dead:
+                scores[~self.alive[: self.n]] = -np.inf if higher else np.inf
+            cand = top_k(scores, min(self.live, k + _EUCLID_SLACK if euclid else k), higher)
+            pos = cand
+        if euclid:  # exact distances for the few candidates, then the final order
+            exact = euclid_exact(self.vectors[cand], q)
+            order = np.lexsort((cand, exact))[:k]
+            return cand[order], exact[order]
+        return cand, scores[pos].astype(np.float64)
