@@ -24,7 +24,18 @@ the memory backend:
   store, over the idle p95 measured just before, one query every 50 ms after the previous one
   (skipped with ``--no-model``).
 
-Usage: ``python bench/bench_search.py [--chunks 100000] [--queries 200] [--json] [--no-model]``.
+* per backend (``--backends memory,pgvector,qdrant``; pgvector on the embedded server, qdrant in
+  local mode on disk), on a store of ``--chunks`` chunks (qdrant: ``--qdrant-chunks``, its local
+  mode is a pure-Python engine): ``<backend>_calls_vector`` / ``_calls_hybrid``, the backend calls
+  of one warm ``Workbench.search`` (memory: collection methods; pgvector: transactions,
+  ``PgvectorBackend.run``; qdrant: client calls, ``QdrantBackend.call``), and
+  ``<backend>_facade_p50_ms`` (``Workbench.search``, vector, k=10, the hash embedder's query
+  embedding included) next to ``<backend>_backend_p50_ms`` (``Collection.search`` of the same
+  vectors, k=10) measured alternately in the same run, their ratio ``<backend>_facade_over_backend``,
+  and ``<backend>_hybrid_p50_ms``.
+
+Usage: ``python bench/bench_search.py [--chunks 100000] [--queries 200] [--json] [--no-model]
+[--backends memory,pgvector,qdrant] [--qdrant-chunks 5000] [--facade-only]``.
 Prints figures (``--json``: one JSON object); never fails.
 """
 
@@ -40,6 +51,7 @@ import sys
 import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -100,6 +112,11 @@ def main() -> int:
     ap.add_argument("--no-model", action="store_true", help="skip the phase that needs the bundled model")
     ap.add_argument("--ingest-words", type=int, default=48_000,
                     help="words of the file ingested while searching (48,000: ~500 chunks)")
+    ap.add_argument("--backends", default="memory,pgvector,qdrant",
+                    help="backends of the facade-versus-backend phase (comma-separated; empty: skip it)")
+    ap.add_argument("--qdrant-chunks", type=int, default=5_000,
+                    help="chunks of the qdrant store (local mode scores in Python: ~0.4 s a query at 10,000)")
+    ap.add_argument("--facade-only", action="store_true", help="run only the facade-versus-backend phase")
     args = ap.parse_args()
     if not BOOK.is_dir():
         print(f"corpus not found at {BOOK}", file=sys.stderr)
@@ -121,6 +138,14 @@ def main() -> int:
     rng = np.random.default_rng(7)
     random.seed(7)
     cap = args.chunks + 2000
+    for name in [b for b in args.backends.split(",") if b]:
+        n = args.qdrant_chunks if name == "qdrant" else args.chunks
+        queries = args.queries if name != "qdrant" else max(10, min(args.queries, 30))
+        out.update(facade_vs_backend(name, n, queries, texts, say))
+    if args.facade_only:
+        if args.json:
+            print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in out.items()}))
+        return 0
     with tempfile.TemporaryDirectory() as tmp:
         settings = load_settings(data_dir=tmp, vector_store={"max_chunks_per_store": cap})
         wb = Workbench(settings, embedder_factory=lambda model: HashEmbedder(dimension=DIM))
@@ -220,6 +245,131 @@ def main() -> int:
     if args.json:
         print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in out.items()}))
     return 0
+
+
+@contextmanager
+def counting(backend: str):
+    """Record each backend call made inside the block in the yielded list: memory's collection
+    methods, pgvector's transactions (``PgvectorBackend.run``), qdrant's client calls."""
+    calls: list[str] = []
+    patched: list[tuple[type, str, object]] = []
+
+    def wrap(cls: type, name: str) -> None:
+        fn = getattr(cls, name)
+
+        def counted(self, *a, **kw):
+            calls.append(name if name not in ("call", "run") else getattr(a[0], "__name__", str(a[0])))
+            return fn(self, *a, **kw)
+
+        patched.append((cls, name, fn))
+        setattr(cls, name, counted)
+
+    if backend == "memory":
+        from knowledge.vectorstore.memory import MemoryCollection
+
+        for name in ("collection_exists", "info", "count", "search", "lexical_search", "retrieve", "scroll", "facet"):
+            wrap(MemoryCollection, name)
+    elif backend == "pgvector":
+        from knowledge.vectorstore.pgvector import PgvectorBackend
+
+        wrap(PgvectorBackend, "run")
+    else:
+        from knowledge.vectorstore.qdrant import QdrantBackend
+
+        wrap(QdrantBackend, "call")
+    try:
+        yield calls
+    finally:
+        for cls, name, fn in patched:
+            setattr(cls, name, fn)
+
+
+def facade_vs_backend(backend: str, n: int, n_queries: int, texts: list[str], say) -> dict[str, object]:
+    """Backend calls per warm search, and ``Workbench.search`` p50 next to ``Collection.search`` p50,
+    on one backend with a store of ``n`` chunks (see the module docstring)."""
+    import shutil
+
+    from knowledge.config import load_settings
+    from knowledge.embeddings.fake import HashEmbedder
+    from knowledge.vectorstore.store import Chunk
+    from knowledge.workbench import Workbench
+
+    rng = np.random.default_rng(11)
+    tmp = Path(tempfile.mkdtemp(prefix="knowledge-bench-"))  # outside pytest's root: the pg server's user
+    out: dict[str, object] = {}
+    try:
+        settings = load_settings(data_dir=tmp / "data", vector_store={"backend": backend,
+                                                                      "max_chunks_per_store": n + 2000})
+        wb = Workbench(settings, embedder_factory=lambda model: HashEmbedder(dimension=DIM))
+        try:
+            wb.create_store("bench")
+            vs = wb.vector_store("bench")
+            coll = vs.collection
+            t0 = time.perf_counter()
+            coll.ensure_collection(DIM)
+            files = max(1, n // PER_FILE)
+            batch = []
+            for f in range(files):
+                vectors = unit(rng, PER_FILE)
+                fid = f"file{f:06d}"
+                # each chunk's text made unique (as in a real store): no search fetches again because
+                # its top k held the same text twice
+                batch.extend(vs._point(fid, f"{fid}.md", i, Chunk(f"{texts[(f * PER_FILE + i) % len(texts)]} ({fid}"
+                                                                  f" part {i})", vectors[i], i))
+                             for i in range(PER_FILE))
+                if len(batch) >= 100 * PER_FILE or f == files - 1:
+                    coll.upsert(batch)
+                    batch = []
+            coll.ensure_lexical_index()
+            # one file through the facade, as ingestion writes it: the catalog knows the store's files
+            wb.ingest_file("bench", texts[0].encode(), "through-the-facade.txt")
+            say(f"{backend}: {files * PER_FILE:,} chunks filled in {time.perf_counter() - t0:.1f} s")
+            queries = [QUERIES[i % len(QUERIES)] for i in range(n_queries)]
+            embedder = wb.embedder()
+            qvecs = [embedder.embed_query(q) for q in queries]
+            for mode in ("vector", "hybrid"):
+                for q in queries[:2]:  # warm (twice: the catalog's idle close may checkpoint after a write)
+                    wb.search("bench", q, 10, mode=mode)
+                with counting(backend) as calls:
+                    wb.search("bench", queries[1], 10, mode=mode)
+                out[f"{backend}_calls_{mode}"] = len(calls)
+                out[f"{backend}_calls_{mode}_names"] = ",".join(calls)
+            coll.search(qvecs[0], limit=10)
+            facade, own, hybrid = [], [], []
+            for i, (q, v) in enumerate(zip(queries, qvecs)):
+                # alternately, so both see the same machine load, and each first every other time (the
+                # second search of a vector finds the pages the first read in the cache)
+                if i % 2:
+                    facade.append(timed(wb.search, "bench", q, 10, mode="vector"))
+                    own.append(timed(coll.search, v, limit=10))
+                else:
+                    own.append(timed(coll.search, v, limit=10))
+                    facade.append(timed(wb.search, "bench", q, 10, mode="vector"))
+            for q in queries:
+                hybrid.append(timed(wb.search, "bench", q, 10, mode="hybrid"))
+            out[f"{backend}_chunks"] = files * PER_FILE
+            out[f"{backend}_backend_p50_ms"] = pct(own, 50)
+            out[f"{backend}_facade_p50_ms"] = pct(facade, 50)
+            out[f"{backend}_facade_over_backend"] = pct(facade, 50) / pct(own, 50)
+            out[f"{backend}_hybrid_p50_ms"] = pct(hybrid, 50)
+            say(f"{backend}: backend calls per warm search: vector {out[f'{backend}_calls_vector']}"
+                f" ({out[f'{backend}_calls_vector_names']}), hybrid {out[f'{backend}_calls_hybrid']}"
+                f" ({out[f'{backend}_calls_hybrid_names']})")
+            say(f"{backend}: vector k=10 over {len(queries)} queries: Workbench.search p50"
+                f" {pct(facade, 50):.2f} ms, Collection.search p50 {pct(own, 50):.2f} ms ="
+                f" {out[f'{backend}_facade_over_backend']:.2f}x; hybrid p50 {pct(hybrid, 50):.2f} ms")
+        finally:
+            wb.close()
+            if backend == "pgvector":
+                from knowledge.vectorstore.pg_embedded import stop_embedded
+
+                stop_embedded(settings.data_root / "postgres")
+    except Exception as exc:  # a backend that cannot run here is reported, the others go on
+        say(f"{backend}: not measured ({type(exc).__name__}: {exc})")
+        out[f"{backend}_error"] = str(exc)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
 
 
 def during_ingest(tmp: str, cap: int, queries: list[str], texts: list[str], say, n_words: int) -> dict[str, float]:

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from knowledge.errors import KnowledgeError
+from knowledge.search import SEARCH_MODES
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -42,7 +43,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("-k", type=int, default=5, help="number of results (default 5)")
     s.add_argument("--file", help="only this file (id or name)")
     s.add_argument("--per-file", type=int, metavar="N", help="at most N chunks per file (1: the best files)")
-    s.add_argument("--mode", choices=["hybrid", "vector", "lexical"],
+    s.add_argument("--mode", choices=list(SEARCH_MODES),
                    help="ranking: vector + BM25 fused (hybrid), vector only, BM25 only (default: search.mode)")
     s.add_argument("--json", action="store_true", help="print the hits as JSON")
 
@@ -51,7 +52,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("questions", metavar="SET_FILE_OR_NAME",
                    help="a question file (TSV/CSV: question<TAB>relevant, ';' between alternatives; JSONL)"
                         " or the name of a set stored in the app")
-    s.add_argument("--mode", action="append", choices=["hybrid", "vector", "lexical", "all"],
+    s.add_argument("--mode", action="append", choices=[*SEARCH_MODES, "all"],
                    help="ranking to evaluate (repeatable; all = the three; default: search.mode)")
     s.add_argument("--k", type=int, default=10, help="depth of each ranking (default 10)")
     s.add_argument("--fusion-weight", type=float, metavar="W",
@@ -225,7 +226,7 @@ def _run(args: argparse.Namespace) -> int:
             print(f"Deleted store {args.store!r}.")
             return 0
         if args.command == "templates":
-            tpls = wb.templates.list()
+            tpls = wb.list_templates()
             if args.json:
                 print(json.dumps([t.model_dump() for t in tpls], indent=2))
             else:
@@ -242,9 +243,7 @@ def _run(args: argparse.Namespace) -> int:
         if args.command == "eval":
             return _eval(wb, args)
         if args.command == "llm-configs":
-            from knowledge.llm import LlmConfigs
-
-            configs = LlmConfigs(wb.catalog, wb.settings).list()
+            configs = wb.llm_configs().list()
             if args.json:
                 print(json.dumps([c.public() for c in configs], indent=2))
             else:
@@ -377,8 +376,8 @@ def _ingest(wb: Any, args: argparse.Namespace, expand_paths: Any) -> int:
         return 1
     from knowledge.ingest.chunker import plan_chunking
 
-    record = wb.catalog.get_store(args.store)
-    tpl = wb.templates.get(args.template or (record.template if record else "default"))
+    record = wb.store_record(args.store)
+    tpl = wb.template(args.template or (record.template if record else "default"))
     for note in plan_chunking(wb.embedder(tpl.embedding_model), tpl.max_chunk_size_tokens,
                               tpl.chunk_overlap_tokens).notes:
         print(f"note: {note}", file=sys.stderr)

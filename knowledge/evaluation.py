@@ -701,9 +701,7 @@ def try_chunkings(wb: Workbench, store: str, qset: QuestionSet, chunkings: Seque
     Raises:
         InvalidArgument: no setting or more than 4, a bad size/overlap. StoreNotFound.
     """
-    from knowledge.catalog import DONE, FileRecord
-    from knowledge.ingest.chunker import chunk_document, embedding_text, plan_chunking
-    from knowledge.vectorstore.store import Chunk, VectorStore
+    from knowledge.ingest.chunker import plan_chunking
 
     if not 1 <= len(chunkings) <= 4:
         raise InvalidArgument("Try 1 to 4 chunk settings at a time.")
@@ -720,24 +718,17 @@ def try_chunkings(wb: Workbench, store: str, qset: QuestionSet, chunkings: Seque
     trials = []
     for t, (size, overlap) in enumerate(chunkings):
         name = f"{store}~try-{size}-{overlap}"
-        if wb.catalog.get_store(name) is not None:
+        if wb.store_exists(name):
             wb.delete_store(name)
-        wb.catalog.put_store(name, record.template, record.backend, record.embedding_model, record.dimension,
-                             record.distance, collection=name)
+        wb.backend(record.backend).collection(name).drop_collection()  # left by a trial that crashed
+        wb.stores.put(name, record.template, record.backend, record.embedding_model, record.dimension,
+                      record.distance, collection=name)
         try:
             t0 = time.perf_counter()
-            coll = wb.backend(record.backend).collection(name)
-            coll.drop_collection()
-            coll.ensure_collection(embedder.dimension, record.distance)
-            vs = VectorStore(coll, distance=record.distance)  # type: ignore[arg-type]
             total = 0
             for i, (fid, (file_name, doc)) in enumerate(sorted(docs.items())):
-                pieces = chunk_document(doc, embedder, size, overlap).chunks
-                vectors = embedder.embed_documents([embedding_text(c.text, c.heading) for c in pieces]) if pieces else []
-                vs.upsert(fid, [Chunk(c.text, vectors[j], c.index, c.page, c.char_start, c.char_end, c.heading)
-                                for j, c in enumerate(pieces)], file_name=file_name)
-                wb.catalog.put_file(FileRecord(name, fid, file_name or fid, None, None, DONE, None, len(pieces), None))
-                total += len(pieces)
+                total += wb.indexer.index_document(name, fid, doc, file_name, chunk_tokens=size,
+                                                   overlap_tokens=overlap).chunks
                 if progress:
                     progress(f"{size}/{overlap}: embedding {i + 1} of {len(docs)} files",
                              (t + (i + 1) / max(1, len(docs)) * 0.8) / len(chunkings))
@@ -767,7 +758,7 @@ def keep_as_template(wb: Workbench, store: str, size: int, overlap: int, name: s
                         embedding_model=base.embedding_model, distance=base.distance,
                         max_chunk_size_tokens=size, chunk_overlap_tokens=overlap,
                         description=f"Chunking {size}/{overlap} chosen on the Evaluate page for {store!r}.")
-    return wb.templates.save(tpl)
+    return wb.save_template(tpl)
 
 
 __all__ = ["ChunkTrial", "Criterion", "EvalRun", "Evaluations", "Question", "QuestionResult", "QuestionSet",

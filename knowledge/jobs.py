@@ -33,19 +33,42 @@ log = logging.getLogger(__name__)
 #: A file for a job: ``(name, bytes)`` for an upload, ``(name, path)`` for a file on disk.
 Item = tuple[str, "bytes | Path"]
 
-_running: "weakref.WeakSet[IngestJob]" = weakref.WeakSet()
-_latest: dict[tuple[str, str], "IngestJob"] = {}  # (data folder, store) -> the newest job of this process
-_latest_lock = threading.Lock()
+class JobRegistry:
+    """The ingest jobs of one workbench (one per server process, shared by every browser session):
+    the newest job per store -- so a second tab sees a running upload and can stop it -- and the
+    running ones, which are cancelled and awaited when the process exits (a daemon thread still
+    inside ONNX Runtime when the interpreter shuts down aborts the whole process, "terminate
+    called ..."). Thread-safe."""
 
+    def __init__(self) -> None:
+        self._latest: dict[str, IngestJob] = {}
+        self._running: weakref.WeakSet[IngestJob] = weakref.WeakSet()
+        self._lock = threading.Lock()
+        ref = weakref.ref(self)
+        atexit.register(lambda: (r := ref()) is not None and r.stop_all())
 
-@atexit.register
-def _stop_running_jobs(timeout: float = 30.0) -> None:
-    """At exit, cancel running jobs and wait for them: a daemon thread still inside ONNX Runtime
-    when the interpreter shuts down aborts the whole process ("terminate called ...")."""
-    for job in list(_running):
-        job.cancel()
-    for job in list(_running):
-        job._thread.join(timeout)  # noqa: SLF001
+    def started(self, job: IngestJob) -> None:
+        with self._lock:
+            self._running.add(job)
+            self._latest[job.store] = job
+
+    def latest(self, store: str) -> IngestJob | None:
+        """The newest job started for ``store``, running or finished, or ``None``."""
+        with self._lock:
+            return self._latest.get(store)
+
+    def running(self) -> list[IngestJob]:
+        with self._lock:
+            return [j for j in self._running if not j.done]
+
+    def stop_all(self, timeout: float = 30.0) -> None:
+        """Cancel the running jobs and wait up to ``timeout`` seconds for each."""
+        with self._lock:
+            jobs = list(self._running)
+        for job in jobs:
+            job.cancel()
+        for job in jobs:
+            job.wait(timeout)
 
 
 @dataclass
@@ -161,9 +184,7 @@ class IngestJob:
     # -- control ----------------------------------------------------------------------------------
     def start(self) -> IngestJob:
         self.started_at = time.monotonic()
-        _running.add(self)
-        with _latest_lock:
-            _latest[(str(self.wb.settings.data_root), self.store)] = self
+        self.wb.jobs.started(self)
         self._thread.start()
         return self
 
@@ -171,8 +192,7 @@ class IngestJob:
     def latest(wb: Workbench, store: str) -> IngestJob | None:
         """The newest job started in this process for ``store`` of ``wb``'s data folder, from any
         browser tab or session (so a second tab sees a running upload and can stop it)."""
-        with _latest_lock:
-            return _latest.get((str(wb.settings.data_root), store))
+        return wb.jobs.latest(store)
 
     @classmethod
     def visible_for(cls, wb: Workbench, store: str, mine: IngestJob | None = None, *,
@@ -271,11 +291,11 @@ class IngestJob:
 
     # -- work -------------------------------------------------------------------------------------
     def _run(self) -> None:
-        from knowledge.workbench import CANCELLED, FAILED_OUTCOME, IngestResult
+        from knowledge.outcomes import IngestResult, Outcome
 
         for (name, source), fp in zip(self._items, self.files):
             if self._cancel.is_set():
-                fp.result = IngestResult(name, CANCELLED, f"{name}: not started, the batch was stopped.")
+                fp.result = IngestResult(name, Outcome.CANCELLED, f"{name}: not started, the batch was stopped.")
                 continue
 
             def progress(stage: str, fraction: float, fp: FileProgress = fp) -> None:
@@ -286,10 +306,10 @@ class IngestJob:
                                                 password=self.password, progress=progress, cancel=self._cancel,
                                                 attributes=self.attributes)
             except KnowledgeError as exc:  # the store or template itself is the problem
-                fp.result = IngestResult(name, FAILED_OUTCOME, str(exc), error=type(exc).__name__)
+                fp.result = IngestResult(name, Outcome.FAILED, str(exc), error=type(exc).__name__)
             except Exception as exc:  # a bug: say so for this file, keep the batch going
                 log.exception("ingesting %s into %s", name, self.store)
-                fp.result = IngestResult(name, FAILED_OUTCOME, f"{name}: unexpected error ({type(exc).__name__}:"
+                fp.result = IngestResult(name, Outcome.FAILED, f"{name}: unexpected error ({type(exc).__name__}:"
                                          f" {exc}); see the server log.", error=type(exc).__name__)
             fp.stage = "done"
         self._items = []  # uploaded bytes are not needed any more (the newest job per store is kept)

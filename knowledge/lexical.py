@@ -21,7 +21,7 @@ Two indexes over the points of a collection (their ``text`` and ``heading`` payl
   in the same write as the vectors (:meth:`knowledge.vectorstore.memory.MemoryCollection.lexical_search`);
   pgvector keeps the same terms in PostgreSQL (:mod:`knowledge.vectorstore.pgvector`).
 - :class:`LexicalIndex`, in process memory, for backends without an index of their own (qdrant,
-  plugins): :class:`knowledge.workbench.Workbench` refreshes it before each search from the store's
+  plugins): :class:`knowledge.search.Searcher` refreshes it before each search from the store's
   files and their versions, so it is never stale.
 """
 
@@ -195,7 +195,7 @@ class LexicalIndex:
         self.vocab: dict[str, int] = {}
         self._merged: _Merged | None = None
         self.signature: Any = None
-        """The caller's token for the state this index reflects (see ``Workbench.lexical_index``)."""
+        """The caller's token for the state this index reflects (see ``Searcher.lexical_index``)."""
 
     @classmethod
     def from_points(cls, points: Iterable[Any], key: str = "file_id") -> "LexicalIndex":

@@ -8,11 +8,56 @@ most people. :func:`plain_reason` says the same in words, without the exception'
 :func:`can_retry` tells a failure a retry can fix (a password, an interruption, a busy or
 unreachable service) from one it cannot (an empty file, a damaged file, an unsupported format).
 Nothing here changes what is recorded; the UI uses these to show it.
+
+:class:`Outcome` names what happened to one ingested file and :class:`IngestResult` reports it.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class Outcome(StrEnum):
+    """What happened to one file given for ingestion. Members equal their value as ``str``
+    (``Outcome.INDEXED == "indexed"``), so code and JSON that hold the plain words keep working."""
+
+    INDEXED = "indexed"  #: its chunks are searchable now
+    UNCHANGED = "unchanged"  #: the same bytes were already indexed under that name: nothing done
+    DUPLICATE = "duplicate"  #: the same bytes are indexed under another name: not indexed twice
+    FAILED = "failed"  #: it could not be read or indexed (the message says why)
+    CANCELLED = "cancelled"  #: the caller stopped it, or the batch stopped before it
+
+    @property
+    def ok(self) -> bool:
+        """True for indexed, unchanged and duplicate: the file's text is searchable in the store."""
+        return self in (Outcome.INDEXED, Outcome.UNCHANGED, Outcome.DUPLICATE)
+
+
+@dataclass(frozen=True, slots=True)
+class IngestResult:
+    """What happened to one file: ``outcome`` (an :class:`Outcome`).
+
+    ``chunks`` and ``pages`` count what was indexed; ``seconds`` is the wall time for this file;
+    ``message`` says in words what happened (the reason when it failed); ``error`` is the error
+    class name when it failed; ``replaced_file_id`` the earlier version a changed file replaced.
+    """
+
+    name: str
+    outcome: Outcome
+    message: str
+    file_id: str | None = None
+    chunks: int = 0
+    pages: int | None = None
+    warnings: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    replaced_file_id: str | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return Outcome(self.outcome).ok
 
 # "PdfStreamError: ...", "KeyError: ...", "zipfile.BadZipFile: ...", "(ValueError: ...)" up to the end.
 _EXCEPTION = re.compile(
@@ -108,4 +153,4 @@ def needs_password(failure: object) -> bool:
     return "password" in (text or "").lower()
 
 
-__all__ = ["can_retry", "needs_password", "plain_reason"]
+__all__ = ["IngestResult", "Outcome", "can_retry", "needs_password", "plain_reason"]

@@ -24,7 +24,6 @@ better when lower.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -51,7 +50,7 @@ from knowledge.storemap import (  # noqa: F401
     sample_points,
     store_map,
 )
-from knowledge.vectorstore.base import DISTANCE_ORDER, check_where, passes_threshold
+from knowledge.vectorstore.base import DISTANCE_ORDER, check_where
 from knowledge.vectorstore.store import Hit, VectorStore
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -302,49 +301,26 @@ class _Group:
 def timed_search(wb: "Workbench", store: str, query: str, k: int = 5, *, where: Mapping[str, Any] | None = None,
                  score_threshold: float | None = None, mode: str | None = None,
                  merge: bool | None = None) -> SearchRun:
-    """Search ``store`` like :meth:`Workbench.search`, timing the embedding and the search apart.
+    """Search ``store`` like :meth:`Workbench.search`, timing the embedding and the search apart:
+    :meth:`knowledge.search.Searcher.search` with ``timings``.
 
-    One ranking (:meth:`Workbench.rank`, ``mode`` default: setting ``search.mode``) fetches the
-    best ``max(k, 50)`` chunks (more when duplicates must be skipped); the threshold is applied to
-    their vector scores in the store's score direction, except to chunks that hold the query's
-    exact words (a BM25 score above 0: words-only and combined rankings); then :func:`fold_hits` drops repeated text
-    and, with ``merge`` (default: setting ``search.merge_overlapping``), merges overlapping chunks
-    of a file into one hit.
+    The ranking (``mode`` default: setting ``search.mode``) fetches the best ``max(k, 50)`` chunks
+    (more when duplicates must be skipped); the threshold is applied to their vector scores in the
+    store's score direction, except to chunks that hold the query's exact words (a BM25 score above
+    0: words-only and combined rankings); then :func:`fold_hits` drops repeated text and, with
+    ``merge`` (default: setting ``search.merge_overlapping``), merges overlapping chunks of a file
+    into one hit.
 
     Raises:
         StoreNotFound, InvalidArgument (blank query, ``k < 1``, bad filter), EmbeddingUnavailable,
         DimensionMismatch.
     """
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise InvalidArgument(f"k must be a positive integer, got {k!r}.")
-    if not isinstance(query, str) or not query.strip():
-        raise InvalidArgument("Type a query to search for.")
     merge = wb.settings.search.merge_overlapping if merge is None else merge
-    record = wb.get_store(store)
-    where = check_where(where)
-    embedder = wb.embedder(record.embedding_model)
-    t0 = time.perf_counter()
-    vector = np.asarray(embedder.embed_query(query), dtype=np.float32)
-    t1 = time.perf_counter()
-    vs = wb.vector_store(store)
-    distance = vs.info().distance if vs.exists() else record.distance
-    want = max(k, DISTRIBUTION_SIZE)
-    fetch = want
-    while True:
-        found, exhausted = wb.rank(store, query, vector, fetch, where=where, mode=mode)
-        # the threshold judges meaning; a chunk holding the query's exact words (BM25 > 0, in the
-        # words-only and combined rankings) is shown whatever its vector score
-        passing = [h for h in found if passes_threshold(h.score, score_threshold, distance)
-                   or (h.lexical_score or 0.0) > 0.0]
-        top, top_notes = fold_hits(found, DISTRIBUTION_SIZE, merge=merge)
-        hits, notes = fold_hits(passing, k, merge=merge)
-        cut = len(passing) < len(found)  # the threshold ends the list: fetching more brings nothing shown
-        if exhausted or fetch >= 8 * want or (len(top) >= DISTRIBUTION_SIZE and (len(hits) >= k or cut)):
-            break
-        fetch *= 2
-    t2 = time.perf_counter()
-    return SearchRun(store, query, distance, hits, top, vector, (t1 - t0) * 1000, (t2 - t1) * 1000,
-                     score_threshold, where, mode or wb.settings.search.mode, {**top_notes, **notes})
+    r = wb.searcher.search(store, query, k, where=where, score_threshold=score_threshold, mode=mode,  # type: ignore[arg-type]
+                           timings=True, top=DISTRIBUTION_SIZE, words_pass=True,
+                           fold=lambda found, n: fold_hits(found, n, merge=merge))
+    return SearchRun(store, query, r.distance, r.hits, r.top, r.vector, r.embed_ms, r.search_ms,
+                     score_threshold, check_where(dict(where) if where is not None else None), r.mode, r.notes)
 
 
 MODES = {"hybrid": "combined", "vector": "meaning", "lexical": "exact words"}

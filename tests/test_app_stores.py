@@ -423,7 +423,7 @@ def test_stop_cancels_the_batch_and_the_store_stays_as_it_was(fake_model, monkey
     assert list(files_table(at, "Notes")["file"]) == ["bread.md"]
 
 
-def test_a_batch_started_in_another_tab_shows_its_progress_and_can_be_stopped(fake_model):
+def test_a_batch_started_in_another_tab_shows_its_progress_and_can_be_stopped(monkeypatch):
     import threading
 
     from knowledge.jobs import IngestJob
@@ -435,11 +435,13 @@ def test_a_batch_started_in_another_tab_shows_its_progress_and_can_be_stopped(fa
             release.wait(30)
             return super().embed_documents(texts)
 
+    monkeypatch.setattr(Workbench, "_default_embedder", lambda self, model: Slow(dimension=8))
     make_store()
-    other_tab = Workbench(load_settings(), embedder_factory=lambda model: Slow(dimension=8))
+    at = open_page()
+    other_tab = at.session_state["workbench"]  # every tab shares the process's one workbench
     job = IngestJob(other_tab, "Notes", [("slow.md", CATS), ("later.md", BREAD)]).start()
     try:
-        at = open_page()
+        at.run()
         texts = [p.proto.text for p in at.get("progress")]
         assert any("0 of 2 files** into Notes" in t for t in texts), texts
         stop = button(at, "stop:Notes")
@@ -448,7 +450,6 @@ def test_a_batch_started_in_another_tab_shows_its_progress_and_can_be_stopped(fa
     finally:
         release.set()
         job.wait(30)
-        other_tab.close()
     assert [r.outcome for r in job.results][1:] == ["cancelled"]
     at.run()  # the stopped batch's outcome stays on the page for a while, in this tab too
     assert any("later.md" in m.value and "not started" in m.value for m in at.markdown), markdown(at)

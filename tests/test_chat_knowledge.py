@@ -193,3 +193,16 @@ def test_quotes_and_citations_show_no_source_markup(wb):
     for mark in ("<span", "{{#", "<!--"):
         assert mark not in reply.text, reply.text
     assert "<span" in reply.citations[0]["text"]  # the stored text (and its span) stay exact
+
+
+def test_the_attachment_text_cache_keeps_the_newest_files_only(wb, monkeypatch):
+    """One chat service serves every browser session, so its cache of attached files' text is
+    bounded (the most recently read files) and shared safely."""
+    import knowledge.chat.service as svc
+
+    monkeypatch.setattr(svc, "TEXT_CACHE", 2)
+    chat = ChatService(wb)
+    ids = [wb.save_attachment(f"n{i}.txt", "text/plain", f"note {i}".encode()).id for i in range(3)]
+    assert [chat._text(i).strip() for i in ids] == ["note 0", "note 1", "note 2"]
+    assert list(chat._texts) == ids[1:]
+    assert chat._text(ids[1]).strip() == "note 1" and list(chat._texts) == [ids[2], ids[1]]

@@ -52,3 +52,12 @@ def test_a_batch_knows_its_files_chunks_and_time_left(tmp_path):
     assert job.eta_seconds(now=110.0) == pytest.approx(10 / 1500 * 2500)
     job.files[0].result = IngestResult("a.txt", "indexed", "a.txt: 7 chunks.", chunks=7)
     assert (job.finished, job.chunks, job.counts()) == (1, 7, {"indexed": 1})
+
+
+def test_outcomes_are_an_enum_equal_to_their_words():
+    from knowledge.outcomes import IngestResult, Outcome
+    from knowledge.workbench import CANCELLED, DUPLICATE, FAILED_OUTCOME, INDEXED, UNCHANGED
+
+    assert [INDEXED, UNCHANGED, DUPLICATE, FAILED_OUTCOME, CANCELLED] == list(Outcome)
+    assert Outcome.FAILED == "failed" and f"{Outcome.INDEXED}" == "indexed"
+    assert IngestResult("a.txt", Outcome.DUPLICATE, "").ok and not IngestResult("a.txt", "failed", "").ok

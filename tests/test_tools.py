@@ -71,3 +71,29 @@ def test_tools_report_themselves_unavailable_with_the_reason(tmp_path):
         assert not r.ok and "unavailable, because" in r.text
     finally:
         wb.close()
+
+
+def test_upsert_writes_through_the_indexer_as_ingestion_does(tools):
+    """vector_upsert is no second pipeline: the store's lock, the catalog record (done, content hash,
+    size, chunks) and the store's dimension are written as ingest_file writes them."""
+    import hashlib
+
+    wb = tools.wb
+    text = "The lighthouse keeper lit the lamp at dusk.\n\nBread needs yeast."
+    lock = wb.stores.store_lock("kb")
+    assert lock.acquire()
+    try:  # the write waits for the store's lock
+        import threading
+
+        t = threading.Thread(target=tools.call, args=("vector_upsert", {"store": "kb", "file_id": "n1", "text": text}))
+        t.start()
+        t.join(0.5)
+        assert t.is_alive() and not wb.file_record("kb", "n1")
+    finally:
+        lock.release()
+    t.join(10)
+    rec = wb.file_record("kb", "n1")
+    assert rec.status == "done" and rec.chunks == wb.vector_store("kb").count("n1") >= 1
+    assert rec.sha256 == hashlib.sha256(text.encode()).hexdigest() and rec.size == len(text.encode())
+    assert wb.store_record("kb").dimension == 64
+    assert not tools.call("vector_upsert", {"store": "kb", "file_id": "n2", "text": "   "}).ok

@@ -13,9 +13,18 @@ from knowledge.errors import KnowledgeError
 from knowledge.workbench import Workbench
 
 wb: Workbench = st.session_state["workbench"]
-if "chat_service" not in st.session_state or st.session_state["chat_service"].wb is not wb:
-    st.session_state["chat_service"] = ChatService(wb)
-chat: ChatService = st.session_state["chat_service"]
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def chat_service(_wb: Workbench, key: tuple[int, str]) -> ChatService:
+    """One chat service per workbench, shared by every browser session (it is thread-safe)."""
+    return ChatService(_wb)
+
+
+chat: ChatService = chat_service(wb, (id(wb), str(wb.settings.catalog_path)))
+if chat.wb is not wb:  # another workbench took the id of a closed one
+    chat_service.clear()
+    chat = chat_service(wb, (id(wb), str(wb.settings.catalog_path)))
 
 try:
     configs = [c.name for c in chat.configs.list("CHAT")]
@@ -129,7 +138,7 @@ def show_media(m: Message) -> None:
     for p in m.media():
         if p.kind == IMAGE:
             try:
-                with wb.files.content(p.file_id) as fh:
+                with wb.read_file(p.file_id) as fh:
                     st.image(fh.read(), caption=p.name, width=260)
             except KnowledgeError:
                 st.caption(f"🖼️ {p.name} (no longer stored)")

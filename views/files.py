@@ -60,7 +60,7 @@ with st.container(border=True):
     else:
         st.write("Not used by any store.")
     try:
-        with wb.files.content(f.id) as fh:
+        with wb.read_file(f.id) as fh:
             data = fh.read()
         st.download_button("⬇️ Download", data, file_name=f.name, mime=f.content_type, key=f"dl:{f.id}")
     except KnowledgeError as exc:

@@ -18,7 +18,7 @@ WHERE = {"memory": "On this computer", "pgvector": "PostgreSQL", "qdrant": "Qdra
 try:
     wb.backend()  # the default template's backend: say now if it cannot be used
     stores = wb.list_stores()
-    stored_files = len(wb.files.list())
+    stored_files = len(wb.stored_files())
     failed = sum(FileCounts.of(wb.store_files(s.record.name)).failed for s in stores)
 except KnowledgeError as exc:
     st.error(str(exc))

@@ -8,14 +8,13 @@ import streamlit as st
 
 from knowledge.chat.store import ChatStore
 from knowledge.errors import KnowledgeError
-from knowledge.llm import LlmConfigs
 from knowledge.llm.config import PROVIDERS
 from knowledge.tools import KnowledgeTools
 from knowledge.workbench import Workbench
 from views._ui import flash, set_flash
 
 wb: Workbench = st.session_state["workbench"]
-configs = LlmConfigs(wb.catalog, wb.settings)
+configs = wb.llm_configs()
 
 st.title("⚙️ Settings")
 tab_configs, tab_traces = st.tabs(["LLM configs", "Traces"])

@@ -299,7 +299,7 @@ def manage_section(store: str, files: int, chunks: int) -> None:
     record = wb.get_store(store)
     with st.expander("⚙️ Re-embed or delete this store"):
         flash(f"manage:{store}")
-        others = [n for n in wb.templates.names() if n != record.template]
+        others = [n for n in wb.template_names() if n != record.template]
         c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
         target = c1.selectbox("Re-embed to template", others, key=f"reembed-to:{store}",
                               help="Embeds the stored chunk text again with the template's model, backend and"
@@ -336,7 +336,7 @@ def new_store_form(stores: list) -> None:
     with st.form("new-store", clear_on_submit=True):
         c1, c2 = st.columns(2)
         name = c1.text_input("Name", placeholder="Team notes")
-        template = c2.selectbox("Template", wb.templates.names())
+        template = c2.selectbox("Template", wb.template_names())
         if st.form_submit_button("Create store", type="primary"):
             try:
                 existed = name.strip() in wb.store_names(internal=True)
@@ -418,7 +418,7 @@ def _fitted(tpl) -> str:
 
 
 def templates_tab() -> None:
-    templates = wb.templates.list()
+    templates = wb.list_templates()
     st.dataframe(
         [{"template": t.name + (" (built in)" if t.builtin else ""), "backend": t.backend,
           "model": t.embedding_model, "distance": t.distance, "chunk tokens": t.max_chunk_size_tokens,
@@ -432,7 +432,7 @@ def templates_tab() -> None:
                "(`vector_store.*`, `embeddings.model`). Save a copy under another name to change it.")
     custom = [t.name for t in templates if not t.builtin]
     pick = st.selectbox("Create or edit", ["➕ New template", *custom], key="tpl-pick")
-    base = wb.templates.get(DEFAULT_TEMPLATE if pick not in custom else pick)
+    base = wb.template(DEFAULT_TEMPLATE if pick not in custom else pick)
     editing = pick in custom
     with st.form("template-form"):
         c1, c2, c3 = st.columns(3)

@@ -22,6 +22,7 @@ import copy
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -50,7 +51,7 @@ from knowledge.chat.model import (
 )
 from knowledge.chat.store import ChatStore
 from knowledge.errors import InvalidArgument, KnowledgeError, PathNotAllowed, StoreNotFound
-from knowledge.llm.config import LlmConfig, LlmConfigs, LlmUnavailable
+from knowledge.llm.config import LlmConfig, LlmUnavailable
 from knowledge.llm.providers import ChatProvider, Completion, ToolCall, TurnContext, open_provider
 from knowledge.tools.knowledge import READ_TOOLS, WRITE_TOOLS, KnowledgeTools, ToolResult, format_hit, hit_data
 from knowledge.vectorstore.base import higher_is_better
@@ -100,9 +101,8 @@ class _Turn:
 
 log = logging.getLogger(__name__)
 
-_turns: dict[tuple[str, str], "Turn"] = {}
-_turns_guard = threading.Lock()
-
+#: How many attached files' extracted texts a chat service keeps (the mapper re-reads them each round).
+TEXT_CACHE = 32
 
 #: How the model and the user name a session's own attachment store (never ``chat-<id>``).
 ATTACHMENTS = "attachments"
@@ -182,12 +182,12 @@ class ChatService:
                  provider_factory: Callable[[LlmConfig], ChatProvider] = open_provider) -> None:
         self.wb = workbench
         self.store = ChatStore(workbench.catalog)
-        self.configs = LlmConfigs(workbench.catalog, workbench.settings)
+        self.configs = workbench.llm_configs()
         self.tools = KnowledgeTools(workbench, folders=chat_folders(workbench.settings))
         self.provider_factory = provider_factory
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
-        self._texts: dict[str, str] = {}
+        self._texts: OrderedDict[str, str] = OrderedDict()  # file id -> extracted text, newest last
 
     def _lock(self, sid: str) -> threading.Lock:
         with self._guard:
@@ -201,17 +201,13 @@ class ChatService:
         turn completes and is stored. Problems (a file that cannot be attached, a model that cannot
         be reached) are collected in :attr:`Turn.problems`, never raised."""
         turn = Turn(self, sid, files, text)
-        key = (str(self.wb.settings.catalog_path), sid)
-        with _turns_guard:
-            turn.previous = _turns.get(key)
-            _turns[key] = turn
+        turn.previous = self.wb.chat_turns.swap(sid, turn)  # the workbench's registry: every tab sees it
         turn.thread.start()
         return turn
 
     def running_turn(self, sid: str) -> "Turn | None":
         """The session's newest turn if it is still running (started from any tab), else ``None``."""
-        with _turns_guard:
-            turn = _turns.get((str(self.wb.settings.catalog_path), sid))
+        turn = self.wb.chat_turns.get(sid)
         return turn if turn is not None and not turn.done else None
 
     # -- sessions -------------------------------------------------------------------------------
@@ -266,8 +262,8 @@ class ChatService:
         dropped = [n for n in s.stores if n not in names]
         if dropped:
             self.store.update_session(sid, stores=kept)
-        attached = (VECTOR_SEARCH in s.tools and self.wb.catalog.get_store(s.store) is not None
-                    and any(a.kind != KIND_IMAGE or self.wb.catalog.get_file(s.store, a.file_id) is not None
+        attached = (VECTOR_SEARCH in s.tools and self.wb.store_exists(s.store)
+                    and any(a.kind != KIND_IMAGE or self.wb.file_record(s.store, a.file_id) is not None
                             for a in self.attachments(sid)))  # an image counts once OCR indexed it
         return Knowledge(kept, attached, s.store, dropped)
 
@@ -275,7 +271,7 @@ class ChatService:
         """The chosen stores as the system prompt names them: file count and up to 5 file names."""
         out = []
         for name in knowledge.stores:
-            files = [f.file_name for f in self.wb.catalog.files(name) if f.status == DONE]
+            files = [f.file_name for f in self.wb.file_records(name) if f.status == DONE]
             out.append(StoreBrief(name, len(files), tuple(files[:5])))
         return out
 
@@ -317,12 +313,12 @@ class ChatService:
                      for e in m.meta.get(key) or []}
         file_ids |= {e["file_id"] for e in s.pending}
         file_ids |= {a.file_id for a in self.attachments(sid)}
-        if self.wb.catalog.get_store(s.store) is not None:
+        if self.wb.store_exists(s.store):
             self.wb.delete_store(s.store)
         self.store.delete_session(sid)
         for fid in file_ids:
-            if fid and not self.store.file_in_use(fid) and not self.wb.catalog.stores_using_file(fid):
-                self.wb.files.delete(fid)
+            if fid and not self.store.file_in_use(fid):
+                self.wb.forget_file_if_unused(fid)
 
     # -- attachments ----------------------------------------------------------------------------
     def attach(self, sid: str, source: bytes | str | Path | BinaryIO, name: str | None = None,
@@ -342,10 +338,10 @@ class ChatService:
             r = self._index_image(s.store, data, name, mt)  # OCR for retrieval (issue 16)
             indexed = r is not None
             if r is not None and r.file_id:
-                stored = self.wb.files.get(r.file_id)
+                stored = self.wb.stored_file(r.file_id)
             else:
                 try:
-                    stored = self.wb.files.save(name, mt, data, max_bytes=limit)
+                    stored = self.wb.save_attachment(name, mt, data, max_bytes=limit)
                 except KnowledgeError as exc:
                     raise AttachFailed(f"Cannot attach {name}: {exc}") from exc
             a = Attachment(stored.id, stored.name, mt, kind, stored.size, None, datetime.now(timezone.utc))
@@ -383,7 +379,7 @@ class ChatService:
         r = self.wb.ingest_file(store, data, name, content_type=mt)
         if r.ok:
             return r
-        if r.file_id and self.wb.catalog.get_file(store, r.file_id) is not None:
+        if r.file_id and self.wb.file_record(store, r.file_id) is not None:
             self.wb.delete_file(store, r.file_id, keep_file=True)  # no failed record for a picture
         log.info("attached image %s not indexed: %s", name, r.message)
         return None
@@ -401,7 +397,7 @@ class ChatService:
         if not found:
             raise InvalidArgument(f"No file {file_id!r} is attached to this chat.")
         a = found[0]
-        if self.wb.catalog.get_file(s.store, file_id) is not None:  # images too, when OCR indexed them
+        if self.wb.file_record(s.store, file_id) is not None:  # images too, when OCR indexed them
             self.wb.delete_file(s.store, file_id, keep_file=True)
         self.store.delete_attachment(sid, file_id)
         unannounced = any(e["event"] == "attached" and e["file_id"] == file_id for e in s.pending)
@@ -632,7 +628,7 @@ class ChatService:
         for i, sh in enumerate(found.hits, 1):
             label = kn.label(sh.store)
             lines.append(format_hit(i, sh.hit) + ("" if len(stores) == 1 else f"\n(store: {label})"))
-            record = self.wb.catalog.get_store(sh.store)
+            record = self.wb.store_record(sh.store)
             data.append({**hit_data(sh.hit), "store": sh.store, "source": label,
                          "higher_is_better": record is None or higher_is_better(record.distance)})
         for store, why in found.failed.items():
@@ -646,17 +642,26 @@ class ChatService:
 
     # -- file access for the mapper ---------------------------------------------------------------
     def _bytes(self, file_id: str) -> bytes:
-        with self.wb.files.content(file_id) as fh:
+        with self.wb.read_file(file_id) as fh:
             return fh.read()
 
     def _text(self, file_id: str) -> str:
-        if file_id not in self._texts:
-            from knowledge.ingest.readers import read_document
+        """The extracted text of an attached file, kept for the :data:`TEXT_CACHE` most recently
+        read files (a file's text never changes: its id is its content's)."""
+        with self._guard:
+            if file_id in self._texts:
+                self._texts.move_to_end(file_id)
+                return self._texts[file_id]
+        from knowledge.ingest.readers import read_document
 
-            stored = self.wb.files.get(file_id)
-            with self.wb.files.content(file_id) as fh:
-                self._texts[file_id] = read_document(fh, stored.name).text
-        return self._texts[file_id]
+        stored = self.wb.stored_file(file_id)
+        with self.wb.read_file(file_id) as fh:
+            text = read_document(fh, stored.name).text
+        with self._guard:
+            self._texts[file_id] = text
+            while len(self._texts) > TEXT_CACHE:
+                self._texts.popitem(last=False)
+        return text
 
     # -- traces ---------------------------------------------------------------------------------
     def traces(self, sid: str | None = None, limit: int = 200):

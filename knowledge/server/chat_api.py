@@ -78,7 +78,7 @@ def _parts(api: Any, content: Any) -> tuple[str, list[tuple[bytes, str, str | No
             f = part.get("file") or {}
             if f.get("file_id"):
                 stored = api.stored(str(f["file_id"]))
-                with api.wb.files.content(stored.id) as fh:
+                with api.wb.read_file(stored.id) as fh:
                     files.append((fh.read(), stored.name, stored.content_type))
             elif f.get("file_data"):
                 data, media = _decode(str(f["file_data"]), "file_data")

@@ -197,7 +197,7 @@ def build_server(wb: Workbench) -> MCPServer:
     def file_chunks(store: str, file_id: str) -> str:
         name = unquote(store)
         try:
-            rec = wb.catalog.get_file(name, file_id)
+            rec = wb.file_record(name, file_id)
             if rec is None or rec.status != DONE:
                 raise ResourceError(f"No indexed file {file_id!r} in store {name!r}.")
             chunks = wb.vector_store(name).chunks(file_id)

@@ -331,7 +331,7 @@ class KnowledgeApi:
     def stored(self, file_id: str) -> Any:
         from knowledge.filestore.base import is_file_id
 
-        f = self.wb.files.find(file_id) if is_file_id(file_id) else None
+        f = self.wb.find_stored_file(file_id) if is_file_id(file_id) else None
         if f is None:
             raise _not_found("file", file_id)
         return f
@@ -340,8 +340,8 @@ class KnowledgeApi:
         """Files uploaded here, and files a user's store holds (not the chats' attachments)."""
         user = set(self.wb.store_names())
         out = []
-        for f in self.wb.files.list():
-            if "purpose" in f.metadata or any(s in user for s in self.wb.catalog.stores_using_file(f.id)):
+        for f in self.wb.stored_files():
+            if "purpose" in f.metadata or any(s in user for s in self.wb.stores_using_file(f.id)):
                 out.append(f)
         return out
 
@@ -355,7 +355,7 @@ class KnowledgeApi:
 
     def store_object(self, name: str) -> dict[str, Any]:
         rec = self.wb.get_store(name)
-        records = {r.file_id: r for r in self.wb.catalog.files(name)}
+        records = {r.file_id: r for r in self.wb.file_records(name)}
         counts = {"in_progress": 0, "completed": 0, "failed": 0, "cancelled": 0}
         for fid, r in records.items():
             status = ("in_progress" if self._running(name, fid) or r.status not in (DONE, FAILED) else
@@ -379,8 +379,8 @@ class KnowledgeApi:
         from knowledge.ingest.chunker import plan_chunking
         from knowledge.templates import DEFAULT_TEMPLATE
 
-        rec = self.wb.catalog.get_store(name)
-        base = self.wb.templates.get(rec.template if rec else DEFAULT_TEMPLATE)
+        rec = self.wb.store_record(name)
+        base = self.wb.template(rec.template if rec else DEFAULT_TEMPLATE)
         kind = (strategy or {}).get("type", "auto") if isinstance(strategy, Mapping) or strategy is None else None
         if kind == "auto":
             size, overlap, tpl = base.max_chunk_size_tokens, base.chunk_overlap_tokens, None
@@ -397,9 +397,9 @@ class KnowledgeApi:
                 raise _bad(f"chunk_overlap_tokens must be an integer from 0 to half of max_chunk_size_tokens"
                            f" ({size // 2}), got {overlap!r}.", "chunking_strategy")
             tpl = f"{base.name}-static-{size}-{overlap}"
-            if tpl not in self.wb.templates.names():
-                self.wb.templates.save(base.model_copy(update={"name": tpl, "max_chunk_size_tokens": size,
-                                                               "chunk_overlap_tokens": overlap}))
+            if tpl not in self.wb.template_names():
+                self.wb.save_template(base.model_copy(update={"name": tpl, "max_chunk_size_tokens": size,
+                                                             "chunk_overlap_tokens": overlap}))
         else:
             raise _bad("chunking_strategy.type must be 'auto' or 'static'.", "chunking_strategy")
         plan = plan_chunking(self.wb.embedder(base.embedding_model), size, overlap)
@@ -445,7 +445,7 @@ class KnowledgeApi:
         if rec is not None:
             size = rec.size
         else:
-            found = self.wb.files.find(fid)
+            found = self.wb.find_stored_file(fid)
             size = found.size if found is not None else 0
         chunking = p.chunking if p is not None else self.template_for(store, None)[1]
         out = {"id": fid, "object": "vector_store.file", "usage_bytes": size or 0,
@@ -486,13 +486,13 @@ class KnowledgeApi:
         return jobs
 
     def get_file(self, store: str, file_id: str) -> dict[str, Any]:
-        rec = self.wb.catalog.get_file(store, file_id)
+        rec = self.wb.file_record(store, file_id)
         if rec is None and (store, file_id) not in self.pending:
             raise _not_found("vector store file", file_id)
         return self.file_status(store, rec, file_id)
 
     def store_files(self, store: str) -> list[dict[str, Any]]:
-        recs = {r.file_id: r for r in self.wb.catalog.files(store)}
+        recs = {r.file_id: r for r in self.wb.file_records(store)}
         out = [self.file_status(store, r) for r in recs.values()]
         out += [self.file_status(store, None, fid) for (s, fid) in list(self.pending)
                 if s == store and fid not in recs]
@@ -598,8 +598,8 @@ def create_app(wb: Workbench, *, api_key: str | None = None, chat: Any = None) -
     def upload_file(file: UploadFile = File(...), purpose: str = Form(DEFAULT_PURPOSE)) -> dict:
         if purpose not in PURPOSES:
             raise _bad(f"purpose must be one of {', '.join(PURPOSES)}, got {purpose!r}.", "purpose")
-        stored = wb.files.save(file.filename or "unnamed", file.content_type, file.file, max_bytes=limit,
-                               metadata={"purpose": purpose})
+        stored = wb.save_attachment(file.filename or "unnamed", file.content_type, file.file, max_bytes=limit,
+                                     metadata={"purpose": purpose})
         return api.file_object(stored)
 
     @app.get("/v1/files", tags=["files"], summary="List files")
@@ -619,7 +619,7 @@ def create_app(wb: Workbench, *, api_key: str | None = None, chat: Any = None) -
         f = api.stored(file_id)
 
         def chunks() -> Iterator[bytes]:
-            with wb.files.content(f.id) as fh:
+            with wb.read_file(f.id) as fh:
                 while block := fh.read(1 << 20):
                     yield block
 
@@ -681,8 +681,8 @@ def create_app(wb: Workbench, *, api_key: str | None = None, chat: Any = None) -
     @app.delete("/v1/vector_stores/{vs_id}", tags=["vector stores"], summary="Delete a vector store")
     def delete_store(vs_id: str) -> dict:
         name = api.store_name(vs_id)
-        for rec in wb.catalog.files(name):  # files uploaded through the Files API outlive the store
-            f = wb.files.find(rec.file_id)
+        for rec in wb.file_records(name):  # files uploaded through the Files API outlive the store
+            f = wb.find_stored_file(rec.file_id)
             if f is not None and "purpose" in f.metadata:
                 wb.delete_file(name, rec.file_id, keep_file=True)
         wb.delete_store(name)
@@ -742,14 +742,14 @@ def create_app(wb: Workbench, *, api_key: str | None = None, chat: Any = None) -
     def remove_store_file(vs_id: str, file_id: str) -> dict:
         name = api.store_name(vs_id)
         p = api.pending.get((name, file_id))
-        if wb.catalog.get_file(name, file_id) is None and p is None:
+        if wb.file_record(name, file_id) is None and p is None:
             raise _not_found("vector store file", file_id)
         if p is not None and p.running:
             if len(p.job.files) == 1:  # its own job: stop it (the store stays as it was)
                 p.job.cancel()
             p.job.wait(600)  # a batch's job goes on for the other files; this one is removed after
         api.pending.pop((name, file_id), None)
-        if wb.catalog.get_file(name, file_id) is not None:
+        if wb.file_record(name, file_id) is not None:
             wb.delete_file(name, file_id, keep_file=True)
         return {"id": file_id, "object": "vector_store.file.deleted", "deleted": True}
 

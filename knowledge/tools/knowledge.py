@@ -7,18 +7,14 @@ embedding model can be loaded the whole group reports itself unavailable, with t
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from knowledge.access import LocalFolders
-from knowledge.catalog import DONE, FileRecord
 from knowledge.errors import KnowledgeError
-from knowledge.ingest.chunker import chunk_document
-from knowledge.ingest.document import Document, Section
-from knowledge.vectorstore.store import Chunk, Hit
+from knowledge.vectorstore.store import Hit
 from knowledge.workbench import Workbench
 
 
@@ -104,9 +100,7 @@ class KnowledgeTools:
         """``(True, "")``, or ``(False, "unavailable, because ...")`` when the embedding config
         (``vector_store.embedding_config``, default ``embeddings``) is missing, broken or not of type
         EMBEDDING, or its model does not load."""
-        from knowledge.llm.config import LlmConfigs
-
-        model, reason = LlmConfigs(self.wb.catalog, self.wb.settings).embedding_model()
+        model, reason = self.wb.llm_configs().embedding_model()
         if model is None:
             return False, f"unavailable, because {reason}"
         try:
@@ -172,21 +166,11 @@ class KnowledgeTools:
 
     # -- the tools ------------------------------------------------------------------------------
     def vector_upsert(self, store: str, file_id: str, text: str, file_name: str | None = None) -> ToolResult:
-        record, tpl = self.wb._open_for_ingest(store, None)  # noqa: SLF001 - same layer
-        embedder = self.wb.embedder(tpl.embedding_model)
-        doc = Document(text=text, sections=[Section(0, len(text))], format="text")
-        result = chunk_document(doc, embedder, tpl.max_chunk_size_tokens, tpl.chunk_overlap_tokens)
-        if not result.chunks:
-            return ToolResult("Nothing to store: the text is empty.", ok=False)
-        vectors = embedder.embed_documents([c.text for c in result.chunks])
-        chunks = [Chunk(c.text, vectors[i], c.index, None, c.char_start, c.char_end, None)
-                  for i, c in enumerate(result.chunks)]
-        n = self.wb.vector_store(store).upsert(file_id, chunks, file_name=file_name or file_id)
-        self.wb.catalog.put_file(FileRecord(store, file_id, file_name or file_id,
-                                            hashlib.sha256(text.encode("utf-8", "replace")).hexdigest(),
-                                            len(text.encode("utf-8", "replace")), DONE, None, n, None))
-        return ToolResult(f"Stored {n} chunks of {file_name or file_id} in {store!r}.",
-                          {"store": store, "file_id": file_id, "chunks": n})
+        r = self.wb.indexer.index_text(store, file_id, text, file_name)
+        if not r.ok:
+            return ToolResult(r.message, ok=False)
+        return ToolResult(f"Stored {r.chunks} chunks of {r.name} in {store!r}.",
+                          {"store": store, "file_id": file_id, "chunks": r.chunks})
 
     def vector_search(self, store: str, query: str, k: int = 5, file_id: str | None = None) -> ToolResult:
         hits = self.wb.search(store, query, k=int(k), where={"file_id": file_id} if file_id else None)

@@ -800,11 +800,10 @@ class PgvectorCollection(Collection):
         terms = list(dict.fromkeys(analyzer().terms(query))) if isinstance(query, str) else []
         terms = [t for t in terms if len(t.encode("utf-8")) <= _MAX_LEXEME_BYTES]
         cap = self._b.options.lexical_candidates
-        if not self._b.run(f"reading store {self.name!r}", lambda c: self._require(c).has_lexicon):
-            self.ensure_lexical_index()
 
-        def go(conn: psycopg.Connection) -> list[ScoredPoint]:
-            self._require(conn)
+        def go(conn: psycopg.Connection) -> list[ScoredPoint] | None:
+            if not self._require(conn).has_lexicon:
+                return None  # built below, then searched: one transaction when the index exists
             if not terms:
                 return []
             stats = dict(conn.execute(sql.SQL("SELECT term, df FROM {} WHERE term = ANY(%s::text[])")
@@ -839,7 +838,11 @@ class PgvectorCollection(Collection):
                                  ).fetchall()
             return [ScoredPoint(id=_unpid(pid), score=float(score), payload=payload) for pid, score, payload in found]
 
-        return self._b.run(f"searching store {self.name!r} by words", go)
+        found = self._b.run(f"searching store {self.name!r} by words", go)
+        if found is None:
+            self.ensure_lexical_index()
+            found = self._b.run(f"searching store {self.name!r} by words", go) or []
+        return found
 
     # -- reads ------------------------------------------------------------------------------------
     def _count(self, w: dict[str, Any] | None) -> int:

@@ -83,6 +83,7 @@ from tenacity import (
 
 from knowledge.errors import (
     BackendUnavailable,
+    DimensionMismatch,
     InvalidArgument,
     StorageError,
     StoreNotFound,
@@ -232,6 +233,7 @@ class QdrantBackend(VectorBackend):
         self._closed = False
         self._local_lock = threading.RLock()
         self._known: set[str] = set()  # physical collections known to exist (indexes made)
+        self._entries: dict[str, dict[str, Any]] = {}  # registry entries last read (see cached_entry)
         self._index_fields: set[str] = set(DEFAULT_INDEXED_FIELDS)
         if client is None:
             self.location = self._location(settings)
@@ -409,7 +411,21 @@ class QdrantBackend(VectorBackend):
         self._ensure_registry()
         got = self.call(self.client.retrieve, self.registry_name, [point_uuid("", name)],
                         with_payload=True)
-        return dict(got[0].payload) if got else None
+        entry = dict(got[0].payload) if got else None
+        if entry is None:
+            self._entries.pop(name, None)
+        else:
+            self._entries[name] = entry
+        return entry
+
+    def cached_entry(self, name: str) -> dict[str, Any] | None:
+        """The registry entry of ``name`` as last read by this backend (no call), or ``None``: for
+        reads that check it themselves (:meth:`QdrantCollection._read`)."""
+        return self._entries.get(name)
+
+    def forget_entry(self, name: str) -> None:
+        """Drop the entry of ``name`` read before (the collection was dropped)."""
+        self._entries.pop(name, None)
 
     # -- VectorBackend ------------------------------------------------------------------------------
     def collection(self, name: str) -> "QdrantCollection":
@@ -461,6 +477,23 @@ class QdrantCollection(Collection):
         if entry is None:
             raise StoreNotFound(self.name)
         return entry
+
+    def _read(self, fn: Callable[[dict[str, Any]], T]) -> T:
+        """``fn(entry)`` for a read (search, retrieve) with the registry entry read earlier, saving
+        a registry look-up per read. When that entry may be stale -- the read finds nothing, the
+        physical collection is gone, or the sizes disagree (another process dropped or re-created
+        the collection) -- the registry is read again and, if the entry changed, ``fn`` runs again."""
+        cached = self.backend.cached_entry(self.name)
+        if cached is None:
+            return fn(self._entry())
+        try:
+            out = fn(cached)
+        except (StoreNotFound, DimensionMismatch):
+            out = None
+        if out:
+            return out
+        fresh = self._entry()
+        return fn(fresh) if out is None or fresh != cached else out
 
     def _physical(self, entry: dict[str, Any]) -> str:
         return self.backend.physical_name(int(entry["size"]), entry["distance"])
@@ -562,6 +595,7 @@ class QdrantCollection(Collection):
                               points_selector=models.FilterSelector(filter=self._scope()), wait=True)
         self.backend.call(self.backend.client.delete, self.backend.registry_name,
                           points_selector=models.PointIdsList(points=[point_uuid("", self.name)]), wait=True)
+        self.backend.forget_entry(self.name)
 
     def _index_field(self, key: str) -> None:
         """A keyword index on payload field ``key`` in this collection's physical collection (and in
@@ -586,20 +620,23 @@ class QdrantCollection(Collection):
         """Through Qdrant's query endpoint; a ``raw_filter`` is still confined to this logical
         collection. Qdrant's ``score_threshold`` has the contract's direction."""
         flt = self._scope(raw_filter) if raw_filter is not None else self._filter(where)
-        entry = self._entry()
-        q = check_vector_size(vector, int(entry["size"]))
-        physical = self._physical(entry)
-        with self._physical_gone(physical):
-            res = self.backend.call(
-                self.backend.client.query_points, physical, query=q.tolist(), query_filter=flt,
-                limit=k, score_threshold=score_threshold,
-                with_payload=True if with_payload else [ID_FIELD], with_vectors=False)
-        out = []
-        for sp in res.points:
-            payload = sp.payload or {}
-            out.append(ScoredPoint(id=payload.get(ID_FIELD, str(sp.id)), score=float(sp.score),
-                                   payload=self._out_payload(payload) if with_payload else None))
-        return out
+
+        def go(entry: dict[str, Any]) -> list[ScoredPoint]:
+            q = check_vector_size(vector, int(entry["size"]))
+            physical = self._physical(entry)
+            with self._physical_gone(physical):
+                res = self.backend.call(
+                    self.backend.client.query_points, physical, query=q.tolist(), query_filter=flt,
+                    limit=k, score_threshold=score_threshold,
+                    with_payload=True if with_payload else [ID_FIELD], with_vectors=False)
+            out = []
+            for sp in res.points:
+                payload = sp.payload or {}
+                out.append(ScoredPoint(id=payload.get(ID_FIELD, str(sp.id)), score=float(sp.score),
+                                       payload=self._out_payload(payload) if with_payload else None))
+            return out
+
+        return self._read(go)
 
     @staticmethod
     def _native_filter(raw_filter: Any) -> models.Filter:
@@ -684,15 +721,20 @@ class QdrantCollection(Collection):
         return Point(id=payload.get(ID_FIELD, str(r.id)), vector=vec, payload=self._out_payload(payload))
 
     def _retrieve(self, wanted: list[PointId], with_vectors: bool) -> list[Point]:
-        entry = self._entry()
         if not wanted:
+            self._entry()
             return []
-        physical = self._physical(entry)
         uuids = [self._uuid(i) for i in wanted]
-        got = self.backend.call(self.backend.client.retrieve, physical, uuids, with_payload=True,
-                                with_vectors=with_vectors)
-        by_id = {str(r.id): r for r in got if (r.payload or {}).get(COLLECTION_FIELD) == self.name}
-        return [self._record(by_id[u], with_vectors) for u in uuids if u in by_id]
+
+        def go(entry: dict[str, Any]) -> list[Point]:
+            physical = self._physical(entry)
+            with self._physical_gone(physical):
+                got = self.backend.call(self.backend.client.retrieve, physical, uuids, with_payload=True,
+                                        with_vectors=with_vectors)
+            by_id = {str(r.id): r for r in got if (r.payload or {}).get(COLLECTION_FIELD) == self.name}
+            return [self._record(by_id[u], with_vectors) for u in uuids if u in by_id]
+
+        return self._read(go)
 
     def __repr__(self) -> str:
         return f"QdrantCollection({self.name!r}, backend={self.backend!r})"

@@ -38,7 +38,7 @@ class Chunk:
     """One embedded chunk of a file, ready to store.
 
     ``vector`` is ``(d,)`` float32 (any L2 norm; cosine stores normalise). ``index`` is the chunk's
-    position in its file (default: its position in the list given to :meth:`VectorStore.upsert`).
+    position in its file (default: its position in the list given to :meth:`VectorStore.replace_file`).
     Provenance: ``page`` (1-based, PDFs), ``char_start``/``char_end`` (a ``[start, end)`` span of
     ``str`` indices into the file's extracted text), ``heading`` (the heading path, e.g.
     ``"Guide > Install"``). ``metadata`` holds extra JSON-serialisable payload fields.
@@ -99,7 +99,7 @@ class VectorStore:
 
     Args:
         collection: the backend collection holding the points (``backend.collection(name)``).
-        distance: used when the first upsert creates the collection; an existing collection keeps
+        distance: used when the first write creates the collection; an existing collection keeps
             its own (see :meth:`info`).
     """
 
@@ -112,11 +112,11 @@ class VectorStore:
         return self.collection.name
 
     def exists(self) -> bool:
-        """Whether the store has been created (by its first upsert)."""
+        """Whether the store has been created (by its first write)."""
         return self.collection.collection_exists()
 
     def info(self) -> CollectionInfo:
-        """Dimension, distance and chunk count. Raises ``StoreNotFound`` before the first upsert."""
+        """Dimension, distance and chunk count. Raises ``StoreNotFound`` before the first write."""
         return self.collection.info()
 
     def drop(self) -> None:
@@ -124,10 +124,10 @@ class VectorStore:
         self.collection.drop_collection()
 
     # -- writes ---------------------------------------------------------------------------------
-    def upsert(self, file_id: str, chunks: Sequence[Chunk], file_name: str | None = None) -> int:
+    def replace_file(self, file_id: str, chunks: Sequence[Chunk], file_name: str | None = None) -> int:
         """Replace every chunk of ``file_id`` with ``chunks`` in one atomic step. Returns ``len(chunks)``.
 
-        The store is created on the first upsert with the vectors' dimension. An empty ``chunks``
+        The store is created on the first write with the vectors' dimension. An empty ``chunks``
         removes the file.
 
         Raises:
@@ -147,6 +147,10 @@ class VectorStore:
             self.collection.ensure_lexical_index()  # chunks are searched by words too: keep it from the start
         self.collection.replace({"file_id": file_id}, points)
         return len(points)
+
+    def upsert(self, file_id: str, chunks: Sequence[Chunk], file_name: str | None = None) -> int:
+        """The former name of :meth:`replace_file` (it replaces the whole file), kept for callers."""
+        return self.replace_file(file_id, chunks, file_name)
 
     def delete_file(self, file_id: str) -> int:
         """Remove one file's chunks; returns how many were removed (0 if the store does not exist)."""
@@ -195,7 +199,7 @@ class VectorStore:
         return sorted(entries, key=lambda e: ((e.file_name or "").lower(), e.file_id))
 
     def count(self, file_id: str | None = None) -> int:
-        """Number of chunks (of one file when ``file_id`` is given); 0 before the first upsert."""
+        """Number of chunks (of one file when ``file_id`` is given); 0 before the first write."""
         if not self.collection.collection_exists():
             return 0
         return self.collection.count({"file_id": file_id} if file_id is not None else None)

@@ -1,0 +1,617 @@
+"""Indexing: the only code that writes chunks into stores.
+
+``Indexer`` reads a file, cuts it into chunks within the model's window, embeds them and replaces the
+file's chunks in its store in one atomic step, recording every outcome in the catalog (status, reason,
+chunks, pages, warnings, timings). It owns the rules users expect of ingestion:
+
+* The same file again into the same store is a no-op with a notice; a changed file under the same
+  name replaces the old chunks (new chunks written first, then the old removed, so the file is never
+  missing); identical bytes under another name are stored once and reported as a duplicate, not
+  indexed twice; deleting a file removes every chunk.
+* A bad file is reported with its reason and the batch goes on; nothing is half-written.
+* A store keeps one failed record per file name: a new failure replaces the earlier one, and
+  :meth:`Indexer.retry_file` ingests a failed file again from its stored bytes (with a password, say).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import logging
+import mimetypes
+import os
+import re
+import threading
+import time
+import unicodedata
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from knowledge.catalog import DONE, FAILED, PROCESSING, FileRecord, StoreRecord
+from knowledge.config import Settings
+from knowledge.embeddings.base import Embedder
+from knowledge.errors import InvalidArgument, KnowledgeError
+from knowledge.ingest.chunker import chunk_document, embedding_text
+from knowledge.outcomes import IngestResult, Outcome
+from knowledge.stores import Stores
+from knowledge.templates import VectorStoreTemplate
+from knowledge.vectorstore.store import RESERVED_FIELDS, Chunk, VectorStore
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[str, float], None]
+"""``progress(stage, fraction)``: stage is "reading", "OCR, page 3 of 10" (the page being read, for
+scans and images), "chunking", "embedding" or "writing"; fraction in [0, 1] of the current file (OCR,
+when a file needs it, takes its first 85 %)."""
+
+#: The share of a file's progress that OCR takes when a file needs it (it dominates the time).
+OCR_SHARE = 0.85
+
+
+class Cancelled(KnowledgeError):
+    """The caller cancelled an ingestion; the store is as it was before."""
+
+
+class Indexer:
+    """Writes chunks: ingestion, retries, attribute edits, removal and re-embedding.
+
+    Args:
+        stores: the stores (records, backends, locks).
+        embedder: ``embedder(model_name) -> Embedder`` (the workbench's, so a replaced one is used).
+
+    Thread-safe: writes to one store are serialised by its lock; reading, chunking and embedding
+    run outside it.
+    """
+
+    def __init__(self, stores: Stores, embedder: Callable[[str], Embedder]) -> None:
+        self.stores = stores
+        self.settings: Settings = stores.settings
+        self.catalog = stores.catalog
+        self.files = stores.files
+        self._embedder = embedder
+
+    # -- ingestion ------------------------------------------------------------------------------
+    def ingest_file(
+        self,
+        store: str,
+        source: str | os.PathLike | bytes | BinaryIO,
+        name: str | None = None,
+        *,
+        template: str | None = None,
+        password: str | None = None,
+        content_type: str | None = None,
+        progress: Progress | None = None,
+        cancel: threading.Event | None = None,
+        attributes: dict[str, Any] | None = None,
+    ) -> IngestResult:
+        """Ingest one file into ``store`` (created on the fly from ``template``). Never raises for a
+        bad file: the result says what happened. Raises only for a bad store or template
+        (``InvalidArgument``, ``TemplateNotFound``, ``ModelMismatch``, ``EmbeddingUnavailable``,
+        ``BackendUnavailable``).
+
+        ``source`` may also be a :class:`~knowledge.filestore.base.StoredFile` already in the file
+        store (the OpenAI-compatible API's uploads): its bytes are used as they are, under its id,
+        and never deleted here. ``attributes`` (see :mod:`knowledge.attributes`) are stored with
+        every chunk as ``attr_<key>`` payload fields; they win over a document's own (front matter)."""
+        from knowledge.attributes import check_attributes
+        from knowledge.filestore.base import StoredFile
+
+        started = time.perf_counter()
+        attributes = check_attributes(attributes)
+        kept = source if isinstance(source, StoredFile) else None
+        if kept is not None:
+            name = name or kept.name
+        if isinstance(source, (str, os.PathLike)):
+            path = Path(source)
+            name = name or path.name
+        else:
+            path = None
+        if not name:
+            raise InvalidArgument("A file needs a name when it is given as bytes or a stream.")
+        name = normalize_name(name)
+        record, tpl = self.stores.open_for_write(store, template)
+        embedder = self._embedder(tpl.embedding_model)
+        lock = self.stores.store_lock(store)
+        with lock:  # held for the quick decisions and the final write, never while embedding
+            try:
+                stored = kept or self._save(source, path, name, content_type)
+            except KnowledgeError as exc:
+                return IngestResult(name, Outcome.FAILED, str(exc), error=type(exc).__name__,
+                                    seconds=time.perf_counter() - started)
+            same_name = [f for f in self.catalog.files(store, file_name=name) if f.file_id != stored.id]
+            same_bytes = [f for f in self.catalog.files(store, sha256=stored.sha256) if f.file_id != stored.id]
+            unchanged = [f for f in same_name if f.sha256 == stored.sha256 and f.status == DONE]
+            if unchanged:
+                if kept is None:
+                    self.stores.forget_file_if_unused(stored.id)
+                old = unchanged[0]
+                return IngestResult(name, Outcome.UNCHANGED, f"{name} is already in {store!r}, unchanged"
+                                    f" ({_n(old.chunks, 'chunk')}); nothing to do.", file_id=old.file_id,
+                                    chunks=old.chunks, pages=old.pages, seconds=time.perf_counter() - started)
+            dup = [f for f in same_bytes if f.status == DONE and f.file_name != name]
+            if dup:
+                if kept is None:
+                    self.stores.forget_file_if_unused(stored.id)
+                return IngestResult(name, Outcome.DUPLICATE, f"{name} has the same bytes as {dup[0].file_name!r},"
+                                    f" already in {store!r}; not indexed twice.", file_id=dup[0].file_id,
+                                    seconds=time.perf_counter() - started)
+            rec = FileRecord(store, stored.id, stored.name, stored.sha256, stored.size, PROCESSING, None, 0, None)
+            self.catalog.put_file(rec)
+        result = self._index(store, record, tpl, embedder, stored, rec, password, progress, cancel, started, lock,
+                             attributes)
+        with lock:
+            if result.outcome == Outcome.INDEXED:
+                for old in same_name:  # a changed file under the same name: the new version replaces it
+                    self._remove_from_store(store, record, old.file_id)
+                replaced = [f for f in same_name if f.status == DONE]  # not an earlier failed attempt
+                if replaced:
+                    result = replace(result, replaced_file_id=replaced[0].file_id,
+                                      message=result.message + f" Replaced the previous version of {name}.")
+            elif result.outcome == Outcome.FAILED:  # the new failure supersedes earlier ones of that name
+                for old in same_name:
+                    if old.status == FAILED:
+                        self._remove_from_store(store, record, old.file_id)
+        return result
+
+    def _save(self, source: Any, path: Path | None, name: str, content_type: str | None):
+        ctype = content_type or mimetypes.guess_type(name)[0] or "application/octet-stream"
+        limit = self.settings.ingest.max_file_bytes
+        if path is not None:
+            try:
+                with path.open("rb") as fh:
+                    return self.files.save(name, ctype, fh, max_bytes=limit)
+            except OSError as exc:
+                raise InvalidArgument(f"{path} cannot be read: {exc.strerror or exc}") from exc
+        stream = io.BytesIO(source) if isinstance(source, (bytes, bytearray, memoryview)) else source
+        return self.files.save(name, ctype, stream, max_bytes=limit)
+
+    def _index(self, store: str, record: StoreRecord, tpl: VectorStoreTemplate, embedder: Embedder,
+               stored: Any, rec: FileRecord, password: str | None, progress: Progress | None,
+               cancel: threading.Event | None, started: float, lock: threading.Lock,
+               attributes: dict[str, Any] | None = None) -> IngestResult:
+        """Read, chunk and embed without the store's lock; take it only to write."""
+        from knowledge.ingest.readers import read_document
+
+        t_read = t_embed = 0.0
+        ocr_pages = [0]  # pages read by OCR (issue 16): OCR then takes most of the progress bar
+
+        def on_page(done: int, total: int) -> None:
+            ocr_pages[0] = total
+            _step(progress, f"OCR, page {min(done + 1, total)} of {total}", OCR_SHARE * done / max(1, total),
+                  cancel)
+
+        try:
+            _step(progress, "reading", 0.0, cancel)
+            t0 = time.perf_counter()
+            with self.files.content(stored.id) as fh:
+                doc = read_document(fh, stored.name, password=password,
+                                    max_bytes=self.settings.ingest.max_file_bytes,
+                                    ocr=tpl.ocr or self.settings.ingest.ocr, on_page=on_page)
+            base = OCR_SHARE if ocr_pages[0] else 0.1
+            _step(progress, "chunking", base, cancel)
+            result = chunk_document(doc, embedder, tpl.max_chunk_size_tokens, tpl.chunk_overlap_tokens,
+                                    on_progress=lambda f: _step(progress, "chunking", base, cancel))
+            t_read = time.perf_counter() - t0
+            texts = [embedding_text(c.text, c.heading) for c in result.chunks]
+            t0 = time.perf_counter()
+            vectors = _embed(embedder, texts, progress, cancel, start=base)
+            t_embed = time.perf_counter() - t0
+            _step(progress, "writing", 0.95, cancel)
+            front = {f"attr_{k}": v for k, v in doc.attributes.items()}  # front matter: filterable
+            chunks = [Chunk(c.text, vectors[i], c.index, c.page, c.char_start, c.char_end, c.heading,
+                            metadata={**front, **({"table_header": c.table_header} if c.table_header else {})})
+                      for i, c in enumerate(result.chunks)]
+            warnings = list(doc.warnings)  # the chunk plan's notes are the template's, not the file's
+            if attributes:  # the caller's file attributes (knowledge.attributes), over the document's own
+                from knowledge.attributes import to_payload
+
+                chunks = [replace(c, metadata={**c.metadata, **to_payload(attributes)}) for c in chunks]
+            total = self._write(record, replace(rec, status=DONE, chunks=len(chunks), pages=doc.pages,
+                                                warnings=warnings, read_seconds=t_read,
+                                                embed_seconds=t_embed), chunks, embedder.dimension, started)
+        except KnowledgeError as exc:
+            cancelled = isinstance(exc, Cancelled)
+            reason = "cancelled" if cancelled else str(exc)
+            with lock:
+                self.catalog.put_file(replace(rec, status=FAILED, reason=reason, read_seconds=t_read,
+                                              total_seconds=time.perf_counter() - started,
+                                              error=type(exc).__name__))
+                if cancelled:
+                    self._remove_from_store(store, record, stored.id)
+            return IngestResult(stored.name, Outcome.CANCELLED if cancelled else Outcome.FAILED, reason,
+                                file_id=stored.id, error=type(exc).__name__,
+                                seconds=time.perf_counter() - started)
+        except BaseException:  # Ctrl-C, a crash: never leave the record "processing"
+            with contextlib.suppress(Exception):
+                self.catalog.put_file(replace(rec, status=FAILED, reason="interrupted: the program was stopped"
+                                              " while ingesting it; ingest it again",
+                                              total_seconds=time.perf_counter() - started))
+            raise
+        _step(progress, "done", 1.0, None)
+        pages = f", {_n(doc.pages, 'page')}" if doc.pages else ""
+        return IngestResult(stored.name, Outcome.INDEXED, f"{stored.name}: {_n(len(chunks), 'chunk')}{pages}.",
+                            file_id=stored.id, chunks=len(chunks), pages=doc.pages, warnings=warnings,
+                            seconds=total)
+
+    def _write(self, record: StoreRecord, rec: FileRecord, chunks: Sequence[Chunk], dimension: int,
+               started: float) -> float:
+        """The one write of chunks: under the store's lock, replace the file's chunks, record the
+        store's dimension when it is new, then the file's record (``rec``, with ``total_seconds``
+        since ``started``). Returns those seconds."""
+        with self.stores.store_lock(record.name):
+            try:
+                self.stores.vs_of(record).replace_file(rec.file_id, chunks, file_name=rec.file_name)
+                if record.dimension != dimension:
+                    self.stores.put(record.name, record.template, record.backend, record.embedding_model,
+                                    dimension, record.distance, collection=record.collection)
+                total = time.perf_counter() - started
+                self.catalog.put_file(replace(rec, total_seconds=total))
+            finally:
+                self.stores.changed(record.name)
+        return total
+
+    def index_text(self, store: str, file_id: str, text: str, file_name: str | None = None) -> IngestResult:
+        """Index ``text`` as the whole content of file ``file_id`` of ``store`` (created on the fly
+        from the default template), replacing the file's earlier chunks in one atomic step: the
+        chunks, the store's dimension and the file's record (status done, content hash and size of
+        the UTF-8 text) are written as :meth:`ingest_file` writes them. No bytes go to the file store.
+
+        Returns:
+            ``Outcome.INDEXED`` with the number of chunks, or ``Outcome.FAILED`` for a text with
+            nothing to index (blank).
+
+        Raises:
+            InvalidArgument: an empty ``file_id``; the errors of :meth:`Stores.open_for_write`.
+        """
+        from knowledge.ingest.document import Document, Section
+
+        data = text.encode("utf-8", "replace")
+        doc = Document(text=text, sections=[Section(0, len(text))], format="text")
+        return self.index_document(store, file_id, doc, file_name, sha256=hashlib.sha256(data).hexdigest(),
+                                   size=len(data))
+
+    def index_document(self, store: str, file_id: str, doc: Any, file_name: str | None = None, *,
+                       chunk_tokens: int | None = None, overlap_tokens: int | None = None,
+                       sha256: str | None = None, size: int | None = None) -> IngestResult:
+        """Index an extracted :class:`~knowledge.ingest.document.Document` as the content of file
+        ``file_id`` of ``store`` (created on the fly from the default template): chunked with the
+        store's template (or ``chunk_tokens``/``overlap_tokens``, tokens of the store's model),
+        embedded, and written by the one write sequence of :meth:`ingest_file` (lock, chunks,
+        dimension, the file's record with ``sha256``/``size`` when known).
+
+        Returns:
+            ``Outcome.INDEXED`` with the number of chunks; ``Outcome.FAILED`` when the document has
+            nothing to index (nothing is written then).
+
+        Raises:
+            InvalidArgument: an empty ``file_id`` or a bad chunking; the errors of
+            :meth:`Stores.open_for_write`.
+        """
+        started = time.perf_counter()
+        if not isinstance(file_id, str) or not file_id:
+            raise InvalidArgument(f"file_id must be a non-empty string, got {file_id!r}.")
+        name = normalize_name(file_name or file_id)
+        record, tpl = self.stores.open_for_write(store, None)
+        embedder = self._embedder(tpl.embedding_model)
+        planned = chunk_document(doc, embedder, chunk_tokens or tpl.max_chunk_size_tokens,
+                                 tpl.chunk_overlap_tokens if overlap_tokens is None else overlap_tokens).chunks
+        if not planned:
+            return IngestResult(name, Outcome.FAILED, "Nothing to store: the text is empty.", file_id=file_id,
+                                error="InvalidArgument", seconds=time.perf_counter() - started)
+        t0 = time.perf_counter()
+        vectors = _embed(embedder, [embedding_text(c.text, c.heading) for c in planned], None, None)
+        t_embed = time.perf_counter() - t0
+        chunks = [Chunk(c.text, vectors[i], c.index, c.page, c.char_start, c.char_end, c.heading,
+                        metadata={"table_header": c.table_header} if c.table_header else {})
+                  for i, c in enumerate(planned)]
+        old = self.catalog.get_file(store, file_id)
+        rec = FileRecord(store, file_id, name, sha256, size, DONE, None, len(chunks), doc.pages,
+                         list(doc.warnings), embed_seconds=t_embed, created=old.created if old is not None else None)
+        total = self._write(record, rec, chunks, embedder.dimension, started)
+        return IngestResult(name, Outcome.INDEXED, f"{name}: {_n(len(chunks), 'chunk')}.", file_id=file_id,
+                            chunks=len(chunks), pages=doc.pages, seconds=total)
+
+    def ingest_paths(
+        self,
+        store: str,
+        paths: Iterable[str | os.PathLike],
+        *,
+        glob: str | None = None,
+        template: str | None = None,
+        password: str | None = None,
+        on_result: Callable[[IngestResult], None] | None = None,
+        cancel: threading.Event | None = None,
+        names: dict[Path, str] | None = None,
+        progress: Callable[[str, str, float], None] | None = None,
+    ) -> list[IngestResult]:
+        """Ingest files and folders (a folder: the files matching ``glob``, default ``**/*``, sorted).
+        Each file is reported; the batch never aborts for a bad file. Files are named by
+        :func:`file_names` (or ``names``), so two files of the batch never share a name.
+        ``progress(file name, stage, fraction)`` follows each file (see :data:`Progress`)."""
+        results = []
+        found = expand_paths(paths, glob)
+        names = names if names is not None else file_names(found)
+        for path in found:
+            if cancel is not None and cancel.is_set():
+                break
+            if isinstance(path, str):  # a path that does not exist
+                r = IngestResult(Path(path).name or path, Outcome.FAILED, f"{path}: no such file or folder.",
+                                 error="FileNotFoundError")
+            else:
+                name = names.get(path) or path.name
+                r = self.ingest_file(store, path, name, template=template, password=password, cancel=cancel,
+                                     progress=(lambda stage, f, n=name: progress(n, stage, f)) if progress else None)
+            results.append(r)
+            if on_result:
+                on_result(r)
+        return results
+
+    # -- files in a store -----------------------------------------------------------------------
+    def store_files(self, store: str) -> list[FileRecord]:
+        self.stores.get(store)
+        return self.catalog.files(store)
+
+    def delete_file(self, store: str, file_id: str, *, keep_file: bool = False) -> int:
+        """Remove a file from a store: every chunk and its record. The stored bytes go too unless
+        another store uses them or ``keep_file``. Returns the number of chunks removed."""
+        record = self.stores.get(store)
+        with self.stores.store_lock(store):
+            removed = self._remove_from_store(store, record, file_id, keep_file=keep_file)
+        return removed
+
+    def file_attributes(self, store: str, file_id: str) -> dict[str, Any]:
+        """The attributes of a file in ``store`` (:mod:`knowledge.attributes`), read from its first
+        chunk; ``{}`` for a file without chunks. Raises ``StoreNotFound``."""
+        from knowledge.attributes import from_payload
+
+        vs = self.stores.vector_store(store)
+        if not vs.exists():
+            return {}
+        first = next(iter(vs.collection.scroll(where={"file_id": file_id}, limit=1)), None)
+        return from_payload(first.payload) if first is not None else {}
+
+    def set_file_attributes(self, store: str, file_id: str, attributes: dict[str, Any]) -> int:
+        """Replace the attributes of every chunk of ``file_id`` in ``store`` (its ``attr_*`` payload
+        fields) in one atomic ``replace``; nothing is re-embedded. Returns the number of chunks.
+
+        Raises:
+            StoreNotFound. InvalidArgument: bad attributes (:func:`knowledge.attributes.check_attributes`).
+            FileNotFoundInStore: the store has no indexed file ``file_id``.
+        """
+        from knowledge.attributes import PREFIX, check_attributes, to_payload
+        from knowledge.errors import FileNotFoundInStore
+
+        attrs = to_payload(check_attributes(attributes))
+        record = self.stores.get(store)
+        rec = self.catalog.get_file(store, file_id)
+        if rec is None or rec.status != DONE:
+            raise FileNotFoundInStore(f"Store {store!r} has no indexed file with the id {file_id!r}.")
+        coll = self.stores.collection_of(record)
+        with self.stores.store_lock(store):
+            points = list(coll.scroll(where={"file_id": file_id}, with_vectors=True)) if coll.collection_exists() else []
+            for p in points:
+                p.payload = {**{k: v for k, v in p.payload.items() if not k.startswith(PREFIX)}, **attrs}
+            try:
+                if points:
+                    coll.replace({"file_id": file_id}, points)
+                self.catalog.put_file(rec)  # a newer record: the BM25 index takes the new payloads
+            finally:
+                self.stores.changed(store)
+        return len(points)
+
+    def _remove_from_store(self, store: str, record: StoreRecord, file_id: str, keep_file: bool = False) -> int:
+        try:
+            removed = self.stores.vs_of(record).delete_file(file_id)
+            self.catalog.delete_file(store, file_id)
+        finally:
+            self.stores.changed(store)
+        if not keep_file:
+            self.stores.forget_file_if_unused(file_id)
+        return removed
+
+    def retry_file(self, store: str, file_id: str, *, password: str | None = None,
+                   progress: Progress | None = None, cancel: threading.Event | None = None) -> IngestResult:
+        """Ingest a file of ``store`` again from its stored bytes -- typically one that failed, with the
+        ``password`` it asked for. The old record is replaced by the new outcome (never both kept).
+
+        Raises:
+            StoreNotFound. FileNotFoundInStore: the store has no such file, or its bytes are gone.
+        """
+        from knowledge.errors import FileNotFoundInStore
+
+        self.stores.get(store)
+        old = self.catalog.get_file(store, file_id)
+        if old is None:
+            raise FileNotFoundInStore(f"Store {store!r} has no file with the id {file_id!r}.")
+        stored = self.files.get(file_id)
+        with self.files.content(file_id) as fh:
+            result = self.ingest_file(store, fh, old.file_name, content_type=stored.content_type,
+                                      password=password, progress=progress, cancel=cancel)
+        if result.file_id != file_id and self.catalog.get_file(store, file_id) is not None:
+            self.delete_file(store, file_id)  # failed again, or unchanged elsewhere: one record, not two
+        return result
+
+
+    # -- re-embedding ---------------------------------------------------------------------------
+    def reembed(self, store: str, template: str, progress: Progress | None = None) -> StoreRecord:
+        """Move ``store`` to ``template`` (another model, backend or distance) from its stored text.
+
+        The chunks are re-embedded from the text kept in their payloads -- no file is read again --
+        into a new collection; the catalog switches the store to it in one step once it is
+        complete, and only then is the old collection dropped. A failure leaves the store as it was.
+        """
+        record = self.stores.get(store)
+        tpl = self.stores.templates.get(template)
+        embedder = self._embedder(tpl.embedding_model)
+        old = self.stores.collection_of(record)
+        new_name = _next_collection_name(store, record.collection)
+        target = self.stores.backend(tpl.backend).collection(new_name)
+        target.drop_collection()
+        with self.stores.store_lock(store):
+            by_file: dict[str, list[Any]] = {}
+            if old.collection_exists():
+                for p in old.scroll():
+                    by_file.setdefault(p.payload["file_id"], []).append(p)
+            vs = VectorStore(target, distance=tpl.distance)
+            try:
+                target.ensure_collection(embedder.dimension, tpl.distance)
+                for i, (file_id, points) in enumerate(sorted(by_file.items())):
+                    points.sort(key=lambda p: p.payload.get("chunk_index", 0))
+                    vectors = embedder.embed_documents(
+                        [embedding_text(p.payload["text"], p.payload.get("heading")) for p in points])
+                    chunks = [Chunk(p.payload["text"], vectors[j], p.payload.get("chunk_index"),
+                                    p.payload.get("page"), p.payload.get("char_start"),
+                                    p.payload.get("char_end"), p.payload.get("heading"),
+                                    metadata={k: v for k, v in p.payload.items() if k not in RESERVED_FIELDS})
+                              for j, p in enumerate(points)]
+                    vs.replace_file(file_id, chunks, file_name=points[0].payload.get("file_name"))
+                    if progress:
+                        progress("embedding", (i + 1) / max(1, len(by_file)))
+            except BaseException:
+                target.drop_collection()
+                raise
+            updated = self.stores.put(store, tpl.name, tpl.backend, tpl.embedding_model,
+                                     embedder.dimension, tpl.distance, collection=new_name)
+            old.drop_collection()
+            return updated
+
+
+def _next_collection_name(store: str, current: str) -> str:
+    """``store``, ``store~2``, ``store~3``, ...: the collection a re-embedded store moves to."""
+    base, _, n = current.rpartition("~")
+    version = int(n) + 1 if base == store and n.isdigit() else 2
+    return f"{store}~{version}"
+
+
+def glob_pattern(glob: str) -> re.Pattern[str]:
+    """``glob`` (as :meth:`pathlib.Path.glob` reads it: ``*`` and ``?`` within a name, ``[...]``,
+    ``**`` for any number of folders) as a regular expression for a ``/``-separated relative path,
+    matching names case-insensitively: ``**/*.pdf`` takes ``REPORT.PDF`` too. A pattern without a
+    ``/`` matches names at the top of the folder only, as ``Path.glob`` does."""
+    out, i, n = [], 0, len(glob)
+    while i < n:
+        c = glob[i]
+        if glob.startswith("**/", i):
+            out.append("(?:[^/]*/)*")
+            i += 3
+            continue
+        if glob.startswith("**", i) and i + 2 == n:
+            out.append(".*")
+            i += 2
+            continue
+        if c == "*":
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif c == "[":
+            j = glob.find("]", i + 2 if glob.startswith("[!", i) or glob.startswith("[]", i) else i + 1)
+            if j < 0:
+                out.append(re.escape(c))
+            else:
+                body = glob[i + 1:j]
+                out.append("[" + ("^" + body[1:] if body.startswith("!") else body).replace("\\", "\\\\") + "]")
+                i = j
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return re.compile("".join(out), re.IGNORECASE)
+
+
+def expand_paths(paths: Iterable[str | os.PathLike], glob: str | None = None,
+                 skipped: dict[str, int] | None = None) -> list[Path | str]:
+    """Files to ingest: each file as given, each folder's files matching ``glob`` (default ``**/*``;
+    extensions and names match case-insensitively, see :func:`glob_pattern`), sorted, hidden files
+    skipped; a path that does not exist is returned as a ``str``. ``skipped``, when given, counts
+    the files of the folders that were left out, by reason (``"hidden"``, ``"not matching
+    '<glob>'"``, ``"not a regular file"``): see :func:`skipped_text`."""
+    out: list[Path | str] = []
+    seen: set[Path] = set()
+    pattern = glob_pattern(glob or "**/*")
+    counts: dict[str, int] = skipped if skipped is not None else {}
+    for raw in paths:
+        p = Path(raw).expanduser()
+        if p.is_dir():
+            for f in sorted(p.rglob("*")):
+                rel = f.relative_to(p)
+                if f.is_dir():
+                    continue
+                if any(part.startswith(".") for part in rel.parts):
+                    reason = "hidden"
+                elif not pattern.fullmatch(rel.as_posix()):
+                    reason = f"not matching {glob or '**/*'!r}"
+                elif not f.is_file():
+                    reason = "not a regular file"
+                else:
+                    if f not in seen:
+                        seen.add(f)
+                        out.append(f)
+                    continue
+                counts[reason] = counts.get(reason, 0) + 1
+        elif p.is_file():
+            if p not in seen:
+                seen.add(p)
+                out.append(p)
+        else:
+            out.append(str(raw))
+    return out
+
+
+def skipped_text(skipped: dict[str, int]) -> str | None:
+    """``"Skipped 14 files in the folders: 12 not matching '**/*.pdf', 2 hidden."`` or ``None``."""
+    total = sum(skipped.values())
+    if not total:
+        return None
+    parts = ", ".join(f"{n} {reason}" for reason, n in sorted(skipped.items(), key=lambda kv: -kv[1]))
+    return f"Skipped {_n(total, 'file')} in the folders: {parts}."
+
+
+def normalize_name(name: str) -> str:
+    """A file name in Unicode NFC, as names are stored and compared: a name macOS wrote decomposed
+    (NFD: "e" + combining acute) and the same name typed (NFC: "é") are one name."""
+    return unicodedata.normalize("NFC", name)
+
+
+def file_names(paths: Iterable[Path | str]) -> dict[Path, str]:
+    """The name each file of a batch is stored under: its own name, or -- when several files of the
+    batch share it (``README.md`` in every folder) -- its path from the nearest folder they share
+    (``docx/LICENSE-MIT``, ``md/rust-book/LICENSE-MIT``), so no file of a batch replaces another."""
+    files = [p for p in paths if isinstance(p, Path)]
+    by_name: dict[str, list[Path]] = {}
+    for p in files:
+        by_name.setdefault(p.name, []).append(p)
+    names = {p: p.name for p in files}
+    for same in by_name.values():
+        if len(same) > 1:
+            root = Path(os.path.commonpath([str(p.resolve().parent) for p in same]))
+            for p in same:
+                names[p] = p.resolve().relative_to(root).as_posix()
+    return names
+
+
+def _step(progress: Progress | None, stage: str, fraction: float, cancel: threading.Event | None) -> None:
+    if cancel is not None and cancel.is_set():
+        raise Cancelled("Ingestion cancelled.")
+    if progress is not None:
+        progress(stage, fraction)
+
+
+def _embed(embedder: Embedder, texts: Sequence[str], progress: Progress | None,
+           cancel: threading.Event | None, start: float = 0.1) -> Any:
+    if not texts:
+        return np.zeros((0, embedder.dimension), np.float32)
+    batch = 64
+    parts = []
+    for i in range(0, len(texts), batch):
+        _step(progress, "embedding", start + (0.95 - start) * i / len(texts), cancel)
+        parts.append(embedder.embed_documents(texts[i:i + batch]))
+    return np.vstack(parts)
+
+
+def _n(count: int, noun: str) -> str:
+    """``"1 chunk"``, ``"3 chunks"``."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"

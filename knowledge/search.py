@@ -1,0 +1,346 @@
+"""Search: a query's best chunks in one store, or in several merged, by meaning, words or both.
+
+``Searcher`` embeds the query with the store's model, ranks the store's chunks by vector score, by
+BM25 (the backend's own lexical index, else an in-process one) or by both merged by reciprocal rank
+fusion (see :mod:`knowledge.lexical`), drops repeated text and applies the score threshold.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal, get_args
+
+import numpy as np
+
+from knowledge.catalog import StoreRecord
+from knowledge.errors import InvalidArgument, KnowledgeError, StoreNotFound
+from knowledge.lexical import LexicalHit, LexicalIndex, reciprocal_rank_fusion
+from knowledge.stores import Stores
+from knowledge.vectorstore.base import (
+    Collection,
+    as_vector,
+    check_where,
+    higher_is_better,
+    passes_threshold,
+    vector_scores,
+)
+from knowledge.vectorstore.store import Hit, hit_from_payload
+
+log = logging.getLogger(__name__)
+
+SearchMode = Literal["hybrid", "vector", "lexical"]
+SEARCH_MODES: tuple[str, ...] = get_args(SearchMode)
+
+
+@dataclass(frozen=True, slots=True)
+class StoreHit:
+    """A hit of a search over several stores: the ``store`` it came from, the ``hit`` as that store's
+    own search returned it (scores unchanged), and ``fused``, the reciprocal-rank-fusion score of its
+    rank in its store's list (higher is better; the order of the merged list)."""
+
+    store: str
+    hit: Hit
+    fused: float
+
+
+@dataclass(frozen=True, slots=True)
+class MultiSearch:
+    """The merged hits of :meth:`Workbench.search_stores`, best first, and ``failed``: the stores that
+    could not be searched, each with the reason (a backend down, a store deleted meanwhile)."""
+
+    hits: list[StoreHit]
+    failed: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    """One search of one store (:meth:`Searcher.search`).
+
+    ``hits``: the best ``k`` passing the threshold, best first, no two with identical text (as the
+    ``fold`` given folded them); ``top``: with ``top=n``, the best ``n`` without the threshold (for a
+    score distribution), else ``[]``; ``notes``: what ``fold`` noted per hit (``{}`` by default);
+    ``vector``: the query's embedding, ``(d,)`` float32; ``distance``: the store's (from the
+    catalog), which gives the score direction; ``embed_ms``/``search_ms``: with ``timings``, the
+    wall time in milliseconds of embedding the query and of ranking + folding, else 0.
+    """
+
+    store: str
+    query: str
+    mode: str
+    distance: str
+    hits: list[Hit]
+    top: list[Hit]
+    notes: dict[str, Any]
+    vector: np.ndarray
+    embed_ms: float = 0.0
+    search_ms: float = 0.0
+
+    @property
+    def total_ms(self) -> float:
+        return self.embed_ms + self.search_ms
+
+
+Fold = Callable[[Sequence[Hit], int], "tuple[list[Hit], dict[str, Any]]"]
+"""``fold(ranking, k) -> (shown hits, notes)``: how a ranking becomes the ``k`` hits shown."""
+
+
+@dataclass(slots=True)
+class _HeldIndex:
+    collection: str
+    index: LexicalIndex
+    lock: threading.Lock
+    token: Any = None  # Stores.token(store) when the index was last found up to date
+
+
+class Searcher:
+    """Searches stores: one (:meth:`search`), several merged (:meth:`search_stores`), or the raw
+    ranking (:meth:`rank`). Keeps the in-process BM25 indexes of backends without their own.
+
+    A search resolves its store's record once (kept by :class:`~knowledge.stores.Stores` while the
+    catalog is unchanged) and takes the distance and model from it: a warm vector search is one
+    backend call (``Collection.search``), a hybrid one at most three (``lexical_search``,
+    ``search``, and ``retrieve`` for the vectors of words-only hits).
+
+    Args:
+        stores: the stores (records, backends).
+        embedder: ``embedder(model_name) -> Embedder`` (the workbench's).
+
+    Thread-safe.
+    """
+
+    def __init__(self, stores: Stores, embedder: Callable[[str], Any]) -> None:
+        self.stores = stores
+        self.settings = stores.settings
+        self.catalog = stores.catalog
+        self.embedder = embedder
+        self._lock = threading.Lock()
+        self._lexical: dict[str, _HeldIndex] = {}
+
+    def search(self, store: str, query: str, k: int = 5, *, where: Mapping[str, Any] | None = None,
+               score_threshold: float | None = None, max_per_file: int | None = None,
+               mode: SearchMode | None = None, timings: bool = False, top: int = 0,
+               fold: Fold | None = None, words_pass: bool = False) -> SearchResult:
+        """The ``k`` best chunks of ``store`` for ``query`` (text), best first, never two with
+        identical text.
+
+        ``mode`` (default: setting ``search.mode``, ``"hybrid"``): ``"vector"`` ranks by the
+        embedding's score alone; ``"lexical"`` by BM25; ``"hybrid"`` merges the best
+        ``max(search.candidates, k)`` of both rankings by reciprocal rank fusion (see
+        :mod:`knowledge.lexical`), so exact words (``panic!``, a name, an error code) count as much as
+        meaning. In every mode ``Hit.score`` is the vector score -- cosine similarity in [-1, 1],
+        higher is better, for the default distance -- and ``score_threshold`` applies to it;
+        hybrid hits also carry ``lexical_score`` and ``fused_score`` (the order).
+
+        ``where`` filters on payload fields by equality before ranking. ``max_per_file`` keeps at
+        most that many chunks of any one file (``1``: the ``k`` best files, each by its best chunk).
+
+        For the search playground: ``fold`` replaces the default folding (:func:`distinct_hits`);
+        ``top=n`` also folds the best ``n`` without the threshold into ``SearchResult.top`` (the
+        ranking then fetches ``max(k, n)`` at first and at most 8 times that); ``words_pass`` lets a
+        hit holding the query's exact words (BM25 > 0) pass the threshold whatever its vector score;
+        ``timings`` measures ``embed_ms`` and ``search_ms``.
+
+        Raises:
+            StoreNotFound; InvalidArgument (blank query, ``k`` or ``max_per_file`` below 1, unknown
+            mode, bad filter); EmbeddingUnavailable; DimensionMismatch.
+        """
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise InvalidArgument(f"k must be a positive integer, got {k!r}.")
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidArgument("Type a query to search for.")
+        if max_per_file is not None and max_per_file < 1:
+            raise InvalidArgument(f"max_per_file must be at least 1, got {max_per_file}.")
+        mode = mode or self.settings.search.mode
+        if mode not in SEARCH_MODES:
+            raise InvalidArgument(f"Unknown search mode {mode!r}; use one of {', '.join(SEARCH_MODES)}.")
+        record = self.stores.get(store)
+        where = check_where(dict(where) if where is not None else None)
+        fold = fold or (lambda found, n: (distinct_hits(found, n, max_per_file), {}))
+        t0 = time.perf_counter() if timings else 0.0
+        vector = np.asarray(self.embedder(record.embedding_model).embed_query(query), dtype=np.float32)
+        t1 = time.perf_counter() if timings else 0.0
+        distance = record.distance
+        want = max(k, top)
+        fetch = want if max_per_file is None else want * 4
+        while True:
+            found, exhausted = self.rank(store, query, vector, fetch, where=where, mode=mode, record=record)
+            passing = [h for h in found if passes_threshold(h.score, score_threshold, distance)
+                       or (words_pass and (h.lexical_score or 0.0) > 0.0)]
+            hits, notes = fold(passing, k)
+            tops, top_notes = fold(found, top) if top else ([], {})
+            if exhausted:
+                break
+            if top:  # the threshold ends the list: fetching more brings nothing shown
+                cut = len(passing) < len(found)
+                if fetch >= 8 * want or (len(tops) >= top and (len(hits) >= k or cut)):
+                    break
+            elif len(hits) >= k:
+                break
+            fetch *= 2
+        t2 = time.perf_counter() if timings else 0.0
+        return SearchResult(store, query, mode, distance, hits, tops, {**top_notes, **notes}, vector,
+                            (t1 - t0) * 1000, (t2 - t1) * 1000)
+
+    def search_stores(self, stores: Sequence[str], query: str, k: int = 5, *, where: dict | None = None,
+                      mode: SearchMode | None = None) -> MultiSearch:
+        """Search several stores as one: each store's own :meth:`search` (``k`` hits, the hybrid
+        ranking by default), merged by reciprocal rank fusion of the ranks (k = 60, as in
+        :mod:`knowledge.lexical`; Cormack, Clarke & Buettcher, SIGIR 2009), so scores of stores with
+        other models or distances never need to be compared. Ties keep the order of ``stores``. A
+        store that cannot be searched (deleted, its backend down) is reported in ``failed`` and the
+        others are used. ``k`` best merged hits, never two with identical text.
+
+        ``where`` filters every store's search by payload equality (e.g. ``{"file_id": ...}``).
+
+        Raises:
+            InvalidArgument: a blank query or ``k`` below 1 (before any store is searched).
+        """
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidArgument("Type a query to search for.")
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise InvalidArgument(f"k must be a positive integer, got {k!r}.")
+        rankings: list[list[StoreHit]] = []
+        failed: dict[str, str] = {}
+        for store in dict.fromkeys(stores):
+            try:
+                found = self.search(store, query, k=k, where=where, mode=mode).hits
+            except KnowledgeError as exc:
+                log.warning("search of store %s failed: %s", store, exc)
+                failed[store] = str(exc)
+                continue
+            rankings.append([StoreHit(store, h, 0.0) for h in found])
+        fused = reciprocal_rank_fusion(*[[(sh.store, sh.hit.id) for sh in r] for r in rankings])
+        merged = [replace(sh, fused=fused[(sh.store, sh.hit.id)]) for r in rankings for sh in r]
+        order = {id(sh): i for i, sh in enumerate(merged)}
+        merged.sort(key=lambda sh: (-sh.fused, order[id(sh)]))
+        out, seen = [], set()
+        for sh in merged:
+            if sh.hit.text in seen:
+                continue
+            seen.add(sh.hit.text)
+            out.append(sh)
+        return MultiSearch(out[:k], failed)
+
+    def rank(self, store: str, query: str, vector: Any, fetch: int, *, where: dict | None = None,
+             mode: SearchMode | None = None, record: StoreRecord | None = None) -> tuple[list[Hit], bool]:
+        """The ranking behind :meth:`search` before duplicates, thresholds and per-file limits:
+        ``(hits best first, exhausted)``; ``exhausted`` is true when asking for more than ``fetch``
+        cannot bring more hits. ``vector`` is the query's embedding, ``(d,)`` float32. A store
+        whose collection does not exist yet (no file written) ranks nothing."""
+        mode = mode or self.settings.search.mode
+        if mode not in SEARCH_MODES:
+            raise InvalidArgument(f"Unknown search mode {mode!r}; use one of {', '.join(SEARCH_MODES)}.")
+        record = record or self.stores.get(store)
+        coll = self.stores.collection_of(record)
+        distance = record.distance
+        try:
+            if mode == "vector":
+                found = self._dense(coll, vector, fetch, where)
+                return found, len(found) < fetch
+            pool = max(fetch, self.settings.search.candidates)
+            lexical = self._lexical_search(store, record, coll, query, pool, where)
+            if mode == "lexical":
+                hits = self._with_vector_scores(coll, distance, vector, {}, lexical)
+                by_id = {h.id: h for h in hits}
+                ranked = [replace(by_id[h.id], lexical_score=h.score) for h in lexical[:fetch] if h.id in by_id]
+                return ranked, len(lexical) < fetch
+            dense = self._dense(coll, vector, pool, where)
+        except StoreNotFound:
+            if self.stores.find(record.name) is None:
+                raise
+            return [], True  # the store has no collection yet: nothing written to it
+        w = self.settings.search.fusion_weight  # 0.5: both rankings weigh 1, plain RRF
+        fused = reciprocal_rank_fusion([h.id for h in dense], [h.id for h in lexical], weights=(2 * w, 2 * (1 - w)))
+        hits = self._with_vector_scores(coll, distance, vector, {h.id: h for h in dense}, lexical)
+        lex_scores = {h.id: h.score for h in lexical}
+        sign = -1.0 if higher_is_better(distance) else 1.0
+        order = sorted(hits, key=lambda h: (-fused[h.id], sign * h.score))
+        ranked = [replace(h, lexical_score=lex_scores.get(h.id), fused_score=fused[h.id]) for h in order[:fetch]]
+        return ranked, len(dense) < pool and len(lexical) < pool and len(hits) <= fetch
+
+    @staticmethod
+    def _dense(coll: Collection, vector: Any, limit: int, where: dict | None) -> list[Hit]:
+        found = coll.search(as_vector(vector), limit=limit, where=where)
+        return [hit_from_payload(p.id, p.score, p.payload or {}) for p in found]
+
+    @staticmethod
+    def _with_vector_scores(coll: Collection, distance: str, vector: Any, dense: dict[Any, Hit],
+                            lexical: Sequence[LexicalHit]) -> list[Hit]:
+        """``dense`` hits plus the lexical ones missing from them, each with its vector score."""
+        missing = [h.id for h in lexical if h.id not in dense]
+        out = dict(dense)
+        if missing:
+            points = coll.retrieve(missing, with_vectors=True)
+            if points:
+                scores = vector_scores(distance, vector, np.stack([p.vector for p in points]))
+                for p, sc in zip(points, scores):
+                    out[p.id] = hit_from_payload(p.id, float(sc), p.payload or {})
+        return list(out.values())
+
+    def _lexical_search(self, store: str, record: StoreRecord, coll: Collection, query: str, limit: int,
+                        where: dict | None) -> list[LexicalHit]:
+        """BM25 hits from the backend's own index (kept in the same write as the vectors: memory,
+        pgvector), else from the in-process :meth:`lexical_index` (other backends)."""
+        native = coll.lexical_search(query, limit, where=where)
+        if native is not None:
+            return [LexicalHit(p.id, p.score, p.payload or {}) for p in native]
+        return self.lexical_index(store, record=record).search(query, limit, where=where)
+
+    def lexical_index(self, store: str, *, record: StoreRecord | None = None) -> LexicalIndex:
+        """The in-process BM25 index of ``store``'s chunks, for backends that keep no lexical index
+        of their own (:meth:`~knowledge.vectorstore.base.Collection.lexical_search` returns ``None``:
+        qdrant, plugins), brought up to date first: a file added, changed or removed since the
+        last call has its segment built or dropped (the others are reused). It lives in this
+        process only and is built from the store's chunks on first use.
+
+        While :meth:`Stores.token` of the store is unchanged (no write through this process, the
+        catalog unchanged on disk) the index is used as it is, with no backend call; otherwise the
+        catalog's file signature and the chunk count say whether files must be re-read."""
+        record = record or self.stores.get(store)
+        coll = self.stores.collection_of(record)
+        with self._lock:
+            held = self._lexical.get(store)
+            if held is None or held.collection != record.collection:
+                held = _HeldIndex(record.collection, LexicalIndex(), threading.Lock())
+                self._lexical[store] = held
+        index = held.index
+        with held.lock:
+            token = self.stores.token(store)
+            if held.token == token:
+                return index
+            if not coll.collection_exists():
+                index.refresh({}, lambda f: ())
+                index.signature = None
+                held.token = token
+                return index
+            signature = (self.catalog.files_signature(store), coll.count())
+            if index.signature != signature:
+                updated = {f.file_id: str(f.updated) for f in self.catalog.files(store)}
+                versions = {str(fid): (n, updated.get(str(fid))) for fid, n in coll.facet("file_id").items()}
+                index.refresh(versions, lambda fid: coll.scroll(where={"file_id": fid}))
+                index.signature = signature
+            held.token = token
+        return index
+
+
+def distinct_hits(found: Iterable[Hit], k: int, max_per_file: int | None = None) -> list[Hit]:
+    """The first ``k`` of ``found`` (best first) skipping a hit whose text (whitespace and case
+    aside) came earlier, and, with ``max_per_file``, a file's hits beyond that many."""
+    hits: list[Hit] = []
+    seen: set[str] = set()
+    per_file: dict[str, int] = {}
+    for h in found:
+        key = " ".join(h.text.split()).lower()
+        if key in seen or (max_per_file is not None and per_file.get(h.file_id, 0) >= max_per_file):
+            continue
+        seen.add(key)
+        per_file[h.file_id] = per_file.get(h.file_id, 0) + 1
+        hits.append(h)
+        if len(hits) == k:
+            break
+    return hits
+
