@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import html
 from pathlib import Path
 
 import pytest
-import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from knowledge import evaluation as ev
 from knowledge.config import load_settings
 from knowledge.workbench import Workbench
 
-from conftest import REPO
+from app_helpers import fresh_caches, open_app
+from app_helpers import page_text as texts
 
-APP = str(REPO / "app.py")
 TSV = ("question\trelevant\n"
        "How long does pasta cook in boiling water?\tpasta.md\n"
        "What do telescopes show of Jupiter?\tsky.md; text:Jupiter's moons\n"
@@ -24,24 +22,12 @@ TSV = ("question\trelevant\n"
 
 @pytest.fixture(autouse=True)
 def _fresh_cache():
-    st.cache_resource.clear()
-    st.cache_data.clear()
-    yield
-    st.cache_resource.clear()
-    st.cache_data.clear()
+    with fresh_caches():
+        yield
 
 
 def evaluate_page() -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=300)
-    at.run()
-    at.switch_page("views/evaluate.py")
-    at.run()
-    assert not at.exception
-    return at
-
-
-def texts(at: AppTest) -> str:
-    return html.unescape("\n".join([m.value for m in at.markdown] + [c.value for c in at.caption]))
+    return open_app("views/evaluate.py", timeout=300)
 
 
 def frame_with(at: AppTest, column: str):

@@ -7,16 +7,14 @@ import re
 from pathlib import Path
 
 import pytest
-import streamlit as st
 from fpdf import FPDF
 from streamlit.testing.v1 import AppTest
 
 from knowledge.config import load_settings
 from knowledge.workbench import Workbench
 
-from conftest import REPO
-
-APP = str(REPO / "app.py")
+from app_helpers import fresh_caches, open_app
+from app_helpers import page_text as texts
 
 PAGES = [
     "Pasta is cooked in plenty of salted boiling water until it is al dente. Drain the spaghetti, "
@@ -28,25 +26,12 @@ PAGES = [
 
 @pytest.fixture(autouse=True)
 def _fresh_cache():
-    st.cache_resource.clear()
-    st.cache_data.clear()
-    yield
-    st.cache_resource.clear()
-    st.cache_data.clear()
+    with fresh_caches():
+        yield
 
 
 def search_page() -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=120)
-    at.run()
-    at.switch_page("views/search.py")
-    at.run()
-    assert not at.exception
-    return at
-
-
-def texts(at: AppTest) -> str:
-    """Everything the page says in Markdown and captions, decoded as a reader sees it."""
-    return html.unescape("\n".join([m.value for m in at.markdown] + [c.value for c in at.caption]))
+    return open_app("views/search.py", timeout=120)
 
 
 def two_page_pdf(path: Path) -> Path:

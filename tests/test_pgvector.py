@@ -426,20 +426,13 @@ def test_workbench_on_a_pgvector_template(pgvector_settings, tmp_path):
 # -- the Vector stores page ------------------------------------------------------------------------
 
 def test_the_page_switches_a_template_to_pgvector(pgvector_settings, monkeypatch):
-    import streamlit as st
-    from streamlit.testing.v1 import AppTest
-
-    from conftest import REPO
-    from knowledge.embeddings.fake import HashEmbedder
+    from app_helpers import fresh_caches, open_app, use_fake_model
     from knowledge.workbench import Workbench
 
     monkeypatch.setenv("KNOWLEDGE_VECTOR_STORE__URL", pgvector_settings().vector_store.url)
-    monkeypatch.setattr(Workbench, "_default_embedder", lambda self, model: HashEmbedder(dimension=8))
-    st.cache_resource.clear()
-    try:
-        at = AppTest.from_file(str(REPO / "app.py"), default_timeout=60)
-        at.run()
-        at.switch_page("views/stores.py").run()
+    use_fake_model(monkeypatch, 8)
+    with fresh_caches():
+        at = open_app("views/stores.py")
         form = {t.label: t for t in at.text_input if t.form_id == "template-form"}
         assert "pgvector" in form["Backend"].help
         form["Name"].input("on postgres")
@@ -447,7 +440,7 @@ def test_the_page_switches_a_template_to_pgvector(pgvector_settings, monkeypatch
         next(b for b in at.button if b.key == "FormSubmitter:template-form-Save template").click().run()
         assert not at.exception
         assert any("Saved the template on postgres" in s.value for s in at.success)
-        wb = Workbench(load_settings(), embedder_factory=lambda model: HashEmbedder(dimension=8))
+        wb = Workbench(load_settings())
         try:
             assert wb.templates.get("on postgres").backend == "pgvector"
             wb.create_store("pg notes", template="on postgres")
@@ -459,8 +452,6 @@ def test_the_page_switches_a_template_to_pgvector(pgvector_settings, monkeypatch
         assert not at.exception
         stores = next(d.value for d in at.dataframe if "backend" in d.value.columns and "store" in d.value.columns)
         assert dict(zip(stores["store"], stores["backend"]))["pg notes"] == "pgvector"
-    finally:
-        st.cache_resource.clear()
 
 
 def test_a_killed_user_of_the_embedded_server_does_not_keep_it_running(pg_server):
