@@ -22,6 +22,17 @@ REPO = Path(__file__).resolve().parent.parent
 CORPUS = Path(os.environ.get("KNOWLEDGE_TEST_CORPUS") or REPO.parent / "shared" / "corpus").resolve()
 
 
+#: pytest-timeout's limit for a test that ingests the whole corpus (its first user pays the ingest).
+CORPUS_TIMEOUT_S = 3600
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests using ``corpus_store`` get :data:`CORPUS_TIMEOUT_S` instead of the ini's default."""
+    for item in items:
+        if "corpus_store" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.timeout(CORPUS_TIMEOUT_S))
+
+
 @pytest.fixture(autouse=True)
 def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
     for key in list(os.environ):

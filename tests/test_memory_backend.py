@@ -376,9 +376,12 @@ def test_threads_see_the_old_or_the_new_set_never_a_mix(backend):
 
     for i, f in enumerate(files):
         c.replace({"file_id": f}, chunk_points(f, n_for(i, 0), 0))
-    stop = threading.Event()
+    stop = threading.Event()  # set when the writers are done; each reader then finishes its rounds
     errors: list[str] = []
     reads = [0]
+    writes = [0]
+    versions = 3  # per writer: each version replaces its three files
+    rounds = 20  # at least, per reader: a filtered search, a scroll, an unfiltered search, a count
 
     def check_group(file_id, hits, where):
         versions = {h.payload["version"] for h in hits}
@@ -390,15 +393,16 @@ def test_threads_see_the_old_or_the_new_set_never_a_mix(backend):
             errors.append(f"{where}: {file_id} incomplete: {len(hits)} of {n}")
 
     def writer(indices):
-        version = 1
-        while not stop.is_set():
+        for version in range(1, versions + 1):
             for i in indices:
                 c.replace({"file_id": files[i]}, chunk_points(files[i], n_for(i, version), version))
-            version += 1
+                writes[0] += 1
 
     def reader(seed):
         rng = np.random.default_rng(seed)
-        while not stop.is_set():
+        done = 0
+        while done < rounds or not stop.is_set():
+            done += 1
             try:
                 f = files[int(rng.integers(len(files)))]
                 query = vec(int(rng.integers(1000)))
@@ -418,16 +422,19 @@ def test_threads_see_the_old_or_the_new_set_never_a_mix(backend):
             except Exception as exc:  # pragma: no cover - reported below
                 errors.append(repr(exc))
 
-    threads = [threading.Thread(target=writer, args=(part,)) for part in ([0, 1, 2], [3, 4, 5])]
-    threads += [threading.Thread(target=reader, args=(s,)) for s in range(4)]
-    for t in threads:
+    writers = [threading.Thread(target=writer, args=(part,)) for part in ([0, 1, 2], [3, 4, 5])]
+    readers = [threading.Thread(target=reader, args=(s,)) for s in range(4)]
+    for t in readers + writers:
         t.start()
-    time.sleep(2.0)
+    for t in writers:
+        t.join(timeout=120)
     stop.set()
-    for t in threads:
-        t.join(timeout=30)
+    for t in readers:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in writers + readers)
     assert not errors, errors[:5]
-    assert reads[0] > 50
+    assert writes[0] == len(files) * versions  # every replacement happened while the readers read
+    assert reads[0] >= 4 * rounds  # and every reader's round passed its checks
 
 
 # ---------------------------------------------------------------------------------------------
