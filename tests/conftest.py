@@ -33,14 +33,42 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.timeout(CORPUS_TIMEOUT_S))
 
 
-@pytest.fixture(autouse=True)
-def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+def isolate(monkeypatch: pytest.MonkeyPatch, work: Path) -> Path:
+    """No ``KNOWLEDGE_*`` variables but ``KNOWLEDGE_DATA_DIR = work/data``, working directory
+    ``work``; returns the data folder."""
     for key in list(os.environ):
         if key.upper().startswith("KNOWLEDGE_"):
             monkeypatch.delenv(key)
-    work = tmp_path_factory.mktemp("cwd")
     monkeypatch.chdir(work)
     monkeypatch.setenv("KNOWLEDGE_DATA_DIR", str(work / "data"))
+    return work / "data"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    isolate(monkeypatch, tmp_path_factory.mktemp("cwd"))
+
+
+def prepared_data(tmp_path_factory: pytest.TempPathFactory, name: str,
+                  build: Callable[[Path], None]) -> Path:
+    """A data folder made once by ``build(work)`` (run isolated as a test is, with
+    ``KNOWLEDGE_DATA_DIR = work/data``), for a module- or session-scoped fixture to share; each test
+    then takes its own copy with :func:`use_prepared_data`, so what it changes stays its own."""
+    work = tmp_path_factory.mktemp(name)
+    with pytest.MonkeyPatch.context() as mp:
+        data = isolate(mp, work)
+        build(work)
+    return data
+
+
+def use_prepared_data(data: Path) -> Path:
+    """Copy the prepared data folder ``data`` into this test's data folder (``KNOWLEDGE_DATA_DIR``,
+    which must not exist yet); returns it."""
+    import shutil
+
+    target = Path(os.environ["KNOWLEDGE_DATA_DIR"])
+    shutil.copytree(data, target)
+    return target
 
 
 @pytest.fixture(autouse=True)

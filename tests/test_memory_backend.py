@@ -290,6 +290,7 @@ def _check_crash_store(settings, files):
         return versions, len(json.loads((c.path / MANIFEST).read_text())["segments"])
 
 
+@pytest.mark.slow
 def test_killed_writer_never_leaves_a_partial_batch(tmp_path):
     settings = make_settings(tmp_path)
     files = 12

@@ -137,6 +137,7 @@ def test_hnsw_index_with_the_distance_opclass_once_past_exact_max_rows(make, dis
 
 # -- filtered search in a big store ---------------------------------------------------------------
 
+@pytest.mark.slow
 def test_filtered_search_for_a_small_file_in_a_big_store_is_exact(make):
     """20,000 chunks of one file and 8 of another: k=5 filtered to the small file returns its 5 best,
     in the order and with the scores of an exact numpy search -- also when the small file's chunks
@@ -454,6 +455,7 @@ def test_the_page_switches_a_template_to_pgvector(pgvector_settings, monkeypatch
         assert dict(zip(stores["store"], stores["backend"]))["pg notes"] == "pgvector"
 
 
+@pytest.mark.slow
 def test_a_killed_user_of_the_embedded_server_does_not_keep_it_running(pg_server):
     """A process killed with SIGKILL never runs its atexit; the next process that exits stops the
     server all the same."""
