@@ -166,7 +166,7 @@ def _overlap(work: Path) -> None:
         f"The telescope chapter, part {i}: a reflecting telescope gathers starlight with a mirror, and the "
         f"eyepiece magnifies the image of planet number {i}. <span class=\"filename\">scope-{i}.txt</span> "
         f"<!-- ignore --> Astronomers point it at Jupiter, Saturn and the moons of planet {i}."
-        for i in range(30))
+        for i in range(16))
     text = "# Telescopes\n\n" + body + "\n\n```rust\n{{#include ../listings/scope.rs}}\nlet x = 1;\n```\n"
     wb = Workbench(load_settings())
     try:

@@ -364,6 +364,7 @@ def test_options_from_the_environment_and_unknown_keys(monkeypatch, pgvector_set
 
 # -- the embedded server -------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_embedded_server_starts_is_reused_and_stops(pg_server):  # pg_server: skip where none can start
     from knowledge.vectorstore.pg_embedded import is_running, stop_embedded
 
