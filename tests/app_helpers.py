@@ -42,11 +42,24 @@ def fresh_caches() -> Iterator[None]:
         st.cache_data.clear()
 
 
+_COMPONENTS: list = []  # the BidiComponentManager the AppTests of this run share
+
+
 def open_app(page: str | None = None, *, timeout: float = 60) -> AppTest:
     """The app run once, then switched to ``page`` (e.g. ``"views/files.py"``) and run again; fails
     the test on an exception of either run."""
     at = AppTest.from_file(APP, default_timeout=timeout)
+    # On an AppTest's first run Streamlit (1.67) scans the metadata of every installed package for
+    # custom components: ~0.3 s of CPU per AppTest, a fifth of the page tests' time. The installed
+    # packages do not change during a test run (and the app registers no components), so the
+    # AppTests share the first one's manager. Where a Streamlit version keeps it elsewhere, each
+    # AppTest scans again, as before.
+    shared = hasattr(at, "_bidi_component_manager")
+    if shared and _COMPONENTS:
+        at._bidi_component_manager = _COMPONENTS[0]
     at.run()
+    if shared and not _COMPONENTS and at._bidi_component_manager is not None:
+        _COMPONENTS.append(at._bidi_component_manager)
     assert not at.exception, at.exception
     if page is not None:
         at.switch_page(page).run()
