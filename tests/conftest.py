@@ -183,6 +183,18 @@ def pg_folder() -> Path:
     return Path(tempfile.mkdtemp(prefix="knowledge-pg-"))
 
 
+def _fast_throwaway_server(url: str) -> None:
+    """The tests' server lives in a temp folder deleted after the session: no fsync, no waiting
+    for the WAL to reach the disk (PostgreSQL's "non-durable settings"; a crash loses nothing that
+    matters here). Saves a database per test its disk flushes."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        for name in ("fsync", "synchronous_commit", "full_page_writes"):
+            conn.execute(f"ALTER SYSTEM SET {name} = off")
+        conn.execute("SELECT pg_reload_conf()")
+
+
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[str]:
     """One embedded PostgreSQL + pgvector server for the session; its URI. Under CI=true a server
@@ -201,6 +213,7 @@ def pg_server() -> Iterator[str]:
         if os.environ.get("CI") == "true":
             pytest.fail(f"The embedded PostgreSQL server cannot start under CI=true: {exc}")
         pytest.skip(f"embedded PostgreSQL server unavailable: {exc}")
+    _fast_throwaway_server(url)
     _PG["url"] = url
     try:
         yield url

@@ -231,6 +231,7 @@ def test_a_password_protected_pdf_asks_for_the_password_and_retries(fake_model):
 
 
 @pytest.mark.model
+@pytest.mark.slow  # a corpus PDF embedded with the real model
 def test_the_corpus_password_pdf_with_the_real_model(corpus):
     make_store_real = Workbench(load_settings())
     make_store_real.create_store("Notes")
