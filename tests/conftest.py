@@ -71,17 +71,33 @@ def use_prepared_data(data: Path) -> Path:
     return target
 
 
+def _project_streamlit_options() -> dict[str, Any]:
+    """``section.option -> value`` of the project's .streamlit/config.toml."""
+    import tomllib
+
+    path = REPO / ".streamlit" / "config.toml"
+    if not path.is_file():
+        return {}
+    table = tomllib.loads(path.read_text(encoding="utf-8"))
+    return {f"{section}.{key}": value for section, options in table.items() for key, value in options.items()}
+
+
+_STREAMLIT_OPTIONS = _project_streamlit_options()
+
+
 @pytest.fixture(autouse=True)
-def _loopback_app() -> Iterator[None]:
-    """AppTests run app.py as the project's .streamlit/config.toml serves it: on 127.0.0.1 (the
-    tests' working directory is a temp folder, where Streamlit finds no config and would report
-    its own default, every interface)."""
+def _project_app_config() -> Iterator[None]:
+    """AppTests run app.py as the project's .streamlit/config.toml serves it -- on 127.0.0.1, without
+    magic, ... (the tests' working directory is a temp folder, where Streamlit finds no config and
+    would use its own defaults, such as every interface)."""
     from streamlit import config as st_config
 
-    before = st_config.get_option("server.address")
-    st_config.set_option("server.address", "127.0.0.1")
+    before = {name: st_config.get_option(name) for name in _STREAMLIT_OPTIONS}
+    for name, value in _STREAMLIT_OPTIONS.items():
+        st_config.set_option(name, value)
     yield
-    st_config.set_option("server.address", before)
+    for name, value in before.items():
+        st_config.set_option(name, value)
 
 
 @pytest.fixture
