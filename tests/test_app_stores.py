@@ -416,19 +416,19 @@ def test_stop_cancels_the_batch_and_the_store_stays_as_it_was(fake_model, monkey
     assert list(files_table(at, "Notes")["file"]) == ["bread.md"]
 
 
-def test_a_batch_started_in_another_tab_shows_its_progress_and_can_be_stopped(monkeypatch):
+def test_a_batch_started_in_another_tab_shows_its_progress_and_can_be_stopped(fake_model, monkeypatch):
     import threading
 
     from knowledge.jobs import IngestJob
 
     release = threading.Event()
+    embed = HashEmbedder.embed_documents
 
-    class Slow(HashEmbedder):
-        def embed_documents(self, texts):
-            release.wait(30)
-            return super().embed_documents(texts)
+    def slow(self, texts):  # the fake model, held until the test lets it go
+        release.wait(30)
+        return embed(self, texts)
 
-    monkeypatch.setattr(Workbench, "_default_embedder", lambda self, model: Slow(dimension=8))
+    monkeypatch.setattr(HashEmbedder, "embed_documents", slow)
     make_store()
     at = open_page()
     other_tab = at.session_state["workbench"]  # every tab shares the process's one workbench
