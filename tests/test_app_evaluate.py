@@ -11,7 +11,7 @@ from knowledge import evaluation as ev
 from knowledge.config import load_settings
 from knowledge.workbench import Workbench
 
-from app_helpers import fresh_caches, open_app
+from app_helpers import fresh_caches, open_app, use_fake_model
 from app_helpers import page_text as texts
 
 TSV = ("question\trelevant\n"
@@ -42,8 +42,10 @@ def upload(at: AppTest, name: str, data: bytes) -> None:
 
 
 @pytest.fixture
-def populated(tmp_path: Path) -> None:
-    """Store "kitchen" with three short Markdown files (the real bundled model)."""
+def populated(tmp_path: Path, monkeypatch) -> None:
+    """Store "kitchen" with three short Markdown files, on the fake model (fake/hash-256): the page's
+    flow is under test here, not the model's meaning (tests/test_cli_eval.py runs the real one)."""
+    use_fake_model(monkeypatch, 256)
     wb = Workbench(load_settings())
     try:
         for name, text in (("pasta.md", "# Pasta\n\nPasta cooks in salted boiling water for about ten minutes."),
@@ -81,7 +83,6 @@ def test_a_bad_question_file_is_refused_with_its_lines():
     assert any("No question sets yet" in i.value for i in at.info)
 
 
-@pytest.mark.model
 def test_evaluate_compare_sweep_and_try_chunk_sizes(populated):
     at = evaluate_page()
     upload(at, "kitchen.tsv", TSV)
