@@ -22,27 +22,82 @@ REPO = Path(__file__).resolve().parent.parent
 CORPUS = Path(os.environ.get("KNOWLEDGE_TEST_CORPUS") or REPO.parent / "shared" / "corpus").resolve()
 
 
-@pytest.fixture(autouse=True)
-def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+#: pytest-timeout's limit for a test that ingests the whole corpus (its first user pays the ingest).
+CORPUS_TIMEOUT_S = 3600
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests using ``corpus_store`` get :data:`CORPUS_TIMEOUT_S` instead of the ini's default."""
+    for item in items:
+        if "corpus_store" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.timeout(CORPUS_TIMEOUT_S))
+
+
+def isolate(monkeypatch: pytest.MonkeyPatch, work: Path) -> Path:
+    """No ``KNOWLEDGE_*`` variables but ``KNOWLEDGE_DATA_DIR = work/data``, working directory
+    ``work``; returns the data folder."""
     for key in list(os.environ):
         if key.upper().startswith("KNOWLEDGE_"):
             monkeypatch.delenv(key)
-    work = tmp_path_factory.mktemp("cwd")
     monkeypatch.chdir(work)
     monkeypatch.setenv("KNOWLEDGE_DATA_DIR", str(work / "data"))
+    return work / "data"
 
 
 @pytest.fixture(autouse=True)
-def _loopback_app() -> Iterator[None]:
-    """AppTests run app.py as the project's .streamlit/config.toml serves it: on 127.0.0.1 (the
-    tests' working directory is a temp folder, where Streamlit finds no config and would report
-    its own default, every interface)."""
+def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    isolate(monkeypatch, tmp_path_factory.mktemp("cwd"))
+
+
+def prepared_data(tmp_path_factory: pytest.TempPathFactory, name: str,
+                  build: Callable[[Path], None]) -> Path:
+    """A data folder made once by ``build(work)`` (run isolated as a test is, with
+    ``KNOWLEDGE_DATA_DIR = work/data``), for a module- or session-scoped fixture to share; each test
+    then takes its own copy with :func:`use_prepared_data`, so what it changes stays its own."""
+    work = tmp_path_factory.mktemp(name)
+    with pytest.MonkeyPatch.context() as mp:
+        data = isolate(mp, work)
+        build(work)
+    return data
+
+
+def use_prepared_data(data: Path) -> Path:
+    """Copy the prepared data folder ``data`` into this test's data folder (``KNOWLEDGE_DATA_DIR``,
+    which must not exist yet); returns it."""
+    import shutil
+
+    target = Path(os.environ["KNOWLEDGE_DATA_DIR"])
+    shutil.copytree(data, target)
+    return target
+
+
+def _project_streamlit_options() -> dict[str, Any]:
+    """``section.option -> value`` of the project's .streamlit/config.toml."""
+    import tomllib
+
+    path = REPO / ".streamlit" / "config.toml"
+    if not path.is_file():
+        return {}
+    table = tomllib.loads(path.read_text(encoding="utf-8"))
+    return {f"{section}.{key}": value for section, options in table.items() for key, value in options.items()}
+
+
+_STREAMLIT_OPTIONS = _project_streamlit_options()
+
+
+@pytest.fixture(autouse=True)
+def _project_app_config() -> Iterator[None]:
+    """AppTests run app.py as the project's .streamlit/config.toml serves it -- on 127.0.0.1, without
+    magic, ... (the tests' working directory is a temp folder, where Streamlit finds no config and
+    would use its own defaults, such as every interface)."""
     from streamlit import config as st_config
 
-    before = st_config.get_option("server.address")
-    st_config.set_option("server.address", "127.0.0.1")
+    before = {name: st_config.get_option(name) for name in _STREAMLIT_OPTIONS}
+    for name, value in _STREAMLIT_OPTIONS.items():
+        st_config.set_option(name, value)
     yield
-    st_config.set_option("server.address", before)
+    for name, value in before.items():
+        st_config.set_option(name, value)
 
 
 @pytest.fixture
@@ -144,6 +199,18 @@ def pg_folder() -> Path:
     return Path(tempfile.mkdtemp(prefix="knowledge-pg-"))
 
 
+def _fast_throwaway_server(url: str) -> None:
+    """The tests' server lives in a temp folder deleted after the session: no fsync, no waiting
+    for the WAL to reach the disk (PostgreSQL's "non-durable settings"; a crash loses nothing that
+    matters here). Saves a database per test its disk flushes."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        for name in ("fsync", "synchronous_commit", "full_page_writes"):
+            conn.execute(f"ALTER SYSTEM SET {name} = off")
+        conn.execute("SELECT pg_reload_conf()")
+
+
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[str]:
     """One embedded PostgreSQL + pgvector server for the session; its URI. Under CI=true a server
@@ -162,6 +229,7 @@ def pg_server() -> Iterator[str]:
         if os.environ.get("CI") == "true":
             pytest.fail(f"The embedded PostgreSQL server cannot start under CI=true: {exc}")
         pytest.skip(f"embedded PostgreSQL server unavailable: {exc}")
+    _fast_throwaway_server(url)
     _PG["url"] = url
     try:
         yield url

@@ -3,33 +3,22 @@
 from __future__ import annotations
 
 import pytest
-import streamlit as st
-from streamlit.testing.v1 import AppTest
 
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.workbench import Workbench
 
-from conftest import REPO
-
-APP = str(REPO / "app.py")
+from app_helpers import fresh_caches, open_app
 
 
 @pytest.fixture(autouse=True)
 def _fresh_cache():
-    st.cache_resource.clear()
-    yield
-    st.cache_resource.clear()
-
-
-def run_app() -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.run()
-    return at
+    with fresh_caches():
+        yield
 
 
 def test_home_renders_on_an_empty_data_dir():
-    at = run_app()
+    at = open_app()
     assert not at.exception
     assert at.title[0].value.endswith("knowledge")
     metrics = {m.label: m.value for m in at.metric}
@@ -45,7 +34,7 @@ def test_home_lists_a_populated_store(tmp_path):
     doc.write_text("# A\n\n" + "\n\n".join(f"Paragraph {i} " + "word " * 60 for i in range(3)))
     result = wb.ingest_file("Team Notes", doc)
     wb.close()
-    at = run_app()
+    at = open_app()
     assert not at.exception
     metrics = {m.label: m.value for m in at.metric}
     assert (metrics["Stores"], metrics["Stored files"], metrics["Indexed files"], metrics["Failed files"],
@@ -57,13 +46,13 @@ def test_home_lists_a_populated_store(tmp_path):
 
 def test_invalid_settings_show_a_message_not_a_traceback(monkeypatch):
     monkeypatch.setenv("KNOWLEDGE_VECTOR_STORE__IDLE_SECONDS", "soon")
-    at = run_app()
+    at = open_app()
     assert not at.exception
     assert "vector_store.idle_seconds" in at.error[0].value
 
 
 def test_unknown_backend_is_reported_on_the_page(monkeypatch):
     monkeypatch.setenv("KNOWLEDGE_VECTOR_STORE__BACKEND", "nosuch")
-    at = run_app()
+    at = open_app()
     assert not at.exception
     assert "No vector-store backend named 'nosuch'" in at.error[0].value

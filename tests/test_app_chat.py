@@ -6,38 +6,28 @@ import base64
 import json
 
 import pytest
-import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from knowledge.chat import ChatService
 from knowledge.config import load_settings
-from knowledge.embeddings.fake import HashEmbedder
 from knowledge.llm import LlmConfigs
 from knowledge.workbench import Workbench
 
+from app_helpers import fresh_caches, open_app, use_fake_model
 from chat_helpers import ChatCompletionsServer, pdf_bytes, png_bytes
-from conftest import REPO
-
-APP = str(REPO / "app.py")
 NOTES = ("# Lighthouse\n\nThe keeper lit the lamp at dusk and trimmed the wick at midnight.\n\n"
          "# Bakery\n\nBread needs flour, water, salt and yeast; the dough rests overnight.")
 
 
 @pytest.fixture(autouse=True)
 def _fresh_cache(monkeypatch):
-    monkeypatch.setattr(Workbench, "_default_embedder", lambda self, model: HashEmbedder(dimension=256))
-    st.cache_resource.clear()
-    yield
-    st.cache_resource.clear()
+    use_fake_model(monkeypatch, 256)  # the app and every Workbench(load_settings()) here
+    with fresh_caches():
+        yield
 
 
 def page(path: str) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.run()
-    at.switch_page(path)
-    at.run()
-    assert not at.exception, at.exception
-    return at
+    return open_app(path)
 
 
 def captions(at) -> list[str]:
@@ -74,7 +64,7 @@ def test_chat_attach_by_drop_ask_and_see_answer_with_citations(tmp_path):
 
 
 def test_remove_button_detaches_and_the_next_message_says_so():
-    wb = Workbench(load_settings(), embedder_factory=lambda m: HashEmbedder(dimension=256))
+    wb = Workbench(load_settings())
     chat = ChatService(wb)
     s = chat.create_session()
     a = chat.attach(s.id, NOTES.encode(), "notes.md")
@@ -110,7 +100,7 @@ def test_a_pdf_answer_cites_file_and_page_with_a_local_model(tmp_path):
         lambda req: {"tool_calls": [{"id": "c1", "type": "function", "function": {
             "name": "vector_search", "arguments": '{"query": "tide tables printed"}'}}]},
         lambda req: {"content": "Each Sunday (harbour.pdf, page 2)."}]) as server:
-        wb = Workbench(load_settings(), embedder_factory=lambda m: HashEmbedder(dimension=256))
+        wb = Workbench(load_settings())
         LlmConfigs(wb.catalog, wb.settings).save({"name": "local", "type": "CHAT", "provider": "openai",
                                                   "model": "m", "base_url": server.base_url})
         wb.close()
@@ -126,7 +116,7 @@ def test_a_pdf_answer_cites_file_and_page_with_a_local_model(tmp_path):
 
 
 def test_a_model_error_is_shown_not_raised():
-    wb = Workbench(load_settings(), embedder_factory=lambda m: HashEmbedder(dimension=256))
+    wb = Workbench(load_settings())
     LlmConfigs(wb.catalog, wb.settings).save({"name": "down", "type": "CHAT", "provider": "openai", "model": "m",
                                               "base_url": "http://127.0.0.1:9/v1", "timeout": 2})
     wb.close()
@@ -191,7 +181,7 @@ def test_deleting_the_embedding_config_makes_the_tools_unavailable():
 def test_traces_tab_shows_requests_with_base64_redacted():
     img = png_bytes(16, 16)
     with ChatCompletionsServer([lambda req: {"content": "A red square."}]) as server:
-        wb = Workbench(load_settings(), embedder_factory=lambda m: HashEmbedder(dimension=256))
+        wb = Workbench(load_settings())
         LlmConfigs(wb.catalog, wb.settings).save({"name": "local", "type": "CHAT", "provider": "openai",
                                                   "model": "m", "base_url": server.base_url,
                                                   "capabilities": ["VISION"]})
@@ -216,7 +206,7 @@ BAKERY = "# Bakery" + NOTES.split("# Bakery")[1]
 
 
 def _seed(stores: dict[str, list[tuple[str, str]]]) -> None:
-    wb = Workbench(load_settings(), embedder_factory=lambda m: HashEmbedder(dimension=256))
+    wb = Workbench(load_settings())
     for store, files in stores.items():
         for name, text in files:
             assert wb.ingest_file(store, text.encode(), name).ok
@@ -265,7 +255,7 @@ def test_choosing_stores_in_the_sidebar_is_saved_with_the_session():
 
 def test_a_deleted_store_is_dropped_and_said_once():
     _seed({"Lights": [("lighthouse.md", LIGHTHOUSE)], "Bread": [("bakery.md", BAKERY)]})
-    wb = Workbench(load_settings(), embedder_factory=lambda m: HashEmbedder(dimension=256))
+    wb = Workbench(load_settings())
     chat = ChatService(wb)
     s = chat.create_session(stores=["Lights", "Bread"])
     chat.send(s.id, "hello")
@@ -281,7 +271,7 @@ def test_a_deleted_store_is_dropped_and_said_once():
 
 def test_chat_stores_are_not_listed_among_the_users_stores():
     _seed({"Lights": [("lighthouse.md", LIGHTHOUSE)]})
-    wb = Workbench(load_settings(), embedder_factory=lambda m: HashEmbedder(dimension=256))
+    wb = Workbench(load_settings())
     chat = ChatService(wb)
     s = chat.create_session()
     chat.attach(s.id, BAKERY.encode(), "bakery.md")

@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import html
 from pathlib import Path
 
 import pytest
-import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from knowledge import evaluation as ev
 from knowledge.config import load_settings
 from knowledge.workbench import Workbench
 
-from conftest import REPO
+from app_helpers import fresh_caches, open_app, use_fake_model
+from app_helpers import page_text as texts
 
-APP = str(REPO / "app.py")
 TSV = ("question\trelevant\n"
        "How long does pasta cook in boiling water?\tpasta.md\n"
        "What do telescopes show of Jupiter?\tsky.md; text:Jupiter's moons\n"
@@ -24,24 +22,12 @@ TSV = ("question\trelevant\n"
 
 @pytest.fixture(autouse=True)
 def _fresh_cache():
-    st.cache_resource.clear()
-    st.cache_data.clear()
-    yield
-    st.cache_resource.clear()
-    st.cache_data.clear()
+    with fresh_caches():
+        yield
 
 
 def evaluate_page() -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=300)
-    at.run()
-    at.switch_page("views/evaluate.py")
-    at.run()
-    assert not at.exception
-    return at
-
-
-def texts(at: AppTest) -> str:
-    return html.unescape("\n".join([m.value for m in at.markdown] + [c.value for c in at.caption]))
+    return open_app("views/evaluate.py", timeout=300)
 
 
 def frame_with(at: AppTest, column: str):
@@ -56,8 +42,10 @@ def upload(at: AppTest, name: str, data: bytes) -> None:
 
 
 @pytest.fixture
-def populated(tmp_path: Path) -> None:
-    """Store "kitchen" with three short Markdown files (the real bundled model)."""
+def populated(tmp_path: Path, monkeypatch) -> None:
+    """Store "kitchen" with three short Markdown files, on the fake model (fake/hash-256): the page's
+    flow is under test here, not the model's meaning (tests/test_cli_eval.py runs the real one)."""
+    use_fake_model(monkeypatch, 256)
     wb = Workbench(load_settings())
     try:
         for name, text in (("pasta.md", "# Pasta\n\nPasta cooks in salted boiling water for about ten minutes."),
@@ -95,7 +83,6 @@ def test_a_bad_question_file_is_refused_with_its_lines():
     assert any("No question sets yet" in i.value for i in at.info)
 
 
-@pytest.mark.model
 def test_evaluate_compare_sweep_and_try_chunk_sizes(populated):
     at = evaluate_page()
     upload(at, "kitchen.tsv", TSV)

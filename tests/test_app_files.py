@@ -3,31 +3,27 @@
 from __future__ import annotations
 
 import pytest
-import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from knowledge.config import load_settings
-from knowledge.embeddings.fake import HashEmbedder
 from knowledge.workbench import Workbench
 
-from conftest import REPO
+from app_helpers import button, fresh_caches, open_app, use_fake_model
 
-APP = str(REPO / "app.py")
 CATS = b"# Cats\n\nThe cat sits on the mat and purrs.\n\n## Food\n\nCats eat fish and chicken every day.\n"
 BREAD = b"# Bread\n\nKnead the dough for ten minutes, then let it rise.\n"
 
 
 @pytest.fixture(autouse=True)
 def _fresh_cache(monkeypatch):
-    monkeypatch.setattr(Workbench, "_default_embedder", lambda self, model: HashEmbedder(dimension=8))
-    st.cache_resource.clear()
-    yield
-    st.cache_resource.clear()
+    use_fake_model(monkeypatch, 8)  # the app and every Workbench(load_settings()) here
+    with fresh_caches():
+        yield
 
 
 def populate() -> dict[str, str]:
     """cats.md in Notes, bread.md in Notes and Kitchen, loose.txt in no store; returns name -> id."""
-    wb = Workbench(load_settings(), embedder_factory=lambda model: HashEmbedder(dimension=8))
+    wb = Workbench(load_settings())
     ids = {"cats.md": wb.ingest_file("Notes", CATS, "cats.md").file_id,
            "bread.md": wb.ingest_file("Notes", BREAD, "bread.md").file_id}
     wb.ingest_file("Kitchen", BREAD, "bread.md")
@@ -37,20 +33,12 @@ def populate() -> dict[str, str]:
 
 
 def open_page() -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.run()
-    at.switch_page("views/files.py").run()
-    assert not at.exception
-    return at
+    return open_app("views/files.py")
 
 
 def pick(at: AppTest, file_id: str) -> AppTest:
     box = next(s for s in at.selectbox if s.key and s.key.startswith("file-pick:"))
     return box.set_value(file_id).run()
-
-
-def button(at: AppTest, key: str):
-    return next(b for b in at.button if b.key == key)
 
 
 def test_renders_on_an_empty_data_dir():
@@ -93,7 +81,7 @@ def test_deleting_a_file_stores_use_is_refused_unless_asked():
     assert not at.exception
     assert "Deleted cats.md and removed it from Notes" in at.success[0].value
     assert "cats.md" not in list(at.dataframe[0].value["name"])
-    wb = Workbench(load_settings(), embedder_factory=lambda model: HashEmbedder(dimension=8))
+    wb = Workbench(load_settings())
     try:
         assert [f.file_name for f in wb.store_files("Notes")] == ["bread.md"]
         assert all(h.file_name == "bread.md" for h in wb.search("Notes", "cats fish mat", k=10))

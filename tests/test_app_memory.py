@@ -4,33 +4,26 @@ with the deterministic fake embedder instead of the real model."""
 from __future__ import annotations
 
 import pytest
-import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.memory import VectorMemory
 from knowledge.vectorstore.registry import open_backend
-from knowledge.workbench import Workbench
 
-from conftest import REPO
-
-APP = str(REPO / "app.py")
+from app_helpers import fresh_caches, open_app, use_fake_model
+from app_helpers import page_text as shown
 
 
 @pytest.fixture(autouse=True)
 def _fresh_cache(monkeypatch):
-    monkeypatch.setattr(Workbench, "_default_embedder", lambda self, model: HashEmbedder(dimension=16))
-    st.cache_resource.clear()
-    yield
-    st.cache_resource.clear()
+    use_fake_model(monkeypatch, 16)
+    with fresh_caches():
+        yield
 
 
 def memory_page(backend: str) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.run()
-    at.switch_page("views/memory.py").run()
-    assert not at.exception
+    at = open_app("views/memory.py")
     at.selectbox(key="mem_backend").select(backend).run()
     assert not at.exception
     return at
@@ -49,10 +42,6 @@ def remember(at: AppTest, text: str, dataset: str, payload: str = "", mem_id: st
 def datasets_table(at: AppTest) -> dict[str, int]:
     table = next(d.value for d in at.dataframe if list(d.value.columns)[:1] == ["dataset"])
     return dict(zip(table["dataset"], table["memories"]))
-
-
-def shown(at: AppTest) -> str:
-    return "\n".join([m.value for m in at.markdown] + [c.value for c in at.caption])
 
 
 @pytest.mark.parametrize("backend", ["memory", "qdrant"])

@@ -7,16 +7,15 @@ import re
 from pathlib import Path
 
 import pytest
-import streamlit as st
 from fpdf import FPDF
 from streamlit.testing.v1 import AppTest
 
 from knowledge.config import load_settings
 from knowledge.workbench import Workbench
 
-from conftest import REPO
-
-APP = str(REPO / "app.py")
+from app_helpers import fresh_caches, open_app
+from app_helpers import page_text as texts
+from conftest import prepared_data, use_prepared_data
 
 PAGES = [
     "Pasta is cooked in plenty of salted boiling water until it is al dente. Drain the spaghetti, "
@@ -28,25 +27,12 @@ PAGES = [
 
 @pytest.fixture(autouse=True)
 def _fresh_cache():
-    st.cache_resource.clear()
-    st.cache_data.clear()
-    yield
-    st.cache_resource.clear()
-    st.cache_data.clear()
+    with fresh_caches():
+        yield
 
 
 def search_page() -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=120)
-    at.run()
-    at.switch_page("views/search.py")
-    at.run()
-    assert not at.exception
-    return at
-
-
-def texts(at: AppTest) -> str:
-    """Everything the page says in Markdown and captions, decoded as a reader sees it."""
-    return html.unescape("\n".join([m.value for m in at.markdown] + [c.value for c in at.caption]))
+    return open_app("views/search.py", timeout=120)
 
 
 def two_page_pdf(path: Path) -> Path:
@@ -59,19 +45,28 @@ def two_page_pdf(path: Path) -> Path:
     return path
 
 
-@pytest.fixture
-def populated(tmp_path: Path) -> Path:
-    """Store "guides" holds a two-page PDF; store "notes" a Markdown file."""
+def _populate(work: Path) -> None:
     wb = Workbench(load_settings())
     try:
-        assert wb.ingest_file("guides", two_page_pdf(tmp_path / "kitchen-and-sky.pdf")).ok
-        md = tmp_path / "notes.md"
+        assert wb.ingest_file("guides", two_page_pdf(work / "kitchen-and-sky.pdf")).ok
+        md = work / "notes.md"
         md.write_text("# Sky notes\n\nSaturn's rings shine through a small telescope.\n\n"
                       "# Kitchen notes\n\nSalt the pasta water generously.\n")
         assert wb.ingest_file("notes", md).ok
     finally:
         wb.close()
-    return tmp_path
+
+
+@pytest.fixture(scope="module")
+def _populated_once(tmp_path_factory) -> Path:
+    return prepared_data(tmp_path_factory, "populated", _populate)
+
+
+@pytest.fixture
+def populated(_populated_once) -> Path:
+    """Store "guides" holds a two-page PDF; store "notes" a Markdown file (embedded once per module
+    with the real model; each test gets its own copy of the data folder)."""
+    return use_prepared_data(_populated_once)
 
 
 def test_empty_data_dir_shows_a_hint_not_a_form():
@@ -166,23 +161,32 @@ def test_the_ranking_box_switches_between_hybrid_vector_and_words(populated):
     assert "Order: meaning." in texts(at) and "combined" not in " ".join(p.proto.text for p in at.get("progress"))
 
 
-@pytest.fixture
-def overlapping(tmp_path: Path) -> Path:
-    """Store "book": a Markdown chapter long enough for overlapping chunks, with its copy (b.md)."""
+def _overlap(work: Path) -> None:
     body = "\n\n".join(
         f"The telescope chapter, part {i}: a reflecting telescope gathers starlight with a mirror, and the "
         f"eyepiece magnifies the image of planet number {i}. <span class=\"filename\">scope-{i}.txt</span> "
         f"<!-- ignore --> Astronomers point it at Jupiter, Saturn and the moons of planet {i}."
-        for i in range(30))
+        for i in range(16))
     text = "# Telescopes\n\n" + body + "\n\n```rust\n{{#include ../listings/scope.rs}}\nlet x = 1;\n```\n"
     wb = Workbench(load_settings())
     try:
         for name in ("a.md", "b.md"):  # b.md differs in its last line only (same bytes are kept once)
-            (tmp_path / name).write_text(text + ("\nThe end.\n" if name == "b.md" else ""))
-            assert wb.ingest_file("book", tmp_path / name).ok
+            (work / name).write_text(text + ("\nThe end.\n" if name == "b.md" else ""))
+            assert wb.ingest_file("book", work / name).ok
     finally:
         wb.close()
-    return tmp_path
+
+
+@pytest.fixture(scope="module")
+def _overlapping_once(tmp_path_factory) -> Path:
+    return prepared_data(tmp_path_factory, "overlapping", _overlap)
+
+
+@pytest.fixture
+def overlapping(_overlapping_once) -> Path:
+    """Store "book": a Markdown chapter long enough for overlapping chunks, with its copy (b.md);
+    embedded once per module, copied for each test."""
+    return use_prepared_data(_overlapping_once)
 
 
 @pytest.mark.model

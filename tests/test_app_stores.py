@@ -1,7 +1,7 @@
 """The Vector stores page, headless (streamlit.testing.v1.AppTest).
 
-Most tests use the fake embedder (the workbench's default embedder is patched); the ones marked
-``model`` run the real bundled model.
+Most tests use the fake embedder (the ``fake_model`` fixture sets ``embeddings.model`` to
+``fake/hash-8``, as a user would); the ones marked ``model`` run the real bundled model.
 """
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 
 import pytest
-import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from knowledge.config import load_settings
@@ -17,24 +16,23 @@ from knowledge.embeddings.fake import HashEmbedder
 from knowledge.templates import make_template
 from knowledge.workbench import Workbench
 
-from conftest import REPO
+from app_helpers import button, fresh_caches, open_app, use_fake_model
 
-APP = str(REPO / "app.py")
 CATS = b"# Cats\n\nThe cat sits on the mat and purrs.\n\n## Food\n\nCats eat fish and chicken every day.\n"
 BREAD = b"# Bread\n\nKnead the dough for ten minutes, then let it rise.\n"
 
 
 @pytest.fixture(autouse=True)
 def _fresh_cache():
-    st.cache_resource.clear()
-    yield
-    st.cache_resource.clear()
+    with fresh_caches():
+        yield
 
 
 @pytest.fixture
 def fake_model(monkeypatch):
-    """The app's workbench embeds with a deterministic 8-d fake instead of the real model."""
-    monkeypatch.setattr(Workbench, "_default_embedder", lambda self, model: HashEmbedder(dimension=8))
+    """The app's workbench (and :func:`service`) embeds with the deterministic 8-d fake
+    ``fake/hash-8`` instead of the real model."""
+    return use_fake_model(monkeypatch, 8)
 
 
 @pytest.fixture
@@ -52,15 +50,12 @@ def ingest_calls(monkeypatch):
 
 
 def service() -> Workbench:
-    return Workbench(load_settings(), embedder_factory=lambda model: HashEmbedder(dimension=8))
+    """A workbench on the test's settings: with ``fake_model``, on the fake model as the app is."""
+    return Workbench(load_settings())
 
 
 def open_page() -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.run()
-    at.switch_page("views/stores.py").run()
-    assert not at.exception
-    return at
+    return open_app("views/stores.py")
 
 
 def finish_job(at: AppTest, store: str) -> AppTest:
@@ -70,10 +65,6 @@ def finish_job(at: AppTest, store: str) -> AppTest:
     at.run()
     assert not at.exception
     return at
-
-
-def button(at: AppTest, key: str):
-    return next(b for b in at.button if b.key == key)
 
 
 def table(at: AppTest, first_column: str):
@@ -240,6 +231,7 @@ def test_a_password_protected_pdf_asks_for_the_password_and_retries(fake_model):
 
 
 @pytest.mark.model
+@pytest.mark.slow  # a corpus PDF embedded with the real model
 def test_the_corpus_password_pdf_with_the_real_model(corpus):
     make_store_real = Workbench(load_settings())
     make_store_real.create_store("Notes")
@@ -313,7 +305,7 @@ def test_delete_a_store_needs_confirmation(fake_model):
 def test_reembed_to_another_template(fake_model):
     make_store("Notes", [("cats.md", CATS)])
     wb = service()
-    wb.templates.save(make_template(name="other", embedding_model="other-model", max_chunk_size_tokens=64,
+    wb.templates.save(make_template(name="other", embedding_model="fake/hash-12", max_chunk_size_tokens=64,
                                     chunk_overlap_tokens=8))
     wb.close()
     at = open_page()
@@ -322,7 +314,8 @@ def test_reembed_to_another_template(fake_model):
     assert not at.exception
     assert any("now uses template other" in s.value for s in at.success)
     stores = table(at, "store")
-    assert list(stores["template"]) == ["other"] and list(stores["model"]) == ["other-model"]
+    assert list(stores["template"]) == ["other"] and list(stores["model"]) == ["fake/hash-12"]
+    assert list(stores["dimension"]) == [12]  # re-embedded with the other model
 
 
 # -- templates -------------------------------------------------------------------------------------
@@ -423,19 +416,19 @@ def test_stop_cancels_the_batch_and_the_store_stays_as_it_was(fake_model, monkey
     assert list(files_table(at, "Notes")["file"]) == ["bread.md"]
 
 
-def test_a_batch_started_in_another_tab_shows_its_progress_and_can_be_stopped(monkeypatch):
+def test_a_batch_started_in_another_tab_shows_its_progress_and_can_be_stopped(fake_model, monkeypatch):
     import threading
 
     from knowledge.jobs import IngestJob
 
     release = threading.Event()
+    embed = HashEmbedder.embed_documents
 
-    class Slow(HashEmbedder):
-        def embed_documents(self, texts):
-            release.wait(30)
-            return super().embed_documents(texts)
+    def slow(self, texts):  # the fake model, held until the test lets it go
+        release.wait(30)
+        return embed(self, texts)
 
-    monkeypatch.setattr(Workbench, "_default_embedder", lambda self, model: Slow(dimension=8))
+    monkeypatch.setattr(HashEmbedder, "embed_documents", slow)
     make_store()
     at = open_page()
     other_tab = at.session_state["workbench"]  # every tab shares the process's one workbench

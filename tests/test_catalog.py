@@ -45,6 +45,7 @@ def test_templates_round_trip(catalog):
     assert catalog.delete_template("small") and not catalog.delete_template("small")
 
 
+@pytest.mark.slow
 def test_a_second_process_gets_a_clear_message_and_then_its_turn(tmp_path):
     path = tmp_path / "catalog.duckdb"
     holder = Catalog(path)

@@ -161,6 +161,7 @@ def test_an_unreachable_server_says_so(chat):
 
 # -- the offline assistant on real documents ---------------------------------------------------------
 @pytest.mark.model
+@pytest.mark.slow  # two corpus PDFs embedded with the real model
 def test_offline_assistant_answers_from_a_corpus_pdf_with_file_and_page(corpus, tmp_path):
     wb = Workbench(load_settings(data_dir=tmp_path / "data"))
     try:

@@ -17,6 +17,7 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+@pytest.mark.slow  # two corpus PDFs embedded with the real model
 def test_chat_attaches_answers_with_citations_and_continues_a_session(corpus, tmp_path, capsys):
     data = str(tmp_path / "data")
     pdf = str(corpus / "pdf" / "pdflatex-4-pages.pdf")

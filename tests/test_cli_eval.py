@@ -12,7 +12,7 @@ import pytest
 
 from knowledge.__main__ import main
 
-from conftest import REPO
+from conftest import REPO, prepared_data, use_prepared_data
 
 pytestmark = pytest.mark.model
 
@@ -26,18 +26,26 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-@pytest.fixture
-def small(tmp_path, capsys):
-    docs = tmp_path / "docs"
+def _small_store(work) -> None:
+    docs = work / "docs"
     docs.mkdir()
     (docs / "owls.md").write_text("# Owls\n\nOwls hunt mice at night with silent flight.\n")
     (docs / "bread.md").write_text("# Bread\n\nKnead the dough and let it rise for an hour.\n")
-    data = str(tmp_path / "data")
-    assert run(capsys, "--data-dir", data, "ingest", "notes", str(docs))[0] == 0
-    questions = tmp_path / "mine.tsv"
-    questions.write_text("question\trelevant\nHow do owls catch mice?\towls.md\n"
-                         "How long does dough rise?\tbread.md\nWhere is the moon?\tmoon.md\n")
-    return data, str(questions)
+    assert main(["--data-dir", str(work / "data"), "ingest", "notes", str(docs)]) == 0
+    (work / "mine.tsv").write_text("question\trelevant\nHow do owls catch mice?\towls.md\n"
+                                   "How long does dough rise?\tbread.md\nWhere is the moon?\tmoon.md\n")
+
+
+@pytest.fixture(scope="module")
+def _small_once(tmp_path_factory):
+    return prepared_data(tmp_path_factory, "small-store", _small_store)
+
+
+@pytest.fixture
+def small(_small_once):
+    """Store "notes" (owls.md, bread.md; ingested once per module with the real model, copied for
+    each test) and the question set mine.tsv: ``(data folder, question file)``."""
+    return str(use_prepared_data(_small_once)), str(_small_once.parent / "mine.tsv")
 
 
 def test_eval_prints_the_metrics_and_keeps_the_run(small, capsys):

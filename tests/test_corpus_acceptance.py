@@ -45,9 +45,10 @@ def test_the_whole_corpus_in_one_go(ingested, capsys, monkeypatch):
     _, files = run_json(capsys, "--data-dir", data, "files", "demo", "--json")
     by_name = {f["name"]: f for f in files}
     assert by_name["libreoffice-writer-password.pdf"]["status"] == "failed"
-    assert "password required" in by_name["libreoffice-writer-password.pdf"]["reason"]
+    assert by_name["libreoffice-writer-password.pdf"]["error"] == "PasswordRequired"
     assert by_name["imagemagick-images.pdf"]["status"] == "failed"
-    assert "no text found, even by OCR" in by_name["imagemagick-images.pdf"]["reason"]
+    assert by_name["imagemagick-images.pdf"]["error"] == "EmptyDocument"
+    assert "no text found, even by OCR" in by_name["imagemagick-images.pdf"]["reason"]  # what a person reads
     assert by_name["pdflatex-4-pages.pdf"]["pages"] == 4 and by_name["pdflatex-4-pages.pdf"]["chunks"] > 0
     assert by_name["hdr-header-footer.docx"]["status"] == "done"
     chapters = [f for f in files if f["name"].startswith("ch") and f["name"].endswith(".md")]

@@ -194,6 +194,59 @@ def test_factory_rejects_an_unknown_model(settings_with):
     assert "Did you mean BAAI/bge-small-en-v1.5" in str(info.value)
 
 
+@pytest.mark.parametrize("name", ["fake/hash-8", "Fake/Hash-8", " fake/hash-8 "])
+def test_factory_gives_the_fake_model_by_name(settings_with, name):
+    embedder = create_embedder(settings_with(model=name))
+    assert type(embedder) is HashEmbedder
+    assert (embedder.name, embedder.dimension) == ("fake/hash-8", 8)
+    np.testing.assert_array_equal(embedder.embed_query("cat on a mat"), HashEmbedder(8).embed_query("cat on a mat"))
+
+
+def test_factory_rejects_a_fake_model_without_a_dimension(settings_with):
+    with pytest.raises(ConfigError, match="at least 1"):
+        create_embedder(settings_with(model="fake/hash-0"))
+    with pytest.raises(ConfigError, match="not in fastembed's catalog"):  # no dimension: not the fake
+        create_embedder(settings_with(model="fake/hash-"))
+
+
+def test_the_fake_model_setting_reaches_the_workbench_and_survives_a_restart(monkeypatch, tmp_path):
+    """KNOWLEDGE_EMBEDDINGS__MODEL=fake/hash-<d> is the tests' seam into the app: the default
+    template, and a saved template naming the fake, keep working in a new Workbench, with or
+    without the variable."""
+    from knowledge.templates import make_template
+    from knowledge.workbench import Workbench
+
+    monkeypatch.setenv("KNOWLEDGE_EMBEDDINGS__MODEL", "fake/hash-16")
+    doc = tmp_path / "cats.md"
+    doc.write_text("# Cats\n\nThe cat sits on the mat and purrs.\n\n# Bread\n\nKnead the dough, let it rise.\n")
+    wb = Workbench(load_settings())
+    try:
+        assert wb.ingest_file("Notes", doc).ok
+        wb.save_template(make_template(name="hashed", embedding_model="fake/hash-32"))
+        assert wb.ingest_file("Hashed", doc, template="hashed").ok
+        assert wb.embedder().name == "fake/hash-16" and "fake/hash-16" in wb.loaded_models()
+    finally:
+        wb.close()
+    for env in ("fake/hash-16", None):  # the same settings, then the bundled default again
+        if env is None:
+            monkeypatch.delenv("KNOWLEDGE_EMBEDDINGS__MODEL")
+        wb = Workbench(load_settings())
+        try:
+            notes, hashed = wb.get_store("Notes"), wb.get_store("Hashed")
+            assert (notes.embedding_model, notes.dimension) == ("fake/hash-16", 16)
+            assert (hashed.embedding_model, hashed.dimension) == ("fake/hash-32", 32)
+            for store in ("Notes", "Hashed"):
+                hits = wb.search(store, "cat mat", k=1, mode="vector")
+                assert hits and "cat sits on the mat" in hits[0].text
+            again = tmp_path / "more.md"
+            again.write_text(f"# More\n\nThe dough rises overnight ({env}).\n")
+            assert wb.ingest_file("Hashed", again, template="hashed").ok
+            assert wb.embedder("fake/hash-32").dimension == 32
+            assert not any(m == BUNDLED_MODEL_NAME for m in wb.loaded_models())
+        finally:
+            wb.close()
+
+
 def test_supported_models_lists_the_catalog():
     names = supported_models()
     assert BUNDLED_MODEL_NAME in names and "BAAI/bge-small-en-v1.5" in names

@@ -481,6 +481,7 @@ def test_concurrent_saves_and_deletes_from_threads(store):
     assert files_under(store.root / "tmp") == set()
 
 
+@pytest.mark.slow
 def test_two_processes_share_one_store_consistently(settings):
     code = """
         import sys

@@ -304,6 +304,7 @@ QUESTIONS = [  # the corpus README's example questions and the chapter answering
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.model
 def test_the_rust_book_gets_the_same_bm25_candidates_as_before(corpus, tmp_path):
     """The corpus questions' hybrid quality (MRR@10 0.812, bench/bench_ingest.py) depends on the

@@ -290,6 +290,7 @@ def _check_crash_store(settings, files):
         return versions, len(json.loads((c.path / MANIFEST).read_text())["segments"])
 
 
+@pytest.mark.slow
 def test_killed_writer_never_leaves_a_partial_batch(tmp_path):
     settings = make_settings(tmp_path)
     files = 12
@@ -376,9 +377,12 @@ def test_threads_see_the_old_or_the_new_set_never_a_mix(backend):
 
     for i, f in enumerate(files):
         c.replace({"file_id": f}, chunk_points(f, n_for(i, 0), 0))
-    stop = threading.Event()
+    stop = threading.Event()  # set when the writers are done; each reader then finishes its rounds
     errors: list[str] = []
     reads = [0]
+    writes = [0]
+    versions = 3  # per writer: each version replaces its three files
+    rounds = 20  # at least, per reader: a filtered search, a scroll, an unfiltered search, a count
 
     def check_group(file_id, hits, where):
         versions = {h.payload["version"] for h in hits}
@@ -390,15 +394,16 @@ def test_threads_see_the_old_or_the_new_set_never_a_mix(backend):
             errors.append(f"{where}: {file_id} incomplete: {len(hits)} of {n}")
 
     def writer(indices):
-        version = 1
-        while not stop.is_set():
+        for version in range(1, versions + 1):
             for i in indices:
                 c.replace({"file_id": files[i]}, chunk_points(files[i], n_for(i, version), version))
-            version += 1
+                writes[0] += 1
 
     def reader(seed):
         rng = np.random.default_rng(seed)
-        while not stop.is_set():
+        done = 0
+        while done < rounds or not stop.is_set():
+            done += 1
             try:
                 f = files[int(rng.integers(len(files)))]
                 query = vec(int(rng.integers(1000)))
@@ -418,16 +423,19 @@ def test_threads_see_the_old_or_the_new_set_never_a_mix(backend):
             except Exception as exc:  # pragma: no cover - reported below
                 errors.append(repr(exc))
 
-    threads = [threading.Thread(target=writer, args=(part,)) for part in ([0, 1, 2], [3, 4, 5])]
-    threads += [threading.Thread(target=reader, args=(s,)) for s in range(4)]
-    for t in threads:
+    writers = [threading.Thread(target=writer, args=(part,)) for part in ([0, 1, 2], [3, 4, 5])]
+    readers = [threading.Thread(target=reader, args=(s,)) for s in range(4)]
+    for t in readers + writers:
         t.start()
-    time.sleep(2.0)
+    for t in writers:
+        t.join(timeout=120)
     stop.set()
-    for t in threads:
-        t.join(timeout=30)
+    for t in readers:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in writers + readers)
     assert not errors, errors[:5]
-    assert reads[0] > 50
+    assert writes[0] == len(files) * versions  # every replacement happened while the readers read
+    assert reads[0] >= 4 * rounds  # and every reader's round passed its checks
 
 
 # ---------------------------------------------------------------------------------------------
@@ -507,6 +515,7 @@ def test_second_process_holding_the_lock_gives_store_locked(tmp_path):
         assert c.count() == 5
 
 
+@pytest.mark.slow
 def test_another_process_writes_are_seen_without_reopening(tmp_path):
     settings = make_settings(tmp_path)
     with MemoryBackend(settings) as b:
@@ -536,6 +545,7 @@ def test_another_process_writes_are_seen_without_reopening(tmp_path):
             c.search(vec(0, 8), limit=1)
 
 
+@pytest.mark.slow
 def test_two_processes_writing_at_once_lose_nothing(tmp_path):
     settings = make_settings(tmp_path)
     with MemoryBackend(settings) as b:
@@ -750,11 +760,11 @@ def test_many_small_writes_are_merged_and_garbage_is_compacted(tmp_path):
 def test_upserts_in_batches_keep_few_segments(backend):
     c = backend.collection("batches")
     c.ensure_collection(DIM)
-    for start in range(0, 3000, 20):
+    for start in range(0, 1500, 20):  # 75 writes
         c.upsert([Point(i, vec(i), {"i": i}) for i in range(start, start + 20)])
     segments = json.loads((c.path / MANIFEST).read_text())["segments"]
     assert len(segments) < 25
-    assert sum(s["rows"] for s in segments) == 3000 == c.count()
+    assert sum(s["rows"] for s in segments) == 1500 == c.count()
     assert [p.id for p in c.scroll(limit=5)] == [0, 1, 2, 3, 4]
 
 
@@ -859,7 +869,7 @@ def test_two_backend_instances_in_one_process_serialise_their_writes(settings):
 
         def write(backend, prefix):
             c = backend.collection("two")
-            for i in range(60):
+            for i in range(25):
                 c.upsert([Point(f"{prefix}{i}", np.ones(4), {"file_id": prefix})])
 
         pairs = ((b1, "a"), (b2, "b"), (b1, "c"), (b2, "d"))
@@ -868,8 +878,8 @@ def test_two_backend_instances_in_one_process_serialise_their_writes(settings):
             t.start()
         for t in threads:
             t.join()
-        assert b1.collection("two").count() == b2.collection("two").count() == 240
-        assert b2.collection("two").facet("file_id") == {"a": 60, "b": 60, "c": 60, "d": 60}
+        assert b1.collection("two").count() == b2.collection("two").count() == 100
+        assert b2.collection("two").facet("file_id") == {"a": 25, "b": 25, "c": 25, "d": 25}
     finally:
         b1.close()
         b2.close()

@@ -87,8 +87,8 @@ def fresh_engine(monkeypatch):
 # -- fast: the default loop -------------------------------------------------------------------------
 
 def test_png_is_read_by_ocr_with_page_span_and_confidence():
-    doc = read_document(encoded(render(["Lighthouse keeper log", "Token QUOKKA7731 marks this scan."]), "PNG"),
-                        "scan.png")
+    doc = read_document(encoded(render(["Lighthouse keeper log", "Token QUOKKA7731 marks this scan."], width=560),
+                                "PNG"), "scan.png")
     assert doc.format == "image" and doc.pages == 1
     assert "QUOKKA7731" in doc.text and "Lighthouse keeper log" in doc.text
     assert [(s.char_start, s.char_end, s.page) for s in doc.sections] == [(0, len(doc.text), 1)]
@@ -190,7 +190,7 @@ def test_no_network_is_needed(monkeypatch, fresh_engine):
 
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket, "create_connection", refuse)
-    doc = read_document(encoded(render(["Offline token NETLESS42"]), "PNG"), "a.png")
+    doc = read_document(encoded(render(["Offline NETLESS42"], width=500), "PNG"), "a.png")
     assert "NETLESS42" in doc.text
 
 

@@ -137,6 +137,7 @@ def test_hnsw_index_with_the_distance_opclass_once_past_exact_max_rows(make, dis
 
 # -- filtered search in a big store ---------------------------------------------------------------
 
+@pytest.mark.slow
 def test_filtered_search_for_a_small_file_in_a_big_store_is_exact(make):
     """20,000 chunks of one file and 8 of another: k=5 filtered to the small file returns its 5 best,
     in the order and with the scores of an exact numpy search -- also when the small file's chunks
@@ -363,6 +364,7 @@ def test_options_from_the_environment_and_unknown_keys(monkeypatch, pgvector_set
 
 # -- the embedded server -------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_embedded_server_starts_is_reused_and_stops(pg_server):  # pg_server: skip where none can start
     from knowledge.vectorstore.pg_embedded import is_running, stop_embedded
 
@@ -426,20 +428,13 @@ def test_workbench_on_a_pgvector_template(pgvector_settings, tmp_path):
 # -- the Vector stores page ------------------------------------------------------------------------
 
 def test_the_page_switches_a_template_to_pgvector(pgvector_settings, monkeypatch):
-    import streamlit as st
-    from streamlit.testing.v1 import AppTest
-
-    from conftest import REPO
-    from knowledge.embeddings.fake import HashEmbedder
+    from app_helpers import fresh_caches, open_app, use_fake_model
     from knowledge.workbench import Workbench
 
     monkeypatch.setenv("KNOWLEDGE_VECTOR_STORE__URL", pgvector_settings().vector_store.url)
-    monkeypatch.setattr(Workbench, "_default_embedder", lambda self, model: HashEmbedder(dimension=8))
-    st.cache_resource.clear()
-    try:
-        at = AppTest.from_file(str(REPO / "app.py"), default_timeout=60)
-        at.run()
-        at.switch_page("views/stores.py").run()
+    use_fake_model(monkeypatch, 8)
+    with fresh_caches():
+        at = open_app("views/stores.py")
         form = {t.label: t for t in at.text_input if t.form_id == "template-form"}
         assert "pgvector" in form["Backend"].help
         form["Name"].input("on postgres")
@@ -447,7 +442,7 @@ def test_the_page_switches_a_template_to_pgvector(pgvector_settings, monkeypatch
         next(b for b in at.button if b.key == "FormSubmitter:template-form-Save template").click().run()
         assert not at.exception
         assert any("Saved the template on postgres" in s.value for s in at.success)
-        wb = Workbench(load_settings(), embedder_factory=lambda model: HashEmbedder(dimension=8))
+        wb = Workbench(load_settings())
         try:
             assert wb.templates.get("on postgres").backend == "pgvector"
             wb.create_store("pg notes", template="on postgres")
@@ -459,10 +454,9 @@ def test_the_page_switches_a_template_to_pgvector(pgvector_settings, monkeypatch
         assert not at.exception
         stores = next(d.value for d in at.dataframe if "backend" in d.value.columns and "store" in d.value.columns)
         assert dict(zip(stores["store"], stores["backend"]))["pg notes"] == "pgvector"
-    finally:
-        st.cache_resource.clear()
 
 
+@pytest.mark.slow
 def test_a_killed_user_of_the_embedded_server_does_not_keep_it_running(pg_server):
     """A process killed with SIGKILL never runs its atexit; the next process that exits stops the
     server all the same."""

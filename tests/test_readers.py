@@ -58,17 +58,20 @@ def section_of(doc: Document, needle: str) -> Section:
 # -- PDF builders --------------------------------------------------------------------------------
 
 def fpdf_bytes(pages: list[str | None], *, title: str | None = None, encrypt: dict | None = None) -> bytes:
-    """A PDF with one page per entry: text (lines split on "\\n"), "IMAGE" for an image-only page,
-    None for a blank page."""
+    """A PDF with one page per entry: text (lines split on "\\n"), "IMAGE" for an image-only page
+    (a small page, 100 x 70 mm: OCR renders the whole page, and an A4 one takes seconds), None for
+    a blank page."""
     pdf = FPDF()
     pdf.set_font("Helvetica", size=12)
     if title:
         pdf.set_title(title)
     for content in pages:
-        pdf.add_page()
         if content == "IMAGE":
-            pdf.image(Image.new("RGB", (60, 40), (200, 30, 30)), x=20, y=20, w=80)
-        elif content:
+            pdf.add_page(format=(100, 70))
+            pdf.image(Image.new("RGB", (60, 40), (200, 30, 30)), x=10, y=10, w=80)
+            continue
+        pdf.add_page(format="A4")
+        if content:
             pdf.multi_cell(w=0, text=content)
     if encrypt:
         pdf.set_encryption(encryption_method=EncryptionMethod.AES_128, **encrypt)

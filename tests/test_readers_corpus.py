@@ -38,7 +38,13 @@ def check_shape(doc: Document) -> None:
     assert "\x00" not in doc.text and "\r" not in doc.text
 
 
-@pytest.mark.parametrize("name", corpus_files("pdf") + corpus_files("docx"))
+def _params(names: list[str]) -> list:
+    """The corpus files; the one whose reading OCRs six pages runs in the slow set only
+    (test_imagemagick_images_are_no_silent_success checks the same failure in the default loop)."""
+    return [pytest.param(n, marks=pytest.mark.slow) if n == "imagemagick-images.pdf" else n for n in names]
+
+
+@pytest.mark.parametrize("name", _params(corpus_files("pdf") + corpus_files("docx")))
 def test_every_corpus_file_reads_or_fails_for_its_reason(corpus: Path, name: str):
     path = corpus / name.rsplit(".", 1)[-1] / name
     assert path.is_file(), f"{path} is missing"

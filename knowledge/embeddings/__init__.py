@@ -6,12 +6,14 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from knowledge.embeddings.base import Embedder, Token
 from knowledge.embeddings.bundled import BUNDLED_MODEL_NAME, BundledEmbedder
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.embeddings.fastembed import FastEmbedEmbedder, supported_models
+from knowledge.errors import ConfigError
 
 if TYPE_CHECKING:
     from knowledge.config import Settings
@@ -20,6 +22,7 @@ __all__ = [
     "BUNDLED_MODEL_NAME",
     "BundledEmbedder",
     "Embedder",
+    "FAKE_MODEL_PREFIX",
     "FastEmbedEmbedder",
     "HashEmbedder",
     "Token",
@@ -27,18 +30,32 @@ __all__ = [
     "supported_models",
 ]
 
+#: Model names ``fake/hash-<d>`` give :class:`HashEmbedder` with dimension ``d``: no model files, no
+#: meaning (texts that share words score higher), for tests and demos only.
+FAKE_MODEL_PREFIX = "fake/hash-"
+_FAKE_MODEL = re.compile(re.escape(FAKE_MODEL_PREFIX) + r"([0-9]+)", re.IGNORECASE)
+
 
 def create_embedder(settings: Settings) -> Embedder:
     """The embedding model of ``settings.embeddings``, not loaded yet.
 
     The default name, :data:`BUNDLED_MODEL_NAME`, gives the bundled int8 model (offline everywhere);
-    any other name gives that fastembed catalog model, cached in ``settings.models_dir``.
+    ``fake/hash-<d>`` (e.g. ``fake/hash-8``) gives the deterministic :class:`HashEmbedder` of
+    dimension ``d`` (feature hashing of words, no model files: for tests and demos, not for
+    retrieval by meaning); any other name gives that fastembed catalog model, cached in
+    ``settings.models_dir``.
 
     Raises:
         ConfigError: ``settings.embeddings.model`` is not in fastembed's catalog (the message says
-            how to list the supported names).
+            how to list the supported names), or is ``fake/hash-<d>`` with ``d`` below 1.
     """
     cfg = settings.embeddings
+    fake = _FAKE_MODEL.fullmatch(cfg.model.strip())
+    if fake:
+        dimension = int(fake.group(1))
+        if dimension < 1:
+            raise ConfigError(f"The fake embedding model {cfg.model!r} needs a dimension of at least 1.")
+        return HashEmbedder(dimension=dimension)
     if cfg.model.lower() == BUNDLED_MODEL_NAME.lower():
         return BundledEmbedder(settings.models_dir, batch_size=cfg.batch_size, threads=cfg.threads)
     return FastEmbedEmbedder(
