@@ -59,14 +59,14 @@ except KnowledgeError as exc:  # bad settings: say so, don't crash
 
 #: (file, title, icon, url path) of every page; the first is the default.
 PAGES = [
-    ("views/home.py", "Home", "🏠", ""),
-    ("views/stores.py", "Vector stores", "🗂️", "stores"),
-    ("views/search.py", "Search playground", "🔎", "search"),
-    ("views/evaluate.py", "Evaluate", "📏", "evaluate"),
-    ("views/files.py", "Files", "📄", "files"),
-    ("views/chat.py", "Chat", "💬", "chat"),
-    ("views/memory.py", "Agent memory", "🧠", "memory"),
-    ("views/settings.py", "Settings", "⚙️", "settings"),
+    ("pages/home.py", "Home", "🏠", ""),
+    ("pages/stores.py", "Vector stores", "🗂️", "stores"),
+    ("pages/search.py", "Search playground", "🔎", "search"),
+    ("pages/evaluate.py", "Evaluate", "📏", "evaluate"),
+    ("pages/files.py", "Files", "📄", "files"),
+    ("pages/chat.py", "Chat", "💬", "chat"),
+    ("pages/memory.py", "Agent memory", "🧠", "memory"),
+    ("pages/settings.py", "Settings", "⚙️", "settings"),
 ]
 
 

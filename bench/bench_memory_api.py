@@ -1,4 +1,4 @@
-"""Benchmark of agent memory (``knowledge.memory.VectorMemory``) on each backend.
+"""Benchmark of agent memory (``knowledge.agent_memory.VectorMemory``) on each backend.
 
 For every backend -- ``memory``, ``qdrant`` in local mode (``:memory:`` and a local folder), and
 ``pgvector`` when that backend is installed (its embedded PostgreSQL server; skipped with a message
@@ -39,7 +39,7 @@ if str(ROOT) not in sys.path:
 from knowledge.config import load_settings  # noqa: E402
 from knowledge.embeddings.fake import HashEmbedder  # noqa: E402
 from knowledge.errors import KnowledgeError  # noqa: E402
-from knowledge.memory import Memory, VectorMemory  # noqa: E402
+from knowledge.agent_memory import Memory, VectorMemory  # noqa: E402
 from knowledge.vectorstore.registry import open_backend  # noqa: E402
 
 WORDS = (

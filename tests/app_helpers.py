@@ -46,7 +46,7 @@ _COMPONENTS: list = []  # the BidiComponentManager the AppTests of this run shar
 
 
 def open_app(page: str | None = None, *, timeout: float = 60) -> AppTest:
-    """The app run once, then switched to ``page`` (e.g. ``"views/files.py"``) and run again; fails
+    """The app run once, then switched to ``page`` (e.g. ``"pages/files.py"``) and run again; fails
     the test on an exception of either run."""
     at = AppTest.from_file(APP, default_timeout=timeout)
     # On an AppTest's first run Streamlit (1.67) scans the metadata of every installed package for

@@ -35,7 +35,7 @@ def captions(at) -> list[str]:
 
 
 def test_chat_attach_by_drop_ask_and_see_answer_with_citations(tmp_path):
-    at = page("views/chat.py")
+    at = page("pages/chat.py")
     assert at.title[0].value == "💬 Chat"
     at.chat_input[0].upload("notes.md", NOTES.encode(), "text/markdown")
     at.chat_input[0].upload("photo.png", png_bytes(), "image/png")
@@ -70,7 +70,7 @@ def test_remove_button_detaches_and_the_next_message_says_so():
     a = chat.attach(s.id, NOTES.encode(), "notes.md")
     chat.send(s.id, "first")
     wb.close()
-    at = page("views/chat.py")
+    at = page("pages/chat.py")
     at.sidebar.button(key=f"rm_{a.file_id}").click().run()
     assert not at.exception
     assert any("Nothing attached" in c for c in [c.value for c in at.sidebar.caption])
@@ -79,7 +79,7 @@ def test_remove_button_detaches_and_the_next_message_says_so():
 
 
 def test_several_sessions(tmp_path):
-    at = page("views/chat.py")
+    at = page("pages/chat.py")
     at.chat_input[0].set_value("hello one").run()
     first = at.session_state["chat_session"]
     at.sidebar.button[0].click().run()  # ➕ New chat
@@ -104,7 +104,7 @@ def test_a_pdf_answer_cites_file_and_page_with_a_local_model(tmp_path):
         LlmConfigs(wb.catalog, wb.settings).save({"name": "local", "type": "CHAT", "provider": "openai",
                                                   "model": "m", "base_url": server.base_url})
         wb.close()
-        at = page("views/chat.py")
+        at = page("pages/chat.py")
         at.sidebar.selectbox[0].set_value("local").run()
         at.chat_input[0].upload("harbour.pdf", pdf_bytes(pages), "application/pdf")
         at.chat_input[0].set_value("When are the tide tables printed?").run()
@@ -120,7 +120,7 @@ def test_a_model_error_is_shown_not_raised():
     LlmConfigs(wb.catalog, wb.settings).save({"name": "down", "type": "CHAT", "provider": "openai", "model": "m",
                                               "base_url": "http://127.0.0.1:9/v1", "timeout": 2})
     wb.close()
-    at = page("views/chat.py")
+    at = page("pages/chat.py")
     at.sidebar.selectbox[0].set_value("down").run()
     at.chat_input[0].set_value("hello").run()
     assert not at.exception
@@ -130,7 +130,7 @@ def test_a_model_error_is_shown_not_raised():
 # -- Settings ---------------------------------------------------------------------------------------
 def test_settings_lists_configs_and_saves_one_with_a_key_variable_only(monkeypatch):
     monkeypatch.setenv("MY_KEY", "sk-secret-value")
-    at = page("views/settings.py")
+    at = page("pages/settings.py")
     table = at.dataframe[0].value
     assert list(table["name"]) == ["embeddings", "offline"]
     assert "Knowledge tools: available." in [s.value for s in at.success]
@@ -148,7 +148,7 @@ def test_settings_lists_configs_and_saves_one_with_a_key_variable_only(monkeypat
 
 
 def test_settings_turns_the_writing_tools_on_for_a_chat_config():
-    at = page("views/settings.py")
+    at = page("pages/settings.py")
     inputs = {t.label: t for t in at.text_input}
     inputs["Name"].set_value("local")
     inputs["Model"].set_value("m")
@@ -161,7 +161,7 @@ def test_settings_turns_the_writing_tools_on_for_a_chat_config():
 
 
 def test_settings_refuses_a_key_pasted_as_the_variable_name():
-    at = page("views/settings.py")
+    at = page("pages/settings.py")
     inputs = {t.label: t for t in at.text_input}
     inputs["Name"].set_value("bad")
     inputs["Model"].set_value("m")
@@ -171,7 +171,7 @@ def test_settings_refuses_a_key_pasted_as_the_variable_name():
 
 
 def test_deleting_the_embedding_config_makes_the_tools_unavailable():
-    at = page("views/settings.py")
+    at = page("pages/settings.py")
     at.selectbox(key="cfg_delete").set_value("embeddings").run()
     [b for b in at.button if b.label == "Delete"][0].click().run()
     assert not at.exception
@@ -191,7 +191,7 @@ def test_traces_tab_shows_requests_with_base64_redacted():
         chat.send(s.id, "What is this?")
         wb.close()
     assert base64.b64encode(img).decode() in json.dumps(server.requests[0])  # the model got the image
-    at = page("views/settings.py")
+    at = page("pages/settings.py")
     labels = [e.label for e in at.expander]
     assert len(labels) == 1 and "local (openai m)" in labels[0] and labels[0].endswith("ok")
     shown = json.dumps([j.value for j in at.json])
@@ -215,7 +215,7 @@ def _seed(stores: dict[str, list[tuple[str, str]]]) -> None:
 
 def test_a_new_chat_searches_the_only_store_and_the_header_shows_it():
     _seed({"Team docs": [("lighthouse.md", LIGHTHOUSE), ("bakery.md", BAKERY)]})
-    at = page("views/chat.py")
+    at = page("pages/chat.py")
     [kn] = [m for m in at.sidebar.multiselect if m.label == "Stores this chat searches"]
     assert kn.value == ["Team docs"]  # exactly one store: a new chat starts with it
     assert ":material/database: Team docs" in at.markdown[0].value
@@ -233,7 +233,7 @@ def test_a_new_chat_searches_the_only_store_and_the_header_shows_it():
 
 def test_choosing_stores_in_the_sidebar_is_saved_with_the_session():
     _seed({"Lights": [("lighthouse.md", LIGHTHOUSE)], "Bread": [("bakery.md", BAKERY)]})
-    at = page("views/chat.py")
+    at = page("pages/chat.py")
     [kn] = [m for m in at.sidebar.multiselect if m.label == "Stores this chat searches"]
     assert kn.value == [] and kn.options == ["Bread", "Lights"]  # two stores: none chosen by default
     at.chat_input[0].set_value("hello").run()
@@ -261,7 +261,7 @@ def test_a_deleted_store_is_dropped_and_said_once():
     chat.send(s.id, "hello")
     wb.delete_store("Bread")
     wb.close()
-    at = page("views/chat.py")
+    at = page("pages/chat.py")
     assert any("Bread no longer exists" in i.value for i in at.info)
     at.run()
     assert not any("no longer exists" in i.value for i in at.info)  # once
@@ -276,17 +276,17 @@ def test_chat_stores_are_not_listed_among_the_users_stores():
     s = chat.create_session()
     chat.attach(s.id, BAKERY.encode(), "bakery.md")
     wb.close()
-    for path in ("views/home.py", "views/stores.py", "views/search.py"):
+    for path in ("pages/home.py", "pages/stores.py", "pages/search.py"):
         at = page(path)
         shown = [m.value for m in at.markdown] + [c.value for c in at.caption] + [m.value for m in at.metric]
         shown += [d.value.to_string() for d in at.dataframe]
         shown += [str(o) for box in list(at.selectbox) + list(at.multiselect) for o in box.options]
-        assert "Lights" in " ".join(shown) or path == "views/home.py", (path, shown)
+        assert "Lights" in " ".join(shown) or path == "pages/home.py", (path, shown)
         assert not [x for x in shown if "chat-" in x], (path, shown)
 
 
 def test_deleting_a_chat_asks_first_and_new_chats_are_not_kept_empty():
-    at = page("views/chat.py")
+    at = page("pages/chat.py")
     assert at.sidebar.button[0].disabled  # ➕ New chat: this is one already, and nothing is stored yet
     at.run()
     assert ChatService(at.session_state["workbench"]).sessions() == []

@@ -27,7 +27,7 @@ def _fresh_cache():
 
 
 def evaluate_page() -> AppTest:
-    return open_app("views/evaluate.py", timeout=300)
+    return open_app("pages/evaluate.py", timeout=300)
 
 
 def frame_with(at: AppTest, column: str):

@@ -33,7 +33,7 @@ def populate() -> dict[str, str]:
 
 
 def open_page() -> AppTest:
-    return open_app("views/files.py")
+    return open_app("pages/files.py")
 
 
 def pick(at: AppTest, file_id: str) -> AppTest:

@@ -8,7 +8,7 @@ from streamlit.testing.v1 import AppTest
 
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
-from knowledge.memory import VectorMemory
+from knowledge.agent_memory import VectorMemory
 from knowledge.vectorstore.registry import open_backend
 
 from app_helpers import fresh_caches, open_app, use_fake_model
@@ -23,7 +23,7 @@ def _fresh_cache(monkeypatch):
 
 
 def memory_page(backend: str) -> AppTest:
-    at = open_app("views/memory.py")
+    at = open_app("pages/memory.py")
     at.selectbox(key="mem_backend").select(backend).run()
     assert not at.exception
     return at

@@ -32,7 +32,7 @@ def _fresh_cache():
 
 
 def search_page() -> AppTest:
-    return open_app("views/search.py", timeout=120)
+    return open_app("pages/search.py", timeout=120)
 
 
 def two_page_pdf(path: Path) -> Path:
@@ -136,9 +136,9 @@ def test_compare_view_runs_the_query_on_two_stores(populated):
 def test_the_last_query_survives_navigating_away(populated):
     at = search_page()
     at.text_input(key="pg_query").input("telescope").run()
-    at.switch_page("views/home.py").run()
+    at.switch_page("pages/home.py").run()
     assert not at.exception
-    at.switch_page("views/search.py").run()
+    at.switch_page("pages/search.py").run()
     assert not at.exception
     assert at.text_input(key="pg_query").value == "telescope"
     assert "kitchen-and-sky.pdf · page 2" in texts(at)

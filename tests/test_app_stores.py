@@ -55,7 +55,7 @@ def service() -> Workbench:
 
 
 def open_page() -> AppTest:
-    return open_app("views/stores.py")
+    return open_app("pages/stores.py")
 
 
 def finish_job(at: AppTest, store: str) -> AppTest:

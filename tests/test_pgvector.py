@@ -434,7 +434,7 @@ def test_the_page_switches_a_template_to_pgvector(pgvector_settings, monkeypatch
     monkeypatch.setenv("KNOWLEDGE_VECTOR_STORE__URL", pgvector_settings().vector_store.url)
     use_fake_model(monkeypatch, 8)
     with fresh_caches():
-        at = open_app("views/stores.py")
+        at = open_app("pages/stores.py")
         form = {t.label: t for t in at.text_input if t.form_id == "template-form"}
         assert "pgvector" in form["Backend"].help
         form["Name"].input("on postgres")

@@ -1,4 +1,4 @@
-"""What the pages share (views/_ui.py) and the job decisions the stores page asks the service for
+"""What the pages share (pages/_ui.py) and the job decisions the stores page asks the service for
 (IngestJob.visible_for, running_for, replace_result)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from knowledge.embeddings.fake import HashEmbedder
 from knowledge.jobs import IngestJob
 from knowledge.vectorstore.base import DISTANCES as BASE_DISTANCES
 from knowledge.workbench import IngestResult, Workbench
-from views._ui import DISTANCES, duration, human_size, megabytes
+from pages._ui import DISTANCES, duration, human_size, megabytes
 
 
 def test_sizes_in_words_and_in_megabytes():
@@ -35,7 +35,7 @@ def test_the_distances_are_the_backends_own():
 def _flash_page() -> None:
     import streamlit as st
 
-    from views._ui import flash, has_flash, set_flash
+    from pages._ui import flash, has_flash, set_flash
 
     st.caption(f"waiting: {has_flash('k')}")
     flash("k")

@@ -5,7 +5,7 @@
 (any other host needs ``KNOWLEDGE_API_KEY``, sent as a bearer token).
 
 Tools (thin over the workbench, :class:`~knowledge.jobs.IngestJob` and
-:class:`~knowledge.memory.VectorMemory`):
+:class:`~knowledge.agent_memory.VectorMemory`):
 
 * ``search(query, store=None, k=5, filters=None, mode=None)`` -- one store, or every store merged
   by reciprocal rank fusion; ``filters`` are OpenAI's comparison/compound filters over file
@@ -69,7 +69,7 @@ def build_server(wb: Workbench) -> MCPServer:
     held: dict[str, Any] = {}
 
     def memory() -> Any:
-        from knowledge.memory import VectorMemory
+        from knowledge.agent_memory import VectorMemory
 
         with memory_lock:
             if "m" not in held:

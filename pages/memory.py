@@ -1,4 +1,4 @@
-"""Agent memory: datasets, remember, recall with filters, forget (knowledge.memory.VectorMemory)."""
+"""Agent memory: datasets, remember, recall with filters, forget (knowledge.agent_memory.VectorMemory)."""
 
 from __future__ import annotations
 
@@ -7,19 +7,19 @@ import json
 import streamlit as st
 
 from knowledge.errors import InvalidArgument, KnowledgeError
-from knowledge.memory import DEFAULT_COLLECTION, DEFAULT_DATASET, VectorMemory
+from knowledge.agent_memory import DEFAULT_COLLECTION, DEFAULT_DATASET, VectorMemory
 from knowledge.playground import parse_scalar
 from knowledge.vectorstore.registry import backend_names
 from knowledge.workbench import Workbench
-from views._ui import flash, set_flash
-from views.widgets import confirm
+from pages._ui import flash, set_flash
+from pages.widgets import confirm
 
 wb: Workbench = st.session_state["workbench"]
 ALL = "(all datasets)"
 
 st.title("🧠 Agent memory")
 st.caption("What agents remember: short texts embedded into one store, grouped in datasets, recalled "
-           "by meaning. The same API from Python: `knowledge.memory.VectorMemory`.")
+           "by meaning. The same API from Python: `knowledge.agent_memory.VectorMemory`.")
 
 
 def parse_payload(raw: str) -> dict:

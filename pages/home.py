@@ -5,7 +5,7 @@ import streamlit as st
 from knowledge.catalog import FileCounts
 from knowledge.errors import KnowledgeError
 from knowledge.workbench import Workbench
-from views._ui import megabytes
+from pages._ui import megabytes
 
 wb: Workbench = st.session_state["workbench"]
 settings = wb.settings
@@ -45,7 +45,7 @@ if stores:
 else:
     st.info("No vector stores yet: create one and drop files into it on the **Vector stores** page"
             " (or from a terminal: `python -m knowledge ingest STORE PATH...`).")
-    st.page_link("views/stores.py", label="Open Vector stores", icon="🗂️")
+    st.page_link("pages/stores.py", label="Open Vector stores", icon="🗂️")
 
 st.subheader("Embedding model")
 model = settings.embeddings.model

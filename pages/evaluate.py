@@ -10,7 +10,7 @@ import streamlit as st
 from knowledge import evaluation as ev
 from knowledge.errors import KnowledgeError
 from knowledge.workbench import Workbench
-from views._ui import flash, set_flash
+from pages._ui import flash, set_flash
 
 wb: Workbench = st.session_state["workbench"]
 evals = ev.Evaluations(wb.catalog)
@@ -96,7 +96,7 @@ with st.container(border=True):
 
 if not stores:
     st.info("No vector stores yet: create one and add files on **Vector stores**, then evaluate it here.")
-    st.page_link("views/stores.py", label="Open Vector stores", icon="🗂️")
+    st.page_link("pages/stores.py", label="Open Vector stores", icon="🗂️")
     st.stop()
 
 

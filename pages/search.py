@@ -30,7 +30,7 @@ except KnowledgeError as exc:
 if not stores:
     st.info("No vector stores yet. Go to **Vector stores** to create a store and upload files, "
             "then come back here to search them.")
-    st.page_link("views/stores.py", label="Open Vector stores", icon="🗂️")
+    st.page_link("pages/stores.py", label="Open Vector stores", icon="🗂️")
     st.stop()
 
 valid = {"pg_store": stores, "pg_compare": [NO_COMPARE, *stores]}

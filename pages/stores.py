@@ -19,8 +19,8 @@ from knowledge.outcomes import can_retry, needs_password, plain_reason
 from knowledge.templates import DEFAULT_TEMPLATE, make_template
 from knowledge.vectorstore.registry import backend_names
 from knowledge.workbench import CANCELLED, DUPLICATE, FAILED_OUTCOME, INDEXED, UNCHANGED, Workbench
-from views._ui import DISTANCES, duration, flash, has_flash, megabytes, set_flash
-from views.widgets import confirm
+from pages._ui import DISTANCES, duration, flash, has_flash, megabytes, set_flash
+from pages.widgets import confirm
 
 wb: Workbench = st.session_state["workbench"]
 settings = wb.settings

@@ -6,8 +6,8 @@ import streamlit as st
 
 from knowledge.errors import KnowledgeError
 from knowledge.workbench import Workbench
-from views._ui import flash, human_size, megabytes, set_flash
-from views.widgets import confirm
+from pages._ui import flash, human_size, megabytes, set_flash
+from pages.widgets import confirm
 
 wb: Workbench = st.session_state["workbench"]
 

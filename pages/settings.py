@@ -11,7 +11,7 @@ from knowledge.errors import KnowledgeError
 from knowledge.llm.config import PROVIDERS
 from knowledge.tools import KnowledgeTools
 from knowledge.workbench import Workbench
-from views._ui import flash, set_flash
+from pages._ui import flash, set_flash
 
 wb: Workbench = st.session_state["workbench"]
 configs = wb.llm_configs()
