@@ -72,6 +72,8 @@ class ChatCompletionsServer:
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
+                if status >= 500:  # a scripted failure is final: the client's retries would only wait
+                    self.send_header("x-should-retry", "false")
                 self.end_headers()
                 self.wfile.write(data)
 
