@@ -13,6 +13,7 @@ from knowledge.access import THROTTLE, Password, app_folders, is_shared
 from knowledge.config import load_settings
 from knowledge.errors import KnowledgeError
 from knowledge.workbench import Workbench
+from pages._ui import serving_pages
 
 st.set_page_config(page_title="knowledge", page_icon="📚", layout="wide")
 
@@ -94,4 +95,5 @@ if password.is_set and st.sidebar.button("Log out", icon="🔓", key="log-out"):
 page = st.navigation([st.Page(file, title=title, icon=icon, default=not path) if not path
                       else st.Page(file, title=title, icon=icon, url_path=path)
                       for file, title, icon, path in PAGES])
-page.run()
+with serving_pages():
+    page.run()

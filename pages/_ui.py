@@ -12,9 +12,46 @@ the same key, on the next run::
 
 from __future__ import annotations
 
+import runpy
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from pathlib import Path
+
 import streamlit as st
 
 from knowledge.vectorstore.base import DISTANCES as _DISTANCES
+from knowledge.workbench import Workbench
+
+#: The app's entry script, which signs visitors in and registers the pages.
+APP = Path(__file__).resolve().parent.parent / "app.py"
+
+#: True while app.py runs the page a visitor asked for (see :func:`serving_pages`).
+_INSIDE_APP: ContextVar[bool] = ContextVar("knowledge_inside_app", default=False)
+
+
+@contextmanager
+def serving_pages() -> Iterator[None]:
+    """app.py runs the chosen page inside this, after the sign-in gate."""
+    token = _INSIDE_APP.set(True)
+    try:
+        yield
+    finally:
+        _INSIDE_APP.reset(token)
+
+
+def app_workbench() -> Workbench:
+    """The process's workbench, for a page that app.py runs; every page starts with this.
+
+    A page run any other way -- Streamlit runs ``pages/*.py`` by itself on the first visit to a
+    fresh server, by its older multipage rules, before app.py's ``st.navigation`` switches those off
+    -- runs app.py instead (its sign-in gate, then the page asked for) and stops, so no page is
+    ever shown without the gate.
+    """
+    if not _INSIDE_APP.get():
+        runpy.run_path(str(APP), run_name="__main__")
+        st.stop()
+    return st.session_state["workbench"]
 
 #: The distances a store may compare embeddings by (:data:`knowledge.vectorstore.base.DISTANCES`).
 DISTANCES: list[str] = list(_DISTANCES)

@@ -11,8 +11,9 @@ from knowledge.chat import ChatService
 from knowledge.chat.model import ASSISTANT, ATTACHMENT, FILE, IMAGE, TOOL, USER, Message
 from knowledge.errors import KnowledgeError
 from knowledge.workbench import Workbench
+from pages._ui import app_workbench
 
-wb: Workbench = st.session_state["workbench"]
+wb: Workbench = app_workbench()
 
 
 @st.cache_resource(show_spinner=False, max_entries=4)

@@ -10,9 +10,9 @@ import streamlit as st
 from knowledge import evaluation as ev
 from knowledge.errors import KnowledgeError
 from knowledge.workbench import Workbench
-from pages._ui import flash, set_flash
+from pages._ui import app_workbench, flash, set_flash
 
-wb: Workbench = st.session_state["workbench"]
+wb: Workbench = app_workbench()
 evals = ev.Evaluations(wb.catalog)
 MODE_NAMES = {"hybrid": "Hybrid", "vector": "Vector only", "lexical": "Words only"}
 CHUNKINGS = ["64/16", "128/32", "128/64", "192/48", "254/0", "254/64", "254/127"]

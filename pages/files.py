@@ -6,10 +6,10 @@ import streamlit as st
 
 from knowledge.errors import KnowledgeError
 from knowledge.workbench import Workbench
-from pages._ui import flash, human_size, megabytes, set_flash
+from pages._ui import app_workbench, flash, human_size, megabytes, set_flash
 from pages.widgets import confirm
 
-wb: Workbench = st.session_state["workbench"]
+wb: Workbench = app_workbench()
 
 
 st.title("📄 Files")

@@ -5,9 +5,9 @@ import streamlit as st
 from knowledge.catalog import FileCounts
 from knowledge.errors import KnowledgeError
 from knowledge.workbench import Workbench
-from pages._ui import megabytes
+from pages._ui import app_workbench, megabytes
 
-wb: Workbench = st.session_state["workbench"]
+wb: Workbench = app_workbench()
 settings = wb.settings
 
 st.title("📚 knowledge")

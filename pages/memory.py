@@ -11,10 +11,10 @@ from knowledge.agent_memory import DEFAULT_COLLECTION, DEFAULT_DATASET, VectorMe
 from knowledge.playground import parse_scalar
 from knowledge.vectorstore.registry import backend_names
 from knowledge.workbench import Workbench
-from pages._ui import flash, set_flash
+from pages._ui import app_workbench, flash, set_flash
 from pages.widgets import confirm
 
-wb: Workbench = st.session_state["workbench"]
+wb: Workbench = app_workbench()
 ALL = "(all datasets)"
 
 st.title("🧠 Agent memory")

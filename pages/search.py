@@ -11,8 +11,9 @@ from knowledge import render, storemap
 from knowledge.errors import KnowledgeError
 from knowledge.highlight import escape_markdown, highlight, snippet
 from knowledge.workbench import Workbench
+from pages._ui import app_workbench
 
-wb: Workbench = st.session_state["workbench"]
+wb: Workbench = app_workbench()
 NO_COMPARE, ALL_FILES = "(none)", "(all files)"
 # Widget values live under these keys; a copy in "playground" survives navigating to another page.
 KEYS = ("pg_store", "pg_query", "pg_k", "pg_threshold", "pg_file", "pg_fields", "pg_compare", "pg_map", "pg_mode")

@@ -11,9 +11,9 @@ from knowledge.errors import KnowledgeError
 from knowledge.llm.config import PROVIDERS
 from knowledge.tools import KnowledgeTools
 from knowledge.workbench import Workbench
-from pages._ui import flash, set_flash
+from pages._ui import app_workbench, flash, set_flash
 
-wb: Workbench = st.session_state["workbench"]
+wb: Workbench = app_workbench()
 configs = wb.llm_configs()
 
 st.title("⚙️ Settings")

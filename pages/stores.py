@@ -19,10 +19,10 @@ from knowledge.outcomes import can_retry, needs_password, plain_reason
 from knowledge.templates import DEFAULT_TEMPLATE, make_template
 from knowledge.vectorstore.registry import backend_names
 from knowledge.workbench import CANCELLED, DUPLICATE, FAILED_OUTCOME, INDEXED, UNCHANGED, Workbench
-from pages._ui import DISTANCES, duration, flash, has_flash, megabytes, set_flash
+from pages._ui import DISTANCES, app_workbench, duration, flash, has_flash, megabytes, set_flash
 from pages.widgets import confirm
 
-wb: Workbench = st.session_state["workbench"]
+wb: Workbench = app_workbench()
 settings = wb.settings
 processed: set[str] = st.session_state.setdefault("processed_uploads", set())
 

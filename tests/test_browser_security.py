@@ -18,7 +18,9 @@ from test_browser import ARTIFACTS, Server, browser, explained, serve, shot, wai
 pytestmark = [pytest.mark.browser]
 __all__ = ["browser"]  # the fixture, imported so pytest finds it here
 
-PAGES = ["", "stores", "search", "files", "chat", "memory", "settings"]
+# A deep link first: on a fresh server Streamlit runs the first request by its older pages-folder rules,
+# where a page must still pass through app.py's gate (pages._ui.app_workbench).
+PAGES = ["stores", "", "search", "files", "chat", "memory", "settings"]
 
 
 @pytest.fixture(scope="module")
