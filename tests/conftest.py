@@ -33,6 +33,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.timeout(CORPUS_TIMEOUT_S))
 
 
+def encrypted_pdf(password: str, repeat: int = 5) -> bytes:
+    """A one-page PDF whose text (one sentence ``repeat`` times) opens only with ``password``."""
+    from fpdf import FPDF
+
+    pdf = FPDF()
+    pdf.add_page()
+    pdf.set_font("helvetica", size=12)
+    pdf.multi_cell(0, 8, "The lighthouse keeper counts seagulls every morning. " * repeat)
+    pdf.set_encryption(owner_password="owner", user_password=password)
+    return bytes(pdf.output())
+
+
 def isolate(monkeypatch: pytest.MonkeyPatch, work: Path) -> Path:
     """No ``KNOWLEDGE_*`` variables but ``KNOWLEDGE_DATA_DIR = work/data``, working directory
     ``work``; returns the data folder."""

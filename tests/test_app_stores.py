@@ -17,6 +17,7 @@ from knowledge.templates import make_template
 from knowledge.workbench import Workbench
 
 from app_helpers import button, fresh_caches, open_app, use_fake_model
+from conftest import encrypted_pdf
 
 CATS = b"# Cats\n\nThe cat sits on the mat and purrs.\n\n## Food\n\nCats eat fish and chicken every day.\n"
 BREAD = b"# Bread\n\nKnead the dough for ten minutes, then let it rise.\n"
@@ -191,14 +192,7 @@ def test_a_file_over_the_size_limit_says_so(fake_model, monkeypatch):
 
 
 def _encrypted_pdf(password: str) -> bytes:
-    from fpdf import FPDF
-
-    pdf = FPDF()
-    pdf.add_page()
-    pdf.set_font("helvetica", size=12)
-    pdf.multi_cell(0, 8, "The lighthouse keeper counts seagulls every morning. " * 20)
-    pdf.set_encryption(owner_password="owner", user_password=password)
-    return bytes(pdf.output())
+    return encrypted_pdf(password, repeat=20)
 
 
 def _password_flow(at: AppTest, name: str, data: bytes, password: str) -> AppTest:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import encrypted_pdf
 from test_browser import (  # noqa: F401  (fixtures)
     Server,
     artifacts,
@@ -33,14 +34,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 
 def _encrypted_pdf(path: Path, password: str) -> Path:
-    from fpdf import FPDF
-
-    pdf = FPDF()
-    pdf.add_page()
-    pdf.set_font("helvetica", size=12)
-    pdf.multi_cell(0, 8, "The lighthouse keeper counts seagulls every morning. " * 12)
-    pdf.set_encryption(owner_password="owner", user_password=password)
-    path.write_bytes(bytes(pdf.output()))
+    path.write_bytes(encrypted_pdf(password, repeat=12))
     return path
 
 

@@ -12,16 +12,11 @@ from knowledge.embeddings.fake import HashEmbedder
 from knowledge.outcomes import can_retry, needs_password
 from knowledge.workbench import Workbench
 
+from conftest import encrypted_pdf
+
 
 def _encrypted_pdf(password: str) -> bytes:
-    from fpdf import FPDF
-
-    pdf = FPDF()
-    pdf.add_page()
-    pdf.set_font("helvetica", size=12)
-    pdf.multi_cell(0, 8, "The lighthouse keeper counts seagulls every morning. " * 5)
-    pdf.set_encryption(owner_password="owner", user_password=password)
-    return bytes(pdf.output())
+    return encrypted_pdf(password, repeat=5)
 
 
 def test_a_failed_file_is_recorded_with_its_error_class_and_a_retry_clears_it(tmp_path, capsys):

@@ -11,6 +11,8 @@ from knowledge.embeddings.fake import HashEmbedder
 from knowledge.outcomes import can_retry, needs_password
 from knowledge.workbench import IngestResult, Workbench
 
+from conftest import encrypted_pdf
+
 
 def record(reason: str | None, error: str | None = None, status: str = FAILED) -> FileRecord:
     return FileRecord("s", "f1", "a.pdf", "aa", 10, status, reason, 0, None, error=error)
@@ -51,14 +53,7 @@ def test_an_unknown_error_class_is_judged_by_its_words():
 
 
 def _encrypted_pdf(password: str) -> bytes:
-    from fpdf import FPDF
-
-    pdf = FPDF()
-    pdf.add_page()
-    pdf.set_font("helvetica", size=12)
-    pdf.multi_cell(0, 8, "The lighthouse keeper counts seagulls every morning. " * 5)
-    pdf.set_encryption(owner_password="owner", user_password=password)
-    return bytes(pdf.output())
+    return encrypted_pdf(password, repeat=5)
 
 
 def test_an_encrypted_pdf_fails_as_password_required_and_a_wrong_password_too(tmp_path):

@@ -20,6 +20,8 @@ from knowledge.workbench import (
     Workbench,
 )
 
+from conftest import encrypted_pdf
+
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 
 
@@ -212,14 +214,7 @@ def test_stores_list_and_delete(wb, tmp_path):
 
 # -- retry, the file store, templates in use, jobs (the app's needs) ------------------------------
 def _encrypted_pdf(password: str) -> bytes:
-    from fpdf import FPDF
-
-    pdf = FPDF()
-    pdf.add_page()
-    pdf.set_font("helvetica", size=12)
-    pdf.multi_cell(0, 8, "The lighthouse keeper counts seagulls every morning.")
-    pdf.set_encryption(owner_password="owner", user_password=password)
-    return bytes(pdf.output())
+    return encrypted_pdf(password, repeat=1)
 
 
 def test_retry_a_failed_file_with_its_password_keeps_one_record(wb):

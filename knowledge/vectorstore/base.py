@@ -17,17 +17,9 @@ Shapes and conventions (the same on every backend):
 * ``where`` is a ``dict`` of payload field -> value; a point matches when *every* field is present and
   equal (``==`` on JSON scalars: str, int, float, bool, None). ``raw_filter`` is the backend's own
   filter form and, when given, wins over ``where`` (it is not merged with it).
-* Scores follow :data:`DISTANCE_ORDER` (after qdrant-client's ``DistanceOrder``):
-
-  ============  =========================================================  =========
-  distance      score                                                      better
-  ============  =========================================================  =========
-  ``cosine``    cosine similarity of the two vectors, in [-1, 1]           higher
-  ``dot``       inner product ``q . x`` (unbounded)                         higher
-  ``euclid``    Euclidean (L2) distance ``||q - x||_2`` >= 0                lower
-  ``manhattan`` Manhattan (L1) distance ``sum |q - x|`` >= 0                lower
-  ============  =========================================================  =========
-
+* Scores follow :data:`DISTANCE_ORDER` (the table of score and direction per distance is in
+  :mod:`knowledge.vectorstore.scoring`): higher is better for cosine and dot, lower for euclid and
+  manhattan.
   ``score_threshold`` keeps hits at least that good: ``score >= t`` for cosine and dot,
   ``score <= t`` for euclid and manhattan. Results are sorted best first.
 * A vector whose size differs from the collection's raises
