@@ -325,7 +325,7 @@ def _eval(wb: Any, args: argparse.Namespace) -> int:
     for mode in modes:
         run = ev.evaluate(wb, args.store, qset, mode, args.k, fusion_weight=args.fusion_weight)
         if not args.no_save:
-            ev.Evaluations(wb.catalog).save_run(run)
+            ev.Evaluations.of(wb).save_run(run)
         runs.append(run)
     names = ev.metric_names(args.k)
     if args.json:

@@ -521,6 +521,11 @@ class Evaluations:
     def __init__(self, catalog: Catalog) -> None:
         self.catalog = catalog
 
+    @classmethod
+    def of(cls, wb: Workbench) -> "Evaluations":
+        """The question sets and runs kept in ``wb``'s catalog."""
+        return cls(wb.catalog)
+
     # sets
     def save_set(self, name: str, questions: Sequence[Question], fmt: str = "tsv") -> QuestionSet:
         """Create or replace the set ``name``. Raises ``InvalidArgument`` (blank or long name, no
@@ -614,7 +619,7 @@ def load_question_set(wb: Workbench, ref: str) -> QuestionSet:
     if path.is_file():
         fmt, questions = parse_questions(path.read_bytes(), path.name)
         return QuestionSet(path.stem, tuple(questions), fmt)
-    return Evaluations(wb.catalog).get_set(ref)
+    return Evaluations.of(wb).get_set(ref)
 
 
 # -- tuning ----------------------------------------------------------------------------------------

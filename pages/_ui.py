@@ -20,6 +20,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from knowledge.chat import ChatService
 from knowledge.vectorstore.base import DISTANCES as _DISTANCES
 from knowledge.workbench import Workbench
 
@@ -52,6 +53,21 @@ def app_workbench() -> Workbench:
         runpy.run_path(str(APP), run_name="__main__")
         st.stop()
     return st.session_state["workbench"]
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def _chat_service(_wb: Workbench, key: tuple[int, str]) -> ChatService:
+    return ChatService(_wb)
+
+
+def app_chat_service(wb: Workbench) -> ChatService:
+    """One chat service per workbench, shared by every browser session and page (it is thread-safe)."""
+    key = (id(wb), str(wb.settings.catalog_path))
+    chat = _chat_service(wb, key)
+    if chat.wb is not wb:  # another workbench took the id of a closed one
+        _chat_service.clear()
+        chat = _chat_service(wb, key)
+    return chat
 
 #: The distances a store may compare embeddings by (:data:`knowledge.vectorstore.base.DISTANCES`).
 DISTANCES: list[str] = list(_DISTANCES)

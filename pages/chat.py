@@ -11,21 +11,12 @@ from knowledge.chat import ChatService
 from knowledge.chat.model import ASSISTANT, ATTACHMENT, FILE, IMAGE, TOOL, USER, Message
 from knowledge.errors import KnowledgeError
 from knowledge.workbench import Workbench
-from pages._ui import app_workbench
+from pages._ui import app_chat_service, app_workbench
 
 wb: Workbench = app_workbench()
 
 
-@st.cache_resource(show_spinner=False, max_entries=4)
-def chat_service(_wb: Workbench, key: tuple[int, str]) -> ChatService:
-    """One chat service per workbench, shared by every browser session (it is thread-safe)."""
-    return ChatService(_wb)
-
-
-chat: ChatService = chat_service(wb, (id(wb), str(wb.settings.catalog_path)))
-if chat.wb is not wb:  # another workbench took the id of a closed one
-    chat_service.clear()
-    chat = chat_service(wb, (id(wb), str(wb.settings.catalog_path)))
+chat: ChatService = app_chat_service(wb)
 
 try:
     configs = [c.name for c in chat.configs.list("CHAT")]

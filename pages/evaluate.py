@@ -13,7 +13,7 @@ from knowledge.workbench import Workbench
 from pages._ui import app_workbench, flash, set_flash
 
 wb: Workbench = app_workbench()
-evals = ev.Evaluations(wb.catalog)
+evals = ev.Evaluations.of(wb)
 MODE_NAMES = {"hybrid": "Hybrid", "vector": "Vector only", "lexical": "Words only"}
 CHUNKINGS = ["64/16", "128/32", "128/64", "192/48", "254/0", "254/64", "254/127"]
 

@@ -6,12 +6,11 @@ import os
 
 import streamlit as st
 
-from knowledge.chat.store import ChatStore
 from knowledge.errors import KnowledgeError
 from knowledge.llm.config import PROVIDERS
 from knowledge.tools import KnowledgeTools
 from knowledge.workbench import Workbench
-from pages._ui import app_workbench, flash, set_flash
+from pages._ui import app_chat_service, app_workbench, flash, set_flash
 
 wb: Workbench = app_workbench()
 configs = wb.llm_configs()
@@ -91,10 +90,10 @@ with tab_configs:
     flash("llm-delete")
 
 with tab_traces:
-    store = ChatStore(wb.catalog)
-    sessions = {s.id: s.title for s in store.list_sessions()}
+    chat = app_chat_service(wb)
+    sessions = {s.id: s.title for s in chat.sessions()}
     which = st.selectbox("Session", ["(all)", *sessions], format_func=lambda i: sessions.get(i, i))
-    traces = store.traces(None if which == "(all)" else which, limit=100)
+    traces = chat.traces(None if which == "(all)" else which, limit=100)
     if not traces:
         st.info("No LLM calls yet. Every request and response of a chat is recorded here, with base64"
                 " attachments replaced by a note.")
