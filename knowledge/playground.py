@@ -306,8 +306,8 @@ def timed_search(wb: "Workbench", store: str, query: str, k: int = 5, *, where: 
 
     The ranking (``mode`` default: setting ``search.mode``) fetches the best ``max(k, 50)`` chunks
     (more when duplicates must be skipped); the threshold is applied to their vector scores in the
-    store's score direction, except to chunks that hold the query's exact words (a BM25 score above
-    0: words-only and combined rankings); then :func:`fold_hits` drops repeated text and, with
+    store's score direction, except to chunks that hold every word of the query
+    (:func:`knowledge.search.holds_every_query_word`; words-only and combined rankings); then :func:`fold_hits` drops repeated text and, with
     ``merge`` (default: setting ``search.merge_overlapping``), merges overlapping chunks of a file
     into one hit.
 

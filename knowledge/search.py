@@ -18,7 +18,7 @@ import numpy as np
 
 from knowledge.catalog import StoreRecord
 from knowledge.errors import InvalidArgument, KnowledgeError, StoreNotFound
-from knowledge.lexical import LexicalHit, LexicalIndex, reciprocal_rank_fusion
+from knowledge.lexical import LexicalHit, LexicalIndex, analyzer, reciprocal_rank_fusion
 from knowledge.stores import Stores
 from knowledge.vectorstore.base import (
     Collection,
@@ -141,7 +141,8 @@ class Searcher:
         For the search playground: ``fold`` replaces the default folding (:func:`distinct_hits`);
         ``top=n`` also folds the best ``n`` without the threshold into ``SearchResult.top`` (the
         ranking then fetches ``max(k, n)`` at first and at most 8 times that); ``words_pass`` lets a
-        hit holding the query's exact words (BM25 > 0) pass the threshold whatever its vector score;
+        hit holding every word of the query (:func:`holds_every_query_word`) pass the threshold
+        whatever its vector score;
         ``timings`` measures ``embed_ms`` and ``search_ms``.
 
         Raises:
@@ -169,7 +170,7 @@ class Searcher:
         while True:
             found, exhausted = self.rank(store, query, vector, fetch, where=where, mode=mode, record=record)
             passing = [h for h in found if passes_threshold(h.score, score_threshold, distance)
-                       or (words_pass and (h.lexical_score or 0.0) > 0.0)]
+                       or (words_pass and holds_every_query_word(h, query))]
             hits, notes = fold(passing, k)
             tops, top_notes = fold(found, top) if top else ([], {})
             if exhausted:
@@ -344,3 +345,14 @@ def distinct_hits(found: Iterable[Hit], k: int, max_per_file: int | None = None)
             break
     return hits
 
+
+def holds_every_query_word(hit: Hit, query: str) -> bool:
+    """True when ``hit`` shares a term with the query (BM25 > 0) and its heading and text hold every
+    term of the query, as the BM25 analyzer sees them (:class:`knowledge.lexical.Analyzer`: NFKC,
+    lower case, English stop words left out, Snowball stems): ``misfits`` holds for a chunk with
+    ``misﬁts``; ``Beautiful is better than ugly`` does not for a chunk with only ``better than``."""
+    if not (hit.lexical_score or 0.0) > 0.0:
+        return False
+    an = analyzer()
+    wanted = set(an.terms(query))
+    return bool(wanted) and wanted <= set(an.terms(f"{hit.heading}\n{hit.text}" if hit.heading else hit.text))

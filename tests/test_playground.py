@@ -220,6 +220,16 @@ def test_the_threshold_never_hides_a_chunk_holding_the_querys_exact_words(wb):
     assert not nonsense.hits and nonsense.nothing_matched_well
 
 
+def test_a_chunk_sharing_only_some_query_words_is_judged_by_meaning(wb):
+    """Only a chunk holding every word of the query (stop words aside, stems matched) passes the
+    threshold on its words; one sharing a common word or two is judged by its meaning score."""
+    fill(wb, "s", {"zen.txt": ["Beautiful is better than ugly. Explicit is better than implicit."],
+                   "rust.txt": ["A slice is better than a copy here", "the weather today"]})
+    for mode in ("lexical", "hybrid"):
+        run = pg.timed_search(wb, "s", "Beautiful is better than ugly", k=5, score_threshold=0.999, mode=mode)
+        assert [h.file_name for h in run.hits] == ["zen.txt"], mode
+
+
 def test_timed_search_threshold_follows_a_distance_store(wb):
     wb.templates.save(make_template(name="far", embedding_model=wb.settings.embeddings.model, distance="euclid"))
     wb.create_store("e", "far")
