@@ -697,6 +697,21 @@ def test_markdown_html_block_hiding_text_keeps_only_what_a_browser_shows(wb):
     assert_hidden(wb, "WOMBAT-6302")
 
 
+def test_markdown_anchor_that_shows_nothing_is_not_a_chunk(wb):
+    """The Rust book opens 18 chapters with an old heading's anchor (``<a id="..."></a>``): a reader
+    sees nothing there, so its id words must not make a chunk of their own."""
+    md = (b'<!-- Old headings. Do not remove or links may break. -->\n\n'
+          b'<a id="installing-wombat-binaries-from-cratesio"></a>\n\n'
+          b'## Installing binaries\n\nRun cargo install to get WOMBAT-6401.\n\n'
+          b'Inline <a id="x"></a> anchors in a sentence stay as they are.\n')
+    doc = read_document(md, "c.md")
+    assert "installing-wombat-binaries" not in doc.text and doc.text.startswith("## Installing binaries")
+    assert 'Inline <a id="x"></a> anchors' in doc.text  # a paragraph with words keeps its HTML
+    ingest(wb, ("c.md", md))
+    assert_searchable(wb, "WOMBAT-6401", file_name="c.md")
+    assert_hidden(wb, "installing-wombat-binaries-from-cratesio")
+
+
 def test_reembed_keeps_file_attributes_and_table_headers(wb):
     from knowledge.templates import make_template
 

@@ -81,6 +81,8 @@ def read_markdown(text: str) -> Document:
             visible = _visible_html(tok.content)
             if visible is not None:  # the block hides something: only what a browser shows stays
                 lines[start:end] = [visible] + [""] * (end - start - 1)
+        elif tok.type == "paragraph_open" and tok.level == 0 and _only_invisible_html(tokens, i):
+            dropped.update(range(start, end))  # e.g. an old heading's anchor, <a id="..."></a>
         elif tok.type == "heading_open" and tok.level == 0:
             inline = tokens[i + 1] if i + 1 < len(tokens) else None
             plain = _plain(inline) if inline is not None else ""
@@ -196,8 +198,20 @@ def _plain(inline) -> str:
     return one_line("".join(parts))
 
 
+def _only_invisible_html(tokens: list, i: int) -> bool:
+    """True when the paragraph opened at ``tokens[i]`` is inline HTML alone that shows no text."""
+    inline = tokens[i + 1] if i + 1 < len(tokens) else None
+    children = (inline.children or []) if inline is not None and inline.type == "inline" else []
+    if not children or any(c.type not in ("html_inline", "softbreak", "text") for c in children):
+        return False
+    if any(c.type == "text" and c.content.strip() for c in children):
+        return False
+    return _visible_html("".join(c.content for c in children if c.type == "html_inline")) == ""
+
+
 def _visible_html(html: str) -> str | None:
-    """The visible text of an HTML block when the block hides some of its text, else ``None``."""
+    """The visible text of an HTML block when the block hides some of its text or shows none (an
+    anchor such as ``<a id="old-heading"></a>``: ``""``), else ``None``."""
     from bs4 import BeautifulSoup
 
     from knowledge.errors import EmptyDocument
@@ -205,6 +219,8 @@ def _visible_html(html: str) -> str | None:
 
     soup = BeautifulSoup(html, "html.parser")
     before = soup.get_text()
+    if not before.strip():
+        return ""
     remove_invisible(soup)
     if soup.get_text() == before:
         return None
