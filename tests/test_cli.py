@@ -73,3 +73,17 @@ def test_data_dir_works_before_or_after_the_command(tmp_path, capsys):
         code, out, _ = run(capsys, *argv)
         assert code == 0 and "default" in out
     assert (tmp_path / "a" / "catalog.duckdb").exists() and (tmp_path / "b" / "catalog.duckdb").exists()
+
+
+def test_a_closed_pipe_ends_the_command_quietly(data_dir):
+    """``python -m knowledge templates | head -0``: the reader is gone before anything is written;
+    the command stops with 141 (128 + SIGPIPE), as Unix tools do, and no traceback."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "knowledge", "--data-dir", data_dir, "templates"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # before the command has started up, let alone printed
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141, err
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
