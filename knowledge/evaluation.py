@@ -44,6 +44,7 @@ import hashlib
 import io
 import json
 import math
+import os
 import re
 import time
 import uuid
@@ -619,7 +620,13 @@ def load_question_set(wb: Workbench, ref: str) -> QuestionSet:
     if path.is_file():
         fmt, questions = parse_questions(path.read_bytes(), path.name)
         return QuestionSet(path.stem, tuple(questions), fmt)
-    return Evaluations.of(wb).get_set(ref)
+    try:
+        return Evaluations.of(wb).get_set(ref)
+    except QuestionSetNotFound:
+        if os.sep in ref or path.suffix.lower() in (".tsv", ".csv", ".jsonl", ".json", ".txt"):
+            raise QuestionSetNotFound(f"No such file: {ref} (and no stored question set has that name)."
+                                      ) from None
+        raise
 
 
 # -- tuning ----------------------------------------------------------------------------------------

@@ -95,6 +95,8 @@ def test_eval_errors_exit_2(small, capsys, tmp_path):
     data, questions = small
     code, _, err = run(capsys, "--data-dir", data, "eval", "notes", "no-such-set")
     assert code == 2 and "No question set named 'no-such-set'" in err
+    code, _, err = run(capsys, "--data-dir", data, "eval", "notes", str(tmp_path / "missing.tsv"))
+    assert code == 2 and f"No such file: {tmp_path / 'missing.tsv'}" in err
     bad = tmp_path / "bad.tsv"
     bad.write_text("only a question\n")
     code, _, err = run(capsys, "--data-dir", data, "eval", "notes", str(bad))
