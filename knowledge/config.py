@@ -175,6 +175,7 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX,
         env_nested_delimiter="__",
+        env_ignore_empty=True,  # KNOWLEDGE_DATA_DIR= (empty) is unset: ./data, not the working directory
         extra="forbid",
         validate_default=True,
     )

@@ -89,3 +89,13 @@ def test_bad_settings_files_are_clear_errors(tmp_path, monkeypatch):
 def test_plugin_options_pass_through(monkeypatch):
     monkeypatch.setenv("KNOWLEDGE_VECTOR_STORE__OPTIONS", '{"shards": 2}')
     assert load_settings().vector_store.options == {"shards": 2}
+
+
+def test_an_empty_variable_counts_as_unset(tmp_path, monkeypatch):
+    """``KNOWLEDGE_DATA_DIR=`` (empty) gives the default ./data, not the working directory itself."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("KNOWLEDGE_DATA_DIR", "")
+    monkeypatch.setenv("KNOWLEDGE_APP_PASSWORD", "")
+    s = load_settings()
+    assert s.data_root == tmp_path / "data" and s.catalog_path.parent == tmp_path / "data"
+    assert s.app_password is None
