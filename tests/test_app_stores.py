@@ -68,6 +68,16 @@ def finish_job(at: AppTest, store: str) -> AppTest:
     return at
 
 
+def ingest_folder(at: AppTest, store: str, folder, glob: str) -> AppTest:
+    """Fill the store's "Ingest a folder" form with ``folder`` and ``glob``, submit it and wait."""
+    [path] = [t for t in at.text_input if t.label == "Folder"]
+    [pattern] = [t for t in at.text_input if t.label == "Glob" and t.value == "**/*" and t.form_id == f"folder:{store}"]
+    path.input(str(folder))
+    pattern.input(glob)
+    button(at, f"FormSubmitter:folder:{store}-Ingest folder").click().run()
+    return finish_job(at, store)
+
+
 def table(at: AppTest, first_column: str):
     """The dataframe whose first column is ``first_column`` (store, file or template)."""
     return next(d.value for d in at.dataframe if list(d.value.columns)[:1] == [first_column])
@@ -248,13 +258,7 @@ def test_ingest_a_folder_by_glob(fake_model, tmp_path, monkeypatch):
     (docs / "cats.md").write_bytes(CATS)
     (docs / "sub" / "bread.md").write_bytes(BREAD)
     (docs / "notes.txt").write_text("plain words")
-    at = open_page()
-    [folder] = [t for t in at.text_input if t.label == "Folder"]
-    [glob] = [t for t in at.text_input if t.label == "Glob" and t.value == "**/*" and t.form_id == "folder:Notes"]
-    folder.input(str(docs))
-    glob.input("**/*.md")
-    button(at, "FormSubmitter:folder:Notes-Ingest folder").click().run()
-    finish_job(at, "Notes")
+    at = ingest_folder(open_page(), "Notes", docs, "**/*.md")
     assert sorted(files_table(at, "Notes")["file"]) == ["bread.md", "cats.md"]
 
 

@@ -727,8 +727,8 @@ def test_reembed_keeps_file_attributes_and_table_headers(wb):
 
 
 def test_app_folder_ingest_takes_upper_case_extensions_and_shows_what_it_skipped(tmp_path, monkeypatch):
-    from app_helpers import button, fresh_caches, use_fake_model
-    from test_app_stores import allow, files_table, finish_job, make_store, open_page
+    from app_helpers import fresh_caches, use_fake_model
+    from test_app_stores import allow, files_table, ingest_folder, make_store, open_page
 
     with fresh_caches():
         allow(monkeypatch, tmp_path)
@@ -739,13 +739,7 @@ def test_app_folder_ingest_takes_upper_case_extensions_and_shows_what_it_skipped
         (docs / "LOUD.MD").write_text("# Loud\n\nUpper-case extension WOMBAT-5301.\n")
         (docs / "quiet.md").write_text("# Quiet\n\nlower case\n")
         (docs / "notes.txt").write_text("plain words")
-        at = open_page()
-        [folder] = [t for t in at.text_input if t.label == "Folder"]
-        [glob] = [t for t in at.text_input if t.label == "Glob" and t.value == "**/*" and t.form_id == "folder:Notes"]
-        folder.input(str(docs))
-        glob.input("**/*.md")
-        button(at, "FormSubmitter:folder:Notes-Ingest folder").click().run()
-        finish_job(at, "Notes")
+        at = ingest_folder(open_page(), "Notes", docs, "**/*.md")
         assert not at.exception
         assert sorted(files_table(at, "Notes")["file"]) == ["LOUD.MD", "quiet.md"]
         assert "Skipped 1 file in the folders: 1 not matching '**/*.md'." in [c.value for c in at.caption]
