@@ -24,18 +24,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BOOK = ROOT.parent / "shared" / "corpus" / "md" / "rust-book"
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 
-#: The example questions of ../shared/corpus/README.md and the chapter that answers each.
-QUESTIONS = [
-    ("What is shadowing a variable with let?", "ch03-01-variables-and-mutability.md"),
-    ("How do I read a line of user input in the guessing game?", "ch02-00-guessing-game-tutorial.md"),
-    ("What does the borrow checker prevent with dangling references?", "ch04-02-references-and-borrowing.md"),
-    ("How do I iterate over the elements of a vector and change them?", "ch08-01-vectors.md"),
-    ("What is the difference between panic! and Result?", "ch09-00-error-handling.md"),
-    ("How do integration tests differ from unit tests?", "ch11-03-test-organization.md"),
-    ("What is Deref coercion?", "ch15-02-deref.md"),
-    ("How do I install a binary crate with cargo install?", "ch14-04-installing-binaries.md"),
-]
+from knowledge.evaluation import parse_questions  # noqa: E402
+
+#: The example questions of ../shared/corpus/README.md and the first chapter that answers each
+#: (tests/data/corpus_readme_questions.tsv, read by the product's parser).
+QUESTIONS = [(q.text, q.relevant[0].file)
+             for q in parse_questions((ROOT / "tests" / "data" / "corpus_readme_questions.tsv").read_bytes(),
+                                      "corpus_readme_questions.tsv")[1]]
 
 
 def quality(wb, store: str, mode: str = "hybrid") -> tuple[float, float, float, list[int | None]]:

@@ -33,6 +33,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.timeout(CORPUS_TIMEOUT_S))
 
 
+#: The corpus README's example questions (tests/data/corpus_readme_questions.tsv, read by the
+#: product's own parser), each with the chapters that answer it, best first.
+README_QUESTIONS_FILE = REPO / "tests" / "data" / "corpus_readme_questions.tsv"
+
+
+def readme_questions() -> list[tuple[str, tuple[str, ...]]]:
+    from knowledge.evaluation import parse_questions
+
+    _, questions = parse_questions(README_QUESTIONS_FILE.read_bytes(), README_QUESTIONS_FILE.name)
+    return [(q.text, tuple(c.file for c in q.relevant if c.file)) for q in questions]
+
+
 def encrypted_pdf(password: str, repeat: int = 5) -> bytes:
     """A one-page PDF whose text (one sentence ``repeat`` times) opens only with ``password``."""
     from fpdf import FPDF

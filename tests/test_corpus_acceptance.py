@@ -11,19 +11,11 @@ import pytest
 
 from knowledge.__main__ import main
 
+from conftest import readme_questions
+
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 
-QUESTIONS = [
-    ("What is shadowing a variable with let?", "ch03-01-variables-and-mutability.md"),
-    ("How do I read a line of user input in the guessing game?", "ch02-00-guessing-game-tutorial.md"),
-    ("What does the borrow checker prevent with dangling references?", "ch04-02-references-and-borrowing.md"),
-    ("How do I iterate over the elements of a vector and change them?", "ch08-01-vectors.md"),
-    ("What is the difference between panic! and Result?",
-     "ch09-00-error-handling.md|ch09-01-unrecoverable-errors-with-panic.md|ch09-03-to-panic-or-not-to-panic.md"),
-    ("How do integration tests differ from unit tests?", "ch11-03-test-organization.md"),
-    ("What is Deref coercion?", "ch15-02-deref.md"),
-    ("How do I install a binary crate with cargo install?", "ch14-04-installing-binaries.md"),
-]
+QUESTIONS = [(question, "|".join(chapters)) for question, chapters in readme_questions()]
 
 
 @pytest.fixture

@@ -20,6 +20,8 @@ from knowledge.lexical import LexicalIndex, analyzer
 from knowledge.vectorstore.base import Point
 from knowledge.vectorstore.memory import LEXICAL_DIR, MANIFEST, MemoryBackend
 
+from conftest import readme_questions
+
 DIM = 8
 
 DOCS = [
@@ -292,16 +294,7 @@ def test_a_chunk_store_has_its_index_from_the_first_file(settings, caplog):
 # quality: on the Rust book, the persisted index gives the fusion the same BM25 candidates
 # ---------------------------------------------------------------------------------------------
 
-QUESTIONS = [  # the corpus README's example questions and the chapter answering each
-    ("What is shadowing a variable with let?", "ch03-01-variables-and-mutability.md"),
-    ("How do I read a line of user input in the guessing game?", "ch02-00-guessing-game-tutorial.md"),
-    ("What does the borrow checker prevent with dangling references?", "ch04-02-references-and-borrowing.md"),
-    ("How do I iterate over the elements of a vector and change them?", "ch08-01-vectors.md"),
-    ("What is the difference between panic! and Result?", "ch09-00-error-handling.md"),
-    ("How do integration tests differ from unit tests?", "ch11-03-test-organization.md"),
-    ("What is Deref coercion?", "ch15-02-deref.md"),
-    ("How do I install a binary crate with cargo install?", "ch14-04-installing-binaries.md"),
-]
+QUESTIONS = [(question, chapters[0]) for question, chapters in readme_questions()]  # the first answer
 
 
 @pytest.mark.slow
