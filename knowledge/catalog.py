@@ -30,7 +30,7 @@ from typing import Any
 
 import duckdb
 
-from knowledge.errors import KnowledgeError
+from knowledge.errors import KnowledgeError, StoreExists
 
 IDLE_CLOSE_SECONDS = 2.0
 
@@ -463,6 +463,50 @@ class Catalog:
             cur.execute("DELETE FROM store_files WHERE store = ?", [name])
             cur.execute("DELETE FROM stores WHERE name = ?", [name])
             cur.execute("COMMIT")
+
+    def adopt_store(self, name: str, template: str, backend: str, embedding_model: str, dimension: int | None,
+                    distance: str, collection: str, files: Iterable[FileRecord]) -> StoreRecord:
+        """Create store ``name`` over an already filled ``collection`` with its file records, in one
+        transaction (an import: :mod:`knowledge.portable`): the store appears whole or not at all.
+
+        Raises:
+            StoreExists: a store called ``name`` exists (nothing is written).
+        """
+        now = _now()
+        with self._cursor() as cur:
+            cur.execute("BEGIN TRANSACTION")
+            try:
+                if cur.execute("SELECT 1 FROM stores WHERE name = ?", [name]).fetchone():
+                    raise StoreExists(f"A store called {name!r} exists already; import it under another"
+                                      " name.")
+                cur.execute(
+                    f"INSERT INTO stores ({', '.join(_STORE_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [name, template, backend, collection, embedding_model, dimension, distance, now, now])
+                cur.execute("DELETE FROM store_files WHERE store = ?", [name])  # records of no store
+                for r in files:
+                    cur.execute(
+                        f"INSERT INTO store_files ({', '.join(_FILE_COLUMNS)})"
+                        f" VALUES ({', '.join('?' * len(_FILE_COLUMNS))})",
+                        [name, r.file_id, unicodedata.normalize("NFC", r.file_name), r.sha256, r.size,
+                         str(r.status), r.reason, r.chunks, r.pages, json.dumps(r.warnings), r.read_seconds,
+                         r.embed_seconds, r.total_seconds, r.created or now, now, r.error])
+                cur.execute("COMMIT")
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+        record = self.get_store(name)
+        assert record is not None
+        return record
+
+    def checkpoint_copy(self, target: Path) -> None:
+        """Copy the catalog's database file to ``target`` consistently while it is in use: under the
+        catalog's lock (no write of this process in between; DuckDB lets no other process write while
+        this one holds the file), after a ``CHECKPOINT`` has moved the write-ahead log into it."""
+        import shutil
+
+        with self._cursor() as cur:
+            cur.execute("CHECKPOINT")
+            shutil.copyfile(self.path, target)
 
     # -- files in stores ------------------------------------------------------------------------
     def put_file(self, record: FileRecord) -> None:

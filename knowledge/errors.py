@@ -95,3 +95,23 @@ class FileNotFoundInStore(KnowledgeError, LookupError):
 class PathNotAllowed(KnowledgeError, PermissionError):
     """A local path lies outside the folders this caller may read (``ingest.allowed_dirs``,
     ``chat.allowed_dirs``), in a hidden folder, or in the data folder."""
+
+
+class BundleError(KnowledgeError):
+    """A store bundle or a backup (:mod:`knowledge.portable`) cannot be used; nothing was imported."""
+
+
+class BundleCorrupt(BundleError):
+    """A bundle or backup is truncated, tampered with (a checksum differs) or misses a member."""
+
+
+class BundleTooNew(BundleError):
+    """A bundle or backup was written by a newer format version than this program reads."""
+
+
+class StoreExists(KnowledgeError):
+    """A store of that name exists already (import under another name with ``--as NAME``)."""
+
+
+class TargetNotEmpty(KnowledgeError):
+    """A restore was asked to write into a data folder that already holds data."""

@@ -40,7 +40,7 @@ from knowledge.ingest.chunker import chunk_document, embedding_text
 from knowledge.outcomes import IngestResult, Outcome
 from knowledge.stores import Stores
 from knowledge.templates import VectorStoreTemplate
-from knowledge.vectorstore.store import RESERVED_FIELDS, Chunk, VectorStore
+from knowledge.vectorstore.store import Chunk
 
 log = logging.getLogger(__name__)
 
@@ -437,48 +437,113 @@ class Indexer:
         return result
 
 
-    # -- re-embedding ---------------------------------------------------------------------------
+    # -- re-embedding, moving and importing -----------------------------------------------------
     def reembed(self, store: str, template: str, progress: Progress | None = None) -> StoreRecord:
-        """Move ``store`` to ``template`` (another model, backend or distance) from its stored text.
+        """Move ``store`` to ``template`` (another model, backend or distance) from its stored points.
 
-        The chunks are re-embedded from the text kept in their payloads -- no file is read again --
-        into a new collection; the catalog switches the store to it in one step once it is
-        complete, and only then is the old collection dropped. A failure leaves the store as it was.
+        When the template's embedding model is the store's (same model, same dimension) the vectors
+        are copied as they are -- a move to another backend, no embedding; otherwise the chunks are
+        re-embedded from the text kept in their payloads -- no file is read again. Either way the
+        points go, one file at a time (memory stays bounded by the largest file), into a new
+        collection; the catalog switches the store to it in one step once it is complete, and only
+        then is the old collection dropped. A failure leaves the store as it was. ``progress``
+        receives ``("copying", f)`` or ``("embedding, about 2 min left", f)``.
         """
         record = self.stores.get(store)
         tpl = self.stores.templates.get(template)
         embedder = self._embedder(tpl.embedding_model)
+        reuse = tpl.embedding_model == record.embedding_model and record.dimension in (None, embedder.dimension)
         old = self.stores.collection_of(record)
         new_name = _next_collection_name(store, record.collection)
         target = self.stores.backend(tpl.backend).collection(new_name)
         target.drop_collection()
         with self.stores.store_lock(store):
-            by_file: dict[str, list[Any]] = {}
-            if old.collection_exists():
-                for p in old.scroll():
-                    by_file.setdefault(p.payload["file_id"], []).append(p)
-            vs = VectorStore(target, distance=tpl.distance)
+            counts = old.facet("file_id") if old.collection_exists() else {}
+            total = sum(counts.values())
+
+            def batches() -> Iterable[list[Any]]:
+                for file_id in sorted(counts, key=str):
+                    yield list(old.scroll(where={"file_id": file_id}, with_vectors=reuse))
+
             try:
-                target.ensure_collection(embedder.dimension, tpl.distance)
-                for i, (file_id, points) in enumerate(sorted(by_file.items())):
-                    points.sort(key=lambda p: p.payload.get("chunk_index", 0))
-                    vectors = embedder.embed_documents(
-                        [embedding_text(p.payload["text"], p.payload.get("heading")) for p in points])
-                    chunks = [Chunk(p.payload["text"], vectors[j], p.payload.get("chunk_index"),
-                                    p.payload.get("page"), p.payload.get("char_start"),
-                                    p.payload.get("char_end"), p.payload.get("heading"),
-                                    metadata={k: v for k, v in p.payload.items() if k not in RESERVED_FIELDS})
-                              for j, p in enumerate(points)]
-                    vs.replace_file(file_id, chunks, file_name=points[0].payload.get("file_name"))
-                    if progress:
-                        progress("embedding", (i + 1) / max(1, len(by_file)))
+                self.write_points(target, embedder.dimension, tpl.distance, batches(),
+                                  None if reuse else embedder, progress, total)
             except BaseException:
                 target.drop_collection()
                 raise
             updated = self.stores.put(store, tpl.name, tpl.backend, tpl.embedding_model,
-                                     embedder.dimension, tpl.distance, collection=new_name)
+                                      embedder.dimension, tpl.distance, collection=new_name)
             old.drop_collection()
             return updated
+
+    def write_points(self, target: Any, dimension: int, distance: str, batches: Iterable[Sequence[Any]],
+                     embedder: Embedder | None = None, progress: Progress | None = None,
+                     total: int | None = None) -> int:
+        """Write ready points (chunks with their payloads: ``text``, ``heading``, provenance) into
+        the collection ``target`` -- a new collection no store uses yet (an import, a move): it is
+        prepared for ``dimension`` and ``distance`` first. With ``embedder`` each batch's vectors are
+        computed again from ``embedding_text(text, heading)`` (another model); without, the points'
+        own ``(d,)`` float32 vectors are kept. Returns the number of points written.
+
+        ``progress(stage, fraction)`` after each batch: ``"copying"``, or, when embedding,
+        ``"embedding, about N s left"`` (the time left from the pace so far; ``total`` points
+        expected).
+
+        Raises:
+            The errors of :meth:`Collection.upsert` (``DimensionMismatch``, ``StorageError``, ...)
+            and of the embedder; the caller drops ``target`` on failure.
+        """
+        target.ensure_collection(dimension, distance)
+        done, started = 0, time.perf_counter()
+        for batch in batches:
+            points = list(batch)
+            if not points:
+                continue
+            if embedder is not None:
+                vectors = embedder.embed_documents(
+                    [embedding_text(p.payload["text"], p.payload.get("heading")) for p in points])
+                for p, v in zip(points, vectors):
+                    p.vector = v
+            target.upsert(points)
+            done += len(points)
+            if progress is not None:
+                fraction = done / total if total else 1.0
+                stage = "copying"
+                if embedder is not None:
+                    stage = "embedding"
+                    if total and done < total:
+                        left = (time.perf_counter() - started) / done * (total - done)
+                        stage = f"embedding, about {_duration(left)} left"
+                progress(stage, min(1.0, fraction))
+        return done
+
+    def adopt_store(self, store: str, tpl: VectorStoreTemplate, dimension: int, collection: str,
+                    files: Sequence[FileRecord]) -> StoreRecord:
+        """Make the filled ``collection`` (on ``tpl``'s backend) the new store ``store`` with the
+        file records ``files``, in one catalog transaction (see :meth:`Catalog.adopt_store`).
+
+        Raises:
+            StoreExists: a store called ``store`` exists (nothing is written).
+        """
+        from knowledge.errors import StoreExists
+
+        try:
+            with self.stores.store_lock(store):
+                if self.stores.find(store) is not None:
+                    raise StoreExists(f"A store called {store!r} exists already; import it under another name.")
+                return self.catalog.adopt_store(store, tpl.name, tpl.backend, tpl.embedding_model, dimension,
+                                                tpl.distance, collection, files)
+        finally:
+            self.stores.changed(store)
+
+
+def _duration(seconds: float) -> str:
+    """``"40 s"``, ``"3 min"``, ``"2 h"``."""
+    if seconds < 90:
+        return f"{max(1, round(seconds))} s"
+    if seconds < 5400:
+        return f"{round(seconds / 60)} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def _next_collection_name(store: str, current: str) -> str:

@@ -1,0 +1,584 @@
+"""Portable knowledge: a store as one bundle file (export / import), a move to another backend, and
+a backup / restore of the whole data folder.
+
+The bundle (``.kb``) is a zip archive, format ``knowledge-bundle`` version :data:`FORMAT_VERSION`:
+
+``manifest.json``
+    ``format``, ``format_version``, ``created``; ``store``: the store's name, its template spec
+    without the backend (backend-independent: model, distance, chunking, ...), the embedding model,
+    ``dimension``, ``distance`` and the backend it came from; ``files``: one entry per file (its
+    member, the file store's id, name, media type, size, SHA-256, status, reason, error, chunks,
+    pages, warnings, attributes); ``blocks``: the chunk blocks; ``chunks``: their total; ``members``:
+    the SHA-256 and size of every other member. Written last (a zip's directory is at its end).
+``files/NNNNNN.bin``
+    a file's bytes, as stored (zip "stored", no compression).
+``chunks/NNNNNN.jsonl`` + ``chunks/NNNNNN.npy``
+    a block of at most :data:`BLOCK` chunks: one ``{"id", "payload"}`` JSON line per chunk (text,
+    provenance -- page, character span, heading -- and every other payload field), and their vectors
+    as one ``(n, d)`` little-endian float32 ``.npy`` matrix (numpy's format; the rows in the order of
+    the lines).
+
+The lexical (BM25) index is not exported: rebuilding it from the chunks' text on the target is
+cheaper than carrying it (the memory backend's tantivy index is built by the first words search,
+about a second per 10,000 chunks; pgvector writes its ``tsvector`` with the rows; Qdrant stores use
+the in-process index), and it would tie the bundle to one backend.
+
+Streaming: an export holds one file's chunks (a file's chunks are scrolled together) plus one block;
+an import holds one block; file bytes are copied in 1 MiB pieces. Memory stays bounded for a store of
+100,000 chunks (``bench/bench_portable.py`` measures it).
+
+An import never leaves half a store: the checksums and sizes are checked as each member is read;
+the chunks go into a new collection no store uses (``<name>~import-<pid>-<hex>``) and the files into
+the file store marked with the import's token; only when everything is in does one catalog
+transaction create the store with its file records (:meth:`Indexer.adopt_store`). A failure drops
+the collection and the files; a process killed midway leaves an orphan collection and files that no
+store references, which the next import, move or backup removes (:func:`sweep_leftovers`).
+
+Errors: :class:`~knowledge.errors.BundleCorrupt` (truncated, tampered, a member missing, not a
+bundle), :class:`~knowledge.errors.BundleTooNew` (a newer format), :class:`~knowledge.errors.
+StoreExists` (the name is taken: import ``as_name=...``). Checksums detect damage, not malice: the
+manifest itself is not signed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import os
+import re
+import secrets
+import shutil
+import threading
+import time
+import zipfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+import orjson
+
+from knowledge.catalog import DONE, FAILED, FileRecord, StoreRecord
+from knowledge.errors import (
+    BundleCorrupt,
+    BundleTooNew,
+    InvalidArgument,
+    KnowledgeError,
+    StoreExists,
+)
+from knowledge.templates import VectorStoreTemplate
+from knowledge.vectorstore.base import Point
+
+FORMAT = "knowledge-bundle"
+#: Version of the bundle format this module writes; it reads this version and older.
+FORMAT_VERSION = 1
+#: Chunks per block (``chunks/NNNNNN.*``): 2,048 x 384 float32 is 3 MiB of vectors.
+BLOCK = 2048
+MANIFEST = "manifest.json"
+#: The metadata key marking a file-store record written by an import (its token).
+IMPORT_MARK = "knowledge_import"
+_TEMP = re.compile(r"~import-(\d+)-[0-9a-f]{8}$")
+_PIECE = 1 << 20
+
+Progress = Callable[[str, float], None]
+"""``progress(stage, fraction)``: the stage in words ("files", "chunks", "embedding, about 2 min
+left", ...) and the fraction of the whole job done, in [0, 1]."""
+
+_live_tokens: set[str] = set()  # imports running in this process
+_live_lock = threading.Lock()
+
+
+@dataclass(frozen=True, slots=True)
+class ExportResult:
+    """What :func:`export_store` wrote: the bundle's path, its size in bytes, files and chunks
+    exported, files left out (being ingested: ``skipped``), and the seconds it took."""
+
+    store: str
+    path: Path
+    files: int
+    chunks: int
+    bytes: int
+    seconds: float
+    skipped: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class ImportResult:
+    """What :func:`import_bundle` made: the store's name, template and backend, its files and
+    chunks, whether the bundle's vectors were reused (``reembedded_from`` names the bundle's model
+    when they were not), the seconds it took, and a sentence for a person (``message``)."""
+
+    store: str
+    template: str
+    backend: str
+    files: int
+    chunks: int
+    reused_vectors: bool
+    reembedded_from: str | None
+    seconds: float
+    message: str
+
+
+# -- export -------------------------------------------------------------------------------------
+
+class _HashingWriter(io.RawIOBase):
+    """Pass writes on to ``out`` (a zip member) and keep their SHA-256 and length."""
+
+    def __init__(self, out: IO[bytes]) -> None:
+        self.out, self.sha, self.size = out, hashlib.sha256(), 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data)
+        self.out.write(view)
+        self.sha.update(view)
+        self.size += view.nbytes
+        return view.nbytes
+
+
+def export_store(wb: Any, store: str, out: str | os.PathLike, *, progress: Progress | None = None) -> ExportResult:
+    """Write store ``store`` of workbench ``wb`` to the bundle ``out`` (see the module docstring).
+
+    The bundle is written to ``out + ".part"`` and renamed when complete, so ``out`` is a whole
+    bundle or absent (a killed export leaves a ``.part`` that import rejects as truncated). The
+    store's lock is held while it is read (ingestion into it waits), so files and chunks agree.
+    Files being ingested (pending, processing) are left out and named in ``skipped``.
+
+    Raises:
+        StoreNotFound; StorageError (the output cannot be written); the backend's errors.
+    """
+    started = time.perf_counter()
+    record = wb.stores.get(store)
+    tpl = wb.stores.template_of(record)
+    out = Path(out)
+    part = out.with_name(out.name + ".part")
+    members: dict[str, dict[str, Any]] = {}
+    coll = wb.stores.collection_of(record)
+    try:
+        zf = zipfile.ZipFile(part, "w", zipfile.ZIP_STORED, allowZip64=True)
+    except OSError as exc:
+        from knowledge.errors import StorageError
+
+        raise StorageError(f"The bundle {str(out)!r} cannot be written: {exc.strerror or exc}") from exc
+    try:
+        with zf, wb.stores.store_lock(store):
+            records = wb.catalog.files(store)
+            skipped = [r.file_name for r in records if r.status not in (DONE, FAILED)]
+            records = [r for r in records if r.status in (DONE, FAILED)]
+            counts = coll.facet("file_id") if coll.collection_exists() else {}
+            total = sum(counts.values())
+            entries = []
+            for i, r in enumerate(records):
+                stored = wb.files.find(r.file_id)
+                member = f"files/{i:06d}.bin" if stored is not None else None
+                if member is not None:
+                    with wb.files.content(r.file_id) as src:
+                        members[member] = _write_member(zf, member, lambda w, s=src: shutil.copyfileobj(s, w, _PIECE))
+                entries.append({
+                    "member": member, "file_id": r.file_id, "name": r.file_name,
+                    "content_type": stored.content_type if stored else None, "size": r.size, "sha256": r.sha256,
+                    "status": str(r.status), "reason": r.reason, "error": r.error, "chunks": r.chunks,
+                    "pages": r.pages, "warnings": r.warnings,
+                    "attributes": wb.indexer.file_attributes(store, r.file_id) if r.status == DONE else {},
+                })
+                _report(progress, "files", 0.2 * (i + 1) / max(1, len(records)))
+            blocks: list[dict[str, Any]] = []
+            pending: list[Point] = []
+            written = 0
+
+            def flush() -> None:
+                nonlocal pending, written
+                n = len(blocks)
+                lines, vec = f"chunks/{n:06d}.jsonl", f"chunks/{n:06d}.npy"
+                body = b"".join(orjson.dumps({"id": p.id, "payload": p.payload}) + b"\n" for p in pending)
+                members[lines] = _write_member(zf, lines, lambda w: w.write(body), deflate=True)
+                matrix = np.ascontiguousarray(np.vstack([p.vector for p in pending]), dtype="<f4")
+                members[vec] = _write_member(zf, vec, lambda w: np.save(w, matrix, allow_pickle=False))
+                blocks.append({"payloads": lines, "vectors": vec, "count": len(pending)})
+                written += len(pending)
+                pending = []
+                _report(progress, "chunks", 0.2 + 0.8 * written / max(1, total))
+
+            for file_id in sorted(counts, key=str):
+                for p in coll.scroll(where={"file_id": file_id}, with_vectors=True):
+                    pending.append(p)
+                    if len(pending) >= BLOCK:
+                        flush()
+            if pending:
+                flush()
+            spec = tpl.model_dump()
+            spec.pop("backend", None)
+            manifest = {
+                "format": FORMAT, "format_version": FORMAT_VERSION,
+                "created": datetime.now(UTC).isoformat(),
+                "store": {"name": record.name, "template": spec, "embedding_model": record.embedding_model,
+                          "dimension": record.dimension, "distance": record.distance,
+                          "source_backend": record.backend},
+                "files": entries, "blocks": blocks, "chunks": written, "members": members,
+            }
+            zf.writestr(MANIFEST, json.dumps(manifest, ensure_ascii=False, indent=1), zipfile.ZIP_DEFLATED)
+        with open(part, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(part, out)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            part.unlink()
+        raise
+    _report(progress, "done", 1.0)
+    return ExportResult(store, out, len(entries), written, out.stat().st_size, time.perf_counter() - started,
+                        skipped)
+
+
+def _write_member(zf: zipfile.ZipFile, name: str, fill: Callable[[Any], Any], deflate: bool = False) -> dict[str, Any]:
+    info = zipfile.ZipInfo(name, date_time=time.gmtime()[:6])
+    info.compress_type = zipfile.ZIP_DEFLATED if deflate else zipfile.ZIP_STORED
+    with zf.open(info, "w", force_zip64=True) as raw:
+        w = _HashingWriter(raw)
+        fill(w)
+    return {"sha256": w.sha.hexdigest(), "bytes": w.size}
+
+
+def _report(progress: Progress | None, stage: str, fraction: float) -> None:
+    if progress is not None:
+        progress(stage, max(0.0, min(1.0, fraction)))
+
+
+# -- reading a bundle ----------------------------------------------------------------------------
+
+def open_bundle(path: str | os.PathLike) -> tuple[zipfile.ZipFile, dict[str, Any]]:
+    """Open the bundle ``path``; returns the zip and its manifest, checked for form and version
+    and against the zip's directory (every member listed is present with the listed size). The
+    members' checksums are checked as they are read (:func:`read_member`).
+
+    Raises:
+        BundleCorrupt: not a zip (truncated: a zip's directory is at its end), no or bad manifest,
+            a member missing or of another size. BundleTooNew: a newer format version.
+        InvalidArgument: ``path`` is not a readable file.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InvalidArgument(f"{str(path)!r} is not a file.")
+    try:
+        zf = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+        raise BundleCorrupt(f"{path.name} is not a complete bundle (truncated, or not a .kb file): {exc}") from exc
+    try:
+        try:
+            manifest = json.loads(zf.read(MANIFEST))
+        except KeyError:
+            raise BundleCorrupt(f"{path.name} has no {MANIFEST}: it is not a knowledge bundle.") from None
+        except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
+            raise BundleCorrupt(f"{path.name}: its {MANIFEST} is unreadable ({exc}).") from exc
+        check_manifest(manifest, FORMAT, path.name)
+        sizes = {i.filename: i.file_size for i in zf.infolist()}
+        for name, meta in manifest["members"].items():
+            if name not in sizes:
+                raise BundleCorrupt(f"{path.name} misses its member {name} (listed in the manifest).")
+            if sizes[name] != meta.get("bytes"):
+                raise BundleCorrupt(f"{path.name}: member {name} has {sizes[name]} bytes, the manifest says"
+                                    f" {meta.get('bytes')} (truncated or tampered with).")
+    except BaseException:
+        zf.close()
+        raise
+    return zf, manifest
+
+
+def check_manifest(manifest: Any, fmt: str, where: str) -> None:
+    """Check a manifest's ``format`` and ``format_version`` (see :func:`open_bundle`)."""
+    if not isinstance(manifest, dict) or manifest.get("format") != fmt:
+        raise BundleCorrupt(f"{where} is not a {fmt} (its manifest says {manifest.get('format') if isinstance(manifest, dict) else manifest!r}).")
+    version = manifest.get("format_version")
+    if not isinstance(version, int) or version < 1:
+        raise BundleCorrupt(f"{where}: bad format version {version!r}.")
+    if version > FORMAT_VERSION:
+        raise BundleTooNew(f"{where} was written in {fmt} format version {version}; this program reads"
+                           f" versions up to {FORMAT_VERSION}. Upgrade knowledge to import it.")
+    if not isinstance(manifest.get("members"), dict):
+        raise BundleCorrupt(f"{where}: the manifest lists no members.")
+
+
+def read_member(zf: zipfile.ZipFile, manifest: dict[str, Any], name: str) -> bytes:
+    """The bytes of member ``name``, checked against the manifest's SHA-256. Raises BundleCorrupt."""
+    meta = manifest["members"].get(name)
+    if meta is None:
+        raise BundleCorrupt(f"The manifest does not list the member {name}.")
+    try:
+        data = zf.read(name)
+    except (KeyError, zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
+        raise BundleCorrupt(f"Member {name} is unreadable ({exc}): the bundle is damaged.") from exc
+    if hashlib.sha256(data).hexdigest() != meta.get("sha256"):
+        raise BundleCorrupt(f"Member {name} does not match its checksum: the bundle is damaged or was altered.")
+    return data
+
+
+class _CheckedReader(io.RawIOBase):
+    """Read a member, hashing it; :meth:`verify` compares with the manifest at the end."""
+
+    def __init__(self, raw: IO[bytes], name: str, meta: dict[str, Any]) -> None:
+        self.raw, self.name, self.meta, self.sha = raw, name, meta, hashlib.sha256()
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, n: int = -1) -> bytes:
+        try:
+            data = self.raw.read(n)
+        except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
+            raise BundleCorrupt(f"Member {self.name} is unreadable ({exc}): the bundle is damaged.") from exc
+        self.sha.update(data)
+        return data
+
+    def verify(self) -> None:
+        while self.read(_PIECE):
+            pass
+        if self.sha.hexdigest() != self.meta.get("sha256"):
+            raise BundleCorrupt(f"Member {self.name} does not match its checksum: the bundle is damaged or"
+                                " was altered.")
+
+
+def bundle_info(path: str | os.PathLike) -> dict[str, Any]:
+    """The store part of a bundle's manifest plus ``files`` and ``chunks`` counts (for a preview).
+    Raises as :func:`open_bundle`."""
+    zf, manifest = open_bundle(path)
+    with zf:
+        return {**manifest["store"], "files": len(manifest.get("files", [])), "chunks": manifest.get("chunks", 0),
+                "format_version": manifest["format_version"], "created": manifest.get("created")}
+
+
+# -- import --------------------------------------------------------------------------------------
+
+def import_bundle(wb: Any, bundle: str | os.PathLike, *, as_name: str | None = None, template: str | None = None,
+                  progress: Progress | None = None) -> ImportResult:
+    """Recreate the store of ``bundle`` in workbench ``wb`` (see the module docstring).
+
+    Args:
+        as_name: the new store's name (default: the bundle's).
+        template: the template to create it from (any backend). Default: the template of the
+            bundle's name when ``wb`` has one with the same embedding model, else a template made
+            from the bundle's spec on the default backend (saved under the bundle's template name,
+            or ``<name>-imported`` when that name is taken).
+
+    The vectors are reused when the template's model is the bundle's (same dimension); otherwise
+    every chunk is embedded again from its text with the template's model (``progress`` then says
+    ``"embedding, about N s left"``), and the result says so.
+
+    Raises:
+        StoreExists: a store with the name exists (pass ``as_name``). BundleCorrupt, BundleTooNew,
+        InvalidArgument (see :func:`open_bundle`); TemplateNotFound; EmbeddingUnavailable;
+        BackendUnavailable; the backend's write errors. Nothing is left behind on any of them.
+    """
+    started = time.perf_counter()
+    zf, manifest = open_bundle(bundle)
+    with zf:
+        meta = manifest["store"]
+        name = as_name or meta.get("name")
+        if not isinstance(name, str) or not name.strip() or len(name) > 200:
+            raise InvalidArgument("A store name must be 1-200 characters and not blank.")
+        if wb.stores.find(name) is not None:
+            raise StoreExists(f"A store called {name!r} exists already. Import the bundle under another name"
+                              " (--as NAME), or delete that store first.")
+        tpl = _target_template(wb, meta, template)
+        embedder = wb.embedder(tpl.embedding_model)
+        reuse = tpl.embedding_model == meta.get("embedding_model") and embedder.dimension == meta.get("dimension")
+        backend = wb.stores.backend(tpl.backend)
+        sweep_leftovers(wb, backends=[tpl.backend])
+        token = f"{os.getpid()}-{secrets.token_hex(4)}"
+        collection = f"{name}~import-{token}"
+        target = backend.collection(collection)
+        with _live_lock:
+            _live_tokens.add(token)
+        saved: list[str] = []
+        try:
+            ids, files = _import_files(wb, zf, manifest, name, token, saved, progress)
+            total = int(manifest.get("chunks") or 0)
+            blocks = _blocks(zf, manifest, ids, meta.get("dimension"))
+            written = wb.indexer.write_points(
+                target, embedder.dimension, tpl.distance, blocks, None if reuse else embedder,
+                (lambda stage, f: _report(progress, stage, 0.2 + 0.75 * f)) if progress else None, total)
+            if written != total or target.count() != total:
+                raise BundleCorrupt(f"The bundle lists {total} chunks but holds {written}: it is damaged.")
+            _report(progress, "finishing", 0.97)
+            wb.indexer.adopt_store(name, tpl, embedder.dimension, collection, files)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                target.drop_collection()
+            for fid in saved:
+                with contextlib.suppress(Exception):
+                    wb.stores.forget_file_if_unused(fid)
+            raise
+        finally:
+            with _live_lock:
+                _live_tokens.discard(token)
+    _report(progress, "done", 1.0)
+    seconds = time.perf_counter() - started
+    how = ("vectors reused" if reuse else
+           f"re-embedded with {tpl.embedding_model} (the bundle's model is {meta.get('embedding_model')})")
+    message = (f"Imported {name!r}: {len(files)} files, {written} chunks on {tpl.backend} (template"
+               f" {tpl.name!r}; {how}) in {seconds:.1f} s.")
+    return ImportResult(name, tpl.name, tpl.backend, len(files), written, reuse,
+                        None if reuse else meta.get("embedding_model"), seconds, message)
+
+
+def _target_template(wb: Any, meta: dict[str, Any], template: str | None) -> VectorStoreTemplate:
+    from knowledge.templates import make_template
+
+    if template:
+        return wb.template(template)
+    spec = dict(meta.get("template") or {})
+    tname = spec.get("name") or "imported"
+    if tname in wb.template_names():
+        existing = wb.template(tname)
+        if existing.embedding_model == spec.get("embedding_model", meta.get("embedding_model")):
+            return existing
+        tname = f"{tname}-imported"
+        if tname in wb.template_names():
+            return wb.template(tname)
+    spec.update(name=tname, backend=wb.settings.vector_store.backend)
+    spec.setdefault("embedding_model", meta.get("embedding_model"))
+    try:
+        tpl = make_template(**spec)
+    except KnowledgeError as exc:
+        raise BundleCorrupt(f"The bundle's template cannot be used: {exc}") from exc
+    return wb.save_template(tpl)
+
+
+def _import_files(wb: Any, zf: zipfile.ZipFile, manifest: dict[str, Any], store: str, token: str,
+                  saved: list[str], progress: Progress | None) -> tuple[dict[str, str], list[FileRecord]]:
+    """Save each file's bytes to the file store (checked against the manifest); ``saved`` collects
+    the new ids as they are made. Returns old id -> new id and the new file records."""
+    ids: dict[str, str] = {}
+    records = []
+    entries = manifest.get("files") or []
+    for i, e in enumerate(entries):
+        old_id = e.get("file_id")
+        if not isinstance(old_id, str) or not isinstance(e.get("name"), str):
+            raise BundleCorrupt("A file entry of the manifest has no id or name.")
+        new_id = old_id
+        member = e.get("member")
+        if member is not None:
+            mmeta = manifest["members"].get(member)
+            if mmeta is None:
+                raise BundleCorrupt(f"The manifest does not list the member {member}.")
+            try:
+                raw = zf.open(member)
+            except KeyError:
+                raise BundleCorrupt(f"The bundle misses its member {member}.") from None
+            with raw:
+                reader = _CheckedReader(raw, member, mmeta)
+                stored = wb.files.save(e["name"], e.get("content_type"), reader, metadata={IMPORT_MARK: token})
+                saved.append(stored.id)
+                reader.verify()
+            if e.get("sha256") and stored.sha256 != e["sha256"]:
+                raise BundleCorrupt(f"The bytes of {e['name']} differ from the SHA-256 the bundle records.")
+            new_id = stored.id
+        ids[old_id] = new_id
+        status = DONE if e.get("status") == DONE else FAILED
+        records.append(FileRecord(store, new_id, e["name"], e.get("sha256"), e.get("size"), status, e.get("reason"),
+                                  int(e.get("chunks") or 0), e.get("pages"), list(e.get("warnings") or []),
+                                  error=e.get("error")))
+        _report(progress, "files", 0.2 * (i + 1) / max(1, len(entries)))
+    return ids, records
+
+
+def _blocks(zf: zipfile.ZipFile, manifest: dict[str, Any], ids: dict[str, str],
+            dimension: int | None) -> Iterator[list[Point]]:
+    """The bundle's chunks as points, one block at a time, with the file ids of this file store."""
+    for block in manifest.get("blocks") or []:
+        lines = read_member(zf, manifest, block["payloads"]).splitlines()
+        try:
+            matrix = np.load(io.BytesIO(read_member(zf, manifest, block["vectors"])), allow_pickle=False)
+        except ValueError as exc:
+            raise BundleCorrupt(f"Member {block['vectors']} is not a vector matrix: {exc}") from exc
+        if matrix.ndim != 2 or matrix.shape[0] != len(lines) or (dimension and matrix.shape[1] != dimension):
+            raise BundleCorrupt(f"Block {block['vectors']} holds vectors of shape {matrix.shape} for"
+                                f" {len(lines)} chunks of {dimension} dimensions.")
+        matrix = matrix.astype(np.float32, copy=False)
+        points = []
+        for row, line in enumerate(lines):
+            item = orjson.loads(line)
+            payload = item["payload"]
+            pid = item["id"]
+            old = payload.get("file_id")
+            new = ids.get(old)
+            if new is not None and new != old:
+                payload["file_id"] = new
+                if isinstance(pid, str) and pid.startswith(f"{old}:"):
+                    pid = new + pid[len(old):]
+            points.append(Point(pid, matrix[row], payload))
+        yield points
+
+
+# -- leftovers of killed imports -----------------------------------------------------------------
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _dead_token(token: str) -> bool:
+    with _live_lock:
+        if token in _live_tokens:
+            return False
+    head = token.split("-", 1)[0]
+    if not head.isdigit() or int(head) == os.getpid():
+        return True  # this process's import, no longer running
+    return not _alive(int(head))
+
+
+def sweep_leftovers(wb: Any, backends: list[str] | None = None) -> tuple[int, int]:
+    """Remove what killed imports left: collections named ``*~import-<pid>-<hex>`` that no store
+    uses, of processes no longer running, on ``backends`` (default: those the stores and the
+    default template use), and file-store files such an import saved that no store holds.
+    Returns ``(collections, files)`` removed."""
+    used = {(r.backend, r.collection) for r in wb.catalog.list_stores()}
+    names = backends or sorted({b for b, _ in used} | {wb.settings.vector_store.backend})
+    dropped = 0
+    for bname in names:
+        try:
+            backend = wb.stores.backend(bname)
+            colls = backend.list_collections()
+        except KnowledgeError:
+            continue
+        for c in colls:
+            m = _TEMP.search(c)
+            if m and (bname, c) not in used and _dead_token(c[m.start() + len("~import-"):]):
+                backend.collection(c).drop_collection()
+                dropped += 1
+    removed = 0
+    for f in wb.files.list():
+        token = f.metadata.get(IMPORT_MARK)
+        if isinstance(token, str) and _dead_token(token) and not wb.catalog.stores_using_file(f.id):
+            wb.files.delete(f.id)
+            removed += 1
+    return dropped, removed
+
+
+# -- move ------------------------------------------------------------------------------------------
+
+def move_store(wb: Any, store: str, template: str, progress: Progress | None = None) -> StoreRecord:
+    """Move ``store`` to ``template`` in place -- same name, files and chunks -- copying its vectors
+    when the template's model is the store's (a move to another backend), re-embedding them from
+    the chunks' text otherwise (see :meth:`Indexer.reembed`). The store switches in one catalog
+    step once the copy is complete; a failure leaves it as it was.
+
+    Raises:
+        StoreNotFound, TemplateNotFound, BackendUnavailable, the backends' errors.
+    """
+    wb.stores.get(store)
+    wb.template(template)
+    return wb.indexer.reembed(store, template, progress)
+
+
+__all__ = ["BLOCK", "FORMAT_VERSION", "ExportResult", "ImportResult", "bundle_info", "export_store", "import_bundle",
+           "move_store", "open_bundle", "sweep_leftovers"]
