@@ -1,8 +1,9 @@
 """The command line: ``python -m knowledge`` (or ``knowledge``).
 
-Exit codes: 0 success; 1 a file failed to ingest (the others went on), or ``eval`` measured an MRR
-below ``--min-mrr``; 2 bad usage or a
-configuration/store error (the message says which).
+Exit codes: 0 success; 1 a file failed to ingest (the others went on), ``eval`` measured an MRR
+below ``--min-mrr``, or ``restore`` could not import a store of another backend (the rest was
+restored); 2 bad usage or a configuration/store error (the message says which: a damaged or newer
+bundle, a store name already taken, a data folder that is not empty, ...).
 """
 
 from __future__ import annotations
@@ -80,6 +81,28 @@ def _parser() -> argparse.ArgumentParser:
     s = cmd("reembed", help="move a store to another template (model) from its stored text")
     s.add_argument("store")
     s.add_argument("template")
+    # -- portable knowledge (knowledge/portable.py) --
+    s = cmd("export", help="write a store to one portable bundle file (.kb: files, chunks, float32 vectors)")
+    s.add_argument("store")
+    s.add_argument("out", metavar="OUT.kb")
+    s.add_argument("--json", action="store_true", help="print the result as JSON")
+    s = cmd("import", help="recreate a store from a bundle, on any backend (vectors reused when the model matches)")
+    s.add_argument("bundle", metavar="BUNDLE")
+    s.add_argument("--as", dest="as_name", metavar="NAME", help="the new store's name (default: the bundle's)")
+    s.add_argument("--template", help="template to create it from (default: the bundle's, on the default backend)")
+    s.add_argument("--json", action="store_true", help="print the result as JSON")
+    s = cmd("move", help="move a store to another template's backend in place (no re-embedding when the model is the same)")
+    s.add_argument("store")
+    s.add_argument("--template", required=True)
+    s = cmd("backup", help="back up the whole data folder to one archive (catalog, files, every store)")
+    s.add_argument("out", metavar="OUT")
+    s.add_argument("--json", action="store_true", help="print the result as JSON")
+    s = cmd("restore", help="restore a backup into an empty data folder (--data-dir)")
+    s.add_argument("backup", metavar="BACKUP")
+    s.add_argument("--force", action="store_true",
+                   help="replace the data folder's catalog, stored files and memory stores if it holds data")
+    s.add_argument("--json", action="store_true", help="print the result as JSON")
+    # -- end of portable knowledge --
     s = cmd("chat", help="send one chat message (attaching files first) and print the answer with citations")
     s.add_argument("message", nargs="?", help="the message (not with --list)")
     s.add_argument("--session", help="session id or title to continue (default: a new session)")
@@ -184,6 +207,8 @@ def _run(args: argparse.Namespace) -> int:
         run(http=args.http, host=args.host, port=args.port)
         return 0
 
+    if args.command == "restore":  # into a folder that may not exist yet: no workbench first
+        return _portable(None, args)
     wb = Workbench()
     try:
         if args.command == "ingest":
@@ -244,6 +269,8 @@ def _run(args: argparse.Namespace) -> int:
             rec = wb.reembed(args.store, args.template)
             print(f"Store {rec.name!r} now uses template {rec.template!r} ({rec.embedding_model}, {rec.dimension} dims).")
             return 0
+        if args.command in ("export", "import", "move", "backup"):
+            return _portable(wb, args)
         if args.command == "chat":
             return _chat(wb, args)
         if args.command == "eval":
@@ -261,6 +288,72 @@ def _run(args: argparse.Namespace) -> int:
         raise AssertionError(args.command)
     finally:
         wb.close()
+
+
+def _portable(wb: Any, args: argparse.Namespace) -> int:
+    """export / import / move / backup / restore (:mod:`knowledge.portable`)."""
+    import time
+
+    from knowledge import portable
+
+    shown = {"stage": None, "at": 0.0}
+
+    def progress(stage: str, fraction: float) -> None:  # a line when the stage changes, else every 2 s
+        now = time.monotonic()
+        if stage != shown["stage"] or now - shown["at"] >= 2.0:
+            print(f"  {stage}: {fraction:.0%}", file=sys.stderr)
+            shown.update(stage=stage, at=now)
+
+    if args.command == "export":
+        r = portable.export_store(wb, args.store, args.out, progress=progress)
+        if args.json:
+            print(json.dumps({"store": r.store, "path": str(r.path), "files": r.files, "chunks": r.chunks,
+                              "bytes": r.bytes, "seconds": round(r.seconds, 3), "skipped": r.skipped}, indent=2))
+        else:
+            print(f"Exported {r.store!r}: {r.files} files, {r.chunks} chunks, {r.bytes / 1e6:.1f} MB to {r.path}"
+                  f" in {r.seconds:.1f} s.")
+            if r.skipped:
+                print(f"Left out (being ingested): {', '.join(r.skipped)}.")
+        return 0
+    if args.command == "import":
+        r = portable.import_bundle(wb, args.bundle, as_name=args.as_name, template=args.template, progress=progress)
+        if args.json:
+            print(json.dumps({"store": r.store, "template": r.template, "backend": r.backend, "files": r.files,
+                              "chunks": r.chunks, "reused_vectors": r.reused_vectors,
+                              "reembedded_from": r.reembedded_from, "seconds": round(r.seconds, 3)}, indent=2))
+        else:
+            print(r.message)
+        return 0
+    if args.command == "move":
+        before = wb.get_store(args.store)
+        rec = portable.move_store(wb, args.store, args.template, progress=progress)
+        how = "vectors copied" if rec.embedding_model == before.embedding_model else f"re-embedded with {rec.embedding_model}"
+        print(f"Moved {rec.name!r} from {before.backend} to {rec.backend} (template {rec.template!r}; {how}).")
+        return 0
+    if args.command == "backup":
+        r = portable.backup(wb, args.out, progress=progress)
+        if args.json:
+            print(json.dumps({"path": str(r.path), "bytes": r.bytes, "copied": r.copied, "bundled": r.bundled,
+                              "files": r.files, "seconds": round(r.seconds, 3)}, indent=2))
+        else:
+            print(f"Backed up the data folder to {r.path} ({r.bytes / 1e6:.1f} MB): the catalog, {r.files} stored"
+                  f" files, {len(r.copied)} memory-backend collections, {len(r.bundled)} stores of other backends"
+                  f" as bundles, in {r.seconds:.1f} s.")
+        return 0
+    if args.command == "restore":
+        from knowledge.config import load_settings
+
+        r = portable.restore(load_settings(), args.backup, force=args.force, progress=progress)
+        if args.json:
+            print(json.dumps({"copied": r.copied, "imported": r.imported, "failed": r.failed, "files": r.files,
+                              "seconds": round(r.seconds, 3)}, indent=2))
+        else:
+            print(f"Restored {r.files} stored files, {len(r.copied)} memory-backend collections and"
+                  f" {len(r.imported)} stores of other backends in {r.seconds:.1f} s.")
+            for store, reason in r.failed.items():
+                print(f"Not restored: {store!r}: {reason}", file=sys.stderr)
+        return 1 if r.failed else 0
+    raise AssertionError(args.command)
 
 
 def _chat(wb: Any, args: argparse.Namespace) -> int:

@@ -50,6 +50,7 @@ import os
 import re
 import secrets
 import shutil
+import tempfile
 import threading
 import time
 import zipfile
@@ -580,5 +581,277 @@ def move_store(wb: Any, store: str, template: str, progress: Progress | None = N
     return wb.indexer.reembed(store, template, progress)
 
 
-__all__ = ["BLOCK", "FORMAT_VERSION", "ExportResult", "ImportResult", "bundle_info", "export_store", "import_bundle",
-           "move_store", "open_bundle", "sweep_leftovers"]
+# -- backup and restore of the whole data folder -----------------------------------------------------
+
+BACKUP_FORMAT = "knowledge-backup"
+
+
+@dataclass(frozen=True, slots=True)
+class BackupResult:
+    """What :func:`backup` wrote: the archive, its size in bytes, the stores copied as files (memory
+    backend, by name), the stores exported as bundles (other backends), the stored files, seconds."""
+
+    path: Path
+    bytes: int
+    copied: list[str]
+    bundled: list[str]
+    files: int
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class RestoreResult:
+    """What :func:`restore` did: the stores restored from copies and from bundles, the stores it could
+    not restore (name -> reason; their bundles stay in the backup), the stored files, seconds."""
+
+    copied: list[str]
+    imported: list[str]
+    failed: dict[str, str]
+    files: int
+    seconds: float
+
+
+def backup(wb: Any, out: str | os.PathLike, *, progress: Progress | None = None) -> BackupResult:
+    """Back up the data folder of ``wb`` to the archive ``out`` (a zip, format ``knowledge-backup``):
+
+    * ``catalog.duckdb``: the catalog, copied after a ``CHECKPOINT`` under the catalog's lock
+      (:meth:`Catalog.checkpoint_copy`), so never a torn copy while the app runs;
+    * ``files/meta/<id>.json`` + ``files/blobs/<sha256>``: every stored file (each record with its
+      whole content; blobs are immutable);
+    * ``vector-stores/<folder>/...``: every collection of the memory backend (stores, chats'
+      attachment stores, agent memory), its files copied under the collection's write lock (a
+      writer waits; readers go on); its lexical index is left out (rebuilt on the first words search);
+    * ``stores/NNNN.kb``: every store on another backend (pgvector, Qdrant) as a bundle
+      (:func:`export_store`).
+
+    ``manifest.json`` lists every member with its SHA-256. Written to ``out + ".part"`` and renamed
+    when complete. Each part is consistent in itself; a file ingested while the backup runs may be
+    in one part and not another (ingest it again after a restore). Agent memory kept on pgvector
+    or Qdrant is not in the backup (their collections are not stores).
+
+    Raises:
+        StorageError (the archive cannot be written); the backends' errors.
+    """
+    from knowledge.errors import StorageError
+    from knowledge.filestore.filesystem import RECORD_FORMAT
+    from knowledge.vectorstore.memory.storage import LEXICAL_DIR, MANIFEST_TMP
+
+    started = time.perf_counter()
+    out = Path(out)
+    part = out.with_name(out.name + ".part")
+    members: dict[str, dict[str, Any]] = {}
+    sweep_leftovers(wb)
+    try:
+        zf = zipfile.ZipFile(part, "w", zipfile.ZIP_STORED, allowZip64=True)
+    except OSError as exc:
+        raise StorageError(f"The backup {str(out)!r} cannot be written: {exc.strerror or exc}") from exc
+    copied: list[str] = []
+    bundled: list[dict[str, Any]] = []
+    try:
+        with zf, tempfile.TemporaryDirectory(prefix="knowledge-backup-") as tmp:
+            snapshot = Path(tmp) / "catalog.duckdb"
+            wb.catalog.checkpoint_copy(snapshot)
+            with open(snapshot, "rb") as src:
+                members["catalog.duckdb"] = _write_member(zf, "catalog.duckdb", lambda w: shutil.copyfileobj(src, w, _PIECE),
+                                                          deflate=True)
+            _report(progress, "catalog", 0.05)
+            records = wb.files.list()
+            blobs: set[str] = set()
+            for i, f in enumerate(records):
+                try:
+                    src = wb.files.content(f.id)
+                except KnowledgeError:
+                    continue  # deleted meanwhile
+                with src:
+                    if f.sha256 not in blobs:
+                        members[f"files/blobs/{f.sha256}"] = _write_member(
+                            zf, f"files/blobs/{f.sha256}", lambda w, s=src: shutil.copyfileobj(s, w, _PIECE))
+                        blobs.add(f.sha256)
+                meta = json.dumps({"format": RECORD_FORMAT, **f.to_dict()}, ensure_ascii=False, indent=2).encode()
+                members[f"files/meta/{f.id}.json"] = _write_member(zf, f"files/meta/{f.id}.json",
+                                                                  lambda w, m=meta: w.write(m), deflate=True)
+                _report(progress, "files", 0.05 + 0.25 * (i + 1) / max(1, len(records)))
+            memory = wb.stores.backend("memory") if _memory_in_use(wb) else None
+            names = memory.list_collections() if memory is not None else []
+            for i, name in enumerate(names):
+                coll = memory.collection(name)
+                log_ = coll.files
+                with log_.writing(memory.lock_timeout):
+                    base = log_.path
+                    for path in sorted(base.rglob("*")):
+                        rel = path.relative_to(base)
+                        if path.is_dir() or rel.parts[0] == LEXICAL_DIR or path.name == MANIFEST_TMP:
+                            continue
+                        member = f"vector-stores/{base.name}/{rel.as_posix()}"
+                        with open(path, "rb") as src:
+                            members[member] = _write_member(zf, member, lambda w, s=src: shutil.copyfileobj(s, w, _PIECE))
+                copied.append(name)
+                _report(progress, "memory stores", 0.3 + 0.3 * (i + 1) / max(1, len(names)))
+            others = [r for r in wb.catalog.list_stores() if r.backend != "memory"]
+            for i, r in enumerate(others):
+                tmp_kb = Path(tmp) / f"{i:04d}.kb"
+                export_store(wb, r.name, tmp_kb)
+                member = f"stores/{i:04d}.kb"
+                with open(tmp_kb, "rb") as src:
+                    members[member] = _write_member(zf, member, lambda w: shutil.copyfileobj(src, w, _PIECE))
+                tmp_kb.unlink()
+                bundled.append({"store": r.name, "member": member, "template": r.template, "backend": r.backend})
+                _report(progress, "other stores", 0.6 + 0.4 * (i + 1) / max(1, len(others)))
+            manifest = {"format": BACKUP_FORMAT, "format_version": FORMAT_VERSION,
+                        "created": datetime.now(UTC).isoformat(), "memory_stores": copied, "bundles": bundled,
+                        "files": len(records), "members": members}
+            zf.writestr(MANIFEST, json.dumps(manifest, ensure_ascii=False, indent=1), zipfile.ZIP_DEFLATED)
+        with open(part, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(part, out)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            part.unlink()
+        raise
+    _report(progress, "done", 1.0)
+    return BackupResult(out, out.stat().st_size, copied, [b["store"] for b in bundled], len(records),
+                        time.perf_counter() - started)
+
+
+def _memory_in_use(wb: Any) -> bool:
+    """Whether the memory backend's folder exists (opening the backend would create nothing else)."""
+    return Path(wb.settings.vector_store_dir).is_dir()
+
+
+def data_folder_empty(settings: Any) -> bool:
+    """Whether the data folder of ``settings`` holds no catalog, no stored file and no memory store."""
+    if Path(settings.catalog_path).exists():
+        return False
+    meta = Path(settings.file_store_dir) / "meta"
+    if meta.is_dir() and any(meta.iterdir()):
+        return False
+    vs = Path(settings.vector_store_dir)
+    return not (vs.is_dir() and any(p for p in vs.iterdir() if not p.name.startswith(".")))
+
+
+def restore(settings: Any, archive: str | os.PathLike, *, force: bool = False,
+            embedder_factory: Callable[[str], Any] | None = None,
+            progress: Progress | None = None) -> RestoreResult:
+    """Restore the backup ``archive`` (see :func:`backup`) into the data folder of ``settings``.
+
+    Every member's checksum is verified before anything is written. The file store and the memory
+    stores are put in place first, the catalog last (without it the app sees no store). Stores
+    bundled from other backends are then imported onto the backend their template names (as
+    configured in ``settings``): one that cannot be (a server out of reach) is named in
+    ``failed`` and the rest goes on.
+
+    Args:
+        force: replace a data folder that holds data (its catalog, stored files and memory stores
+            are deleted first). Without it such a folder is refused.
+
+    Raises:
+        TargetNotEmpty: the data folder holds data and ``force`` is false. BundleCorrupt,
+        BundleTooNew: the archive is damaged or newer; nothing was written then.
+    """
+    from knowledge.errors import TargetNotEmpty
+
+    started = time.perf_counter()
+    path = Path(archive)
+    if not path.is_file():
+        raise InvalidArgument(f"{str(path)!r} is not a file.")
+    if not force and not data_folder_empty(settings):
+        raise TargetNotEmpty(f"The data folder {str(settings.data_root)!r} already holds data; restore into an"
+                             " empty folder (--data-dir), or pass --force to replace its catalog, files and"
+                             " memory stores.")
+    try:
+        zf = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+        raise BundleCorrupt(f"{path.name} is not a complete backup (truncated, or not a backup): {exc}") from exc
+    with zf:
+        try:
+            manifest = json.loads(zf.read(MANIFEST))
+        except (KeyError, ValueError, zipfile.BadZipFile, OSError) as exc:
+            raise BundleCorrupt(f"{path.name} has no readable {MANIFEST}: it is not a backup.") from exc
+        check_manifest(manifest, BACKUP_FORMAT, path.name)
+        members = manifest["members"]
+        for i, (name, meta) in enumerate(members.items()):
+            if not _safe_member(name):
+                raise BundleCorrupt(f"{path.name}: member {name!r} is not a path this program writes.")
+            try:
+                raw = zf.open(name)
+            except KeyError:
+                raise BundleCorrupt(f"{path.name} misses its member {name}.") from None
+            with raw:
+                _CheckedReader(raw, name, meta).verify()
+            _report(progress, "checking", 0.3 * (i + 1) / max(1, len(members)))
+        data_root = Path(settings.data_root)
+        data_root.mkdir(parents=True, exist_ok=True)
+        stage = Path(tempfile.mkdtemp(prefix=".restore-", dir=data_root))
+        try:
+            for name in members:
+                target = stage / name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with zf.open(name) as src, open(target, "wb") as dst:
+                    shutil.copyfileobj(src, dst, _PIECE)
+            if force:
+                for p in (Path(settings.file_store_dir), Path(settings.vector_store_dir)):
+                    shutil.rmtree(p, ignore_errors=True)
+                for p in (Path(settings.catalog_path), Path(str(settings.catalog_path) + ".wal")):
+                    with contextlib.suppress(FileNotFoundError):
+                        p.unlink()
+            _merge_into(stage / "files", Path(settings.file_store_dir))
+            _merge_into(stage / "vector-stores", Path(settings.vector_store_dir))
+            catalog = Path(settings.catalog_path)
+            catalog.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(stage / "catalog.duckdb", catalog)
+            bundles = {b["store"]: stage / b["member"] for b in manifest.get("bundles") or []}
+            templates = {b["store"]: b.get("template") for b in manifest.get("bundles") or []}
+            _report(progress, "stores", 0.6)
+            imported, failed = _restore_bundles(settings, bundles, templates, embedder_factory)
+        finally:
+            shutil.rmtree(stage, ignore_errors=True)
+    _report(progress, "done", 1.0)
+    return RestoreResult(list(manifest.get("memory_stores") or []), imported, failed,
+                         int(manifest.get("files") or 0), time.perf_counter() - started)
+
+
+def _safe_member(name: str) -> bool:
+    parts = name.split("/")
+    return (name == "catalog.duckdb" or parts[0] in ("files", "vector-stores", "stores")) and \
+        all(p not in ("", ".", "..") for p in parts) and "\\" not in name
+
+
+def _merge_into(src: Path, dst: Path) -> None:
+    if not src.is_dir():
+        return
+    dst.mkdir(parents=True, exist_ok=True)
+    for p in sorted(src.iterdir()):
+        target = dst / p.name
+        if p.is_dir() and target.is_dir():
+            _merge_into(p, target)
+        else:
+            os.replace(p, target)
+
+
+def _restore_bundles(settings: Any, bundles: dict[str, Path], templates: dict[str, str | None],
+                     embedder_factory: Callable[[str], Any] | None) -> tuple[list[str], dict[str, str]]:
+    if not bundles:
+        return [], {}
+    from knowledge.workbench import Workbench
+
+    wb = Workbench(settings, embedder_factory=embedder_factory)
+    imported, failed = [], {}
+    try:
+        for store, bundle in bundles.items():
+            old_files = [f.file_id for f in wb.catalog.files(store)]
+            wb.catalog.delete_store(store)  # the record names a collection of the old server
+            wb.stores.changed(store)
+            try:
+                import_bundle(wb, bundle, as_name=store, template=templates.get(store))
+                imported.append(store)
+            except KnowledgeError as exc:
+                failed[store] = str(exc)
+            for fid in old_files:
+                wb.stores.forget_file_if_unused(fid)
+    finally:
+        wb.close()
+    return imported, failed
+
+
+__all__ = ["BLOCK", "FORMAT_VERSION", "BackupResult", "ExportResult", "ImportResult", "RestoreResult", "backup",
+           "bundle_info", "export_store", "import_bundle", "move_store", "open_bundle", "restore", "sweep_leftovers"]
