@@ -19,6 +19,7 @@ from knowledge.outcomes import can_retry, needs_password, plain_reason
 from knowledge.templates import DEFAULT_TEMPLATE, make_template
 from knowledge.vectorstore.registry import backend_names
 from knowledge.workbench import CANCELLED, DUPLICATE, FAILED_OUTCOME, INDEXED, UNCHANGED, Workbench
+from pages._portable import import_part, portable_section
 from pages._ui import DISTANCES, app_workbench, duration, flash, has_flash, megabytes, set_flash
 from pages.widgets import confirm
 
@@ -361,6 +362,8 @@ def stores_tab() -> None:
         with st.expander("➕ New store", expanded=True):
             new_store_form(stores)
         st.info("No vector stores yet: create one above, then drop files on it.")
+        with st.expander("📦 Import a store bundle (.kb)"):
+            import_part(wb)
         return
     names = [s.record.name for s in stores]
     if (pending := st.session_state.pop("store_pending", None)) in names:
@@ -384,6 +387,7 @@ def stores_tab() -> None:
             upload_section(store, summary.disk_bytes)
             files_section(store)
             manage_section(store, summary.files, summary.chunks)
+            portable_section(wb, store)
         except KnowledgeError as exc:
             st.error(str(exc))
     st.markdown(f"#### All stores ({len(stores)})")

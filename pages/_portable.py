@@ -1,0 +1,119 @@
+"""The Vector stores page's "Export, import or move" section (not a page: app.py's navigation does
+not list it). The work is :mod:`knowledge.portable`'s; this draws the widgets and says what happened."""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from pathlib import Path
+
+import streamlit as st
+
+from knowledge import portable
+from knowledge.errors import KnowledgeError
+from knowledge.workbench import Workbench
+from pages._ui import flash, human_size, set_flash
+
+_OWN = "(the bundle's own)"
+
+
+def _exports_dir(wb: Workbench) -> Path:
+    """Where prepared bundles wait for their download (one per store, replaced by the next)."""
+    path = Path(wb.settings.data_root) / "exports"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _bundle_name(store: str) -> str:
+    return (re.sub(r"[^\w.-]+", "-", store).strip("-") or "store") + ".kb"
+
+
+def portable_section(wb: Workbench, store: str) -> None:
+    """Export the store ``store`` (a download), import a bundle as a new store, move ``store`` to
+    another template's backend."""
+    with st.expander("📦 Export, import or move"):
+        flash(f"portable:{store}")
+        export_part(wb, store)
+        st.divider()
+        move_part(wb, store)
+        st.divider()
+        import_part(wb, key=store)
+
+
+def export_part(wb: Workbench, store: str) -> None:
+    st.markdown("**Export** — one `.kb` file with the files, chunks and vectors; import it on any"
+                " backend or machine.")
+    target = _exports_dir(wb) / _bundle_name(store)
+    prepared = st.session_state.get(f"export:{store}")
+    if st.button("Prepare export", key=f"export-go:{store}"):
+        bar = st.progress(0.0, text="Exporting...")
+        try:
+            r = portable.export_store(wb, store, target,
+                                      progress=lambda stage, f: bar.progress(f, text=f"Exporting {stage}: {f:.0%}"))
+            prepared = st.session_state[f"export:{store}"] = (str(r.path), r.files, r.chunks, r.bytes)
+            bar.empty()
+        except KnowledgeError as exc:
+            bar.empty()
+            st.error(f"{store} could not be exported: {exc}")
+            prepared = None
+    if prepared and Path(prepared[0]).is_file():
+        path, files, chunks, size = prepared
+        st.caption(f"{files} files, {chunks} chunks, {human_size(size)}.")
+        with open(path, "rb") as fh:
+            st.download_button(f"⬇️ Download {Path(path).name}", fh.read(), file_name=Path(path).name,
+                               mime="application/zip", key=f"export-dl:{store}", type="primary")
+
+
+def move_part(wb: Workbench, store: str) -> None:
+    record = wb.get_store(store)
+    st.markdown(f"**Move** — to another template's backend (now: {record.backend}). Same name, files and chunks;"
+                " the vectors are copied when the template's model is the store's, re-embedded otherwise.")
+    others = [t for t in wb.list_templates() if t.name != record.template]
+    if not others:
+        st.caption("No other template yet: make one on another backend in the Templates tab, then move"
+                   " the store to it here.")
+        return
+    labels = {f"{t.name} · {t.backend} · {t.embedding_model}": t.name for t in others}
+    c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
+    choice = c1.selectbox("Move to template", list(labels), key=f"move-to:{store}")
+    if c2.button("Move", key=f"move-go:{store}"):
+        target = wb.template(labels[choice])
+        bar = st.progress(0.0, text="Moving...")
+        try:
+            rec = portable.move_store(wb, store, target.name,
+                                      progress=lambda stage, f: bar.progress(f, text=f"Moving: {stage}, {f:.0%}"))
+            how = ("vectors copied" if rec.embedding_model == record.embedding_model
+                   else f"re-embedded with {rec.embedding_model}")
+            set_flash(f"portable:{store}", True, f"Moved {store} from {record.backend} to {rec.backend}"
+                      f" (template {rec.template}; {how}).")
+        except KnowledgeError as exc:
+            set_flash(f"portable:{store}", False, f"{store} was not moved: {exc}")
+        st.rerun()
+
+
+def import_part(wb: Workbench, key: str = "") -> None:
+    """Drop a ``.kb`` bundle, optionally with a new name and template; the new store is selected."""
+    st.markdown("**Import** — a `.kb` bundle as a new store.")
+    up = st.file_uploader("Bundle", type=["kb"], key=f"import-file:{key}", label_visibility="collapsed")
+    c1, c2 = st.columns(2)
+    name = c1.text_input("Name of the new store", key=f"import-as:{key}",
+                         placeholder="the bundle's", help="Leave empty to keep the store's name from the bundle.")
+    template = c2.selectbox("Template", [_OWN, *wb.template_names()], key=f"import-tpl:{key}",
+                            help="The backend and model of the new store. Its vectors are reused when the"
+                                 " model is the bundle's; otherwise the chunks are embedded again.")
+    if st.button("Import", key=f"import-go:{key}", disabled=up is None, type="primary"):
+        bar = st.progress(0.0, text="Importing...")
+        with tempfile.TemporaryDirectory(prefix="knowledge-import-") as tmp:
+            path = Path(tmp) / "bundle.kb"
+            path.write_bytes(up.getvalue())
+            try:
+                r = portable.import_bundle(wb, path, as_name=name.strip() or None,
+                                           template=None if template == _OWN else template,
+                                           progress=lambda stage, f: bar.progress(f, text=f"Importing: {stage}, {f:.0%}"))
+            except KnowledgeError as exc:
+                bar.empty()
+                st.error(f"{up.name} was not imported: {exc}")
+                return
+        st.session_state["store_pending"] = r.store  # selected on the next run
+        set_flash("", True, r.message)
+        st.rerun()
