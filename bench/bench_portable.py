@@ -182,7 +182,7 @@ def main() -> int:
             r, sec, peak = measured(portable.export_store, wb, "big", tmp_path / "big.kb")
             say(f"  export: {sec:.1f} s ({n / sec:,.0f} chunks/s), bundle {mb(r.bytes)}, heap peak +{mb(peak)}"
                 f" ({peak / vectors_bytes:.2f}x the store's vectors)")
-            imp, isec, ipeak = measured(portable.import_bundle, wb, r.path, as_name="big-copy")
+            _, isec, ipeak = measured(portable.import_bundle, wb, r.path, as_name="big-copy")
             say(f"  import (memory): {isec:.1f} s ({n / isec:,.0f} chunks/s), heap peak +{mb(ipeak)}"
                 f" (the new store is kept in memory by this backend); fill / import = {fill_s / isec:.2f}")
             out.update(chunks=n, fill_s=fill_s, export_s=sec, bundle_bytes=r.bytes, export_peak_bytes=peak,
