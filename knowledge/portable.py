@@ -616,7 +616,7 @@ def backup(wb: Any, out: str | os.PathLike, *, progress: Progress | None = None)
 
     * ``catalog.duckdb``: the catalog, copied after a ``CHECKPOINT`` under the catalog's lock
       (:meth:`Catalog.checkpoint_copy`), so never a torn copy while the app runs;
-    * ``files/meta/<id>.json`` + ``files/blobs/<sha256>``: every stored file (each record with its
+    * ``files/meta/<id>.json`` + ``files/blobs/<sha256[:2]>/<sha256>``: every stored file (each record with its
       whole content; blobs are immutable);
     * ``vector-stores/<folder>/...``: every collection of the memory backend (stores, chats'
       attachment stores, agent memory), its files copied under the collection's write lock (a
@@ -663,9 +663,9 @@ def backup(wb: Any, out: str | os.PathLike, *, progress: Progress | None = None)
                 except KnowledgeError:
                     continue  # deleted meanwhile
                 with src:
-                    if f.sha256 not in blobs:
-                        members[f"files/blobs/{f.sha256}"] = _write_member(
-                            zf, f"files/blobs/{f.sha256}", lambda w, s=src: shutil.copyfileobj(s, w, _PIECE))
+                    if f.sha256 not in blobs:  # the file store's layout: blobs/<2 hex>/<sha256>
+                        blob = f"files/blobs/{f.sha256[:2]}/{f.sha256}"
+                        members[blob] = _write_member(zf, blob, lambda w, s=src: shutil.copyfileobj(s, w, _PIECE))
                         blobs.add(f.sha256)
                 meta = json.dumps({"format": RECORD_FORMAT, **f.to_dict()}, ensure_ascii=False, indent=2).encode()
                 members[f"files/meta/{f.id}.json"] = _write_member(zf, f"files/meta/{f.id}.json",
