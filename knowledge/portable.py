@@ -384,7 +384,7 @@ def import_bundle(wb: Any, bundle: str | os.PathLike, *, as_name: str | None = N
         if wb.stores.find(name) is not None:
             raise StoreExists(f"A store called {name!r} exists already. Import the bundle under another name"
                               " (--as NAME), or delete that store first.")
-        tpl = _target_template(wb, meta, template)
+        tpl, new_template = _target_template(wb, meta, template)
         embedder = wb.embedder(tpl.embedding_model)
         reuse = tpl.embedding_model == meta.get("embedding_model") and embedder.dimension == meta.get("dimension")
         backend = wb.stores.backend(tpl.backend)
@@ -405,6 +405,8 @@ def import_bundle(wb: Any, bundle: str | os.PathLike, *, as_name: str | None = N
             if written != total or target.count() != total:
                 raise BundleCorrupt(f"The bundle lists {total} chunks but holds {written}: it is damaged.")
             _report(progress, "finishing", 0.97)
+            if new_template:  # saved only now: a failed import leaves no template behind either
+                tpl = wb.save_template(tpl)
             wb.indexer.adopt_store(name, tpl, embedder.dimension, collection, files)
         except BaseException:
             with contextlib.suppress(Exception):
@@ -426,27 +428,27 @@ def import_bundle(wb: Any, bundle: str | os.PathLike, *, as_name: str | None = N
                         None if reuse else meta.get("embedding_model"), seconds, message)
 
 
-def _target_template(wb: Any, meta: dict[str, Any], template: str | None) -> VectorStoreTemplate:
+def _target_template(wb: Any, meta: dict[str, Any], template: str | None) -> tuple[VectorStoreTemplate, bool]:
+    """The template to import with, and whether it is new (to be saved when the import commits)."""
     from knowledge.templates import make_template
 
     if template:
-        return wb.template(template)
+        return wb.template(template), False
     spec = dict(meta.get("template") or {})
     tname = spec.get("name") or "imported"
     if tname in wb.template_names():
         existing = wb.template(tname)
         if existing.embedding_model == spec.get("embedding_model", meta.get("embedding_model")):
-            return existing
+            return existing, False
         tname = f"{tname}-imported"
         if tname in wb.template_names():
-            return wb.template(tname)
+            return wb.template(tname), False
     spec.update(name=tname, backend=wb.settings.vector_store.backend)
     spec.setdefault("embedding_model", meta.get("embedding_model"))
     try:
-        tpl = make_template(**spec)
+        return make_template(**spec), True
     except KnowledgeError as exc:
         raise BundleCorrupt(f"The bundle's template cannot be used: {exc}") from exc
-    return wb.save_template(tpl)
 
 
 def _import_files(wb: Any, zf: zipfile.ZipFile, manifest: dict[str, Any], store: str, token: str,

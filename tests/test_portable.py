@@ -558,3 +558,27 @@ def test_round_trip_of_real_chapters_with_the_real_model(corpus, make_wb, tmp_pa
             source = target
     finally:
         wb.close()
+
+
+def test_the_bundles_template_comes_along_on_the_default_backend_only_when_the_import_succeeds(make_wb, tmp_path):
+    from knowledge.config import load_settings
+
+    wb = make_wb()
+    _fill(wb, "notes", "qd")
+    bundle = portable.export_store(wb, "notes", tmp_path / "n.kb").path
+    data = bundle.read_bytes()
+    (tmp_path / "half.kb").write_bytes(data[:-200])
+    _rewrite(bundle, tmp_path / "bad.kb", lambda n, d: d.replace(b"purrs", b"purrz") if n.endswith(".jsonl") else d)
+    fresh = Workbench(load_settings(data_dir=tmp_path / "fresh"), embedder_factory=_factory)
+    try:
+        for bad in ("half.kb", "bad.kb"):
+            with pytest.raises(BundleCorrupt):
+                portable.import_bundle(fresh, tmp_path / bad)
+            assert "qd" not in fresh.template_names()
+        r = portable.import_bundle(fresh, bundle)
+        assert (r.template, r.backend) == ("qd", "memory")  # the bundle's template, on this folder's backend
+        tpl = fresh.template("qd")
+        assert (tpl.embedding_model, tpl.max_chunk_size_tokens, tpl.chunk_overlap_tokens) == ("fake", 24, 4)
+        _same_store(wb, "notes", fresh, "notes")
+    finally:
+        fresh.close()
