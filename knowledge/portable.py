@@ -579,7 +579,7 @@ def move_store(wb: Any, store: str, template: str, progress: Progress | None = N
         StoreNotFound, TemplateNotFound, BackendUnavailable, the backends' errors.
     """
     wb.stores.get(store)
-    wb.template(template)
+    sweep_leftovers(wb, backends=[wb.template(template).backend])
     return wb.indexer.reembed(store, template, progress)
 
 
