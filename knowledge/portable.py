@@ -277,6 +277,7 @@ def open_bundle(path: str | os.PathLike) -> tuple[zipfile.ZipFile, dict[str, Any
         except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
             raise BundleCorrupt(f"{path.name}: its {MANIFEST} is unreadable ({exc}).") from exc
         check_manifest(manifest, FORMAT, path.name)
+        _check_store_manifest(manifest, path.name)
         sizes = {i.filename: i.file_size for i in zf.infolist()}
         for name, meta in manifest["members"].items():
             if name not in sizes:
@@ -302,6 +303,21 @@ def check_manifest(manifest: Any, fmt: str, where: str) -> None:
                            f" versions up to {FORMAT_VERSION}. Upgrade knowledge to import it.")
     if not isinstance(manifest.get("members"), dict):
         raise BundleCorrupt(f"{where}: the manifest lists no members.")
+
+
+def _check_store_manifest(m: dict[str, Any], where: str) -> None:
+    """The shape of a bundle manifest's store, files and blocks (the checksums cover the members,
+    not the manifest: a hand-edited one must still fail with a reason, not a traceback)."""
+    store, files, blocks = m.get("store"), m.get("files"), m.get("blocks")
+    ok = (isinstance(store, dict) and isinstance(store.get("name"), str) and isinstance(store.get("embedding_model"), str)
+          and isinstance(store.get("dimension"), (int, type(None))) and isinstance(store.get("template", {}), dict)
+          and isinstance(files, list) and all(isinstance(f, dict) and isinstance(f.get("file_id"), str)
+                                              and isinstance(f.get("name"), str) for f in files)
+          and isinstance(blocks, list) and all(isinstance(b, dict) and isinstance(b.get("payloads"), str)
+                                               and isinstance(b.get("vectors"), str) for b in blocks)
+          and isinstance(m.get("chunks"), int))
+    if not ok:
+        raise BundleCorrupt(f"{where}: its manifest lacks the store, its files or its chunk blocks.")
 
 
 def read_member(zf: zipfile.ZipFile, manifest: dict[str, Any], name: str) -> bytes:
@@ -504,9 +520,11 @@ def _blocks(zf: zipfile.ZipFile, manifest: dict[str, Any], ids: dict[str, str],
         matrix = matrix.astype(np.float32, copy=False)
         points = []
         for row, line in enumerate(lines):
-            item = orjson.loads(line)
-            payload = item["payload"]
-            pid = item["id"]
+            try:
+                item = orjson.loads(line)
+                payload, pid = item["payload"], item["id"]
+            except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+                raise BundleCorrupt(f"Member {block['payloads']}: line {row + 1} is not a chunk ({exc}).") from exc
             old = payload.get("file_id")
             new = ids.get(old)
             if new is not None and new != old:

@@ -260,6 +260,14 @@ def test_a_bundle_from_a_newer_format_is_refused(make_wb, tmp_path):
         portable.import_bundle(wb, tmp_path / "new.kb", as_name="copy")
     assert not wb.store_exists("copy")
 
+    def no_store(name, d):  # a hand-edited manifest: a reason, not a traceback
+        return json.dumps({**json.loads(d), "store": None}) if name == "manifest.json" else d
+
+    _rewrite(good, tmp_path / "edited.kb", no_store)
+    with pytest.raises(BundleCorrupt, match="manifest lacks the store"):
+        portable.import_bundle(wb, tmp_path / "edited.kb", as_name="copy")
+    assert not wb.store_exists("copy")
+
 
 def test_a_name_clash_is_refused_and_as_name_imports_beside_it(make_wb, tmp_path):
     wb = make_wb()
