@@ -95,6 +95,8 @@ def import_part(wb: Workbench, key: str = "") -> None:
     """Drop a ``.kb`` bundle, optionally with a new name and template; the new store is selected."""
     st.markdown("**Import** — a `.kb` bundle as a new store.")
     up = st.file_uploader("Bundle", type=["kb"], key=f"import-file:{key}", label_visibility="collapsed")
+    if up is not None:
+        _preview(up)
     c1, c2 = st.columns(2)
     name = c1.text_input("Name of the new store", key=f"import-as:{key}",
                          placeholder="the bundle's", help="Leave empty to keep the store's name from the bundle.")
@@ -117,3 +119,23 @@ def import_part(wb: Workbench, key: str = "") -> None:
         st.session_state["store_pending"] = r.store  # selected on the next run
         set_flash("", True, r.message)
         st.rerun()
+
+
+def _preview(up) -> None:
+    """What the dropped bundle holds (read once per upload), or why it cannot be imported."""
+    key = f"bundle-info:{up.file_id}"
+    if key not in st.session_state:
+        with tempfile.TemporaryDirectory(prefix="knowledge-import-") as tmp:
+            path = Path(tmp) / "bundle.kb"
+            path.write_bytes(up.getvalue())
+            try:
+                st.session_state[key] = (True, portable.bundle_info(path))
+            except KnowledgeError as exc:
+                st.session_state[key] = (False, str(exc))
+    ok, info = st.session_state[key]
+    if not ok:
+        st.error(f"{up.name} cannot be imported: {info}")
+        return
+    st.caption(f"{up.name}: store **{info['name']}** · {info['files']} files · {info['chunks']} chunks ·"
+               f" model `{info['embedding_model']}` ({info['dimension']} dimensions) · from"
+               f" {info.get('source_backend', '?')}")

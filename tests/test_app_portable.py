@@ -62,6 +62,7 @@ def test_import_a_dropped_bundle_under_a_new_name(tmp_path):
     data = _bundle(tmp_path).read_bytes()
     at = open_app("pages/stores.py")
     at.file_uploader(key="import-file:Notes").set_value([("notes.kb", data, "application/zip")]).run()
+    assert "notes.kb: store **Notes** · 2 files" in "\n".join(c.value for c in at.caption)  # a preview first
     at.text_input(key="import-as:Notes").input("Copy").run()
     button(at, "import-go:Notes").click().run()
     assert not at.exception
@@ -87,6 +88,7 @@ def test_a_name_clash_or_a_damaged_bundle_is_a_message_and_the_page_goes_on(tmp_
     button(at, "import-go:Notes").click().run()
     assert not at.exception
     assert any("half.kb was not imported" in e.value and "truncated" in e.value for e in at.error)
+    assert any("half.kb cannot be imported" in e.value for e in at.error)  # the preview said so already
     assert at.selectbox(key="store_selected").options == ["Notes"]
 
 
