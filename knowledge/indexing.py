@@ -494,6 +494,7 @@ class Indexer:
             and of the embedder; the caller drops ``target`` on failure.
         """
         target.ensure_collection(dimension, distance)
+        target.ensure_lexical_index()  # chunks are searched by words too: kept from the start, as ingestion does
         done, started = 0, time.perf_counter()
         for batch in batches:
             points = list(batch)
