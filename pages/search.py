@@ -91,8 +91,9 @@ def render_distribution(run: pg.SearchRun) -> None:
     data = pd.DataFrame(rows)
     bars = alt.Chart(data).mark_bar().encode(
         x=alt.X("rank:O", title="rank"), y=alt.Y("score:Q", title="score"),
-        color=alt.Color("shown:N", title="in the results", scale=alt.Scale(domain=[True, False],
-                                                                  range=["#e45756", "#bab0ac"])),
+        color=alt.Color("result:N", title=None, scale=alt.Scale(
+            domain=[pg.SHOWN_LABELS[True], pg.SHOWN_LABELS[False]], range=["#e45756", "#bab0ac"]),
+            legend=alt.Legend(orient="bottom", labelLimit=400)),
         tooltip=["rank", alt.Tooltip("score:Q", format=".3f"), "file"],
     )
     chart = bars
