@@ -70,7 +70,8 @@ def _parser() -> argparse.ArgumentParser:
     s = cmd("files", help="list the files of a store")
     s.add_argument("store")
     s.add_argument("--json", action="store_true")
-    s = cmd("delete-file", help="remove a file (id or name) from a store")
+    s = cmd("delete-file", help="remove a file from a store: by name (content with the same bytes under another"
+                                " name stays), or by id (the content with all its names)")
     s.add_argument("store")
     s.add_argument("file")
     s = cmd("delete-store", help="delete a store and its chunks")
@@ -122,7 +123,7 @@ def _resolve_file(wb: Any, store: str, ref: str) -> str:
             return f.file_id
     from knowledge.workbench import normalize_name
 
-    named = [f for f in files if normalize_name(f.file_name) == normalize_name(ref)]
+    named = [f for f in files if normalize_name(ref) in {normalize_name(n) for n in f.names}]
     if len(named) == 1:
         return named[0].file_id
     if named:
@@ -215,17 +216,26 @@ def _run(args: argparse.Namespace) -> int:
         if args.command == "files":
             files = wb.store_files(args.store)
             if args.json:
-                print(json.dumps([{"file_id": f.file_id, "name": f.file_name, "status": f.status,
+                print(json.dumps([{"file_id": f.file_id, "name": f.file_name, "aliases": list(f.aliases),
+                                   "status": f.status,
                                    "reason": f.reason, "error": f.error, "chunks": f.chunks, "pages": f.pages,
                                    "warnings": f.warnings, "sha256": f.sha256} for f in files], indent=2))
             else:
-                print(_table([(f.file_name, f.file_id, f.status, f.chunks, f.pages or "", f.reason or "")
-                              for f in files], ["name", "file id", "status", "chunks", "pages", "reason"]))
+                print(_table([(f.file_name, ", ".join(f.aliases), f.file_id, f.status, f.chunks, f.pages or "",
+                               f.reason or "") for f in files],
+                             ["name", "also named (same content)", "file id", "status", "chunks", "pages", "reason"]))
             return 0
         if args.command == "delete-file":
             fid = _resolve_file(wb, args.store, args.file)
-            n = wb.delete_file(args.store, fid)
-            print(f"Removed {args.file} ({n} chunks) from {args.store!r}.")
+            if args.file == fid:  # by id: the content with every name
+                n = wb.delete_file(args.store, fid)
+                print(f"Removed {args.file} ({n} chunks) from {args.store!r}.")
+                return 0
+            n = wb.delete_name(args.store, fid, args.file)  # by name: the content goes with its last name
+            left = [x.name for x in wb.file_names_of(args.store, fid)]
+            print(f"Removed {args.file} ({n} chunks) from {args.store!r}." if not left else
+                  f"Removed the name {args.file} from {args.store!r}; its content stays, still named"
+                  f" {', '.join(left)} (0 chunks removed).")
             return 0
         if args.command == "delete-store":
             wb.delete_store(args.store)
