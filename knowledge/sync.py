@@ -436,6 +436,12 @@ def synced_folders(wb: Workbench, store: str):
     return wb.catalog.synced_folders(store) if wb.store_exists(store) else []
 
 
+def forget_folder(wb: Workbench, store: str, folder: str) -> bool:
+    """Stop syncing ``folder`` into ``store``: the folder is forgotten and its files stay in the store
+    as files added by hand (no later sync deletes them). Returns whether the folder was synced."""
+    return wb.catalog.delete_synced_folder(store, folder_key(folder))
+
+
 class SyncJob(IngestJob):
     """A sync plan applied in a background thread, shown like an ingest batch: one line per change
     (the added and changed files with their ingestion progress), each with its outcome.
@@ -484,4 +490,4 @@ class SyncJob(IngestJob):
 
 
 __all__ = ["ACTIONS", "FolderSync", "ItemResult", "PlanItem", "SyncJob", "SyncPlan", "SyncReport", "folder_key",
-           "sha256_of", "synced_folders"]
+           "forget_folder", "sha256_of", "synced_folders"]

@@ -19,6 +19,7 @@ from knowledge.outcomes import can_retry, needs_password, plain_reason
 from knowledge.templates import DEFAULT_TEMPLATE, make_template
 from knowledge.vectorstore.registry import backend_names
 from knowledge.workbench import CANCELLED, DUPLICATE, FAILED_OUTCOME, INDEXED, UNCHANGED, Workbench
+from pages._sync import sync_section
 from pages._ui import DISTANCES, app_workbench, duration, flash, has_flash, megabytes, set_flash
 from pages.widgets import confirm
 
@@ -391,6 +392,7 @@ def stores_tab() -> None:
                    help=f"Backend: {r.backend}. Scores compare embeddings by {r.distance} distance.")
         try:
             upload_section(store, summary.disk_bytes)
+            sync_section(wb, store)
             files_section(store)
             manage_section(store, summary.files, summary.chunks)
         except KnowledgeError as exc:
