@@ -436,6 +436,13 @@ def synced_folders(wb: Workbench, store: str):
     return wb.catalog.synced_folders(store) if wb.store_exists(store) else []
 
 
+def counts_text(counts: dict[str, int]) -> str:
+    """A sync's counts in words, the non-zero ones: ``"3 added, 1 deleted, 40 unchanged"``;
+    ``"nothing yet"`` for none."""
+    words = [f"{n} {k}" for k, n in counts.items() if n]
+    return ", ".join(words) or "nothing yet"
+
+
 def forget_folder(wb: Workbench, store: str, folder: str) -> bool:
     """Stop syncing ``folder`` into ``store``: the folder is forgotten and its files stay in the store
     as files added by hand (no later sync deletes them). Returns whether the folder was synced."""
@@ -444,8 +451,8 @@ def forget_folder(wb: Workbench, store: str, folder: str) -> bool:
 
 class SyncJob(IngestJob):
     """A sync plan applied in a background thread, shown like an ingest batch: one line per change
-    (the added and changed files with their ingestion progress), each with its outcome.
-    :meth:`counts` gives the plan's words (added, changed, renamed, deleted, failed)."""
+    (the added and changed files with their ingestion progress), each with its outcome;
+    :meth:`summary_parts` says the result in the plan's words (added, changed, renamed, deleted, failed)."""
 
     def __init__(self, sync: FolderSync, plan: SyncPlan) -> None:
         changes = [i for i in plan.items if i.action != "unchanged"]
@@ -454,10 +461,11 @@ class SyncJob(IngestJob):
         self.report: SyncReport | None = None
         self.notes = [f"Sync of {sync.folder}: {plan.summary()}."]
 
-    def counts(self) -> dict[str, int]:
-        if self.report is not None:
-            return {k: v for k, v in self.report.counts().items() if v}
-        return {}
+    def summary_parts(self) -> list[str]:
+        """The finished sync in the plan's words for the batch header: ``["2 added", "1 renamed"]``."""
+        if self.report is None:
+            return []
+        return [f"{n} {k}" for k, n in self.report.counts().items() if n and k != "unchanged"]
 
     def _run(self) -> None:
         changes = [i for i in self.plan.items if i.action != "unchanged"]
@@ -490,4 +498,4 @@ class SyncJob(IngestJob):
 
 
 __all__ = ["ACTIONS", "FolderSync", "ItemResult", "PlanItem", "SyncJob", "SyncPlan", "SyncReport", "folder_key",
-           "forget_folder", "sha256_of", "synced_folders"]
+           "counts_text", "forget_folder", "sha256_of", "synced_folders"]

@@ -11,7 +11,7 @@ import streamlit as st
 
 from knowledge.errors import KnowledgeError
 from knowledge.jobs import IngestJob
-from knowledge.sync import ACTIONS, FolderSync, SyncJob, SyncPlan, forget_folder, synced_folders
+from knowledge.sync import FolderSync, SyncJob, SyncPlan, counts_text, forget_folder, synced_folders
 from knowledge.workbench import Workbench
 from pages._ui import flash, set_flash
 
@@ -32,13 +32,9 @@ def sync_section(wb: Workbench, store: str) -> None:
         if preview is not None:
             _preview(wb, store, *preview)
         if known:
-            st.dataframe(
-                [{"folder": f.folder, "glob": f.glob, "last sync": f.last_sync,
-                  **{a: f.last_plan.get(a) for a in (*ACTIONS, "failed")}} for f in known],
-                hide_index=True, width="stretch", key=f"synced:{store}",
-                column_config={"last sync": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm"),
-                               "failed": st.column_config.NumberColumn(help="Files that could not be read"
-                                                                       " (listed under Needs attention)")})
+            for f in known:  # lines, not a table: they wrap on a phone
+                when = f"{f.last_sync:%Y-%m-%d %H:%M} UTC" if f.last_sync else "never"
+                st.markdown(f"📁 **{f.folder}** · `{f.glob}`  \nlast sync {when}: {counts_text(f.last_plan)}")
             c1, c2, c3 = st.columns([3, 1, 1], vertical_alignment="bottom")
             pick = c1.selectbox("Folder", [f.folder for f in known], key=f"sync-pick:{store}")
             chosen = next(f for f in known if f.folder == pick)

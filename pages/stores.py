@@ -102,7 +102,7 @@ def _batch_header(job: IngestJob, store: str) -> None:
         counts = job.counts()
         parts = [f"{counts[o]} {label}" for o, label in ((INDEXED, "indexed"), (UNCHANGED, "unchanged"),
                  (DUPLICATE, "duplicates"), (FAILED_OUTCOME, "failed"), (CANCELLED, "not started"))
-                 if counts.get(o)]
+                 if counts.get(o)] if not hasattr(job, "summary_parts") else job.summary_parts()  # a folder sync
         st.progress(1.0, text=f"**Batch done: {total} file{'' if total == 1 else 's'}** · {job.chunks} chunks · "
                     + ", ".join(parts))
         return
