@@ -700,6 +700,13 @@ class Catalog:
                                [file_id]).fetchall()
         return {r[0]: r[1] for r in rows}
 
+    def names_of_file(self, file_id: str) -> list[str]:
+        """Every name content ``file_id`` carries in any store (distinct, oldest first)."""
+        with self._cursor() as cur:
+            rows = cur.execute("SELECT name, min(created) AS c FROM store_file_names WHERE file_id = ?"
+                               " GROUP BY name ORDER BY c, name", [file_id]).fetchall()
+        return [r[0] for r in rows]
+
     def stores_using_file(self, file_id: str) -> list[str]:
         with self._cursor() as cur:
             rows = cur.execute("SELECT store FROM store_files WHERE file_id = ? ORDER BY store", [file_id]).fetchall()

@@ -97,6 +97,9 @@ class StoredFileUsage:
     file: Any  # knowledge.filestore.base.StoredFile
     stores: list[str]
     statuses: dict[str, str] = field(default_factory=dict)
+    #: The other names the stores give these bytes (the same content uploaded or synced under
+    #: another name or path; see knowledge.indexing), oldest first.
+    aliases: list[str] = field(default_factory=list)
 
     def labels(self) -> list[str]:
         """``["notes", "papers (failed)"]``: each store, with the status unless it is done."""
@@ -296,7 +299,8 @@ class Workbench:
         out = []
         for f in files:
             statuses = self.catalog.file_statuses(f.id)
-            out.append(StoredFileUsage(f, list(statuses), statuses))
+            aliases = [n for n in self.catalog.names_of_file(f.id) if n != f.name] if statuses else []
+            out.append(StoredFileUsage(f, list(statuses), statuses, aliases))
         return out
 
     def delete_stored_file(self, file_id: str, *, from_stores: bool = False) -> list[str]:
