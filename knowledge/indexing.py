@@ -132,7 +132,13 @@ class Indexer:
             path = None
         if not name:
             raise InvalidArgument("A file needs a name when it is given as bytes or a stream.")
-        name = normalize_name(name)
+        from knowledge.filestore.base import clean_name
+
+        try:
+            name = normalize_name(clean_name(name))  # the name as the file store keeps it (no control characters)
+        except KnowledgeError as exc:
+            return IngestResult(name, Outcome.FAILED, str(exc), error=type(exc).__name__,
+                                seconds=time.perf_counter() - started)
         record, tpl = self.stores.open_for_write(store, template)
         embedder = self._embedder(tpl.embedding_model)
         lock = self.stores.store_lock(store)

@@ -210,6 +210,7 @@ class FolderSync:
 
     # -- planning ---------------------------------------------------------------------------------
     def _scan(self, skipped: dict[str, int]) -> dict[str, tuple[Path, os.stat_result]]:
+        from knowledge.filestore.base import clean_name
         from knowledge.indexing import expand_paths, normalize_name
 
         out: dict[str, tuple[Path, os.stat_result]] = {}
@@ -223,7 +224,11 @@ class FolderSync:
                 st = p.stat()
             except OSError:  # gone since the walk
                 continue
-            out[normalize_name(p.relative_to(self.path).as_posix())] = (p, st)
+            try:  # the name the store keeps (knowledge.filestore.base.clean_name: no control characters)
+                rel = normalize_name(clean_name(p.relative_to(self.path).as_posix()))
+            except KnowledgeError:  # a path too long to be a name: ingesting it says so
+                rel = normalize_name(p.relative_to(self.path).as_posix())
+            out[rel] = (p, st)
         return out
 
     def plan(self) -> SyncPlan:
@@ -332,8 +337,10 @@ class FolderSync:
                                   stat=(item.size, item.mtime_ns))
                 return ItemResult(item, True, f"{item.path}: renamed from {item.old_path}; nothing re-embedded.")
             if item.action == "deleted":
-                assert item.file_id is not None
-                n = wb.delete_name(self.store, item.file_id, item.path, folder=self.folder)
+                # every content carrying the path from this folder (a changed file that failed to read
+                # leaves its earlier version beside it): the path is gone
+                ids = {x.file_id for x in wb.catalog.names(self.store, name=item.path, folder=self.folder)}
+                n = sum(wb.delete_name(self.store, fid, item.path, folder=self.folder) for fid in sorted(ids))
                 return ItemResult(item, True, f"{item.path}: removed from the store ({n} chunks)." if n else
                                   f"{item.path}: removed; its content stays under its other name(s).")
         except KnowledgeError as exc:

@@ -176,6 +176,26 @@ def test_cli_sync_applies_reports_each_file_and_keeps_the_glob(tmp_path, docs, m
     assert files == {"bread.md", "cats.md", "sub/owls.md", "broken.pdf"}
 
 
+def test_a_changed_file_that_fails_keeps_its_last_good_version_until_its_path_goes(wb, tmp_path):
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    good = folder / "report.pdf"
+    from conftest import encrypted_pdf
+
+    good.write_bytes(encrypted_pdf("pw"))  # fails: needs a password
+    sync = FolderSync(wb, "notes", folder)
+    (folder / "owls.md").write_text(OWLS)
+    report = sync.run()
+    assert [r.item.path for r in report.failed] == ["report.pdf"]
+    assert report.counts()["failed"] == 1 and report.counts()["added"] == 1
+    assert wb.catalog.synced_folders("notes")[0].last_plan["failed"] == 1
+    assert sync.plan().changes == 0  # the failure is listed, not tried again on every sync
+    good.unlink()
+    sync.run()
+    assert [n.name for n in wb.file_names_of("notes")] == ["owls.md"]
+    assert [f.file_name for f in wb.store_files("notes")] == ["owls.md"]  # the failed record went with its path
+
+
 # -- the two rules -----------------------------------------------------------------------------
 def test_a_sync_never_deletes_or_replaces_a_file_uploaded_by_hand(wb, docs):
     hand = wb.ingest_file("notes", CATS.encode(), "cats.md")  # the same bytes, by hand
