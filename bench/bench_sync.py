@@ -9,7 +9,7 @@ embedder, to time the sync's own work).
 3. A sync after renaming a tenth of the files (moved into another folder): plan + apply, and how
    many texts were embedded (0 expected: renames re-embed nothing).
 
-    python bench/bench_sync.py [--book DIR] [--fake]
+    python bench/bench_sync.py [--book DIR] [--fake] [--files N]
 
 Prints figures; asserts nothing about time.
 """
@@ -32,6 +32,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--book", default=str(REPO.parent / "shared" / "corpus" / "md" / "rust-book"))
     ap.add_argument("--fake", action="store_true", help="the 64-d fake embedder instead of the bundled model")
+    ap.add_argument("--files", type=int, default=0, help="only the first N Markdown files (by path; 0: all)")
     args = ap.parse_args()
     book = Path(args.book)
     if not book.is_dir():
@@ -45,6 +46,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "book"
         shutil.copytree(book, folder)
+        if args.files:
+            for p in sorted(folder.rglob("*.md"))[args.files:]:
+                p.unlink()
         settings = load_settings(data_dir=Path(tmp) / "data")
         if args.fake:
             from knowledge.embeddings.fake import HashEmbedder
