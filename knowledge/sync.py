@@ -504,5 +504,17 @@ class SyncJob(IngestJob):
         self.finished_at = time.monotonic()
 
 
-__all__ = ["ACTIONS", "FolderSync", "ItemResult", "PlanItem", "SyncJob", "SyncPlan", "SyncReport", "folder_key",
-           "counts_text", "forget_folder", "sha256_of", "synced_folders"]
+__all__ = [
+    "ACTIONS",
+    "FolderSync",
+    "ItemResult",
+    "PlanItem",
+    "SyncJob",
+    "SyncPlan",
+    "SyncReport",
+    "counts_text",
+    "folder_key",
+    "forget_folder",
+    "sha256_of",
+    "synced_folders",
+]

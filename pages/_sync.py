@@ -11,7 +11,14 @@ import streamlit as st
 
 from knowledge.errors import KnowledgeError
 from knowledge.jobs import IngestJob
-from knowledge.sync import FolderSync, SyncJob, SyncPlan, counts_text, forget_folder, synced_folders
+from knowledge.sync import (
+    FolderSync,
+    SyncJob,
+    SyncPlan,
+    counts_text,
+    forget_folder,
+    synced_folders,
+)
 from knowledge.workbench import Workbench
 from pages._ui import flash, set_flash
 

@@ -324,7 +324,7 @@ def test_cli_watch_applies_a_new_file_and_ends_cleanly_on_ctrl_c(tmp_path, docs)
                 break
         assert any("ok      bees.md" in x for x in lines) and "Applied: 1 added" in lines[-1]
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=20)
+        _, err = proc.communicate(timeout=20)
     finally:
         if proc.poll() is None:
             proc.kill()
