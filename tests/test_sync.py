@@ -359,3 +359,28 @@ def test_plan_and_apply_on_every_backend(backend_name, tmp_path, docs, embedded,
         assert w.vector_store("notes").count() == sum(f.chunks for f in w.store_files("notes"))
     finally:
         w.close()
+
+
+def test_cli_files_and_delete_file_by_either_name(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("KNOWLEDGE_EMBEDDINGS__MODEL", "fake/hash-64")
+    data = str(tmp_path / "data")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "cats.md").write_text(CATS)
+    (tmp_path / "copy of cats.md").write_text(CATS)
+    assert main(["--data-dir", data, "ingest", "notes", str(tmp_path / "a" / "cats.md")]) == 0
+    assert main(["--data-dir", data, "ingest", "notes", str(tmp_path / "copy of cats.md")]) == 0
+    capsys.readouterr()
+    main(["--data-dir", data, "files", "notes"])
+    table = capsys.readouterr().out
+    assert "also named (same content)" in table and "copy of cats.md" in table
+    main(["--data-dir", data, "files", "notes", "--json"])
+    [f] = json.loads(capsys.readouterr().out)
+    assert (f["name"], f["aliases"]) == ("cats.md", ["copy of cats.md"])
+    assert main(["--data-dir", data, "delete-file", "notes", "cats.md"]) == 0
+    assert "its content stays, still named copy of cats.md (0 chunks removed)" in capsys.readouterr().out
+    main(["--data-dir", data, "search", "notes", "cat sits on the mat", "--json"])
+    assert {h["file_name"] for h in json.loads(capsys.readouterr().out)} == {"copy of cats.md"}
+    assert main(["--data-dir", data, "delete-file", "notes", "copy of cats.md"]) == 0
+    assert capsys.readouterr().out.startswith("Removed copy of cats.md (")
+    main(["--data-dir", data, "files", "notes", "--json"])
+    assert json.loads(capsys.readouterr().out) == []
