@@ -398,7 +398,7 @@ def distribution_rows(run: SearchRun) -> list[dict[str, Any]]:
              "result": SHOWN_LABELS[str(h.id) in shown]} for i, h in enumerate(run.top, 1)]
 
 
-SHOWN_LABELS = {True: "shown", False: "not shown (under the threshold, a duplicate or past k)"}
+SHOWN_LABELS = {True: "shown", False: "not shown"}
 
 
 __all__ = [

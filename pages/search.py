@@ -102,6 +102,8 @@ def render_distribution(run: pg.SearchRun) -> None:
             y="threshold:Q")
         chart = bars + rule
     st.altair_chart(chart.properties(height=220, title=f"Top {len(rows)} scores"), width="stretch")
+    if not all(r["shown"] for r in rows):
+        st.caption("Not shown: under the score threshold, overlapping a shown chunk, or past k.")
 
 
 @st.cache_data(show_spinner="Projecting the store's vectors...", max_entries=8)
