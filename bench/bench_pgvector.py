@@ -114,7 +114,8 @@ def scale(args) -> None:
             print(text, flush=True)
 
     tmp = tempfile.TemporaryDirectory()
-    settings = load_settings(data_dir=Path(tmp.name) / "data",
+    root = Path(args.keep) if args.keep else Path(tmp.name)
+    settings = load_settings(data_dir=root / "data",
                              vector_store={"backend": "pgvector", "url": args.url})
     b = PgvectorBackend(settings)
     say(None, None, f"server: {b!r}; load average {os.getloadavg()} on {os.cpu_count()} cores")
@@ -236,13 +237,14 @@ def scale(args) -> None:
     say(None, None, f"load average at the end: {os.getloadavg()}")
     if args.json:
         print(json.dumps({k2: (round(v, 3) if isinstance(v, float) else v) for k2, v in out.items()}))
-    c2.drop_collection()
+    if not args.keep:
+        c2.drop_collection()
     b2.close()
     b.close()
     if args.url is None:
         from knowledge.vectorstore.pg_embedded import stop_embedded
 
-        stop_embedded(Path(tmp.name) / "data" / "postgres")
+        stop_embedded(root / "data" / "postgres")
     tmp.cleanup()
 
 
@@ -250,6 +252,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--chunks", type=int, default=0, help="scale mode: a store of this many chunks, COPY-loaded")
     ap.add_argument("--json", action="store_true", help="scale mode: one JSON object at the end")
+    ap.add_argument("--keep", metavar="DIR", help="scale mode: keep the store in DIR/data (to look at it after)")
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--dim", type=int, default=384)
     ap.add_argument("--queries", type=int, default=200)

@@ -65,13 +65,31 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--no-save", action="store_true", help="do not keep the run in the catalog")
     s.add_argument("--json", action="store_true", help="print the runs as JSON")
 
+    # -- folder sync (knowledge/sync.py) ----------------------------------------------------------
+    s = cmd("sync", help="keep a store in step with a folder: show the plan (added, changed, renamed, deleted,"
+                         " unchanged), then apply it")
+    s.add_argument("store")
+    s.add_argument("folder")
+    s.add_argument("--glob", help="files to take (default: the folder's last glob, else **/*)")
+    s.add_argument("--template", help="template for a new store (default: default)")
+    s.add_argument("--dry-run", action="store_true", help="print the plan only; change nothing")
+    s.add_argument("--watch", action="store_true", help="keep running: apply changes as files change (Ctrl-C ends)")
+    s.add_argument("--debounce", type=float, default=None, metavar="S",
+                   help="--watch: seconds of quiet after a change before syncing (default 1)")
+    s.add_argument("--settle", type=float, default=None, metavar="S",
+                   help="--watch: seconds a file's size and time must hold still before it is read (default 1)")
+    s.add_argument("--json", action="store_true", help="print the plan and results as JSON (one object per line"
+                                                      " with --watch)")
+    # -- end of folder sync ----------------------------------------------------------------------
+
     s = cmd("stores", help="list stores")
     s.add_argument("--json", action="store_true")
     s.add_argument("--all", action="store_true", help="also the chats' own attachment stores (chat-<id>)")
     s = cmd("files", help="list the files of a store")
     s.add_argument("store")
     s.add_argument("--json", action="store_true")
-    s = cmd("delete-file", help="remove a file (id or name) from a store")
+    s = cmd("delete-file", help="remove a file from a store: by name (content with the same bytes under another"
+                                " name stays), or by id (the content with all its names)")
     s.add_argument("store")
     s.add_argument("file")
     s = cmd("delete-store", help="delete a store and its chunks")
@@ -145,7 +163,7 @@ def _resolve_file(wb: Any, store: str, ref: str) -> str:
             return f.file_id
     from knowledge.workbench import normalize_name
 
-    named = [f for f in files if normalize_name(f.file_name) == normalize_name(ref)]
+    named = [f for f in files if normalize_name(ref) in {normalize_name(n) for n in f.names}]
     if len(named) == 1:
         return named[0].file_id
     if named:
@@ -226,6 +244,8 @@ def _run(args: argparse.Namespace) -> int:
 
                 print("\n\n".join(format_hit(i + 1, h) for i, h in enumerate(hits)) or "No results.")
             return 0
+        if args.command == "sync":  # folder sync (knowledge/sync.py)
+            return _sync(wb, args)
         if args.command == "stores":
             stores = wb.list_stores(internal=args.all)
             if args.json:
@@ -240,17 +260,26 @@ def _run(args: argparse.Namespace) -> int:
         if args.command == "files":
             files = wb.store_files(args.store)
             if args.json:
-                print(json.dumps([{"file_id": f.file_id, "name": f.file_name, "status": f.status,
+                print(json.dumps([{"file_id": f.file_id, "name": f.file_name, "aliases": list(f.aliases),
+                                   "status": f.status,
                                    "reason": f.reason, "error": f.error, "chunks": f.chunks, "pages": f.pages,
                                    "warnings": f.warnings, "sha256": f.sha256} for f in files], indent=2))
             else:
-                print(_table([(f.file_name, f.file_id, f.status, f.chunks, f.pages or "", f.reason or "")
-                              for f in files], ["name", "file id", "status", "chunks", "pages", "reason"]))
+                print(_table([(f.file_name, ", ".join(f.aliases), f.file_id, f.status, f.chunks, f.pages or "",
+                               f.reason or "") for f in files],
+                             ["name", "also named (same content)", "file id", "status", "chunks", "pages", "reason"]))
             return 0
         if args.command == "delete-file":
             fid = _resolve_file(wb, args.store, args.file)
-            n = wb.delete_file(args.store, fid)
-            print(f"Removed {args.file} ({n} chunks) from {args.store!r}.")
+            if args.file == fid:  # by id: the content with every name
+                n = wb.delete_file(args.store, fid)
+                print(f"Removed {args.file} ({n} chunks) from {args.store!r}.")
+                return 0
+            n = wb.delete_name(args.store, fid, args.file)  # by name: the content goes with its last name
+            left = [x.name for x in wb.file_names_of(args.store, fid)]
+            print(f"Removed {args.file} ({n} chunks) from {args.store!r}." if not left else
+                  f"Removed the name {args.file} from {args.store!r}; its content stays, still named"
+                  f" {', '.join(left)} (0 chunks removed).")
             return 0
         if args.command == "delete-store":
             wb.delete_store(args.store)
@@ -354,6 +383,80 @@ def _portable(wb: Any, args: argparse.Namespace) -> int:
                 print(f"Not restored: {store!r}: {reason}", file=sys.stderr)
         return 1 if r.failed else 0
     raise AssertionError(args.command)
+def _sync(wb: Any, args: argparse.Namespace) -> int:
+    """``sync STORE FOLDER``: the plan, then (unless --dry-run) each change as it is applied; with
+    --watch, every later round until Ctrl-C. Exit 1 when a file failed, as ``ingest``."""
+    import threading
+
+    from knowledge import sync as fs
+
+    glob = args.glob
+    if glob is None and wb.store_exists(args.store):  # the folder's last glob, so a plain re-run keeps it
+        known = {f.folder: f.glob for f in fs.synced_folders(wb, args.store)}
+        glob = known.get(fs.folder_key(args.folder))
+    syncer = fs.FolderSync(wb, args.store, args.folder, glob, template=args.template)
+
+    def emit(obj: dict[str, Any]) -> None:
+        print(json.dumps(obj, ensure_ascii=False), flush=True)
+
+    def show_result(r: Any) -> None:
+        if not args.json:
+            print(("  ok      " if r.ok else "  FAILED  ") + r.message, flush=True)
+
+    def show_report(report: Any) -> None:
+        if args.json:
+            emit({"event": "applied", **report.plan.to_json(), "applied": report.counts(),
+                  "results": [{"action": r.item.action, "path": r.item.path, "old_path": r.item.old_path,
+                               "ok": r.ok, "message": r.message,
+                               "file_id": (r.ingest.file_id if r.ingest else r.item.file_id),
+                               "chunks": r.ingest.chunks if r.ingest else 0} for r in report.results]})
+        else:
+            c = report.counts()
+            print(f"Applied: {', '.join(f'{n} {k}' for k, n in c.items())}.", flush=True)
+
+    plan = syncer.plan()
+    if args.json:
+        if args.dry_run:
+            emit({"event": "plan", **plan.to_json()})
+    else:
+        from knowledge.workbench import skipped_text
+
+        note = skipped_text(plan.skipped)
+        if note:
+            print(note, file=sys.stderr)
+        print("\n".join(plan.lines()), flush=True)
+    if args.dry_run:
+        return 0
+    if not args.watch:
+        report = syncer.apply(plan, on_result=show_result)
+        show_report(report)
+        return 1 if report.failed else 0
+    stop = threading.Event()
+    if not args.json:
+        print(f"Watching {syncer.folder} (Ctrl-C to stop).", file=sys.stderr, flush=True)
+
+    def on_report(report: Any) -> None:
+        for r in report.results:
+            show_result(r)
+        show_report(report)
+
+    def on_waiting(items: list) -> None:
+        if args.json:
+            emit({"event": "waiting", "paths": [i.path for i in items]})
+        else:
+            print(f"  waiting for {', '.join(i.path for i in items)} (still being written)", file=sys.stderr,
+                  flush=True)
+
+    def on_error(exc: Exception) -> None:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+
+    kwargs = {k: v for k, v in (("debounce", args.debounce), ("settle", args.settle)) if v is not None}
+    try:
+        syncer.watch(stop, on_report=on_report, on_waiting=on_waiting, on_error=on_error, **kwargs)
+    except KeyboardInterrupt:
+        stop.set()
+    print("Stopped watching.", file=sys.stderr)
+    return 0
 
 
 def _chat(wb: Any, args: argparse.Namespace) -> int:

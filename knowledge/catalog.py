@@ -179,6 +179,33 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE store_files ADD COLUMN error TEXT;
     """,
+    # 6: the names of a store's files (one stored content may carry several: the same bytes uploaded
+    # as a.pdf and b.pdf are indexed once, under both names; knowledge/indexing.py), each with its
+    # origin -- '' by hand, else the synced folder it came from and the file's size and mtime at the
+    # last sync (knowledge/sync.py) -- and the folders each store keeps in sync
+    """
+    CREATE TABLE store_file_names (
+        store TEXT NOT NULL,
+        file_id TEXT NOT NULL,
+        name TEXT NOT NULL,
+        folder TEXT NOT NULL DEFAULT '',
+        size BIGINT,
+        mtime_ns BIGINT,
+        created TIMESTAMPTZ NOT NULL,
+        PRIMARY KEY (store, file_id, name, folder)
+    );
+    INSERT INTO store_file_names (store, file_id, name, folder, created)
+        SELECT store, file_id, file_name, '', created FROM store_files;
+    CREATE TABLE synced_folders (
+        store TEXT NOT NULL,
+        folder TEXT NOT NULL,
+        pattern TEXT NOT NULL,
+        last_sync TIMESTAMPTZ,
+        last_plan JSON,
+        created TIMESTAMPTZ NOT NULL,
+        PRIMARY KEY (store, folder)
+    );
+    """,
 ]
 
 
@@ -232,6 +259,49 @@ class FileRecord:
     created: datetime | None = None
     updated: datetime | None = None
     error: str | None = None
+    #: The content's other names in the store (same bytes given under another name or path; see
+    #: :class:`FileName`), oldest first; ``file_name`` is the one its chunks carry. Filled by
+    #: :meth:`Catalog.files`; not a column.
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every name of the content: ``file_name`` first, then the aliases."""
+        return (self.file_name, *[a for a in self.aliases if a != self.file_name])
+
+
+@dataclass(frozen=True, slots=True)
+class FileName:
+    """One name of a stored content (a file record) in a store.
+
+    A store's content is recorded once per distinct bytes (``store_files``, its chunks indexed once)
+    and may carry several names: the same bytes uploaded as ``a.pdf`` and ``b.pdf``, or found at two
+    paths of a synced folder. ``folder`` is ``""`` for a name given by hand (upload, ``ingest``, the
+    API), else the synced folder (absolute path) the name is a relative path of; ``size`` (bytes) and
+    ``mtime_ns`` (ns since the epoch) are the file's at the last sync, ``None`` for names by hand.
+    """
+
+    store: str
+    file_id: str
+    name: str
+    folder: str = ""
+    size: int | None = None
+    mtime_ns: int | None = None
+    created: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SyncedFolder:
+    """A folder ``store`` is kept in sync with (:mod:`knowledge.sync`): its absolute path, the glob of
+    the files taken, when it was last synced (UTC) and that sync's plan counts (``{"added": 3,
+    "changed": 0, "renamed": 1, "deleted": 0, "unchanged": 40, "failed": 0}``; ``{}`` before the first)."""
+
+    store: str
+    folder: str
+    glob: str
+    last_sync: datetime | None
+    last_plan: dict[str, Any]
+    created: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,9 +332,11 @@ class FileCounts:
 #: The columns of the ``stores`` and ``store_files`` tables, named in every query (a new column
 #: never shifts a field), in the order of the records' fields.
 _STORE_COLUMNS = tuple(f.name for f in fields(StoreRecord))
-_FILE_COLUMNS = tuple(f.name for f in fields(FileRecord))
+_FILE_COLUMNS = tuple(f.name for f in fields(FileRecord) if f.name != "aliases")
+_NAME_COLUMNS = tuple(f.name for f in fields(FileName))
 _STORE_SELECT = "SELECT " + ", ".join(_STORE_COLUMNS) + " FROM stores"
 _FILE_SELECT = "SELECT " + ", ".join(_FILE_COLUMNS) + " FROM store_files"
+_NAME_SELECT = "SELECT " + ", ".join(_NAME_COLUMNS) + " FROM store_file_names"
 
 
 def _now() -> datetime:
@@ -461,6 +533,8 @@ class Catalog:
         with self._cursor() as cur:
             cur.execute("BEGIN TRANSACTION")
             cur.execute("DELETE FROM store_files WHERE store = ?", [name])
+            cur.execute("DELETE FROM store_file_names WHERE store = ?", [name])
+            cur.execute("DELETE FROM synced_folders WHERE store = ?", [name])
             cur.execute("DELETE FROM stores WHERE name = ?", [name])
             cur.execute("COMMIT")
 
@@ -483,6 +557,7 @@ class Catalog:
                     f"INSERT INTO stores ({', '.join(_STORE_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [name, template, backend, collection, embedding_model, dimension, distance, now, now])
                 cur.execute("DELETE FROM store_files WHERE store = ?", [name])  # records of no store
+                cur.execute("DELETE FROM store_file_names WHERE store = ?", [name])
                 for r in files:
                     cur.execute(
                         f"INSERT INTO store_files ({', '.join(_FILE_COLUMNS)})"
@@ -490,6 +565,10 @@ class Catalog:
                         [name, r.file_id, unicodedata.normalize("NFC", r.file_name), r.sha256, r.size,
                          str(r.status), r.reason, r.chunks, r.pages, json.dumps(r.warnings), r.read_seconds,
                          r.embed_seconds, r.total_seconds, r.created or now, now, r.error])
+                    for n in r.names:  # the content's names (migration 6), the chunks' one first
+                        cur.execute("INSERT INTO store_file_names (store, file_id, name, folder, created)"
+                                    " VALUES (?, ?, ?, '', ?) ON CONFLICT DO NOTHING",
+                                    [name, r.file_id, unicodedata.normalize("NFC", n), r.created or now])
                 cur.execute("COMMIT")
             except BaseException:
                 cur.execute("ROLLBACK")
@@ -509,23 +588,45 @@ class Catalog:
             shutil.copyfile(self.path, target)
 
     # -- files in stores ------------------------------------------------------------------------
-    def put_file(self, record: FileRecord) -> None:
-        """Insert or update the record of ``record.file_id`` in ``record.store``."""
+    def put_file(self, record: FileRecord, folder: str = "") -> None:
+        """Insert or update the record of ``record.file_id`` in ``record.store``. A new content gets
+        ``record.file_name`` as its first name (:class:`FileName`, origin ``folder``); a changed
+        ``file_name`` renames the name it had (the chunks' name follows the record)."""
         now = _now()
+        name = unicodedata.normalize("NFC", record.file_name)
         with self._cursor() as cur:
-            cur.execute(
-                f"INSERT INTO store_files ({', '.join(_FILE_COLUMNS)}) VALUES ({', '.join('?' * len(_FILE_COLUMNS))})"
-                " ON CONFLICT (store, file_id) DO UPDATE SET file_name = excluded.file_name,"
-                " sha256 = excluded.sha256, size = excluded.size, status = excluded.status,"
-                " reason = excluded.reason, chunks = excluded.chunks, pages = excluded.pages,"
-                " warnings = excluded.warnings, read_seconds = excluded.read_seconds,"
-                " embed_seconds = excluded.embed_seconds, total_seconds = excluded.total_seconds,"
-                " updated = excluded.updated, error = excluded.error",
-                [record.store, record.file_id, unicodedata.normalize("NFC", record.file_name), record.sha256, record.size,
-                 str(record.status), record.reason, record.chunks, record.pages, json.dumps(record.warnings),
-                 record.read_seconds, record.embed_seconds, record.total_seconds,
-                 record.created or now, now, record.error],
-            )
+            cur.execute("BEGIN TRANSACTION")
+            try:
+                old = cur.execute("SELECT file_name FROM store_files WHERE store = ? AND file_id = ?",
+                                  [record.store, record.file_id]).fetchone()
+                has_names = cur.execute("SELECT count(*) FROM store_file_names WHERE store = ? AND file_id = ?",
+                                        [record.store, record.file_id]).fetchone()[0]
+                if not has_names:
+                    cur.execute("INSERT INTO store_file_names (store, file_id, name, folder, created)"
+                                " VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                                [record.store, record.file_id, name, folder, record.created or now])
+                elif old is not None and old[0] != name:
+                    cur.execute("UPDATE store_file_names SET name = ? WHERE store = ? AND file_id = ? AND name = ?"
+                                " AND NOT EXISTS (SELECT 1 FROM store_file_names n WHERE n.store = ? AND n.file_id = ?"
+                                " AND n.name = ?)",
+                                [name, record.store, record.file_id, old[0], record.store, record.file_id, name])
+                cur.execute(
+                    f"INSERT INTO store_files ({', '.join(_FILE_COLUMNS)}) VALUES ({', '.join('?' * len(_FILE_COLUMNS))})"
+                    " ON CONFLICT (store, file_id) DO UPDATE SET file_name = excluded.file_name,"
+                    " sha256 = excluded.sha256, size = excluded.size, status = excluded.status,"
+                    " reason = excluded.reason, chunks = excluded.chunks, pages = excluded.pages,"
+                    " warnings = excluded.warnings, read_seconds = excluded.read_seconds,"
+                    " embed_seconds = excluded.embed_seconds, total_seconds = excluded.total_seconds,"
+                    " updated = excluded.updated, error = excluded.error",
+                    [record.store, record.file_id, unicodedata.normalize("NFC", record.file_name), record.sha256, record.size,
+                     str(record.status), record.reason, record.chunks, record.pages, json.dumps(record.warnings),
+                     record.read_seconds, record.embed_seconds, record.total_seconds,
+                     record.created or now, now, record.error],
+                )
+                cur.execute("COMMIT")
+            except Exception:
+                cur.execute("ROLLBACK")
+                raise
 
     def get_file(self, store: str, file_id: str) -> FileRecord | None:
         with self._cursor() as cur:
@@ -542,7 +643,96 @@ class Catalog:
             sql, args = sql + " AND sha256 = ?", args + [sha256]
         with self._cursor() as cur:
             rows = cur.execute(sql + " ORDER BY lower(file_name), file_name, created", args).fetchall()
-        return [_file(r) for r in rows]
+            names = cur.execute("SELECT file_id, name FROM store_file_names WHERE store = ?"
+                                " ORDER BY created, name", [store]).fetchall()
+        by_id: dict[str, list[str]] = {}
+        for fid, name in names:
+            if name not in by_id.setdefault(fid, []):
+                by_id[fid].append(name)
+        out = []
+        for r in rows:
+            rec = _file(r)
+            aliases = tuple(n for n in by_id.get(rec.file_id, ()) if n != rec.file_name)
+            out.append(rec if not aliases else _with_aliases(rec, aliases))
+        return out
+
+    def files_named(self, store: str, name: str) -> list[FileRecord]:
+        """The records of the contents carrying ``name`` in ``store`` (as their chunks' name or as
+        an alias; any origin), compared in Unicode NFC."""
+        name = unicodedata.normalize("NFC", name)
+        with self._cursor() as cur:
+            ids = {r[0] for r in cur.execute("SELECT file_id FROM store_file_names WHERE store = ? AND name = ?",
+                                             [store, name]).fetchall()}
+        return [f for f in self.files(store) if f.file_id in ids or f.file_name == name]
+
+    # -- names of the files in stores ------------------------------------------------------------
+    def names(self, store: str, *, file_id: str | None = None, name: str | None = None,
+              folder: str | None = None) -> list[FileName]:
+        """The names in ``store`` (optionally of one content, one name, one origin: ``folder`` ``""``
+        for the names given by hand), oldest first."""
+        sql, args = _NAME_SELECT + " WHERE store = ?", [store]
+        for column, value in (("file_id", file_id), ("folder", folder)):
+            if value is not None:
+                sql, args = sql + f" AND {column} = ?", args + [value]
+        if name is not None:
+            sql, args = sql + " AND name = ?", args + [unicodedata.normalize("NFC", name)]
+        with self._cursor() as cur:
+            rows = cur.execute(sql + " ORDER BY created, name", args).fetchall()
+        return [FileName(**dict(zip(_NAME_COLUMNS, r))) for r in rows]
+
+    def add_name(self, store: str, file_id: str, name: str, folder: str = "", size: int | None = None,
+                 mtime_ns: int | None = None) -> None:
+        """Give content ``file_id`` of ``store`` the name ``name`` (origin ``folder``), or update that
+        name's recorded ``size``/``mtime_ns``."""
+        with self._cursor() as cur:
+            cur.execute(
+                f"INSERT INTO store_file_names ({', '.join(_NAME_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (store, file_id, name, folder) DO UPDATE SET size = excluded.size,"
+                " mtime_ns = excluded.mtime_ns",
+                [store, file_id, unicodedata.normalize("NFC", name), folder, size, mtime_ns, _now()])
+
+    def remove_name(self, store: str, file_id: str, name: str, folder: str | None = None) -> list[FileName]:
+        """Take ``name`` (of origin ``folder``; any origin when ``None``) off content ``file_id``;
+        returns the content's remaining names (the caller removes a content left with none)."""
+        sql = "DELETE FROM store_file_names WHERE store = ? AND file_id = ? AND name = ?"
+        args: list[Any] = [store, file_id, unicodedata.normalize("NFC", name)]
+        if folder is not None:
+            sql, args = sql + " AND folder = ?", args + [folder]
+        with self._cursor() as cur:
+            cur.execute(sql, args)
+        return self.names(store, file_id=file_id)
+
+    # -- synced folders ---------------------------------------------------------------------------
+    def put_synced_folder(self, store: str, folder: str, glob: str) -> None:
+        """Remember that ``store`` is kept in sync with ``folder`` (files matching ``glob``)."""
+        with self._cursor() as cur:
+            cur.execute("INSERT INTO synced_folders (store, folder, pattern, created) VALUES (?, ?, ?, ?)"
+                        " ON CONFLICT (store, folder) DO UPDATE SET pattern = excluded.pattern",
+                        [store, folder, glob, _now()])
+
+    def record_sync(self, store: str, folder: str, counts: dict[str, int]) -> None:
+        """Note a finished sync of ``folder`` into ``store`` now, with its plan's ``counts``."""
+        with self._cursor() as cur:
+            cur.execute("UPDATE synced_folders SET last_sync = ?, last_plan = ? WHERE store = ? AND folder = ?",
+                        [_now(), json.dumps(counts), store, folder])
+
+    def synced_folders(self, store: str) -> list[SyncedFolder]:
+        """The folders ``store`` is kept in sync with, by path."""
+        with self._cursor() as cur:
+            rows = cur.execute("SELECT store, folder, pattern, last_sync, last_plan, created FROM synced_folders"
+                               " WHERE store = ? ORDER BY folder", [store]).fetchall()
+        return [SyncedFolder(r[0], r[1], r[2], r[3], json.loads(r[4]) if r[4] else {}, r[5]) for r in rows]
+
+    def delete_synced_folder(self, store: str, folder: str) -> bool:
+        """Forget a synced folder (its files stay in the store, as names given by hand would)."""
+        with self._cursor() as cur:
+            cur.execute("BEGIN TRANSACTION")
+            gone = bool(cur.execute("DELETE FROM synced_folders WHERE store = ? AND folder = ? RETURNING folder",
+                                    [store, folder]).fetchall())
+            cur.execute("UPDATE store_file_names SET folder = '', size = NULL, mtime_ns = NULL"
+                        " WHERE store = ? AND folder = ?", [store, folder])
+            cur.execute("COMMIT")
+        return gone
 
     def files_signature(self, store: str) -> tuple:
         """``(records, newest update, total chunks)`` of the store's file records: changes whenever
@@ -559,13 +749,22 @@ class Catalog:
                                [file_id]).fetchall()
         return {r[0]: r[1] for r in rows}
 
+    def names_of_file(self, file_id: str) -> list[str]:
+        """Every name content ``file_id`` carries in any store (distinct, oldest first)."""
+        with self._cursor() as cur:
+            rows = cur.execute("SELECT name, min(created) AS c FROM store_file_names WHERE file_id = ?"
+                               " GROUP BY name ORDER BY c, name", [file_id]).fetchall()
+        return [r[0] for r in rows]
+
     def stores_using_file(self, file_id: str) -> list[str]:
         with self._cursor() as cur:
             rows = cur.execute("SELECT store FROM store_files WHERE file_id = ? ORDER BY store", [file_id]).fetchall()
         return [r[0] for r in rows]
 
     def delete_file(self, store: str, file_id: str) -> bool:
+        """Forget content ``file_id`` of ``store``: its record and every name of it."""
         with self._cursor() as cur:
+            cur.execute("DELETE FROM store_file_names WHERE store = ? AND file_id = ?", [store, file_id])
             return bool(cur.execute(
                 "DELETE FROM store_files WHERE store = ? AND file_id = ? RETURNING file_id", [store, file_id]
             ).fetchall())
@@ -573,6 +772,12 @@ class Catalog:
 
 def _store(row: tuple) -> StoreRecord:
     return StoreRecord(**dict(zip(_STORE_COLUMNS, row)))
+
+
+def _with_aliases(record: FileRecord, aliases: tuple[str, ...]) -> FileRecord:
+    from dataclasses import replace
+
+    return replace(record, aliases=aliases)
 
 
 def _file(row: tuple) -> FileRecord:

@@ -18,10 +18,13 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+import json
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings.exceptions import SettingsError
 
 from knowledge.errors import ConfigError
 
@@ -80,16 +83,35 @@ class FileStoreSettings(_Section):
     dir: Path = Path("files")
 
 
+
+def _listed(value: Any, sep: str) -> Any:
+    """A list setting given as one string (an environment variable): a JSON list
+    (``["/a", "/b"]``), else the items split at ``sep`` (``/a:/b`` for folders, as ``PATH`` is
+    written; ``a,b`` for names), blanks dropped. Anything else is left to the field's validation."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if text.startswith("["):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError:
+            return value
+    return [item.strip() for item in text.split(sep) if item.strip()]
+
+
 class IngestSettings(_Section):
     """``ingest.*``: limits for files coming in, and OCR."""
 
     max_file_mb: float = Field(100.0, gt=0, description="largest file accepted, in MB (10^6 bytes)")
-    allowed_dirs: list[Path] | None = Field(
+    allowed_dirs: Annotated[list[Path] | None, NoDecode] = Field(
         None, description="folders the app may read files from (its folder form); unset = the home"
-        " folder while the app serves loopback only, nothing when it is shared. The CLI reads any path.")
+        " folder while the app serves loopback only, nothing when it is shared. The CLI reads any path."
+        " In the environment: a JSON list or folders separated by ':' (KNOWLEDGE_INGEST__ALLOWED_DIRS=/a:/b)")
     ocr: Literal["auto", "off"] = Field(
         "auto", description="auto = read PDF pages without a text layer and image files (PNG, JPEG, TIFF,"
         " WebP, BMP) by OCR (rapidocr-onnxruntime, offline); off = report them; a template may override it")
+
+    _dirs = field_validator("allowed_dirs", mode="before")(lambda v: _listed(v, os.pathsep))
 
     @property
     def max_file_bytes(self) -> int:
@@ -143,10 +165,10 @@ class AppSettings(_Section):
 class ChatSettings(_Section):
     """``chat.*``: what a chat searches and what a chat model may do."""
 
-    allowed_dirs: list[Path] = Field(
+    allowed_dirs: Annotated[list[Path], NoDecode] = Field(
         default_factory=list, description="folders the chat's vector_ingest_file tool may read (only when a"
         " CHAT config enables writing tools); empty = none")
-    default_stores: list[str] = Field(
+    default_stores: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="stores a new chat searches when the last chat chose none")
     min_score: float = Field(
         0.35, ge=-1, le=1, description="offline assistant: a passage scoring under this (cosine) does not"
@@ -154,19 +176,26 @@ class ChatSettings(_Section):
         " bundled model on the Rust book: the best hit of 14 answerable questions scored 0.46-0.76, of 12"
         " unrelated or nonsense ones 0.13-0.30")
 
+    _dirs = field_validator("allowed_dirs", mode="before")(lambda v: _listed(v, os.pathsep))
+    _stores = field_validator("default_stores", mode="before")(lambda v: _listed(v, ","))
+
 
 class McpSettings(_Section):
     """``mcp.*``: what the MCP server's tools may do (see :mod:`knowledge.server.mcp_server`)."""
 
-    allowed_dirs: list[Path] = Field(
+    allowed_dirs: Annotated[list[Path], NoDecode] = Field(
         default_factory=list, description="folders the MCP tool ingest_file may read; empty = none")
+
+    _dirs = field_validator("allowed_dirs", mode="before")(lambda v: _listed(v, os.pathsep))
 
 
 class ApiSettings(_Section):
     """``api.*``: the OpenAI-compatible REST API (see :mod:`knowledge.server.openai_api`)."""
 
-    cors_origins: list[str] = Field(
+    cors_origins: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="browser origins allowed to call the API (CORS); empty = CORS off")
+
+    _origins = field_validator("cors_origins", mode="before")(lambda v: _listed(v, ","))
 
 
 class Settings(BaseSettings):
@@ -319,3 +348,6 @@ def load_settings(**overrides: Any) -> Settings:
         return Settings(**overrides)
     except ValidationError as exc:
         raise ConfigError(_describe(exc)) from None
+    except SettingsError as exc:  # an environment variable that does not parse (a bad JSON value)
+        cause = f": {exc.__cause__}" if exc.__cause__ else ""
+        raise ConfigError(f"Invalid settings: {exc}{cause}") from None

@@ -6,8 +6,19 @@ chunks, pages, warnings, timings). It owns the rules users expect of ingestion:
 
 * The same file again into the same store is a no-op with a notice; a changed file under the same
   name replaces the old chunks (new chunks written first, then the old removed, so the file is never
-  missing); identical bytes under another name are stored once and reported as a duplicate, not
-  indexed twice; deleting a file removes every chunk.
+  missing); deleting a file removes every chunk.
+* **Same content at two names.** A store records each distinct content (bytes) once, with its chunks
+  indexed once, and any number of names on it (:class:`~knowledge.catalog.FileName`): identical bytes
+  under a second name (``b.pdf`` after ``a.pdf``) add that name to the stored content -- reported as
+  ``Outcome.DUPLICATE``, nothing embedded. Removing a name (:meth:`Indexer.delete_name`) removes the
+  content -- chunks, record, and its bytes in the file store unless another store uses them -- only
+  when it was the content's last name. A hit's ``file_name`` is the name the chunks carry: the
+  content's oldest remaining name (when it goes, the chunks are relabelled with the next one, without
+  re-embedding); the file lists show the others as aliases. Names are per origin: a name given by
+  hand and the same relative path of a synced folder (:mod:`knowledge.sync`) are two names, so a
+  sync never replaces or removes what was uploaded by hand. Through the OpenAI-compatible API a file
+  is its file id, not a name: identical bytes there are still reported as a duplicate, with no name
+  recorded.
 * A bad file is reported with its reason and the batch goes on; nothing is half-written.
 * A store keeps one failed record per file name: a new failure replaces the earlier one, and
   :meth:`Indexer.retry_file` ingests a failed file again from its stored bytes (with a password, say).
@@ -88,6 +99,8 @@ class Indexer:
         progress: Progress | None = None,
         cancel: threading.Event | None = None,
         attributes: dict[str, Any] | None = None,
+        folder: str = "",
+        stat: tuple[int, int] | None = None,
     ) -> IngestResult:
         """Ingest one file into ``store`` (created on the fly from ``template``). Never raises for a
         bad file: the result says what happened. Raises only for a bad store or template
@@ -97,7 +110,13 @@ class Indexer:
         ``source`` may also be a :class:`~knowledge.filestore.base.StoredFile` already in the file
         store (the OpenAI-compatible API's uploads): its bytes are used as they are, under its id,
         and never deleted here. ``attributes`` (see :mod:`knowledge.attributes`) are stored with
-        every chunk as ``attr_<key>`` payload fields; they win over a document's own (front matter)."""
+        every chunk as ``attr_<key>`` payload fields; they win over a document's own (front matter).
+
+        ``folder`` is the name's origin (``""``: by hand; a synced folder's path for
+        :mod:`knowledge.sync`): a changed file replaces only the content that carries ``name`` from
+        the same origin. ``stat`` ``(size in bytes, mtime in ns)`` is recorded on the name (sync's
+        quick change check). Identical bytes already in the store under another name get ``name``
+        as one more name (``Outcome.DUPLICATE``, nothing embedded; see the module docstring)."""
         from knowledge.attributes import check_attributes
         from knowledge.filestore.base import StoredFile
 
@@ -113,7 +132,13 @@ class Indexer:
             path = None
         if not name:
             raise InvalidArgument("A file needs a name when it is given as bytes or a stream.")
-        name = normalize_name(name)
+        from knowledge.filestore.base import clean_name
+
+        try:
+            name = normalize_name(clean_name(name))  # the name as the file store keeps it (no control characters)
+        except KnowledgeError as exc:
+            return IngestResult(name, Outcome.FAILED, str(exc), error=type(exc).__name__,
+                                seconds=time.perf_counter() - started)
         record, tpl = self.stores.open_for_write(store, template)
         embedder = self._embedder(tpl.embedding_model)
         lock = self.stores.store_lock(store)
@@ -123,31 +148,46 @@ class Indexer:
             except KnowledgeError as exc:
                 return IngestResult(name, Outcome.FAILED, str(exc), error=type(exc).__name__,
                                     seconds=time.perf_counter() - started)
-            same_name = [f for f in self.catalog.files(store, file_name=name) if f.file_id != stored.id]
+            named = {n.file_id for n in self.catalog.names(store, name=name, folder=folder)} - {stored.id}
+            same_name = [f for f in (self.catalog.get_file(store, i) for i in sorted(named)) if f is not None]
             same_bytes = [f for f in self.catalog.files(store, sha256=stored.sha256) if f.file_id != stored.id]
             unchanged = [f for f in same_name if f.sha256 == stored.sha256 and f.status == DONE]
             if unchanged:
                 if kept is None:
                     self.stores.forget_file_if_unused(stored.id)
                 old = unchanged[0]
+                if stat is not None:
+                    self.catalog.add_name(store, old.file_id, name, folder, *stat)
                 return IngestResult(name, Outcome.UNCHANGED, f"{name} is already in {store!r}, unchanged"
                                     f" ({_n(old.chunks, 'chunk')}); nothing to do.", file_id=old.file_id,
                                     chunks=old.chunks, pages=old.pages, seconds=time.perf_counter() - started)
-            dup = [f for f in same_bytes if f.status == DONE and f.file_name != name]
+            dup = [f for f in same_bytes if f.status == DONE]
             if dup:
                 if kept is None:
                     self.stores.forget_file_if_unused(stored.id)
+                    content = dup[0]
+                    self.catalog.add_name(store, content.file_id, name, folder, *(stat or (None, None)))
+                    for old in same_name:  # the name now means these bytes: off its earlier content
+                        self._drop_name(store, record, old.file_id, name, folder)
+                    self.stores.changed(store)
+                    return IngestResult(name, Outcome.DUPLICATE, f"{name} has the same bytes as"
+                                        f" {content.file_name!r}, already in {store!r}: recorded as one more name"
+                                        f" of it, not indexed twice ({_n(content.chunks, 'chunk')}).",
+                                        file_id=content.file_id, chunks=content.chunks, pages=content.pages,
+                                        seconds=time.perf_counter() - started)
                 return IngestResult(name, Outcome.DUPLICATE, f"{name} has the same bytes as {dup[0].file_name!r},"
                                     f" already in {store!r}; not indexed twice.", file_id=dup[0].file_id,
                                     seconds=time.perf_counter() - started)
-            rec = FileRecord(store, stored.id, stored.name, stored.sha256, stored.size, PROCESSING, None, 0, None)
-            self.catalog.put_file(rec)
+            rec = FileRecord(store, stored.id, name, stored.sha256, stored.size, PROCESSING, None, 0, None)
+            self.catalog.put_file(rec, folder=folder)
+            if stat is not None:
+                self.catalog.add_name(store, stored.id, name, folder, *stat)
         result = self._index(store, record, tpl, embedder, stored, rec, password, progress, cancel, started, lock,
                              attributes)
         with lock:
             if result.outcome == Outcome.INDEXED:
                 for old in same_name:  # a changed file under the same name: the new version replaces it
-                    self._remove_from_store(store, record, old.file_id)
+                    self._drop_name(store, record, old.file_id, name, folder)
                 replaced = [f for f in same_name if f.status == DONE]  # not an earlier failed attempt
                 if replaced:
                     result = replace(result, replaced_file_id=replaced[0].file_id,
@@ -155,7 +195,7 @@ class Indexer:
             elif result.outcome == Outcome.FAILED:  # the new failure supersedes earlier ones of that name
                 for old in same_name:
                     if old.status == FAILED:
-                        self._remove_from_store(store, record, old.file_id)
+                        self._drop_name(store, record, old.file_id, name, folder)
         return result
 
     def _save(self, source: Any, path: Path | None, name: str, content_type: str | None):
@@ -364,6 +404,73 @@ class Indexer:
             removed = self._remove_from_store(store, record, file_id, keep_file=keep_file)
         return removed
 
+    def delete_name(self, store: str, file_id: str, name: str, *, folder: str | None = None) -> int:
+        """Take ``name`` off content ``file_id`` of ``store`` (of origin ``folder``; any origin when
+        ``None``). The content -- its chunks, record and bytes (unless another store uses them) --
+        goes only when that was its last name; otherwise it stays searchable, relabelled with its
+        next name if its chunks carried this one. Returns the number of chunks removed (0 when the
+        content stays).
+
+        Raises:
+            StoreNotFound. FileNotFoundInStore: the content has no such name.
+        """
+        from knowledge.errors import FileNotFoundInStore
+
+        record = self.stores.get(store)
+        with self.stores.store_lock(store):
+            names = self.catalog.names(store, file_id=file_id, name=name, folder=folder)
+            if not names:
+                raise FileNotFoundInStore(f"Store {store!r} has no file named {name!r} with the id {file_id!r}.")
+            removed = 0
+            for n in names:
+                removed += self._drop_name(store, record, file_id, n.name, n.folder)
+        return removed
+
+    def rename(self, store: str, file_id: str, old: str, new: str, *, folder: str = "",
+               stat: tuple[int | None, int | None] | None = None) -> None:
+        """Move content ``file_id``'s name ``old`` (of origin ``folder``) to ``new``, recording
+        ``stat`` ``(size, mtime_ns)`` on it; the chunks are relabelled when they carried ``old``.
+        Nothing is read or embedded again.
+
+        Raises:
+            StoreNotFound. FileNotFoundInStore: the content has no name ``old`` of that origin.
+        """
+        from knowledge.errors import FileNotFoundInStore
+
+        record = self.stores.get(store)
+        with self.stores.store_lock(store):
+            if not self.catalog.names(store, file_id=file_id, name=old, folder=folder):
+                raise FileNotFoundInStore(f"Store {store!r} has no file named {old!r} with the id {file_id!r}.")
+            self.catalog.add_name(store, file_id, normalize_name(new), folder, *(stat or (None, None)))
+            self._drop_name(store, record, file_id, old, folder)
+
+    def _drop_name(self, store: str, record: StoreRecord, file_id: str, name: str, folder: str) -> int:
+        """Under the store's lock: remove one name of a content; the content with its last name,
+        else relabel its chunks when they carried this name. Returns the chunks removed."""
+        left = self.catalog.remove_name(store, file_id, name, folder)
+        if not left:
+            return self._remove_from_store(store, record, file_id)
+        rec = self.catalog.get_file(store, file_id)
+        if rec is not None and rec.file_name not in {n.name for n in left}:
+            self._relabel(record, rec, left[0].name)
+        self.stores.changed(store)
+        return 0
+
+    def _relabel(self, record: StoreRecord, rec: FileRecord, new_name: str) -> None:
+        """Give every chunk of ``rec``'s content the file name ``new_name`` in one atomic ``replace``
+        (vectors and text kept: nothing re-embedded), then the record."""
+        coll = self.stores.collection_of(record)
+        try:
+            points = (list(coll.scroll(where={"file_id": rec.file_id}, with_vectors=True))
+                      if coll.collection_exists() else [])
+            for p in points:
+                p.payload = {**p.payload, "file_name": new_name}
+            if points:
+                coll.replace({"file_id": rec.file_id}, points)
+            self.catalog.put_file(replace(rec, file_name=new_name))
+        finally:
+            self.stores.changed(record.name)
+
     def file_attributes(self, store: str, file_id: str) -> dict[str, Any]:
         """The attributes of a file in ``store`` (:mod:`knowledge.attributes`), read from its first
         chunk; ``{}`` for a file without chunks. Raises ``StoreNotFound``."""
@@ -429,9 +536,11 @@ class Indexer:
         if old is None:
             raise FileNotFoundInStore(f"Store {store!r} has no file with the id {file_id!r}.")
         stored = self.files.get(file_id)
+        origin = next(iter(self.catalog.names(store, file_id=file_id, name=old.file_name)), None)
         with self.files.content(file_id) as fh:
             result = self.ingest_file(store, fh, old.file_name, content_type=stored.content_type,
-                                      password=password, progress=progress, cancel=cancel)
+                                      password=password, progress=progress, cancel=cancel,
+                                      folder=origin.folder if origin is not None else "")
         if result.file_id != file_id and self.catalog.get_file(store, file_id) is not None:
             self.delete_file(store, file_id)  # failed again, or unchanged elsewhere: one record, not two
         return result

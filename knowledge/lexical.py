@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import re
 import unicodedata
+import zlib
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -112,6 +114,40 @@ class LexicalHit:
 
 K1, B = 1.2, 0.75
 """BM25's term-frequency saturation and length normalisation, Lucene's defaults (``BM25Similarity``)."""
+
+
+SPARSE_AVG_TERMS = 90.0
+"""The average chunk length, in terms, that :func:`sparse_document` normalises by: a 192-token chunk
+(the default size) holds about 140 words, about 90 terms once stop words are out. A constant, so a
+point's weights never change when other points come and go (as fastembed's ``Bm25`` does with its
+``avg_len``)."""
+
+
+def term_index(term: str) -> int:
+    """A term's dimension in a sparse vector: the CRC-32 of its UTF-8 bytes (``0 .. 2**32 - 1``, a
+    Qdrant sparse index is a uint32). Two terms can share a dimension (about one pair in a
+    100,000-term vocabulary): they then count as one term."""
+    return zlib.crc32(term.encode("utf-8"))
+
+
+def sparse_document(text: str, avg_terms: float = SPARSE_AVG_TERMS) -> tuple[list[int], list[float]]:
+    """BM25's term-frequency part of ``text`` as a sparse vector ``(indices ascending, values)``:
+    ``tf * (k1 + 1) / (tf + k1 * (1 - b + b * len / avg_terms))`` per distinct term (:data:`K1`,
+    :data:`B`; ``len`` the text's number of terms). The inverse document frequency is the search
+    engine's part: Qdrant's ``Modifier.IDF`` multiplies each query dimension by
+    ``ln((N - n + 0.5) / (n + 0.5) + 1)``, Lucene's formula, so a dot product with
+    :func:`sparse_query` is the BM25 score (with a fixed average length). Empty text: ``([], [])``."""
+    terms = analyzer().terms(text)
+    counts = Counter(term_index(t) for t in terms)
+    norm = K1 * (1.0 - B + B * len(terms) / avg_terms)
+    indices = sorted(counts)
+    return indices, [counts[i] * (K1 + 1.0) / (counts[i] + norm) for i in indices]
+
+
+def sparse_query(text: str) -> tuple[list[int], list[float]]:
+    """A query as a sparse vector: weight 1 on each distinct term (see :func:`sparse_document`)."""
+    indices = sorted({term_index(t) for t in analyzer().terms(text)})
+    return indices, [1.0] * len(indices)
 
 
 class Segment:

@@ -25,7 +25,7 @@ class Outcome(StrEnum):
 
     INDEXED = "indexed"  #: its chunks are searchable now
     UNCHANGED = "unchanged"  #: the same bytes were already indexed under that name: nothing done
-    DUPLICATE = "duplicate"  #: the same bytes are indexed under another name: not indexed twice
+    DUPLICATE = "duplicate"  #: the same bytes are indexed under another name: this name is added to them, not indexed twice
     FAILED = "failed"  #: it could not be read or indexed (the message says why)
     CANCELLED = "cancelled"  #: the caller stopped it, or the batch stopped before it
 

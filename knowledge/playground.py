@@ -391,14 +391,18 @@ def provenance(hit: Hit, note: HitNote | None = None) -> str:
 
 # -- charts ---------------------------------------------------------------------------------------
 def distribution_rows(run: SearchRun) -> list[dict[str, Any]]:
-    """The top scores for a chart: ``rank``, ``score``, ``file`` and ``shown`` (among the hits)."""
+    """The top scores for a chart: ``rank``, ``score``, ``file``, ``shown`` (among the hits) and
+    ``result``, the same in words for the chart's legend (:data:`SHOWN_LABELS`)."""
     shown = {str(h.id) for h in run.hits}
-    return [{"rank": i, "score": h.score, "file": h.file_name or h.file_id, "shown": str(h.id) in shown}
-            for i, h in enumerate(run.top, 1)]
+    return [{"rank": i, "score": h.score, "file": h.file_name or h.file_id, "shown": str(h.id) in shown,
+             "result": SHOWN_LABELS[str(h.id) in shown]} for i, h in enumerate(run.top, 1)]
+
+
+SHOWN_LABELS = {True: "shown", False: "not shown"}
 
 
 __all__ = [
-    "DISTRIBUTION_SIZE", "MODES", "MODE_NOTE", "Projection", "SearchRun", "StoreMap", "build_where", "compare_where", "default_threshold", "distribution_rows",
+    "DISTRIBUTION_SIZE", "SHOWN_LABELS", "MODES", "MODE_NOTE", "Projection", "SearchRun", "StoreMap", "build_where", "compare_where", "default_threshold", "distribution_rows",
     "escape_markdown", "highlight", "map_rows", "parse_fields", "parse_scalar", "payload_fields", "pca_2d", "provenance",
     "query_terms", "sample_points", "score_fraction", "score_meaning", "snippet", "store_map",
     "timed_search", "score_text", "HitNote", "fold_hits", "order_score", "bar_fraction", "MODE_HELP",

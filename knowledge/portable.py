@@ -8,7 +8,8 @@ The bundle (``.kb``) is a zip archive, format ``knowledge-bundle`` version :data
     without the backend (backend-independent: model, distance, chunking, ...), the embedding model,
     ``dimension``, ``distance`` and the backend it came from; ``files``: one entry per file (its
     member, the file store's id, name, media type, size, SHA-256, status, reason, error, chunks,
-    pages, warnings, attributes); ``blocks``: the chunk blocks; ``chunks``: their total; ``members``:
+    pages, warnings, attributes, ``aliases``: its other names in the store -- the same bytes under
+    another name, issue 18); ``blocks``: the chunk blocks; ``chunks``: their total; ``members``:
     the SHA-256 and size of every other member. Written last (a zip's directory is at its end).
 ``files/NNNNNN.bin``
     a file's bytes, as stored (zip "stored", no compression).
@@ -185,7 +186,7 @@ def export_store(wb: Any, store: str, out: str | os.PathLike, *, progress: Progr
                     "member": member, "file_id": r.file_id, "name": r.file_name,
                     "content_type": stored.content_type if stored else None, "size": r.size, "sha256": r.sha256,
                     "status": str(r.status), "reason": r.reason, "error": r.error, "chunks": r.chunks,
-                    "pages": r.pages, "warnings": r.warnings,
+                    "pages": r.pages, "warnings": r.warnings, "aliases": list(getattr(r, "aliases", ())),
                     "attributes": wb.indexer.file_attributes(store, r.file_id) if r.status == DONE else {},
                 })
                 _report(progress, "files", 0.2 * (i + 1) / max(1, len(records)))
@@ -507,9 +508,10 @@ def _import_files(wb: Any, zf: zipfile.ZipFile, manifest: dict[str, Any], store:
             new_id = stored.id
         ids[old_id] = new_id
         status = DONE if e.get("status") == DONE else FAILED
+        aliases = tuple(a for a in e.get("aliases") or () if isinstance(a, str) and a != e["name"])
         records.append(FileRecord(store, new_id, e["name"], e.get("sha256"), e.get("size"), status, e.get("reason"),
                                   int(e.get("chunks") or 0), e.get("pages"), list(e.get("warnings") or []),
-                                  error=e.get("error")))
+                                  error=e.get("error"), aliases=aliases))
         _report(progress, "files", 0.2 * (i + 1) / max(1, len(entries)))
     return ids, records
 

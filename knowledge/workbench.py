@@ -11,9 +11,9 @@ vector-store backend per backend name and one embedder per model -- and owns the
   pages, warnings, timings).
 * The same file again into the same store is a no-op with a notice; a changed file under the same
   name replaces the old chunks (new chunks written first, then the old removed, so the file is never
-  missing); identical bytes under another name are stored once and reported as a duplicate, not
-  indexed twice; deleting a file removes every chunk; search never returns two hits with identical
-  text.
+  missing); identical bytes under another name are indexed once and carry both names (reported as a
+  duplicate; the content goes only with its last name, see :mod:`knowledge.indexing`); deleting a
+  file removes every chunk; search never returns two hits with identical text.
 * A bad file is reported with its reason and the batch goes on; nothing is half-written.
 * A store keeps one failed record per file name: a new failure replaces the earlier one, and
   :meth:`Workbench.retry_file` ingests a failed file again from its stored bytes (with a password, say).
@@ -97,6 +97,9 @@ class StoredFileUsage:
     file: Any  # knowledge.filestore.base.StoredFile
     stores: list[str]
     statuses: dict[str, str] = field(default_factory=dict)
+    #: The other names the stores give these bytes (the same content uploaded or synced under
+    #: another name or path; see knowledge.indexing), oldest first.
+    aliases: list[str] = field(default_factory=list)
 
     def labels(self) -> list[str]:
         """``["notes", "papers (failed)"]``: each store, with the status unless it is done."""
@@ -195,6 +198,14 @@ class Workbench:
     def delete_file(self, store: str, file_id: str, *, keep_file: bool = False) -> int:
         return self.indexer.delete_file(store, file_id, keep_file=keep_file)
 
+    def delete_name(self, store: str, file_id: str, name: str, *, folder: str | None = None) -> int:
+        """See :meth:`Indexer.delete_name`: one name off a content; the content with its last name."""
+        return self.indexer.delete_name(store, file_id, name, folder=folder)
+
+    def file_names_of(self, store: str, file_id: str | None = None):
+        """The names (:class:`~knowledge.catalog.FileName`) in ``store``, of one content or all."""
+        return self.catalog.names(store, file_id=file_id)
+
     def file_attributes(self, store: str, file_id: str) -> dict[str, Any]:
         return self.indexer.file_attributes(store, file_id)
 
@@ -288,7 +299,8 @@ class Workbench:
         out = []
         for f in files:
             statuses = self.catalog.file_statuses(f.id)
-            out.append(StoredFileUsage(f, list(statuses), statuses))
+            aliases = [n for n in self.catalog.names_of_file(f.id) if n != f.name] if statuses else []
+            out.append(StoredFileUsage(f, list(statuses), statuses, aliases))
         return out
 
     def delete_stored_file(self, file_id: str, *, from_stores: bool = False) -> list[str]:

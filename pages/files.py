@@ -33,13 +33,15 @@ if not usage:
     st.stop()
 
 st.dataframe(
-    [{"name": u.file.name, "type": u.file.content_type, "size (MB)": megabytes(u.file.size, 6),
+    [{"name": u.file.name, "also named": u.aliases, "type": u.file.content_type, "size (MB)": megabytes(u.file.size, 6),
       "sha256": u.file.sha256, "created": u.file.created, "stores": u.labels(), "id": u.file.id} for u in usage],
     hide_index=True, width="stretch",
     column_config={
         "size (MB)": st.column_config.NumberColumn(format="%.3f"),
         "sha256": st.column_config.TextColumn(width="small", help="SHA-256 of the content"),
         "created": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm"),
+        "also named": st.column_config.ListColumn("also named", help="The same bytes under other names in the"
+                                                  " stores: kept and indexed once"),
         "stores": st.column_config.ListColumn("used by", help="Stores holding the file; \"(failed)\": kept there for a"
                                               " retry, not searchable"),
     },
@@ -55,6 +57,8 @@ f = chosen.file
 with st.container(border=True):
     st.subheader(f.name)
     st.caption(f"`{f.id}` · {f.content_type} · {human_size(f.size)} · sha256 `{f.sha256[:16]}…`")
+    if chosen.aliases:
+        st.write("Also named: " + ", ".join(f"**{n}**" for n in chosen.aliases))
     if chosen.stores:
         st.write("Used by: " + ", ".join(f"**{s}**" for s in chosen.labels()))
     else:

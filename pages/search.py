@@ -91,8 +91,9 @@ def render_distribution(run: pg.SearchRun) -> None:
     data = pd.DataFrame(rows)
     bars = alt.Chart(data).mark_bar().encode(
         x=alt.X("rank:O", title="rank"), y=alt.Y("score:Q", title="score"),
-        color=alt.Color("shown:N", title="in the results", scale=alt.Scale(domain=[True, False],
-                                                                  range=["#e45756", "#bab0ac"])),
+        color=alt.Color("result:N", title=None, scale=alt.Scale(
+            domain=[pg.SHOWN_LABELS[True], pg.SHOWN_LABELS[False]], range=["#e45756", "#bab0ac"]),
+            legend=alt.Legend(orient="bottom", labelLimit=400)),
         tooltip=["rank", alt.Tooltip("score:Q", format=".3f"), "file"],
     )
     chart = bars
@@ -101,6 +102,8 @@ def render_distribution(run: pg.SearchRun) -> None:
             y="threshold:Q")
         chart = bars + rule
     st.altair_chart(chart.properties(height=220, title=f"Top {len(rows)} scores"), width="stretch")
+    if not all(r["shown"] for r in rows):
+        st.caption("Not shown: under the score threshold, overlapping a shown chunk, or past k.")
 
 
 @st.cache_data(show_spinner="Projecting the store's vectors...", max_entries=8)

@@ -20,6 +20,7 @@ from knowledge.templates import DEFAULT_TEMPLATE, make_template
 from knowledge.vectorstore.registry import backend_names
 from knowledge.workbench import CANCELLED, DUPLICATE, FAILED_OUTCOME, INDEXED, UNCHANGED, Workbench
 from pages._portable import import_part, portable_section
+from pages._sync import sync_section
 from pages._ui import DISTANCES, app_workbench, duration, flash, has_flash, megabytes, set_flash
 from pages.widgets import confirm
 
@@ -102,7 +103,7 @@ def _batch_header(job: IngestJob, store: str) -> None:
         counts = job.counts()
         parts = [f"{counts[o]} {label}" for o, label in ((INDEXED, "indexed"), (UNCHANGED, "unchanged"),
                  (DUPLICATE, "duplicates"), (FAILED_OUTCOME, "failed"), (CANCELLED, "not started"))
-                 if counts.get(o)]
+                 if counts.get(o)] if not hasattr(job, "summary_parts") else job.summary_parts()  # a folder sync
         st.progress(1.0, text=f"**Batch done: {total} file{'' if total == 1 else 's'}** · {job.chunks} chunks · "
                     + ", ".join(parts))
         return
@@ -215,7 +216,7 @@ def files_section(store: str) -> None:
         return
     if listed:
         st.dataframe(
-            [{"file": f.file_name,
+            [{"file": f.file_name, "also named": list(f.aliases),
               "status": STATUS_LABEL[DONE] if f.status == DONE else "⚠️ interrupted",
               "chunks": f.chunks, "pages": f.pages, "warnings": f.warnings,
               "size (MB)": megabytes(f.size),
@@ -224,6 +225,9 @@ def files_section(store: str) -> None:
             hide_index=True, width="stretch", key=f"files:{store}",
             column_config={
                 "warnings": st.column_config.ListColumn("warnings", width="medium"),
+                "also named": st.column_config.ListColumn(
+                    "also named", help="The same bytes under other names: indexed once, searchable while"
+                    " any of its names is in the store"),
                 "updated": st.column_config.DatetimeColumn("updated", format="YYYY-MM-DD HH:mm"),
             },
         )
@@ -233,14 +237,19 @@ def files_section(store: str) -> None:
     done = [f for f in files if f.status == DONE]
     if done:
         with st.popover("🗑️ Delete a file from this store"):
-            by_id = {f.file_id: f for f in done}
-            version = hashlib.sha1("".join(by_id).encode()).hexdigest()[:8]  # a new list, a new widget
-            fid = st.selectbox("File", list(by_id), format_func=lambda i: by_id[i].file_name,
-                               key=f"del-pick:{store}:{version}")
-            st.caption("Its chunks leave the store; its bytes leave the file store unless another store uses them.")
-            if fid and confirm("Delete", f"del:{store}", f"Delete **{by_id[fid].file_name}** and its "
-                               f"{by_id[fid].chunks} chunks from {store}?", type="primary"):
-                _delete_file(store, fid, by_id[fid].file_name, f"files:{store}")
+            by_name = {f"{f.file_id}\n{n}": (f, n) for f in done for n in f.names}  # every name of a content
+            version = hashlib.sha1("".join(by_name).encode()).hexdigest()[:8]  # a new list, a new widget
+            key = st.selectbox("File", sorted(by_name, key=lambda k: by_name[k][1].lower()),
+                               format_func=lambda k: by_name[k][1], key=f"del-pick:{store}:{version}")
+            st.caption("Its chunks leave the store; its bytes leave the file store unless another store uses them."
+                       " A file whose bytes are also in the store under another name loses this name only.")
+            if key:
+                f, name = by_name[key]
+                others = [n for n in f.names if n != name]
+                what = (f"the name **{name}** (its content stays, as {', '.join(others)})" if others
+                        else f"**{name}** and its {f.chunks} chunks")
+                if confirm("Delete", f"del:{store}", f"Delete {what} from {store}?", type="primary"):
+                    _delete_file(store, f.file_id, name, f"files:{store}", by_name=bool(others))
     attention(store, failed)
 
 
@@ -287,10 +296,11 @@ def _retry(store: str, f, pw: str | None) -> None:
     st.rerun()
 
 
-def _delete_file(store: str, file_id: str, name: str, where: str) -> None:
+def _delete_file(store: str, file_id: str, name: str, where: str, by_name: bool = False) -> None:
     try:
-        n = wb.delete_file(store, file_id)
-        set_flash(where, True, f"Deleted {name} from {store} ({n} chunks).")
+        n = wb.delete_name(store, file_id, name) if by_name else wb.delete_file(store, file_id)
+        set_flash(where, True, f"Deleted {name} from {store} ({n} chunks)." if n or not by_name
+                  else f"Deleted the name {name} from {store}; its content stays under its other name(s).")
     except KnowledgeError as exc:
         set_flash(where, False, f"{name}: {exc}")
     st.rerun()
@@ -385,6 +395,7 @@ def stores_tab() -> None:
                    help=f"Backend: {r.backend}. Scores compare embeddings by {r.distance} distance.")
         try:
             upload_section(store, summary.disk_bytes)
+            sync_section(wb, store)
             files_section(store)
             manage_section(store, summary.files, summary.chunks)
             portable_section(wb, store)

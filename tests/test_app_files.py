@@ -102,3 +102,15 @@ def test_delete_an_unused_file():
     assert not at.exception
     assert "Deleted loose.txt." == at.success[0].value
     assert {m.label: m.value for m in at.metric}["Stored files"] == "3"
+
+
+def test_a_file_with_two_names_lists_its_other_name():
+    wb = Workbench(load_settings())
+    cats = wb.ingest_file("Notes", CATS, "cats.md").file_id
+    wb.ingest_file("Notes", CATS, "copy of cats.md")  # the same bytes: one more name, kept once
+    wb.close()
+    at = open_page()
+    table = at.dataframe[0].value
+    assert list(table["name"]) == ["cats.md"] and [list(a) for a in table["also named"]] == [["copy of cats.md"]]
+    pick(at, cats)
+    assert any("Also named: **copy of cats.md**" in m.value for m in at.markdown)

@@ -289,6 +289,29 @@ def test_delete_a_file(fake_model):
     assert list(files_table(at, "Notes")["file"]) == ["bread.md"]
 
 
+def test_a_file_with_two_names_is_listed_with_its_alias_and_deleted_by_either_name(fake_model):
+    make_store("Notes", [("cats.md", CATS), ("copy of cats.md", CATS), ("bread.md", BREAD)])
+    at = open_page()
+    files = files_table(at, "Notes")
+    assert list(files["file"]) == ["bread.md", "cats.md"]
+    assert [list(a) for a in files["also named"]] == [[], ["copy of cats.md"]]
+    pick = pick_file(at, "Notes")
+    assert list(pick.options) == ["bread.md", "cats.md", "copy of cats.md"]
+    pick.select_index(1).run()  # cats.md
+    button(at, "del:Notes").click().run()
+    assert any("the name **cats.md** (its content stays, as copy of cats.md)" in w.value for w in at.warning)
+    button(at, "yes:del:Notes").click().run()
+    assert not at.exception
+    assert any("Deleted the name cats.md" in s.value for s in at.success)
+    files = files_table(at, "Notes")
+    assert list(files["file"]) == ["bread.md", "copy of cats.md"]  # still indexed, under its other name
+    wb = service()
+    try:
+        assert {h.file_name for h in wb.search("Notes", "cat sits on the mat", k=5)} >= {"copy of cats.md"}
+    finally:
+        wb.close()
+
+
 def test_delete_a_store_needs_confirmation(fake_model):
     make_store("Notes", [("cats.md", CATS)])
     at = open_page()

@@ -112,5 +112,10 @@ def test_password_retry_then_files_home_and_search(browser, server: Server, arti
             expect(mark).to_be_visible()
             mark.scroll_into_view_if_needed()
             page.screenshot(path=str(artifacts / f"12-search-{width}.png"))
+            # the score chart's legend in words (shown / not shown), not true/false
+            legend = page.get_by_text("not shown", exact=True).first
+            legend.scroll_into_view_if_needed()
+            expect(legend).to_be_visible()
+            page.screenshot(path=str(artifacts / f"12-search-scores-{width}.png"))
     finally:
         context.close()

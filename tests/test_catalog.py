@@ -71,3 +71,31 @@ def test_catalog_locked_is_a_knowledge_error():
     from knowledge.errors import KnowledgeError
 
     assert issubclass(CatalogLocked, KnowledgeError)
+
+
+def test_migration_6_gives_every_existing_file_its_name(tmp_path):
+    """A catalog of version 5 (before names): each file record becomes a content with one name, by hand."""
+    import duckdb
+
+    path = tmp_path / "old.duckdb"
+    conn = duckdb.connect(str(path))
+    conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+    for version, script in enumerate(MIGRATIONS[:5], 1):
+        conn.execute(script)
+        conn.execute("INSERT INTO schema_version VALUES (?)", [version])
+    conn.execute("INSERT INTO store_files (store, file_id, file_name, status, chunks, created, updated)"
+                 " VALUES ('notes', 'file-1', 'cats.md', 'done', 2, now(), now())")
+    conn.close()
+    catalog = Catalog(path)
+    try:
+        assert catalog.schema_version() == len(MIGRATIONS) >= 6
+        [name] = catalog.names("notes")
+        assert (name.file_id, name.name, name.folder) == ("file-1", "cats.md", "")
+        catalog.add_name("notes", "file-1", "copy.md")
+        [rec] = catalog.files("notes")
+        assert rec.names == ("cats.md", "copy.md") and rec.aliases == ("copy.md",)
+        assert [f.file_id for f in catalog.files_named("notes", "copy.md")] == ["file-1"]
+        catalog.delete_file("notes", "file-1")
+        assert catalog.names("notes") == []
+    finally:
+        catalog.close()

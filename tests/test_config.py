@@ -99,3 +99,32 @@ def test_an_empty_variable_counts_as_unset(tmp_path, monkeypatch):
     s = load_settings()
     assert s.data_root == tmp_path / "data" and s.catalog_path.parent == tmp_path / "data"
     assert s.app_password is None
+
+
+@pytest.mark.parametrize("value, dirs", [
+    ("/srv/docs", ["/srv/docs"]),
+    ("/srv/docs:/home/me/notes", ["/srv/docs", "/home/me/notes"]),  # as PATH is written
+    ('["/srv/docs", "/home/me/notes"]', ["/srv/docs", "/home/me/notes"]),  # a JSON list
+    (" /srv/docs : ", ["/srv/docs"]),
+])
+def test_list_settings_take_a_plain_variable(monkeypatch, value, dirs):
+    monkeypatch.setenv("KNOWLEDGE_INGEST__ALLOWED_DIRS", value)
+    monkeypatch.setenv("KNOWLEDGE_CHAT__ALLOWED_DIRS", value)
+    monkeypatch.setenv("KNOWLEDGE_MCP__ALLOWED_DIRS", value)
+    monkeypatch.setenv("KNOWLEDGE_API__CORS_ORIGINS", "http://localhost:3000, https://app.example")
+    monkeypatch.setenv("KNOWLEDGE_CHAT__DEFAULT_STORES", "rust,notes")
+    s = load_settings()
+    for got in (s.ingest.allowed_dirs, s.chat.allowed_dirs, s.mcp.allowed_dirs):
+        assert got == [Path(d) for d in dirs]
+    assert s.api.cors_origins == ["http://localhost:3000", "https://app.example"]
+    assert s.chat.default_stores == ["rust", "notes"]
+
+
+def test_a_variable_that_does_not_parse_is_a_config_error(monkeypatch):
+    monkeypatch.setenv("KNOWLEDGE_VECTOR_STORE__OPTIONS", "{not json")
+    with pytest.raises(ConfigError, match="vector_store"):
+        load_settings()
+    monkeypatch.delenv("KNOWLEDGE_VECTOR_STORE__OPTIONS")
+    monkeypatch.setenv("KNOWLEDGE_INGEST__ALLOWED_DIRS", "[not json")
+    with pytest.raises(ConfigError, match="ingest.allowed_dirs"):
+        load_settings()

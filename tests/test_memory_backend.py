@@ -625,6 +625,34 @@ def test_missing_or_truncated_segment_raises_store_corrupt(settings):
             b3.collection("damaged").search(vec(0))
 
 
+def test_payloads_are_parsed_when_read_and_a_damaged_line_is_reported_then(settings):
+    """A cold load parses no payload (the start-up cost at 100,000 chunks); a payload line damaged
+    in place (same length, so the segment's size checks pass) fails with StoreCorrupt when it is
+    read, and the other points stay searchable."""
+    with MemoryBackend(settings) as b:
+        c = b.collection("lazy")
+        c.ensure_collection(DIM)
+        c.upsert(chunk_points("a", 4))
+        path = c.path
+    with MemoryBackend(settings) as b2:
+        c2 = b2.collection("lazy")
+        assert [h.id for h in c2.search(vec(0), limit=4, with_payload=False)]
+        loaded = c2._points
+        assert loaded is not None and all(type(item) is bytes for item in loaded.payloads._items)
+        got = c2.retrieve(["a:1"])[0].payload
+        assert got["file_id"] == "a" and type(loaded.payloads._items[loaded.row_of["a:1"]]) is dict
+    seg = path / "seg-000001.jsonl"
+    lines = seg.read_bytes().split(b"\n")
+    at = lines[3].index(b'"payload":') + len(b'"payload":')
+    lines[3] = lines[3][:at] + b"X" + lines[3][at + 1:]  # the point a:2's payload no longer parses
+    seg.write_bytes(b"\n".join(lines))
+    with MemoryBackend(settings) as b3:
+        c3 = b3.collection("lazy")
+        assert {p.id for p in c3.retrieve(["a:0", "a:3"])} == {"a:0", "a:3"}
+        with pytest.raises(StoreCorrupt, match="'lazy'.*does not parse"):
+            c3.retrieve(["a:2"])
+
+
 def test_newer_format_is_refused(settings):
     with MemoryBackend(settings) as b:
         c = b.collection("future")

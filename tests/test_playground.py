@@ -204,6 +204,7 @@ def test_timed_search_hits_threshold_and_distribution(wb):
     assert len(strict.top) == 4  # the distribution ignores the threshold
     rows = pg.distribution_rows(strict)
     assert [r["rank"] for r in rows] == [1, 2, 3, 4] and sum(r["shown"] for r in rows) == len(strict.hits)
+    assert {r["result"] for r in rows} == {"shown", pg.SHOWN_LABELS[False]}  # the legend's words, not true/false
     only_b = pg.timed_search(wb, "s", "apples", k=5, where=pg.build_where("id-b.txt", "page = 1"))
     assert [(h.file_name, h.page) for h in only_b.hits] == [("b.txt", 1)]
 

@@ -590,3 +590,17 @@ def test_the_bundles_template_comes_along_on_the_default_backend_only_when_the_i
         _same_store(wb, "notes", fresh, "notes")
     finally:
         fresh.close()
+
+
+def test_a_content_with_two_names_keeps_both_through_a_bundle(make_wb, tmp_path):
+    wb = make_wb()
+    _fill(wb)
+    r = wb.ingest_file("notes", DOCS["cats.md"].encode(), "cats-copy.md")  # same bytes, a second name
+    [cats] = [f for f in wb.file_records("notes") if f.file_name == "cats.md"]
+    assert cats.aliases == ("cats-copy.md",), r.message
+    portable.export_store(wb, "notes", tmp_path / "n.kb")
+    portable.import_bundle(wb, tmp_path / "n.kb", as_name="copy", template="pg")
+    [copied] = [f for f in wb.file_records("copy") if f.file_name == "cats.md"]
+    assert copied.names == ("cats.md", "cats-copy.md")
+    assert [f.file_id for f in wb.catalog.files_named("copy", "cats-copy.md")] == [copied.file_id]
+    _same_store(wb, "notes", wb, "copy")

@@ -2,8 +2,8 @@
 
 The Searcher resolves the store's record once (kept while the catalog is unchanged) and takes the
 distance and model from it, so a search asks the backend nothing but the ranking itself: a vector
-search is one ``Collection.search``; a hybrid one adds the lexical ranking (the backend's own index,
-or qdrant's in-process one with no call when nothing changed) and one ``retrieve`` of the vectors of
+search is one ``Collection.search``; a hybrid one adds the lexical ranking (the backend's own index:
+tantivy, PostgreSQL, qdrant's sparse vectors) and one ``retrieve`` of the vectors of
 words-only hits. Counted at the wire: memory's collection methods, pgvector's transactions
 (``PgvectorBackend.run``), qdrant's client calls (``QdrantBackend.call``).
 """

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 
+import numpy as np
 import pytest
 
 from knowledge.config import load_settings
@@ -101,13 +102,45 @@ def test_changed_file_under_the_same_name_replaces_the_old_chunks(wb, tmp_path):
     assert wb.files.find(first.file_id) is None  # the old bytes are gone from the file store
 
 
-def test_identical_bytes_under_another_name_are_a_duplicate(wb, tmp_path):
+def test_identical_bytes_under_another_name_are_indexed_once_under_both_names(wb, tmp_path):
     a = wb.ingest_file("notes", write(tmp_path / "cats.md", CATS))
     b = wb.ingest_file("notes", write(tmp_path / "copy of cats.md", CATS))
-    assert b.outcome == DUPLICATE and "cats.md" in b.message
-    assert b.file_id == a.file_id
-    assert [f.file_name for f in wb.store_files("notes")] == ["cats.md"]
-    assert wb.vector_store("notes").count() == a.chunks
+    assert b.outcome == DUPLICATE and "cats.md" in b.message and "one more name" in b.message
+    assert b.file_id == a.file_id and b.chunks == a.chunks
+    files = wb.store_files("notes")
+    assert [(f.file_name, f.aliases) for f in files] == [("cats.md", ("copy of cats.md",))]
+    assert [n.name for n in wb.file_names_of("notes", a.file_id)] == ["cats.md", "copy of cats.md"]
+    assert wb.vector_store("notes").count() == a.chunks  # embedded once
+    assert len(wb.stored_files()) == 1  # one copy of the bytes
+
+
+def test_deleting_the_first_name_keeps_the_content_for_the_second(wb, tmp_path):
+    """The rule of issue 18: the content goes only with its last name; the chunks carry the name left."""
+    a = wb.ingest_file("notes", write(tmp_path / "cats.md", CATS))
+    wb.ingest_file("notes", write(tmp_path / "copy of cats.md", CATS))
+    vectors = {p.id: p.vector.copy() for p in wb.vector_store("notes").collection.scroll(with_vectors=True)}
+    assert wb.delete_name("notes", a.file_id, "cats.md") == 0
+    hits = wb.search("notes", "cat sits on the mat", k=3)
+    assert hits and {h.file_name for h in hits} == {"copy of cats.md"}  # relabelled, still searchable
+    assert [(f.file_name, f.aliases) for f in wb.store_files("notes")] == [("copy of cats.md", ())]
+    after = {p.id: p.vector for p in wb.vector_store("notes").collection.scroll(with_vectors=True)}
+    assert after.keys() == vectors.keys()  # the same points, not re-embedded
+    assert all(np.allclose(after[i], v, atol=1e-6) for i, v in vectors.items())
+    assert wb.find_stored_file(a.file_id) is not None
+    assert wb.delete_name("notes", a.file_id, "copy of cats.md") == a.chunks
+    assert wb.search("notes", "cat sits on the mat", k=3) == []
+    assert wb.store_files("notes") == [] and wb.find_stored_file(a.file_id) is None
+
+
+def test_a_changed_file_under_one_name_leaves_the_other_name_on_the_old_content(wb, tmp_path):
+    a = wb.ingest_file("notes", write(tmp_path / "cats.md", CATS))
+    wb.ingest_file("notes", write(tmp_path / "copy of cats.md", CATS))
+    c = wb.ingest_file("notes", write(tmp_path / "copy of cats.md", BREAD))
+    assert c.outcome == INDEXED and c.file_id != a.file_id
+    files = {f.file_name: f for f in wb.store_files("notes")}
+    assert files["cats.md"].file_id == a.file_id and files["cats.md"].aliases == ()
+    assert files["copy of cats.md"].file_id == c.file_id
+    assert {h.file_name for h in wb.search("notes", "cat sits on the mat", k=10)} >= {"cats.md"}
 
 
 def test_delete_file_removes_every_chunk_also_after_a_restart(wb, tmp_path, factory):

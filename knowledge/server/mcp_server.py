@@ -121,9 +121,11 @@ def build_server(wb: Workbench) -> MCPServer:
 
     @server.tool()
     def list_files(store: str) -> dict[str, Any]:
-        """The files of a store: file_id, name, status (done/failed/processing), reason, chunks, pages."""
+        """The files of a store: file_id, name, aliases (the same bytes under other names, indexed once),
+        status (done/failed/processing), reason, chunks, pages."""
         files = guard(wb.store_files, store)
-        return {"files": [{"file_id": f.file_id, "name": f.file_name, "status": f.status, "reason": f.reason,
+        return {"files": [{"file_id": f.file_id, "name": f.file_name, "aliases": list(f.aliases),
+                           "status": f.status, "reason": f.reason,
                            "chunks": f.chunks, "pages": f.pages,
                            "resource": f"knowledge://stores/{quote(store, safe='')}/files/{f.file_id}"}
                           for f in files]}
@@ -149,15 +151,21 @@ def build_server(wb: Workbench) -> MCPServer:
 
     @server.tool()
     def delete_file(store: str, file: str) -> dict[str, Any]:
-        """Remove a file (its id or its name) and all its chunks from `store`."""
+        """Remove a file from `store`: by its id, the content with all its chunks and names; by its name,
+        that name (the content and its chunks go with its last name)."""
         files = guard(wb.store_files, store)
-        match = [f for f in files if f.file_id == file] or [f for f in files if f.file_name == file]
+        by_id = [f for f in files if f.file_id == file]
+        match = by_id or [f for f in files if file in f.names]
         if not match:
             raise ToolError(f"No file {file!r} in store {store!r}.")
         if len(match) > 1:
             raise ToolError(f"{len(match)} files are named {file!r} in {store!r}; give the file id.")
-        removed = guard(wb.delete_file, store, match[0].file_id)
-        return {"removed": match[0].file_id, "name": match[0].file_name, "chunks": removed}
+        if by_id:
+            removed = guard(wb.delete_file, store, match[0].file_id)
+            return {"removed": match[0].file_id, "name": match[0].file_name, "chunks": removed}
+        removed = guard(wb.delete_name, store, match[0].file_id, file)
+        return {"removed": match[0].file_id, "name": file, "chunks": removed,
+                "still_named": [n for n in match[0].names if n != file]}
 
     @server.tool()
     def remember(text: str, dataset: str = "default", id: str | None = None,

@@ -81,6 +81,8 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
+from knowledge.lexical import _indexed_text as indexed_text
+from knowledge.lexical import sparse_document, sparse_query
 from knowledge.errors import (
     BackendUnavailable,
     DimensionMismatch,
@@ -113,6 +115,9 @@ COLLECTION_FIELD = "_kn_collection"
 #: Payload field keeping a point's readable id (str or int).
 ID_FIELD = "_kn_id"
 RESERVED_PAYLOAD_FIELDS = (COLLECTION_FIELD, ID_FIELD)
+#: The named sparse vector holding a point's BM25 term weights (:func:`knowledge.lexical.sparse_document`),
+#: with Qdrant's IDF modifier: the lexical index of :meth:`QdrantCollection.lexical_search`.
+SPARSE_VECTOR = "bm25"
 #: Payload fields indexed in every physical collection (the VectorStore facade's and memory's).
 DEFAULT_INDEXED_FIELDS = ("file_id", "dataset")
 #: Oldest Qdrant server with the query endpoint (``/points/query``) this backend searches with.
@@ -233,6 +238,7 @@ class QdrantBackend(VectorBackend):
         self._closed = False
         self._local_lock = threading.RLock()
         self._known: set[str] = set()  # physical collections known to exist (indexes made)
+        self._sparse: dict[str, bool] = {}  # physical collection -> has the SPARSE_VECTOR (see has_sparse)
         self._entries: dict[str, dict[str, Any]] = {}  # registry entries last read (see cached_entry)
         self._index_fields: set[str] = set(DEFAULT_INDEXED_FIELDS)
         if client is None:
@@ -354,9 +360,11 @@ class QdrantBackend(VectorBackend):
             self._create(self.registry_name, models.VectorParams(size=1, distance=models.Distance.DOT))
         self._known.add(self.registry_name)
 
-    def _create(self, name: str, params: models.VectorParams) -> None:
+    def _create(self, name: str, params: models.VectorParams, *, sparse: bool = False) -> None:
+        extra = {"sparse_vectors_config": {SPARSE_VECTOR: models.SparseVectorParams(modifier=models.Modifier.IDF)}} \
+            if sparse else {}
         try:
-            self.call(self.client.create_collection, name, vectors_config=params)
+            self.call(self.client.create_collection, name, vectors_config=params, **extra)
         except UnexpectedResponse as exc:
             if exc.status_code != 409:  # 409: another process created it first
                 raise
@@ -371,7 +379,7 @@ class QdrantBackend(VectorBackend):
         if name in self._known:
             return name
         if not self.call(self.client.collection_exists, name):
-            self._create(name, models.VectorParams(size=size, distance=_DISTANCES[distance]))
+            self._create(name, models.VectorParams(size=size, distance=_DISTANCES[distance]), sparse=True)
         if not self.is_local:  # local mode has no payload indexes (qdrant-client warns and ignores them)
             self._indexes(name)
         self._known.add(name)
@@ -400,6 +408,23 @@ class QdrantBackend(VectorBackend):
     def forget_physical(self, physical: str) -> None:
         """Stop assuming that ``physical`` exists (it was deleted behind our back)."""
         self._known.discard(physical)
+        self._sparse.pop(physical, None)
+
+    def has_sparse(self, physical: str) -> bool:
+        """Whether physical collection ``physical`` carries the BM25 sparse vector
+        (:data:`SPARSE_VECTOR`): every one made by this version does; one made before has none
+        (Qdrant cannot add a vector to an existing collection), and its stores' hybrid search uses
+        the in-process index instead. Asked once per backend and collection."""
+        known = self._sparse.get(physical)
+        if known is None:
+            info = self.call(self.client.get_collection, physical)
+            known = SPARSE_VECTOR in (info.config.params.sparse_vectors or {})
+            if not known:
+                log.warning("qdrant: collection %r was made before BM25 sparse vectors; hybrid search of its"
+                            " stores builds an in-process lexical index (move a store to a new template,"
+                            " or re-create it, to get the persisted one)", physical)
+            self._sparse[physical] = known
+        return known
 
     def exclusive(self) -> contextlib.AbstractContextManager[Any]:
         """A context in which no other call of this backend runs, in local mode (whose client is
@@ -510,7 +535,10 @@ class QdrantCollection(Collection):
     def _out_payload(self, payload: dict[str, Any] | None) -> dict[str, Any]:
         return {k: v for k, v in (payload or {}).items() if k not in RESERVED_PAYLOAD_FIELDS}
 
-    def _points(self, points: Sequence[Point], size: int) -> list[models.PointStruct]:
+    def _points(self, points: Sequence[Point], size: int, sparse: bool = False) -> list[models.PointStruct]:
+        """The Qdrant points of ``points``; with ``sparse``, each also carries its BM25 term weights
+        (:data:`SPARSE_VECTOR`, from the payload's ``heading`` + ``text``) in the same point, so the
+        lexical index is written in the same write as the vectors."""
         matrix = stack_points(points, size)
         out = []
         for p, vec in zip(points, matrix):
@@ -524,7 +552,13 @@ class QdrantCollection(Collection):
                 raise InvalidArgument(f"Point {p.id!r}: payload is not JSON-serialisable ({exc}).") from None
             payload[COLLECTION_FIELD] = self.name
             payload[ID_FIELD] = p.id
-            out.append(models.PointStruct(id=self._uuid(p.id), vector=vec.tolist(), payload=payload))
+            vector: Any = vec.tolist()
+            if sparse:
+                indices, values = sparse_document(indexed_text(p.payload))
+                vector = {"": vector}
+                if indices:
+                    vector[SPARSE_VECTOR] = models.SparseVector(indices=indices, values=values)
+            out.append(models.PointStruct(id=self._uuid(p.id), vector=vector, payload=payload))
         return out
 
     def _write(self, physical: str, structs: list[models.PointStruct]) -> None:
@@ -611,9 +645,11 @@ class QdrantCollection(Collection):
     def _upsert(self, points: list[Point]) -> None:
         """Same id, same Qdrant point. ``InvalidArgument`` also for a reserved payload field."""
         entry = self._entry()
-        structs = self._points(points, int(entry["size"]))
+        physical = self._physical(entry)
+        with self._physical_gone(physical):
+            structs = self._points(points, int(entry["size"]), self.backend.has_sparse(physical))
         if structs:
-            self._write(self._physical(entry), structs)
+            self._write(physical, structs)
 
     def _search(self, vector: np.ndarray, k: int, where: dict[str, Any] | None, raw_filter: Any,
                 score_threshold: float | None, with_payload: bool) -> list[ScoredPoint]:
@@ -635,6 +671,35 @@ class QdrantCollection(Collection):
                 out.append(ScoredPoint(id=payload.get(ID_FIELD, str(sp.id)), score=float(sp.score),
                                        payload=self._out_payload(payload) if with_payload else None))
             return out
+
+        return self._read(go)
+
+    def _lexical_search(self, query: str, k: int, w: dict[str, Any] | None) -> list[ScoredPoint] | None:
+        """BM25 through Qdrant: a sparse-vector query on :data:`SPARSE_VECTOR` (weight 1 per query
+        term, Qdrant's IDF modifier), confined to this logical collection and ``w``; ``score`` is
+        BM25 (>= 0, higher is better). The IDF counts the points of the whole physical collection
+        (every store of this dimension and distance), and the length normalisation uses a fixed
+        average (:data:`knowledge.lexical.SPARSE_AVG_TERMS`): ranks can differ slightly from the
+        memory backend's exact BM25. ``None`` for a collection made before sparse vectors."""
+        entry = self.backend.cached_entry(self.name) or self._entry()
+        physical = self._physical(entry)
+        with self._physical_gone(physical):
+            if not self.backend.has_sparse(physical):
+                return None
+        indices, values = sparse_query(query) if isinstance(query, str) else ([], [])
+        flt = self._filter(w)
+
+        def go(entry: dict[str, Any]) -> list[ScoredPoint]:
+            physical = self._physical(entry)
+            if not indices:
+                return []
+            with self._physical_gone(physical):
+                res = self.backend.call(
+                    self.backend.client.query_points, physical,
+                    query=models.SparseVector(indices=indices, values=values), using=SPARSE_VECTOR,
+                    query_filter=flt, limit=k, with_payload=True, with_vectors=False)
+            return [ScoredPoint(id=(sp.payload or {}).get(ID_FIELD, str(sp.id)), score=float(sp.score),
+                                payload=self._out_payload(sp.payload)) for sp in res.points]
 
         return self._read(go)
 
@@ -684,8 +749,9 @@ class QdrantCollection(Collection):
         """Upsert ``points``, then delete the points matching ``w`` that are not among them: a
         reader never sees the matching set missing. Validated before anything is written."""
         entry = self._entry()
-        structs = self._points(points, int(entry["size"]))
         physical = self._physical(entry)
+        with self._physical_gone(physical):
+            structs = self._points(points, int(entry["size"]), self.backend.has_sparse(physical))
         with self.backend.exclusive():
             if structs:
                 self._write(physical, structs)
@@ -716,7 +782,8 @@ class QdrantCollection(Collection):
 
     def _record(self, r: Any, with_vectors: bool) -> Point:
         payload = r.payload or {}
-        vec = np.asarray(r.vector, dtype=np.float32) if with_vectors and r.vector is not None \
+        raw = r.vector.get("") if isinstance(r.vector, dict) else r.vector  # {"": dense, "bm25": sparse}
+        vec = np.asarray(raw, dtype=np.float32) if with_vectors and raw is not None \
             else np.zeros(0, dtype=np.float32)
         return Point(id=payload.get(ID_FIELD, str(r.id)), vector=vec, payload=self._out_payload(payload))
 

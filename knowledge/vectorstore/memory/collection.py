@@ -170,7 +170,7 @@ class MemoryCollection(Collection):
         try:
             with _gc_paused():
                 for seg in todo:
-                    deleted, ids, payloads, _ = self.files.read_jsonl(man, seg)
+                    deleted, ids, _, payloads = self.files.read_jsonl(man, seg, raw=True)
                     vectors = np.empty((seg["rows"], loaded.size), dtype=np.float32)
                     if seg["rows"]:
                         self.files.read_vectors(seg, vectors)
@@ -223,7 +223,7 @@ class MemoryCollection(Collection):
     def _read_store(self, man: dict[str, Any]) -> LoadedPoints:
         segs = man["segments"]
         total = sum(s["rows"] for s in segs)
-        loaded = LoadedPoints(man["size"], man["distance"], total + max(64, total // 8))
+        loaded = LoadedPoints(man["size"], man["distance"], total + max(64, total // 8), corrupt=self.files.corrupt)
         errors: list[BaseException] = []
 
         def read_vectors() -> None:
@@ -241,9 +241,9 @@ class MemoryCollection(Collection):
         reader.start()
         try:
             with _gc_paused():
-                for seg in segs:
-                    deleted, ids, payloads, _ = self.files.read_jsonl(man, seg)
-                    loaded.place(deleted, ids, payloads)
+                for seg in segs:  # payloads stay stored lines until read (Payloads)
+                    deleted, ids, _, lines = self.files.read_jsonl(man, seg, raw=True)
+                    loaded.place(deleted, ids, lines)
         finally:
             reader.join()
         if errors:
