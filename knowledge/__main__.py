@@ -637,8 +637,11 @@ def _ingest(wb: Any, args: argparse.Namespace, expand_paths: Any) -> int:
                            "chunks": r.chunks, "pages": r.pages, "warnings": r.warnings,
                            "seconds": round(r.seconds, 3)} for r in results], ensure_ascii=False, indent=2))
     else:
-        print(f"\n{len(results) - len(failed)} of {len(results)} files ok, {sum(r.chunks for r in results)} chunks;"
-              f" {len(failed)} failed.")
+        from knowledge.outcomes import Outcome
+
+        counts = ", ".join(f"{n} {o}" for o in Outcome if (n := sum(r.outcome == o for r in results)))
+        print(f"\n{len(results)} file{'' if len(results) == 1 else 's'}: {counts or 'none'};"
+              f" {sum(r.chunks for r in results)} chunks in the store from them.")
     return 1 if failed else 0
 
 

@@ -30,7 +30,7 @@ def test_ingest_search_files_delete(tmp_path, capsys, data_dir):
     code, out, _ = run(capsys, "--data-dir", data_dir, "ingest", "demo", str(tmp_path / "docs"))
     assert code == 1  # one file failed, the others went on
     assert "broken.pdf" in out and "failed" in out
-    assert "2 of 3 files ok" in out
+    assert "3 files: 2 indexed, 1 failed;" in out
 
     code, out, _ = run(capsys, "--data-dir", data_dir, "search", "demo", "how do owls catch mice", "-k", "2", "--json")
     assert code == 0

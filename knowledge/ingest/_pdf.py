@@ -279,7 +279,7 @@ def _extract_with_pdfium(ex: _Extraction, reason: str) -> None:
     pdf = ex.pdfium()
     if pdf is None:
         raise UnsupportedFile(f"unreadable PDF (damaged or truncated?): neither pypdf ({reason})"
-                              f" nor PDFium ({ex.pdfium_error}) can read it")
+                              f" nor PDFium ({ex.pdfium_error}) can open it")
     ex.n_pages = len(pdf)
     if ex.n_pages == 0:
         raise EmptyDocument("this PDF has no pages")
@@ -608,8 +608,14 @@ def _title(reader) -> str | None:
 
 
 def _reason(exc: BaseException) -> str:
+    """What went wrong, in the library's own words (its exception's message; the class name only
+    when there is none): ``"Stream has ended unexpectedly"``, ``"Data format error"``."""
     text = one_line(str(exc))
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    # pypdfium2 wraps PDFium's reason: "Failed to load document (PDFium: Data format error)."
+    inner = re.search(r"\(PDFium: ([^)]*)\)", text)
+    if inner:
+        text = inner.group(1)
+    return text.rstrip(".") if text else type(exc).__name__
 
 
 # -- hyphenation ----------------------------------------------------------------------------------
