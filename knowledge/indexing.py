@@ -605,26 +605,27 @@ class Indexer:
         target.ensure_collection(dimension, distance)
         target.ensure_lexical_index()  # chunks are searched by words too: kept from the start, as ingestion does
         done, started = 0, time.perf_counter()
-        for batch in batches:
-            points = list(batch)
-            if not points:
-                continue
-            if embedder is not None:
-                vectors = embedder.embed_documents(
-                    [embedding_text(p.payload["text"], p.payload.get("heading")) for p in points])
-                for p, v in zip(points, vectors):
-                    p.vector = v
-            target.upsert(points)
-            done += len(points)
-            if progress is not None:
-                fraction = done / total if total else 1.0
-                stage = "copying"
+        with target.bulk_load():  # pgvector: the HNSW index built once at the end
+            for batch in batches:
+                points = list(batch)
+                if not points:
+                    continue
                 if embedder is not None:
-                    stage = "embedding"
-                    if total and done < total:
-                        left = (time.perf_counter() - started) / done * (total - done)
-                        stage = f"embedding, about {_duration(left)} left"
-                progress(stage, min(1.0, fraction))
+                    vectors = embedder.embed_documents(
+                        [embedding_text(p.payload["text"], p.payload.get("heading")) for p in points])
+                    for p, v in zip(points, vectors):
+                        p.vector = v
+                target.upsert(points)
+                done += len(points)
+                if progress is not None:
+                    fraction = done / total if total else 1.0
+                    stage = "copying"
+                    if embedder is not None:
+                        stage = "embedding"
+                        if total and done < total:
+                            left = (time.perf_counter() - started) / done * (total - done)
+                            stage = f"embedding, about {_duration(left)} left"
+                    progress(stage, min(1.0, fraction))
         return done
 
     def adopt_store(self, store: str, tpl: VectorStoreTemplate, dimension: int, collection: str,

@@ -108,6 +108,30 @@ def test_a_name_with_nul_is_refused(make):
 
 # -- indexes -------------------------------------------------------------------------------------
 
+def test_a_bulk_load_builds_the_hnsw_index_once_at_the_end(make):
+    b = make(exact_max_rows=50)
+    c = b.collection("bulk")
+    c.ensure_collection(16)
+    data = vecs(200, 16, seed=5)
+    with admin(b) as conn:
+        def has_index() -> bool:
+            return conn.execute("SELECT to_regclass(%s)", (f'"{c.table}_hnsw"',)).fetchone()[0] is not None
+
+        with c.bulk_load():
+            for start in range(0, 200, 40):
+                c.upsert([Point(i, v, {"i": i}) for i, v in enumerate(data[start:start + 40], start)])
+            assert not has_index() and c.count() == 200  # 200 > 50 rows, yet no index kept up per write
+            assert len(c.search(data[7], limit=3)) == 3 and c.search(data[7], limit=1)[0].id == 7  # exact meanwhile
+        assert has_index()  # built once, when the load ended
+    assert c.search(data[123], limit=1)[0].id == 123
+    small = b.collection("bulk-small")
+    small.ensure_collection(16)
+    with small.bulk_load():
+        small.upsert([Point(i, v, {}) for i, v in enumerate(data[:10])])
+    with admin(b) as conn:  # 10 <= 50 rows: still no index to maintain
+        assert conn.execute("SELECT to_regclass(%s)", (f'"{small.table}_hnsw"',)).fetchone()[0] is None
+
+
 @pytest.mark.parametrize("distance,opclass", [("cosine", "vector_cosine_ops"), ("euclid", "vector_l2_ops"),
                                               ("dot", "vector_ip_ops"), ("manhattan", "vector_l1_ops")])
 def test_hnsw_index_with_the_distance_opclass_once_past_exact_max_rows(make, distance, opclass):

@@ -65,6 +65,7 @@ retried ``remove`` finds nothing left and returns 0.)
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import math
@@ -494,6 +495,7 @@ class PgvectorCollection(Collection):
         self._b = backend
         self.name = name
         self.table = table_name(name)
+        self._bulk = 0  # inside bulk_load(): no HNSW upkeep per write
 
     # -- helpers ----------------------------------------------------------------------------------
     def _t(self, suffix: str = "") -> sql.Identifier:
@@ -573,6 +575,26 @@ class PgvectorCollection(Collection):
             [*params, _DOCS, _LENGTH]).fetchone()
         return int(row[0])
 
+    @contextlib.contextmanager
+    def bulk_load(self) -> Iterator[None]:
+        """Writes inside do not build or maintain the HNSW index; it is built once at the end when
+        the store is past ``exact_max_rows`` (one transaction under the store's lock). Searches in
+        between are exact (or use an index that existed before). See :meth:`_build_index_if_due`."""
+        self._bulk += 1
+        try:
+            yield
+        finally:
+            self._bulk -= 1
+        if self._bulk == 0:
+
+            def go(conn: psycopg.Connection) -> None:
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(self.name),))
+                meta = self._meta(conn, lock=True)
+                if meta is not None:
+                    self._build_index_if_due(conn, meta)
+
+            self._b.run(f"building the HNSW index of store {self.name!r}", go)
+
     def _build_index_if_due(self, conn: psycopg.Connection, meta: _Meta) -> None:
         """Build the HNSW index once the store holds more than ``exact_max_rows`` points.
 
@@ -585,7 +607,7 @@ class PgvectorCollection(Collection):
         2,000 dimensions get no index (pgvector's HNSW limit) and always search exactly.
         """
         opts = self._b.options
-        if meta.size > HNSW_MAX_DIM:
+        if meta.size > HNSW_MAX_DIM or self._bulk:
             return
         index = self.table + "_hnsw"
         if conn.execute("SELECT to_regclass(%s)", (sql.Identifier(index).as_string(conn),)).fetchone()[0]:
