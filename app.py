@@ -51,12 +51,6 @@ def sign_in() -> None:
             st.error("Wrong password.")
 
 
-try:
-    wb = get_workbench()
-    password = Password.from_settings(wb.settings)
-except KnowledgeError as exc:  # bad settings: say so, don't crash
-    st.error(f"knowledge cannot start: {exc}")
-    st.stop()
 
 #: (file, title, icon, url path) of every page; the first is the default.
 PAGES = [
@@ -79,6 +73,18 @@ def gate(render, title: str) -> None:
     st.navigation(pages, position="hidden").run()
     st.stop()
 
+
+try:
+    wb = get_workbench()
+    password = Password.from_settings(wb.settings)
+except KnowledgeError as exc:  # bad settings: say so on every page URL, don't crash, show no page
+    problem = f"knowledge cannot start: {exc}"
+
+    def cannot_start() -> None:
+        st.title("📚 knowledge")
+        st.error(problem)
+
+    gate(cannot_start, "Cannot start")
 
 shared = is_shared(st.get_option("server.address"), st.context.ip_address)
 if shared and not password.is_set:

@@ -56,3 +56,14 @@ def test_unknown_backend_is_reported_on_the_page(monkeypatch):
     at = open_app()
     assert not at.exception
     assert "No vector-store backend named 'nosuch'" in at.error[0].value
+
+
+def test_invalid_settings_answer_every_page_url_with_the_message_only(monkeypatch):
+    """No page of the app runs on bad settings, deep links included: every URL shows the message (before,
+    Streamlit fell back to listing the pages folder's modules in the sidebar, helpers included)."""
+    monkeypatch.setenv("KNOWLEDGE_SEARCH__SCORE_THRESHOLD", "abc")
+    for _ in range(2):  # the first run and a rerun
+        at = open_app()
+        assert not at.exception
+        assert [e.value for e in at.error] == [at.error[0].value] and "search.score_threshold" in at.error[0].value
+        assert "cannot start" in at.error[0].value
