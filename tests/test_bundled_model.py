@@ -11,6 +11,7 @@ import socket
 import threading
 import time
 import unicodedata
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -336,3 +337,23 @@ def test_a_query_is_embedded_while_a_batch_of_documents_is(model):
         assert os.getpriority(os.PRIO_PROCESS, thread_ids[0]) == min(19, base + BATCH_NICE) > base
     # the two sessions give the same vectors
     np.testing.assert_allclose(model.embed_documents([CAT])[0], model.embed_documents([CAT, TAX])[0], atol=1e-5)
+
+
+@pytest.mark.model
+def test_loading_the_model_writes_no_telemetry_queue(tmp_path):
+    """onnxruntime keeps usage events for Microsoft's collector under ~/.cache/Microsoft unless
+    ORT_DISABLE_TELEMETRY is set before it is imported: importing knowledge sets it."""
+    import os
+    import subprocess
+    import sys
+
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "ORT_DISABLE_TELEMETRY"}
+    root = str(Path(__file__).resolve().parent.parent)
+    env.update(HOME=str(home), KNOWLEDGE_DATA_DIR=str(tmp_path / "data"), PYTHONPATH=root)
+    code = ("from knowledge.config import load_settings\nfrom knowledge.workbench import Workbench\n"
+            "print(Workbench(load_settings()).embedder().embed_query('hello').shape)")
+    run = subprocess.run([sys.executable, "-c", code], env=env, cwd=root, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and "(384,)" in run.stdout, run.stderr
+    assert not (home / ".cache" / "Microsoft").exists()

@@ -6,6 +6,8 @@ second to import.
 
 from __future__ import annotations
 
+from knowledge._onnx import quiet_onnxruntime
+
 import contextlib
 import difflib
 import os
@@ -33,12 +35,14 @@ def _reason(exc: Exception) -> str:
 
 def supported_models() -> list[str]:
     """The names :class:`FastEmbedEmbedder` accepts: fastembed's dense text-embedding catalog, sorted."""
+    quiet_onnxruntime()
     from fastembed import TextEmbedding
 
     return sorted(entry["model"] for entry in TextEmbedding.list_supported_models())
 
 
 def _catalog_entry(model_name: str) -> dict[str, Any]:
+    quiet_onnxruntime()
     from fastembed import TextEmbedding
 
     entries = TextEmbedding.list_supported_models()
@@ -182,6 +186,7 @@ class FastEmbedEmbedder(Embedder):
         self._model = model
 
     def _open(self, model_dir: Path | None) -> TextEmbedding:
+        quiet_onnxruntime()
         from fastembed import TextEmbedding
 
         kwargs: dict[str, Any] = {"cache_dir": str(self.cache_dir), "threads": self.threads}

@@ -110,6 +110,9 @@ class OcrEngine:
 
     def __init__(self) -> None:
         try:
+            from knowledge._onnx import quiet_onnxruntime
+
+            quiet_onnxruntime()
             from rapidocr_onnxruntime import RapidOCR
         except Exception as exc:  # ImportError, or OSError from a native library (onnxruntime, cv2)
             raise OcrUnavailable(_unavailable(exc)) from exc
