@@ -95,18 +95,17 @@ def import_part(wb: Workbench, key: str = "") -> None:
     """Drop a ``.kb`` bundle, optionally with a new name and template; the new store is selected."""
     st.markdown("**Import** — a `.kb` bundle as a new store.")
     up = st.file_uploader("Bundle", type=["kb"], key=f"import-file:{key}", label_visibility="collapsed")
-    if up is not None:
-        _preview(up)
+    readable = _preview(up) if up is not None else False
     c1, c2 = st.columns(2)
     name = c1.text_input("Name of the new store", key=f"import-as:{key}",
                          placeholder="the bundle's", help="Leave empty to keep the store's name from the bundle.")
     template = c2.selectbox("Template", [_OWN, *wb.template_names()], key=f"import-tpl:{key}",
                             help="The backend and model of the new store. Its vectors are reused when the"
                                  " model is the bundle's; otherwise the chunks are embedded again.")
-    if st.button("Import", key=f"import-go:{key}", disabled=up is None, type="primary"):
+    if st.button("Import", key=f"import-go:{key}", disabled=not readable, type="primary"):
         bar = st.progress(0.0, text="Importing...")
         with tempfile.TemporaryDirectory(prefix="knowledge-import-") as tmp:
-            path = Path(tmp) / "bundle.kb"
+            path = Path(tmp) / _local_name(up.name)
             path.write_bytes(up.getvalue())
             try:
                 r = portable.import_bundle(wb, path, as_name=name.strip() or None,
@@ -121,12 +120,18 @@ def import_part(wb: Workbench, key: str = "") -> None:
         st.rerun()
 
 
-def _preview(up) -> None:
-    """What the dropped bundle holds (read once per upload), or why it cannot be imported."""
+def _local_name(name: str) -> str:
+    """The uploaded file's own name for its temporary copy (so messages name it), without folders."""
+    return Path(name).name or "bundle.kb"
+
+
+def _preview(up) -> bool:
+    """What the dropped bundle holds (read once per upload), or why it cannot be imported; whether it
+    can be."""
     key = f"bundle-info:{up.file_id}"
     if key not in st.session_state:
         with tempfile.TemporaryDirectory(prefix="knowledge-import-") as tmp:
-            path = Path(tmp) / "bundle.kb"
+            path = Path(tmp) / _local_name(up.name)
             path.write_bytes(up.getvalue())
             try:
                 st.session_state[key] = (True, portable.bundle_info(path))
@@ -135,7 +140,8 @@ def _preview(up) -> None:
     ok, info = st.session_state[key]
     if not ok:
         st.error(f"{up.name} cannot be imported: {info}")
-        return
+        return False
     st.caption(f"{up.name}: store **{info['name']}** · {info['files']} files · {info['chunks']} chunks ·"
                f" model `{info['embedding_model']}` ({info['dimension']} dimensions) · from"
                f" {info.get('source_backend', '?')}")
+    return True
