@@ -144,7 +144,8 @@ class Stores:
         Raises:
             InvalidArgument: a blank name. TemplateNotFound. ModelMismatch: the store exists with
             another embedding model. EmbeddingUnavailable: the model cannot load (its dimension is
-            recorded now).
+            recorded now). BackendUnavailable: the template's backend is unknown or cannot be
+            reached (no store is recorded).
         """
         if not isinstance(name, str) or not name.strip() or len(name) > 200:
             raise InvalidArgument("A store name must be 1-200 characters and not blank.")
@@ -154,6 +155,7 @@ class Stores:
             self._check_model(existing, tpl)
             return existing
         dimension = self.embedder(tpl.embedding_model).dimension
+        self.backend(tpl.backend)  # an unknown or unreachable backend is refused before the store exists
         return self.put(name, tpl.name, tpl.backend, tpl.embedding_model, dimension, tpl.distance)
 
     def put(self, name: str, template: str, backend: str, embedding_model: str, dimension: int | None,

@@ -454,3 +454,21 @@ def test_an_interrupted_ingestion_leaves_a_failed_record_not_a_processing_one(wb
     again = wb.ingest_file("notes", CATS.encode(), "cats.md")
     assert again.outcome == INDEXED
     assert [(f.file_name, f.status) for f in wb.store_files("notes")] == [("cats.md", "done")]
+
+
+def test_a_store_on_an_unknown_backend_is_refused_before_it_exists(tmp_path, monkeypatch):
+    from knowledge.config import load_settings
+    from knowledge.errors import BackendUnavailable
+    from knowledge.workbench import Workbench
+
+    monkeypatch.setenv("KNOWLEDGE_VECTOR_STORE__BACKEND", "nosuch")
+    wb = Workbench(load_settings(data_dir=tmp_path), embedder_factory=lambda model: HashEmbedder(dimension=8))
+    try:
+        (tmp_path / "a.txt").write_text("some words")
+        with pytest.raises(BackendUnavailable, match="nosuch"):
+            wb.create_store("x")
+        with pytest.raises(BackendUnavailable, match="nosuch"):  # the CLI: "error: ...", exit 2
+            wb.ingest_paths("x", [tmp_path / "a.txt"])
+        assert wb.store_names() == []  # no broken store left behind
+    finally:
+        wb.close()
