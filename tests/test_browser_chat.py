@@ -119,7 +119,7 @@ def test_chat_over_a_store_answers_from_the_chapter_and_the_citation_opens_it(br
             form = page.locator('[data-testid="stForm"]').filter(has=page.get_by_role("button", name="Create store"))
             for name in ("Other", "Team docs"):  # two stores: a new chat picks none by itself
                 if not form.get_by_label("Name", exact=True).is_visible():  # folded once a store exists
-                    page.get_by_text("New store").click()
+                    page.get_by_test_id("stPopoverButton").filter(has_text="New store").click()
                 form.get_by_label("Name", exact=True).fill(name)
                 rerun_and_wait(page, lambda: form.get_by_role("button", name="Create store").click())
                 expect(page.get_by_text(f"Created the store {name}")).to_be_visible()

@@ -138,7 +138,7 @@ def test_demo_the_whole_app(browser, demo, shots: Path, corpus: Path):
             wait_for_app(page)
             open_store(page, "Rust book")
             page.screenshot(path=str(shots / "demo-10-stores-before-drop-1280.png"))
-            drop = page.locator('[data-testid="stFileUploaderDropzone"]')
+            drop = page.locator('[data-testid="stFileUploaderDropzone"][aria-label^="Drop files here"]')
             assert in_viewport(page, drop), "the drop zone is below the fold"
             page.set_input_files("input[type=file]", [str(c) for c in chapters])
             header = page.get_by_text(re.compile(rf"\d+ of {len(chapters)} files"))

@@ -58,7 +58,7 @@ def test_folder_ingest_shows_skipped_files(browser, server: Server, artifacts: P
             wait_for_app(page)
             form = page.locator('[data-testid="stForm"]').filter(has=page.get_by_role("button", name="Create store"))
             if not form.get_by_label("Name", exact=True).is_visible():  # stores exist: the form is folded
-                page.get_by_text("New store").click()
+                page.get_by_test_id("stPopoverButton").filter(has_text="New store").click()
             form.get_by_label("Name", exact=True).fill(store)
             rerun_and_wait(page, lambda: form.get_by_role("button", name="Create store").click())
             page.get_by_text("Ingest a folder on this machine").click()

@@ -56,7 +56,7 @@ def test_password_retry_then_files_home_and_search(browser, server: Server, arti
             wait_for_app(page)
             form = page.locator('[data-testid="stForm"]').filter(has=page.get_by_role("button", name="Create store"))
             if not form.get_by_label("Name", exact=True).is_visible():  # stores exist: the form is folded
-                page.get_by_text("New store").click()
+                page.get_by_test_id("stPopoverButton").filter(has_text="New store").click()
             form.get_by_label("Name", exact=True).fill(store)
             rerun_and_wait(page, lambda: form.get_by_role("button", name="Create store").click())
             expect(page.get_by_text(f"Created the store {store}")).to_be_visible()

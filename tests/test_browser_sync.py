@@ -57,7 +57,7 @@ def test_add_a_synced_folder_preview_then_apply(browser, server: Server, artifac
             wait_for_app(page)
             form = page.locator('[data-testid="stForm"]').filter(has=page.get_by_role("button", name="Create store"))
             if not form.get_by_label("Name", exact=True).is_visible():
-                page.get_by_text("New store").click()
+                page.get_by_test_id("stPopoverButton").filter(has_text="New store").click()
             form.get_by_label("Name", exact=True).fill(store)
             rerun_and_wait(page, lambda: form.get_by_role("button", name="Create store").click())
             page.get_by_text("Keep a folder in sync").click()
