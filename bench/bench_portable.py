@@ -41,16 +41,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 BOOK = ROOT.parent / "shared" / "corpus" / "md" / "rust-book"
+sys.path.insert(0, str(ROOT / "bench"))
+from bench_search import pieces  # the same ~120-word Rust-book pieces
+
 DIM = 384
 PER_FILE = 100
-
-
-def pieces(words_per_piece: int = 120) -> list[str]:
-    texts = []
-    for path in sorted(BOOK.glob("*.md")):
-        words = path.read_text(encoding="utf-8").split()
-        texts.extend(" ".join(words[i:i + words_per_piece]) for i in range(0, len(words), words_per_piece))
-    return texts
 
 
 def questions() -> list[str]:

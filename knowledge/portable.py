@@ -70,6 +70,7 @@ from knowledge.errors import (
     BundleTooNew,
     InvalidArgument,
     KnowledgeError,
+    StorageError,
     StoreExists,
 )
 from knowledge.templates import VectorStoreTemplate
@@ -159,79 +160,64 @@ def export_store(wb: Any, store: str, out: str | os.PathLike, *, progress: Progr
     record = wb.stores.get(store)
     tpl = wb.stores.template_of(record)
     out = Path(out)
-    part = out.with_name(out.name + ".part")
     members: dict[str, dict[str, Any]] = {}
     coll = wb.stores.collection_of(record)
-    try:
-        zf = zipfile.ZipFile(part, "w", zipfile.ZIP_STORED, allowZip64=True)
-    except OSError as exc:
-        from knowledge.errors import StorageError
+    with _archive(out, "bundle") as zf, wb.stores.store_lock(store):
+        records = wb.catalog.files(store)
+        skipped = [r.file_name for r in records if r.status not in (DONE, FAILED)]
+        records = [r for r in records if r.status in (DONE, FAILED)]
+        counts = coll.facet("file_id") if coll.collection_exists() else {}
+        total = sum(counts.values())
+        entries = []
+        for i, r in enumerate(records):
+            stored = wb.files.find(r.file_id)
+            member = f"files/{i:06d}.bin" if stored is not None else None
+            if member is not None:
+                with wb.files.content(r.file_id) as src:
+                    members[member] = _write_member(zf, member, lambda w, s=src: shutil.copyfileobj(s, w, _PIECE))
+            entries.append({
+                "member": member, "file_id": r.file_id, "name": r.file_name,
+                "content_type": stored.content_type if stored else None, "size": r.size, "sha256": r.sha256,
+                "status": str(r.status), "reason": r.reason, "error": r.error, "chunks": r.chunks,
+                "pages": r.pages, "warnings": r.warnings, "aliases": list(getattr(r, "aliases", ())),
+                "attributes": wb.indexer.file_attributes(store, r.file_id) if r.status == DONE else {},
+            })
+            _report(progress, "files", 0.2 * (i + 1) / max(1, len(records)))
+        blocks: list[dict[str, Any]] = []
+        pending: list[Point] = []
+        written = 0
 
-        raise StorageError(f"The bundle {str(out)!r} cannot be written: {exc.strerror or exc}") from exc
-    try:
-        with zf, wb.stores.store_lock(store):
-            records = wb.catalog.files(store)
-            skipped = [r.file_name for r in records if r.status not in (DONE, FAILED)]
-            records = [r for r in records if r.status in (DONE, FAILED)]
-            counts = coll.facet("file_id") if coll.collection_exists() else {}
-            total = sum(counts.values())
-            entries = []
-            for i, r in enumerate(records):
-                stored = wb.files.find(r.file_id)
-                member = f"files/{i:06d}.bin" if stored is not None else None
-                if member is not None:
-                    with wb.files.content(r.file_id) as src:
-                        members[member] = _write_member(zf, member, lambda w, s=src: shutil.copyfileobj(s, w, _PIECE))
-                entries.append({
-                    "member": member, "file_id": r.file_id, "name": r.file_name,
-                    "content_type": stored.content_type if stored else None, "size": r.size, "sha256": r.sha256,
-                    "status": str(r.status), "reason": r.reason, "error": r.error, "chunks": r.chunks,
-                    "pages": r.pages, "warnings": r.warnings, "aliases": list(getattr(r, "aliases", ())),
-                    "attributes": wb.indexer.file_attributes(store, r.file_id) if r.status == DONE else {},
-                })
-                _report(progress, "files", 0.2 * (i + 1) / max(1, len(records)))
-            blocks: list[dict[str, Any]] = []
-            pending: list[Point] = []
-            written = 0
+        def flush() -> None:
+            nonlocal pending, written
+            n = len(blocks)
+            lines, vec = f"chunks/{n:06d}.jsonl", f"chunks/{n:06d}.npy"
+            body = b"".join(orjson.dumps({"id": p.id, "payload": _fresh(p.payload)}) + b"\n" for p in pending)
+            members[lines] = _write_member(zf, lines, lambda w: w.write(body), deflate=True)
+            matrix = np.ascontiguousarray(np.vstack([p.vector for p in pending]), dtype="<f4")
+            members[vec] = _write_member(zf, vec, lambda w: np.save(w, matrix, allow_pickle=False))
+            blocks.append({"payloads": lines, "vectors": vec, "count": len(pending)})
+            written += len(pending)
+            pending = []
+            _report(progress, "chunks", 0.2 + 0.8 * written / max(1, total))
 
-            def flush() -> None:
-                nonlocal pending, written
-                n = len(blocks)
-                lines, vec = f"chunks/{n:06d}.jsonl", f"chunks/{n:06d}.npy"
-                body = b"".join(orjson.dumps({"id": p.id, "payload": _fresh(p.payload)}) + b"\n" for p in pending)
-                members[lines] = _write_member(zf, lines, lambda w: w.write(body), deflate=True)
-                matrix = np.ascontiguousarray(np.vstack([p.vector for p in pending]), dtype="<f4")
-                members[vec] = _write_member(zf, vec, lambda w: np.save(w, matrix, allow_pickle=False))
-                blocks.append({"payloads": lines, "vectors": vec, "count": len(pending)})
-                written += len(pending)
-                pending = []
-                _report(progress, "chunks", 0.2 + 0.8 * written / max(1, total))
-
-            for file_id in sorted(counts, key=str):
-                for p in coll.scroll(where={"file_id": file_id}, with_vectors=True):
-                    pending.append(p)
-                    if len(pending) >= BLOCK:
-                        flush()
-            if pending:
-                flush()
-            spec = tpl.model_dump()
-            spec.pop("backend", None)
-            manifest = {
-                "format": FORMAT, "format_version": FORMAT_VERSION,
-                "created": datetime.now(UTC).isoformat(),
-                "store": {"name": record.name, "template": spec, "embedding_model": record.embedding_model,
-                          "dimension": record.dimension, "distance": record.distance,
-                          "source_backend": record.backend},
-                "files": entries, "blocks": blocks, "chunks": written, "members": members,
-            }
-            zf.writestr(MANIFEST, json.dumps(manifest, ensure_ascii=False, indent=1), zipfile.ZIP_DEFLATED)
-        with open(part, "rb+") as fh:
-            os.fsync(fh.fileno())
-        os.replace(part, out)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            part.unlink()
-        raise
+        for file_id in sorted(counts, key=str):
+            for p in coll.scroll(where={"file_id": file_id}, with_vectors=True):
+                pending.append(p)
+                if len(pending) >= BLOCK:
+                    flush()
+        if pending:
+            flush()
+        spec = tpl.model_dump()
+        spec.pop("backend", None)
+        manifest = {
+            "format": FORMAT, "format_version": FORMAT_VERSION,
+            "created": datetime.now(UTC).isoformat(),
+            "store": {"name": record.name, "template": spec, "embedding_model": record.embedding_model,
+                      "dimension": record.dimension, "distance": record.distance,
+                      "source_backend": record.backend},
+            "files": entries, "blocks": blocks, "chunks": written, "members": members,
+        }
+        zf.writestr(MANIFEST, json.dumps(manifest, ensure_ascii=False, indent=1), zipfile.ZIP_DEFLATED)
     _report(progress, "done", 1.0)
     return ExportResult(store, out, len(entries), written, out.stat().st_size, time.perf_counter() - started,
                         skipped)
@@ -244,6 +230,27 @@ def _fresh(payload: dict[str, Any]) -> dict[str, Any]:
     as the store is loaded -- about the size of its text, 70 MB at 100,000 chunks. On a copy it goes
     with the block."""
     return {k: v.encode().decode() if isinstance(v, str) and not v.isascii() else v for k, v in payload.items()}
+
+
+@contextlib.contextmanager
+def _archive(out: Path, what: str) -> Iterator[zipfile.ZipFile]:
+    """A zip written to ``out + ".part"``, fsynced and renamed to ``out`` when the block ends (so
+    ``out`` is whole or absent), removed when it raises. ``StorageError`` if it cannot be created."""
+    part = out.with_name(out.name + ".part")
+    try:
+        zf = zipfile.ZipFile(part, "w", zipfile.ZIP_STORED, allowZip64=True)
+    except OSError as exc:
+        raise StorageError(f"The {what} {str(out)!r} cannot be written: {exc.strerror or exc}") from exc
+    try:
+        with zf:
+            yield zf
+        with open(part, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(part, out)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            part.unlink()
+        raise
 
 
 def _write_member(zf: zipfile.ZipFile, name: str, fill: Callable[[Any], Any], deflate: bool = False) -> dict[str, Any]:
@@ -663,82 +670,68 @@ def backup(wb: Any, out: str | os.PathLike, *, progress: Progress | None = None)
     Raises:
         StorageError (the archive cannot be written); the backends' errors.
     """
-    from knowledge.errors import StorageError
     from knowledge.filestore.filesystem import RECORD_FORMAT
     from knowledge.vectorstore.memory.storage import LEXICAL_DIR, MANIFEST_TMP
 
     started = time.perf_counter()
     out = Path(out)
-    part = out.with_name(out.name + ".part")
     members: dict[str, dict[str, Any]] = {}
     sweep_leftovers(wb)
-    try:
-        zf = zipfile.ZipFile(part, "w", zipfile.ZIP_STORED, allowZip64=True)
-    except OSError as exc:
-        raise StorageError(f"The backup {str(out)!r} cannot be written: {exc.strerror or exc}") from exc
     copied: list[str] = []
     bundled: list[dict[str, Any]] = []
-    try:
-        with zf, tempfile.TemporaryDirectory(prefix="knowledge-backup-") as tmp:
-            snapshot = Path(tmp) / "catalog.duckdb"
-            wb.catalog.checkpoint_copy(snapshot)
-            with open(snapshot, "rb") as src:
-                members["catalog.duckdb"] = _write_member(zf, "catalog.duckdb", lambda w: shutil.copyfileobj(src, w, _PIECE),
-                                                          deflate=True)
-            _report(progress, "catalog", 0.05)
-            records = wb.files.list()
-            blobs: set[str] = set()
-            for i, f in enumerate(records):
-                try:
-                    src = wb.files.content(f.id)
-                except KnowledgeError:
-                    continue  # deleted meanwhile
-                with src:
-                    if f.sha256 not in blobs:  # the file store's layout: blobs/<2 hex>/<sha256>
-                        blob = f"files/blobs/{f.sha256[:2]}/{f.sha256}"
-                        members[blob] = _write_member(zf, blob, lambda w, s=src: shutil.copyfileobj(s, w, _PIECE))
-                        blobs.add(f.sha256)
-                meta = json.dumps({"format": RECORD_FORMAT, **f.to_dict()}, ensure_ascii=False, indent=2).encode()
-                members[f"files/meta/{f.id}.json"] = _write_member(zf, f"files/meta/{f.id}.json",
-                                                                  lambda w, m=meta: w.write(m), deflate=True)
-                _report(progress, "files", 0.05 + 0.25 * (i + 1) / max(1, len(records)))
-            memory = wb.stores.backend("memory") if _memory_in_use(wb) else None
-            names = memory.list_collections() if memory is not None else []
-            for i, name in enumerate(names):
-                coll = memory.collection(name)
-                log_ = coll.files
-                with log_.writing(memory.lock_timeout):
-                    base = log_.path
-                    for path in sorted(base.rglob("*")):
-                        rel = path.relative_to(base)
-                        if path.is_dir() or rel.parts[0] == LEXICAL_DIR or path.name == MANIFEST_TMP:
-                            continue
-                        member = f"vector-stores/{base.name}/{rel.as_posix()}"
-                        with open(path, "rb") as src:
-                            members[member] = _write_member(zf, member, lambda w, s=src: shutil.copyfileobj(s, w, _PIECE))
-                copied.append(name)
-                _report(progress, "memory stores", 0.3 + 0.3 * (i + 1) / max(1, len(names)))
-            others = [r for r in wb.catalog.list_stores() if r.backend != "memory"]
-            for i, r in enumerate(others):
-                tmp_kb = Path(tmp) / f"{i:04d}.kb"
-                export_store(wb, r.name, tmp_kb)
-                member = f"stores/{i:04d}.kb"
-                with open(tmp_kb, "rb") as src:
-                    members[member] = _write_member(zf, member, lambda w: shutil.copyfileobj(src, w, _PIECE))
-                tmp_kb.unlink()
-                bundled.append({"store": r.name, "member": member, "template": r.template, "backend": r.backend})
-                _report(progress, "other stores", 0.6 + 0.4 * (i + 1) / max(1, len(others)))
-            manifest = {"format": BACKUP_FORMAT, "format_version": FORMAT_VERSION,
-                        "created": datetime.now(UTC).isoformat(), "memory_stores": copied, "bundles": bundled,
-                        "files": len(records), "members": members}
-            zf.writestr(MANIFEST, json.dumps(manifest, ensure_ascii=False, indent=1), zipfile.ZIP_DEFLATED)
-        with open(part, "rb+") as fh:
-            os.fsync(fh.fileno())
-        os.replace(part, out)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            part.unlink()
-        raise
+    with _archive(out, "backup") as zf, tempfile.TemporaryDirectory(prefix="knowledge-backup-") as tmp:
+        snapshot = Path(tmp) / "catalog.duckdb"
+        wb.catalog.checkpoint_copy(snapshot)
+        with open(snapshot, "rb") as src:
+            members["catalog.duckdb"] = _write_member(zf, "catalog.duckdb", lambda w: shutil.copyfileobj(src, w, _PIECE),
+                                                      deflate=True)
+        _report(progress, "catalog", 0.05)
+        records = wb.files.list()
+        blobs: set[str] = set()
+        for i, f in enumerate(records):
+            try:
+                src = wb.files.content(f.id)
+            except KnowledgeError:
+                continue  # deleted meanwhile
+            with src:
+                if f.sha256 not in blobs:  # the file store's layout: blobs/<2 hex>/<sha256>
+                    blob = f"files/blobs/{f.sha256[:2]}/{f.sha256}"
+                    members[blob] = _write_member(zf, blob, lambda w, s=src: shutil.copyfileobj(s, w, _PIECE))
+                    blobs.add(f.sha256)
+            meta = json.dumps({"format": RECORD_FORMAT, **f.to_dict()}, ensure_ascii=False, indent=2).encode()
+            members[f"files/meta/{f.id}.json"] = _write_member(zf, f"files/meta/{f.id}.json",
+                                                              lambda w, m=meta: w.write(m), deflate=True)
+            _report(progress, "files", 0.05 + 0.25 * (i + 1) / max(1, len(records)))
+        memory = wb.stores.backend("memory") if _memory_in_use(wb) else None
+        names = memory.list_collections() if memory is not None else []
+        for i, name in enumerate(names):
+            coll = memory.collection(name)
+            log_ = coll.files
+            with log_.writing(memory.lock_timeout):
+                base = log_.path
+                for path in sorted(base.rglob("*")):
+                    rel = path.relative_to(base)
+                    if path.is_dir() or rel.parts[0] == LEXICAL_DIR or path.name == MANIFEST_TMP:
+                        continue
+                    member = f"vector-stores/{base.name}/{rel.as_posix()}"
+                    with open(path, "rb") as src:
+                        members[member] = _write_member(zf, member, lambda w, s=src: shutil.copyfileobj(s, w, _PIECE))
+            copied.append(name)
+            _report(progress, "memory stores", 0.3 + 0.3 * (i + 1) / max(1, len(names)))
+        others = [r for r in wb.catalog.list_stores() if r.backend != "memory"]
+        for i, r in enumerate(others):
+            tmp_kb = Path(tmp) / f"{i:04d}.kb"
+            export_store(wb, r.name, tmp_kb)
+            member = f"stores/{i:04d}.kb"
+            with open(tmp_kb, "rb") as src:
+                members[member] = _write_member(zf, member, lambda w: shutil.copyfileobj(src, w, _PIECE))
+            tmp_kb.unlink()
+            bundled.append({"store": r.name, "member": member, "template": r.template, "backend": r.backend})
+            _report(progress, "other stores", 0.6 + 0.4 * (i + 1) / max(1, len(others)))
+        manifest = {"format": BACKUP_FORMAT, "format_version": FORMAT_VERSION,
+                    "created": datetime.now(UTC).isoformat(), "memory_stores": copied, "bundles": bundled,
+                    "files": len(records), "members": members}
+        zf.writestr(MANIFEST, json.dumps(manifest, ensure_ascii=False, indent=1), zipfile.ZIP_DEFLATED)
     _report(progress, "done", 1.0)
     return BackupResult(out, out.stat().st_size, copied, [b["store"] for b in bundled], len(records),
                         time.perf_counter() - started)
