@@ -174,6 +174,16 @@ def rerun_and_wait(pg, action, timeout: float = 120_000) -> None:
     wait_for_app(pg, timeout)
 
 
+def create_store(pg, name: str) -> None:
+    """Create store ``name`` on the Vector stores page (open): the form is in the "New store" popover
+    once a store exists."""
+    form = pg.locator('[data-testid="stForm"]').filter(has=pg.get_by_role("button", name="Create store"))
+    if not form.get_by_label("Name", exact=True).is_visible():  # stores exist: the form is folded
+        pg.get_by_test_id("stPopoverButton").filter(has_text="New store").click()
+    form.get_by_label("Name", exact=True).fill(name)
+    rerun_and_wait(pg, lambda: form.get_by_role("button", name="Create store").click())
+
+
 def shot(pg, artifacts: Path, name: str) -> None:
     pg.screenshot(path=str(artifacts / name), full_page=True)
 

@@ -14,7 +14,18 @@ from pathlib import Path
 
 import pytest
 
-from test_browser import ARTIFACTS, Server, browser, explained, rerun_and_wait, serve, shot, squash, wait_for_app
+from test_browser import (
+    ARTIFACTS,
+    Server,
+    browser,
+    create_store,
+    explained,
+    rerun_and_wait,
+    serve,
+    shot,
+    squash,
+    wait_for_app,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.model]
 __all__ = ["browser"]  # the fixture, imported so pytest finds it here
@@ -116,12 +127,8 @@ def test_chat_over_a_store_answers_from_the_chapter_and_the_citation_opens_it(br
             page.goto(chat_server.url)
             wait_for_app(page)
             rerun_and_wait(page, lambda: page.get_by_role("link", name="Vector stores", exact=True).click())
-            form = page.locator('[data-testid="stForm"]').filter(has=page.get_by_role("button", name="Create store"))
             for name in ("Other", "Team docs"):  # two stores: a new chat picks none by itself
-                if not form.get_by_label("Name", exact=True).is_visible():  # folded once a store exists
-                    page.get_by_test_id("stPopoverButton").filter(has_text="New store").click()
-                form.get_by_label("Name", exact=True).fill(name)
-                rerun_and_wait(page, lambda: form.get_by_role("button", name="Create store").click())
+                create_store(page, name)
                 expect(page.get_by_text(f"Created the store {name}")).to_be_visible()
             expect(page.get_by_role("combobox", name="Open store")).to_have_value("Team docs")
             page.set_input_files("input[type=file]", [str(c) for c in chapters])

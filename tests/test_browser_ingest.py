@@ -13,6 +13,7 @@ import pytest
 
 from test_browser import (  # noqa: F401  (fixtures)
     Server,
+    create_store,
     artifacts,
     browser,
     explained,
@@ -56,11 +57,7 @@ def test_folder_ingest_shows_skipped_files(browser, server: Server, artifacts: P
         with explained(page, server, artifacts):
             page.goto(server.url + "/stores")
             wait_for_app(page)
-            form = page.locator('[data-testid="stForm"]').filter(has=page.get_by_role("button", name="Create store"))
-            if not form.get_by_label("Name", exact=True).is_visible():  # stores exist: the form is folded
-                page.get_by_test_id("stPopoverButton").filter(has_text="New store").click()
-            form.get_by_label("Name", exact=True).fill(store)
-            rerun_and_wait(page, lambda: form.get_by_role("button", name="Create store").click())
+            create_store(page, store)
             page.get_by_text("Ingest a folder on this machine").click()
             folder_form = page.locator('[data-testid="stForm"]').filter(
                 has=page.get_by_role("button", name="Ingest folder"))

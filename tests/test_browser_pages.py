@@ -15,6 +15,7 @@ import pytest
 from conftest import encrypted_pdf
 from test_browser import (  # noqa: F401  (fixtures)
     Server,
+    create_store,
     artifacts,
     browser,
     explained,
@@ -54,11 +55,7 @@ def test_password_retry_then_files_home_and_search(browser, server: Server, arti
         with explained(page, server, artifacts):
             page.goto(server.url + "/stores")
             wait_for_app(page)
-            form = page.locator('[data-testid="stForm"]').filter(has=page.get_by_role("button", name="Create store"))
-            if not form.get_by_label("Name", exact=True).is_visible():  # stores exist: the form is folded
-                page.get_by_test_id("stPopoverButton").filter(has_text="New store").click()
-            form.get_by_label("Name", exact=True).fill(store)
-            rerun_and_wait(page, lambda: form.get_by_role("button", name="Create store").click())
+            create_store(page, store)
             expect(page.get_by_text(f"Created the store {store}")).to_be_visible()
 
             page.set_input_files("input[type=file]", [str(locked), str(notes)])

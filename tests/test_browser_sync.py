@@ -12,6 +12,7 @@ import pytest
 
 from test_browser import (  # noqa: F401  (fixtures)
     Server,
+    create_store,
     artifacts,
     browser,
     explained,
@@ -55,11 +56,7 @@ def test_add_a_synced_folder_preview_then_apply(browser, server: Server, artifac
         with explained(page, server, artifacts):
             page.goto(server.url + "/stores")
             wait_for_app(page)
-            form = page.locator('[data-testid="stForm"]').filter(has=page.get_by_role("button", name="Create store"))
-            if not form.get_by_label("Name", exact=True).is_visible():
-                page.get_by_test_id("stPopoverButton").filter(has_text="New store").click()
-            form.get_by_label("Name", exact=True).fill(store)
-            rerun_and_wait(page, lambda: form.get_by_role("button", name="Create store").click())
+            create_store(page, store)
             page.get_by_text("Keep a folder in sync").click()
             add = page.locator('[data-testid="stForm"]').filter(has=page.get_by_role("button", name="Add folder"))
             add.get_by_label("Folder to keep in sync", exact=True).fill(str(docs))
