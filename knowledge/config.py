@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import json
+import re
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
@@ -193,9 +194,38 @@ class ApiSettings(_Section):
     """``api.*``: the OpenAI-compatible REST API (see :mod:`knowledge.server.openai_api`)."""
 
     cors_origins: Annotated[list[str], NoDecode] = Field(
-        default_factory=list, description="browser origins allowed to call the API (CORS); empty = CORS off")
+        default_factory=list, description="browser origins (scheme://host[:port]) allowed to call the REST API"
+        " and the MCP server over HTTP (CORS); empty = CORS off, every other origin refused")
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="Host header values the REST API and the MCP server over HTTP answer"
+        " besides the address they listen on (and 127.0.0.1, localhost, [::1] on loopback): name or name:port;"
+        " without a port, the server's port")
+    docs: bool = Field(
+        False, description="serve the interactive OpenAPI page /docs (its Swagger UI scripts come from a public"
+        " CDN, so the page is off by default; /openapi.json is always served)")
 
     _origins = field_validator("cors_origins", mode="before")(lambda v: _listed(v, ","))
+    _hosts = field_validator("allowed_hosts", mode="before")(lambda v: _listed(v, ","))
+
+    @field_validator("cors_origins")
+    @classmethod
+    def _origin_form(cls, origins: list[str]) -> list[str]:
+        out = []
+        for o in origins:
+            o = o.strip().rstrip("/")
+            if o == "*" or not re.fullmatch(r"https?://[^/\s?#]+", o):
+                raise ValueError(f"{o!r} is not an origin: write scheme://host[:port], e.g. http://localhost:3000"
+                                 " (no path, no wildcard)")
+            out.append(o.lower())
+        return out
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _host_form(cls, hosts: list[str]) -> list[str]:
+        for h in hosts:
+            if not re.fullmatch(r"(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9._-]+)(:\d{1,5})?", h.strip()):
+                raise ValueError(f"{h!r} is not a host name: write name or name:port (an IPv6 address in [ ])")
+        return [h.strip().lower() for h in hosts]
 
 
 class Settings(BaseSettings):

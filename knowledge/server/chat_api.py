@@ -39,6 +39,14 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from knowledge.errors import KnowledgeError
 
 SESSION_HEADER = "X-Knowledge-Session"
+#: The fields of OpenAI's chat completions request: ``model``, ``messages``, ``stream`` and
+#: ``metadata`` are read; the others are accepted and have no effect here (the CHAT config decides).
+CHAT_FIELDS = ("model", "messages", "stream", "metadata", "stream_options", "temperature", "top_p", "n",
+               "max_tokens", "max_completion_tokens", "stop", "presence_penalty", "frequency_penalty",
+               "logit_bias", "logprobs", "top_logprobs", "user", "seed", "response_format", "tools",
+               "tool_choice", "parallel_tool_calls", "store", "reasoning_effort", "service_tier", "modalities",
+               "audio", "prediction", "web_search_options", "safety_identifier", "prompt_cache_key",
+               "verbosity", "function_call", "functions")
 _DATA_URL = re.compile(r"data:(?P<type>[\w.+-]+/[\w.+-]+)?(?:;[\w-]+=[^;,]*)*;base64,(?P<data>.*)", re.S)
 
 
@@ -67,7 +75,8 @@ def _parts(api: Any, content: Any) -> tuple[str, list[tuple[bytes, str, str | No
         if kind == "text":
             texts.append(str(part.get("text") or ""))
         elif kind == "image_url":
-            url = (part.get("image_url") or {}).get("url", "")
+            image = part.get("image_url") or {}
+            url = image.get("url", "") if isinstance(image, Mapping) else image
             if not isinstance(url, str) or not url.startswith("data:"):
                 raise _bad("image_url parts must be data: URLs here (this server fetches nothing from the"
                            " network).", "messages")
@@ -76,6 +85,8 @@ def _parts(api: Any, content: Any) -> tuple[str, list[tuple[bytes, str, str | No
             files.append((data, f"image-{i + 1}.{ext}", media))
         elif kind == "file":
             f = part.get("file") or {}
+            if not isinstance(f, Mapping):
+                raise _bad("A file part's file must be an object: {file_data, filename} or {file_id}.", "messages")
             if f.get("file_id"):
                 stored = api.stored(str(f["file_id"]))
                 with api.wb.read_file(stored.id) as fh:
@@ -122,7 +133,7 @@ def annotations(reply: Any, base_url: str) -> list[dict[str, Any]]:
 
 def add_chat_routes(app: FastAPI, api: Any) -> None:
     """Add ``/v1/models`` and ``/v1/chat/completions`` to ``app`` (see the module docstring)."""
-    from knowledge.server.openai_api import ApiError, _bad, _in_thread, _json
+    from knowledge.server.openai_api import ApiError, _bad, _check_name, _in_thread, _json
 
     def models() -> list[Any]:
         return api.chat.configs.list("CHAT")
@@ -141,7 +152,7 @@ def add_chat_routes(app: FastAPI, api: Any) -> None:
 
     @app.post("/v1/chat/completions", tags=["chat"], summary="Chat with the session's knowledge")
     async def completions(request: Request) -> Any:
-        body = await _json(request)
+        body = await _json(request, CHAT_FIELDS)
         base = str(request.base_url).rstrip("/")
         header = request.headers.get(SESSION_HEADER)
         reply, sid, model = await _in_thread(_turn, body, header)
@@ -182,6 +193,10 @@ def add_chat_routes(app: FastAPI, api: Any) -> None:
         if not isinstance(metadata, Mapping):
             raise _bad("metadata must be an object.", "metadata")
         stores = _stores(metadata.get("stores"))
+        for name in stores or []:
+            _check_name(name, "metadata.stores")
+        if not isinstance(body.get("stream", False), bool):
+            raise _bad("stream must be true or false.", "stream")
         sid = header or metadata.get("session")
         if sid:
             try:
@@ -217,4 +232,4 @@ def add_chat_routes(app: FastAPI, api: Any) -> None:
         yield "data: [DONE]\n\n"
 
 
-__all__ = ["SESSION_HEADER", "add_chat_routes", "annotations"]
+__all__ = ["CHAT_FIELDS", "SESSION_HEADER", "add_chat_routes", "annotations"]

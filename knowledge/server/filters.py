@@ -65,13 +65,19 @@ def compile_filter(spec: Any, depth: int = 0) -> Predicate:
 
     Raises:
         InvalidArgument: an unknown ``type``, a missing ``key``/``value``/``filters``, a value that is
-            not a scalar (a list of scalars for ``in``/``nin``), nesting deeper than 8 levels.
+            not a scalar (a list of scalars for ``in``/``nin``), a field the filter does not take,
+            nesting deeper than 8 levels.
     """
     if depth > MAX_DEPTH:
         raise InvalidArgument(f"filters are nested deeper than {MAX_DEPTH} levels.")
     if not isinstance(spec, Mapping):
         raise InvalidArgument(f"A filter must be an object with a 'type', got {spec!r}.")
     kind = spec.get("type")
+    fields = ("type", "filters") if kind in COMPOUNDS else ("type", "key", "value")
+    unknown = sorted(str(k) for k in spec if k not in fields)
+    if unknown and (kind in COMPOUNDS or kind in COMPARISONS or kind in SETS):
+        raise InvalidArgument(f"Unrecognized field {unknown[0]!r} in a {kind!r} filter; it takes"
+                              f" {', '.join(fields)}.")
     if kind in COMPOUNDS:
         parts = spec.get("filters")
         if not isinstance(parts, list) or not parts:

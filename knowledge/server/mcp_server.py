@@ -2,7 +2,8 @@
 
 ``python -m knowledge mcp`` speaks MCP over stdio (what desktop clients launch);
 ``python -m knowledge mcp --http`` serves streamable HTTP at ``http://127.0.0.1:8901/mcp``
-(any other host needs ``KNOWLEDGE_API_KEY``, sent as a bearer token).
+(any other host needs ``KNOWLEDGE_API_KEY``, sent as a bearer token; :func:`http_app`: the REST
+API's Host/Origin rules, and the SDK's DNS-rebinding protection with this server's host and port).
 
 Tools (thin over the workbench, :class:`~knowledge.jobs.IngestJob` and
 :class:`~knowledge.agent_memory.VectorMemory`):
@@ -39,6 +40,7 @@ from knowledge.errors import KnowledgeError
 from knowledge.jobs import IngestJob
 from knowledge.lexical import reciprocal_rank_fusion
 from knowledge.server.filters import compile_filter, filtered_search
+from knowledge.server.http_guard import Guard, control_char, server_hosts
 from knowledge.vectorstore.store import Hit
 from knowledge.workbench import Workbench
 
@@ -57,6 +59,18 @@ def _hit(store: str, h: Hit) -> dict[str, Any]:
     return {"store": store, "file": h.file_name, "file_id": h.file_id, "page": h.page, "heading": h.heading,
             "char_start": h.char_start, "char_end": h.char_end, "chunk_index": h.chunk_index,
             "score": round(float(h.score), 6), "attributes": from_payload(h.metadata), "text": h.text}
+
+
+def clean(value: str, what: str) -> str:
+    """``value`` when it holds no control character (a NUL in a path would fail deep in the OS calls).
+
+    Raises:
+        ToolError: the reason, naming the argument and the character.
+    """
+    bad = control_char(value) if isinstance(value, str) else None
+    if bad:
+        raise ToolError(f"{what} must not contain control characters ({bad}).")
+    return value
 
 
 def build_server(wb: Workbench) -> MCPServer:
@@ -82,6 +96,14 @@ def build_server(wb: Workbench) -> MCPServer:
         except KnowledgeError as exc:
             raise ToolError(str(exc)) from None
 
+    def user_store(name: str) -> str:
+        """``name`` when it may be a user's store: text without control characters, not a chat's own."""
+        clean(name, "store")
+        if name not in wb.store_names() and name in wb.store_names(internal=True):
+            raise ToolError(f"No store named {name!r} (a chat session's own store is not reachable here;"
+                            " see list_stores).")
+        return name
+
     @server.tool()
     def search(query: str, store: str | None = None, k: int = 5, filters: dict[str, Any] | None = None,
                mode: str | None = None) -> dict[str, Any]:
@@ -97,7 +119,7 @@ def build_server(wb: Workbench) -> MCPServer:
             raise ToolError(f"k must be an integer from 1 to 50, got {k!r}.")
         predicate = guard(compile_filter, filters) if filters else None
         if store is not None:
-            hits = guard(filtered_search, wb, store, query, k, predicate, mode=mode)
+            hits = guard(filtered_search, wb, user_store(store), query, k, predicate, mode=mode)
             return {"hits": [_hit(store, h) for h in hits]}
         stores = wb.store_names()
         rankings, failed = [], {}
@@ -123,7 +145,7 @@ def build_server(wb: Workbench) -> MCPServer:
     def list_files(store: str) -> dict[str, Any]:
         """The files of a store: file_id, name, aliases (the same bytes under other names, indexed once),
         status (done/failed/processing), reason, chunks, pages."""
-        files = guard(wb.store_files, store)
+        files = guard(wb.store_files, user_store(store))
         return {"files": [{"file_id": f.file_id, "name": f.file_name, "aliases": list(f.aliases),
                            "status": f.status, "reason": f.reason,
                            "chunks": f.chunks, "pages": f.pages,
@@ -135,6 +157,10 @@ def build_server(wb: Workbench) -> MCPServer:
         """Ingest a file or a folder of this machine into `store` (created on the fly). Only paths under
         the folders of the setting mcp.allowed_dirs are read; others are refused. glob picks a folder's
         files (default **/*). Returns each file's outcome (indexed, unchanged, duplicate, failed)."""
+        user_store(store)
+        clean(path, "path")
+        if glob is not None:
+            clean(glob, "glob")
         folders = mcp_folders(wb.settings)
         p = Path(path).expanduser()
         if p.is_dir():
@@ -153,7 +179,7 @@ def build_server(wb: Workbench) -> MCPServer:
     def delete_file(store: str, file: str) -> dict[str, Any]:
         """Remove a file from `store`: by its id, the content with all its chunks and names; by its name,
         that name (the content and its chunks go with its last name)."""
-        files = guard(wb.store_files, store)
+        files = guard(wb.store_files, user_store(store))
         by_id = [f for f in files if f.file_id == file]
         match = by_id or [f for f in files if file in f.names]
         if not match:
@@ -204,6 +230,9 @@ def build_server(wb: Workbench) -> MCPServer:
                      description="A file's chunks in order with page, heading and character span")
     def file_chunks(store: str, file_id: str) -> str:
         name = unquote(store)
+        bad = control_char(name)
+        if bad or (name not in wb.store_names() and name in wb.store_names(internal=True)):
+            raise ResourceError(f"No store named {name!r}" + (f" (control character {bad})." if bad else "."))
         try:
             rec = wb.file_record(name, file_id)
             if rec is None or rec.status != DONE:
@@ -236,14 +265,37 @@ def run(*, http: bool = False, host: str = "127.0.0.1", port: int = DEFAULT_HTTP
             return
         import uvicorn
 
-        from knowledge.server.openai_api import _Guard, check_bind
-
-        key = wb.settings.api_key.get_secret_value() if wb.settings.api_key else None
-        check_bind(host, key)
-        app = _Guard(server.streamable_http_app(host=host), api_key=key, max_body=4_000_000)
-        uvicorn.run(app, host=host, port=port, log_level="info")
+        uvicorn.run(http_app(wb, host, port, server=server), host=host, port=port, log_level="info")
     finally:
         wb.close()
 
 
-__all__ = ["DEFAULT_HTTP_PORT", "build_server", "mcp_folders", "run"]
+def http_app(wb: Workbench, host: str = "127.0.0.1", port: int = DEFAULT_HTTP_PORT, *,
+             server: MCPServer | None = None) -> Any:
+    """The streamable HTTP app (``/mcp``) for a server bound to ``host``:``port``: behind
+    :class:`~knowledge.server.http_guard.Guard` (the REST API's rules: Host, Origin, the key, JSON
+    only, body size) and with the SDK's DNS-rebinding protection naming this host and port only.
+
+    Raises:
+        ConfigError: a non-loopback ``host`` without ``KNOWLEDGE_API_KEY``.
+    """
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    from knowledge.server.openai_api import check_bind
+
+    key = wb.settings.api_key.get_secret_value() if wb.settings.api_key else None
+    check_bind(host, key)
+    api = wb.settings.api
+    hosts = server_hosts(host, port, api.allowed_hosts)
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True, allowed_hosts=hosts,
+        allowed_origins=[f"{scheme}://{h}" for h in hosts for scheme in ("http", "https")] + list(api.cors_origins))
+    inner = (server or build_server(wb)).streamable_http_app(host=host, transport_security=security)
+    return Guard(inner, api_key=key, max_body=4_000_000, allowed_hosts=api.allowed_hosts,
+                 cors_origins=api.cors_origins,
+                 allow_headers=("Authorization", "Content-Type", "Mcp-Session-Id", "Mcp-Protocol-Version",
+                                "Last-Event-ID"),
+                 expose_headers=("Mcp-Session-Id",))
+
+
+__all__ = ["DEFAULT_HTTP_PORT", "build_server", "clean", "http_app", "mcp_folders", "run"]

@@ -33,16 +33,16 @@ no second copy of ingestion or search here):
   ``page``, ``heading``, ``char_start``, ``char_end`` and ``chunk_index``.
 * **chat**: ``POST /v1/chat/completions`` and ``GET /v1/models`` over :class:`~knowledge.chat.ChatService`.
 
-Security: :func:`check_bind` refuses any host but loopback without ``KNOWLEDGE_API_KEY``; with a
-key every request needs ``Authorization: Bearer <key>`` (compared in constant time); request
-bodies are limited (``ingest.max_file_mb``, plus base64's overhead for chat); ids are looked up,
-never used as paths; CORS is off unless ``api.cors_origins`` lists origins.
+Security: :func:`check_bind` refuses any host but loopback without ``KNOWLEDGE_API_KEY``; every
+request passes :class:`~knowledge.server.http_guard.Guard` (Host, Origin, the key, JSON only,
+uploads, body size; nosniff and a CSP on every response); file contents are downloads
+(``application/octet-stream``, ``attachment``); unknown request fields are refused; ids are looked
+up, never used as paths; chats' own stores and attachments are not the API's.
 """
 
 from __future__ import annotations
 
 import hashlib
-import hmac
 import json
 import logging
 import os
@@ -50,10 +50,11 @@ import re
 import secrets
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from fastapi import FastAPI, File, Form, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
@@ -71,6 +72,7 @@ from knowledge.errors import (
 )
 from knowledge.jobs import IngestJob
 from knowledge.server.filters import HIT_FIELDS, compile_filter, filtered_search
+from knowledge.server.http_guard import Guard, control_char, parse_json
 from knowledge.vectorstore.store import Hit
 from knowledge.workbench import CANCELLED, DUPLICATE, UNCHANGED, Workbench
 
@@ -143,58 +145,6 @@ def vector_store_id(name: str) -> str:
 
 def _ts(dt: Any) -> int:
     return int(dt.timestamp()) if dt is not None else int(time.time())
-
-
-# -- middleware ----------------------------------------------------------------------------------------
-class _Guard:
-    """Pure ASGI middleware: the bearer token (when set) and a body size limit (streamed, so a
-    chunked upload is stopped as soon as it passes the limit)."""
-
-    def __init__(self, app: Any, api_key: str | None, max_body: int) -> None:
-        self.app = app
-        self.digest = hashlib.sha256(api_key.encode()).digest() if api_key else None
-        self.max_body = max_body
-
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or []}
-        if self.digest is not None:
-            auth = headers.get("authorization", "")
-            token = auth[7:].strip() if auth[:7].lower() == "bearer " else ""
-            if not hmac.compare_digest(hashlib.sha256(token.encode()).digest(), self.digest):
-                resp = ApiError(401, "Incorrect or missing API key: send Authorization: Bearer <KNOWLEDGE_API_KEY>.",
-                                code="invalid_api_key").response()
-                resp.headers["WWW-Authenticate"] = "Bearer"
-                return await resp(scope, receive, send)
-        length = headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > self.max_body:
-            return await self._too_large(scope, receive, send)
-        seen = 0
-        limit = self.max_body
-
-        async def counted() -> dict:
-            nonlocal seen
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > limit:
-                    raise _BodyTooLarge
-            return message
-
-        try:
-            await self.app(scope, counted, send)
-        except _BodyTooLarge:
-            await self._too_large(scope, receive, send)
-
-    async def _too_large(self, scope: dict, receive: Any, send: Any) -> None:
-        mb = self.max_body / 1e6
-        await ApiError(413, f"The request is larger than this server accepts ({mb:.1f} MB; the setting"
-                            " ingest.max_file_mb limits files).", code="request_too_large").response()(scope, receive, send)
-
-
-class _BodyTooLarge(Exception):
-    pass
 
 
 # -- state the workbench does not keep -----------------------------------------------------------------
@@ -332,18 +282,26 @@ class KnowledgeApi:
         from knowledge.filestore.base import is_file_id
 
         f = self.wb.find_stored_file(file_id) if is_file_id(file_id) else None
-        if f is None:
+        if f is None or not self.visible(f):  # a chat's own attachment is not the API's to give
             raise _not_found("file", file_id)
         return f
+
+    def visible(self, f: Any, user: set[str] | None = None) -> bool:
+        """Whether the API serves stored file ``f``: uploaded here, or held by a user's store (not
+        only by chats' attachment stores). ``user``: the user's store names, when known."""
+        if "purpose" in f.metadata:
+            return True
+        user = set(self.wb.store_names()) if user is None else user
+        return any(s in user for s in self.wb.stores_using_file(f.id))
 
     def visible_files(self) -> list[Any]:
         """Files uploaded here, and files a user's store holds (not the chats' attachments)."""
         user = set(self.wb.store_names())
-        out = []
-        for f in self.wb.stored_files():
-            if "purpose" in f.metadata or any(s in user for s in self.wb.stores_using_file(f.id)):
-                out.append(f)
-        return out
+        return [f for f in self.wb.stored_files() if self.visible(f, user)]
+
+    def internal_store(self, name: str) -> bool:
+        """Whether ``name`` is a store the product keeps for itself (a chat session's attachments)."""
+        return name not in self.wb.store_names() and name in self.wb.store_names(internal=True)
 
     # -- stores ------------------------------------------------------------------------------------
     def store_name(self, vs_id: str) -> str:
@@ -373,14 +331,18 @@ class KnowledgeApi:
                 "metadata": meta.get("metadata", {}),
                 "template": rec.template, "embedding_model": rec.embedding_model}
 
-    def template_for(self, name: str, strategy: Any) -> tuple[str | None, dict[str, Any], list[str]]:
+    def template_for(self, name: str, strategy: Any, *, template: str | None = None,
+                     save: bool = True) -> tuple[str | None, dict[str, Any], list[str]]:
         """``(template name or None for the store's own, chunking_strategy as reported, notes)`` for
-        OpenAI's ``chunking_strategy`` (``auto`` / ``static``)."""
+        OpenAI's ``chunking_strategy`` (``auto`` / ``static``). ``template``: the template of a store
+        not created yet; without ``save`` a static strategy's template is only checked, not saved."""
         from knowledge.ingest.chunker import plan_chunking
         from knowledge.templates import DEFAULT_TEMPLATE
 
         rec = self.wb.store_record(name)
-        base = self.wb.template(rec.template if rec else DEFAULT_TEMPLATE)
+        base = self.wb.template(rec.template if rec else template or DEFAULT_TEMPLATE)
+        if isinstance(strategy, Mapping):
+            _known(strategy, ("type", "static"), "chunking_strategy")
         kind = (strategy or {}).get("type", "auto") if isinstance(strategy, Mapping) or strategy is None else None
         if kind == "auto":
             size, overlap, tpl = base.max_chunk_size_tokens, base.chunk_overlap_tokens, None
@@ -389,6 +351,7 @@ class KnowledgeApi:
             if not isinstance(static, Mapping):
                 raise _bad("A static chunking_strategy needs 'static': {max_chunk_size_tokens, chunk_overlap_tokens}.",
                            "chunking_strategy")
+            _known(static, ("max_chunk_size_tokens", "chunk_overlap_tokens"), "chunking_strategy.static")
             size, overlap = static.get("max_chunk_size_tokens"), static.get("chunk_overlap_tokens")
             if not (isinstance(size, int) and MIN_CHUNK <= size <= MAX_CHUNK):
                 raise _bad(f"max_chunk_size_tokens must be an integer from {MIN_CHUNK} to {MAX_CHUNK}, got {size!r}.",
@@ -397,7 +360,7 @@ class KnowledgeApi:
                 raise _bad(f"chunk_overlap_tokens must be an integer from 0 to half of max_chunk_size_tokens"
                            f" ({size // 2}), got {overlap!r}.", "chunking_strategy")
             tpl = f"{base.name}-static-{size}-{overlap}"
-            if tpl not in self.wb.template_names():
+            if save and tpl not in self.wb.template_names():
                 self.wb.save_template(base.model_copy(update={"name": tpl, "max_chunk_size_tokens": size,
                                                              "chunk_overlap_tokens": overlap}))
         else:
@@ -463,7 +426,8 @@ class KnowledgeApi:
         """Start jobs for ``(file_id, attributes, chunking_strategy)`` entries (``None`` takes the
         defaults); one job per distinct attributes + strategy, files in the given order."""
         groups: dict[str, tuple[str | None, dict, dict, list[str], list[Any]]] = {}
-        for fid, attrs, strategy in entries:
+        chosen: dict[str, Any] = {}
+        for fid, attrs, strategy in entries:  # everything is checked before anything starts
             f = self.stored(fid)
             try:
                 attributes = check_attributes(default_attrs if attrs is None else attrs)
@@ -473,9 +437,13 @@ class KnowledgeApi:
             if clash:
                 raise _bad(f"Attribute names {', '.join(clash)} are reserved (each search result reports them).",
                            "attributes")
-            tpl, reported, notes = self.template_for(store, default_strategy if strategy is None else strategy)
+            picked = default_strategy if strategy is None else strategy
+            tpl, reported, notes = self.template_for(store, picked, save=False)
+            chosen[json.dumps(picked, sort_keys=True)] = picked
             key = json.dumps([tpl, attributes], sort_keys=True)
             groups.setdefault(key, (tpl, attributes, reported, notes, []))[4].append(f)
+        for picked in chosen.values():
+            self.template_for(store, picked)  # a static strategy's template, saved now
         jobs = []
         with self._lock:
             for tpl, attributes, reported, notes, files in groups.values():
@@ -542,14 +510,86 @@ def _body(payload: Any) -> dict[str, Any]:
     return payload
 
 
-async def _json(request: Request) -> dict[str, Any]:
+def _known(obj: Mapping[str, Any], allowed: Iterable[str], where: str | None = None) -> None:
+    """Refuse a field not in ``allowed`` (as OpenAI does: a misspelt ``filter`` is not ignored)."""
+    allowed = set(allowed)
+    for key in obj:
+        if key not in allowed:
+            name = f"{where}.{key}" if where else str(key)
+            raise _bad(f"Unrecognized request argument supplied: {name}. Known here: {', '.join(sorted(allowed))}.",
+                       name)
+
+
+def _object(value: Any, param: str, allowed: Iterable[str] | None = None) -> Mapping[str, Any] | None:
+    """``value`` when it is an object or ``None`` (its fields checked against ``allowed``)."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise _bad(f"{param} must be an object, got {type(value).__name__}.", param)
+    if allowed is not None:
+        _known(value, allowed, param)
+    return value
+
+
+def _strings(value: Any, param: str) -> list[str]:
+    """``value`` as a list of strings (``None`` is empty)."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise _bad(f"{param} must be a list of strings.", param)
+    return value
+
+
+def _optional_str(value: Any, param: str) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise _bad(f"{param} must be a string, got {type(value).__name__}.", param)
+    return value
+
+
+def _check_name(name: Any, param: str = "name") -> str:
+    """A store name as the API takes it: a non-blank string without control characters."""
+    if not isinstance(name, str) or not name.strip():
+        raise _bad(f"{param} must be a non-blank string.", param)
+    bad = control_char(name)
+    if bad:
+        raise _bad(f"{param} must not contain control characters ({bad}).", param)
+    return name
+
+
+def _check_expires(value: Any) -> dict[str, Any] | None:
+    """OpenAI's ``expires_after``: ``{"anchor": "last_active_at", "days": 1..365}`` or ``None``."""
+    v = _object(value, "expires_after", ("anchor", "days"))
+    if v is None:
+        return None
+    days = v.get("days")
+    if v.get("anchor") != "last_active_at" or isinstance(days, bool) or not isinstance(days, int) \
+            or not 1 <= days <= 365:
+        raise _bad("expires_after must be {\"anchor\": \"last_active_at\", \"days\": 1 to 365}.", "expires_after")
+    return dict(v)
+
+
+def attachment_header(name: str) -> str:
+    """``Content-Disposition: attachment`` for a file called ``name`` (RFC 6266): an ASCII
+    ``filename`` (other characters as ``_``) and, when that differs, ``filename*`` in UTF-8 (RFC 5987)."""
+    plain = "".join(c if 0x20 <= ord(c) < 0x7F and c not in '"\\' else "_" for c in name) or "file"
+    value = f'attachment; filename="{plain}"'
+    if plain != name:
+        value += "; filename*=UTF-8''" + quote(name.encode("utf-8", "replace"), safe="")
+    return value
+
+
+async def _json(request: Request, allowed: Iterable[str] | None = None) -> dict[str, Any]:
+    """The request's JSON object (``{}`` for no body), its fields checked against ``allowed``."""
     raw = await request.body()
     if not raw:
         return {}
     try:
-        return _body(json.loads(raw))
-    except ValueError:
-        raise _bad("The request body is not valid JSON.") from None
+        body = _body(parse_json(raw))
+    except ValueError as exc:
+        raise _bad(str(exc)) from None
+    if allowed is not None:
+        _known(body, allowed)
+    return body
 
 
 def create_app(wb: Workbench, *, api_key: str | None = None, chat: Any = None) -> FastAPI:
@@ -560,19 +600,21 @@ def create_app(wb: Workbench, *, api_key: str | None = None, chat: Any = None) -
         api_key: when set, every request needs ``Authorization: Bearer <api_key>``.
         chat: a :class:`~knowledge.chat.ChatService` (default: one over ``wb``, made on first use).
     """
+    from knowledge.server.chat_api import SESSION_HEADER
+
     api = KnowledgeApi(wb, chat)
+    settings = wb.settings.api
     app = FastAPI(title="knowledge: OpenAI-compatible Files, Vector Stores and Chat",
                   description="A local drop-in for OpenAI's Files + Vector Stores API and chat completions,"
-                              " over the knowledge workbench's stores.", version="1")
+                              " over the knowledge workbench's stores.", version="1",
+                  docs_url="/docs" if settings.docs else None, redoc_url=None)
     app.state.api = api
     limit = wb.settings.ingest.max_file_bytes
-    origins = list(wb.settings.api.cors_origins)
-    if origins:
-        from fastapi.middleware.cors import CORSMiddleware
-
-        app.add_middleware(CORSMiddleware, allow_origins=origins, allow_methods=["*"],
-                           allow_headers=["Authorization", "Content-Type", "X-Knowledge-Session"])
-    app.add_middleware(_Guard, api_key=api_key, max_body=int(limit * 4 / 3) + 1_000_000)
+    app.add_middleware(Guard, api_key=api_key, max_body=int(limit * 4 / 3) + 1_000_000,
+                       allowed_hosts=settings.allowed_hosts, cors_origins=settings.cors_origins,
+                       upload_paths=("/v1/files",), open_paths=("/docs", "/docs/oauth2-redirect") if settings.docs else (),
+                       allow_headers=("Authorization", "Content-Type", SESSION_HEADER),
+                       expose_headers=(SESSION_HEADER, "openai-poll-after-ms"))
 
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
@@ -592,6 +634,12 @@ def create_app(wb: Workbench, *, api_key: str | None = None, chat: Any = None) -
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = "not_found" if exc.status_code == 404 else None
         return ApiError(exc.status_code, str(exc.detail), code=code).response()
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:  # a bug: logged, not shown
+        log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+        return ApiError(500, "The server failed on this request (an unexpected error; the server's log has the"
+                             " details).", type="server_error", code="server_error").response()
 
     # -- files ----------------------------------------------------------------------------------------
     @app.post("/v1/files", tags=["files"], summary="Upload a file")
@@ -623,8 +671,10 @@ def create_app(wb: Workbench, *, api_key: str | None = None, chat: Any = None) -
                 while block := fh.read(1 << 20):
                     yield block
 
-        return StreamingResponse(chunks(), media_type=f.content_type,
-                                 headers={"Content-Length": str(f.size)})
+        # the bytes as a download, never as a page of this origin (an uploaded HTML file runs nothing)
+        return StreamingResponse(chunks(), media_type="application/octet-stream",
+                                 headers={"Content-Length": str(f.size), "Content-Disposition": attachment_header(f.name),
+                                          "X-Content-Type-Options": "nosniff"})
 
     @app.delete("/v1/files/{file_id}", tags=["files"], summary="Delete a file (and its chunks in every store)")
     def delete_file(file_id: str) -> dict:
@@ -635,22 +685,29 @@ def create_app(wb: Workbench, *, api_key: str | None = None, chat: Any = None) -
     # -- vector stores ----------------------------------------------------------------------------------
     @app.post("/v1/vector_stores", tags=["vector stores"], summary="Create a vector store")
     async def create_store(request: Request) -> dict:
-        body = await _json(request)
+        body = await _json(request, ("name", "file_ids", "metadata", "expires_after", "chunking_strategy",
+                                     "description", "template"))
         return await _in_thread(_create_store, body)
 
     def _create_store(body: dict) -> dict:
-        name = body.get("name") or f"vs-{secrets.token_hex(6)}"
-        if not isinstance(name, str) or not name.strip():
-            raise _bad("name must be a non-blank string.", "name")
+        # every check runs before the store is recorded: a refused create leaves nothing behind
+        name = _check_name(body.get("name") or f"vs-{secrets.token_hex(6)}")
+        if api.internal_store(name):
+            raise _bad(f"The name {name!r} is taken by a chat session's own store; choose another.", "name")
         metadata = _check_metadata(body.get("metadata"))
-        template = body.get("template") or "default"  # beyond OpenAI: the template of a new store
+        expires = _check_expires(body.get("expires_after"))
+        description = _optional_str(body.get("description"), "description")
+        template = _optional_str(body.get("template"), "template") or "default"  # beyond OpenAI
+        strategy = _object(body.get("chunking_strategy"), "chunking_strategy")
+        file_ids = _strings(body.get("file_ids"), "file_ids")
+        api.template_for(name, strategy, template=template, save=False)
+        for fid in file_ids:
+            api.stored(fid)
         wb.create_store(name, template)
-        strategy = body.get("chunking_strategy")
-        api.template_for(name, strategy)  # checks it now
         meta = api.meta.get(name)
-        api.meta.put(name, {**meta, "metadata": metadata or meta.get("metadata", {}),
-                            "expires_after": body.get("expires_after"), "chunking_strategy": strategy})
-        file_ids = body.get("file_ids") or []
+        api.meta.put(name, {**meta, "metadata": metadata or meta.get("metadata", {}), "expires_after": expires,
+                            "chunking_strategy": strategy,
+                            "description": description if description is not None else meta.get("description")})
         if file_ids:
             api.add_files(name, [(fid, None, None) for fid in file_ids], default_strategy=strategy)
         return api.store_object(name)
@@ -666,7 +723,7 @@ def create_app(wb: Workbench, *, api_key: str | None = None, chat: Any = None) -
 
     @app.post("/v1/vector_stores/{vs_id}", tags=["vector stores"], summary="Modify a vector store (metadata)")
     async def modify_store(vs_id: str, request: Request) -> dict:
-        body = await _json(request)
+        body = await _json(request, ("name", "metadata", "expires_after"))
         name = api.store_name(vs_id)
         if body.get("name") not in (None, name):
             raise _bad("Renaming a vector store is not supported here (its name is its identity).", "name")
@@ -674,7 +731,7 @@ def create_app(wb: Workbench, *, api_key: str | None = None, chat: Any = None) -
         if "metadata" in body:
             meta["metadata"] = _check_metadata(body["metadata"])
         if "expires_after" in body:
-            meta["expires_after"] = body["expires_after"]
+            meta["expires_after"] = _check_expires(body["expires_after"])
         api.meta.put(name, meta)
         return await _in_thread(api.store_object, name)
 
@@ -692,12 +749,12 @@ def create_app(wb: Workbench, *, api_key: str | None = None, chat: Any = None) -
     # -- vector store files --------------------------------------------------------------------------------
     @app.post("/v1/vector_stores/{vs_id}/files", tags=["vector store files"], summary="Add a file (ingested in the background)")
     async def add_file(vs_id: str, request: Request) -> JSONResponse:
-        body = await _json(request)
+        body = await _json(request, ("file_id", "attributes", "chunking_strategy"))
         name = api.store_name(vs_id)
         fid = body.get("file_id")
         if not isinstance(fid, str):
             raise _bad("file_id is required.", "file_id")
-        strategy = body.get("chunking_strategy") or api.meta.get(name).get("chunking_strategy")
+        strategy = _object(body.get("chunking_strategy"), "chunking_strategy") or api.meta.get(name).get("chunking_strategy")
         await _in_thread(api.add_files, name, [(fid, body.get("attributes"), strategy)])
         return _polled(await _in_thread(api.get_file, name, fid))
 
@@ -718,7 +775,7 @@ def create_app(wb: Workbench, *, api_key: str | None = None, chat: Any = None) -
 
     @app.post("/v1/vector_stores/{vs_id}/files/{file_id}", tags=["vector store files"], summary="Update attributes")
     async def update_store_file(vs_id: str, file_id: str, request: Request) -> dict:
-        body = await _json(request)
+        body = await _json(request, ("attributes",))
         name = api.store_name(vs_id)
         attrs = body.get("attributes")
         try:
@@ -756,16 +813,20 @@ def create_app(wb: Workbench, *, api_key: str | None = None, chat: Any = None) -
     # -- file batches ------------------------------------------------------------------------------------
     @app.post("/v1/vector_stores/{vs_id}/file_batches", tags=["vector store files"], summary="Add many files")
     async def create_batch(vs_id: str, request: Request) -> JSONResponse:
-        body = await _json(request)
+        body = await _json(request, ("file_ids", "files", "attributes", "chunking_strategy"))
         name = api.store_name(vs_id)
-        entries: list[tuple[str, Any, Any]] = [(fid, None, None) for fid in body.get("file_ids") or []]
-        for f in body.get("files") or []:
+        entries: list[tuple[str, Any, Any]] = [(fid, None, None) for fid in _strings(body.get("file_ids"), "file_ids")]
+        files = body.get("files") or []
+        if not isinstance(files, list):
+            raise _bad("files must be a list of {file_id, attributes, chunking_strategy} objects.", "files")
+        for f in files:
             if not isinstance(f, Mapping) or not isinstance(f.get("file_id"), str):
                 raise _bad("Each of files needs a file_id.", "files")
+            _known(f, ("file_id", "attributes", "chunking_strategy"), "files[]")
             entries.append((f["file_id"], f.get("attributes"), f.get("chunking_strategy")))
-        if not entries or not all(isinstance(e[0], str) for e in entries):
+        if not entries:
             raise _bad("Give file_ids (or files) to add.", "file_ids")
-        strategy = body.get("chunking_strategy") or api.meta.get(name).get("chunking_strategy")
+        strategy = _object(body.get("chunking_strategy"), "chunking_strategy") or api.meta.get(name).get("chunking_strategy")
         jobs = await _in_thread(api.add_files, name, entries, body.get("attributes"), strategy)
         b = _Batch("vsfb_" + secrets.token_hex(16), name, list(dict.fromkeys(e[0] for e in entries)), jobs,
                    int(time.time()))
@@ -805,7 +866,8 @@ def create_app(wb: Workbench, *, api_key: str | None = None, chat: Any = None) -
     # -- search -----------------------------------------------------------------------------------------
     @app.post("/v1/vector_stores/{vs_id}/search", tags=["search"], summary="Search a vector store")
     async def search(vs_id: str, request: Request) -> dict:
-        body = await _json(request)
+        body = await _json(request, ("query", "max_num_results", "filters", "ranking_options", "rewrite_query",
+                                     "mode"))
         return await _in_thread(_search, vs_id, body)
 
     def _search(vs_id: str, body: dict) -> dict:
@@ -822,11 +884,14 @@ def create_app(wb: Workbench, *, api_key: str | None = None, chat: Any = None) -
             predicate = compile_filter(body["filters"]) if body.get("filters") is not None else None
         except InvalidArgument as exc:
             raise _bad(str(exc), "filters") from None
-        ranking = body.get("ranking_options") or {}
-        threshold = ranking.get("score_threshold") if isinstance(ranking, Mapping) else None
+        ranking = _object(body.get("ranking_options"), "ranking_options", ("ranker", "score_threshold")) or {}
+        threshold = ranking.get("score_threshold")
         if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))):
             raise _bad("ranking_options.score_threshold must be a number.", "ranking_options")
-        mode = body.get("mode")  # beyond OpenAI: hybrid (default), vector, lexical
+        _optional_str(ranking.get("ranker"), "ranking_options.ranker")
+        if not isinstance(body.get("rewrite_query", False), bool):
+            raise _bad("rewrite_query must be true or false.", "rewrite_query")
+        mode = _optional_str(body.get("mode"), "mode")  # beyond OpenAI: hybrid (default), vector, lexical
         hits = filtered_search(wb, name, query, k, predicate, score_threshold=threshold, mode=mode)
         out = {"object": "vector_store.search_results.page", "search_query": query,
                "data": [api.result(h) for h in hits], "has_more": False, "next_page": None}
@@ -870,4 +935,4 @@ def serve(host: str = "127.0.0.1", port: int = DEFAULT_PORT, *, wb: Workbench | 
         wb.close()
 
 
-__all__ = ["ApiError", "DEFAULT_PORT", "check_bind", "create_app", "serve", "vector_store_id"]
+__all__ = ["ApiError", "DEFAULT_PORT", "attachment_header", "check_bind", "create_app", "serve", "vector_store_id"]

@@ -1,0 +1,283 @@
+"""The HTTP front door of the REST API and the MCP server over HTTP: what a browser page of another
+site could send is refused before any route runs (README, *Security*).
+
+:class:`Guard` is pure ASGI middleware. In order, each request needs: a ``Host`` this server answers
+(421), an ``Origin`` that is its own or configured and no cross-site fetch from an unconfigured one
+(403), the bearer token when a key is set (401), a body sent as ``application/json`` (415) --
+``multipart/form-data`` only on the upload paths, and there only with the key, from a configured
+origin, or from a client that is not a browser page (403) -- and a body within the limit (413).
+Every response carries ``X-Content-Type-Options: nosniff`` and a Content-Security-Policy that lets
+nothing load or frame it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import re
+import unicodedata
+from collections.abc import Iterable
+from typing import Any
+
+from knowledge.access import is_loopback
+
+log = logging.getLogger(__name__)
+
+#: The names a loopback server answers besides its own address (each with the server's port).
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+CSP = "default-src 'none'; frame-ancestors 'none'"
+SECURITY_HEADERS = (
+    (b"x-content-type-options", b"nosniff"),
+    (b"content-security-policy", CSP.encode()),
+    (b"referrer-policy", b"no-referrer"),
+    (b"cross-origin-resource-policy", b"same-origin"),
+)
+#: ``Sec-Fetch-Site`` values a page of another origin never sends.
+_SAFE_SITES = (None, "none", "same-origin")
+_PORT = re.compile(r":\d{1,5}$")
+
+
+def host_port(host: str, port: int | None) -> str:
+    """``host:port`` as a ``Host`` header writes it (an IPv6 address in brackets; no port when ``None``)."""
+    host = host.lower()
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    return host if port is None else f"{host}:{port}"
+
+
+def has_port(host: str) -> bool:
+    """Whether a ``Host`` value names a port (``name:8900``, ``[::1]:8900``; not ``[::1]``)."""
+    return bool(_PORT.search(host)) and not host.endswith("]")
+
+
+def server_hosts(bind: str, port: int, configured: Iterable[str] = ()) -> list[str]:
+    """The ``Host`` values a server bound to ``bind``:``port`` answers, written for the MCP SDK's
+    ``TransportSecuritySettings`` (``name:*`` = any port): the loopback names on loopback or every
+    interface, the bound address otherwise, and the ``configured`` names."""
+    wildcard = bind in ("", "0.0.0.0", "::")
+    names = [host_port(n, port) for n in LOOPBACK_NAMES] if wildcard or is_loopback(bind) else []
+    if not wildcard and host_port(bind, port) not in names:
+        names.append(host_port(bind, port))
+    for h in configured:
+        names += [h] if has_port(h) else [h, h + ":*"]
+    return names
+
+
+def control_char(text: str) -> str | None:
+    """A description of the first control character in ``text`` (``"U+0000 at position 3"``), or
+    ``None``: C0/C1 controls, line and paragraph separators, and unpaired surrogates."""
+    for i, ch in enumerate(text):
+        if unicodedata.category(ch) in ("Cc", "Cs", "Zl", "Zp"):
+            return f"U+{ord(ch):04X} at position {i + 1}"
+    return None
+
+
+def refusal(status: int, message: str, code: str, param: str | None = None) -> Any:
+    """An error response with OpenAI's body ``{"error": {"message", "type", "param", "code"}}``."""
+    from starlette.responses import JSONResponse
+
+    return JSONResponse({"error": {"message": message, "type": "invalid_request_error", "param": param,
+                                   "code": code}}, status_code=status)
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+class Guard:
+    """Pure ASGI middleware in front of ``app`` (see the module docstring).
+
+    Args:
+        app: the ASGI application guarded.
+        api_key: when set, every request needs ``Authorization: Bearer <api_key>`` (compared in
+            constant time; a CORS preflight from a configured origin is answered without it).
+        max_body: the largest request body in bytes (streamed, so a chunked upload is stopped as
+            soon as it passes the limit).
+        allowed_hosts: ``Host`` values answered besides the connection's local address (and the
+            loopback names, with the server's port, on a loopback connection); without a port, any port.
+        cors_origins: origins (``scheme://host[:port]``) allowed besides the server's own; CORS is
+            answered for them (Starlette's ``CORSMiddleware``, preflight included).
+        upload_paths: paths that take ``multipart/form-data``.
+        open_paths: paths whose responses keep their own Content-Security-Policy (an HTML page).
+        allow_headers, expose_headers: the request and response headers CORS lets a page use.
+    """
+
+    def __init__(self, app: Any, *, api_key: str | None = None, max_body: int, allowed_hosts: Iterable[str] = (),
+                 cors_origins: Iterable[str] = (), upload_paths: Iterable[str] = (), open_paths: Iterable[str] = (),
+                 allow_headers: Iterable[str] = ("Authorization", "Content-Type"),
+                 expose_headers: Iterable[str] = ()) -> None:
+        self.app = app
+        self.digest = hashlib.sha256(api_key.encode()).digest() if api_key else None
+        self.max_body = max_body
+        hosts = [h.lower() for h in allowed_hosts]
+        self.exact_hosts = {h for h in hosts if has_port(h)}
+        self.any_port_hosts = {h for h in hosts if not has_port(h)}
+        self.origins = {o.lower().rstrip("/") for o in cors_origins}
+        self.upload_paths = set(upload_paths)
+        self.open_paths = set(open_paths)
+        self.inner: Any = self._gate
+        if self.origins:
+            from starlette.middleware.cors import CORSMiddleware
+
+            self.inner = CORSMiddleware(self._gate, allow_origins=sorted(self.origins), allow_methods=["*"],
+                                        allow_headers=list(allow_headers), expose_headers=list(expose_headers),
+                                        max_age=600)
+
+    # -- the checks ---------------------------------------------------------------------------------
+    def host_allowed(self, host: str, server: tuple[str, int] | None) -> bool:
+        """Whether ``host`` (the ``Host`` header) is one this server answers on a connection whose
+        local address is ``server``."""
+        host = host.strip().lower()
+        if host in self.exact_hosts:
+            return True
+        bare = host.rsplit(":", 1)[0] if has_port(host) else host
+        if bare in self.any_port_hosts:
+            return True
+        if not server:
+            return False
+        address, port = server[0], server[1]
+        names = {host_port(address, port)}
+        if is_loopback(address):
+            names |= {host_port(n, port) for n in LOOPBACK_NAMES}
+        if port == 80:  # a browser leaves the default port out
+            names |= {n.rsplit(":", 1)[0] for n in names}
+        return host in names
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        path = scope.get("path", "")
+        own_csp = path in self.open_paths
+
+        async def send_secured(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers") or [])
+                present = {k.lower() for k, _ in headers}
+                for k, v in SECURITY_HEADERS:
+                    if k not in present and not (own_csp and k == b"content-security-policy"):
+                        headers.append((k, v))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        headers = _headers(scope)
+        host = headers.get("host", "")
+        if not self.host_allowed(host, scope.get("server")):
+            return await refusal(421, f"This server does not answer for the host {host!r} (a DNS name pointed at"
+                                      " this computer by another site is refused). Use the address it listens on,"
+                                      " or list the name in api.allowed_hosts.",
+                                 "invalid_host")(scope, receive, send_secured)
+        origin = headers.get("origin")
+        if origin is not None:
+            o = origin.strip().lower().rstrip("/")
+            if o not in self.origins and o not in (f"http://{host.lower()}", f"https://{host.lower()}"):
+                return await refusal(403, f"Requests from the web page origin {origin!r} are refused: a page of"
+                                          " another site may not drive this server. List the origin in"
+                                          " api.cors_origins to allow it.",
+                                     "origin_not_allowed")(scope, receive, send_secured)
+        site = headers.get("sec-fetch-site")
+        if site == "cross-site" and (origin or "").strip().lower().rstrip("/") not in self.origins:
+            return await refusal(403, "A cross-site request (Sec-Fetch-Site: cross-site) is refused: a page of"
+                                      " another site may not drive this server. List the page's origin in"
+                                      " api.cors_origins to allow it.",
+                                 "origin_not_allowed")(scope, receive, send_secured)
+        await self.inner(scope, receive, send_secured)
+
+    async def _gate(self, scope: dict, receive: Any, send: Any) -> None:
+        headers = _headers(scope)
+        if self.digest is not None:
+            auth = headers.get("authorization", "")
+            token = auth[7:].strip() if auth[:7].lower() == "bearer " else ""
+            if not hmac.compare_digest(hashlib.sha256(token.encode()).digest(), self.digest):
+                resp = refusal(401, "Incorrect or missing API key: send Authorization: Bearer <KNOWLEDGE_API_KEY>.",
+                               "invalid_api_key")
+                resp.headers["WWW-Authenticate"] = "Bearer"
+                return await resp(scope, receive, send)
+        ctype = headers.get("content-type")
+        length = headers.get("content-length")
+        has_body = (length is not None and length.strip() != "0") or "transfer-encoding" in headers
+        if has_body or (ctype is not None and scope.get("method") in ("POST", "PUT", "PATCH")):
+            media = (ctype or "").split(";")[0].strip().lower()
+            upload = scope.get("path") in self.upload_paths
+            if media == "multipart/form-data" and upload:
+                if not self._may_upload(headers):
+                    return await refusal(403, "A file upload from a web page needs the API key (send Authorization:"
+                                              " Bearer <KNOWLEDGE_API_KEY>) or the page's origin in"
+                                              " api.cors_origins; a form of another site may not upload here.",
+                                         "upload_not_allowed")(scope, receive, send)
+            elif media != "application/json":
+                hint = " (file uploads: POST /v1/files as multipart/form-data)" if self.upload_paths else ""
+                return await refusal(415, f"Request bodies are read as JSON only, sent with Content-Type:"
+                                          f" application/json; got {ctype or 'no Content-Type'}{hint}.",
+                                     "unsupported_media_type")(scope, receive, send)
+        if length is not None and length.strip().isdigit() and int(length) > self.max_body:
+            return await self._too_large(scope, receive, send)
+        seen = 0
+        limit = self.max_body
+
+        async def counted() -> dict:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > limit:
+                    raise _BodyTooLarge
+            return message
+
+        try:
+            await self.app(scope, counted, send)
+        except _BodyTooLarge:
+            await self._too_large(scope, receive, send)
+
+    def _may_upload(self, headers: dict[str, str]) -> bool:
+        """A multipart upload: with the key (already checked), from a configured origin, or from a
+        client that is no browser page (no ``Origin``, no cross-origin ``Sec-Fetch-Site``: ``curl -F``)."""
+        if self.digest is not None:
+            return True
+        origin = headers.get("origin")
+        if origin is not None:
+            return origin.strip().lower().rstrip("/") in self.origins
+        return headers.get("sec-fetch-site") in _SAFE_SITES
+
+    async def _too_large(self, scope: dict, receive: Any, send: Any) -> None:
+        mb = self.max_body / 1e6
+        await refusal(413, f"The request is larger than this server accepts ({mb:.1f} MB; the setting"
+                           " ingest.max_file_mb limits files).", "request_too_large")(scope, receive, send)
+
+
+def _headers(scope: dict) -> dict[str, str]:
+    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or []}
+
+
+def json_depth_ok(value: Any, limit: int) -> bool:
+    """Whether ``value`` (parsed JSON) nests at most ``limit`` levels of lists and objects (iterative)."""
+    stack = [(value, 1)]
+    while stack:
+        v, depth = stack.pop()
+        if isinstance(v, (dict, list)):
+            if depth > limit:
+                return False
+            stack.extend((c, depth + 1) for c in (v.values() if isinstance(v, dict) else v))
+    return True
+
+
+def parse_json(raw: bytes, limit: int = 64) -> Any:
+    """``raw`` parsed as JSON.
+
+    Raises:
+        ValueError: not JSON, or nested deeper than ``limit`` levels (with the reason).
+    """
+    try:
+        value = json.loads(raw)
+    except RecursionError:
+        raise ValueError(f"The request body nests deeper than {limit} levels.") from None
+    except ValueError:
+        raise ValueError("The request body is not valid JSON.") from None
+    if not json_depth_ok(value, limit):
+        raise ValueError(f"The request body nests deeper than {limit} levels.")
+    return value
+
+
+__all__ = ["CSP", "Guard", "LOOPBACK_NAMES", "control_char", "has_port", "host_port", "parse_json",
+           "refusal", "server_hosts"]
