@@ -19,9 +19,9 @@ def free_port(host: str = "127.0.0.1") -> int:
 class Served:
     """``with Served(app) as base_url:`` -- ``app`` served by uvicorn until the block ends."""
 
-    def __init__(self, app: Any, host: str = "127.0.0.1") -> None:
+    def __init__(self, app: Any, host: str = "127.0.0.1", port: int | None = None) -> None:
         self.host = host
-        self.port = free_port(host)
+        self.port = port or free_port(host)
         self.server = uvicorn.Server(uvicorn.Config(app, host=host, port=self.port, log_level="warning"))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
