@@ -134,7 +134,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print the reply as JSON")
     s = cmd("llm-configs", help="list the LLM configs (API keys are never shown, only their variable)")
     s.add_argument("--json", action="store_true")
-    s = cmd("serve", help="serve the OpenAI-compatible Files + Vector Stores + chat API (FastAPI; docs at /docs)")
+    s = cmd("serve", help="serve the OpenAI-compatible Files + Vector Stores + chat API (FastAPI; its description at /openapi.json)")
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; any other"
                                                         " needs KNOWLEDGE_API_KEY)")
     s.add_argument("--port", type=int, default=8900, help="port (default 8900)")

@@ -191,15 +191,16 @@ class McpSettings(_Section):
 
 
 class ApiSettings(_Section):
-    """``api.*``: the OpenAI-compatible REST API (see :mod:`knowledge.server.openai_api`)."""
+    """``api.*``: the OpenAI-compatible REST API (see :mod:`knowledge.server.openai_api`); ``cors_origins``
+    and ``allowed_hosts`` hold for the MCP server over HTTP too."""
 
     cors_origins: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="browser origins (scheme://host[:port]) allowed to call the REST API"
         " and the MCP server over HTTP (CORS); empty = CORS off, every other origin refused")
     allowed_hosts: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="Host header values the REST API and the MCP server over HTTP answer"
-        " besides the address they listen on (and 127.0.0.1, localhost, [::1] on loopback): name or name:port;"
-        " without a port, the server's port")
+        " besides the address reached (and 127.0.0.1, localhost, [::1] on loopback): name (any port) or"
+        " name:port")
     docs: bool = Field(
         False, description="serve the interactive OpenAPI page /docs (its Swagger UI scripts come from a public"
         " CDN, so the page is off by default; /openapi.json is always served)")

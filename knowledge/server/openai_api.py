@@ -593,7 +593,7 @@ async def _json(request: Request, allowed: Iterable[str] | None = None) -> dict[
 
 
 def create_app(wb: Workbench, *, api_key: str | None = None, chat: Any = None) -> FastAPI:
-    """The FastAPI application over ``wb`` (OpenAPI docs at ``/docs``).
+    """The FastAPI application over ``wb`` (``/openapi.json``; the page ``/docs`` with ``api.docs``).
 
     Args:
         wb: the workbench (thread-safe; requests run in worker threads).
