@@ -113,7 +113,8 @@ class Criterion:
         """The criterion as written in a TSV cell: ``a.md``, ``a.pdf#page=3``, ``text:...``."""
         if self.text is not None:
             return f"text:{self.text}"
-        return self.file if self.page is None else f"{self.file}#page={self.page}"
+        file = self.file or ""
+        return file if self.page is None else f"{file}#page={self.page}"
 
     def data(self) -> dict[str, Any]:
         return {k: v for k, v in (("file", self.file), ("page", self.page), ("text", self.text)) if v is not None}
@@ -495,17 +496,23 @@ def worse_questions(before: EvalRun, after: EvalRun) -> list[dict[str, Any]]:
     reciprocal rank lost first), then unchanged, then better: ``{question, before, after, change}``
     with the first relevant ranks (``None``: not in the top k) and the change of RR@k."""
     old = {q.question: q for q in before.questions}
-    rows = []
+    rows: list[dict[str, Any]] = []
+    changes: dict[int, float] = {}  # id(row) -> its change of RR@k
     for q in after.questions:
         if q.question not in old:
             continue
         b, a = old[q.question], q
         rr_b, rr_a = b.metrics[f"MRR@{before.k}"], a.metrics[f"MRR@{after.k}"]
-        rows.append({"question": q.question, "before": b.first_rank, "after": a.first_rank,
-                     "change": rr_a - rr_b})
+        row = {"question": q.question, "before": b.first_rank, "after": a.first_rank, "change": rr_a - rr_b}
+        rows.append(row)
+        changes[id(row)] = rr_a - rr_b
     order = {id(r): i for i, r in enumerate(rows)}
-    rows.sort(key=lambda r: (0 if r["change"] < 0 else 1 if r["change"] == 0 else 2, r["change"]
-                             if r["change"] < 0 else -r["change"], order[id(r)]))
+
+    def key(r: dict[str, Any]) -> tuple[int, float, int]:
+        c = changes[id(r)]
+        return (0 if c < 0 else 1 if c == 0 else 2, c if c < 0 else -c, order[id(r)])
+
+    rows.sort(key=key)
     return rows
 
 
@@ -578,7 +585,7 @@ class Evaluations:
 
     def runs(self, set_name: str | None = None, store: str | None = None, limit: int = 200) -> list[EvalRun]:
         """Stored runs, newest first, optionally of one set and/or store."""
-        sql, args = "SELECT * FROM eval_runs WHERE true", []
+        sql, args = "SELECT * FROM eval_runs WHERE true", list[Any]()
         if set_name is not None:
             sql, args = sql + " AND set_name = ?", args + [set_name]
         if store is not None:

@@ -33,6 +33,12 @@ log = logging.getLogger(__name__)
 #: A file for a job: ``(name, bytes)`` for an upload, ``(name, path)`` for a file on disk.
 Item = tuple[str, "bytes | Path"]
 
+def _stop_all_at_exit(ref: weakref.ref[JobRegistry]) -> None:
+    registry = ref()  # the registry is not kept alive by atexit
+    if registry is not None:
+        registry.stop_all()
+
+
 class JobRegistry:
     """The ingest jobs of one workbench (one per server process, shared by every browser session):
     the newest job per store -- so a second tab sees a running upload and can stop it -- and the
@@ -44,8 +50,7 @@ class JobRegistry:
         self._latest: dict[str, IngestJob] = {}
         self._running: weakref.WeakSet[IngestJob] = weakref.WeakSet()
         self._lock = threading.Lock()
-        ref = weakref.ref(self)
-        atexit.register(lambda: (r := ref()) is not None and r.stop_all())
+        atexit.register(_stop_all_at_exit, weakref.ref(self))
 
     def started(self, job: IngestJob) -> None:
         with self._lock:

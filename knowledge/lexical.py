@@ -31,9 +31,9 @@ import re
 import unicodedata
 import zlib
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -310,15 +310,18 @@ def _indexed_text(payload: Mapping[str, Any]) -> str:
     return f"{heading}\n{text}" if heading else text
 
 
-def reciprocal_rank_fusion(*rankings: Sequence[PointId], k: int = RRF_K,
-                           weights: Sequence[float] | None = None) -> dict[PointId, float]:
+RankedId = TypeVar("RankedId", bound=Hashable)
+
+
+def reciprocal_rank_fusion(*rankings: Sequence[RankedId], k: int = RRF_K,
+                           weights: Sequence[float] | None = None) -> dict[RankedId, float]:
     """``{id: sum of w_r / (k + rank)}`` over the rankings (each best first, ranks from 1); an id
     absent from a ranking gets nothing from it. ``weights`` (default: 1 each) weigh the rankings, as
     weighted RRF does in Elasticsearch's and OpenSearch's hybrid retrievers. Higher is better; the
     maximum is ``sum(weights) / (k + 1)``."""
     if weights is not None and len(weights) != len(rankings):
         raise ValueError(f"{len(rankings)} rankings need {len(rankings)} weights, got {len(weights)}.")
-    fused: dict[PointId, float] = {}
+    fused: dict[RankedId, float] = {}
     for i, ranking in enumerate(rankings):
         w = 1.0 if weights is None else float(weights[i])
         for rank, pid in enumerate(ranking, start=1):

@@ -228,20 +228,28 @@ class SearchRun:
         return not self.hits and bool(self.top) and self.threshold is not None
 
 
+def _span(h: Hit) -> tuple[int, int] | None:
+    return (h.char_start, h.char_end) if h.char_start is not None and h.char_end is not None else None
+
+
 def _overlap(a: Hit, b: Hit) -> bool:
-    return (a.file_id == b.file_id and None not in (a.char_start, a.char_end, b.char_start, b.char_end)
-            and a.char_start < b.char_end and b.char_start < a.char_end)
+    sa, sb = _span(a), _span(b)
+    return a.file_id == b.file_id and sa is not None and sb is not None and sa[0] < sb[1] and sb[0] < sa[1]
 
 
 def _union(a: Hit, b: Hit) -> Hit:
     """``a`` (the better ranked, whose scores stay) spanning the union of both spans. Both texts are
     exact slices of the same document (``text == document.text[char_start:char_end]``), so the union
     text is exact too."""
-    first, second = (a, b) if a.char_start <= b.char_start else (b, a)
+    sa, sb = _span(a), _span(b)
+    if sa is None or sb is None:
+        raise ValueError("only hits with character spans are merged (see _overlap)")
+    (first, (start, first_end)), (second, (second_start, second_end)) = sorted(
+        [(a, sa), (b, sb)], key=lambda hs: hs[1][0])
     text = first.text
-    if second.char_end > first.char_end:
-        text += second.text[first.char_end - second.char_start:]
-    return replace(a, text=text, char_start=first.char_start, char_end=max(a.char_end, b.char_end))
+    if second_end > first_end:
+        text += second.text[first_end - second_start:]
+    return replace(a, text=text, char_start=start, char_end=max(first_end, second_end))
 
 
 def fold_hits(found: Iterable[Hit], k: int, *, merge: bool = True) -> tuple[list[Hit], dict[str, HitNote]]:

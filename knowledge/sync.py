@@ -303,7 +303,7 @@ class FolderSync:
         results: list[ItemResult] = []
         for item in plan.items:
             if item.action == "unchanged":
-                if item.sha256 is not None:  # read to compare: next time its size and mtime suffice
+                if item.sha256 is not None and item.file_id is not None:  # read to compare: next time its size and mtime suffice
                     self.wb.catalog.add_name(self.store, item.file_id, item.path, self.folder, item.size,
                                              item.mtime_ns)
                 continue

@@ -293,7 +293,7 @@ class FastEmbedEmbedder(Embedder):
             if self._batch_model is None:
                 batch_model = self._open(self._model_dir())
                 if self._window_override is not None:
-                    _truncate_at(batch_model.model.tokenizer, self._max_tokens)
+                    _truncate_at(batch_model.model.tokenizer, self._max_tokens)  # type: ignore[attr-defined]  # ONNX models have it
                 self._batch_model = batch_model
             return list(self._batch_model.passage_embed(items, batch_size=self.batch_size))
 

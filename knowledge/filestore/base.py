@@ -30,6 +30,7 @@ Conventions every backend follows:
 
 from __future__ import annotations
 
+import builtins  # the name `list` is a FileStore method below; annotations after it say builtins.list
 import json
 import mimetypes
 import re
@@ -38,7 +39,7 @@ import unicodedata
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from types import MappingProxyType
 from typing import Any, BinaryIO, ClassVar, Union
 
@@ -89,7 +90,7 @@ class StoredFile:
     def __post_init__(self) -> None:
         if self.created.tzinfo is None or self.created.utcoffset() is None:
             raise InvalidArgument(f"StoredFile.created must be timezone-aware, got {self.created!r}.")
-        if self.created.utcoffset().total_seconds() != 0:
+        if self.created.utcoffset() != timedelta(0):
             object.__setattr__(self, "created", self.created.astimezone(timezone.utc))
         if not isinstance(self.metadata, MappingProxyType):
             object.__setattr__(self, "metadata", MappingProxyType(dict(self.metadata)))
@@ -268,7 +269,7 @@ def too_large(name: str, size: int, limit: int, *, exact: bool) -> FileTooLarge:
 
 def read_chunks(
     source: Source, *, name: str, max_bytes: int | None = None, chunk_size: int = CHUNK_SIZE
-) -> Iterator[bytes | memoryview]:
+) -> Iterator[bytes | bytearray | memoryview]:
     """The content of ``source`` in chunks of at most ``chunk_size`` bytes.
 
     ``source`` is bytes-like (sliced, not copied) or a binary stream read with ``read(chunk_size)``
@@ -401,7 +402,7 @@ class FileStore(ABC):
             InvalidArgument: ``file_id`` is not a ``str``.
         """
 
-    def find_by_sha256(self, sha256: str) -> list[StoredFile]:
+    def find_by_sha256(self, sha256: str) -> builtins.list[StoredFile]:
         """Every stored file whose content has this SHA-256 (hex, any case), newest first.
 
         Raises:

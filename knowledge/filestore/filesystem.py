@@ -36,6 +36,7 @@ process's cleanup never removes it. Threads of one process serialise on a ``thre
 
 from __future__ import annotations
 
+import builtins  # the name `list` is a FileStore method below; annotations after it say builtins.list
 import errno
 import hashlib
 import json
@@ -372,7 +373,7 @@ class FilesystemFileStore(FileStore):
         """Every stored file, newest first (by ``created``, then id); unreadable records are skipped."""
         return sorted(self._scan().values(), key=lambda r: (r.created, r.id), reverse=True)
 
-    def find_by_sha256(self, sha256: str) -> list[StoredFile]:
+    def find_by_sha256(self, sha256: str) -> builtins.list[StoredFile]:
         """Every stored file with this content digest (64 hex, any case), newest first.
 
         Raises:

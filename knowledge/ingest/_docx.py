@@ -272,7 +272,8 @@ class _Numbering:
             return ""
         counters = self._counters.setdefault(num_id, [None] * 10)
         ilvl = min(max(ilvl, 0), 9)
-        counters[ilvl] = lvl.start if counters[ilvl] is None else counters[ilvl] + 1
+        current = counters[ilvl]
+        counters[ilvl] = lvl.start if current is None else current + 1
         for deeper in range(ilvl + 1, 10):
             counters[deeper] = None
         if lvl.fmt == "bullet":
@@ -282,7 +283,8 @@ class _Numbering:
         def level_number(m: re.Match) -> str:
             k = int(m.group(1)) - 1
             other = self._level(num_id, k) if k != ilvl else lvl
-            value = counters[k] if 0 <= k < 10 and counters[k] is not None else (other.start if other else 1)
+            got = counters[k] if 0 <= k < 10 else None
+            value = got if got is not None else (other.start if other else 1)
             return _format_number(value, other.fmt if other else "decimal")
 
         return re.sub(r"%([1-9])", level_number, template).strip()
@@ -814,7 +816,9 @@ def _read_mht(blob: bytes) -> Document:
     for wanted in ("text/html", "text/plain"):
         for part in message.walk():
             if part.get_content_type() == wanted:
-                payload = part.get_payload(decode=True) or b""
+                payload = part.get_payload(decode=True)  # bytes for a leaf part (decode=True)
+                if not isinstance(payload, bytes):
+                    payload = b""
                 charset = part.get_content_charset()
                 try:
                     text = payload.decode(charset) if charset else decode(payload)

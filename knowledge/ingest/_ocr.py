@@ -239,7 +239,7 @@ def recover_spaces(gray: np.ndarray, quad: np.ndarray, text: str, boxes: list, c
     # descenders of "j", "y", "g" reach under their neighbours and would fill a word gap
     dense = np.flatnonzero(counts >= 0.35 * counts.max())
     baseline = int(dense[-1]) if dense.size else int(rows[-1])
-    cols = ink[: baseline + 1].any(axis=0)
+    cols = np.asarray(ink[: baseline + 1].any(axis=0))
     centres = [(min(p[0] for p in b) + max(p[0] for p in b)) / 2.0 - x0 for b in boxes]
     if any(b < a for a, b in itertools.pairwise(centres)):
         return text

@@ -202,10 +202,10 @@ def _read(ex: _Extraction) -> None:
             page = reader.pages[number - 1]
             text, visible = _page_text(page)
         except Exception as exc:  # LimitReachedError (a safety limit), a broken stream, ...
-            text = _pdfium_page_text(ex, number, _reason(exc), fallback)
-            if text is None:
+            recovered = _pdfium_page_text(ex, number, _reason(exc), fallback)
+            if recovered is None:
                 continue
-            page, visible = None, True
+            page, text, visible = None, recovered, True
         text = clean(text, form="NFKC") if visible else ""
         if text.strip():
             text = _columns(ex, number, text)
@@ -459,7 +459,8 @@ def column_text(page) -> str | None:
         width = hi - lo
         best: tuple[int, float] | None = None  # (crossings, -run length) and the gutter's x
         x, step = lo + 0.25 * width, max(width / 400, 0.5)
-        run_start, run_count = None, None
+        run_start: float | None = None
+        run_count = 0  # crossings of the run that starts at run_start
         candidates: list[tuple[int, float, float]] = []  # crossings, run length, centre
         while x <= lo + 0.75 * width:
             crossing = sum(1 for r in rects if r[0] < x < r[2])

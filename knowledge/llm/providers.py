@@ -217,7 +217,7 @@ def _knowledge_label(context: TurnContext) -> str:
 
 def _quote(h: dict[str, Any]) -> str:
     """``**file, page 3** (score 0.61)`` and the chunk quoted, shown as written."""
-    where = h.get("file_name") or h.get("file_id")
+    where = str(h.get("file_name") or h.get("file_id") or "")
     if h.get("page") is not None:
         where += f", page {h['page']}"
     if h.get("heading"):

@@ -131,6 +131,18 @@ _CONNECTION_LOST_STATES = ("57P01", "57P02", "57P03")  # admin/crash shutdown, c
 _RETRY_DELAYS = (0.2, 1.0, 2.0, 4.0)
 
 
+def _one_row(cursor: psycopg.Cursor) -> tuple[Any, ...]:
+    """The row of a query that always returns one (an aggregate, ``to_regclass``, ``EXPLAIN``).
+
+    Raises:
+        StorageError: the server returned no row (``fetchone`` is typed ``Optional``; this says so).
+    """
+    row = cursor.fetchone()
+    if row is None:
+        raise StorageError("PostgreSQL returned no row for a query that always returns one.")
+    return row
+
+
 class PgvectorOptions(BaseModel):
     """``vector_store.options.pgvector``: tuning of the pgvector backend (all optional).
 
@@ -402,8 +414,8 @@ class PgvectorBackend(VectorBackend):
             except KnowledgeError:
                 raise
             except psycopg.Error as exc:
-                conn = conn_box[0] if conn_box else None
-                if _is_connection_loss(exc, conn) or (conn is None and isinstance(exc, psycopg.OperationalError)):
+                lost = conn_box[0] if conn_box else None
+                if _is_connection_loss(exc, lost) or (lost is None and isinstance(exc, psycopg.OperationalError)):
                     if attempt + 1 < attempts:
                         log.warning("pgvector: lost the connection to %s during %s (%s); retrying",
                                     self.target, what, str(exc).strip())
@@ -411,7 +423,7 @@ class PgvectorBackend(VectorBackend):
                             self._pool.check()  # drop the other broken connections of the pool
                         time.sleep(_RETRY_DELAYS[min(attempt, len(_RETRY_DELAYS) - 1)])
                         continue
-                    if conn is None:
+                    if lost is None:
                         raise BackendUnavailable(
                             f"Cannot connect to PostgreSQL at {self.target} for {what}"
                             f" ({attempts} attempt{'s' if attempts > 1 else ''}): {str(exc).strip()}."
@@ -565,14 +577,14 @@ class PgvectorCollection(Collection):
         if not meta.has_lexicon:
             return conn.execute(sql.SQL("DELETE FROM {} WHERE {}").format(self._t(), cond), params).rowcount
         terms = self._t("_terms")
-        row = conn.execute(sql.SQL(
+        row = _one_row(conn.execute(sql.SQL(
             "WITH gone AS (DELETE FROM {t} WHERE {cond} RETURNING lex, lex_len),"
             " agg AS (SELECT u.lexeme AS term, count(*) AS n FROM gone, unnest(gone.lex) u GROUP BY u.lexeme"
             "  UNION ALL SELECT %s, count(*) FROM gone"
             "  UNION ALL SELECT %s, coalesce(sum(lex_len), 0) FROM gone),"
             " upd AS (UPDATE {terms} s SET df = s.df - agg.n FROM agg WHERE s.term = agg.term AND agg.n <> 0)"
             " SELECT count(*) FROM gone").format(t=self._t(), cond=cond, terms=terms),
-            [*params, _DOCS, _LENGTH]).fetchone()
+            [*params, _DOCS, _LENGTH]))
         return int(row[0])
 
     @contextlib.contextmanager
@@ -610,10 +622,10 @@ class PgvectorCollection(Collection):
         if meta.size > HNSW_MAX_DIM or self._bulk:
             return
         index = self.table + "_hnsw"
-        if conn.execute("SELECT to_regclass(%s)", (sql.Identifier(index).as_string(conn),)).fetchone()[0]:
+        if _one_row(conn.execute("SELECT to_regclass(%s)", (sql.Identifier(index).as_string(conn),)))[0]:
             return
         q = sql.SQL("SELECT count(*) FROM (SELECT 1 FROM {} LIMIT %s) s").format(self._t())
-        if int(conn.execute(q, (opts.exact_max_rows + 1,)).fetchone()[0]) <= opts.exact_max_rows:
+        if int(_one_row(conn.execute(q, (opts.exact_max_rows + 1,)))[0]) <= opts.exact_max_rows:
             return
         t = time.perf_counter()
         conn.execute(sql.SQL(
@@ -680,8 +692,9 @@ class PgvectorCollection(Collection):
 
         def go(conn: psycopg.Connection) -> CollectionInfo:
             meta = self._require(conn)
-            count, disk = conn.execute(sql.SQL("SELECT count(*), pg_total_relation_size(%s::regclass) FROM {}")
-                                       .format(self._t()), (sql.Identifier(self.table).as_string(conn),)).fetchone()
+            count, disk = _one_row(conn.execute(
+                sql.SQL("SELECT count(*), pg_total_relation_size(%s::regclass) FROM {}").format(self._t()),
+                (sql.Identifier(self.table).as_string(conn),)))
             return CollectionInfo(name=self.name, size=meta.size, distance=meta.distance,  # type: ignore[arg-type]
                                   count=int(count), backend=PgvectorBackend.name, disk_bytes=int(disk))
 
@@ -828,13 +841,14 @@ class PgvectorCollection(Collection):
                 return None  # built below, then searched: one transaction when the index exists
             if not terms:
                 return []
-            stats = dict(conn.execute(sql.SQL("SELECT term, df FROM {} WHERE term = ANY(%s::text[])")
+            stats: dict[str, int] = dict(conn.execute(sql.SQL("SELECT term, df FROM {} WHERE term = ANY(%s::text[])")
                                       .format(self._t("_terms")), ([*terms, _DOCS, _LENGTH],)).fetchall())
             docs, length = int(stats.pop(_DOCS, 0)), int(stats.pop(_LENGTH, 0))
             present = sorted(((int(df), t) for t, df in stats.items() if df > 0))
             if not docs or not present:
                 return []
-            chosen, rows = [], 0
+            chosen: list[str] = []
+            rows = 0
             for df, t in present:
                 if chosen and cap and rows + df > cap:
                     break
@@ -872,8 +886,8 @@ class PgvectorCollection(Collection):
         def go(conn: psycopg.Connection) -> int:
             self._require(conn)
             cond, params = self._filter(w)
-            return int(conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE {}").format(self._t(), cond),
-                                    params).fetchone()[0])
+            return int(_one_row(conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE {}").format(self._t(), cond),
+                                             params))[0])
 
         return self._b.run(f"counting store {self.name!r}", go)
 
@@ -884,7 +898,7 @@ class PgvectorCollection(Collection):
         if isinstance(raw_filter, sql.Composable):
             return raw_filter
         if isinstance(raw_filter, str) and raw_filter.strip():
-            return sql.SQL(raw_filter)  # type: ignore[arg-type] - trusted by contract (see search)
+            return sql.SQL(raw_filter)  # type: ignore[arg-type]  # trusted SQL by contract (see search)
         raise InvalidArgument(
             "raw_filter for the pgvector backend is a SQL boolean expression over the columns payload"
             " (jsonb) and embedding: a psycopg.sql.Composable such as"
@@ -912,8 +926,7 @@ class PgvectorCollection(Collection):
             "SELECT c.reltuples, c.relpages, pg_relation_size(c.oid) / current_setting('block_size')::int"
             " FROM pg_class c WHERE c.oid = %s::regclass",
             (sql.Identifier(self.table).as_string(conn),)).fetchone()
-        analysed = row is not None and float(row[0]) >= 0 and int(row[1]) > 0
-        if analysed:
+        if row is not None and float(row[0]) >= 0 and int(row[1]) > 0:
             reltuples, relpages, pages = float(row[0]), int(row[1]), int(row[2])
             total = int(reltuples / relpages * pages)
             if not filtered:
@@ -922,14 +935,14 @@ class PgvectorCollection(Collection):
                 with psycopg.ClientCursor(conn) as cur:  # EXPLAIN takes no server-side parameters
                     cur.execute(sql.SQL("EXPLAIN (FORMAT JSON) SELECT 1 FROM {} WHERE {}").format(self._t(), cond),
                                 params)
-                    plan = cur.fetchone()[0]
+                    plan = _one_row(cur)[0]
                 if isinstance(plan, str):
                     plan = orjson.loads(plan)
                 estimate = int(plan[0]["Plan"]["Plan Rows"])
                 if estimate > 4 * cap:
                     return estimate
         q = sql.SQL("SELECT count(*) FROM (SELECT 1 FROM {} WHERE {} LIMIT %s) s").format(self._t(), cond)
-        return int(conn.execute(q, [*params, cap + 1]).fetchone()[0])
+        return int(_one_row(conn.execute(q, [*params, cap + 1]))[0])
 
     def _search(self, vector: np.ndarray, k: int, w: dict[str, Any] | None, raw_filter: Any,
                 score_threshold: float | None, with_payload: bool) -> list[ScoredPoint]:
@@ -941,6 +954,7 @@ class PgvectorCollection(Collection):
         Raises (besides the contract's): StorageError (a raw_filter PostgreSQL rejects),
         BackendUnavailable.
         """
+        params: list[Any]
         if raw_filter is not None:
             cond, params, filtered = raw_filter, [], True
         else:
@@ -954,6 +968,7 @@ class PgvectorCollection(Collection):
             op = sql.SQL(_OPS[distance][0])
             exact = meta.size > HNSW_MAX_DIM or self._candidates(conn, cond, params, filtered) <= opts.exact_max_rows
             cols = sql.SQL("pid, payload") if with_payload else sql.SQL("pid, NULL")
+            order: sql.Composable
             if exact:
                 conn.execute("SELECT set_config('enable_indexscan', 'off', true)")
                 order = sql.SQL("d, seq")

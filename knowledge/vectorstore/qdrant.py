@@ -436,7 +436,7 @@ class QdrantBackend(VectorBackend):
         self._ensure_registry()
         got = self.call(self.client.retrieve, self.registry_name, [point_uuid("", name)],
                         with_payload=True)
-        entry = dict(got[0].payload) if got else None
+        entry = dict(got[0].payload) if got and got[0].payload is not None else None
         if entry is None:
             self._entries.pop(name, None)
         else:
@@ -756,7 +756,7 @@ class QdrantCollection(Collection):
             if structs:
                 self._write(physical, structs)
             keep = [s.id for s in structs]
-            must_not = [models.HasIdCondition(has_id=keep)] if keep else None
+            must_not: list[models.Condition] | None = [models.HasIdCondition(has_id=keep)] if keep else None
             self.backend.call(self.backend.client.delete, physical,
                               points_selector=models.FilterSelector(filter=self._scope(*where_filter(w), must_not=must_not)),
                               wait=True)

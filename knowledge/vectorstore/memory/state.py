@@ -167,7 +167,7 @@ class LoadedPoints:
                     if key is not None:
                         index.setdefault(key, []).append(j)
 
-    def append(self, deleted: Sequence[PointId], ids: list[PointId], payloads: list[dict],
+    def append(self, deleted: Sequence[PointId], ids: list[PointId], payloads: Sequence[dict | bytes],
                vectors: np.ndarray) -> None:
         """Apply one batch: delete ``deleted``, then insert the rows (last write of an id wins)."""
         self.reserve(len(ids))

@@ -125,7 +125,7 @@ def _read_npy_into(path: Path, out: np.ndarray) -> None:
         if tuple(shape) != out.shape:
             raise _Stale(f"{path.name} holds shape {tuple(shape)}, expected {out.shape}")
         if dtype == np.dtype("<f4") and not fortran and np.little_endian:
-            got = fh.readinto(memoryview(out).cast("B"))
+            got = fh.readinto(out.data.cast("B"))
             if got != out.nbytes:
                 raise StoreCorrupt(f"{path} is truncated ({got} of {out.nbytes} vector bytes).")
             return
