@@ -214,10 +214,8 @@ def main() -> int:
         embedder = wb.embedder()
         qvecs = [embedder.embed_query(q) for q in queries]
         times: dict[str, list[float]] = {}
-        backend_ts = []
         coll.search(qvecs[0], limit=10)
-        for v in qvecs:
-            backend_ts.append(timed(coll.search, v, limit=10))
+        backend_ts = [timed(coll.search, v, limit=10) for v in qvecs]
         for mode in ("vector", "hybrid", "lexical"):
             wb.search("bench", queries[0], 10, mode=mode)  # warm
             times[mode] = [timed(wb.search, "bench", q, 10, mode=mode) for q in queries]
@@ -345,8 +343,7 @@ def facade_vs_backend(backend: str, n: int, n_queries: int, texts: list[str], sa
                 else:
                     own.append(timed(coll.search, v, limit=10))
                     facade.append(timed(wb.search, "bench", q, 10, mode="vector"))
-            for q in queries:
-                hybrid.append(timed(wb.search, "bench", q, 10, mode="hybrid"))
+            hybrid.extend(timed(wb.search, "bench", q, 10, mode="hybrid") for q in queries)
             out[f"{backend}_chunks"] = files * PER_FILE
             out[f"{backend}_backend_p50_ms"] = pct(own, 50)
             out[f"{backend}_facade_p50_ms"] = pct(facade, 50)

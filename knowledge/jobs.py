@@ -110,7 +110,7 @@ class FileProgress:
         now = time.monotonic() if now is None else now
         done = self.fraction - self.stage_start_fraction
         spent = now - self.stage_since
-        if done < 0.05 * (end - self.stage_start_fraction) and spent < 2.0 or done <= 0:
+        if (done < 0.05 * (end - self.stage_start_fraction) and spent < 2.0) or done <= 0:
             return None
         return spent / done * max(0.0, end - self.fraction)
 
@@ -321,7 +321,7 @@ class IngestJob:
         self.finished_at = time.monotonic()
 
 
-def _size(source: "bytes | Path | StoredFile") -> int:
+def _size(source: bytes | Path | StoredFile) -> int:
     """Bytes of an item's source: its length, a path's size on disk, or a stored file's ``size``
     (0 when unknown)."""
     if isinstance(source, (bytes, bytearray, memoryview)):

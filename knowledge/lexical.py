@@ -46,10 +46,11 @@ _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
 
 
-STOP_WORDS = frozenset(
-    "a an and are as at be but by for if in into is it no not of on or such that the their then there "
-    "these they this to was will with".split()
-)
+STOP_WORDS = frozenset([
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it", "no",
+    "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these", "they", "this",
+    "to", "was", "will", "with",
+])
 """English stop words: Lucene's ``EnglishAnalyzer.ENGLISH_STOP_WORDS_SET`` (33 words)."""
 
 
@@ -158,7 +159,7 @@ class Segment:
     count in the chunk); ``lengths`` (float32) is each chunk's number of terms.
     """
 
-    __slots__ = ("ids", "payloads", "lengths", "term_ids", "rows", "tfs")
+    __slots__ = ("ids", "lengths", "payloads", "rows", "term_ids", "tfs")
 
     def __init__(self, ids: Sequence[PointId], payloads: Sequence[Mapping[str, Any]], vocab: dict[str, int]) -> None:
         an = analyzer()
@@ -234,7 +235,7 @@ class LexicalIndex:
         """The caller's token for the state this index reflects (see ``Searcher.lexical_index``)."""
 
     @classmethod
-    def from_points(cls, points: Iterable[Any], key: str = "file_id") -> "LexicalIndex":
+    def from_points(cls, points: Iterable[Any], key: str = "file_id") -> LexicalIndex:
         """From :class:`~knowledge.vectorstore.base.Point` objects, one segment per ``payload[key]``."""
         groups: dict[str, tuple[list[PointId], list[Mapping[str, Any]]]] = {}
         for p in points:
@@ -410,8 +411,9 @@ class DiskLexicon:
     """
 
     def __init__(self, path: Any) -> None:
-        import tantivy
         from pathlib import Path
+
+        import tantivy
 
         self.path = Path(path)
         self._tantivy = tantivy
@@ -474,7 +476,7 @@ class DiskLexicon:
         return int(self._index.searcher().num_docs)
 
     # -- writing -----------------------------------------------------------------------------
-    def batch(self) -> "Batch":
+    def batch(self) -> Batch:
         """A write batch; nothing is visible or durable until :meth:`Batch.commit`."""
         return Batch(self)
 
@@ -553,5 +555,18 @@ class LexiconUnreadable(Exception):
     """The persisted lexical index is missing, corrupt or of another version (it is rebuilt)."""
 
 
-__all__ = ["LEXICAL_FORMAT", "STOP_WORDS", "Analyzer", "Batch", "DiskLexicon", "LexicalHit", "LexicalIndex",
-           "LexiconUnreadable", "Segment", "RRF_K", "analyzer", "filter_keys", "reciprocal_rank_fusion"]
+__all__ = [
+    "LEXICAL_FORMAT",
+    "RRF_K",
+    "STOP_WORDS",
+    "Analyzer",
+    "Batch",
+    "DiskLexicon",
+    "LexicalHit",
+    "LexicalIndex",
+    "LexiconUnreadable",
+    "Segment",
+    "analyzer",
+    "filter_keys",
+    "reciprocal_rank_fusion",
+]

@@ -306,18 +306,18 @@ class _Group:
     also: list[str]
 
 
-def timed_search(wb: "Workbench", store: str, query: str, k: int = 5, *, where: Mapping[str, Any] | None = None,
+def timed_search(wb: Workbench, store: str, query: str, k: int = 5, *, where: Mapping[str, Any] | None = None,
                  score_threshold: float | None = None, mode: str | None = None,
                  merge: bool | None = None) -> SearchRun:
     """Search ``store`` like :meth:`Workbench.search`, timing the embedding and the search apart:
     :meth:`knowledge.search.Searcher.search` with ``timings``.
 
-    The ranking (``mode`` default: setting ``search.mode``) fetches the best ``max(k, 50)`` chunks
-    (more when duplicates must be skipped); the threshold is applied to their vector scores in the
-    store's score direction, except to chunks that hold every word of the query
-    (:func:`knowledge.search.holds_every_query_word`; words-only and combined rankings); then :func:`fold_hits` drops repeated text and, with
-    ``merge`` (default: setting ``search.merge_overlapping``), merges overlapping chunks of a file
-    into one hit.
+    The ranking (``mode`` default: setting ``search.mode``) fetches the best ``max(k, 50)`` chunks (more
+    when duplicates must be skipped); the threshold is applied to their vector scores in the store's
+    score direction, except to chunks that hold every word of the query
+    (:func:`knowledge.search.holds_every_query_word`; words-only and combined rankings); then
+    :func:`fold_hits` drops repeated text and, with ``merge`` (default: setting
+    ``search.merge_overlapping``), merges overlapping chunks of a file into one hit.
 
     Raises:
         StoreNotFound, InvalidArgument (blank query, ``k < 1``, bad filter), EmbeddingUnavailable,
@@ -410,8 +410,36 @@ SHOWN_LABELS = {True: "shown", False: "not shown"}
 
 
 __all__ = [
-    "DISTRIBUTION_SIZE", "SHOWN_LABELS", "MODES", "MODE_NOTE", "Projection", "SearchRun", "StoreMap", "build_where", "compare_where", "default_threshold", "distribution_rows",
-    "escape_markdown", "highlight", "map_rows", "parse_fields", "parse_scalar", "payload_fields", "pca_2d", "provenance",
-    "query_terms", "sample_points", "score_fraction", "score_meaning", "snippet", "store_map",
-    "timed_search", "score_text", "HitNote", "fold_hits", "order_score", "bar_fraction", "MODE_HELP",
+    "DISTRIBUTION_SIZE",
+    "MODES",
+    "MODE_HELP",
+    "MODE_NOTE",
+    "SHOWN_LABELS",
+    "HitNote",
+    "Projection",
+    "SearchRun",
+    "StoreMap",
+    "bar_fraction",
+    "build_where",
+    "compare_where",
+    "default_threshold",
+    "distribution_rows",
+    "escape_markdown",
+    "fold_hits",
+    "highlight",
+    "map_rows",
+    "order_score",
+    "parse_fields",
+    "parse_scalar",
+    "payload_fields",
+    "pca_2d",
+    "provenance",
+    "query_terms",
+    "sample_points",
+    "score_fraction",
+    "score_meaning",
+    "score_text",
+    "snippet",
+    "store_map",
+    "timed_search",
 ]

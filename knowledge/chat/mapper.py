@@ -337,6 +337,19 @@ def build_request(history: list[Message], ctx: MapperContext) -> MappedRequest:
     return MappedRequest(messages, list(ctx.tools), total, dropped, total > ctx.budget_tokens)
 
 
-__all__ = ["BASE_PROMPT", "IMAGE_TOKENS", "MIN_DOCUMENT_TOKENS", "VIEW_ATTACHMENT_SCHEMA", "MapperContext",
-           "MappedRequest", "approx_tokens", "attachment_notice", "build_request", "document_tokens",
-           "render_media", "render_message", "system_prompt", "turns"]
+__all__ = [
+    "BASE_PROMPT",
+    "IMAGE_TOKENS",
+    "MIN_DOCUMENT_TOKENS",
+    "VIEW_ATTACHMENT_SCHEMA",
+    "MappedRequest",
+    "MapperContext",
+    "approx_tokens",
+    "attachment_notice",
+    "build_request",
+    "document_tokens",
+    "render_media",
+    "render_message",
+    "system_prompt",
+    "turns",
+]

@@ -78,7 +78,7 @@ class Part:
         return {k: v for k, v in asdict(self).items() if v is not None}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Part":
+    def from_dict(cls, d: dict[str, Any]) -> Part:
         return cls(**d)
 
 

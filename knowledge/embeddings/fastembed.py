@@ -6,19 +6,18 @@ second to import.
 
 from __future__ import annotations
 
-from knowledge._onnx import quiet_onnxruntime
-
 import contextlib
 import difflib
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from knowledge._onnx import quiet_onnxruntime
 from knowledge.embeddings._inputs import check_query, check_text, check_texts, normalise_rows
 from knowledge.embeddings.base import Embedder, Token
 from knowledge.errors import ConfigError, EmbeddingUnavailable

@@ -39,14 +39,14 @@ import unicodedata
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
-from typing import Any, BinaryIO, ClassVar, Union
+from typing import Any, BinaryIO, ClassVar
 
 from knowledge.errors import FileNotFoundInStore, FileTooLarge, InvalidArgument
 
 #: What :meth:`FileStore.save` accepts as content: bytes-like, or a binary stream with ``read(n)``.
-Source = Union[bytes, bytearray, memoryview, BinaryIO]
+Source = bytes | bytearray | memoryview | BinaryIO
 
 #: Chunk size (bytes) used to copy a source stream.
 CHUNK_SIZE = 1024 * 1024
@@ -91,7 +91,7 @@ class StoredFile:
         if self.created.tzinfo is None or self.created.utcoffset() is None:
             raise InvalidArgument(f"StoredFile.created must be timezone-aware, got {self.created!r}.")
         if self.created.utcoffset() != timedelta(0):
-            object.__setattr__(self, "created", self.created.astimezone(timezone.utc))
+            object.__setattr__(self, "created", self.created.astimezone(UTC))
         if not isinstance(self.metadata, MappingProxyType):
             object.__setattr__(self, "metadata", MappingProxyType(dict(self.metadata)))
 
@@ -108,7 +108,7 @@ class StoredFile:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "StoredFile":
+    def from_dict(cls, data: Mapping[str, Any]) -> StoredFile:
         """The inverse of :meth:`to_dict`.
 
         Raises:
@@ -411,10 +411,10 @@ class FileStore(ABC):
         digest = normalize_sha256(sha256)
         return [f for f in self.list() if f.sha256 == digest]
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook, a no-op unless a backend holds something
         """Release what the store holds open (nothing, for the filesystem backend)."""
 
-    def __enter__(self) -> "FileStore":
+    def __enter__(self) -> FileStore:
         return self
 
     def __exit__(self, *exc: object) -> None:

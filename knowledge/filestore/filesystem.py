@@ -47,7 +47,7 @@ import secrets
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -90,14 +90,14 @@ _RECORD_FILE = re.compile(r"(file-[0-9a-f]{32})\.json")
 _TMP_SUFFIX = ".part"
 
 _clock_lock = threading.Lock()
-_last_created = datetime.min.replace(tzinfo=timezone.utc)
+_last_created = datetime.min.replace(tzinfo=UTC)
 
 
 def _now() -> datetime:
     """UTC now, strictly later than the previous call in this process (so list order is stable)."""
     global _last_created
     with _clock_lock:
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         if now <= _last_created:
             now = _last_created + timedelta(microseconds=1)
         _last_created = now

@@ -226,8 +226,9 @@ def _read(ex: _Extraction) -> None:
         attached = []
     if attached:
         names = ", ".join(attached[:5]) + (", ..." if len(attached) > 5 else "")
-        ex.notes.append(f"{len(attached)} attached file{'' if len(attached) == 1 else 's'} ({names}) not read;"
-                        f" save {'it' if len(attached) == 1 else 'them'} from the PDF and add {'it' if len(attached) == 1 else 'them'}")
+        one = len(attached) == 1
+        ex.notes.append(f"{len(attached)} attached file{'' if one else 's'} ({names}) not read;"
+                        f" save {'it' if one else 'them'} from the PDF and add {'it' if one else 'them'}")
 
 
 def _pdfium_open(data: bytes, password: str | None):
@@ -457,7 +458,6 @@ def column_text(page) -> str | None:
             return None
         lo, hi = min(r[0] for r in rects), max(r[2] for r in rects)
         width = hi - lo
-        best: tuple[int, float] | None = None  # (crossings, -run length) and the gutter's x
         x, step = lo + 0.25 * width, max(width / 400, 0.5)
         run_start: float | None = None
         run_count = 0  # crossings of the run that starts at run_start
@@ -487,7 +487,7 @@ def column_text(page) -> str | None:
 
         if not (fills(left, lo, gutter) and fills(right, gutter, hi)):
             return None
-        beside = sum(1 for r in right if any(l[1] < r[3] and r[1] < l[3] for l in left))
+        beside = sum(1 for r in right if any(lf[1] < r[3] and r[1] < lf[3] for lf in left))
         if beside < 3:
             return None
         # bands between the full-width lines, top to bottom

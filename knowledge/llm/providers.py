@@ -250,7 +250,7 @@ def _running_turn(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The messages after the last message the user typed (tool calls and results of this turn)."""
     for i in range(len(messages) - 1, -1, -1):
         m = messages[i]
-        if m.get("role") == "user" and not m.get("name") == "view_attachment":
+        if m.get("role") == "user" and m.get("name") != "view_attachment":
             return messages[i + 1:]
     return messages
 

@@ -34,16 +34,16 @@ manhattan  ``<+>``     vector_l1_ops       ``a <+> b`` L1 distance, lower is bet
 
 Search: exact or HNSW, chosen per query
 ---------------------------------------
-HNSW is approximate and, with a filter, post-filters its candidates: a filter matching a small file
-in a big store finds few or none of them among the ``ef_search`` nearest. pgvector 0.8's iterative
-index scans (``hnsw.iterative_scan = strict_order``) keep scanning, but only up to
-``hnsw.max_scan_tuples`` (20,000) visited tuples, and their order is still approximate. So a search
-first counts the candidate rows, up to ``exact_max_rows`` (the filter's rows through the GIN index, a
-bounded ``count(*)``, skipped when the planner's estimate is clearly above; without a filter the
-table's row estimate from ``pg_class``). At most that many: an *exact* search over them (index
-scans off: a GIN bitmap scan plus a top-k sort), which returns exactly what numpy would, ties broken by ``seq``. More: the HNSW index with
-``hnsw.ef_search = max(ef_search, k)`` and ``iterative_scan = strict_order``, so a broad filter still
-returns ``k`` hits. ``bench/bench_pgvector.py`` measured the costs behind the defaults (README).
+HNSW is approximate and, with a filter, post-filters its candidates: a filter matching a small file in a
+big store finds few or none of them among the ``ef_search`` nearest. pgvector 0.8's iterative index scans
+(``hnsw.iterative_scan = strict_order``) keep scanning, but only up to ``hnsw.max_scan_tuples`` (20,000)
+visited tuples, and their order is still approximate. So a search first counts the candidate rows, up to
+``exact_max_rows`` (the filter's rows through the GIN index, a bounded ``count(*)``, skipped when the
+planner's estimate is clearly above; without a filter the table's row estimate from ``pg_class``). At
+most that many: an *exact* search over them (index scans off: a GIN bitmap scan plus a top-k sort), which
+returns exactly what numpy would, ties broken by ``seq``. More: the HNSW index with ``hnsw.ef_search =
+max(ef_search, k)`` and ``iterative_scan = strict_order``, so a broad filter still returns ``k`` hits.
+``bench/bench_pgvector.py`` measured the costs behind the defaults (README).
 
 Connections
 -----------
@@ -92,6 +92,8 @@ from knowledge.errors import (
     StorageError,
     StoreNotFound,
 )
+from knowledge.lexical import LEXICAL_FORMAT, analyzer
+from knowledge.lexical import _indexed_text as indexed_text
 from knowledge.vectorstore.base import (
     Collection,
     CollectionInfo,
@@ -106,10 +108,8 @@ from knowledge.vectorstore.base import (
     name_slug,
     stack_points,
 )
-from knowledge.vectorstore.scoring import clamp_cosine, normalise_rows, passes_threshold, prepare_query
-from knowledge.lexical import LEXICAL_FORMAT, analyzer
-from knowledge.lexical import _indexed_text as indexed_text
 from knowledge.vectorstore.pg_embedded import EMBEDDED, EMBEDDED_DIR, embedded_url
+from knowledge.vectorstore.scoring import clamp_cosine, normalise_rows, passes_threshold, prepare_query
 
 if TYPE_CHECKING:  # pragma: no cover
     from knowledge.config import Settings
@@ -284,7 +284,7 @@ class PgvectorBackend(VectorBackend):
 
     name: ClassVar[str] = "pgvector"
 
-    def __init__(self, settings: "Settings") -> None:
+    def __init__(self, settings: Settings) -> None:
         vs = settings.vector_store
         raw = (vs.options or {}).get("pgvector") or {}
         try:
@@ -296,7 +296,7 @@ class PgvectorBackend(VectorBackend):
         self.embedded = url in ("", EMBEDDED)
         if self.embedded:
             url = embedded_url(settings.resolve(EMBEDDED_DIR))
-        extra: dict[str, Any] = {"connect_timeout": max(1, int(math.ceil(self.options.connect_timeout)))}
+        extra: dict[str, Any] = {"connect_timeout": max(1, math.ceil(self.options.connect_timeout))}
         if vs.user:
             extra["user"] = vs.user
         if vs.password is not None:
@@ -333,7 +333,7 @@ class PgvectorBackend(VectorBackend):
     def _configure(self, conn: psycopg.Connection) -> None:
         """Adapt ``vector`` <-> numpy (pgvector's dumpers/loaders, from the cached type info) and
         load jsonb with orjson. No round trip: the type's oid was read once by :meth:`_bootstrap`."""
-        from pgvector.psycopg.vector import register_vector_info  # noqa: PLC0415
+        from pgvector.psycopg.vector import register_vector_info  # noqa: PLC0415 - with the first connection
 
         register_vector_info(conn, self._vector_info)
         set_json_loads(orjson.loads, conn)
@@ -440,7 +440,7 @@ class PgvectorBackend(VectorBackend):
         raise AssertionError("unreachable")  # pragma: no cover
 
     # -- the registry -----------------------------------------------------------------------------
-    def collection(self, name: str) -> "PgvectorCollection":
+    def collection(self, name: str) -> PgvectorCollection:
         """A handle on the store ``name`` (cheap; the table may not exist yet).
 
         Raises:
@@ -468,7 +468,7 @@ class PgvectorBackend(VectorBackend):
 
 
 class _Meta:
-    __slots__ = ("table", "size", "distance", "lexical")
+    __slots__ = ("distance", "lexical", "size", "table")
 
     def __init__(self, table: str, size: int, distance: str, lexical: int | None = None) -> None:
         self.table, self.size, self.distance, self.lexical = table, size, distance, lexical
@@ -611,12 +611,13 @@ class PgvectorCollection(Collection):
         """Build the HNSW index once the store holds more than ``exact_max_rows`` points.
 
         Below that every search is exact (see the module docstring), so an index would only slow the
-        writes down: at 384 dimensions on this project's 2-core machine, upserts ran at ~5,900
-        points/s without the index and ~170/s while maintaining it, and building it over loaded rows
-        (~1,200 points/s) is ~7x faster than inserting into it (``bench/bench_pgvector.py``). Runs inside the writer's transaction (which holds the
-        store's advisory lock), so the rows and their index commit together; readers are not
-        blocked (``CREATE INDEX`` takes a SHARE lock: it blocks writes only). Stores of more than
-        2,000 dimensions get no index (pgvector's HNSW limit) and always search exactly.
+        writes down: at 384 dimensions on this project's 2-core machine, upserts ran at ~5,900 points/s
+        without the index and ~170/s while maintaining it, and building it over loaded rows (~1,200
+        points/s) is ~7x faster than inserting into it (``bench/bench_pgvector.py``). Runs inside the
+        writer's transaction (which holds the store's advisory lock), so the rows and their index commit
+        together; readers are not blocked (``CREATE INDEX`` takes a SHARE lock: it blocks writes only).
+        Stores of more than 2,000 dimensions get no index (pgvector's HNSW limit) and always search
+        exactly.
         """
         opts = self._b.options
         if meta.size > HNSW_MAX_DIM or self._bulk:

@@ -71,8 +71,8 @@ import numpy as np
 import orjson
 from qdrant_client import QdrantClient, models
 from qdrant_client.common.client_exceptions import ResourceExhaustedResponse
-from qdrant_client.local.qdrant_local import QdrantLocal
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
+from qdrant_client.local.qdrant_local import QdrantLocal
 from tenacity import (
     RetryCallState,
     Retrying,
@@ -81,8 +81,6 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from knowledge.lexical import _indexed_text as indexed_text
-from knowledge.lexical import sparse_document, sparse_query
 from knowledge.errors import (
     BackendUnavailable,
     DimensionMismatch,
@@ -90,6 +88,8 @@ from knowledge.errors import (
     StorageError,
     StoreNotFound,
 )
+from knowledge.lexical import _indexed_text as indexed_text
+from knowledge.lexical import sparse_document, sparse_query
 from knowledge.vectorstore.base import (
     Collection,
     CollectionInfo,
@@ -229,7 +229,7 @@ class QdrantBackend(VectorBackend):
 
     name: ClassVar[str] = "qdrant"
 
-    def __init__(self, settings: "Settings", *, client: QdrantClient | None = None) -> None:
+    def __init__(self, settings: Settings, *, client: QdrantClient | None = None) -> None:
         vs = settings.vector_store
         self.prefix: str = vs.qdrant_collection
         self.timeout = float(vs.qdrant_timeout)
@@ -260,7 +260,7 @@ class QdrantBackend(VectorBackend):
 
     # -- connection -------------------------------------------------------------------------------
     @staticmethod
-    def _location(settings: "Settings") -> str:
+    def _location(settings: Settings) -> str:
         vs = settings.vector_store
         loc = vs.qdrant_location
         if not loc and vs.url and re.match(r"^https?://", vs.url):
@@ -271,7 +271,7 @@ class QdrantBackend(VectorBackend):
             return loc
         return str(settings.resolve(loc))
 
-    def _connect(self, settings: "Settings") -> QdrantClient:
+    def _connect(self, settings: Settings) -> QdrantClient:
         loc = self.location
         try:
             if loc == ":memory:":
@@ -453,7 +453,7 @@ class QdrantBackend(VectorBackend):
         self._entries.pop(name, None)
 
     # -- VectorBackend ------------------------------------------------------------------------------
-    def collection(self, name: str) -> "QdrantCollection":
+    def collection(self, name: str) -> QdrantCollection:
         """A handle on logical collection ``name`` (cheap; it may not exist yet).
 
         Raises:

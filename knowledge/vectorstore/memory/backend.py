@@ -37,7 +37,7 @@ class MemoryBackend(VectorBackend):
 
     name: ClassVar[str] = "memory"
 
-    def __init__(self, settings: "Settings", *, lock_timeout: float = 10.0) -> None:
+    def __init__(self, settings: Settings, *, lock_timeout: float = 10.0) -> None:
         self.root: Path = Path(settings.vector_store_dir)
         self.idle_seconds = float(settings.vector_store.idle_seconds)
         self.max_points = int(settings.vector_store.max_chunks_per_store)

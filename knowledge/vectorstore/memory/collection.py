@@ -17,7 +17,6 @@ import numpy as np
 import orjson
 
 from knowledge._fs import fsync_dir
-from knowledge.lexical import LEXICAL_FORMAT, Batch, DiskLexicon, LexiconUnreadable, analyzer
 from knowledge.errors import (
     DimensionMismatch,
     InvalidArgument,
@@ -25,6 +24,7 @@ from knowledge.errors import (
     StoreFull,
     StoreNotFound,
 )
+from knowledge.lexical import LEXICAL_FORMAT, Batch, DiskLexicon, LexiconUnreadable, analyzer
 from knowledge.vectorstore.base import (
     Collection,
     CollectionInfo,
@@ -71,7 +71,7 @@ class MemoryCollection(Collection):
         files: the :class:`~knowledge.vectorstore.memory.storage.SegmentLog` of its folder.
     """
 
-    def __init__(self, backend: "MemoryBackend", name: str) -> None:
+    def __init__(self, backend: MemoryBackend, name: str) -> None:
         self.name = name
         self._backend = backend
         self.files = SegmentLog(backend.root, name)
@@ -613,7 +613,7 @@ class MemoryCollection(Collection):
             man = self._require()
             if not w:
                 return self._points.live if self._points is not None else man["count"]
-            return int(len(self._loaded().where_rows(w)))
+            return len(self._loaded().where_rows(w))
 
     def _native_filter(self, raw_filter: Any) -> Any:
         """A callable ``payload -> bool`` (:data:`~knowledge.vectorstore.base.PayloadPredicate`),

@@ -43,7 +43,7 @@ class Payloads:
     returns (the store's ``StoreCorrupt``) when it is read.
     """
 
-    __slots__ = ("_items", "_corrupt")
+    __slots__ = ("_corrupt", "_items")
 
     def __init__(self, items: list[Any] | None = None,
                  corrupt: Callable[[str], Exception] | None = None) -> None:
