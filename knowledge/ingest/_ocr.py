@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from knowledge.errors import EmptyDocument, OcrUnavailable, UnsupportedFile
+from knowledge.ingest._pdfium import PDFIUM_LOCK
 from knowledge.ingest._text import Builder, clean
 from knowledge.ingest.document import Document
 
@@ -443,7 +444,6 @@ def render_pdf_pages(data: bytes, numbers: Iterable[int], *, password: str | Non
     except Exception as exc:
         raise OcrUnavailable(f"OCR unavailable: the package pypdfium2 (renders PDF pages for OCR) cannot"
                              f" be loaded ({_reason(exc)}); install it with `pip install pypdfium2`") from exc
-    from knowledge.ingest._pdf import PDFIUM_LOCK  # PDFium is not thread-safe: every call under it
 
     try:
         with PDFIUM_LOCK:

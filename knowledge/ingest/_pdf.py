@@ -38,6 +38,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from knowledge.errors import EmptyDocument, KnowledgeError, PasswordRequired, UnsupportedFile
+from knowledge.ingest._ocr import NO_TEXT_EVEN_BY_OCR, ocr_missing_pages
+from knowledge.ingest._pdfium import PDFIUM_LOCK
 from knowledge.ingest._text import Builder, clean, one_line
 from knowledge.ingest.document import Document
 
@@ -47,10 +49,8 @@ NO_TEXT_LAYER = "no text layer (scanned? OCR needed)"
 
 # Swapping the pypdf logger's propagation and the warnings filters is process-wide, so one PDF is
 # parsed at a time. pypdf is pure Python: under the GIL two parses would not run in parallel anyway.
+# Taken before PDFIUM_LOCK (knowledge.ingest._pdfium) when both are held.
 _PYPDF_LOCK = threading.Lock()
-#: PDFium is not thread-safe (pypdfium2's documentation): every call into it -- opening, reading,
-#: rendering, closing -- holds this lock. Taken after :data:`_PYPDF_LOCK` when both are held.
-PDFIUM_LOCK = threading.RLock()
 
 
 class _Collect(logging.Handler):
@@ -122,8 +122,6 @@ def read_pdf(data: bytes, *, name: str | None = None, password: str | None = Non
     if builder.empty:
         detail = f"none of its {n_pages} pages has text" if n_pages > 1 else "its page has no text"
         if ocr != "off":
-            from knowledge.ingest._ocr import NO_TEXT_EVEN_BY_OCR
-
             raise EmptyDocument(f"{NO_TEXT_EVEN_BY_OCR}: {detail} (no text layer, and OCR read nothing)")
         raise EmptyDocument(f"{NO_TEXT_LAYER}: {detail}")
     return builder.build("pdf", empty=NO_TEXT_LAYER, pages=n_pages, warnings=warnings_, title=title)
@@ -321,8 +319,6 @@ def _without_text_layer(ex: _Extraction, *, ocr: str = "off", on_page=None) -> N
             ex.problems.append((number, NO_TEXT_LAYER))
     ex.problems.sort(key=lambda p: p[0])
     if ocr != "off":  # the OCR hook (ingest.ocr = auto): fills ex.pages for pages without a text layer
-        from knowledge.ingest._ocr import ocr_missing_pages
-
         ex.problems, notes = ocr_missing_pages(ex.data, ex.pages, ex.problems, NO_TEXT_LAYER,
                                                password=ex.password, on_page=on_page)
         ex.notes.extend(notes)
