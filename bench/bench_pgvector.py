@@ -100,7 +100,7 @@ def scale(args) -> None:
     import psycopg
 
     from knowledge.config import load_settings
-    from knowledge.lexical import reciprocal_rank_fusion
+    from knowledge.service.fusion import reciprocal_rank_fusion
     from knowledge.vectorstore.base import Point
     from knowledge.vectorstore.pgvector import REGISTRY, PgvectorBackend, lexical_row
 

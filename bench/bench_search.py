@@ -10,7 +10,7 @@ the memory backend:
 * ``lexical_build_s``: building the store's persisted BM25 index from all its chunks (happens once
   per store: with its first file, or when the index is missing or damaged) and, in the same run,
   ``inprocess_bm25_build_s``: what every process did before on its first hybrid search (the
-  in-process index of :class:`knowledge.lexical.LexicalIndex`, built from every chunk);
+  in-process index of :class:`knowledge.service.fusion.LexicalIndex`, built from every chunk);
 * ``first_hybrid_after_restart_ms``: a new process opening the store and answering its first
   hybrid query (median of 3 processes; Python's imports excluded);
 * ``add_file_ms``: writing one more 50-chunk file, vectors and lexical index committed (median of
@@ -124,7 +124,7 @@ def main() -> int:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     from knowledge.config import load_settings
     from knowledge.embeddings.fake import HashEmbedder
-    from knowledge.lexical import LexicalIndex
+    from knowledge.service.fusion import LexicalIndex
     from knowledge.vectorstore.store import Chunk
     from knowledge.workbench import Workbench
 

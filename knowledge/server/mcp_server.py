@@ -37,7 +37,7 @@ from knowledge.access import LocalFolders
 from knowledge.catalog import DONE
 from knowledge.errors import KnowledgeError
 from knowledge.jobs import IngestJob
-from knowledge.lexical import reciprocal_rank_fusion
+from knowledge.service.fusion import reciprocal_rank_fusion
 from knowledge.server.filters import compile_filter, filtered_search
 from knowledge.vectorstore.store import Hit
 from knowledge.workbench import Workbench

@@ -479,7 +479,7 @@ class Collection(ABC):
         term with the query are not returned; ``where`` filters by equality as in :meth:`search`.
 
         Returns ``None`` when the backend keeps no lexical index: callers then build one in
-        process (:class:`knowledge.lexical.LexicalIndex`).
+        process (:class:`knowledge.service.fusion.LexicalIndex`).
 
         Raises:
             StoreNotFound; InvalidArgument (``limit < 1``, a bad filter).

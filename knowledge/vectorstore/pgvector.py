@@ -92,8 +92,7 @@ from knowledge.errors import (
     StorageError,
     StoreNotFound,
 )
-from knowledge.lexical import LEXICAL_FORMAT, analyzer
-from knowledge.lexical import _indexed_text as indexed_text
+from knowledge.text.analysis import analyzer
 from knowledge.vectorstore.base import (
     Collection,
     CollectionInfo,
@@ -108,6 +107,7 @@ from knowledge.vectorstore.base import (
     name_slug,
     stack_points,
 )
+from knowledge.vectorstore.lexical import LEXICAL_FORMAT, indexed_text
 from knowledge.vectorstore.pg_embedded import EMBEDDED, EMBEDDED_DIR, embedded_url
 from knowledge.vectorstore.scoring import clamp_cosine, normalise_rows, passes_threshold, prepare_query
 
@@ -370,7 +370,7 @@ class PgvectorBackend(VectorBackend):
                         " distance text NOT NULL,"
                         " created_at timestamptz NOT NULL DEFAULT now())"
                     ).format(sql.Identifier(REGISTRY)))
-                    # the format of the store's lexical columns (knowledge.lexical.LEXICAL_FORMAT);
+                    # the format of the store's lexical columns (knowledge.vectorstore.lexical.LEXICAL_FORMAT);
                     # NULL: not built yet (a store of an older version), built by its first lexical search
                     conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS lexical integer")
                                  .format(sql.Identifier(REGISTRY)))
@@ -489,7 +489,7 @@ def _quote_lexeme(term: str) -> str:
 
 def lexical_row(payload: dict[str, Any]) -> tuple[str, int, dict[str, int]]:
     """``(tsvector text, number of terms, {term: 1})`` of a payload's ``heading`` + ``text``,
-    analysed by :class:`knowledge.lexical.Analyzer`; positions (1-based, capped at 16,383 as
+    analysed by :class:`knowledge.text.analysis.Analyzer`; positions (1-based, capped at 16,383 as
     PostgreSQL does) keep each term's frequency."""
     terms = analyzer().terms(indexed_text(payload))
     positions: dict[str, list[int]] = {}
@@ -820,7 +820,7 @@ class PgvectorCollection(Collection):
 
     def _lexical_search(self, query: str, k: int, w: dict[str, Any] | None) -> list[ScoredPoint]:
         """BM25 in PostgreSQL: the ``limit`` best points for ``query``, best first, ``score`` BM25
-        (>= 0, higher is better; Lucene's formula and defaults as :mod:`knowledge.lexical`).
+        (>= 0, higher is better; Lucene's formula and defaults as :class:`knowledge.service.fusion.LexicalIndex`).
 
         Each row keeps its analysed terms as a ``tsvector`` (``lex``, GIN-indexed; positions keep
         the term frequencies) and its length (``lex_len``); ``<table>_terms`` keeps each term's

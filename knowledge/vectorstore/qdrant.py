@@ -88,8 +88,6 @@ from knowledge.errors import (
     StorageError,
     StoreNotFound,
 )
-from knowledge.lexical import _indexed_text as indexed_text
-from knowledge.lexical import sparse_document, sparse_query
 from knowledge.vectorstore.base import (
     Collection,
     CollectionInfo,
@@ -103,6 +101,7 @@ from knowledge.vectorstore.base import (
     check_vector_size,
     stack_points,
 )
+from knowledge.vectorstore.lexical import indexed_text, sparse_document, sparse_query
 
 if TYPE_CHECKING:  # pragma: no cover
     from knowledge.config import Settings
@@ -115,7 +114,7 @@ COLLECTION_FIELD = "_kn_collection"
 #: Payload field keeping a point's readable id (str or int).
 ID_FIELD = "_kn_id"
 RESERVED_PAYLOAD_FIELDS = (COLLECTION_FIELD, ID_FIELD)
-#: The named sparse vector holding a point's BM25 term weights (:func:`knowledge.lexical.sparse_document`),
+#: The named sparse vector holding a point's BM25 term weights (:func:`knowledge.vectorstore.lexical.sparse_document`),
 #: with Qdrant's IDF modifier: the lexical index of :meth:`QdrantCollection.lexical_search`.
 SPARSE_VECTOR = "bm25"
 #: Payload fields indexed in every physical collection (the VectorStore facade's and memory's).
@@ -679,7 +678,7 @@ class QdrantCollection(Collection):
         term, Qdrant's IDF modifier), confined to this logical collection and ``w``; ``score`` is
         BM25 (>= 0, higher is better). The IDF counts the points of the whole physical collection
         (every store of this dimension and distance), and the length normalisation uses a fixed
-        average (:data:`knowledge.lexical.SPARSE_AVG_TERMS`): ranks can differ slightly from the
+        average (:data:`knowledge.vectorstore.lexical.SPARSE_AVG_TERMS`): ranks can differ slightly from the
         memory backend's exact BM25. ``None`` for a collection made before sparse vectors."""
         entry = self.backend.cached_entry(self.name) or self._entry()
         physical = self._physical(entry)

@@ -24,7 +24,7 @@ from knowledge.errors import (
     StoreFull,
     StoreNotFound,
 )
-from knowledge.lexical import LEXICAL_FORMAT, Batch, DiskLexicon, LexiconUnreadable, analyzer
+from knowledge.text.analysis import analyzer
 from knowledge.vectorstore.base import (
     Collection,
     CollectionInfo,
@@ -37,6 +37,7 @@ from knowledge.vectorstore.base import (
     matches,
     stack_points,
 )
+from knowledge.vectorstore.lexical import LEXICAL_FORMAT, Batch, DiskLexicon, LexiconUnreadable
 from knowledge.vectorstore.memory.state import LoadedPoints, _index_key
 from knowledge.vectorstore.memory.storage import (
     _LOAD_ATTEMPTS,
@@ -311,7 +312,7 @@ class MemoryCollection(Collection):
             self._publish(man, data)
 
     # -- the lexical index ------------------------------------------------------------------
-    # The store's BM25 index (knowledge.lexical.DiskLexicon, tantivy) lives in ``lexical/``. It is
+    # The store's BM25 index (knowledge.vectorstore.lexical.DiskLexicon, tantivy) lives in ``lexical/``. It is
     # built by the first lexical search of the store (stores only ever searched by vector, such
     # as agent memory, never pay for it) and from then on kept by every write: the write stages
     # its deletes and inserts in a tantivy batch before the manifest swap and commits it right
@@ -427,7 +428,7 @@ class MemoryCollection(Collection):
         self._lexicon()
 
     def _lexical_search(self, query: str, k: int, w: dict[str, Any] | None) -> list[ScoredPoint]:
-        """BM25 over the points' ``heading`` + ``text`` (see :class:`~knowledge.lexical.DiskLexicon`),
+        """BM25 over the points' ``heading`` + ``text`` (see :class:`~knowledge.vectorstore.lexical.DiskLexicon`),
         payloads copied.
 
         The persisted index is opened on first use (memory-mapped, no rebuild); one that is
