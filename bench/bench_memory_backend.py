@@ -140,10 +140,11 @@ def main() -> None:
     coll.search(queries[0], limit=k)
     results["cold"] = time.perf_counter() - t
     t = time.perf_counter()
-    coll2 = MemoryBackend(settings).collection("batched")
+    backend2 = MemoryBackend(settings)
+    coll2 = backend2.collection("batched")
     coll2.search(queries[0], limit=k)
     cold_batched = time.perf_counter() - t
-    coll2._backend.close()
+    backend2.close()
 
     # -- warm search vs the numpy floor, interleaved so both see the same conditions --------------
     state = coll._points  # the store's own (n, d) float32 matrix, for the floor

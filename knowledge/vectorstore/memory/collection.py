@@ -9,9 +9,10 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import orjson
@@ -56,10 +57,20 @@ from knowledge.vectorstore.scoring import (
     prepare_query,
 )
 
-if TYPE_CHECKING:  # pragma: no cover
-    from knowledge.vectorstore.memory.backend import MemoryBackend
-
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CollectionOptions:
+    """What a memory-backend store needs of its backend: the backend's folder, its name (for
+    :class:`CollectionInfo`), the write-lock timeout in seconds, the point cap per store, and
+    ``on_loaded`` -- called each time a store loads its points (the backend starts its idle sweeper)."""
+
+    root: Path
+    backend_name: str
+    lock_timeout: float
+    max_points: int
+    on_loaded: Callable[[], None]
 
 
 class MemoryCollection(Collection):
@@ -72,10 +83,10 @@ class MemoryCollection(Collection):
         files: the :class:`~knowledge.vectorstore.memory.storage.SegmentLog` of its folder.
     """
 
-    def __init__(self, backend: MemoryBackend, name: str) -> None:
+    def __init__(self, options: CollectionOptions, name: str) -> None:
         self.name = name
-        self._backend = backend
-        self.files = SegmentLog(backend.root, name)
+        self._options = options
+        self.files = SegmentLog(options.root, name)
         self.path: Path = self.files.path
         self.lock_path: Path = self.files.lock_path
         self._manifest_path = self.files.manifest_path
@@ -199,7 +210,7 @@ class MemoryCollection(Collection):
         """The loaded points, loading them now if needed. Called under ``self._lock`` after _require."""
         if self._points is None:
             self._points = self._load()
-            self._backend._start_sweeper()
+            self._options.on_loaded()
         return self._points
 
     def _load(self) -> LoadedPoints:
@@ -260,7 +271,7 @@ class MemoryCollection(Collection):
     # -- writing ---------------------------------------------------------------------------------
     def _writing(self) -> contextlib.AbstractContextManager[None]:
         """Hold this store's write lock (:meth:`SegmentLog.writing`) for the backend's timeout."""
-        return self.files.writing(self._backend.lock_timeout)
+        return self.files.writing(self._options.lock_timeout)
 
     def _publish(self, man: dict[str, Any], data: bytes) -> None:
         """The commit point: swap the manifest in. Called under ``self._lock``."""
@@ -509,7 +520,7 @@ class MemoryCollection(Collection):
                 self._forget()
             if self.path.exists():
                 shutil.rmtree(self.path, ignore_errors=True)
-                fsync_dir(self._backend.root)
+                fsync_dir(self._options.root)
 
     def info(self) -> CollectionInfo:
         """Size, distance, point count and bytes on disk, from the manifest (no load needed)."""
@@ -518,7 +529,7 @@ class MemoryCollection(Collection):
             disk = len(self._manifest_bytes or b"") + sum(
                 s["jsonl_bytes"] + s["npy_bytes"] for s in man["segments"])
             return CollectionInfo(name=self.name, size=man["size"], distance=man["distance"],
-                                  count=man["count"], backend=self._backend.name, disk_bytes=disk)
+                                  count=man["count"], backend=self._options.backend_name, disk_bytes=disk)
 
     def _prepare(self, points: Sequence[Point], size: int, distance: str
                  ) -> tuple[list[PointId], list[bytes], list[dict], np.ndarray]:
@@ -545,7 +556,7 @@ class MemoryCollection(Collection):
         return ids, lines, payloads, vectors
 
     def _check_cap(self, live: int, new_count: int) -> None:
-        cap = self._backend.max_points
+        cap = self._options.max_points
         if new_count > cap and new_count > live:
             raise StoreFull(
                 f"Vector store {self.name!r} would hold {new_count:,} chunks, over the memory"
