@@ -7,8 +7,9 @@ notices are rendered fresh), so its cost matters for long chats. Prints, for his
 of ~2,000 characters, an answer of ~600 characters):
 
 * ``build_request`` time (median of ``--repeat`` runs) with a budget that keeps everything, and with
-  the default budget of 16,000 tokens (turns past it are never rendered), beside the baseline measured in the same run: ``json.dumps`` of
-  the resulting messages -- the serialisation the ``openai`` client does for every request anyway;
+  the default budget of 16,000 tokens (turns past it are never rendered), beside the baseline
+  measured in the same run: ``json.dumps`` of the resulting messages -- the serialisation the
+  ``openai`` client does for every request anyway;
 * ``redact`` of a request with a ``--image-mb`` MB image (base64) beside ``json.dumps`` of it.
 
 Usage: ``python bench/bench_chat_mapper.py [--turns 50,200,800] [--repeat 7] [--image-mb 5]``.
@@ -34,8 +35,10 @@ from knowledge.chat.mapper import MapperContext, build_request  # noqa: E402
 from knowledge.chat.model import ASSISTANT, TEXT, TOOL, USER, Attachment, Message, Part  # noqa: E402
 from knowledge.chat.store import redact  # noqa: E402
 
-WORDS = ("harbour tide ship sailor lamp keeper bread flour yeast dough river bridge engine valve "
-         "pressure sensor report quarter revenue margin forecast").split()
+WORDS = [
+    "harbour", "tide", "ship", "sailor", "lamp", "keeper", "bread", "flour", "yeast", "dough", "river",
+    "bridge", "engine", "valve", "pressure", "sensor", "report", "quarter", "revenue", "margin", "forecast",
+]
 
 
 def text(n_chars: int, seed: int) -> str:
@@ -85,9 +88,9 @@ def main() -> None:
         full = build_request(hist, ctx)
         quarter = MapperContext(attachments=attachments, capabilities=frozenset(), budget_tokens=16_000,
                                 store="chat-x")
-        t_all = median_ms(lambda: build_request(hist, ctx), args.repeat)
-        t_quarter = median_ms(lambda: build_request(hist, quarter), args.repeat)
-        t_dump = median_ms(lambda: json.dumps({"model": "m", "messages": full.messages}), args.repeat)
+        t_all = median_ms(lambda h=hist, c=ctx: build_request(h, c), args.repeat)
+        t_quarter = median_ms(lambda h=hist, c=quarter: build_request(h, c), args.repeat)
+        t_dump = median_ms(lambda m=full.messages: json.dumps({"model": "m", "messages": m}), args.repeat)
         print(f"{turns:>6} {len(full.messages):>9} {full.tokens:>9,} {t_all:>15.1f} {t_quarter:>15.1f}"
               f" {t_dump:>14.1f} {t_all / t_dump:>15.1f}x")
 

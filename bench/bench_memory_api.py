@@ -36,17 +36,18 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from knowledge.agent_memory import Memory, VectorMemory  # noqa: E402
 from knowledge.config import load_settings  # noqa: E402
 from knowledge.embeddings.fake import HashEmbedder  # noqa: E402
 from knowledge.errors import KnowledgeError  # noqa: E402
-from knowledge.agent_memory import Memory, VectorMemory  # noqa: E402
 from knowledge.vectorstore.registry import open_backend  # noqa: E402
 
-WORDS = (
-    "customer invoice refund email phone address order delivery late paid account password reset "
-    "meeting monday friday report budget plan team project deadline review bug fix release deploy "
-    "server database memory agent recall remember note task reminder lisbon berlin paris weather"
-).split()
+WORDS = [
+    "customer", "invoice", "refund", "email", "phone", "address", "order", "delivery", "late", "paid",
+    "account", "password", "reset", "meeting", "monday", "friday", "report", "budget", "plan", "team",
+    "project", "deadline", "review", "bug", "fix", "release", "deploy", "server", "database", "memory",
+    "agent", "recall", "remember", "note", "task", "reminder", "lisbon", "berlin", "paris", "weather",
+]
 DATASETS = [f"ds{i}" for i in range(10)]
 
 

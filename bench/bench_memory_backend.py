@@ -37,12 +37,14 @@ from knowledge.vectorstore.base import Point  # noqa: E402
 from knowledge.vectorstore.memory import MemoryBackend  # noqa: E402
 
 CHUNKS_PER_FILE = 50
-WORDS = (
-    "the of and to in is that for it as with was on be by this are from at or an which not have "
-    "has but were they their one all been more when there can if will would about into than other "
-    "vector store chunk embedding search query model index payload backend segment manifest file "
-    "page section heading memory disk load cosine distance score filter batch commit crash lock"
-).split()
+WORDS = [
+    "the", "of", "and", "to", "in", "is", "that", "for", "it", "as", "with", "was", "on", "be", "by", "this",
+    "are", "from", "at", "or", "an", "which", "not", "have", "has", "but", "were", "they", "their", "one",
+    "all", "been", "more", "when", "there", "can", "if", "will", "would", "about", "into", "than", "other",
+    "vector", "store", "chunk", "embedding", "search", "query", "model", "index", "payload", "backend",
+    "segment", "manifest", "file", "page", "section", "heading", "memory", "disk", "load", "cosine",
+    "distance", "score", "filter", "batch", "commit", "crash", "lock",
+]
 
 
 def make_texts(n: int, rng: np.random.Generator) -> list[str]:
@@ -138,10 +140,11 @@ def main() -> None:
     coll.search(queries[0], limit=k)
     results["cold"] = time.perf_counter() - t
     t = time.perf_counter()
-    coll2 = MemoryBackend(settings).collection("batched")
+    backend2 = MemoryBackend(settings)
+    coll2 = backend2.collection("batched")
     coll2.search(queries[0], limit=k)
     cold_batched = time.perf_counter() - t
-    coll2._backend.close()
+    backend2.close()
 
     # -- warm search vs the numpy floor, interleaved so both see the same conditions --------------
     state = coll._points  # the store's own (n, d) float32 matrix, for the floor

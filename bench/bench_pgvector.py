@@ -100,7 +100,7 @@ def scale(args) -> None:
     import psycopg
 
     from knowledge.config import load_settings
-    from knowledge.lexical import reciprocal_rank_fusion
+    from knowledge.service.fusion import reciprocal_rank_fusion
     from knowledge.vectorstore.base import Point
     from knowledge.vectorstore.pgvector import REGISTRY, PgvectorBackend, lexical_row
 
@@ -133,8 +133,6 @@ def scale(args) -> None:
         c.execute(f"UPDATE {REGISTRY} SET lexical = NULL WHERE name = 'bench'")
     t0 = time.perf_counter()
     batch = 50_000
-    sample_rows: list[int] = []
-    sample_vecs: list[np.ndarray] = []
     all_vecs = np.empty((n, dim), dtype=np.float32)
     prep = 0.0
     spelled = [f"{v / 10_000:.4f}".rstrip("0").rstrip(".") or "0" for v in range(-10_000, 10_001)]
@@ -159,9 +157,9 @@ def scale(args) -> None:
                          f"\t{_copy_escape(lex[ti][0])}\t{lex[ti][1]}\n")
         block = "".join(lines)
         prep += time.perf_counter() - tp
-        with psycopg.connect(b.conninfo) as c:
-            with c.cursor().copy(f'COPY "{t}" (pid, embedding, payload, lex, lex_len) FROM STDIN') as cp:
-                cp.write(block)
+        with psycopg.connect(b.conninfo) as c, \
+                c.cursor().copy(f'COPY "{t}" (pid, embedding, payload, lex, lex_len) FROM STDIN') as cp:
+            cp.write(block)
         if start // batch % 4 == 0 and not args.json:
             print(f"  loaded {stop:,} rows in {time.perf_counter() - t0:.0f} s", flush=True)
     load = time.perf_counter() - t0
@@ -171,7 +169,8 @@ def scale(args) -> None:
     with psycopg.connect(b.conninfo, autocommit=True) as c:
         c.execute("SET maintenance_work_mem = '2GB'")
         t0 = time.perf_counter()
-        c.execute(f'CREATE INDEX "{t}_hnsw" ON "{t}" USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)')
+        c.execute(f'CREATE INDEX "{t}_hnsw" ON "{t}" USING hnsw (embedding vector_cosine_ops)'
+                  " WITH (m = 16, ef_construction = 64)")
         hnsw = time.perf_counter() - t0
         size = c.execute(f"SELECT pg_relation_size('\"{t}_hnsw\"')").fetchone()[0] / 1e6
         say("hnsw_build_s", hnsw, f"HNSW build (m=16, ef_construction=64): {hnsw:.1f} s, {size:.0f} MB")
@@ -287,7 +286,6 @@ def main() -> None:
     data = clustered(n, dim, clusters=max(10, n // 500), seed=1)
     queries = clustered(args.queries, dim, clusters=max(10, n // 500), seed=1)  # same centres
     queries = queries + 0.01 * np.random.default_rng(7).standard_normal(queries.shape).astype(np.float32)
-    ids = np.arange(n)
     payloads = [{"file_id": f"f{i // 1000}", "part": f"p{i // 10_000}", "half": int(i % 2)} for i in range(n)]
 
     coll = b.collection("bench")
@@ -341,7 +339,8 @@ def main() -> None:
     coll = bb.collection("bench")
     times, res = run_searches(coll, queries[:40], k)
     truth40 = truth[:40]
-    print(f"{'exact (index scans off), 40 q':34s} {pct(times, 50):8.2f} {pct(times, 95):8.2f} {recall(res, truth40, k):10.3f}")
+    print(f"{'exact (index scans off), 40 q':34s} {pct(times, 50):8.2f} {pct(times, 95):8.2f}"
+          f" {recall(res, truth40, k):10.3f}")
     bb.close()
 
     print("\n== filtered search k=10: exact path vs HNSW + iterative_scan=strict_order")

@@ -10,7 +10,7 @@ the memory backend:
 * ``lexical_build_s``: building the store's persisted BM25 index from all its chunks (happens once
   per store: with its first file, or when the index is missing or damaged) and, in the same run,
   ``inprocess_bm25_build_s``: what every process did before on its first hybrid search (the
-  in-process index of :class:`knowledge.lexical.LexicalIndex`, built from every chunk);
+  in-process index of :class:`knowledge.service.fusion.LexicalIndex`, built from every chunk);
 * ``first_hybrid_after_restart_ms``: a new process opening the store and answering its first
   hybrid query (median of 3 processes; Python's imports excluded);
 * ``add_file_ms``: writing one more 50-chunk file, vectors and lexical index committed (median of
@@ -124,7 +124,7 @@ def main() -> int:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     from knowledge.config import load_settings
     from knowledge.embeddings.fake import HashEmbedder
-    from knowledge.lexical import LexicalIndex
+    from knowledge.service.fusion import LexicalIndex
     from knowledge.vectorstore.store import Chunk
     from knowledge.workbench import Workbench
 
@@ -214,10 +214,8 @@ def main() -> int:
         embedder = wb.embedder()
         qvecs = [embedder.embed_query(q) for q in queries]
         times: dict[str, list[float]] = {}
-        backend_ts = []
         coll.search(qvecs[0], limit=10)
-        for v in qvecs:
-            backend_ts.append(timed(coll.search, v, limit=10))
+        backend_ts = [timed(coll.search, v, limit=10) for v in qvecs]
         for mode in ("vector", "hybrid", "lexical"):
             wb.search("bench", queries[0], 10, mode=mode)  # warm
             times[mode] = [timed(wb.search, "bench", q, 10, mode=mode) for q in queries]
@@ -345,8 +343,7 @@ def facade_vs_backend(backend: str, n: int, n_queries: int, texts: list[str], sa
                 else:
                     own.append(timed(coll.search, v, limit=10))
                     facade.append(timed(wb.search, "bench", q, 10, mode="vector"))
-            for q in queries:
-                hybrid.append(timed(wb.search, "bench", q, 10, mode="hybrid"))
+            hybrid.extend(timed(wb.search, "bench", q, 10, mode="hybrid") for q in queries)
             out[f"{backend}_chunks"] = files * PER_FILE
             out[f"{backend}_backend_p50_ms"] = pct(own, 50)
             out[f"{backend}_facade_p50_ms"] = pct(facade, 50)

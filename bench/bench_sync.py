@@ -70,7 +70,7 @@ def main() -> None:
                 return original(texts)
             inner.embed_documents = counting  # type: ignore[method-assign]
         try:
-            files = [p for p in folder.rglob("*.md")]
+            files = list(folder.rglob("*.md"))
             size = sum(p.stat().st_size for p in files)
             print(f"{len(files)} Markdown files, {size / 1e6:.2f} MB, model {wb.embedder().name}")
 

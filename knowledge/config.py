@@ -136,7 +136,7 @@ class EmbeddingSettings(_Section):
 
 
 class SearchSettings(_Section):
-    """``search.*``: how stores are searched (see :mod:`knowledge.lexical`)."""
+    """``search.*``: how stores are searched (see :mod:`knowledge.service.fusion`)."""
 
     mode: Literal["hybrid", "vector", "lexical"] = Field(
         "hybrid", description="hybrid = vector + BM25 merged by reciprocal rank fusion; vector; lexical (BM25)")

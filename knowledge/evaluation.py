@@ -50,7 +50,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
@@ -113,7 +113,8 @@ class Criterion:
         """The criterion as written in a TSV cell: ``a.md``, ``a.pdf#page=3``, ``text:...``."""
         if self.text is not None:
             return f"text:{self.text}"
-        return self.file if self.page is None else f"{self.file}#page={self.page}"
+        file = self.file or ""
+        return file if self.page is None else f"{file}#page={self.page}"
 
     def data(self) -> dict[str, Any]:
         return {k: v for k, v in (("file", self.file), ("page", self.page), ("text", self.text)) if v is not None}
@@ -465,7 +466,7 @@ def evaluate(wb: Workbench, store: str, qset: QuestionSet, mode: str | None = No
     except KnowledgeError:  # the template was deleted since; the run still counts
         pass
     view.embedder(record.embedding_model)  # load the model before the clock starts
-    started, t0 = datetime.now(timezone.utc), time.perf_counter()
+    started, t0 = datetime.now(UTC), time.perf_counter()
     results = []
     for i, q in enumerate(qset.questions):
         t = time.perf_counter()
@@ -495,17 +496,23 @@ def worse_questions(before: EvalRun, after: EvalRun) -> list[dict[str, Any]]:
     reciprocal rank lost first), then unchanged, then better: ``{question, before, after, change}``
     with the first relevant ranks (``None``: not in the top k) and the change of RR@k."""
     old = {q.question: q for q in before.questions}
-    rows = []
+    rows: list[dict[str, Any]] = []
+    changes: dict[int, float] = {}  # id(row) -> its change of RR@k
     for q in after.questions:
         if q.question not in old:
             continue
         b, a = old[q.question], q
         rr_b, rr_a = b.metrics[f"MRR@{before.k}"], a.metrics[f"MRR@{after.k}"]
-        rows.append({"question": q.question, "before": b.first_rank, "after": a.first_rank,
-                     "change": rr_a - rr_b})
+        row = {"question": q.question, "before": b.first_rank, "after": a.first_rank, "change": rr_a - rr_b}
+        rows.append(row)
+        changes[id(row)] = rr_a - rr_b
     order = {id(r): i for i, r in enumerate(rows)}
-    rows.sort(key=lambda r: (0 if r["change"] < 0 else 1 if r["change"] == 0 else 2, r["change"]
-                             if r["change"] < 0 else -r["change"], order[id(r)]))
+
+    def key(r: dict[str, Any]) -> tuple[int, float, int]:
+        c = changes[id(r)]
+        return (0 if c < 0 else 1 if c == 0 else 2, c if c < 0 else -c, order[id(r)])
+
+    rows.sort(key=key)
     return rows
 
 
@@ -523,7 +530,7 @@ class Evaluations:
         self.catalog = catalog
 
     @classmethod
-    def of(cls, wb: Workbench) -> "Evaluations":
+    def of(cls, wb: Workbench) -> Evaluations:
         """The question sets and runs kept in ``wb``'s catalog."""
         return cls(wb.catalog)
 
@@ -540,7 +547,7 @@ class Evaluations:
         name = name.strip()
         data = json.dumps([{"question": q.text, "relevant": [c.data() for c in q.relevant]} for q in questions],
                           ensure_ascii=False)
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         with self.catalog.cursor() as cur:
             cur.execute("INSERT INTO eval_sets VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET"
                         " format = excluded.format, questions = excluded.questions, updated = excluded.updated",
@@ -578,13 +585,13 @@ class Evaluations:
 
     def runs(self, set_name: str | None = None, store: str | None = None, limit: int = 200) -> list[EvalRun]:
         """Stored runs, newest first, optionally of one set and/or store."""
-        sql, args = "SELECT * FROM eval_runs WHERE true", []
+        sql, args = "SELECT * FROM eval_runs WHERE true", list[Any]()
         if set_name is not None:
-            sql, args = sql + " AND set_name = ?", args + [set_name]
+            sql, args = sql + " AND set_name = ?", [*args, set_name]
         if store is not None:
-            sql, args = sql + " AND store = ?", args + [store]
+            sql, args = sql + " AND store = ?", [*args, store]
         with self.catalog.cursor() as cur:
-            rows = cur.execute(sql + " ORDER BY started DESC LIMIT ?", args + [limit]).fetchall()
+            rows = cur.execute(sql + " ORDER BY started DESC LIMIT ?", [*args, limit]).fetchall()
         return [_run(r) for r in rows]
 
     def get_run(self, run_id: str) -> EvalRun:
@@ -773,8 +780,33 @@ def keep_as_template(wb: Workbench, store: str, size: int, overlap: int, name: s
     return wb.save_template(tpl)
 
 
-__all__ = ["ChunkTrial", "Criterion", "EvalRun", "Evaluations", "Question", "QuestionResult", "QuestionSet",
-           "QuestionSetNotFound", "RankedHit", "RunNotFound", "evaluate", "export_questions", "first_rank_distribution",
-           "keep_as_template", "load_question_set", "metric_changes", "metric_names", "ndcg_at", "parse_questions",
-           "parse_relevant", "parse_weights", "best_by_mrr",
-           "recall_at", "reciprocal_rank", "sweep_fusion_weight", "try_chunkings", "tuned", "worse_questions"]
+__all__ = [
+    "ChunkTrial",
+    "Criterion",
+    "EvalRun",
+    "Evaluations",
+    "Question",
+    "QuestionResult",
+    "QuestionSet",
+    "QuestionSetNotFound",
+    "RankedHit",
+    "RunNotFound",
+    "best_by_mrr",
+    "evaluate",
+    "export_questions",
+    "first_rank_distribution",
+    "keep_as_template",
+    "load_question_set",
+    "metric_changes",
+    "metric_names",
+    "ndcg_at",
+    "parse_questions",
+    "parse_relevant",
+    "parse_weights",
+    "recall_at",
+    "reciprocal_rank",
+    "sweep_fusion_weight",
+    "try_chunkings",
+    "tuned",
+    "worse_questions",
+]

@@ -18,6 +18,8 @@ import re
 import unicodedata
 from collections.abc import Callable, Sequence
 
+from knowledge.text.analysis import analyzer
+
 #: Words too common to highlight (English function words; anything shorter than
 #: :data:`MIN_TERM_LENGTH` characters is skipped anyway).
 STOPWORDS = frozenset("""
@@ -60,8 +62,6 @@ def match_spans(text: str, query: str | Sequence[str]) -> list[tuple[int, int]]:
     terms = _terms(query)
     if not terms or not text:
         return []
-    from knowledge.lexical import analyzer
-
     exact = {t.casefold() for t in terms}
     stem = analyzer().stem
     stems = set(stem(sorted(exact)))

@@ -19,19 +19,37 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from knowledge.errors import InvalidArgument, KnowledgeError
+from knowledge.indexing import OCR_SHARE, expand_paths, file_names, skipped_text
+from knowledge.outcomes import IngestResult, Outcome
 
 if TYPE_CHECKING:
     from knowledge.access import LocalFolders
     from knowledge.filestore.base import StoredFile
-    from knowledge.workbench import IngestResult, Workbench
 
 log = logging.getLogger(__name__)
 
 #: A file for a job: ``(name, bytes)`` for an upload, ``(name, path)`` for a file on disk.
 Item = tuple[str, "bytes | Path"]
+
+
+class Ingester(Protocol):
+    """What a job needs of the workbench: its job registry and one file's ingestion
+    (:meth:`knowledge.workbench.Workbench.ingest_file`)."""
+
+    @property
+    def jobs(self) -> JobRegistry: ...
+
+    def ingest_file(self, store: str, source: Any, name: str | None = None, **kwargs: Any) -> IngestResult: ...
+
+
+def _stop_all_at_exit(ref: weakref.ref[JobRegistry]) -> None:
+    registry = ref()  # the registry is not kept alive by atexit
+    if registry is not None:
+        registry.stop_all()
+
 
 class JobRegistry:
     """The ingest jobs of one workbench (one per server process, shared by every browser session):
@@ -44,8 +62,7 @@ class JobRegistry:
         self._latest: dict[str, IngestJob] = {}
         self._running: weakref.WeakSet[IngestJob] = weakref.WeakSet()
         self._lock = threading.Lock()
-        ref = weakref.ref(self)
-        atexit.register(lambda: (r := ref()) is not None and r.stop_all())
+        atexit.register(_stop_all_at_exit, weakref.ref(self))
 
     def started(self, job: IngestJob) -> None:
         with self._lock:
@@ -99,13 +116,11 @@ class FileProgress:
         kind = _kind(self.stage)
         if self.result is not None or kind not in ("embedding", "OCR"):
             return None
-        from knowledge.workbench import OCR_SHARE
-
         end = OCR_SHARE if kind == "OCR" else 1.0
         now = time.monotonic() if now is None else now
         done = self.fraction - self.stage_start_fraction
         spent = now - self.stage_since
-        if done < 0.05 * (end - self.stage_start_fraction) and spent < 2.0 or done <= 0:
+        if (done < 0.05 * (end - self.stage_start_fraction) and spent < 2.0) or done <= 0:
             return None
         return spent / done * max(0.0, end - self.fraction)
 
@@ -127,7 +142,7 @@ class IngestJob:
     An item's source may also be a ``StoredFile`` already in the file store (the API's uploads).
     """
 
-    def __init__(self, wb: Workbench, store: str, items: Sequence[Item], *, template: str | None = None,
+    def __init__(self, wb: Ingester, store: str, items: Sequence[Item], *, template: str | None = None,
                  password: str | None = None, attributes: dict | None = None) -> None:
         self.wb, self.store, self.template, self.password = wb, store, template, password
         self.attributes = attributes
@@ -143,7 +158,7 @@ class IngestJob:
         self._thread = threading.Thread(target=self._run, name=f"ingest:{store}", daemon=True)
 
     @classmethod
-    def from_folder(cls, wb: Workbench, store: str, folder: str | os.PathLike, glob: str | None = None,
+    def from_folder(cls, wb: Ingester, store: str, folder: str | os.PathLike, glob: str | None = None,
                     *, folders: LocalFolders | None = None, **kwargs) -> IngestJob:
         """A job for the files of ``folder`` matching ``glob`` (default ``**/*``; hidden files skipped).
 
@@ -156,8 +171,6 @@ class IngestJob:
             PathNotAllowed: ``folders`` does not allow the folder.
             InvalidArgument: the folder does not exist, is not a folder, or no file matches.
         """
-        from knowledge.workbench import expand_paths, file_names, skipped_text
-
         raw = str(folder).strip()
         path = Path(raw).expanduser()
         if raw and folders is not None:
@@ -189,13 +202,13 @@ class IngestJob:
         return self
 
     @staticmethod
-    def latest(wb: Workbench, store: str) -> IngestJob | None:
+    def latest(wb: Ingester, store: str) -> IngestJob | None:
         """The newest job started in this process for ``store`` of ``wb``'s data folder, from any
         browser tab or session (so a second tab sees a running upload and can stop it)."""
         return wb.jobs.latest(store)
 
     @classmethod
-    def visible_for(cls, wb: Workbench, store: str, mine: IngestJob | None = None, *,
+    def visible_for(cls, wb: Ingester, store: str, mine: IngestJob | None = None, *,
                     recent_seconds: float = 60.0) -> IngestJob | None:
         """The batch a page shows for ``store``: the newest job of this process when another tab or
         session started it and it runs, or ended ``recent_seconds`` ago at most (so a Stop clicked
@@ -208,7 +221,7 @@ class IngestJob:
         return mine
 
     @classmethod
-    def running_for(cls, wb: Workbench, store: str) -> bool:
+    def running_for(cls, wb: Ingester, store: str) -> bool:
         """Whether a job of this process is ingesting into ``store`` of ``wb``'s data folder now."""
         latest = cls.latest(wb, store)
         return latest is not None and not latest.done
@@ -291,8 +304,6 @@ class IngestJob:
 
     # -- work -------------------------------------------------------------------------------------
     def _run(self) -> None:
-        from knowledge.outcomes import IngestResult, Outcome
-
         for (name, source), fp in zip(self._items, self.files):
             if self._cancel.is_set():
                 fp.result = IngestResult(name, Outcome.CANCELLED, f"{name}: not started, the batch was stopped.")
@@ -316,7 +327,7 @@ class IngestJob:
         self.finished_at = time.monotonic()
 
 
-def _size(source: "bytes | Path | StoredFile") -> int:
+def _size(source: bytes | Path | StoredFile) -> int:
     """Bytes of an item's source: its length, a path's size on disk, or a stored file's ``size``
     (0 when unknown)."""
     if isinstance(source, (bytes, bytearray, memoryview)):

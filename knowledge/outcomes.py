@@ -139,7 +139,7 @@ def can_retry(failure: object) -> bool:
     error, text = _failure(failure)
     if error in _RETRY_BY_ERROR:
         return _RETRY_BY_ERROR[error]
-    return bool(text) and bool(_RETRYABLE.search(text))
+    return bool(text and _RETRYABLE.search(text))
 
 
 def needs_password(failure: object) -> bool:

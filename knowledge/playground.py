@@ -228,20 +228,28 @@ class SearchRun:
         return not self.hits and bool(self.top) and self.threshold is not None
 
 
+def _span(h: Hit) -> tuple[int, int] | None:
+    return (h.char_start, h.char_end) if h.char_start is not None and h.char_end is not None else None
+
+
 def _overlap(a: Hit, b: Hit) -> bool:
-    return (a.file_id == b.file_id and None not in (a.char_start, a.char_end, b.char_start, b.char_end)
-            and a.char_start < b.char_end and b.char_start < a.char_end)
+    sa, sb = _span(a), _span(b)
+    return a.file_id == b.file_id and sa is not None and sb is not None and sa[0] < sb[1] and sb[0] < sa[1]
 
 
 def _union(a: Hit, b: Hit) -> Hit:
     """``a`` (the better ranked, whose scores stay) spanning the union of both spans. Both texts are
     exact slices of the same document (``text == document.text[char_start:char_end]``), so the union
     text is exact too."""
-    first, second = (a, b) if a.char_start <= b.char_start else (b, a)
+    sa, sb = _span(a), _span(b)
+    if sa is None or sb is None:
+        raise ValueError("only hits with character spans are merged (see _overlap)")
+    (first, (start, first_end)), (second, (second_start, second_end)) = sorted(
+        [(a, sa), (b, sb)], key=lambda hs: hs[1][0])
     text = first.text
-    if second.char_end > first.char_end:
-        text += second.text[first.char_end - second.char_start:]
-    return replace(a, text=text, char_start=first.char_start, char_end=max(a.char_end, b.char_end))
+    if second_end > first_end:
+        text += second.text[first_end - second_start:]
+    return replace(a, text=text, char_start=start, char_end=max(first_end, second_end))
 
 
 def fold_hits(found: Iterable[Hit], k: int, *, merge: bool = True) -> tuple[list[Hit], dict[str, HitNote]]:
@@ -298,18 +306,18 @@ class _Group:
     also: list[str]
 
 
-def timed_search(wb: "Workbench", store: str, query: str, k: int = 5, *, where: Mapping[str, Any] | None = None,
+def timed_search(wb: Workbench, store: str, query: str, k: int = 5, *, where: Mapping[str, Any] | None = None,
                  score_threshold: float | None = None, mode: str | None = None,
                  merge: bool | None = None) -> SearchRun:
     """Search ``store`` like :meth:`Workbench.search`, timing the embedding and the search apart:
     :meth:`knowledge.search.Searcher.search` with ``timings``.
 
-    The ranking (``mode`` default: setting ``search.mode``) fetches the best ``max(k, 50)`` chunks
-    (more when duplicates must be skipped); the threshold is applied to their vector scores in the
-    store's score direction, except to chunks that hold every word of the query
-    (:func:`knowledge.search.holds_every_query_word`; words-only and combined rankings); then :func:`fold_hits` drops repeated text and, with
-    ``merge`` (default: setting ``search.merge_overlapping``), merges overlapping chunks of a file
-    into one hit.
+    The ranking (``mode`` default: setting ``search.mode``) fetches the best ``max(k, 50)`` chunks (more
+    when duplicates must be skipped); the threshold is applied to their vector scores in the store's
+    score direction, except to chunks that hold every word of the query
+    (:func:`knowledge.search.holds_every_query_word`; words-only and combined rankings); then
+    :func:`fold_hits` drops repeated text and, with ``merge`` (default: setting
+    ``search.merge_overlapping``), merges overlapping chunks of a file into one hit.
 
     Raises:
         StoreNotFound, InvalidArgument (blank query, ``k < 1``, bad filter), EmbeddingUnavailable,
@@ -402,8 +410,36 @@ SHOWN_LABELS = {True: "shown", False: "not shown"}
 
 
 __all__ = [
-    "DISTRIBUTION_SIZE", "SHOWN_LABELS", "MODES", "MODE_NOTE", "Projection", "SearchRun", "StoreMap", "build_where", "compare_where", "default_threshold", "distribution_rows",
-    "escape_markdown", "highlight", "map_rows", "parse_fields", "parse_scalar", "payload_fields", "pca_2d", "provenance",
-    "query_terms", "sample_points", "score_fraction", "score_meaning", "snippet", "store_map",
-    "timed_search", "score_text", "HitNote", "fold_hits", "order_score", "bar_fraction", "MODE_HELP",
+    "DISTRIBUTION_SIZE",
+    "MODES",
+    "MODE_HELP",
+    "MODE_NOTE",
+    "SHOWN_LABELS",
+    "HitNote",
+    "Projection",
+    "SearchRun",
+    "StoreMap",
+    "bar_fraction",
+    "build_where",
+    "compare_where",
+    "default_threshold",
+    "distribution_rows",
+    "escape_markdown",
+    "fold_hits",
+    "highlight",
+    "map_rows",
+    "order_score",
+    "parse_fields",
+    "parse_scalar",
+    "payload_fields",
+    "pca_2d",
+    "provenance",
+    "query_terms",
+    "sample_points",
+    "score_fraction",
+    "score_meaning",
+    "score_text",
+    "snippet",
+    "store_map",
+    "timed_search",
 ]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 from importlib.metadata import EntryPoint, entry_points
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from knowledge.errors import BackendUnavailable, KnowledgeError
 
@@ -29,7 +29,7 @@ class PluginRegistry(Generic[T]):
         kind: how messages name a plugin, e.g. ``"vector-store backend"``.
     """
 
-    def __init__(self, group: str, base: type[T], kind: str) -> None:
+    def __init__(self, group: str, base: type, kind: str) -> None:  # `type`, not type[T]: base is abstract
         self.group, self.base, self.kind = group, base, kind
         self._lock = threading.Lock()
         self._entry_points: dict[str, EntryPoint] | None = None
@@ -82,9 +82,10 @@ class PluginRegistry(Generic[T]):
             with self._lock:
                 self._errors[name] = reason
             raise BackendUnavailable(reason) from exc
+        plugin = cast("type[T]", cls)  # checked above: a subclass of base
         with self._lock:
-            self._loaded[name] = cls
-        return cls
+            self._loaded[name] = plugin
+        return plugin
 
     def construct(self, cls: type[T], name: str, *args: Any) -> T:
         """``cls(*args)``, with a failure that is not a ``KnowledgeError`` turned into

@@ -2,7 +2,7 @@
 
 ``Searcher`` embeds the query with the store's model, ranks the store's chunks by vector score, by
 BM25 (the backend's own lexical index, else an in-process one) or by both merged by reciprocal rank
-fusion (see :mod:`knowledge.lexical`), drops repeated text and applies the score threshold.
+fusion (see :mod:`knowledge.service.fusion`), drops repeated text and applies the score threshold.
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ import numpy as np
 
 from knowledge.catalog import StoreRecord
 from knowledge.errors import InvalidArgument, KnowledgeError, StoreNotFound
-from knowledge.lexical import LexicalHit, LexicalIndex, analyzer, reciprocal_rank_fusion
+from knowledge.service.fusion import LexicalHit, LexicalIndex, reciprocal_rank_fusion
 from knowledge.stores import Stores
+from knowledge.text.analysis import analyzer
 from knowledge.vectorstore.base import (
     Collection,
     as_vector,
@@ -130,7 +131,7 @@ class Searcher:
         ``mode`` (default: setting ``search.mode``, ``"hybrid"``): ``"vector"`` ranks by the
         embedding's score alone; ``"lexical"`` by BM25; ``"hybrid"`` merges the best
         ``max(search.candidates, k)`` of both rankings by reciprocal rank fusion (see
-        :mod:`knowledge.lexical`), so exact words (``panic!``, a name, an error code) count as much as
+        :mod:`knowledge.service.fusion`), so exact words (``panic!``, a name, an error code) count as much as
         meaning. In every mode ``Hit.score`` is the vector score -- cosine similarity in [-1, 1],
         higher is better, for the default distance -- and ``score_threshold`` applies to it;
         hybrid hits also carry ``lexical_score`` and ``fused_score`` (the order).
@@ -190,7 +191,7 @@ class Searcher:
                       mode: SearchMode | None = None) -> MultiSearch:
         """Search several stores as one: each store's own :meth:`search` (``k`` hits, the hybrid
         ranking by default), merged by reciprocal rank fusion of the ranks (k = 60, as in
-        :mod:`knowledge.lexical`; Cormack, Clarke & Buettcher, SIGIR 2009), so scores of stores with
+        :mod:`knowledge.service.fusion`; Cormack, Clarke & Buettcher, SIGIR 2009), so scores of stores with
         other models or distances never need to be compared. Ties keep the order of ``stores``. A
         store that cannot be searched (deleted, its backend down) is reported in ``failed`` and the
         others are used. ``k`` best merged hits, never two with identical text.
@@ -348,7 +349,7 @@ def distinct_hits(found: Iterable[Hit], k: int, max_per_file: int | None = None)
 
 def holds_every_query_word(hit: Hit, query: str) -> bool:
     """True when ``hit`` shares a term with the query (BM25 > 0) and its heading and text hold every
-    term of the query, as the BM25 analyzer sees them (:class:`knowledge.lexical.Analyzer`: NFKC,
+    term of the query, as the BM25 analyzer sees them (:class:`knowledge.text.analysis.Analyzer`: NFKC,
     lower case, English stop words left out, Snowball stems): ``misfits`` holds for a chunk with
     ``misﬁts``; ``Beautiful is better than ugly`` does not for a chunk with only ``better than``."""
     if not (hit.lexical_score or 0.0) > 0.0:

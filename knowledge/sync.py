@@ -130,7 +130,7 @@ class SyncPlan:
         mark = {"added": "+", "changed": "~", "renamed": ">", "deleted": "-"}
         out = [f"{mark[i.action]} {i.action:<8} {i.old_path + ' -> ' if i.old_path else ''}{i.path}"
                for i in self.items if i.action != "unchanged"]
-        return out + [f"{self.folder} -> {self.store}: {self.summary()}"]
+        return [*out, f"{self.folder} -> {self.store}: {self.summary()}"]
 
     def to_json(self) -> dict[str, Any]:
         return {"store": self.store, "folder": self.folder, "glob": self.glob, "counts": self.counts(),
@@ -303,7 +303,8 @@ class FolderSync:
         results: list[ItemResult] = []
         for item in plan.items:
             if item.action == "unchanged":
-                if item.sha256 is not None:  # read to compare: next time its size and mtime suffice
+                # read to compare: next time its size and mtime suffice
+                if item.sha256 is not None and item.file_id is not None:
                     self.wb.catalog.add_name(self.store, item.file_id, item.path, self.folder, item.size,
                                              item.mtime_ns)
                 continue

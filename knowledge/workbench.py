@@ -35,6 +35,7 @@ from knowledge.catalog import DONE, Catalog, FileRecord, StoreRecord
 from knowledge.config import Settings, load_settings
 from knowledge.embeddings.base import Embedder
 from knowledge.errors import EmbeddingUnavailable, InvalidArgument
+from knowledge.filestore.base import StoredFile
 from knowledge.indexing import (  # noqa: F401 - the names callers import from here
     OCR_SHARE,
     Cancelled,
@@ -46,7 +47,6 @@ from knowledge.indexing import (  # noqa: F401 - the names callers import from h
     normalize_name,
     skipped_text,
 )
-from knowledge.filestore.base import StoredFile
 from knowledge.jobs import JobRegistry
 from knowledge.outcomes import IngestResult, Outcome
 from knowledge.search import (  # noqa: F401

@@ -16,7 +16,7 @@ from knowledge import evaluation as ev
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import InvalidArgument, StoreNotFound
-from knowledge.lexical import reciprocal_rank_fusion
+from knowledge.service.fusion import reciprocal_rank_fusion
 from knowledge.workbench import Workbench
 
 from conftest import REPO

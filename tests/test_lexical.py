@@ -8,8 +8,10 @@ import pytest
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import ConfigError, InvalidArgument
-from knowledge.lexical import B, K1, RRF_K, LexicalIndex, analyzer, reciprocal_rank_fusion
+from knowledge.service.fusion import RRF_K, LexicalIndex, reciprocal_rank_fusion
+from knowledge.text.analysis import analyzer
 from knowledge.vectorstore.base import Point, vector_scores
+from knowledge.vectorstore.lexical import K1, B
 from knowledge.workbench import Workbench
 
 

@@ -14,13 +14,13 @@ import time
 
 import numpy as np
 import pytest
+from conftest import readme_questions
 
 from knowledge.config import load_settings
-from knowledge.lexical import LexicalIndex, analyzer
+from knowledge.service.fusion import LexicalIndex
+from knowledge.text.analysis import analyzer
 from knowledge.vectorstore.base import Point
 from knowledge.vectorstore.memory import LEXICAL_DIR, MANIFEST, MemoryBackend
-
-from conftest import readme_questions
 
 DIM = 8
 
@@ -153,7 +153,7 @@ _CRASH_AFTER_PUBLISH = r"""
 import os, sys
 import numpy as np
 from knowledge.config import load_settings
-from knowledge.lexical import Batch
+from knowledge.vectorstore.lexical import Batch
 from knowledge.vectorstore.base import Point
 from knowledge.vectorstore.memory import MemoryBackend
 
@@ -271,7 +271,7 @@ def test_stores_never_searched_by_words_get_no_index(settings):
 
 
 def test_the_analyzer_is_todays(coll):
-    # the index holds exactly the terms of knowledge.lexical.Analyzer: stems and CJK bigrams
+    # the index holds exactly the terms of knowledge.text.analysis.Analyzer: stems and CJK bigrams
     assert analyzer().terms("Iterating over Vectors!") == ["iter", "over", "vector"]
     assert [h.id for h in coll.lexical_search("iterated vectors", 5)][0] == "b:2"
     assert [h.id for h in coll.lexical_search("检索", 5)] == ["c:5"]

@@ -10,13 +10,12 @@ import threading
 import numpy as np
 import pytest
 from psycopg import sql
+from test_pgvector import admin, make  # noqa: F401, F811  (the fixture and the admin connection of test_pgvector)
 
 from knowledge.errors import BackendUnavailable
-from knowledge.lexical import LexicalIndex
+from knowledge.service.fusion import LexicalIndex
 from knowledge.vectorstore.base import Point
 from knowledge.vectorstore.pgvector import REGISTRY
-
-from test_pgvector import admin, make  # noqa: F401, F811  (the fixture and the admin connection of test_pgvector)
 
 __all__ = ["make"]  # the fixture, imported so pytest finds it here
 
@@ -45,7 +44,8 @@ def stats(b, coll) -> dict[str, int]:
 
 
 def expected_stats(pts) -> dict[str, int]:
-    from knowledge.lexical import _indexed_text, analyzer
+    from knowledge.text.analysis import analyzer
+    from knowledge.vectorstore.lexical import indexed_text as _indexed_text
 
     out: dict[str, int] = {}
     total = 0

@@ -231,7 +231,7 @@ def render_media(part: Part, current: bool, ctx: MapperContext) -> tuple[dict[st
         if ctx.read_text is None:
             raise KnowledgeError("no reader")
         body = ctx.read_text(fid or "")
-        return _text(f"[Document {part.name} ({kind_label('pdf', part.name)}); its text follows.]\n{body}\n"
+        return _text(f"[Document {part.name} ({kind_label('pdf', part.name or '')}); its text follows.]\n{body}\n"
                      f"[End of {part.name}]", ctx)
     except KnowledgeError as exc:
         return _text(f"[PDF {part.name} cannot be read here ({exc}); the vector_search tool reaches its content.]", ctx)
@@ -337,6 +337,19 @@ def build_request(history: list[Message], ctx: MapperContext) -> MappedRequest:
     return MappedRequest(messages, list(ctx.tools), total, dropped, total > ctx.budget_tokens)
 
 
-__all__ = ["BASE_PROMPT", "IMAGE_TOKENS", "MIN_DOCUMENT_TOKENS", "VIEW_ATTACHMENT_SCHEMA", "MapperContext",
-           "MappedRequest", "approx_tokens", "attachment_notice", "build_request", "document_tokens",
-           "render_media", "render_message", "system_prompt", "turns"]
+__all__ = [
+    "BASE_PROMPT",
+    "IMAGE_TOKENS",
+    "MIN_DOCUMENT_TOKENS",
+    "VIEW_ATTACHMENT_SCHEMA",
+    "MappedRequest",
+    "MapperContext",
+    "approx_tokens",
+    "attachment_notice",
+    "build_request",
+    "document_tokens",
+    "render_media",
+    "render_message",
+    "system_prompt",
+    "turns",
+]

@@ -14,9 +14,11 @@ import mimetypes
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import PurePath
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
-TEXT, IMAGE, FILE = "text", "image", "file"
+TEXT: Final = "text"
+IMAGE: Final = "image"
+FILE: Final = "file"
 USER, ASSISTANT, TOOL, ATTACHMENT = "user", "assistant", "tool", "attachment"
 
 #: Attachment kinds: an image (not ingested), a PDF (ingested and sent with the next message), any
@@ -76,7 +78,7 @@ class Part:
         return {k: v for k, v in asdict(self).items() if v is not None}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Part":
+    def from_dict(cls, d: dict[str, Any]) -> Part:
         return cls(**d)
 
 

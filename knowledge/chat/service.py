@@ -422,11 +422,12 @@ class ChatService:
             if not text.strip() and not attached:
                 raise InvalidArgument("Type a message (or attach a file).")
             cfg = self.configs.chat(config or s.config)
+            provider: ChatProvider | None = None
+            problem: LlmUnavailable | None = None
             try:
-                provider: ChatProvider | None = self.provider_factory(cfg)
-                problem = None
+                provider = self.provider_factory(cfg)
             except LlmUnavailable as exc:  # no key in the variable, ...: keep the message, say why
-                provider, problem = None, exc
+                problem = exc
             current = {a.file_id for a in self.attachments(sid)}
             attached = [e for e in attached if e["file_id"] in current]
             removed = [e for e in s.pending if e["event"] == "removed"]
@@ -444,6 +445,7 @@ class ChatService:
             title = s.title if s.title != "New chat" or not text.strip() else " ".join(text.split())[:60]
             self.store.update_session(sid, pending=[], title=title)
             if provider is None:
+                problem = problem or LlmUnavailable(f"The chat config {cfg.name!r} gave no provider.")
                 self.store.add_trace(sid, cfg.name, cfg.provider, cfg.model, {"model": cfg.model}, None,
                                      str(problem), datetime.now(timezone.utc), 0.0)
                 raise problem

@@ -20,9 +20,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BUNDLED_MODEL_NAME",
+    "FAKE_MODEL_PREFIX",
     "BundledEmbedder",
     "Embedder",
-    "FAKE_MODEL_PREFIX",
     "FastEmbedEmbedder",
     "HashEmbedder",
     "Token",

@@ -42,7 +42,7 @@ class Embedder(ABC):
         """Whether the model is in memory (models without files are always loaded)."""
         return True
 
-    def load(self) -> None:
+    def load(self) -> None:  # noqa: B027 - optional hook: an embedder with nothing to load keeps it
         """Load the model now rather than on first use. Raises ``EmbeddingUnavailable``."""
 
     @abstractmethod

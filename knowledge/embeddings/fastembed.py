@@ -6,19 +6,18 @@ second to import.
 
 from __future__ import annotations
 
-from knowledge._onnx import quiet_onnxruntime
-
 import contextlib
 import difflib
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from knowledge._onnx import quiet_onnxruntime
 from knowledge.embeddings._inputs import check_query, check_text, check_texts, normalise_rows
 from knowledge.embeddings.base import Embedder, Token
 from knowledge.errors import ConfigError, EmbeddingUnavailable
@@ -293,7 +292,7 @@ class FastEmbedEmbedder(Embedder):
             if self._batch_model is None:
                 batch_model = self._open(self._model_dir())
                 if self._window_override is not None:
-                    _truncate_at(batch_model.model.tokenizer, self._max_tokens)
+                    _truncate_at(batch_model.model.tokenizer, self._max_tokens)  # type: ignore[attr-defined]  # ONNX models have it
                 self._batch_model = batch_model
             return list(self._batch_model.passage_embed(items, batch_size=self.batch_size))
 

@@ -30,6 +30,7 @@ Conventions every backend follows:
 
 from __future__ import annotations
 
+import builtins  # the name `list` is a FileStore method below; annotations after it say builtins.list
 import json
 import mimetypes
 import re
@@ -38,14 +39,14 @@ import unicodedata
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
-from typing import Any, BinaryIO, ClassVar, Union
+from typing import Any, BinaryIO, ClassVar
 
 from knowledge.errors import FileNotFoundInStore, FileTooLarge, InvalidArgument
 
 #: What :meth:`FileStore.save` accepts as content: bytes-like, or a binary stream with ``read(n)``.
-Source = Union[bytes, bytearray, memoryview, BinaryIO]
+Source = bytes | bytearray | memoryview | BinaryIO
 
 #: Chunk size (bytes) used to copy a source stream.
 CHUNK_SIZE = 1024 * 1024
@@ -89,8 +90,8 @@ class StoredFile:
     def __post_init__(self) -> None:
         if self.created.tzinfo is None or self.created.utcoffset() is None:
             raise InvalidArgument(f"StoredFile.created must be timezone-aware, got {self.created!r}.")
-        if self.created.utcoffset().total_seconds() != 0:
-            object.__setattr__(self, "created", self.created.astimezone(timezone.utc))
+        if self.created.utcoffset() != timedelta(0):
+            object.__setattr__(self, "created", self.created.astimezone(UTC))
         if not isinstance(self.metadata, MappingProxyType):
             object.__setattr__(self, "metadata", MappingProxyType(dict(self.metadata)))
 
@@ -107,7 +108,7 @@ class StoredFile:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "StoredFile":
+    def from_dict(cls, data: Mapping[str, Any]) -> StoredFile:
         """The inverse of :meth:`to_dict`.
 
         Raises:
@@ -268,7 +269,7 @@ def too_large(name: str, size: int, limit: int, *, exact: bool) -> FileTooLarge:
 
 def read_chunks(
     source: Source, *, name: str, max_bytes: int | None = None, chunk_size: int = CHUNK_SIZE
-) -> Iterator[bytes | memoryview]:
+) -> Iterator[bytes | bytearray | memoryview]:
     """The content of ``source`` in chunks of at most ``chunk_size`` bytes.
 
     ``source`` is bytes-like (sliced, not copied) or a binary stream read with ``read(chunk_size)``
@@ -401,7 +402,7 @@ class FileStore(ABC):
             InvalidArgument: ``file_id`` is not a ``str``.
         """
 
-    def find_by_sha256(self, sha256: str) -> list[StoredFile]:
+    def find_by_sha256(self, sha256: str) -> builtins.list[StoredFile]:
         """Every stored file whose content has this SHA-256 (hex, any case), newest first.
 
         Raises:
@@ -410,10 +411,10 @@ class FileStore(ABC):
         digest = normalize_sha256(sha256)
         return [f for f in self.list() if f.sha256 == digest]
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook, a no-op unless a backend holds something
         """Release what the store holds open (nothing, for the filesystem backend)."""
 
-    def __enter__(self) -> "FileStore":
+    def __enter__(self) -> FileStore:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -36,6 +36,7 @@ process's cleanup never removes it. Threads of one process serialise on a ``thre
 
 from __future__ import annotations
 
+import builtins  # the name `list` is a FileStore method below; annotations after it say builtins.list
 import errno
 import hashlib
 import json
@@ -46,7 +47,7 @@ import secrets
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -89,14 +90,14 @@ _RECORD_FILE = re.compile(r"(file-[0-9a-f]{32})\.json")
 _TMP_SUFFIX = ".part"
 
 _clock_lock = threading.Lock()
-_last_created = datetime.min.replace(tzinfo=timezone.utc)
+_last_created = datetime.min.replace(tzinfo=UTC)
 
 
 def _now() -> datetime:
     """UTC now, strictly later than the previous call in this process (so list order is stable)."""
     global _last_created
     with _clock_lock:
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         if now <= _last_created:
             now = _last_created + timedelta(microseconds=1)
         _last_created = now
@@ -372,7 +373,7 @@ class FilesystemFileStore(FileStore):
         """Every stored file, newest first (by ``created``, then id); unreadable records are skipped."""
         return sorted(self._scan().values(), key=lambda r: (r.created, r.id), reverse=True)
 
-    def find_by_sha256(self, sha256: str) -> list[StoredFile]:
+    def find_by_sha256(self, sha256: str) -> builtins.list[StoredFile]:
         """Every stored file with this content digest (64 hex, any case), newest first.
 
         Raises:

@@ -50,7 +50,7 @@ from knowledge.ingest._text import Builder, decode, one_line
 from knowledge.ingest.document import Document
 
 W_NS = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
-W = "{%s}" % W_NS
+W = f"{{{W_NS}}}"
 MC = "{http://schemas.openxmlformats.org/markup-compatibility/2006}"
 M = "{http://schemas.openxmlformats.org/officeDocument/2006/math}"
 R = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}"
@@ -198,7 +198,7 @@ def _format_number(n: int, fmt: str) -> str:
 
 
 class _Level:
-    __slots__ = ("fmt", "text", "start")
+    __slots__ = ("fmt", "start", "text")
 
     def __init__(self, fmt: str, text: str | None, start: int) -> None:
         self.fmt, self.text, self.start = fmt, text, start
@@ -272,7 +272,8 @@ class _Numbering:
             return ""
         counters = self._counters.setdefault(num_id, [None] * 10)
         ilvl = min(max(ilvl, 0), 9)
-        counters[ilvl] = lvl.start if counters[ilvl] is None else counters[ilvl] + 1
+        current = counters[ilvl]
+        counters[ilvl] = lvl.start if current is None else current + 1
         for deeper in range(ilvl + 1, 10):
             counters[deeper] = None
         if lvl.fmt == "bullet":
@@ -282,7 +283,8 @@ class _Numbering:
         def level_number(m: re.Match) -> str:
             k = int(m.group(1)) - 1
             other = self._level(num_id, k) if k != ilvl else lvl
-            value = counters[k] if 0 <= k < 10 and counters[k] is not None else (other.start if other else 1)
+            got = counters[k] if 0 <= k < 10 else None
+            value = got if got is not None else (other.start if other else 1)
             return _format_number(value, other.fmt if other else "decimal")
 
         return re.sub(r"%([1-9])", level_number, template).strip()
@@ -395,7 +397,7 @@ class _Reader:
         self.skipped: Counter[str] = Counter()
         self.notes: dict[str, dict[str, etree._Element]] = {kind: self._notes(kind + "s") for kind in _NOTE_KINDS}
         self.comments: dict[str, etree._Element] = self._comments()
-        self.marks: dict[str, int] = {kind: 0 for kind in _NOTE_KINDS}
+        self.marks: dict[str, int] = dict.fromkeys(_NOTE_KINDS, 0)
         self.cited: set[tuple[str, str]] = set()
         self.pending: list[tuple[str, str, str]] = []  # (kind, id, mark) cited by the paragraph being read
         self.para_style: str | None = None
@@ -421,7 +423,7 @@ class _Reader:
         self._blocks(body, in_box=False)
         self.path = []
         for kind in _NOTE_KINDS:  # notes no paragraph cites: still text of the document
-            for nid, note in self.notes[kind].items():
+            for nid in self.notes[kind]:
                 if (kind, nid) not in self.cited:
                     self._add_note(kind, nid, None)
         for cid in self.comments:
@@ -508,7 +510,6 @@ class _Reader:
             return
         ctype = (getattr(part, "content_type", "") or "").lower()
         blob = part.blob or b""
-        from knowledge.errors import EmptyDocument
 
         try:
             if "html" in ctype:
@@ -808,13 +809,14 @@ def _read_html(text: str) -> Document:
 
 def _read_mht(blob: bytes) -> Document:
     """The HTML (else plain text) part of an MHT/MHTML archive (RFC 2557 MIME)."""
-    from knowledge.errors import EmptyDocument
 
     message = email.message_from_bytes(blob)
     for wanted in ("text/html", "text/plain"):
         for part in message.walk():
             if part.get_content_type() == wanted:
-                payload = part.get_payload(decode=True) or b""
+                payload = part.get_payload(decode=True)  # bytes for a leaf part (decode=True)
+                if not isinstance(payload, bytes):
+                    payload = b""
                 charset = part.get_content_charset()
                 try:
                     text = payload.decode(charset) if charset else decode(payload)

@@ -85,9 +85,7 @@ def _form_values(soup) -> None:
     for tag in soup.find_all("input"):
         kind = str(tag.get("type", "")).strip().lower()
         value = str(tag.get("value", "")).strip()
-        if kind in _TEXT_INPUTS and value:
-            tag.replace_with(f" {value} ")
-        elif kind in ("submit", "button", "reset") and value:
+        if (kind in _TEXT_INPUTS and value) or (kind in ("submit", "button", "reset") and value):
             tag.replace_with(f" {value} ")
     for tag in soup.find_all("select"):
         options = tag.find_all("option")
@@ -294,7 +292,7 @@ def _cascade(soup) -> dict[int, dict[str, str]]:
         css = style.string if style.string is not None else style.get_text()
         rules = tinycss2.parse_stylesheet(css or "", skip_comments=True, skip_whitespace=True)
         for tag, name, value, important, specificity in _rule_matches(soup, rules):
-            offer(tag, name, value, important, (0,) + specificity)
+            offer(tag, name, value, important, (0, *specificity))
     for tag in soup.find_all(style=True):
         for decl in tinycss2.parse_declaration_list(str(tag.get("style")), skip_comments=True,
                                                     skip_whitespace=True):

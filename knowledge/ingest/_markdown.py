@@ -26,6 +26,7 @@ chunker can repeat the header in every chunk cut from the table's body.
 
 from __future__ import annotations
 
+import itertools
 import re
 
 from knowledge.ingest._text import Builder, clean, one_line
@@ -105,7 +106,7 @@ def read_markdown(text: str) -> Document:
     bounds = [0] + [h[0] for h in headings] + [len(lines)]
     path: list[tuple[int, str]] = []
     heading_at = {h[0]: h for h in headings}
-    for a, b in zip(bounds, bounds[1:]):
+    for a, b in itertools.pairwise(bounds):
         if a in heading_at:
             _, level, plain = heading_at[a]
             while path and path[-1][0] >= level:

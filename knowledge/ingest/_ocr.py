@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from knowledge.errors import EmptyDocument, OcrUnavailable, UnsupportedFile
+from knowledge.ingest._pdfium import PDFIUM_LOCK
 from knowledge.ingest._text import Builder, clean
 from knowledge.ingest.document import Document
 
@@ -239,7 +240,7 @@ def recover_spaces(gray: np.ndarray, quad: np.ndarray, text: str, boxes: list, c
     # descenders of "j", "y", "g" reach under their neighbours and would fill a word gap
     dense = np.flatnonzero(counts >= 0.35 * counts.max())
     baseline = int(dense[-1]) if dense.size else int(rows[-1])
-    cols = ink[: baseline + 1].any(axis=0)
+    cols = np.asarray(ink[: baseline + 1].any(axis=0))
     centres = [(min(p[0] for p in b) + max(p[0] for p in b)) / 2.0 - x0 for b in boxes]
     if any(b < a for a, b in itertools.pairwise(centres)):
         return text
@@ -443,7 +444,6 @@ def render_pdf_pages(data: bytes, numbers: Iterable[int], *, password: str | Non
     except Exception as exc:
         raise OcrUnavailable(f"OCR unavailable: the package pypdfium2 (renders PDF pages for OCR) cannot"
                              f" be loaded ({_reason(exc)}); install it with `pip install pypdfium2`") from exc
-    from knowledge.ingest._pdf import PDFIUM_LOCK  # PDFium is not thread-safe: every call under it
 
     try:
         with PDFIUM_LOCK:

@@ -38,6 +38,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from knowledge.errors import EmptyDocument, KnowledgeError, PasswordRequired, UnsupportedFile
+from knowledge.ingest._ocr import NO_TEXT_EVEN_BY_OCR, ocr_missing_pages
+from knowledge.ingest._pdfium import PDFIUM_LOCK
 from knowledge.ingest._text import Builder, clean, one_line
 from knowledge.ingest.document import Document
 
@@ -47,10 +49,8 @@ NO_TEXT_LAYER = "no text layer (scanned? OCR needed)"
 
 # Swapping the pypdf logger's propagation and the warnings filters is process-wide, so one PDF is
 # parsed at a time. pypdf is pure Python: under the GIL two parses would not run in parallel anyway.
+# Taken before PDFIUM_LOCK (knowledge.ingest._pdfium) when both are held.
 _PYPDF_LOCK = threading.Lock()
-#: PDFium is not thread-safe (pypdfium2's documentation): every call into it -- opening, reading,
-#: rendering, closing -- holds this lock. Taken after :data:`_PYPDF_LOCK` when both are held.
-PDFIUM_LOCK = threading.RLock()
 
 
 class _Collect(logging.Handler):
@@ -122,8 +122,6 @@ def read_pdf(data: bytes, *, name: str | None = None, password: str | None = Non
     if builder.empty:
         detail = f"none of its {n_pages} pages has text" if n_pages > 1 else "its page has no text"
         if ocr != "off":
-            from knowledge.ingest._ocr import NO_TEXT_EVEN_BY_OCR
-
             raise EmptyDocument(f"{NO_TEXT_EVEN_BY_OCR}: {detail} (no text layer, and OCR read nothing)")
         raise EmptyDocument(f"{NO_TEXT_LAYER}: {detail}")
     return builder.build("pdf", empty=NO_TEXT_LAYER, pages=n_pages, warnings=warnings_, title=title)
@@ -202,10 +200,10 @@ def _read(ex: _Extraction) -> None:
             page = reader.pages[number - 1]
             text, visible = _page_text(page)
         except Exception as exc:  # LimitReachedError (a safety limit), a broken stream, ...
-            text = _pdfium_page_text(ex, number, _reason(exc), fallback)
-            if text is None:
+            recovered = _pdfium_page_text(ex, number, _reason(exc), fallback)
+            if recovered is None:
                 continue
-            page, visible = None, True
+            page, text, visible = None, recovered, True
         text = clean(text, form="NFKC") if visible else ""
         if text.strip():
             text = _columns(ex, number, text)
@@ -226,8 +224,9 @@ def _read(ex: _Extraction) -> None:
         attached = []
     if attached:
         names = ", ".join(attached[:5]) + (", ..." if len(attached) > 5 else "")
-        ex.notes.append(f"{len(attached)} attached file{'' if len(attached) == 1 else 's'} ({names}) not read;"
-                        f" save {'it' if len(attached) == 1 else 'them'} from the PDF and add {'it' if len(attached) == 1 else 'them'}")
+        one = len(attached) == 1
+        ex.notes.append(f"{len(attached)} attached file{'' if one else 's'} ({names}) not read;"
+                        f" save {'it' if one else 'them'} from the PDF and add {'it' if one else 'them'}")
 
 
 def _pdfium_open(data: bytes, password: str | None):
@@ -320,8 +319,6 @@ def _without_text_layer(ex: _Extraction, *, ocr: str = "off", on_page=None) -> N
             ex.problems.append((number, NO_TEXT_LAYER))
     ex.problems.sort(key=lambda p: p[0])
     if ocr != "off":  # the OCR hook (ingest.ocr = auto): fills ex.pages for pages without a text layer
-        from knowledge.ingest._ocr import ocr_missing_pages
-
         ex.problems, notes = ocr_missing_pages(ex.data, ex.pages, ex.problems, NO_TEXT_LAYER,
                                                password=ex.password, on_page=on_page)
         ex.notes.extend(notes)
@@ -457,9 +454,9 @@ def column_text(page) -> str | None:
             return None
         lo, hi = min(r[0] for r in rects), max(r[2] for r in rects)
         width = hi - lo
-        best: tuple[int, float] | None = None  # (crossings, -run length) and the gutter's x
         x, step = lo + 0.25 * width, max(width / 400, 0.5)
-        run_start, run_count = None, None
+        run_start: float | None = None
+        run_count = 0  # crossings of the run that starts at run_start
         candidates: list[tuple[int, float, float]] = []  # crossings, run length, centre
         while x <= lo + 0.75 * width:
             crossing = sum(1 for r in rects if r[0] < x < r[2])
@@ -486,7 +483,7 @@ def column_text(page) -> str | None:
 
         if not (fills(left, lo, gutter) and fills(right, gutter, hi)):
             return None
-        beside = sum(1 for r in right if any(l[1] < r[3] and r[1] < l[3] for l in left))
+        beside = sum(1 for r in right if any(lf[1] < r[3] and r[1] < lf[3] for lf in left))
         if beside < 3:
             return None
         # bands between the full-width lines, top to bottom

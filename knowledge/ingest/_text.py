@@ -5,9 +5,12 @@ from __future__ import annotations
 import codecs
 import re
 import unicodedata
+from typing import Literal
 
 from knowledge.errors import EmptyDocument
 from knowledge.ingest.document import Document, Section, Table
+
+NormalForm = Literal["NFC", "NFD", "NFKC", "NFKD"]
 
 # -- cleaning -------------------------------------------------------------------------------------
 
@@ -31,7 +34,7 @@ _TRAILING = re.compile(r"[ \t\u00a0\u3000]+$", re.M)
 _BLANK_RUN = re.compile(r"\n{3,}")
 
 
-def clean(text: str, *, form: str = "NFC", collapse: bool = True) -> str:
+def clean(text: str, *, form: NormalForm = "NFC", collapse: bool = True) -> str:
     """``text`` ready to return: line ends ``\\n``, Unicode normal form ``form``, no control characters
     (tab and line feed excepted), no lone surrogates, no trailing whitespace on any line, at most one
     blank line in a row, no blank lines at either end.
@@ -55,7 +58,7 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def clean_line(text: str, *, form: str = "NFC") -> str:
+def clean_line(text: str, *, form: NormalForm = "NFC") -> str:
     """A heading, title or label: :func:`clean` (invisible characters out, normal form ``form``), then
     :func:`one_line`."""
     return one_line(clean(text, form=form))
@@ -188,8 +191,8 @@ class Builder:
     (:func:`clean_line`), so an invisible character never splits a word of a heading path.
     """
 
-    def __init__(self, *, form: str = "NFC") -> None:
-        self._form = form
+    def __init__(self, *, form: NormalForm = "NFC") -> None:
+        self._form: NormalForm = form
         self._parts: list[str] = []
         self._length = 0
         self._spans: list[list] = []  # [start, end, page, heading]

@@ -132,11 +132,11 @@ def chunk_document(document: Document, embedder: Embedder, max_tokens: int = SPE
     for section in document.sections:
         body = document.text[section.char_start:section.char_end]
         if section.heading not in budgets:
-            header = embedder.count_tokens(embedding_text("", section.heading)) if section.heading else 0
-            room = plan.max_tokens - header
+            heading_tokens = embedder.count_tokens(embedding_text("", section.heading)) if section.heading else 0
+            room = plan.max_tokens - heading_tokens
             budgets[section.heading] = (
-                ChunkPlan(room, min(plan.overlap_tokens, room // 2)) if header and room >= plan.max_tokens // 2
-                else plan
+                ChunkPlan(room, min(plan.overlap_tokens, room // 2))
+                if heading_tokens and room >= plan.max_tokens // 2 else plan
             )
         for offset, piece in _windows(body, WINDOW_CHARS):
             base = section.char_start + offset

@@ -48,19 +48,19 @@ class Table:
 class Document:
     """The clean text of one document with its provenance.
 
-    ``text`` is the extracted text: no NUL characters, no lone surrogates, ``\\n`` line ends, no
-    trailing whitespace on any line, blocks (paragraphs, tables, pages) separated by one blank line
-    (``"\\n\\n"``; only Markdown code blocks keep longer runs of blank lines as written). ``sections`` are in text order and do not overlap; the readers of this package make
-    them cover the whole text (the first starts at 0, each ends where the next starts, the last ends
-    at ``len(text)``; the blank line between two blocks belongs to the section before it) and merge
-    neighbours of equal provenance. ``format`` is one of :data:`FORMATS`; ``pages`` the page count
-    (PDF and images, else ``None``); ``warnings`` sentences for a person (for example
-    ``"page 3 has no text layer (scanned? OCR needed)"``; whatever a reader skipped is named here,
-    nothing is dropped silently); ``title`` from the document's metadata or its first title-like
-    heading, when there is one. ``tables`` are the document's tables with a header row (see
+    ``text`` is the extracted text: no NUL characters, no lone surrogates, ``\\n`` line ends, no trailing
+    whitespace on any line, blocks (paragraphs, tables, pages) separated by one blank line (``"\\n\\n"``;
+    only Markdown code blocks keep longer runs of blank lines as written). ``sections`` are in text order
+    and do not overlap; the readers of this package make them cover the whole text (the first starts at
+    0, each ends where the next starts, the last ends at ``len(text)``; the blank line between two blocks
+    belongs to the section before it) and merge neighbours of equal provenance. ``format`` is one of
+    :data:`FORMATS`; ``pages`` the page count (PDF and images, else ``None``); ``warnings`` sentences for
+    a person (for example ``"page 3 has no text layer (scanned? OCR needed)"``; whatever a reader skipped
+    is named here, nothing is dropped silently); ``title`` from the document's metadata or its first
+    title-like heading, when there is one. ``tables`` are the document's tables with a header row (see
     :class:`Table`), in text order. ``attributes`` are the file's own key/value metadata (a Markdown
-    file's YAML front matter): ``str`` keys, values ``str``, ``int``, ``float`` or ``bool`` (lists
-    joined with ``", "``).
+    file's YAML front matter): ``str`` keys, values ``str``, ``int``, ``float`` or ``bool`` (lists joined
+    with ``", "``).
 
     Raises:
         ValueError: a section lies outside the text, ends before it starts, or overlaps or precedes

@@ -217,7 +217,7 @@ def _knowledge_label(context: TurnContext) -> str:
 
 def _quote(h: dict[str, Any]) -> str:
     """``**file, page 3** (score 0.61)`` and the chunk quoted, shown as written."""
-    where = h.get("file_name") or h.get("file_id")
+    where = str(h.get("file_name") or h.get("file_id") or "")
     if h.get("page") is not None:
         where += f", page {h['page']}"
     if h.get("heading"):
@@ -250,7 +250,7 @@ def _running_turn(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The messages after the last message the user typed (tool calls and results of this turn)."""
     for i in range(len(messages) - 1, -1, -1):
         m = messages[i]
-        if m.get("role") == "user" and not m.get("name") == "view_attachment":
+        if m.get("role") == "user" and m.get("name") != "view_attachment":
             return messages[i + 1:]
     return messages
 

@@ -38,7 +38,7 @@ from knowledge.access import LocalFolders
 from knowledge.catalog import DONE
 from knowledge.errors import KnowledgeError
 from knowledge.jobs import IngestJob
-from knowledge.lexical import reciprocal_rank_fusion
+from knowledge.service.fusion import reciprocal_rank_fusion
 from knowledge.server.filters import compile_filter, filtered_search
 from knowledge.server.http_guard import Guard, control_char, server_hosts
 from knowledge.vectorstore.store import Hit

@@ -37,7 +37,7 @@ import unicodedata
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Union
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -52,7 +52,7 @@ from knowledge.vectorstore.scoring import (  # noqa: F401 - re-exported: other m
     vector_scores,
 )
 
-PointId = Union[str, int]
+PointId = str | int
 
 Where = Mapping[str, Any]
 _SCALARS = (str, int, float, bool, type(None))
@@ -464,7 +464,7 @@ class Collection(ABC):
         context ends. Default: no change."""
         return contextlib.nullcontext()
 
-    def ensure_lexical_index(self) -> None:
+    def ensure_lexical_index(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Build the backend's lexical index of this collection now when the backend keeps one and
         it is missing (so later writes keep it and no search waits for a build). Default: nothing.
 
@@ -479,7 +479,7 @@ class Collection(ABC):
         term with the query are not returned; ``where`` filters by equality as in :meth:`search`.
 
         Returns ``None`` when the backend keeps no lexical index: callers then build one in
-        process (:class:`knowledge.lexical.LexicalIndex`).
+        process (:class:`knowledge.service.fusion.LexicalIndex`).
 
         Raises:
             StoreNotFound; InvalidArgument (``limit < 1``, a bad filter).
@@ -560,7 +560,7 @@ class Collection(ABC):
         ``None`` (no lexical index kept)."""
         return None
 
-    def _index_field(self, key: str) -> None:
+    def _index_field(self, key: str) -> None:  # noqa: B027 - optional hook, a no-op by default
         """[Internal] :meth:`index_field` with a ``str`` key. Default: nothing."""
 
 
@@ -583,10 +583,10 @@ class VectorBackend(ABC):
     def list_collections(self) -> list[str]:
         """Names of the existing collections, sorted."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Release connections, threads and locks. Idempotent."""
 
-    def __enter__(self) -> "VectorBackend":
+    def __enter__(self) -> VectorBackend:
         return self
 
     def __exit__(self, *exc: object) -> None:

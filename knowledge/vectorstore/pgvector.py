@@ -34,16 +34,16 @@ manhattan  ``<+>``     vector_l1_ops       ``a <+> b`` L1 distance, lower is bet
 
 Search: exact or HNSW, chosen per query
 ---------------------------------------
-HNSW is approximate and, with a filter, post-filters its candidates: a filter matching a small file
-in a big store finds few or none of them among the ``ef_search`` nearest. pgvector 0.8's iterative
-index scans (``hnsw.iterative_scan = strict_order``) keep scanning, but only up to
-``hnsw.max_scan_tuples`` (20,000) visited tuples, and their order is still approximate. So a search
-first counts the candidate rows, up to ``exact_max_rows`` (the filter's rows through the GIN index, a
-bounded ``count(*)``, skipped when the planner's estimate is clearly above; without a filter the
-table's row estimate from ``pg_class``). At most that many: an *exact* search over them (index
-scans off: a GIN bitmap scan plus a top-k sort), which returns exactly what numpy would, ties broken by ``seq``. More: the HNSW index with
-``hnsw.ef_search = max(ef_search, k)`` and ``iterative_scan = strict_order``, so a broad filter still
-returns ``k`` hits. ``bench/bench_pgvector.py`` measured the costs behind the defaults (README).
+HNSW is approximate and, with a filter, post-filters its candidates: a filter matching a small file in a
+big store finds few or none of them among the ``ef_search`` nearest. pgvector 0.8's iterative index scans
+(``hnsw.iterative_scan = strict_order``) keep scanning, but only up to ``hnsw.max_scan_tuples`` (20,000)
+visited tuples, and their order is still approximate. So a search first counts the candidate rows, up to
+``exact_max_rows`` (the filter's rows through the GIN index, a bounded ``count(*)``, skipped when the
+planner's estimate is clearly above; without a filter the table's row estimate from ``pg_class``). At
+most that many: an *exact* search over them (index scans off: a GIN bitmap scan plus a top-k sort), which
+returns exactly what numpy would, ties broken by ``seq``. More: the HNSW index with ``hnsw.ef_search =
+max(ef_search, k)`` and ``iterative_scan = strict_order``, so a broad filter still returns ``k`` hits.
+``bench/bench_pgvector.py`` measured the costs behind the defaults (README).
 
 Connections
 -----------
@@ -92,6 +92,7 @@ from knowledge.errors import (
     StorageError,
     StoreNotFound,
 )
+from knowledge.text.analysis import analyzer
 from knowledge.vectorstore.base import (
     Collection,
     CollectionInfo,
@@ -106,10 +107,9 @@ from knowledge.vectorstore.base import (
     name_slug,
     stack_points,
 )
-from knowledge.vectorstore.scoring import clamp_cosine, normalise_rows, passes_threshold, prepare_query
-from knowledge.lexical import LEXICAL_FORMAT, analyzer
-from knowledge.lexical import _indexed_text as indexed_text
+from knowledge.vectorstore.lexical import LEXICAL_FORMAT, indexed_text
 from knowledge.vectorstore.pg_embedded import EMBEDDED, EMBEDDED_DIR, embedded_url
+from knowledge.vectorstore.scoring import clamp_cosine, normalise_rows, passes_threshold, prepare_query
 
 if TYPE_CHECKING:  # pragma: no cover
     from knowledge.config import Settings
@@ -129,6 +129,18 @@ _OPS: dict[str, tuple[str, str]] = {  # distance -> (operator, HNSW operator cla
 }
 _CONNECTION_LOST_STATES = ("57P01", "57P02", "57P03")  # admin/crash shutdown, cannot connect now
 _RETRY_DELAYS = (0.2, 1.0, 2.0, 4.0)
+
+
+def _one_row(cursor: psycopg.Cursor) -> tuple[Any, ...]:
+    """The row of a query that always returns one (an aggregate, ``to_regclass``, ``EXPLAIN``).
+
+    Raises:
+        StorageError: the server returned no row (``fetchone`` is typed ``Optional``; this says so).
+    """
+    row = cursor.fetchone()
+    if row is None:
+        raise StorageError("PostgreSQL returned no row for a query that always returns one.")
+    return row
 
 
 class PgvectorOptions(BaseModel):
@@ -272,7 +284,7 @@ class PgvectorBackend(VectorBackend):
 
     name: ClassVar[str] = "pgvector"
 
-    def __init__(self, settings: "Settings") -> None:
+    def __init__(self, settings: Settings) -> None:
         vs = settings.vector_store
         raw = (vs.options or {}).get("pgvector") or {}
         try:
@@ -284,7 +296,7 @@ class PgvectorBackend(VectorBackend):
         self.embedded = url in ("", EMBEDDED)
         if self.embedded:
             url = embedded_url(settings.resolve(EMBEDDED_DIR))
-        extra: dict[str, Any] = {"connect_timeout": max(1, int(math.ceil(self.options.connect_timeout)))}
+        extra: dict[str, Any] = {"connect_timeout": max(1, math.ceil(self.options.connect_timeout))}
         if vs.user:
             extra["user"] = vs.user
         if vs.password is not None:
@@ -321,7 +333,7 @@ class PgvectorBackend(VectorBackend):
     def _configure(self, conn: psycopg.Connection) -> None:
         """Adapt ``vector`` <-> numpy (pgvector's dumpers/loaders, from the cached type info) and
         load jsonb with orjson. No round trip: the type's oid was read once by :meth:`_bootstrap`."""
-        from pgvector.psycopg.vector import register_vector_info  # noqa: PLC0415
+        from pgvector.psycopg.vector import register_vector_info  # noqa: PLC0415 - with the first connection
 
         register_vector_info(conn, self._vector_info)
         set_json_loads(orjson.loads, conn)
@@ -358,7 +370,7 @@ class PgvectorBackend(VectorBackend):
                         " distance text NOT NULL,"
                         " created_at timestamptz NOT NULL DEFAULT now())"
                     ).format(sql.Identifier(REGISTRY)))
-                    # the format of the store's lexical columns (knowledge.lexical.LEXICAL_FORMAT);
+                    # the format of the store's lexical columns (knowledge.vectorstore.lexical.LEXICAL_FORMAT);
                     # NULL: not built yet (a store of an older version), built by its first lexical search
                     conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS lexical integer")
                                  .format(sql.Identifier(REGISTRY)))
@@ -402,8 +414,8 @@ class PgvectorBackend(VectorBackend):
             except KnowledgeError:
                 raise
             except psycopg.Error as exc:
-                conn = conn_box[0] if conn_box else None
-                if _is_connection_loss(exc, conn) or (conn is None and isinstance(exc, psycopg.OperationalError)):
+                lost = conn_box[0] if conn_box else None
+                if _is_connection_loss(exc, lost) or (lost is None and isinstance(exc, psycopg.OperationalError)):
                     if attempt + 1 < attempts:
                         log.warning("pgvector: lost the connection to %s during %s (%s); retrying",
                                     self.target, what, str(exc).strip())
@@ -411,7 +423,7 @@ class PgvectorBackend(VectorBackend):
                             self._pool.check()  # drop the other broken connections of the pool
                         time.sleep(_RETRY_DELAYS[min(attempt, len(_RETRY_DELAYS) - 1)])
                         continue
-                    if conn is None:
+                    if lost is None:
                         raise BackendUnavailable(
                             f"Cannot connect to PostgreSQL at {self.target} for {what}"
                             f" ({attempts} attempt{'s' if attempts > 1 else ''}): {str(exc).strip()}."
@@ -428,7 +440,7 @@ class PgvectorBackend(VectorBackend):
         raise AssertionError("unreachable")  # pragma: no cover
 
     # -- the registry -----------------------------------------------------------------------------
-    def collection(self, name: str) -> "PgvectorCollection":
+    def collection(self, name: str) -> PgvectorCollection:
         """A handle on the store ``name`` (cheap; the table may not exist yet).
 
         Raises:
@@ -456,7 +468,7 @@ class PgvectorBackend(VectorBackend):
 
 
 class _Meta:
-    __slots__ = ("table", "size", "distance", "lexical")
+    __slots__ = ("distance", "lexical", "size", "table")
 
     def __init__(self, table: str, size: int, distance: str, lexical: int | None = None) -> None:
         self.table, self.size, self.distance, self.lexical = table, size, distance, lexical
@@ -477,7 +489,7 @@ def _quote_lexeme(term: str) -> str:
 
 def lexical_row(payload: dict[str, Any]) -> tuple[str, int, dict[str, int]]:
     """``(tsvector text, number of terms, {term: 1})`` of a payload's ``heading`` + ``text``,
-    analysed by :class:`knowledge.lexical.Analyzer`; positions (1-based, capped at 16,383 as
+    analysed by :class:`knowledge.text.analysis.Analyzer`; positions (1-based, capped at 16,383 as
     PostgreSQL does) keep each term's frequency."""
     terms = analyzer().terms(indexed_text(payload))
     positions: dict[str, list[int]] = {}
@@ -565,14 +577,14 @@ class PgvectorCollection(Collection):
         if not meta.has_lexicon:
             return conn.execute(sql.SQL("DELETE FROM {} WHERE {}").format(self._t(), cond), params).rowcount
         terms = self._t("_terms")
-        row = conn.execute(sql.SQL(
+        row = _one_row(conn.execute(sql.SQL(
             "WITH gone AS (DELETE FROM {t} WHERE {cond} RETURNING lex, lex_len),"
             " agg AS (SELECT u.lexeme AS term, count(*) AS n FROM gone, unnest(gone.lex) u GROUP BY u.lexeme"
             "  UNION ALL SELECT %s, count(*) FROM gone"
             "  UNION ALL SELECT %s, coalesce(sum(lex_len), 0) FROM gone),"
             " upd AS (UPDATE {terms} s SET df = s.df - agg.n FROM agg WHERE s.term = agg.term AND agg.n <> 0)"
             " SELECT count(*) FROM gone").format(t=self._t(), cond=cond, terms=terms),
-            [*params, _DOCS, _LENGTH]).fetchone()
+            [*params, _DOCS, _LENGTH]))
         return int(row[0])
 
     @contextlib.contextmanager
@@ -599,21 +611,22 @@ class PgvectorCollection(Collection):
         """Build the HNSW index once the store holds more than ``exact_max_rows`` points.
 
         Below that every search is exact (see the module docstring), so an index would only slow the
-        writes down: at 384 dimensions on this project's 2-core machine, upserts ran at ~5,900
-        points/s without the index and ~170/s while maintaining it, and building it over loaded rows
-        (~1,200 points/s) is ~7x faster than inserting into it (``bench/bench_pgvector.py``). Runs inside the writer's transaction (which holds the
-        store's advisory lock), so the rows and their index commit together; readers are not
-        blocked (``CREATE INDEX`` takes a SHARE lock: it blocks writes only). Stores of more than
-        2,000 dimensions get no index (pgvector's HNSW limit) and always search exactly.
+        writes down: at 384 dimensions on this project's 2-core machine, upserts ran at ~5,900 points/s
+        without the index and ~170/s while maintaining it, and building it over loaded rows (~1,200
+        points/s) is ~7x faster than inserting into it (``bench/bench_pgvector.py``). Runs inside the
+        writer's transaction (which holds the store's advisory lock), so the rows and their index commit
+        together; readers are not blocked (``CREATE INDEX`` takes a SHARE lock: it blocks writes only).
+        Stores of more than 2,000 dimensions get no index (pgvector's HNSW limit) and always search
+        exactly.
         """
         opts = self._b.options
         if meta.size > HNSW_MAX_DIM or self._bulk:
             return
         index = self.table + "_hnsw"
-        if conn.execute("SELECT to_regclass(%s)", (sql.Identifier(index).as_string(conn),)).fetchone()[0]:
+        if _one_row(conn.execute("SELECT to_regclass(%s)", (sql.Identifier(index).as_string(conn),)))[0]:
             return
         q = sql.SQL("SELECT count(*) FROM (SELECT 1 FROM {} LIMIT %s) s").format(self._t())
-        if int(conn.execute(q, (opts.exact_max_rows + 1,)).fetchone()[0]) <= opts.exact_max_rows:
+        if int(_one_row(conn.execute(q, (opts.exact_max_rows + 1,)))[0]) <= opts.exact_max_rows:
             return
         t = time.perf_counter()
         conn.execute(sql.SQL(
@@ -680,8 +693,9 @@ class PgvectorCollection(Collection):
 
         def go(conn: psycopg.Connection) -> CollectionInfo:
             meta = self._require(conn)
-            count, disk = conn.execute(sql.SQL("SELECT count(*), pg_total_relation_size(%s::regclass) FROM {}")
-                                       .format(self._t()), (sql.Identifier(self.table).as_string(conn),)).fetchone()
+            count, disk = _one_row(conn.execute(
+                sql.SQL("SELECT count(*), pg_total_relation_size(%s::regclass) FROM {}").format(self._t()),
+                (sql.Identifier(self.table).as_string(conn),)))
             return CollectionInfo(name=self.name, size=meta.size, distance=meta.distance,  # type: ignore[arg-type]
                                   count=int(count), backend=PgvectorBackend.name, disk_bytes=int(disk))
 
@@ -806,7 +820,7 @@ class PgvectorCollection(Collection):
 
     def _lexical_search(self, query: str, k: int, w: dict[str, Any] | None) -> list[ScoredPoint]:
         """BM25 in PostgreSQL: the ``limit`` best points for ``query``, best first, ``score`` BM25
-        (>= 0, higher is better; Lucene's formula and defaults as :mod:`knowledge.lexical`).
+        (>= 0, higher is better; Lucene's formula and defaults as :class:`knowledge.service.fusion.LexicalIndex`).
 
         Each row keeps its analysed terms as a ``tsvector`` (``lex``, GIN-indexed; positions keep
         the term frequencies) and its length (``lex_len``); ``<table>_terms`` keeps each term's
@@ -828,13 +842,14 @@ class PgvectorCollection(Collection):
                 return None  # built below, then searched: one transaction when the index exists
             if not terms:
                 return []
-            stats = dict(conn.execute(sql.SQL("SELECT term, df FROM {} WHERE term = ANY(%s::text[])")
+            stats: dict[str, int] = dict(conn.execute(sql.SQL("SELECT term, df FROM {} WHERE term = ANY(%s::text[])")
                                       .format(self._t("_terms")), ([*terms, _DOCS, _LENGTH],)).fetchall())
             docs, length = int(stats.pop(_DOCS, 0)), int(stats.pop(_LENGTH, 0))
             present = sorted(((int(df), t) for t, df in stats.items() if df > 0))
             if not docs or not present:
                 return []
-            chosen, rows = [], 0
+            chosen: list[str] = []
+            rows = 0
             for df, t in present:
                 if chosen and cap and rows + df > cap:
                     break
@@ -872,8 +887,8 @@ class PgvectorCollection(Collection):
         def go(conn: psycopg.Connection) -> int:
             self._require(conn)
             cond, params = self._filter(w)
-            return int(conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE {}").format(self._t(), cond),
-                                    params).fetchone()[0])
+            return int(_one_row(conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE {}").format(self._t(), cond),
+                                             params))[0])
 
         return self._b.run(f"counting store {self.name!r}", go)
 
@@ -884,7 +899,7 @@ class PgvectorCollection(Collection):
         if isinstance(raw_filter, sql.Composable):
             return raw_filter
         if isinstance(raw_filter, str) and raw_filter.strip():
-            return sql.SQL(raw_filter)  # type: ignore[arg-type] - trusted by contract (see search)
+            return sql.SQL(raw_filter)  # type: ignore[arg-type]  # trusted SQL by contract (see search)
         raise InvalidArgument(
             "raw_filter for the pgvector backend is a SQL boolean expression over the columns payload"
             " (jsonb) and embedding: a psycopg.sql.Composable such as"
@@ -912,8 +927,7 @@ class PgvectorCollection(Collection):
             "SELECT c.reltuples, c.relpages, pg_relation_size(c.oid) / current_setting('block_size')::int"
             " FROM pg_class c WHERE c.oid = %s::regclass",
             (sql.Identifier(self.table).as_string(conn),)).fetchone()
-        analysed = row is not None and float(row[0]) >= 0 and int(row[1]) > 0
-        if analysed:
+        if row is not None and float(row[0]) >= 0 and int(row[1]) > 0:
             reltuples, relpages, pages = float(row[0]), int(row[1]), int(row[2])
             total = int(reltuples / relpages * pages)
             if not filtered:
@@ -922,14 +936,14 @@ class PgvectorCollection(Collection):
                 with psycopg.ClientCursor(conn) as cur:  # EXPLAIN takes no server-side parameters
                     cur.execute(sql.SQL("EXPLAIN (FORMAT JSON) SELECT 1 FROM {} WHERE {}").format(self._t(), cond),
                                 params)
-                    plan = cur.fetchone()[0]
+                    plan = _one_row(cur)[0]
                 if isinstance(plan, str):
                     plan = orjson.loads(plan)
                 estimate = int(plan[0]["Plan"]["Plan Rows"])
                 if estimate > 4 * cap:
                     return estimate
         q = sql.SQL("SELECT count(*) FROM (SELECT 1 FROM {} WHERE {} LIMIT %s) s").format(self._t(), cond)
-        return int(conn.execute(q, [*params, cap + 1]).fetchone()[0])
+        return int(_one_row(conn.execute(q, [*params, cap + 1]))[0])
 
     def _search(self, vector: np.ndarray, k: int, w: dict[str, Any] | None, raw_filter: Any,
                 score_threshold: float | None, with_payload: bool) -> list[ScoredPoint]:
@@ -941,6 +955,7 @@ class PgvectorCollection(Collection):
         Raises (besides the contract's): StorageError (a raw_filter PostgreSQL rejects),
         BackendUnavailable.
         """
+        params: list[Any]
         if raw_filter is not None:
             cond, params, filtered = raw_filter, [], True
         else:
@@ -954,6 +969,7 @@ class PgvectorCollection(Collection):
             op = sql.SQL(_OPS[distance][0])
             exact = meta.size > HNSW_MAX_DIM or self._candidates(conn, cond, params, filtered) <= opts.exact_max_rows
             cols = sql.SQL("pid, payload") if with_payload else sql.SQL("pid, NULL")
+            order: sql.Composable
             if exact:
                 conn.execute("SELECT set_config('enable_indexscan', 'off', true)")
                 order = sql.SQL("d, seq")

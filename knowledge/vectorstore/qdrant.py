@@ -71,8 +71,8 @@ import numpy as np
 import orjson
 from qdrant_client import QdrantClient, models
 from qdrant_client.common.client_exceptions import ResourceExhaustedResponse
-from qdrant_client.local.qdrant_local import QdrantLocal
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
+from qdrant_client.local.qdrant_local import QdrantLocal
 from tenacity import (
     RetryCallState,
     Retrying,
@@ -81,8 +81,6 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from knowledge.lexical import _indexed_text as indexed_text
-from knowledge.lexical import sparse_document, sparse_query
 from knowledge.errors import (
     BackendUnavailable,
     DimensionMismatch,
@@ -103,6 +101,7 @@ from knowledge.vectorstore.base import (
     check_vector_size,
     stack_points,
 )
+from knowledge.vectorstore.lexical import indexed_text, sparse_document, sparse_query
 
 if TYPE_CHECKING:  # pragma: no cover
     from knowledge.config import Settings
@@ -115,7 +114,7 @@ COLLECTION_FIELD = "_kn_collection"
 #: Payload field keeping a point's readable id (str or int).
 ID_FIELD = "_kn_id"
 RESERVED_PAYLOAD_FIELDS = (COLLECTION_FIELD, ID_FIELD)
-#: The named sparse vector holding a point's BM25 term weights (:func:`knowledge.lexical.sparse_document`),
+#: The named sparse vector holding a point's BM25 term weights (:func:`knowledge.vectorstore.lexical.sparse_document`),
 #: with Qdrant's IDF modifier: the lexical index of :meth:`QdrantCollection.lexical_search`.
 SPARSE_VECTOR = "bm25"
 #: Payload fields indexed in every physical collection (the VectorStore facade's and memory's).
@@ -229,7 +228,7 @@ class QdrantBackend(VectorBackend):
 
     name: ClassVar[str] = "qdrant"
 
-    def __init__(self, settings: "Settings", *, client: QdrantClient | None = None) -> None:
+    def __init__(self, settings: Settings, *, client: QdrantClient | None = None) -> None:
         vs = settings.vector_store
         self.prefix: str = vs.qdrant_collection
         self.timeout = float(vs.qdrant_timeout)
@@ -260,7 +259,7 @@ class QdrantBackend(VectorBackend):
 
     # -- connection -------------------------------------------------------------------------------
     @staticmethod
-    def _location(settings: "Settings") -> str:
+    def _location(settings: Settings) -> str:
         vs = settings.vector_store
         loc = vs.qdrant_location
         if not loc and vs.url and re.match(r"^https?://", vs.url):
@@ -271,7 +270,7 @@ class QdrantBackend(VectorBackend):
             return loc
         return str(settings.resolve(loc))
 
-    def _connect(self, settings: "Settings") -> QdrantClient:
+    def _connect(self, settings: Settings) -> QdrantClient:
         loc = self.location
         try:
             if loc == ":memory:":
@@ -436,7 +435,7 @@ class QdrantBackend(VectorBackend):
         self._ensure_registry()
         got = self.call(self.client.retrieve, self.registry_name, [point_uuid("", name)],
                         with_payload=True)
-        entry = dict(got[0].payload) if got else None
+        entry = dict(got[0].payload) if got and got[0].payload is not None else None
         if entry is None:
             self._entries.pop(name, None)
         else:
@@ -453,7 +452,7 @@ class QdrantBackend(VectorBackend):
         self._entries.pop(name, None)
 
     # -- VectorBackend ------------------------------------------------------------------------------
-    def collection(self, name: str) -> "QdrantCollection":
+    def collection(self, name: str) -> QdrantCollection:
         """A handle on logical collection ``name`` (cheap; it may not exist yet).
 
         Raises:
@@ -679,7 +678,7 @@ class QdrantCollection(Collection):
         term, Qdrant's IDF modifier), confined to this logical collection and ``w``; ``score`` is
         BM25 (>= 0, higher is better). The IDF counts the points of the whole physical collection
         (every store of this dimension and distance), and the length normalisation uses a fixed
-        average (:data:`knowledge.lexical.SPARSE_AVG_TERMS`): ranks can differ slightly from the
+        average (:data:`knowledge.vectorstore.lexical.SPARSE_AVG_TERMS`): ranks can differ slightly from the
         memory backend's exact BM25. ``None`` for a collection made before sparse vectors."""
         entry = self.backend.cached_entry(self.name) or self._entry()
         physical = self._physical(entry)
@@ -756,7 +755,7 @@ class QdrantCollection(Collection):
             if structs:
                 self._write(physical, structs)
             keep = [s.id for s in structs]
-            must_not = [models.HasIdCondition(has_id=keep)] if keep else None
+            must_not: list[models.Condition] | None = [models.HasIdCondition(has_id=keep)] if keep else None
             self.backend.call(self.backend.client.delete, physical,
                               points_selector=models.FilterSelector(filter=self._scope(*where_filter(w), must_not=must_not)),
                               wait=True)

@@ -249,4 +249,4 @@ def hit_from_payload(point_id: PointId, score: float, payload: Mapping[str, Any]
     )
 
 
-__all__ = ["Chunk", "FileEntry", "Hit", "RESERVED_FIELDS", "VectorStore", "chunk_point_id", "hit_from_payload"]
+__all__ = ["RESERVED_FIELDS", "Chunk", "FileEntry", "Hit", "VectorStore", "chunk_point_id", "hit_from_payload"]

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, ClassVar
 import orjson
 
 from knowledge.vectorstore.base import VectorBackend, check_name
-from knowledge.vectorstore.memory.collection import MemoryCollection
+from knowledge.vectorstore.memory.collection import CollectionOptions, MemoryCollection
 from knowledge.vectorstore.memory.storage import MANIFEST, folder_name
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -37,7 +37,7 @@ class MemoryBackend(VectorBackend):
 
     name: ClassVar[str] = "memory"
 
-    def __init__(self, settings: "Settings", *, lock_timeout: float = 10.0) -> None:
+    def __init__(self, settings: Settings, *, lock_timeout: float = 10.0) -> None:
         self.root: Path = Path(settings.vector_store_dir)
         self.idle_seconds = float(settings.vector_store.idle_seconds)
         self.max_points = int(settings.vector_store.max_chunks_per_store)
@@ -58,7 +58,9 @@ class MemoryBackend(VectorBackend):
         with self._lock:
             coll = self._collections.get(name)
             if coll is None:
-                coll = self._collections[name] = MemoryCollection(self, name)
+                options = CollectionOptions(self.root, self.name, self.lock_timeout, self.max_points,
+                                            self._start_sweeper)
+                coll = self._collections[name] = MemoryCollection(options, name)
             return coll
 
     def list_collections(self) -> list[str]:

@@ -9,15 +9,15 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import orjson
 
 from knowledge._fs import fsync_dir
-from knowledge.lexical import LEXICAL_FORMAT, Batch, DiskLexicon, LexiconUnreadable, analyzer
 from knowledge.errors import (
     DimensionMismatch,
     InvalidArgument,
@@ -25,6 +25,7 @@ from knowledge.errors import (
     StoreFull,
     StoreNotFound,
 )
+from knowledge.text.analysis import analyzer
 from knowledge.vectorstore.base import (
     Collection,
     CollectionInfo,
@@ -37,6 +38,7 @@ from knowledge.vectorstore.base import (
     matches,
     stack_points,
 )
+from knowledge.vectorstore.lexical import LEXICAL_FORMAT, Batch, DiskLexicon, LexiconUnreadable
 from knowledge.vectorstore.memory.state import LoadedPoints, _index_key
 from knowledge.vectorstore.memory.storage import (
     _LOAD_ATTEMPTS,
@@ -55,10 +57,20 @@ from knowledge.vectorstore.scoring import (
     prepare_query,
 )
 
-if TYPE_CHECKING:  # pragma: no cover
-    from knowledge.vectorstore.memory.backend import MemoryBackend
-
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CollectionOptions:
+    """What a memory-backend store needs of its backend: the backend's folder, its name (for
+    :class:`CollectionInfo`), the write-lock timeout in seconds, the point cap per store, and
+    ``on_loaded`` -- called each time a store loads its points (the backend starts its idle sweeper)."""
+
+    root: Path
+    backend_name: str
+    lock_timeout: float
+    max_points: int
+    on_loaded: Callable[[], None]
 
 
 class MemoryCollection(Collection):
@@ -71,10 +83,10 @@ class MemoryCollection(Collection):
         files: the :class:`~knowledge.vectorstore.memory.storage.SegmentLog` of its folder.
     """
 
-    def __init__(self, backend: "MemoryBackend", name: str) -> None:
+    def __init__(self, options: CollectionOptions, name: str) -> None:
         self.name = name
-        self._backend = backend
-        self.files = SegmentLog(backend.root, name)
+        self._options = options
+        self.files = SegmentLog(options.root, name)
         self.path: Path = self.files.path
         self.lock_path: Path = self.files.lock_path
         self._manifest_path = self.files.manifest_path
@@ -198,7 +210,7 @@ class MemoryCollection(Collection):
         """The loaded points, loading them now if needed. Called under ``self._lock`` after _require."""
         if self._points is None:
             self._points = self._load()
-            self._backend._start_sweeper()
+            self._options.on_loaded()
         return self._points
 
     def _load(self) -> LoadedPoints:
@@ -259,7 +271,7 @@ class MemoryCollection(Collection):
     # -- writing ---------------------------------------------------------------------------------
     def _writing(self) -> contextlib.AbstractContextManager[None]:
         """Hold this store's write lock (:meth:`SegmentLog.writing`) for the backend's timeout."""
-        return self.files.writing(self._backend.lock_timeout)
+        return self.files.writing(self._options.lock_timeout)
 
     def _publish(self, man: dict[str, Any], data: bytes) -> None:
         """The commit point: swap the manifest in. Called under ``self._lock``."""
@@ -311,7 +323,7 @@ class MemoryCollection(Collection):
             self._publish(man, data)
 
     # -- the lexical index ------------------------------------------------------------------
-    # The store's BM25 index (knowledge.lexical.DiskLexicon, tantivy) lives in ``lexical/``. It is
+    # The store's BM25 index (knowledge.vectorstore.lexical.DiskLexicon, tantivy) lives in ``lexical/``. It is
     # built by the first lexical search of the store (stores only ever searched by vector, such
     # as agent memory, never pay for it) and from then on kept by every write: the write stages
     # its deletes and inserts in a tantivy batch before the manifest swap and commits it right
@@ -427,7 +439,7 @@ class MemoryCollection(Collection):
         self._lexicon()
 
     def _lexical_search(self, query: str, k: int, w: dict[str, Any] | None) -> list[ScoredPoint]:
-        """BM25 over the points' ``heading`` + ``text`` (see :class:`~knowledge.lexical.DiskLexicon`),
+        """BM25 over the points' ``heading`` + ``text`` (see :class:`~knowledge.vectorstore.lexical.DiskLexicon`),
         payloads copied.
 
         The persisted index is opened on first use (memory-mapped, no rebuild); one that is
@@ -508,7 +520,7 @@ class MemoryCollection(Collection):
                 self._forget()
             if self.path.exists():
                 shutil.rmtree(self.path, ignore_errors=True)
-                fsync_dir(self._backend.root)
+                fsync_dir(self._options.root)
 
     def info(self) -> CollectionInfo:
         """Size, distance, point count and bytes on disk, from the manifest (no load needed)."""
@@ -517,7 +529,7 @@ class MemoryCollection(Collection):
             disk = len(self._manifest_bytes or b"") + sum(
                 s["jsonl_bytes"] + s["npy_bytes"] for s in man["segments"])
             return CollectionInfo(name=self.name, size=man["size"], distance=man["distance"],
-                                  count=man["count"], backend=self._backend.name, disk_bytes=disk)
+                                  count=man["count"], backend=self._options.backend_name, disk_bytes=disk)
 
     def _prepare(self, points: Sequence[Point], size: int, distance: str
                  ) -> tuple[list[PointId], list[bytes], list[dict], np.ndarray]:
@@ -544,7 +556,7 @@ class MemoryCollection(Collection):
         return ids, lines, payloads, vectors
 
     def _check_cap(self, live: int, new_count: int) -> None:
-        cap = self._backend.max_points
+        cap = self._options.max_points
         if new_count > cap and new_count > live:
             raise StoreFull(
                 f"Vector store {self.name!r} would hold {new_count:,} chunks, over the memory"
@@ -613,7 +625,7 @@ class MemoryCollection(Collection):
             man = self._require()
             if not w:
                 return self._points.live if self._points is not None else man["count"]
-            return int(len(self._loaded().where_rows(w)))
+            return len(self._loaded().where_rows(w))
 
     def _native_filter(self, raw_filter: Any) -> Any:
         """A callable ``payload -> bool`` (:data:`~knowledge.vectorstore.base.PayloadPredicate`),

@@ -43,7 +43,7 @@ class Payloads:
     returns (the store's ``StoreCorrupt``) when it is read.
     """
 
-    __slots__ = ("_items", "_corrupt")
+    __slots__ = ("_corrupt", "_items")
 
     def __init__(self, items: list[Any] | None = None,
                  corrupt: Callable[[str], Exception] | None = None) -> None:
@@ -167,7 +167,7 @@ class LoadedPoints:
                     if key is not None:
                         index.setdefault(key, []).append(j)
 
-    def append(self, deleted: Sequence[PointId], ids: list[PointId], payloads: list[dict],
+    def append(self, deleted: Sequence[PointId], ids: list[PointId], payloads: Sequence[dict | bytes],
                vectors: np.ndarray) -> None:
         """Apply one batch: delete ``deleted``, then insert the rows (last write of an id wins)."""
         self.reserve(len(ids))

@@ -110,7 +110,7 @@ class _Stale(Exception):
 def _read_npy_into(path: Path, out: np.ndarray) -> None:
     """Read the ``.npy`` at ``path`` into ``out`` (``(rows, size)`` float32) without a copy."""
     try:
-        fh = open(path, "rb")
+        fh = open(path, "rb")  # noqa: SIM115 - a missing file is told apart from a bad one; closed by `with fh` below
     except FileNotFoundError:
         raise _Stale(f"{path.name} is missing") from None
     with fh:
@@ -125,7 +125,7 @@ def _read_npy_into(path: Path, out: np.ndarray) -> None:
         if tuple(shape) != out.shape:
             raise _Stale(f"{path.name} holds shape {tuple(shape)}, expected {out.shape}")
         if dtype == np.dtype("<f4") and not fortran and np.little_endian:
-            got = fh.readinto(memoryview(out).cast("B"))
+            got = fh.readinto(out.data.cast("B"))
             if got != out.nbytes:
                 raise StoreCorrupt(f"{path} is truncated ({got} of {out.nbytes} vector bytes).")
             return
