@@ -1031,31 +1031,47 @@ def restore(settings: Any, archive: str | os.PathLike, *, force: bool = False,
     except (zipfile.BadZipFile, OSError, EOFError) as exc:
         raise BundleCorrupt(f"{path.name} is not a complete backup (truncated, or not a backup): {exc}") from exc
     with zf:
-        try:
-            manifest = json.loads(zf.read(MANIFEST))
-        except (KeyError, ValueError, zipfile.BadZipFile, OSError) as exc:
-            raise BundleCorrupt(f"{path.name} has no readable {MANIFEST}: it is not a backup.") from exc
+        manifest = _read_manifest(zf, path.name, "backup")
         check_manifest(manifest, BACKUP_FORMAT, path.name)
         members = manifest["members"]
-        for i, (name, meta) in enumerate(members.items()):
+        for name in members:
             if not _safe_member(name):
                 raise BundleCorrupt(f"{path.name}: member {name!r} is not a path this program writes.")
-            try:
-                raw = zf.open(name)
-            except KeyError:
-                raise BundleCorrupt(f"{path.name} misses its member {name}.") from None
-            with raw:
-                _CheckedReader(raw, name, meta).verify()
-            _report(progress, "checking", 0.3 * (i + 1) / max(1, len(members)))
+        _check_inventory(zf, manifest, path.name)
+        if "catalog.duckdb" not in members:
+            raise BundleCorrupt(f"{path.name} holds no catalog.duckdb: it is not a whole backup.")
+        bundles_meta = manifest.get("bundles") or []
+        if not isinstance(bundles_meta, list) or not all(
+                isinstance(b, dict) and isinstance(b.get("store"), str) and not bad_character(b["store"])
+                and b.get("member") in members and str(b.get("member")).startswith("stores/")
+                and isinstance(b.get("template"), (str, type(None))) for b in bundles_meta):
+            raise BundleCorrupt(f"{path.name}: its manifest's bundles are not stores with a bundle member each.")
+        need = sum(m["bytes"] for m in members.values())
         data_root = Path(settings.data_root)
+        made_root = not data_root.exists()
         data_root.mkdir(parents=True, exist_ok=True)
+        free = shutil.disk_usage(data_root).free
+        if need > free:
+            raise BundleCorrupt(f"{path.name} holds {need / 1e6:,.0f} MB; the data folder's disk has"
+                                f" {free / 1e6:,.0f} MB free.")
         stage = Path(tempfile.mkdtemp(prefix=".restore-", dir=data_root))
         try:
-            for name in members:
-                target = stage / name
-                target.parent.mkdir(parents=True, exist_ok=True)
-                with zf.open(name) as src, open(target, "wb") as dst:
-                    shutil.copyfileobj(src, dst, _PIECE)
+            try:  # every member checked (within its size, checksum) into the stage before anything is replaced
+                for i, (name, meta) in enumerate(members.items()):
+                    target = stage / name
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    with zf.open(name) as raw, open(target, "wb") as dst:
+                        reader = _CheckedReader(raw, name, meta)
+                        while piece := reader.read(_PIECE):
+                            dst.write(piece)
+                        reader.verify()
+                    _report(progress, "checking", 0.3 * (i + 1) / max(1, len(members)))
+            except BaseException:
+                shutil.rmtree(stage, ignore_errors=True)
+                if made_root:
+                    with contextlib.suppress(OSError):
+                        data_root.rmdir()
+                raise
             if force:
                 for p in (Path(settings.file_store_dir), Path(settings.vector_store_dir)):
                     shutil.rmtree(p, ignore_errors=True)
@@ -1079,9 +1095,12 @@ def restore(settings: Any, archive: str | os.PathLike, *, force: bool = False,
 
 
 def _safe_member(name: str) -> bool:
+    """A backup member's name is a relative path under one of the parts a backup has: no ``..``,
+    no absolute path, no empty or ``.`` part, no backslash or drive, no control character."""
     parts = name.split("/")
-    return (name == "catalog.duckdb" or parts[0] in ("files", "vector-stores", "stores")) and \
-        all(p not in ("", ".", "..") for p in parts) and "\\" not in name
+    return (name == "catalog.duckdb" or (len(parts) > 1 and parts[0] in ("files", "vector-stores", "stores"))) and \
+        all(p not in ("", ".", "..") for p in parts) and "\\" not in name and ":" not in name \
+        and bad_character(name) is None
 
 
 def _merge_into(src: Path, dst: Path) -> None:
