@@ -52,4 +52,10 @@ def check_name(name: str, what: str) -> str:
     return name
 
 
-__all__ = ["bad_character", "check_name"]
+def without_refused(text: str) -> str:
+    """``text`` without the characters a name may not hold: for a name *made* from text (a chat's
+    title from its first message), where refusing would refuse the message."""
+    return "".join(ch for ch in text if bad_character(ch) is None)
+
+
+__all__ = ["bad_character", "check_name", "without_refused"]
