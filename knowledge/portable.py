@@ -35,8 +35,14 @@ transaction create the store with its file records (:meth:`Indexer.adopt_store`)
 the collection and the files; a process killed midway leaves an orphan collection and files that no
 store references, which the next import, move or backup removes (:func:`sweep_leftovers`).
 
-Errors: :class:`~knowledge.errors.BundleCorrupt` (truncated, tampered, a member missing, not a
-bundle), :class:`~knowledge.errors.BundleTooNew` (a newer format), :class:`~knowledge.errors.
+A bundle or backup is untrusted input: every member is read in pieces and counted, never past the
+manifest's size for it nor its bound (``ingest.max_file_mb`` for a file, :data:`MAX_PAYLOADS_BYTES`
+for a block's lines, the block's exact matrix for its ``.npy``, whose header is parsed and checked
+first), whatever the zip's directory says; the zip holds exactly the listed members, no link; every
+chunk cites a file of the bundle (:func:`check_chunks`, before anything is written).
+
+Errors: :class:`~knowledge.errors.BundleCorrupt` (truncated, tampered, a member missing or over
+its bound, a chunk of no file, not a bundle), :class:`~knowledge.errors.BundleTooNew` (a newer format), :class:`~knowledge.errors.
 StoreExists` (the name is taken: import ``as_name=...``). Checksums detect damage, not malice: the
 manifest itself is not signed.
 """
