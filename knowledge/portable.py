@@ -94,12 +94,16 @@ IMPORT_MARK = "knowledge_import"
 _TEMP = re.compile(r"~import-(\d+)-[0-9a-f]{8}$")
 _PIECE = 1 << 20
 
+#: The most chunks a block of a bundle may hold when read (the format's bound; :data:`BLOCK` is
+#: what this program writes).
+MAX_BLOCK = 2048
+
 # What an import or a restore reads is untrusted (anyone can hand over a .kb file): every figure
 # below is checked while the bytes are read, never taken from the zip's directory alone.
 #: The largest ``manifest.json`` read (about 100,000 file entries).
 MAX_MANIFEST_BYTES = 64 << 20
 #: The largest chunk block's JSON lines (``chunks/NNNNNN.jsonl``): 2,048 chunks of 64 KiB.
-MAX_PAYLOADS_BYTES = BLOCK * (64 << 10)
+MAX_PAYLOADS_BYTES = MAX_BLOCK * (64 << 10)
 #: The largest embedding dimension a bundle may carry.
 MAX_DIMENSION = 16384
 #: The largest ``.npy`` header (numpy writes 128 bytes for a 2-d float32 matrix).
@@ -390,7 +394,7 @@ def _check_store_manifest(m: dict[str, Any], where: str) -> None:
     """The shape of a bundle manifest's store, files and blocks (the checksums cover the members,
     not the manifest: a hand-edited one must still fail with a reason, not a traceback): every
     figure of the right type and range, every file id and member once, every block at most
-    :data:`BLOCK` chunks adding up to ``chunks``, names without control characters."""
+    :data:`MAX_BLOCK` chunks adding up to ``chunks``, names without control characters."""
     store, files, blocks = m.get("store"), m.get("files"), m.get("blocks")
     ok = (isinstance(store, dict) and isinstance(store.get("name"), str) and isinstance(store.get("embedding_model"), str)
           and _is_int(store.get("dimension"), 1, MAX_DIMENSION, none=True)
@@ -429,9 +433,9 @@ def _check_store_manifest(m: dict[str, Any], where: str) -> None:
             raise BundleCorrupt(f"{where}: the entry of file {fname!r} has a figure of the wrong type.")
     total = 0
     for b in blocks:
-        if not _is_int(b.get("count"), 1, BLOCK):
+        if not _is_int(b.get("count"), 1, MAX_BLOCK):
             raise BundleCorrupt(f"{where}: block {b['payloads']!r} gives {b.get('count')!r} chunks; a block holds"
-                                f" 1-{BLOCK}.")
+                                f" 1-{MAX_BLOCK}.")
         for member in (b["payloads"], b["vectors"]):
             if not member.startswith("chunks/") or member in used:
                 raise BundleCorrupt(f"{where}: the member {member!r} is not a chunk member or is named twice.")
