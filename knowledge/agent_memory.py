@@ -32,6 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from knowledge._names import check_name
 from knowledge.errors import DimensionMismatch, InvalidArgument, StoreNotFound
 from knowledge.vectorstore.base import (
     Distance,
@@ -393,4 +394,4 @@ class VectorMemory:
 def _check_dataset(dataset: Any) -> str:
     if not isinstance(dataset, str) or not dataset.strip():
         raise InvalidArgument(f"A dataset name must be a non-blank string, got {dataset!r}.")
-    return dataset
+    return check_name(dataset, "dataset name")

@@ -30,6 +30,7 @@ from typing import Any
 
 import duckdb
 
+from knowledge._names import check_name
 from knowledge.errors import KnowledgeError, StoreExists
 
 IDLE_CLOSE_SECONDS = 2.0
@@ -471,6 +472,7 @@ class Catalog:
     # -- templates ------------------------------------------------------------------------------
     def put_template(self, name: str, spec: dict[str, Any]) -> None:
         """Insert or update a template's spec (a JSON-serialisable dict)."""
+        check_name(name, "template name")
         now = _now()
         with self._cursor() as cur:
             cur.execute(
@@ -496,7 +498,9 @@ class Catalog:
     # -- stores ---------------------------------------------------------------------------------
     def put_store(self, name: str, template: str, backend: str, embedding_model: str,
                   dimension: int | None, distance: str, collection: str | None = None) -> StoreRecord:
-        """Insert or update a store record; returns it. ``collection`` defaults to ``name``."""
+        """Insert or update a store record; returns it. ``collection`` defaults to ``name``.
+        Raises ``InvalidArgument`` for a name with a control character (:mod:`knowledge._names`)."""
+        check_name(name, "store name")
         now = _now()
         with self._cursor() as cur:
             cur.execute(
@@ -544,8 +548,14 @@ class Catalog:
         transaction (an import: :mod:`knowledge.portable`): the store appears whole or not at all.
 
         Raises:
-            StoreExists: a store called ``name`` exists (nothing is written).
+            StoreExists: a store called ``name`` exists (nothing is written). InvalidArgument: a
+                store or file name with a control character (:mod:`knowledge._names`).
         """
+        check_name(name, "store name")
+        files = list(files)
+        for r in files:
+            for n in (r.file_name, *r.names):
+                check_name(n, "file name")
         now = _now()
         with self._cursor() as cur:
             cur.execute("BEGIN TRANSACTION")
@@ -592,6 +602,7 @@ class Catalog:
         """Insert or update the record of ``record.file_id`` in ``record.store``. A new content gets
         ``record.file_name`` as its first name (:class:`FileName`, origin ``folder``); a changed
         ``file_name`` renames the name it had (the chunks' name follows the record)."""
+        check_name(record.file_name, "file name")
         now = _now()
         name = unicodedata.normalize("NFC", record.file_name)
         with self._cursor() as cur:
@@ -684,6 +695,7 @@ class Catalog:
                  mtime_ns: int | None = None) -> None:
         """Give content ``file_id`` of ``store`` the name ``name`` (origin ``folder``), or update that
         name's recorded ``size``/``mtime_ns``."""
+        check_name(name, "file name")
         with self._cursor() as cur:
             cur.execute(
                 f"INSERT INTO store_file_names ({', '.join(_NAME_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?, ?)"

@@ -46,6 +46,7 @@ import numpy as np
 from knowledge.catalog import DONE, FAILED, PROCESSING, FileRecord, StoreRecord
 from knowledge.config import Settings
 from knowledge.embeddings.base import Embedder
+from knowledge._names import check_name
 from knowledge.errors import InvalidArgument, KnowledgeError
 from knowledge.ingest.chunker import chunk_document, embedding_text
 from knowledge.outcomes import IngestResult, Outcome
@@ -136,6 +137,7 @@ class Indexer:
 
         try:
             name = normalize_name(clean_name(name))  # the name as the file store keeps it (no control characters)
+            check_name(name, "file name")  # and no bidirectional control or line separator (knowledge._names)
         except KnowledgeError as exc:
             return IngestResult(name, Outcome.FAILED, str(exc), error=type(exc).__name__,
                                 seconds=time.perf_counter() - started)
@@ -306,7 +308,8 @@ class Indexer:
             nothing to index (blank).
 
         Raises:
-            InvalidArgument: an empty ``file_id``; the errors of :meth:`Stores.open_for_write`.
+            InvalidArgument: an empty ``file_id``, a file name with a control character; the errors of
+            :meth:`Stores.open_for_write`.
         """
         from knowledge.ingest.document import Document, Section
 
@@ -329,13 +332,14 @@ class Indexer:
             nothing to index (nothing is written then).
 
         Raises:
-            InvalidArgument: an empty ``file_id`` or a bad chunking; the errors of
+            InvalidArgument: an empty ``file_id``, a file name with a control character or a bad
+            chunking; the errors of
             :meth:`Stores.open_for_write`.
         """
         started = time.perf_counter()
         if not isinstance(file_id, str) or not file_id:
             raise InvalidArgument(f"file_id must be a non-empty string, got {file_id!r}.")
-        name = normalize_name(file_name or file_id)
+        name = check_name(normalize_name(file_name or file_id), "file name")
         record, tpl = self.stores.open_for_write(store, None)
         embedder = self._embedder(tpl.embedding_model)
         planned = chunk_document(doc, embedder, chunk_tokens or tpl.max_chunk_size_tokens,
@@ -441,7 +445,8 @@ class Indexer:
         with self.stores.store_lock(store):
             if not self.catalog.names(store, file_id=file_id, name=old, folder=folder):
                 raise FileNotFoundInStore(f"Store {store!r} has no file named {old!r} with the id {file_id!r}.")
-            self.catalog.add_name(store, file_id, normalize_name(new), folder, *(stat or (None, None)))
+            self.catalog.add_name(store, file_id, check_name(normalize_name(new), "file name"), folder,
+                                  *(stat or (None, None)))
             self._drop_name(store, record, file_id, old, folder)
 
     def _drop_name(self, store: str, record: StoreRecord, file_id: str, name: str, folder: str) -> int:

@@ -35,8 +35,14 @@ transaction create the store with its file records (:meth:`Indexer.adopt_store`)
 the collection and the files; a process killed midway leaves an orphan collection and files that no
 store references, which the next import, move or backup removes (:func:`sweep_leftovers`).
 
-Errors: :class:`~knowledge.errors.BundleCorrupt` (truncated, tampered, a member missing, not a
-bundle), :class:`~knowledge.errors.BundleTooNew` (a newer format), :class:`~knowledge.errors.
+A bundle or backup is untrusted input: every member is read in pieces and counted, never past the
+manifest's size for it nor its bound (``ingest.max_file_mb`` for a file, :data:`MAX_PAYLOADS_BYTES`
+for a block's lines, the block's exact matrix for its ``.npy``, whose header is parsed and checked
+first), whatever the zip's directory says; the zip holds exactly the listed members, no link; every
+chunk cites a file of the bundle (:func:`check_chunks`, before anything is written).
+
+Errors: :class:`~knowledge.errors.BundleCorrupt` (truncated, tampered, a member missing or over
+its bound, a chunk of no file, not a bundle), :class:`~knowledge.errors.BundleTooNew` (a newer format), :class:`~knowledge.errors.
 StoreExists` (the name is taken: import ``as_name=...``). Checksums detect damage, not malice: the
 manifest itself is not signed.
 """
@@ -64,6 +70,7 @@ from typing import IO, Any
 import numpy as np
 import orjson
 
+from knowledge._names import bad_character, check_name
 from knowledge.catalog import DONE, FAILED, FileRecord, StoreRecord
 from knowledge.errors import (
     BundleCorrupt,
@@ -86,6 +93,22 @@ MANIFEST = "manifest.json"
 IMPORT_MARK = "knowledge_import"
 _TEMP = re.compile(r"~import-(\d+)-[0-9a-f]{8}$")
 _PIECE = 1 << 20
+
+#: The most chunks a block of a bundle may hold when read (the format's bound; :data:`BLOCK` is
+#: what this program writes).
+MAX_BLOCK = 2048
+
+# What an import or a restore reads is untrusted (anyone can hand over a .kb file): every figure
+# below is checked while the bytes are read, never taken from the zip's directory alone.
+#: The largest ``manifest.json`` read (about 100,000 file entries).
+MAX_MANIFEST_BYTES = 64 << 20
+#: The largest chunk block's JSON lines (``chunks/NNNNNN.jsonl``): 2,048 chunks of 64 KiB.
+MAX_PAYLOADS_BYTES = MAX_BLOCK * (64 << 10)
+#: The largest embedding dimension a bundle may carry.
+MAX_DIMENSION = 16384
+#: The largest ``.npy`` header (numpy writes 128 bytes for a 2-d float32 matrix).
+_NPY_HEADER_MAX = 1024
+_VECTOR_DTYPE = np.dtype("<f4")
 
 Progress = Callable[[str, float], None]
 """``progress(stage, fraction)``: the stage in words ("files", "chunks", "embedding, about 2 min
@@ -287,25 +310,70 @@ def open_bundle(path: str | os.PathLike) -> tuple[zipfile.ZipFile, dict[str, Any
     except (zipfile.BadZipFile, OSError, EOFError) as exc:
         raise BundleCorrupt(f"{path.name} is not a complete bundle (truncated, or not a .kb file): {exc}") from exc
     try:
-        try:
-            manifest = json.loads(zf.read(MANIFEST))
-        except KeyError:
-            raise BundleCorrupt(f"{path.name} has no {MANIFEST}: it is not a knowledge bundle.") from None
-        except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
-            raise BundleCorrupt(f"{path.name}: its {MANIFEST} is unreadable ({exc}).") from exc
+        manifest = _read_manifest(zf, path.name, "knowledge bundle")
         check_manifest(manifest, FORMAT, path.name)
         _check_store_manifest(manifest, path.name)
-        sizes = {i.filename: i.file_size for i in zf.infolist()}
-        for name, meta in manifest["members"].items():
-            if name not in sizes:
-                raise BundleCorrupt(f"{path.name} misses its member {name} (listed in the manifest).")
-            if sizes[name] != meta.get("bytes"):
-                raise BundleCorrupt(f"{path.name}: member {name} has {sizes[name]} bytes, the manifest says"
-                                    f" {meta.get('bytes')} (truncated or tampered with).")
+        _check_inventory(zf, manifest, path.name)
     except BaseException:
         zf.close()
         raise
     return zf, manifest
+
+
+def _read_manifest(zf: zipfile.ZipFile, where: str, what: str) -> Any:
+    """The parsed ``manifest.json`` of ``zf``, read in pieces and never past
+    :data:`MAX_MANIFEST_BYTES` (a zip's directory may understate a member's size)."""
+    try:
+        info = zf.getinfo(MANIFEST)
+    except KeyError:
+        raise BundleCorrupt(f"{where} has no {MANIFEST}: it is not a {what}.") from None
+    if info.file_size > MAX_MANIFEST_BYTES:
+        raise BundleCorrupt(f"{where}: its {MANIFEST} is {info.file_size:,} bytes, more than the"
+                            f" {MAX_MANIFEST_BYTES:,} a manifest may have.")
+    try:
+        with zf.open(info) as raw:
+            data = _CheckedReader(raw, MANIFEST, {"bytes": info.file_size}, MAX_MANIFEST_BYTES).read_all()
+        return json.loads(data)
+    except BundleCorrupt:
+        raise
+    except (zipfile.BadZipFile, ValueError, RecursionError, OSError, EOFError) as exc:
+        raise BundleCorrupt(f"{where}: its {MANIFEST} is unreadable ({type(exc).__name__}: {exc})"[:500]
+                            + ".") from exc
+
+
+def _check_inventory(zf: zipfile.ZipFile, manifest: dict[str, Any], where: str) -> None:
+    """The zip holds exactly the manifest and the members it lists, each once, none a link, each of
+    the size the manifest says (checked again while it is read)."""
+    infos = zf.infolist()
+    members = manifest["members"]
+    if len(infos) > len(members) + 1:
+        raise BundleCorrupt(f"{where} holds {len(infos):,} members; its manifest accounts for"
+                            f" {len(members) + 1:,}.")
+    seen: dict[str, zipfile.ZipInfo] = {}
+    for info in infos:
+        if info.filename in seen:
+            raise BundleCorrupt(f"{where} holds the member {info.filename!r} twice.")
+        if _is_link(info):
+            raise BundleCorrupt(f"{where}: member {info.filename!r} is a symbolic link; archives of this program"
+                                " hold none.")
+        if info.filename != MANIFEST and info.filename not in members:
+            raise BundleCorrupt(f"{where}: member {info.filename!r} is not listed in its manifest.")
+        seen[info.filename] = info
+    for name, meta in members.items():
+        if not isinstance(meta, dict) or not isinstance(meta.get("sha256"), str) \
+                or not isinstance(meta.get("bytes"), int) or isinstance(meta.get("bytes"), bool) or meta["bytes"] < 0:
+            raise BundleCorrupt(f"{where}: the manifest's entry for member {name!r} has no SHA-256 or size.")
+        if name not in seen:
+            raise BundleCorrupt(f"{where} misses its member {name} (listed in the manifest).")
+        if seen[name].file_size != meta["bytes"]:
+            raise BundleCorrupt(f"{where}: member {name} has {seen[name].file_size} bytes, the manifest says"
+                                f" {meta['bytes']} (truncated or tampered with).")
+
+
+def _is_link(info: zipfile.ZipInfo) -> bool:
+    import stat
+
+    return stat.S_ISLNK(info.external_attr >> 16)
 
 
 def check_manifest(manifest: Any, fmt: str, where: str) -> None:
@@ -324,56 +392,207 @@ def check_manifest(manifest: Any, fmt: str, where: str) -> None:
 
 def _check_store_manifest(m: dict[str, Any], where: str) -> None:
     """The shape of a bundle manifest's store, files and blocks (the checksums cover the members,
-    not the manifest: a hand-edited one must still fail with a reason, not a traceback)."""
+    not the manifest: a hand-edited one must still fail with a reason, not a traceback): every
+    figure of the right type and range, every file id and member once, every block at most
+    :data:`MAX_BLOCK` chunks adding up to ``chunks``, names without control characters."""
     store, files, blocks = m.get("store"), m.get("files"), m.get("blocks")
     ok = (isinstance(store, dict) and isinstance(store.get("name"), str) and isinstance(store.get("embedding_model"), str)
-          and isinstance(store.get("dimension"), (int, type(None))) and isinstance(store.get("template", {}), dict)
+          and _is_int(store.get("dimension"), 1, MAX_DIMENSION, none=True)
+          and isinstance(store.get("template", {}), dict)
           and isinstance(files, list) and all(isinstance(f, dict) and isinstance(f.get("file_id"), str)
                                               and isinstance(f.get("name"), str) for f in files)
           and isinstance(blocks, list) and all(isinstance(b, dict) and isinstance(b.get("payloads"), str)
                                                and isinstance(b.get("vectors"), str) for b in blocks)
-          and isinstance(m.get("chunks"), int))
+          and _is_int(m.get("chunks"), 0))
     if not ok:
         raise BundleCorrupt(f"{where}: its manifest lacks the store, its files or its chunk blocks.")
+    ids: set[str] = set()
+    used: set[str] = set()
+    for f in files:
+        fid, fname = f["file_id"], f["name"]
+        if not fid or fid in ids:
+            raise BundleCorrupt(f"{where}: the file id {fid!r} is empty or given to two files.")
+        ids.add(fid)
+        for n in (fname, *(f.get("aliases") or ())):
+            if not isinstance(n, str):
+                raise BundleCorrupt(f"{where}: file {fid!r} has a name that is not text ({n!r}).")
+            bad = bad_character(n)
+            if bad:
+                raise BundleCorrupt(f"{where}: the file name {n!r} contains {bad}; names may hold none.")
+        member = f.get("member")
+        if member is not None and (not isinstance(member, str) or not member.startswith("files/") or member in used):
+            raise BundleCorrupt(f"{where}: file {fname!r} names the member {member!r}, which is not a file member"
+                                " or is named twice.")
+        used.add(member)
+        if not (_is_int(f.get("chunks"), 0, none=True) and _is_int(f.get("size"), 0, none=True)
+                and _is_int(f.get("pages"), 0, none=True)
+                and isinstance(f.get("aliases") or [], list) and isinstance(f.get("warnings") or [], list)
+                and all(isinstance(w, str) for w in f.get("warnings") or [])
+                and all(isinstance(f.get(k), (str, type(None))) for k in ("reason", "error", "content_type", "sha256",
+                                                                        "status"))):
+            raise BundleCorrupt(f"{where}: the entry of file {fname!r} has a figure of the wrong type.")
+    total = 0
+    for b in blocks:
+        if not _is_int(b.get("count"), 1, MAX_BLOCK):
+            raise BundleCorrupt(f"{where}: block {b['payloads']!r} gives {b.get('count')!r} chunks; a block holds"
+                                f" 1-{MAX_BLOCK}.")
+        for member in (b["payloads"], b["vectors"]):
+            if not member.startswith("chunks/") or member in used:
+                raise BundleCorrupt(f"{where}: the member {member!r} is not a chunk member or is named twice.")
+            used.add(member)
+        total += b["count"]
+    if total != m["chunks"]:
+        raise BundleCorrupt(f"{where}: its blocks hold {total} chunks, its manifest says {m['chunks']}.")
+    if blocks and store.get("dimension") is None:
+        raise BundleCorrupt(f"{where}: its chunks have vectors but the manifest gives no dimension.")
+    unused = set(m["members"]) - used
+    if unused:
+        raise BundleCorrupt(f"{where}: the manifest lists members no file or block uses ({sorted(unused)[0]!r}).")
 
 
-def read_member(zf: zipfile.ZipFile, manifest: dict[str, Any], name: str) -> bytes:
-    """The bytes of member ``name``, checked against the manifest's SHA-256. Raises BundleCorrupt."""
+def _is_int(value: Any, low: int, high: int | None = None, *, none: bool = False) -> bool:
+    if value is None:
+        return none
+    return isinstance(value, int) and not isinstance(value, bool) and value >= low and (high is None or value <= high)
+
+
+def read_member(zf: zipfile.ZipFile, manifest: dict[str, Any], name: str, limit: int) -> bytes:
+    """The bytes of member ``name``, read in pieces -- never more than the manifest's size for it nor
+    ``limit`` -- and checked against the manifest's SHA-256. Raises BundleCorrupt."""
     meta = manifest["members"].get(name)
     if meta is None:
         raise BundleCorrupt(f"The manifest does not list the member {name}.")
+    if meta["bytes"] > limit:
+        raise BundleCorrupt(f"Member {name} is {meta['bytes']:,} bytes; such a member has at most {limit:,}.")
     try:
-        data = zf.read(name)
+        raw = zf.open(name)
     except (KeyError, zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
         raise BundleCorrupt(f"Member {name} is unreadable ({exc}): the bundle is damaged.") from exc
-    if hashlib.sha256(data).hexdigest() != meta.get("sha256"):
-        raise BundleCorrupt(f"Member {name} does not match its checksum: the bundle is damaged or was altered.")
+    with raw:
+        reader = _CheckedReader(raw, name, meta, limit)
+        data = reader.read_all()
+        reader.verify()
     return data
 
 
 class _CheckedReader(io.RawIOBase):
-    """Read a member, hashing it; :meth:`verify` compares with the manifest at the end."""
+    """Read a zip member in pieces, counting and hashing: past the manifest's size for it (or
+    ``limit``) it raises ``BundleCorrupt`` at once -- a zip's directory can understate what a member
+    inflates to -- and :meth:`verify` compares size and SHA-256 with the manifest at the end."""
 
-    def __init__(self, raw: IO[bytes], name: str, meta: dict[str, Any]) -> None:
+    def __init__(self, raw: IO[bytes], name: str, meta: dict[str, Any], limit: int | None = None) -> None:
         self.raw, self.name, self.meta, self.sha = raw, name, meta, hashlib.sha256()
+        self.size = 0
+        self.expected = int(meta.get("bytes", 0))
+        self.limit = self.expected if limit is None else min(self.expected, limit)
 
     def readable(self) -> bool:
         return True
 
-    def read(self, n: int = -1) -> bytes:
+    def read(self, n: int | None = -1) -> bytes:
+        room = self.limit - self.size + 1  # one byte past the limit tells a longer member
+        n = room if n is None or n < 0 else min(n, room)
         try:
-            data = self.raw.read(n)
-        except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
-            raise BundleCorrupt(f"Member {self.name} is unreadable ({exc}): the bundle is damaged.") from exc
+            data = self.raw.read(min(n, _PIECE))
+        except (zipfile.BadZipFile, OSError, EOFError, ValueError, RuntimeError) as exc:
+            raise BundleCorrupt(f"Member {self.name} is unreadable ({exc}): the archive is damaged.") from exc
+        self.size += len(data)
+        if self.size > self.limit:
+            raise BundleCorrupt(f"Member {self.name} holds more than the {self.limit:,} bytes it may have"
+                                f" (its manifest says {self.expected:,}): the archive is damaged or crafted.")
         self.sha.update(data)
         return data
+
+    def read_all(self) -> bytes:
+        parts = []
+        while piece := self.read(_PIECE):
+            parts.append(piece)
+        return b"".join(parts)
 
     def verify(self) -> None:
         while self.read(_PIECE):
             pass
-        if self.sha.hexdigest() != self.meta.get("sha256"):
-            raise BundleCorrupt(f"Member {self.name} does not match its checksum: the bundle is damaged or"
+        if self.size != self.expected:
+            raise BundleCorrupt(f"Member {self.name} holds {self.size:,} bytes, its manifest says {self.expected:,}.")
+        if self.meta.get("sha256") is not None and self.sha.hexdigest() != self.meta.get("sha256"):
+            raise BundleCorrupt(f"Member {self.name} does not match its checksum: the archive is damaged or"
                                 " was altered.")
+
+
+def _npy_matrix(data: bytes, name: str, rows: int, dimension: int) -> np.ndarray:
+    """The ``(rows, dimension)`` little-endian float32 matrix of the ``.npy`` bytes ``data``, its
+    header checked before a byte of the matrix is used (no ``np.load``: a header may claim any
+    shape). Raises BundleCorrupt."""
+    fp = io.BytesIO(data[:_NPY_HEADER_MAX])
+    try:
+        version = np.lib.format.read_magic(fp)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(fp, max_header_size=_NPY_HEADER_MAX)
+        elif version == (2, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(fp, max_header_size=_NPY_HEADER_MAX)
+        else:
+            raise ValueError(f"npy format version {version}")
+    except (ValueError, EOFError, SyntaxError, TypeError) as exc:
+        raise BundleCorrupt(f"Member {name} is not a vector matrix: {exc}"[:400]) from exc
+    if tuple(shape) != (rows, dimension) or dtype != _VECTOR_DTYPE or fortran:
+        raise BundleCorrupt(f"Member {name} holds a {dtype} matrix of shape {tuple(shape)}; its block needs"
+                            f" ({rows}, {dimension}) little-endian float32.")
+    offset = fp.tell()
+    if len(data) != offset + rows * dimension * 4:
+        raise BundleCorrupt(f"Member {name} has {len(data) - offset:,} bytes of vectors for a ({rows}, {dimension})"
+                            " matrix.")
+    return np.frombuffer(data, _VECTOR_DTYPE, rows * dimension, offset).reshape(rows, dimension)
+
+
+def _vectors_limit(rows: int, dimension: int) -> int:
+    return _NPY_HEADER_MAX + rows * dimension * 4
+
+
+def _parse_chunk(line: bytes, member: str, row: int) -> tuple[Any, dict[str, Any]]:
+    try:
+        item = orjson.loads(line)
+        payload, pid = item["payload"], item["id"]
+    except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+        raise BundleCorrupt(f"Member {member}: line {row + 1} is not a chunk ({exc}).") from exc
+    if not isinstance(payload, dict) or not isinstance(pid, (str, int)) or isinstance(pid, bool) \
+            or not isinstance(payload.get("file_id"), str) or not isinstance(payload.get("text"), str):
+        raise BundleCorrupt(f"Member {member}: line {row + 1} is not a chunk (an id, a payload with its text and"
+                            " file id).")
+    return pid, payload
+
+
+def check_chunks(zf: zipfile.ZipFile, manifest: dict[str, Any], where: str) -> None:
+    """Read every chunk block once before anything is written: each member within its bound and
+    checksum, each vectors header of the block's shape, each chunk citing a file the bundle carries,
+    no chunk id twice, and each file's chunk count as its entry says (a failed file has none).
+    Memory: one block. Raises BundleCorrupt."""
+    dimension = manifest["store"].get("dimension")
+    files = {f["file_id"]: f for f in manifest["files"]}
+    counts: dict[str, int] = {}
+    ids: set[Any] = set()
+    for block in manifest["blocks"]:
+        rows = block["count"]
+        lines = read_member(zf, manifest, block["payloads"], MAX_PAYLOADS_BYTES).splitlines()
+        if len(lines) != rows:
+            raise BundleCorrupt(f"{where}: member {block['payloads']} holds {len(lines)} chunks, its block says {rows}.")
+        for row, line in enumerate(lines):
+            pid, payload = _parse_chunk(line, block["payloads"], row)
+            fid = payload["file_id"]
+            if fid not in files:
+                raise BundleCorrupt(f"{where}: a chunk of {block['payloads']} (line {row + 1}) cites the file id"
+                                    f" {fid!r}, which the bundle does not carry.")
+            if pid in ids:
+                raise BundleCorrupt(f"{where}: the chunk id {pid!r} is given twice.")
+            ids.add(pid)
+            counts[fid] = counts.get(fid, 0) + 1
+        del lines
+        _npy_matrix(read_member(zf, manifest, block["vectors"], _vectors_limit(rows, dimension)), block["vectors"],
+                    rows, dimension)
+    for fid, f in files.items():
+        want = int(f.get("chunks") or 0) if f.get("status") == DONE else 0
+        if counts.get(fid, 0) != want:
+            raise BundleCorrupt(f"{where}: file {f['name']!r} has {counts.get(fid, 0)} chunks in the bundle, its"
+                                f" entry says {want} ({f.get('status')}).")
 
 
 def bundle_info(path: str | os.PathLike) -> dict[str, Any]:
@@ -414,9 +633,15 @@ def import_bundle(wb: Any, bundle: str | os.PathLike, *, as_name: str | None = N
         name = as_name or meta.get("name")
         if not isinstance(name, str) or not name.strip() or len(name) > 200:
             raise InvalidArgument("A store name must be 1-200 characters and not blank.")
+        if as_name is None and bad_character(name):
+            raise BundleCorrupt(f"The bundle's store name {name!r} contains {bad_character(name)}; import it"
+                                " under another name (--as NAME).")
+        check_name(name, "store name")
         if wb.stores.find(name) is not None:
             raise StoreExists(f"A store called {name!r} exists already. Import the bundle under another name"
                               " (--as NAME), or delete that store first.")
+        _check_files(wb, manifest, Path(bundle).name)
+        check_chunks(zf, manifest, Path(bundle).name)  # before anything is written
         tpl, new_template = _target_template(wb, meta, template)
         embedder = wb.embedder(tpl.embedding_model)
         reuse = tpl.embedding_model == meta.get("embedding_model") and embedder.dimension == meta.get("dimension")
@@ -431,7 +656,7 @@ def import_bundle(wb: Any, bundle: str | os.PathLike, *, as_name: str | None = N
         try:
             ids, files = _import_files(wb, zf, manifest, name, token, saved, progress)
             total = int(manifest.get("chunks") or 0)
-            blocks = _blocks(zf, manifest, ids, meta.get("dimension"))
+            blocks = _blocks(zf, manifest, ids)
             written = wb.indexer.write_points(
                 target, embedder.dimension, tpl.distance, blocks, None if reuse else embedder,
                 (lambda stage, f: _report(progress, stage, 0.2 + 0.75 * f)) if progress else None, total)
@@ -506,8 +731,10 @@ def _import_files(wb: Any, zf: zipfile.ZipFile, manifest: dict[str, Any], store:
             except KeyError:
                 raise BundleCorrupt(f"The bundle misses its member {member}.") from None
             with raw:
-                reader = _CheckedReader(raw, member, mmeta)
-                stored = wb.files.save(e["name"], e.get("content_type"), reader, metadata={IMPORT_MARK: token})
+                limit = wb.settings.ingest.max_file_bytes
+                reader = _CheckedReader(raw, member, mmeta, limit)
+                stored = wb.files.save(e["name"], e.get("content_type"), reader, max_bytes=limit,
+                                       metadata={IMPORT_MARK: token})
                 saved.append(stored.id)
                 reader.verify()
             if e.get("sha256") and stored.sha256 != e["sha256"]:
@@ -523,29 +750,56 @@ def _import_files(wb: Any, zf: zipfile.ZipFile, manifest: dict[str, Any], store:
     return ids, records
 
 
-def _blocks(zf: zipfile.ZipFile, manifest: dict[str, Any], ids: dict[str, str],
-            dimension: int | None) -> Iterator[list[Point]]:
-    """The bundle's chunks as points, one block at a time, with the file ids of this file store."""
-    for block in manifest.get("blocks") or []:
-        lines = read_member(zf, manifest, block["payloads"]).splitlines()
-        try:
-            matrix = np.load(io.BytesIO(read_member(zf, manifest, block["vectors"])), allow_pickle=False)
-        except ValueError as exc:
-            raise BundleCorrupt(f"Member {block['vectors']} is not a vector matrix: {exc}") from exc
-        if matrix.ndim != 2 or matrix.shape[0] != len(lines) or (dimension and matrix.shape[1] != dimension):
-            raise BundleCorrupt(f"Block {block['vectors']} holds vectors of shape {matrix.shape} for"
-                                f" {len(lines)} chunks of {dimension} dimensions.")
-        matrix = matrix.astype(np.float32, copy=False)
+def _check_files(wb: Any, manifest: dict[str, Any], where: str) -> None:
+    """Each file member within ``ingest.max_file_mb`` and of its entry's size, all of them within the
+    free disk space, and a file entry without bytes naming no file this data folder holds (it would
+    give the new store another store's file). Raises BundleCorrupt."""
+    limit = wb.settings.ingest.max_file_bytes
+    members = manifest["members"]
+    total = 0
+    for e in manifest["files"]:
+        member = e.get("member")
+        if member is None:
+            if wb.files.find(e["file_id"]) is not None:
+                raise BundleCorrupt(f"{where}: file {e['name']!r} carries no bytes but names the file id"
+                                    f" {e['file_id']!r} of a file this data folder holds.")
+            continue
+        size = members[member]["bytes"]
+        if size > limit:
+            raise BundleCorrupt(f"{where}: file {e['name']!r} is {size / 1e6:,.1f} MB, over ingest.max_file_mb"
+                                f" ({wb.settings.ingest.max_file_mb:g} MB); raise that setting to import it.")
+        if e.get("size") is not None and e["size"] != size:
+            raise BundleCorrupt(f"{where}: file {e['name']!r} is {e['size']:,} bytes by its entry, its member"
+                                f" {member} {size:,}.")
+        total += size
+    root = Path(wb.settings.data_root)
+    free = shutil.disk_usage(root if root.exists() else root.parent).free
+    if total > free:
+        raise BundleCorrupt(f"{where}: its files need {total / 1e6:,.0f} MB; the data folder's disk has"
+                            f" {free / 1e6:,.0f} MB free.")
+
+
+def _blocks(zf: zipfile.ZipFile, manifest: dict[str, Any], ids: dict[str, str]) -> Iterator[list[Point]]:
+    """The bundle's chunks as points, one block at a time, with the file ids of this file store
+    (each member read within its bound and checked again: :func:`check_chunks` read them first)."""
+    dimension = manifest["store"]["dimension"]
+    for block in manifest["blocks"]:
+        rows = block["count"]
+        lines = read_member(zf, manifest, block["payloads"], MAX_PAYLOADS_BYTES).splitlines()
+        data = read_member(zf, manifest, block["vectors"], _vectors_limit(rows, dimension))
+        matrix = _npy_matrix(data, block["vectors"], rows, dimension).copy()
+        del data
+        if len(lines) != rows:
+            raise BundleCorrupt(f"Member {block['payloads']} holds {len(lines)} chunks, its block says {rows}.")
         points = []
         for row, line in enumerate(lines):
-            try:
-                item = orjson.loads(line)
-                payload, pid = item["payload"], item["id"]
-            except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
-                raise BundleCorrupt(f"Member {block['payloads']}: line {row + 1} is not a chunk ({exc}).") from exc
-            old = payload.get("file_id")
+            pid, payload = _parse_chunk(line, block["payloads"], row)
+            old = payload["file_id"]
             new = ids.get(old)
-            if new is not None and new != old:
+            if new is None:
+                raise BundleCorrupt(f"A chunk of {block['payloads']} cites the file id {old!r}, which the bundle"
+                                    " does not carry.")
+            if new != old:
                 payload["file_id"] = new
                 if isinstance(pid, str) and pid.startswith(f"{old}:"):
                     pid = new + pid[len(old):]
@@ -787,31 +1041,47 @@ def restore(settings: Any, archive: str | os.PathLike, *, force: bool = False,
     except (zipfile.BadZipFile, OSError, EOFError) as exc:
         raise BundleCorrupt(f"{path.name} is not a complete backup (truncated, or not a backup): {exc}") from exc
     with zf:
-        try:
-            manifest = json.loads(zf.read(MANIFEST))
-        except (KeyError, ValueError, zipfile.BadZipFile, OSError) as exc:
-            raise BundleCorrupt(f"{path.name} has no readable {MANIFEST}: it is not a backup.") from exc
+        manifest = _read_manifest(zf, path.name, "backup")
         check_manifest(manifest, BACKUP_FORMAT, path.name)
         members = manifest["members"]
-        for i, (name, meta) in enumerate(members.items()):
+        for name in members:
             if not _safe_member(name):
                 raise BundleCorrupt(f"{path.name}: member {name!r} is not a path this program writes.")
-            try:
-                raw = zf.open(name)
-            except KeyError:
-                raise BundleCorrupt(f"{path.name} misses its member {name}.") from None
-            with raw:
-                _CheckedReader(raw, name, meta).verify()
-            _report(progress, "checking", 0.3 * (i + 1) / max(1, len(members)))
+        _check_inventory(zf, manifest, path.name)
+        if "catalog.duckdb" not in members:
+            raise BundleCorrupt(f"{path.name} holds no catalog.duckdb: it is not a whole backup.")
+        bundles_meta = manifest.get("bundles") or []
+        if not isinstance(bundles_meta, list) or not all(
+                isinstance(b, dict) and isinstance(b.get("store"), str) and not bad_character(b["store"])
+                and b.get("member") in members and str(b.get("member")).startswith("stores/")
+                and isinstance(b.get("template"), (str, type(None))) for b in bundles_meta):
+            raise BundleCorrupt(f"{path.name}: its manifest's bundles are not stores with a bundle member each.")
+        need = sum(m["bytes"] for m in members.values())
         data_root = Path(settings.data_root)
+        made_root = not data_root.exists()
         data_root.mkdir(parents=True, exist_ok=True)
+        free = shutil.disk_usage(data_root).free
+        if need > free:
+            raise BundleCorrupt(f"{path.name} holds {need / 1e6:,.0f} MB; the data folder's disk has"
+                                f" {free / 1e6:,.0f} MB free.")
         stage = Path(tempfile.mkdtemp(prefix=".restore-", dir=data_root))
         try:
-            for name in members:
-                target = stage / name
-                target.parent.mkdir(parents=True, exist_ok=True)
-                with zf.open(name) as src, open(target, "wb") as dst:
-                    shutil.copyfileobj(src, dst, _PIECE)
+            try:  # every member checked (within its size, checksum) into the stage before anything is replaced
+                for i, (name, meta) in enumerate(members.items()):
+                    target = stage / name
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    with zf.open(name) as raw, open(target, "wb") as dst:
+                        reader = _CheckedReader(raw, name, meta)
+                        while piece := reader.read(_PIECE):
+                            dst.write(piece)
+                        reader.verify()
+                    _report(progress, "checking", 0.3 * (i + 1) / max(1, len(members)))
+            except BaseException:
+                shutil.rmtree(stage, ignore_errors=True)
+                if made_root:
+                    with contextlib.suppress(OSError):
+                        data_root.rmdir()
+                raise
             if force:
                 for p in (Path(settings.file_store_dir), Path(settings.vector_store_dir)):
                     shutil.rmtree(p, ignore_errors=True)
@@ -835,9 +1105,12 @@ def restore(settings: Any, archive: str | os.PathLike, *, force: bool = False,
 
 
 def _safe_member(name: str) -> bool:
+    """A backup member's name is a relative path under one of the parts a backup has: no ``..``,
+    no absolute path, no empty or ``.`` part, no backslash or drive, no control character."""
     parts = name.split("/")
-    return (name == "catalog.duckdb" or parts[0] in ("files", "vector-stores", "stores")) and \
-        all(p not in ("", ".", "..") for p in parts) and "\\" not in name
+    return (name == "catalog.duckdb" or (len(parts) > 1 and parts[0] in ("files", "vector-stores", "stores"))) and \
+        all(p not in ("", ".", "..") for p in parts) and "\\" not in name and ":" not in name \
+        and bad_character(name) is None
 
 
 def _merge_into(src: Path, dst: Path) -> None:

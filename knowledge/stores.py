@@ -21,6 +21,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from knowledge._names import check_name
 from knowledge.catalog import DONE, Catalog, StoreRecord
 from knowledge.config import Settings
 from knowledge.embeddings.base import Embedder
@@ -142,13 +143,14 @@ class Stores:
         """Create the store ``name`` from ``template`` (or return it if it exists with that model).
 
         Raises:
-            InvalidArgument: a blank name. TemplateNotFound. ModelMismatch: the store exists with
+            InvalidArgument: a blank name, or one with a control character (:mod:`knowledge._names`). TemplateNotFound. ModelMismatch: the store exists with
             another embedding model. EmbeddingUnavailable: the model cannot load (its dimension is
             recorded now). BackendUnavailable: the template's backend is unknown or cannot be
             reached (no store is recorded).
         """
         if not isinstance(name, str) or not name.strip() or len(name) > 200:
             raise InvalidArgument("A store name must be 1-200 characters and not blank.")
+        check_name(name, "store name")
         tpl = self.templates.get(template)
         existing = self.find(name)
         if existing is not None:
@@ -174,6 +176,8 @@ class Stores:
         with self._lock:
             if self._records_token == token and name in self._records:
                 return self._records[name]
+        if isinstance(name, str) and not _encodable(name):
+            return None  # an unpaired surrogate: no such name can be stored (the catalog's UTF-8 refuses it)
         record = self.catalog.get_store(name)
         with self._lock:
             if self._records_token != token:
@@ -281,3 +285,10 @@ class Stores:
         hidden = set() if internal else self.catalog.internal_stores()
         return [r.name for r in self.catalog.list_stores() if r.template == name and r.name not in hidden]
 
+
+def _encodable(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from knowledge._names import check_name
 from knowledge.catalog import Catalog
 from knowledge.config import Distance, Settings
 from knowledge.errors import InvalidArgument, KnowledgeError
@@ -49,7 +50,8 @@ class VectorStoreTemplate(BaseModel):
     @field_validator("name")
     @classmethod
     def _name_ok(cls, v: str) -> str:
-        if not _NAME.match(v):
+        check_name(v, "template name")
+        if not _NAME.fullmatch(v):
             raise ValueError("use letters, digits, spaces and . - _ ( ); at most 64 characters")
         return v
 

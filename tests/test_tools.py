@@ -7,7 +7,8 @@ import pytest
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import EmbeddingUnavailable
-from knowledge.tools import KnowledgeTools
+from knowledge.access import LocalFolders
+from knowledge.tools import ANYWHERE, KnowledgeTools
 from knowledge.workbench import Workbench
 
 
@@ -47,8 +48,10 @@ def test_upsert_search_delete_round_trip_as_text(tools):
 
 
 def test_ingest_file_tool_and_errors_come_back_as_text(tools, tmp_path):
-    p = tmp_path / "doc.md"
+    p = tmp_path / "docs" / "doc.md"
+    p.parent.mkdir()
     p.write_text("# Title\n\nSome searchable words about owls.\n")
+    tools = KnowledgeTools(tools.wb, folders=LocalFolders.of([p.parent], tools.wb.settings.data_root))
     r = tools.call("vector_ingest_file", {"store": "kb", "path": str(p)})
     assert r.ok and r.data["outcome"] == "indexed"
     assert not tools.call("vector_ingest_file", {"store": "kb", "path": str(tmp_path / "nope.pdf")}).ok
@@ -97,3 +100,24 @@ def test_upsert_writes_through_the_indexer_as_ingestion_does(tools):
     assert rec.sha256 == hashlib.sha256(text.encode()).hexdigest() and rec.size == len(text.encode())
     assert wb.store_record("kb").dimension == 64
     assert not tools.call("vector_upsert", {"store": "kb", "file_id": "n2", "text": "   "}).ok
+
+
+def test_the_tool_group_reads_no_path_by_default_and_anywhere_only_when_asked(tools, tmp_path):
+    """Issue 24, item 7: KnowledgeTools(workbench) without folders let vector_ingest_file read any path
+    a model named (/etc/hostname was read). Now the default refuses, saying why and how to allow it."""
+    secret = tmp_path / "outside" / "hostname"
+    secret.parent.mkdir()
+    secret.write_text("build-host-42\n")
+    for path in ("/etc/hostname", str(secret)):
+        r = tools.call("vector_ingest_file", {"store": "kb", "path": path})
+        assert not r.ok
+        assert "not allowed" in r.text and "no folders" in r.text and "chat.allowed_dirs" in r.text
+        assert "folders=ANYWHERE" in r.text
+    assert not tools.wb.stores.exists("kb")  # nothing read, nothing created
+    anywhere = KnowledgeTools(tools.wb, folders=ANYWHERE)
+    r = anywhere.call("vector_ingest_file", {"store": "kb", "path": str(secret)})
+    assert r.ok and r.data["outcome"] == "indexed"
+    hits = anywhere.call("vector_search", {"store": "kb", "query": "build-host-42"}).data["hits"]
+    assert "build-host-42" in hits[0]["text"]
+    with pytest.raises(TypeError):
+        KnowledgeTools(tools.wb, folders="/")  # a bare path is no choice: LocalFolders or ANYWHERE

@@ -29,6 +29,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from knowledge._names import without_refused
 from knowledge.access import chat_folders
 from knowledge.catalog import DONE
 from knowledge.chat.mapper import VIEW_ATTACHMENT_SCHEMA, MapperContext, MappedRequest, StoreBrief, build_request
@@ -442,7 +443,8 @@ class ChatService:
             if removed:
                 meta["removed"] = [{k: v for k, v in e.items() if k != "event"} for e in removed]
             self.store.add_message(sid, USER, parts, meta)
-            title = s.title if s.title != "New chat" or not text.strip() else " ".join(text.split())[:60]
+            title = s.title if s.title != "New chat" or not text.strip() else \
+                " ".join(without_refused(text).split())[:60] or s.title
             self.store.update_session(sid, pending=[], title=title)
             if provider is None:
                 problem = problem or LlmUnavailable(f"The chat config {cfg.name!r} gave no provider.")

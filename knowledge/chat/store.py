@@ -11,6 +11,7 @@ from typing import Any
 
 from knowledge.catalog import Catalog
 from knowledge.chat.model import Attachment, Message, Part, Session
+from knowledge._names import check_name
 from knowledge.errors import InvalidArgument, KnowledgeError
 
 _DATA_URL = re.compile(r"^data:([\w.+\-]+/[\w.+\-]+);base64,(.*)$", re.S)
@@ -73,6 +74,7 @@ class ChatStore:
     # -- sessions -------------------------------------------------------------------------------
     def create_session(self, title: str = "New chat", config: str | None = None,
                        stores: list[str] | tuple[str, ...] = ()) -> Session:
+        check_name(title, "chat title")
         sid = uuid.uuid4().hex[:12]
         now = _now()
         with self.catalog.cursor() as cur:
@@ -105,6 +107,7 @@ class ChatStore:
         if title is not None:
             if not title.strip():
                 raise InvalidArgument("A chat title cannot be blank.")
+            check_name(title, "chat title")
             sets.append("title = ?"), args.append(title.strip()[:200])
         if config is not ...:
             sets.append("config = ?"), args.append(config)

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from knowledge.catalog import Catalog
 from knowledge.config import Settings
+from knowledge._names import check_name
 from knowledge.errors import InvalidArgument, KnowledgeError
 
 CHAT, EMBEDDING = "CHAT", "EMBEDDING"
@@ -81,7 +82,8 @@ class LlmConfig(BaseModel):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not _NAME.match(v):
+        check_name(v, "LLM config name")
+        if not _NAME.fullmatch(v):
             raise ValueError("use letters, digits, spaces, '.', '-' or '_' (1-64 characters)")
         return v
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, Literal
 
 from knowledge.access import LocalFolders
 from knowledge.errors import KnowledgeError
@@ -76,6 +76,10 @@ def hit_data(hit: Hit) -> dict[str, Any]:
             "fused_score": None if hit.fused_score is None else round(hit.fused_score, 6)}
 
 
+#: ``KnowledgeTools(wb, folders=ANYWHERE)``: ``vector_ingest_file`` reads any path the model names.
+#: Only for a program whose model is as trusted as its user (never a model that reads documents).
+ANYWHERE: Final = "anywhere"
+
 #: The tools that only read; the others write (they change a store or read the local disk).
 READ_TOOLS = frozenset({"vector_search"})
 WRITE_TOOLS = frozenset({"vector_upsert", "vector_delete_file", "vector_ingest_file"})
@@ -86,13 +90,21 @@ class KnowledgeTools:
 
     Args:
         workbench: stores, ingestion, search.
-        folders: where ``vector_ingest_file`` may read (:class:`~knowledge.access.LocalFolders`);
-            ``None`` reads any path, for the user's own programs. The chat passes
-            :func:`~knowledge.access.chat_folders` (default: none).
+        folders: where ``vector_ingest_file`` may read: a :class:`~knowledge.access.LocalFolders`
+            (the chat passes :func:`~knowledge.access.chat_folders`, from ``chat.allowed_dirs``);
+            ``None`` (the default) reads nothing -- a model's request for a path is refused with
+            the reason; :data:`ANYWHERE` reads any path, an explicit choice for the user's own
+            programs. A model that reads documents can be steered by them, so the default is deny.
     """
 
-    def __init__(self, workbench: Workbench, folders: LocalFolders | None = None) -> None:
+    def __init__(self, workbench: Workbench, folders: LocalFolders | Literal["anywhere"] | None = None) -> None:
         self.wb = workbench
+        if folders is None:
+            folders = LocalFolders.of([], workbench.settings.data_root, reason=(
+                "this tool group was given no folders; pass folders=LocalFolders.of([...]) -- the chat"
+                " reads chat.allowed_dirs -- or folders=ANYWHERE"))
+        elif folders != ANYWHERE and not isinstance(folders, LocalFolders):
+            raise TypeError(f"folders must be a LocalFolders, ANYWHERE or None, got {folders!r}")
         self.folders = folders
 
     # -- availability ---------------------------------------------------------------------------
@@ -184,7 +196,7 @@ class KnowledgeTools:
         return ToolResult(f"Removed {n} chunks of {file_id} from {store!r}.", {"removed": n})
 
     def vector_ingest_file(self, store: str, path: str, password: str | None = None) -> ToolResult:
-        p = Path(path).expanduser() if self.folders is None else self.folders.check(path)
+        p = Path(path).expanduser() if self.folders == ANYWHERE else self.folders.check(path)
         if not p.is_file():
             return ToolResult(f"{path}: no such file.", ok=False)
         r = self.wb.ingest_file(store, p, password=password)
