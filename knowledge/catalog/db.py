@@ -7,8 +7,8 @@ running app and a CLI command can take turns; a process that finds the file held
 for ``lock_timeout`` seconds and then raises :class:`CatalogLocked` naming the other process. Within
 one process every operation runs under one lock (operations take about a millisecond).
 
-The schema is versioned: :data:`MIGRATIONS` holds one script per version, applied in order in one
-transaction each; ``schema_version`` records the version reached.
+The schema is versioned (:mod:`knowledge.catalog.schema`, one SQL file per version); the records
+are :mod:`knowledge.catalog.records`.
 """
 
 from __future__ import annotations
@@ -22,312 +22,38 @@ import unicodedata
 import weakref
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, fields
-from datetime import datetime, timezone
-from enum import StrEnum
+from dataclasses import fields, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
 from knowledge._names import check_name
+from knowledge.catalog.records import (
+    FileName,
+    FileRecord,
+    FileStatus,
+    StoreRecord,
+    SyncedFolder,
+)
+from knowledge.catalog.schema import migrate, one_row
 from knowledge.errors import KnowledgeError, StoreExists
 
 IDLE_CLOSE_SECONDS = 2.0
+"""Seconds without use after which the catalog closes its DuckDB connection (another process may open it)."""
 
-
-class FileStatus(StrEnum):
-    """Ingestion status of a file in a store (a ``str``: ``FileStatus.DONE == "done"``)."""
-
-    PENDING = "pending"  # recorded, not started
-    PROCESSING = "processing"  # being read, chunked and embedded
-    DONE = "done"  # indexed: searchable
-    FAILED = "failed"  # not indexed; ``reason`` says why, ``error`` names the error class
-
-
-#: The statuses under their earlier names (equal to the plain strings, which older callers compare with).
-PENDING, PROCESSING, DONE, FAILED = FileStatus.PENDING, FileStatus.PROCESSING, FileStatus.DONE, FileStatus.FAILED
-STATUSES = tuple(FileStatus)
-
-MIGRATIONS: list[str] = [
-    # 1: templates, stores, store files
-    """
-    CREATE TABLE templates (
-        name TEXT PRIMARY KEY,
-        spec JSON NOT NULL,
-        created TIMESTAMPTZ NOT NULL,
-        updated TIMESTAMPTZ NOT NULL
-    );
-    CREATE TABLE stores (
-        name TEXT PRIMARY KEY,
-        template TEXT NOT NULL,
-        backend TEXT NOT NULL,
-        collection TEXT NOT NULL,
-        embedding_model TEXT NOT NULL,
-        dimension INTEGER,
-        distance TEXT NOT NULL,
-        created TIMESTAMPTZ NOT NULL,
-        updated TIMESTAMPTZ NOT NULL
-    );
-    CREATE TABLE store_files (
-        store TEXT NOT NULL,
-        file_id TEXT NOT NULL,
-        file_name TEXT NOT NULL,
-        sha256 TEXT,
-        size BIGINT,
-        status TEXT NOT NULL,
-        reason TEXT,
-        chunks INTEGER NOT NULL DEFAULT 0,
-        pages INTEGER,
-        warnings JSON,
-        read_seconds DOUBLE,
-        embed_seconds DOUBLE,
-        total_seconds DOUBLE,
-        created TIMESTAMPTZ NOT NULL,
-        updated TIMESTAMPTZ NOT NULL,
-        PRIMARY KEY (store, file_id)
-    );
-    """,
-    # 2: LLM configs (with the built-in `embeddings` and `offline` ones), chat sessions, messages,
-    # attachments, and the LLM call trace
-    """
-    CREATE TABLE llm_configs (
-        name TEXT PRIMARY KEY,
-        spec JSON NOT NULL,
-        created TIMESTAMPTZ NOT NULL,
-        updated TIMESTAMPTZ NOT NULL
-    );
-    INSERT INTO llm_configs VALUES
-        ('embeddings', '{"name": "embeddings", "type": "EMBEDDING", "provider": "bundled"}', now(), now()),
-        ('offline', '{"name": "offline", "type": "CHAT", "provider": "offline"}', now(), now());
-    CREATE TABLE chat_sessions (
-        id TEXT PRIMARY KEY,
-        title TEXT NOT NULL,
-        config TEXT,
-        store TEXT NOT NULL,
-        tools JSON NOT NULL,
-        pending JSON NOT NULL,
-        created TIMESTAMPTZ NOT NULL,
-        updated TIMESTAMPTZ NOT NULL
-    );
-    CREATE TABLE chat_messages (
-        session_id TEXT NOT NULL,
-        seq INTEGER NOT NULL,
-        role TEXT NOT NULL,
-        parts JSON NOT NULL,
-        meta JSON NOT NULL,
-        created TIMESTAMPTZ NOT NULL,
-        PRIMARY KEY (session_id, seq)
-    );
-    CREATE TABLE chat_attachments (
-        session_id TEXT NOT NULL,
-        file_id TEXT NOT NULL,
-        name TEXT NOT NULL,
-        media_type TEXT NOT NULL,
-        kind TEXT NOT NULL,
-        size BIGINT,
-        pages INTEGER,
-        attached TIMESTAMPTZ NOT NULL,
-        PRIMARY KEY (session_id, file_id)
-    );
-    CREATE SEQUENCE llm_trace_ids;
-    CREATE TABLE llm_traces (
-        id BIGINT PRIMARY KEY DEFAULT nextval('llm_trace_ids'),
-        session_id TEXT,
-        config TEXT NOT NULL,
-        provider TEXT NOT NULL,
-        model TEXT,
-        request JSON NOT NULL,
-        response JSON,
-        error TEXT,
-        started TIMESTAMPTZ NOT NULL,
-        seconds DOUBLE
-    );
-    """,
-    # 3: the stores a chat session searches besides its own attachments
-    """
-    ALTER TABLE chat_sessions ADD COLUMN stores JSON DEFAULT '[]';
-    UPDATE chat_sessions SET stores = '[]' WHERE stores IS NULL;
-    """,
-    # 4: retrieval evaluation: question sets and the runs of a store on a set (knowledge/evaluation.py)
-    """
-    CREATE TABLE eval_sets (
-        name TEXT PRIMARY KEY,
-        format TEXT NOT NULL,
-        questions JSON NOT NULL,
-        created TIMESTAMPTZ NOT NULL,
-        updated TIMESTAMPTZ NOT NULL
-    );
-    CREATE TABLE eval_runs (
-        id TEXT PRIMARY KEY,
-        set_name TEXT NOT NULL,
-        set_sha256 TEXT NOT NULL,
-        store TEXT NOT NULL,
-        mode TEXT NOT NULL,
-        k INTEGER NOT NULL,
-        template TEXT,
-        embedding_model TEXT,
-        chunking JSON,
-        search JSON,
-        metrics JSON NOT NULL,
-        questions JSON NOT NULL,
-        started TIMESTAMPTZ NOT NULL,
-        seconds DOUBLE
-    );
-    """,
-    # 5: the class of the error that failed a file (``PasswordRequired``, ...): callers ask its identity,
-    # not its message; NULL for files that did not fail and for failures recorded before this version
-    """
-    ALTER TABLE store_files ADD COLUMN error TEXT;
-    """,
-    # 6: the names of a store's files (one stored content may carry several: the same bytes uploaded
-    # as a.pdf and b.pdf are indexed once, under both names; knowledge/indexing.py), each with its
-    # origin -- '' by hand, else the synced folder it came from and the file's size and mtime at the
-    # last sync (knowledge/sync.py) -- and the folders each store keeps in sync
-    """
-    CREATE TABLE store_file_names (
-        store TEXT NOT NULL,
-        file_id TEXT NOT NULL,
-        name TEXT NOT NULL,
-        folder TEXT NOT NULL DEFAULT '',
-        size BIGINT,
-        mtime_ns BIGINT,
-        created TIMESTAMPTZ NOT NULL,
-        PRIMARY KEY (store, file_id, name, folder)
-    );
-    INSERT INTO store_file_names (store, file_id, name, folder, created)
-        SELECT store, file_id, file_name, '', created FROM store_files;
-    CREATE TABLE synced_folders (
-        store TEXT NOT NULL,
-        folder TEXT NOT NULL,
-        pattern TEXT NOT NULL,
-        last_sync TIMESTAMPTZ,
-        last_plan JSON,
-        created TIMESTAMPTZ NOT NULL,
-        PRIMARY KEY (store, folder)
-    );
-    """,
-]
-
-
-_open_catalogs: "weakref.WeakSet[Catalog]" = weakref.WeakSet()
+_open_catalogs: weakref.WeakSet[Catalog] = weakref.WeakSet()
 
 
 @atexit.register
 def _close_catalogs() -> None:
     for catalog in list(_open_catalogs):
-        catalog._shutdown()  # noqa: SLF001
+        catalog._shutdown()
 
 
 class CatalogLocked(KnowledgeError):
     """Another process holds the catalog's DuckDB file."""
-
-
-@dataclass(frozen=True, slots=True)
-class StoreRecord:
-    """A store: its template, and the backend, collection, model, dimension and distance it uses."""
-
-    name: str
-    template: str
-    backend: str
-    collection: str
-    embedding_model: str
-    dimension: int | None
-    distance: str
-    created: datetime
-    updated: datetime
-
-
-@dataclass(frozen=True, slots=True)
-class FileRecord:
-    """A file in a store and how its ingestion went: ``status`` a :class:`FileStatus`; ``reason`` in
-    words and ``error`` the name of the error class (:mod:`knowledge.errors`, e.g. ``"PasswordRequired"``)
-    when it failed -- ``error`` is ``None`` for a failure recorded before the catalog kept it; times in s."""
-
-    store: str
-    file_id: str
-    file_name: str
-    sha256: str | None
-    size: int | None
-    status: str
-    reason: str | None
-    chunks: int
-    pages: int | None
-    warnings: list[str] = field(default_factory=list)
-    read_seconds: float | None = None
-    embed_seconds: float | None = None
-    total_seconds: float | None = None
-    created: datetime | None = None
-    updated: datetime | None = None
-    error: str | None = None
-    #: The content's other names in the store (same bytes given under another name or path; see
-    #: :class:`FileName`), oldest first; ``file_name`` is the one its chunks carry. Filled by
-    #: :meth:`Catalog.files`; not a column.
-    aliases: tuple[str, ...] = ()
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        """Every name of the content: ``file_name`` first, then the aliases."""
-        return (self.file_name, *[a for a in self.aliases if a != self.file_name])
-
-
-@dataclass(frozen=True, slots=True)
-class FileName:
-    """One name of a stored content (a file record) in a store.
-
-    A store's content is recorded once per distinct bytes (``store_files``, its chunks indexed once)
-    and may carry several names: the same bytes uploaded as ``a.pdf`` and ``b.pdf``, or found at two
-    paths of a synced folder. ``folder`` is ``""`` for a name given by hand (upload, ``ingest``, the
-    API), else the synced folder (absolute path) the name is a relative path of; ``size`` (bytes) and
-    ``mtime_ns`` (ns since the epoch) are the file's at the last sync, ``None`` for names by hand.
-    """
-
-    store: str
-    file_id: str
-    name: str
-    folder: str = ""
-    size: int | None = None
-    mtime_ns: int | None = None
-    created: datetime | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class SyncedFolder:
-    """A folder ``store`` is kept in sync with (:mod:`knowledge.sync`): its absolute path, the glob of
-    the files taken, when it was last synced (UTC) and that sync's plan counts (``{"added": 3,
-    "changed": 0, "renamed": 1, "deleted": 0, "unchanged": 40, "failed": 0}``; ``{}`` before the first)."""
-
-    store: str
-    folder: str
-    glob: str
-    last_sync: datetime | None
-    last_plan: dict[str, Any]
-    created: datetime
-
-
-@dataclass(frozen=True, slots=True)
-class FileCounts:
-    """A store's files by what they mean to a person: ``indexed`` (searchable), ``failed`` (kept for a
-    retry), ``busy`` (pending or processing) and the ``chunks`` of the indexed files."""
-
-    indexed: int = 0
-    failed: int = 0
-    busy: int = 0
-    chunks: int = 0
-
-    @classmethod
-    def of(cls, records: Iterable[FileRecord]) -> FileCounts:
-        """The counts of ``records`` (the file records of one store)."""
-        indexed = failed = busy = chunks = 0
-        for f in records:
-            if f.status == DONE:
-                indexed += 1
-                chunks += f.chunks or 0
-            elif f.status == FAILED:
-                failed += 1
-            elif f.status in (PENDING, PROCESSING):
-                busy += 1
-        return cls(indexed, failed, busy, chunks)
 
 
 #: The columns of the ``stores`` and ``store_files`` tables, named in every query (a new column
@@ -341,7 +67,7 @@ _NAME_SELECT = "SELECT " + ", ".join(_NAME_COLUMNS) + " FROM store_file_names"
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class Catalog:
@@ -392,7 +118,7 @@ class Catalog:
             if self._conn is None:
                 self._conn = self._open()
                 if not self._migrated:
-                    self._migrate(self._conn)
+                    migrate(self._conn)
                     self._migrated = True
                 self._start_closer()
             cur = self._conn.cursor()
@@ -438,26 +164,6 @@ class Catalog:
             closer.join(5.0)
 
     # -- schema ---------------------------------------------------------------------------------
-    @staticmethod
-    def _migrate(conn: duckdb.DuckDBPyConnection) -> None:
-        conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
-        row = conn.execute("SELECT max(version) FROM schema_version").fetchone()
-        current = row[0] or 0
-        if current > len(MIGRATIONS):
-            raise KnowledgeError(
-                f"The catalog has schema version {current}, newer than this program knows"
-                f" ({len(MIGRATIONS)}). Upgrade knowledge."
-            )
-        for version in range(current + 1, len(MIGRATIONS) + 1):
-            conn.execute("BEGIN TRANSACTION")
-            try:
-                conn.execute(MIGRATIONS[version - 1])
-                conn.execute("INSERT INTO schema_version VALUES (?)", [version])
-                conn.execute("COMMIT")
-            except Exception:
-                conn.execute("ROLLBACK")
-                raise
-
     @contextmanager
     def cursor(self) -> Iterator[duckdb.DuckDBPyConnection]:
         """A cursor under the catalog's lock, for the modules that keep their own tables here
@@ -467,7 +173,7 @@ class Catalog:
 
     def schema_version(self) -> int:
         with self._cursor() as cur:
-            return cur.execute("SELECT max(version) FROM schema_version").fetchone()[0]
+            return one_row(cur.execute("SELECT max(version) FROM schema_version"))[0]
 
     # -- templates ------------------------------------------------------------------------------
     def put_template(self, name: str, spec: dict[str, Any]) -> None:
@@ -610,8 +316,8 @@ class Catalog:
             try:
                 old = cur.execute("SELECT file_name FROM store_files WHERE store = ? AND file_id = ?",
                                   [record.store, record.file_id]).fetchone()
-                has_names = cur.execute("SELECT count(*) FROM store_file_names WHERE store = ? AND file_id = ?",
-                                        [record.store, record.file_id]).fetchone()[0]
+                has_names = one_row(cur.execute("SELECT count(*) FROM store_file_names WHERE store = ? AND file_id = ?",
+                                                [record.store, record.file_id]))[0]
                 if not has_names:
                     cur.execute("INSERT INTO store_file_names (store, file_id, name, folder, created)"
                                 " VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
@@ -629,8 +335,9 @@ class Catalog:
                     " warnings = excluded.warnings, read_seconds = excluded.read_seconds,"
                     " embed_seconds = excluded.embed_seconds, total_seconds = excluded.total_seconds,"
                     " updated = excluded.updated, error = excluded.error",
-                    [record.store, record.file_id, unicodedata.normalize("NFC", record.file_name), record.sha256, record.size,
-                     str(record.status), record.reason, record.chunks, record.pages, json.dumps(record.warnings),
+                    [record.store, record.file_id, unicodedata.normalize("NFC", record.file_name), record.sha256,
+                     record.size, str(record.status), record.reason, record.chunks, record.pages,
+                     json.dumps(record.warnings),
                      record.read_seconds, record.embed_seconds, record.total_seconds,
                      record.created or now, now, record.error],
                 )
@@ -649,9 +356,9 @@ class Catalog:
         Names compare in Unicode NFC (a decomposed name as macOS writes it equals the typed one)."""
         sql, args = _FILE_SELECT + " WHERE store = ?", [store]
         if file_name is not None:
-            sql, args = sql + " AND nfc_normalize(file_name) = ?", args + [unicodedata.normalize("NFC", file_name)]
+            sql, args = sql + " AND nfc_normalize(file_name) = ?", [*args, unicodedata.normalize("NFC", file_name)]
         if sha256 is not None:
-            sql, args = sql + " AND sha256 = ?", args + [sha256]
+            sql, args = sql + " AND sha256 = ?", [*args, sha256]
         with self._cursor() as cur:
             rows = cur.execute(sql + " ORDER BY lower(file_name), file_name, created", args).fetchall()
             names = cur.execute("SELECT file_id, name FROM store_file_names WHERE store = ?"
@@ -684,9 +391,9 @@ class Catalog:
         sql, args = _NAME_SELECT + " WHERE store = ?", [store]
         for column, value in (("file_id", file_id), ("folder", folder)):
             if value is not None:
-                sql, args = sql + f" AND {column} = ?", args + [value]
+                sql, args = sql + f" AND {column} = ?", [*args, value]
         if name is not None:
-            sql, args = sql + " AND name = ?", args + [unicodedata.normalize("NFC", name)]
+            sql, args = sql + " AND name = ?", [*args, unicodedata.normalize("NFC", name)]
         with self._cursor() as cur:
             rows = cur.execute(sql + " ORDER BY created, name", args).fetchall()
         return [FileName(**dict(zip(_NAME_COLUMNS, r))) for r in rows]
@@ -709,7 +416,7 @@ class Catalog:
         sql = "DELETE FROM store_file_names WHERE store = ? AND file_id = ? AND name = ?"
         args: list[Any] = [store, file_id, unicodedata.normalize("NFC", name)]
         if folder is not None:
-            sql, args = sql + " AND folder = ?", args + [folder]
+            sql, args = sql + " AND folder = ?", [*args, folder]
         with self._cursor() as cur:
             cur.execute(sql, args)
         return self.names(store, file_id=file_id)
@@ -750,8 +457,8 @@ class Catalog:
         """``(records, newest update, total chunks)`` of the store's file records: changes whenever
         a record is added, removed or updated (one aggregate query, for cheap change checks)."""
         with self._cursor() as cur:
-            row = cur.execute("SELECT count(*), max(updated), sum(chunks) FROM store_files WHERE store = ?",
-                              [store]).fetchone()
+            row = one_row(cur.execute("SELECT count(*), max(updated), sum(chunks) FROM store_files WHERE store = ?",
+                                      [store]))
         return (int(row[0]), str(row[1]), int(row[2] or 0))
 
     def file_statuses(self, file_id: str) -> dict[str, str]:
@@ -787,8 +494,6 @@ def _store(row: tuple) -> StoreRecord:
 
 
 def _with_aliases(record: FileRecord, aliases: tuple[str, ...]) -> FileRecord:
-    from dataclasses import replace
-
     return replace(record, aliases=aliases)
 
 

@@ -1,0 +1,72 @@
+"""The catalog's schema: numbered migrations, one SQL file each in ``migrations/``, applied in order.
+
+``migrations/NNNN_<owner>.sql`` holds version NNNN (as chroma keeps ``chromadb/migrations/``): the
+file name's number is the version, its rest names what the migration adds. :func:`migrate` applies
+the versions a database has not reached, each in one transaction, and records them in
+``schema_version``. A migration is never edited once released; a change is a new file.
+"""
+
+from __future__ import annotations
+
+import re
+from importlib.resources import files
+from typing import Any
+
+import duckdb
+
+from knowledge.errors import KnowledgeError
+
+_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+
+
+def _load() -> list[str]:
+    found = sorted((int(m.group(1)), f.read_text(encoding="utf-8"))
+                   for f in files("knowledge.catalog").joinpath("migrations").iterdir()
+                   if (m := _NAME.match(f.name)))
+    if [v for v, _ in found] != list(range(1, len(found) + 1)):
+        raise RuntimeError(f"catalog migrations are not numbered 1..n: {[v for v, _ in found]}")
+    return [sql for _, sql in found]
+
+
+def one_row(cursor: duckdb.DuckDBPyConnection) -> tuple[Any, ...]:
+    """The row of a query that always returns one (an aggregate such as ``count(*)`` or ``max``).
+
+    Raises:
+        KnowledgeError: DuckDB returned no row (``fetchone`` is typed ``Optional``; this says so).
+    """
+    row = cursor.fetchone()
+    if row is None:
+        raise KnowledgeError("The catalog returned no row for a query that always returns one.")
+    return row
+
+
+#: The SQL script of each schema version (index 0 is version 1).
+MIGRATIONS: list[str] = _load()
+
+
+def migrate(conn: duckdb.DuckDBPyConnection) -> None:
+    """Bring ``conn``'s database to the newest version, one transaction per version.
+
+    Raises:
+        KnowledgeError: the database has a version newer than this program knows.
+        duckdb.Error: a migration failed (that version is rolled back; earlier ones stay).
+    """
+    conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+    current = one_row(conn.execute("SELECT max(version) FROM schema_version"))[0] or 0
+    if current > len(MIGRATIONS):
+        raise KnowledgeError(
+            f"The catalog has schema version {current}, newer than this program knows"
+            f" ({len(MIGRATIONS)}). Upgrade knowledge."
+        )
+    for version in range(current + 1, len(MIGRATIONS) + 1):
+        conn.execute("BEGIN TRANSACTION")
+        try:
+            conn.execute(MIGRATIONS[version - 1])
+            conn.execute("INSERT INTO schema_version VALUES (?)", [version])
+            conn.execute("COMMIT")
+        except Exception:
+            conn.execute("ROLLBACK")
+            raise
+
+
+__all__ = ["MIGRATIONS", "migrate", "one_row"]
