@@ -95,7 +95,11 @@ except KnowledgeError as exc:  # bad settings: say so on every page URL, don't c
 shared = is_shared(st.get_option("server.address"), st.context.ip_address)
 session_id = get_script_run_ctx().session_id
 try:  # the server's side of the gate: uploads and /_stcore endpoints (once per process; cheap after)
-    webgate.install(password_set=password.is_set, upload_mb=webgate.upload_limit_mb(wb.settings))
+    if webgate.install(password_set=password.is_set, upload_mb=webgate.upload_limit_mb(wb.settings)):
+        # The first page of a fresh server was served before the gate, without its Content-Security-
+        # Policy: load it again (a constant tag, no text of anyone's).
+        st.markdown('<meta http-equiv="refresh" content="0">', unsafe_allow_html=True)
+        st.stop()
 except webgate.GateUnavailable as exc:
     if password.is_set or shared:  # fail closed: a gate that may leak is no gate
         cannot_start(f"knowledge cannot start: {exc}")

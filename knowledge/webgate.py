@@ -123,10 +123,11 @@ def shut_out(session_id: str) -> None:
 
 
 # -- installing ------------------------------------------------------------------------------------
-def install(*, password_set: bool, upload_mb: int) -> None:
+def install(*, password_set: bool, upload_mb: int) -> bool:
     """Put the hooks into this process's Streamlit (once; later calls only refresh the settings), then
     raise ``server.maxUploadSize`` to ``upload_mb``. Under ``AppTest`` (no server) only the session
-    hooks go in.
+    hooks go in. Returns ``True`` when this call put the HTTP hook in: the calling session's page was
+    served before it, without the CSP (app.py has the browser load it again).
 
     Raises:
         GateUnavailable: a Streamlit version these hooks do not know, or its running server not found;
@@ -148,11 +149,13 @@ def install(*, password_set: bool, upload_mb: int) -> None:
             _hook_sessions(state)
             state.sessions_hooked = True
         if config.get_option("global.appTest"):
-            return
-        if not state.http_hooked:
+            return False
+        first = not state.http_hooked
+        if first:
             _hook_http(_starlette_app())
             state.http_hooked = True
         set_upload_limit(upload_mb)
+        return first
 
 
 def set_upload_limit(upload_mb: int) -> None:
