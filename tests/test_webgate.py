@@ -240,6 +240,7 @@ def test_on_loopback_without_a_password_the_ceiling_follows_the_settings(tmp_pat
     with _serve(tmp_path, "127.0.0.1", KNOWLEDGE_INGEST__MAX_FILE_MB="3", KNOWLEDGE_APP__MAX_BUNDLE_MB="2") as server:
         assert get(f"{server.url}/_stcore/metrics")[0] == 200
         with visitor(server.url) as v:
+            v.run_app()  # the server's first run puts the gate in and has the browser load the page again
             v.run_app()
             urls = v.upload_urls("a.bin", "b.bin")
             assert len(urls.file_urls) == 2 and not urls.error_msg
