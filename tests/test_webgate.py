@@ -15,12 +15,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from app_helpers import APP, fresh_caches, use_fake_model
+from stream_helpers import MIB, rss_bytes, visitor
 
 from knowledge import webgate
 from knowledge.config import load_settings
-
-from app_helpers import APP, fresh_caches, use_fake_model
-from stream_helpers import MIB, rss_bytes, visitor
 
 UPLOAD = 50 * MIB  # enough to see in the server's resident memory
 
@@ -192,14 +191,14 @@ def test_before_any_run_of_the_app_an_upload_is_refused_and_memory_stays(tmp_pat
     """The attack of issue 24 on a fresh server: nothing has run app.py yet (so its gate is not in the
     server), the visitor asks for upload URLs and PUTs 50 MB. Streamlit's own ceiling, 0 in the
     project's config until the gate is in, refuses it."""
-    with _serve(tmp_path, "0.0.0.0", KNOWLEDGE_APP_PASSWORD="correct horse") as server:
-        with visitor(server.url) as v:
-            urls = v.upload_urls("big.bin")  # app.py never ran: Streamlit itself answers
-            assert urls.file_urls, urls
-            before = rss_bytes(server.proc.pid)
-            status, body = v.put(UPLOAD, urls.file_urls[0].upload_url)
-            assert status == 413, (status, body)
-            assert _grown(server.proc.pid, before) < UPLOAD // 4
+    with _serve(tmp_path, "0.0.0.0", KNOWLEDGE_APP_PASSWORD="correct horse") as server, \
+            visitor(server.url) as v:
+        urls = v.upload_urls("big.bin")  # app.py never ran: Streamlit itself answers
+        assert urls.file_urls, urls
+        before = rss_bytes(server.proc.pid)
+        status, body = v.put(UPLOAD, urls.file_urls[0].upload_url)
+        assert status == 413, (status, body)
+        assert _grown(server.proc.pid, before) < UPLOAD // 4
 
 
 def test_before_sign_in_upload_urls_and_uploads_are_refused_and_memory_stays(shared_server):
