@@ -4,11 +4,14 @@ Who gets in (see :mod:`knowledge.access` and the README's *Security*): the proje
 ``.streamlit/config.toml`` serves loopback only. With a password set (``KNOWLEDGE_APP_PASSWORD`` or
 ``app.password_hash``) every visitor signs in first. An app reachable from other hosts without a
 password shows only how to set one, and serves no data: no page, store or file is registered.
+Uploads and Streamlit's own endpoints follow the same gate (:mod:`knowledge.webgate`): a session may
+upload only once it has been let in below.
 """
 
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
+from knowledge import webgate
 from knowledge.access import THROTTLE, Password, app_folders, is_shared
 from knowledge.config import load_settings
 from knowledge.errors import KnowledgeError
@@ -74,27 +77,43 @@ def gate(render, title: str) -> None:
     st.stop()
 
 
+def cannot_start(problem: str) -> None:
+    """Every page URL says why the app cannot start; nothing else is served."""
+    def render() -> None:
+        st.title("📚 knowledge")
+        st.error(problem)
+
+    gate(render, "Cannot start")
+
+
 try:
     wb = get_workbench()
     password = Password.from_settings(wb.settings)
 except KnowledgeError as exc:  # bad settings: say so on every page URL, don't crash, show no page
-    problem = f"knowledge cannot start: {exc}"
-
-    def cannot_start() -> None:
-        st.title("📚 knowledge")
-        st.error(problem)
-
-    gate(cannot_start, "Cannot start")
+    cannot_start(f"knowledge cannot start: {exc}")
 
 shared = is_shared(st.get_option("server.address"), st.context.ip_address)
-if shared and not password.is_set:
-    gate(set_a_password, "Set a password")
-if password.is_set and not st.session_state.get("signed_in"):
-    gate(sign_in, "Sign in")
+session_id = get_script_run_ctx().session_id
+try:  # the server's side of the gate: uploads and /_stcore endpoints (once per process; cheap after)
+    if webgate.install(password_set=password.is_set, upload_mb=webgate.upload_limit_mb(wb.settings)):
+        # The first page of a fresh server was served before the gate, without its Content-Security-
+        # Policy: load it again (a constant tag, no text of anyone's).
+        st.markdown('<meta http-equiv="refresh" content="0">', unsafe_allow_html=True)
+        st.stop()
+except webgate.GateUnavailable as exc:
+    if password.is_set or shared:  # fail closed: a gate that may leak is no gate
+        cannot_start(f"knowledge cannot start: {exc}")
+    # loopback without a password: nothing to guard, uploads as before (Streamlit's own handling)
+    webgate.set_upload_limit(webgate.upload_limit_mb(wb.settings))
+if (shared and not password.is_set) or (password.is_set and not st.session_state.get("signed_in")):
+    webgate.shut_out(session_id)  # not (or no longer) signed in: no uploads
+    gate(set_a_password if not password.is_set else sign_in, "Set a password" if not password.is_set else "Sign in")
+webgate.let_in(session_id)  # past the gate: this session may upload
 
 st.session_state["workbench"] = wb
 st.session_state["local_folders"] = app_folders(wb.settings, shared)
 if password.is_set and st.sidebar.button("Log out", icon="🔓", key="log-out"):
+    webgate.shut_out(session_id)
     st.session_state.clear()
     st.rerun()
 

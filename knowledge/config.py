@@ -161,6 +161,10 @@ class AppSettings(_Section):
     password_hash: SecretStr | None = Field(
         None, description="scrypt hash of the app's password (make one with `python -m knowledge password`);"
         " the environment variable KNOWLEDGE_APP_PASSWORD (plain text) works too")
+    max_bundle_mb: float = Field(
+        1000.0, gt=0, description="largest .kb bundle the app's Import takes, in MB (10^6 bytes): a bundle"
+        " holds many files; the app's upload ceiling (server.maxUploadSize) is the larger of this and"
+        " ingest.max_file_mb")
 
 
 class ChatSettings(_Section):
