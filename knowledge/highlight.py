@@ -34,9 +34,9 @@ yours yourself yourselves shall may might must let lets get got its it's don't d
 MIN_TERM_LENGTH = 3
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)  # letters and digits of any script; "_" separates words
-# ASCII characters that mean something to Markdown, Streamlit's Markdown extensions (``:color[...]``,
-# ``$math$``, ``:emoji:``) or HTML; each becomes a numeric character reference.
-_SPECIAL = re.compile(r"[!-/:-@\[-`{-~]")
+#: ASCII characters that mean something to Markdown, Streamlit's Markdown extensions (``:color[...]``,
+#: ``$math$``, ``:emoji:``) or HTML; each becomes a numeric character reference.
+SPECIAL = re.compile(r"[!-/:-@\[-`{-~]")
 
 # -- which words match ----------------------------------------------------------------------------
 def query_terms(query: str) -> list[str]:
@@ -89,13 +89,14 @@ def mark_matches(text: str, query: str | Sequence[str], escape: Callable[[str], 
 
 
 # -- inert Markdown ---------------------------------------------------------------------------------
-def escape_markdown(text: str) -> str:
+def escape_markdown(text: str, *, breaks: str = "<br>") -> str:
     """``text`` as inert Markdown/HTML: every ASCII punctuation character becomes a numeric character
     reference (so ``*``, ``_``, ``#``, ``[``, `````, ``$``, ``:``, ``<`` and ``&`` are shown, never
-    interpreted) and line breaks become ``<br>``. Safe for ``st.markdown(..., unsafe_allow_html=True)``."""
-    text = _SPECIAL.sub(lambda m: f"&#{ord(m.group())};", text)
+    interpreted) and line breaks become ``breaks`` (``<br>``: safe for ``st.markdown(...,
+    unsafe_allow_html=True)``; ``"  \\n"``, a Markdown hard break, where HTML is not read)."""
+    text = SPECIAL.sub(lambda m: f"&#{ord(m.group())};", text)
     text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\t", " ")
-    return text.replace("\n", "<br>")
+    return text.replace("\n", breaks)
 
 
 def highlight(text: str, query: str | Sequence[str], *, mark: tuple[str, str] = ("<mark>", "</mark>")) -> str:
