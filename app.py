@@ -12,6 +12,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 from knowledge.access import THROTTLE, Password, app_folders, is_shared
 from knowledge.config import load_settings
 from knowledge.errors import KnowledgeError
+from knowledge.render import inert
 from knowledge.workbench import Workbench
 from pages._ui import serving_pages
 
@@ -82,7 +83,7 @@ except KnowledgeError as exc:  # bad settings: say so on every page URL, don't c
 
     def cannot_start() -> None:
         st.title("📚 knowledge")
-        st.error(problem)
+        st.error(inert(problem))
 
     gate(cannot_start, "Cannot start")
 
