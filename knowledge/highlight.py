@@ -37,6 +37,10 @@ _WORD = re.compile(r"[^\W_]+", re.UNICODE)  # letters and digits of any script; 
 #: ASCII characters that mean something to Markdown, Streamlit's Markdown extensions (``:color[...]``,
 #: ``$math$``, ``:emoji:``) or HTML; each becomes a numeric character reference.
 SPECIAL = re.compile(r"[!-/:-@\[-`{-~]")
+#: Streamlit's Markdown (GitHub's autolink literals) turns ``http://host``, ``www.host`` and
+#: ``name@host`` in decoded text into links; a WORD JOINER (U+2060, shown as nothing) breaks each.
+WORD_JOINER = "\u2060"
+_AUTOLINK = re.compile(r"(?<=:)(?=//)|(?<=www)(?=\.)|(?=@)", re.IGNORECASE)
 
 # -- which words match ----------------------------------------------------------------------------
 def query_terms(query: str) -> list[str]:
@@ -93,7 +97,10 @@ def escape_markdown(text: str, *, breaks: str = "<br>") -> str:
     """``text`` as inert Markdown/HTML: every ASCII punctuation character becomes a numeric character
     reference (so ``*``, ``_``, ``#``, ``[``, `````, ``$``, ``:``, ``<`` and ``&`` are shown, never
     interpreted) and line breaks become ``breaks`` (``<br>``: safe for ``st.markdown(...,
-    unsafe_allow_html=True)``; ``"  \\n"``, a Markdown hard break, where HTML is not read)."""
+    unsafe_allow_html=True)``; ``"  \\n"``, a Markdown hard break, where HTML is not read). Web and
+    mail addresses (``://``, ``www.``, ``@``) get an invisible :data:`WORD_JOINER`, so that
+    Streamlit's Markdown does not make links of them."""
+    text = _AUTOLINK.sub(WORD_JOINER, text)
     text = SPECIAL.sub(lambda m: f"&#{ord(m.group())};", text)
     text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\t", " ")
     return text.replace("\n", breaks)

@@ -8,11 +8,14 @@ show a link to another host ("Click to sign in again").
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from bs4 import BeautifulSoup
 from markdown_it import MarkdownIt
 
 from knowledge import render
+from knowledge.highlight import WORD_JOINER
 
 EVIL = "evil.example"
 HOSTILE_NAME = ("[Click to sign in again](http://evil.example/login) ![x](http://evil.example/i.png) "
@@ -38,9 +41,16 @@ HOSTILE = [
     "[slash](/\\evil.example/b)",
     "[ref link][r]\n\n[r]: http://evil.example/r 'Sign in'",
     ":red[phish] :material/lock: $x^2$ **bold** `code`",
+    "mail me: someone@evil.example or visit WWW.evil.example, HTTPS://evil.example/x",
     "<details open><summary>x</summary><img src=http://evil.example/d.png></details>",
     "<style>@import url(http://evil.example/c.css)</style>",
 ]
+
+
+# Streamlit's Markdown makes links of addresses in decoded text (mdast-util-gfm-autolink-literal, as
+# found in Streamlit 1.67's StreamlitMarkdown bundle).
+GFM_AUTOLINK = re.compile(r"(https?://|www(?=\.))([-.\w]+)", re.IGNORECASE | re.ASCII)
+GFM_EMAIL = re.compile(r"([-.\w+]+)@([-\w]+(?:\.[-\w]+)+)", re.ASCII)
 
 
 def external(markup: str) -> list[str]:
@@ -110,7 +120,8 @@ def test_inert_text_reads_as_exactly_itself(text: str):
         assert kinds <= {"text", "softbreak", "hardbreak"}, (text, kinds)
         said = "\n\n".join("".join("\n" if c.type.endswith("break") else c.content for c in t.children)
                            for t in tokens if t.type == "inline")
-        assert said == text.replace("\t", " "), (text, said)
+        assert not GFM_AUTOLINK.search(said) and not GFM_EMAIL.search(said), said  # no address to link
+        assert said.replace(WORD_JOINER, "") == text.replace("\t", " "), (text, said)
 
 
 def test_md_keeps_the_template_and_makes_the_values_inert():
@@ -118,5 +129,5 @@ def test_md_keeps_the_template_and_makes_the_values_inert():
     tokens = MarkdownIt("commonmark").parse(out)[1].children
     assert [t.type for t in tokens].count("strong_open") == 1
     assert not {t.type for t in tokens} & {"link_open", "image", "html_inline", "em_open"}
-    text = "".join(t.content for t in tokens)
+    text = "".join(t.content for t in tokens).replace(WORD_JOINER, "")
     assert text == f"Delete {HOSTILE_NAME} from a*b (3.0 chunks)?"
