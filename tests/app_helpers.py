@@ -5,7 +5,8 @@ The pages write names, file text and messages as inert Markdown (:func:`knowledg
 punctuation as character references, ``&#46;`` for ``.``). AppTest reports an element's Markdown
 source, so importing this module makes the ``value`` of Markdown, caption, heading and alert
 elements read with those references decoded, as the browser shows them (the Markdown markup the
-page itself writes, ``**bold**``, stays). :func:`shown` does the same for any string (a label).
+page itself writes, ``**bold**``, stays; one-line HTML from :mod:`knowledge.render` is left as it is:
+read it with :func:`answer_text`). :func:`shown` does the same for any string (a label).
 
 Imported as ``from app_helpers import ...`` (plain pytest, as CI runs it, has no ``tests`` package).
 """
@@ -38,7 +39,12 @@ def answer_text(markup: str) -> str:
 
 
 def _decoded(prop: property) -> property:
-    return property(lambda self: shown(prop.fget(self)))
+    def value(self):
+        raw = prop.fget(self)
+        # One-line HTML (knowledge.render's output) is read by the browser as HTML: left as it is.
+        return raw if not isinstance(raw, str) or raw.startswith("<div class=") else shown(raw)
+
+    return property(value)
 
 
 for _cls in (element_tree.AlertBase, element_tree.Markdown, element_tree.HeadingBase):

@@ -19,6 +19,7 @@ Screenshots (1280x800 and 390 px) of the chat, the store and the search page go 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Iterator
@@ -199,9 +200,15 @@ def test_hostile_names_texts_and_answers_load_and_link_nothing_outside(browser, 
                     check("settings traces")
                     readable(name, lambda: expect(main.get_by_text(seen("refused: " + LINKS)).first).to_be_attached())
                 if name in ("chat", "stores", "search"):
+                    focus = {"chat": page.get_by_test_id("stChatMessage").first,
+                             "stores": page.get_by_test_id("stHeading").filter(has_text="Notes").first,
+                             "search": page.get_by_text("Identical text also in").first}[name]
                     for width, viewport in (("1280", DESKTOP), ("390", PHONE)):
                         page.set_viewport_size(viewport)
                         page.wait_for_timeout(400)
+                        with contextlib.suppress(Exception):
+                            focus.scroll_into_view_if_needed(timeout=5_000)
+                        page.wait_for_timeout(200)
                         page.screenshot(path=str(shots / f"hostile-{name}-{width}.png"))
                         full_shot(page, shots / f"hostile-{name}-{width}-full.png")
                     page.set_viewport_size(DESKTOP)
