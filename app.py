@@ -15,6 +15,7 @@ from knowledge import webgate
 from knowledge.access import THROTTLE, Password, app_folders, is_shared
 from knowledge.config import load_settings
 from knowledge.errors import KnowledgeError
+from knowledge.render import inert
 from knowledge.workbench import Workbench
 from pages._ui import serving_pages
 
@@ -81,7 +82,7 @@ def cannot_start(problem: str) -> None:
     """Every page URL says why the app cannot start; nothing else is served."""
     def render() -> None:
         st.title("📚 knowledge")
-        st.error(problem)
+        st.error(inert(problem))
 
     gate(render, "Cannot start")
 

@@ -36,9 +36,13 @@ yours yourself yourselves shall may might must let lets get got its it's don't d
 MIN_TERM_LENGTH = 3
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)  # letters and digits of any script; "_" separates words
-# ASCII characters that mean something to Markdown, Streamlit's Markdown extensions (``:color[...]``,
-# ``$math$``, ``:emoji:``) or HTML; each becomes a numeric character reference.
-_SPECIAL = re.compile(r"[!-/:-@\[-`{-~]")
+#: ASCII characters that mean something to Markdown, Streamlit's Markdown extensions (``:color[...]``,
+#: ``$math$``, ``:emoji:``) or HTML; each becomes a numeric character reference.
+SPECIAL = re.compile(r"[!-/:-@\[-`{-~]")
+#: Streamlit's Markdown (GitHub's autolink literals) turns ``http://host``, ``www.host`` and
+#: ``name@host`` in decoded text into links; a WORD JOINER (U+2060, shown as nothing) breaks each.
+WORD_JOINER = "\u2060"
+_AUTOLINK = re.compile(r"(?<=:)(?=//)|(?<=www)(?=\.)|(?=@)", re.IGNORECASE)
 
 # -- which words match ----------------------------------------------------------------------------
 def query_terms(query: str) -> list[str]:
@@ -89,13 +93,17 @@ def mark_matches(text: str, query: str | Sequence[str], escape: Callable[[str], 
 
 
 # -- inert Markdown ---------------------------------------------------------------------------------
-def escape_markdown(text: str) -> str:
+def escape_markdown(text: str, *, breaks: str = "<br>") -> str:
     """``text`` as inert Markdown/HTML: every ASCII punctuation character becomes a numeric character
     reference (so ``*``, ``_``, ``#``, ``[``, `````, ``$``, ``:``, ``<`` and ``&`` are shown, never
-    interpreted) and line breaks become ``<br>``. Safe for ``st.markdown(..., unsafe_allow_html=True)``."""
-    text = _SPECIAL.sub(lambda m: f"&#{ord(m.group())};", text)
+    interpreted) and line breaks become ``breaks`` (``<br>``: safe for ``st.markdown(...,
+    unsafe_allow_html=True)``; ``"  \\n"``, a Markdown hard break, where HTML is not read). Web and
+    mail addresses (``://``, ``www.``, ``@``) get an invisible :data:`WORD_JOINER`, so that
+    Streamlit's Markdown does not make links of them."""
+    text = _AUTOLINK.sub(WORD_JOINER, text)
+    text = SPECIAL.sub(lambda m: f"&#{ord(m.group())};", text)
     text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\t", " ")
-    return text.replace("\n", "<br>")
+    return text.replace("\n", breaks)
 
 
 def highlight(text: str, query: str | Sequence[str], *, mark: tuple[str, str] = ("<mark>", "</mark>")) -> str:

@@ -16,6 +16,16 @@ chunk into something to show:
   :mod:`knowledge.highlight` (which words match a query, text made inert with them marked),
   re-exported here.
 
+**The one rule for untrusted text** (document text, file/store/session/template names, model output,
+OCR text, attributes, error messages that echo names): it is shown as text, never interpreted.
+
+* :func:`inert` -- a value for any place where Streamlit reads Markdown (``st.markdown``, captions,
+  alerts, toasts, widget labels and tooltips, radio options, expander/tab/popover labels);
+  :func:`md` formats a Markdown template with inert values (``md("Delete **{}**?", name)``).
+* :func:`answer_html` -- model text (answers, chat history) as Markdown, with images shown as their
+  description and address in words, raw HTML shown as written, and links outside the app as
+  their text with the address after it; for ``st.markdown(..., unsafe_allow_html=True)``.
+
 Whether a chunk is Markdown is told by its file name (:func:`is_markdown`); without one, a chunk that
 carries HTML comments, HTML tags, mdBook directives or code fences is treated as Markdown.
 
@@ -32,6 +42,8 @@ import unicodedata
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import PurePath
+from string import Formatter
+from urllib.parse import urlsplit
 
 from knowledge.highlight import (  # re-exported: callers and __all__ name them here too
     MIN_TERM_LENGTH,
@@ -239,5 +251,102 @@ def plain_text(text: str, *, file_name: str | None = None, markdown: bool | None
     return "\n".join(b for b in blocks if b.strip())
 
 
-__all__ = ["MARKDOWN_SUFFIXES", "MIN_TERM_LENGTH", "STOPWORDS", "escape_markdown", "highlight", "is_markdown",
-           "match_spans", "plain_text", "query_terms", "render_html", "strip_source_markup"]
+# -- untrusted text where Streamlit reads Markdown ---------------------------------------------------
+def inert(value: object) -> str:
+    """``value`` (``str()`` of it) as Markdown that shows exactly that text: every ASCII punctuation
+    character a numeric character reference (so ``[``, ``!``, ``<``, ``*``, ``:``, ``$`` and ``&`` are
+    shown, never read as a link, image, tag, emphasis, directive or formula), line breaks as Markdown
+    hard breaks. For ``st.markdown`` (with or without HTML), ``st.caption``, ``st.error`` & co.,
+    ``st.toast``, widget labels, ``help`` tooltips and ``st.radio`` options. Not for places that show
+    plain text (selectbox/multiselect options, table cells, text inputs): those need the text itself.
+
+    Example: ``inert("![x](http://h/i.png)")`` is ``"&#33;&#91;x&#93;&#40;http&#58;..."``, shown as
+    ``![x](http://h/i.png)``.
+    """
+    text = escape_markdown("" if value is None else str(value), breaks="\n")
+    # A line's leading spaces as references too, or four of them would make it a code block.
+    text = re.sub(r"^ +", lambda m: "&#32;" * len(m.group()), text, flags=re.M)
+    return text.replace("\n", "  \n")
+
+
+class _Inert(Formatter):
+    def format_field(self, value, format_spec):
+        return inert(super().format_field(value, format_spec))
+
+
+def md(template: str, /, *values: object, **named: object) -> str:
+    """``template`` (trusted Markdown, written in the code) with every ``{}`` field filled by
+    :func:`inert` of its value (format specs apply first): ``md("Delete **{}** ({n} chunks)?",
+    name, n=3)``. The template's own Markdown is kept; nothing a value holds is interpreted."""
+    return _Inert().format(template, *values, **named)
+
+
+@lru_cache(maxsize=1)
+def _answer_parser():
+    from markdown_it import MarkdownIt
+
+    # html=False: tags in the text are text (escaped), never passed through. No linkify: a bare
+    # address stays words.
+    mdi = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
+    mdi.add_render_rule("image", _render_image)
+    mdi.add_render_rule("link_open", _render_link_open)
+    mdi.add_render_rule("link_close", _render_link_close)
+    return mdi
+
+
+def _relative(href: str) -> bool:
+    """Whether ``href`` stays on the app's own origin: a path, query or fragment without a scheme or
+    host (``//host`` and a backslash, which browsers read as a slash, are not)."""
+    if not href or "\\" in href or href.startswith("//") or any(ord(c) < 33 for c in href):
+        return False
+    parts = urlsplit(href)
+    return not parts.scheme and not parts.netloc and not re.match(r"[a-z][a-z0-9+.-]*:", href, re.I)
+
+
+def _render_image(self, tokens, idx, options, env) -> str:
+    tok = tokens[idx]
+    alt = self.renderInlineAsText(tok.children or [], options, env) or tok.content
+    src = tok.attrGet("src") or ""
+    words = f"[image: {alt}]" if alt else "[image]"
+    return html.escape(f"{words} ({src})" if src else words)
+
+
+def _render_link_open(self, tokens, idx, options, env) -> str:
+    tok = tokens[idx]
+    href = str(tok.attrGet("href") or "")
+    kept = _relative(href)
+    env.setdefault("_links", []).append((kept, href, tok.markup == "autolink"))
+    return f'<a href="{html.escape(href)}">' if kept else ""
+
+
+def _render_link_close(self, tokens, idx, options, env) -> str:
+    stack = env.get("_links") or [(True, "", False)]
+    kept, href, autolink = stack.pop()
+    if kept:
+        return "</a>"
+    return "" if autolink or not href else html.escape(f" ({href})")
+
+
+def answer_html(text: str) -> str:
+    """Model text (an answer, a message of the chat history) as safe HTML: Markdown rendered by
+    markdown-it-py (CommonMark + tables + strikethrough: paragraphs, lists, code, tables, emphasis),
+    with nothing that loads or leads outside the app --
+
+    * an image (inline or reference-style) is its description and address in words:
+      ``[image: status] (http://host/x.png)``, never fetched;
+    * raw HTML (``<img>``, ``<iframe>``, ``<svg onload>``, ``<a href>``; also when written with
+      entities) is shown as written, as text;
+    * a link to a path of the app itself (``/stores``, ``#part``, ``?q=1``) stays a link; any other
+      (another host, ``//host``, ``mailto:``; an autolink ``<http://host>``) is its text with the
+      address after it, ``label (http://host/...)``; ``javascript:``/``data:`` links are not links.
+
+    Returns one line (newlines as ``&#10;``) in ``<div class="answer">``, so Streamlit's Markdown
+    pass sees one HTML block and reads nothing inside it: for ``st.markdown(..., unsafe_allow_html=True)``.
+    """
+    body = _answer_parser().render(unicodedata.normalize("NFC", text or ""), {})
+    return f'<div class="answer">{_one_line(body.strip())}</div>'
+
+
+__all__ = ["MARKDOWN_SUFFIXES", "MIN_TERM_LENGTH", "STOPWORDS", "answer_html", "escape_markdown", "highlight",
+           "inert", "is_markdown", "match_spans", "md", "plain_text", "query_terms", "render_html",
+           "strip_source_markup"]

@@ -11,6 +11,7 @@ import streamlit as st
 
 from knowledge import portable
 from knowledge.errors import KnowledgeError
+from knowledge.render import inert, md
 from knowledge.workbench import Workbench
 from pages._ui import flash, human_size, set_flash
 
@@ -54,20 +55,20 @@ def export_part(wb: Workbench, store: str) -> None:
             bar.empty()
         except KnowledgeError as exc:
             bar.empty()
-            st.error(f"{store} could not be exported: {exc}")
+            st.error(inert(f"{store} could not be exported: {exc}"))
             prepared = None
     if prepared and Path(prepared[0]).is_file():
         path, files, chunks, size = prepared
         st.caption(f"{files} files, {chunks} chunks, {human_size(size)}.")
         with open(path, "rb") as fh:
-            st.download_button(f"⬇️ Download {Path(path).name}", fh.read(), file_name=Path(path).name,
+            st.download_button(md("⬇️ Download {}", Path(path).name), fh.read(), file_name=Path(path).name,
                                mime="application/zip", key=f"export-dl:{store}", type="primary")
 
 
 def move_part(wb: Workbench, store: str) -> None:
     record = wb.get_store(store)
-    st.markdown(f"**Move** — to another template's backend (now: {record.backend}). Same name, files and chunks;"
-                " the vectors are copied when the template's model is the store's, re-embedded otherwise.")
+    st.markdown(md("**Move** — to another template's backend (now: {}). Same name, files and chunks; the vectors"
+                   " are copied when the template's model is the store's, re-embedded otherwise.", record.backend))
     others = [t for t in wb.list_templates() if t.name != record.template]
     if not others:
         st.caption("No other template yet: make one on another backend in the Templates tab, then move"
@@ -113,7 +114,7 @@ def import_part(wb: Workbench, key: str = "") -> None:
                                            progress=lambda stage, f: bar.progress(f, text=f"Importing: {stage}, {f:.0%}"))
             except KnowledgeError as exc:
                 bar.empty()
-                st.error(f"{up.name} was not imported: {exc}")
+                st.error(inert(f"{up.name} was not imported: {exc}"))
                 return
         st.session_state["store_pending"] = r.store  # selected on the next run
         set_flash("", True, r.message)
@@ -139,9 +140,9 @@ def _preview(up) -> bool:
                 st.session_state[key] = (False, str(exc))
     ok, info = st.session_state[key]
     if not ok:
-        st.error(f"{up.name} cannot be imported: {info}")
+        st.error(inert(f"{up.name} cannot be imported: {info}"))
         return False
-    st.caption(f"{up.name}: store **{info['name']}** · {info['files']} files · {info['chunks']} chunks ·"
-               f" model `{info['embedding_model']}` ({info['dimension']} dimensions) · from"
-               f" {info.get('source_backend', '?')}")
+    st.caption(md("{}: store **{}** · {} files · {} chunks · model {} ({} dimensions) · from {}", up.name,
+                  info["name"], info["files"], info["chunks"], info["embedding_model"], info["dimension"],
+                  info.get("source_backend", "?")))
     return True

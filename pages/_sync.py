@@ -11,6 +11,7 @@ import streamlit as st
 
 from knowledge.errors import KnowledgeError
 from knowledge.jobs import IngestJob
+from knowledge.render import md
 from knowledge.sync import (
     FolderSync,
     SyncJob,
@@ -41,7 +42,7 @@ def sync_section(wb: Workbench, store: str) -> None:
         if known:
             for f in known:  # lines, not a table: they wrap on a phone
                 when = f"{f.last_sync:%Y-%m-%d %H:%M} UTC" if f.last_sync else "never"
-                st.markdown(f"📁 **{f.folder}** · `{f.glob}`  \nlast sync {when}: {counts_text(f.last_plan)}")
+                st.markdown(md("📁 **{}** · {}  \nlast sync {}: {}", f.folder, f.glob, when, counts_text(f.last_plan)))
             c1, c2, c3 = st.columns([3, 1, 1], vertical_alignment="bottom")
             pick = c1.selectbox("Folder", [f.folder for f in known], key=f"sync-pick:{store}")
             chosen = next(f for f in known if f.folder == pick)
@@ -53,7 +54,7 @@ def sync_section(wb: Workbench, store: str) -> None:
                 forget_folder(wb, store, chosen.folder)
                 set_flash(f"sync:{store}", True, f"{chosen.folder} is no longer synced; its files stay.")
                 st.rerun()
-        st.caption(f"Allowed folders: {folders.describe()} (setting `ingest.allowed_dirs`).")
+        st.caption(md("Allowed folders: {} (setting `ingest.allowed_dirs`).", folders.describe()))
         with st.form(f"sync-add:{store}"):
             c1, c2 = st.columns([3, 1])
             folder = c1.text_input("Folder to keep in sync", placeholder="/path/to/docs")
@@ -80,7 +81,7 @@ def _plan(wb: Workbench, store: str, folder: str, glob: str, folders) -> None:
 def _preview(wb: Workbench, store: str, folder: str, plan: SyncPlan) -> None:
     """The plan of a sync, with Apply and Cancel."""
     with st.container(border=True):
-        st.markdown(f"**Plan for {plan.folder}** (`{plan.glob}`): {plan.summary()}")
+        st.markdown(md("**Plan for {}** ({}): {}", plan.folder, plan.glob, plan.summary()))
         changes = [i for i in plan.items if i.action != "unchanged"]
         if changes:
             st.dataframe([{"change": _MARK[i.action], "file": i.path, "was": i.old_path or ""} for i in changes],

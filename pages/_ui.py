@@ -21,6 +21,7 @@ from pathlib import Path
 import streamlit as st
 
 from knowledge.chat import ChatService
+from knowledge.render import inert
 from knowledge.vectorstore.base import DISTANCES as _DISTANCES
 from knowledge.workbench import Workbench
 
@@ -77,7 +78,8 @@ _PREFIX = "flash:"
 
 def set_flash(key: str, ok: bool, msg: str) -> None:
     """Keep ``msg`` for the next run, to show once where :func:`flash` is called with ``key``:
-    as a success (``ok``) or an error."""
+    as a success (``ok``) or an error. ``msg`` is plain text (it names stores and files, which are
+    untrusted): shown as written, never read as Markdown."""
     st.session_state[_PREFIX + key] = (bool(ok), msg)
 
 
@@ -90,7 +92,7 @@ def flash(key: str) -> None:
     """Show, once, the message kept under ``key`` by :func:`set_flash` (nothing when there is none)."""
     msg = st.session_state.pop(_PREFIX + key, None)
     if msg:
-        (st.success if msg[0] else st.error)(msg[1])
+        (st.success if msg[0] else st.error)(inert(msg[1]))
 
 
 def megabytes(n: int | float | None, digits: int = 3) -> float | None:

@@ -10,6 +10,7 @@ from knowledge import render
 from knowledge.chat import ChatService
 from knowledge.chat.model import ASSISTANT, ATTACHMENT, FILE, IMAGE, TOOL, USER, Message
 from knowledge.errors import KnowledgeError
+from knowledge.render import inert, md
 from knowledge.workbench import Workbench
 from pages._ui import app_chat_service, app_workbench
 
@@ -34,7 +35,7 @@ try:
     session = chat.session(sid) if sid else None
     knowledge = chat.knowledge(sid) if sid else None
 except KnowledgeError as exc:
-    st.error(str(exc))
+    st.error(inert(exc))
     st.stop()
 if sid is None and "draft_stores" not in st.session_state:
     st.session_state["draft_stores"] = chat.default_stores()
@@ -51,7 +52,7 @@ with st.sidebar:
     st.button("➕ New chat", width="stretch", on_click=start_new_chat, disabled=sid is None)
     labels = {s.id: s.title for s in sessions}
     if labels:
-        picked = st.radio("Session", list(labels), format_func=lambda i: labels[i],
+        picked = st.radio("Session", list(labels), format_func=lambda i: inert(labels[i]),
                           index=list(labels).index(sid) if sid in labels else None,
                           label_visibility="collapsed", key=f"chat_pick_{sid}")
         if picked is not None and picked != sid:
@@ -95,34 +96,34 @@ with st.sidebar:
             icon = "🖼️" if a.kind == "image" else "📄"
             pages = f", {a.pages} page{'s' if a.pages != 1 else ''}" if a.pages else ""
             with st.container(horizontal=True, vertical_alignment="center", gap="small"):
-                st.markdown(f"{icon} **{a.name}**  \n<small>{a.label}{pages}"
-                            f"{' · sent with your next message' if a.file_id in pending else ''}</small>",
+                st.markdown(md("{} **{}**  \n<small>{}{}{}</small>", icon, a.name, a.label, pages,
+                               " · sent with your next message" if a.file_id in pending else ""),
                             unsafe_allow_html=True, width="stretch")
                 if st.button("", icon=":material/close:", key=f"rm_{a.file_id}", type="tertiary",
-                             help=f"Remove {a.name} from this chat"):
+                             help=md("Remove {} from this chat", a.name)):
                     chat.remove(sid, a.file_id)
                     st.rerun()
         with st.popover("🗑 Delete this chat", width="stretch"):
-            st.markdown(f"Delete **{session.title}**, its messages and its attached files?")
+            st.markdown(md("Delete **{}**, its messages and its attached files?", session.title))
             if st.button("Delete", type="primary", key="confirm_delete_chat"):
                 chat.delete_session(sid)
                 start_new_chat()
                 st.rerun()
     ok, reason = chat.tools.availability()
     if not ok:
-        st.warning(f"The knowledge tools are {reason}.")
+        st.warning(md("The knowledge tools are {}.", reason))
 
 # -- the header: title and the knowledge as chips ---------------------------------------------------
-st.title(f"💬 {session.title if session and session.title != 'New chat' else 'Chat'}")
+st.title(md("💬 {}", session.title if session and session.title != "New chat" else "Chat"))
 searched = (knowledge.stores if knowledge else [n for n in st.session_state["draft_stores"] if n in store_names])
-chips = [f":blue-badge[:material/database: {n}]" for n in searched]
+chips = [f":blue-badge[:material/database: {inert(n)}]" for n in searched]
 if knowledge and knowledge.attachments:
     chips.append(":gray-badge[:material/attach_file: attached files]")
 st.markdown("Searches " + " ".join(chips) if chips else
             ":orange-badge[No knowledge yet] choose stores in the sidebar, or attach files to a message.")
 if knowledge and knowledge.dropped:
-    st.info(f"{', '.join(knowledge.dropped)} no longer exist{'s' if len(knowledge.dropped) == 1 else ''};"
-            " removed from this chat's knowledge.")
+    st.info(md("{} no longer exist{}; removed from this chat's knowledge.", ", ".join(knowledge.dropped),
+               "s" if len(knowledge.dropped) == 1 else ""))
 
 
 # -- the conversation ---------------------------------------------------------------------------
@@ -131,11 +132,11 @@ def show_media(m: Message) -> None:
         if p.kind == IMAGE:
             try:
                 with wb.read_file(p.file_id) as fh:
-                    st.image(fh.read(), caption=p.name, width=260)
+                    st.image(fh.read(), caption=inert(p.name), width=260)
             except KnowledgeError:
-                st.caption(f"🖼️ {p.name} (no longer stored)")
+                st.caption(md("🖼️ {} (no longer stored)", p.name))
         elif p.kind == FILE:
-            st.caption(f"📄 {p.name}")
+            st.caption(md("📄 {}", p.name))
 
 
 def show_citations(citations: list[dict], question: str | None = None) -> None:
@@ -146,7 +147,7 @@ def show_citations(citations: list[dict], question: str | None = None) -> None:
     for i, c in enumerate(citations, 1):
         page = f", page {c['page']}" if c.get("page") is not None else ""
         heading = f" — {c['heading']}" if c.get("heading") else ""
-        with st.expander(f"[{i}] {c.get('file_name')}{page}{heading} · score {c.get('score', 0):.3f}"):
+        with st.expander(inert(f"[{i}] {c.get('file_name')}{page}{heading} · score {c.get('score', 0):.3f}")):
             st.markdown(render.render_html(c.get("text") or "", question, file_name=c.get("file_name")),
                         unsafe_allow_html=True)
             span = (f" · characters {c['char_start']}–{c['char_end']}"
@@ -154,14 +155,14 @@ def show_citations(citations: list[dict], question: str | None = None) -> None:
             source = c.get("source") or ("attachments" if str(c.get("store", "")).startswith("chat-")
                                          else c.get("store"))
             where = "an attached file" if source == "attachments" else f"store {source}"
-            st.caption(f"chunk {c.get('chunk_index')} of {c.get('file_name')}{span} ({where})")
+            st.caption(inert(f"chunk {c.get('chunk_index')} of {c.get('file_name')}{span} ({where})"))
 
 
 def show_tool(call: dict, result: Message | None, shown: list[Message]) -> None:
     args = json.loads(call["arguments"]) if call.get("arguments") else {}
     brief = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in args.items() if k != "store")
     ok = result is None or result.meta.get("ok", True)
-    with st.expander(f"{'🔧' if ok else '⚠️'} {call['name']}({brief})", expanded=False):
+    with st.expander(inert(f"{'🔧' if ok else '⚠️'} {call['name']}({brief})"), expanded=False):
         if result is not None:
             st.code(result.text, language=None, wrap_lines=True)
         for m in shown:
@@ -186,11 +187,11 @@ while i < len(messages):
             attached = m.meta.get("attached") or []
             removed = m.meta.get("removed") or []
             if attached:
-                st.caption("📎 " + ", ".join(e["name"] for e in attached))
+                st.caption(inert("📎 " + ", ".join(e["name"] for e in attached)))
             if removed:
-                st.caption("✖ removed " + ", ".join(e["name"] for e in removed))
+                st.caption(inert("✖ removed " + ", ".join(e["name"] for e in removed)))
             if m.text:
-                st.markdown(m.text)
+                st.markdown(render.answer_html(m.text), unsafe_allow_html=True)
             show_media(m)
         i += 1
         continue
@@ -202,12 +203,12 @@ while i < len(messages):
                 for call in m.meta.get("tool_calls") or []:
                     show_tool(call, results.get(call["id"]), reshown.get(call["id"], []))
                 if m.text:
-                    st.markdown(m.text)
+                    st.markdown(render.answer_html(m.text), unsafe_allow_html=True)
                 if not m.meta.get("tool_calls"):
                     show_citations(m.meta.get("citations") or [], question)
                     cfg = m.meta.get("config")
                     if cfg:
-                        st.caption(f"{cfg}{' · retrieval only' if m.meta.get('retrieval_only') else ''}")
+                        st.caption(inert(f"{cfg}{' · retrieval only' if m.meta.get('retrieval_only') else ''}"))
             i += 1
 
 if not messages:
@@ -222,7 +223,7 @@ if prompt and sid is None:  # a new chat is stored with its first message
         sid = chat.create_session(config=st.session_state.get("draft_config"),
                                   stores=[n for n in st.session_state["draft_stores"] if n in store_names]).id
     except KnowledgeError as exc:
-        st.error(str(exc))
+        st.error(inert(exc))
         st.stop()
     st.session_state["chat_session"] = sid
 if prompt:
@@ -242,4 +243,4 @@ if running is not None:  # sent earlier (or from another tab) and not answered y
     st.rerun()
 
 for problem in st.session_state.pop("chat_problems", []):
-    st.error(problem)
+    st.error(inert(problem))

@@ -9,6 +9,7 @@ import streamlit as st
 
 from knowledge import evaluation as ev
 from knowledge.errors import KnowledgeError
+from knowledge.render import inert, md
 from knowledge.workbench import Workbench
 from pages._ui import app_workbench, flash, set_flash
 
@@ -26,7 +27,7 @@ try:
     stores = wb.store_names()
     set_names = evals.set_names()
 except KnowledgeError as exc:
-    st.error(str(exc))
+    st.error(inert(exc))
     st.stop()
 
 
@@ -43,7 +44,7 @@ def upload_set() -> None:
         set_flash("evaluate", False, str(exc))
         return
     st.session_state["ev_set"] = name
-    set_flash("evaluate", True, f"Saved the question set **{name}**: {len(questions)} questions.")
+    set_flash("evaluate", True, f"Saved the question set {name}: {len(questions)} questions.")
 
 
 with st.container(border=True):
@@ -67,7 +68,7 @@ with st.container(border=True):
     qset = evals.get_set(set_name)
     c1.caption(f"{len(qset.questions)} questions · {qset.format.upper()} · updated "
                f"{qset.updated:%Y-%m-%d %H:%M}" if qset.updated else f"{len(qset.questions)} questions")
-    with st.expander(f"Edit the questions of {set_name}"):
+    with st.expander(md("Edit the questions of {}", set_name)):
         table = pd.DataFrame([{"question": q.text, "relevant": q.relevant_label()} for q in qset.questions])
         edited = st.data_editor(
             table, num_rows="dynamic", width="stretch", key=f"ev_editor_{set_name}_{qset.sha256[:8]}",
@@ -83,7 +84,7 @@ with st.container(border=True):
                 set_flash("evaluate", True, f"Saved {len(questions)} questions.")
                 st.rerun()
             except KnowledgeError as exc:
-                st.error(str(exc))
+                st.error(inert(exc))
         try:
             data, file_name, mime = ev.export_questions(qset)
         except KnowledgeError:
@@ -146,10 +147,10 @@ def per_question(runs: list[ev.EvalRun]) -> None:
         if res is None:
             continue
         with cols[i % len(cols)]:
-            st.markdown(f"**{r.store} · {MODE_NAMES.get(r.mode, r.mode)}** — relevant: `{res.relevant}`")
+            st.markdown(md("**{} · {}** — relevant: {}", r.store, MODE_NAMES.get(r.mode, r.mode), res.relevant))
             st.caption("✅ relevant, ⬜ not; the number after a file is the vector score (cosine similarity).")
-            lines = [f"{n}. {'✅' if h.relevant else '⬜'} {h.file_name}"
-                     + (f" · page {h.page}" if h.page else "") + f" · {h.score:.3f}"
+            lines = [inert(f"{n}. {'✅' if h.relevant else '⬜'} {h.file_name}"
+                           + (f" · page {h.page}" if h.page else "") + f" · {h.score:.3f}")
                      for n, h in enumerate(res.hits, 1)]
             st.markdown("  \n".join(lines) or "No hits.")
 
@@ -177,14 +178,14 @@ with tab_run:
                 failed.append(f"{store} · {MODE_NAMES[mode]}: {exc}")
         bar.empty()
         for f in failed:
-            st.error(f)
+            st.error(inert(f))
         st.session_state["ev_last"] = {"set": set_name, "runs": done_runs}
     last = st.session_state.get("ev_last")
     if last and last["set"] == set_name and last["runs"]:
         try:
             runs = [evals.get_run(rid) for rid in last["runs"]]
         except KnowledgeError as exc:
-            st.error(str(exc))
+            st.error(inert(exc))
             runs = []
         if runs:
             st.subheader("Metrics per store and ranking")
@@ -235,7 +236,7 @@ with tab_weight:
                 runs = ev.sweep_fusion_weight(wb, w_store, qset, weights, candidates=candidates)
             st.session_state["ev_sweep_result"] = (set_name, w_store, [evals.save_run(r).id for r in runs])
         except KnowledgeError as exc:
-            st.error(str(exc))
+            st.error(inert(exc))
     result = st.session_state.get("ev_sweep_result")
     if result and result[0] == set_name:
         runs = [evals.get_run(rid) for rid in result[2]]
@@ -247,7 +248,7 @@ with tab_weight:
             tooltip=["weight", "metric", alt.Tooltip("value:Q", format=".3f")]).properties(height=280)
         st.altair_chart(chart, width="stretch")
         best = ev.best_by_mrr(runs)
-        st.success(f"Best on **{result[1]}**: weight {best.search['fusion_weight']} (MRR@{best.k} {best.mrr:.3f}). "
+        st.success(md("Best on **{}**: ", result[1]) + f"weight {best.search['fusion_weight']} (MRR@{best.k} {best.mrr:.3f}). "
                    f"To use it, set `[search] fusion_weight = {best.search['fusion_weight']}` in the settings file.")
 
 with tab_chunks:
@@ -270,7 +271,7 @@ with tab_chunks:
                 (t.size, t.overlap, t.chunks, t.build_seconds, [evals.save_run(r).id for r in t.runs])
                 for t in trials])
         except KnowledgeError as exc:
-            st.error(str(exc))
+            st.error(inert(exc))
         bar.empty()
     trials = st.session_state.get("ev_trials")
     if trials and trials[0] == set_name:
@@ -292,7 +293,7 @@ with tab_chunks:
         if st.button(f"Keep {best[0]}/{best[1]} as a template", icon="📐", key="ev_keep"):
             try:
                 tpl = ev.keep_as_template(wb, trials[1], best[0], best[1], name)
-                st.success(f"Saved the template **{tpl.name}** ({best[0]}/{best[1]} tokens). New stores made "
+                st.success(md("Saved the template **{}** ", tpl.name) + f"({best[0]}/{best[1]} tokens). New stores made "
                            "from it, and files ingested with it, are cut that way.")
             except KnowledgeError as exc:
-                st.error(str(exc))
+                st.error(inert(exc))

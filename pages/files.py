@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from knowledge.errors import KnowledgeError
+from knowledge.render import inert, md
 from knowledge.workbench import Workbench
 from pages._ui import app_workbench, flash, human_size, megabytes, set_flash
 from pages.widgets import confirm
@@ -20,7 +21,7 @@ st.caption("Every file saved in the file store, by id. Identical bytes are kept 
 try:
     usage = wb.list_files()
 except KnowledgeError as exc:
-    st.error(str(exc))
+    st.error(inert(exc))
     st.stop()
 
 c1, c2, c3 = st.columns(3)
@@ -55,12 +56,12 @@ chosen = by_id[fid]
 f = chosen.file
 
 with st.container(border=True):
-    st.subheader(f.name)
-    st.caption(f"`{f.id}` · {f.content_type} · {human_size(f.size)} · sha256 `{f.sha256[:16]}…`")
+    st.subheader(inert(f.name))
+    st.caption(md("{} · {} · {} · sha256 {}…", f.id, f.content_type, human_size(f.size), f.sha256[:16]))
     if chosen.aliases:
-        st.write("Also named: " + ", ".join(f"**{n}**" for n in chosen.aliases))
+        st.markdown("Also named: " + ", ".join(md("**{}**", n) for n in chosen.aliases))
     if chosen.stores:
-        st.write("Used by: " + ", ".join(f"**{s}**" for s in chosen.labels()))
+        st.markdown("Used by: " + ", ".join(md("**{}**", s) for s in chosen.labels()))
     else:
         st.write("Not used by any store.")
     try:
@@ -68,24 +69,24 @@ with st.container(border=True):
             data = fh.read()
         st.download_button("⬇️ Download", data, file_name=f.name, mime=f.content_type, key=f"dl:{f.id}")
     except KnowledgeError as exc:
-        st.error(str(exc))
+        st.error(inert(exc))
 
     st.markdown("##### Delete")
     flash("files")
     from_stores = False
     if chosen.stores:
         from_stores = st.checkbox(
-            f"Also remove it from {', '.join(chosen.stores)} (their chunks of this file go too)",
+            md("Also remove it from {} (their chunks of this file go too)", ", ".join(chosen.stores)),
             key=f"from-stores:{f.id}",
         )
         st.caption("A file that stores still use is kept unless you tick this: their chunks cite it, and "
                    "search results would point at a file that is gone.")
-    if confirm("🗑️ Delete file", f"delete:{f.id}", f"Delete **{f.name}** from the file store"
-               + (f" and from {', '.join(chosen.stores)}?" if from_stores else "?"), type="primary"):
+    if confirm("🗑️ Delete file", f"delete:{f.id}", md("Delete **{}** from the file store", f.name)
+               + (md(" and from {}?", ", ".join(chosen.stores)) if from_stores else "?"), type="primary"):
         try:
             removed = wb.delete_stored_file(f.id, from_stores=from_stores)
             also = f" and removed it from {', '.join(removed)}" if removed else ""
             set_flash("files", True, f"Deleted {f.name}{also}.")
             st.rerun()
         except KnowledgeError as exc:
-            st.error(f"{f.name}: {exc}")
+            st.error(inert(f"{f.name}: {exc}"))

@@ -4,6 +4,7 @@ import streamlit as st
 
 from knowledge.catalog import FileCounts
 from knowledge.errors import KnowledgeError
+from knowledge.render import inert, md
 from knowledge.workbench import Workbench
 from pages._ui import app_workbench, megabytes
 
@@ -21,7 +22,7 @@ try:
     stored_files = len(wb.stored_files())
     failed = sum(FileCounts.of(wb.store_files(s.record.name)).failed for s in stores)
 except KnowledgeError as exc:
-    st.error(str(exc))
+    st.error(inert(exc))
     stores, stored_files, failed = [], 0, 0
 
 c1, c2, c3, c4, c5 = st.columns(5)
@@ -31,8 +32,8 @@ c3.metric("Indexed files", sum(s.files for s in stores),
           help="Searchable files, counted per store (a file in two stores counts twice).")
 c4.metric("Failed files", failed, help="Files a store could not index; see each store's Needs attention.")
 c5.metric("Chunks", sum(s.chunks for s in stores), help="Searchable pieces of text in all stores.")
-st.caption(f"New stores keep their chunks: **{WHERE.get(settings.vector_store.backend, settings.vector_store.backend).lower()}**.",
-           help=f"Backend: {settings.vector_store.backend} (setting vector_store.backend).")
+st.caption(md("New stores keep their chunks: **{}**.", WHERE.get(settings.vector_store.backend, settings.vector_store.backend).lower()),
+           help=md("Backend: {} (setting vector_store.backend).", settings.vector_store.backend))
 
 st.subheader("Vector stores")
 if stores:
@@ -49,7 +50,7 @@ else:
 
 st.subheader("Embedding model")
 model = settings.embeddings.model
-st.write(f"`{model}` (cache: `{settings.models_dir}`)")
+st.markdown(md("{} (cache: {})", model, settings.models_dir))
 try:
     embedder = wb.embedder()
     if not embedder.loaded and st.button("Load the embedding model"):
@@ -60,6 +61,6 @@ try:
     else:
         st.caption("Not loaded yet: it loads on the first ingestion or search.")
 except KnowledgeError as exc:
-    st.error(str(exc))
+    st.error(inert(exc))
 
-st.caption(f"Data folder: `{settings.data_root}`")
+st.caption(md("Data folder: {}", settings.data_root))

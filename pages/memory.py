@@ -6,9 +6,10 @@ import json
 
 import streamlit as st
 
-from knowledge.errors import InvalidArgument, KnowledgeError
 from knowledge.agent_memory import DEFAULT_COLLECTION, DEFAULT_DATASET, VectorMemory
+from knowledge.errors import InvalidArgument, KnowledgeError
 from knowledge.playground import parse_scalar
+from knowledge.render import inert, md
 from knowledge.vectorstore.registry import backend_names
 from knowledge.workbench import Workbench
 from pages._ui import app_workbench, flash, set_flash
@@ -63,7 +64,7 @@ try:
     memory = VectorMemory(wb.backend(backend_name), wb.embedder(), collection=collection or DEFAULT_COLLECTION)
     datasets = memory.datasets()
 except KnowledgeError as exc:
-    st.error(str(exc))
+    st.error(inert(exc))
     st.stop()
 
 st.subheader("Datasets")
@@ -71,8 +72,8 @@ if datasets:
     st.dataframe([{"dataset": name, "memories": n} for name, n in datasets.items()], hide_index=True,
                  width="stretch", key="mem_datasets")
     total = sum(datasets.values())
-    st.caption(f"{total} memor{'y' if total == 1 else 'ies'} in **{collection}**, {WHERE.get(backend_name, backend_name)}, "
-               f"embedded with {wb.embedder().name}.")
+    st.caption(md("{} memor{} in **{}**, {}, embedded with {}.", total, "y" if total == 1 else "ies", collection,
+                  WHERE.get(backend_name, backend_name), wb.embedder().name))
 else:
     st.info("No memories yet. Remember something below.")
 
@@ -93,9 +94,9 @@ with st.form("mem_remember_form"):
             new_id = memory.remember(text, dataset=dataset or None, payload=parse_payload(payload_raw),
                                      id=parse_id(mem_id))
         except KnowledgeError as exc:
-            st.error(str(exc))
+            st.error(inert(exc))
         else:
-            set_flash("mem:remember", True, f"Remembered `{new_id}` in dataset **{dataset or DEFAULT_DATASET}**.")
+            set_flash("mem:remember", True, f"Remembered {new_id} in the dataset {dataset or DEFAULT_DATASET}.")
             st.session_state["mem_clear"] = True
             st.rerun()
 flash("mem:remember")
@@ -125,7 +126,7 @@ if st.button("Recall", key="mem_recall", type="primary"):
             score_threshold=float(threshold) if use_threshold else None, where=where)
     except KnowledgeError as exc:
         st.session_state.pop("mem_hits", None)
-        st.error(str(exc))
+        st.error(inert(exc))
 
 hits = st.session_state.get("mem_hits")
 if st.session_state.get("mem_hits_of") != (backend_name, collection):
@@ -135,18 +136,18 @@ if hits is not None:
         st.warning("Nothing recalled. Try another dataset, loosen the filter or lower the threshold.")
     for rank, hit in enumerate(hits, 1):
         with st.container(border=True):
-            st.markdown(f"**{rank}.** {hit.text}")
-            st.caption(f"score {hit.score:.3f} · dataset **{hit.dataset}** · id `{hit.id}`")
+            st.markdown(md("**{}.** {}", rank, hit.text))
+            st.caption(md("score {:.3f} · dataset **{}** · id {}", hit.score, hit.dataset, hit.id))
             if hit.payload:
                 st.json(hit.payload, expanded=False)
             if st.button("Forget", key=f"mem_forget_hit_{hit.id}"):
                 try:
                     memory.forget(ids=[hit.id])
                 except KnowledgeError as exc:
-                    st.error(str(exc))
+                    st.error(inert(exc))
                 else:
                     st.session_state["mem_hits"] = [h for h in hits if h.id != hit.id]
-                    set_flash("mem:recall", True, f"Forgot `{hit.id}`.")
+                    set_flash("mem:recall", True, f"Forgot {hit.id}.")
                     st.rerun()
 flash("mem:recall")
 
@@ -161,12 +162,13 @@ else:
     forget_key = g1.text_input("Extra field", key="mem_forget_key", help="A payload field of the memories.")
     forget_value = g2.text_input("equals", key="mem_forget_value")
 if by == "ids":
-    what = f"the memories with the ids {target_ids.strip() or '(none given)'}"
+    what = md("the memories with the ids {}", target_ids.strip() or "(none given)")
 elif by == "dataset":
-    what = f"every memory of the dataset **{target_dataset}** ({datasets.get(target_dataset, 0)})"
+    what = md("every memory of the dataset **{}** ({})", target_dataset, datasets.get(target_dataset, 0))
 else:
-    what = f"every memory whose {forget_key.strip() or '(field)'} is {forget_value!r}"
-if confirm("Forget", "mem_forget", f"Forget {what} in **{collection}**? This cannot be undone.", yes="Yes, forget"):
+    what = md("every memory whose {} is {!r}", forget_key.strip() or "(field)", forget_value)
+if confirm("Forget", "mem_forget", f"Forget {what} in " + md("**{}**? This cannot be undone.", collection),
+           yes="Yes, forget"):
     try:
         if by == "ids":
             n = memory.forget(ids=[parse_id(i) for i in target_ids.split(",") if i.strip()])
@@ -177,7 +179,7 @@ if confirm("Forget", "mem_forget", f"Forget {what} in **{collection}**? This can
                 raise InvalidArgument("Name the extra (payload) field to forget by.")
             n = memory.forget(where={forget_key.strip(): parse_scalar(forget_value)})
     except KnowledgeError as exc:
-        st.error(str(exc))
+        st.error(inert(exc))
     else:
         st.session_state.pop("mem_hits", None)
         set_flash("mem:forget", True, f"Forgot {n} {'memory' if n == 1 else 'memories'}.")

@@ -10,6 +10,7 @@ from knowledge import playground as pg
 from knowledge import render, storemap
 from knowledge.errors import KnowledgeError
 from knowledge.highlight import escape_markdown, highlight, snippet
+from knowledge.render import inert, md
 from knowledge.workbench import Workbench
 from pages._ui import app_workbench
 
@@ -25,7 +26,7 @@ st.caption("Query a store and see what comes back: scores, provenance and the ma
 try:
     stores = [s.record.name for s in wb.list_stores()]
 except KnowledgeError as exc:
-    st.error(str(exc))
+    st.error(inert(exc))
     st.stop()
 
 if not stores:
@@ -50,21 +51,22 @@ def render_hits(run: pg.SearchRun) -> None:
     readable text with the query's words marked, the full readable text on expand."""
     if not run.hits:
         if not run.top:
-            st.info(f"**{run.store}** has no chunks yet: drop files on it (Vector stores page).")
+            st.info(md("**{}** has no chunks yet: drop files on it (Vector stores page).", run.store))
             return
         if run.nothing_matched_well:
-            st.warning(f"Nothing in **{run.store}** matched this query well: the closest chunk scores "
-                       f"{run.best_top_score:.2f} on meaning, short of the score threshold {run.threshold:.2f}. Try other "
-                       "words, or clear the threshold to see the closest chunks anyway.", icon="🤷")
+            st.warning(md("Nothing in **{}** matched this query well: the closest chunk scores "
+                          "{:.2f} on meaning, short of the score threshold {:.2f}. Try other words, or clear "
+                          "the threshold to see the closest chunks anyway.", run.store, run.best_top_score,
+                          run.threshold), icon="🤷")
             return
-        st.warning(f"No chunk of **{run.store}** matches. Loosen the filters.")
+        st.warning(md("No chunk of **{}** matches. Loosen the filters.", run.store))
         return
     for rank, hit in enumerate(run.hits, 1):
         note = run.note(hit)
         with st.container(border=True):
             st.markdown(f"**{rank}.** {escape_markdown(pg.provenance(hit, note))}", unsafe_allow_html=True)
             if note.also_in:
-                st.caption("Identical text also in: " + ", ".join(note.also_in))
+                st.caption(md("Identical text also in: {}", ", ".join(note.also_in)))
             st.progress(pg.bar_fraction(hit, run), text=pg.score_text(hit))
             readable = render.plain_text(hit.text, file_name=hit.file_name)
             st.markdown(highlight(snippet(readable, run.query), run.query), unsafe_allow_html=True)
@@ -78,7 +80,7 @@ def render_hits(run: pg.SearchRun) -> None:
 
 def render_summary(run: pg.SearchRun) -> None:
     shown = f"{len(run.hits)} result{'' if len(run.hits) == 1 else 's'}"
-    st.caption(f"**{run.store}**: {shown} in {run.total_ms:.0f} ms.{pg.MODE_NOTE.get(run.mode, '')}",
+    st.caption(md("**{}**: ", run.store) + f"{shown} in {run.total_ms:.0f} ms.{pg.MODE_NOTE.get(run.mode, '')}",
                help=f"Embedding the query {run.embed_ms:.0f} ms + {run.mode} search {run.search_ms:.0f} ms. "
                     f"Meaning score: {pg.score_meaning(run.distance)}. Overlapping chunks of one file are "
                     "shown as one result (setting search.merge_overlapping). " + pg.MODE_HELP)
@@ -154,7 +156,7 @@ try:
     files = vs.list_files()
     fields_hint = pg.payload_fields(vs)
 except KnowledgeError as exc:
-    st.error(str(exc))
+    st.error(inert(exc))
     st.stop()
 k = c2.number_input("Results (k)", min_value=1, max_value=50, value=5, step=1, key="pg_k")
 threshold = c3.number_input(
@@ -171,7 +173,7 @@ with st.expander("Filters", expanded=bool(st.session_state.get("pg_fields") or
         "Extra fields", key="pg_fields", height=80, placeholder="page = 2",
         help="The chunks' payload fields. One `field = value` per line; every line must match. Numbers, true/false and null are "
              "read as such; quote a value to match it as text (\"2024\").")
-    f2.caption("Fields in this store: " + (", ".join(f"`{f}`" for f in fields_hint) or "none yet"))
+    f2.caption(md("Fields in this store: {}", ", ".join(fields_hint) or "none yet"))
 
 c4, c6, c5 = st.columns([3, 1, 1])
 query = c4.text_input("Query", key="pg_query", placeholder="Ask something the documents answer")
@@ -201,7 +203,7 @@ try:
         runs.append(pg.timed_search(wb, compare, query, int(k), where=other, score_threshold=threshold,
                                     mode=mode))
 except KnowledgeError as exc:
-    st.error(str(exc))
+    st.error(inert(exc))
     st.stop()
 
 if len(runs) == 1:
@@ -215,12 +217,12 @@ if len(runs) == 1:
                 render_map(runs[0])
             render_distribution(runs[0])
         except KnowledgeError as exc:
-            st.error(str(exc))
+            st.error(inert(exc))
 else:
     columns = st.columns(2)
     for col, run in zip(columns, runs):
         with col:
-            st.subheader(run.store)
+            st.subheader(inert(run.store))
             render_summary(run)
             render_hits(run)
             try:
@@ -228,4 +230,4 @@ else:
                     render_map(run)
                 render_distribution(run)
             except KnowledgeError as exc:
-                st.error(str(exc))
+                st.error(inert(exc))

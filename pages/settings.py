@@ -8,6 +8,7 @@ import streamlit as st
 
 from knowledge.errors import KnowledgeError
 from knowledge.llm.config import PROVIDERS
+from knowledge.render import inert, md
 from knowledge.tools import KnowledgeTools
 from knowledge.workbench import Workbench
 from pages._ui import app_chat_service, app_workbench, flash, set_flash
@@ -26,7 +27,7 @@ with tab_configs:
     if ok:
         st.success("Knowledge tools: available.")
     else:
-        st.warning(f"Knowledge tools: {reason}.")
+        st.warning(md("Knowledge tools: {}.", reason))
     rows = configs.list()
     st.dataframe([{"name": c.name, "type": c.type, "provider": c.provider, "model": c.model or "(default)",
                    "base URL": c.base_url or "", "key variable": c.api_key_env or "",
@@ -75,7 +76,7 @@ with tab_configs:
                 set_flash("llm-config", True, f"Saved the config {saved.name}.")
                 st.rerun()
             except KnowledgeError as exc:
-                st.error(str(exc))
+                st.error(inert(exc))
 
     flash("llm-config")
 
@@ -101,8 +102,8 @@ with tab_traces:
         status = f"⚠️ {t.error}" if t.error else "ok"
         label = (f"#{t.id} · {t.started:%Y-%m-%d %H:%M:%S} · {t.config} ({t.provider}"
                  f"{' ' + t.model if t.model else ''}) · {t.seconds or 0:.2f} s · {status}")
-        with st.expander(label):
-            st.caption(f"Session: {sessions.get(t.session_id, t.session_id)}")
+        with st.expander(inert(label)):
+            st.caption(md("Session: {}", sessions.get(t.session_id, t.session_id)))
             st.markdown("**Request**")
             st.json(t.request, expanded=False)
             st.markdown("**Response**")

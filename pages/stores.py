@@ -16,12 +16,28 @@ from knowledge.catalog import DONE, FAILED, PENDING, PROCESSING, FileCounts
 from knowledge.errors import KnowledgeError
 from knowledge.jobs import IngestJob
 from knowledge.outcomes import can_retry, needs_password, plain_reason
+from knowledge.render import inert, md
 from knowledge.templates import DEFAULT_TEMPLATE, make_template
 from knowledge.vectorstore.registry import backend_names
-from knowledge.workbench import CANCELLED, DUPLICATE, FAILED_OUTCOME, INDEXED, UNCHANGED, Workbench
+from knowledge.workbench import (
+    CANCELLED,
+    DUPLICATE,
+    FAILED_OUTCOME,
+    INDEXED,
+    UNCHANGED,
+    Workbench,
+)
 from pages._portable import import_part, portable_section
 from pages._sync import sync_section
-from pages._ui import DISTANCES, app_workbench, duration, flash, has_flash, megabytes, set_flash
+from pages._ui import (
+    DISTANCES,
+    app_workbench,
+    duration,
+    flash,
+    has_flash,
+    megabytes,
+    set_flash,
+)
 from pages.widgets import confirm
 
 wb: Workbench = app_workbench()
@@ -105,11 +121,12 @@ def _batch_header(job: IngestJob, store: str) -> None:
                  (DUPLICATE, "duplicates"), (FAILED_OUTCOME, "failed"), (CANCELLED, "not started"))
                  if counts.get(o)] if not hasattr(job, "summary_parts") else job.summary_parts()  # a folder sync
         st.progress(1.0, text=f"**Batch done: {total} file{'' if total == 1 else 's'}** · {job.chunks} chunks · "
-                    + ", ".join(parts))
+                    + inert(", ".join(parts)))
         return
     eta = job.eta_seconds()
     left = f"about {duration(eta)} left" if eta is not None else "estimating the time left…"
-    st.progress(job.fraction, text=f"**{n} of {total} files** into {store} · {job.chunks} chunk{'' if job.chunks == 1 else 's'} so far · {left}")
+    st.progress(job.fraction, text=md("**{} of {} files** into {} · {} chunk{} so far · {}", n, total, store,
+                                      job.chunks, "" if job.chunks == 1 else "s", left))
 
 
 def _said(r) -> str:
@@ -131,7 +148,7 @@ def _job_outcomes(job: IngestJob) -> None:
     failed = 0
     kept = {f.file_id for f in wb.store_files(job.store) if f.status == FAILED} if job.done else set()
     for note in getattr(job, "notes", []):  # e.g. how many files the folder walk skipped, and why
-        st.caption(note)
+        st.caption(inert(note))
     for fp in job.files:
         r = fp.result
         if r is None:
@@ -139,15 +156,15 @@ def _job_outcomes(job: IngestJob) -> None:
                 continue  # the header counts them; a long batch is not a long list of empty bars
             eta = fp.eta_seconds()
             left = f", about {duration(eta)} left" if eta is not None else ""
-            st.progress(fp.fraction, text=f"{fp.name} — {fp.stage}{left}")
+            st.progress(fp.fraction, text=inert(f"{fp.name} — {fp.stage}{left}"))
         elif r.ok or r.outcome == CANCELLED:
-            st.markdown(f"{OUTCOME_ICON.get(r.outcome, '•')} **{fp.name}** — {_said(r)}")
+            st.markdown(md("{} **{}** — {}", OUTCOME_ICON.get(r.outcome, "•"), fp.name, _said(r)))
             for w in r.warnings:
-                st.warning(f"{fp.name}: {w}", icon="⚠️")
+                st.warning(inert(f"{fp.name}: {w}"), icon="⚠️")
         elif job.done and r.file_id in kept:
             failed += 1
         else:
-            st.error(f"**{fp.name}** — {_said(r)}", icon="❌")
+            st.error(md("**{}** — {}", fp.name, _said(r)), icon="❌")
     if failed:
         st.caption(f"{failed} file{' is' if failed == 1 else 's are'} listed under **Needs attention** below.")
 
@@ -176,10 +193,10 @@ def upload_section(store: str, disk_bytes: int | None) -> None:
     folders = st.session_state["local_folders"]
     skipped = st.session_state.pop(f"skipped:{store}", None)
     if skipped:
-        st.warning(skipped)
+        st.warning(inert(skipped))
     with st.expander("📁 Ingest a folder on this machine"):
-        st.caption(f"Allowed folders: {folders.describe()} (setting `ingest.allowed_dirs`). Hidden folders"
-                   " such as `.ssh` and the data folder are never read.")
+        st.caption(md("Allowed folders: {} (setting `ingest.allowed_dirs`). Hidden folders such as `.ssh` and"
+                      " the data folder are never read.", folders.describe()))
         with st.form(f"folder:{store}"):
             c1, c2 = st.columns([3, 1])
             folder = c1.text_input("Folder", value=tpl.ingest_folder or "", placeholder="/path/to/docs")
@@ -198,7 +215,7 @@ def upload_section(store: str, disk_bytes: int | None) -> None:
                                 f" ({', '.join(job.skipped[:3])}{', ...' if len(job.skipped) > 3 else ''}).")
                         st.rerun()
                     except KnowledgeError as exc:
-                        st.error(str(exc))
+                        st.error(inert(exc))
 
 
 def files_section(store: str) -> None:
@@ -246,9 +263,9 @@ def files_section(store: str) -> None:
             if key:
                 f, name = by_name[key]
                 others = [n for n in f.names if n != name]
-                what = (f"the name **{name}** (its content stays, as {', '.join(others)})" if others
-                        else f"**{name}** and its {f.chunks} chunks")
-                if confirm("Delete", f"del:{store}", f"Delete {what} from {store}?", type="primary"):
+                what = (md("the name **{}** (its content stays, as {})", name, ", ".join(others)) if others
+                        else md("**{}** and its {} chunks", name, f.chunks))
+                if confirm("Delete", f"del:{store}", f"Delete {what} from {inert(store)}?", type="primary"):
                     _delete_file(store, f.file_id, name, f"files:{store}", by_name=bool(others))
     attention(store, failed)
 
@@ -265,7 +282,7 @@ def attention(store: str, failed: list) -> None:
         with st.container(border=True):
             again = retried is not None and retried[0] == f.file_id  # this file was just tried again
             said = plain_reason(retried[1] if again else f.reason) or "failed"
-            st.error(f"**{f.file_name}** — {'tried again: ' if again else ''}{said}", icon="❌")
+            st.error(md("**{}** — {}{}", f.file_name, "tried again: " if again else "", said), icon="❌")
             retry_ok = can_retry(f)
             c1, c2, c3 = st.columns([3, 1, 1], vertical_alignment="bottom")
             pw = (c1.text_input("Password", type="password", key=f"pw:{store}:{f.file_id}")
@@ -275,14 +292,14 @@ def attention(store: str, failed: list) -> None:
             if retry_ok and c2.button("🔁 Retry", key=f"retry:{store}:{f.file_id}"):
                 _retry(store, f, pw)
             with c3:
-                if confirm("🗑️ Remove", f"rm:{store}:{f.file_id}", f"Remove **{f.file_name}** from {store}?",
+                if confirm("🗑️ Remove", f"rm:{store}:{f.file_id}", md("Remove **{}** from {}?", f.file_name, store),
                            yes="Yes, remove"):
                     _delete_file(store, f.file_id, f.file_name, f"attention:{store}")
 
 
 def _retry(store: str, f, pw: str | None) -> None:
     try:
-        with st.spinner(f"Ingesting {f.file_name}..."):
+        with st.spinner(md("Ingesting {}...", f.file_name)):
             r = wb.retry_file(store, f.file_id, password=pw or None)
         job = st.session_state.get(f"job:{store}")
         if job is not None:  # the upload's outcome above follows the retry
@@ -324,7 +341,7 @@ def manage_section(store: str, files: int, chunks: int) -> None:
                 set_flash(f"manage:{store}", False, f"{store}: {exc}")
             st.rerun()
         st.divider()
-        sure = st.checkbox(f"Yes, delete {store} with its {files} indexed file(s) and {chunks} chunks",
+        sure = st.checkbox(md("Yes, delete {} with its {} indexed file(s) and {} chunks", store, files, chunks),
                            key=f"sure:{store}")
         if st.button("🗑️ Delete store", key=f"drop:{store}", type="primary", disabled=not sure):
             try:
@@ -358,14 +375,14 @@ def new_store_form(stores: list) -> None:
                           if existed else f"Created the store {name.strip()}.")
                 st.rerun()
             except KnowledgeError as exc:
-                st.error(str(exc))
+                st.error(inert(exc))
 
 
 def stores_tab() -> None:
     try:
         stores = wb.list_stores()
     except KnowledgeError as exc:
-        st.error(str(exc))
+        st.error(inert(exc))
         return
     if not stores:
         flash("")
@@ -389,10 +406,10 @@ def stores_tab() -> None:
     summary = next(s for s in stores if s.record.name == store)
     r = summary.record
     with st.container(border=True):
-        st.subheader(f"🗂️ {store}")
-        st.caption(f"template **{r.template}** · {backend_words(r.backend)} · model `{r.embedding_model}` "
-                   f"({r.dimension} dimensions, {r.distance})",
-                   help=f"Backend: {r.backend}. Scores compare embeddings by {r.distance} distance.")
+        st.subheader(md("🗂️ {}", store))
+        st.caption(md("template **{}** · {} · model {} ({} dimensions, {})", r.template, backend_words(r.backend),
+                      r.embedding_model, r.dimension, r.distance),
+                   help=md("Backend: {}. Scores compare embeddings by {} distance.", r.backend, r.distance))
         try:
             upload_section(store, summary.disk_bytes)
             sync_section(wb, store)
@@ -400,7 +417,7 @@ def stores_tab() -> None:
             manage_section(store, summary.files, summary.chunks)
             portable_section(wb, store)
         except KnowledgeError as exc:
-            st.error(str(exc))
+            st.error(inert(exc))
     st.markdown(f"#### All stores ({len(stores)})")
     st.dataframe(
         [{"store": s.record.name, "template": s.record.template, "stored": backend_words(s.record.backend),
@@ -482,13 +499,13 @@ def templates_tab() -> None:
                 set_flash("templates", True, f"Saved the template {tpl.name}.{_fitted(tpl)}")
                 st.rerun()
             except KnowledgeError as exc:
-                st.error(str(exc))
+                st.error(inert(exc))
     flash("templates")
     if editing:
         users = wb.stores_using_template(pick)
         if users:
-            st.caption(f"Used by {', '.join(users)}: its backend, model and distance stay fixed.")
-        sure = st.checkbox(f"Yes, delete the template {pick}", key="tpl-sure")
+            st.caption(md("Used by {}: its backend, model and distance stay fixed.", ", ".join(users)))
+        sure = st.checkbox(md("Yes, delete the template {}", pick), key="tpl-sure")
         if st.button("🗑️ Delete template", key="tpl-delete", disabled=not sure):
             try:
                 wb.delete_template(pick)
@@ -496,7 +513,7 @@ def templates_tab() -> None:
                 st.session_state.pop("tpl-pick", None)
                 st.rerun()
             except KnowledgeError as exc:
-                st.error(str(exc))
+                st.error(inert(exc))
 
 
 stores_tab_, templates_tab_ = st.tabs(["Stores", "Templates"])

@@ -1,6 +1,13 @@
 """What the AppTest files (tests/test_app_*.py) share: the app's path, fresh Streamlit caches, the
 fake embedding model through its setting, opening a page, and reading what a page says.
 
+The pages write names, file text and messages as inert Markdown (:func:`knowledge.render.inert`:
+punctuation as character references, ``&#46;`` for ``.``). AppTest reports an element's Markdown
+source, so importing this module makes the ``value`` of Markdown, caption, heading and alert
+elements read with those references decoded, as the browser shows them (the Markdown markup the
+page itself writes, ``**bold**``, stays; one-line HTML from :mod:`knowledge.render` is left as it is:
+read it with :func:`answer_text`). :func:`shown` does the same for any string (a label).
+
 Imported as ``from app_helpers import ...`` (plain pytest, as CI runs it, has no ``tests`` package).
 """
 
@@ -12,11 +19,38 @@ from contextlib import contextmanager
 
 import pytest
 import streamlit as st
-from streamlit.testing.v1 import AppTest
+from streamlit.testing.v1 import AppTest, element_tree
 
 from conftest import REPO
 
 APP = str(REPO / "app.py")
+
+
+def shown(markdown: str) -> str:
+    """``markdown`` with its character references decoded (``&#91;`` is ``[``), as a reader sees it."""
+    return html.unescape(markdown)
+
+
+def answer_text(markup: str) -> str:
+    """The text a browser shows for a chat message's HTML (:func:`knowledge.render.answer_html`)."""
+    from bs4 import BeautifulSoup
+
+    return BeautifulSoup(markup.replace("&#10;", "\n"), "html.parser").get_text()
+
+
+def _decoded(prop: property) -> property:
+    def value(self):
+        raw = prop.fget(self)
+        # One-line HTML (knowledge.render's output) is read by the browser as HTML: left as it is.
+        return raw if not isinstance(raw, str) or raw.startswith("<div class=") else shown(raw)
+
+    return property(value)
+
+
+for _cls in (element_tree.AlertBase, element_tree.Markdown, element_tree.HeadingBase):
+    if not vars(_cls).get("_knowledge_decoded"):  # once, however often this module is imported
+        _cls.value = _decoded(vars(_cls)["value"])
+        _cls._knowledge_decoded = True
 
 
 def use_fake_model(monkeypatch: pytest.MonkeyPatch, dimension: int = 8) -> str:

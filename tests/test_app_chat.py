@@ -13,7 +13,7 @@ from knowledge.config import load_settings
 from knowledge.llm import LlmConfigs
 from knowledge.workbench import Workbench
 
-from app_helpers import fresh_caches, open_app, use_fake_model
+from app_helpers import answer_text, fresh_caches, open_app, shown, use_fake_model
 from chat_helpers import ChatCompletionsServer, pdf_bytes, png_bytes
 NOTES = ("# Lighthouse\n\nThe keeper lit the lamp at dusk and trimmed the wick at midnight.\n\n"
          "# Bakery\n\nBread needs flour, water, salt and yeast; the dough rests overnight.")
@@ -47,19 +47,19 @@ def test_chat_attach_by_drop_ask_and_see_answer_with_citations(tmp_path):
     user = at.chat_message[0]
     assert user.name == "user"
     assert "📎 notes.md, photo.png" in [c.value for c in user.caption]
-    assert user.markdown[0].value == "Who lit the lamp?"
+    assert answer_text(user.markdown[0].value) == "Who lit the lamp?"
     images = user.get("image")
-    assert len(images) == 1 and images[0].proto.imgs[0].caption == "photo.png"
+    assert len(images) == 1 and shown(images[0].proto.imgs[0].caption) == "photo.png"
     # the answer: the tool call collapsed, the passages quoted, citations that open the chunk
     answer = at.chat_message[1]
-    labels = [e.label for e in answer.expander]
+    labels = [shown(e.label) for e in answer.expander]
     assert labels[0].startswith("🔧 vector_search(query=\"Who lit the lamp?\"")
     assert any(lbl.startswith("[1] notes.md — Lighthouse · score") for lbl in labels)
     assert "keeper lit the lamp" in answer.markdown[0].value and "Retrieval only" in answer.markdown[0].value
     # the sidebar lists the attachments with a remove button each
     side = [m.value for m in at.sidebar.markdown]
     assert any("**notes.md**" in v for v in side) and any("**photo.png**" in v for v in side)
-    assert {b.help for b in at.sidebar.button if b.key and b.key.startswith("rm_")} == {
+    assert {shown(b.help) for b in at.sidebar.button if b.key and b.key.startswith("rm_")} == {
         "Remove notes.md from this chat", "Remove photo.png from this chat"}
 
 
@@ -90,7 +90,7 @@ def test_several_sessions(tmp_path):
     assert set(radio.options) == {"hello one", "hello two"}
     radio.set_value(first).run()
     assert at.session_state["chat_session"] == first
-    assert at.chat_message[0].markdown[0].value == "hello one"
+    assert answer_text(at.chat_message[0].markdown[0].value) == "hello one"
 
 
 def test_a_pdf_answer_cites_file_and_page_with_a_local_model(tmp_path):
@@ -110,8 +110,8 @@ def test_a_pdf_answer_cites_file_and_page_with_a_local_model(tmp_path):
         at.chat_input[0].set_value("When are the tide tables printed?").run()
     assert not at.exception and not at.error
     answer = at.chat_message[1]
-    assert answer.markdown[0].value == "Each Sunday (harbour.pdf, page 2)."
-    assert any(e.label.startswith("[1] harbour.pdf, page 2") for e in answer.expander)
+    assert answer_text(answer.markdown[0].value) == "Each Sunday (harbour.pdf, page 2)."
+    assert any(shown(e.label).startswith("[1] harbour.pdf, page 2") for e in answer.expander)
     assert "local" in [c.value for c in answer.caption]
 
 
@@ -192,12 +192,12 @@ def test_traces_tab_shows_requests_with_base64_redacted():
         wb.close()
     assert base64.b64encode(img).decode() in json.dumps(server.requests[0])  # the model got the image
     at = page("pages/settings.py")
-    labels = [e.label for e in at.expander]
+    labels = [shown(e.label) for e in at.expander]
     assert len(labels) == 1 and "local (openai m)" in labels[0] and labels[0].endswith("ok")
-    shown = json.dumps([j.value for j in at.json])
-    assert "[base64 image/png, " in shown and "characters omitted]" in shown
-    assert base64.b64encode(img).decode() not in shown
-    assert "A red square." in shown
+    dumped = json.dumps([j.value for j in at.json])
+    assert "[base64 image/png, " in dumped and "characters omitted]" in dumped
+    assert base64.b64encode(img).decode() not in dumped
+    assert "A red square." in dumped
 
 
 # -- knowledge: the stores a chat searches ---------------------------------------------------------
@@ -225,7 +225,7 @@ def test_a_new_chat_searches_the_only_store_and_the_header_shows_it():
     assert at.session_state["workbench"].catalog.internal_stores() == {f"chat-{sid}"}
     answer = at.chat_message[1]
     assert "The passages of Team docs that best match" in answer.markdown[0].value
-    assert any(e.label.startswith("[1] lighthouse.md") for e in answer.expander)
+    assert any(shown(e.label).startswith("[1] lighthouse.md") for e in answer.expander)
     assert "store Team docs" in " ".join(c.value for c in answer.caption)
     assert "chat-" not in str([e.label for e in answer.expander])  # citations never name chat-<id>
     assert "📎" not in answer.markdown[0].value
@@ -246,7 +246,7 @@ def test_choosing_stores_in_the_sidebar_is_saved_with_the_session():
     assert ChatService(at.session_state["workbench"]).session(sid).stores == ["Bread", "Lights"]
     at.chat_input[0].set_value("What does the dough need?").run()
     answer = at.chat_message[3]
-    assert any(e.label.startswith("[1] bakery.md") for e in answer.expander)
+    assert any(shown(e.label).startswith("[1] bakery.md") for e in answer.expander)
     # the next new chat starts with the stores of the last one
     at.sidebar.button[0].click().run()
     [kn] = [m for m in at.sidebar.multiselect if m.label == "Stores this chat searches"]

@@ -61,7 +61,7 @@ def test_upload_edit_and_export_a_question_set_without_stores():
     assert at.title[0].value.endswith("Evaluate retrieval")
     assert any("No question sets yet" in i.value for i in at.info)
     upload(at, "kitchen.tsv", TSV)
-    assert any("Saved the question set **kitchen**: 3 questions" in s.value for s in at.success)
+    assert any("Saved the question set kitchen: 3 questions" in s.value for s in at.success)
     assert at.selectbox(key="ev_set").value == "kitchen"
     assert "3 questions · TSV" in texts(at)
     assert any("No vector stores yet" in i.value for i in at.info)  # and nothing to evaluate

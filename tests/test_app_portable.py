@@ -9,7 +9,7 @@ from knowledge.config import load_settings
 from knowledge.templates import make_template
 from knowledge.workbench import Workbench
 
-from app_helpers import button, fresh_caches, open_app, use_fake_model
+from app_helpers import button, fresh_caches, open_app, shown, use_fake_model
 
 CATS = b"# Cats\n\nThe cat sits on the mat and purrs.\n\n## Food\n\nCats eat fish and chicken every day.\n"
 BREAD = b"# Bread\n\nKnead the dough for ten minutes, then let it rise.\n"
@@ -50,11 +50,11 @@ def test_export_prepares_a_bundle_to_download():
     button(at, "export-go:Notes").click().run()
     assert not at.exception
     assert "2 files, " in _texts(at)
-    [download] = [d for d in at.get("download_button") if "Notes.kb" in str(d.proto.label)]
+    [download] = [d for d in at.get("download_button") if "Notes.kb" in shown(str(d.proto.label))]
     path = load_settings().data_root / "exports" / "Notes.kb"
     info = portable.bundle_info(path)
     assert info["name"] == "Notes" and info["files"] == 2 and info["chunks"] >= 2
-    assert download.proto.label == "⬇️ Download Notes.kb"
+    assert shown(download.proto.label) == "⬇️ Download Notes.kb"
 
 
 def test_import_a_dropped_bundle_under_a_new_name(tmp_path):

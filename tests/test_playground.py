@@ -52,7 +52,7 @@ def test_highlight_marks_words_with_the_same_stem_as_bm25_matches_them():
 def test_highlight_escapes_markdown_and_html_in_the_chunk():
     text = "<script>alert(1)</script> **bold** _it_ `code` [link](http://x) $x$ :red[red] # h & &amp; \\ |a|"
     out = pg.highlight(text, "script alert bold code link red")
-    assert visible(out) == text
+    assert visible(out) == text.replace("://", ":\u2060//")  # a word joiner keeps Streamlit from linking it
     # nothing a Markdown or HTML renderer would interpret is left, apart from our own tags
     stripped = re.sub(r"</?mark>|<br>|&#\d+;", "", out)
     assert not re.search(r"[<>*_`\[\]$:#&\\|()]", stripped)
