@@ -15,7 +15,7 @@ from knowledge import webgate
 from knowledge.access import THROTTLE, Password, app_folders, is_shared
 from knowledge.config import load_settings
 from knowledge.errors import KnowledgeError
-from knowledge.render import inert
+from knowledge.text.render import inert
 from knowledge.workbench import Workbench
 from pages._ui import serving_pages
 

@@ -53,7 +53,7 @@ def quality(wb, store: str, mode: str = "hybrid") -> tuple[float, float, float, 
 def run_config(size: int, overlap: int, files: list[Path]) -> dict:
     from knowledge.config import load_settings
     from knowledge.ingest.chunker import embedding_text
-    from knowledge.templates import make_template
+    from knowledge.service.templates import make_template
     from knowledge.workbench import Workbench
 
     with tempfile.TemporaryDirectory() as tmp:

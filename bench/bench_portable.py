@@ -87,7 +87,7 @@ def main() -> int:
     from knowledge.catalog import DONE, FileRecord
     from knowledge.config import load_settings
     from knowledge.embeddings.fake import HashEmbedder
-    from knowledge.templates import make_template
+    from knowledge.service.templates import make_template
     from knowledge.vectorstore.base import Point
     from knowledge.workbench import Workbench
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from knowledge.errors import KnowledgeError
-from knowledge.search import SEARCH_MODES
+from knowledge.service.search import SEARCH_MODES
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -597,7 +597,7 @@ def _ingest(wb: Any, args: argparse.Namespace, expand_paths: Any) -> int:
     if not args.json:  # one line per file as it finishes, not a table at the end
         print(line([h for h, _ in columns], "reason / warnings"), flush=True)
         print(line(["-" * w for _, w in columns], "-" * 17), flush=True)
-    from knowledge.jobs import FileProgress
+    from knowledge.service.jobs import FileProgress
     from knowledge.outcomes import needs_password
 
     states: dict[str, FileProgress] = {}

@@ -769,7 +769,7 @@ def keep_as_template(wb: Workbench, store: str, size: int, overlap: int, name: s
     """Save a template like ``store``'s (backend, model, distance) with the chunking ``size/overlap``
     (default name ``<template>-<size>-<overlap>``); returns it. New stores made from it, or files
     ingested again with it, are cut that way. Raises ``InvalidArgument``."""
-    from knowledge.templates import make_template
+    from knowledge.service.templates import make_template
 
     record = wb.get_store(store)
     base = wb.store_template(record)

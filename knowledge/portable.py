@@ -80,7 +80,7 @@ from knowledge.errors import (
     StorageError,
     StoreExists,
 )
-from knowledge.templates import VectorStoreTemplate
+from knowledge.service.templates import VectorStoreTemplate
 from knowledge.vectorstore.base import Point
 
 FORMAT = "knowledge-bundle"
@@ -688,7 +688,7 @@ def import_bundle(wb: Any, bundle: str | os.PathLike, *, as_name: str | None = N
 
 def _target_template(wb: Any, meta: dict[str, Any], template: str | None) -> tuple[VectorStoreTemplate, bool]:
     """The template to import with, and whether it is new (to be saved when the import commits)."""
-    from knowledge.templates import make_template
+    from knowledge.service.templates import make_template
 
     if template:
         return wb.template(template), False

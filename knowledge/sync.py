@@ -5,7 +5,7 @@
 content hash (SHA-256), and makes a :class:`SyncPlan` of five kinds of :class:`PlanItem`:
 
 * ``added`` -- a path the store has no name for (ingested; bytes already in the store under another
-  name only get this name, see :mod:`knowledge.indexing`);
+  name only get this name, see :mod:`knowledge.service.indexing`);
 * ``changed`` -- a known path whose bytes differ (ingested again; the new chunks replace the old);
 * ``renamed`` -- a known content at a new path, its old path gone (the name moves, nothing is read
   or embedded again);
@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from knowledge.catalog import DONE
 from knowledge.errors import InvalidArgument, KnowledgeError
-from knowledge.jobs import IngestJob
+from knowledge.service.jobs import IngestJob
 from knowledge.outcomes import IngestResult, Outcome
 
 if TYPE_CHECKING:
@@ -182,7 +182,7 @@ class FolderSync:
         store: the store (created from ``template`` by the first file added, as ``ingest`` does).
         folder: the folder on this machine.
         glob: the files taken (default ``**/*``: every file, recursively; see
-            :func:`knowledge.indexing.glob_pattern`).
+            :func:`knowledge.service.indexing.glob_pattern`).
         template: the template of a store created by the sync.
         folders: the app's :class:`~knowledge.access.LocalFolders`: the folder must be allowed and
             a file leading out of the allowed folders (a symlink) is left out. ``None`` (the CLI)
@@ -211,7 +211,7 @@ class FolderSync:
     # -- planning ---------------------------------------------------------------------------------
     def _scan(self, skipped: dict[str, int]) -> dict[str, tuple[Path, os.stat_result]]:
         from knowledge.filestore.base import clean_name
-        from knowledge.indexing import expand_paths, normalize_name
+        from knowledge.service.indexing import expand_paths, normalize_name
 
         out: dict[str, tuple[Path, os.stat_result]] = {}
         for p in expand_paths([self.path], self.glob, skipped):

@@ -12,16 +12,16 @@ vector-store backend per backend name and one embedder per model -- and owns the
 * The same file again into the same store is a no-op with a notice; a changed file under the same
   name replaces the old chunks (new chunks written first, then the old removed, so the file is never
   missing); identical bytes under another name are indexed once and carry both names (reported as a
-  duplicate; the content goes only with its last name, see :mod:`knowledge.indexing`); deleting a
+  duplicate; the content goes only with its last name, see :mod:`knowledge.service.indexing`); deleting a
   file removes every chunk; search never returns two hits with identical text.
 * A bad file is reported with its reason and the batch goes on; nothing is half-written.
 * A store keeps one failed record per file name: a new failure replaces the earlier one, and
   :meth:`Workbench.retry_file` ingests a failed file again from its stored bytes (with a password, say).
 
 ``Workbench`` is the composition root: it builds the catalog, the file store, the templates,
-:class:`~knowledge.stores.Stores` (records, backends, embedders, locks),
-:class:`~knowledge.indexing.Indexer` (the only writer of chunks) and
-:class:`~knowledge.search.Searcher`, and keeps their methods under the names callers know.
+:class:`~knowledge.service.stores.Stores` (records, backends, embedders, locks),
+:class:`~knowledge.service.indexing.Indexer` (the only writer of chunks) and
+:class:`~knowledge.service.search.Searcher`, and keeps their methods under the names callers know.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from knowledge.config import Settings, load_settings
 from knowledge.embeddings.base import Embedder
 from knowledge.errors import EmbeddingUnavailable, InvalidArgument
 from knowledge.filestore.base import StoredFile
-from knowledge.indexing import (  # noqa: F401 - the names callers import from here
+from knowledge.service.indexing import (  # noqa: F401 - the names callers import from here
     OCR_SHARE,
     Cancelled,
     Indexer,
@@ -47,9 +47,9 @@ from knowledge.indexing import (  # noqa: F401 - the names callers import from h
     normalize_name,
     skipped_text,
 )
-from knowledge.jobs import JobRegistry
+from knowledge.service.jobs import JobRegistry
 from knowledge.outcomes import IngestResult, Outcome
-from knowledge.search import (  # noqa: F401
+from knowledge.service.search import (  # noqa: F401
     SEARCH_MODES,
     MultiSearch,
     Searcher,
@@ -57,8 +57,8 @@ from knowledge.search import (  # noqa: F401
     StoreHit,
     distinct_hits,
 )
-from knowledge.stores import ModelMismatch, Stores, StoreSummary
-from knowledge.templates import DEFAULT_TEMPLATE, TemplateRegistry, VectorStoreTemplate
+from knowledge.service.stores import ModelMismatch, Stores, StoreSummary
+from knowledge.service.templates import DEFAULT_TEMPLATE, TemplateRegistry, VectorStoreTemplate
 from knowledge.vectorstore.store import Hit
 
 #: The outcomes under their former names (``Outcome`` members; each equals its word as a ``str``).
@@ -98,7 +98,7 @@ class StoredFileUsage:
     stores: list[str]
     statuses: dict[str, str] = field(default_factory=dict)
     #: The other names the stores give these bytes (the same content uploaded or synced under
-    #: another name or path; see knowledge.indexing), oldest first.
+    #: another name or path; see knowledge.service.indexing), oldest first.
     aliases: list[str] = field(default_factory=list)
 
     def labels(self) -> list[str]:
@@ -129,7 +129,7 @@ class Workbench:
                              embedder_factory or self._default_embedder)
         self.indexer = Indexer(self.stores, lambda model: self.embedder(model))
         self.searcher = Searcher(self.stores, lambda model: self.embedder(model))
-        #: The newest ingest job per store and the running ones (:mod:`knowledge.jobs`).
+        #: The newest ingest job per store and the running ones (:mod:`knowledge.service.jobs`).
         self.jobs = JobRegistry()
         #: The newest chat turn per session (:mod:`knowledge.chat.service`), from any browser tab.
         self.chat_turns: Latest[Any] = Latest()
@@ -183,7 +183,7 @@ class Workbench:
     def stores_using_template(self, name: str, *, internal: bool = True) -> list[str]:
         return self.stores.stores_using_template(name, internal=internal)
 
-    # -- ingestion (see knowledge.indexing) -----------------------------------------------------
+    # -- ingestion (see knowledge.service.indexing) -----------------------------------------------------
     def ingest_file(self, store, source, name=None, **kwargs) -> IngestResult:
         """See :meth:`Indexer.ingest_file`."""
         return self.indexer.ingest_file(store, source, name, **kwargs)
@@ -218,7 +218,7 @@ class Workbench:
     def reembed(self, store: str, template: str, progress: Progress | None = None) -> StoreRecord:
         return self.indexer.reembed(store, template, progress)
 
-    # -- search (see knowledge.search) ----------------------------------------------------------
+    # -- search (see knowledge.service.search) ----------------------------------------------------------
     def search(self, store: str, query: str, k: int = 5, **kwargs) -> list[Hit]:
         """The hits of :meth:`Searcher.search` (same arguments)."""
         return self.searcher.search(store, query, k, **kwargs).hits

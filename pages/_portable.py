@@ -11,7 +11,7 @@ import streamlit as st
 
 from knowledge import portable
 from knowledge.errors import KnowledgeError
-from knowledge.render import inert, md
+from knowledge.text.render import inert, md
 from knowledge.workbench import Workbench
 from pages._ui import flash, human_size, set_flash
 

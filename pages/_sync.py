@@ -10,8 +10,8 @@ from __future__ import annotations
 import streamlit as st
 
 from knowledge.errors import KnowledgeError
-from knowledge.jobs import IngestJob
-from knowledge.render import md
+from knowledge.service.jobs import IngestJob
+from knowledge.text.render import md
 from knowledge.sync import (
     FolderSync,
     SyncJob,

@@ -21,7 +21,7 @@ from pathlib import Path
 import streamlit as st
 
 from knowledge.chat import ChatService
-from knowledge.render import inert
+from knowledge.text.render import inert
 from knowledge.vectorstore.base import DISTANCES as _DISTANCES
 from knowledge.workbench import Workbench
 

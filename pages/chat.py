@@ -6,11 +6,11 @@ import json
 
 import streamlit as st
 
-from knowledge import render
+from knowledge.text import render
 from knowledge.chat import ChatService
 from knowledge.chat.model import ASSISTANT, ATTACHMENT, FILE, IMAGE, TOOL, USER, Message
 from knowledge.errors import KnowledgeError
-from knowledge.render import inert, md
+from knowledge.text.render import inert, md
 from knowledge.workbench import Workbench
 from pages._ui import app_chat_service, app_workbench
 
@@ -115,7 +115,7 @@ with st.sidebar:
 
 # -- the header: title and the knowledge as chips ---------------------------------------------------
 st.title(md("💬 {}", session.title if session and session.title != "New chat" else "Chat"))
-searched = (knowledge.stores if knowledge else [n for n in st.session_state["draft_stores"] if n in store_names])
+searched = (knowledge.service.stores if knowledge else [n for n in st.session_state["draft_stores"] if n in store_names])
 chips = [f":blue-badge[:material/database: {inert(n)}]" for n in searched]
 if knowledge and knowledge.attachments:
     chips.append(":gray-badge[:material/attach_file: attached files]")

@@ -9,7 +9,7 @@ import streamlit as st
 
 from knowledge import evaluation as ev
 from knowledge.errors import KnowledgeError
-from knowledge.render import inert, md
+from knowledge.text.render import inert, md
 from knowledge.workbench import Workbench
 from pages._ui import app_workbench, flash, set_flash
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from knowledge.errors import KnowledgeError
-from knowledge.render import inert, md
+from knowledge.text.render import inert, md
 from knowledge.workbench import Workbench
 from pages._ui import app_workbench, flash, human_size, megabytes, set_flash
 from pages.widgets import confirm

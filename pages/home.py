@@ -4,7 +4,7 @@ import streamlit as st
 
 from knowledge.catalog import FileCounts
 from knowledge.errors import KnowledgeError
-from knowledge.render import inert, md
+from knowledge.text.render import inert, md
 from knowledge.workbench import Workbench
 from pages._ui import app_workbench, megabytes
 

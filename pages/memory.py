@@ -8,8 +8,8 @@ import streamlit as st
 
 from knowledge.agent_memory import DEFAULT_COLLECTION, DEFAULT_DATASET, VectorMemory
 from knowledge.errors import InvalidArgument, KnowledgeError
-from knowledge.playground import parse_scalar
-from knowledge.render import inert, md
+from knowledge.pagemodels.playground import parse_scalar
+from knowledge.text.render import inert, md
 from knowledge.vectorstore.registry import backend_names
 from knowledge.workbench import Workbench
 from pages._ui import app_workbench, flash, set_flash

@@ -6,11 +6,12 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from knowledge import playground as pg
-from knowledge import render, storemap
+from knowledge.pagemodels import playground as pg
+from knowledge.pagemodels import storemap
+from knowledge.text import render
 from knowledge.errors import KnowledgeError
-from knowledge.highlight import escape_markdown, highlight, snippet
-from knowledge.render import inert, md
+from knowledge.text.highlight import escape_markdown, highlight, snippet
+from knowledge.text.render import inert, md
 from knowledge.workbench import Workbench
 from pages._ui import app_workbench
 

@@ -8,7 +8,7 @@ import streamlit as st
 
 from knowledge.errors import KnowledgeError
 from knowledge.llm.config import PROVIDERS
-from knowledge.render import inert, md
+from knowledge.text.render import inert, md
 from knowledge.tools import KnowledgeTools
 from knowledge.workbench import Workbench
 from pages._ui import app_chat_service, app_workbench, flash, set_flash

@@ -1,6 +1,6 @@
 """Vector stores: templates, stores, and per store the upload, folder ingestion and file list.
 
-Uploads are ingested by an :class:`~knowledge.jobs.IngestJob` in a background thread, so reruns,
+Uploads are ingested by an :class:`~knowledge.service.jobs.IngestJob` in a background thread, so reruns,
 clicks and slider moves never interrupt or repeat one; each upload is processed exactly once
 (tracked by the ``UploadedFile.file_id`` in ``st.session_state["processed_uploads"]``).
 """
@@ -14,10 +14,10 @@ import streamlit as st
 
 from knowledge.catalog import DONE, FAILED, PENDING, PROCESSING, FileCounts
 from knowledge.errors import KnowledgeError
-from knowledge.jobs import IngestJob
+from knowledge.service.jobs import IngestJob
 from knowledge.outcomes import can_retry, needs_password, plain_reason
-from knowledge.render import inert, md
-from knowledge.templates import DEFAULT_TEMPLATE, make_template
+from knowledge.text.render import inert, md
+from knowledge.service.templates import DEFAULT_TEMPLATE, make_template
 from knowledge.vectorstore.registry import backend_names
 from knowledge.workbench import (
     CANCELLED,

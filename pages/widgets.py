@@ -8,7 +8,7 @@ import streamlit as st
 def confirm(label: str, key: str, question: str, *, yes: str = "Yes, delete", **kwargs) -> bool:
     """A button that asks first: ``label`` shows ``question`` with "Yes" and "Cancel" in its place;
     True on the run where "Yes" is clicked. ``label`` and ``question`` are Markdown: build them with
-    :func:`knowledge.render.md` when they name anything (names are untrusted text)."""
+    :func:`knowledge.text.render.md` when they name anything (names are untrusted text)."""
     asking = f"confirm:{key}"
     if st.session_state.get(asking):
         st.warning(question, icon="⚠️")

@@ -1,11 +1,11 @@
 """What the AppTest files (tests/test_app_*.py) share: the app's path, fresh Streamlit caches, the
 fake embedding model through its setting, opening a page, and reading what a page says.
 
-The pages write names, file text and messages as inert Markdown (:func:`knowledge.render.inert`:
+The pages write names, file text and messages as inert Markdown (:func:`knowledge.text.render.inert`:
 punctuation as character references, ``&#46;`` for ``.``). AppTest reports an element's Markdown
 source, so importing this module makes the ``value`` of Markdown, caption, heading and alert
 elements read with those references decoded, as the browser shows them (the Markdown markup the
-page itself writes, ``**bold**``, stays; one-line HTML from :mod:`knowledge.render` is left as it is:
+page itself writes, ``**bold**``, stays; one-line HTML from :mod:`knowledge.text.render` is left as it is:
 read it with :func:`answer_text`). :func:`shown` does the same for any string (a label).
 
 Imported as ``from app_helpers import ...`` (plain pytest, as CI runs it, has no ``tests`` package).
@@ -32,7 +32,7 @@ def shown(markdown: str) -> str:
 
 
 def answer_text(markup: str) -> str:
-    """The text a browser shows for a chat message's HTML (:func:`knowledge.render.answer_html`)."""
+    """The text a browser shows for a chat message's HTML (:func:`knowledge.text.render.answer_html`)."""
     from bs4 import BeautifulSoup
 
     return BeautifulSoup(markup.replace("&#10;", "\n"), "html.parser").get_text()
@@ -41,7 +41,7 @@ def answer_text(markup: str) -> str:
 def _decoded(prop: property) -> property:
     def value(self):
         raw = prop.fget(self)
-        # One-line HTML (knowledge.render's output) is read by the browser as HTML: left as it is.
+        # One-line HTML (knowledge.text.render's output) is read by the browser as HTML: left as it is.
         return raw if not isinstance(raw, str) or raw.startswith("<div class=") else shown(raw)
 
     return property(value)

@@ -6,7 +6,7 @@ import pytest
 
 from knowledge import portable
 from knowledge.config import load_settings
-from knowledge.templates import make_template
+from knowledge.service.templates import make_template
 from knowledge.workbench import Workbench
 
 from app_helpers import button, fresh_caches, open_app, shown, use_fake_model

@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
-from knowledge.templates import make_template
+from knowledge.service.templates import make_template
 from knowledge.workbench import Workbench
 
 from app_helpers import button, fresh_caches, open_app, use_fake_model
@@ -440,7 +440,7 @@ def test_stop_cancels_the_batch_and_the_store_stays_as_it_was(fake_model, monkey
 def test_a_batch_started_in_another_tab_shows_its_progress_and_can_be_stopped(fake_model, monkeypatch):
     import threading
 
-    from knowledge.jobs import IngestJob
+    from knowledge.service.jobs import IngestJob
 
     release = threading.Event()
     embed = HashEmbedder.embed_documents

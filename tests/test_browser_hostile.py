@@ -71,7 +71,7 @@ OUTSIDE = """() => {
 
 def seen(text: str) -> re.Pattern[str]:
     """``text`` as the page shows it: names may carry an invisible word joiner in their addresses
-    (:data:`knowledge.highlight.WORD_JOINER`, so Streamlit does not link them)."""
+    (:data:`knowledge.text.highlight.WORD_JOINER`, so Streamlit does not link them)."""
     pattern = re.escape(text).replace("://", ":\u2060?//").replace("@", "\u2060?@").replace("www\\.", "www\u2060?\\.")
     return re.compile(pattern)
 

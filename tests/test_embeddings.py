@@ -213,7 +213,7 @@ def test_the_fake_model_setting_reaches_the_workbench_and_survives_a_restart(mon
     """KNOWLEDGE_EMBEDDINGS__MODEL=fake/hash-<d> is the tests' seam into the app: the default
     template, and a saved template naming the fake, keep working in a new Workbench, with or
     without the variable."""
-    from knowledge.templates import make_template
+    from knowledge.service.templates import make_template
     from knowledge.workbench import Workbench
 
     monkeypatch.setenv("KNOWLEDGE_EMBEDDINGS__MODEL", "fake/hash-16")

@@ -624,7 +624,7 @@ def test_folder_glob_matches_extensions_case_insensitively_and_counts_what_it_sk
 
 
 def test_app_folder_job_reports_what_the_walk_skipped(wb, tmp_path):
-    from knowledge.jobs import IngestJob
+    from knowledge.service.jobs import IngestJob
 
     folder = tmp_path / "in"
     folder.mkdir()
@@ -714,7 +714,7 @@ def test_markdown_anchor_that_shows_nothing_is_not_a_chunk(wb):
 
 
 def test_reembed_keeps_file_attributes_and_table_headers(wb):
-    from knowledge.templates import make_template
+    from knowledge.service.templates import make_template
 
     md = b"---\nauthor: Ines Quokka\n---\n# Manual\n\nPrime the pump WOMBAT-7101.\n"
     ingest(wb, ("m.md", md), case("parts-catalogue.md"))

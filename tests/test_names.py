@@ -14,7 +14,7 @@ from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import InvalidArgument, KnowledgeError
 from knowledge.llm.config import LlmConfigs
-from knowledge.templates import make_template
+from knowledge.service.templates import make_template
 from knowledge.workbench import Workbench
 
 BAD = [("a\x00b", "U+0000"), ("tab\there", "U+0009"), ("line\n", "U+000A"), ("del\x7f", "U+007F"),

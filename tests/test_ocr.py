@@ -23,8 +23,8 @@ from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import EmptyDocument, OcrUnavailable, UnsupportedFile
 from knowledge.ingest import _ocr, read_document
 from knowledge.ingest._ocr import OcrLine, OcrPage, layout, ocr_warnings, recover_spaces
-from knowledge.jobs import FileProgress
-from knowledge.templates import make_template
+from knowledge.service.jobs import FileProgress
+from knowledge.service.templates import make_template
 from knowledge.workbench import FAILED_OUTCOME, INDEXED, Workbench
 
 TRAP = "Invoice total: 1,234.56 EUR due on 12 March 2026."

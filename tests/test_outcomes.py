@@ -1,4 +1,4 @@
-"""Failure reasons in words (knowledge.outcomes) and a batch's overall progress (knowledge.jobs)."""
+"""Failure reasons in words (knowledge.outcomes) and a batch's overall progress (knowledge.service.jobs)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from knowledge.jobs import IngestJob
+from knowledge.service.jobs import IngestJob
 from knowledge.outcomes import can_retry, needs_password, plain_reason
 
 NO_EXCEPTION_NAME = re.compile(r"\b\w*(Error|Exception)\b|BadZipFile")

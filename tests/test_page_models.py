@@ -1,5 +1,5 @@
-"""What the search page asks instead of deciding itself: highlighting (knowledge.highlight), the map
-(knowledge.storemap), the threshold, the compare filter and the best score (knowledge.playground),
+"""What the search page asks instead of deciding itself: highlighting (knowledge.text.highlight), the map
+(knowledge.pagemodels.storemap), the threshold, the compare filter and the best score (knowledge.pagemodels.playground),
 and one parser for values typed by a person."""
 
 from __future__ import annotations
@@ -8,7 +8,10 @@ import math
 
 import pytest
 
-from knowledge import highlight, playground, render, storemap
+from knowledge.pagemodels import storemap
+from knowledge.pagemodels import playground
+from knowledge.text import render
+from knowledge.text import highlight
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.vectorstore.store import Chunk

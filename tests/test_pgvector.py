@@ -424,7 +424,7 @@ def test_embedded_server_starts_is_reused_and_stops(pg_server):  # pg_server: sk
 
 def test_workbench_on_a_pgvector_template(pgvector_settings, tmp_path):
     from knowledge.embeddings.fake import HashEmbedder
-    from knowledge.templates import make_template
+    from knowledge.service.templates import make_template
     from knowledge.workbench import Workbench
 
     s = pgvector_settings()

@@ -1,4 +1,4 @@
-"""The search playground's logic (knowledge.playground), with the fake embedder."""
+"""The search playground's logic (knowledge.pagemodels.playground), with the fake embedder."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import re
 import numpy as np
 import pytest
 
-from knowledge import playground as pg
+from knowledge.pagemodels import playground as pg
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
-from knowledge.templates import make_template
+from knowledge.service.templates import make_template
 from knowledge.errors import InvalidArgument, StoreNotFound
 from knowledge.vectorstore.store import Chunk, Hit
 from knowledge.workbench import Workbench

@@ -20,7 +20,7 @@ from conftest import REPO, readme_questions
 from knowledge import portable
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import BundleCorrupt, BundleTooNew, StoreExists, TargetNotEmpty
-from knowledge.templates import make_template
+from knowledge.service.templates import make_template
 from knowledge.workbench import Workbench
 
 QUESTIONS = ["what do cats eat", "how do owls hunt at night", "lighthouse keeper counts seagulls",

@@ -1,4 +1,4 @@
-"""Readable chunk text (knowledge.render) and the playground's folding of hits (merge, also-in, bars)."""
+"""Readable chunk text (knowledge.text.render) and the playground's folding of hits (merge, also-in, bars)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from knowledge import playground as pg
-from knowledge import render
+from knowledge.pagemodels import playground as pg
+from knowledge.text import render
 from knowledge.vectorstore.store import Hit
 
 from conftest import CORPUS

@@ -96,7 +96,7 @@ def test_a_warm_search_costs_at_most_three_backend_calls(wb, mode):
 
 
 def test_a_playground_search_costs_the_same(wb):
-    from knowledge.playground import timed_search
+    from knowledge.pagemodels.playground import timed_search
 
     backend, w = wb
     timed_search(w, "notes", "bread yeast", k=2, mode="hybrid")

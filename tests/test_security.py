@@ -18,7 +18,7 @@ from knowledge.chat import ChatService
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import ConfigError, InvalidArgument, PathNotAllowed
-from knowledge.jobs import IngestJob
+from knowledge.service.jobs import IngestJob
 from knowledge.workbench import Workbench
 
 from chat_helpers import ChatCompletionsServer, tool_call

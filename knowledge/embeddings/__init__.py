@@ -2,6 +2,8 @@
 
 :func:`create_embedder` builds the model the settings name. Nothing is loaded until first use (or
 ``load()``); fastembed is imported when a real model is constructed, not with this package.
+
+A part: may import only the ground (``knowledge.errors``, ``knowledge.config``, ``knowledge._onnx``).
 """
 
 from __future__ import annotations

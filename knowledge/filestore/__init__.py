@@ -3,6 +3,8 @@
 ``open_file_store(settings)`` gives the configured backend (``file_store.backend``, default the
 built-in ``filesystem`` one under ``data/files``). See :mod:`knowledge.filestore.base` for the
 contract and :mod:`knowledge.filestore.filesystem` for the on-disk layout and dedupe policy.
+
+A part: may import only the ground (``knowledge.errors``, ``knowledge.config``, ``knowledge.plugins``).
 """
 
 from knowledge.filestore.base import FileStore, StoredFile

@@ -1,5 +1,9 @@
 """Ingestion: readers (bytes -> :class:`Document`: clean text with pages and heading paths) and the
-chunker (:mod:`knowledge.ingest.chunker`)."""
+chunker (:mod:`knowledge.ingest.chunker`).
+
+A part: may import ``embeddings`` (the chunker counts tokens with the embedder), ``text`` and the
+ground; never the service layer or anything above it.
+"""
 
 import logging
 

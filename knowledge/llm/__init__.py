@@ -1,5 +1,9 @@
 """LLM configs (CHAT / EMBEDDING, stored in the catalog) and chat providers (OpenAI-compatible via
-the ``openai`` package; the built-in offline retrieval-only assistant)."""
+the ``openai`` package; the built-in offline retrieval-only assistant).
+
+A part: may import the ``catalog`` (where LLM configs are kept), ``text`` and the ground; never the
+service layer or anything above it.
+"""
 
 from knowledge.llm.config import (
     CHAT,

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from knowledge.llm.config import LlmConfig, LlmUnavailable
-from knowledge.render import plain_text
+from knowledge.text.render import plain_text
 
 RETRIEVAL_ONLY_LABEL = "Retrieval only — no language model wrote this."
 

@@ -5,7 +5,7 @@
 (any other host needs ``KNOWLEDGE_API_KEY``, sent as a bearer token; :func:`http_app`: the REST
 API's Host/Origin rules, and the SDK's DNS-rebinding protection with this server's host and port).
 
-Tools (thin over the workbench, :class:`~knowledge.jobs.IngestJob` and
+Tools (thin over the workbench, :class:`~knowledge.service.jobs.IngestJob` and
 :class:`~knowledge.agent_memory.VectorMemory`):
 
 * ``search(query, store=None, k=5, filters=None, mode=None)`` -- one store, or every store merged
@@ -37,7 +37,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from knowledge.access import LocalFolders
 from knowledge.catalog import DONE
 from knowledge.errors import KnowledgeError
-from knowledge.jobs import IngestJob
+from knowledge.service.jobs import IngestJob
 from knowledge.service.fusion import reciprocal_rank_fusion
 from knowledge.server.filters import compile_filter, filtered_search
 from knowledge.server.http_guard import Guard, control_char, server_hosts

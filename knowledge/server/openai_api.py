@@ -20,7 +20,7 @@ no second copy of ingestion or search here):
   (``expires_after`` is reported, never enforced).
 * a **vector store file** is the file's record in the store (the catalog): ``pending`` /
   ``processing`` -> ``in_progress``, ``done`` -> ``completed``, ``failed`` -> ``failed`` with
-  ``last_error``. Adding one starts an :class:`~knowledge.jobs.IngestJob` (the app's background
+  ``last_error``. Adding one starts an :class:`~knowledge.service.jobs.IngestJob` (the app's background
   jobs) and returns at once; the workbench's rules hold (the same bytes twice are not indexed
   twice, a changed file under the same name replaces the old one). ``attributes`` are stored with
   every chunk (:mod:`knowledge.attributes`).
@@ -70,7 +70,7 @@ from knowledge.errors import (
     InvalidArgument,
     KnowledgeError,
 )
-from knowledge.jobs import IngestJob
+from knowledge.service.jobs import IngestJob
 from knowledge.server.filters import HIT_FIELDS, compile_filter, filtered_search
 from knowledge.server.http_guard import Guard, control_char, parse_json
 from knowledge.vectorstore.store import Hit
@@ -337,7 +337,7 @@ class KnowledgeApi:
         OpenAI's ``chunking_strategy`` (``auto`` / ``static``). ``template``: the template of a store
         not created yet; without ``save`` a static strategy's template is only checked, not saved."""
         from knowledge.ingest.chunker import plan_chunking
-        from knowledge.templates import DEFAULT_TEMPLATE
+        from knowledge.service.templates import DEFAULT_TEMPLATE
 
         rec = self.wb.store_record(name)
         base = self.wb.template(rec.template if rec else template or DEFAULT_TEMPLATE)

@@ -2,7 +2,7 @@
 
 * :class:`LexicalIndex` -- BM25 over a collection's chunk texts, one :class:`Segment` per file, for
   backends without a lexical index of their own (qdrant physical collections made before sparse
-  vectors, plugins): :class:`knowledge.search.Searcher` refreshes it from the store's files and
+  vectors, plugins): :class:`knowledge.service.search.Searcher` refreshes it from the store's files and
   their versions before each search, so it is never stale.
 * :func:`reciprocal_rank_fusion` -- ``score(d) = sum over rankings r of w_r / (60 + rank_r(d))``
   with 1-based ranks (Cormack, Clarke and Buttcher, "Reciprocal rank fusion outperforms Condorcet

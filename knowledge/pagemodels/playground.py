@@ -12,9 +12,9 @@ Everything the Search playground page shows is computed here, without Streamlit,
   typed: a file picked from a list and ``field = value`` lines.
 * :func:`distribution_rows` -- the top scores as rows for the distribution chart.
 
-Highlighting and snippets live in :mod:`knowledge.highlight` (shared with the chat's citations), the
-readable rendering of Markdown chunks in :mod:`knowledge.render`, the 2-D map of a store in
-:mod:`knowledge.storemap`; their names are re-exported here.
+Highlighting and snippets live in :mod:`knowledge.text.highlight` (shared with the chat's citations), the
+readable rendering of Markdown chunks in :mod:`knowledge.text.render`, the 2-D map of a store in
+:mod:`knowledge.pagemodels.storemap`; their names are re-exported here.
 
 Scores follow the store's distance (:data:`knowledge.vectorstore.base.DISTANCE_ORDER`): cosine
 similarity in [-1, 1] and dot product are better when higher; euclid and manhattan are distances,
@@ -32,9 +32,9 @@ import numpy as np
 
 from knowledge.errors import InvalidArgument
 
-# Highlighting (knowledge.highlight) and the map (knowledge.storemap) have modules of their own; their
+# Highlighting (knowledge.text.highlight) and the map (knowledge.pagemodels.storemap) have modules of their own; their
 # names are re-exported here for the callers that know them as the playground's.
-from knowledge.highlight import (  # noqa: F401
+from knowledge.text.highlight import (  # noqa: F401
     MIN_TERM_LENGTH,
     STOPWORDS,
     escape_markdown,
@@ -42,7 +42,7 @@ from knowledge.highlight import (  # noqa: F401
     query_terms,
     snippet,
 )
-from knowledge.storemap import (  # noqa: F401
+from knowledge.pagemodels.storemap import (  # noqa: F401
     Projection,
     StoreMap,
     map_rows,
@@ -310,12 +310,12 @@ def timed_search(wb: Workbench, store: str, query: str, k: int = 5, *, where: Ma
                  score_threshold: float | None = None, mode: str | None = None,
                  merge: bool | None = None) -> SearchRun:
     """Search ``store`` like :meth:`Workbench.search`, timing the embedding and the search apart:
-    :meth:`knowledge.search.Searcher.search` with ``timings``.
+    :meth:`knowledge.service.search.Searcher.search` with ``timings``.
 
     The ranking (``mode`` default: setting ``search.mode``) fetches the best ``max(k, 50)`` chunks (more
     when duplicates must be skipped); the threshold is applied to their vector scores in the store's
     score direction, except to chunks that hold every word of the query
-    (:func:`knowledge.search.holds_every_query_word`; words-only and combined rankings); then
+    (:func:`knowledge.service.search.holds_every_query_word`; words-only and combined rankings); then
     :func:`fold_hits` drops repeated text and, with ``merge`` (default: setting
     ``search.merge_overlapping``), merges overlapping chunks of a file into one hit.
 

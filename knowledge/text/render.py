@@ -13,7 +13,7 @@ chunk into something to show:
   is escaped and shown as it is, line breaks kept.
 * :func:`plain_text` -- the same reading as plain text (for a snippet or a quote), no markup at all.
 * :func:`highlight` / :func:`escape_markdown` / :func:`query_terms` / :func:`match_spans` -- from
-  :mod:`knowledge.highlight` (which words match a query, text made inert with them marked),
+  :mod:`knowledge.text.highlight` (which words match a query, text made inert with them marked),
   re-exported here.
 
 **The one rule for untrusted text** (document text, file/store/session/template names, model output,
@@ -45,7 +45,7 @@ from pathlib import PurePath
 from string import Formatter
 from urllib.parse import urlsplit
 
-from knowledge.highlight import (  # re-exported: callers and __all__ name them here too
+from knowledge.text.highlight import (  # re-exported: callers and __all__ name them here too
     MIN_TERM_LENGTH,
     STOPWORDS,
     escape_markdown,
@@ -53,7 +53,7 @@ from knowledge.highlight import (  # re-exported: callers and __all__ name them 
     match_spans,
     query_terms,
 )
-from knowledge.highlight import mark_matches as _marked
+from knowledge.text.highlight import mark_matches as _marked
 
 #: File name endings read as Markdown.
 MARKDOWN_SUFFIXES = frozenset({".md", ".markdown", ".mdown", ".mkd", ".mkdn", ".mdx"})

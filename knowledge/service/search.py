@@ -19,7 +19,7 @@ import numpy as np
 from knowledge.catalog import StoreRecord
 from knowledge.errors import InvalidArgument, KnowledgeError, StoreNotFound
 from knowledge.service.fusion import LexicalHit, LexicalIndex, reciprocal_rank_fusion
-from knowledge.stores import Stores
+from knowledge.service.stores import Stores
 from knowledge.text.analysis import analyzer
 from knowledge.vectorstore.base import (
     Collection,
@@ -101,7 +101,7 @@ class Searcher:
     """Searches stores: one (:meth:`search`), several merged (:meth:`search_stores`), or the raw
     ranking (:meth:`rank`). Keeps the in-process BM25 indexes of backends without their own.
 
-    A search resolves its store's record once (kept by :class:`~knowledge.stores.Stores` while the
+    A search resolves its store's record once (kept by :class:`~knowledge.service.stores.Stores` while the
     catalog is unchanged) and takes the distance and model from it: a warm vector search is one
     backend call (``Collection.search``), a hybrid one at most three (``lexical_search``,
     ``search``, and ``retrieve`` for the vectors of words-only hits).

@@ -3,7 +3,7 @@
 ``Stores`` answers "which store is this, where are its vectors, which model embeds for it, and which
 lock guards its writes": a store is a catalog :class:`~knowledge.catalog.StoreRecord` (template,
 backend, collection, embedding model, dimension, distance) whose points live in one collection of
-its backend. :class:`~knowledge.indexing.Indexer` writes through it, :class:`~knowledge.search.Searcher`
+its backend. :class:`~knowledge.service.indexing.Indexer` writes through it, :class:`~knowledge.service.search.Searcher`
 reads through it, and :class:`~knowledge.workbench.Workbench` builds all three.
 
 Store records are read from the catalog once and kept: a search resolves its store without a
@@ -26,7 +26,7 @@ from knowledge.catalog import DONE, Catalog, StoreRecord
 from knowledge.config import Settings
 from knowledge.embeddings.base import Embedder
 from knowledge.errors import InvalidArgument, KnowledgeError, StoreNotFound
-from knowledge.templates import DEFAULT_TEMPLATE, TemplateRegistry, VectorStoreTemplate
+from knowledge.service.templates import DEFAULT_TEMPLATE, TemplateRegistry, VectorStoreTemplate
 from knowledge.vectorstore.base import Collection, VectorBackend
 from knowledge.vectorstore.registry import open_backend
 from knowledge.vectorstore.store import VectorStore
@@ -82,7 +82,7 @@ class Stores:
     # -- change tracking ------------------------------------------------------------------------
     def changed(self, store: str | None = None) -> None:
         """Note a write: the store's record or chunks (``store``), or the catalog at large. Drops the
-        kept records; :meth:`token` changes. The :class:`~knowledge.indexing.Indexer` calls it
+        kept records; :meth:`token` changes. The :class:`~knowledge.service.indexing.Indexer` calls it
         around every write of chunks."""
         with self._lock:
             self._generation += 1

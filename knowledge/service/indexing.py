@@ -50,8 +50,8 @@ from knowledge._names import check_name
 from knowledge.errors import InvalidArgument, KnowledgeError
 from knowledge.ingest.chunker import chunk_document, embedding_text
 from knowledge.outcomes import IngestResult, Outcome
-from knowledge.stores import Stores
-from knowledge.templates import VectorStoreTemplate
+from knowledge.service.stores import Stores
+from knowledge.service.templates import VectorStoreTemplate
 from knowledge.vectorstore.store import Chunk
 
 log = logging.getLogger(__name__)

@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from knowledge.errors import InvalidArgument
-from knowledge.render import plain_text
+from knowledge.text.render import plain_text
 from knowledge.vectorstore.store import VectorStore
 
 if TYPE_CHECKING:  # pragma: no cover
-    from knowledge.playground import SearchRun
+    from knowledge.pagemodels.playground import SearchRun
     from knowledge.workbench import Workbench
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from knowledge.errors import InvalidArgument, KnowledgeError
-from knowledge.indexing import OCR_SHARE, expand_paths, file_names, skipped_text
+from knowledge.service.indexing import OCR_SHARE, expand_paths, file_names, skipped_text
 from knowledge.outcomes import IngestResult, Outcome
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@
   and the chat's citations use these.
 * :func:`snippet` -- about ``width`` characters of a long text around the first match.
 
-:mod:`knowledge.render` renders whole chunks (Markdown as HTML) with the same marking.
+:mod:`knowledge.text.render` renders whole chunks (Markdown as HTML) with the same marking.
 """
 
 from __future__ import annotations
