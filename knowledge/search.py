@@ -139,9 +139,9 @@ class Searcher:
 
         ``where`` filters on payload fields by equality before ranking. ``keep`` filters the ranked
         hits (a predicate, e.g. an OpenAI attribute filter): the ranking is widened until ``k`` hits
-        pass it or the store has no more, in the same loop as the threshold, so the query is
-        embedded once. ``max_per_file`` keeps at most that many chunks of any one file (``1``: the
-        ``k`` best files, each by its best chunk).
+        pass it or the store has no more (8 times as many each round while it drops most of them),
+        in the same loop as the threshold, so the query is embedded once. ``max_per_file`` keeps at
+        most that many chunks of any one file (``1``: the ``k`` best files, each by its best chunk).
 
         For the search playground: ``fold`` replaces the default folding (:func:`distinct_hits`);
         ``top=n`` also folds the best ``n`` without the threshold into ``SearchResult.top`` (the
@@ -174,6 +174,7 @@ class Searcher:
         fetch = want if max_per_file is None else want * 4
         while True:
             found, exhausted = self.rank(store, query, vector, fetch, where=where, mode=mode, record=record)
+            ranked = len(found)
             if keep is not None:
                 found = [h for h in found if keep(h)]
             passing = [h for h in found if passes_threshold(h.score, score_threshold, distance)
@@ -188,7 +189,7 @@ class Searcher:
                     break
             elif len(hits) >= k:
                 break
-            fetch *= 2
+            fetch *= 8 if 2 * len(found) < ranked else 2  # ``keep`` dropped most of them: widen faster
         t2 = time.perf_counter() if timings else 0.0
         return SearchResult(store, query, mode, distance, hits, tops, {**top_notes, **notes}, vector,
                             (t1 - t0) * 1000, (t2 - t1) * 1000)

@@ -93,6 +93,20 @@ def embeddings(wb, monkeypatch) -> list[str]:
     return seen
 
 
+@pytest.fixture
+def rounds(wb, monkeypatch) -> list[int]:
+    """The ``fetch`` of each ranking the searches ask the backend for from here on."""
+    asked: list[int] = []
+    original = wb.searcher.rank
+
+    def rank(store: str, query: str, vector: Any, fetch: int, **kwargs: Any) -> Any:
+        asked.append(fetch)
+        return original(store, query, vector, fetch, **kwargs)
+
+    monkeypatch.setattr(wb.searcher, "rank", rank)
+    return asked
+
+
 def ops_names(k: int, wb: Workbench) -> list[str]:
     """The names of the ``k`` best team=ops chunks by vector score, from the unfiltered ranking."""
     chunks = wb.vector_store("logs").count()
@@ -107,9 +121,10 @@ def ops_names(k: int, wb: Workbench) -> list[str]:
     {"type": "and", "filters": [{"type": "eq", "key": "team", "value": "ops"},
                                 {"type": "gte", "key": "n", "value": 0}]},
 ], ids=["eq", "in", "and"])
-def test_a_selective_rest_search_embeds_the_query_once_and_returns_k(wb, embeddings, filters):
+def test_a_selective_rest_search_embeds_the_query_once_and_returns_k(wb, embeddings, rounds, filters):
     want = ops_names(3, wb)
     embeddings.clear()
+    rounds.clear()
     with Served(create_app(wb)) as base:
         r = httpx.post(f"{base}/v1/vector_stores/{vector_store_id('logs')}/search", timeout=60,
                        json={"query": QUERY, "max_num_results": 3, "filters": filters, "mode": "vector"})
@@ -117,6 +132,8 @@ def test_a_selective_rest_search_embeds_the_query_once_and_returns_k(wb, embeddi
         assert embeddings == [QUERY]
         assert [d["filename"] for d in r.json()["data"]] == want
         assert {d["attributes"]["team"] for d in r.json()["data"]} == {"ops"}
+        if filters["type"] != "in":  # an equality is the backend's own where: one ranking of the k asked
+            assert rounds == [3]
 
         embeddings.clear()  # the default (hybrid) ranking: every match, one embedding
         r = httpx.post(f"{base}/v1/vector_stores/{vector_store_id('logs')}/search", timeout=60,
