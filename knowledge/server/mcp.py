@@ -1,26 +1,14 @@
 """The MCP server: the stores and agent memory as tools for any MCP client (official ``mcp`` SDK).
 
-``python -m knowledge mcp`` speaks MCP over stdio (what desktop clients launch);
-``python -m knowledge mcp --http`` serves streamable HTTP at ``http://127.0.0.1:8901/mcp``
-(any other host needs ``KNOWLEDGE_API_KEY``, sent as a bearer token; :func:`http_app`: the REST
-API's Host/Origin rules, and the SDK's DNS-rebinding protection with this server's host and port).
-
-Tools (thin over the workbench, :class:`~knowledge.jobs.IngestJob` and
-:class:`~knowledge.agent_memory.VectorMemory`):
-
-* ``search(query, store=None, k=5, filters=None, mode=None)`` -- one store, or every store merged
-  by reciprocal rank fusion; ``filters`` are OpenAI's comparison/compound filters over file
-  attributes and the chunk's fields (:mod:`knowledge.server.filters`); each hit with store, file,
-  file id, page, heading, character span, score and text.
-* ``list_stores()``, ``list_files(store)``, ``delete_file(store, file)`` (an id or a name).
-* ``ingest_file(store, path, glob=None)`` -- a file or folder of this machine, only under the
-  folders of the setting ``mcp.allowed_dirs`` (default: none; symlinks resolved, hidden folders and
-  the data folder never), through the app's ingestion jobs.
-* ``remember(text, dataset, id, payload)``, ``recall(query, dataset, k, where, score_threshold)``,
-  ``forget(ids, dataset, where)`` -- agent memory with datasets.
-
-Resources: ``knowledge://stores`` (the stores) and ``knowledge://stores/{store}/files/{file_id}``
-(a file's chunks in order, with provenance; ``store`` percent-encoded).
+:func:`run` speaks MCP over stdio (``python -m knowledge mcp``) or streamable HTTP at ``/mcp``
+(``--http``: :func:`http_app`, behind :class:`~knowledge.server.guard.Guard` and the SDK's
+DNS-rebinding protection; any host but loopback needs ``KNOWLEDGE_API_KEY``). :func:`build_server`
+registers the tools (:data:`TOOLS`: ``search``, ``list_stores``, ``list_files``, ``ingest_file``,
+``delete_file``, ``remember``, ``recall``, ``forget``) and resources (:data:`RESOURCES`:
+``knowledge://stores``, ``knowledge://stores/{store}/files/{file_id}``), each a method of
+:class:`KnowledgeTools` whose docstring is what a client reads. ``ingest_file`` reads only under
+``mcp.allowed_dirs``; chats' own stores are not reachable; a service error or a control character
+in an argument is the tool's error (``ToolError``), with the reason. Details: ``docs/api.md``.
 """
 
 from __future__ import annotations

@@ -35,11 +35,12 @@ from knowledge.errors import InvalidArgument
 from knowledge.filestore.base import is_file_id
 from knowledge.ingest.chunker import plan_chunking
 from knowledge.jobs import IngestJob
+from knowledge.outcomes import Outcome
 from knowledge.server.filters import HIT_FIELDS
 from knowledge.server.http import ApiError, bad, known, not_found
 from knowledge.templates import DEFAULT_TEMPLATE
 from knowledge.vectorstore.store import Hit
-from knowledge.workbench import CANCELLED, DUPLICATE, UNCHANGED, Workbench
+from knowledge.workbench import Workbench
 
 #: The purpose reported for files that did not come through the Files API (the app's uploads).
 DEFAULT_PURPOSE = "assistants"
@@ -291,10 +292,10 @@ class KnowledgeApi:
         if p is None:
             raise not_found("vector store file", fid)
         result = p.result  # finished without a record of its own
-        if result is not None and result.outcome == CANCELLED:
+        if result is not None and result.outcome == Outcome.CANCELLED:
             return "cancelled", None
         message = result.message if result is not None else "not ingested"
-        code = "invalid_file" if result and result.outcome in (DUPLICATE, UNCHANGED) else error_code(message)
+        code = "invalid_file" if result and result.outcome in (Outcome.DUPLICATE, Outcome.UNCHANGED) else error_code(message)
         return "failed", {"code": code, "message": message}
 
     def add_files(self, store: str, entries: list[tuple[str, Any, Any]], default_attrs: Any = None,

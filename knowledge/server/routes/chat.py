@@ -1,25 +1,14 @@
 """``POST /v1/chat/completions`` and ``GET /v1/models`` over :class:`~knowledge.chat.ChatService`.
 
-The workbench is served as a set of models (its CHAT configs, ``offline`` included) that know the
-team's documents:
-
-* ``model`` names a CHAT config. A session is chosen with the header ``X-Knowledge-Session`` or
-  ``metadata.session``; without one a new session is made, and its id comes back in the response
-  (``session`` and the header ``X-Knowledge-Session``). ``metadata.stores`` (a list of store names,
-  or a comma-separated string, as OpenAI's metadata values are strings) chooses the stores it searches.
-* Only the **last user message** is sent: the session keeps the conversation (a client that sends
-  the whole history each time is fine -- the earlier messages are already the session's). Its
-  content parts become the session's attachments under the chat's rules: ``text`` is the message;
-  ``image_url`` with a ``data:`` URL is an image; ``file`` with ``file_data`` (a base64 ``data:`` URL
-  or bare base64, and ``filename``) or ``file_id`` (a file of this server's Files API) is indexed
-  into the session's store (a PDF also travels to the model when it reads PDFs). An attachment
-  stays with the session: later calls need not send it again.
-* The answer carries its citations as ``annotations`` of type ``url_citation`` (the URL is the
-  file's content on this server, ``#page=N`` for a page) with, beyond OpenAI, ``file_id``,
-  ``filename``, ``page``, ``heading``, ``char_start``, ``char_end``, ``score`` and ``store``.
-* ``stream: true`` answers as server-sent events (``chat.completion.chunk`` objects, then
-  ``data: [DONE]``). The chat service produces a whole answer; it is sent in pieces once complete,
-  the annotations with the last piece.
+The CHAT configs are served as models. ``model`` names one; the session is the header
+``X-Knowledge-Session`` or ``metadata.session`` (a new one without, its id sent back in ``session``
+and the header); ``metadata.stores`` (a list or a comma-separated string) chooses the stores it
+searches. Only the last user message is sent (the session keeps the conversation); its parts
+(``text``, ``image_url`` as a ``data:`` URL, ``file`` as ``file_data`` or a ``file_id`` of the Files
+API) become the session's attachments. Citations come back as ``url_citation`` annotations;
+``stream: true`` sends the whole answer in pieces as server-sent events. Bad input is an
+:class:`~knowledge.server.http.ApiError` (400, or 404 ``model_not_found`` / an unknown session).
+Details: ``docs/api.md``.
 """
 
 from __future__ import annotations
