@@ -215,12 +215,12 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "password":  # needs no workbench
         return _password()
     if args.command == "serve":
-        from knowledge.server.openai_api import serve
+        from knowledge.server.app import serve
 
         serve(args.host, args.port)
         return 0
     if args.command == "mcp":
-        from knowledge.server.mcp_server import run
+        from knowledge.server.mcp import run
 
         run(http=args.http, host=args.host, port=args.port)
         return 0

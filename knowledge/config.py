@@ -186,7 +186,7 @@ class ChatSettings(_Section):
 
 
 class McpSettings(_Section):
-    """``mcp.*``: what the MCP server's tools may do (see :mod:`knowledge.server.mcp_server`)."""
+    """``mcp.*``: what the MCP server's tools may do (see :mod:`knowledge.server.mcp`)."""
 
     allowed_dirs: Annotated[list[Path], NoDecode] = Field(
         default_factory=list, description="folders the MCP tool ingest_file may read; empty = none")
@@ -195,7 +195,7 @@ class McpSettings(_Section):
 
 
 class ApiSettings(_Section):
-    """``api.*``: the OpenAI-compatible REST API (see :mod:`knowledge.server.openai_api`); ``cors_origins``
+    """``api.*``: the OpenAI-compatible REST API (see :mod:`knowledge.server.app`); ``cors_origins``
     and ``allowed_hosts`` hold for the MCP server over HTTP too."""
 
     cors_origins: Annotated[list[str], NoDecode] = Field(

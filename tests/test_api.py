@@ -10,7 +10,9 @@ import pytest
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import ConfigError
-from knowledge.server.openai_api import check_bind, create_app, vector_store_id
+from knowledge.server.app import create_app
+from knowledge.server.http import check_bind
+from knowledge.server.objects import vector_store_id
 from knowledge.workbench import Workbench
 from api_helpers import Served
 

@@ -10,7 +10,7 @@ import pytest
 
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
-from knowledge.server.openai_api import create_app
+from knowledge.server.app import create_app
 from knowledge.workbench import Workbench
 from api_helpers import Served
 from chat_helpers import pdf_bytes

@@ -15,8 +15,10 @@ from mcp import Client
 from knowledge.chat import ChatService
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
-from knowledge.server.mcp_server import build_server, http_app
-from knowledge.server.openai_api import attachment_header, create_app, vector_store_id
+from knowledge.server.app import create_app
+from knowledge.server.http import attachment_header
+from knowledge.server.mcp import build_server, http_app
+from knowledge.server.objects import vector_store_id
 from knowledge.workbench import Workbench
 from api_helpers import Served, free_port
 

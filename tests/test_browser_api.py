@@ -14,7 +14,7 @@ import pytest
 
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
-from knowledge.server.openai_api import create_app
+from knowledge.server.app import create_app
 from knowledge.workbench import Workbench
 from api_helpers import Served, free_port
 from test_browser import CHROMIUM_ARGS, _missing

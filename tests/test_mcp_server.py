@@ -13,7 +13,7 @@ from mcp.client.stdio import StdioServerParameters
 
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
-from knowledge.server.mcp_server import build_server
+from knowledge.server.mcp import build_server
 from knowledge.workbench import Workbench
 from conftest import REPO
 

@@ -1,4 +1,6 @@
-"""OpenAI's attribute filters (comparison and compound), checked once and evaluated on search hits.
+"""OpenAI's attribute filters (comparison and compound), checked once and handed to the search as a
+predicate on hits (:class:`SearchFilter`: ``keep``, plus the string equalities the backend can apply
+itself as ``where``).
 
 The shapes are those of OpenAI's Vector Stores search (``filters``)::
 
@@ -17,8 +19,10 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from knowledge.attributes import PREFIX
 from knowledge.errors import InvalidArgument
 from knowledge.vectorstore.store import Hit
 
@@ -45,7 +49,7 @@ def _value(hit: Hit, key: str) -> Any:
         return hit.file_name
     if key in HIT_FIELDS:
         return getattr(hit, key)
-    return hit.metadata.get("attr_" + key, _MISSING)
+    return hit.metadata.get(PREFIX + key, _MISSING)
 
 
 def _compare(op: str, got: Any, want: Any) -> bool:
@@ -99,6 +103,7 @@ def compile_filter(spec: Any, depth: int = 0) -> Predicate:
         if not isinstance(want, list) or not all(_scalar(v) for v in want):
             raise InvalidArgument(f"The value of an {kind!r} filter must be a list of strings, numbers or"
                                   f" booleans, got {want!r}.")
+
         def member(h: Hit) -> bool:
             got = _value(h, key)
             inside = got is not _MISSING and got is not None and any(_compare("eq", got, w) for w in want)
@@ -110,21 +115,50 @@ def compile_filter(spec: Any, depth: int = 0) -> Predicate:
 
 
 
+#: The payload field of each key a backend can match by equality itself (``where``).
+PAYLOAD_FIELDS = {"file_id": "file_id", "filename": "file_name"}
 
 
-def filtered_search(wb: Any, store: str, query: str, k: int, predicate: Predicate | None = None, *,
-                    score_threshold: float | None = None, mode: str | None = None) -> list[Hit]:
-    """:meth:`Workbench.search <knowledge.workbench.Workbench.search>` keeping only hits that pass
-    ``predicate``: asks for ``4 k`` hits, then 4 times as many, until ``k`` pass or the store has no
-    more (so a selective filter still returns its ``k`` best, at the cost of a longer ranking).
-    Best first, as the workbench ranks them."""
-    if predicate is None:
-        return wb.search(store, query, k=k, score_threshold=score_threshold, mode=mode)
-    fetch = max(4 * k, 20)
-    while True:
-        found = wb.search(store, query, k=fetch, score_threshold=score_threshold, mode=mode)
-        kept = [h for h in found if predicate(h)]
-        if len(kept) >= k or len(found) < fetch:
-            return kept[:k]
-        fetch *= 4
-__all__ = ["HIT_FIELDS", "compile_filter", "filtered_search"]
+def equalities(spec: Mapping[str, Any]) -> dict[str, str]:
+    """The string equalities every hit passing the (checked) filter ``spec`` must meet, as payload
+    fields (``{"attr_team": "ops"}``): an ``eq`` on a file attribute, ``file_id`` or ``filename``,
+    alone or among the parts of an ``and``. Strings only: every backend's ``where`` compares them
+    exactly as :func:`compile_filter` does."""
+    kind = spec.get("type")
+    if kind == "and":
+        out: dict[str, str] = {}
+        for part in spec["filters"]:
+            for field, wanted in equalities(part).items():
+                out.setdefault(field, wanted)  # a second value for a field: nothing passes ``keep``
+        return out
+    key, value = spec.get("key"), spec.get("value")
+    if kind != "eq" or not isinstance(value, str) or not isinstance(key, str):
+        return {}
+    if key in HIT_FIELDS:
+        return {PAYLOAD_FIELDS[key]: value} if key in PAYLOAD_FIELDS else {}
+    return {PREFIX + key: value}
+
+
+@dataclass(frozen=True, slots=True)
+class SearchFilter:
+    """An OpenAI filter as :meth:`Searcher.search <knowledge.service.search.Searcher.search>` takes it:
+    ``keep``, the predicate every hit must pass, and ``where``, the equalities among it that the
+    backend applies before ranking (``None`` when there are none), so a selective equality asks the
+    backend for matching chunks only."""
+
+    keep: Predicate | None = None
+    where: dict[str, str] | None = None
+
+    @classmethod
+    def parse(cls, spec: Any) -> SearchFilter:
+        """The filter of the request field ``filters`` (``None``: no filter).
+
+        Raises:
+            InvalidArgument: as :func:`compile_filter`.
+        """
+        if spec is None:
+            return cls()
+        return cls(compile_filter(spec), equalities(spec) or None)
+
+
+__all__ = ["HIT_FIELDS", "PAYLOAD_FIELDS", "Predicate", "SearchFilter", "compile_filter", "equalities"]

@@ -124,7 +124,8 @@ class Searcher:
     def search(self, store: str, query: str, k: int = 5, *, where: Mapping[str, Any] | None = None,
                score_threshold: float | None = None, max_per_file: int | None = None,
                mode: SearchMode | None = None, timings: bool = False, top: int = 0,
-               fold: Fold | None = None, words_pass: bool = False) -> SearchResult:
+               fold: Fold | None = None, words_pass: bool = False,
+               keep: Callable[[Hit], bool] | None = None) -> SearchResult:
         """The ``k`` best chunks of ``store`` for ``query`` (text), best first, never two with
         identical text.
 
@@ -136,7 +137,10 @@ class Searcher:
         higher is better, for the default distance -- and ``score_threshold`` applies to it;
         hybrid hits also carry ``lexical_score`` and ``fused_score`` (the order).
 
-        ``where`` filters on payload fields by equality before ranking. ``max_per_file`` keeps at
+        ``where`` filters on payload fields by equality before ranking. ``keep`` filters the ranked
+        hits (a predicate, e.g. an OpenAI attribute filter): the ranking is widened until ``k`` hits
+        pass it or the store has no more (8 times as many each round while it drops most of them),
+        in the same loop as the threshold, so the query is embedded once. ``max_per_file`` keeps at
         most that many chunks of any one file (``1``: the ``k`` best files, each by its best chunk).
 
         For the search playground: ``fold`` replaces the default folding (:func:`distinct_hits`);
@@ -170,6 +174,9 @@ class Searcher:
         fetch = want if max_per_file is None else want * 4
         while True:
             found, exhausted = self.rank(store, query, vector, fetch, where=where, mode=mode, record=record)
+            ranked = len(found)
+            if keep is not None:
+                found = [h for h in found if keep(h)]
             passing = [h for h in found if passes_threshold(h.score, score_threshold, distance)
                        or (words_pass and holds_every_query_word(h, query))]
             hits, notes = fold(passing, k)
@@ -182,7 +189,7 @@ class Searcher:
                     break
             elif len(hits) >= k:
                 break
-            fetch *= 2
+            fetch *= 8 if 2 * len(found) < ranked else 2  # ``keep`` dropped most of them: widen faster
         t2 = time.perf_counter() if timings else 0.0
         return SearchResult(store, query, mode, distance, hits, tops, {**top_notes, **notes}, vector,
                             (t1 - t0) * 1000, (t2 - t1) * 1000)

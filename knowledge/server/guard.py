@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import logging
 import re
-import unicodedata
 from collections.abc import Iterable
 from typing import Any
+
+from starlette.middleware.cors import CORSMiddleware
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from knowledge.access import is_loopback
 
@@ -65,19 +67,8 @@ def server_hosts(bind: str, port: int, configured: Iterable[str] = ()) -> list[s
     return names
 
 
-def control_char(text: str) -> str | None:
-    """A description of the first control character in ``text`` (``"U+0000 at position 3"``), or
-    ``None``: C0/C1 controls, line and paragraph separators, and unpaired surrogates."""
-    for i, ch in enumerate(text):
-        if unicodedata.category(ch) in ("Cc", "Cs", "Zl", "Zp"):
-            return f"U+{ord(ch):04X} at position {i + 1}"
-    return None
-
-
-def refusal(status: int, message: str, code: str, param: str | None = None) -> Any:
+def refusal(status: int, message: str, code: str, param: str | None = None) -> JSONResponse:
     """An error response with OpenAI's body ``{"error": {"message", "type", "param", "code"}}``."""
-    from starlette.responses import JSONResponse
-
     return JSONResponse({"error": {"message": message, "type": "invalid_request_error", "param": param,
                                    "code": code}}, status_code=status)
 
@@ -104,7 +95,7 @@ class Guard:
         allow_headers, expose_headers: the request and response headers CORS lets a page use.
     """
 
-    def __init__(self, app: Any, *, api_key: str | None = None, max_body: int, allowed_hosts: Iterable[str] = (),
+    def __init__(self, app: ASGIApp, *, api_key: str | None = None, max_body: int, allowed_hosts: Iterable[str] = (),
                  cors_origins: Iterable[str] = (), upload_paths: Iterable[str] = (), open_paths: Iterable[str] = (),
                  allow_headers: Iterable[str] = ("Authorization", "Content-Type"),
                  expose_headers: Iterable[str] = ()) -> None:
@@ -119,8 +110,6 @@ class Guard:
         self.open_paths = set(open_paths)
         self.inner: Any = self._gate
         if self.origins:
-            from starlette.middleware.cors import CORSMiddleware
-
             self.inner = CORSMiddleware(self._gate, allow_origins=sorted(self.origins), allow_methods=["*"],
                                         allow_headers=list(allow_headers), expose_headers=list(expose_headers),
                                         max_age=600)
@@ -145,13 +134,13 @@ class Guard:
             names |= {n.rsplit(":", 1)[0] for n in names}
         return host in names
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         path = scope.get("path", "")
         own_csp = path in self.open_paths
 
-        async def send_secured(message: dict) -> None:
+        async def send_secured(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = list(message.get("headers") or [])
                 present = {k.lower() for k, _ in headers}
@@ -184,7 +173,7 @@ class Guard:
                                  "origin_not_allowed")(scope, receive, send_secured)
         await self.inner(scope, receive, send_secured)
 
-    async def _gate(self, scope: dict, receive: Any, send: Any) -> None:
+    async def _gate(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = _headers(scope)
         if self.digest is not None:
             auth = headers.get("authorization", "")
@@ -216,7 +205,7 @@ class Guard:
         seen = 0
         limit = self.max_body
 
-        async def counted() -> dict:
+        async def counted() -> Message:
             nonlocal seen
             message = await receive()
             if message["type"] == "http.request":
@@ -240,44 +229,14 @@ class Guard:
             return origin.strip().lower().rstrip("/") in self.origins
         return headers.get("sec-fetch-site") in _SAFE_SITES
 
-    async def _too_large(self, scope: dict, receive: Any, send: Any) -> None:
+    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
         mb = self.max_body / 1e6
         await refusal(413, f"The request is larger than this server accepts ({mb:.1f} MB; the setting"
                            " ingest.max_file_mb limits files).", "request_too_large")(scope, receive, send)
 
 
-def _headers(scope: dict) -> dict[str, str]:
+def _headers(scope: Scope) -> dict[str, str]:
     return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or []}
 
 
-def json_depth_ok(value: Any, limit: int) -> bool:
-    """Whether ``value`` (parsed JSON) nests at most ``limit`` levels of lists and objects (iterative)."""
-    stack = [(value, 1)]
-    while stack:
-        v, depth = stack.pop()
-        if isinstance(v, (dict, list)):
-            if depth > limit:
-                return False
-            stack.extend((c, depth + 1) for c in (v.values() if isinstance(v, dict) else v))
-    return True
-
-
-def parse_json(raw: bytes, limit: int = 64) -> Any:
-    """``raw`` parsed as JSON.
-
-    Raises:
-        ValueError: not JSON, or nested deeper than ``limit`` levels (with the reason).
-    """
-    try:
-        value = json.loads(raw)
-    except RecursionError:
-        raise ValueError(f"The request body nests deeper than {limit} levels.") from None
-    except ValueError:
-        raise ValueError("The request body is not valid JSON.") from None
-    if not json_depth_ok(value, limit):
-        raise ValueError(f"The request body nests deeper than {limit} levels.")
-    return value
-
-
-__all__ = ["CSP", "Guard", "LOOPBACK_NAMES", "control_char", "has_port", "host_port", "parse_json",
-           "refusal", "server_hosts"]
+__all__ = ["CSP", "LOOPBACK_NAMES", "Guard", "has_port", "host_port", "refusal", "server_hosts"]

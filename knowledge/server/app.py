@@ -1,0 +1,113 @@
+"""The REST API's application: :func:`create_app` builds the FastAPI app over a workbench and
+:func:`serve` runs it with uvicorn (``python -m knowledge serve``).
+
+The app is the routers of :mod:`knowledge.server.routes` behind :class:`~knowledge.server.guard.Guard`
+(Host, Origin, the key, JSON only, uploads, body size; nosniff and a CSP on every response), with
+``app.state.api`` the :class:`~knowledge.server.objects.KnowledgeApi` the handlers share. Every
+error is answered with OpenAI's body: an :class:`~knowledge.server.http.ApiError` as raised, a
+service error by its class (:func:`~knowledge.server.http.from_knowledge`), a request FastAPI
+cannot read as 400, an unknown path as 404, and a bug as 500 with the details in the log only.
+What the API is, object by object: ``docs/api.md``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from knowledge.errors import KnowledgeError
+from knowledge.server.guard import Guard
+from knowledge.server.http import ApiError, check_bind, from_knowledge
+from knowledge.server.objects import KnowledgeApi
+from knowledge.server.routes import chat as chat_routes
+from knowledge.server.routes import files, search, store_files, vector_stores
+from knowledge.workbench import Workbench
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PORT = 8900
+ROUTERS = (files.router, vector_stores.router, store_files.router, search.router, chat_routes.router)
+
+
+# -- errors, each answered with OpenAI's body -----------------------------------------------------------
+async def api_error(request: Request, exc: ApiError) -> JSONResponse:
+    return exc.response()
+
+
+async def knowledge_error(request: Request, exc: KnowledgeError) -> JSONResponse:
+    return from_knowledge(exc).response()
+
+
+async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+    first = exc.errors()[0] if exc.errors() else {}
+    param = ".".join(str(p) for p in first.get("loc", ())[1:]) or None
+    return ApiError(400, f"{param or 'request'}: {first.get('msg', 'invalid request')}", param=param).response()
+
+
+async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    code = "not_found" if exc.status_code == 404 else None
+    return ApiError(exc.status_code, str(exc.detail), code=code).response()
+
+
+async def unexpected(request: Request, exc: Exception) -> JSONResponse:  # a bug: logged, not shown
+    log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+    return ApiError(500, "The server failed on this request (an unexpected error; the server's log has the"
+                         " details).", type="server_error", code="server_error").response()
+
+
+HANDLERS: tuple[tuple[type[Exception], Callable[..., Any]], ...] = (
+    (ApiError, api_error), (KnowledgeError, knowledge_error), (RequestValidationError, invalid_request),
+    (StarletteHTTPException, http_error), (Exception, unexpected))
+
+
+def create_app(wb: Workbench, *, api_key: str | None = None, chat: Any = None) -> FastAPI:
+    """The FastAPI application over ``wb`` (``/openapi.json``; the page ``/docs`` with ``api.docs``).
+
+    Args:
+        wb: the workbench (thread-safe; requests run in worker threads).
+        api_key: when set, every request needs ``Authorization: Bearer <api_key>``.
+        chat: a :class:`~knowledge.chat.ChatService` (default: one over ``wb``, made on first use).
+    """
+    settings = wb.settings.api
+    app = FastAPI(title="knowledge: OpenAI-compatible Files, Vector Stores and Chat",
+                  description="A local drop-in for OpenAI's Files + Vector Stores API and chat completions,"
+                              " over the knowledge workbench's stores.", version="1",
+                  docs_url="/docs" if settings.docs else None, redoc_url=None)
+    app.state.api = KnowledgeApi(wb, chat)
+    max_file = wb.settings.ingest.max_file_bytes
+    app.add_middleware(Guard, api_key=api_key, max_body=int(max_file * 4 / 3) + 1_000_000,
+                       allowed_hosts=settings.allowed_hosts, cors_origins=settings.cors_origins,
+                       upload_paths=("/v1/files",), open_paths=("/docs", "/docs/oauth2-redirect") if settings.docs else (),
+                       allow_headers=("Authorization", "Content-Type", chat_routes.SESSION_HEADER),
+                       expose_headers=(chat_routes.SESSION_HEADER, "openai-poll-after-ms"))
+    for exc_class, handler in HANDLERS:
+        app.add_exception_handler(exc_class, handler)
+    for router in ROUTERS:
+        app.include_router(router)
+    return app
+
+
+def serve(host: str = "127.0.0.1", port: int = DEFAULT_PORT, *, wb: Workbench | None = None,
+          log_level: str = "info") -> None:
+    """Run the API with uvicorn until interrupted (``python -m knowledge serve``).
+
+    Raises:
+        ConfigError: a non-loopback ``host`` without ``KNOWLEDGE_API_KEY``.
+    """
+    wb = wb or Workbench()
+    key = wb.settings.api_key.get_secret_value() if wb.settings.api_key else None
+    check_bind(host, key)
+    try:
+        uvicorn.run(create_app(wb, api_key=key), host=host, port=port, log_level=log_level)
+    finally:
+        wb.close()
+
+
+__all__ = ["DEFAULT_PORT", "HANDLERS", "ROUTERS", "create_app", "serve"]

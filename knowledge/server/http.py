@@ -1,0 +1,240 @@
+"""The plumbing every route module shares: OpenAI's error body, reading and checking a request,
+cursor pages, and the answers a client polls.
+
+* :class:`ApiError` is answered as ``{"error": {"message", "type", "param", "code"}}``;
+  :func:`bad` (400), :func:`not_found` (404) and :func:`from_knowledge` (a service error mapped by
+  its class) make one.
+* :func:`json_body` reads a request's JSON object (:func:`parse_json`: depth-limited) and refuses a
+  field it does not know, as OpenAI does; :func:`known`, :func:`object_field`, :func:`strings`,
+  :func:`optional_str` and :func:`check_name` check the fields; each raises :class:`ApiError`.
+* :func:`page` is OpenAI's cursor page; :func:`polled` tells the ``openai`` package's
+  ``*_and_poll`` helpers to poll again; :func:`in_thread` runs blocking service calls off the loop.
+* :func:`check_bind` refuses a non-loopback bind without an API key (the REST API and MCP over HTTP).
+"""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+from fastapi import Request
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
+
+from knowledge.access import is_loopback
+from knowledge.chat.service import AttachFailed
+from knowledge.errors import ConfigError, FileTooLarge, InvalidArgument, KnowledgeError
+from knowledge.llm.config import LlmUnavailable
+
+T = TypeVar("T")
+POLL_AFTER_MS = "200"
+
+
+# -- errors ------------------------------------------------------------------------------------------
+class ApiError(Exception):
+    """An error answered with OpenAI's body: ``{"error": {"message", "type", "param", "code"}}``."""
+
+    def __init__(self, status: int, message: str, *, type: str = "invalid_request_error",
+                 param: str | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.type, self.param, self.code = status, message, type, param, code
+
+    def response(self) -> JSONResponse:
+        return JSONResponse({"error": {"message": self.message, "type": self.type, "param": self.param,
+                                       "code": self.code}}, status_code=self.status)
+
+
+def not_found(what: str, ident: str) -> ApiError:
+    return ApiError(404, f"No {what} found with id {ident!r}.", code="not_found")
+
+
+def bad(message: str, param: str | None = None) -> ApiError:
+    return ApiError(400, message, param=param)
+
+
+def from_knowledge(exc: KnowledgeError) -> ApiError:
+    """The answer to a service error, by its class: 413, 404, 400, 503 (a model), else 500."""
+    if isinstance(exc, FileTooLarge):
+        return ApiError(413, str(exc), code="file_too_large")
+    if isinstance(exc, LookupError):  # a store, file, session or config that does not exist
+        return ApiError(404, str(exc), code="not_found")
+    if isinstance(exc, (InvalidArgument, ConfigError, AttachFailed)):
+        return ApiError(400, str(exc))
+    if isinstance(exc, LlmUnavailable):  # the model behind a CHAT config cannot be reached or used
+        return ApiError(503, str(exc), type="server_error", code="model_unavailable")
+    return ApiError(500, str(exc), type="server_error")
+
+
+def check_bind(host: str, api_key: str | None) -> None:
+    """Refuse to serve anything but loopback without an API key.
+
+    Raises:
+        ConfigError: ``host`` is not a loopback address and ``api_key`` is empty.
+    """
+    if not is_loopback(host) and not api_key:
+        raise ConfigError(f"Serving on {host or 'every interface'} makes the stores reachable from other"
+                          " computers: set KNOWLEDGE_API_KEY (clients send it as the bearer token), or"
+                          " keep the default --host 127.0.0.1.")
+
+
+# -- reading a request -----------------------------------------------------------------------------------
+def json_depth_ok(value: Any, limit: int) -> bool:
+    """Whether ``value`` (parsed JSON) nests at most ``limit`` levels of lists and objects (iterative)."""
+    stack = [(value, 1)]
+    while stack:
+        v, depth = stack.pop()
+        if isinstance(v, (dict, list)):
+            if depth > limit:
+                return False
+            stack.extend((c, depth + 1) for c in (v.values() if isinstance(v, dict) else v))
+    return True
+
+
+def parse_json(raw: bytes, limit: int = 64) -> Any:
+    """``raw`` parsed as JSON.
+
+    Raises:
+        ValueError: not JSON, or nested deeper than ``limit`` levels (with the reason).
+    """
+    try:
+        value = json.loads(raw)
+    except RecursionError:
+        raise ValueError(f"The request body nests deeper than {limit} levels.") from None
+    except ValueError:
+        raise ValueError("The request body is not valid JSON.") from None
+    if not json_depth_ok(value, limit):
+        raise ValueError(f"The request body nests deeper than {limit} levels.")
+    return value
+
+
+async def json_body(request: Request, allowed: Iterable[str] | None = None) -> dict[str, Any]:
+    """The request's JSON object (``{}`` for no body), its fields checked against ``allowed``.
+
+    Raises:
+        ApiError: 400, not a JSON object, or a field not in ``allowed``.
+    """
+    raw = await request.body()
+    if not raw:
+        return {}
+    try:
+        body = parse_json(raw)
+    except ValueError as exc:
+        raise bad(str(exc)) from None
+    if not isinstance(body, dict):
+        raise bad("The request body must be a JSON object.")
+    if allowed is not None:
+        known(body, allowed)
+    return body
+
+
+def known(obj: Mapping[str, Any], allowed: Iterable[str], where: str | None = None) -> None:
+    """Refuse a field not in ``allowed`` (as OpenAI does: a misspelt ``filter`` is not ignored)."""
+    allowed = set(allowed)
+    for key in obj:
+        if key not in allowed:
+            name = f"{where}.{key}" if where else str(key)
+            raise bad(f"Unrecognized request argument supplied: {name}. Known here: {', '.join(sorted(allowed))}.",
+                      name)
+
+
+def object_field(value: Any, param: str, allowed: Iterable[str] | None = None) -> Mapping[str, Any] | None:
+    """``value`` when it is an object or ``None`` (its fields checked against ``allowed``)."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise bad(f"{param} must be an object, got {type(value).__name__}.", param)
+    if allowed is not None:
+        known(value, allowed, param)
+    return value
+
+
+def strings(value: Any, param: str) -> list[str]:
+    """``value`` as a list of strings (``None`` is empty)."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise bad(f"{param} must be a list of strings.", param)
+    return value
+
+
+def optional_str(value: Any, param: str) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise bad(f"{param} must be a string, got {type(value).__name__}.", param)
+    return value
+
+
+def control_char(text: str) -> str | None:
+    """A description of the first control character in ``text`` (``"U+0000 at position 3"``), or
+    ``None``: C0/C1 controls, line and paragraph separators, and unpaired surrogates."""
+    for i, ch in enumerate(text):
+        if unicodedata.category(ch) in ("Cc", "Cs", "Zl", "Zp"):
+            return f"U+{ord(ch):04X} at position {i + 1}"
+    return None
+
+
+def check_name(name: Any, param: str = "name") -> str:
+    """A store name as the API takes it: a non-blank string without control characters."""
+    if not isinstance(name, str) or not name.strip():
+        raise bad(f"{param} must be a non-blank string.", param)
+    found = control_char(name)
+    if found:
+        raise bad(f"{param} must not contain control characters ({found}).", param)
+    return name
+
+
+# -- answering -----------------------------------------------------------------------------------------
+async def in_thread(fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` in a worker thread (the service layer blocks; the event loop must not)."""
+    return await run_in_threadpool(fn, *args)
+
+
+def page(items: list[dict[str, Any]], limit: Any, after: str | None, before: str | None,
+         order: str | None) -> dict[str, Any]:
+    """OpenAI's cursor page: ``{"object": "list", "data", "first_id", "last_id", "has_more"}``,
+    ordered by ``created_at`` (``desc`` by default) then id; ``after``/``before`` are item ids."""
+    if order not in (None, "asc", "desc"):
+        raise bad(f"order must be 'asc' or 'desc', got {order!r}.", "order")
+    try:
+        n = 20 if limit is None else int(limit)
+    except (TypeError, ValueError):
+        raise bad(f"limit must be an integer between 1 and 100, got {limit!r}.", "limit") from None
+    if not 1 <= n <= 100:
+        raise bad(f"limit must be between 1 and 100, got {n}.", "limit")
+    desc = order != "asc"
+    items = sorted(items, key=lambda o: (o.get("created_at", 0), o["id"]), reverse=desc)
+    ids = [o["id"] for o in items]
+    if after is not None:
+        if after not in ids:
+            raise bad(f"after: no object with id {after!r} in this list.", "after")
+        items = items[ids.index(after) + 1:]
+    if before is not None:
+        ids = [o["id"] for o in items]
+        if before not in ids:
+            raise bad(f"before: no object with id {before!r} in this list.", "before")
+        items = items[:ids.index(before)][-n:]
+    data = items[:n]
+    return {"object": "list", "data": data, "first_id": data[0]["id"] if data else None,
+            "last_id": data[-1]["id"] if data else None, "has_more": len(items) > n}
+
+
+def polled(obj: dict[str, Any]) -> JSONResponse:
+    """A JSON response telling the ``openai`` package's ``*_and_poll`` helpers to poll again soon."""
+    return JSONResponse(obj, headers={"openai-poll-after-ms": POLL_AFTER_MS})
+
+
+def attachment_header(name: str) -> str:
+    """``Content-Disposition: attachment`` for a file called ``name`` (RFC 6266): an ASCII
+    ``filename`` (other characters as ``_``) and, when that differs, ``filename*`` in UTF-8 (RFC 5987)."""
+    plain = "".join(c if 0x20 <= ord(c) < 0x7F and c not in '"\\' else "_" for c in name) or "file"
+    value = f'attachment; filename="{plain}"'
+    if plain != name:
+        value += "; filename*=UTF-8''" + quote(name.encode("utf-8", "replace"), safe="")
+    return value
+
+
+__all__ = ["POLL_AFTER_MS", "ApiError", "attachment_header", "bad", "check_bind", "check_name", "control_char",
+           "from_knowledge", "in_thread", "json_body", "json_depth_ok", "known", "not_found", "object_field",
+           "optional_str", "page", "parse_json", "polled", "strings"]

@@ -1,0 +1,235 @@
+"""``POST /v1/chat/completions`` and ``GET /v1/models`` over :class:`~knowledge.chat.ChatService`.
+
+The CHAT configs are served as models. ``model`` names one; the session is the header
+``X-Knowledge-Session`` or ``metadata.session`` (a new one without, its id sent back in ``session``
+and the header); ``metadata.stores`` (a list or a comma-separated string) chooses the stores it
+searches. Only the last user message is sent (the session keeps the conversation); its parts
+(``text``, ``image_url`` as a ``data:`` URL, ``file`` as ``file_data`` or a ``file_id`` of the Files
+API) become the session's attachments. Citations come back as ``url_citation`` annotations;
+``stream: true`` sends the whole answer in pieces as server-sent events. Bad input is an
+:class:`~knowledge.server.http.ApiError` (400, or 404 ``model_not_found`` / an unknown session).
+Details: ``docs/api.md``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+import secrets
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from knowledge.errors import KnowledgeError
+from knowledge.server.http import ApiError, bad, check_name, in_thread, json_body
+from knowledge.server.objects import Api, KnowledgeApi
+
+router = APIRouter(tags=["chat"])
+
+SESSION_HEADER = "X-Knowledge-Session"
+#: The fields of OpenAI's chat completions request: ``model``, ``messages``, ``stream`` and
+#: ``metadata`` are read; the others are accepted and have no effect here (the CHAT config decides).
+CHAT_FIELDS = ("model", "messages", "stream", "metadata", "stream_options", "temperature", "top_p", "n",
+               "max_tokens", "max_completion_tokens", "stop", "presence_penalty", "frequency_penalty",
+               "logit_bias", "logprobs", "top_logprobs", "user", "seed", "response_format", "tools",
+               "tool_choice", "parallel_tool_calls", "store", "reasoning_effort", "service_tier", "modalities",
+               "audio", "prediction", "web_search_options", "safety_identifier", "prompt_cache_key",
+               "verbosity", "function_call", "functions")
+_DATA_URL = re.compile(r"data:(?P<type>[\w.+-]+/[\w.+-]+)?(?:;[\w-]+=[^;,]*)*;base64,(?P<data>.*)", re.S)
+
+
+def _decode(data: str, what: str) -> tuple[bytes, str | None]:
+    m = _DATA_URL.fullmatch(data.strip())
+    media, raw = (m.group("type"), m.group("data")) if m else (None, data)
+    try:
+        return base64.b64decode(raw, validate=False), media
+    except (binascii.Error, ValueError):
+        raise bad(f"{what} is not valid base64 data.", "messages") from None
+
+
+def _parts(api: KnowledgeApi, content: Any) -> tuple[str, list[tuple[bytes, str, str | None]]]:
+    """The text and the files ``(bytes, name, media type)`` of a user message's content."""
+    if isinstance(content, str):
+        return content, []
+    if not isinstance(content, list):
+        raise bad("A message's content must be a string or a list of parts.", "messages")
+    texts, files = [], []
+    for i, part in enumerate(content):
+        kind = part.get("type") if isinstance(part, Mapping) else None
+        if kind == "text":
+            texts.append(str(part.get("text") or ""))
+        elif kind == "image_url":
+            image = part.get("image_url") or {}
+            url = image.get("url", "") if isinstance(image, Mapping) else image
+            if not isinstance(url, str) or not url.startswith("data:"):
+                raise bad("image_url parts must be data: URLs here (this server fetches nothing from the"
+                          " network).", "messages")
+            data, media = _decode(url, "image_url")
+            ext = (media or "image/png").split("/")[-1]
+            files.append((data, f"image-{i + 1}.{ext}", media))
+        elif kind == "file":
+            f = part.get("file") or {}
+            if not isinstance(f, Mapping):
+                raise bad("A file part's file must be an object: {file_data, filename} or {file_id}.", "messages")
+            if f.get("file_id"):
+                stored = api.stored(str(f["file_id"]))
+                with api.wb.read_file(stored.id) as fh:
+                    files.append((fh.read(), stored.name, stored.content_type))
+            elif f.get("file_data"):
+                data, media = _decode(str(f["file_data"]), "file_data")
+                files.append((data, str(f.get("filename") or f"file-{i + 1}"), media))
+            else:
+                raise bad("A file part needs file.file_data (base64) or file.file_id.", "messages")
+        else:
+            raise bad(f"Unsupported content part type {kind!r}; use text, image_url or file.", "messages")
+    return "\n".join(t for t in texts if t), files
+
+
+def _stores(value: Any) -> list[str] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return [s.strip() for s in value.split(",") if s.strip()]
+    if isinstance(value, list) and all(isinstance(s, str) for s in value):
+        return value
+    raise bad("metadata.stores must be a list of store names or a comma-separated string.", "metadata")
+
+
+def url_citations(reply: Any, base_url: str) -> list[dict[str, Any]]:
+    """The reply's citations as OpenAI ``url_citation`` annotations (plus our provenance fields)."""
+    out = []
+    for i, c in enumerate(reply.citations, 1):
+        page = c.get("page")
+        title = (c.get("file_name") or c.get("file_id") or "?") + (f", page {page}" if page is not None else "")
+        marker = f"[{i}]"
+        start = reply.text.find(marker)
+        url = f"{base_url}/v1/files/{c.get('file_id')}/content" + (f"#page={page}" if page is not None else "")
+        out.append({"type": "url_citation", "url_citation": {
+            "url": url, "title": title, "start_index": max(start, 0),
+            "end_index": start + len(marker) if start >= 0 else 0,
+            "file_id": c.get("file_id"), "filename": c.get("file_name"), "page": page,
+            "heading": c.get("heading"), "char_start": c.get("char_start"), "char_end": c.get("char_end"),
+            "score": c.get("score"), "store": c.get("source"), "text": c.get("text")}})
+    return out
+
+
+def models(api: KnowledgeApi) -> list[Any]:
+    """The CHAT configs, served as models."""
+    return api.chat.configs.list("CHAT")
+
+
+@router.get("/v1/models", summary="The CHAT configs, as models")
+def list_models(api: Api) -> dict:
+    return {"object": "list", "data": [{"id": c.name, "object": "model", "created": 0,
+                                        "owned_by": c.provider} for c in models(api)]}
+
+
+@router.get("/v1/models/{model}", summary="One CHAT config, as a model")
+def get_model(model: str, api: Api) -> dict:
+    for c in models(api):
+        if c.name == model:
+            return {"id": c.name, "object": "model", "created": 0, "owned_by": c.provider}
+    raise ApiError(404, f"The model {model!r} does not exist (see GET /v1/models).", code="model_not_found")
+
+
+@router.post("/v1/chat/completions", summary="Chat with the session's knowledge")
+async def completions(request: Request, api: Api) -> Any:
+    body = await json_body(request, CHAT_FIELDS)
+    base = str(request.base_url).rstrip("/")
+    header = request.headers.get(SESSION_HEADER)
+    reply, sid, model = await in_thread(turn, api, body, header)
+    created = int(time.time())
+    cid = "chatcmpl-" + secrets.token_hex(12)
+    notes = url_citations(reply, base)
+    headers = {SESSION_HEADER: sid}
+    if body.get("stream"):
+        return StreamingResponse(events(cid, created, model, sid, reply.text, notes), headers=headers,
+                                 media_type="text/event-stream")
+    words = len(reply.text.split())
+    return JSONResponse({
+        "id": cid, "object": "chat.completion", "created": created, "model": model, "session": sid,
+        "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
+                     "message": {"role": "assistant", "content": reply.text, "refusal": None,
+                                 "annotations": notes}}],
+        "usage": {"prompt_tokens": 0, "completion_tokens": words, "total_tokens": words},
+        "retrieval_only": reply.retrieval_only}, headers=headers)
+
+
+def checked_model(api: KnowledgeApi, body: Mapping[str, Any]) -> str:
+    """The request's ``model``: the name of a CHAT config (404 ``model_not_found`` otherwise)."""
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise bad("model is required: the name of a CHAT config (see GET /v1/models).", "model")
+    try:
+        api.chat.configs.chat(model)
+    except KnowledgeError:
+        raise ApiError(404, f"The model {model!r} does not exist (see GET /v1/models).",
+                       param="model", code="model_not_found") from None
+    return model
+
+
+def session_for(api: KnowledgeApi, sid: Any, model: str, stores: list[str] | None) -> str:
+    """The id of the session ``sid`` (set to ``model`` and ``stores``), or of a new one without ``sid``."""
+    chat = api.chat
+    if not sid:
+        return chat.create_session(config=model, stores=stores).id
+    try:
+        chat.session(str(sid))
+    except KnowledgeError:
+        raise ApiError(404, f"No chat session with the id {sid!r}.", param="metadata.session",
+                       code="not_found") from None
+    sid = str(sid)
+    if chat.session(sid).config != model:
+        chat.set_config(sid, model)
+    if stores is not None:
+        chat.set_stores(sid, stores)
+    return sid
+
+
+def turn(api: KnowledgeApi, body: dict[str, Any], header: str | None) -> tuple[Any, str, str]:
+    """One chat turn of a completions request: ``(reply, session id, model)`` (see the module docstring)."""
+    model = checked_model(api, body)
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise bad("messages must be a non-empty list.", "messages")
+    users = [m for m in messages if isinstance(m, Mapping) and m.get("role") == "user"]
+    if not users:
+        raise bad("messages needs a user message.", "messages")
+    text, files = _parts(api, users[-1].get("content"))
+    metadata = body.get("metadata") or {}
+    if not isinstance(metadata, Mapping):
+        raise bad("metadata must be an object.", "metadata")
+    stores = _stores(metadata.get("stores"))
+    for name in stores or []:
+        check_name(name, "metadata.stores")
+    if not isinstance(body.get("stream", False), bool):
+        raise bad("stream must be true or false.", "stream")
+    sid = session_for(api, header or metadata.get("session"), model, stores)
+    for data, name, media in files:
+        api.chat.attach(sid, data, name, media)
+    return api.chat.send(sid, text), sid, model
+
+
+def events(cid: str, created: int, model: str, sid: str, text: str, notes: list[dict[str, Any]]) -> Iterator[str]:
+    """The answer as server-sent ``chat.completion.chunk`` events, then ``data: [DONE]``."""
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+        return "data: " + json.dumps({"id": cid, "object": "chat.completion.chunk", "created": created,
+                                      "model": model, "session": sid, "choices": [
+                                          {"index": 0, "delta": delta, "finish_reason": finish,
+                                           "logprobs": None}]}, ensure_ascii=False) + "\n\n"
+
+    yield chunk({"role": "assistant", "content": ""})
+    pieces = re.findall(r"\S+\s*|\s+", text)
+    for i in range(0, len(pieces), 8):
+        yield chunk({"content": "".join(pieces[i:i + 8])})
+    yield chunk({"annotations": notes}, "stop")
+    yield "data: [DONE]\n\n"
+
+
+__all__ = ["CHAT_FIELDS", "SESSION_HEADER", "checked_model", "events", "models", "router",
+           "session_for", "turn", "url_citations"]

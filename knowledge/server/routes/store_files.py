@@ -1,0 +1,166 @@
+"""``/v1/vector_stores/{vs_id}/files`` and ``.../file_batches``: a store's files, added in the
+background.
+
+Adding a file starts an :class:`~knowledge.service.jobs.IngestJob` (the app's background jobs) and answers
+at once, ``in_progress``, with ``openai-poll-after-ms`` (the ``openai`` package's ``*_and_poll``
+helpers). The workbench's rules hold: the same bytes twice are not indexed twice (the second is
+``failed``, ``invalid_file``), a changed file under the same name replaces the old one. A file's
+status: ``pending``/``processing`` are ``in_progress``, ``done`` ``completed``, ``failed`` ``failed``
+with ``last_error`` (or ``cancelled``). Removing a file from a store keeps the file; removing one
+being added stops its own job. A batch groups files by their attributes and chunking, one job each.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+
+from knowledge.attributes import check_attributes
+from knowledge.errors import InvalidArgument
+from knowledge.server.http import ApiError, bad, in_thread, json_body, known, not_found, object_field, page, polled, strings
+from knowledge.server.objects import Api, Batch, KnowledgeApi
+
+router = APIRouter(prefix="/v1/vector_stores/{vs_id}", tags=["vector store files"])
+STATUSES = ("in_progress", "completed", "failed", "cancelled")
+BATCH_FIELDS = ("file_ids", "files", "attributes", "chunking_strategy")
+ENTRY_FIELDS = ("file_id", "attributes", "chunking_strategy")
+
+
+def strategy_of(api: KnowledgeApi, name: str, body: Mapping[str, Any]) -> Any:
+    """The request's ``chunking_strategy``, else the one the store was created with."""
+    return (object_field(body.get("chunking_strategy"), "chunking_strategy")
+            or api.meta.get(name).get("chunking_strategy"))
+
+
+# -- one file --------------------------------------------------------------------------------------------
+@router.post("/files", summary="Add a file (ingested in the background)")
+async def add_file(vs_id: str, request: Request, api: Api) -> JSONResponse:
+    body = await json_body(request, ENTRY_FIELDS)
+    name = api.store_name(vs_id)
+    fid = body.get("file_id")
+    if not isinstance(fid, str):
+        raise bad("file_id is required.", "file_id")
+    await in_thread(api.add_files, name, [(fid, body.get("attributes"), strategy_of(api, name, body))])
+    return polled(await in_thread(api.get_file, name, fid))
+
+
+@router.get("/files", summary="List a store's files")
+def list_store_files(vs_id: str, api: Api, limit: int | None = None, after: str | None = None,
+                     before: str | None = None, order: str | None = None, filter: str | None = None) -> dict:
+    files = api.store_files(api.store_name(vs_id))
+    if filter is not None:
+        if filter not in STATUSES:
+            raise bad("filter must be in_progress, completed, failed or cancelled.", "filter")
+        files = [f for f in files if f["status"] == filter]
+    return page(files, limit, after, before, order)
+
+
+@router.get("/files/{file_id}", summary="A store's file")
+def get_store_file(vs_id: str, file_id: str, api: Api) -> JSONResponse:
+    return polled(api.get_file(api.store_name(vs_id), file_id))
+
+
+@router.post("/files/{file_id}", summary="Update attributes")
+async def update_store_file(vs_id: str, file_id: str, request: Request, api: Api) -> dict:
+    body = await json_body(request, ("attributes",))
+    name = api.store_name(vs_id)
+    try:
+        checked = check_attributes(body.get("attributes"))
+    except InvalidArgument as exc:
+        raise bad(str(exc), "attributes") from None
+    await in_thread(api.wb.set_file_attributes, name, file_id, checked)
+    return await in_thread(api.get_file, name, file_id)
+
+
+@router.get("/files/{file_id}/content", summary="The file's parsed chunks")
+def store_file_content(vs_id: str, file_id: str, api: Api) -> dict:
+    name = api.store_name(vs_id)
+    api.get_file(name, file_id)
+    chunks = api.wb.vector_store(name).chunks(file_id)
+    return {"object": "vector_store.file_content.page", "has_more": False, "next_page": None,
+            "data": [{"type": "text", "text": h.text} for h in chunks]}
+
+
+@router.delete("/files/{file_id}", summary="Remove a file from the store (the file itself stays)")
+def remove_store_file(vs_id: str, file_id: str, api: Api) -> dict:
+    name = api.store_name(vs_id)
+    wb = api.wb
+    p = api.pending.get((name, file_id))
+    if wb.file_record(name, file_id) is None and p is None:
+        raise not_found("vector store file", file_id)
+    if p is not None and p.running:
+        if len(p.job.files) == 1:  # its own job: stop it (the store stays as it was)
+            p.job.cancel()
+        p.job.wait(600)  # a batch's job goes on for the other files; this one is removed after
+    api.pending.pop((name, file_id), None)
+    if wb.file_record(name, file_id) is not None:
+        wb.delete_file(name, file_id, keep_file=True)
+    return {"id": file_id, "object": "vector_store.file.deleted", "deleted": True}
+
+
+# -- batches -------------------------------------------------------------------------------------------
+def batch_entries(body: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
+    """``(file_id, attributes, chunking_strategy)`` of a batch request's ``file_ids`` and ``files``."""
+    entries: list[tuple[str, Any, Any]] = [(fid, None, None) for fid in strings(body.get("file_ids"), "file_ids")]
+    files = body.get("files") or []
+    if not isinstance(files, list):
+        raise bad("files must be a list of {file_id, attributes, chunking_strategy} objects.", "files")
+    for f in files:
+        if not isinstance(f, Mapping) or not isinstance(f.get("file_id"), str):
+            raise bad("Each of files needs a file_id.", "files")
+        known(f, ENTRY_FIELDS, "files[]")
+        entries.append((f["file_id"], f.get("attributes"), f.get("chunking_strategy")))
+    if not entries:
+        raise bad("Give file_ids (or files) to add.", "file_ids")
+    return entries
+
+
+@router.post("/file_batches", summary="Add many files")
+async def create_batch(vs_id: str, request: Request, api: Api) -> JSONResponse:
+    body = await json_body(request, BATCH_FIELDS)
+    name = api.store_name(vs_id)
+    entries = batch_entries(body)
+    jobs = await in_thread(api.add_files, name, entries, body.get("attributes"), strategy_of(api, name, body))
+    b = Batch("vsfb_" + secrets.token_hex(16), name, list(dict.fromkeys(e[0] for e in entries)), jobs,
+              int(time.time()))
+    api.batches[b.id] = b
+    return polled(await in_thread(api.batch_object, b))
+
+
+@router.get("/file_batches/{batch_id}", summary="A batch")
+def get_batch(vs_id: str, batch_id: str, api: Api) -> JSONResponse:
+    return polled(api.batch_object(api.batch(api.store_name(vs_id), batch_id)))
+
+
+@router.post("/file_batches/{batch_id}/cancel", summary="Cancel a batch")
+def cancel_batch(vs_id: str, batch_id: str, api: Api) -> dict:
+    b = api.batch(api.store_name(vs_id), batch_id)
+    b.cancelled = True
+    for job in b.jobs:
+        job.cancel()
+    for job in b.jobs:
+        job.wait(60)
+    return api.batch_object(b)
+
+
+@router.get("/file_batches/{batch_id}/files", summary="The batch's files")
+def batch_files(vs_id: str, batch_id: str, api: Api, limit: int | None = None, after: str | None = None,
+                before: str | None = None, order: str | None = None, filter: str | None = None) -> dict:
+    b = api.batch(api.store_name(vs_id), batch_id)
+    files = []
+    for fid in b.file_ids:
+        try:
+            files.append(api.get_file(b.store, fid))
+        except ApiError:
+            continue
+    if filter is not None:
+        files = [f for f in files if f["status"] == filter]
+    return page(files, limit, after, before, order)
+
+
+__all__ = ["BATCH_FIELDS", "ENTRY_FIELDS", "STATUSES", "batch_entries", "router", "strategy_of"]
