@@ -597,8 +597,8 @@ def _ingest(wb: Any, args: argparse.Namespace, expand_paths: Any) -> int:
     if not args.json:  # one line per file as it finishes, not a table at the end
         print(line([h for h, _ in columns], "reason / warnings"), flush=True)
         print(line(["-" * w for _, w in columns], "-" * 17), flush=True)
-    from knowledge.service.jobs import FileProgress
     from knowledge.outcomes import needs_password
+    from knowledge.service.jobs import FileProgress
 
     states: dict[str, FileProgress] = {}
 

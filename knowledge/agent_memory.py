@@ -34,18 +34,8 @@ from typing import TYPE_CHECKING, Any
 
 from knowledge._names import check_name
 from knowledge.errors import DimensionMismatch, InvalidArgument, StoreNotFound
-from knowledge.vectorstore.base import (
-    Distance,
-    Point,
-    PointId,
-    VectorBackend,
-    check_distance,
-    check_id,
-    check_ids,
-    check_limit,
-    check_where,
-    matches,
-)
+from knowledge.vectorstore.base import Point, PointId, VectorBackend, check_id, check_ids, check_limit, check_where, matches
+from knowledge.vectorstore.scoring import Distance, check_distance
 
 if TYPE_CHECKING:  # pragma: no cover
     from knowledge.config import Settings

@@ -15,13 +15,12 @@ typo never silently falls back to a default. Invalid values raise :class:`~knowl
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
-
-import json
-import re
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict

@@ -46,8 +46,8 @@ from typing import TYPE_CHECKING, Any
 
 from knowledge.catalog import DONE
 from knowledge.errors import InvalidArgument, KnowledgeError
-from knowledge.service.jobs import IngestJob
 from knowledge.outcomes import IngestResult, Outcome
+from knowledge.service.jobs import IngestJob
 
 if TYPE_CHECKING:
     from knowledge.access import LocalFolders

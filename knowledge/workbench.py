@@ -36,6 +36,7 @@ from knowledge.config import Settings, load_settings
 from knowledge.embeddings.base import Embedder
 from knowledge.errors import EmbeddingUnavailable, InvalidArgument
 from knowledge.filestore.base import StoredFile
+from knowledge.outcomes import IngestResult, Outcome
 from knowledge.service.indexing import (  # noqa: F401 - the names callers import from here
     OCR_SHARE,
     Cancelled,
@@ -48,7 +49,6 @@ from knowledge.service.indexing import (  # noqa: F401 - the names callers impor
     skipped_text,
 )
 from knowledge.service.jobs import JobRegistry
-from knowledge.outcomes import IngestResult, Outcome
 from knowledge.service.search import (  # noqa: F401
     SEARCH_MODES,
     MultiSearch,

@@ -11,7 +11,6 @@ import streamlit as st
 
 from knowledge.errors import KnowledgeError
 from knowledge.service.jobs import IngestJob
-from knowledge.text.render import md
 from knowledge.sync import (
     FolderSync,
     SyncJob,
@@ -20,6 +19,7 @@ from knowledge.sync import (
     forget_folder,
     synced_folders,
 )
+from knowledge.text.render import md
 from knowledge.workbench import Workbench
 from pages._ui import flash, set_flash
 

@@ -22,7 +22,7 @@ import streamlit as st
 
 from knowledge.chat import ChatService
 from knowledge.text.render import inert
-from knowledge.vectorstore.base import DISTANCES as _DISTANCES
+from knowledge.vectorstore.scoring import DISTANCES as _DISTANCES
 from knowledge.workbench import Workbench
 
 #: The app's entry script, which signs visitors in and registers the pages.

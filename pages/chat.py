@@ -6,10 +6,10 @@ import json
 
 import streamlit as st
 
-from knowledge.text import render
 from knowledge.chat import ChatService
 from knowledge.chat.model import ASSISTANT, ATTACHMENT, FILE, IMAGE, TOOL, USER, Message
 from knowledge.errors import KnowledgeError
+from knowledge.text import render
 from knowledge.text.render import inert, md
 from knowledge.workbench import Workbench
 from pages._ui import app_chat_service, app_workbench

@@ -6,10 +6,10 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
+from knowledge.errors import KnowledgeError
 from knowledge.pagemodels import playground as pg
 from knowledge.pagemodels import storemap
 from knowledge.text import render
-from knowledge.errors import KnowledgeError
 from knowledge.text.highlight import escape_markdown, highlight, snippet
 from knowledge.text.render import inert, md
 from knowledge.workbench import Workbench
@@ -117,7 +117,7 @@ def cached_map(store: str, version: tuple, include: tuple[str, ...]) -> storemap
 
 def render_map(run: pg.SearchRun) -> None:
     smap = cached_map(run.store, storemap.store_version(wb, run.store), tuple(sorted(str(h.id) for h in run.hits)))
-    rows = storemap.map_rows(smap, run)
+    rows = pg.map_rows(smap, run)
     if not rows:
         st.caption("Nothing to map yet.")
         return

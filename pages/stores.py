@@ -14,10 +14,10 @@ import streamlit as st
 
 from knowledge.catalog import DONE, FAILED, PENDING, PROCESSING, FileCounts
 from knowledge.errors import KnowledgeError
-from knowledge.service.jobs import IngestJob
 from knowledge.outcomes import can_retry, needs_password, plain_reason
-from knowledge.text.render import inert, md
+from knowledge.service.jobs import IngestJob
 from knowledge.service.templates import DEFAULT_TEMPLATE, make_template
+from knowledge.text.render import inert, md
 from knowledge.vectorstore.registry import backend_names
 from knowledge.workbench import (
     CANCELLED,

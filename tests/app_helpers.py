@@ -19,9 +19,8 @@ from contextlib import contextmanager
 
 import pytest
 import streamlit as st
-from streamlit.testing.v1 import AppTest, element_tree
-
 from conftest import REPO
+from streamlit.testing.v1 import AppTest, element_tree
 
 APP = str(REPO / "app.py")
 

@@ -10,6 +10,7 @@ import time
 import anyio
 import httpx
 import pytest
+from api_helpers import Served, free_port
 from mcp import Client
 
 from knowledge.chat import ChatService
@@ -20,7 +21,6 @@ from knowledge.server.http import attachment_header
 from knowledge.server.mcp import build_server, http_app
 from knowledge.server.objects import vector_store_id
 from knowledge.workbench import Workbench
-from api_helpers import Served, free_port
 
 EVIL = "http://evil.example"
 

@@ -6,6 +6,8 @@ import base64
 import json
 
 import pytest
+from app_helpers import answer_text, fresh_caches, open_app, shown, use_fake_model
+from chat_helpers import ChatCompletionsServer, pdf_bytes, png_bytes
 from streamlit.testing.v1 import AppTest
 
 from knowledge.chat import ChatService
@@ -13,8 +15,6 @@ from knowledge.config import load_settings
 from knowledge.llm import LlmConfigs
 from knowledge.workbench import Workbench
 
-from app_helpers import answer_text, fresh_caches, open_app, shown, use_fake_model
-from chat_helpers import ChatCompletionsServer, pdf_bytes, png_bytes
 NOTES = ("# Lighthouse\n\nThe keeper lit the lamp at dusk and trimmed the wick at midnight.\n\n"
          "# Bakery\n\nBread needs flour, water, salt and yeast; the dough rests overnight.")
 

@@ -5,7 +5,6 @@ read as an image, a link or a tag (the browser-level proof is tests/test_browser
 from __future__ import annotations
 
 import pytest
-
 from app_helpers import answer_text, fresh_caches, open_app, use_fake_model
 
 LINKS = "[Click to sign in again](http://evil.example/login) ![x](http://evil.example/i.png) <img src=x>"

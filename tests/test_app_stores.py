@@ -9,15 +9,14 @@ from __future__ import annotations
 import json
 
 import pytest
+from app_helpers import button, fresh_caches, open_app, use_fake_model
+from conftest import encrypted_pdf
 from streamlit.testing.v1 import AppTest
 
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.service.templates import make_template
 from knowledge.workbench import Workbench
-
-from app_helpers import button, fresh_caches, open_app, use_fake_model
-from conftest import encrypted_pdf
 
 CATS = b"# Cats\n\nThe cat sits on the mat and purrs.\n\n## Food\n\nCats eat fish and chicken every day.\n"
 BREAD = b"# Bread\n\nKnead the dough for ten minutes, then let it rise.\n"

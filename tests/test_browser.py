@@ -24,7 +24,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
 
 pytestmark = [pytest.mark.browser, pytest.mark.model]

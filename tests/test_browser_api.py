@@ -11,13 +11,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
+from api_helpers import Served, free_port
+from test_browser import CHROMIUM_ARGS, _missing
 
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.server.app import create_app
 from knowledge.workbench import Workbench
-from api_helpers import Served, free_port
-from test_browser import CHROMIUM_ARGS, _missing
 
 pytestmark = pytest.mark.browser
 

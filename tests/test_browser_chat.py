@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from test_browser import (
     ARTIFACTS,
     Server,

@@ -18,7 +18,6 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-
 from test_browser import browser, explained, rerun_and_wait, serve, wait_for_app  # noqa: F401 (fixture)
 
 pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.slow]

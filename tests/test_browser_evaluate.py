@@ -8,9 +8,9 @@ import re
 from pathlib import Path
 
 import pytest
+from test_browser import ARTIFACTS, browser, explained, rerun_and_wait, serve, shot, wait_for_app  # noqa: F401
 
 from knowledge.__main__ import main
-from test_browser import ARTIFACTS, browser, explained, rerun_and_wait, serve, shot, wait_for_app  # noqa: F401
 
 pytestmark = [pytest.mark.browser, pytest.mark.model]
 

@@ -28,7 +28,6 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-
 from test_browser import ARTIFACTS, Server, browser, explained, rerun_and_wait, serve, wait_for_app
 from test_browser_demo import DESKTOP, PHONE, Requests, full_shot, open_context
 

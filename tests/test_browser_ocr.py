@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import io
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from PIL import Image, ImageDraw, ImageFont
-
 from test_browser import ARTIFACTS, Server, browser, explained, rerun_and_wait, server, wait_for_app  # noqa: F401
 
 pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.slow]

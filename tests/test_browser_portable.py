@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from test_browser import (  # noqa: F401  (fixtures)
     Server,
     artifacts,

@@ -9,12 +9,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from test_browser import (  # noqa: F401  (fixtures)
     Server,
-    create_store,
     artifacts,
     browser,
+    create_store,
     explained,
     rerun_and_wait,
     serve,

@@ -16,8 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from knowledge.embeddings import BUNDLED_MODEL_NAME, BundledEmbedder, FastEmbedEmbedder
-from knowledge.embeddings import bundled
+from knowledge.embeddings import BUNDLED_MODEL_NAME, BundledEmbedder, FastEmbedEmbedder, bundled
 from knowledge.errors import ConfigError, EmbeddingUnavailable, InvalidArgument
 
 pytestmark = pytest.mark.model

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import json
 
+from conftest import encrypted_pdf
+
 from knowledge.__main__ import main
 from knowledge.catalog import DONE, FAILED
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.outcomes import can_retry, needs_password
 from knowledge.workbench import Workbench
-
-from conftest import encrypted_pdf
 
 
 def _encrypted_pdf(password: str) -> bytes:

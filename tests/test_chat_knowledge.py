@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from chat_helpers import ChatCompletionsServer, tool_call
 
 from knowledge.chat import ChatService
 from knowledge.config import load_settings
@@ -16,8 +17,6 @@ from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import StoreNotFound
 from knowledge.vectorstore.memory import folder_name
 from knowledge.workbench import Workbench
-
-from chat_helpers import ChatCompletionsServer, tool_call
 
 LIGHTHOUSE = "# Lighthouse\n\nThe keeper lit the lamp at dusk and trimmed the wick at midnight."
 BAKERY = "# Bakery\n\nBread needs flour, water, salt and yeast; the dough rests overnight."

@@ -8,14 +8,13 @@ import base64
 import json
 
 import pytest
+from chat_helpers import ChatCompletionsServer, pdf_bytes, png_bytes, tool_call
 
 from knowledge.chat import ChatService
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.llm import LlmUnavailable
 from knowledge.workbench import Workbench
-
-from chat_helpers import ChatCompletionsServer, pdf_bytes, png_bytes, tool_call
 
 PAGES = ["The harbour master records every ship that enters the port.",
          "The tide tables are printed each Sunday for the sailors of the bay."]

@@ -9,10 +9,9 @@ import json
 import re
 
 import pytest
+from conftest import REPO, prepared_data, use_prepared_data
 
 from knowledge.__main__ import main
-
-from conftest import REPO, prepared_data, use_prepared_data
 
 pytestmark = pytest.mark.model
 

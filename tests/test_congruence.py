@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from knowledge.vectorstore.base import DISTANCES, Point, higher_is_better
-
 from conftest import CONTRACT_BACKENDS
+
+from knowledge.vectorstore.base import Point
+from knowledge.vectorstore.scoring import DISTANCES, higher_is_better
 
 D = 24
 N = 500
@@ -35,6 +35,7 @@ def best(scores: np.ndarray, distance: str, rows: np.ndarray, k: int) -> list[in
 @pytest.mark.parametrize("distance", DISTANCES)
 def test_every_backend_ranks_like_numpy(distance, tmp_path, request):
     import conftest
+
     from knowledge.config import load_settings
 
     for name, fixture in getattr(conftest, "_BACKEND_FIXTURES", {}).items():  # a server some need

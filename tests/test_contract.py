@@ -17,7 +17,8 @@ from knowledge.errors import (
     InvalidArgument,
     StoreNotFound,
 )
-from knowledge.vectorstore.base import DISTANCES, Point, higher_is_better
+from knowledge.vectorstore.base import Point
+from knowledge.vectorstore.scoring import DISTANCES, higher_is_better
 from knowledge.vectorstore.store import Chunk, VectorStore
 
 D = 16
@@ -339,9 +340,9 @@ def test_store_upsert_search_provenance(backend):
     store = VectorStore(backend.collection("notes"))
     assert store.search(embed(["anything"])[0], k=3) == []
     assert not store.exists()
-    store.upsert("f1", chunks_for(["the cat sits on the mat", "stock prices fell sharply"], heading="Pets > Cats"),
+    store.replace_file("f1", chunks_for(["the cat sits on the mat", "stock prices fell sharply"], heading="Pets > Cats"),
                  file_name="pets.md")
-    store.upsert("f2", chunks_for(["a recipe for bread dough"]), file_name="bread.txt")
+    store.replace_file("f2", chunks_for(["a recipe for bread dough"]), file_name="bread.txt")
     hits = store.search(embed(["cat on a mat"])[0], k=2)
     top = hits[0]
     assert (top.file_id, top.file_name, top.chunk_index, top.page) == ("f1", "pets.md", 0, 1)
@@ -354,9 +355,9 @@ def test_store_upsert_search_provenance(backend):
 
 def test_store_reingestion_leaves_no_stale_chunks(backend):
     store = VectorStore(backend.collection("reingest"))
-    store.upsert("f", chunks_for([f"old chunk number {i}" for i in range(5)]), file_name="a.txt")
-    store.upsert("g", chunks_for(["other file"]), file_name="g.txt")
-    store.upsert("f", chunks_for(["new text only"]), file_name="a.txt")
+    store.replace_file("f", chunks_for([f"old chunk number {i}" for i in range(5)]), file_name="a.txt")
+    store.replace_file("g", chunks_for(["other file"]), file_name="g.txt")
+    store.replace_file("f", chunks_for(["new text only"]), file_name="a.txt")
     assert store.count("f") == 1
     assert store.count() == 2
     hits = store.search(embed(["old chunk number"])[0], k=10, where={"file_id": "f"})
@@ -366,8 +367,8 @@ def test_store_reingestion_leaves_no_stale_chunks(backend):
 
 def test_store_files_delete_and_filters(backend):
     store = VectorStore(backend.collection("files"))
-    store.upsert("b-id", chunks_for(["beta one", "beta two"]), file_name="Beta.pdf")
-    store.upsert("a-id", chunks_for(["alpha"]), file_name="alpha.md")
+    store.replace_file("b-id", chunks_for(["beta one", "beta two"]), file_name="Beta.pdf")
+    store.replace_file("a-id", chunks_for(["alpha"]), file_name="alpha.md")
     assert [(f.file_id, f.file_name, f.chunks) for f in store.list_files()] == [
         ("a-id", "alpha.md", 1), ("b-id", "Beta.pdf", 2)]
     assert [h.file_id for h in store.search(embed(["alpha"])[0], k=5, where={"file_id": "b-id"})] == ["b-id", "b-id"]
@@ -375,25 +376,25 @@ def test_store_files_delete_and_filters(backend):
     assert store.delete_file("b-id") == 2
     assert store.delete_file("b-id") == 0
     assert [f.file_id for f in store.list_files()] == ["a-id"]
-    assert store.upsert("a-id", []) == 0
+    assert store.replace_file("a-id", []) == 0
     assert store.count() == 0
 
 
 def test_store_metadata_and_validation(backend):
     store = VectorStore(backend.collection("meta"), distance="dot")
     vec = embed(["x"])[0]
-    store.upsert("f", [Chunk("text", vec, metadata={"lang": "en"})])
+    store.replace_file("f", [Chunk("text", vec, metadata={"lang": "en"})])
     assert store.info().distance == "dot"
     assert store.search(vec, k=1)[0].metadata == {"lang": "en"}
     assert store.search(vec, k=1, where={"lang": "de"}) == []
     with pytest.raises(InvalidArgument):
-        store.upsert("f", [Chunk("text", vec, metadata={"text": "clash"})])
+        store.replace_file("f", [Chunk("text", vec, metadata={"text": "clash"})])
     with pytest.raises(InvalidArgument):
-        store.upsert("", [Chunk("text", vec)])
+        store.replace_file("", [Chunk("text", vec)])
     with pytest.raises(InvalidArgument):
-        store.upsert("f", [Chunk("   ", vec)])
+        store.replace_file("f", [Chunk("   ", vec)])
     with pytest.raises(InvalidArgument):
         store.search(vec, k=0)
     with pytest.raises(DimensionMismatch):
-        store.upsert("g", [Chunk("longer", np.ones(65, np.float32))])
+        store.replace_file("g", [Chunk("longer", np.ones(65, np.float32))])
     assert store.count() == 1

@@ -8,10 +8,9 @@ import json
 import unicodedata
 
 import pytest
+from conftest import readme_questions
 
 from knowledge.__main__ import main
-
-from conftest import readme_questions
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 

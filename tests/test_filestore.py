@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 
 from knowledge import plugins
-
 from knowledge.config import load_settings
 from knowledge.errors import (
     BackendUnavailable,
@@ -27,8 +26,7 @@ from knowledge.errors import (
     InvalidArgument,
     StoreCorrupt,
 )
-from knowledge.filestore import FileStore, FilesystemFileStore, StoredFile, open_file_store
-from knowledge.filestore import registry
+from knowledge.filestore import FileStore, FilesystemFileStore, StoredFile, open_file_store, registry
 
 MiB = 1024 * 1024
 

@@ -10,8 +10,9 @@ from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import ConfigError, InvalidArgument
 from knowledge.service.fusion import RRF_K, LexicalIndex, reciprocal_rank_fusion
 from knowledge.text.analysis import analyzer
-from knowledge.vectorstore.base import Point, vector_scores
+from knowledge.vectorstore.base import Point
 from knowledge.vectorstore.lexical import K1, B
+from knowledge.vectorstore.scoring import vector_scores
 from knowledge.workbench import Workbench
 
 

@@ -282,10 +282,10 @@ def test_a_chunk_store_has_its_index_from_the_first_file(settings, caplog):
 
     with MemoryBackend(settings) as b:
         vs = VectorStore(b.collection("chunks"))
-        vs.upsert("f1", [Chunk("Ownership rules: each value has an owner.", vec(1))], file_name="f1.md")
+        vs.replace_file("f1", [Chunk("Ownership rules: each value has an owner.", vec(1))], file_name="f1.md")
         assert (vs.collection.path / LEXICAL_DIR / "meta.json").is_file()
         caplog.clear()
-        vs.upsert("f2", [Chunk("Borrowing lets code use a value without owning it.", vec(2))], file_name="f2.md")
+        vs.replace_file("f2", [Chunk("Borrowing lets code use a value without owning it.", vec(2))], file_name="f2.md")
         assert [h.id for h in vs.collection.lexical_search("borrowing", 5)] == ["f2:0"]
         assert not rebuilt(caplog)
 

@@ -8,6 +8,7 @@ import sys
 
 import anyio
 import pytest
+from conftest import REPO
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
@@ -15,7 +16,6 @@ from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.server.mcp import build_server
 from knowledge.workbench import Workbench
-from conftest import REPO
 
 TOOLS = {"search", "list_stores", "list_files", "ingest_file", "delete_file", "remember", "recall", "forget"}
 

@@ -7,9 +7,9 @@ import math
 
 import pytest
 
+from knowledge.agent_memory import Memory, RecallHit, VectorMemory
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import DimensionMismatch, InvalidArgument
-from knowledge.agent_memory import Memory, RecallHit, VectorMemory
 
 
 @pytest.fixture
@@ -185,10 +185,3 @@ def test_from_settings_with_the_default_backend(settings):
         mem.remember("kept on disk", dataset="d", id="k")
     with VectorMemory(settings, HashEmbedder(dimension=16)) as mem:
         assert [h.id for h in mem.recall("kept on disk", dataset="d")] == ["k"]
-
-
-def test_the_old_module_name_still_gives_the_agent_memory_api():
-    import knowledge.agent_memory as new
-    import knowledge.memory as old
-
-    assert old.VectorMemory is new.VectorMemory and old.RecallHit is new.RecallHit

@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from knowledge.service.jobs import IngestJob
 from knowledge.outcomes import can_retry, needs_password, plain_reason
+from knowledge.service.jobs import IngestJob
 
 NO_EXCEPTION_NAME = re.compile(r"\b\w*(Error|Exception)\b|BadZipFile")
 

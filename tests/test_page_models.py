@@ -8,23 +8,23 @@ import math
 
 import pytest
 
-from knowledge.pagemodels import storemap
-from knowledge.pagemodels import playground
-from knowledge.text import render
-from knowledge.text import highlight
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
+from knowledge.pagemodels import playground, storemap
+from knowledge.text import highlight, render
 from knowledge.vectorstore.store import Chunk
 from knowledge.workbench import Workbench
 
 
-def test_highlighting_has_one_home_and_the_old_names_still_work():
-    for name in ("escape_markdown", "highlight", "query_terms", "snippet"):
-        assert getattr(playground, name) is getattr(highlight, name)
+def test_highlighting_and_the_map_have_one_home_each():
+    # no aliases: a name is in the public face (__all__) of the module that defines it only
+    for name in ("escape_markdown", "highlight", "query_terms", "snippet", "store_map", "pca_2d",
+                 "sample_points", "Projection", "StoreMap"):
+        assert name not in playground.__all__, name
     for name in ("escape_markdown", "highlight", "query_terms", "match_spans", "STOPWORDS"):
-        assert getattr(render, name) is getattr(highlight, name)
-    for name in ("store_map", "map_rows", "pca_2d", "sample_points", "StoreMap", "Projection"):
-        assert getattr(playground, name) is getattr(storemap, name)
+        assert name not in render.__all__, name
+        assert name in highlight.__all__, name
+    assert "map_rows" in playground.__all__ and "map_rows" not in storemap.__all__
     assert highlight.highlight("The *borrow* checker", "borrow") == (
         "The &#42;<mark>borrow</mark>&#42; checker")
     assert render.render_html("a **borrow**", "borrow", file_name="x.md").count("<mark>borrow</mark>") == 1
@@ -68,7 +68,7 @@ def _fill(wb: Workbench, store: str, texts: dict[str, list[str]], template: str 
     vs = wb.vector_store(store)
     for name, chunks in texts.items():
         vectors = emb.embed_documents(chunks)
-        vs.upsert(f"id-{name}", [Chunk(t, vectors[i]) for i, t in enumerate(chunks)], file_name=name)
+        vs.replace_file(f"id-{name}", [Chunk(t, vectors[i]) for i, t in enumerate(chunks)], file_name=name)
 
 
 def test_the_best_score_follows_the_distance(wb):

@@ -17,6 +17,7 @@ import time
 import numpy as np
 import psycopg
 import pytest
+from conftest import pg_folder
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
@@ -25,8 +26,6 @@ from knowledge.errors import BackendUnavailable, ConfigError, DimensionMismatch,
 from knowledge.vectorstore.base import Point
 from knowledge.vectorstore.pgvector import REGISTRY, PgvectorBackend, table_name
 from knowledge.vectorstore.store import Chunk, VectorStore
-
-from conftest import pg_folder
 
 D = 8
 
@@ -362,7 +361,7 @@ def test_nul_characters_never_reach_postgres(make):
     assert got[0].payload == {"text": "ab", "nested": {"k": ["xy", 1]}}
     assert [h.id for h in coll.search(v[0], limit=5, where={"text": "a\x00b"})] == ["id\x00one"]
     store = VectorStore(b.collection("nul-store"))
-    store.upsert("f\x00id", [Chunk("hello\x00 world", v[0], metadata={"lang": "e\x00n"})], file_name="n\x00.txt")
+    store.replace_file("f\x00id", [Chunk("hello\x00 world", v[0], metadata={"lang": "e\x00n"})], file_name="n\x00.txt")
     hit = store.search(v[0], k=1)[0]
     assert (hit.text, hit.file_name, hit.metadata) == ("hello world", "n.txt", {"lang": "en"})
 
@@ -453,6 +452,7 @@ def test_workbench_on_a_pgvector_template(pgvector_settings, tmp_path):
 
 def test_the_page_switches_a_template_to_pgvector(pgvector_settings, monkeypatch):
     from app_helpers import fresh_caches, open_app, use_fake_model
+
     from knowledge.workbench import Workbench
 
     monkeypatch.setenv("KNOWLEDGE_VECTOR_STORE__URL", pgvector_settings().vector_store.url)

@@ -7,11 +7,13 @@ import re
 import numpy as np
 import pytest
 
-from knowledge.pagemodels import playground as pg
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
-from knowledge.service.templates import make_template
 from knowledge.errors import InvalidArgument, StoreNotFound
+from knowledge.pagemodels import playground as pg
+from knowledge.pagemodels import storemap as sm
+from knowledge.service.templates import make_template
+from knowledge.text import highlight as hl
 from knowledge.vectorstore.store import Chunk, Hit
 from knowledge.workbench import Workbench
 
@@ -31,27 +33,27 @@ def marked(markup: str) -> list[str]:
 
 # -- highlighting ----------------------------------------------------------------------------------
 def test_query_terms_skip_stopwords_short_words_and_punctuation():
-    assert pg.query_terms("What is the (best) way to install Rust?") == ["install", "best", "rust", "way"]
-    assert pg.query_terms("a an of to") == []
-    assert pg.query_terms(".*+?[]()|^$\\") == []
+    assert hl.query_terms("What is the (best) way to install Rust?") == ["install", "best", "rust", "way"]
+    assert hl.query_terms("a an of to") == []
+    assert hl.query_terms(".*+?[]()|^$\\") == []
 
 
 def test_highlight_marks_whole_words_case_insensitively():
-    out = pg.highlight("Vectorsx store vector data; a VECTOR-store.", "vector store")
+    out = hl.highlight("Vectorsx store vector data; a VECTOR-store.", "vector store")
     assert marked(out) == ["store", "vector", "VECTOR", "store"]
     assert "<mark>Vectorsx" not in out  # a longer word is not a match
     assert visible(out) == "Vectorsx store vector data; a VECTOR-store."
 
 
 def test_highlight_marks_words_with_the_same_stem_as_bm25_matches_them():
-    out = pg.highlight("Iterating over vectors: each iteration iterates.", "iterate vector")
+    out = hl.highlight("Iterating over vectors: each iteration iterates.", "iterate vector")
     assert marked(out) == ["Iterating", "vectors", "iteration", "iterates"]  # all stem to iter / vector
-    assert marked(pg.highlight("Over and over the overs", "over")) == []  # a stop word is never marked
+    assert marked(hl.highlight("Over and over the overs", "over")) == []  # a stop word is never marked
 
 
 def test_highlight_escapes_markdown_and_html_in_the_chunk():
     text = "<script>alert(1)</script> **bold** _it_ `code` [link](http://x) $x$ :red[red] # h & &amp; \\ |a|"
-    out = pg.highlight(text, "script alert bold code link red")
+    out = hl.highlight(text, "script alert bold code link red")
     assert visible(out) == text.replace("://", ":\u2060//")  # a word joiner keeps Streamlit from linking it
     # nothing a Markdown or HTML renderer would interpret is left, apart from our own tags
     stripped = re.sub(r"</?mark>|<br>|&#\d+;", "", out)
@@ -60,44 +62,44 @@ def test_highlight_escapes_markdown_and_html_in_the_chunk():
 
 
 def test_highlight_counts_underscore_as_punctuation():
-    out = pg.highlight("We call it _borrowing_ and snake_case names", "borrowing snake")
+    out = hl.highlight("We call it _borrowing_ and snake_case names", "borrowing snake")
     assert marked(out) == ["borrowing", "snake"]
-    assert pg.query_terms("snake_case") == ["snake", "case"]
+    assert hl.query_terms("snake_case") == ["snake", "case"]
 
 
 def test_highlight_treats_regex_characters_in_the_query_as_text():
-    out = pg.highlight("cost (a+b)* and a.b, literally", "(a+b)* .* cost[ literally")
+    out = hl.highlight("cost (a+b)* and a.b, literally", "(a+b)* .* cost[ literally")
     assert marked(out) == ["cost", "literally"]
-    assert pg.highlight("x", "[[[(((") == "x"
+    assert hl.highlight("x", "[[[(((") == "x"
 
 
 def test_highlight_never_matches_inside_an_escape():
     # "amp" and "lt" appear in the escaped form of & and <; they must not be marked there
-    out = pg.highlight("a & b < c amp", "amp")
+    out = hl.highlight("a & b < c amp", "amp")
     assert marked(out) == ["amp"]
     assert visible(out) == "a & b < c amp"
 
 
 def test_highlight_unicode_words_and_normalisation():
     decomposed = "Cafe\u0301 au lait, ÄRGER und Ärger; naïve 東京 café"
-    out = pg.highlight(decomposed, "café ärger NAÏVE")
+    out = hl.highlight(decomposed, "café ärger NAÏVE")
     assert marked(out) == ["Café", "ÄRGER", "Ärger", "naïve", "café"]
     assert "東京" in out
 
 
 def test_highlight_keeps_line_breaks_and_handles_empty_input():
-    assert pg.highlight("one\ntwo", "two") == "one<br><mark>two</mark>"
-    assert pg.highlight("", "anything") == ""
-    assert pg.highlight("text", "") == "text"
+    assert hl.highlight("one\ntwo", "two") == "one<br><mark>two</mark>"
+    assert hl.highlight("", "anything") == ""
+    assert hl.highlight("text", "") == "text"
 
 
 def test_snippet_centres_on_the_first_match():
     text = " ".join(["filler"] * 200 + ["needle"] + ["after"] * 200)
-    s = pg.snippet(text, "needle", width=120)
+    s = hl.snippet(text, "needle", width=120)
     assert "needle" in s and s.startswith("… ") and s.endswith(" …")
     assert len(s) <= 130
-    assert pg.snippet("short text", "nothing") == "short text"
-    assert pg.snippet(text, "absent", width=50).startswith("filler")
+    assert hl.snippet("short text", "nothing") == "short text"
+    assert hl.snippet(text, "absent", width=50).startswith("filler")
 
 
 # -- filters ---------------------------------------------------------------------------------------
@@ -147,7 +149,7 @@ def test_provenance_names_file_page_heading_and_span():
 def test_pca_shapes_and_determinism():
     rng = np.random.default_rng(0)
     x = rng.normal(size=(100, 16)).astype(np.float32)
-    p1, p2 = pg.pca_2d(x), pg.pca_2d(x.copy())
+    p1, p2 = sm.pca_2d(x), sm.pca_2d(x.copy())
     assert p1.components.shape == (2, 16) and p1.mean.shape == (16,)
     assert np.allclose(p1.components, p2.components)
     xy = p1.project(x)
@@ -158,17 +160,17 @@ def test_pca_shapes_and_determinism():
     # the first component of data stretched along one axis is that axis
     stretched = x.copy()
     stretched[:, 3] *= 50
-    assert np.argmax(np.abs(pg.pca_2d(stretched).components[0])) == 3
-    assert pg.pca_2d(stretched).components[0][3] > 0  # sign fixed
+    assert np.argmax(np.abs(sm.pca_2d(stretched).components[0])) == 3
+    assert sm.pca_2d(stretched).components[0][3] > 0  # sign fixed
 
 
 def test_pca_degenerate_inputs():
-    one = pg.pca_2d(np.ones((1, 4)))
+    one = sm.pca_2d(np.ones((1, 4)))
     assert np.allclose(one.project(np.ones(4)), 0)
-    line = pg.pca_2d(np.array([[0.0, 0.0], [1.0, 1.0], [2.0, 2.0]]))
+    line = sm.pca_2d(np.array([[0.0, 0.0], [1.0, 1.0], [2.0, 2.0]]))
     assert line.explained[0] == pytest.approx(1.0) and np.allclose(line.components[1], 0)
     with pytest.raises(InvalidArgument):
-        pg.pca_2d(np.zeros((0, 3)))
+        sm.pca_2d(np.zeros((0, 3)))
 
 
 # -- with a store ----------------------------------------------------------------------------------
@@ -185,7 +187,7 @@ def fill(wb: Workbench, store: str, files: dict[str, list[str]]) -> None:
     vs = wb.vector_store(store)
     for name, texts in files.items():
         vectors = emb.embed_documents(texts)
-        vs.upsert(f"id-{name}", [Chunk(t, vectors[i], page=i + 1, metadata={"lang": "en"})
+        vs.replace_file(f"id-{name}", [Chunk(t, vectors[i], page=i + 1, metadata={"lang": "en"})
                                  for i, t in enumerate(texts)], file_name=name)
 
 
@@ -236,7 +238,7 @@ def test_timed_search_threshold_follows_a_distance_store(wb):
     wb.create_store("e", "far")
     emb = wb.embedder()
     texts = ["apples and pears", "apples apples", "the weather today"]
-    wb.vector_store("e").upsert("f", [Chunk(t, v) for t, v in zip(texts, emb.embed_documents(texts))], "f.txt")
+    wb.vector_store("e").replace_file("f", [Chunk(t, v) for t, v in zip(texts, emb.embed_documents(texts))], "f.txt")
     run = pg.timed_search(wb, "e", "apples", k=3)
     assert run.distance == "euclid"
     scores = [h.score for h in run.hits]
@@ -248,7 +250,7 @@ def test_timed_search_threshold_follows_a_distance_store(wb):
 
 def test_snippet_of_decomposed_unicode_finds_the_match():
     text = "Cafe\u0301 " * 100 + "needle " + "x " * 200
-    s = pg.snippet(text, "needle", width=60)
+    s = hl.snippet(text, "needle", width=60)
     assert "needle" in s and "Café" in s
 
 
@@ -265,12 +267,12 @@ def test_timed_search_errors_are_knowledge_errors(wb):
 def test_store_map_is_deterministic_capped_and_keeps_the_hits(wb):
     fill(wb, "s", {f"f{i}.txt": [f"text number {i} {j} words" for j in range(10)] for i in range(5)})
     vs = wb.vector_store("s")
-    full = pg.store_map(vs)
+    full = sm.store_map(vs)
     assert len(full.rows) == 50 and full.total == 50 and not full.sampled
     run = pg.timed_search(wb, "s", "number 3", k=3)
     hit_ids = [h.id for h in run.hits]
-    small = pg.store_map(vs, max_points=10, include=hit_ids)
-    again = pg.store_map(vs, max_points=10, include=hit_ids)
+    small = sm.store_map(vs, max_points=10, include=hit_ids)
+    again = sm.store_map(vs, max_points=10, include=hit_ids)
     assert small.sampled and small.total == 50
     assert len(small.rows) == 10 + len(hit_ids)
     assert [r["id"] for r in small.rows] == [r["id"] for r in again.rows]
@@ -284,7 +286,7 @@ def test_store_map_is_deterministic_capped_and_keeps_the_hits(wb):
 
 def test_store_map_of_an_empty_store(wb):
     wb.create_store("empty")
-    smap = pg.store_map(wb.vector_store("empty"))
+    smap = sm.store_map(wb.vector_store("empty"))
     assert smap.rows == [] and smap.projection is None and smap.place(np.ones(16)) is None
     assert pg.payload_fields(wb.vector_store("empty")) == []
 

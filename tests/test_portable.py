@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import REPO, readme_questions
 
 from knowledge import portable

@@ -13,7 +13,6 @@ import stat
 import struct
 import tracemalloc
 import zipfile
-import zlib
 from pathlib import Path
 
 import numpy as np

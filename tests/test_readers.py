@@ -23,7 +23,6 @@ from knowledge.errors import (
     EmptyDocument,
     FileTooLarge,
     InvalidArgument,
-    KnowledgeError,
     PasswordRequired,
     UnsupportedFile,
 )

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import html
 import re
-from pathlib import Path
 
 import pytest
+from conftest import CORPUS
 
 from knowledge.pagemodels import playground as pg
 from knowledge.text import render
 from knowledge.vectorstore.store import Hit
-
-from conftest import CORPUS
 
 MD = """<!-- manual-regeneration
 cd listings

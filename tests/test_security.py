@@ -11,17 +11,25 @@ import json
 from pathlib import Path
 
 import pytest
+from chat_helpers import ChatCompletionsServer, tool_call
 
-from knowledge.access import (LocalFolders, LoginThrottle, Password, app_folders, chat_folders, hash_password,
-                              is_loopback, is_shared, verify_password)
+from knowledge.access import (
+    LocalFolders,
+    LoginThrottle,
+    Password,
+    app_folders,
+    chat_folders,
+    hash_password,
+    is_loopback,
+    is_shared,
+    verify_password,
+)
 from knowledge.chat import ChatService
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import ConfigError, InvalidArgument, PathNotAllowed
 from knowledge.service.jobs import IngestJob
 from knowledge.workbench import Workbench
-
-from chat_helpers import ChatCompletionsServer, tool_call
 
 
 # -- the password ----------------------------------------------------------------------------------

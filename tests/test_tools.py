@@ -4,10 +4,10 @@ import json
 
 import pytest
 
+from knowledge.access import LocalFolders
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import EmbeddingUnavailable
-from knowledge.access import LocalFolders
 from knowledge.tools import ANYWHERE, KnowledgeTools
 from knowledge.workbench import Workbench
 

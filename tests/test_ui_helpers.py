@@ -9,7 +9,7 @@ from streamlit.testing.v1 import AppTest
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.service.jobs import IngestJob
-from knowledge.vectorstore.base import DISTANCES as BASE_DISTANCES
+from knowledge.vectorstore.scoring import DISTANCES as BASE_DISTANCES
 from knowledge.workbench import IngestResult, Workbench
 from pages._ui import DISTANCES, duration, human_size, megabytes
 

@@ -6,6 +6,7 @@ import threading
 
 import numpy as np
 import pytest
+from conftest import encrypted_pdf
 
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
@@ -20,8 +21,6 @@ from knowledge.workbench import (
     ModelMismatch,
     Workbench,
 )
-
-from conftest import encrypted_pdf
 
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 

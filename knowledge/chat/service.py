@@ -32,7 +32,7 @@ from typing import Any, BinaryIO
 from knowledge._names import without_refused
 from knowledge.access import chat_folders
 from knowledge.catalog import DONE
-from knowledge.chat.mapper import VIEW_ATTACHMENT_SCHEMA, MapperContext, MappedRequest, StoreBrief, build_request
+from knowledge.chat.mapper import VIEW_ATTACHMENT_SCHEMA, MappedRequest, MapperContext, StoreBrief, build_request
 from knowledge.chat.model import (
     ASSISTANT,
     ATTACHMENT,
@@ -55,7 +55,7 @@ from knowledge.errors import InvalidArgument, KnowledgeError, PathNotAllowed, St
 from knowledge.llm.config import LlmConfig, LlmUnavailable
 from knowledge.llm.providers import ChatProvider, Completion, ToolCall, TurnContext, open_provider
 from knowledge.tools.knowledge import READ_TOOLS, WRITE_TOOLS, KnowledgeTools, ToolResult, format_hit, hit_data
-from knowledge.vectorstore.base import higher_is_better
+from knowledge.vectorstore.scoring import higher_is_better
 from knowledge.workbench import DUPLICATE, Workbench
 
 VECTOR_SEARCH, VIEW_ATTACHMENT = "vector_search", "view_attachment"

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from knowledge._names import check_name
 from knowledge.catalog import Catalog
 from knowledge.chat.model import Attachment, Message, Part, Session
-from knowledge._names import check_name
 from knowledge.errors import InvalidArgument, KnowledgeError
 
 _DATA_URL = re.compile(r"^data:([\w.+\-]+/[\w.+\-]+);base64,(.*)$", re.S)

@@ -23,9 +23,9 @@ from urllib.parse import urlparse
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from knowledge._names import check_name
 from knowledge.catalog import Catalog
 from knowledge.config import Settings
-from knowledge._names import check_name
 from knowledge.errors import InvalidArgument, KnowledgeError
 
 CHAT, EMBEDDING = "CHAT", "EMBEDDING"

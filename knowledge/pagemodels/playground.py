@@ -31,26 +31,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from knowledge.errors import InvalidArgument
-
-# Highlighting (knowledge.text.highlight) and the map (knowledge.pagemodels.storemap) have modules of their own; their
-# names are re-exported here for the callers that know them as the playground's.
-from knowledge.text.highlight import (  # noqa: F401
-    MIN_TERM_LENGTH,
-    STOPWORDS,
-    escape_markdown,
-    highlight,
-    query_terms,
-    snippet,
-)
-from knowledge.pagemodels.storemap import (  # noqa: F401
-    Projection,
-    StoreMap,
-    map_rows,
-    pca_2d,
-    sample_points,
-    store_map,
-)
-from knowledge.vectorstore.base import DISTANCE_ORDER, check_where
+from knowledge.pagemodels.storemap import StoreMap
+from knowledge.vectorstore.base import check_where
+from knowledge.vectorstore.scoring import DISTANCE_ORDER
 from knowledge.vectorstore.store import Hit, VectorStore
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -409,6 +392,22 @@ def distribution_rows(run: SearchRun) -> list[dict[str, Any]]:
 SHOWN_LABELS = {True: "shown", False: "not shown"}
 
 
+def map_rows(store_map_: StoreMap, run: SearchRun | None) -> list[dict[str, Any]]:
+    """The map's rows for a chart: every chunk (``role`` "chunk"), the hits (``role`` "hit", with
+    their ``rank``) and the query (``role`` "query")."""
+    ranks = {str(h.id): i for i, h in enumerate(run.hits, 1)} if run else {}
+    rows = []
+    for r in store_map_.rows:
+        rank = ranks.get(r["id"])
+        rows.append({**r, "role": "hit" if rank else "chunk", "rank": rank})
+    if run is not None:
+        xy = store_map_.place(run.query_vector)
+        if xy is not None:
+            rows.append({"x": xy[0], "y": xy[1], "id": "query", "file": "(query)", "page": None,
+                         "chunk": None, "text": run.query[:160], "role": "query", "rank": None})
+    return rows
+
+
 __all__ = [
     "DISTRIBUTION_SIZE",
     "MODES",
@@ -416,30 +415,21 @@ __all__ = [
     "MODE_NOTE",
     "SHOWN_LABELS",
     "HitNote",
-    "Projection",
     "SearchRun",
-    "StoreMap",
     "bar_fraction",
     "build_where",
     "compare_where",
     "default_threshold",
     "distribution_rows",
-    "escape_markdown",
     "fold_hits",
-    "highlight",
     "map_rows",
     "order_score",
     "parse_fields",
     "parse_scalar",
     "payload_fields",
-    "pca_2d",
     "provenance",
-    "query_terms",
-    "sample_points",
     "score_fraction",
     "score_meaning",
     "score_text",
-    "snippet",
-    "store_map",
     "timed_search",
 ]

@@ -5,8 +5,8 @@ a query placed by the same components (the Search playground's map).
   data always gives the same picture (:class:`Projection`).
 * :func:`sample_points` -- at most ``max_points`` points of a store, chosen by a hash of their ids
   (the same sample on every run, whatever the scroll order), plus the points asked for (the hits).
-* :func:`store_map` / :func:`map_rows` -- the sampled chunks as chart rows, then with the hits
-  (their rank) and the query marked.
+* :func:`store_map` -- the sampled chunks as chart rows (the playground's ``map_rows`` adds the
+  hits, with their rank, and the query).
 
 Near on the map is a rough hint of near in meaning: two components keep only part of the variance
 (:attr:`Projection.explained`).
@@ -27,7 +27,6 @@ from knowledge.text.render import plain_text
 from knowledge.vectorstore.store import VectorStore
 
 if TYPE_CHECKING:  # pragma: no cover
-    from knowledge.pagemodels.playground import SearchRun
     from knowledge.workbench import Workbench
 
 
@@ -157,20 +156,6 @@ def store_version(wb: Workbench, store: str) -> tuple:
             tuple((f.file_id, f.chunks) for f in files))
 
 
-def map_rows(store_map_: StoreMap, run: SearchRun | None) -> list[dict[str, Any]]:
-    """The map's rows for a chart: every chunk (``role`` "chunk"), the hits (``role`` "hit", with
-    their ``rank``) and the query (``role`` "query")."""
-    ranks = {str(h.id): i for i, h in enumerate(run.hits, 1)} if run else {}
-    rows = []
-    for r in store_map_.rows:
-        rank = ranks.get(r["id"])
-        rows.append({**r, "role": "hit" if rank else "chunk", "rank": rank})
-    if run is not None:
-        xy = store_map_.place(run.query_vector)
-        if xy is not None:
-            rows.append({"x": xy[0], "y": xy[1], "id": "query", "file": "(query)", "page": None,
-                         "chunk": None, "text": run.query[:160], "role": "query", "rank": None})
-    return rows
 
 
-__all__ = ["Projection", "StoreMap", "map_rows", "pca_2d", "sample_points", "store_map", "store_version"]
+__all__ = ["Projection", "StoreMap", "pca_2d", "sample_points", "store_map", "store_version"]

@@ -31,11 +31,11 @@ from knowledge.attributes import from_payload
 from knowledge.catalog import DONE
 from knowledge.config import Settings
 from knowledge.errors import KnowledgeError
-from knowledge.service.jobs import IngestJob
 from knowledge.server.filters import SearchFilter
 from knowledge.server.guard import Guard, server_hosts
 from knowledge.server.http import check_bind, control_char
 from knowledge.service.fusion import reciprocal_rank_fusion
+from knowledge.service.jobs import IngestJob
 from knowledge.vectorstore.store import Hit
 from knowledge.workbench import Workbench
 

@@ -34,10 +34,10 @@ from knowledge.chat import ChatService
 from knowledge.errors import InvalidArgument
 from knowledge.filestore.base import is_file_id
 from knowledge.ingest.chunker import plan_chunking
-from knowledge.service.jobs import IngestJob
 from knowledge.outcomes import Outcome
 from knowledge.server.filters import HIT_FIELDS
 from knowledge.server.http import ApiError, bad, known, not_found
+from knowledge.service.jobs import IngestJob
 from knowledge.service.templates import DEFAULT_TEMPLATE
 from knowledge.vectorstore.store import Hit
 from knowledge.workbench import Workbench

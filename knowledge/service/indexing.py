@@ -43,10 +43,10 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from knowledge._names import check_name
 from knowledge.catalog import DONE, FAILED, PROCESSING, FileRecord, StoreRecord
 from knowledge.config import Settings
 from knowledge.embeddings.base import Embedder
-from knowledge._names import check_name
 from knowledge.errors import InvalidArgument, KnowledgeError
 from knowledge.ingest.chunker import chunk_document, embedding_text
 from knowledge.outcomes import IngestResult, Outcome

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from knowledge.errors import InvalidArgument, KnowledgeError
-from knowledge.service.indexing import OCR_SHARE, expand_paths, file_names, skipped_text
 from knowledge.outcomes import IngestResult, Outcome
+from knowledge.service.indexing import OCR_SHARE, expand_paths, file_names, skipped_text
 
 if TYPE_CHECKING:
     from knowledge.access import LocalFolders

@@ -21,14 +21,8 @@ from knowledge.errors import InvalidArgument, KnowledgeError, StoreNotFound
 from knowledge.service.fusion import LexicalHit, LexicalIndex, reciprocal_rank_fusion
 from knowledge.service.stores import Stores
 from knowledge.text.analysis import analyzer
-from knowledge.vectorstore.base import (
-    Collection,
-    as_vector,
-    check_where,
-    higher_is_better,
-    passes_threshold,
-    vector_scores,
-)
+from knowledge.vectorstore.base import Collection, as_vector, check_where
+from knowledge.vectorstore.scoring import higher_is_better, passes_threshold, vector_scores
 from knowledge.vectorstore.store import Hit, hit_from_payload
 
 log = logging.getLogger(__name__)

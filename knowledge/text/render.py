@@ -12,9 +12,7 @@ chunk into something to show:
   text only (nothing is fetched), the query's words in ``<mark>``. Plain text (PDF, DOCX, TXT, ...)
   is escaped and shown as it is, line breaks kept.
 * :func:`plain_text` -- the same reading as plain text (for a snippet or a quote), no markup at all.
-* :func:`highlight` / :func:`escape_markdown` / :func:`query_terms` / :func:`match_spans` -- from
-  :mod:`knowledge.text.highlight` (which words match a query, text made inert with them marked),
-  re-exported here.
+* which words match a query, and text made inert with them marked, are :mod:`knowledge.text.highlight`'s.
 
 **The one rule for untrusted text** (document text, file/store/session/template names, model output,
 OCR text, attributes, error messages that echo names): it is shown as text, never interpreted.
@@ -45,14 +43,7 @@ from pathlib import PurePath
 from string import Formatter
 from urllib.parse import urlsplit
 
-from knowledge.text.highlight import (  # re-exported: callers and __all__ name them here too
-    MIN_TERM_LENGTH,
-    STOPWORDS,
-    escape_markdown,
-    highlight,
-    match_spans,
-    query_terms,
-)
+from knowledge.text.highlight import escape_markdown
 from knowledge.text.highlight import mark_matches as _marked
 
 #: File name endings read as Markdown.
@@ -347,6 +338,5 @@ def answer_html(text: str) -> str:
     return f'<div class="answer">{_one_line(body.strip())}</div>'
 
 
-__all__ = ["MARKDOWN_SUFFIXES", "MIN_TERM_LENGTH", "STOPWORDS", "answer_html", "escape_markdown", "highlight",
-           "inert", "is_markdown", "match_spans", "md", "plain_text", "query_terms", "render_html",
+__all__ = ["MARKDOWN_SUFFIXES", "answer_html", "inert", "is_markdown", "md", "plain_text", "render_html",
            "strip_source_markup"]

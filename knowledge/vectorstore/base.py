@@ -42,14 +42,9 @@ from typing import Any, ClassVar
 import numpy as np
 
 from knowledge.errors import DimensionMismatch, DistanceMismatch, InvalidArgument
-from knowledge.vectorstore.scoring import (  # noqa: F401 - re-exported: other modules import these from here
-    DISTANCE_ORDER,
-    DISTANCES,
+from knowledge.vectorstore.scoring import (
     Distance,
     check_distance,
-    higher_is_better,
-    passes_threshold,
-    vector_scores,
 )
 
 PointId = str | int

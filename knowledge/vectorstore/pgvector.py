@@ -96,7 +96,6 @@ from knowledge.text.analysis import analyzer
 from knowledge.vectorstore.base import (
     Collection,
     CollectionInfo,
-    Distance,
     Point,
     PointId,
     ScoredPoint,
@@ -109,7 +108,7 @@ from knowledge.vectorstore.base import (
 )
 from knowledge.vectorstore.lexical import LEXICAL_FORMAT, indexed_text
 from knowledge.vectorstore.pg_embedded import EMBEDDED, EMBEDDED_DIR, embedded_url
-from knowledge.vectorstore.scoring import clamp_cosine, normalise_rows, passes_threshold, prepare_query
+from knowledge.vectorstore.scoring import Distance, clamp_cosine, normalise_rows, passes_threshold, prepare_query
 
 if TYPE_CHECKING:  # pragma: no cover
     from knowledge.config import Settings

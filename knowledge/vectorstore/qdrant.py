@@ -91,7 +91,6 @@ from knowledge.errors import (
 from knowledge.vectorstore.base import (
     Collection,
     CollectionInfo,
-    Distance,
     Point,
     PointId,
     ScoredPoint,
@@ -102,6 +101,7 @@ from knowledge.vectorstore.base import (
     stack_points,
 )
 from knowledge.vectorstore.lexical import indexed_text, sparse_document, sparse_query
+from knowledge.vectorstore.scoring import Distance
 
 if TYPE_CHECKING:  # pragma: no cover
     from knowledge.config import Settings

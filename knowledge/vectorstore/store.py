@@ -15,17 +15,8 @@ from typing import Any
 import numpy as np
 
 from knowledge.errors import InvalidArgument
-from knowledge.vectorstore.base import (
-    Collection,
-    CollectionInfo,
-    Distance,
-    Point,
-    PointId,
-    Where,
-    as_vector,
-    check_distance,
-    check_where,
-)
+from knowledge.vectorstore.base import Collection, CollectionInfo, Point, PointId, Where, as_vector, check_where
+from knowledge.vectorstore.scoring import Distance, check_distance
 
 #: Payload fields the facade owns; a chunk's ``metadata`` may not use them.
 RESERVED_FIELDS = (
@@ -147,10 +138,6 @@ class VectorStore:
             self.collection.ensure_lexical_index()  # chunks are searched by words too: keep it from the start
         self.collection.replace({"file_id": file_id}, points)
         return len(points)
-
-    def upsert(self, file_id: str, chunks: Sequence[Chunk], file_name: str | None = None) -> int:
-        """The former name of :meth:`replace_file` (it replaces the whole file), kept for callers."""
-        return self.replace_file(file_id, chunks, file_name)
 
     def delete_file(self, file_id: str) -> int:
         """Remove one file's chunks; returns how many were removed (0 if the store does not exist)."""

@@ -29,7 +29,6 @@ from knowledge.text.analysis import analyzer
 from knowledge.vectorstore.base import (
     Collection,
     CollectionInfo,
-    Distance,
     Point,
     PointId,
     ScoredPoint,
@@ -51,6 +50,7 @@ from knowledge.vectorstore.memory.storage import (
     _Stale,
 )
 from knowledge.vectorstore.scoring import (
+    Distance,
     clamp_cosine,
     normalise_rows,
     passes_threshold,
