@@ -115,7 +115,7 @@ with st.sidebar:
 
 # -- the header: title and the knowledge as chips ---------------------------------------------------
 st.title(md("💬 {}", session.title if session and session.title != "New chat" else "Chat"))
-searched = (knowledge.service.stores if knowledge else [n for n in st.session_state["draft_stores"] if n in store_names])
+searched = (knowledge.stores if knowledge else [n for n in st.session_state["draft_stores"] if n in store_names])
 chips = [f":blue-badge[:material/database: {inert(n)}]" for n in searched]
 if knowledge and knowledge.attachments:
     chips.append(":gray-badge[:material/attach_file: attached files]")

@@ -20,7 +20,6 @@ Screenshots (1280x800 and 390 px) of the chat, the store and the search page go 
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 from collections.abc import Iterator
 from datetime import datetime, timezone
@@ -28,6 +27,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+from conftest import isolate
 from test_browser import ARTIFACTS, Server, browser, explained, rerun_and_wait, serve, wait_for_app
 from test_browser_demo import DESKTOP, PHONE, Requests, full_shot, open_context
 
@@ -85,8 +85,9 @@ def _fill(data_dir: Path) -> str:
     from knowledge.config import load_settings
     from knowledge.workbench import Workbench
 
-    os.environ["KNOWLEDGE_EMBEDDINGS__MODEL"] = FAKE
-    try:
+    with pytest.MonkeyPatch.context() as mp:  # written isolated as a test is (no KNOWLEDGE_* of the caller's)
+        isolate(mp, data_dir.parent)
+        mp.setenv("KNOWLEDGE_EMBEDDINGS__MODEL", FAKE)
         wb = Workbench(load_settings(data_dir=data_dir))
         try:
             wb.create_store(STORE)
@@ -115,8 +116,6 @@ def _fill(data_dir: Path) -> str:
             return sid
         finally:
             wb.close()
-    finally:
-        del os.environ["KNOWLEDGE_EMBEDDINGS__MODEL"]
 
 
 @pytest.fixture(scope="module")

@@ -271,7 +271,7 @@ class ChatService:
     def briefs(self, knowledge: Knowledge) -> list[StoreBrief]:
         """The chosen stores as the system prompt names them: file count and up to 5 file names."""
         out = []
-        for name in knowledge.service.stores:
+        for name in knowledge.stores:
             files = [f.file_name for f in self.wb.file_records(name) if f.status == DONE]
             out.append(StoreBrief(name, len(files), tuple(files[:5])))
         return out
