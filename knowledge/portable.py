@@ -57,12 +57,13 @@ import os
 import re
 import secrets
 import shutil
+import stat
 import tempfile
 import threading
 import time
 import zipfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
@@ -71,7 +72,8 @@ import numpy as np
 import orjson
 
 from knowledge._names import bad_character, check_name
-from knowledge.catalog import DONE, FAILED, FileRecord, StoreRecord
+from knowledge.catalog import DONE, FAILED, Catalog, FileRecord, StoreRecord
+from knowledge.config import Settings
 from knowledge.errors import (
     BundleCorrupt,
     BundleTooNew,
@@ -79,9 +81,15 @@ from knowledge.errors import (
     KnowledgeError,
     StorageError,
     StoreExists,
+    TargetNotEmpty,
 )
-from knowledge.templates import VectorStoreTemplate
+from knowledge.filestore.base import FileStore
+from knowledge.filestore.filesystem import RECORD_FORMAT
+from knowledge.indexing import Indexer
+from knowledge.stores import Stores
+from knowledge.templates import TemplateRegistry, VectorStoreTemplate, make_template
 from knowledge.vectorstore.base import Point
+from knowledge.vectorstore.memory.storage import LEXICAL_DIR, MANIFEST_TMP
 
 FORMAT = "knowledge-bundle"
 #: Version of the bundle format this module writes; it reads this version and older.
@@ -89,10 +97,12 @@ FORMAT_VERSION = 1
 #: Chunks per block (``chunks/NNNNNN.*``): 2,048 x 384 float32 is 3 MiB of vectors.
 BLOCK = 2048
 MANIFEST = "manifest.json"
+#: The prefix of the hidden folder where :func:`restore` leaves the bundles it unpacked.
+RESTORE_BUNDLES = ".restore-bundles-"
 #: The metadata key marking a file-store record written by an import (its token).
 IMPORT_MARK = "knowledge_import"
 _TEMP = re.compile(r"~import-(\d+)-[0-9a-f]{8}$")
-_PIECE = 1 << 20
+PIECE = 1 << 20
 
 #: The most chunks a block of a bundle may hold when read (the format's bound; :data:`BLOCK` is
 #: what this program writes).
@@ -168,8 +178,8 @@ class _HashingWriter(io.RawIOBase):
         return view.nbytes
 
 
-def export_store(wb: Any, store: str, out: str | os.PathLike, *, progress: Progress | None = None) -> ExportResult:
-    """Write store ``store`` of workbench ``wb`` to the bundle ``out`` (see the module docstring).
+def export_store(parts: Parts, store: str, out: str | os.PathLike, *, progress: Progress | None = None) -> ExportResult:
+    """Write store ``store`` to the bundle ``out`` (see the module docstring).
 
     The bundle is written to ``out + ".part"`` and renamed when complete, so ``out`` is a whole
     bundle or absent (a killed export leaves a ``.part`` that import rejects as truncated). The
@@ -180,30 +190,30 @@ def export_store(wb: Any, store: str, out: str | os.PathLike, *, progress: Progr
         StoreNotFound; StorageError (the output cannot be written); the backend's errors.
     """
     started = time.perf_counter()
-    record = wb.stores.get(store)
-    tpl = wb.stores.template_of(record)
+    record = parts.stores.get(store)
+    tpl = parts.stores.template_of(record)
     out = Path(out)
     members: dict[str, dict[str, Any]] = {}
-    coll = wb.stores.collection_of(record)
-    with _archive(out, "bundle") as zf, wb.stores.store_lock(store):
-        records = wb.catalog.files(store)
+    coll = parts.stores.collection_of(record)
+    with _archive(out, "bundle") as zf, parts.stores.store_lock(store):
+        records = parts.catalog.files(store)
         skipped = [r.file_name for r in records if r.status not in (DONE, FAILED)]
         records = [r for r in records if r.status in (DONE, FAILED)]
         counts = coll.facet("file_id") if coll.collection_exists() else {}
         total = sum(counts.values())
         entries = []
         for i, r in enumerate(records):
-            stored = wb.files.find(r.file_id)
+            stored = parts.files.find(r.file_id)
             member = f"files/{i:06d}.bin" if stored is not None else None
             if member is not None:
-                with wb.files.content(r.file_id) as src:
-                    members[member] = _write_member(zf, member, lambda w, s=src: shutil.copyfileobj(s, w, _PIECE))
+                with parts.files.content(r.file_id) as src:
+                    members[member] = _write_member(zf, member, lambda w, s=src: shutil.copyfileobj(s, w, PIECE))
             entries.append({
                 "member": member, "file_id": r.file_id, "name": r.file_name,
                 "content_type": stored.content_type if stored else None, "size": r.size, "sha256": r.sha256,
                 "status": str(r.status), "reason": r.reason, "error": r.error, "chunks": r.chunks,
                 "pages": r.pages, "warnings": r.warnings, "aliases": list(getattr(r, "aliases", ())),
-                "attributes": wb.indexer.file_attributes(store, r.file_id) if r.status == DONE else {},
+                "attributes": parts.indexer.file_attributes(store, r.file_id) if r.status == DONE else {},
             })
             _report(progress, "files", 0.2 * (i + 1) / max(1, len(records)))
         blocks: list[dict[str, Any]] = []
@@ -332,7 +342,7 @@ def _read_manifest(zf: zipfile.ZipFile, where: str, what: str) -> Any:
                             f" {MAX_MANIFEST_BYTES:,} a manifest may have.")
     try:
         with zf.open(info) as raw:
-            data = _CheckedReader(raw, MANIFEST, {"bytes": info.file_size}, MAX_MANIFEST_BYTES).read_all()
+            data = CheckedReader(raw, MANIFEST, {"bytes": info.file_size}, MAX_MANIFEST_BYTES).read_all()
         return json.loads(data)
     except BundleCorrupt:
         raise
@@ -371,15 +381,14 @@ def _check_inventory(zf: zipfile.ZipFile, manifest: dict[str, Any], where: str) 
 
 
 def _is_link(info: zipfile.ZipInfo) -> bool:
-    import stat
-
     return stat.S_ISLNK(info.external_attr >> 16)
 
 
 def check_manifest(manifest: Any, fmt: str, where: str) -> None:
     """Check a manifest's ``format`` and ``format_version`` (see :func:`open_bundle`)."""
     if not isinstance(manifest, dict) or manifest.get("format") != fmt:
-        raise BundleCorrupt(f"{where} is not a {fmt} (its manifest says {manifest.get('format') if isinstance(manifest, dict) else manifest!r}).")
+        said = manifest.get("format") if isinstance(manifest, dict) else manifest
+        raise BundleCorrupt(f"{where} is not a {fmt} (its manifest says {said!r}).")
     version = manifest.get("format_version")
     if not isinstance(version, int) or version < 1:
         raise BundleCorrupt(f"{where}: bad format version {version!r}.")
@@ -469,13 +478,13 @@ def read_member(zf: zipfile.ZipFile, manifest: dict[str, Any], name: str, limit:
     except (KeyError, zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
         raise BundleCorrupt(f"Member {name} is unreadable ({exc}): the bundle is damaged.") from exc
     with raw:
-        reader = _CheckedReader(raw, name, meta, limit)
+        reader = CheckedReader(raw, name, meta, limit)
         data = reader.read_all()
         reader.verify()
     return data
 
 
-class _CheckedReader(io.RawIOBase):
+class CheckedReader(io.RawIOBase):
     """Read a zip member in pieces, counting and hashing: past the manifest's size for it (or
     ``limit``) it raises ``BundleCorrupt`` at once -- a zip's directory can understate what a member
     inflates to -- and :meth:`verify` compares size and SHA-256 with the manifest at the end."""
@@ -493,7 +502,7 @@ class _CheckedReader(io.RawIOBase):
         room = self.limit - self.size + 1  # one byte past the limit tells a longer member
         n = room if n is None or n < 0 else min(n, room)
         try:
-            data = self.raw.read(min(n, _PIECE))
+            data = self.raw.read(min(n, PIECE))
         except (zipfile.BadZipFile, OSError, EOFError, ValueError, RuntimeError) as exc:
             raise BundleCorrupt(f"Member {self.name} is unreadable ({exc}): the archive is damaged.") from exc
         self.size += len(data)
@@ -505,12 +514,12 @@ class _CheckedReader(io.RawIOBase):
 
     def read_all(self) -> bytes:
         parts = []
-        while piece := self.read(_PIECE):
+        while piece := self.read(PIECE):
             parts.append(piece)
         return b"".join(parts)
 
     def verify(self) -> None:
-        while self.read(_PIECE):
+        while self.read(PIECE):
             pass
         if self.size != self.expected:
             raise BundleCorrupt(f"Member {self.name} holds {self.size:,} bytes, its manifest says {self.expected:,}.")
@@ -606,14 +615,14 @@ def bundle_info(path: str | os.PathLike) -> dict[str, Any]:
 
 # -- import --------------------------------------------------------------------------------------
 
-def import_bundle(wb: Any, bundle: str | os.PathLike, *, as_name: str | None = None, template: str | None = None,
+def import_bundle(parts: Parts, bundle: str | os.PathLike, *, as_name: str | None = None, template: str | None = None,
                   progress: Progress | None = None) -> ImportResult:
-    """Recreate the store of ``bundle`` in workbench ``wb`` (see the module docstring).
+    """Recreate the store of ``bundle`` (see the module docstring).
 
     Args:
         as_name: the new store's name (default: the bundle's).
         template: the template to create it from (any backend). Default: the template of the
-            bundle's name when ``wb`` has one with the same embedding model, else a template made
+            bundle's name when there is one with the same embedding model, else a template made
             from the bundle's spec on the default backend (saved under the bundle's template name,
             or ``<name>-imported`` when that name is taken).
 
@@ -637,16 +646,16 @@ def import_bundle(wb: Any, bundle: str | os.PathLike, *, as_name: str | None = N
             raise BundleCorrupt(f"The bundle's store name {name!r} contains {bad_character(name)}; import it"
                                 " under another name (--as NAME).")
         check_name(name, "store name")
-        if wb.stores.find(name) is not None:
+        if parts.stores.find(name) is not None:
             raise StoreExists(f"A store called {name!r} exists already. Import the bundle under another name"
                               " (--as NAME), or delete that store first.")
-        _check_files(wb, manifest, Path(bundle).name)
+        _check_files(parts, manifest, Path(bundle).name)
         check_chunks(zf, manifest, Path(bundle).name)  # before anything is written
-        tpl, new_template = _target_template(wb, meta, template)
-        embedder = wb.embedder(tpl.embedding_model)
+        tpl, new_template = _target_template(parts, meta, template)
+        embedder = parts.stores.embedder(tpl.embedding_model)
         reuse = tpl.embedding_model == meta.get("embedding_model") and embedder.dimension == meta.get("dimension")
-        backend = wb.stores.backend(tpl.backend)
-        sweep_leftovers(wb, backends=[tpl.backend])
+        backend = parts.stores.backend(tpl.backend)
+        sweep_leftovers(parts, backends=[tpl.backend])
         token = f"{os.getpid()}-{secrets.token_hex(4)}"
         collection = f"{name}~import-{token}"
         target = backend.collection(collection)
@@ -654,24 +663,24 @@ def import_bundle(wb: Any, bundle: str | os.PathLike, *, as_name: str | None = N
             _live_tokens.add(token)
         saved: list[str] = []
         try:
-            ids, files = _import_files(wb, zf, manifest, name, token, saved, progress)
+            ids, files = _import_files(parts, zf, manifest, name, token, saved, progress)
             total = int(manifest.get("chunks") or 0)
             blocks = _blocks(zf, manifest, ids)
-            written = wb.indexer.write_points(
+            written = parts.indexer.write_points(
                 target, embedder.dimension, tpl.distance, blocks, None if reuse else embedder,
                 (lambda stage, f: _report(progress, stage, 0.2 + 0.75 * f)) if progress else None, total)
             if written != total or target.count() != total:
                 raise BundleCorrupt(f"The bundle lists {total} chunks but holds {written}: it is damaged.")
             _report(progress, "finishing", 0.97)
             if new_template:  # saved only now: a failed import leaves no template behind either
-                tpl = wb.save_template(tpl)
-            wb.indexer.adopt_store(name, tpl, embedder.dimension, collection, files)
+                tpl = parts.templates.save(tpl)
+            parts.indexer.adopt_store(name, tpl, embedder.dimension, collection, files)
         except BaseException:
             with contextlib.suppress(Exception):
                 target.drop_collection()
             for fid in saved:
                 with contextlib.suppress(Exception):
-                    wb.stores.forget_file_if_unused(fid)
+                    parts.stores.forget_file_if_unused(fid)
             raise
         finally:
             with _live_lock:
@@ -686,22 +695,20 @@ def import_bundle(wb: Any, bundle: str | os.PathLike, *, as_name: str | None = N
                         None if reuse else meta.get("embedding_model"), seconds, message)
 
 
-def _target_template(wb: Any, meta: dict[str, Any], template: str | None) -> tuple[VectorStoreTemplate, bool]:
+def _target_template(parts: Parts, meta: dict[str, Any], template: str | None) -> tuple[VectorStoreTemplate, bool]:
     """The template to import with, and whether it is new (to be saved when the import commits)."""
-    from knowledge.templates import make_template
-
     if template:
-        return wb.template(template), False
+        return parts.templates.get(template), False
     spec = dict(meta.get("template") or {})
     tname = spec.get("name") or "imported"
-    if tname in wb.template_names():
-        existing = wb.template(tname)
+    if tname in parts.templates.names():
+        existing = parts.templates.get(tname)
         if existing.embedding_model == spec.get("embedding_model", meta.get("embedding_model")):
             return existing, False
         tname = f"{tname}-imported"
-        if tname in wb.template_names():
-            return wb.template(tname), False
-    spec.update(name=tname, backend=wb.settings.vector_store.backend)
+        if tname in parts.templates.names():
+            return parts.templates.get(tname), False
+    spec.update(name=tname, backend=parts.settings.vector_store.backend)
     spec.setdefault("embedding_model", meta.get("embedding_model"))
     try:
         return make_template(**spec), True
@@ -709,7 +716,7 @@ def _target_template(wb: Any, meta: dict[str, Any], template: str | None) -> tup
         raise BundleCorrupt(f"The bundle's template cannot be used: {exc}") from exc
 
 
-def _import_files(wb: Any, zf: zipfile.ZipFile, manifest: dict[str, Any], store: str, token: str,
+def _import_files(parts: Parts, zf: zipfile.ZipFile, manifest: dict[str, Any], store: str, token: str,
                   saved: list[str], progress: Progress | None) -> tuple[dict[str, str], list[FileRecord]]:
     """Save each file's bytes to the file store (checked against the manifest); ``saved`` collects
     the new ids as they are made. Returns old id -> new id and the new file records."""
@@ -731,9 +738,9 @@ def _import_files(wb: Any, zf: zipfile.ZipFile, manifest: dict[str, Any], store:
             except KeyError:
                 raise BundleCorrupt(f"The bundle misses its member {member}.") from None
             with raw:
-                limit = wb.settings.ingest.max_file_bytes
-                reader = _CheckedReader(raw, member, mmeta, limit)
-                stored = wb.files.save(e["name"], e.get("content_type"), reader, max_bytes=limit,
+                limit = parts.settings.ingest.max_file_bytes
+                reader = CheckedReader(raw, member, mmeta, limit)
+                stored = parts.files.save(e["name"], e.get("content_type"), reader, max_bytes=limit,
                                        metadata={IMPORT_MARK: token})
                 saved.append(stored.id)
                 reader.verify()
@@ -750,29 +757,29 @@ def _import_files(wb: Any, zf: zipfile.ZipFile, manifest: dict[str, Any], store:
     return ids, records
 
 
-def _check_files(wb: Any, manifest: dict[str, Any], where: str) -> None:
+def _check_files(parts: Parts, manifest: dict[str, Any], where: str) -> None:
     """Each file member within ``ingest.max_file_mb`` and of its entry's size, all of them within the
     free disk space, and a file entry without bytes naming no file this data folder holds (it would
     give the new store another store's file). Raises BundleCorrupt."""
-    limit = wb.settings.ingest.max_file_bytes
+    limit = parts.settings.ingest.max_file_bytes
     members = manifest["members"]
     total = 0
     for e in manifest["files"]:
         member = e.get("member")
         if member is None:
-            if wb.files.find(e["file_id"]) is not None:
+            if parts.files.find(e["file_id"]) is not None:
                 raise BundleCorrupt(f"{where}: file {e['name']!r} carries no bytes but names the file id"
                                     f" {e['file_id']!r} of a file this data folder holds.")
             continue
         size = members[member]["bytes"]
         if size > limit:
             raise BundleCorrupt(f"{where}: file {e['name']!r} is {size / 1e6:,.1f} MB, over ingest.max_file_mb"
-                                f" ({wb.settings.ingest.max_file_mb:g} MB); raise that setting to import it.")
+                                f" ({parts.settings.ingest.max_file_mb:g} MB); raise that setting to import it.")
         if e.get("size") is not None and e["size"] != size:
             raise BundleCorrupt(f"{where}: file {e['name']!r} is {e['size']:,} bytes by its entry, its member"
                                 f" {member} {size:,}.")
         total += size
-    root = Path(wb.settings.data_root)
+    root = Path(parts.settings.data_root)
     free = shutil.disk_usage(root if root.exists() else root.parent).free
     if total > free:
         raise BundleCorrupt(f"{where}: its files need {total / 1e6:,.0f} MB; the data folder's disk has"
@@ -829,17 +836,17 @@ def _dead_token(token: str) -> bool:
     return not _alive(int(head))
 
 
-def sweep_leftovers(wb: Any, backends: list[str] | None = None) -> tuple[int, int]:
+def sweep_leftovers(parts: Parts, backends: list[str] | None = None) -> tuple[int, int]:
     """Remove what killed imports left: collections named ``*~import-<pid>-<hex>`` that no store
     uses, of processes no longer running, on ``backends`` (default: those the stores and the
     default template use), and file-store files such an import saved that no store holds.
     Returns ``(collections, files)`` removed."""
-    used = {(r.backend, r.collection) for r in wb.catalog.list_stores()}
-    names = backends or sorted({b for b, _ in used} | {wb.settings.vector_store.backend})
+    used = {(r.backend, r.collection) for r in parts.catalog.list_stores()}
+    names = backends or sorted({b for b, _ in used} | {parts.settings.vector_store.backend})
     dropped = 0
     for bname in names:
         try:
-            backend = wb.stores.backend(bname)
+            backend = parts.stores.backend(bname)
             colls = backend.list_collections()
         except KnowledgeError:
             continue
@@ -849,17 +856,17 @@ def sweep_leftovers(wb: Any, backends: list[str] | None = None) -> tuple[int, in
                 backend.collection(c).drop_collection()
                 dropped += 1
     removed = 0
-    for f in wb.files.list():
+    for f in parts.files.list():
         token = f.metadata.get(IMPORT_MARK)
-        if isinstance(token, str) and _dead_token(token) and not wb.catalog.stores_using_file(f.id):
-            wb.files.delete(f.id)
+        if isinstance(token, str) and _dead_token(token) and not parts.catalog.stores_using_file(f.id):
+            parts.files.delete(f.id)
             removed += 1
     return dropped, removed
 
 
 # -- move ------------------------------------------------------------------------------------------
 
-def move_store(wb: Any, store: str, template: str, progress: Progress | None = None) -> StoreRecord:
+def move_store(parts: Parts, store: str, template: str, progress: Progress | None = None) -> StoreRecord:
     """Move ``store`` to ``template`` in place -- same name, files and chunks -- copying its vectors
     when the template's model is the store's (a move to another backend), re-embedding them from
     the chunks' text otherwise (see :meth:`Indexer.reembed`). The store switches in one catalog
@@ -868,9 +875,9 @@ def move_store(wb: Any, store: str, template: str, progress: Progress | None = N
     Raises:
         StoreNotFound, TemplateNotFound, BackendUnavailable, the backends' errors.
     """
-    wb.stores.get(store)
-    sweep_leftovers(wb, backends=[wb.template(template).backend])
-    return wb.indexer.reembed(store, template, progress)
+    parts.stores.get(store)
+    sweep_leftovers(parts, backends=[parts.templates.get(template).backend])
+    return parts.indexer.reembed(store, template, progress)
 
 
 # -- backup and restore of the whole data folder -----------------------------------------------------
@@ -892,19 +899,33 @@ class BackupResult:
 
 
 @dataclass(frozen=True, slots=True)
+class RestoredBundle:
+    """A store of another backend (pgvector, Qdrant) that :func:`restore` unpacked as a bundle, to be
+    imported onto its template's backend (:meth:`Portable.import_restored`): the store's name, the
+    bundle's path (in a hidden folder of the data folder, removed by the import), its template."""
+
+    store: str
+    path: Path
+    template: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class RestoreResult:
     """What :func:`restore` did: the stores restored from copies and from bundles, the stores it could
-    not restore (name -> reason; their bundles stay in the backup), the stored files, seconds."""
+    not restore (name -> reason; their bundles stay in the backup), the stored files, seconds.
+    ``bundles``: the stores still to import (:meth:`Portable.import_restored` imports them and
+    returns the result with ``imported`` and ``failed`` filled in)."""
 
     copied: list[str]
     imported: list[str]
     failed: dict[str, str]
     files: int
     seconds: float
+    bundles: tuple[RestoredBundle, ...] = ()
 
 
-def backup(wb: Any, out: str | os.PathLike, *, progress: Progress | None = None) -> BackupResult:
-    """Back up the data folder of ``wb`` to the archive ``out`` (a zip, format ``knowledge-backup``):
+def backup(parts: Parts, out: str | os.PathLike, *, progress: Progress | None = None) -> BackupResult:
+    """Back up the data folder to the archive ``out`` (a zip, format ``knowledge-backup``):
 
     * ``catalog.duckdb``: the catalog, copied after a ``CHECKPOINT`` under the catalog's lock
       (:meth:`Catalog.checkpoint_copy`), so never a torn copy while the app runs;
@@ -924,39 +945,36 @@ def backup(wb: Any, out: str | os.PathLike, *, progress: Progress | None = None)
     Raises:
         StorageError (the archive cannot be written); the backends' errors.
     """
-    from knowledge.filestore.filesystem import RECORD_FORMAT
-    from knowledge.vectorstore.memory.storage import LEXICAL_DIR, MANIFEST_TMP
-
     started = time.perf_counter()
     out = Path(out)
     members: dict[str, dict[str, Any]] = {}
-    sweep_leftovers(wb)
+    sweep_leftovers(parts)
     copied: list[str] = []
     bundled: list[dict[str, Any]] = []
     with _archive(out, "backup") as zf, tempfile.TemporaryDirectory(prefix="knowledge-backup-") as tmp:
         snapshot = Path(tmp) / "catalog.duckdb"
-        wb.catalog.checkpoint_copy(snapshot)
+        parts.catalog.checkpoint_copy(snapshot)
         with open(snapshot, "rb") as src:
-            members["catalog.duckdb"] = _write_member(zf, "catalog.duckdb", lambda w: shutil.copyfileobj(src, w, _PIECE),
+            members["catalog.duckdb"] = _write_member(zf, "catalog.duckdb", lambda w: shutil.copyfileobj(src, w, PIECE),
                                                       deflate=True)
         _report(progress, "catalog", 0.05)
-        records = wb.files.list()
+        records = parts.files.list()
         blobs: set[str] = set()
         for i, f in enumerate(records):
             try:
-                src = wb.files.content(f.id)
+                src = parts.files.content(f.id)
             except KnowledgeError:
                 continue  # deleted meanwhile
             with src:
                 if f.sha256 not in blobs:  # the file store's layout: blobs/<2 hex>/<sha256>
                     blob = f"files/blobs/{f.sha256[:2]}/{f.sha256}"
-                    members[blob] = _write_member(zf, blob, lambda w, s=src: shutil.copyfileobj(s, w, _PIECE))
+                    members[blob] = _write_member(zf, blob, lambda w, s=src: shutil.copyfileobj(s, w, PIECE))
                     blobs.add(f.sha256)
             meta = json.dumps({"format": RECORD_FORMAT, **f.to_dict()}, ensure_ascii=False, indent=2).encode()
             members[f"files/meta/{f.id}.json"] = _write_member(zf, f"files/meta/{f.id}.json",
                                                               lambda w, m=meta: w.write(m), deflate=True)
             _report(progress, "files", 0.05 + 0.25 * (i + 1) / max(1, len(records)))
-        memory = wb.stores.backend("memory") if _memory_in_use(wb) else None
+        memory = parts.stores.backend("memory") if _memory_in_use(parts) else None
         names = memory.list_collections() if memory is not None else []
         for i, name in enumerate(names):
             coll = memory.collection(name)
@@ -969,16 +987,16 @@ def backup(wb: Any, out: str | os.PathLike, *, progress: Progress | None = None)
                         continue
                     member = f"vector-stores/{base.name}/{rel.as_posix()}"
                     with open(path, "rb") as src:
-                        members[member] = _write_member(zf, member, lambda w, s=src: shutil.copyfileobj(s, w, _PIECE))
+                        members[member] = _write_member(zf, member, lambda w, s=src: shutil.copyfileobj(s, w, PIECE))
             copied.append(name)
             _report(progress, "memory stores", 0.3 + 0.3 * (i + 1) / max(1, len(names)))
-        others = [r for r in wb.catalog.list_stores() if r.backend != "memory"]
+        others = [r for r in parts.catalog.list_stores() if r.backend != "memory"]
         for i, r in enumerate(others):
             tmp_kb = Path(tmp) / f"{i:04d}.kb"
-            export_store(wb, r.name, tmp_kb)
+            export_store(parts, r.name, tmp_kb)
             member = f"stores/{i:04d}.kb"
             with open(tmp_kb, "rb") as src:
-                members[member] = _write_member(zf, member, lambda w: shutil.copyfileobj(src, w, _PIECE))
+                members[member] = _write_member(zf, member, lambda w: shutil.copyfileobj(src, w, PIECE))
             tmp_kb.unlink()
             bundled.append({"store": r.name, "member": member, "template": r.template, "backend": r.backend})
             _report(progress, "other stores", 0.6 + 0.4 * (i + 1) / max(1, len(others)))
@@ -991,12 +1009,12 @@ def backup(wb: Any, out: str | os.PathLike, *, progress: Progress | None = None)
                         time.perf_counter() - started)
 
 
-def _memory_in_use(wb: Any) -> bool:
+def _memory_in_use(parts: Parts) -> bool:
     """Whether the memory backend's folder exists (opening the backend would create nothing else)."""
-    return Path(wb.settings.vector_store_dir).is_dir()
+    return Path(parts.settings.vector_store_dir).is_dir()
 
 
-def data_folder_empty(settings: Any) -> bool:
+def data_folder_empty(settings: Settings) -> bool:
     """Whether the data folder of ``settings`` holds no catalog, no stored file and no memory store."""
     if Path(settings.catalog_path).exists():
         return False
@@ -1007,16 +1025,15 @@ def data_folder_empty(settings: Any) -> bool:
     return not (vs.is_dir() and any(p for p in vs.iterdir() if not p.name.startswith(".")))
 
 
-def restore(settings: Any, archive: str | os.PathLike, *, force: bool = False,
-            embedder_factory: Callable[[str], Any] | None = None,
+def restore(settings: Settings, archive: str | os.PathLike, *, force: bool = False,
             progress: Progress | None = None) -> RestoreResult:
     """Restore the backup ``archive`` (see :func:`backup`) into the data folder of ``settings``.
 
     Every member's checksum is verified before anything is written. The file store and the memory
     stores are put in place first, the catalog last (without it the app sees no store). Stores
-    bundled from other backends are then imported onto the backend their template names (as
-    configured in ``settings``): one that cannot be (a server out of reach) is named in
-    ``failed`` and the rest goes on.
+    bundled from other backends are left as bundles in ``RestoreResult.bundles``: open a workbench
+    on ``settings`` and call :meth:`Portable.import_restored` to import them onto the backend their
+    template names (a store that cannot be -- a server out of reach -- is named in ``failed``).
 
     Args:
         force: replace a data folder that holds data (its catalog, stored files and memory stores
@@ -1026,8 +1043,6 @@ def restore(settings: Any, archive: str | os.PathLike, *, force: bool = False,
         TargetNotEmpty: the data folder holds data and ``force`` is false. BundleCorrupt,
         BundleTooNew: the archive is damaged or newer; nothing was written then.
     """
-    from knowledge.errors import TargetNotEmpty
-
     started = time.perf_counter()
     path = Path(archive)
     if not path.is_file():
@@ -1071,8 +1086,8 @@ def restore(settings: Any, archive: str | os.PathLike, *, force: bool = False,
                     target = stage / name
                     target.parent.mkdir(parents=True, exist_ok=True)
                     with zf.open(name) as raw, open(target, "wb") as dst:
-                        reader = _CheckedReader(raw, name, meta)
-                        while piece := reader.read(_PIECE):
+                        reader = CheckedReader(raw, name, meta)
+                        while piece := reader.read(PIECE):
                             dst.write(piece)
                         reader.verify()
                     _report(progress, "checking", 0.3 * (i + 1) / max(1, len(members)))
@@ -1093,15 +1108,27 @@ def restore(settings: Any, archive: str | os.PathLike, *, force: bool = False,
             catalog = Path(settings.catalog_path)
             catalog.parent.mkdir(parents=True, exist_ok=True)
             os.replace(stage / "catalog.duckdb", catalog)
-            bundles = {b["store"]: stage / b["member"] for b in manifest.get("bundles") or []}
-            templates = {b["store"]: b.get("template") for b in manifest.get("bundles") or []}
-            _report(progress, "stores", 0.6)
-            imported, failed = _restore_bundles(settings, bundles, templates, embedder_factory)
+            bundles = _keep_bundles(stage, data_root, bundles_meta)
         finally:
             shutil.rmtree(stage, ignore_errors=True)
     _report(progress, "done", 1.0)
-    return RestoreResult(list(manifest.get("memory_stores") or []), imported, failed,
-                         int(manifest.get("files") or 0), time.perf_counter() - started)
+    return RestoreResult(list(manifest.get("memory_stores") or []), [], {}, int(manifest.get("files") or 0),
+                         time.perf_counter() - started, bundles)
+
+
+def _keep_bundles(stage: Path, data_root: Path, bundles_meta: list[dict[str, Any]]) -> tuple[RestoredBundle, ...]:
+    """Move the checked bundles out of the stage into ``<data>/.restore-bundles-<hex>/`` (the import
+    that follows removes the folder)."""
+    if not bundles_meta:
+        return ()
+    keep = data_root / f"{RESTORE_BUNDLES}{secrets.token_hex(4)}"
+    keep.mkdir()
+    out = []
+    for i, b in enumerate(bundles_meta):
+        target = keep / f"{i:04d}.kb"
+        os.replace(stage / b["member"], target)
+        out.append(RestoredBundle(b["store"], target, b.get("template")))
+    return tuple(out)
 
 
 def _safe_member(name: str) -> bool:
@@ -1125,30 +1152,79 @@ def _merge_into(src: Path, dst: Path) -> None:
             os.replace(p, target)
 
 
-def _restore_bundles(settings: Any, bundles: dict[str, Path], templates: dict[str, str | None],
-                     embedder_factory: Callable[[str], Any] | None) -> tuple[list[str], dict[str, str]]:
-    if not bundles:
-        return [], {}
-    from knowledge.workbench import Workbench
-
-    wb = Workbench(settings, embedder_factory=embedder_factory)
-    imported, failed = [], {}
+def import_restored(parts: Parts, result: RestoreResult, *, progress: Progress | None = None) -> RestoreResult:
+    """Import the bundles :func:`restore` left (``result.bundles``), each under its store's name and
+    template, replacing the restored catalog's record of it (which names a collection of the old
+    server); a store that cannot be imported is named in ``failed`` and the rest goes on. The
+    bundles' folder is removed. Returns ``result`` with ``imported`` and ``failed`` filled in."""
+    started = time.perf_counter()
+    imported, failed = list(result.imported), dict(result.failed)
     try:
-        for store, bundle in bundles.items():
-            old_files = [f.file_id for f in wb.catalog.files(store)]
-            wb.catalog.delete_store(store)  # the record names a collection of the old server
-            wb.stores.changed(store)
+        for i, b in enumerate(result.bundles):
+            old_files = [f.file_id for f in parts.catalog.files(b.store)]
+            parts.catalog.delete_store(b.store)  # the record names a collection of the old server
+            parts.stores.changed(b.store)
             try:
-                import_bundle(wb, bundle, as_name=store, template=templates.get(store))
-                imported.append(store)
+                import_bundle(parts, b.path, as_name=b.store, template=b.template)
+                imported.append(b.store)
             except KnowledgeError as exc:
-                failed[store] = str(exc)
+                failed[b.store] = str(exc)
             for fid in old_files:
-                wb.stores.forget_file_if_unused(fid)
+                parts.stores.forget_file_if_unused(fid)
+            _report(progress, "stores", (i + 1) / len(result.bundles))
     finally:
-        wb.close()
-    return imported, failed
+        for folder in {b.path.parent for b in result.bundles}:
+            shutil.rmtree(folder, ignore_errors=True)
+    return replace(result, imported=imported, failed=failed, bundles=(),
+                   seconds=result.seconds + time.perf_counter() - started)
 
 
-__all__ = ["BLOCK", "FORMAT_VERSION", "BackupResult", "ExportResult", "ImportResult", "RestoreResult", "backup",
-           "bundle_info", "export_store", "import_bundle", "move_store", "open_bundle", "restore", "sweep_leftovers"]
+@dataclass(frozen=True, slots=True)
+class Parts:
+    """What the portable operations use, handed in by the composition root (``Workbench``)."""
+
+    settings: Settings
+    stores: Stores
+    templates: TemplateRegistry
+    indexer: Indexer
+    catalog: Catalog
+    files: FileStore
+
+
+class Portable:
+    """Export, import and move stores; back up the data folder and import what a restore unpacked.
+    The workbench builds one (``wb.portable``) with the parts it holds. Thread-safe as its parts."""
+
+    def __init__(self, settings: Settings, stores: Stores, templates: TemplateRegistry, indexer: Indexer,
+                 catalog: Catalog, files: FileStore) -> None:
+        self.parts = Parts(settings, stores, templates, indexer, catalog, files)
+
+    def export_store(self, store: str, out: str | os.PathLike, *, progress: Progress | None = None) -> ExportResult:
+        """See :func:`export_store`."""
+        return export_store(self.parts, store, out, progress=progress)
+
+    def import_bundle(self, bundle: str | os.PathLike, *, as_name: str | None = None, template: str | None = None,
+                      progress: Progress | None = None) -> ImportResult:
+        """See :func:`import_bundle`."""
+        return import_bundle(self.parts, bundle, as_name=as_name, template=template, progress=progress)
+
+    def move_store(self, store: str, template: str, progress: Progress | None = None) -> StoreRecord:
+        """See :func:`move_store`."""
+        return move_store(self.parts, store, template, progress)
+
+    def backup(self, out: str | os.PathLike, *, progress: Progress | None = None) -> BackupResult:
+        """See :func:`backup`."""
+        return backup(self.parts, out, progress=progress)
+
+    def import_restored(self, result: RestoreResult, *, progress: Progress | None = None) -> RestoreResult:
+        """See :func:`import_restored`."""
+        return import_restored(self.parts, result, progress=progress)
+
+    def sweep_leftovers(self, backends: list[str] | None = None) -> tuple[int, int]:
+        """See :func:`sweep_leftovers`."""
+        return sweep_leftovers(self.parts, backends)
+
+
+__all__ = ["BLOCK", "FORMAT_VERSION", "BackupResult", "ExportResult", "ImportResult", "Portable", "RestoreResult",
+           "RestoredBundle", "backup", "bundle_info", "export_store", "import_bundle", "import_restored", "move_store",
+           "open_bundle", "restore", "sweep_leftovers"]

@@ -49,6 +49,7 @@ from knowledge.indexing import (  # noqa: F401 - the names callers import from h
 )
 from knowledge.jobs import JobRegistry
 from knowledge.outcomes import IngestResult, Outcome
+from knowledge.portable import Portable
 from knowledge.search import (  # noqa: F401
     SEARCH_MODES,
     MultiSearch,
@@ -131,6 +132,8 @@ class Workbench:
         self.searcher = Searcher(self.stores, lambda model: self.embedder(model))
         #: The newest ingest job per store and the running ones (:mod:`knowledge.jobs`).
         self.jobs = JobRegistry()
+        #: The features, handed the parts they use.
+        self.portable = Portable(self.settings, self.stores, self.templates, self.indexer, self.catalog, self.files)
         #: The newest chat turn per session (:mod:`knowledge.chat.service`), from any browser tab.
         self.chat_turns: Latest[Any] = Latest()
 
