@@ -529,14 +529,14 @@ def _chat(wb: Any, args: argparse.Namespace) -> int:
 def _eval(wb: Any, args: argparse.Namespace) -> int:
     from knowledge import evaluation as ev
 
-    qset = ev.load_question_set(wb, args.questions)
+    qset = wb.evaluations.load_question_set(args.questions)
     modes = list(dict.fromkeys(m for m in (args.mode or [wb.settings.search.mode])
                                for m in (ev.MODES if m == "all" else [m])))
     runs = []
     for mode in modes:
-        run = ev.evaluate(wb, args.store, qset, mode, args.k, fusion_weight=args.fusion_weight)
+        run = wb.evaluations.evaluate(args.store, qset, mode, args.k, fusion_weight=args.fusion_weight)
         if not args.no_save:
-            ev.Evaluations.of(wb).save_run(run)
+            wb.evaluations.save_run(run)
         runs.append(run)
     names = ev.metric_names(args.k)
     if args.json:

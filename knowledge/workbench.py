@@ -35,6 +35,7 @@ from knowledge.catalog import DONE, Catalog, FileRecord, StoreRecord
 from knowledge.config import Settings, load_settings
 from knowledge.embeddings.base import Embedder
 from knowledge.errors import EmbeddingUnavailable, InvalidArgument
+from knowledge.evaluation import Evaluations
 from knowledge.filestore.base import StoredFile
 from knowledge.indexing import (  # noqa: F401 - the names callers import from here
     OCR_SHARE,
@@ -134,6 +135,7 @@ class Workbench:
         self.jobs = JobRegistry()
         #: The features, handed the parts they use.
         self.portable = Portable(self.settings, self.stores, self.templates, self.indexer, self.catalog, self.files)
+        self.evaluations = Evaluations(self.catalog, self.stores, self.searcher, self.indexer, self.save_template)
         #: The newest chat turn per session (:mod:`knowledge.chat.service`), from any browser tab.
         self.chat_turns: Latest[Any] = Latest()
 

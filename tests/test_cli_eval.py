@@ -74,9 +74,9 @@ def test_eval_prints_the_metrics_and_keeps_the_run(small, capsys):
 
     wb = Workbench(load_settings(data_dir=data))
     try:
-        kept = ev.Evaluations(wb.catalog).runs(store="notes")
+        kept = wb.evaluations.runs(store="notes")
         assert len(kept) == 4 and runs[0]["id"] in {r.id for r in kept}
-        ev.Evaluations(wb.catalog).save_set("stored", list(ev.load_question_set(wb, questions).questions))
+        wb.evaluations.save_set("stored", list(wb.evaluations.load_question_set(questions).questions))
     finally:
         wb.close()
     code, out, _ = run(capsys, "--data-dir", data, "eval", "notes", "stored", "--json", "--no-save")
