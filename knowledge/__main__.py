@@ -401,9 +401,9 @@ def _sync(wb: Any, args: argparse.Namespace) -> int:
 
     glob = args.glob
     if glob is None and wb.store_exists(args.store):  # the folder's last glob, so a plain re-run keeps it
-        known = {f.folder: f.glob for f in fs.synced_folders(wb, args.store)}
+        known = {f.folder: f.glob for f in wb.syncs.synced_folders(args.store)}
         glob = known.get(fs.folder_key(args.folder))
-    syncer = fs.FolderSync(wb, args.store, args.folder, glob, template=args.template)
+    syncer = wb.syncs.folder(args.store, args.folder, glob, template=args.template)
 
     def emit(obj: dict[str, Any]) -> None:
         print(json.dumps(obj, ensure_ascii=False), flush=True)

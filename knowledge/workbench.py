@@ -60,6 +60,7 @@ from knowledge.search import (  # noqa: F401
     distinct_hits,
 )
 from knowledge.stores import ModelMismatch, Stores, StoreSummary
+from knowledge.sync import FolderSyncs
 from knowledge.templates import DEFAULT_TEMPLATE, TemplateRegistry, VectorStoreTemplate
 from knowledge.vectorstore.store import Hit
 
@@ -135,6 +136,7 @@ class Workbench:
         self.jobs = JobRegistry()
         #: The features, handed the parts they use.
         self.portable = Portable(self.settings, self.stores, self.templates, self.indexer, self.catalog, self.files)
+        self.syncs = FolderSyncs(self.stores, self.catalog, self.indexer, self.jobs)
         self.evaluations = Evaluations(self.catalog, self.stores, self.searcher, self.indexer, self.save_template)
         #: The newest chat turn per session (:mod:`knowledge.chat.service`), from any browser tab.
         self.chat_turns: Latest[Any] = Latest()
