@@ -18,6 +18,7 @@ import pytest
 from conftest import REPO, readme_questions
 
 from knowledge import portable
+from knowledge.portable import exporting
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import BundleCorrupt, BundleTooNew, StoreExists, TargetNotEmpty
 from knowledge.templates import make_template
@@ -163,7 +164,7 @@ def test_round_trip_memory_pgvector_qdrant_memory(make_wb, tmp_path):
 
 
 def test_bundle_holds_float32_vectors_and_a_checksum_per_member(make_wb, tmp_path, monkeypatch):
-    monkeypatch.setattr(portable, "BLOCK", 4)
+    monkeypatch.setattr(exporting, "BLOCK", 4)
     wb = make_wb()
     _fill(wb)
     r = wb.portable.export_store("notes", tmp_path / "n.kb")
@@ -287,15 +288,15 @@ _KILLER = textwrap.dedent("""
     import os, signal, sys
     sys.path.insert(0, {tests!r})
     from test_portable import _factory
-    from knowledge import portable
     from knowledge.config import load_settings
+    from knowledge.portable import exporting
     from knowledge.workbench import Workbench
-    portable.BLOCK = 3
+    exporting.BLOCK = 3
     wb = Workbench(load_settings(data_dir={data!r}), embedder_factory=_factory)
     def progress(stage, fraction):
         if stage == {stage!r} and fraction > 0.5:
             os.kill(os.getpid(), signal.SIGKILL)
-    portable.{call}
+    wb.portable.{call}
 """)
 
 
@@ -315,7 +316,7 @@ def test_an_export_killed_halfway_leaves_a_part_file_that_import_rejects(tmp_pat
     _fill(wb)
     wb.close()
     out = tmp_path / "n.kb"
-    _run_killed(data, "chunks", f"export_store(wb, 'notes', {str(out)!r}, progress=progress)")
+    _run_killed(data, "chunks", f"export_store('notes', {str(out)!r}, progress=progress)")
     part = out.with_name("n.kb.part")
     assert not out.exists() and part.stat().st_size > 0
     wb = _workbench(load_settings(data_dir=data))
@@ -337,7 +338,7 @@ def test_an_import_killed_midway_leaves_no_store_and_its_leftovers_are_swept(tmp
     bundle = wb.portable.export_store("notes", tmp_path / "n.kb").path
     files_before = {f.id for f in wb.stored_files()}
     wb.close()
-    _run_killed(data, "copying", f"import_bundle(wb, {str(bundle)!r}, as_name='copy', progress=progress)")
+    _run_killed(data, "copying", f"import_bundle({str(bundle)!r}, as_name='copy', progress=progress)")
     wb = _workbench(load_settings(data_dir=data))
     try:
         assert not wb.store_exists("copy") and wb.store_names() == ["notes"]

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from knowledge import portable
+from knowledge.portable import bundle, importing
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import BundleCorrupt
@@ -284,7 +285,7 @@ def test_a_failing_import_leaves_nothing_after_its_files_were_saved(wb, good, tm
     collection or template is left."""
     bad = tmp_path / "late.kb"
     _forge(good, bad, manifest=lambda m: m["store"]["template"].update(name="brand-new"))
-    original, calls = portable._npy_matrix, []
+    original, calls = bundle.npy_matrix, []
 
     def second_read_fails(data, name, rows, dim):
         calls.append(name)
@@ -292,7 +293,8 @@ def test_a_failing_import_leaves_nothing_after_its_files_were_saved(wb, good, tm
             raise BundleCorrupt("damaged on the second read")
         return original(data, name, rows, dim)
 
-    monkeypatch.setattr(portable, "_npy_matrix", second_read_fails)
+    monkeypatch.setattr(bundle, "npy_matrix", second_read_fails)  # the check before anything is written
+    monkeypatch.setattr(importing, "npy_matrix", second_read_fails)  # the read that writes the chunks
     _refused(wb, bad, "second read", peak_mb=60)
     assert "brand-new" not in wb.template_names()
 
