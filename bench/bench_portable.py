@@ -1,4 +1,4 @@
-"""Portable knowledge benchmark (knowledge/portable.py): export and import time, bundle size and peak
+"""Portable knowledge benchmark (knowledge/portable/): export and import time, bundle size and peak
 memory, for the Rust book embedded with the bundled model and for a store of 100,000 chunks.
 
 * **Rust book**: ``../shared/corpus/md/rust-book`` (112 chapters) ingested with the bundled model

@@ -99,7 +99,7 @@ def _parser() -> argparse.ArgumentParser:
     s = cmd("reembed", help="move a store to another template (model) from its stored text")
     s.add_argument("store")
     s.add_argument("template")
-    # -- portable knowledge (knowledge/portable.py) --
+    # -- portable knowledge (knowledge/portable/) --
     s = cmd("export", help="write a store to one portable bundle file (.kb: files, chunks, float32 vectors)")
     s.add_argument("store")
     s.add_argument("out", metavar="OUT.kb")
