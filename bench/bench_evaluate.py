@@ -48,8 +48,8 @@ def main() -> int:
     from knowledge.workbench import Workbench
 
     wb = Workbench(load_settings(data_dir=args.data_dir))
-    store = ev.Evaluations(wb.catalog)
-    qset = ev.load_question_set(wb, args.questions)
+    store = wb.evaluations
+    qset = wb.evaluations.load_question_set(args.questions)
     if args.only_files:
         for f in wb.store_files(args.store):
             if not fnmatch.fnmatch(f.file_name, args.only_files):
@@ -63,19 +63,19 @@ def main() -> int:
     modes = [m for m in args.modes.split(",") if m]
     print("\nat the store's own chunking:")
     for mode in modes:
-        run = ev.evaluate(wb, args.store, qset, mode)
+        run = wb.evaluations.evaluate(args.store, qset, mode)
         if args.save:
             store.save_run(run)
         print(f"  {run.chunking['size']}/{run.chunking['overlap']} {line(run)}", flush=True)
     if args.weights:
         print("\nhybrid, fusion weight (1 = vector order, 0 = words order):")
-        for run in ev.sweep_fusion_weight(wb, args.store, qset, [float(w) for w in args.weights.split(",")]):
+        for run in wb.evaluations.sweep_fusion_weight(args.store, qset, [float(w) for w in args.weights.split(",")]):
             print(f"  w={run.search['fusion_weight']:<4} {line(run)}", flush=True)
     if args.chunkings:
         pairs = [tuple(int(x) for x in p.split("/")) for p in args.chunkings.split(",")]
         for pair in pairs:  # one at a time, so each prints as soon as it is done
             t0 = time.perf_counter()
-            (trial,) = ev.try_chunkings(wb, args.store, qset, [pair], modes)
+            (trial,) = wb.evaluations.try_chunkings(args.store, qset, [pair], modes)
             print(f"\nchunks {trial.size}/{trial.overlap}: {trial.chunks} chunks, re-cut and embedded in"
                   f" {trial.build_seconds:.0f} s (total {time.perf_counter() - t0:.0f} s)")
             for run in trial.runs:

@@ -1,4 +1,4 @@
-"""Portable knowledge benchmark (knowledge/portable.py): export and import time, bundle size and peak
+"""Portable knowledge benchmark (knowledge/portable/): export and import time, bundle size and peak
 memory, for the Rust book embedded with the bundled model and for a store of 100,000 chunks.
 
 * **Rust book**: ``../shared/corpus/md/rust-book`` (112 chapters) ingested with the bundled model
@@ -83,7 +83,6 @@ def main() -> int:
         print(f"corpus not found at {BOOK}", file=sys.stderr)
         return 1
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    from knowledge import portable
     from knowledge.catalog import DONE, FileRecord
     from knowledge.config import load_settings
     from knowledge.embeddings.fake import HashEmbedder
@@ -130,9 +129,9 @@ def main() -> int:
                 book = wb.stores.collection_of(wb.get_store("book"))
                 book.count()  # loaded (and its file index built) before measuring
                 book.facet("file_id")
-                r, sec, peak = measured(portable.export_store, wb, "book", tmp_path / "book.kb")
+                r, sec, peak = measured(wb.portable.export_store, "book", tmp_path / "book.kb")
                 say(f"  export: {sec:.2f} s, bundle {mb(r.bytes)}, heap peak +{mb(peak)}")
-                _, isec, ipeak = measured(portable.import_bundle, wb, r.path, as_name="book-copy")
+                _, isec, ipeak = measured(wb.portable.import_bundle, r.path, as_name="book-copy")
                 say(f"  import (memory, vectors reused): {isec:.2f} s, heap peak +{mb(ipeak)};"
                     f" ingest / import = {ingest_s / isec:.0f}x")
                 same = all([h.text for h in wb.search("book", q, k=5)] == [h.text for h in wb.search("book-copy", q, k=5)]
@@ -142,7 +141,7 @@ def main() -> int:
                            book_export_s=sec, book_bundle_bytes=r.bytes, book_export_peak_bytes=peak,
                            book_import_s=isec, book_import_peak_bytes=ipeak, book_same_top5=same)
                 if pg_url:
-                    _, psec, ppeak = measured(portable.import_bundle, wb, r.path, as_name="book-pg", template="pg")
+                    _, psec, ppeak = measured(wb.portable.import_bundle, r.path, as_name="book-pg", template="pg")
                     say(f"  import (pgvector, vectors reused): {psec:.2f} s, heap peak +{mb(ppeak)}")
                     out.update(book_import_pgvector_s=psec, book_import_pgvector_peak_bytes=ppeak)
                 wb.close()
@@ -184,17 +183,17 @@ def main() -> int:
                 f" (vectors alone: {mb(vectors_bytes)})")
             coll.count()  # the store loaded (and its file index built) before measuring, as for an app in use
             coll.facet("file_id")
-            r, sec, peak = measured(portable.export_store, wb, "big", tmp_path / "big.kb")
+            r, sec, peak = measured(wb.portable.export_store, "big", tmp_path / "big.kb")
             say(f"  export: {sec:.1f} s ({n / sec:,.0f} chunks/s), bundle {mb(r.bytes)}, heap peak +{mb(peak)}"
                 f" ({peak / vectors_bytes:.2f}x the store's vectors)")
-            _, isec, ipeak = measured(portable.import_bundle, wb, r.path, as_name="big-copy")
+            _, isec, ipeak = measured(wb.portable.import_bundle, r.path, as_name="big-copy")
             say(f"  import (memory): {isec:.1f} s ({n / isec:,.0f} chunks/s), heap peak +{mb(ipeak)}"
                 f" (the new store is kept in memory by this backend); fill / import = {fill_s / isec:.2f}")
             out.update(chunks=n, fill_s=fill_s, export_s=sec, bundle_bytes=r.bytes, export_peak_bytes=peak,
                        import_s=isec, import_peak_bytes=ipeak, vectors_bytes=vectors_bytes)
             if pg_url:
                 wb.stores.backend("memory").collection(wb.get_store("big-copy").collection).drop_collection()
-                _, psec, ppeak = measured(portable.import_bundle, wb, r.path, as_name="big-pg", template="pg")
+                _, psec, ppeak = measured(wb.portable.import_bundle, r.path, as_name="big-pg", template="pg")
                 say(f"  import (pgvector): {psec:.1f} s ({n / psec:,.0f} chunks/s), heap peak +{mb(ppeak)}")
                 out.update(import_pgvector_s=psec, import_pgvector_peak_bytes=ppeak)
             wb.close()

@@ -39,7 +39,6 @@ def main() -> None:
         sys.exit(f"No folder {book} (give --book).")
 
     from knowledge.config import load_settings
-    from knowledge.sync import FolderSync
     from knowledge.workbench import Workbench
 
     embedded = [0]
@@ -78,7 +77,7 @@ def main() -> None:
             wb.ingest_paths("baseline", [folder], glob="**/*.md")
             t_base = time.perf_counter() - t0
 
-            sync = FolderSync(wb, "synced", folder, "**/*.md")
+            sync = wb.syncs.folder("synced", folder, "**/*.md")
             t0 = time.perf_counter()
             plan = sync.plan()
             t_plan = time.perf_counter() - t0

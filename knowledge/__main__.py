@@ -99,7 +99,7 @@ def _parser() -> argparse.ArgumentParser:
     s = cmd("reembed", help="move a store to another template (model) from its stored text")
     s.add_argument("store")
     s.add_argument("template")
-    # -- portable knowledge (knowledge/portable.py) --
+    # -- portable knowledge (knowledge/portable/) --
     s = cmd("export", help="write a store to one portable bundle file (.kb: files, chunks, float32 vectors)")
     s.add_argument("store")
     s.add_argument("out", metavar="OUT.kb")
@@ -334,7 +334,7 @@ def _portable(wb: Any, args: argparse.Namespace) -> int:
             shown.update(stage=stage, at=now)
 
     if args.command == "export":
-        r = portable.export_store(wb, args.store, args.out, progress=progress)
+        r = wb.portable.export_store(args.store, args.out, progress=progress)
         if args.json:
             print(json.dumps({"store": r.store, "path": str(r.path), "files": r.files, "chunks": r.chunks,
                               "bytes": r.bytes, "seconds": round(r.seconds, 3), "skipped": r.skipped}, indent=2))
@@ -345,7 +345,7 @@ def _portable(wb: Any, args: argparse.Namespace) -> int:
                 print(f"Left out (being ingested): {', '.join(r.skipped)}.")
         return 0
     if args.command == "import":
-        r = portable.import_bundle(wb, args.bundle, as_name=args.as_name, template=args.template, progress=progress)
+        r = wb.portable.import_bundle(args.bundle, as_name=args.as_name, template=args.template, progress=progress)
         if args.json:
             print(json.dumps({"store": r.store, "template": r.template, "backend": r.backend, "files": r.files,
                               "chunks": r.chunks, "reused_vectors": r.reused_vectors,
@@ -355,12 +355,12 @@ def _portable(wb: Any, args: argparse.Namespace) -> int:
         return 0
     if args.command == "move":
         before = wb.get_store(args.store)
-        rec = portable.move_store(wb, args.store, args.template, progress=progress)
+        rec = wb.portable.move_store(args.store, args.template, progress=progress)
         how = "vectors copied" if rec.embedding_model == before.embedding_model else f"re-embedded with {rec.embedding_model}"
         print(f"Moved {rec.name!r} from {before.backend} to {rec.backend} (template {rec.template!r}; {how}).")
         return 0
     if args.command == "backup":
-        r = portable.backup(wb, args.out, progress=progress)
+        r = wb.portable.backup(args.out, progress=progress)
         if args.json:
             print(json.dumps({"path": str(r.path), "bytes": r.bytes, "copied": r.copied, "bundled": r.bundled,
                               "files": r.files, "seconds": round(r.seconds, 3)}, indent=2))
@@ -372,7 +372,16 @@ def _portable(wb: Any, args: argparse.Namespace) -> int:
     if args.command == "restore":
         from knowledge.config import load_settings
 
-        r = portable.restore(load_settings(), args.backup, force=args.force, progress=progress)
+        settings = load_settings()
+        r = portable.restore(settings, args.backup, force=args.force, progress=progress)
+        if r.bundles:  # stores of other backends: imported by a workbench on the restored folder
+            from knowledge.workbench import Workbench
+
+            wb = Workbench(settings)
+            try:
+                r = wb.portable.import_restored(r, progress=progress)
+            finally:
+                wb.close()
         if args.json:
             print(json.dumps({"copied": r.copied, "imported": r.imported, "failed": r.failed, "files": r.files,
                               "seconds": round(r.seconds, 3)}, indent=2))
@@ -392,9 +401,9 @@ def _sync(wb: Any, args: argparse.Namespace) -> int:
 
     glob = args.glob
     if glob is None and wb.store_exists(args.store):  # the folder's last glob, so a plain re-run keeps it
-        known = {f.folder: f.glob for f in fs.synced_folders(wb, args.store)}
+        known = {f.folder: f.glob for f in wb.syncs.synced_folders(args.store)}
         glob = known.get(fs.folder_key(args.folder))
-    syncer = fs.FolderSync(wb, args.store, args.folder, glob, template=args.template)
+    syncer = wb.syncs.folder(args.store, args.folder, glob, template=args.template)
 
     def emit(obj: dict[str, Any]) -> None:
         print(json.dumps(obj, ensure_ascii=False), flush=True)
@@ -520,14 +529,14 @@ def _chat(wb: Any, args: argparse.Namespace) -> int:
 def _eval(wb: Any, args: argparse.Namespace) -> int:
     from knowledge import evaluation as ev
 
-    qset = ev.load_question_set(wb, args.questions)
+    qset = wb.evaluations.load_question_set(args.questions)
     modes = list(dict.fromkeys(m for m in (args.mode or [wb.settings.search.mode])
                                for m in (ev.MODES if m == "all" else [m])))
     runs = []
     for mode in modes:
-        run = ev.evaluate(wb, args.store, qset, mode, args.k, fusion_weight=args.fusion_weight)
+        run = wb.evaluations.evaluate(args.store, qset, mode, args.k, fusion_weight=args.fusion_weight)
         if not args.no_save:
-            ev.Evaluations.of(wb).save_run(run)
+            wb.evaluations.save_run(run)
         runs.append(run)
     names = ev.metric_names(args.k)
     if args.json:

@@ -51,15 +51,18 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
-from pathlib import PurePath
-from typing import TYPE_CHECKING, Any
+from pathlib import Path, PurePath
+from typing import Any
 
+from knowledge.catalog import Catalog
 from knowledge.errors import InvalidArgument, KnowledgeError
-
-if TYPE_CHECKING:
-    from knowledge.catalog import Catalog
-    from knowledge.vectorstore.store import Hit
-    from knowledge.workbench import Workbench
+from knowledge.ingest.chunker import plan_chunking
+from knowledge.ingest.document import Document, Section
+from knowledge.service.indexing import Indexer
+from knowledge.service.search import Searcher
+from knowledge.service.stores import Stores
+from knowledge.service.templates import VectorStoreTemplate, make_template
+from knowledge.vectorstore.store import Hit
 
 #: The cut-offs of recall@n that a run reports (those <= k).
 RECALL_AT: tuple[int, ...] = (1, 3, 5, 10)
@@ -421,13 +424,12 @@ def _order_key(hit: Hit, mode: str) -> tuple:
     return (hit.score,)
 
 
-def tuned(wb: Workbench, *, fusion_weight: float | None = None, candidates: int | None = None) -> Workbench:
-    """``wb`` searching with another fusion weight or candidates count, without changing ``wb``'s
-    settings (which other sessions share): a shallow copy that shares the catalog, backends,
-    embedders and BM25 indexes. Raises ``InvalidArgument`` for a weight outside [0, 1] or a count
-    below 1."""
+def tuned(searcher: Searcher, *, fusion_weight: float | None = None, candidates: int | None = None) -> Searcher:
+    """``searcher`` with another fusion weight or candidates count, without changing its settings
+    (which other sessions share): a shallow copy that shares the stores, embedders and BM25
+    indexes. Raises ``InvalidArgument`` for a weight outside [0, 1] or a count below 1."""
     if fusion_weight is None and candidates is None:
-        return wb
+        return searcher
     updates: dict[str, Any] = {}
     if fusion_weight is not None:
         if not 0.0 <= float(fusion_weight) <= 1.0:
@@ -437,12 +439,13 @@ def tuned(wb: Workbench, *, fusion_weight: float | None = None, candidates: int 
         if isinstance(candidates, bool) or int(candidates) < 1:
             raise InvalidArgument(f"The candidates count is at least 1, got {candidates}.")
         updates["candidates"] = int(candidates)
-    view = copy.copy(wb)
-    view.settings = wb.settings.model_copy(update={"search": wb.settings.search.model_copy(update=updates)})
+    view = copy.copy(searcher)
+    view.settings = searcher.settings.model_copy(
+        update={"search": searcher.settings.search.model_copy(update=updates)})
     return view
 
 
-def evaluate(wb: Workbench, store: str, qset: QuestionSet, mode: str | None = None, k: int = 10, *,
+def evaluate(stores: Stores, searcher: Searcher, store: str, qset: QuestionSet, mode: str | None = None, k: int = 10, *,
              fusion_weight: float | None = None, candidates: int | None = None,
              progress: Callable[[int, int], None] | None = None) -> EvalRun:
     """Search ``store`` with every question of ``qset`` (``k`` hits, ``mode`` default
@@ -452,25 +455,25 @@ def evaluate(wb: Workbench, store: str, qset: QuestionSet, mode: str | None = No
         StoreNotFound; InvalidArgument (``k`` below 1, an unknown mode, a weight outside [0, 1]);
         EmbeddingUnavailable.
     """
-    mode = mode or wb.settings.search.mode
+    mode = mode or searcher.settings.search.mode
     if mode not in MODES:
         raise InvalidArgument(f"Unknown search mode {mode!r}; use one of {', '.join(MODES)}.")
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise InvalidArgument(f"k must be a positive integer, got {k!r}.")
-    record = wb.get_store(store)
-    view = tuned(wb, fusion_weight=fusion_weight, candidates=candidates)
+    record = stores.get(store)
+    view = tuned(searcher, fusion_weight=fusion_weight, candidates=candidates)
     chunking = None
     try:
-        tpl = wb.store_template(record)
+        tpl = stores.template_of(record)
         chunking = {"size": tpl.max_chunk_size_tokens, "overlap": tpl.chunk_overlap_tokens}
     except KnowledgeError:  # the template was deleted since; the run still counts
         pass
-    view.embedder(record.embedding_model)  # load the model before the clock starts
+    stores.embedder(record.embedding_model)  # load the model before the clock starts
     started, t0 = datetime.now(UTC), time.perf_counter()
     results = []
     for i, q in enumerate(qset.questions):
         t = time.perf_counter()
-        hits = view.search(store, q.text, k=k, mode=mode)  # type: ignore[arg-type]
+        hits = view.search(store, q.text, k=k, mode=mode).hits  # type: ignore[arg-type]
         latency = (time.perf_counter() - t) * 1000
         flags = [q.is_relevant(h) for h in hits]
         keys = [_order_key(h, mode) for h in hits]
@@ -526,13 +529,56 @@ def metric_changes(before: EvalRun, after: EvalRun) -> dict[str, float]:
 class Evaluations:
     """Question sets and runs in the catalog (tables ``eval_sets`` and ``eval_runs``)."""
 
-    def __init__(self, catalog: Catalog) -> None:
-        self.catalog = catalog
+    def __init__(self, catalog: Catalog, stores: Stores, searcher: Searcher, indexer: Indexer,
+                 save_template: Callable[[VectorStoreTemplate], VectorStoreTemplate]) -> None:
+        self.catalog, self.stores, self.searcher, self.indexer = catalog, stores, searcher, indexer
+        self.save_template = save_template
 
-    @classmethod
-    def of(cls, wb: Workbench) -> Evaluations:
-        """The question sets and runs kept in ``wb``'s catalog."""
-        return cls(wb.catalog)
+    # evaluating
+    def evaluate(self, store: str, qset: QuestionSet, mode: str | None = None, k: int = 10, *,
+                 fusion_weight: float | None = None, candidates: int | None = None,
+                 progress: Callable[[int, int], None] | None = None) -> EvalRun:
+        """See :func:`evaluate`."""
+        return evaluate(self.stores, self.searcher, store, qset, mode, k, fusion_weight=fusion_weight,
+                        candidates=candidates, progress=progress)
+
+    def tuned(self, *, fusion_weight: float | None = None, candidates: int | None = None) -> Searcher:
+        """See :func:`tuned`."""
+        return tuned(self.searcher, fusion_weight=fusion_weight, candidates=candidates)
+
+    def sweep_fusion_weight(self, store: str, qset: QuestionSet,
+                            weights: Sequence[float] = (0.0, 0.25, 0.5, 0.75, 1.0), k: int = 10,
+                            candidates: int | None = None) -> list[EvalRun]:
+        """See :func:`sweep_fusion_weight`."""
+        return sweep_fusion_weight(self.stores, self.searcher, store, qset, weights, k, candidates)
+
+    def try_chunkings(self, store: str, qset: QuestionSet, chunkings: Sequence[tuple[int, int]],
+                      modes: Sequence[str] = ("hybrid",), k: int = 10,
+                      progress: Callable[[str, float], None] | None = None) -> list[ChunkTrial]:
+        """See :func:`try_chunkings`."""
+        return try_chunkings(self.stores, self.indexer, self.searcher, store, qset, chunkings, modes, k, progress)
+
+    def keep_as_template(self, store: str, size: int, overlap: int, name: str | None = None) -> VectorStoreTemplate:
+        """See :func:`keep_as_template`."""
+        return keep_as_template(self.stores, self.save_template, store, size, overlap, name)
+
+    def load_question_set(self, ref: str) -> QuestionSet:
+        """A set by file path (TSV/CSV/JSONL; named after the file) or by its name in the catalog.
+
+        Raises:
+            QuestionSetNotFound: neither a file nor a stored set. InvalidArgument: a bad file.
+        """
+        path = Path(ref).expanduser()
+        if path.is_file():
+            fmt, questions = parse_questions(path.read_bytes(), path.name)
+            return QuestionSet(path.stem, tuple(questions), fmt)
+        try:
+            return self.get_set(ref)
+        except QuestionSetNotFound:
+            if os.sep in ref or path.suffix.lower() in (".tsv", ".csv", ".jsonl", ".json", ".txt"):
+                raise QuestionSetNotFound(f"No such file: {ref} (and no stored question set has that name)."
+                                          ) from None
+            raise
 
     # sets
     def save_set(self, name: str, questions: Sequence[Question], fmt: str = "tsv") -> QuestionSet:
@@ -615,27 +661,6 @@ def _run(row: tuple) -> EvalRun:
                    json.loads(search) if search else {}, json.loads(metrics), qs, started, seconds or 0.0)
 
 
-def load_question_set(wb: Workbench, ref: str) -> QuestionSet:
-    """A set by file path (TSV/CSV/JSONL; named after the file) or by its name in the catalog.
-
-    Raises:
-        QuestionSetNotFound: neither a file nor a stored set. InvalidArgument: a bad file.
-    """
-    from pathlib import Path
-
-    path = Path(ref).expanduser()
-    if path.is_file():
-        fmt, questions = parse_questions(path.read_bytes(), path.name)
-        return QuestionSet(path.stem, tuple(questions), fmt)
-    try:
-        return Evaluations.of(wb).get_set(ref)
-    except QuestionSetNotFound:
-        if os.sep in ref or path.suffix.lower() in (".tsv", ".csv", ".jsonl", ".json", ".txt"):
-            raise QuestionSetNotFound(f"No such file: {ref} (and no stored question set has that name)."
-                                      ) from None
-        raise
-
-
 # -- tuning ----------------------------------------------------------------------------------------
 def parse_weights(text: str) -> list[float]:
     """Fusion weights typed by a person (``"0, 0.25, 0.5"``; ``;`` also separates), each once,
@@ -661,10 +686,12 @@ def best_by_mrr(runs: Sequence[EvalRun]) -> EvalRun:
     return max(runs, key=lambda r: (r.mrr, r.metrics.get("recall@5", 0)))
 
 
-def sweep_fusion_weight(wb: Workbench, store: str, qset: QuestionSet, weights: Sequence[float] = (0.0, 0.25, 0.5, 0.75, 1.0),
-                        k: int = 10, candidates: int | None = None) -> list[EvalRun]:
+def sweep_fusion_weight(stores: Stores, searcher: Searcher, store: str, qset: QuestionSet,
+                        weights: Sequence[float] = (0.0, 0.25, 0.5, 0.75, 1.0), k: int = 10,
+                        candidates: int | None = None) -> list[EvalRun]:
     """Hybrid runs of ``store`` on ``qset``, one per fusion weight (not saved)."""
-    return [evaluate(wb, store, qset, "hybrid", k, fusion_weight=w, candidates=candidates) for w in weights]
+    return [evaluate(stores, searcher, store, qset, "hybrid", k, fusion_weight=w, candidates=candidates)
+            for w in weights]
 
 
 @dataclass(frozen=True, slots=True)
@@ -683,8 +710,6 @@ def _documents_from_chunks(points: list[Any]) -> Any:
     """A file's text rebuilt from its stored chunks (their spans in the extracted text), with one
     section per run of chunks of the same page and heading -- what the chunker needs, without
     reading the file again. Gaps between chunks (whitespace the chunker skipped) become newlines."""
-    from knowledge.ingest.document import Document, Section
-
     points = sorted(points, key=lambda p: (p.payload.get("char_start") or 0, p.payload.get("chunk_index", 0)))
     buf: list[str] = []
     length = 0
@@ -709,7 +734,7 @@ def _documents_from_chunks(points: list[Any]) -> Any:
     return Document("".join(buf), sections, "text")
 
 
-def try_chunkings(wb: Workbench, store: str, qset: QuestionSet, chunkings: Sequence[tuple[int, int]],
+def try_chunkings(stores: Stores, indexer: Indexer, searcher: Searcher, store: str, qset: QuestionSet, chunkings: Sequence[tuple[int, int]],
                   modes: Sequence[str] = ("hybrid",), k: int = 10,
                   progress: Callable[[str, float], None] | None = None) -> list[ChunkTrial]:
     """Try chunk settings ``[(size, overlap), ...]`` (tokens; 1 to 4 of them) on temporary copies of
@@ -720,15 +745,13 @@ def try_chunkings(wb: Workbench, store: str, qset: QuestionSet, chunkings: Seque
     Raises:
         InvalidArgument: no setting or more than 4, a bad size/overlap. StoreNotFound.
     """
-    from knowledge.ingest.chunker import plan_chunking
-
     if not 1 <= len(chunkings) <= 4:
         raise InvalidArgument("Try 1 to 4 chunk settings at a time.")
-    record = wb.get_store(store)
-    embedder = wb.embedder(record.embedding_model)
+    record = stores.get(store)
+    embedder = stores.embedder(record.embedding_model)
     for size, overlap in chunkings:
         plan_chunking(embedder, size, overlap)  # InvalidArgument before any work
-    source = wb.backend(record.backend).collection(record.collection)
+    source = stores.backend(record.backend).collection(record.collection)
     by_file: dict[str, list[Any]] = {}
     if source.collection_exists():
         for p in source.scroll():
@@ -737,16 +760,16 @@ def try_chunkings(wb: Workbench, store: str, qset: QuestionSet, chunkings: Seque
     trials = []
     for t, (size, overlap) in enumerate(chunkings):
         name = f"{store}~try-{size}-{overlap}"
-        if wb.store_exists(name):
-            wb.delete_store(name)
-        wb.backend(record.backend).collection(name).drop_collection()  # left by a trial that crashed
-        wb.stores.put(name, record.template, record.backend, record.embedding_model, record.dimension,
+        if stores.exists(name):
+            stores.drop(name)
+        stores.backend(record.backend).collection(name).drop_collection()  # left by a trial that crashed
+        stores.put(name, record.template, record.backend, record.embedding_model, record.dimension,
                       record.distance, collection=name)
         try:
             t0 = time.perf_counter()
             total = 0
             for i, (fid, (file_name, doc)) in enumerate(sorted(docs.items())):
-                total += wb.indexer.index_document(name, fid, doc, file_name, chunk_tokens=size,
+                total += indexer.index_document(name, fid, doc, file_name, chunk_tokens=size,
                                                    overlap_tokens=overlap).chunks
                 if progress:
                     progress(f"{size}/{overlap}: embedding {i + 1} of {len(docs)} files",
@@ -754,30 +777,30 @@ def try_chunkings(wb: Workbench, store: str, qset: QuestionSet, chunkings: Seque
             built = time.perf_counter() - t0
             runs = []
             for mode in modes:
-                run = evaluate(wb, name, qset, mode, k)
+                run = evaluate(stores, searcher, name, qset, mode, k)
                 runs.append(replace(run, store=store, template=None,
                                     chunking={"size": size, "overlap": overlap, "trial": True}))
             trials.append(ChunkTrial(size, overlap, total, built, tuple(runs)))
         finally:
-            wb.delete_store(name)
+            stores.drop(name)
         if progress:
             progress(f"{size}/{overlap}: done", (t + 1) / len(chunkings))
     return trials
 
 
-def keep_as_template(wb: Workbench, store: str, size: int, overlap: int, name: str | None = None) -> Any:
+def keep_as_template(stores: Stores, save_template: Callable[[VectorStoreTemplate], VectorStoreTemplate], store: str,
+                     size: int, overlap: int, name: str | None = None) -> VectorStoreTemplate:
     """Save a template like ``store``'s (backend, model, distance) with the chunking ``size/overlap``
     (default name ``<template>-<size>-<overlap>``); returns it. New stores made from it, or files
-    ingested again with it, are cut that way. Raises ``InvalidArgument``."""
-    from knowledge.service.templates import make_template
-
-    record = wb.get_store(store)
-    base = wb.store_template(record)
+    ingested again with it, are cut that way (``save_template``: the workbench's, which keeps a
+    template in use from changing its model). Raises ``InvalidArgument``."""
+    record = stores.get(store)
+    base = stores.template_of(record)
     tpl = make_template(name=name or f"{base.name}-{size}-{overlap}", backend=base.backend,
                         embedding_model=base.embedding_model, distance=base.distance,
                         max_chunk_size_tokens=size, chunk_overlap_tokens=overlap,
                         description=f"Chunking {size}/{overlap} chosen on the Evaluate page for {store!r}.")
-    return wb.save_template(tpl)
+    return save_template(tpl)
 
 
 __all__ = [
@@ -796,7 +819,6 @@ __all__ = [
     "export_questions",
     "first_rank_distribution",
     "keep_as_template",
-    "load_question_set",
     "metric_changes",
     "metric_names",
     "ndcg_at",

@@ -42,16 +42,16 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from knowledge.catalog import DONE
+from knowledge.access import LocalFolders
+from knowledge.catalog import DONE, Catalog, SyncedFolder
 from knowledge.errors import InvalidArgument, KnowledgeError
+from knowledge.filestore.base import clean_name
 from knowledge.outcomes import IngestResult, Outcome
-from knowledge.service.jobs import IngestJob
-
-if TYPE_CHECKING:
-    from knowledge.access import LocalFolders
-    from knowledge.workbench import Workbench
+from knowledge.service.indexing import Indexer, expand_paths, normalize_name
+from knowledge.service.jobs import IngestJob, JobRegistry
+from knowledge.service.stores import Stores
 
 log = logging.getLogger(__name__)
 
@@ -174,11 +174,38 @@ class SyncReport:
         return {**counts, "failed": len(self.failed)}
 
 
+class FolderSyncs:
+    """Folder syncs over the workbench's parts (``wb.syncs``): makes a :class:`FolderSync`, lists
+    and forgets a store's synced folders; runs a :class:`SyncJob`'s ingestion (its ``jobs`` and
+    ``ingest_file``)."""
+
+    def __init__(self, stores: Stores, catalog: Catalog, indexer: Indexer, jobs: JobRegistry) -> None:
+        self.stores, self.catalog, self.indexer, self.jobs = stores, catalog, indexer, jobs
+
+    def folder(self, store: str, folder: str | os.PathLike, glob: str | None = None, *,
+               template: str | None = None, folders: LocalFolders | None = None) -> FolderSync:
+        """A sync of ``folder`` into ``store`` (see :class:`FolderSync`)."""
+        return FolderSync(self, store, folder, glob, template=template, folders=folders)
+
+    def synced_folders(self, store: str) -> list[SyncedFolder]:
+        """The folders ``store`` is kept in sync with (:class:`~knowledge.catalog.SyncedFolder`)."""
+        return self.catalog.synced_folders(store) if self.stores.exists(store) else []
+
+    def forget(self, store: str, folder: str) -> bool:
+        """Stop syncing ``folder`` into ``store``: the folder is forgotten and its files stay in the
+        store as files added by hand (no later sync deletes them). Returns whether it was synced."""
+        return self.catalog.delete_synced_folder(store, folder_key(folder))
+
+    def ingest_file(self, store: str, source: Any, name: str | None = None, **kwargs: Any) -> IngestResult:
+        """See :meth:`Indexer.ingest_file` (what a :class:`SyncJob` runs)."""
+        return self.indexer.ingest_file(store, source, name, **kwargs)
+
+
 class FolderSync:
-    """Sync ``folder`` into ``store`` of ``wb``.
+    """Sync ``folder`` into ``store``.
 
     Args:
-        wb: the workbench.
+        syncs: the parts (:class:`FolderSyncs`; ``wb.syncs.folder(...)`` makes one).
         store: the store (created from ``template`` by the first file added, as ``ingest`` does).
         folder: the folder on this machine.
         glob: the files taken (default ``**/*``: every file, recursively; see
@@ -193,7 +220,7 @@ class FolderSync:
         InvalidArgument: the folder does not exist or is not a folder.
     """
 
-    def __init__(self, wb: Workbench, store: str, folder: str | os.PathLike, glob: str | None = None, *,
+    def __init__(self, syncs: FolderSyncs, store: str, folder: str | os.PathLike, glob: str | None = None, *,
                  template: str | None = None, folders: LocalFolders | None = None) -> None:
         raw = str(folder).strip()
         if not raw:
@@ -203,16 +230,14 @@ class FolderSync:
             path = folders.check(path)
         if not path.is_dir():
             raise InvalidArgument(f"{raw} is not a folder on this machine.")
-        self.wb, self.store, self.template, self.folders = wb, store, template, folders
+        self.syncs, self.store, self.template, self.folders = syncs, store, template, folders
+        self.stores, self.catalog, self.indexer = syncs.stores, syncs.catalog, syncs.indexer
         self.path = Path(folder_key(path))
         self.folder = str(self.path)
         self.glob = (glob or "").strip() or "**/*"
 
     # -- planning ---------------------------------------------------------------------------------
     def _scan(self, skipped: dict[str, int]) -> dict[str, tuple[Path, os.stat_result]]:
-        from knowledge.filestore.base import clean_name
-        from knowledge.service.indexing import expand_paths, normalize_name
-
         out: dict[str, tuple[Path, os.stat_result]] = {}
         for p in expand_paths([self.path], self.glob, skipped):
             if not isinstance(p, Path):
@@ -242,8 +267,8 @@ class FolderSync:
             raise InvalidArgument(f"{self.folder} is not a folder on this machine (any more).")
         skipped: dict[str, int] = {}
         disk = self._scan(skipped)
-        catalog = self.wb.catalog
-        exists = self.wb.store_exists(self.store)
+        catalog = self.catalog
+        exists = self.stores.exists(self.store)
         known = {n.name: n for n in catalog.names(self.store, folder=self.folder)} if exists else {}
         contents = {f.file_id: f for f in catalog.files(self.store)} if exists else {}
         items: list[PlanItem] = []
@@ -305,7 +330,7 @@ class FolderSync:
             if item.action == "unchanged":
                 # read to compare: next time its size and mtime suffice
                 if item.sha256 is not None and item.file_id is not None:
-                    self.wb.catalog.add_name(self.store, item.file_id, item.path, self.folder, item.size,
+                    self.catalog.add_name(self.store, item.file_id, item.path, self.folder, item.size,
                                              item.mtime_ns)
                 continue
             if cancel is not None and cancel.is_set():
@@ -316,32 +341,31 @@ class FolderSync:
             if on_result is not None:
                 on_result(r)
         report = SyncReport(plan, tuple(results))
-        if self.wb.store_exists(self.store):
-            self.wb.catalog.put_synced_folder(self.store, self.folder, self.glob)
-            self.wb.catalog.record_sync(self.store, self.folder, report.counts())
+        if self.stores.exists(self.store):
+            self.catalog.put_synced_folder(self.store, self.folder, self.glob)
+            self.catalog.record_sync(self.store, self.folder, report.counts())
         return report
 
     def _apply_one(self, item: PlanItem, progress: Callable[[PlanItem, str, float], None] | None,
                    cancel: threading.Event | None) -> ItemResult:
-        wb = self.wb
         try:
             if item.action in ("added", "changed"):
                 stat = (item.size, item.mtime_ns) if item.size is not None and item.mtime_ns is not None else None
-                r = wb.ingest_file(self.store, self.path / item.path, item.path, template=self.template,
+                r = self.indexer.ingest_file(self.store, self.path / item.path, item.path, template=self.template,
                                    folder=self.folder, stat=stat, cancel=cancel,
                                    progress=(lambda s, f: progress(item, s, f)) if progress else None)
                 said = r.message if r.message.startswith(item.path) else f"{item.path}: {r.message}"
                 return ItemResult(item, r.ok, said, r)
             if item.action == "renamed":
                 assert item.file_id is not None and item.old_path is not None
-                wb.indexer.rename(self.store, item.file_id, item.old_path, item.path, folder=self.folder,
+                self.indexer.rename(self.store, item.file_id, item.old_path, item.path, folder=self.folder,
                                   stat=(item.size, item.mtime_ns))
                 return ItemResult(item, True, f"{item.path}: renamed from {item.old_path}; nothing re-embedded.")
             if item.action == "deleted":
                 # every content carrying the path from this folder (a changed file that failed to read
                 # leaves its earlier version beside it): the path is gone
-                ids = {x.file_id for x in wb.catalog.names(self.store, name=item.path, folder=self.folder)}
-                n = sum(wb.delete_name(self.store, fid, item.path, folder=self.folder) for fid in sorted(ids))
+                ids = {x.file_id for x in self.catalog.names(self.store, name=item.path, folder=self.folder)}
+                n = sum(self.indexer.delete_name(self.store, fid, item.path, folder=self.folder) for fid in sorted(ids))
                 return ItemResult(item, True, f"{item.path}: removed from the store ({n} chunks)." if n else
                                   f"{item.path}: removed; its content stays under its other name(s).")
         except KnowledgeError as exc:
@@ -385,8 +409,8 @@ class FolderSync:
         seconds, when given, also starts a round that often without an event (folders on network
         file systems send none).
         """
-        from watchdog.events import FileSystemEventHandler
-        from watchdog.observers import Observer
+        from watchdog.events import FileSystemEventHandler  # noqa: PLC0415 - watchdog (native observers) only for --watch
+        from watchdog.observers import Observer  # noqa: PLC0415 - as above
 
         dirty = threading.Event()
         last = [time.monotonic()]
@@ -439,22 +463,11 @@ class FolderSync:
             observer.join(5.0)
 
 
-def synced_folders(wb: Workbench, store: str):
-    """The folders ``store`` is kept in sync with (:class:`~knowledge.catalog.SyncedFolder`)."""
-    return wb.catalog.synced_folders(store) if wb.store_exists(store) else []
-
-
 def counts_text(counts: dict[str, int]) -> str:
     """A sync's counts in words, the non-zero ones: ``"3 added, 1 deleted, 40 unchanged"``;
     ``"nothing yet"`` for none."""
     words = [f"{n} {k}" for k, n in counts.items() if n]
     return ", ".join(words) or "nothing yet"
-
-
-def forget_folder(wb: Workbench, store: str, folder: str) -> bool:
-    """Stop syncing ``folder`` into ``store``: the folder is forgotten and its files stay in the store
-    as files added by hand (no later sync deletes them). Returns whether the folder was synced."""
-    return wb.catalog.delete_synced_folder(store, folder_key(folder))
 
 
 class SyncJob(IngestJob):
@@ -464,7 +477,7 @@ class SyncJob(IngestJob):
 
     def __init__(self, sync: FolderSync, plan: SyncPlan) -> None:
         changes = [i for i in plan.items if i.action != "unchanged"]
-        super().__init__(sync.wb, sync.store, [(i.path, sync.path / i.path) for i in changes])
+        super().__init__(sync.syncs, sync.store, [(i.path, sync.path / i.path) for i in changes])
         self.sync, self.plan = sync, plan
         self.report: SyncReport | None = None
         self.notes = [f"Sync of {sync.folder}: {plan.summary()}."]
@@ -508,6 +521,7 @@ class SyncJob(IngestJob):
 __all__ = [
     "ACTIONS",
     "FolderSync",
+    "FolderSyncs",
     "ItemResult",
     "PlanItem",
     "SyncJob",
@@ -515,7 +529,5 @@ __all__ = [
     "SyncReport",
     "counts_text",
     "folder_key",
-    "forget_folder",
     "sha256_of",
-    "synced_folders",
 ]

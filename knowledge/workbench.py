@@ -35,8 +35,10 @@ from knowledge.catalog import DONE, Catalog, FileRecord, StoreRecord
 from knowledge.config import Settings, load_settings
 from knowledge.embeddings.base import Embedder
 from knowledge.errors import EmbeddingUnavailable, InvalidArgument
+from knowledge.evaluation import Evaluations
 from knowledge.filestore.base import StoredFile
 from knowledge.outcomes import IngestResult, Outcome
+from knowledge.portable import Portable
 from knowledge.service.indexing import (  # noqa: F401 - the names callers import from here
     OCR_SHARE,
     Cancelled,
@@ -59,6 +61,7 @@ from knowledge.service.search import (  # noqa: F401
 )
 from knowledge.service.stores import ModelMismatch, Stores, StoreSummary
 from knowledge.service.templates import DEFAULT_TEMPLATE, TemplateRegistry, VectorStoreTemplate
+from knowledge.sync import FolderSyncs
 from knowledge.vectorstore.store import Hit
 
 #: The outcomes under their former names (``Outcome`` members; each equals its word as a ``str``).
@@ -131,6 +134,10 @@ class Workbench:
         self.searcher = Searcher(self.stores, lambda model: self.embedder(model))
         #: The newest ingest job per store and the running ones (:mod:`knowledge.service.jobs`).
         self.jobs = JobRegistry()
+        #: The features, handed the parts they use.
+        self.portable = Portable(self.settings, self.stores, self.templates, self.indexer, self.catalog, self.files)
+        self.syncs = FolderSyncs(self.stores, self.catalog, self.indexer, self.jobs)
+        self.evaluations = Evaluations(self.catalog, self.stores, self.searcher, self.indexer, self.save_template)
         #: The newest chat turn per session (:mod:`knowledge.chat.service`), from any browser tab.
         self.chat_turns: Latest[Any] = Latest()
 

@@ -49,7 +49,7 @@ def export_part(wb: Workbench, store: str) -> None:
     if st.button("Prepare export", key=f"export-go:{store}"):
         bar = st.progress(0.0, text="Exporting...")
         try:
-            r = portable.export_store(wb, store, target,
+            r = wb.portable.export_store(store, target,
                                       progress=lambda stage, f: bar.progress(f, text=f"Exporting {stage}: {f:.0%}"))
             prepared = st.session_state[f"export:{store}"] = (str(r.path), r.files, r.chunks, r.bytes)
             bar.empty()
@@ -81,7 +81,7 @@ def move_part(wb: Workbench, store: str) -> None:
         target = wb.template(labels[choice])
         bar = st.progress(0.0, text="Moving...")
         try:
-            rec = portable.move_store(wb, store, target.name,
+            rec = wb.portable.move_store(store, target.name,
                                       progress=lambda stage, f: bar.progress(f, text=f"Moving: {stage}, {f:.0%}"))
             how = ("vectors copied" if rec.embedding_model == record.embedding_model
                    else f"re-embedded with {rec.embedding_model}")
@@ -109,7 +109,7 @@ def import_part(wb: Workbench, key: str = "") -> None:
             path = Path(tmp) / _local_name(up.name)
             path.write_bytes(up.getvalue())
             try:
-                r = portable.import_bundle(wb, path, as_name=name.strip() or None,
+                r = wb.portable.import_bundle(path, as_name=name.strip() or None,
                                            template=None if template == _OWN else template,
                                            progress=lambda stage, f: bar.progress(f, text=f"Importing: {stage}, {f:.0%}"))
             except KnowledgeError as exc:

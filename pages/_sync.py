@@ -11,14 +11,7 @@ import streamlit as st
 
 from knowledge.errors import KnowledgeError
 from knowledge.service.jobs import IngestJob
-from knowledge.sync import (
-    FolderSync,
-    SyncJob,
-    SyncPlan,
-    counts_text,
-    forget_folder,
-    synced_folders,
-)
+from knowledge.sync import SyncJob, SyncPlan, counts_text
 from knowledge.text.render import md
 from knowledge.workbench import Workbench
 from pages._ui import flash, set_flash
@@ -29,7 +22,7 @@ _MARK = {"added": "➕ added", "changed": "✏️ changed", "renamed": "🔀 ren
 def sync_section(wb: Workbench, store: str) -> None:
     """The expander "Folders kept in sync" of ``store`` (its own flash messages under ``sync:<store>``)."""
     folders = st.session_state["local_folders"]
-    known = synced_folders(wb, store)
+    known = wb.syncs.synced_folders(store)
     preview: tuple[str, SyncPlan] | None = st.session_state.get(f"sync-preview:{store}")
     title = f"🔄 Folders kept in sync ({len(known)})" if known else "🔄 Keep a folder in sync"
     with st.expander(title, expanded=preview is not None):
@@ -51,7 +44,7 @@ def sync_section(wb: Workbench, store: str) -> None:
                 _plan(wb, store, chosen.folder, chosen.glob, folders)
             if c3.button("Forget", key=f"sync-forget:{store}", width="stretch",
                          help="Stop syncing this folder; its files stay in the store, as if added by hand."):
-                forget_folder(wb, store, chosen.folder)
+                wb.syncs.forget(store, chosen.folder)
                 set_flash(f"sync:{store}", True, f"{chosen.folder} is no longer synced; its files stay.")
                 st.rerun()
         st.caption(md("Allowed folders: {} (setting `ingest.allowed_dirs`).", folders.describe()))
@@ -71,7 +64,7 @@ def _plan(wb: Workbench, store: str, folder: str, glob: str, folders) -> None:
         st.rerun()
     try:
         with st.spinner("Comparing the folder with the store..."):
-            plan = FolderSync(wb, store, folder, glob, folders=folders).plan()
+            plan = wb.syncs.folder(store, folder, glob, folders=folders).plan()
         st.session_state[f"sync-preview:{store}"] = (folder, plan)
     except KnowledgeError as exc:
         set_flash(f"sync:{store}", False, str(exc))
@@ -93,7 +86,7 @@ def _preview(wb: Workbench, store: str, folder: str, plan: SyncPlan) -> None:
                      width="stretch"):
             st.session_state.pop(f"sync-preview:{store}", None)
             try:
-                sync = FolderSync(wb, store, folder, plan.glob, folders=st.session_state["local_folders"])
+                sync = wb.syncs.folder(store, folder, plan.glob, folders=st.session_state["local_folders"])
                 if changes:
                     st.session_state[f"job:{store}"] = SyncJob(sync, plan).start()
                 else:

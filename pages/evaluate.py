@@ -14,7 +14,7 @@ from knowledge.workbench import Workbench
 from pages._ui import app_workbench, flash, set_flash
 
 wb: Workbench = app_workbench()
-evals = ev.Evaluations.of(wb)
+evals = wb.evaluations
 MODE_NAMES = {"hybrid": "Hybrid", "vector": "Vector only", "lexical": "Words only"}
 CHUNKINGS = ["64/16", "128/32", "128/64", "192/48", "254/0", "254/64", "254/127"]
 
@@ -171,7 +171,7 @@ with tab_run:
         pairs = [(s, m) for s in chosen for m in modes]
         for i, (store, mode) in enumerate(pairs):
             try:
-                run = ev.evaluate(wb, store, qset, mode, k, progress=lambda n, total, i=i: bar.progress(
+                run = wb.evaluations.evaluate(store, qset, mode, k, progress=lambda n, total, i=i: bar.progress(
                     (i + n / total) / len(pairs), text=f"{store} · {MODE_NAMES[mode]}: question {n} of {total}"))
                 done_runs.append(evals.save_run(run).id)
             except KnowledgeError as exc:
@@ -233,7 +233,7 @@ with tab_weight:
         try:
             weights = ev.parse_weights(weights_text)
             with st.spinner("Evaluating each weight..."):
-                runs = ev.sweep_fusion_weight(wb, w_store, qset, weights, candidates=candidates)
+                runs = wb.evaluations.sweep_fusion_weight(w_store, qset, weights, candidates=candidates)
             st.session_state["ev_sweep_result"] = (set_name, w_store, [evals.save_run(r).id for r in runs])
         except KnowledgeError as exc:
             st.error(inert(exc))
@@ -265,7 +265,7 @@ with tab_chunks:
         bar = st.progress(0.0, text="Re-chunking...")
         try:
             pairs = [tuple(int(x) for x in s.split("/")) for s in t_sets]
-            trials = ev.try_chunkings(wb, t_store, qset, pairs, t_modes,
+            trials = wb.evaluations.try_chunkings(t_store, qset, pairs, t_modes,
                                       progress=lambda msg, f: bar.progress(min(1.0, f), text=msg))
             st.session_state["ev_trials"] = (set_name, t_store, [
                 (t.size, t.overlap, t.chunks, t.build_seconds, [evals.save_run(r).id for r in t.runs])
@@ -292,7 +292,7 @@ with tab_chunks:
                              key="ev_tpl_name")
         if st.button(f"Keep {best[0]}/{best[1]} as a template", icon="📐", key="ev_keep"):
             try:
-                tpl = ev.keep_as_template(wb, trials[1], best[0], best[1], name)
+                tpl = wb.evaluations.keep_as_template(trials[1], best[0], best[1], name)
                 st.success(md("Saved the template **{}** ", tpl.name) + f"({best[0]}/{best[1]} tokens). New stores made "
                            "from it, and files ingested with it, are cut that way.")
             except KnowledgeError as exc:

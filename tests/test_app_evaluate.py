@@ -64,7 +64,7 @@ def test_upload_edit_and_export_a_question_set_without_stores():
     assert at.selectbox(key="ev_set").value == "kitchen"
     assert "3 questions · TSV" in texts(at)
     assert any("No vector stores yet" in i.value for i in at.info)  # and nothing to evaluate
-    assert ev.Evaluations(Workbench(load_settings()).catalog).get_set("kitchen").questions[1].relevant == (
+    assert Workbench(load_settings()).evaluations.get_set("kitchen").questions[1].relevant == (
         ev.Criterion("sky.md"), ev.Criterion(text="Jupiter's moons"))
     # the table editor's rows, saved
     table = at.dataframe[0].value  # the table editor

@@ -34,7 +34,7 @@ def _store(name: str = "Notes") -> None:
 def _bundle(tmp_path, name: str = "Notes"):
     wb = Workbench(load_settings())
     try:
-        return portable.export_store(wb, name, tmp_path / "notes.kb").path
+        return wb.portable.export_store(name, tmp_path / "notes.kb").path
     finally:
         wb.close()
 

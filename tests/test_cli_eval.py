@@ -67,15 +67,14 @@ def test_eval_prints_the_metrics_and_keeps_the_run(small, capsys):
     assert [q["first_rank"] for q in runs[0]["questions"]] == [1, 1, None]
     assert runs[0]["chunking"] == {"size": 192, "overlap": 48} and runs[0]["model"]
 
-    from knowledge import evaluation as ev
     from knowledge.config import load_settings
     from knowledge.workbench import Workbench
 
     wb = Workbench(load_settings(data_dir=data))
     try:
-        kept = ev.Evaluations(wb.catalog).runs(store="notes")
+        kept = wb.evaluations.runs(store="notes")
         assert len(kept) == 4 and runs[0]["id"] in {r.id for r in kept}
-        ev.Evaluations(wb.catalog).save_set("stored", list(ev.load_question_set(wb, questions).questions))
+        wb.evaluations.save_set("stored", list(wb.evaluations.load_question_set(questions).questions))
     finally:
         wb.close()
     code, out, _ = run(capsys, "--data-dir", data, "eval", "notes", "stored", "--json", "--no-save")

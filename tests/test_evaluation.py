@@ -224,7 +224,7 @@ def test_a_run_scores_each_question_from_its_ranking(wb):
              ("telescope galaxies", "text:distant planets"),
              ("knead dough bread", "nothere.md"))
     for mode in ev.MODES:
-        run = ev.evaluate(wb, "notes", s, mode, k=3)
+        run = wb.evaluations.evaluate("notes", s, mode, k=3)
         by_q = {q.question: q for q in run.questions}
         assert by_q["salted boiling water pasta"].first_rank == 1
         assert by_q["sourdough flour starters"].first_rank == 1
@@ -245,12 +245,12 @@ def test_a_run_scores_each_question_from_its_ranking(wb):
 
 
 def test_runs_and_sets_are_kept_in_the_catalog(wb):
-    store = ev.Evaluations(wb.catalog)
+    store = wb.evaluations
     _, qs = ev.parse_questions("pasta water?\tpasta.md\nstars?\tstars.md; text:telescope\n", "mine.tsv")
     saved = store.save_set("mine", qs, "tsv")
     assert store.get_set("mine").questions == tuple(qs) and store.set_names() == ["mine"]
     assert saved.sha256 == ev.QuestionSet("x", tuple(qs)).sha256
-    run = store.save_run(ev.evaluate(wb, "notes", saved, "vector"))
+    run = store.save_run(wb.evaluations.evaluate("notes", saved, "vector"))
     again = store.get_run(run.id)
     assert again.metrics == run.metrics and again.questions == run.questions and again.store == "notes"
     assert again.chunking == run.chunking and again.set_sha256 == saved.sha256
@@ -258,7 +258,7 @@ def test_runs_and_sets_are_kept_in_the_catalog(wb):
     assert store.runs(store="other") == []
     # a reopened catalog (another process) sees them: the schema migrated and the rows committed
     wb.catalog.close()
-    assert ev.Evaluations(wb.catalog).get_run(run.id).mrr == run.mrr
+    assert wb.evaluations.get_run(run.id).mrr == run.mrr
     assert store.delete_set("mine") and store.runs(set_name="mine")  # runs stay as history
     with pytest.raises(ev.QuestionSetNotFound):
         store.get_set("mine")
@@ -271,13 +271,13 @@ def test_runs_and_sets_are_kept_in_the_catalog(wb):
 def test_bad_arguments(wb):
     s = qset(("a", "a.md"))
     with pytest.raises(StoreNotFound):
-        ev.evaluate(wb, "nosuch", s)
+        wb.evaluations.evaluate("nosuch", s)
     with pytest.raises(InvalidArgument, match="mode"):
-        ev.evaluate(wb, "notes", s, "fuzzy")
+        wb.evaluations.evaluate("notes", s, "fuzzy")
     with pytest.raises(InvalidArgument, match="k must"):
-        ev.evaluate(wb, "notes", s, k=0)
+        wb.evaluations.evaluate("notes", s, k=0)
     with pytest.raises(InvalidArgument, match="fusion weight"):
-        ev.evaluate(wb, "notes", s, fusion_weight=1.5)
+        wb.evaluations.evaluate("notes", s, fusion_weight=1.5)
 
 
 def test_worse_questions_come_first():
@@ -292,13 +292,15 @@ def test_worse_questions_come_first():
 
 
 def test_the_fusion_weight_moves_hybrid_between_the_two_rankings(wb):
-    query = "owls bread light water"
+    query = "pasta bread owls stars"
     vector = [h.id for h in wb.search("notes", query, k=6, mode="vector")]
     words = [h.id for h in wb.search("notes", query, k=6, mode="lexical")]
-    assert [h.id for h in ev.tuned(wb, fusion_weight=1.0).search("notes", query, k=len(vector), mode="hybrid")] == vector
-    assert [h.id for h in ev.tuned(wb, fusion_weight=0.0).search("notes", query, k=len(words), mode="hybrid")] == words
+    assert vector[:len(words)] != words  # else the weight could not show
+    evals = wb.evaluations
+    assert [h.id for h in evals.tuned(fusion_weight=1.0).search("notes", query, k=len(vector), mode="hybrid").hits] == vector
+    assert [h.id for h in evals.tuned(fusion_weight=0.0).search("notes", query, k=len(words), mode="hybrid").hits] == words
     assert wb.settings.search.fusion_weight == 0.6  # the shared settings are untouched
-    runs = ev.sweep_fusion_weight(wb, "notes", qset(("pasta water", "pasta.md")), weights=(0.0, 1.0))
+    runs = wb.evaluations.sweep_fusion_weight("notes", qset(("pasta water", "pasta.md")), weights=(0.0, 1.0))
     assert [r.search["fusion_weight"] for r in runs] == [0.0, 1.0]
 
 
@@ -329,7 +331,7 @@ def test_chunk_trials_evaluate_temporary_copies_and_remove_them(wb):
     wb.ingest_file("notes", long.encode(), "long.md")
     s = qset(("topic 17 at length", "text:Paragraph 17 says"), ("salted boiling water", "pasta.md"))
     seen = []
-    trials = ev.try_chunkings(wb, "notes", s, [(16, 4), (48, 0)], modes=("hybrid", "vector"),
+    trials = wb.evaluations.try_chunkings("notes", s, [(16, 4), (48, 0)], modes=("hybrid", "vector"),
                               progress=lambda msg, f: seen.append(f))
     assert [(t.size, t.overlap) for t in trials] == [(16, 4), (48, 0)]
     assert trials[0].chunks > trials[1].chunks > 0
@@ -339,18 +341,18 @@ def test_chunk_trials_evaluate_temporary_copies_and_remove_them(wb):
     assert wb.store_names() == ["notes"]  # the copies are gone
     assert not any(name.startswith("notes~try") for name in wb.backend().list_collections())
     with pytest.raises(InvalidArgument):
-        ev.try_chunkings(wb, "notes", s, [(16, 4)] * 5)
+        wb.evaluations.try_chunkings("notes", s, [(16, 4)] * 5)
     with pytest.raises(InvalidArgument):
-        ev.try_chunkings(wb, "notes", s, [(16, 16)])
-    tpl = ev.keep_as_template(wb, "notes", 48, 0)
+        wb.evaluations.try_chunkings("notes", s, [(16, 16)])
+    tpl = wb.evaluations.keep_as_template("notes", 48, 0)
     assert tpl.name == "default-48-0" and wb.templates.get("default-48-0").max_chunk_size_tokens == 48
 
 
 def test_load_question_set_by_file_or_name(wb, tmp_path):
     f = tmp_path / "mine.jsonl"
     f.write_text(json.dumps({"question": "pasta?", "relevant": "pasta.md"}) + "\n")
-    assert ev.load_question_set(wb, str(f)).name == "mine"
-    ev.Evaluations(wb.catalog).save_set("stored", [ev.Question("q", (ev.Criterion("a.md"),))])
-    assert ev.load_question_set(wb, "stored").questions[0].text == "q"
+    assert wb.evaluations.load_question_set(str(f)).name == "mine"
+    wb.evaluations.save_set("stored", [ev.Question("q", (ev.Criterion("a.md"),))])
+    assert wb.evaluations.load_question_set("stored").questions[0].text == "q"
     with pytest.raises(ev.QuestionSetNotFound):
-        ev.load_question_set(wb, "neither")
+        wb.evaluations.load_question_set("neither")

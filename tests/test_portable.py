@@ -19,6 +19,7 @@ from conftest import REPO, readme_questions
 from knowledge import portable
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import BundleCorrupt, BundleTooNew, StoreExists, TargetNotEmpty
+from knowledge.portable import exporting
 from knowledge.service.templates import make_template
 from knowledge.workbench import Workbench
 
@@ -143,9 +144,9 @@ def test_round_trip_memory_pgvector_qdrant_memory(make_wb, tmp_path):
     CountingEmbedder.embedded = 0
     for source, target, template, backend in steps:
         bundle = tmp_path / f"{source}.kb"
-        exported = portable.export_store(wb, source, bundle)
+        exported = wb.portable.export_store(source, bundle)
         assert exported.files == len(DOCS) + 1 and exported.chunks == len(_chunks(wb, source))
-        result = portable.import_bundle(wb, bundle, as_name=target, template=template)
+        result = wb.portable.import_bundle(bundle, as_name=target, template=template)
         assert result.reused_vectors and result.backend == backend
         assert wb.get_store(target).backend == backend
         _same_store(wb, source, wb, target)
@@ -155,17 +156,17 @@ def test_round_trip_memory_pgvector_qdrant_memory(make_wb, tmp_path):
         == {"team": "blue"}
     # another data folder (another machine) gets the same store from the last bundle
     other = make_wb("elsewhere")
-    portable.import_bundle(other, tmp_path / "notes-qd.kb", as_name="notes")
+    other.portable.import_bundle(tmp_path / "notes-qd.kb", as_name="notes")
     _same_store(wb, "notes", other, "notes")
     # hybrid ranking too (BM25 rebuilt on the target), above the fake embedder's ties
     assert [h.text for h in wb.search("notes", "cats fish")][:3] == [h.text for h in other.search("notes", "cats fish")][:3]
 
 
 def test_bundle_holds_float32_vectors_and_a_checksum_per_member(make_wb, tmp_path, monkeypatch):
-    monkeypatch.setattr(portable, "BLOCK", 4)
+    monkeypatch.setattr(exporting, "BLOCK", 4)
     wb = make_wb()
     _fill(wb)
-    r = portable.export_store(wb, "notes", tmp_path / "n.kb")
+    r = wb.portable.export_store("notes", tmp_path / "n.kb")
     with zipfile.ZipFile(r.path) as zf:
         manifest = json.loads(zf.read("manifest.json"))
         names = set(zf.namelist())
@@ -183,10 +184,10 @@ def test_bundle_holds_float32_vectors_and_a_checksum_per_member(make_wb, tmp_pat
 def test_import_with_another_model_reembeds_and_says_so(make_wb, tmp_path):
     wb = make_wb()
     _fill(wb)
-    portable.export_store(wb, "notes", tmp_path / "n.kb")
+    wb.portable.export_store("notes", tmp_path / "n.kb")
     stages = []
     CountingEmbedder.embedded = 0
-    r = portable.import_bundle(wb, tmp_path / "n.kb", as_name="small-notes", template="small",
+    r = wb.portable.import_bundle(tmp_path / "n.kb", as_name="small-notes", template="small",
                                progress=lambda stage, f: stages.append((stage, f)))
     assert not r.reused_vectors and r.reembedded_from == "fake" and "re-embedded" in r.message
     assert CountingEmbedder.embedded == r.chunks == len(_chunks(wb, "notes"))
@@ -217,7 +218,7 @@ def _rewrite(src: Path, dst: Path, change) -> None:
 def test_truncated_tampered_and_incomplete_bundles_are_rejected(make_wb, tmp_path):
     wb = make_wb()
     _fill(wb)
-    good = portable.export_store(wb, "notes", tmp_path / "n.kb").path
+    good = wb.portable.export_store("notes", tmp_path / "n.kb").path
     stores, files = wb.store_names(internal=True), len(wb.stored_files())
     data = good.read_bytes()
     (tmp_path / "half.kb").write_bytes(data[: len(data) // 2])
@@ -238,14 +239,14 @@ def test_truncated_tampered_and_incomplete_bundles_are_rejected(make_wb, tmp_pat
     for bad, words in (("half.kb", "truncated"), ("text.kb", "checksum"), ("vector.kb", "checksum"),
                        ("file.kb", "checksum"), ("missing.kb", "misses")):
         with pytest.raises(BundleCorrupt, match=words):
-            portable.import_bundle(wb, tmp_path / bad, as_name="copy")
+            wb.portable.import_bundle(tmp_path / bad, as_name="copy")
         _nothing_left(wb, stores, files)
 
 
 def test_a_bundle_from_a_newer_format_is_refused(make_wb, tmp_path):
     wb = make_wb()
     _fill(wb)
-    good = portable.export_store(wb, "notes", tmp_path / "n.kb").path
+    good = wb.portable.export_store("notes", tmp_path / "n.kb").path
 
     def newer(name, d):
         if name != "manifest.json":
@@ -256,7 +257,7 @@ def test_a_bundle_from_a_newer_format_is_refused(make_wb, tmp_path):
 
     _rewrite(good, tmp_path / "new.kb", newer)
     with pytest.raises(BundleTooNew, match="version 2; this program reads versions up to 1"):
-        portable.import_bundle(wb, tmp_path / "new.kb", as_name="copy")
+        wb.portable.import_bundle(tmp_path / "new.kb", as_name="copy")
     assert not wb.store_exists("copy")
 
     def no_store(name, d):  # a hand-edited manifest: a reason, not a traceback
@@ -264,19 +265,19 @@ def test_a_bundle_from_a_newer_format_is_refused(make_wb, tmp_path):
 
     _rewrite(good, tmp_path / "edited.kb", no_store)
     with pytest.raises(BundleCorrupt, match="manifest lacks the store"):
-        portable.import_bundle(wb, tmp_path / "edited.kb", as_name="copy")
+        wb.portable.import_bundle(tmp_path / "edited.kb", as_name="copy")
     assert not wb.store_exists("copy")
 
 
 def test_a_name_clash_is_refused_and_as_name_imports_beside_it(make_wb, tmp_path):
     wb = make_wb()
     _fill(wb)
-    bundle = portable.export_store(wb, "notes", tmp_path / "n.kb").path
+    bundle = wb.portable.export_store("notes", tmp_path / "n.kb").path
     before = _chunks(wb, "notes")
     with pytest.raises(StoreExists, match="--as NAME"):
-        portable.import_bundle(wb, bundle)
+        wb.portable.import_bundle(bundle)
     assert _chunks(wb, "notes").keys() == before.keys()
-    assert portable.import_bundle(wb, bundle, as_name="notes 2").store == "notes 2"
+    assert wb.portable.import_bundle(bundle, as_name="notes 2").store == "notes 2"
     _same_store(wb, "notes", wb, "notes 2")
 
 
@@ -286,15 +287,15 @@ _KILLER = textwrap.dedent("""
     import os, signal, sys
     sys.path.insert(0, {tests!r})
     from test_portable import _factory
-    from knowledge import portable
     from knowledge.config import load_settings
+    from knowledge.portable import exporting
     from knowledge.workbench import Workbench
-    portable.BLOCK = 3
+    exporting.BLOCK = 3
     wb = Workbench(load_settings(data_dir={data!r}), embedder_factory=_factory)
     def progress(stage, fraction):
         if stage == {stage!r} and fraction > 0.5:
             os.kill(os.getpid(), signal.SIGKILL)
-    portable.{call}
+    wb.portable.{call}
 """)
 
 
@@ -314,13 +315,13 @@ def test_an_export_killed_halfway_leaves_a_part_file_that_import_rejects(tmp_pat
     _fill(wb)
     wb.close()
     out = tmp_path / "n.kb"
-    _run_killed(data, "chunks", f"export_store(wb, 'notes', {str(out)!r}, progress=progress)")
+    _run_killed(data, "chunks", f"export_store('notes', {str(out)!r}, progress=progress)")
     part = out.with_name("n.kb.part")
     assert not out.exists() and part.stat().st_size > 0
     wb = _workbench(load_settings(data_dir=data))
     try:
         with pytest.raises(BundleCorrupt, match="truncated"):
-            portable.import_bundle(wb, part, as_name="copy")
+            wb.portable.import_bundle(part, as_name="copy")
         assert not wb.store_exists("copy")
     finally:
         wb.close()
@@ -333,10 +334,10 @@ def test_an_import_killed_midway_leaves_no_store_and_its_leftovers_are_swept(tmp
     data = tmp_path / "data"
     wb = _workbench(load_settings(data_dir=data))
     _fill(wb)
-    bundle = portable.export_store(wb, "notes", tmp_path / "n.kb").path
+    bundle = wb.portable.export_store("notes", tmp_path / "n.kb").path
     files_before = {f.id for f in wb.stored_files()}
     wb.close()
-    _run_killed(data, "copying", f"import_bundle(wb, {str(bundle)!r}, as_name='copy', progress=progress)")
+    _run_killed(data, "copying", f"import_bundle({str(bundle)!r}, as_name='copy', progress=progress)")
     wb = _workbench(load_settings(data_dir=data))
     try:
         assert not wb.store_exists("copy") and wb.store_names() == ["notes"]
@@ -344,10 +345,10 @@ def test_an_import_killed_midway_leaves_no_store_and_its_leftovers_are_swept(tmp
         assert len(left) == 1 and wb.backend("memory").collection(left[0]).count() > 0  # killed midway
         orphans = {f.id for f in wb.stored_files()} - files_before
         assert orphans and all(f.metadata.get(portable.IMPORT_MARK) for f in wb.stored_files() if f.id in orphans)
-        assert portable.sweep_leftovers(wb) == (1, len(orphans))
+        assert wb.portable.sweep_leftovers() == (1, len(orphans))
         assert not [c for c in wb.backend("memory").list_collections() if "~import-" in c]
         assert {f.id for f in wb.stored_files()} == files_before
-        assert portable.import_bundle(wb, bundle, as_name="copy").chunks == len(_chunks(wb, "notes"))
+        assert wb.portable.import_bundle(bundle, as_name="copy").chunks == len(_chunks(wb, "notes"))
         _same_store(wb, "notes", wb, "copy")
     finally:
         wb.close()
@@ -362,7 +363,7 @@ def test_move_between_backends_keeps_name_files_chunks_and_vectors(make_wb):
     old_collection = wb.stores.collection_of(wb.get_store("notes"))
     CountingEmbedder.embedded = 0
     for template, backend in (("pg", "pgvector"), ("qd", "qdrant"), ("mem", "memory")):
-        rec = portable.move_store(wb, "notes", template)
+        rec = wb.portable.move_store("notes", template)
         assert rec.name == "notes" and rec.backend == backend and rec.template == template
         assert _files(wb, "notes") == before_files
         after = _chunks(wb, "notes")
@@ -382,7 +383,7 @@ def test_a_move_to_an_unreachable_backend_leaves_the_store_as_it_was(make_wb):
     before = _chunks(wb, "notes", vectors=False)
     wb.save_template(make_template(name="nowhere", backend="no-such-backend", embedding_model="fake"))
     with pytest.raises(Exception, match="no-such-backend"):
-        portable.move_store(wb, "notes", "nowhere")
+        wb.portable.move_store("notes", "nowhere")
     assert wb.get_store("notes").backend == "memory"
     assert _chunks(wb, "notes", vectors=False).keys() == before.keys()
 
@@ -396,17 +397,20 @@ def test_backup_and_restore_into_an_empty_folder_searches_the_same(make_wb, tmp_
     _fill(wb, "qd-notes", "qd")
     tops = {s: _top5(wb, s) for s in ("notes", "pg-notes", "qd-notes")}
     files = {s: _files(wb, s) for s in tops}
-    r = portable.backup(wb, tmp_path / "all.kbackup")
+    r = wb.portable.backup(tmp_path / "all.kbackup")
     assert r.bundled == ["pg-notes", "qd-notes"] and r.copied == ["notes"] and r.files == len(wb.stored_files())
     with zipfile.ZipFile(r.path) as zf:
         assert "catalog.duckdb" in zf.namelist()
     restored = _settings_of(wb, tmp_path / "restored")
     with pytest.raises(TargetNotEmpty):
-        portable.restore(wb.settings, r.path, embedder_factory=_factory)
-    rr = portable.restore(restored, r.path, embedder_factory=_factory)
-    assert rr.failed == {} and rr.imported == ["pg-notes", "qd-notes"]
+        portable.restore(wb.settings, r.path)
+    unpacked = portable.restore(restored, r.path)
+    assert unpacked.imported == [] and [b.store for b in unpacked.bundles] == ["pg-notes", "qd-notes"]
     wb2 = _workbench(restored)
     try:
+        rr = wb2.portable.import_restored(unpacked)
+        assert rr.failed == {} and rr.imported == ["pg-notes", "qd-notes"] and rr.bundles == ()
+        assert not any(b.path.parent.exists() for b in unpacked.bundles)  # the bundles' folder is gone
         assert wb2.store_names() == sorted(tops, key=str.lower)
         for s, top in tops.items():
             assert _top5(wb2, s) == top
@@ -445,7 +449,7 @@ def test_a_backup_taken_while_files_are_ingested_restores_a_consistent_folder(tm
     try:
         while len(written) < 3:
             threading.Event().wait(0.01)
-        backups = [portable.backup(wb, tmp_path / f"b{i}.zip") for i in range(3)]
+        backups = [wb.portable.backup(tmp_path / f"b{i}.zip") for i in range(3)]
     finally:
         stop.set()
         writer.join()
@@ -479,7 +483,7 @@ def test_a_damaged_backup_writes_nothing_and_force_replaces_a_folder(tmp_path):
 
     wb = _workbench(load_settings(data_dir=tmp_path / "a"))
     _fill(wb)
-    r = portable.backup(wb, tmp_path / "b.zip")
+    r = wb.portable.backup(tmp_path / "b.zip")
     other = _workbench(load_settings(data_dir=tmp_path / "b"))
     other.ingest_file("other", b"something else entirely", "x.txt")
     other.close()
@@ -558,8 +562,8 @@ def test_round_trip_of_real_chapters_with_the_real_model(corpus, make_wb, tmp_pa
         expected = top("book")
         source = "book"
         for target, template in (("book-pg", "pg"), ("book-qd", "qd"), ("book-mem", "mem")):
-            portable.export_store(wb, source, tmp_path / f"{source}.kb")
-            assert portable.import_bundle(wb, tmp_path / f"{source}.kb", as_name=target,
+            wb.portable.export_store(source, tmp_path / f"{source}.kb")
+            assert wb.portable.import_bundle(tmp_path / f"{source}.kb", as_name=target,
                                           template=template).reused_vectors
             assert top(target) == expected
             source = target
@@ -572,7 +576,7 @@ def test_the_bundles_template_comes_along_on_the_default_backend_only_when_the_i
 
     wb = make_wb()
     _fill(wb, "notes", "qd")
-    bundle = portable.export_store(wb, "notes", tmp_path / "n.kb").path
+    bundle = wb.portable.export_store("notes", tmp_path / "n.kb").path
     data = bundle.read_bytes()
     (tmp_path / "half.kb").write_bytes(data[:-200])
     _rewrite(bundle, tmp_path / "bad.kb", lambda n, d: d.replace(b"purrs", b"purrz") if n.endswith(".jsonl") else d)
@@ -580,9 +584,9 @@ def test_the_bundles_template_comes_along_on_the_default_backend_only_when_the_i
     try:
         for bad in ("half.kb", "bad.kb"):
             with pytest.raises(BundleCorrupt):
-                portable.import_bundle(fresh, tmp_path / bad)
+                fresh.portable.import_bundle(tmp_path / bad)
             assert "qd" not in fresh.template_names()
-        r = portable.import_bundle(fresh, bundle)
+        r = fresh.portable.import_bundle(bundle)
         assert (r.template, r.backend) == ("qd", "memory")  # the bundle's template, on this folder's backend
         tpl = fresh.template("qd")
         assert (tpl.embedding_model, tpl.max_chunk_size_tokens, tpl.chunk_overlap_tokens) == ("fake", 24, 4)
@@ -597,8 +601,8 @@ def test_a_content_with_two_names_keeps_both_through_a_bundle(make_wb, tmp_path)
     r = wb.ingest_file("notes", DOCS["cats.md"].encode(), "cats-copy.md")  # same bytes, a second name
     [cats] = [f for f in wb.file_records("notes") if f.file_name == "cats.md"]
     assert cats.aliases == ("cats-copy.md",), r.message
-    portable.export_store(wb, "notes", tmp_path / "n.kb")
-    portable.import_bundle(wb, tmp_path / "n.kb", as_name="copy", template="pg")
+    wb.portable.export_store("notes", tmp_path / "n.kb")
+    wb.portable.import_bundle(tmp_path / "n.kb", as_name="copy", template="pg")
     [copied] = [f for f in wb.file_records("copy") if f.file_name == "cats.md"]
     assert copied.names == ("cats.md", "cats-copy.md")
     assert [f.file_id for f in wb.catalog.files_named("copy", "cats-copy.md")] == [copied.file_id]

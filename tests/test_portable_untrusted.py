@@ -22,6 +22,7 @@ from knowledge import portable
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import BundleCorrupt
+from knowledge.portable import bundle, importing
 from knowledge.workbench import Workbench
 
 MB = 1 << 20
@@ -48,7 +49,7 @@ def wb(tmp_path):
 
 @pytest.fixture
 def good(wb, tmp_path) -> Path:
-    return portable.export_store(wb, "notes", tmp_path / "good.kb").path
+    return wb.portable.export_store("notes", tmp_path / "good.kb").path
 
 
 def _sha(data: bytes) -> str:
@@ -133,7 +134,7 @@ def _refused(wb: Workbench, bundle: Path, words: str, *, peak_mb: float = 40) ->
     tracemalloc.start()
     try:
         with pytest.raises(BundleCorrupt, match=words) as err:
-            portable.import_bundle(wb, bundle, as_name="copy")
+            wb.portable.import_bundle(bundle, as_name="copy")
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -144,7 +145,7 @@ def _refused(wb: Workbench, bundle: Path, words: str, *, peak_mb: float = 40) ->
 
 
 def test_the_honest_bundle_still_imports(wb, good):
-    r = portable.import_bundle(wb, good, as_name="copy")
+    r = wb.portable.import_bundle(good, as_name="copy")
     assert r.files == 3 and r.chunks == sum(f.chunks for f in wb.file_records("notes")) > 0
     assert wb.search("copy", "lighthouse seagulls", k=1)[0].file_name == "sea.txt"
 
@@ -273,8 +274,8 @@ def test_names_with_control_characters_in_a_bundle_are_refused(wb, good, tmp_pat
     assert "U+0000" in _refused(wb, bad, "control character")
     _forge(good, bad, manifest=lambda m: m["store"].update(name="evil\u202etxt.exe"))
     with pytest.raises(BundleCorrupt, match=r"U\+202E"):
-        portable.import_bundle(wb, bad)
-    assert portable.import_bundle(wb, bad, as_name="renamed").store == "renamed"  # the user's name is fine
+        wb.portable.import_bundle(bad)
+    assert wb.portable.import_bundle(bad, as_name="renamed").store == "renamed"  # the user's name is fine
 
 
 def test_a_failing_import_leaves_nothing_after_its_files_were_saved(wb, good, tmp_path, monkeypatch):
@@ -283,7 +284,7 @@ def test_a_failing_import_leaves_nothing_after_its_files_were_saved(wb, good, tm
     collection or template is left."""
     bad = tmp_path / "late.kb"
     _forge(good, bad, manifest=lambda m: m["store"]["template"].update(name="brand-new"))
-    original, calls = portable._npy_matrix, []
+    original, calls = bundle.npy_matrix, []
 
     def second_read_fails(data, name, rows, dim):
         calls.append(name)
@@ -291,7 +292,8 @@ def test_a_failing_import_leaves_nothing_after_its_files_were_saved(wb, good, tm
             raise BundleCorrupt("damaged on the second read")
         return original(data, name, rows, dim)
 
-    monkeypatch.setattr(portable, "_npy_matrix", second_read_fails)
+    monkeypatch.setattr(bundle, "npy_matrix", second_read_fails)  # the check before anything is written
+    monkeypatch.setattr(importing, "npy_matrix", second_read_fails)  # the read that writes the chunks
     _refused(wb, bad, "second read", peak_mb=60)
     assert "brand-new" not in wb.template_names()
 
@@ -300,7 +302,7 @@ def test_a_failing_import_leaves_nothing_after_its_files_were_saved(wb, good, tm
 
 @pytest.fixture
 def backup(wb, tmp_path) -> Path:
-    return portable.backup(wb, tmp_path / "all.kbackup").path
+    return wb.portable.backup(tmp_path / "all.kbackup").path
 
 
 def _restore_refused(tmp_path: Path, archive: Path, words: str) -> None:

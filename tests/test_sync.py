@@ -15,7 +15,7 @@ import pytest
 from knowledge.__main__ import main
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
-from knowledge.sync import FolderSync, folder_key
+from knowledge.sync import folder_key
 from knowledge.workbench import DUPLICATE, Workbench
 
 CATS = "# Cats\n\nThe cat sits on the mat and purrs.\n\n## Food\n\nCats eat fish and chicken every day.\n"
@@ -80,7 +80,7 @@ def bump(path, text):
 
 # -- plan and apply ----------------------------------------------------------------------------
 def test_first_sync_adds_every_file_then_nothing_is_read_again(wb, docs):
-    sync = FolderSync(wb, "notes", docs)
+    sync = wb.syncs.folder("notes", docs)
     plan = sync.plan()
     assert plan.counts() == {"added": 3, "changed": 0, "renamed": 0, "deleted": 0, "unchanged": 0}
     assert [i.path for i in plan.of("added")] == ["bread.md", "cats.md", "sub/owls.md"]
@@ -99,7 +99,7 @@ def test_first_sync_adds_every_file_then_nothing_is_read_again(wb, docs):
 
 
 def test_modify_rename_delete_and_add_in_one_sync(wb, docs, embedded):
-    sync = FolderSync(wb, "notes", docs)
+    sync = wb.syncs.folder("notes", docs)
     sync.run()
     owls_id = next(n.file_id for n in wb.file_names_of("notes") if n.name == "sub/owls.md")
     before = {p.id: p.vector.copy() for p in wb.vector_store("notes").collection.scroll(
@@ -133,7 +133,7 @@ def test_modify_rename_delete_and_add_in_one_sync(wb, docs, embedded):
 
 
 def test_dry_run_changes_nothing(wb, docs, tmp_path, monkeypatch, capsys):
-    FolderSync(wb, "notes", docs).run()
+    wb.syncs.folder("notes", docs).run()
     wb.close()
     (docs / "cats.md").unlink()
     (docs / "bees.md").write_text(BEES)
@@ -183,7 +183,7 @@ def test_a_changed_file_that_fails_keeps_its_last_good_version_until_its_path_go
     from conftest import encrypted_pdf
 
     good.write_bytes(encrypted_pdf("pw"))  # fails: needs a password
-    sync = FolderSync(wb, "notes", folder)
+    sync = wb.syncs.folder("notes", folder)
     (folder / "owls.md").write_text(OWLS)
     report = sync.run()
     assert [r.item.path for r in report.failed] == ["report.pdf"]
@@ -200,7 +200,7 @@ def test_a_changed_file_that_fails_keeps_its_last_good_version_until_its_path_go
 def test_a_sync_never_deletes_or_replaces_a_file_uploaded_by_hand(wb, docs):
     hand = wb.ingest_file("notes", CATS.encode(), "cats.md")  # the same bytes, by hand
     other = wb.ingest_file("notes", b"# Notes\n\nMy own notes about the garden shed.\n", "bread.md")
-    sync = FolderSync(wb, "notes", docs)
+    sync = wb.syncs.folder("notes", docs)
     report = sync.run()
     assert not report.failed
     assert names(wb) == [("bread.md", False), ("bread.md", True), ("cats.md", False), ("cats.md", True),
@@ -219,7 +219,7 @@ def test_a_sync_never_deletes_or_replaces_a_file_uploaded_by_hand(wb, docs):
 
 def test_the_same_content_at_two_paths_is_indexed_once_and_leaves_with_its_last_path(wb, docs, embedded):
     (docs / "sub" / "cats copy.md").write_text(CATS)
-    sync = FolderSync(wb, "notes", docs)
+    sync = wb.syncs.folder("notes", docs)
     report = sync.run()
     outcomes = {r.item.path: r.ingest.outcome for r in report.results}
     assert outcomes["sub/cats copy.md"] == DUPLICATE or outcomes["cats.md"] == DUPLICATE
@@ -240,11 +240,11 @@ def test_the_app_confines_the_folder_to_the_allowed_folders(wb, docs, tmp_path):
 
     allowed = LocalFolders.of([docs], tmp_path / "data")
     with pytest.raises(PathNotAllowed):
-        FolderSync(wb, "notes", tmp_path, folders=allowed)
+        wb.syncs.folder("notes", tmp_path, folders=allowed)
     outside = tmp_path / "secret.md"
     outside.write_text("the secret recipe")
     (docs / "link.md").symlink_to(outside)
-    plan = FolderSync(wb, "notes", docs, folders=allowed).plan()
+    plan = wb.syncs.folder("notes", docs, folders=allowed).plan()
     assert "link.md" not in [i.path for i in plan.items]
     assert plan.skipped.get("outside the allowed folders") == 1
 
@@ -252,7 +252,7 @@ def test_the_app_confines_the_folder_to_the_allowed_folders(wb, docs, tmp_path):
 # -- watch -------------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_watch_applies_changes_and_waits_for_a_file_still_being_written(wb, docs):
-    sync = FolderSync(wb, "notes", docs)
+    sync = wb.syncs.folder("notes", docs)
     stop = threading.Event()
     reports, waiting, errors = [], [], []
     thread = threading.Thread(target=sync.watch, args=(stop,), daemon=True,
@@ -344,7 +344,7 @@ def _settings(backend_name, tmp_path, request):
 def test_plan_and_apply_on_every_backend(backend_name, tmp_path, docs, embedded, request):
     w = make_wb(_settings(backend_name, tmp_path, request), embedded)
     try:
-        sync = FolderSync(w, "notes", docs)
+        sync = w.syncs.folder("notes", docs)
         assert sync.run().counts()["added"] == 3
         assert w.get_store("notes").backend == backend_name
         (docs / "sub" / "owls.md").rename(docs / "owls.md")
