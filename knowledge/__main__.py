@@ -161,7 +161,7 @@ def _resolve_file(wb: Any, store: str, ref: str) -> str:
     for f in files:
         if ref == f.file_id:
             return f.file_id
-    from knowledge.workbench import normalize_name
+    from knowledge.service.indexing import normalize_name
 
     named = [f for f in files if normalize_name(ref) in {normalize_name(n) for n in f.names}]
     if len(named) == 1:
@@ -210,7 +210,8 @@ def _password() -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from knowledge.workbench import Workbench, expand_paths
+    from knowledge.service.indexing import expand_paths
+    from knowledge.workbench import Workbench
 
     if args.command == "password":  # needs no workbench
         return _password()
@@ -428,7 +429,7 @@ def _sync(wb: Any, args: argparse.Namespace) -> int:
         if args.dry_run:
             emit({"event": "plan", **plan.to_json()})
     else:
-        from knowledge.workbench import skipped_text
+        from knowledge.service.indexing import skipped_text
 
         note = skipped_text(plan.skipped)
         if note:
@@ -575,7 +576,7 @@ def _eval(wb: Any, args: argparse.Namespace) -> int:
 def _ingest(wb: Any, args: argparse.Namespace, expand_paths: Any) -> int:
     from tqdm import tqdm
 
-    from knowledge.workbench import skipped_text
+    from knowledge.service.indexing import skipped_text
 
     skipped: dict[str, int] = {}
     files = expand_paths(args.paths, args.glob, skipped)
@@ -592,7 +593,7 @@ def _ingest(wb: Any, args: argparse.Namespace, expand_paths: Any) -> int:
     for note in plan_chunking(wb.embedder(tpl.embedding_model), tpl.max_chunk_size_tokens,
                               tpl.chunk_overlap_tokens).notes:
         print(f"note: {note}", file=sys.stderr)
-    from knowledge.workbench import file_names
+    from knowledge.service.indexing import file_names
 
     names = file_names(files)
     results = []

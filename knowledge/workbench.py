@@ -39,34 +39,23 @@ from knowledge.evaluation import Evaluations
 from knowledge.filestore.base import StoredFile
 from knowledge.outcomes import IngestResult, Outcome
 from knowledge.portable import Portable
-from knowledge.service.indexing import (  # noqa: F401 - the names callers import from here
-    OCR_SHARE,
+from knowledge.service.indexing import (
     Cancelled,
     Indexer,
     Progress,
     expand_paths,
     file_names,
-    glob_pattern,
-    normalize_name,
-    skipped_text,
 )
 from knowledge.service.jobs import JobRegistry
-from knowledge.service.search import (  # noqa: F401
-    SEARCH_MODES,
+from knowledge.service.search import (
     MultiSearch,
     Searcher,
-    SearchMode,
-    StoreHit,
-    distinct_hits,
 )
 from knowledge.service.stores import ModelMismatch, Stores, StoreSummary
 from knowledge.service.templates import DEFAULT_TEMPLATE, TemplateRegistry, VectorStoreTemplate
 from knowledge.sync import FolderSyncs
 from knowledge.vectorstore.store import Hit
 
-#: The outcomes under their former names (``Outcome`` members; each equals its word as a ``str``).
-INDEXED, UNCHANGED, DUPLICATE, FAILED_OUTCOME, CANCELLED = (
-    Outcome.INDEXED, Outcome.UNCHANGED, Outcome.DUPLICATE, Outcome.FAILED, Outcome.CANCELLED)
 
 
 T = TypeVar("T")
@@ -368,5 +357,4 @@ class Workbench:
         self.templates.delete(name, in_use_by=self.stores_using_template(name))
 
 
-__all__ = ["Cancelled", "EmbeddingUnavailable", "IngestResult", "ModelMismatch", "Outcome", "StoreSummary",
-           "StoredFileUsage", "Workbench", "expand_paths", "file_names"]
+__all__ = ["StoredFileUsage", "Workbench"]

@@ -14,19 +14,12 @@ import streamlit as st
 
 from knowledge.catalog import DONE, FAILED, PENDING, PROCESSING, FileCounts
 from knowledge.errors import KnowledgeError
-from knowledge.outcomes import can_retry, needs_password, plain_reason
+from knowledge.outcomes import Outcome, can_retry, needs_password, plain_reason
 from knowledge.service.jobs import IngestJob
 from knowledge.service.templates import DEFAULT_TEMPLATE, make_template
 from knowledge.text.render import inert, md
 from knowledge.vectorstore.registry import backend_names
-from knowledge.workbench import (
-    CANCELLED,
-    DUPLICATE,
-    FAILED_OUTCOME,
-    INDEXED,
-    UNCHANGED,
-    Workbench,
-)
+from knowledge.workbench import Workbench
 from pages._portable import import_part, portable_section
 from pages._sync import sync_section
 from pages._ui import (
@@ -45,7 +38,7 @@ settings = wb.settings
 processed: set[str] = st.session_state.setdefault("processed_uploads", set())
 
 STATUS_LABEL = {DONE: "✅ done", FAILED: "❌ failed", PROCESSING: "⏳ processing", PENDING: "⏳ waiting"}
-OUTCOME_ICON = {INDEXED: "✅", UNCHANGED: "♻️", DUPLICATE: "♻️", CANCELLED: "⏹️"}
+OUTCOME_ICON = {Outcome.INDEXED: "✅", Outcome.UNCHANGED: "♻️", Outcome.DUPLICATE: "♻️", Outcome.CANCELLED: "⏹️"}
 
 st.title("🗂️ Vector stores")
 st.caption("Named collections of embedded text chunks. A store is a template plus a name; drop files on it "
@@ -117,8 +110,8 @@ def _batch_header(job: IngestJob, store: str) -> None:
     n, total = job.finished, len(job.files)
     if job.done:
         counts = job.counts()
-        parts = [f"{counts[o]} {label}" for o, label in ((INDEXED, "indexed"), (UNCHANGED, "unchanged"),
-                 (DUPLICATE, "duplicates"), (FAILED_OUTCOME, "failed"), (CANCELLED, "not started"))
+        parts = [f"{counts[o]} {label}" for o, label in ((Outcome.INDEXED, "indexed"), (Outcome.UNCHANGED, "unchanged"),
+                 (Outcome.DUPLICATE, "duplicates"), (Outcome.FAILED, "failed"), (Outcome.CANCELLED, "not started"))
                  if counts.get(o)] if not hasattr(job, "summary_parts") else job.summary_parts()  # a folder sync
         st.progress(1.0, text=f"**Batch done: {total} file{'' if total == 1 else 's'}** · {job.chunks} chunks · "
                     + inert(", ".join(parts)))
@@ -133,7 +126,7 @@ def _said(r) -> str:
     """The result's message without the file name it starts with (the line names the file), in words."""
     prefix = f"{r.name}: "
     msg = r.message[len(prefix):] if r.message.startswith(prefix) else r.message
-    return msg if r.ok or r.outcome == CANCELLED else plain_reason(msg)
+    return msg if r.ok or r.outcome == Outcome.CANCELLED else plain_reason(msg)
 
 
 def _current_job(store: str) -> IngestJob | None:
@@ -157,7 +150,7 @@ def _job_outcomes(job: IngestJob) -> None:
             eta = fp.eta_seconds()
             left = f", about {duration(eta)} left" if eta is not None else ""
             st.progress(fp.fraction, text=inert(f"{fp.name} — {fp.stage}{left}"))
-        elif r.ok or r.outcome == CANCELLED:
+        elif r.ok or r.outcome == Outcome.CANCELLED:
             st.markdown(md("{} **{}** — {}", OUTCOME_ICON.get(r.outcome, "•"), fp.name, _said(r)))
             for w in r.warnings:
                 st.warning(inert(f"{fp.name}: {w}"), icon="⚠️")

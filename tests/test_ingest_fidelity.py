@@ -19,7 +19,8 @@ from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.ingest import read_document
 from knowledge.ingest.chunker import chunk_document
-from knowledge.workbench import INDEXED, Workbench
+from knowledge.outcomes import Outcome
+from knowledge.workbench import Workbench
 
 REPO = Path(__file__).resolve().parent.parent
 CASES = Path(os.environ.get("KNOWLEDGE_TEST_CASES") or REPO.parent / "shared" / "cases" / "ingest-fidelity")
@@ -51,7 +52,7 @@ def ingest(wb: Workbench, *paths_or_pairs, store: str = "s"):
             r = wb.ingest_file(store, data, name)
         else:
             r = wb.ingest_file(store, item)
-        assert r.outcome == INDEXED, r.message
+        assert r.outcome == Outcome.INDEXED, r.message
         out.append(r)
     return out
 
@@ -609,7 +610,7 @@ def test_a_decomposed_name_and_the_typed_name_are_one_file(wb):
 
 
 def test_folder_glob_matches_extensions_case_insensitively_and_counts_what_it_skips(tmp_path):
-    from knowledge.workbench import expand_paths, skipped_text
+    from knowledge.service.indexing import expand_paths, skipped_text
 
     (tmp_path / "sub").mkdir()
     (tmp_path / ".git").mkdir()

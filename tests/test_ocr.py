@@ -23,9 +23,10 @@ from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import EmptyDocument, OcrUnavailable, UnsupportedFile
 from knowledge.ingest import _ocr, read_document
 from knowledge.ingest._ocr import OcrLine, OcrPage, layout, ocr_warnings, recover_spaces
+from knowledge.outcomes import Outcome
 from knowledge.service.jobs import FileProgress
 from knowledge.service.templates import make_template
-from knowledge.workbench import FAILED_OUTCOME, INDEXED, Workbench
+from knowledge.workbench import Workbench
 
 TRAP = "Invoice total: 1,234.56 EUR due on 12 March 2026."
 
@@ -250,7 +251,7 @@ def test_scanned_and_mixed_pdfs_are_searchable_on_the_right_page(wb):
     mixed = mixed_pdf("Otters hold hands while they sleep.", render(["Second page token WOMBAT4412 from a scan."]))
     r1 = wb.ingest_file("scans", scan, "scan.pdf", progress=lambda s, f: stages.append((s, f)))
     r2 = wb.ingest_file("scans", mixed, "mixed.pdf")
-    assert r1.outcome == INDEXED and r2.outcome == INDEXED, (r1.message, r2.message)
+    assert r1.outcome == Outcome.INDEXED and r2.outcome == Outcome.INDEXED, (r1.message, r2.message)
     assert r1.pages == 1 and r1.warnings[0].startswith("page 1 read by OCR, confidence ")
     assert r2.pages == 2 and r2.warnings[0].startswith("page 2 read by OCR, confidence ")
     assert ("OCR, page 1 of 1", 0.0) in stages and ("OCR, page 1 of 1", 0.85) in stages
@@ -272,10 +273,10 @@ def test_ocr_off_in_the_settings_or_the_template(tmp_path):
                     embedder_factory=lambda m: HashEmbedder(64, 256))
     try:
         r = off.ingest_file("s", png, "photo.png")
-        assert r.outcome == FAILED_OUTCOME and "OCR is off" in r.message
+        assert r.outcome == Outcome.FAILED and "OCR is off" in r.message
         # a template may turn it back on
         off.save_template(make_template(name="scans", embedding_model=off.settings.embeddings.model, ocr="auto"))
-        assert off.ingest_file("t", png, "photo.png", template="scans").outcome == INDEXED
+        assert off.ingest_file("t", png, "photo.png", template="scans").outcome == Outcome.INDEXED
         assert off.search("t", "MARMOT9", k=1, mode="lexical")[0].file_name == "photo.png"
     finally:
         off.close()
@@ -283,7 +284,7 @@ def test_ocr_off_in_the_settings_or_the_template(tmp_path):
     try:
         on.save_template(make_template(name="no-ocr", embedding_model=on.settings.embeddings.model, ocr="off"))
         r = on.ingest_file("u", scanned_pdf(render(["Token"])), "scan.pdf", template="no-ocr")
-        assert r.outcome == FAILED_OUTCOME and "scanned? OCR needed" in r.message
+        assert r.outcome == Outcome.FAILED and "scanned? OCR needed" in r.message
     finally:
         on.close()
 

@@ -9,8 +9,8 @@ from conftest import encrypted_pdf
 from knowledge.catalog import DONE, FAILED, FileRecord
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
-from knowledge.outcomes import can_retry, needs_password
-from knowledge.workbench import IngestResult, Workbench
+from knowledge.outcomes import IngestResult, can_retry, needs_password
+from knowledge.workbench import Workbench
 
 
 def record(reason: str | None, error: str | None = None, status: str = FAILED) -> FileRecord:

@@ -15,8 +15,9 @@ import pytest
 from knowledge.__main__ import main
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
+from knowledge.outcomes import Outcome
 from knowledge.sync import folder_key
-from knowledge.workbench import DUPLICATE, Workbench
+from knowledge.workbench import Workbench
 
 CATS = "# Cats\n\nThe cat sits on the mat and purrs.\n\n## Food\n\nCats eat fish and chicken every day.\n"
 BREAD = "# Bread\n\nKnead the dough for ten minutes, then let it rise.\n"
@@ -222,7 +223,7 @@ def test_the_same_content_at_two_paths_is_indexed_once_and_leaves_with_its_last_
     sync = wb.syncs.folder("notes", docs)
     report = sync.run()
     outcomes = {r.item.path: r.ingest.outcome for r in report.results}
-    assert outcomes["sub/cats copy.md"] == DUPLICATE or outcomes["cats.md"] == DUPLICATE
+    assert outcomes["sub/cats copy.md"] == Outcome.DUPLICATE or outcomes["cats.md"] == Outcome.DUPLICATE
     [cats] = [f for f in wb.store_files("notes") if "cats.md" in f.names]
     assert set(cats.names) == {"cats.md", "sub/cats copy.md"}
     (docs / "cats.md").unlink()

@@ -8,9 +8,10 @@ from streamlit.testing.v1 import AppTest
 
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
+from knowledge.outcomes import IngestResult
 from knowledge.service.jobs import IngestJob
 from knowledge.vectorstore.scoring import DISTANCES as BASE_DISTANCES
-from knowledge.workbench import IngestResult, Workbench
+from knowledge.workbench import Workbench
 from pages._ui import DISTANCES, duration, human_size, megabytes
 
 

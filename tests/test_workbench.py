@@ -11,16 +11,10 @@ from conftest import encrypted_pdf
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import EmbeddingUnavailable, InvalidArgument, StoreNotFound
+from knowledge.outcomes import Outcome
+from knowledge.service.stores import ModelMismatch
 from knowledge.service.templates import make_template
-from knowledge.workbench import (
-    CANCELLED,
-    DUPLICATE,
-    FAILED_OUTCOME,
-    INDEXED,
-    UNCHANGED,
-    ModelMismatch,
-    Workbench,
-)
+from knowledge.workbench import Workbench
 
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -63,7 +57,7 @@ BREAD = "# Bread\n\nKnead the dough for ten minutes, then let it rise.\n"
 
 def test_ingest_and_search_with_provenance(wb, tmp_path):
     r = wb.ingest_file("notes", write(tmp_path / "cats.md", CATS))
-    assert (r.outcome, r.ok) == (INDEXED, True) and r.chunks >= 2
+    assert (r.outcome, r.ok) == (Outcome.INDEXED, True) and r.chunks >= 2
     wb.ingest_file("notes", write(tmp_path / "bread.md", BREAD))
     hits = wb.search("notes", "what do cats eat fish", k=3)
     assert hits[0].file_name == "cats.md"
@@ -81,7 +75,7 @@ def test_same_file_again_is_a_no_op_with_a_notice(wb, tmp_path):
     p = write(tmp_path / "cats.md", CATS)
     first = wb.ingest_file("notes", p)
     again = wb.ingest_file("notes", p)
-    assert again.outcome == UNCHANGED and "unchanged" in again.message
+    assert again.outcome == Outcome.UNCHANGED and "unchanged" in again.message
     assert again.file_id == first.file_id
     assert wb.vector_store("notes").count() == first.chunks
     assert len(wb.files.list()) == 1
@@ -92,7 +86,7 @@ def test_changed_file_under_the_same_name_replaces_the_old_chunks(wb, tmp_path):
     first = wb.ingest_file("notes", p)
     write(p, "# Cats\n\nCats now prefer lasagne over anything.\n")
     second = wb.ingest_file("notes", p)
-    assert second.outcome == INDEXED and second.replaced_file_id == first.file_id
+    assert second.outcome == Outcome.INDEXED and second.replaced_file_id == first.file_id
     files = wb.store_files("notes")
     assert [(f.file_name, f.file_id) for f in files] == [("cats.md", second.file_id)]
     vs = wb.vector_store("notes")
@@ -104,7 +98,7 @@ def test_changed_file_under_the_same_name_replaces_the_old_chunks(wb, tmp_path):
 def test_identical_bytes_under_another_name_are_indexed_once_under_both_names(wb, tmp_path):
     a = wb.ingest_file("notes", write(tmp_path / "cats.md", CATS))
     b = wb.ingest_file("notes", write(tmp_path / "copy of cats.md", CATS))
-    assert b.outcome == DUPLICATE and "cats.md" in b.message and "one more name" in b.message
+    assert b.outcome == Outcome.DUPLICATE and "cats.md" in b.message and "one more name" in b.message
     assert b.file_id == a.file_id and b.chunks == a.chunks
     files = wb.store_files("notes")
     assert [(f.file_name, f.aliases) for f in files] == [("cats.md", ("copy of cats.md",))]
@@ -135,7 +129,7 @@ def test_a_changed_file_under_one_name_leaves_the_other_name_on_the_old_content(
     a = wb.ingest_file("notes", write(tmp_path / "cats.md", CATS))
     wb.ingest_file("notes", write(tmp_path / "copy of cats.md", CATS))
     c = wb.ingest_file("notes", write(tmp_path / "copy of cats.md", BREAD))
-    assert c.outcome == INDEXED and c.file_id != a.file_id
+    assert c.outcome == Outcome.INDEXED and c.file_id != a.file_id
     files = {f.file_name: f for f in wb.store_files("notes")}
     assert files["cats.md"].file_id == a.file_id and files["cats.md"].aliases == ()
     assert files["copy of cats.md"].file_id == c.file_id
@@ -176,11 +170,11 @@ def test_bad_files_are_reported_and_the_batch_goes_on(wb, tmp_path):
     good = write(tmp_path / "cats.md", CATS)
     results = wb.ingest_paths("notes", [empty, binary, big, tmp_path / "missing.md", good])
     outcomes = {r.name: (r.outcome, r.error) for r in results}
-    assert outcomes["cats.md"][0] == INDEXED
-    assert outcomes["empty.txt"] == (FAILED_OUTCOME, "EmptyDocument")
-    assert outcomes["blob.bin"] == (FAILED_OUTCOME, "UnsupportedFile")
-    assert outcomes["big.txt"] == (FAILED_OUTCOME, "FileTooLarge")
-    assert outcomes["missing.md"][0] == FAILED_OUTCOME
+    assert outcomes["cats.md"][0] == Outcome.INDEXED
+    assert outcomes["empty.txt"] == (Outcome.FAILED, "EmptyDocument")
+    assert outcomes["blob.bin"] == (Outcome.FAILED, "UnsupportedFile")
+    assert outcomes["big.txt"] == (Outcome.FAILED, "FileTooLarge")
+    assert outcomes["missing.md"][0] == Outcome.FAILED
     assert all(r.message for r in results)
     failed = {f.file_name: f.reason for f in wb.store_files("notes") if f.status == "failed"}
     assert set(failed) == {"empty.txt", "blob.bin"} and all(failed.values())
@@ -229,7 +223,7 @@ def test_cancelled_ingestion_leaves_the_store_as_it_was(wb, tmp_path):
             cancel.set()
 
     r = wb.ingest_file("notes", write(tmp_path / "cats.md", "Cats. " * 400), progress=progress, cancel=cancel)
-    assert r.outcome == CANCELLED
+    assert r.outcome == Outcome.CANCELLED
     assert [f.file_name for f in wb.vector_store("notes").list_files()] == ["bread.md"]
 
 
@@ -251,13 +245,13 @@ def _encrypted_pdf(password: str) -> bytes:
 
 def test_retry_a_failed_file_with_its_password_keeps_one_record(wb):
     failed = wb.ingest_file("notes", _encrypted_pdf("secret"), "locked.pdf")
-    assert failed.outcome == FAILED_OUTCOME and "password required" in failed.message
+    assert failed.outcome == Outcome.FAILED and "password required" in failed.message
     again = wb.retry_file("notes", failed.file_id, password="wrong")
-    assert again.outcome == FAILED_OUTCOME and "wrong password" in again.message
+    assert again.outcome == Outcome.FAILED and "wrong password" in again.message
     assert [(f.file_id, f.status) for f in wb.store_files("notes")] == [(again.file_id, "failed")]
     assert [u.labels() for u in wb.list_files()] == [["notes (failed)"]]  # kept for the retry, not searchable
     ok = wb.retry_file("notes", again.file_id, password="secret")
-    assert ok.outcome == INDEXED and ok.chunks >= 1
+    assert ok.outcome == Outcome.INDEXED and ok.chunks >= 1
     assert ok.replaced_file_id is None and "Replaced" not in ok.message  # a failed attempt is no version
     assert [(f.file_name, f.status) for f in wb.store_files("notes")] == [("locked.pdf", "done")]
     assert [f.id for f in wb.files.list()] == [ok.file_id]
@@ -322,14 +316,14 @@ def test_an_ingest_job_reports_each_file_and_can_be_stopped(wb, tmp_path):
     job = IngestJob(wb, "notes", [("cats.md", CATS.encode()), ("empty.txt", b""),
                                   ("bread.md", write(tmp_path / "bread.md", BREAD))]).start()
     assert job.wait(30) and job.fraction == 1.0
-    assert [r.outcome for r in job.results] == [INDEXED, FAILED_OUTCOME, INDEXED]
+    assert [r.outcome for r in job.results] == [Outcome.INDEXED, Outcome.FAILED, Outcome.INDEXED]
     assert all(f.stage == "done" for f in job.files)
 
     stopped = IngestJob(wb, "notes", [("a.md", b"# A\n\n" + b"alpha words " * 400), ("b.md", b"# B\n\nbeta")])
     stopped.cancel()
     stopped.start()
     assert stopped.wait(30)
-    assert [r.outcome for r in stopped.results] == [CANCELLED, CANCELLED]
+    assert [r.outcome for r in stopped.results] == [Outcome.CANCELLED, Outcome.CANCELLED]
     assert sorted(f.file_name for f in wb.store_files("notes") if f.status == "done") == ["bread.md", "cats.md"]
     # Any tab of the app finds the newest job of a store (the one that was started last).
     assert IngestJob.latest(wb, "notes") is stopped and IngestJob.latest(wb, "other") is None
@@ -428,7 +422,7 @@ def test_files_of_a_folder_sharing_a_name_are_both_kept_under_their_paths(wb, tm
     write(root / "b" / "notes.md", "# Notes\n\nSomething else entirely.\n")
     results = wb.ingest_paths("notes", [root])
     assert sorted(r.name for r in results) == ["a/README.md", "b/c/README.md", "notes.md"]
-    assert all(r.outcome == INDEXED for r in results)
+    assert all(r.outcome == Outcome.INDEXED for r in results)
     assert sorted(f.file_name for f in wb.store_files("notes")) == ["a/README.md", "b/c/README.md", "notes.md"]
     job = IngestJob.from_folder(wb, "other", root, "**/README.md")
     assert [f.name for f in job.files] == ["a/README.md", "b/c/README.md"]
@@ -451,7 +445,7 @@ def test_an_interrupted_ingestion_leaves_a_failed_record_not_a_processing_one(wb
     assert rec.status == "failed" and "interrupted" in rec.reason
     stop.clear()
     again = wb.ingest_file("notes", CATS.encode(), "cats.md")
-    assert again.outcome == INDEXED
+    assert again.outcome == Outcome.INDEXED
     assert [(f.file_name, f.status) for f in wb.store_files("notes")] == [("cats.md", "done")]
 
 

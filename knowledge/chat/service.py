@@ -54,9 +54,10 @@ from knowledge.chat.store import ChatStore
 from knowledge.errors import InvalidArgument, KnowledgeError, PathNotAllowed, StoreNotFound
 from knowledge.llm.config import LlmConfig, LlmUnavailable
 from knowledge.llm.providers import ChatProvider, Completion, ToolCall, TurnContext, open_provider
+from knowledge.outcomes import Outcome
 from knowledge.tools.knowledge import READ_TOOLS, WRITE_TOOLS, KnowledgeTools, ToolResult, format_hit, hit_data
 from knowledge.vectorstore.scoring import higher_is_better
-from knowledge.workbench import DUPLICATE, Workbench
+from knowledge.workbench import Workbench
 
 VECTOR_SEARCH, VIEW_ATTACHMENT = "vector_search", "view_attachment"
 MAX_CITATIONS = 8
@@ -355,7 +356,7 @@ class ChatService:
                 raise AttachFailed(f"Cannot attach {name}: {r.message}")
             same = [a for a in self.attachments(sid) if a.file_id == r.file_id]
             if same:
-                if r.outcome == DUPLICATE:
+                if r.outcome == Outcome.DUPLICATE:
                     raise AttachFailed(f"{name} has the same content as {same[0].name}, which is already attached.")
                 return same[0]
             a = Attachment(r.file_id or "", name, mt, kind, len(data), r.pages, datetime.now(timezone.utc))
