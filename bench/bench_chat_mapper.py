@@ -31,9 +31,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from knowledge.chat.mapper import MapperContext, build_request  # noqa: E402
-from knowledge.chat.model import ASSISTANT, TEXT, TOOL, USER, Attachment, Message, Part  # noqa: E402
-from knowledge.chat.store import redact  # noqa: E402
+from knowledge.chat.mapper import MapperContext, build_request
+from knowledge.chat.model import ASSISTANT, TEXT, TOOL, USER, Attachment, Message, Part
+from knowledge.chat.store import redact
 
 WORDS = [
     "harbour", "tide", "ship", "sailor", "lamp", "keeper", "bread", "flour", "yeast", "dough", "river",

@@ -27,7 +27,7 @@ BOOK = ROOT.parent / "shared" / "corpus" / "md" / "rust-book"
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from knowledge.evaluation import parse_questions  # noqa: E402
+from knowledge.evaluation import parse_questions
 
 #: The example questions of ../shared/corpus/README.md and the first chapter that answers each
 #: (tests/data/corpus_readme_questions.tsv, read by the product's parser).

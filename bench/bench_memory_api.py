@@ -36,11 +36,11 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from knowledge.agent_memory import Memory, VectorMemory  # noqa: E402
-from knowledge.config import load_settings  # noqa: E402
-from knowledge.embeddings.fake import HashEmbedder  # noqa: E402
-from knowledge.errors import KnowledgeError  # noqa: E402
-from knowledge.vectorstore.registry import open_backend  # noqa: E402
+from knowledge.agent_memory import Memory, VectorMemory
+from knowledge.config import load_settings
+from knowledge.embeddings.fake import HashEmbedder
+from knowledge.errors import KnowledgeError
+from knowledge.vectorstore.registry import open_backend
 
 WORDS = [
     "customer", "invoice", "refund", "email", "phone", "address", "order", "delivery", "late", "paid",

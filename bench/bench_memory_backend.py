@@ -32,9 +32,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from knowledge.config import load_settings  # noqa: E402
-from knowledge.vectorstore.base import Point  # noqa: E402
-from knowledge.vectorstore.memory import MemoryBackend  # noqa: E402
+from knowledge.config import load_settings
+from knowledge.vectorstore.base import Point
+from knowledge.vectorstore.memory import MemoryBackend
 
 CHUNKS_PER_FILE = 50
 WORDS = [

@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 BOOK = ROOT.parent / "shared" / "corpus" / "md" / "rust-book"
 sys.path.insert(0, str(ROOT / "bench"))
-from bench_search import pieces  # noqa: E402 - the same ~120-word Rust-book pieces (bench/ put on the path above)
+from bench_search import pieces
 
 DIM = 384
 PER_FILE = 100

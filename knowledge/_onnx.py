@@ -29,7 +29,7 @@ def quiet_onnxruntime() -> None:
             return
         os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")  # read when onnxruntime is first imported
         try:
-            import onnxruntime
+            import onnxruntime  # noqa: PLC0415 - heavy (ONNX Runtime), first use only
 
             onnxruntime.disable_telemetry_events()
         except (ImportError, AttributeError):

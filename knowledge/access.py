@@ -51,7 +51,7 @@ class LocalFolders:
     reason: str = ""
 
     @classmethod
-    def of(cls, roots: Iterable[os.PathLike | str], data_dir: os.PathLike | str, reason: str = "") -> "LocalFolders":
+    def of(cls, roots: Iterable[os.PathLike | str], data_dir: os.PathLike | str, reason: str = "") -> LocalFolders:
         return cls(tuple(_resolve(Path(r)) for r in roots), _resolve(Path(data_dir)), reason)
 
     def describe(self) -> str:
@@ -196,7 +196,7 @@ class Password:
     hashed: str | None = None
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "Password":
+    def from_settings(cls, settings: Settings) -> Password:
         plain = settings.app_password.get_secret_value() if settings.app_password else None
         hashed = settings.app.password_hash.get_secret_value() if settings.app.password_hash else None
         return cls(plain or None, hashed or None)
@@ -254,5 +254,16 @@ class LoginThrottle:
 THROTTLE = LoginThrottle()
 
 
-__all__ = ["LOOPBACK_NAMES", "LocalFolders", "LoginThrottle", "Password", "THROTTLE", "app_folders",
-           "chat_folders", "hash_password", "is_loopback", "is_shared", "verify_password"]
+__all__ = [
+    "LOOPBACK_NAMES",
+    "THROTTLE",
+    "LocalFolders",
+    "LoginThrottle",
+    "Password",
+    "app_folders",
+    "chat_folders",
+    "hash_password",
+    "is_loopback",
+    "is_shared",
+    "verify_password",
+]

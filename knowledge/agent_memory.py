@@ -30,16 +30,16 @@ import threading
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from knowledge._names import check_name
+from knowledge.config import Settings
+from knowledge.embeddings import create_embedder
+from knowledge.embeddings.base import Embedder
 from knowledge.errors import DimensionMismatch, InvalidArgument, StoreNotFound
 from knowledge.vectorstore.base import Point, PointId, VectorBackend, check_id, check_ids, check_limit, check_where, matches
+from knowledge.vectorstore.registry import open_backend
 from knowledge.vectorstore.scoring import Distance, check_distance
-
-if TYPE_CHECKING:  # pragma: no cover
-    from knowledge.config import Settings
-    from knowledge.embeddings.base import Embedder
 
 #: Payload field holding a memory's text.
 TEXT_FIELD = "text"
@@ -102,14 +102,13 @@ class VectorMemory:
 
     def __init__(
         self,
-        backend: "VectorBackend | Settings",
-        embedder: "Embedder | None" = None,
+        backend: VectorBackend | Settings,
+        embedder: Embedder | None = None,
         *,
         collection: str = DEFAULT_COLLECTION,
         dataset_field: str = "dataset",
         distance: Distance = "cosine",
     ) -> None:
-        from knowledge.config import Settings
 
         if not isinstance(backend, (VectorBackend, Settings)):
             raise InvalidArgument(
@@ -119,22 +118,19 @@ class VectorMemory:
             if not isinstance(value, str) or not value.strip():
                 raise InvalidArgument(f"VectorMemory {what} must be a non-blank string, got {value!r}.")
         if dataset_field in (TEXT_FIELD, MODEL_FIELD):
-            raise InvalidArgument(f"dataset_field cannot be {dataset_field!r}: that payload field holds the memory's {dataset_field}.")
+            raise InvalidArgument(f"dataset_field cannot be {dataset_field!r}: that payload field holds the"
+                                  f" memory's {dataset_field}.")
         check_distance(distance)
         if embedder is None and not isinstance(backend, Settings):
             raise InvalidArgument("VectorMemory needs an embedder (knowledge.embeddings.create_embedder(settings)).")
         self._owns_backend = isinstance(backend, Settings)
-        if self._owns_backend:
-            from knowledge.vectorstore.registry import open_backend
-
-            settings = backend
-            if embedder is None:
-                from knowledge.embeddings import create_embedder
-
-                embedder = create_embedder(settings)  # type: ignore[arg-type]
-            backend = open_backend(settings)  # type: ignore[arg-type]
-        self.backend: VectorBackend = backend  # type: ignore[assignment]
-        self.embedder = embedder
+        if isinstance(backend, Settings):
+            embedder = create_embedder(backend) if embedder is None else embedder
+            backend = open_backend(backend)
+        if embedder is None:  # checked above; says so to the type checker
+            raise InvalidArgument("VectorMemory needs an embedder (knowledge.embeddings.create_embedder(settings)).")
+        self.backend: VectorBackend = backend
+        self.embedder: Embedder = embedder
         self.dataset_field = dataset_field
         self.distance: Distance = check_distance(distance)
         self.collection = self.backend.collection(collection)
@@ -148,7 +144,7 @@ class VectorMemory:
         text: str,
         dataset: str | None = None,
         payload: Mapping[str, Any] | None = None,
-        id: PointId | None = None,  # noqa: A002 - the spec's name
+        id: PointId | None = None,
     ) -> PointId:
         """Embed and store one memory; returns its id (``id`` if given, else a new UUID hex).
 
@@ -259,7 +255,7 @@ class VectorMemory:
         self,
         query: str,
         limit: int = 5,
-        dataset: str | None | _Default = _DEFAULT,
+        dataset: str | _Default | None = _DEFAULT,
         score_threshold: float | None = None,
         where: Mapping[str, Any] | None = None,
         raw_filter: Any = None,
@@ -295,7 +291,7 @@ class VectorMemory:
         if raw_filter is None:
             ds = DEFAULT_DATASET if not explicit else dataset
             if ds is not None:
-                w[self.dataset_field] = _check_dataset(ds)  # type: ignore[arg-type]
+                w[self.dataset_field] = _check_dataset(ds)
         limit = check_limit(limit)  # before the embedding work
         vector = self.embedder.embed_query(query)
         try:
@@ -374,7 +370,7 @@ class VectorMemory:
         if self._owns_backend:
             self.backend.close()
 
-    def __enter__(self) -> "VectorMemory":
+    def __enter__(self) -> VectorMemory:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -67,7 +67,7 @@ class VectorStoreSettings(_Section):
     qdrant_retries: int = Field(3, ge=1, le=10, description="qdrant: attempts per idempotent call (backoff, Retry-After)")
 
     @model_validator(mode="after")
-    def _overlap_below_size(self) -> "VectorStoreSettings":
+    def _overlap_below_size(self) -> VectorStoreSettings:
         if self.chunk_overlap_tokens >= self.max_chunk_size_tokens:
             raise ValueError(
                 f"chunk_overlap_tokens ({self.chunk_overlap_tokens}) must be smaller than"

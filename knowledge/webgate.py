@@ -99,7 +99,7 @@ class _State:
 
 
 def _state() -> _State:
-    from streamlit.runtime.app_session import AppSession
+    from streamlit.runtime.app_session import AppSession  # noqa: PLC0415 - Streamlit internals: after the version check
 
     state = AppSession.__dict__.get("_knowledge_gate")
     if state is None:
@@ -133,8 +133,8 @@ def install(*, password_set: bool, upload_mb: int) -> bool:
         GateUnavailable: a Streamlit version these hooks do not know, or its running server not found;
             nothing is changed then (uploads stay at the config file's ceiling, 0: refused).
     """
-    import streamlit
-    from streamlit import config
+    import streamlit  # noqa: PLC0415 - Streamlit internals: after the version check
+    from streamlit import config  # noqa: PLC0415 - Streamlit internals: after the version check
 
     version = tuple(int(p) for p in re.findall(r"\d+", streamlit.__version__)[:2])
     if version not in SUPPORTED_STREAMLIT:
@@ -161,22 +161,22 @@ def install(*, password_set: bool, upload_mb: int) -> bool:
 def set_upload_limit(upload_mb: int) -> None:
     """``server.maxUploadSize`` = ``upload_mb`` (MiB), at run time: Streamlit reads it on each upload
     and for each uploader it draws. (``st.set_option`` takes ``client.*`` options only.)"""
-    from streamlit import config
+    from streamlit import config  # noqa: PLC0415 - Streamlit internals: after the version check
 
     if config.get_option("server.maxUploadSize") != upload_mb:
         config.set_option("server.maxUploadSize", upload_mb, "knowledge.webgate (upload_limit_mb)")
 
 
 def _hook_sessions(state: _State) -> None:
-    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
-    from streamlit.runtime.app_session import AppSession
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg  # noqa: PLC0415 - Streamlit internals: after the version check
+    from streamlit.runtime.app_session import AppSession  # noqa: PLC0415 - Streamlit internals: after the version check
 
     handle = getattr(AppSession, "_handle_file_urls_request", None)
     shutdown = getattr(AppSession, "shutdown", None)
     if not callable(handle) or not callable(shutdown) or not hasattr(AppSession, "_enqueue_forward_msg"):
         raise GateUnavailable("Streamlit's AppSession has no _handle_file_urls_request/shutdown to guard.")
 
-    def _handle_file_urls_request(self, request) -> None:  # type: ignore[no-untyped-def]
+    def _handle_file_urls_request(self: Any, request: Any) -> None:
         if self.id in state.sessions:
             return handle(self, request)
         log.warning("Refused upload URLs to session %s: it has not signed in.", self.id)
@@ -185,19 +185,19 @@ def _hook_sessions(state: _State) -> None:
         msg.file_urls_response.error_msg = "Sign in first: uploads are refused until this session has signed in."
         self._enqueue_forward_msg(msg)
 
-    def _shutdown(self) -> None:  # type: ignore[no-untyped-def]
+    def _shutdown(self: Any) -> None:
         state.sessions.discard(self.id)
         return shutdown(self)
 
-    AppSession._handle_file_urls_request = _handle_file_urls_request  # type: ignore[method-assign]
+    AppSession._handle_file_urls_request = _handle_file_urls_request  # type: ignore[method-assign, assignment]
     AppSession.shutdown = _shutdown  # type: ignore[method-assign]
 
 
 def _starlette_app() -> Any:
     """The Starlette app of the running ``streamlit run`` server: ``UvicornServer._server.config.app``
     of the server that holds this process's Runtime."""
-    from streamlit.runtime import Runtime
-    from streamlit.web.server.starlette.starlette_server import UvicornServer
+    from streamlit.runtime import Runtime  # noqa: PLC0415 - Streamlit internals: after the version check
+    from streamlit.web.server.starlette.starlette_server import UvicornServer  # noqa: PLC0415 - Streamlit internals: after the version check
 
     if not Runtime.exists():
         raise GateUnavailable("No Streamlit runtime runs in this process.")
@@ -224,7 +224,7 @@ def _hook_http(app: Any) -> None:
 # -- the HTTP side ---------------------------------------------------------------------------------
 def _inline_script_hashes() -> list[str]:
     """CSP hashes of the inline scripts of Streamlit's index.html (one line, ``window.prerenderReady``)."""
-    import streamlit
+    import streamlit  # noqa: PLC0415 - Streamlit internals: after the version check
 
     index = Path(streamlit.__file__).parent / "static" / "index.html"
     try:
@@ -294,7 +294,7 @@ class HttpGate:
 
     def refusal(self, scope: Scope) -> str | None:
         """Why this request is refused, or ``None``; the body is never read before this answer."""
-        from streamlit import config
+        from streamlit import config  # noqa: PLC0415 - Streamlit internals: after the version check
 
         base = (config.get_option("server.baseUrlPath") or "").strip("/")
         core = f"/{base}/_stcore/" if base else "/_stcore/"

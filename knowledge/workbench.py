@@ -33,30 +33,28 @@ from typing import Any, BinaryIO, Generic, TypeVar
 
 from knowledge.catalog import DONE, Catalog, FileRecord, StoreRecord
 from knowledge.config import Settings, load_settings
+from knowledge.embeddings import create_embedder
 from knowledge.embeddings.base import Embedder
-from knowledge.errors import EmbeddingUnavailable, InvalidArgument
+from knowledge.errors import InvalidArgument
 from knowledge.evaluation import Evaluations
+from knowledge.filestore import open_file_store
 from knowledge.filestore.base import StoredFile
-from knowledge.outcomes import IngestResult, Outcome
+from knowledge.llm.config import LlmConfigs
+from knowledge.outcomes import IngestResult
 from knowledge.portable import Portable
 from knowledge.service.indexing import (
-    Cancelled,
     Indexer,
     Progress,
-    expand_paths,
-    file_names,
 )
 from knowledge.service.jobs import JobRegistry
 from knowledge.service.search import (
     MultiSearch,
     Searcher,
 )
-from knowledge.service.stores import ModelMismatch, Stores, StoreSummary
+from knowledge.service.stores import Stores, StoreSummary
 from knowledge.service.templates import DEFAULT_TEMPLATE, TemplateRegistry, VectorStoreTemplate
 from knowledge.sync import FolderSyncs
 from knowledge.vectorstore.store import Hit
-
-
 
 T = TypeVar("T")
 
@@ -111,8 +109,6 @@ class Workbench:
 
     def __init__(self, settings: Settings | None = None,
                  embedder_factory: Callable[[str], Embedder] | None = None) -> None:
-        from knowledge.filestore import open_file_store
-
         self.settings = settings or load_settings()
         self.catalog = Catalog(self.settings.catalog_path)
         self.files = open_file_store(self.settings)
@@ -132,8 +128,6 @@ class Workbench:
 
     # -- parts ----------------------------------------------------------------------------------
     def _default_embedder(self, model: str) -> Embedder:
-        from knowledge.embeddings import create_embedder
-
         emb = self.settings.embeddings.model_copy(update={"model": model})
         return create_embedder(self.settings.model_copy(update={"embeddings": emb}))
 
@@ -284,8 +278,6 @@ class Workbench:
 
     def llm_configs(self):
         """The LLM and embedding configurations (:class:`knowledge.llm.config.LlmConfigs`)."""
-        from knowledge.llm.config import LlmConfigs
-
         return LlmConfigs(self.catalog, self.settings)
 
     # -- the file store ---------------------------------------------------------------------------

@@ -171,8 +171,9 @@ with tab_run:
         pairs = [(s, m) for s in chosen for m in modes]
         for i, (store, mode) in enumerate(pairs):
             try:
-                run = wb.evaluations.evaluate(store, qset, mode, k, progress=lambda n, total, i=i: bar.progress(
-                    (i + n / total) / len(pairs), text=f"{store} · {MODE_NAMES[mode]}: question {n} of {total}"))
+                run = wb.evaluations.evaluate(store, qset, mode, k, progress=lambda n, total, i=i, store=store, mode=mode:
+                                              bar.progress((i + n / total) / len(pairs),
+                                                           text=f"{store} · {MODE_NAMES[mode]}: question {n} of {total}"))
                 done_runs.append(evals.save_run(run).id)
             except KnowledgeError as exc:
                 failed.append(f"{store} · {MODE_NAMES[mode]}: {exc}")
@@ -248,7 +249,8 @@ with tab_weight:
             tooltip=["weight", "metric", alt.Tooltip("value:Q", format=".3f")]).properties(height=280)
         st.altair_chart(chart, width="stretch")
         best = ev.best_by_mrr(runs)
-        st.success(md("Best on **{}**: ", result[1]) + f"weight {best.search['fusion_weight']} (MRR@{best.k} {best.mrr:.3f}). "
+        st.success(md("Best on **{}**: ", result[1])
+                   + f"weight {best.search['fusion_weight']} (MRR@{best.k} {best.mrr:.3f}). "
                    f"To use it, set `[search] fusion_weight = {best.search['fusion_weight']}` in the settings file.")
 
 with tab_chunks:

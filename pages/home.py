@@ -32,7 +32,8 @@ c3.metric("Indexed files", sum(s.files for s in stores),
           help="Searchable files, counted per store (a file in two stores counts twice).")
 c4.metric("Failed files", failed, help="Files a store could not index; see each store's Needs attention.")
 c5.metric("Chunks", sum(s.chunks for s in stores), help="Searchable pieces of text in all stores.")
-st.caption(md("New stores keep their chunks: **{}**.", WHERE.get(settings.vector_store.backend, settings.vector_store.backend).lower()),
+backend = settings.vector_store.backend
+st.caption(md("New stores keep their chunks: **{}**.", WHERE.get(backend, backend).lower()),
            help=md("Backend: {} (setting vector_store.backend).", settings.vector_store.backend))
 
 st.subheader("Vector stores")

@@ -161,7 +161,8 @@ except KnowledgeError as exc:
     st.stop()
 k = c2.number_input("Results (k)", min_value=1, max_value=50, value=5, step=1, key="pg_k")
 threshold = c3.number_input(
-    "Score threshold", value=pg.default_threshold(record.distance, wb.settings.search.score_threshold), step=0.05, format="%.2f", placeholder="none", key="pg_threshold",
+    "Score threshold", value=pg.default_threshold(record.distance, wb.settings.search.score_threshold), step=0.05,
+    format="%.2f", placeholder="none", key="pg_threshold",
     help=f"Keep only results at least this good on meaning; below it a chunk is not a good match. Score: "
          f"{pg.score_meaning(record.distance)}. Default: setting search.score_threshold.")
 
@@ -172,8 +173,8 @@ with st.expander("Filters", expanded=bool(st.session_state.get("pg_fields") or
     file_label = f1.selectbox("File", [ALL_FILES, *names], key="pg_file")
     fields = f2.text_area(
         "Extra fields", key="pg_fields", height=80, placeholder="page = 2",
-        help="The chunks' payload fields. One `field = value` per line; every line must match. Numbers, true/false and null are "
-             "read as such; quote a value to match it as text (\"2024\").")
+        help="The chunks' payload fields. One `field = value` per line; every line must match. Numbers, true/false"
+             " and null are read as such; quote a value to match it as text (\"2024\").")
     f2.caption(md("Fields in this store: {}", ", ".join(fields_hint) or "none yet"))
 
 c4, c6, c5 = st.columns([3, 1, 1])

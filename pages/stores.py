@@ -14,6 +14,7 @@ import streamlit as st
 
 from knowledge.catalog import DONE, FAILED, PENDING, PROCESSING, FileCounts
 from knowledge.errors import KnowledgeError
+from knowledge.ingest.chunker import plan_chunking
 from knowledge.outcomes import Outcome, can_retry, needs_password, plain_reason
 from knowledge.service.jobs import IngestJob
 from knowledge.service.templates import DEFAULT_TEMPLATE, make_template
@@ -428,8 +429,6 @@ def _fitted(tpl) -> str:
     """What a template's chunk size becomes with its model (" Its chunks of 1000 tokens will be fitted
     to the 256-token window ...: 254 tokens, overlap 127."), or "" when it fits or the model cannot be
     loaded here (then ingestion says it)."""
-    from knowledge.ingest.chunker import plan_chunking
-
     try:
         embedder = wb.embedder(tpl.embedding_model)
         plan = plan_chunking(embedder, tpl.max_chunk_size_tokens, tpl.chunk_overlap_tokens)

@@ -24,7 +24,7 @@ from knowledge.catalog.records import (
     StoreRecord,
     SyncedFolder,
 )
-from knowledge.catalog.schema import MIGRATIONS, migrate
+from knowledge.catalog.schema import MIGRATIONS, migrate, one_row
 
 __all__ = [
     "DONE",
@@ -43,4 +43,5 @@ __all__ = [
     "StoreRecord",
     "SyncedFolder",
     "migrate",
+    "one_row",
 ]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import atexit
 import json
 import re
+import shutil
 import threading
 import time
 import unicodedata
@@ -297,8 +298,6 @@ class Catalog:
         """Copy the catalog's database file to ``target`` consistently while it is in use: under the
         catalog's lock (no write of this process in between; DuckDB lets no other process write while
         this one holds the file), after a ``CHECKPOINT`` has moved the write-ahead log into it."""
-        import shutil
-
         with self._cursor() as cur:
             cur.execute("CHECKPOINT")
             shutil.copyfile(self.path, target)

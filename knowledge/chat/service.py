@@ -25,12 +25,12 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from knowledge._names import without_refused
-from knowledge.access import chat_folders
+from knowledge.access import LocalFolders, chat_folders
 from knowledge.catalog import DONE
 from knowledge.chat.mapper import VIEW_ATTACHMENT_SCHEMA, MappedRequest, MapperContext, StoreBrief, build_request
 from knowledge.chat.model import (
@@ -52,6 +52,7 @@ from knowledge.chat.model import (
 )
 from knowledge.chat.store import ChatStore
 from knowledge.errors import InvalidArgument, KnowledgeError, PathNotAllowed, StoreNotFound
+from knowledge.ingest.readers import read_document
 from knowledge.llm.config import LlmConfig, LlmUnavailable
 from knowledge.llm.providers import ChatProvider, Completion, ToolCall, TurnContext, open_provider
 from knowledge.outcomes import Outcome
@@ -134,7 +135,7 @@ class Knowledge:
 class Turn:
     """One user turn run by :meth:`ChatService.start_turn`: attach, then send, in a daemon thread."""
 
-    def __init__(self, chat: "ChatService", sid: str, files: list[tuple[bytes, str, str | None]],
+    def __init__(self, chat: ChatService, sid: str, files: list[tuple[bytes, str, str | None]],
                  text: str) -> None:
         self.chat, self.sid, self.files, self.text = chat, sid, list(files), text
         self.problems: list[str] = []
@@ -196,7 +197,7 @@ class ChatService:
             return self._locks.setdefault(sid, threading.Lock())
 
     # -- a whole turn in the background ---------------------------------------------------------
-    def start_turn(self, sid: str, files: list[tuple[bytes, str, str | None]], text: str) -> "Turn":
+    def start_turn(self, sid: str, files: list[tuple[bytes, str, str | None]], text: str) -> Turn:
         """Attach ``files`` (``(bytes, name, media type)``) and send ``text`` in a thread of its own,
         after any turn of the session still running (turns of one session run one at a time, in
         the order they were started). A page that is rerun or closed meanwhile loses nothing: the
@@ -207,7 +208,7 @@ class ChatService:
         turn.thread.start()
         return turn
 
-    def running_turn(self, sid: str) -> "Turn | None":
+    def running_turn(self, sid: str) -> Turn | None:
         """The session's newest turn if it is still running (started from any tab), else ``None``."""
         turn = self.wb.chat_turns.get(sid)
         return turn if turn is not None and not turn.done else None
@@ -281,7 +282,7 @@ class ChatService:
         """Delete sessions that never got a message or an attachment (a "New chat" left alone for
         ``older_than_s`` seconds), except ``keep``; returns how many went. One catalog query when
         there is nothing to delete."""
-        before = datetime.now(timezone.utc) - timedelta(seconds=older_than_s)
+        before = datetime.now(UTC) - timedelta(seconds=older_than_s)
         gone = [sid for sid in self.store.empty_sessions(before) if sid != keep]
         for sid in gone:
             self.delete_session(sid)
@@ -346,7 +347,7 @@ class ChatService:
                     stored = self.wb.save_attachment(name, mt, data, max_bytes=limit)
                 except KnowledgeError as exc:
                     raise AttachFailed(f"Cannot attach {name}: {exc}") from exc
-            a = Attachment(stored.id, stored.name, mt, kind, stored.size, None, datetime.now(timezone.utc))
+            a = Attachment(stored.id, stored.name, mt, kind, stored.size, None, datetime.now(UTC))
         else:
             ok, reason = self.tools.availability()
             if not ok:
@@ -359,7 +360,7 @@ class ChatService:
                 if r.outcome == Outcome.DUPLICATE:
                     raise AttachFailed(f"{name} has the same content as {same[0].name}, which is already attached.")
                 return same[0]
-            a = Attachment(r.file_id or "", name, mt, kind, len(data), r.pages, datetime.now(timezone.utc))
+            a = Attachment(r.file_id or "", name, mt, kind, len(data), r.pages, datetime.now(UTC))
         self.store.put_attachment(sid, a)
         tools = list(s.tools)
         if indexed and VECTOR_SEARCH not in tools:
@@ -434,10 +435,9 @@ class ChatService:
             attached = [e for e in attached if e["file_id"] in current]
             removed = [e for e in s.pending if e["event"] == "removed"]
             parts = [Part(TEXT, text=text)] if text.strip() else []
-            for e in attached:
-                if e["kind"] in (KIND_IMAGE, KIND_PDF):
-                    parts.append(Part(IMAGE if e["kind"] == KIND_IMAGE else FILE, file_id=e["file_id"],
-                                      name=e["name"], media_type=e["media_type"], size=e.get("size")))
+            parts.extend(Part(IMAGE if e["kind"] == KIND_IMAGE else FILE, file_id=e["file_id"], name=e["name"],
+                              media_type=e["media_type"], size=e.get("size"))
+                         for e in attached if e["kind"] in (KIND_IMAGE, KIND_PDF))
             meta: dict[str, Any] = {}
             if attached:
                 meta["attached"] = [{k: v for k, v in e.items() if k != "event"} for e in attached]
@@ -450,7 +450,7 @@ class ChatService:
             if provider is None:
                 problem = problem or LlmUnavailable(f"The chat config {cfg.name!r} gave no provider.")
                 self.store.add_trace(sid, cfg.name, cfg.provider, cfg.model, {"model": cfg.model}, None,
-                                     str(problem), datetime.now(timezone.utc), 0.0)
+                                     str(problem), datetime.now(UTC), 0.0)
                 raise problem
             return self._run_turn(self.session(sid), cfg, provider, _Turn(text))
 
@@ -531,7 +531,7 @@ class ChatService:
 
     def _call(self, sid: str, cfg: LlmConfig, provider: ChatProvider, req: MappedRequest,
               ctx: TurnContext) -> Completion:
-        started = datetime.now(timezone.utc)
+        started = datetime.now(UTC)
         t0 = time.perf_counter()
         request = {"model": cfg.model or cfg.provider, "messages": req.messages, "tools": req.tools}
         try:
@@ -565,7 +565,7 @@ class ChatService:
         """Answer a tool call the chat does not allow: the reason goes to the model, and a row of
         the trace (provider ``policy``) records the refused call."""
         self.store.add_trace(s.id, cfg.name, "policy", None, {"tool": name, "arguments": args}, None,
-                             f"refused {name}: {reason}", datetime.now(timezone.utc), 0.0)
+                             f"refused {name}: {reason}", datetime.now(UTC), 0.0)
         return ToolResult(f"Refused: {reason}", {"refused": True}, ok=False)
 
     def _tool(self, s: Session, cfg: LlmConfig, name: str, args: dict[str, Any], turn: _Turn) -> ToolResult:
@@ -594,9 +594,10 @@ class ChatService:
             return self._refuse(s, cfg, name, args, f"{name} acts only on this chat's attached files, not on"
                                 f" store {store!r}.")
         args["store"] = s.store
-        if name == "vector_ingest_file":
+        folders = self.tools.folders  # the chat's: LocalFolders of chat.allowed_dirs (see __init__)
+        if name == "vector_ingest_file" and isinstance(folders, LocalFolders):
             try:
-                self.tools.folders.check(str(args.get("path", "")))
+                folders.check(str(args.get("path", "")))
             except PathNotAllowed as exc:
                 return self._refuse(s, cfg, name, args, str(exc))
         return self.tools.call(name, args)
@@ -657,7 +658,6 @@ class ChatService:
             if file_id in self._texts:
                 self._texts.move_to_end(file_id)
                 return self._texts[file_id]
-        from knowledge.ingest.readers import read_document
 
         stored = self.wb.stored_file(file_id)
         with self.wb.read_file(file_id) as fh:

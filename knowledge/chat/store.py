@@ -6,11 +6,12 @@ import json
 import re
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
+from types import EllipsisType
 from typing import Any
 
 from knowledge._names import check_name
-from knowledge.catalog import Catalog
+from knowledge.catalog import Catalog, one_row
 from knowledge.chat.model import Attachment, Message, Part, Session
 from knowledge.errors import InvalidArgument, KnowledgeError
 
@@ -23,7 +24,7 @@ class SessionNotFound(KnowledgeError, LookupError):
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def redact(value: Any) -> Any:
@@ -100,25 +101,27 @@ class ChatStore:
             rows = cur.execute("SELECT * FROM chat_sessions ORDER BY updated DESC, id").fetchall()
         return [_session(r) for r in rows]
 
-    def update_session(self, sid: str, *, title: str | None = None, config: str | None | type = ...,
+    def update_session(self, sid: str, *, title: str | None = None, config: str | EllipsisType | None = ...,
                        tools: list[str] | None = None, pending: list[dict] | None = None,
                        stores: list[str] | None = None) -> Session:
-        sets, args = ["updated = ?"], [_now()]
+        """Change what is given (``config=None`` clears the config; ``...``, the default, keeps it)."""
+        changes: dict[str, Any] = {"updated": _now()}
         if title is not None:
             if not title.strip():
                 raise InvalidArgument("A chat title cannot be blank.")
             check_name(title, "chat title")
-            sets.append("title = ?"), args.append(title.strip()[:200])
-        if config is not ...:
-            sets.append("config = ?"), args.append(config)
+            changes["title"] = title.strip()[:200]
+        if not isinstance(config, EllipsisType):
+            changes["config"] = config
         if tools is not None:
-            sets.append("tools = ?"), args.append(json.dumps(tools))
+            changes["tools"] = json.dumps(tools)
         if pending is not None:
-            sets.append("pending = ?"), args.append(json.dumps(pending))
+            changes["pending"] = json.dumps(pending)
         if stores is not None:
-            sets.append("stores = ?"), args.append(json.dumps(list(stores)))
+            changes["stores"] = json.dumps(list(stores))
+        sets, args = [f"{column} = ?" for column in changes], list(changes.values())
         with self.catalog.cursor() as cur:
-            cur.execute(f"UPDATE chat_sessions SET {', '.join(sets)} WHERE id = ?", args + [sid])
+            cur.execute(f"UPDATE chat_sessions SET {', '.join(sets)} WHERE id = ?", [*args, sid])
         return self.get_session(sid)
 
     def empty_sessions(self, before: datetime) -> list[str]:
@@ -144,8 +147,8 @@ class ChatStore:
     def add_message(self, sid: str, role: str, parts: list[Part], meta: dict[str, Any] | None = None) -> Message:
         now = _now()
         with self.catalog.cursor() as cur:
-            seq = cur.execute("SELECT coalesce(max(seq), 0) + 1 FROM chat_messages WHERE session_id = ?",
-                              [sid]).fetchone()[0]
+            seq = one_row(cur.execute("SELECT coalesce(max(seq), 0) + 1 FROM chat_messages WHERE session_id = ?",
+                                      [sid]))[0]
             cur.execute("INSERT INTO chat_messages VALUES (?, ?, ?, ?, ?, ?)",
                         [sid, seq, role, json.dumps([p.to_dict() for p in parts]), json.dumps(meta or {}), now])
             cur.execute("UPDATE chat_sessions SET updated = ? WHERE id = ?", [now, sid])
@@ -190,12 +193,12 @@ class ChatStore:
                   request: Any, response: Any, error: str | None, started: datetime, seconds: float) -> int:
         """Record one LLM call; ``request`` and ``response`` are redacted with :func:`redact`."""
         with self.catalog.cursor() as cur:
-            return cur.execute(
+            return one_row(cur.execute(
                 "INSERT INTO llm_traces (session_id, config, provider, model, request, response, error, started,"
                 " seconds) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
                 [session_id, config, provider, model, json.dumps(redact(request), default=str),
                  json.dumps(redact(response), default=str) if response is not None else None, error, started,
-                 seconds]).fetchone()[0]
+                 seconds]))[0]
 
     def traces(self, session_id: str | None = None, limit: int = 200) -> list[Trace]:
         """Newest first; only ``session_id``'s when given."""
@@ -204,7 +207,7 @@ class ChatStore:
         if session_id is not None:
             sql, args = sql + " WHERE session_id = ?", [session_id]
         with self.catalog.cursor() as cur:
-            rows = cur.execute(sql + " ORDER BY id DESC LIMIT ?", args + [limit]).fetchall()
+            rows = cur.execute(sql + " ORDER BY id DESC LIMIT ?", [*args, limit]).fetchall()
         return [Trace(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), json.loads(r[6]) if r[6] else None,
                       r[7], r[8], r[9]) for r in rows]
 

@@ -35,14 +35,14 @@ def _reason(exc: Exception) -> str:
 def supported_models() -> list[str]:
     """The names :class:`FastEmbedEmbedder` accepts: fastembed's dense text-embedding catalog, sorted."""
     quiet_onnxruntime()
-    from fastembed import TextEmbedding
+    from fastembed import TextEmbedding  # noqa: PLC0415 - heavy (ONNX models), when a model is built
 
     return sorted(entry["model"] for entry in TextEmbedding.list_supported_models())
 
 
 def _catalog_entry(model_name: str) -> dict[str, Any]:
     quiet_onnxruntime()
-    from fastembed import TextEmbedding
+    from fastembed import TextEmbedding  # noqa: PLC0415 - heavy (ONNX models), when a model is built
 
     entries = TextEmbedding.list_supported_models()
     for entry in entries:
@@ -163,7 +163,7 @@ class FastEmbedEmbedder(Embedder):
             _truncate_at(tokenizer, window)
         # tokenize() and count_tokens() use a copy that never truncates or pads; the model's own
         # tokenizer keeps truncating at the window.
-        from tokenizers import Tokenizer
+        from tokenizers import Tokenizer  # noqa: PLC0415 - heavy (Rust), when a model is built
 
         counting = Tokenizer.from_str(tokenizer.to_str())
         counting.no_truncation()
@@ -186,7 +186,7 @@ class FastEmbedEmbedder(Embedder):
 
     def _open(self, model_dir: Path | None) -> TextEmbedding:
         quiet_onnxruntime()
-        from fastembed import TextEmbedding
+        from fastembed import TextEmbedding  # noqa: PLC0415 - heavy (ONNX models), when a model is built
 
         kwargs: dict[str, Any] = {"cache_dir": str(self.cache_dir), "threads": self.threads}
         if model_dir is not None:

@@ -46,6 +46,7 @@ from collections import Counter
 from lxml import etree
 
 from knowledge.errors import EmptyDocument, FileTooLarge, KnowledgeError, UnsupportedFile
+from knowledge.ingest._html import read_html
 from knowledge.ingest._text import Builder, decode, one_line
 from knowledge.ingest.document import Document
 
@@ -73,7 +74,7 @@ def read_docx(data: bytes, *, _depth: int = 0) -> Document:
     _check_zip(data)
     data = strict_to_transitional(data)
     try:
-        from docx.package import Package
+        from docx.package import Package  # noqa: PLC0415 - heavy, DOCX files only
 
         part = Package.open(io.BytesIO(data)).main_document_part
         if "wordprocessingml" not in part.content_type and "ms-word" not in part.content_type:
@@ -802,8 +803,6 @@ def _on(element: etree._Element | None) -> bool:
 
 
 def _read_html(text: str) -> Document:
-    from knowledge.ingest._html import read_html
-
     return read_html(text)
 
 

@@ -45,7 +45,7 @@ def read_html(text: str) -> Document:
     Raises:
         EmptyDocument: no visible text.
     """
-    from bs4 import BeautifulSoup
+    from bs4 import BeautifulSoup  # noqa: PLC0415 - heavy, HTML only
 
     soup = BeautifulSoup(text, "html.parser")
     remove_invisible(soup)
@@ -116,8 +116,8 @@ class _Walker:
             self.builder.add(text, heading=self.heading())
 
     def walk(self, node) -> None:
-        from bs4 import Comment, NavigableString, Tag
-        from bs4.element import Declaration, Doctype, ProcessingInstruction
+        from bs4 import Comment, NavigableString, Tag  # noqa: PLC0415 - heavy, HTML only
+        from bs4.element import Declaration, Doctype, ProcessingInstruction  # noqa: PLC0415 - heavy, HTML only
 
         for child in node.children:
             if isinstance(child, NavigableString):
@@ -164,7 +164,7 @@ class _Walker:
                 self.walk(child)
 
     def _list(self, list_tag, *, ordered: bool) -> None:
-        from bs4 import Tag
+        from bs4 import Tag  # noqa: PLC0415 - heavy, HTML only
 
         number = _int(list_tag.get("start"), 1)
         depth = sum(1 for p in list_tag.parents if getattr(p, "name", None) in ("ul", "ol"))
@@ -194,7 +194,7 @@ class _Single:
 
 def _rows(table):
     """Cell texts per row of ``table``, not descending into nested tables' rows."""
-    from bs4 import Tag
+    from bs4 import Tag  # noqa: PLC0415 - heavy, HTML only
 
     def own_rows(node):
         for child in node.children:
@@ -237,7 +237,7 @@ _INLINE = (1, 0, 0, 0)  # an inline style beats any selector (CSS Cascade 4 §6.
 
 def remove_invisible(soup) -> None:
     """Remove from ``soup`` what a browser would not show a person (see the module's docstring)."""
-    from bs4 import NavigableString, Tag
+    from bs4 import NavigableString, Tag  # noqa: PLC0415 - heavy, HTML only
 
     declared = _cascade(soup)
     doomed: list = []
@@ -272,7 +272,7 @@ def remove_invisible(soup) -> None:
 def _cascade(soup) -> dict[int, dict[str, str]]:
     """``{id(tag): {property: value}}`` for the properties of :data:`_PROPERTIES` a tag declares,
     the winner of the cascade for each (values lowercased)."""
-    import tinycss2
+    import tinycss2  # noqa: PLC0415 - CSS parsing, HTML with styles only
 
     best: dict[int, dict[str, tuple]] = {}
     order = 0
@@ -304,9 +304,9 @@ def _cascade(soup) -> dict[int, dict[str, str]]:
 def _rule_matches(soup, rules):
     """``(tag, property, value, important, specificity)`` for each declaration of interest in
     ``rules`` and each tag a rule's selectors match."""
-    import soupsieve
-    import tinycss2
-    from cssselect2 import parser
+    import soupsieve  # noqa: PLC0415 - CSS selectors, HTML with styles only
+    import tinycss2  # noqa: PLC0415 - CSS parsing, HTML with styles only
+    from cssselect2 import parser  # noqa: PLC0415 - CSS selectors, HTML with styles only
 
     for rule in rules:
         kind = getattr(rule, "type", None)
@@ -344,7 +344,7 @@ def _rule_matches(soup, rules):
 
 
 def _value(declaration) -> str:
-    import tinycss2
+    import tinycss2  # noqa: PLC0415 - CSS parsing, HTML with styles only
 
     return " ".join(tinycss2.serialize(declaration.value).split()).lower()
 

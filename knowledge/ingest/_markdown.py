@@ -29,6 +29,8 @@ from __future__ import annotations
 import itertools
 import re
 
+from knowledge.errors import EmptyDocument
+from knowledge.ingest._html import read_html, remove_invisible
 from knowledge.ingest._text import Builder, clean, one_line
 from knowledge.ingest.document import Document
 
@@ -41,7 +43,7 @@ _PARSER = None
 def _parser():
     global _PARSER
     if _PARSER is None:
-        from markdown_it import MarkdownIt
+        from markdown_it import MarkdownIt  # noqa: PLC0415 - first Markdown only
 
         _PARSER = MarkdownIt("commonmark").enable("table")
     return _PARSER
@@ -130,7 +132,7 @@ def read_markdown(text: str) -> Document:
 def front_matter(body: str) -> dict:
     """The key/value metadata of a front-matter block's ``body`` (see the module's docstring), or
     ``{}`` when it is not a YAML mapping."""
-    import yaml
+    import yaml  # noqa: PLC0415 - front matter only
 
     try:
         data = yaml.safe_load(body)
@@ -213,10 +215,8 @@ def _only_invisible_html(tokens: list, i: int) -> bool:
 def _visible_html(html: str) -> str | None:
     """The visible text of an HTML block when the block hides some of its text or shows none (an
     anchor such as ``<a id="old-heading"></a>``: ``""``), else ``None``."""
-    from bs4 import BeautifulSoup
+    from bs4 import BeautifulSoup  # noqa: PLC0415 - heavy, HTML only
 
-    from knowledge.errors import EmptyDocument
-    from knowledge.ingest._html import read_html, remove_invisible
 
     soup = BeautifulSoup(html, "html.parser")
     before = soup.get_text()

@@ -31,11 +31,13 @@ import itertools
 import re
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from knowledge._onnx import quiet_onnxruntime
 from knowledge.errors import EmptyDocument, OcrUnavailable, UnsupportedFile
 from knowledge.ingest._pdfium import PDFIUM_LOCK
 from knowledge.ingest._text import Builder, clean
@@ -111,10 +113,8 @@ class OcrEngine:
 
     def __init__(self) -> None:
         try:
-            from knowledge._onnx import quiet_onnxruntime
-
             quiet_onnxruntime()
-            from rapidocr_onnxruntime import RapidOCR
+            from rapidocr_onnxruntime import RapidOCR  # noqa: PLC0415 - heavy (OCR models), first OCR only
         except Exception as exc:  # ImportError, or OSError from a native library (onnxruntime, cv2)
             raise OcrUnavailable(_unavailable(exc)) from exc
         try:
@@ -329,7 +329,7 @@ def _gray(rgb: np.ndarray) -> np.ndarray:
 def pil_to_rgb(img) -> np.ndarray:
     """A Pillow image as ``(h, w, 3)`` uint8 RGB: EXIF orientation applied, transparency composed
     on white, 16-bit and CMYK converted, and shrunk (aspect kept) to at most :data:`MAX_SIDE`."""
-    from PIL import Image, ImageOps
+    from PIL import Image, ImageOps  # noqa: PLC0415 - images only
 
     img = ImageOps.exif_transpose(img) or img
     if img.mode in ("I;16", "I;16B", "I;16L", "I"):
@@ -358,9 +358,7 @@ def image_frames(data: bytes) -> tuple[str, int, Iterator[np.ndarray]]:
         UnsupportedFile: Pillow cannot decode it, it is not PNG/JPEG/TIFF/WebP/BMP, or it is over
             :data:`MAX_PIXELS` pixels.
     """
-    import warnings
-
-    from PIL import Image, UnidentifiedImageError
+    from PIL import Image, UnidentifiedImageError  # noqa: PLC0415 - images only
 
     try:
         with warnings.catch_warnings():
@@ -440,7 +438,7 @@ def render_pdf_pages(data: bytes, numbers: Iterable[int], *, password: str | Non
         UnsupportedFile: pdfium cannot open the file or render a page.
     """
     try:
-        import pypdfium2 as pdfium
+        import pypdfium2 as pdfium  # noqa: PLC0415 - heavy (PDFium), PDFs only
     except Exception as exc:
         raise OcrUnavailable(f"OCR unavailable: the package pypdfium2 (renders PDF pages for OCR) cannot"
                              f" be loaded ({_reason(exc)}); install it with `pip install pypdfium2`") from exc

@@ -179,7 +179,7 @@ def _extract(data: bytes, password: str | None) -> _Extraction:
 
 def _read(ex: _Extraction) -> None:
     """Fill ``ex`` from pypdf, page by page, with PDFium where pypdf fails."""
-    from pypdf import PdfReader
+    from pypdf import PdfReader  # noqa: PLC0415 - PDFs only
 
     data, password = ex.data, ex.password
     try:
@@ -230,7 +230,7 @@ def _read(ex: _Extraction) -> None:
 
 
 def _pdfium_open(data: bytes, password: str | None):
-    import pypdfium2 as pdfium
+    import pypdfium2 as pdfium  # noqa: PLC0415 - heavy (PDFium), PDFs only
 
     try:
         return pdfium.PdfDocument(data, password=password or None)

@@ -152,7 +152,7 @@ def decode(data: bytes) -> str:
 
 def _detector_guess(data: bytes) -> str | None:
     try:
-        from charset_normalizer import from_bytes
+        from charset_normalizer import from_bytes  # noqa: PLC0415 - undeclared encodings only
     except ImportError:  # pragma: no cover - a declared dependency
         return None
     best = from_bytes(data).best()

@@ -41,7 +41,13 @@ from pathlib import PurePath
 from typing import BinaryIO, Literal, Union
 
 from knowledge.errors import EmptyDocument, FileTooLarge, InvalidArgument, UnsupportedFile
+from knowledge.ingest._csv import read_csv
 from knowledge.ingest._detect import HEAD_BYTES, LEGACY_WORD, detect_format
+from knowledge.ingest._docx import read_docx
+from knowledge.ingest._html import read_html
+from knowledge.ingest._markdown import read_markdown
+from knowledge.ingest._ocr import read_image
+from knowledge.ingest._pdf import read_pdf
 from knowledge.ingest._text import Builder, decode
 from knowledge.ingest.document import FORMATS, Document, Section
 
@@ -95,32 +101,21 @@ def read_document(source: Source, name: str | None = None, *, password: str | No
         raise EmptyDocument("no text: the file is empty")
     fmt = detect_format(data, name)
     if fmt == "pdf":
-        from knowledge.ingest._pdf import read_pdf
-
         return read_pdf(data, name=name, password=password, ocr=ocr, on_page=on_page)
     if fmt == "image":  # issue 16: images are read by OCR
         if ocr == "off":
             raise UnsupportedFile("unsupported: an image (OCR is off: the setting ingest.ocr or the"
                                   " template's ocr is 'off')")
-        from knowledge.ingest._ocr import read_image
 
         return read_image(data, on_page=on_page)
     if fmt == "docx":
-        from knowledge.ingest._docx import read_docx
-
         return read_docx(data)
     text = decode(data)
     if fmt == "markdown":
-        from knowledge.ingest._markdown import read_markdown
-
         return read_markdown(text)
     if fmt == "html":
-        from knowledge.ingest._html import read_html
-
         return read_html(text)
     if fmt == "csv":
-        from knowledge.ingest._csv import read_csv
-
         return read_csv(text)
     return read_text(text)
 

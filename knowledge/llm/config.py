@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime, timezone
-from typing import Literal
+from datetime import UTC, datetime
+from typing import Final, Literal
 from urllib.parse import urlparse
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -28,7 +28,8 @@ from knowledge.catalog import Catalog
 from knowledge.config import Settings
 from knowledge.errors import InvalidArgument, KnowledgeError
 
-CHAT, EMBEDDING = "CHAT", "EMBEDDING"
+CHAT: Final = "CHAT"
+EMBEDDING: Final = "EMBEDDING"
 VISION, DOCUMENTS = "VISION", "DOCUMENTS"
 
 #: provider name -> the config type it serves
@@ -104,7 +105,7 @@ class LlmConfig(BaseModel):
         return v.strip() if v and v.strip() else None
 
     @model_validator(mode="after")
-    def _consistent(self) -> "LlmConfig":
+    def _consistent(self) -> LlmConfig:
         kind = PROVIDERS.get(self.provider)
         if kind is None:
             raise ValueError(f"unknown provider {self.provider!r}; known: {', '.join(PROVIDERS)}")
@@ -197,7 +198,7 @@ class LlmConfigs:
     def save(self, config: LlmConfig | dict) -> LlmConfig:
         """Insert or replace a config (validated). Returns it."""
         cfg = config if isinstance(config, LlmConfig) else parse_config(config)
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         with self.catalog.cursor() as cur:
             cur.execute("INSERT INTO llm_configs VALUES (?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET"
                         " spec = excluded.spec, updated = excluded.updated",

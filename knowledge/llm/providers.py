@@ -103,7 +103,7 @@ class OpenAICompatible(ChatProvider):
 
     def __init__(self, config: LlmConfig) -> None:
         super().__init__(config)
-        import openai
+        import openai  # noqa: PLC0415 - heavy, only with an OpenAI-compatible config
 
         key = None
         if config.api_key_env:

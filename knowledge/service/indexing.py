@@ -27,6 +27,7 @@ chunks, pages, warnings, timings). It owns the rules users expect of ingestion:
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import io
 import logging
@@ -44,11 +45,15 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from knowledge._names import check_name
+from knowledge.attributes import PREFIX, check_attributes, from_payload, to_payload
 from knowledge.catalog import DONE, FAILED, PROCESSING, FileRecord, StoreRecord
 from knowledge.config import Settings
 from knowledge.embeddings.base import Embedder
-from knowledge.errors import InvalidArgument, KnowledgeError
+from knowledge.errors import FileNotFoundInStore, InvalidArgument, KnowledgeError, StoreExists
+from knowledge.filestore.base import StoredFile, clean_name
 from knowledge.ingest.chunker import chunk_document, embedding_text
+from knowledge.ingest.document import Document, Section
+from knowledge.ingest.readers import read_document
 from knowledge.outcomes import IngestResult, Outcome
 from knowledge.service.stores import Stores
 from knowledge.service.templates import VectorStoreTemplate
@@ -118,9 +123,6 @@ class Indexer:
         the same origin. ``stat`` ``(size in bytes, mtime in ns)`` is recorded on the name (sync's
         quick change check). Identical bytes already in the store under another name get ``name``
         as one more name (``Outcome.DUPLICATE``, nothing embedded; see the module docstring)."""
-        from knowledge.attributes import check_attributes
-        from knowledge.filestore.base import StoredFile
-
         started = time.perf_counter()
         attributes = check_attributes(attributes)
         kept = source if isinstance(source, StoredFile) else None
@@ -133,7 +135,6 @@ class Indexer:
             path = None
         if not name:
             raise InvalidArgument("A file needs a name when it is given as bytes or a stream.")
-        from knowledge.filestore.base import clean_name
 
         try:
             name = normalize_name(clean_name(name))  # the name as the file store keeps it (no control characters)
@@ -217,8 +218,6 @@ class Indexer:
                cancel: threading.Event | None, started: float, lock: threading.Lock,
                attributes: dict[str, Any] | None = None) -> IngestResult:
         """Read, chunk and embed without the store's lock; take it only to write."""
-        from knowledge.ingest.readers import read_document
-
         t_read = t_embed = 0.0
         ocr_pages = [0]  # pages read by OCR (issue 16): OCR then takes most of the progress bar
 
@@ -250,7 +249,6 @@ class Indexer:
                       for i, c in enumerate(result.chunks)]
             warnings = list(doc.warnings)  # the chunk plan's notes are the template's, not the file's
             if attributes:  # the caller's file attributes (knowledge.attributes), over the document's own
-                from knowledge.attributes import to_payload
 
                 chunks = [replace(c, metadata={**c.metadata, **to_payload(attributes)}) for c in chunks]
             total = self._write(record, replace(rec, status=DONE, chunks=len(chunks), pages=doc.pages,
@@ -311,8 +309,6 @@ class Indexer:
             InvalidArgument: an empty ``file_id``, a file name with a control character; the errors of
             :meth:`Stores.open_for_write`.
         """
-        from knowledge.ingest.document import Document, Section
-
         data = text.encode("utf-8", "replace")
         doc = Document(text=text, sections=[Section(0, len(text))], format="text")
         return self.index_document(store, file_id, doc, file_name, sha256=hashlib.sha256(data).hexdigest(),
@@ -389,7 +385,7 @@ class Indexer:
             else:
                 name = names.get(path) or path.name
                 r = self.ingest_file(store, path, name, template=template, password=password, cancel=cancel,
-                                     progress=(lambda stage, f, n=name: progress(n, stage, f)) if progress else None)
+                                     progress=functools.partial(progress, name) if progress else None)
             results.append(r)
             if on_result:
                 on_result(r)
@@ -418,8 +414,6 @@ class Indexer:
         Raises:
             StoreNotFound. FileNotFoundInStore: the content has no such name.
         """
-        from knowledge.errors import FileNotFoundInStore
-
         record = self.stores.get(store)
         with self.stores.store_lock(store):
             names = self.catalog.names(store, file_id=file_id, name=name, folder=folder)
@@ -439,8 +433,6 @@ class Indexer:
         Raises:
             StoreNotFound. FileNotFoundInStore: the content has no name ``old`` of that origin.
         """
-        from knowledge.errors import FileNotFoundInStore
-
         record = self.stores.get(store)
         with self.stores.store_lock(store):
             if not self.catalog.names(store, file_id=file_id, name=old, folder=folder):
@@ -479,8 +471,6 @@ class Indexer:
     def file_attributes(self, store: str, file_id: str) -> dict[str, Any]:
         """The attributes of a file in ``store`` (:mod:`knowledge.attributes`), read from its first
         chunk; ``{}`` for a file without chunks. Raises ``StoreNotFound``."""
-        from knowledge.attributes import from_payload
-
         vs = self.stores.vector_store(store)
         if not vs.exists():
             return {}
@@ -495,9 +485,6 @@ class Indexer:
             StoreNotFound. InvalidArgument: bad attributes (:func:`knowledge.attributes.check_attributes`).
             FileNotFoundInStore: the store has no indexed file ``file_id``.
         """
-        from knowledge.attributes import PREFIX, check_attributes, to_payload
-        from knowledge.errors import FileNotFoundInStore
-
         attrs = to_payload(check_attributes(attributes))
         record = self.stores.get(store)
         rec = self.catalog.get_file(store, file_id)
@@ -534,8 +521,6 @@ class Indexer:
         Raises:
             StoreNotFound. FileNotFoundInStore: the store has no such file, or its bytes are gone.
         """
-        from knowledge.errors import FileNotFoundInStore
-
         self.stores.get(store)
         old = self.catalog.get_file(store, file_id)
         if old is None:
@@ -641,8 +626,6 @@ class Indexer:
         Raises:
             StoreExists: a store called ``store`` exists (nothing is written).
         """
-        from knowledge.errors import StoreExists
-
         try:
             with self.stores.store_lock(store):
                 if self.stores.find(store) is not None:

@@ -96,7 +96,7 @@ class Stores:
         object, or the catalog files' size or time on disk: another process's write), and, with
         ``store``, whenever that store's chunks were written through this object."""
         path = self.catalog.path
-        stat = []
+        stat: list[tuple[int, int, int] | None] = []
         for p in (path, path.with_name(path.name + ".wal")):
             try:
                 st = os.stat(p)
@@ -143,10 +143,10 @@ class Stores:
         """Create the store ``name`` from ``template`` (or return it if it exists with that model).
 
         Raises:
-            InvalidArgument: a blank name, or one with a control character (:mod:`knowledge._names`). TemplateNotFound. ModelMismatch: the store exists with
-            another embedding model. EmbeddingUnavailable: the model cannot load (its dimension is
-            recorded now). BackendUnavailable: the template's backend is unknown or cannot be
-            reached (no store is recorded).
+            InvalidArgument: a blank name, or one with a control character (:mod:`knowledge._names`).
+            TemplateNotFound. ModelMismatch: the store exists with another embedding model.
+            EmbeddingUnavailable: the model cannot load (its dimension is recorded now).
+            BackendUnavailable: the template's backend is unknown or cannot be reached (no store is recorded).
         """
         if not isinstance(name, str) or not name.strip() or len(name) > 200:
             raise InvalidArgument("A store name must be 1-200 characters and not blank.")

@@ -11,6 +11,7 @@ templates live in the catalog.
 
 from __future__ import annotations
 
+import builtins  # `list` is a TemplateRegistry method below; annotations after it say builtins.list
 import re
 from typing import Any, Literal
 
@@ -56,7 +57,7 @@ class VectorStoreTemplate(BaseModel):
         return v
 
     @model_validator(mode="after")
-    def _overlap_ok(self) -> "VectorStoreTemplate":
+    def _overlap_ok(self) -> VectorStoreTemplate:
         if self.chunk_overlap_tokens >= self.max_chunk_size_tokens:
             raise ValueError("chunk_overlap_tokens must be smaller than max_chunk_size_tokens")
         return self
@@ -126,7 +127,7 @@ class TemplateRegistry:
         self.catalog.put_template(template.name, template.model_dump())
         return template
 
-    def delete(self, name: str, in_use_by: list[str] | None = None) -> None:
+    def delete(self, name: str, in_use_by: builtins.list[str] | None = None) -> None:
         """Delete a template.
 
         Raises:

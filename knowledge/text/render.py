@@ -93,7 +93,7 @@ def strip_source_markup(text: str) -> str:
 
 def _html_text(fragment: str) -> str:
     """The text a browser would show for an HTML fragment (tags and comments dropped, entities decoded)."""
-    from bs4 import BeautifulSoup
+    from bs4 import BeautifulSoup  # noqa: PLC0415 - heavy, HTML only
 
     soup = BeautifulSoup(fragment, "html.parser")
     for tag in soup(["script", "style", "template"]):
@@ -103,7 +103,7 @@ def _html_text(fragment: str) -> str:
 
 @lru_cache(maxsize=1)
 def _parser():
-    from markdown_it import MarkdownIt
+    from markdown_it import MarkdownIt  # noqa: PLC0415 - first Markdown only
 
     # html=True so that tags are recognised as tags (and then dropped by the rules below), never
     # shown as text and never passed through.
@@ -166,7 +166,7 @@ def _render_tokens(tokens, query) -> str:
                 out.append(f"<p>{esc(inner)}</p>")
         elif t == "hr":
             out.append("<hr>")
-        elif t.endswith("_open") or t.endswith("_close"):
+        elif t.endswith(("_open", "_close")):
             if t in ("link_open", "link_close"):
                 continue
             tag = tok.tag
@@ -274,7 +274,7 @@ def md(template: str, /, *values: object, **named: object) -> str:
 
 @lru_cache(maxsize=1)
 def _answer_parser():
-    from markdown_it import MarkdownIt
+    from markdown_it import MarkdownIt  # noqa: PLC0415 - first Markdown only
 
     # html=False: tags in the text are text (escaped), never passed through. No linkify: a bare
     # address stays words.

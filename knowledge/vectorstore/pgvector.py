@@ -898,7 +898,7 @@ class PgvectorCollection(Collection):
         if isinstance(raw_filter, sql.Composable):
             return raw_filter
         if isinstance(raw_filter, str) and raw_filter.strip():
-            return sql.SQL(raw_filter)  # type: ignore[arg-type]  # trusted SQL by contract (see search)
+            return sql.SQL(raw_filter)  # trusted SQL by contract (see search)
         raise InvalidArgument(
             "raw_filter for the pgvector backend is a SQL boolean expression over the columns payload"
             " (jsonb) and embedding: a psycopg.sql.Composable such as"
