@@ -1,5 +1,5 @@
 """Evaluate: measure stores with a labelled question set, compare runs over time, tune chunking and
-the hybrid fusion weight (the logic is in knowledge/evaluation.py)."""
+the hybrid fusion weight (the logic is in knowledge/evaluation/)."""
 
 from __future__ import annotations
 
