@@ -1,5 +1,5 @@
 """Retrieval quality of a store on a question set, through the product's evaluation
-(knowledge/evaluation.py): the three rankings at the store's chunking, a sweep of the hybrid fusion
+(knowledge/evaluation/): the three rankings at the store's chunking, a sweep of the hybrid fusion
 weight, and chunk settings tried on temporary re-embedded copies (from the stored text).
 
 Usage::

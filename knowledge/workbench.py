@@ -50,6 +50,7 @@ from knowledge.service.jobs import JobRegistry
 from knowledge.service.search import (
     MultiSearch,
     Searcher,
+    SearchResult,
 )
 from knowledge.service.stores import Stores, StoreSummary
 from knowledge.service.templates import DEFAULT_TEMPLATE, TemplateRegistry, VectorStoreTemplate
@@ -182,6 +183,11 @@ class Workbench:
         """See :meth:`Indexer.ingest_paths`."""
         return self.indexer.ingest_paths(store, paths, **kwargs)
 
+    def index_text(self, store: str, file_id: str, text: str, file_name: str | None = None) -> IngestResult:
+        """See :meth:`Indexer.index_text`: ``text`` as the whole content of file ``file_id`` of ``store``
+        (created from the default template when missing), replacing the file's earlier chunks."""
+        return self.indexer.index_text(store, file_id, text, file_name)
+
     def store_files(self, store: str):
         return self.indexer.store_files(store)
 
@@ -212,6 +218,12 @@ class Workbench:
     def search(self, store: str, query: str, k: int = 5, **kwargs) -> list[Hit]:
         """The hits of :meth:`Searcher.search` (same arguments)."""
         return self.searcher.search(store, query, k, **kwargs).hits
+
+    def search_result(self, store: str, query: str, k: int = 5, **kwargs: Any) -> SearchResult:
+        """The whole :class:`SearchResult` of :meth:`Searcher.search` (same arguments): the hits, and
+        the query's vector, the store's distance, with ``top=n`` the best ``n`` without the threshold,
+        with ``timings=True`` the embedding and search times (the search playground's view)."""
+        return self.searcher.search(store, query, k, **kwargs)
 
     def search_stores(self, stores, query: str, k: int = 5, **kwargs) -> MultiSearch:
         return self.searcher.search_stores(stores, query, k, **kwargs)

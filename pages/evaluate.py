@@ -1,5 +1,5 @@
 """Evaluate: measure stores with a labelled question set, compare runs over time, tune chunking and
-the hybrid fusion weight (the logic is in knowledge/evaluation.py)."""
+the hybrid fusion weight (the logic is in knowledge/evaluation/)."""
 
 from __future__ import annotations
 
@@ -149,8 +149,8 @@ def per_question(runs: list[ev.EvalRun]) -> None:
         with cols[i % len(cols)]:
             st.markdown(md("**{} · {}** — relevant: {}", r.store, MODE_NAMES.get(r.mode, r.mode), res.relevant))
             st.caption("✅ relevant, ⬜ not; the number after a file is the vector score (cosine similarity).")
-            lines = [inert(f"{n}. {'✅' if h.relevant else '⬜'} {h.file_name}"
-                           + (f" · page {h.page}" if h.page else "") + f" · {h.score:.3f}")
+            lines = [f"{n}. " + inert(f"{'✅' if h.relevant else '⬜'} {h.file_name}"  # the marker stays a list's
+                                      + (f" · page {h.page}" if h.page else "") + f" · {h.score:.3f}")
                      for n, h in enumerate(res.hits, 1)]
             st.markdown("  \n".join(lines) or "No hits.")
 

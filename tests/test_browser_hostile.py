@@ -112,7 +112,7 @@ def _fill(data_dir: Path) -> str:
             memory.remember("The keeper said " + LINKS)  # the default dataset, recalled on the page
             memory.remember("The keeper wrote " + LINKS, dataset="ds " + LINKS)
             fmt, questions = ev.parse_questions(f"{QUESTION}\t{FILE}\n".encode(), "q.tsv")
-            ev.Evaluations.of(wb).save_set("set " + LINKS, questions, fmt)
+            wb.evaluations.save_set("set " + LINKS, questions, fmt)
             return sid
         finally:
             wb.close()

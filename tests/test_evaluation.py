@@ -1,4 +1,4 @@
-"""Retrieval evaluation (knowledge/evaluation.py): the metric functions against hand-computed values,
+"""Retrieval evaluation (knowledge/evaluation/): the metric functions against hand-computed values,
 question files in and out, runs on a store (fake embedder), the catalog, fusion weights and chunk
 trials."""
 
@@ -103,11 +103,11 @@ def test_metric_names_follow_k():
 
 # -- question files --------------------------------------------------------------------------------
 def test_tsv_with_header_alternatives_pages_and_snippets():
-    data = ("question\trelevant\n"
-            "What is Deref coercion?\tch15-02-deref.md\n"
-            "panic! or Result?\tch09-00-error-handling.md; ch09-01-unrecoverable-errors-with-panic.md\n"
-            "What is on page three?\treport.pdf#page=3\n"
-            "Who said hello?\ttext:Hello,   World\n").encode()
+    data = (b"question\trelevant\n"
+            b"What is Deref coercion?\tch15-02-deref.md\n"
+            b"panic! or Result?\tch09-00-error-handling.md; ch09-01-unrecoverable-errors-with-panic.md\n"
+            b"What is on page three?\treport.pdf#page=3\n"
+            b"Who said hello?\ttext:Hello,   World\n")
     fmt, qs = ev.parse_questions(data, "set.tsv")
     assert fmt == "tsv" and len(qs) == 4
     assert [c.file for c in qs[1].relevant] == ["ch09-00-error-handling.md", "ch09-01-unrecoverable-errors-with-panic.md"]
@@ -318,7 +318,7 @@ def test_a_files_text_is_rebuilt_from_its_chunks(wb, tmp_path):
     vs = wb.vector_store("notes")
     for fid in {f.file_id for f in vs.list_files()}:
         points = list(vs.collection.scroll(where={"file_id": fid}))
-        doc = ev._documents_from_chunks(points)
+        doc = ev.documents_from_chunks(points)
         for p in points:  # every chunk's text is at its span in the rebuilt text, with its page and heading
             s, e = p.payload["char_start"], p.payload["char_end"]
             assert doc.text[s:e] == p.payload["text"]

@@ -162,6 +162,17 @@ def test_search_never_returns_two_hits_with_identical_text(wb, tmp_path):
     assert sum(1 for t in texts if "lighthouse" in t) == 1
 
 
+def test_the_named_questions_a_caller_asks_instead_of_reaching_into_the_parts(wb, tmp_path):
+    """index_text and search_result: what the tools and the search playground ask the workbench."""
+    r = wb.index_text("notes", "memo-1", "The harbour lighthouse is painted red and white.", "memo.txt")
+    assert (r.outcome, r.ok, r.name) == (INDEXED, True, "memo.txt") and r.chunks == 1
+    assert not wb.index_text("notes", "memo-2", "   ").ok  # blank: nothing to index
+    result = wb.search_result("notes", "harbour lighthouse", 3, timings=True, top=10)
+    assert [h.id for h in result.hits] == [h.id for h in wb.search("notes", "harbour lighthouse", 3)]
+    assert result.hits[0].file_name == "memo.txt" and result.top and result.total_ms > 0  # measured
+    assert result.distance == wb.get_store("notes").distance and result.vector.shape == (wb.embedder().dimension,)
+
+
 def test_bad_files_are_reported_and_the_batch_goes_on(wb, tmp_path):
     empty = write(tmp_path / "empty.txt", "")
     binary = tmp_path / "blob.bin"

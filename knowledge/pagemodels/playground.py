@@ -293,7 +293,7 @@ def timed_search(wb: Workbench, store: str, query: str, k: int = 5, *, where: Ma
                  score_threshold: float | None = None, mode: str | None = None,
                  merge: bool | None = None) -> SearchRun:
     """Search ``store`` like :meth:`Workbench.search`, timing the embedding and the search apart:
-    :meth:`knowledge.service.search.Searcher.search` with ``timings``.
+    :meth:`Workbench.search_result` (:meth:`knowledge.service.search.Searcher.search`) with ``timings``.
 
     The ranking (``mode`` default: setting ``search.mode``) fetches the best ``max(k, 50)`` chunks (more
     when duplicates must be skipped); the threshold is applied to their vector scores in the store's
@@ -307,9 +307,9 @@ def timed_search(wb: Workbench, store: str, query: str, k: int = 5, *, where: Ma
         DimensionMismatch.
     """
     merge = wb.settings.search.merge_overlapping if merge is None else merge
-    r = wb.searcher.search(store, query, k, where=where, score_threshold=score_threshold, mode=mode,  # type: ignore[arg-type]
-                           timings=True, top=DISTRIBUTION_SIZE, words_pass=True,
-                           fold=lambda found, n: fold_hits(found, n, merge=merge))
+    r = wb.search_result(store, query, k, where=where, score_threshold=score_threshold, mode=mode,
+                         timings=True, top=DISTRIBUTION_SIZE, words_pass=True,
+                         fold=lambda found, n: fold_hits(found, n, merge=merge))
     return SearchRun(store, query, r.distance, r.hits, r.top, r.vector, r.embed_ms, r.search_ms,
                      score_threshold, check_where(dict(where) if where is not None else None), r.mode, r.notes)
 

@@ -178,7 +178,7 @@ class KnowledgeTools:
 
     # -- the tools ------------------------------------------------------------------------------
     def vector_upsert(self, store: str, file_id: str, text: str, file_name: str | None = None) -> ToolResult:
-        r = self.wb.indexer.index_text(store, file_id, text, file_name)
+        r = self.wb.index_text(store, file_id, text, file_name)
         if not r.ok:
             return ToolResult(r.message, ok=False)
         return ToolResult(f"Stored {r.chunks} chunks of {r.name} in {store!r}.",
