@@ -2,26 +2,18 @@
 
 :class:`VectorMemory` is what an agent is given (the spec's ``VectorMemory``, in Python). It embeds
 text with an :class:`~knowledge.embeddings.base.Embedder` and keeps one point per memory in one
-collection (``collection``, default ``"memory"``) of a backend (memory, pgvector, qdrant, a plugin).
+collection (``collection``, default :data:`DEFAULT_COLLECTION`) of a backend (memory, pgvector,
+qdrant, a plugin), the text in the payload beside its dataset and the caller's payload;
+:meth:`VectorMemory.recall` returns all three in a :class:`RecallHit`, best first.
 
-* The text is stored in the payload (field ``"text"``) together with the dataset (field
-  ``dataset_field``, default ``"dataset"``) and the caller's payload; :meth:`VectorMemory.recall`
-  returns all three in a :class:`RecallHit`.
-* Datasets are a payload field, never one collection per dataset (vector databases recommend
-  partitioning by field); every backend honours ``where``, so ``recall(dataset="x")`` searches only
-  ``x``. ``dataset`` defaults to ``"default"`` on both sides; ``recall(dataset=None)`` searches all.
-* Ids: give ``id=`` (a str or int) to make a write idempotent -- remembering the same id again
-  overwrites that memory, so a retried write leaves one point. Without one, a random UUID (hex) is
-  used.
-* The dimension is discovered on the first write (the collection is prepared with the first
-  vector's size). A collection holds one size: a second embedding model of another size fails with
-  "This store was prepared with 768 dimensions, but received embeddings of 1536." (the spec's
-  message, :class:`~knowledge.errors.DimensionMismatch`). The model's name is kept with each memory
-  (field ``"embedding_model"``), so a second model of the *same* size fails too
-  (:class:`~knowledge.errors.InvalidArgument`) instead of writing vectors that never match.
-* Scores follow the collection's distance (default cosine similarity in [-1, 1], higher is better;
-  see :data:`~knowledge.vectorstore.base.DISTANCE_ORDER`); ``score_threshold`` keeps hits at least
-  that good.
+* Datasets are a payload field (``dataset_field``), never one collection per dataset; ``dataset``
+  defaults to ``"default"`` on both sides, ``recall(dataset=None)`` searches all.
+* ``id=`` makes a write idempotent; without one a random UUID (hex) is used.
+* The dimension is discovered on the first write; another size raises
+  :class:`~knowledge.errors.DimensionMismatch`, another model of the same size
+  :class:`~knowledge.errors.InvalidArgument`. Scores follow the collection's distance.
+
+Usage and the app's page: ``docs/app.md``.
 """
 
 from __future__ import annotations

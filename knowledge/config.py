@@ -52,7 +52,7 @@ class VectorStoreSettings(_Section):
     options: dict[str, Any] = Field(default_factory=dict, description="extra options for a plugin backend")
     max_chunk_size_tokens: int = Field(
         192, gt=0, description="chunk size in model tokens (capped at the model's window); 192/48 retrieved"
-        " best on the project's Rust-book question set in all three rankings (README, Benchmarks)"
+        " best on the project's Rust-book question set in all three rankings (docs/benchmarks.md)"
     )
     chunk_overlap_tokens: int = Field(48, ge=0, description="overlap between consecutive chunks, tokens")
     qdrant_location: str | None = Field(
@@ -151,7 +151,7 @@ class SearchSettings(_Section):
     fusion_weight: float = Field(
         0.6, ge=0.0, le=1.0, description="hybrid: weight of the vector ranking against the words (BM25)"
         " ranking in the fusion; 0.5 = plain reciprocal rank fusion, 1 = vector order, 0 = words order."
-        " 0.6 ranked best on the project's Rust-book question set (README, Benchmarks)")
+        " 0.6 ranked best on the project's Rust-book question set (docs/benchmarks.md)")
 
 
 class AppSettings(_Section):

@@ -1,35 +1,17 @@
 """Folder sync: keep a store in step with a folder on this machine.
 
-:class:`FolderSync` compares a folder's files (those matching a glob; hidden files skipped, as
-``ingest`` does) with what earlier syncs of that folder put into the store, by relative path and
-content hash (SHA-256), and makes a :class:`SyncPlan` of five kinds of :class:`PlanItem`:
+:class:`FolderSync` compares a folder's files (matching a glob; hidden files skipped) with what
+earlier syncs of that folder put into the store, by relative path and SHA-256, and makes a
+:class:`SyncPlan` of :class:`PlanItem` s: ``added``, ``changed``, ``renamed`` (the name moves, nothing
+embedded again), ``deleted``, ``unchanged``. A file whose size and mtime (ns) match the last sync is
+not read. :meth:`FolderSync.apply` carries a plan out one item at a time (:class:`ItemResult` each; a
+file that fails is reported and the rest goes on); :meth:`FolderSync.watch` re-plans as files change
+(watchdog), debounced and waiting for files still being written.
 
-* ``added`` -- a path the store has no name for (ingested; bytes already in the store under another
-  name only get this name, see :mod:`knowledge.service.indexing`);
-* ``changed`` -- a known path whose bytes differ (ingested again; the new chunks replace the old);
-* ``renamed`` -- a known content at a new path, its old path gone (the name moves, nothing is read
-  or embedded again);
-* ``deleted`` -- a known path no longer in the folder (the name goes; the content with its last name);
-* ``unchanged``.
-
-A file whose size and modification time (ns) equal those recorded at the last sync is taken as
-unchanged without being read; any other is hashed. :meth:`FolderSync.apply` carries a plan out,
-one item at a time, each reported (:class:`ItemResult`); a file that fails to read is reported and
-the rest goes on.
-
-Two rules: **a sync deletes only what a sync of the same folder added** -- every name in a store
-carries its origin (``""`` by hand, else the synced folder's absolute path; :class:`~knowledge.catalog.FileName`),
-so a file uploaded by hand is never replaced or deleted by a sync, even at the same path; and
-**the same content at two paths is stored once** under both names and leaves the store with the
-last of them.
-
-:meth:`FolderSync.watch` keeps applying changes as files change (watchdog's observer: inotify on
-Linux, FSEvents on macOS, ReadDirectoryChangesW on Windows), debounced (``debounce`` s of quiet after
-the last event) and waiting for files being written: a planned file is applied only once its size
-and mtime stayed the same for ``settle`` s; otherwise it is left for the next round.
-
-The store remembers each folder it is synced with (:meth:`~knowledge.catalog.Catalog.synced_folders`):
-path, glob, last sync time and that sync's counts.
+Two rules: a sync deletes only what a sync of the same folder added (every name carries its origin,
+:class:`~knowledge.catalog.FileName`), and the same content at two paths is stored once.
+:class:`FolderSyncs` is the feature the workbench builds (``wb.syncs``). The behaviour in full:
+``docs/cli.md``.
 """
 
 from __future__ import annotations

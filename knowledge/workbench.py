@@ -1,27 +1,15 @@
-"""The workbench: stores, templates, files and ingestion, as one service for the app, the CLI and tools.
+"""The workbench: the composition root, and the one object the app, the CLI, the servers and tools hold.
 
-``Workbench`` ties the parts together -- settings, the catalog, the file store, the templates, one
-vector-store backend per backend name and one embedder per model -- and owns the rules users expect:
-
-* A store is template + name, created on the fly, recording its backend, model and dimension. A
-  template whose model differs from the store's is refused *before* anything is embedded.
-* Ingesting a file: the bytes go to the file store, the reader extracts text with structure, the
-  chunker cuts it within the model's window, the embedder embeds, and the store's chunks of that file
-  are replaced in one atomic step. Every outcome is recorded in the catalog (status, reason, chunks,
-  pages, warnings, timings).
-* The same file again into the same store is a no-op with a notice; a changed file under the same
-  name replaces the old chunks (new chunks written first, then the old removed, so the file is never
-  missing); identical bytes under another name are indexed once and carry both names (reported as a
-  duplicate; the content goes only with its last name, see :mod:`knowledge.service.indexing`); deleting a
-  file removes every chunk; search never returns two hits with identical text.
-* A bad file is reported with its reason and the batch goes on; nothing is half-written.
-* A store keeps one failed record per file name: a new failure replaces the earlier one, and
-  :meth:`Workbench.retry_file` ingests a failed file again from its stored bytes (with a password, say).
-
-``Workbench`` is the composition root: it builds the catalog, the file store, the templates,
+``Workbench`` builds the parts -- settings, the catalog, the file store, the templates,
 :class:`~knowledge.service.stores.Stores` (records, backends, embedders, locks),
-:class:`~knowledge.service.indexing.Indexer` (the only writer of chunks) and
-:class:`~knowledge.service.search.Searcher`, and keeps their methods under the names callers know.
+:class:`~knowledge.service.indexing.Indexer` (the only writer of chunks),
+:class:`~knowledge.service.search.Searcher`, the job registry -- and hands the features the parts they
+use (``portable``, ``syncs``, ``evaluations``). It keeps the service methods under the names callers
+know (``ingest_file``, ``search``, ``store_files``, ``retry_file``, ...), and answers named questions
+(``store_exists``, ``file_record``, ``read_file``, ...) so that no caller reaches into its parts.
+
+The rules users expect of stores and ingestion are the Indexer's (:mod:`knowledge.service.indexing`).
+Who calls whom and where state lives: ``docs/architecture.md``.
 """
 
 from __future__ import annotations

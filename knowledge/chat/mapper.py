@@ -1,28 +1,17 @@
 """The message mapper: a session's stored history -> one provider request (OpenAI chat-completions
-messages), rendered fresh for every round of the tool loop.
+messages), rendered fresh for every round of the tool loop; nothing rewrites a stored message.
 
-The rules (spec "How the agent learns about an attachment" and "Images and documents as message
-parts"):
+* Attach / remove notices: the attachment events a user message records (``meta["attached"]`` /
+  ``meta["removed"]``) become a short system note ahead of its text; images are never named.
+* The system prompt lists what is attached now (images excepted).
+* Parts by capability: in the current turn an image travels as ``image_url`` (VISION), a PDF as
+  OpenAI's ``file`` block or its extracted text (DOCUMENTS); otherwise a placeholder says why not.
+  Earlier turns carry placeholders; ``view_attachment`` re-inserts a file into the running turn.
+* Working-memory budget: text by ``count_tokens``, media by :data:`IMAGE_TOKENS` and
+  :data:`DOCUMENT_BYTES_PER_TOKEN` (at least :data:`MIN_DOCUMENT_TOKENS`); the oldest turns are
+  dropped first, never the current turn or the system prompt.
 
-* **Attach / remove notices.** A user message records the attachment events since the previous one
-  (``meta["attached"]`` / ``meta["removed"]``). The request carries them as a short system note
-  ahead of the user's text -- file names, kind, that ``vector_search`` reaches them because they are
-  not on the filesystem; for removals, that the content is gone and must not be searched for. The
-  stored text is never changed; events are read in order, so an attach after a removal is announced
-  again. Images are never named in a notice.
-* **System prompt.** An "Attached files" section lists every file attached *now* (images excepted),
-  rendered fresh each round.
-* **Parts by capability.** In the current turn an image travels as an ``image_url`` block when the
-  config has VISION; a PDF as OpenAI's ``file`` block (OpenAI, OpenRouter, Azure) or as a text note
-  with its extracted text (other OpenAI-compatible servers) when it has DOCUMENTS. Otherwise a
-  placeholder line says what the file is and why it is not here.
-* **Media in the current turn only.** Earlier turns carry placeholders naming the file and the
-  ``view_attachment`` tool; a ``view_attachment`` result is an ``attachment`` message of its own,
-  inline in the running turn and a placeholder later.
-* **Working-memory budget.** Text is counted with ``count_tokens``; media is estimated at
-  :data:`IMAGE_TOKENS` per image and one token per :data:`DOCUMENT_BYTES_PER_TOKEN` bytes of a
-  document, at least :data:`MIN_DOCUMENT_TOKENS` (the spec's figures). The oldest turns are dropped
-  first; the current turn (with its notices) and the system prompt never are.
+The rules in full (the spec's "How the agent learns about an attachment"): ``docs/app.md``.
 """
 
 from __future__ import annotations

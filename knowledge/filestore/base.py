@@ -1,31 +1,15 @@
 """The file-store contract: id-addressed file storage, OpenAI-Files-API style.
 
-A :class:`FileStore` keeps uploaded files and hands them back by id. It is deliberately small:
-:meth:`~FileStore.save` takes a name, a content type and the bytes (or a binary stream) and returns a
-:class:`StoredFile` with a generated id; :meth:`~FileStore.find`, :meth:`~FileStore.get`,
-:meth:`~FileStore.content`, :meth:`~FileStore.list` and :meth:`~FileStore.delete` work by id. Which
-vector store or chat uses a file is somebody else's association -- the file store does not know.
+A :class:`FileStore` keeps uploaded files and hands them back by id: :meth:`~FileStore.save` takes a
+name, a content type and the bytes (or a binary stream) and returns a :class:`StoredFile` with a
+generated id; :meth:`~FileStore.find`, :meth:`~FileStore.get`, :meth:`~FileStore.content`,
+:meth:`~FileStore.list` and :meth:`~FileStore.delete` work by id; :meth:`~FileStore.find_by_sha256`
+finds identical bytes. Which vector store or chat uses a file, the file store does not know.
 
-Conventions every backend follows:
-
-* **Ids** are opaque strings chosen by the store (the built-in format is ``file-`` + 32 lowercase hex
-  digits, 128 random bits: unguessable). A string that is not a well-formed id is simply *not found*;
-  it is never interpreted as a path.
-* **Names** are what the user called the file. They are data, never a path: a name is kept as given
-  (``../../etc/passwd``, slashes, ``CON``, 300 characters, any script), only control characters (NUL,
-  newlines, ...) are removed and unpaired surrogates become U+FFFD; a blank name becomes ``"unnamed"``.
-  See :func:`clean_name`.
-* **Content** is streamed: :meth:`~FileStore.save` reads its source in chunks and
-  :meth:`~FileStore.content` returns a binary stream, so a large file is never held in memory whole.
-* **Sizes** are in bytes; ``sha256`` is the lowercase hex SHA-256 of the content; ``created`` is a
-  timezone-aware UTC :class:`~datetime.datetime`.
-* **Duplicates**: each :meth:`~FileStore.save` returns its own :class:`StoredFile` (own id, own name),
-  even for bytes that are already stored. A backend may keep identical content once (the filesystem
-  backend does); :meth:`~FileStore.find_by_sha256` lets a caller say "identical bytes are already
-  stored as X"::
-
-      f = store.save(name, content_type, stream)
-      same = [o for o in store.find_by_sha256(f.sha256) if o.id != f.id]
+Every backend: ids are opaque (a malformed one is *not found*, never a path); names are data, kept as
+given but for control characters (:func:`clean_name`); content is streamed both ways; sizes in
+bytes, ``sha256`` lowercase hex, ``created`` timezone-aware UTC; each save returns its own id and
+name, even for bytes already stored. The conventions in full: ``docs/backends.md``.
 """
 
 from __future__ import annotations

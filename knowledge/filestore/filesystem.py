@@ -1,37 +1,17 @@
 """The built-in ``filesystem`` file store: files under ``settings.file_store_dir`` (default ``data/files``).
 
-Layout (readable with ``ls`` and ``cat``)::
+Layout: ``meta/file-<32 hex>.json`` (one record per stored file, written once), ``blobs/<ab>/<sha256>``
+(the content, once per distinct SHA-256), ``tmp/`` (saves in flight) and ``.lock`` (held briefly by
+whoever changes ``meta/`` or ``blobs/``, across processes).
 
-    <file_store_dir>/
-      meta/file-<32 hex>.json    one small JSON record per stored file (written once, never changed)
-      blobs/<ab>/<sha256>        the content, once per distinct SHA-256 (``ab`` = its first two digits)
-      tmp/                       saves in flight; anything left here is a crash leftover
-      .lock                      held (briefly) by whoever changes meta/ or blobs/, across processes
+* Names are never paths: a path is made only from an id or a SHA-256, both checked against strict
+  patterns; a malformed id is *not found* without touching the disk.
+* Dedupe: the records that carry a digest are its blob's reference count; a blob goes with its last.
+* Atomic writes: content streamed into ``tmp/`` while hashed, fsynced, moved into place under the
+  lock, the record written last; :meth:`~FilesystemFileStore.cleanup` (on every open) removes what
+  a crash left.
 
-**Names are never paths.** A file's path is made only from its id or its SHA-256, both checked
-against strict patterns; the user's name lives inside the JSON record and nowhere else. An id that is
-not ``file-`` + 32 lowercase hex digits is *not found* without touching the disk.
-
-**Dedupe.** Identical content is stored once: the blob is addressed by its SHA-256 and referenced by
-every record that carries that digest -- the records *are* the reference count, there is no counter to
-drift. Each :meth:`~FilesystemFileStore.save` still returns its own id and name. Deleting a record
-removes the blob only when no other record references it.
-
-**Atomic writes.** A save streams its source in 1 MiB chunks into ``tmp/`` while hashing it (the file
-is never held in memory), fsyncs, and then, under the store lock, ``os.replace``\\ s the temp file into
-``blobs/`` (or drops it when the blob already exists) and writes the record the same way (temp file,
-fsync, ``os.replace``). The record is written last, so a file is visible only when both are complete;
-a crash leaves at most a temp file or an unreferenced blob, and :meth:`~FilesystemFileStore.cleanup`
-(run on every open) removes both.
-
-**Why one JSON file per record, not one index.** Records never change after they are written, so a
-save writes one small new file -- never rewriting an index that grows with the store -- and a torn or
-hand-edited record can only ever hide itself. Listing is ``os.listdir`` plus parsing the records not
-seen before (the cache is keyed by id, and an immutable record cannot go stale), so it stays cheap and
-always reflects other processes. Two processes are safe: every change of ``meta/`` or ``blobs/``
-happens under ``.lock`` (a :mod:`filelock` lock), while the slow part of a save -- streaming the
-content -- happens outside it; a temp file in flight is ``flock``-ed by its writer so another
-process's cleanup never removes it. Threads of one process serialise on a ``threading`` lock first.
+Why one JSON file per record, and how two processes stay safe: ``docs/backends.md``.
 """
 
 from __future__ import annotations

@@ -1,38 +1,16 @@
 """DOCX: the text a person sees in Word, in document order, read from the WordprocessingML.
 
-python-docx opens the package (content types, relationships, parts); the body is then walked
-element by element, because python-docx's own ``iter_inner_content`` skips content controls and
-text boxes. Element names and semantics follow ECMA-376 Part 1 (§17.3 paragraphs and runs, §17.4
-tables, §17.5.2 content controls, §17.9 numbering, §17.10 headers and footers, §17.11 footnotes).
+python-docx opens the package (content types, relationships, parts); the body is then walked element
+by element (python-docx's own ``iter_inner_content`` skips content controls and text boxes), following
+ECMA-376 Part 1. Read: paragraphs, tables (nested ones too; ``" | "`` between cells), content
+controls, text boxes, list numbers as Word shows them, headers and footers once, footnotes, endnotes
+and comments after the paragraph citing them, tracked insertions, embedded HTML/text/Word parts
+(``w:altChunk``) in place, Strict Open XML (mapped to the transitional namespaces). Left out: deleted
+and moved-from text, field codes, hidden runs (directly or through a style). What is not read (other
+embedded parts, OLE objects, charts, SmartArt) is named in the warnings. Heading styles and outline
+levels give the heading path.
 
-* Body blocks in order: paragraphs, tables (nested ones too), content controls (``w:sdt``), text
-  boxes (``w:txbxContent``, after the paragraph that anchors them; of ``mc:AlternateContent``
-  only the first choice, so a box is not read twice through its VML fallback).
-* Runs: text, tabs, breaks, non-breaking hyphens, hyperlink text, simple fields, tracked insertions;
-  deleted text, field codes and runs marked hidden (``w:vanish``) are left out.
-* Lists: numbered and bulleted paragraphs (numbering from the paragraph or its style) get the
-  prefix Word shows ("1.", "1.2.", "a)", "iv.", and "•" for any bullet), two spaces of indent per
-  level.
-* Tables: one line per row, cells separated by ``" | "``; a nested table sits inside its cell as
-  ``[row; row]``. Rows with no text are left out.
-* Headings: paragraphs with an outline level (Heading 1..9 styles, or ``w:outlineLvl``) build the
-  heading path of the sections.
-* Headers and footers: every distinct header before the body and every distinct footer after it,
-  once each, however many sections refer to them.
-* Footnotes and endnotes (§17.11): the reference mark Word shows ("1", "2", ...; endnotes "i", "ii",
-  ...) stays in the paragraph as ``[1]`` (bracketed, so it never glues onto the word before it), and
-  the note follows the paragraph that cites it as ``[1] text``.
-  Comments (§17.13.4) follow the paragraph that holds their reference as
-  ``Comment (author): text``. Notes and comments nobody refers to come at the end.
-* Tracked changes (§17.13.5): inserted and moved-to text is in, deleted and moved-from text (and
-  deleted table rows) out -- the document as it reads with the changes accepted.
-* Hidden text: runs marked ``w:vanish`` directly or through their character or paragraph style.
-* Embedded HTML, text and Word parts (``w:altChunk``, §17.17.2.1, as report generators write them)
-  are read in place, HTML through the HTML reader (hidden text left out there too). What is not
-  read -- an embedded part of another type, OLE objects (an Excel sheet in the page), charts,
-  SmartArt diagrams -- is named in the document's warnings.
-* Strict Office Open XML (ISO/IEC 29500 Strict, "Strict Open XML Document" in Word): its namespaces
-  are mapped to the transitional ones (ISO/IEC 29500-4 lists both) before python-docx opens it.
+The rules one by one, with the ECMA-376 sections: ``docs/ingestion.md``.
 """
 
 from __future__ import annotations

@@ -1,27 +1,15 @@
 """Markdown: the source kept readable as it is, split into sections by heading.
 
-markdown-it-py (CommonMark) finds the headings, so ATX (``## Title``) and setext (``Title`` over
-``===`` / ``---``) headings count and a ``#`` line inside a fenced or indented code block does not.
-Only top-level headings (not those inside block quotes or list items) open a section. The section's
-heading path is the chain of enclosing headings, outermost first ("Guide > Install > Linux"),
-rendered as plain text (``## The `?` Operator`` -> "The ? Operator").
+markdown-it-py (CommonMark) finds the top-level headings (ATX and setext, never a ``#`` line inside
+code); a section's heading path is the chain of enclosing headings as plain text ("Guide > Install >
+Linux"). The text is the source with HTML comment blocks removed, runs of blank lines outside code
+reduced to one, and HTML blocks that hide part of their content replaced by what a browser shows.
+A leading ``---`` block is front matter only when it parses (PyYAML) as a mapping: its values become
+the document's ``attributes`` (and its ``title`` the title), and it stays searchable; anything else
+is ordinary Markdown. GFM pipe tables are recorded with their header and delimiter rows, so the
+chunker can repeat the header.
 
-The text is the Markdown source, with: HTML comment blocks removed (they are invisible), runs of
-blank lines outside code reduced to one, and code blocks kept line for line.
-
-HTML blocks that hide part of their content (``display:none``, ``visibility:hidden``, ``hidden``, ... as
-the HTML reader decides) are replaced by the text a browser shows; other HTML blocks stay as written.
-
-Front matter: a leading block between ``---`` and ``---`` (or ``...``) is front matter only when it
-parses (PyYAML, ``safe_load``) as a mapping of key/value metadata. Its values become the document's
-:attr:`~knowledge.ingest.document.Document.attributes` (nested keys joined with ``_``, lists joined
-with ``", "``, dates in ISO form), its ``title`` the document title, and it stays searchable as a
-first block of ``key: value`` lines. Anything else -- a ``---`` thematic break that opens the file,
-prose, a YAML scalar or list -- is ordinary Markdown and is indexed as such (Jekyll, Hugo and
-Pandoc read front matter the same way: a YAML mapping or nothing).
-
-Tables (GFM pipe tables at the top level) are recorded with their header and delimiter rows, so the
-chunker can repeat the header in every chunk cut from the table's body.
+The rules one by one: ``docs/ingestion.md``.
 """
 
 from __future__ import annotations

@@ -1,27 +1,15 @@
 """OCR, offline: text from PDF pages without a text layer and from image files.
 
-The engine is **rapidocr-onnxruntime** (PaddleOCR's PP-OCRv4 detection and recognition models and
-the v2.0 direction classifier, as ONNX, inside the PyPI wheel: Latin script and Chinese). Nothing is
-downloaded. PDF pages are rendered with **pypdfium2** at :data:`DPI` (chosen with
-``bench/bench_ocr.py``: see there and the README for the figures).
-
-What this module adds to the engine:
-
-* **Word spacing.** On clean rendered text the recognition model often drops the spaces of a line
-  ("Invoicetotal:1,234.56EUR..."). :func:`recover_spaces` puts them back from the image: the gaps
-  without ink between the characters' positions (the character boxes the engine derives from its
-  CTC columns, ``return_word_box=True``) that are wider than a share of the line's ink height are
-  word spaces. Inter-letter gaps of a proportional font stay under ~0.25 of the ink height (digits
-  of tabular figures under ~0.35); word spaces are ~0.3 and more (measured on the renderings of
-  ``tests/test_ocr.py``).
-* **Reading order.** Lines on one visual row are joined with a space, rows with a line break, and a
-  vertical gap of more than ~0.8 line heights starts a paragraph (a blank line).
-* **Confidence.** Every line is kept, whatever its confidence (the engine's own default drops lines
-  under 0.5; we do not); lines under :data:`LOW_CONFIDENCE` are named in the file's warnings.
+The engine is rapidocr-onnxruntime (PaddleOCR's PP-OCRv4 models as ONNX inside the PyPI wheel:
+Latin script and Chinese; nothing is downloaded); PDF pages are rendered with pypdfium2 at
+:data:`DPI`. On top of the engine: word spaces recovered from the image (:func:`recover_spaces`),
+lines joined into rows and paragraphs in reading order, and every line kept whatever its confidence
+(those under :data:`LOW_CONFIDENCE` named in the warnings).
 
 The engine is loaded once per process (:func:`engine`); a platform without a wheel for it (or for
-onnxruntime / OpenCV) gets :class:`~knowledge.errors.OcrUnavailable` naming the package, only for
-the files that need OCR.
+onnxruntime / OpenCV) gets :class:`~knowledge.errors.OcrUnavailable` naming the package, only for the
+files that need OCR. The measures behind the thresholds and the DPI: ``docs/ingestion.md`` and
+``docs/benchmarks.md``.
 """
 
 from __future__ import annotations

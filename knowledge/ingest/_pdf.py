@@ -1,29 +1,15 @@
-"""PDF: text per page with pypdf, normalised for search.
+"""PDF: text per page with pypdf (PDFium where pypdf fails), normalised for search.
 
-* Unicode NFKC, so the ligature glyphs typesetters use ("ﬁ", "ﬂ", "ﬀ", "ﬃ") become plain letters
-  and a search for "misfits" finds "misﬁts" (pypdf returns the ligature characters themselves).
-* Words hyphenated across a line break are joined ("taki-\\nmata" -> "takimata"); see
-  :func:`join_hyphenated` for when the hyphen is kept.
-* Text drawn entirely outside the page's visible box (a label ImageMagick writes above each
-  image, for example) is not page text: a page with nothing visible is reported as having no text
-  layer.
-* Encrypted files: the empty password is tried first (owner-password-only files open without
-  asking), then the one given.
-* Fallback: PDFium (pypdfium2, the engine of Chrome's viewer) reads what pypdf cannot -- a whole
-  file pypdf cannot open (a missing ``startxref`` trailer, a broken cross-reference table) and any
-  page pypdf fails on, including a page that trips one of pypdf's safety limits (``LimitReachedError``:
-  a content stream of hundreds of thousands of path operators, such as a CAD sheet). The limits
-  stay; the file's warnings say which pages PDFium read and why. A file neither reader opens is
-  reported as damaged with both reasons; a page neither reads is named with both reasons, never
-  reported as a page without text.
-* Form fields: the values typed into a filled (not flattened) form live in its fields, not in the
-  page's text; each visible field with a value is added to its page as ``name: value``.
-* Columns: a page laid out in two columns whose lines a content stream draws row by row (left,
-  right, left, ...) is read column by column, from PDFium's text rectangles (see
-  :func:`column_text`); full-width lines (a title, an abstract) stay in place.
-* pypdf's own diagnostics (the ``logging`` records of its ``pypdf`` loggers and any
-  ``warnings.warn``) are captured while it works and re-logged at INFO level on the
-  ``knowledge.ingest.pdf`` logger with the file's name, so nothing reaches stderr.
+One section per page (1-based): Unicode NFKC (ligatures become letters), words hyphenated across a
+line break joined (:func:`join_hyphenated`), text drawn outside the visible page box left out, the
+empty password tried first on encrypted files, filled form fields and notes added to their page,
+two-column pages read column by column (:func:`column_text`). A file or page pypdf cannot read
+(including its safety limits, kept) is read by PDFium; one neither reads is reported with both
+reasons, never as a page without text. Pages without a text layer go to OCR
+(:mod:`knowledge.ingest._ocr`). pypdf's own diagnostics are re-logged at INFO on the
+``knowledge.ingest.pdf`` logger, so nothing reaches stderr.
+
+The rules one by one: ``docs/ingestion.md``.
 """
 
 from __future__ import annotations

@@ -1,35 +1,15 @@
 """Bytes in, clean text with structure out: :func:`read_document` and :func:`detect_format`.
 
-The real format is decided from the bytes (:func:`detect_format`), never from the extension alone:
-a PDF renamed ``.txt`` is read as a PDF, a legacy ``.doc`` renamed ``.docx`` is refused as what it
-is. Each reader returns a :class:`~knowledge.ingest.document.Document`:
+The real format is decided from the bytes (:func:`detect_format`), never from the extension alone: a
+PDF renamed ``.txt`` is read as a PDF, a legacy ``.doc`` renamed ``.docx`` is refused as what it is.
+Each reader (pdf, docx, markdown, html, csv, text, image by OCR) returns a
+:class:`~knowledge.ingest.document.Document`: sections with pages and heading paths, tables with a
+header row in ``Document.tables``, and what it skipped named in ``warnings``.
 
-=========  ==========================================================================================
-format     text and sections
-=========  ==========================================================================================
-pdf        pypdf (PDFium for files and pages pypdf cannot read), one section per page (``page``
-           1-based), NFKC-normalised, hyphenated line breaks joined, two-column pages read column
-           by column, filled form fields and notes on their page; pages without text are named in
-           ``warnings``
-docx       paragraphs, tables (``" | "`` between cells, one line per row), lists with their numbers,
-           text boxes, content controls, headers/footers once, footnotes/endnotes and comments
-           after the paragraph citing them, embedded HTML parts (altChunk), Strict Open XML;
-           tracked changes accepted; Heading styles give the heading path
-markdown   the source, sections by heading (ATX and setext, not inside code); YAML front matter
-           as ``attributes``
-html       the visible text (CSS-hidden text left out), headings give the heading path,
-           ``<title>`` the title
-csv        one line per row of ``column: value`` pairs (Excel's ``sep=`` hint honoured)
-text       the text; encodings: UTF-8 (BOM or not), UTF-16/32 with BOM, UTF-16 without BOM,
-           else charset-normalizer for non-Latin scripts and Windows-1252 for Latin text
-image      PNG, JPEG, TIFF (each frame a page), WebP, BMP: read by OCR (:mod:`knowledge.ingest._ocr`),
-           one section per page; PDF pages without a text layer are read by OCR too
-=========  ==========================================================================================
-
-Everywhere: ``\\n`` line ends, no NUL characters or lone surrogates, no invisible format characters
-(zero-width space, soft hyphen, ...), no trailing whitespace, blocks separated by one blank line;
-tables with a header row in ``Document.tables``; what a reader skipped named in ``warnings``. Error
-messages do not name the file (the caller knows it and prefixes it where it shows the message).
+Everywhere: ``\n`` line ends, no NUL characters or lone surrogates, no invisible format characters
+(zero-width space, soft hyphen, ...), no trailing whitespace, blocks separated by one blank line.
+Error messages do not name the file (the caller knows it and prefixes it where it shows the
+message). What each reader keeps and leaves out: ``docs/ingestion.md``.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The HTTP front door of the REST API and the MCP server over HTTP: what a browser page of another
-site could send is refused before any route runs (README, *Security*).
+site could send is refused before any route runs (docs/security.md).
 
 :class:`Guard` is pure ASGI middleware. In order, each request needs: a ``Host`` this server answers
 (421), an ``Origin`` that is its own or configured and no cross-site fetch from an unconfigured one

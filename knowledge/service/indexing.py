@@ -2,26 +2,18 @@
 
 ``Indexer`` reads a file, cuts it into chunks within the model's window, embeds them and replaces the
 file's chunks in its store in one atomic step, recording every outcome in the catalog (status, reason,
-chunks, pages, warnings, timings). It owns the rules users expect of ingestion:
+chunks, pages, warnings, timings). The rules it owns:
 
-* The same file again into the same store is a no-op with a notice; a changed file under the same
-  name replaces the old chunks (new chunks written first, then the old removed, so the file is never
-  missing); deleting a file removes every chunk.
-* **Same content at two names.** A store records each distinct content (bytes) once, with its chunks
-  indexed once, and any number of names on it (:class:`~knowledge.catalog.FileName`): identical bytes
-  under a second name (``b.pdf`` after ``a.pdf``) add that name to the stored content -- reported as
-  ``Outcome.DUPLICATE``, nothing embedded. Removing a name (:meth:`Indexer.delete_name`) removes the
-  content -- chunks, record, and its bytes in the file store unless another store uses them -- only
-  when it was the content's last name. A hit's ``file_name`` is the name the chunks carry: the
-  content's oldest remaining name (when it goes, the chunks are relabelled with the next one, without
-  re-embedding); the file lists show the others as aliases. Names are per origin: a name given by
-  hand and the same relative path of a synced folder (:mod:`knowledge.sync`) are two names, so a
-  sync never replaces or removes what was uploaded by hand. Through the OpenAI-compatible API a file
-  is its file id, not a name: identical bytes there are still reported as a duplicate, with no name
-  recorded.
-* A bad file is reported with its reason and the batch goes on; nothing is half-written.
-* A store keeps one failed record per file name: a new failure replaces the earlier one, and
-  :meth:`Indexer.retry_file` ingests a failed file again from its stored bytes (with a password, say).
+* the same file again is a no-op with a notice; a changed file under the same name replaces its
+  chunks (the new ones written first, so the file is never missing);
+* a store records each distinct content once, with any number of names
+  (:class:`~knowledge.catalog.FileName`, per origin: by hand or a synced folder); identical bytes
+  under a second name are ``Outcome.DUPLICATE``, and the content leaves with its last name
+  (:meth:`Indexer.delete_name`);
+* a bad file is reported with its reason and the batch goes on; nothing is half-written; one failed
+  record per name, retried from its stored bytes by :meth:`Indexer.retry_file`.
+
+The rules in full: ``docs/ingestion.md``.
 """
 
 from __future__ import annotations

@@ -1,35 +1,18 @@
 """Chunk text as a person reads it: Markdown rendered safely, source markup hidden, query words marked.
 
-A stored chunk is an exact slice of its document (``text == document.text[char_start:char_end]``), so
-the chunk of a Markdown file carries the file's markup: HTML tags (``<span class="filename">``,
-``</Listing>``), HTML comments (``<!-- ignore -->``), mdBook directives (``{{#include ...}}``),
-``**emphasis**`` and code fences. Nothing here changes what is stored; these functions only turn a
-chunk into something to show:
+Nothing here changes what is stored; these functions only turn a chunk, a name or a model answer
+into something to show:
 
-* :func:`render_html` -- safe HTML for ``st.markdown(..., unsafe_allow_html=True)`` (or any page):
-  Markdown rendered by markdown-it-py (CommonMark + tables), HTML tags and comments not shown (the
-  text inside a tag is kept), mdBook directives removed, code kept as code, links and images as their
-  text only (nothing is fetched), the query's words in ``<mark>``. Plain text (PDF, DOCX, TXT, ...)
-  is escaped and shown as it is, line breaks kept.
-* :func:`plain_text` -- the same reading as plain text (for a snippet or a quote), no markup at all.
-* which words match a query, and text made inert with them marked, are :mod:`knowledge.text.highlight`'s.
+* :func:`render_html` / :func:`plain_text` -- a chunk as safe HTML (markdown-it-py; tags, comments
+  and mdBook directives hidden, links and images as their text, the query's words in ``<mark>``) or
+  as plain text; :func:`is_markdown` tells which reading a chunk gets.
+* :func:`inert` / :func:`md` -- untrusted text for any place where Streamlit reads Markdown.
+* :func:`answer_html` -- model text as Markdown, images and outside links as words, raw HTML shown.
 
-**The one rule for untrusted text** (document text, file/store/session/template names, model output,
-OCR text, attributes, error messages that echo names): it is shown as text, never interpreted.
-
-* :func:`inert` -- a value for any place where Streamlit reads Markdown (``st.markdown``, captions,
-  alerts, toasts, widget labels and tooltips, radio options, expander/tab/popover labels);
-  :func:`md` formats a Markdown template with inert values (``md("Delete **{}**?", name)``).
-* :func:`answer_html` -- model text (answers, chat history) as Markdown, with images shown as their
-  description and address in words, raw HTML shown as written, and links outside the app as
-  their text with the address after it; for ``st.markdown(..., unsafe_allow_html=True)``.
-
-Whether a chunk is Markdown is told by its file name (:func:`is_markdown`); without one, a chunk that
-carries HTML comments, HTML tags, mdBook directives or code fences is treated as Markdown.
-
-Every output is safe to hand to an HTML renderer: the source's own HTML never reaches the output,
-all text is escaped, and the output is one line (newlines as ``&#10;``), so a Markdown renderer
-around it (Streamlit's) sees a single HTML block and interprets nothing inside it.
+The one rule for untrusted text (document text, names, model output, OCR text, attributes, error
+messages that echo them): it is shown as text, never interpreted. Every HTML output escapes all
+text and is one line, so a Markdown renderer around it interprets nothing inside. The design in
+full: ``docs/security.md``.
 """
 
 from __future__ import annotations

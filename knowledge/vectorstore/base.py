@@ -1,29 +1,18 @@
 """The backend contract: points in, scored points out.
 
-Every vector-store backend (built-in ``memory``, ``pgvector``, ``qdrant``, or a plugin) implements two
-classes:
+Every vector-store backend (built-in ``memory``, ``pgvector``, ``qdrant``, or a plugin) implements
+:class:`VectorBackend` (one per configured backend: hands out :class:`Collection` objects by name) and
+:class:`Collection` (one named set of points of one size and distance), whose public methods check
+every argument once and call the backend's hooks. The store facade and agent memory sit on it.
 
-* :class:`VectorBackend` -- one per configured backend (a folder, a server connection). It hands out
-  :class:`Collection` objects by name and lists the collections it holds.
-* :class:`Collection` -- one named set of points sharing one vector size and one distance. The
-  :class:`~knowledge.vectorstore.store.VectorStore` facade (files and chunks) and agent memory
-  (remember / recall / forget) are thin layers over it, so each backend is written once.
-
-Shapes and conventions (the same on every backend):
-
-* A point is ``Point(id, vector, payload)``: ``id`` is a ``str`` or ``int``; ``vector`` is ``(d,)``
-  float32; ``payload`` is a JSON-serialisable ``dict`` with ``str`` keys, and what comes back is its
-  JSON round trip (tuples come back as lists; keep to str, int, float, bool, None, lists, dicts).
-* ``where`` is a ``dict`` of payload field -> value; a point matches when *every* field is present and
-  equal (``==`` on JSON scalars: str, int, float, bool, None). ``raw_filter`` is the backend's own
-  filter form and, when given, wins over ``where`` (it is not merged with it).
-* Scores follow :data:`DISTANCE_ORDER` (the table of score and direction per distance is in
-  :mod:`knowledge.vectorstore.scoring`): higher is better for cosine and dot, lower for euclid and
-  manhattan.
-  ``score_threshold`` keeps hits at least that good: ``score >= t`` for cosine and dot,
-  ``score <= t`` for euclid and manhattan. Results are sorted best first.
-* A vector whose size differs from the collection's raises
-  :class:`~knowledge.errors.DimensionMismatch` *before* anything is written.
+* A point is ``Point(id, vector, payload)``: ``id`` a ``str`` or ``int``, ``vector`` ``(d,)`` float32,
+  ``payload`` a JSON-serialisable ``dict`` (what comes back is its JSON round trip).
+* ``where`` matches when *every* field is present and equal (``==`` on JSON scalars); ``raw_filter``
+  is the backend's own filter form and wins over ``where``.
+* Scores follow :data:`DISTANCE_ORDER` (higher is better for cosine and dot, lower for euclid and
+  manhattan); ``score_threshold`` keeps hits at least that good; results come best first.
+* A vector of another size raises :class:`~knowledge.errors.DimensionMismatch` before anything is
+  written. The backends and their hooks: ``docs/backends.md``.
 """
 
 from __future__ import annotations

@@ -1,66 +1,19 @@
 """The ``pgvector`` backend: each store is one PostgreSQL table with an HNSW index (psycopg 3 + pgvector).
 
-Layout in the database (schema ``public`` of the database the URL names)::
+A store is the table ``vs_<slug>_<hash>`` (a readable ASCII slug of the name + 12 hex digits of the
+SHA-256 of the exact name, always quoted with :class:`psycopg.sql.Identifier`), registered in
+``knowledge_vector_stores``; payloads are ``jsonb`` (``where`` is containment on a GIN index), the
+BM25 terms a ``tsvector`` column with term statistics in ``<table>_terms``. Scores follow
+:data:`~knowledge.vectorstore.base.DISTANCE_ORDER` (pgvector's ``<=>``, ``<#>``, ``<->``, ``<+>``).
 
-    knowledge_vector_stores                  the registry: one row per store
-        name text PRIMARY KEY                  the store's exact name (the display name)
-        table_name text UNIQUE                 its table, e.g. vs_team_notes_3f9a1c0b2d4e
-        size int, distance text, created_at timestamptz
-    vs_<slug>_<hash>                         one table per store
-        pid text PRIMARY KEY                   the point id as a JSON token: 7 or "7" (so they differ)
-        seq bigint (identity)                  order of last write: scroll order and the tie-break
-        embedding vector(size)                 L2-normalised for cosine (as the memory backend)
-        payload jsonb                          the payload's JSON round trip, NUL characters removed
-    vs_<slug>_<hash>_hnsw                    HNSW index with the distance's operator class, built by
-                                             the write that takes the store past exact_max_rows
-    vs_<slug>_<hash>_gin                     GIN (jsonb_path_ops) index for ``where`` (containment)
+A search counts its candidate rows first: up to ``exact_max_rows`` it searches exactly (what numpy
+would return, ties broken by ``seq``), above it uses the HNSW index with ``iterative_scan =
+strict_order``. Connections: a ``psycopg_pool`` pool (default) or one per operation; no URL, or
+``"embedded"``: :mod:`knowledge.vectorstore.pg_embedded`. Every operation is one transaction and
+idempotent in its end state, so one whose connection breaks is retried on a fresh connection
+(``retries``); when every attempt fails, :class:`~knowledge.errors.BackendUnavailable`.
 
-Table names are ``vs_`` + a readable ASCII slug of the name (at most 40 characters of
-``[a-z0-9_]``) + ``_`` + 12 hex digits of the SHA-256 of the exact name: at most 56 bytes (PostgreSQL
-truncates identifiers at 63), different for names differing only in case or punctuation, and always
-quoted with :class:`psycopg.sql.Identifier`, so no name can inject SQL. The spec calls this table
-``vs_<storeId>``; the hash is what makes any Unicode name safe and unique.
-
-Distances and scores (:data:`~knowledge.vectorstore.base.DISTANCE_ORDER`), from pgvector's operators:
-
-=========  ==========  ==================  ===================================
-distance   operator    HNSW operator class score
-=========  ==========  ==================  ===================================
-cosine     ``<=>``     vector_cosine_ops   ``1 - (a <=> b)`` similarity, higher is better
-dot        ``<#>``     vector_ip_ops       ``-(a <#> b)`` inner product, higher is better
-euclid     ``<->``     vector_l2_ops       ``a <-> b`` L2 distance, lower is better
-manhattan  ``<+>``     vector_l1_ops       ``a <+> b`` L1 distance, lower is better
-=========  ==========  ==================  ===================================
-
-Search: exact or HNSW, chosen per query
----------------------------------------
-HNSW is approximate and, with a filter, post-filters its candidates: a filter matching a small file in a
-big store finds few or none of them among the ``ef_search`` nearest. pgvector 0.8's iterative index scans
-(``hnsw.iterative_scan = strict_order``) keep scanning, but only up to ``hnsw.max_scan_tuples`` (20,000)
-visited tuples, and their order is still approximate. So a search first counts the candidate rows, up to
-``exact_max_rows`` (the filter's rows through the GIN index, a bounded ``count(*)``, skipped when the
-planner's estimate is clearly above; without a filter the table's row estimate from ``pg_class``). At
-most that many: an *exact* search over them (index scans off: a GIN bitmap scan plus a top-k sort), which
-returns exactly what numpy would, ties broken by ``seq``. More: the HNSW index with ``hnsw.ef_search =
-max(ef_search, k)`` and ``iterative_scan = strict_order``, so a broad filter still returns ``k`` hits.
-``bench/bench_pgvector.py`` measured the costs behind the defaults (README).
-
-Connections
------------
-``vector_store.url`` (a ``postgresql://`` URI or ``key=value`` string) plus ``user`` / ``password``;
-no URL, or ``"embedded"``: the embedded server of :mod:`knowledge.vectorstore.pg_embedded`. Either a
-``psycopg_pool`` connection pool (the default, ``options.pgvector.pool = true``) or, as the spec
-does, one short-lived connection per operation (``pool = false``). Every operation is one
-transaction: a write is all-or-nothing, ``replace`` deletes and inserts in one transaction (readers
-see the old set or the new one), and an error rolls everything back.
-
-Connection loss: every operation here is idempotent in its end state (an upsert or replace of the
-same points, a drop, a delete by id or filter), so an operation whose connection breaks (server
-restart, ``pg_terminate_backend``, network) is retried on a fresh connection up to ``retries`` times
-(default 2, after 0.2 s and 1 s). PostgreSQL rolls back the broken transaction, so nothing is ever
-half-written; when every attempt fails the caller gets :class:`~knowledge.errors.BackendUnavailable`
-saying so. (One caveat: when the connection breaks while the server acknowledges a ``COMMIT``, the
-retried ``remove`` finds nothing left and returns 0.)
+The layout in the database, the operator table and the measured choices: ``docs/backends.md``.
 """
 
 from __future__ import annotations

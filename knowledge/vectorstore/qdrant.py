@@ -1,57 +1,20 @@
 """The ``qdrant`` backend: the backend contract on `qdrant-client <https://github.com/qdrant/qdrant-client>`_.
 
 Location (``vector_store.qdrant_location``, else ``vector_store.url``, else the folder ``qdrant`` under
-``data_dir``):
+``data_dir``): a Qdrant server (1.10 or newer; ``qdrant_api_key`` for Qdrant Cloud), ``:memory:``
+(local mode in this process; the tests), or a folder (local mode, one process at a time).
 
-* ``http://host:6333`` / ``https://xyz.cloud.qdrant.io`` -- a Qdrant server (``qdrant_api_key`` for
-  Qdrant Cloud). Needs Qdrant 1.10 or newer (the query endpoint this backend searches with appeared
-  in 1.10); an older server is refused when the backend opens.
-* ``:memory:`` -- qdrant-client's local mode in this process only (the tests use it).
-* a folder path (relative to ``data_dir``) -- local mode persisted to that folder. Only one process
-  may open it at a time (qdrant-client locks it); use a server for concurrent access.
+Our collections are *logical*: all of size ``d`` and distance ``dist`` live in one physical collection
+``<qdrant_collection>-<dist>-<d>``, told apart by :data:`COLLECTION_FIELD` (a tenant index), and a
+registry collection ``<qdrant_collection>-registry`` records each one's size and distance. Point ids
+are ``uuid5`` of the logical collection and our readable id (kept as :data:`ID_FIELD`), so every
+write is idempotent. ``where`` becomes a Qdrant ``Filter`` ANDed with the logical collection (a list
+payload value matches when any element does); ``raw_filter`` is a native ``Filter`` and wins over
+``where``. ``replace`` upserts the new points, then deletes the old ones not among them (no
+transaction). BM25 is a sparse vector ``bm25`` beside the dense one. Remote calls time out
+(``qdrant_timeout``) and are retried with backoff (``qdrant_retries``; tenacity).
 
-Layout: one physical collection per (distance, dimension)
---------------------------------------------------------
-Our collections (one per vector store or memory store) are *logical*: every logical collection of
-size ``d`` and distance ``dist`` lives in one physical Qdrant collection
-``<qdrant_collection>-<dist>-<d>`` (``knowledge-cosine-384``), told apart by the keyword payload field
-:data:`COLLECTION_FIELD`, which carries a tenant index (``is_tenant=True``, co-locating a tenant's
-points on disk) on Qdrant 1.12+ and a plain keyword index before. That is Qdrant's own advice for
-multitenancy (https://qdrant.tech/documentation/guides/multiple-partitions/): many collections cost
-memory and CPU, and Qdrant Cloud limits a cluster to 1000 collections. Keyword indexes are also made
-on ``file_id`` and ``dataset`` (the fields stores and memory filter on) and on whatever
-:meth:`QdrantCollection.index_field` is asked for.
-
-Which logical collections exist, with their size and distance, is recorded in a small registry
-collection ``<qdrant_collection>-registry`` (one point per logical collection, a 1-d dummy vector),
-so a second process or a new backend instance sees the same stores.
-
-Points: Qdrant ids are UUIDs derived deterministically (``uuid5``) from the logical collection and
-our readable id (``"<file_id>:<chunk>"``, a memory id, ...); the readable id is kept in the payload
-(:data:`ID_FIELD`) and is what :class:`~knowledge.vectorstore.base.ScoredPoint` carries. Writing the
-same key again overwrites the same point, so re-ingestion and retried writes are idempotent.
-
-Filters: ``where`` becomes a Qdrant ``Filter`` ANDed with the logical-collection condition: a str or
-bool value is a ``MatchValue``, an int or float a ``Range(gte=v, lte=v)`` (so ``1`` matches ``1.0``
-but never ``true``, as in :func:`~knowledge.vectorstore.base.matches`), ``None`` an ``IsNull``. One
-difference from the reference semantics: Qdrant matches a list payload value when *any* element
-equals the value. ``raw_filter`` is a native ``qdrant_client.models.Filter`` (or its JSON dict form)
-and wins over ``where``; it is still confined to the logical collection.
-
-``replace`` has no transaction to lean on: it upserts the new points, then deletes the old points
-matching ``where`` whose ids are not among the new ones, so a reader never sees the file missing (on
-a server a reader may briefly see some chunks new and some old; in local mode a lock makes it
-atomic for readers in the same process).
-
-Scores follow :data:`~knowledge.vectorstore.base.DISTANCE_ORDER`, which is Qdrant's own
-``DistanceOrder``: cosine similarity and dot product (higher is better), Euclidean and Manhattan
-distance (lower is better). Qdrant's ``score_threshold`` has the same direction.
-
-Remote calls have a short timeout (``vector_store.qdrant_timeout``, default 5 s: a store answers in
-milliseconds) and are retried with exponential backoff and jitter (tenacity) on transport errors,
-429 and 502/503/504, waiting the server's ``Retry-After`` when it sends one, at most
-``vector_store.qdrant_retries`` attempts. Only idempotent operations are retried -- which is every
-operation here, because point ids are deterministic (an upsert repeated writes the same points).
+The design, with Qdrant's multitenancy advice and the limits of local mode: ``docs/backends.md``.
 """
 
 from __future__ import annotations
