@@ -349,7 +349,7 @@ def test_loading_the_model_writes_no_telemetry_queue(tmp_path):
     home = tmp_path / "home"
     home.mkdir()
     env = {k: v for k, v in os.environ.items() if k != "ORT_DISABLE_TELEMETRY"}
-    root = str(Path(__file__).resolve().parent.parent)
+    root = str(Path(__file__).resolve().parents[2])
     env.update(HOME=str(home), KNOWLEDGE_DATA_DIR=str(tmp_path / "data"), PYTHONPATH=root)
     code = ("from knowledge.config import load_settings\nfrom knowledge.workbench import Workbench\n"
             "print(Workbench(load_settings()).embedder().embed_query('hello').shape)")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from PIL import Image, ImageDraw, ImageFont
-from test_browser import ARTIFACTS, Server, browser, explained, rerun_and_wait, server, wait_for_app  # noqa: F401
+from test_browser import ARTIFACTS, Server, app_page, browser, explained, rerun_and_wait, server, wait_for_app  # noqa: F401
 
 pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.slow]
 
@@ -56,29 +56,21 @@ def test_a_scanned_pdf_shows_ocr_progress_then_its_warning(browser, server: Serv
     from playwright.sync_api import expect
 
     pdf = scan(tmp_path / "board-minutes.pdf")
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
-    page = context.new_page()
-    page.set_default_timeout(30_000)
-    try:
-        with explained(page, server, artifacts):
-            page.goto(server.url)
-            wait_for_app(page)
-            rerun_and_wait(page, lambda: page.get_by_role("link", name="Vector stores", exact=True).click())
-            form = page.locator('[data-testid="stForm"]').filter(has=page.get_by_role("button", name="Create store"))
-            form.get_by_label("Name", exact=True).fill("scans")
-            rerun_and_wait(page, lambda: form.get_by_role("button", name="Create store").click())
-            page.set_input_files("input[type=file]", [str(pdf)])
-            with_eta = page.get_by_text(re.compile(r"board-minutes\.pdf — OCR, page [23] of 3, about \d+ (s|min) left"))
-            expect(with_eta).to_be_visible(timeout=240_000)
-            shots(page, with_eta, artifacts, "01-ocr-progress")
-            expect(page.get_by_text(re.compile(r"board-minutes\.pdf — \d+ chunks?, 3 pages"))).to_be_visible(
-                timeout=300_000)
-            warning = page.get_by_text(re.compile(r"board-minutes\.pdf: pages 1-3 read by OCR, confidence 0\.\d\d"))
-            expect(warning).to_be_visible()
-            wait_for_app(page)
-            shots(page, warning, artifacts, "02-ocr-done")
-    finally:
-        context.close()
+    with app_page(browser, server, artifacts, "", width=1280, height=800) as page:
+        rerun_and_wait(page, lambda: page.get_by_role("link", name="Vector stores", exact=True).click())
+        form = page.locator('[data-testid="stForm"]').filter(has=page.get_by_role("button", name="Create store"))
+        form.get_by_label("Name", exact=True).fill("scans")
+        rerun_and_wait(page, lambda: form.get_by_role("button", name="Create store").click())
+        page.set_input_files("input[type=file]", [str(pdf)])
+        with_eta = page.get_by_text(re.compile(r"board-minutes\.pdf — OCR, page [23] of 3, about \d+ (s|min) left"))
+        expect(with_eta).to_be_visible(timeout=240_000)
+        shots(page, with_eta, artifacts, "01-ocr-progress")
+        expect(page.get_by_text(re.compile(r"board-minutes\.pdf — \d+ chunks?, 3 pages"))).to_be_visible(
+            timeout=300_000)
+        warning = page.get_by_text(re.compile(r"board-minutes\.pdf: pages 1-3 read by OCR, confidence 0\.\d\d"))
+        expect(warning).to_be_visible()
+        wait_for_app(page)
+        shots(page, warning, artifacts, "02-ocr-done")
     # the token is searchable on its page (the app's own data folder, read by a second process)
     from knowledge.config import load_settings
     from knowledge.workbench import Workbench

@@ -16,6 +16,7 @@ import pytest
 from test_browser import (
     ARTIFACTS,
     Server,
+    app_page,
     browser,
     create_store,
     explained,
@@ -57,48 +58,40 @@ def test_attach_a_pdf_in_the_chat_and_the_answer_cites_file_and_page(browser, ch
                     if "Explicit is better than implicit" in squash(doc.text[s.char_start:s.char_end])}
     assert answer_pages, "the corpus PDF changed"
 
-    context = browser.new_context(viewport={"width": 1400, "height": 1600})
-    page = context.new_page()
-    page.set_default_timeout(30_000)
-    try:
-        with explained(page, chat_server, chat_artifacts):
-            page.goto(chat_server.url)
-            wait_for_app(page)
-            rerun_and_wait(page, lambda: page.get_by_role("link", name="Chat", exact=True).click())
-            expect(page.locator("h1").first).to_contain_text("Chat")
-            shot(page, chat_artifacts, "01-chat.png")
+    with app_page(browser, chat_server, chat_artifacts, "", width=1400, height=1600) as page:
+        rerun_and_wait(page, lambda: page.get_by_role("link", name="Chat", exact=True).click())
+        expect(page.locator("h1").first).to_contain_text("Chat")
+        shot(page, chat_artifacts, "01-chat.png")
 
-            # Drop both PDFs onto the chat input, then ask.
-            page.set_input_files('[data-testid="stChatInput"] input[type=file]', [str(blind), str(zen)])
-            box = page.get_by_test_id("stChatInputTextArea")
-            box.fill("Is explicit better than implicit?")
-            shot(page, chat_artifacts, "02-attached.png")
-            rerun_and_wait(page, lambda: box.press("Enter"), timeout=240_000)
+        # Drop both PDFs onto the chat input, then ask.
+        page.set_input_files('[data-testid="stChatInput"] input[type=file]', [str(blind), str(zen)])
+        box = page.get_by_test_id("stChatInputTextArea")
+        box.fill("Is explicit better than implicit?")
+        shot(page, chat_artifacts, "02-attached.png")
+        rerun_and_wait(page, lambda: box.press("Enter"), timeout=240_000)
 
-            messages = page.get_by_test_id("stChatMessage")
-            expect(messages).to_have_count(2, timeout=240_000)
-            user, answer = messages.nth(0), messages.nth(1)
-            expect(user).to_contain_text("📎 pdflatex-4-pages.pdf, google-doc-document.pdf")
-            expect(user).to_contain_text("Is explicit better than implicit?")
-            expect(answer).to_contain_text("Retrieval only")
-            expect(answer).to_contain_text("Explicit is better than implicit")
-            # the first citation: the file and a page that holds the answer; it opens the chunk
-            first = answer.get_by_test_id("stExpander").filter(has_text=re.compile(r"\[1\] ")).first
-            label = squash(first.locator("summary").inner_text())
-            m = re.search(r"\[1\] (?P<file>.+?), page (?P<page>\d+)", label)
-            assert m and m["file"] == "google-doc-document.pdf", label
-            assert int(m["page"]) in answer_pages, (label, answer_pages)
-            first.locator("summary").click()
-            expect(first).to_contain_text("Explicit is better than implicit")
-            # the tool call, collapsed
-            expect(answer.get_by_test_id("stExpander").filter(has_text="vector_search").first).to_be_visible()
-            # the sidebar lists both attachments, each with a remove button
-            side = page.get_by_test_id("stSidebar")
-            expect(side).to_contain_text("google-doc-document.pdf")
-            expect(side.locator('[class*="st-key-rm_"]')).to_have_count(2)
-            shot(page, chat_artifacts, "03-answer.png")
-    finally:
-        context.close()
+        messages = page.get_by_test_id("stChatMessage")
+        expect(messages).to_have_count(2, timeout=240_000)
+        user, answer = messages.nth(0), messages.nth(1)
+        expect(user).to_contain_text("📎 pdflatex-4-pages.pdf, google-doc-document.pdf")
+        expect(user).to_contain_text("Is explicit better than implicit?")
+        expect(answer).to_contain_text("Retrieval only")
+        expect(answer).to_contain_text("Explicit is better than implicit")
+        # the first citation: the file and a page that holds the answer; it opens the chunk
+        first = answer.get_by_test_id("stExpander").filter(has_text=re.compile(r"\[1\] ")).first
+        label = squash(first.locator("summary").inner_text())
+        m = re.search(r"\[1\] (?P<file>.+?), page (?P<page>\d+)", label)
+        assert m and m["file"] == "google-doc-document.pdf", label
+        assert int(m["page"]) in answer_pages, (label, answer_pages)
+        first.locator("summary").click()
+        expect(first).to_contain_text("Explicit is better than implicit")
+        # the tool call, collapsed
+        expect(answer.get_by_test_id("stExpander").filter(has_text="vector_search").first).to_be_visible()
+        # the sidebar lists both attachments, each with a remove button
+        side = page.get_by_test_id("stSidebar")
+        expect(side).to_contain_text("google-doc-document.pdf")
+        expect(side.locator('[class*="st-key-rm_"]')).to_have_count(2)
+        shot(page, chat_artifacts, "03-answer.png")
 
 
 def test_chat_over_a_store_answers_from_the_chapter_and_the_citation_opens_it(browser, chat_server: Server,

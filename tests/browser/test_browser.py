@@ -22,6 +22,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import REPO
@@ -197,6 +198,25 @@ def explained(pg, server: Server, artifacts: Path) -> Iterator[None]:
             shot(pg, artifacts, "failure.png")
         raise AssertionError(f"{exc}\n\n-- screenshot: {artifacts / 'failure.png'}\n"
                              f"-- streamlit output:\n{server.output()[-6000:]}") from exc
+
+
+@contextlib.contextmanager
+def app_page(browser, server: Server, artifacts: Path, path: str = "", *, width: int = 1280, height: int = 800,
+             timeout: float = 30_000, **context: Any) -> Iterator[Any]:
+    """The browser tests' one set-up: a new context of ``width`` x ``height`` px (``context``: more of
+    Playwright's context options, e.g. ``accept_downloads=True``), one page on ``server``'s ``/path``
+    with the app loaded, a failure explained (:func:`explained`: screenshot and server output), and the
+    context closed after. ``timeout`` (ms) is the page's default wait."""
+    ctx = browser.new_context(viewport={"width": width, "height": height}, **context)
+    page = ctx.new_page()
+    page.set_default_timeout(timeout)
+    try:
+        with explained(page, server, artifacts):
+            page.goto(server.url + (f"/{path}" if path else ""))
+            wait_for_app(page)
+            yield page
+    finally:
+        ctx.close()
 
 
 def squash(text: str) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import CORPUS
 
 from knowledge.errors import EmptyDocument, PasswordRequired
 from knowledge.ingest import Document, read_document
@@ -26,7 +27,7 @@ EXPECTED_FAILURES = {
 
 
 def corpus_files(kind: str) -> list[str]:
-    folder = Path(__file__).resolve().parent.parent.parent / "shared" / "corpus" / kind
+    folder = CORPUS / kind
     return sorted(p.name for p in folder.glob(f"*.{kind}")) or [f"(no {kind} files)"]
 
 

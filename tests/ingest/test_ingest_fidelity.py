@@ -22,7 +22,7 @@ from knowledge.ingest.chunker import chunk_document
 from knowledge.outcomes import Outcome
 from knowledge.workbench import Workbench
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 CASES = Path(os.environ.get("KNOWLEDGE_TEST_CASES") or REPO.parent / "shared" / "cases" / "ingest-fidelity")
 
 
