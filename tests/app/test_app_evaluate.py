@@ -43,7 +43,7 @@ def upload(at: AppTest, name: str, data: bytes) -> None:
 @pytest.fixture
 def populated(tmp_path: Path, monkeypatch) -> None:
     """Store "kitchen" with three short Markdown files, on the fake model (fake/hash-256): the page's
-    flow is under test here, not the model's meaning (tests/test_cli_eval.py runs the real one)."""
+    flow is under test here, not the model's meaning (tests/cli/test_cli_eval.py runs the real one)."""
     use_fake_model(monkeypatch, 256)
     wb = Workbench(load_settings())
     try:

@@ -1,6 +1,6 @@
 """The Chat page with a hijacked model's stored answer and hostile names (issue 24, items 1 and 2),
 through AppTest: nothing the page hands to Streamlit holds Markdown or HTML that Streamlit would
-read as an image, a link or a tag (the browser-level proof is tests/test_browser_hostile.py)."""
+read as an image, a link or a tag (the browser-level proof is tests/browser/test_browser_hostile.py)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ health; the upload ceiling follows the settings; a Content-Security-Policy on th
 
 The server tests start real ``streamlit run app.py`` servers (a second or two each) and speak to them as an attacker would,
 without a browser (tests/stream_helpers.py); the browser side (sign in, then upload; the CSP in
-Chromium) is in tests/test_browser_security.py.
+Chromium) is in tests/browser/test_browser_security.py.
 """
 
 from __future__ import annotations
@@ -143,7 +143,7 @@ def test_the_app_lets_a_session_in_only_once_signed_in(monkeypatch):
         at.button[0].click().run()
         assert not at.exception, at.exception
         assert "test session id" in webgate.SESSIONS
-        # (Log out -> shut out: tests/test_browser_security.py; AppTest keeps session_state across
+        # (Log out -> shut out: tests/browser/test_browser_security.py; AppTest keeps session_state across
         # the clear() and rerun of Log out.)
         webgate.shut_out("test session id")
 

@@ -1,7 +1,7 @@
 """The Chat page in a real browser: drop two corpus PDFs into the chat input, ask a question whose
 answer is in one of them, and check the answer cites that file and the page that holds the answer.
 
-Reuses the server and browser helpers of ``tests/test_browser.py`` (Debian's Chromium under
+Reuses the server and browser helpers of ``tests/browser/test_browser.py`` (Debian's Chromium under
 Playwright, ``streamlit run app.py`` with its own data folder and the real bundled model).
 Screenshots go to ``test-artifacts/browser/chat/``.
 """

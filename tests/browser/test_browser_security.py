@@ -176,7 +176,7 @@ def _sign_in(pg, server: Server, path: str = "") -> None:
 
 def test_signed_in_the_uploader_works_and_a_big_upload_is_taken_until_log_out(browser, gate_server: Server,
                                                                               sec_artifacts: Path, tmp_path: Path):
-    """The other half of tests/test_webgate.py's refusals: once signed in, the Vector stores page's
+    """The other half of tests/app/test_webgate.py's refusals: once signed in, the Vector stores page's
     uploader works and the session's upload URL takes 50 MB (the server's memory grows by it: the
     memory check sees an upload); after Log out the same session's URL refuses."""
     from playwright.sync_api import expect

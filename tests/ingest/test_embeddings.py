@@ -1,6 +1,6 @@
 """Fast tests of the embeddings package: the fake embedder, input validation, the factory.
 
-Nothing here loads a real model; tests/test_bundled_model.py does.
+Nothing here loads a real model; tests/ingest/test_bundled_model.py does.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The pgvector backend on a real PostgreSQL + pgvector (the embedded server of the session).
 
-The contract suite (tests/test_contract.py) runs on pgvector too; this module covers what is
+The contract suite (tests/vectorstore/test_contract.py) runs on pgvector too; this module covers what is
 particular to it: table names, indexes, filtered search in a big store, dimensions, connection loss,
 NUL characters, settings, the embedded server and the Workbench end to end.
 """
