@@ -172,7 +172,7 @@ def main() -> int:
         def add_file(name: str) -> float:
             vectors = unit(rng, PER_FILE)
             chunks = [Chunk(texts[i], vectors[i], i) for i in range(PER_FILE)]
-            return timed(vs.upsert, name, chunks, file_name=f"{name}.md")
+            return timed(vs.replace_file, name, chunks, file_name=f"{name}.md")
 
         add_file("warm-0")
         out["add_file_vectors_only_ms"] = statistics.median(add_file(f"plain-{i}") for i in range(5))
