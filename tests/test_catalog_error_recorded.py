@@ -7,7 +7,7 @@ import json
 
 from conftest import encrypted_pdf
 
-from knowledge.__main__ import main
+from knowledge.cli import main
 from knowledge.catalog import DONE, FAILED
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
