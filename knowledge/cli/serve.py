@@ -2,10 +2,10 @@
 HTTP). Each opens its own workbench for as long as it serves.
 
 The server modules are imported when the command runs, not at the top: they pull in FastAPI,
-uvicorn and the MCP SDK, which would double the time of every other command and of ``--help``
-(measured: ``python -m knowledge --help`` about 0.47 s with them imported here, about 1.0 s with
-them at the top; ``python -X importtime`` puts ``knowledge.server.app`` and ``knowledge.server.mcp``
-at 0.5-0.8 s each, the workbench they share included)."""
+uvicorn and the MCP SDK, which would almost triple the time of every other command and of
+``--help`` (measured on an idle machine: ``python -m knowledge --help`` 0.33 s with them imported
+here, 0.89 s with them at the top; ``python -X importtime`` puts ``knowledge.server.app`` and
+``knowledge.server.mcp`` at 0.5-0.8 s each, the workbench they share included)."""
 
 from __future__ import annotations
 
