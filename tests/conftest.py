@@ -343,7 +343,7 @@ def corpus_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, int]:
         if os.environ.get("CI") == "true":
             pytest.fail(f"The corpus folder {CORPUS} is missing under CI=true.")
         pytest.skip(f"corpus folder {CORPUS} not present")
-    from knowledge.__main__ import main
+    from knowledge.cli import main
 
     data = str(tmp_path_factory.mktemp("corpus-store") / "data")
     saved = os.environ.get("KNOWLEDGE_DATA_DIR")

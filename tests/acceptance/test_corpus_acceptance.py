@@ -10,7 +10,7 @@ import unicodedata
 import pytest
 from conftest import readme_questions
 
-from knowledge.__main__ import main
+from knowledge.cli import main
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 

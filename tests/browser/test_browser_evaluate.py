@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from test_browser import ARTIFACTS, app_page, browser, explained, rerun_and_wait, serve, shot, wait_for_app  # noqa: F401
 
-from knowledge.__main__ import main
+from knowledge.cli import main
 
 pytestmark = [pytest.mark.browser, pytest.mark.model]
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from knowledge.__main__ import main
+from knowledge.cli import main
 
 pytestmark = pytest.mark.model
 

@@ -11,7 +11,7 @@ import re
 import pytest
 from conftest import REPO, prepared_data, use_prepared_data
 
-from knowledge.__main__ import main
+from knowledge.cli import main
 
 pytestmark = pytest.mark.model
 

@@ -504,7 +504,7 @@ def test_a_damaged_backup_writes_nothing_and_force_replaces_a_folder(tmp_path):
 # -- the command line --------------------------------------------------------------------------------
 
 def test_cli_export_import_move_backup_restore(tmp_path, capsys, monkeypatch):
-    from knowledge.__main__ import main
+    from knowledge.cli import main
 
     monkeypatch.setenv("KNOWLEDGE_EMBEDDINGS__MODEL", "fake/hash-64")
     docs = tmp_path / "docs"

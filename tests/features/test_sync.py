@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 
-from knowledge.__main__ import main
+from knowledge.cli import main
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.outcomes import Outcome

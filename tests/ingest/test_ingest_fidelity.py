@@ -638,7 +638,7 @@ def test_app_folder_job_reports_what_the_walk_skipped(wb, tmp_path):
 
 @pytest.mark.model
 def test_cli_glob_takes_upper_case_extensions_reports_skips_and_finds_nfd_names(tmp_path, capsys):
-    from knowledge.__main__ import main
+    from knowledge.cli import main
 
     folder = tmp_path / "docs"
     folder.mkdir()

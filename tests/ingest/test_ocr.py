@@ -291,7 +291,7 @@ def test_ocr_off_in_the_settings_or_the_template(tmp_path):
 
 @pytest.mark.slow
 def test_cli_prints_ocr_progress_per_page(tmp_path, capsys, monkeypatch):
-    from knowledge.__main__ import main
+    from knowledge.cli import main
 
     scan = tmp_path / "scan.pdf"
     img = render(["Command line token LYNX303"])

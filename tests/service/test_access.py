@@ -278,7 +278,7 @@ def test_an_instruction_hidden_in_a_document_does_not_reach_the_disk(wb, reads):
 def test_the_password_command_prints_a_settings_line_that_signs_in(monkeypatch, capsys, tmp_path):
     import io
 
-    from knowledge.__main__ import main
+    from knowledge.cli import main
 
     monkeypatch.setattr("sys.stdin", io.StringIO("a long team password\n"))
     assert main(["password"]) == 0

@@ -7,8 +7,8 @@ import json
 
 from conftest import encrypted_pdf
 
-from knowledge.__main__ import main
 from knowledge.catalog import DONE, FAILED
+from knowledge.cli import main
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.outcomes import can_retry, needs_password

@@ -1,0 +1,79 @@
+"""The command line: ``python -m knowledge`` (or ``knowledge``). A surface, the top floor of the
+package: it may import everything below it (the workbench, server, chat, tools, the features, the
+service layer, the parts and the ground), never ``pages/``; nothing in ``knowledge`` imports it.
+
+One module per group of commands (:mod:`~knowledge.cli.ingest`, ``search``, ``eval``, ``sync``,
+``stores``, ``portable``, ``chat``, ``serve``, ``password``), each with an ``add_parser(sub)`` that
+adds its commands, every one with ``set_defaults(func=cmd_<name>)``. :func:`main` parses, opens
+the workbench for the commands that run on one (``func(wb, args)``) and closes it after; the rest
+(``workbench=False``: ``serve``, ``mcp``, ``restore``, ``password``) get ``func(args)``.
+
+Exit codes: 0 success; 1 a file failed to ingest (the others went on), ``eval`` measured an MRR
+below ``--min-mrr``, or ``restore`` could not import a store of another backend (the rest was
+restored); 2 bad usage or a configuration/store error (the message says which: a damaged or newer
+bundle, a store name already taken, a data folder that is not empty, ...); 130 interrupted;
+141 the reader of the output went away (``... | head``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from knowledge.cli import chat, ingest, password, portable, search, serve, stores, sync
+from knowledge.cli import eval as evaluate
+from knowledge.cli.common import COMMON
+from knowledge.errors import KnowledgeError
+from knowledge.workbench import Workbench
+
+#: The command modules, in the order ``--help`` lists their commands.
+COMMAND_MODULES = (ingest, search, evaluate, sync, stores, portable, chat, serve, password)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of every command; ``--data-dir`` goes before or after the command."""
+    p = argparse.ArgumentParser(prog="python -m knowledge", description="A local knowledge workbench.",
+                                parents=[COMMON])
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module in COMMAND_MODULES:
+        module.add_parser(sub)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command ``argv`` (default: ``sys.argv[1:]``) and return its exit code; errors of the
+    product print as ``error: ...`` on stderr (exit 2), never as a traceback."""
+    args = build_parser().parse_args(argv)
+    if getattr(args, "data_dir", None):
+        os.environ["KNOWLEDGE_DATA_DIR"] = args.data_dir
+    try:
+        return run(args)
+    except KnowledgeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # the reader went away (`... | head`): stop quietly, as Unix tools do
+        # Python's recipe (docs: "Note on SIGPIPE"): point stdout at devnull so the flush at exit
+        # does not raise again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, what a shell reports for a tool stopped by a closed pipe
+
+
+def run(args: argparse.Namespace) -> int:
+    """Dispatch parsed ``args`` to their command: ``args.func(wb, args)`` on a workbench opened here
+    (and closed after), or ``args.func(args)`` for a command that needs none."""
+    if not args.workbench:
+        return args.func(args)
+    wb = Workbench()
+    try:
+        return args.func(wb, args)
+    finally:
+        wb.close()
+
+
+__all__ = ["COMMAND_MODULES", "build_parser", "main", "run"]

@@ -1,0 +1,86 @@
+"""``eval``: a store's retrieval measured on a question set (recall@n, MRR, nDCG), one run per
+mode, kept in the catalog unless ``--no-save``; exit 1 below ``--min-mrr``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from knowledge import evaluation as ev
+from knowledge.cli.common import Commands, command, table
+from knowledge.service.search import SEARCH_MODES
+from knowledge.workbench import Workbench
+
+
+def add_parser(sub: Commands) -> None:
+    s = command(sub, "eval", help="measure a store's retrieval on a question set (recall@n, MRR, nDCG; the run is kept)")
+    s.add_argument("store")
+    s.add_argument("questions", metavar="SET_FILE_OR_NAME",
+                   help="a question file (TSV/CSV: question<TAB>relevant, ';' between alternatives; JSONL)"
+                        " or the name of a set stored in the app")
+    s.add_argument("--mode", action="append", choices=[*SEARCH_MODES, "all"],
+                   help="ranking to evaluate (repeatable; all = the three; default: search.mode)")
+    s.add_argument("--k", type=int, default=10, help="depth of each ranking (default 10)")
+    s.add_argument("--fusion-weight", type=float, metavar="W",
+                   help="hybrid: weight of the vector ranking, 0-1 (default: search.fusion_weight)")
+    s.add_argument("--min-mrr", type=float, metavar="X",
+                   help="exit 1 when the MRR@k of any mode evaluated is below X (for CI pipelines)")
+    s.add_argument("--questions", dest="show_questions", action="store_true",
+                   help="also print each question's first relevant rank and its top files")
+    s.add_argument("--no-save", action="store_true", help="do not keep the run in the catalog")
+    s.add_argument("--json", action="store_true", help="print the runs as JSON")
+    s.set_defaults(func=cmd_eval)
+
+
+def cmd_eval(wb: Workbench, args: argparse.Namespace) -> int:
+    qset = wb.evaluations.load_question_set(args.questions)
+    modes = list(dict.fromkeys(m for m in (args.mode or [wb.settings.search.mode])
+                               for m in (ev.MODES if m == "all" else [m])))
+    runs = []
+    for mode in modes:
+        run = wb.evaluations.evaluate(args.store, qset, mode, args.k, fusion_weight=args.fusion_weight)
+        if not args.no_save:
+            wb.evaluations.save_run(run)
+        runs.append(run)
+    if args.json:
+        print(json.dumps([_run_data(r, ev.metric_names(args.k)) for r in runs], ensure_ascii=False, indent=2))
+    else:
+        _print_runs(args, qset, runs)
+    if args.min_mrr is not None:
+        low = [r for r in runs if r.mrr < args.min_mrr]
+        for r in low:
+            print(f"MRR@{r.k} of {r.mode} is {r.mrr:.3f}, below --min-mrr {args.min_mrr}", file=sys.stderr)
+        if low:
+            return 1
+    return 0
+
+
+def _run_data(r: ev.EvalRun, names: Sequence[str]) -> dict:
+    return {"id": r.id, "set": r.set_name, "store": r.store, "mode": r.mode, "k": r.k,
+            "template": r.template, "model": r.embedding_model, "chunking": r.chunking,
+            "search": r.search, "metrics": {m: round(r.metrics[m], 6) for m in names},
+            "latency_ms": {a: round(b, 2) for a, b in r.latency_ms.items()},
+            "started": r.started.isoformat(timespec="seconds"),
+            "questions": [{"question": q.question, "relevant": q.relevant, "first_rank": q.first_rank,
+                           "latency_ms": round(q.latency_ms, 2),
+                           "files": [h.file_name for h in q.hits]} for q in r.questions]}
+
+
+def _print_runs(args: argparse.Namespace, qset: ev.QuestionSet, runs: Sequence[ev.EvalRun]) -> None:
+    """The runs as a table of metrics, one row per mode; with --questions, each question's rank."""
+    names = ev.metric_names(args.k)
+    first = runs[0]
+    chunk = f", chunks {first.chunking['size']}/{first.chunking['overlap']}" if first.chunking else ""
+    print(f"{args.store}: {len(qset.questions)} questions of {qset.name!r}, template {first.template}"
+          f" ({first.embedding_model}{chunk})\n")
+    print(table([[r.mode] + [f"{r.metrics[m]:.3f}" for m in names]
+                 + [f"{r.latency_ms['mean']:.0f}", f"{r.latency_ms['p95']:.0f}"] for r in runs],
+                ["mode", *names, "ms/question", "p95 ms"]))
+    if args.show_questions:
+        for r in runs:
+            print(f"\n{r.mode}:")
+            print(table([[q.first_rank or "-", q.question[:70],
+                          ", ".join(dict.fromkeys(str(h.file_name) for h in q.hits[:3]))[:80]]
+                         for q in r.questions], ["rank", "question", "top files"]))

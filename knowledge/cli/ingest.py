@@ -1,0 +1,132 @@
+"""``ingest STORE PATH...``: files and folders into a store (created on the fly), one line per file
+as it finishes (a progress bar on a terminal), then the counts; exit 1 when a file failed (the
+others went on) or no file matched."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from tqdm import tqdm
+
+from knowledge.cli.common import Commands, command
+from knowledge.ingest.chunker import plan_chunking
+from knowledge.outcomes import IngestResult, Outcome, needs_password
+from knowledge.service.indexing import expand_paths, file_names, skipped_text
+from knowledge.service.jobs import FileProgress
+from knowledge.workbench import Workbench
+
+
+def add_parser(sub: Commands) -> None:
+    s = command(sub, "ingest", help="ingest files and folders into a store (created on the fly)")
+    s.add_argument("store")
+    s.add_argument("paths", nargs="+", metavar="PATH")
+    s.add_argument("--template", help="template for a new store (default: default)")
+    s.add_argument("--glob", help="files to take from folders (default: **/*)")
+    s.add_argument("--password", help="password for encrypted PDFs")
+    s.add_argument("--json", action="store_true", help="print the results as JSON")
+    s.set_defaults(func=cmd_ingest)
+
+
+def cmd_ingest(wb: Workbench, args: argparse.Namespace) -> int:
+    skipped: dict[str, int] = {}
+    files = expand_paths(args.paths, args.glob, skipped)
+    note = skipped_text(skipped)
+    if note:
+        print(note, file=sys.stderr)
+    if not files:
+        print("No files matched.", file=sys.stderr)
+        return 1
+    record = wb.store_record(args.store)
+    tpl = wb.template(args.template or (record.template if record else "default"))
+    for note in plan_chunking(wb.embedder(tpl.embedding_model), tpl.max_chunk_size_tokens,
+                              tpl.chunk_overlap_tokens).notes:
+        print(f"note: {note}", file=sys.stderr)
+    names = file_names(files)
+    results = _ingest(wb, args, files, names)
+    if args.json:
+        print(json.dumps([{"name": r.name, "outcome": r.outcome, "message": r.message, "error": r.error,
+                           "file_id": r.file_id,
+                           "chunks": r.chunks, "pages": r.pages, "warnings": r.warnings,
+                           "seconds": round(r.seconds, 3)} for r in results], ensure_ascii=False, indent=2))
+    else:
+        counts = ", ".join(f"{n} {o}" for o in Outcome if (n := sum(r.outcome == o for r in results)))
+        print(f"\n{len(results)} file{'' if len(results) == 1 else 's'}: {counts or 'none'};"
+              f" {sum(r.chunks for r in results)} chunks in the store from them.")
+    return 1 if any(not r.ok for r in results) else 0
+
+
+def _ingest(wb: Workbench, args: argparse.Namespace, files: list[Path | str],
+            names: dict[Path, str]) -> list[IngestResult]:
+    """Ingest ``files`` one by one, printing each result's line (unless --json) as it finishes."""
+    results = []
+    bar = tqdm(total=len(files), unit="file", disable=args.json or not sys.stderr.isatty(), file=sys.stderr)
+    lines = _Lines(min(60, max([len("file")] + [len(_label(names, p)) for p in files])))
+    if not args.json:  # one line per file as it finishes, not a table at the end
+        print(lines.header(), flush=True)
+    progress = _OcrProgress(bar, quiet=args.json)
+    for path in files:
+        bar.set_postfix_str(_label(names, path)[:40])
+        for r in wb.ingest_paths(args.store, [path], template=args.template, password=args.password, names=names,
+                                 progress=progress):
+            results.append(r)
+            if args.json:
+                continue
+            text = lines.result(r, args.password).rstrip()
+            if bar.disable:
+                print(text, flush=True)
+            else:
+                bar.write(text, file=sys.stdout)
+        bar.update(1)
+    bar.close()
+    return results
+
+
+def _label(names: dict[Path, str], path: Path | str) -> str:
+    """The name ``path`` is shown (and stored) under; a path that does not exist as it was given."""
+    return names.get(path, path.name) if isinstance(path, Path) else path
+
+
+class _Lines:
+    """The columns of the per-file lines: file (``width`` characters), outcome, chunks, pages, time,
+    then the reason or the warnings."""
+
+    def __init__(self, width: int) -> None:
+        self.columns = (("file", width), ("outcome", 9), ("chunks", 6), ("pages", 5), ("time", 8))
+
+    def line(self, cells: Sequence[object], last: str) -> str:
+        return "  ".join(str(c)[:w].ljust(w) for c, (_, w) in zip(cells, self.columns)) + "  " + last
+
+    def header(self) -> str:
+        """The headers and the rule of dashes under them."""
+        return (self.line([h for h, _ in self.columns], "reason / warnings") + "\n"
+                + self.line(["-" * w for _, w in self.columns], "-" * 17))
+
+    def result(self, r: IngestResult, password: str | None) -> str:
+        last = ((r.message + (" (use --password)" if needs_password(r) and not password else ""))
+                if not r.ok else "; ".join(r.warnings))
+        return self.line([r.name, r.outcome, r.chunks or "", r.pages or "", f"{r.seconds:.2f}s"], last)
+
+
+class _OcrProgress:
+    """The ingest progress callback ``(name, stage, fraction)``. OCR is slow: one line (or the bar's
+    note) per page read, with the time left; nothing with ``quiet``."""
+
+    def __init__(self, bar: tqdm, *, quiet: bool) -> None:
+        self.bar, self.quiet = bar, quiet
+        self.states: dict[str, FileProgress] = {}
+
+    def __call__(self, name: str, stage: str, fraction: float) -> None:
+        fp = self.states.setdefault(name, FileProgress(name))
+        fp.update(stage, fraction)
+        if not stage.startswith("OCR") or self.quiet:
+            return
+        eta = fp.eta_seconds()
+        note = f"{name[:40]}: {stage}" + (f", about {max(1, round(eta))} s left" if eta is not None else "")
+        if self.bar.disable:
+            print(note, file=sys.stderr, flush=True)
+        else:
+            self.bar.set_postfix_str(note)
