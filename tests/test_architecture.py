@@ -134,6 +134,17 @@ def test_no_import_of_a_floor_above_or_beside(importer):
     assert wrong == [], f"{importer} (floor {FLOORS[mine]}) imports {wrong}"
 
 
+def test_no_private_name_is_imported_across_modules():
+    # a name another module uses is public: no `from knowledge.x import _name`
+    private = []
+    for name, path in modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("knowledge"):
+                private += [f"{name}: {node.module}.{a.name}" for a in node.names
+                            if a.name.startswith("_") and not a.name.startswith("__")]
+    assert private == []
+
+
 def test_every_folder_says_what_it_may_import():
     for init in PACKAGE.glob("*/__init__.py"):
         doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""

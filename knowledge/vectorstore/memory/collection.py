@@ -38,16 +38,16 @@ from knowledge.vectorstore.base import (
     stack_points,
 )
 from knowledge.vectorstore.lexical import LEXICAL_FORMAT, Batch, DiskLexicon, LexiconUnreadable
-from knowledge.vectorstore.memory.state import LoadedPoints, _index_key
+from knowledge.vectorstore.memory.state import LoadedPoints, index_key
 from knowledge.vectorstore.memory.storage import (
-    _LOAD_ATTEMPTS,
-    _RACY_NS,
     LEXICAL_DIR,
+    LOAD_ATTEMPTS,
     MANIFEST,
     MIN_GARBAGE_ROWS,
+    RACY_NS,
     SegmentLog,
-    _gc_paused,
-    _Stale,
+    Stale,
+    gc_paused,
 )
 from knowledge.vectorstore.scoring import (
     Distance,
@@ -161,7 +161,7 @@ class MemoryCollection(Collection):
             self._catch_up(man)
             self._manifest, self._manifest_bytes = man, data
         self._sig = sig
-        self._sig_settled = time.time_ns() - stat.st_mtime_ns > _RACY_NS
+        self._sig_settled = time.time_ns() - stat.st_mtime_ns > RACY_NS
         return self._manifest
 
     def _catch_up(self, man: dict[str, Any]) -> None:
@@ -180,14 +180,14 @@ class MemoryCollection(Collection):
             self._points = None  # a merge straddles what we have: reload
             return
         try:
-            with _gc_paused():
+            with gc_paused():
                 for seg in todo:
                     deleted, ids, _, payloads = self.files.read_jsonl(man, seg, raw=True)
                     vectors = np.empty((seg["rows"], loaded.size), dtype=np.float32)
                     if seg["rows"]:
                         self.files.read_vectors(seg, vectors)
                     loaded.append(deleted, ids, payloads, vectors)
-        except _Stale:
+        except Stale:
             self._points = None
             return
         except BaseException:
@@ -216,11 +216,11 @@ class MemoryCollection(Collection):
     def _load(self) -> LoadedPoints:
         man = self._manifest
         problem = ""
-        for _ in range(_LOAD_ATTEMPTS):
+        for _ in range(LOAD_ATTEMPTS):
             assert man is not None
             try:
                 return self._read_store(man)
-            except _Stale as exc:
+            except Stale as exc:
                 problem = str(exc)
             # Files changed under us (another process merged or dropped): read the manifest again.
             before = self._manifest_bytes
@@ -252,7 +252,7 @@ class MemoryCollection(Collection):
         reader = threading.Thread(target=read_vectors, name="knowledge-memory-load", daemon=True)
         reader.start()
         try:
-            with _gc_paused():
+            with gc_paused():
                 for seg in segs:  # payloads stay stored lines until read (Payloads)
                     deleted, ids, _, lines = self.files.read_jsonl(man, seg, raw=True)
                     loaded.place(deleted, ids, lines)
@@ -314,7 +314,7 @@ class MemoryCollection(Collection):
                 batch.close()
         try:
             self.files.maybe_merge(new, self._publish_locked)
-        except (OSError, StoreCorrupt, _Stale) as exc:  # the write itself is committed
+        except (OSError, StoreCorrupt, Stale) as exc:  # the write itself is committed
             log.warning("vector store %r: compaction skipped (%s); it is retried on the next write",
                         self.name, exc)
 
@@ -534,7 +534,7 @@ class MemoryCollection(Collection):
     def _prepare(self, points: Sequence[Point], size: int, distance: str
                  ) -> tuple[list[PointId], list[bytes], list[dict], np.ndarray]:
         """Validate and encode a batch: ids, JSONL lines, the payloads as stored, vectors."""
-        with _gc_paused():  # many small objects: the cyclic GC would walk the caller's heap repeatedly
+        with gc_paused():  # many small objects: the cyclic GC would walk the caller's heap repeatedly
             vectors = stack_points(points, size)
             ids: list[PointId] = []
             lines: list[bytes] = []
@@ -706,7 +706,7 @@ class MemoryCollection(Collection):
             if w:
                 for r in loaded.where_rows(w).tolist():
                     payload = loaded.payloads[r]
-                    if key in payload and _index_key(payload[key]) is not None:
+                    if key in payload and index_key(payload[key]) is not None:
                         value = payload[key]
                         counts[value] = counts.get(value, 0) + 1
                 return counts

@@ -16,7 +16,7 @@ from knowledge.vectorstore.scoring import DISTANCE_ORDER, euclid_exact, manhatta
 
 _EUCLID_SLACK = 8  # extra candidates re-ranked with exact distances (euclid)
 
-def _index_key(value: Any) -> tuple[int, Any] | None:
+def index_key(value: Any) -> tuple[int, Any] | None:
     """Hashable key with the equality of :func:`~knowledge.vectorstore.base.matches`.
 
     ``True`` and ``1`` differ (JSON), ``1`` and ``1.0`` are equal; lists and dicts never match a
@@ -163,7 +163,7 @@ class LoadedPoints:
             for j in range(base, self.n):
                 payload = self.payloads[j]
                 if field in payload:
-                    key = _index_key(payload[field])
+                    key = index_key(payload[field])
                     if key is not None:
                         index.setdefault(key, []).append(j)
 
@@ -201,7 +201,7 @@ class LoadedPoints:
             index = {}
             for row, payload in enumerate(self.payloads):
                 if field in payload:
-                    key = _index_key(payload[field])
+                    key = index_key(payload[field])
                     if key is not None:
                         bucket = index.get(key)
                         if bucket is None:
@@ -218,7 +218,7 @@ class LoadedPoints:
         """Live rows matching every ``field == value`` of ``where``, ascending ``int64``."""
         buckets = []
         for field, value in where.items():
-            key = _index_key(value)
+            key = index_key(value)
             bucket = self.index(field).get(key) if key is not None else None
             if not bucket:
                 return np.zeros(0, dtype=np.int64)

@@ -49,8 +49,8 @@ MAX_SEGMENTS = 96
 MIN_GARBAGE_ROWS = 1024
 
 _SEGMENT_FILE = re.compile(r"^seg-(\d+)\.(jsonl|npy)$")
-_RACY_NS = 3_000_000_000  # a manifest written more recently than this is re-read on every check
-_LOAD_ATTEMPTS = 6
+RACY_NS = 3_000_000_000  # a manifest written more recently than this is re-read on every check
+LOAD_ATTEMPTS = 6
 
 
 def folder_name(name: str) -> str:
@@ -63,7 +63,7 @@ def folder_name(name: str) -> str:
 
 
 @contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
+def gc_paused() -> Iterator[None]:
     """Pause the cyclic GC while building many objects (it would traverse them again and again)."""
     was_enabled = gc.isenabled()
     gc.disable()
@@ -103,7 +103,7 @@ def _line_id(line: bytes) -> PointId:
     return orjson.loads(line)["id"]
 
 
-class _Stale(Exception):
+class Stale(Exception):
     """A file the manifest lists is gone or belongs to another version: re-read the manifest."""
 
 
@@ -112,7 +112,7 @@ def _read_npy_into(path: Path, out: np.ndarray) -> None:
     try:
         fh = open(path, "rb")  # noqa: SIM115 - a missing file is told apart from a bad one; closed by `with fh` below
     except FileNotFoundError:
-        raise _Stale(f"{path.name} is missing") from None
+        raise Stale(f"{path.name} is missing") from None
     with fh:
         try:
             version = np.lib.format.read_magic(fh)
@@ -123,7 +123,7 @@ def _read_npy_into(path: Path, out: np.ndarray) -> None:
         except ValueError as exc:
             raise StoreCorrupt(f"{path} is not a readable .npy file ({exc}).") from None
         if tuple(shape) != out.shape:
-            raise _Stale(f"{path.name} holds shape {tuple(shape)}, expected {out.shape}")
+            raise Stale(f"{path.name} holds shape {tuple(shape)}, expected {out.shape}")
         if dtype == np.dtype("<f4") and not fortran and np.little_endian:
             got = fh.readinto(out.data.cast("B"))
             if got != out.nbytes:
@@ -204,7 +204,7 @@ class SegmentLog:
         try:
             data = path.read_bytes()
         except FileNotFoundError:
-            raise _Stale(f"{path.name}, listed in {MANIFEST}, is missing") from None
+            raise Stale(f"{path.name}, listed in {MANIFEST}, is missing") from None
         lines = data.split(b"\n")
         try:
             header = orjson.loads(lines[0])
@@ -214,9 +214,9 @@ class SegmentLog:
             header.get("segment"), header.get("incarnation"), header.get("first_gen"),
             header.get("last_gen"),
         ) != (seg["seg"], man["incarnation"], seg["first_gen"], seg["last_gen"]):
-            raise _Stale(f"{path.name} does not hold the segment {MANIFEST} lists")
+            raise Stale(f"{path.name} does not hold the segment {MANIFEST} lists")
         if len(data) != seg["jsonl_bytes"] or lines[-1] != b"" or len(lines) - 2 != seg["rows"]:
-            raise _Stale(
+            raise Stale(
                 f"{path.name} has {len(data)} bytes and {len(lines) - 2} points, {MANIFEST} lists"
                 f" {seg['jsonl_bytes']} bytes and {seg['rows']} points"
             )
@@ -388,7 +388,7 @@ class SegmentLog:
         seg_lines: list[list[bytes]] = []
         seg_dels: list[list[PointId]] = []
         base = 0
-        with _gc_paused():
+        with gc_paused():
             for seg in run:
                 dels, ids, _, raw = self.read_jsonl(man, seg, raw=True)
                 if seg["rows"]:
