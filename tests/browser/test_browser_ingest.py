@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from test_browser import (  # noqa: F401  (fixtures)
     Server,
+    app_page,
     artifacts,
     browser,
     create_store,
@@ -48,26 +49,18 @@ def test_folder_ingest_shows_skipped_files(browser, server: Server, artifacts: P
     (docs / "REPORT.MD").write_text("# Report\n\nQuarterly figures WOMBAT-5401.\n")
     (docs / "notes.txt").write_text("not markdown")
     (docs / ".hidden.md").write_text("# Hidden\n")
-    context = browser.new_context(viewport={"width": width, "height": height})
-    page = context.new_page()
-    page.set_default_timeout(30_000)
     store = f"folder-{width}"
-    try:
-        with explained(page, server, artifacts):
-            page.goto(server.url + "/stores")
-            wait_for_app(page)
-            create_store(page, store)
-            page.get_by_text("Ingest a folder on this machine").click()
-            folder_form = page.locator('[data-testid="stForm"]').filter(
-                has=page.get_by_role("button", name="Ingest folder"))
-            folder_form.get_by_label("Folder", exact=True).fill(str(docs))
-            folder_form.get_by_label("Glob", exact=True).fill("**/*.md")
-            rerun_and_wait(page, lambda: folder_form.get_by_role("button", name="Ingest folder").click())
-            expect(page.get_by_text(re.compile(r"REPORT\.MD — \d+ chunks?"))).to_be_visible(timeout=180_000)
-            note = page.get_by_text("Skipped 2 files in the folders: 1 hidden, 1 not matching '**/*.md'.")
-            expect(note).to_be_visible(timeout=30_000)
-            note.scroll_into_view_if_needed()
-            page.screenshot(path=str(artifacts / f"14-folder-skipped-{width}.png"))
-            shot(page, artifacts, f"14-folder-skipped-{width}-full.png")
-    finally:
-        context.close()
+    with app_page(browser, server, artifacts, "stores", width=width, height=height) as page:
+        create_store(page, store)
+        page.get_by_text("Ingest a folder on this machine").click()
+        folder_form = page.locator('[data-testid="stForm"]').filter(
+            has=page.get_by_role("button", name="Ingest folder"))
+        folder_form.get_by_label("Folder", exact=True).fill(str(docs))
+        folder_form.get_by_label("Glob", exact=True).fill("**/*.md")
+        rerun_and_wait(page, lambda: folder_form.get_by_role("button", name="Ingest folder").click())
+        expect(page.get_by_text(re.compile(r"REPORT\.MD — \d+ chunks?"))).to_be_visible(timeout=180_000)
+        note = page.get_by_text("Skipped 2 files in the folders: 1 hidden, 1 not matching '**/*.md'.")
+        expect(note).to_be_visible(timeout=30_000)
+        note.scroll_into_view_if_needed()
+        page.screenshot(path=str(artifacts / f"14-folder-skipped-{width}.png"))
+        shot(page, artifacts, f"14-folder-skipped-{width}-full.png")

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from test_browser import (  # noqa: F401  (fixtures)
     Server,
+    app_page,
     artifacts,
     browser,
     create_store,
@@ -47,33 +48,25 @@ def test_add_a_synced_folder_preview_then_apply(browser, server: Server, artifac
     (docs / "cats.md").write_text("# Cats\n\nThe cat sits on the mat and purrs.\n")
     (docs / "guides" / "bread.md").write_text("# Bread\n\nKnead the dough, then let it rise.\n")
     (docs / "guides" / "owls.md").write_text("# Owls\n\nOwls hunt mice at night.\n")
-    context = browser.new_context(viewport={"width": width, "height": height})
-    page = context.new_page()
-    page.set_default_timeout(30_000)
     store = f"sync-{width}"
-    try:
-        with explained(page, server, artifacts):
-            page.goto(server.url + "/stores")
-            wait_for_app(page)
-            create_store(page, store)
-            page.get_by_text("Keep a folder in sync").click()
-            add = page.locator('[data-testid="stForm"]').filter(has=page.get_by_role("button", name="Add folder"))
-            add.get_by_label("Folder to keep in sync", exact=True).fill(str(docs))
-            add.get_by_label("Glob", exact=True).fill("**/*.md")
-            rerun_and_wait(page, lambda: add.get_by_role("button", name="Add folder").click())
-            plan = page.get_by_text("3 added, 0 changed, 0 renamed, 0 deleted, 0 unchanged")
-            expect(plan).to_be_visible()
-            plan.scroll_into_view_if_needed()
-            page.screenshot(path=str(artifacts / f"18-sync-plan-{width}.png"))
-            rerun_and_wait(page, lambda: page.get_by_role("button", name="Apply").click())
-            expect(page.get_by_text("Folders kept in sync (1)")).to_be_visible(timeout=60_000)
-            expect(page.get_by_text("Batch done: 3 files · 3 chunks · 3 added")).to_be_visible(timeout=60_000)
-            heading = page.get_by_text("Folders kept in sync (1)")
-            if not page.get_by_role("button", name="Sync now").is_visible():
-                heading.click()
-            expect(page.get_by_role("button", name="Sync now")).to_be_visible()
-            heading.scroll_into_view_if_needed()
-            page.screenshot(path=str(artifacts / f"18-sync-folders-{width}.png"))
-            shot(page, artifacts, f"18-sync-folders-{width}-full.png")
-    finally:
-        context.close()
+    with app_page(browser, server, artifacts, "stores", width=width, height=height) as page:
+        create_store(page, store)
+        page.get_by_text("Keep a folder in sync").click()
+        add = page.locator('[data-testid="stForm"]').filter(has=page.get_by_role("button", name="Add folder"))
+        add.get_by_label("Folder to keep in sync", exact=True).fill(str(docs))
+        add.get_by_label("Glob", exact=True).fill("**/*.md")
+        rerun_and_wait(page, lambda: add.get_by_role("button", name="Add folder").click())
+        plan = page.get_by_text("3 added, 0 changed, 0 renamed, 0 deleted, 0 unchanged")
+        expect(plan).to_be_visible()
+        plan.scroll_into_view_if_needed()
+        page.screenshot(path=str(artifacts / f"18-sync-plan-{width}.png"))
+        rerun_and_wait(page, lambda: page.get_by_role("button", name="Apply").click())
+        expect(page.get_by_text("Folders kept in sync (1)")).to_be_visible(timeout=60_000)
+        expect(page.get_by_text("Batch done: 3 files · 3 chunks · 3 added")).to_be_visible(timeout=60_000)
+        heading = page.get_by_text("Folders kept in sync (1)")
+        if not page.get_by_role("button", name="Sync now").is_visible():
+            heading.click()
+        expect(page.get_by_role("button", name="Sync now")).to_be_visible()
+        heading.scroll_into_view_if_needed()
+        page.screenshot(path=str(artifacts / f"18-sync-folders-{width}.png"))
+        shot(page, artifacts, f"18-sync-folders-{width}-full.png")
