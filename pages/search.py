@@ -51,6 +51,11 @@ def render_hits(run: pg.SearchRun) -> None:
     """One bordered box per hit: provenance, score bar (in the order of the list), a snippet of the
     readable text with the query's words marked, the full readable text on expand."""
     if not run.hits:
+        if not run.top and run.where:  # the filters, not the store, left nothing (a mistyped field, say)
+            st.warning(md("No chunk of **{}** matches the filters ({}). Check the field names and values"
+                          " (Filters: the fields in this store are listed there).", run.store,
+                          ", ".join(f"{k} = {v!r}" for k, v in run.where.items())))
+            return
         if not run.top:
             st.info(md("**{}** has no chunks yet: drop files on it (Vector stores page).", run.store))
             return

@@ -39,6 +39,8 @@ _OPEN_COMMENT = re.compile(r"<!--.*\Z", re.S)
 _COMMENT_TAIL = re.compile(r"\A(?:(?!<!--).)*?-->", re.S)
 _DIRECTIVE = re.compile(r"\{\{#.*?\}\}", re.S)
 _OPEN_DIRECTIVE = re.compile(r"\{\{#[^}]*\Z")
+# the tail of a directive cut by the chunk's start: a path-like word ending in "}}" on the first line
+_DIRECTIVE_TAIL = re.compile(r"\A[^\s{}]*[/.:][^\s{}]*\}\}")
 _OPEN_TAG = re.compile(r"</?[A-Za-z][^<>]*\Z")
 # A reference link whose definition lies outside the chunk: "[the docs][prelude]" reads "the docs".
 _REF_LINK = re.compile(r"\[([^\[\]]+)\]\[[^\[\]]*\]")
@@ -57,11 +59,12 @@ def is_markdown(file_name: str | None, text: str | None = None) -> bool:
 
 def strip_source_markup(text: str) -> str:
     """``text`` without what a reader never sees: HTML comments (also one cut by either end of the
-    chunk) and mdBook ``{{#...}}`` directives (also one cut by the end), and an HTML tag cut by the
+    chunk) and mdBook ``{{#...}}`` directives (also one cut by either end), and an HTML tag cut by the
     chunk's end. Tags themselves are left for the Markdown parser (their inner text is kept). A chunk
     that starts inside a fenced code block gets an opening fence, so its code stays code."""
     text = _COMMENT.sub("", text)
     text = _COMMENT_TAIL.sub("", text, count=1)
+    text = _DIRECTIVE_TAIL.sub("", text, count=1)
     fences = _FENCE.findall(text)
     if fences and not fences[0][1].strip() and (len(fences) % 2 or fences[-1][1].strip()):
         # The chunk starts inside a code block: its first fence is a bare closing one (an opening
@@ -141,8 +144,8 @@ def _render_tokens(tokens, query) -> str:
             out.append(_inline_html(tok.children, esc))
         elif t in ("fence", "code_block"):
             code = tok.content.rstrip("\n")
-            if code.strip():
-                out.append(f"<pre><code>{esc(code)}</code></pre>")
+            if code.strip():  # no <mark> in a code block: Streamlit's code block shows an element in it as "[object Object]"
+                out.append(f"<pre><code>{html.escape(code)}</code></pre>")
         elif t == "html_block":
             inner = _html_text(tok.content).strip()
             if inner:

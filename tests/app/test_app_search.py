@@ -115,6 +115,10 @@ def test_threshold_and_filters(populated):
     assert not at.exception
     assert len(at.get("progress")) == 1
     assert "kitchen-and-sky.pdf · page 1" in texts(at)
+    at.text_area(key="pg_fields").input("pgae = 2").run()  # a mistyped field: the filter, not the store, is empty
+    assert not at.exception and len(at.get("progress")) == 0
+    assert any("matches the filters" in w.value and "pgae" in w.value for w in at.warning)
+    assert not any("no chunks yet" in i.value for i in at.info)
     at.text_area(key="pg_fields").input("page 1").run()
     assert not at.exception
     assert "field = value" in at.error[0].value

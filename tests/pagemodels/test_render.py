@@ -161,3 +161,18 @@ def test_a_result_holds_at_most_three_chunks():
     hits, notes = pg.fold_hits(found, 5)
     assert notes["a:0"].chunks == (0, 1, 2) and hits[0].text == DOC[0:400]
     assert [h.id for h in hits] == ["a:0", "a:4"]  # a:3 overlaps the full first result: not shown
+
+
+def test_a_chunk_cut_inside_a_directive_hides_its_tail_and_code_blocks_carry_no_marks():
+    # a chunk of the Rust book that starts inside {{#rustdoc_include ...}}: the tail is source markup
+    text = ("/listings/ch10-generic-types-traits-and-lifetimes/no-listing-06-impl-trait-returns-one-type/"
+            "src/lib.rs:here}}\n```\n\nA trait defines shared behaviour.\n\n```rust\npub trait Summary {}\n```")
+    out = render.render_html(text, "How do I define a trait?", file_name="ch10-02-traits.md")
+    assert "lib.rs" not in out and "}}" not in out and "listings" not in out
+    assert "A <mark>trait</mark> <mark>defines</mark> shared" in out
+    # Streamlit renders an element inside a code block as "[object Object]": the code is plain
+    assert "<pre><code>pub trait Summary {}</code></pre>" in out
+    assert "lib.rs" not in render.plain_text(text, file_name="ch10-02-traits.md")
+    # code that merely ends in braces is not mistaken for a directive's tail
+    assert render.strip_source_markup("    }}\nfn main() {}").startswith("    }}")
+
