@@ -285,7 +285,7 @@ def test_a_name_clash_is_refused_and_as_name_imports_beside_it(make_wb, tmp_path
 
 _KILLER = textwrap.dedent("""
     import os, signal, sys
-    sys.path.insert(0, {tests!r})
+    sys.path[:0] = {paths!r}
     from test_portable import _factory
     from knowledge.config import load_settings
     from knowledge.portable import exporting
@@ -300,7 +300,7 @@ _KILLER = textwrap.dedent("""
 
 
 def _run_killed(data: Path, stage: str, call: str) -> None:
-    code = _KILLER.format(tests=str(REPO / "tests"), data=str(data), stage=stage, call=call)
+    code = _KILLER.format(paths=[str(REPO / "tests" / "features"), str(REPO / "tests")], data=str(data), stage=stage, call=call)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, timeout=120, check=False)
     assert proc.returncode == -9, proc.stderr.decode()[-2000:]
