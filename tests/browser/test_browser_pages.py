@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 from conftest import encrypted_pdf
-from test_browser import (
+from test_browser import (  # noqa: F401  (fixtures: artifacts, browser)
     Server,
-    app_page,  # noqa: F401  (fixtures)
+    app_page,
+    artifacts,
+    browser,
     create_store,
     rerun_and_wait,
     serve,

@@ -9,9 +9,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_browser import (
+from test_browser import (  # noqa: F401  (fixtures: artifacts, browser)
     Server,
-    app_page,  # noqa: F401  (fixtures)
+    app_page,
+    artifacts,
+    browser,
     rerun_and_wait,
     serve,
     wait_for_app,

@@ -165,7 +165,7 @@ def test_search_never_returns_two_hits_with_identical_text(wb, tmp_path):
 def test_the_named_questions_a_caller_asks_instead_of_reaching_into_the_parts(wb, tmp_path):
     """index_text and search_result: what the tools and the search playground ask the workbench."""
     r = wb.index_text("notes", "memo-1", "The harbour lighthouse is painted red and white.", "memo.txt")
-    assert (r.outcome, r.ok, r.name) == (INDEXED, True, "memo.txt") and r.chunks == 1
+    assert (r.outcome, r.ok, r.name) == (Outcome.INDEXED, True, "memo.txt") and r.chunks == 1
     assert not wb.index_text("notes", "memo-2", "   ").ok  # blank: nothing to index
     result = wb.search_result("notes", "harbour lighthouse", 3, timings=True, top=10)
     assert [h.id for h in result.hits] == [h.id for h in wb.search("notes", "harbour lighthouse", 3)]
