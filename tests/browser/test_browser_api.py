@@ -5,14 +5,13 @@ opened from the API's origin is a download, not a page whose script runs."""
 
 from __future__ import annotations
 
-import shutil
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
 from api_helpers import Served, free_port
-from test_browser import CHROMIUM_ARGS, _missing
+from test_browser import browser  # noqa: F401  (the shared Chromium fixture)
 
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
@@ -90,23 +89,6 @@ class _Attacker:
         self.server.server_close()
 
 
-@pytest.fixture(scope="module")
-def chromium():
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _missing("playwright is not installed (pip install -r requirements-dev.txt)")
-    executable = shutil.which("chromium")
-    if executable is None:
-        _missing("chromium is not installed (apt-get install -y chromium)")
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
-
-
 @pytest.fixture
 def api(tmp_path):
     wb = Workbench(load_settings(data_dir=tmp_path / "data"),
@@ -116,9 +98,9 @@ def api(tmp_path):
     wb.close()
 
 
-def test_a_page_of_another_site_creates_uploads_and_reads_nothing(chromium, api):
+def test_a_page_of_another_site_creates_uploads_and_reads_nothing(browser, api):
     with _Attacker(ATTACK.replace("API", api)) as attacker_url:
-        page = chromium.new_page()
+        page = browser.new_page()
         try:
             def form_post(path: str):
                 return lambda r: (r.url == api + path and r.request.method == "POST"
@@ -138,12 +120,12 @@ def test_a_page_of_another_site_creates_uploads_and_reads_nothing(chromium, api)
     assert httpx.get(api + "/v1/files").json()["data"] == []
 
 
-def test_an_uploaded_html_file_is_downloaded_not_run(chromium, api):
+def test_an_uploaded_html_file_is_downloaded_not_run(browser, api):
     victim = httpx.post(api + "/v1/files", files={"file": ("victim.md", b"# Victim\n")},
                         data={"purpose": "assistants"}).json()
     planted = httpx.post(api + "/v1/files", files={"file": ("planted.html", PLANTED_PAGE)},
                          data={"purpose": "assistants"}).json()
-    context = chromium.new_context(accept_downloads=True)
+    context = browser.new_context(accept_downloads=True)
     page = context.new_page()
     try:
         from playwright.sync_api import Error
