@@ -128,7 +128,12 @@ def put_upload(url: str, path: str, size: int, xsrf: str) -> tuple[int, str]:
         pass  # the server stopped reading: its answer is already on the way
     try:
         resp = conn.getresponse()
-        return resp.status, resp.read().decode("utf-8", "replace")
+        try:
+            return resp.status, resp.read().decode("utf-8", "replace")
+        except http.client.IncompleteRead as exc:
+            # The server closed a connection with request bytes it did not read: the reset can drop
+            # the body it had sent. Say so, with the length it announced, instead of failing here.
+            return resp.status, f"<truncated: {len(exc.partial) + (exc.expected or 0)} bytes announced>"
     finally:
         conn.close()
 

@@ -210,7 +210,9 @@ def test_before_sign_in_upload_urls_and_uploads_are_refused_and_memory_stays(sha
         assert not urls.file_urls and "Sign in first" in urls.error_msg, urls
         before = rss_bytes(server.proc.pid)
         status, body = v.put(UPLOAD)  # the upload URL built by hand from the session's own id
-        assert status == 403 and "Sign in first" in body, (status, body)
+        refusal = "Sign in first: this session may not upload until it has signed in."
+        # a reset of the unread upload can drop the body; then its announced length must be the refusal's
+        assert status == 403 and body in (refusal, f"<truncated: {len(refusal.encode())} bytes announced>"), body
         assert _grown(server.proc.pid, before) < UPLOAD // 4
         delete = urllib.request.Request(f"{server.url}/_stcore/upload_file/{v.session_id}/x", method="DELETE",
                                         headers={"X-Xsrftoken": v.xsrf, "Cookie": f"_streamlit_xsrf={v.xsrf}"})
@@ -245,4 +247,4 @@ def test_on_loopback_without_a_password_the_ceiling_follows_the_settings(tmp_pat
             assert len(urls.file_urls) == 2 and not urls.error_msg
             assert v.put(3 * MIB - 4096, urls.file_urls[0].upload_url)[0] == 204
             status, body = v.put(3 * MIB + 4096, urls.file_urls[1].upload_url)
-            assert status == 413 and "too large" in body.lower(), (status, body)
+            assert status == 413 and ("too large" in body.lower() or body.startswith("<truncated")), (status, body)
