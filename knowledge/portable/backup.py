@@ -90,6 +90,11 @@ class RestoreResult:
     bundles: tuple[RestoredBundle, ...] = ()
 
 
+_PG_CATALOG = ("The catalog is in {where}, so it is not {what} with the data folder: back it up with pg_dump"
+               " (and restore it with pg_restore or psql), and the files with the file store's own tools. To"
+               " move stores, export and import them as bundles (`knowledge export` / `knowledge import`).")
+
+
 def backup(parts: Parts, out: str | os.PathLike, *, progress: Progress | None = None) -> BackupResult:
     """Back up the data folder to the archive ``out`` (a zip, format ``knowledge-backup``):
 
@@ -109,8 +114,11 @@ def backup(parts: Parts, out: str | os.PathLike, *, progress: Progress | None = 
     or Qdrant is not in the backup (their collections are not stores).
 
     Raises:
-        StorageError (the archive cannot be written); the backends' errors.
+        StorageError (the archive cannot be written); the backends' errors. InvalidArgument: the
+        catalog is in PostgreSQL (``catalog.url``): back it up with ``pg_dump``, nothing is written.
     """
+    if parts.catalog.dialect != "duckdb":
+        raise InvalidArgument(_PG_CATALOG.format(what="backed up", where=parts.catalog.describe()))
     started = time.perf_counter()
     out = Path(out)
     members: dict[str, dict[str, Any]] = {}
@@ -211,8 +219,11 @@ def restore(settings: Settings, archive: str | os.PathLike, *, force: bool = Fal
 
     Raises:
         TargetNotEmpty: the data folder holds data and ``force`` is false. BundleCorrupt,
-        BundleTooNew: the archive is damaged or newer; nothing was written then.
+        BundleTooNew: the archive is damaged or newer; nothing was written then. InvalidArgument:
+        ``settings`` put the catalog in PostgreSQL (``catalog.url``): restore it with ``pg_restore``.
     """
+    if settings.catalog.url:
+        raise InvalidArgument(_PG_CATALOG.format(what="restored", where="PostgreSQL (catalog.url)"))
     started = time.perf_counter()
     path = Path(archive)
     if not path.is_file():
