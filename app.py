@@ -13,6 +13,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from knowledge import webgate
 from knowledge.access import THROTTLE, Password, app_folders, is_shared
+from knowledge.catalog import CatalogLocked
 from knowledge.config import load_settings
 from knowledge.errors import KnowledgeError
 from knowledge.text.render import inert
@@ -122,4 +123,8 @@ page = st.navigation([st.Page(file, title=title, icon=icon, default=not path) if
                       else st.Page(file, title=title, icon=icon, url_path=path)
                       for file, title, icon, path in PAGES])
 with serving_pages():
-    page.run()
+    try:
+        page.run()
+    except CatalogLocked:  # a process without turns (an older version, a long hold) kept the file
+        st.warning("The catalog is in use by another program on this computer (a command-line batch?)."
+                   " Wait for it to finish and reload this page.", icon="⏳")

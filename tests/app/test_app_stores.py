@@ -576,3 +576,30 @@ def test_a_template_larger_than_the_model_window_says_it_will_be_fitted(fake_mod
     assert not at.exception
     [saved] = [s.value for s in at.success if "Saved the template huge chunks" in s.value]
     assert "4000 tokens" in saved and "fitted to" in saved and "overlap of" in saved
+
+
+@pytest.mark.slow
+def test_a_catalog_kept_by_another_process_gives_a_short_message(fake_model, monkeypatch, tmp_path):
+    """A process holding the DuckDB catalog without giving turns: the page says so in a sentence --
+    no traceback, no server path."""
+    import subprocess
+    import sys
+
+    monkeypatch.setenv("KNOWLEDGE_CATALOG__LOCK_TIMEOUT", "0.3")
+    at = open_app()
+    path, stop = load_settings().catalog_path, tmp_path / "stop"
+    script = ("import sys, time\nfrom pathlib import Path\nfrom knowledge.catalog import Catalog\n"
+              "c = Catalog(Path(sys.argv[1]))\nwith c.hold():\n    print('holding', flush=True)\n"
+              "    while not Path(sys.argv[2]).exists():\n        time.sleep(0.05)\n")
+    holder = subprocess.Popen([sys.executable, "-c", script, str(path), str(stop)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "holding"
+        at.switch_page("pages/stores.py").run()
+        assert not at.exception
+        [warning] = [w.value for w in at.warning if "in use by another program" in w.value]
+        assert str(path.parent) not in warning and "Traceback" not in warning
+    finally:
+        stop.touch()
+        holder.wait(30)
+    at.run()  # free again: the page renders
+    assert not at.exception and at.title[0].value == "🗂️ Vector stores"

@@ -3,6 +3,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -69,6 +70,47 @@ def test_a_second_process_gets_a_clear_message_and_then_its_turn(tmp_path):
     assert out.strip() == "opened ['s']"
     assert [r.name for r in holder.list_stores()] == ["s"]  # and the holder gets it back
     holder.close()
+
+
+_BATCH = """
+import sys, time
+from pathlib import Path
+from knowledge.catalog import Catalog
+catalog, stop = Catalog(Path(sys.argv[1])), Path(sys.argv[2])
+catalog.put_store("batch", "default", "memory", "m", 8, "cosine")
+print("ready", flush=True)
+n = 0
+while not stop.exists():  # a CLI batch: the catalog used several times a second, never idle 2 s
+    catalog.put_template("t", {"n": n})
+    catalog.list_stores()
+    n += 1
+    time.sleep(0.1)
+print("done", n, flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_a_batch_in_another_process_shares_the_file(tmp_path):
+    """The defect: a process using the DuckDB catalog every second never closed it (the idle close
+    never came), so every other process got "catalog in use". Now a waiting process asks for a turn
+    and both go on."""
+    path, stop = tmp_path / "catalog.duckdb", tmp_path / "stop"
+    batch = subprocess.Popen([sys.executable, "-c", _BATCH, str(path), str(stop)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        assert batch.stdout.readline().strip() == "ready"
+        here = Catalog(path, lock_timeout=10)
+        for i in range(5):
+            here.put_store(f"s{i}", "default", "memory", "m", 8, "cosine")
+            assert {"batch", f"s{i}"} <= {r.name for r in here.list_stores()}
+            assert here.get_template("t") is not None  # the batch's writes are seen
+            time.sleep(0.3)  # the batch takes its turns in between
+        here.close()
+    finally:
+        stop.touch()
+        out, err = batch.communicate(timeout=60)
+    assert batch.returncode == 0, err
+    assert out.startswith("done") and int(out.split()[1]) > 0
 
 
 def test_catalog_locked_is_a_knowledge_error():

@@ -199,7 +199,7 @@ def test_two_catalogs_starting_at_once_migrate_once(pg_database, settings):
     def start(catalog: Catalog) -> None:
         try:
             results.append(catalog.schema_version())
-        except Exception as exc:  # noqa: BLE001 - the assertion below shows it
+        except Exception as exc:
             results.append(exc)
 
     threads = [threading.Thread(target=start, args=(c,)) for c in catalogs]
@@ -218,7 +218,6 @@ def test_two_catalogs_starting_at_once_migrate_once(pg_database, settings):
 
 def test_a_lost_connection_is_replaced(pg_database, settings):
     import psycopg
-
     from conftest import pg_catalog_settings
 
     url = pg_catalog_settings(settings).catalog.url
