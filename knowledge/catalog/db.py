@@ -39,13 +39,15 @@ from knowledge.errors import KnowledgeError, StoreExists
 if TYPE_CHECKING:
     from knowledge.config import Settings
 
-_open_catalogs: weakref.WeakSet[Catalog] = weakref.WeakSet()
+#: Every engine still referenced -- a DuckDB engine by its idle closer thread too, after its catalog
+#: is gone -- shut down at exit (see :meth:`DuckEngine.shutdown <knowledge.catalog.duck.DuckEngine.shutdown>`).
+_open_engines: weakref.WeakSet[Engine] = weakref.WeakSet()
 
 
 @atexit.register
-def _close_catalogs() -> None:
-    for catalog in list(_open_catalogs):
-        catalog.shutdown()
+def _close_engines() -> None:
+    for engine in list(_open_engines):
+        engine.shutdown()
 
 
 class Engine(Protocol):
@@ -103,7 +105,7 @@ class Catalog:
         #: The DuckDB file, or ``None`` for a catalog in PostgreSQL.
         self.path: Path | None = engine.path if isinstance(engine, DuckEngine) else None
         self.lock_timeout = lock_timeout
-        _open_catalogs.add(self)
+        _open_engines.add(engine)
 
     @classmethod
     def from_url(cls, url: str, *, connect_timeout: float = 5.0, pool_max_size: int = 8) -> Catalog:
