@@ -164,6 +164,11 @@ class Catalog:
         if closer is not None and closer is not threading.current_thread():
             closer.join(5.0)
 
+    @property
+    def dialect(self) -> str:
+        """The SQL dialect of the catalog's database: ``"duckdb"`` (the embedded file)."""
+        return "duckdb"
+
     # -- schema ---------------------------------------------------------------------------------
     @contextmanager
     def cursor(self) -> Iterator[duckdb.DuckDBPyConnection]:

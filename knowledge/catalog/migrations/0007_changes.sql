@@ -1,0 +1,1 @@
+-- 7: reserved (catalog-pg)
