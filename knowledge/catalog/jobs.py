@@ -158,11 +158,15 @@ def new_id() -> str:
 
 def enqueue(catalog: QueueCatalog, store: str, items: Iterable[JobSource], *, template: str | None = None,
             options: dict[str, Any] | None = None, notes: dict[str, Any] | None = None,
-            created_by: str | None = None, max_attempts: int = MAX_ATTEMPTS) -> str:
+            created_by: str | None = None, max_attempts: int = MAX_ATTEMPTS, batch_id: str | None = None,
+            failed: dict[int, dict[str, Any]] | None = None) -> str:
     """Add a batch of ``items`` for ``store`` (in this order), all ``queued``, in one transaction.
     ``options`` are what every file is ingested with (``{"attributes": {...}}``); ``notes`` what the
-    page shows about the batch. Returns the batch's id."""
-    batch_id = new_id()
+    page shows about the batch; ``failed`` ``{index: result}`` the items that failed before they
+    could be queued (their upload could not be saved): recorded ``failed`` with that result.
+    Returns the batch's id (``batch_id`` when given)."""
+    batch_id = batch_id or new_id()
+    failed = failed or {}
     with catalog.cursor() as cur:
         cur.execute("BEGIN TRANSACTION")
         try:
@@ -171,10 +175,15 @@ def enqueue(catalog: QueueCatalog, store: str, items: Iterable[JobSource], *, te
                         [batch_id, store, template, json.dumps(options or {}), json.dumps(notes or {}), created_by])
             for seq, item in enumerate(items):
                 cur.execute("INSERT INTO ingest_jobs (id, batch_id, seq, store, name, source_kind, source, host,"
-                            " pinned, own_file, size, status, max_attempts, queued)"
-                            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now())",
+                            " pinned, own_file, size, status, max_attempts, queued, result, reason, stage,"
+                            " fraction, finished)"
+                            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now(), ?, ?, ?, ?, "
+                            + ("now())" if seq in failed else "NULL)"),
                             [new_id(), batch_id, seq, store, item.name, item.kind, item.source, item.host,
-                             item.pinned, item.own_file, item.size, QUEUED, max_attempts])
+                             item.pinned, item.own_file, item.size, FAILED if seq in failed else QUEUED,
+                             max_attempts, json.dumps(failed[seq]) if seq in failed else None,
+                             failed[seq].get("message") if seq in failed else None,
+                             "done" if seq in failed else "waiting", 1.0 if seq in failed else 0.0])
             cur.execute("COMMIT")
         except BaseException:
             cur.execute("ROLLBACK")
@@ -259,6 +268,20 @@ def finish(catalog: QueueCatalog, job_id: str, worker: str, status: str, result:
     return row is not None
 
 
+def release(catalog: QueueCatalog, job_id: str, worker: str) -> bool:
+    """Give back ``worker``'s job unfinished (its process is stopping): queued again, the attempt not
+    counted, for another worker to resume; a job pinned to the process (its secret dies with it)
+    ends ``interrupted`` instead. Returns whether the job was still the worker's."""
+    with catalog.cursor() as cur:
+        row = cur.execute(
+            "UPDATE ingest_jobs SET status = CASE WHEN pinned IS NULL THEN 'queued' ELSE 'interrupted' END,"
+            " attempts = attempts - 1, worker = NULL, stage = 'waiting', fraction = 0,"
+            " reason = 'interrupted: the program was stopped while ingesting it',"
+            " finished = CASE WHEN pinned IS NULL THEN NULL ELSE now() END"
+            " WHERE id = ? AND worker = ? AND status = 'running' RETURNING id", [job_id, worker]).fetchone()
+    return row is not None
+
+
 def cancel(catalog: QueueCatalog, batch_id: str) -> int:
     """Cancel a batch from any process: its queued jobs end ``cancelled`` now, the running ones when
     their worker's next heartbeat sees the flag. Returns how many queued jobs were cancelled."""
@@ -338,5 +361,5 @@ def unfinished(catalog: QueueCatalog) -> int:
 __all__ = [
     "CANCELLED", "DONE", "FAILED", "FINAL", "INTERRUPTED", "LEASE_SECONDS", "MAX_ATTEMPTS", "QUEUED", "RUNNING",
     "BatchRow", "Control", "JobRow", "JobSource", "QueueCatalog", "batch", "batches", "cancel", "claim", "enqueue",
-    "finish", "heartbeat", "jobs", "new_id", "retry", "set_result", "take_over", "unfinished",
+    "finish", "heartbeat", "jobs", "new_id", "release", "retry", "set_result", "take_over", "unfinished",
 ]
