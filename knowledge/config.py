@@ -76,6 +76,25 @@ class VectorStoreSettings(_Section):
         return self
 
 
+class CatalogSettings(_Section):
+    """``catalog.*``: where the catalog (templates, stores, files, chats, configs) is kept."""
+
+    url: str | None = Field(
+        None, description="a postgresql:// URL (often the pgvector server) for a catalog shared by several"
+        " processes and hosts; default: the DuckDB file <data_dir>/catalog.duckdb (no set-up)")
+    lock_timeout: float = Field(10.0, gt=0, le=600, description="DuckDB file: seconds to wait for another"
+                                " process's turn before saying the catalog is in use")
+    connect_timeout: float = Field(5.0, gt=0, le=120, description="PostgreSQL: seconds to wait for the server")
+    pool_max_size: int = Field(8, ge=1, le=100, description="PostgreSQL: connections the catalog opens at most")
+
+    @field_validator("url")
+    @classmethod
+    def _postgres_url(cls, url: str | None) -> str | None:
+        if url is not None and not url.startswith(("postgresql://", "postgres://")):
+            raise ValueError("catalog.url must be a postgresql:// URL (or unset for the DuckDB file)")
+        return url
+
+
 class FileStoreSettings(_Section):
     """``file_store.*``: where uploaded files are kept."""
 
@@ -244,6 +263,7 @@ class Settings(BaseSettings):
     )
 
     data_dir: Path = Field(Path("data"), description="root of every relative path")
+    catalog: CatalogSettings = Field(default_factory=CatalogSettings)
     vector_store: VectorStoreSettings = Field(default_factory=VectorStoreSettings)
     file_store: FileStoreSettings = Field(default_factory=FileStoreSettings)
     embeddings: EmbeddingSettings = Field(default_factory=EmbeddingSettings)

@@ -99,7 +99,7 @@ class Workbench:
     def __init__(self, settings: Settings | None = None,
                  embedder_factory: Callable[[str], Embedder] | None = None) -> None:
         self.settings = settings or load_settings()
-        self.catalog = Catalog(self.settings.catalog_path)
+        self.catalog = Catalog.from_settings(self.settings)
         self.files = open_file_store(self.settings)
         self.templates = TemplateRegistry(self.settings, self.catalog)
         self.stores = Stores(self.settings, self.catalog, self.files, self.templates,

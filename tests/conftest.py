@@ -286,6 +286,27 @@ def pgvector_settings(pg_database: None, settings: Settings) -> Callable[..., Se
     return lambda **options: _pgvector_settings(settings, **options)
 
 
+def pg_catalog_settings(settings: Settings) -> Settings:
+    """``settings`` with ``catalog.url`` on this test's database of the session's server (the one
+    a pgvector backend of the test uses too; created if missing, dropped by ``pg_database``)."""
+    url = _pgvector_settings(settings).vector_store.url
+    return settings.model_copy(update={"catalog": settings.catalog.model_copy(update={"url": url})})
+
+
+@pytest.fixture(params=["duckdb", "postgresql"])
+def catalog_dialect(request: pytest.FixtureRequest) -> str:
+    """Each engine of the catalog in turn (PostgreSQL: the ``pg_server``, a fresh database)."""
+    if request.param == "postgresql":
+        request.getfixturevalue("pg_database")
+    return request.param
+
+
+@pytest.fixture
+def catalog_settings(settings: Settings, catalog_dialect: str) -> Settings:
+    """``settings`` whose catalog is the engine under test (``catalog_dialect``)."""
+    return pg_catalog_settings(settings) if catalog_dialect == "postgresql" else settings
+
+
 CONTRACT_BACKENDS: dict[str, tuple[Callable[[Settings], VectorBackend], Callable[[str, Any], Any]]] = {
     "memory": (_memory_backend, _memory_raw_filter),
     "qdrant": (_qdrant_backend, _qdrant_raw_filter),

@@ -4,13 +4,16 @@ folders, and (in tables of their own) LLM configs, chats, traces and evaluation 
 A part, like ``vectorstore/`` and ``filestore/``: it may import the ground (``knowledge.errors``,
 ``knowledge._names``) and nothing else of the project. The face is re-exported here:
 
-* :class:`Catalog` (``db.py``) -- the DuckDB file, its lock and idle close;
+* :class:`Catalog` (``db.py``) -- over the DuckDB file (``duck.py``: turns, idle close) or PostgreSQL
+  (``postgres.py``, ``catalog.url``), one SQL for both (``dialect.py``);
 * the records (``records.py``) -- :class:`StoreRecord`, :class:`FileRecord`, :class:`FileName`,
   :class:`SyncedFolder`, :class:`FileCounts`, :class:`FileStatus`;
 * the schema (``schema.py`` over ``migrations/NNNN_<owner>.sql``) -- :data:`MIGRATIONS`.
 """
 
-from knowledge.catalog.db import IDLE_CLOSE_SECONDS, Catalog, CatalogLocked
+from knowledge.catalog.db import Catalog
+from knowledge.catalog.dialect import DIALECTS, Dialect
+from knowledge.catalog.duck import IDLE_CLOSE_SECONDS, CatalogLocked
 from knowledge.catalog.records import (
     DONE,
     FAILED,
@@ -24,9 +27,10 @@ from knowledge.catalog.records import (
     StoreRecord,
     SyncedFolder,
 )
-from knowledge.catalog.schema import MIGRATIONS, migrate, one_row
+from knowledge.catalog.schema import MIGRATIONS, CatalogCursor, migrate, one_row
 
 __all__ = [
+    "DIALECTS",
     "DONE",
     "FAILED",
     "IDLE_CLOSE_SECONDS",
@@ -35,7 +39,9 @@ __all__ = [
     "PROCESSING",
     "STATUSES",
     "Catalog",
+    "CatalogCursor",
     "CatalogLocked",
+    "Dialect",
     "FileCounts",
     "FileName",
     "FileRecord",

@@ -1,36 +1,31 @@
-"""The DuckDB catalog (``<data_dir>/catalog.duckdb``): templates, stores, and the files in each store
-with their ingestion status, chunk counts and timings.
+"""The catalog: templates, stores, and the files in each store with their ingestion status, chunk
+counts and timings -- in the DuckDB file ``<data_dir>/catalog.duckdb`` (the default, no set-up;
+:mod:`knowledge.catalog.duck`: processes take turns with the file) or in a PostgreSQL database
+(``catalog.url``; :mod:`knowledge.catalog.postgres`: shared by every process and host).
 
-DuckDB allows one process to have a database file open for writing. The catalog therefore holds its
-connection only while it is used and closes it after :data:`IDLE_CLOSE_SECONDS` without use, so a
-running app and a CLI command can take turns; a process that finds the file held by another retries
-for ``lock_timeout`` seconds and then raises :class:`CatalogLocked` naming the other process. Within
-one process every operation runs under one lock (operations take about a millisecond).
-
-The schema is versioned (:mod:`knowledge.catalog.schema`, one SQL file per version); the records
-are :mod:`knowledge.catalog.records`.
+Both engines run the same SQL (DuckDB's, :mod:`knowledge.catalog.dialect`) and the same numbered
+migrations (:mod:`knowledge.catalog.schema`); :attr:`Catalog.dialect` says which one is in use and
+:meth:`Catalog.change_token` lets a process notice another's writes cheaply. The records are
+:mod:`knowledge.catalog.records`.
 """
 
 from __future__ import annotations
 
 import atexit
 import json
-import re
 import shutil
-import threading
-import time
 import unicodedata
 import weakref
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import fields, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
-
-import duckdb
+from typing import TYPE_CHECKING, Any, Protocol
 
 from knowledge._names import check_name
+from knowledge.catalog.dialect import NFC_FUNCTION, Dialect
+from knowledge.catalog.duck import DuckEngine
 from knowledge.catalog.records import (
     FileName,
     FileRecord,
@@ -38,11 +33,11 @@ from knowledge.catalog.records import (
     StoreRecord,
     SyncedFolder,
 )
-from knowledge.catalog.schema import migrate, one_row
+from knowledge.catalog.schema import CatalogCursor, one_row
 from knowledge.errors import KnowledgeError, StoreExists
 
-IDLE_CLOSE_SECONDS = 2.0
-"""Seconds without use after which the catalog closes its DuckDB connection (another process may open it)."""
+if TYPE_CHECKING:
+    from knowledge.config import Settings
 
 _open_catalogs: weakref.WeakSet[Catalog] = weakref.WeakSet()
 
@@ -50,11 +45,26 @@ _open_catalogs: weakref.WeakSet[Catalog] = weakref.WeakSet()
 @atexit.register
 def _close_catalogs() -> None:
     for catalog in list(_open_catalogs):
-        catalog._shutdown()
+        catalog.shutdown()
 
 
-class CatalogLocked(KnowledgeError):
-    """Another process holds the catalog's DuckDB file."""
+class Engine(Protocol):
+    """What a catalog engine offers (:class:`~knowledge.catalog.duck.DuckEngine`,
+    :class:`~knowledge.catalog.postgres.PgEngine`)."""
+
+    dialect: str
+
+    def cursor(self) -> AbstractContextManager[CatalogCursor]: ...
+
+    def hold(self) -> AbstractContextManager[None]: ...
+
+    def change_token(self) -> tuple: ...
+
+    def describe(self) -> str: ...
+
+    def close(self) -> None: ...
+
+    def shutdown(self) -> None: ...
 
 
 #: The columns of the ``stores`` and ``store_files`` tables, named in every query (a new column
@@ -72,108 +82,87 @@ def _now() -> datetime:
 
 
 class Catalog:
-    """The catalog at ``path`` (created with the current schema on first use).
+    """The catalog in the DuckDB file ``path`` (created with the current schema on first use), or,
+    with ``engine``, wherever that engine keeps it (:meth:`from_settings`, :meth:`from_url`).
 
     Args:
-        path: the DuckDB file.
-        lock_timeout: seconds to keep retrying while another process holds the file.
+        path: the DuckDB file (ignored with ``engine``).
+        lock_timeout: DuckDB: seconds to wait for another process's turn with the file.
+        engine: the engine to use instead of the DuckDB file.
+
+    Thread-safe. Every method may raise :class:`~knowledge.catalog.duck.CatalogLocked` (DuckDB: the
+    file stayed held) or :class:`~knowledge.errors.BackendUnavailable` (PostgreSQL unreachable).
     """
 
-    def __init__(self, path: Path, lock_timeout: float = 10.0) -> None:
-        self.path = Path(path)
+    def __init__(self, path: Path | None = None, lock_timeout: float = 10.0, *, engine: Engine | None = None) -> None:
+        if engine is None:
+            if path is None:
+                raise TypeError("Catalog needs a path or an engine")
+            engine = DuckEngine(Path(path), lock_timeout)
+        self._engine = engine
+        #: The DuckDB file, or ``None`` for a catalog in PostgreSQL.
+        self.path: Path | None = engine.path if isinstance(engine, DuckEngine) else None
         self.lock_timeout = lock_timeout
-        self._lock = threading.RLock()
-        self._conn: duckdb.DuckDBPyConnection | None = None
-        self._last_used = 0.0
-        self._closer: threading.Thread | None = None
-        self._wake = threading.Event()
-        self._migrated = False
         _open_catalogs.add(self)
 
+    @classmethod
+    def from_url(cls, url: str, *, connect_timeout: float = 5.0, pool_max_size: int = 8) -> Catalog:
+        """The catalog in the PostgreSQL database at ``url`` (``postgresql://user:pw@host:port/db``);
+        nothing is connected until first use."""
+        from knowledge.catalog.postgres import PgEngine  # noqa: PLC0415 - psycopg only for a PostgreSQL catalog
+
+        return cls(engine=PgEngine(url, connect_timeout=connect_timeout, pool_max_size=pool_max_size))
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Catalog:
+        """The catalog ``settings`` name: ``catalog.url`` (PostgreSQL) if set, else the DuckDB file
+        :attr:`Settings.catalog_path <knowledge.config.Settings.catalog_path>`."""
+        cs = settings.catalog
+        if cs.url:
+            return cls.from_url(cs.url, connect_timeout=cs.connect_timeout, pool_max_size=cs.pool_max_size)
+        return cls(settings.catalog_path, lock_timeout=cs.lock_timeout)
+
+    @property
+    def dialect(self) -> Dialect:
+        """``"duckdb"`` or ``"postgresql"``: the engine's SQL, for the few statements that differ
+        (``FOR UPDATE SKIP LOCKED`` exists on PostgreSQL only)."""
+        return "postgresql" if self._engine.dialect == "postgresql" else "duckdb"
+
+    def describe(self) -> str:
+        """Where the catalog is, for messages: the file's path or ``postgresql://host:port/db``."""
+        return self._engine.describe()
+
+    def change_token(self) -> tuple:
+        """A cheap value that changes after another process (or this one) wrote to the catalog:
+        DuckDB, the file's and its log's ``(inode, size, mtime_ns)``; PostgreSQL, the version of
+        the ``catalog_changes`` row (migration 7), bumped by every committed write."""
+        return self._engine.change_token()
+
     # -- connection ---------------------------------------------------------------------------
-    def _open(self) -> duckdb.DuckDBPyConnection:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        deadline = time.monotonic() + self.lock_timeout
-        delay = 0.05
-        while True:
-            try:
-                return duckdb.connect(str(self.path))
-            except duckdb.IOException as exc:
-                msg = str(exc)
-                if "lock" not in msg.lower():
-                    raise KnowledgeError(f"The catalog {self.path} cannot be opened: {msg}") from exc
-                if time.monotonic() >= deadline:
-                    held = re.search(r"held in (.+?) \(PID (\d+)\)", msg)
-                    who = f" by {held.group(1)} (PID {held.group(2)})" if held else ""
-                    raise CatalogLocked(
-                        f"The catalog {self.path} is in use{who}. DuckDB allows one writing process:"
-                        " wait for the other command to finish, or use another data folder"
-                        " (--data-dir / KNOWLEDGE_DATA_DIR)."
-                    ) from exc
-                time.sleep(delay)
-                delay = min(delay * 2, 0.5)
-
     @contextmanager
-    def _cursor(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        with self._lock:
-            if self._conn is None:
-                self._conn = self._open()
-                if not self._migrated:
-                    migrate(self._conn)
-                    self._migrated = True
-                self._start_closer()
-            cur = self._conn.cursor()
-            try:
-                yield cur
-            finally:
-                cur.close()
-                self._last_used = time.monotonic()
+    def _cursor(self) -> Iterator[CatalogCursor]:
+        with self._engine.cursor() as cur:
+            yield cur
 
-    def _start_closer(self) -> None:
-        if self._closer is not None and self._closer.is_alive():
-            return
-
-        def run() -> None:
-            while True:
-                woken = self._wake.wait(IDLE_CLOSE_SECONDS / 2)
-                with self._lock:
-                    if self._conn is None:  # closed by close(); the next use starts a new closer
-                        return
-                    if woken or time.monotonic() - self._last_used >= IDLE_CLOSE_SECONDS:
-                        self._conn.close()
-                        self._conn = None
-                        return
-
-        self._closer = threading.Thread(target=run, name="catalog-idle-close", daemon=True)
-        self._closer.start()
+    def hold(self) -> AbstractContextManager[None]:
+        """Keep the catalog to this process until the block ends (DuckDB: no turn given to another
+        process; PostgreSQL: nothing to do). Keep it short."""
+        return self._engine.hold()
 
     def close(self) -> None:
         """Close the connection now (it reopens on the next use)."""
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+        self._engine.close()
 
-    def _shutdown(self) -> None:
-        """At exit: close the connection here and let the idle closer end, before the interpreter
-        finalizes. A daemon thread still inside DuckDB's C++ code then is killed by a forced unwind
-        that DuckDB swallows, and the process aborts ("FATAL: exception not rethrown")."""
-        self.close()
-        self._wake.set()
-        closer = self._closer
-        if closer is not None and closer is not threading.current_thread():
-            closer.join(5.0)
-
-    @property
-    def dialect(self) -> str:
-        """The SQL dialect of the catalog's database: ``"duckdb"`` (the embedded file)."""
-        return "duckdb"
+    def shutdown(self) -> None:
+        """At exit: close everything, including background threads."""
+        self._engine.shutdown()
 
     # -- schema ---------------------------------------------------------------------------------
     @contextmanager
-    def cursor(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A cursor under the catalog's lock, for the modules that keep their own tables here
-        (LLM configs, chats, traces). Keep the work short: other threads wait."""
+    def cursor(self) -> Iterator[CatalogCursor]:
+        """A cursor for the modules that keep their own tables here (LLM configs, chats, traces):
+        the catalog's SQL (DuckDB's, ``?`` placeholders; :mod:`knowledge.catalog.dialect`) on either
+        engine. DuckDB: under the process's lock -- keep the work short, other threads wait."""
         with self._cursor() as cur:
             yield cur
 
@@ -302,7 +291,12 @@ class Catalog:
     def checkpoint_copy(self, target: Path) -> None:
         """Copy the catalog's database file to ``target`` consistently while it is in use: under the
         catalog's lock (no write of this process in between; DuckDB lets no other process write while
-        this one holds the file), after a ``CHECKPOINT`` has moved the write-ahead log into it."""
+        this one holds the file), after a ``CHECKPOINT`` has moved the write-ahead log into it.
+
+        Raises:
+            KnowledgeError: a catalog in PostgreSQL (copy it with ``pg_dump``)."""
+        if self.path is None:
+            raise KnowledgeError(f"The catalog is in PostgreSQL ({self.describe()}): back it up with pg_dump.")
         with self._cursor() as cur:
             cur.execute("CHECKPOINT")
             shutil.copyfile(self.path, target)
@@ -360,7 +354,8 @@ class Catalog:
         Names compare in Unicode NFC (a decomposed name as macOS writes it equals the typed one)."""
         sql, args = _FILE_SELECT + " WHERE store = ?", [store]
         if file_name is not None:
-            sql, args = sql + " AND nfc_normalize(file_name) = ?", [*args, unicodedata.normalize("NFC", file_name)]
+            sql, args = (sql + f" AND {NFC_FUNCTION[self.dialect].format('file_name')} = ?",
+                         [*args, unicodedata.normalize("NFC", file_name)])
         if sha256 is not None:
             sql, args = sql + " AND sha256 = ?", [*args, sha256]
         with self._cursor() as cur:

@@ -3,17 +3,18 @@
 ``migrations/NNNN_<owner>.sql`` holds version NNNN (as chroma keeps ``chromadb/migrations/``): the
 file name's number is the version, its rest names what the migration adds. :func:`migrate` applies
 the versions a database has not reached, each in one transaction, and records them in
-``schema_version``. A migration is never edited once released; a change is a new file.
+``schema_version``. A migration is never edited once released; a change is a new file. The same
+files serve DuckDB and PostgreSQL (:func:`knowledge.catalog.dialect.script_for`: blocks marked for
+one engine, ``DOUBLE``); on PostgreSQL the caller holds an advisory lock around :func:`migrate`.
 """
 
 from __future__ import annotations
 
 import re
 from importlib.resources import files
-from typing import Any
+from typing import Any, Protocol
 
-import duckdb
-
+from knowledge.catalog.dialect import Dialect, script_for
 from knowledge.errors import KnowledgeError
 
 _NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
@@ -28,7 +29,19 @@ def _load() -> list[str]:
     return [sql for _, sql in found]
 
 
-def one_row(cursor: duckdb.DuckDBPyConnection) -> tuple[Any, ...]:
+class CatalogCursor(Protocol):
+    """What ``catalog.cursor()`` yields on either engine: DuckDB's SQL with ``?`` placeholders
+    (:mod:`knowledge.catalog.dialect`); ``execute`` returns the cursor, rows are tuples, JSON
+    columns come back as text, timestamps as aware datetimes."""
+
+    def execute(self, query: str, parameters: Any = None, /) -> Any: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+
+def one_row(cursor: CatalogCursor) -> tuple[Any, ...]:
     """The row of a query that always returns one (an aggregate such as ``count(*)`` or ``max``).
 
     Raises:
@@ -44,12 +57,12 @@ def one_row(cursor: duckdb.DuckDBPyConnection) -> tuple[Any, ...]:
 MIGRATIONS: list[str] = _load()
 
 
-def migrate(conn: duckdb.DuckDBPyConnection) -> None:
+def migrate(conn: CatalogCursor, dialect: Dialect = "duckdb") -> None:
     """Bring ``conn``'s database to the newest version, one transaction per version.
 
     Raises:
         KnowledgeError: the database has a version newer than this program knows.
-        duckdb.Error: a migration failed (that version is rolled back; earlier ones stay).
+        duckdb.Error, psycopg.Error: a migration failed (that version is rolled back; earlier ones stay).
     """
     conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
     current = one_row(conn.execute("SELECT max(version) FROM schema_version"))[0] or 0
@@ -61,7 +74,7 @@ def migrate(conn: duckdb.DuckDBPyConnection) -> None:
     for version in range(current + 1, len(MIGRATIONS) + 1):
         conn.execute("BEGIN TRANSACTION")
         try:
-            conn.execute(MIGRATIONS[version - 1])
+            conn.execute(script_for(MIGRATIONS[version - 1], dialect))
             conn.execute("INSERT INTO schema_version VALUES (?)", [version])
             conn.execute("COMMIT")
         except Exception:
@@ -69,4 +82,4 @@ def migrate(conn: duckdb.DuckDBPyConnection) -> None:
             raise
 
 
-__all__ = ["MIGRATIONS", "migrate", "one_row"]
+__all__ = ["MIGRATIONS", "CatalogCursor", "migrate", "one_row"]

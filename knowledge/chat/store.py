@@ -164,7 +164,9 @@ class ChatStore:
     # -- attachments ----------------------------------------------------------------------------
     def put_attachment(self, sid: str, a: Attachment) -> None:
         with self.catalog.cursor() as cur:
-            cur.execute("INSERT OR REPLACE INTO chat_attachments VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            cur.execute("INSERT INTO chat_attachments VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (session_id, file_id)"
+                        " DO UPDATE SET name = excluded.name, media_type = excluded.media_type, kind = excluded.kind,"
+                        " size = excluded.size, pages = excluded.pages, attached = excluded.attached",
                         [sid, a.file_id, a.name, a.media_type, a.kind, a.size, a.pages, a.attached or _now()])
 
     def delete_attachment(self, sid: str, file_id: str) -> bool:
@@ -185,8 +187,8 @@ class ChatStore:
         with self.catalog.cursor() as cur:
             if cur.execute("SELECT 1 FROM chat_attachments WHERE file_id = ? LIMIT 1", [file_id]).fetchone():
                 return True
-            return bool(cur.execute("SELECT 1 FROM chat_messages WHERE contains(CAST(parts AS VARCHAR), ?)"
-                                    " OR contains(CAST(meta AS VARCHAR), ?) LIMIT 1", [file_id, file_id]).fetchone())
+            return bool(cur.execute("SELECT 1 FROM chat_messages WHERE strpos(CAST(parts AS VARCHAR), ?) > 0"
+                                    " OR strpos(CAST(meta AS VARCHAR), ?) > 0 LIMIT 1", [file_id, file_id]).fetchone())
 
     # -- traces ---------------------------------------------------------------------------------
     def add_trace(self, session_id: str | None, config: str, provider: str, model: str | None,

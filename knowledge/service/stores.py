@@ -16,7 +16,6 @@ the database file) -- which costs two ``os.stat`` calls (~4 us) instead of a que
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -93,16 +92,10 @@ class Stores:
 
     def token(self, store: str | None = None) -> tuple:
         """A cheap value that changes whenever the catalog may have changed (a write through this
-        object, or the catalog files' size or time on disk: another process's write), and, with
-        ``store``, whenever that store's chunks were written through this object."""
-        path = self.catalog.path
-        stat: list[tuple[int, int, int] | None] = []
-        for p in (path, path.with_name(path.name + ".wal")):
-            try:
-                st = os.stat(p)
-                stat.append((st.st_ino, st.st_size, st.st_mtime_ns))
-            except OSError:
-                stat.append(None)
+        object, or :meth:`Catalog.change_token <knowledge.catalog.Catalog.change_token>`: another
+        process's write), and, with ``store``, whenever that store's chunks were written through
+        this object."""
+        stat = self.catalog.change_token()
         with self._lock:
             local = (self._generation, self._store_generations.get(store, 0) if store is not None else 0)
         return (local, *stat)

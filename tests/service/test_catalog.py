@@ -10,8 +10,9 @@ from knowledge.catalog import DONE, FAILED, MIGRATIONS, Catalog, CatalogLocked, 
 
 
 @pytest.fixture
-def catalog(tmp_path):
-    c = Catalog(tmp_path / "catalog.duckdb", lock_timeout=0.5)
+def catalog(catalog_settings):
+    """The catalog on each engine (DuckDB file, PostgreSQL database)."""
+    c = Catalog.from_settings(catalog_settings)
     yield c
     c.close()
 
@@ -47,6 +48,8 @@ def test_templates_round_trip(catalog):
 
 @pytest.mark.slow
 def test_a_second_process_gets_a_clear_message_and_then_its_turn(tmp_path):
+    """Inside an explicit hold the file is not handed over: the other process is told who holds it;
+    once the hold ends, a turn request gets the file (the holder still has it open, idle)."""
     path = tmp_path / "catalog.duckdb"
     holder = Catalog(path)
     holder.put_store("s", "default", "memory", "m", 8, "cosine")  # holds the file open now
@@ -54,17 +57,18 @@ def test_a_second_process_gets_a_clear_message_and_then_its_turn(tmp_path):
         from pathlib import Path
         from knowledge.catalog import Catalog, CatalogLocked
         try:
-            Catalog(Path({str(path)!r}), lock_timeout=0.3).list_stores()
-            print("opened")
+            print("opened", [r.name for r in Catalog(Path({str(path)!r}), lock_timeout=0.3).list_stores()])
         except CatalogLocked as exc:
             print("locked:", exc)
     """)
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60).stdout
+    with holder.hold():
+        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60).stdout
     assert out.startswith("locked:") and "in use by" in out and "PID" in out
-    holder.close()  # released (the idle closer does the same after a couple of seconds)
     out = subprocess.run([sys.executable, "-c", script.replace("0.3", "5")], capture_output=True, text=True,
                          timeout=60).stdout
-    assert out.strip() == "opened"
+    assert out.strip() == "opened ['s']"
+    assert [r.name for r in holder.list_stores()] == ["s"]  # and the holder gets it back
+    holder.close()
 
 
 def test_catalog_locked_is_a_knowledge_error():

@@ -20,8 +20,9 @@ from knowledge.catalog import (
 
 
 @pytest.fixture
-def catalog(tmp_path):
-    c = Catalog(tmp_path / "catalog.duckdb", lock_timeout=0.5)
+def catalog(catalog_settings):
+    """The catalog on each engine (DuckDB file, PostgreSQL database)."""
+    c = Catalog.from_settings(catalog_settings)
     yield c
     c.close()
 
