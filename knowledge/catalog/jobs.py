@@ -339,7 +339,8 @@ def batches(catalog: QueueCatalog, store: str | None = None, limit: int = 20) ->
 def jobs(catalog: QueueCatalog, *, store: str | None = None, status: str | Sequence[str] | None = None,
          limit: int = 1000) -> list[JobRow]:
     """Job rows (of ``store``, in ``status``), oldest first."""
-    where, args = [], []
+    where: list[str] = []
+    args: list[Any] = []
     if store is not None:
         where, args = [*where, "store = ?"], [*args, store]
     if status is not None:

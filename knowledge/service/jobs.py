@@ -50,9 +50,6 @@ class Ingester(Protocol):
     @property
     def catalog(self) -> Any: ...
 
-    @property
-    def files(self) -> Any: ...
-
     def ingest_file(self, store: str, source: Any, name: str | None = None, **kwargs: Any) -> IngestResult: ...
 
 
@@ -371,7 +368,8 @@ class IngestJob:
     def _source(self, name: str, source: Any, pin: str | None) -> queue.JobSource:
         if isinstance(source, (bytes, bytearray, memoryview)):
             limit = getattr(getattr(getattr(self.wb, "settings", None), "ingest", None), "max_file_bytes", None)
-            stored = self.wb.files.save(name, None, bytes(source), max_bytes=limit)
+            files: Any = self.wb.files  # type: ignore[attr-defined]  # a workbench's file store (a sync has none: not durable)
+            stored = files.save(name, None, bytes(source), max_bytes=limit)
             return queue.JobSource(name, "file", stored.id, stored.size, pinned=pin, own_file=True)
         if isinstance(source, (str, os.PathLike)):
             path = Path(source).absolute()

@@ -156,7 +156,7 @@ class Worker:
                 if self.stopping.is_set():
                     cancel.set()
 
-        last = [0.0, ""]
+        last: list[Any] = [0.0, ""]  # when the last progress write was, of which stage
 
         def progress(stage: str, fraction: float) -> None:
             if self.stopping.is_set() or self.local_cancel(job.batch_id):

@@ -192,7 +192,7 @@ def test_a_worker_killed_mid_file_leaves_its_job_to_another_and_every_file_ends_
         os.kill(a.pid, signal.SIGKILL)
         assert a.wait(30) == -signal.SIGKILL
         b = _worker(data, url, "worker-B", delay=0.0)
-        out, err = b.communicate(timeout=300)
+        _out, err = b.communicate(timeout=300)
         assert b.returncode == 0, err.decode()[-3000:]
     finally:
         if a.poll() is None:
@@ -210,5 +210,34 @@ def test_a_worker_killed_mid_file_leaves_its_job_to_another_and_every_file_ends_
         assert {f.status for f in wb.store_files("notes")} == {"done"}
         print(f"killed {marker.name} at {marker.fraction:.2f}; per-file chunks {chunks};"
               f" A processed {sum(r.worker == 'worker-A' for r in rows)}, B {sum(r.worker == 'worker-B' for r in rows)}")
+    finally:
+        wb.close()
+
+
+# -- defect (c): a full disk says so ------------------------------------------------------------------
+
+def _full_disk(monkeypatch, wb: Workbench) -> None:
+    """The file store's temp files are written to /dev/full: every write fails with a real ENOSPC."""
+    def to_dev_full(self):
+        return self._tmp / "never-written.tmp", open("/dev/full", "wb", buffering=0)  # save() closes it
+
+    monkeypatch.setattr(type(wb.files), "_open_temp", to_dev_full)
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_a_full_disk_is_reported_as_no_space_left_not_as_an_unreadable_file(settings, tmp_path, monkeypatch):
+    from knowledge.service.jobs import IngestJob
+
+    wb = Workbench(settings, embedder_factory=lambda m: HashEmbedder(dimension=16))
+    try:
+        path = tmp_path / "notes.md"
+        path.write_text("# Notes\n\nSome words to index.")
+        _full_disk(monkeypatch, wb)
+        [r] = wb.ingest_paths("notes", [path])  # a folder/CLI ingest: the file is read fine, the copy fails
+        assert r.outcome == "failed" and "No space left on device" in r.message and "cannot be read" not in r.message
+        job = IngestJob(wb, "notes", [("upload.md", b"# Upload\n\nwords")]).start()  # an upload
+        assert job.wait(30)
+        [u] = job.results
+        assert u.outcome == "failed" and "No space left on device" in u.message, u.message
     finally:
         wb.close()
