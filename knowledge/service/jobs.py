@@ -361,6 +361,8 @@ class IngestJob:
             notes={"notes": self.notes, "skipped": self.skipped}, created_by=registry.pin,
             failed={n: result_dict(r) for n, r in failures.items()})
         self._items = []  # the bytes are in the file store now
+        if self._cancel.is_set():  # stopped before it started: every file "not started"
+            self.cancel()
         registry.started(self)
         registry.ensure_worker(self.wb)
         return self
