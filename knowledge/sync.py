@@ -455,7 +455,10 @@ def counts_text(counts: dict[str, int]) -> str:
 class SyncJob(IngestJob):
     """A sync plan applied in a background thread, shown like an ingest batch: one line per change
     (the added and changed files with their ingestion progress), each with its outcome;
-    :meth:`summary_parts` says the result in the plan's words (added, changed, renamed, deleted, failed)."""
+    :meth:`summary_parts` says the result in the plan's words (added, changed, renamed, deleted, failed).
+    Not durable: the plan runs in a thread of this process (a sync is planned again after a restart)."""
+
+    durable = False
 
     def __init__(self, sync: FolderSync, plan: SyncPlan) -> None:
         changes = [i for i in plan.items if i.action != "unchanged"]

@@ -107,7 +107,8 @@ class Workbench:
         self.indexer = Indexer(self.stores, lambda model: self.embedder(model))
         self.searcher = Searcher(self.stores, lambda model: self.embedder(model))
         #: The newest ingest job per store and the running ones (:mod:`knowledge.service.jobs`).
-        self.jobs = JobRegistry()
+        self.jobs = JobRegistry(self.catalog)
+        self.jobs.attach(self)
         #: The features, handed the parts they use.
         self.portable = Portable(self.settings, self.stores, self.templates, self.indexer, self.catalog, self.files)
         self.syncs = FolderSyncs(self.stores, self.catalog, self.indexer, self.jobs)

@@ -2,7 +2,7 @@
 package: it may import everything below it (the workbench, server, chat, tools, the features, the
 service layer, the parts and the ground), never ``pages/``; nothing in ``knowledge`` imports it.
 
-One module per group of commands (:mod:`~knowledge.cli.ingest`, ``search``, ``eval``, ``sync``,
+One module per group of commands (:mod:`~knowledge.cli.ingest`, ``worker``, ``search``, ``eval``, ``sync``,
 ``stores``, ``portable``, ``chat``, ``serve``, ``password``), each with an ``add_parser(sub)`` that
 adds its commands, every one with ``set_defaults(func=cmd_<name>)``. :func:`main` parses, opens
 the workbench for the commands that run on one (``func(wb, args)``) and closes it after; the rest
@@ -22,14 +22,14 @@ import os
 import sys
 from collections.abc import Sequence
 
-from knowledge.cli import chat, ingest, password, portable, search, serve, stores, sync
+from knowledge.cli import chat, ingest, password, portable, search, serve, stores, sync, worker
 from knowledge.cli import eval as evaluate
 from knowledge.cli.common import COMMON
 from knowledge.errors import KnowledgeError
 from knowledge.workbench import Workbench
 
 #: The command modules, in the order ``--help`` lists their commands.
-COMMAND_MODULES = (ingest, search, evaluate, sync, stores, portable, chat, serve, password)
+COMMAND_MODULES = (ingest, worker, search, evaluate, sync, stores, portable, chat, serve, password)
 
 
 def build_parser() -> argparse.ArgumentParser:

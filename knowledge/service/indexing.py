@@ -19,6 +19,7 @@ The rules in full: ``docs/ingestion.md``.
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import hashlib
 import io
@@ -41,7 +42,7 @@ from knowledge.attributes import PREFIX, check_attributes, from_payload, to_payl
 from knowledge.catalog import DONE, FAILED, PROCESSING, FileRecord, StoreRecord
 from knowledge.config import Settings
 from knowledge.embeddings.base import Embedder
-from knowledge.errors import FileNotFoundInStore, InvalidArgument, KnowledgeError, StoreExists
+from knowledge.errors import FileNotFoundInStore, InvalidArgument, KnowledgeError, StorageError, StoreExists
 from knowledge.filestore.base import StoredFile, clean_name
 from knowledge.ingest.chunker import chunk_document, embedding_text
 from knowledge.ingest.document import Document, Section
@@ -198,12 +199,26 @@ class Indexer:
         limit = self.settings.ingest.max_file_bytes
         if path is not None:
             try:
-                with path.open("rb") as fh:
-                    return self.files.save(name, ctype, fh, max_bytes=limit)
+                fh = path.open("rb")
             except OSError as exc:
                 raise InvalidArgument(f"{path} cannot be read: {exc.strerror or exc}") from exc
+            with fh:
+                return self._save_stream(name, ctype, _ReadErrors(fh, path), limit)
         stream = io.BytesIO(source) if isinstance(source, (bytes, bytearray, memoryview)) else source
-        return self.files.save(name, ctype, stream, max_bytes=limit)
+        return self._save_stream(name, ctype, stream, limit)
+
+    def _save_stream(self, name: str, ctype: str, stream: Any, limit: int | None):
+        """Save to the file store; a write the disk refuses says why (a full disk: "No space left on
+        device"), never that the file cannot be read (issue 26)."""
+        try:
+            return self.files.save(name, ctype, stream, max_bytes=limit)
+        except _Unreadable as exc:
+            raise InvalidArgument(str(exc)) from exc.__cause__
+        except OSError as exc:
+            if exc.errno == errno.ENOSPC:
+                raise StorageError(f"{name}: No space left on device: the disk holding the file store is full;"
+                                   " free some space and ingest the file again.") from exc
+            raise StorageError(f"{name}: the file store could not write it ({exc.strerror or exc}).") from exc
 
     def _index(self, store: str, record: StoreRecord, tpl: VectorStoreTemplate, embedder: Embedder,
                stored: Any, rec: FileRecord, password: str | None, progress: Progress | None,
@@ -747,6 +762,24 @@ def file_names(paths: Iterable[Path | str]) -> dict[Path, str]:
             for p in same:
                 names[p] = p.resolve().relative_to(root).as_posix()
     return names
+
+
+class _Unreadable(OSError):
+    """A read of the source file failed (not a write of the file store)."""
+
+
+class _ReadErrors:
+    """A file being read, whose read errors say that the file cannot be read (``_Unreadable``), so
+    they are told apart from the file store's write errors."""
+
+    def __init__(self, fh: BinaryIO, path: Path) -> None:
+        self.fh, self.path = fh, path
+
+    def read(self, n: int = -1) -> bytes:
+        try:
+            return self.fh.read(n)
+        except OSError as exc:
+            raise _Unreadable(f"{self.path} cannot be read: {exc.strerror or exc}") from exc
 
 
 def _step(progress: Progress | None, stage: str, fraction: float, cancel: threading.Event | None) -> None:

@@ -1,11 +1,14 @@
-"""Ingestion jobs: a batch of files ingested into one store in a background thread.
+"""Ingestion batches: the files of one upload, folder or command, ingested into one store by workers.
 
-The app starts an :class:`IngestJob` for an upload or a folder and goes on rendering; the job ingests
-the files one after another through :meth:`Workbench.ingest_file`, recording each file's stage,
-fraction and outcome, which the page reads on its next rerun. Reruns, clicks and slider moves
-therefore never interrupt or repeat an ingestion. :meth:`IngestJob.cancel` stops the batch: the file
-being ingested is cancelled (its store stays as it was -- the workbench guarantees that per file) and
-the files not started yet are reported as cancelled.
+:meth:`IngestJob.start` writes the batch as job rows in the catalog (:mod:`knowledge.catalog.jobs`;
+an upload's bytes go to the file store first, so any worker can read them) and makes sure this
+process's worker thread runs (:mod:`knowledge.service.worker`; ``python -m knowledge worker``
+processes claim the same rows). The job object is then a view over the rows: each file's stage,
+fraction and outcome, the counts and the ETA, read fresh (at most every 0.1 s) by every rerun of
+every app process, so a browser reload or a second replica loses nothing and queries never wait
+for a worker. :meth:`IngestJob.cancel` (from any process) stops the batch: the file being ingested
+is cancelled (its store stays as it was) and the files not started are reported as cancelled.
+A subclass with ``durable = False`` (a folder sync) runs its own ``_run`` in a thread of this process.
 """
 
 from __future__ import annotations
@@ -21,9 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from knowledge.catalog import jobs as queue
 from knowledge.errors import InvalidArgument, KnowledgeError
 from knowledge.outcomes import IngestResult, Outcome
 from knowledge.service.indexing import OCR_SHARE, expand_paths, file_names, skipped_text
+from knowledge.service.worker import Worker, host_name, new_worker_id, reason_of, result_dict, result_of
 
 if TYPE_CHECKING:
     from knowledge.access import LocalFolders
@@ -42,6 +47,9 @@ class Ingester(Protocol):
     @property
     def jobs(self) -> JobRegistry: ...
 
+    @property
+    def catalog(self) -> Any: ...
+
     def ingest_file(self, store: str, source: Any, name: str | None = None, **kwargs: Any) -> IngestResult: ...
 
 
@@ -58,10 +66,20 @@ class JobRegistry:
     inside ONNX Runtime when the interpreter shuts down aborts the whole process, "terminate
     called ..."). Thread-safe."""
 
-    def __init__(self) -> None:
+    def __init__(self, catalog: queue.QueueCatalog | None = None) -> None:
+        self.catalog = catalog
         self._latest: dict[str, IngestJob] = {}
         self._running: weakref.WeakSet[IngestJob] = weakref.WeakSet()
+        self._views: dict[str, IngestJob] = {}  # batch id -> the view of a batch started elsewhere
         self._lock = threading.Lock()
+        #: This process's pin: jobs holding a secret (a PDF password) only its worker may claim.
+        self.pin = new_worker_id("pin")
+        self._secrets: dict[str, str] = {}  # batch id -> password (never written to the catalog)
+        self._cancelled: set[str] = set()  # batch ids cancelled in this process (seen at once)
+        self._worker: Worker | None = None
+        self._worker_thread: threading.Thread | None = None
+        self._kick = False
+        self._wb: Any = None
         atexit.register(_stop_all_at_exit, weakref.ref(self))
 
     def started(self, job: IngestJob) -> None:
@@ -70,22 +88,120 @@ class JobRegistry:
             self._latest[job.store] = job
 
     def latest(self, store: str) -> IngestJob | None:
-        """The newest job started for ``store``, running or finished, or ``None``."""
+        """The newest job started for ``store``, running or finished, or ``None``: this process's,
+        or a batch in the catalog that another process (or an earlier run of this one) started."""
         with self._lock:
-            return self._latest.get(store)
+            mine = self._latest.get(store)
+        if self.catalog is None or self._wb is None:
+            return mine
+        try:
+            newest = queue.batches(self.catalog, store, limit=1)
+        except Exception:  # the catalog is busy or gone: show what this process knows
+            log.warning("reading the batches of %s failed", store, exc_info=True)
+            return mine
+        if not newest or (mine is not None and mine.batch_id == newest[0].id):
+            return mine
+        b = newest[0]
+        if mine is not None and mine.created_wall is not None and b.created is not None \
+                and mine.created_wall >= b.created.timestamp():
+            return mine
+        with self._lock:
+            view = self._views.get(b.id)
+            if view is None:
+                view = self._views[b.id] = IngestJob.attach(self._wb, b)
+        return view
+
+    # -- the in-process worker --------------------------------------------------------------------
+    def secret(self, batch_id: str) -> str | None:
+        return self._secrets.get(batch_id)
+
+    def remember(self, batch_id: str, password: str | None) -> None:
+        if password:
+            self._secrets[batch_id] = password
+
+    def cancelled_here(self, batch_id: str) -> bool:
+        return batch_id in self._cancelled
+
+    def note_cancel(self, batch_id: str) -> None:
+        self._cancelled.add(batch_id)
+
+    def ensure_worker(self, wb: Any, *, idle_exit: float = 2.0) -> None:
+        """Make sure this process's worker thread runs (it claims jobs of any process, and the
+        jobs pinned to this one), and let it know new jobs are queued. It ends after ``idle_exit``
+        seconds without a claimable job; the next batch starts it again."""
+        with self._lock:
+            self._wb = wb
+            self._kick = True
+            if self._worker_thread is not None and self._worker_thread.is_alive():
+                return
+            worker = Worker(wb, worker_id=new_worker_id("app"), lease=lease_seconds(), pins=(self.pin,),
+                            secret=self.secret, local_cancel=self.cancelled_here)
+            self._worker = worker
+            self._worker_thread = threading.Thread(target=self._work, args=(worker, idle_exit),
+                                                   name="ingest-worker", daemon=True)
+            self._worker_thread.start()
+
+    def attach(self, wb: Any) -> None:
+        """Let :meth:`latest` show the catalog's batches (views need the workbench)."""
+        self._wb = wb
+
+    def resume(self, wb: Any) -> int:
+        """At a process's start: when jobs are queued or a running one's worker stopped (a kill),
+        start the in-process worker to take them over. Returns how many were unfinished."""
+        self._wb = wb
+        n = queue.unfinished(wb.catalog)
+        if n:
+            self.ensure_worker(wb)
+        return n
+
+    def _work(self, worker: Worker, idle_exit: float) -> None:
+        idle = time.monotonic()
+        while not worker.stopping.is_set():
+            try:
+                row = worker.run_one()
+            except Exception:  # the catalog is busy (another process holds the DuckDB file): later
+                log.warning("the ingest worker could not claim a job", exc_info=True)
+                row = None
+            if row is not None:
+                idle = time.monotonic()
+                continue
+            with self._lock:
+                if self._kick:
+                    self._kick = False
+                    idle = time.monotonic()
+                elif time.monotonic() - idle >= idle_exit:
+                    self._worker_thread = None
+                    return
+            worker.stopping.wait(0.1)
 
     def running(self) -> list[IngestJob]:
         with self._lock:
             return [j for j in self._running if not j.done]
 
     def stop_all(self, timeout: float = 30.0) -> None:
-        """Cancel the running jobs and wait up to ``timeout`` seconds for each."""
+        """Stop this process's work: the worker thread gives its current file back to the queue
+        (another worker resumes it) and the thread-run jobs (syncs) are cancelled; waits up to
+        ``timeout`` seconds for each."""
         with self._lock:
-            jobs = list(self._running)
+            jobs = [j for j in self._running if not j.durable]
+            worker, thread = self._worker, self._worker_thread
+        if worker is not None:
+            worker.stop()
         for job in jobs:
             job.cancel()
+        if thread is not None:
+            thread.join(timeout)
         for job in jobs:
             job.wait(timeout)
+
+
+def lease_seconds() -> float:
+    """The heartbeat lease of this process's workers: ``KNOWLEDGE_JOB_LEASE_SECONDS`` or
+    :data:`knowledge.catalog.jobs.LEASE_SECONDS` (30 s)."""
+    try:
+        return max(0.5, float(os.environ.get("KNOWLEDGE_JOB_LEASE_SECONDS") or queue.LEASE_SECONDS))
+    except ValueError:
+        return queue.LEASE_SECONDS
 
 
 @dataclass
@@ -100,6 +216,7 @@ class FileProgress:
     result: IngestResult | None = None
     stage_since: float = 0.0
     stage_start_fraction: float = 0.0
+    job_id: str | None = None  # the file's job row (a durable batch's)
 
     def update(self, stage: str, fraction: float, now: float | None = None) -> None:
         now = time.monotonic() if now is None else now
@@ -131,31 +248,51 @@ def _kind(stage: str) -> str:
 
 
 class IngestJob:
-    """Ingest ``items`` into ``store`` in a daemon thread (call :meth:`start`).
+    """Ingest ``items`` into ``store`` (call :meth:`start`): job rows in the catalog, ingested by
+    this process's worker thread or by any ``knowledge worker`` process.
 
     Args:
         wb: the (thread-safe) workbench.
         store: the store's name (created on the fly from ``template``, as ``ingest_file`` does).
         items: ``(name, bytes)`` or ``(name, path)`` pairs, ingested in order.
-        template, password, attributes: passed to ``ingest_file`` for every file.
+        template, password, attributes: passed to ``ingest_file`` for every file (the password
+            stays in this process: only its worker ingests those files).
 
     An item's source may also be a ``StoredFile`` already in the file store (the API's uploads).
     """
+
+    #: Whether the batch is job rows (``False``: a subclass runs ``_run`` in a thread of this process).
+    durable = True
 
     def __init__(self, wb: Ingester, store: str, items: Sequence[Item], *, template: str | None = None,
                  password: str | None = None, attributes: dict | None = None) -> None:
         self.wb, self.store, self.template, self.password = wb, store, template, password
         self.attributes = attributes
         self._items = list(items)
-        self.files = [FileProgress(name) for name, _ in self._items]
-        self.sizes = [_size(source) for _, source in self._items]  # bytes per file (0: unknown)
-        self.started_at: float | None = None  # time.monotonic() when the thread started
+        self._files = [FileProgress(name) for name, _ in self._items]
+        self._sizes = [_size(source) for _, source in self._items]  # bytes per file (0: unknown)
+        self.started_at: float | None = None  # time.monotonic() when the batch started
         self._cancel = threading.Event()
         self.finished_at: float | None = None  # time.monotonic() when the last file got its result
         #: Sentences about the batch as a whole (a folder walk's skipped files), for the page to show.
         self.notes: list[str] = []
         self.skipped: list[str] = []  # files of a folder left out by the allowed folders (from_folder)
+        self.batch_id: str | None = None  # the catalog's batch, once started
+        self.created_wall: float | None = None  # time.time() at the start
+        self._read_at = -1.0
+        self._row_lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name=f"ingest:{store}", daemon=True)
+
+    @classmethod
+    def attach(cls, wb: Ingester, batch: queue.BatchRow) -> IngestJob:
+        """The view of a batch already in the catalog (started by another process, or before a restart)."""
+        job = cls(wb, batch.store, [], template=batch.template, attributes=batch.options.get("attributes"))
+        job.batch_id = batch.id
+        job.notes = list(batch.notes.get("notes") or [])
+        job.skipped = list(batch.notes.get("skipped") or [])
+        job.created_wall = batch.created.timestamp() if batch.created is not None else None
+        job._refresh(force=True)
+        return job
 
     @classmethod
     def from_folder(cls, wb: Ingester, store: str, folder: str | os.PathLike, glob: str | None = None,
@@ -196,10 +333,95 @@ class IngestJob:
 
     # -- control ----------------------------------------------------------------------------------
     def start(self) -> IngestJob:
+        """Write the batch to the catalog and wake this process's worker; returns ``self``.
+
+        An upload's bytes are saved to the file store now (a file over the size limit, or a full
+        disk, is that file's failure, the rest go on)."""
         self.started_at = time.monotonic()
-        self.wb.jobs.started(self)
-        self._thread.start()
+        self.created_wall = time.time()
+        if not self.durable:
+            self.wb.jobs.started(self)
+            self._thread.start()
+            return self
+        registry = self.wb.jobs
+        pin = registry.pin if self.password else None
+        sources, failures = [], {}
+        for n, (name, source) in enumerate(self._items):
+            try:
+                sources.append(self._source(name, source, pin))
+            except (KnowledgeError, OSError) as exc:
+                failures[n] = IngestResult(name, Outcome.FAILED, f"{name}: {reason_of(exc)}",
+                                           error=type(exc).__name__)
+                sources.append(queue.JobSource(name, "failed", "", 0, pinned=registry.pin))
+        batch_id = queue.new_id()
+        registry.remember(batch_id, self.password)
+        self.batch_id = queue.enqueue(
+            self.wb.catalog, self.store, sources, template=self.template, batch_id=batch_id,
+            options={"attributes": self.attributes} if self.attributes else {},
+            notes={"notes": self.notes, "skipped": self.skipped}, created_by=registry.pin,
+            failed={n: result_dict(r) for n, r in failures.items()})
+        self._items = []  # the bytes are in the file store now
+        if self._cancel.is_set():  # stopped before it started: every file "not started"
+            self.cancel()
+        registry.started(self)
+        registry.ensure_worker(self.wb)
         return self
+
+    def _source(self, name: str, source: Any, pin: str | None) -> queue.JobSource:
+        if isinstance(source, (bytes, bytearray, memoryview)):
+            limit = getattr(getattr(getattr(self.wb, "settings", None), "ingest", None), "max_file_bytes", None)
+            files: Any = self.wb.files  # type: ignore[attr-defined]  # a workbench's file store (a sync has none: not durable)
+            stored = files.save(name, None, bytes(source), max_bytes=limit)
+            return queue.JobSource(name, "file", stored.id, stored.size, pinned=pin, own_file=True)
+        if isinstance(source, (str, os.PathLike)):
+            path = Path(source).absolute()
+            return queue.JobSource(name, "path", str(path), _size(path), host=host_name(), pinned=pin)
+        return queue.JobSource(name, "file", source.id, int(getattr(source, "size", 0) or 0), pinned=pin)
+
+    # -- the rows ---------------------------------------------------------------------------------
+    @property
+    def files(self) -> list[FileProgress]:
+        """Each file's progress and result, in order (read from the job rows at most every 0.1 s)."""
+        self._refresh()
+        return self._files
+
+    @property
+    def sizes(self) -> list[int]:
+        self._refresh()
+        return self._sizes
+
+    def _refresh(self, *, force: bool = False) -> None:
+        if not self.durable or self.batch_id is None:
+            return
+        with self._row_lock:
+            now = time.monotonic()
+            if not force and now - self._read_at < 0.1:
+                return
+            batch, rows, db_now = queue.batch(self.wb.catalog, self.batch_id)
+            self._read_at = now
+            if batch is None:
+                return
+            if batch.cancel_requested:
+                self._cancel.set()
+            if len(self._files) != len(rows):
+                self._files = [FileProgress(r.name) for r in rows]
+            self._sizes = [int(r.size or 0) for r in rows]
+
+            def mono(t: Any) -> float | None:
+                return None if t is None or db_now is None else now - (db_now - t).total_seconds()
+
+            for fp, r in zip(self._files, rows):
+                fp.stage, fp.fraction = r.stage, float(r.fraction)
+                fp.stage_since = mono(r.stage_since) or now
+                fp.stage_start_fraction = float(r.stage_start_fraction)
+                fp.result = _row_result(r)
+                fp.job_id = r.id
+            starts = [t for r in rows if (t := mono(r.started)) is not None]
+            created = mono(batch.created)
+            self.started_at = min(starts) if starts else created
+            if rows and all(r.final for r in rows):
+                ends = [t for r in rows if (t := mono(r.finished)) is not None]
+                self.finished_at = max(ends) if ends else now
 
     @staticmethod
     def latest(wb: Ingester, store: str) -> IngestJob | None:
@@ -234,15 +456,24 @@ class IngestJob:
         for fp in self.files:
             if fp.result is not None and fp.result.file_id == file_id:
                 fp.result = result
+                if self.durable and fp.job_id is not None:
+                    queue.set_result(self.wb.catalog, fp.job_id, result_dict(result))
                 n += 1
+        self._read_at = time.monotonic()
         return n
 
     def cancel(self) -> None:
-        """Stop after the current step: the current file is cancelled, the rest are not started."""
+        """Stop after the current step: the current file is cancelled, the rest are not started
+        (from any process: the batch's row says so)."""
         self._cancel.set()
+        if self.durable and self.batch_id is not None:
+            self.wb.jobs.note_cancel(self.batch_id)
+            queue.cancel(self.wb.catalog, self.batch_id)
+            self._read_at = -1.0
 
     @property
     def cancelled(self) -> bool:
+        self._refresh()
         return self._cancel.is_set()
 
     @property
@@ -251,10 +482,19 @@ class IngestJob:
         return all(f.result is not None for f in self.files)
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Wait for the job to finish; returns :attr:`done`."""
-        if self._thread.is_alive():
-            self._thread.join(timeout)
-        return self.done
+        """Wait for the job to finish (polling its rows); returns :attr:`done`."""
+        if not self.durable:
+            if self._thread.is_alive():
+                self._thread.join(timeout)
+            return self.done
+        deadline = None if timeout is None else time.monotonic() + timeout
+        delay = 0.02
+        while not self.done:
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            time.sleep(delay)
+            delay = min(delay * 1.5, 0.25)
+        return True
 
     @property
     def results(self) -> list[IngestResult]:
@@ -325,6 +565,20 @@ class IngestJob:
             fp.stage = "done"
         self._items = []  # uploaded bytes are not needed any more (the newest job per store is kept)
         self.finished_at = time.monotonic()
+
+
+def _row_result(r: queue.JobRow) -> IngestResult | None:
+    """A job row's file result: its recorded result once final (an interrupted job: a failure that
+    says so, to retry); ``None`` while queued or running."""
+    if not r.final:
+        return None
+    if r.result:
+        res = result_of(r.result, r.name)
+        if r.status == queue.CANCELLED and "name" not in r.result:
+            res = IngestResult(r.name, Outcome.CANCELLED, f"{r.name}: {res.message}")
+        return res
+    return IngestResult(r.name, Outcome.FAILED, f"{r.name}: {r.reason or r.status}",
+                        error="Interrupted" if r.status == queue.INTERRUPTED else None)
 
 
 def _size(source: bytes | Path | StoredFile) -> int:

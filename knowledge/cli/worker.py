@@ -1,0 +1,53 @@
+"""``worker``: claim ingestion jobs from the catalog and ingest them (any number of workers, on any
+machine that reaches the catalog and the file store; see docs/ingestion.md). ``--once`` exits when
+no job is queued or running; otherwise the worker polls until Ctrl-C, which gives its current file
+back to the queue for another worker."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+
+from knowledge.catalog import jobs as queue
+from knowledge.cli.common import Commands, command
+from knowledge.service.worker import Worker
+from knowledge.workbench import Workbench
+
+
+def add_parser(sub: Commands) -> None:
+    s = command(sub, "worker", help="ingest the queued ingestion jobs of the catalog (any number of workers)")
+    s.add_argument("--concurrency", type=int, default=1, help="jobs ingested at once by this process (default 1)")
+    s.add_argument("--once", action="store_true", help="exit when no job is queued or running")
+    s.add_argument("--lease", type=float, default=queue.LEASE_SECONDS,
+                   help=f"seconds a heartbeat stays good; a silent worker's job is taken over after it"
+                        f" (default {queue.LEASE_SECONDS:g})")
+    s.add_argument("--poll", type=float, default=1.0, help="seconds between looks at an empty queue (default 1)")
+    s.set_defaults(func=cmd_worker)
+
+
+def cmd_worker(wb: Workbench, args: argparse.Namespace) -> int:
+    if args.concurrency < 1 or args.lease <= 0 or args.poll <= 0:
+        print("error: --concurrency, --lease and --poll must be positive", file=sys.stderr)
+        return 2
+    workers = [Worker(wb, lease=args.lease) for _ in range(args.concurrency)]
+    counts = [0] * len(workers)
+
+    def run(n: int) -> None:
+        counts[n] = workers[n].run(once=args.once, poll=args.poll)
+
+    threads = [threading.Thread(target=run, args=(n,), name=f"worker-{n}", daemon=True) for n in range(len(workers))]
+    for t in threads:
+        t.start()
+    try:
+        for t in threads:
+            while t.is_alive():
+                t.join(0.5)
+    except KeyboardInterrupt:
+        for w in workers:
+            w.stop()
+        for t in threads:
+            t.join(60)
+        raise
+    print(f"{sum(counts)} job{'' if sum(counts) == 1 else 's'} processed.", file=sys.stderr)
+    return 0

@@ -1,0 +1,229 @@
+"""Ingestion workers: claim a job row (:mod:`knowledge.catalog.jobs`), ingest its file through the
+workbench, heartbeat while working, record progress in the row, and finish it.
+
+One code path for every worker: ``python -m knowledge worker`` (any number, on any machine that
+reaches the catalog and the file store) and the in-process worker thread the app and the CLI start
+on the embedded default (:meth:`knowledge.service.jobs.JobRegistry.ensure_worker`). The ingestion has
+replace-file semantics, so a job taken over after its worker died (``kill -9``) is simply run
+again: no duplicate, no stale chunk. A cancel from any process reaches the worker at its next
+heartbeat or progress write (the batch's ``cancel_requested``).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Protocol
+
+from knowledge.catalog import jobs as queue
+from knowledge.errors import KnowledgeError
+from knowledge.outcomes import IngestResult, Outcome
+
+log = logging.getLogger(__name__)
+
+#: Seconds at least between two progress writes of one file (stage changes are written at once).
+PROGRESS_EVERY = 0.25
+
+
+class WorkbenchLike(Protocol):
+    """What a worker needs of :class:`knowledge.workbench.Workbench`."""
+
+    catalog: Any
+    files: Any
+    stores: Any
+
+    def ingest_file(self, store: str, source: Any, name: str | None = None, **kwargs: Any) -> IngestResult: ...
+
+
+def host_name() -> str:
+    """This machine's name, as path jobs record it (``KNOWLEDGE_WORKER_HOST`` overrides)."""
+    return os.environ.get("KNOWLEDGE_WORKER_HOST") or socket.gethostname()
+
+
+def new_worker_id(kind: str = "worker") -> str:
+    """``host:pid:kind:xxxxxx``: unique, and says where the worker runs."""
+    return f"{host_name()}:{os.getpid()}:{kind}:{uuid.uuid4().hex[:6]}"
+
+
+def reason_of(exc: BaseException) -> str:
+    """The words for an error that ended a file: a full disk says so (``No space left on device``)
+    whichever layer raised it, never that the file "cannot be read"."""
+    cur: BaseException | None = exc
+    while cur is not None:
+        if isinstance(cur, OSError) and cur.errno == errno.ENOSPC:
+            return ("No space left on device: the disk holding the data folder is full; free some space"
+                    " and retry the file.")
+        cur = cur.__cause__ or cur.__context__
+    return str(exc)
+
+
+def result_dict(r: IngestResult) -> dict[str, Any]:
+    d = asdict(r)
+    d["outcome"] = str(r.outcome)
+    return d
+
+
+def result_of(d: dict[str, Any], name: str) -> IngestResult:
+    """An :class:`IngestResult` from a job row's ``result`` (unknown keys ignored)."""
+    known = {k: d[k] for k in ("file_id", "chunks", "pages", "warnings", "seconds", "replaced_file_id", "error")
+             if d.get(k) is not None}
+    outcome = d.get("outcome") or Outcome.FAILED
+    outcome = Outcome(outcome) if outcome in Outcome._value2member_map_ else Outcome.FAILED
+    return IngestResult(d.get("name") or name, outcome, d.get("message") or "", **known)
+
+
+class Worker:
+    """Claims and ingests jobs of the catalog of ``wb``.
+
+    Args:
+        wb: the workbench (its catalog, file store and ``ingest_file``).
+        worker_id: how the rows name this worker (default :func:`new_worker_id`).
+        lease: seconds a heartbeat stays good; the worker heartbeats every ``lease / 3`` s.
+        pins: the process pins whose jobs this worker may claim (the in-process worker's own).
+        secret: ``secret(batch_id) -> password or None`` for pinned jobs (never in the catalog).
+        local_cancel: ``local_cancel(batch_id)``: a cancel made in this process (seen at once; the
+            catalog's flag is seen at the next write).
+    """
+
+    def __init__(self, wb: WorkbenchLike, *, worker_id: str | None = None, lease: float = queue.LEASE_SECONDS,
+                 pins: tuple[str, ...] = (), secret: Callable[[str], str | None] | None = None,
+                 local_cancel: Callable[[str], bool] | None = None) -> None:
+        self.wb, self.lease, self.pins = wb, float(lease), pins
+        self.local_cancel = local_cancel or (lambda _batch: False)
+        self.id = worker_id or new_worker_id()
+        self.host = host_name()
+        self.secret = secret or (lambda _batch: None)
+        self.stopping = threading.Event()  # set by stop(): the current file is cancelled and released
+        self.processed = 0
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    # -- the loop -----------------------------------------------------------------------------
+    def run(self, *, once: bool = False, idle_exit: float | None = None, poll: float = 0.5) -> int:
+        """Work until :meth:`stop`; with ``once``, until no job is queued or running anywhere (a
+        running one may still be taken over); with ``idle_exit``, after that many seconds without
+        a claimable job. Returns how many jobs this worker processed."""
+        idle_since = time.monotonic()
+        while not self.stopping.is_set():
+            row = self.run_one()
+            if row is not None:
+                idle_since = time.monotonic()
+                continue
+            if once and queue.unfinished(self.wb.catalog) == 0:
+                break
+            if idle_exit is not None and time.monotonic() - idle_since >= idle_exit:
+                break
+            self.stopping.wait(poll)
+        return self.processed
+
+    def run_one(self) -> queue.JobRow | None:
+        """Claim one job and ingest it; ``None`` when nothing was claimable."""
+        job = queue.claim(self.wb.catalog, self.id, host=self.host, pins=self.pins, lease=self.lease)
+        if job is None:
+            return None
+        self.process(job)
+        self.processed += 1
+        return job
+
+    # -- one job ------------------------------------------------------------------------------
+    def process(self, job: queue.JobRow) -> None:
+        """Ingest the claimed ``job``'s file, heartbeating, and finish its row."""
+        catalog = self.wb.catalog
+        cancel = threading.Event()
+        lost = threading.Event()  # the job was taken over (this worker was too slow to heartbeat)
+        done = threading.Event()
+
+        def beat() -> None:
+            while not done.wait(self.lease / 3):
+                try:
+                    control = queue.heartbeat(catalog, job.id, self.id)
+                except Exception:  # the catalog is busy: try again at the next beat
+                    log.warning("heartbeat of job %s failed", job.id, exc_info=True)
+                    continue
+                if not control.owned:
+                    lost.set()
+                if control.cancel or not control.owned:
+                    cancel.set()
+                if self.stopping.is_set():
+                    cancel.set()
+
+        last: list[Any] = [0.0, ""]  # when the last progress write was, of which stage
+
+        def progress(stage: str, fraction: float) -> None:
+            if self.stopping.is_set() or self.local_cancel(job.batch_id):
+                cancel.set()
+            kind = stage.split(",", 1)[0]
+            now = time.monotonic()
+            if kind == last[1] and now - last[0] < PROGRESS_EVERY:
+                return
+            new_stage = kind != last[1]
+            last[0], last[1] = now, kind
+            control = queue.heartbeat(catalog, job.id, self.id, stage, fraction, new_stage=new_stage)
+            if not control.owned:
+                lost.set()
+            if control.cancel or not control.owned:
+                cancel.set()
+
+        beater = threading.Thread(target=beat, name=f"heartbeat:{job.id[:8]}", daemon=True)
+        beater.start()
+        try:
+            result = self._ingest(job, progress, cancel)
+        finally:
+            done.set()
+            beater.join(5.0)
+        if lost.is_set():
+            log.warning("job %s (%s) was taken over by another worker; its result is dropped", job.id, job.name)
+            return
+        if result.outcome == Outcome.CANCELLED and self.stopping.is_set() and not self._batch_cancelled(job):
+            queue.release(catalog, job.id, self.id)  # this process stops: another worker resumes the file
+            return
+        if job.own_file and job.source_kind == "file" and result.file_id != job.source:
+            try:
+                self.wb.stores.forget_file_if_unused(job.source)  # an upload not kept (unchanged, duplicate)
+            except Exception:
+                log.warning("could not drop the unused upload %s", job.source, exc_info=True)
+        status = (queue.CANCELLED if result.outcome == Outcome.CANCELLED else
+                  queue.FAILED if result.outcome == Outcome.FAILED else queue.DONE)
+        queue.finish(catalog, job.id, self.id, status, result_dict(result),
+                     reason=None if status == queue.DONE else result.message, error=result.error)
+
+    def _batch_cancelled(self, job: queue.JobRow) -> bool:
+        b, _, _ = queue.batch(self.wb.catalog, job.batch_id)
+        return b is not None and b.cancel_requested
+
+    def _ingest(self, job: queue.JobRow, progress: Callable[[str, float], None],
+                cancel: threading.Event) -> IngestResult:
+        """The file's result; never raises for the file (a bad store or template, a full disk, a bug:
+        the result says so)."""
+        name = job.name
+        try:
+            b, _, _ = queue.batch(self.wb.catalog, job.batch_id)
+            options = b.options if b is not None else {}
+            template = b.template if b is not None else None
+            if job.source_kind == "file":
+                source: Any = self.wb.files.get(job.source)
+            else:
+                source = Path(job.source)
+            password = self.secret(job.batch_id) if job.pinned else None
+            return self.wb.ingest_file(job.store, source, name, template=template, password=password,
+                                       progress=progress, cancel=cancel, attributes=options.get("attributes"))
+        except KnowledgeError as exc:  # the store, template or stored file is the problem
+            return IngestResult(name, Outcome.FAILED, reason_of(exc), error=type(exc).__name__)
+        except OSError as exc:
+            return IngestResult(name, Outcome.FAILED, f"{name}: {reason_of(exc)}", error=type(exc).__name__)
+        except Exception as exc:  # a bug: say so for this file, keep the batch going
+            log.exception("ingesting %s into %s", name, job.store)
+            return IngestResult(name, Outcome.FAILED, f"{name}: unexpected error ({type(exc).__name__}: {exc});"
+                                " see the server log.", error=type(exc).__name__)
+
+
+__all__ = ["PROGRESS_EVERY", "Worker", "host_name", "new_worker_id", "reason_of", "result_dict", "result_of"]
