@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
-from api_helpers import Served
+from api_helpers import Served, free_port
 from conftest import pg_catalog_settings
 
 from knowledge.catalog import jobs as queue
@@ -199,3 +199,26 @@ def test_an_earlier_vector_stores_json_is_imported_once(tmp_path):
         assert KnowledgeApi(w).store_object("laptop")["metadata"] == {"k": "changed"}
     finally:
         w.close()
+
+
+def test_mcp_over_http_on_a_shared_catalog_answers_from_any_process(tmp_path, pg_database):
+    from knowledge.server.mcp import http_app
+
+    sa, sb = two_settings(tmp_path, "postgresql")
+    wa, wb_ = workbench(sa), workbench(sb)
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "list_stores", "arguments": {}}}
+    try:
+        wa.create_store("made-in-a", "default")
+        pa, pb = free_port(), free_port()
+        with Served(http_app(wa, port=pa), port=pa) as base_a, Served(http_app(wb_, port=pb), port=pb) as base_b:
+            init = httpx.post(base_a + "/mcp", headers=headers, timeout=30, json={
+                "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                    "protocolVersion": "2025-06-18", "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "1"}}})
+            assert init.status_code == 200 and "mcp-session-id" not in init.headers  # nothing kept in A
+            answer = httpx.post(base_b + "/mcp", headers=headers, json=call, timeout=30)  # B, never initialised
+            assert answer.status_code == 200 and "made-in-a" in answer.text
+    finally:
+        wa.close()
+        wb_.close()
