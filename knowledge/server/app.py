@@ -96,7 +96,8 @@ def create_app(wb: Workbench, *, api_key: str | None = None, chat: Any = None) -
 
 def serve(host: str = "127.0.0.1", port: int = DEFAULT_PORT, *, wb: Workbench | None = None,
           log_level: str = "info") -> None:
-    """Run the API with uvicorn until interrupted (``python -m knowledge serve``).
+    """Run the API with uvicorn until interrupted (``python -m knowledge serve``). At the start, this
+    process's worker takes over the catalog's queued ingest jobs, if any (of any process).
 
     Raises:
         ConfigError: a non-loopback ``host`` without ``KNOWLEDGE_API_KEY``.
@@ -105,8 +106,10 @@ def serve(host: str = "127.0.0.1", port: int = DEFAULT_PORT, *, wb: Workbench | 
     key = wb.settings.api_key.get_secret_value() if wb.settings.api_key else None
     check_bind(host, key)
     try:
+        wb.jobs.resume(wb)  # files queued (or left running by a stopped process) are ingested again
         uvicorn.run(create_app(wb, api_key=key), host=host, port=port, log_level=log_level)
     finally:
+        wb.jobs.stop_all()
         wb.close()
 
 

@@ -281,6 +281,8 @@ def http_app(wb: Workbench, host: str = "127.0.0.1", port: int = DEFAULT_HTTP_PO
     """The streamable HTTP app (``/mcp``) for a server bound to ``host``:``port``: behind
     :class:`~knowledge.server.guard.Guard` (the REST API's rules: Host, Origin, the key, JSON
     only, body size) and with the SDK's DNS-rebinding protection naming this host and port only.
+    With ``catalog.url`` set (team mode) the server is stateless (no ``Mcp-Session-Id`` kept in this
+    process), so a client's requests may reach any of several MCP processes behind one address.
 
     Raises:
         ConfigError: a non-loopback ``host`` without ``KNOWLEDGE_API_KEY``.
@@ -292,7 +294,9 @@ def http_app(wb: Workbench, host: str = "127.0.0.1", port: int = DEFAULT_HTTP_PO
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True, allowed_hosts=hosts,
         allowed_origins=[f"{scheme}://{h}" for h in hosts for scheme in ("http", "https")] + list(api.cors_origins))
-    inner = (server or build_server(wb)).streamable_http_app(host=host, transport_security=security)
+    # on a shared catalog (catalog.url) any replica answers any request: no session kept in this process
+    inner = (server or build_server(wb)).streamable_http_app(host=host, transport_security=security,
+                                                             stateless_http=wb.settings.catalog.url is not None)
     return Guard(inner, api_key=key, max_body=4_000_000, allowed_hosts=api.allowed_hosts,
                  cors_origins=api.cors_origins,
                  allow_headers=("Authorization", "Content-Type", "Mcp-Session-Id", "Mcp-Protocol-Version",

@@ -1,14 +1,14 @@
 """The state behind the REST routes and the OpenAI objects they answer with.
 
-:class:`KnowledgeApi` holds the workbench, the chat service (made on first use), the files being
-added through the API (their jobs, attributes and chunking) and the file batches, and shapes
-OpenAI's objects from the workbench's records: ``file``, ``vector_store``, ``vector_store.file``,
+:class:`KnowledgeApi` holds the workbench and the chat service (made on first use), and shapes
+OpenAI's objects from the catalog's rows: ``file``, ``vector_store``, ``vector_store.file``,
 ``vector_store.files_batch`` and a search result. It is ``app.state.api``; a route gets it as a
 parameter typed :data:`Api`. Ids: a file is ``file-<32 hex>`` (the file store's id); a vector
 store is ``vs_`` + 24 hex digits of the SHA-256 of its name (:func:`vector_store_id`); a batch
-``vsfb_<32 hex>``. ``metadata``/``expires_after`` of stores are kept in
-``<data>/api/vector_stores.json`` (:class:`StoreMeta`). How the objects map onto the workbench:
-``docs/api.md``.
+``vsfb_<32 hex>``. The stores' API fields (:class:`StoreMeta`), the files added through the API
+and the file batches are rows of the catalog (:mod:`knowledge.catalog.rest`, over the ingest job
+rows), so every API process on one catalog answers the same, and a restart loses nothing. How the
+objects map onto the workbench: ``docs/api.md``.
 
 Errors: :class:`~knowledge.server.http.ApiError` (404 for an unknown id, 400 for a bad field).
 """
@@ -17,30 +17,38 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import re
+import secrets
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from types import EllipsisType
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
 
 from knowledge.attributes import check_attributes, from_payload
-from knowledge.catalog import DONE, FAILED, FileRecord
+from knowledge.catalog import DONE, FAILED, FileRecord, rest
+from knowledge.catalog import jobs as queue
+from knowledge.catalog.rest import AddedFile
 from knowledge.chat import ChatService
 from knowledge.errors import InvalidArgument
 from knowledge.filestore.base import is_file_id
 from knowledge.ingest.chunker import plan_chunking
-from knowledge.outcomes import Outcome
+from knowledge.outcomes import IngestResult, Outcome
 from knowledge.server.filters import HIT_FIELDS
-from knowledge.server.http import ApiError, bad, known, not_found
+from knowledge.server.http import bad, known, not_found
 from knowledge.service.jobs import IngestJob
 from knowledge.service.templates import DEFAULT_TEMPLATE
+from knowledge.service.worker import result_of
 from knowledge.vectorstore.store import Hit
 from knowledge.workbench import Workbench
+
+log = logging.getLogger(__name__)
 
 #: The purpose reported for files that did not come through the Files API (the app's uploads).
 DEFAULT_PURPOSE = "assistants"
@@ -63,76 +71,108 @@ def ts(dt: Any) -> int:
 
 @dataclass
 class Batch:
+    """A file batch (``vsfb_...``): its store, its distinct files in order, the ingest batches it
+    was split into (one per distinct attributes + chunking), and whether a cancel was asked."""
+
     id: str
     store: str
     file_ids: list[str]
-    jobs: list[IngestJob]
+    batch_ids: list[str]
     created_at: int
     cancelled: bool = False
 
 
 @dataclass
 class Pending:
-    """A file added to a store through the API and not finished yet, or finished without a record
-    of its own (a duplicate): its job, attributes and chunking."""
+    """A file added to a store through the API (:class:`~knowledge.catalog.rest.AddedFile`, its
+    ingest job's row): while it is being added, and after, for what its record does not hold (a
+    duplicate's result, the chunking asked for and its notes)."""
 
-    job: IngestJob
-    index: int  # the file's place in the job
-    attributes: dict[str, Any]
-    chunking: dict[str, Any]
-    notes: list[str]
-    created_at: int = field(default_factory=lambda: int(time.time()))
+    added: AddedFile
 
     @property
     def running(self) -> bool:
         """The file has no result yet (waiting or being ingested)."""
-        return self.job.files[self.index].result is None
+        return self.added.running
 
     @property
-    def result(self) -> Any:
-        return self.job.files[self.index].result
+    def result(self) -> IngestResult | None:
+        """The file's result once its job ended (an interrupted job: a failure that says so)."""
+        a = self.added
+        if a.running:
+            return None
+        if a.result:
+            res = result_of(a.result, a.name)
+            if a.status == queue.CANCELLED and "name" not in a.result:
+                res = IngestResult(a.name, Outcome.CANCELLED, f"{a.name}: {res.message}")
+            return res
+        return IngestResult(a.name, Outcome.FAILED, f"{a.name}: {a.reason or a.status}",
+                            error="Interrupted" if a.status == queue.INTERRUPTED else None)
+
+    @property
+    def attributes(self) -> dict[str, Any]:
+        return dict(self.added.options.get("attributes") or {})
+
+    @property
+    def chunking(self) -> dict[str, Any] | None:
+        return self.added.options.get("chunking_strategy")
+
+    @property
+    def notes(self) -> list[str]:
+        return list(self.added.options.get("chunking_notes") or [])
+
+    @property
+    def created_at(self) -> int:
+        return ts(self.added.created)
 
 
 class StoreMeta:
-    """``<data>/api/vector_stores.json``: each store's API ``metadata`` and ``expires_after``,
-    written atomically."""
+    """Each store's API ``metadata``, ``expires_after``, ``chunking_strategy`` and ``description``,
+    in the catalog (``api_vector_stores``: every process on the catalog reads the same). A
+    ``<data>/api/vector_stores.json`` of an earlier version is imported once (:meth:`import_file`)."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._lock = threading.Lock()
-
-    def _read(self) -> dict[str, Any]:
-        try:
-            return json.loads(self.path.read_text("utf-8"))
-        except (OSError, ValueError):
-            return {}
+    def __init__(self, catalog: Any) -> None:
+        self.catalog = catalog
 
     def get(self, store: str) -> dict[str, Any]:
-        with self._lock:
-            return self._read().get(store, {})
+        return rest.store_meta(self.catalog, store)
 
     def put(self, store: str, value: dict[str, Any] | None) -> None:
-        with self._lock:
-            data = self._read()
-            if value is None:
-                data.pop(store, None)
-            else:
-                data[store] = value
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(data, ensure_ascii=False, indent=1), "utf-8")
-            os.replace(tmp, self.path)
+        rest.put_store_meta(self.catalog, store, value)
+
+    def import_file(self, path: Path) -> int:
+        """Bring the stores' fields of ``path`` (the JSON file earlier versions kept) into the
+        catalog, for the stores the catalog has none for, then rename the file
+        ``vector_stores.json.imported`` (kept, not read again). Returns how many stores were
+        imported; an unreadable file is left as it is (logged)."""
+        if not path.is_file():
+            return 0
+        try:
+            data = json.loads(path.read_text("utf-8"))
+        except (OSError, ValueError) as exc:
+            log.warning("%s could not be read (%s); its stores' API metadata is not imported", path, exc)
+            return 0
+        entries = {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, Mapping)} \
+            if isinstance(data, Mapping) else {}
+        added = rest.import_store_meta(self.catalog, entries)
+        try:
+            os.replace(path, path.with_name(path.name + ".imported"))
+        except OSError as exc:  # imported: a second import changes nothing (the catalog's values win)
+            log.warning("%s was imported but could not be renamed (%s)", path, exc)
+        return added
 
 
 class KnowledgeApi:
-    """The state behind the routes: the workbench, the chat service, running jobs and batches."""
+    """The state behind the routes: the workbench and the chat service. Everything else -- the
+    stores' API fields, the files being added, the file batches -- is rows of the catalog
+    (:mod:`knowledge.catalog.rest` over the ingest job rows), so every process on one catalog
+    answers the same, and a restart loses nothing."""
 
     def __init__(self, wb: Workbench, chat: Any = None) -> None:
         self.wb = wb
         self._chat = chat
-        self.meta = StoreMeta(wb.settings.data_root / "api" / "vector_stores.json")
-        self.pending: dict[tuple[str, str], Pending] = {}
-        self.batches: dict[str, Batch] = {}
+        self.meta = StoreMeta(wb.catalog)
+        self.meta.import_file(wb.settings.data_root / "api" / "vector_stores.json")
         self._lock = threading.RLock()
 
     @property
@@ -187,13 +227,14 @@ class KnowledgeApi:
     def store_object(self, name: str) -> dict[str, Any]:
         rec = self.wb.get_store(name)
         records = {r.file_id: r for r in self.wb.file_records(name)}
+        pending = self.pending(name)
         counts = {"in_progress": 0, "completed": 0, "failed": 0, "cancelled": 0}
         for fid, r in records.items():
-            status = ("in_progress" if self._running(name, fid) or r.status not in (DONE, FAILED) else
+            running = fid in pending and pending[fid].running
+            status = ("in_progress" if running or r.status not in (DONE, FAILED) else
                       "completed" if r.status == DONE else "cancelled" if r.reason == "cancelled" else "failed")
             counts[status] += 1
-        counts["in_progress"] += sum(1 for (s, fid) in list(self.pending)
-                                     if s == name and fid not in records and self._running(s, fid))
+        counts["in_progress"] += sum(1 for fid, p in pending.items() if fid not in records and p.running)
         counts["total"] = sum(counts.values())
         meta = self.meta.get(name)
         used = sum(r.size or 0 for r in records.values() if r.status == DONE)
@@ -242,29 +283,31 @@ class KnowledgeApi:
         return tpl, reported, list(plan.notes)
 
     # -- vector store files ---------------------------------------------------------------------------
-    def _running(self, store: str, file_id: str) -> bool:
-        p = self.pending.get((store, file_id))
-        return p is not None and p.running
+    def pending(self, store: str, file_ids: list[str] | None = None) -> dict[str, Pending]:
+        """``{file_id: Pending}`` of the files added to ``store`` through the API (of ``file_ids``
+        only, when given), from any process: one read of the catalog."""
+        return {fid: Pending(a) for fid, a in rest.added_files(self.wb.catalog, store, file_ids).items()}
 
-    def file_status(self, store: str, rec: FileRecord | None, file_id: str | None = None) -> dict[str, Any]:
-        """The ``vector_store.file`` object of ``file_id`` (or ``rec``'s file) in ``store``.
+    def file_status(self, store: str, rec: FileRecord | None, file_id: str | None = None,
+                    p: Pending | EllipsisType | None = ...) -> dict[str, Any]:
+        """The ``vector_store.file`` object of ``file_id`` (or ``rec``'s file) in ``store``; ``p``:
+        its :class:`Pending` when the caller read it already (``None``: not added through the API).
 
         Raises:
             ApiError: 404, neither a record nor a file being added.
         """
         fid = rec.file_id if rec is not None else str(file_id)
-        p = self.pending.get((store, fid))
+        if p is ...:
+            p = self.pending(store, [fid]).get(fid)
         status, last_error = self.status_of(rec, p, fid)
-        if status == "completed":
-            attributes = self.wb.file_attributes(store, fid)
-        else:
-            attributes = dict(p.attributes) if p is not None else {}
+        attributes = (self.wb.file_attributes(store, fid) if status == "completed"
+                      else {} if p is None else p.attributes)
         if rec is not None:
             size = rec.size
         else:
             found = self.wb.find_stored_file(fid)
             size = found.size if found is not None else 0
-        chunking = p.chunking if p is not None else self.template_for(store, None)[1]
+        chunking = (p.chunking if p is not None else None) or self.template_for(store, None)[1]
         out: dict[str, Any] = {
             "id": fid, "object": "vector_store.file", "usage_bytes": size or 0,
             "created_at": ts(rec.created) if rec is not None and rec.created else (p.created_at if p else 0),
@@ -301,7 +344,8 @@ class KnowledgeApi:
     def add_files(self, store: str, entries: list[tuple[str, Any, Any]], default_attrs: Any = None,
                   default_strategy: Any = None) -> list[IngestJob]:
         """Start jobs for ``(file_id, attributes, chunking_strategy)`` entries (``None`` takes the
-        defaults); one job per distinct attributes + strategy, files in the given order."""
+        defaults); one ingest batch per distinct attributes + strategy, files in the given order, each
+        recorded in the catalog (``api_store_files``) with its batch's attributes, chunking and notes."""
         groups: dict[str, tuple[str | None, dict, dict, list[str], list[Any]]] = {}
         chosen: dict[str, Any] = {}
         for fid, attrs, strategy in entries:  # everything is checked before anything starts
@@ -324,43 +368,113 @@ class KnowledgeApi:
         jobs = []
         with self._lock:
             for tpl, attributes, reported, notes, files in groups.values():
-                job = IngestJob(self.wb, store, [(f.name, f) for f in files], template=tpl, attributes=attributes)
-                for i, f in enumerate(files):
-                    self.pending[(store, f.id)] = Pending(job, i, attributes, reported, notes)
-                jobs.append(job.start())
+                job = IngestJob(self.wb, store, [(f.name, f) for f in files], template=tpl, attributes=attributes,
+                                options={"api": True, "chunking_strategy": reported, "chunking_notes": notes})
+                job.start()
+                rest.add_files(self.wb.catalog, store, [(f.id, str(job.batch_id), i) for i, f in enumerate(files)])
+                jobs.append(job)
         return jobs
 
     def get_file(self, store: str, file_id: str) -> dict[str, Any]:
         rec = self.wb.file_record(store, file_id)
-        if rec is None and (store, file_id) not in self.pending:
+        p = self.pending(store, [file_id]).get(file_id)
+        if rec is None and p is None:
             raise not_found("vector store file", file_id)
-        return self.file_status(store, rec, file_id)
+        return self.file_status(store, rec, file_id, p)
 
     def store_files(self, store: str) -> list[dict[str, Any]]:
         recs = {r.file_id: r for r in self.wb.file_records(store)}
-        out = [self.file_status(store, r) for r in recs.values()]
-        out += [self.file_status(store, None, fid) for (s, fid) in list(self.pending)
-                if s == store and fid not in recs]
+        pending = self.pending(store)
+        out = [self.file_status(store, r, None, pending.get(fid)) for fid, r in recs.items()]
+        out += [self.file_status(store, None, fid, p) for fid, p in pending.items() if fid not in recs]
         return out
+
+    def remove_file(self, store: str, file_id: str) -> None:
+        """Remove ``file_id`` from ``store`` (the file itself stays). One being added in a job of its
+        own is stopped first (the store stays as it was); one in a batch's job is removed once the
+        job reached it (up to 600 s), the other files go on.
+
+        Raises:
+            ApiError: 404, the store has no such file.
+        """
+        wb = self.wb
+        p = self.pending(store, [file_id]).get(file_id)
+        if wb.file_record(store, file_id) is None and p is None:
+            raise not_found("vector store file", file_id)
+        if p is not None and p.running:
+            if p.added.jobs == 1:  # its own job: stop it
+                self._ingest_job(p.added.batch_id).cancel()
+            deadline = time.monotonic() + 600
+            while time.monotonic() < deadline:
+                now = self.pending(store, [file_id]).get(file_id)
+                if now is None or not now.running:
+                    break
+                time.sleep(0.05)
+        rest.forget_file(wb.catalog, store, file_id)
+        if wb.file_record(store, file_id) is not None:
+            wb.delete_file(store, file_id, keep_file=True)
+
+    def _ingest_job(self, batch_id: str) -> IngestJob:
+        """The view of the ingest batch ``batch_id`` (started by any process)."""
+        row, _, _ = queue.batch(self.wb.catalog, batch_id)
+        if row is None:
+            raise not_found("file batch", batch_id)
+        return IngestJob.attach(self.wb, row)
+
+    # -- file batches ------------------------------------------------------------------------------------
+    def create_batch(self, store: str, entries: list[tuple[str, Any, Any]], default_attrs: Any = None,
+                     default_strategy: Any = None) -> Batch:
+        """A file batch of ``entries`` (as :meth:`add_files` takes them), recorded in the catalog."""
+        jobs = self.add_files(store, entries, default_attrs, default_strategy)
+        batch_id = "vsfb_" + secrets.token_hex(16)
+        file_ids = list(dict.fromkeys(e[0] for e in entries))
+        rest.add_file_batch(self.wb.catalog, batch_id, store, file_ids, [str(j.batch_id) for j in jobs])
+        return self.batch(store, batch_id)
 
     def batch_object(self, b: Batch) -> dict[str, Any]:
         counts = {"in_progress": 0, "completed": 0, "failed": 0, "cancelled": 0}
-        for fid in b.file_ids:
-            try:
-                counts[self.get_file(b.store, fid)["status"]] += 1
-            except ApiError:
-                counts["failed"] += 1
+        for f in self.batch_files(b):
+            counts[f["status"]] += 1
+        counts["failed"] += len(b.file_ids) - sum(counts.values())  # a file no longer in the store
         counts["total"] = len(b.file_ids)
         status = ("in_progress" if counts["in_progress"] else "cancelled" if b.cancelled
                   else "failed" if counts["failed"] and not counts["completed"] else "completed")
         return {"id": b.id, "object": "vector_store.files_batch", "created_at": b.created_at,
                 "vector_store_id": vector_store_id(b.store), "status": status, "file_counts": counts}
 
+    def batch_files(self, b: Batch) -> list[dict[str, Any]]:
+        """The ``vector_store.file`` objects of the batch's files still in its store, in order."""
+        pending = self.pending(b.store, b.file_ids)
+        out = []
+        for fid in b.file_ids:
+            rec = self.wb.file_record(b.store, fid)
+            if rec is None and fid not in pending:
+                continue
+            out.append(self.file_status(b.store, rec, fid, pending.get(fid)))
+        return out
+
     def batch(self, store: str, batch_id: str) -> Batch:
-        b = self.batches.get(batch_id) if BATCH_ID.fullmatch(batch_id or "") else None
-        if b is None or b.store != store:
+        """The file batch ``batch_id`` of ``store``, made by any process.
+
+        Raises:
+            ApiError: 404, no such batch in this store.
+        """
+        row = rest.file_batch(self.wb.catalog, batch_id) if BATCH_ID.fullmatch(batch_id or "") else None
+        if row is None or row.store != store:
             raise not_found("file batch", batch_id)
-        return b
+        return Batch(row.id, row.store, row.file_ids, row.batch_ids, ts(row.created), row.cancelled)
+
+    def cancel_batch(self, b: Batch, timeout: float = 60.0) -> Batch:
+        """Cancel the batch (from any process: the worker ingesting one of its files, in any process,
+        stops at its next progress write or heartbeat) and wait up to ``timeout`` seconds for its jobs
+        to end. Returns the batch as it is then."""
+        views = [self._ingest_job(i) for i in b.batch_ids]
+        for job in views:
+            job.cancel()
+        deadline = time.monotonic() + timeout
+        for job in views:
+            job.wait(max(0.0, deadline - time.monotonic()))
+        return self.batch(b.store, b.id)
 
     # -- search ------------------------------------------------------------------------------------------
     @staticmethod

@@ -257,6 +257,8 @@ class IngestJob:
         items: ``(name, bytes)`` or ``(name, path)`` pairs, ingested in order.
         template, password, attributes: passed to ``ingest_file`` for every file (the password
             stays in this process: only its worker ingests those files).
+        options: more of the batch's options, recorded with it for any process to read (the REST
+            API's chunking strategy and notes); ``attributes`` wins over a key of the same name.
 
     An item's source may also be a ``StoredFile`` already in the file store (the API's uploads).
     """
@@ -265,9 +267,11 @@ class IngestJob:
     durable = True
 
     def __init__(self, wb: Ingester, store: str, items: Sequence[Item], *, template: str | None = None,
-                 password: str | None = None, attributes: dict | None = None) -> None:
+                 password: str | None = None, attributes: dict | None = None,
+                 options: dict[str, Any] | None = None) -> None:
         self.wb, self.store, self.template, self.password = wb, store, template, password
         self.attributes = attributes
+        self.options: dict[str, Any] = dict(options or {})
         self._items = list(items)
         self._files = [FileProgress(name) for name, _ in self._items]
         self._sizes = [_size(source) for _, source in self._items]  # bytes per file (0: unknown)
@@ -286,7 +290,8 @@ class IngestJob:
     @classmethod
     def attach(cls, wb: Ingester, batch: queue.BatchRow) -> IngestJob:
         """The view of a batch already in the catalog (started by another process, or before a restart)."""
-        job = cls(wb, batch.store, [], template=batch.template, attributes=batch.options.get("attributes"))
+        job = cls(wb, batch.store, [], template=batch.template, attributes=batch.options.get("attributes"),
+                  options={k: v for k, v in batch.options.items() if k != "attributes"})
         job.batch_id = batch.id
         job.notes = list(batch.notes.get("notes") or [])
         job.skipped = list(batch.notes.get("skipped") or [])
@@ -357,7 +362,7 @@ class IngestJob:
         registry.remember(batch_id, self.password)
         self.batch_id = queue.enqueue(
             self.wb.catalog, self.store, sources, template=self.template, batch_id=batch_id,
-            options={"attributes": self.attributes} if self.attributes else {},
+            options={**self.options, **({"attributes": self.attributes} if self.attributes else {})},
             notes={"notes": self.notes, "skipped": self.skipped}, created_by=registry.pin,
             failed={n: result_dict(r) for n, r in failures.items()})
         self._items = []  # the bytes are in the file store now

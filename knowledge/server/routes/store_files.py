@@ -1,19 +1,19 @@
 """``/v1/vector_stores/{vs_id}/files`` and ``.../file_batches``: a store's files, added in the
 background.
 
-Adding a file starts an :class:`~knowledge.service.jobs.IngestJob` (the app's background jobs) and answers
-at once, ``in_progress``, with ``openai-poll-after-ms`` (the ``openai`` package's ``*_and_poll``
-helpers). The workbench's rules hold: the same bytes twice are not indexed twice (the second is
-``failed``, ``invalid_file``), a changed file under the same name replaces the old one. A file's
+Adding a file starts an :class:`~knowledge.service.jobs.IngestJob` (job rows in the catalog, ingested
+by any process's worker) and answers at once, ``in_progress``, with ``openai-poll-after-ms`` (the
+``openai`` package's ``*_and_poll`` helpers). The workbench's rules hold: the same bytes twice are
+not indexed twice (the second is ``failed``, ``invalid_file``), a changed file under the same name
+replaces the old one. A file's
 status: ``pending``/``processing`` are ``in_progress``, ``done`` ``completed``, ``failed`` ``failed``
 with ``last_error`` (or ``cancelled``). Removing a file from a store keeps the file; removing one
-being added stops its own job. A batch groups files by their attributes and chunking, one job each.
+being added stops its own job. A batch groups files by their attributes and chunking, one ingest
+batch each; the file batch and its parts are catalog rows, so any API process answers for it.
 """
 
 from __future__ import annotations
 
-import secrets
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,8 +22,8 @@ from fastapi.responses import JSONResponse
 
 from knowledge.attributes import check_attributes
 from knowledge.errors import InvalidArgument
-from knowledge.server.http import ApiError, bad, in_thread, json_body, known, not_found, object_field, page, polled, strings
-from knowledge.server.objects import Api, Batch, KnowledgeApi
+from knowledge.server.http import bad, in_thread, json_body, known, object_field, page, polled, strings
+from knowledge.server.objects import Api, KnowledgeApi
 
 router = APIRouter(prefix="/v1/vector_stores/{vs_id}", tags=["vector store files"])
 STATUSES = ("in_progress", "completed", "failed", "cancelled")
@@ -88,18 +88,7 @@ def store_file_content(vs_id: str, file_id: str, api: Api) -> dict:
 
 @router.delete("/files/{file_id}", summary="Remove a file from the store (the file itself stays)")
 def remove_store_file(vs_id: str, file_id: str, api: Api) -> dict:
-    name = api.store_name(vs_id)
-    wb = api.wb
-    p = api.pending.get((name, file_id))
-    if wb.file_record(name, file_id) is None and p is None:
-        raise not_found("vector store file", file_id)
-    if p is not None and p.running:
-        if len(p.job.files) == 1:  # its own job: stop it (the store stays as it was)
-            p.job.cancel()
-        p.job.wait(600)  # a batch's job goes on for the other files; this one is removed after
-    api.pending.pop((name, file_id), None)
-    if wb.file_record(name, file_id) is not None:
-        wb.delete_file(name, file_id, keep_file=True)
+    api.remove_file(api.store_name(vs_id), file_id)
     return {"id": file_id, "object": "vector_store.file.deleted", "deleted": True}
 
 
@@ -125,10 +114,7 @@ async def create_batch(vs_id: str, request: Request, api: Api) -> JSONResponse:
     body = await json_body(request, BATCH_FIELDS)
     name = api.store_name(vs_id)
     entries = batch_entries(body)
-    jobs = await in_thread(api.add_files, name, entries, body.get("attributes"), strategy_of(api, name, body))
-    b = Batch("vsfb_" + secrets.token_hex(16), name, list(dict.fromkeys(e[0] for e in entries)), jobs,
-              int(time.time()))
-    api.batches[b.id] = b
+    b = await in_thread(api.create_batch, name, entries, body.get("attributes"), strategy_of(api, name, body))
     return polled(await in_thread(api.batch_object, b))
 
 
@@ -140,24 +126,13 @@ def get_batch(vs_id: str, batch_id: str, api: Api) -> JSONResponse:
 @router.post("/file_batches/{batch_id}/cancel", summary="Cancel a batch")
 def cancel_batch(vs_id: str, batch_id: str, api: Api) -> dict:
     b = api.batch(api.store_name(vs_id), batch_id)
-    b.cancelled = True
-    for job in b.jobs:
-        job.cancel()
-    for job in b.jobs:
-        job.wait(60)
-    return api.batch_object(b)
+    return api.batch_object(api.cancel_batch(b))
 
 
 @router.get("/file_batches/{batch_id}/files", summary="The batch's files")
 def batch_files(vs_id: str, batch_id: str, api: Api, limit: int | None = None, after: str | None = None,
                 before: str | None = None, order: str | None = None, filter: str | None = None) -> dict:
-    b = api.batch(api.store_name(vs_id), batch_id)
-    files = []
-    for fid in b.file_ids:
-        try:
-            files.append(api.get_file(b.store, fid))
-        except ApiError:
-            continue
+    files = api.batch_files(api.batch(api.store_name(vs_id), batch_id))
     if filter is not None:
         files = [f for f in files if f["status"] == filter]
     return page(files, limit, after, before, order)

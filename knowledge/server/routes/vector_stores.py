@@ -16,6 +16,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
+from knowledge.catalog import rest
 from knowledge.server.http import (
     bad,
     check_name,
@@ -122,7 +123,7 @@ def delete_store(vs_id: str, api: Api) -> dict:
         if f is not None and "purpose" in f.metadata:
             wb.delete_file(name, rec.file_id, keep_file=True)
     wb.delete_store(name)
-    api.meta.put(name, None)
+    rest.forget_store(wb.catalog, name)
     return {"id": vs_id, "object": "vector_store.deleted", "deleted": True}
 
 
