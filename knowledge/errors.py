@@ -16,6 +16,11 @@ class ConfigError(KnowledgeError, ValueError):
     """A setting is missing, unknown or has an invalid value."""
 
 
+class MachineLocalBackend(ConfigError):
+    """A template or store asked for a backend whose points only this machine reaches (the memory
+    backend, Qdrant's local mode, the embedded PostgreSQL) while the catalog is shared (``catalog.url``)."""
+
+
 class InvalidArgument(KnowledgeError, ValueError):
     """A call received input it cannot work with (empty batch, bad filter, non-JSON payload, ...)."""
 

@@ -345,6 +345,12 @@ class Workbench:
                 )
         return self.templates.save(template)
 
+    def shared_catalog_problem(self) -> str | None:
+        """What to set when the default template cannot make stores here -- the catalog is shared
+        (``catalog.url``) and ``vector_store.backend`` is per machine (memory, Qdrant's local mode,
+        the embedded PostgreSQL) -- or ``None``. The app shows it before anyone uploads."""
+        return self.templates.problem(self.templates.get(DEFAULT_TEMPLATE))
+
     def delete_template(self, name: str) -> None:
         """Delete a template that no store uses (raises ``InvalidArgument`` otherwise)."""
         self.templates.delete(name, in_use_by=self.stores_using_template(name))

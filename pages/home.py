@@ -24,6 +24,8 @@ try:
 except KnowledgeError as exc:
     st.error(inert(exc))
     stores, stored_files, failed = [], 0, 0
+if (problem := wb.shared_catalog_problem()) is not None:  # team mode on a per-machine default backend
+    st.warning(inert(problem), icon="⚠️")
 
 c1, c2, c3, c4, c5 = st.columns(5)
 c1.metric("Stores", len(stores))

@@ -373,6 +373,8 @@ def new_store_form(stores: list) -> None:
 
 
 def stores_tab() -> None:
+    if (problem := wb.shared_catalog_problem()) is not None:  # team mode on a per-machine default backend
+        st.warning(inert(problem), icon="⚠️")
     try:
         stores = wb.list_stores()
     except KnowledgeError as exc:
@@ -404,6 +406,8 @@ def stores_tab() -> None:
         st.caption(md("template **{}** · {} · model {} ({} dimensions, {})", r.template, backend_words(r.backend),
                       r.embedding_model, r.dimension, r.distance),
                    help=md("Backend: {}. Scores compare embeddings by {} distance.", r.backend, r.distance))
+        if summary.note is not None:  # a per-machine store in a shared catalog: listed, not used
+            st.warning(inert(summary.note), icon="🖥️")
         try:
             upload_section(store, summary.disk_bytes)
             sync_section(wb, store)
@@ -414,7 +418,8 @@ def stores_tab() -> None:
             st.error(inert(exc))
     st.markdown(f"#### All stores ({len(stores)})")
     st.dataframe(
-        [{"store": s.record.name, "template": s.record.template, "stored": backend_words(s.record.backend),
+        [{"store": s.record.name, "template": s.record.template,
+          "stored": backend_words(s.record.backend) + (" (one machine only: not shared)" if s.note else ""),
           "backend": s.record.backend, "model": s.record.embedding_model, "dimension": s.record.dimension,
           "files": s.files, "chunks": s.chunks, "size (MB)": megabytes(s.disk_bytes or 0)} for s in stores],
         hide_index=True, width="stretch", key="stores-table",

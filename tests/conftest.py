@@ -305,10 +305,12 @@ def pgvector_settings(pg_database: None, settings: Settings) -> Callable[..., Se
 
 
 def pg_catalog_settings(settings: Settings) -> Settings:
-    """``settings`` with ``catalog.url`` on this test's database of the session's server (the one
-    a pgvector backend of the test uses too; created if missing, dropped by ``pg_database``)."""
-    url = _pgvector_settings(settings).vector_store.url
-    return settings.model_copy(update={"catalog": settings.catalog.model_copy(update={"url": url})})
+    """``settings`` in team mode on this test's database of the session's server (created if
+    missing, dropped by ``pg_database``): ``catalog.url`` on it, and the default template's backend
+    pgvector on the same database (a shared catalog refuses the per-machine memory backend)."""
+    pg = _pgvector_settings(settings)
+    return pg.model_copy(update={"catalog": settings.catalog.model_copy(update={"url": pg.vector_store.url}),
+                                 "vector_store": pg.vector_store.model_copy(update={"backend": "pgvector"})})
 
 
 @pytest.fixture(params=["duckdb", "postgresql"])

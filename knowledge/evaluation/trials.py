@@ -103,7 +103,7 @@ def try_chunkings(stores: Stores, indexer: Indexer, searcher: Searcher, store: s
     embedder = stores.embedder(record.embedding_model)
     for size, overlap in chunkings:
         plan_chunking(embedder, size, overlap)  # InvalidArgument before any work
-    source = stores.backend(record.backend).collection(record.collection)
+    source = stores.collection_of(record)  # a per-machine store of a shared catalog is refused here
     by_file: dict[str, list[Any]] = {}
     if source.collection_exists():
         for p in source.scroll():

@@ -62,7 +62,7 @@ def export_store(parts: Parts, store: str, out: str | os.PathLike, *, progress: 
     tpl = parts.stores.template_of(record)
     out = Path(out)
     members: dict[str, dict[str, Any]] = {}
-    coll = parts.stores.collection_of(record)
+    coll = parts.stores.local_collection_of(record)  # a per-machine store of a shared catalog: a way out
     with archive(out, "bundle") as zf, parts.stores.store_lock(store):
         records = parts.catalog.files(store)
         skipped = [r.file_name for r in records if r.status not in (DONE, FAILED)]

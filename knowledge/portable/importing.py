@@ -111,6 +111,7 @@ def import_bundle(parts: Parts, bundle: str | os.PathLike, *, as_name: str | Non
         _check_files(parts, manifest, Path(bundle).name)
         check_chunks(zf, manifest, Path(bundle).name)  # before anything is written
         tpl, new_template = _target_template(parts, meta, template)
+        parts.templates.check(tpl)  # MachineLocalBackend: a per-machine backend in a shared catalog
         embedder = parts.stores.embedder(tpl.embedding_model)
         reuse = tpl.embedding_model == meta.get("embedding_model") and embedder.dimension == meta.get("dimension")
         backend = parts.stores.backend(tpl.backend)

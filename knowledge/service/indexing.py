@@ -557,9 +557,10 @@ class Indexer:
         """
         record = self.stores.get(store)
         tpl = self.stores.templates.get(template)
+        self.stores.templates.check(tpl)  # MachineLocalBackend: a per-machine target in a shared catalog
         embedder = self._embedder(tpl.embedding_model)
         reuse = tpl.embedding_model == record.embedding_model and record.dimension in (None, embedder.dimension)
-        old = self.stores.collection_of(record)
+        old = self.stores.local_collection_of(record)  # moving a per-machine store out is a way out
         new_name = _next_collection_name(store, record.collection)
         target = self.stores.backend(tpl.backend).collection(new_name)
         target.drop_collection()

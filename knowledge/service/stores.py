@@ -11,6 +11,11 @@ catalog query. The kept records are dropped whenever the catalog may have change
 written through this object, or the catalog's files changed on disk (DuckDB appends every commit
 to its write-ahead log, so another process's write changes the log's size; a checkpoint rewrites
 the database file) -- which costs two ``os.stat`` calls (~4 us) instead of a query (~0.4 ms).
+
+A shared catalog (PostgreSQL) makes no store on a per-machine backend (memory, Qdrant's local mode,
+the embedded PostgreSQL; see :mod:`knowledge.service.templates`). One it already holds (imported
+before, say) is listed with a note and refused on use (search, writes), except to move it to a
+shared template or to delete it (:meth:`Stores.local_collection_of`).
 """
 
 from __future__ import annotations
@@ -24,8 +29,14 @@ from knowledge._names import check_name
 from knowledge.catalog import DONE, Catalog, StoreRecord
 from knowledge.config import Settings
 from knowledge.embeddings.base import Embedder
-from knowledge.errors import InvalidArgument, KnowledgeError, StoreNotFound
-from knowledge.service.templates import DEFAULT_TEMPLATE, TemplateRegistry, VectorStoreTemplate
+from knowledge.errors import InvalidArgument, KnowledgeError, MachineLocalBackend, StoreNotFound
+from knowledge.service.templates import (
+    DEFAULT_TEMPLATE,
+    SHARED_BACKENDS,
+    TemplateRegistry,
+    VectorStoreTemplate,
+    machine_local_reason,
+)
 from knowledge.vectorstore.base import Collection, VectorBackend
 from knowledge.vectorstore.registry import open_backend
 from knowledge.vectorstore.store import VectorStore
@@ -46,6 +57,8 @@ class StoreSummary:
     files: int
     chunks: int
     disk_bytes: int | None
+    #: Why the store cannot be used here (a per-machine backend in a shared catalog), else ``None``.
+    note: str | None = None
 
 
 
@@ -140,6 +153,8 @@ class Stores:
             TemplateNotFound. ModelMismatch: the store exists with another embedding model.
             EmbeddingUnavailable: the model cannot load (its dimension is recorded now).
             BackendUnavailable: the template's backend is unknown or cannot be reached (no store is recorded).
+            MachineLocalBackend: the catalog is shared and the template's backend is per machine
+                (the message names the settings to use instead; no store is recorded).
         """
         if not isinstance(name, str) or not name.strip() or len(name) > 200:
             raise InvalidArgument("A store name must be 1-200 characters and not blank.")
@@ -149,6 +164,7 @@ class Stores:
         if existing is not None:
             self._check_model(existing, tpl)
             return existing
+        self.templates.check(tpl)
         dimension = self.embedder(tpl.embedding_model).dimension
         self.backend(tpl.backend)  # an unknown or unreachable backend is refused before the store exists
         return self.put(name, tpl.name, tpl.backend, tpl.embedding_model, dimension, tpl.distance)
@@ -197,9 +213,42 @@ class Stores:
         """The ``VectorStore`` facade of an existing store."""
         return self.vs_of(self.get(name))
 
+    def unshared(self, record: StoreRecord) -> str | None:
+        """Why ``record``'s store cannot be used through this catalog -- its backend is per machine
+        and the catalog is shared -- with what to do, or ``None`` (always on the embedded default)."""
+        reason = machine_local_reason(self.settings, self.catalog, record.backend)
+        if reason is None:
+            return None
+        return (f"Store {record.name!r} is on the {record.backend} backend, but the catalog is shared"
+                f" (catalog.url): {reason}, which the other processes and hosts of the catalog cannot reach,"
+                " so it is not searched or written through the shared catalog. On the machine that holds"
+                f" its folder, re-embed (move) it to a template on {SHARED_BACKENDS}; or delete it.")
+
     def collection_of(self, record: StoreRecord) -> Collection:
-        """The backend collection holding the store's points (it may not exist yet)."""
+        """The backend collection holding the store's points (it may not exist yet).
+
+        Raises:
+            MachineLocalBackend: see :meth:`unshared`.
+        """
+        problem = self.unshared(record)
+        if problem is not None:
+            raise MachineLocalBackend(problem)
         return self.backend(record.backend).collection(record.collection)
+
+    def local_collection_of(self, record: StoreRecord) -> Collection:
+        """:meth:`collection_of` without :meth:`unshared`'s refusal, for the ways out of it: moving
+        the store to another template, exporting it, deleting it. A per-machine store of a shared
+        catalog whose folder is not on this machine is refused here too (nothing of it to read).
+
+        Raises:
+            MachineLocalBackend: a per-machine store whose collection this machine does not have.
+        """
+        coll = self.backend(record.backend).collection(record.collection)
+        problem = self.unshared(record)
+        if problem is not None and not coll.collection_exists():
+            raise MachineLocalBackend(problem.replace("On the machine that holds its folder", "This machine"
+                                                      " does not hold its folder; on the one that does"))
+        return coll
 
     def vs_of(self, record: StoreRecord) -> VectorStore:
         """The ``VectorStore`` facade over the store's collection."""
@@ -219,15 +268,17 @@ class Stores:
             if record.name in hidden:
                 continue
             chunks, disk = 0, None
+            note = self.unshared(record)
             try:
-                coll = self.backend(record.backend).collection(record.collection)
-                if coll.collection_exists():
-                    info = coll.info()
-                    chunks, disk = info.count, info.disk_bytes
+                if note is None:
+                    coll = self.backend(record.backend).collection(record.collection)
+                    if coll.collection_exists():
+                        info = coll.info()
+                        chunks, disk = info.count, info.disk_bytes
             except KnowledgeError as exc:
                 log.warning("store %s: %s", record.name, exc)
             files = sum(1 for f in self.catalog.files(record.name) if f.status == DONE)
-            out.append(StoreSummary(record, files, chunks, disk))
+            out.append(StoreSummary(record, files, chunks, disk, note))
         return out
 
     def drop(self, name: str) -> None:
@@ -235,7 +286,8 @@ class Stores:
         record = self.get(name)
         file_ids = [f.file_id for f in self.catalog.files(name)]
         try:
-            self.collection_of(record).drop_collection()
+            coll = self.backend(record.backend).collection(record.collection)
+            coll.drop_collection()  # a per-machine store of a shared catalog: its folder here, if any
             self.catalog.delete_store(name)
         finally:
             self.changed(name)
@@ -257,12 +309,15 @@ class Stores:
         written with ``template`` (default: its own) when the embedding models agree.
 
         Raises:
-            InvalidArgument, TemplateNotFound, EmbeddingUnavailable (creating); ModelMismatch.
+            InvalidArgument, TemplateNotFound, EmbeddingUnavailable (creating); ModelMismatch;
+            MachineLocalBackend: a per-machine store or template while the catalog is shared.
         """
         record = self.find(store)
         if record is None:
             record = self.create(store, template or DEFAULT_TEMPLATE)
             return record, self.templates.get(record.template)
+        if (problem := self.unshared(record)) is not None:
+            raise MachineLocalBackend(problem)
         tpl = self.templates.get(template) if template else self.template_of(record)
         self._check_model(record, tpl)
         return record, tpl

@@ -7,6 +7,11 @@ folder and glob to ingest. A store is template + name, created on the fly.
 The settings form the built-in template :data:`DEFAULT_TEMPLATE` (``default``), so everything works
 before anyone defines a template; it is read-only here (change the settings to change it). Other
 templates live in the catalog.
+
+While the catalog is shared (PostgreSQL, ``catalog.url``) a backend whose points only this machine
+reaches (:meth:`VectorBackend.machine_local <knowledge.vectorstore.base.VectorBackend.machine_local>`:
+memory, Qdrant's local mode, the embedded PostgreSQL) is refused for new templates and stores
+(:func:`machine_local_reason`, :class:`~knowledge.errors.MachineLocalBackend`).
 """
 
 from __future__ import annotations
@@ -20,9 +25,17 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from knowledge._names import check_name
 from knowledge.catalog import Catalog
 from knowledge.config import Distance, Settings
-from knowledge.errors import InvalidArgument, KnowledgeError
+from knowledge.errors import InvalidArgument, KnowledgeError, MachineLocalBackend
+from knowledge.vectorstore.registry import load_backend_class
 
 DEFAULT_TEMPLATE = "default"
+
+#: What a shared catalog's stores live on instead, named in every refusal.
+SHARED_BACKENDS = (
+    'pgvector on a PostgreSQL server (vector_store.backend = "pgvector" and vector_store.url ='
+    ' "postgresql://...", often the catalog.url) or a Qdrant server (vector_store.backend = "qdrant" and'
+    ' vector_store.url = "http://host:6333")'
+)
 _NAME = re.compile(r"^[\w][\w .\-()]{0,63}$")
 
 
@@ -78,6 +91,44 @@ def default_template(settings: Settings) -> VectorStoreTemplate:
     )
 
 
+def machine_local_reason(settings: Settings, catalog: Catalog, backend: str) -> str | None:
+    """Why stores of ``catalog`` cannot live on ``backend``: the backend's own clause
+    (:meth:`~knowledge.vectorstore.base.VectorBackend.machine_local`, e.g. "the memory backend keeps
+    its vectors in this machine's folder ...") when the catalog is shared (PostgreSQL), else
+    ``None``. ``None`` too for a backend that cannot be loaded: opening it says why."""
+    if catalog.dialect != "postgresql":
+        return None
+    try:
+        cls = load_backend_class(backend)
+    except KnowledgeError:
+        return None
+    return cls.machine_local(settings)
+
+
+def shared_catalog_problem(settings: Settings, catalog: Catalog, template: VectorStoreTemplate) -> str | None:
+    """What to set when ``template`` cannot make stores because the catalog is shared, or ``None``.
+    The message names the settings (``vector_store.backend``, ``vector_store.url``)."""
+    reason = machine_local_reason(settings, catalog, template.backend)
+    if reason is None:
+        return None
+    if template.builtin:
+        return (f"The catalog is shared (catalog.url), but the {DEFAULT_TEMPLATE!r} template uses"
+                f" vector_store.backend = {template.backend!r}: {reason}, which the other processes and hosts"
+                f" of the catalog cannot reach. Set {SHARED_BACKENDS}; or make stores from a template on such a"
+                " backend.")
+    return (f"Template {template.name!r} uses the {template.backend} backend, but the catalog is shared"
+            f" (catalog.url): {reason}, which the other processes and hosts of the catalog cannot reach. Use"
+            f" {SHARED_BACKENDS}.")
+
+
+def check_shareable(settings: Settings, catalog: Catalog, template: VectorStoreTemplate) -> None:
+    """Raise ``MachineLocalBackend`` (:func:`shared_catalog_problem`'s message) when ``template``'s
+    backend is per machine and the catalog is shared; nothing on the embedded default."""
+    problem = shared_catalog_problem(settings, catalog, template)
+    if problem is not None:
+        raise MachineLocalBackend(problem)
+
+
 def make_template(**fields: Any) -> VectorStoreTemplate:
     """Build a template, turning validation errors into ``InvalidArgument`` a person can read."""
     try:
@@ -113,17 +164,28 @@ class TemplateRegistry:
             if name != DEFAULT_TEMPLATE
         ]
 
+    def problem(self, template: VectorStoreTemplate) -> str | None:
+        """See :func:`shared_catalog_problem`: why ``template`` cannot make stores here, or ``None``."""
+        return shared_catalog_problem(self.settings, self.catalog, template)
+
+    def check(self, template: VectorStoreTemplate) -> None:
+        """See :func:`check_shareable`. Raises ``MachineLocalBackend``."""
+        check_shareable(self.settings, self.catalog, template)
+
     def save(self, template: VectorStoreTemplate) -> VectorStoreTemplate:
         """Create or update a template. The built-in default cannot be saved over.
 
         Raises:
             InvalidArgument: the name is the built-in one.
+            MachineLocalBackend: the catalog is shared and the template's backend is per machine
+                (memory, Qdrant's local mode, the embedded PostgreSQL).
         """
         if template.builtin:
             raise InvalidArgument(
                 f"The {DEFAULT_TEMPLATE!r} template is formed by the settings; change the settings,"
                 " or save this template under another name."
             )
+        self.check(template)
         self.catalog.put_template(template.name, template.model_dump())
         return template
 

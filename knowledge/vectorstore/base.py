@@ -570,6 +570,16 @@ class VectorBackend(ABC):
     def close(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Release connections, threads and locks. Idempotent."""
 
+    @classmethod
+    def machine_local(cls, settings: Any) -> str | None:
+        """Why this backend, configured by ``settings`` (:class:`knowledge.config.Settings`), keeps
+        its points where only this machine (or process) reaches them -- a clause such as ``"the
+        memory backend keeps its vectors in this machine's folder /data/vector-stores"`` -- or
+        ``None`` when every host with the same settings reaches the same points (a server by URL).
+        The service refuses such a backend while the catalog is shared (``catalog.url``). The
+        default, for a plugin that says nothing, is ``None``."""
+        return None
+
     def __enter__(self) -> VectorBackend:
         return self
 

@@ -236,6 +236,15 @@ class PgvectorBackend(VectorBackend):
 
     name: ClassVar[str] = "pgvector"
 
+    @classmethod
+    def machine_local(cls, settings: Settings) -> str | None:
+        """A reason for the embedded server (no ``vector_store.url``, or ``"embedded"``: a Unix
+        socket in this machine's data folder); ``None`` for a server URL."""
+        if (settings.vector_store.url or "").strip() in ("", EMBEDDED):
+            return (f"pgvector without vector_store.url is the embedded PostgreSQL in this machine's folder"
+                    f" {settings.resolve(EMBEDDED_DIR)}")
+        return None
+
     def __init__(self, settings: Settings) -> None:
         vs = settings.vector_store
         raw = (vs.options or {}).get("pgvector") or {}

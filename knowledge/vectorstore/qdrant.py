@@ -220,6 +220,16 @@ class QdrantBackend(VectorBackend):
         #: Whether the logical-collection index is a tenant index (Qdrant 1.12+, as the spec says).
         self.tenant_index = self.is_local or self.server_version >= TENANT_INDEX_VERSION
 
+    @classmethod
+    def machine_local(cls, settings: Settings) -> str | None:
+        """A reason for local mode (a folder, or ``:memory:``); ``None`` for a server URL."""
+        loc = cls._location(settings)
+        if loc == ":memory:":
+            return "Qdrant's in-memory mode (':memory:') keeps its vectors in this process only"
+        if re.match(r"^https?://", loc):
+            return None
+        return f"Qdrant's local mode keeps its vectors in this machine's folder {loc}"
+
     # -- connection -------------------------------------------------------------------------------
     @staticmethod
     def _location(settings: Settings) -> str:

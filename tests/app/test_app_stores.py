@@ -603,3 +603,33 @@ def test_a_catalog_kept_by_another_process_gives_a_short_message(fake_model, mon
         holder.wait(30)
     at.run()  # free again: the page renders
     assert not at.exception and at.title[0].value == "🗂️ Vector stores"
+
+
+# -- team mode: a shared catalog and the per-machine memory backend ----------------------------------
+def test_a_shared_catalog_on_the_memory_default_says_what_to_set_and_the_form_refuses(fake_model, monkeypatch,
+                                                                                       pg_database, settings):
+    """``catalog.url`` set and ``vector_store.backend`` left at memory: the page says what to set
+    before anyone uploads, and the New store form refuses with the same message (nothing made)."""
+    from urllib.parse import urlencode
+
+    from conftest import pg_catalog_settings
+    from psycopg.conninfo import conninfo_to_dict
+
+    parts = conninfo_to_dict(pg_catalog_settings(settings).catalog.url)  # key=value: as a URL, as a user writes it
+    query = urlencode({k: parts[k] for k in ("host", "port") if parts.get(k)})
+    monkeypatch.setenv("KNOWLEDGE_CATALOG__URL", f"postgresql://{parts.get('user', '')}@/{parts['dbname']}?{query}")
+    at = open_page()
+    warned = " ".join(w.value for w in at.warning)
+    assert "catalog is shared" in warned and "vector_store.backend" in warned and "vector_store.url" in warned
+    next(t for t in at.text_input if t.label == "Name" and t.placeholder == "Team notes").input("Recipes")
+    button(at, "FormSubmitter:new-store-Create store").click().run()
+    assert not at.exception
+    refused = " ".join(e.value for e in at.error)
+    assert "cannot reach" in refused and "vector_store.url" in refused and "pgvector" in refused
+    assert not any("Created the store" in s.value for s in at.success)
+    assert any("No vector stores yet" in i.value for i in at.info)
+
+
+def test_the_embedded_default_shows_no_team_mode_warning(fake_model):
+    at = open_page()
+    assert not any("catalog is shared" in w.value for w in at.warning)

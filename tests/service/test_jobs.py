@@ -145,8 +145,10 @@ _KILLED_WORKER = textwrap.dedent("""
             return super().embed_documents(texts)
 
     settings = load_settings(data_dir={data!r})
-    if {url!r}:
-        settings = settings.model_copy(update={{"catalog": settings.catalog.model_copy(update={{"url": {url!r}}})}})
+    if {url!r}:  # team mode: the catalog and the vectors on the same PostgreSQL
+        settings = settings.model_copy(update={{
+            "catalog": settings.catalog.model_copy(update={{"url": {url!r}}}),
+            "vector_store": settings.vector_store.model_copy(update={{"backend": "pgvector", "url": {url!r}}})}})
     wb = Workbench(settings, embedder_factory=lambda m: Slow(dimension=16))
     n = Worker(wb, worker_id={name!r}, lease={lease}).run(once=True, poll=0.1)
     wb.close()

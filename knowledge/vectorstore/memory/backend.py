@@ -48,6 +48,11 @@ class MemoryBackend(VectorBackend):
         self._sweeper: threading.Thread | None = None
         self._closed = False
 
+    @classmethod
+    def machine_local(cls, settings: Settings) -> str | None:
+        """Always a reason: the store folders are on this machine's disk."""
+        return f"the memory backend keeps its vectors in this machine's folder {settings.vector_store_dir}"
+
     def collection(self, name: str) -> MemoryCollection:
         """The handle on store ``name`` (one shared handle per name and backend instance).
 
