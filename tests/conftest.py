@@ -421,13 +421,16 @@ def s3_server() -> Iterator[str]:
     exe = shutil.which("moto_server") or str(Path(sys.executable).with_name("moto_server"))
     if not Path(exe).exists():
         unavailable("moto_server is not installed (pip install 'moto[server]')")
+    import tempfile
+
     port = _free_port()
-    proc = subprocess.Popen([exe, "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    log = tempfile.TemporaryFile()  # its request log (a pipe nobody reads would fill and block it)
+    proc = subprocess.Popen([exe, "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 60
     while True:
         if proc.poll() is not None:
-            unavailable(f"moto_server exited with {proc.returncode}: {proc.stderr.read().decode()[-500:] if proc.stderr else ''}")
+            log.seek(0)
+            unavailable(f"moto_server exited with {proc.returncode}: {log.read().decode(errors='replace')[-500:]}")
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
             break
@@ -445,6 +448,7 @@ def s3_server() -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(10)
+        log.close()
 
 
 def s3_client(endpoint: str) -> Any:

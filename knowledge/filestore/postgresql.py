@@ -313,7 +313,7 @@ class PostgresFileStore(FileStore):
             if isinstance(exc, psycopg.OperationalError):
                 raise self.unavailable(exc) from exc
             raise
-        return io.BufferedReader(_ChunkReader(self, conn, blob_id, size), buffer_size=self.chunk_size)
+        return io.BufferedReader(_ChunkReader(self, conn, blob_id, size), buffer_size=64 * 1024)
 
     def list(self) -> builtins.list[StoredFile]:
         """Every stored file, newest first (by ``created``, then id)."""

@@ -365,7 +365,7 @@ class S3FileStore(FileStore):
             ) from None
         except bce.BotoCoreError as exc:
             raise self.error("read", exc) from exc
-        return io.BufferedReader(_BodyReader(self, body), buffer_size=CHUNK_SIZE)
+        return io.BufferedReader(_BodyReader(self, body), buffer_size=64 * 1024)
 
     def _records_for(self, ids: set[str]) -> builtins.list[StoredFile]:
         with self._cache_lock:
