@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from pydantic import SecretStr
 
 from knowledge.config import Settings, load_settings

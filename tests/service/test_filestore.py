@@ -12,12 +12,13 @@ import sys
 import textwrap
 import threading
 import tracemalloc
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
 from importlib.metadata import EntryPoint
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from filestore_helpers import blobs, files_under, inventory
 
 from knowledge import plugins
 from knowledge.config import load_settings
@@ -29,7 +30,6 @@ from knowledge.errors import (
     StoreCorrupt,
 )
 from knowledge.filestore import FileStore, FilesystemFileStore, StoredFile, open_file_store, registry
-from filestore_helpers import blobs, files_under, inventory
 
 MiB = 1024 * 1024
 
