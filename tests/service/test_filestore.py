@@ -484,6 +484,7 @@ def test_records_persist_across_instances_and_deletes_are_seen_by_others(reopen,
 
 def test_concurrent_saves_and_deletes_from_threads(store):
     shared = b"shared content " * 1000
+    rounds = 3 if store.name == "s3" else 15  # s3 on moto: 15 rounds take ~13 s
     errors: list[BaseException] = []
     kept: list[StoredFile] = []
     lock = threading.Lock()
@@ -492,7 +493,7 @@ def test_concurrent_saves_and_deletes_from_threads(store):
     def worker(n: int) -> None:
         try:
             start.wait()
-            for i in range(15):
+            for i in range(rounds):
                 mine = store.save(f"t{n}-{i}", "text/plain", f"thread {n} file {i}".encode())
                 same = store.save(f"s{n}-{i}", "text/plain", io.BytesIO(shared))
                 tmp = store.save(f"d{n}-{i}", "text/plain", shared)
@@ -508,14 +509,14 @@ def test_concurrent_saves_and_deletes_from_threads(store):
     for t in threads:
         t.join(120)
     assert errors == []
-    assert len({f.id for f in kept}) == len(kept) == 8 * 15 * 2
+    assert len({f.id for f in kept}) == len(kept) == 8 * rounds * 2
     assert {f.id for f in store.list()} == {f.id for f in kept}
     for f in kept:
         with store.content(f.id) as fh:
             assert hashlib.sha256(fh.read()).hexdigest() == f.sha256
     stored = inventory(store)
     assert stored == {f"record:{f.id}" for f in kept} | {f"blob:{f.sha256}" for f in kept}
-    assert len(blobs(store)) == 8 * 15 + 1  # every distinct content once, nothing in flight left
+    assert len(blobs(store)) == 8 * rounds + 1  # every distinct content once, nothing in flight left
 
 
 @pytest.mark.slow
