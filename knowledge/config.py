@@ -98,8 +98,20 @@ class CatalogSettings(_Section):
 class FileStoreSettings(_Section):
     """``file_store.*``: where uploaded files are kept."""
 
-    backend: str = Field("filesystem", min_length=1)
-    dir: Path = Path("files")
+    backend: str = Field("filesystem", min_length=1, description="filesystem, postgresql, s3, or a plugin's name")
+    dir: Path = Field(Path("files"), description="filesystem: the folder (relative to data_dir)")
+    url: str | None = Field(
+        None, description="postgresql: connection URL (default: catalog.url, when that setting exists)")
+    s3_bucket: str | None = Field(None, description="s3: the bucket (must exist)")
+    s3_prefix: str = Field(
+        "", pattern=r"^([A-Za-z0-9!_.*'()-]+/)*([A-Za-z0-9!_.*'()-]+)?$",
+        description="s3: key prefix inside the bucket, e.g. 'team-a' (a '/' is added)")
+    s3_endpoint_url: str | None = Field(
+        None, description="s3: endpoint of an S3-compatible server (MinIO, Ceph, R2); unset: AWS S3")
+    s3_region: str | None = Field(None, description="s3: region; unset: the AWS configuration's")
+    s3_access_key_id: SecretStr | None = Field(
+        None, description="s3: access key id; unset: the standard AWS chain (AWS_* variables, ~/.aws, roles)")
+    s3_secret_access_key: SecretStr | None = Field(None, description="s3: secret access key (with the id)")
 
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import SecretStr
 
 from knowledge.config import Settings, load_settings
 from knowledge.vectorstore.base import VectorBackend
@@ -396,3 +397,140 @@ def corpus_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, int]:
         else:
             os.environ["KNOWLEDGE_DATA_DIR"] = saved
     return data, code
+
+
+# -- file stores: the backends the file-store contract runs against --------------------------------
+
+def _declared_entry_points() -> Iterator[None]:
+    """Entry points this checkout's pyproject.toml declares but the installed metadata lacks (an
+    editable install made from another checkout, or before a backend was added) are added, as
+    ``pip install -e .`` of this checkout would. A no-op when the install is current."""
+    import tomllib
+    from importlib.metadata import EntryPoint
+
+    from knowledge import plugins
+
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    groups = declared.get("project", {}).get("entry-points", {})
+    installed = plugins.entry_points
+
+    def entry_points(group: str) -> list[EntryPoint]:
+        found = list(installed(group=group))
+        names = {ep.name for ep in found}
+        extra = [EntryPoint(n, v, group) for n, v in groups.get(group, {}).items() if n not in names]
+        return found + extra
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(plugins, "entry_points", entry_points)
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _checkout_entry_points() -> Iterator[None]:
+    yield from _declared_entry_points()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+#: Credentials the tests' moto server accepts (it checks none); never real ones.
+S3_TEST_KEY, S3_TEST_SECRET = "testing-key-id", "testing-secret-never-shown"
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[str]:
+    """A real S3-protocol server for the session: moto's server mode (``moto_server``) as a child
+    process on a free port; its endpoint URL. Under CI=true a server that cannot start fails the run;
+    elsewhere the s3 tests skip."""
+    import shutil
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    def unavailable(reason: str) -> None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"The S3 test server (moto) cannot start under CI=true: {reason}")
+        pytest.skip(f"S3 test server unavailable: {reason}")
+
+    exe = shutil.which("moto_server") or str(Path(sys.executable).with_name("moto_server"))
+    if not Path(exe).exists():
+        unavailable("moto_server is not installed (pip install 'moto[server]')")
+    import tempfile
+
+    port = _free_port()
+    log = tempfile.TemporaryFile()  # its request log (a pipe nobody reads would fill and block it)
+    proc = subprocess.Popen([exe, "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    while True:
+        if proc.poll() is not None:
+            log.seek(0)
+            unavailable(f"moto_server exited with {proc.returncode}: {log.read().decode(errors='replace')[-500:]}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                proc.kill()
+                unavailable("moto_server did not listen within 60 s")
+            time.sleep(0.1)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+        log.close()
+
+
+def s3_client(endpoint: str) -> Any:
+    import boto3
+
+    return boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                        aws_access_key_id=S3_TEST_KEY, aws_secret_access_key=S3_TEST_SECRET)
+
+
+def s3_file_store_settings(settings: Settings, endpoint: str, *, create: bool = True, **extra: Any) -> Settings:
+    """``settings`` with ``file_store.backend = "s3"`` on a bucket of this test's own on ``endpoint``
+    (created unless ``create`` is false)."""
+    import hashlib
+
+    bucket = "t-" + hashlib.sha256(str(settings.data_root).encode()).hexdigest()[:20]
+    if create:
+        s3_client(endpoint).create_bucket(Bucket=bucket)
+    fs = settings.file_store.model_copy(update={
+        "backend": "s3", "s3_bucket": bucket, "s3_endpoint_url": endpoint, "s3_region": "us-east-1",
+        "s3_access_key_id": SecretStr(S3_TEST_KEY), "s3_secret_access_key": SecretStr(S3_TEST_SECRET),
+        **extra,
+    })
+    return settings.model_copy(update={"file_store": fs})
+
+
+def postgres_file_store_settings(settings: Settings) -> Settings:
+    """``settings`` with ``file_store.backend = "postgresql"`` on this test's own database."""
+    url = _pgvector_settings(settings).vector_store.url
+    fs = settings.file_store.model_copy(update={"backend": "postgresql", "url": url})
+    return settings.model_copy(update={"file_store": fs})
+
+
+FILE_STORE_BACKENDS = ("filesystem", "postgresql", "s3")
+
+
+@pytest.fixture(params=FILE_STORE_BACKENDS)
+def file_store_settings(request: pytest.FixtureRequest, settings: Settings) -> Settings:
+    """Settings whose ``file_store`` is the backend under test: the filesystem default, PostgreSQL
+    (a fresh database on ``pg_server``) or S3 (a fresh bucket on ``s3_server``)."""
+    if request.param == "postgresql":
+        request.getfixturevalue("pg_database")
+        return postgres_file_store_settings(settings)
+    if request.param == "s3":
+        return s3_file_store_settings(settings, request.getfixturevalue("s3_server"))
+    return settings
