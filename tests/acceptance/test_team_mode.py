@@ -70,7 +70,7 @@ class Team:
         ensure_bundled_model(models)
         self.base = {**os.environ, "PYTHONPATH": str(REPO), "KNOWLEDGE_CATALOG__URL": url,
                      "KNOWLEDGE_VECTOR_STORE__BACKEND": "pgvector", "KNOWLEDGE_VECTOR_STORE__URL": url,
-                     "KNOWLEDGE_FILE_STORE__DIR": str(tmp / "shared-files"),
+                     "KNOWLEDGE_FILE_STORE__BACKEND": "postgresql",
                      "KNOWLEDGE_EMBEDDINGS__MODELS_DIR": str(models), "KNOWLEDGE_EMBEDDINGS__THREADS": "1",
                      "KNOWLEDGE_API_KEY": API_KEY}
         self.procs: list[Proc] = []
@@ -206,6 +206,12 @@ def test_two_api_processes_and_two_workers_on_one_postgresql_behave_as_one_produ
         finally:
             probe.close()
         assert len(counted) == N_FILES and all(rec == vs > 20 for rec, vs in counted.values()), counted
+
+        # the files are in PostgreSQL: no process kept them in its own folder
+        assert not [p for n in ("api-a", "api-b", "worker-1", "worker-2") for p in (tmp_path / n).glob("files/**/*")
+                    if p.is_file()]
+        with _catalog(url) as cat, cat.cursor() as cur:
+            assert cur.execute("SELECT count(*) FROM knowledge_files").fetchone()[0] == N_FILES
 
         # search through B finds what A uploaded
         hits = b.vector_stores.search(vector_store_id=vs.id, query="volcanoes and basalt")
