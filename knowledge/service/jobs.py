@@ -316,6 +316,7 @@ class IngestJob:
         self.batch_id: str | None = None  # the catalog's batch, once started
         self.created_wall: float | None = None  # time.time() at the start
         self._read_at = -1.0
+        self._statuses: list[str] = []  # each file's job row status (a durable batch's)
         self._row_lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name=f"ingest:{store}", daemon=True)
 
@@ -422,6 +423,13 @@ class IngestJob:
         return self._files
 
     @property
+    def waiting_for_worker(self) -> bool:
+        """Whether no worker has claimed any file of the batch yet (every job row still ``queued``):
+        the page says "queued — waiting for a worker" instead of a bar that does not move."""
+        self._refresh()
+        return self.durable and bool(self._statuses) and all(s == queue.QUEUED for s in self._statuses)
+
+    @property
     def sizes(self) -> list[int]:
         self._refresh()
         return self._sizes
@@ -442,6 +450,7 @@ class IngestJob:
             if len(self._files) != len(rows):
                 self._files = [FileProgress(r.name) for r in rows]
             self._sizes = [int(r.size or 0) for r in rows]
+            self._statuses = [r.status for r in rows]
 
             def mono(t: Any) -> float | None:
                 return None if t is None or db_now is None else now - (db_now - t).total_seconds()
@@ -614,6 +623,7 @@ def _row_result(r: queue.JobRow) -> IngestResult | None:
             res = IngestResult(r.name, Outcome.CANCELLED, f"{r.name}: {res.message}")
         return res
     return IngestResult(r.name, Outcome.FAILED, f"{r.name}: {r.reason or r.status}",
+                        file_id=r.source if r.source_kind == "file" else None,
                         error="Interrupted" if r.status == queue.INTERRUPTED else None)
 
 
