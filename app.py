@@ -8,6 +8,8 @@ Uploads and Streamlit's own endpoints follow the same gate (:mod:`knowledge.webg
 upload only once it has been let in below.
 """
 
+import logging
+
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
@@ -25,8 +27,17 @@ st.set_page_config(page_title="knowledge", page_icon="📚", layout="wide")
 
 @st.cache_resource(show_spinner=False)
 def get_workbench() -> Workbench:
-    """One workbench per server process, shared by every browser session (it is thread-safe)."""
-    return Workbench(load_settings())
+    """One workbench per server process, shared by every browser session (it is thread-safe).
+
+    At the start, the ingestion jobs a stopped or killed process left unfinished are resumed by this
+    process's worker (:meth:`knowledge.service.jobs.JobRegistry.resume`); a catalog that cannot be
+    read now only delays that to the next batch."""
+    wb = Workbench(load_settings())
+    try:
+        wb.jobs.resume(wb)
+    except KnowledgeError:
+        logging.getLogger("knowledge.app").warning("could not look for unfinished ingestion jobs", exc_info=True)
+    return wb
 
 
 def set_a_password() -> None:

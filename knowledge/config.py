@@ -131,7 +131,7 @@ def _listed(value: Any, sep: str) -> Any:
 
 
 class IngestSettings(_Section):
-    """``ingest.*``: limits for files coming in, and OCR."""
+    """``ingest.*``: limits for files coming in, OCR, and the in-process ingestion workers."""
 
     max_file_mb: float = Field(100.0, gt=0, description="largest file accepted, in MB (10^6 bytes)")
     allowed_dirs: Annotated[list[Path] | None, NoDecode] = Field(
@@ -141,6 +141,10 @@ class IngestSettings(_Section):
     ocr: Literal["auto", "off"] = Field(
         "auto", description="auto = read PDF pages without a text layer and image files (PNG, JPEG, TIFF,"
         " WebP, BMP) by OCR (rapidocr-onnxruntime, offline); off = report them; a template may override it")
+    worker_threads: int = Field(
+        1, ge=0, le=16, description="ingestion worker threads of each app, API and CLI process: 1 = its own"
+        " worker ingests the batches it queues (and any other's); 0 = it only queues them and dedicated"
+        " `python -m knowledge worker` processes ingest (files with a PDF password still run here)")
 
     _dirs = field_validator("allowed_dirs", mode="before")(lambda v: _listed(v, os.pathsep))
 

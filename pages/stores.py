@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import time
 
 import streamlit as st
 
@@ -117,10 +118,28 @@ def _batch_header(job: IngestJob, store: str) -> None:
         st.progress(1.0, text=f"**Batch done: {total} file{'' if total == 1 else 's'}** · {job.chunks} chunks · "
                     + inert(", ".join(parts)))
         return
+    runs = wb.jobs.runs_workers(wb)
+    if getattr(job, "waiting_for_worker", False) and (  # a folder sync has no job rows
+            not runs or time.monotonic() - (job.started_at or 0) > QUEUED_AFTER_SECONDS):
+        st.progress(0.0, text=queued_text(job, store, runs))
+        return
     eta = job.eta_seconds()
     left = f"about {duration(eta)} left" if eta is not None else "estimating the time left…"
     st.progress(job.fraction, text=md("**{} of {} files** into {} · {} chunk{} so far · {}", n, total, store,
                                       job.chunks, "" if job.chunks == 1 else "s", left))
+
+
+#: Seconds a batch waits for this app's own worker before its header says it is queued (a claim is quick).
+QUEUED_AFTER_SECONDS = 2.0
+
+
+def queued_text(job: IngestJob, store: str, runs_workers: bool) -> str:
+    """The header of a batch no worker has started yet: queued, waiting for a worker (which one
+    ingests it: this app's, or with ``ingest.worker_threads = 0`` a ``knowledge worker`` process)."""
+    total = len(job.files)
+    who = ("this app runs no worker (ingest.worker_threads = 0): a `python -m knowledge worker` process ingests it"
+           if not runs_workers else "it starts when the worker is free")
+    return md("**{} file{} queued** into {} — waiting for a worker · {}", total, "" if total == 1 else "s", store, who)
 
 
 def _said(r) -> str:
@@ -295,7 +314,7 @@ def _retry(store: str, f, pw: str | None) -> None:
     try:
         with st.spinner(md("Ingesting {}...", f.file_name)):
             r = wb.retry_file(store, f.file_id, password=pw or None)
-        job = st.session_state.get(f"job:{store}")
+        job = _current_job(store)  # this tab's batch, or the one shown from the job rows (an interrupted job)
         if job is not None:  # the upload's outcome above follows the retry
             job.replace_result(f.file_id, r)
         if r.ok:

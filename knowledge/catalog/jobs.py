@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -206,17 +206,41 @@ def take_over(catalog: QueueCatalog) -> int:
             "UPDATE ingest_jobs SET status = 'interrupted', finished = now(),"
             " reason = 'interrupted: the worker stopped while ingesting it (' || CAST(attempts AS TEXT) || ' attempts);"
             " retry it'"
-            f" WHERE {lapsed} RETURNING id").fetchall()
+            f" WHERE {lapsed} RETURNING id, store, name, source, reason").fetchall()
+        for _id, store, name, source, reason in stopped:  # the file's record follows: failed, with Retry
+            cur.execute("UPDATE store_files SET status = 'failed', reason = ?, error = 'Interrupted', updated = now()"
+                        " WHERE store = ? AND status IN ('processing', 'pending') AND (file_id = ? OR file_name = ?)",
+                        [reason, store, source, name])
     return len(requeued) + len(stopped)
 
 
+def expire_dead(catalog: QueueCatalog, host: str, alive: Callable[[int], bool]) -> int:
+    """Running jobs of workers on ``host`` whose process is gone (``alive(pid)`` false; worker ids
+    are ``host:pid:...``, :func:`knowledge.service.worker.new_worker_id`) lose their lease now, so
+    the next :func:`take_over` resumes them at once instead of after the lease (a restart after a
+    ``kill -9``). Returns how many workers were found dead."""
+    with catalog.cursor() as cur:
+        rows = cur.execute("SELECT DISTINCT worker FROM ingest_jobs WHERE status = 'running'"
+                           " AND worker IS NOT NULL").fetchall()
+        dead = []
+        for (worker,) in rows:
+            parts = str(worker).split(":")
+            if len(parts) >= 3 and parts[0] == host and parts[1].isdigit() and not alive(int(parts[1])):
+                dead.append(worker)
+        for worker in dead:
+            cur.execute("UPDATE ingest_jobs SET heartbeat = NULL WHERE worker = ? AND status = 'running'", [worker])
+    return len(dead)
+
+
 def claim(catalog: QueueCatalog, worker: str, *, host: str | None = None, pins: Sequence[str] = (),
-          lease: float = LEASE_SECONDS) -> JobRow | None:
+          lease: float = LEASE_SECONDS, pinned_only: bool = False) -> JobRow | None:
     """Take the oldest claimable queued job for ``worker`` (after :func:`take_over`): status
     ``running``, one more attempt, heartbeat now, good for ``lease`` seconds. A job reserved for a
     host or a process is claimable only by a worker on that host or with that pin. On PostgreSQL
     concurrent claims skip each other's rows (``FOR UPDATE SKIP LOCKED``); on DuckDB the catalog's
-    lock serialises them. Returns the claimed row, ``None`` when nothing is claimable."""
+    lock serialises them. ``pinned_only``: only jobs pinned to one of ``pins`` (a process that runs
+    no worker still ingests the jobs only it can). Returns the claimed row, ``None`` when nothing
+    is claimable."""
     take_over(catalog)
     pin_list = list(pins) or [""]
     skip = " FOR UPDATE SKIP LOCKED" if catalog.dialect == "postgresql" else ""
@@ -225,7 +249,7 @@ def claim(catalog: QueueCatalog, worker: str, *, host: str | None = None, pins: 
            " stage_start_fraction = 0"
            " WHERE id = (SELECT j.id FROM ingest_jobs j JOIN ingest_batches b ON b.id = j.batch_id"
            " WHERE j.status = 'queued' AND NOT b.cancel_requested AND (j.host IS NULL OR j.host = ?)"
-           f" AND (j.pinned IS NULL OR j.pinned IN ({', '.join('?' * len(pin_list))}))"
+           f" AND ({'FALSE' if pinned_only else 'j.pinned IS NULL'} OR j.pinned IN ({', '.join('?' * len(pin_list))}))"
            f" ORDER BY j.queued, j.seq LIMIT 1{' FOR UPDATE OF j SKIP LOCKED' if skip else ''})"
            " AND status = 'queued' RETURNING " + ", ".join(_JOB_COLUMNS))
     with catalog.cursor() as cur:
@@ -362,5 +386,5 @@ def unfinished(catalog: QueueCatalog) -> int:
 __all__ = [
     "CANCELLED", "DONE", "FAILED", "FINAL", "INTERRUPTED", "LEASE_SECONDS", "MAX_ATTEMPTS", "QUEUED", "RUNNING",
     "BatchRow", "Control", "JobRow", "JobSource", "QueueCatalog", "batch", "batches", "cancel", "claim", "enqueue",
-    "finish", "heartbeat", "jobs", "new_id", "release", "retry", "set_result", "take_over", "unfinished",
+    "expire_dead", "finish", "heartbeat", "jobs", "new_id", "release", "retry", "set_result", "take_over", "unfinished",
 ]

@@ -1,12 +1,16 @@
 """``ingest STORE PATH...``: files and folders into a store (created on the fly), one line per file
 as it finishes (a progress bar on a terminal), then the counts; exit 1 when a file failed (the
-others went on) or no file matched."""
+others went on) or no file matched. The files are one batch of ingestion jobs
+(:class:`~knowledge.service.jobs.IngestJob`): this process's worker, or dedicated ``worker``
+processes (``ingest.worker_threads = 0``), ingest them; a second ``ingest`` into the same data
+folder queues behind the first and waits its turn; Ctrl-C cancels the batch."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -16,7 +20,7 @@ from knowledge.cli.common import Commands, command
 from knowledge.ingest.chunker import plan_chunking
 from knowledge.outcomes import IngestResult, Outcome, needs_password
 from knowledge.service.indexing import expand_paths, file_names, skipped_text
-from knowledge.service.jobs import FileProgress
+from knowledge.service.jobs import FileProgress, IngestJob
 from knowledge.workbench import Workbench
 
 
@@ -61,28 +65,68 @@ def cmd_ingest(wb: Workbench, args: argparse.Namespace) -> int:
 
 def _ingest(wb: Workbench, args: argparse.Namespace, files: list[Path | str],
             names: dict[Path, str]) -> list[IngestResult]:
-    """Ingest ``files`` one by one, printing each result's line (unless --json) as it finishes."""
-    results = []
+    """Queue ``files`` as one batch of job rows and wait for it, printing each result's line
+    (unless --json) in order as it finishes. This process's worker ingests it (and any other
+    batch queued meanwhile), unless ``ingest.worker_threads = 0``: then dedicated ``worker``
+    processes do, and the command only waits. Ctrl-C cancels the batch (the file being ingested
+    and the ones not started; the store keeps what was finished), then exits 130."""
     bar = tqdm(total=len(files), unit="file", disable=args.json or not sys.stderr.isatty(), file=sys.stderr)
     lines = _Lines(min(60, max([len("file")] + [len(_label(names, p)) for p in files])))
     if not args.json:  # one line per file as it finishes, not a table at the end
         print(lines.header(), flush=True)
     progress = _OcrProgress(bar, quiet=args.json)
-    for path in files:
-        bar.set_postfix_str(_label(names, path)[:40])
-        for r in wb.ingest_paths(args.store, [path], template=args.template, password=args.password, names=names,
-                                 progress=progress):
-            results.append(r)
-            if args.json:
-                continue
-            text = lines.result(r, args.password).rstrip()
-            if bar.disable:
-                print(text, flush=True)
-            else:
-                bar.write(text, file=sys.stdout)
+    paths = [p for p in files if isinstance(p, Path)]
+    job = IngestJob(wb, args.store, [(_label(names, p), p) for p in paths], template=args.template,
+                    password=args.password)
+    results: list[IngestResult] = []
+
+    def show(r: IngestResult) -> None:
+        results.append(r)
         bar.update(1)
-    bar.close()
+        if args.json:
+            return
+        text = lines.result(r, args.password).rstrip()
+        if bar.disable:
+            print(text, flush=True)
+        else:
+            bar.write(text, file=sys.stdout)
+
+    try:
+        job.start()
+        if not wb.jobs.runs_workers(wb) and not args.json:
+            print("queued: waiting for a worker (ingest.worker_threads = 0: `python -m knowledge worker`"
+                  " processes ingest it)", file=sys.stderr, flush=True)
+        done = 0  # files of the job shown so far
+        waited = 0.05
+        for path in files:
+            if isinstance(path, str):  # a path that does not exist: said in its place
+                show(IngestResult(Path(path).name or path, Outcome.FAILED, f"{path}: no such file or folder.",
+                                  error="FileNotFoundError"))
+                continue
+            while True:
+                fp = job.files[done]
+                if fp.result is not None:
+                    break
+                bar.set_postfix_str(fp.name[:40])
+                progress(fp.name, fp.stage, fp.fraction)
+                time.sleep(waited)
+                waited = min(waited * 1.5, WAIT_SECONDS)
+                wb.jobs.ensure_worker(wb)  # a worker that went idle while another process had the file
+            show(fp.result)
+            done += 1
+    except KeyboardInterrupt:
+        if job.batch_id is not None:
+            print("stopping: the batch is cancelled (the store keeps the files finished)", file=sys.stderr, flush=True)
+            job.cancel()
+            job.wait(30)
+        raise
+    finally:
+        bar.close()
     return results
+
+
+#: Seconds at most between two looks at the batch's rows while waiting for it.
+WAIT_SECONDS = 0.25
 
 
 def _label(names: dict[Path, str], path: Path | str) -> str:

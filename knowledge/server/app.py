@@ -94,6 +94,17 @@ def create_app(wb: Workbench, *, api_key: str | None = None, chat: Any = None) -
     return app
 
 
+def resume_jobs(wb: Workbench) -> int:
+    """At the start: the ingestion jobs a stopped or killed process left unfinished are resumed by
+    this process's worker (:meth:`knowledge.service.jobs.JobRegistry.resume`); a catalog that cannot
+    be read now is logged, not fatal (the next batch starts the worker). Returns how many were unfinished."""
+    try:
+        return wb.jobs.resume(wb)
+    except KnowledgeError:
+        logging.getLogger(__name__).warning("could not look for unfinished ingestion jobs", exc_info=True)
+        return 0
+
+
 def serve(host: str = "127.0.0.1", port: int = DEFAULT_PORT, *, wb: Workbench | None = None,
           log_level: str = "info") -> None:
     """Run the API with uvicorn until interrupted (``python -m knowledge serve``). At the start, this
@@ -105,6 +116,7 @@ def serve(host: str = "127.0.0.1", port: int = DEFAULT_PORT, *, wb: Workbench | 
     wb = wb or Workbench()
     key = wb.settings.api_key.get_secret_value() if wb.settings.api_key else None
     check_bind(host, key)
+    resume_jobs(wb)
     try:
         wb.jobs.resume(wb)  # files queued (or left running by a stopped process) are ingested again
         uvicorn.run(create_app(wb, api_key=key), host=host, port=port, log_level=log_level)
@@ -113,4 +125,4 @@ def serve(host: str = "127.0.0.1", port: int = DEFAULT_PORT, *, wb: Workbench | 
         wb.close()
 
 
-__all__ = ["DEFAULT_PORT", "HANDLERS", "ROUTERS", "create_app", "serve"]
+__all__ = ["DEFAULT_PORT", "HANDLERS", "ROUTERS", "create_app", "resume_jobs", "serve"]

@@ -76,8 +76,8 @@ class JobRegistry:
         self.pin = new_worker_id("pin")
         self._secrets: dict[str, str] = {}  # batch id -> password (never written to the catalog)
         self._cancelled: set[str] = set()  # batch ids cancelled in this process (seen at once)
-        self._worker: Worker | None = None
-        self._worker_thread: threading.Thread | None = None
+        self._workers: list[Worker] = []
+        self._threads: list[threading.Thread] = []
         self._kick = False
         self._wb: Any = None
         atexit.register(_stop_all_at_exit, weakref.ref(self))
@@ -126,33 +126,46 @@ class JobRegistry:
         self._cancelled.add(batch_id)
 
     def ensure_worker(self, wb: Any, *, idle_exit: float = 2.0) -> None:
-        """Make sure this process's worker thread runs (it claims jobs of any process, and the
-        jobs pinned to this one), and let it know new jobs are queued. It ends after ``idle_exit``
-        seconds without a claimable job; the next batch starts it again."""
+        """Make sure this process's worker threads run (``ingest.worker_threads``, default 1: they
+        claim jobs of any process, and the jobs pinned to this one; 0: one thread for the pinned
+        jobs only, dedicated ``knowledge worker`` processes do the rest), and let them know new jobs
+        are queued. A thread ends after ``idle_exit`` seconds without a claimable job once no job is
+        queued or running anywhere (while one is, it looks every :data:`IDLE_POLL_SECONDS`, so a job
+        whose worker died is resumed); the next batch starts it again."""
+        threads = worker_threads(wb)
         with self._lock:
             self._wb = wb
             self._kick = True
-            if self._worker_thread is not None and self._worker_thread.is_alive():
-                return
-            worker = Worker(wb, worker_id=new_worker_id("app"), lease=lease_seconds(), pins=(self.pin,),
-                            secret=self.secret, local_cancel=self.cancelled_here)
-            self._worker = worker
-            self._worker_thread = threading.Thread(target=self._work, args=(worker, idle_exit),
-                                                   name="ingest-worker", daemon=True)
-            self._worker_thread.start()
+            self._threads = [t for t in self._threads if t.is_alive()]
+            for n in range(len(self._threads), max(1, threads)):
+                worker = Worker(wb, worker_id=new_worker_id("app"), lease=lease_seconds(), pins=(self.pin,),
+                                secret=self.secret, local_cancel=self.cancelled_here, pinned_only=threads == 0)
+                thread = threading.Thread(target=self._work, args=(worker, idle_exit),
+                                          name=f"ingest-worker-{n}", daemon=True)
+                self._workers.append(worker)
+                self._threads.append(thread)
+                thread.start()
 
     def attach(self, wb: Any) -> None:
         """Let :meth:`latest` show the catalog's batches (views need the workbench)."""
         self._wb = wb
 
     def resume(self, wb: Any) -> int:
-        """At a process's start: when jobs are queued or a running one's worker stopped (a kill),
-        start the in-process worker to take them over. Returns how many were unfinished."""
+        """At a process's start (the app's workbench, ``serve``): when jobs are queued or running
+        (a running one's worker may have been killed), start this process's worker threads, which
+        resume them: at once for a worker of this machine whose process is gone, otherwise once its
+        lease lapsed (the job ends ``interrupted``, with Retry, when its attempts are used up).
+        With ``ingest.worker_threads = 0`` only the jobs pinned to this process are ever taken
+        (none, at a start): dedicated workers resume the rest. Returns how many were unfinished."""
         self._wb = wb
         n = queue.unfinished(wb.catalog)
-        if n:
+        if n and worker_threads(wb) > 0:
             self.ensure_worker(wb)
         return n
+
+    def runs_workers(self, wb: Any) -> bool:
+        """Whether this process's workers take any job (``ingest.worker_threads`` above 0)."""
+        return worker_threads(wb) > 0
 
     def _work(self, worker: Worker, idle_exit: float) -> None:
         idle = time.monotonic()
@@ -165,14 +178,27 @@ class JobRegistry:
             if row is not None:
                 idle = time.monotonic()
                 continue
+            wait, check = 0.1, False
             with self._lock:
                 if self._kick:
                     self._kick = False
                     idle = time.monotonic()
                 elif time.monotonic() - idle >= idle_exit:
-                    self._worker_thread = None
-                    return
-            worker.stopping.wait(0.1)
+                    check = True
+            if check:
+                try:  # outside the lock: the catalog may make us wait for another process's turn
+                    pending = 0 if worker.pinned_only else queue.unfinished(worker.wb.catalog)
+                except Exception:
+                    pending = 1
+                wait = IDLE_POLL_SECONDS  # work elsewhere: look now and then (a dead worker's job)
+                with self._lock:
+                    if not pending and not self._kick:  # a batch queued meanwhile keeps the thread
+                        if worker in self._workers:
+                            self._workers.remove(worker)
+                        if threading.current_thread() in self._threads:
+                            self._threads.remove(threading.current_thread())
+                        return
+            worker.stopping.wait(wait)
 
     def running(self) -> list[IngestJob]:
         with self._lock:
@@ -184,15 +210,25 @@ class JobRegistry:
         ``timeout`` seconds for each."""
         with self._lock:
             jobs = [j for j in self._running if not j.durable]
-            worker, thread = self._worker, self._worker_thread
-        if worker is not None:
+            workers, threads = list(self._workers), list(self._threads)
+        for worker in workers:
             worker.stop()
         for job in jobs:
             job.cancel()
-        if thread is not None:
+        for thread in threads:
             thread.join(timeout)
         for job in jobs:
             job.wait(timeout)
+
+
+#: Seconds between an idle worker thread's looks at the queue while another process's jobs run.
+IDLE_POLL_SECONDS = 2.0
+
+
+def worker_threads(wb: Any) -> int:
+    """``ingest.worker_threads`` of ``wb``'s settings (1 without settings)."""
+    ingest = getattr(getattr(wb, "settings", None), "ingest", None)
+    return int(getattr(ingest, "worker_threads", 1))
 
 
 def lease_seconds() -> float:
@@ -284,6 +320,7 @@ class IngestJob:
         self.batch_id: str | None = None  # the catalog's batch, once started
         self.created_wall: float | None = None  # time.time() at the start
         self._read_at = -1.0
+        self._statuses: list[str] = []  # each file's job row status (a durable batch's)
         self._row_lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name=f"ingest:{store}", daemon=True)
 
@@ -391,6 +428,13 @@ class IngestJob:
         return self._files
 
     @property
+    def waiting_for_worker(self) -> bool:
+        """Whether no worker has claimed any file of the batch yet (every job row still ``queued``):
+        the page says "queued — waiting for a worker" instead of a bar that does not move."""
+        self._refresh()
+        return self.durable and bool(self._statuses) and all(s == queue.QUEUED for s in self._statuses)
+
+    @property
     def sizes(self) -> list[int]:
         self._refresh()
         return self._sizes
@@ -411,6 +455,7 @@ class IngestJob:
             if len(self._files) != len(rows):
                 self._files = [FileProgress(r.name) for r in rows]
             self._sizes = [int(r.size or 0) for r in rows]
+            self._statuses = [r.status for r in rows]
 
             def mono(t: Any) -> float | None:
                 return None if t is None or db_now is None else now - (db_now - t).total_seconds()
@@ -583,6 +628,7 @@ def _row_result(r: queue.JobRow) -> IngestResult | None:
             res = IngestResult(r.name, Outcome.CANCELLED, f"{r.name}: {res.message}")
         return res
     return IngestResult(r.name, Outcome.FAILED, f"{r.name}: {r.reason or r.status}",
+                        file_id=r.source if r.source_kind == "file" else None,
                         error="Interrupted" if r.status == queue.INTERRUPTED else None)
 
 

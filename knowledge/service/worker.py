@@ -65,6 +65,21 @@ def reason_of(exc: BaseException) -> str:
     return str(exc)
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` of this machine runs (or is not ours to signal); this process counts."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OSError:
+        return True
+    return True
+
+
 def result_dict(r: IngestResult) -> dict[str, Any]:
     d = asdict(r)
     d["outcome"] = str(r.outcome)
@@ -91,12 +106,17 @@ class Worker:
         secret: ``secret(batch_id) -> password or None`` for pinned jobs (never in the catalog).
         local_cancel: ``local_cancel(batch_id)``: a cancel made in this process (seen at once; the
             catalog's flag is seen at the next write).
+        pinned_only: claim only the jobs pinned to ``pins`` (a process set to run no worker,
+            ``ingest.worker_threads = 0``, still ingests the files whose password only it holds).
+
+    Before each claim, the jobs of workers of this machine whose process is gone (a ``kill -9``)
+    are taken over at once rather than after their lease (:func:`knowledge.catalog.jobs.expire_dead`).
     """
 
     def __init__(self, wb: WorkbenchLike, *, worker_id: str | None = None, lease: float = queue.LEASE_SECONDS,
                  pins: tuple[str, ...] = (), secret: Callable[[str], str | None] | None = None,
-                 local_cancel: Callable[[str], bool] | None = None) -> None:
-        self.wb, self.lease, self.pins = wb, float(lease), pins
+                 local_cancel: Callable[[str], bool] | None = None, pinned_only: bool = False) -> None:
+        self.wb, self.lease, self.pins, self.pinned_only = wb, float(lease), pins, pinned_only
         self.local_cancel = local_cancel or (lambda _batch: False)
         self.id = worker_id or new_worker_id()
         self.host = host_name()
@@ -127,7 +147,9 @@ class Worker:
 
     def run_one(self) -> queue.JobRow | None:
         """Claim one job and ingest it; ``None`` when nothing was claimable."""
-        job = queue.claim(self.wb.catalog, self.id, host=self.host, pins=self.pins, lease=self.lease)
+        queue.expire_dead(self.wb.catalog, self.host, pid_alive)
+        job = queue.claim(self.wb.catalog, self.id, host=self.host, pins=self.pins, lease=self.lease,
+                          pinned_only=self.pinned_only)
         if job is None:
             return None
         self.process(job)
@@ -226,4 +248,4 @@ class Worker:
                                 " see the server log.", error=type(exc).__name__)
 
 
-__all__ = ["PROGRESS_EVERY", "Worker", "host_name", "new_worker_id", "reason_of", "result_dict", "result_of"]
+__all__ = ["PROGRESS_EVERY", "Worker", "host_name", "new_worker_id", "pid_alive", "reason_of", "result_dict", "result_of"]

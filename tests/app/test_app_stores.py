@@ -6,6 +6,7 @@ Most tests use the fake embedder (the ``fake_model`` fixture sets ``embeddings.m
 
 from __future__ import annotations
 
+import html
 import json
 
 import pytest
@@ -217,7 +218,7 @@ def _password_flow(at: AppTest, name: str, data: bytes, password: str) -> AppTes
     assert any("wrong password" in e.value.lower() and name in e.value for e in at.error)
     [pw] = [t for t in at.text_input if t.label == "Password"]
     pw.input(password)
-    [b for b in at.button if b.key and b.key.startswith("retry:Notes:")][0].click().run()
+    next(b for b in at.button if b.key and b.key.startswith("retry:Notes:")).click().run()
     assert not at.exception
     tab = files_table(at, "Notes")
     assert list(tab["file"]) == [name] and list(tab["status"]) == ["✅ done"]
@@ -633,3 +634,55 @@ def test_a_shared_catalog_on_the_memory_default_says_what_to_set_and_the_form_re
 def test_the_embedded_default_shows_no_team_mode_warning(fake_model):
     at = open_page()
     assert not any("catalog is shared" in w.value for w in at.warning)
+
+
+def test_a_batch_no_worker_took_yet_says_queued_waiting_for_a_worker(fake_model, monkeypatch):
+    """``ingest.worker_threads = 0``: the app only queues; the header says so instead of a bar that
+    does not move, until a worker (here one in the test, as a ``knowledge worker`` process would)
+    ingests the batch."""
+    from knowledge.service.jobs import IngestJob
+    from knowledge.service.worker import Worker
+
+    monkeypatch.setenv("KNOWLEDGE_INGEST__WORKER_THREADS", "0")
+    make_store()
+    at = open_page()
+    wb = at.session_state["workbench"]
+    job = IngestJob(wb, "Notes", [("cats.md", CATS), ("bread.md", BREAD)]).start()
+    at.run()
+    texts = [html.unescape(p.proto.text) for p in at.get("progress")]
+    assert any("2 files queued** into Notes — waiting for a worker" in t and "worker_threads = 0" in t
+               for t in texts), texts
+    assert not job.wait(0.5)  # nobody ingests here
+    assert Worker(wb).run(once=True, poll=0.05) == 2
+    assert job.wait(30)
+    at.run()
+    assert any("Batch done: 2 files" in p.proto.text for p in at.get("progress"))
+
+
+def test_an_interrupted_job_is_retried_from_the_vector_stores_page(fake_model):
+    """A job whose worker died with no attempt left ends ``interrupted``; its file's record follows
+    (failed, not ``processing`` forever) and Retry on the page ingests it."""
+    from knowledge.catalog import FileRecord
+    from knowledge.catalog import jobs as q
+    from knowledge.catalog.records import PROCESSING
+    from knowledge.service.worker import host_name
+
+    make_store()
+    wb = service()
+    stored = wb.files.save("cats.md", "text/markdown", CATS)
+    q.enqueue(wb.catalog, "Notes", [q.JobSource("cats.md", "file", stored.id, stored.size)], max_attempts=1)
+    dead = f"{host_name()}:999999999:app:killed"  # a worker of this machine whose process is gone
+    assert q.claim(wb.catalog, dead) is not None
+    wb.catalog.put_file(FileRecord("Notes", stored.id, "cats.md", stored.sha256, stored.size, PROCESSING, None, 0, None))
+    assert q.expire_dead(wb.catalog, host_name(), lambda pid: False) == 1 and q.take_over(wb.catalog) == 1
+    [row] = q.jobs(wb.catalog)
+    [rec] = wb.store_files("Notes")
+    assert row.status == "interrupted" and rec.status == "failed" and "interrupted" in rec.reason
+    wb.close()
+    at = open_page()
+    errors = [e.value for e in at.error]
+    assert any("cats.md" in e and "Interrupted: the worker stopped" in e for e in errors), errors
+    button(at, f"retry:Notes:{stored.id}").click().run()
+    assert not at.exception
+    assert any("cats.md" in s.value and "Now searchable" in s.value for s in at.success)
+    assert list(files_table(at, "Notes")["file"]) == ["cats.md"]
