@@ -145,6 +145,12 @@ class IngestSettings(_Section):
         1, ge=0, le=16, description="ingestion worker threads of each app, API and CLI process: 1 = its own"
         " worker ingests the batches it queues (and any other's); 0 = it only queues them and dedicated"
         " `python -m knowledge worker` processes ingest (files with a PDF password still run here)")
+    job_lease_seconds: float = Field(
+        30.0, ge=0.5, le=3600, description="seconds an in-process worker's heartbeat stays good: a job whose"
+        " worker is silent this long is taken over by another (`worker --lease` for worker processes)")
+    worker_host: str | None = Field(
+        None, min_length=1, description="this machine's name in the job rows (default: its host name); must"
+        " differ between machines or containers that share a catalog")
 
     _dirs = field_validator("allowed_dirs", mode="before")(lambda v: _listed(v, os.pathsep))
 

@@ -138,7 +138,8 @@ class JobRegistry:
             self._kick = True
             self._threads = [t for t in self._threads if t.is_alive()]
             for n in range(len(self._threads), max(1, threads)):
-                worker = Worker(wb, worker_id=new_worker_id("app"), lease=lease_seconds(), pins=(self.pin,),
+                worker = Worker(wb, worker_id=new_worker_id("app", host_name(wb.settings)), lease=lease_seconds(wb),
+                                pins=(self.pin,),
                                 secret=self.secret, local_cancel=self.cancelled_here, pinned_only=threads == 0)
                 thread = threading.Thread(target=self._work, args=(worker, idle_exit),
                                           name=f"ingest-worker-{n}", daemon=True)
@@ -231,13 +232,11 @@ def worker_threads(wb: Any) -> int:
     return int(getattr(ingest, "worker_threads", 1))
 
 
-def lease_seconds() -> float:
-    """The heartbeat lease of this process's workers: ``KNOWLEDGE_JOB_LEASE_SECONDS`` or
-    :data:`knowledge.catalog.jobs.LEASE_SECONDS` (30 s)."""
-    try:
-        return max(0.5, float(os.environ.get("KNOWLEDGE_JOB_LEASE_SECONDS") or queue.LEASE_SECONDS))
-    except ValueError:
-        return queue.LEASE_SECONDS
+def lease_seconds(wb: Any = None) -> float:
+    """The heartbeat lease of this process's workers, seconds: ``ingest.job_lease_seconds`` of
+    ``wb``'s settings, else :data:`knowledge.catalog.jobs.LEASE_SECONDS` (30 s)."""
+    ingest = getattr(getattr(wb, "settings", None), "ingest", None)
+    return float(getattr(ingest, "job_lease_seconds", queue.LEASE_SECONDS))
 
 
 @dataclass
@@ -417,7 +416,8 @@ class IngestJob:
             return queue.JobSource(name, "file", stored.id, stored.size, pinned=pin, own_file=True)
         if isinstance(source, (str, os.PathLike)):
             path = Path(source).absolute()
-            return queue.JobSource(name, "path", str(path), _size(path), host=host_name(), pinned=pin)
+            return queue.JobSource(name, "path", str(path), _size(path),
+                                   host=host_name(getattr(self.wb, "settings", None)), pinned=pin)
         return queue.JobSource(name, "file", source.id, int(getattr(source, "size", 0) or 0), pinned=pin)
 
     # -- the rows ---------------------------------------------------------------------------------

@@ -43,14 +43,16 @@ class WorkbenchLike(Protocol):
     def ingest_file(self, store: str, source: Any, name: str | None = None, **kwargs: Any) -> IngestResult: ...
 
 
-def host_name() -> str:
-    """This machine's name, as path jobs record it (``KNOWLEDGE_WORKER_HOST`` overrides)."""
-    return os.environ.get("KNOWLEDGE_WORKER_HOST") or socket.gethostname()
+def host_name(settings: Any = None) -> str:
+    """This machine's name, as path jobs and worker ids record it: ``ingest.worker_host`` of
+    ``settings`` when set, else the host name."""
+    return getattr(getattr(settings, "ingest", None), "worker_host", None) or socket.gethostname()
 
 
-def new_worker_id(kind: str = "worker") -> str:
-    """``host:pid:kind:xxxxxx``: unique, and says where the worker runs."""
-    return f"{host_name()}:{os.getpid()}:{kind}:{uuid.uuid4().hex[:6]}"
+def new_worker_id(kind: str = "worker", host: str | None = None) -> str:
+    """``host:pid:kind:xxxxxx``: unique, and says where the worker runs (``host``: default
+    :func:`host_name`)."""
+    return f"{host or host_name()}:{os.getpid()}:{kind}:{uuid.uuid4().hex[:6]}"
 
 
 def reason_of(exc: BaseException) -> str:
@@ -118,8 +120,8 @@ class Worker:
                  local_cancel: Callable[[str], bool] | None = None, pinned_only: bool = False) -> None:
         self.wb, self.lease, self.pins, self.pinned_only = wb, float(lease), pins, pinned_only
         self.local_cancel = local_cancel or (lambda _batch: False)
-        self.id = worker_id or new_worker_id()
-        self.host = host_name()
+        self.host = host_name(getattr(wb, "settings", None))
+        self.id = worker_id or new_worker_id(host=self.host)
         self.secret = secret or (lambda _batch: None)
         self.stopping = threading.Event()  # set by stop(): the current file is cancelled and released
         self.processed = 0
