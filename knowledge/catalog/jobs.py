@@ -194,7 +194,8 @@ def enqueue(catalog: QueueCatalog, store: str, items: Iterable[JobSource], *, te
 def take_over(catalog: QueueCatalog) -> int:
     """Jobs ``running`` whose worker's heartbeat is older than its lease: queued again while
     attempts remain (a worker resumes them; the ingestion replaces what the lost attempt wrote),
-    otherwise ``interrupted``. Returns how many jobs changed."""
+    otherwise ``interrupted``. Returns how many jobs changed. Each statement tests the attempts
+    itself: a lease that lapses between the two must not skip the first and end in the second."""
     lapsed = ("status = 'running' AND (heartbeat IS NULL"
               " OR heartbeat < now() - lease_seconds * INTERVAL '1 second')")
     with catalog.cursor() as cur:
@@ -206,7 +207,7 @@ def take_over(catalog: QueueCatalog) -> int:
             "UPDATE ingest_jobs SET status = 'interrupted', finished = now(),"
             " reason = 'interrupted: the worker stopped while ingesting it (' || CAST(attempts AS TEXT) || ' attempts);"
             " retry it'"
-            f" WHERE {lapsed} RETURNING id, store, name, source, reason").fetchall()
+            f" WHERE {lapsed} AND attempts >= max_attempts RETURNING id, store, name, source, reason").fetchall()
         for _id, store, name, source, reason in stopped:  # the file's record follows: failed, with Retry
             cur.execute("UPDATE store_files SET status = 'failed', reason = ?, error = 'Interrupted', updated = now()"
                         " WHERE store = ? AND status IN ('processing', 'pending') AND (file_id = ? OR file_name = ?)",
