@@ -179,11 +179,11 @@ def create_store(pg, name: str) -> None:
     once a store exists."""
     form = pg.locator('[data-testid="stForm"]').filter(has=pg.get_by_role("button", name="Create store"))
     folded = pg.get_by_test_id("stPopoverButton").filter(has_text="New store")
-    name = form.get_by_label("Name", exact=True)
-    name.or_(folded).first.wait_for()  # the page has rendered one or the other (is_visible does not wait)
-    if not name.is_visible():  # stores exist: the form is folded
+    field = form.get_by_label("Name", exact=True)
+    field.or_(folded).first.wait_for()  # the page has rendered one or the other (is_visible does not wait)
+    if not field.is_visible():  # stores exist: the form is folded
         folded.click()
-    form.get_by_label("Name", exact=True).fill(name)
+    field.fill(name)
     rerun_and_wait(pg, lambda: form.get_by_role("button", name="Create store").click())
 
 
