@@ -6,6 +6,7 @@ back to the queue for another worker."""
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import threading
 
@@ -30,7 +31,12 @@ def cmd_worker(wb: Workbench, args: argparse.Namespace) -> int:
     if args.concurrency < 1 or args.lease <= 0 or args.poll <= 0:
         print("error: --concurrency, --lease and --poll must be positive", file=sys.stderr)
         return 2
+    # an operator sees the worker start, each file's outcome, a take-over and a failed heartbeat
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
+    logging.getLogger("knowledge.service.worker").setLevel(logging.INFO)
     workers = [Worker(wb, lease=args.lease) for _ in range(args.concurrency)]
+    print(f"worker: {len(workers)} thread{'' if len(workers) == 1 else 's'} on the catalog at"
+          f" {wb.catalog.describe()} ({', '.join(w.id for w in workers)}); Ctrl-C stops", file=sys.stderr, flush=True)
     counts = [0] * len(workers)
 
     def run(n: int) -> None:

@@ -219,6 +219,8 @@ class Worker:
                   queue.FAILED if result.outcome == Outcome.FAILED else queue.DONE)
         queue.finish(catalog, job.id, self.id, status, result_dict(result),
                      reason=None if status == queue.DONE else result.message, error=result.error)
+        log.info("%s %s into %s: %s%s (attempt %d)", self.id, job.name, job.store, status,
+                 f" ({result.chunks} chunks)" if status == queue.DONE else f": {result.message}", job.attempts)
 
     def _batch_cancelled(self, job: queue.JobRow) -> bool:
         b, _, _ = queue.batch(self.wb.catalog, job.batch_id)

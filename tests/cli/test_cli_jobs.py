@@ -105,6 +105,8 @@ def test_a_cli_ingest_that_runs_no_worker_waits_for_a_worker_process(tmp_path):
         assert cli.returncode == 0 and "2 files: 2 indexed;" in out, (out, err)
         _w_out, w_err = worker.communicate(timeout=120)
         assert worker.returncode == 0 and "2 jobs processed" in w_err, w_err
+        # an operator sees the worker start and each file's outcome in its log
+        assert "worker: 1 thread on the catalog at" in w_err and w_err.count(" into notes: done (") == 2, w_err
     finally:
         for p in (cli, worker):
             if p is not None and p.poll() is None:
