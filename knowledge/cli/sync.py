@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import threading
 from typing import Any
@@ -65,10 +66,21 @@ def _watch(syncer: fs.FolderSync, args: argparse.Namespace, out: _Printer) -> in
     if not args.json:
         print(f"Watching {syncer.folder} (Ctrl-C to stop).", file=sys.stderr, flush=True)
     kwargs = {k: v for k, v in (("debounce", args.debounce), ("settle", args.settle)) if v is not None}
+
+    def first_ctrl_c(_signum: int, _frame: object) -> None:
+        # Ctrl-C sets the event rather than raising: raised inside a catalog query, DuckDB turns it
+        # into an error of the round, which the watch reports and goes on (the watch never ended).
+        stop.set()
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl-C stops at once
+        print("Stopping after this round (Ctrl-C again to stop now).", file=sys.stderr, flush=True)
+
+    previous = signal.signal(signal.SIGINT, first_ctrl_c)
     try:
         syncer.watch(stop, on_report=out.round, on_waiting=out.waiting, on_error=out.error, **kwargs)
     except KeyboardInterrupt:
         stop.set()
+    finally:
+        signal.signal(signal.SIGINT, previous)
     print("Stopped watching.", file=sys.stderr)
     return 0
 
