@@ -17,9 +17,9 @@ from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import psycopg
-from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.string import TextLoader
 
+from knowledge._pg import describe_target
 from knowledge.catalog.dialect import statement_for
 from knowledge.catalog.schema import CatalogCursor, migrate, one_row
 from knowledge.errors import BackendUnavailable, KnowledgeError
@@ -28,15 +28,6 @@ from knowledge.errors import BackendUnavailable, KnowledgeError
 MIGRATION_LOCK = 0x6B6E6F77  # "know"
 
 
-def describe_target(conninfo: str) -> str:
-    """``host:port/database`` of ``conninfo``, without user or password."""
-    try:
-        parts = conninfo_to_dict(conninfo)
-    except psycopg.ProgrammingError:
-        return "the configured server"
-    host = parts.get("host") or "localhost"
-    port = f":{parts['port']}" if parts.get("port") else ""
-    return f"{host}{port}/{parts.get('dbname') or parts.get('user') or ''}"
 
 
 class PgCursor:

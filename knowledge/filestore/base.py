@@ -19,6 +19,7 @@ import json
 import mimetypes
 import re
 import secrets
+import threading
 import unicodedata
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
@@ -121,6 +122,22 @@ class StoredFile:
 
 
 # -- helpers every backend shares -----------------------------------------------------------------
+
+_clock_lock = threading.Lock()
+_last_created = datetime.min.replace(tzinfo=UTC)
+
+
+def created_now() -> datetime:
+    """UTC now, strictly later than the previous call in this process (a store's ``created``
+    times are then distinct, so its list order is stable)."""
+    global _last_created
+    with _clock_lock:
+        now = datetime.now(UTC)
+        if now <= _last_created:
+            now = _last_created + timedelta(microseconds=1)
+        _last_created = now
+        return now
+
 
 def new_file_id() -> str:
     """A fresh, unguessable file id: ``file-`` + 32 lowercase hex digits (128 random bits)."""

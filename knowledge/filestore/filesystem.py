@@ -27,7 +27,6 @@ import secrets
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -51,6 +50,7 @@ from knowledge.filestore.base import (
     clean_content_type,
     clean_metadata,
     clean_name,
+    created_now,
     is_file_id,
     is_sha256,
     new_file_id,
@@ -69,19 +69,6 @@ RECORD_FORMAT = 1
 _RECORD_FILE = re.compile(r"(file-[0-9a-f]{32})\.json")
 _TMP_SUFFIX = ".part"
 
-_clock_lock = threading.Lock()
-_last_created = datetime.min.replace(tzinfo=UTC)
-
-
-def _now() -> datetime:
-    """UTC now, strictly later than the previous call in this process (so list order is stable)."""
-    global _last_created
-    with _clock_lock:
-        now = datetime.now(UTC)
-        if now <= _last_created:
-            now = _last_created + timedelta(microseconds=1)
-        _last_created = now
-        return now
 
 
 def _unlink_quietly(path: Path) -> None:
@@ -259,7 +246,7 @@ class FilesystemFileStore(FileStore):
                 sha = hasher.hexdigest()
                 record = StoredFile(
                     id=new_file_id(), name=clean, content_type=ctype, size=size, sha256=sha,
-                    created=_now(), metadata=meta,
+                    created=created_now(), metadata=meta,
                 )
                 with self._locked():
                     blob = self._blob_path(sha)

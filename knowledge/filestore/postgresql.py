@@ -22,15 +22,14 @@ import builtins  # the name `list` is a FileStore method below; annotations afte
 import hashlib
 import io
 import json
-import threading
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime, timedelta
 from typing import Any, BinaryIO, TypeVar
 
 import psycopg
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.conninfo import make_conninfo
 from psycopg_pool import ConnectionPool
 
+from knowledge._pg import describe_target
 from knowledge.config import Settings
 from knowledge.errors import BackendUnavailable, ConfigError, FileNotFoundInStore, KnowledgeError, StoreCorrupt
 from knowledge.filestore.base import (
@@ -43,6 +42,7 @@ from knowledge.filestore.base import (
     clean_content_type,
     clean_metadata,
     clean_name,
+    created_now,
     is_file_id,
     new_file_id,
     normalize_sha256,
@@ -79,19 +79,6 @@ _SCHEMA = [
     f"CREATE INDEX IF NOT EXISTS {FILES}_created ON {FILES} (created DESC, id DESC)",
 ]
 
-_clock_lock = threading.Lock()
-_last_created = datetime.min.replace(tzinfo=UTC)
-
-
-def _now() -> datetime:
-    """UTC now at microsecond precision (PostgreSQL's), strictly later than the previous call here."""
-    global _last_created
-    with _clock_lock:
-        now = datetime.now(UTC)
-        if now <= _last_created:
-            now = _last_created + timedelta(microseconds=1)
-        _last_created = now
-        return now
 
 
 def _digest_lock(sha256: str) -> int:
@@ -99,15 +86,6 @@ def _digest_lock(sha256: str) -> int:
     return int.from_bytes(bytes.fromhex(sha256[:16]), "big", signed=True)
 
 
-def describe_target(conninfo: str) -> str:
-    """``host:port/dbname`` of a connection string, never its password."""
-    try:
-        parts = conninfo_to_dict(conninfo)
-    except psycopg.ProgrammingError:
-        return "the configured server"
-    host = parts.get("host") or "localhost"
-    port = f":{parts['port']}" if parts.get("port") else ""
-    return f"{host}{port}/{parts.get('dbname') or parts.get('user') or ''}"
 
 
 def configured_url(settings: Settings) -> str | None:
@@ -256,7 +234,7 @@ class PostgresFileStore(FileStore):
                 else:
                     cur.execute(f"UPDATE {BLOBS} SET sha256 = %s, size = %s WHERE id = %s", (sha, size, blob_id))
                 record = StoredFile(id=new_file_id(), name=clean, content_type=ctype, size=size,
-                                    sha256=sha, created=_now(), metadata=meta)
+                                    sha256=sha, created=created_now(), metadata=meta)
                 cur.execute(
                     f"INSERT INTO {FILES} ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s)",
                     (record.id, record.name, record.content_type, record.size, record.sha256,

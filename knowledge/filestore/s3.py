@@ -47,6 +47,7 @@ from knowledge.filestore.base import (
     clean_content_type,
     clean_metadata,
     clean_name,
+    created_now,
     is_file_id,
     new_file_id,
     normalize_sha256,
@@ -66,19 +67,6 @@ _CREDENTIAL_CODES = {
 }
 _MISSING_CODES = {"NoSuchKey", "404", "NotFound"}
 
-_clock_lock = threading.Lock()
-_last_created = datetime.min.replace(tzinfo=UTC)
-
-
-def _now() -> datetime:
-    """UTC now, strictly later than the previous call in this process (so list order is stable)."""
-    global _last_created
-    with _clock_lock:
-        now = datetime.now(UTC)
-        if now <= _last_created:
-            now = _last_created + timedelta(microseconds=1)
-        _last_created = now
-        return now
 
 
 def _code(exc: BaseException) -> str:
@@ -271,7 +259,7 @@ class S3FileStore(FileStore):
         size = self._upload(tmp, read_chunks(stream, name=clean, max_bytes=limit, chunk_size=CHUNK_SIZE), hasher)
         sha = hasher.hexdigest()
         record = StoredFile(id=new_file_id(), name=clean, content_type=ctype, size=size, sha256=sha,
-                            created=_now(), metadata=meta)
+                            created=created_now(), metadata=meta)
         marker = self._key("by-sha256", sha, record.id)
         body = json.dumps({"format": RECORD_FORMAT, **record.to_dict()}, ensure_ascii=False).encode("utf-8")
         try:

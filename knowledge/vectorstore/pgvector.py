@@ -32,11 +32,12 @@ import numpy as np
 import orjson
 import psycopg
 from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.conninfo import make_conninfo
 from psycopg.types import TypeInfo
 from psycopg.types.json import set_json_loads
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from knowledge._pg import describe_target
 from knowledge.errors import (
     BackendUnavailable,
     ConfigError,
@@ -196,16 +197,6 @@ def _where_json(where: dict[str, Any]) -> str:
 
 # -- the backend -----------------------------------------------------------------------------------
 
-def _describe_target(conninfo: str) -> str:
-    """Where the connection goes, without the password."""
-    try:
-        parts = conninfo_to_dict(conninfo)
-    except psycopg.ProgrammingError:
-        return "the configured server"
-    host = parts.get("host") or "localhost"
-    port = f":{parts['port']}" if parts.get("port") else ""
-    db = parts.get("dbname") or parts.get("user") or ""
-    return f"{host}{port}/{db}"
 
 
 def _is_connection_loss(exc: BaseException, conn: psycopg.Connection | None) -> bool:
@@ -266,7 +257,7 @@ class PgvectorBackend(VectorBackend):
             self.conninfo = make_conninfo(url, **extra)
         except psycopg.ProgrammingError as exc:
             raise ConfigError(f"vector_store.url is not a valid PostgreSQL connection string: {exc}") from None
-        self.target = _describe_target(self.conninfo)
+        self.target = describe_target(self.conninfo)
         self._vector_info: TypeInfo | None = None
         self._pool: Any = None
         self._closed = False
