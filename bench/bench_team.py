@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -37,26 +36,9 @@ from urllib.parse import urlsplit, urlunsplit
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-QUERIES = [
-    "How do I propagate an error to the caller?", "What does the ? operator do?", "panic! macro",
-    "ownership and borrowing rules", "dangling references", "What is a trait object?", "lifetimes in structs",
-    "iterator adaptors map and filter", "Rc<T> reference counting", "RefCell interior mutability",
-    "threads and message passing with channels", "Mutex and Arc", "pattern matching with match",
-    "if let syntax", "cargo new project", "unit tests with #[test]", "generic type parameters",
-    "closures capturing the environment", "Box<T> for recursive types", "unsafe Rust raw pointers",
-]
+from bench_api import QUERIES, free_port, pct
+
 CORES = os.cpu_count() or 1
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def pct(values: list[float], q: float) -> float:
-    values = sorted(values)
-    return values[min(len(values) - 1, round(q * (len(values) - 1)))]
 
 
 def load() -> str:
