@@ -50,6 +50,7 @@ from knowledge.portable.bundle import (
 )
 from knowledge.portable.parts import Parts
 from knowledge.service.templates import VectorStoreTemplate, make_template
+from knowledge.service.worker import pid_alive
 from knowledge.vectorstore.base import Point
 
 _TEMP = re.compile(r"~import-(\d+)-[0-9a-f]{8}$")
@@ -274,15 +275,6 @@ def _blocks(zf: zipfile.ZipFile, manifest: dict[str, Any], ids: dict[str, str]) 
         yield points
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
 
 def _dead_token(token: str) -> bool:
     with _live_lock:
@@ -291,7 +283,7 @@ def _dead_token(token: str) -> bool:
     head = token.split("-", 1)[0]
     if not head.isdigit() or int(head) == os.getpid():
         return True  # this process's import, no longer running
-    return not _alive(int(head))
+    return not pid_alive(int(head))
 
 
 def sweep_leftovers(parts: Parts, backends: list[str] | None = None) -> tuple[int, int]:
