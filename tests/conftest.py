@@ -522,9 +522,11 @@ def postgres_file_store_settings(settings: Settings) -> Settings:
 
 
 FILE_STORE_BACKENDS = ("filesystem", "postgresql", "s3")
+#: The s3 runs (a moto server, ~15 s of CPU) are in the full suite, not the inner loop.
+_FILE_STORE_PARAMS = [pytest.param(b, marks=pytest.mark.slow) if b == "s3" else b for b in FILE_STORE_BACKENDS]
 
 
-@pytest.fixture(params=FILE_STORE_BACKENDS)
+@pytest.fixture(params=_FILE_STORE_PARAMS)
 def file_store_settings(request: pytest.FixtureRequest, settings: Settings) -> Settings:
     """Settings whose ``file_store`` is the backend under test: the filesystem default, PostgreSQL
     (a fresh database on ``pg_server``) or S3 (a fresh bucket on ``s3_server``)."""

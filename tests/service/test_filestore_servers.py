@@ -24,7 +24,7 @@ from knowledge.filestore.postgresql import CHUNKS, PostgresFileStore
 from knowledge.filestore.s3 import S3FileStore
 
 
-@pytest.fixture(params=["postgresql", "s3"])
+@pytest.fixture(params=["postgresql", pytest.param("s3", marks=pytest.mark.slow)])  # s3: the full suite
 def server_settings(request, settings):
     if request.param == "postgresql":
         request.getfixturevalue("pg_database")
