@@ -22,10 +22,13 @@ from knowledge.ingest._text import looks_binary, sniff_encoding
 HEAD_BYTES = 8192
 
 LEGACY_WORD = "unsupported: legacy Word format (.doc) — save it as .docx"
+LEGACY_EXCEL = "unsupported: legacy Excel format (.xls) — save it as .xlsx"
+LEGACY_POWERPOINT = "unsupported: legacy PowerPoint format (.ppt) — save it as .pptx"
 
 _MARKDOWN_EXT = {".md", ".markdown", ".mdown", ".mkd", ".mkdn", ".mdwn", ".mdx", ".rmd"}
 _HTML_EXT = {".html", ".htm", ".xhtml", ".shtml"}
 _CSV_EXT = {".csv", ".tsv", ".tab"}
+_MAIL_EXT = {".eml": "eml", ".mht": "eml", ".mhtml": "eml", ".mbox": "mbox", ".mbx": "mbox"}
 _TEXT_EXT = {".txt", ".text", ".log", ".rst", ".adoc", ".asciidoc", ".org", ".tex", ".json", ".jsonl",
              ".yaml", ".yml", ".toml", ".ini", ".cfg", ".conf", ".py", ".js", ".ts", ".java", ".c",
              ".h", ".cpp", ".rs", ".go", ".rb", ".sh", ".sql", ".srt", ".vtt"}
@@ -56,22 +59,24 @@ _MAGIC: tuple[tuple[bytes, str], ...] = (
     (b"\x1aE\xdf\xa3", "a Matroska/WebM video"),
     (b"wOFF", "a web font"),
     (b"wOF2", "a web font"),
-    (b"{\\rtf", "an RTF document — save it as .docx"),
     (b"%!PS", "a PostScript file — save it as PDF"),
     (b"AT&TFORM", "a DjVu document"),
 )
 
-#: ZIP members whose presence tells what an OOXML / ODF / other ZIP container is.
+#: ZIP members whose presence tells what an OOXML container is: a format name, or (with a space)
+#: the refusal's wording.
 _ZIP_KINDS: tuple[tuple[str, str], ...] = (
     ("word/document.xml", "docx"),
-    ("xl/workbook.xml", "an Excel workbook (.xlsx)"),
-    ("ppt/presentation.xml", "a PowerPoint presentation (.pptx)"),
+    ("xl/workbook.xml", "xlsx"),
+    ("ppt/presentation.xml", "pptx"),
     ("visio/document.xml", "a Visio drawing (.vsdx)"),
 )
 _ODF = re.compile(rb"mimetypeapplication/vnd\.oasis\.opendocument\.([a-z-]+)")
-_ODF_NAMES = {"text": "an OpenDocument text (.odt) — save it as .docx",
-              "spreadsheet": "an OpenDocument spreadsheet (.ods)",
-              "presentation": "an OpenDocument presentation (.odp)"}
+#: OpenDocument kinds (the ``mimetype`` member, ODF 1.2 part 3 §3.3) -> format; the ``-template``
+#: variants read as their documents.
+_ODF_FORMATS = {"text": "odt", "spreadsheet": "ods", "presentation": "odp"}
+_ODF_MIMES = {b"application/vnd.oasis.opendocument." + k.encode(): f for k, f in _ODF_FORMATS.items()}
+_EPUB_MIME = b"application/epub+zip"
 
 
 #: ``%PDF-x.y`` at the start, or at the start of a line within the first 1024 bytes (readers accept
@@ -111,7 +116,9 @@ def detect_format(head: bytes, name: str | None = None) -> str:
     if head.startswith((b"PK\x03\x04", b"PK\x05\x06", b"PK\x07\x08")):
         return _zip_kind(head, ext)
     if head.startswith(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"):
-        raise UnsupportedFile(_ole2_kind(head, ext))
+        return _ole2_kind(head, ext)
+    if head.lstrip(b"\xef\xbb\xbf \t\r\n")[:5] == b"{\\rtf":
+        return "rtf"
     if is_ocr_image(head):  # OCR hook (issue 16): PNG, JPEG, TIFF, WebP, BMP go to knowledge.ingest._ocr
         return "image"
     for magic, what in _MAGIC:
@@ -150,56 +157,80 @@ def _riff_or_bmff(head: bytes) -> str | None:
 
 
 def _zip_kind(data: bytes, ext: str) -> str:
-    """``"docx"`` or UnsupportedFile naming the container."""
+    """The format of a ZIP container: an OOXML document (``docx``, ``pptx``, ``xlsx``), an
+    OpenDocument (``odt``, ``ods``, ``odp``), an ``epub``, or any other archive (``zip``: its members
+    are read one by one). UnsupportedFile for the containers no reader handles (Visio)."""
     names: list[str] | None = None
+    mimetype: bytes | None = None
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as zf:
             names = zf.namelist()
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError):
+            if "mimetype" in names and zf.getinfo("mimetype").file_size < 200:
+                mimetype = zf.read("mimetype").strip()
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError, RuntimeError, NotImplementedError):
         names = None  # only a head, or a damaged archive: look at the local headers we have
     odf = _ODF.search(data[:200])
-    if odf:
-        kind = odf.group(1).decode("ascii")
-        raise UnsupportedFile(f"unsupported: {_ODF_NAMES.get(kind, 'an OpenDocument file (.od*)')}")
-    if data[30:58] == b"mimetypeapplication/epub+zip":
-        raise UnsupportedFile("unsupported: an EPUB e-book")
+    if mimetype is None and odf:
+        mimetype = b"application/vnd.oasis.opendocument." + odf.group(1)
+    if mimetype is None and data[30:58] == b"mimetype" + _EPUB_MIME:
+        mimetype = _EPUB_MIME
+    if mimetype is not None:
+        if mimetype == _EPUB_MIME:
+            return "epub"
+        if mimetype.startswith(b"application/vnd.oasis.opendocument."):
+            kind = mimetype.rsplit(b".", 1)[-1].decode("ascii", "replace").removesuffix("-template")
+            if kind in _ODF_FORMATS:
+                return _ODF_FORMATS[kind]
+            raise UnsupportedFile(f"unsupported: an OpenDocument {kind} file (only text, spreadsheet and"
+                                  " presentation documents are read)")
     if names is not None:
         found = set(names)
         for member, kind in _ZIP_KINDS:
             if member in found:
                 return _zip_result(kind)
-        if any(n.startswith("word/") for n in names) and "[Content_Types].xml" in found:
-            return "docx"  # an OOXML word package whose main part has another name
-        raise UnsupportedFile("unsupported: a ZIP archive (not a Word document); unpack it and add its files")
+        if "[Content_Types].xml" in found:
+            for top, kind in (("word/", "docx"), ("ppt/", "pptx"), ("xl/", "xlsx")):
+                if any(n.startswith(top) for n in names):
+                    return kind  # an OOXML package whose main part has another name
+        if "META-INF/container.xml" in found and any(n.endswith(".opf") for n in names):
+            return "epub"  # an EPUB without its mimetype member
+        return "zip"
     for member, kind in _ZIP_KINDS:  # local file headers: signature, 26 bytes of fields, the name
         prefix = member.split("/")[0].encode() + b"/"
         if re.search(rb"PK\x03\x04.{26}" + re.escape(prefix), data, re.S):
             return _zip_result(kind)
-    if ext in (".docx", ".docm", ".dotx", ".dotm"):
-        return "docx"  # the reader opens the whole file and says what it really is
-    raise UnsupportedFile("unsupported: a ZIP archive (not a Word document); unpack it and add its files")
+    by_ext = {".docx": "docx", ".docm": "docx", ".dotx": "docx", ".dotm": "docx", ".pptx": "pptx",
+              ".pptm": "pptx", ".ppsx": "pptx", ".potx": "pptx", ".xlsx": "xlsx", ".xlsm": "xlsx",
+              ".xltx": "xlsx", ".xltm": "xlsx", ".odt": "odt", ".ods": "ods", ".odp": "odp", ".epub": "epub"}
+    return by_ext.get(ext, "zip")  # the reader opens the whole file and says what it really is
 
 
 def _zip_result(kind: str) -> str:
-    if kind == "docx":
-        return "docx"
+    if " " not in kind:
+        return kind
     raise UnsupportedFile(f"unsupported: {kind}")
 
 
+#: Streams every Outlook message has ([MS-OXMSG] §2.4: the property stream and the
+#: ``__substg1.0_`` property streams).
+_MSG_STREAMS = ("__properties_version1.0",)
+
+
 def _ole2_kind(data: bytes, ext: str) -> str:
-    """The message for an OLE2 compound file: legacy Word unless its streams say otherwise."""
+    """The format of an OLE2 compound file: ``encrypted-ooxml`` (an encrypted .docx/.xlsx/.pptx,
+    [MS-OFFCRYPTO] §2.3.4: an ``EncryptedPackage`` stream), ``msg`` (Outlook), else UnsupportedFile
+    naming the legacy Office format."""
     if _has_stream(data, "EncryptedPackage"):
-        return ("unsupported: a password-protected Office document (encrypted .docx/.xlsx/.pptx) —"
-                " remove the password in Office and save it again")
+        return "encrypted-ooxml"
+    if any(_has_stream(data, s) for s in _MSG_STREAMS) or ext == ".msg":
+        return "msg"
     if _has_stream(data, "WordDocument"):
-        return LEGACY_WORD
+        raise UnsupportedFile(LEGACY_WORD)
     if _has_stream(data, "Workbook") or _has_stream(data, "Book") or ext in (".xls", ".xlt"):
-        return "unsupported: legacy Excel format (.xls)"
+        raise UnsupportedFile(LEGACY_EXCEL)
     if _has_stream(data, "PowerPoint Document") or ext in (".ppt", ".pps", ".pot"):
-        return "unsupported: legacy PowerPoint format (.ppt)"
-    if ext == ".msg":
-        return "unsupported: an Outlook message (.msg)"
-    return LEGACY_WORD
+        raise UnsupportedFile(LEGACY_POWERPOINT)
+    raise UnsupportedFile(LEGACY_WORD)
 
 
 # -- text-like ------------------------------------------------------------------------------------
@@ -212,7 +243,40 @@ _MD_HINTS = re.compile(r"^(?:#{1,6}[ \t]+\S|```|~~~|\[[^\]]+\]:\s|(?:\*|-|\+)[ \
 _SETEXT = re.compile(r"^\S[^\n]*\n(?:=+|-{2,})[ \t]*$", re.M)
 
 
+#: Header fields that open a message (RFC 5322 §3.6, RFC 2045 MIME-Version, RFC 5321 trace fields).
+_MAIL_FIELDS = {"from", "to", "cc", "bcc", "subject", "date", "message-id", "mime-version", "received",
+                "return-path", "delivered-to", "reply-to", "sender", "in-reply-to", "references",
+                "content-type", "x-mailer", "user-agent"}
+_FIELD = re.compile(r"([A-Za-z][A-Za-z0-9-]*):")
+#: The separator line of an mbox (RFC 4155): ``From `` then the envelope sender and a date.
+_MBOX_FROM = re.compile(r"From \S+ .*\d\d:\d\d")
+
+
+def _mail_kind(text: str) -> str | None:
+    """``"mbox"`` when ``text`` opens with an mbox ``From `` line and a header, ``"eml"`` when it opens
+    with a block of header fields of which at least three are the usual mail fields; else ``None``."""
+    lines = text.split("\n", 40)[:40]
+    mbox = bool(lines) and _MBOX_FROM.match(lines[0]) is not None
+    names = []
+    for line in lines[1:] if mbox else lines:
+        line = line.rstrip("\r")
+        if not line:
+            break
+        if line[0] in " \t":
+            continue  # a folded header line
+        m = _FIELD.match(line)
+        if not m:
+            return None
+        names.append(m.group(1).lower())
+    known = sum(n in _MAIL_FIELDS for n in names)
+    if mbox:
+        return "mbox" if known >= 1 or not names else None
+    return "eml" if known >= 3 and {"from", "date", "subject", "message-id", "received"} & set(names) else None
+
+
 def _text_kind(head: bytes, ext: str) -> str:
+    if ext in _MAIL_EXT:
+        return _MAIL_EXT[ext]
     if ext in _MARKDOWN_EXT:
         return "markdown"
     if ext in _HTML_EXT:
@@ -222,6 +286,9 @@ def _text_kind(head: bytes, ext: str) -> str:
     if ext in _TEXT_EXT:
         return "text"
     text = _sniff_text(head[:HEAD_BYTES])
+    mail = _mail_kind(text)
+    if mail:
+        return mail
     if ext == ".svg" or _SVG_START.match(text):
         raise UnsupportedFile("unsupported: an SVG image")
     if _HTML_START.match(text):

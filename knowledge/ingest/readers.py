@@ -21,13 +21,22 @@ from pathlib import PurePath
 from typing import BinaryIO, Literal, Union
 
 from knowledge.errors import EmptyDocument, FileTooLarge, InvalidArgument, UnsupportedFile
+from knowledge.ingest._archive import read_zip
+from knowledge.ingest._compose import MAX_DEPTH
+from knowledge.ingest._crypto import decrypt_ooxml
 from knowledge.ingest._csv import read_csv
 from knowledge.ingest._detect import HEAD_BYTES, LEGACY_WORD, detect_format
 from knowledge.ingest._docx import read_docx
+from knowledge.ingest._epub import read_epub
 from knowledge.ingest._html import read_html
+from knowledge.ingest._mail import read_eml, read_mbox, read_msg
 from knowledge.ingest._markdown import read_markdown
 from knowledge.ingest._ocr import read_image
+from knowledge.ingest._odf import read_odf
 from knowledge.ingest._pdf import read_pdf
+from knowledge.ingest._pptx import read_pptx
+from knowledge.ingest._rtf import read_rtf
+from knowledge.ingest._xlsx import read_xlsx
 from knowledge.ingest._text import Builder, decode
 from knowledge.ingest.document import FORMATS, Document, Section
 
@@ -77,9 +86,25 @@ def read_document(source: Source, name: str | None = None, *, password: str | No
         raise InvalidArgument(f"max_bytes must be a whole number of bytes >= 0 or None, got {max_bytes!r}.")
     data, path_name = _load(source, max_bytes)
     name = name if name is not None else path_name
+    return _read(data, name, password=password, ocr=ocr, on_page=on_page, depth=0)
+
+
+def _read(data: bytes, name: str | None, *, password: str | None, ocr: Literal["auto", "off"],
+          on_page: Callable[[int, int], None] | None, depth: int) -> Document:
     if not data.strip(b" \t\r\n\x00\x0b\x0c"):
         raise EmptyDocument("no text: the file is empty")
     fmt = detect_format(data, name)
+    if fmt == "encrypted-ooxml":
+        data = decrypt_ooxml(data, password)
+        fmt = detect_format(data, name)
+        if fmt not in ("docx", "pptx", "xlsx"):
+            raise UnsupportedFile("unsupported: the decrypted file is not a Word, Excel or PowerPoint document")
+
+    def read_part(part: bytes, part_name: str) -> Document:
+        if depth + 1 > MAX_DEPTH:
+            raise UnsupportedFile(f"not read: parts nested more than {MAX_DEPTH} deep")
+        return _read(part, part_name, password=None, ocr=ocr, on_page=None, depth=depth + 1)
+
     if fmt == "pdf":
         return read_pdf(data, name=name, password=password, ocr=ocr, on_page=on_page)
     if fmt == "image":  # issue 16: images are read by OCR
@@ -90,6 +115,24 @@ def read_document(source: Source, name: str | None = None, *, password: str | No
         return read_image(data, on_page=on_page)
     if fmt == "docx":
         return read_docx(data)
+    if fmt == "pptx":
+        return read_pptx(data, read_part)
+    if fmt == "xlsx":
+        return read_xlsx(data, read_part)
+    if fmt in ("odt", "ods", "odp"):
+        return read_odf(data, fmt, read_part)
+    if fmt == "epub":
+        return read_epub(data)
+    if fmt == "rtf":
+        return read_rtf(data)
+    if fmt == "eml":
+        return read_eml(data, read_part)
+    if fmt == "mbox":
+        return read_mbox(data, read_part)
+    if fmt == "msg":
+        return read_msg(data, read_part)
+    if fmt == "zip":
+        return read_zip(data, read_part)
     text = decode(data)
     if fmt == "markdown":
         return read_markdown(text)

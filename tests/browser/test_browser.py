@@ -166,11 +166,27 @@ def wait_for_app(pg, timeout: float = 60_000) -> None:
     pg.wait_for_timeout(200)  # let the last deltas paint
 
 
-def rerun_and_wait(pg, action, timeout: float = 120_000) -> None:
-    """Do ``action`` (a widget change), then wait for the rerun it starts to finish."""
+_WATCH_RUNS = """() => {
+    const app = document.querySelector('[data-testid="stApp"]');
+    window.__knowledgeRan = false;
+    if (window.__knowledgeRunWatch) window.__knowledgeRunWatch.disconnect();
+    window.__knowledgeRunWatch = new MutationObserver(() => {
+        if (app.getAttribute('data-test-script-state') === 'running') window.__knowledgeRan = true;
+    });
+    window.__knowledgeRunWatch.observe(app, {attributes: true, attributeFilter: ['data-test-script-state']});
+}"""
+
+
+def rerun_and_wait(pg, action, timeout: float = 120_000, start_within: float = 15_000) -> None:
+    """Do ``action`` (a widget change), then wait for the rerun it starts to finish.
+
+    A watcher on the app's script state is put in place *before* the action, so a rerun that starts
+    late (a loaded machine) or ends before we look (a fast one) is still seen; an action that starts
+    no rerun within ``start_within`` ms is let go, as before."""
+    pg.evaluate(_WATCH_RUNS)
     action()
-    with contextlib.suppress(Exception):  # a fast rerun may be over before we look
-        pg.wait_for_selector('[data-testid="stApp"][data-test-script-state="running"]', timeout=3_000)
+    with contextlib.suppress(Exception):
+        pg.wait_for_function("() => window.__knowledgeRan === true", timeout=start_within)
     wait_for_app(pg, timeout)
 
 
@@ -185,6 +201,7 @@ def create_store(pg, name: str) -> None:
         folded.click()
     field.fill(name)
     rerun_and_wait(pg, lambda: form.get_by_role("button", name="Create store").click())
+    pg.get_by_role("heading", name=f"🗂️ {name}", exact=True).wait_for(timeout=60_000)  # the new store is open
 
 
 def shot(pg, artifacts: Path, name: str) -> None:
