@@ -185,7 +185,8 @@ def _job_outcomes(job: IngestJob) -> None:
 def upload_section(store: str, disk_bytes: int | None) -> None:
     limit_mb = settings.ingest.max_file_mb
     uploads = st.file_uploader(
-        "Drop files here (PDF, DOCX, Markdown, text, HTML, CSV, images)", accept_multiple_files=True,
+        "Drop files here (PDF, Office, OpenDocument, EPUB, RTF, mail, ZIP, Markdown, HTML, CSV, text, images)",
+        accept_multiple_files=True,
         # The box counts its limit in MiB but shows it as "MB": give it the setting's number so both
         # say the same; a file over the setting's 10^6-byte MB yet under the box's limit is then
         # refused by the ingestion, with a message naming it.

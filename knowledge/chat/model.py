@@ -27,7 +27,11 @@ KIND_IMAGE, KIND_PDF, KIND_DOCUMENT = "image", "pdf", "document"
 
 _LABELS = {".docx": "Word document", ".md": "Markdown document", ".markdown": "Markdown document",
            ".txt": "text file", ".html": "HTML page", ".htm": "HTML page", ".csv": "CSV table",
-           ".rst": "text file", ".json": "text file"}
+           ".rst": "text file", ".json": "text file", ".pptx": "PowerPoint presentation",
+           ".xlsx": "Excel workbook", ".xlsm": "Excel workbook", ".odt": "OpenDocument text",
+           ".ods": "OpenDocument spreadsheet", ".odp": "OpenDocument presentation", ".epub": "EPUB e-book",
+           ".rtf": "RTF document", ".eml": "e-mail", ".mbox": "mailbox", ".msg": "Outlook message",
+           ".zip": "ZIP archive"}
 _IMAGE_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a")
 
 

@@ -30,7 +30,7 @@ def add_parser(sub: Commands) -> None:
     s.add_argument("paths", nargs="+", metavar="PATH")
     s.add_argument("--template", help="template for a new store (default: default)")
     s.add_argument("--glob", help="files to take from folders (default: **/*)")
-    s.add_argument("--password", help="password for encrypted PDFs")
+    s.add_argument("--password", help="password for encrypted PDFs and Office files")
     s.add_argument("--json", action="store_true", help="print the results as JSON")
     s.set_defaults(func=cmd_ingest)
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import io
 
+import msoffcrypto
+from msoffcrypto.exceptions import DecryptionError, FileFormatError, InvalidKeyError
+
 from knowledge.errors import PasswordRequired, UnsupportedFile
 
 #: The password Excel applies when a workbook is "protected" without a password to open it
@@ -20,15 +23,8 @@ def decrypt_ooxml(data: bytes, password: str | None) -> bytes:
     Raises:
         PasswordRequired: no password given (``"password required: ..."``), or it is wrong
             (``"wrong password: ..."``).
-        UnsupportedFile: msoffcrypto-tool cannot be loaded, or the encryption is damaged or of a
-            kind it does not read.
+        UnsupportedFile: the encryption is damaged or of a kind msoffcrypto-tool does not read.
     """
-    try:
-        import msoffcrypto
-        from msoffcrypto.exceptions import DecryptionError, FileFormatError, InvalidKeyError
-    except ImportError as exc:  # pragma: no cover - a dependency
-        raise UnsupportedFile("unsupported: an encrypted Office document, and msoffcrypto-tool is not"
-                              " installed (pip install msoffcrypto-tool)") from exc
     for candidate in (DEFAULT_PASSWORD, password):
         if candidate is None:
             continue

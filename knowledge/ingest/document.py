@@ -1,8 +1,8 @@
 """What a reader returns: the clean text of one document and where each part of it came from.
 
-A :class:`Document` is the single shape every reader (PDF, DOCX, Markdown, text, HTML, CSV) produces
-and the chunker consumes. Offsets are ``str`` indices into :attr:`Document.text` (code points, not
-bytes, not UTF-16 units): ``document.text[s.char_start:s.char_end]`` is the text of section ``s``.
+A :class:`Document` is the single shape every reader (PDF, Office, OpenDocument, EPUB, RTF, mail,
+archives, Markdown, text, HTML, CSV) produces and the chunker consumes. Offsets are ``str`` indices
+into :attr:`Document.text` (code points, not bytes, not UTF-16 units): ``document.text[s.char_start:s.char_end]`` is the text of section ``s``.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 The real format is decided from the bytes (:func:`detect_format`), never from the extension alone: a
 PDF renamed ``.txt`` is read as a PDF, a legacy ``.doc`` renamed ``.docx`` is refused as what it is.
-Each reader (pdf, docx, markdown, html, csv, text, image by OCR) returns a
+Each reader (pdf, docx, pptx, xlsx, odt/ods/odp, epub, rtf, eml/mbox/msg, zip, markdown, html, csv,
+text, image by OCR) returns a
 :class:`~knowledge.ingest.document.Document`: sections with pages and heading paths, tables with a
 header row in ``Document.tables``, and what it skipped named in ``warnings``.
 
@@ -36,8 +37,8 @@ from knowledge.ingest._odf import read_odf
 from knowledge.ingest._pdf import read_pdf
 from knowledge.ingest._pptx import read_pptx
 from knowledge.ingest._rtf import read_rtf
-from knowledge.ingest._xlsx import read_xlsx
 from knowledge.ingest._text import Builder, decode
+from knowledge.ingest._xlsx import read_xlsx
 from knowledge.ingest.document import FORMATS, Document, Section
 
 __all__ = ["FORMATS", "HEAD_BYTES", "LEGACY_WORD", "Document", "Section", "detect_format",
@@ -56,7 +57,8 @@ def read_document(source: Source, name: str | None = None, *, password: str | No
             never the text itself); or a binary file object, read from its current position.
         name: the file's name (only its extension is used, to choose between the text-like formats);
             defaults to the path's name when ``source`` is a path.
-        password: for an encrypted PDF whose empty password does not open it.
+        password: for an encrypted PDF whose empty password does not open it, or an encrypted Office
+            file (.docx/.xlsx/.pptx; Excel's default password is tried first). Not passed to parts.
         max_bytes: refuse files larger than this many bytes (``None``: no limit). Checked before
             reading where the size is known (paths, seekable streams).
         ocr: ``"auto"`` reads PDF pages without a text layer and image files by OCR; ``"off"``
@@ -69,11 +71,12 @@ def read_document(source: Source, name: str | None = None, *, password: str | No
 
     Raises:
         FileTooLarge: the file is over ``max_bytes`` (the message gives both sizes).
-        UnsupportedFile: a format no reader handles (legacy .doc, xlsx, GIF, archives, ...), an
+        UnsupportedFile: a format no reader handles (legacy .doc/.xls/.ppt, GIF, tar, ...), an
             image while ``ocr="off"``, or a damaged file, with the reason.
         OcrUnavailable: (an ``UnsupportedFile``) the file needs OCR and rapidocr-onnxruntime (or
             pypdfium2) cannot be loaded; the message names the package.
-        PasswordRequired: an encrypted PDF and no password, or a wrong one (the message says which).
+        PasswordRequired: an encrypted PDF, Office or OpenDocument file and no password, or a wrong
+            one (the message says which).
         EmptyDocument: the file has no text: empty, whitespace only, a PDF without a text layer
             (``"no text layer (scanned? OCR needed)"`` with ``ocr="off"``), or a scan or image where
             OCR finds nothing (``"no text found, even by OCR"``).

@@ -152,11 +152,12 @@ class KnowledgeTools:
                          ["store", "file_id"]),
                  self.vector_delete_file),
             Tool("vector_ingest_file",
-                 "Read a file (PDF, DOCX, Markdown, HTML, CSV or text) from a path, chunk it, embed it and"
-                 " make it searchable in a vector store, in one call.",
+                 "Read a file (PDF, Office, OpenDocument, EPUB, RTF, mail, ZIP, Markdown, HTML, CSV or text)"
+                 " from a path, chunk it, embed it and make it searchable in a vector store, in one call.",
                  _params({"store": _STORE,
                           "path": {"type": "string", "description": "Path of the file on this machine."},
-                          "password": {"type": "string", "description": "Password of an encrypted PDF (optional)."}},
+                          "password": {"type": "string",
+                                       "description": "Password of an encrypted PDF or Office file (optional)."}},
                          ["store", "path"]),
                  self.vector_ingest_file),
         ]
