@@ -75,7 +75,6 @@ _ODF = re.compile(rb"mimetypeapplication/vnd\.oasis\.opendocument\.([a-z-]+)")
 #: OpenDocument kinds (the ``mimetype`` member, ODF 1.2 part 3 §3.3) -> format; the ``-template``
 #: variants read as their documents.
 _ODF_FORMATS = {"text": "odt", "spreadsheet": "ods", "presentation": "odp"}
-_ODF_MIMES = {b"application/vnd.oasis.opendocument." + k.encode(): f for k, f in _ODF_FORMATS.items()}
 _EPUB_MIME = b"application/epub+zip"
 
 
@@ -93,22 +92,26 @@ def _has_stream(data: bytes, name: str) -> bool:
 
 
 def detect_format(head: bytes, name: str | None = None) -> str:
-    """The reader ``head`` needs: ``"pdf"``, ``"docx"``, ``"markdown"``, ``"html"``, ``"csv"``, ``"text"``
-    or ``"image"`` (PNG, JPEG, TIFF, WebP, BMP: read by OCR).
+    """The reader ``head`` needs: one of :data:`~knowledge.ingest.document.FORMATS` (``"pdf"``,
+    ``"docx"``, ``"pptx"``, ``"xlsx"``, ``"odt"``, ``"ods"``, ``"odp"``, ``"epub"``, ``"rtf"``, ``"eml"``,
+    ``"mbox"``, ``"msg"``, ``"zip"``, ``"markdown"``, ``"html"``, ``"csv"``, ``"text"``, ``"image"``: PNG,
+    JPEG, TIFF, WebP, BMP read by OCR), or ``"encrypted-ooxml"`` (an encrypted .docx/.xlsx/.pptx: to
+    be decrypted, then detected again).
 
     Args:
         head: the file's first bytes (at least :data:`HEAD_BYTES` of them when the file is longer), or
-            the whole file. For a ZIP, the whole file lets the central directory decide; with only a
-            head the local file headers in it are read, and a ``.docx`` name breaks a tie.
+            the whole file. For a ZIP or an OLE2 file, the whole file lets the directory decide; with
+            only a head the local file headers in it are read, and the name's extension breaks a tie.
         name: the file's name, used only to choose between the text-like formats (by extension, else
-            by content) and for a ZIP the head cannot decide.
+            by content: HTML, an e-mail's header block, an mbox ``From`` line, Markdown, CSV) and for
+            a container the head cannot decide.
 
     Raises:
-        UnsupportedFile: the bytes are a format no reader handles, named in the message: legacy Word
-            (``"unsupported: legacy Word format (.doc) — save it as .docx"``) and other OLE2 files,
-            other ZIP containers (xlsx, pptx, odt, epub, plain ZIP archives), images OCR does not read
-            (GIF, HEIF/AVIF, icons, Photoshop), audio, video,
-            archives, programs, and binary data that is not text in any encoding.
+        UnsupportedFile: the bytes are a format no reader handles, named in the message: legacy Word,
+            Excel and PowerPoint (``"... — save it as .docx"``, ``.xlsx``, ``.pptx``), other ZIP
+            containers (Visio, OpenDocument drawings), images OCR does not read (GIF, HEIF/AVIF,
+            icons, Photoshop, SVG), audio, video, other archives (gzip, 7-Zip, RAR, ...), programs,
+            and binary data that is not text in any encoding.
     """
     ext = PurePath(name).suffix.lower() if name else ""
     if _PDF_HEADER.search(head[:1024]):
