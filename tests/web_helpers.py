@@ -18,7 +18,7 @@ class Site:
         site = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            def do_GET(self) -> None:
                 with site.lock:
                     site.requests.append(self.path)
                     status, headers, body = site.pages.get(self.path, (404, {"Content-Type": "text/plain"},

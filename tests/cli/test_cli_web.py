@@ -32,7 +32,7 @@ def test_ingest_a_web_page_and_its_links(tmp_path, capsys, monkeypatch, site: Si
     [hit] = json.loads(out)
     assert hit["file_name"] == url and "lighthouse" in hit["text"]
 
-    code, out, err = run(capsys, "--data-dir", data, "ingest", "web", url, "--depth", "1", "--json")
+    code, out, _ = run(capsys, "--data-dir", data, "ingest", "web", url, "--depth", "1", "--json")
     by_name = {r["name"]: r for r in json.loads(out)}
     assert code == 1  # /gone.html is a 404: reported, the rest went on
     assert by_name[url]["outcome"] == "unchanged"
