@@ -288,7 +288,7 @@ class Fetcher:
         except WebPageError as exc:
             if str(exc).startswith("too large"):  # over RFC 9309's 500 KiB: no rules we could read
                 status, data = 200, b""
-            elif str(exc).startswith("refused"):
+            elif str(exc).startswith(("refused", "unreachable")):  # the host itself: said as it is
                 return str(exc)
             else:
                 return f"robots.txt could not be read ({exc}); taken as disallowing every page (RFC 9309)."
