@@ -152,6 +152,14 @@ class IngestSettings(_Section):
         None, min_length=1, description="this machine's name in the job rows (default: its host name); must"
         " differ between machines or containers that share a catalog")
 
+    web_allow_private: bool = Field(
+        False, description="let web pages be fetched from hosts in private, loopback, link-local and reserved"
+        " address ranges (an intranet wiki, a server on this machine); off = only public addresses")
+    web_timeout_seconds: float = Field(
+        20.0, gt=0, le=600, description="seconds a web page may take to connect and arrive, whole")
+    web_max_pages: int = Field(
+        50, ge=1, le=10_000, description="most pages one web crawl fetches (a request's max_pages is capped by it)")
+
     _dirs = field_validator("allowed_dirs", mode="before")(lambda v: _listed(v, os.pathsep))
 
     @property

@@ -42,6 +42,7 @@ from knowledge.service.search import (
 )
 from knowledge.service.stores import Stores, StoreSummary
 from knowledge.service.templates import DEFAULT_TEMPLATE, TemplateRegistry, VectorStoreTemplate
+from knowledge.service.web import ingest_web
 from knowledge.sync import FolderSyncs
 from knowledge.vectorstore.store import Hit
 
@@ -171,6 +172,11 @@ class Workbench:
     def ingest_paths(self, store, paths, **kwargs) -> list[IngestResult]:
         """See :meth:`Indexer.ingest_paths`."""
         return self.indexer.ingest_paths(store, paths, **kwargs)
+
+    def ingest_web(self, store: str, url: str, **kwargs: Any) -> list[IngestResult]:
+        """See :func:`knowledge.service.web.ingest_web`: the page at ``url`` (``depth``, ``max_pages``:
+        its same-site links) into ``store``, each page named by its URL."""
+        return ingest_web(self.indexer, store, url, **kwargs)
 
     def index_text(self, store: str, file_id: str, text: str, file_name: str | None = None) -> IngestResult:
         """See :meth:`Indexer.index_text`: ``text`` as the whole content of file ``file_id`` of ``store``

@@ -1,4 +1,4 @@
-"""Vector stores: templates, stores, and per store the upload, folder ingestion and file list.
+"""Vector stores: templates, stores, and per store the upload, folder ingestion, web pages and file list.
 
 Uploads are ingested by an :class:`~knowledge.service.jobs.IngestJob` in a background thread, so reruns,
 clicks and slider moves never interrupt or repeat one; each upload is processed exactly once
@@ -19,6 +19,7 @@ from knowledge.ingest.chunker import plan_chunking
 from knowledge.outcomes import Outcome, can_retry, needs_password, plain_reason
 from knowledge.service.jobs import IngestJob
 from knowledge.service.templates import DEFAULT_TEMPLATE, make_template
+from knowledge.service.web import MAX_DEPTH, WebJob
 from knowledge.text.render import inert, md
 from knowledge.vectorstore.registry import backend_names
 from knowledge.workbench import Workbench
@@ -227,6 +228,39 @@ def upload_section(store: str, disk_bytes: int | None) -> None:
                             st.session_state[f"skipped:{store}"] = (
                                 f"{len(job.skipped)} file(s) left out: they lead outside the allowed folders"
                                 f" ({', '.join(job.skipped[:3])}{', ...' if len(job.skipped) > 3 else ''}).")
+                        st.rerun()
+                    except KnowledgeError as exc:
+                        st.error(inert(exc))
+    web_section(store)
+
+
+def web_section(store: str) -> None:
+    """"Add a web page": the page at a URL (and, with a depth, the pages it links to on its site)
+    fetched and ingested as a batch of this process (:class:`~knowledge.service.web.WebJob`)."""
+    ingest = settings.ingest
+    where = ("hosts on private and loopback addresses are allowed (setting `ingest.web_allow_private`)"
+             if ingest.web_allow_private else
+             "only public addresses: private and loopback ones are refused (setting `ingest.web_allow_private`)")
+    with st.expander("🌐 Add a web page"):
+        st.caption(md("Fetched now, when you add it (robots.txt honoured), and kept under its URL; adding it again"
+                      " replaces it when the page changed. Up to {} MB per page; {}.", f"{ingest.max_file_mb:g}",
+                      where))
+        with st.form(f"web:{store}"):
+            c1, c2, c3 = st.columns([4, 1, 1])
+            url = c1.text_input("Web page URL", placeholder="https://example.org/docs/")
+            depth = c2.number_input("Depth", 0, MAX_DEPTH, 0, help="0 = the page only; 1 = also the pages it links"
+                                    " to on the same site; 2 = and the pages those link to ...")
+            cap = ingest.web_max_pages
+            pages = c3.number_input("Max pages", 1, cap, min(10, cap), help=f"At most this many pages with a depth"
+                                    f" (up to {cap}: setting `ingest.web_max_pages`).")
+            if st.form_submit_button("Add web page"):
+                job = _current_job(store)
+                if job is not None and not job.done:
+                    st.warning("A batch is running; wait for it or stop it first.")
+                else:
+                    try:
+                        job = WebJob(wb, store, url, depth=int(depth), max_pages=int(pages) if depth else 1)
+                        st.session_state[f"job:{store}"] = job.start()
                         st.rerun()
                     except KnowledgeError as exc:
                         st.error(inert(exc))

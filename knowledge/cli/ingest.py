@@ -1,9 +1,11 @@
-"""``ingest STORE PATH...``: files and folders into a store (created on the fly), one line per file
+"""``ingest STORE PATH...``: files, folders and web pages (``https://...``, with ``--depth`` its same-site
+links) into a store (created on the fly), one line per file
 as it finishes (a progress bar on a terminal), then the counts; exit 1 when a file failed (the
 others went on) or no file matched. The files are one batch of ingestion jobs
 (:class:`~knowledge.service.jobs.IngestJob`): this process's worker, or dedicated ``worker``
 processes (``ingest.worker_threads = 0``), ingest them; a second ``ingest`` into the same data
-folder queues behind the first and waits its turn; Ctrl-C cancels the batch."""
+folder queues behind the first and waits its turn; Ctrl-C cancels the batch. Web pages are fetched
+and ingested by this process itself (:mod:`knowledge.service.web`), after the files."""
 
 from __future__ import annotations
 
@@ -17,31 +19,46 @@ from pathlib import Path
 from tqdm import tqdm
 
 from knowledge.cli.common import Commands, command
+from knowledge.errors import InvalidArgument
 from knowledge.ingest.chunker import plan_chunking
 from knowledge.outcomes import IngestResult, Outcome, needs_password
 from knowledge.service.indexing import expand_paths, file_names, skipped_text
 from knowledge.service.jobs import FileProgress, IngestJob
+from knowledge.service.web import MAX_DEPTH
 from knowledge.workbench import Workbench
 
 
 def add_parser(sub: Commands) -> None:
     s = command(sub, "ingest", help="ingest files and folders into a store (created on the fly)")
     s.add_argument("store")
-    s.add_argument("paths", nargs="+", metavar="PATH")
+    s.add_argument("paths", nargs="+", metavar="PATH", help="a file, a folder, or the http(s):// URL of a web page")
     s.add_argument("--template", help="template for a new store (default: default)")
     s.add_argument("--glob", help="files to take from folders (default: **/*)")
+    s.add_argument("--depth", type=int, default=0,
+                   help=f"web pages: also the pages they link to on the same site, this many links away"
+                   f" (0-{MAX_DEPTH}; default 0: the page only)")
+    s.add_argument("--max-pages", type=int, default=None,
+                   help="web pages: at most this many pages per URL (default: 1, or ingest.web_max_pages with --depth)")
     s.add_argument("--password", help="password for encrypted PDFs and Office files")
     s.add_argument("--json", action="store_true", help="print the results as JSON")
     s.set_defaults(func=cmd_ingest)
 
 
+def is_url(arg: str) -> bool:
+    """Whether a PATH argument is a URL (``scheme://...``), not a file: ``https://x.org/`` (and
+    ``ftp://...``, refused with a reason by the web ingestion)."""
+    scheme, sep, _ = arg.partition("://")
+    return bool(sep) and len(scheme) > 1 and scheme.isascii() and scheme.replace("+", "").isalpha()
+
+
 def cmd_ingest(wb: Workbench, args: argparse.Namespace) -> int:
     skipped: dict[str, int] = {}
-    files = expand_paths(args.paths, args.glob, skipped)
+    urls = [p for p in args.paths if is_url(p)]
+    files = expand_paths([p for p in args.paths if not is_url(p)], args.glob, skipped)
     note = skipped_text(skipped)
     if note:
         print(note, file=sys.stderr)
-    if not files:
+    if not files and not urls:
         print("No files matched.", file=sys.stderr)
         return 1
     record = wb.store_record(args.store)
@@ -50,7 +67,9 @@ def cmd_ingest(wb: Workbench, args: argparse.Namespace) -> int:
                               tpl.chunk_overlap_tokens).notes:
         print(f"note: {note}", file=sys.stderr)
     names = file_names(files)
-    results = _ingest(wb, args, files, names)
+    results = _ingest(wb, args, files, names) if files else []
+    if urls:
+        results += _ingest_urls(wb, args, urls, header=not files)
     if args.json:
         print(json.dumps([{"name": r.name, "outcome": r.outcome, "message": r.message, "error": r.error,
                            "file_id": r.file_id,
@@ -122,6 +141,32 @@ def _ingest(wb: Workbench, args: argparse.Namespace, files: list[Path | str],
         raise
     finally:
         bar.close()
+    return results
+
+
+def _ingest_urls(wb: Workbench, args: argparse.Namespace, urls: list[str], *, header: bool) -> list[IngestResult]:
+    """Fetch and ingest each web page of ``urls`` (with ``--depth``, ``--max-pages``) in this process
+    (:func:`knowledge.service.web.ingest_web`), one line per page as it finishes; a URL that cannot
+    be had is a failed line with the reason, the others go on."""
+    lines = _Lines(min(60, max(len("file"), *(len(u) for u in urls))))
+    if header and not args.json:
+        print(lines.header(), flush=True)
+    results: list[IngestResult] = []
+
+    def show(r: IngestResult) -> None:
+        results.append(r)
+        if not args.json:
+            print(lines.result(r, args.password).rstrip(), flush=True)
+
+    for url in urls:
+        notes: list[str] = []
+        try:
+            wb.ingest_web(args.store, url, depth=args.depth, max_pages=args.max_pages, template=args.template,
+                          on_result=show, notes=notes)
+        except InvalidArgument as exc:  # a bad URL, depth or max_pages: this URL's line says why
+            show(IngestResult(url, Outcome.FAILED, f"{url}: {exc}", error=type(exc).__name__))
+        for note in notes:
+            print(note, file=sys.stderr)
     return results
 
 

@@ -41,9 +41,10 @@ from knowledge.filestore.base import is_file_id
 from knowledge.ingest.chunker import plan_chunking
 from knowledge.outcomes import IngestResult, Outcome
 from knowledge.server.filters import HIT_FIELDS
-from knowledge.server.http import bad, known, not_found
+from knowledge.server.http import ApiError, bad, known, not_found
 from knowledge.service.jobs import IngestJob
 from knowledge.service.templates import DEFAULT_TEMPLATE
+from knowledge.service.web import Crawl, WebFailure, page_attributes
 from knowledge.service.worker import result_of
 from knowledge.vectorstore.store import Hit
 from knowledge.workbench import Workbench
@@ -430,6 +431,61 @@ class KnowledgeApi:
         file_ids = list(dict.fromkeys(e[0] for e in entries))
         rest.add_file_batch(self.wb.catalog, batch_id, store, file_ids, [str(j.batch_id) for j in jobs])
         return self.batch(store, batch_id)
+
+    def add_web_pages(self, store: str, url: Any, depth: Any = 0, max_pages: Any = None, attributes: Any = None,
+                      strategy: Any = None) -> tuple[Batch, list[dict[str, Any]]]:
+        """Fetch the web page ``url`` (and its same-site links ``depth`` links away, at most
+        ``max_pages``: :class:`~knowledge.service.web.Crawl`) now, and add each page to ``store`` as
+        a file batch does: a file named by its URL with ``source_url`` among its ``attributes``
+        (uploaded with purpose ``assistants``), ingested in the background. A page whose bytes the
+        store holds already under its URL is not added again: the batch lists that file
+        (``completed``). Returns the batch and one ``{"url", "status": "added"|"unchanged"|"failed",
+        "file_id", "last_error"}`` per page tried.
+
+        Raises:
+            ApiError: 400 for a bad url, depth, max_pages or attributes, or when no page could be
+                had (the reason of the first).
+        """
+        if not isinstance(url, str):
+            raise bad("url is required: the http(s) URL of a web page.", "url")
+        for value, name in ((depth, "depth"), (max_pages, "max_pages")):
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+                raise bad(f"{name} must be an integer, got {value!r}.", name)
+        try:
+            attrs = check_attributes(attributes)
+            crawl = Crawl(self.wb.settings, url, depth or 0, max_pages)
+        except InvalidArgument as exc:
+            raise bad(str(exc), "attributes" if "attribute" in str(exc) else
+                      "depth" if "depth" in str(exc) else "max_pages" if "max_pages" in str(exc) else "url") from None
+        self.template_for(store, strategy, save=False)  # a bad chunking_strategy: before anything is fetched
+        held = {(r.file_name, r.sha256): r.file_id for r in self.wb.file_records(store) if r.status == DONE}
+        pages: list[dict[str, Any]] = []
+        entries: list[tuple[str, Any, Any]] = []
+        file_ids: list[str] = []
+        for item in crawl:
+            if isinstance(item, WebFailure):
+                pages.append({"url": item.url, "status": "failed", "file_id": None,
+                              "last_error": {"code": "web_page_unavailable", "message": item.reason}})
+                continue
+            old = held.get((item.url, hashlib.sha256(item.data).hexdigest()))
+            if old is not None:
+                pages.append({"url": item.url, "status": "unchanged", "file_id": old, "last_error": None})
+                file_ids.append(old)
+                continue
+            f = self.wb.save_attachment(item.url, item.content_type, item.data,
+                                        metadata={"purpose": DEFAULT_PURPOSE, "source_url": item.url})
+            entries.append((f.id, page_attributes(item, attrs), None))
+            pages.append({"url": item.url, "status": "added", "file_id": f.id, "last_error": None})
+            file_ids.append(f.id)
+        if not file_ids:
+            first = pages[0] if pages else None
+            raise ApiError(400, f"{url}: " + (first["last_error"]["message"] if first else "no page could be fetched."),
+                           param="url", code="web_page_unavailable")
+        jobs = self.add_files(store, entries, None, strategy) if entries else []
+        batch_id = "vsfb_" + secrets.token_hex(16)
+        rest.add_file_batch(self.wb.catalog, batch_id, store, list(dict.fromkeys(file_ids)),
+                            [str(j.batch_id) for j in jobs])
+        return self.batch(store, batch_id), pages
 
     def batch_object(self, b: Batch) -> dict[str, Any]:
         counts = {"in_progress": 0, "completed": 0, "failed": 0, "cancelled": 0}

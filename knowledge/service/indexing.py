@@ -30,6 +30,7 @@ import re
 import threading
 import time
 import unicodedata
+import urllib.parse
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -237,7 +238,7 @@ class Indexer:
             _step(progress, "reading", 0.0, cancel)
             t0 = time.perf_counter()
             with self.files.content(stored.id) as fh:
-                doc = read_document(fh, stored.name, password=password,
+                doc = read_document(fh, reading_name(stored.name, stored.content_type), password=password,
                                     max_bytes=self.settings.ingest.max_file_bytes,
                                     ocr=tpl.ocr or self.settings.ingest.ocr, on_page=on_page)
             base = OCR_SHARE if ocr_pages[0] else 0.1
@@ -740,6 +741,29 @@ def skipped_text(skipped: dict[str, int]) -> str | None:
         return None
     parts = ", ".join(f"{n} {reason}" for reason, n in sorted(skipped.items(), key=lambda kv: -kv[1]))
     return f"Skipped {_n(total, 'file')} in the folders: {parts}."
+
+
+#: The extension a web page's Content-Type implies, for the readers of the text-like formats.
+_WEB_EXTENSIONS = {"text/html": ".html", "application/xhtml+xml": ".xhtml", "text/markdown": ".md",
+                   "text/x-markdown": ".md", "text/plain": ".txt", "text/csv": ".csv"}
+
+
+def reading_name(name: str, content_type: str | None) -> str:
+    """The name the reader sees for a file called ``name``: the name itself, except for a web page
+    (a name that is an ``http(s)://`` URL, :mod:`knowledge.service.web`), where it is the last
+    segment of the URL's path (``guide.html`` of ``https://x.org/docs/guide.html?v=2``), with the
+    extension its ``content_type`` implies when that segment has none of the text-like formats'
+    (``https://x.org/docs/`` served as ``text/html`` reads as ``index.html``). The bytes still decide
+    the binary formats (a linked PDF reads as a PDF)."""
+    if not name.lower().startswith(("http://", "https://")):
+        return name
+    path = urllib.parse.urlsplit(name).path
+    last = urllib.parse.unquote(path.rsplit("/", 1)[-1]) or "index"
+    media = (content_type or "").split(";", 1)[0].strip().lower()
+    wanted = _WEB_EXTENSIONS.get(media)
+    if wanted is not None and mimetypes.guess_type("x" + Path(last).suffix.lower())[0] != media:
+        last += wanted
+    return last
 
 
 def normalize_name(name: str) -> str:

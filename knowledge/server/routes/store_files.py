@@ -1,5 +1,5 @@
-"""``/v1/vector_stores/{vs_id}/files`` and ``.../file_batches``: a store's files, added in the
-background.
+"""``/v1/vector_stores/{vs_id}/files``, ``.../file_batches`` and ``.../web_pages``: a store's files,
+added in the background (a web page is fetched first, then added as a file batch's file).
 
 Adding a file starts an :class:`~knowledge.service.jobs.IngestJob` (job rows in the catalog, ingested
 by any process's worker) and answers at once, ``in_progress``, with ``openai-poll-after-ms`` (the
@@ -29,6 +29,7 @@ router = APIRouter(prefix="/v1/vector_stores/{vs_id}", tags=["vector store files
 STATUSES = ("in_progress", "completed", "failed", "cancelled")
 BATCH_FIELDS = ("file_ids", "files", "attributes", "chunking_strategy")
 ENTRY_FIELDS = ("file_id", "attributes", "chunking_strategy")
+WEB_FIELDS = ("url", "depth", "max_pages", "attributes", "chunking_strategy")
 
 
 def strategy_of(api: KnowledgeApi, name: str, body: Mapping[str, Any]) -> Any:
@@ -118,6 +119,18 @@ async def create_batch(vs_id: str, request: Request, api: Api) -> JSONResponse:
     return polled(await in_thread(api.batch_object, b))
 
 
+@router.post("/web_pages", summary="Add a web page (and the pages it links to on its site)")
+async def add_web_pages(vs_id: str, request: Request, api: Api) -> JSONResponse:
+    """Fetch ``url`` now (``depth`` 0-3 links away on the same site, at most ``max_pages``) and add
+    the pages as a file batch; the answer is the ``vector_store.files_batch`` with ``web_pages``:
+    each page tried, ``added``/``unchanged``/``failed`` with its ``last_error``."""
+    body = await json_body(request, WEB_FIELDS)
+    name = api.store_name(vs_id)
+    b, pages = await in_thread(api.add_web_pages, name, body.get("url"), body.get("depth"), body.get("max_pages"),
+                               body.get("attributes"), strategy_of(api, name, body))
+    return polled({**await in_thread(api.batch_object, b), "web_pages": pages})
+
+
 @router.get("/file_batches/{batch_id}", summary="A batch")
 def get_batch(vs_id: str, batch_id: str, api: Api) -> JSONResponse:
     return polled(api.batch_object(api.batch(api.store_name(vs_id), batch_id)))
@@ -138,4 +151,4 @@ def batch_files(vs_id: str, batch_id: str, api: Api, limit: int | None = None, a
     return page(files, limit, after, before, order)
 
 
-__all__ = ["BATCH_FIELDS", "ENTRY_FIELDS", "STATUSES", "batch_entries", "router", "strategy_of"]
+__all__ = ["BATCH_FIELDS", "ENTRY_FIELDS", "STATUSES", "WEB_FIELDS", "batch_entries", "router", "strategy_of"]

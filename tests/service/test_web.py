@@ -1,0 +1,218 @@
+"""Web pages by URL (knowledge.service.web): fetched from a real HTTP server on 127.0.0.1 (the
+setting ingest.web_allow_private lets loopback in), ingested with the fake embedder."""
+
+from __future__ import annotations
+
+import ipaddress
+
+import pytest
+from web_helpers import Site, page, site  # noqa: F401 - the fixture
+
+from knowledge.config import load_settings
+from knowledge.embeddings.fake import HashEmbedder
+from knowledge.errors import InvalidArgument
+from knowledge.outcomes import Outcome
+from knowledge.service import web
+from knowledge.service.web import Crawl, Fetcher, WebPageError, check_url, refused_range
+from knowledge.workbench import Workbench
+
+
+def make_wb(tmp_path, **ingest):
+    settings = load_settings(data_dir=tmp_path / "data", ingest={"web_allow_private": True, "max_file_mb": 0.05,
+                                                                  **ingest},
+                             vector_store={"max_chunk_size_tokens": 40, "chunk_overlap_tokens": 8})
+    return Workbench(settings, embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=48))
+
+
+@pytest.fixture
+def wb(tmp_path):
+    w = make_wb(tmp_path)
+    yield w
+    w.close()
+
+
+def chunks_of(wb, store, file_id):
+    return [h.text for h in wb.vector_store(store).chunks(file_id)]
+
+
+def test_page_fetched_and_searchable_with_its_url_as_source(wb, site: Site):
+    site.html("/docs/guide", page("Guide", "The zebra migration crosses the river in July."))
+    url = site.url("/docs/guide")
+    [r] = wb.ingest_web("web", url)
+    assert r.outcome == Outcome.INDEXED and r.name == url, r.message
+    [rec] = wb.store_files("web")
+    assert rec.file_name == url
+    assert wb.file_attributes("web", rec.file_id) == {"source_url": url}
+    hits = wb.search("web", "zebra migration", mode="lexical")
+    assert hits and hits[0].file_name == url and "zebra" in hits[0].text
+    assert hits[0].metadata.get("attr_source_url") == url
+    assert "Guide" in (hits[0].heading or "") or "Guide" in hits[0].text  # read by the HTML reader
+
+
+def test_crawl_depth_one_takes_same_site_links_only_bounded_by_max_pages(wb, site: Site):
+    other = Site()
+    try:
+        site.html("/", page("Home", "Start page about otters.",
+                            ("/a.html", "b.html", "/c.html", other.url("/x"), "http://other.invalid/y",
+                             "/style.css", "/a.html#top")))
+        for name in ("a", "b", "c"):
+            site.html(f"/{name}.html", page(name.upper(), f"Page {name} tells of badgers.", ("/deeper.html",)))
+        site.html("/deeper.html", page("Deeper", "Two links away."))
+        notes: list[str] = []
+        results = wb.ingest_web("web", site.url("/"), depth=1, max_pages=3, notes=notes)
+        assert [r.name for r in results] == [site.url("/"), site.url("/a.html"), site.url("/b.html")]
+        assert all(r.outcome == Outcome.INDEXED for r in results)
+        assert site.asked("/c.html") == 0 and site.asked("/deeper.html") == 0 and site.asked("/style.css") == 0
+        assert other.requests == []  # another host is never fetched
+        assert notes and "on another site" in notes[0] and "over max_pages" in notes[0]
+        # depth 1 without a smaller max_pages: every same-site link, never two links away
+        results = wb.ingest_web("web2", site.url("/"), depth=1)
+        assert sorted(r.name for r in results) == sorted(site.url(p) for p in ("/", "/a.html", "/b.html", "/c.html"))
+        assert site.asked("/deeper.html") == 0
+    finally:
+        other.close()
+
+
+def test_robots_txt_disallow_is_honoured(wb, site: Site):
+    site.pages["/robots.txt"] = (200, {"Content-Type": "text/plain"}, b"User-agent: *\nDisallow: /private/\n")
+    site.html("/", page("Home", "Public page about herons.", ("/private/p.html", "/open.html")))
+    site.html("/private/p.html", page("Secret", "Not for robots."))
+    site.html("/open.html", page("Open", "An open page about cranes."))
+    [r] = wb.ingest_web("web", site.url("/private/p.html"))
+    assert r.outcome == Outcome.FAILED and "robots.txt disallows" in r.message
+    notes: list[str] = []
+    results = wb.ingest_web("web", site.url("/"), depth=1, notes=notes)
+    assert [x.name for x in results] == [site.url("/"), site.url("/open.html")]
+    assert site.asked("/private/p.html") == 0 and site.asked("/robots.txt") == 2  # once per crawl
+    assert "1 disallowed by robots.txt" in notes[0]
+
+
+def test_robots_txt_that_fails_with_5xx_disallows_everything(wb, site: Site):
+    site.pages["/robots.txt"] = (503, {}, b"busy")
+    site.html("/", page("Home", "Text."))
+    [r] = wb.ingest_web("web", site.url("/"))
+    assert r.outcome == Outcome.FAILED and "robots.txt could not be read (HTTP 503)" in r.message
+    assert site.asked("/") == 0
+
+
+def test_redirects_are_followed_and_bounded(wb, site: Site):
+    site.redirect("/old", "/mid")
+    site.redirect("/mid", site.url("/new.html"), 301)
+    site.html("/new.html", page("New", "Moved here: kingfishers."))
+    [r] = wb.ingest_web("web", site.url("/old"))
+    assert r.outcome == Outcome.INDEXED and r.name == site.url("/new.html")  # named by where it is
+    for i in range(8):
+        site.redirect(f"/loop{i}", f"/loop{i + 1}")
+    [r] = wb.ingest_web("web", site.url("/loop0"))
+    assert r.outcome == Outcome.FAILED and "too many redirects" in r.message
+    assert site.asked("/loop6") == 0  # 1 request + 5 redirects, no more
+
+
+def test_a_redirect_to_a_refused_address_is_checked_again(tmp_path, site: Site, monkeypatch):
+    monkeypatch.setattr(web, "refused_range", lambda ip: "private" if str(ip) == "127.0.0.2" else None)
+    w = make_wb(tmp_path, web_allow_private=False)
+    try:
+        site.redirect("/go", f"http://127.0.0.2:{site.port}/inside")
+        [r] = w.ingest_web("web", site.url("/go"))
+        assert r.outcome == Outcome.FAILED and "refused: 127.0.0.2 is a private address" in r.message
+    finally:
+        w.close()
+
+
+def test_a_too_large_page_is_refused(wb, site: Site):
+    site.html("/big.html", page("Big", "word " * 20_000))  # 100 KB > ingest.max_file_mb 0.05
+    [r] = wb.ingest_web("web", site.url("/big.html"))
+    assert r.outcome == Outcome.FAILED and "too large" in r.message and "ingest.max_file_mb" in r.message
+    assert wb.store_files("web") == [] if wb.store_exists("web") else True
+
+
+def test_a_missing_page_and_an_unreachable_host_say_so(wb, site: Site):
+    [r] = wb.ingest_web("web", site.url("/nope.html"))
+    assert r.outcome == Outcome.FAILED and "not found (HTTP 404)" in r.message
+    site.pages["/boom"] = (500, {}, b"")
+    [r] = wb.ingest_web("web", site.url("/boom"))
+    assert "HTTP 500 Internal Server Error" in r.message
+    closed = Site()
+    closed.close()  # nothing listens there now
+    [r] = wb.ingest_web("web", closed.url("/"))
+    assert r.outcome == Outcome.FAILED and "unreachable" in r.message
+
+
+def test_media_is_not_a_document(wb, site: Site):
+    site.pages["/clip.mp4"] = (200, {"Content-Type": "video/mp4"}, b"\x00\x00\x00\x18ftypmp42")
+    [r] = wb.ingest_web("web", site.url("/clip.mp4"))
+    assert r.outcome == Outcome.FAILED and "not a document" in r.message
+
+
+def test_loopback_is_refused_by_default_without_a_connection(tmp_path, site: Site):
+    settings = load_settings(data_dir=tmp_path / "data")
+    assert settings.ingest.web_allow_private is False
+    w = Workbench(settings, embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=48))
+    try:
+        site.html("/", page("Home", "Loopback."))
+        for url in (site.url("/"), f"http://localhost:{site.port}/", f"http://[::1]:{site.port}/"):
+            [r] = w.ingest_web("web", url)
+            assert r.outcome == Outcome.FAILED and "refused" in r.message and "loopback" in r.message, r.message
+        assert site.requests == []  # not even robots.txt
+    finally:
+        w.close()
+
+
+def test_every_resolved_address_is_checked(settings):
+    fetcher = Fetcher(settings, resolve=lambda host, port: ["93.184.215.14", "10.0.0.7"])
+    try:
+        with pytest.raises(WebPageError, match=r"at 10\.0\.0\.7, a private address"):
+            fetcher.address("https://two-faced.example/")
+    finally:
+        fetcher.close()
+    ok = Fetcher(settings, resolve=lambda host, port: ["93.184.215.14"])
+    assert ok.address("https://public.example/") == "93.184.215.14"
+    ok.close()
+    for ip, kind in (("127.0.0.1", "loopback"), ("10.1.2.3", "private"), ("192.168.0.1", "private"),
+                     ("169.254.169.254", "link-local"), ("::1", "loopback"), ("fe80::1", "link-local"),
+                     ("fc00::1", "private"), ("::ffff:127.0.0.1", "loopback"), ("100.64.0.1", "reserved"),
+                     ("0.0.0.0", "private"), ("224.0.0.1", "multicast"), ("8.8.8.8", None)):
+        assert refused_range(ipaddress.ip_address(ip)) == kind, ip
+
+
+def test_only_http_urls(settings):
+    for bad in ("ftp://example.org/x", "file:///etc/passwd", "javascript:alert(1)", "example.org",
+                "http://user:pw@example.org/", "http:///nohost", "", "https://x.org/" + "a" * 600):
+        with pytest.raises(InvalidArgument):
+            check_url(bad)
+    assert check_url(" HTTPS://Example.ORG/a?b=1#frag ") == "https://example.org/a?b=1"
+    with pytest.raises(InvalidArgument, match="depth"):
+        Crawl(settings, "https://example.org/", depth=9)
+
+
+def test_a_changed_page_replaces_its_chunks_an_unchanged_one_is_a_no_op(wb, site: Site):
+    site.html("/news.html", page("News", "Version one mentions walruses."))
+    url = site.url("/news.html")
+    [first] = wb.ingest_web("web", url)
+    assert first.outcome == Outcome.INDEXED
+    [same] = wb.ingest_web("web", url)
+    assert same.outcome == Outcome.UNCHANGED and same.file_id == first.file_id
+    site.html("/news.html", page("News", "Version two mentions narwhals instead."))
+    [second] = wb.ingest_web("web", url)
+    assert second.outcome == Outcome.INDEXED and second.replaced_file_id == first.file_id
+    [rec] = wb.store_files("web")
+    assert rec.file_id == second.file_id and rec.file_name == url
+    text = " ".join(chunks_of(wb, "web", second.file_id))
+    assert "narwhals" in text and "walruses" not in text
+    assert chunks_of(wb, "web", first.file_id) == []  # no stale chunks
+    assert not wb.search("web", "walruses", mode="lexical")
+
+
+def test_a_linked_document_reads_by_its_bytes(wb, site: Site):
+    from io import BytesIO
+
+    from docx import Document as Docx
+    doc = Docx()
+    doc.add_paragraph("The report on puffins.")
+    buf = BytesIO()
+    doc.save(buf)
+    site.pages["/files/report"] = (200, {"Content-Type": "application/octet-stream"}, buf.getvalue())
+    site.html("/", page("Home", "Reports.", ("/files/report",)))
+    results = wb.ingest_web("web", site.url("/"), depth=1)
+    assert [r.outcome for r in results] == [Outcome.INDEXED, Outcome.INDEXED], [r.message for r in results]
+    assert any("puffins" in h.text for h in wb.search("web", "puffins", mode="lexical"))
