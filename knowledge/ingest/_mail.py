@@ -83,7 +83,7 @@ def read_mbox(data: bytes, read_part: ReadPart) -> Document:
             fh.write(data)
         box = mailbox.mbox(path, factory=None, create=False)
         try:
-            messages = [_parse(box.get_bytes(key)) for key in box]
+            messages = [_parse(box.get_bytes(key)) for key in box.iterkeys()]
         finally:
             box.close()
     except (OSError, mailbox.Error) as exc:
