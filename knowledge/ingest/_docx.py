@@ -713,13 +713,23 @@ class _Reader:
         """Count what a drawing or object holds that is not text: OLE objects, charts, diagrams."""
         for el in element.iter():
             tag = el.tag if isinstance(el.tag, str) else ""
-            if tag.endswith("}OLEObject") and self.read_part is None:
+            if tag.endswith("}OLEObject") and not self._embedding_read(el.get(R + "id")):
                 prog = el.get("ProgID")
                 self.skipped[f"embedded object ({prog})" if prog else "embedded object"] += 1
             elif tag.endswith("}graphicData"):
                 m = _DRAWING_URI.search(el.get("uri", ""))
                 if m:
                     self.skipped["SmartArt diagram" if m.group(1) == "diagram" else "chart"] += 1
+
+    def _embedding_read(self, rid: str | None) -> bool:
+        """Whether the OLE object ``rid`` points at is one of the embedded files read at the end."""
+        if self.read_part is None or not rid:
+            return False
+        try:
+            target = self.part.related_parts[rid]
+        except KeyError:
+            return False
+        return str(target.partname).lstrip("/").startswith("word/embeddings/")
 
     def _table_lines(self, tbl: etree._Element) -> list[str]:
         lines = []
