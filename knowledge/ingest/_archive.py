@@ -58,7 +58,8 @@ def read_zip(data: bytes, read_part: ReadPart) -> Document:
     path.
 
     Raises:
-        UnsupportedFile: not a readable ZIP (damaged central directory), with the reason.
+        UnsupportedFile: not a readable ZIP (damaged central directory), or an Office package
+            (``[Content_Types].xml``) that detection did not take for a Word/Excel/PowerPoint file.
         EmptyDocument: no member has text; the message lists each member's reason.
     """
     try:
@@ -66,6 +67,10 @@ def read_zip(data: bytes, read_part: ReadPart) -> Document:
         infos = zf.infolist()
     except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
         raise UnsupportedFile(f"damaged: not a readable ZIP archive ({one_line(str(exc))})") from exc
+    if any(i.filename == "[Content_Types].xml" for i in infos):  # an OPC package, not a folder of files
+        zf.close()
+        raise UnsupportedFile("damaged: an Office document package ([Content_Types].xml) without a Word,"
+                              " Excel or PowerPoint main part")
     builder = Builder()
     refused: list[str] = []
     litter = read = 0

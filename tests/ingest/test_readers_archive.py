@@ -100,6 +100,11 @@ def test_archive_where_nothing_reads_is_empty_with_the_reasons():
         read_document(make_zip({"../x.txt": b"text"}), "a.zip")
 
 
+def test_office_package_without_its_main_part_is_damaged_not_an_archive():
+    with pytest.raises(UnsupportedFile, match="damaged: an Office document package"):
+        read_document(make_zip({"[Content_Types].xml": b"<Types/>", "word/other.xml": b"<x/>"}), "a.docx")
+
+
 def test_damaged_zip_is_refused_with_a_reason():
     data = make_zip({"a.txt": b"hello there " * 100})
     with pytest.raises((UnsupportedFile, EmptyDocument)):
