@@ -102,7 +102,7 @@ def test_archive_where_nothing_reads_is_empty_with_the_reasons():
 
 def test_office_package_without_its_main_part_is_damaged_not_an_archive():
     with pytest.raises(UnsupportedFile, match="damaged: an Office document package"):
-        read_document(make_zip({"[Content_Types].xml": b"<Types/>", "word/other.xml": b"<x/>"}), "a.docx")
+        read_document(make_zip({"[Content_Types].xml": b"<Types/>", "_rels/.rels": b"<Relationships/>"}), "a.docx")
 
 
 def test_damaged_zip_is_refused_with_a_reason():
