@@ -1,8 +1,164 @@
-"""ZIP archives. Placeholder until its reader lands (issue 27)."""
-from knowledge.errors import UnsupportedFile
-from knowledge.ingest._compose import ReadPart
+"""ZIP archives: each member read by its own format, as if the files had been dropped one by one.
+
+Python's ``zipfile`` lists and inflates the members; each is read through ``read_part`` (nested
+archives too, as deep as :data:`~knowledge.ingest._compose.MAX_DEPTH`) and appended under its path
+in the archive, so a hit in ``docs/a.pdf`` says ``docs/a.pdf > <its heading>``, page 3; a line
+``File: docs/a.pdf`` names it in the text. Skipped silently apart from one count: directories and
+operating-system litter (``__MACOSX/``, ``.DS_Store``, ``Thumbs.db``, hidden ``.`` files).
+Refused, each with its reason in the warnings while the rest goes on: path traversal names
+(``../``, absolute paths, drive letters), encrypted members, members whose compression ratio or
+size make them a zip bomb (:data:`MAX_RATIO`, :data:`MAX_MEMBER_BYTES`, :data:`MAX_TOTAL_BYTES`;
+sizes are counted while inflating, never taken from the headers alone), unknown compression
+methods and damaged members (CRC). An archive where no member reads is an ``EmptyDocument`` listing
+the reasons.
+"""
+
+from __future__ import annotations
+
+import io
+import posixpath
+import re
+import zipfile
+import zlib
+
+from knowledge.errors import EmptyDocument, KnowledgeError, UnsupportedFile
+from knowledge.ingest._compose import ReadPart, add_document
+from knowledge.ingest._text import Builder, one_line
 from knowledge.ingest.document import Document
+
+#: A member that inflates to more than this many times its compressed size is a zip bomb and is
+#: refused -- once it is past :data:`RATIO_FLOOR` (small, very regular files such as an empty
+#: spreadsheet's XML compress far better than 100:1 and are harmless).
+MAX_RATIO = 100
+
+#: Bytes a member may inflate to before :data:`MAX_RATIO` applies to it (1 MB).
+RATIO_FLOOR = 1024 * 1024
+
+#: Bytes one member may inflate to at most (256 MiB), whatever its ratio.
+MAX_MEMBER_BYTES = 256 * 1024 * 1024
+
+#: Bytes all members of one archive may inflate to together (1 GiB); members past it are refused.
+MAX_TOTAL_BYTES = 1024 * 1024 * 1024
+
+#: Members read from one archive at most; the rest are named in one warning.
+MAX_MEMBERS = 10_000
+
+_CHUNK = 1024 * 1024
+_LITTER_DIRS = ("__MACOSX/",)
+_LITTER_FILES = {".ds_store", "thumbs.db", "desktop.ini", "ehthumbs.db", ".localized"}
+_DRIVE = re.compile(r"^[A-Za-z]:")
+
+
+class _Refused(Exception):
+    """A member not read, with the reason."""
 
 
 def read_zip(data: bytes, read_part: ReadPart) -> Document:
-    raise UnsupportedFile("unsupported: a ZIP archive; unpack it and add its files")
+    """Read every member of a ZIP archive through ``read_part``; headings start with the member's
+    path.
+
+    Raises:
+        UnsupportedFile: not a readable ZIP (damaged central directory), or an Office package
+            (``[Content_Types].xml``) that detection did not take for a Word/Excel/PowerPoint file.
+        EmptyDocument: no member has text; the message lists each member's reason.
+    """
+    try:
+        zf = zipfile.ZipFile(io.BytesIO(data))
+        infos = zf.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+        raise UnsupportedFile(f"damaged: not a readable ZIP archive ({one_line(str(exc))})") from exc
+    if any(i.filename == "[Content_Types].xml" for i in infos):  # an OPC package, not a folder of files
+        zf.close()
+        raise UnsupportedFile("damaged: an Office document package ([Content_Types].xml) without a Word,"
+                              " Excel or PowerPoint main part")
+    builder = Builder()
+    refused: list[str] = []
+    litter = read = 0
+    total = 0
+    with zf:
+        members = [i for i in infos if not i.is_dir()]
+        if len(members) > MAX_MEMBERS:
+            refused.append(f"{len(members) - MAX_MEMBERS} members past the first {MAX_MEMBERS:,}: not read")
+            members = members[:MAX_MEMBERS]
+        for info in members:
+            name = info.filename.replace("\\", "/")
+            if _is_litter(name):
+                litter += 1
+                continue
+            try:
+                _check_name(name)
+                if info.flag_bits & 0x1:
+                    raise _Refused("encrypted (needs a password); unpack it and add the file itself")
+                if total >= MAX_TOTAL_BYTES:
+                    raise _Refused(f"the archive's members inflate to more than {MAX_TOTAL_BYTES:,} bytes "
+                                   "together (a zip bomb?)")
+                body = _inflate(zf, info, MAX_TOTAL_BYTES - total)
+            except _Refused as exc:
+                refused.append(f"{name}: not read: {exc}")
+                continue
+            total += len(body)
+            if not body.strip():
+                refused.append(f"{name}: not read: the file is empty")
+                continue
+            try:
+                doc = read_part(body, posixpath.basename(name))
+            except KnowledgeError as exc:
+                refused.append(f"{name}: not read: {exc}")
+                continue
+            builder.add(f"File: {name}", heading=name)
+            add_document(builder, doc, name)
+            read += 1
+    warnings = list(refused)
+    if litter:
+        warnings.append(f"{litter} system file{'' if litter == 1 else 's'} skipped (__MACOSX, .DS_Store, hidden files)")
+    if not read:
+        why = "; ".join(refused) if refused else "it has no files"
+        raise EmptyDocument(f"no text: nothing in the archive could be read ({why})")
+    return builder.build("zip", empty="no text: no file in the archive has text", warnings=warnings)
+
+
+def _is_litter(name: str) -> bool:
+    base = posixpath.basename(name.rstrip("/"))
+    return (name.startswith(_LITTER_DIRS) or "/__MACOSX/" in name or base.lower() in _LITTER_FILES
+            or base.startswith("."))
+
+
+def _check_name(name: str) -> None:
+    """Refuse names that would land outside a folder the archive was unpacked into."""
+    if name.startswith("/") or _DRIVE.match(name):
+        raise _Refused("an absolute path (path traversal)")
+    if ".." in name.split("/"):
+        raise _Refused("a path leaving the archive's folder ('..', path traversal)")
+    if "\x00" in name:
+        raise _Refused("a NUL character in the name")
+
+
+def _inflate(zf: zipfile.ZipFile, info: zipfile.ZipInfo, room: int) -> bytes:
+    """The member's bytes, counted while inflating against the bounds (never trusting the header)."""
+    declared_ratio = info.file_size / max(info.compress_size, 1)
+    if info.file_size > MAX_MEMBER_BYTES:
+        raise _Refused(f"it inflates to {info.file_size:,} bytes, over the limit of {MAX_MEMBER_BYTES:,}")
+    if info.file_size > RATIO_FLOOR and declared_ratio > MAX_RATIO:
+        raise _Refused(f"compressed {declared_ratio:,.0f}:1, over the limit of {MAX_RATIO}:1 (a zip bomb?)")
+    limit = min(MAX_MEMBER_BYTES, room)
+    out = bytearray()
+    try:
+        with zf.open(info) as fh:
+            while True:
+                chunk = fh.read(_CHUNK)
+                if not chunk:
+                    break
+                out += chunk
+                if len(out) > limit:
+                    raise _Refused(f"it inflates to more than {limit:,} bytes (a zip bomb?)")
+                if len(out) > RATIO_FLOOR and len(out) / max(info.compress_size, 1) > MAX_RATIO:
+                    raise _Refused(f"it inflates more than {MAX_RATIO}:1 (a zip bomb?)")
+    except _Refused:
+        raise
+    except NotImplementedError as exc:
+        raise _Refused(f"unsupported compression ({one_line(str(exc))})") from exc
+    except RuntimeError as exc:  # zipfile: "File ... is encrypted, password required"
+        raise _Refused(f"encrypted or unreadable ({one_line(str(exc))})") from exc
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError) as exc:
+        raise _Refused(f"damaged ({one_line(str(exc))})") from exc
+    return bytes(out)

@@ -22,7 +22,9 @@ from knowledge.ingest.document import Document
 ReadPart = Callable[[bytes, str], Document]
 
 #: How deep parts may nest (a zip in a mail in a zip ...): the container read directly is depth 0.
-MAX_DEPTH = 4
+#: Six: Tika's recursive-embedding test document nests a text file five deep (docx > OLE package
+#: zip > zip > zip > zip > txt). Size bounds per archive (``_archive``) keep each level small.
+MAX_DEPTH = 6
 
 #: Separator of a provenance path: the same as a heading path's.
 SEP = " > "

@@ -24,6 +24,8 @@ from collections import Counter
 from lxml import etree
 
 from knowledge.errors import EmptyDocument, FileTooLarge, KnowledgeError, UnsupportedFile
+from knowledge.ingest._compose import ReadPart, add_part
+from knowledge.ingest._embedded import ooxml_embeddings
 from knowledge.ingest._html import read_html
 from knowledge.ingest._text import Builder, decode, one_line
 from knowledge.ingest.document import Document
@@ -41,8 +43,12 @@ MAX_UNPACKED_BYTES = 512 * 1024 * 1024
 _SAFE_PARSER = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=False)
 
 
-def read_docx(data: bytes, *, _depth: int = 0) -> Document:
+def read_docx(data: bytes, read_part: ReadPart | None = None, *, _depth: int = 0) -> Document:
     """Read a DOCX (also .docm, .dotx, .dotm, and Strict Open XML); sections carry the heading path.
+
+    With ``read_part``, the files embedded in the document (``word/embeddings/``: OLE packages,
+    PDFs, Office files, see :mod:`knowledge.ingest._embedded`) are read by their own format and
+    appended after the body under their file names; without it they are named in the warnings.
 
     Raises:
         UnsupportedFile: a damaged ZIP or a package without a Word main document, with the reason.
@@ -57,7 +63,10 @@ def read_docx(data: bytes, *, _depth: int = 0) -> Document:
         part = Package.open(io.BytesIO(data)).main_document_part
         if "wordprocessingml" not in part.content_type and "ms-word" not in part.content_type:
             raise UnsupportedFile(f"unsupported: not a Word document (main part is {part.content_type})")
-        reader = _Reader(part, depth=_depth)
+        reader = _Reader(part, depth=_depth, read_part=read_part)
+        if read_part is not None:
+            with zipfile.ZipFile(io.BytesIO(data)) as zf:
+                reader.embedded = ooxml_embeddings(zf, "word/", reader.warnings)
         return reader.read()
     except KnowledgeError:
         raise
@@ -369,9 +378,11 @@ _DRAWING_URI = re.compile(r"/(chart|diagram|chartex)$")
 
 
 class _Reader:
-    def __init__(self, part, *, depth: int = 0) -> None:
+    def __init__(self, part, *, depth: int = 0, read_part: ReadPart | None = None) -> None:
         self.part = part
         self.depth = depth
+        self.read_part = read_part
+        self.embedded: list[tuple[str, bytes]] = []
         self.warnings: list[str] = []
         self.skipped: Counter[str] = Counter()
         self.notes: dict[str, dict[str, etree._Element]] = {kind: self._notes(kind + "s") for kind in _NOTE_KINDS}
@@ -408,6 +419,10 @@ class _Reader:
         for cid in self.comments:
             if ("comment", cid) not in self.cited:
                 self._add_note("comment", cid, None)
+        if self.read_part is not None:
+            for name, blob in self.embedded:  # embedded files, each read by its own format
+                self.builder.add(f"Embedded file: {name}", heading=name)
+                add_part(self.builder, self.read_part, blob, name, name)
         for text in footers:
             self.builder.add(text)
         title = self._core_title() or self.title
@@ -498,7 +513,7 @@ class _Reader:
             elif ctype.startswith("text/plain"):
                 self.builder.add(decode(blob), heading=self._heading())
             elif "wordprocessingml" in ctype and self.depth < 3:
-                self._add_document(read_docx(blob, _depth=self.depth + 1))
+                self._add_document(read_docx(blob, self.read_part, _depth=self.depth + 1))
             else:
                 self.skipped[f"embedded part of type {ctype or 'unknown'}"] += 1
         except EmptyDocument:
@@ -698,13 +713,23 @@ class _Reader:
         """Count what a drawing or object holds that is not text: OLE objects, charts, diagrams."""
         for el in element.iter():
             tag = el.tag if isinstance(el.tag, str) else ""
-            if tag.endswith("}OLEObject"):
+            if tag.endswith("}OLEObject") and not self._embedding_read(el.get(R + "id")):
                 prog = el.get("ProgID")
                 self.skipped[f"embedded object ({prog})" if prog else "embedded object"] += 1
             elif tag.endswith("}graphicData"):
                 m = _DRAWING_URI.search(el.get("uri", ""))
                 if m:
                     self.skipped["SmartArt diagram" if m.group(1) == "diagram" else "chart"] += 1
+
+    def _embedding_read(self, rid: str | None) -> bool:
+        """Whether the OLE object ``rid`` points at is one of the embedded files read at the end."""
+        if self.read_part is None or not rid:
+            return False
+        try:
+            target = self.part.related_parts[rid]
+        except KeyError:
+            return False
+        return str(target.partname).lstrip("/").startswith("word/embeddings/")
 
     def _table_lines(self, tbl: etree._Element) -> list[str]:
         lines = []

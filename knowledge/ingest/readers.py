@@ -117,7 +117,7 @@ def _read(data: bytes, name: str | None, *, password: str | None, ocr: Literal["
 
         return read_image(data, on_page=on_page)
     if fmt == "docx":
-        return read_docx(data)
+        return read_docx(data, read_part)
     if fmt == "pptx":
         return read_pptx(data, read_part)
     if fmt == "xlsx":
