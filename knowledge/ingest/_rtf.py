@@ -442,9 +442,7 @@ class _Reader:
             st.uc = max(value or 0, 0)
         elif name == "u" and value is not None:
             self.unicode(value)
-        elif name == "v":
-            st.hidden = value != 0
-        elif name == "deleted":
+        elif name in ("v", "deleted"):
             st.hidden = value != 0
         elif name == "pard":
             st.in_table, st.outline, st.style = False, None, 0
