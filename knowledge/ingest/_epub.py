@@ -239,6 +239,7 @@ def _append(builder: Builder, doc: Document, label: str | None, page: int) -> No
         if not block.strip():
             continue
         heading = s.heading
+        path: str | None
         if label and heading and (heading == label or heading.startswith(label + " > ")):
             path = heading
         else:
