@@ -27,7 +27,8 @@ def section_at(doc, needle: str):
 
 
 def test_rtf_body_title_and_destinations_left_out():
-    doc = read(r"\pard Hello \b bold\b0  world.\par {\*\generator Writer 1.0;}{\pict\pngblip 89504e47}Second\tab line\line third\par")
+    doc = read(r"\pard Hello \b bold\b0  world.\par {\*\generator Writer 1.0;}{\pict\pngblip 89504e47}"
+               r"Second\tab line\line third\par")
     assert doc.format == "rtf" and doc.title == "Quarterly notes"
     assert "Hello bold world." in doc.text
     assert "Second\tline\nthird" in doc.text
