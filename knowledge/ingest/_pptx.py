@@ -24,7 +24,7 @@ from collections.abc import Iterator
 
 from lxml import etree
 
-from knowledge.errors import FileTooLarge, KnowledgeError, UnsupportedFile
+from knowledge.errors import EmptyDocument, FileTooLarge, KnowledgeError, UnsupportedFile
 from knowledge.ingest._compose import ReadPart, add_part, join_path
 from knowledge.ingest._text import Builder, clean, one_line
 from knowledge.ingest.document import Document
@@ -59,7 +59,8 @@ def read_pptx(data: bytes, read_part: ReadPart) -> Document:
     Raises:
         UnsupportedFile: a damaged ZIP (``"damaged: ..."``) or a package without a presentation.
         FileTooLarge: the package unpacks to more than :data:`MAX_UNPACKED_BYTES`.
-        EmptyDocument: no text on any slide, note, comment or master.
+        EmptyDocument: no text on any slide, in its notes, comments or embedded objects (the text of
+            the masters alone, such as a template's date, does not make a document).
     """
     _check_zip(data)
     try:
@@ -207,11 +208,13 @@ class _Deck:
     def read(self) -> Document:
         for number, slide in enumerate(self.prs.slides, start=1):
             self._slide(number, slide)
+        empty = "no text: this PowerPoint presentation has no text (pictures only, or empty slides?)"
+        if self.builder.empty:  # a template's date or footer alone is not a document
+            raise EmptyDocument(empty)
         self._masters()
         for what, n in sorted(self.skipped.items()):
             self.warnings.append(f"{n} {what}{'' if n == 1 else 's'} not read")
         title = self._core_title() or self.title
-        empty = "no text: this PowerPoint presentation has no text (pictures only, or empty slides?)"
         return self.builder.build("pptx", empty=empty, title=title, warnings=self.warnings)
 
     def _core_title(self) -> str | None:
