@@ -35,6 +35,7 @@ C = "{http://schemas.openxmlformats.org/drawingml/2006/chart}"
 DGM = "{http://schemas.openxmlformats.org/drawingml/2006/diagram}"
 R = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}"
 MC = "{http://schemas.openxmlformats.org/markup-compatibility/2006}"
+M = "{http://schemas.openxmlformats.org/officeDocument/2006/math}"
 _RT = "http://schemas.openxmlformats.org/officeDocument/2006/relationships/"
 #: Modern (threaded) comments and their authors, PowerPoint 365 ([MS-PPTX] §2.1.4).
 _RT_MODERN_COMMENTS = "http://schemas.microsoft.com/office/2018/10/relationships/comments"
@@ -163,6 +164,9 @@ def _paragraph(p: etree._Element) -> str:
                 out.append(t.text or "" if t is not None else "")
         elif tag == A + "br":
             out.append("\n")
+        elif tag == MC + "AlternateContent":  # an equation (a14:m, its OMML m:t) or its fallback runs
+            for branch in _choice(child):
+                out.extend(t.text or "" for t in branch.iter(A + "t", M + "t"))
     return "".join(out)
 
 
@@ -262,8 +266,10 @@ class _Deck:
             notes = slide.notes_slide
             heading = join_path(title, "Notes")
             tree = notes._element.find(f"{P}cSld/{P}spTree")
-            for b in self._shapes(tree, notes.part, number, master=False, notes=True):
+            note_blocks = list(self._shapes(tree, notes.part, number, master=False, notes=True))
+            for b in note_blocks:
                 self._emit(b, page=number, heading=heading)
+            self._embedded(note_blocks, number, heading)
         self._comments(part, number, title)
 
     def _emit(self, b: _Block, *, page: int | None, heading: str | None) -> None:
@@ -385,8 +391,12 @@ class _Deck:
                 yield _Block("", "embedded", payload=_unpack_ole(
                     blob, ole.get("name") or "", posixpath.basename(str(target.partname))))
                 break  # the mc:Fallback copy names the same object
-        elif "chartex" in uri or uri.endswith("/chartex"):
-            self.skipped["chart of a newer kind (chartex)"] = self.skipped.get("chart of a newer kind (chartex)", 0) + 1
+        elif uri.endswith("/chartex"):
+            chart = next((c for c in data if _local(c.tag) == "chart"), None)
+            target = _target(part, chart.get(R + "id") if chart is not None else None)
+            text = _chartex_text(_xml(target)) if target is not None else ""
+            if text.strip():
+                yield _Block(text, "chart")
 
     def _table(self, tbl: etree._Element) -> Iterator[_Block]:
         rows = []
@@ -457,6 +467,30 @@ def _chart_text(root: etree._Element | None) -> str:
         if cat is not None and not categories:
             categories = [one_line(v.text or "") for v in cat.iter(C + "v") if (v.text or "").strip()]
     lines.extend("\t".join(row) for row in (names, categories) if row)
+    return "\n".join(lines)
+
+
+def _chartex_text(root: etree._Element | None) -> str:
+    """An Office 2016 chart's (``cx:``, waterfall, treemap, ...) titles, series names and category
+    labels, as :func:`_chart_text` reads a classic chart's."""
+    if root is None:
+        return ""
+    lines: list[str] = []
+    for el in root.iter():
+        name = _local(el.tag)
+        if name == "title":
+            text = one_line(" ".join(_paragraph(p) for p in el.iter(A + "p")))
+            if text:
+                lines.append(text)
+        elif name == "series":
+            tx = next((c for c in el if _local(c.tag) == "tx"), None)
+            text = one_line(" ".join(v.text or "" for v in tx.iter() if _local(v.tag) == "v")) if tx is not None else ""
+            if text:
+                lines.append(text)
+        elif name == "strDim" and el.get("type") == "cat":
+            labels = [one_line(pt.text or "") for pt in el.iter() if _local(pt.tag) == "pt" and (pt.text or "").strip()]
+            if labels:
+                lines.append("\t".join(labels))
     return "\n".join(lines)
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import docx
 import pytest
+from lxml import etree
 from office_expectations import load, normalise
 from msoffcrypto.format.ooxml import OOXMLFile
 from pptx import Presentation
@@ -312,3 +313,49 @@ def test_office_corpus_decks(corpus: Path):
     present = [e for e in rows if e.kind != "absent"]
     assert not [f for f in failed if f[1] == "absent"]
     assert len(present) - len(failed) >= 0.95 * len(present), failed
+
+
+def add_frame(slide, graphic_data: str) -> None:
+    """Append a ``p:graphicFrame`` holding ``graphic_data`` to ``slide``'s shape tree."""
+    frame = etree.fromstring(
+        f'<p:graphicFrame xmlns:p="{P_NS}" xmlns:a="{A_NS}"><p:nvGraphicFramePr><p:cNvPr id="90" name="F"/>'
+        '<p:cNvGraphicFramePr/><p:nvPr/></p:nvGraphicFramePr><p:xfrm><a:off x="0" y="0"/><a:ext cx="1" cy="1"/>'
+        f'</p:xfrm><a:graphic>{graphic_data}</a:graphic></p:graphicFrame>')
+    slide.shapes._spTree.append(frame)
+
+
+def test_smartart_text_comes_from_the_diagram_data_once():
+    prs = Presentation()
+    slide = titled(prs, "Process")
+    dgm = "http://schemas.openxmlformats.org/drawingml/2006/diagram"
+    part = Part(PackURI("/ppt/diagrams/data1.xml"),
+                "application/vnd.openxmlformats-officedocument.drawingml.diagramData+xml", slide.part.package,
+                (f'<dgm:dataModel xmlns:dgm="{dgm}" xmlns:a="{A_NS}"><dgm:ptLst>'
+                 '<dgm:pt modelId="0" type="doc"><dgm:t><a:bodyPr/><a:p><a:r><a:t>Plan the route</a:t></a:r></a:p>'
+                 '</dgm:t></dgm:pt><dgm:pt modelId="1"><dgm:t><a:bodyPr/><a:p><a:r><a:t>Book the ferry</a:t></a:r>'
+                 '</a:p></dgm:t></dgm:pt><dgm:pt modelId="2" type="parTrans"><dgm:t><a:p><a:r><a:t>connector</a:t>'
+                 '</a:r></a:p></dgm:t></dgm:pt></dgm:ptLst></dgm:dataModel>').encode())
+    rid = slide.part.relate_to(part, RT + "diagramData")
+    r_ns = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
+    add_frame(slide, f'<a:graphicData uri="{dgm}"><dgm:relIds xmlns:dgm="{dgm}" xmlns:r="{r_ns}" r:dm="{rid}"'
+                     ' r:lo="" r:qs="" r:cs=""/></a:graphicData>')
+    doc = read_document(deck_bytes(prs), "s.pptx")
+    assert where(doc, "Plan the route\nBook the ferry") == [(1, "Process")]
+    assert "connector" not in doc.text
+
+
+def test_an_equation_in_a_text_box_is_read_from_its_math():
+    prs = Presentation()
+    slide = prs.slides.add_slide(prs.slide_layouts[BLANK])
+    box = slide.shapes.add_textbox(X, Y, W, H)
+    box.text_frame.text = "Energy: "
+    math = etree.fromstring(
+        '<mc:AlternateContent xmlns:mc="http://schemas.openxmlformats.org/markup-compatibility/2006"'
+        ' xmlns:a14="http://schemas.microsoft.com/office/drawing/2010/main"'
+        f' xmlns:a="{A_NS}" xmlns:m="http://schemas.openxmlformats.org/officeDocument/2006/math">'
+        '<mc:Choice Requires="a14"><a14:m><m:oMathPara><m:oMath><m:r><m:t>E=mc²</m:t></m:r></m:oMath>'
+        '</m:oMathPara></a14:m></mc:Choice><mc:Fallback><a:r><a:t>picture of E</a:t></a:r></mc:Fallback>'
+        '</mc:AlternateContent>')
+    box.text_frame.paragraphs[0]._p.append(math)
+    doc = read_document(deck_bytes(prs), "eq.pptx")
+    assert "Energy: E=mc²" in doc.text and "picture of E" not in doc.text
