@@ -11,8 +11,8 @@ from pathlib import Path
 import docx
 import pytest
 from lxml import etree
-from office_expectations import load, normalise
 from msoffcrypto.format.ooxml import OOXMLFile
+from office_expectations import load, normalise
 from pptx import Presentation
 from pptx.chart.data import CategoryChartData
 from pptx.enum.chart import XL_CHART_TYPE
