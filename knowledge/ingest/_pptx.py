@@ -65,9 +65,15 @@ def read_pptx(data: bytes, read_part: ReadPart) -> Document:
     """
     _check_zip(data)
     try:
-        from pptx import Presentation  # noqa: PLC0415 - heavy, PowerPoint files only
+        from pptx.package import Package  # noqa: PLC0415 - heavy, PowerPoint files only
+        from pptx.parts.presentation import PresentationPart  # noqa: PLC0415 - the same
 
-        prs = Presentation(io.BytesIO(data))
+        # Not pptx.Presentation(): it refuses slide shows (.ppsx) and templates (.potx), whose main
+        # part python-pptx reads all the same.
+        main = Package.open(io.BytesIO(data)).main_document_part
+        if not isinstance(main, PresentationPart):
+            raise UnsupportedFile(f"damaged: not a PowerPoint presentation (its main part is {main.content_type})")
+        prs = main.presentation
     except KnowledgeError:
         raise
     except Exception as exc:  # KeyError, XMLSyntaxError, PackageNotFoundError, ValueError ...
@@ -266,7 +272,7 @@ class _Deck:
             notes = slide.notes_slide
             heading = join_path(title, "Notes")
             tree = notes._element.find(f"{P}cSld/{P}spTree")
-            note_blocks = list(self._shapes(tree, notes.part, number, master=False, notes=True))
+            note_blocks = list(self._shapes(tree, notes.part, number, master=False))
             for b in note_blocks:
                 self._emit(b, page=number, heading=heading)
             self._embedded(note_blocks, number, heading)
@@ -329,26 +335,25 @@ class _Deck:
 
     # -- shapes -------------------------------------------------------------------------------------
 
-    def _shapes(self, tree: etree._Element | None, part, number: int | None, *, master: bool,
-                notes: bool = False) -> Iterator[_Block]:
+    def _shapes(self, tree: etree._Element | None, part, number: int | None, *,
+                master: bool) -> Iterator[_Block]:
         """The blocks of a shape tree (or group), in document order, groups recursively.
 
         ``master``: a master or layout, whose placeholders are prompts unless they are a header,
-        footer, date or slide number. ``notes``: a notes page, whose slide image is not text.
+        footer, date or slide number.
         """
         if tree is None:
             return
         for child in tree:
-            yield from self._shape(child, part, number, master=master, notes=notes)
+            yield from self._shape(child, part, number, master=master)
 
-    def _shape(self, el: etree._Element, part, number: int | None, *, master: bool,
-               notes: bool) -> Iterator[_Block]:
+    def _shape(self, el: etree._Element, part, number: int | None, *, master: bool) -> Iterator[_Block]:
         tag = el.tag
         if tag == MC + "AlternateContent":
             for inner in _choice(el):
-                yield from self._shape(inner, part, number, master=master, notes=notes)
+                yield from self._shape(inner, part, number, master=master)
         elif tag == P + "grpSp":
-            yield from self._shapes(el, part, number, master=master, notes=notes)
+            yield from self._shapes(el, part, number, master=master)
         elif tag == P + "sp":
             ph = el.find(f"{P}nvSpPr/{P}nvPr/{P}ph")
             ph_type = None if ph is None else ph.get("type", "body")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import io
 import struct
+import zipfile
 from pathlib import Path
 
 import docx
@@ -359,3 +360,24 @@ def test_an_equation_in_a_text_box_is_read_from_its_math():
     box.text_frame.paragraphs[0]._p.append(math)
     doc = read_document(deck_bytes(prs), "eq.pptx")
     assert "Energy: E=mc²" in doc.text and "picture of E" not in doc.text
+
+
+@pytest.mark.parametrize("main", [
+    "application/vnd.openxmlformats-officedocument.presentationml.slideshow.main+xml",  # .ppsx
+    "application/vnd.openxmlformats-officedocument.presentationml.template.main+xml",  # .potx
+    "application/vnd.ms-powerpoint.presentation.macroEnabled.main+xml",  # .pptm
+])
+def test_slide_shows_templates_and_macro_decks_read_like_decks(main: str):
+    prs = Presentation()
+    titled(prs, "Show", "Runs full screen")
+    src = zipfile.ZipFile(io.BytesIO(deck_bytes(prs)))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as dst:
+        for info in src.infolist():
+            body = src.read(info)
+            if info.filename == "[Content_Types].xml":
+                body = body.replace(b"application/vnd.openxmlformats-officedocument.presentationml.presentation.main+xml",
+                                    main.encode())
+            dst.writestr(info, body)
+    doc = read_document(out.getvalue(), "show.ppsx")
+    assert where(doc, "Runs full screen") == [(1, "Show")]
