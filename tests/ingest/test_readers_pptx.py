@@ -140,6 +140,9 @@ def test_layout_and_master_text_once_for_the_deck_and_never_the_prompts():
     box.text_frame.text = "Draft for review"
     for layout in prs.slide_layouts:  # python-pptx adds no shapes to layouts: copy the text box in
         layout.shapes._spTree.append(copy.deepcopy(box._element))
+        for ph in layout.placeholders:  # and every layout repeats the master's footer
+            if ph.placeholder_format.type == 15:
+                ph.text = "Northwind internal"
     box._element.getparent().remove(box._element)
     agenda = prs.slide_layouts[TITLE_AND_CONTENT].placeholders[1]
     agenda.text = "Type the agenda here"
