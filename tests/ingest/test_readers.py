@@ -462,9 +462,7 @@ def test_legacy_doc_renamed_docx_is_refused_by_content():
 
 @pytest.mark.parametrize(("data", "name", "what"), [
     (ole2("Workbook"), "a.xls", "legacy Excel"),
-    (ole2("EncryptedPackage"), "secret.docx", "password-protected Office document"),
     (zip_with("[Content_Types].xml", "xl/workbook.xml"), "a.docx", r"Excel workbook \(\.xlsx\)"),
-    (zip_with("[Content_Types].xml", "ppt/presentation.xml"), "a.pptx", "PowerPoint"),
     (b"\x89PNG\r\n\x1a\n" + b"\x00" * 64, "scan.pdf", "PNG image"),
     (b"\xff\xd8\xff\xe0" + b"\x00" * 64, None, "JPEG image"),
     (b"GIF89a" + b"\x00" * 32, "x.txt", "GIF image"),
@@ -475,6 +473,12 @@ def test_legacy_doc_renamed_docx_is_refused_by_content():
 def test_unsupported_formats_are_named(data, name, what):
     with pytest.raises(UnsupportedFile, match=what):
         read_document(data, name)
+
+
+def test_pptx_is_read_now_and_a_broken_one_is_damaged():
+    # issue 27: PowerPoint is no longer refused; a package whose parts are not PresentationML is damaged
+    with pytest.raises(UnsupportedFile, match=r"^damaged: this PowerPoint presentation cannot be read"):
+        read_document(zip_with("[Content_Types].xml", "ppt/presentation.xml"), "a.pptx")
 
 
 def test_odt_is_named_from_its_mimetype_member():
