@@ -84,8 +84,8 @@ def read_odf(data: bytes, fmt: str, read_part: ReadPart) -> Document:
     ``read_part``; one that fails is named in the warnings.
 
     Raises:
-        PasswordRequired: the package is encrypted (``"password required: ..."``); reading it with
-            a password is not supported.
+        PasswordRequired: the package is still encrypted (``read_document`` decrypts it first with
+            ``_crypto.decrypt_odf`` when given the password).
         UnsupportedFile: a damaged ZIP, or no ``content.xml`` (``"damaged: ..."``).
         FileTooLarge: the package unpacks to more than :data:`MAX_UNPACKED_BYTES`.
         EmptyDocument: no text.
@@ -103,8 +103,7 @@ def read_odf(data: bytes, fmt: str, read_part: ReadPart) -> Document:
             raise FileTooLarge(f"This {what} unpacks to {unpacked:,} bytes, over the limit of"
                                f" {MAX_UNPACKED_BYTES:,} bytes.")
         if _encrypted(zf, names):
-            raise PasswordRequired(f"password required: this {what} is encrypted; reading encrypted"
-                                   " OpenDocument files is not supported (save it without a password)")
+            raise PasswordRequired(f"password required: this {what} is encrypted; give its password to read it")
         if "content.xml" not in names:
             raise UnsupportedFile(f"damaged: this {what} has no content.xml")
         try:

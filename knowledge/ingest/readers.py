@@ -24,7 +24,7 @@ from typing import BinaryIO, Literal, Union
 from knowledge.errors import EmptyDocument, FileTooLarge, InvalidArgument, UnsupportedFile
 from knowledge.ingest._archive import read_zip
 from knowledge.ingest._compose import MAX_DEPTH
-from knowledge.ingest._crypto import decrypt_ooxml
+from knowledge.ingest._crypto import decrypt_odf, decrypt_ooxml, odf_encrypted
 from knowledge.ingest._csv import read_csv
 from knowledge.ingest._detect import HEAD_BYTES, LEGACY_WORD, detect_format
 from knowledge.ingest._docx import read_docx
@@ -123,6 +123,8 @@ def _read(data: bytes, name: str | None, *, password: str | None, ocr: Literal["
     if fmt == "xlsx":
         return read_xlsx(data, read_part)
     if fmt in ("odt", "ods", "odp"):
+        if odf_encrypted(data):
+            data = decrypt_odf(data, password)
         return read_odf(data, fmt, read_part)
     if fmt == "epub":
         return read_epub(data)

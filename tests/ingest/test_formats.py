@@ -178,3 +178,87 @@ def test_the_product_asks_for_the_password_and_retry_reads_it(tmp_path):
         assert [r.status for r in wb.file_records("office")] == ["done"]  # the failed record was replaced
     finally:
         wb.close()
+
+
+# -- password-protected OpenDocument files ------------------------------------------------------------
+
+_ODT_CONTENT = ("<?xml version='1.0' encoding='UTF-8'?><office:document-content"
+                " xmlns:office='urn:oasis:names:tc:opendocument:xmlns:office:1.0'"
+                " xmlns:text='urn:oasis:names:tc:opendocument:xmlns:text:1.0' office:version='1.2'>"
+                "<office:body><office:text><text:p>{}</text:p></office:text></office:body>"
+                "</office:document-content>")
+
+
+def encrypted_odt(text: str, password: str, *, cipher: str = "aes",
+                  algorithm: str = "http://www.w3.org/2001/04/xmlenc#aes256-cbc") -> bytes:
+    """An .odt whose content.xml is encrypted as ODF 1.2 part 3 §3.8 says (AES-256-CBC, PBKDF2 over
+    SHA-256 of the password, sha256-1k checksum) or as OpenOffice 1.x-3.x did (Blowfish CFB, SHA-1)."""
+    import base64
+    import hashlib
+    import os
+    import zlib
+
+    from cryptography.hazmat.decrepit.ciphers.algorithms import Blowfish
+    from cryptography.hazmat.decrepit.ciphers.modes import CFB
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+    plain = _ODT_CONTENT.format(text).encode()
+    deflater = zlib.compressobj(9, zlib.DEFLATED, -15)
+    packed = deflater.compress(plain) + deflater.flush()
+    salt = os.urandom(16)
+    if cipher == "aes":
+        iv = os.urandom(16)
+        key = hashlib.pbkdf2_hmac("sha1", hashlib.sha256(password.encode()).digest(), salt, 1000, 32)
+        pad = 16 - len(packed) % 16
+        enc = Cipher(algorithms.AES(key), modes.CBC(iv)).encryptor()
+        body = enc.update(packed + os.urandom(pad - 1) + bytes([pad])) + enc.finalize()
+        checksum = hashlib.sha256(packed[:1024]).digest()
+        data = ("<manifest:encryption-data manifest:checksum-type='urn:oasis:names:tc:opendocument:xmlns:manifest:1.0#sha256-1k'"
+                f" manifest:checksum='{base64.b64encode(checksum).decode()}'>"
+                f"<manifest:algorithm manifest:algorithm-name='{algorithm}'"
+                f" manifest:initialisation-vector='{base64.b64encode(iv).decode()}'/>"
+                "<manifest:start-key-generation manifest:start-key-generation-name='http://www.w3.org/2000/09/xmldsig#sha256'"
+                " manifest:key-size='32'/>"
+                "<manifest:key-derivation manifest:key-derivation-name='PBKDF2' manifest:key-size='32'"
+                f" manifest:iteration-count='1000' manifest:salt='{base64.b64encode(salt).decode()}'/>"
+                "</manifest:encryption-data>")
+    else:
+        iv = os.urandom(8)
+        key = hashlib.pbkdf2_hmac("sha1", hashlib.sha1(password.encode()).digest(), salt, 1024, 16)
+        enc = Cipher(Blowfish(key), CFB(iv)).encryptor()
+        body = enc.update(packed) + enc.finalize()
+        checksum = hashlib.sha1(packed[:1024]).digest()
+        data = (f"<manifest:encryption-data manifest:checksum-type='SHA1/1K' manifest:checksum='{base64.b64encode(checksum).decode()}'>"
+                f"<manifest:algorithm manifest:algorithm-name='Blowfish CFB' manifest:initialisation-vector='{base64.b64encode(iv).decode()}'/>"
+                "<manifest:key-derivation manifest:key-derivation-name='PBKDF2' manifest:key-size='16'"
+                f" manifest:iteration-count='1024' manifest:salt='{base64.b64encode(salt).decode()}'/>"
+                "</manifest:encryption-data>")
+    manifest = ("<?xml version='1.0' encoding='UTF-8'?><manifest:manifest"
+                " xmlns:manifest='urn:oasis:names:tc:opendocument:xmlns:manifest:1.0' manifest:version='1.2'>"
+                "<manifest:file-entry manifest:full-path='/' manifest:media-type='application/vnd.oasis.opendocument.text'/>"
+                f"<manifest:file-entry manifest:full-path='content.xml' manifest:media-type='text/xml' manifest:size='{len(plain)}'>"
+                f"{data}</manifest:file-entry></manifest:manifest>")
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr(zipfile.ZipInfo("mimetype"), "application/vnd.oasis.opendocument.text")
+        zf.writestr(zipfile.ZipInfo("content.xml"), body)  # stored: already deflated, then encrypted
+        zf.writestr("META-INF/manifest.xml", manifest)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("cipher", ["aes", "blowfish"])
+def test_an_encrypted_opendocument_needs_its_password_then_reads(cipher):
+    data = encrypted_odt("The keeper's log for March.", "tika", cipher=cipher)
+    assert detect_format(data, "log.odt") == "odt"
+    with pytest.raises(PasswordRequired, match="^password required"):
+        read_document(data, "log.odt")
+    with pytest.raises(PasswordRequired, match="^wrong password"):
+        read_document(data, "log.odt", password="guess")
+    doc = read_document(data, "log.odt", password="tika")
+    assert doc.format == "odt" and "The keeper's log for March." in doc.text
+
+
+def test_opendocument_encryption_of_another_kind_is_named():
+    data = encrypted_odt("Words", "tika", algorithm="http://www.w3.org/2009/xmlenc11#aes256-gcm")
+    with pytest.raises(UnsupportedFile, match="aes256-gcm"):
+        read_document(data, "log.odt", password="tika")
