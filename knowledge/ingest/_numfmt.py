@@ -112,7 +112,7 @@ def general(value: float) -> str:
         return f"{mantissa}E{sign}{abs(int(exponent)):02d}"
     if value == int(value):
         return str(int(value))
-    digits_before = max(1, int(math.floor(math.log10(magnitude))) + 1)
+    digits_before = max(1, math.floor(math.log10(magnitude)) + 1)
     decimals = max(0, 10 - digits_before) if magnitude >= 1 else 9
     text = _round_fixed(magnitude, decimals)
     if "." in text:
@@ -239,7 +239,7 @@ def _choose(value: float, sections: list[str]) -> tuple[str, float, bool]:
                 section = _CONDITION.sub("", sections[i])
                 return section, abs(value) if i > 0 else value, False
         return sections[0], value, value < 0
-    numeric = [s for s in sections[:3]]
+    numeric = list(sections[:3])
     if len(numeric) >= 3 and value == 0:
         return numeric[2], 0.0, False
     if len(numeric) >= 2 and value < 0:
@@ -265,9 +265,10 @@ def _format(value: float, code: str, date1904: bool) -> str:
         return ""
     kinds = {k for k, _ in tokens}
     if "date" in kinds:
-        return ("-" if minus else "") + _format_date(value if not minus else -value, tokens, date1904)
+        return _format_date(value, tokens, date1904)  # a negative date raises: General
     if "digit" not in kinds:
-        text = "".join(general(shown) if k == "general" else tok for k, tok in tokens if k in ("lit", "general", "%", ",", ".", "/"))
+        shown_kinds = ("lit", "general", "%", ",", ".", "/")
+        text = "".join(general(shown) if k == "general" else tok for k, tok in tokens if k in shown_kinds)
         if "general" in kinds:
             return ("-" if minus else "") + text
         return text
@@ -333,7 +334,7 @@ def _format_decimal(value: float, tokens: list[tuple[str, str]]) -> str:
 def _scientific(value: float, int_places: list[str], decimals: int) -> tuple[float, int]:
     if value == 0:
         return 0.0, 0
-    exponent = int(math.floor(math.log10(abs(value))))
+    exponent = math.floor(math.log10(abs(value)))
     step = len(int_places) if len(int_places) > 1 and "#" in int_places else 1
     exponent -= exponent % step if step > 1 else 0
     if step == 1:
@@ -420,7 +421,7 @@ def _format_fraction(value: float, tokens: list[tuple[str, str]]) -> str:
     den_digits = "".join(tok for k, tok in after if k in ("digit", "lit") and (k == "digit" or tok.isdigit()))
     den_fixed = den_digits.isdigit() and den_digits != ""
     suffix = "".join(tok for k, tok in after if k == "lit" and not tok.isdigit())
-    whole = int(math.floor(value)) if has_int else 0
+    whole = math.floor(value) if has_int else 0
     rest = value - whole
     if den_fixed:
         den = int(den_digits)
@@ -451,17 +452,14 @@ def _format_fraction(value: float, tokens: list[tuple[str, str]]) -> str:
 def _to_datetime(serial: float, date1904: bool) -> datetime:
     if serial < 0 or serial >= 2958466:
         raise ValueError("out of Excel's date range")
-    if date1904:
-        base = datetime(1904, 1, 1)
-    else:
-        base = datetime(1899, 12, 31) if serial < 60 else datetime(1899, 12, 30)
+    base = datetime(1904, 1, 1) if date1904 else datetime(1899, 12, 31) if serial < 60 else datetime(1899, 12, 30)
     return base + timedelta(days=serial)
 
 
 def _format_date(value: float, tokens: list[tuple[str, str]], date1904: bool) -> str:
     # Fractional seconds: "ss.0", "ss.00": the digits after a "." that follows a seconds code.
     frac_digits = 0
-    for i, (kind, tok) in enumerate(tokens):
+    for i, (kind, _) in enumerate(tokens):
         if kind == "." and i > 0 and tokens[i - 1][0] == "date" and tokens[i - 1][1].startswith(("s", "[s")):
             j = i + 1
             while j < len(tokens) and tokens[j] == ("digit", "0"):

@@ -295,9 +295,7 @@ class _Reader:
         self.seen_parts.add(path)
         texts: list[str] = []
         for rich in root.iter(f"{C}rich", f"{C}tx", f"{C}cat"):
-            for node in rich.iter(f"{A}t", f"{C}v"):
-                if node.text and node.text.strip():
-                    texts.append(one_line(node.text))
+            texts.extend(one_line(n.text) for n in rich.iter(f"{A}t", f"{C}v") if n.text and n.text.strip())
         texts = list(dict.fromkeys(texts))
         if texts:
             self.builder.add("chart: " + " | ".join(texts), heading=heading)
@@ -429,7 +427,7 @@ def _unwrap_ole(data: bytes, name: str) -> tuple[bytes, str]:
             for key in ("contents", "package"):
                 if key in streams:
                     return ole.openstream(streams[key]).read(), name
-    except Exception:  # noqa: BLE001 - a damaged object is handed on as it is; its reader says why
+    except Exception:
         return data, name
     return data, name
 
