@@ -227,7 +227,7 @@ def _ole2_kind(data: bytes, ext: str) -> str:
     if _has_stream(data, "WordDocument"):
         raise UnsupportedFile(LEGACY_WORD)
     if _has_stream(data, "Workbook") or _has_stream(data, "Book") or ext in (".xls", ".xlt"):
-        raise UnsupportedFile(LEGACY_EXCEL)
+        return "xls"
     if _has_stream(data, "PowerPoint Document") or ext in (".ppt", ".pps", ".pot"):
         raise UnsupportedFile(LEGACY_POWERPOINT)
     raise UnsupportedFile(LEGACY_WORD)

@@ -451,3 +451,97 @@ def _ole10native(raw: bytes, name: str) -> tuple[bytes, str]:
         (size,) = struct.unpack_from("<I", raw, 0) if len(raw) >= 4 else (0,)
         return raw[4:4 + size] if size else raw, name
 
+
+
+# -- legacy .xls (BIFF) ---------------------------------------------------------------------------
+
+#: Excel's built-in password for workbooks protected against changes only (opens without asking).
+_DEFAULT_PASSWORD = "VelvetSweatshop"
+
+
+def read_xls(data: bytes) -> Document:
+    """Read a legacy Excel 97-2003 workbook (.xls, BIFF8; also BIFF2-5) with xlrd: the same sheets,
+    rows, displayed values, merged ranges, comments and hidden-sheet warnings as :func:`read_xlsx`
+    (xlrd reads no page headers/footers, drawings or embedded objects).
+
+    Raises:
+        UnsupportedFile: a damaged workbook, or one encrypted with a password of its own.
+        EmptyDocument: no sheet has a value.
+    """
+    import xlrd  # noqa: PLC0415 - legacy Excel files only
+
+    try:
+        book = _open_xls(xlrd, data)
+    except KnowledgeError:
+        raise
+    except Exception as exc:  # XLRDError, CompDocError, struct.error, ...
+        raise UnsupportedFile(f"unreadable Excel 97-2003 workbook (.xls): {type(exc).__name__}: "
+                              f"{one_line(str(exc))}") from exc
+    builder = Builder()
+    warnings: list[str] = []
+    date1904 = book.datemode == 1
+    for sheet in book.sheets():
+        if sheet.visibility:
+            warnings.append(f"sheet '{sheet.name}' is {'very hidden' if sheet.visibility == 2 else 'hidden'}:"
+                            " read anyway")
+        rows: dict[int, dict[int, tuple[str, bool]]] = {}
+        for r in range(sheet.nrows):
+            for c in range(sheet.ncols):
+                value = _xls_cell(xlrd, book, sheet.cell(r, c), date1904)
+                if value is not None and (text := one_line(value[0])):
+                    rows.setdefault(r + 1, {})[c + 1] = (text, value[1])
+        for rlo, rhi, clo, _ in getattr(sheet, "merged_cells", []):
+            top = rows.get(rlo + 1, {}).get(clo + 1)
+            if top is not None:
+                for r in range(rlo + 2, rhi + 1):
+                    rows.setdefault(r, {}).setdefault(clo + 1, top)
+        builder.add("\n".join(_layout(rows)), heading=sheet.name)
+        notes = []
+        for (r, c), note in sorted(getattr(sheet, "cell_note_map", {}).items()):
+            author = one_line(note.author or "")
+            text = one_line(note.text or "")
+            if text:
+                by = f" ({author})" if author else ""
+                notes.append(f"comment on {_column_letters(c + 1)}{r + 1}{by}: {text}")
+        if notes:
+            builder.add("\n".join(notes), heading=sheet.name)
+    return builder.build("xls", empty="no text: the workbook has no values", warnings=warnings)
+
+
+def _open_xls(xlrd, data: bytes):
+    try:
+        return xlrd.open_workbook(file_contents=data, formatting_info=True, logfile=io.StringIO())
+    except xlrd.XLRDError as exc:
+        if "encrypted" not in str(exc).lower():
+            raise
+    # Encrypted: Excel's default password opens workbooks protected against changes only.
+    import msoffcrypto  # noqa: PLC0415 - encrypted legacy workbooks only
+
+    try:
+        office = msoffcrypto.OfficeFile(io.BytesIO(data))
+        office.load_key(password=_DEFAULT_PASSWORD)
+        plain = io.BytesIO()
+        office.decrypt(plain)
+    except Exception as exc:
+        raise UnsupportedFile("unsupported: a password-protected Excel 97-2003 workbook (.xls) — open it in"
+                              " Excel, remove the password or save it as .xlsx") from exc
+    return xlrd.open_workbook(file_contents=plain.getvalue(), formatting_info=True, logfile=io.StringIO())
+
+
+def _xls_cell(xlrd, book, cell, date1904: bool) -> tuple[str, bool] | None:
+    kind = cell.ctype
+    if kind == xlrd.XL_CELL_TEXT:
+        return str(cell.value), True
+    if kind in (xlrd.XL_CELL_NUMBER, xlrd.XL_CELL_DATE):
+        code = "General"
+        try:
+            xf = book.xf_list[cell.xf_index]
+            code = book.format_map[xf.format_key].format_str or "General"
+        except (AttributeError, IndexError, KeyError, TypeError):
+            pass
+        return format_number(float(cell.value), code, date1904=date1904), False
+    if kind == xlrd.XL_CELL_BOOLEAN:
+        return ("TRUE" if cell.value else "FALSE"), False
+    if kind == xlrd.XL_CELL_ERROR:
+        return xlrd.error_text_from_code.get(cell.value, "#ERROR"), True
+    return None

@@ -461,7 +461,7 @@ def test_legacy_doc_renamed_docx_is_refused_by_content():
 
 
 @pytest.mark.parametrize(("data", "name", "what"), [
-    (ole2("Workbook"), "a.xls", "legacy Excel"),
+    (ole2("Workbook"), "a.xls", r"unreadable Excel 97-2003 workbook \(\.xls\)"),
     (ole2("EncryptedPackage"), "secret.docx", "password-protected Office document"),
     (zip_with("[Content_Types].xml", "xl/workbook.xml"), "a.docx", "unreadable Excel workbook"),
     (zip_with("[Content_Types].xml", "ppt/presentation.xml"), "a.pptx", "PowerPoint"),

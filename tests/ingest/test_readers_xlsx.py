@@ -13,6 +13,7 @@ from openpyxl.comments import Comment
 
 from knowledge.errors import EmptyDocument, PasswordRequired, UnsupportedFile
 from knowledge.ingest import read_document
+from knowledge.ingest._detect import detect_format
 from knowledge.ingest._numfmt import format_number, format_text, general
 
 
@@ -273,3 +274,56 @@ def test_encrypted_workbook_needs_its_password(tmp_path):
         read_document(data, "secret.xlsx", password="wrong")
     doc = read_document(data, "secret.xlsx", password="tika")
     assert "Secret: codename osprey" in doc.text
+
+
+# -- legacy .xls (xlrd) ---------------------------------------------------------------------------
+
+def xls_bytes() -> bytes:
+    xlwt = pytest.importorskip("xlwt")
+    wb = xlwt.Workbook()
+    ws = wb.add_sheet("Budget")
+    for col, name in enumerate(["Item", "Share", "Due", "Cost", "Count"]):
+        ws.write(0, col, name)
+    ws.write(1, 0, "Paper")
+    ws.write(1, 1, 0.5, xlwt.easyxf(num_format_str="0%"))
+    ws.write(1, 2, dt.datetime(2024, 3, 15), xlwt.easyxf(num_format_str="dd/mm/yyyy"))
+    ws.write(1, 3, 1234.5, xlwt.easyxf(num_format_str='"$"#,##0.00'))
+    ws.write(1, 4, 196.0)
+    ws.write_merge(2, 3, 0, 0, "Ink")
+    ws.write(3, 1, 0.25, xlwt.easyxf(num_format_str="0%"))
+    hidden = wb.add_sheet("Archive")
+    hidden.write(0, 0, "old figures")
+    hidden.visibility = 1
+    buf = io.BytesIO()
+    wb.save(buf)
+    return buf.getvalue()
+
+
+def test_xls_reads_sheets_with_displayed_values_merged_cells_and_hidden_sheets():
+    data = xls_bytes()
+    assert detect_format(data, "budget.xlsx") == "xls"  # decided from the bytes
+    doc = read_document(data, "budget.xls")
+    assert doc.format == "xls"
+    assert doc.text.splitlines()[:3] == [
+        "row 2 | Item: Paper | Share: 50% | Due: 15/03/2024 | Cost: $1,234.50 | Count: 196",
+        "row 3 | Item: Ink",
+        "row 4 | Item: Ink | Share: 25%",
+    ]
+    assert [(s.heading, s.page) for s in doc.sections] == [("Budget", None), ("Archive", None)]
+    assert "sheet 'Archive' is hidden: read anyway" in doc.warnings
+
+
+def test_xls_truncated_is_unreadable_with_a_reason():
+    data = xls_bytes()
+    with pytest.raises(UnsupportedFile, match=r"unreadable Excel 97-2003 workbook \(\.xls\)"):
+        read_document(data[: len(data) // 2], "cut.xls")
+
+
+def test_xls_without_values_is_empty():
+    xlwt = pytest.importorskip("xlwt")
+    wb = xlwt.Workbook()
+    wb.add_sheet("Nothing")
+    buf = io.BytesIO()
+    wb.save(buf)
+    with pytest.raises(EmptyDocument, match="no text: the workbook has no values"):
+        read_document(buf.getvalue(), "empty.xls")
