@@ -327,3 +327,50 @@ def test_xls_without_values_is_empty():
     wb.save(buf)
     with pytest.raises(EmptyDocument, match="no text: the workbook has no values"):
         read_document(buf.getvalue(), "empty.xls")
+
+
+def test_charts_on_sheets_and_chart_sheets_give_their_titles():
+    from openpyxl.chart import BarChart, Reference
+
+    wb = Workbook()
+    ws = wb.active
+    ws.title = "Data"
+    ws.append(["Month", "Rainfall"])
+    ws.append(["Jan", 30])
+    chart = BarChart()
+    chart.title = "Rainfall by month"
+    chart.y_axis.title = "Millimetres"
+    chart.add_data(Reference(ws, min_col=2, min_row=1, max_row=2), titles_from_data=True)
+    ws.add_chart(chart, "D2")
+    sheet = wb.create_chartsheet("Overview")
+    other = BarChart()
+    other.title = "Totals at a glance"
+    other.add_data(Reference(ws, min_col=2, min_row=1, max_row=2), titles_from_data=True)
+    sheet.add_chart(other)
+    doc = read_document(xlsx_bytes(wb), "rain.xlsx")
+    by_heading = {s.heading: doc.text[s.char_start:s.char_end] for s in doc.sections}
+    assert "chart: Rainfall by month | Millimetres" in by_heading["Data"]
+    assert "chart: Totals at a glance" in by_heading["Overview"]
+
+
+# -- the office corpus (Apache Tika's test workbooks) ---------------------------------------------
+
+def test_office_corpus_workbooks_meet_their_expectations(corpus):
+    from office_expectations import load, normalise
+
+    folder = corpus / "office"
+    if not (folder / "expectations.tsv").is_file():
+        pytest.skip("no office corpus")
+    rows = [e for e in load(folder) if e.format == "xlsx"]
+    failed = []
+    for e in rows:
+        path = folder / "xlsx" / e.file
+        if e.kind == "password":
+            with pytest.raises(PasswordRequired):
+                read_document(path)
+            text = read_document(path, password=e.password or "tika").text
+        else:
+            text = read_document(path).text
+        if not e.holds(normalise(text)):
+            failed.append((e.file, e.kind, e.text))
+    assert not failed
