@@ -1,9 +1,10 @@
 """Excel .xlsx / .xlsm: every sheet a section headed by its name, values as Excel shows them.
 
-openpyxl opens the workbook (sheet names and states, merged ranges, cell comments, the 1904 date
-system); the worksheet, styles and shared-string parts are then read with lxml for what openpyxl
-drops: the number format id of each cell (rendered by :mod:`knowledge.ingest._numfmt`) and the
-phonetic runs (furigana ``rPh``, appended after a space). A formula cell shows its cached result.
+openpyxl opens the workbook (cell comments, the title); the workbook, worksheet, styles and
+shared-string parts are read with lxml for what openpyxl drops: the number format id of each cell
+(rendered by :mod:`knowledge.ingest._numfmt`) and the phonetic runs (furigana ``rPh``, appended
+after a space). A workbook openpyxl refuses is still read, without its comments (a warning).
+A formula cell shows its cached result.
 Rows are ``header: value`` lines as the CSV reader's, after ``row N``; the header is the first row
 of two or more text cells (rows above it are plain lines). A merged range's value stands in each
 row it spans. Also read: page headers/footers (``&`` codes stripped), comments, drawing text boxes,
@@ -112,20 +113,23 @@ class _Reader:
 
     def read(self) -> Document:
         from openpyxl import load_workbook  # noqa: PLC0415 - heavy, Excel files only
-        from openpyxl.utils.datetime import CALENDAR_MAC_1904  # noqa: PLC0415 - as above
 
+        wb = None
+        refused = None
         try:
             wb = load_workbook(io.BytesIO(self.data), data_only=True, keep_links=False)
-        except KeyError as exc:
-            raise UnsupportedFile(f"unreadable Excel workbook: a part is missing ({one_line(str(exc))})") from exc
-        self.date1904 = wb.epoch == CALENDAR_MAC_1904
+        except Exception as exc:  # openpyxl trips over parts Excel itself opens: read on without it
+            refused = f"{type(exc).__name__}: {one_line(str(exc))}"
         book = self._workbook_part()
         root = self.xml(book)
         if root is None:
             raise UnsupportedFile("unreadable Excel workbook: no workbook part")
+        pr = root.find(f"{S}workbookPr")
+        self.date1904 = pr is not None and pr.get("date1904", "").lower() in ("1", "true")
         targets = {rid: path for rid, _, path in self.rels(book)}
         self.formats = self._styles(book)
         self.strings = self._shared_strings(book)
+        read = 0
         for index, sheet in enumerate(root.iter(f"{S}sheet"), start=1):
             name = sheet.get("name") or f"Sheet{index}"
             state = sheet.get("state", "visible")
@@ -136,10 +140,15 @@ class _Reader:
             if path is None or path not in self.names:
                 self.warnings.append(f"sheet '{name}': its part is missing, not read")
                 continue
-            ws = wb[name] if name in wb.sheetnames else None
+            ws = wb[name] if wb is not None and name in wb.sheetnames else None
             self._sheet(name, path, ws)
+            read += 1
+        if refused is not None:
+            if not read:
+                raise UnsupportedFile(f"unreadable Excel workbook: {refused}")
+            self.warnings.append(f"openpyxl could not open the workbook ({refused}): cell comments not read")
         self._leftover_embeddings()
-        title = wb.properties.title if wb.properties is not None else None
+        title = wb.properties.title if wb is not None and wb.properties is not None else None
         return self.builder.build("xlsx", empty="no text: the workbook has no values",
                                   warnings=self.warnings, title=title or None)
 
@@ -183,7 +192,7 @@ class _Reader:
         if headers:
             self.builder.add("\n".join(f"page header: {h}" for h in headers), heading=heading)
         if root.tag == f"{S}worksheet":
-            self.builder.add("\n".join(self._rows(root, ws)), heading=heading)
+            self.builder.add("\n".join(self._rows(root)), heading=heading)
             self._comments(ws, heading)
         for _, kind, target in rels:
             if kind == "drawing":
@@ -193,7 +202,7 @@ class _Reader:
         if footers:
             self.builder.add("\n".join(f"page footer: {f}" for f in footers), heading=heading)
 
-    def _rows(self, root: etree._Element, ws) -> list[str]:
+    def _rows(self, root: etree._Element) -> list[str]:
         rows: dict[int, dict[int, tuple[str, bool]]] = {}
         empty_formulas = 0
         row_no = 0
@@ -215,13 +224,16 @@ class _Reader:
         if empty_formulas:
             self.warnings.append(f"{empty_formulas} formula cell(s) have no saved result (the workbook was"
                                  " not recalculated): left out")
-        if ws is not None:
-            for rng in ws.merged_cells.ranges:
-                top = rows.get(rng.min_row, {}).get(rng.min_col)
-                if top is None:
-                    continue
-                for r in range(rng.min_row + 1, rng.max_row + 1):
-                    rows.setdefault(r, {}).setdefault(rng.min_col, top)
+        for merged in root.iter(f"{S}mergeCell"):
+            first, _, last = (merged.get("ref") or "").partition(":")
+            top_left, bottom = _CELL_REF.fullmatch(first), _CELL_REF.fullmatch(last or first)
+            if top_left is None or bottom is None:
+                continue
+            col, row_first, row_last = _column_index(top_left.group(1)), int(top_left.group(2)), int(bottom.group(2))
+            top = rows.get(row_first, {}).get(col)
+            if top is not None:
+                for r in range(row_first + 1, row_last + 1):
+                    rows.setdefault(r, {}).setdefault(col, top)
         return _layout(rows)
 
     def _cell(self, c: etree._Element) -> tuple[str, bool] | None:

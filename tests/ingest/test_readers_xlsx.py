@@ -374,3 +374,15 @@ def test_office_corpus_workbooks_meet_their_expectations(corpus):
         if not e.holds(normalise(text)):
             failed.append((e.file, e.kind, e.text))
     assert not failed
+
+
+def test_workbook_openpyxl_refuses_is_still_read_without_comments():
+    wb = Workbook()
+    wb.active.append(["Region", "Sales"])
+    wb.active.append(["North", 0.25])
+    wb.active["B2"].number_format = "0%"
+    # A font size openpyxl's validation rejects (Excel ignores it): openpyxl cannot load the styles.
+    data = rewrite(xlsx_bytes(wb), "xl/styles.xml", lambda xml: re.sub(r'<sz val="[^"]*"\s*/>', '<sz val="big"/>', xml, count=1))
+    doc = read_document(data, "odd.xlsx")
+    assert "row 2 | Region: North | Sales: 25%" in doc.text
+    assert any(w.startswith("openpyxl could not open the workbook") for w in doc.warnings)
