@@ -38,6 +38,7 @@ C = "{http://schemas.openxmlformats.org/drawingml/2006/chart}"
 DGM = "{http://schemas.openxmlformats.org/drawingml/2006/diagram}"
 R = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}"
 PR = "{http://schemas.openxmlformats.org/package/2006/relationships}"
+MC = "{http://schemas.openxmlformats.org/markup-compatibility/2006}"
 
 _PARSER = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=True)
 _CELL_REF = re.compile(r"([A-Z]+)(\d+)")
@@ -289,7 +290,9 @@ class _Reader:
         if root is None:
             return
         self.seen_parts.add(path)
-        texts = [t for body in root.iter("{*}txBody") if (t := _paragraphs(body))]
+        # Of mc:AlternateContent only the choice: a fallback says "this shape represents a slicer ...".
+        texts = [t for body in root.iter("{*}txBody")
+                 if not any(a.tag == f"{MC}Fallback" for a in body.iterancestors()) and (t := _paragraphs(body))]
         if texts:
             self.builder.add("\n".join(texts), heading=heading)
         for _, kind, target in self.rels(path):
@@ -306,8 +309,10 @@ class _Reader:
             return
         self.seen_parts.add(path)
         texts: list[str] = []
-        for rich in root.iter(f"{C}rich", f"{C}tx", f"{C}cat"):
-            texts.extend(one_line(n.text) for n in rich.iter(f"{A}t", f"{C}v") if n.text and n.text.strip())
+        # Titles and rich labels (c:rich), series names and category labels (string caches); the
+        # numbers are data, not labels.
+        for holder in root.iter(f"{C}rich", f"{C}strCache", f"{C}strLit", f"{C}multiLvlStrCache"):
+            texts.extend(one_line(n.text) for n in holder.iter(f"{A}t", f"{C}v") if n.text and n.text.strip())
         texts = list(dict.fromkeys(texts))
         if texts:
             self.builder.add("chart: " + " | ".join(texts), heading=heading)
