@@ -221,8 +221,8 @@ _MSG_STREAMS = ("__properties_version1.0",)
 
 def _ole2_kind(data: bytes, ext: str) -> str:
     """The format of an OLE2 compound file: ``encrypted-ooxml`` (an encrypted .docx/.xlsx/.pptx,
-    [MS-OFFCRYPTO] §2.3.4: an ``EncryptedPackage`` stream), ``msg`` (Outlook), else UnsupportedFile
-    naming the legacy Office format."""
+    [MS-OFFCRYPTO] §2.3.4: an ``EncryptedPackage`` stream), ``msg`` (Outlook), ``xls`` (a legacy Excel
+    workbook: a ``Workbook``/``Book`` stream), else UnsupportedFile naming the legacy Office format."""
     if _has_stream(data, "EncryptedPackage"):
         return "encrypted-ooxml"
     if any(_has_stream(data, s) for s in _MSG_STREAMS) or ext == ".msg":
@@ -230,7 +230,7 @@ def _ole2_kind(data: bytes, ext: str) -> str:
     if _has_stream(data, "WordDocument"):
         raise UnsupportedFile(LEGACY_WORD)
     if _has_stream(data, "Workbook") or _has_stream(data, "Book") or ext in (".xls", ".xlt"):
-        raise UnsupportedFile(LEGACY_EXCEL)
+        return "xls"
     if _has_stream(data, "PowerPoint Document") or ext in (".ppt", ".pps", ".pot"):
         raise UnsupportedFile(LEGACY_POWERPOINT)
     raise UnsupportedFile(LEGACY_WORD)

@@ -1,8 +1,564 @@
-"""Excel .xlsx (openpyxl). Placeholder until its reader lands (issue 27)."""
-from knowledge.errors import UnsupportedFile
-from knowledge.ingest._compose import ReadPart
+"""Excel .xlsx / .xlsm: every sheet a section headed by its name, values as Excel shows them.
+
+openpyxl opens the workbook (cell comments, the title); the workbook, worksheet, styles and
+shared-string parts are read with lxml for what openpyxl drops: the number format id of each cell
+(rendered by :mod:`knowledge.ingest._numfmt`) and the phonetic runs (furigana ``rPh``, appended
+after a space). A workbook openpyxl refuses is still read, without its comments (a warning).
+A formula cell shows its cached result.
+Rows are ``header: value`` lines as the CSV reader's, after ``row N``; the header is the first row
+of two or more text cells (rows above it are plain lines). A merged range's value stands in each
+row it spans. Also read: page headers/footers (``&`` codes stripped), comments, drawing text boxes,
+SmartArt text and chart titles/labels, and embedded files (``xl/embeddings``: PDF, Office files,
+OLE packages) through ``read_part``. Hidden sheets are read and named in the warnings. Provenance:
+heading = sheet name, page = ``None``.
+"""
+
+from __future__ import annotations
+
+import io
+import posixpath
+import re
+import struct
+import zipfile
+
+from lxml import etree
+
+from knowledge.errors import FileTooLarge, KnowledgeError, UnsupportedFile
+from knowledge.ingest._compose import ReadPart, add_part, join_path
+from knowledge.ingest._numfmt import BUILTIN_FORMATS, format_number, format_text
+from knowledge.ingest._text import Builder, one_line
 from knowledge.ingest.document import Document
+
+#: A workbook that unpacks to more than this is refused before it is parsed (a "zip bomb").
+MAX_UNPACKED_BYTES = 512 * 1024 * 1024
+
+S = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
+A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
+C = "{http://schemas.openxmlformats.org/drawingml/2006/chart}"
+DGM = "{http://schemas.openxmlformats.org/drawingml/2006/diagram}"
+R = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}"
+PR = "{http://schemas.openxmlformats.org/package/2006/relationships}"
+MC = "{http://schemas.openxmlformats.org/markup-compatibility/2006}"
+
+_PARSER = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=True)
+_CELL_REF = re.compile(r"([A-Z]+)(\d+)")
+#: Header/footer codes (ECMA-376 Part 1 §18.3.1.36): fonts, sizes, colours, fields, styles.
+_HF_CODE = re.compile(r'&"[^"]*"|&K[0-9A-Fa-f]{6}|&K\d\d[+-]\d{3}|&\d+|&[+-]\d*|&[PNDTZFAGBIUESXYH]')
+_HF_SECTION = re.compile(r"&([LCR])")
+_OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 
 
 def read_xlsx(data: bytes, read_part: ReadPart) -> Document:
-    raise UnsupportedFile("unsupported: an Excel workbook (.xlsx)")
+    """Read an Excel workbook (.xlsx, .xlsm, .xltx, .xltm); one section per sheet.
+
+    Raises:
+        UnsupportedFile: a damaged ZIP, a binary workbook (.xlsb), or a package openpyxl cannot open,
+            with the reason.
+        FileTooLarge: the package unpacks to more than :data:`MAX_UNPACKED_BYTES`.
+        EmptyDocument: no sheet has a value, and nothing else (headers, comments, text boxes) has text.
+    """
+    try:
+        zf = zipfile.ZipFile(io.BytesIO(data))
+        infos = zf.infolist()
+    except Exception as exc:  # BadZipFile, zlib.error, EOFError, ...
+        raise UnsupportedFile(f"unreadable Excel workbook: the file is damaged ({type(exc).__name__}: "
+                              f"{one_line(str(exc))})") from exc
+    names = {i.filename for i in infos}
+    if "xl/workbook.bin" in names:
+        raise UnsupportedFile("unsupported: an Excel binary workbook (.xlsb) — save it as .xlsx")
+    unpacked = sum(i.file_size for i in infos)
+    if unpacked > MAX_UNPACKED_BYTES:
+        raise FileTooLarge(f"This workbook unpacks to {unpacked:,} bytes, over the limit of "
+                           f"{MAX_UNPACKED_BYTES:,} bytes.")
+    try:
+        return _Reader(zf, data, read_part).read()
+    except KnowledgeError:
+        raise
+    except Exception as exc:  # zlib.error, KeyError, XMLSyntaxError, openpyxl's own errors, ...
+        raise UnsupportedFile(f"unreadable Excel workbook: {type(exc).__name__}: {one_line(str(exc))}") from exc
+
+
+class _Reader:
+    def __init__(self, zf: zipfile.ZipFile, data: bytes, read_part: ReadPart) -> None:
+        self.zf = zf
+        self.data = data
+        self.read_part = read_part
+        self.names = set(zf.namelist())
+        self.builder = Builder()
+        self.warnings: list[str] = []
+        self.seen_parts: set[str] = set()
+
+    # -- package plumbing -------------------------------------------------------------------------
+
+    def xml(self, path: str) -> etree._Element | None:
+        if path not in self.names:
+            return None
+        return etree.fromstring(self.zf.read(path), _PARSER)
+
+    def rels(self, part: str) -> list[tuple[str, str, str]]:
+        """``(id, type, target path)`` of ``part``'s relationships (internal targets only)."""
+        folder, base = posixpath.split(part)
+        root = self.xml(posixpath.join(folder, "_rels", base + ".rels"))
+        if root is None:
+            return []
+        out = []
+        for rel in root.iter(f"{PR}Relationship"):
+            if rel.get("TargetMode") == "External":
+                continue
+            target = rel.get("Target", "")
+            path = target.lstrip("/") if target.startswith("/") else posixpath.normpath(posixpath.join(folder, target))
+            out.append((rel.get("Id", ""), rel.get("Type", "").rsplit("/", 1)[-1], path))
+        return out
+
+    # -- the workbook -----------------------------------------------------------------------------
+
+    def read(self) -> Document:
+        from openpyxl import load_workbook  # noqa: PLC0415 - heavy, Excel files only
+
+        wb = None
+        refused = None
+        try:
+            wb = load_workbook(io.BytesIO(self.data), data_only=True, keep_links=False)
+        except Exception as exc:  # openpyxl trips over parts Excel itself opens: read on without it
+            refused = f"{type(exc).__name__}: {one_line(str(exc))}"
+        book = self._workbook_part()
+        root = self.xml(book)
+        if root is None:
+            raise UnsupportedFile("unreadable Excel workbook: no workbook part")
+        pr = root.find(f"{S}workbookPr")
+        self.date1904 = pr is not None and pr.get("date1904", "").lower() in ("1", "true")
+        targets = {rid: path for rid, _, path in self.rels(book)}
+        self.formats = self._styles(book)
+        self.strings = self._shared_strings(book)
+        read = 0
+        for index, sheet in enumerate(root.iter(f"{S}sheet"), start=1):
+            name = sheet.get("name") or f"Sheet{index}"
+            state = sheet.get("state", "visible")
+            if state != "visible":
+                self.warnings.append(f"sheet '{name}' is {'very hidden' if state == 'veryHidden' else 'hidden'}:"
+                                     " read anyway")
+            path = targets.get(sheet.get(f"{R}id", ""))
+            if path is None or path not in self.names:
+                self.warnings.append(f"sheet '{name}': its part is missing, not read")
+                continue
+            ws = wb[name] if wb is not None and name in wb.sheetnames else None
+            self._sheet(name, path, ws)
+            read += 1
+        if refused is not None:
+            if not read:
+                raise UnsupportedFile(f"unreadable Excel workbook: {refused}")
+            self.warnings.append(f"openpyxl could not open the workbook ({refused}): cell comments not read")
+        self._leftover_embeddings()
+        title = wb.properties.title if wb is not None and wb.properties is not None else None
+        return self.builder.build("xlsx", empty="no text: the workbook has no values",
+                                  warnings=self.warnings, title=title or None)
+
+    def _workbook_part(self) -> str:
+        for _, kind, path in self.rels(""):
+            if kind == "officeDocument" and path in self.names:
+                return path
+        return "xl/workbook.xml"
+
+    def _styles(self, book: str) -> list[str]:
+        """The number format code of each cell style (``cellXfs`` index)."""
+        path = next((p for _, kind, p in self.rels(book) if kind == "styles"), "xl/styles.xml")
+        root = self.xml(path)
+        if root is None:
+            return []
+        custom = {int(f.get("numFmtId", "-1")): f.get("formatCode", "") for f in root.iter(f"{S}numFmt")}
+        codes = []
+        xfs = root.find(f"{S}cellXfs")
+        for xf in xfs.iter(f"{S}xf") if xfs is not None else ():
+            fid = int(xf.get("numFmtId", "0") or 0)
+            codes.append(custom.get(fid) or BUILTIN_FORMATS.get(fid, "General"))
+        return codes
+
+    def _shared_strings(self, book: str) -> list[str]:
+        path = next((p for _, kind, p in self.rels(book) if kind == "sharedStrings"), "xl/sharedStrings.xml")
+        root = self.xml(path)
+        if root is None:
+            return []
+        return [_rich_text(si) for si in root.iter(f"{S}si")]
+
+    # -- one sheet --------------------------------------------------------------------------------
+
+    def _sheet(self, name: str, path: str, ws) -> None:
+        root = self.xml(path)
+        if root is None:
+            return
+        self.seen_parts.add(path)
+        heading = name
+        rels = self.rels(path)
+        headers, footers = _headers_footers(root)
+        if headers:
+            self.builder.add("\n".join(f"page header: {h}" for h in headers), heading=heading)
+        if root.tag == f"{S}worksheet":
+            self.builder.add("\n".join(self._rows(root)), heading=heading)
+            self._comments(ws, heading)
+        for _, kind, target in rels:
+            if kind == "drawing":
+                self._drawing(target, heading)
+            elif kind in ("oleObject", "package") and target in self.names:
+                self._embedded(target, heading)
+        if footers:
+            self.builder.add("\n".join(f"page footer: {f}" for f in footers), heading=heading)
+
+    def _rows(self, root: etree._Element) -> list[str]:
+        rows: dict[int, dict[int, tuple[str, bool]]] = {}
+        empty_formulas = 0
+        row_no = 0
+        for row in root.iter(f"{S}row"):
+            row_no = int(row.get("r") or row_no + 1)
+            col_no = 0
+            for c in row.iter(f"{S}c"):
+                ref = _CELL_REF.match(c.get("r") or "")
+                col_no = _column_index(ref.group(1)) if ref else col_no + 1
+                value = self._cell(c)
+                if value is None:
+                    if c.find(f"{S}f") is not None:
+                        empty_formulas += 1
+                    continue
+                text, is_text = value
+                text = one_line(text)
+                if text:
+                    rows.setdefault(row_no, {})[col_no] = (text, is_text)
+        if empty_formulas:
+            self.warnings.append(f"{empty_formulas} formula cell(s) have no saved result (the workbook was"
+                                 " not recalculated): left out")
+        for merged in root.iter(f"{S}mergeCell"):
+            first, _, last = (merged.get("ref") or "").partition(":")
+            top_left, bottom = _CELL_REF.fullmatch(first), _CELL_REF.fullmatch(last or first)
+            if top_left is None or bottom is None:
+                continue
+            col, row_first, row_last = _column_index(top_left.group(1)), int(top_left.group(2)), int(bottom.group(2))
+            top = rows.get(row_first, {}).get(col)
+            if top is not None:
+                for r in range(row_first + 1, row_last + 1):
+                    rows.setdefault(r, {}).setdefault(col, top)
+        return _layout(rows)
+
+    def _cell(self, c: etree._Element) -> tuple[str, bool] | None:
+        kind = c.get("t", "n")
+        if kind == "inlineStr":
+            inline = c.find(f"{S}is")
+            return (_rich_text(inline), True) if inline is not None else None
+        v = c.find(f"{S}v")
+        if v is None or v.text is None:
+            return None
+        raw = v.text
+        code = self._code(c)
+        if kind == "s":
+            try:
+                return format_text(self.strings[int(raw)], code), True
+            except (ValueError, IndexError):
+                return None
+        if kind in ("str", "e", "d"):
+            return (format_text(raw, code) if kind == "str" else raw), True
+        if kind == "b":
+            return ("TRUE" if raw.strip() in ("1", "true") else "FALSE"), False
+        try:
+            number = float(raw)
+        except ValueError:
+            return raw, True
+        return format_number(number, code, date1904=self.date1904), False
+
+    def _code(self, c: etree._Element) -> str:
+        try:
+            return self.formats[int(c.get("s", "0"))]
+        except (ValueError, IndexError):
+            return "General"
+
+    def _comments(self, ws, heading: str) -> None:
+        if ws is None:
+            return
+        lines = []
+        for row in ws.iter_rows():
+            for cell in row:
+                comment = getattr(cell, "comment", None)
+                if comment is None or not (comment.text or "").strip():
+                    continue
+                author = one_line(comment.author or "")
+                by = f" ({author})" if author else ""
+                lines.append(f"comment on {cell.coordinate}{by}: {one_line(comment.text)}")
+        if lines:
+            self.builder.add("\n".join(lines), heading=heading)
+
+    # -- drawings, charts, SmartArt, embedded files -------------------------------------------------
+
+    def _drawing(self, path: str, heading: str) -> None:
+        root = self.xml(path)
+        if root is None:
+            return
+        self.seen_parts.add(path)
+        # Of mc:AlternateContent only the choice: a fallback says "this shape represents a slicer ...".
+        texts = [t for body in root.iter("{*}txBody")
+                 if not any(a.tag == f"{MC}Fallback" for a in body.iterancestors()) and (t := _paragraphs(body))]
+        if texts:
+            self.builder.add("\n".join(texts), heading=heading)
+        for _, kind, target in self.rels(path):
+            if kind == "chart":
+                self._chart(target, heading)
+            elif kind == "diagramData":
+                self._diagram(target, heading)
+            elif kind in ("oleObject", "package") and target in self.names:
+                self._embedded(target, heading)
+
+    def _chart(self, path: str, heading: str) -> None:
+        root = self.xml(path)
+        if root is None or path in self.seen_parts:
+            return
+        self.seen_parts.add(path)
+        texts: list[str] = []
+        # Titles and rich labels (c:rich), series names and category labels (string caches); the
+        # numbers are data, not labels.
+        for holder in root.iter(f"{C}rich", f"{C}strCache", f"{C}strLit", f"{C}multiLvlStrCache"):
+            texts.extend(one_line(n.text) for n in holder.iter(f"{A}t", f"{C}v") if n.text and n.text.strip())
+        texts = list(dict.fromkeys(texts))
+        if texts:
+            self.builder.add("chart: " + " | ".join(texts), heading=heading)
+
+    def _diagram(self, path: str, heading: str) -> None:
+        root = self.xml(path)
+        if root is None or path in self.seen_parts:
+            return
+        self.seen_parts.add(path)
+        texts = []
+        for pt in root.iter(f"{DGM}pt"):
+            if pt.get("type", "node") not in ("node", "asst"):
+                continue
+            body = pt.find(f"{DGM}t")
+            if body is not None and (text := _paragraphs(body)):
+                texts.append(text)
+        if texts:
+            self.builder.add("\n".join(texts), heading=heading)
+
+    def _embedded(self, path: str, heading: str | None) -> None:
+        if path in self.seen_parts:
+            return
+        self.seen_parts.add(path)
+        payload, name = _unwrap_ole(self.zf.read(path), posixpath.basename(path))
+        add_part(self.builder, self.read_part, payload, name, join_path(heading, name))
+
+    def _leftover_embeddings(self) -> None:
+        for path in sorted(self.names):
+            if path.startswith("xl/embeddings/") and not path.endswith("/") and path not in self.seen_parts:
+                self._embedded(path, None)
+
+
+# -- helpers --------------------------------------------------------------------------------------
+
+def _column_index(letters: str) -> int:
+    n = 0
+    for ch in letters:
+        n = n * 26 + ord(ch) - 64
+    return n
+
+
+def _column_letters(index: int) -> str:
+    out = ""
+    while index:
+        index, rem = divmod(index - 1, 26)
+        out = chr(65 + rem) + out
+    return out
+
+
+def _rich_text(si: etree._Element) -> str:
+    """A shared or inline string: its runs' text, then its phonetic runs (``rPh``) after a space."""
+    base = "".join(t.text or "" for t in si.iter(f"{S}t") if t.getparent().tag != f"{S}rPh")
+    phonetic = "".join(t.text or "" for ph in si.iter(f"{S}rPh") for t in ph.iter(f"{S}t"))
+    return f"{base} {phonetic}" if phonetic.strip() else base
+
+
+def _paragraphs(body: etree._Element) -> str:
+    lines = []
+    for p in body.iter(f"{A}p"):
+        text = "".join((n.text or "") if n.tag == f"{A}t" else "\n" for n in p.iter(f"{A}t", f"{A}br"))
+        if text.strip():
+            lines.append(text.strip())
+    return "\n".join(lines)
+
+
+def _layout(rows: dict[int, dict[int, tuple[str, bool]]]) -> list[str]:
+    """``row N | header: value | ...`` lines; rows above the header row as ``row N | a | b``."""
+    order = sorted(rows)
+    header_at = None
+    for i, r in enumerate(order[:-1]):
+        cells = rows[r]
+        if len(cells) >= 2 and all(is_text for _, is_text in cells.values()):
+            header_at = i
+            break
+    lines = []
+    header: dict[int, str] = {}
+    for i, r in enumerate(order):
+        cells = rows[r]
+        if header_at is None or i < header_at:
+            lines.append(f"row {r} | " + " | ".join(cells[c][0] for c in sorted(cells)))
+        elif i == header_at:
+            header = {c: text for c, (text, _) in cells.items()}
+        else:
+            pairs = [f"{header.get(c) or 'column ' + _column_letters(c)}: {cells[c][0]}" for c in sorted(cells)]
+            lines.append(f"row {r} | " + " | ".join(pairs))
+    if header_at is not None and header_at == len(order) - 1:
+        lines.append(f"row {order[-1]} | " + " | ".join(header[c] for c in sorted(header)))
+    return lines
+
+
+def _headers_footers(root: etree._Element) -> tuple[list[str], list[str]]:
+    """The distinct page headers and footers of a sheet (odd, even, first page), codes stripped."""
+    hf = root.find(f"{S}headerFooter")
+    headers: list[str] = []
+    footers: list[str] = []
+    if hf is None:
+        return headers, footers
+    for tag, into in (("oddHeader", headers), ("evenHeader", headers), ("firstHeader", headers),
+                      ("oddFooter", footers), ("evenFooter", footers), ("firstFooter", footers)):
+        node = hf.find(f"{S}{tag}")
+        if node is None or not node.text:
+            continue
+        text = _header_text(node.text)
+        if text and text not in into:
+            into.append(text)
+    return headers, footers
+
+
+def _header_text(raw: str) -> str:
+    raw = raw.replace("&&", "\x00")
+    parts = [_HF_CODE.sub("", p).replace("\x00", "&") for p in _HF_SECTION.split(raw)
+             if p not in ("L", "C", "R")]
+    return " | ".join(one_line(p) for p in parts if one_line(p))
+
+
+def _unwrap_ole(data: bytes, name: str) -> tuple[bytes, str]:
+    """The file inside an OLE object part: an ``Ole10Native`` package's file (with its name), a
+    ``CONTENTS`` stream (an embedded PDF) or a ``Package`` stream (an embedded Office file);
+    anything else as it is."""
+    if not data.startswith(_OLE_MAGIC):
+        return data, name
+    import olefile  # noqa: PLC0415 - OLE objects only
+
+    try:
+        with olefile.OleFileIO(data) as ole:
+            streams = {"/".join(s).lower(): s for s in ole.listdir()}
+            if "\x01ole10native" in streams:
+                return _ole10native(ole.openstream(streams["\x01ole10native"]).read(), name)
+            for key in ("contents", "package"):
+                if key in streams:
+                    return ole.openstream(streams[key]).read(), name
+    except Exception:
+        return data, name
+    return data, name
+
+
+def _ole10native(raw: bytes, name: str) -> tuple[bytes, str]:
+    """[MS-OLEDS] 2.3.6 ``Ole10Native``: size, flags, label, file path, command, then the file."""
+    try:
+        pos = 6
+        label_end = raw.index(b"\0", pos)
+        label = raw[pos:label_end].decode("cp1252", "replace")
+        pos = raw.index(b"\0", label_end + 1) + 1 + 4  # file path, then flags and an unknown word
+        (command_len,) = struct.unpack_from("<I", raw, pos)
+        pos += 4 + command_len
+        (size,) = struct.unpack_from("<I", raw, pos)
+        pos += 4
+        if size > len(raw) - pos:
+            raise ValueError("truncated")
+        file_name = posixpath.basename(label.replace("\\", "/")) or name
+        return raw[pos:pos + size], file_name
+    except (ValueError, struct.error):
+        (size,) = struct.unpack_from("<I", raw, 0) if len(raw) >= 4 else (0,)
+        return raw[4:4 + size] if size else raw, name
+
+
+
+# -- legacy .xls (BIFF) ---------------------------------------------------------------------------
+
+#: Excel's built-in password for workbooks protected against changes only (opens without asking).
+_DEFAULT_PASSWORD = "VelvetSweatshop"
+
+
+def read_xls(data: bytes) -> Document:
+    """Read a legacy Excel 97-2003 workbook (.xls, BIFF8; also BIFF2-5) with xlrd: the same sheets,
+    rows, displayed values, merged ranges, comments and hidden-sheet warnings as :func:`read_xlsx`
+    (xlrd reads no page headers/footers, drawings or embedded objects).
+
+    Raises:
+        UnsupportedFile: a damaged workbook, or one encrypted with a password of its own.
+        EmptyDocument: no sheet has a value.
+    """
+    import xlrd  # noqa: PLC0415 - legacy Excel files only
+
+    try:
+        book = _open_xls(xlrd, data)
+    except KnowledgeError:
+        raise
+    except Exception as exc:  # XLRDError, CompDocError, struct.error, ...
+        raise UnsupportedFile(f"unreadable Excel 97-2003 workbook (.xls): {type(exc).__name__}: "
+                              f"{one_line(str(exc))}") from exc
+    builder = Builder()
+    warnings: list[str] = []
+    date1904 = book.datemode == 1
+    for sheet in book.sheets():
+        if sheet.visibility:
+            warnings.append(f"sheet '{sheet.name}' is {'very hidden' if sheet.visibility == 2 else 'hidden'}:"
+                            " read anyway")
+        rows: dict[int, dict[int, tuple[str, bool]]] = {}
+        for r in range(sheet.nrows):
+            for c in range(sheet.ncols):
+                value = _xls_cell(xlrd, book, sheet.cell(r, c), date1904)
+                if value is not None and (text := one_line(value[0])):
+                    rows.setdefault(r + 1, {})[c + 1] = (text, value[1])
+        for rlo, rhi, clo, _ in getattr(sheet, "merged_cells", []):
+            top = rows.get(rlo + 1, {}).get(clo + 1)
+            if top is not None:
+                for r in range(rlo + 2, rhi + 1):
+                    rows.setdefault(r, {}).setdefault(clo + 1, top)
+        builder.add("\n".join(_layout(rows)), heading=sheet.name)
+        notes = []
+        for (r, c), note in sorted(getattr(sheet, "cell_note_map", {}).items()):
+            author = one_line(note.author or "")
+            text = one_line(note.text or "")
+            if text:
+                by = f" ({author})" if author else ""
+                notes.append(f"comment on {_column_letters(c + 1)}{r + 1}{by}: {text}")
+        if notes:
+            builder.add("\n".join(notes), heading=sheet.name)
+    return builder.build("xls", empty="no text: the workbook has no values", warnings=warnings)
+
+
+def _open_xls(xlrd, data: bytes):
+    try:
+        return xlrd.open_workbook(file_contents=data, formatting_info=True, logfile=io.StringIO())
+    except xlrd.XLRDError as exc:
+        if "encrypted" not in str(exc).lower():
+            raise
+    # Encrypted: Excel's default password opens workbooks protected against changes only.
+    import msoffcrypto  # noqa: PLC0415 - encrypted legacy workbooks only
+
+    try:
+        office = msoffcrypto.OfficeFile(io.BytesIO(data))
+        office.load_key(password=_DEFAULT_PASSWORD)
+        plain = io.BytesIO()
+        office.decrypt(plain)
+    except Exception as exc:
+        raise UnsupportedFile("unsupported: a password-protected Excel 97-2003 workbook (.xls) — open it in"
+                              " Excel, remove the password or save it as .xlsx") from exc
+    return xlrd.open_workbook(file_contents=plain.getvalue(), formatting_info=True, logfile=io.StringIO())
+
+
+def _xls_cell(xlrd, book, cell, date1904: bool) -> tuple[str, bool] | None:
+    kind = cell.ctype
+    if kind == xlrd.XL_CELL_TEXT:
+        return str(cell.value), True
+    if kind in (xlrd.XL_CELL_NUMBER, xlrd.XL_CELL_DATE):
+        code = "General"
+        try:
+            xf = book.xf_list[cell.xf_index]
+            code = book.format_map[xf.format_key].format_str or "General"
+        except (AttributeError, IndexError, KeyError, TypeError):
+            pass
+        return format_number(float(cell.value), code, date1904=date1904), False
+    if kind == xlrd.XL_CELL_BOOLEAN:
+        return ("TRUE" if cell.value else "FALSE"), False
+    if kind == xlrd.XL_CELL_ERROR:
+        return xlrd.error_text_from_code.get(cell.value, "#ERROR"), True
+    return None

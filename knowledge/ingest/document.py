@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 #: The values :attr:`Document.format` can take.
-FORMATS: tuple[str, ...] = ("pdf", "docx", "pptx", "xlsx", "odt", "ods", "odp", "epub", "rtf", "eml", "mbox",
+FORMATS: tuple[str, ...] = ("pdf", "docx", "pptx", "xlsx", "xls", "odt", "ods", "odp", "epub", "rtf", "eml", "mbox",
                             "msg", "zip", "markdown", "text", "html", "csv", "image")
 
 

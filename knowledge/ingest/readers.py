@@ -38,7 +38,7 @@ from knowledge.ingest._pdf import read_pdf
 from knowledge.ingest._pptx import read_pptx
 from knowledge.ingest._rtf import read_rtf
 from knowledge.ingest._text import Builder, decode
-from knowledge.ingest._xlsx import read_xlsx
+from knowledge.ingest._xlsx import read_xls, read_xlsx
 from knowledge.ingest.document import FORMATS, Document, Section
 
 __all__ = ["FORMATS", "HEAD_BYTES", "LEGACY_WORD", "Document", "Section", "detect_format",
@@ -122,6 +122,8 @@ def _read(data: bytes, name: str | None, *, password: str | None, ocr: Literal["
         return read_pptx(data, read_part)
     if fmt == "xlsx":
         return read_xlsx(data, read_part)
+    if fmt == "xls":
+        return read_xls(data)
     if fmt in ("odt", "ods", "odp"):
         if odf_encrypted(data):
             data = decrypt_odf(data, password)

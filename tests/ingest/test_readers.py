@@ -461,8 +461,8 @@ def test_legacy_doc_renamed_docx_is_refused_by_content():
 
 
 @pytest.mark.parametrize(("data", "name", "what"), [
-    (ole2("Workbook"), "a.xls", "legacy Excel"),
-    (zip_with("[Content_Types].xml", "xl/workbook.xml"), "a.docx", r"Excel workbook \(\.xlsx\)"),
+    (ole2("Workbook"), "a.xls", r"unreadable Excel 97-2003 workbook \(\.xls\)"),
+    (zip_with("[Content_Types].xml", "xl/workbook.xml"), "a.docx", "unreadable Excel workbook"),
     (b"\x89PNG\r\n\x1a\n" + b"\x00" * 64, "scan.pdf", "PNG image"),
     (b"\xff\xd8\xff\xe0" + b"\x00" * 64, None, "JPEG image"),
     (b"GIF89a" + b"\x00" * 32, "x.txt", "GIF image"),
