@@ -345,6 +345,7 @@ def words_bench(fonts: list[str], sizes: list[int], baseline: bool) -> None:
             missed = [w for w in truth_n.split() if w not in got.split()]
             if missed:
                 misses.append(f"  {name} {px}px: {', '.join(missed[:8])}")
+                print(misses[-1], flush=True)
     line = (f"total: {totals['words']} words, character accuracy {1 - totals['edits_now'] / totals['chars']:.4f},"
             f" word accuracy {totals['now'] / totals['words']:.4f} (target >= 0.98)")
     if baseline:
