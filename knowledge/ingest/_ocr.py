@@ -408,8 +408,8 @@ def _consider_gap(start: int, end: int, height: float, centres: list[float], tex
 
 
 #: Glyphs that are the same shape in most faces, by the class they belong to: a vertical bar
-#: (l, I, 1, |) and a ring (O, 0, o).
-_AS_CAPITAL = {"l": "I", "|": "I", "o": "O"}
+#: (l, I, 1, |; a capital I is read as "i" too) and a ring (O, 0, o).
+_AS_CAPITAL = {"l": "I", "i": "I", "|": "I", "o": "O"}
 _AS_DIGIT = {"l": "1", "I": "1", "|": "1", "O": "0", "o": "0"}
 _TOKEN = re.compile(r"[^\s]+")
 
@@ -418,7 +418,7 @@ def consistent_classes(text: str) -> str:
     """Glyphs the model cannot tell apart given the class of the token they stand in.
 
     In a token whose other letters are all capitals (at least two: "MERLlN-4417"), a bar or a ring
-    read as a lowercase letter is the capital (``l`` -> ``I``, ``o`` -> ``O``); a run of letters
+    read as a lowercase letter is the capital (``l``, ``i`` -> ``I``, ``o`` -> ``O``); a run of letters
     and digits that is digits but for bars and rings ("44l7", "2O26") is all digits.
     Words of lowercase letters and mixed tokens ("iPhone", "1st", "l0") are left alone: the rule
     is the token's own class, not a dictionary.

@@ -90,6 +90,7 @@ def test_a_slanted_line_is_joined_along_its_slant():
 
 def test_bars_and_rings_take_their_tokens_class():
     assert consistent_classes("Reference MERLlN-4417 closes") == "Reference MERLIN-4417 closes"
+    assert consistent_classes("MERLiN-4417 ILLlNOIS") == "MERLIN-4417 ILLINOIS"
     assert consistent_classes("INV-2O26-OO42 and 44l7") == "INV-2026-0042 and 4417"
     # lowercase words, mixed tokens and single digits are not this rule's business
     assert consistent_classes("l0 1st iPhone Hello all 0n") == "l0 1st iPhone Hello all 0n"
