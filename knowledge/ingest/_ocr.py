@@ -316,14 +316,19 @@ def _clockwise(points: np.ndarray) -> np.ndarray:
 #: The recognition model's probability of a space (its CTC space class, the highest over the
 #: columns between two characters) from which a space it did not write is put back: inside words it
 #: stays under ~0.01; at a word space it dropped (narrow spacing, serif faces) it is 0.03-0.5.
-SPACE_PROB = 0.02
+SPACE_PROB = 0.002
 #: ... when the gap without ink there is also at least this share of the line's ink height.
-SPACE_GAP = 0.12
+SPACE_GAP = 0.25
 #: A gap without ink this wide (share of the ink height) is a word space whatever the model says.
 #: The gaps between letters reach ~0.3 of the ink height (two upright strokes, "MERLIN", "In",
 #: 0.2 em in DejaVu Sans against a cap height of 0.73 em), which the earlier rule (0.25, ink gaps
 #: alone) took for spaces: "M ERLI N-4417", "I nvoice", "Ma rch".
 SPACE_GAP_WIDE = 0.55
+SPACE_SHARE = 0.7
+LETTER_FACTOR = 1.8
+LETTER_GAPS_KNOWN = 3
+_NO_SPACE_BEFORE = set(".,;:!?)]}%")
+_NO_SPACE_AFTER = set("([{")
 _CJK = re.compile(r"[\u3000-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 
 
@@ -380,7 +385,7 @@ def recover_spaces(gray: np.ndarray, quad: np.ndarray, text: str, boxes: list, c
     inked = np.flatnonzero(cols)
     if inked.size == 0:
         return text
-    spaces: set[int] = set()  # insert a space before text[i]
+    runs: list[tuple[int, float]] = []  # (insert a space before text[i], ink-free width / height)
     start = None
     for x in range(int(inked[0]), int(inked[-1]) + 1):
         if not cols[x]:
@@ -388,58 +393,82 @@ def recover_spaces(gray: np.ndarray, quad: np.ndarray, text: str, boxes: list, c
                 start = x
             continue
         if start is not None:
-            _consider_gap(start, x, height, centres, text, probs, spaces)
+            mid = (start + x) / 2.0
+            i = next((k for k in range(1, len(centres)) if centres[k - 1] < mid < centres[k]), None)
+            if i is not None:
+                runs.append((i, (x - start) / height))
             start = None
+    spaces = _spaces(runs, text, probs)
     if not spaces:
         return text
     return "".join((" " + ch) if i in spaces else ch for i, ch in enumerate(text))
 
 
-def _consider_gap(start: int, end: int, height: float, centres: list[float], text: str,
-                  probs: list[float], spaces: set[int]) -> None:
-    """Mark a space for the gap ``[start, end)`` if it is wide enough for what the model says."""
-    mid = (start + end) / 2.0
-    i = next((k for k in range(1, len(centres)) if centres[k - 1] < mid < centres[k]), None)
-    if i is None or text[i - 1].isspace() or text[i].isspace():
-        return
-    width = (end - start) / height
-    if width >= SPACE_GAP_WIDE or (probs[i] >= SPACE_PROB and width >= SPACE_GAP):
-        spaces.add(i)
+def _spaces(runs: list[tuple[int, float]], text: str, probs: list[float]) -> set[int]:
+    """Where a space goes in: ``runs`` are the line's ink-free gaps as ``(i, width)`` (before
+    ``text[i]``, width a share of the ink height). A gap at a space the model wrote tells the
+    line's word-space width; the others are between letters, or at a space the model dropped."""
+    written = sorted(w for i, w in runs if text[i - 1].isspace() or text[i].isspace())
+    letters = sorted(w for i, w in runs if not (text[i - 1].isspace() or text[i].isspace()))
+    floor = SPACE_GAP
+    if written:
+        floor = max(floor, SPACE_SHARE * written[len(written) // 2])
+    if len(letters) >= LETTER_GAPS_KNOWN:
+        floor = max(floor, LETTER_FACTOR * letters[len(letters) // 2])
+    out = set()
+    for i, width in runs:
+        if text[i - 1].isspace() or text[i].isspace() or text[i] in _NO_SPACE_BEFORE or text[i - 1] in _NO_SPACE_AFTER:
+            continue
+        if width >= SPACE_GAP_WIDE or (probs[i] >= SPACE_PROB and width >= floor):
+            out.add(i)
+    return out
 
 
 #: Glyphs that are the same shape in most faces, by the class they belong to: a vertical bar
-#: (l, I, 1, |; a capital I is read as "i" too) and a ring (O, 0, o).
-_AS_CAPITAL = {"l": "I", "i": "I", "|": "I", "o": "O"}
+#: (l, I, 1, |; a capital I is read as "i" too), a ring (O, 0, o), and the letters whose capital
+#: is their lowercase letter drawn bigger (c, o, s, u, v, w, x, z: "ZQx" for "ZQX").
+_AS_CAPITAL = {"l": "I", "i": "I", "|": "I", **{c: c.upper() for c in "cosuvwxz"}}
 _AS_DIGIT = {"l": "1", "I": "1", "|": "1", "O": "0", "o": "0"}
+_AS_LETTER = {"0": "o"}
+#: Capitals no lowercase letter looks like (the bar I and the shape-alike C O S U V W X Z excluded).
+_PLAIN_CAPITALS = set("ABDEFGHJKLMNPQRTY")
 _TOKEN = re.compile(r"[^\s]+")
 
 
 def consistent_classes(text: str) -> str:
     """Glyphs the model cannot tell apart given the class of the token they stand in.
 
-    In a token whose other letters are all capitals (at least two: "MERLlN-4417"), a bar or a ring
-    read as a lowercase letter is the capital (``l``, ``i`` -> ``I``, ``o`` -> ``O``); a run of letters
-    and digits that is digits but for bars and rings ("44l7", "2O26") is all digits.
-    Words of lowercase letters and mixed tokens ("iPhone", "1st", "l0") are left alone: the rule
-    is the token's own class, not a dictionary.
+    A token is all capitals when every lowercase letter in it is one that looks like a capital (a
+    bar ``l``/``i``, or ``c o s u v w x z``) and it has two capitals, or one capital no lowercase
+    letter looks like and three letters ("MERLlN-4417", "zQx-4471"); there those letters are the
+    capitals (``l``, ``i`` -> ``I``, ``x`` -> ``X``). A run of letters and digits that is digits but
+    for bars and rings ("44l7", "2O26") is all digits; one that is lowercase letters but for the
+    digit 0 ("0pened", "0n") has the letter o. Mixed tokens ("iPhone", "1st", "l0", "Cm") are left
+    alone: the rule is the token's own class, not a dictionary.
     """
     return _TOKEN.sub(lambda m: _fix_token(m.group()), text)
 
 
 def _fix_token(token: str) -> str:
-    others = [c for c in token if c.isalpha() and c not in _AS_CAPITAL]
-    if len(others) >= 2 and all(c.isupper() for c in others):
+    letters = [c for c in token if c.isalpha() or c == "|"]
+    capitals = [c for c in letters if c.isupper()]
+    alike = all(c.isupper() or c in _AS_CAPITAL for c in letters)
+    if alike and (len(capitals) >= 2 or (len(letters) >= 3 and any(c in _PLAIN_CAPITALS for c in capitals))):
         token = "".join(_AS_CAPITAL.get(c, c) for c in token)
-    return _ALNUM_RUN.sub(lambda m: _fix_digits(m.group()), token)
+    return _ALNUM_RUN.sub(lambda m: _fix_run(m.group()), token)
 
 
 _ALNUM_RUN = re.compile(r"[^\W_]+|\|")
 
 
-def _fix_digits(run: str) -> str:
-    """A run of letters and digits that is digits but for bars and rings (2 digits at least)."""
+def _fix_run(run: str) -> str:
+    """A run of letters and digits that is digits but for bars and rings (2 digits at least), or
+    lowercase letters but for the digit 0 (a letter that is not a bar or a ring at least)."""
     if sum(c.isdigit() for c in run) >= 2 and all(c.isdigit() or c in _AS_DIGIT for c in run):
         return "".join(_AS_DIGIT.get(c, c) for c in run)
+    if ("0" in run and all(c == "0" or (c.isalpha() and c.islower()) for c in run)
+            and any(c.isalpha() and c not in "lio" for c in run)):
+        return "".join(_AS_LETTER.get(c, c) for c in run)
     return run
 
 

@@ -92,8 +92,12 @@ def test_bars_and_rings_take_their_tokens_class():
     assert consistent_classes("Reference MERLlN-4417 closes") == "Reference MERLIN-4417 closes"
     assert consistent_classes("MERLiN-4417 ILLlNOIS") == "MERLIN-4417 ILLINOIS"
     assert consistent_classes("INV-2O26-OO42 and 44l7") == "INV-2026-0042 and 4417"
-    # lowercase words, mixed tokens and single digits are not this rule's business
-    assert consistent_classes("l0 1st iPhone Hello all 0n") == "l0 1st iPhone Hello all 0n"
+    # letters whose capital is the same shape drawn bigger take an all-capitals token's case
+    assert consistent_classes("ZQx-4471 zQx-4471") == "ZQX-4471 ZQX-4471"
+    # the digit 0 in a word of lowercase letters is the letter o (read so in every face at 40 px)
+    assert consistent_classes("was 0pened 0n 3 April, 0rder 2026") == "was opened on 3 April, order 2026"
+    # mixed tokens and a lone capital are not this rule's business
+    assert consistent_classes("l0 1st iPhone Hello all Cm Co 0x1F") == "l0 1st iPhone Hello all Cm Co 0x1F"
 
 
 def test_letter_gaps_of_upright_strokes_are_not_word_spaces():
@@ -108,6 +112,35 @@ def test_letter_gaps_of_upright_strokes_are_not_word_spaces():
     boxes = [box(20, 15, 40, 45).tolist(), box(48, 15, 68, 45).tolist(), box(88, 15, 108, 45).tolist()]
     assert recover_spaces(gray, quad, "MEN", boxes, list("MEN")) == "ME N"
     assert recover_spaces(gray, quad, "MEN", boxes, list("MEN"), [0.0, 0.3, 0.0]) == "M E N"
+
+
+def blocks(spans: list[tuple[int, int]], width: int = 400) -> tuple[np.ndarray, np.ndarray, list]:
+    """A grey line with one 30 px high ink block per ``(x0, x1)`` span, its quad and the boxes."""
+    gray = np.full((60, width), 255, np.uint8)
+    for x0, x1 in spans:
+        gray[15:45, x0:x1] = 0
+    return gray, box(5, 5, width - 5, 55), [box(x0, 15, x1, 45).tolist() for x0, x1 in spans]
+
+
+def test_a_gap_narrower_than_the_lines_written_spaces_is_no_space():
+    """"ab cdef": the model wrote the space after "b"; the gap d|e (12 px of 30; the model's space
+    probability 0.3 there, the other letter gaps 6 px) is a space when the written one is about as
+    wide (14 px), not when it is 30 px (a monospaced face: its narrow letters stand that far apart)."""
+    probs = [0.0, 0.0, 0.0, 0.0, 0.0, 0.3, 0.0]
+    for space, expected in ((30, "ab cdef"), (14, "ab cd ef")):
+        c = 66 + space
+        spans = [(20, 40), (46, 66), (c, c + 20), (c + 26, c + 46), (c + 58, c + 78), (c + 84, c + 104)]
+        gray, quad, boxes = blocks(spans)
+        middle = 66 + space // 2 - 2  # the space's own box: no ink, a little left of the gap's middle
+        boxes.insert(2, box(middle - 1, 15, middle + 1, 45).tolist())
+        assert recover_spaces(gray, quad, "ab cdef", boxes, list("ab cdef"), probs) == expected, space
+
+
+def test_no_space_goes_in_before_closing_punctuation():
+    """A monospaced "port." sets its period in the middle of a letter's cell: a gap as wide as a
+    word space, where the model hesitates (0.33), is still no space before the period."""
+    gray, quad, boxes = blocks([(20, 40), (46, 66), (72, 92), (98, 118), (140, 146)])
+    assert recover_spaces(gray, quad, "port.", boxes, list("port."), [0.0, 0.0, 0.0, 0.0, 0.33]) == "port."
 
 
 # -- the engine ---------------------------------------------------------------------------------------
