@@ -155,7 +155,7 @@ class OcrEngine:
             text = raw or ""
             if clean(text, form="NFKC").strip() and len(boxes) == len(chars) == len(text):
                 text = recover_spaces(gray, quad, text, boxes, chars, gaps)
-            text = consistent_classes(clean(text, form="NFKC").replace("\n", " ").strip())
+            text = consistent_classes(attach_punctuation(clean(text, form="NFKC").replace("\n", " ").strip()))
             if not text:
                 continue
             x0, y0 = quad.min(0)
@@ -424,6 +424,16 @@ def _spaces(runs: list[tuple[int, float]], text: str, probs: list[float]) -> set
     return out
 
 
+_LOOSE_STOP = re.compile(r"(?<=[^\W_]) +(?=[.,](?:\s|$))")
+
+
+def attach_punctuation(text: str) -> str:
+    """A full stop or comma that ends a token goes with the word before it ("changes ." ->
+    "changes."): a monospaced face sets them in the middle of a letter's cell, and the model writes
+    a space before them. A space before ".5" (a number) or between dots (". . .") stays."""
+    return _LOOSE_STOP.sub("", text)
+
+
 #: Glyphs that are the same shape in most faces, by the class they belong to: a vertical bar
 #: (l, I, 1, |; a capital I is read as "i" too), a ring (O, 0, o), and the letters whose capital
 #: is their lowercase letter drawn bigger (c, o, s, u, v, w, x, z: "ZQx" for "ZQX").
@@ -501,7 +511,7 @@ def layout(lines: list[OcrLine]) -> str:
         top = min(item.box[1] for item in row)
         if previous_bottom is not None:
             out.append("\n\n" if top - previous_bottom > 0.8 * median else "\n")
-        out.append(" ".join(item.text for item in row))
+        out.append(attach_punctuation(" ".join(item.text for item in row)))
         previous_bottom = max(item.box[3] for item in row)
     return "".join(out)
 
@@ -772,5 +782,5 @@ def _reason(exc: BaseException) -> str:
 
 
 __all__ = ["DPI", "LOW_CONFIDENCE", "NO_TEXT_EVEN_BY_OCR", "OCR_PACKAGE", "OcrEngine", "OcrLine", "OcrPage",
-           "consistent_classes", "engine", "image_frames", "join_segments", "layout", "ocr_missing_pages",
-           "ocr_pdf_pages", "ocr_warnings", "read_image", "recover_spaces", "render_pdf_pages"]
+           "attach_punctuation", "consistent_classes", "engine", "image_frames", "join_segments", "layout",
+           "ocr_missing_pages", "ocr_pdf_pages", "ocr_warnings", "read_image", "recover_spaces", "render_pdf_pages"]

@@ -18,7 +18,7 @@ from PIL import Image, ImageDraw, ImageFilter, ImageFont
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.ingest import read_document
-from knowledge.ingest._ocr import consistent_classes, join_segments, recover_spaces
+from knowledge.ingest._ocr import attach_punctuation, consistent_classes, join_segments, recover_spaces
 from knowledge.outcomes import Outcome
 from knowledge.workbench import Workbench
 
@@ -141,6 +141,14 @@ def test_no_space_goes_in_before_closing_punctuation():
     word space, where the model hesitates (0.33), is still no space before the period."""
     gray, quad, boxes = blocks([(20, 40), (46, 66), (72, 92), (98, 118), (140, 146)])
     assert recover_spaces(gray, quad, "port.", boxes, list("port."), [0.0, 0.0, 0.0, 0.0, 0.33]) == "port."
+
+
+def test_a_stop_or_comma_ending_a_token_goes_with_its_word():
+    # a monospaced face sets "." and "," mid-cell: the model writes "changes ." and "Smith , J."
+    assert attach_punctuation("without changes .") == "without changes."
+    assert attach_punctuation("Smith , J. and 80 cm .") == "Smith, J. and 80 cm."
+    # a number that starts with its point, and spaced dots, are left as they are
+    assert attach_punctuation("costs .5 EUR . . .") == "costs .5 EUR . . ."
 
 
 # -- the engine ---------------------------------------------------------------------------------------
