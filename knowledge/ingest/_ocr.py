@@ -424,7 +424,7 @@ def _spaces(runs: list[tuple[int, float]], text: str, probs: list[float]) -> set
     return out
 
 
-_LOOSE_STOP = re.compile(r"(?<=[^\W_]) +(?=[.,](?:\s|$))")
+_LOOSE_STOP = re.compile(r"(?<=[^\W_]) +(?=[.,](?:\s+(?![.,])|$))")
 
 
 def attach_punctuation(text: str) -> str:
