@@ -314,19 +314,26 @@ def _clockwise(points: np.ndarray) -> np.ndarray:
 
 
 #: The recognition model's probability of a space (its CTC space class, the highest over the
-#: columns between two characters) from which a space it did not write is put back: inside words it
-#: stays under ~0.01; at a word space it dropped (narrow spacing, serif faces) it is 0.03-0.5.
+#: columns between two characters) from which a space it did not write may be put back: at word
+#: spaces it dropped it is 0.003-0.5 (narrow spacing, serif faces), inside most words under 0.001
+#: -- but 0.15 after the foot of the L in "ALPHA1", 0.33 before a monospaced full stop: the model
+#: alone does not decide, the gap must also be wide for its line (:func:`_spaces`).
 SPACE_PROB = 0.002
-#: ... when the gap without ink there is also at least this share of the line's ink height.
+#: ... and the gap without ink there at least this share of the line's ink height ...
 SPACE_GAP = 0.25
+#: ... and at least this share of the median gap at the spaces the model wrote on the line (a
+#: monospaced face: word spaces ~1.0 of the ink height, its narrow letters 0.3-0.47 apart) ...
+SPACE_SHARE = 0.7
+#: ... and at least this many times the line's median gap between letters, when it has at least
+#: :data:`LETTER_GAPS_KNOWN` of them (dropped spaces measured at 2.0-3.3 x, letter gaps up to 1.7 x).
+LETTER_FACTOR = 1.8
+LETTER_GAPS_KNOWN = 3
 #: A gap without ink this wide (share of the ink height) is a word space whatever the model says.
 #: The gaps between letters reach ~0.3 of the ink height (two upright strokes, "MERLIN", "In",
 #: 0.2 em in DejaVu Sans against a cap height of 0.73 em), which the earlier rule (0.25, ink gaps
 #: alone) took for spaces: "M ERLI N-4417", "I nvoice", "Ma rch".
 SPACE_GAP_WIDE = 0.55
-SPACE_SHARE = 0.7
-LETTER_FACTOR = 1.8
-LETTER_GAPS_KNOWN = 3
+#: A dropped space is never put back before these, nor after an opening bracket.
 _NO_SPACE_BEFORE = set(".,;:!?)]}%")
 _NO_SPACE_AFTER = set("([{")
 _CJK = re.compile(r"[\u3000-\u9fff\uac00-\ud7af\uf900-\ufaff]")
@@ -348,8 +355,10 @@ def recover_spaces(gray: np.ndarray, quad: np.ndarray, text: str, boxes: list, c
 
     A space is inserted before ``text[i]`` when the text has none there and a run of ink-free
     columns lies between the two characters' centres that is either at least :data:`SPACE_GAP_WIDE`
-    x the line's ink height, or at least :data:`SPACE_GAP` x it where the model's space
-    probability is at least :data:`SPACE_PROB`. Lines that are vertical, contain CJK characters
+    x the line's ink height, or, where the model's space probability is at least
+    :data:`SPACE_PROB`, at least :data:`SPACE_GAP` x it, :data:`SPACE_SHARE` x the gaps at the
+    spaces the model wrote on the line and :data:`LETTER_FACTOR` x its gaps between letters; never
+    before closing punctuation or after an opening bracket. Lines that are vertical, contain CJK characters
     (no spaces between words there), have too little contrast, or whose boxes do not match the
     text are returned unchanged.
     """
