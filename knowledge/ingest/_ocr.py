@@ -319,6 +319,9 @@ def _clockwise(points: np.ndarray) -> np.ndarray:
 #: -- but 0.15 after the foot of the L in "ALPHA1", 0.33 before a monospaced full stop: the model
 #: alone does not decide, the gap must also be wide for its line (:func:`_spaces`).
 SPACE_PROB = 0.002
+#: ... this between two digits: figures are set on one width, so a "1" stands as far from its
+#: neighbours as a word space does ("MERLIN-44 17", an italic "1 7" at 0.005-0.014).
+SPACE_PROB_DIGITS = 0.02
 #: ... and the gap without ink there at least this share of the line's ink height ...
 SPACE_GAP = 0.25
 #: ... and at least this share of the median gap at the spaces the model wrote on the line (a
@@ -356,10 +359,11 @@ def recover_spaces(gray: np.ndarray, quad: np.ndarray, text: str, boxes: list, c
     A space is inserted before ``text[i]`` when the text has none there and a run of ink-free
     columns lies between the two characters' centres that is either at least :data:`SPACE_GAP_WIDE`
     x the line's ink height, or, where the model's space probability is at least
-    :data:`SPACE_PROB`, at least :data:`SPACE_GAP` x it, :data:`SPACE_SHARE` x the gaps at the
-    spaces the model wrote on the line and :data:`LETTER_FACTOR` x its gaps between letters; never
-    before closing punctuation or after an opening bracket. Lines that are vertical, contain CJK characters
-    (no spaces between words there), have too little contrast, or whose boxes do not match the
+    :data:`SPACE_PROB` (:data:`SPACE_PROB_DIGITS` between digits), at least :data:`SPACE_GAP` x
+    it, :data:`SPACE_SHARE` x the gaps at the spaces the model wrote on the line and
+    :data:`LETTER_FACTOR` x its gaps between letters; never before closing punctuation or after an
+    opening bracket. Lines that are vertical, contain CJK characters (no spaces between words
+    there), have too little contrast, or whose boxes do not match the
     text are returned unchanged.
     """
     if len(chars) != len(boxes) or "".join(chars) != text or len(text) < 2 or _CJK.search(text):
@@ -428,7 +432,8 @@ def _spaces(runs: list[tuple[int, float]], text: str, probs: list[float]) -> set
     for i, width in runs:
         if text[i - 1].isspace() or text[i].isspace() or text[i] in _NO_SPACE_BEFORE or text[i - 1] in _NO_SPACE_AFTER:
             continue
-        if width >= SPACE_GAP_WIDE or (probs[i] >= SPACE_PROB and width >= floor):
+        sure = SPACE_PROB_DIGITS if text[i - 1].isdigit() and text[i].isdigit() else SPACE_PROB
+        if width >= SPACE_GAP_WIDE or (probs[i] >= sure and width >= floor):
             out.add(i)
     return out
 
@@ -481,9 +486,11 @@ _ALNUM_RUN = re.compile(r"[^\W_]+|\|")
 
 
 def _fix_run(run: str) -> str:
-    """A run of letters and digits that is digits but for bars and rings (2 digits at least), or
-    lowercase letters but for the digit 0 (a letter that is not a bar or a ring at least)."""
-    if sum(c.isdigit() for c in run) >= 2 and all(c.isdigit() or c in _AS_DIGIT for c in run):
+    """A run of letters and digits that is digits but for bars and rings (2 digits at least, or a
+    digit that is not itself a ring: "5o", "9o"), or lowercase letters but for the digit 0 (a
+    letter that is not a bar or a ring at least)."""
+    digits = [c for c in run if c.isdigit()]
+    if ((len(digits) >= 2 or any(c != "0" for c in digits)) and all(c.isdigit() or c in _AS_DIGIT for c in run)):
         return "".join(_AS_DIGIT.get(c, c) for c in run)
     if ("0" in run and all(c == "0" or (c.isalpha() and c.islower()) for c in run)
             and any(c.isalpha() and c not in "lio" for c in run)):

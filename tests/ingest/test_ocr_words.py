@@ -92,6 +92,7 @@ def test_bars_and_rings_take_their_tokens_class():
     assert consistent_classes("Reference MERLlN-4417 closes") == "Reference MERLIN-4417 closes"
     assert consistent_classes("MERLiN-4417 ILLlNOIS") == "MERLIN-4417 ILLINOIS"
     assert consistent_classes("INV-2O26-OO42 and 44l7") == "INV-2026-0042 and 4417"
+    assert consistent_classes("under 5o dollars, 89.9o EUR") == "under 50 dollars, 89.90 EUR"
     # letters whose capital is the same shape drawn bigger take an all-capitals token's case
     assert consistent_classes("ZQx-4471 zQx-4471") == "ZQX-4471 ZQX-4471"
     # the digit 0 in a word of lowercase letters is the letter o (read so in every face at 40 px)
@@ -134,6 +135,17 @@ def test_a_gap_narrower_than_the_lines_written_spaces_is_no_space():
         middle = 66 + space // 2 - 2  # the space's own box: no ink, a little left of the gap's middle
         boxes.insert(2, box(middle - 1, 15, middle + 1, 45).tolist())
         assert recover_spaces(gray, quad, "ab cdef", boxes, list("ab cdef"), probs) == expected, space
+
+
+def test_a_gap_between_digits_needs_the_models_word_for_it():
+    """Figures are set on one width, so a "1" stands as far from its neighbours as a word space:
+    "224417" with 12 px (of 30) around the "1" (6 px between the other digits) and the model's space
+    probability 0.01 after it stays one number; at 0.2 (the model's own doubt) it is two."""
+    gray, quad, boxes = blocks([(20, 40), (46, 66), (72, 92), (98, 118), (130, 136), (148, 168)])
+    probs = [0.0, 0.0, 0.0, 0.0, 0.0, 0.01]
+    assert recover_spaces(gray, quad, "224417", boxes, list("224417"), probs) == "224417"
+    probs[-1] = 0.2
+    assert recover_spaces(gray, quad, "224417", boxes, list("224417"), probs) == "22441 7"
 
 
 def test_no_space_goes_in_before_closing_punctuation():
