@@ -123,7 +123,7 @@ def one(dpi: int, pages: int, size: float, spaces: bool) -> dict:
     _ocr.engine()
     load = time.perf_counter() - t0
     if not spaces:
-        _ocr.recover_spaces = lambda gray, quad, text, boxes, chars: text
+        _ocr.recover_spaces = lambda gray, quad, text, boxes, chars, gaps=None: text
     _ocr.ocr_pdf_pages(scan, [1], dpi=dpi)  # warm-up: first-call allocations
     t0, c0 = time.perf_counter(), _cpu()
     read = _ocr.ocr_pdf_pages(scan, list(range(1, pages + 1)), dpi=dpi)
