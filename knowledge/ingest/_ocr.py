@@ -133,26 +133,66 @@ class OcrEngine:
     def _read(self, rgb: np.ndarray) -> OcrPage:
         bgr = np.ascontiguousarray(rgb[:, :, ::-1])
         with self._lock:
-            # text_score=0: keep every line (low ones are marked, not dropped). use_cls=False: the
-            # direction classifier turned whole clean lines upside down ("Invoice total..." read as
-            # "S", 0.11); a page upside down is caught in read() instead.
-            result, _ = self._engine(bgr, return_word_box=True, text_score=0.0, use_cls=False)
+            # Detection alone first: the detector (DB) cuts one printed line into segments at wide
+            # word spaces, and each segment's box is grown (unclip) into its neighbour, so read one
+            # by one they spilled a letter into each other ("MERLIN-4417 C" + "closes") and an
+            # identifier cut at a segment border came out as two words. Segments of one row are
+            # joined (join_segments) and recognised as one line. use_cls=False: the direction
+            # classifier turned whole clean lines upside down ("Invoice total..." read as "S",
+            # 0.11); a page upside down is caught in read() instead.
+            found, _ = self._engine(bgr, use_det=True, use_cls=False, use_rec=False)
+            if not found:
+                return OcrPage("", [])
+            quads = join_segments([np.asarray(q, dtype=np.float32).reshape(4, 2) for q in found])
+            crops = self._engine.get_crop_img_list(bgr, quads)
+            recognised = self._recognise(crops)
+            boxed = self._engine.cal_rec_boxes(crops, quads, [r[:3] for r in recognised])
         gray = _gray(rgb)
         lines = []
-        for item in result or []:
-            quad, text, score = item[0], item[1], float(item[2])
-            boxes = item[3] if len(item) > 4 else None
-            chars = item[4] if len(item) > 4 else None
-            text = clean(text or "", form="NFKC").replace("\n", " ").strip()
+        for quad, (_, score, _, gaps), (raw, _, boxes, chars, _) in zip(quads, recognised, boxed):
+            # every line is kept (rapidocr's own text_score would drop those under 0.5): low ones
+            # are marked in the warnings, not dropped
+            text = raw or ""
+            if clean(text, form="NFKC").strip() and len(boxes) == len(chars) == len(text):
+                text = recover_spaces(gray, quad, text, boxes, chars, gaps)
+            text = consistent_classes(attach_punctuation(clean(text, form="NFKC").replace("\n", " ").strip()))
             if not text:
                 continue
-            q = np.asarray(quad, dtype=np.float32).reshape(-1, 2)
-            if boxes is not None and chars is not None:
-                text = recover_spaces(gray, q, text, boxes, chars)
-            x0, y0 = q.min(0)
-            x1, y1 = q.max(0)
-            lines.append(OcrLine(text, max(0.0, min(1.0, score)), (float(x0), float(y0), float(x1), float(y1))))
+            x0, y0 = quad.min(0)
+            x1, y1 = quad.max(0)
+            lines.append(OcrLine(text, max(0.0, min(1.0, float(score))),
+                                 (float(x0), float(y0), float(x1), float(y1))))
         return OcrPage(layout(lines), lines)
+
+    def _recognise(self, crops: list[np.ndarray]) -> list[tuple[str, float, list, list[float]]]:
+        """The recognition model on line crops, as rapidocr's ``TextRecognizer`` runs it (batches
+        of similar widths, CTC decoding with the character columns), plus for each character the
+        model's probability of a space in the columns between it and the character before
+        (``gaps[i]``, 0 for the first character and around a space the model wrote)."""
+        rec = self._engine.text_rec
+        decode = rec.postprocess_op
+        space = len(decode.character) - 1  # rapidocr appends " " as the last class
+        _, img_h, img_w = rec.rec_image_shape[:3]
+        ratios = [c.shape[1] / float(c.shape[0]) for c in crops]
+        order = np.argsort(np.array(ratios))
+        out: list = [("", 0.0, [0, [], [], [], []], [])] * len(crops)
+        for start in range(0, len(crops), rec.rec_batch_num):
+            batch = [int(i) for i in order[start:start + rec.rec_batch_num]]
+            widest = max([img_w / img_h] + [ratios[i] for i in batch])
+            norm = np.concatenate([rec.resize_norm_img(crops[i], widest)[np.newaxis, :] for i in batch])
+            preds = rec.session(norm.astype(np.float32))[0]
+            decoded = decode(preds, True, wh_ratio_list=[ratios[i] for i in batch], max_wh_ratio=widest)
+            for row, i in enumerate(batch):
+                text, score, info = decoded[row]
+                columns = [c for word in info[2] for c in word]
+                gaps = [0.0] * len(text)
+                if len(columns) == len(text):
+                    for k in range(1, len(text)):
+                        a, b = columns[k - 1], columns[k]
+                        if b > a + 1 and not text[k].isspace() and not text[k - 1].isspace():
+                            gaps[k] = float(preds[row, a + 1:b, space].max())
+                out[i] = (text, score, info, gaps)
+        return out
 
 
 _ENGINE: OcrEngine | None = None
@@ -178,16 +218,132 @@ def _unavailable(exc: BaseException) -> str:
             f" install it with `pip install {OCR_PACKAGE}` to read scans and images")
 
 
-# -- word spacing ---------------------------------------------------------------------------------
+# -- segments, word spacing, character classes ------------------------------------------------------
 
-#: Gap without ink (as a share of the line's ink height) from which a gap is a word space; between
-#: two digits (tabular figures have wide side bearings) the larger one applies.
+#: Two detected segments are one line when their heights differ by less than this factor, their
+#: centres are within :data:`ROW_SHARE` of a height of each other across the line, and the gap
+#: between them along the line is under :data:`JOIN_GAP` x the smaller height (a word space is
+#: ~0.3-0.6 em, the boxes are ~1.3-1.6 em high; a column gutter or a table cell apart is wider).
+JOIN_HEIGHTS = 1.6
+ROW_SHARE = 0.3
+JOIN_GAP = 0.6
+
+
+def join_segments(quads: list[np.ndarray]) -> list[np.ndarray]:
+    """Detected boxes of one printed line joined into one box per line.
+
+    Args:
+        quads: the detector's boxes, each ``(4, 2)`` float32 pixels, clockwise from the top left.
+
+    Returns:
+        The boxes after joining (each ``(4, 2)`` float32, clockwise from the top left; the smallest
+        rotated rectangle holding the joined segments), in the detector's order of their first
+        segment. Vertical boxes (taller than 1.5 x their width) are never joined.
+
+    The detector (DB) splits a line where a word space is wide and grows every box outwards, so
+    neighbouring segments overlap: recognised apart, the overlap is read twice ("MERLIN-4417 C",
+    "closes") and a word cut at the border falls apart. Recognised as one line, the model sees
+    every letter once, with its neighbours.
+    """
+    n = len(quads)
+    geo = [_geometry(q) for q in quads]
+    parent = list(range(n))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for i in range(n):
+        for j in range(i + 1, n):
+            if _same_line(geo[i], geo[j]):
+                parent[root(j)] = root(i)
+    groups: dict[int, list[int]] = {}
+    for i in range(n):
+        groups.setdefault(root(i), []).append(i)
+    out = []
+    for members in groups.values():
+        if len(members) == 1:
+            out.append(quads[members[0]].astype(np.float32))
+            continue
+        import cv2  # noqa: PLC0415 - heavy (OpenCV, under rapidocr), OCR only
+
+        points = np.concatenate([quads[i] for i in members]).astype(np.float32)
+        out.append(_clockwise(cv2.boxPoints(cv2.minAreaRect(points))))
+    return out
+
+
+def _geometry(q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, float, bool]:
+    """``(centre, unit along the line, unit across, length, height, horizontal?)`` of a box."""
+    along = (q[1] - q[0] + q[2] - q[3]) / 2.0
+    across = (q[3] - q[0] + q[2] - q[1]) / 2.0
+    length = float(np.linalg.norm(along)) or 1.0
+    height = float(np.linalg.norm(across)) or 1.0
+    return q.mean(0), along / length, across / height, length, height, height < 1.5 * length
+
+
+def _same_line(a: tuple, b: tuple) -> bool:
+    ca, ua, va, la, ha, flat_a = a
+    cb, ub, vb, lb, hb, flat_b = b
+    # a speck inside a line's box (the detector finds bits of a word space) is part of that line
+    if _inside(cb, ca, ua, va, la, ha) or _inside(ca, cb, ub, vb, lb, hb):
+        return True
+    if not (flat_a and flat_b) or max(ha, hb) > JOIN_HEIGHTS * min(ha, hb) or float(ua @ ub) < 0.995:
+        return False
+    d = cb - ca
+    if abs(float(d @ va)) > ROW_SHARE * min(ha, hb):
+        return False
+    gap = abs(float(d @ ua)) - (la + lb) / 2.0  # negative when they overlap
+    return gap < JOIN_GAP * min(ha, hb)
+
+
+def _inside(point: np.ndarray, centre: np.ndarray, along: np.ndarray, across: np.ndarray, length: float,
+            height: float) -> bool:
+    d = point - centre
+    return abs(float(d @ along)) <= length / 2.0 and abs(float(d @ across)) <= height / 2.0
+
+
+def _clockwise(points: np.ndarray) -> np.ndarray:
+    """Four corners ordered top left, top right, bottom right, bottom left (as rapidocr does)."""
+    by_x = points[np.argsort(points[:, 0], kind="stable")]
+    left, right = by_x[:2], by_x[2:]
+    tl, bl = left[np.argsort(left[:, 1], kind="stable")]
+    tr, br = right[np.argsort(right[:, 1], kind="stable")]
+    return np.array([tl, tr, br, bl], dtype=np.float32)
+
+
+#: The recognition model's probability of a space (its CTC space class, the highest over the
+#: columns between two characters) from which a space it did not write may be put back: at word
+#: spaces it dropped it is 0.003-0.5 (narrow spacing, serif faces), inside most words under 0.001
+#: -- but 0.15 after the foot of the L in "ALPHA1", 0.33 before a monospaced full stop: the model
+#: alone does not decide, the gap must also be wide for its line (:func:`_spaces`).
+SPACE_PROB = 0.002
+#: ... this between two digits: figures are set on one width, so a "1" stands as far from its
+#: neighbours as a word space does ("MERLIN-44 17", an italic "1 7" at 0.005-0.014).
+SPACE_PROB_DIGITS = 0.02
+#: ... and the gap without ink there at least this share of the line's ink height ...
 SPACE_GAP = 0.25
-SPACE_GAP_DIGITS = 0.36
+#: ... and at least this share of the median gap at the spaces the model wrote on the line (a
+#: monospaced face: word spaces ~1.0 of the ink height, its narrow letters 0.3-0.47 apart) ...
+SPACE_SHARE = 0.7
+#: ... and at least this many times the line's median gap between letters, when it has at least
+#: :data:`LETTER_GAPS_KNOWN` of them (dropped spaces measured at 2.0-3.3 x, letter gaps up to 1.7 x).
+LETTER_FACTOR = 1.8
+LETTER_GAPS_KNOWN = 3
+#: A gap without ink this wide (share of the ink height) is a word space whatever the model says.
+#: The gaps between letters reach ~0.3 of the ink height (two upright strokes, "MERLIN", "In",
+#: 0.2 em in DejaVu Sans against a cap height of 0.73 em), which the earlier rule (0.25, ink gaps
+#: alone) took for spaces: "M ERLI N-4417", "I nvoice", "Ma rch".
+SPACE_GAP_WIDE = 0.55
+#: A dropped space is never put back before these, nor after an opening bracket.
+_NO_SPACE_BEFORE = set(".,;:!?)]}%")
+_NO_SPACE_AFTER = set("([{")
 _CJK = re.compile(r"[\u3000-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 
 
-def recover_spaces(gray: np.ndarray, quad: np.ndarray, text: str, boxes: list, chars: list) -> str:
+def recover_spaces(gray: np.ndarray, quad: np.ndarray, text: str, boxes: list, chars: list,
+                   gaps: list[float] | None = None) -> str:
     """``text`` with the word spaces the recognition model dropped put back.
 
     Args:
@@ -197,15 +353,22 @@ def recover_spaces(gray: np.ndarray, quad: np.ndarray, text: str, boxes: list, c
         boxes: one box per character of ``text`` (4 points each, pixels), in reading order, as
             rapidocr's ``return_word_box`` gives them.
         chars: the characters of those boxes (must spell ``text``).
+        gaps: per character of ``text``, the model's probability of a space between it and the
+            previous character (:meth:`OcrEngine._recognise`); ``None``: unknown (all 0).
 
-    A space is inserted between two characters when a run of ink-free columns wider than
-    :data:`SPACE_GAP` x the line's ink height (:data:`SPACE_GAP_DIGITS` between two digits) lies
-    between their centres and the text has no space there yet. Lines that are vertical, contain
-    CJK characters (no spaces between words there), have too little contrast, or whose boxes do not
-    match the text are returned unchanged.
+    A space is inserted before ``text[i]`` when the text has none there and a run of ink-free
+    columns lies between the two characters' centres that is either at least :data:`SPACE_GAP_WIDE`
+    x the line's ink height, or, where the model's space probability is at least
+    :data:`SPACE_PROB` (:data:`SPACE_PROB_DIGITS` between digits), at least :data:`SPACE_GAP` x
+    it, :data:`SPACE_SHARE` x the gaps at the spaces the model wrote on the line and
+    :data:`LETTER_FACTOR` x its gaps between letters; never before closing punctuation or after an
+    opening bracket. Lines that are vertical, contain CJK characters (no spaces between words
+    there), have too little contrast, or whose boxes do not match the
+    text are returned unchanged.
     """
     if len(chars) != len(boxes) or "".join(chars) != text or len(text) < 2 or _CJK.search(text):
         return text
+    probs = list(gaps) if gaps is not None and len(gaps) == len(text) else [0.0] * len(text)
     x0, y0 = np.floor(quad.min(0)).astype(int)
     x1, y1 = np.ceil(quad.max(0)).astype(int)
     x0, y0 = max(0, x0), max(0, y0)
@@ -235,7 +398,7 @@ def recover_spaces(gray: np.ndarray, quad: np.ndarray, text: str, boxes: list, c
     inked = np.flatnonzero(cols)
     if inked.size == 0:
         return text
-    spaces: set[int] = set()  # insert a space before text[i]
+    runs: list[tuple[int, float]] = []  # (insert a space before text[i], ink-free width / height)
     start = None
     for x in range(int(inked[0]), int(inked[-1]) + 1):
         if not cols[x]:
@@ -243,26 +406,96 @@ def recover_spaces(gray: np.ndarray, quad: np.ndarray, text: str, boxes: list, c
                 start = x
             continue
         if start is not None:
-            _consider_gap(start, x, height, centres, text, spaces)
+            mid = (start + x) / 2.0
+            i = next((k for k in range(1, len(centres)) if centres[k - 1] < mid < centres[k]), None)
+            if i is not None:
+                runs.append((i, (x - start) / height))
             start = None
+    spaces = _spaces(runs, text, probs)
     if not spaces:
         return text
     return "".join((" " + ch) if i in spaces else ch for i, ch in enumerate(text))
 
 
-def _consider_gap(start: int, end: int, height: float, centres: list[float], text: str,
-                  spaces: set[int]) -> None:
-    """Mark a space for the gap ``[start, end)`` if it is wide enough for the characters around it."""
-    mid = (start + end) / 2.0
-    i = next((k for k in range(1, len(centres)) if centres[k - 1] < mid < centres[k]), None)
-    if i is None:
-        return
-    a, b = text[i - 1], text[i]
-    if a.isspace() or b.isspace():
-        return
-    share = SPACE_GAP_DIGITS if (a.isdigit() and b.isdigit()) else SPACE_GAP
-    if end - start >= share * height:
-        spaces.add(i)
+def _spaces(runs: list[tuple[int, float]], text: str, probs: list[float]) -> set[int]:
+    """Where a space goes in: ``runs`` are the line's ink-free gaps as ``(i, width)`` (before
+    ``text[i]``, width a share of the ink height). A gap at a space the model wrote tells the
+    line's word-space width; the others are between letters, or at a space the model dropped."""
+    written = sorted(w for i, w in runs if text[i - 1].isspace() or text[i].isspace())
+    letters = sorted(w for i, w in runs if not (text[i - 1].isspace() or text[i].isspace()))
+    floor = SPACE_GAP
+    if written:
+        floor = max(floor, SPACE_SHARE * written[len(written) // 2])
+    if len(letters) >= LETTER_GAPS_KNOWN:
+        floor = max(floor, LETTER_FACTOR * letters[len(letters) // 2])
+    out = set()
+    for i, width in runs:
+        if text[i - 1].isspace() or text[i].isspace() or text[i] in _NO_SPACE_BEFORE or text[i - 1] in _NO_SPACE_AFTER:
+            continue
+        sure = SPACE_PROB_DIGITS if text[i - 1].isdigit() and text[i].isdigit() else SPACE_PROB
+        if width >= SPACE_GAP_WIDE or (probs[i] >= sure and width >= floor):
+            out.add(i)
+    return out
+
+
+_LOOSE_STOP = re.compile(r"(?<=[^\W_]) +(?=[.,](?:\s+(?![.,])|$))")
+
+
+def attach_punctuation(text: str) -> str:
+    """A full stop or comma that ends a token goes with the word before it ("changes ." ->
+    "changes."): a monospaced face sets them in the middle of a letter's cell, and the model writes
+    a space before them. A space before ".5" (a number) or between dots (". . .") stays."""
+    return _LOOSE_STOP.sub("", text)
+
+
+#: Glyphs that are the same shape in most faces, by the class they belong to: a vertical bar
+#: (l, I, 1, |; a capital I is read as "i" too), a ring (O, 0, o), and the letters whose capital
+#: is their lowercase letter drawn bigger (c, o, s, u, v, w, x, z: "ZQx" for "ZQX").
+_AS_CAPITAL = {"l": "I", "i": "I", "|": "I", **{c: c.upper() for c in "cosuvwxz"}}
+_AS_DIGIT = {"l": "1", "I": "1", "|": "1", "O": "0", "o": "0"}
+_AS_LETTER = {"0": "o"}
+#: Capitals no lowercase letter looks like (the bar I and the shape-alike C O S U V W X Z excluded).
+_PLAIN_CAPITALS = set("ABDEFGHJKLMNPQRTY")
+_TOKEN = re.compile(r"[^\s]+")
+
+
+def consistent_classes(text: str) -> str:
+    """Glyphs the model cannot tell apart given the class of the token they stand in.
+
+    A token is all capitals when every lowercase letter in it is one that looks like a capital (a
+    bar ``l``/``i``, or ``c o s u v w x z``) and it has two capitals, or one capital no lowercase
+    letter looks like and three letters ("MERLlN-4417", "zQx-4471"); there those letters are the
+    capitals (``l``, ``i`` -> ``I``, ``x`` -> ``X``). A run of letters and digits that is digits but
+    for bars and rings ("44l7", "2O26") is all digits; one that is lowercase letters but for the
+    digit 0 ("0pened", "0n") has the letter o. Mixed tokens ("iPhone", "1st", "l0", "Cm") are left
+    alone: the rule is the token's own class, not a dictionary.
+    """
+    return _TOKEN.sub(lambda m: _fix_token(m.group()), text)
+
+
+def _fix_token(token: str) -> str:
+    letters = [c for c in token if c.isalpha() or c == "|"]
+    capitals = [c for c in letters if c.isupper()]
+    alike = all(c.isupper() or c in _AS_CAPITAL for c in letters)
+    if alike and (len(capitals) >= 2 or (len(letters) >= 3 and any(c in _PLAIN_CAPITALS for c in capitals))):
+        token = "".join(_AS_CAPITAL.get(c, c) for c in token)
+    return _ALNUM_RUN.sub(lambda m: _fix_run(m.group()), token)
+
+
+_ALNUM_RUN = re.compile(r"[^\W_]+|\|")
+
+
+def _fix_run(run: str) -> str:
+    """A run of letters and digits that is digits but for bars and rings (2 digits at least, or a
+    digit that is not itself a ring: "5o", "9o"), or lowercase letters but for the digit 0 (a
+    letter that is not a bar or a ring at least)."""
+    digits = [c for c in run if c.isdigit()]
+    if ((len(digits) >= 2 or any(c != "0" for c in digits)) and all(c.isdigit() or c in _AS_DIGIT for c in run)):
+        return "".join(_AS_DIGIT.get(c, c) for c in run)
+    if ("0" in run and all(c == "0" or (c.isalpha() and c.islower()) for c in run)
+            and any(c.isalpha() and c not in "lio" for c in run)):
+        return "".join(_AS_LETTER.get(c, c) for c in run)
+    return run
 
 
 # -- layout ---------------------------------------------------------------------------------------
@@ -294,7 +527,7 @@ def layout(lines: list[OcrLine]) -> str:
         top = min(item.box[1] for item in row)
         if previous_bottom is not None:
             out.append("\n\n" if top - previous_bottom > 0.8 * median else "\n")
-        out.append(" ".join(item.text for item in row))
+        out.append(attach_punctuation(" ".join(item.text for item in row)))
         previous_bottom = max(item.box[3] for item in row)
     return "".join(out)
 
@@ -565,5 +798,5 @@ def _reason(exc: BaseException) -> str:
 
 
 __all__ = ["DPI", "LOW_CONFIDENCE", "NO_TEXT_EVEN_BY_OCR", "OCR_PACKAGE", "OcrEngine", "OcrLine", "OcrPage",
-           "engine", "image_frames", "layout", "ocr_missing_pages", "ocr_pdf_pages", "ocr_warnings", "read_image",
-           "recover_spaces", "render_pdf_pages"]
+           "attach_punctuation", "consistent_classes", "engine", "image_frames", "join_segments", "layout",
+           "ocr_missing_pages", "ocr_pdf_pages", "ocr_warnings", "read_image", "recover_spaces", "render_pdf_pages"]

@@ -97,25 +97,29 @@ def test_png_is_read_by_ocr_with_page_span_and_confidence():
     assert float(doc.warnings[0].rsplit(" ", 1)[1]) >= 0.9
 
 
-def test_spaces_are_recovered_from_ink_gaps_without_the_model():
-    """The trap line with its spaces taken out, and one box per character where Pillow drew it:
-    the gaps put the spaces back, at the font's own spacing and at 80 % of it."""
+def test_spaces_are_recovered_where_the_model_hesitated_and_the_ink_has_a_gap():
+    """The trap line with its spaces taken out, and one box per character where Pillow drew it: at
+    the font's own spacing and at 80 % of it (narrower than any letter gap is not, so the model's
+    space probability between the words decides: 0.05 there, 0 inside the words)."""
     font = ImageFont.load_default(size=24)
     for gap in (1.0, 0.8):
         img = Image.new("L", (900, 80), 255)
         draw = ImageDraw.Draw(img)
-        chars, boxes, x = [], [], 20.0
+        chars, boxes, probs, x = [], [], [], 20.0
         for word in TRAP.split(" "):
-            for ch in word:
+            for k, ch in enumerate(word):
                 w = font.getlength(ch)
                 chars.append(ch)
+                probs.append(0.05 if k == 0 and chars[:-1] else 0.0)
                 boxes.append([[x, 20], [x + w, 20], [x + w, 50], [x, 50]])
                 draw.text((x, 20), ch, fill=0, font=font)
                 x += w
             x += font.getlength(" ") * gap
         quad = np.array([[15, 12], [x + 5, 12], [x + 5, 60], [15, 60]], dtype=np.float32)
-        got = recover_spaces(np.asarray(img), quad, "".join(chars), boxes, chars)
-        assert got == TRAP, gap
+        text = "".join(chars)
+        assert recover_spaces(np.asarray(img), quad, text, boxes, chars, probs) == TRAP, gap
+        # without the model's word: these narrow spaces are no wider than a gap between letters
+        assert recover_spaces(np.asarray(img), quad, text, boxes, chars) != TRAP, gap
 
 
 def test_recover_spaces_leaves_what_it_cannot_judge():
