@@ -18,6 +18,10 @@ import re
 import struct
 import zipfile
 
+import olefile
+
+from knowledge.errors import KnowledgeError
+from knowledge.ingest._detect import detect_format
 from knowledge.ingest._text import clean_line
 
 _CFB = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
@@ -35,7 +39,7 @@ def ooxml_embeddings(zf: zipfile.ZipFile, part_prefix: str,
     (:func:`unwrap_ole`). Chart data workbooks are left out. What cannot be unwrapped is named in
     ``warnings`` (when given); nothing is raised for a damaged object."""
     prefix = part_prefix.rstrip("/") + "/embeddings/"
-    chart_data = _chart_data(zf, part_prefix)
+    chart_data = chart_data_parts(zf, part_prefix)
     out: list[tuple[str, bytes]] = []
     for info in sorted(zf.infolist(), key=lambda i: i.filename):
         if info.is_dir() or not info.filename.startswith(prefix) or info.filename in chart_data:
@@ -52,8 +56,9 @@ def ooxml_embeddings(zf: zipfile.ZipFile, part_prefix: str,
     return out
 
 
-def _chart_data(zf: zipfile.ZipFile, part_prefix: str) -> set[str]:
-    """Part names that charts' relationships point at (their data workbooks)."""
+def chart_data_parts(zf: zipfile.ZipFile, part_prefix: str) -> set[str]:
+    """Part names (``word/embeddings/Microsoft_Excel_Worksheet.xlsx``) that the relationships of the
+    charts under ``part_prefix`` point at: their data workbooks, not files of their own."""
     found: set[str] = set()
     charts_rels = part_prefix.rstrip("/") + "/charts/_rels/"
     for name in zf.namelist():
@@ -68,40 +73,67 @@ def _chart_data(zf: zipfile.ZipFile, part_prefix: str) -> set[str]:
     return found
 
 
-def unwrap_ole(blob: bytes, name: str, warnings: list[str] | None = None) -> tuple[str, bytes] | None:
+def unwrap_ole(blob: bytes, name: str, warnings: list[str] | None = None, *,
+               label: str | None = None) -> tuple[str, bytes] | None:
     """``(display name, bytes)`` of the file inside an embedded part called ``name``: the part itself
     when it is not a Compound File; else the file the OLE object holds (see the module's text).
+    Stream names are matched case-insensitively ([MS-CFB] §2.6.4). A file taken from a stream is
+    named after ``label`` (the object's own name, PowerPoint's ``p:oleObj/@name``) when given, else
+    after the part (``oleObject1.bin`` -> ``oleObject1.pdf``); a Packager object by the file name it
+    carries. A Compound File olefile cannot open is returned as it is when its bytes name a legacy
+    workbook or an Outlook message (xlrd and extract-msg read it with parsers of their own).
     ``None`` (the reason appended to ``warnings``) for an object that holds no file: an equation,
     a picture only, or a damaged Compound File."""
     if not blob.startswith(_CFB):
         return name, blob
-    stem = posixpath.splitext(name)[0]
+    stem = posixpath.splitext(label or name)[0] or posixpath.splitext(name)[0]
     try:
-        import olefile  # noqa: PLC0415 - OLE objects only
-
         with olefile.OleFileIO(io.BytesIO(blob)) as ole:
-            streams = {"/".join(entry): entry for entry in ole.listdir(streams=True, storages=False)}
-            if "\x01Ole10Native" in streams:
-                return parse_ole10native(ole.openstream("\x01Ole10Native").read(), stem)
-            for stream, ext in (("Package", ".zip"), ("CONTENTS", ".pdf"), ("EmbeddedOdf", ".odt")):
-                if stream in streams:
-                    data = ole.openstream(stream).read()
-                    if stream != "CONTENTS" or data.startswith(b"%PDF"):
-                        return stem + ext, data
-            for stream, ext in LEGACY_STREAMS:
-                if stream in streams:
-                    return stem + ext, blob
-            kind = _user_type(ole) or "unknown kind"
+            found = _inside(ole, blob, stem)
+            kind = None if found is not None else _user_type(ole) or "unknown kind"
     except Exception as exc:  # olefile raises OSError, struct.error, IndexError on damaged files
+        if _readable_as_is(blob):
+            return name, blob
         if warnings is not None:
             warnings.append(f"embedded {name}: not read: damaged OLE object ({type(exc).__name__}: {exc})")
         return None
-    if warnings is not None:
+    if found is None and warnings is not None:
         warnings.append(f"embedded {name}: not read: an OLE object of a kind without text ({kind})")
+    return found
+
+
+def _inside(ole: olefile.OleFileIO, blob: bytes, stem: str) -> tuple[str, bytes] | None:
+    """The file an open Compound File holds (see :func:`unwrap_ole`), ``None`` for none."""
+    streams = {"/".join(entry).lower(): entry for entry in ole.listdir(streams=True, storages=False)}
+    if "\x01ole10native" in streams:
+        return parse_ole10native(ole.openstream(streams["\x01ole10native"]).read(), stem)
+    for stream, ext in (("package", ".zip"), ("contents", ".pdf"), ("embeddedodf", ".odt")):
+        if stream in streams:
+            data = ole.openstream(streams[stream]).read()
+            if stream != "contents" or _is_pdf(data):
+                return (stem if stem.lower().endswith(ext) else stem + ext), data
+    for stream, ext in LEGACY_STREAMS:
+        if stream.lower() in streams:
+            return stem + ext, blob
     return None
 
 
-def _user_type(ole) -> str | None:
+def _is_pdf(data: bytes) -> bool:
+    try:
+        return detect_format(data[:4096]) == "pdf"
+    except KnowledgeError:
+        return False
+
+
+def _readable_as_is(blob: bytes) -> bool:
+    """True when a Compound File olefile refused is a format whose reader parses it by itself."""
+    try:
+        return detect_format(blob) in ("xls", "msg", "encrypted-ooxml")
+    except KnowledgeError:
+        return False
+
+
+def _user_type(ole: olefile.OleFileIO) -> str | None:
     """The object's user type from its ``\\x01CompObj`` stream ("Microsoft Equation 3.0")."""
     if not ole.exists("\x01CompObj"):
         return None
@@ -119,10 +151,9 @@ def parse_ole10native(data: bytes, stem: str) -> tuple[str, bytes]:
     the Packager's layout: size, flags, label, source path, reserved, temp path, data size, data).
     A stream of another layout (only the size and the data) is returned whole, named ``stem``."""
     try:
-        (total,) = struct.unpack_from("<I", data, 0)
-        pos = 6
+        pos = 6  # the stream's size, then two bytes of flags
         label, pos = _cstring(data, pos)
-        _source, pos = _cstring(data, pos)
+        source, pos = _cstring(data, pos)
         pos += 4  # reserved: 0x00030000 (embedded) or 0x00010000 (linked)
         (temp_len,) = struct.unpack_from("<I", data, pos)
         pos += 4
@@ -130,10 +161,13 @@ def parse_ole10native(data: bytes, stem: str) -> tuple[str, bytes]:
         pos += temp_len
         (size,) = struct.unpack_from("<I", data, pos)
         pos += 4
-        if pos + size > len(data) or not label:
+        if pos + size > len(data):
             raise ValueError("not the Packager's layout")
-        file_name = label.decode("cp1252", "replace") or posixpath.basename(temp.decode("cp1252", "replace"))
-        return clean_line(file_name.replace("\\", "/").rsplit("/", 1)[-1]) or stem, data[pos:pos + size]
+        for raw in (label, temp, source):
+            file_name = clean_line(raw.decode("cp1252", "replace").replace("\\", "/").rsplit("/", 1)[-1])
+            if file_name:
+                return file_name, data[pos:pos + size]
+        return stem, data[pos:pos + size]
     except (struct.error, ValueError):
         (total,) = struct.unpack_from("<I", data, 0) if len(data) >= 4 else (0,)
         return stem, data[4:4 + total] if 0 < total <= len(data) - 4 else data[4:]

@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import io
 import posixpath
-import struct
 import zipfile
 from collections.abc import Iterator
 
@@ -26,6 +25,7 @@ from lxml import etree
 
 from knowledge.errors import EmptyDocument, FileTooLarge, KnowledgeError, UnsupportedFile
 from knowledge.ingest._compose import ReadPart, add_part, join_path
+from knowledge.ingest._embedded import unwrap_ole
 from knowledge.ingest._text import Builder, clean, one_line
 from knowledge.ingest.document import Document
 
@@ -197,9 +197,9 @@ class _Block:
     __slots__ = ("header", "kind", "payload", "placeholder", "text")
 
     def __init__(self, text: str, kind: str = "text", *, placeholder: str | None = None,
-                 header: int = 0, payload: tuple[bytes, str] | None = None) -> None:
+                 header: int = 0, payload: tuple[bytes, str, str | None] | None = None) -> None:
         self.text, self.kind, self.placeholder, self.header = text, kind, placeholder, header
-        self.payload = payload  # an embedded object: (its bytes, its name)
+        self.payload = payload  # an embedded object: (its part's bytes, the part's name, its own name)
 
 
 class _Deck:
@@ -294,7 +294,13 @@ class _Deck:
                 continue
             if b.payload is None:
                 continue
-            data, name = b.payload
+            blob, part, label = b.payload
+            refused: list[str] = []
+            found = unwrap_ole(blob, part, refused, label=label)
+            self.warnings.extend(f"slide {number}: {w}" for w in refused)
+            if found is None:
+                continue
+            name, data = found
             before = len(self.builder.warnings)
             ok = add_part(self.builder, self._on_slide(number), data, name,
                           join_path(title, f"embedded {name}"), page=number)
@@ -392,9 +398,9 @@ class _Deck:
                     self.skipped["embedded object without its data"] = \
                         self.skipped.get("embedded object without its data", 0) + 1
                     break
-                blob = getattr(target, "blob", b"")
-                yield _Block("", "embedded", payload=_unpack_ole(
-                    blob, ole.get("name") or "", posixpath.basename(str(target.partname))))
+                yield _Block("", "embedded", payload=(getattr(target, "blob", b""),
+                                                      posixpath.basename(str(target.partname)),
+                                                      ole.get("name") or None))
                 break  # the mc:Fallback copy names the same object
         elif uri.endswith("/chartex"):
             chart = next((c for c in data if _local(c.tag) == "chart"), None)
@@ -513,51 +519,3 @@ def _diagram_text(root: etree._Element | None) -> str:
             if text:
                 out.append(text)
     return "\n".join(out)
-
-
-# -- embedded objects -----------------------------------------------------------------------------
-
-def _unpack_ole(blob: bytes, label: str, partname: str) -> tuple[bytes, str]:
-    """``(bytes, name)`` of the file inside an embedded object's part: an OLE compound file's
-    ``Ole10Native`` package (the file it carries, by its own name), ``CONTENTS`` (an Acrobat PDF) or
-    ``Package`` (an Office file) stream; otherwise the part itself (a .docx, .xlsx, .pdf embedded as
-    a package, or an OLE object the reader names, such as a legacy Excel sheet)."""
-    base = label or partname
-    if not blob.startswith(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"):
-        return blob, partname
-    try:
-        import olefile  # noqa: PLC0415 - a dependency of extract-msg; only embedded OLE objects
-
-        with olefile.OleFileIO(io.BytesIO(blob)) as ole:
-            if ole.exists("\x01Ole10Native"):
-                native = _ole10native(ole.openstream("\x01Ole10Native").read())
-                if native is not None:
-                    return native
-            for stream, ext in (("CONTENTS", ".pdf"), ("Package", "")):
-                if ole.exists(stream):
-                    data = ole.openstream(stream).read()
-                    return data, base if base.endswith(ext) else base + ext
-    except Exception:  # a damaged compound file: the reader of the whole part says why
-        return blob, partname
-    return blob, partname
-
-
-def _ole10native(raw: bytes) -> tuple[bytes, str] | None:
-    """The file an OLE Packager object carries: ``(data, file name)``, from its ``Ole10Native``
-    stream (total size, flags, label, source path, 4 bytes, temp path with its length, data with its
-    length); ``None`` when the stream does not parse."""
-    try:
-        pos = 4 + 2
-        end = raw.index(b"\0", pos)
-        label = raw[pos:end].decode("latin-1")
-        pos = raw.index(b"\0", end + 1) + 1  # the source path
-        pos += 4
-        (temp_len,) = struct.unpack_from("<I", raw, pos)
-        pos += 4 + temp_len
-        (size,) = struct.unpack_from("<I", raw, pos)
-        pos += 4
-        if pos + size > len(raw):
-            return None
-        return raw[pos:pos + size], label.replace("\\", "/").rsplit("/", 1)[-1] or "package"
-    except (ValueError, struct.error):
-        return None

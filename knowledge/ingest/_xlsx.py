@@ -18,13 +18,13 @@ from __future__ import annotations
 import io
 import posixpath
 import re
-import struct
 import zipfile
 
 from lxml import etree
 
 from knowledge.errors import FileTooLarge, KnowledgeError, UnsupportedFile
 from knowledge.ingest._compose import ReadPart, add_part, join_path
+from knowledge.ingest._embedded import chart_data_parts, unwrap_ole
 from knowledge.ingest._numfmt import BUILTIN_FORMATS, format_number, format_text
 from knowledge.ingest._text import Builder, one_line
 from knowledge.ingest.document import Document
@@ -45,7 +45,6 @@ _CELL_REF = re.compile(r"([A-Z]+)(\d+)")
 #: Header/footer codes (ECMA-376 Part 1 §18.3.1.36): fonts, sizes, colours, fields, styles.
 _HF_CODE = re.compile(r'&"[^"]*"|&K[0-9A-Fa-f]{6}|&K\d\d[+-]\d{3}|&\d+|&[+-]\d*|&[PNDTZFAGBIUESXYH]')
 _HF_SECTION = re.compile(r"&([LCR])")
-_OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 
 
 def read_xlsx(data: bytes, read_part: ReadPart) -> Document:
@@ -336,12 +335,21 @@ class _Reader:
         if path in self.seen_parts:
             return
         self.seen_parts.add(path)
-        payload, name = _unwrap_ole(self.zf.read(path), posixpath.basename(path))
-        add_part(self.builder, self.read_part, payload, name, join_path(heading, name))
+        part = posixpath.basename(path)
+        try:
+            blob = self.zf.read(path)
+        except Exception as exc:  # zlib.error, BadZipFile (CRC), NotImplementedError
+            self.warnings.append(f"embedded {part}: not read: damaged ({type(exc).__name__}: {exc})")
+            return
+        found = unwrap_ole(blob, part, self.warnings)
+        if found is not None:
+            name, payload = found
+            add_part(self.builder, self.read_part, payload, name, join_path(heading, name))
 
     def _leftover_embeddings(self) -> None:
-        for path in sorted(self.names):
-            if path.startswith("xl/embeddings/") and not path.endswith("/") and path not in self.seen_parts:
+        chart_data = chart_data_parts(self.zf, "xl/")
+        for path in sorted(self.names - self.seen_parts - chart_data):
+            if path.startswith("xl/embeddings/") and not path.endswith("/"):
                 self._embedded(path, None)
 
 
@@ -426,48 +434,6 @@ def _header_text(raw: str) -> str:
     parts = [_HF_CODE.sub("", p).replace("\x00", "&") for p in _HF_SECTION.split(raw)
              if p not in ("L", "C", "R")]
     return " | ".join(one_line(p) for p in parts if one_line(p))
-
-
-def _unwrap_ole(data: bytes, name: str) -> tuple[bytes, str]:
-    """The file inside an OLE object part: an ``Ole10Native`` package's file (with its name), a
-    ``CONTENTS`` stream (an embedded PDF) or a ``Package`` stream (an embedded Office file);
-    anything else as it is."""
-    if not data.startswith(_OLE_MAGIC):
-        return data, name
-    import olefile  # noqa: PLC0415 - OLE objects only
-
-    try:
-        with olefile.OleFileIO(data) as ole:
-            streams = {"/".join(s).lower(): s for s in ole.listdir()}
-            if "\x01ole10native" in streams:
-                return _ole10native(ole.openstream(streams["\x01ole10native"]).read(), name)
-            for key in ("contents", "package"):
-                if key in streams:
-                    return ole.openstream(streams[key]).read(), name
-    except Exception:
-        return data, name
-    return data, name
-
-
-def _ole10native(raw: bytes, name: str) -> tuple[bytes, str]:
-    """[MS-OLEDS] 2.3.6 ``Ole10Native``: size, flags, label, file path, command, then the file."""
-    try:
-        pos = 6
-        label_end = raw.index(b"\0", pos)
-        label = raw[pos:label_end].decode("cp1252", "replace")
-        pos = raw.index(b"\0", label_end + 1) + 1 + 4  # file path, then flags and an unknown word
-        (command_len,) = struct.unpack_from("<I", raw, pos)
-        pos += 4 + command_len
-        (size,) = struct.unpack_from("<I", raw, pos)
-        pos += 4
-        if size > len(raw) - pos:
-            raise ValueError("truncated")
-        file_name = posixpath.basename(label.replace("\\", "/")) or name
-        return raw[pos:pos + size], file_name
-    except (ValueError, struct.error):
-        (size,) = struct.unpack_from("<I", raw, 0) if len(raw) >= 4 else (0,)
-        return raw[4:4 + size] if size else raw, name
-
 
 
 # -- legacy .xls (BIFF) ---------------------------------------------------------------------------

@@ -82,7 +82,6 @@ def test_the_format_comes_from_the_bytes(data, name, fmt):
 
 
 @pytest.mark.parametrize(("data", "name", "what"), [
-    (ole2_with("Workbook"), "a.xls", r"legacy Excel format \(\.xls\) — save it as \.xlsx"),
     (ole2_with("PowerPoint Document"), "a.ppt", r"legacy PowerPoint format \(\.ppt\) — save it as \.pptx"),
     (ole2_with("WordDocument"), "a.docx", r"legacy Word format \(\.doc\) — save it as \.docx"),
     (zip_of({"[Content_Types].xml": "<x/>", "visio/document.xml": "<x/>"}), "a.vsdx", "Visio"),

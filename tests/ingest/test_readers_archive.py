@@ -157,7 +157,7 @@ def _cfb_with_stream(name: str, data: bytes) -> bytes:
     data = data + b"\x00" * max(0, 4096 - len(data))
     sectors = (len(data) + 511) // 512
     # sector 0: FAT, sector 1: directory, sectors 2..: stream
-    fat = [0xFFFFFFFD, 0xFFFFFFFE] + [i + 3 for i in range(2, 2 + sectors - 1)] + [0xFFFFFFFE]
+    fat = [0xFFFFFFFD, 0xFFFFFFFE] + [i + 1 for i in range(2, 2 + sectors - 1)] + [0xFFFFFFFE]
     fat += [0xFFFFFFFF] * (128 - len(fat))
     header = bytearray(512)
     header[0:8] = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
@@ -183,3 +183,34 @@ def _cfb_with_stream(name: str, data: bytes) -> bytes:
     body += b"\x00" * (-len(body) % 512)
     assert olefile.isOleFile(io.BytesIO(body))
     return body
+
+
+def test_ole_streams_are_matched_whatever_their_case_and_named_after_the_object():
+    pdf = pdf_bytes(["LARK-7 in the PDF"])
+    name, data = unwrap_ole(_cfb_with_stream("Contents", pdf), "oleObject1.bin")
+    assert name == "oleObject1.pdf" and data.startswith(pdf)
+    name, _ = unwrap_ole(_cfb_with_stream("CONTENTS", pdf), "oleObject1.bin", label="Acrobat Document")
+    assert name == "Acrobat Document.pdf"
+    odf = b"PK\x03\x04 an OpenDocument text"
+    assert unwrap_ole(_cfb_with_stream("EmbeddedOdf", odf), "oleObject2.bin")[0] == "oleObject2.odt"
+    legacy = _cfb_with_stream("Workbook", b"\x09\x08" * 64)
+    assert unwrap_ole(legacy, "oleObject3.bin") == ("oleObject3.xls", legacy)
+
+
+def test_ole_objects_without_a_file_are_named_in_the_warnings():
+    warnings: list[str] = []
+    assert unwrap_ole(_cfb_with_stream("Equation Native", b"\x1c\x00" * 8), "oleObject4.bin", warnings) is None
+    assert unwrap_ole(_cfb_with_stream("CONTENTS", b"not a PDF"), "oleObject5.bin", warnings) is None
+    assert unwrap_ole(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\x07" * 600, "oleObject6.bin", warnings) is None
+    assert [w.split(":")[0] for w in warnings] == ["embedded oleObject4.bin", "embedded oleObject5.bin",
+                                                   "embedded oleObject6.bin"]
+    assert "kind without text" in warnings[0] and "kind without text" in warnings[1]
+    assert "damaged OLE object" in warnings[2]
+
+
+def test_ole10native_without_a_label_takes_the_file_name_from_its_paths():
+    stream = ole10native("x", b"HERON-2")
+    unlabelled = stream[:6] + stream[7:]  # the label "x" removed: an empty label, then the paths
+    unlabelled = struct.pack("<I", len(unlabelled) - 4) + unlabelled[4:]
+    assert parse_ole10native(unlabelled, "oleObject1") == ("x", b"HERON-2")
+    assert parse_ole10native(struct.pack("<I", 7) + b"HERON-2", "oleObject1") == ("oleObject1", b"HERON-2")

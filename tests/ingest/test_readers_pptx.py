@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import copy
 import io
-import struct
 import zipfile
 from pathlib import Path
 
 import docx
 import pytest
+from chat_helpers import pdf_bytes
 from lxml import etree
 from msoffcrypto.format.ooxml import OOXMLFile
 from office_expectations import load, normalise
+from ole_helpers import cfb, ole10native
 from pptx import Presentation
 from pptx.chart.data import CategoryChartData
 from pptx.enum.chart import XL_CHART_TYPE
@@ -211,35 +212,6 @@ def test_an_embedded_word_document_is_read_on_its_slide():
     assert page == 2 and heading is not None and heading.startswith("Attachments > embedded ")
 
 
-def cfb(stream_name: str, payload: bytes) -> bytes:
-    """A minimal OLE2 compound file (version 3, 512-byte sectors) with one stream in the root storage;
-    the stream is padded to 4096 bytes so it lives in the regular FAT, not the mini stream."""
-    payload = payload.ljust(4096, b"\0")
-    n = -(-len(payload) // 512)
-    end, free, fat_sect, none = 0xFFFFFFFE, 0xFFFFFFFF, 0xFFFFFFFD, 0xFFFFFFFF
-    header = (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\0" * 16
-              + struct.pack("<HHHHH6sIIIIIIIII", 0x3E, 3, 0xFFFE, 9, 6, b"\0" * 6, 0, 1, 1, 0, 4096, end, 0, end, 0)
-              + struct.pack("<109I", 0, *[free] * 108))
-    fat = [fat_sect, end] + [3 + i for i in range(n - 1)] + [end]
-    fat_sector = struct.pack(f"<{len(fat)}I", *fat).ljust(512, b"\xff")
-
-    def entry(name: str, kind: int, child: int, start: int, size: int) -> bytes:
-        raw = (name + "\0").encode("utf-16-le") if name else b""
-        return (raw.ljust(64, b"\0") + struct.pack("<HBBIII", len(raw), kind, 1, none, none, child)
-                + b"\0" * 16 + b"\0" * 4 + b"\0" * 16 + struct.pack("<IQ", start, size))
-
-    directory = (entry("Root Entry", 5, 1, end, 0) + entry(stream_name, 2, none, 2, len(payload))
-                 + b"\0" * 128 * 2)  # two unused entries fill the sector
-    return header + fat_sector + directory + payload
-
-
-def ole10native(filename: str, data: bytes) -> bytes:
-    path = f"C:\\temp\\{filename}".encode() + b"\0"
-    body = (struct.pack("<H", 2) + filename.encode() + b"\0" + path + b"\0\0\x03\0"
-            + struct.pack("<I", len(path)) + path + struct.pack("<I", len(data)) + data)
-    return struct.pack("<I", len(body)) + body
-
-
 def test_an_ole_package_is_unpacked_to_the_file_it_carries():
     blob = cfb("\x01Ole10Native", ole10native("checklist.txt", b"Pack the spare batteries.\n"))
     prs = Presentation()
@@ -257,6 +229,25 @@ def test_an_embedded_object_that_cannot_be_read_is_a_warning():
     doc = read_document(deck_bytes(prs), "w.pptx")
     assert "See the object" in doc.text
     assert any(w.startswith("slide 1: Data > embedded") and "not read" in w for w in doc.warnings)
+
+
+def test_an_embedded_object_without_a_file_is_named_with_its_slide():
+    prs = Presentation()
+    slide = titled(prs, "Maths", "See the equation")
+    slide.shapes.add_ole_object(io.BytesIO(cfb("Equation Native", b"\x1c\x00" * 8)), "Equation.3", X, Y, W, H)
+    doc = read_document(deck_bytes(prs), "e.pptx")
+    assert "See the equation" in doc.text
+    assert any(w.startswith("slide 1: embedded ") and "kind without text" in w for w in doc.warnings), doc.warnings
+
+
+def test_an_acrobat_object_is_named_after_the_object():
+    prs = Presentation()
+    slide = titled(prs, "Report")
+    pdf = pdf_bytes(["GANNET-5 in the report"])
+    slide.shapes.add_ole_object(io.BytesIO(cfb("CONTENTS", pdf)), "AcroExch.Document.DC", X, Y, W, H)
+    doc = read_document(deck_bytes(prs), "a.pptx")
+    [(page, heading)] = where(doc, "GANNET-5 in the report")
+    assert page == 1 and heading is not None and heading.startswith("Report > embedded ") and heading.endswith(".pdf")
 
 
 def test_truncated_deck_is_damaged():

@@ -8,6 +8,7 @@ import re
 import zipfile
 
 import pytest
+from ole_helpers import cfb, ole10native
 from openpyxl import Workbook
 from openpyxl.comments import Comment
 
@@ -208,6 +209,32 @@ def test_embedded_part_that_fails_is_a_warning():
     doc = read_document(data, "book.xlsx")
     assert "Sheet text" in doc.text
     assert any(w.startswith("broken.pdf: not read:") for w in doc.warnings)
+
+
+def test_embedded_ole_package_is_read_under_the_file_name_it_carries():
+    wb = Workbook()
+    wb.active.append(["Sheet text", "here"])
+    blob = cfb("\x01Ole10Native", ole10native("packing list.txt", b"PUFFIN-8 spare batteries\n"))
+    doc = read_document(add_member(xlsx_bytes(wb), "xl/embeddings/oleObject1.bin", blob), "book.xlsx")
+    section = next(s for s in doc.sections if "PUFFIN-8" in doc.text[s.char_start:s.char_end])
+    assert section.heading == "packing list.txt"
+
+
+def test_embedded_equation_is_a_warning_and_a_chart_data_workbook_is_left_out():
+    data_wb = Workbook()
+    data_wb.active.append(["Series", "CORMORANT-4 chart data"])
+    wb = Workbook()
+    wb.active.append(["Sheet text", "here"])
+    data = add_member(xlsx_bytes(wb), "xl/embeddings/oleObject2.bin", cfb("Equation Native", b"\x1c\x00" * 8))
+    data = add_member(data, "xl/embeddings/Microsoft_Excel_Worksheet.xlsx", xlsx_bytes(data_wb))
+    data = add_member(data, "xl/charts/_rels/chart1.xml.rels", (
+        b'<?xml version="1.0"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/'
+        b'relationships"><Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/'
+        b'2006/relationships/package" Target="../embeddings/Microsoft_Excel_Worksheet.xlsx"/></Relationships>'))
+    doc = read_document(data, "book.xlsx")
+    assert "Sheet text" in doc.text and "CORMORANT-4" not in doc.text
+    assert any(w.startswith("embedded oleObject2.bin: not read:") and "kind without text" in w
+               for w in doc.warnings), doc.warnings
 
 
 # -- bad input ------------------------------------------------------------------------------------
