@@ -2,7 +2,8 @@
 
 A :class:`Document` is the single shape every reader (PDF, Office, OpenDocument, EPUB, RTF, mail,
 archives, Markdown, text, HTML, CSV) produces and the chunker consumes. Offsets are ``str`` indices
-into :attr:`Document.text` (code points, not bytes, not UTF-16 units): ``document.text[s.char_start:s.char_end]`` is the text of section ``s``.
+into :attr:`Document.text` (code points, not bytes, not UTF-16 units):
+``document.text[s.char_start:s.char_end]`` is the text of section ``s``.
 """
 
 from __future__ import annotations
