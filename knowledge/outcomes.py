@@ -61,7 +61,7 @@ class IngestResult:
 
 # "PdfStreamError: ...", "KeyError: ...", "zipfile.BadZipFile: ...", "(ValueError: ...)" up to the end.
 _EXCEPTION = re.compile(
-    r"\s*[(\[]?\b(?:[A-Za-z_][\w]*\.)*(?:[A-Z][A-Za-z0-9]*(?:Error|Exception|Warning|Failure|BadZipFile)|"
+    r"\s*[(\[]?\b(?:[A-Za-z_][\w]*\.)*(?:[A-Z][A-Za-z0-9]*(?:Error|Exception|Warning|Failure)|BadZipFile|"
     r"KeyError|OSError|IOError|EOFError|AssertionError|StopIteration)\b(?::.*|\))?$", re.S)
 
 # (a reason starting like this, what to say instead)

@@ -238,13 +238,13 @@ def web_section(store: str) -> None:
     """"Add a web page": the page at a URL (and, with a depth, the pages it links to on its site)
     fetched and ingested as a batch of this process (:class:`~knowledge.service.web.WebJob`)."""
     ingest = settings.ingest
-    where = ("hosts on private and loopback addresses are allowed (setting `ingest.web_allow_private`)"
-             if ingest.web_allow_private else
-             "only public addresses: private and loopback ones are refused (setting `ingest.web_allow_private`)")
+    where = ("hosts on private and loopback addresses are allowed" if ingest.web_allow_private else
+             "only public addresses: private and loopback ones are refused")
     with st.expander("🌐 Add a web page"):
         st.caption(md("Fetched now, when you add it (robots.txt honoured), and kept under its URL; adding it again"
-                      " replaces it when the page changed. Up to {} MB per page; {}.", f"{ingest.max_file_mb:g}",
-                      where))
+                      " replaces it when the page changed. Up to {} MB per page; {} (setting"
+                      " `ingest.web_allow_private`, or `KNOWLEDGE_INGEST__WEB_ALLOW_PRIVATE=true`).",
+                      f"{ingest.max_file_mb:g}", where))
         with st.form(f"web:{store}"):
             c1, c2, c3 = st.columns([4, 1, 1])
             url = c1.text_input("Web page URL", placeholder="https://example.org/docs/")

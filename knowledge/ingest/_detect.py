@@ -33,6 +33,16 @@ _TEXT_EXT = {".txt", ".text", ".log", ".rst", ".adoc", ".asciidoc", ".org", ".te
              ".yaml", ".yml", ".toml", ".ini", ".cfg", ".conf", ".py", ".js", ".ts", ".java", ".c",
              ".h", ".cpp", ".rs", ".go", ".rb", ".sh", ".sql", ".srt", ".vtt"}
 
+#: Extensions of binary formats we read -> what the bytes should have been (for a clearer refusal
+#: of binary data of no known format under such a name).
+_NAMED_BY_EXTENSION = {
+    ".pdf": "a PDF", ".docx": "a Word document", ".docm": "a Word document", ".pptx": "a PowerPoint deck",
+    ".xlsx": "an Excel workbook", ".xlsm": "an Excel workbook", ".xls": "an Excel 97-2003 workbook",
+    ".odt": "an OpenDocument text", ".ods": "an OpenDocument spreadsheet", ".odp": "an OpenDocument presentation",
+    ".epub": "an EPUB e-book", ".msg": "an Outlook message", ".zip": "a ZIP archive", ".png": "a PNG image",
+    ".jpg": "a JPEG image", ".jpeg": "a JPEG image", ".tif": "a TIFF image", ".tiff": "a TIFF image",
+}
+
 #: Binary signatures at offset 0 -> what to call the file in the error message.
 _MAGIC: tuple[tuple[bytes, str], ...] = (
     (b"\x89PNG\r\n\x1a\n", "a PNG image"),
@@ -135,6 +145,9 @@ def detect_format(head: bytes, name: str | None = None) -> str:
     if head.startswith(b"MZ") and b"\x00" in head[:512]:
         raise UnsupportedFile("unsupported: a program (Windows executable)")
     if looks_binary(head):
+        if ext in _NAMED_BY_EXTENSION:
+            raise UnsupportedFile(f"damaged: named {ext} but its bytes are not {_NAMED_BY_EXTENSION[ext]}"
+                                  " (binary data of no known format; damaged, or not that kind of file)")
         raise UnsupportedFile("unsupported: binary data, not text in any known encoding")
     return _text_kind(head, ext)
 

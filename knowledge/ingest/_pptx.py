@@ -258,7 +258,7 @@ class _Deck:
         part = slide.part
         root = slide._element
         if root.get("show") in ("0", "false"):
-            self.warnings.append(f"slide {number} is hidden")
+            self.warnings.append(f"slide {number} is hidden: indexed anyway (a hidden slide is part of the deck)")
         blocks = list(self._shapes(root.find(f"{P}cSld/{P}spTree"), part, number, master=False))
         title = next((one_line(b.text) for b in blocks if b.placeholder in _TITLES and b.text.strip()), None)
         if title and self.title is None:

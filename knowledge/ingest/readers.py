@@ -44,6 +44,11 @@ from knowledge.ingest.document import FORMATS, Document, Section
 __all__ = ["FORMATS", "HEAD_BYTES", "LEGACY_WORD", "Document", "Section", "detect_format",
            "read_document"]
 
+#: Extensions of ZIP-based document formats -> what a plain ZIP under that name is not.
+_PACKAGE_EXTENSIONS = {".docx": "a Word document", ".pptx": "a PowerPoint deck", ".xlsx": "an Excel workbook",
+                       ".odt": "an OpenDocument text", ".ods": "an OpenDocument spreadsheet",
+                       ".odp": "an OpenDocument presentation", ".epub": "an EPUB e-book"}
+
 Source = Union[bytes, bytearray, memoryview, str, "os.PathLike[str]", BinaryIO]
 
 
@@ -139,7 +144,12 @@ def _read(data: bytes, name: str | None, *, password: str | None, ocr: Literal["
     if fmt == "msg":
         return read_msg(data, read_part)
     if fmt == "zip":
-        return read_zip(data, read_part)
+        doc = read_zip(data, read_part)
+        ext = PurePath(name).suffix.lower() if name else ""
+        if ext in _PACKAGE_EXTENSIONS:
+            doc.warnings.insert(0, f"named {ext} but it is a plain ZIP archive, not {_PACKAGE_EXTENSIONS[ext]}:"
+                                   " its files were read one by one")
+        return doc
     text = decode(data)
     if fmt == "markdown":
         return read_markdown(text)

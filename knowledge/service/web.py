@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import re
 import socket
 import threading
 import time
@@ -87,6 +88,11 @@ class WebFailure:
     depth: int = 0
 
 
+def without_credentials(url: str) -> str:
+    """``url`` with any ``user:password@`` taken out, to show it in a message."""
+    return re.sub(r"(?<=://)[^/@\s]*@", "", url)
+
+
 def check_url(url: str) -> str:
     """``url`` stripped and without its fragment, the host lowercased.
 
@@ -101,14 +107,14 @@ def check_url(url: str) -> str:
         parts = urllib.parse.urlsplit(raw)
         port = parts.port
     except ValueError as exc:
-        raise InvalidArgument(f"{raw[:200]} is not a valid URL ({exc}).") from None
+        raise InvalidArgument(f"not a valid URL ({exc}).") from None
     if parts.scheme.lower() not in ("http", "https"):
-        raise InvalidArgument(f"{raw[:200]}: only http:// and https:// web pages can be added"
+        raise InvalidArgument("only http:// and https:// web pages can be added"
                               f"{f', not {parts.scheme}:' if parts.scheme else ''}.")
     if not parts.hostname:
-        raise InvalidArgument(f"{raw[:200]}: the URL has no host name.")
+        raise InvalidArgument("the URL has no host name.")
     if parts.username is not None or parts.password is not None:
-        raise InvalidArgument(f"{parts.hostname}: a URL with a user name or password in it is not fetched.")
+        raise InvalidArgument("a URL with a user name or password in it is not fetched.")
     host = parts.hostname.lower()
     netloc = (f"[{host}]" if ":" in host else host) + (f":{port}" if port is not None else "")
     clean = urllib.parse.urlunsplit((parts.scheme.lower(), netloc, parts.path or "/", parts.query, ""))
@@ -567,7 +573,8 @@ class WebJob(IngestJob):
         except Exception as exc:  # the store or template itself is the problem
             log.exception("web ingest of %s into %s", self.url, self.store)
             failed = current[0] if current and current[0].result is None else None
-            r = IngestResult(self.url, Outcome.FAILED, f"{self.url}: {exc}", error=type(exc).__name__)
+            shown = without_credentials(self.url)
+            r = IngestResult(shown, Outcome.FAILED, f"{shown}: {exc}", error=type(exc).__name__)
             if failed is not None:
                 failed.result, failed.stage = r, "done"
             else:

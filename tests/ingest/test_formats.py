@@ -261,3 +261,17 @@ def test_opendocument_encryption_of_another_kind_is_named():
     data = encrypted_odt("Words", "tika", algorithm="http://www.w3.org/2009/xmlenc11#aes256-gcm")
     with pytest.raises(UnsupportedFile, match="aes256-gcm"):
         read_document(data, "log.odt", password="tika")
+
+
+def test_binary_bytes_under_a_documents_name_say_what_they_are_not():
+    noise = bytes((i * 7919 + 13) % 251 for i in range(4000))
+    with pytest.raises(UnsupportedFile, match=r"^damaged: named \.msg but its bytes are not an Outlook message"):
+        read_document(noise, "mail.msg")
+    with pytest.raises(UnsupportedFile, match=r"^unsupported: binary data"):
+        read_document(noise, "blob.bin")
+
+
+def test_a_plain_zip_named_docx_is_read_and_says_so():
+    doc = read_document(zip_of({"a.txt": "The tides are high.", "b.txt": "The moon is full."}), "report.docx")
+    assert doc.format == "zip" and "The tides are high." in doc.text and "The moon is full." in doc.text
+    assert doc.warnings[0].startswith("named .docx but it is a plain ZIP archive, not a Word document")

@@ -112,7 +112,7 @@ def test_hidden_slides_are_read_and_named_in_the_warnings():
     hidden._element.set("show", "0")
     doc = read_document(deck_bytes(prs), "h.pptx")
     assert where(doc, "Spare figures") == [(2, "Backup")]
-    assert "slide 2 is hidden" in doc.warnings
+    assert "slide 2 is hidden: indexed anyway (a hidden slide is part of the deck)" in doc.warnings
     assert not any("slide 1" in w for w in doc.warnings)
 
 

@@ -16,6 +16,8 @@ NO_EXCEPTION_NAME = re.compile(r"\b\w*(Error|Exception)\b|BadZipFile")
     ("unreadable PDF (damaged or truncated?): PdfStreamError: Stream has ended unexpectedly", False),
     ('unreadable DOCX: KeyError: "no relationship of type officeDocument"', False),
     ("unreadable DOCX: the file is damaged (BadZipFile: File is not a zip file)", False),
+    ("unreadable Excel workbook: the file is damaged (BadZipFile: File is not a zip file)", False),
+    ("damaged: this OpenDocument text cannot be read (XMLSyntaxError: Premature end of data)", False),
     ("unsupported PDF encryption: NotImplementedError: algorithm 5", False),
     ("unreadable CSV: Error: field larger than field limit", False),
     ("a.pdf: unexpected error (KeyError: 3); see the server log.", False),
