@@ -64,11 +64,11 @@ def cmd_delete_file(wb: Workbench, args: argparse.Namespace) -> int:
     fid = resolve_file(wb, args.store, args.file)
     if args.file == fid:
         n = wb.delete_file(args.store, fid)
-        print(f"Removed {args.file} ({n} chunks) from {args.store!r}.")
+        print(f"Removed {args.file} ({n} chunk{'' if n == 1 else 's'}) from {args.store!r}.")
         return 0
     n = wb.delete_name(args.store, fid, args.file)
     left = [x.name for x in wb.file_names_of(args.store, fid)]
-    print(f"Removed {args.file} ({n} chunks) from {args.store!r}." if not left else
+    print(f"Removed {args.file} ({n} chunk{'' if n == 1 else 's'}) from {args.store!r}." if not left else
           f"Removed the name {args.file} from {args.store!r}; its content stays, still named"
           f" {', '.join(left)} (0 chunks removed).")
     return 0
