@@ -443,8 +443,8 @@ def _line_strip(gray: np.ndarray, quad: np.ndarray, boxes: list) -> tuple[np.nda
     import cv2  # noqa: PLC0415 - heavy (OpenCV, under rapidocr), OCR only
 
     q = np.asarray(quad, dtype=np.float32).reshape(4, 2)
-    width = int(round(max(np.linalg.norm(q[0] - q[1]), np.linalg.norm(q[3] - q[2]))))
-    height = int(round(max(np.linalg.norm(q[0] - q[3]), np.linalg.norm(q[1] - q[2]))))
+    width = round(float(max(np.linalg.norm(q[0] - q[1]), np.linalg.norm(q[3] - q[2]))))
+    height = round(float(max(np.linalg.norm(q[0] - q[3]), np.linalg.norm(q[1] - q[2]))))
     if width < 4 or height < 4 or height > 1.5 * width:
         return None
     target = np.array([[0, 0], [width, 0], [width, height], [0, height]], dtype=np.float32)
