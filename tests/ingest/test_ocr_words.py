@@ -196,3 +196,41 @@ def test_an_invoice_photo_is_found_by_its_words(wb):
         assert hits and hits[0].file_name == "invoice.jpg", (query, hits)
     text = wb.search("scans", "invoice", k=1, mode="lexical")[0].text
     assert "Invoice 4711" in text and "12 March 2026" in text, text
+
+
+SERIF = Path("/usr/share/fonts/truetype/dejavu/DejaVuSerif.ttf")
+SCANNED = ["Weekly safety audit of the Hamburg container terminal.",
+           "Gate 9 changed its brake pads on 4 June; standstill 11 hours.",
+           "The auditor, Mrs. Lindqvist, advises magnetic checks of bolts.",
+           "Reference MERLIN-4417 covers ALPHA1 and the spare cables."]
+
+
+def degraded_scan(lines: list[str]) -> bytes:
+    """A letter-size office scan as an image-only PDF: 22 px DejaVu Serif, turned by 1.2 degrees,
+    blurred, speckled, stored by Pillow as a JPEG page at 200 dpi."""
+    font = ImageFont.truetype(str(SERIF), 22)
+    img = Image.new("L", (1700, 2200), 255)
+    draw = ImageDraw.Draw(img)
+    for i, line in enumerate(lines):
+        draw.text((150, 200 + i * 44), line, fill=0, font=font)
+    img = img.rotate(1.2, resample=Image.Resampling.BICUBIC, fillcolor=255).filter(ImageFilter.GaussianBlur(0.6))
+    arr = np.asarray(img, dtype=np.float32)
+    rng = np.random.default_rng(27)
+    arr += rng.normal(0.0, 8.0, arr.shape)
+    specks = rng.random(arr.shape)
+    arr[specks < 0.002] = 0
+    arr[specks > 0.998] = 255
+    return encoded(Image.fromarray(np.clip(arr, 0, 255).astype(np.uint8)).convert("RGB"), "PDF", resolution=200)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not SERIF.exists(), reason="DejaVu Serif is not installed")
+def test_a_skewed_jpeg_scan_keeps_every_word_apart():
+    # the model writes hardly any spaces on such a page (JPEG blocks over blur and noise); the
+    # gaps must be measured on the line turned level, or a skew of 1.2 degrees halves them
+    doc = read_document(degraded_scan(SCANNED), "audit.pdf")
+    words = doc.text.split()
+    expected = [w.strip(".,;") for line in SCANNED for w in line.split()]
+    missing = [w for w in expected if w not in [x.strip(".,;") for x in words]]
+    assert not missing, (missing, doc.text)
+    assert doc.warnings and doc.warnings[0].startswith("page 1 read by OCR"), doc.warnings
