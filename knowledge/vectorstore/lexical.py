@@ -181,7 +181,11 @@ class DiskLexicon:
     def create(self) -> None:
         """Create an empty index in :attr:`path`, replacing whatever is there."""
         shutil.rmtree(self.path, ignore_errors=True)
-        self.path.mkdir(parents=True)
+        # A file another process's index writer (its merge thread) wrote while rmtree ran can keep the
+        # folder: the index is still created there, over it, once its meta.json is gone (tantivy
+        # garbage-collects files no commit names).
+        self.path.mkdir(parents=True, exist_ok=True)
+        (self.path / "meta.json").unlink(missing_ok=True)
         self._index = self._tantivy.Index(self._schema, path=str(self.path))
 
     def reload(self) -> None:

@@ -169,10 +169,13 @@ def test_demo_the_whole_app(browser, demo, shots: Path, corpus: Path):
             password.scroll_into_view_if_needed()
             rerun_and_wait(page, lambda: (password.fill("not-the-password"), password.press("Enter")))
             rerun_and_wait(page, lambda: retry.click())
-            retry.scroll_into_view_if_needed()
             answer = page.locator('[data-testid="stAlertContentError"]').filter(
                 has_text=re.compile(r"libreoffice-writer-password\.pdf.*[Ww]rong password"))
+            # The retry ends in st.rerun(): a second run, during which the old record's Retry (another
+            # file id, another key) is still drawn beside the new one; wait for the answer, then rest.
             expect(answer).to_be_visible()
+            wait_for_app(page)
+            retry.scroll_into_view_if_needed()
             assert in_viewport(page, answer) and in_viewport(page, retry)
             page.screenshot(path=str(shots / "demo-14-wrong-password-1280.png"))
             password = page.locator('input[type="password"]')
