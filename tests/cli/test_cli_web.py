@@ -19,6 +19,7 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+@pytest.mark.slow  # a uvicorn server or the real model; tests/service/test_web.py covers the same in the inner loop
 def test_ingest_a_web_page_and_its_links(tmp_path, capsys, monkeypatch, site: Site):
     monkeypatch.setenv("KNOWLEDGE_INGEST__WEB_ALLOW_PRIVATE", "true")
     data = str(tmp_path / "data")

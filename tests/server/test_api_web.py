@@ -3,6 +3,8 @@ batch, over HTTP to a uvicorn server, the pages from a real HTTP server on 127.0
 
 from __future__ import annotations
 
+import pytest
+
 import time
 
 import httpx
@@ -31,6 +33,7 @@ def wait_batch(http: httpx.Client, vs: str, batch: str) -> dict:
         time.sleep(0.05)
 
 
+@pytest.mark.slow  # a uvicorn server or the real model; tests/service/test_web.py covers the same in the inner loop
 def test_web_pages_route_adds_a_crawl_as_a_file_batch(tmp_path, site: Site):
     site.html("/", page("Harbour", "The harbour master logs every tugboat.", ("/quay.html", "/missing.html")))
     site.html("/quay.html", page("Quay", "Cranes unload the container ships at the quay."))
