@@ -3,12 +3,11 @@ batch, over HTTP to a uvicorn server, the pages from a real HTTP server on 127.0
 
 from __future__ import annotations
 
-import pytest
-
 import time
 
 import httpx
 import openai
+import pytest
 from api_helpers import Served
 from web_helpers import Site, page, site  # noqa: F401 - the fixture
 
