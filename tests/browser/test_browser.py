@@ -158,12 +158,27 @@ def page(browser, server: Server) -> Iterator[object]:
 
 
 def wait_for_app(pg, timeout: float = 60_000) -> None:
-    """Wait until the app is connected and its script has finished running (no rerun pending)."""
-    pg.wait_for_selector('[data-testid="stApp"][data-test-connection-state="CONNECTED"]',
-                         timeout=timeout)
-    pg.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]',
-                         timeout=timeout)
-    pg.wait_for_timeout(200)  # let the last deltas paint
+    """Wait until the app is connected and its script has finished running (no rerun pending).
+
+    A handler that ends in ``st.rerun()`` makes two runs with a moment of "not running" between
+    them: the state must stay "not running" for a while (300 ms) before the app counts as at rest."""
+    deadline = time.monotonic() + timeout / 1000
+    while True:
+        left = max(1_000.0, (deadline - time.monotonic()) * 1000)
+        pg.wait_for_selector('[data-testid="stApp"][data-test-connection-state="CONNECTED"]', timeout=left)
+        pg.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=left)
+        pg.wait_for_timeout(300)  # let the last deltas paint, and a second run start if one comes
+        state = pg.get_attribute('[data-testid="stApp"]', "data-test-script-state")
+        if state == "notRunning" or time.monotonic() > deadline:
+            return
+
+
+def drop_files(pg, paths: list) -> None:
+    """Put ``paths`` on the open store's drop zone (not on another uploader of the page, such as the
+    bundle import's: ``input[type=file]`` alone may find that one while the store's is not drawn yet)."""
+    zone = pg.locator('[data-testid="stFileUploader"]').filter(
+        has=pg.locator('[data-testid="stFileUploaderDropzone"][aria-label^="Drop files here"]'))
+    zone.locator("input[type=file]").set_input_files([str(p) for p in paths])
 
 
 _WATCH_RUNS = """() => {
@@ -311,7 +326,7 @@ def test_upload_a_pdf_and_a_docx_then_search_finds_file_and_page(page, server: S
         expect(page.get_by_text("Created the store browser-demo")).to_be_visible()
 
         # Both files into the drag-and-drop uploader; wait for their outcomes (the model embeds).
-        page.set_input_files("input[type=file]", [str(pdf), str(docx)])
+        drop_files(page, [str(pdf), str(docx)])
         expect(page.get_by_text(re.compile(r"pdflatex-4-pages\.pdf — \d+ chunks, 4 pages"))).to_be_visible(
             timeout=180_000)
         expect(page.get_by_text(re.compile(r"hdr-header-footer\.docx — \d+ chunks?"))).to_be_visible(

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from test_browser import (
+    drop_files,
     ARTIFACTS,
     Server,
     app_page,
@@ -123,7 +124,7 @@ def test_chat_over_a_store_answers_from_the_chapter_and_the_citation_opens_it(br
                 create_store(page, name)
                 expect(page.get_by_text(f"Created the store {name}")).to_be_visible()
             expect(page.get_by_role("combobox", name="Open store")).to_have_value("Team docs")
-            page.set_input_files("input[type=file]", [str(c) for c in chapters])
+            drop_files(page, [str(c) for c in chapters])
             for c in chapters:
                 expect(page.get_by_text(re.compile(re.escape(c.name) + r" — \d+ chunks"))).to_be_visible(
                     timeout=300_000)

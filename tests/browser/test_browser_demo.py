@@ -18,7 +18,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from test_browser import browser, explained, rerun_and_wait, serve, wait_for_app  # noqa: F401 (fixture)
+from test_browser import drop_files, browser, explained, rerun_and_wait, serve, wait_for_app  # noqa: F401 (fixture)
 
 pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.slow]
 
@@ -139,7 +139,7 @@ def test_demo_the_whole_app(browser, demo, shots: Path, corpus: Path):
             page.screenshot(path=str(shots / "demo-10-stores-before-drop-1280.png"))
             drop = page.locator('[data-testid="stFileUploaderDropzone"][aria-label^="Drop files here"]')
             assert in_viewport(page, drop), "the drop zone is below the fold"
-            page.set_input_files("input[type=file]", [str(c) for c in chapters])
+            drop_files(page, [str(c) for c in chapters])
             header = page.get_by_text(re.compile(rf"\d+ of {len(chapters)} files"))
             expect(header).to_be_visible(timeout=30_000)
             assert page.evaluate("window.scrollY") == 0
@@ -161,7 +161,7 @@ def test_demo_the_whole_app(browser, demo, shots: Path, corpus: Path):
             full_shot(page, shots / "demo-13-batch-done-1280.png")
 
             # -- 3. a password retry answers where Retry is -------------------------------------------
-            page.set_input_files("input[type=file]", [str(corpus / "pdf" / "libreoffice-writer-password.pdf")])
+            drop_files(page, [str(corpus / "pdf" / "libreoffice-writer-password.pdf")])
             expect(page.get_by_text("Batch done: 1 file")).to_be_visible(timeout=120_000)
             wait_for_app(page)
             retry = page.get_by_role("button", name="🔁 Retry")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from PIL import Image, ImageDraw, ImageFont
-from test_browser import ARTIFACTS, Server, app_page, browser, explained, rerun_and_wait, server, wait_for_app  # noqa: F401
+from test_browser import drop_files, ARTIFACTS, Server, app_page, browser, explained, rerun_and_wait, server, wait_for_app  # noqa: F401
 
 pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.slow]
 
@@ -61,7 +61,7 @@ def test_a_scanned_pdf_shows_ocr_progress_then_its_warning(browser, server: Serv
         form = page.locator('[data-testid="stForm"]').filter(has=page.get_by_role("button", name="Create store"))
         form.get_by_label("Name", exact=True).fill("scans")
         rerun_and_wait(page, lambda: form.get_by_role("button", name="Create store").click())
-        page.set_input_files("input[type=file]", [str(pdf)])
+        drop_files(page, [str(pdf)])
         with_eta = page.get_by_text(re.compile(r"board-minutes\.pdf — OCR, page [23] of 3, about \d+ (s|min) left"))
         expect(with_eta).to_be_visible(timeout=240_000)
         shots(page, with_eta, artifacts, "01-ocr-progress")

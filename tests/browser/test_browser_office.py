@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from test_browser import (  # noqa: F401  (fixtures)
+    drop_files,
     Server,
     app_page,
     browser,
@@ -104,7 +105,7 @@ def test_office_files_a_password_and_a_web_page(browser, server: Server, office_
     store = f"office-{width}"
     with app_page(browser, server, office_artifacts, "stores", width=width, height=height) as pg:
         create_store(pg, store)
-        pg.set_input_files("input[type=file]", [str(p) for p in files])
+        drop_files(pg, [str(p) for p in files])
         for name in ("budget.pptx", "keepers.xlsx", "storm.eml"):
             expect(pg.get_by_text(re.compile(rf"{re.escape(name)} — \d+ chunks?"))).to_be_visible(timeout=180_000)
         expect(pg.get_by_text("Batch done", exact=False)).to_be_visible(timeout=180_000)

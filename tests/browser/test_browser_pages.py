@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import encrypted_pdf
 from test_browser import (  # noqa: F401  (fixtures: artifacts, browser)
+    drop_files,
     Server,
     app_page,
     artifacts,
@@ -52,7 +53,7 @@ def test_password_retry_then_files_home_and_search(browser, server: Server, arti
         create_store(page, store)
         expect(page.get_by_text(f"Created the store {store}")).to_be_visible()
 
-        page.set_input_files("input[type=file]", [str(locked), str(notes)])
+        drop_files(page, [str(locked), str(notes)])
         expect(page.get_by_text("Needs attention (1)")).to_be_visible(timeout=180_000)
         wait_for_app(page)
         expect(page.get_by_text(re.compile(rf"locked-{width}\.pdf — Password required", re.I))).to_be_visible()

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from test_browser import (
+    drop_files,
     ARTIFACTS,
     Server,
     browser,
@@ -200,7 +201,7 @@ def test_signed_in_the_uploader_works_and_a_big_upload_is_taken_until_log_out(br
             _sign_in(pg, server)
             rerun_and_wait(pg, lambda: pg.get_by_role("link", name="Vector stores", exact=True).click())
             create_store(pg, "gate-demo")
-            pg.set_input_files("input[type=file]", [str(note)])
+            drop_files(pg, [str(note)])
             expect(pg.get_by_text(re.compile(r"lighthouse\.md — \d+ chunks?"))).to_be_visible(timeout=120_000)
             wait_for_app(pg)
             shot(pg, sec_artifacts, "30-signed-in-upload.png")

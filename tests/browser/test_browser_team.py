@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from test_browser import (  # noqa: F401  (fixture: browser)
+    drop_files,
     REPO,
     Server,
     app_page,
@@ -79,7 +80,7 @@ def test_a_store_filled_in_one_app_process_is_seen_and_searched_in_another(
         _sign_in(p1, one, "stores")
         create_store(p1, "Team notes")
         expect(p1.get_by_text("Created the store Team notes")).to_be_visible()
-        p1.set_input_files("input[type=file]", [str(tides), str(bees)])
+        drop_files(p1, [str(tides), str(bees)])
         expect(p1.get_by_text(re.compile(r"Batch done: 2 files"))).to_be_visible(timeout=300_000)
 
     for width, height in ((1280, 800), (390, 844)):
