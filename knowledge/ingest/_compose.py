@@ -36,19 +36,27 @@ def join_path(*labels: str | None) -> str | None:
     return SEP.join(parts) or None
 
 
-def add_document(builder: Builder, doc: Document, label: str | None, *, page: int | None = None) -> None:
+def add_document(builder: Builder, doc: Document, label: str | None, *, page: int | None = None,
+                 merge: bool = False) -> None:
     """Append ``doc``'s text to ``builder``, each section's heading prefixed with ``label``.
 
     A section keeps its own page; when it has none, ``page`` (the container's page or slide the
-    part sits on) is used. Tables keep their header so the chunker still repeats it. ``doc``'s
-    warnings are added to the builder's, prefixed with ``label``.
+    part sits on) is used. With ``merge``, a heading that already is ``label`` or starts with it
+    (an e-book chapter whose first heading is its title) is not prefixed again. Tables keep their
+    header so the chunker still repeats it. ``doc``'s warnings are added to the builder's,
+    prefixed with ``label``.
     """
     for s in doc.sections:
         block = doc.text[s.char_start:s.char_end].rstrip("\n")
         if not block.strip():
             continue
-        start = builder.add(block, page=s.page if s.page is not None else page,
-                            heading=join_path(label, s.heading), cleaned=True)
+        heading = s.heading
+        path: str | None
+        if merge and label and heading and (heading == label or heading.startswith(label + SEP)):
+            path = heading
+        else:
+            path = join_path(label, heading)
+        start = builder.add(block, page=s.page if s.page is not None else page, heading=path, cleaned=True)
         if start is None:
             continue
         for t in doc.tables:

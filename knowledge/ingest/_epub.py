@@ -22,7 +22,7 @@ from urllib.parse import unquote
 from lxml import etree
 
 from knowledge.errors import EmptyDocument, FileTooLarge, KnowledgeError, UnsupportedFile
-from knowledge.ingest._compose import join_path
+from knowledge.ingest._compose import add_document
 from knowledge.ingest._html import read_html
 from knowledge.ingest._text import Builder, decode, one_line
 from knowledge.ingest.document import Document
@@ -234,21 +234,4 @@ def _first(parent: etree._Element, tag: str) -> str | None:
 def _append(builder: Builder, doc: Document, label: str | None, page: int) -> None:
     """``doc``'s sections under the chapter title ``label`` (not repeated when the chapter's own
     first heading is the title), with tables and warnings, on ``page``."""
-    for s in doc.sections:
-        block = doc.text[s.char_start:s.char_end].rstrip("\n")
-        if not block.strip():
-            continue
-        heading = s.heading
-        path: str | None
-        if label and heading and (heading == label or heading.startswith(label + " > ")):
-            path = heading
-        else:
-            path = join_path(label, heading)
-        start = builder.add(block, page=page, heading=path, cleaned=True)
-        if start is None:
-            continue
-        for t in doc.tables:
-            if s.char_start <= t.char_start and t.char_end <= s.char_start + len(block):
-                shift = start - s.char_start
-                builder.record_table(t.char_start + shift, t.header_end + shift, t.char_end + shift)
-    builder.warnings.extend(f"{label}: {w}" if label else w for w in doc.warnings)
+    add_document(builder, doc, label, page=page, merge=True)
