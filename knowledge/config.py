@@ -215,6 +215,23 @@ class AppSettings(_Section):
         " ingest.max_file_mb")
 
 
+class AccountsSettings(_Section):
+    """``accounts.*``: people, once the first account exists (see :mod:`knowledge.people`)."""
+
+    session_hours: float = Field(
+        12.0, gt=0, description="a sign-in to the app lasts this many hours, then the person signs in again")
+    invite_hours: float = Field(
+        72.0, gt=0, description="an invitation link stays valid this many hours (it works once)")
+    min_password_length: int = Field(
+        10, ge=1, le=1024, description="shortest password an account may have, in characters")
+    admins_see_all: bool = Field(
+        True, description="admins read, write and manage every store, private ones too (as Open WebUI's"
+        " BYPASS_ADMIN_ACCESS_CONTROL); false = an admin sees only what is theirs or shared with them")
+    sso_create_members: bool = Field(
+        False, description="single sign-on (OpenID Connect, st.login): a person the provider signs in who"
+        " has no account yet gets a member account; false = an admin creates it first")
+
+
 class ChatSettings(_Section):
     """``chat.*``: what a chat searches and what a chat model may do."""
 
@@ -300,6 +317,7 @@ class Settings(BaseSettings):
     ingest: IngestSettings = Field(default_factory=IngestSettings)
     search: SearchSettings = Field(default_factory=SearchSettings)
     app: AppSettings = Field(default_factory=AppSettings)
+    accounts: AccountsSettings = Field(default_factory=AccountsSettings)
     chat: ChatSettings = Field(default_factory=ChatSettings)
     mcp: McpSettings = Field(default_factory=McpSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)

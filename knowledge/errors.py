@@ -120,3 +120,15 @@ class StoreExists(KnowledgeError):
 
 class TargetNotEmpty(KnowledgeError):
     """A restore was asked to write into a data folder that already holds data."""
+
+
+class PermissionDenied(KnowledgeError, PermissionError):
+    """The signed-in user may see the store (or the object) but not do this to it: write to a store
+    shared read-only, delete or share a store they do not own, change settings without being an
+    admin. A store the user may not see at all is :class:`StoreNotFound` instead (its name is not
+    confirmed to exist)."""
+
+
+class AuthenticationFailed(KnowledgeError):
+    """A sign-in, session, API key or invitation is not valid: a wrong username or password, an
+    expired session, a revoked key, a used invitation. The message never says which part was wrong."""

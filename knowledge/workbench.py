@@ -9,26 +9,31 @@ know (``ingest_file``, ``search``, ``store_files``, ``retry_file``, ...), and an
 (``store_exists``, ``file_record``, ``read_file``, ...) so that no caller reaches into its parts.
 
 The rules users expect of stores and ingestion are the Indexer's (:mod:`knowledge.service.indexing`).
-Who calls whom and where state lives: ``docs/architecture.md``.
+Who is asking: a workbench acts as :attr:`Workbench.actor` -- the local admin (everything, as before
+accounts) unless it is a view made by :meth:`Workbench.as_user`, whose every store method checks what
+that person may do (:meth:`Workbench.authorize`, :mod:`knowledge.people`) and records what they
+change in the audit trail. Who calls whom and where state lives: ``docs/architecture.md``.
 """
 
 from __future__ import annotations
 
+import copy
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Generic, TypeVar
+from typing import Any, BinaryIO, ClassVar, Generic, TypeVar
 
 from knowledge.catalog import DONE, Catalog, FileRecord, StoreRecord
 from knowledge.config import Settings, load_settings
 from knowledge.embeddings import create_embedder
 from knowledge.embeddings.base import Embedder
-from knowledge.errors import InvalidArgument
+from knowledge.errors import FileNotFoundInStore, InvalidArgument, PermissionDenied, StoreNotFound
 from knowledge.evaluation import Evaluations
 from knowledge.filestore import open_file_store
 from knowledge.filestore.base import StoredFile
 from knowledge.llm.config import LlmConfigs
 from knowledge.outcomes import IngestResult
+from knowledge.people import LOCAL_ADMIN, Actor, Level, People, at_least
 from knowledge.portable import Portable
 from knowledge.service.indexing import (
     Indexer,
@@ -116,6 +121,84 @@ class Workbench:
         self.evaluations = Evaluations(self.catalog, self.stores, self.searcher, self.indexer, self.save_template)
         #: The newest chat turn per session (:mod:`knowledge.chat.service`), from any browser tab.
         self.chat_turns: Latest[Any] = Latest()
+        #: Accounts, sharing, API keys, the audit trail (:mod:`knowledge.people`).
+        self.people = People(self.catalog, self.settings)
+        #: Who this workbench acts for (:meth:`as_user` makes a view for someone else).
+        self.actor: Actor = LOCAL_ADMIN
+        #: The workbench itself, also from a view (what the ingest worker runs on).
+        self.base: Workbench = self
+
+    # -- who is asking --------------------------------------------------------------------------
+    def as_user(self, actor: Actor) -> Workbench:
+        """A view of this workbench acting for ``actor``: the same parts (nothing is reopened), with
+        every store method checking ``actor``'s access (:meth:`authorize`), the store lists holding
+        only what ``actor`` may see, and the features (``portable``, ``syncs``, ``evaluations``)
+        behind the same checks. Cheap; make one per request or page run."""
+        view = copy.copy(self)
+        view.actor = actor
+        if not actor.local:
+            view.portable = GuardedPortable(view, self.portable)  # type: ignore[assignment]
+            view.syncs = GuardedSyncs(view, self.syncs)  # type: ignore[assignment]
+            view.evaluations = GuardedEvaluations(view, self.evaluations)  # type: ignore[assignment]
+        return view
+
+    def level(self, store: str) -> Level | None:
+        """What :attr:`actor` may do to ``store``: ``"owner"``, ``"write"``, ``"read"`` or ``None``."""
+        return self.people.sharing.level(self.actor, store)
+
+    def authorize(self, store: str, level: Level = "read", *, create: bool = False) -> None:
+        """Check that :attr:`actor` may do ``level`` to ``store``; with ``create``, a store that does
+        not exist yet passes (the caller makes it, and :meth:`claim` gives it its owner).
+
+        Raises:
+            StoreNotFound: the actor may not see the store (the same words as a store that does not
+                exist: its name is not confirmed). PermissionDenied: they see it but may not do this.
+        """
+        if self.actor.local:
+            return
+        if create and not self.stores.exists(store):
+            return
+        got = self.level(store)
+        if got is None:
+            raise StoreNotFound(store, "create it first, or ingest a file into it")
+        if not at_least(got, level):
+            need = {"write": "add or delete files in", "owner": "delete, share or re-embed"}.get(level, "use")
+            raise PermissionDenied(f"{self.actor.label} may not {need} the store {store!r}"
+                                   f" (it is shared with them {'read-only' if got == 'read' else 'to read and write'}).")
+
+    def require_admin(self, what: str = "do this") -> None:
+        """Raises ``PermissionDenied`` unless :attr:`actor` is an admin (or the local admin)."""
+        if not self.actor.is_admin:
+            raise PermissionDenied(f"Only an admin may {what}.")
+
+    def claim(self, store: str) -> None:
+        """Make :attr:`actor` the owner of ``store``, a store they just made (an owner row left by a
+        batch that never made the store is replaced)."""
+        if not self.actor.local:
+            self.people.sharing.set_owner(store, self.actor.username)
+
+    def record(self, action: str, *, store: str | None = None, target: str | None = None,
+               detail: dict[str, Any] | None = None) -> None:
+        """Add an event to the audit trail in :attr:`actor`'s name (:mod:`knowledge.people.audit`)."""
+        self.people.audit.record(self.actor.username, action, store=store, target=target, detail=detail)
+
+    def visible(self, names: Iterable[str]) -> list[str]:
+        """The ``names`` :attr:`actor` may see, in their order."""
+        names = list(names)
+        if self.actor.local:
+            return names
+        allowed = self.people.sharing.levels(self.actor, names)
+        return [n for n in names if n in allowed]
+
+    def _readable_file(self, file_id: str) -> bool:
+        """Whether :attr:`actor` may read stored file ``file_id``: a store they see holds it, or it is
+        an attachment they saved."""
+        if self.actor.local:
+            return True
+        if self.visible(self.catalog.stores_using_file(file_id)):
+            return True
+        found = self.files.find(file_id)
+        return found is not None and found.metadata.get("owner") == self.actor.username
 
     # -- parts ----------------------------------------------------------------------------------
     def _default_embedder(self, model: str) -> Embedder:
@@ -138,133 +221,276 @@ class Workbench:
 
     # -- stores ---------------------------------------------------------------------------------
     def create_store(self, name: str, template: str = DEFAULT_TEMPLATE) -> StoreRecord:
-        """See :meth:`Stores.create`."""
-        return self.stores.create(name, template)
+        """See :meth:`Stores.create`; the new store is :attr:`actor`'s, private."""
+        existed = self.stores.exists(name)
+        if existed:
+            self.authorize(name, "read")
+        record = self.stores.create(name, template)
+        if not existed:
+            self.claim(name)
+            self.record("store.create", store=name, detail={"template": template})
+        return record
 
     def get_store(self, name: str) -> StoreRecord:
+        self.authorize(name)
         return self.stores.get(name)
 
     def store_template(self, record: StoreRecord) -> VectorStoreTemplate:
         return self.stores.template_of(record)
 
     def vector_store(self, name: str):
-        """The ``VectorStore`` facade of an existing store."""
+        """The ``VectorStore`` facade of an existing store (read access; writes through it are the
+        caller's to authorize)."""
+        self.authorize(name)
         return self.stores.vector_store(name)
 
     def store_names(self, *, internal: bool = False) -> list[str]:
-        return self.stores.names(internal=internal)
+        """The stores :attr:`actor` may see, sorted."""
+        return self.visible(self.stores.names(internal=internal))
 
     def list_stores(self, *, internal: bool = False) -> list[StoreSummary]:
-        return self.stores.summaries(internal=internal)
+        """The stores :attr:`actor` may see, with their counts."""
+        summaries = self.stores.summaries(internal=internal)
+        seen = set(self.visible(s.record.name for s in summaries))
+        return [s for s in summaries if s.record.name in seen]
 
     def delete_store(self, name: str) -> None:
-        """Delete a store: its chunks, its catalog records, and files no other store uses."""
+        """Delete a store: its chunks, its catalog records, and files no other store uses (its owner,
+        or an admin). Raises ``StoreNotFound``, ``PermissionDenied``."""
+        self.authorize(name, "owner")
         self.stores.drop(name)
+        self.people.sharing.forget(name)
+        self.record("store.delete", store=name)
 
     def stores_using_template(self, name: str, *, internal: bool = True) -> list[str]:
-        return self.stores.stores_using_template(name, internal=internal)
+        return self.visible(self.stores.stores_using_template(name, internal=internal))
+
+    # -- sharing ----------------------------------------------------------------------------------
+    def store_owner(self, name: str) -> str | None:
+        """The username owning store ``name`` (``None``: the admins'). Needs read access."""
+        self.authorize(name)
+        return self.people.sharing.owner(name)
+
+    def store_grants(self, name: str):
+        """Whom store ``name`` is shared with (:class:`~knowledge.people.Grant`). Needs read access."""
+        self.authorize(name)
+        return self.people.sharing.grants(name)
+
+    def share_store(self, name: str, kind: str, principal: str, level: str):
+        """Share store ``name`` with a user, a group, or everyone (``kind``), to ``read`` or ``write``
+        (its owner, or an admin).
+
+        Raises:
+            StoreNotFound, PermissionDenied; InvalidArgument: a bad kind or level, an unknown user or group.
+        """
+        self.authorize(name, "owner")
+        if kind == "user":
+            principal = self.people.accounts.require(principal).username
+        elif kind == "group" and principal not in self.people.accounts.groups():
+            raise InvalidArgument(f"There is no group {principal!r}.")
+        grant = self.people.sharing.share(name, kind, principal, level)
+        self.record("store.share", store=name, target=grant.principal or "everyone",
+                    detail={"kind": kind, "level": level})
+        return grant
+
+    def unshare_store(self, name: str, kind: str, principal: str) -> bool:
+        """Take back a grant of store ``name`` (its owner, or an admin)."""
+        self.authorize(name, "owner")
+        if kind == "user":
+            principal = (self.people.accounts.get(principal) or self.people.accounts.require(principal)).username
+        gone = self.people.sharing.unshare(name, kind, principal)
+        if gone:
+            self.record("store.unshare", store=name, target=principal or "everyone", detail={"kind": kind})
+        return gone
+
+    def give_store(self, name: str, username: str) -> None:
+        """Make ``username`` the owner of store ``name`` (its owner, or an admin)."""
+        self.authorize(name, "owner")
+        user = self.people.accounts.require(username)
+        self.people.sharing.set_owner(name, user.username)
+        self.record("store.owner", store=name, target=user.username)
 
     # -- ingestion (see knowledge.service.indexing) -----------------------------------------------------
+    def _writing(self, store: str) -> bool:
+        """Authorize a write to ``store`` (made on the fly when missing); ``True`` when it is new."""
+        self.authorize(store, "write", create=True)
+        return not self.actor.local and not self.stores.exists(store)
+
+    def _ingested(self, store: str, new: bool, names: list[str], **detail: Any) -> None:
+        if new:
+            self.claim(store)
+            self.record("store.create", store=store)
+        self.record("file.ingest", store=store, target=names[0] if len(names) == 1 else None,
+                    detail={"files": names[:50], "count": len(names), **detail})
+
     def ingest_file(self, store, source, name=None, **kwargs) -> IngestResult:
-        """See :meth:`Indexer.ingest_file`."""
+        """See :meth:`Indexer.ingest_file` (needs write access; a new store is the actor's)."""
+        new = self._writing(store)
+        result = self.indexer.ingest_file(store, source, name, **kwargs)
+        self._ingested(store, new, [result.name])
+        return result
+
+    def ingest_queued(self, store, source, name=None, **kwargs) -> IngestResult:
+        """A file of an ingest job (:mod:`knowledge.service.worker`): authorized and recorded when
+        its batch was submitted (:meth:`admit_batch`), so ingested here as :meth:`Indexer.ingest_file`."""
         return self.indexer.ingest_file(store, source, name, **kwargs)
 
+    def admit_batch(self, store: str, names: list[str]) -> None:
+        """A batch of ``names`` for ``store`` is about to be queued: check write access (a new store
+        becomes :attr:`actor`'s) and record it in the audit trail.
+
+        Raises:
+            StoreNotFound, PermissionDenied: as :meth:`authorize` with ``"write"``.
+        """
+        new = self._writing(store)
+        if new:
+            self.people.sharing.set_owner(store, self.actor.username)
+        self._ingested(store, False, names, queued=True)
+        if new:
+            self.record("store.create", store=store)
+
     def ingest_paths(self, store, paths, **kwargs) -> list[IngestResult]:
-        """See :meth:`Indexer.ingest_paths`."""
-        return self.indexer.ingest_paths(store, paths, **kwargs)
+        """See :meth:`Indexer.ingest_paths` (needs write access)."""
+        new = self._writing(store)
+        results = self.indexer.ingest_paths(store, paths, **kwargs)
+        self._ingested(store, new, [r.name for r in results])
+        return results
 
     def ingest_web(self, store: str, url: str, **kwargs: Any) -> list[IngestResult]:
         """See :func:`knowledge.service.web.ingest_web`: the page at ``url`` (``depth``, ``max_pages``:
-        its same-site links) into ``store``, each page named by its URL."""
-        return ingest_web(self.indexer, store, url, **kwargs)
+        its same-site links) into ``store``, each page named by its URL (needs write access)."""
+        new = self._writing(store)
+        results = ingest_web(self.indexer, store, url, **kwargs)
+        self._ingested(store, new, [r.name for r in results], url=url)
+        return results
 
     def index_text(self, store: str, file_id: str, text: str, file_name: str | None = None) -> IngestResult:
         """See :meth:`Indexer.index_text`: ``text`` as the whole content of file ``file_id`` of ``store``
         (created from the default template when missing), replacing the file's earlier chunks."""
-        return self.indexer.index_text(store, file_id, text, file_name)
+        new = self._writing(store)
+        result = self.indexer.index_text(store, file_id, text, file_name)
+        self._ingested(store, new, [file_name or file_id])
+        return result
 
     def store_files(self, store: str):
+        self.authorize(store)
         return self.indexer.store_files(store)
 
     def delete_file(self, store: str, file_id: str, *, keep_file: bool = False) -> int:
-        return self.indexer.delete_file(store, file_id, keep_file=keep_file)
+        """See :meth:`Indexer.delete_file` (needs write access)."""
+        self.authorize(store, "write")
+        removed = self.indexer.delete_file(store, file_id, keep_file=keep_file)
+        self.record("file.delete", store=store, target=file_id, detail={"chunks": removed})
+        return removed
 
     def delete_name(self, store: str, file_id: str, name: str, *, folder: str | None = None) -> int:
-        """See :meth:`Indexer.delete_name`: one name off a content; the content with its last name."""
-        return self.indexer.delete_name(store, file_id, name, folder=folder)
+        """See :meth:`Indexer.delete_name`: one name off a content; the content with its last name
+        (needs write access)."""
+        self.authorize(store, "write")
+        removed = self.indexer.delete_name(store, file_id, name, folder=folder)
+        self.record("file.delete", store=store, target=file_id, detail={"name": name, "chunks": removed})
+        return removed
 
     def file_names_of(self, store: str, file_id: str | None = None):
         """The names (:class:`~knowledge.catalog.FileName`) in ``store``, of one content or all."""
+        self.authorize(store)
         return self.catalog.names(store, file_id=file_id)
 
     def file_attributes(self, store: str, file_id: str) -> dict[str, Any]:
+        self.authorize(store)
         return self.indexer.file_attributes(store, file_id)
 
     def set_file_attributes(self, store: str, file_id: str, attributes: dict[str, Any]) -> int:
-        return self.indexer.set_file_attributes(store, file_id, attributes)
+        self.authorize(store, "write")
+        changed = self.indexer.set_file_attributes(store, file_id, attributes)
+        self.record("file.attributes", store=store, target=file_id)
+        return changed
 
     def retry_file(self, store: str, file_id: str, **kwargs) -> IngestResult:
-        return self.indexer.retry_file(store, file_id, **kwargs)
+        self.authorize(store, "write")
+        result = self.indexer.retry_file(store, file_id, **kwargs)
+        self.record("file.ingest", store=store, target=file_id, detail={"retry": True})
+        return result
 
     def reembed(self, store: str, template: str, progress: Progress | None = None) -> StoreRecord:
-        return self.indexer.reembed(store, template, progress)
+        self.authorize(store, "owner")
+        record = self.indexer.reembed(store, template, progress)
+        self.record("store.reembed", store=store, detail={"template": template})
+        return record
 
     # -- search (see knowledge.service.search) ----------------------------------------------------------
     def search(self, store: str, query: str, k: int = 5, **kwargs) -> list[Hit]:
         """The hits of :meth:`Searcher.search` (same arguments)."""
+        self.authorize(store)
         return self.searcher.search(store, query, k, **kwargs).hits
 
     def search_result(self, store: str, query: str, k: int = 5, **kwargs: Any) -> SearchResult:
         """The whole :class:`SearchResult` of :meth:`Searcher.search` (same arguments): the hits, and
         the query's vector, the store's distance, with ``top=n`` the best ``n`` without the threshold,
         with ``timings=True`` the embedding and search times (the search playground's view)."""
+        self.authorize(store)
         return self.searcher.search(store, query, k, **kwargs)
 
     def search_stores(self, stores, query: str, k: int = 5, **kwargs) -> MultiSearch:
+        """See :meth:`Searcher.search_stores`; each store needs read access (``StoreNotFound`` otherwise)."""
+        stores = list(stores)
+        for name in stores:
+            self.authorize(name)
         return self.searcher.search_stores(stores, query, k, **kwargs)
 
     def rank(self, store: str, query: str, vector: Any, fetch: int, **kwargs):
+        self.authorize(store)
         return self.searcher.rank(store, query, vector, fetch, **kwargs)
 
     def lexical_index(self, store: str):
+        self.authorize(store)
         return self.searcher.lexical_index(store)
 
     # -- records and files, by name (instead of reaching into the catalog and the file store) -------
     def store_exists(self, name: str) -> bool:
-        """Whether store ``name`` exists."""
-        return self.stores.exists(name)
+        """Whether store ``name`` exists (and :attr:`actor` may see it)."""
+        return self.stores.exists(name) and (self.actor.local or self.level(name) is not None)
 
     def store_record(self, name: str) -> StoreRecord | None:
-        """The record of store ``name``, or ``None`` when there is none."""
-        return self.stores.find(name)
+        """The record of store ``name``, or ``None`` when there is none (or :attr:`actor` may not see it)."""
+        return self.stores.find(name) if self.store_exists(name) else None
 
     def file_record(self, store: str, file_id: str) -> FileRecord | None:
         """The record of file ``file_id`` in ``store`` (any status), or ``None``."""
+        if not self.actor.local and self.level(store) is None:
+            return None
         return self.catalog.get_file(store, file_id)
 
     def file_records(self, store: str) -> list[FileRecord]:
         """The records of ``store``'s files (any status), by name; ``[]`` for an unknown store."""
+        if not self.actor.local and self.level(store) is None:
+            return []
         return self.catalog.files(store)
 
     def stores_using_file(self, file_id: str) -> list[str]:
-        """The stores holding a record of file ``file_id``, sorted."""
-        return self.catalog.stores_using_file(file_id)
+        """The stores holding a record of file ``file_id`` that :attr:`actor` may see, sorted."""
+        return self.visible(self.catalog.stores_using_file(file_id))
 
     def stored_files(self) -> list[StoredFile]:
-        """Every file of the file store (unsorted)."""
-        return self.files.list()
+        """Every file of the file store :attr:`actor` may read (unsorted)."""
+        return [f for f in self.files.list() if self._readable_file(f.id)]
 
     def stored_file(self, file_id: str) -> StoredFile:
-        """The file store's record of ``file_id``. Raises ``FileNotFoundInStore``."""
+        """The file store's record of ``file_id``. Raises ``FileNotFoundInStore`` (also for a file
+        :attr:`actor` may not read)."""
+        if not self._readable_file(file_id):
+            raise FileNotFoundInStore(f"No stored file has the id {file_id!r}.")
         return self.files.get(file_id)
 
     def find_stored_file(self, file_id: str) -> StoredFile | None:
         """The file store's record of ``file_id``, or ``None``."""
-        return self.files.find(file_id)
+        return self.files.find(file_id) if self._readable_file(file_id) else None
 
     def read_file(self, file_id: str) -> BinaryIO:
         """The bytes of stored file ``file_id`` as a binary stream (use it in a ``with`` block).
-        Raises ``FileNotFoundInStore``."""
+        Raises ``FileNotFoundInStore`` (also for a file :attr:`actor` may not read)."""
+        if not self._readable_file(file_id):
+            raise FileNotFoundInStore(f"No stored file has the id {file_id!r}.")
         return self.files.content(file_id)
 
     def save_attachment(self, name: str, media_type: str | None, data: bytes | BinaryIO, *,
@@ -277,6 +503,8 @@ class Workbench:
             FileTooLarge: over the limit, nothing kept. InvalidArgument: a bad name or media type.
         """
         limit = self.settings.ingest.max_file_bytes if max_bytes is None else max_bytes
+        if not self.actor.local:  # an attachment is its uploader's
+            metadata = {**(metadata or {}), "owner": self.actor.username}
         return self.files.save(name, media_type, data, max_bytes=limit, metadata=metadata)
 
     def forget_file_if_unused(self, file_id: str) -> None:
@@ -289,11 +517,17 @@ class Workbench:
 
     # -- the file store ---------------------------------------------------------------------------
     def list_files(self) -> list[StoredFileUsage]:
-        """Every file in the file store, newest first, with the stores that use it."""
+        """Every file in the file store :attr:`actor` may read, newest first, with the stores that
+        use it (those :attr:`actor` sees)."""
         files = sorted(self.files.list(), key=lambda f: (f.created, f.id), reverse=True)
         out = []
         for f in files:
             statuses = self.catalog.file_statuses(f.id)
+            if not self.actor.local:
+                if not self._readable_file(f.id):
+                    continue
+                seen = set(self.visible(statuses))
+                statuses = {k: v for k, v in statuses.items() if k in seen}
             aliases = [n for n in self.catalog.names_of_file(f.id) if n != f.name] if statuses else []
             out.append(StoredFileUsage(f, list(statuses), statuses, aliases))
         return out
@@ -309,8 +543,13 @@ class Workbench:
             FileNotFoundInStore: no stored file has that id.
             InvalidArgument: stores use the file and ``from_stores`` is false.
         """
-        stored = self.files.get(file_id)
+        stored = self.stored_file(file_id)
         stores = self.catalog.stores_using_file(file_id)
+        for store in stores:
+            self.authorize(store, "write")
+        if not stores and not self.actor.local and not self.actor.is_admin \
+                and stored.metadata.get("owner") != self.actor.username:
+            raise PermissionDenied(f"{stored.name} is not yours to delete.")
         if stores and not from_stores:
             raise InvalidArgument(
                 f"{stored.name} is used by the store(s) {', '.join(stores)}; it was kept. Remove it from"
@@ -319,6 +558,7 @@ class Workbench:
         for store in stores:
             self.delete_file(store, file_id, keep_file=True)
         self.files.delete(file_id)
+        self.record("file.delete", target=file_id, detail={"name": stored.name, "stores": stores})
         return stores
 
     # -- templates --------------------------------------------------------------------------------
@@ -338,8 +578,10 @@ class Workbench:
 
         Raises:
             InvalidArgument: the built-in name, or such a change to a template in use.
+            PermissionDenied: :attr:`actor` is no admin.
         """
-        users = self.stores_using_template(template.name)
+        self.require_admin("save a template")
+        users = self.stores.stores_using_template(template.name, internal=True)
         if users and template.name in self.catalog.list_templates():
             old = self.templates.get(template.name)
             changed = [f for f in ("backend", "embedding_model", "distance")
@@ -358,8 +600,108 @@ class Workbench:
         return self.templates.problem(self.templates.get(DEFAULT_TEMPLATE))
 
     def delete_template(self, name: str) -> None:
-        """Delete a template that no store uses (raises ``InvalidArgument`` otherwise)."""
-        self.templates.delete(name, in_use_by=self.stores_using_template(name))
+        """Delete a template that no store uses (raises ``InvalidArgument`` otherwise; an admin only)."""
+        self.require_admin("delete a template")
+        self.templates.delete(name, in_use_by=self.stores.stores_using_template(name, internal=True))
 
 
-__all__ = ["StoredFileUsage", "Workbench"]
+class _Guarded:
+    """A feature of a workbench view (:meth:`Workbench.as_user`): the methods named in :attr:`RULES`
+    pass after the view's check, every other attribute is refused (a new method is closed until
+    its rule is written)."""
+
+    #: ``{method: (store argument, level)}``: the argument (position 0 or keyword) naming the store
+    #: and the level it needs; ``None`` as the argument: a check of its own (``_check_<method>``).
+    RULES: ClassVar[dict[str, tuple[str | None, str]]] = {}
+
+    def __init__(self, view: Workbench, feature: Any) -> None:
+        self._view, self._feature = view, feature
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in self.RULES:
+            raise AttributeError(f"{type(self._feature).__name__}.{name} is not open to a signed-in user"
+                                 " (no access rule is written for it)")
+        arg, level = self.RULES[name]
+        method = getattr(self._feature, name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if arg is None:
+                getattr(self, f"_check_{name}")(*args, **kwargs)
+            else:
+                store = kwargs[arg] if arg in kwargs else args[0]
+                self._view.authorize(store, level)  # type: ignore[arg-type]
+            result = method(*args, **kwargs)
+            return self._after(name, args, kwargs, result)
+
+        return call
+
+    def _after(self, name: str, args: tuple, kwargs: dict, result: Any) -> Any:
+        return result
+
+
+class GuardedPortable(_Guarded):
+    """``portable`` of a view: export needs read access; an import makes a store of the user's own;
+    moving a store needs its owner; a backup and a restore (every store) need an admin."""
+
+    RULES: ClassVar[dict[str, tuple[str | None, str]]] = {"export_store": ("store", "read"), "import_bundle": (None, ""), "move_store": ("store", "owner"),
+             "backup": (None, ""), "import_restored": (None, ""), "sweep_leftovers": (None, "")}
+
+    def _check_import_bundle(self, *args: Any, **kwargs: Any) -> None:
+        name = kwargs.get("as_name")
+        if name and self._view.stores.exists(name):
+            self._view.authorize(name, "read")  # the import refuses an existing name; this hides whose it is
+
+    def _check_backup(self, *args: Any, **kwargs: Any) -> None:
+        self._view.require_admin("back up every store")
+
+    _check_import_restored = _check_backup
+    _check_sweep_leftovers = _check_backup
+
+    def _after(self, name: str, args: tuple, kwargs: dict, result: Any) -> Any:
+        if name == "export_store":
+            self._view.record("store.export", store=kwargs.get("store", args[0] if args else None))
+        elif name == "import_bundle":
+            self._view.claim(result.store)
+            self._view.record("store.import", store=result.store)
+        return result
+
+
+class GuardedSyncs(_Guarded):
+    """``syncs`` of a view: syncing a folder into a store, or forgetting one, needs write access."""
+
+    RULES: ClassVar[dict[str, tuple[str | None, str]]] = {"folder": ("store", "write"), "synced_folders": ("store", "read"), "forget": ("store", "write"),
+             "ingest_file": ("store", "write")}
+
+
+class GuardedEvaluations(_Guarded):
+    """``evaluations`` of a view: evaluating a store needs read access; question sets are shared;
+    runs are listed for the stores the user sees; keeping a chunking as a template needs an admin."""
+
+    RULES: ClassVar[dict[str, tuple[str | None, str]]] = {"evaluate": ("store", "read"), "sweep_fusion_weight": ("store", "read"),
+             "try_chunkings": ("store", "read"), "keep_as_template": (None, ""), "tuned": (None, ""),
+             "load_question_set": (None, ""), "save_set": (None, ""), "get_set": (None, ""),
+             "set_names": (None, ""), "delete_set": (None, ""), "save_run": (None, ""),
+             "runs": (None, ""), "get_run": (None, ""), "delete_runs": (None, "")}
+
+    def _check_keep_as_template(self, *args: Any, **kwargs: Any) -> None:
+        self._view.require_admin("save a template")
+
+    def _check_save_run(self, run: Any, *args: Any, **kwargs: Any) -> None:
+        self._view.authorize(run.store)
+
+    def _free(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    _check_tuned = _check_load_question_set = _check_save_set = _check_get_set = _free
+    _check_set_names = _check_delete_set = _check_delete_runs = _check_runs = _check_get_run = _free
+
+    def _after(self, name: str, args: tuple, kwargs: dict, result: Any) -> Any:
+        if name == "runs":
+            seen = set(self._view.visible({r.store for r in result}))
+            return [r for r in result if r.store in seen]
+        if name == "get_run" and not self._view.visible([result.store]):
+            raise StoreNotFound(result.store, "create it first, or ingest a file into it")
+        return result
+
+
+__all__ = ["GuardedEvaluations", "GuardedPortable", "GuardedSyncs", "StoredFileUsage", "Workbench"]

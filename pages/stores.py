@@ -156,11 +156,12 @@ def _current_job(store: str) -> IngestJob | None:
 
 
 def _job_outcomes(job: IngestJob) -> None:
-    """One line per file of ``job``: its progress, or its outcome once it is finished. Once the batch
-    is done its failed files that the store keeps for a retry are listed once, under Needs attention,
-    not here again (a file refused before it was kept, too large for one, is said here)."""
+    """One line per file of ``job``: its progress, or its outcome once it is finished. A failed
+    file that the store keeps for a retry is listed once, under Needs attention, not
+    here again, even while the rest of the batch runs (a file refused before it was kept, too large
+    for one, is said here)."""
     failed = 0
-    kept = {f.file_id for f in wb.store_files(job.store) if f.status == FAILED} if job.done else set()
+    kept = {f.file_id for f in wb.store_files(job.store) if f.status == FAILED}
     for note in getattr(job, "notes", []):  # e.g. how many files the folder walk skipped, and why
         st.caption(inert(note))
     for fp in job.files:
@@ -175,7 +176,7 @@ def _job_outcomes(job: IngestJob) -> None:
             st.markdown(md("{} **{}** — {}", OUTCOME_ICON.get(r.outcome, "•"), fp.name, _said(r)))
             for w in r.warnings:
                 st.warning(inert(f"{fp.name}: {w}"), icon="⚠️")
-        elif job.done and r.file_id in kept:
+        elif r.file_id in kept:
             failed += 1
         else:
             st.error(md("**{}** — {}", fp.name, _said(r)), icon="❌")

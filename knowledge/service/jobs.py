@@ -22,7 +22,7 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from knowledge.catalog import jobs as queue
 from knowledge.errors import InvalidArgument, KnowledgeError
@@ -51,6 +51,16 @@ class Ingester(Protocol):
     def catalog(self) -> Any: ...
 
     def ingest_file(self, store: str, source: Any, name: str | None = None, **kwargs: Any) -> IngestResult: ...
+
+
+class Workbench(Ingester, Protocol):
+    """What a durable job (job rows, any worker) needs besides: the workbench itself for the worker,
+    and the check that who asks may write to the store (:meth:`knowledge.workbench.Workbench.admit_batch`)."""
+
+    @property
+    def base(self) -> Any: ...
+
+    def admit_batch(self, store: str, names: list[str]) -> None: ...
 
 
 def _stop_all_at_exit(ref: weakref.ref[JobRegistry]) -> None:
@@ -384,6 +394,8 @@ class IngestJob:
             self.wb.jobs.started(self)
             self._thread.start()
             return self
+        wb = cast(Workbench, self.wb)  # a durable job is a workbench's (a sync's own jobs are not durable)
+        wb.admit_batch(self.store, [name for name, _ in self._items])  # who asks may write there
         registry = self.wb.jobs
         pin = registry.pin if self.password else None
         sources, failures = [], {}
@@ -405,7 +417,7 @@ class IngestJob:
         if self._cancel.is_set():  # stopped before it started: every file "not started"
             self.cancel()
         registry.started(self)
-        registry.ensure_worker(self.wb)
+        registry.ensure_worker(wb.base)  # the worker ingests for everyone: never a person's view
         return self
 
     def _source(self, name: str, source: Any, pin: str | None) -> queue.JobSource:

@@ -40,7 +40,7 @@ class WorkbenchLike(Protocol):
     files: Any
     stores: Any
 
-    def ingest_file(self, store: str, source: Any, name: str | None = None, **kwargs: Any) -> IngestResult: ...
+    def ingest_queued(self, store: str, source: Any, name: str | None = None, **kwargs: Any) -> IngestResult: ...
 
 
 def host_name(settings: Any = None) -> str:
@@ -101,7 +101,7 @@ class Worker:
     """Claims and ingests jobs of the catalog of ``wb``.
 
     Args:
-        wb: the workbench (its catalog, file store and ``ingest_file``).
+        wb: the workbench (its catalog, file store and ``ingest_queued``).
         worker_id: how the rows name this worker (default :func:`new_worker_id`).
         lease: seconds a heartbeat stays good; the worker heartbeats every ``lease / 3`` s.
         pins: the process pins whose jobs this worker may claim (the in-process worker's own).
@@ -240,7 +240,7 @@ class Worker:
             else:
                 source = Path(job.source)
             password = self.secret(job.batch_id) if job.pinned else None
-            return self.wb.ingest_file(job.store, source, name, template=template, password=password,
+            return self.wb.ingest_queued(job.store, source, name, template=template, password=password,
                                        progress=progress, cancel=cancel, attributes=options.get("attributes"))
         except KnowledgeError as exc:  # the store, template or stored file is the problem
             return IngestResult(name, Outcome.FAILED, reason_of(exc), error=type(exc).__name__)

@@ -38,15 +38,15 @@ def fake_model(monkeypatch):
 
 @pytest.fixture
 def ingest_calls(monkeypatch):
-    """Counts Workbench.ingest_file calls (from the page's jobs as well as the service)."""
+    """Counts the files the ingest worker ingests (``Workbench.ingest_queued``: every job of a page)."""
     calls: list[str] = []
-    original = Workbench.ingest_file
+    original = Workbench.ingest_queued
 
     def counting(self, store, source, name=None, **kwargs):
         calls.append(name)
         return original(self, store, source, name, **kwargs)
 
-    monkeypatch.setattr(Workbench, "ingest_file", counting)
+    monkeypatch.setattr(Workbench, "ingest_queued", counting)
     return calls
 
 
@@ -417,13 +417,13 @@ def test_stop_cancels_the_batch_and_the_store_stays_as_it_was(fake_model, monkey
 
     make_store("Notes", [("bread.md", BREAD)])
     gate = threading.Event()
-    original = Workbench.ingest_file
+    original = Workbench.ingest_queued
 
     def held(self, store, source, name=None, **kwargs):
         gate.wait(30)  # the first file waits until the test has pressed Stop
         return original(self, store, source, name, **kwargs)
 
-    monkeypatch.setattr(Workbench, "ingest_file", held)
+    monkeypatch.setattr(Workbench, "ingest_queued", held)
     at = open_page()
     at.file_uploader(key="upload:Notes").set_value([("cats.md", CATS, "text/markdown"),
                                                     ("more.md", b"# More\n\nmore words", "text/markdown")])

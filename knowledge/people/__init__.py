@@ -1,0 +1,142 @@
+"""People: accounts and groups (``accounts.py``), who may use which store (``sharing.py``), per-user
+API keys (``keys.py``) and the audit trail (``audit.py``), all in the catalog; :class:`People` is the
+face the workbench holds. Accounts are off until the first one exists: until then everyone is the
+local admin (:data:`LOCAL_ADMIN`), as before.
+
+A part beside ``ingest`` and ``llm``: may import the ground (``access`` for the password hash,
+``config``, ``errors``, ``_names``) and nothing else of the project (it reaches the catalog through
+its ``cursor()`` only).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from knowledge.config import Settings
+from knowledge.errors import AuthenticationFailed, InvalidArgument
+from knowledge.people.accounts import Accounts, Cursors, normal_username
+from knowledge.people.audit import ACTIONS, Audit
+from knowledge.people.keys import PREFIX, ApiKeys
+from knowledge.people.records import (
+    GRANT_KINDS,
+    LEVELS,
+    LOCAL_ADMIN,
+    ROLES,
+    Actor,
+    ApiKey,
+    AuditEvent,
+    Grant,
+    Invite,
+    Level,
+    Role,
+    User,
+    at_least,
+)
+from knowledge.people.sharing import Sharing
+
+
+class People:
+    """Accounts, sharing, API keys and the audit trail of one catalog.
+
+    Args:
+        catalog: the catalog (``cursor()``).
+        settings: ``accounts.*``.
+        sleep: how a sign-in delay is served (tests record it instead).
+    """
+
+    def __init__(self, catalog: Cursors, settings: Settings, sleep: Any = None) -> None:
+        self.settings = settings
+        self.accounts = Accounts(catalog, settings, **({"sleep": sleep} if sleep else {}))
+        self.sharing = Sharing(catalog, admins_see_all=settings.accounts.admins_see_all)
+        self.keys = ApiKeys(catalog)
+        self.audit = Audit(catalog)
+
+    def enabled(self) -> bool:
+        """Whether accounts are on (at least one exists)."""
+        return self.accounts.exist()
+
+    def set_up_admin(self, username: str, password: str, display_name: str | None = None) -> User:
+        """The first account, an admin (first-run set-up). Stores made before it are the admins'.
+
+        Raises:
+            InvalidArgument: an account exists already, or a bad name or password.
+        """
+        if self.enabled():
+            raise InvalidArgument("Accounts are set up already; an admin adds the next ones.")
+        user = self.accounts.create(username, password, display_name=display_name, role="admin")
+        self.audit.record(user.username, "user.create", target=user.username, detail={"role": "admin", "first": True})
+        return user
+
+    def sign_in(self, username: str, password: str) -> tuple[Actor, str]:
+        """Check the password (throttled per account) and start an app session: ``(actor, token)``.
+
+        Raises:
+            AuthenticationFailed: wrong username or password (recorded as ``user.sign_in_failed``).
+        """
+        try:
+            user = self.accounts.authenticate(username, password)
+        except AuthenticationFailed:
+            self.audit.record(str(username)[:64], "user.sign_in_failed")
+            raise
+        self.audit.record(user.username, "user.sign_in")
+        return self.accounts.actor(user.username), self.accounts.start_session(user.username)
+
+    def sign_out(self, token: str | None, actor: Actor | None = None) -> None:
+        self.accounts.end_session(token)
+        if actor is not None and not actor.local:
+            self.audit.record(actor.username, "user.sign_out")
+
+    def key_actor(self, secret: str | None) -> Actor:
+        """Who a request with API key ``secret`` acts as (their role and groups now).
+
+        Raises:
+            AuthenticationFailed: no key, unknown, revoked, or its account is gone.
+        """
+        return self.accounts.actor(self.keys.username_of(secret))
+
+    def delete_user(self, username: str, by: Actor, heir: str | None = None) -> list[str]:
+        """Delete an account; its stores pass to ``heir`` (an admin; default ``by`` when an admin,
+        else the first admin), never to nobody. Returns the stores handed over.
+
+        Raises:
+            InvalidArgument: no such account, the last admin, or ``heir`` is no admin.
+        """
+        user = self.accounts.require(username)
+        admins = [a for a in self.accounts.admins() if a != user.username]
+        if heir is None:
+            heir = by.username if by.username in admins else (admins[0] if admins else None)
+        else:
+            heir = normal_username(heir)
+        if heir is None or heir not in admins:
+            raise InvalidArgument(f"The stores of {user.username} pass to an admin; {heir!r} is none"
+                                  if heir else f"{user.username} is the last admin and cannot be deleted.")
+        self.accounts.remove(user.username)
+        stores = self.sharing.hand_over(user.username, heir)
+        self.audit.record(by.username, "user.delete", target=user.username, detail={"stores_to": heir,
+                                                                                  "stores": stores})
+        return stores
+
+
+__all__ = [
+    "ACTIONS",
+    "GRANT_KINDS",
+    "LEVELS",
+    "LOCAL_ADMIN",
+    "PREFIX",
+    "ROLES",
+    "Accounts",
+    "Actor",
+    "ApiKey",
+    "ApiKeys",
+    "Audit",
+    "AuditEvent",
+    "Grant",
+    "Invite",
+    "Level",
+    "People",
+    "Role",
+    "Sharing",
+    "User",
+    "at_least",
+    "normal_username",
+]
