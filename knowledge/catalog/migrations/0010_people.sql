@@ -9,7 +9,9 @@ CREATE TABLE users (
     email TEXT,
     created TIMESTAMPTZ NOT NULL,
     failures INTEGER NOT NULL DEFAULT 0,
-    last_failure TIMESTAMPTZ
+    last_failure TIMESTAMPTZ,
+    sso_issuer TEXT,
+    sso_subject TEXT
 );
 CREATE TABLE user_groups (
     name TEXT PRIMARY KEY,
