@@ -123,7 +123,10 @@ if (shared and not password.is_set) or (password.is_set and not st.session_state
     gate(set_a_password if not password.is_set else sign_in, "Set a password" if not password.is_set else "Sign in")
 webgate.let_in(session_id)  # past the gate: this session may upload
 
-st.session_state["workbench"] = wb
+# Who is asking: a signed-in account acts through a view of the workbench that checks every store
+# it touches (knowledge.workbench.Workbench.as_user); without accounts, the local admin (everything).
+actor = st.session_state.get("actor")
+st.session_state["workbench"] = wb.as_user(actor) if actor is not None else wb
 st.session_state["local_folders"] = app_folders(wb.settings, shared)
 if password.is_set and st.sidebar.button("Log out", icon="🔓", key="log-out"):
     webgate.shut_out(session_id)
