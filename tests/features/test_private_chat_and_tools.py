@@ -105,3 +105,19 @@ def test_tools_handed_a_users_view_cannot_reach_another_users_store(team):
     v["ana"].share_store("hr", "user", "bo", "write")
     assert tools.call("vector_upsert", {"store": "hr", "file_id": "x", "file_name": "bo.txt",
                                         "text": "bo was here"}).ok
+
+
+def test_each_users_memories_live_in_a_collection_of_their_own(team):
+    from knowledge.agent_memory import VectorMemory, user_collection
+
+    wb, _ = team
+    assert user_collection("agent-memory", None) == "agent-memory"
+    assert user_collection("agent-memory", "ana") == "agent-memory~ana"
+    # whatever one types, two users never share a collection (a username holds no "~")
+    assert user_collection("x~bo", "ana") != user_collection("x", "bo")
+    mem = {u: VectorMemory(wb.backend(), wb.embedder(), collection=user_collection("agent-memory", u))
+           for u in ("ana", "bo")}
+    mem["bo"].remember("bo's locker code is 4711", dataset="private")
+    assert mem["ana"].recall("locker code", dataset=None) == [] and mem["ana"].datasets() == {}
+    assert mem["ana"].forget(dataset="private") == 0
+    assert mem["bo"].datasets() == {"private": 1}
