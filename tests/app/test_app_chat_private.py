@@ -68,7 +68,7 @@ def test_a_members_chats_are_not_listed_or_openable_for_another(team):
 
 
 def test_traces_of_another_members_chat_are_not_shown(team):
-    wb, sid = team
+    wb, _ = team
     at = chat_page(wb, "bo", page="pages/settings.py")
     assert any("No LLM calls yet" in i.value for i in at.info)
     at = chat_page(wb, "ana", page="pages/settings.py")

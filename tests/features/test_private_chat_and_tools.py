@@ -87,7 +87,7 @@ def test_chat_stores_and_search_hold_only_what_the_user_reads(team):
 
 
 def test_tools_handed_a_users_view_cannot_reach_another_users_store(team):
-    wb, v = team
+    _, v = team
     tools = KnowledgeTools(v["bo"])
     for name, args in (("vector_search", {"store": "hr", "query": "leave"}),
                        ("vector_upsert", {"store": "hr", "file_id": "x", "text": "bo was here"}),
