@@ -13,6 +13,11 @@ qdrant, a plugin), the text in the payload beside its dataset and the caller's p
   :class:`~knowledge.errors.DimensionMismatch`, another model of the same size
   :class:`~knowledge.errors.InvalidArgument`. Scores follow the collection's distance.
 
+Whose memories: a collection is one person's. Signed in by account (issue 28), the app keeps a
+person's memories in :func:`user_collection` -- the collection name with ``~<username>`` after it
+(a username never holds ``~``) -- so one member never recalls, counts or forgets another's; the
+local admin (the CLI, Python, the app before accounts) uses the name as given.
+
 Usage and the app's page: ``docs/app.md``.
 """
 
@@ -39,6 +44,24 @@ TEXT_FIELD = "text"
 MODEL_FIELD = "embedding_model"
 DEFAULT_DATASET = "default"
 DEFAULT_COLLECTION = "agent-memory"
+
+
+#: Between a memory collection's name and its owner's username in :func:`user_collection`.
+OWNER_MARK = "~"
+
+
+def user_collection(collection: str, username: str | None) -> str:
+    """The backend collection holding ``username``'s memories of ``collection``:
+    ``"agent-memory~ana"``; ``collection`` itself for ``None`` (the local admin). Distinct users get
+    distinct collections whatever name they type (the part after the last ``~`` is the username).
+
+    Raises:
+        InvalidArgument: a blank collection name.
+    """
+    if not isinstance(collection, str) or not collection.strip():
+        raise InvalidArgument(f"A memory store name must be a non-blank string, got {collection!r}.")
+    collection = check_name(collection.strip(), "memory store name")
+    return collection if username is None else f"{collection}{OWNER_MARK}{username}"
 
 
 class _Default:

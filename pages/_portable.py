@@ -29,15 +29,16 @@ def _bundle_name(store: str) -> str:
     return (re.sub(r"[^\w.-]+", "-", store).strip("-") or "store") + ".kb"
 
 
-def portable_section(wb: Workbench, store: str) -> None:
-    """Export the store ``store`` (a download), import a bundle as a new store, move ``store`` to
-    another template's backend."""
-    with st.expander("📦 Export, import or move"):
+def portable_section(wb: Workbench, store: str, *, owner: bool = True) -> None:
+    """Export the store ``store`` (a download), import a bundle as a new store (the person's own),
+    move ``store`` to another template's backend (only its ``owner``: the owner or an admin)."""
+    with st.expander("📦 Export, import or move" if owner else "📦 Export or import"):
         flash(f"portable:{store}")
         export_part(wb, store)
         st.divider()
-        move_part(wb, store)
-        st.divider()
+        if owner:
+            move_part(wb, store)
+            st.divider()
         import_part(wb, key=store)
 
 

@@ -62,13 +62,17 @@ def _chat_service(_wb: Workbench, key: tuple[int, str]) -> ChatService:
 
 
 def app_chat_service(wb: Workbench) -> ChatService:
-    """One chat service per workbench, shared by every browser session and page (it is thread-safe)."""
-    key = (id(wb), str(wb.settings.catalog_path))
-    chat = _chat_service(wb, key)
-    if chat.wb is not wb:  # another workbench took the id of a closed one
+    """The chat service for ``wb`` (a page's workbench: the process's, or a signed-in person's view
+    of it): one service per process workbench, shared by every browser session and page (it is
+    thread-safe), acting here for ``wb``'s actor (:meth:`ChatService.as_user`: that person's
+    sessions and stores only; nothing of one person's view is kept in the shared service)."""
+    base = wb.base
+    key = (id(base), str(base.settings.catalog_path))
+    chat = _chat_service(base, key)
+    if chat.wb is not base:  # another workbench took the id of a closed one
         _chat_service.clear()
-        chat = _chat_service(wb, key)
-    return chat
+        chat = _chat_service(base, key)
+    return chat.as_user(wb)
 
 #: The distances a store may compare embeddings by (:data:`knowledge.vectorstore.base.DISTANCES`).
 DISTANCES: list[str] = list(_DISTANCES)

@@ -122,7 +122,8 @@ if knowledge and knowledge.attachments:
 st.markdown("Searches " + " ".join(chips) if chips else
             ":orange-badge[No knowledge yet] choose stores in the sidebar, or attach files to a message.")
 if knowledge and knowledge.dropped:
-    st.info(md("{} no longer exist{}; removed from this chat's knowledge.", ", ".join(knowledge.dropped),
+    st.info(md("{} no longer exist{}" + (" (or are no longer shared with you)" if not wb.actor.local else "")
+               + "; removed from this chat's knowledge.", ", ".join(knowledge.dropped),
                "s" if len(knowledge.dropped) == 1 else ""))
 
 

@@ -73,6 +73,16 @@ with st.container(border=True):
 
     st.markdown("##### Delete")
     flash("files")
+    # Signed in by account: deleting needs write access to every store using the file, and a file no
+    # store uses is its uploader's (or an admin's); the view refuses otherwise, so say it up front.
+    readonly = [s for s in chosen.stores if wb.level(s) not in ("write", "owner")]
+    if readonly:
+        st.caption(md("You may not delete it: {} {} shared with you read-only.", ", ".join(readonly),
+                      "is" if len(readonly) == 1 else "are"))
+        st.stop()
+    if not chosen.stores and not wb.actor.is_admin and f.metadata.get("owner") != wb.actor.username:
+        st.caption("You may not delete it: it is someone else's.")
+        st.stop()
     from_stores = False
     if chosen.stores:
         from_stores = st.checkbox(

@@ -6,7 +6,7 @@ import json
 
 import streamlit as st
 
-from knowledge.agent_memory import DEFAULT_COLLECTION, DEFAULT_DATASET, VectorMemory
+from knowledge.agent_memory import DEFAULT_COLLECTION, DEFAULT_DATASET, VectorMemory, user_collection
 from knowledge.errors import InvalidArgument, KnowledgeError
 from knowledge.pagemodels.playground import parse_scalar
 from knowledge.text.render import inert, md
@@ -60,8 +60,16 @@ backend_name = c1.selectbox("Stored", backends, index=backends.index(default_bac
 collection = c2.text_input("Memory store", DEFAULT_COLLECTION, key="mem_collection",
                            help="One store holds every dataset; two embedding models need two stores.")
 
+# Signed in by account, a person's memories are their own: a collection of theirs
+# (knowledge.agent_memory.user_collection), never a store's or another person's.
+owner = None if wb.actor.local else wb.actor.username
+if owner is not None:
+    st.caption("Your memories are private: nobody else signed in recalls, counts or forgets them.")
 try:
-    memory = VectorMemory(wb.backend(backend_name), wb.embedder(), collection=collection or DEFAULT_COLLECTION)
+    actual = user_collection(collection or DEFAULT_COLLECTION, owner)
+    if owner is not None and actual in {s.record.collection for s in wb.base.list_stores(internal=True)}:
+        raise InvalidArgument(f"{collection!r} cannot hold memories: a vector store uses that name. Choose another.")
+    memory = VectorMemory(wb.backend(backend_name), wb.embedder(), collection=actual)
     datasets = memory.datasets()
 except KnowledgeError as exc:
     st.error(inert(exc))

@@ -37,8 +37,16 @@ with tab_configs:
                    "tools": ("search + write" if c.write_tools else "search") if c.type == "CHAT" else ""}
                   for c in rows], hide_index=True, width="stretch")
 
-    st.subheader("Add or change a config")
     names = [c.name for c in rows]
+    if not wb.actor.is_admin:  # signed in as a member: the configs are the admins' to change
+        st.info("Only an admin adds, changes or deletes LLM configs.")
+        admin = False
+    else:
+        admin = True
+
+
+def config_forms(rows: list, names: list[str]) -> None:
+    st.subheader("Add or change a config")
     base = st.selectbox("Start from", ["(new)", *names], key="cfg_base")
     cur = configs.find(base) if base != "(new)" else None
     with st.form("llm_config"):
@@ -68,6 +76,7 @@ with tab_configs:
                  " instructions, so keep it off unless you need it. CHAT configs only.")
         if st.form_submit_button("Save config"):
             try:
+                wb.require_admin("change LLM configs")
                 saved = configs.save({"name": name.strip(), "type": PROVIDERS[provider], "provider": provider,
                                       "model": model, "base_url": base_url, "api_key_env": key_env,
                                       "capabilities": None if default_caps or PROVIDERS[provider] == "EMBEDDING"
@@ -85,10 +94,19 @@ with tab_configs:
     victim = c1.selectbox("Config", names, key="cfg_delete", label_visibility="collapsed", index=None,
                           placeholder="Choose a config to delete")
     if c2.button("Delete", disabled=victim is None):
-        configs.delete(victim)
-        set_flash("llm-delete", True, f"Deleted the config {victim}.")
+        try:
+            wb.require_admin("delete LLM configs")
+            configs.delete(victim)
+            set_flash("llm-delete", True, f"Deleted the config {victim}.")
+        except KnowledgeError as exc:
+            set_flash("llm-delete", False, str(exc))
         st.rerun()
     flash("llm-delete")
+
+
+if admin:
+    with tab_configs:
+        config_forms(rows, names)
 
 with tab_traces:
     chat = app_chat_service(wb)

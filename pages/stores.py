@@ -267,7 +267,8 @@ def web_section(store: str) -> None:
                         st.error(inert(exc))
 
 
-def files_section(store: str) -> None:
+def files_section(store: str, writable: bool = True) -> None:
+    """The store's files; deleting and the retry/remove of failed files only with ``writable``."""
     files = wb.store_files(store)
     job = _current_job(store)
     running = job is not None and not job.done
@@ -301,7 +302,7 @@ def files_section(store: str) -> None:
         st.caption("⚠️ interrupted: the app stopped while ingesting these; drop them again.")
     flash(f"files:{store}")
     done = [f for f in files if f.status == DONE]
-    if done:
+    if done and writable:
         with st.popover("🗑️ Delete a file from this store"):
             by_name = {f"{f.file_id}\n{n}": (f, n) for f in done for n in f.names}  # every name of a content
             version = hashlib.sha1("".join(by_name).encode()).hexdigest()[:8]  # a new list, a new widget
@@ -316,10 +317,10 @@ def files_section(store: str) -> None:
                         else md("**{}** and its {} chunks", name, f.chunks))
                 if confirm("Delete", f"del:{store}", f"Delete {what} from {inert(store)}?", type="primary"):
                     _delete_file(store, f.file_id, name, f"files:{store}", by_name=bool(others))
-    attention(store, failed)
+    attention(store, failed, writable)
 
 
-def attention(store: str, failed: list) -> None:
+def attention(store: str, failed: list, writable: bool = True) -> None:
     """Each failed file once, with what is wrong in words; Retry only where a retry can succeed."""
     if not failed and not has_flash(f"attention:{store}"):
         return
@@ -332,6 +333,8 @@ def attention(store: str, failed: list) -> None:
             again = retried is not None and retried[0] == f.file_id  # this file was just tried again
             said = plain_reason(retried[1] if again else f.reason) or "failed"
             st.error(md("**{}** — {}{}", f.file_name, "tried again: " if again else "", said), icon="❌")
+            if not writable:
+                continue
             retry_ok = can_retry(f)
             c1, c2, c3 = st.columns([3, 1, 1], vertical_alignment="bottom")
             pw = (c1.text_input("Password", type="password", key=f"pw:{store}:{f.file_id}")
@@ -402,6 +405,90 @@ def manage_section(store: str, files: int, chunks: int) -> None:
             st.rerun()
 
 
+LEVEL_WORDS = {"read": "read-only", "write": "read and write"}
+
+
+def person(username: str | None) -> str:
+    """A username as people read it: the account's display name, else the username; ``None``: the admins."""
+    if username is None:
+        return "the admins"
+    user = wb.people.accounts.get(username)
+    return user.display_name if user is not None and user.display_name else username
+
+
+def grant_words(g) -> str:
+    who = "everyone" if g.kind == "everyone" else (f"group {g.principal}" if g.kind == "group" else person(g.principal))
+    return f"{who} ({LEVEL_WORDS[g.level]})"
+
+
+def sharing_line(store: str, level: str) -> None:
+    """Whose the store is and whom it is shared with (only once accounts exist)."""
+    owner = wb.store_owner(store)
+    if level != "owner":
+        st.caption(md("🤝 shared with you by {} · {}", person(owner), LEVEL_WORDS.get(level, level)))
+        return
+    grants = wb.store_grants(store)
+    whose = "yours" if owner == wb.actor.username else md("owned by {}", person(owner))
+    shared = ("shared with " + ", ".join(grant_words(g) for g in grants)) if grants else "private: only you" \
+        if owner == wb.actor.username else "not shared"
+    st.caption(md("👤 {} · {}", whose, shared))
+
+
+def share_section(store: str) -> None:
+    """Share the store with a person, a group or everyone, to read or to read and write; take a grant
+    back; give the store to someone else (its owner, or an admin)."""
+    with st.expander("👥 Share"):
+        flash(f"share:{store}")
+        owner = wb.store_owner(store)
+        kinds = {"a person": "user", "a group": "group", "everyone": "everyone"}
+        c1, c2, c3 = st.columns([1, 2, 1], vertical_alignment="bottom")
+        kind = kinds[c1.selectbox("Share with", list(kinds), key=f"share-kind:{store}")]
+        principal = ""
+        if kind == "user":
+            people = [u.username for u in wb.people.accounts.users() if u.username != owner]
+            principal = c2.selectbox("Person", people, key=f"share-user:{store}", format_func=person,
+                                     index=None, placeholder="Choose a person") or ""
+        elif kind == "group":
+            groups = sorted(wb.people.accounts.groups())
+            principal = c2.selectbox("Group", groups, key=f"share-group:{store}", index=None,
+                                     placeholder="Choose a group" if groups else "No groups yet") or ""
+        level = {"read only": "read", "read and write": "write"}[
+            c3.radio("Access", ["read only", "read and write"], key=f"share-level:{store}")]
+        if st.button("Share", key=f"share-go:{store}", type="primary", disabled=kind != "everyone" and not principal):
+            try:
+                g = wb.share_store(store, kind, principal, level)
+                set_flash(f"share:{store}", True, f"Shared {store} with {grant_words(g)}.")
+            except KnowledgeError as exc:
+                set_flash(f"share:{store}", False, f"{store} was not shared: {exc}")
+            st.rerun()
+        grants = wb.store_grants(store)
+        if grants:
+            st.markdown("**Shared with**")
+        for g in grants:
+            c1, c2 = st.columns([4, 1], vertical_alignment="center")
+            c1.markdown(md("{}", grant_words(g)))
+            if c2.button("Take back", key=f"unshare:{store}:{g.kind}:{g.principal}"):
+                try:
+                    wb.unshare_store(store, g.kind, g.principal)
+                    set_flash(f"share:{store}", True, f"{grant_words(g)} no longer has {store}.")
+                except KnowledgeError as exc:
+                    set_flash(f"share:{store}", False, f"{store}: {exc}")
+                st.rerun()
+        st.divider()
+        others = [u.username for u in wb.people.accounts.users() if u.username != owner]
+        c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
+        heir = c1.selectbox("Give this store to", others, key=f"give-to:{store}", format_func=person, index=None,
+                            placeholder="Choose a person", help="They become its owner; you keep no access unless"
+                            " they share it with you.")
+        if c2.button("Give", key=f"give-go:{store}", disabled=heir is None):
+            try:
+                wb.give_store(store, heir)
+                set_flash("", True, f"{store} is now {person(heir)}'s.")
+            except KnowledgeError as exc:
+                set_flash(f"share:{store}", False, f"{store}: {exc}")
+            st.rerun()
+
+
 def backend_words(backend: str) -> str:
     """The backend in plain words, the technical name after it."""
     return {"memory": "stored on this computer", "pgvector": "stored in PostgreSQL (pgvector)",
@@ -444,6 +531,7 @@ def stores_tab() -> None:
             import_part(wb)
         return
     names = [s.record.name for s in stores]
+    accounts = wb.people.enabled()
     if (pending := st.session_state.pop("store_pending", None)) in names:
         st.session_state["store_selected"] = pending
     if st.session_state.get("store_selected") not in names:
@@ -464,19 +552,36 @@ def stores_tab() -> None:
         if summary.note is not None:  # a per-machine store in a shared catalog: listed, not used
             st.warning(inert(summary.note), icon="🖥️")
         try:
-            upload_section(store, summary.disk_bytes)
-            sync_section(wb, store)
-            files_section(store)
-            manage_section(store, summary.files, summary.chunks)
-            portable_section(wb, store)
+            # What the person may do here (issue 28): read-only shows no ingest or delete controls;
+            # read and write hides only the owner's (delete, share, re-embed, move).
+            level = wb.level(store) or "read"
+            if accounts:
+                sharing_line(store, level)
+            if level == "read":
+                status_panel(store, summary.disk_bytes)
+            else:
+                upload_section(store, summary.disk_bytes)
+                sync_section(wb, store)
+            files_section(store, writable=level != "read")
+            if level == "owner":
+                manage_section(store, summary.files, summary.chunks)
+                if accounts:
+                    share_section(store)
+            portable_section(wb, store, owner=level == "owner")
         except KnowledgeError as exc:
             st.error(inert(exc))
     st.markdown(f"#### All stores ({len(stores)})")
+    levels = wb.people.sharing.levels(wb.actor, names) if accounts else {}
+    owners = {n: wb.store_owner(n) for n in names} if accounts else {}
+    whose = ({"owner": [person(owners[s.record.name]) for s in stores],
+              "access": [{"owner": "owner"}.get(levels.get(s.record.name, ""), LEVEL_WORDS.get(
+                  levels.get(s.record.name, ""), "")) for s in stores]} if accounts else {})
     st.dataframe(
-        [{"store": s.record.name, "template": s.record.template,
+        [{"store": s.record.name, **{k: v[i] for k, v in whose.items()}, "template": s.record.template,
           "stored": backend_words(s.record.backend) + (" (one machine only: not shared)" if s.note else ""),
           "backend": s.record.backend, "model": s.record.embedding_model, "dimension": s.record.dimension,
-          "files": s.files, "chunks": s.chunks, "size (MB)": megabytes(s.disk_bytes or 0)} for s in stores],
+          "files": s.files, "chunks": s.chunks, "size (MB)": megabytes(s.disk_bytes or 0)}
+         for i, s in enumerate(stores)],
         hide_index=True, width="stretch", key="stores-table",
         column_config={"size (MB)": st.column_config.NumberColumn(format="%.2f"),
                        "files": st.column_config.NumberColumn("indexed files",
@@ -514,6 +619,9 @@ def templates_tab() -> None:
     )
     st.caption(f"The **{DEFAULT_TEMPLATE}** template is read-only: it is formed by the settings "
                "(`vector_store.*`, `embeddings.model`). Save a copy under another name to change it.")
+    if not wb.actor.is_admin:  # signed in as a member: templates are the admins' to change
+        st.info("Only an admin creates, changes or deletes templates.")
+        return
     custom = [t.name for t in templates if not t.builtin]
     pick = st.selectbox("Create or edit", ["➕ New template", *custom], key="tpl-pick")
     base = wb.template(DEFAULT_TEMPLATE if pick not in custom else pick)

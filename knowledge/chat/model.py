@@ -134,7 +134,8 @@ class Session:
     ``config`` its CHAT config (``None``: the default), ``tools`` the tools activated for it
     (``vector_search``, ``view_attachment``), ``pending`` the attachment events the next user
     message will record, ``stores`` the user's stores it searches besides its attachments (its
-    *knowledge*)."""
+    *knowledge*), ``owner`` the username of the account that started it (``None``: started without
+    accounts, or by the local admin; such a session belongs to the admins)."""
 
     id: str
     title: str
@@ -145,3 +146,4 @@ class Session:
     created: datetime
     updated: datetime
     stores: list[str] = field(default_factory=list)
+    owner: str | None = None

@@ -50,8 +50,8 @@ from knowledge.chat.model import (
     Session,
     sniff_kind,
 )
-from knowledge.chat.store import ChatStore
-from knowledge.errors import InvalidArgument, KnowledgeError, PathNotAllowed, StoreNotFound
+from knowledge.chat.store import ChatStore, SessionNotFound
+from knowledge.errors import FileNotFoundInStore, InvalidArgument, KnowledgeError, PathNotAllowed, StoreNotFound
 from knowledge.ingest.readers import read_document
 from knowledge.llm.config import LlmConfig, LlmUnavailable
 from knowledge.llm.providers import ChatProvider, Completion, ToolCall, TurnContext, open_provider
@@ -174,8 +174,15 @@ class Turn:
 class ChatService:
     """Chats over one workbench. Thread-safe: one turn per session at a time.
 
+    Who is asking: the service acts for ``workbench.actor``. Given a view of
+    :meth:`Workbench.as_user <knowledge.workbench.Workbench.as_user>` (or made per user with
+    :meth:`as_user`), its sessions are that person's own -- listed, opened, renamed and deleted only
+    by them (a session started before accounts existed, with no owner, belongs to the admins) --
+    its stores and its knowledge tools reach only the stores the person may read (writing tools:
+    write), and a session of someone else raises ``SessionNotFound`` as a missing one does.
+
     Args:
-        workbench: stores, files, catalog.
+        workbench: stores, files, catalog (the workbench or a view of it).
         provider_factory: ``factory(config) -> ChatProvider`` (default :func:`open_provider`).
     """
 
@@ -192,6 +199,29 @@ class ChatService:
         self._guard = threading.Lock()
         self._texts: OrderedDict[str, str] = OrderedDict()  # file id -> extracted text, newest last
 
+    def as_user(self, workbench: Workbench) -> ChatService:
+        """This service acting for ``workbench``'s actor (a view of :meth:`Workbench.as_user`):
+        the same session store, locks, text cache and provider factory, with the view's checks on
+        every store, file and session. Cheap; make one per page run or request."""
+        if workbench is self.wb:
+            return self
+        view = copy.copy(self)
+        view.wb = workbench
+        view.tools = KnowledgeTools(workbench, folders=self.tools.folders)
+        return view
+
+    def _owners(self) -> list[str | None] | None:
+        """Whose sessions :attr:`wb`'s actor sees: ``None`` (everyone's: the local admin), or their
+        own (and, for an admin, those without an owner)."""
+        actor = self.wb.actor
+        if actor.local:
+            return None
+        return [actor.username, None] if actor.is_admin else [actor.username]
+
+    def _sees(self, s: Session) -> bool:
+        owners = self._owners()
+        return owners is None or s.owner in owners
+
     def _lock(self, sid: str) -> threading.Lock:
         with self._guard:
             return self._locks.setdefault(sid, threading.Lock())
@@ -203,6 +233,7 @@ class ChatService:
         the order they were started). A page that is rerun or closed meanwhile loses nothing: the
         turn completes and is stored. Problems (a file that cannot be attached, a model that cannot
         be reached) are collected in :attr:`Turn.problems`, never raised."""
+        self.session(sid)
         turn = Turn(self, sid, files, text)
         turn.previous = self.wb.chat_turns.swap(sid, turn)  # the workbench's registry: every tab sees it
         turn.thread.start()
@@ -211,6 +242,9 @@ class ChatService:
     def running_turn(self, sid: str) -> Turn | None:
         """The session's newest turn if it is still running (started from any tab), else ``None``."""
         turn = self.wb.chat_turns.get(sid)
+        found = self.store.find_session(sid) if turn is not None else None
+        if found is None or not self._sees(found):
+            return None
         return turn if turn is not None and not turn.done else None
 
     # -- sessions -------------------------------------------------------------------------------
@@ -224,7 +258,8 @@ class ChatService:
         if config is not None:
             self.configs.chat(config)  # exists and is CHAT
         chosen = self.default_stores() if stores is None else self._check_stores(stores)
-        return self.store.create_session(title, config, chosen)
+        owner = None if self.wb.actor.local else self.wb.actor.username
+        return self.store.create_session(title, config, chosen, owner=owner)
 
     def default_stores(self) -> list[str]:
         """The stores a new chat starts with: those of the last chat that chose any (still existing),
@@ -283,29 +318,39 @@ class ChatService:
         ``older_than_s`` seconds), except ``keep``; returns how many went. One catalog query when
         there is nothing to delete."""
         before = datetime.now(UTC) - timedelta(seconds=older_than_s)
-        gone = [sid for sid in self.store.empty_sessions(before) if sid != keep]
+        mine = None if self._owners() is None else {s.id for s in self.sessions()}
+        gone = [sid for sid in self.store.empty_sessions(before) if sid != keep and (mine is None or sid in mine)]
         for sid in gone:
             self.delete_session(sid)
         return len(gone)
 
     def sessions(self) -> list[Session]:
-        return self.store.list_sessions()
+        """The sessions of :attr:`wb`'s actor (see the class docstring), newest activity first."""
+        return self.store.list_sessions(self._owners())
 
     def session(self, sid: str) -> Session:
-        return self.store.get_session(sid)
+        """The session ``sid``. Raises ``SessionNotFound`` (also for another person's session)."""
+        s = self.store.get_session(sid)
+        if not self._sees(s):
+            raise SessionNotFound(f"No chat session {sid!r}.")
+        return s
 
     def set_config(self, sid: str, config: str | None) -> Session:
+        self.session(sid)
         if config is not None:
             self.configs.chat(config)
         return self.store.update_session(sid, config=config)
 
     def rename(self, sid: str, title: str) -> Session:
+        self.session(sid)
         return self.store.update_session(sid, title=title)
 
     def messages(self, sid: str) -> list[Message]:
+        self.session(sid)
         return self.store.messages(sid)
 
     def attachments(self, sid: str) -> list[Attachment]:
+        self.session(sid)
         return self.store.attachments(sid)
 
     def delete_session(self, sid: str) -> None:
@@ -654,6 +699,8 @@ class ChatService:
     def _text(self, file_id: str) -> str:
         """The extracted text of an attached file, kept for the :data:`TEXT_CACHE` most recently
         read files (a file's text never changes: its id is its content's)."""
+        if not self.wb.actor.local and self.wb.find_stored_file(file_id) is None:  # the cache is shared
+            raise FileNotFoundInStore(f"No stored file has the id {file_id!r}.")
         with self._guard:
             if file_id in self._texts:
                 self._texts.move_to_end(file_id)
@@ -670,7 +717,18 @@ class ChatService:
 
     # -- traces ---------------------------------------------------------------------------------
     def traces(self, sid: str | None = None, limit: int = 200):
-        return self.store.traces(sid, limit)
+        """The LLM call trace, newest first: of session ``sid``, or of every session :attr:`wb`'s
+        actor sees (an admin: also the calls of no session; the local admin: all)."""
+        if sid is not None:
+            self.session(sid)
+            return self.store.traces(sid, limit)
+        owners = self._owners()
+        if owners is None:
+            return self.store.traces(None, limit)
+        mine = {s.id for s in self.sessions()}
+        admin = self.wb.actor.is_admin
+        return [t for t in self.store.traces(None, limit * 4)
+                if (t.session_id in mine) or (admin and t.session_id is None)][:limit]
 
 
 def _read_source(source: Any, name: str | None) -> tuple[bytes, str]:

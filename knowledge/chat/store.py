@@ -74,19 +74,20 @@ class ChatStore:
 
     # -- sessions -------------------------------------------------------------------------------
     def create_session(self, title: str = "New chat", config: str | None = None,
-                       stores: list[str] | tuple[str, ...] = ()) -> Session:
+                       stores: list[str] | tuple[str, ...] = (), owner: str | None = None) -> Session:
+        """A new session; ``owner`` is the username it belongs to (``None``: the admins')."""
         check_name(title, "chat title")
         sid = uuid.uuid4().hex[:12]
         now = _now()
         with self.catalog.cursor() as cur:
             cur.execute("INSERT INTO chat_sessions (id, title, config, store, tools, pending, created, updated,"
-                        " stores) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        [sid, title, config, f"chat-{sid}", "[]", "[]", now, now, json.dumps(list(stores))])
+                        " stores, owner) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        [sid, title, config, f"chat-{sid}", "[]", "[]", now, now, json.dumps(list(stores)), owner])
         return self.get_session(sid)
 
     def find_session(self, sid: str) -> Session | None:
         with self.catalog.cursor() as cur:
-            row = cur.execute("SELECT * FROM chat_sessions WHERE id = ?", [sid]).fetchone()
+            row = cur.execute(f"SELECT {_COLUMNS} FROM chat_sessions WHERE id = ?", [sid]).fetchone()
         return _session(row) if row else None
 
     def get_session(self, sid: str) -> Session:
@@ -95,10 +96,19 @@ class ChatStore:
             raise SessionNotFound(f"No chat session {sid!r}.")
         return s
 
-    def list_sessions(self) -> list[Session]:
-        """Newest activity first."""
+    def list_sessions(self, owners: list[str | None] | None = None) -> list[Session]:
+        """Newest activity first; with ``owners`` only the sessions of those usernames (``None`` in
+        it: the sessions without an owner)."""
+        sql, args = f"SELECT {_COLUMNS} FROM chat_sessions", []
+        if owners is not None:
+            named = [o for o in owners if o is not None]
+            conditions = (["owner IN (" + ", ".join("?" * len(named)) + ")"] if named else []) \
+                + (["owner IS NULL"] if None in owners else [])
+            if not conditions:
+                return []
+            sql, args = sql + " WHERE " + " OR ".join(conditions), named
         with self.catalog.cursor() as cur:
-            rows = cur.execute("SELECT * FROM chat_sessions ORDER BY updated DESC, id").fetchall()
+            rows = cur.execute(sql + " ORDER BY updated DESC, id", args).fetchall()
         return [_session(r) for r in rows]
 
     def update_session(self, sid: str, *, title: str | None = None, config: str | EllipsisType | None = ...,
@@ -214,7 +224,10 @@ class ChatStore:
                       r[7], r[8], r[9]) for r in rows]
 
 
+_COLUMNS = "id, title, config, store, tools, pending, created, updated, stores, owner"
+
+
 def _session(row: tuple) -> Session:
-    sid, title, config, store, tools, pending, created, updated, stores = row
+    sid, title, config, store, tools, pending, created, updated, stores, owner = row
     return Session(sid, title, config, store, json.loads(tools), json.loads(pending), created, updated,
-                   json.loads(stores) if stores else [])
+                   json.loads(stores) if stores else [], owner)

@@ -1,0 +1,75 @@
+"""Chat sessions on the Chat and Settings pages are private to their user (issue 28), headless
+(AppTest): a member's sessions are not listed, opened by a deep link or traced for another member,
+and the chat's store list holds only the stores the person may read."""
+
+from __future__ import annotations
+
+import pytest
+from app_helpers import APP, fresh_caches, shown, use_fake_model
+from streamlit.testing.v1 import AppTest
+
+from knowledge.chat import ChatService
+from knowledge.config import load_settings
+from knowledge.workbench import Workbench
+
+PW = "correct horse battery"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache(monkeypatch):
+    use_fake_model(monkeypatch, 8)
+    with fresh_caches():
+        yield
+
+
+@pytest.fixture
+def team():
+    """Admin root, members ana and bo; ana's store ``hr`` and her chat over it (one answered message)."""
+    wb = Workbench(load_settings())
+    wb.people.set_up_admin("root", PW, "The Admin")
+    for name in ("ana", "bo"):
+        wb.people.accounts.create(name, PW, display_name=name.title())
+    ana = wb.as_user(wb.people.accounts.actor("ana"))
+    ana.ingest_file("hr", b"The parental leave policy grants sixteen weeks.", "leave.md")
+    chat = ChatService(wb).as_user(ana)
+    s = chat.create_session("Ana's leave question", stores=["hr"])
+    chat.send(s.id, "How long is parental leave?")
+    yield wb, s.id
+    wb.close()
+
+
+def chat_page(wb: Workbench, username: str, session: str | None = None, page: str = "pages/chat.py") -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.session_state["actor"] = wb.people.accounts.actor(username)
+    if session is not None:
+        at.query_params["session"] = session
+    at.run()
+    at.switch_page(page).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_a_members_chats_are_not_listed_or_openable_for_another(team):
+    wb, sid = team
+    at = chat_page(wb, "ana")
+    assert at.title[0].value == "💬 Ana's leave question"
+    assert at.chat_message and "sixteen weeks" in at.chat_message[1].markdown[0].value
+    at = chat_page(wb, "bo", session=sid)  # a deep link to ana's chat
+    assert at.title[0].value == "💬 Chat" and not at.chat_message
+    assert not at.sidebar.radio  # no session to pick
+    assert all("hr" not in m.options for m in at.sidebar.multiselect)
+    # bo's own chat is stored as his, and ana does not see it
+    at.chat_input[0].set_value("What is the on-call rota?").run()
+    assert not at.exception
+    mine = [s for s in ChatService(wb).sessions() if s.owner == "bo"]
+    assert len(mine) == 1
+    at = chat_page(wb, "ana")
+    assert [shown(o) for r in at.sidebar.radio for o in r.options] == ["Ana's leave question"]
+
+
+def test_traces_of_another_members_chat_are_not_shown(team):
+    wb, _ = team
+    at = chat_page(wb, "bo", page="pages/settings.py")
+    assert any("No LLM calls yet" in i.value for i in at.info)
+    at = chat_page(wb, "ana", page="pages/settings.py")
+    assert at.expander and not any("No LLM calls yet" in i.value for i in at.info)
