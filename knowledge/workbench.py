@@ -545,6 +545,9 @@ class Workbench:
         """
         stored = self.stored_file(file_id)
         stores = self.catalog.stores_using_file(file_id)
+        hidden = len(stores) - len(self.visible(stores))
+        if hidden:  # said without naming a store the actor may not see
+            raise PermissionDenied(f"{stored.name} is also used by {hidden} store(s) you cannot see; it was kept.")
         for store in stores:
             self.authorize(store, "write")
         if not stores and not self.actor.local and not self.actor.is_admin \
@@ -605,6 +608,10 @@ class Workbench:
         self.templates.delete(name, in_use_by=self.stores.stores_using_template(name, internal=True))
 
 
+#: ``{method: (store argument, level)}`` of a guarded feature (see :class:`_Guarded`).
+Rules = dict[str, tuple[str | None, str]]
+
+
 class _Guarded:
     """A feature of a workbench view (:meth:`Workbench.as_user`): the methods named in :attr:`RULES`
     pass after the view's check, every other attribute is refused (a new method is closed until
@@ -612,7 +619,7 @@ class _Guarded:
 
     #: ``{method: (store argument, level)}``: the argument (position 0 or keyword) naming the store
     #: and the level it needs; ``None`` as the argument: a check of its own (``_check_<method>``).
-    RULES: ClassVar[dict[str, tuple[str | None, str]]] = {}
+    RULES: ClassVar[Rules] = {}
 
     def __init__(self, view: Workbench, feature: Any) -> None:
         self._view, self._feature = view, feature
@@ -643,7 +650,7 @@ class GuardedPortable(_Guarded):
     """``portable`` of a view: export needs read access; an import makes a store of the user's own;
     moving a store needs its owner; a backup and a restore (every store) need an admin."""
 
-    RULES: ClassVar[dict[str, tuple[str | None, str]]] = {"export_store": ("store", "read"), "import_bundle": (None, ""), "move_store": ("store", "owner"),
+    RULES: ClassVar[Rules] = {"export_store": ("store", "read"), "import_bundle": (None, ""), "move_store": ("store", "owner"),
              "backup": (None, ""), "import_restored": (None, ""), "sweep_leftovers": (None, "")}
 
     def _check_import_bundle(self, *args: Any, **kwargs: Any) -> None:
@@ -669,7 +676,7 @@ class GuardedPortable(_Guarded):
 class GuardedSyncs(_Guarded):
     """``syncs`` of a view: syncing a folder into a store, or forgetting one, needs write access."""
 
-    RULES: ClassVar[dict[str, tuple[str | None, str]]] = {"folder": ("store", "write"), "synced_folders": ("store", "read"), "forget": ("store", "write"),
+    RULES: ClassVar[Rules] = {"folder": ("store", "write"), "synced_folders": ("store", "read"), "forget": ("store", "write"),
              "ingest_file": ("store", "write")}
 
 
@@ -677,7 +684,7 @@ class GuardedEvaluations(_Guarded):
     """``evaluations`` of a view: evaluating a store needs read access; question sets are shared;
     runs are listed for the stores the user sees; keeping a chunking as a template needs an admin."""
 
-    RULES: ClassVar[dict[str, tuple[str | None, str]]] = {"evaluate": ("store", "read"), "sweep_fusion_weight": ("store", "read"),
+    RULES: ClassVar[Rules] = {"evaluate": ("store", "read"), "sweep_fusion_weight": ("store", "read"),
              "try_chunkings": ("store", "read"), "keep_as_template": (None, ""), "tuned": (None, ""),
              "load_question_set": (None, ""), "save_set": (None, ""), "get_set": (None, ""),
              "set_names": (None, ""), "delete_set": (None, ""), "save_run": (None, ""),
