@@ -650,7 +650,8 @@ class GuardedPortable(_Guarded):
     """``portable`` of a view: export needs read access; an import makes a store of the user's own;
     moving a store needs its owner; a backup and a restore (every store) need an admin."""
 
-    RULES: ClassVar[Rules] = {"export_store": ("store", "read"), "import_bundle": (None, ""), "move_store": ("store", "owner"),
+    RULES: ClassVar[Rules] = {"export_store": ("store", "read"), "import_bundle": (None, ""),
+                              "move_store": ("store", "owner"),
              "backup": (None, ""), "import_restored": (None, ""), "sweep_leftovers": (None, "")}
 
     def _check_import_bundle(self, *args: Any, **kwargs: Any) -> None:
@@ -676,7 +677,8 @@ class GuardedPortable(_Guarded):
 class GuardedSyncs(_Guarded):
     """``syncs`` of a view: syncing a folder into a store, or forgetting one, needs write access."""
 
-    RULES: ClassVar[Rules] = {"folder": ("store", "write"), "synced_folders": ("store", "read"), "forget": ("store", "write"),
+    RULES: ClassVar[Rules] = {"folder": ("store", "write"), "synced_folders": ("store", "read"),
+                              "forget": ("store", "write"),
              "ingest_file": ("store", "write")}
 
 
