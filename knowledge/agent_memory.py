@@ -34,6 +34,7 @@ from knowledge.config import Settings
 from knowledge.embeddings import create_embedder
 from knowledge.embeddings.base import Embedder
 from knowledge.errors import DimensionMismatch, InvalidArgument, StoreNotFound
+from knowledge.service.stores import RESERVED_MARK
 from knowledge.vectorstore.base import Point, PointId, VectorBackend, check_id, check_ids, check_limit, check_where, matches
 from knowledge.vectorstore.registry import open_backend
 from knowledge.vectorstore.scoring import Distance, check_distance
@@ -46,8 +47,9 @@ DEFAULT_DATASET = "default"
 DEFAULT_COLLECTION = "agent-memory"
 
 
-#: Between a memory collection's name and its owner's username in :func:`user_collection`.
-OWNER_MARK = "~"
+#: Between a memory collection's name and its owner's username in :func:`user_collection` (a new
+#: vector store's name may not hold it, so no store sits on someone's memories).
+OWNER_MARK = RESERVED_MARK
 
 
 def user_collection(collection: str, username: str | None) -> str:

@@ -48,6 +48,10 @@ class ModelMismatch(KnowledgeError):
     """A store filled by one embedding model was asked to take vectors of another."""
 
 
+#: The character a new store name may not hold: agent memory's per-person collections are
+#: ``<name>~<username>`` (:func:`knowledge.agent_memory.user_collection`).
+RESERVED_MARK = "~"
+
 
 @dataclass(frozen=True, slots=True)
 class StoreSummary:
@@ -149,7 +153,8 @@ class Stores:
         """Create the store ``name`` from ``template`` (or return it if it exists with that model).
 
         Raises:
-            InvalidArgument: a blank name, or one with a control character (:mod:`knowledge._names`).
+            InvalidArgument: a blank name, one with a control character (:mod:`knowledge._names`), or
+                a new one holding ``~`` (:data:`RESERVED_MARK`).
             TemplateNotFound. ModelMismatch: the store exists with another embedding model.
             EmbeddingUnavailable: the model cannot load (its dimension is recorded now).
             BackendUnavailable: the template's backend is unknown or cannot be reached (no store is recorded).
@@ -164,6 +169,10 @@ class Stores:
         if existing is not None:
             self._check_model(existing, tpl)
             return existing
+        if RESERVED_MARK in name:
+            raise InvalidArgument(f"A store name may not hold {RESERVED_MARK!r}: agent memory keeps each person's"
+                                  f" memories in a collection named <name>{RESERVED_MARK}<username>, and a store"
+                                  " of that name would sit on them.")
         self.templates.check(tpl)
         dimension = self.embedder(tpl.embedding_model).dimension
         self.backend(tpl.backend)  # an unknown or unreachable backend is refused before the store exists

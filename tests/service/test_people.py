@@ -182,3 +182,11 @@ def test_local_admin_and_templates_need_an_admin(team):
         ana.portable.backup("/tmp/all.tar")
     with pytest.raises(AttributeError, match="not open"):
         ana.portable.parts  # noqa: B018 - an attribute without a rule is closed
+
+
+def test_a_new_store_name_may_not_sit_on_someones_memories(wb):
+    with pytest.raises(InvalidArgument, match="may not hold '~'"):
+        wb.create_store("agent-memory~bo")
+    with pytest.raises(InvalidArgument, match="may not hold '~'"):
+        wb.ingest_file("notes~ana", b"text", "a.txt")
+    assert wb.store_names() == []
