@@ -263,6 +263,19 @@ def cannot_start(problem: str) -> None:
     gate(render, "Cannot start")
 
 
+CATALOG_BUSY = ("The catalog is in use by another program on this computer (a command-line batch?)."
+                " Wait for it to finish and reload this page.")
+
+
+def catalog_busy() -> None:
+    """Every page URL says the catalog is busy (the gate cannot tell who may come in); nothing else."""
+    def render() -> None:
+        st.title("📚 knowledge")
+        st.warning(CATALOG_BUSY, icon="⏳")
+
+    gate(render, "Catalog in use")
+
+
 try:
     wb = get_workbench()
     password = Password.from_settings(wb.settings)
@@ -273,6 +286,8 @@ shared = is_shared(st.get_option("server.address"), st.context.ip_address)
 session_id = get_script_run_ctx().session_id
 try:
     accounts_on = wb.people.enabled()
+except CatalogLocked:  # who may come in is unknown for now: nothing is served but the reason
+    catalog_busy()
 except KnowledgeError as exc:
     cannot_start(f"knowledge cannot read its accounts: {exc}")
 guarded = password.is_set or accounts_on  # a visitor signs in before anything is served
@@ -299,6 +314,8 @@ if accounts_on:
         except AuthenticationFailed as exc:
             st.session_state.clear()
             st.session_state[SIGN_IN_NOTICE] = str(exc)
+        except CatalogLocked:
+            catalog_busy()
         except KnowledgeError as exc:
             cannot_start(f"knowledge cannot check your sign-in: {exc}")
     if actor is None:
@@ -343,5 +360,4 @@ with serving_pages():
     try:
         page.run()
     except CatalogLocked:  # a process without turns (an older version, a long hold) kept the file
-        st.warning("The catalog is in use by another program on this computer (a command-line batch?)."
-                   " Wait for it to finish and reload this page.", icon="⏳")
+        st.warning(CATALOG_BUSY, icon="⏳")
