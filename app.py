@@ -1,14 +1,19 @@
 """knowledge -- a local knowledge workbench. Run with ``streamlit run app.py``.
 
-Who gets in (see :mod:`knowledge.access` and the README's *Security*): the project's
-``.streamlit/config.toml`` serves loopback only. With a password set (``KNOWLEDGE_APP_PASSWORD`` or
-``app.password_hash``) every visitor signs in first. An app reachable from other hosts without a
-password shows only how to set one, and serves no data: no page, store or file is registered.
-Uploads and Streamlit's own endpoints follow the same gate (:mod:`knowledge.webgate`): a session may
-upload only once it has been let in below.
+Who gets in (see :mod:`knowledge.access`, :mod:`knowledge.people` and the README's *Security*): the
+project's ``.streamlit/config.toml`` serves loopback only. Once an account exists, everyone signs in
+with their own (username and password, or an invitation link ``?invite=``); the session's token is
+checked on every run, and the shared password no longer signs in. Before that, with a password set
+(``KNOWLEDGE_APP_PASSWORD`` or ``app.password_hash``) every visitor signs in with it; an app reachable
+from other hosts with neither offers only the first admin's set-up (with the token the server prints
+to its log) or how to set a password, and serves no data. Uploads and Streamlit's own endpoints
+follow the same gate (:mod:`knowledge.webgate`): a session may upload only once it has been let in.
 """
 
 import logging
+import secrets
+import sys
+from collections.abc import Callable
 
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
@@ -17,10 +22,11 @@ from knowledge import webgate
 from knowledge.access import THROTTLE, Password, app_folders, is_shared
 from knowledge.catalog import CatalogLocked
 from knowledge.config import load_settings
-from knowledge.errors import KnowledgeError
-from knowledge.text.render import inert
+from knowledge.errors import AuthenticationFailed, KnowledgeError
+from knowledge.people import Actor
+from knowledge.text.render import inert, md
 from knowledge.workbench import Workbench
-from pages._ui import serving_pages
+from pages._ui import SESSION_TOKEN, SIGN_IN_NOTICE, begin_session, serving_pages, utc
 
 st.set_page_config(page_title="knowledge", page_icon="📚", layout="wide")
 
@@ -53,19 +59,160 @@ def set_a_password() -> None:
         " 127.0.0.1).")
 
 
+def client_id() -> str:
+    """Who a throttle counts: the visitor's IP address, else this browser session."""
+    ip = st.context.ip_address
+    return ip if isinstance(ip, str) and ip else get_script_run_ctx().session_id
+
+
 def sign_in() -> None:
-    """The sign-in form: a growing delay after each wrong password, per visitor."""
+    """The shared password's sign-in form (no account exists): a growing delay after each wrong
+    password, per visitor."""
     st.title("📚 knowledge")
     with st.form("sign-in"):
         typed = st.text_input("Password", type="password")
         if st.form_submit_button("Sign in", type="primary"):
-            ip = st.context.ip_address
-            client = ip if isinstance(ip, str) and ip else get_script_run_ctx().session_id
-            if THROTTLE.attempt(client, password, typed):
+            if THROTTLE.attempt(client_id(), password, typed):
                 st.session_state["signed_in"] = True
                 st.rerun()
             st.error("Wrong password.")
 
+
+def new_account_fields(prefix: str) -> tuple[str, str, str, str]:
+    """Username, display name, password and password again, inside a form."""
+    username = st.text_input("Username", key=f"{prefix}-username",
+                             help="Letters (any language), digits and . _ - @ + (no spaces); Ana and ana are one name.")
+    display = st.text_input("Display name", key=f"{prefix}-display", help="How pages name you; the username if empty.")
+    first = st.text_input("Password", type="password", key=f"{prefix}-password",
+                          help=f"At least {wb.settings.accounts.min_password_length} characters.")
+    again = st.text_input("Password again", type="password", key=f"{prefix}-again")
+    return username, display, first, again
+
+
+def account_problem(username: str, first: str, again: str) -> str | None:
+    """What is wrong with a new account's fields before the catalog is asked, or ``None``."""
+    if not username.strip() or not first or not again:
+        return "Fill in the username and the password twice."
+    if first != again:
+        return "The two passwords differ: type the same password twice."
+    return None
+
+
+def password_way_in(wb: Workbench) -> None:
+    """Username and password: :meth:`knowledge.people.People.sign_in` (a growing delay per account
+    after wrong passwords, served before the check; the same words for an unknown name)."""
+    with st.form("account-sign-in"):
+        username = st.text_input("Username", key="sign-in-username")
+        typed = st.text_input("Password", type="password", key="sign-in-password")
+        if st.form_submit_button("Sign in", type="primary"):
+            if not username.strip() or not typed:
+                st.error("Type your username and your password.")
+                return
+            try:
+                actor, token = wb.people.sign_in(username, typed)
+            except AuthenticationFailed as exc:
+                st.error(inert(exc))
+                return
+            begin_session(actor, token)
+
+
+#: The ways into an app with accounts, drawn in this order on the sign-in page (a divider between),
+#: each called as ``way(wb)``. Another way in (single sign-on) is one ``SIGN_IN_WAYS.append(way)``;
+#: a way that has identified someone calls :func:`pages._ui.begin_session`.
+SIGN_IN_WAYS: list[Callable[[Workbench], None]] = [password_way_in]
+
+
+def account_sign_in() -> None:
+    """The sign-in page once accounts exist."""
+    st.title("📚 knowledge")
+    notice = st.session_state.get(SIGN_IN_NOTICE)
+    if notice:
+        st.warning(inert(notice), icon="⏳")
+    if password.is_set:
+        st.info("The shared password no longer signs in: accounts exist. Sign in with your account"
+                " (an admin makes one for you or sends you an invitation link).")
+    for i, way in enumerate(SIGN_IN_WAYS):
+        if i:
+            st.divider()
+        way(wb)
+
+
+def accept_invitation() -> None:
+    """``?invite=TOKEN``: the form that creates the account an invitation offers, then signs it in."""
+    token = str(st.query_params.get("invite") or "")
+    st.title("📚 knowledge")
+    st.subheader("Create your account")
+    try:
+        invite = wb.people.accounts.invitation(token)
+    except AuthenticationFailed as exc:
+        st.error(inert(exc))
+        if st.button("Go to sign-in", key="invite-sign-in"):
+            st.query_params.pop("invite", None)
+            st.rerun()
+        return
+    st.caption(md("An invitation for one {} account, valid until {}.", invite.role, utc(invite.expires)))
+    with st.form("accept-invite"):
+        username, display, first, again = new_account_fields("invite")
+        if st.form_submit_button("Create my account", type="primary"):
+            problem = account_problem(username, first, again)
+            if problem:
+                st.error(problem)
+                return
+            try:
+                user = wb.people.accounts.accept(token, username, first, display_name=display or None)
+            except KnowledgeError as exc:
+                st.error(inert(exc))
+                return
+            wb.people.audit.record(user.username, "user.create", target=user.username,
+                                   detail={"role": user.role, "invited_by": invite.created_by})
+            actor, session = wb.people.sign_in(user.username, first)
+            st.query_params.pop("invite", None)
+            begin_session(actor, session)
+
+
+@st.cache_resource(show_spinner=False)
+def setup_token() -> str:
+    """This process's first-run set-up token, printed to the server's log (its standard error) when
+    it is made: whoever creates the first admin of a shared app must be able to read that log."""
+    token = secrets.token_urlsafe(18)
+    print(f"knowledge: first-run set-up token (type it on the app's set-up page to create the first"
+          f" admin account): {token}", file=sys.stderr, flush=True)
+    return token
+
+
+def set_up() -> None:
+    """The only page of a shared app without an account or a password: the first admin account
+    (with the set-up token of the server's log), or how to set one shared password."""
+    st.title("📚 knowledge")
+    st.error("This app is reachable from other computers, and has no account and no password yet, so it shows"
+             " nothing.")
+    st.subheader("Create the first admin account")
+    token = setup_token()
+    st.markdown("Type the **set-up token** the app printed to its server log (the terminal or service log of"
+                " `streamlit run app.py`, a line starting `knowledge: first-run set-up token`): only someone who"
+                " can read that log creates the first admin, not the first visitor. That admin then adds"
+                " the others (accounts or invitation links) on the People page.")
+    with st.form("first-admin"):
+        typed = st.text_input("Set-up token", type="password", key="setup-token")
+        username, display, first, again = new_account_fields("setup")
+        if st.form_submit_button("Create the admin account", type="primary"):
+            problem = "Type the set-up token from the server log." if not typed.strip() else \
+                account_problem(username, first, again)
+            if problem:
+                st.error(problem)
+                return
+            if not THROTTLE.attempt(client_id(), Password(plain=token), typed.strip()):
+                st.error("Wrong set-up token: copy it from the server log.")
+                return
+            try:
+                user = wb.people.set_up_admin(username, first, display_name=display or None)
+                actor, session = wb.people.sign_in(user.username, first)
+            except KnowledgeError as exc:
+                st.error(inert(exc))
+                return
+            begin_session(actor, session)
+    with st.expander("Or one shared password (one person, or a demo)"):
+        set_a_password()
 
 
 #: (file, title, icon, url path) of every page; the first is the default.
@@ -79,13 +226,30 @@ PAGES = [
     ("pages/memory.py", "Agent memory", "🧠", "memory"),
     ("pages/settings.py", "Settings", "⚙️", "settings"),
 ]
+PEOPLE = ("pages/people.py", "People", "👥", "people")
+AUDIT = ("pages/audit.py", "Audit", "📜", "audit")
+ACCOUNT = ("pages/account.py", "My account", "🙂", "account")
+#: Every page URL (the gate answers each, so a deep link waits behind sign-in).
+ALL_PAGES = [*PAGES, PEOPLE, AUDIT, ACCOUNT]
+#: What a member may not open (not registered for them: the URL shows the home page).
+ADMIN_ONLY = {"pages/settings.py", PEOPLE[0]}
+
+
+def pages_for(actor: Actor | None) -> list[tuple[str, str, str, str]]:
+    """The pages of this visitor: without accounts every page as before, and People (to turn
+    accounts on); an admin also People, Audit and My account; a member no Settings and no People."""
+    if actor is None:
+        return [*PAGES, PEOPLE]
+    if actor.is_admin:
+        return [*PAGES, PEOPLE, AUDIT, ACCOUNT]
+    return [p for p in PAGES if p[0] not in ADMIN_ONLY] + [AUDIT, ACCOUNT]
 
 
 def gate(render, title: str) -> None:
     """Serve ``render`` on every page URL (so a deep link waits behind it and opens after sign-in),
     and nothing else."""
     pages = [st.Page(render, title=title, icon="🔒", default=True)]
-    pages += [st.Page(render, title=title, icon="🔒", url_path=path) for _, _, _, path in PAGES if path]
+    pages += [st.Page(render, title=title, icon="🔒", url_path=path) for _, _, _, path in ALL_PAGES if path]
     st.navigation(pages, position="hidden").run()
     st.stop()
 
@@ -99,6 +263,19 @@ def cannot_start(problem: str) -> None:
     gate(render, "Cannot start")
 
 
+CATALOG_BUSY = ("The catalog is in use by another program on this computer (a command-line batch?)."
+                " Wait for it to finish and reload this page.")
+
+
+def catalog_busy() -> None:
+    """Every page URL says the catalog is busy (the gate cannot tell who may come in); nothing else."""
+    def render() -> None:
+        st.title("📚 knowledge")
+        st.warning(CATALOG_BUSY, icon="⏳")
+
+    gate(render, "Catalog in use")
+
+
 try:
     wb = get_workbench()
     password = Password.from_settings(wb.settings)
@@ -107,38 +284,80 @@ except KnowledgeError as exc:  # bad settings: say so on every page URL, don't c
 
 shared = is_shared(st.get_option("server.address"), st.context.ip_address)
 session_id = get_script_run_ctx().session_id
+try:
+    accounts_on = wb.people.enabled()
+except CatalogLocked:  # who may come in is unknown for now: nothing is served but the reason
+    catalog_busy()
+except KnowledgeError as exc:
+    cannot_start(f"knowledge cannot read its accounts: {exc}")
+guarded = password.is_set or accounts_on  # a visitor signs in before anything is served
 try:  # the server's side of the gate: uploads and /_stcore endpoints (once per process; cheap after)
-    if webgate.install(password_set=password.is_set, upload_mb=webgate.upload_limit_mb(wb.settings)):
+    if webgate.install(password_set=guarded, upload_mb=webgate.upload_limit_mb(wb.settings)):
         # The first page of a fresh server was served before the gate, without its Content-Security-
         # Policy: load it again (a constant tag, no text of anyone's).
         st.markdown('<meta http-equiv="refresh" content="0">', unsafe_allow_html=True)
         st.stop()
 except webgate.GateUnavailable as exc:
-    if password.is_set or shared:  # fail closed: a gate that may leak is no gate
+    if guarded or shared:  # fail closed: a gate that may leak is no gate
         cannot_start(f"knowledge cannot start: {exc}")
     # loopback without a password: nothing to guard, uploads as before (Streamlit's own handling)
     webgate.set_upload_limit(webgate.upload_limit_mb(wb.settings))
-if (shared and not password.is_set) or (password.is_set and not st.session_state.get("signed_in")):
-    webgate.shut_out(session_id)  # not (or no longer) signed in: no uploads
-    gate(set_a_password if not password.is_set else sign_in, "Set a password" if not password.is_set else "Sign in")
+
+# Who is asking. With accounts, the session's token is checked on every run (the role and groups
+# read now): an expired, ended or deleted session signs out, with the reason on the sign-in page.
+actor: Actor | None = None
+if accounts_on:
+    token = st.session_state.get(SESSION_TOKEN)
+    if token:
+        try:
+            actor = wb.people.accounts.session_actor(token)
+        except AuthenticationFailed as exc:
+            st.session_state.clear()
+            st.session_state[SIGN_IN_NOTICE] = str(exc)
+        except CatalogLocked:
+            catalog_busy()
+        except KnowledgeError as exc:
+            cannot_start(f"knowledge cannot check your sign-in: {exc}")
+    if actor is None:
+        webgate.shut_out(session_id)  # not (or no longer) signed in: no uploads
+        st.session_state.pop("actor", None)
+        st.session_state.pop("workbench", None)
+        if st.query_params.get("invite"):
+            gate(accept_invitation, "Create your account")
+        gate(account_sign_in, "Sign in")
+    st.session_state["actor"] = actor
+else:
+    st.session_state.pop("actor", None)
+    if shared and not password.is_set:
+        webgate.shut_out(session_id)
+        gate(set_up, "Set up")
+    if password.is_set and not st.session_state.get("signed_in"):
+        webgate.shut_out(session_id)
+        gate(sign_in, "Sign in")
 webgate.let_in(session_id)  # past the gate: this session may upload
 
-# Who is asking: a signed-in account acts through a view of the workbench that checks every store
-# it touches (knowledge.workbench.Workbench.as_user); without accounts, the local admin (everything).
-actor = st.session_state.get("actor")
+# A signed-in account acts through a view of the workbench that checks every store it touches
+# (knowledge.workbench.Workbench.as_user); without accounts, the local admin (everything).
 st.session_state["workbench"] = wb.as_user(actor) if actor is not None else wb
 st.session_state["local_folders"] = app_folders(wb.settings, shared)
-if password.is_set and st.sidebar.button("Log out", icon="🔓", key="log-out"):
+page = st.navigation([st.Page(file, title=title, icon=icon, default=not path) if not path
+                      else st.Page(file, title=title, icon=icon, url_path=path)
+                      for file, title, icon, path in pages_for(actor)])
+# (after st.navigation: a widget drawn before it loses its click under AppTest)
+if actor is not None:
+    st.sidebar.caption(md("Signed in as **{}** ({})", actor.label, actor.role))
+    if st.sidebar.button("Sign out", icon="🔓", key="sign-out"):
+        webgate.shut_out(session_id)
+        wb.people.sign_out(st.session_state.get(SESSION_TOKEN), actor)
+        st.session_state.clear()
+        st.rerun()
+elif password.is_set and st.sidebar.button("Log out", icon="🔓", key="log-out"):
     webgate.shut_out(session_id)
     st.session_state.clear()
     st.rerun()
 
-page = st.navigation([st.Page(file, title=title, icon=icon, default=not path) if not path
-                      else st.Page(file, title=title, icon=icon, url_path=path)
-                      for file, title, icon, path in PAGES])
 with serving_pages():
     try:
         page.run()
     except CatalogLocked:  # a process without turns (an older version, a long hold) kept the file
-        st.warning("The catalog is in use by another program on this computer (a command-line batch?)."
-                   " Wait for it to finish and reload this page.", icon="⏳")
+        st.warning(CATALOG_BUSY, icon="⏳")

@@ -16,11 +16,13 @@ import runpy
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from datetime import UTC, datetime
 from pathlib import Path
 
 import streamlit as st
 
 from knowledge.chat import ChatService
+from knowledge.people import Actor
 from knowledge.text.render import inert
 from knowledge.vectorstore.scoring import DISTANCES as _DISTANCES
 from knowledge.workbench import Workbench
@@ -74,6 +76,33 @@ def app_chat_service(wb: Workbench) -> ChatService:
         chat = _chat_service(base, key)
     return chat.as_user(wb)
 
+#: Where a browser session keeps its app session: the token of ``wb.people.accounts.start_session``
+#: (app.py checks it on every run with ``session_actor``).
+SESSION_TOKEN = "session_token"
+#: Why a browser session was signed out (an expired or ended session): shown on the sign-in page.
+SIGN_IN_NOTICE = "sign_in_notice"
+
+
+def begin_session(actor: Actor, token: str) -> None:
+    """Sign this browser session in as ``actor`` holding app session ``token`` (from
+    ``wb.people.sign_in`` or ``wb.people.accounts.start_session``) and run the app again. Every way in
+    (password, invitation, first-run set-up, single sign-on) ends here."""
+    for key in (SIGN_IN_NOTICE, "signed_in"):
+        st.session_state.pop(key, None)
+    st.session_state[SESSION_TOKEN] = token
+    st.session_state["actor"] = actor
+    st.rerun()
+
+
+def utc(when: datetime | None) -> str:
+    """A time as people read it, in UTC: ``"2026-12-01 20:15 UTC"``; ``""`` for none."""
+    if when is None:
+        return ""
+    if when.tzinfo is not None:
+        when = when.astimezone(UTC)
+    return when.strftime("%Y-%m-%d %H:%M UTC")
+
+
 #: The distances a store may compare embeddings by (:data:`knowledge.vectorstore.base.DISTANCES`).
 DISTANCES: list[str] = list(_DISTANCES)
 
@@ -125,4 +154,5 @@ def duration(seconds: float) -> str:
     return f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"
 
 
-__all__ = ["DISTANCES", "duration", "flash", "has_flash", "human_size", "megabytes", "set_flash"]
+__all__ = ["DISTANCES", "SESSION_TOKEN", "SIGN_IN_NOTICE", "begin_session", "duration", "flash", "has_flash",
+           "human_size", "megabytes", "set_flash", "utc"]

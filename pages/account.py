@@ -1,0 +1,105 @@
+"""My account (everyone signed in): display name, password, and my API keys for the REST API and
+the MCP server (a key's secret is shown once; a revoked key stops at once)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from knowledge.errors import AuthenticationFailed, KnowledgeError
+from knowledge.text.render import inert, md
+from knowledge.workbench import Workbench
+from pages._ui import SESSION_TOKEN, app_workbench, flash, set_flash, utc
+
+wb: Workbench = app_workbench()
+me = wb.actor
+st.title("🙂 My account")
+if me.local:
+    st.info("Accounts are off: there is nobody to sign in as. An admin turns them on on the People page.")
+    st.stop()
+user = wb.people.accounts.require(me.username)
+st.caption(md("Signed in as **{}** ({}), {}.", user.display_name, user.username, user.role))
+flash("account")
+
+
+def done(msg: str) -> None:
+    set_flash("account", True, msg)
+    st.rerun()
+
+
+c1, c2 = st.columns(2)
+with c1.form("display-name"):
+    st.markdown("**Display name**")
+    display = st.text_input("Display name", value=user.display_name, key="my-display", label_visibility="collapsed")
+    if st.form_submit_button("Save the name"):
+        if not display.strip():
+            st.error("Type a display name.")
+        else:
+            try:
+                changed = wb.people.accounts.update(me.username, display_name=display)
+            except KnowledgeError as exc:
+                st.error(inert(exc))
+            else:
+                wb.record("user.update", target=me.username, detail={"display_name": changed.display_name})
+                done(f"Your display name is now {changed.display_name}.")
+
+with c2.form("my-password", clear_on_submit=True):
+    st.markdown("**Password**")
+    if not user.has_password:
+        st.caption("Your account signs in by single sign-on; it has no password here.")
+        st.form_submit_button("Change the password", disabled=True)
+    else:
+        current = st.text_input("Current password", type="password", key="my-current")
+        new = st.text_input("New password", type="password", key="my-new",
+                            help=f"At least {wb.settings.accounts.min_password_length} characters.")
+        again = st.text_input("New password again", type="password", key="my-again")
+        if st.form_submit_button("Change the password"):
+            if not current or not new or not again:
+                st.error("Fill in your current password and the new one twice.")
+            elif new != again:
+                st.error("The two new passwords differ: type the same password twice.")
+            else:
+                try:
+                    wb.people.accounts.authenticate(me.username, current)  # throttled as a sign-in
+                    wb.people.accounts.set_password(me.username, new)  # ends every session of mine ...
+                except AuthenticationFailed:
+                    st.error("Your current password is not right.")
+                except KnowledgeError as exc:
+                    st.error(inert(exc))
+                else:
+                    st.session_state[SESSION_TOKEN] = wb.people.accounts.start_session(me.username)  # ... but this
+                    wb.record("user.password", target=me.username)
+                    done("Your password is changed; your other sign-ins ended.")
+
+st.subheader("My API keys")
+st.caption("A key lets a program use the REST API or the MCP server as you, with your access"
+           " (`Authorization: Bearer kn-...`).")
+with st.form("new-key", clear_on_submit=True):
+    c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
+    name = c1.text_input("Name", key="key-name", placeholder="what uses it, e.g. laptop scripts")
+    if c2.form_submit_button("Create a key", type="primary"):
+        try:
+            key, secret = wb.people.keys.create(me.username, name)
+        except KnowledgeError as exc:
+            st.error(inert(exc))
+        else:
+            wb.record("key.create", target=me.username, detail={"key": key.id, "name": key.name})
+            st.success(md("Your new key **{}**: copy it now (the button at the code's corner); it is not"
+                          " shown again.", key.name))
+            st.code(secret, language=None)
+
+keys = wb.people.keys.list(me.username)
+if not keys:
+    st.caption("You have no API key yet.")
+else:
+    st.dataframe([{"name": k.name, "ends in": "…" + k.hint, "created": utc(k.created),
+                   "last used": utc(k.last_used) or "never",
+                   "status": "active" if k.active else f"revoked {utc(k.revoked)}"} for k in keys],
+                 hide_index=True, width="stretch")
+    active = {k.id: f"{k.name} (…{k.hint})" for k in keys if k.active}
+    if active:
+        c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
+        key_id = c1.selectbox("Key", list(active), format_func=lambda k: active.get(k, k), key="my-revoke")
+        if c2.button("Revoke", key="my-revoke-key") and key_id:
+            if wb.people.keys.revoke(key_id):
+                wb.record("key.revoke", target=me.username, detail={"key": key_id})
+            done(f"Revoked {active[key_id]}: it stops working now.")

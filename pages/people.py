@@ -1,0 +1,226 @@
+"""People (admins): accounts, roles, passwords, groups, invitation links and everyone's API keys.
+Before any account exists, the person at this machine turns accounts on here (the first admin).
+Every change is written to the audit trail in the admin's name."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from knowledge.errors import KnowledgeError, PermissionDenied
+from knowledge.people import ROLES
+from knowledge.text.render import inert, md
+from knowledge.workbench import Workbench
+from pages._ui import app_workbench, begin_session, flash, set_flash, utc
+
+wb: Workbench = app_workbench()
+st.title("👥 People")
+
+
+def done(msg: str) -> None:
+    set_flash("people", True, msg)
+    st.rerun()
+
+
+def turn_on_accounts() -> None:
+    """The first admin account, made by the person at this machine; then they are signed in."""
+    st.markdown("Accounts are **off**: whoever opens this app may do everything. Turn them on to give each"
+                " person a sign-in of their own, stores that are private until shared, API keys of their own"
+                " and an audit trail of who did what.")
+    st.caption("You become the first admin, and the stores made so far are yours. From then on everyone signs"
+               " in with an account (also you, here)" + (", and the shared password no longer signs in."
+                                                         if wb.settings.app_password or wb.settings.app.password_hash
+                                                         else "."))
+    with st.form("turn-on-accounts"):
+        username = st.text_input("Username", key="first-username",
+                                 help="Letters (any language), digits and . _ - @ + (no spaces).")
+        display = st.text_input("Display name", key="first-display")
+        first = st.text_input("Password", type="password", key="first-password",
+                              help=f"At least {wb.settings.accounts.min_password_length} characters.")
+        again = st.text_input("Password again", type="password", key="first-again")
+        if st.form_submit_button("Turn on accounts", type="primary"):
+            if not username.strip() or not first or not again:
+                st.error("Fill in the username and the password twice.")
+                return
+            if first != again:
+                st.error("The two passwords differ: type the same password twice.")
+                return
+            try:
+                user = wb.people.set_up_admin(username, first, display_name=display or None)
+                actor, token = wb.people.sign_in(user.username, first)
+            except KnowledgeError as exc:
+                st.error(inert(exc))
+                return
+            begin_session(actor, token)
+
+
+if not wb.people.enabled():
+    turn_on_accounts()
+    st.stop()
+try:
+    wb.require_admin("manage people")
+except PermissionDenied as exc:
+    st.error(inert(exc))
+    st.stop()
+
+me = wb.actor
+flash("people")
+
+
+def sso_linked() -> set[str]:
+    """The usernames linked to a single sign-on identity (``users.sso_subject``)."""
+    with wb.catalog.cursor() as cur:
+        return {r[0] for r in cur.execute("SELECT username FROM users WHERE sso_subject IS NOT NULL").fetchall()}
+
+
+users = wb.people.accounts.users()
+names = [u.username for u in users]
+labels = {u.username: f"{u.display_name} ({u.username})" for u in users}
+admins = wb.people.accounts.admins()
+linked = sso_linked()
+tab_users, tab_groups, tab_invites, tab_keys = st.tabs(["Accounts", "Groups", "Invitation links", "API keys"])
+
+with tab_users:
+    st.dataframe([{"username": u.username, "display name": u.display_name, "role": u.role,
+                   "created": utc(u.created), "single sign-on": "linked" if u.username in linked else "",
+                   "password": "yes" if u.has_password else "no"} for u in users],
+                 hide_index=True, width="stretch")
+
+    st.subheader("Add an account")
+    with st.form("create-user", clear_on_submit=True):
+        c1, c2 = st.columns(2)
+        username = c1.text_input("Username", key="new-username",
+                                 help="Letters (any language), digits and . _ - @ + (no spaces).")
+        display = c2.text_input("Display name", key="new-display")
+        c3, c4 = st.columns(2)
+        role = c3.selectbox("Role", ROLES, index=1, key="new-role",
+                            help="An admin manages people and settings; a member uses the stores they own or"
+                                 " that are shared with them.")
+        initial = c4.text_input("Initial password", type="password", key="new-password",
+                                help="Give it to them; they change it on My account.")
+        if st.form_submit_button("Add the account", type="primary"):
+            if not username.strip() or not initial:
+                st.error("Fill in the username and the initial password.")
+            else:
+                try:
+                    user = wb.people.accounts.create(username, initial, display_name=display or None, role=role)
+                except KnowledgeError as exc:
+                    st.error(inert(exc))
+                else:
+                    wb.record("user.create", target=user.username, detail={"role": user.role})
+                    done(f"Added {user.display_name} ({user.username}), {user.role}.")
+
+    st.subheader("Change an account")
+    who = st.selectbox("Account", names, format_func=lambda u: labels.get(u, u), key="edit-user")
+    if who:
+        current = next(u for u in users if u.username == who)
+        c1, c2 = st.columns(2)
+        with c1.form("change-role"):
+            new_role = st.selectbox("Role", ROLES, index=ROLES.index(current.role), key="edit-role")
+            if st.form_submit_button("Change the role"):
+                try:
+                    wb.people.accounts.update(who, role=new_role)
+                except KnowledgeError as exc:
+                    st.error(inert(exc))
+                else:
+                    wb.record("user.update", target=who, detail={"role": new_role})
+                    done(f"{current.display_name} is now {new_role}.")
+        with c2.form("reset-password", clear_on_submit=True):
+            new_pw = st.text_input("New password", type="password", key="edit-password",
+                                   help="Their sessions end; give them the new password.")
+            if st.form_submit_button("Reset the password"):
+                if not new_pw:
+                    st.error("Type the new password.")
+                else:
+                    try:
+                        wb.people.accounts.set_password(who, new_pw)
+                    except KnowledgeError as exc:
+                        st.error(inert(exc))
+                    else:
+                        wb.record("user.password", target=who, detail={"reset": True})
+                        done(f"The password of {current.display_name} is reset; their sessions ended.")
+
+        st.markdown(md("**Delete {}**", current.display_name))
+        heirs = [a for a in admins if a != who]
+        if who == me.username:
+            st.caption("You cannot delete your own account here (another admin can).")
+        elif not heirs:
+            st.caption("The last admin cannot be deleted.")
+        else:
+            heir = st.selectbox("Their stores pass to", heirs, format_func=lambda u: labels.get(u, u),
+                                index=heirs.index(me.username) if me.username in heirs else 0, key="heir")
+            sure = st.checkbox(md("Yes, delete {} (their sessions and API keys end)", who), key="delete-sure")
+            if st.button("Delete the account", type="primary", disabled=not sure, key="delete-user"):
+                try:
+                    moved = wb.people.delete_user(who, by=me, heir=heir)
+                except KnowledgeError as exc:
+                    st.error(inert(exc))
+                else:
+                    done(f"Deleted {who}. " + (f"Their stores passed to {heir}: {', '.join(moved)}." if moved
+                                               else "They had no stores."))
+
+with tab_groups:
+    groups = wb.people.accounts.groups()
+    if groups:
+        st.dataframe([{"group": g, "members": ", ".join(m)} for g, m in groups.items()],
+                     hide_index=True, width="stretch")
+    else:
+        st.caption("No groups yet. A group lets a store be shared with several people at once.")
+    with st.form("create-group", clear_on_submit=True):
+        group = st.text_input("New group", key="new-group")
+        if st.form_submit_button("Create the group"):
+            try:
+                made = wb.people.accounts.create_group(group)
+            except KnowledgeError as exc:
+                st.error(inert(exc))
+            else:
+                wb.record("group.create", target=made)
+                done(f"Created the group {made}.")
+    if groups:
+        gname = st.selectbox("Group", list(groups), key="edit-group")
+        c1, c2 = st.columns(2)
+        member = c1.selectbox("Person", names, format_func=lambda u: labels.get(u, u), key="group-person")
+        if c1.button("Add to the group", key="group-add") and member:
+            wb.people.accounts.add_to_group(gname, member)
+            wb.record("group.member", target=gname, detail={"added": member})
+            done(f"Added {member} to {gname}.")
+        if c2.button("Remove from the group", key="group-remove") and member:
+            wb.people.accounts.remove_from_group(gname, member)
+            wb.record("group.member", target=gname, detail={"removed": member})
+            done(f"Removed {member} from {gname}.")
+        if c2.button("Delete the group", key="group-delete"):
+            wb.people.accounts.delete_group(gname)
+            wb.record("group.delete", target=gname)
+            done(f"Deleted the group {gname}.")
+
+with tab_invites:
+    st.caption(f"A link lets one person create their own account (valid {wb.settings.accounts.invite_hours:g} h,"
+               " once). It is shown once: send it to them.")
+    c1, c2 = st.columns([1, 2])
+    invite_role = c1.selectbox("Role", ROLES, index=1, key="invite-role")
+    if c1.button("Make an invitation link", key="make-invite"):
+        token = wb.people.accounts.invite(invite_role, me.username)
+        invite = wb.people.accounts.invitation(token)
+        wb.record("user.invite", detail={"role": invite_role, "expires": invite.expires.isoformat()})
+        base = (st.context.url or "").split("?")[0].rstrip("/")
+        base = base.rsplit("/people", 1)[0] if base.endswith("/people") else base
+        c2.code(f"{base}/?invite={token}", language=None)
+        c2.caption(md("A {} account; the link works once, until {}. Copy it now (the button at the"
+                      " corner): it is not shown again.", invite_role, utc(invite.expires)))
+
+with tab_keys:
+    keys = wb.people.keys.list()
+    if keys:
+        st.dataframe([{"key": k.id, "person": labels.get(k.username, k.username), "name": k.name,
+                       "ends in": "…" + k.hint, "created": utc(k.created), "last used": utc(k.last_used) or "never",
+                       "status": "active" if k.active else f"revoked {utc(k.revoked)}"} for k in keys],
+                     hide_index=True, width="stretch")
+        active = {k.id: f"{k.name} of {k.username} (…{k.hint})" for k in keys if k.active}
+        if active:
+            key_id = st.selectbox("Key", list(active), format_func=lambda k: active.get(k, k), key="revoke-key")
+            if st.button("Revoke the key", key="revoke-any-key") and key_id:
+                owner = next(k.username for k in keys if k.id == key_id)
+                if wb.people.keys.revoke(key_id):
+                    wb.record("key.revoke", target=owner, detail={"key": key_id})
+                done(f"Revoked {active[key_id]}: it stops working now.")
+    else:
+        st.caption("Nobody has an API key yet (each person makes theirs on My account).")

@@ -1,0 +1,151 @@
+"""Two people in two browser contexts (issue 28): member A signs in, makes a private store and drops a
+file in it; member B, signed in in another context, sees nothing of it on the Vector stores page,
+the Search playground and Chat's store list, and gets no Settings page. Screenshots of both at
+1280x800 and 390x844: ``test-artifacts/browser/28-*.png``. No request leaves for another host.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import isolate
+from test_browser import (
+    ARTIFACTS,
+    Server,
+    browser,
+    create_store,
+    drop_files,
+    explained,
+    rerun_and_wait,
+    serve,
+    wait_for_app,
+)
+from test_browser_demo import Requests, full_shot, open_context
+
+__all__ = ["browser"]  # the fixture, imported so pytest finds it here
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+FAKE = "fake/hash-8"
+PW = "a long enough password"
+PRIVATE = "Ana's private notes"
+SIZES = {"1280": {"width": 1280, "height": 800}, "390": {"width": 390, "height": 844}}
+
+
+@pytest.fixture(scope="module")
+def team_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """The app with three accounts made in its catalog before it starts: admin root, members ana, bo
+    (bo owns a store of his own, so his pages have a store list to look at)."""
+    from knowledge.config import load_settings
+    from knowledge.workbench import Workbench
+
+    base = tmp_path_factory.mktemp("browser-accounts")
+    with pytest.MonkeyPatch.context() as mp:
+        isolate(mp, base)
+        mp.setenv("KNOWLEDGE_EMBEDDINGS__MODEL", FAKE)
+        wb = Workbench(load_settings(data_dir=base / "data"))
+        try:
+            wb.people.set_up_admin("root", PW, "Root Admin")
+            wb.people.accounts.create("ana", PW, display_name="Ana Lima")
+            wb.people.accounts.create("bo", PW, display_name="Bo Berg")
+            wb.as_user(wb.people.accounts.actor("bo")).create_store("Bo's notes")
+        finally:
+            wb.close()
+    with serve(base, env_extra={"KNOWLEDGE_EMBEDDINGS__MODEL": FAKE}) as srv:
+        yield srv
+
+
+def _sign_in(pg, server: Server, username: str) -> None:
+    from playwright.sync_api import expect
+
+    pg.goto(server.url)
+    pg.get_by_role("textbox", name="Username").fill(username)  # waits for the form (a fresh server's first page loads twice)
+    pg.get_by_role("textbox", name="Password").fill(PW)
+    pg.get_by_role("button", name="Sign in").click()
+    expect(pg.get_by_role("button", name="Sign out")).to_be_visible(timeout=60_000)
+    wait_for_app(pg)
+
+
+def _open(pg, title: str) -> None:
+    rerun_and_wait(pg, lambda: pg.get_by_role("link", name=title, exact=True).first.click())
+
+
+def _text(pg) -> str:
+    """All the page says, the sidebar included."""
+    return pg.locator("body").inner_text()
+
+
+def test_a_private_store_of_one_member_is_invisible_to_another(browser, team_server: Server, tmp_path: Path):
+    from playwright.sync_api import expect
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    note = tmp_path / "lighthouse.md"
+    note.write_text("# Lighthouse\n\nThe keeper counts seagulls every morning.\n", encoding="utf-8")
+    requests = Requests()
+    ana_ctx, ana = open_context(browser, SIZES["1280"], requests)
+    bo_ctx, bo = open_context(browser, SIZES["1280"], requests)
+    try:
+        with explained(ana, team_server, ARTIFACTS):
+            ana.goto(team_server.url)
+            ana.get_by_label("Username").wait_for(timeout=60_000)
+            wait_for_app(ana)
+            full_shot(ana, ARTIFACTS / "28-sign-in-1280.png")
+            _sign_in(ana, team_server, "ana")
+            expect(ana.get_by_text("Signed in as Ana Lima (member)")).to_be_visible()
+            _open(ana, "Vector stores")
+            create_store(ana, PRIVATE)
+            drop_files(ana, [note])
+            expect(ana.get_by_text(re.compile(r"lighthouse\.md — \d+ chunks?"))).to_be_visible(timeout=120_000)
+            wait_for_app(ana)
+            full_shot(ana, ARTIFACTS / "28-ana-stores-1280.png")
+            ana.set_viewport_size(SIZES["390"])
+            wait_for_app(ana)
+            full_shot(ana, ARTIFACTS / "28-ana-stores-390.png")
+
+        with explained(bo, team_server, ARTIFACTS):
+            _sign_in(bo, team_server, "bo")
+            expect(bo.get_by_text("Signed in as Bo Berg (member)")).to_be_visible()
+            nav = bo.locator('[data-testid="stSidebarNav"]').inner_text()
+            assert "Settings" not in nav and "People" not in nav and "My account" in nav, nav
+            for title in ("Vector stores", "Search playground", "Chat"):
+                _open(bo, title)
+                assert PRIVATE not in _text(bo), title
+                seen = [_text(bo)]
+                stores = bo.locator('[data-testid="stSelectbox"], [data-testid="stMultiSelect"]')
+                for i in range(stores.count()):  # every store list, opened
+                    box = stores.nth(i)
+                    if not box.is_visible():
+                        continue
+                    box.click()
+                    options = bo.locator('[role="option"]').all_inner_texts()
+                    bo.keyboard.press("Escape")
+                    assert PRIVATE not in options, (title, options)
+                    seen += options
+                assert any("Bo's notes" in t for t in seen), (title, seen)
+                if title == "Vector stores":
+                    full_shot(bo, ARTIFACTS / "28-bo-stores-1280.png")
+                    bo.set_viewport_size(SIZES["390"])
+                    wait_for_app(bo)
+                    full_shot(bo, ARTIFACTS / "28-bo-stores-390.png")
+                    bo.set_viewport_size(SIZES["1280"])
+                    wait_for_app(bo)
+            bo.goto(team_server.url + "/settings")  # a member's deep link to Settings shows none of it
+            wait_for_app(bo)
+            assert "LLM configs" not in _text(bo)
+        root_ctx, root = open_context(browser, SIZES["1280"], requests)
+        with explained(root, team_server, ARTIFACTS):
+            _sign_in(root, team_server, "root")
+            _open(root, "People")
+            expect(root.get_by_role("heading", name="👥 People")).to_be_visible()
+            full_shot(root, ARTIFACTS / "28-admin-people-1280.png")
+            _open(root, "Audit")  # (the table is drawn on a canvas: its rows are checked by the AppTests)
+            root.get_by_role("button", name="Export as CSV").wait_for()
+            full_shot(root, ARTIFACTS / "28-admin-audit-1280.png")
+        root_ctx.close()
+        assert requests.foreign(team_server.url) == [], sorted(set(requests.foreign(team_server.url)))
+    finally:
+        ana_ctx.close()
+        bo_ctx.close()
