@@ -17,7 +17,7 @@ ACTIONS = (
     "store.create", "store.delete", "store.share", "store.unshare", "store.export", "store.import",
     "store.reembed", "store.owner", "file.ingest", "file.delete", "file.attributes",
     "user.create", "user.update", "user.delete", "user.password", "user.sign_in", "user.sign_in_failed",
-    "user.sign_out", "key.create", "key.revoke", "group.create", "group.delete", "group.member",
+    "user.sign_out", "user.invite", "key.create", "key.revoke", "group.create", "group.delete", "group.member",
     "settings.change",
 )
 
