@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias
 
+from knowledge.config import USER_ENV
 from knowledge.errors import AuthenticationFailed, KnowledgeError
 from knowledge.service.indexing import normalize_name
 from knowledge.workbench import Workbench
@@ -27,7 +28,7 @@ COMMON.add_argument("--user", dest="acting_user", metavar="NAME", default=argpar
                     help="act as this account, with its access only (default: $KNOWLEDGE_USER, else the"
                          " local admin)")
 #: The variable that names the account a command acts as when ``--user`` is not given.
-USER_VARIABLE = "KNOWLEDGE_USER"
+USER_VARIABLE = USER_ENV
 
 #: The subparsers action a command module's ``add_parser`` adds its commands to (argparse names
 #: its type only privately).
