@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from knowledge.cli.common import DATA_DIR, Commands, command, table
-from knowledge.errors import InvalidArgument, KnowledgeError, PermissionDenied
+from knowledge.errors import InvalidArgument, KnowledgeError
 from knowledge.people import ROLES, ApiKey, AuditEvent, User, normal_username
 from knowledge.workbench import Workbench
 

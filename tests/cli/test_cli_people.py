@@ -96,7 +96,7 @@ def test_a_member_cannot_see_another_members_private_store(team, capsys, monkeyp
                  ["delete-file", "hr", "leave.txt"], ["owner", "hr"], ["share", "hr", "--user", "bo"],
                  ["eval", "hr", str(tmp_path / "q.tsv")], ["sync", "hr", str(tmp_path / "docs"), "--dry-run"]):
         (tmp_path / "q.tsv").write_text("leave?\tleave.txt\n")
-        code, out, err = run(capsys, monkeypatch, "--user", "bo", *argv)
+        code, _, err = run(capsys, monkeypatch, "--user", "bo", *argv)
         assert code == 2, argv
         assert err == missing, argv  # the same words as a store that does not exist
     assert not bundle.exists()
