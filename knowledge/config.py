@@ -30,6 +30,8 @@ from knowledge.errors import ConfigError
 
 ENV_PREFIX = "KNOWLEDGE_"
 SETTINGS_FILE_ENV = "KNOWLEDGE_SETTINGS_FILE"
+#: The account the command line acts as when ``--user`` is not given (not a setting: read by ``knowledge.cli``).
+USER_ENV = "KNOWLEDGE_USER"
 Distance = Literal["cosine", "euclid", "dot", "manhattan"]
 
 
@@ -403,7 +405,7 @@ class _TomlSource(PydanticBaseSettingsSource):
 
 
 def _known_env_names() -> set[str]:
-    names = {SETTINGS_FILE_ENV}
+    names = {SETTINGS_FILE_ENV, USER_ENV}
     for name, field in Settings.model_fields.items():
         names.add(f"{ENV_PREFIX}{name.upper()}")
         annotation = field.annotation

@@ -3,10 +3,11 @@ package: it may import everything below it (the workbench, server, chat, tools, 
 service layer, the parts and the ground), never ``pages/``; nothing in ``knowledge`` imports it.
 
 One module per group of commands (:mod:`~knowledge.cli.ingest`, ``worker``, ``search``, ``eval``, ``sync``,
-``stores``, ``portable``, ``chat``, ``serve``, ``password``), each with an ``add_parser(sub)`` that
+``stores``, ``portable``, ``chat``, ``people``, ``serve``, ``password``), each with an ``add_parser(sub)`` that
 adds its commands, every one with ``set_defaults(func=cmd_<name>)``. :func:`main` parses, opens
-the workbench for the commands that run on one (``func(wb, args)``) and closes it after; the rest
-(``workbench=False``: ``serve``, ``mcp``, ``restore``, ``password``) get ``func(args)``.
+the workbench for the commands that run on one (``func(wb, args)``: the view acting as ``--user``
+/ ``$KNOWLEDGE_USER``, else the local admin) and closes it after; the rest (``workbench=False``:
+``serve``, ``mcp``, ``restore``, ``password``) get ``func(args)`` and refuse ``--user``.
 
 Exit codes: 0 success; 1 a file failed to ingest (the others went on), ``eval`` measured an MRR
 below ``--min-mrr``, or ``restore`` could not import a store of another backend (the rest was
@@ -22,18 +23,19 @@ import os
 import sys
 from collections.abc import Sequence
 
-from knowledge.cli import chat, ingest, password, portable, search, serve, stores, sync, worker
+from knowledge.cli import chat, ingest, password, people, portable, search, serve, stores, sync, worker
 from knowledge.cli import eval as evaluate
-from knowledge.cli.common import COMMON
+from knowledge.cli.common import COMMON, acting_username, acting_view
 from knowledge.errors import KnowledgeError
 from knowledge.workbench import Workbench
 
 #: The command modules, in the order ``--help`` lists their commands.
-COMMAND_MODULES = (ingest, worker, search, evaluate, sync, stores, portable, chat, serve, password)
+COMMAND_MODULES = (ingest, worker, search, evaluate, sync, stores, portable, chat, people, serve, password)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The parser of every command; ``--data-dir`` goes before or after the command."""
+    """The parser of every command; ``--data-dir`` and ``--user`` go before or after the command
+    (``--user`` only before ``share``, ``unshare`` and ``audit``, whose own ``--user`` names someone else)."""
     p = argparse.ArgumentParser(prog="python -m knowledge", description="A local knowledge workbench.",
                                 parents=[COMMON])
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -66,12 +68,21 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Dispatch parsed ``args`` to their command: ``args.func(wb, args)`` on a workbench opened here
-    (and closed after), or ``args.func(args)`` for a command that needs none."""
+    (and closed after) -- its view acting as ``--user`` (:func:`~knowledge.cli.common.acting_view`)
+    when one is named -- or ``args.func(args)`` for a command that needs none.
+
+    Raises:
+        KnowledgeError: ``--user`` names no account, or is given to a command that does not act as
+            anyone (``restore``, ``password``, ...).
+    """
     if not args.workbench:
+        if acting_username(args) is not None and not getattr(args, "user_aware", False):
+            raise KnowledgeError(f"`{args.command}` does not act as an account; leave out --user"
+                                 " (and unset $KNOWLEDGE_USER).")
         return args.func(args)
     wb = Workbench()
     try:
-        return args.func(wb, args)
+        return args.func(acting_view(wb, args), args)
     finally:
         wb.close()
 

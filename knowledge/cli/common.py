@@ -1,35 +1,76 @@
-"""What the command modules share: the ``--data-dir`` option every command takes, the helper that
-adds a command with it, the plain-text table, a file named by id or name, and the progress lines
-of the portable commands."""
+"""What the command modules share: the options every command takes (``--data-dir``, ``--user``),
+the helper that adds a command with them, who a command acts as (:func:`acting_username`,
+:func:`acting_view`), the plain-text table, a file named by id or name, and the progress lines of
+the portable commands."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias
 
-from knowledge.errors import KnowledgeError
+from knowledge.config import USER_ENV
+from knowledge.errors import AuthenticationFailed, KnowledgeError
 from knowledge.service.indexing import normalize_name
 from knowledge.workbench import Workbench
 
-#: The options every command takes, before or after the command's name (``--data-dir``).
-COMMON = argparse.ArgumentParser(add_help=False)
-COMMON.add_argument("--data-dir", default=argparse.SUPPRESS,
-                    help="data folder (default: $KNOWLEDGE_DATA_DIR or ./data)")
+#: The options every command takes, before or after the command's name (``--data-dir``); a command
+#: whose own ``--user`` names someone else (``share``, ``audit``) takes only these.
+DATA_DIR = argparse.ArgumentParser(add_help=False)
+DATA_DIR.add_argument("--data-dir", default=argparse.SUPPRESS,
+                      help="data folder (default: $KNOWLEDGE_DATA_DIR or ./data)")
+#: ``--data-dir`` and ``--user`` (who the command acts as), before or after the command's name.
+COMMON = argparse.ArgumentParser(add_help=False, parents=[DATA_DIR])
+COMMON.add_argument("--user", dest="acting_user", metavar="NAME", default=argparse.SUPPRESS,
+                    help="act as this account, with its access only (default: $KNOWLEDGE_USER, else the"
+                         " local admin)")
+#: The variable that names the account a command acts as when ``--user`` is not given.
+USER_VARIABLE = USER_ENV
 
 #: The subparsers action a command module's ``add_parser`` adds its commands to (argparse names
 #: its type only privately).
 Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
-def command(sub: Commands, name: str, **kw: Any) -> argparse.ArgumentParser:
-    """Add the command ``name`` (with ``--data-dir``) to ``sub``. It runs on a workbench: its
-    ``func(wb, args)``; a command that needs none sets ``workbench=False`` and gets ``func(args)``."""
-    parser: argparse.ArgumentParser = sub.add_parser(name, parents=[COMMON], **kw)
+def command(sub: Commands, name: str, *, common: argparse.ArgumentParser = COMMON, **kw: Any) -> argparse.ArgumentParser:
+    """Add the command ``name`` (with ``--data-dir`` and ``--user``; ``common=DATA_DIR``: without
+    ``--user``, for a command whose own ``--user`` names someone else) to ``sub``. It runs on a
+    workbench acting as the ``--user`` (:func:`acting_view`): its ``func(wb, args)``; a command that
+    needs none sets ``workbench=False`` and gets ``func(args)`` (it is refused with ``--user``
+    unless it sets ``user_aware=True`` and reads :func:`acting_username` itself)."""
+    parser: argparse.ArgumentParser = sub.add_parser(name, parents=[common], **kw)
     parser.set_defaults(workbench=True)
     return parser
+
+
+def acting_username(args: argparse.Namespace) -> str | None:
+    """The account the command acts as: ``--user``, else ``$KNOWLEDGE_USER``; ``None`` (blank or
+    unset): the local admin."""
+    name = getattr(args, "acting_user", None)
+    if name is None:
+        name = os.environ.get(USER_VARIABLE)
+    return (name.strip() or None) if name is not None else None
+
+
+def acting_view(wb: Workbench, args: argparse.Namespace) -> Workbench:
+    """``wb`` itself (the local admin) without ``--user``, else its view acting as that account
+    (:meth:`Workbench.as_user`): every store the command reads or writes is checked against the
+    account's access, and the audit trail records its name.
+
+    Raises:
+        AuthenticationFailed: no account has that name (none exists yet, or it was mistyped).
+    """
+    name = acting_username(args)
+    if name is None:
+        return wb
+    if wb.people.accounts.get(name) is None:
+        hint = ("no account exists yet: `users add NAME --role admin` makes the first" if not wb.people.enabled()
+                else "`users list` shows them")
+        raise AuthenticationFailed(f"There is no account {name!r} to act as (--user or ${USER_VARIABLE}); {hint}.")
+    return wb.as_user(wb.people.accounts.actor(name))
 
 
 def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:

@@ -61,6 +61,7 @@ def cmd_ingest(wb: Workbench, args: argparse.Namespace) -> int:
     if not files and not urls:
         print("No files matched.", file=sys.stderr)
         return 1
+    wb.authorize(args.store, "write", create=True)  # refused before any line is printed (a view: --user)
     record = wb.store_record(args.store)
     tpl = wb.template(args.template or (record.template if record else "default"))
     for note in plan_chunking(wb.embedder(tpl.embedding_model), tpl.max_chunk_size_tokens,
@@ -130,7 +131,7 @@ def _ingest(wb: Workbench, args: argparse.Namespace, files: list[Path | str],
                 progress(fp.name, fp.stage, fp.fraction)
                 time.sleep(waited)
                 waited = min(waited * 1.5, WAIT_SECONDS)
-                wb.jobs.ensure_worker(wb)  # a worker that went idle while another process had the file
+                wb.jobs.ensure_worker(wb.base)  # one gone idle while another process had the file; it ingests for everyone
             show(fp.result)
             done += 1
     except KeyboardInterrupt:

@@ -1,7 +1,8 @@
 """``worker``: claim ingestion jobs from the catalog and ingest them (any number of workers, on any
 machine that reaches the catalog and the file store; see docs/ingestion.md). ``--once`` exits when
 no job is queued or running; otherwise the worker polls until Ctrl-C, which gives its current file
-back to the queue for another worker."""
+back to the queue for another worker. It ingests every account's jobs: as the local admin, or
+``--user`` an admin."""
 
 from __future__ import annotations
 
@@ -31,6 +32,8 @@ def cmd_worker(wb: Workbench, args: argparse.Namespace) -> int:
     if args.concurrency < 1 or args.lease <= 0 or args.poll <= 0:
         print("error: --concurrency, --lease and --poll must be positive", file=sys.stderr)
         return 2
+    wb.require_admin("run a worker (it ingests every account's queued files)")
+    wb = wb.base  # the worker ingests for everyone: never a person's view
     # an operator sees the worker start, each file's outcome, a take-over and a failed heartbeat
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
     logging.getLogger("knowledge.service.worker").setLevel(logging.INFO)

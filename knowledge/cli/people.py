@@ -1,0 +1,433 @@
+"""People (:mod:`knowledge.people`): ``users`` (list, add, set-role, passwd, delete, invite), ``groups``,
+``keys`` (per-user API keys), ``share`` / ``unshare`` / ``owner`` (who may use a store) and ``audit``
+(who did what, when).
+
+Accounts, groups, invitations and the audit trail are an admin's: the local admin (no ``--user``)
+or ``--user`` an admin; a member is refused. A member may manage their own API keys and password,
+and share or hand over the stores they own. ``users add`` on a catalog without accounts makes the
+first one, which must be an admin. A password is typed twice at the terminal (never on the command
+line), or read from standard input with ``--password-stdin``. Every change is recorded in the audit
+trail in the acting person's name (``local`` for the local admin).
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+from knowledge.cli.common import DATA_DIR, Commands, command, table
+from knowledge.errors import InvalidArgument, KnowledgeError
+from knowledge.people import ROLES, ApiKey, AuditEvent, User, normal_username
+from knowledge.workbench import Workbench
+
+
+def add_parser(sub: Commands) -> None:
+    _users(command(sub, "users", help="accounts: list, add, set-role, passwd, delete, invite (an admin's)"))
+    _groups(command(sub, "groups", help="groups of accounts, to share stores with (an admin's)"))
+    _keys(command(sub, "keys", help="per-user API keys for the REST API and MCP: create, list, revoke"))
+    for name, verb in (("share", "share a store with"), ("unshare", "take back a store's grant to")):
+        s = command(sub, name, common=DATA_DIR,
+                    help=f"{verb} a user, a group or everyone (the store's owner, or an admin; the acting"
+                         " --user goes before the command)")
+        s.add_argument("store")
+        who = s.add_mutually_exclusive_group(required=True)
+        who.add_argument("--user", dest="grantee", metavar="USERNAME", help="an account")
+        who.add_argument("--group", metavar="GROUP", help="a group")
+        who.add_argument("--everyone", action="store_true", help="everyone with an account")
+        if name == "share":
+            s.add_argument("--write", action="store_true", help="to read and write (default: read only)")
+        s.set_defaults(func=cmd_share if name == "share" else cmd_unshare)
+    s = command(sub, "owner", help="show a store's owner and grants, or hand it to NEW_OWNER")
+    s.add_argument("store")
+    s.add_argument("new_owner", nargs="?", metavar="NEW_OWNER")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_owner)
+    s = command(sub, "audit", common=DATA_DIR,
+                help="the audit trail, newest first: who created, ingested, deleted, exported, shared (an admin's;"
+                     " the acting --user goes before the command)")
+    s.add_argument("--store", help="only events of this store")
+    s.add_argument("--user", dest="actor_filter", metavar="USERNAME", help="only what this account did ('local':"
+                                                                        " the local admin)")
+    s.add_argument("--action", help="only this action (file.ingest), or a family ending in a dot (file.)")
+    s.add_argument("--since", metavar="ISO", help="only events from then on (2024-05-01 or 2024-05-01T12:00, UTC"
+                                                  " unless an offset is given)")
+    s.add_argument("--limit", type=int, default=50, help="at most this many events (default 50)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_audit)
+
+
+# -- users ----------------------------------------------------------------------------------------
+def _users(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    s = command(sub, "list", help="every account")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_users_list)
+    s = command(sub, "add", help="a new account (the first one on a catalog must be an admin)")
+    s.add_argument("username")
+    s.add_argument("--display-name", help="the name pages show (default: the username)")
+    s.add_argument("--role", choices=ROLES, default="member", help="default member")
+    s.add_argument("--email")
+    _password_options(s)
+    s.set_defaults(func=cmd_users_add)
+    s = command(sub, "set-role", help="make an account an admin or a member")
+    s.add_argument("username")
+    s.add_argument("role", choices=ROLES)
+    s.set_defaults(func=cmd_users_set_role)
+    s = command(sub, "passwd", help="give an account a new password (its app sessions end)")
+    s.add_argument("username")
+    _password_options(s)
+    s.set_defaults(func=cmd_users_passwd)
+    s = command(sub, "delete", help="delete an account; its stores pass to an admin")
+    s.add_argument("username")
+    s.add_argument("--to", metavar="ADMIN", help="the admin who gets its stores (default: you, or the first admin)")
+    s.set_defaults(func=cmd_users_delete)
+    s = command(sub, "invite", help="an invitation link's token for one new account (the app's ?invite=TOKEN)")
+    s.add_argument("--role", choices=ROLES, default="member", help="the new account's role (default member)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_users_invite)
+
+
+def _password_options(s: argparse.ArgumentParser) -> None:
+    s.add_argument("--password-stdin", action="store_true",
+                   help="read the password from the first line of standard input (default: type it twice)")
+
+
+def read_password(args: argparse.Namespace, username: str) -> str:
+    """The new password: standard input's first line (``--password-stdin``, without its line end),
+    else typed twice at the terminal. Its rules (length, NFC) are the core's.
+
+    Raises:
+        KnowledgeError: the two typed passwords differ, nothing was given, or there is no terminal.
+    """
+    if args.password_stdin:
+        line = sys.stdin.readline()
+        if not line:
+            raise KnowledgeError("--password-stdin: standard input is empty; give the password on its first line.")
+        return line.rstrip("\r\n")
+    if not sys.stdin.isatty():
+        raise KnowledgeError("Type the password at a terminal, or pipe it in with --password-stdin"
+                             " (never on the command line).")
+    first = getpass.getpass(f"Password for {username}: ")
+    if getpass.getpass("Again: ") != first:
+        raise KnowledgeError("The two passwords differ.")
+    return first
+
+
+def _user_data(wb: Workbench, u: User) -> dict[str, Any]:
+    return {"username": u.username, "display_name": u.display_name, "role": u.role, "email": u.email,
+            "groups": wb.people.accounts.groups_of(u.username), "password": u.has_password,
+            "created": u.created.isoformat(timespec="seconds")}
+
+
+def cmd_users_list(wb: Workbench, args: argparse.Namespace) -> int:
+    wb.require_admin("list the accounts")
+    rows = [_user_data(wb, u) for u in wb.people.accounts.users()]
+    if args.json:
+        print(json.dumps(rows, ensure_ascii=False, indent=2))
+    elif not rows:
+        print("No account yet: anyone at this machine is the local admin. `users add NAME --role admin`"
+              " makes the first.")
+    else:
+        print(table([(r["username"], r["display_name"], r["role"], r["email"], ", ".join(r["groups"]),
+                      "yes" if r["password"] else "single sign-on", r["created"][:10]) for r in rows],
+                    ["username", "display name", "role", "e-mail", "groups", "password", "created"]))
+    return 0
+
+
+def cmd_users_add(wb: Workbench, args: argparse.Namespace) -> int:
+    wb.require_admin("add an account")
+    first = not wb.people.enabled()
+    if first and args.role != "admin":
+        raise InvalidArgument("The first account must be an admin (--role admin): once an account exists, the app"
+                              " signs people in by account and only an admin can add the next ones.")
+    normal_username(args.username)  # a bad name is refused before the password is asked for
+    password = read_password(args, args.username.strip())
+    if first:
+        user = wb.people.set_up_admin(args.username, password, args.display_name)
+        if args.email:
+            user = wb.people.accounts.update(user.username, email=args.email)
+    else:
+        user = wb.people.accounts.create(args.username, password, display_name=args.display_name,
+                                         role=args.role, email=args.email)
+        wb.record("user.create", target=user.username, detail={"role": user.role})
+    print(f"Added {user.role} {user.username!r} ({user.display_name})."
+          + (" Accounts are on: the app now signs people in by account." if first else ""))
+    return 0
+
+
+def cmd_users_set_role(wb: Workbench, args: argparse.Namespace) -> int:
+    wb.require_admin("change a role")
+    user = wb.people.accounts.update(args.username, role=args.role)
+    wb.record("user.update", target=user.username, detail={"role": user.role})
+    print(f"{user.username} is now {'an admin' if user.is_admin else 'a member'}.")
+    return 0
+
+
+def cmd_users_passwd(wb: Workbench, args: argparse.Namespace) -> int:
+    user = wb.people.accounts.require(args.username)
+    if wb.actor.username != user.username:  # a member may change their own
+        wb.require_admin("set another account's password")
+    wb.people.accounts.set_password(user.username, read_password(args, user.username))
+    wb.record("user.password", target=user.username)
+    print(f"New password set for {user.username}; their app sessions ended.")
+    return 0
+
+
+def cmd_users_delete(wb: Workbench, args: argparse.Namespace) -> int:
+    wb.require_admin("delete an account")
+    user = wb.people.accounts.require(args.username)
+    stores = wb.people.delete_user(user.username, by=wb.actor, heir=args.to)
+    heir = wb.people.sharing.owner(stores[0]) if stores else None
+    print(f"Deleted {user.username}; " + (f"their stores passed to {heir}: {', '.join(stores)}." if stores
+                                           else "they owned no store."))
+    return 0
+
+
+def cmd_users_invite(wb: Workbench, args: argparse.Namespace) -> int:
+    wb.require_admin("invite someone")
+    token = wb.people.accounts.invite(args.role, wb.actor.username)
+    invite = wb.people.accounts.invitation(token)
+    expires = invite.expires.astimezone(UTC).isoformat(timespec="seconds")
+    if args.json:
+        print(json.dumps({"token": token, "role": invite.role, "expires": expires, "link": f"?invite={token}"}))
+    else:
+        print(f"Invitation for one {invite.role}, valid once until {expires}:\n  {token}\n"
+              f"Send the app's address followed by ?invite={token} (e.g. http://localhost:8501/?invite={token}).")
+    return 0
+
+
+# -- groups ---------------------------------------------------------------------------------------
+def _groups(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    s = command(sub, "list", help="every group and its members")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_groups_list)
+    for name, func, helptext in (("add", cmd_groups_add, "a new, empty group"),
+                                 ("delete", cmd_groups_delete, "delete a group (its store grants go with it)")):
+        s = command(sub, name, help=helptext)
+        s.add_argument("group")
+        s.set_defaults(func=func)
+    for name, func, helptext in (("add-member", cmd_groups_add_member, "put an account in a group"),
+                                 ("remove-member", cmd_groups_remove_member, "take an account out of a group")):
+        s = command(sub, name, help=helptext)
+        s.add_argument("group")
+        s.add_argument("username")
+        s.set_defaults(func=func)
+
+
+def _group(wb: Workbench, name: str) -> str:
+    """The existing group ``name`` (spaces around it ignored). Raises InvalidArgument when there is none."""
+    group = " ".join(name.split())
+    if group not in wb.people.accounts.groups():
+        raise InvalidArgument(f"There is no group {name!r}; `groups list` shows them.")
+    return group
+
+
+def cmd_groups_list(wb: Workbench, args: argparse.Namespace) -> int:
+    wb.require_admin("list the groups")
+    groups = wb.people.accounts.groups()
+    if args.json:
+        print(json.dumps([{"group": g, "members": m} for g, m in groups.items()], ensure_ascii=False, indent=2))
+    else:
+        print(table([(g, ", ".join(m)) for g, m in groups.items()], ["group", "members"]))
+    return 0
+
+
+def cmd_groups_add(wb: Workbench, args: argparse.Namespace) -> int:
+    wb.require_admin("add a group")
+    group = wb.people.accounts.create_group(args.group)
+    wb.record("group.create", target=group)
+    print(f"Added the group {group!r}.")
+    return 0
+
+
+def cmd_groups_delete(wb: Workbench, args: argparse.Namespace) -> int:
+    wb.require_admin("delete a group")
+    group = _group(wb, args.group)
+    wb.people.accounts.delete_group(group)
+    wb.people.sharing.forget_group(group)
+    wb.record("group.delete", target=group)
+    print(f"Deleted the group {group!r} (the stores shared with it no longer are).")
+    return 0
+
+
+def cmd_groups_add_member(wb: Workbench, args: argparse.Namespace) -> int:
+    wb.require_admin("change a group")
+    group, user = _group(wb, args.group), wb.people.accounts.require(args.username)
+    wb.people.accounts.add_to_group(group, user.username)
+    wb.record("group.member", target=user.username, detail={"group": group, "added": True})
+    print(f"{user.username} is in the group {group!r}.")
+    return 0
+
+
+def cmd_groups_remove_member(wb: Workbench, args: argparse.Namespace) -> int:
+    wb.require_admin("change a group")
+    group, user = _group(wb, args.group), wb.people.accounts.require(args.username)
+    if group not in wb.people.accounts.groups_of(user.username):
+        raise InvalidArgument(f"{user.username} is not in the group {group!r}.")
+    wb.people.accounts.remove_from_group(group, user.username)
+    wb.record("group.member", target=user.username, detail={"group": group, "added": False})
+    print(f"{user.username} is no longer in the group {group!r}.")
+    return 0
+
+
+# -- API keys -------------------------------------------------------------------------------------
+def _keys(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    s = command(sub, "create", help="a new key for USERNAME (the secret is shown once)")
+    s.add_argument("username")
+    s.add_argument("--name", required=True, help="what uses the key (a script, a laptop)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_keys_create)
+    s = command(sub, "list", help="the keys of USERNAME (an admin: everyone's by default): created, last used, revoked")
+    s.add_argument("username", nargs="?")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_keys_list)
+    s = command(sub, "revoke", help="stop a key now")
+    s.add_argument("key_id", metavar="KEY_ID")
+    s.set_defaults(func=cmd_keys_revoke)
+
+
+def _own_or_admin(wb: Workbench, username: str, what: str) -> None:
+    """Members manage their own keys; an admin anyone's. Raises PermissionDenied."""
+    if wb.actor.local or wb.actor.username != username:
+        wb.require_admin(what)
+
+
+def _when(t: datetime | None) -> str | None:
+    return t.astimezone(UTC).isoformat(timespec="seconds") if t is not None else None
+
+
+def _key_data(k: ApiKey) -> dict[str, Any]:
+    return {"id": k.id, "username": k.username, "name": k.name, "hint": k.hint, "created": _when(k.created),
+            "last_used": _when(k.last_used), "revoked": _when(k.revoked), "active": k.active}
+
+
+def cmd_keys_create(wb: Workbench, args: argparse.Namespace) -> int:
+    user = wb.people.accounts.require(args.username)
+    _own_or_admin(wb, user.username, "make a key for another account")
+    key, secret = wb.people.keys.create(user.username, args.name)
+    wb.record("key.create", target=user.username, detail={"key": key.id, "name": key.name})
+    if args.json:
+        print(json.dumps({**_key_data(key), "secret": secret}, ensure_ascii=False, indent=2))
+    else:
+        print(f"API key {key.id} ({key.name!r}) for {user.username}; it is shown this once, copy it now:\n  {secret}\n"
+              "Send it as Authorization: Bearer <key> (REST API, MCP over HTTP).")
+    return 0
+
+
+def cmd_keys_list(wb: Workbench, args: argparse.Namespace) -> int:
+    owner: str | None = None if wb.actor.is_admin else wb.actor.username
+    if args.username is not None:
+        owner = wb.people.accounts.require(args.username).username
+        _own_or_admin(wb, owner, "list another account's keys")
+    rows = [_key_data(k) for k in wb.people.keys.list(owner)]
+    if args.json:
+        print(json.dumps(rows, ensure_ascii=False, indent=2))
+    else:
+        print(table([(r["id"], r["username"], r["name"], "…" + r["hint"], r["created"], r["last_used"] or "never",
+                      f"revoked {r['revoked']}" if r["revoked"] else "active") for r in rows],
+                    ["key", "user", "name", "ends", "created", "last used", "state"]))
+    return 0
+
+
+def cmd_keys_revoke(wb: Workbench, args: argparse.Namespace) -> int:
+    key = wb.people.keys.get(args.key_id.strip())
+    if key is None or not (wb.actor.is_admin or key.username == wb.actor.username):
+        raise InvalidArgument(f"There is no API key {args.key_id!r}; `keys list` shows them.")
+    if not wb.people.keys.revoke(key.id):
+        raise InvalidArgument(f"The key {key.id} was revoked already ({_when(key.revoked)}).")
+    wb.record("key.revoke", target=key.username, detail={"key": key.id, "name": key.name})
+    print(f"Revoked {key.id} ({key.name!r}) of {key.username}: it stops working now.")
+    return 0
+
+
+# -- sharing --------------------------------------------------------------------------------------
+def _grantee(args: argparse.Namespace) -> tuple[str, str, str]:
+    """``(kind, principal, words)`` of ``--user`` / ``--group`` / ``--everyone``."""
+    if args.everyone:
+        return "everyone", "", "everyone"
+    if args.group is not None:
+        return "group", " ".join(args.group.split()), f"the group {' '.join(args.group.split())!r}"
+    return "user", args.grantee, ""
+
+
+def cmd_share(wb: Workbench, args: argparse.Namespace) -> int:
+    kind, principal, words = _grantee(args)
+    grant = wb.share_store(args.store, kind, principal, "write" if args.write else "read")
+    print(f"Shared {args.store!r} with {words or grant.principal}"
+          f" ({'read and write' if grant.level == 'write' else 'read only'}).")
+    return 0
+
+
+def cmd_unshare(wb: Workbench, args: argparse.Namespace) -> int:
+    kind, principal, words = _grantee(args)
+    if kind == "user":
+        principal = wb.people.accounts.require(principal).username
+    if not wb.unshare_store(args.store, kind, principal):
+        raise InvalidArgument(f"{args.store!r} is not shared with {words or principal}.")
+    print(f"{args.store!r} is no longer shared with {words or principal}.")
+    return 0
+
+
+def cmd_owner(wb: Workbench, args: argparse.Namespace) -> int:
+    if args.new_owner is not None:
+        wb.give_store(args.store, args.new_owner)
+    owner, grants = wb.store_owner(args.store), wb.store_grants(args.store)
+    if args.json:
+        print(json.dumps({"store": args.store, "owner": owner,
+                          "grants": [{"kind": g.kind, "principal": g.principal, "level": g.level} for g in grants]},
+                         ensure_ascii=False, indent=2))
+        return 0
+    if args.new_owner is not None:
+        print(f"{args.store!r} now belongs to {owner}.")
+    else:
+        print(f"{args.store!r} belongs to {owner or 'the admins (made before accounts existed)'}.")
+        print("Shared with: " + ("; ".join(g.describe() for g in grants) if grants else "nobody (private)."))
+    return 0
+
+
+# -- audit ----------------------------------------------------------------------------------------
+def _since(text: str | None) -> datetime | None:
+    """``--since`` as an aware datetime (a time without an offset is UTC). Raises InvalidArgument."""
+    if text is None:
+        return None
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise InvalidArgument(f"--since {text!r} is not a date: use ISO 8601 (2024-05-01 or 2024-05-01T12:00).") from None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
+def _event_data(e: AuditEvent) -> dict[str, Any]:
+    return {"id": e.id, "at": _when(e.at), "actor": e.actor, "action": e.action, "store": e.store,
+            "target": e.target, "detail": e.detail}
+
+
+def cmd_audit(wb: Workbench, args: argparse.Namespace) -> int:
+    wb.require_admin("read the audit trail")
+    if args.limit < 1:
+        raise InvalidArgument("--limit must be at least 1.")
+    actor = args.actor_filter
+    if actor is not None:
+        try:
+            actor = normal_username(actor)
+        except InvalidArgument:
+            actor = actor.strip()
+    events = wb.people.audit.events(actor=actor, action=(args.action or "").strip() or None,
+                                    store=args.store, since=_since(args.since), limit=args.limit)
+    rows = [_event_data(e) for e in events]
+    if args.json:
+        print(json.dumps(rows, ensure_ascii=False, indent=2, default=str))
+    else:
+        print(table([(r["at"], r["actor"], r["action"], r["store"], r["target"],
+                      json.dumps(r["detail"], ensure_ascii=False, default=str)[:60] if r["detail"] else "")
+                     for r in rows], ["when (UTC)", "who", "action", "store", "target", "detail"]))
+    return 0
+
+
+__all__ = ["add_parser", "read_password"]
