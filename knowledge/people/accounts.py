@@ -24,6 +24,8 @@ from knowledge.people.records import ROLES, Actor, Invite, Role, User
 #: case folding (``Ana`` and ``ana`` are one account; an e-mail address is a fine username).
 _USERNAME = re.compile(r"[\w.@+-]{1,64}")
 MAX_PASSWORD = 1024
+#: Names no account may take: ``local`` is the local admin's (:data:`knowledge.people.LOCAL_ADMIN`).
+RESERVED_USERNAMES = frozenset({"local"})
 #: The sign-in delay after failures (seconds): 1, 2, 4, 8, capped, as :class:`knowledge.access.LoginThrottle`.
 FIRST_DELAY, MAX_DELAY = 1.0, 8.0
 #: A failure older than this no longer slows the account's next sign-in.
@@ -119,9 +121,12 @@ class Accounts:
         """A new account. ``password`` ``None`` makes an account that signs in by single sign-on only.
 
         Raises:
-            InvalidArgument: a bad username, display name, password or role; the username is taken.
+            InvalidArgument: a bad username, display name, password or role; the username is taken or
+                reserved (``local``).
         """
         name = normal_username(username)
+        if name in RESERVED_USERNAMES:
+            raise InvalidArgument(f"The username {name!r} is reserved (the audit trail's name for the local admin).")
         hashed = hash_password(normal_password(password, self.settings.min_password_length)) \
             if password is not None else None
         user = User(name, _display(display_name, username.strip()), _role(role), now(),

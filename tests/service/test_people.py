@@ -117,7 +117,7 @@ def test_odd_names_and_passwords(wb):
     assert user.username == "josé.ñúñez@example.org"
     decomposed = "pa\u0308sswo\u0308rd ✓ 🔑 long"  # the same password typed with combining marks
     assert wb.people.sign_in("JOSE\u0301.ñúñez@example.org", decomposed)[0].username == user.username
-    for bad in ("", "has space", "a\x00b", "x" * 65, "semi;colon"):
+    for bad in ("", "has space", "a\x00b", "x" * 65, "semi;colon", "Local"):
         with pytest.raises(InvalidArgument):
             wb.people.accounts.create(bad, PW)
     with pytest.raises(InvalidArgument, match="at least"):
