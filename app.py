@@ -20,6 +20,7 @@ from knowledge.config import load_settings
 from knowledge.errors import KnowledgeError
 from knowledge.text.render import inert
 from knowledge.workbench import Workbench
+from pages import _sso
 from pages._ui import serving_pages
 
 st.set_page_config(page_title="knowledge", page_icon="📚", layout="wide")
@@ -56,6 +57,9 @@ def set_a_password() -> None:
 def sign_in() -> None:
     """The sign-in form: a growing delay after each wrong password, per visitor."""
     st.title("📚 knowledge")
+    _sso.buttons()  # "Sign in with <provider>" when single sign-on is configured (pages/_sso.py)
+    if not password.is_set:
+        return
     with st.form("sign-in"):
         typed = st.text_input("Password", type="password")
         if st.form_submit_button("Sign in", type="primary"):
@@ -105,10 +109,11 @@ try:
 except KnowledgeError as exc:  # bad settings: say so on every page URL, don't crash, show no page
     cannot_start(f"knowledge cannot start: {exc}")
 
+sso = _sso.configured() and wb.people.enabled()  # single sign-on: accounts sign in through the provider
 shared = is_shared(st.get_option("server.address"), st.context.ip_address)
 session_id = get_script_run_ctx().session_id
 try:  # the server's side of the gate: uploads and /_stcore endpoints (once per process; cheap after)
-    if webgate.install(password_set=password.is_set, upload_mb=webgate.upload_limit_mb(wb.settings)):
+    if webgate.install(password_set=password.is_set or sso, upload_mb=webgate.upload_limit_mb(wb.settings)):
         # The first page of a fresh server was served before the gate, without its Content-Security-
         # Policy: load it again (a constant tag, no text of anyone's).
         st.markdown('<meta http-equiv="refresh" content="0">', unsafe_allow_html=True)
@@ -118,9 +123,13 @@ except webgate.GateUnavailable as exc:
         cannot_start(f"knowledge cannot start: {exc}")
     # loopback without a password: nothing to guard, uploads as before (Streamlit's own handling)
     webgate.set_upload_limit(webgate.upload_limit_mb(wb.settings))
-if (shared and not password.is_set) or (password.is_set and not st.session_state.get("signed_in")):
+if sso:
+    _sso.sign_in_from_provider(wb)  # back from the provider: st.user -> st.session_state["actor"]
+let_in = st.session_state.get("signed_in") or st.session_state.get("actor") is not None
+if (shared and not password.is_set and not sso) or ((password.is_set or sso) and not let_in):
     webgate.shut_out(session_id)  # not (or no longer) signed in: no uploads
-    gate(set_a_password if not password.is_set else sign_in, "Set a password" if not password.is_set else "Sign in")
+    need = password.is_set or sso
+    gate(sign_in if need else set_a_password, "Sign in" if need else "Set a password")
 webgate.let_in(session_id)  # past the gate: this session may upload
 
 # Who is asking: a signed-in account acts through a view of the workbench that checks every store
@@ -128,8 +137,10 @@ webgate.let_in(session_id)  # past the gate: this session may upload
 actor = st.session_state.get("actor")
 st.session_state["workbench"] = wb.as_user(actor) if actor is not None else wb
 st.session_state["local_folders"] = app_folders(wb.settings, shared)
-if password.is_set and st.sidebar.button("Log out", icon="🔓", key="log-out"):
+if (password.is_set or sso) and st.sidebar.button("Log out", icon="🔓", key="log-out"):
     webgate.shut_out(session_id)
+    if _sso.sign_out(wb):  # st.logout() reloads the app
+        st.stop()
     st.session_state.clear()
     st.rerun()
 

@@ -72,7 +72,7 @@ def test_the_role_the_admin_set_is_kept(team):
 @pytest.mark.parametrize("verified", [False, None, "false", "no"])
 def test_an_unverified_email_matches_no_account(team, verified):
     s = sso(team)
-    with pytest.raises(AuthenticationFailed, match="no account here for ana@example.org"):
+    with pytest.raises(AuthenticationFailed, match=r"no account here for ana@example\.org"):
         s.sign_in(claims("sub-x", "ana@example.org", verified=verified))
     assert s.link_of("ana") is None
     failed = team.people.audit.events(action="user.sign_in_failed")
