@@ -21,6 +21,7 @@ from knowledge.errors import AuthenticationFailed, KnowledgeError
 from knowledge.people.records import Actor
 from knowledge.people.sso import Provider, SingleSignOn, SsoExpired, provider_problems
 from knowledge.people.sso import providers as providers_of
+from knowledge.text.render import inert
 
 #: ``st.session_state`` keys: the signed-in account, its app session, how it signed in, a refusal.
 ACTOR, TOKEN, VIA, REFUSED = "actor", "session_token", "signed_in_via", "sso_refused"
@@ -98,13 +99,13 @@ def buttons() -> None:
     <provider>" button per provider; nothing when single sign-on is not configured."""
     refused = st.session_state.get(REFUSED)
     if refused:
-        st.error(refused, icon="🚫")
+        st.error(inert(refused), icon="🚫")  # it quotes the provider's claims: shown as text, never Markdown
         if st.button("Use another account", key="sso-other"):
             st.session_state.pop(REFUSED, None)
             st.logout()
         return
     for provider in providers():
-        if st.button(f"Sign in with {provider.label}", key=f"sso-{provider.key or 'default'}", type="primary",
+        if st.button(inert(f"Sign in with {provider.label}"), key=f"sso-{provider.key or 'default'}", type="primary",
                      icon="🔑"):
             st.login(provider.key)
 
