@@ -26,6 +26,7 @@ from knowledge.errors import AuthenticationFailed, KnowledgeError
 from knowledge.people import Actor
 from knowledge.text.render import inert, md
 from knowledge.workbench import Workbench
+from pages import _sso
 from pages._ui import SESSION_TOKEN, SIGN_IN_NOTICE, begin_session, serving_pages, utc
 
 st.set_page_config(page_title="knowledge", page_icon="📚", layout="wide")
@@ -307,6 +308,12 @@ except webgate.GateUnavailable as exc:
 # read now): an expired, ended or deleted session signs out, with the reason on the sign-in page.
 actor: Actor | None = None
 if accounts_on:
+    if _sso.configured():  # back from the provider: st.user -> an app session (pages/_sso.py)
+        SIGN_IN_WAYS.insert(0, lambda _wb: _sso.buttons())
+        try:
+            _sso.sign_in_from_provider(wb)
+        except CatalogLocked:
+            catalog_busy()
     token = st.session_state.get(SESSION_TOKEN)
     if token:
         try:
@@ -348,7 +355,8 @@ if actor is not None:
     st.sidebar.caption(md("Signed in as **{}** ({})", actor.label, actor.role))
     if st.sidebar.button("Sign out", icon="🔓", key="sign-out"):
         webgate.shut_out(session_id)
-        wb.people.sign_out(st.session_state.get(SESSION_TOKEN), actor)
+        if _sso.sign_out(wb):  # ends the app session; with a provider sign-in st.logout() reloads the app
+            st.stop()
         st.session_state.clear()
         st.rerun()
 elif password.is_set and st.sidebar.button("Log out", icon="🔓", key="log-out"):
