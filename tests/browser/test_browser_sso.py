@@ -122,7 +122,7 @@ def test_sign_in_through_the_provider_is_the_mapped_account_with_its_role(browse
     for width, height in ((1280, 800), (390, 844)):
         with app_page(browser, app, ARTIFACTS, width=width, height=height) as page:
             page.get_by_role("button", name=f"Sign in with {LABEL}").wait_for()
-            assert page.get_by_label("Password").count() == 0  # no shared password: the provider only
+            assert page.get_by_label("Username").count() == 1  # and the account form, for accounts with a password
             shot(page, ARTIFACTS, f"28-sso-sign-in-{width}.png")
             if width == 1280:  # the stores are not served before sign-in
                 page.goto(app.url + "/stores")
@@ -132,7 +132,7 @@ def test_sign_in_through_the_provider_is_the_mapped_account_with_its_role(browse
 
     with app_page(browser, app, ARTIFACTS) as page:  # ana (member, matched by her verified address)
         through_provider(page, "ana-idp")
-        page.get_by_role("button", name="Log out").wait_for()
+        page.get_by_role("button", name="Sign out").wait_for()
         text = store_list(page, app)
         assert "ana-notes" in text and "root-private" not in text and "All stores (1)" in text
         shot(page, ARTIFACTS, "28-sso-signed-in-member-1280.png")
@@ -140,7 +140,7 @@ def test_sign_in_through_the_provider_is_the_mapped_account_with_its_role(browse
         wait_for_app(page)
         text = store_list(page, app)
         assert "ana-notes" in text and "All stores (1)" in text
-        page.get_by_role("button", name="Log out").click()  # st.logout: the provider's end-session page
+        page.get_by_role("button", name="Sign out").click()  # st.logout: the provider's end-session page
         page.wait_for_url(re.compile(r"http://localhost:\d+/oauth2/end_session"))
         page.get_by_role("button", name="End session").click()
         page.wait_for_url(re.compile(r"http://127\.0\.0\.1:\d+/"))
@@ -163,7 +163,7 @@ def test_an_identity_without_an_account_is_refused_while_auto_create_is_off(brow
         alert = page.get_by_text(re.compile(r"There is no account here for stranger\W*@example\.org"))
         alert.wait_for()
         assert "Ask an admin to create one" in squash(page.locator('[data-testid="stMain"]').inner_text())
-        assert page.get_by_role("button", name="Log out").count() == 0
+        assert page.get_by_role("button", name="Sign out").count() == 0
         shot(page, ARTIFACTS, "28-sso-refused-1280.png")
         page.goto(app.url + "/stores")  # a deep link stays behind the gate
         wait_for_app(page)
@@ -176,7 +176,7 @@ def test_with_auto_create_on_a_new_identity_gets_a_member_account(browser, tmp_p
     with sso_app(tmp_path, idp, monkeypatch, create_members=True) as srv, \
             app_page(browser, srv, ARTIFACTS) as page, explained(page, srv, ARTIFACTS):
         through_provider(page, "stranger-idp")
-        page.get_by_role("button", name="Log out").wait_for()
+        page.get_by_role("button", name="Sign out").wait_for()
         text = store_list(page, srv)
         assert "ana-notes" not in text and "root-private" not in text and "All stores (" not in text  # a member
         shot(page, ARTIFACTS, "28-sso-created-member-1280.png")
