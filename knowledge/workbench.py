@@ -217,7 +217,9 @@ class Workbench:
         return self.stores.backend(name)
 
     def close(self) -> None:
+        """Close the backends and the catalog's connections (a later use reopens them)."""
         self.stores.close()
+        self.catalog.close()
 
     # -- stores ---------------------------------------------------------------------------------
     def create_store(self, name: str, template: str = DEFAULT_TEMPLATE) -> StoreRecord:
