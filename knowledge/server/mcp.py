@@ -8,29 +8,37 @@ registers the tools (:data:`TOOLS`: ``search``, ``list_stores``, ``list_files``,
 ``knowledge://stores``, ``knowledge://stores/{store}/files/{file_id}``), each a method of
 :class:`KnowledgeTools` whose docstring is what a client reads. ``ingest_file`` reads only under
 ``mcp.allowed_dirs``; chats' own stores are not reachable; a service error or a control character
-in an argument is the tool's error (``ToolError``), with the reason. Details: ``docs/api.md``.
+in an argument is the tool's error (``ToolError``), with the reason. Every tool acts through a
+workbench view: stdio as the local admin or ``user``; over HTTP, once accounts exist, as the user of
+each request's key (:meth:`KnowledgeTools.for_request`), memories kept per user
+(:class:`UserMemory`). Details: ``docs/api.md``.
 """
 
 from __future__ import annotations
 
+import copy
+import functools
+import inspect
 import json
 import logging
 import threading
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
 
 import uvicorn
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 
 from knowledge.access import LocalFolders
-from knowledge.agent_memory import VectorMemory
+from knowledge.agent_memory import RecallHit, VectorMemory
 from knowledge.attributes import from_payload
 from knowledge.catalog import DONE
 from knowledge.config import Settings
-from knowledge.errors import KnowledgeError
+from knowledge.errors import InvalidArgument, KnowledgeError
+from knowledge.people import Actor
 from knowledge.server.filters import SearchFilter
 from knowledge.server.guard import Guard, server_hosts
 from knowledge.server.http import check_bind, control_char
@@ -78,21 +86,89 @@ def guarded(fn: Any, *args: Any, **kwargs: Any) -> Any:
         raise ToolError(str(exc)) from None
 
 
-class KnowledgeTools:
-    """The MCP tools and resources over ``wb``: each public method is one, its docstring the
-    description a client sees (registered by :func:`build_server` from :data:`TOOLS` and
-    :data:`RESOURCES`). Agent memory (:class:`~knowledge.agent_memory.VectorMemory`) is made on first use."""
+#: The payload field holding the user a memory is kept for (a user's memories are theirs alone).
+OWNER_FIELD = "owner"
 
-    def __init__(self, wb: Workbench) -> None:
+
+class UserMemory:
+    """The agent memory of one user: ``remember`` / ``recall`` / ``forget`` of
+    :class:`~knowledge.agent_memory.VectorMemory`, each memory marked with its user
+    (:data:`OWNER_FIELD` in its payload) and every read or delete limited to theirs. The field is
+    reserved: a payload or ``where`` naming it is refused; hits come back without it."""
+
+    def __init__(self, memory: VectorMemory, username: str) -> None:
+        self.memory, self.username = memory, username
+
+    def _mine(self, where: Mapping[str, Any] | None) -> dict[str, Any]:
+        if where and OWNER_FIELD in where:
+            raise InvalidArgument(f"The field {OWNER_FIELD!r} is reserved: memories are always your own.")
+        return {**(where or {}), OWNER_FIELD: self.username}
+
+    def remember(self, text: str, dataset: str | None = None, payload: Mapping[str, Any] | None = None,
+                 **kwargs: Any) -> Any:
+        if isinstance(payload, Mapping) and OWNER_FIELD in payload:
+            raise InvalidArgument(f"payload field {OWNER_FIELD!r} is reserved (the memory's user); use another name.")
+        given = kwargs.get("id")
+        if given is not None:  # an id of another user's memory is not overwritten: it is another memory
+            theirs = [h for h in self.memory.get([given]) if h.payload.get(OWNER_FIELD) != self.username]
+            if theirs:
+                raise InvalidArgument(f"The memory id {given!r} is taken; choose another.")
+        return self.memory.remember(text, dataset=dataset, payload={**(payload or {}), OWNER_FIELD: self.username},
+                                    **kwargs)
+
+    def recall(self, query: str, *, limit: int = 5, dataset: Any = "default", where: Mapping[str, Any] | None = None,
+               score_threshold: float | None = None) -> list[RecallHit]:
+        hits = self.memory.recall(query, limit=limit, dataset=dataset, where=self._mine(where),
+                                  score_threshold=score_threshold)
+        return [RecallHit(h.text, h.score, h.dataset, h.id,
+                          {k: v for k, v in h.payload.items() if k != OWNER_FIELD}) for h in hits]
+
+    def forget(self, ids: Sequence[Any] | None = None, dataset: str | None = None,
+               where: Mapping[str, Any] | None = None) -> int:
+        return self.memory.forget(ids=ids, dataset=dataset, where=self._mine(where))
+
+
+class KnowledgeTools:
+    """The MCP tools and resources over ``wb`` (the workbench, or a view acting for one user): each
+    public method is one, its docstring the description a client sees (registered by
+    :func:`build_server` from :data:`TOOLS` and :data:`RESOURCES`). Agent memory
+    (:class:`~knowledge.agent_memory.VectorMemory`) is made on first use, shared by every request;
+    a user's view of it is :class:`UserMemory`."""
+
+    def __init__(self, wb: Workbench, *, http: bool = False) -> None:
         self.wb = wb
-        self._memory: VectorMemory | None = None
+        #: Served over HTTP: once accounts exist each request is its key's user's.
+        self.http = http
+        self._shared: dict[str, VectorMemory] = {}
         self._lock = threading.Lock()
 
-    def memory(self) -> VectorMemory:
+    def for_request(self, ctx: Context | None) -> KnowledgeTools:
+        """The tools for the request of ``ctx``: acting as the user of its API key when it came over
+        HTTP with one (``request.state.actor``, set by :class:`~knowledge.server.guard.Guard` on every
+        request), else these (stdio, in-process, or no accounts)."""
+        try:
+            request = ctx.request_context.request if ctx is not None else None
+        except ValueError:  # no request (a call from inside this process)
+            request = None
+        actor = getattr(getattr(request, "state", None), "actor", None)
+        return self if not isinstance(actor, Actor) else self.acting_for(actor)
+
+    def acting_for(self, actor: Actor) -> KnowledgeTools:
+        """These tools acting for ``actor``: the same memory, a view of the workbench for them."""
+        view = copy.copy(self)
+        view.wb = self.wb.base.as_user(actor)
+        return view
+
+    def vector_memory(self) -> VectorMemory:
         with self._lock:
-            if self._memory is None:
-                self._memory = VectorMemory(self.wb.backend(), self.wb.embedder())
-            return self._memory
+            if "memory" not in self._shared:
+                self._shared["memory"] = VectorMemory(self.wb.backend(), self.wb.embedder())
+            return self._shared["memory"]
+
+    def memory(self) -> Any:
+        """The agent memory this caller uses: every memory for the local admin, their own for a user."""
+        actor = self.wb.actor
+        return self.vector_memory() if actor.local else UserMemory(self.vector_memory(), actor.username)
 
     def user_store(self, name: str) -> str:
         """``name`` when it may be a user's store: text without control characters, not a chat's own."""
@@ -217,6 +293,11 @@ class KnowledgeTools:
 
     # -- resources -----------------------------------------------------------------------------------------
     def stores_resource(self) -> str:
+        # a static resource gets no request (the SDK passes no context to one): over HTTP with
+        # accounts it cannot tell whose stores to list
+        if self.http and self.wb.actor.local and self.wb.people.enabled():
+            raise ResourceError("This server has user accounts: list the stores with the list_stores tool"
+                                " (it answers for your key's user).")
         return json.dumps(self.list_stores(), ensure_ascii=False)
 
     def file_chunks(self, store: str, file_id: str) -> str:
@@ -246,27 +327,58 @@ RESOURCES = (
 )
 
 
-def build_server(wb: Workbench) -> MCPServer:
-    """The MCP server over ``wb`` (tools and resources as the module docstring lists)."""
+def per_request(tools: KnowledgeTools, name: str) -> Any:
+    """The function registered for the tool or resource ``name``: the method's parameters and
+    docstring, plus a :class:`~mcp.server.mcpserver.Context` parameter the SDK fills in, through
+    which each call runs on :meth:`KnowledgeTools.for_request` (the request's user)."""
+    method = getattr(tools, name)
+
+    @functools.wraps(method)
+    def call(*args: Any, mcp_context: Context, **kwargs: Any) -> Any:
+        return getattr(tools.for_request(mcp_context), name)(*args, **kwargs)
+
+    sig = inspect.signature(method, eval_str=True)
+    extra = inspect.Parameter("mcp_context", inspect.Parameter.KEYWORD_ONLY, annotation=Context)
+    call.__signature__ = sig.replace(parameters=[*sig.parameters.values(), extra])  # type: ignore[attr-defined]
+    call.__annotations__ = {**{k: p.annotation for k, p in sig.parameters.items()}, "mcp_context": Context,
+                            "return": sig.return_annotation}
+    del call.__wrapped__  # type: ignore[attr-defined]  # the SDK reads this signature, not the method's
+    return call
+
+
+def build_server(wb: Workbench, user: str | None = None, *, http: bool = False) -> MCPServer:
+    """The MCP server over ``wb`` (tools and resources as the module docstring lists), acting as
+    ``wb``'s actor, as the account ``user`` when given, or, with ``http`` once accounts exist, as
+    each request's key's user.
+
+    Raises:
+        AuthenticationFailed: ``user`` is no account.
+    """
     server = MCPServer("knowledge", instructions=INSTRUCTIONS)
-    tools = KnowledgeTools(wb)
+    tools = KnowledgeTools(wb, http=http)
+    if user is not None:
+        tools = tools.acting_for(wb.people.accounts.actor(user))
     for name in TOOLS:
-        server.tool()(getattr(tools, name))
+        server.tool(name=name)(per_request(tools, name))
     for uri, name, description in RESOURCES:
-        server.resource(uri, mime_type="application/json", description=description)(getattr(tools, name))
+        fn = per_request(tools, name) if "{" in uri else getattr(tools, name)  # a static one gets no context
+        server.resource(uri, name=name, mime_type="application/json", description=description)(fn)
     return server
 
 
 def run(*, http: bool = False, host: str = "127.0.0.1", port: int = DEFAULT_HTTP_PORT,
-        wb: Workbench | None = None) -> None:
-    """Serve MCP over stdio, or streamable HTTP with ``http`` (``/mcp``) until interrupted.
+        wb: Workbench | None = None, user: str | None = None) -> None:
+    """Serve MCP over stdio, or streamable HTTP with ``http`` (``/mcp``) until interrupted. Over
+    stdio the tools act as the local admin, or as the account ``user``; over HTTP, once accounts
+    exist, as the user of each request's key.
 
     Raises:
-        ConfigError: HTTP on a non-loopback ``host`` without ``KNOWLEDGE_API_KEY``.
+        ConfigError: HTTP on a non-loopback ``host`` without ``KNOWLEDGE_API_KEY`` or accounts.
+        AuthenticationFailed: ``user`` is no account.
     """
     wb = wb or Workbench()
     try:
-        server = build_server(wb)
+        server = build_server(wb, user, http=http)
         if not http:
             logging.basicConfig(level=logging.WARNING)  # stderr; stdout is the protocol's
             server.run("stdio")
@@ -284,24 +396,28 @@ def http_app(wb: Workbench, host: str = "127.0.0.1", port: int = DEFAULT_HTTP_PO
     With ``catalog.url`` set (team mode) the server is stateless (no ``Mcp-Session-Id`` kept in this
     process), so a client's requests may reach any of several MCP processes behind one address.
 
+    Once user accounts exist every request needs its user's key (``kn-...``; the shared key is
+    refused) and each tool call acts as that user.
+
     Raises:
-        ConfigError: a non-loopback ``host`` without ``KNOWLEDGE_API_KEY``.
+        ConfigError: a non-loopback ``host`` without ``KNOWLEDGE_API_KEY`` or accounts.
     """
     key = wb.settings.api_key.get_secret_value() if wb.settings.api_key else None
-    check_bind(host, key)
+    check_bind(host, key, accounts=wb.people.enabled())
     api = wb.settings.api
     hosts = server_hosts(host, port, api.allowed_hosts)
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True, allowed_hosts=hosts,
         allowed_origins=[f"{scheme}://{h}" for h in hosts for scheme in ("http", "https")] + list(api.cors_origins))
     # on a shared catalog (catalog.url) any replica answers any request: no session kept in this process
-    inner = (server or build_server(wb)).streamable_http_app(host=host, transport_security=security,
+    inner = (server or build_server(wb, http=True)).streamable_http_app(host=host, transport_security=security,
                                                              stateless_http=wb.settings.catalog.url is not None)
     return Guard(inner, api_key=key, max_body=4_000_000, allowed_hosts=api.allowed_hosts,
                  cors_origins=api.cors_origins,
                  allow_headers=("Authorization", "Content-Type", "Mcp-Session-Id", "Mcp-Protocol-Version",
                                 "Last-Event-ID"),
-                 expose_headers=("Mcp-Session-Id",))
+                 expose_headers=("Mcp-Session-Id",), people=wb.people)
 
 
-__all__ = ["DEFAULT_HTTP_PORT", "build_server", "clean", "http_app", "mcp_folders", "run"]
+__all__ = ["DEFAULT_HTTP_PORT", "OWNER_FIELD", "KnowledgeTools", "UserMemory", "build_server", "clean", "http_app",
+           "mcp_folders", "per_request", "run"]
