@@ -243,7 +243,7 @@ class KnowledgeTools:
             if not resolved.is_file():
                 raise ToolError(f"{path} is not a file or folder on this machine.")
             job = IngestJob(self.wb, store, [(resolved.name, resolved)])
-        job.start().wait()
+        guarded(job.start).wait()  # refused before anything is queued: a store the caller may not write
         return {"store": store, "skipped": job.skipped,
                 "results": [{"name": r.name, "outcome": r.outcome, "message": r.message, "file_id": r.file_id,
                              "chunks": r.chunks, "pages": r.pages} for r in job.results]}
