@@ -18,7 +18,8 @@ def add_parser(sub: Commands) -> None:
     s = command(sub, "serve", help="serve the OpenAI-compatible Files + Vector Stores + chat API (FastAPI; its"
                                    " description at /openapi.json)")
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; any other"
-                                                        " needs KNOWLEDGE_API_KEY)")
+                                                        " needs KNOWLEDGE_API_KEY, or user accounts: then"
+                                                        " each request needs its user's key)")
     s.add_argument("--port", type=int, default=8900, help="port (default 8900)")
     s.set_defaults(func=cmd_serve, workbench=False)
     s = command(sub, "mcp", help="serve the stores and agent memory as an MCP server (stdio; --http for streamable"
@@ -27,6 +28,9 @@ def add_parser(sub: Commands) -> None:
     s.add_argument("--host", default="127.0.0.1", help="with --http: address (default 127.0.0.1; any other"
                                                         " needs KNOWLEDGE_API_KEY)")
     s.add_argument("--port", type=int, default=8901, help="with --http: port (default 8901)")
+    s.add_argument("--user", dest="mcp_user", metavar="NAME", default=None,
+                   help="over stdio: act as the account NAME (default: the local admin). Over --http each"
+                        " request acts as the user of its API key once accounts exist")
     s.set_defaults(func=cmd_mcp, workbench=False)
 
 
@@ -40,5 +44,5 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_mcp(args: argparse.Namespace) -> int:
     from knowledge.server.mcp import run  # noqa: PLC0415 - the MCP SDK, only for this command
 
-    run(http=args.http, host=args.host, port=args.port)
+    run(http=args.http, host=args.host, port=args.port, user=args.mcp_user or getattr(args, "user", None))
     return 0

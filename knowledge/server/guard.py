@@ -3,10 +3,10 @@ site could send is refused before any route runs (docs/security.md).
 
 :class:`Guard` is pure ASGI middleware. In order, each request needs: a ``Host`` this server answers
 (421), an ``Origin`` that is its own or configured and no cross-site fetch from an unconfigured one
-(403), the bearer token when a key is set (401) -- once user accounts exist (``people``), a per-user
-key (``kn-...``) read anew on every request, the request then acting as its user
-(``scope["state"]["actor"]``, Starlette's ``request.state.actor``), and the shared key refused -- a body sent as ``application/json`` (415) --
-``multipart/form-data`` only on the upload paths, and there only with the key, from a configured
+(403), the bearer token when a key is set (401) -- once user accounts exist (``people``), a
+per-user key (``kn-...``) read anew on every request, the request then acting as its user
+(``scope["state"]["actor"]``, Starlette's ``request.state.actor``), and the shared key refused --
+a body sent as ``application/json`` (415) -- ``multipart/form-data`` only on the upload paths, and there only with the key, from a configured
 origin, or from a client that is not a browser page (403) -- and a body within the limit (413).
 Every response carries ``X-Content-Type-Options: nosniff`` and a Content-Security-Policy that lets
 nothing load or frame it.
@@ -229,12 +229,12 @@ class Guard:
             if not await self._user(token, scope, receive, send):
                 return
             keyed = True
-        elif self.digest is not None:
-            if not hmac.compare_digest(hashlib.sha256(token.encode()).digest(), self.digest):
-                resp = refusal(401, "Incorrect or missing API key: send Authorization: Bearer <KNOWLEDGE_API_KEY>.",
-                               "invalid_api_key")
-                resp.headers["WWW-Authenticate"] = "Bearer"
-                return await resp(scope, receive, send)
+        elif self.digest is not None and not hmac.compare_digest(hashlib.sha256(token.encode()).digest(),
+                                                                 self.digest):
+            resp = refusal(401, "Incorrect or missing API key: send Authorization: Bearer <KNOWLEDGE_API_KEY>.",
+                           "invalid_api_key")
+            resp.headers["WWW-Authenticate"] = "Bearer"
+            return await resp(scope, receive, send)
         ctype = headers.get("content-type")
         length = headers.get("content-length")
         has_body = (length is not None and length.strip() != "0") or "transfer-encoding" in headers

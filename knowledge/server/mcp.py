@@ -342,7 +342,7 @@ def per_request(tools: KnowledgeTools, name: str) -> Any:
     call.__signature__ = sig.replace(parameters=[*sig.parameters.values(), extra])  # type: ignore[attr-defined]
     call.__annotations__ = {**{k: p.annotation for k, p in sig.parameters.items()}, "mcp_context": Context,
                             "return": sig.return_annotation}
-    del call.__wrapped__  # type: ignore[attr-defined]  # the SDK reads this signature, not the method's
+    del call.__wrapped__  # the SDK reads this signature, not the method's
     return call
 
 

@@ -6,12 +6,20 @@ lets bo search but not add or delete (403), a revoked key stops at the next requ
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
+from urllib.parse import quote, urlencode
 
 import httpx
 import pytest
-from api_helpers import Served
+from api_helpers import Served, free_port
+from conftest import pg_catalog_settings
+from psycopg.conninfo import conninfo_to_dict
 
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
@@ -222,3 +230,64 @@ def test_every_api_write_is_audited_and_the_audit_is_for_admins(team, wb):
     assert {e["action"] for e in events} == {"store.create", "store.update", "store.delete"}
     assert all(e["actor"] == "ana" and e["store"] == "hr" for e in events)
     assert root.get("/v1/knowledge/audit", params={"limit": 0}).status_code == 400
+
+
+# -- two real `knowledge serve` processes on one PostgreSQL catalog -------------------------------------------------
+@pytest.mark.slow
+def test_a_key_revoked_in_the_catalog_is_refused_by_another_serve_process(tmp_path, settings, pg_database):
+    root_dir = Path(__file__).resolve().parents[2]
+    shared = pg_catalog_settings(settings)
+    info = conninfo_to_dict(shared.catalog.url or "")
+    query = urlencode({k: v for k, v in info.items() if k in ("host", "port", "password")})
+    url = f"postgresql://{quote(str(info.get('user', 'postgres')))}@/{quote(str(info['dbname']))}?{query}"
+    files = tmp_path / "shared-files"
+    team = Workbench(load_settings(data_dir=tmp_path / "admin", file_store={"dir": str(files)},
+                                   catalog={"url": url}, vector_store={"backend": "pgvector", "url": url}),
+                     embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256))
+    try:
+        team.people.set_up_admin("root", PW)
+        team.people.accounts.create("bo", PW)
+        key, secret = team.people.keys.create("bo", "two servers")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("KNOWLEDGE_")}
+        env.update(PYTHONPATH=str(root_dir), KNOWLEDGE_CATALOG__URL=url, KNOWLEDGE_VECTOR_STORE__BACKEND="pgvector",
+                   KNOWLEDGE_VECTOR_STORE__URL=url, KNOWLEDGE_FILE_STORE__DIR=str(files),
+                   KNOWLEDGE_EMBEDDINGS__MODEL="fake/hash-64", KNOWLEDGE_API_KEY=SHARED)
+        procs, bases = [], []
+        try:
+            for name in ("p1", "p2"):
+                port = free_port()
+                log = (tmp_path / f"{name}.log").open("ab")
+                procs.append(subprocess.Popen([sys.executable, "-m", "knowledge", "serve", "--port", str(port)],
+                                              env={**env, "KNOWLEDGE_DATA_DIR": str(tmp_path / name)}, cwd=root_dir,
+                                              stdout=log, stderr=subprocess.STDOUT))
+                bases.append(f"http://127.0.0.1:{port}")
+            for proc, base in zip(procs, bases, strict=True):
+                deadline = time.monotonic() + 90
+                while True:
+                    try:
+                        if httpx.get(base + "/v1/knowledge/me", timeout=5).status_code == 401:
+                            break  # up, and refusing a request without a key
+                    except httpx.HTTPError:
+                        pass
+                    assert proc.poll() is None and time.monotonic() < deadline, "a server did not start"
+                    time.sleep(0.1)
+            p1, p2 = (client(b, secret) for b in bases)
+            assert p1.post("/v1/vector_stores", json={"name": "bo-notes"}).json()["name"] == "bo-notes"
+            assert [s["name"] for s in p2.get("/v1/vector_stores").json()["data"]] == ["bo-notes"]
+            assert p2.get("/v1/knowledge/me").json()["username"] == "bo"
+            assert client(bases[1], SHARED).get("/v1/vector_stores").status_code == 401
+            assert team.people.keys.revoke(key.id)  # in the catalog, by neither server
+            for c in (p2, p1):  # each one's very next request
+                r = c.get("/v1/vector_stores")
+                assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_api_key"
+        finally:
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGINT)
+                    try:
+                        proc.wait(60)
+                    except subprocess.TimeoutExpired:
+                        proc.kill()
+                        proc.wait(10)
+    finally:
+        team.close()
