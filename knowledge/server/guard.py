@@ -6,8 +6,9 @@ site could send is refused before any route runs (docs/security.md).
 (403), the bearer token when a key is set (401) -- once user accounts exist (``people``), a
 per-user key (``kn-...``) read anew on every request, the request then acting as its user
 (``scope["state"]["actor"]``, Starlette's ``request.state.actor``), and the shared key refused --
-a body sent as ``application/json`` (415) -- ``multipart/form-data`` only on the upload paths, and there only with the key, from a configured
-origin, or from a client that is not a browser page (403) -- and a body within the limit (413).
+a body sent as ``application/json`` (415) -- ``multipart/form-data`` only on the upload paths, and
+there only with a key, from a configured origin, or from a client that is not a browser page (403)
+-- and a body within the limit (413).
 Every response carries ``X-Content-Type-Options: nosniff`` and a Content-Security-Policy that lets
 nothing load or frame it.
 """
