@@ -60,6 +60,8 @@ DEFAULT_PURPOSE = "assistants"
 PURPOSES = ("assistants", "batch", "fine-tune", "vision", "user_data", "evals")
 #: OpenAI's bounds of a static chunking strategy.
 MIN_CHUNK, MAX_CHUNK = 100, 4096
+#: How many users' chat services an API process keeps (the least recently used go first).
+USER_CHATS = 256
 VS_ID = re.compile(r"vs_[0-9a-f]{24}")
 BATCH_ID = re.compile(r"vsfb_[0-9a-f]{32}")
 
@@ -177,6 +179,8 @@ class KnowledgeApi:
         self.wb = wb
         self._chat = chat
         self._base_chat = chat  # the chat service given, whose provider factory a user's view reuses
+        self._user_chats: dict[Any, Any] = {}  # actor -> their chat service (None until first used)
+        self._owner: KnowledgeApi | None = None  # the app's API, for a user's view of it
         self.meta = StoreMeta(wb.catalog)
         self.meta.import_file(wb.settings.data_root / "api" / "vector_stores.json")
         self._lock = threading.RLock()
@@ -184,11 +188,18 @@ class KnowledgeApi:
     def for_actor(self, actor: Any) -> KnowledgeApi:
         """This API acting for ``actor`` (a :class:`~knowledge.people.Actor`): the same state, with
         ``wb`` the workbench's view for them (every store method checked, writes audited in their
-        name) and a chat service over that view, made on first use. Cheap: one per request."""
+        name) and their chat service over that view (one per actor as read now, kept for the
+        next requests, so a session's turns still run one at a time). Cheap: one per request."""
         view = copy.copy(self)
         view.wb = self.wb.base.as_user(actor)
-        view._chat = None
-        view._lock = threading.RLock()
+        with self._lock:
+            chat = self._user_chats.pop(actor, None)
+            if chat is not None:  # the most recently used last; the oldest go past USER_CHATS
+                self._user_chats[actor] = chat
+            while len(self._user_chats) > USER_CHATS:
+                self._user_chats.pop(next(iter(self._user_chats)))
+        view._chat = chat  # the lock stays the app's: a chat service is made once per actor
+        view._owner = self
         return view
 
     @property
@@ -198,11 +209,15 @@ class KnowledgeApi:
 
     @property
     def chat(self) -> Any:
-        with self._lock:
+        with self._lock:  # the app's lock, also in a user's view
+            if self._chat is None and self._owner is not None:  # made by another request meanwhile?
+                self._chat = self._owner._user_chats.get(self.actor)
             if self._chat is None:
                 base = self._base_chat
                 self._chat = (ChatService(self.wb) if base is None
                               else ChatService(self.wb, provider_factory=base.provider_factory))
+                if self._owner is not None:
+                    self._owner._user_chats[self.actor] = self._chat
             return self._chat
 
     # -- files -------------------------------------------------------------------------------------
@@ -600,5 +615,5 @@ async def knowledge_api(request: Request) -> KnowledgeApi:
 #: A route's parameter ``api: Api`` is the request's :class:`KnowledgeApi` (a FastAPI dependency).
 Api = Annotated[KnowledgeApi, Depends(knowledge_api)]
 
-__all__ = ["BATCH_ID", "DEFAULT_PURPOSE", "MAX_CHUNK", "MIN_CHUNK", "PURPOSES", "VS_ID", "Api", "Batch",
+__all__ = ["BATCH_ID", "DEFAULT_PURPOSE", "MAX_CHUNK", "MIN_CHUNK", "PURPOSES", "USER_CHATS", "VS_ID", "Api", "Batch",
            "KnowledgeApi", "Pending", "StoreMeta", "error_code", "knowledge_api", "ts", "vector_store_id"]

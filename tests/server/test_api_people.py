@@ -291,3 +291,14 @@ def test_a_key_revoked_in_the_catalog_is_refused_by_another_serve_process(tmp_pa
                         proc.wait(10)
     finally:
         team.close()
+
+
+def test_a_users_chat_service_is_kept_across_requests_and_acts_as_them(wb):
+    api = create_app(wb).state.api
+    wb.people.set_up_admin("root", PW)
+    wb.people.accounts.create("ana", PW)
+    first = api.for_actor(wb.people.accounts.actor("ana"))
+    assert first.wb.actor.username == "ana" and api.wb.actor.local  # the app's own API is untouched
+    again = api.for_actor(wb.people.accounts.actor("ana"))  # the next request: the actor read anew
+    assert first.chat is again.chat and first.chat.wb.actor.username == "ana"  # turns of a session queue
+    assert api.for_actor(wb.people.accounts.actor("root")).chat is not first.chat
