@@ -11,7 +11,7 @@ registers the tools (:data:`TOOLS`: ``search``, ``list_stores``, ``list_files``,
 in an argument is the tool's error (``ToolError``), with the reason. Every tool acts through a
 workbench view: stdio as the local admin or ``user``; over HTTP, once accounts exist, as the user of
 each request's key (:meth:`KnowledgeTools.for_request`), memories kept per user
-(:class:`UserMemory`). Details: ``docs/api.md``.
+(:func:`memory_collection`). Details: ``docs/api.md``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ import inspect
 import json
 import logging
 import threading
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
@@ -33,11 +32,11 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 
 from knowledge.access import LocalFolders
-from knowledge.agent_memory import RecallHit, VectorMemory
+from knowledge.agent_memory import DEFAULT_COLLECTION, VectorMemory
 from knowledge.attributes import from_payload
 from knowledge.catalog import DONE
 from knowledge.config import Settings
-from knowledge.errors import InvalidArgument, KnowledgeError
+from knowledge.errors import KnowledgeError
 from knowledge.people import Actor
 from knowledge.server.filters import SearchFilter
 from knowledge.server.guard import Guard, server_hosts
@@ -86,54 +85,24 @@ def guarded(fn: Any, *args: Any, **kwargs: Any) -> Any:
         raise ToolError(str(exc)) from None
 
 
-#: The payload field holding the user a memory is kept for (a user's memories are theirs alone).
-OWNER_FIELD = "owner"
+#: Between the memory collection's name and its user's: a user's memories are the collection
+#: ``agent-memory~<username>`` (as the app's Agent memory page keeps them; a username never holds ``~``).
+OWNER_MARK = "~"
 
 
-class UserMemory:
-    """The agent memory of one user: ``remember`` / ``recall`` / ``forget`` of
-    :class:`~knowledge.agent_memory.VectorMemory`, each memory marked with its user
-    (:data:`OWNER_FIELD` in its payload) and every read or delete limited to theirs. The field is
-    reserved: a payload or ``where`` naming it is refused; hits come back without it."""
-
-    def __init__(self, memory: VectorMemory, username: str) -> None:
-        self.memory, self.username = memory, username
-
-    def _mine(self, where: Mapping[str, Any] | None) -> dict[str, Any]:
-        if where and OWNER_FIELD in where:
-            raise InvalidArgument(f"The field {OWNER_FIELD!r} is reserved: memories are always your own.")
-        return {**(where or {}), OWNER_FIELD: self.username}
-
-    def remember(self, text: str, dataset: str | None = None, payload: Mapping[str, Any] | None = None,
-                 **kwargs: Any) -> Any:
-        if isinstance(payload, Mapping) and OWNER_FIELD in payload:
-            raise InvalidArgument(f"payload field {OWNER_FIELD!r} is reserved (the memory's user); use another name.")
-        given = kwargs.get("id")
-        if given is not None:  # an id of another user's memory is not overwritten: it is another memory
-            theirs = [h for h in self.memory.get([given]) if h.payload.get(OWNER_FIELD) != self.username]
-            if theirs:
-                raise InvalidArgument(f"The memory id {given!r} is taken; choose another.")
-        return self.memory.remember(text, dataset=dataset, payload={**(payload or {}), OWNER_FIELD: self.username},
-                                    **kwargs)
-
-    def recall(self, query: str, *, limit: int = 5, dataset: Any = "default", where: Mapping[str, Any] | None = None,
-               score_threshold: float | None = None) -> list[RecallHit]:
-        hits = self.memory.recall(query, limit=limit, dataset=dataset, where=self._mine(where),
-                                  score_threshold=score_threshold)
-        return [RecallHit(h.text, h.score, h.dataset, h.id,
-                          {k: v for k, v in h.payload.items() if k != OWNER_FIELD}) for h in hits]
-
-    def forget(self, ids: Sequence[Any] | None = None, dataset: str | None = None,
-               where: Mapping[str, Any] | None = None) -> int:
-        return self.memory.forget(ids=ids, dataset=dataset, where=self._mine(where))
+def memory_collection(actor: Actor) -> str:
+    """The collection of ``actor``'s agent memories: :data:`~knowledge.agent_memory.DEFAULT_COLLECTION`
+    for the local admin, ``agent-memory~<username>`` for an account (their own: nobody else recalls,
+    counts or forgets them)."""
+    return DEFAULT_COLLECTION if actor.local else f"{DEFAULT_COLLECTION}{OWNER_MARK}{actor.username}"
 
 
 class KnowledgeTools:
     """The MCP tools and resources over ``wb`` (the workbench, or a view acting for one user): each
     public method is one, its docstring the description a client sees (registered by
     :func:`build_server` from :data:`TOOLS` and :data:`RESOURCES`). Agent memory
-    (:class:`~knowledge.agent_memory.VectorMemory`) is made on first use, shared by every request;
-    a user's view of it is :class:`UserMemory`."""
+    (:class:`~knowledge.agent_memory.VectorMemory`) is made on first use, one per user
+    (:func:`memory_collection`), shared by every request."""
 
     def __init__(self, wb: Workbench, *, http: bool = False) -> None:
         self.wb = wb
@@ -159,16 +128,13 @@ class KnowledgeTools:
         view.wb = self.wb.base.as_user(actor)
         return view
 
-    def vector_memory(self) -> VectorMemory:
+    def memory(self) -> VectorMemory:
+        """The agent memory of the caller (:func:`memory_collection`), made once per collection."""
+        name = memory_collection(self.wb.actor)
         with self._lock:
-            if "memory" not in self._shared:
-                self._shared["memory"] = VectorMemory(self.wb.backend(), self.wb.embedder())
-            return self._shared["memory"]
-
-    def memory(self) -> Any:
-        """The agent memory this caller uses: every memory for the local admin, their own for a user."""
-        actor = self.wb.actor
-        return self.vector_memory() if actor.local else UserMemory(self.vector_memory(), actor.username)
+            if name not in self._shared:
+                self._shared[name] = VectorMemory(self.wb.backend(), self.wb.embedder(), collection=name)
+            return self._shared[name]
 
     def user_store(self, name: str) -> str:
         """``name`` when it may be a user's store: text without control characters, not a chat's own."""
@@ -419,5 +385,5 @@ def http_app(wb: Workbench, host: str = "127.0.0.1", port: int = DEFAULT_HTTP_PO
                  expose_headers=("Mcp-Session-Id",), people=wb.people)
 
 
-__all__ = ["DEFAULT_HTTP_PORT", "OWNER_FIELD", "KnowledgeTools", "UserMemory", "build_server", "clean", "http_app",
-           "mcp_folders", "per_request", "run"]
+__all__ = ["DEFAULT_HTTP_PORT", "OWNER_MARK", "KnowledgeTools", "build_server", "clean", "http_app", "mcp_folders",
+           "memory_collection", "per_request", "run"]

@@ -1,22 +1,27 @@
 """The MCP server with user accounts: in-process (as ``knowledge mcp --user NAME`` runs it) every
 tool acts as that user, and over streamable HTTP each request acts as the user of its key, read on
 every request (two users on one server process, a revoked key refused at the next request, the
-shared key refused). Memories are their user's own."""
+shared key refused). Memories are their user's own (the collection ``agent-memory~<username>``)."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import anyio
 import httpx
 import httpx2
 import pytest
 from api_helpers import Served, free_port
+from conftest import REPO
 from mcp import Client
+from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from pydantic import SecretStr
 
+from knowledge.agent_memory import VectorMemory
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import AuthenticationFailed
@@ -121,18 +126,20 @@ def test_memories_are_their_users_own(team):
     async def main():
         async with Client(build_server(wb, user="ana")) as ana, Client(build_server(wb, user="bo")) as bo:
             await tool(ana, "remember", {"text": "Ana's customer prefers email.", "dataset": "crm", "id": "crm:1"})
-            await tool(bo, "remember", {"text": "Bo's customer prefers phone calls.", "dataset": "crm"})
+            await tool(bo, "remember", {"text": "Bo's customer prefers phone calls.", "dataset": "crm", "id": "crm:1"})
             mine = (await tool(bo, "recall", {"query": "customer prefers email", "dataset": None, "k": 10}))["memories"]
-            assert [m["text"] for m in mine] == ["Bo's customer prefers phone calls."]
-            assert "owner" not in mine[0]["payload"]
-            assert "taken" in await refused(bo, "remember", {"text": "overwrite", "id": "crm:1"})
-            assert "reserved" in await refused(bo, "recall", {"query": "x", "where": {"owner": "ana"}})
-            assert (await tool(bo, "forget", {"ids": ["crm:1"]}))["forgotten"] == 0
+            assert [m["text"] for m in mine] == ["Bo's customer prefers phone calls."]  # the same id: his own
             assert (await tool(bo, "forget", {"dataset": "crm"}))["forgotten"] == 1
             got = (await tool(ana, "recall", {"query": "customer prefers email", "dataset": "crm"}))["memories"]
-            assert [m["id"] for m in got] == ["crm:1"]
+            assert [(m["id"], m["text"]) for m in got] == [("crm:1", "Ana's customer prefers email.")]
+        async with Client(build_server(wb)) as local:  # the local admin's memories are the collection itself
+            assert not (await tool(local, "recall", {"query": "customer prefers email", "dataset": None}))["memories"]
 
     anyio.run(main)
+    # the collection the app's Agent memory page keeps a person's memories in
+    embedder = wb.embedder()
+    assert VectorMemory(wb.backend(), embedder, collection="agent-memory~ana").count() == 1
+    assert VectorMemory(wb.backend(), embedder, collection="agent-memory~bo").count() == 0
 
 
 def key_client(url: str, key: str) -> Client:
@@ -167,3 +174,24 @@ def test_over_http_each_request_acts_as_its_keys_user_and_a_revoked_key_stops_at
             assert r.status_code == status, (key, r.text)
             if status == 401:
                 assert r.json()["error"]["code"] == "invalid_api_key"
+
+
+@pytest.mark.slow
+def test_knowledge_mcp_user_over_stdio_acts_as_that_account(team, tmp_path):
+    wb = team[0]
+    env = {"PYTHONPATH": str(REPO), "KNOWLEDGE_DATA_DIR": str(tmp_path / "data"), "OMP_NUM_THREADS": "1",
+           "KNOWLEDGE_EMBEDDINGS__MODEL": "fake/hash-64"}
+    wb.close()  # the DuckDB catalog file is the process's now
+
+    async def stores(*user: str) -> list[str]:
+        params = StdioServerParameters(command=sys.executable, args=["-m", "knowledge", "mcp", *user],
+                                       cwd=str(tmp_path), env=env)
+        async with Client(params) as c:
+            return [s["name"] for s in (await tool(c, "list_stores", {}))["stores"]]
+
+    assert anyio.run(stores, "--user", "bo") == []
+    assert anyio.run(stores, "--user", "ana") == ["hr"]
+    assert anyio.run(stores) == ["hr"]  # the local admin
+    gone = subprocess.run([sys.executable, "-m", "knowledge", "mcp", "--user", "nobody"], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert gone.returncode != 0 and "no longer exists" in gone.stderr and "Traceback" not in gone.stderr
