@@ -10,6 +10,8 @@ here, 0.89 s with them at the top; ``python -X importtime`` puts ``knowledge.ser
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 
 from knowledge.cli.common import Commands, command
 
@@ -18,7 +20,8 @@ def add_parser(sub: Commands) -> None:
     s = command(sub, "serve", help="serve the OpenAI-compatible Files + Vector Stores + chat API (FastAPI; its"
                                    " description at /openapi.json)")
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; any other"
-                                                        " needs KNOWLEDGE_API_KEY)")
+                                                        " needs KNOWLEDGE_API_KEY, or user accounts: then"
+                                                        " each request needs its user's key)")
     s.add_argument("--port", type=int, default=8900, help="port (default 8900)")
     s.set_defaults(func=cmd_serve, workbench=False)
     s = command(sub, "mcp", help="serve the stores and agent memory as an MCP server (stdio; --http for streamable"
@@ -27,7 +30,13 @@ def add_parser(sub: Commands) -> None:
     s.add_argument("--host", default="127.0.0.1", help="with --http: address (default 127.0.0.1; any other"
                                                         " needs KNOWLEDGE_API_KEY)")
     s.add_argument("--port", type=int, default=8901, help="with --http: port (default 8901)")
-    s.set_defaults(func=cmd_mcp, workbench=False)
+    # the same option as every command's --user (dest acting_user); when the commands take it
+    # already (knowledge.cli.common), adding it again is refused and mcp reads that one
+    with contextlib.suppress(argparse.ArgumentError):
+        s.add_argument("--user", dest="acting_user", metavar="NAME", default=argparse.SUPPRESS,
+                       help="over stdio: act as the account NAME (default: the local admin). Over --http"
+                            " each request acts as the user of its API key once accounts exist")
+    s.set_defaults(func=cmd_mcp, workbench=False, user_aware=True)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -40,5 +49,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_mcp(args: argparse.Namespace) -> int:
     from knowledge.server.mcp import run  # noqa: PLC0415 - the MCP SDK, only for this command
 
-    run(http=args.http, host=args.host, port=args.port)
+    # --user, else $KNOWLEDGE_USER (as every command reads them), else the local admin
+    user = (getattr(args, "acting_user", None) or os.environ.get("KNOWLEDGE_USER") or "").strip() or None
+    run(http=args.http, host=args.host, port=args.port, user=user)
     return 0

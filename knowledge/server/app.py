@@ -3,7 +3,9 @@
 
 The app is the routers of :mod:`knowledge.server.routes` behind :class:`~knowledge.server.guard.Guard`
 (Host, Origin, the key, JSON only, uploads, body size; nosniff and a CSP on every response), with
-``app.state.api`` the :class:`~knowledge.server.objects.KnowledgeApi` the handlers share. Every
+``app.state.api`` the :class:`~knowledge.server.objects.KnowledgeApi` the handlers share. Once user
+accounts exist every request needs its user's key and acts as that user (the Guard puts the actor
+in ``request.state``; the ``Api`` dependency hands the route the API over the user's view). Every
 error is answered with OpenAI's body: an :class:`~knowledge.server.http.ApiError` as raised, a
 service error by its class (:func:`~knowledge.server.http.from_knowledge`), a request FastAPI
 cannot read as 400, an unknown path as 404, and a bug as 500 with the details in the log only.
@@ -27,13 +29,14 @@ from knowledge.server.guard import Guard
 from knowledge.server.http import ApiError, check_bind, from_knowledge
 from knowledge.server.objects import KnowledgeApi
 from knowledge.server.routes import chat as chat_routes
-from knowledge.server.routes import files, search, store_files, vector_stores
+from knowledge.server.routes import files, people, search, store_files, vector_stores
 from knowledge.workbench import Workbench
 
 log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 8900
-ROUTERS = (files.router, vector_stores.router, store_files.router, search.router, chat_routes.router)
+ROUTERS = (files.router, vector_stores.router, store_files.router, search.router, chat_routes.router,
+           people.router)
 
 
 # -- errors, each answered with OpenAI's body -----------------------------------------------------------
@@ -72,7 +75,9 @@ def create_app(wb: Workbench, *, api_key: str | None = None, chat: Any = None) -
 
     Args:
         wb: the workbench (thread-safe; requests run in worker threads).
-        api_key: when set, every request needs ``Authorization: Bearer <api_key>``.
+        api_key: when set (and no user account exists), every request needs ``Authorization: Bearer
+            <api_key>``. Once accounts exist every request needs a user's key (``kn-...``) and acts
+            as that user; ``api_key`` is refused.
         chat: a :class:`~knowledge.chat.ChatService` (default: one over ``wb``, made on first use).
     """
     settings = wb.settings.api
@@ -86,7 +91,7 @@ def create_app(wb: Workbench, *, api_key: str | None = None, chat: Any = None) -
                        allowed_hosts=settings.allowed_hosts, cors_origins=settings.cors_origins,
                        upload_paths=("/v1/files",), open_paths=("/docs", "/docs/oauth2-redirect") if settings.docs else (),
                        allow_headers=("Authorization", "Content-Type", chat_routes.SESSION_HEADER),
-                       expose_headers=(chat_routes.SESSION_HEADER, "openai-poll-after-ms"))
+                       expose_headers=(chat_routes.SESSION_HEADER, "openai-poll-after-ms"), people=wb.people)
     for exc_class, handler in HANDLERS:
         app.add_exception_handler(exc_class, handler)
     for router in ROUTERS:
@@ -111,11 +116,12 @@ def serve(host: str = "127.0.0.1", port: int = DEFAULT_PORT, *, wb: Workbench | 
     process's worker takes over the catalog's queued ingest jobs, if any (of any process).
 
     Raises:
-        ConfigError: a non-loopback ``host`` without ``KNOWLEDGE_API_KEY``.
+        ConfigError: a non-loopback ``host`` without ``KNOWLEDGE_API_KEY`` while no user account
+            exists (with accounts, each request needs its user's key).
     """
     wb = wb or Workbench()
     key = wb.settings.api_key.get_secret_value() if wb.settings.api_key else None
-    check_bind(host, key)
+    check_bind(host, key, accounts=wb.people.enabled())
     resume_jobs(wb)
     try:
         wb.jobs.resume(wb)  # files queued (or left running by a stopped process) are ingested again

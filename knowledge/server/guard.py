@@ -3,9 +3,12 @@ site could send is refused before any route runs (docs/security.md).
 
 :class:`Guard` is pure ASGI middleware. In order, each request needs: a ``Host`` this server answers
 (421), an ``Origin`` that is its own or configured and no cross-site fetch from an unconfigured one
-(403), the bearer token when a key is set (401), a body sent as ``application/json`` (415) --
-``multipart/form-data`` only on the upload paths, and there only with the key, from a configured
-origin, or from a client that is not a browser page (403) -- and a body within the limit (413).
+(403), the bearer token when a key is set (401) -- once user accounts exist (``people``), a
+per-user key (``kn-...``) read anew on every request, the request then acting as its user
+(``scope["state"]["actor"]``, Starlette's ``request.state.actor``), and the shared key refused --
+a body sent as ``application/json`` (415) -- ``multipart/form-data`` only on the upload paths, and
+there only with a key, from a configured origin, or from a client that is not a browser page (403)
+-- and a body within the limit (413).
 Every response carries ``X-Content-Type-Options: nosniff`` and a Content-Security-Policy that lets
 nothing load or frame it.
 """
@@ -19,11 +22,13 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from anyio.to_thread import run_sync
 from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from knowledge.access import is_loopback
+from knowledge.errors import AuthenticationFailed, KnowledgeError
 
 log = logging.getLogger(__name__)
 
@@ -93,13 +98,19 @@ class Guard:
         upload_paths: paths that take ``multipart/form-data``.
         open_paths: paths whose responses keep their own Content-Security-Policy (an HTML page).
         allow_headers, expose_headers: the request and response headers CORS lets a page use.
+        people: the catalog's :class:`~knowledge.people.People`: once accounts exist
+            (``people.enabled()``), every request needs a per-user key (``people.key_actor``, read
+            on each request: a revoked key is refused at once) and ``api_key`` is refused; the
+            request's actor is put in ``scope["state"]["actor"]``. Without accounts, as before.
     """
 
     def __init__(self, app: ASGIApp, *, api_key: str | None = None, max_body: int, allowed_hosts: Iterable[str] = (),
                  cors_origins: Iterable[str] = (), upload_paths: Iterable[str] = (), open_paths: Iterable[str] = (),
                  allow_headers: Iterable[str] = ("Authorization", "Content-Type"),
-                 expose_headers: Iterable[str] = ()) -> None:
+                 expose_headers: Iterable[str] = (), people: Any = None) -> None:
         self.app = app
+        self.people = people
+        self._accounts = False  # once accounts exist they stay (the last admin cannot be deleted)
         self.digest = hashlib.sha256(api_key.encode()).digest() if api_key else None
         self.max_body = max_body
         hosts = [h.lower() for h in allowed_hosts]
@@ -173,16 +184,58 @@ class Guard:
                                  "origin_not_allowed")(scope, receive, send_secured)
         await self.inner(scope, receive, send_secured)
 
+    async def accounts_on(self) -> bool:
+        """Whether user accounts exist (asked of the catalog until they do)."""
+        if not self._accounts and self.people is not None:
+            self._accounts = bool(await run_sync(self.people.enabled))
+        return self._accounts
+
+    async def _user(self, token: str, scope: Scope, receive: Receive, send: Send) -> bool:
+        """Check ``token`` as a per-user key and put its actor in the scope's state; ``False`` when
+        the request was refused (answered here)."""
+        refused: JSONResponse
+        if self.digest is not None and hmac.compare_digest(hashlib.sha256(token.encode()).digest(), self.digest):
+            refused = refusal(401, "This server has user accounts: the shared KNOWLEDGE_API_KEY is refused. Send"
+                                   " your own key (Authorization: Bearer kn-...), made in the app under your"
+                                   " account's API keys.", "invalid_api_key")
+        else:
+            try:
+                actor = await run_sync(self.people.key_actor, token or None)
+            except AuthenticationFailed as exc:
+                refused = refusal(401, f"{exc} This server has user accounts: every request needs its"
+                                       " user's key (Authorization: Bearer kn-...).", "invalid_api_key")
+            except KnowledgeError as exc:  # the catalog cannot be read now
+                log.warning("could not check an API key", exc_info=True)
+                refused = refusal(503, f"The API key could not be checked now ({exc}).", "catalog_unavailable")
+            else:
+                scope.setdefault("state", {})["actor"] = actor
+                return True
+        if refused.status_code == 401:
+            refused.headers["WWW-Authenticate"] = "Bearer"
+        await refused(scope, receive, send)
+        return False
+
     async def _gate(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = _headers(scope)
-        if self.digest is not None:
-            auth = headers.get("authorization", "")
-            token = auth[7:].strip() if auth[:7].lower() == "bearer " else ""
-            if not hmac.compare_digest(hashlib.sha256(token.encode()).digest(), self.digest):
-                resp = refusal(401, "Incorrect or missing API key: send Authorization: Bearer <KNOWLEDGE_API_KEY>.",
-                               "invalid_api_key")
-                resp.headers["WWW-Authenticate"] = "Bearer"
-                return await resp(scope, receive, send)
+        auth = headers.get("authorization", "")
+        token = auth[7:].strip() if auth[:7].lower() == "bearer " else ""
+        keyed = self.digest is not None
+        try:
+            accounts = await self.accounts_on()
+        except KnowledgeError as exc:  # the catalog cannot be read now
+            log.warning("could not tell whether accounts exist", exc_info=True)
+            return await refusal(503, f"The catalog cannot be read now ({exc}).",
+                                 "catalog_unavailable")(scope, receive, send)
+        if accounts:
+            if not await self._user(token, scope, receive, send):
+                return
+            keyed = True
+        elif self.digest is not None and not hmac.compare_digest(hashlib.sha256(token.encode()).digest(),
+                                                                 self.digest):
+            resp = refusal(401, "Incorrect or missing API key: send Authorization: Bearer <KNOWLEDGE_API_KEY>.",
+                           "invalid_api_key")
+            resp.headers["WWW-Authenticate"] = "Bearer"
+            return await resp(scope, receive, send)
         ctype = headers.get("content-type")
         length = headers.get("content-length")
         has_body = (length is not None and length.strip() != "0") or "transfer-encoding" in headers
@@ -190,7 +243,7 @@ class Guard:
             media = (ctype or "").split(";")[0].strip().lower()
             upload = scope.get("path") in self.upload_paths
             if media == "multipart/form-data" and upload:
-                if not self._may_upload(headers):
+                if not keyed and not self._may_upload(headers):
                     return await refusal(403, "A file upload from a web page needs the API key (send Authorization:"
                                               " Bearer <KNOWLEDGE_API_KEY>) or the page's origin in"
                                               " api.cors_origins; a form of another site may not upload here.",
@@ -220,10 +273,8 @@ class Guard:
             await self._too_large(scope, receive, send)
 
     def _may_upload(self, headers: dict[str, str]) -> bool:
-        """A multipart upload: with the key (already checked), from a configured origin, or from a
-        client that is no browser page (no ``Origin``, no cross-origin ``Sec-Fetch-Site``: ``curl -F``)."""
-        if self.digest is not None:
-            return True
+        """A multipart upload without a key: from a configured origin, or from a client that is no
+        browser page (no ``Origin``, no cross-origin ``Sec-Fetch-Site``: ``curl -F``)."""
         origin = headers.get("origin")
         if origin is not None:
             return origin.strip().lower().rstrip("/") in self.origins

@@ -9,7 +9,8 @@ cursor pages, and the answers a client polls.
   :func:`optional_str` and :func:`check_name` check the fields; each raises :class:`ApiError`.
 * :func:`page` is OpenAI's cursor page; :func:`polled` tells the ``openai`` package's
   ``*_and_poll`` helpers to poll again; :func:`in_thread` runs blocking service calls off the loop.
-* :func:`check_bind` refuses a non-loopback bind without an API key (the REST API and MCP over HTTP).
+* :func:`check_bind` refuses a non-loopback bind without an API key or accounts (the REST API and MCP
+  over HTTP).
 """
 
 from __future__ import annotations
@@ -26,7 +27,14 @@ from starlette.concurrency import run_in_threadpool
 
 from knowledge.access import is_loopback
 from knowledge.chat.service import AttachFailed
-from knowledge.errors import ConfigError, FileTooLarge, InvalidArgument, KnowledgeError
+from knowledge.errors import (
+    AuthenticationFailed,
+    ConfigError,
+    FileTooLarge,
+    InvalidArgument,
+    KnowledgeError,
+    PermissionDenied,
+)
 from knowledge.llm.config import LlmUnavailable
 
 T = TypeVar("T")
@@ -56,7 +64,13 @@ def bad(message: str, param: str | None = None) -> ApiError:
 
 
 def from_knowledge(exc: KnowledgeError) -> ApiError:
-    """The answer to a service error, by its class: 413, 404, 400, 503 (a model), else 500."""
+    """The answer to a service error, by its class: 413, 404 (also a store the caller may not see),
+    403 ``permission_denied`` (a store they see but may not change), 401 ``invalid_api_key``, 400,
+    503 (a model), else 500."""
+    if isinstance(exc, PermissionDenied):
+        return ApiError(403, str(exc), code="permission_denied")
+    if isinstance(exc, AuthenticationFailed):
+        return ApiError(401, str(exc), code="invalid_api_key")
     if isinstance(exc, FileTooLarge):
         return ApiError(413, str(exc), code="file_too_large")
     if isinstance(exc, LookupError):  # a store, file, session or config that does not exist
@@ -68,16 +82,18 @@ def from_knowledge(exc: KnowledgeError) -> ApiError:
     return ApiError(500, str(exc), type="server_error")
 
 
-def check_bind(host: str, api_key: str | None) -> None:
-    """Refuse to serve anything but loopback without an API key.
+def check_bind(host: str, api_key: str | None, accounts: bool = False) -> None:
+    """Refuse to serve anything but loopback without an API key. With ``accounts`` (user accounts
+    exist) every request needs a per-user key anyway, so no shared key is needed.
 
     Raises:
-        ConfigError: ``host`` is not a loopback address and ``api_key`` is empty.
+        ConfigError: ``host`` is not a loopback address, ``api_key`` is empty and there are no accounts.
     """
-    if not is_loopback(host) and not api_key:
+    if not is_loopback(host) and not api_key and not accounts:
         raise ConfigError(f"Serving on {host or 'every interface'} makes the stores reachable from other"
-                          " computers: set KNOWLEDGE_API_KEY (clients send it as the bearer token), or"
-                          " keep the default --host 127.0.0.1.")
+                          " computers: set KNOWLEDGE_API_KEY (clients send it as the bearer token), create user"
+                          " accounts (each client then sends its user's key), or keep the default --host"
+                          " 127.0.0.1.")
 
 
 # -- reading a request -----------------------------------------------------------------------------------

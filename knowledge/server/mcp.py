@@ -8,11 +8,17 @@ registers the tools (:data:`TOOLS`: ``search``, ``list_stores``, ``list_files``,
 ``knowledge://stores``, ``knowledge://stores/{store}/files/{file_id}``), each a method of
 :class:`KnowledgeTools` whose docstring is what a client reads. ``ingest_file`` reads only under
 ``mcp.allowed_dirs``; chats' own stores are not reachable; a service error or a control character
-in an argument is the tool's error (``ToolError``), with the reason. Details: ``docs/api.md``.
+in an argument is the tool's error (``ToolError``), with the reason. Every tool acts through a
+workbench view: stdio as the local admin or ``user``; over HTTP, once accounts exist, as the user of
+each request's key (:meth:`KnowledgeTools.for_request`), memories kept per user
+(:func:`memory_collection`). Details: ``docs/api.md``.
 """
 
 from __future__ import annotations
 
+import copy
+import functools
+import inspect
 import json
 import logging
 import threading
@@ -21,16 +27,17 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 import uvicorn
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 
 from knowledge.access import LocalFolders
-from knowledge.agent_memory import VectorMemory
+from knowledge.agent_memory import DEFAULT_COLLECTION, VectorMemory
 from knowledge.attributes import from_payload
 from knowledge.catalog import DONE
 from knowledge.config import Settings
 from knowledge.errors import KnowledgeError
+from knowledge.people import Actor
 from knowledge.server.filters import SearchFilter
 from knowledge.server.guard import Guard, server_hosts
 from knowledge.server.http import check_bind, control_char
@@ -78,21 +85,56 @@ def guarded(fn: Any, *args: Any, **kwargs: Any) -> Any:
         raise ToolError(str(exc)) from None
 
 
-class KnowledgeTools:
-    """The MCP tools and resources over ``wb``: each public method is one, its docstring the
-    description a client sees (registered by :func:`build_server` from :data:`TOOLS` and
-    :data:`RESOURCES`). Agent memory (:class:`~knowledge.agent_memory.VectorMemory`) is made on first use."""
+#: Between the memory collection's name and its user's: a user's memories are the collection
+#: ``agent-memory~<username>`` (as the app's Agent memory page keeps them; a username never holds ``~``).
+OWNER_MARK = "~"
 
-    def __init__(self, wb: Workbench) -> None:
+
+def memory_collection(actor: Actor) -> str:
+    """The collection of ``actor``'s agent memories: :data:`~knowledge.agent_memory.DEFAULT_COLLECTION`
+    for the local admin, ``agent-memory~<username>`` for an account (their own: nobody else recalls,
+    counts or forgets them)."""
+    return DEFAULT_COLLECTION if actor.local else f"{DEFAULT_COLLECTION}{OWNER_MARK}{actor.username}"
+
+
+class KnowledgeTools:
+    """The MCP tools and resources over ``wb`` (the workbench, or a view acting for one user): each
+    public method is one, its docstring the description a client sees (registered by
+    :func:`build_server` from :data:`TOOLS` and :data:`RESOURCES`). Agent memory
+    (:class:`~knowledge.agent_memory.VectorMemory`) is made on first use, one per user
+    (:func:`memory_collection`), shared by every request."""
+
+    def __init__(self, wb: Workbench, *, http: bool = False) -> None:
         self.wb = wb
-        self._memory: VectorMemory | None = None
+        #: Served over HTTP: once accounts exist each request is its key's user's.
+        self.http = http
+        self._shared: dict[str, VectorMemory] = {}
         self._lock = threading.Lock()
 
+    def for_request(self, ctx: Context | None) -> KnowledgeTools:
+        """The tools for the request of ``ctx``: acting as the user of its API key when it came over
+        HTTP with one (``request.state.actor``, set by :class:`~knowledge.server.guard.Guard` on every
+        request), else these (stdio, in-process, or no accounts)."""
+        try:
+            request = ctx.request_context.request if ctx is not None else None
+        except ValueError:  # no request (a call from inside this process)
+            request = None
+        actor = getattr(getattr(request, "state", None), "actor", None)
+        return self if not isinstance(actor, Actor) else self.acting_for(actor)
+
+    def acting_for(self, actor: Actor) -> KnowledgeTools:
+        """These tools acting for ``actor``: the same memory, a view of the workbench for them."""
+        view = copy.copy(self)
+        view.wb = self.wb.base.as_user(actor)
+        return view
+
     def memory(self) -> VectorMemory:
+        """The agent memory of the caller (:func:`memory_collection`), made once per collection."""
+        name = memory_collection(self.wb.actor)
         with self._lock:
-            if self._memory is None:
-                self._memory = VectorMemory(self.wb.backend(), self.wb.embedder())
-            return self._memory
+            if name not in self._shared:
+                self._shared[name] = VectorMemory(self.wb.backend(), self.wb.embedder(), collection=name)
+            return self._shared[name]
 
     def user_store(self, name: str) -> str:
         """``name`` when it may be a user's store: text without control characters, not a chat's own."""
@@ -167,7 +209,7 @@ class KnowledgeTools:
             if not resolved.is_file():
                 raise ToolError(f"{path} is not a file or folder on this machine.")
             job = IngestJob(self.wb, store, [(resolved.name, resolved)])
-        job.start().wait()
+        guarded(job.start).wait()  # refused before anything is queued: a store the caller may not write
         return {"store": store, "skipped": job.skipped,
                 "results": [{"name": r.name, "outcome": r.outcome, "message": r.message, "file_id": r.file_id,
                              "chunks": r.chunks, "pages": r.pages} for r in job.results]}
@@ -217,6 +259,11 @@ class KnowledgeTools:
 
     # -- resources -----------------------------------------------------------------------------------------
     def stores_resource(self) -> str:
+        # a static resource gets no request (the SDK passes no context to one): over HTTP with
+        # accounts it cannot tell whose stores to list
+        if self.http and self.wb.actor.local and self.wb.people.enabled():
+            raise ResourceError("This server has user accounts: list the stores with the list_stores tool"
+                                " (it answers for your key's user).")
         return json.dumps(self.list_stores(), ensure_ascii=False)
 
     def file_chunks(self, store: str, file_id: str) -> str:
@@ -246,27 +293,58 @@ RESOURCES = (
 )
 
 
-def build_server(wb: Workbench) -> MCPServer:
-    """The MCP server over ``wb`` (tools and resources as the module docstring lists)."""
+def per_request(tools: KnowledgeTools, name: str) -> Any:
+    """The function registered for the tool or resource ``name``: the method's parameters and
+    docstring, plus a :class:`~mcp.server.mcpserver.Context` parameter the SDK fills in, through
+    which each call runs on :meth:`KnowledgeTools.for_request` (the request's user)."""
+    method = getattr(tools, name)
+
+    @functools.wraps(method)
+    def call(*args: Any, mcp_context: Context, **kwargs: Any) -> Any:
+        return getattr(tools.for_request(mcp_context), name)(*args, **kwargs)
+
+    sig = inspect.signature(method, eval_str=True)
+    extra = inspect.Parameter("mcp_context", inspect.Parameter.KEYWORD_ONLY, annotation=Context)
+    call.__signature__ = sig.replace(parameters=[*sig.parameters.values(), extra])  # type: ignore[attr-defined]
+    call.__annotations__ = {**{k: p.annotation for k, p in sig.parameters.items()}, "mcp_context": Context,
+                            "return": sig.return_annotation}
+    del call.__wrapped__  # the SDK reads this signature, not the method's
+    return call
+
+
+def build_server(wb: Workbench, user: str | None = None, *, http: bool = False) -> MCPServer:
+    """The MCP server over ``wb`` (tools and resources as the module docstring lists), acting as
+    ``wb``'s actor, as the account ``user`` when given, or, with ``http`` once accounts exist, as
+    each request's key's user.
+
+    Raises:
+        AuthenticationFailed: ``user`` is no account.
+    """
     server = MCPServer("knowledge", instructions=INSTRUCTIONS)
-    tools = KnowledgeTools(wb)
+    tools = KnowledgeTools(wb, http=http)
+    if user is not None:
+        tools = tools.acting_for(wb.people.accounts.actor(user))
     for name in TOOLS:
-        server.tool()(getattr(tools, name))
+        server.tool(name=name)(per_request(tools, name))
     for uri, name, description in RESOURCES:
-        server.resource(uri, mime_type="application/json", description=description)(getattr(tools, name))
+        fn = per_request(tools, name) if "{" in uri else getattr(tools, name)  # a static one gets no context
+        server.resource(uri, name=name, mime_type="application/json", description=description)(fn)
     return server
 
 
 def run(*, http: bool = False, host: str = "127.0.0.1", port: int = DEFAULT_HTTP_PORT,
-        wb: Workbench | None = None) -> None:
-    """Serve MCP over stdio, or streamable HTTP with ``http`` (``/mcp``) until interrupted.
+        wb: Workbench | None = None, user: str | None = None) -> None:
+    """Serve MCP over stdio, or streamable HTTP with ``http`` (``/mcp``) until interrupted. Over
+    stdio the tools act as the local admin, or as the account ``user``; over HTTP, once accounts
+    exist, as the user of each request's key.
 
     Raises:
-        ConfigError: HTTP on a non-loopback ``host`` without ``KNOWLEDGE_API_KEY``.
+        ConfigError: HTTP on a non-loopback ``host`` without ``KNOWLEDGE_API_KEY`` or accounts.
+        AuthenticationFailed: ``user`` is no account.
     """
     wb = wb or Workbench()
     try:
-        server = build_server(wb)
+        server = build_server(wb, user, http=http)
         if not http:
             logging.basicConfig(level=logging.WARNING)  # stderr; stdout is the protocol's
             server.run("stdio")
@@ -284,24 +362,28 @@ def http_app(wb: Workbench, host: str = "127.0.0.1", port: int = DEFAULT_HTTP_PO
     With ``catalog.url`` set (team mode) the server is stateless (no ``Mcp-Session-Id`` kept in this
     process), so a client's requests may reach any of several MCP processes behind one address.
 
+    Once user accounts exist every request needs its user's key (``kn-...``; the shared key is
+    refused) and each tool call acts as that user.
+
     Raises:
-        ConfigError: a non-loopback ``host`` without ``KNOWLEDGE_API_KEY``.
+        ConfigError: a non-loopback ``host`` without ``KNOWLEDGE_API_KEY`` or accounts.
     """
     key = wb.settings.api_key.get_secret_value() if wb.settings.api_key else None
-    check_bind(host, key)
+    check_bind(host, key, accounts=wb.people.enabled())
     api = wb.settings.api
     hosts = server_hosts(host, port, api.allowed_hosts)
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True, allowed_hosts=hosts,
         allowed_origins=[f"{scheme}://{h}" for h in hosts for scheme in ("http", "https")] + list(api.cors_origins))
     # on a shared catalog (catalog.url) any replica answers any request: no session kept in this process
-    inner = (server or build_server(wb)).streamable_http_app(host=host, transport_security=security,
+    inner = (server or build_server(wb, http=True)).streamable_http_app(host=host, transport_security=security,
                                                              stateless_http=wb.settings.catalog.url is not None)
     return Guard(inner, api_key=key, max_body=4_000_000, allowed_hosts=api.allowed_hosts,
                  cors_origins=api.cors_origins,
                  allow_headers=("Authorization", "Content-Type", "Mcp-Session-Id", "Mcp-Protocol-Version",
                                 "Last-Event-ID"),
-                 expose_headers=("Mcp-Session-Id",))
+                 expose_headers=("Mcp-Session-Id",), people=wb.people)
 
 
-__all__ = ["DEFAULT_HTTP_PORT", "build_server", "clean", "http_app", "mcp_folders", "run"]
+__all__ = ["DEFAULT_HTTP_PORT", "OWNER_MARK", "KnowledgeTools", "build_server", "clean", "http_app", "mcp_folders",
+           "memory_collection", "per_request", "run"]

@@ -8,13 +8,17 @@ store is ``vs_`` + 24 hex digits of the SHA-256 of its name (:func:`vector_store
 ``vsfb_<32 hex>``. The stores' API fields (:class:`StoreMeta`), the files added through the API
 and the file batches are rows of the catalog (:mod:`knowledge.catalog.rest`, over the ingest job
 rows), so every API process on one catalog answers the same, and a restart loses nothing. How the
-objects map onto the workbench: ``docs/api.md``.
+objects map onto the workbench: ``docs/api.md``. Once user accounts exist, a request's
+:class:`KnowledgeApi` is :meth:`KnowledgeApi.for_actor` of the key's user: its ``wb`` is the
+workbench's view for them (:meth:`~knowledge.workbench.Workbench.as_user`), which checks every
+store method and writes the audit trail.
 
 Errors: :class:`~knowledge.server.http.ApiError` (404 for an unknown id, 400 for a bad field).
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import logging
@@ -56,6 +60,8 @@ DEFAULT_PURPOSE = "assistants"
 PURPOSES = ("assistants", "batch", "fine-tune", "vision", "user_data", "evals")
 #: OpenAI's bounds of a static chunking strategy.
 MIN_CHUNK, MAX_CHUNK = 100, 4096
+#: How many users' chat services an API process keeps (the least recently used go first).
+USER_CHATS = 256
 VS_ID = re.compile(r"vs_[0-9a-f]{24}")
 BATCH_ID = re.compile(r"vsfb_[0-9a-f]{32}")
 
@@ -172,15 +178,46 @@ class KnowledgeApi:
     def __init__(self, wb: Workbench, chat: Any = None) -> None:
         self.wb = wb
         self._chat = chat
+        self._base_chat = chat  # the chat service given, whose provider factory a user's view reuses
+        self._user_chats: dict[Any, Any] = {}  # actor -> their chat service (None until first used)
+        self._owner: KnowledgeApi | None = None  # the app's API, for a user's view of it
         self.meta = StoreMeta(wb.catalog)
         self.meta.import_file(wb.settings.data_root / "api" / "vector_stores.json")
         self._lock = threading.RLock()
 
+    def for_actor(self, actor: Any) -> KnowledgeApi:
+        """This API acting for ``actor`` (a :class:`~knowledge.people.Actor`): the same state, with
+        ``wb`` the workbench's view for them (every store method checked, writes audited in their
+        name) and their chat service over that view (one per actor as read now, kept for the
+        next requests, so a session's turns still run one at a time). Cheap: one per request."""
+        view = copy.copy(self)
+        view.wb = self.wb.base.as_user(actor)
+        with self._lock:
+            chat = self._user_chats.pop(actor, None)
+            if chat is not None:  # the most recently used last; the oldest go past USER_CHATS
+                self._user_chats[actor] = chat
+            while len(self._user_chats) > USER_CHATS:
+                self._user_chats.pop(next(iter(self._user_chats)))
+        view._chat = chat  # the lock stays the app's: a chat service is made once per actor
+        view._owner = self
+        return view
+
+    @property
+    def actor(self) -> Any:
+        """Who this API acts for (:attr:`Workbench.actor`; ``LOCAL_ADMIN`` without accounts)."""
+        return self.wb.actor
+
     @property
     def chat(self) -> Any:
-        with self._lock:
+        with self._lock:  # the app's lock, also in a user's view
+            if self._chat is None and self._owner is not None:  # made by another request meanwhile?
+                self._chat = self._owner._user_chats.get(self.actor)
             if self._chat is None:
-                self._chat = ChatService(self.wb)
+                base = self._base_chat
+                self._chat = (ChatService(self.wb) if base is None
+                              else ChatService(self.wb, provider_factory=base.provider_factory))
+                if self._owner is not None:
+                    self._owner._user_chats[self.actor] = self._chat
             return self._chat
 
     # -- files -------------------------------------------------------------------------------------
@@ -273,8 +310,8 @@ class KnowledgeApi:
                           f" ({asked // 2}), got {over!r}.", "chunking_strategy")
             size, overlap = asked, over
             tpl = f"{base.name}-static-{size}-{overlap}"
-            if save and tpl not in self.wb.template_names():
-                self.wb.save_template(base.model_copy(update={"name": tpl, "max_chunk_size_tokens": size,
+            if save and tpl not in self.wb.template_names():  # derived from a template: not an admin's act
+                self.wb.base.save_template(base.model_copy(update={"name": tpl, "max_chunk_size_tokens": size,
                                                              "chunk_overlap_tokens": overlap}))
         else:
             raise bad("chunking_strategy.type must be 'auto' or 'static'.", "chunking_strategy")
@@ -346,7 +383,12 @@ class KnowledgeApi:
                   default_strategy: Any = None) -> list[IngestJob]:
         """Start jobs for ``(file_id, attributes, chunking_strategy)`` entries (``None`` takes the
         defaults); one ingest batch per distinct attributes + strategy, files in the given order, each
-        recorded in the catalog (``api_store_files``) with its batch's attributes, chunking and notes."""
+        recorded in the catalog (``api_store_files``) with its batch's attributes, chunking and notes.
+
+        Raises:
+            StoreNotFound, PermissionDenied: the caller may not add files to ``store`` (before anything starts).
+        """
+        self.wb.authorize(store, "write")
         groups: dict[str, tuple[str | None, dict, dict, list[str], list[Any]]] = {}
         chosen: dict[str, Any] = {}
         for fid, attrs, strategy in entries:  # everything is checked before anything starts
@@ -396,9 +438,10 @@ class KnowledgeApi:
         job reached it (up to 600 s), the other files go on.
 
         Raises:
-            ApiError: 404, the store has no such file.
+            ApiError: 404, the store has no such file. PermissionDenied: the caller may not change ``store``.
         """
         wb = self.wb
+        wb.authorize(store, "write")
         p = self.pending(store, [file_id]).get(file_id)
         if wb.file_record(store, file_id) is None and p is None:
             raise not_found("vector store file", file_id)
@@ -420,7 +463,7 @@ class KnowledgeApi:
         row, _, _ = queue.batch(self.wb.catalog, batch_id)
         if row is None:
             raise not_found("file batch", batch_id)
-        return IngestJob.attach(self.wb, row)
+        return IngestJob.attach(self.wb.base, row)
 
     # -- file batches ------------------------------------------------------------------------------------
     def create_batch(self, store: str, entries: list[tuple[str, Any, Any]], default_attrs: Any = None,
@@ -444,8 +487,9 @@ class KnowledgeApi:
 
         Raises:
             ApiError: 400 for a bad url, depth, max_pages or attributes, or when no page could be
-                had (the reason of the first).
+                had (the reason of the first). PermissionDenied: the caller may not add files to ``store``.
         """
+        self.wb.authorize(store, "write")  # before anything is fetched
         if not isinstance(url, str):
             raise bad("url is required: the http(s) URL of a web page.", "url")
         for value, name in ((depth, "depth"), (max_pages, "max_pages")):
@@ -523,7 +567,13 @@ class KnowledgeApi:
     def cancel_batch(self, b: Batch, timeout: float = 60.0) -> Batch:
         """Cancel the batch (from any process: the worker ingesting one of its files, in any process,
         stops at its next progress write or heartbeat) and wait up to ``timeout`` seconds for its jobs
-        to end. Returns the batch as it is then."""
+        to end. Returns the batch as it is then.
+
+        Raises:
+            PermissionDenied: the caller may not change the batch's store.
+        """
+        self.wb.authorize(b.store, "write")
+        self.wb.record("batch.cancel", store=b.store, target=b.id)
         views = [self._ingest_job(i) for i in b.batch_ids]
         for job in views:
             job.cancel()
@@ -553,12 +603,17 @@ def error_code(message: str) -> str:
 
 
 async def knowledge_api(request: Request) -> KnowledgeApi:
-    """The :class:`KnowledgeApi` of the app serving ``request`` (``app.state.api``)."""
-    return request.app.state.api
+    """The :class:`KnowledgeApi` serving ``request``: the app's (``app.state.api``), or, when the
+    request came with a user's key (``request.state.actor``, set by
+    :class:`~knowledge.server.guard.Guard`), the app's acting for that user. Set per request here,
+    explicitly (never a context variable: a sync endpoint runs in another thread)."""
+    api: KnowledgeApi = request.app.state.api
+    actor = getattr(request.state, "actor", None)
+    return api if actor is None else api.for_actor(actor)
 
 
-#: A route's parameter ``api: Api`` is the app's :class:`KnowledgeApi` (a FastAPI dependency).
+#: A route's parameter ``api: Api`` is the request's :class:`KnowledgeApi` (a FastAPI dependency).
 Api = Annotated[KnowledgeApi, Depends(knowledge_api)]
 
-__all__ = ["BATCH_ID", "DEFAULT_PURPOSE", "MAX_CHUNK", "MIN_CHUNK", "PURPOSES", "VS_ID", "Api", "Batch",
+__all__ = ["BATCH_ID", "DEFAULT_PURPOSE", "MAX_CHUNK", "MIN_CHUNK", "PURPOSES", "USER_CHATS", "VS_ID", "Api", "Batch",
            "KnowledgeApi", "Pending", "StoreMeta", "error_code", "knowledge_api", "ts", "vector_store_id"]

@@ -6,6 +6,9 @@ have ids too. Names are unique: creating a name that exists returns that store (
 OpenAI) names the store's template; ``chunking_strategy`` is the default of the files added later.
 ``expires_after`` is kept and reported, never enforced. Deleting a store keeps the files uploaded
 through the Files API. A chat session's own store is not the API's: its name cannot be taken.
+Once user accounts exist a store made here is the caller's, private; the list holds only the stores
+the caller may see, any other is 404; changing a store's fields needs write access, deleting it
+its owner (or an admin), else 403 ``permission_denied``.
 """
 
 from __future__ import annotations
@@ -78,6 +81,11 @@ def created(api: KnowledgeApi, body: dict[str, Any]) -> dict[str, Any]:
     api.template_for(name, strategy, template=template, save=False)
     for fid in file_ids:
         api.stored(fid)
+    existed = api.wb.store_exists(name)
+    if not existed and api.wb.base.store_exists(name):  # another user's store: its name is taken
+        raise bad(f"The name {name!r} is not available; choose another.", "name")
+    if existed and (metadata or expires is not None or description is not None or strategy or file_ids):
+        api.wb.authorize(name, "write")  # the request changes a store that is there already
     api.wb.create_store(name, template)
     meta = api.meta.get(name)
     api.meta.put(name, {**meta, "metadata": metadata or meta.get("metadata", {}), "expires_after": expires,
@@ -110,7 +118,9 @@ async def modify_store(vs_id: str, request: Request, api: Api) -> dict:
         meta["metadata"] = check_metadata(body["metadata"])
     if "expires_after" in body:
         meta["expires_after"] = check_expires(body["expires_after"])
+    api.wb.authorize(name, "write")
     api.meta.put(name, meta)
+    api.wb.record("store.update", store=name, detail={k: body[k] for k in ("metadata", "expires_after") if k in body})
     return await in_thread(api.store_object, name)
 
 
@@ -118,6 +128,7 @@ async def modify_store(vs_id: str, request: Request, api: Api) -> dict:
 def delete_store(vs_id: str, api: Api) -> dict:
     name = api.store_name(vs_id)
     wb = api.wb
+    wb.authorize(name, "owner")  # before any file is taken out of it
     for rec in wb.file_records(name):  # files uploaded through the Files API outlive the store
         f = wb.find_stored_file(rec.file_id)
         if f is not None and "purpose" in f.metadata:

@@ -1,0 +1,197 @@
+"""The MCP server with user accounts: in-process (as ``knowledge mcp --user NAME`` runs it) every
+tool acts as that user, and over streamable HTTP each request acts as the user of its key, read on
+every request (two users on one server process, a revoked key refused at the next request, the
+shared key refused). Memories are their user's own (the collection ``agent-memory~<username>``)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import anyio
+import httpx
+import httpx2
+import pytest
+from api_helpers import Served, free_port
+from conftest import REPO
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from pydantic import SecretStr
+
+from knowledge.agent_memory import VectorMemory
+from knowledge.config import load_settings
+from knowledge.embeddings.fake import HashEmbedder
+from knowledge.errors import AuthenticationFailed
+from knowledge.server.mcp import build_server, http_app
+from knowledge.workbench import Workbench
+
+PW = "correct horse battery"
+LEAVE = "The parental leave policy grants sixteen weeks of paid leave to every parent."
+INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
+
+
+async def tool(c: Client, name: str, args: dict) -> dict:
+    r = await c.call_tool(name, args)
+    assert not r.is_error, r.content
+    return r.structured_content
+
+
+async def refused(c: Client, name: str, args: dict) -> str:
+    r = await c.call_tool(name, args)
+    assert r.is_error, r.structured_content
+    return r.content[0].text
+
+
+@pytest.fixture
+def team(tmp_path):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "roadmap.md").write_text("# Roadmap\n\nThe quarterly roadmap ships the new search page.\n")
+    settings = load_settings(data_dir=tmp_path / "data", mcp={"allowed_dirs": [str(folder)]})
+    wb = Workbench(settings, embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256))
+    wb.people.set_up_admin("root", PW)
+    for name in ("ana", "bo"):
+        wb.people.accounts.create(name, PW)
+    ana = wb.as_user(wb.people.accounts.actor("ana"))
+    fid = ana.ingest_file("hr", LEAVE.encode(), "leave.txt").file_id
+    keys = {name: wb.people.keys.create(name, "mcp")[1] for name in ("root", "ana", "bo")}
+    yield wb, fid, keys, folder
+    wb.close()
+
+
+async def invisible(c: Client, fid: str, folder, http: bool = False) -> None:
+    """Every tool and resource of ``c`` keeps ana's store ``hr`` hidden."""
+    assert (await tool(c, "list_stores", {}))["stores"] == []
+    assert not (await tool(c, "search", {"query": "parental leave", "k": 5}))["hits"]
+    for name, args in (("search", {"query": "parental leave", "store": "hr"}), ("list_files", {"store": "hr"}),
+                       ("delete_file", {"store": "hr", "file": fid}), ("delete_file", {"store": "hr", "file": "leave.txt"}),
+                       ("ingest_file", {"store": "hr", "path": str(folder / "roadmap.md")})):
+        text = await refused(c, name, args)
+        assert LEAVE not in text and "hr" in text, (name, text)
+    if http:  # a static resource gets no request: it cannot tell whose stores to list
+        with pytest.raises(MCPError, match="list_stores tool"):
+            await c.read_resource("knowledge://stores")
+    else:
+        assert json.loads((await c.read_resource("knowledge://stores")).contents[0].text) == {"stores": []}
+    with pytest.raises(MCPError, match="No indexed file"):
+        await c.read_resource(f"knowledge://stores/hr/files/{fid}")
+
+
+def test_in_process_as_a_user_every_tool_hides_another_members_store(team):
+    wb, fid, _, folder = team
+
+    async def main():
+        async with Client(build_server(wb, user="bo")) as bo:
+            await invisible(bo, fid, folder)
+            out = await tool(bo, "ingest_file", {"store": "bo-notes", "path": str(folder / "roadmap.md")})
+            assert [r["outcome"] for r in out["results"]] == ["indexed"]
+        async with Client(build_server(wb, user="ana")) as ana:
+            assert [s["name"] for s in (await tool(ana, "list_stores", {}))["stores"]] == ["hr"]  # not bo's
+            hits = (await tool(ana, "search", {"query": "parental leave", "store": "hr"}))["hits"]
+            assert hits and hits[0]["file_id"] == fid
+        async with Client(build_server(wb)) as local:  # stdio's default: the local admin sees everything
+            assert [s["name"] for s in (await tool(local, "list_stores", {}))["stores"]] == ["bo-notes", "hr"]
+
+    anyio.run(main)
+    assert wb.people.sharing.owner("bo-notes") == "bo" and wb.file_record("hr", fid) is not None
+    assert ("bo", "file.ingest") in {(e.actor, e.action) for e in wb.people.audit.events(store="bo-notes")}
+    with pytest.raises(AuthenticationFailed):
+        build_server(wb, user="nobody")
+
+
+def test_read_only_sharing_over_mcp_searches_but_does_not_ingest_or_delete(team):
+    wb, fid, _, folder = team
+    wb.as_user(wb.people.accounts.actor("ana")).share_store("hr", "user", "bo", "read")
+
+    async def main():
+        async with Client(build_server(wb, user="bo")) as bo:
+            assert [s["name"] for s in (await tool(bo, "list_stores", {}))["stores"]] == ["hr"]
+            assert (await tool(bo, "search", {"query": "parental leave", "store": "hr"}))["hits"]
+            assert "may not add or delete" in await refused(bo, "ingest_file", {"store": "hr",
+                                                                               "path": str(folder / "roadmap.md")})
+            assert "may not add or delete" in await refused(bo, "delete_file", {"store": "hr", "file": fid})
+
+    anyio.run(main)
+    assert [f.file_id for f in wb.store_files("hr")] == [fid]
+
+
+def test_memories_are_their_users_own(team):
+    wb, *_ = team
+
+    async def main():
+        async with Client(build_server(wb, user="ana")) as ana, Client(build_server(wb, user="bo")) as bo:
+            await tool(ana, "remember", {"text": "Ana's customer prefers email.", "dataset": "crm", "id": "crm:1"})
+            await tool(bo, "remember", {"text": "Bo's customer prefers phone calls.", "dataset": "crm", "id": "crm:1"})
+            mine = (await tool(bo, "recall", {"query": "customer prefers email", "dataset": None, "k": 10}))["memories"]
+            assert [m["text"] for m in mine] == ["Bo's customer prefers phone calls."]  # the same id: his own
+            assert (await tool(bo, "forget", {"dataset": "crm"}))["forgotten"] == 1
+            got = (await tool(ana, "recall", {"query": "customer prefers email", "dataset": "crm"}))["memories"]
+            assert [(m["id"], m["text"]) for m in got] == [("crm:1", "Ana's customer prefers email.")]
+        async with Client(build_server(wb)) as local:  # the local admin's memories are the collection itself
+            assert not (await tool(local, "recall", {"query": "customer prefers email", "dataset": None}))["memories"]
+
+    anyio.run(main)
+    # the collection the app's Agent memory page keeps a person's memories in
+    embedder = wb.embedder()
+    assert VectorMemory(wb.backend(), embedder, collection="agent-memory~ana").count() == 1
+    assert VectorMemory(wb.backend(), embedder, collection="agent-memory~bo").count() == 0
+
+
+def key_client(url: str, key: str) -> Client:
+    return Client(streamable_http_client(url, http_client=httpx2.AsyncClient(
+        headers={"Authorization": f"Bearer {key}"}, timeout=60)))
+
+
+def test_over_http_each_request_acts_as_its_keys_user_and_a_revoked_key_stops_at_once(team):
+    wb, fid, keys, folder = team
+    wb.settings = wb.settings.model_copy(update={"api_key": SecretStr("shared-key")})
+    port = free_port()
+    with Served(http_app(wb, "127.0.0.1", port), port=port) as base:
+        url = base + "/mcp"
+
+        async def main():
+            async with key_client(url, keys["ana"]) as ana, key_client(url, keys["bo"]) as bo:
+                await invisible(bo, fid, folder, http=True)
+                assert [s["name"] for s in (await tool(ana, "list_stores", {}))["stores"]] == ["hr"]
+                await tool(bo, "remember", {"text": "Bo's own memory.", "dataset": "crm"})
+                assert not (await tool(ana, "recall", {"query": "Bo's own memory.", "dataset": None}))["memories"]
+                key_id = next(k.id for k in wb.people.keys.list("bo"))
+                assert wb.people.keys.revoke(key_id)
+                with pytest.raises(MCPError, match="error response"):  # the SDK says so of the 401
+                    await bo.call_tool("list_stores", {})
+                assert [s["name"] for s in (await tool(ana, "list_stores", {}))["stores"]] == ["hr"]
+
+        anyio.run(main)
+        for key, status in ((None, 401), ("shared-key", 401), (keys["bo"], 401), ("kn-unknown", 401),
+                            (keys["root"], 200)):
+            headers = {**MCP_HEADERS, **({"Authorization": f"Bearer {key}"} if key else {})}
+            r = httpx.post(url, json=INIT, headers=headers)
+            assert r.status_code == status, (key, r.text)
+            if status == 401:
+                assert r.json()["error"]["code"] == "invalid_api_key"
+
+
+@pytest.mark.slow
+def test_knowledge_mcp_user_over_stdio_acts_as_that_account(team, tmp_path):
+    wb = team[0]
+    env = {"PYTHONPATH": str(REPO), "KNOWLEDGE_DATA_DIR": str(tmp_path / "data"), "OMP_NUM_THREADS": "1",
+           "KNOWLEDGE_EMBEDDINGS__MODEL": "fake/hash-64"}
+    wb.close()  # the DuckDB catalog file is the process's now
+
+    async def stores(*user: str) -> list[str]:
+        params = StdioServerParameters(command=sys.executable, args=["-m", "knowledge", "mcp", *user],
+                                       cwd=str(tmp_path), env=env)
+        async with Client(params) as c:
+            return [s["name"] for s in (await tool(c, "list_stores", {}))["stores"]]
+
+    assert anyio.run(stores, "--user", "bo") == []
+    assert anyio.run(stores, "--user", "ana") == ["hr"]
+    assert anyio.run(stores) == ["hr"]  # the local admin
+    gone = subprocess.run([sys.executable, "-m", "knowledge", "mcp", "--user", "nobody"], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert gone.returncode != 0 and "no longer exists" in gone.stderr and "Traceback" not in gone.stderr
