@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 
-from knowledge.cli.common import Commands, command
+from knowledge.cli.common import Commands, acting_username, command
 
 
 def add_parser(sub: Commands) -> None:
@@ -50,6 +49,6 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     from knowledge.server.mcp import run  # noqa: PLC0415 - the MCP SDK, only for this command
 
     # --user, else $KNOWLEDGE_USER (as every command reads them), else the local admin
-    user = (getattr(args, "acting_user", None) or os.environ.get("KNOWLEDGE_USER") or "").strip() or None
+    user = acting_username(args)
     run(http=args.http, host=args.host, port=args.port, user=user)
     return 0

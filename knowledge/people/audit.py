@@ -14,8 +14,8 @@ from knowledge.people.records import AuditEvent
 
 #: The actions the product records (``<object>.<verb>``).
 ACTIONS = (
-    "store.create", "store.delete", "store.share", "store.unshare", "store.export", "store.import",
-    "store.reembed", "store.owner", "file.ingest", "file.delete", "file.attributes",
+    "store.create", "store.update", "store.delete", "store.share", "store.unshare", "store.export", "store.import",
+    "store.reembed", "store.owner", "file.ingest", "file.delete", "file.attributes", "batch.cancel",
     "user.create", "user.update", "user.delete", "user.password", "user.sign_in", "user.sign_in_failed",
     "user.sign_out", "user.invite", "key.create", "key.revoke", "group.create", "group.delete", "group.member",
     "settings.change",

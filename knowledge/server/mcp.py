@@ -32,7 +32,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 
 from knowledge.access import LocalFolders
-from knowledge.agent_memory import DEFAULT_COLLECTION, VectorMemory
+from knowledge.agent_memory import DEFAULT_COLLECTION, VectorMemory, user_collection
 from knowledge.attributes import from_payload
 from knowledge.catalog import DONE
 from knowledge.config import Settings
@@ -85,16 +85,11 @@ def guarded(fn: Any, *args: Any, **kwargs: Any) -> Any:
         raise ToolError(str(exc)) from None
 
 
-#: Between the memory collection's name and its user's: a user's memories are the collection
-#: ``agent-memory~<username>`` (as the app's Agent memory page keeps them; a username never holds ``~``).
-OWNER_MARK = "~"
-
-
 def memory_collection(actor: Actor) -> str:
     """The collection of ``actor``'s agent memories: :data:`~knowledge.agent_memory.DEFAULT_COLLECTION`
     for the local admin, ``agent-memory~<username>`` for an account (their own: nobody else recalls,
     counts or forgets them)."""
-    return DEFAULT_COLLECTION if actor.local else f"{DEFAULT_COLLECTION}{OWNER_MARK}{actor.username}"
+    return user_collection(DEFAULT_COLLECTION, None if actor.local else actor.username)
 
 
 class KnowledgeTools:
@@ -385,5 +380,5 @@ def http_app(wb: Workbench, host: str = "127.0.0.1", port: int = DEFAULT_HTTP_PO
                  expose_headers=("Mcp-Session-Id",), people=wb.people)
 
 
-__all__ = ["DEFAULT_HTTP_PORT", "OWNER_MARK", "KnowledgeTools", "build_server", "clean", "http_app", "mcp_folders",
+__all__ = ["DEFAULT_HTTP_PORT", "KnowledgeTools", "build_server", "clean", "http_app", "mcp_folders",
            "memory_collection", "per_request", "run"]
