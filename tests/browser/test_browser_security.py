@@ -157,7 +157,7 @@ def test_with_a_password_wrong_is_refused_right_lets_in_and_logout_locks(browser
 # -- nothing before sign-in, and the Content-Security-Policy (knowledge/webgate.py) ----------------
 BIG = 50 * 1024 * 1024
 #: app.py's pages, as the sidebar names them
-SIDEBAR = ["Home", "Vector stores", "Search playground", "Evaluate", "Files", "Chat", "Agent memory", "Settings"]
+SIDEBAR = ["Home", "Vector stores", "Search playground", "Evaluate", "Files", "Chat", "Agent memory", "Settings", "People"]
 
 
 @pytest.fixture(scope="module")
