@@ -33,7 +33,7 @@ from knowledge.filestore import open_file_store
 from knowledge.filestore.base import StoredFile
 from knowledge.llm.config import LlmConfigs
 from knowledge.outcomes import IngestResult
-from knowledge.people import LOCAL_ADMIN, Actor, Level, People, at_least
+from knowledge.people import LOCAL_ADMIN, Actor, AuditEvent, Level, People, at_least
 from knowledge.portable import Portable
 from knowledge.service.indexing import (
     Indexer,
@@ -45,13 +45,15 @@ from knowledge.service.search import (
     Searcher,
     SearchResult,
 )
-from knowledge.service.stores import Stores, StoreSummary
+from knowledge.service.stores import Stores, StoreSummary, check_store_name
 from knowledge.service.templates import DEFAULT_TEMPLATE, TemplateRegistry, VectorStoreTemplate
 from knowledge.service.web import ingest_web
 from knowledge.sync import FolderSyncs
 from knowledge.vectorstore.store import Hit
 
 T = TypeVar("T")
+#: The most audit events a member's read looks through to find their own (:meth:`Workbench.audit_events`).
+AUDIT_SCAN = 20_000
 
 
 class Latest(Generic[T]):
@@ -156,15 +158,19 @@ class Workbench:
         """
         if self.actor.local:
             return
-        if create and not self.stores.exists(store):
+        exists = self.stores.exists(store)
+        if create and not exists:
+            check_store_name(store, new=True)  # refused now, before anything is recorded for it
             return
         got = self.level(store)
         if got is None:
+            if create and exists:  # store names are one namespace: taken, said without whose
+                raise InvalidArgument(f"The store name {store!r} is not available; choose another.")
             raise StoreNotFound(store, "create it first, or ingest a file into it")
         if not at_least(got, level):
-            need = {"write": "add or delete files in", "owner": "delete, share or re-embed"}.get(level, "use")
-            raise PermissionDenied(f"{self.actor.label} may not {need} the store {store!r}"
-                                   f" (it is shared with them {'read-only' if got == 'read' else 'to read and write'}).")
+            need = {"write": "change", "owner": "delete, share or re-embed"}.get(level, "use")
+            raise PermissionDenied(f"{self.actor.label} may not {need} the store {store!r}: it is shared with them"
+                                   f" {'read-only' if got == 'read' else 'to read and write'}.")
 
     def require_admin(self, what: str = "do this") -> None:
         """Raises ``PermissionDenied`` unless :attr:`actor` is an admin (or the local admin)."""
@@ -181,6 +187,23 @@ class Workbench:
                detail: dict[str, Any] | None = None) -> None:
         """Add an event to the audit trail in :attr:`actor`'s name (:mod:`knowledge.people.audit`)."""
         self.people.audit.record(self.actor.username, action, store=store, target=target, detail=detail)
+
+    def audit_events(self, *, actor: str | None = None, action: str | None = None, store: str | None = None,
+                     since: Any = None, limit: int = 500) -> list[AuditEvent]:
+        """The audit trail as :attr:`actor` may read it, newest first (at most ``limit``), filtered as
+        :meth:`knowledge.people.audit.Audit.events`: an admin (or the local admin) reads every event;
+        a member the events of the stores they may use now and those about their own account (its
+        actor or target is them). One rule for the app's Audit page, the CLI and the REST API."""
+        if self.actor.local or self.actor.is_admin:
+            return self.people.audit.events(actor=actor, action=action, store=store, since=since, limit=limit)
+        if store is not None and self.level(store) is None:
+            return []
+        scan = self.people.audit.events(actor=actor, action=action, store=store, since=since,
+                                        limit=min(AUDIT_SCAN, max(limit, 1) * 20))
+        seen = set(self.visible({e.store for e in scan if e.store is not None}))
+        mine = [e for e in scan if (e.store in seen if e.store is not None
+                                    else self.actor.username in (e.actor, e.target))]
+        return mine[:limit]
 
     def visible(self, names: Iterable[str]) -> list[str]:
         """The ``names`` :attr:`actor` may see, in their order."""
@@ -225,8 +248,7 @@ class Workbench:
     def create_store(self, name: str, template: str = DEFAULT_TEMPLATE) -> StoreRecord:
         """See :meth:`Stores.create`; the new store is :attr:`actor`'s, private."""
         existed = self.stores.exists(name)
-        if existed:
-            self.authorize(name, "read")
+        self.authorize(name, "read", create=True)
         record = self.stores.create(name, template)
         if not existed:
             self.claim(name)
@@ -319,7 +341,7 @@ class Workbench:
         return not self.actor.local and not self.stores.exists(store)
 
     def _ingested(self, store: str, new: bool, names: list[str], **detail: Any) -> None:
-        if new:
+        if new and self.stores.exists(store):  # made by this ingest (not refused before it was)
             self.claim(store)
             self.record("store.create", store=store)
         self.record("file.ingest", store=store, target=names[0] if len(names) == 1 else None,
@@ -345,11 +367,10 @@ class Workbench:
             StoreNotFound, PermissionDenied: as :meth:`authorize` with ``"write"``.
         """
         new = self._writing(store)
-        if new:
+        if new:  # the worker makes the store with the batch's first file (its name was checked): the actor's
             self.people.sharing.set_owner(store, self.actor.username)
+            self.record("store.create", store=store, detail={"queued": True})
         self._ingested(store, False, names, queued=True)
-        if new:
-            self.record("store.create", store=store)
 
     def ingest_paths(self, store, paths, **kwargs) -> list[IngestResult]:
         """See :meth:`Indexer.ingest_paths` (needs write access)."""

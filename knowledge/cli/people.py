@@ -1,9 +1,10 @@
 """People (:mod:`knowledge.people`): ``users`` (list, add, set-role, passwd, delete, invite), ``groups``,
 ``keys`` (per-user API keys), ``share`` / ``unshare`` / ``owner`` (who may use a store) and ``audit``
-(who did what, when).
+(who did what, when: an admin reads every event, a member those of the stores they may use and of
+their own account -- :meth:`knowledge.workbench.Workbench.audit_events`).
 
-Accounts, groups, invitations and the audit trail are an admin's: the local admin (no ``--user``)
-or ``--user`` an admin; a member is refused. A member may manage their own API keys and password,
+Accounts, groups and invitations are an admin's: the local admin (no ``--user``) or ``--user`` an
+admin; a member is refused. A member may manage their own API keys and password,
 and share or hand over the stores they own. ``users add`` on a catalog without accounts makes the
 first one, which must be an admin. A password is typed twice at the terminal (never on the command
 line), or read from standard input with ``--password-stdin``. Every change is recorded in the audit
@@ -47,8 +48,8 @@ def add_parser(sub: Commands) -> None:
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_owner)
     s = command(sub, "audit", common=DATA_DIR,
-                help="the audit trail, newest first: who created, ingested, deleted, exported, shared (an admin's;"
-                     " the acting --user goes before the command)")
+                help="the audit trail, newest first: who created, ingested, deleted, exported, shared (an admin"
+                     " reads all; a member, their stores' and own account's; the acting --user goes before the command)")
     s.add_argument("--store", help="only events of this store")
     s.add_argument("--user", dest="actor_filter", metavar="USERNAME", help="only what this account did ('local':"
                                                                         " the local admin)")
@@ -409,7 +410,6 @@ def _event_data(e: AuditEvent) -> dict[str, Any]:
 
 
 def cmd_audit(wb: Workbench, args: argparse.Namespace) -> int:
-    wb.require_admin("read the audit trail")
     if args.limit < 1:
         raise InvalidArgument("--limit must be at least 1.")
     actor = args.actor_filter
@@ -418,8 +418,8 @@ def cmd_audit(wb: Workbench, args: argparse.Namespace) -> int:
             actor = normal_username(actor)
         except InvalidArgument:
             actor = actor.strip()
-    events = wb.people.audit.events(actor=actor, action=(args.action or "").strip() or None,
-                                    store=args.store, since=_since(args.since), limit=args.limit)
+    events = wb.audit_events(actor=actor, action=(args.action or "").strip() or None,
+                             store=args.store, since=_since(args.since), limit=args.limit)
     rows = [_event_data(e) for e in events]
     if args.json:
         print(json.dumps(rows, ensure_ascii=False, indent=2, default=str))

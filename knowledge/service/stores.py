@@ -53,6 +53,23 @@ class ModelMismatch(KnowledgeError):
 RESERVED_MARK = "~"
 
 
+def check_store_name(name: object, *, new: bool = False) -> str:
+    """``name`` if it may name a store (``new``: a store to be made, which may not hold ``~`` either).
+
+    Raises:
+        InvalidArgument: blank, over 200 characters, a refused character (:mod:`knowledge._names`),
+            or, new, :data:`RESERVED_MARK`.
+    """
+    if not isinstance(name, str) or not name.strip() or len(name) > 200:
+        raise InvalidArgument("A store name must be 1-200 characters and not blank.")
+    check_name(name, "store name")
+    if new and RESERVED_MARK in name:
+        raise InvalidArgument(f"A store name may not hold {RESERVED_MARK!r}: agent memory keeps each person's"
+                              f" memories in a collection named <name>{RESERVED_MARK}<username>, and a store"
+                              " of that name would sit on them.")
+    return name
+
+
 @dataclass(frozen=True, slots=True)
 class StoreSummary:
     """A store for listing: its record plus live counts from the backend."""
@@ -161,18 +178,13 @@ class Stores:
             MachineLocalBackend: the catalog is shared and the template's backend is per machine
                 (the message names the settings to use instead; no store is recorded).
         """
-        if not isinstance(name, str) or not name.strip() or len(name) > 200:
-            raise InvalidArgument("A store name must be 1-200 characters and not blank.")
-        check_name(name, "store name")
+        check_store_name(name)
         tpl = self.templates.get(template)
         existing = self.find(name)
         if existing is not None:
             self._check_model(existing, tpl)
             return existing
-        if RESERVED_MARK in name:
-            raise InvalidArgument(f"A store name may not hold {RESERVED_MARK!r}: agent memory keeps each person's"
-                                  f" memories in a collection named <name>{RESERVED_MARK}<username>, and a store"
-                                  " of that name would sit on them.")
+        check_store_name(name, new=True)
         self.templates.check(tpl)
         dimension = self.embedder(tpl.embedding_model).dimension
         self.backend(tpl.backend)  # an unknown or unreachable backend is refused before the store exists

@@ -42,9 +42,12 @@ def test_private_store_is_invisible_to_another_member(team):
     for attempt in (lambda: bo.search("hr", "leave"), lambda: bo.store_files("hr"), lambda: bo.get_store("hr"),
                     lambda: bo.search_stores(["hr"], "leave"), lambda: bo.delete_file("hr", fid),
                     lambda: bo.delete_name("hr", fid, "leave.txt"), lambda: bo.delete_store("hr"),
-                    lambda: bo.portable.export_store("hr", "/tmp/x.kb"), lambda: bo.ingest_file("hr", b"x", "x.txt")):
+                    lambda: bo.portable.export_store("hr", "/tmp/x.kb")):
         with pytest.raises(StoreNotFound):
             attempt()
+    for make in (lambda: bo.ingest_file("hr", b"x", "x.txt"), lambda: bo.create_store("hr")):
+        with pytest.raises(InvalidArgument, match="not available"):  # one namespace: taken, not whose
+            make()
     assert not bo.store_exists("hr") and bo.store_record("hr") is None and bo.file_records("hr") == []
     assert bo.file_record("hr", fid) is None and bo.stores_using_file(fid) == []
     with pytest.raises(FileNotFoundInStore):
@@ -63,7 +66,7 @@ def test_read_only_sharing_lets_search_but_not_ingest(team):
     bo = wb.as_user(wb.people.accounts.actor("bo"))
     assert bo.store_names() == ["hr"] and bo.search("hr", "parental leave")
     fid = bo.store_files("hr")[0].file_id
-    with pytest.raises(PermissionDenied, match="may not add or delete"):
+    with pytest.raises(PermissionDenied, match="may not change the store"):
         bo.ingest_file("hr", b"new text", "new.txt")
     with pytest.raises(PermissionDenied):
         bo.delete_file("hr", fid)
@@ -190,3 +193,13 @@ def test_a_new_store_name_may_not_sit_on_someones_memories(wb):
     with pytest.raises(InvalidArgument, match="may not hold '~'"):
         wb.ingest_file("notes~ana", b"text", "a.txt")
     assert wb.store_names() == []
+
+
+def test_a_refused_store_name_leaves_no_owner_and_no_audit_event(team):
+    wb, _, ana, _ = team
+    before = len(wb.people.audit.events())
+    for attempt in (lambda: ana.ingest_file("~notes", b"text", "a.txt"), lambda: ana.create_store("~notes"),
+                    lambda: ana.admit_batch("~notes", ["a.txt"])):
+        with pytest.raises(InvalidArgument, match="may not hold"):
+            attempt()
+    assert wb.people.sharing.owner("~notes") is None and len(wb.people.audit.events()) == before
