@@ -10,9 +10,11 @@ to its log) or how to set a password, and serves no data. Uploads and Streamlit'
 follow the same gate (:mod:`knowledge.webgate`): a session may upload only once it has been let in.
 """
 
+import html
 import logging
 import secrets
 import sys
+import urllib.parse
 from collections.abc import Callable
 
 import streamlit as st
@@ -58,6 +60,50 @@ def set_a_password() -> None:
         "```toml\n[app]\npassword_hash = \"scrypt$...\"\n```\n\n"
         "To use it on this computer only, start it as usual: `streamlit run app.py` (it listens on"
         " 127.0.0.1).")
+
+
+#: The session key of a sign-in cookie found stale (expired, signed out): not tried again.
+STALE_COOKIE = "stale_cookie"
+#: The session key of the token last sent to the browser as its cookie.
+COOKIE_SENT = "cookie_sent"
+
+
+def behind_a_browser() -> bool:
+    """Whether an HTTP request (a browser's websocket) is behind this run: something to set a cookie
+    in. A script run without one (Streamlit's AppTest) keeps its sign-in in the session only."""
+    try:
+        return bool(st.context.headers)
+    except Exception:
+        return False
+
+
+def cookie_token() -> str | None:
+    """The app session token of this browser's sign-in cookie (:data:`knowledge.webgate.SESSION_COOKIE`)."""
+    try:
+        value = st.context.cookies.get(webgate.SESSION_COOKIE)
+    except Exception:
+        return None
+    return value if isinstance(value, str) and value else None
+
+
+def here() -> str:
+    """This page's path in the app (``/stores``), where a redirect comes back to."""
+    try:
+        path = urllib.parse.urlsplit(st.context.url or "").path or "/"
+    except Exception:
+        return "/"
+    base = (st.get_option("server.baseUrlPath") or "").strip("/")
+    return path.removeprefix(f"/{base}") or "/" if base else path
+
+
+def go_to(url: str) -> None:
+    """Send the browser to ``url`` (one of the gate's own cookie endpoints) and end this run; without
+    a browser behind the run (AppTest), run the app again instead."""
+    if not behind_a_browser():
+        st.rerun()
+    st.markdown(f'<meta http-equiv="refresh" content="0; url={html.escape(url, quote=True)}">',
+                unsafe_allow_html=True)
+    st.stop()
 
 
 def client_id() -> str:
@@ -315,12 +361,17 @@ if accounts_on:
         except CatalogLocked:
             catalog_busy()
     token = st.session_state.get(SESSION_TOKEN)
+    cookie = cookie_token()
+    if not token and cookie and cookie != st.session_state.get(STALE_COOKIE):
+        token = cookie  # a reload or a new tab: the sign-in of this browser (webgate.SESSION_COOKIE)
+        st.session_state[SESSION_TOKEN] = token
     if token:
         try:
             actor = wb.people.accounts.session_actor(token)
         except AuthenticationFailed as exc:
             st.session_state.clear()
             st.session_state[SIGN_IN_NOTICE] = str(exc)
+            st.session_state[STALE_COOKIE] = cookie  # not read again in this browser session
         except CatalogLocked:
             catalog_busy()
         except KnowledgeError as exc:
@@ -333,6 +384,12 @@ if accounts_on:
             gate(accept_invitation, "Create your account")
         gate(account_sign_in, "Sign in")
     st.session_state["actor"] = actor
+    signed = st.session_state.get(SESSION_TOKEN)
+    if signed != cookie and st.session_state.get(COOKIE_SENT) != signed and behind_a_browser():
+        st.session_state[COOKIE_SENT] = signed  # once (a browser refusing cookies is not sent round again)
+        go_to(webgate.cookie_url(webgate.HANDOFFS.issue(st.session_state[SESSION_TOKEN],
+                                                         int(wb.settings.accounts.session_hours * 3600)),
+                                 here()))
 else:
     st.session_state.pop("actor", None)
     if shared and not password.is_set:
@@ -358,7 +415,7 @@ if actor is not None:
         if _sso.sign_out(wb):  # ends the app session; with a provider sign-in st.logout() reloads the app
             st.stop()
         st.session_state.clear()
-        st.rerun()
+        go_to(webgate.cookie_url(None))  # the browser forgets the sign-in cookie
 elif password.is_set and st.sidebar.button("Log out", icon="🔓", key="log-out"):
     webgate.shut_out(session_id)
     st.session_state.clear()

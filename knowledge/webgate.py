@@ -27,7 +27,10 @@ import hashlib
 import logging
 import math
 import re
+import secrets
 import threading
+import time
+import urllib.parse
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -265,6 +268,80 @@ def content_security_policy(host: str | None = None) -> str:
 _SCRIPT_HASHES = _inline_script_hashes()
 
 
+#: The cookie that keeps an account's app session across reloads and tabs: the session's token,
+#: ``HttpOnly`` (no script reads it), ``SameSite=Strict``, ``Secure`` over HTTPS, for the session's
+#: lifetime. ``app.py`` reads it from the websocket's request (``st.context.cookies``).
+SESSION_COOKIE = "knowledge_session"
+#: Our two HTTP endpoints beside Streamlit's (under ``server.baseUrlPath``): ``session?code=`` turns a
+#: one-time code into the cookie, ``sign-out`` clears it; both answer with a redirect into the app.
+COOKIE_ENDPOINTS = ("_knowledge/session", "_knowledge/sign-out")
+_NEXT = re.compile(r"/[A-Za-z0-9_\-/]*")
+
+
+class Handoffs:
+    """One-time codes a signed-in script run hands the browser to fetch its cookie with (a script run
+    speaks over the websocket and cannot set a cookie itself). A code works once, within
+    :attr:`TTL` seconds, in this process. Thread-safe."""
+
+    TTL = 60.0
+
+    def __init__(self) -> None:
+        self._codes: dict[str, tuple[str, int, float]] = {}
+        self._lock = threading.Lock()
+
+    def issue(self, token: str, max_age: int) -> str:
+        """A code for the cookie holding ``token`` for ``max_age`` seconds."""
+        code = secrets.token_urlsafe(24)
+        now = time.monotonic()
+        with self._lock:
+            self._codes = {c: v for c, v in self._codes.items() if v[2] > now}
+            self._codes[code] = (token, max_age, now + self.TTL)
+        return code
+
+    def redeem(self, code: str) -> tuple[str, int] | None:
+        """``(token, max_age)`` of an unused, unexpired ``code``; the code is gone either way."""
+        with self._lock:
+            found = self._codes.pop(code, None)
+        if found is None or found[2] <= time.monotonic():
+            return None
+        return found[0], found[1]
+
+
+HANDOFFS = Handoffs()
+
+
+def cookie_url(code: str | None, next_path: str = "/") -> str:
+    """Where the browser goes to get (``code``) or clear (``None``) the session cookie, coming back
+    to ``next_path`` (an app path; anything else is ``/``)."""
+    from streamlit import config  # noqa: PLC0415 - Streamlit internals: after the version check
+
+    base = (config.get_option("server.baseUrlPath") or "").strip("/")
+    prefix = f"/{base}/" if base else "/"
+    nxt = next_path if _NEXT.fullmatch(next_path or "") and not next_path.startswith("//") else "/"
+    query = urllib.parse.urlencode({"code": code, "next": nxt} if code else {"next": nxt})
+    return f"{prefix}{COOKIE_ENDPOINTS[0] if code else COOKIE_ENDPOINTS[1]}?{query}"
+
+
+async def _cookie_answer(scope: Scope, send: Send, endpoint: str, base: str) -> None:
+    """The redirect of a :data:`COOKIE_ENDPOINTS` request, setting or clearing the cookie."""
+    query = urllib.parse.parse_qs((scope.get("query_string") or b"").decode("latin-1"))
+    nxt = (query.get("next") or ["/"])[0]
+    if not _NEXT.fullmatch(nxt) or nxt.startswith("//"):
+        nxt = "/"
+    path = f"/{base}" if base else "/"
+    secure = "; Secure" if scope.get("scheme") == "https" else ""
+    cookie = f"{SESSION_COOKIE}=; Max-Age=0; Path={path}; HttpOnly; SameSite=Strict{secure}"
+    if endpoint == COOKIE_ENDPOINTS[0]:
+        found = HANDOFFS.redeem((query.get("code") or [""])[0])
+        if found is not None:
+            cookie = f"{SESSION_COOKIE}={found[0]}; Max-Age={found[1]}; Path={path}; HttpOnly; SameSite=Strict{secure}"
+    location = (f"/{base}" if base else "") + nxt
+    await send({"type": "http.response.start", "status": 303,
+                "headers": [(b"location", location.encode()), (b"set-cookie", cookie.encode()),
+                            (b"cache-control", b"no-store"), (b"content-length", b"0")]})
+    await send({"type": "http.response.body", "body": b""})
+
+
 class HttpGate:
     """ASGI middleware around Streamlit's own stack: see the module docstring."""
 
@@ -279,6 +356,12 @@ class HttpGate:
             return await _refuse(scope, send, refusal)
         if scope["type"] == "websocket":
             return await self.app(scope, receive, send)
+        from streamlit import config  # noqa: PLC0415 - Streamlit internals: after the version check
+
+        base = (config.get_option("server.baseUrlPath") or "").strip("/")
+        endpoint = (scope.get("path") or "").removeprefix(f"/{base}" if base else "").lstrip("/")
+        if endpoint in COOKIE_ENDPOINTS:
+            return await _cookie_answer(scope, send, endpoint, base)
         host = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
 
         async def send_with_csp(message: MutableMapping[str, Any]) -> None:
@@ -329,13 +412,18 @@ async def _refuse(scope: Scope, send: Send, reason: str) -> None:
 
 
 __all__ = [
+    "COOKIE_ENDPOINTS",
+    "HANDOFFS",
     "OPEN_ENDPOINTS",
     "SESSIONS",
+    "SESSION_COOKIE",
     "SUPPORTED_STREAMLIT",
     "GateUnavailable",
+    "Handoffs",
     "HttpGate",
     "Sessions",
     "content_security_policy",
+    "cookie_url",
     "install",
     "let_in",
     "set_upload_limit",

@@ -149,3 +149,33 @@ def test_a_private_store_of_one_member_is_invisible_to_another(browser, team_ser
     finally:
         ana_ctx.close()
         bo_ctx.close()
+
+
+def test_a_sign_in_lasts_across_reloads_and_tabs_until_sign_out(browser, team_server: Server):
+    """The browser keeps the app session as an HttpOnly cookie: a reload, a deep link in a new tab
+    and a new page stay signed in; Sign out ends it for every tab of the browser."""
+    from playwright.sync_api import expect
+
+    requests = Requests()
+    ctx, pg = open_context(browser, SIZES["1280"], requests)
+    try:
+        with explained(pg, team_server, ARTIFACTS):
+            _sign_in(pg, team_server, "bo")
+            cookies = {c["name"]: c for c in ctx.cookies()}
+            assert cookies["knowledge_session"]["httpOnly"] and cookies["knowledge_session"]["sameSite"] == "Strict"
+            pg.reload()
+            expect(pg.get_by_role("button", name="Sign out")).to_be_visible(timeout=60_000)
+            tab = ctx.new_page()
+            tab.goto(team_server.url + "/stores")  # a deep link in a new tab: signed in, on that page
+            expect(tab.get_by_role("button", name="Sign out")).to_be_visible(timeout=60_000)
+            expect(tab.get_by_role("heading", name="🗂️ Vector stores")).to_be_visible()
+            tab.close()
+            wait_for_app(pg)
+            rerun_and_wait(pg, lambda: pg.get_by_role("button", name="Sign out").click())
+            expect(pg.get_by_role("textbox", name="Username")).to_be_visible(timeout=60_000)
+            assert "knowledge_session" not in {c["name"] for c in ctx.cookies()}
+            pg.reload()
+            expect(pg.get_by_role("textbox", name="Username")).to_be_visible(timeout=60_000)
+        assert requests.foreign(team_server.url) == []
+    finally:
+        ctx.close()
