@@ -117,7 +117,7 @@ def sign_in() -> None:
     password, per visitor."""
     st.title("📚 knowledge")
     with st.form("sign-in"):
-        typed = st.text_input("Password", type="password")
+        typed = st.text_input("Password", type="password", autocomplete="current-password")
         if st.form_submit_button("Sign in", type="primary"):
             if THROTTLE.attempt(client_id(), password, typed):
                 st.session_state["signed_in"] = True
@@ -150,7 +150,7 @@ def password_way_in(wb: Workbench) -> None:
     after wrong passwords, served before the check; the same words for an unknown name)."""
     with st.form("account-sign-in"):
         username = st.text_input("Username", key="sign-in-username")
-        typed = st.text_input("Password", type="password", key="sign-in-password")
+        typed = st.text_input("Password", type="password", key="sign-in-password", autocomplete="current-password")
         if st.form_submit_button("Sign in", type="primary"):
             if not username.strip() or not typed:
                 st.error("Type your username and your password.")

@@ -48,7 +48,7 @@ with c2.form("my-password", clear_on_submit=True):
         st.caption("Your account signs in by single sign-on; it has no password here.")
         st.form_submit_button("Change the password", disabled=True)
     else:
-        current = st.text_input("Current password", type="password", key="my-current")
+        current = st.text_input("Current password", type="password", key="my-current", autocomplete="current-password")
         new = st.text_input("New password", type="password", key="my-new",
                             help=f"At least {wb.settings.accounts.min_password_length} characters.")
         again = st.text_input("New password again", type="password", key="my-again")

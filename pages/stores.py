@@ -408,6 +408,12 @@ def manage_section(store: str, files: int, chunks: int) -> None:
 LEVEL_WORDS = {"read": "read-only", "write": "read and write"}
 
 
+def chosen(username: str) -> str:
+    """An account in a list to pick from: ``"Bo Berg (bo)"`` (two people may share a display name)."""
+    user = wb.people.accounts.get(username)
+    return f"{user.display_name} ({user.username})" if user is not None and user.display_name != username else username
+
+
 def person(username: str | None) -> str:
     """A username as people read it: the account's display name, else the username; ``None``: the admins."""
     if username is None:
@@ -446,7 +452,7 @@ def share_section(store: str) -> None:
         principal = ""
         if kind == "user":
             people = [u.username for u in wb.people.accounts.users() if u.username != owner]
-            principal = c2.selectbox("Person", people, key=f"share-user:{store}", format_func=person,
+            principal = c2.selectbox("Person", people, key=f"share-user:{store}", format_func=chosen,
                                      index=None, placeholder="Choose a person") or ""
         elif kind == "group":
             groups = sorted(wb.people.accounts.groups())
@@ -477,7 +483,7 @@ def share_section(store: str) -> None:
         st.divider()
         others = [u.username for u in wb.people.accounts.users() if u.username != owner]
         c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
-        heir = c1.selectbox("Give this store to", others, key=f"give-to:{store}", format_func=person, index=None,
+        heir = c1.selectbox("Give this store to", others, key=f"give-to:{store}", format_func=chosen, index=None,
                             placeholder="Choose a person", help="They become its owner; you keep no access unless"
                             " they share it with you.")
         if c2.button("Give", key=f"give-go:{store}", disabled=heir is None):

@@ -203,7 +203,7 @@ class Guard:
                 actor = await run_sync(self.people.key_actor, token or None)
             except AuthenticationFailed as exc:
                 refused = refusal(401, f"{exc} This server has user accounts: every request needs its"
-                                       " user's key (Authorization: Bearer kn-...).", "invalid_api_key")
+                                       " user's own key.", "invalid_api_key")
             except KnowledgeError as exc:  # the catalog cannot be read now
                 log.warning("could not check an API key", exc_info=True)
                 refused = refusal(503, f"The API key could not be checked now ({exc}).", "catalog_unavailable")
