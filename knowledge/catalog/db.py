@@ -14,6 +14,7 @@ from __future__ import annotations
 import atexit
 import json
 import shutil
+import time
 import unicodedata
 import weakref
 from collections.abc import Iterable, Iterator
@@ -22,6 +23,8 @@ from dataclasses import fields, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
+
+import duckdb
 
 from knowledge._names import check_name
 from knowledge.catalog.dialect import NFC_FUNCTION, Dialect
@@ -39,6 +42,9 @@ from knowledge.errors import KnowledgeError, StoreExists
 if TYPE_CHECKING:
     from knowledge.config import Settings
 
+#: Seconds :meth:`Catalog.checkpoint_copy` waits for a write still open ("Cannot CHECKPOINT: there
+#: are other write transactions active") before it gives up.
+CHECKPOINT_WAIT = 10.0
 #: Every engine still referenced -- a DuckDB engine by its idle closer thread too, after its catalog
 #: is gone -- shut down at exit (see :meth:`DuckEngine.shutdown <knowledge.catalog.duck.DuckEngine.shutdown>`).
 _open_engines: weakref.WeakSet[Engine] = weakref.WeakSet()
@@ -299,9 +305,18 @@ class Catalog:
             KnowledgeError: a catalog in PostgreSQL (copy it with ``pg_dump``)."""
         if self.path is None:
             raise KnowledgeError(f"The catalog is in PostgreSQL ({self.describe()}): back it up with pg_dump.")
-        with self._cursor() as cur:
-            cur.execute("CHECKPOINT")
-            shutil.copyfile(self.path, target)
+        deadline = time.monotonic() + CHECKPOINT_WAIT
+        while True:
+            with self._cursor() as cur:
+                try:
+                    cur.execute("CHECKPOINT")
+                except duckdb.TransactionException as exc:  # another write is still open: let it finish
+                    if "CHECKPOINT" not in str(exc) or time.monotonic() > deadline:
+                        raise
+                else:
+                    shutil.copyfile(self.path, target)
+                    return
+            time.sleep(0.05)  # outside the lock, so the open write can commit
 
     # -- files in stores ------------------------------------------------------------------------
     def put_file(self, record: FileRecord, folder: str = "") -> None:
