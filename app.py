@@ -385,7 +385,8 @@ if accounts_on:
         gate(account_sign_in, "Sign in")
     st.session_state["actor"] = actor
     signed = st.session_state.get(SESSION_TOKEN)
-    if signed != cookie and st.session_state.get(COOKIE_SENT) != signed and behind_a_browser():
+    by_provider = st.session_state.get(_sso.VIA) == "sso"  # Streamlit's own identity cookie keeps that one
+    if signed != cookie and st.session_state.get(COOKIE_SENT) != signed and not by_provider and behind_a_browser():
         st.session_state[COOKIE_SENT] = signed  # once (a browser refusing cookies is not sent round again)
         go_to(webgate.cookie_url(webgate.HANDOFFS.issue(st.session_state[SESSION_TOKEN],
                                                          int(wb.settings.accounts.session_hours * 3600)),
