@@ -149,7 +149,10 @@ def is_shared(bind_address: str | None, client_ip: str | None = None) -> bool:
 
 # -- the password ----------------------------------------------------------------------------------
 _SCHEME = "scrypt"
-_N, _R, _P, _SALT, _KEY = 2**14, 8, 1, 16, 32
+#: scrypt's work factor for new hashes (OWASP's password storage cheat sheet: N=2**14 with r=8, p=1
+#: is its minimum for scrypt; verification reads N from the stored hash, so raising it later is safe).
+SCRYPT_N = 2**14
+_R, _P, _SALT, _KEY = 8, 1, 16, 32
 
 
 def hash_password(password: str) -> str:
@@ -162,9 +165,9 @@ def hash_password(password: str) -> str:
     if not password:
         raise ConfigError("The password is empty.")
     salt = secrets.token_bytes(_SALT)
-    key = hashlib.scrypt(password.encode(), salt=salt, n=_N, r=_R, p=_P, dklen=_KEY)
+    key = hashlib.scrypt(password.encode(), salt=salt, n=SCRYPT_N, r=_R, p=_P, dklen=_KEY)
     b64 = lambda b: base64.b64encode(b).decode()  # noqa: E731
-    return f"{_SCHEME}${_N}${_R}${_P}${b64(salt)}${b64(key)}"
+    return f"{_SCHEME}${SCRYPT_N}${_R}${_P}${b64(salt)}${b64(key)}"
 
 
 def verify_password(password: str, stored: str) -> bool:

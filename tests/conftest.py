@@ -69,6 +69,19 @@ def isolate(monkeypatch: pytest.MonkeyPatch, work: Path) -> Path:
     return work / "data"
 
 
+#: The scrypt work factor of the password hashes tests make (the product's is 2**14, ~50 ms of CPU
+#: a hash; hundreds of accounts are made by the tests). A test marked ``product_scrypt`` keeps it.
+TEST_SCRYPT_N = 2**8
+
+
+@pytest.fixture(autouse=True)
+def _cheap_password_hashes(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    if request.node.get_closest_marker("product_scrypt") is None:
+        import knowledge.access
+
+        monkeypatch.setattr(knowledge.access, "SCRYPT_N", TEST_SCRYPT_N)
+
+
 @pytest.fixture(autouse=True)
 def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
     isolate(monkeypatch, tmp_path_factory.mktemp("cwd"))

@@ -33,6 +33,7 @@ from knowledge.workbench import Workbench
 
 
 # -- the password ----------------------------------------------------------------------------------
+@pytest.mark.product_scrypt
 def test_a_password_hash_verifies_only_its_password_and_is_salted():
     h1, h2 = hash_password("correct horse"), hash_password("correct horse")
     assert h1.startswith("scrypt$16384$8$1$") and h1 != h2  # a fresh salt each time
