@@ -194,6 +194,7 @@ def test_on_loopback_the_local_admin_turns_accounts_on_from_people():
     assert "Róot Ädmin" in sidebar_text(at)
 
 
+@pytest.mark.slow
 def test_an_invitation_link_creates_an_account_with_odd_characters_and_signs_it_in(wb):
     bad = AppTest.from_file(APP, default_timeout=60)
     bad.query_params["invite"] = "mistyped"

@@ -34,6 +34,7 @@ def captions(at) -> list[str]:
     return [c.value for c in at.caption]
 
 
+@pytest.mark.slow
 def test_chat_attach_by_drop_ask_and_see_answer_with_citations(tmp_path):
     at = page("pages/chat.py")
     assert at.title[0].value == "💬 Chat"
@@ -115,6 +116,7 @@ def test_a_pdf_answer_cites_file_and_page_with_a_local_model(tmp_path):
     assert "local" in [c.value for c in answer.caption]
 
 
+@pytest.mark.slow
 def test_a_model_error_is_shown_not_raised():
     wb = Workbench(load_settings())
     LlmConfigs(wb.catalog, wb.settings).save({"name": "down", "type": "CHAT", "provider": "openai", "model": "m",
@@ -269,6 +271,7 @@ def test_a_deleted_store_is_dropped_and_said_once():
     assert kn.value == ["Lights"]
 
 
+@pytest.mark.slow
 def test_chat_stores_are_not_listed_among_the_users_stores():
     _seed({"Lights": [("lighthouse.md", LIGHTHOUSE)]})
     wb = Workbench(load_settings())

@@ -82,6 +82,7 @@ def test_a_bad_question_file_is_refused_with_its_lines():
     assert any("No question sets yet" in i.value for i in at.info)
 
 
+@pytest.mark.slow
 def test_evaluate_compare_sweep_and_try_chunk_sizes(populated):
     at = evaluate_page()
     upload(at, "kitchen.tsv", TSV)

@@ -66,6 +66,7 @@ def test_download_button_offers_the_content():
     assert "cats.md" in "\n".join(m.value for m in at.subheader)
 
 
+@pytest.mark.slow
 def test_deleting_a_file_stores_use_is_refused_unless_asked():
     ids = populate()
     at = pick(open_page(), ids["cats.md"])

@@ -44,6 +44,7 @@ def datasets_table(at: AppTest) -> dict[str, int]:
 
 
 @pytest.mark.parametrize("backend", ["memory", "qdrant"])
+@pytest.mark.slow
 def test_remember_recall_filter_and_forget(backend):
     at = memory_page(backend)
     assert any("No memories yet" in i.value for i in at.info)

@@ -56,6 +56,7 @@ def test_export_prepares_a_bundle_to_download():
     assert shown(download.proto.label) == "⬇️ Download Notes.kb"
 
 
+@pytest.mark.slow
 def test_import_a_dropped_bundle_under_a_new_name(tmp_path):
     _store()
     data = _bundle(tmp_path).read_bytes()
@@ -74,6 +75,7 @@ def test_import_a_dropped_bundle_under_a_new_name(tmp_path):
         wb.close()
 
 
+@pytest.mark.slow
 def test_a_name_clash_or_a_damaged_bundle_is_a_message_and_the_page_goes_on(tmp_path):
     _store()
     data = _bundle(tmp_path).read_bytes()
@@ -106,6 +108,7 @@ def _close_qdrant():
             obj.close()
 
 
+@pytest.mark.slow
 def test_move_a_store_to_another_backend(_close_qdrant):
     _store()
     at = open_app("pages/stores.py")

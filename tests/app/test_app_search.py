@@ -76,6 +76,7 @@ def test_empty_data_dir_shows_a_hint_not_a_form():
 
 
 @pytest.mark.model
+@pytest.mark.slow
 def test_a_query_shows_hits_with_file_page_and_highlight(populated):
     at = search_page()
     assert at.selectbox(key="pg_store").options == ["guides", "notes"]
@@ -95,6 +96,7 @@ def test_a_query_shows_hits_with_file_page_and_highlight(populated):
 
 
 @pytest.mark.model
+@pytest.mark.slow
 def test_threshold_and_filters(populated):
     at = search_page()
     assert at.number_input(key="pg_threshold").value == 0.3  # the setting search.score_threshold
@@ -125,6 +127,7 @@ def test_threshold_and_filters(populated):
 
 
 @pytest.mark.model
+@pytest.mark.slow
 def test_compare_view_runs_the_query_on_two_stores(populated):
     at = search_page()
     at.text_input(key="pg_query").input("telescope").run()
@@ -136,6 +139,7 @@ def test_compare_view_runs_the_query_on_two_stores(populated):
 
 
 @pytest.mark.model
+@pytest.mark.slow
 def test_the_last_query_survives_navigating_away(populated):
     at = search_page()
     at.text_input(key="pg_query").input("telescope").run()
@@ -148,6 +152,7 @@ def test_the_last_query_survives_navigating_away(populated):
 
 
 @pytest.mark.model
+@pytest.mark.slow
 def test_the_ranking_box_switches_between_hybrid_vector_and_words(populated):
     at = search_page()
     assert at.selectbox(key="pg_mode").value == "hybrid"  # the setting search.mode
@@ -193,6 +198,7 @@ def overlapping(_overlapping_once) -> Path:
 
 
 @pytest.mark.model
+@pytest.mark.slow
 def test_overlapping_chunks_are_one_result_and_copies_are_named(overlapping):
     at = search_page()
     at.text_input(key="pg_query").input("reflecting telescope mirror eyepiece").run()

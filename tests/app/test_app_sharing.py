@@ -59,6 +59,7 @@ def keys(at: AppTest, kind: str) -> set[str]:
     return {w.key for w in getattr(at, kind) if w.key}
 
 
+@pytest.mark.slow
 def test_a_private_store_is_invisible_to_another_member_on_every_page(team):
     at = signed_in(team, "bo", "pages/stores.py")
     assert at.selectbox(key="store_selected").options == ["ops"]
@@ -84,6 +85,7 @@ def test_a_private_store_is_invisible_to_another_member_on_every_page(team):
     assert set(signed_in(team, "root", "pages/stores.py").selectbox(key="store_selected").options) == {"hr", "ops"}
 
 
+@pytest.mark.slow
 def test_read_only_sharing_lets_search_but_shows_no_ingest_controls(team):
     view(team, "ana").share_store("hr", "user", "bo", "read")
     at = signed_in(team, "bo", "pages/stores.py")
@@ -116,6 +118,7 @@ def test_read_only_sharing_lets_search_but_shows_no_ingest_controls(team):
     assert not any((b.key or "").startswith("delete:") for b in at.button)
 
 
+@pytest.mark.slow
 def test_read_write_sharing_hides_only_the_owners_controls(team):
     view(team, "ana").share_store("hr", "user", "bo", "write")
     at = signed_in(team, "bo", "pages/stores.py")
@@ -132,6 +135,7 @@ def test_read_write_sharing_hides_only_the_owners_controls(team):
         bo.delete_store("hr")
 
 
+@pytest.mark.slow
 def test_the_owner_shares_and_takes_back_from_the_page(team):
     at = signed_in(team, "ana", "pages/stores.py")
     assert "👤 yours · private: only you" in [c.value for c in at.caption]
@@ -168,6 +172,7 @@ def test_a_member_cannot_delete_another_members_file(team):
     assert [f.file_name for f in ana.store_files("hr")] == ["leave.md"]
 
 
+@pytest.mark.slow
 def test_members_change_no_settings_or_templates(team):
     with pytest.raises(ValueError, match="Could not find a navigation page"):  # no Settings page for a member
         signed_in(team, "bo", "pages/settings.py")
@@ -178,6 +183,7 @@ def test_members_change_no_settings_or_templates(team):
     assert not any("Only an admin" in i.value for i in at.info) and at.text_input
 
 
+@pytest.mark.slow
 def test_memories_are_private_to_their_user(team):
     at = signed_in(team, "bo", "pages/memory.py")
     at.text_area(key="mem_text").input("bo's locker code is 4711")

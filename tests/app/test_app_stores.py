@@ -149,6 +149,7 @@ def test_a_blank_store_name_is_refused_with_a_message(fake_model):
 
 
 # -- uploads ---------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_upload_many_files_ingests_each_exactly_once(fake_model, ingest_calls):
     make_store()
     at = open_page()
@@ -171,6 +172,7 @@ def test_upload_many_files_ingests_each_exactly_once(fake_model, ingest_calls):
     assert len(at.session_state["processed_uploads"]) == 2
 
 
+@pytest.mark.slow
 def test_a_bad_file_gets_a_message_and_the_others_go_on(fake_model):
     make_store()
     at = open_page()
@@ -229,6 +231,7 @@ def _password_flow(at: AppTest, name: str, data: bytes, password: str) -> AppTes
     return at
 
 
+@pytest.mark.slow
 def test_a_password_protected_pdf_asks_for_the_password_and_retries(fake_model):
     make_store()
     _password_flow(open_page(), "locked.pdf", _encrypted_pdf("secret"), "secret")
@@ -250,6 +253,7 @@ def allow(monkeypatch, *folders) -> None:
     monkeypatch.setenv("KNOWLEDGE_INGEST__ALLOWED_DIRS", json.dumps([str(f) for f in folders]))
 
 
+@pytest.mark.slow
 def test_ingest_a_folder_by_glob(fake_model, tmp_path, monkeypatch):
     allow(monkeypatch, tmp_path)
     make_store()
@@ -274,6 +278,7 @@ def test_a_missing_folder_is_a_message(fake_model, tmp_path, monkeypatch):
 
 
 # -- deleting, re-embedding ------------------------------------------------------------------------
+@pytest.mark.slow
 def test_delete_a_file(fake_model):
     make_store("Notes", [("bread.md", BREAD), ("cats.md", CATS)])
     at = open_page()
@@ -289,6 +294,7 @@ def test_delete_a_file(fake_model):
     assert list(files_table(at, "Notes")["file"]) == ["bread.md"]
 
 
+@pytest.mark.slow
 def test_a_file_with_two_names_is_listed_with_its_alias_and_deleted_by_either_name(fake_model):
     make_store("Notes", [("cats.md", CATS), ("copy of cats.md", CATS), ("bread.md", BREAD)])
     at = open_page()
@@ -323,6 +329,7 @@ def test_delete_a_store_needs_confirmation(fake_model):
     assert any("No vector stores yet" in i.value for i in at.info)
 
 
+@pytest.mark.slow
 def test_reembed_to_another_template(fake_model):
     make_store("Notes", [("cats.md", CATS)])
     wb = service()
@@ -344,6 +351,7 @@ def _template_form(at: AppTest):
     return {t.label: t for t in at.text_input if t.form_id == "template-form"}
 
 
+@pytest.mark.slow
 def test_create_edit_and_delete_a_template(fake_model):
     at = open_page()
     form = _template_form(at)
@@ -399,6 +407,7 @@ def test_an_invalid_template_is_a_message(fake_model):
 
 
 @pytest.mark.model
+@pytest.mark.slow
 def test_upload_with_the_real_model():
     make_real = Workbench(load_settings())
     make_real.create_store("Notes")
@@ -412,6 +421,7 @@ def test_upload_with_the_real_model():
     assert list(table(at, "store")["dimension"]) == [384]
 
 
+@pytest.mark.slow
 def test_stop_cancels_the_batch_and_the_store_stays_as_it_was(fake_model, monkeypatch):
     import threading
 
@@ -437,6 +447,7 @@ def test_stop_cancels_the_batch_and_the_store_stays_as_it_was(fake_model, monkey
     assert list(files_table(at, "Notes")["file"]) == ["bread.md"]
 
 
+@pytest.mark.slow
 def test_a_batch_started_in_another_tab_shows_its_progress_and_can_be_stopped(fake_model, monkeypatch):
     import threading
 
@@ -469,6 +480,7 @@ def test_a_batch_started_in_another_tab_shows_its_progress_and_can_be_stopped(fa
     assert any("later.md" in m.value and "not started" in m.value for m in at.markdown), markdown(at)
 
 
+@pytest.mark.slow
 def test_the_folder_form_reads_only_allowed_folders(fake_model, tmp_path, monkeypatch):
     """/etc, ~/.ssh and a symlink leading out of the allowed folder are refused; the allowed folder
     is read (and a file symlinked out of it is left out, and said so)."""
@@ -524,6 +536,7 @@ def _truncated_pdf() -> bytes:
     return data[: len(data) // 3]
 
 
+@pytest.mark.slow
 def test_failures_say_what_is_wrong_in_words_and_offer_retry_only_where_it_can_help(fake_model):
     import re
 
@@ -553,6 +566,7 @@ def test_failures_say_what_is_wrong_in_words_and_offer_retry_only_where_it_can_h
     assert {m.label: m.value for m in at.metric}["Failed files"] == "5"
 
 
+@pytest.mark.slow
 def test_removing_a_failed_file_asks_first(fake_model):
     make_store()
     at = open_page()
@@ -636,6 +650,7 @@ def test_the_embedded_default_shows_no_team_mode_warning(fake_model):
     assert not any("catalog is shared" in w.value for w in at.warning)
 
 
+@pytest.mark.slow
 def test_a_batch_no_worker_took_yet_says_queued_waiting_for_a_worker(fake_model, monkeypatch):
     """``ingest.worker_threads = 0``: the app only queues; the header says so instead of a bar that
     does not move, until a worker (here one in the test, as a ``knowledge worker`` process would)

@@ -59,6 +59,7 @@ def frame(at, first_column):
     return next(d.value for d in at.dataframe if list(d.value.columns)[:1] == [first_column])
 
 
+@pytest.mark.slow
 def test_add_a_folder_shows_the_plan_then_applies_it_and_sync_now_follows_changes(docs):
     at = add_folder(open_app("pages/stores.py"), docs)
     assert any("Plan for" in m.value and "2 added" in m.value for m in at.markdown)

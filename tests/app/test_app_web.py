@@ -52,6 +52,7 @@ def files(at: AppTest) -> list[str]:
     return sorted(table["file"])
 
 
+@pytest.mark.slow
 def test_add_a_web_page_and_its_links(fake_model, monkeypatch, site: Site):
     monkeypatch.setenv("KNOWLEDGE_INGEST__WEB_ALLOW_PRIVATE", "true")
     site.html("/", page("Orchard", "The orchard grows quinces and medlars.", ("/pears.html", "/gone.html")))

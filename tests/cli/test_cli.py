@@ -22,6 +22,7 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+@pytest.mark.slow
 def test_ingest_search_files_delete(tmp_path, capsys, data_dir):
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "owls.md").write_text("# Owls\n\n## Hunting\n\nOwls hunt mice at night with silent flight.\n")
@@ -75,6 +76,7 @@ def test_data_dir_works_before_or_after_the_command(tmp_path, capsys):
     assert (tmp_path / "a" / "catalog.duckdb").exists() and (tmp_path / "b" / "catalog.duckdb").exists()
 
 
+@pytest.mark.slow
 def test_a_closed_pipe_ends_the_command_quietly(data_dir):
     """``python -m knowledge templates | head -0``: the reader is gone before anything is written;
     the command stops with 141 (128 + SIGPIPE), as Unix tools do, and no traceback."""

@@ -47,6 +47,7 @@ def small(_small_once):
     return str(use_prepared_data(_small_once)), str(_small_once.parent / "mine.tsv")
 
 
+@pytest.mark.slow
 def test_eval_prints_the_metrics_and_keeps_the_run(small, capsys):
     data, questions = small
     code, out, _ = run(capsys, "--data-dir", data, "eval", "notes", questions, "--mode", "all", "--questions")
@@ -81,6 +82,7 @@ def test_eval_prints_the_metrics_and_keeps_the_run(small, capsys):
     assert code == 0 and json.loads(out)[0]["set"] == "stored"
 
 
+@pytest.mark.slow
 def test_min_mrr_fails_a_pipeline_below_it(small, capsys):
     data, questions = small
     code, _, err = run(capsys, "--data-dir", data, "eval", "notes", questions, "--min-mrr", "0.5")

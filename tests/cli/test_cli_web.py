@@ -41,6 +41,7 @@ def test_ingest_a_web_page_and_its_links(tmp_path, capsys, monkeypatch, site: Si
     assert "not found (HTTP 404)" in by_name[site.url("/gone.html")]["message"]
 
 
+@pytest.mark.slow
 def test_ingest_url_refused_by_default_and_bad_schemes(tmp_path, capsys, site: Site):
     data = str(tmp_path / "data")
     code, out, _ = run(capsys, "--data-dir", data, "ingest", "web", site.url("/"), "ftp://example.org/x")

@@ -156,6 +156,7 @@ def test_the_offline_assistant_says_when_nothing_matches_well(wb, monkeypatch):
     assert "The closest passage is **lighthouse.md, “Lighthouse” — Lights**" in reply.text
 
 
+@pytest.mark.slow
 def test_after_the_last_attachment_is_removed_the_assistant_says_what_is_true(wb):
     chat = ChatService(wb)
     s = chat.create_session(stores=[])

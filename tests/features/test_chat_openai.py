@@ -73,6 +73,7 @@ def test_tool_call_loop_over_the_wire(chat, monkeypatch):
     assert len(chat.traces(s.id)) == 2
 
 
+@pytest.mark.slow
 def test_view_attachment_over_the_wire_with_vision_and_redacted_trace(chat):
     img = png_bytes(8, 8)
     with ChatCompletionsServer([lambda req: {"content": "A red square."},
@@ -149,6 +150,7 @@ def test_an_unset_key_variable_keeps_the_message_and_traces_the_error(chat, monk
     assert "NO_SUCH_KEY_VAR" in chat.traces(s.id)[0].error
 
 
+@pytest.mark.slow
 def test_an_unreachable_server_says_so(chat):
     chat.configs.save({"name": "down", "type": "CHAT", "provider": "openai", "model": "m",
                        "base_url": "http://127.0.0.1:9/v1", "timeout": 2})
@@ -179,6 +181,7 @@ def test_offline_assistant_answers_from_a_corpus_pdf_with_file_and_page(corpus, 
         wb.close()
 
 
+@pytest.mark.slow
 def test_offline_assistant_on_corpus_markdown_with_the_fake_embedder(corpus, tmp_path):
     wb = Workbench(load_settings(data_dir=tmp_path / "data"), embedder_factory=lambda m: HashEmbedder(4096, 256))
     chat = ChatService(wb)

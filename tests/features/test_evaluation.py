@@ -326,6 +326,7 @@ def test_a_files_text_is_rebuilt_from_its_chunks(wb, tmp_path):
             assert (sec.page, sec.heading) == (p.payload.get("page"), p.payload.get("heading"))
 
 
+@pytest.mark.slow
 def test_chunk_trials_evaluate_temporary_copies_and_remove_them(wb):
     long = "# Long\n\n" + "\n\n".join(f"Paragraph {i} says something about topic {i} at length." for i in range(40))
     wb.ingest_file("notes", long.encode(), "long.md")

@@ -136,6 +136,7 @@ def _same_store(a: Workbench, sa: str, b: Workbench, sb: str) -> None:
 
 # -- round trips -----------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_round_trip_memory_pgvector_qdrant_memory(make_wb, tmp_path):
     wb = make_wb()
     _fill(wb)
@@ -356,6 +357,7 @@ def test_an_import_killed_midway_leaves_no_store_and_its_leftovers_are_swept(tmp
 
 # -- move ------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_move_between_backends_keeps_name_files_chunks_and_vectors(make_wb):
     wb = make_wb()
     _fill(wb)
@@ -390,6 +392,7 @@ def test_a_move_to_an_unreachable_backend_leaves_the_store_as_it_was(make_wb):
 
 # -- backup and restore ----------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_backup_and_restore_into_an_empty_folder_searches_the_same(make_wb, tmp_path):
     wb = make_wb()
     _fill(wb, "notes", "mem")
@@ -424,6 +427,7 @@ def test_backup_and_restore_into_an_empty_folder_searches_the_same(make_wb, tmp_
         wb2.close()
 
 
+@pytest.mark.slow
 def test_a_backup_taken_while_files_are_ingested_restores_a_consistent_folder(tmp_path):
     """The catalog is copied first (CHECKPOINT under its lock), the file bytes and the stores after:
     every file the restored catalog calls done has its bytes and all its chunks."""
@@ -478,6 +482,7 @@ def _settings_of(wb: Workbench, root: Path):
     return load_settings(data_dir=root).model_copy(update={"vector_store": vs})
 
 
+@pytest.mark.slow
 def test_a_damaged_backup_writes_nothing_and_force_replaces_a_folder(tmp_path):
     from knowledge.config import load_settings
 
@@ -503,6 +508,7 @@ def test_a_damaged_backup_writes_nothing_and_force_replaces_a_folder(tmp_path):
 
 # -- the command line --------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_cli_export_import_move_backup_restore(tmp_path, capsys, monkeypatch):
     from knowledge.cli import main
 

@@ -169,6 +169,7 @@ def test_a_file_member_past_ingest_max_file_mb_is_refused_before_a_byte_is_writt
     assert "50.0 MB" in msg and "5 MB" in msg
 
 
+@pytest.mark.slow
 def test_a_member_declared_small_that_inflates_to_200_mb_is_cut_off(wb, good, tmp_path):
     """A zip bomb: 200 MB of zeros whose zip directory, local header and manifest say 1,000 bytes.
     The reader counts what it inflates and never goes past the declared figure."""
@@ -187,6 +188,7 @@ def test_a_member_declared_small_that_inflates_to_200_mb_is_cut_off(wb, good, tm
     _refused(wb, bad, "unreadable|damaged|more than")
 
 
+@pytest.mark.slow
 def test_a_chunk_block_declared_at_200_mb_is_refused_from_its_figure(wb, good, tmp_path):
     """An honestly declared 200 MB block of chunk lines (deflated to 200 KB) was read whole into
     memory; a block's lines are bounded (MAX_PAYLOADS_BYTES)."""
@@ -332,6 +334,7 @@ def test_a_backup_member_outside_the_data_folder_is_refused(backup, tmp_path, na
     _restore_refused(tmp_path, bad, "not a path this program writes")
 
 
+@pytest.mark.slow
 def test_a_backup_with_a_link_member_extra_members_or_a_bomb_is_refused(backup, tmp_path):
     bad = tmp_path / "bad.kbackup"
 

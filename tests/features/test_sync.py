@@ -99,6 +99,7 @@ def test_first_sync_adds_every_file_then_nothing_is_read_again(wb, docs):
     assert folder.last_plan == {"added": 3, "changed": 0, "renamed": 0, "deleted": 0, "unchanged": 0, "failed": 0}
 
 
+@pytest.mark.slow
 def test_modify_rename_delete_and_add_in_one_sync(wb, docs, embedded):
     sync = wb.syncs.folder("notes", docs)
     sync.run()

@@ -129,6 +129,7 @@ def test_missing_package_names_the_install_command(tmp_path, monkeypatch):
         BundledEmbedder(tmp_path).load()
 
 
+@pytest.mark.slow
 def test_loading_an_assembled_model_stays_offline(model, models_dir, no_network):
     embedder = BundledEmbedder(models_dir)
     embedder.load()
@@ -289,6 +290,7 @@ def test_corrupt_model_folder_is_embedding_unavailable(tmp_path, model, models_d
         embedder.embed_query(CAT)
 
 
+@pytest.mark.slow
 def test_max_tokens_override_lowers_the_window(models_dir, model):
     folder = models_dir / bundled.BUNDLED_DIR_NAME
     embedder = FastEmbedEmbedder(BUNDLED_MODEL_NAME, models_dir, specific_model_path=folder, max_tokens=16)
@@ -301,6 +303,7 @@ def test_max_tokens_override_lowers_the_window(models_dir, model):
         too_large.load()
 
 
+@pytest.mark.slow
 def test_a_query_is_embedded_while_a_batch_of_documents_is(model):
     """The query does not queue behind the batch (issue 15): it returns while the batch runs, and
     the batch runs on a thread of lower priority."""
@@ -339,6 +342,7 @@ def test_a_query_is_embedded_while_a_batch_of_documents_is(model):
 
 
 @pytest.mark.model
+@pytest.mark.slow
 def test_loading_the_model_writes_no_telemetry_queue(tmp_path):
     """onnxruntime keeps usage events for Microsoft's collector under ~/.cache/Microsoft unless
     ORT_DISABLE_TELEMETRY is set before it is imported: importing knowledge sets it."""

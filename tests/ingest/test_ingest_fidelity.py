@@ -637,6 +637,7 @@ def test_app_folder_job_reports_what_the_walk_skipped(wb, tmp_path):
 
 
 @pytest.mark.model
+@pytest.mark.slow
 def test_cli_glob_takes_upper_case_extensions_reports_skips_and_finds_nfd_names(tmp_path, capsys):
     from knowledge.cli import main
 
@@ -728,6 +729,7 @@ def test_reembed_keeps_file_attributes_and_table_headers(wb):
     assert row.metadata["table_header"].startswith(HEADER)
 
 
+@pytest.mark.slow
 def test_app_folder_ingest_takes_upper_case_extensions_and_shows_what_it_skipped(tmp_path, monkeypatch):
     from app_helpers import fresh_caches, use_fake_model
     from test_app_stores import allow, files_table, ingest_folder, make_store, open_page

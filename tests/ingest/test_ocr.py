@@ -87,6 +87,7 @@ def fresh_engine(monkeypatch):
 
 # -- fast: the default loop -------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_png_is_read_by_ocr_with_page_span_and_confidence():
     doc = read_document(encoded(render(["Lighthouse keeper log", "Token QUOKKA7731 marks this scan."], width=560),
                                 "PNG"), "scan.png")
@@ -188,6 +189,7 @@ def test_missing_ocr_package_fails_only_the_files_that_need_it(monkeypatch, fres
     assert read_document(b"plain text still works", "a.txt").text == "plain text still works"
 
 
+@pytest.mark.slow
 def test_no_network_is_needed(monkeypatch, fresh_engine):
     """The engine loads its models from the wheel: any attempt to open a connection fails the test."""
     def refuse(*args, **kwargs):

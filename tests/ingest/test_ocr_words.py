@@ -166,6 +166,7 @@ def test_a_stop_or_comma_ending_a_token_goes_with_its_word():
 # -- the engine ---------------------------------------------------------------------------------------
 
 @needs_font
+@pytest.mark.slow
 def test_an_identifier_reads_whole_on_a_rendered_line():
     img = page([MERLIN, "Due date: 12 March 2026"], size=(1100, 260))
     doc = read_document(encoded(img, "PNG"), "line.png")

@@ -122,6 +122,7 @@ def test_pdf_pages_become_sections_with_page_numbers():
     assert doc.warnings == []
 
 
+@pytest.mark.slow
 def test_pdf_image_only_and_blank_pages_are_reported():
     data = fpdf_bytes(["Text on one.", "IMAGE", None, "Text on four."])
     doc = check_shape(read_document(data, ocr="off"))
@@ -140,6 +141,7 @@ def test_pdf_runs_of_pages_without_text_are_one_warning():
                             "page 7 has no text layer (scanned? OCR needed)"]
 
 
+@pytest.mark.slow
 def test_pdf_without_any_text_is_an_empty_document_not_a_silent_success():
     with pytest.raises(EmptyDocument, match=r"no text layer \(scanned\? OCR needed\)"):
         read_document(fpdf_bytes(["IMAGE", "IMAGE"]), ocr="off")

@@ -70,6 +70,7 @@ def test_password_pdf_reads_with_its_password(corpus: Path):
     assert doc.pages == 1
 
 
+@pytest.mark.slow
 def test_imagemagick_images_are_no_silent_success(corpus: Path):
     pages = []
     with pytest.raises(EmptyDocument) as exc:

@@ -39,6 +39,7 @@ def book(corpus):
     return corpus / "md" / "rust-book"
 
 
+@pytest.mark.slow
 def test_store_static_chunking_upload_and_poll_filtered_search_and_delete(client, wb, book):
     vs = client.vector_stores.create(name="rust", metadata={"team": "docs"}, chunking_strategy={
         "type": "static", "static": {"max_chunk_size_tokens": 800, "chunk_overlap_tokens": 400}})
@@ -97,6 +98,7 @@ def test_store_static_chunking_upload_and_poll_filtered_search_and_delete(client
     assert client.files.content(uploaded[1].id).read() == (book / PANIC).read_bytes()
 
 
+@pytest.mark.slow
 def test_batches_files_api_and_store_lifecycle(client, wb, corpus):
     pdf = corpus / "pdf" / "pdflatex-4-pages.pdf"
     files = [client.files.create(file=open(p, "rb"), purpose="assistants")
@@ -122,6 +124,7 @@ def test_batches_files_api_and_store_lifecycle(client, wb, corpus):
         client.files.retrieve(files[0].id)
 
 
+@pytest.mark.slow
 def test_error_bodies(client, wb, book):
     with pytest.raises(openai.NotFoundError) as missing:
         client.vector_stores.retrieve("vs_" + "0" * 24)
@@ -173,6 +176,7 @@ def test_non_loopback_needs_the_key_and_requests_without_it_get_401(wb):
                                                  "Authorization": "Bearer s3cret-key"}).headers
 
 
+@pytest.mark.slow
 def test_openapi_docs(client, wb, tmp_path):
     base = str(client.base_url).removesuffix("/v1/")
     spec = httpx.get(base + "/openapi.json").json()
@@ -191,6 +195,7 @@ def test_openapi_docs(client, wb, tmp_path):
         w.close()
 
 
+@pytest.mark.slow
 def test_same_bytes_under_another_name_fail_with_a_reason_and_readding_a_file_is_idempotent(client, wb, book):
     data = (book / RESULT).read_bytes()
     vs = client.vector_stores.create(name="s")
@@ -204,6 +209,7 @@ def test_same_bytes_under_another_name_fail_with_a_reason_and_readding_a_file_is
     assert wb.vector_store("s").count() == wb.vector_store("s").count(first.id) > 0  # indexed once
 
 
+@pytest.mark.slow
 def test_each_file_of_a_running_batch_has_its_own_status(tmp_path):
     import threading
     import time

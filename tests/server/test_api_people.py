@@ -87,6 +87,7 @@ def team(wb, served):
             "clients": {n: client(served, k) for n, k in keys.items()}}
 
 
+@pytest.mark.slow
 def test_a_private_store_is_404_to_another_member_in_every_endpoint(team, wb):
     vs, fid, batch = team["vs"], team["fid"], team["batch"]
     ana, bo, root = (team["clients"][n] for n in ("ana", "bo", "root"))
@@ -142,6 +143,7 @@ def test_a_private_store_is_404_to_another_member_in_every_endpoint(team, wb):
     assert root.get(f"/v1/files/{fid}").status_code == 200
 
 
+@pytest.mark.slow
 def test_read_only_sharing_searches_but_adding_or_deleting_is_403(team, wb):
     vs, fid, batch = team["vs"], team["fid"], team["batch"]
     bo = team["clients"]["bo"]
@@ -178,6 +180,7 @@ def test_read_only_sharing_searches_but_adding_or_deleting_is_403(team, wb):
     assert wb.store_exists("hr") and wb.file_record("hr", own) is not None
 
 
+@pytest.mark.slow
 def test_keys_no_key_revoked_key_and_the_shared_key(team, wb, served):
     bo_key = team["keys"]["bo"]
     bo = team["clients"]["bo"]
@@ -211,6 +214,7 @@ def test_without_accounts_the_shared_key_works_as_before_until_the_first_account
     check_bind("0.0.0.0", None, accounts=True)  # per-user keys protect a server on the network
 
 
+@pytest.mark.slow
 def test_every_api_write_is_audited_and_a_member_reads_only_their_part(team, wb):
     vs, fid = team["vs"], team["fid"]
     ana, bo, root = (team["clients"][n] for n in ("ana", "bo", "root"))

@@ -182,6 +182,7 @@ def test_file_contents_are_a_download_and_every_response_says_nosniff(base):
 
 
 # -- bodies: nesting, types, unknown fields, names -----------------------------------------------------------
+@pytest.mark.slow
 def test_deeply_nested_json_and_bad_types_are_400_with_a_reason(base):
     vs = httpx.post(base + "/v1/vector_stores", json={"name": "s"}).json()
     deep = "[" * 10_000 + "]" * 10_000
@@ -209,6 +210,7 @@ def test_deeply_nested_json_and_bad_types_are_400_with_a_reason(base):
     assert stores(base) == ["s"]
 
 
+@pytest.mark.slow
 def test_an_unknown_field_is_refused_naming_it(base, wb):
     vs = httpx.post(base + "/v1/vector_stores", json={"name": "s"}).json()
     a = upload(base, "a.md", b"# A\n\nThe pump needs oil.\n").json()

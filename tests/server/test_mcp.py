@@ -40,6 +40,7 @@ def wb(tmp_path, corpus):
     w.close()
 
 
+@pytest.mark.slow
 def test_tools_resources_memory_and_confinement_in_process(wb, corpus, tmp_path):
     outside = tmp_path / "secret.md"
     outside.write_text("# Secret\n\nThe vault code is 1234.\n")

@@ -82,6 +82,7 @@ async def invisible(c: Client, fid: str, folder, http: bool = False) -> None:
         await c.read_resource(f"knowledge://stores/hr/files/{fid}")
 
 
+@pytest.mark.slow
 def test_in_process_as_a_user_every_tool_hides_another_members_store(team):
     wb, fid, _, folder = team
 
@@ -147,6 +148,7 @@ def key_client(url: str, key: str) -> Client:
         headers={"Authorization": f"Bearer {key}"}, timeout=60)))
 
 
+@pytest.mark.slow
 def test_over_http_each_request_acts_as_its_keys_user_and_a_revoked_key_stops_at_once(team):
     wb, fid, keys, folder = team
     wb.settings = wb.settings.model_copy(update={"api_key": SecretStr("shared-key")})

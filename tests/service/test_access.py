@@ -131,6 +131,7 @@ def test_the_apps_default_folders(tree, monkeypatch):
     assert app_folders(configured, shared=True).roots == (tree["outside"].resolve(),)
 
 
+@pytest.mark.slow
 def test_a_folder_job_stays_inside_the_allowed_folders(tree, tmp_path):
     wb = Workbench(load_settings(data_dir=tree["data"]), embedder_factory=lambda m: HashEmbedder(16, 64))
     try:

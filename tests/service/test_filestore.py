@@ -482,6 +482,7 @@ def test_records_persist_across_instances_and_deletes_are_seen_by_others(reopen,
         a.content(g.id)
 
 
+@pytest.mark.slow
 def test_concurrent_saves_and_deletes_from_threads(store):
     shared = b"shared content " * 1000
     rounds = 3 if store.name == "s3" else 15  # s3 on moto: 15 rounds take ~13 s

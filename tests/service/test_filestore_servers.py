@@ -178,6 +178,7 @@ def test_postgresql_a_process_killed_mid_save_leaves_nothing(pg_database, settin
         store.close()
 
 
+@pytest.mark.slow
 def test_postgresql_two_processes_create_the_tables_at_once(pg_database, settings):
     s = postgres_file_store_settings(settings)
     code = """
@@ -249,6 +250,7 @@ def test_postgresql_a_record_whose_chunks_are_gone_is_store_corrupt(pg_database,
 
 # -- s3 -------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_s3_keys_follow_the_layout_under_the_prefix(s3_server, settings):
     s = s3_file_store_settings(settings, s3_server, s3_prefix="team-a/files")
     store = open_file_store(s)

@@ -57,6 +57,7 @@ def coll(backend):
 
 # -- collections -------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_collection_lifecycle(backend):
     c = backend.collection("life")
     assert not c.collection_exists()

@@ -762,6 +762,7 @@ def test_remove_by_ids_and_where(backend, settings):
         assert {p.id for p in b2.collection("rm").scroll()} == {"a:1", "a:2", "a:3"}
 
 
+@pytest.mark.slow
 def test_many_small_writes_are_merged_and_garbage_is_compacted(tmp_path):
     settings = make_settings(tmp_path)
     with MemoryBackend(settings) as b:

@@ -230,6 +230,7 @@ def terminate_others(b: PgvectorBackend) -> int:
 
 
 @pytest.mark.parametrize("pool", [True, False], ids=["pool", "per-operation"])
+@pytest.mark.slow
 def test_idempotent_operations_survive_killed_connections(make, pool):
     b = make(pool=pool)
     coll = b.collection("loss")
