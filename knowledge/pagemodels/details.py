@@ -5,18 +5,21 @@ the title is the attribute ``title`` (a string; front matter's ``title:`` lands 
 as its own field; every other attribute is a row ``{"key", "type", "value"}`` with ``type`` one of
 :data:`TYPES` and ``value`` as typed (text). :func:`rows_of` makes the rows of saved attributes,
 :func:`attributes_of` the attributes to save from the edited rows, checked with the API's limits
-(16 keys, keys of 1-64 characters, strings of at most 512), errors in words. Saving goes through
+(16 keys, keys of 1-64 characters, strings of at most 512), errors in words; :func:`attribute_filter`
+reads chat's sidebar filter. Saving goes through
 :meth:`knowledge.workbench.Workbench.set_file_attributes`, as the API's edit does.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from knowledge.attributes import Scalar, check_attributes
+from knowledge.attributes import PREFIX, Scalar, check_attributes
 from knowledge.errors import InvalidArgument
+from knowledge.pagemodels.playground import parse_fields, parse_scalar
 
 TITLE = "title"
 TYPES = ("text", "number", "true/false")
@@ -98,4 +101,29 @@ def attributes_of(title: str | None, rows: Iterable[Mapping[str, Any]]) -> dict[
     return check_attributes(out)
 
 
-__all__ = ["TITLE", "TYPES", "attributes_of", "rows_of", "type_of", "typed"]
+
+
+def attribute_filter(text: str | None) -> dict[str, Any]:
+    """Chat's sidebar filter: ``key = value`` lines of file attributes (as the playground's fields,
+    :func:`knowledge.pagemodels.playground.parse_fields`; ``team = docs``, ``year = 2024``) as the
+    ``where`` of a search -- each key as its payload field ``attr_<key>`` (a key already written
+    ``attr_team`` is kept). ``{}`` for blank text.
+
+    Raises:
+        InvalidArgument: a badly written line, in words.
+    """
+    fields = parse_fields(text)
+    return {(k if k.startswith(PREFIX) else PREFIX + k): v for k, v in fields.items()}
+
+
+def filter_text(where: Mapping[str, Any]) -> str:
+    """The lines :func:`attribute_filter` reads back into ``where`` (``attr_`` dropped, values as JSON
+    where they are not plain text)."""
+    lines = []
+    for k, v in where.items():
+        key = k[len(PREFIX):] if k.startswith(PREFIX) else k
+        lines.append(f"{key} = {v if isinstance(v, str) and parse_scalar(v) == v else json.dumps(v)}")
+    return "\n".join(lines)
+
+
+__all__ = ["TITLE", "TYPES", "attribute_filter", "attributes_of", "filter_text", "rows_of", "type_of", "typed"]
