@@ -148,7 +148,7 @@ def settings_section(wb: Workbench, store: str, level: str) -> None:
             bar = st.progress(0.0, text="Re-embedding...")
             try:
                 wb.reembed(store, target, progress=lambda stage, f: bar.progress(f, text=f"Re-embedding: {f:.0%}"))
-                set_flash(f"settings:{store}", True, f"{store} is re-embedded with template {target}.")
+                set_flash(f"settings:{store}", True, f"{store} now uses template {target}.")
             except KnowledgeError as exc:
                 set_flash(f"settings:{store}", False, f"{store}: {exc}")
             st.rerun()
