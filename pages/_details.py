@@ -120,7 +120,7 @@ def settings_section(wb: Workbench, store: str, level: str) -> None:
             threshold = st.number_input(
                 "Default score threshold", value=own.score_threshold, step=0.05, format="%.2f",
                 disabled=not writable,
-                placeholder=("none" if fallback is None else f"{fallback:.2f} (setting search.score_threshold)"),
+                placeholder=("none" if fallback is None else f"default {fallback:.2f}"),
                 help="The playground starts with it and chat's searches of this store use it, when no"
                      " threshold is set by hand. Empty: the setting search.score_threshold (for cosine and"
                      " dot; none for distances).")
