@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, ClassVar, Generic, TypeVar
 
-from knowledge.catalog import DONE, Catalog, FileRecord, StoreRecord
+from knowledge.catalog import DONE, Catalog, FileRecord, StoreRecord, StoreSettings
 from knowledge.config import Settings, load_settings
 from knowledge.embeddings import create_embedder
 from knowledge.embeddings.base import Embedder
@@ -49,6 +49,7 @@ from knowledge.service.stores import Stores, StoreSummary, check_store_name
 from knowledge.service.templates import DEFAULT_TEMPLATE, TemplateRegistry, VectorStoreTemplate
 from knowledge.service.web import ingest_web
 from knowledge.sync import FolderSyncs
+from knowledge.vectorstore.scoring import DISTANCE_ORDER
 from knowledge.vectorstore.store import Hit
 
 T = TypeVar("T")
@@ -424,10 +425,42 @@ class Workbench:
         return self.indexer.file_attributes(store, file_id)
 
     def set_file_attributes(self, store: str, file_id: str, attributes: dict[str, Any]) -> int:
+        """See :meth:`Indexer.set_file_attributes` (needs write access): the app's Details editor and
+        the REST API's ``POST /v1/vector_stores/{id}/files/{file_id}`` both save through here."""
         self.authorize(store, "write")
         changed = self.indexer.set_file_attributes(store, file_id, attributes)
         self.record("file.attributes", store=store, target=file_id)
         return changed
+
+    def store_settings(self, store: str) -> StoreSettings:
+        """The own settings of ``store`` (description, default score threshold); needs read access.
+        Raises ``StoreNotFound``."""
+        self.authorize(store)
+        return self.stores.settings_of(store)
+
+    def set_store_settings(self, store: str, *, description: str | None = None,
+                           score_threshold: float | None = None) -> StoreSettings:
+        """Replace the own settings of ``store`` (see :meth:`Stores.set_settings`); needs write access.
+
+        Raises:
+            StoreNotFound. PermissionDenied: read-only. InvalidArgument: a bad value, in words.
+        """
+        self.authorize(store, "write")
+        done = self.stores.set_settings(store, description=description, score_threshold=score_threshold)
+        self.record("store.update", store=store, detail={"description": done.description,
+                                                         "score_threshold": done.score_threshold})
+        return done
+
+    def default_threshold(self, store: str, distance: str | None = None) -> float | None:
+        """The score threshold a search of ``store`` uses when the person sets none: the store's own
+        (:meth:`store_settings`), else the setting ``search.score_threshold`` for a store scored by
+        similarity (cosine, dot) and none for one scored by a distance (its scale depends on the
+        vectors). Needs read access; raises ``StoreNotFound``."""
+        own = self.store_settings(store).score_threshold
+        if own is not None:
+            return own
+        distance = distance or self.stores.get(store).distance
+        return self.settings.search.score_threshold if DISTANCE_ORDER.get(distance, False) else None
 
     def retry_file(self, store: str, file_id: str, **kwargs) -> IngestResult:
         self.authorize(store, "write")

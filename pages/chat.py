@@ -9,6 +9,7 @@ import streamlit as st
 from knowledge.chat import ChatService
 from knowledge.chat.model import ASSISTANT, ATTACHMENT, FILE, IMAGE, TOOL, USER, Message
 from knowledge.errors import KnowledgeError
+from knowledge.pagemodels.details import attribute_filter, filter_text
 from knowledge.text import render
 from knowledge.text.render import inert, md
 from knowledge.workbench import Workbench
@@ -74,6 +75,18 @@ with st.sidebar:
         st.rerun()
     if not store_names:
         st.caption("No stores yet: create one on the **Vector stores** page, or attach files to a message.")
+    if session:  # issue 29: search only files whose attributes match (File details on the Stores page)
+        now = chat.filter_of(sid)
+        typed = st.text_area("Filter by file attributes", value=filter_text(now), key=f"chat_filter_{sid}",
+                             placeholder="team = docs", height=68,
+                             help="`key = value` lines: the chat searches only files with these attributes"
+                                  " (set them under File details on the Vector stores page).")
+        try:
+            if (wanted := attribute_filter(typed)) != now:
+                chat.set_filter(sid, wanted)
+                st.rerun()
+        except KnowledgeError as exc:
+            st.error(inert(exc))
 
     names = configs if "offline" in configs else ["offline", *configs]
     current = (session.config if session else st.session_state.get("draft_config")) or "offline"

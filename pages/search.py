@@ -166,10 +166,11 @@ except KnowledgeError as exc:
     st.stop()
 k = c2.number_input("Results (k)", min_value=1, max_value=50, value=5, step=1, key="pg_k")
 threshold = c3.number_input(
-    "Score threshold", value=pg.default_threshold(record.distance, wb.settings.search.score_threshold), step=0.05,
+    "Score threshold", value=wb.default_threshold(store, record.distance), step=0.05,
     format="%.2f", placeholder="none", key="pg_threshold",
     help=f"Keep only results at least this good on meaning; below it a chunk is not a good match. Score: "
-         f"{pg.score_meaning(record.distance)}. Default: setting search.score_threshold.")
+         f"{pg.score_meaning(record.distance)}. Default: the store's own (Store settings), else setting"
+         " search.score_threshold.")
 
 names = {f"{f.file_name or f.file_id} ({f.chunks} chunks)": f for f in files}
 with st.expander("Filters", expanded=bool(st.session_state.get("pg_fields") or

@@ -23,6 +23,7 @@ from knowledge.service.web import MAX_DEPTH, WebJob
 from knowledge.text.render import inert, md
 from knowledge.vectorstore.registry import backend_names
 from knowledge.workbench import Workbench
+from pages._details import details_section, settings_section
 from pages._portable import import_part, portable_section
 from pages._sync import sync_section
 from pages._ui import (
@@ -376,23 +377,8 @@ def _delete_file(store: str, file_id: str, name: str, where: str, by_name: bool 
 
 
 def manage_section(store: str, files: int, chunks: int) -> None:
-    record = wb.get_store(store)
-    with st.expander("⚙️ Re-embed or delete this store"):
+    with st.expander("🗑️ Delete this store"):
         flash(f"manage:{store}")
-        others = [n for n in wb.template_names() if n != record.template]
-        c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
-        target = c1.selectbox("Re-embed to template", others, key=f"reembed-to:{store}",
-                              help="Embeds the stored chunk text again with the template's model, backend and"
-                              " distance; the store switches only when it is complete.")
-        if c2.button("Re-embed", key=f"reembed:{store}", disabled=not others):
-            bar = st.progress(0.0, text="Re-embedding...")
-            try:
-                wb.reembed(store, target, progress=lambda stage, f: bar.progress(f, text=f"Re-embedding: {f:.0%}"))
-                set_flash(f"manage:{store}", True, f"{store} now uses template {target}.")
-            except KnowledgeError as exc:
-                set_flash(f"manage:{store}", False, f"{store}: {exc}")
-            st.rerun()
-        st.divider()
         sure = st.checkbox(md("Yes, delete {} with its {} indexed file(s) and {} chunks", store, files, chunks),
                            key=f"sure:{store}")
         if st.button("🗑️ Delete store", key=f"drop:{store}", type="primary", disabled=not sure):
@@ -569,6 +555,8 @@ def stores_tab() -> None:
                 upload_section(store, summary.disk_bytes)
                 sync_section(wb, store)
             files_section(store, writable=level != "read")
+            details_section(wb, store, writable=level != "read")
+            settings_section(wb, store, level)
             if level == "owner":
                 manage_section(store, summary.files, summary.chunks)
                 if accounts:

@@ -6,8 +6,8 @@ A part, like ``vectorstore/`` and ``filestore/``: it may import the ground (``kn
 
 * :class:`Catalog` (``db.py``) -- over the DuckDB file (``duck.py``: turns, idle close) or PostgreSQL
   (``postgres.py``, ``catalog.url``), one SQL for both (``dialect.py``);
-* the records (``records.py``) -- :class:`StoreRecord`, :class:`FileRecord`, :class:`FileName`,
-  :class:`SyncedFolder`, :class:`FileCounts`, :class:`FileStatus`;
+* the records (``records.py``) -- :class:`StoreRecord`, :class:`StoreSettings`, :class:`FileRecord`,
+  :class:`FileName`, :class:`SyncedFolder`, :class:`FileCounts`, :class:`FileStatus`;
 * the schema (``schema.py`` over ``migrations/NNNN_<owner>.sql``) -- :data:`MIGRATIONS`.
 """
 
@@ -25,6 +25,7 @@ from knowledge.catalog.records import (
     FileRecord,
     FileStatus,
     StoreRecord,
+    StoreSettings,
     SyncedFolder,
 )
 from knowledge.catalog.schema import MIGRATIONS, CatalogCursor, migrate, one_row
@@ -47,6 +48,7 @@ __all__ = [
     "FileRecord",
     "FileStatus",
     "StoreRecord",
+    "StoreSettings",
     "SyncedFolder",
     "migrate",
     "one_row",

@@ -34,6 +34,7 @@ from knowledge.catalog.records import (
     FileRecord,
     FileStatus,
     StoreRecord,
+    StoreSettings,
     SyncedFolder,
 )
 from knowledge.catalog.schema import CatalogCursor, one_row
@@ -248,6 +249,7 @@ class Catalog:
             cur.execute("DELETE FROM store_files WHERE store = ?", [name])
             cur.execute("DELETE FROM store_file_names WHERE store = ?", [name])
             cur.execute("DELETE FROM synced_folders WHERE store = ?", [name])
+            cur.execute("DELETE FROM store_settings WHERE store = ?", [name])
             cur.execute("DELETE FROM stores WHERE name = ?", [name])
             cur.execute("COMMIT")
 
@@ -436,6 +438,24 @@ class Catalog:
         with self._cursor() as cur:
             cur.execute(sql, args)
         return self.names(store, file_id=file_id)
+
+    # -- a store's own settings (migration 12) -------------------------------------------------------
+    def store_settings(self, store: str) -> StoreSettings:
+        """The settings of ``store``; the defaults (no description, no threshold) when none were set."""
+        with self._cursor() as cur:
+            row = cur.execute("SELECT store, description, score_threshold, updated FROM store_settings"
+                              " WHERE store = ?", [store]).fetchone()
+        return StoreSettings(*row) if row else StoreSettings(store)
+
+    def put_store_settings(self, store: str, description: str, score_threshold: float | None) -> StoreSettings:
+        """Insert or replace the settings of ``store`` (one statement: all or nothing); returns them.
+        The caller checks the values (:meth:`knowledge.service.stores.Stores.set_settings`)."""
+        with self._cursor() as cur:
+            cur.execute("INSERT INTO store_settings (store, description, score_threshold, updated) VALUES (?, ?, ?, ?)"
+                        " ON CONFLICT (store) DO UPDATE SET description = excluded.description,"
+                        " score_threshold = excluded.score_threshold, updated = excluded.updated",
+                        [store, description, score_threshold, _now()])
+        return self.store_settings(store)
 
     # -- synced folders ---------------------------------------------------------------------------
     def put_synced_folder(self, store: str, folder: str, glob: str) -> None:

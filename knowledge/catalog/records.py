@@ -40,6 +40,18 @@ class StoreRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class StoreSettings:
+    """A store's own settings (migration 12): ``description`` in words (``""``: none), shown to the
+    chat model beside the store's name; ``score_threshold`` the default score threshold of its
+    searches in the playground and chat (``None``: the setting ``search.score_threshold``)."""
+
+    store: str
+    description: str = ""
+    score_threshold: float | None = None
+    updated: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class FileRecord:
     """A file in a store and how its ingestion went: ``status`` a :class:`FileStatus`; ``reason`` in
     words and ``error`` the name of the error class (:mod:`knowledge.errors`, e.g. ``"PasswordRequired"``)

@@ -55,11 +55,13 @@ BASE_PROMPT = (
 @dataclass(frozen=True, slots=True)
 class StoreBrief:
     """A knowledge store of a session as the system prompt names it: ``name``, how many ``files`` are
-    searchable in it, and a few of their names (``sample``)."""
+    searchable in it, a few of their names (``sample``) and the store's description (its owner's
+    words, ``""``: none; :meth:`knowledge.workbench.Workbench.store_settings`)."""
 
     name: str
     files: int
     sample: tuple[str, ...] = ()
+    description: str = ""
 
 VIEW_ATTACHMENT_SCHEMA: dict[str, Any] = {"type": "function", "function": {
     "name": "view_attachment",
@@ -159,7 +161,8 @@ def system_prompt(ctx: MapperContext) -> str:
         for b in ctx.knowledge:
             more = f", {b.files - len(b.sample)} more" if b.files > len(b.sample) else ""
             names = f": {', '.join(b.sample)}{more}" if b.sample else ""
-            section.append(f"- {b.name} ({b.files} file{'s' if b.files != 1 else ''}{names})")
+            about = f": {' '.join(b.description.split())}" if b.description else ""
+            section.append(f"- {b.name} ({b.files} file{'s' if b.files != 1 else ''}{names}){about}")
         parts.append("\n".join(section))
     files = [a for a in ctx.attachments if a.kind != KIND_IMAGE]
     section = ["## Attached files"]

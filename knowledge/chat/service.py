@@ -57,6 +57,7 @@ from knowledge.llm.config import LlmConfig, LlmUnavailable
 from knowledge.llm.providers import ChatProvider, Completion, ToolCall, TurnContext, open_provider
 from knowledge.outcomes import Outcome
 from knowledge.tools.knowledge import READ_TOOLS, WRITE_TOOLS, KnowledgeTools, ToolResult, format_hit, hit_data
+from knowledge.vectorstore.base import check_where
 from knowledge.vectorstore.scoring import higher_is_better
 from knowledge.workbench import Workbench
 
@@ -198,6 +199,29 @@ class ChatService:
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
         self._texts: OrderedDict[str, str] = OrderedDict()  # file id -> extracted text, newest last
+        #: Session id -> the attribute filter its searches use (:meth:`set_filter`); kept while the app runs.
+        self._filters: dict[str, dict[str, Any]] = {}
+
+    def set_filter(self, sid: str, where: dict[str, Any] | None) -> dict[str, Any]:
+        """Filter every search of session ``sid`` by payload equality (``{"attr_team": "docs"}``:
+        the file attributes of :mod:`knowledge.attributes`); ``None`` or ``{}``: no filter. Kept in
+        this process while it runs (not in the catalog). Returns the filter.
+
+        Raises:
+            SessionNotFound. InvalidArgument: a filter the backends cannot apply.
+        """
+        self.session(sid)
+        checked = check_where(dict(where)) if where else None
+        with self._guard:
+            if checked:
+                self._filters[sid] = checked
+            else:
+                self._filters.pop(sid, None)
+        return dict(checked or {})
+
+    def filter_of(self, sid: str) -> dict[str, Any]:
+        """The attribute filter of session ``sid`` (:meth:`set_filter`); ``{}`` when none."""
+        return dict(self._filters.get(sid) or {})
 
     def as_user(self, workbench: Workbench) -> ChatService:
         """This service acting for ``workbench``'s actor (a view of :meth:`Workbench.as_user`):
@@ -306,11 +330,12 @@ class ChatService:
         return Knowledge(kept, attached, s.store, dropped)
 
     def briefs(self, knowledge: Knowledge) -> list[StoreBrief]:
-        """The chosen stores as the system prompt names them: file count and up to 5 file names."""
+        """The chosen stores as the system prompt names them: file count, up to 5 file names and the
+        store's description."""
         out = []
         for name in knowledge.stores:
             files = [f.file_name for f in self.wb.file_records(name) if f.status == DONE]
-            out.append(StoreBrief(name, len(files), tuple(files[:5])))
+            out.append(StoreBrief(name, len(files), tuple(files[:5]), self.wb.store_settings(name).description))
         return out
 
     def prune_empty(self, keep: str | None = None, older_than_s: float = 600.0) -> int:
@@ -672,7 +697,10 @@ class ChatService:
             k = int(k)
             if not isinstance(query, str):
                 raise InvalidArgument("query must be a string.")
-            found = self.wb.search_stores(stores, query, k=k, where={"file_id": file_id} if file_id else None)
+            where = {**self.filter_of(s.id), **({"file_id": file_id} if file_id else {})}
+            thresholds = {n: self.wb.store_settings(n).score_threshold  # each chosen store's own
+                          for n in stores if n != kn.attachment_store}
+            found = self.wb.search_stores(stores, query, k=k, where=where or None, thresholds=thresholds)
         except (KnowledgeError, TypeError, ValueError) as exc:
             return ToolResult(f"vector_search failed: {exc}", ok=False)
         lines, data = [], []

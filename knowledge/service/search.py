@@ -189,7 +189,8 @@ class Searcher:
                             (t1 - t0) * 1000, (t2 - t1) * 1000)
 
     def search_stores(self, stores: Sequence[str], query: str, k: int = 5, *, where: dict | None = None,
-                      mode: SearchMode | None = None) -> MultiSearch:
+                      mode: SearchMode | None = None,
+                      thresholds: Mapping[str, float | None] | None = None) -> MultiSearch:
         """Search several stores as one: each store's own :meth:`search` (``k`` hits, the hybrid
         ranking by default), merged by reciprocal rank fusion of the ranks (k = 60, as in
         :mod:`knowledge.service.fusion`; Cormack, Clarke & Buettcher, SIGIR 2009), so scores of stores with
@@ -198,6 +199,8 @@ class Searcher:
         others are used. ``k`` best merged hits, never two with identical text.
 
         ``where`` filters every store's search by payload equality (e.g. ``{"file_id": ...}``).
+        ``thresholds`` gives a store its score threshold (``{store: threshold}``, on that store's
+        scale; a store not named, or ``None``: no threshold).
 
         Raises:
             InvalidArgument: a blank query or ``k`` below 1 (before any store is searched).
@@ -210,7 +213,8 @@ class Searcher:
         failed: dict[str, str] = {}
         for store in dict.fromkeys(stores):
             try:
-                found = self.search(store, query, k=k, where=where, mode=mode).hits
+                found = self.search(store, query, k=k, where=where, mode=mode,
+                                    score_threshold=(thresholds or {}).get(store)).hits
             except KnowledgeError as exc:
                 log.warning("search of store %s failed: %s", store, exc)
                 failed[store] = str(exc)

@@ -21,12 +21,13 @@ shared template or to delete it (:meth:`Stores.local_collection_of`).
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from knowledge._names import check_name
-from knowledge.catalog import DONE, Catalog, StoreRecord
+from knowledge.catalog import DONE, Catalog, StoreRecord, StoreSettings
 from knowledge.config import Settings
 from knowledge.embeddings.base import Embedder
 from knowledge.errors import InvalidArgument, KnowledgeError, MachineLocalBackend, StoreNotFound
@@ -42,6 +43,9 @@ from knowledge.vectorstore.registry import open_backend
 from knowledge.vectorstore.store import VectorStore
 
 log = logging.getLogger(__name__)
+
+#: The longest store description (characters): it goes into every chat's system prompt.
+MAX_DESCRIPTION_CHARS = 1000
 
 
 class ModelMismatch(KnowledgeError):
@@ -226,6 +230,39 @@ class Stores:
     def exists(self, name: str) -> bool:
         """Whether store ``name`` exists (has a catalog record)."""
         return self.find(name) is not None
+
+    def settings_of(self, name: str) -> StoreSettings:
+        """The own settings of store ``name`` (:class:`~knowledge.catalog.StoreSettings`). Raises ``StoreNotFound``."""
+        self.get(name)
+        return self.catalog.store_settings(name)
+
+    def set_settings(self, name: str, *, description: str | None = None,
+                     score_threshold: float | None = None) -> StoreSettings:
+        """Replace the own settings of store ``name``: ``description`` (stripped; at most
+        :data:`MAX_DESCRIPTION_CHARS` characters; ``None`` or blank: none) and ``score_threshold``
+        (a finite number, on the scale of the store's scores; ``None``: the setting
+        ``search.score_threshold``). Both are written at once. Returns the new settings.
+
+        Raises:
+            StoreNotFound. InvalidArgument: a description too long or with control characters, a
+            threshold that is not a finite number.
+        """
+        self.get(name)
+        text = (description or "").strip()
+        if len(text) > MAX_DESCRIPTION_CHARS:
+            raise InvalidArgument(f"A store description may have at most {MAX_DESCRIPTION_CHARS} characters,"
+                                  f" got {len(text)}.")
+        if text:
+            check_name(text.replace("\n", " ").replace("\t", " "), "store description")
+        if score_threshold is not None:
+            if isinstance(score_threshold, bool) or not isinstance(score_threshold, (int, float)) \
+                    or not math.isfinite(score_threshold):
+                raise InvalidArgument(f"A score threshold must be a finite number, got {score_threshold!r}.")
+            score_threshold = float(score_threshold)
+        try:
+            return self.catalog.put_store_settings(name, text, score_threshold)
+        finally:
+            self.changed(name)
 
     def template_of(self, record: StoreRecord) -> VectorStoreTemplate:
         return self.templates.get(record.template)

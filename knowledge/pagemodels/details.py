@@ -1,0 +1,129 @@
+"""A file's details as the Stores page edits them: a title and typed attribute rows.
+
+The details are the file's attributes (:mod:`knowledge.attributes`, the REST API's ``attributes``):
+the title is the attribute ``title`` (a string; front matter's ``title:`` lands there too), shown
+as its own field; every other attribute is a row ``{"key", "type", "value"}`` with ``type`` one of
+:data:`TYPES` and ``value`` as typed (text). :func:`rows_of` makes the rows of saved attributes,
+:func:`attributes_of` the attributes to save from the edited rows, checked with the API's limits
+(16 keys, keys of 1-64 characters, strings of at most 512), errors in words; :func:`attribute_filter`
+reads chat's sidebar filter. Saving goes through
+:meth:`knowledge.workbench.Workbench.set_file_attributes`, as the API's edit does.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from knowledge.attributes import PREFIX, Scalar, check_attributes
+from knowledge.errors import InvalidArgument
+from knowledge.pagemodels.playground import parse_fields, parse_scalar
+
+TITLE = "title"
+TYPES = ("text", "number", "true/false")
+_TRUE = {"true", "yes", "1", "on"}
+_FALSE = {"false", "no", "0", "off"}
+
+
+def type_of(value: Any) -> str:
+    """The row type of a saved value: ``"true/false"`` (bool), ``"number"`` (int, float), else ``"text"``."""
+    if isinstance(value, bool):
+        return "true/false"
+    if isinstance(value, (int, float)):
+        return "number"
+    return "text"
+
+
+def rows_of(attributes: Mapping[str, Any]) -> tuple[str, list[dict[str, str]]]:
+    """``(title, rows)`` of saved attributes: the ``title`` attribute (``""``: none) and the others
+    as ``{"key", "type", "value"}`` rows sorted by key, values as text (``true``/``false`` for booleans)."""
+    title = attributes.get(TITLE)
+    rows = [{"key": k, "type": type_of(v), "value": (str(v).lower() if isinstance(v, bool) else str(v))}
+            for k, v in sorted(attributes.items()) if k != TITLE]
+    return (str(title) if title is not None else ""), rows
+
+
+def typed(key: str, kind: str | None, value: Any) -> Scalar:
+    """One row's value as its type says (``None`` type: ``text``).
+
+    Raises:
+        InvalidArgument: a number that does not read as one (or is not finite), a true/false that is
+        neither, an unknown type -- each naming the key.
+    """
+    kind = kind or "text"
+    text = "" if value is None else str(value).strip() if kind != "text" else str(value)
+    if kind == "text":
+        return text
+    if kind == "number":
+        try:
+            number = float(text)
+        except ValueError:
+            raise InvalidArgument(f"The value of {key!r} should be a number (like 3 or 2.5), got {text!r}.") from None
+        if not math.isfinite(number):
+            raise InvalidArgument(f"The value of {key!r} should be a finite number, got {text!r}.")
+        return int(number) if number.is_integer() and "." not in text and "e" not in text.lower() else number
+    if kind == "true/false":
+        if text.lower() in _TRUE:
+            return True
+        if text.lower() in _FALSE:
+            return False
+        raise InvalidArgument(f"The value of {key!r} should be true or false, got {text!r}.")
+    raise InvalidArgument(f"The type of {key!r} should be one of {', '.join(TYPES)}, got {kind!r}.")
+
+
+def attributes_of(title: str | None, rows: Iterable[Mapping[str, Any]]) -> dict[str, Scalar]:
+    """The attributes to save from the editor: ``title`` (stripped; blank: none) and the rows (a
+    row with a blank key and a blank value is skipped: an empty added row). Keys are stripped.
+
+    Raises:
+        InvalidArgument: in words -- a value without a key, a key given twice, a key ``title`` among
+        the rows, a bad value for its type, or the API's limits (:func:`knowledge.attributes.check_attributes`:
+        at most 16 keys with the title, keys of 1-64 characters, text of at most 512).
+    """
+    out: dict[str, Scalar] = {}
+    name = (title or "").strip()
+    if name:
+        out[TITLE] = name
+    for n, row in enumerate(rows, 1):
+        key = str(row.get("key") or "").strip()
+        value = row.get("value")
+        if not key:
+            if value is None or not str(value).strip():
+                continue
+            raise InvalidArgument(f"Row {n} has a value but no key: give it a name (like 'team').")
+        if key == TITLE:
+            raise InvalidArgument("The title has its own field above; remove the row 'title'.")
+        if key in out:
+            raise InvalidArgument(f"The key {key!r} is given twice; keep one row.")
+        out[key] = typed(key, row.get("type"), value)
+    return check_attributes(out)
+
+
+
+
+def attribute_filter(text: str | None) -> dict[str, Any]:
+    """Chat's sidebar filter: ``key = value`` lines of file attributes (as the playground's fields,
+    :func:`knowledge.pagemodels.playground.parse_fields`; ``team = docs``, ``year = 2024``) as the
+    ``where`` of a search -- each key as its payload field ``attr_<key>`` (a key already written
+    ``attr_team`` is kept). ``{}`` for blank text.
+
+    Raises:
+        InvalidArgument: a badly written line, in words.
+    """
+    fields = parse_fields(text)
+    return {(k if k.startswith(PREFIX) else PREFIX + k): v for k, v in fields.items()}
+
+
+def filter_text(where: Mapping[str, Any]) -> str:
+    """The lines :func:`attribute_filter` reads back into ``where`` (``attr_`` dropped, values as JSON
+    where they are not plain text)."""
+    lines = []
+    for k, v in where.items():
+        key = k[len(PREFIX):] if k.startswith(PREFIX) else k
+        lines.append(f"{key} = {v if isinstance(v, str) and parse_scalar(v) == v else json.dumps(v)}")
+    return "\n".join(lines)
+
+
+__all__ = ["TITLE", "TYPES", "attribute_filter", "attributes_of", "filter_text", "rows_of", "type_of", "typed"]

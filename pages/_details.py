@@ -1,0 +1,157 @@
+"""The Stores page's per-store "File details" editor and "Store settings" section (not a page).
+
+File details: pick an indexed file, edit its title and its typed attribute rows (add, edit, delete),
+Save -- through :meth:`Workbench.set_file_attributes`, the REST API's edit, so filters see the new
+values at once. Store settings: the description the chat model is shown, the default score
+threshold, the template the store was made from and Re-embed. Logic: :mod:`knowledge.pagemodels.details`
+and the workbench view (write access is checked there; read-only sharers see no Save).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import streamlit as st
+
+from knowledge.catalog import DONE
+from knowledge.errors import KnowledgeError
+from knowledge.pagemodels.details import TYPES, attributes_of, rows_of
+from knowledge.service.stores import MAX_DESCRIPTION_CHARS
+from knowledge.text.render import inert, md
+from knowledge.workbench import Workbench
+from pages._ui import flash, set_flash
+
+_ids = itertools.count(1)
+
+
+def _load(wb: Workbench, store: str, file_id: str, base: str) -> None:
+    """Put the saved details of the file into the editor's state (once per file, and after a save)."""
+    title, rows = rows_of(wb.file_attributes(store, file_id))
+    st.session_state[f"{base}:title"] = title
+    ids = []
+    for row in rows:
+        ids.append(rid := next(_ids))
+        st.session_state[f"{base}:k:{rid}"] = row["key"]
+        st.session_state[f"{base}:t:{rid}"] = row["type"]
+        st.session_state[f"{base}:v:{rid}"] = row["value"]
+    st.session_state[f"{base}:rows"] = ids
+
+
+def _forget(base: str) -> None:
+    for key in [k for k in st.session_state if isinstance(k, str) and k.startswith(base + ":")]:
+        del st.session_state[key]
+
+
+def details_section(wb: Workbench, store: str, writable: bool) -> None:
+    """The "File details" editor of ``store``'s indexed files; Save only with ``writable``."""
+    done = [f for f in wb.store_files(store) if f.status == DONE]
+    if not done:
+        return
+    with st.expander("📝 File details: title and attributes"):
+        flash(f"details:{store}")
+        st.caption("Attributes are key/value details of a file that filters use: in the playground as "
+                   "`attr_<key> = value`, in chat's sidebar filter, and in the API's `attributes`.")
+        names = {f.file_id: f.file_name for f in done}
+        fid = st.selectbox("File", sorted(names, key=lambda i: names[i].lower()), format_func=lambda i: names[i],
+                           key=f"details-pick:{store}")
+        if fid is None:
+            return
+        base = f"details:{store}:{fid}"
+        if f"{base}:rows" not in st.session_state:
+            try:
+                _load(wb, store, fid, base)
+            except KnowledgeError as exc:
+                st.error(inert(exc))
+                return
+        st.text_input("Title", key=f"{base}:title", disabled=not writable, max_chars=512,
+                      placeholder="none (the file name is shown)")
+        ids: list[int] = st.session_state[f"{base}:rows"]
+        if ids:
+            st.markdown("**Attributes**")
+        elif not writable:
+            st.caption("No attributes.")
+        for rid in list(ids):
+            c1, c2, c3, c4 = st.columns([3, 2, 4, 1], vertical_alignment="bottom")
+            c1.text_input("Key", key=f"{base}:k:{rid}", disabled=not writable, placeholder="key, e.g. team")
+            c2.selectbox("Type", TYPES, key=f"{base}:t:{rid}", disabled=not writable)
+            c3.text_input("Value", key=f"{base}:v:{rid}", disabled=not writable, placeholder="value")
+            if writable and c4.button("", icon=":material/delete:", key=f"{base}:del:{rid}", help="Delete this row"):
+                ids.remove(rid)
+                for part in ("k", "t", "v"):
+                    st.session_state.pop(f"{base}:{part}:{rid}", None)
+                st.rerun()
+        if not writable:
+            st.caption("Shared with you read-only: the details cannot be changed here.")
+            return
+        c1, c2 = st.columns(2)
+        if c1.button("➕ Add an attribute", key=f"{base}:add", width="stretch"):
+            ids.append(rid := next(_ids))
+            st.session_state[f"{base}:t:{rid}"] = TYPES[0]
+            st.rerun()
+        if c2.button("💾 Save details", key=f"{base}:save", type="primary", width="stretch"):
+            rows = [{"key": st.session_state.get(f"{base}:k:{r}"), "type": st.session_state.get(f"{base}:t:{r}"),
+                     "value": st.session_state.get(f"{base}:v:{r}")} for r in ids]
+            try:
+                attributes = attributes_of(st.session_state.get(f"{base}:title"), rows)
+                n = wb.set_file_attributes(store, fid, attributes)
+            except KnowledgeError as exc:
+                st.error(md("Not saved: {}", str(exc)), icon="❌")
+                return
+            _forget(base)  # read back what was saved
+            set_flash(f"details:{store}", True, f"Saved the details of {names[fid]} ({len(attributes)} attribute(s),"
+                      f" {n} chunks updated): filters see them now.")
+            st.rerun()
+
+
+def settings_section(wb: Workbench, store: str, level: str) -> None:
+    """The "Store settings" of ``store``: its description and default score threshold (changed by
+    its owner or a writer), the template it was made from and Re-embed (its owner)."""
+    record = wb.get_store(store)
+    with st.expander("⚙️ Store settings: description, score threshold, template"):
+        flash(f"settings:{store}")
+        own = wb.store_settings(store)
+        writable = level in ("owner", "write")
+        fallback = wb.default_threshold(store) if own.score_threshold is None else None
+        with st.form(f"store-settings:{store}", border=False):
+            description = st.text_area(
+                "Description", value=own.description, max_chars=MAX_DESCRIPTION_CHARS, disabled=not writable,
+                placeholder="What this store holds, e.g. 'The Rust book and our style guide'",
+                help="Shown to the chat model beside the store's name, so it knows when to search it.")
+            threshold = st.number_input(
+                "Default score threshold", value=own.score_threshold, step=0.05, format="%.2f",
+                disabled=not writable,
+                placeholder=("none" if fallback is None else f"default {fallback:.2f}"),
+                help="The playground starts with it and chat's searches of this store use it, when no"
+                     " threshold is set by hand. Empty: the setting search.score_threshold (for cosine and"
+                     " dot; none for distances).")
+            if st.form_submit_button("💾 Save settings", disabled=not writable):
+                try:
+                    wb.set_store_settings(store, description=description, score_threshold=threshold)
+                    set_flash(f"settings:{store}", True, f"Saved the settings of {store}.")
+                except KnowledgeError as exc:
+                    set_flash(f"settings:{store}", False, f"Not saved: {exc}")
+                st.rerun()
+        if not writable:
+            st.caption("Shared with you read-only: the settings cannot be changed here.")
+        st.markdown(md("Made from template **{}** (model {}, {} distance).", record.template, record.embedding_model,
+                       record.distance))
+        if level != "owner":
+            return
+        names = wb.template_names()
+        c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
+        target = c1.selectbox(
+            "Re-embed with template", names, index=names.index(record.template) if record.template in names else 0,
+            key=f"reembed-to:{store}",
+            help="Indexes every file again from its stored chunk text with the template's model, backend and"
+                 " distance (the same model: the vectors are copied); the store switches only when it is complete.")
+        if c2.button("Re-embed", key=f"reembed:{store}", disabled=not names):
+            bar = st.progress(0.0, text="Re-embedding...")
+            try:
+                wb.reembed(store, target, progress=lambda stage, f: bar.progress(f, text=f"Re-embedding: {f:.0%}"))
+                set_flash(f"settings:{store}", True, f"{store} now uses template {target}.")
+            except KnowledgeError as exc:
+                set_flash(f"settings:{store}", False, f"{store}: {exc}")
+            st.rerun()
+
+
+__all__ = ["details_section", "settings_section"]
