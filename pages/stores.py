@@ -17,7 +17,7 @@ from knowledge.catalog import DONE, FAILED, PENDING, PROCESSING, FileCounts
 from knowledge.errors import KnowledgeError
 from knowledge.ingest.chunker import plan_chunking
 from knowledge.outcomes import Outcome, can_retry, needs_password, plain_reason
-from knowledge.service.jobs import IngestJob
+from knowledge.service.jobs import IngestJob, round_eta
 from knowledge.service.templates import DEFAULT_TEMPLATE, make_template
 from knowledge.service.web import MAX_DEPTH, WebJob
 from knowledge.text.render import inert, md
@@ -125,7 +125,7 @@ def _batch_header(job: IngestJob, store: str) -> None:
         st.progress(0.0, text=queued_text(job, store, runs))
         return
     eta = job.eta_seconds()
-    left = f"about {duration(eta)} left" if eta is not None else "estimating the time left…"
+    left = f"about {duration(round_eta(eta))} left" if eta is not None else "estimating the time left…"
     st.progress(job.fraction, text=md("**{} of {} files** into {} · {} chunk{} so far · {}", n, total, store,
                                       job.chunks, "" if job.chunks == 1 else "s", left))
 
