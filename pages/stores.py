@@ -582,16 +582,20 @@ def stores_tab() -> None:
     whose = ({"owner": [person(owners[s.record.name]) for s in stores],
               "access": [{"owner": "owner"}.get(levels.get(s.record.name, ""), LEVEL_WORDS.get(
                   levels.get(s.record.name, ""), "")) for s in stores]} if accounts else {})
+    # The name and its counts come first, narrow, so they show without scrolling at 1280 px and
+    # stay readable on a phone; where and how it is stored follow.
     st.dataframe(
-        [{"store": s.record.name, **{k: v[i] for k, v in whose.items()}, "template": s.record.template,
+        [{"store": s.record.name, "files": s.files, "chunks": s.chunks, "size (MB)": megabytes(s.disk_bytes or 0),
+          **{k: v[i] for k, v in whose.items()}, "template": s.record.template,
           "stored": backend_words(s.record.backend) + (" (one machine only: not shared)" if s.note else ""),
-          "backend": s.record.backend, "model": s.record.embedding_model, "dimension": s.record.dimension,
-          "files": s.files, "chunks": s.chunks, "size (MB)": megabytes(s.disk_bytes or 0)}
+          "backend": s.record.backend, "model": s.record.embedding_model, "dimension": s.record.dimension}
          for i, s in enumerate(stores)],
         hide_index=True, width="stretch", key="stores-table",
-        column_config={"size (MB)": st.column_config.NumberColumn(format="%.2f"),
-                       "files": st.column_config.NumberColumn("indexed files",
-                                                              help="Searchable files of the store")},
+        column_config={"store": st.column_config.TextColumn("store", width="medium", pinned=True),
+                       "size (MB)": st.column_config.NumberColumn("size (MB)", format="%.2f", width="small"),
+                       "files": st.column_config.NumberColumn("files", width="small",
+                                                              help="Indexed (searchable) files of the store"),
+                       "chunks": st.column_config.NumberColumn("chunks", width="small")},
     )
 
 
