@@ -267,6 +267,35 @@ def web_section(store: str) -> None:
                         st.error(inert(exc))
 
 
+def _file_list(store: str, files: list, *, running: bool) -> None:
+    """The heading "Indexed files (n)" and the table of the store's indexed files (and, when no batch
+    is ``running``, those an interrupted run left), from ``files`` as read now."""
+    listed = [f for f in files if f.status == DONE or (f.status in (PROCESSING, PENDING) and not running)]
+    st.markdown(f"#### Indexed files ({sum(1 for f in files if f.status == DONE)})")
+    if not listed:
+        if running:
+            st.caption("No file is indexed yet: the list fills as the batch's files finish.")
+        elif not files:
+            st.caption("No files yet: drop some above.")
+        return
+    st.dataframe(
+        [{"file": f.file_name, "also named": list(f.aliases),
+          "status": STATUS_LABEL[DONE] if f.status == DONE else "⚠️ interrupted",
+          "chunks": f.chunks, "pages": f.pages, "warnings": f.warnings,
+          "size (MB)": megabytes(f.size),
+          "seconds": round(f.total_seconds or 0, 2), "updated": f.updated}
+         for f in listed],
+        hide_index=True, width="stretch", key=f"files:{store}",
+        column_config={
+            "warnings": st.column_config.ListColumn("warnings", width="medium"),
+            "also named": st.column_config.ListColumn(
+                "also named", help="The same bytes under other names: indexed once, searchable while"
+                " any of its names is in the store"),
+            "updated": st.column_config.DatetimeColumn("updated", format="YYYY-MM-DD HH:mm"),
+        },
+    )
+
+
 def files_section(store: str, writable: bool = True) -> None:
     """The store's files; deleting and the retry/remove of failed files only with ``writable``."""
     files = wb.store_files(store)
@@ -274,30 +303,23 @@ def files_section(store: str, writable: bool = True) -> None:
     running = job is not None and not job.done
     failed = [f for f in files if f.status == FAILED]
     busy = [f for f in files if f.status in (PROCESSING, PENDING)]
-    listed = [f for f in files if f.status == DONE or (f.status in (PROCESSING, PENDING) and not running)]
-    st.markdown(f"#### Indexed files ({sum(1 for f in files if f.status == DONE)})")
+    if running:  # the list follows the batch, as the counters above do (issue 29)
+        slot = st.container()  # alone in its container, as the status panel's fragment (see there)
+
+        # A fragment of its own name, registered only while the batch runs; the status panel reruns
+        # the whole page once the batch is done.
+        @st.fragment(run_every=1.0)
+        def running_file_list() -> None:
+            _file_list(store, wb.store_files(store), running=True)
+
+        with slot:
+            running_file_list()
+    else:
+        _file_list(store, files, running=False)
     if not files:
-        st.caption("No files yet: drop some above.")
         flash(f"files:{store}")
         flash(f"attention:{store}")
         return
-    if listed:
-        st.dataframe(
-            [{"file": f.file_name, "also named": list(f.aliases),
-              "status": STATUS_LABEL[DONE] if f.status == DONE else "⚠️ interrupted",
-              "chunks": f.chunks, "pages": f.pages, "warnings": f.warnings,
-              "size (MB)": megabytes(f.size),
-              "seconds": round(f.total_seconds or 0, 2), "updated": f.updated}
-             for f in listed],
-            hide_index=True, width="stretch", key=f"files:{store}",
-            column_config={
-                "warnings": st.column_config.ListColumn("warnings", width="medium"),
-                "also named": st.column_config.ListColumn(
-                    "also named", help="The same bytes under other names: indexed once, searchable while"
-                    " any of its names is in the store"),
-                "updated": st.column_config.DatetimeColumn("updated", format="YYYY-MM-DD HH:mm"),
-            },
-        )
     if busy and not running:
         st.caption("⚠️ interrupted: the app stopped while ingesting these; drop them again.")
     flash(f"files:{store}")

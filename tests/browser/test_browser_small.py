@@ -1,12 +1,14 @@
 """Issue 29's smaller items on screen, in a real browser: the store map's chart and legend fit the
 Search playground at 1280x800 and 390 px (short file names in the legend, the full ones in the
-tooltip), and the "All stores" table leads with the store's files, chunks and size. A data folder
+tooltip), the "All stores" table leads with the store's files, chunks and size, and during a batch the
+store's file list follows its "Indexed files" counter. A data folder
 of Rust book chapters (long file names) and a few stores, on the fake model, is written before the
 server starts. Screenshots go to ``test-artifacts/browser/small/`` (looked at, not compared).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -116,3 +118,58 @@ def test_all_stores_table_shows_files_chunks_and_size(browser, app: Server, shot
         assert box is not None and box["x"] + box["width"] <= width + 1
         table.screenshot(path=str(shots / f"all-stores-{width}.png"))
         _full_shot(page, shots / f"stores-{width}.png")
+
+
+# The store's counter "Indexed files", the heading of its file list and whether the batch runs, read
+# at one moment.
+COUNTS = """() => {
+    const metric = [...document.querySelectorAll('[data-testid="stMetric"]')]
+        .find(m => m.innerText.trim().startsWith('Indexed files'));
+    const value = metric ? metric.querySelector('[data-testid="stMetricValue"]').innerText.trim() : null;
+    const heading = [...document.querySelectorAll('h4')].map(h => h.innerText.trim())
+        .find(t => t.startsWith('Indexed files ('));
+    const running = [...document.querySelectorAll('button')].some(b => b.innerText.includes('Stop'));
+    return {metric: value, heading: heading || null, running};
+}"""
+
+
+def _slow_images(folder: Path, n: int) -> list[Path]:
+    """``n`` large PNGs with a line of text: the OCR of each takes a while (the batch runs on)."""
+    from PIL import Image, ImageDraw
+
+    out = []
+    for i in range(n):
+        img = Image.new("RGB", (2400, 1800), "white")
+        draw = ImageDraw.Draw(img)
+        for row in range(30):
+            draw.text((40, 40 + row * 55), f"Scanned page {i} line {row}: the harbour tide tables", fill="black")
+        path = folder / f"scan-{i}.png"
+        img.save(path)
+        out.append(path)
+    return out
+
+
+def test_during_a_batch_the_file_list_follows_the_counter(browser, app: Server, shots: Path, tmp_path: Path):
+    from test_browser import create_store, drop_files
+
+    notes = []
+    for i in range(3):
+        p = tmp_path / f"note-{i}.md"
+        p.write_text(f"# Note {i}\n\nThe lighthouse keeper lights lamp number {i} at dusk.\n")
+        notes.append(p)
+    with app_page(browser, app, shots, "stores", width=1280, height=800, timeout=60_000) as page:
+        create_store(page, "Batch")
+        drop_files(page, [*notes, *_slow_images(tmp_path, 5)])
+        seen, deadline = [], time.monotonic() + 240
+        while time.monotonic() < deadline:
+            now = page.evaluate(COUNTS)
+            seen.append(now)
+            if now["running"] and now["metric"] not in (None, "0") and now["heading"] == f"Indexed files ({now['metric']})":
+                _full_shot(page, shots / "batch-running-1280.png")
+                break
+            if not now["running"] and any(s["running"] for s in seen[:-1]):
+                break  # the batch is over
+            page.wait_for_timeout(200)
+        running = [s for s in seen if s["running"] and s["metric"] not in (None, "0")]
+        assert running, f"the batch was over before a file was counted: {seen[-5:]}"
+        assert any(s["heading"] == f"Indexed files ({s['metric']})" for s in running), running[-5:]
