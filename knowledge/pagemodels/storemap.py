@@ -144,13 +144,14 @@ def store_map(vs: VectorStore, *, max_points: int = 3000, include: Iterable[Any]
             "page": payload.get("page"), "chunk": payload.get("chunk_index"),
             "text": " ".join(plain_text(str(payload.get("text", "")), file_name=payload.get("file_name")).split())[:160],
         })
-    labels = short_names(r["file"] for r in rows)
+    labels = short_names(str(r["file"]) for r in rows)
     for r in rows:
-        r["label"] = labels[r["file"]]
+        r["label"] = labels[str(r["file"])]
     return StoreMap(rows, projection, total, len(points) < total)
 
 
-#: Characters at most of a file's name in the map's legend (one column of them fits the map's column at 1280 px and a 390 px phone).
+#: Characters at most of a file's name in the map's legend (one column of them fits the map's
+#: column at 1280 px and a 390 px phone).
 LABEL_CHARS = 30
 
 
