@@ -23,10 +23,12 @@ Usage and the app's page: ``docs/app.md``.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from knowledge._names import check_name
@@ -43,6 +45,9 @@ from knowledge.vectorstore.scoring import Distance, check_distance
 TEXT_FIELD = "text"
 #: Payload field holding the name of the embedding model that embedded it.
 MODEL_FIELD = "embedding_model"
+#: Payload field holding when a memory was written (ISO 8601, UTC, seconds), unless the caller's
+#: payload has its own value for it.
+WHEN_FIELD = "remembered_at"
 DEFAULT_DATASET = "default"
 DEFAULT_COLLECTION = "agent-memory"
 
@@ -80,13 +85,15 @@ _DEFAULT = _Default()
 class RecallHit:
     """One recalled memory: its ``text``, ``score`` (direction per the collection's distance; cosine
     similarity by default, higher is better), ``dataset``, ``id`` and the caller's ``payload``
-    (without the text, dataset and model fields)."""
+    (without the text, dataset and model fields, nor ``remembered_at``, which is its own field:
+    ISO 8601 UTC, ``None`` for a memory written before it was recorded)."""
 
     text: str
     score: float
     dataset: str
     id: PointId
     payload: dict[str, Any] = field(default_factory=dict)
+    remembered_at: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,7 +242,9 @@ class VectorMemory:
                 raise InvalidArgument(
                     f"payload field {key!r} is reserved (the memory's text, dataset and model); use another name."
                 )
-        return {**extra, TEXT_FIELD: m.text, self.dataset_field: dataset, MODEL_FIELD: self.embedder.name}
+        when = extra.pop(WHEN_FIELD, None) or datetime.now(UTC).isoformat(timespec="seconds")
+        return {**extra, TEXT_FIELD: m.text, self.dataset_field: dataset, MODEL_FIELD: self.embedder.name,
+                WHEN_FIELD: when}
 
     def _prepare(self, size: int) -> None:
         """Create the collection on the first write (dimension of the first vector) and check that
@@ -322,15 +331,37 @@ class VectorMemory:
         return [self._hit(h.id, h.score, h.payload or {}) for h in found]
 
     def _hit(self, pid: PointId, score: float, payload: Mapping[str, Any]) -> RecallHit:
-        rest = {k: v for k, v in payload.items() if k not in (TEXT_FIELD, self.dataset_field, MODEL_FIELD)}
+        rest = {k: v for k, v in payload.items() if k not in (TEXT_FIELD, self.dataset_field, MODEL_FIELD, WHEN_FIELD)}
+        when = payload.get(WHEN_FIELD)
         return RecallHit(text=str(payload.get(TEXT_FIELD, "")), score=float(score),
-                         dataset=str(payload.get(self.dataset_field, "")), id=pid, payload=rest)
+                         dataset=str(payload.get(self.dataset_field, "")), id=pid, payload=rest,
+                         remembered_at=str(when) if when is not None else None)
 
     def get(self, ids: Sequence[PointId]) -> list[RecallHit]:
         """The memories with these ids (score ``nan``), in the given order; unknown ids skipped."""
         if not self.collection.collection_exists():
             return []
         return [self._hit(p.id, float("nan"), p.payload) for p in self.collection.retrieve(ids)]
+
+    def browse(self, dataset: str | None = None, offset: int = 0, limit: int = 50) -> list[RecallHit]:
+        """One page of the memories (of ``dataset``; ``None``: every dataset), in the backend's
+        stable order: those after the first ``offset``, ``limit`` at most, score ``nan``. ``[]``
+        before the first write or past the end.
+
+        Raises:
+            InvalidArgument: a negative offset, a bad limit or dataset name.
+        """
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise InvalidArgument(f"offset must be a whole number, 0 or more, got {offset!r}.")
+        limit = check_limit(limit)
+        where = {self.dataset_field: _check_dataset(dataset)} if dataset is not None else None
+        if not self.collection.collection_exists():
+            return []
+        try:
+            points = list(itertools.islice(self.collection.scroll(where), offset, offset + limit))
+        except StoreNotFound:
+            return []
+        return [self._hit(p.id, float("nan"), p.payload) for p in points]
 
     def datasets(self) -> dict[str, int]:
         """Number of memories per dataset, sorted by name (``{}`` before the first write)."""

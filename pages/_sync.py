@@ -14,7 +14,7 @@ from knowledge.service.jobs import IngestJob
 from knowledge.sync import SyncJob, SyncPlan, counts_text
 from knowledge.text.render import md
 from knowledge.workbench import Workbench
-from pages._ui import flash, set_flash
+from pages._ui import flash, has_flash, set_flash
 
 _MARK = {"added": "➕ added", "changed": "✏️ changed", "renamed": "🔀 renamed", "deleted": "🗑️ deleted"}
 
@@ -25,7 +25,9 @@ def sync_section(wb: Workbench, store: str) -> None:
     known = wb.syncs.synced_folders(store)
     preview: tuple[str, SyncPlan] | None = st.session_state.get(f"sync-preview:{store}")
     title = f"🔄 Folders kept in sync ({len(known)})" if known else "🔄 Keep a folder in sync"
-    with st.expander(title, expanded=preview is not None):
+    # open while a plan waits, and after an action that has something to say (an Add folder refused
+    # because the folder is outside the allowed ones must not fold its error away)
+    with st.expander(title, expanded=preview is not None or has_flash(f"sync:{store}")):
         flash(f"sync:{store}")
         st.caption("The store follows the folder: new files are added, changed ones ingested again, moved ones "
                    "renamed (not embedded again), removed ones deleted. A sync deletes only files that a sync "

@@ -113,7 +113,11 @@ st.subheader("Recall")
 query = st.text_input("Query", key="mem_query", placeholder="what did the customer ask for?")
 f1, f2, f3 = st.columns(3)
 choices = [ALL, *datasets] if DEFAULT_DATASET in datasets else [ALL, DEFAULT_DATASET, *datasets]
-recall_dataset = f1.selectbox("Dataset", choices, index=choices.index(DEFAULT_DATASET), key="mem_recall_dataset")
+# start where the memories are: `default` when it holds some, the one dataset there is, else all of them
+start_at = (DEFAULT_DATASET if datasets.get(DEFAULT_DATASET) else next(iter(datasets)) if len(datasets) == 1
+            else ALL)
+recall_dataset = f1.selectbox("Dataset", choices, index=choices.index(start_at), key="mem_recall_dataset",
+                              help="Where to recall from; each hit names its dataset.")
 limit = f2.number_input("Limit", min_value=1, max_value=100, value=5, key="mem_limit")
 use_threshold = f3.checkbox("Score threshold", key="mem_use_threshold")
 threshold = f3.number_input("Keep scores at least", value=0.3, step=0.05, key="mem_threshold",
@@ -145,7 +149,7 @@ if hits is not None:
     for rank, hit in enumerate(hits, 1):
         with st.container(border=True):
             st.markdown(md("**{}.** {}", rank, hit.text))
-            st.caption(md("score {:.3f} · dataset **{}** · id {}", hit.score, hit.dataset, hit.id))
+            st.caption(md("score {:.3f} · from the dataset **{}** · id {}", hit.score, hit.dataset, hit.id))
             if hit.payload:
                 st.json(hit.payload, expanded=False)
             if st.button("Forget", key=f"mem_forget_hit_{hit.id}"):
@@ -158,6 +162,49 @@ if hits is not None:
                     set_flash("mem:recall", True, f"Forgot {hit.id}.")
                     st.rerun()
 flash("mem:recall")
+
+# -- Browse: a dataset's memories, a page at a time, each with a Forget ----------------------------
+BROWSE_PAGE = 20
+st.subheader("Browse")
+if not datasets:
+    st.caption("Nothing to browse yet.")
+else:
+    b1, b2 = st.columns([3, 1])
+    browse_choices = [ALL, *datasets]
+    browse_dataset = b1.selectbox("Dataset", browse_choices, key="mem_browse_dataset",
+                                  format_func=lambda d: d if d == ALL else f"{d} ({datasets[d]})")
+    in_view = sum(datasets.values()) if browse_dataset == ALL else datasets.get(browse_dataset, 0)
+    pages = max(1, -(-in_view // BROWSE_PAGE))
+    page_no = int(b2.number_input(f"Page (of {pages})", min_value=1, max_value=pages, value=1, key="mem_browse_page"))
+    try:
+        rows = memory.browse(None if browse_dataset == ALL else browse_dataset,
+                             offset=(page_no - 1) * BROWSE_PAGE, limit=BROWSE_PAGE)
+    except KnowledgeError as exc:
+        st.error(inert(exc))
+        rows = []
+    if rows:
+        first = (page_no - 1) * BROWSE_PAGE + 1
+        st.caption(f"Memories {first}–{first + len(rows) - 1} of {in_view}.")
+        st.dataframe([{"text": r.text, "when": (r.remembered_at or "").replace("T", " ").replace("+00:00", " UTC"),
+                       "dataset": r.dataset, "extra fields": json.dumps(r.payload, ensure_ascii=False) if r.payload else "",
+                       "id": str(r.id)} for r in rows], hide_index=True, width="stretch", key="mem_browse_table",
+                     column_config={"text": st.column_config.TextColumn(width="large")})
+        d1, d2 = st.columns([3, 1], vertical_alignment="bottom")
+        by_id = {str(r.id): r for r in rows}
+        pick = d1.selectbox("Memory", list(by_id), key="mem_browse_pick",
+                            format_func=lambda i: f"{by_id[i].text[:60]}{'…' if len(by_id[i].text) > 60 else ''} ({i})")
+        if d2.button("Forget it", key="mem_browse_forget", width="stretch"):
+            try:
+                memory.forget(ids=[by_id[pick].id])
+            except KnowledgeError as exc:
+                st.error(inert(exc))
+            else:
+                st.session_state.pop("mem_hits", None)
+                set_flash("mem:browse", True, f"Forgot {pick}.")
+                st.rerun()
+    else:
+        st.caption("No memories on this page.")
+flash("mem:browse")
 
 st.subheader("Forget")
 by = st.radio("Forget by", ["ids", "dataset", "where"], horizontal=True, key="mem_forget_by")

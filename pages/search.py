@@ -131,18 +131,22 @@ def render_map(run: pg.SearchRun) -> None:
     base = alt.Chart(data).encode(
         x=alt.X("x:Q", title=None, axis=alt.Axis(labels=False), scale=alt.Scale(zero=False, padding=14)),
         y=alt.Y("y:Q", title=None, axis=alt.Axis(labels=False), scale=alt.Scale(zero=False, padding=14)),
-        tooltip=["file", "page", "chunk", "rank", "text"],
+        tooltip=["file", "page", "chunk", "rank", "text"],  # the full file name, where the legend has a short one
     )
+    # The legend: below the chart, one column of short names (storemap.short_names), so it fits
+    # the map's column at 1280 px and a 390 px phone; the chart's width follows its column.
     chunks = base.transform_filter(alt.datum.role != "query").mark_circle(size=40, opacity=0.55).encode(
-        color=alt.Color("file:N", title="file", scale=alt.Scale(scheme="tableau20"),
-                        legend=alt.Legend(orient="bottom", columns=2, labelLimit=220) if few_files else None))
+        color=alt.Color("label:N", title="file", scale=alt.Scale(scheme="tableau20"),
+                        legend=alt.Legend(orient="bottom", direction="vertical", columns=1, labelLimit=0,
+                                          columnPadding=8, symbolSize=60) if few_files else None))
     hits = base.transform_filter(alt.datum.role == "hit").mark_point(
         size=160, filled=False, color="black", strokeWidth=2)
     labels = base.transform_filter(alt.datum.role == "hit").mark_text(dx=9, dy=-9, color="black").encode(
         text="rank:Q")
     query = base.transform_filter(alt.datum.role == "query").mark_point(
         shape="cross", size=300, filled=True, color="#d62728")
-    st.altair_chart((chunks + hits + labels + query).properties(height=380).interactive(),
+    legend_rows = data["label"].nunique() if few_files else 0  # the chart's height holds the legend too
+    st.altair_chart((chunks + hits + labels + query).properties(height=320 + 18 * legend_rows).interactive(),
                     width="stretch")
     sample = f"a sample of {len(smap.rows)} of {smap.total}" if smap.sampled else f"all {smap.total}"
     ex = smap.projection.explained if smap.projection else (0.0, 0.0)

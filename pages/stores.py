@@ -17,7 +17,7 @@ from knowledge.catalog import DONE, FAILED, PENDING, PROCESSING, FileCounts
 from knowledge.errors import KnowledgeError
 from knowledge.ingest.chunker import plan_chunking
 from knowledge.outcomes import Outcome, can_retry, needs_password, plain_reason
-from knowledge.service.jobs import IngestJob
+from knowledge.service.jobs import IngestJob, round_eta
 from knowledge.service.templates import DEFAULT_TEMPLATE, make_template
 from knowledge.service.web import MAX_DEPTH, WebJob
 from knowledge.text.render import inert, md
@@ -126,7 +126,7 @@ def _batch_header(job: IngestJob, store: str) -> None:
         st.progress(0.0, text=queued_text(job, store, runs))
         return
     eta = job.eta_seconds()
-    left = f"about {duration(eta)} left" if eta is not None else "estimating the time left…"
+    left = f"about {duration(round_eta(eta))} left" if eta is not None else "estimating the time left…"
     st.progress(job.fraction, text=md("**{} of {} files** into {} · {} chunk{} so far · {}", n, total, store,
                                       job.chunks, "" if job.chunks == 1 else "s", left))
 
@@ -268,6 +268,35 @@ def web_section(store: str) -> None:
                         st.error(inert(exc))
 
 
+def _file_list(store: str, files: list, *, running: bool) -> None:
+    """The heading "Indexed files (n)" and the table of the store's indexed files (and, when no batch
+    is ``running``, those an interrupted run left), from ``files`` as read now."""
+    listed = [f for f in files if f.status == DONE or (f.status in (PROCESSING, PENDING) and not running)]
+    st.markdown(f"#### Indexed files ({sum(1 for f in files if f.status == DONE)})")
+    if not listed:
+        if running:
+            st.caption("No file is indexed yet: the list fills as the batch's files finish.")
+        elif not files:
+            st.caption("No files yet: drop some above.")
+        return
+    st.dataframe(
+        [{"file": f.file_name, "also named": list(f.aliases),
+          "status": STATUS_LABEL[DONE] if f.status == DONE else "⚠️ interrupted",
+          "chunks": f.chunks, "pages": f.pages, "warnings": f.warnings,
+          "size (MB)": megabytes(f.size),
+          "seconds": round(f.total_seconds or 0, 2), "updated": f.updated}
+         for f in listed],
+        hide_index=True, width="stretch", key=f"files:{store}",
+        column_config={
+            "warnings": st.column_config.ListColumn("warnings", width="medium"),
+            "also named": st.column_config.ListColumn(
+                "also named", help="The same bytes under other names: indexed once, searchable while"
+                " any of its names is in the store"),
+            "updated": st.column_config.DatetimeColumn("updated", format="YYYY-MM-DD HH:mm"),
+        },
+    )
+
+
 def files_section(store: str, writable: bool = True) -> None:
     """The store's files; deleting and the retry/remove of failed files only with ``writable``."""
     files = wb.store_files(store)
@@ -275,30 +304,23 @@ def files_section(store: str, writable: bool = True) -> None:
     running = job is not None and not job.done
     failed = [f for f in files if f.status == FAILED]
     busy = [f for f in files if f.status in (PROCESSING, PENDING)]
-    listed = [f for f in files if f.status == DONE or (f.status in (PROCESSING, PENDING) and not running)]
-    st.markdown(f"#### Indexed files ({sum(1 for f in files if f.status == DONE)})")
+    if running:  # the list follows the batch, as the counters above do (issue 29)
+        slot = st.container()  # alone in its container, as the status panel's fragment (see there)
+
+        # A fragment of its own name, registered only while the batch runs; the status panel reruns
+        # the whole page once the batch is done.
+        @st.fragment(run_every=1.0)
+        def running_file_list() -> None:
+            _file_list(store, wb.store_files(store), running=True)
+
+        with slot:
+            running_file_list()
+    else:
+        _file_list(store, files, running=False)
     if not files:
-        st.caption("No files yet: drop some above.")
         flash(f"files:{store}")
         flash(f"attention:{store}")
         return
-    if listed:
-        st.dataframe(
-            [{"file": f.file_name, "also named": list(f.aliases),
-              "status": STATUS_LABEL[DONE] if f.status == DONE else "⚠️ interrupted",
-              "chunks": f.chunks, "pages": f.pages, "warnings": f.warnings,
-              "size (MB)": megabytes(f.size),
-              "seconds": round(f.total_seconds or 0, 2), "updated": f.updated}
-             for f in listed],
-            hide_index=True, width="stretch", key=f"files:{store}",
-            column_config={
-                "warnings": st.column_config.ListColumn("warnings", width="medium"),
-                "also named": st.column_config.ListColumn(
-                    "also named", help="The same bytes under other names: indexed once, searchable while"
-                    " any of its names is in the store"),
-                "updated": st.column_config.DatetimeColumn("updated", format="YYYY-MM-DD HH:mm"),
-            },
-        )
     if busy and not running:
         st.caption("⚠️ interrupted: the app stopped while ingesting these; drop them again.")
     flash(f"files:{store}")
@@ -570,16 +592,20 @@ def stores_tab() -> None:
     whose = ({"owner": [person(owners[s.record.name]) for s in stores],
               "access": [{"owner": "owner"}.get(levels.get(s.record.name, ""), LEVEL_WORDS.get(
                   levels.get(s.record.name, ""), "")) for s in stores]} if accounts else {})
+    # The name and its counts come first, narrow, so they show without scrolling at 1280 px and
+    # stay readable on a phone; where and how it is stored follow.
     st.dataframe(
-        [{"store": s.record.name, **{k: v[i] for k, v in whose.items()}, "template": s.record.template,
+        [{"store": s.record.name, "files": s.files, "chunks": s.chunks, "size (MB)": megabytes(s.disk_bytes or 0),
+          **{k: v[i] for k, v in whose.items()}, "template": s.record.template,
           "stored": backend_words(s.record.backend) + (" (one machine only: not shared)" if s.note else ""),
-          "backend": s.record.backend, "model": s.record.embedding_model, "dimension": s.record.dimension,
-          "files": s.files, "chunks": s.chunks, "size (MB)": megabytes(s.disk_bytes or 0)}
+          "backend": s.record.backend, "model": s.record.embedding_model, "dimension": s.record.dimension}
          for i, s in enumerate(stores)],
         hide_index=True, width="stretch", key="stores-table",
-        column_config={"size (MB)": st.column_config.NumberColumn(format="%.2f"),
-                       "files": st.column_config.NumberColumn("indexed files",
-                                                              help="Searchable files of the store")},
+        column_config={"store": st.column_config.TextColumn("store", width="medium", pinned=True),
+                       "size (MB)": st.column_config.NumberColumn("size (MB)", format="%.2f", width="small"),
+                       "files": st.column_config.NumberColumn("files", width="small",
+                                                              help="Indexed (searchable) files of the store"),
+                       "chunks": st.column_config.NumberColumn("chunks", width="small")},
     )
 
 

@@ -7,7 +7,9 @@ reduced to one, and HTML blocks that hide part of their content replaced by what
 A leading ``---`` block is front matter only when it parses (PyYAML) as a mapping: its values become
 the document's ``attributes`` (and its ``title`` the title), and it stays searchable; anything else
 is ordinary Markdown. GFM pipe tables are recorded with their header and delimiter rows, so the
-chunker can repeat the header.
+chunker can repeat the header. mdBook preprocessor directives (``{{#include ...}}``,
+``{{#rustdoc_include ...}}``, ...) name files that are not given, so they are dropped (a code block
+left empty with them) and named in the document's warnings; ``{{#title ...}}`` gives the title.
 
 The rules one by one: ``docs/ingestion.md``.
 """
@@ -24,6 +26,9 @@ from knowledge.ingest.document import Document
 
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\n(?P<body>.*?\n)(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.S)
 _COMMENT = re.compile(r"\A\s*<!--.*-->\s*\Z", re.S)
+# mdBook's preprocessor directives (a leading backslash escapes one: mdBook shows it as written)
+_MDBOOK = re.compile(r"(?<!\\)\{\{#(?P<name>include|rustdoc_include|playground|playpen|title|template)\b"
+                     r"(?P<arg>[^{}\n]*)\}\}")
 
 _PARSER = None
 
@@ -57,6 +62,7 @@ def read_markdown(text: str) -> Document:
     tokens = _parser().parse(text)
 
     code: set[int] = set()
+    fences: list[tuple[int, int]] = []
     dropped: set[int] = set()
     headings: list[tuple[int, int, str]] = []  # (first line, level, plain text)
     tables: list[tuple[int, int]] = []  # (first line, end line) of top-level tables
@@ -66,6 +72,8 @@ def read_markdown(text: str) -> Document:
         start, end = tok.map
         if tok.type in ("fence", "code_block"):
             code.update(range(start, end))
+            if tok.type == "fence":
+                fences.append((start, end))
         elif tok.type == "html_block" and tok.level == 0 and _COMMENT.match(tok.content):
             dropped.update(range(start, end))
         elif tok.type == "html_block" and tok.level == 0:
@@ -82,6 +90,10 @@ def read_markdown(text: str) -> Document:
         elif tok.type == "table_open" and tok.level == 0:
             tables.append((start, end))
 
+    warnings: list[str] = []
+    directive_title = _drop_mdbook(lines, dropped, fences, warnings)
+    if title is None and directive_title:
+        title = directive_title
     if title is None and headings:
         first_h1 = next((h for h in headings if h[1] == 1), None)
         starts_with_heading = not any(ln.strip() for ln in lines[:headings[0][0]])
@@ -114,7 +126,7 @@ def read_markdown(text: str) -> Document:
                 builder.record_table(start + offsets[first], start + offsets[first + 1] + len(lines[first + 1]),
                                      start + offsets[last] + len(lines[last]))
     return builder.build("markdown", empty="no text: the Markdown file is empty", title=title,
-                         attributes=attributes)
+                         attributes=attributes, warnings=warnings)
 
 
 def front_matter(body: str) -> dict:
@@ -151,6 +163,42 @@ def _scalar(value):
     return one_line(str(value))
 
 
+def _drop_mdbook(lines: list[str], dropped: set[int], fences: list[tuple[int, int]],
+                 warnings: list[str]) -> str | None:
+    """Remove mdBook directives from ``lines`` in place: a line left blank joins ``dropped``, and so
+    does a fence left with nothing inside; one warning names the directives dropped (the first three
+    as written, then how many more). Returns the text of the first ``{{#title ...}}``, if any."""
+    found: list[str] = []
+    title = None
+    touched: set[int] = set()
+    for n, line in enumerate(lines):
+        if n in dropped or "{{#" not in line:
+            continue
+        matches = list(_MDBOOK.finditer(line))
+        if not matches:
+            continue
+        for m in matches:
+            if m.group("name") == "title":
+                title = title or one_line(m.group("arg")) or None
+            else:
+                found.append(m.group(0))
+        rest = _MDBOOK.sub("", line)
+        touched.add(n)
+        if rest.strip():
+            lines[n] = rest
+        else:
+            dropped.add(n)
+    for start, end in fences:
+        inner = range(start + 1, end - 1)
+        if any(n in touched for n in inner) and all(n in dropped or not lines[n].strip() for n in inner):
+            dropped.update(range(start, end))
+    if found:
+        shown = ", ".join(found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
+        warnings.append(f"{len(found)} mdBook directive{'' if len(found) == 1 else 's'} dropped "
+                        f"(the files they name are not given): {shown}")
+    return title
+
+
 def _region(lines: list[str], a: int, b: int, code: set[int], dropped: set[int]) -> tuple[str, dict[int, int]]:
     """Lines ``[a, b)`` without dropped lines, blank runs outside code reduced to one blank line;
     and ``{line number: offset of that line in the returned text}`` for the lines kept."""
@@ -160,7 +208,7 @@ def _region(lines: list[str], a: int, b: int, code: set[int], dropped: set[int])
         if n in dropped:
             continue
         line = lines[n]
-        if not line and n not in code and out and not out[-1] and (n - 1) not in code:
+        if not line and n not in code and out and not out[-1] and kept[-1] not in code:
             continue
         out.append(line)
         kept.append(n)

@@ -403,7 +403,7 @@ def map_rows(store_map_: StoreMap, run: SearchRun | None) -> list[dict[str, Any]
     if run is not None:
         xy = store_map_.place(run.query_vector)
         if xy is not None:
-            rows.append({"x": xy[0], "y": xy[1], "id": "query", "file": "(query)", "page": None,
+            rows.append({"x": xy[0], "y": xy[1], "id": "query", "file": "(query)", "label": "(query)", "page": None,
                          "chunk": None, "text": run.query[:160], "role": "query", "rank": None})
     return rows
 

@@ -6,7 +6,8 @@ a query placed by the same components (the Search playground's map).
 * :func:`sample_points` -- at most ``max_points`` points of a store, chosen by a hash of their ids
   (the same sample on every run, whatever the scroll order), plus the points asked for (the hits).
 * :func:`store_map` -- the sampled chunks as chart rows (the playground's ``map_rows`` adds the
-  hits, with their rank, and the query).
+  hits, with their rank, and the query); each row's ``label`` is its file's name shortened for a
+  legend (:func:`short_names`), the full name stays in ``file`` for the tooltip.
 
 Near on the map is a rough hint of near in meaning: two components keep only part of the variance
 (:attr:`Projection.explained`).
@@ -79,9 +80,9 @@ def _sample_key(point_id: Any) -> int:
 
 @dataclass(frozen=True, slots=True)
 class StoreMap:
-    """A store's chunks in 2-D: ``rows`` (one dict per chunk: ``x``, ``y``, ``file``, ``page``,
-    ``chunk``, ``text``, ``id``), the ``projection``, ``total`` chunks in the store and whether the
-    rows are a ``sampled`` subset."""
+    """A store's chunks in 2-D: ``rows`` (one dict per chunk: ``x``, ``y``, ``file``, ``label``
+    (the file's short name), ``page``, ``chunk``, ``text``, ``id``), the ``projection``, ``total``
+    chunks in the store and whether the rows are a ``sampled`` subset."""
 
     rows: list[dict[str, Any]]
     projection: Projection | None
@@ -143,7 +144,37 @@ def store_map(vs: VectorStore, *, max_points: int = 3000, include: Iterable[Any]
             "page": payload.get("page"), "chunk": payload.get("chunk_index"),
             "text": " ".join(plain_text(str(payload.get("text", "")), file_name=payload.get("file_name")).split())[:160],
         })
+    labels = short_names(str(r["file"]) for r in rows)
+    for r in rows:
+        r["label"] = labels[str(r["file"])]
     return StoreMap(rows, projection, total, len(points) < total)
+
+
+#: Characters at most of a file's name in the map's legend (one column of them fits the map's
+#: column at 1280 px and a 390 px phone).
+LABEL_CHARS = 30
+
+
+def short_name(name: str, limit: int = LABEL_CHARS) -> str:
+    """``name`` in at most ``limit`` characters (``limit`` >= 5): kept whole when it fits, else its
+    start, an ellipsis and its end with the extension (``"ch02-00-guess…orial.md"``)."""
+    if len(name) <= limit:
+        return name
+    tail = max(2, (limit - 1) // 3)
+    return name[:limit - 1 - tail] + "…" + name[-tail:]
+
+
+def short_names(names: Iterable[str], limit: int = LABEL_CHARS) -> dict[str, str]:
+    """``{name: short label}`` for distinct ``names``: :func:`short_name`, and two names that
+    shorten alike are told apart by a number (``"…orial.md (2)"``, still within ``limit`` + 4)."""
+    out: dict[str, str] = {}
+    taken: dict[str, int] = {}
+    for name in sorted(set(names)):
+        label = short_name(name, limit)
+        n = taken.get(label, 0) + 1
+        taken[label] = n
+        out[name] = label if n == 1 else f"{label} ({n})"
+    return out
 
 
 def store_version(wb: Workbench, store: str) -> tuple:
@@ -158,4 +189,5 @@ def store_version(wb: Workbench, store: str) -> tuple:
 
 
 
-__all__ = ["Projection", "StoreMap", "pca_2d", "sample_points", "store_map", "store_version"]
+__all__ = ["LABEL_CHARS", "Projection", "StoreMap", "pca_2d", "sample_points", "short_name", "short_names",
+           "store_map", "store_version"]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import math
 import os
 import threading
 import time
@@ -262,6 +263,7 @@ class FileProgress:
     stage_since: float = 0.0
     stage_start_fraction: float = 0.0
     job_id: str | None = None  # the file's job row (a durable batch's)
+    ended: float | None = None  # time.monotonic() when the result came (None: unknown or not yet)
 
     def update(self, stage: str, fraction: float, now: float | None = None) -> None:
         now = time.monotonic() if now is None else now
@@ -285,6 +287,47 @@ class FileProgress:
         if (done < 0.05 * (end - self.stage_start_fraction) and spent < 2.0) or done <= 0:
             return None
         return spent / done * max(0.0, end - self.fraction)
+
+
+#: Seconds of the time constant with which a batch's shown estimate follows a new one.
+ETA_SMOOTHING_SECONDS = 15.0
+
+
+def batch_eta(files: Sequence[tuple[int, float, str, float | None]], started: float, now: float) -> float | None:
+    """Seconds left for a batch, from ``(bytes, fraction, state, finished at)`` per file: ``state``
+    is ``"waiting"``, ``"running"`` or ``"done"``; times are ``time.monotonic()`` seconds, like
+    ``started`` (the batch's start) and ``now``.
+
+    The pace is bytes per second of the finished files, from the start to the last result: a
+    file's own progress does not enter it (its stages are not even: reading, OCR and embedding
+    take different shares of its time by format), and neither does a first small file's fixed
+    cost (nothing is said before 5 % of the bytes are in finished files). The time left is the
+    bytes not finished at that pace, less the time the files in progress have had since the last
+    result (at least a tenth of their share is still to come). ``None`` when the sizes are unknown,
+    before 5 s, or before 5 % of the bytes are in finished files (a running file's own line has
+    :meth:`FileProgress.eta_seconds`).
+    """
+    total = sum(size for size, _, _, _ in files)
+    if total <= 0 or now - started < 5.0:
+        return None
+    done_bytes = sum(size for size, _, state, _ in files if state == "done")
+    last = max((at for _, _, state, at in files if state == "done" and at is not None), default=None)
+    if done_bytes < 0.05 * total or done_bytes <= 0 or last is None or last <= started:
+        return None
+    pace = done_bytes / (last - started)  # bytes per second
+    running = sum(size for size, _, state, _ in files if state == "running")
+    waiting = total - done_bytes - running
+    current_left = max(running / pace - max(0.0, now - last), 0.1 * running / pace)
+    return waiting / pace + current_left
+
+
+def round_eta(seconds: float) -> float:
+    """An estimate rounded as it deserves: whole minutes up to 10 min, 5 min up to an hour, 10 min
+    above (seconds under 90 s are left to the caller's words)."""
+    if seconds < 90:
+        return seconds
+    step = 60 if seconds < 600 else 300 if seconds < 3600 else 600
+    return max(step, round(seconds / step) * step)
 
 
 def _kind(stage: str) -> str:
@@ -331,6 +374,7 @@ class IngestJob:
         self._read_at = -1.0
         self._statuses: list[str] = []  # each file's job row status (a durable batch's)
         self._row_lock = threading.Lock()
+        self._eta_seen: tuple[float, float] | None = None  # (when, seconds) last given by eta_seconds
         self._thread = threading.Thread(target=self._run, name=f"ingest:{store}", daemon=True)
 
     @classmethod
@@ -478,6 +522,7 @@ class IngestJob:
                 fp.stage_start_fraction = float(r.stage_start_fraction)
                 fp.result = _row_result(r)
                 fp.job_id = r.id
+                fp.ended = mono(r.finished) if fp.result is not None else None
             starts = [t for r in rows if (t := mono(r.started)) is not None]
             created = mono(batch.created)
             self.started_at = min(starts) if starts else created
@@ -588,21 +633,28 @@ class IngestJob:
         return out
 
     def eta_seconds(self, now: float | None = None) -> float | None:
-        """Seconds left for the whole batch, from its pace so far: the bytes done (finished files, plus
-        the current file's share by its progress, which the embedding stage dominates) per second
-        since the start, applied to the bytes still to do. ``None`` before there is enough to go on
-        (2 s and 2 % of the batch), once the batch is done, or when the sizes are unknown."""
+        """Seconds left for the whole batch (:func:`batch_eta`, smoothed over this view's calls:
+        the estimate counts down with the clock and moves towards a new one with a 15 s time
+        constant, so one slow file does not make it jump). ``None`` before there is enough to go
+        on, once the batch is done, or when the sizes are unknown."""
         if self.done or self.started_at is None:
-            return None
-        total = sum(self.sizes)
-        if total <= 0:
+            self._eta_seen = None
             return None
         now = time.monotonic() if now is None else now
-        done = sum(size if f.result is not None else size * f.fraction for f, size in zip(self.files, self.sizes))
-        spent = now - self.started_at
-        if spent < 2.0 or done < 0.02 * total or done <= 0:
+        files = self.files
+        raw = batch_eta([(size, f.fraction, "done" if f.result is not None else "waiting" if f.stage == "waiting"
+                          else "running", f.ended) for f, size in zip(files, self.sizes)], self.started_at, now)
+        seen = self._eta_seen
+        if raw is None:
             return None
-        return spent / done * (total - done)
+        if seen is None or now <= seen[0]:
+            value = raw
+        else:
+            at, before = seen
+            weight = 1.0 - math.exp(-(now - at) / ETA_SMOOTHING_SECONDS)
+            value = weight * raw + (1.0 - weight) * max(0.0, before - (now - at))
+        self._eta_seen = (now, value)
+        return value
 
     # -- work -------------------------------------------------------------------------------------
     def _run(self) -> None:
@@ -624,7 +676,7 @@ class IngestJob:
                 log.exception("ingesting %s into %s", name, self.store)
                 fp.result = IngestResult(name, Outcome.FAILED, f"{name}: unexpected error ({type(exc).__name__}:"
                                          f" {exc}); see the server log.", error=type(exc).__name__)
-            fp.stage = "done"
+            fp.stage, fp.ended = "done", time.monotonic()
         self._items = []  # uploaded bytes are not needed any more (the newest job per store is kept)
         self.finished_at = time.monotonic()
 

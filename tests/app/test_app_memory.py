@@ -121,3 +121,46 @@ def test_bad_input_is_a_message_and_the_memory_is_shared_with_python():
     with open_backend(settings, "memory") as backend:
         hits = VectorMemory(backend, HashEmbedder(dimension=16)).recall("kept from the page", dataset="notes")
     assert [(h.id, h.text) for h in hits] == [("p1", "kept from the page")]
+
+
+def _write(memories: list[tuple[str, str]]) -> None:
+    """Remember ``(text, dataset)`` pairs from Python, in the store the page opens."""
+    with open_backend(load_settings(), "memory") as backend:
+        mem = VectorMemory(backend, HashEmbedder(dimension=16))
+        mem.remember_many([{"text": t, "dataset": d, "payload": {"n": i}} for i, (t, d) in enumerate(memories)])
+
+
+@pytest.mark.slow
+def test_recall_starts_where_the_memories_are_and_names_each_hits_dataset():
+    _write([("the deploy runs every friday", "ops")])
+    at = memory_page("memory")
+    assert at.selectbox(key="mem_recall_dataset").value == "ops"  # not the empty default
+    at.text_input(key="mem_query").input("when does the deploy run")
+    at.button(key="mem_recall").click().run()
+    assert "the deploy runs every friday" in shown(at) and "from the dataset **ops**" in shown(at)
+    _write([("tea is in the cupboard", "kitchen")])
+    at = memory_page("memory")
+    assert at.selectbox(key="mem_recall_dataset").value == "(all datasets)"  # two datasets, no default one
+    _write([("the default one", "default")])
+    at = memory_page("memory")
+    assert at.selectbox(key="mem_recall_dataset").value == "default"  # default holds memories: it stays
+
+
+def test_browse_a_dataset_a_page_at_a_time_and_forget_one():
+    _write([(f"note number {i:02d}", "notes") for i in range(23)] + [("a kitchen memory", "kitchen")])
+    at = memory_page("memory")
+    at.selectbox(key="mem_browse_dataset").select("notes").run()
+    table = next(d.value for d in at.dataframe if "when" in d.value.columns)
+    assert list(table.columns) == ["text", "when", "dataset", "extra fields", "id"]
+    assert len(table) == 20 and set(table["dataset"]) == {"notes"}
+    assert all(w.endswith(" UTC") for w in table["when"]) and table["extra fields"].str.startswith('{"n": ').all()
+    first_page = set(table["text"])
+    assert any("Memories 1–20 of 23" in c.value for c in at.caption)
+    at.number_input(key="mem_browse_page").set_value(2).run()
+    table = next(d.value for d in at.dataframe if "when" in d.value.columns)
+    assert len(table) == 3 and not first_page & set(table["text"])
+    assert first_page | set(table["text"]) == {f"note number {i:02d}" for i in range(23)}
+    gone = at.selectbox(key="mem_browse_pick").value
+    at.button(key="mem_browse_forget").click().run()
+    assert not at.exception and any(f"Forgot {gone}" in s.value for s in at.success)
+    assert datasets_table(at) == {"kitchen": 1, "notes": 22}

@@ -120,6 +120,9 @@ def test_renders_a_populated_store(fake_model):
     stores = table(at, "store")
     assert list(stores["store"]) == ["Team Notes"] and list(stores["files"]) == [2]
     assert list(stores["dimension"]) == [8]
+    # the name and its counts lead, so they show at 1280 px without scrolling and on a phone
+    assert list(stores.columns)[:4] == ["store", "files", "chunks", "size (MB)"]
+    assert int(stores["chunks"][0]) >= 2 and stores["size (MB)"][0] >= 0
     files = files_table(at, "Team Notes")
     assert sorted(files["file"]) == ["bread.md", "cats.md"]
     assert set(files["status"]) == {"✅ done"}

@@ -100,3 +100,14 @@ def test_cancel_drops_the_plan(docs):
         assert wb.catalog.synced_folders("Notes") == [] and wb.file_records("Notes") == []
     finally:
         wb.close()
+
+
+def test_add_folder_outside_the_allowed_ones_keeps_the_expander_open_with_the_error(docs, tmp_path):
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    at = add_folder(open_app("pages/stores.py"), outside)
+    [sync] = [e for e in at.expander if "Keep a folder in sync" in e.label]
+    assert sync.proto.expanded  # not folded away on the rerun
+    errors = [e.value for e in sync.error]
+    assert errors and str(outside) in errors[0] and "allowed" in errors[0].lower(), errors
+    assert "sync-preview:Notes" not in at.session_state  # no plan for a refused folder

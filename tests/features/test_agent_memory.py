@@ -4,6 +4,7 @@ with the deterministic fake embedder."""
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime
 
 import pytest
 
@@ -36,7 +37,9 @@ def test_remember_and_recall_return_text_dataset_and_payload(memory):
     mid = memory.remember("the cat sleeps on the sofa", dataset="pets", payload={"who": "tom"})
     hits = memory.recall("where does the cat sleep", dataset="pets")
     assert hits == [RecallHit(text="the cat sleeps on the sofa", score=hits[0].score, dataset="pets", id=mid,
-                              payload={"who": "tom"})]
+                              payload={"who": "tom"}, remembered_at=hits[0].remembered_at)]
+    when = datetime.fromisoformat(hits[0].remembered_at)  # when it was written, UTC, not in the payload
+    assert when.tzinfo is not None and abs((datetime.now(UTC) - when).total_seconds()) < 3600
     assert 0 < hits[0].score <= 1  # cosine similarity, higher is better
 
 
@@ -185,3 +188,21 @@ def test_from_settings_with_the_default_backend(settings):
         mem.remember("kept on disk", dataset="d", id="k")
     with VectorMemory(settings, HashEmbedder(dimension=16)) as mem:
         assert [h.id for h in mem.recall("kept on disk", dataset="d")] == ["k"]
+
+
+def test_browse_pages_through_a_dataset_in_a_stable_order(filled):
+    assert filled.browse("no-such-dataset") == []
+    billing = filled.browse("billing")
+    assert sorted(h.text for h in billing) == ["refunds take five business days", "the invoice for march was paid late"]
+    assert all(h.dataset == "billing" and math.isnan(h.score) and h.remembered_at for h in billing)
+    assert {h.payload["topic"] for h in billing} == {"invoice", "refund"}
+    pages = [filled.browse(None, offset=o, limit=2) for o in (0, 2, 4, 6)]
+    assert [len(p) for p in pages] == [2, 2, 1, 0]
+    assert sorted(h.text for p in pages for h in p) == sorted(t for t, _, _ in FACTS)  # each once
+    assert [h.id for h in filled.browse(None, offset=0, limit=2)] == [h.id for h in pages[0]]  # stable
+    with pytest.raises(InvalidArgument):
+        filled.browse(None, offset=-1)
+
+
+def test_browse_before_the_first_write_is_empty(memory):
+    assert memory.browse() == [] and memory.browse("x", offset=10) == []

@@ -724,3 +724,51 @@ def test_csv_rows_as_column_value_pairs(delimiter):
         'name: Ada | city: London | note: wrote "notes"',
         f"name: Alan | note: x{' ' if delimiter == chr(9) else delimiter}y",  # a tab in a cell is a space
     ]
+
+
+MDBOOK_PAGE = b"""# Guessing Game
+
+{{#title The Guessing Game}}
+
+Set up the project:
+
+```rust
+{{#rustdoc_include ../listings/ch02-guessing-game-tutorial/listing-02-01/src/main.rs:all}}
+```
+
+<span class="caption">Listing 2-1: code that gets a guess</span>
+
+```toml
+{{#include ../listings/ch02-guessing-game-tutorial/listing-02-02/Cargo.toml:8:}}
+[dependencies]
+```
+
+Inline {{#include ../listings/snippet.rs}} here, and an escaped \\{{#include kept.rs}} stays.
+Handlebars' {{#each items}} is not mdBook's.
+"""
+
+
+def test_markdown_drops_mdbook_directives_and_names_them():
+    doc = check_shape(read_document(MDBOOK_PAGE, "ch02-00-guessing-game-tutorial.md"))
+    assert "{{#include ../" not in doc.text and "rustdoc_include" not in doc.text and "{{#title" not in doc.text
+    assert "```rust" not in doc.text  # a fence that held only a directive goes with it
+    assert "```toml\n[dependencies]\n```" in doc.text  # a fence with more in it keeps the rest
+    assert "Inline  here" in doc.text
+    assert "\\{{#include kept.rs}}" in doc.text and "{{#each items}}" in doc.text
+    assert doc.title == "The Guessing Game"
+    (warning,) = [w for w in doc.warnings if "mdBook" in w]
+    assert warning.startswith("3 mdBook directives dropped")
+    assert "{{#rustdoc_include ../listings/ch02-guessing-game-tutorial/listing-02-01/src/main.rs:all}}" in warning
+    assert "{{#include ../listings/snippet.rs}}" in warning
+    plain = read_document(b"# Plain\n\nNo directives.\n", "plain.md")
+    assert not plain.warnings
+
+
+def test_markdown_corpus_rust_book_has_no_mdbook_markup():
+    from conftest import CORPUS
+
+    page = CORPUS / "md" / "rust-book" / "ch03-04-comments.md"
+    if not page.exists():
+        pytest.skip("the test corpus is not here (KNOWLEDGE_TEST_CORPUS)")
+    doc = read_document(page)
+    assert "{{#" not in doc.text and any("mdBook directive" in w for w in doc.warnings)

@@ -282,6 +282,18 @@ def test_store_map_is_deterministic_capped_and_keeps_the_hits(wb):
     (query,) = [r for r in rows if r["role"] == "query"]
     assert np.isfinite(query["x"]) and np.isfinite(query["y"])
     assert {r["file"] for r in rows if r["role"] != "query"} <= {f"f{i}.txt" for i in range(5)}
+    assert all(r["label"] == r["file"] for r in rows)  # short names stay whole
+
+
+def test_map_legend_names_are_short_distinct_and_keep_the_extension():
+    assert sm.short_name("notes.md") == "notes.md"
+    long = "ch02-00-guessing-game-tutorial.md"
+    short = sm.short_name(long)
+    assert len(short) == sm.LABEL_CHARS and short.startswith("ch02-00-guessing") and short.endswith("torial.md") and "…" in short
+    names = ["ch17-01-futures-and-syntax-part-one.md", "ch17-01-futures-and-syntax-part-two.md", "a.md", long]
+    labels = sm.short_names(names)
+    assert set(labels) == set(names) and len(set(labels.values())) == len(names)  # two colours never merge
+    assert all(len(label) <= sm.LABEL_CHARS + 4 for label in labels.values()) and labels["a.md"] == "a.md"
 
 
 def test_store_map_of_an_empty_store(wb):

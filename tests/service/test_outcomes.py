@@ -49,10 +49,13 @@ def test_a_batch_knows_its_files_chunks_and_time_left(tmp_path):
     assert job.sizes == [3000, 1000] and job.eta_seconds() is None
     job.started_at = 100.0
     job.files[0].update("embedding", 0.5, now=101.0)
-    assert job.eta_seconds(now=101.5) is None  # under 2 s: too early to say
-    # 1,500 of 4,000 bytes in 10 s: 2,500 bytes left take about 16.7 s at that pace
-    assert job.eta_seconds(now=110.0) == pytest.approx(10 / 1500 * 2500)
+    assert job.eta_seconds(now=101.5) is None  # under 5 s: too early to say
+    assert job.eta_seconds(now=110.0) is None  # no file finished: a file's own progress is no pace
     job.files[0].result = IngestResult("a.txt", "indexed", "a.txt: 7 chunks.", chunks=7)
+    job.files[0].ended = 112.0
+    job.files[1].update("embedding", 0.2, now=112.5)
+    # 3,000 bytes in 12 s: the 1,000 bytes of b.txt (1 s in) take about 3 s more at that pace
+    assert job.eta_seconds(now=113.0) == pytest.approx(1000 / 250 - 1.0)
     assert (job.finished, job.chunks, job.counts()) == (1, 7, {"indexed": 1})
 
 
