@@ -71,6 +71,18 @@ def hit_viewer_url(store: str, hit: Hit) -> str:
     return viewer_url(store, hit.file_id, start=hit.char_start, end=hit.char_end, page=hit.page)
 
 
+#: The words of every link to the viewer (search hits, chat sources, the Files page).
+OPEN_LABEL = "Open in viewer"
+
+
+def viewer_link(url: str, label: str = OPEN_LABEL) -> str:
+    """A Markdown link to ``url`` (a :func:`viewer_url`, whose query is URL-encoded, so it holds no
+    space, bracket or parenthesis) for ``st.markdown``; Streamlit opens it in a new tab."""
+    if any(c in url for c in " ()[]<>\"\n"):
+        raise InvalidArgument(f"Not a viewer URL: {url!r}.")
+    return f"[{label}]({url})"
+
+
 def _int(params: Mapping[str, str], key: str, low: int) -> int | None:
     raw = params.get(key)
     if raw is None or raw == "":
