@@ -71,12 +71,16 @@ if view.problem:
 
 
 def show_text() -> None:
-    """The text with the passage marked, its heading (anchor ``#passage``) just before it."""
+    """The text with the passage marked under its heading (anchor ``#passage``): the text before
+    it folded away, so the passage opens at the top of the page; the rest follows it."""
     before, passage, after = vm.text_parts(view)
-    if before.strip():
+    if not passage:
         st.markdown(before, unsafe_allow_html=True)
-    if passage:
-        st.subheader(md("▸ {}", view.heading or "The passage"), anchor=vm.PASSAGE_ANCHOR)
+        return
+    if before.strip():
+        with st.expander(md("The text before the passage ({} characters)", view.span[0] if view.span else 0)):
+            st.markdown(before, unsafe_allow_html=True)
+    st.subheader(md("▸ {}", view.heading or "The passage"), anchor=vm.PASSAGE_ANCHOR)
     st.markdown(passage + after, unsafe_allow_html=True)
 
 
