@@ -87,13 +87,16 @@ def cookie_token() -> str | None:
 
 
 def here() -> str:
-    """This page's path in the app (``/stores``), where a redirect comes back to."""
+    """This page's path in the app with its query (``/view?store=docs&file=…``), where a redirect
+    comes back to: a deep link opens after the sign-in as it was asked for."""
     try:
         path = urllib.parse.urlsplit(st.context.url or "").path or "/"
     except Exception:
         return "/"
     base = (st.get_option("server.baseUrlPath") or "").strip("/")
-    return path.removeprefix(f"/{base}") or "/" if base else path
+    path = path.removeprefix(f"/{base}") or "/" if base else path
+    query = urllib.parse.urlencode(st.query_params.to_dict())
+    return f"{path}?{query}" if query else path
 
 
 def go_to(url: str) -> None:
