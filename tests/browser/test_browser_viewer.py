@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import CORPUS, prepared_data
-from test_browser import ARTIFACTS, Server, app_page, browser, rerun_and_wait, serve, shot, squash, wait_for_app
+from test_browser import ARTIFACTS, Server, app_page, browser, explained, rerun_and_wait, serve, shot, squash, wait_for_app
 
 pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.slow]
 __all__ = ["browser"]  # the fixture, imported so pytest finds it here
@@ -198,3 +198,102 @@ def test_a_chat_source_opens_in_the_viewer(browser, viewer_server: Server, viewe
         wait_for_app(viewer)
         check_pdf_view(viewer, viewer_artifacts, "05-chat-pdf-viewer")
         viewer.close()
+
+
+def test_the_files_page_rows_open_the_viewer(browser, viewer_server: Server, viewer_artifacts: Path):
+    """The Files page: one row per file with its viewer link (the table's Open column) and, for the
+    file shown below the table, an "Open in viewer" link that opens it."""
+    from playwright.sync_api import expect
+
+    with app_page(browser, viewer_server, viewer_artifacts, "files") as page:
+        expect(page.locator("h1").first).to_contain_text("Files")
+        expect(page.get_by_test_id("stDataFrame")).to_be_visible()
+        both_widths(page, viewer_artifacts, "06-files")
+        link = page.get_by_role("link", name="Open in viewer").first
+        with page.context.expect_page() as opened:
+            link.click()
+        viewer = opened.value
+        wait_for_app(viewer)
+        expect(viewer.locator("h1").first).to_contain_text(re.compile(f"{re.escape(PDF)}|{re.escape(CHAPTER)}"))
+        expect(viewer.get_by_role("button", name="⬇️ Download original")).to_be_visible()
+        viewer.close()
+
+
+@pytest.fixture(scope="module")
+def accounts_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """Accounts on: ana owns a store with the corpus PDF (fake model: no embedding wait)."""
+    from knowledge.config import load_settings
+    from knowledge.workbench import Workbench
+
+    if not CORPUS.is_dir():
+        pytest.skip(f"corpus folder {CORPUS} not present")
+    fake = {"KNOWLEDGE_EMBEDDINGS__MODEL": "fake/hash-8"}
+
+    def build(work: Path) -> None:
+        import os
+
+        os.environ.update(fake)
+        wb = Workbench(load_settings())
+        try:
+            wb.people.set_up_admin("root", ACCOUNT_PW, "Root")
+            wb.people.accounts.create("ana", ACCOUNT_PW, display_name="Ana")
+            ana = wb.as_user(wb.people.accounts.actor("ana"))
+            assert ana.ingest_file("Ana's PDFs", (CORPUS / "pdf" / PDF).read_bytes(), PDF).chunks
+        finally:
+            wb.close()
+
+    data = prepared_data(tmp_path_factory, "browser-viewer-accounts", build)
+    with serve(data.parent, env_extra=fake) as srv:
+        yield srv
+
+
+ACCOUNT_PW = "a long enough password"
+
+
+def test_a_viewer_link_waits_behind_the_sign_in_and_then_opens(browser, accounts_server: Server,
+                                                               viewer_artifacts: Path):
+    from playwright.sync_api import expect
+
+    from knowledge.config import load_settings
+    from knowledge.ingest import read_document
+    from knowledge.pagemodels.viewer import viewer_url
+    from knowledge.workbench import Workbench
+
+    wb = Workbench(load_settings(data_dir=accounts_server.data_dir))
+    try:
+        fid = wb.file_records("Ana's PDFs")[0].file_id
+    finally:
+        wb.close()
+    doc = read_document(CORPUS / "pdf" / PDF)
+    third = next(s for s in doc.sections if s.page == 3)
+    link = viewer_url("Ana's PDFs", fid, start=third.char_start, end=third.char_start + 200)
+    ctx = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = ctx.new_page()
+    page.set_default_timeout(30_000)
+    try:
+        with explained(page, accounts_server, viewer_artifacts):
+            signed_in_view(page, accounts_server, link, viewer_artifacts)
+    finally:
+        ctx.close()
+
+
+def signed_in_view(page, accounts_server: Server, link: str, viewer_artifacts: Path) -> None:
+    from playwright.sync_api import expect
+
+    ctx = page.context
+    if True:
+        # (the very first page of a fresh server is loaded again once its gate is in place; with a
+        # #fragment that reload loses the page: see the report of issue 29's viewer part)
+        page.goto(accounts_server.url)
+        wait_for_app(page)
+        page.goto(f"{accounts_server.url}/{link}")  # not signed in: the sign-in form, at that URL
+        page.get_by_role("textbox", name="Username").fill("ana")
+        page.get_by_role("textbox", name="Password").fill(ACCOUNT_PW)
+        page.get_by_role("button", name="Sign in").click()
+        expect(page.get_by_text("The passage is highlighted on page 3.")).to_be_visible(timeout=60_000)
+        expect(page.locator("h1").first).to_contain_text(PDF)
+        shot(page, viewer_artifacts, "07-after-sign-in.png")
+        tab = ctx.new_page()  # a fresh tab of the signed-in browser: the same view
+        tab.goto(f"{accounts_server.url}/{link}")
+        expect(tab.get_by_text("The passage is highlighted on page 3.")).to_be_visible(timeout=60_000)
+        tab.close()
