@@ -87,13 +87,16 @@ def cookie_token() -> str | None:
 
 
 def here() -> str:
-    """This page's path in the app (``/stores``), where a redirect comes back to."""
+    """This page's path in the app with its query (``/view?store=docs&file=…``), where a redirect
+    comes back to: a deep link opens after the sign-in as it was asked for."""
     try:
         path = urllib.parse.urlsplit(st.context.url or "").path or "/"
     except Exception:
         return "/"
     base = (st.get_option("server.baseUrlPath") or "").strip("/")
-    return path.removeprefix(f"/{base}") or "/" if base else path
+    path = path.removeprefix(f"/{base}") or "/" if base else path
+    query = urllib.parse.urlencode(st.query_params.to_dict())
+    return f"{path}?{query}" if query else path
 
 
 def go_to(url: str) -> None:
@@ -276,20 +279,25 @@ PAGES = [
 PEOPLE = ("pages/people.py", "People", "👥", "people")
 AUDIT = ("pages/audit.py", "Audit", "📜", "audit")
 ACCOUNT = ("pages/account.py", "My account", "🙂", "account")
+#: The document viewer: opened from links (citations, search hits, the Files page), not the menu.
+VIEWER = ("pages/viewer.py", "Viewer", "🔍", "view")
+#: Pages served but not listed in the menu.
+HIDDEN = {VIEWER[0]}
 #: Every page URL (the gate answers each, so a deep link waits behind sign-in).
-ALL_PAGES = [*PAGES, PEOPLE, AUDIT, ACCOUNT]
+ALL_PAGES = [*PAGES, PEOPLE, AUDIT, ACCOUNT, VIEWER]
 #: What a member may not open (not registered for them: the URL shows the home page).
 ADMIN_ONLY = {"pages/settings.py", PEOPLE[0]}
 
 
 def pages_for(actor: Actor | None) -> list[tuple[str, str, str, str]]:
     """The pages of this visitor: without accounts every page as before, and People (to turn
-    accounts on); an admin also People, Audit and My account; a member no Settings and no People."""
+    accounts on); an admin also People, Audit and My account; a member no Settings and no People.
+    Everyone has the viewer (hidden from the menu, :data:`HIDDEN`)."""
     if actor is None:
-        return [*PAGES, PEOPLE]
+        return [*PAGES, PEOPLE, VIEWER]
     if actor.is_admin:
-        return [*PAGES, PEOPLE, AUDIT, ACCOUNT]
-    return [p for p in PAGES if p[0] not in ADMIN_ONLY] + [AUDIT, ACCOUNT]
+        return [*PAGES, PEOPLE, AUDIT, ACCOUNT, VIEWER]
+    return [p for p in PAGES if p[0] not in ADMIN_ONLY] + [AUDIT, ACCOUNT, VIEWER]
 
 
 def gate(render, title: str) -> None:
@@ -406,7 +414,8 @@ webgate.let_in(session_id)  # past the gate: this session may upload
 st.session_state["workbench"] = wb.as_user(actor) if actor is not None else wb
 st.session_state["local_folders"] = app_folders(wb.settings, shared)
 page = st.navigation([st.Page(file, title=title, icon=icon, default=not path) if not path
-                      else st.Page(file, title=title, icon=icon, url_path=path)
+                      else st.Page(file, title=title, icon=icon, url_path=path,
+                                   visibility="hidden" if file in HIDDEN else "visible")
                       for file, title, icon, path in pages_for(actor)])
 # (after st.navigation: a widget drawn before it loses its click under AppTest)
 if actor is not None:

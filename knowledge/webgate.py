@@ -275,7 +275,9 @@ SESSION_COOKIE = "knowledge_session"
 #: Our two HTTP endpoints beside Streamlit's (under ``server.baseUrlPath``): ``session?code=`` turns a
 #: one-time code into the cookie, ``sign-out`` clears it; both answer with a redirect into the app.
 COOKIE_ENDPOINTS = ("_knowledge/session", "_knowledge/sign-out")
-_NEXT = re.compile(r"/[A-Za-z0-9_\-/]*")
+#: Where a cookie endpoint may send the browser back to: an app path, and its query (a deep link's
+#: parameters, the viewer's ``?store=…&file=…``) of URL-safe characters only (no CR, LF, quote, ``#``).
+_NEXT = re.compile(r"/[A-Za-z0-9_\-/]*(\?[A-Za-z0-9_\-.~%+=&]*)?")
 
 
 class Handoffs:
@@ -312,7 +314,8 @@ HANDOFFS = Handoffs()
 
 def cookie_url(code: str | None, next_path: str = "/") -> str:
     """Where the browser goes to get (``code``) or clear (``None``) the session cookie, coming back
-    to ``next_path`` (an app path; anything else is ``/``)."""
+    to ``next_path`` (an app path with its URL-encoded query, ``/view?store=a+b&file=f``; anything
+    else is ``/``)."""
     from streamlit import config  # noqa: PLC0415 - Streamlit internals: after the version check
 
     base = (config.get_option("server.baseUrlPath") or "").strip("/")

@@ -1,10 +1,12 @@
-"""Files: the file store -- every stored file, which stores use it, download and delete."""
+"""Files: the file store -- every stored file (click a row for its details), which stores use it, the
+viewer, download and delete."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from knowledge.errors import KnowledgeError
+from knowledge.pagemodels import viewer as vm
 from knowledge.text.render import inert, md
 from knowledge.workbench import Workbench
 from pages._ui import app_workbench, flash, human_size, megabytes, set_flash
@@ -33,11 +35,17 @@ if not usage:
     st.info("No files yet. Files arrive when you drop them on a store (Vector stores page).")
     st.stop()
 
-st.dataframe(
-    [{"name": u.file.name, "also named": u.aliases, "type": u.file.content_type, "size (MB)": megabytes(u.file.size, 6),
+by_id = {u.file.id: u for u in usage}
+version = str(hash(tuple(by_id)))  # a new list of files, a new table (and selection)
+st.caption("Click a row to see the file's details below; **Open** shows it in the viewer.")
+table = st.dataframe(
+    [{"name": u.file.name, "open": vm.viewer_url(u.stores[0], u.file.id) if u.stores else None,
+      "also named": u.aliases, "type": u.file.content_type, "size (MB)": megabytes(u.file.size, 6),
       "sha256": u.file.sha256, "created": u.file.created, "stores": u.labels(), "id": u.file.id} for u in usage],
-    hide_index=True, width="stretch",
+    hide_index=True, width="stretch", key=f"files-table:{version}", on_select="rerun", selection_mode="single-row",
     column_config={
+        "open": st.column_config.LinkColumn("view", display_text="Open", width="small",
+                                            help="Open the file in the viewer (in a new tab)"),
         "size (MB)": st.column_config.NumberColumn(format="%.3f"),
         "sha256": st.column_config.TextColumn(width="small", help="SHA-256 of the content"),
         "created": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm"),
@@ -48,11 +56,10 @@ st.dataframe(
     },
 )
 
-by_id = {u.file.id: u for u in usage}
-version = str(hash(tuple(by_id)))  # a new list of files, a new picker
-fid = st.selectbox("File", list(by_id), key=f"file-pick:{version}",
-                   format_func=lambda i: f"{by_id[i].file.name} · {by_id[i].file.created:%Y-%m-%d %H:%M} · {i}")
-chosen = by_id[fid]
+# The clicked row; else ?file=<id> (a link to one file's details); else the newest file.
+rows = table.selection.rows if table is not None else []
+linked = by_id.get(str(st.query_params.get("file") or ""))
+chosen = usage[rows[0]] if rows and rows[0] < len(usage) else linked or usage[0]
 f = chosen.file
 
 with st.container(border=True):
@@ -62,6 +69,7 @@ with st.container(border=True):
         st.markdown("Also named: " + ", ".join(md("**{}**", n) for n in chosen.aliases))
     if chosen.stores:
         st.markdown("Used by: " + ", ".join(md("**{}**", s) for s in chosen.labels()))
+        st.markdown(" · ".join(md("{}: ", s) + vm.viewer_link(vm.viewer_url(s, f.id)) for s in chosen.stores))
     else:
         st.write("Not used by any store.")
     try:

@@ -9,6 +9,7 @@ import streamlit as st
 from knowledge.errors import KnowledgeError
 from knowledge.pagemodels import playground as pg
 from knowledge.pagemodels import storemap
+from knowledge.pagemodels import viewer as vm
 from knowledge.text import render
 from knowledge.text.highlight import escape_markdown, highlight, snippet
 from knowledge.text.render import inert, md
@@ -76,6 +77,7 @@ def render_hits(run: pg.SearchRun) -> None:
             st.progress(pg.bar_fraction(hit, run), text=pg.score_text(hit))
             readable = render.plain_text(hit.text, file_name=hit.file_name)
             st.markdown(highlight(snippet(readable, run.query), run.query), unsafe_allow_html=True)
+            st.markdown("📄 " + vm.viewer_link(vm.hit_viewer_url(run.store, hit)))
             with st.expander("Full text" if len(note.chunks) > 1 else "Full chunk"):
                 st.markdown(render.render_html(hit.text, run.query, file_name=hit.file_name),
                             unsafe_allow_html=True)

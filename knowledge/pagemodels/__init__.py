@@ -2,6 +2,6 @@
 
 ``playground`` -- a timed search with its score distribution, folded and merged hits, filters;
 ``storemap`` -- a 2-D map of a store's chunks;
-``viewer`` -- the document viewer's URL and view; ``details`` -- a file's details editor.
+``viewer`` -- the document viewer: its URL and what it shows; ``details`` -- a file's details editor.
 May import the workbench and everything below it; never ``pages/`` or Streamlit.
 """

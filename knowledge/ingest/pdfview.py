@@ -1,0 +1,183 @@
+"""PDF pages for the document viewer: a page rendered by PDFium with a passage's text boxes marked.
+
+A chunk's characters are offsets into the reader's text (pypdf's, NFKC, hyphenated words joined,
+columns reordered), which is not PDFium's text of the page character for character. :func:`locate`
+finds a passage in PDFium's page text robustly (letters and digits only, case-folded, NFKC; whole,
+else piece by piece), and :func:`render_page` draws the boxes PDFium gives for those characters
+(``FPDFText_CountRects``/``GetRect``, one per line run) as translucent rectangles over the page
+image (Pillow). Every PDFium call holds :data:`knowledge.ingest._pdfium.PDFIUM_LOCK`.
+"""
+
+from __future__ import annotations
+
+import io
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from knowledge.errors import InvalidArgument, PasswordRequired, UnsupportedFile
+from knowledge.ingest._pdfium import PDFIUM_LOCK
+
+#: The highlight's colour: translucent yellow (RGBA).
+HIGHLIGHT = (255, 208, 0, 110)
+#: Letters and digits per piece when a passage is not found whole (:func:`locate`).
+PIECE = 24
+
+
+def text_key(text: str) -> tuple[str, list[int]]:
+    """``text`` reduced to what two extractions of one page agree on -- its letters and digits,
+    NFKC, case-folded -- and, for each character of that key, its index in ``text``."""
+    key: list[str] = []
+    where: list[int] = []
+    for i, ch in enumerate(text):
+        for c in unicodedata.normalize("NFKC", ch).casefold():
+            if c.isalnum():
+                key.append(c)
+                where.append(i)
+    return "".join(key), where
+
+
+def locate(haystack: str, needle: str, *, piece: int = PIECE) -> list[tuple[int, int]]:
+    """The ``[start, end)`` spans of ``haystack`` (indices into it) holding ``needle``'s text,
+    compared on :func:`text_key` (whitespace, punctuation, case, ligatures and hyphens ignored).
+
+    Found whole, one span. Otherwise (the two texts order columns or lines differently) the
+    needle is matched run by run: from each point, the longest run of its key found in the
+    haystack's (after the previous run where it can be, else anywhere) is taken when it has at
+    least ``piece // 3`` characters (8), else one character is skipped; the runs' spans are
+    returned merged, in haystack order. ``[]`` when nothing of ``needle`` is found (or it has no
+    letters or digits)."""
+    hkey, hwhere = text_key(haystack)
+    nkey, _ = text_key(needle)
+    if not nkey or not hkey:
+        return []
+    at = hkey.find(nkey)
+    if at >= 0:
+        return [(hwhere[at], hwhere[at + len(nkey) - 1] + 1)]
+    shortest = max(4, piece // 3)
+    found: list[tuple[int, int]] = []
+    i, after = 0, 0
+    while i + shortest <= len(nkey):
+        if nkey[i:i + shortest] not in hkey:
+            i += 1
+            continue
+        low, high = shortest, len(nkey) - i  # the longest run from i that the haystack holds
+        while low < high:
+            mid = (low + high + 1) // 2
+            if nkey[i:i + mid] in hkey:
+                low = mid
+            else:
+                high = mid - 1
+        run = nkey[i:i + low]
+        at = hkey.find(run, after)
+        if at < 0:
+            at = hkey.find(run)
+        found.append((hwhere[at], hwhere[at + low - 1] + 1))
+        after, i = at + low, i + low
+    return merge_spans(found)
+
+
+def merge_spans(spans: Sequence[tuple[int, int]], gap: int = 2) -> list[tuple[int, int]]:
+    """``spans`` sorted, with those overlapping or at most ``gap`` characters apart joined."""
+    out: list[list[int]] = []
+    for s, e in sorted(spans):
+        if out and s <= out[-1][1] + gap:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return [(s, e) for s, e in out]
+
+
+@dataclass(frozen=True, slots=True)
+class PageImage:
+    """One rendered page: ``number`` (1-based) of ``pages``; ``png`` its image, ``width`` x
+    ``height`` pixels; ``boxes`` the marked rectangles in pixels ``(left, top, right, bottom)``;
+    ``found`` whether any passage text was found on the page (PDFium's text layer)."""
+
+    number: int
+    pages: int
+    png: bytes
+    width: int
+    height: int
+    boxes: list[tuple[int, int, int, int]] = field(default_factory=list)
+    found: bool = False
+
+
+def _open(data: bytes, password: str | None):
+    import pypdfium2 as pdfium  # noqa: PLC0415 - heavy (PDFium), PDFs only
+
+    try:
+        return pdfium.PdfDocument(data, password=password or None)
+    except pdfium.PdfiumError as exc:
+        if "password" in str(exc).lower():
+            raise PasswordRequired("this PDF is encrypted: the viewer cannot open it without its password") from exc
+        raise UnsupportedFile(f"PDFium cannot open this PDF: {exc}") from exc
+
+
+def page_text(textpage) -> str:
+    """PDFium's text of a page, one character per PDFium character index (so index ``i`` of the
+    result is character ``i`` of ``FPDFText_GetCharBox``); characters it cannot name are spaces."""
+    import pypdfium2.raw as raw  # noqa: PLC0415 - heavy (PDFium), PDFs only
+
+    n = textpage.count_chars()
+    chars = []
+    for i in range(n):
+        code = raw.FPDFText_GetUnicode(textpage.raw, i)
+        chars.append(chr(code) if 0 < code < 0x110000 and not 0xD800 <= code < 0xE000 else " ")
+    return "".join(chars)
+
+
+def render_page(data: bytes, number: int, passages: Sequence[str] = (), *, password: str | None = None,
+                scale: float = 1.5) -> PageImage:
+    """Page ``number`` (1-based) of the PDF ``data`` as a PNG at ``scale`` pixels per point (1.5:
+    108 dpi), with each of ``passages`` (text of this page as the reader extracted it) located in
+    PDFium's text (:func:`locate`) and its boxes drawn in :data:`HIGHLIGHT`.
+
+    Raises:
+        InvalidArgument: ``number`` is not a page of the file (the sentence gives the count).
+        PasswordRequired: the file is encrypted. UnsupportedFile: PDFium cannot open or render it.
+    """
+    from PIL import Image, ImageDraw  # noqa: PLC0415 - heavy (Pillow), the viewer only
+
+    with PDFIUM_LOCK:
+        pdf = _open(data, password)
+        try:
+            count = len(pdf)
+            if not 1 <= number <= count:
+                raise InvalidArgument(f"This PDF has {count} page{'' if count == 1 else 's'}; there is no page {number}.")
+            page = pdf[number - 1]
+            try:
+                height_pt = page.get_height()
+                image = page.render(scale=scale, may_draw_forms=True).to_pil().convert("RGB")
+                rects: list[tuple[float, float, float, float]] = []
+                if any(p.strip() for p in passages):
+                    textpage = page.get_textpage()
+                    try:
+                        text = page_text(textpage)
+                        for passage in passages:
+                            for s, e in locate(text, passage):
+                                rects.extend(textpage.get_rect(i) for i in range(textpage.count_rects(s, e - s)))
+                    finally:
+                        textpage.close()
+            finally:
+                page.close()
+        except (InvalidArgument, PasswordRequired, UnsupportedFile):
+            raise
+        except Exception as exc:  # a page PDFium cannot render
+            raise UnsupportedFile(f"PDFium cannot render page {number}: {exc}") from exc
+        finally:
+            pdf.close()
+    boxes = [(int(left * scale), int((height_pt - top) * scale), int(right * scale) + 1,
+              int((height_pt - bottom) * scale) + 1) for left, bottom, right, top in rects]
+    if boxes:
+        layer = Image.new("RGBA", image.size, (0, 0, 0, 0))
+        draw = ImageDraw.Draw(layer)
+        for box in boxes:
+            draw.rectangle((box[0] - 1, box[1] - 1, box[2] + 1, box[3] + 1), fill=HIGHLIGHT)
+        image = Image.alpha_composite(image.convert("RGBA"), layer).convert("RGB")
+    out = io.BytesIO()
+    image.save(out, format="PNG", optimize=False)
+    return PageImage(number, count, out.getvalue(), image.width, image.height, boxes, bool(boxes))
+
+
+__all__ = ["HIGHLIGHT", "PageImage", "locate", "merge_spans", "page_text", "render_page", "text_key"]
