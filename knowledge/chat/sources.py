@@ -22,7 +22,7 @@ QUOTE_WORDS = 8
 MIN_QUOTE_WORDS = 3
 
 _CODE = re.compile(r"(```.*?```|`[^`\n]*`)", re.S)
-_MARKER = re.compile(r"(?<![\w\]\\])\[(\d{1,3}(?:\s*[,;]\s*\d{1,3})*)\](?!\()")
+_MARKER = re.compile(r"(?<![\w\\])\[(\d{1,3}(?:\s*[,;]\s*\d{1,3})*)\](?!\()")
 _WORD = re.compile(r"\w+")
 
 
