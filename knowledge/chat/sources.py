@@ -3,7 +3,8 @@
 Every passage a turn's searches found gets one number, its ``ref``, the number the model reads in
 front of it (``[3] score 0.61 | guide.md ...``) and is told to cite. :func:`cite` reads the answer:
 the passages it cites with ``[n]`` markers -- or, when it gives none, the passages it quotes (a run
-of :data:`QUOTE_WORDS` words verbatim, whitespace, case and punctuation aside) -- become its Sources,
+of :data:`QUOTE_WORDS` words verbatim, whitespace, case and punctuation aside), else those whose
+file (and page) it names ("harbour.pdf, page 2") -- become its Sources,
 renumbered 1, 2, ... in the order of first use, and the answer's markers are rewritten to that
 numbering; every other passage searched is "also searched". Markers inside code (backticks) and
 numbers the turn never showed are left as written.
@@ -69,6 +70,18 @@ def quoted_at(answer: str, passage: str, run: int = QUOTE_WORDS) -> tuple[int, i
     return None if at is None else (found[at].start(), found[at + n - 1].end())
 
 
+def named_at(answer: str, hit: dict[str, Any]) -> tuple[int, int] | None:
+    """The characters of ``answer`` where it names ``hit``'s file -- followed within a few words by
+    ``page N`` when the passage has a page -- else ``None``."""
+    name = str(hit.get("file_name") or "")
+    if len(name) < 3:
+        return None
+    page = hit.get("page")
+    tail = rf"[^\n]{{0,40}}?\bpages? {int(page)}\b" if isinstance(page, int) else ""
+    m = re.search(re.escape(name) + tail, answer, re.I)
+    return (m.start(), m.end()) if m else None
+
+
 def cite(answer: str, hits: Sequence[dict[str, Any]]) -> CitedAnswer:
     """The sources of ``answer`` among the turn's ``hits`` (dicts with ``ref``, the number the model
     saw; hits without one are numbered by position from 1).
@@ -91,6 +104,8 @@ def cite(answer: str, hits: Sequence[dict[str, Any]]) -> CitedAnswer:
     by = "markers" if order else ""
     if not order:
         quoted = {ref: at for ref, h in by_ref.items() if (at := quoted_at(answer, str(h.get("text") or "")))}
+        if not quoted:
+            quoted = {ref: at for ref, h in by_ref.items() if (at := named_at(answer, h))}
         order = sorted(quoted, key=lambda ref: quoted[ref])
         by = "quotes" if order else ""
     new = {ref: n for n, ref in enumerate(order, 1)}
@@ -129,4 +144,4 @@ def where_text(c: dict[str, Any]) -> str:
     return out
 
 
-__all__ = ["MIN_QUOTE_WORDS", "QUOTE_WORDS", "CitedAnswer", "cite", "quoted_at", "where_text"]
+__all__ = ["MIN_QUOTE_WORDS", "QUOTE_WORDS", "CitedAnswer", "cite", "named_at", "quoted_at", "where_text"]

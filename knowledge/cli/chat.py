@@ -61,7 +61,7 @@ def cmd_chat(wb: Workbench, args: argparse.Namespace) -> int:
                           "tool_calls": [{"name": r.name, "arguments": r.arguments, "ok": r.ok}
                                          for r in reply.tool_runs]}, ensure_ascii=False, indent=2))
         return 0
-    _print_reply(reply)
+    print_reply(reply)
     print(f"\nsession: {session.id} (continue with --session {session.id})", file=sys.stderr)
     return 0
 
@@ -82,7 +82,7 @@ def _session(chat: ChatService, args: argparse.Namespace) -> Session:
     return session
 
 
-def _print_reply(reply: ChatReply) -> None:
+def print_reply(reply: ChatReply) -> None:
     """The answer, its Sources (the passages it cites or quotes, numbered as its markers) and, in a
     section of their own, the passages also searched."""
     print(reply.text)

@@ -158,7 +158,20 @@ def test_chat_over_a_store_answers_from_the_chapter_and_the_citation_opens_it(br
             first.locator("summary").click()
             expect(first).to_contain_text("shadow")
             expect(first).to_contain_text("store Team docs")
-            assert "chat-" not in answer.inner_text()
+            # the source opens in the viewer: its file and characters in the link (issue 29)
+            link = first.get_by_role("link", name=re.compile("Open in viewer"))
+            expect(link).to_be_visible()
+            href = link.get_attribute("href") or ""
+            assert "view?store=Team+docs&file=" in href and "&start=" in href and "&end=" in href, href
+            # every marker of the answer is a listed source: the list is numbered as the answer
+            markers = set(re.findall(r"\[(\d+)\]", answer.locator('[data-testid="stMarkdownContainer"]').first
+                                     .inner_text()))
+            sources = answer.get_by_test_id("stExpander").filter(has_text=re.compile(r"^\s*\[\d+\] "))
+            assert markers and markers == {str(i) for i in range(1, sources.count() + 1)}, (markers, sources.count())
+            also = answer.get_by_test_id("stExpander").filter(has_text=re.compile(r"^\s*Also searched"))
+            if also.count():  # what the answer did not use is collapsed
+                expect(also.first.locator("details")).not_to_have_attribute("open", "")
+            assert "chat-" not in answer.inner_text() and "None" not in answer.inner_text()
             shots("12-answer-with-citation")
     finally:
         context.close()

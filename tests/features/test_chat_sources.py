@@ -58,7 +58,8 @@ def test_without_markers_a_quoted_passage_is_a_source_in_order_of_quoting():
     found = hits("The keeper lit the lamp at dusk and trimmed the wick at midnight every night.",
                  "Bread needs flour, water, salt and yeast; the dough rests overnight in the cold.",
                  "Unrelated words about harbours and ships.")
-    answer = "As written: “bread needs flour water salt and yeast the dough rests”. And the KEEPER lit the lamp at dusk and trimmed it."
+    answer = ("As written: “bread needs flour water salt and yeast the dough rests”. And the KEEPER lit the lamp"
+              " at dusk and trimmed it.")
     c = cite(answer, found)
     assert c.by == "quotes" and c.text == answer
     assert [(s["file_id"], s["n"]) for s in c.sources] == [("f2", 1), ("f1", 2)]
@@ -67,6 +68,15 @@ def test_without_markers_a_quoted_passage_is_a_source_in_order_of_quoting():
     assert answer[start:end].lower().startswith("bread needs")
     assert quoted_at("lit the lamp", "The keeper lit the lamp at dusk") is None  # three words of eight: no quote
     assert cite("Nothing used.", found).sources == []
+
+
+def test_without_markers_or_quotes_a_named_file_and_page_is_a_source():
+    found = [{"ref": 1, "file_name": "harbour.pdf", "page": 1, "text": "ships"},
+             {"ref": 2, "file_name": "harbour.pdf", "page": 2, "text": "tides"},
+             {"ref": 3, "file_name": "notes.md", "page": None, "text": "other"}]
+    c = cite("Each Sunday (harbour.pdf, page 2).", found)
+    assert [s["ref"] for s in c.sources] == [2] and [h["ref"] for h in c.also_searched] == [1, 3]
+    assert [s["ref"] for s in cite("See notes.md.", found).sources] == [3]
 
 
 def test_where_text_never_says_none():
@@ -155,7 +165,7 @@ def test_retry_asks_the_failed_question_again_without_a_second_copy(wb):
         chat.configs.save({"name": "local", "type": "CHAT", "provider": "openai", "model": "m", "base_url": down,
                            "timeout": 5})
         s = chat.create_session(config="local", stores=["book"])
-        with pytest.raises(Exception, match="HTTP 404|answered"):
+        with pytest.raises(Exception, match=r"HTTP 404|answered"):
             chat.send(s.id, "Are you there?")
         assert chat.messages(s.id)[-1].role == USER
         chat.configs.save({"name": "local", "type": "CHAT", "provider": "openai", "model": "m",

@@ -17,7 +17,7 @@ from api_helpers import Served
 from mcp import Client
 
 from knowledge.chat import ChatService
-from knowledge.cli.chat import _print_reply as print_reply  # noqa: PLC2701 - the CLI's printer, tested directly
+from knowledge.cli.chat import print_reply
 from knowledge.cli.search import cmd_search
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
