@@ -176,8 +176,6 @@ class Searcher:
         distance = record.distance
         want = max(k, top)
         fetch = want if max_per_file is None else want * 4
-        if merging:
-            fetch *= 2  # neighbouring chunks merge: fetch enough for k passages at once, usually
         while True:
             found, exhausted = self.rank(store, query, vector, fetch, where=where, mode=mode, record=record)
             ranked = len(found)
