@@ -8,8 +8,10 @@ import streamlit as st
 
 from knowledge.chat import ChatService
 from knowledge.chat.model import ASSISTANT, ATTACHMENT, FILE, IMAGE, TOOL, USER, Message
+from knowledge.chat.sources import where_text
 from knowledge.errors import KnowledgeError
 from knowledge.pagemodels.details import attribute_filter, filter_text
+from knowledge.pagemodels.viewer import viewer_url
 from knowledge.text import render
 from knowledge.text.render import inert, md
 from knowledge.workbench import Workbench
@@ -153,23 +155,41 @@ def show_media(m: Message) -> None:
             st.caption(md("📄 {}", p.name))
 
 
-def show_citations(citations: list[dict], question: str | None = None) -> None:
-    if not citations:
-        return
-    st.markdown("**Sources**")
-    st.caption("In the order of the search (meaning and exact words fused); score = cosine similarity.")
-    for i, c in enumerate(citations, 1):
-        page = f", page {c['page']}" if c.get("page") is not None else ""
-        heading = f" — {c['heading']}" if c.get("heading") else ""
-        with st.expander(inert(f"[{i}] {c.get('file_name')}{page}{heading} · score {c.get('score', 0):.3f}")):
-            st.markdown(render.render_html(c.get("text") or "", question, file_name=c.get("file_name")),
-                        unsafe_allow_html=True)
-            span = (f" · characters {c['char_start']}–{c['char_end']}"
-                    if c.get("char_start") is not None else "")
-            source = c.get("source") or ("attachments" if str(c.get("store", "")).startswith("chat-")
-                                         else c.get("store"))
-            where = "an attached file" if source == "attachments" else f"store {source}"
-            st.caption(inert(f"chunk {c.get('chunk_index')} of {c.get('file_name')}{span} ({where})"))
+def show_source(c: dict, n: int | None, question: str | None) -> None:
+    """One passage: ``[n] file, page — heading · score`` (``n`` None: unnumbered), its text and an
+    "Open in viewer" link."""
+    label = f"[{n}] " if n is not None else ""
+    with st.expander(inert(f"{label}{where_text(c)} · score {c.get('score', 0):.3f}")):
+        st.markdown(render.render_html(c.get("text") or "", question, file_name=c.get("file_name")),
+                    unsafe_allow_html=True)
+        span = (f" · characters {c['char_start']}–{c['char_end']}"
+                if c.get("char_start") is not None else "")
+        source = c.get("source") or ("attachments" if str(c.get("store", "")).startswith("chat-")
+                                     else c.get("store"))
+        where = "an attached file" if source == "attachments" else f"store {source}"
+        chunks = c.get("chunks") or [c.get("chunk_index")]
+        which = f"chunk {chunks[0]}" if len(chunks) == 1 else f"chunks {chunks[0]}–{chunks[-1]}"
+        st.caption(inert(f"{which} of {c.get('file_name')}{span} ({where})"))
+        if c.get("store") and c.get("file_id"):
+            st.link_button("Open in viewer", viewer_url(c["store"], c["file_id"], start=c.get("char_start"),
+                                                        end=c.get("char_end"), page=c.get("page")),
+                           icon=":material/visibility:")
+
+
+def show_citations(citations: list[dict], also: list[dict] | None, question: str | None = None) -> None:
+    """The answer's Sources (numbered as its markers) and, collapsed, what else was searched. A
+    message stored before ``also_searched`` was kept (``also`` None) shows its citations as then."""
+    if citations:
+        st.markdown("**Sources**")
+        if also is not None:
+            st.caption("The passages this answer cites or quotes, numbered as in the answer.")
+        for i, c in enumerate(citations, 1):
+            show_source(c, c.get("n", i), question)
+    if also:
+        with st.expander(f"Also searched ({len(also)})", expanded=False):
+            st.caption("Found by the search but not used in the answer.")
+            for c in also:
+                show_source(c, None, question)
 
 
 def show_tool(call: dict, result: Message | None, shown: list[Message]) -> None:
@@ -219,7 +239,7 @@ while i < len(messages):
                 if m.text:
                     st.markdown(render.answer_html(m.text), unsafe_allow_html=True)
                 if not m.meta.get("tool_calls"):
-                    show_citations(m.meta.get("citations") or [], question)
+                    show_citations(m.meta.get("citations") or [], m.meta.get("also_searched"), question)
                     cfg = m.meta.get("config")
                     if cfg:
                         st.caption(inert(f"{cfg}{' · retrieval only' if m.meta.get('retrieval_only') else ''}"))
@@ -258,3 +278,12 @@ if running is not None:  # sent earlier (or from another tab) and not answered y
 
 for problem in st.session_state.pop("chat_problems", []):
     st.error(inert(problem))
+unanswered = bool(sid and messages and messages[-1].role == USER)  # the turn failed: no answer stored
+if unanswered and st.button("Retry", icon=":material/refresh:", key="chat_retry",
+                                help="Ask the last question again (after fixing the model's settings, or once"
+                                     " its server is back)."):
+    turn = chat.start_turn(sid, [], "", retry=True)
+    with st.spinner("Thinking..."):
+        turn.wait()
+    st.session_state["chat_problems"] = turn.problems
+    st.rerun()

@@ -50,6 +50,7 @@ from knowledge.chat.model import (
     Session,
     sniff_kind,
 )
+from knowledge.chat.sources import cite
 from knowledge.chat.store import ChatStore, SessionNotFound
 from knowledge.errors import FileNotFoundInStore, InvalidArgument, KnowledgeError, PathNotAllowed, StoreNotFound
 from knowledge.ingest.readers import read_document
@@ -81,8 +82,11 @@ class ToolRun:
 
 @dataclass(frozen=True, slots=True)
 class ChatReply:
-    """The answer to one message: ``text``, the ``citations`` (hits of ``vector_search`` in this
-    turn, best first: file_id, file_name, page, chunk_index, heading, char span, text, score), the
+    """The answer to one message: ``text`` (its ``[n]`` markers numbered as the citations), the
+    ``citations`` -- the passages the answer cites or quotes (:func:`knowledge.chat.sources.cite`),
+    in order of first use, each with ``n`` (its number in the text), file_id, file_name, page,
+    chunk_index, chunks, heading, char span, text, score, store and source -- ``also_searched``
+    (the turn's other passages, in the order found, at most :data:`MAX_CITATIONS`), the
     ``tool_runs`` in order, the config used, and whether it is ``retrieval_only`` (the offline
     assistant)."""
 
@@ -93,6 +97,7 @@ class ChatReply:
     config: str
     retrieval_only: bool
     dropped_turns: int = 0
+    also_searched: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -137,8 +142,8 @@ class Turn:
     """One user turn run by :meth:`ChatService.start_turn`: attach, then send, in a daemon thread."""
 
     def __init__(self, chat: ChatService, sid: str, files: list[tuple[bytes, str, str | None]],
-                 text: str) -> None:
-        self.chat, self.sid, self.files, self.text = chat, sid, list(files), text
+                 text: str, retry: bool = False) -> None:
+        self.chat, self.sid, self.files, self.text, self.retry = chat, sid, list(files), text, retry
         self.problems: list[str] = []
         self.reply: ChatReply | None = None
         self.previous: Turn | None = None
@@ -162,9 +167,9 @@ class Turn:
             except KnowledgeError as exc:
                 self.problems.append(str(exc))
         self.files = [(b"", name, media_type) for _, name, media_type in self.files]  # free the bytes
-        if self.text.strip():
+        if self.text.strip() or self.retry:
             try:
-                self.reply = self.chat.send(self.sid, self.text)
+                self.reply = self.chat.retry(self.sid) if self.retry else self.chat.send(self.sid, self.text)
             except KnowledgeError as exc:
                 self.problems.append(str(exc))
             except Exception as exc:  # a bug: say so, keep the app running
@@ -251,14 +256,16 @@ class ChatService:
             return self._locks.setdefault(sid, threading.Lock())
 
     # -- a whole turn in the background ---------------------------------------------------------
-    def start_turn(self, sid: str, files: list[tuple[bytes, str, str | None]], text: str) -> Turn:
-        """Attach ``files`` (``(bytes, name, media type)``) and send ``text`` in a thread of its own,
+    def start_turn(self, sid: str, files: list[tuple[bytes, str, str | None]], text: str,
+                   retry: bool = False) -> Turn:
+        """Attach ``files`` (``(bytes, name, media type)``) and send ``text`` (with ``retry``:
+        :meth:`retry` the last question instead) in a thread of its own,
         after any turn of the session still running (turns of one session run one at a time, in
         the order they were started). A page that is rerun or closed meanwhile loses nothing: the
         turn completes and is stored. Problems (a file that cannot be attached, a model that cannot
         be reached) are collected in :attr:`Turn.problems`, never raised."""
         self.session(sid)
-        turn = Turn(self, sid, files, text)
+        turn = Turn(self, sid, files, text, retry)
         turn.previous = self.wb.chat_turns.swap(sid, turn)  # the workbench's registry: every tab sees it
         turn.thread.start()
         return turn
@@ -524,6 +531,26 @@ class ChatService:
                 raise problem
             return self._run_turn(self.session(sid), cfg, provider, _Turn(text))
 
+    def retry(self, sid: str, config: str | None = None) -> ChatReply:
+        """Ask the session's last question again: when the last message is the user's (its turn
+        failed -- the model unreachable, no key), run the turn once more on the stored history, with
+        no second copy of the question.
+
+        Raises:
+            InvalidArgument: the last message already has an answer (or there is none).
+            LlmUnavailable, LlmConfigNotFound, SessionNotFound: as :meth:`send`.
+        """
+        with self._lock(sid):
+            s = self.session(sid)
+            messages = self.messages(sid)
+            if not messages or messages[-1].role != USER:
+                raise InvalidArgument("There is no unanswered question to ask again in this chat.")
+            cfg = self.configs.chat(config or s.config)
+            provider = self.provider_factory(cfg)
+            if provider is None:
+                raise LlmUnavailable(f"The chat config {cfg.name!r} gave no provider.")
+            return self._run_turn(s, cfg, provider, _Turn(messages[-1].text))
+
     def _run_turn(self, s: Session, cfg: LlmConfig, provider: ChatProvider, turn: _Turn) -> ChatReply:
         dropped = 0
         for round_no in range(self.MAX_ROUNDS):
@@ -536,7 +563,8 @@ class ChatService:
             ctx = TurnContext(turn.question, list(turn.hits), [a.name for a in attachments],
                               "" if ok else reason, list(kn.stores), kn.attachments,
                               [a.name for a in attachments if a.kind == KIND_IMAGE],
-                              self.wb.settings.chat.min_score, dict(turn.failed))
+                              self.wb.settings.chat.min_score, dict(turn.failed),
+                              self._image_texts(kn, attachments) if not turn.question.strip() else {})
             completion = self._call(s.id, cfg, provider, req, ctx)
             if completion.tool_calls and not last:
                 self.store.add_message(s.id, ASSISTANT, [Part(TEXT, text=completion.text)] if completion.text else [],
@@ -545,14 +573,14 @@ class ChatService:
                 for call in completion.tool_calls:
                     self._run_tool(self.session(s.id), cfg, call, turn)
                 continue
-            citations = _citations(turn.hits)
-            text = completion.text or ""
+            cited = cite(completion.text or "", _citations(turn.hits))
+            text, citations, also = cited.text, cited.sources, cited.also_searched[:MAX_CITATIONS]
             self.store.add_message(s.id, ASSISTANT, [Part(TEXT, text=text)],
-                                   {"citations": citations, "config": cfg.name,
+                                   {"citations": citations, "also_searched": also, "config": cfg.name,
                                     "retrieval_only": completion.retrieval_only,
                                     "tool_runs": [{"name": r.name, "arguments": r.arguments, "ok": r.ok}
                                                   for r in turn.runs]})
-            return ChatReply(s.id, text, citations, turn.runs, cfg.name, completion.retrieval_only, dropped)
+            return ChatReply(s.id, text, citations, turn.runs, cfg.name, completion.retrieval_only, dropped, also)
         raise AssertionError("unreachable")  # the last round offers no tools
 
     def request(self, sid: str, cfg: LlmConfig | None = None, offer_tools: bool = True) -> MappedRequest:
@@ -704,12 +732,14 @@ class ChatService:
         except (KnowledgeError, TypeError, ValueError) as exc:
             return ToolResult(f"vector_search failed: {exc}", ok=False)
         lines, data = [], []
-        for i, sh in enumerate(found.hits, 1):
+        refs = {_passage_key(h): h["ref"] for h in turn.hits}
+        for sh in found.hits:
             label = kn.label(sh.store)
-            lines.append(format_hit(i, sh.hit) + ("" if len(stores) == 1 else f"\n(store: {label})"))
+            hit = {**hit_data(sh.hit), "store": sh.store, "source": label}
+            ref = refs.setdefault(_passage_key(hit), len(refs) + 1)  # one number per passage in a turn
+            lines.append(format_hit(ref, sh.hit) + ("" if len(stores) == 1 else f"\n(store: {label})"))
             record = self.wb.store_record(sh.store)
-            data.append({**hit_data(sh.hit), "store": sh.store, "source": label,
-                         "higher_is_better": record is None or higher_is_better(record.distance)})
+            data.append({**hit, "ref": ref, "higher_is_better": record is None or higher_is_better(record.distance)})
         for store, why in found.failed.items():
             lines.append(f"Store {kn.label(store)!r} could not be searched: {why}")
         searched = ", ".join(kn.label(n) for n in stores)
@@ -718,6 +748,30 @@ class ChatService:
         turn.hits.extend(data)
         turn.failed.update({kn.label(store): why for store, why in found.failed.items()})
         return ToolResult(text, {"hits": data, "failed": found.failed, "stores": [kn.label(n) for n in stores]})
+
+    def _image_texts(self, kn: Knowledge, attachments: list[Attachment]) -> dict[str, str]:
+        """What text recognition read in the attached images (name -> text, in reading order), from
+        their chunks in the session's store; an image OCR read nothing in is left out."""
+        if not kn.attachments:
+            return {}
+        out: dict[str, str] = {}
+        try:
+            coll = self.wb.vector_store(kn.attachment_store).collection
+            for a in attachments:
+                if a.kind != KIND_IMAGE:
+                    continue
+                points = sorted((p.payload or {} for p in coll.scroll(where={"file_id": a.file_id})),
+                                key=lambda p: (p.get("char_start") or 0, p.get("chunk_index") or 0))
+                text, end = "", 0
+                for p in points:  # chunks overlap: each character once
+                    start, piece = int(p.get("char_start") or 0), str(p.get("text") or "")
+                    text += piece[max(0, end - start):] if text else piece
+                    end = max(end, start + len(piece))
+                if text.strip():
+                    out[a.name] = text
+        except KnowledgeError as exc:
+            log.warning("could not read the attached images' text: %s", exc)
+        return out
 
     # -- file access for the mapper ---------------------------------------------------------------
     def _bytes(self, file_id: str) -> bytes:
@@ -774,17 +828,21 @@ def _read_source(source: Any, name: str | None) -> tuple[bytes, str]:
     return (data if isinstance(data, bytes) else bytes(data)), name
 
 
+def _passage_key(h: dict[str, Any]) -> tuple[Any, ...]:
+    return h.get("store"), h.get("file_id"), h.get("chunk_index"), h.get("char_start"), h.get("char_end")
+
+
 def _citations(hits: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The turn's hits in the order the searches returned them (each best first, in the store's
-    score direction), each chunk once."""
+    """The turn's passages in the order the searches returned them (each best first, in the store's
+    score direction), each once (a passage found again keeps its number, ``ref``)."""
     seen, out = set(), []
     for h in hits:
-        key = (h.get("store"), h.get("file_id"), h.get("chunk_index"))
+        key = _passage_key(h)
         if key in seen:
             continue
         seen.add(key)
         out.append(h)
-    return out[:MAX_CITATIONS]
+    return out
 
 
 __all__ = ["AttachFailed", "ChatReply", "ChatService", "ToolRun"]

@@ -9,13 +9,14 @@ import sys
 from typing import Any
 
 from knowledge.chat import ChatReply, ChatService, Session
+from knowledge.chat.sources import where_text
 from knowledge.cli.common import Commands, command, table
 from knowledge.errors import KnowledgeError
 from knowledge.workbench import Workbench
 
 #: The fields of a citation that ``chat --json`` prints.
-CITATION_FIELDS = ("source", "file_name", "file_id", "page", "chunk_index", "heading", "char_start", "char_end",
-                   "score", "text")
+CITATION_FIELDS = ("n", "source", "file_name", "file_id", "page", "chunk_index", "chunks", "heading", "char_start",
+                   "char_end", "used_at", "score", "text")
 
 
 def add_parser(sub: Commands) -> None:
@@ -55,10 +56,12 @@ def cmd_chat(wb: Workbench, args: argparse.Namespace) -> int:
                           "answer": reply.text,
                           "stores": chat.session(session.id).stores,
                           "citations": [{k: c.get(k) for k in CITATION_FIELDS} for c in reply.citations],
+                          "also_searched": [{k: c.get(k) for k in CITATION_FIELDS if k not in ("n", "used_at")}
+                                            for c in reply.also_searched],
                           "tool_calls": [{"name": r.name, "arguments": r.arguments, "ok": r.ok}
                                          for r in reply.tool_runs]}, ensure_ascii=False, indent=2))
         return 0
-    _print_reply(reply)
+    print_reply(reply)
     print(f"\nsession: {session.id} (continue with --session {session.id})", file=sys.stderr)
     return 0
 
@@ -79,15 +82,24 @@ def _session(chat: ChatService, args: argparse.Namespace) -> Session:
     return session
 
 
-def _print_reply(reply: ChatReply) -> None:
+def print_reply(reply: ChatReply) -> None:
+    """The answer, its Sources (the passages it cites or quotes, numbered as its markers) and, in a
+    section of their own, the passages also searched."""
     print(reply.text)
+
+    def line(label: str, c: dict[str, Any]) -> str:
+        source = c.get("source")
+        store = f" [store {source}]" if source and source != "attachments" else ""
+        return f"  {label}{where_text(c)}{store} (score {c.get('score', 0):.3f})"
+
     if reply.citations:
         print("\nSources:")
         for i, c in enumerate(reply.citations, 1):
-            page = f", page {c['page']}" if c.get("page") is not None else ""
-            source = c.get("source")
-            store = f" — {source}" if source and source != "attachments" else ""
-            print(f"  [{i}] {c.get('file_name')}{page}{store} (score {c.get('score', 0):.3f})")
+            print(line(f"[{c.get('n', i)}] ", c))
+    if reply.also_searched:
+        print("\nAlso searched (not used in the answer):")
+        for c in reply.also_searched:
+            print(line("- ", c))
 
 
 def _list_sessions(chat: ChatService, args: argparse.Namespace) -> int:

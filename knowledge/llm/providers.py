@@ -65,7 +65,8 @@ class TurnContext:
     searches (``knowledge``), whether it searches attached files too, the attached images (which
     are not indexed), ``min_score``: the score under which a passage does not count as an answer
     (setting ``chat.min_score``; applied to higher-is-better scores only), and ``failed``: the stores
-    that could not be searched this turn, with the reason."""
+    that could not be searched this turn, with the reason; ``read``: for a turn without typed text,
+    what text recognition read in each attached image (name -> text)."""
 
     question: str = ""
     hits: list[dict[str, Any]] = field(default_factory=list)
@@ -76,6 +77,7 @@ class TurnContext:
     images: list[str] = field(default_factory=list)
     min_score: float | None = None
     failed: dict[str, str] = field(default_factory=dict)
+    read: dict[str, str] = field(default_factory=dict)
 
 
 class ChatProvider(ABC):
@@ -151,7 +153,9 @@ class OfflineAssistant(ChatProvider):
 
     Round 1 of a turn: when ``vector_search`` is on offer it asks for it with the user's words
     (``k`` = :attr:`K`). Round 2: it answers with the hits, best first, each quoted with file and
-    page, under :data:`RETRIEVAL_ONLY_LABEL`. Without attachments it says how to use it.
+    page after its ``[n]`` marker (the number the search gave it), under
+    :data:`RETRIEVAL_ONLY_LABEL`. A message of images without words gets what text recognition read
+    in them. Without attachments it says how to use it.
     """
 
     K = 4
@@ -178,6 +182,14 @@ class OfflineAssistant(ChatProvider):
 
     def _passages(self, context: TurnContext, can_search: bool) -> str:
         question = context.question.strip()
+        if not question and context.read:
+            parts = [f"*{RETRIEVAL_ONLY_LABEL}* The text read in the attached image"
+                     f"{'s' if len(context.read) > 1 else ''} (text recognition):"]
+            for name, text in context.read.items():
+                quoted = "\n".join("> " + _inert(ln) for ln in text.strip().splitlines())
+                parts.append(f"**{_inert(name)}**\n{quoted}")
+            parts.append("Ask a question about it to search it with the rest of this chat's knowledge.")
+            return "\n\n".join(parts)
         where = _knowledge_label(context)
         hits = _relevant(context.hits[: self.K])
         floor = context.min_score
@@ -185,13 +197,13 @@ class OfflineAssistant(ChatProvider):
                   or float(h.get("score") or 0.0) >= floor]
         if strong:
             lines = [f"*{RETRIEVAL_ONLY_LABEL}* The passages of {where} that best match “{question}”:"]
-            lines += [f"{i}. {_quote(h)}" for i, h in enumerate(strong, 1)]
+            lines += [f"[{h.get('ref') or i}] {_quote(h)}" for i, h in enumerate(strong, 1)]
             return "\n\n".join(lines)
         if hits:
             best = hits[0]
             return (f"*{RETRIEVAL_ONLY_LABEL}* Nothing in {where} matches “{question}” well (the best score,"
                     f" {float(best.get('score') or 0):.2f}, is under {floor:.2f}). The closest passage is"
-                    f" {_quote(best)}\n\nTry other words, or choose other stores.")
+                    f" [{best.get('ref') or 1}] {_quote(best)}\n\nTry other words, or choose other stores.")
         if can_search:
             return (f"*{RETRIEVAL_ONLY_LABEL}* Nothing in {where} matches “{question}”."
                     " Try other words, or choose other stores.")

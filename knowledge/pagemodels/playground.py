@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from knowledge.errors import InvalidArgument
 from knowledge.pagemodels.storemap import StoreMap
+from knowledge.service.passages import MAX_MERGED_CHUNKS, HitNote, merge_passages
 from knowledge.vectorstore.base import check_where
 from knowledge.vectorstore.scoring import DISTANCE_ORDER
 from knowledge.vectorstore.store import Hit, VectorStore
@@ -153,18 +154,11 @@ def payload_fields(vs: VectorStore, sample: int = 200) -> list[str]:
 
 
 # -- searching ------------------------------------------------------------------------------------
-#: The most chunks merged into one result (with the default 50 % overlap: about two chunks of text).
-MAX_MERGED_CHUNKS = 3
-
-
-@dataclass(frozen=True, slots=True)
-class HitNote:
-    """What a shown hit stands for beyond its own chunk: ``chunks`` -- the chunk indexes merged into
-    it (sorted; one when nothing was merged) -- and ``also_in`` -- names of other files holding the
-    identical text (whitespace and case aside), in rank order."""
-
-    chunks: tuple[int, ...]
-    also_in: tuple[str, ...] = ()
+def fold_hits(found: Iterable[Hit], k: int, *, merge: bool = True) -> tuple[list[Hit], dict[str, HitNote]]:
+    """The first ``k`` shown hits of a ranking (``found``, best first), and their notes: the service's
+    :func:`knowledge.service.passages.merge_passages` (repeated text once, named "also in"; with
+    ``merge``, overlapping or touching chunks of a file one passage), which every surface uses."""
+    return merge_passages(found, k, merge=merge)
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,84 +203,6 @@ class SearchRun:
     def nothing_matched_well(self) -> bool:
         """True when the store has chunks but none reaches the threshold: the query matched nothing well."""
         return not self.hits and bool(self.top) and self.threshold is not None
-
-
-def _span(h: Hit) -> tuple[int, int] | None:
-    return (h.char_start, h.char_end) if h.char_start is not None and h.char_end is not None else None
-
-
-def _overlap(a: Hit, b: Hit) -> bool:
-    sa, sb = _span(a), _span(b)
-    return a.file_id == b.file_id and sa is not None and sb is not None and sa[0] < sb[1] and sb[0] < sa[1]
-
-
-def _union(a: Hit, b: Hit) -> Hit:
-    """``a`` (the better ranked, whose scores stay) spanning the union of both spans. Both texts are
-    exact slices of the same document (``text == document.text[char_start:char_end]``), so the union
-    text is exact too."""
-    sa, sb = _span(a), _span(b)
-    if sa is None or sb is None:
-        raise ValueError("only hits with character spans are merged (see _overlap)")
-    (first, (start, first_end)), (second, (second_start, second_end)) = sorted(
-        [(a, sa), (b, sb)], key=lambda hs: hs[1][0])
-    text = first.text
-    if second_end > first_end:
-        text += second.text[first_end - second_start:]
-    return replace(a, text=text, char_start=start, char_end=max(first_end, second_end))
-
-
-def fold_hits(found: Iterable[Hit], k: int, *, merge: bool = True) -> tuple[list[Hit], dict[str, HitNote]]:
-    """The first ``k`` shown hits of a ranking (``found``, best first), and their notes.
-
-    * A hit whose text (whitespace and case aside) came earlier is not shown again; when it is in
-      another file, that file's name is added to the earlier hit's ``also_in``.
-    * With ``merge``, a hit whose character span overlaps a shown hit of the same file (the chunk
-      overlap makes neighbouring chunks share text) joins it: the shown hit keeps its rank and scores
-      and takes the union span and text; a hit bridging two shown hits joins them into the better.
-      A result holds at most :data:`MAX_MERGED_CHUNKS` chunks (so a run of overlapping chunks never
-      becomes the whole file); a further overlapping hit is a near-duplicate and is not shown.
-
-    Returns:
-        ``(hits, notes)`` -- at most ``k`` hits best first; ``notes`` by ``str(hit.id)``.
-    """
-    groups: list[_Group] = []
-    seen: dict[str, _Group] = {}  # normalised text -> the group showing it
-    for h in found:
-        key = " ".join(h.text.split()).lower()
-        if key in seen:
-            g = seen[key]
-            name = h.file_name or h.file_id
-            if h.file_id != g.hit.file_id and name not in g.also:
-                g.also.append(name)
-            continue
-        into = [g for g in groups if _overlap(g.hit, h)] if merge else []
-        if into and sum(len(g.chunks) for g in into) + 1 > MAX_MERGED_CHUNKS:
-            continue  # a near-duplicate of a result already as long as a result gets: not shown again
-        if into:
-            g = into[0]
-            g.hit = _union(g.hit, h)
-            g.chunks.add(h.chunk_index)
-            for other in into[1:]:  # h bridged two shown hits: one hit now
-                g.hit = _union(g.hit, other.hit)
-                g.chunks |= other.chunks
-                g.also += [n for n in other.also if n not in g.also]
-                groups.remove(other)
-                seen = {t: (g if o is other else o) for t, o in seen.items()}
-            seen[key] = g
-            continue
-        if len(groups) == k:
-            break
-        seen[key] = g = _Group(h, {h.chunk_index}, [])
-        groups.append(g)
-    notes = {str(g.hit.id): HitNote(tuple(sorted(g.chunks)), tuple(g.also)) for g in groups}
-    return [g.hit for g in groups], notes
-
-
-@dataclass(slots=True)
-class _Group:
-    hit: Hit
-    chunks: set[int]
-    also: list[str]
 
 
 def timed_search(wb: Workbench, store: str, query: str, k: int = 5, *, where: Mapping[str, Any] | None = None,
@@ -371,7 +287,7 @@ def provenance(hit: Hit, note: HitNote | None = None) -> str:
         parts.append(hit.heading)
     if hit.char_start is not None and hit.char_end is not None:
         parts.append(f"chars {hit.char_start}–{hit.char_end}")
-    chunks = note.chunks if note is not None else (hit.chunk_index,)
+    chunks = note.chunks if note is not None else (hit.chunks or (hit.chunk_index,))
     if len(chunks) > 1:
         parts.append(f"chunks {chunks[0]}–{chunks[-1]}" if list(chunks) == list(range(chunks[0], chunks[-1] + 1))
                      else "chunks " + ", ".join(map(str, chunks)))
@@ -410,6 +326,7 @@ def map_rows(store_map_: StoreMap, run: SearchRun | None) -> list[dict[str, Any]
 
 __all__ = [
     "DISTRIBUTION_SIZE",
+    "MAX_MERGED_CHUNKS",
     "MODES",
     "MODE_HELP",
     "MODE_NOTE",

@@ -62,6 +62,7 @@ def hit_object(store: str, h: Hit) -> dict[str, Any]:
     """A search hit as the ``search`` tool answers it."""
     return {"store": store, "file": h.file_name, "file_id": h.file_id, "page": h.page, "heading": h.heading,
             "char_start": h.char_start, "char_end": h.char_end, "chunk_index": h.chunk_index,
+            "chunks": list(h.chunks or (h.chunk_index,)),
             "score": round(float(h.score), 6), "attributes": from_payload(h.metadata), "text": h.text}
 
 
@@ -147,8 +148,9 @@ class KnowledgeTools:
         k: number of hits (1-50). mode: "hybrid" (default: meaning + exact words), "vector" or
         "lexical". filters: OpenAI-style, e.g. {"type": "eq", "key": "author", "value": "Ana"} or
         {"type": "and", "filters": [...]}; keys are file attributes or file_id, filename, page, heading.
-        Each hit: store, file, file_id, page, heading, char_start/char_end (span in the file's text),
-        score (cosine similarity, higher is better) and text.
+        Each hit is a passage (overlapping or touching chunks of a file merged into one): store, file,
+        file_id, page, heading, char_start/char_end (span in the file's text), chunks (the chunk
+        indexes it joins), score (cosine similarity, higher is better) and text.
         """
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 50:
             raise ToolError(f"k must be an integer from 1 to 50, got {k!r}.")

@@ -587,7 +587,7 @@ class KnowledgeApi:
     def result(hit: Hit) -> dict[str, Any]:
         attrs: dict[str, Any] = from_payload(hit.metadata)
         attrs.update(page=hit.page, heading=hit.heading, char_start=hit.char_start, char_end=hit.char_end,
-                     chunk_index=hit.chunk_index)
+                     chunk_index=hit.chunk_index, chunks=list(hit.chunks or (hit.chunk_index,)))
         return {"file_id": hit.file_id, "filename": hit.file_name, "score": round(float(hit.score), 6),
                 "attributes": attrs, "content": [{"type": "text", "text": hit.text}]}
 

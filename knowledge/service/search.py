@@ -2,7 +2,9 @@
 
 ``Searcher`` embeds the query with the store's model, ranks the store's chunks by vector score, by
 BM25 (the backend's own lexical index, else an in-process one) or by both merged by reciprocal rank
-fusion (see :mod:`knowledge.service.fusion`), drops repeated text and applies the score threshold.
+fusion (see :mod:`knowledge.service.fusion`), applies the score threshold and folds the ranking into
+passages (:func:`knowledge.service.passages.merge_passages`: repeated text once, overlapping or
+touching chunks of a file merged, setting ``search.merge_overlapping``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import numpy as np
 from knowledge.catalog import StoreRecord
 from knowledge.errors import InvalidArgument, KnowledgeError, StoreNotFound
 from knowledge.service.fusion import LexicalHit, LexicalIndex, reciprocal_rank_fusion
+from knowledge.service.passages import merge_passages
 from knowledge.service.stores import Stores
 from knowledge.text.analysis import analyzer
 from knowledge.vectorstore.base import Collection, as_vector, check_where
@@ -119,9 +122,15 @@ class Searcher:
                score_threshold: float | None = None, max_per_file: int | None = None,
                mode: SearchMode | None = None, timings: bool = False, top: int = 0,
                fold: Fold | None = None, words_pass: bool = False,
-               keep: Callable[[Hit], bool] | None = None) -> SearchResult:
-        """The ``k`` best chunks of ``store`` for ``query`` (text), best first, never two with
+               keep: Callable[[Hit], bool] | None = None, merge: bool | None = None) -> SearchResult:
+        """The ``k`` best passages of ``store`` for ``query`` (text), best first, never two with
         identical text.
+
+        A passage is a chunk, or -- with ``merge`` (default: setting ``search.merge_overlapping``,
+        true) -- the chunks of one file whose character spans overlap or touch merged into one hit
+        (:func:`knowledge.service.passages.merge_passages`: the best rank's scores, the union span
+        and text, the first page and heading, ``Hit.chunks`` the chunks joined); the ranking is
+        widened until ``k`` passages are found or the store has no more.
 
         ``mode`` (default: setting ``search.mode``, ``"hybrid"``): ``"vector"`` ranks by the
         embedding's score alone; ``"lexical"`` by BM25; ``"hybrid"`` merges the best
@@ -137,7 +146,7 @@ class Searcher:
         in the same loop as the threshold, so the query is embedded once. ``max_per_file`` keeps at
         most that many chunks of any one file (``1``: the ``k`` best files, each by its best chunk).
 
-        For the search playground: ``fold`` replaces the default folding (:func:`distinct_hits`);
+        For the search playground: ``fold`` replaces the default folding (:func:`merge_passages`);
         ``top=n`` also folds the best ``n`` without the threshold into ``SearchResult.top`` (the
         ranking then fetches ``max(k, n)`` at first and at most 8 times that); ``words_pass`` lets a
         hit holding every word of the query (:func:`holds_every_query_word`) pass the threshold
@@ -159,7 +168,8 @@ class Searcher:
             raise InvalidArgument(f"Unknown search mode {mode!r}; use one of {', '.join(SEARCH_MODES)}.")
         record = self.stores.get(store)
         where = check_where(dict(where) if where is not None else None)
-        fold = fold or (lambda found, n: (distinct_hits(found, n, max_per_file), {}))
+        merging = self.settings.search.merge_overlapping if merge is None else merge
+        fold = fold or (lambda found, n: merge_passages(found, n, merge=merging, max_per_file=max_per_file))
         t0 = time.perf_counter() if timings else 0.0
         vector = np.asarray(self.embedder(record.embedding_model).embed_query(query), dtype=np.float32)
         t1 = time.perf_counter() if timings else 0.0

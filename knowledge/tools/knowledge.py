@@ -50,8 +50,10 @@ _STORE = {"type": "string", "description": "Name of the vector store."}
 
 
 def format_hit(rank: int, hit: Hit) -> str:
-    """One hit as text for a model: rank, scores (the vector score; with hybrid search also BM25 and
-    the fused score, which orders the list), provenance, and the chunk quoted."""
+    """One passage as text for a model: its number in square brackets (``[2]``, the marker to cite
+    it by), scores (the vector score; with hybrid search also BM25 and the fused score, which orders
+    the list), provenance (no page for a file without pages; the chunks a merged passage joins), and
+    the text quoted."""
     where = [hit.file_name or hit.file_id]
     if hit.page is not None:
         where.append(f"page {hit.page}")
@@ -59,18 +61,23 @@ def format_hit(rank: int, hit: Hit) -> str:
         where.append(f"section \"{hit.heading}\"")
     if hit.char_start is not None and hit.char_end is not None:
         where.append(f"chars {hit.char_start}-{hit.char_end}")
+    if len(hit.chunks) > 1:
+        where.append(f"{len(hit.chunks)} chunks merged")
     quoted = "\n".join("> " + line for line in hit.text.strip().splitlines())
     score = f"score {hit.score:.3f}"
     if hit.lexical_score is not None or hit.fused_score is not None:
         score += " · BM25 " + ("–" if hit.lexical_score is None else f"{hit.lexical_score:.2f}")
     if hit.fused_score is not None:
         score += f" · fused {hit.fused_score:.4f}"
-    return f"{rank}. {score} | {', '.join(where)}\n{quoted}"
+    return f"[{rank}] {score} | {', '.join(where)}\n{quoted}"
 
 
 def hit_data(hit: Hit) -> dict[str, Any]:
+    """A passage as JSON: score, file, chunk_index (the best ranked chunk), ``chunks`` (every chunk
+    it joins, sorted), page, heading, character span, text and the hybrid scores."""
     return {"score": round(hit.score, 6), "file_id": hit.file_id, "file_name": hit.file_name,
-            "chunk_index": hit.chunk_index, "page": hit.page, "heading": hit.heading,
+            "chunk_index": hit.chunk_index, "chunks": list(hit.chunks or (hit.chunk_index,)),
+            "page": hit.page, "heading": hit.heading,
             "char_start": hit.char_start, "char_end": hit.char_end, "text": hit.text,
             "lexical_score": None if hit.lexical_score is None else round(hit.lexical_score, 6),
             "fused_score": None if hit.fused_score is None else round(hit.fused_score, 6)}
@@ -136,13 +143,14 @@ class KnowledgeTools:
                          ["store", "file_id", "text"]),
                  self.vector_upsert),
             Tool("vector_search",
-                 "Semantic search in a vector store: embeds the query and returns the top chunks with"
-                 " score (cosine similarity, higher is better) and provenance (file, page, section,"
-                 " character span), quoting each chunk's text.",
+                 "Semantic search in a vector store: embeds the query and returns the top passages, each"
+                 " numbered [n], with score (cosine similarity, higher is better) and provenance (file,"
+                 " page, section, character span), quoting its text; overlapping chunks of a file come"
+                 " back as one passage. Cite a passage you use by its [n].",
                  _params({"store": _STORE,
                           "query": {"type": "string", "description": "What to look for, in words."},
                           "k": {"type": "integer", "minimum": 1, "maximum": 50, "default": 5,
-                                "description": "How many chunks to return."},
+                                "description": "How many passages to return."},
                           "file_id": {"type": "string", "description": "Only search this file (optional)."}},
                          ["store", "query"]),
                  self.vector_search),

@@ -54,6 +54,9 @@ class Hit:
     (BM25, >= 0, higher is better; ``None``: the chunk shares no term with the query) and
     ``fused_score`` (reciprocal rank fusion, higher is better, the order of the results); ``score``
     stays the vector score so that thresholds keep their meaning.
+
+    ``chunks``: the chunk indexes a merged passage joins (sorted; see
+    :func:`knowledge.service.passages.merge_passages`); ``()`` for a hit that is its own chunk only.
     """
 
     id: PointId
@@ -69,6 +72,12 @@ class Hit:
     metadata: dict[str, Any] = field(default_factory=dict)
     lexical_score: float | None = None
     fused_score: float | None = None
+    chunks: tuple[int, ...] = ()
+
+    @property
+    def chunk_count(self) -> int:
+        """How many chunks this passage joins (1 unless merged)."""
+        return max(1, len(self.chunks))
 
 
 @dataclass(frozen=True, slots=True)

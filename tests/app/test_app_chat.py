@@ -127,6 +127,11 @@ def test_a_model_error_is_shown_not_raised():
     at.chat_input[0].set_value("hello").run()
     assert not at.exception
     assert "Cannot reach the model server" in at.error[0].value
+    retry = at.button(key="chat_retry")  # the question has no answer: it can be asked again
+    assert retry.label == "Retry"
+    at = retry.click().run()
+    assert not at.exception and "Cannot reach the model server" in at.error[0].value
+    assert len([m for m in at.chat_message if m.name == "user"]) == 1  # asked again, not stored twice
 
 
 # -- Settings ---------------------------------------------------------------------------------------

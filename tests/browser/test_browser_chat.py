@@ -79,7 +79,8 @@ def test_attach_a_pdf_in_the_chat_and_the_answer_cites_file_and_page(browser, ch
         expect(answer).to_contain_text("Retrieval only")
         expect(answer).to_contain_text("Explicit is better than implicit")
         # the first citation: the file and a page that holds the answer; it opens the chunk
-        first = answer.get_by_test_id("stExpander").filter(has_text=re.compile(r"\[1\] ")).first
+        first = answer.get_by_test_id("stExpander").filter(has_text=re.compile(r"\[1\] ")).filter(
+            has_not_text="vector_search(").first
         label = squash(first.locator("summary").inner_text())
         m = re.search(r"\[1\] (?P<file>.+?), page (?P<page>\d+)", label)
         assert m and m["file"] == "google-doc-document.pdf", label
@@ -152,13 +153,29 @@ def test_chat_over_a_store_answers_from_the_chapter_and_the_citation_opens_it(br
             expect(messages).to_have_count(2, timeout=240_000)
             answer = messages.nth(1)
             expect(answer).to_contain_text("The passages of Team docs that best match")
-            first = answer.get_by_test_id("stExpander").filter(has_text=re.compile(r"\[1\] ")).first
+            first = answer.get_by_test_id("stExpander").filter(has_text=re.compile(r"\[1\] ")).filter(
+            has_not_text="vector_search(").first
             label = squash(first.locator("summary").inner_text())
             assert "ch03-01-variables-and-mutability.md" in label, label
             first.locator("summary").click()
             expect(first).to_contain_text("shadow")
             expect(first).to_contain_text("store Team docs")
-            assert "chat-" not in answer.inner_text()
+            # the source opens in the viewer: its file and characters in the link (issue 29)
+            link = first.get_by_role("link", name=re.compile("Open in viewer"))
+            expect(link).to_be_visible()
+            href = link.get_attribute("href") or ""
+            assert "view?store=Team+docs&file=" in href and "&start=" in href and "&end=" in href, href
+            # every marker of the answer is a listed source: the list is numbered as the answer
+            said = answer.locator('[data-testid="stMarkdownContainer"]').filter(
+                has_text="The passages of Team docs").first.inner_text()
+            markers = set(re.findall(r"\[(\d+)\]", said))
+            sources = answer.get_by_test_id("stExpander").filter(has_text=re.compile(r"\[\d+\] ")).filter(
+                has_not_text="vector_search(").filter(has_not_text="Also searched")
+            assert markers and markers == {str(i) for i in range(1, sources.count() + 1)}, (markers, sources.count())
+            also = answer.get_by_test_id("stExpander").filter(has_text="Also searched")
+            if also.count():  # what the answer did not use is collapsed
+                expect(also.first.locator("details").first).not_to_have_attribute("open", "")
+            assert "chat-" not in answer.inner_text() and "None" not in answer.inner_text()
             shots("12-answer-with-citation")
     finally:
         context.close()

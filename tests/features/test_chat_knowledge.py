@@ -39,10 +39,10 @@ def test_vector_search_without_a_store_merges_the_chosen_stores_and_the_attachme
     kn = chat.knowledge(s.id)
     assert kn.stores == ["Lights", "Bread"] and kn.attachments and kn.searchable[-1] == s.store
     reply = chat.send(s.id, "lamp keeper harbour bread")  # the offline assistant searches with k=4
-    sources = {c["source"] for c in reply.citations}
-    assert sources == {"Lights", "Bread", "attachments"}
-    assert {c["file_name"] for c in reply.citations} == {"lighthouse.md", "bakery.md", "harbour.md"}
-    assert not any(str(c.get("source")).startswith("chat-") for c in reply.citations)
+    searched = reply.citations + reply.also_searched  # the Sources are the passages quoted, the rest also searched
+    assert {c["source"] for c in searched} == {"Lights", "Bread", "attachments"}
+    assert {c["file_name"] for c in searched} == {"lighthouse.md", "bakery.md", "harbour.md"}
+    assert not any(str(c.get("source")).startswith("chat-") for c in searched)
 
 
 def test_the_system_prompt_names_the_chosen_stores_and_the_tool_lists_them(wb):
@@ -71,7 +71,8 @@ def test_a_scripted_call_without_store_reaches_a_chosen_store_and_an_attachment(
     result = server.requests[1]["messages"][-1]["content"]
     assert "lighthouse.md" in result and "harbour.md" in result
     assert "(store: Lights)" in result and "(store: attachments)" in result and "chat-" not in result
-    assert {c["source"] for c in reply.citations} == {"Lights", "attachments"}
+    assert reply.citations == []  # the answer cites nothing: everything found is "also searched"
+    assert {c["source"] for c in reply.also_searched} == {"Lights", "attachments"}
 
 
 def test_a_store_outside_the_session_is_refused_with_the_stores_it_can_search(wb):
@@ -86,7 +87,7 @@ def test_a_store_outside_the_session_is_refused_with_the_stores_it_can_search(wb
         reply = chat.send(s.id, "bread?")
     assert [r.ok for r in reply.tool_runs] == [False, True]
     assert "not part of this chat; it can search: Lights" in reply.tool_runs[0].text
-    assert [c["file_name"] for c in reply.citations] == ["lighthouse.md"]
+    assert [c["file_name"] for c in reply.citations + reply.also_searched] == ["lighthouse.md"]
 
 
 def test_a_deleted_store_is_dropped_from_the_session_and_named_once(wb):
@@ -112,7 +113,7 @@ def test_a_store_that_cannot_be_searched_is_named_and_the_others_answer(wb):
         reply = chat.send(s.id, "Who lit the lamp?")
         [run] = reply.tool_runs
         assert run.ok and "Store 'Bread' could not be searched" in run.text
-        assert [c["file_name"] for c in reply.citations] == ["lighthouse.md"]
+        assert [c["file_name"] for c in reply.citations + reply.also_searched] == ["lighthouse.md"]
         assert "⚠️ Bread could not be searched" in reply.text and "keeper lit the lamp" in reply.text
     finally:
         wb2.close()
@@ -153,7 +154,7 @@ def test_the_offline_assistant_says_when_nothing_matches_well(wb, monkeypatch):
     s = chat.create_session(stores=["Lights"])
     reply = chat.send(s.id, "Who lit the lamp?")
     assert "Nothing in Lights matches “Who lit the lamp?” well" in reply.text
-    assert "The closest passage is **lighthouse.md, “Lighthouse” — Lights**" in reply.text
+    assert "The closest passage is [1] **lighthouse.md, “Lighthouse” — Lights**" in reply.text
 
 
 @pytest.mark.slow

@@ -108,10 +108,11 @@ def rounds(wb, monkeypatch) -> list[int]:
 
 
 def ops_names(k: int, wb: Workbench) -> list[str]:
-    """The names of the ``k`` best team=ops chunks by vector score, from the unfiltered ranking."""
+    """The names of the ``k`` best team=ops passages by vector score, from the unfiltered ranking
+    (every chunk ranked; touching chunks of a file are one passage, as every search gives them)."""
     chunks = wb.vector_store("logs").count()
     everything = wb.search("logs", QUERY, k=chunks, mode="vector")
-    assert len(everything) == chunks > 200
+    assert chunks > 200 and len(everything) > 100
     return [h.file_name for h in everything if h.metadata.get("attr_team") == "ops"][:k]
 
 

@@ -101,17 +101,25 @@ def _stores(value: Any) -> list[str] | None:
 
 
 def url_citations(reply: Any, base_url: str) -> list[dict[str, Any]]:
-    """The reply's citations as OpenAI ``url_citation`` annotations (plus our provenance fields)."""
+    """The reply's citations -- the passages the answer cites or quotes, numbered as its ``[n]``
+    markers -- as OpenAI ``url_citation`` annotations (plus our provenance fields): ``start_index``
+    / ``end_index`` are the characters of the answer where the passage is first used (its marker,
+    or the words it quotes; 0-0 only for a citation whose place is unknown)."""
     out = []
     for i, c in enumerate(reply.citations, 1):
         page = c.get("page")
         title = (c.get("file_name") or c.get("file_id") or "?") + (f", page {page}" if page is not None else "")
-        marker = f"[{i}]"
-        start = reply.text.find(marker)
+        used = c.get("used_at")
+        if isinstance(used, list) and len(used) == 2 and used[1] > used[0]:
+            start, end = int(used[0]), int(used[1])
+        else:
+            marker = f"[{c.get('n', i)}]"
+            start = reply.text.find(marker)
+            start, end = (start, start + len(marker)) if start >= 0 else (0, 0)
         url = f"{base_url}/v1/files/{c.get('file_id')}/content" + (f"#page={page}" if page is not None else "")
         out.append({"type": "url_citation", "url_citation": {
-            "url": url, "title": title, "start_index": max(start, 0),
-            "end_index": start + len(marker) if start >= 0 else 0,
+            "url": url, "title": title, "start_index": start, "end_index": end, "n": c.get("n", i),
+            "chunks": c.get("chunks"),
             "file_id": c.get("file_id"), "filename": c.get("file_name"), "page": page,
             "heading": c.get("heading"), "char_start": c.get("char_start"), "char_end": c.get("char_end"),
             "score": c.get("score"), "store": c.get("source"), "text": c.get("text")}})
