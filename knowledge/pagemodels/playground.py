@@ -24,7 +24,7 @@ better when lower.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +32,7 @@ import numpy as np
 
 from knowledge.errors import InvalidArgument
 from knowledge.pagemodels.storemap import StoreMap
-from knowledge.service.passages import MAX_MERGED_CHUNKS, HitNote, merge_passages
+from knowledge.service.passages import HitNote, merge_passages
 from knowledge.vectorstore.base import check_where
 from knowledge.vectorstore.scoring import DISTANCE_ORDER
 from knowledge.vectorstore.store import Hit, VectorStore
@@ -154,13 +154,6 @@ def payload_fields(vs: VectorStore, sample: int = 200) -> list[str]:
 
 
 # -- searching ------------------------------------------------------------------------------------
-def fold_hits(found: Iterable[Hit], k: int, *, merge: bool = True) -> tuple[list[Hit], dict[str, HitNote]]:
-    """The first ``k`` shown hits of a ranking (``found``, best first), and their notes: the service's
-    :func:`knowledge.service.passages.merge_passages` (repeated text once, named "also in"; with
-    ``merge``, overlapping or touching chunks of a file one passage), which every surface uses."""
-    return merge_passages(found, k, merge=merge)
-
-
 @dataclass(frozen=True, slots=True)
 class SearchRun:
     """One timed search: ``hits`` (the best ``k`` passing the threshold, best first, no two with
@@ -225,7 +218,7 @@ def timed_search(wb: Workbench, store: str, query: str, k: int = 5, *, where: Ma
     merge = wb.settings.search.merge_overlapping if merge is None else merge
     r = wb.search_result(store, query, k, where=where, score_threshold=score_threshold, mode=mode,
                          timings=True, top=DISTRIBUTION_SIZE, words_pass=True,
-                         fold=lambda found, n: fold_hits(found, n, merge=merge))
+                         fold=lambda found, n: merge_passages(found, n, merge=merge))
     return SearchRun(store, query, r.distance, r.hits, r.top, r.vector, r.embed_ms, r.search_ms,
                      score_threshold, check_where(dict(where) if where is not None else None), r.mode, r.notes)
 
@@ -326,19 +319,16 @@ def map_rows(store_map_: StoreMap, run: SearchRun | None) -> list[dict[str, Any]
 
 __all__ = [
     "DISTRIBUTION_SIZE",
-    "MAX_MERGED_CHUNKS",
     "MODES",
     "MODE_HELP",
     "MODE_NOTE",
     "SHOWN_LABELS",
-    "HitNote",
     "SearchRun",
     "bar_fraction",
     "build_where",
     "compare_where",
     "default_threshold",
     "distribution_rows",
-    "fold_hits",
     "map_rows",
     "order_score",
     "parse_fields",

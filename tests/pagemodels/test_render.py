@@ -9,6 +9,7 @@ import pytest
 from conftest import CORPUS
 
 from knowledge.pagemodels import playground as pg
+from knowledge.service.passages import merge_passages
 from knowledge.text import render
 from knowledge.vectorstore.store import Hit
 
@@ -122,27 +123,27 @@ def chunk(file_id: str, index: int, start: int, end: int, score: float, name: st
 def test_overlapping_chunks_of_a_file_become_one_hit_with_the_union_span():
     found = [chunk("a", 2, 200, 400, 0.9), chunk("b", 0, 0, 200, 0.8), chunk("a", 3, 300, 500, 0.7),
              chunk("a", 1, 100, 300, 0.6), chunk("a", 7, 700, 900, 0.5)]
-    hits, notes = pg.fold_hits(found, 5)
+    hits, notes = merge_passages(found, 5)
     assert [h.id for h in hits] == ["a:2", "b:0", "a:7"]
     top = hits[0]
     assert (top.char_start, top.char_end, top.score) == (100, 500, 0.9)
     assert top.text == DOC[100:500]  # exact: the stored text of the span
     assert notes["a:2"].chunks == (1, 2, 3)
     assert pg.provenance(top, notes["a:2"]).endswith("chars 100–500 · chunks 1–3")
-    plain, _ = pg.fold_hits(found, 5, merge=False)
+    plain, _ = merge_passages(found, 5, merge=False)
     assert [h.id for h in plain] == ["a:2", "b:0", "a:3", "a:1", "a:7"]
 
 
 def test_a_chunk_bridging_two_hits_joins_them():
     found = [chunk("a", 0, 0, 100, 0.9), chunk("a", 2, 150, 250, 0.8), chunk("a", 1, 50, 200, 0.7)]
-    hits, notes = pg.fold_hits(found, 5)
+    hits, notes = merge_passages(found, 5)
     assert len(hits) == 1 and hits[0].text == DOC[0:250] and notes["a:0"].chunks == (0, 1, 2)
 
 
 def test_identical_text_in_other_files_is_folded_and_named():
     found = [chunk("a", 0, 0, 100, 0.9), chunk("b", 0, 0, 100, 0.9, name="b.md"),
              chunk("c", 0, 0, 100, 0.9, name="c.md", text="  " + DOC[0:100].upper()), chunk("d", 4, 400, 500, 0.3)]
-    hits, notes = pg.fold_hits(found, 5)
+    hits, notes = merge_passages(found, 5)
     assert [h.id for h in hits] == ["a:0", "d:4"]
     assert notes["a:0"].also_in == ("b.md", "c.md") and notes["d:4"].also_in == ()
 
@@ -159,7 +160,7 @@ def test_bars_follow_the_order_of_the_list():
 
 def test_a_result_holds_at_most_three_chunks():
     found = [chunk("a", i, 100 * i, 100 * i + 200, 1.0 - i / 10) for i in range(8)]
-    hits, notes = pg.fold_hits(found, 5)
+    hits, notes = merge_passages(found, 5)
     assert notes["a:0"].chunks == (0, 1, 2) and hits[0].text == DOC[0:400]
     assert [h.id for h in hits] == ["a:0", "a:4"]  # a:3 overlaps the full first result: not shown
 
