@@ -77,7 +77,7 @@ with st.sidebar:
 
     names = configs if "offline" in configs else ["offline", *configs]
     current = (session.config if session else st.session_state.get("draft_config")) or "offline"
-    choice = st.selectbox("Model (CHAT config)", names, index=names.index(current) if current in names else 0,
+    choice = st.selectbox("Model (chat model config)", names, index=names.index(current) if current in names else 0,
                           help="Edit configs on the Settings page. `offline` answers with quoted passages only.")
     if choice != current:
         if session:
@@ -144,11 +144,11 @@ def show_citations(citations: list[dict], question: str | None = None) -> None:
     if not citations:
         return
     st.markdown("**Sources**")
-    st.caption("In the order of the search (meaning and exact words fused); score = cosine similarity.")
+    st.caption("In the order of the search (hybrid: semantic and keyword rankings merged); score = similarity (cosine).")
     for i, c in enumerate(citations, 1):
         page = f", page {c['page']}" if c.get("page") is not None else ""
         heading = f" — {c['heading']}" if c.get("heading") else ""
-        with st.expander(inert(f"[{i}] {c.get('file_name')}{page}{heading} · score {c.get('score', 0):.3f}")):
+        with st.expander(inert(f"[{i}] {c.get('file_name')}{page}{heading} · similarity {c.get('score', 0):.3f}")):
             st.markdown(render.render_html(c.get("text") or "", question, file_name=c.get("file_name")),
                         unsafe_allow_html=True)
             span = (f" · characters {c['char_start']}–{c['char_end']}"

@@ -92,7 +92,7 @@ def test_evaluate_compare_sweep_and_try_chunk_sizes(populated):
     assert not at.exception and not at.error
     shown = texts(at)
     metrics = frame_with(at, "ranking")
-    assert list(metrics["ranking"]) == ["Hybrid (w 0.6)", "Vector only"]
+    assert list(metrics["ranking"]) == ["Hybrid (w 0.6)", "Semantic"]
     assert {"recall@1", "recall@5", "MRR@10", "nDCG@10", "ms / question"} <= set(metrics.columns)
     assert all(metrics["MRR@10"] == 1.0)  # each question's file is ranked first in this tiny store
     assert len(at.get("vega_lite_chart")) == 1  # the bar chart
@@ -101,7 +101,7 @@ def test_evaluate_compare_sweep_and_try_chunk_sizes(populated):
     assert set(ranks["kitchen · Hybrid"]) == {"1"}
     assert "1. ✅ pasta.md" in shown and "⬜" in shown  # the ranked files, the relevant one marked
 
-    # a second run (words only): Compare runs lists the runs and the questions, worse ones first
+    # a second run (Keyword): Compare runs lists the runs and the questions, worse ones first
     at.multiselect(key="ev_modes").set_value(["lexical"]).run()
     at.button(key="ev_go").click().run()
     assert not at.exception
