@@ -47,7 +47,7 @@ def search_mode(value: str) -> str:
     word = str(value).strip().lower()
     word = RANKING_ALIASES.get(word, word)
     if word not in RANKINGS:
-        raise InvalidArgument(f"Unknown ranking {value!r}; use hybrid, semantic or keyword"
+        raise InvalidArgument(f"Unknown search mode {value!r}; use hybrid, semantic or keyword"
                               " (vector and lexical are the same as semantic and keyword).")
     return word
 

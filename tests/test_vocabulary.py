@@ -29,13 +29,14 @@ RETIRED = [
 
 def user_strings(path: Path) -> list[tuple[int, str]]:
     """The string literals of a module a person may read (f-strings' text parts included),
-    without docstrings: ``(line, text)``."""
+    without docstrings and bare values such as ``"lexical"`` (a mode's value, a key): ``(line, text)``."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     docstrings = {id(n.body[0].value) for n in ast.walk(tree)
                   if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
                   and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
-    return [(n.lineno, n.value) for n in ast.walk(tree)
-            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docstrings]
+    return [(n.lineno, n.value) for n in ast.walk(tree)  # a bare value ("lexical", a key) is no label
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docstrings
+            and not re.fullmatch(r"[a-z_]+", n.value)]
 
 
 def retired_in(text: str) -> list[str]:
