@@ -88,7 +88,7 @@ with st.container(border=True):
                        "on the stores chosen under Evaluate.")
         flash("evaluate_typed")
     if not set_names:
-        c1.info("No question sets yet. Type questions above, or upload a file of questions with the files "
+        c1.info("No question sets yet. Type questions below, or upload a file of questions with the files "
                 "(or pages, or snippets) that answer them.")
         st.stop()
     if st.session_state.get("ev_set") not in set_names:
