@@ -31,7 +31,9 @@ from knowledge.workbench import Workbench
 from pages import _sso
 from pages._ui import SESSION_TOKEN, SIGN_IN_NOTICE, begin_session, serving_pages, utc
 
-st.set_page_config(page_title="knowledge", page_icon="📚", layout="wide")
+st.set_page_config(page_title="knowledge", page_icon="📚", layout="wide",
+                   menu_items={"About": "**knowledge**: a local knowledge workbench. The words it uses are"
+                                        " defined in docs/glossary.md."})
 
 
 @st.cache_resource(show_spinner=False)

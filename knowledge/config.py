@@ -27,6 +27,7 @@ from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource
 from pydantic_settings.exceptions import SettingsError
 
 from knowledge.errors import ConfigError
+from knowledge.vocabulary import search_mode
 
 ENV_PREFIX = "KNOWLEDGE_"
 SETTINGS_FILE_ENV = "KNOWLEDGE_SETTINGS_FILE"
@@ -189,7 +190,10 @@ class SearchSettings(_Section):
     """``search.*``: how stores are searched (see :mod:`knowledge.service.fusion`)."""
 
     mode: Literal["hybrid", "vector", "lexical"] = Field(
-        "hybrid", description="hybrid = vector + BM25 merged by reciprocal rank fusion; vector; lexical (BM25)")
+        "hybrid", description="the ranking: hybrid (semantic and keyword merged by reciprocal rank fusion),"
+                              " semantic (by meaning: the embeddings' similarity; also written vector) or keyword"
+                              " (BM25 over the words; also written lexical)")
+    _mode = field_validator("mode", mode="before")(lambda v: search_mode(v) if isinstance(v, str) else v)
     candidates: int = Field(
         50, ge=1, le=10_000, description="hybrid: chunks each ranking contributes to the fusion (at least k)")
     score_threshold: float | None = Field(

@@ -92,7 +92,7 @@ with st.sidebar:
 
     names = configs if "offline" in configs else ["offline", *configs]
     current = (session.config if session else st.session_state.get("draft_config")) or "offline"
-    choice = st.selectbox("Model (CHAT config)", names, index=names.index(current) if current in names else 0,
+    choice = st.selectbox("Model (chat model config)", names, index=names.index(current) if current in names else 0,
                           help="Edit configs on the Settings page. `offline` answers with quoted passages only.")
     if choice != current:
         if session:
@@ -159,7 +159,7 @@ def show_source(c: dict, n: int | None, question: str | None) -> None:
     """One passage: ``[n] file, page — heading · score`` (``n`` None: unnumbered), its text and an
     "Open in viewer" link."""
     label = f"[{n}] " if n is not None else ""
-    with st.expander(inert(f"{label}{where_text(c)} · score {c.get('score', 0):.3f}")):
+    with st.expander(inert(f"{label}{where_text(c)} · similarity {c.get('score', 0):.3f}")):
         st.markdown(render.render_html(c.get("text") or "", question, file_name=c.get("file_name")),
                     unsafe_allow_html=True)
         span = (f" · characters {c['char_start']}–{c['char_end']}"

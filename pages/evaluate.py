@@ -10,12 +10,13 @@ import streamlit as st
 from knowledge import evaluation as ev
 from knowledge.errors import KnowledgeError
 from knowledge.text.render import inert, md
+from knowledge.vocabulary import RANKING_HELP, RANKINGS, SIMILARITY
 from knowledge.workbench import Workbench
 from pages._ui import app_workbench, flash, set_flash
 
 wb: Workbench = app_workbench()
 evals = wb.evaluations
-MODE_NAMES = {"hybrid": "Hybrid", "vector": "Vector only", "lexical": "Words only"}
+MODE_NAMES = RANKINGS
 CHUNKINGS = ["64/16", "128/32", "128/64", "192/48", "254/0", "254/64", "254/127"]
 
 st.title("📏 Evaluate retrieval")
@@ -47,6 +48,21 @@ def upload_set() -> None:
     set_flash("evaluate", True, f"Saved the question set {name}: {len(questions)} questions.")
 
 
+def save_typed() -> None:
+    """The typed questions saved as a set (replacing one of the same name), chosen, and evaluated
+    at once on the chosen stores (``ev_autorun``)."""
+    name = (st.session_state.get("ev_typed_name") or "").strip() or "typed questions"
+    try:
+        questions = ev.parse_typed_questions(st.session_state.get("ev_typed", ""))
+        evals.save_set(name, questions, "tsv")
+    except KnowledgeError as exc:
+        set_flash("evaluate_typed", False, str(exc))
+        return
+    st.session_state["ev_set"] = name
+    st.session_state["ev_autorun"] = True
+    set_flash("evaluate", True, f"Saved the question set {name}: {len(questions)} questions.")
+
+
 with st.container(border=True):
     c1, c2 = st.columns([1, 1])
     c2.file_uploader(
@@ -58,9 +74,22 @@ with st.container(border=True):
              "or a snippet a relevant chunk contains (`text:cannot borrow`). A set of the same name is replaced.")
     flash("evaluate")
     set_names = evals.set_names()
+    with st.expander("Type questions", expanded=not set_names or bool(st.session_state.get("ev_typed"))):
+        st.text_area(
+            "Questions, one a line: question | what answers it", key="ev_typed", height=120,
+            placeholder="How long does pasta cook? | pasta.md\nWhat do telescopes show? | sky.md; text:Jupiter's moons",
+            help="After the `|`: the places that answer the question, any one is enough, separated by `;`: a file "
+                 "name (`notes.md`), a file and page (`report.pdf#page=3`) or a snippet a relevant chunk contains "
+                 "(`text:cannot borrow`).")
+        t1, t2 = st.columns([2, 1], vertical_alignment="bottom")
+        t1.text_input("Keep them as the question set", "typed questions", key="ev_typed_name", max_chars=200)
+        t2.button("Save and evaluate", icon="▶️", key="ev_typed_go", on_click=save_typed,
+                  help="Saves the questions as a set (a set of the same name is replaced) and evaluates it "
+                       "on the stores chosen under Evaluate.")
+        flash("evaluate_typed")
     if not set_names:
-        c1.info("No question sets yet. Upload a file of questions with the files (or pages, or snippets) "
-                "that answer them.")
+        c1.info("No question sets yet. Type questions below, or upload a file of questions with the files "
+                "(or pages, or snippets) that answer them.")
         st.stop()
     if st.session_state.get("ev_set") not in set_names:
         st.session_state["ev_set"] = set_names[0]
@@ -148,7 +177,7 @@ def per_question(runs: list[ev.EvalRun]) -> None:
             continue
         with cols[i % len(cols)]:
             st.markdown(md("**{} · {}** — relevant: {}", r.store, MODE_NAMES.get(r.mode, r.mode), res.relevant))
-            st.caption("✅ relevant, ⬜ not; the number after a file is the vector score (cosine similarity).")
+            st.caption(f"✅ relevant, ⬜ not; the number after a file is its {SIMILARITY} (cosine; higher is better).")
             lines = [f"{n}. " + inert(f"{'✅' if h.relevant else '⬜'} {h.file_name}"  # the marker stays a list's
                                       + (f" · page {h.page}" if h.page else "") + f" · {h.score:.3f}")
                      for n, h in enumerate(res.hits, 1)]
@@ -162,10 +191,11 @@ with tab_run:
     chosen = c1.multiselect("Stores", stores, default=[s for s in st.session_state.get("ev_stores_saved", stores[:1])
                                                            if s in stores], key="ev_stores")
     modes = c2.multiselect("Rankings", list(ev.MODES), default=[wb.settings.search.mode], format_func=MODE_NAMES.get,
-                           key="ev_modes")
+                           key="ev_modes", help=RANKING_HELP)
     k = int(c3.number_input("Depth (k)", min_value=1, max_value=50, value=10, key="ev_k"))
     st.session_state["ev_stores_saved"] = chosen
-    if st.button("Evaluate", type="primary", icon="▶️", disabled=not chosen or not modes, key="ev_go"):
+    autorun = bool(st.session_state.pop("ev_autorun", False)) and bool(chosen and modes)
+    if st.button("Evaluate", type="primary", icon="▶️", disabled=not chosen or not modes, key="ev_go") or autorun:
         bar = st.progress(0.0, text="Searching...")
         done_runs, failed = [], []
         pairs = [(s, m) for s in chosen for m in modes]
@@ -221,8 +251,8 @@ with tab_compare:
                                    for r in rows]), hide_index=True, width="stretch")
 
 with tab_weight:
-    st.caption("Hybrid search merges the vector ranking and the words (BM25) ranking by weighted reciprocal "
-               "rank fusion: weight 1 = vector order, 0 = words order, 0.5 = both alike (the setting "
+    st.caption("Hybrid search merges the Semantic ranking and the Keyword (BM25) ranking by weighted reciprocal "
+               "rank fusion: weight 1 = semantic order, 0 = keyword order, 0.5 = both alike (the setting "
                f"search.fusion_weight is {wb.settings.search.fusion_weight}).")
     c1, c2, c3 = st.columns([2, 2, 1])
     w_store = c1.selectbox("Store", stores, key="ev_w_store")
@@ -244,8 +274,8 @@ with tab_weight:
         rows = [{"weight": r.search["fusion_weight"], "metric": m, "value": r.metrics[m]}
                 for r in runs for m in (f"MRR@{r.k}", "recall@1", "recall@5", f"nDCG@{r.k}") if m in r.metrics]
         chart = alt.Chart(pd.DataFrame(rows)).mark_line(point=True).encode(
-            x=alt.X("weight:Q", title="fusion weight (0 = words only, 1 = vector only)"),
-            y=alt.Y("value:Q", scale=alt.Scale(domain=[0, 1]), title="score"), color="metric:N",
+            x=alt.X("weight:Q", title="fusion weight (0 = Keyword, 1 = Semantic)"),
+            y=alt.Y("value:Q", scale=alt.Scale(domain=[0, 1]), title="metric (higher is better)"), color="metric:N",
             tooltip=["weight", "metric", alt.Tooltip("value:Q", format=".3f")]).properties(height=280)
         st.altair_chart(chart, width="stretch")
         best = ev.best_by_mrr(runs)
@@ -262,7 +292,7 @@ with tab_chunks:
     t_sets = c2.multiselect("Chunk settings (2-4)", CHUNKINGS, default=["128/32", "192/48", "254/127"],
                             max_selections=4, key="ev_t_settings")
     t_modes = c3.multiselect("Rankings", list(ev.MODES), default=["hybrid"], format_func=MODE_NAMES.get,
-                             key="ev_t_modes")
+                             key="ev_t_modes", help=RANKING_HELP)
     if st.button("Try chunk sizes", icon="🧪", disabled=not t_sets or not t_modes, key="ev_try"):
         bar = st.progress(0.0, text="Re-chunking...")
         try:

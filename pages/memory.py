@@ -20,7 +20,7 @@ ALL = "(all datasets)"
 
 st.title("🧠 Agent memory")
 st.caption("What agents remember: short texts embedded into one store, grouped in datasets, recalled "
-           "by meaning. The same API from Python: `knowledge.agent_memory.VectorMemory`.")
+           "by meaning (semantic search). The same API from Python: `knowledge.agent_memory.VectorMemory`.")
 
 
 def parse_payload(raw: str) -> dict:
@@ -120,7 +120,7 @@ recall_dataset = f1.selectbox("Dataset", choices, index=choices.index(start_at),
                               help="Where to recall from; each hit names its dataset.")
 limit = f2.number_input("Limit", min_value=1, max_value=100, value=5, key="mem_limit")
 use_threshold = f3.checkbox("Score threshold", key="mem_use_threshold")
-threshold = f3.number_input("Keep scores at least", value=0.3, step=0.05, key="mem_threshold",
+threshold = f3.number_input("Lowest similarity kept", value=0.3, step=0.05, key="mem_threshold",
                             disabled=not use_threshold)
 w1, w2 = st.columns(2)
 where_key = w1.text_input("Extra field (optional)", key="mem_where_key", placeholder="topic",
@@ -149,7 +149,7 @@ if hits is not None:
     for rank, hit in enumerate(hits, 1):
         with st.container(border=True):
             st.markdown(md("**{}.** {}", rank, hit.text))
-            st.caption(md("score {:.3f} · from the dataset **{}** · id {}", hit.score, hit.dataset, hit.id))
+            st.caption(md("similarity {:.3f} · from the dataset **{}** · id {}", hit.score, hit.dataset, hit.id))
             if hit.payload:
                 st.json(hit.payload, expanded=False)
             if st.button("Forget", key=f"mem_forget_hit_{hit.id}"):

@@ -62,7 +62,7 @@ def render_hits(run: pg.SearchRun) -> None:
             return
         if run.nothing_matched_well:
             st.warning(md("Nothing in **{}** matched this query well: the closest chunk scores "
-                          "{:.2f} on meaning, short of the score threshold {:.2f}. Try other words, or clear "
+                          "a similarity of {:.2f}, short of the score threshold {:.2f}. Try other words, or clear "
                           "the threshold to see the closest chunks anyway.", run.store, run.best_top_score,
                           run.threshold), icon="🤷")
             return
@@ -74,7 +74,7 @@ def render_hits(run: pg.SearchRun) -> None:
             st.markdown(f"**{rank}.** {escape_markdown(pg.provenance(hit, note))}", unsafe_allow_html=True)
             if note.also_in:
                 st.caption(md("Identical text also in: {}", ", ".join(note.also_in)))
-            st.progress(pg.bar_fraction(hit, run), text=pg.score_text(hit))
+            st.progress(pg.bar_fraction(hit, run), text=pg.score_text(hit, run.distance))
             readable = render.plain_text(hit.text, file_name=hit.file_name)
             st.markdown(highlight(snippet(readable, run.query), run.query), unsafe_allow_html=True)
             st.markdown("📄 " + vm.viewer_link(vm.hit_viewer_url(run.store, hit)))
@@ -89,8 +89,9 @@ def render_hits(run: pg.SearchRun) -> None:
 def render_summary(run: pg.SearchRun) -> None:
     shown = f"{len(run.hits)} result{'' if len(run.hits) == 1 else 's'}"
     st.caption(md("**{}**: ", run.store) + f"{shown} in {run.total_ms:.0f} ms.{pg.MODE_NOTE.get(run.mode, '')}",
-               help=f"Embedding the query {run.embed_ms:.0f} ms + {run.mode} search {run.search_ms:.0f} ms. "
-                    f"Meaning score: {pg.score_meaning(run.distance)}. Overlapping chunks of one file are "
+               help=f"Embedding the query {run.embed_ms:.0f} ms + {pg.MODES.get(run.mode, run.mode)} search "
+                    f"{run.search_ms:.0f} ms. "
+                    f"Similarity: {pg.score_meaning(run.distance)}. Overlapping chunks of one file are "
                     "shown as one result (setting search.merge_overlapping). " + pg.MODE_HELP)
 
 
@@ -100,7 +101,7 @@ def render_distribution(run: pg.SearchRun) -> None:
         return
     data = pd.DataFrame(rows)
     bars = alt.Chart(data).mark_bar().encode(
-        x=alt.X("rank:O", title="rank"), y=alt.Y("score:Q", title="score"),
+        x=alt.X("rank:O", title="rank"), y=alt.Y("score:Q", title="similarity"),
         color=alt.Color("result:N", title=None, scale=alt.Scale(
             domain=[pg.SHOWN_LABELS[True], pg.SHOWN_LABELS[False]], range=["#e45756", "#bab0ac"]),
             legend=alt.Legend(orient="bottom", labelLimit=400)),
@@ -111,7 +112,7 @@ def render_distribution(run: pg.SearchRun) -> None:
         rule = alt.Chart(pd.DataFrame({"threshold": [run.threshold]})).mark_rule(strokeDash=[4, 4]).encode(
             y="threshold:Q")
         chart = bars + rule
-    st.altair_chart(chart.properties(height=220, title=f"Top {len(rows)} scores"), width="stretch")
+    st.altair_chart(chart.properties(height=220, title=f"Similarity of the {len(rows)} best-ranked chunks"), width="stretch")
     if not all(r["shown"] for r in rows):
         st.caption("Not shown: under the score threshold, overlapping a shown chunk, or past k.")
 
@@ -154,7 +155,7 @@ def render_map(run: pg.SearchRun) -> None:
     ex = smap.projection.explained if smap.projection else (0.0, 0.0)
     st.caption(f"Map of the store, {sample} chunks: colour = file{'' if few_files else ' (hover a point for its name)'}, "
                "circled = the results with their rank, red cross = the query. Near on the map is a rough hint "
-               "of near in meaning.",
+               "of semantic similarity.",
                help=f"A PCA projection of the stored vectors onto their two main directions, which hold "
                     f"{ex[0] + ex[1]:.0%} of the variance.")
 
@@ -174,7 +175,7 @@ k = c2.number_input("Results (k)", min_value=1, max_value=50, value=5, step=1, k
 threshold = c3.number_input(
     "Score threshold", value=wb.default_threshold(store, record.distance), step=0.05,
     format="%.2f", placeholder="none", key="pg_threshold",
-    help=f"Keep only results at least this good on meaning; below it a chunk is not a good match. Score: "
+    help=f"Keep only results with at least this similarity; below it a chunk is not a good match. Similarity: "
          f"{pg.score_meaning(record.distance)}. Default: the store's own (Store settings), else setting"
          " search.score_threshold.")
 

@@ -20,7 +20,7 @@ st.title("⚙️ Settings")
 tab_configs, tab_traces = st.tabs(["LLM configs", "Traces"])
 
 with tab_configs:
-    st.caption("A CHAT config is a model to chat with; the EMBEDDING config named"
+    st.caption("A chat model config (type CHAT) is a model to chat with; the embedding config (type EMBEDDING) named"
                f" `{wb.settings.vector_store.embedding_config}` is what the knowledge tools embed with. API keys"
                " are never stored: a config names the environment variable that holds the key.")
     ok, reason = KnowledgeTools(wb).availability()
@@ -73,7 +73,7 @@ def config_forms(rows: list, names: list[str]) -> None:
             help="Off (recommended): the model may only search. On: it is also offered vector_upsert,"
                  " vector_delete_file and vector_ingest_file, acting on the chat's own attachments only"
                  " (vector_ingest_file reads only under chat.allowed_dirs). Documents can carry"
-                 " instructions, so keep it off unless you need it. CHAT configs only.")
+                 " instructions, so keep it off unless you need it. Chat model configs only.")
         if st.form_submit_button("Save config"):
             try:
                 wb.require_admin("change LLM configs")

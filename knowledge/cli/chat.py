@@ -29,7 +29,7 @@ def add_parser(sub: Commands) -> None:
                         " --session, replaces the session's stores")
     s.add_argument("--list", action="store_true", help="list the chat sessions and exit")
     s.add_argument("--attach", action="append", default=[], metavar="FILE", help="attach a file (repeatable)")
-    s.add_argument("--config", help="CHAT config name (default: the session's, else offline)")
+    s.add_argument("--config", help="chat model config name (default: the session's, else offline)")
     s.add_argument("--json", action="store_true", help="print the reply as JSON")
     s.set_defaults(func=cmd_chat)
     s = command(sub, "llm-configs", help="list the LLM configs (API keys are never shown, only their variable)")

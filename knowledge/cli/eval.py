@@ -10,7 +10,8 @@ from collections.abc import Sequence
 
 from knowledge import evaluation as ev
 from knowledge.cli.common import Commands, command, table
-from knowledge.service.search import SEARCH_MODES
+from knowledge.cli.search import ranking
+from knowledge.vocabulary import ranking_label
 from knowledge.workbench import Workbench
 
 
@@ -20,11 +21,12 @@ def add_parser(sub: Commands) -> None:
     s.add_argument("questions", metavar="SET_FILE_OR_NAME",
                    help="a question file (TSV/CSV: question<TAB>relevant, ';' between alternatives; JSONL)"
                         " or the name of a set stored in the app")
-    s.add_argument("--mode", action="append", choices=[*SEARCH_MODES, "all"],
+    s.add_argument("--mode", action="append", type=lambda v: "all" if v.strip().lower() == "all" else ranking(v),
+                   metavar="{hybrid,semantic,keyword,all}",
                    help="ranking to evaluate (repeatable; all = the three; default: search.mode)")
     s.add_argument("--k", type=int, default=10, help="depth of each ranking (default 10)")
     s.add_argument("--fusion-weight", type=float, metavar="W",
-                   help="hybrid: weight of the vector ranking, 0-1 (default: search.fusion_weight)")
+                   help="hybrid: weight of the semantic ranking, 0-1 (default: search.fusion_weight)")
     s.add_argument("--min-mrr", type=float, metavar="X",
                    help="exit 1 when the MRR@k of any mode evaluated is below X (for CI pipelines)")
     s.add_argument("--questions", dest="show_questions", action="store_true",
@@ -51,7 +53,7 @@ def cmd_eval(wb: Workbench, args: argparse.Namespace) -> int:
     if args.min_mrr is not None:
         low = [r for r in runs if r.mrr < args.min_mrr]
         for r in low:
-            print(f"MRR@{r.k} of {r.mode} is {r.mrr:.3f}, below --min-mrr {args.min_mrr}", file=sys.stderr)
+            print(f"MRR@{r.k} of {ranking_label(r.mode)} is {r.mrr:.3f}, below --min-mrr {args.min_mrr}", file=sys.stderr)
         if low:
             return 1
     return 0
@@ -75,12 +77,12 @@ def _print_runs(args: argparse.Namespace, qset: ev.QuestionSet, runs: Sequence[e
     chunk = f", chunks {first.chunking['size']}/{first.chunking['overlap']}" if first.chunking else ""
     print(f"{args.store}: {len(qset.questions)} questions of {qset.name!r}, template {first.template}"
           f" ({first.embedding_model}{chunk})\n")
-    print(table([[r.mode] + [f"{r.metrics[m]:.3f}" for m in names]
+    print(table([[ranking_label(r.mode)] + [f"{r.metrics[m]:.3f}" for m in names]
                  + [f"{r.latency_ms['mean']:.0f}", f"{r.latency_ms['p95']:.0f}"] for r in runs],
-                ["mode", *names, "ms/question", "p95 ms"]))
+                ["ranking", *names, "ms/question", "p95 ms"]))
     if args.show_questions:
         for r in runs:
-            print(f"\n{r.mode}:")
+            print(f"\n{ranking_label(r.mode)}:")
             print(table([[q.first_rank or "-", q.question[:70],
                           ", ".join(dict.fromkeys(str(h.file_name) for h in q.hits[:3]))[:80]]
                          for q in r.questions], ["rank", "question", "top files"]))

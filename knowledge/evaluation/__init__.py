@@ -34,6 +34,7 @@ from knowledge.evaluation.questions import (
     parse_criterion,
     parse_questions,
     parse_relevant,
+    parse_typed_questions,
     questions_from_rows,
 )
 from knowledge.evaluation.runs import (
@@ -84,6 +85,7 @@ __all__ = [
     "parse_criterion",
     "parse_questions",
     "parse_relevant",
+    "parse_typed_questions",
     "parse_weights",
     "questions_from_rows",
     "recall_at",

@@ -251,6 +251,39 @@ def questions_from_rows(rows: Iterable[dict[str, Any]]) -> list[Question]:
     return out
 
 
+def parse_typed_questions(text: str) -> list[Question]:
+    """Questions typed in the app, one a line: ``question | relevant; relevant`` (a tab works as the
+    ``|``); relevant as in a question file (``file.md``, ``report.pdf#page=3``, ``text:a snippet``).
+    Blank lines and lines starting with ``#`` are skipped.
+
+    Raises:
+        InvalidArgument: a line without ``|`` or without a relevant place, or no question at all --
+            the message names each bad line (the first 10); nothing is kept.
+    """
+    rows, errors = [], []
+    for n, raw in enumerate((text or "").splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        question, sep, relevant = line.replace("\t", "|").partition("|")
+        if not sep or not relevant.strip():
+            errors.append(f"line {n}: give the file, page or text that answers it after a '|'"
+                          f" ({question.strip()[:60]!r} | file.md)")
+            continue
+        rows.append((n, question, relevant))
+    out = []
+    for n, question, relevant in rows:
+        try:
+            out.append(_question(question, relevant, f"line {n}"))
+        except InvalidArgument as exc:
+            errors.append(str(exc))
+    if errors:
+        raise InvalidArgument("; ".join(errors[:10]) + ". Nothing was saved.")
+    if not out:
+        raise InvalidArgument("Type at least one question: 'question | file.md'.")
+    return out
+
+
 __all__ = [
     "FORMATS",
     "MAX_QUESTIONS",
@@ -262,5 +295,6 @@ __all__ = [
     "parse_criterion",
     "parse_questions",
     "parse_relevant",
+    "parse_typed_questions",
     "questions_from_rows",
 ]

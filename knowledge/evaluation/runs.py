@@ -22,6 +22,7 @@ from knowledge.evaluation.questions import QuestionSet
 from knowledge.service.search import Searcher
 from knowledge.service.stores import Stores
 from knowledge.vectorstore.store import Hit
+from knowledge.vocabulary import ranking_label, search_mode
 
 MODES: tuple[str, ...] = ("hybrid", "vector", "lexical")
 
@@ -88,7 +89,7 @@ class EvalRun:
     def label(self) -> str:
         chunk = f" {self.chunking['size']}/{self.chunking['overlap']}" if self.chunking else ""
         w = f" w={self.search.get('fusion_weight')}" if self.mode == "hybrid" else ""
-        return f"{self.store} · {self.mode}{w}{chunk} · {self.started:%Y-%m-%d %H:%M}"
+        return f"{self.store} · {ranking_label(self.mode)}{w}{chunk} · {self.started:%Y-%m-%d %H:%M}"
 
 
 def _order_key(hit: Hit, mode: str) -> tuple:
@@ -131,9 +132,7 @@ def evaluate(stores: Stores, searcher: Searcher, store: str, qset: QuestionSet, 
         StoreNotFound; InvalidArgument (``k`` below 1, an unknown mode, a weight outside [0, 1]);
         EmbeddingUnavailable.
     """
-    mode = mode or searcher.settings.search.mode
-    if mode not in MODES:
-        raise InvalidArgument(f"Unknown search mode {mode!r}; use one of {', '.join(MODES)}.")
+    mode = search_mode(mode or searcher.settings.search.mode)
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise InvalidArgument(f"k must be a positive integer, got {k!r}.")
     record = stores.get(store)

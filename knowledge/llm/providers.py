@@ -211,11 +211,11 @@ class OfflineAssistant(ChatProvider):
             return (f"*{RETRIEVAL_ONLY_LABEL}* I can only quote passages from your stores and attached files,"
                     f" and the knowledge tools are {context.tools_unavailable}.")
         images = (f" I cannot read images ({', '.join(context.images)}): the offline assistant only quotes"
-                  " text; a CHAT config with VISION can look at them." if context.images else "")
+                  " text; a chat model config with VISION can look at them." if context.images else "")
         return (f"*{RETRIEVAL_ONLY_LABEL}* I am the offline assistant, and this chat has no documents to"
                 f" search yet.{images} Choose stores under **Knowledge** in the sidebar (on the command line:"
                 " `--store NAME`), or attach a file to your message, then ask: I quote the passages that"
-                " answer it, with file and page. For a language model, add a CHAT config on the Settings page.")
+                " answer it, with file and page. For a language model, add a chat model config on the Settings page.")
 
 
 def _knowledge_label(context: TurnContext) -> str:

@@ -3,11 +3,11 @@
 Everything the Search playground page shows is computed here, without Streamlit, so it is unit-tested:
 
 * :func:`timed_search` -- the best ``k`` chunks for a query, with the embedding and search times
-  measured apart, the top 50 scores for a distribution chart, and the query vector (for the map);
+  measured apart, the similarity of the 50 best-ranked chunks for a chart, and the query vector (for the map);
   :func:`fold_hits` shows repeated text once ("also in" other files) and merges chunks whose spans
   overlap in one file into one result (setting ``search.merge_overlapping``).
-* :func:`score_text` / :func:`bar_fraction` -- the scores in plain words ("meaning", "exact words",
-  "combined") and a bar length in the order of the list.
+* :func:`score_text` / :func:`bar_fraction` -- the scores in the product's words ("similarity",
+  "keyword score", "rank score": :mod:`knowledge.vocabulary`) and a bar length in the order of the list.
 * :func:`parse_fields` / :func:`build_where` -- the equality filter (``where``) from what a person
   typed: a file picked from a list and ``field = value`` lines.
 * :func:`distribution_rows` -- the top scores as rows for the distribution chart.
@@ -36,6 +36,7 @@ from knowledge.service.passages import HitNote, merge_passages
 from knowledge.vectorstore.base import check_where
 from knowledge.vectorstore.scoring import DISTANCE_ORDER
 from knowledge.vectorstore.store import Hit, VectorStore
+from knowledge.vocabulary import KEYWORD_SCORE, RANK_SCORE, RANKING_HELP, RANKINGS, SIMILARITY
 
 if TYPE_CHECKING:  # pragma: no cover
     from knowledge.workbench import Workbench
@@ -207,7 +208,7 @@ def timed_search(wb: Workbench, store: str, query: str, k: int = 5, *, where: Ma
     The ranking (``mode`` default: setting ``search.mode``) fetches the best ``max(k, 50)`` chunks (more
     when duplicates must be skipped); the threshold is applied to their vector scores in the store's
     score direction, except to chunks that hold every word of the query
-    (:func:`knowledge.service.search.holds_every_query_word`; words-only and combined rankings); then
+    (:func:`knowledge.service.search.holds_every_query_word`; keyword and hybrid rankings); then
     :func:`fold_hits` drops repeated text and, with ``merge`` (default: setting
     ``search.merge_overlapping``), merges overlapping chunks of a file into one hit.
 
@@ -223,28 +224,28 @@ def timed_search(wb: Workbench, store: str, query: str, k: int = 5, *, where: Ma
                      score_threshold, check_where(dict(where) if where is not None else None), r.mode, r.notes)
 
 
-MODES = {"hybrid": "combined", "vector": "meaning", "lexical": "exact words"}
-"""Search modes of :meth:`Workbench.search` and their labels in the playground (plain words; the
-technical terms are in :data:`MODE_HELP`)."""
+MODES = RANKINGS
+"""Search modes of :meth:`Workbench.search` and their labels in the playground
+(:data:`knowledge.vocabulary.RANKINGS`: Hybrid, Semantic, Keyword; explained in :data:`MODE_HELP`)."""
 
-MODE_HELP = ("**combined** (hybrid): the ranking by meaning and the ranking by exact words merged "
-             "(reciprocal rank fusion). **meaning** (vector): cosine similarity of the embeddings. "
-             "**exact words** (lexical): BM25 over the words, English stems.")
+MODE_HELP = RANKING_HELP
 
-MODE_NOTE = {"hybrid": " Order: meaning and exact words combined.",
-             "vector": " Order: meaning.",
-             "lexical": " Order: exact words."}
+MODE_NOTE = {"hybrid": f" Order: {RANK_SCORE} (semantic and keyword rankings merged).",
+             "vector": f" Order: {SIMILARITY} (semantic).",
+             "lexical": f" Order: {KEYWORD_SCORE} (keyword)."}
 
 
-def score_text(hit: Hit) -> str:
-    """``"meaning 0.612 · exact words 7.31 · combined 0.0325"``: the vector score (cosine similarity
-    by default), then what a hybrid search adds -- the BM25 score ("exact words"; "–" when the
-    chunk shares no word with the query) and the reciprocal-rank-fusion score ("combined")."""
-    parts = [f"meaning {hit.score:.3f}"]
+def score_text(hit: Hit, distance: str = "cosine") -> str:
+    """``"similarity 0.612 · keyword score 7.31 · rank score 0.0325"``: the vector score (cosine
+    similarity; ``"distance"`` for a euclid or manhattan store), then what a hybrid search adds --
+    the BM25 keyword score ("–" when the chunk shares no word with the query) and the
+    reciprocal-rank-fusion rank score that orders the list."""
+    vector = SIMILARITY if DISTANCE_ORDER.get(distance, True) else "distance"
+    parts = [f"{vector} {hit.score:.3f}"]
     if hit.fused_score is not None or hit.lexical_score is not None:
-        parts.append("exact words –" if hit.lexical_score is None else f"exact words {hit.lexical_score:.2f}")
+        parts.append(f"{KEYWORD_SCORE} –" if hit.lexical_score is None else f"{KEYWORD_SCORE} {hit.lexical_score:.2f}")
     if hit.fused_score is not None:
-        parts.append(f"combined {hit.fused_score:.4f}")
+        parts.append(f"{RANK_SCORE} {hit.fused_score:.4f}")
     return " · ".join(parts)
 
 

@@ -52,6 +52,7 @@ from knowledge.portable.parts import Parts
 from knowledge.service.templates import VectorStoreTemplate, make_template
 from knowledge.service.worker import pid_alive
 from knowledge.vectorstore.base import Point
+from knowledge.vocabulary import backend_label
 
 _TEMP = re.compile(r"~import-(\d+)-[0-9a-f]{8}$")
 _live_tokens: set[str] = set()  # imports running in this process
@@ -150,7 +151,7 @@ def import_bundle(parts: Parts, bundle: str | os.PathLike, *, as_name: str | Non
     seconds = time.perf_counter() - started
     how = ("vectors reused" if reuse else
            f"re-embedded with {tpl.embedding_model} (the bundle's model is {meta.get('embedding_model')})")
-    message = (f"Imported {name!r}: {len(files)} files, {written} chunks on {tpl.backend} (template"
+    message = (f"Imported {name!r}: {len(files)} files, {written} chunks · {backend_label(tpl.backend)} (template"
                f" {tpl.name!r}; {how}) in {seconds:.1f} s.")
     return ImportResult(name, tpl.name, tpl.backend, len(files), written, reuse,
                         None if reuse else meta.get("embedding_model"), seconds, message)

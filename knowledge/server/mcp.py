@@ -145,8 +145,9 @@ class KnowledgeTools:
                mode: str | None = None) -> dict[str, Any]:
         """Search a store (or every store when `store` is omitted) for passages matching `query`.
 
-        k: number of hits (1-50). mode: "hybrid" (default: meaning + exact words), "vector" or
-        "lexical". filters: OpenAI-style, e.g. {"type": "eq", "key": "author", "value": "Ana"} or
+        k: number of hits (1-50). mode: "hybrid" (default: the semantic and keyword rankings merged),
+        "vector" (semantic, by meaning) or "lexical" (keyword, BM25); "semantic" and "keyword" work too.
+        filters: OpenAI-style, e.g. {"type": "eq", "key": "author", "value": "Ana"} or
         {"type": "and", "filters": [...]}; keys are file attributes or file_id, filename, page, heading.
         Each hit is a passage (overlapping or touching chunks of a file merged into one): store, file,
         file_id, page, heading, char_start/char_end (span in the file's text), chunks (the chunk

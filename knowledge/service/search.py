@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal, get_args
+from typing import Any, Literal, cast, get_args
 
 import numpy as np
 
@@ -27,6 +27,7 @@ from knowledge.text.analysis import analyzer
 from knowledge.vectorstore.base import Collection, as_vector, check_where
 from knowledge.vectorstore.scoring import higher_is_better, passes_threshold, vector_scores
 from knowledge.vectorstore.store import Hit, hit_from_payload
+from knowledge.vocabulary import search_mode
 
 log = logging.getLogger(__name__)
 
@@ -163,9 +164,7 @@ class Searcher:
             raise InvalidArgument("Type a query to search for.")
         if max_per_file is not None and max_per_file < 1:
             raise InvalidArgument(f"max_per_file must be at least 1, got {max_per_file}.")
-        mode = mode or self.settings.search.mode
-        if mode not in SEARCH_MODES:
-            raise InvalidArgument(f"Unknown search mode {mode!r}; use one of {', '.join(SEARCH_MODES)}.")
+        mode = cast("SearchMode", search_mode(mode or self.settings.search.mode))
         record = self.stores.get(store)
         where = check_where(dict(where) if where is not None else None)
         merging = self.settings.search.merge_overlapping if merge is None else merge
@@ -248,9 +247,7 @@ class Searcher:
         ``(hits best first, exhausted)``; ``exhausted`` is true when asking for more than ``fetch``
         cannot bring more hits. ``vector`` is the query's embedding, ``(d,)`` float32. A store
         whose collection does not exist yet (no file written) ranks nothing."""
-        mode = mode or self.settings.search.mode
-        if mode not in SEARCH_MODES:
-            raise InvalidArgument(f"Unknown search mode {mode!r}; use one of {', '.join(SEARCH_MODES)}.")
+        mode = cast("SearchMode", search_mode(mode or self.settings.search.mode))
         record = record or self.stores.get(store)
         coll = self.stores.collection_of(record)
         distance = record.distance

@@ -15,6 +15,7 @@ from typing import Any, Final, Literal
 from knowledge.access import LocalFolders
 from knowledge.errors import KnowledgeError
 from knowledge.vectorstore.store import Hit
+from knowledge.vocabulary import KEYWORD_SCORE, RANK_SCORE, SIMILARITY
 from knowledge.workbench import Workbench
 
 
@@ -51,9 +52,9 @@ _STORE = {"type": "string", "description": "Name of the vector store."}
 
 def format_hit(rank: int, hit: Hit) -> str:
     """One passage as text for a model: its number in square brackets (``[2]``, the marker to cite
-    it by), scores (the vector score; with hybrid search also BM25 and the fused score, which orders
-    the list), provenance (no page for a file without pages; the chunks a merged passage joins), and
-    the text quoted."""
+    it by), scores (the similarity, the vector score; with hybrid search also the keyword score, BM25,
+    and the rank score, fused, which orders the list), provenance (no page for a file without pages;
+    the chunks a merged passage joins), and the text quoted (words: :mod:`knowledge.vocabulary`)."""
     where = [hit.file_name or hit.file_id]
     if hit.page is not None:
         where.append(f"page {hit.page}")
@@ -64,11 +65,11 @@ def format_hit(rank: int, hit: Hit) -> str:
     if len(hit.chunks) > 1:
         where.append(f"{len(hit.chunks)} chunks merged")
     quoted = "\n".join("> " + line for line in hit.text.strip().splitlines())
-    score = f"score {hit.score:.3f}"
+    score = f"{SIMILARITY} {hit.score:.3f}"
     if hit.lexical_score is not None or hit.fused_score is not None:
-        score += " · BM25 " + ("–" if hit.lexical_score is None else f"{hit.lexical_score:.2f}")
+        score += f" · {KEYWORD_SCORE} " + ("–" if hit.lexical_score is None else f"{hit.lexical_score:.2f}")
     if hit.fused_score is not None:
-        score += f" · fused {hit.fused_score:.4f}"
+        score += f" · {RANK_SCORE} {hit.fused_score:.4f}"
     return f"[{rank}] {score} | {', '.join(where)}\n{quoted}"
 
 

@@ -55,7 +55,7 @@ def test_chat_attach_by_drop_ask_and_see_answer_with_citations(tmp_path):
     answer = at.chat_message[1]
     labels = [shown(e.label) for e in answer.expander]
     assert labels[0].startswith("🔧 vector_search(query=\"Who lit the lamp?\"")
-    assert any(lbl.startswith("[1] notes.md — Lighthouse · score") for lbl in labels)
+    assert any(lbl.startswith("[1] notes.md — Lighthouse · similarity") for lbl in labels)
     assert "keeper lit the lamp" in answer.markdown[0].value and "Retrieval only" in answer.markdown[0].value
     # the sidebar lists the attachments with a remove button each
     side = [m.value for m in at.sidebar.markdown]

@@ -92,7 +92,7 @@ def test_evaluate_compare_sweep_and_try_chunk_sizes(populated):
     assert not at.exception and not at.error
     shown = texts(at)
     metrics = frame_with(at, "ranking")
-    assert list(metrics["ranking"]) == ["Hybrid (w 0.6)", "Vector only"]
+    assert list(metrics["ranking"]) == ["Hybrid (w 0.6)", "Semantic"]
     assert {"recall@1", "recall@5", "MRR@10", "nDCG@10", "ms / question"} <= set(metrics.columns)
     assert all(metrics["MRR@10"] == 1.0)  # each question's file is ranked first in this tiny store
     assert len(at.get("vega_lite_chart")) == 1  # the bar chart
@@ -101,7 +101,7 @@ def test_evaluate_compare_sweep_and_try_chunk_sizes(populated):
     assert set(ranks["kitchen · Hybrid"]) == {"1"}
     assert "1. ✅ pasta.md" in shown and "⬜" in shown  # the ranked files, the relevant one marked
 
-    # a second run (words only): Compare runs lists the runs and the questions, worse ones first
+    # a second run (Keyword): Compare runs lists the runs and the questions, worse ones first
     at.multiselect(key="ev_modes").set_value(["lexical"]).run()
     at.button(key="ev_go").click().run()
     assert not at.exception
@@ -126,3 +126,37 @@ def test_evaluate_compare_sweep_and_try_chunk_sizes(populated):
     at.button(key="ev_keep").click().run()
     assert not at.exception
     assert any("Saved the template **default-64-16**" in s.value for s in at.success)
+
+
+def test_typed_questions_are_kept_as_a_set_and_evaluated(populated):
+    """Questions typed on the page (no file, no set yet): Save and evaluate keeps them as a named set
+    and runs the evaluation at once on the chosen store."""
+    at = evaluate_page()
+    assert any("Type questions" in i.value for i in at.info)  # the way in, said where there is no set
+    at.text_area(key="ev_typed").input("How long does pasta cook in boiling water? | pasta.md\n"
+                                       "# a comment line\n"
+                                       "What do telescopes show of Jupiter? | sky.md; text:Jupiter's moons")
+    at.text_input(key="ev_typed_name").input("my questions")
+    at.button(key="ev_typed_go").click().run()
+    assert not at.exception and not at.error
+    assert any("Saved the question set my questions: 2 questions" in s.value for s in at.success)
+    assert at.selectbox(key="ev_set").value == "my questions"
+    saved = Workbench(load_settings()).evaluations.get_set("my questions")
+    assert [q.text for q in saved.questions] == ["How long does pasta cook in boiling water?",
+                                                 "What do telescopes show of Jupiter?"]
+    assert saved.questions[1].relevant == (ev.Criterion("sky.md"), ev.Criterion(text="Jupiter's moons"))
+    metrics = frame_with(at, "ranking")  # evaluated without pressing Evaluate
+    assert list(metrics["ranking"]) == ["Hybrid (w 0.6)"] and list(metrics["MRR@10"]) == [1.0]
+    at.run()  # a rerun does not evaluate again
+    assert len(Workbench(load_settings()).evaluations.runs(set_name="my questions")) == 1
+
+
+def test_a_typed_question_without_its_answer_is_refused_and_nothing_kept():
+    at = evaluate_page()
+    at.text_area(key="ev_typed").input("Where is the moon?\nOk? | a.md")
+    at.button(key="ev_typed_go").click().run()
+    assert not at.exception
+    refused = " ".join(e.value for e in at.error)
+    assert "line 1" in refused and "after a '|'" in refused and "Nothing was saved" in refused
+    assert Workbench(load_settings()).evaluations.set_names() == []
+    assert at.text_area(key="ev_typed").value.startswith("Where is the moon?")  # kept to fix

@@ -86,7 +86,7 @@ def test_a_query_shows_hits_with_file_page_and_highlight(populated):
     shown = texts(at)
     assert "**1.** kitchen-and-sky.pdf · page 2" in shown
     assert "<mark>telescope</mark>" in shown
-    assert "result in" in shown and "ms" in shown and "Order: meaning and exact words combined" in shown
+    assert "result in" in shown and "ms" in shown and "Order: rank score (semantic and keyword rankings merged)" in shown
     assert at.expander and any(e.label == "Full chunk" for e in at.expander)
     assert len(at.get("progress")) >= 1
     charts = at.get("vega_lite_chart")
@@ -106,9 +106,9 @@ def test_threshold_and_filters(populated):
     hits = len(at.get("progress"))
     assert hits == 2  # the two pages
     at.number_input(key="pg_threshold").set_value(0.99).run()
-    assert not at.exception  # combined ranking: the page holding the exact words stays, whatever its meaning score
+    assert not at.exception  # hybrid ranking: the page holding the query's words stays, whatever its similarity
     assert len(at.get("progress")) == 1
-    at.selectbox(key="pg_mode").select("vector").run()  # meaning only: the threshold decides
+    at.selectbox(key="pg_mode").select("vector").run()  # semantic only: the threshold decides
     assert len(at.get("progress")) == 0
     assert any("matched this query well" in w.value and "0.99" in w.value for w in at.warning)
     at.selectbox(key="pg_mode").select("hybrid").run()
@@ -158,15 +158,15 @@ def test_the_ranking_box_switches_between_hybrid_vector_and_words(populated):
     assert at.selectbox(key="pg_mode").value == "hybrid"  # the setting search.mode
     at.text_input(key="pg_query").input("Jupiter moons").run()
     shown = texts(at)
-    assert "meaning and exact words combined" in shown
-    assert "combined" in " ".join(p.proto.text for p in at.get("progress"))
+    assert "semantic and keyword rankings merged" in shown
+    assert "rank score" in " ".join(p.proto.text for p in at.get("progress"))
     at.selectbox(key="pg_mode").select("lexical").run()
     assert not at.exception and not at.error
-    assert "Order: exact words." in texts(at)
+    assert "Order: keyword score (keyword)." in texts(at)
     assert len(at.get("progress")) == 1  # one chunk (page 2) contains the words
     assert "kitchen-and-sky.pdf · page 2" in texts(at)
     at.selectbox(key="pg_mode").select("vector").run()
-    assert "Order: meaning." in texts(at) and "combined" not in " ".join(p.proto.text for p in at.get("progress"))
+    assert "Order: similarity (semantic)." in texts(at) and "rank score" not in " ".join(p.proto.text for p in at.get("progress"))
 
 
 def _overlap(work: Path) -> None:
@@ -233,6 +233,6 @@ def test_a_nonsense_query_says_nothing_matched_well(overlapping, nonsense):
 def test_labels_are_plain_words_with_the_terms_in_the_help(populated):
     at = search_page()
     mode = at.selectbox(key="pg_mode")
-    assert mode.options == ["combined", "meaning", "exact words"]
+    assert mode.options == ["Hybrid", "Semantic", "Keyword"]
     assert "BM25" in mode.help and "reciprocal rank fusion" in mode.help
     assert at.text_area(key="pg_fields").label == "Extra fields" and "payload" in at.text_area(key="pg_fields").help

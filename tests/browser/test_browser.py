@@ -271,7 +271,7 @@ def read_hits(pg) -> list[dict]:
         m = PROVENANCE.match(text)
         if not m:
             continue
-        snippet = next(t for t in texts[i + 1:] if t and not t.startswith(("score ", "meaning ", "Identical text"))
+        snippet = next(t for t in texts[i + 1:] if t and not t.startswith(("similarity ", "Identical text"))
                        and t not in ("Full chunk", "Full text"))
         hits.append({
             "rank": int(m["rank"]), "file": m["file"], "page": int(m["page"]) if m["page"] else None,

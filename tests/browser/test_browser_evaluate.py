@@ -86,3 +86,73 @@ def test_upload_a_question_file_and_see_the_table_and_chart(browser, server, art
         # the page fits the screen's width: nothing scrolls sideways
         scroll_width = page.evaluate("document.documentElement.scrollWidth")
         assert scroll_width <= width + 1, scroll_width
+
+
+@pytest.mark.parametrize("width,height", [(1280, 800), (390, 844)])
+def test_type_questions_then_save_and_evaluate(browser, server, artifacts, width, height):
+    """Questions typed on the page, kept as a named set and evaluated at once; the rankings offered
+    in the product's words (Hybrid, Semantic, Keyword)."""
+    from playwright.sync_api import expect
+
+    with app_page(browser, server, artifacts, "evaluate", width=width, height=height, timeout=60_000) as page:
+        typed = page.get_by_test_id("stExpander").filter(has_text="Type questions").first
+        area = typed.locator("textarea")
+        if not area.is_visible():  # collapsed once another test has kept a set
+            typed.locator("summary").click()
+        rerun_and_wait(page, lambda: (area.fill("How do I write a comment that spans lines? | ch03-04-comments.md\n"
+                                                "Which errors are recoverable? | ch09-00-error-handling.md"),
+                                      area.press("Control+Enter")))
+        name = typed.locator("input[type=text]").first
+        rerun_and_wait(page, lambda: (name.fill(f"typed-{width}"), name.press("Enter")))
+        shot(page, artifacts, f"evaluate-{width}-5-typed.png")
+        rerun_and_wait(page, lambda: typed.get_by_role("button", name=re.compile("Save and evaluate")).click(),
+                       timeout=180_000)
+        expect(page.get_by_text(f"Saved the question set typed-{width}: 2 questions")).to_be_visible()
+        expect(page.get_by_text("Metrics per store and ranking")).to_be_visible(timeout=120_000)
+        expect(page.locator('[data-testid="stException"]')).to_have_count(0)
+        rankings = page.get_by_test_id("stMultiSelect").filter(has_text="Rankings").first
+        expect(rankings).to_contain_text("Hybrid")
+        page.get_by_text("Metrics per store and ranking").scroll_into_view_if_needed()
+        shot(page, artifacts, f"evaluate-{width}-6-typed-evaluated.png")
+        scroll_width = page.evaluate("document.documentElement.scrollWidth")
+        assert scroll_width <= width + 1, scroll_width
+
+
+@pytest.mark.parametrize("width,height", [(1280, 800), (390, 844)])
+def test_the_playground_speaks_the_glossary(browser, server, artifacts, width, height):
+    """The playground's ranking box offers Hybrid / Semantic / Keyword and a hit's bar reads
+    "similarity … · keyword score … · rank score …"; the chart names what it counts."""
+    from playwright.sync_api import expect
+
+    with app_page(browser, server, artifacts, "search?store=book&q=comments%20that%20span%20lines",
+                  width=width, height=height, timeout=60_000) as page:
+        expect(page.get_by_test_id("stProgress").first).to_contain_text(
+            re.compile(r"similarity -?\d\.\d{3} · keyword score .+ · rank score \d\.\d{4}"), timeout=120_000)
+        expect(page.get_by_text("Order: rank score (semantic and keyword rankings merged)")).to_be_visible()
+        box = page.get_by_role("combobox", name="Ranking")
+        box.click()
+        options = page.get_by_role("option")
+        expect(options).to_have_text(["Hybrid", "Semantic", "Keyword"])
+        shot(page, artifacts, f"playground-{width}-ranking.png")
+        page.keyboard.press("Escape")
+        body = page.locator("body").inner_text()
+        for retired in ("exact words", "combined", "Top 50 scores", "Vector only", "Words only"):
+            assert retired not in body, retired
+
+
+@pytest.mark.parametrize("width,height", [(1280, 800), (390, 844)])
+def test_the_app_menu_has_no_record_screen(browser, server, artifacts, width, height):
+    """The main menu (top right) offers the theme and About; no Record screen, Print, Rerun or Deploy."""
+    from playwright.sync_api import expect
+
+    with app_page(browser, server, artifacts, "evaluate", width=width, height=height) as page:
+        page.get_by_test_id("stMainMenu").locator("button").first.click()
+        items = page.locator('[data-testid^="stMainMenuItem-"]')
+        expect(items.first).to_be_visible()
+        keys = [items.nth(i).get_attribute("data-testid") for i in range(items.count())]
+        assert "stMainMenuItem-about" in keys, keys
+        for gone in ("recordScreencast", "print", "rerun", "clearCache"):
+            assert f"stMainMenuItem-{gone}" not in keys, keys
+        expect(page.get_by_text("Record screen")).to_have_count(0)
+        expect(page.get_by_text("Deploy")).to_have_count(0)
+        page.screenshot(path=str(artifacts / f"menu-{width}.png"))

@@ -42,7 +42,7 @@ def test_ingest_search_files_delete(tmp_path, capsys, data_dir):
     assert 0 < hits[0]["score"] <= 1
 
     code, out, _ = run(capsys, "--data-dir", data_dir, "search", "demo", "owls mice", "-k", "1")
-    assert code == 0 and out.startswith("[1] score ") and " · BM25 " in out and " · fused " in out
+    assert code == 0 and out.startswith("[1] similarity ") and " · keyword score " in out and " · rank score " in out
     code, out, _ = run(capsys, "--data-dir", data_dir, "search", "demo", "owls mice", "-k", "1", "--mode", "vector")
     assert code == 0 and "BM25" not in out and "fused" not in out
 

@@ -53,10 +53,10 @@ def test_eval_prints_the_metrics_and_keeps_the_run(small, capsys):
     code, out, _ = run(capsys, "--data-dir", data, "eval", "notes", questions, "--mode", "all", "--questions")
     assert code == 0
     assert "notes: 3 questions of 'mine', template default" in out and "chunks 192/48" in out
-    header = next(ln for ln in out.splitlines() if ln.startswith("mode"))
-    assert header.split()[:7] == ["mode", "recall@1", "recall@3", "recall@5", "recall@10", "MRR@10", "nDCG@10"]
-    rows = {ln.split()[0]: ln.split() for ln in out.splitlines() if ln.split()[:1] in (["hybrid"], ["vector"], ["lexical"])}
-    assert set(rows) == {"hybrid", "vector", "lexical"}
+    header = next(ln for ln in out.splitlines() if ln.startswith("ranking"))
+    assert header.split()[:7] == ["ranking", "recall@1", "recall@3", "recall@5", "recall@10", "MRR@10", "nDCG@10"]
+    rows = {ln.split()[0]: ln.split() for ln in out.splitlines() if ln.split()[:1] in (["Hybrid"], ["Semantic"], ["Keyword"])}
+    assert set(rows) == {"Hybrid", "Semantic", "Keyword"}
     for cells in rows.values():  # two of three questions answered at rank 1, the third has no such file
         assert cells[5] == "0.667" and cells[1] == "0.667"
     assert "How do owls catch mice?" in out and re.search(r"^-\s+Where is the moon\?", out, re.M)
@@ -87,8 +87,8 @@ def test_min_mrr_fails_a_pipeline_below_it(small, capsys):
     data, questions = small
     code, _, err = run(capsys, "--data-dir", data, "eval", "notes", questions, "--min-mrr", "0.5")
     assert code == 0 and not err
-    code, _, err = run(capsys, "--data-dir", data, "eval", "notes", questions, "--min-mrr", "0.9", "--mode", "vector")
-    assert code == 1 and "MRR@10 of vector is 0.667, below --min-mrr 0.9" in err
+    code, _, err = run(capsys, "--data-dir", data, "eval", "notes", questions, "--min-mrr", "0.9", "--mode", "semantic")
+    assert code == 1 and "MRR@10 of Semantic is 0.667, below --min-mrr 0.9" in err
 
 
 def test_eval_errors_exit_2(small, capsys, tmp_path):
@@ -136,6 +136,6 @@ def test_the_readme_questions_mrr_equals_one_computed_from_search(corpus_store, 
     (hybrid,) = json.loads(out)
     assert hybrid["metrics"]["MRR@10"] == pytest.approx(expected, abs=1e-6)
     code, out, _ = run(capsys, "--data-dir", data, "eval", "demo", str(README_SET), "--no-save")
-    row = next(ln.split() for ln in out.splitlines() if ln.startswith("hybrid"))
+    row = next(ln.split() for ln in out.splitlines() if ln.startswith("Hybrid"))
     assert row[5] == f"{expected:.3f}"  # the printed MRR@10
     assert expected >= 0.5  # every README question finds its chapter in the top 3 (test_corpus_acceptance)

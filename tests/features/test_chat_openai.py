@@ -65,7 +65,7 @@ def test_tool_call_loop_over_the_wire(chat, monkeypatch):
     tool_msg = second["messages"][-1]
     assert tool_msg["role"] == "tool" and tool_msg["tool_call_id"] == "call_1"
     assert "harbour.pdf, page 2" in tool_msg["content"] and "tide tables are printed" in tool_msg["content"]
-    assert reply.text.startswith("The tide tables are printed on Sundays (from: [1] score")  # the marker it saw
+    assert reply.text.startswith("The tide tables are printed on Sundays (from: [1] similarity")  # the marker it saw
     assert not reply.retrieval_only
     assert reply.citations[0]["file_name"] == "harbour.pdf" and reply.citations[0]["page"] == 2
     assert [r.name for r in reply.tool_runs] == ["vector_search"] and reply.tool_runs[0].ok

@@ -36,7 +36,7 @@ def test_upsert_search_delete_round_trip_as_text(tools):
     assert r.ok and r.data["chunks"] >= 1
     r = tools.call("vector_search", {"store": "kb", "query": "who lit the lighthouse lamp", "k": 2})
     assert r.ok
-    assert r.text.startswith("[1] score ") and "notes.txt" in r.text
+    assert r.text.startswith("[1] similarity ") and "notes.txt" in r.text
     assert "> The lighthouse keeper lit the lamp at dusk." in r.text  # quoted
     assert r.data["hits"][0]["file_id"] == "notes-1"
     again = tools.call("vector_upsert", {"store": "kb", "file_id": "notes-1", "text": "Only cheese now."})

@@ -155,7 +155,7 @@ def test_bars_follow_the_order_of_the_list():
     run = pg.SearchRun("s", "q", "cosine", hits, hits, np.zeros(3, dtype=np.float32), 1.0, 1.0, mode="hybrid")
     bars = [pg.bar_fraction(h, run) for h in hits]
     assert bars[0] == 1.0 and 0 < bars[1] < bars[0]
-    assert pg.score_text(hits[0]) == "meaning 0.200 · exact words – · combined 0.0330"
+    assert pg.score_text(hits[0]) == "similarity 0.200 · keyword score – · rank score 0.0330"
 
 
 def test_a_result_holds_at_most_three_chunks():

@@ -3,8 +3,9 @@
 ``query`` is a string (or a list of strings, joined); ``max_num_results`` 1 to 50 (default 10);
 ``filters`` OpenAI's comparison and compound filters (:mod:`knowledge.server.filters`), applied
 inside the search's one loop, so the query is embedded once; ``ranking_options.score_threshold``
-applies to ``score``, the vector score (cosine similarity, higher is better); ``mode`` (beyond
-OpenAI) is ``hybrid`` (default), ``vector`` or ``lexical``; ``rewrite_query`` is accepted and noted,
+applies to ``score``, the similarity (cosine, higher is better); ``mode`` (beyond OpenAI) is the
+ranking: ``hybrid`` (default), ``vector`` (Semantic; ``semantic`` is accepted too) or ``lexical`` (Keyword;
+``keyword`` too), see docs/glossary.md; ``rewrite_query`` is accepted and noted,
 never done. Each result's ``attributes`` hold the file's attributes plus ``page``, ``heading``,
 ``char_start``, ``char_end`` and ``chunk_index``.
 """
@@ -56,7 +57,7 @@ def search_page(api: KnowledgeApi, vs_id: str, body: dict[str, Any]) -> dict[str
     optional_str(ranking.get("ranker"), "ranking_options.ranker")
     if not isinstance(body.get("rewrite_query", False), bool):
         raise bad("rewrite_query must be true or false.", "rewrite_query")
-    mode = optional_str(body.get("mode"), "mode")  # beyond OpenAI: hybrid (default), vector, lexical
+    mode = optional_str(body.get("mode"), "mode")  # beyond OpenAI: hybrid (default), vector (semantic), lexical (keyword)
     hits = api.wb.search(name, query, k=k, keep=found.keep, where=found.where, score_threshold=threshold, mode=mode)
     out = {"object": "vector_store.search_results.page", "search_query": query,
            "data": [api.result(h) for h in hits], "has_more": False, "next_page": None}
