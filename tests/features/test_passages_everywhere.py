@@ -102,7 +102,7 @@ def test_search_gets_k_passages_none_touching_and_the_setting_turns_it_off(wb):
 def test_tools_and_cli_search_give_merged_passages(wb, capsys):
     r = KnowledgeTools(wb).vector_search("sky", QUERY, k=3)
     assert len(r.data["hits"]) == 3 and apart(spans(r.data["hits"]))
-    assert r.text.startswith("[1] score ") and "chunks merged" in r.text
+    assert r.text.startswith("[1] similarity ") and "chunks merged" in r.text
     args = argparse.Namespace(store="sky", query=QUERY, k=3, file=None, per_file=None, mode=None, json=True)
     assert cmd_search(wb, args) == 0
     out = json.loads(capsys.readouterr().out)
