@@ -134,6 +134,11 @@ def megabytes(n: int | float | None, digits: int = 3) -> float | None:
     return None if n is None else round(n / 1e6, digits)
 
 
+def kilobytes(n: int | float | None) -> float | None:
+    """``n`` bytes in kB (10^3 bytes), one decimal, for a table column of files; ``None`` when unknown."""
+    return None if n is None else round(n / 1e3, 1)
+
+
 def human_size(n: int | float | None) -> str:
     """``n`` bytes in words with one decimal: ``"1.2 GB"``, ``"3.4 MB"``, ``"5.6 kB"``, ``"12 B"``
     (decimal units, 1 kB = 1000 bytes); ``"?"`` when unknown."""

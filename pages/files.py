@@ -9,7 +9,7 @@ from knowledge.errors import KnowledgeError
 from knowledge.pagemodels import viewer as vm
 from knowledge.text.render import inert, md
 from knowledge.workbench import Workbench
-from pages._ui import app_workbench, flash, human_size, megabytes, set_flash
+from pages._ui import app_workbench, flash, human_size, kilobytes, set_flash
 from pages.widgets import confirm
 
 wb: Workbench = app_workbench()
@@ -40,7 +40,7 @@ version = str(hash(tuple(by_id)))  # a new list of files, a new table (and selec
 st.caption("Click a row to see the file's details below; **Open** shows it in the viewer.")
 table = st.dataframe(
     [{"name": u.file.name, "open": vm.viewer_url(u.stores[0], u.file.id) if u.stores else None,
-      "also named": u.aliases, "type": u.file.content_type, "size (MB)": megabytes(u.file.size, 6),
+      "also named": u.aliases, "type": u.file.content_type, "size (kB)": kilobytes(u.file.size),
       "sha256": u.file.sha256, "created": u.file.created, "stores": u.labels(), "id": u.file.id} for u in usage],
     hide_index=True, width="stretch", key=f"files-table:{version}", on_select="rerun", selection_mode="single-row",
     column_config={

@@ -112,7 +112,8 @@ def render_distribution(run: pg.SearchRun) -> None:
         rule = alt.Chart(pd.DataFrame({"threshold": [run.threshold]})).mark_rule(strokeDash=[4, 4]).encode(
             y="threshold:Q")
         chart = bars + rule
-    st.altair_chart(chart.properties(height=220, title=f"Similarity of the {len(rows)} best-ranked chunks"), width="stretch")
+    title = f"Similarity of the {len(rows)} best-ranked chunk{'' if len(rows) == 1 else 's'}"
+    st.altair_chart(chart.properties(height=220, title=title), width="stretch")
     if not all(r["shown"] for r in rows):
         st.caption("Not shown: under the score threshold, overlapping a shown chunk, or past k.")
 

@@ -32,6 +32,7 @@ from pages._ui import (
     duration,
     flash,
     has_flash,
+    human_size,
     megabytes,
     set_flash,
 )
@@ -61,7 +62,7 @@ def counters(store: str, disk_bytes: int | None = None) -> None:
     c1.metric("Indexed files", n.indexed, help="Files of this store that are searchable.")
     c2.metric("Chunks", n.chunks, help="Searchable pieces of text of the indexed files.")
     c3.metric("Failed files", n.failed, help="Files that could not be indexed; see Needs attention.")
-    c4.metric("Size on disk", f"{megabytes(disk_bytes or 0, 2):.2f} MB")
+    c4.metric("Size on disk", human_size(disk_bytes or 0))
 
 
 def status_panel(store: str, disk_bytes: int | None) -> None:

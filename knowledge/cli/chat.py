@@ -90,7 +90,7 @@ def print_reply(reply: ChatReply) -> None:
     def line(label: str, c: dict[str, Any]) -> str:
         source = c.get("source")
         store = f" [store {source}]" if source and source != "attachments" else ""
-        return f"  {label}{where_text(c)}{store} (score {c.get('score', 0):.3f})"
+        return f"  {label}{where_text(c)}{store} (similarity {c.get('score', 0):.3f})"
 
     if reply.citations:
         print("\nSources:")

@@ -228,7 +228,7 @@ def _knowledge_label(context: TurnContext) -> str:
 
 
 def _quote(h: dict[str, Any]) -> str:
-    """``**file, page 3** (score 0.61)`` and the chunk quoted, shown as written."""
+    """``**file, page 3** (similarity 0.61)`` and the chunk quoted, shown as written."""
     where = str(h.get("file_name") or h.get("file_id") or "")
     if h.get("page") is not None:
         where += f", page {h['page']}"
@@ -238,7 +238,7 @@ def _quote(h: dict[str, Any]) -> str:
         where += f" — {h['source']}"
     readable = plain_text(h.get("text") or "", file_name=h.get("file_name"))  # no source markup
     quoted = "\n".join("> " + _inert(ln) for ln in readable.strip().splitlines())
-    return f"**{where}** (score {float(h.get('score') or 0):.2f})\n{quoted}"
+    return f"**{where}** (similarity {float(h.get('score') or 0):.2f})\n{quoted}"
 
 
 def _inert(line: str) -> str:

@@ -273,8 +273,11 @@ def bar_fraction(hit: Hit, run: SearchRun) -> float:
 
 def provenance(hit: Hit, note: HitNote | None = None) -> str:
     """Where a hit comes from, in words: ``file · page 2 · Heading > Sub · chars 120–560 · chunk 3``
-    (``chunks 3–5`` when ``note`` says chunks were merged into it)."""
-    parts = [hit.file_name or hit.file_id]
+    (``Title (file)`` when the file's details give it a title; ``chunks 3–5`` when ``note`` says chunks
+    were merged into it)."""
+    name = hit.file_name or hit.file_id
+    title = hit.metadata.get("title") if isinstance(hit.metadata, dict) else None
+    parts = [f"{title} ({name})" if isinstance(title, str) and title.strip() and title != name else name]
     if hit.page is not None:
         parts.append(f"page {hit.page}")
     if hit.heading:

@@ -143,6 +143,8 @@ def test_provenance_names_file_page_heading_and_span():
     hit = Hit("f:2", 0.5, "f", "guide.pdf", 2, "t", page=3, char_start=10, char_end=90, heading="A > B")
     assert pg.provenance(hit) == "guide.pdf · page 3 · A > B · chars 10–90 · chunk 2"
     assert pg.provenance(Hit("f:0", 0.5, "f", None, 0, "t")) == "f · chunk 0"
+    titled = Hit("f:0", 0.5, "f", "crazyones.pdf", 0, "t", metadata={"title": "The Crazy Ones"})
+    assert pg.provenance(titled) == "The Crazy Ones (crazyones.pdf) · chunk 0"  # a title set in File details
 
 
 # -- projection ------------------------------------------------------------------------------------

@@ -131,13 +131,13 @@ def models(api: KnowledgeApi) -> list[Any]:
     return api.chat.configs.list("CHAT")
 
 
-@router.get("/v1/models", summary="The CHAT configs, as models")
+@router.get("/v1/models", summary="The chat model configs, as models")
 def list_models(api: Api) -> dict:
     return {"object": "list", "data": [{"id": c.name, "object": "model", "created": 0,
                                         "owned_by": c.provider} for c in models(api)]}
 
 
-@router.get("/v1/models/{model}", summary="One CHAT config, as a model")
+@router.get("/v1/models/{model}", summary="One chat model config, as a model")
 def get_model(model: str, api: Api) -> dict:
     for c in models(api):
         if c.name == model:
@@ -172,7 +172,7 @@ def checked_model(api: KnowledgeApi, body: Mapping[str, Any]) -> str:
     """The request's ``model``: the name of a CHAT config (404 ``model_not_found`` otherwise)."""
     model = body.get("model")
     if not isinstance(model, str) or not model:
-        raise bad("model is required: the name of a CHAT config (see GET /v1/models).", "model")
+        raise bad("model is required: the name of a chat model config (see GET /v1/models).", "model")
     try:
         api.chat.configs.chat(model)
     except KnowledgeError:
