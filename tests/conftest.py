@@ -82,6 +82,18 @@ def _cheap_password_hashes(request: pytest.FixtureRequest, monkeypatch: pytest.M
         monkeypatch.setattr(knowledge.access, "SCRYPT_N", TEST_SCRYPT_N)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _module_env() -> Iterator[None]:
+    """The process environment as it was before the module: a module- or session-scoped fixture
+    that writes ``os.environ`` directly (outside a monkeypatch) cannot leak a setting, e.g. a fake
+    embedding model, into the stores the next modules on this worker build in-process."""
+    saved = dict(os.environ)
+    yield
+    if dict(os.environ) != saved:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 @pytest.fixture(autouse=True)
 def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
     isolate(monkeypatch, tmp_path_factory.mktemp("cwd"))
