@@ -205,6 +205,24 @@ def rerun_and_wait(pg, action, timeout: float = 120_000, start_within: float = 1
     wait_for_app(pg, timeout)
 
 
+def choose_option(pg, box, name: str, tries: int = 3) -> None:
+    """Open the selectbox/multiselect ``box`` and pick the option ``name`` (waiting for the rerun).
+    The click that opens the list is repeated when no list shows: a click that lands while the
+    page reruns (a loaded machine) opens nothing."""
+    option = pg.get_by_role("option", name=name, exact=True)
+    for attempt in range(tries):
+        box.click()
+        try:
+            option.wait_for(timeout=10_000)
+            break
+        except Exception:
+            if attempt == tries - 1:
+                raise
+            pg.keyboard.press("Escape")
+            wait_for_app(pg)
+    rerun_and_wait(pg, lambda: option.click())
+
+
 def create_store(pg, name: str) -> None:
     """Create store ``name`` on the Vector stores page (open): the form is in the "New store" popover
     once a store exists."""

@@ -14,6 +14,7 @@ from test_browser import (  # noqa: F401  (fixtures: artifacts, browser)
     app_page,
     artifacts,
     browser,
+    choose_option,
     read_hits,
     rerun_and_wait,
     serve,
@@ -75,8 +76,7 @@ def test_an_attribute_edited_in_the_app_changes_what_the_playground_filter_retur
     assert filtered_files(browser, server, artifacts, "") == ["guide.md", "notes.md"]
     with app_page(browser, server, artifacts, "stores") as page:
         section = open_details(page)
-        section.get_by_role("combobox", name="File").click()
-        rerun_and_wait(page, lambda: page.get_by_role("option", name="guide.md", exact=True).click())
+        choose_option(page, section.get_by_role("combobox", name="File"), "guide.md")
         title = section.get_by_role("textbox", name="Title", exact=True)
         title.fill("Deployment guide")
         rerun_and_wait(page, lambda: title.press("Enter"))

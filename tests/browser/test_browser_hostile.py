@@ -192,7 +192,8 @@ def test_hostile_names_texts_and_answers_load_and_link_nothing_outside(browser, 
                     rerun_and_wait(page, lambda box=box: box.fill("keeper"))
                     rerun_and_wait(page, lambda: page.get_by_role("button", name="Recall", exact=True).click())
                     check("memory recalled")
-                    readable(name, lambda: expect(main.get_by_text(seen("The keeper said " + LINKS))).to_be_visible())
+                    # the recall hit (the Browse section's Memory picker below names it too)
+                    readable(name, lambda: expect(main.get_by_text(seen("The keeper said " + LINKS)).first).to_be_visible())
                 if name == "settings":
                     rerun_and_wait(page, lambda: page.get_by_role("tab", name="Traces").click())
                     check("settings traces")
