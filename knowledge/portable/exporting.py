@@ -110,12 +110,14 @@ def export_store(parts: Parts, store: str, out: str | os.PathLike, *, progress: 
             flush()
         spec = tpl.model_dump()
         spec.pop("backend", None)
+        own = parts.stores.settings_of(store)
         manifest = {
             "format": FORMAT, "format_version": FORMAT_VERSION,
             "created": datetime.now(UTC).isoformat(),
             "store": {"name": record.name, "template": spec, "embedding_model": record.embedding_model,
                       "dimension": record.dimension, "distance": record.distance,
-                      "source_backend": record.backend},
+                      "source_backend": record.backend,
+                      "settings": {"description": own.description, "score_threshold": own.score_threshold}},
             "files": entries, "blocks": blocks, "chunks": written, "members": members,
         }
         zf.writestr(MANIFEST, json.dumps(manifest, ensure_ascii=False, indent=1), zipfile.ZIP_DEFLATED)

@@ -49,6 +49,7 @@ from knowledge.portable.bundle import (
     vectors_limit,
 )
 from knowledge.portable.parts import Parts
+from knowledge.service.stores import checked_settings
 from knowledge.service.templates import VectorStoreTemplate, make_template
 from knowledge.service.worker import pid_alive
 from knowledge.vectorstore.base import Point
@@ -113,6 +114,7 @@ def import_bundle(parts: Parts, bundle: str | os.PathLike, *, as_name: str | Non
         _check_files(parts, manifest, Path(bundle).name)
         check_chunks(zf, manifest, Path(bundle).name)  # before anything is written
         tpl, new_template = _target_template(parts, meta, template)
+        own = _own_settings(meta, tpl.distance, Path(bundle).name)
         parts.templates.check(tpl)  # MachineLocalBackend: a per-machine backend in a shared catalog
         embedder = parts.stores.embedder(tpl.embedding_model)
         reuse = tpl.embedding_model == meta.get("embedding_model") and embedder.dimension == meta.get("dimension")
@@ -137,6 +139,8 @@ def import_bundle(parts: Parts, bundle: str | os.PathLike, *, as_name: str | Non
             if new_template:  # saved only now: a failed import leaves no template behind either
                 tpl = parts.templates.save(tpl)
             parts.indexer.adopt_store(name, tpl, embedder.dimension, collection, files)
+            if own != ("", None):
+                parts.stores.set_settings(name, description=own[0], score_threshold=own[1])
         except BaseException:
             with contextlib.suppress(Exception):
                 target.drop_collection()
@@ -155,6 +159,27 @@ def import_bundle(parts: Parts, bundle: str | os.PathLike, *, as_name: str | Non
                f" {tpl.name!r}; {how}) in {seconds:.1f} s.")
     return ImportResult(name, tpl.name, tpl.backend, len(files), written, reuse,
                         None if reuse else meta.get("embedding_model"), seconds, message)
+
+
+def _own_settings(meta: dict[str, Any], distance: str, where: str) -> tuple[str, float | None]:
+    """The store's own settings the bundle carries (``settings``: description and score threshold;
+    none in bundles made before them), checked before anything is written. The threshold is kept
+    only when the store is scored as in the bundle (same distance): on another scale it would mean
+    something else, so the setting ``search.score_threshold`` applies instead.
+
+    Raises:
+        BundleCorrupt: settings that are not an object, or values a store cannot have.
+    """
+    own = meta.get("settings") or {}
+    if not isinstance(own, dict):
+        raise BundleCorrupt(f"{where}: the store's settings in its manifest are not an object.")
+    try:
+        description, threshold = checked_settings(own.get("description"), own.get("score_threshold"))
+    except InvalidArgument as exc:
+        raise BundleCorrupt(f"{where}: the store's settings cannot be used: {exc}") from None
+    if distance != meta.get("distance"):
+        threshold = None
+    return description, threshold
 
 
 def _target_template(parts: Parts, meta: dict[str, Any], template: str | None) -> tuple[VectorStoreTemplate, bool]:

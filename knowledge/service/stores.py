@@ -87,6 +87,28 @@ class StoreSummary:
 
 
 
+
+def checked_settings(description: str | None, score_threshold: float | None) -> tuple[str, float | None]:
+    """A store's own settings as stored: ``(description stripped, threshold as float or None)``.
+
+    Raises:
+        InvalidArgument: a description over :data:`MAX_DESCRIPTION_CHARS` characters or with control
+        characters; a threshold that is not a finite number.
+    """
+    text = (description or "").strip()
+    if len(text) > MAX_DESCRIPTION_CHARS:
+        raise InvalidArgument(f"A store description may have at most {MAX_DESCRIPTION_CHARS} characters,"
+                              f" got {len(text)}.")
+    if text:
+        check_name(text.replace("\n", " ").replace("\t", " "), "store description")
+    if score_threshold is not None:
+        if isinstance(score_threshold, bool) or not isinstance(score_threshold, (int, float)) \
+                or not math.isfinite(score_threshold):
+            raise InvalidArgument(f"A score threshold must be a finite number, got {score_threshold!r}.")
+        score_threshold = float(score_threshold)
+    return text, score_threshold
+
+
 class Stores:
     """Catalog records <-> backends <-> embedders <-> per-store locks over one data folder.
 
@@ -248,17 +270,7 @@ class Stores:
             threshold that is not a finite number.
         """
         self.get(name)
-        text = (description or "").strip()
-        if len(text) > MAX_DESCRIPTION_CHARS:
-            raise InvalidArgument(f"A store description may have at most {MAX_DESCRIPTION_CHARS} characters,"
-                                  f" got {len(text)}.")
-        if text:
-            check_name(text.replace("\n", " ").replace("\t", " "), "store description")
-        if score_threshold is not None:
-            if isinstance(score_threshold, bool) or not isinstance(score_threshold, (int, float)) \
-                    or not math.isfinite(score_threshold):
-                raise InvalidArgument(f"A score threshold must be a finite number, got {score_threshold!r}.")
-            score_threshold = float(score_threshold)
+        text, score_threshold = checked_settings(description, score_threshold)
         try:
             return self.catalog.put_store_settings(name, text, score_threshold)
         finally:

@@ -614,3 +614,45 @@ def test_a_content_with_two_names_keeps_both_through_a_bundle(make_wb, tmp_path)
     assert copied.names == ("cats.md", "cats-copy.md")
     assert [f.file_id for f in wb.catalog.files_named("copy", "cats-copy.md")] == [copied.file_id]
     _same_store(wb, "notes", wb, "copy")
+
+
+@pytest.mark.slow
+def test_a_stores_own_settings_travel_in_its_bundle_and_bad_ones_are_refused(make_wb, tmp_path):
+    wb = make_wb()
+    _fill(wb)
+    wb.set_store_settings("notes", description="Cats, owls and their habits.", score_threshold=0.42)
+    good = wb.portable.export_store("notes", tmp_path / "n.kb").path
+    wb.portable.import_bundle(good, as_name="copy")
+    own = wb.store_settings("copy")
+    assert (own.description, own.score_threshold) == ("Cats, owls and their habits.", 0.42)
+
+    def manifest(change):
+        def edit(name, data):
+            if name != "manifest.json":
+                return data
+            m = json.loads(data)
+            change(m["store"])
+            return json.dumps(m).encode()
+        return edit
+
+    def older(store):  # a bundle made before stores had settings
+        del store["settings"]
+
+    def control(store):
+        store["settings"]["description"] = "bad\x07bell"
+
+    def wordy(store):
+        store["settings"]["score_threshold"] = "high"
+
+    _rewrite(good, tmp_path / "old.kb", manifest(older))
+    wb.portable.import_bundle(tmp_path / "old.kb", as_name="old")
+    own = wb.store_settings("old")
+    assert (own.description, own.score_threshold) == ("", None)
+    stores, files = wb.store_names(internal=True), len(wb.stored_files())
+    collections = sorted(wb.backend("memory").list_collections())
+    for name, change in (("control.kb", control), ("wordy.kb", wordy)):
+        _rewrite(good, tmp_path / name, manifest(change))
+        with pytest.raises(BundleCorrupt, match="settings"):
+            wb.portable.import_bundle(tmp_path / name, as_name="bad")
+        assert wb.store_names(internal=True) == stores and len(wb.stored_files()) == files
+        assert sorted(wb.backend("memory").list_collections()) == collections
