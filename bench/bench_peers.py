@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 # LanceDB logs a deprecation warning on every query that selects columns without "_distance".
-os.environ.setdefault("LANCE_LOG", "error")
+os.environ.setdefault("LANCEDB_LOG", "error")
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
@@ -383,9 +383,11 @@ class LanceIvfPq(Lance):
     def build_index(self) -> float | None:
         n = len(self.data.ids)
         sub = next(s for s in (self.dim // 8, self.dim // 4, self.dim // 2, 1) if s >= 1 and self.dim % s == 0)
+        from lancedb.index import IvfPq
+
         t = time.perf_counter()
-        self.table.create_index(metric="cosine", vector_column_name="vector", index_type="IVF_PQ",
-                                num_partitions=max(1, int(math.sqrt(n))), num_sub_vectors=sub)
+        self.table.create_index("vector", config=IvfPq(distance_type="cosine", num_partitions=max(1, int(math.sqrt(n))),
+                                                       num_sub_vectors=sub))
         return time.perf_counter() - t
 
     def _query(self, q: np.ndarray, k: int) -> Any:
