@@ -265,6 +265,12 @@ def main() -> int:
         out["wall_max_ratio"] = round(d["wall_max_ms"] / s["wall_max_ms"], 2)
         if d["page_p50_ms"] and s["page_p50_ms"]:
             out["page_p50_ratio"] = round(d["page_p50_ms"] / s["page_p50_ms"], 2)
+        a = out["after"]
+        assert isinstance(a, dict)
+        if a["wall_p50_ms"]:  # idle again, on the store as full as it ends
+            out["wall_p50_ratio_to_after"] = round(d["wall_p50_ms"] / a["wall_p50_ms"], 2)
+            if d["page_p50_ms"] and a["page_p50_ms"]:
+                out["page_p50_ratio_to_after"] = round(d["page_p50_ms"] / a["page_p50_ms"], 2)
     shutil.rmtree(base / "data", ignore_errors=True)
     if args.json:
         print(json.dumps(out, indent=1, default=str))
@@ -276,8 +282,9 @@ def main() -> int:
         assert isinstance(r, dict)
         print(f"search {part:6}: n={r['n']:3} wall p50 {r['wall_p50_ms'] or 0:7.0f} ms max {r['wall_max_ms'] or 0:7.0f}"
               f" | page p50 {r['page_p50_ms'] or 0:6.0f} ms max {r['page_max_ms'] or 0:6.0f} | hits >= {r['hits_min']}")
-    print(f"during / idle: wall p50 {out.get('wall_p50_ratio')}, max {out.get('wall_max_ratio')},"
-          f" page p50 {out.get('page_p50_ratio')}")
+    print(f"during / idle before: wall p50 {out.get('wall_p50_ratio')}, max {out.get('wall_max_ratio')},"
+          f" page p50 {out.get('page_p50_ratio')}; during / idle after: wall p50"
+          f" {out.get('wall_p50_ratio_to_after')}, page p50 {out.get('page_p50_ratio_to_after')}")
     for key in ("rss_after_start_mb", "rss_after_ingest_mb", "rss_after_searches_mb", "rss_after_chat_mb"):
         own, kids = out[key]  # type: ignore[misc]
         print(f"{key:24}: server {own:6.0f} MB, child processes {kids:6.0f} MB")
