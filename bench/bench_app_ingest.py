@@ -186,7 +186,8 @@ def main() -> int:
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith("KNOWLEDGE_")}
     subprocess.run([sys.executable, "-m", "knowledge", "--data-dir", str(base / "data"), "ingest", "bench",
                     *map(str, seed)], cwd=REPO, env=env, check=True, stdout=subprocess.DEVNULL)
-    extra = dict(kv.split("=", 1) for kv in args.env)
+    # a new chat searches the store (chat.default_stores), as if picked in its sidebar
+    extra = {"KNOWLEDGE_CHAT__DEFAULT_STORES": '["bench"]', **dict(kv.split("=", 1) for kv in args.env)}
     with serve(base, extra) as (url, proc), sync_playwright() as p:
         browser = p.chromium.launch(executable_path=shutil.which("chromium"), args=CHROMIUM_ARGS)
         a, b = (browser.new_context(viewport={"width": 1280, "height": 900}) for _ in range(2))
@@ -222,11 +223,22 @@ def main() -> int:
             if finished.count():  # ended during this search: not counted as "during"
                 break
             during.append(row)
-            if args.py_spy and not spied and shutil.which("py-spy"):
-                spied = True
-                dump = subprocess.run(["py-spy", "dump", "--pid", str(proc.pid)], capture_output=True, text=True)
-                (base / "py-spy-during.txt").write_text(dump.stdout + dump.stderr)
-                out["py_spy_dump"] = str(base / "py-spy-during.txt")
+            note(f"during search {len(during)} (t={time.perf_counter() - t0:.0f} s)",
+                 f"wall {row[0] * 1000:.0f} ms, page {row[1]} ms, {row[2]} hits")
+            if args.py_spy and not spied and shutil.which("py-spy") and len(during) >= 3:
+                spied = True  # dumps of the server while a search runs: where it waits
+                dumps = base / "py-spy-during.txt"
+                box = tab_b.get_by_role("textbox", name="Query", exact=True)
+                box.fill("what does a search wait for while files are ingested")
+                tab_b.evaluate(WATCH)
+                box.press("Enter")
+                with dumps.open("w") as f:
+                    for _ in range(4):
+                        time.sleep(0.25)
+                        f.write(subprocess.run(["py-spy", "dump", "--pid", str(proc.pid)], capture_output=True,
+                                               text=True).stdout + "\n=====\n")
+                tab_b.wait_for_function(DONE, timeout=300_000, polling=20)
+                out["py_spy_dump"] = str(dumps)
             if time.perf_counter() - t0 > 1800:
                 break
         finished.wait_for(timeout=1_800_000)
@@ -243,14 +255,12 @@ def main() -> int:
 
         tab_b.goto(f"{url}/chat")
         settle(tab_b)
-        picker = tab_b.get_by_role("combobox", name="Stores this chat searches")
-        picker.click()
-        picker.fill("bench")
-        act(tab_b, lambda: picker.press("Enter"))
         chat_box = tab_b.get_by_test_id("stChatInputTextArea")
         chat_box.fill("What does the borrow checker check?")
         out["chat_s"] = round(act(tab_b, lambda: chat_box.press("Enter")), 2)
         tab_b.get_by_test_id("stChatMessage").nth(1).wait_for()
+        out["chat_answer"] = tab_b.get_by_test_id("stChatMessage").nth(1).inner_text()[:300]
+        note("chat_answer", out["chat_answer"])
         out["rss_after_chat_mb"] = rss_mb(proc.pid)
         note("rss_after_chat_mb", out["rss_after_chat_mb"])
         browser.close()

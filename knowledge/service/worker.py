@@ -2,8 +2,9 @@
 workbench, heartbeat while working, record progress in the row, and finish it.
 
 One code path for every worker: ``python -m knowledge worker`` (any number, on any machine that
-reaches the catalog and the file store) and the in-process worker thread the app and the CLI start
-on the embedded default (:meth:`knowledge.service.jobs.JobRegistry.ensure_worker`). The ingestion has
+reaches the catalog and the file store), the app's own worker process (:class:`WorkerProcess`, that
+command as a child of the app) and the in-process worker thread the CLI and the API start on the
+embedded default (:meth:`knowledge.service.jobs.JobRegistry.ensure_worker`). The ingestion has
 replace-file semantics, so a job taken over after its worker died (``kill -9``) is simply run
 again: no duplicate, no stale chunk. A cancel from any process reaches the worker at its next
 heartbeat or progress write (the batch's ``cancel_requested``).
