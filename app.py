@@ -40,10 +40,13 @@ st.set_page_config(page_title="knowledge", page_icon="📚", layout="wide",
 def get_workbench() -> Workbench:
     """One workbench per server process, shared by every browser session (it is thread-safe).
 
-    At the start, the ingestion jobs a stopped or killed process left unfinished are resumed by this
-    process's worker (:meth:`knowledge.service.jobs.JobRegistry.resume`); a catalog that cannot be
-    read now only delays that to the next batch."""
+    Ingestion runs in a child process (``ingest.worker_process``,
+    :meth:`knowledge.service.jobs.JobRegistry.use_worker_process`), so a search never waits behind an
+    upload. At the start, the ingestion jobs a stopped or killed process left unfinished are resumed
+    (:meth:`knowledge.service.jobs.JobRegistry.resume`); a catalog that cannot be read now only delays
+    that to the next batch."""
     wb = Workbench(load_settings())
+    wb.jobs.use_worker_process(wb)
     try:
         wb.jobs.resume(wb)
     except KnowledgeError:

@@ -148,6 +148,11 @@ class IngestSettings(_Section):
         1, ge=0, le=16, description="ingestion worker threads of each app, API and CLI process: 1 = its own"
         " worker ingests the batches it queues (and any other's); 0 = it only queues them and dedicated"
         " `python -m knowledge worker` processes ingest (files with a PDF password still run here)")
+    worker_process: bool = Field(
+        True, description="the app runs its ingestion worker (worker_threads > 0) as a child process,"
+        " `python -m knowledge worker`, at a lower priority and one ONNX thread fewer than the cores (unless"
+        " embeddings.threads is set): its searches never wait behind an upload; false = worker threads"
+        " inside the app's own process")
     job_lease_seconds: float = Field(
         30.0, ge=0.5, le=3600, description="seconds an in-process worker's heartbeat stays good: a job whose"
         " worker is silent this long is taken over by another (`worker --lease` for worker processes)")

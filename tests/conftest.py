@@ -96,7 +96,12 @@ def _module_env() -> Iterator[None]:
 
 @pytest.fixture(autouse=True)
 def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Isolated (:func:`isolate`); and the app run by AppTest (no server) ingests in worker threads
+    of the test's process (``ingest.worker_process = false``), where the page tests watch each file
+    go in. The app's worker process, its default, is tested with real processes in
+    tests/service/test_worker_process.py and in the browser (tests/browser/test_browser_worker.py)."""
     isolate(monkeypatch, tmp_path_factory.mktemp("cwd"))
+    monkeypatch.setenv("KNOWLEDGE_INGEST__WORKER_PROCESS", "false")
 
 
 def prepared_data(tmp_path_factory: pytest.TempPathFactory, name: str,

@@ -2,12 +2,16 @@
 machine that reaches the catalog and the file store; see docs/ingestion.md). ``--once`` exits when
 no job is queued or running; otherwise the worker polls until Ctrl-C, which gives its current file
 back to the queue for another worker. It ingests every account's jobs: as the local admin, or
-``--user`` an admin."""
+``--user`` an admin. ``--parent PID`` (the app's own worker process,
+:class:`knowledge.service.worker.WorkerProcess`) stops the worker the same way once that process is
+gone; ``--nice N`` lowers its priority."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
+import os
 import sys
 import threading
 
@@ -25,13 +29,19 @@ def add_parser(sub: Commands) -> None:
                    help=f"seconds a heartbeat stays good; a silent worker's job is taken over after it"
                         f" (default {queue.LEASE_SECONDS:g})")
     s.add_argument("--poll", type=float, default=1.0, help="seconds between looks at an empty queue (default 1)")
+    s.add_argument("--parent", type=int, default=None, metavar="PID",
+                   help="stop (giving the current file back) when process PID, this one's parent, is gone")
+    s.add_argument("--nice", type=int, default=0, help="lower this process's priority by N (Linux nice; default 0)")
     s.set_defaults(func=cmd_worker)
 
 
 def cmd_worker(wb: Workbench, args: argparse.Namespace) -> int:
-    if args.concurrency < 1 or args.lease <= 0 or args.poll <= 0:
-        print("error: --concurrency, --lease and --poll must be positive", file=sys.stderr)
+    if args.concurrency < 1 or args.lease <= 0 or args.poll <= 0 or args.nice < 0:
+        print("error: --concurrency, --lease and --poll must be positive, --nice not negative", file=sys.stderr)
         return 2
+    if args.nice:
+        with contextlib.suppress(AttributeError, OSError):
+            os.nice(args.nice)
     wb.require_admin("run a worker (it ingests every account's queued files)")
     wb = wb.base  # the worker ingests for everyone: never a person's view
     # an operator sees the worker start, each file's outcome, a take-over and a failed heartbeat
@@ -52,6 +62,9 @@ def cmd_worker(wb: Workbench, args: argparse.Namespace) -> int:
         for t in threads:
             while t.is_alive():
                 t.join(0.5)
+                if args.parent is not None and os.getppid() != args.parent:  # the app is gone
+                    print("worker: the parent process is gone; stopping", file=sys.stderr, flush=True)
+                    raise KeyboardInterrupt
     except KeyboardInterrupt:
         for w in workers:
             w.stop()

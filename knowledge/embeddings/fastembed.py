@@ -332,12 +332,13 @@ nearly starved on this project's shared machine)."""
 
 
 def _lower_priority() -> None:
-    """Lower this thread's scheduling priority by :data:`BATCH_NICE` (Linux: ``setpriority`` on a
-    thread id affects that thread only, and threads it starts inherit it). A no-op where the
-    platform has no per-thread priority."""
+    """Run this thread at nice :data:`BATCH_NICE` at least (Linux: ``setpriority`` on a thread id
+    affects that thread only, and threads it starts inherit it): a process already niced that much
+    (the app's worker process, :data:`knowledge.service.worker.WORKER_NICE`) is not lowered twice.
+    A no-op where the platform has no per-thread priority."""
     with contextlib.suppress(AttributeError, OSError):
         tid = threading.get_native_id()
-        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + BATCH_NICE))
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, max(os.getpriority(os.PRIO_PROCESS, tid), BATCH_NICE)))
 
 
 def _truncate_at(tokenizer: Any, window: int) -> None:

@@ -29,7 +29,15 @@ from knowledge.catalog import jobs as queue
 from knowledge.errors import InvalidArgument, KnowledgeError
 from knowledge.outcomes import IngestResult, Outcome
 from knowledge.service.indexing import OCR_SHARE, expand_paths, file_names, skipped_text
-from knowledge.service.worker import Worker, host_name, new_worker_id, reason_of, result_dict, result_of
+from knowledge.service.worker import (
+    Worker,
+    WorkerProcess,
+    host_name,
+    new_worker_id,
+    reason_of,
+    result_dict,
+    result_of,
+)
 
 if TYPE_CHECKING:
     from knowledge.access import LocalFolders
@@ -91,6 +99,11 @@ class JobRegistry:
         self._threads: list[threading.Thread] = []
         self._kick = False
         self._wb: Any = None
+        #: The app's worker process (:meth:`use_worker_process`), ``None``: worker threads here.
+        self.process: WorkerProcess | None = None
+        self._process_failures = 0  # starts in a row that ended with an error within START_GRACE_SECONDS
+        self._next_start = 0.0  # time.monotonic() before which a failed process is not started again
+        self._judged = 0  # the worker process start whose end was looked at last
         atexit.register(_stop_all_at_exit, weakref.ref(self))
 
     def started(self, job: IngestJob) -> None:
@@ -136,22 +149,40 @@ class JobRegistry:
     def note_cancel(self, batch_id: str) -> None:
         self._cancelled.add(batch_id)
 
+    def use_worker_process(self, wb: Any) -> bool:
+        """Ingest in a child process from now on (the app, ``ingest.worker_process``; see
+        :class:`~knowledge.service.worker.WorkerProcess`): this process keeps one thread, which
+        ingests only the jobs pinned to it (a PDF password) and starts the child while jobs are
+        queued or running -- again after it died (its job is taken over at once). ``False`` (nothing
+        changes) when the settings say no, or ``ingest.worker_threads = 0`` (no worker here at all)."""
+        ingest = getattr(getattr(wb, "settings", None), "ingest", None)
+        if not getattr(ingest, "worker_process", False) or worker_threads(wb) < 1:
+            return False
+        with self._lock:
+            if self.process is None:
+                self.process = WorkerProcess(wb.settings.data_dir, concurrency=worker_threads(wb),
+                                             lease=lease_seconds(wb))
+        return True
+
     def ensure_worker(self, wb: Any, *, idle_exit: float = 2.0) -> None:
         """Make sure this process's worker threads run (``ingest.worker_threads``, default 1: they
         claim jobs of any process, and the jobs pinned to this one; 0: one thread for the pinned
-        jobs only, dedicated ``knowledge worker`` processes do the rest), and let them know new jobs
-        are queued. A thread ends after ``idle_exit`` seconds without a claimable job once no job is
-        queued or running anywhere (while one is, it looks every :data:`IDLE_POLL_SECONDS`, so a job
-        whose worker died is resumed); the next batch starts it again."""
+        jobs only, dedicated ``knowledge worker`` processes do the rest; with a worker process,
+        :meth:`use_worker_process`, one thread for the pinned jobs that also keeps the process
+        running), and let them know new jobs are queued. A thread ends after ``idle_exit`` seconds
+        without a claimable job once no job is queued or running anywhere (while one is, it looks
+        every :data:`IDLE_POLL_SECONDS`, so a job whose worker died is resumed); the next batch
+        starts it again."""
         threads = worker_threads(wb)
+        child = self.process is not None
         with self._lock:
             self._wb = wb
             self._kick = True
             self._threads = [t for t in self._threads if t.is_alive()]
-            for n in range(len(self._threads), max(1, threads)):
+            for n in range(len(self._threads), 1 if child else max(1, threads)):
                 worker = Worker(wb, worker_id=new_worker_id("app", host_name(wb.settings)), lease=lease_seconds(wb),
-                                pins=(self.pin,),
-                                secret=self.secret, local_cancel=self.cancelled_here, pinned_only=threads == 0)
+                                pins=(self.pin,), secret=self.secret, local_cancel=self.cancelled_here,
+                                pinned_only=threads == 0 or child)
                 thread = threading.Thread(target=self._work, args=(worker, idle_exit),
                                           name=f"ingest-worker-{n}", daemon=True)
                 self._workers.append(worker)
@@ -179,18 +210,60 @@ class JobRegistry:
         """Whether this process's workers take any job (``ingest.worker_threads`` above 0)."""
         return worker_threads(wb) > 0
 
+    def _supervise(self) -> bool:
+        """With a worker process: start it when it is not running and jobs are queued or running
+        (after an error at its start, again after 2, 4, 8 s; after :data:`MAX_PROCESS_FAILURES`
+        such starts in a row, ingest in threads of this process instead). ``True`` while it runs."""
+        proc = self.process
+        if proc is None:
+            return False
+        if proc.alive():
+            return True
+        now = time.monotonic()
+        if proc.started != self._judged:  # a process ended: did it fail at its start?
+            self._judged = proc.started
+            code = proc.returncode()
+            if code is not None and code > 0 and now - proc.started_at < START_GRACE_SECONDS:
+                self._process_failures += 1
+                self._next_start = now + 2.0 ** self._process_failures
+                log.warning("the ingestion worker process ended with status %s at its start (%d in a row)",
+                            code, self._process_failures)
+                if self._process_failures >= MAX_PROCESS_FAILURES:
+                    log.error("the ingestion worker process cannot start; ingesting in this process's threads")
+                    with self._lock:
+                        self.process = None
+                        for w in self._workers:
+                            w.pinned_only = worker_threads(self._wb) == 0
+                    return False
+            else:  # it finished, or was killed (a signal): start the next one at once
+                self._process_failures = 0
+        if now < self._next_start:
+            return True
+        try:
+            pending = queue.unfinished(self._wb.catalog)
+        except Exception:  # the catalog is busy: look again at the next round
+            return True
+        if pending:
+            proc.start()
+            return True
+        return False
+
     def _work(self, worker: Worker, idle_exit: float) -> None:
         idle = time.monotonic()
         while not worker.stopping.is_set():
-            try:
-                row = worker.run_one()
-            except Exception:  # the catalog is busy (another process holds the DuckDB file): later
-                log.warning("the ingest worker could not claim a job", exc_info=True)
-                row = None
+            child = self.process is not None
+            row = None
+            if not child or self._secrets:  # with a worker process, this thread claims only pinned jobs
+                try:
+                    row = worker.run_one()
+                except Exception:  # the catalog is busy (another process holds the DuckDB file): later
+                    log.warning("the ingest worker could not claim a job", exc_info=True)
             if row is not None:
                 idle = time.monotonic()
                 continue
-            wait, check = 0.1, False
+            if child and self._supervise():
+                idle = time.monotonic()
+            wait, check = (SUPERVISE_SECONDS if child else 0.1), False
             with self._lock:
                 if self._kick:
                     self._kick = False
@@ -199,7 +272,7 @@ class JobRegistry:
                     check = True
             if check:
                 try:  # outside the lock: the catalog may make us wait for another process's turn
-                    pending = 0 if worker.pinned_only else queue.unfinished(worker.wb.catalog)
+                    pending = 0 if worker.pinned_only and self.process is None else queue.unfinished(worker.wb.catalog)
                 except Exception:
                     pending = 1
                 wait = IDLE_POLL_SECONDS  # work elsewhere: look now and then (a dead worker's job)
@@ -229,12 +302,20 @@ class JobRegistry:
             job.cancel()
         for thread in threads:
             thread.join(timeout)
+        if self.process is not None:  # after the threads: nothing starts it again
+            self.process.stop(timeout)
         for job in jobs:
             job.wait(timeout)
 
 
 #: Seconds between an idle worker thread's looks at the queue while another process's jobs run.
 IDLE_POLL_SECONDS = 2.0
+#: Seconds between the supervising thread's looks at the app's worker process.
+SUPERVISE_SECONDS = 0.5
+#: Seconds after its start within which a worker process's error exit counts as a failed start.
+START_GRACE_SECONDS = 20.0
+#: Failed starts in a row after which the app ingests in its own threads again.
+MAX_PROCESS_FAILURES = 3
 
 
 def worker_threads(wb: Any) -> int:

@@ -2,8 +2,9 @@
 workbench, heartbeat while working, record progress in the row, and finish it.
 
 One code path for every worker: ``python -m knowledge worker`` (any number, on any machine that
-reaches the catalog and the file store) and the in-process worker thread the app and the CLI start
-on the embedded default (:meth:`knowledge.service.jobs.JobRegistry.ensure_worker`). The ingestion has
+reaches the catalog and the file store), the app's own worker process (:class:`WorkerProcess`, that
+command as a child of the app) and the in-process worker thread the CLI and the API start on the
+embedded default (:meth:`knowledge.service.jobs.JobRegistry.ensure_worker`). The ingestion has
 replace-file semantics, so a job taken over after its worker died (``kill -9``) is simply run
 again: no duplicate, no stale chunk. A cancel from any process reaches the worker at its next
 heartbeat or progress write (the batch's ``cancel_requested``).
@@ -11,10 +12,14 @@ heartbeat or progress write (the batch's ``cancel_requested``).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -252,4 +257,96 @@ class Worker:
                                 " see the server log.", error=type(exc).__name__)
 
 
-__all__ = ["PROGRESS_EVERY", "Worker", "host_name", "new_worker_id", "pid_alive", "reason_of", "result_dict", "result_of"]
+#: How much nicer (Linux ``nice``) the app's worker process runs than the app: the app's searches
+#: (its query embedding, the page's Python) get the CPU first, the worker what they leave.
+WORKER_NICE = 5
+
+
+def worker_onnx_threads(cores: int | None = None) -> int:
+    """ONNX Runtime threads for the app's worker process when ``embeddings.threads`` is unset: one
+    core fewer than the machine has (at least 1), so a search always finds a core free."""
+    cores = cores or os.cpu_count() or 1
+    return max(1, cores - 1)
+
+
+class WorkerProcess:
+    """The app's ingestion worker as a child process: ``python -m knowledge worker --once`` on the
+    same data folder and settings (the environment is inherited), at nice +:data:`WORKER_NICE`, with
+    ``embeddings.threads`` bounded by :func:`worker_onnx_threads` unless set. It exits by itself
+    once no job is queued or running, or when this process is gone (``--parent``), giving its
+    current file back to the queue; :meth:`stop` asks it to (SIGINT), then kills it.
+
+    Args:
+        data_dir: the data folder (``--data-dir``).
+        concurrency: jobs at once (``--concurrency``: ``ingest.worker_threads``).
+        lease: ``--lease`` seconds.
+        threads: ONNX threads to set when the settings set none (``None``: :func:`worker_onnx_threads`).
+    """
+
+    def __init__(self, data_dir: Path, *, concurrency: int = 1, lease: float = queue.LEASE_SECONDS,
+                 threads: int | None = None) -> None:
+        self.data_dir, self.concurrency, self.lease = Path(data_dir), int(concurrency), float(lease)
+        self.threads = threads
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._lock = threading.Lock()
+        self.started = 0  # how many processes were started
+        self.started_at = 0.0  # time.monotonic() of the last start
+
+    @property
+    def pid(self) -> int | None:
+        """The running process's id, ``None`` when none runs."""
+        proc = self._proc
+        return proc.pid if proc is not None and proc.poll() is None else None
+
+    def alive(self) -> bool:
+        return self.pid is not None
+
+    def returncode(self) -> int | None:
+        """The exit status of the last process once it ended (``None``: none, or still running)."""
+        proc = self._proc
+        return None if proc is None else proc.poll()
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "knowledge", "--data-dir", str(self.data_dir), "worker", "--once",
+                "--parent", str(os.getpid()), "--nice", str(WORKER_NICE), "--lease", f"{self.lease:g}",
+                "--concurrency", str(self.concurrency)]
+
+    def environment(self) -> dict[str, str]:
+        """This process's environment for the child: the same settings; the local admin (it ingests
+        for everyone); the project importable; ONNX threads bounded unless set."""
+        env = {k: v for k, v in os.environ.items() if k != "KNOWLEDGE_USER"}
+        root = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
+        env.setdefault("KNOWLEDGE_EMBEDDINGS__THREADS", str(self.threads or worker_onnx_threads()))
+        return env
+
+    def start(self) -> bool:
+        """Start the process unless one runs; ``True`` when this call started one."""
+        with self._lock:
+            if self._proc is not None and self._proc.poll() is None:
+                return False
+            self._proc = subprocess.Popen(self.command(), env=self.environment(), stdin=subprocess.DEVNULL)
+            self.started += 1
+            self.started_at = time.monotonic()
+            log.info("started the ingestion worker process %d", self._proc.pid)
+            return True
+
+    def stop(self, timeout: float = 20.0) -> None:
+        """Ask the process to stop (it gives its file back to the queue), kill it after ``timeout`` s."""
+        with self._lock:
+            proc = self._proc
+        if proc is None or proc.poll() is not None:
+            return
+        with contextlib.suppress(OSError):
+            proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5.0)
+
+
+__all__ = [
+    "PROGRESS_EVERY", "WORKER_NICE", "Worker", "WorkerProcess", "host_name", "new_worker_id", "pid_alive", "reason_of",
+    "result_dict", "result_of", "worker_onnx_threads",
+]

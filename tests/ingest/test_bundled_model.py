@@ -336,7 +336,9 @@ def test_a_query_is_embedded_while_a_batch_of_documents_is(model):
         base = os.getpriority(os.PRIO_PROCESS, 0)
         from knowledge.embeddings.fastembed import BATCH_NICE
 
-        assert os.getpriority(os.PRIO_PROCESS, thread_ids[0]) == min(19, base + BATCH_NICE) > base
+        # at nice BATCH_NICE at least: lower than the process, unless the process is niced that much already
+        assert os.getpriority(os.PRIO_PROCESS, thread_ids[0]) == min(19, max(base, BATCH_NICE))
+        assert base >= BATCH_NICE or os.getpriority(os.PRIO_PROCESS, thread_ids[0]) > base
     # the two sessions give the same vectors
     np.testing.assert_allclose(model.embed_documents([CAT])[0], model.embed_documents([CAT, TAX])[0], atol=1e-5)
 
