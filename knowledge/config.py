@@ -52,6 +52,13 @@ class VectorStoreSettings(_Section):
     distance: Distance = Field("cosine", description="distance of new stores: cosine, euclid, dot, manhattan")
     idle_seconds: float = Field(600.0, gt=0, description="memory backend: unload stores idle this long (s)")
     max_chunks_per_store: int = Field(100_000, gt=0, description="memory backend: chunk cap per store")
+    ann: Literal["auto", "off"] = Field(
+        "auto", description="memory backend: 'auto' = approximate search (HNSW graph, exact rescoring) for"
+        " stores of at least ann_min_points chunks; 'off' = always exact"
+    )
+    ann_min_points: int = Field(
+        20_000, ge=0, description="memory backend: stores with fewer chunks search exactly (0: never approximate)"
+    )
     options: dict[str, Any] = Field(default_factory=dict, description="extra options for a plugin backend")
     max_chunk_size_tokens: int = Field(
         192, gt=0, description="chunk size in model tokens (capped at the model's window); 192/48 retrieved"

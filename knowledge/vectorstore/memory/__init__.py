@@ -1,4 +1,5 @@
-"""The built-in ``memory`` backend: exact numpy search over stores kept as files on disk.
+"""The built-in ``memory`` backend: numpy search over stores kept as files on disk (exact, or for
+large stores an HNSW graph's candidates rescored exactly).
 
 One folder per store under ``settings.vector_store_dir``: a ``manifest.json`` (the commit point)
 listing immutable segments (``seg-NNNNNN.jsonl`` ids and payloads + ``seg-NNNNNN.npy`` float32
@@ -7,6 +8,7 @@ lock, so a killed process leaves the old or the new version; other processes cat
 segments after their generation. Points load lazily into a float32 matrix and unload when idle.
 
 Modules: :mod:`.storage` (layout, segment files), :mod:`.state` (the loaded points),
+:mod:`.ann` (the approximate-search graph, its file, the background indexer),
 :mod:`.collection` (catch-up, load, commit, compaction, the Collection hooks), :mod:`.backend`
 (root, handles, idle sweeper). The design -- layout, commit protocol, compaction, concurrency,
 search -- is written up in ``docs/local-backend.md``.

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, ClassVar
 import orjson
 
 from knowledge.vectorstore.base import VectorBackend, check_name
+from knowledge.vectorstore.memory.ann import Indexer
 from knowledge.vectorstore.memory.collection import CollectionOptions, MemoryCollection
 from knowledge.vectorstore.memory.storage import MANIFEST, folder_name
 
@@ -27,12 +28,15 @@ class MemoryBackend(VectorBackend):
 
     Args:
         settings: uses ``vector_store_dir``, ``vector_store.idle_seconds`` (unload a store idle this
-            long) and ``vector_store.max_chunks_per_store`` (the per-store cap).
+            long), ``vector_store.max_chunks_per_store`` (the per-store cap), ``vector_store.ann``
+            and ``vector_store.ann_min_points`` (approximate search for stores at least this big).
         lock_timeout: seconds a write waits for another writer of the same store before raising
             :class:`~knowledge.errors.StoreLocked`.
 
     Thread-safe; hand one instance to every thread. A daemon thread (started on the first load,
-    stopped by :meth:`close`) unloads idle stores; :meth:`unload_idle` does one sweep by hand.
+    stopped by :meth:`close`) unloads idle stores; :meth:`unload_idle` does one sweep by hand. A
+    second, low-priority daemon thread (started when a large store is loaded or written) keeps the
+    stores' approximate-search graphs up with their rows.
     """
 
     name: ClassVar[str] = "memory"
@@ -42,6 +46,10 @@ class MemoryBackend(VectorBackend):
         self.idle_seconds = float(settings.vector_store.idle_seconds)
         self.max_points = int(settings.vector_store.max_chunks_per_store)
         self.lock_timeout = float(lock_timeout)
+        self.ann_min_points = int(settings.vector_store.ann_min_points)
+        self._indexer: Indexer | None = None
+        if settings.vector_store.ann == "auto" and self.ann_min_points > 0:
+            self._indexer = Indexer()  # usearch is imported when a store first needs a graph
         self._collections: dict[str, MemoryCollection] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -64,7 +72,7 @@ class MemoryBackend(VectorBackend):
             coll = self._collections.get(name)
             if coll is None:
                 options = CollectionOptions(self.root, self.name, self.lock_timeout, self.max_points,
-                                            self._start_sweeper)
+                                            self._start_sweeper, self.ann_min_points, self._indexer)
                 coll = self._collections[name] = MemoryCollection(options, name)
             return coll
 
@@ -132,9 +140,11 @@ class MemoryBackend(VectorBackend):
                 log.exception("idle sweep of the memory vector-store backend failed")
 
     def close(self) -> None:
-        """Stop the sweeper thread and unload every store. Idempotent.
+        """Stop the sweeper and indexer threads and unload every store, saving the approximate-search
+        graphs that changed. Idempotent.
 
-        The instance stays usable (stores load again on access) but no longer unloads idle stores.
+        The instance stays usable (stores load again on access) but no longer unloads idle stores
+        nor indexes in the background (:meth:`MemoryCollection.ensure_ann_index` still does).
         """
         with self._lock:
             self._closed = True
@@ -143,6 +153,8 @@ class MemoryBackend(VectorBackend):
         self._stop.set()
         if sweeper is not None and sweeper is not threading.current_thread():
             sweeper.join(timeout=5)
+        if self._indexer is not None:
+            self._indexer.close()
         for coll in handles:
             coll.unload()
 

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+import knowledge.vectorstore.memory.ann as ann
 from knowledge._fs import fsync_dir
 from knowledge.errors import (
     DimensionMismatch,
@@ -59,18 +60,26 @@ from knowledge.vectorstore.scoring import (
 
 log = logging.getLogger(__name__)
 
+#: A ``where`` filter matching fewer than this share of the live points is searched exactly over
+#: its rows (cheap, and exact); a broader one takes graph candidates and post-filters them.
+ANN_FILTER_SHARE = 0.1
+
 
 @dataclass(frozen=True)
 class CollectionOptions:
     """What a memory-backend store needs of its backend: the backend's folder, its name (for
     :class:`CollectionInfo`), the write-lock timeout in seconds, the point cap per store, and
-    ``on_loaded`` -- called each time a store loads its points (the backend starts its idle sweeper)."""
+    ``on_loaded`` -- called each time a store loads its points (the backend starts its idle sweeper),
+    and the approximate search: ``ann_min_points`` (stores with fewer live points, or 0: always
+    exact), ``indexer`` (the backend's background :class:`~.ann.Indexer`, ``None``: exact only)."""
 
     root: Path
     backend_name: str
     lock_timeout: float
     max_points: int
     on_loaded: Callable[[], None]
+    ann_min_points: int = 0
+    indexer: ann.Indexer | None = None
 
 
 class MemoryCollection(Collection):
@@ -101,6 +110,10 @@ class MemoryCollection(Collection):
         self._lex: DiskLexicon | None = None
         self._lex_state: str | None = None  # the lexicon's committed state, as last read
         self._lex_problem = ""
+        self.ann_path: Path = self.path / ann.ANN_DIR
+        self._ann_mutex = threading.Lock()  # one indexing step of this store at a time
+        #: Counters, for tests and benchmarks: graphs loaded from ``ann/``, built from scratch, saved.
+        self.ann_counts = {"loaded": 0, "built": 0, "saved": 0}
 
     # -- public state --------------------------------------------------------------------------
     @property
@@ -111,9 +124,10 @@ class MemoryCollection(Collection):
     def unload(self) -> bool:
         """Drop the in-memory points (they are reloaded on the next access). ``True`` if loaded."""
         with self._lock:
-            was = self._points is not None
-            self._points = None
-            return was
+            loaded, self._points = self._points, None
+        if loaded is not None:
+            self._save_ann(loaded)
+        return loaded is not None
 
     def _unload_if_idle(self, now: float, idle_seconds: float) -> bool:
         if self._points is None or now - self._last_access < idle_seconds:
@@ -125,11 +139,12 @@ class MemoryCollection(Collection):
                 return False
             if self.files.is_writing():
                 return False
-            self._points = None
+            loaded, self._points = self._points, None
             log.debug("unloaded idle vector store %r", self.name)
-            return True
         finally:
             self._lock.release()
+        self._save_ann(loaded)
+        return True
 
     # -- manifest and synchronisation ----------------------------------------------------------
     def _forget(self) -> None:
@@ -211,6 +226,8 @@ class MemoryCollection(Collection):
         if self._points is None:
             self._points = self._load()
             self._options.on_loaded()
+            if self._ann_wanted(self._points):
+                self._schedule_ann()
         return self._points
 
     def _load(self) -> LoadedPoints:
@@ -298,6 +315,8 @@ class MemoryCollection(Collection):
                             loaded.generation = new["generation"]
                             if loaded.dead > max(MIN_GARBAGE_ROWS, loaded.live):
                                 loaded.compact()
+                            if self._ann_wanted(loaded):
+                                self._schedule_ann()
                         except BaseException:
                             self._points = None
                             raise
@@ -474,7 +493,186 @@ class MemoryCollection(Collection):
                 return out
             fetch *= 4
 
-    # -- compaction ----------------------------------------------------------------------------
+    # -- approximate search ------------------------------------------------------------------
+    # An HNSW graph (ann.GraphIndex) over the loaded rows of a store with at least
+    # ``ann_min_points`` live points, keyed by slot. Writes never wait for it: a commit appends rows
+    # as before and schedules the backend's indexer, which adds the rows beyond ``graph.upto`` and
+    # removes killed slots in small steps. A search takes graph candidates plus the exact tail and
+    # rescores their union exactly (see docs/local-backend.md, Approximate search).
+    def _ann_wanted(self, loaded: LoadedPoints) -> bool:
+        opts = self._options
+        return (opts.indexer is not None and opts.ann_min_points > 0 and loaded.live >= opts.ann_min_points
+                and loaded.distance in ann.METRICS and ann.available())
+
+    def _schedule_ann(self) -> None:
+        if self._options.indexer is not None:
+            self._options.indexer.schedule(id(self), self._ann_step)
+
+    @staticmethod
+    def _ann_complete(loaded: LoadedPoints) -> bool:
+        graph = loaded.ann
+        return (graph is not None and not loaded.removed_slots
+                and len(ann.tail_rows(loaded, graph.upto)) == 0)
+
+    def _ann_step(self) -> bool:
+        """One bounded piece of indexing work on this store; returns whether more is left."""
+        with self._ann_mutex:
+            with self._lock:
+                loaded = self._points
+                if loaded is None or not self._ann_wanted(loaded):
+                    return False
+                graph = loaded.ann
+                stamp = {"incarnation": loaded.incarnation, "generation": loaded.generation}
+            if graph is None:
+                self._ann_attach(loaded, stamp)
+                return True
+            with self._lock:
+                if loaded is not self._points:
+                    return False
+                removed, loaded.removed_slots = loaded.removed_slots or [], []
+                tail = ann.tail_rows(loaded, graph.upto)[: ann.ADD_CHUNK]
+                slots = loaded.slot_of_row[tail]
+                vectors = loaded.vectors[tail]  # fancy indexing: a copy
+                upto = int(slots[-1]) + 1 if len(tail) else loaded.next_slot
+            graph.remove(removed)
+            graph.add(slots, vectors)
+            graph.upto = max(graph.upto, upto)
+            with self._lock:
+                if loaded is not self._points:
+                    return False
+                more = not self._ann_complete(loaded)
+            if not more and graph.added_since_save >= ann.SAVE_AFTER_ROWS:
+                self._save_ann_locked(loaded)
+            return more
+
+    def _ann_attach(self, loaded: LoadedPoints, stamp: dict[str, Any]) -> None:
+        """Give ``loaded`` its graph: the persisted one when it is of this very state, else an
+        empty one that the next steps fill (logged). Called holding ``self._ann_mutex``."""
+        try:
+            graph, slots, ids = ann.read(self.ann_path, stamp, loaded.size, loaded.distance)
+        except ann.Unusable as exc:
+            reason = str(exc)
+        else:
+            with self._lock:
+                if (loaded is self._points and loaded.ann is None and loaded.generation == stamp["generation"]
+                        and loaded.n == loaded.live and ids == loaded.ids):
+                    loaded.set_slots(slots, graph.upto)
+                    loaded.removed_slots = []
+                    loaded.ann = graph
+                    self.ann_counts["loaded"] += 1
+                    log.debug("vector store %r: approximate-search graph loaded (%d rows)", self.name, len(ids))
+                    return
+            reason = "of other points than the loaded ones"
+        with self._lock:
+            if loaded is not self._points or loaded.ann is not None:
+                return
+            loaded.removed_slots = []
+            loaded.ann = ann.GraphIndex(loaded.size, loaded.distance)
+            self.ann_counts["built"] += 1
+            live = loaded.live
+        log.log(logging.INFO if reason == "missing" else logging.WARNING,
+                "vector store %r: approximate-search graph %s; rebuilding it from %d points in the"
+                " background (searches are exact meanwhile)", self.name, reason, live)
+
+    def _save_ann(self, loaded: LoadedPoints | None) -> None:
+        if loaded is None or loaded.ann is None or loaded.ann.saved:
+            return
+        with self._ann_mutex:
+            self._save_ann_locked(loaded)
+
+    def _save_ann_locked(self, loaded: LoadedPoints) -> None:
+        """Persist ``loaded``'s graph if it covers every live row. Holding ``self._ann_mutex``."""
+        graph = loaded.ann
+        if graph is None or graph.saved:
+            return
+        with self._lock:
+            if not self._ann_complete(loaded):
+                return
+            live = loaded.live_rows()
+            slots = loaded.slot_of_row[live]
+            ids = [loaded.ids[r] for r in live.tolist()]
+            stamp = {"incarnation": loaded.incarnation, "generation": loaded.generation}
+        started = time.perf_counter()
+        try:
+            ann.save(self.ann_path, graph, stamp, slots, ids)
+        except OSError as exc:
+            log.warning("vector store %r: approximate-search graph not saved (%s); it is rebuilt"
+                        " when the store is next loaded", self.name, exc)
+            return
+        self.ann_counts["saved"] += 1
+        log.debug("vector store %r: approximate-search graph saved (%d rows, %.2f s)", self.name,
+                  len(ids), time.perf_counter() - started)
+
+    def ensure_ann_index(self, timeout: float | None = None) -> bool:
+        """Block until the approximate-search graph covers every live point (loading the store and
+        doing the indexing work in this thread, beside the backend's indexer).
+
+        Returns ``False`` when the store has fewer than ``vector_store.ann_min_points`` live
+        points, approximate search is off (``vector_store.ann = "off"``), the distance has no
+        graph (manhattan), or ``timeout`` seconds passed; ``True`` when the graph is complete.
+        Raises ``StoreNotFound``.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with self._lock:
+                self._require()
+                loaded = self._loaded()
+                if not self._ann_wanted(loaded):
+                    return False
+                if self._ann_complete(loaded):
+                    return True
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            self._ann_step()
+
+    def ann_status(self) -> dict[str, Any]:
+        """The approximate-search state: ``{"active": bool, "ready": bool, "indexed": int,
+        "live": int}`` (``active``: the store is loaded and large enough to use a graph;
+        ``indexed``: live rows the graph covers; ``ready``: it covers all). No load is done."""
+        with self._lock:
+            loaded = self._points
+            if loaded is None:
+                return {"active": False, "ready": False, "indexed": 0, "live": 0}
+            graph = loaded.ann
+            tail = len(ann.tail_rows(loaded, graph.upto)) if graph is not None else loaded.live
+            return {"active": self._ann_wanted(loaded), "ready": self._ann_complete(loaded),
+                    "indexed": loaded.live - tail, "live": loaded.live}
+
+    def _ann_rows(self, loaded: LoadedPoints, q: np.ndarray, k: int, w: dict[str, Any] | None
+                  ) -> np.ndarray | None:
+        """Rows to rescore exactly for a top-``k`` search: graph candidates (post-filtered by
+        ``w``, oversampled by the filter's share of the points) and the live tail. ``None``: search
+        exactly (no usable graph, a selective filter, or too few candidates passed)."""
+        graph = loaded.ann
+        if graph is None or loaded.removed_slots is None:
+            return None
+        if graph.upto < loaded.next_slot or loaded.removed_slots:
+            self._schedule_ann()
+        if graph.upto == 0:
+            return None
+        live = loaded.live
+        count = ann.candidates(k)
+        mask = None
+        if w:
+            frows = loaded.where_rows(w)
+            if len(frows) < ANN_FILTER_SHARE * live:
+                return None  # selective: the exact scan of those rows is cheap and exact
+            mask = np.zeros(loaded.n, dtype=bool)
+            mask[frows] = True
+            count = int(np.ceil(count * live / max(1, len(frows))))
+        slots = graph.search(q, min(count, len(graph)))
+        slots = slots[(slots >= 0) & (slots < len(loaded.row_of_slot))]
+        rows = loaded.row_of_slot[slots]
+        rows = rows[rows >= 0]
+        rows = rows[loaded.alive[rows]]
+        tail = ann.tail_rows(loaded, graph.upto)
+        if mask is not None:
+            rows = rows[mask[rows]]
+            tail = tail[mask[tail]]
+        if len(rows) < min(k, live - len(tail)):
+            return None  # too few candidates passed: exact
+        return np.union1d(rows, tail)
+
     # -- Collection API --------------------------------------------------------------------------
     def _ensure_collection(self, size: int, distance: Distance) -> None:
         """Create the store's folder and manifest for ``size``-dim vectors compared by ``distance``.
@@ -495,6 +693,7 @@ class MemoryCollection(Collection):
                 return
             man = self.files.create(size, distance)
             shutil.rmtree(self.lexical_path, ignore_errors=True)  # a crash in the middle of a drop
+            shutil.rmtree(self.ann_path, ignore_errors=True)
             data = self.files.write_manifest_tmp(man)
             with self._lock:
                 self._publish(man, data)
@@ -639,8 +838,11 @@ class MemoryCollection(Collection):
 
     def _search(self, vector: np.ndarray, k: int, w: dict[str, Any] | None, predicate: Any,
                 score_threshold: float | None, with_payload: bool) -> list[ScoredPoint]:
-        """Exact search: ``where`` is answered from a lazily built per-field index, a ``raw_filter``
-        predicate is called on every live payload. Scores are Python floats; equal scores keep
+        """Exact search, or for stores of at least ``vector_store.ann_min_points`` points an
+        approximate candidate set (the graph's, plus the rows not yet in it) rescored exactly:
+        scores are always the exact float32 ones. ``where`` is answered from a lazily built
+        per-field index (a selective one exactly over its rows), a ``raw_filter`` predicate is
+        called on every live payload (always exact). Scores are Python floats; equal scores keep
         insertion order; payloads are shallow copies."""
         with self._lock:
             man = self._require()
@@ -651,7 +853,14 @@ class MemoryCollection(Collection):
             distance = loaded.distance
             q = prepare_query(q, distance)
             rows: np.ndarray | None = None
-            if predicate is not None:
+            if predicate is None and self._ann_wanted(loaded):
+                if loaded.ann is None:
+                    self._schedule_ann()
+                else:
+                    rows = self._ann_rows(loaded, q, k, w)
+            if rows is not None:
+                pass  # graph candidates + tail, rescored exactly below
+            elif predicate is not None:
                 rows = loaded.predicate_rows(predicate)
             elif w:
                 rows = loaded.where_rows(w)

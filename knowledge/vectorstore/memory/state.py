@@ -114,6 +114,13 @@ class LoadedPoints:
         self.indexes: dict[str, dict[tuple[int, Any], list[int]]] = {}
         self.generation = 0
         self.incarnation = ""
+        # Stable slots (the approximate-search graph's keys; rows renumber on compact()): slots
+        # are handed out in row order and never reused, so ``slot_of_row[:n]`` is ascending.
+        self.slot_of_row = np.empty(capacity, dtype=np.int64)
+        self.row_of_slot = np.full(capacity, -1, dtype=np.int64)  # -1: dead or never used
+        self.next_slot = 0
+        self.removed_slots: list[int] | None = None  # slots killed since the graph took them; None: no graph
+        self.ann: Any = None  # the GraphIndex over these rows, if any (see ann.py)
 
     @property
     def live(self) -> int:
@@ -129,7 +136,16 @@ class LoadedPoints:
         vectors[: self.n] = self.vectors[: self.n]
         alive = np.zeros(new_cap, dtype=bool)
         alive[: self.n] = self.alive[: self.n]
-        self.vectors, self.alive = vectors, alive
+        slot_of_row = np.empty(new_cap, dtype=np.int64)
+        slot_of_row[: self.n] = self.slot_of_row[: self.n]
+        self.vectors, self.alive, self.slot_of_row = vectors, alive, slot_of_row
+
+    def _kill(self, row: int) -> None:
+        self.alive[row] = False
+        slot = int(self.slot_of_row[row])
+        self.row_of_slot[slot] = -1
+        if self.removed_slots is not None:
+            self.removed_slots.append(slot)
 
     def place(self, deleted: Sequence[PointId], ids: list[PointId], payloads: Sequence[dict | bytes]) -> None:
         """Replay one batch whose vectors are already in rows ``[n, n + len(ids))``; ``payloads``
@@ -138,18 +154,26 @@ class LoadedPoints:
         for pid in deleted:
             row = row_of.pop(pid, None)
             if row is not None:
-                alive[row] = False
+                self._kill(row)
                 self.dead += 1
         base = self.n
         m = len(ids)
         if not m:
             return
         alive[base : base + m] = True
+        slots = np.arange(self.next_slot, self.next_slot + m, dtype=np.int64)
+        self.slot_of_row[base : base + m] = slots
+        if self.next_slot + m > len(self.row_of_slot):
+            grown = np.full(max(self.next_slot + m, 2 * len(self.row_of_slot)), -1, dtype=np.int64)
+            grown[: self.next_slot] = self.row_of_slot[: self.next_slot]
+            self.row_of_slot = grown
+        self.row_of_slot[self.next_slot : self.next_slot + m] = np.arange(base, base + m, dtype=np.int64)
+        self.next_slot += m
         dead = 0
         for j, pid in enumerate(ids, base):
             old = row_of.get(pid)
             if old is not None:
-                alive[old] = False
+                self._kill(old)
                 dead += 1
             row_of[pid] = j
         self.dead += dead
@@ -184,6 +208,11 @@ class LoadedPoints:
         self.vectors = vectors
         self.alive = np.zeros(vectors.shape[0], dtype=bool)
         self.alive[:live] = True
+        slot_of_row = np.empty(vectors.shape[0], dtype=np.int64)
+        slot_of_row[:live] = self.slot_of_row[keep]
+        self.slot_of_row = slot_of_row
+        self.row_of_slot.fill(-1)
+        self.row_of_slot[slot_of_row[:live]] = np.arange(live, dtype=np.int64)
         rows = keep.tolist()
         self.ids = [self.ids[r] for r in rows]
         self.payloads = self.payloads.take(rows)
@@ -210,6 +239,15 @@ class LoadedPoints:
                             bucket.append(row)
             self.indexes[field] = index
         return index
+
+    def set_slots(self, slots: np.ndarray, next_slot: int) -> None:
+        """Give the live rows (all of ``[0, n)``, compacted) the slots ``slots`` (ascending int64,
+        below ``next_slot``): a persisted graph's keys for these very rows."""
+        n = self.n
+        self.slot_of_row[:n] = slots
+        self.next_slot = next_slot
+        self.row_of_slot = np.full(max(next_slot, len(self.vectors)), -1, dtype=np.int64)
+        self.row_of_slot[slots] = np.arange(n, dtype=np.int64)
 
     def live_rows(self) -> np.ndarray:
         return np.flatnonzero(self.alive[: self.n])
