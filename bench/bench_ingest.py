@@ -58,6 +58,20 @@ FLOOR_BATCHES = (8, 16, 32, 64)
 FLOOR_WINDOW = 256  # all-MiniLM-L6-v2's max_seq_length
 
 
+def _niced_pool():
+    """One thread at the product's batch priority (nice +BATCH_NICE, inherited by the ONNX Runtime
+    threads of sessions made in it): the floor runs where ``embed_documents`` runs, so a loaded
+    machine's other programs take from both alike."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from knowledge.embeddings.fastembed import _lower_priority
+
+    return ThreadPoolExecutor(1, thread_name_prefix="floor", initializer=_lower_priority)
+
+
+_NICED = _niced_pool()
+
+
 def load() -> str:
     """The 1-minute load average, for the figures' context."""
     return f"load {os.getloadavg()[0]:.1f}"
@@ -159,7 +173,7 @@ def floor_vs_product(floor: Floor, embedder, texts: list[str], block: int = 256)
 
         def run_floor(part=part) -> float:
             t0 = time.perf_counter()
-            floor.embed(part)
+            _NICED.submit(floor.embed, part).result()
             return time.perf_counter() - t0
 
         def run_product(part=part) -> float:
@@ -226,7 +240,8 @@ def run_config(size: int, overlap: int, files: list[Path], *, measure_quality: b
                  for p in wb.vector_store("book").collection.scroll()]
         if "floor" not in _FLOOR:
             picks = np.random.default_rng(0).choice(len(texts), min(floor_sample, len(texts)), replace=False)
-            _FLOOR["floor"] = tune_floor(ensure_bundled_model(settings.models_dir), [texts[i] for i in picks])
+            _FLOOR["floor"] = _NICED.submit(tune_floor, ensure_bundled_model(settings.models_dir),
+                                            [texts[i] for i in picks]).result()
         compared = floor_vs_product(_FLOOR["floor"], embedder, texts)
         raw_s = compared["product_s"]
         tokens = sum(embedder.count_tokens(t) for t in texts) / max(1, len(texts))
