@@ -26,7 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import filelock
+import numpy as np
 
+from knowledge.embeddings._pooled import MeanPooledEncoder
 from knowledge.embeddings.fastembed import FastEmbedEmbedder
 from knowledge.errors import EmbeddingUnavailable
 
@@ -162,9 +164,29 @@ class BundledEmbedder(FastEmbedEmbedder):
 
     Loading (on first use or :meth:`load`) first runs :func:`ensure_bundled_model` on ``models_dir``
     and never downloads anything.
+
+    Documents (:meth:`embed_documents`) run on a :class:`~knowledge.embeddings._pooled.MeanPooledEncoder`
+    session of this application's own rather than fastembed's: batches sorted by token length,
+    ``threads`` intra-op and ``inter_op_threads`` inter-op threads, tokenised once, pooled in numpy
+    -- the same vectors as fastembed's (``tests/ingest/test_embed_floor.py``), at the floor that
+    ``bench/bench_ingest.py`` measures. Queries keep fastembed's session.
+
+    Args:
+        models_dir: the model cache folder (``Settings.models_dir``).
+        batch_size: texts per ONNX Runtime call in :meth:`embed_documents`.
+        threads: intra-op threads of both sessions; ``None`` uses every core.
+        inter_op_threads: inter-op threads of the documents' session (sequential execution uses 1).
+
+    Raises:
+        ConfigError: ``batch_size`` < 1. ValueError: ``threads`` < 1 or ``inter_op_threads`` < 1.
     """
 
-    def __init__(self, models_dir: Path, *, batch_size: int = 32, threads: int | None = None) -> None:
+    def __init__(self, models_dir: Path, *, batch_size: int = 32, threads: int | None = None,
+                 inter_op_threads: int = 1) -> None:
+        if threads is not None and threads < 1:
+            raise ValueError(f"threads must be at least 1 (or None: every core), got {threads}.")
+        if inter_op_threads < 1:
+            raise ValueError(f"inter_op_threads must be at least 1, got {inter_op_threads}.")
         super().__init__(
             BUNDLED_MODEL_NAME,
             models_dir,
@@ -172,9 +194,24 @@ class BundledEmbedder(FastEmbedEmbedder):
             batch_size=batch_size,
             threads=threads,
         )
+        self.inter_op_threads = inter_op_threads
 
     def _model_dir(self) -> Path:
         return ensure_bundled_model(self.cache_dir)
+
+    def _open_documents(self) -> MeanPooledEncoder:
+        model = self._loaded()
+        folder = self._model_dir()
+        try:
+            return MeanPooledEncoder(folder / "model.onnx", model.model.tokenizer, self._max_tokens,  # type: ignore[attr-defined]  # ONNX models have it
+                                     intra_op_threads=self.threads, inter_op_threads=self.inter_op_threads)
+        except Exception as exc:  # onnxruntime and tokenizers raise their own types
+            raise EmbeddingUnavailable(
+                f"The embedding model {self.name} cannot be loaded from {folder}: {exc}"
+            ) from exc
+
+    def _embed_batch(self, model: MeanPooledEncoder, items: list[str]) -> np.ndarray:
+        return model.embed(items, self.batch_size)
 
 
 # -- assembly ------------------------------------------------------------------------------------------

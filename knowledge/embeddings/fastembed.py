@@ -19,6 +19,7 @@ import numpy as np
 
 from knowledge._onnx import quiet_onnxruntime
 from knowledge.embeddings._inputs import check_query, check_text, check_texts, normalise_rows
+from knowledge.embeddings._pooled import length_order
 from knowledge.embeddings.base import Embedder, Token
 from knowledge.errors import ConfigError, EmbeddingUnavailable
 
@@ -120,7 +121,7 @@ class FastEmbedEmbedder(Embedder):
         self._special_tokens = 0
         self._load_lock = threading.Lock()
         self._batch_pool: ThreadPoolExecutor | None = None
-        self._batch_model: TextEmbedding | None = None  # the documents' session, made in the pool's thread
+        self._batch_model: Any = None  # the documents' model (_open_documents), made in the pool's thread
 
     # -- loading ---------------------------------------------------------------------------------
     @property
@@ -288,23 +289,41 @@ class FastEmbedEmbedder(Embedder):
         items = check_texts(texts)
         self._loaded()
 
-        def run() -> list[Any]:
+        def run() -> np.ndarray:
             if self._batch_model is None:
-                batch_model = self._open(self._model_dir())
-                if self._window_override is not None:
-                    _truncate_at(batch_model.model.tokenizer, self._max_tokens)  # type: ignore[attr-defined]  # ONNX models have it
-                self._batch_model = batch_model
-            return list(self._batch_model.passage_embed(items, batch_size=self.batch_size))
+                self._batch_model = self._open_documents()
+            return self._embed_batch(self._batch_model, items)
 
         try:
-            rows = self._batch_executor().submit(run).result()
+            vectors = self._batch_executor().submit(run).result()
         except EmbeddingUnavailable:
             raise
         except Exception as exc:
             raise EmbeddingUnavailable(
                 f"The embedding model {self.name} failed on {len(items)} texts: {exc}"
             ) from exc
-        return normalise_rows(np.stack(rows), self.name)
+        return normalise_rows(vectors, self.name)
+
+    def _open_documents(self) -> Any:
+        """The documents' model, opened in the batch thread (so its ONNX Runtime threads are nice'd)."""
+        batch_model = self._open(self._model_dir())
+        if self._window_override is not None:
+            _truncate_at(batch_model.model.tokenizer, self._max_tokens)  # type: ignore[attr-defined]  # ONNX models have it
+        return batch_model
+
+    def _embed_batch(self, model: Any, items: list[str]) -> np.ndarray:
+        """``(n, d)`` vectors of ``items`` in their order, from ``model`` (:meth:`_open_documents`'s).
+
+        The texts go to fastembed sorted by length in characters (a proxy for their token lengths that
+        costs no second tokenisation), so each ``batch_size`` batch is padded to nearly its own length
+        rather than to the longest text of an arbitrary mix; the attention mask keeps padding out of
+        every vector, so only the time changes.
+        """
+        order = length_order([len(item) for item in items])
+        rows = np.stack(list(model.passage_embed([items[i] for i in order], batch_size=self.batch_size)))
+        out = np.empty_like(rows)
+        out[order] = rows
+        return out
 
     def embed_query(self, text: str) -> np.ndarray:
         """Embed a search query (fastembed's ``query_embed``: models with a query task or prefix use it).
