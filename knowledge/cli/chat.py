@@ -16,7 +16,7 @@ from knowledge.workbench import Workbench
 
 #: The fields of a citation that ``chat --json`` prints.
 CITATION_FIELDS = ("n", "source", "file_name", "file_id", "page", "chunk_index", "chunks", "heading", "char_start",
-                   "char_end", "used_at", "score", "text")
+                   "char_end", "used_at", "score", "text", "sentences")
 
 
 def add_parser(sub: Commands) -> None:
