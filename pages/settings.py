@@ -152,8 +152,8 @@ def config_forms(rows: list, names: list[str]) -> None:
 
 if admin:
     with tab_configs:
-        local_servers(names)
         config_forms(rows, names)
+        local_servers(names)
 
 with tab_traces:
     chat = app_chat_service(wb)

@@ -152,7 +152,7 @@ def test_chat_over_a_store_answers_from_the_chapter_and_the_citation_opens_it(br
             messages = page.get_by_test_id("stChatMessage")
             expect(messages).to_have_count(2, timeout=240_000)
             answer = messages.nth(1)
-            expect(answer).to_contain_text("The passages of Team docs that best match")
+            expect(answer).to_contain_text("The sentences of Team docs that best answer")
             first = answer.get_by_test_id("stExpander").filter(has_text=re.compile(r"\[1\] ")).filter(
             has_not_text="vector_search(").first
             label = squash(first.locator("summary").inner_text())
