@@ -56,6 +56,7 @@ def cmd_chat(wb: Workbench, args: argparse.Namespace) -> int:
                           "answer": reply.text,
                           "stores": chat.session(session.id).stores,
                           "citations": [{k: c.get(k) for k in CITATION_FIELDS} for c in reply.citations],
+                          "unknown_markers": reply.unknown_markers,
                           "also_searched": [{k: c.get(k) for k in CITATION_FIELDS if k not in ("n", "used_at")}
                                             for c in reply.also_searched],
                           "tool_calls": [{"name": r.name, "arguments": r.arguments, "ok": r.ok}
