@@ -47,7 +47,7 @@ def _prose_blocks(text: str) -> list[tuple[int, int]]:
     """``[start, end)`` spans of the prose blocks of ``text`` (see the module docstring)."""
     blocks: list[tuple[int, int]] = []
     current: list[int] | None = None
-    fenced = False
+    fenced = quoted = False
 
     def close() -> None:
         nonlocal current
@@ -71,8 +71,9 @@ def _prose_blocks(text: str) -> list[tuple[int, int]]:
             close()
             continue
         item = _LIST.match(inner)
-        if item:
-            close()  # a list item starts a block of its own
+        if item or (current is not None and quoted != bool(quote)):
+            close()  # a list item starts a block of its own, and so does a block quote (or its end)
+        quoted = bool(quote)
         if current is None:
             current = [at + q + (item.end() if item else 0), at + len(body)]
         else:

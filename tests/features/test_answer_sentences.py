@@ -86,3 +86,14 @@ def test_the_first_sentence_holds_the_answer_and_cites_its_passage(chapters_stor
         assert answer.count("\n> ") <= 3  # one to three sentences, no passage quoted
         assert len({(c["file_id"], c["chunk_index"]) for c in reply["citations"]}) == len(reply["citations"])
     assert right >= 8, report
+
+
+def test_sentences_keep_their_offsets_and_skip_code_headings_and_tables():
+    text = ("# Title here and more\n\nThe first sentence is here. The second one, too!\n\n```rust\nlet x = 5;"
+            " // not prose at all.\n```\n\n| a | b c d e |\n\n- A list item that says something.\n"
+            "> A quoted line that goes\n> on to the next line.\n")
+    found = sentences(text)
+    assert [s.text for s in found] == ["The first sentence is here.", "The second one, too!",
+                                       "A list item that says something.", "A quoted line that goes\n> on to the next line."]
+    assert all(text[s.start:s.end] == s.text for s in found)
+    assert clean(found[-1].text) == "A quoted line that goes on to the next line."
