@@ -53,10 +53,11 @@ def _worker_pids(wb: Workbench) -> set[int]:
     return {int(r.worker.split(":")[1]) for r in q.jobs(wb.catalog) if r.worker}
 
 
+@pytest.mark.slow  # three workbenches
 def test_use_worker_process_follows_the_settings(tmp_path):
     off = Workbench(load_settings(data_dir=tmp_path / "a", ingest={"worker_process": False}))
-    none = Workbench(load_settings(data_dir=tmp_path / "b", ingest={"worker_threads": 0}))
-    on = Workbench(load_settings(data_dir=tmp_path / "c", ingest={"worker_threads": 2}))
+    none = Workbench(load_settings(data_dir=tmp_path / "b", ingest={"worker_threads": 0, "worker_process": True}))
+    on = Workbench(load_settings(data_dir=tmp_path / "c", ingest={"worker_threads": 2, "worker_process": True}))
     try:
         assert not off.jobs.use_worker_process(off) and off.jobs.process is None
         assert not none.jobs.use_worker_process(none) and none.jobs.process is None
