@@ -46,6 +46,10 @@ EXPANSION_ADD = 128
 #: Rows added to the graph per step of the indexer. usearch 2.19's ``add`` holds the GIL, so every
 #: other thread of the process (searches, writes) waits for one step: keep it small.
 ADD_CHUNK = 64
+#: Seconds a store's writes must have paused before the indexer adds rows to its graph: a bulk
+#: ingestion keeps today's write rate (an ``add`` step holding the GIL would take turns with every
+#: batch) and the rows it writes meanwhile are searched exactly, as the graph's tail.
+WRITE_QUIET_SECONDS = 1.0
 #: Threads of one ``add`` step (bounded: the machine also serves searches and ingestion).
 ADD_THREADS = max(1, min(2, os.cpu_count() or 1))
 #: The indexer saves the graph when it has added this many rows since the last save (and the

@@ -112,6 +112,7 @@ class MemoryCollection(Collection):
         self._lex_problem = ""
         self.ann_path: Path = self.path / ann.ANN_DIR
         self._ann_mutex = threading.Lock()  # one indexing step of this store at a time
+        self._last_write = 0.0  # time.monotonic() of this process's last commit to the store
         #: Counters, for tests and benchmarks: graphs loaded from ``ann/``, built from scratch, saved.
         self.ann_counts = {"loaded": 0, "built": 0, "saved": 0}
 
@@ -300,6 +301,7 @@ class MemoryCollection(Collection):
                 lines: list[bytes], payloads: list[dict], vectors: np.ndarray, count: int) -> None:
         """Write one batch as a new segment (:meth:`SegmentLog.append`) and apply it to memory at
         the commit point, then merge segments when due. Called holding the write lock."""
+        self._last_write = time.monotonic()
         batch = self._lexical_batch(man, man["generation"] + 1, deleted, ids, payloads)
         published = False
 
@@ -515,7 +517,13 @@ class MemoryCollection(Collection):
                 and len(ann.tail_rows(loaded, graph.upto)) == 0)
 
     def _ann_step(self) -> bool:
-        """One bounded piece of indexing work on this store; returns whether more is left."""
+        """One bounded piece of indexing work on this store; returns whether more is left. Waits
+        (sleeping, so the GIL is free) until this process has not written the store for
+        :data:`~.ann.WRITE_QUIET_SECONDS`."""
+        quiet = self._last_write + ann.WRITE_QUIET_SECONDS - time.monotonic()
+        if quiet > 0:
+            time.sleep(min(quiet, ann.WRITE_QUIET_SECONDS))
+            return True
         with self._ann_mutex:
             with self._lock:
                 loaded = self._points
