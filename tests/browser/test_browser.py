@@ -205,6 +205,24 @@ def rerun_and_wait(pg, action, timeout: float = 120_000, start_within: float = 1
     wait_for_app(pg, timeout)
 
 
+def scroll_to(locator, timeout: float = 30_000) -> None:
+    """Scroll ``locator`` into view, trying again while the page redraws it.
+
+    Playwright does not retry ``scroll_into_view_if_needed`` when the element it found is replaced
+    (Streamlit redraws a running batch's block every second, and every rerun redraws the page), so
+    "Element is not attached to the DOM" is caught and the locator resolved anew until ``timeout``
+    ms have passed."""
+    deadline = time.monotonic() + timeout / 1000
+    while True:
+        try:
+            scroll_to(locator, timeout=max(1_000.0, (deadline - time.monotonic()) * 1000))
+            return
+        except Exception as exc:
+            if "not attached" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 def choose_option(pg, box, name: str, tries: int = 3) -> None:
     """Open the selectbox/multiselect ``box`` and pick the option ``name`` (waiting for the rerun).
     The click that opens the list is repeated when no list shows: a click that lands while the

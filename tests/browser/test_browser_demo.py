@@ -18,7 +18,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from test_browser import drop_files, browser, explained, rerun_and_wait, serve, wait_for_app  # noqa: F401 (fixture)
+from test_browser import drop_files, browser, explained, rerun_and_wait, serve, wait_for_app, scroll_to  # noqa: F401 (fixture)
 
 pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.slow]
 
@@ -166,7 +166,7 @@ def test_demo_the_whole_app(browser, demo, shots: Path, corpus: Path):
             wait_for_app(page)
             retry = page.get_by_role("button", name="🔁 Retry")
             password = page.locator('input[type="password"]')
-            password.scroll_into_view_if_needed()
+            scroll_to(password)
             rerun_and_wait(page, lambda: (password.fill("not-the-password"), password.press("Enter")))
             rerun_and_wait(page, lambda: retry.click())
             answer = page.locator('[data-testid="stAlertContentError"]').filter(
@@ -175,7 +175,7 @@ def test_demo_the_whole_app(browser, demo, shots: Path, corpus: Path):
             # file id, another key) is still drawn beside the new one; wait for the answer, then rest.
             expect(answer).to_be_visible()
             wait_for_app(page)
-            retry.scroll_into_view_if_needed()
+            scroll_to(retry)
             assert in_viewport(page, answer) and in_viewport(page, retry)
             page.screenshot(path=str(shots / "demo-14-wrong-password-1280.png"))
             password = page.locator('input[type="password"]')
@@ -208,7 +208,7 @@ def test_demo_the_whole_app(browser, demo, shots: Path, corpus: Path):
                 assert page.locator('[data-testid="stMain"] mark').count() > 0, q  # highlighting works
             opened = page.locator('[data-testid="stExpander"]').filter(
                 has=page.locator("summary", has_text=re.compile(r"Full (chunk|text)"))).nth(1)
-            opened.scroll_into_view_if_needed()
+            scroll_to(opened)
             opened.screenshot(path=str(shots / "demo-17-full-chunk-1280.png"))
             full_shot(page, shots / "demo-16-rust-results-1280.png")
 

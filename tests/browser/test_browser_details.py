@@ -19,6 +19,7 @@ from test_browser import (  # noqa: F401  (fixtures: artifacts, browser)
     rerun_and_wait,
     serve,
     shot,
+    scroll_to,
 )
 
 pytestmark = [pytest.mark.browser]
@@ -114,9 +115,9 @@ def test_the_details_editor_and_store_settings_fit_the_screen(browser, server: S
         # nothing of either section runs off the right edge of the screen
         for box in (section.bounding_box(), settings.bounding_box()):
             assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width + 1, box
-        section.get_by_text("Attributes are key/value").scroll_into_view_if_needed()
+        scroll_to(section.get_by_text("Attributes are key/value"))
         shot(page, artifacts, f"29-details-{width}.png")
         reembed = settings.get_by_role("button", name="Re-embed", exact=True)
         expect(reembed).to_be_visible()  # the local admin owns the store
-        reembed.scroll_into_view_if_needed()
+        scroll_to(reembed)
         shot(page, artifacts, f"29-settings-{width}.png")

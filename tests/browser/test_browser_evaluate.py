@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from test_browser import ARTIFACTS, app_page, browser, explained, rerun_and_wait, serve, shot, wait_for_app  # noqa: F401
+from test_browser import ARTIFACTS, app_page, browser, explained, rerun_and_wait, serve, shot, wait_for_app  # noqa: F401, scroll_to
 
 from knowledge.cli import main
 
@@ -77,11 +77,11 @@ def test_upload_a_question_file_and_see_the_table_and_chart(browser, server, art
         ranked = page.get_by_role("listitem").filter(has_text=re.compile(r"[✅⬜] ch\d"))
         expect(ranked.first).to_contain_text("✅ ch03-04-comments.md")
         expect(page.locator('[data-testid="stException"]')).to_have_count(0)
-        page.get_by_text("Metrics per store and ranking").scroll_into_view_if_needed()
+        scroll_to(page.get_by_text("Metrics per store and ranking"))
         page.screenshot(path=str(artifacts / f"evaluate-{width}-2-results-view.png"))
-        chart.scroll_into_view_if_needed()
+        scroll_to(chart)
         page.screenshot(path=str(artifacts / f"evaluate-{width}-3-chart.png"))
-        ranked.first.scroll_into_view_if_needed()
+        scroll_to(ranked.first)
         page.screenshot(path=str(artifacts / f"evaluate-{width}-4-ranked-files.png"))
         # the page fits the screen's width: nothing scrolls sideways
         scroll_width = page.evaluate("document.documentElement.scrollWidth")
@@ -112,7 +112,7 @@ def test_type_questions_then_save_and_evaluate(browser, server, artifacts, width
         expect(page.locator('[data-testid="stException"]')).to_have_count(0)
         rankings = page.get_by_test_id("stMultiSelect").filter(has_text="Rankings").first
         expect(rankings).to_contain_text("Hybrid")
-        page.get_by_text("Metrics per store and ranking").scroll_into_view_if_needed()
+        scroll_to(page.get_by_text("Metrics per store and ranking"))
         shot(page, artifacts, f"evaluate-{width}-6-typed-evaluated.png")
         scroll_width = page.evaluate("document.documentElement.scrollWidth")
         assert scroll_width <= width + 1, scroll_width

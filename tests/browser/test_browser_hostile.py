@@ -28,7 +28,7 @@ from urllib.parse import quote
 
 import pytest
 from conftest import isolate
-from test_browser import ARTIFACTS, Server, browser, explained, rerun_and_wait, serve, wait_for_app
+from test_browser import ARTIFACTS, Server, browser, explained, rerun_and_wait, serve, wait_for_app, scroll_to
 from test_browser_demo import DESKTOP, PHONE, Requests, full_shot, open_context
 
 pytestmark = [pytest.mark.browser]
@@ -206,7 +206,7 @@ def test_hostile_names_texts_and_answers_load_and_link_nothing_outside(browser, 
                         page.set_viewport_size(viewport)
                         page.wait_for_timeout(400)
                         with contextlib.suppress(Exception):
-                            focus.scroll_into_view_if_needed(timeout=5_000)
+                            scroll_to(focus, timeout=5_000)
                         page.wait_for_timeout(200)
                         page.screenshot(path=str(shots / f"hostile-{name}-{width}.png"))
                         full_shot(page, shots / f"hostile-{name}-{width}-full.png")

@@ -21,6 +21,7 @@ from test_browser import (  # noqa: F401  (fixtures)
     serve,
     shot,
     wait_for_app,
+    scroll_to,
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.model]
@@ -61,6 +62,6 @@ def test_folder_ingest_shows_skipped_files(browser, server: Server, artifacts: P
         expect(page.get_by_text(re.compile(r"REPORT\.MD — \d+ chunks?"))).to_be_visible(timeout=180_000)
         note = page.get_by_text("Skipped 2 files in the folders: 1 hidden, 1 not matching '**/*.md'.")
         expect(note).to_be_visible(timeout=30_000)
-        note.scroll_into_view_if_needed()
+        scroll_to(note)
         page.screenshot(path=str(artifacts / f"14-folder-skipped-{width}.png"))
         shot(page, artifacts, f"14-folder-skipped-{width}-full.png")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from PIL import Image, ImageDraw, ImageFont
-from test_browser import drop_files, ARTIFACTS, Server, app_page, browser, explained, rerun_and_wait, server, wait_for_app  # noqa: F401
+from test_browser import drop_files, ARTIFACTS, Server, app_page, browser, explained, rerun_and_wait, server, wait_for_app  # noqa: F401, scroll_to
 
 pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.slow]
 
@@ -46,7 +46,7 @@ def shots(page, element, artifacts: Path, name: str) -> None:
     for width, height, tag in ((1280, 800, "wide"), (390, 844, "narrow")):
         page.set_viewport_size({"width": width, "height": height})
         page.wait_for_timeout(300)
-        element.scroll_into_view_if_needed()
+        scroll_to(element)
         page.screenshot(path=str(artifacts / f"{name}-{tag}.png"))
     page.set_viewport_size({"width": 1280, "height": 800})
 

@@ -24,6 +24,7 @@ from test_browser import (  # noqa: F401  (fixtures)
     serve,
     shot,
     wait_for_app,
+    scroll_to,
 )
 from web_helpers import Site, page
 
@@ -113,7 +114,7 @@ def test_office_files_a_password_and_a_web_page(browser, server: Server, office_
         shot(pg, office_artifacts, f"27-office-batch-{width}.png")
 
         password = pg.locator('input[type="password"]')
-        password.scroll_into_view_if_needed()
+        scroll_to(password)
         rerun_and_wait(pg, lambda: (password.fill("tika"), password.press("Enter")))
         rerun_and_wait(pg, lambda: pg.get_by_role("button", name="🔁 Retry").click())
         expect(pg.locator('[data-testid="stAlertContentSuccess"]').filter(

@@ -23,6 +23,7 @@ from test_browser import (  # noqa: F401  (fixtures: artifacts, browser)
     serve,
     shot,
     wait_for_app,
+    scroll_to,
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.model]
@@ -42,7 +43,6 @@ def _encrypted_pdf(path: Path, password: str) -> Path:
 @pytest.mark.parametrize("width,height", [(1280, 800), (390, 844)])
 def test_password_retry_then_files_home_and_search(browser, server: Server, artifacts: Path, tmp_path: Path,
                                                    width: int, height: int):
-    from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import expect
 
     locked = _encrypted_pdf(tmp_path / f"locked-{width}.pdf", "secret")
@@ -61,14 +61,7 @@ def test_password_retry_then_files_home_and_search(browser, server: Server, arti
         retry = page.get_by_role("button", name="Retry")
         expect(password).to_be_visible()
         expect(retry).to_be_visible()
-        for attempt in range(3):  # a late rerun (the batch finishing) can replace the field mid-scroll
-            try:
-                password.scroll_into_view_if_needed()
-                break
-            except PlaywrightError:
-                if attempt == 2:
-                    raise
-                wait_for_app(page)
+        scroll_to(password)  # a late rerun (the batch finishing) can replace the field mid-scroll
         page.screenshot(path=str(artifacts / f"12-stores-attention-{width}.png"))
 
         password.fill("secret")
@@ -79,7 +72,7 @@ def test_password_retry_then_files_home_and_search(browser, server: Server, arti
         expect(done).to_be_visible(timeout=120_000)
         expect(page.get_by_text("Needs attention")).to_have_count(0)
         expect(page.get_by_text("Indexed files (2)", exact=True)).to_be_visible()
-        done.scroll_into_view_if_needed()
+        scroll_to(done)
         page.screenshot(path=str(artifacts / f"12-stores-retried-{width}.png"))
         shot(page, artifacts, f"12-stores-retried-{width}-full.png")
 
@@ -109,10 +102,10 @@ def test_password_retry_then_files_home_and_search(browser, server: Server, arti
         expect(page.get_by_text(re.compile(rf"{store}: \d+ results? in"))).to_be_visible(timeout=60_000)
         mark = page.locator("mark").filter(has_text=re.compile("lighthouse", re.I)).first
         expect(mark).to_be_visible()
-        mark.scroll_into_view_if_needed()
+        scroll_to(mark)
         page.screenshot(path=str(artifacts / f"12-search-{width}.png"))
         # the score chart's legend in words (shown / not shown), not true/false
         legend = page.get_by_text("not shown", exact=True).first
-        legend.scroll_into_view_if_needed()
+        scroll_to(legend)
         expect(legend).to_be_visible()
         page.screenshot(path=str(artifacts / f"12-search-scores-{width}.png"))

@@ -17,6 +17,7 @@ from test_browser import (  # noqa: F401  (fixtures: artifacts, browser)
     rerun_and_wait,
     serve,
     wait_for_app,
+    scroll_to,
 )
 
 pytestmark = [pytest.mark.browser]
@@ -61,7 +62,7 @@ def test_export_download_and_import_as_a_new_store(browser, server: Server, arti
         got.value.save_as(bundle)
         info = portable.bundle_info(bundle)
         assert info["name"] == "Harbour" and info["files"] == 2
-        section.scroll_into_view_if_needed()
+        scroll_to(section)
         page.screenshot(path=str(artifacts / f"18-stores-export-{width}.png"))
         assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
 
@@ -73,12 +74,12 @@ def test_export_download_and_import_as_a_new_store(browser, server: Server, arti
         wait_for_app(page)
         preview = section.get_by_text("Harbour.kb: store Harbour · 2 files")
         expect(preview).to_be_visible()
-        preview.scroll_into_view_if_needed()
+        scroll_to(preview)
         page.screenshot(path=str(artifacts / f"18-stores-import-preview-{width}.png"))
         assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
         rerun_and_wait(page, lambda: section.get_by_role("button", name="Import", exact=True).click())
         told = page.get_by_text(f"Imported 'Harbour copy {width}': 2 files")
         expect(told).to_be_visible()
-        told.scroll_into_view_if_needed()
+        scroll_to(told)
         page.screenshot(path=str(artifacts / f"18-stores-imported-{width}.png"))
         assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import CORPUS, isolate
-from test_browser import ARTIFACTS, Server, app_page, browser, serve, wait_for_app
+from test_browser import ARTIFACTS, Server, app_page, browser, serve, wait_for_app, scroll_to
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 __all__ = ["browser"]  # the fixture, imported so pytest finds it here
@@ -99,7 +99,7 @@ def test_the_store_map_and_its_legend_fit_the_page(browser, app: Server, shots: 
         for c in charts:
             assert c["drawn"] <= c["holder"] + 1 and c["right"] <= c["viewport"] + 1, charts
         chart = page.locator('[data-testid="stVegaLiteChart"]').first
-        chart.scroll_into_view_if_needed()
+        scroll_to(chart)
         chart.screenshot(path=str(shots / f"map-{width}.png"))
         _full_shot(page, shots / f"search-{width}.png")
 
@@ -112,7 +112,7 @@ def test_all_stores_table_shows_files_chunks_and_size(browser, app: Server, shot
         heading = page.get_by_text("All stores (3)")
         expect(heading).to_be_visible()
         table = page.locator('[data-testid="stDataFrame"]').filter(has=page.locator("canvas")).last
-        table.scroll_into_view_if_needed()
+        scroll_to(table)
         page.wait_for_timeout(500)
         box = table.bounding_box()
         assert box is not None and box["x"] + box["width"] <= width + 1

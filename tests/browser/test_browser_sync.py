@@ -20,6 +20,7 @@ from test_browser import (  # noqa: F401  (fixtures)
     serve,
     shot,
     wait_for_app,
+    scroll_to,
 )
 
 pytestmark = [pytest.mark.browser]
@@ -58,7 +59,7 @@ def test_add_a_synced_folder_preview_then_apply(browser, server: Server, artifac
         rerun_and_wait(page, lambda: add.get_by_role("button", name="Add folder").click())
         plan = page.get_by_text("3 added, 0 changed, 0 renamed, 0 deleted, 0 unchanged")
         expect(plan).to_be_visible()
-        plan.scroll_into_view_if_needed()
+        scroll_to(plan)
         page.screenshot(path=str(artifacts / f"18-sync-plan-{width}.png"))
         rerun_and_wait(page, lambda: page.get_by_role("button", name="Apply").click())
         expect(page.get_by_text("Folders kept in sync (1)")).to_be_visible(timeout=60_000)
@@ -67,6 +68,6 @@ def test_add_a_synced_folder_preview_then_apply(browser, server: Server, artifac
         if not page.get_by_role("button", name="Sync now").is_visible():
             heading.click()
         expect(page.get_by_role("button", name="Sync now")).to_be_visible()
-        heading.scroll_into_view_if_needed()
+        scroll_to(heading)
         page.screenshot(path=str(artifacts / f"18-sync-folders-{width}.png"))
         shot(page, artifacts, f"18-sync-folders-{width}-full.png")
