@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from test_browser import ARTIFACTS, app_page, browser, explained, rerun_and_wait, serve, shot, wait_for_app  # noqa: F401, scroll_to
+from test_browser import ARTIFACTS, app_page, browser, explained, rerun_and_wait, serve, shot, wait_for_app, scroll_to  # noqa: F401
 
 from knowledge.cli import main
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from PIL import Image, ImageDraw, ImageFont
-from test_browser import drop_files, ARTIFACTS, Server, app_page, browser, explained, rerun_and_wait, server, wait_for_app  # noqa: F401, scroll_to
+from test_browser import drop_files, ARTIFACTS, Server, app_page, browser, explained, rerun_and_wait, server, wait_for_app, scroll_to  # noqa: F401
 
 pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.slow]
 
