@@ -215,7 +215,7 @@ def scroll_to(locator, timeout: float = 30_000) -> None:
     deadline = time.monotonic() + timeout / 1000
     while True:
         try:
-            scroll_to(locator, timeout=max(1_000.0, (deadline - time.monotonic()) * 1000))
+            locator.scroll_into_view_if_needed(timeout=max(1_000.0, (deadline - time.monotonic()) * 1000))
             return
         except Exception as exc:
             if "not attached" not in str(exc) or time.monotonic() > deadline:
