@@ -91,6 +91,7 @@ def test_sign_in_by_account_shows_who_and_sign_out_ends_the_session(wb):
     assert wb.people.audit.events(actor="ana", action="user.sign_out")
 
 
+@pytest.mark.slow
 def test_wrong_passwords_are_throttled_per_account_with_one_message(wb, waits):
     at = visit()
     sign_in(at, "", "")
@@ -119,6 +120,7 @@ def test_an_expired_session_signs_out_with_the_reason(wb):
     assert [t.label for t in at.text_input] == ["Username", "Password"]
 
 
+@pytest.mark.slow
 def test_a_deleted_account_and_a_role_change_apply_on_the_next_run(wb):
     root = wb.people.accounts.actor("root")
     bo = signed_in("bo")
@@ -230,6 +232,7 @@ def test_an_invitation_link_creates_an_account_with_odd_characters_and_signs_it_
         wb.people.accounts.invitation(token)
 
 
+@pytest.mark.slow
 def test_a_member_gets_no_people_or_settings_page_an_admin_does(wb):
     ana = signed_in("ana")
     for page in ("pages/people.py", "pages/settings.py"):
@@ -244,6 +247,7 @@ def test_a_member_gets_no_people_or_settings_page_an_admin_does(wb):
     assert not root.exception
 
 
+@pytest.mark.slow
 def test_an_admin_adds_an_account_and_deleting_one_hands_its_stores_to_an_admin(wb):
     at = signed_in("root", "pages/people.py")
     table = at.dataframe[0].value
@@ -270,6 +274,7 @@ def test_an_admin_adds_an_account_and_deleting_one_hands_its_stores_to_an_admin(
     assert wb.people.accounts.get("cy") is None and wb.store_owner("Cy notes") == "root"
 
 
+@pytest.mark.slow
 def test_my_api_keys_are_made_shown_once_and_revoked_at_once(wb):
     at = signed_in("ana", "pages/account.py")
     at.text_input(key="key-name").input("laptop scripts")
@@ -288,6 +293,7 @@ def test_my_api_keys_are_made_shown_once_and_revoked_at_once(wb):
     assert [e.action for e in wb.people.audit.events(actor="ana", action="key.")] == ["key.revoke", "key.create"]
 
 
+@pytest.mark.slow
 def test_my_account_changes_the_password_and_keeps_me_signed_in(wb):
     at = signed_in("bo", "pages/account.py")
     at.text_input(key="my-current").input("not it")
@@ -303,6 +309,7 @@ def test_my_account_changes_the_password_and_keeps_me_signed_in(wb):
     assert wb.people.accounts.authenticate("bo", "a new long password").username == "bo"
 
 
+@pytest.mark.slow
 def test_the_audit_page_shows_a_member_only_the_stores_they_see(wb):
     ana = wb.as_user(wb.people.accounts.actor("ana"))
     ana.create_store("Ana private")

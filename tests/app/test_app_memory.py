@@ -93,6 +93,7 @@ def test_remember_recall_filter_and_forget(backend):
     assert any("No memories yet" in i.value for i in at.info)
 
 
+@pytest.mark.slow
 def test_bad_input_is_a_message_and_the_memory_is_shared_with_python():
     at = memory_page("memory")
     remember(at, "some text", "d", payload="[1, 2]")
@@ -146,6 +147,7 @@ def test_recall_starts_where_the_memories_are_and_names_each_hits_dataset():
     assert at.selectbox(key="mem_recall_dataset").value == "default"  # default holds memories: it stays
 
 
+@pytest.mark.slow
 def test_browse_a_dataset_a_page_at_a_time_and_forget_one():
     _write([(f"note number {i:02d}", "notes") for i in range(23)] + [("a kitchen memory", "kitchen")])
     at = memory_page("memory")

@@ -43,6 +43,7 @@ def _texts(at) -> str:
     return "\n".join([s.value for s in at.success] + [e.value for e in at.error] + [c.value for c in at.caption])
 
 
+@pytest.mark.slow
 def test_export_prepares_a_bundle_to_download():
     _store()
     at = open_app("pages/stores.py")
@@ -120,6 +121,7 @@ def test_move_a_store_to_another_backend(_close_qdrant):
     assert list(stores["backend"]) == ["qdrant"] and list(stores["files"]) == [2]
 
 
+@pytest.mark.slow
 def test_import_into_an_empty_data_folder(tmp_path):
     _store()
     data = _bundle(tmp_path).read_bytes()

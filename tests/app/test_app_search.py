@@ -68,6 +68,7 @@ def populated(_populated_once) -> Path:
     return use_prepared_data(_populated_once)
 
 
+@pytest.mark.slow
 def test_empty_data_dir_shows_a_hint_not_a_form():
     at = search_page()
     assert at.title[0].value.endswith("Search playground")
@@ -220,6 +221,7 @@ def test_overlapping_chunks_are_one_result_and_copies_are_named(overlapping):
     assert bars == sorted(bars, reverse=True), bars
 
 
+@pytest.mark.slow
 @pytest.mark.model
 @pytest.mark.parametrize("nonsense", ["?!?! ...", "qzxv plorkt wubba"])
 def test_a_nonsense_query_says_nothing_matched_well(overlapping, nonsense):
@@ -230,6 +232,7 @@ def test_a_nonsense_query_says_nothing_matched_well(overlapping, nonsense):
     assert any("matched this query well" in w.value for w in at.warning)
 
 
+@pytest.mark.slow
 def test_labels_are_plain_words_with_the_terms_in_the_help(populated):
     at = search_page()
     mode = at.selectbox(key="pg_mode")

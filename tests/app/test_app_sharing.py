@@ -161,6 +161,7 @@ def test_the_owner_shares_and_takes_back_from_the_page(team):
     assert "hr" in signed_in(team, "bo", "pages/stores.py").selectbox(key="store_selected").options
 
 
+@pytest.mark.slow
 def test_a_member_cannot_delete_another_members_file(team):
     bo, ana = view(team, "bo"), view(team, "ana")
     fid = ana.store_files("hr")[0].file_id
@@ -203,6 +204,7 @@ def test_memories_are_private_to_their_user(team):
     assert "4711" not in page_text(at) and any(d for d in at.dataframe)  # bo's dataset is listed
 
 
+@pytest.mark.slow
 def test_before_accounts_no_owner_or_sharing_shows():
     wb = Workbench(load_settings())
     wb.ingest_file("notes", LEAVE, "leave.md")

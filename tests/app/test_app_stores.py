@@ -114,6 +114,7 @@ def test_renders_on_an_empty_data_dir(fake_model):
     assert list(templates["template"]) == ["default (built in)"]
 
 
+@pytest.mark.slow
 def test_renders_a_populated_store(fake_model):
     make_store("Team Notes", [("cats.md", CATS), ("bread.md", BREAD)])
     at = open_page()
@@ -130,6 +131,7 @@ def test_renders_a_populated_store(fake_model):
     assert metrics["Indexed files"] == "2" and metrics["Failed files"] == "0" and int(metrics["Chunks"]) >= 2
 
 
+@pytest.mark.slow
 def test_create_a_store_with_the_form(fake_model):
     at = open_page()
     next(t for t in at.text_input if t.label == "Name" and t.placeholder == "Team notes").input("Recipes")
@@ -195,6 +197,7 @@ def test_a_bad_file_gets_a_message_and_the_others_go_on(fake_model):
     assert (metrics["Indexed files"], metrics["Failed files"]) == ("1", "2")
 
 
+@pytest.mark.slow
 def test_a_file_over_the_size_limit_says_so(fake_model, monkeypatch):
     monkeypatch.setenv("KNOWLEDGE_INGEST__MAX_FILE_MB", "0.001")
     make_store()
@@ -269,6 +272,7 @@ def test_ingest_a_folder_by_glob(fake_model, tmp_path, monkeypatch):
     assert sorted(files_table(at, "Notes")["file"]) == ["bread.md", "cats.md"]
 
 
+@pytest.mark.slow
 def test_a_missing_folder_is_a_message(fake_model, tmp_path, monkeypatch):
     allow(monkeypatch, tmp_path)
     make_store()
@@ -321,6 +325,7 @@ def test_a_file_with_two_names_is_listed_with_its_alias_and_deleted_by_either_na
         wb.close()
 
 
+@pytest.mark.slow
 def test_delete_a_store_needs_confirmation(fake_model):
     make_store("Notes", [("cats.md", CATS)])
     at = open_page()
@@ -382,6 +387,7 @@ def test_create_edit_and_delete_a_template(fake_model):
     assert list(tab["template"]) == ["default (built in)"]
 
 
+@pytest.mark.slow
 def test_a_template_can_turn_ocr_off(fake_model):
     at = open_page()
     _template_form(at)["Name"].input("no scans")
@@ -624,6 +630,7 @@ def test_a_catalog_kept_by_another_process_gives_a_short_message(fake_model, mon
 
 
 # -- team mode: a shared catalog and the per-machine memory backend ----------------------------------
+@pytest.mark.slow
 def test_a_shared_catalog_on_the_memory_default_says_what_to_set_and_the_form_refuses(fake_model, monkeypatch,
                                                                                        pg_database, settings):
     """``catalog.url`` set and ``vector_store.backend`` left at memory: the page says what to set
@@ -677,6 +684,7 @@ def test_a_batch_no_worker_took_yet_says_queued_waiting_for_a_worker(fake_model,
     assert any("Batch done: 2 files" in p.proto.text for p in at.get("progress"))
 
 
+@pytest.mark.slow
 def test_an_interrupted_job_is_retried_from_the_vector_stores_page(fake_model):
     """A job whose worker died with no attempt left ends ``interrupted``; its file's record follows
     (failed, not ``processing`` forever) and Retry on the page ingests it."""

@@ -70,6 +70,7 @@ def test_add_a_web_page_and_its_links(fake_model, monkeypatch, site: Site):
     assert "unchanged" in "\n".join(m.value for m in at.markdown)
 
 
+@pytest.mark.slow
 def test_a_loopback_page_is_refused_by_default(fake_model, site: Site):
     site.html("/", page("Home", "Inside."))
     make_store()
@@ -79,6 +80,7 @@ def test_a_loopback_page_is_refused_by_default(fake_model, site: Site):
     assert site.requests == []
 
 
+@pytest.mark.slow
 def test_a_bad_url_is_a_message(fake_model):
     make_store()
     at = add_web_page(open_app("pages/stores.py"), "Notes", "ftp://example.org/file")

@@ -149,6 +149,7 @@ def test_the_app_lets_a_session_in_only_once_signed_in(monkeypatch):
         webgate.shut_out("test session id")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("password, stops", [("correct horse", True), (None, False)])
 def test_a_streamlit_version_the_gate_does_not_know_stops_an_app_with_a_password(monkeypatch, password, stops):
     import streamlit
@@ -227,6 +228,7 @@ def test_before_sign_in_upload_urls_and_uploads_are_refused_and_memory_stays(sha
     assert "Refused upload URLs to session" in server.output()
 
 
+@pytest.mark.slow
 def test_metrics_and_the_other_core_endpoints_are_refused_health_answers(shared_server):
     url = shared_server.url
     with visitor(url) as v:  # the gate is installed by the app's first run (a browser opening it)

@@ -62,6 +62,7 @@ def test_ingest_search_files_delete(tmp_path, capsys, data_dir):
     assert code == 0 and "default" in out
 
 
+@pytest.mark.slow
 def test_errors_exit_2_with_a_message(capsys, data_dir):
     code, _, err = run(capsys, "--data-dir", data_dir, "search", "nosuch", "anything")
     assert code == 2 and "does not exist" in err
@@ -69,6 +70,7 @@ def test_errors_exit_2_with_a_message(capsys, data_dir):
     assert code == 1
 
 
+@pytest.mark.slow
 def test_data_dir_works_before_or_after_the_command(tmp_path, capsys):
     for argv in (["--data-dir", str(tmp_path / "a"), "templates"], ["templates", "--data-dir", str(tmp_path / "b")]):
         code, out, _ = run(capsys, *argv)

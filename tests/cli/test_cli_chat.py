@@ -48,6 +48,7 @@ def test_chat_errors_exit_2(tmp_path, capsys):
     assert code == 2 and "No LLM config named 'nosuch'" in err
 
 
+@pytest.mark.slow
 def test_chat_list_and_bad_questions(tmp_path, capsys):
     data = str(tmp_path / "data")
     code, out, err = run(capsys, "--data-dir", data, "chat", "--store", "nosuch", "hi")

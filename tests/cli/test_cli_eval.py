@@ -91,6 +91,7 @@ def test_min_mrr_fails_a_pipeline_below_it(small, capsys):
     assert code == 1 and "MRR@10 of Semantic is 0.667, below --min-mrr 0.9" in err
 
 
+@pytest.mark.slow
 def test_eval_errors_exit_2(small, capsys, tmp_path):
     data, questions = small
     code, _, err = run(capsys, "--data-dir", data, "eval", "notes", "no-such-set")

@@ -72,6 +72,7 @@ def workbench() -> Workbench:
     return Workbench()
 
 
+@pytest.mark.slow
 def test_the_first_account_must_be_an_admin(capsys, monkeypatch):
     code, _, err = run(capsys, monkeypatch, "users", "add", "ana", "--password-stdin", stdin=PW + "\n")
     assert code == 2 and "The first account must be an admin" in err and "only an admin can add" in err
@@ -255,6 +256,7 @@ def test_a_member_is_refused_the_admins_commands(team, capsys, monkeypatch, tmp_
         wb.close()
 
 
+@pytest.mark.slow
 def test_an_unknown_user_is_refused(capsys, monkeypatch, tmp_path):
     code, _, err = run(capsys, monkeypatch, "--user", "nobody", "stores")
     assert code == 2 and "There is no account 'nobody'" in err and "no account exists yet" in err

@@ -36,6 +36,7 @@ def _last_tool_text(request: dict) -> str:
     return [m for m in request["messages"] if m["role"] == "tool"][-1]["content"]
 
 
+@pytest.mark.slow
 def test_tool_call_loop_over_the_wire(chat, monkeypatch):
     monkeypatch.setenv("LOCAL_LLM_KEY", "secret-123")
 
@@ -97,6 +98,7 @@ def test_view_attachment_over_the_wire_with_vision_and_redacted_trace(chat):
     assert f"[base64 image/png, {len(url) - len('data:image/png;base64,'):,} characters omitted]" in dumped
 
 
+@pytest.mark.slow
 def test_a_pdf_goes_as_a_text_note_to_a_documents_config_on_a_local_server(chat):
     with ChatCompletionsServer([lambda req: {"content": "Sundays."}]) as server:
         _config(chat, server, capabilities=["DOCUMENTS"])
@@ -108,6 +110,7 @@ def test_a_pdf_goes_as_a_text_note_to_a_documents_config_on_a_local_server(chat)
     assert "tide tables are printed each Sunday" in content
 
 
+@pytest.mark.slow
 def test_bad_tool_arguments_come_back_to_the_model_as_text(chat):
     with ChatCompletionsServer([lambda req: {"tool_calls": [{"id": "c", "type": "function", "function": {
                                     "name": "vector_search", "arguments": "{not json"}}]},
@@ -119,6 +122,7 @@ def test_bad_tool_arguments_come_back_to_the_model_as_text(chat):
     assert reply.text.startswith("Bad arguments for vector_search") and not reply.tool_runs[0].ok
 
 
+@pytest.mark.slow
 def test_the_loop_ends_with_a_round_without_tools(chat):
     calls = [lambda req: tool_call("vector_search", {"query": "ship"}, f"c{i}") for i in range(ChatService.MAX_ROUNDS - 1)]
     with ChatCompletionsServer(calls + [lambda req: {"content": "done" if "tools" not in req else "tools!"}]) as server:

@@ -164,6 +164,7 @@ def test_round_trip_memory_pgvector_qdrant_memory(make_wb, tmp_path):
     assert [h.text for h in wb.search("notes", "cats fish")][:3] == [h.text for h in other.search("notes", "cats fish")][:3]
 
 
+@pytest.mark.slow
 def test_bundle_holds_float32_vectors_and_a_checksum_per_member(make_wb, tmp_path, monkeypatch):
     monkeypatch.setattr(exporting, "BLOCK", 4)
     wb = make_wb()
@@ -183,6 +184,7 @@ def test_bundle_holds_float32_vectors_and_a_checksum_per_member(make_wb, tmp_pat
     assert sum(b["count"] for b in manifest["blocks"]) == r.chunks == manifest["chunks"]
 
 
+@pytest.mark.slow
 def test_import_with_another_model_reembeds_and_says_so(make_wb, tmp_path):
     wb = make_wb()
     _fill(wb)
@@ -217,6 +219,7 @@ def _rewrite(src: Path, dst: Path, change) -> None:
                 zout.writestr(info.filename, data)
 
 
+@pytest.mark.slow
 def test_truncated_tampered_and_incomplete_bundles_are_rejected(make_wb, tmp_path):
     wb = make_wb()
     _fill(wb)
@@ -245,6 +248,7 @@ def test_truncated_tampered_and_incomplete_bundles_are_rejected(make_wb, tmp_pat
         _nothing_left(wb, stores, files)
 
 
+@pytest.mark.slow
 def test_a_bundle_from_a_newer_format_is_refused(make_wb, tmp_path):
     wb = make_wb()
     _fill(wb)
@@ -271,6 +275,7 @@ def test_a_bundle_from_a_newer_format_is_refused(make_wb, tmp_path):
     assert not wb.store_exists("copy")
 
 
+@pytest.mark.slow
 def test_a_name_clash_is_refused_and_as_name_imports_beside_it(make_wb, tmp_path):
     wb = make_wb()
     _fill(wb)
@@ -380,6 +385,7 @@ def test_move_between_backends_keeps_name_files_chunks_and_vectors(make_wb):
     assert wb.search("notes", "penguins southern", k=1)[0].file_name == "birds.md"
 
 
+@pytest.mark.slow
 def test_a_move_to_an_unreachable_backend_leaves_the_store_as_it_was(make_wb):
     wb = make_wb()
     _fill(wb)
@@ -578,6 +584,7 @@ def test_round_trip_of_real_chapters_with_the_real_model(corpus, make_wb, tmp_pa
         wb.close()
 
 
+@pytest.mark.slow
 def test_the_bundles_template_comes_along_on_the_default_backend_only_when_the_import_succeeds(make_wb, tmp_path):
     from knowledge.config import load_settings
 
@@ -602,6 +609,7 @@ def test_the_bundles_template_comes_along_on_the_default_backend_only_when_the_i
         fresh.close()
 
 
+@pytest.mark.slow
 def test_a_content_with_two_names_keeps_both_through_a_bundle(make_wb, tmp_path):
     wb = make_wb()
     _fill(wb)

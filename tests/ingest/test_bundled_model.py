@@ -58,6 +58,7 @@ def no_network(monkeypatch):
 
 
 # -- assembling the folder ----------------------------------------------------------------------------
+@pytest.mark.slow
 def test_assembled_folder_has_verified_copies_and_configs(model, models_dir):
     folder = models_dir / bundled.BUNDLED_DIR_NAME
     assert sha256(folder / "model.onnx") == bundled.MODEL_ONNX.sha256
@@ -162,6 +163,7 @@ def test_shapes_dtypes_norms(model):
     assert float(query @ matrix[0]) > 0.999  # MiniLM has no query prefix
 
 
+@pytest.mark.slow
 def test_batches_keep_the_order(models_dir, model):
     texts = [CAT, TAX, FELINE, "Stocks fell sharply on Monday.", "Bake the bread for forty minutes."]
     small_batches = BundledEmbedder(models_dir, batch_size=2).embed_documents(texts)
@@ -244,6 +246,7 @@ def test_count_tokens_does_not_truncate(model):
     assert model.count_tokens("") == 0
 
 
+@pytest.mark.slow
 def test_text_past_the_window_is_truncated_by_the_model(model):
     head = "The committee reviewed the annual budget and approved new funding for schools. " * 25
     assert model.count_tokens(head) > 256

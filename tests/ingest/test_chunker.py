@@ -97,6 +97,7 @@ def test_whitespace_only_sections_give_no_chunks():
     assert [c.text for c in chunk_document(d, e, 64, 8).chunks] == ["real text here"]
 
 
+@pytest.mark.slow
 @pytest.mark.model
 def test_real_tokenizer_keeps_chunks_inside_the_model_window(tmp_path):
     from knowledge.embeddings.bundled import BundledEmbedder

@@ -104,6 +104,7 @@ def test_our_session_gives_fastembeds_vectors_on_real_chunks(model, models_dir, 
     np.testing.assert_allclose((catalog_path.embed_documents(book) * ours).sum(axis=1), 1.0, atol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.model
 def test_the_documents_session_has_the_thread_settings_asked_for(model):
     model.embed_documents(["Ownership is Rust's most unique feature."])

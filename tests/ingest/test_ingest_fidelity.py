@@ -153,6 +153,7 @@ def test_html_table_chunks_repeat_the_header_row():
     assert row.text.startswith("Code | Name | Shelf\n")
 
 
+@pytest.mark.slow
 def test_docx_table_chunks_repeat_the_header_row():
     docx = pytest.importorskip("docx")
     d = docx.Document()
@@ -190,6 +191,7 @@ def test_excel_sep_hint_for_tabs_and_pipes():
 
 # -- invisible format characters ------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_zero_width_characters_never_split_a_word(wb):
     folder = case("api-docs")
     ingest(wb, *sorted(folder.glob("*.html")))
@@ -259,6 +261,7 @@ def test_css_cascade_decides_what_is_hidden():
 
 # -- PDF: filled forms ----------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_filled_pdf_form_values_are_indexed_with_their_names_on_their_page(wb):
     path = case("supplier-form-filled.pdf")
     doc = read_document(path)
@@ -715,6 +718,7 @@ def test_markdown_anchor_that_shows_nothing_is_not_a_chunk(wb):
     assert_hidden(wb, "installing-wombat-binaries-from-cratesio")
 
 
+@pytest.mark.slow
 def test_reembed_keeps_file_attributes_and_table_headers(wb):
     from knowledge.service.templates import make_template
 

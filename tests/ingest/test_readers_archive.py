@@ -59,6 +59,7 @@ def test_members_of_several_formats_are_read_with_their_path_as_provenance():
     assert any("2 system files skipped" in w for w in doc.warnings), doc.warnings
 
 
+@pytest.mark.slow
 def test_zip_bomb_traversal_and_encrypted_members_are_refused_while_the_rest_goes_on():
     data = make_zip({
         "zeros.txt": b"\x00" * (50 * 1024 * 1024),  # ~50 kB compressed: over 100:1 past 1 MB

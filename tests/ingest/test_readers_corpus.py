@@ -168,6 +168,7 @@ def test_rust_book_chapter_heading_path(corpus: Path):
     )
 
 
+@pytest.mark.slow
 def test_every_rust_book_chapter_reads(corpus: Path):
     chapters = sorted((corpus / "md" / "rust-book").glob("*.md"))
     assert len(chapters) >= 100

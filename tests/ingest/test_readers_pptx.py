@@ -274,6 +274,7 @@ def test_a_word_document_named_pptx_is_read_as_word():
     assert doc.format == "docx" and "Really a letter" in doc.text
 
 
+@pytest.mark.slow
 def test_an_encrypted_deck_asks_for_its_password_then_reads(tmp_path: Path):
     prs = Presentation()
     titled(prs, "Secret plan", "Launch on the moon")
@@ -291,6 +292,7 @@ def test_an_encrypted_deck_asks_for_its_password_then_reads(tmp_path: Path):
     assert doc.format == "pptx" and where(doc, "Launch on the moon") == [(1, "Secret plan")]
 
 
+@pytest.mark.slow
 def test_office_corpus_decks(corpus: Path):
     folder = corpus / "office"
     if not (folder / "expectations.tsv").is_file():

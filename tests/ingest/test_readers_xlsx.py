@@ -283,6 +283,7 @@ def test_binary_workbook_is_named():
         read_document(buf.getvalue(), "a.xlsb")
 
 
+@pytest.mark.slow
 def test_encrypted_workbook_needs_its_password(tmp_path):
     from msoffcrypto.format.ooxml import OOXMLFile
 
@@ -382,6 +383,7 @@ def test_charts_on_sheets_and_chart_sheets_give_their_titles():
 
 # -- the office corpus (Apache Tika's test workbooks) ---------------------------------------------
 
+@pytest.mark.slow
 def test_office_corpus_workbooks_meet_their_expectations(corpus):
     from office_expectations import load, normalise
 

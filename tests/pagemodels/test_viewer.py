@@ -114,6 +114,7 @@ MD = (b"# Guide\n\nIntro text about <b>tags</b> & *stars*.\n\n## Install\n\n"
       + b"### Linux\n\nRun the installer with sudo and reboot the machine.\n\n## Later\n\nThe end.\n")
 
 
+@pytest.mark.slow
 def test_a_markdown_passage_is_marked_under_its_heading_and_inert(wb):
     wb.ingest_file("docs", MD, "guide.md")
     fid = wb.file_records("docs")[0].file_id

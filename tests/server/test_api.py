@@ -148,6 +148,7 @@ def test_error_bodies(client, wb, book):
         client.vector_stores.files.create(vector_store_id=vs.id, file_id="file-" + "a" * 32)
 
 
+@pytest.mark.slow
 def test_a_bad_file_fails_with_last_error_and_a_large_one_is_refused(client, wb):
     vs = client.vector_stores.create(name="s")
     f = client.vector_stores.files.upload_and_poll(vector_store_id=vs.id, file=("old.doc", b"\xd0\xcf\x11\xe0" + b"\0" * 600),
@@ -158,6 +159,7 @@ def test_a_bad_file_fails_with_last_error_and_a_large_one_is_refused(client, wb)
     assert e.value.status_code == 413
 
 
+@pytest.mark.slow
 def test_non_loopback_needs_the_key_and_requests_without_it_get_401(wb):
     with pytest.raises(ConfigError, match="KNOWLEDGE_API_KEY"):
         check_bind("0.0.0.0", None)

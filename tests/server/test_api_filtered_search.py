@@ -145,6 +145,7 @@ def test_a_selective_rest_search_embeds_the_query_once_and_returns_k(wb, embeddi
         assert sorted(d["filename"] for d in r.json()["data"]) == [f"note-{i:03}.txt" for i in OPS]
 
 
+@pytest.mark.slow
 def test_a_selective_mcp_search_embeds_the_query_once_per_store(wb, embeddings):
     want = ops_names(3, wb)
     embeddings.clear()

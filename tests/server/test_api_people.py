@@ -201,6 +201,7 @@ def test_keys_no_key_revoked_key_and_the_shared_key(team, wb, served):
     assert team["clients"]["ana"].get("/v1/vector_stores").status_code == 200  # others go on
 
 
+@pytest.mark.slow
 def test_without_accounts_the_shared_key_works_as_before_until_the_first_account(wb, served):
     assert client(served, None).get("/v1/vector_stores").status_code == 401
     c = client(served, SHARED)

@@ -83,6 +83,7 @@ def test_web_pages_route_adds_a_crawl_as_a_file_batch(tmp_path, site: Site):
         wb.close()
 
 
+@pytest.mark.slow
 def test_web_pages_route_refuses_loopback_by_default(tmp_path, site: Site):
     site.html("/", page("Home", "Inside."))
     wb, server = served(tmp_path)

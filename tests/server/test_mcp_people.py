@@ -105,6 +105,7 @@ def test_in_process_as_a_user_every_tool_hides_another_members_store(team):
         build_server(wb, user="nobody")
 
 
+@pytest.mark.slow
 def test_read_only_sharing_over_mcp_searches_but_does_not_ingest_or_delete(team):
     wb, fid, _, folder = team
     wb.as_user(wb.people.accounts.actor("ana")).share_store("hr", "user", "bo", "read")
@@ -121,6 +122,7 @@ def test_read_only_sharing_over_mcp_searches_but_does_not_ingest_or_delete(team)
     assert [f.file_id for f in wb.store_files("hr")] == [fid]
 
 
+@pytest.mark.slow
 def test_memories_are_their_users_own(team):
     wb, *_ = team
 

@@ -108,6 +108,7 @@ def pattern_sha256(size: int, seed: int = 0) -> str:
 
 # -- round trips ----------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_bytes_round_trip_with_size_sha256_and_utc_created(store):
     data = b"hello \x00 world\n" * 100
     before = datetime.now(timezone.utc)
@@ -378,6 +379,7 @@ def _run(code: str, *args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_a_process_killed_mid_save_leaves_a_temp_that_the_next_open_removes(settings):
     code = """
         import os, sys

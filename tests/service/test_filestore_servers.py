@@ -111,6 +111,7 @@ def test_a_stream_opened_before_a_delete_reads_on(store):
     assert hashlib.sha256(first + rest).hexdigest() == f.sha256
 
 
+@pytest.mark.slow
 def test_concurrent_saves_of_the_same_bytes_and_deletes_keep_every_record_readable(store):
     data = b"shared " * 50_000
     kept, errors = [], []
@@ -144,6 +145,7 @@ def _run_child(code: str, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_postgresql_a_process_killed_mid_save_leaves_nothing(pg_database, settings):
     s = postgres_file_store_settings(settings)
     code = """
@@ -263,6 +265,7 @@ def test_s3_keys_follow_the_layout_under_the_prefix(s3_server, settings):
     assert other.list() == [] and other.find(f.id) is None  # another prefix is another store
 
 
+@pytest.mark.slow
 def test_s3_missing_bucket_and_unreachable_endpoint_are_clear_errors(s3_server, settings):
     missing = s3_file_store_settings(settings, s3_server, create=False)
     with pytest.raises(BackendUnavailable) as info:
@@ -296,6 +299,7 @@ def test_s3_refused_credentials_are_named_as_such(s3_server, settings):
     assert S3_TEST_SECRET not in msg
 
 
+@pytest.mark.slow
 def test_s3_cleanup_removes_what_a_killed_save_left(s3_server, settings):
     from datetime import timedelta
 
@@ -318,6 +322,7 @@ def test_s3_cleanup_removes_what_a_killed_save_left(s3_server, settings):
 
 # -- a Workbench on each ---------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_workbench_on_a_server_file_store_ingests_and_searches(server_settings, tmp_path):
     from knowledge.embeddings.fake import HashEmbedder
     from knowledge.workbench import Workbench

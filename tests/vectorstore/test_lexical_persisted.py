@@ -163,6 +163,7 @@ c.replace({"file_id": "a"}, [Point("a:9", np.ones(8, np.float32), {"file_id": "a
 """
 
 
+@pytest.mark.slow
 def test_a_crash_between_the_vectors_and_the_index_commit_is_repaired(coll, settings, caplog):
     coll.lexical_search("panic", 1)
     run = subprocess.run([sys.executable, "-c", _CRASH_AFTER_PUBLISH, str(settings.data_root)],

@@ -367,6 +367,7 @@ def test_killed_writer_never_leaves_a_partial_batch(tmp_path):
 # ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_threads_see_the_old_or_the_new_set_never_a_mix(backend):
     c = backend.collection("threads")
     c.ensure_collection(DIM)
@@ -488,6 +489,7 @@ def run_child(tmp_path, name, op, arg):
     return json.loads(out.stdout)
 
 
+@pytest.mark.slow
 def test_second_process_holding_the_lock_gives_store_locked(tmp_path):
     settings = make_settings(tmp_path)
     with MemoryBackend(settings, lock_timeout=0.3) as b:
@@ -786,6 +788,7 @@ def test_many_small_writes_are_merged_and_garbage_is_compacted(tmp_path):
         assert c2.search(vec(0), limit=5) == hits
 
 
+@pytest.mark.slow
 def test_upserts_in_batches_keep_few_segments(backend):
     c = backend.collection("batches")
     c.ensure_collection(DIM)
@@ -891,6 +894,7 @@ def test_backend_is_registered_under_its_entry_point():
     assert eps["memory"].load() is MemoryBackend and MemoryBackend.name == "memory"
 
 
+@pytest.mark.slow
 def test_two_backend_instances_in_one_process_serialise_their_writes(settings):
     b1, b2 = MemoryBackend(settings), MemoryBackend(settings)
     try:
