@@ -410,7 +410,8 @@ def corpus() -> Path:
 def corpus_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, int]:
     """The whole shared corpus ingested once per test session with the real bundled model into the
     store ``demo``: ``(data folder, the ingest command's exit code)``. Minutes of embedding: tests
-    using it are marked ``slow``."""
+    using it are marked ``slow``, and live in one module (``tests/acceptance/test_corpus_acceptance.py``)
+    so that pytest-xdist, which gives each process whole modules, ingests the corpus once per run."""
     if not CORPUS.is_dir():
         if os.environ.get("CI") == "true":
             pytest.fail(f"The corpus folder {CORPUS} is missing under CI=true.")

@@ -4,23 +4,32 @@ encrypted PDF with its password, and the corpus README's example questions answe
 
 from __future__ import annotations
 
+import itertools
 import json
 import unicodedata
 
 import pytest
-from conftest import readme_questions
+from conftest import REPO, readme_questions
 
 from knowledge.cli import main
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 
 QUESTIONS = [(question, "|".join(chapters)) for question, chapters in readme_questions()]
+README_SET = REPO / "tests" / "data" / "corpus_readme_questions.tsv"
 
 
 @pytest.fixture
 def ingested(corpus_store):
     """The whole corpus ingested once per session into store "demo" (conftest.corpus_store)."""
     return corpus_store
+
+
+def run_text(capsys, *argv: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
 
 
 def run_json(capsys, *argv):
@@ -80,3 +89,64 @@ def test_an_exact_rare_word_is_found_by_words_only_search(ingested, capsys):
     # the stored text keeps what the file says: the corpus README writes the word with the "ﬁ"
     # ligature too, which the index folds (NFKC) and the reader sees as "misfits"
     assert all("misfits" in unicodedata.normalize("NFKC", h["text"]).lower() for h in hits)
+
+
+# The CLI's chat and eval over the same store. They live in this module so that pytest-xdist (one
+# module per process) ingests the corpus once per run, not once per process that asks for it.
+
+def test_chat_over_a_store_cites_the_chapter_that_answers(ingested, capsys):
+    """``chat --store demo`` over the Rust book (in the corpus store): Deref coercion cites
+    ch15-02-deref.md first, and each of the corpus README's questions has an answering chapter among
+    the first 3 citations."""
+    data, _ = ingested
+    code, out, err = run_text(capsys, "--data-dir", data, "chat", "--store", "demo", "What is Deref coercion?", "--json")
+    assert code == 0, err
+    reply = json.loads(out)
+    assert reply["stores"] == ["demo"]
+    assert reply["citations"][0]["file_name"] == "ch15-02-deref.md"
+    assert reply["citations"][0]["source"] == "demo"
+    assert "The passages of demo that best match" in reply["answer"]
+    for question, chapters in QUESTIONS:
+        code, out, err = run_text(capsys, "--data-dir", data, "chat", "--store", "demo", question, "--json")
+        cited = [c["file_name"] for c in json.loads(out)["citations"][:3]]
+        assert code == 0 and set(chapters.split("|")) & set(cited), (question, cited)
+    code, out, _ = run_text(capsys, "--data-dir", data, "chat", "--list", "--json")
+    sessions = json.loads(out)
+    assert len(sessions) == 1 + len(QUESTIONS) and all(s["stores"] == ["demo"] for s in sessions)
+    code, out, _ = run_text(capsys, "--data-dir", data, "stores", "--json")
+    assert [s["name"] for s in json.loads(out)] == ["demo"]  # the chats' own stores are not listed
+
+
+def independent_rr(hits: list[dict], relevant: set[str]) -> float:
+    """1 / rank of the first hit from a relevant file in the printed order, 0 when none; hits whose
+    printed ranking keys are equal are averaged over all their orders (brute force)."""
+    keys = [(h["fused_score"], h["score"]) for h in hits]
+    groups = [list(g) for _, g in itertools.groupby(range(len(hits)), key=lambda i: keys[i])]
+    total, count = 0.0, 0
+    for order in itertools.product(*[itertools.permutations(g) for g in groups]):
+        seq = [i for part in order for i in part]
+        rank = next((r for r, i in enumerate(seq, 1) if hits[i]["file_name"] in relevant), None)
+        total += 1 / rank if rank and rank <= 10 else 0.0
+        count += 1
+    return total / count
+
+
+def test_the_readme_questions_mrr_equals_one_computed_from_search(ingested, capsys):
+    data, _ = ingested
+    lines = README_SET.read_text().splitlines()[1:]
+    rrs = []
+    for ln in lines:
+        question, relevant = ln.split("\t")
+        code, out, _ = run_text(capsys, "--data-dir", data, "search", "demo", question, "-k", "10", "--json")
+        assert code == 0
+        rrs.append(independent_rr(json.loads(out), {r.strip() for r in relevant.split(";")}))
+    expected = sum(rrs) / len(rrs)
+
+    code, out, _ = run_text(capsys, "--data-dir", data, "eval", "demo", str(README_SET), "--json", "--no-save")
+    assert code == 0
+    (hybrid,) = json.loads(out)
+    assert hybrid["metrics"]["MRR@10"] == pytest.approx(expected, abs=1e-6)
+    code, out, _ = run_text(capsys, "--data-dir", data, "eval", "demo", str(README_SET), "--no-save")
+    row = next(ln.split() for ln in out.splitlines() if ln.startswith("Hybrid"))
+    assert row[5] == f"{expected:.3f}"  # the printed MRR@10
+    assert expected >= 0.5  # every README question finds its chapter in the top 3 (test_corpus_acceptance)

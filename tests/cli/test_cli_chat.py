@@ -70,27 +70,3 @@ def test_llm_configs_lists_the_built_ins(tmp_path, capsys):
     assert code == 0 and configs["embeddings"]["type"] == "EMBEDDING" and configs["offline"]["provider"] == "offline"
 
 
-@pytest.mark.slow
-def test_chat_over_a_store_cites_the_chapter_that_answers(corpus_store, capsys):
-    """``chat --store demo`` over the Rust book (in the corpus store): Deref coercion cites
-    ch15-02-deref.md first, and each of the corpus README's questions has an answering chapter among
-    the first 3 citations."""
-    from test_corpus_acceptance import QUESTIONS
-
-    data, _ = corpus_store
-    code, out, err = run(capsys, "--data-dir", data, "chat", "--store", "demo", "What is Deref coercion?", "--json")
-    assert code == 0, err
-    reply = json.loads(out)
-    assert reply["stores"] == ["demo"]
-    assert reply["citations"][0]["file_name"] == "ch15-02-deref.md"
-    assert reply["citations"][0]["source"] == "demo"
-    assert "The passages of demo that best match" in reply["answer"]
-    for question, chapters in QUESTIONS:
-        code, out, err = run(capsys, "--data-dir", data, "chat", "--store", "demo", question, "--json")
-        cited = [c["file_name"] for c in json.loads(out)["citations"][:3]]
-        assert code == 0 and set(chapters.split("|")) & set(cited), (question, cited)
-    code, out, _ = run(capsys, "--data-dir", data, "chat", "--list", "--json")
-    sessions = json.loads(out)
-    assert len(sessions) == 1 + len(QUESTIONS) and all(s["stores"] == ["demo"] for s in sessions)
-    code, out, _ = run(capsys, "--data-dir", data, "stores", "--json")
-    assert [s["name"] for s in json.loads(out)] == ["demo"]  # the chats' own stores are not listed

@@ -4,18 +4,15 @@ example questions, where the printed MRR must equal one computed independently f
 
 from __future__ import annotations
 
-import itertools
 import json
 import re
 
 import pytest
-from conftest import REPO, prepared_data, use_prepared_data
+from conftest import prepared_data, use_prepared_data
 
 from knowledge.cli import main
 
 pytestmark = pytest.mark.model
-
-README_SET = REPO / "tests" / "data" / "corpus_readme_questions.tsv"
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -106,37 +103,3 @@ def test_eval_errors_exit_2(small, capsys, tmp_path):
     assert code == 2 and "nosuch" in err
 
 
-def independent_rr(hits: list[dict], relevant: set[str]) -> float:
-    """1 / rank of the first hit from a relevant file in the printed order, 0 when none; hits whose
-    printed ranking keys are equal are averaged over all their orders (brute force)."""
-    keys = [(h["fused_score"], h["score"]) for h in hits]
-    groups = [list(g) for _, g in itertools.groupby(range(len(hits)), key=lambda i: keys[i])]
-    total, count = 0.0, 0
-    for order in itertools.product(*[itertools.permutations(g) for g in groups]):
-        seq = [i for part in order for i in part]
-        rank = next((r for r, i in enumerate(seq, 1) if hits[i]["file_name"] in relevant), None)
-        total += 1 / rank if rank and rank <= 10 else 0.0
-        count += 1
-    return total / count
-
-
-@pytest.mark.slow
-def test_the_readme_questions_mrr_equals_one_computed_from_search(corpus_store, capsys):
-    data, _ = corpus_store
-    lines = README_SET.read_text().splitlines()[1:]
-    rrs = []
-    for ln in lines:
-        question, relevant = ln.split("\t")
-        code, out, _ = run(capsys, "--data-dir", data, "search", "demo", question, "-k", "10", "--json")
-        assert code == 0
-        rrs.append(independent_rr(json.loads(out), {r.strip() for r in relevant.split(";")}))
-    expected = sum(rrs) / len(rrs)
-
-    code, out, _ = run(capsys, "--data-dir", data, "eval", "demo", str(README_SET), "--json", "--no-save")
-    assert code == 0
-    (hybrid,) = json.loads(out)
-    assert hybrid["metrics"]["MRR@10"] == pytest.approx(expected, abs=1e-6)
-    code, out, _ = run(capsys, "--data-dir", data, "eval", "demo", str(README_SET), "--no-save")
-    row = next(ln.split() for ln in out.splitlines() if ln.startswith("Hybrid"))
-    assert row[5] == f"{expected:.3f}"  # the printed MRR@10
-    assert expected >= 0.5  # every README question finds its chapter in the top 3 (test_corpus_acceptance)
