@@ -283,12 +283,15 @@ def _file_list(store: str, files: list, *, running: bool) -> None:
     st.dataframe(
         [{"file": f.file_name, "also named": list(f.aliases),
           "status": STATUS_LABEL[DONE] if f.status == DONE else "⚠️ interrupted",
-          "chunks": f.chunks, "pages": f.pages, "warnings": f.warnings,
+          "chunks": f.chunks, "pages": str(f.pages) if f.pages else "–", "warnings": f.warnings,
           "size (MB)": megabytes(f.size),
           "seconds": round(f.total_seconds or 0, 2), "updated": f.updated}
          for f in listed],
         hide_index=True, width="stretch", key=f"files:{store}",
         column_config={
+            # a file without pages (Markdown, Word, text) shows "–", not the table's grey "None"
+            "pages": st.column_config.TextColumn("pages", alignment="right",
+                                                 help="Pages of a PDF or a scanned image; – for a file without pages"),
             "warnings": st.column_config.ListColumn("warnings", width="medium"),
             "also named": st.column_config.ListColumn(
                 "also named", help="The same bytes under other names: indexed once, searchable while"

@@ -127,6 +127,7 @@ def test_renders_a_populated_store(fake_model):
     files = files_table(at, "Team Notes")
     assert sorted(files["file"]) == ["bread.md", "cats.md"]
     assert set(files["status"]) == {"✅ done"}
+    assert list(files["pages"]) == ["–", "–"]  # Markdown has no pages: never "None" (issue 29)
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Indexed files"] == "2" and metrics["Failed files"] == "0" and int(metrics["Chunks"]) >= 2
 
