@@ -235,13 +235,27 @@ def _inline_script_hashes() -> list[str]:
     except OSError:
         return []
     found = re.findall(r"<script(?![^>]*\bsrc=)[^>]*>(.*?)</script>", html, flags=re.DOTALL)
-    return [f"'sha256-{base64.b64encode(hashlib.sha256(s.encode()).digest()).decode()}'" for s in found]
+    return [_script_hash(s) for s in found]
 
 
 _HOST = re.compile(r"^[A-Za-z0-9.\-]+(:\d{1,5})?$|^\[[0-9A-Fa-f:.]+\](:\d{1,5})?$")
 
 
-def content_security_policy(host: str | None = None) -> str:
+def base_url_script(base: str) -> str:
+    """The inline script put first into the app's HTML: ``window.__streamlit.BACKEND_BASE_URL`` names
+    the server's root (``/`` or ``/<server.baseUrlPath>``). Without it, Streamlit's page guesses its
+    server from the address, so a deep link such as ``/stores`` first asks ``/stores/_stcore/health``
+    and ``/stores/_stcore/host-config`` (two 404s) before ``/_stcore/...``; with it, only the root."""
+    root = f"/{base}/" if base else "/"
+    return ("window.__streamlit=Object.assign({},window.__streamlit,"
+            f"{{BACKEND_BASE_URL:location.origin+{root!r}}});").replace("'", '"')
+
+
+def _script_hash(script: str) -> str:
+    return f"'sha256-{base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()}'"
+
+
+def content_security_policy(host: str | None = None, base: str = "") -> str:
     """The app's CSP: scripts, styles and fonts from the app only (Streamlit's CSS-in-JS needs inline
     styles), images from the app, ``data:`` and ``blob:``, connections to the app's own origin only
     (its websocket on ``host`` named explicitly for browsers before CSP 3), no plugins, no framing by
@@ -251,7 +265,7 @@ def content_security_policy(host: str | None = None) -> str:
         connect += f" ws://{host} wss://{host}"
     return "; ".join([
         "default-src 'self'",
-        "script-src 'self' " + " ".join(_SCRIPT_HASHES),
+        "script-src 'self' " + " ".join([*_SCRIPT_HASHES, _script_hash(base_url_script(base))]),
         "style-src 'self' 'unsafe-inline'",
         "img-src 'self' data: blob:",
         "font-src 'self' data:",
@@ -365,15 +379,36 @@ class HttpGate:
         endpoint = (scope.get("path") or "").removeprefix(f"/{base}" if base else "").lstrip("/")
         if endpoint in COOKIE_ENDPOINTS:
             return await _cookie_answer(scope, send, endpoint, base)
-        host = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
+        request_headers = dict(scope.get("headers") or [])
+        host = request_headers.get(b"host", b"").decode("latin-1")
+        page_load = scope.get("method") == "GET" and b"text/html" in request_headers.get(b"accept", b"")
+        if page_load:
+            # a page load: its HTML uncompressed (it is small), so the base-URL script can go in
+            scope = dict(scope, headers=[(k, v) for k, v in scope.get("headers") or []
+                                         if k.lower() != b"accept-encoding"])
+        html: dict[str, Any] = {}
 
         async def send_with_csp(message: MutableMapping[str, Any]) -> None:
             if message["type"] == "http.response.start":
                 headers = list(message.get("headers") or [])
                 ctype = next((v for k, v in headers if k.lower() == b"content-type"), b"")
                 if ctype.lower().startswith(b"text/html"):
-                    headers.append((b"content-security-policy", content_security_policy(host).encode()))
+                    headers.append((b"content-security-policy", content_security_policy(host, base).encode()))
                     message["headers"] = headers
+                    if page_load and not any(k.lower() == b"content-encoding" for k, _ in headers):
+                        html["start"], html["body"] = message, b""
+                        return
+            elif message["type"] == "http.response.body" and "start" in html:
+                html["body"] += message.get("body", b"")
+                if message.get("more_body"):
+                    return
+                body = with_base_url_script(html["body"], base)
+                start = html.pop("start")
+                start["headers"] = [(k, v) for k, v in start["headers"] if k.lower() != b"content-length"]
+                start["headers"].append((b"content-length", str(len(body)).encode()))
+                await send(start)
+                await send({"type": "http.response.body", "body": body})
+                return
             await send(message)
 
         await self.app(scope, receive, send_with_csp)
@@ -399,6 +434,16 @@ class HttpGate:
         if _state().password_set or is_shared(config.get_option("server.address"), client):
             return f"/_stcore/{endpoint} is not served while the app has a password or is shared."
         return None
+
+
+def with_base_url_script(html: bytes, base: str) -> bytes:
+    """``html`` with :func:`base_url_script` as the first element of its ``<head>`` (unchanged when it
+    has none, e.g. an empty 304 body)."""
+    head = re.search(rb"<head[^>]*>", html)
+    if head is None:
+        return html
+    script = f"<script>{base_url_script(base)}</script>".encode()
+    return html[:head.end()] + script + html[head.end():]
 
 
 async def _refuse(scope: Scope, send: Send, reason: str) -> None:

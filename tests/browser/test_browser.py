@@ -442,11 +442,21 @@ def test_a_link_to_a_page_works_on_a_fresh_server(browser, tmp_path: Path, artif
     with serve(tmp_path) as fresh:  # nobody has opened / on this one
         context = browser.new_context(viewport={"width": 1400, "height": 1000})
         pg = context.new_page()
+        missing: list[str] = []
+        pg.on("response", lambda r: missing.append(r.url) if r.status == 404 else None)
         try:
             pg.goto(f"{fresh.url}/stores")
             wait_for_app(pg)
             shot(pg, artifacts, "90-deep-link-fresh-server.png")
             expect(pg.locator('[data-testid="stException"]')).to_have_count(0, timeout=1_000)
             expect(pg.locator("h1").first).to_contain_text("Vector stores", timeout=1_000)
+            # Once the gate is in (the fresh server's first page reloads itself to get it), a page
+            # knows its server's root: a deep link makes no probe of /files/_stcore/health or
+            # /files/_stcore/host-config, which answered 404.
+            missing.clear()
+            pg.goto(f"{fresh.url}/files")
+            wait_for_app(pg)
+            expect(pg.locator("h1").first).to_contain_text("Files", timeout=5_000)
+            assert missing == [], missing
         finally:
             context.close()
