@@ -273,6 +273,7 @@ def test_the_setting_takes_a_postgresql_url_only(monkeypatch, tmp_path):
         load_settings(data_dir=tmp_path, catalog={"url": "mysql://x"})
 
 
+@pytest.mark.slow
 def test_a_synced_folder_is_kept_in_the_catalog_and_another_workbench_sees_it(catalog_settings, tmp_path):
     """Issue 26 moves the synced folders with the rest of the catalog: a folder synced through one
     workbench is listed, with its last plan, by another on the same catalog, and the next plan there
