@@ -630,6 +630,53 @@ def test_a_catalog_kept_by_another_process_gives_a_short_message(fake_model, mon
     assert not at.exception and at.title[0].value == "🗂️ Vector stores"
 
 
+@pytest.mark.slow
+def test_the_page_works_while_a_command_line_batch_ingests_into_the_same_data_folder(fake_model, tmp_path):
+    """Issue 26's defect: while ``python -m knowledge ingest`` ran a batch, the Vector stores page
+    said "catalog in use" and then showed a traceback with server paths. Now the page renders on
+    every rerun during the batch (the two processes take turns with the DuckDB file), and lists the
+    batch's files once it ends."""
+    import os
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    names = []
+    for i in range(20):
+        (docs / f"d{i:02}.md").write_text("\n\n".join(f"# Part {k} of d{i}\n\n" + f"word{i}x{k} " * 80
+                                                     for k in range(12)))
+        names.append(f"d{i:02}.md")
+    make_store()
+    at = open_page()
+    env = {**os.environ, "PYTHONPATH": str(repo)}  # the same data folder and fake model as the page
+    cli = subprocess.Popen([sys.executable, "-m", "knowledge", "ingest", "Notes", str(docs)], env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    renders = 0
+    try:
+        deadline = time.monotonic() + 240
+        while cli.poll() is None and time.monotonic() < deadline:
+            at.run()
+            assert not at.exception, at.exception
+            seen = " ".join(w.value for w in at.warning) + " ".join(e.value for e in at.error)
+            assert "in use" not in seen and "Traceback" not in seen, seen
+            assert at.title[0].value == "🗂️ Vector stores"
+            renders += 1
+            time.sleep(0.2)
+        out, err = cli.communicate(timeout=120)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    assert cli.returncode == 0 and "20 files: 20 indexed;" in out, (out, err[-3000:])
+    assert renders >= 2, f"the batch ended before the page was rendered twice during it ({renders})"
+    at.run()
+    assert not at.exception and sorted(files_table(at, "Notes")["file"]) == names
+    print(f"page rendered {renders} times during the command-line batch")
+
+
 # -- team mode: a shared catalog and the per-machine memory backend ----------------------------------
 @pytest.mark.slow
 def test_a_shared_catalog_on_the_memory_default_says_what_to_set_and_the_form_refuses(fake_model, monkeypatch,

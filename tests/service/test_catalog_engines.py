@@ -145,6 +145,9 @@ def test_a_workbench_on_each_engine_and_a_second_one_sees_its_work(catalog_setti
 
 @pytest.mark.slow
 def test_a_store_made_in_another_process_shows_here(pg_database, settings):
+    """Issue 26: a store created in one process shows in another within a second (the version row
+    ``catalog_changes``, read by every change check). Measured from the other process's commit to
+    the first check here that sees it, while this process polls as a page rerun would."""
     from conftest import pg_catalog_settings
 
     pg = pg_catalog_settings(settings)
@@ -153,15 +156,33 @@ def test_a_store_made_in_another_process_shows_here(pg_database, settings):
         assert wb.store_names() == []
         token = wb.stores.token()
         script = textwrap.dedent(f"""
+            import sys, time
             from knowledge.catalog import Catalog
             c = Catalog.from_url({pg.catalog.url!r})
+            c.change_token()  # connected: the commit below is the only thing timed
             c.put_store("from-there", "default", "memory", "m", 8, "cosine")
-            print(c.dialect)
+            print(c.dialect, time.time(), flush=True)
+            sys.stdin.read()  # stay alive (and connected) until this test has looked
         """)
-        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-        assert out.stdout.strip() == "postgresql", out.stderr
-        assert _deadline_poll(lambda: wb.stores.token() != token)
+        other = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+        try:
+            seen_at = None
+            deadline = time.monotonic() + 120
+            while seen_at is None and time.monotonic() < deadline and other.poll() is None:
+                if wb.stores.token() != token:
+                    seen_at = time.time()
+                else:
+                    time.sleep(0.05)
+            dialect, committed_at = other.stdout.readline().split()
+        finally:
+            _out, err = other.communicate("", timeout=60)
+        assert dialect == "postgresql" and seen_at is not None, err
+        delay = seen_at - float(committed_at)
+        assert delay < 1.0, f"seen {delay:.3f} s after the other process's commit"
         assert "from-there" in wb.store_names()
+        print(f"a store made in another process seen here {max(delay, 0.0) * 1000:.0f} ms after its commit returned"
+              f" ({delay * 1000:+.1f} ms)")
     finally:
         wb.close()
 
@@ -250,3 +271,30 @@ def test_the_setting_takes_a_postgresql_url_only(monkeypatch, tmp_path):
     assert default.catalog.url is None and Catalog.from_settings(default).path == default.catalog_path
     with pytest.raises(ConfigError, match="postgresql://"):
         load_settings(data_dir=tmp_path, catalog={"url": "mysql://x"})
+
+
+@pytest.mark.slow
+def test_a_synced_folder_is_kept_in_the_catalog_and_another_workbench_sees_it(catalog_settings, tmp_path):
+    """Issue 26 moves the synced folders with the rest of the catalog: a folder synced through one
+    workbench is listed, with its last plan, by another on the same catalog, and the next plan there
+    finds nothing to do."""
+    from knowledge.sync import folder_key
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "cats.md").write_text("# Cats\n\nThe cat sits on the mat and purrs.\n", encoding="utf-8")
+    (docs / "bread.md").write_text("# Bread\n\nKnead the dough for ten minutes.\n", encoding="utf-8")
+    wb, other = _workbench(catalog_settings), _workbench(catalog_settings)
+    try:
+        sync = wb.syncs.folder("notes", docs)
+        report = sync.apply(sync.plan())
+        assert not report.failed and report.counts()["added"] == 2
+        [folder] = other.catalog.synced_folders("notes")
+        assert folder.folder == folder_key(docs) and folder.last_sync is not None
+        assert folder.last_plan["added"] == 2 and folder.last_plan["failed"] == 0
+        assert sorted(n.name for n in other.file_names_of("notes")) == ["bread.md", "cats.md"]
+        assert other.syncs.folder("notes", docs).plan().counts()["unchanged"] == 2
+        assert other.syncs.forget("notes", str(docs)) and wb.catalog.synced_folders("notes") == []
+    finally:
+        wb.close()
+        other.close()
