@@ -23,6 +23,7 @@ from knowledge.errors import InvalidArgument, KnowledgeError, StoreNotFound
 from knowledge.service.fusion import LexicalHit, LexicalIndex, reciprocal_rank_fusion
 from knowledge.service.passages import merge_passages
 from knowledge.service.stores import Stores
+from knowledge.service.yielding import SearchMark
 from knowledge.text.analysis import analyzer
 from knowledge.vectorstore.base import Collection, as_vector, check_where
 from knowledge.vectorstore.scoring import higher_is_better, passes_threshold, vector_scores
@@ -118,6 +119,7 @@ class Searcher:
         self.embedder = embedder
         self._lock = threading.Lock()
         self._lexical: dict[str, _HeldIndex] = {}
+        self.mark = SearchMark(self.settings.data_root)  # the app's worker process yields to searches
 
     def search(self, store: str, query: str, k: int = 5, *, where: Mapping[str, Any] | None = None,
                score_threshold: float | None = None, max_per_file: int | None = None,
@@ -165,6 +167,7 @@ class Searcher:
         if max_per_file is not None and max_per_file < 1:
             raise InvalidArgument(f"max_per_file must be at least 1, got {max_per_file}.")
         mode = cast("SearchMode", search_mode(mode or self.settings.search.mode))
+        self.mark.touch()
         record = self.stores.get(store)
         where = check_where(dict(where) if where is not None else None)
         merging = self.settings.search.merge_overlapping if merge is None else merge
