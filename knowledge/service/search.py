@@ -22,6 +22,7 @@ from knowledge.catalog import StoreRecord
 from knowledge.errors import InvalidArgument, KnowledgeError, StoreNotFound
 from knowledge.service.fusion import LexicalHit, LexicalIndex, reciprocal_rank_fusion
 from knowledge.service.passages import merge_passages
+from knowledge.service.rerank import rerank as rerank_hits
 from knowledge.service.stores import Stores
 from knowledge.service.yielding import SearchMark
 from knowledge.text.analysis import analyzer
@@ -125,7 +126,8 @@ class Searcher:
                score_threshold: float | None = None, max_per_file: int | None = None,
                mode: SearchMode | None = None, timings: bool = False, top: int = 0,
                fold: Fold | None = None, words_pass: bool = False,
-               keep: Callable[[Hit], bool] | None = None, merge: bool | None = None) -> SearchResult:
+               keep: Callable[[Hit], bool] | None = None, merge: bool | None = None,
+               rerank: bool | None = None) -> SearchResult:
         """The ``k`` best passages of ``store`` for ``query`` (text), best first, never two with
         identical text.
 
@@ -156,6 +158,11 @@ class Searcher:
         whatever its vector score;
         ``timings`` measures ``embed_ms`` and ``search_ms``.
 
+        ``rerank`` (default: the store's template's ``rerank``, else setting ``search.rerank``)
+        reorders the ranking's best ``rerank_candidates`` (template, else ``search.rerank_candidates``)
+        by :func:`knowledge.service.rerank.rerank` before the folding; the hits then carry
+        ``rerank_score`` and are in its order.
+
         Raises:
             StoreNotFound; InvalidArgument (blank query, ``k`` or ``max_per_file`` below 1, unknown
             mode, bad filter); EmbeddingUnavailable; DimensionMismatch.
@@ -178,8 +185,14 @@ class Searcher:
         distance = record.distance
         want = max(k, top)
         fetch = want if max_per_file is None else want * 4
+        reranking, n_rerank = self.rerank_of(record, rerank)
+        if reranking:
+            fetch = max(fetch, n_rerank)
         while True:
             found, exhausted = self.rank(store, query, vector, fetch, where=where, mode=mode, record=record)
+            if reranking:
+                embedder = self.embedder(record.embedding_model)
+                found = rerank_hits(query, found, lambda texts: embedder.embed_documents(texts), n_rerank)
             ranked = len(found)
             if keep is not None:
                 found = [h for h in found if keep(h)]
@@ -199,6 +212,21 @@ class Searcher:
         t2 = time.perf_counter() if timings else 0.0
         return SearchResult(store, query, mode, distance, hits, tops, {**top_notes, **notes}, vector,
                             (t1 - t0) * 1000, (t2 - t1) * 1000)
+
+    def rerank_of(self, record: StoreRecord, rerank: bool | None = None) -> tuple[bool, int]:
+        """Whether searches of ``record``'s store rerank, and how many candidates: ``rerank`` when
+        given, else its template's ``rerank``, else the setting ``search.rerank``; the count from the
+        template's ``rerank_candidates``, else ``search.rerank_candidates``."""
+        tpl = None
+        try:
+            tpl = self.stores.template_of(record)
+        except KnowledgeError:  # the template was deleted since: the settings decide
+            pass
+        on = rerank if rerank is not None else (
+            tpl.rerank if tpl is not None and tpl.rerank is not None else self.settings.search.rerank)
+        n = (tpl.rerank_candidates if tpl is not None and tpl.rerank_candidates is not None
+             else self.settings.search.rerank_candidates)
+        return bool(on), int(n)
 
     def search_stores(self, stores: Sequence[str], query: str, k: int = 5, *, where: dict | None = None,
                       mode: SearchMode | None = None,
