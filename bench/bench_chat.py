@@ -32,12 +32,12 @@ sys.path.insert(0, str(ROOT))
 
 
 def load() -> str:
-    return "load %.1f" % os.getloadavg()[0]
+    return f"load {os.getloadavg()[0]:.1f}"
 
 
 def pct(values: list[float], q: float) -> float:
     values = sorted(values)
-    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))] if values else float("nan")
+    return values[min(len(values) - 1, round(q * (len(values) - 1)))] if values else float("nan")
 
 
 def rank_of(files: list[str | None], relevant: set[str]) -> int | None:
@@ -73,8 +73,8 @@ def bench_rerank(wb, store: str, rows: list[dict[str, str]], candidates: int | N
             (rerank_ranks if on else plain_ranks).append(rank_of([h.file_name for h in hits], relevant))
     cost = [r - p for r, p in zip(rerank_ms, plain_ms)]
     print(f"reranking the best {n} passages, {len(rows)} questions, k = 10 ({load()}):")
-    print(f"  without: p50 {statistics.median(plain_ms):7.1f} ms  p95 {pct(plain_ms, 0.95):7.1f} ms  {quality(plain_ranks)}")
-    print(f"  with   : p50 {statistics.median(rerank_ms):7.1f} ms  p95 {pct(rerank_ms, 0.95):7.1f} ms  {quality(rerank_ranks)}")
+    for label, ms, ranks in (("without", plain_ms, plain_ranks), ("with   ", rerank_ms, rerank_ranks)):
+        print(f"  {label}: p50 {statistics.median(ms):7.1f} ms  p95 {pct(ms, 0.95):7.1f} ms  {quality(ranks)}")
     print(f"  reranker cost per query: p50 {statistics.median(cost):.1f} ms, p95 {pct(cost, 0.95):.1f} ms")
 
 

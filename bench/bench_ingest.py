@@ -215,13 +215,13 @@ _FLOOR: dict[str, Floor] = {}
 
 def run_config(size: int, overlap: int, files: list[Path], *, measure_quality: bool = True,
                floor_sample: int = 128, keep: str = "") -> dict:
+    import contextlib
+
     from knowledge.config import load_settings
     from knowledge.embeddings.bundled import ensure_bundled_model
     from knowledge.ingest.chunker import embedding_text
     from knowledge.service.templates import make_template
     from knowledge.workbench import Workbench
-
-    import contextlib
 
     kept = Path(keep) / f"c{size}-{overlap}" if keep else None
     with (contextlib.nullcontext(str(kept)) if kept else tempfile.TemporaryDirectory()) as tmp:

@@ -9,6 +9,7 @@ touching chunks of a file merged, setting ``search.merge_overlapping``).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -191,8 +192,7 @@ class Searcher:
         while True:
             found, exhausted = self.rank(store, query, vector, fetch, where=where, mode=mode, record=record)
             if reranking:
-                embedder = self.embedder(record.embedding_model)
-                found = rerank_hits(query, found, lambda texts: embedder.embed_documents(texts), n_rerank)
+                found = rerank_hits(query, found, self.embedder(record.embedding_model).embed_documents, n_rerank)
             ranked = len(found)
             if keep is not None:
                 found = [h for h in found if keep(h)]
@@ -218,10 +218,8 @@ class Searcher:
         given, else its template's ``rerank``, else the setting ``search.rerank``; the count from the
         template's ``rerank_candidates``, else ``search.rerank_candidates``."""
         tpl = None
-        try:
+        with contextlib.suppress(KnowledgeError):  # the template was deleted since: the settings decide
             tpl = self.stores.template_of(record)
-        except KnowledgeError:  # the template was deleted since: the settings decide
-            pass
         on = rerank if rerank is not None else (
             tpl.rerank if tpl is not None and tpl.rerank is not None else self.settings.search.rerank)
         n = (tpl.rerank_candidates if tpl is not None and tpl.rerank_candidates is not None
