@@ -21,7 +21,7 @@ The office row ingests the office corpus with the first configuration: files/s a
 the same path (its three password-protected files fail as "needs a password" and are counted).
 
 Usage: ``python bench/bench_ingest.py [--configs 800/400,256/64,128/32] [--limit N] [--no-office]
-[--floor-sample N]``.
+[--floor-sample N] [--keep DIR]``.
 Prints figures; never fails on a miss.
 """
 
@@ -214,14 +214,17 @@ _FLOOR: dict[str, Floor] = {}
 
 
 def run_config(size: int, overlap: int, files: list[Path], *, measure_quality: bool = True,
-               floor_sample: int = 128) -> dict:
+               floor_sample: int = 128, keep: str = "") -> dict:
+    import contextlib
+
     from knowledge.config import load_settings
     from knowledge.embeddings.bundled import ensure_bundled_model
     from knowledge.ingest.chunker import embedding_text
     from knowledge.service.templates import make_template
     from knowledge.workbench import Workbench
 
-    with tempfile.TemporaryDirectory() as tmp:
+    kept = Path(keep) / f"c{size}-{overlap}" if keep else None
+    with (contextlib.nullcontext(str(kept)) if kept else tempfile.TemporaryDirectory()) as tmp:
         settings = load_settings(data_dir=tmp, embeddings={"models_dir": str(ROOT / "data" / "models")})
         wb = Workbench(settings)
         name = f"c{size}-{overlap}"
@@ -270,6 +273,8 @@ def main() -> int:
     ap.add_argument("--no-office", action="store_true", help="skip the office-documents row")
     ap.add_argument("--floor-sample", type=int, default=128,
                     help="chunks of the first configuration the floor's settings are tuned on")
+    ap.add_argument("--keep", default="", metavar="DIR",
+                    help="keep each configuration's data folder under DIR (to evaluate it later)")
     args = ap.parse_args()
     if not BOOK.is_dir():
         print(f"corpus not found at {BOOK}", file=sys.stderr)
@@ -282,7 +287,7 @@ def main() -> int:
     rows = []
     for pair in args.configs.split(","):
         size, overlap = (int(x) for x in pair.split("/"))
-        r = run_config(size, overlap, files, floor_sample=args.floor_sample)
+        r = run_config(size, overlap, files, floor_sample=args.floor_sample, keep=args.keep)
         rows.append(r)
         for note in r["notes"]:
             print(f"  note: {note}")

@@ -7,7 +7,8 @@
   ``keyword`` as ``lexical`` (any case), so old and new settings both work.
 * The three numbers of a hit: :data:`SIMILARITY` (the vector score, ``Hit.score``: cosine similarity
   unless the store's distance says otherwise), :data:`KEYWORD_SCORE` (BM25, ``Hit.lexical_score``)
-  and :data:`RANK_SCORE` (the reciprocal-rank-fusion score of a hybrid search, ``Hit.fused_score``).
+  and :data:`RANK_SCORE` (the reciprocal-rank-fusion score of a hybrid search, ``Hit.fused_score``);
+  a reranked search adds :data:`RERANK_SCORE` (``Hit.rerank_score``), which then orders the list.
 * :func:`backend_label` -- a vector-store backend in words (``memory`` is the built-in backend).
 """
 
@@ -29,6 +30,8 @@ RANKING_HELP = ("**Hybrid**: the Semantic and the Keyword rankings merged (recip
 SIMILARITY = "similarity"
 KEYWORD_SCORE = "keyword score"
 RANK_SCORE = "rank score"
+#: The reranker's score of a reranked search (``Hit.rerank_score``: knowledge/service/rerank.py).
+RERANK_SCORE = "rerank score"
 
 #: What orders the list in each ranking, for a caption.
 RANKING_ORDER: dict[str, str] = {"hybrid": RANK_SCORE, "vector": SIMILARITY, "lexical": KEYWORD_SCORE}
@@ -66,4 +69,4 @@ def backend_label(backend: str) -> str:
 
 
 __all__ = ["BACKENDS", "KEYWORD_SCORE", "RANKINGS", "RANKING_ALIASES", "RANKING_HELP", "RANKING_ORDER",
-           "RANK_SCORE", "SIMILARITY", "backend_label", "ranking_label", "search_mode"]
+           "RANK_SCORE", "RERANK_SCORE", "SIMILARITY", "backend_label", "ranking_label", "search_mode"]

@@ -487,6 +487,12 @@ class Workbench:
         self.authorize(store)
         return self.searcher.search(store, query, k, **kwargs)
 
+    def reranks(self, store: str) -> tuple[bool, int]:
+        """Whether searches of ``store`` rerank by default, and how many passages (its template's
+        ``rerank``/``rerank_candidates``, else the settings ``search.rerank*``)."""
+        self.authorize(store)
+        return self.searcher.rerank_of(self.stores.get(store))
+
     def search_stores(self, stores, query: str, k: int = 5, **kwargs) -> MultiSearch:
         """See :meth:`Searcher.search_stores`; each store needs read access (``StoreNotFound`` otherwise)."""
         stores = list(stores)

@@ -159,9 +159,14 @@ def show_source(c: dict, n: int | None, question: str | None) -> None:
     """One passage: ``[n] file, page — heading · score`` (``n`` None: unnumbered), its text and an
     "Open in viewer" link."""
     label = f"[{n}] " if n is not None else ""
+    said = c.get("sentences") or []  # the offline assistant's answering sentences in this passage
     with st.expander(inert(f"{label}{where_text(c)} · similarity {c.get('score', 0):.3f}")):
-        st.markdown(render.render_html(c.get("text") or "", question, file_name=c.get("file_name")),
+        st.markdown(render.render_html(c.get("text") or "", None if said else question, file_name=c.get("file_name"),
+                                       marks=[(x["start"], x["end"]) for x in said]),
                     unsafe_allow_html=True)
+        if said:
+            st.caption("Highlighted: the sentence the answer quotes." if len(said) == 1
+                       else "Highlighted: the sentences the answer quotes.")
         span = (f" · characters {c['char_start']}–{c['char_end']}"
                 if c.get("char_start") is not None else "")
         source = c.get("source") or ("attachments" if str(c.get("store", "")).startswith("chat-")
@@ -171,8 +176,9 @@ def show_source(c: dict, n: int | None, question: str | None) -> None:
         which = f"chunk {chunks[0]}" if len(chunks) == 1 else f"chunks {chunks[0]}–{chunks[-1]}"
         st.caption(inert(f"{which} of {c.get('file_name')}{span} ({where})"))
         if c.get("store") and c.get("file_id"):
-            st.link_button("Open in viewer", viewer_url(c["store"], c["file_id"], start=c.get("char_start"),
-                                                        end=c.get("char_end"), page=c.get("page")),
+            at = said[0] if said and "char_start" in said[0] else c  # the quoted sentence, else the passage
+            st.link_button("Open in viewer", viewer_url(c["store"], c["file_id"], start=at.get("char_start"),
+                                                        end=at.get("char_end"), page=c.get("page")),
                            icon=":material/visibility:")
 
 
@@ -239,6 +245,11 @@ while i < len(messages):
                 if m.text:
                     st.markdown(render.answer_html(m.text), unsafe_allow_html=True)
                 if not m.meta.get("tool_calls"):
+                    unknown = m.meta.get("unknown_markers") or []
+                    if unknown:
+                        st.caption(inert("Removed from the answer: " + ", ".join(f"[{n}]" for n in unknown)
+                                         + (" — the model cited passages it was not given." if len(unknown) > 1
+                                            else " — the model cited a passage it was not given.")))
                     show_citations(m.meta.get("citations") or [], m.meta.get("also_searched"), question)
                     cfg = m.meta.get("config")
                     if cfg:
@@ -247,8 +258,8 @@ while i < len(messages):
 
 if not messages:
     st.caption("Ask about the stores chosen in the sidebar, or drag files onto the box below and ask about"
-               " them. Without a language model the offline assistant answers with the best passages,"
-               " quoted with file and page.")
+               " them. Without a language model the offline assistant answers with the sentences that"
+               " answer best, each citing its passage.")
 
 prompt = st.chat_input("Ask something, or drop files here", accept_file="multiple",
                        key=f"chat_input_{sid or 'new'}")
@@ -266,6 +277,8 @@ if prompt:
     turn = chat.start_turn(sid, [(f.getvalue(), f.name, f.type) for f in prompt.files or []],
                            (prompt.text or "").strip())
     with st.spinner("Attaching and thinking..." if turn.files else "Thinking..."):
+        with st.chat_message("assistant"):
+            st.write_stream(turn.stream())  # a model that streams writes into the bubble as it goes
         turn.wait()
     st.session_state["chat_problems"] = turn.problems
     st.rerun()

@@ -88,7 +88,9 @@ def render_hits(run: pg.SearchRun) -> None:
 
 def render_summary(run: pg.SearchRun) -> None:
     shown = f"{len(run.hits)} result{'' if len(run.hits) == 1 else 's'}"
-    st.caption(md("**{}**: ", run.store) + f"{shown} in {run.total_ms:.0f} ms.{pg.MODE_NOTE.get(run.mode, '')}",
+    order = (f" Order: {pg.RERANK_SCORE} (the best passages reranked)." if any(h.rerank_score is not None for h in run.hits)
+             else pg.MODE_NOTE.get(run.mode, ""))
+    st.caption(md("**{}**: ", run.store) + f"{shown} in {run.total_ms:.0f} ms.{order}",
                help=f"Embedding the query {run.embed_ms:.0f} ms + {pg.MODES.get(run.mode, run.mode)} search "
                     f"{run.search_ms:.0f} ms. "
                     f"Similarity: {pg.score_meaning(run.distance)}. Overlapping chunks of one file are "
@@ -198,7 +200,13 @@ mode = c6.selectbox("Ranking", list(pg.MODES), index=list(pg.MODES).index(wb.set
                     help=pg.MODE_HELP + " The default comes from the setting search.mode.")
 compare = c5.selectbox("Compare with", [NO_COMPARE, *[s for s in stores if s != store]], key="pg_compare",
                        help="Run the same query on a second store, side by side.")
-show_map = st.toggle("Show the map of the store", value=True, key="pg_map")
+t1, t2 = st.columns(2)
+show_map = t1.toggle("Show the map of the store", value=True, key="pg_map")
+rerank_default, rerank_n = wb.reranks(store)
+rerank = t2.toggle("Rerank", value=rerank_default, key=f"pg_rerank_{store}",
+                   help=f"Order the {rerank_n} best passages again by the sentence of each that best answers the"
+                        " query (the store's own model; adds time). The default comes from the store's template,"
+                        " else the setting search.rerank.")
 
 for key in KEYS:  # remember for the next visit
     if key in st.session_state:
@@ -213,11 +221,12 @@ runs: list[pg.SearchRun] = []
 try:
     chosen = names.get(file_label)
     where = pg.build_where(chosen.file_id if chosen else None, fields)
-    runs.append(pg.timed_search(wb, store, query, int(k), where=where, score_threshold=threshold, mode=mode))
+    runs.append(pg.timed_search(wb, store, query, int(k), where=where, score_threshold=threshold, mode=mode,
+                                rerank=rerank))
     if compare != NO_COMPARE:
         other = pg.compare_where(where, chosen.file_name if chosen is not None else None)
         runs.append(pg.timed_search(wb, compare, query, int(k), where=other, score_threshold=threshold,
-                                    mode=mode))
+                                    mode=mode, rerank=rerank))
 except KnowledgeError as exc:
     st.error(inert(exc))
     st.stop()

@@ -7,6 +7,7 @@ import os
 import streamlit as st
 
 from knowledge.errors import KnowledgeError
+from knowledge.llm import local
 from knowledge.llm.config import PROVIDERS
 from knowledge.text.render import inert, md
 from knowledge.tools import KnowledgeTools
@@ -34,7 +35,8 @@ with tab_configs:
                    "key set": ("yes" if os.environ.get(c.api_key_env) else "no") if c.api_key_env else "",
                    "reads": ", ".join(sorted(c.effective_capabilities())) or "text",
                    "capabilities": "provider default" if c.capabilities is None else ", ".join(c.capabilities) or "none",
-                   "tools": ("search + write" if c.write_tools else "search") if c.type == "CHAT" else ""}
+                   "tools": ("search first" if c.search_first else "search + write" if c.write_tools else "search")
+                   if c.type == "CHAT" else ""}
                   for c in rows], hide_index=True, width="stretch")
 
     names = [c.name for c in rows]
@@ -43,6 +45,44 @@ with tab_configs:
         admin = False
     else:
         admin = True
+
+
+def local_servers(names: list[str]) -> None:
+    """A model server on this machine (Ollama, LM Studio, llama.cpp's server), found on its default
+    port when the page opens (loopback only, once per visit; "Look again" probes anew), offered as
+    one button that saves a search-first chat model config for it."""
+    st.subheader("A model server on this computer")
+    ports = st.session_state.get("local_server_ports") or local.DEFAULT_PORTS  # tests point it elsewhere
+    if "local_servers" not in st.session_state:
+        st.session_state["local_servers"] = local.detect(ports)
+    found = st.session_state["local_servers"]
+    where = ", ".join(f"{n} ({p})" for n, p in ports.items())
+    if not found:
+        st.caption(md("No model server answers on this computer's default ports: {}. Start one (and load a"
+                      " model in it), then look again.", where))
+    for server in found:
+        if not server.models:
+            st.caption(md("{} answers at {} but lists no model: load one in it, then look again.",
+                          server.name, server.base_url))
+            continue
+        cfg = server.config()
+        if cfg.name in names:
+            st.caption(md("{} ({}) is set up: choose the config **{}** in the chat.", server.name, cfg.model, cfg.name))
+            continue
+        if st.button(md("Use {} ({})", server.name, cfg.model), key=f"use_{server.base_url}", type="primary",
+                     help=md("Saves the chat model config {}: the chat searches first and the model writes"
+                             " from the top passages, citing them.", cfg.name)):
+            try:
+                wb.require_admin("change LLM configs")
+                configs.save(cfg)
+                set_flash("llm-local", True, f"Saved the config {cfg.name}: choose it under Model in the chat.")
+            except KnowledgeError as exc:
+                set_flash("llm-local", False, str(exc))
+            st.rerun()
+    if st.button("Look again", key="local_look_again", icon=":material/refresh:"):
+        st.session_state.pop("local_servers", None)
+        st.rerun()
+    flash("llm-local")
 
 
 def config_forms(rows: list, names: list[str]) -> None:
@@ -74,6 +114,11 @@ def config_forms(rows: list, names: list[str]) -> None:
                  " vector_delete_file and vector_ingest_file, acting on the chat's own attachments only"
                  " (vector_ingest_file reads only under chat.allowed_dirs). Documents can carry"
                  " instructions, so keep it off unless you need it. Chat model configs only.")
+        search_first = st.checkbox(
+            "Search first, then let the model write (no tool calls)", value=bool(cur and cur.search_first),
+            help="For small local models, which cannot drive tool calls reliably: the chat searches with the"
+                 " question, gives the model the top passages numbered, and checks that every [n] it writes"
+                 " is one of them. OpenAI-compatible chat model configs only.")
         if st.form_submit_button("Save config"):
             try:
                 wb.require_admin("change LLM configs")
@@ -81,7 +126,8 @@ def config_forms(rows: list, names: list[str]) -> None:
                                       "model": model, "base_url": base_url, "api_key_env": key_env,
                                       "capabilities": None if default_caps or PROVIDERS[provider] == "EMBEDDING"
                                       else caps, "context_tokens": int(context),
-                                      "write_tools": bool(write_tools) and PROVIDERS[provider] == "CHAT"})
+                                      "write_tools": bool(write_tools) and PROVIDERS[provider] == "CHAT",
+                                      "search_first": bool(search_first) and provider == "openai"})
                 set_flash("llm-config", True, f"Saved the config {saved.name}.")
                 st.rerun()
             except KnowledgeError as exc:
@@ -107,6 +153,7 @@ def config_forms(rows: list, names: list[str]) -> None:
 if admin:
     with tab_configs:
         config_forms(rows, names)
+        local_servers(names)
 
 with tab_traces:
     chat = app_chat_service(wb)

@@ -630,6 +630,13 @@ def _fitted(tpl) -> str:
             f"{plan.overlap_tokens}, so no text is cut off.")
 
 
+def _rerank_text(t) -> str:
+    on = t.rerank if t.rerank is not None else settings.search.rerank
+    n = t.rerank_candidates or settings.search.rerank_candidates
+    where = "" if t.rerank is not None else " (setting)"
+    return f"best {n}{where}" if on else f"off{where}"
+
+
 def templates_tab() -> None:
     templates = wb.list_templates()
     st.dataframe(
@@ -637,7 +644,8 @@ def templates_tab() -> None:
           "model": t.embedding_model, "distance": t.distance, "chunk tokens": t.max_chunk_size_tokens,
           "overlap": t.chunk_overlap_tokens, "folder": t.ingest_folder or "", "glob": t.ingest_glob,
           "stores": wb.stores_using_template(t.name, internal=False), "description": t.description,
-          "OCR": t.ocr or f"{settings.ingest.ocr} (setting)"} for t in templates],
+          "OCR": t.ocr or f"{settings.ingest.ocr} (setting)",
+          "rerank": _rerank_text(t)} for t in templates],
         hide_index=True, width="stretch", key="templates-table",
         column_config={"stores": st.column_config.ListColumn("stores")},
     )
@@ -672,13 +680,27 @@ def templates_tab() -> None:
                            index=list(ocr_choices.values()).index(base.ocr if editing else None),
                            help="auto: PDF pages without a text layer and image files are read by OCR"
                                 " (slow: seconds per page); off: they are reported as needing OCR.")
+        c1, c2 = st.columns([3, 1])
+        rerank_choices = {f"as the setting search.rerank ({'on' if settings.search.rerank else 'off'})": None,
+                          "on": True, "off": False}
+        rerank = c1.selectbox("Rerank the best passages", list(rerank_choices), key="tpl-rerank",
+                              index=list(rerank_choices.values()).index(base.rerank if editing else None),
+                              help="on: a search's best passages are ordered again by the sentence of each that"
+                                   " best answers the query (the store's own model, offline; costs time per"
+                                   " search: docs/search.md).")
+        n_rerank = c2.number_input("Passages reranked", 2, 200,
+                                   (base.rerank_candidates if editing else None) or settings.search.rerank_candidates,
+                                   key="tpl-rerank-n")
         if st.form_submit_button("Save template", type="primary"):
             try:
                 tpl = make_template(name=(base.name if editing else name).strip(), backend=backend.strip(),
                                     embedding_model=model.strip(), distance=distance,
                                     max_chunk_size_tokens=int(size), chunk_overlap_tokens=int(overlap),
                                     ingest_folder=folder.strip() or None, ingest_glob=glob.strip() or "**/*",
-                                    description=desc.strip(), ocr=ocr_choices[ocr])
+                                    description=desc.strip(), ocr=ocr_choices[ocr], rerank=rerank_choices[rerank],
+                                    rerank_candidates=(None if int(n_rerank) == settings.search.rerank_candidates
+                                                       and not (editing and base.rerank_candidates)
+                                                       else int(n_rerank)))
                 wb.save_template(tpl)
                 set_flash("templates", True, f"Saved the template {tpl.name}.{_fitted(tpl)}")
                 st.rerun()

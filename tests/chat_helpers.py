@@ -35,15 +35,19 @@ def pdf_bytes(pages: list[str]) -> bytes:
 
 
 class ChatCompletionsServer:
-    """A local server speaking ``POST /v1/chat/completions`` (OpenAI's protocol, non-streaming).
+    """A local server speaking ``POST /v1/chat/completions`` (OpenAI's protocol; a request with
+    ``stream: true`` is answered with server-sent events, one chunk per word) and, given ``models``,
+    ``GET /v1/models``.
 
     ``script`` is a list of functions ``request_json -> assistant message dict`` (``{"content":
     ...}`` or ``{"tool_calls": [...]}``), used in order; every request body is kept in
     :attr:`requests` exactly as the client sent it.
     """
 
-    def __init__(self, script: list[Callable[[dict[str, Any]], dict[str, Any]]]) -> None:
+    def __init__(self, script: list[Callable[[dict[str, Any]], dict[str, Any]]],
+                 models: list[str] | None = None) -> None:
         self.script = list(script)
+        self.models = models  # GET /v1/models lists these (None: 404, as a server without the route)
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         outer = self
@@ -52,7 +56,7 @@ class ChatCompletionsServer:
             def log_message(self, *args: Any) -> None:  # quiet
                 pass
 
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 outer.requests.append(body)
                 outer.headers.append({k.lower(): v for k, v in self.headers.items()})
@@ -61,11 +65,35 @@ class ChatCompletionsServer:
                 if not outer.script:
                     return self._send(500, {"error": {"message": "script exhausted"}})
                 message = {"role": "assistant", "content": None, **outer.script.pop(0)(body)}
+                if body.get("stream"):
+                    return self._stream(body, str(message.get("content") or ""))
                 finish = "tool_calls" if message.get("tool_calls") else "stop"
                 self._send(200, {"id": f"chatcmpl-{len(outer.requests)}", "object": "chat.completion",
                                  "created": 1_700_000_000, "model": body["model"],
                                  "choices": [{"index": 0, "message": message, "finish_reason": finish}],
                                  "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
+
+            def do_GET(self) -> None:
+                if self.path.rstrip("/") == "/v1/models" and outer.models is not None:
+                    return self._send(200, {"object": "list", "data": [{"id": m, "object": "model"}
+                                                                      for m in outer.models]})
+                self._send(404, {"error": {"message": f"no route {self.path}"}})
+
+            def _stream(self, body: dict[str, Any], content: str) -> None:
+                """The answer as server-sent events, one chunk per word, then ``[DONE]``."""
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                words = content.split(" ")
+                for i, word in enumerate(words):
+                    piece = word if i == 0 else " " + word
+                    chunk = {"id": "chatcmpl-s", "object": "chat.completion.chunk", "created": 1_700_000_000,
+                             "model": body["model"], "choices": [{"index": 0, "delta": {"content": piece},
+                                                                  "finish_reason": None}]}
+                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                    self.wfile.flush()
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.flush()
 
             def _send(self, status: int, payload: dict[str, Any]) -> None:
                 data = json.dumps(payload).encode()
@@ -85,7 +113,7 @@ class ChatCompletionsServer:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
 
-    def __enter__(self) -> "ChatCompletionsServer":
+    def __enter__(self) -> ChatCompletionsServer:
         self.thread.start()
         return self
 

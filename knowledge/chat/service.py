@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import copy
 import logging
+import queue
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -50,13 +51,15 @@ from knowledge.chat.model import (
     Session,
     sniff_kind,
 )
-from knowledge.chat.sources import cite
+from knowledge.chat.sources import cite, drop_unknown_markers, where_text
 from knowledge.chat.store import ChatStore, SessionNotFound
 from knowledge.errors import FileNotFoundInStore, InvalidArgument, KnowledgeError, PathNotAllowed, StoreNotFound
 from knowledge.ingest.readers import read_document
 from knowledge.llm.config import LlmConfig, LlmUnavailable
 from knowledge.llm.providers import ChatProvider, Completion, ToolCall, TurnContext, open_provider
 from knowledge.outcomes import Outcome
+from knowledge.text.answers import Embed, Picked
+from knowledge.text.render import plain_text
 from knowledge.tools.knowledge import READ_TOOLS, WRITE_TOOLS, KnowledgeTools, ToolResult, format_hit, hit_data
 from knowledge.vectorstore.base import check_where
 from knowledge.vectorstore.scoring import higher_is_better
@@ -64,6 +67,12 @@ from knowledge.workbench import Workbench
 
 VECTOR_SEARCH, VIEW_ATTACHMENT = "vector_search", "view_attachment"
 MAX_CITATIONS = 8
+#: How many passages a search-first turn gives the model (``LlmConfig.search_first``).
+SEARCH_FIRST_K = 5
+#: What a search-first model is told, before the numbered passages.
+SEARCH_FIRST_PROMPT = ("Answer the question below from the numbered passages only. Cite every passage you use"
+                       " with its number in square brackets, like [1]. If the passages do not answer the"
+                       " question, say so plainly. Do not cite a number that is not given.")
 
 
 class AttachFailed(KnowledgeError):
@@ -87,8 +96,8 @@ class ChatReply:
     in order of first use, each with ``n`` (its number in the text), file_id, file_name, page,
     chunk_index, chunks, heading, char span, text, score, store and source -- ``also_searched``
     (the turn's other passages, in the order found, at most :data:`MAX_CITATIONS`), the
-    ``tool_runs`` in order, the config used, and whether it is ``retrieval_only`` (the offline
-    assistant)."""
+    ``tool_runs`` in order, the config used, whether it is ``retrieval_only`` (the offline
+    assistant), and the ``unknown_markers`` a search-first model wrote (dropped from ``text``)."""
 
     session_id: str
     text: str
@@ -98,6 +107,8 @@ class ChatReply:
     retrieval_only: bool
     dropped_turns: int = 0
     also_searched: list[dict[str, Any]] = field(default_factory=list)
+    #: Marker numbers the model wrote that point to no passage it was given (removed from ``text``).
+    unknown_markers: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -146,6 +157,8 @@ class Turn:
         self.chat, self.sid, self.files, self.text, self.retry = chat, sid, list(files), text, retry
         self.problems: list[str] = []
         self.reply: ChatReply | None = None
+        #: The answer's text as the model streams it (pieces); ``None`` ends it.
+        self.tokens: queue.Queue[str | None] = queue.Queue()
         self.previous: Turn | None = None
         self.thread = threading.Thread(target=self._run, name=f"chat-turn:{sid}", daemon=True)
 
@@ -158,6 +171,15 @@ class Turn:
         self.thread.join(timeout)
         return self.done
 
+    def stream(self) -> Iterator[str]:
+        """The answer's text as it streams (nothing for a model that does not stream), until the
+        turn ends: for ``st.write_stream``."""
+        while True:
+            piece = self.tokens.get()
+            if piece is None:
+                return
+            yield piece
+
     def _run(self) -> None:
         if self.previous is not None:
             self.previous.thread.join()  # one turn of a session at a time, in order
@@ -169,12 +191,14 @@ class Turn:
         self.files = [(b"", name, media_type) for _, name, media_type in self.files]  # free the bytes
         if self.text.strip() or self.retry:
             try:
-                self.reply = self.chat.retry(self.sid) if self.retry else self.chat.send(self.sid, self.text)
+                self.reply = (self.chat.retry(self.sid, on_token=self.tokens.put) if self.retry
+                              else self.chat.send(self.sid, self.text, on_token=self.tokens.put))
             except KnowledgeError as exc:
                 self.problems.append(str(exc))
             except Exception as exc:  # a bug: say so, keep the app running
                 log.exception("chat turn in session %s", self.sid)
                 self.problems.append(f"Unexpected error ({type(exc).__name__}: {exc}); see the server log.")
+        self.tokens.put(None)
 
 
 class ChatService:
@@ -488,8 +512,10 @@ class ChatService:
         return a
 
     # -- a turn ---------------------------------------------------------------------------------
-    def send(self, sid: str, text: str, config: str | None = None) -> ChatReply:
-        """Send the user's ``text`` (with the pending attachments) and run the turn.
+    def send(self, sid: str, text: str, config: str | None = None,
+             on_token: Callable[[str], None] | None = None) -> ChatReply:
+        """Send the user's ``text`` (with the pending attachments) and run the turn; a streamed
+        answer's pieces go to ``on_token`` as they come.
 
         Raises:
             InvalidArgument: blank text with nothing attached. LlmUnavailable: the model cannot be
@@ -529,9 +555,10 @@ class ChatService:
                 self.store.add_trace(sid, cfg.name, cfg.provider, cfg.model, {"model": cfg.model}, None,
                                      str(problem), datetime.now(UTC), 0.0)
                 raise problem
-            return self._run_turn(self.session(sid), cfg, provider, _Turn(text))
+            return self._run_turn(self.session(sid), cfg, provider, _Turn(text), on_token)
 
-    def retry(self, sid: str, config: str | None = None) -> ChatReply:
+    def retry(self, sid: str, config: str | None = None,
+              on_token: Callable[[str], None] | None = None) -> ChatReply:
         """Ask the session's last question again: when the last message is the user's (its turn
         failed -- the model unreachable, no key), run the turn once more on the stored history, with
         no second copy of the question.
@@ -549,9 +576,12 @@ class ChatService:
             provider = self.provider_factory(cfg)
             if provider is None:
                 raise LlmUnavailable(f"The chat config {cfg.name!r} gave no provider.")
-            return self._run_turn(s, cfg, provider, _Turn(messages[-1].text))
+            return self._run_turn(s, cfg, provider, _Turn(messages[-1].text), on_token)
 
-    def _run_turn(self, s: Session, cfg: LlmConfig, provider: ChatProvider, turn: _Turn) -> ChatReply:
+    def _run_turn(self, s: Session, cfg: LlmConfig, provider: ChatProvider, turn: _Turn,
+                  on_token: Callable[[str], None] | None = None) -> ChatReply:
+        if cfg.search_first and cfg.provider == "openai":
+            return self._search_first(s, cfg, provider, turn, on_token)
         dropped = 0
         for round_no in range(self.MAX_ROUNDS):
             last = round_no == self.MAX_ROUNDS - 1
@@ -564,7 +594,8 @@ class ChatService:
                               "" if ok else reason, list(kn.stores), kn.attachments,
                               [a.name for a in attachments if a.kind == KIND_IMAGE],
                               self.wb.settings.chat.min_score, dict(turn.failed),
-                              self._image_texts(kn, attachments) if not turn.question.strip() else {})
+                              self._image_texts(kn, attachments) if not turn.question.strip() else {},
+                              self._embed(turn))
             completion = self._call(s.id, cfg, provider, req, ctx)
             if completion.tool_calls and not last:
                 self.store.add_message(s.id, ASSISTANT, [Part(TEXT, text=completion.text)] if completion.text else [],
@@ -575,6 +606,8 @@ class ChatService:
                 continue
             cited = cite(completion.text or "", _citations(turn.hits))
             text, citations, also = cited.text, cited.sources, cited.also_searched[:MAX_CITATIONS]
+            if completion.sentences:
+                citations = _with_sentences(citations, completion.sentences)
             self.store.add_message(s.id, ASSISTANT, [Part(TEXT, text=text)],
                                    {"citations": citations, "also_searched": also, "config": cfg.name,
                                     "retrieval_only": completion.retrieval_only,
@@ -582,6 +615,52 @@ class ChatService:
                                                   for r in turn.runs]})
             return ChatReply(s.id, text, citations, turn.runs, cfg.name, completion.retrieval_only, dropped, also)
         raise AssertionError("unreachable")  # the last round offers no tools
+
+    def _search_first(self, s: Session, cfg: LlmConfig, provider: ChatProvider, turn: _Turn,
+                      on_token: Callable[[str], None] | None) -> ChatReply:
+        """A turn of a search-first config: search the session's knowledge with the question, hand
+        the model the top :data:`SEARCH_FIRST_K` passages numbered ``[n]`` with the question (no
+        tools), stream its answer to ``on_token``, then drop the markers that point to no passage
+        given and cite the rest (:func:`knowledge.chat.sources.cite`)."""
+        kn = self.knowledge(s.id)
+        if kn.searchable and turn.question.strip():
+            args = {"query": turn.question, "k": SEARCH_FIRST_K}
+            result = self._search(s, cfg, kn, args, turn)
+            turn.runs.append(ToolRun(VECTOR_SEARCH, args, result.text, result.ok))
+        req = self.request(s.id, cfg, offer_tools=False)
+        passages = _citations(turn.hits)
+        blocks = [f"[{h['ref']}] {where_text(h)}\n{plain_text(str(h.get('text') or ''), file_name=h.get('file_name'))}"
+                  for h in passages]
+        brief = (SEARCH_FIRST_PROMPT + "\n\nPassages:\n\n" + "\n\n".join(blocks) if blocks
+                 else "No passage of this chat's knowledge matches the question: say so, and answer only if you can"
+                      " without them, saying that no passage supports it.")
+        messages = [*req.messages, {"role": "user", "content": f"{brief}\n\nQuestion: {turn.question}"}]
+        if req.messages and req.messages[-1].get("role") == "user" and isinstance(req.messages[-1].get("content"), str):
+            messages = [*req.messages[:-1], messages[-1]]  # the question once, after its passages
+        attachments = self.attachments(s.id)
+        ctx = TurnContext(turn.question, list(turn.hits), [a.name for a in attachments], "", list(kn.stores),
+                          kn.attachments, min_score=self.wb.settings.chat.min_score, failed=dict(turn.failed),
+                          on_token=on_token)
+        completion = self._call(s.id, cfg, provider, MappedRequest(messages, [], req.tokens, req.dropped_turns), ctx)
+        raw, unknown = drop_unknown_markers(completion.text or "", [int(h["ref"]) for h in passages])
+        cited = cite(raw, passages)
+        also = cited.also_searched[:MAX_CITATIONS]
+        self.store.add_message(s.id, ASSISTANT, [Part(TEXT, text=cited.text)],
+                               {"citations": cited.sources, "also_searched": also, "config": cfg.name,
+                                "retrieval_only": False, "search_first": True, "unknown_markers": unknown,
+                                "tool_runs": [{"name": r.name, "arguments": r.arguments, "ok": r.ok} for r in turn.runs]})
+        return ChatReply(s.id, cited.text, cited.sources, turn.runs, cfg.name, False, req.dropped_turns, also, unknown)
+
+    def _embed(self, turn: _Turn) -> Embed | None:
+        """The embedding model of the store of the turn's best passage, as ``texts -> (n, d)``
+        rows (for the offline assistant's sentences); ``None`` before any passage is found."""
+        if not turn.hits:
+            return None
+        record = self.wb.store_record(str(turn.hits[0].get("store")))
+        if record is None:
+            return None
+        embedder = self.wb.embedder(record.embedding_model)
+        return lambda texts: embedder.embed_documents(texts)
 
     def request(self, sid: str, cfg: LlmConfig | None = None, offer_tools: bool = True) -> MappedRequest:
         """The request the session's next round sends (what the mapper renders from the history)."""
@@ -830,6 +909,25 @@ def _read_source(source: Any, name: str | None) -> tuple[bytes, str]:
 
 def _passage_key(h: dict[str, Any]) -> tuple[Any, ...]:
     return h.get("store"), h.get("file_id"), h.get("chunk_index"), h.get("char_start"), h.get("char_end")
+
+
+def _with_sentences(citations: list[dict[str, Any]], picked: list[Picked]) -> list[dict[str, Any]]:
+    """Each citation with ``sentences``: the answering sentences picked in its passage, best
+    first, as ``{"start", "end", "score"}`` (``str`` offsets into the citation's ``text``) and, when
+    the passage is its document's ``text[char_start:char_end]``, ``char_start``/``char_end`` in the
+    document (for the viewer)."""
+    out = []
+    for c in citations:
+        mine = [p for p in picked if p.ref == c.get("ref")]
+        if not mine:
+            out.append(c)
+            continue
+        start, end, text = c.get("char_start"), c.get("char_end"), str(c.get("text") or "")
+        base = start if isinstance(start, int) and isinstance(end, int) and end - start == len(text) else None
+        out.append({**c, "sentences": [{"start": p.start, "end": p.end, "score": p.score,
+                                        **({"char_start": base + p.start, "char_end": base + p.end}
+                                           if base is not None else {})} for p in mine]})
+    return out
 
 
 def _citations(hits: list[dict[str, Any]]) -> list[dict[str, Any]]:

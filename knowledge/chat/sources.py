@@ -130,6 +130,32 @@ def cite(answer: str, hits: Sequence[dict[str, Any]]) -> CitedAnswer:
     return CitedAnswer(text, sources, also, by)
 
 
+def drop_unknown_markers(answer: str, refs: Sequence[int]) -> tuple[str, list[int]]:
+    """``answer`` without the marker numbers that point to no passage given (``refs``): ``[1, 7]``
+    becomes ``[1]`` and ``[7]`` goes (with the space before it), outside code only; and the numbers
+    dropped, in order of first use. For a model that wrote from numbered passages."""
+    known, dropped = set(refs), []
+
+    def keep(m: re.Match[str]) -> str:
+        nums = [int(x) for x in re.split(r"\s*[,;]\s*", m.group(1))]
+        for x in nums:
+            if x not in known and x not in dropped:
+                dropped.append(x)
+        kept = [x for x in nums if x in known]
+        return f"[{', '.join(map(str, kept))}]" if kept else ""
+
+    marker = re.compile(r"[ \t]?" + _MARKER.pattern)
+    out = []
+    for is_code, _, piece in _prose(answer):
+        if is_code:
+            out.append(piece)
+            continue
+        out.append(marker.sub(lambda m: (m.group(0)[: len(m.group(0)) - len(m.group(0).lstrip(" \t"))] + kept)
+                              if (kept := keep(m)) else "", piece))
+    text = "".join(out)
+    return text, dropped
+
+
 def where_text(c: dict[str, Any]) -> str:
     """Where a cited passage is, in words, without empty parts: ``file, page 3 — Heading`` (no page
     for a file without pages, never "None"), ``· 2 chunks`` when it joins chunks."""
@@ -144,4 +170,5 @@ def where_text(c: dict[str, Any]) -> str:
     return out
 
 
-__all__ = ["MIN_QUOTE_WORDS", "QUOTE_WORDS", "CitedAnswer", "cite", "named_at", "quoted_at", "where_text"]
+__all__ = ["MIN_QUOTE_WORDS", "QUOTE_WORDS", "CitedAnswer", "cite", "drop_unknown_markers", "named_at", "quoted_at",
+           "where_text"]

@@ -16,7 +16,7 @@ from knowledge.workbench import Workbench
 
 #: The fields of a citation that ``chat --json`` prints.
 CITATION_FIELDS = ("n", "source", "file_name", "file_id", "page", "chunk_index", "chunks", "heading", "char_start",
-                   "char_end", "used_at", "score", "text")
+                   "char_end", "used_at", "score", "text", "sentences")
 
 
 def add_parser(sub: Commands) -> None:
@@ -56,6 +56,7 @@ def cmd_chat(wb: Workbench, args: argparse.Namespace) -> int:
                           "answer": reply.text,
                           "stores": chat.session(session.id).stores,
                           "citations": [{k: c.get(k) for k in CITATION_FIELDS} for c in reply.citations],
+                          "unknown_markers": reply.unknown_markers,
                           "also_searched": [{k: c.get(k) for k in CITATION_FIELDS if k not in ("n", "used_at")}
                                             for c in reply.also_searched],
                           "tool_calls": [{"name": r.name, "arguments": r.arguments, "ok": r.ok}

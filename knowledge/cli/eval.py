@@ -27,6 +27,8 @@ def add_parser(sub: Commands) -> None:
     s.add_argument("--k", type=int, default=10, help="depth of each ranking (default 10)")
     s.add_argument("--fusion-weight", type=float, metavar="W",
                    help="hybrid: weight of the semantic ranking, 0-1 (default: search.fusion_weight)")
+    s.add_argument("--rerank", action=argparse.BooleanOptionalAction, default=None,
+                   help="rerank the best passages (default: the store's template, else setting search.rerank)")
     s.add_argument("--min-mrr", type=float, metavar="X",
                    help="exit 1 when the MRR@k of any mode evaluated is below X (for CI pipelines)")
     s.add_argument("--questions", dest="show_questions", action="store_true",
@@ -42,7 +44,8 @@ def cmd_eval(wb: Workbench, args: argparse.Namespace) -> int:
                                for m in (ev.MODES if m == "all" else [m])))
     runs = []
     for mode in modes:
-        run = wb.evaluations.evaluate(args.store, qset, mode, args.k, fusion_weight=args.fusion_weight)
+        run = wb.evaluations.evaluate(args.store, qset, mode, args.k, fusion_weight=args.fusion_weight,
+                                      rerank=args.rerank)
         if not args.no_save:
             wb.evaluations.save_run(run)
         runs.append(run)

@@ -5,7 +5,7 @@ What the bundled model's documents run on (``docs/benchmarks.md``, "Embedding at
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +24,11 @@ def length_order(lengths: Sequence[int]) -> np.ndarray:
     of an arbitrary mix; ``out[order] = batched_results`` puts results back in input order.
     """
     return np.argsort(np.asarray(lengths, dtype=np.int64), kind="stable")
+
+
+#: Called before each ONNX Runtime batch of :meth:`MeanPooledEncoder.embed` when set: the app's worker
+#: process sets it to :meth:`knowledge.service.yielding.SearchMark.wait` (ingestion yields to searches).
+between_batches: Callable[[], object] | None = None
 
 
 def session_options(intra_op_threads: int | None, inter_op_threads: int = 1) -> Any:
@@ -109,6 +114,8 @@ class MeanPooledEncoder:
         order = length_order([len(row) for row in ids])
         out: np.ndarray | None = None
         for start in range(0, len(order), batch_size):
+            if between_batches is not None:
+                between_batches()
             rows = order[start:start + batch_size]
             vectors = self._run([ids[i] for i in rows])
             if out is None:

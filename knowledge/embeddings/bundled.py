@@ -181,7 +181,7 @@ class BundledEmbedder(FastEmbedEmbedder):
         ConfigError: ``batch_size`` < 1. ValueError: ``threads`` < 1 or ``inter_op_threads`` < 1.
     """
 
-    def __init__(self, models_dir: Path, *, batch_size: int = 32, threads: int | None = None,
+    def __init__(self, models_dir: Path, *, batch_size: int = 8, threads: int | None = None,
                  inter_op_threads: int = 1) -> None:
         if threads is not None and threads < 1:
             raise ValueError(f"threads must be at least 1 (or None: every core), got {threads}.")

@@ -42,10 +42,10 @@ class Evaluations:
     # evaluating
     def evaluate(self, store: str, qset: QuestionSet, mode: str | None = None, k: int = 10, *,
                  fusion_weight: float | None = None, candidates: int | None = None,
-                 progress: Callable[[int, int], None] | None = None) -> EvalRun:
+                 progress: Callable[[int, int], None] | None = None, rerank: bool | None = None) -> EvalRun:
         """See :func:`knowledge.evaluation.runs.evaluate`."""
         return evaluate(self.stores, self.searcher, store, qset, mode, k, fusion_weight=fusion_weight,
-                        candidates=candidates, progress=progress)
+                        candidates=candidates, progress=progress, rerank=rerank)
 
     def tuned(self, *, fusion_weight: float | None = None, candidates: int | None = None) -> Searcher:
         """See :func:`knowledge.evaluation.runs.tuned`."""

@@ -123,9 +123,10 @@ def tuned(searcher: Searcher, *, fusion_weight: float | None = None, candidates:
 
 def evaluate(stores: Stores, searcher: Searcher, store: str, qset: QuestionSet, mode: str | None = None, k: int = 10, *,
              fusion_weight: float | None = None, candidates: int | None = None,
-             progress: Callable[[int, int], None] | None = None) -> EvalRun:
+             progress: Callable[[int, int], None] | None = None, rerank: bool | None = None) -> EvalRun:
     """Search ``store`` with every question of ``qset`` (``k`` hits, ``mode`` default
-    ``search.mode``) and score the rankings. Not saved: see
+    ``search.mode``; ``rerank`` default the store's, see :meth:`Searcher.search`) and score the
+    rankings. Not saved: see
     :meth:`Evaluations.save_run <knowledge.evaluation.face.Evaluations.save_run>`.
 
     Raises:
@@ -148,7 +149,7 @@ def evaluate(stores: Stores, searcher: Searcher, store: str, qset: QuestionSet, 
     results = []
     for i, q in enumerate(qset.questions):
         t = time.perf_counter()
-        hits = view.search(store, q.text, k=k, mode=mode).hits  # type: ignore[arg-type]
+        hits = view.search(store, q.text, k=k, mode=mode, rerank=rerank).hits  # type: ignore[arg-type]
         latency = (time.perf_counter() - t) * 1000
         flags = [q.is_relevant(h) for h in hits]
         keys = [_order_key(h, mode) for h in hits]
@@ -163,7 +164,9 @@ def evaluate(stores: Stores, searcher: Searcher, store: str, qset: QuestionSet, 
             progress(i + 1, len(qset.questions))
     names = metric_names(k)
     means = {m: sum(r.metrics[m] for r in results) / max(1, len(results)) for m in names}
-    search = {"fusion_weight": view.settings.search.fusion_weight, "candidates": view.settings.search.candidates}
+    reranked, n_rerank = view.rerank_of(record, rerank)
+    search = {"fusion_weight": view.settings.search.fusion_weight, "candidates": view.settings.search.candidates,
+              "rerank": n_rerank if reranked else 0}
     return EvalRun(uuid.uuid4().hex[:12], qset.name, qset.sha256, store, mode, k, record.template,
                    record.embedding_model, chunking, search, means, tuple(results), started,
                    time.perf_counter() - t0)

@@ -63,6 +63,8 @@ class LlmConfig(BaseModel):
     it, oldest turns first); ``timeout`` is seconds per HTTP request. ``write_tools`` (CHAT, default
     off) offers the model the writing knowledge tools too, acting only on the chat's own attachment
     store; by default a model gets read tools only, because documents can carry instructions.
+    ``search_first`` (CHAT, default off): the chat searches with the question first and the model
+    writes from the top passages, numbered, offered no tools (:mod:`knowledge.llm.local` sets it).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -79,6 +81,8 @@ class LlmConfig(BaseModel):
     timeout: float = Field(120.0, gt=0, le=3600)
     write_tools: bool = Field(False, description="CHAT: also offer the writing tools (vector_upsert,"
                               " vector_delete_file, vector_ingest_file), on the chat's own attachments only")
+    search_first: bool = Field(False, description="CHAT: search first and give the model the top passages,"
+                               " numbered, with no tools (for small local models, which cannot drive tool calls)")
 
     @field_validator("name")
     @classmethod
@@ -115,6 +119,8 @@ class LlmConfig(BaseModel):
             raise ValueError("capabilities are for CHAT configs")
         if self.type == EMBEDDING and self.write_tools:
             raise ValueError("write_tools is for CHAT configs")
+        if self.search_first and self.provider != "openai":
+            raise ValueError("search_first is for OpenAI-compatible chat configs")
         if self.provider == "openai" and not self.model:
             raise ValueError("an OpenAI-compatible config needs a model name")
         if self.base_url:

@@ -17,10 +17,14 @@ import json
 import os
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from knowledge.errors import KnowledgeError
 from knowledge.llm.config import LlmConfig, LlmUnavailable
+from knowledge.text.answers import MIN_SCORE as MIN_SENTENCE_SCORE
+from knowledge.text.answers import Embed, Picked, pick, score_sentences
 from knowledge.text.render import plain_text
 
 RETRIEVAL_ONLY_LABEL = "Retrieval only — no language model wrote this."
@@ -54,6 +58,8 @@ class Completion:
     request: dict[str, Any]
     response: dict[str, Any]
     retrieval_only: bool = False
+    #: The offline assistant's answering sentences (:func:`knowledge.text.answers.pick`), best first.
+    sentences: list[Picked] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -66,7 +72,10 @@ class TurnContext:
     are not indexed), ``min_score``: the score under which a passage does not count as an answer
     (setting ``chat.min_score``; applied to higher-is-better scores only), and ``failed``: the stores
     that could not be searched this turn, with the reason; ``read``: for a turn without typed text,
-    what text recognition read in each attached image (name -> text)."""
+    what text recognition read in each attached image (name -> text); ``embed``: the searched
+    store's embedding model (``texts -> (n, d)`` float32 rows, L2-normalised), with which the
+    offline assistant picks the sentences that answer (``None``: it quotes passages); ``on_token``:
+    where a streamed answer's text goes as it comes."""
 
     question: str = ""
     hits: list[dict[str, Any]] = field(default_factory=list)
@@ -78,6 +87,9 @@ class TurnContext:
     min_score: float | None = None
     failed: dict[str, str] = field(default_factory=dict)
     read: dict[str, str] = field(default_factory=dict)
+    embed: Embed | None = None
+    #: Called with each piece of text as the model streams it (a request without tools streams).
+    on_token: Callable[[str], None] | None = None
 
 
 class ChatProvider(ABC):
@@ -131,6 +143,8 @@ class OpenAICompatible(ChatProvider):
         where = self.config.base_url or "api.openai.com"
         oa = self._openai
         try:
+            if context.on_token is not None and not tools:
+                return self._stream(request, context.on_token)
             resp = self.client.chat.completions.create(**request)
         except oa.APIConnectionError as exc:
             raise LlmUnavailable(f"Cannot reach the model server at {where} (config"
@@ -146,6 +160,25 @@ class OpenAICompatible(ChatProvider):
         calls = [ToolCall(tc.id, tc.function.name, tc.function.arguments or "")
                  for tc in (msg.tool_calls or []) if getattr(tc, "function", None) is not None]
         return Completion(msg.content, calls, request, resp.model_dump(mode="json", exclude_none=True))
+
+
+    def _stream(self, request: dict[str, Any], on_token: Callable[[str], None]) -> Completion:
+        """The answer streamed (server-sent events), each piece handed to ``on_token`` as it comes;
+        the trace gets the whole text. Raises the ``openai`` errors :meth:`complete` turns into
+        ``LlmUnavailable``."""
+        pieces: list[str] = []
+        last: dict[str, Any] = {}
+        for chunk in self.client.chat.completions.create(**request, stream=True):
+            last = chunk.model_dump(mode="json", exclude_none=True)
+            for choice in chunk.choices or []:
+                piece = getattr(choice.delta, "content", None)
+                if piece:
+                    pieces.append(piece)
+                    on_token(piece)
+        text = "".join(pieces)
+        response = {"id": last.get("id"), "model": last.get("model"), "object": "chat.completion", "streamed": True,
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": text}}]}
+        return Completion(text, [], {**request, "stream": True}, response)
 
 
 class OfflineAssistant(ChatProvider):
@@ -171,14 +204,54 @@ class OfflineAssistant(ChatProvider):
             return Completion(None, [call], request,
                               {"tool_calls": [{"id": call.id, "name": call.name, "arguments": call.arguments}]},
                               retrieval_only=True)
-        text = self._answer(context, "vector_search" in names)
-        return Completion(text, [], request, {"content": text}, retrieval_only=True)
+        text, picked = self._answer(context, "vector_search" in names)
+        response = {"content": text, "sentences": [{"ref": p.ref, "start": p.start, "end": p.end, "score": p.score}
+                                                   for p in picked]}
+        return Completion(text, [], request, response, retrieval_only=True, sentences=picked)
 
-    def _answer(self, context: TurnContext, can_search: bool) -> str:
-        text = self._passages(context, can_search)
+    def _answer(self, context: TurnContext, can_search: bool) -> tuple[str, list[Picked]]:
+        text, picked = self._sentences(context)
+        if text is None:
+            text = self._passages(context, can_search)
         for store, why in context.failed.items():
             text += f"\n\n⚠️ {store} could not be searched: {why}"
-        return text
+        return text, picked
+
+    def _strong(self, context: TurnContext) -> list[dict[str, Any]]:
+        """The hits worth answering from: the relevant ones (:func:`_relevant`) scoring at least
+        ``min_score`` when higher is better."""
+        floor = context.min_score
+        return [h for h in _relevant(context.hits[: self.K]) if floor is None or not h.get("higher_is_better", True)
+                or float(h.get("score") or 0.0) >= floor]
+
+    def _sentences(self, context: TurnContext) -> tuple[str | None, list[Picked]]:
+        """The answer made of the sentences that answer (:mod:`knowledge.text.answers`), each with
+        its passage's ``[n]``; ``(None, [])`` when it cannot be made (no model to score with, no
+        passage, no question): :meth:`_passages` answers then."""
+        question = context.question.strip()
+        strong = self._strong(context)
+        if context.embed is None or not question or not strong:
+            return None, []
+        try:
+            scored = score_sentences(question, strong, context.embed)
+        except KnowledgeError:
+            return None, []
+        if not scored:
+            return None, []
+        where = _knowledge_label(context)
+        picked = pick(scored)
+        if not picked:
+            best = scored[0]
+            return (f"*{RETRIEVAL_ONLY_LABEL}* Nothing in {where} answers “{question}”: no sentence of the"
+                    f" closest passages scores {MIN_SENTENCE_SCORE:.2f} or more (the best, {best.score:.2f}). The"
+                    " passages are under *Also searched*. Try other words, or choose other stores."), []
+        by_ref = {int(h.get("ref") or i): h for i, h in enumerate(strong, 1)}
+        lines = [f"*{RETRIEVAL_ONLY_LABEL}* The sentences of {where} that best answer “{question}”:"]
+        for p in picked:
+            h = by_ref[p.ref]
+            said = " ".join(plain_text(p.text, file_name=h.get("file_name")).split())
+            lines.append(f"> {_inert(said)} [{p.ref}]")
+        return lines[0] + "\n\n" + "\n>\n".join(lines[1:]), picked
 
     def _passages(self, context: TurnContext, can_search: bool) -> str:
         question = context.question.strip()
@@ -193,8 +266,7 @@ class OfflineAssistant(ChatProvider):
         where = _knowledge_label(context)
         hits = _relevant(context.hits[: self.K])
         floor = context.min_score
-        strong = [h for h in hits if floor is None or not h.get("higher_is_better", True)
-                  or float(h.get("score") or 0.0) >= floor]
+        strong = self._strong(context)
         if strong:
             lines = [f"*{RETRIEVAL_ONLY_LABEL}* The passages of {where} that best match “{question}”:"]
             lines += [f"[{h.get('ref') or i}] {_quote(h)}" for i, h in enumerate(strong, 1)]

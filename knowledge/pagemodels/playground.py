@@ -36,7 +36,7 @@ from knowledge.service.passages import HitNote, merge_passages
 from knowledge.vectorstore.base import check_where
 from knowledge.vectorstore.scoring import DISTANCE_ORDER
 from knowledge.vectorstore.store import Hit, VectorStore
-from knowledge.vocabulary import KEYWORD_SCORE, RANK_SCORE, RANKING_HELP, RANKINGS, SIMILARITY
+from knowledge.vocabulary import KEYWORD_SCORE, RANK_SCORE, RANKING_HELP, RANKINGS, RERANK_SCORE, SIMILARITY
 
 if TYPE_CHECKING:  # pragma: no cover
     from knowledge.workbench import Workbench
@@ -201,7 +201,7 @@ class SearchRun:
 
 def timed_search(wb: Workbench, store: str, query: str, k: int = 5, *, where: Mapping[str, Any] | None = None,
                  score_threshold: float | None = None, mode: str | None = None,
-                 merge: bool | None = None) -> SearchRun:
+                 merge: bool | None = None, rerank: bool | None = None) -> SearchRun:
     """Search ``store`` like :meth:`Workbench.search`, timing the embedding and the search apart:
     :meth:`Workbench.search_result` (:meth:`knowledge.service.search.Searcher.search`) with ``timings``.
 
@@ -210,7 +210,9 @@ def timed_search(wb: Workbench, store: str, query: str, k: int = 5, *, where: Ma
     score direction, except to chunks that hold every word of the query
     (:func:`knowledge.service.search.holds_every_query_word`; keyword and hybrid rankings); then
     :func:`fold_hits` drops repeated text and, with ``merge`` (default: setting
-    ``search.merge_overlapping``), merges overlapping chunks of a file into one hit.
+    ``search.merge_overlapping``), merges overlapping chunks of a file into one hit. ``rerank``
+    (default: the store's template, else setting ``search.rerank``) reorders the best passages
+    (:mod:`knowledge.service.rerank`); the hits then carry their rerank score.
 
     Raises:
         StoreNotFound, InvalidArgument (blank query, ``k < 1``, bad filter), EmbeddingUnavailable,
@@ -218,7 +220,7 @@ def timed_search(wb: Workbench, store: str, query: str, k: int = 5, *, where: Ma
     """
     merge = wb.settings.search.merge_overlapping if merge is None else merge
     r = wb.search_result(store, query, k, where=where, score_threshold=score_threshold, mode=mode,
-                         timings=True, top=DISTRIBUTION_SIZE, words_pass=True,
+                         timings=True, top=DISTRIBUTION_SIZE, words_pass=True, rerank=rerank,
                          fold=lambda found, n: merge_passages(found, n, merge=merge))
     return SearchRun(store, query, r.distance, r.hits, r.top, r.vector, r.embed_ms, r.search_ms,
                      score_threshold, check_where(dict(where) if where is not None else None), r.mode, r.notes)
@@ -239,19 +241,24 @@ def score_text(hit: Hit, distance: str = "cosine") -> str:
     """``"similarity 0.612 · keyword score 7.31 · rank score 0.0325"``: the vector score (cosine
     similarity; ``"distance"`` for a euclid or manhattan store), then what a hybrid search adds --
     the BM25 keyword score ("–" when the chunk shares no word with the query) and the
-    reciprocal-rank-fusion rank score that orders the list."""
+    reciprocal-rank-fusion rank score that orders the list; a reranked hit's rerank score last
+    (it orders the list then)."""
     vector = SIMILARITY if DISTANCE_ORDER.get(distance, True) else "distance"
     parts = [f"{vector} {hit.score:.3f}"]
     if hit.fused_score is not None or hit.lexical_score is not None:
         parts.append(f"{KEYWORD_SCORE} –" if hit.lexical_score is None else f"{KEYWORD_SCORE} {hit.lexical_score:.2f}")
     if hit.fused_score is not None:
         parts.append(f"{RANK_SCORE} {hit.fused_score:.4f}")
+    if hit.rerank_score is not None:
+        parts.append(f"{RERANK_SCORE} {hit.rerank_score:.4f}")
     return " · ".join(parts)
 
 
 def order_score(hit: Hit, mode: str) -> float:
-    """The score that orders the list in ``mode``: the fused score (hybrid), BM25 (lexical, 0 when
-    missing), else the vector score."""
+    """The score that orders the list in ``mode``: the rerank score when the search reranked, else
+    the fused score (hybrid), BM25 (lexical, 0 when missing), else the vector score."""
+    if hit.rerank_score is not None:
+        return hit.rerank_score
     if mode == "hybrid" and hit.fused_score is not None:
         return hit.fused_score
     if mode == "lexical":
@@ -326,6 +333,7 @@ __all__ = [
     "MODES",
     "MODE_HELP",
     "MODE_NOTE",
+    "RERANK_SCORE",
     "SHOWN_LABELS",
     "SearchRun",
     "bar_fraction",

@@ -9,6 +9,7 @@ touching chunks of a file merged, setting ``search.merge_overlapping``).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -22,7 +23,9 @@ from knowledge.catalog import StoreRecord
 from knowledge.errors import InvalidArgument, KnowledgeError, StoreNotFound
 from knowledge.service.fusion import LexicalHit, LexicalIndex, reciprocal_rank_fusion
 from knowledge.service.passages import merge_passages
+from knowledge.service.rerank import rerank as rerank_hits
 from knowledge.service.stores import Stores
+from knowledge.service.yielding import SearchMark
 from knowledge.text.analysis import analyzer
 from knowledge.vectorstore.base import Collection, as_vector, check_where
 from knowledge.vectorstore.scoring import higher_is_better, passes_threshold, vector_scores
@@ -118,12 +121,14 @@ class Searcher:
         self.embedder = embedder
         self._lock = threading.Lock()
         self._lexical: dict[str, _HeldIndex] = {}
+        self.mark = SearchMark(self.settings.data_root)  # the app's worker process yields to searches
 
     def search(self, store: str, query: str, k: int = 5, *, where: Mapping[str, Any] | None = None,
                score_threshold: float | None = None, max_per_file: int | None = None,
                mode: SearchMode | None = None, timings: bool = False, top: int = 0,
                fold: Fold | None = None, words_pass: bool = False,
-               keep: Callable[[Hit], bool] | None = None, merge: bool | None = None) -> SearchResult:
+               keep: Callable[[Hit], bool] | None = None, merge: bool | None = None,
+               rerank: bool | None = None) -> SearchResult:
         """The ``k`` best passages of ``store`` for ``query`` (text), best first, never two with
         identical text.
 
@@ -154,6 +159,11 @@ class Searcher:
         whatever its vector score;
         ``timings`` measures ``embed_ms`` and ``search_ms``.
 
+        ``rerank`` (default: the store's template's ``rerank``, else setting ``search.rerank``)
+        reorders the ranking's best ``rerank_candidates`` (template, else ``search.rerank_candidates``)
+        by :func:`knowledge.service.rerank.rerank` before the folding; the hits then carry
+        ``rerank_score`` and are in its order.
+
         Raises:
             StoreNotFound; InvalidArgument (blank query, ``k`` or ``max_per_file`` below 1, unknown
             mode, bad filter); EmbeddingUnavailable; DimensionMismatch.
@@ -165,6 +175,7 @@ class Searcher:
         if max_per_file is not None and max_per_file < 1:
             raise InvalidArgument(f"max_per_file must be at least 1, got {max_per_file}.")
         mode = cast("SearchMode", search_mode(mode or self.settings.search.mode))
+        self.mark.touch()
         record = self.stores.get(store)
         where = check_where(dict(where) if where is not None else None)
         merging = self.settings.search.merge_overlapping if merge is None else merge
@@ -175,8 +186,13 @@ class Searcher:
         distance = record.distance
         want = max(k, top)
         fetch = want if max_per_file is None else want * 4
+        reranking, n_rerank = self.rerank_of(record, rerank)
+        if reranking:
+            fetch = max(fetch, n_rerank)
         while True:
             found, exhausted = self.rank(store, query, vector, fetch, where=where, mode=mode, record=record)
+            if reranking:
+                found = rerank_hits(query, found, self.embedder(record.embedding_model).embed_documents, n_rerank)
             ranked = len(found)
             if keep is not None:
                 found = [h for h in found if keep(h)]
@@ -196,6 +212,19 @@ class Searcher:
         t2 = time.perf_counter() if timings else 0.0
         return SearchResult(store, query, mode, distance, hits, tops, {**top_notes, **notes}, vector,
                             (t1 - t0) * 1000, (t2 - t1) * 1000)
+
+    def rerank_of(self, record: StoreRecord, rerank: bool | None = None) -> tuple[bool, int]:
+        """Whether searches of ``record``'s store rerank, and how many candidates: ``rerank`` when
+        given, else its template's ``rerank``, else the setting ``search.rerank``; the count from the
+        template's ``rerank_candidates``, else ``search.rerank_candidates``."""
+        tpl = None
+        with contextlib.suppress(KnowledgeError):  # the template was deleted since: the settings decide
+            tpl = self.stores.template_of(record)
+        on = rerank if rerank is not None else (
+            tpl.rerank if tpl is not None and tpl.rerank is not None else self.settings.search.rerank)
+        n = (tpl.rerank_candidates if tpl is not None and tpl.rerank_candidates is not None
+             else self.settings.search.rerank_candidates)
+        return bool(on), int(n)
 
     def search_stores(self, stores: Sequence[str], query: str, k: int = 5, *, where: dict | None = None,
                       mode: SearchMode | None = None,

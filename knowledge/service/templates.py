@@ -60,6 +60,10 @@ class VectorStoreTemplate(BaseModel):
     description: str = ""
     #: OCR for scans and images: ``"auto"`` or ``"off"``; ``None`` follows the setting ``ingest.ocr``.
     ocr: Literal["auto", "off"] | None = None
+    #: Rerank searches (:mod:`knowledge.service.rerank`); ``None`` follows the setting ``search.rerank``.
+    rerank: bool | None = None
+    #: Passages reranked; ``None`` follows the setting ``search.rerank_candidates``.
+    rerank_candidates: int | None = Field(None, ge=2, le=200)
 
     @field_validator("name")
     @classmethod

@@ -173,8 +173,43 @@ def _one_line(fragment: str) -> str:
     return fragment.replace("\r\n", "\n").replace("\n", "&#10;")
 
 
+_MARK_OPEN, _MARK_CLOSE = "\ue000", "\ue001"  # private-use characters: no document's text
+_MARK_PIECES = re.compile("(<[^>]*>|\ue000|\ue001)")
+
+
+def _insert_marks(text: str, spans: Sequence[tuple[int, int]]) -> str:
+    """``text`` with :data:`_MARK_OPEN` / :data:`_MARK_CLOSE` around each span (in bounds, not
+    overlapping: a span starting inside the previous one is skipped)."""
+    out, at = [], 0
+    for start, end in sorted((max(0, int(a)), min(len(text), int(b))) for a, b in spans):
+        while start < end and text[start] in "_*":  # emphasis marks stay next to their word
+            start += 1
+        while end > start and text[end - 1] in "_*":
+            end -= 1
+        if start < at or end <= start:
+            continue
+        out += [text[at:start], _MARK_OPEN, text[start:end], _MARK_CLOSE]
+        at = end
+    return "".join(out) + text[at:]
+
+
+def _apply_marks(fragment: str) -> str:
+    """Each run of text between the mark characters wrapped in ``<mark class="answer">`` (one per
+    text run, so tags stay nested); none inside ``<pre>`` (see :func:`_render_tokens`)."""
+    out, inside, pre = [], False, 0
+    for piece in _MARK_PIECES.split(fragment):
+        if piece in (_MARK_OPEN, _MARK_CLOSE):
+            inside = piece == _MARK_OPEN
+        elif piece.startswith("<"):
+            pre += piece.startswith("<pre") - piece.startswith("</pre")
+            out.append(piece)
+        elif piece:
+            out.append(f'<mark class="answer">{piece}</mark>' if inside and not pre and piece.strip() else piece)
+    return "".join(out)
+
+
 def render_html(text: str, query: str | Sequence[str] | None = None, *, file_name: str | None = None,
-                markdown: bool | None = None) -> str:
+                markdown: bool | None = None, marks: Sequence[tuple[int, int]] = ()) -> str:
     """Safe HTML for a chunk: Markdown rendered (when ``markdown``, default :func:`is_markdown`),
     else the plain text with its line breaks; the query's matching words (:func:`match_spans`) in
     ``<mark>``. One line, wrapped in ``<div class="chunk">``; never contains the source's own HTML.
@@ -184,10 +219,15 @@ def render_html(text: str, query: str | Sequence[str] | None = None, *, file_nam
         query: the query string or its terms; ``None``: nothing marked.
         file_name: the chunk's file name (decides Markdown or not).
         markdown: force the decision.
+        marks: ``(start, end)`` ``str`` offsets into ``text`` shown in ``<mark class="answer">``
+            (the sentences an answer quotes); outside code blocks only.
     Returns:
         ``str`` of HTML, for ``st.markdown(..., unsafe_allow_html=True)``.
     """
-    text = unicodedata.normalize("NFC", text or "")
+    text = text or ""
+    if marks:  # offsets are into the text as stored: marked before it is normalised
+        text = _insert_marks(text.replace(_MARK_OPEN, "").replace(_MARK_CLOSE, ""), marks)
+    text = unicodedata.normalize("NFC", text)
     if markdown is None:
         markdown = is_markdown(file_name, text)
     if markdown:
@@ -195,6 +235,8 @@ def render_html(text: str, query: str | Sequence[str] | None = None, *, file_nam
     else:
         esc = (lambda s: _marked(s, query, html.escape, ("<mark>", "</mark>"))) if query else html.escape
         body = esc(text).replace("\r\n", "\n").replace("\n", "<br>")
+    if marks:
+        body = _apply_marks(body)
     return f'<div class="chunk">{_one_line(body)}</div>'
 
 

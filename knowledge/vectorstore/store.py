@@ -53,7 +53,8 @@ class Hit:
     A hybrid search (:meth:`knowledge.workbench.Workbench.search`) also fills ``lexical_score``
     (BM25, >= 0, higher is better; ``None``: the chunk shares no term with the query) and
     ``fused_score`` (reciprocal rank fusion, higher is better, the order of the results); ``score``
-    stays the vector score so that thresholds keep their meaning.
+    stays the vector score so that thresholds keep their meaning. A reranked search
+    (:mod:`knowledge.service.rerank`) fills ``rerank_score`` (higher is better, the order then).
 
     ``chunks``: the chunk indexes a merged passage joins (sorted; see
     :func:`knowledge.service.passages.merge_passages`); ``()`` for a hit that is its own chunk only.
@@ -73,6 +74,7 @@ class Hit:
     lexical_score: float | None = None
     fused_score: float | None = None
     chunks: tuple[int, ...] = ()
+    rerank_score: float | None = None
 
     @property
     def chunk_count(self) -> int:

@@ -105,7 +105,7 @@ def test_chat_over_a_store_cites_the_chapter_that_answers(ingested, capsys):
     assert reply["stores"] == ["demo"]
     assert reply["citations"][0]["file_name"] == "ch15-02-deref.md"
     assert reply["citations"][0]["source"] == "demo"
-    assert "The passages of demo that best match" in reply["answer"]
+    assert "The sentences of demo that best answer" in reply["answer"]
     for question, chapters in QUESTIONS:
         code, out, err = run_text(capsys, "--data-dir", data, "chat", "--store", "demo", question, "--json")
         cited = [c["file_name"] for c in json.loads(out)["citations"][:3]]

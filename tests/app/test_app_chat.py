@@ -6,7 +6,7 @@ import base64
 import json
 
 import pytest
-from app_helpers import answer_text, fresh_caches, open_app, shown, use_fake_model
+from app_helpers import answer_text, button, fresh_caches, open_app, shown, use_fake_model
 from chat_helpers import ChatCompletionsServer, pdf_bytes, png_bytes
 from streamlit.testing.v1 import AppTest
 
@@ -237,7 +237,7 @@ def test_a_new_chat_searches_the_only_store_and_the_header_shows_it():
     sid = at.session_state["chat_session"]
     assert at.session_state["workbench"].catalog.internal_stores() == {f"chat-{sid}"}
     answer = at.chat_message[1]
-    assert "The passages of Team docs that best match" in answer.markdown[0].value
+    assert "The sentences of Team docs that best answer" in answer.markdown[0].value
     assert any(shown(e.label).startswith("[1] lighthouse.md") for e in answer.expander)
     assert "store Team docs" in " ".join(c.value for c in answer.caption)
     assert "chat-" not in str([e.label for e in answer.expander])  # citations never name chat-<id>
@@ -315,3 +315,42 @@ def test_deleting_a_chat_asks_first_and_new_chats_are_not_kept_empty():
     at.sidebar.button(key="confirm_delete_chat").click().run()
     assert not at.exception
     assert chat.sessions() == [] and at.session_state["chat_session"] is None
+
+
+@pytest.mark.slow
+def test_offline_answer_quotes_the_sentence_and_highlights_it_in_its_source():
+    """The offline assistant's answer is the sentence that answers, with [1]; the Source shows its
+    passage once, the sentence marked, and the viewer opens at the sentence's characters."""
+    at = page("pages/chat.py")
+    at.chat_input[0].upload("notes.md", NOTES.encode(), "text/markdown")
+    at.chat_input[0].set_value("Who lit the lamp?")
+    at.run()
+    assert not at.exception, at.exception
+    answer = at.chat_message[1]
+    said = answer_text(answer.markdown[0].value)
+    assert "The keeper lit the lamp at dusk and trimmed the wick at midnight. [1]" in said
+    assert "Bread" not in said  # no passage quoted whole
+    source = next(e for e in answer.expander if shown(e.label).startswith("[1] notes.md"))
+    assert ('<mark class="answer">The keeper lit the lamp at dusk and trimmed the wick at midnight.</mark>'
+            in source.markdown[0].value)
+    assert "Highlighted: the sentence the answer quotes." in [c.value for c in source.caption]
+    start = NOTES.index("The keeper")
+    link = source.get("link_button")[0].proto.url
+    assert f"start={start}" in link and f"end={start + 65}" in link
+
+
+@pytest.mark.slow
+def test_settings_offers_the_local_server_it_finds_as_one_click():
+    with ChatCompletionsServer([], models=["small-model"]) as server:
+        port = server.httpd.server_address[1]
+        at = page("pages/settings.py")
+        at.session_state["local_server_ports"] = {"Ollama": port}
+        button(at, "local_look_again").click().run()
+        offer = button(at, f"use_http://127.0.0.1:{port}/v1")
+        assert shown(offer.label) == "Use Ollama (small-model)"
+        offer.click().run()
+        assert not at.exception, at.exception
+    table = at.dataframe[0].value
+    row = table[table["name"] == "Ollama small-model"].iloc[0]
+    assert (row["base URL"], row["model"], row["tools"]) == (f"http://127.0.0.1:{port}/v1", "small-model", "search first")
+    assert any("Ollama (small-model) is set up" in c for c in captions(at))

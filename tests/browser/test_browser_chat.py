@@ -152,7 +152,7 @@ def test_chat_over_a_store_answers_from_the_chapter_and_the_citation_opens_it(br
             messages = page.get_by_test_id("stChatMessage")
             expect(messages).to_have_count(2, timeout=240_000)
             answer = messages.nth(1)
-            expect(answer).to_contain_text("The passages of Team docs that best match")
+            expect(answer).to_contain_text("The sentences of Team docs that best answer")
             first = answer.get_by_test_id("stExpander").filter(has_text=re.compile(r"\[1\] ")).filter(
             has_not_text="vector_search(").first
             label = squash(first.locator("summary").inner_text())
@@ -160,6 +160,12 @@ def test_chat_over_a_store_answers_from_the_chapter_and_the_citation_opens_it(br
             first.locator("summary").click()
             expect(first).to_contain_text("shadow")
             expect(first).to_contain_text("store Team docs")
+            # the sentence the answer quotes is marked in its passage (issue 31)
+            marked = first.locator("mark.answer").first
+            expect(marked).to_be_visible()
+            assert squash(marked.inner_text()) in squash(answer.inner_text())
+            marked.scroll_into_view_if_needed()
+            shots("12-sentence-answer")
             # the source opens in the viewer: its file and characters in the link (issue 29)
             link = first.get_by_role("link", name=re.compile("Open in viewer"))
             expect(link).to_be_visible()
@@ -167,7 +173,7 @@ def test_chat_over_a_store_answers_from_the_chapter_and_the_citation_opens_it(br
             assert "view?store=Team+docs&file=" in href and "&start=" in href and "&end=" in href, href
             # every marker of the answer is a listed source: the list is numbered as the answer
             said = answer.locator('[data-testid="stMarkdownContainer"]').filter(
-                has_text="The passages of Team docs").first.inner_text()
+                has_text="The sentences of Team docs").first.inner_text()
             markers = set(re.findall(r"\[(\d+)\]", said))
             sources = answer.get_by_test_id("stExpander").filter(has_text=re.compile(r"\[\d+\] ")).filter(
                 has_not_text="vector_search(").filter(has_not_text="Also searched")

@@ -141,6 +141,29 @@ def test_the_playground_speaks_the_glossary(browser, server, artifacts, width, h
 
 
 @pytest.mark.parametrize("width,height", [(1280, 800), (390, 844)])
+def test_the_rerank_toggle_reorders_by_the_rerank_score_and_shows_it(browser, server, artifacts, width, height):
+    """Rerank on: each hit's bar adds "rerank score …", the caption says the rerank score orders the
+    list; off again: neither."""
+    from playwright.sync_api import expect
+
+    with app_page(browser, server, artifacts, "search?store=book&q=comments%20that%20span%20lines",
+                  width=width, height=height, timeout=60_000) as page:
+        bars = page.get_by_test_id("stProgress")
+        expect(bars.first).to_contain_text(re.compile(r"rank score \d\.\d{4}$"), timeout=120_000)
+        toggle = page.get_by_text("Rerank", exact=True)
+        scroll_to(toggle)
+        rerun_and_wait(page, toggle.click)
+        expect(bars.first).to_contain_text(re.compile(r"rank score \d\.\d{4} · rerank score \d\.\d{4}"),
+                                           timeout=120_000)
+        expect(page.get_by_text("Order: rerank score (the best passages reranked)")).to_be_visible()
+        shot(page, artifacts, f"playground-{width}-reranked.png")
+        rerun_and_wait(page, toggle.click)
+        expect(page.get_by_text("Order: rank score (semantic and keyword rankings merged)")).to_be_visible(
+            timeout=120_000)
+        expect(page.get_by_text(re.compile("rerank score"))).to_have_count(0)
+
+
+@pytest.mark.parametrize("width,height", [(1280, 800), (390, 844)])
 def test_the_app_menu_has_no_record_screen(browser, server, artifacts, width, height):
     """The main menu (top right) offers the theme and About; no Record screen, Print, Rerun or Deploy."""
     from playwright.sync_api import expect

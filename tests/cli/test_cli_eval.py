@@ -103,3 +103,14 @@ def test_eval_errors_exit_2(small, capsys, tmp_path):
     assert code == 2 and "nosuch" in err
 
 
+
+
+@pytest.mark.slow
+def test_eval_reranks_when_asked_and_records_it(small, capsys):
+    data, questions = small
+    for flag, expect in (("--rerank", 30), ("--no-rerank", 0)):
+        code, out, err = run(capsys, "--data-dir", data, "eval", "notes", questions, "--json", "--no-save", flag)
+        assert code == 0, err
+        run_ = json.loads(out)[0]
+        assert run_["search"]["rerank"] == expect
+        assert run_["metrics"]["recall@1"] == pytest.approx(2 / 3)  # owls and bread found first either way

@@ -171,11 +171,11 @@ def test_real_embedder_validates_before_loading(tmp_path, texts, message):
 
 # -- the factory ----------------------------------------------------------------------------------------
 def test_factory_gives_the_bundled_model_by_default_without_loading_it(settings_with):
-    settings = settings_with(batch_size=8)
+    settings = settings_with(batch_size=12)
     embedder = create_embedder(settings)
     assert isinstance(embedder, BundledEmbedder)
     assert embedder.name == BUNDLED_MODEL_NAME and embedder.dimension == 384
-    assert embedder.batch_size == 8 and embedder.cache_dir == settings.models_dir
+    assert embedder.batch_size == 12 and embedder.cache_dir == settings.models_dir
     assert not embedder.loaded and not settings.models_dir.exists()
 
 

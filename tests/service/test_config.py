@@ -41,10 +41,10 @@ def test_environment_overrides_nested_keys(monkeypatch):
 
 def test_settings_file_then_environment_then_arguments(tmp_path, monkeypatch):
     f = tmp_path / "settings.toml"
-    f.write_text('[vector_store]\nbackend = "qdrant"\nmax_chunks_per_store = 500\n[embeddings]\nbatch_size = 8\n')
+    f.write_text('[vector_store]\nbackend = "qdrant"\nmax_chunks_per_store = 500\n[embeddings]\nbatch_size = 16\n')
     monkeypatch.setenv("KNOWLEDGE_SETTINGS_FILE", str(f))
     s = load_settings()
-    assert (s.vector_store.backend, s.vector_store.max_chunks_per_store, s.embeddings.batch_size) == ("qdrant", 500, 8)
+    assert (s.vector_store.backend, s.vector_store.max_chunks_per_store, s.embeddings.batch_size) == ("qdrant", 500, 16)
     monkeypatch.setenv("KNOWLEDGE_VECTOR_STORE__MAX_CHUNKS_PER_STORE", "700")
     assert load_settings().vector_store.max_chunks_per_store == 700
     assert load_settings(vector_store={"max_chunks_per_store": 9}).vector_store.max_chunks_per_store == 9

@@ -104,7 +104,8 @@ def url_citations(reply: Any, base_url: str) -> list[dict[str, Any]]:
     """The reply's citations -- the passages the answer cites or quotes, numbered as its ``[n]``
     markers -- as OpenAI ``url_citation`` annotations (plus our provenance fields): ``start_index``
     / ``end_index`` are the characters of the answer where the passage is first used (its marker,
-    or the words it quotes; 0-0 only for a citation whose place is unknown)."""
+    or the words it quotes; 0-0 only for a citation whose place is unknown); ``sentences``: the
+    offline assistant's answering sentences in the passage (offsets into its ``text``)."""
     out = []
     for i, c in enumerate(reply.citations, 1):
         page = c.get("page")
@@ -122,7 +123,8 @@ def url_citations(reply: Any, base_url: str) -> list[dict[str, Any]]:
             "chunks": c.get("chunks"),
             "file_id": c.get("file_id"), "filename": c.get("file_name"), "page": page,
             "heading": c.get("heading"), "char_start": c.get("char_start"), "char_end": c.get("char_end"),
-            "score": c.get("score"), "store": c.get("source"), "text": c.get("text")}})
+            "score": c.get("score"), "store": c.get("source"), "text": c.get("text"),
+            "sentences": c.get("sentences") or []}})
     return out
 
 
@@ -165,7 +167,7 @@ async def completions(request: Request, api: Api) -> Any:
                      "message": {"role": "assistant", "content": reply.text, "refusal": None,
                                  "annotations": notes}}],
         "usage": {"prompt_tokens": 0, "completion_tokens": words, "total_tokens": words},
-        "retrieval_only": reply.retrieval_only}, headers=headers)
+        "retrieval_only": reply.retrieval_only, "unknown_markers": reply.unknown_markers}, headers=headers)
 
 
 def checked_model(api: KnowledgeApi, body: Mapping[str, Any]) -> str:

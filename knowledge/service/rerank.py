@@ -1,0 +1,61 @@
+"""Reranking: the fused ranking's best ``N`` passages scored again by the sentence of each that best
+answers the query, with the store's own embedding model (late interaction at sentence level: the
+query against every sentence, not against the passage's one averaged vector). Offline: no model but
+the store's. Why this one and the figures: docs/search.md ("Reranking").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+import numpy as np
+
+from knowledge.text.answers import score_sentences
+from knowledge.vectorstore.store import Hit
+
+#: Default number of the fused ranking's best passages that are reranked.
+DEFAULT_CANDIDATES = 30
+#: Weight of the sentence order in the reranked order; the rest is the ranking's own order (chosen on
+#: tests/data/rust_book_questions.tsv among 0 to 1: docs/search.md, "Reranking").
+SENTENCE_WEIGHT = 0.2
+#: The reciprocal-rank constant, as in the fusion (Cormack, Clarke & Buettcher, SIGIR 2009).
+RRF_K = 60
+
+#: ``embed(texts) -> (n, d) float32`` L2-normalised rows (the store's model, documents' side).
+Embed = Callable[[list[str]], np.ndarray]
+
+
+def rerank(query: str, hits: Sequence[Hit], embed: Embed, candidates: int = DEFAULT_CANDIDATES,
+           weight: float = SENTENCE_WEIGHT) -> list[Hit]:
+    """``hits`` (a ranking, best first) with its first ``candidates`` reordered, the rest after them.
+
+    Each candidate is scored by its best sentence (:func:`knowledge.text.answers.score_sentences`:
+    the embedding cosine of query and sentence and the share of the query's BM25-weighted terms it
+    holds; a passage with no prose sentence -- code, a table -- counts its vector score ``Hit.score``
+    instead). The candidates' order by that score and their order in ``hits`` are merged by weighted
+    reciprocal rank fusion: ``rerank_score = weight / (RRF_K + sentence rank) + (1 - weight) /
+    (RRF_K + rank)``, higher is better, the new order (ties keep the old one).
+
+    Raises:
+        whatever ``embed`` raises (``EmbeddingUnavailable``).
+    """
+    head, tail = list(hits[:candidates]), list(hits[candidates:])
+    if not head or not query.strip():
+        return list(hits)
+    scored = score_sentences(query, [{"text": h.text, "ref": i, "file_name": h.file_name}
+                                     for i, h in enumerate(head, 1)], embed)
+    best: dict[int, float] = {}
+    for p in scored:  # best first: the first score seen per passage is its best
+        best.setdefault(p.ref, p.score)
+    by_sentence = sorted(range(1, len(head) + 1), key=lambda i: (-best.get(i, float(head[i - 1].score)), i))
+    sentence_rank = {i: r for r, i in enumerate(by_sentence, 1)}
+    keyed = []
+    for i, h in enumerate(head, 1):
+        score = weight / (RRF_K + sentence_rank[i]) + (1.0 - weight) / (RRF_K + i)
+        keyed.append((-score, i, replace(h, rerank_score=round(score, 6))))
+    keyed.sort(key=lambda t: (t[0], t[1]))
+    return [h for _, _, h in keyed] + tail
+
+
+__all__ = ["DEFAULT_CANDIDATES", "RRF_K", "SENTENCE_WEIGHT", "Embed", "rerank"]

@@ -1,0 +1,102 @@
+"""The sentences that answer a question, picked within the best passages (the offline assistant's answer).
+
+Every prose sentence of the passages (:func:`knowledge.text.sentences.sentences`), as a reader
+reads it (its Markdown marks dropped, :func:`knowledge.text.render.plain_text`), is scored by
+:func:`score_sentences`: ``SEMANTIC_WEIGHT`` x the cosine of the question and the sentence with the
+store's own embedding model, plus ``(1 - SEMANTIC_WEIGHT)`` x the share of the question's terms
+(the BM25 analyzer's, :mod:`knowledge.text.analysis`) the sentence holds, each term weighted by its
+BM25 IDF over the candidate sentences. Not the position in the passage. :func:`pick` keeps the best
+one, and up to :data:`MAX_SENTENCES` in all that score within :data:`NEAR` of it; when the best
+scores under :data:`MIN_SCORE`, nothing answers. The constants and how they were calibrated:
+docs/chat.md ("How the offline assistant picks sentences").
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from knowledge.text.analysis import analyzer
+from knowledge.text.render import plain_text
+from knowledge.text.sentences import clean, sentences
+
+#: Weight of the embedding cosine in a sentence's score; the rest is the lexical share.
+SEMANTIC_WEIGHT = 0.6
+#: Under this combined score no sentence answers (calibrated on tests/data/answer_questions.tsv).
+MIN_SCORE = 0.42
+#: A second or third sentence is kept when it scores at least the best less this.
+NEAR = 0.05
+MAX_SENTENCES = 3
+#: At most this many sentences per passage are scored (the first ones of a long joined passage).
+PER_PASSAGE = 40
+
+#: ``embed(texts) -> (n, d) float32`` L2-normalised rows; the first text is the question.
+Embed = Callable[[list[str]], np.ndarray]
+
+
+@dataclass(frozen=True, slots=True)
+class Picked:
+    """A sentence of passage ``ref`` (the hit's number in the turn): ``start``/``end`` are ``str``
+    offsets into the passage's ``text``; ``score`` the combined score in [-0.6, 1], higher is
+    better; ``cosine`` and ``lexical`` its parts."""
+
+    ref: int
+    start: int
+    end: int
+    text: str
+    score: float
+    cosine: float
+    lexical: float
+
+
+def _idf(n_docs: int, df: int) -> float:
+    """BM25's IDF, ``ln(1 + (N - df + 0.5) / (df + 0.5))`` (Robertson & Zaragoza 2009, as Lucene)."""
+    return math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
+
+
+def score_sentences(question: str, hits: Sequence[dict[str, Any]], embed: Embed) -> list[Picked]:
+    """Every candidate sentence of ``hits`` (dicts with ``text`` and ``ref``), scored, best first.
+
+    Raises:
+        whatever ``embed`` raises (``EmbeddingUnavailable``).
+    """
+    cands: list[tuple[int, Any, str]] = []  # (ref, sentence, the sentence as read)
+    for i, h in enumerate(hits, 1):
+        ref = int(h.get("ref") or i)
+        for s in sentences(str(h.get("text") or ""))[:PER_PASSAGE]:
+            read = clean(plain_text(s.text, file_name=h.get("file_name")))
+            if read:
+                cands.append((ref, s, read))
+    if not cands or not question.strip():
+        return []
+    an = analyzer()
+    q_terms = set(an.terms(question))
+    s_terms = [set(an.terms(read)) for _, _, read in cands]
+    idf = {t: _idf(len(cands), sum(t in st for st in s_terms)) for t in q_terms}
+    total = sum(idf.values())
+    vectors = embed([question] + [read for _, _, read in cands])
+    cos = vectors[1:] @ vectors[0]
+    out = []
+    for (ref, s, _), terms, c in zip(cands, s_terms, cos, strict=True):
+        lex = sum(idf[t] for t in q_terms & terms) / total if total else 0.0
+        score = SEMANTIC_WEIGHT * float(c) + (1 - SEMANTIC_WEIGHT) * lex
+        out.append(Picked(ref, s.start, s.end, s.text, round(score, 6), round(float(c), 6), round(lex, 6)))
+    out.sort(key=lambda p: -p.score)
+    return out
+
+
+def pick(scored: Sequence[Picked], min_score: float = MIN_SCORE) -> list[Picked]:
+    """The sentences that answer: the best when it scores at least ``min_score``, and the next
+    ones (at most :data:`MAX_SENTENCES` in all) scoring within :data:`NEAR` of it; ``[]``: nothing
+    answers."""
+    if not scored or scored[0].score < min_score:
+        return []
+    best = scored[0].score
+    return [p for p in scored[:MAX_SENTENCES] if p.score >= best - NEAR]
+
+
+__all__ = ["MAX_SENTENCES", "MIN_SCORE", "NEAR", "SEMANTIC_WEIGHT", "Embed", "Picked", "pick", "score_sentences"]
