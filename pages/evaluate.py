@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from knowledge import evaluation as ev
+from knowledge.chat.answer_check import check_answers
 from knowledge.errors import KnowledgeError
 from knowledge.text.render import inert, md
 from knowledge.vocabulary import RANKING_HELP, RANKINGS, SIMILARITY
@@ -71,7 +72,9 @@ with st.container(border=True):
         help="One question per line: `question<TAB>relevant` (TSV; CSV with a comma) or JSONL "
              "`{\"question\": ..., \"relevant\": [...]}`. Relevant = any of several places, separated by `;`: "
              "a file name (`ch09-01-unrecoverable-errors-with-panic.md`), a file and page (`report.pdf#page=3`) "
-             "or a snippet a relevant chunk contains (`text:cannot borrow`). A set of the same name is replaced.")
+             "or a snippet a relevant chunk contains (`text:cannot borrow`). An optional `expected` column (with a "
+             "header line) holds what a good answer says, alternatives between `|`, for the Answers tab. A set of "
+             "the same name is replaced.")
     flash("evaluate")
     set_names = evals.set_names()
     with st.expander("Type questions", expanded=not set_names or bool(st.session_state.get("ev_typed"))):
@@ -98,13 +101,17 @@ with st.container(border=True):
     c1.caption(f"{len(qset.questions)} questions · {qset.format.upper()} · updated "
                f"{qset.updated:%Y-%m-%d %H:%M}" if qset.updated else f"{len(qset.questions)} questions")
     with st.expander(md("Edit the questions of {}", set_name)):
-        table = pd.DataFrame([{"question": q.text, "relevant": q.relevant_label()} for q in qset.questions])
+        table = pd.DataFrame([{"question": q.text, "relevant": q.relevant_label(), "expected": " | ".join(q.expected)}
+                              for q in qset.questions])
         edited = st.data_editor(
             table, num_rows="dynamic", width="stretch", key=f"ev_editor_{set_name}_{qset.sha256[:8]}",
             column_config={"question": st.column_config.TextColumn("Question", width="large"),
                            "relevant": st.column_config.TextColumn(
                                "Relevant (any of, ';' between)", width="large",
-                               help="file.md; report.pdf#page=3; text:a snippet")})
+                               help="file.md; report.pdf#page=3; text:a snippet"),
+                           "expected": st.column_config.TextColumn(
+                               "Expected answer (optional, '|' between)", width="medium",
+                               help="What a good answer says, for the answer check (Answers).")})
         b1, b2, b3 = st.columns([1, 1, 1])
         if b1.button("Save changes", icon="💾", key="ev_save_set"):
             try:
@@ -184,7 +191,8 @@ def per_question(runs: list[ev.EvalRun]) -> None:
             st.markdown("  \n".join(lines) or "No hits.")
 
 
-tab_run, tab_compare, tab_weight, tab_chunks = st.tabs(["Evaluate", "Compare runs", "Fusion weight", "Chunk sizes"])
+tab_run, tab_answers, tab_compare, tab_weight, tab_chunks = st.tabs(
+    ["Evaluate", "Answers", "Compare runs", "Fusion weight", "Chunk sizes"])
 
 with tab_run:
     c1, c2, c3 = st.columns([2, 2, 1])
@@ -225,6 +233,47 @@ with tab_run:
             per_question(runs)
     else:
         st.info("Choose stores and rankings, then **Evaluate**. Each run is kept (Compare runs).")
+
+with tab_answers:
+    st.caption("Does the chat's answer say what the question set expects, and does it cite a passage that answers? "
+               "Each question with an expected answer (the set's `expected` column, alternatives between `|`) is "
+               "asked in a chat of its own over the store; the chat is deleted after.")
+    asked = sum(1 for q in qset.questions if q.expected)
+    if not asked:
+        st.info(md("No question of {} has an expected answer. Add an `expected` column to the file "
+                   "(`question<TAB>relevant<TAB>expected`), or a `\"expected\"` key in JSONL, and upload it again.",
+                   set_name))
+    else:
+        configs = ["offline", *[c.name for c in wb.llm_configs().list() if c.type == "CHAT" and c.name != "offline"]]
+        a1, a2 = st.columns([2, 2])
+        a_store = a1.selectbox("Store", stores, key="ev_a_store")
+        a_config = a2.selectbox("Chat model", configs, key="ev_a_config",
+                                help="offline: the offline assistant (the sentences that answer, no language model); "
+                                     "or a chat model config of Settings.")
+        if st.button(f"Check {asked} answer{'' if asked == 1 else 's'}", icon="💬", key="ev_a_go"):
+            bar = st.progress(0.0, text="Asking...")
+            try:
+                check = check_answers(wb, a_store, qset, None if a_config == "offline" else a_config,
+                                      progress=lambda n, total: bar.progress(n / total, text=f"question {n} of {total}"))
+                st.session_state["ev_answers"] = (set_name, check)
+            except KnowledgeError as exc:
+                st.error(inert(exc))
+            bar.empty()
+        got = st.session_state.get("ev_answers")
+        if got and got[0] == set_name:
+            check = got[1]
+            st.markdown(md("**{}** · {} · ", check.store, check.config)
+                        + f"{len(check.results)} question{'' if len(check.results) == 1 else 's'} with an expected answer")
+            cols = st.columns(3)
+            for col, (label, value) in zip(cols, (("Answer holds it", check.holding),
+                                                 ("First sentence holds it", check.first_holding),
+                                                 ("Cites a relevant passage", check.citing_relevant))):
+                col.metric(label, f"{value:.0%}")
+            st.dataframe(pd.DataFrame([{"question": r.question, "expected": " | ".join(r.expected),
+                                        "first sentence": r.first, "holds": "✅" if r.holds else "❌",
+                                        "cited": r.cited or "—", "relevant": "✅" if r.cited_relevant else "❌",
+                                        "s": r.seconds} for r in check.results]),
+                         hide_index=True, width="stretch")
 
 with tab_compare:
     history = evals.runs(set_name=set_name)

@@ -121,13 +121,14 @@ def render_distribution(run: pg.SearchRun) -> None:
 
 
 @st.cache_data(show_spinner="Projecting the store's vectors...", max_entries=8)
-def cached_map(store: str, version: tuple, include: tuple[str, ...]) -> storemap.StoreMap:
-    """The map depends on the store's contents (``version``) and the hits kept in the sample."""
-    return storemap.store_map(wb.vector_store(store), include=include)
+def cached_map(store: str, version: tuple) -> storemap.StoreMap:
+    """The map depends on the store's contents (``version``); a search's hits are added to it."""
+    return storemap.store_map(wb.vector_store(store))
 
 
 def render_map(run: pg.SearchRun) -> None:
-    smap = cached_map(run.store, storemap.store_version(wb, run.store), tuple(sorted(str(h.id) for h in run.hits)))
+    smap = storemap.with_points(cached_map(run.store, storemap.store_version(wb, run.store)),
+                                wb.vector_store(run.store), [h.id for h in run.hits])
     rows = pg.map_rows(smap, run)
     if not rows:
         st.caption("Nothing to map yet.")

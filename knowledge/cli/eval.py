@@ -1,5 +1,6 @@
 """``eval``: a store's retrieval measured on a question set (recall@n, MRR, nDCG), one run per
-mode, kept in the catalog unless ``--no-save``; exit 1 below ``--min-mrr``."""
+mode, kept in the catalog unless ``--no-save``; exit 1 below ``--min-mrr``. With ``--answers``, the
+answer check too (:mod:`knowledge.chat.answer_check`); exit 1 below ``--min-answers``."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import sys
 from collections.abc import Sequence
 
 from knowledge import evaluation as ev
+from knowledge.chat.answer_check import check_answers
 from knowledge.cli.common import Commands, command, table
 from knowledge.cli.search import ranking
 from knowledge.vocabulary import ranking_label
@@ -29,6 +31,12 @@ def add_parser(sub: Commands) -> None:
                    help="hybrid: weight of the semantic ranking, 0-1 (default: search.fusion_weight)")
     s.add_argument("--rerank", action=argparse.BooleanOptionalAction, default=None,
                    help="rerank the best passages (default: the store's template, else setting search.rerank)")
+    s.add_argument("--answers", action="store_true",
+                   help="also check the answers: ask the questions that have an 'expected' column in a chat over"
+                        " the store and check that the answer holds it and cites a relevant passage")
+    s.add_argument("--llm", metavar="CONFIG", help="with --answers: the chat model config (default: offline)")
+    s.add_argument("--min-answers", type=float, metavar="X",
+                   help="with --answers: exit 1 when the share of answers holding the expected answer is below X")
     s.add_argument("--min-mrr", type=float, metavar="X",
                    help="exit 1 when the MRR@k of any mode evaluated is below X (for CI pipelines)")
     s.add_argument("--questions", dest="show_questions", action="store_true",
@@ -49,17 +57,48 @@ def cmd_eval(wb: Workbench, args: argparse.Namespace) -> int:
         if not args.no_save:
             wb.evaluations.save_run(run)
         runs.append(run)
+    check = check_answers(wb, args.store, qset, args.llm) if args.answers else None
     if args.json:
-        print(json.dumps([_run_data(r, ev.metric_names(args.k)) for r in runs], ensure_ascii=False, indent=2))
+        data: object = [_run_data(r, ev.metric_names(args.k)) for r in runs]
+        if check is not None:  # with --answers: an object of the runs and the answer check
+            data = {"runs": data, "answers": _answers_data(check)}
+        print(json.dumps(data, ensure_ascii=False, indent=2))
     else:
         _print_runs(args, qset, runs)
+        if check is not None:
+            _print_answers(args, check)
+    failed = 0
+    if check is not None and args.min_answers is not None and check.holding < args.min_answers:
+        print(f"{check.holding:.3f} of the answers hold the expected answer, below --min-answers {args.min_answers}",
+              file=sys.stderr)
+        failed = 1
     if args.min_mrr is not None:
         low = [r for r in runs if r.mrr < args.min_mrr]
         for r in low:
             print(f"MRR@{r.k} of {ranking_label(r.mode)} is {r.mrr:.3f}, below --min-mrr {args.min_mrr}", file=sys.stderr)
         if low:
             return 1
-    return 0
+    return failed
+
+
+def _answers_data(check: ev.AnswerCheck) -> dict:
+    return {"store": check.store, "config": check.config, "questions_checked": len(check.results),
+            "metrics": check.metrics(),
+            "questions": [{"question": r.question, "expected": list(r.expected), "first_sentence": r.first,
+                           "holds": r.holds, "first_holds": r.first_holds, "cited": r.cited,
+                           "cited_relevant": r.cited_relevant, "seconds": r.seconds, "answer": r.answer}
+                          for r in check.results]}
+
+
+def _print_answers(args: argparse.Namespace, check: ev.AnswerCheck) -> None:
+    """The answer check's shares, and with --questions each question's first sentence and citation."""
+    m = check.metrics()
+    print(f"\nanswers ({check.config}, {len(check.results)} questions with an expected answer): "
+          + " · ".join(f"{k} {v:.3f}" for k, v in m.items()))
+    if args.show_questions:
+        print(table([["yes" if r.holds else "no", "yes" if r.cited_relevant else "no", r.question[:50],
+                      r.first[:70], r.cited or "-"] for r in check.results],
+                    ["holds", "cites relevant", "question", "first sentence", "cited"]))
 
 
 def _run_data(r: ev.EvalRun, names: Sequence[str]) -> dict:

@@ -45,10 +45,10 @@ def cmd_worker(wb: Workbench, args: argparse.Namespace) -> int:
     wb.require_admin("run a worker (it ingests every account's queued files)")
     wb = wb.base  # the worker ingests for everyone: never a person's view
     if args.parent is not None:  # the app's own worker: its embedding batches wait while the app searches
-        from knowledge.embeddings import _pooled  # noqa: PLC0415
+        from knowledge.embeddings import set_between_batches  # noqa: PLC0415
         from knowledge.service.yielding import SearchMark  # noqa: PLC0415
 
-        _pooled.between_batches = SearchMark(wb.settings.data_root).wait
+        set_between_batches(SearchMark(wb.settings.data_root).wait)
     # an operator sees the worker start, each file's outcome, a take-over and a failed heartbeat
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
     logging.getLogger("knowledge.service.worker").setLevel(logging.INFO)

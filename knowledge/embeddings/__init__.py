@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from knowledge.embeddings._pooled import set_between_batches
 from knowledge.embeddings.base import Embedder, Token
 from knowledge.embeddings.bundled import BUNDLED_MODEL_NAME, BundledEmbedder
 from knowledge.embeddings.fake import HashEmbedder
@@ -29,6 +30,7 @@ __all__ = [
     "HashEmbedder",
     "Token",
     "create_embedder",
+    "set_between_batches",
     "supported_models",
 ]
 

@@ -31,6 +31,14 @@ def length_order(lengths: Sequence[int]) -> np.ndarray:
 between_batches: Callable[[], object] | None = None
 
 
+def set_between_batches(hook: Callable[[], object] | None) -> None:
+    """Call ``hook`` before each ONNX Runtime batch of the bundled model's documents, in this
+    process (``None``: nothing). The app's worker process waits there while a search runs
+    (:meth:`knowledge.service.yielding.SearchMark.wait`)."""
+    global between_batches
+    between_batches = hook
+
+
 def session_options(intra_op_threads: int | None, inter_op_threads: int = 1) -> Any:
     """ONNX Runtime session options for a CPU encoder: every graph optimisation (``ORT_ENABLE_ALL``),
     sequential execution, ``intra_op_threads`` threads inside an operator (``None`` or 0: one per

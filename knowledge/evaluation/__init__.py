@@ -14,6 +14,7 @@ vectorstore, ingest, ...), text and the ground (errors, config, ...). Never the 
 tools, server, cli or pages. This file only re-exports the package's public face.
 """
 
+from knowledge.evaluation.answers import AnswerCheck, AnswerResult, check_one, holds
 from knowledge.evaluation.face import Evaluations
 from knowledge.evaluation.metrics import (
     RECALL_AT,
@@ -32,6 +33,7 @@ from knowledge.evaluation.questions import (
     QuestionSetNotFound,
     export_questions,
     parse_criterion,
+    parse_expected,
     parse_questions,
     parse_relevant,
     parse_typed_questions,
@@ -63,6 +65,8 @@ __all__ = [
     "MAX_QUESTIONS",
     "MODES",
     "RECALL_AT",
+    "AnswerCheck",
+    "AnswerResult",
     "ChunkTrial",
     "Criterion",
     "EvalRun",
@@ -74,15 +78,18 @@ __all__ = [
     "RankedHit",
     "RunNotFound",
     "best_by_mrr",
+    "check_one",
     "documents_from_chunks",
     "evaluate",
     "export_questions",
     "first_rank_distribution",
+    "holds",
     "keep_as_template",
     "metric_changes",
     "metric_names",
     "ndcg_at",
     "parse_criterion",
+    "parse_expected",
     "parse_questions",
     "parse_relevant",
     "parse_typed_questions",

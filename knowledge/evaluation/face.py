@@ -96,7 +96,8 @@ class Evaluations:
         if not questions:
             raise InvalidArgument("A question set needs at least one question.")
         name = name.strip()
-        data = json.dumps([{"question": q.text, "relevant": [c.data() for c in q.relevant]} for q in questions],
+        data = json.dumps([{"question": q.text, "relevant": [c.data() for c in q.relevant],
+                            **({"expected": list(q.expected)} if q.expected else {})} for q in questions],
                           ensure_ascii=False)
         now = datetime.now(UTC)
         with self.catalog.cursor() as cur:
@@ -111,7 +112,8 @@ class Evaluations:
                               [name]).fetchone()
         if row is None:
             raise QuestionSetNotFound(f"No question set named {name!r}. Sets: {', '.join(self.set_names()) or 'none'}.")
-        qs = tuple(Question(q["question"], tuple(parse_criterion(c) for c in q["relevant"]))
+        qs = tuple(Question(q["question"], tuple(parse_criterion(c) for c in q["relevant"]),
+                            tuple(q.get("expected") or ()))
                    for q in json.loads(row[2]))
         return QuestionSet(row[0], qs, row[1], row[3], row[4])
 

@@ -105,12 +105,29 @@ def parse_relevant(cell: str | Sequence[Any]) -> list[Criterion]:
     return list(dict.fromkeys(crits))
 
 
+def parse_expected(cell: Any) -> tuple[str, ...]:
+    """The expected answer strings of one question: a cell with alternatives between ``|``, or a
+    JSON list of strings; ``()`` for none. Raises ``InvalidArgument`` for another type."""
+    if cell is None:
+        return ()
+    if isinstance(cell, str):
+        items = cell.split("|")
+    elif isinstance(cell, list) and all(isinstance(x, str) for x in cell):
+        items = cell
+    else:
+        raise InvalidArgument(f"the expected answer is text (alternatives between |) or a list of text, got {cell!r}")
+    return tuple(dict.fromkeys(" ".join(x.split()) for x in items if x.strip()))
+
+
 @dataclass(frozen=True, slots=True)
 class Question:
-    """A question and the places that answer it (any one is enough)."""
+    """A question, the places that answer it (any one is enough) and, optionally, ``expected``:
+    strings an answer to it should hold (any one is enough; the answer check of
+    :mod:`knowledge.evaluation.answers`)."""
 
     text: str
     relevant: tuple[Criterion, ...]
+    expected: tuple[str, ...] = ()
 
     def relevant_label(self) -> str:
         return "; ".join(c.label() for c in self.relevant)
@@ -130,24 +147,33 @@ class QuestionSet:
     updated: datetime | None = None
 
     @property
+    def has_expected(self) -> bool:
+        """Whether any question has expected answer strings (the set can check answers)."""
+        return any(q.expected for q in self.questions)
+
+    @property
     def sha256(self) -> str:
-        """A hash of the questions and their relevance: runs on the same content share it."""
-        data = [[q.text, [c.data() for c in q.relevant]] for q in self.questions]
+        """A hash of the questions, their relevance and expected answers: runs on the same content
+        share it (a set without expected answers hashes as before they existed)."""
+        data = [[q.text, [c.data() for c in q.relevant], *([list(q.expected)] if q.expected else [])]
+                for q in self.questions]
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
-def _question(text: Any, relevant: Any, where: str) -> Question:
+def _question(text: Any, relevant: Any, where: str, expected: Any = None) -> Question:
     if not isinstance(text, str) or not text.strip():
         raise InvalidArgument(f"{where}: the question is empty")
     try:
-        return Question(" ".join(text.split()), tuple(parse_relevant(relevant if relevant is not None else "")))
+        return Question(" ".join(text.split()), tuple(parse_relevant(relevant if relevant is not None else "")),
+                        parse_expected(expected))
     except InvalidArgument as exc:
         raise InvalidArgument(f"{where}: {exc}") from None
 
 
 def _is_header(row: Sequence[str]) -> bool:
-    return len(row) >= 2 and row[0].strip().lower() in ("question", "query") and \
-        row[1].strip().lower() in ("relevant", "answer", "answers", "files", "file")
+    names = [c.strip().lower() for c in row]
+    return len(row) >= 2 and names[0] in ("question", "query") and \
+        any(n in ("relevant", "answer", "answers", "files", "file") for n in names[1:])
 
 
 def parse_questions(data: bytes | str, file_name: str = "questions.tsv") -> tuple[str, list[Question]]:
@@ -181,24 +207,33 @@ def parse_questions(data: bytes | str, file_name: str = "questions.tsv") -> tupl
                 obj = json.loads(line)
                 if not isinstance(obj, dict):
                     raise InvalidArgument(f"line {n}: expected an object {{\"question\": ..., \"relevant\": ...}}")
-                questions.append(_question(obj.get("question"), obj.get("relevant"), f"line {n}"))
+                questions.append(_question(obj.get("question"), obj.get("relevant"), f"line {n}", obj.get("expected")))
             except json.JSONDecodeError as exc:
                 errors.append(f"line {n}: not JSON ({exc.msg})")
             except InvalidArgument as exc:
                 errors.append(str(exc))
     else:
         reader = csv.reader(io.StringIO(text), delimiter="\t" if fmt == "tsv" else ",")
+        exp_col: int | None = None  # the header's "expected" column, if it names one
         for i, row in enumerate(reader):
             n = reader.line_num
-            if not any(c.strip() for c in row) or (i == 0 and _is_header(row)):
+            if i == 0 and _is_header(row):
+                names = [c.strip().lower() for c in row]
+                exp_col = names.index("expected") if "expected" in names else None
                 continue
+            if not any(c.strip() for c in row):
+                continue
+            expected = None
+            if exp_col is not None:
+                expected = row[exp_col] if exp_col < len(row) else ""
+                row = [c for j, c in enumerate(row) if j != exp_col]
             if len(row) < 2:
                 sep = "a tab" if fmt == "tsv" else "a comma"
                 errors.append(f"line {n}: expected question{' <TAB> ' if fmt == 'tsv' else ', '}relevant"
                               f" ({sep} between them)")
                 continue
             try:
-                questions.append(_question(row[0], ";".join(c for c in row[1:] if c.strip()), f"line {n}"))
+                questions.append(_question(row[0], ";".join(c for c in row[1:] if c.strip()), f"line {n}", expected))
             except InvalidArgument as exc:
                 errors.append(str(exc))
     if errors:
@@ -217,31 +252,38 @@ def export_questions(qset: QuestionSet, fmt: str | None = None) -> tuple[bytes, 
     fmt = fmt or qset.format
     if fmt == "jsonl":
         lines = [json.dumps({"question": q.text, "relevant": [c.label() if c.text is None else c.data()
-                                                             for c in q.relevant]}, ensure_ascii=False)
+                                                             for c in q.relevant],
+                             **({"expected": list(q.expected)} if q.expected else {})}, ensure_ascii=False)
                  for q in qset.questions]
         return ("\n".join(lines) + "\n").encode(), f"{qset.name}.jsonl", "application/jsonl"
     if fmt not in ("tsv", "csv"):
         raise InvalidArgument(f"Unknown format {fmt!r}; use tsv, csv or jsonl.")
     if any(c.text is not None and ";" in c.text for q in qset.questions for c in q.relevant):
         raise InvalidArgument("A text snippet holds ';', which separates alternatives in TSV and CSV: export as JSONL.")
+    if any("|" in e for q in qset.questions for e in q.expected):
+        raise InvalidArgument("An expected answer holds '|', which separates alternatives in TSV and CSV: export as JSONL.")
     out = io.StringIO()
     writer = csv.writer(out, delimiter="\t" if fmt == "tsv" else ",", lineterminator="\n")
-    writer.writerow(["question", "relevant"])
+    expected = qset.has_expected
+    writer.writerow(["question", "relevant", *(["expected"] if expected else [])])
     for q in qset.questions:
-        writer.writerow([q.text, q.relevant_label()])
+        writer.writerow([q.text, q.relevant_label(), *([" | ".join(q.expected)] if expected else [])])
     return out.getvalue().encode(), f"{qset.name}.{fmt}", "text/tab-separated-values" if fmt == "tsv" else "text/csv"
 
 
 def questions_from_rows(rows: Iterable[dict[str, Any]]) -> list[Question]:
-    """Questions from table rows ``{"question": ..., "relevant": "a.md; b.md"}`` (the app's editor);
-    blank rows are skipped. Raises ``InvalidArgument`` naming each bad row (1-based)."""
+    """Questions from table rows ``{"question": ..., "relevant": "a.md; b.md", "expected": "x | y"}``
+    (the app's editor; ``expected`` optional); blank rows are skipped. Raises ``InvalidArgument``
+    naming each bad row (1-based)."""
     out, errors = [], []
     for n, row in enumerate(rows, 1):
         text, rel = row.get("question"), row.get("relevant")
         if not (isinstance(text, str) and text.strip()) and not (isinstance(rel, str) and rel.strip()):
             continue
         try:
-            out.append(_question(text, rel if isinstance(rel, str) else "", f"row {n}"))
+            exp = row.get("expected")
+            out.append(_question(text, rel if isinstance(rel, str) else "", f"row {n}",
+                                 exp if isinstance(exp, str) else None))
         except InvalidArgument as exc:
             errors.append(str(exc))
     if errors:
@@ -293,6 +335,7 @@ __all__ = [
     "QuestionSetNotFound",
     "export_questions",
     "parse_criterion",
+    "parse_expected",
     "parse_questions",
     "parse_relevant",
     "parse_typed_questions",

@@ -1,9 +1,9 @@
 """Local model servers on this machine: find one on its default port and make a chat config for it.
 
-Only loopback is probed (``127.0.0.1``), only when asked (the Settings page's button; nothing probes
-in the background: offline means offline), with a short timeout per port. Each port is asked
-``GET /v1/models`` -- the OpenAI-compatible list every one of these servers serves -- and, for
-Ollama, ``GET /api/tags`` when the first has no models.
+Only loopback is probed (``127.0.0.1``), only when asked (the Settings page, once per visit, and
+its *Look again* button; nothing probes in the background: offline means offline), with a short
+timeout per port. Each port is asked ``GET /v1/models`` -- the OpenAI-compatible list every one of
+these servers serves -- and, for Ollama, ``GET /api/tags`` when the first has no models.
 """
 
 from __future__ import annotations

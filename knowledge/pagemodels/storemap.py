@@ -127,14 +127,7 @@ def sample_points(vs: VectorStore, max_points: int = 3000, include: Iterable[Any
     return points, total
 
 
-def store_map(vs: VectorStore, *, max_points: int = 3000, include: Iterable[Any] = ()) -> StoreMap:
-    """The 2-D map of a store: PCA of a deterministic sample (:func:`sample_points`) of its vectors."""
-    points, total = sample_points(vs, max_points, include)
-    if not points:
-        return StoreMap([], None, total, False)
-    matrix = np.vstack([np.asarray(p.vector, dtype=np.float64) for p in points])
-    projection = pca_2d(matrix)
-    xy = projection.project(matrix)
+def _rows(points: list[Any], xy: np.ndarray) -> list[dict[str, Any]]:
     rows = []
     for p, (x, y) in zip(points, xy):
         payload = p.payload or {}
@@ -144,10 +137,38 @@ def store_map(vs: VectorStore, *, max_points: int = 3000, include: Iterable[Any]
             "page": payload.get("page"), "chunk": payload.get("chunk_index"),
             "text": " ".join(plain_text(str(payload.get("text", "")), file_name=payload.get("file_name")).split())[:160],
         })
+    return rows
+
+
+def _labelled(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     labels = short_names(str(r["file"]) for r in rows)
-    for r in rows:
-        r["label"] = labels[str(r["file"])]
-    return StoreMap(rows, projection, total, len(points) < total)
+    return [{**r, "label": labels[str(r["file"])]} for r in rows]
+
+
+def store_map(vs: VectorStore, *, max_points: int = 3000, include: Iterable[Any] = ()) -> StoreMap:
+    """The 2-D map of a store: PCA of a deterministic sample (:func:`sample_points`) of its vectors."""
+    points, total = sample_points(vs, max_points, include)
+    if not points:
+        return StoreMap([], None, total, False)
+    matrix = np.vstack([np.asarray(p.vector, dtype=np.float64) for p in points])
+    projection = pca_2d(matrix)
+    return StoreMap(_labelled(_rows(points, projection.project(matrix))), projection, total, len(points) < total)
+
+
+def with_points(smap: StoreMap, vs: VectorStore, ids: Iterable[Any]) -> StoreMap:
+    """``smap`` plus the points ``ids`` (the hits of a search) it does not show yet, placed by its
+    own projection (not computed again): a cached map of the store (:func:`store_map`) serves every
+    search, and only the hits outside its sample are read (``retrieve``, with vectors)."""
+    shown = {r["id"] for r in smap.rows}
+    missing = [i for i in dict.fromkeys(ids) if str(i) not in shown]
+    if not missing or smap.projection is None:
+        return smap
+    points = [p for p in vs.collection.retrieve(missing, with_vectors=True) if p.vector is not None]
+    if not points:
+        return smap
+    matrix = np.vstack([np.asarray(p.vector, dtype=np.float64) for p in points])
+    rows = _labelled([*smap.rows, *_rows(points, smap.projection.project(matrix))])
+    return StoreMap(rows, smap.projection, smap.total, smap.sampled)
 
 
 #: Characters at most of a file's name in the map's legend (one column of them fits the map's
@@ -190,4 +211,4 @@ def store_version(wb: Workbench, store: str) -> tuple:
 
 
 __all__ = ["LABEL_CHARS", "Projection", "StoreMap", "pca_2d", "sample_points", "short_name", "short_names",
-           "store_map", "store_version"]
+           "store_map", "store_version", "with_points"]

@@ -2,9 +2,12 @@
 
 Tokens are NFKC-folded, lower-cased runs of letters and digits; English stop words are removed
 (Lucene's list of 33, :data:`STOP_WORDS`); Snowball English stemming (``py_rust_stemmers``), so
-``iterating`` matches ``iterate``. Chinese, Japanese and Korean text has no spaces: each CJK
-character is a token and so is each pair of neighbouring ones (the unigram + bigram scheme of
-Lucene's CJK analyzer). Imports nothing of the project: the text layer is ground.
+``iterating`` matches ``iterate``. A code identifier joined by ``_`` or ``::`` (``unwrap_or_else``,
+``String::from``) also gives itself whole, unstemmed, after the terms of its parts (the "preserve
+original" of Lucene's word-delimiter filter), so a query naming it ranks the passages that name it.
+Chinese, Japanese and Korean text has no spaces: each CJK character is a token and so is each pair
+of neighbouring ones (the unigram + bigram scheme of Lucene's CJK analyzer). Imports nothing of
+the project: the text layer is ground.
 """
 
 from __future__ import annotations
@@ -14,6 +17,9 @@ import unicodedata
 from collections.abc import Sequence
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
+#: A code identifier whose parts are joined by ``_`` or ``::`` (``unwrap_or_else``, ``macro_rules``,
+#: ``String::from``): kept whole as a term of its own beside its parts.
+_COMPOUND = re.compile(r"[^\W\d_]\w*(?:(?:_|::)[^\W_]\w*)+|[^\W\d_]\w*_\w+", re.UNICODE)
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
 
 
@@ -62,7 +68,11 @@ class Analyzer:
             else:
                 words.append(run)
         kept = [w for w in words if w not in self._stop]
-        return self._stem(kept)
+        stems = self._stem(kept)
+        folded = unicodedata.normalize("NFKC", text).lower()
+        compounds = _COMPOUND.findall(folded) if ("_" in folded or "::" in folded) else []
+        whole = [c.strip("_") for c in compounds]
+        return stems + [c for c in whole if "_" in c or "::" in c]
 
 
 _ANALYZER: Analyzer | None = None

@@ -5,7 +5,8 @@ reads it (its Markdown marks dropped, :func:`knowledge.text.render.plain_text`),
 :func:`score_sentences`: ``SEMANTIC_WEIGHT`` x the cosine of the question and the sentence with the
 store's own embedding model, plus ``(1 - SEMANTIC_WEIGHT)`` x the share of the question's terms
 (the BM25 analyzer's, :mod:`knowledge.text.analysis`) the sentence holds, each term weighted by its
-BM25 IDF over the candidate sentences. Not the position in the passage. :func:`pick` keeps the best
+BM25 IDF over the candidate sentences. Not the position in the passage; a sentence that, as read,
+has fewer than ``MIN_WORDS`` words or is itself a question is no candidate. :func:`pick` keeps the best
 one, and up to :data:`MAX_SENTENCES` in all that score within :data:`NEAR` of it; when the best
 scores under :data:`MIN_SCORE`, nothing answers. The constants and how they were calibrated:
 docs/chat.md ("How the offline assistant picks sentences").
@@ -14,6 +15,7 @@ docs/chat.md ("How the offline assistant picks sentences").
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +24,9 @@ import numpy as np
 
 from knowledge.text.analysis import analyzer
 from knowledge.text.render import plain_text
-from knowledge.text.sentences import clean, sentences
+from knowledge.text.sentences import MIN_WORDS, clean, sentences
+
+_READ_WORDS = re.compile(r"[^\W_]+")
 
 #: Weight of the embedding cosine in a sentence's score; the rest is the lexical share.
 SEMANTIC_WEIGHT = 0.6
@@ -69,7 +73,8 @@ def score_sentences(question: str, hits: Sequence[dict[str, Any]], embed: Embed)
         ref = int(h.get("ref") or i)
         for s in sentences(str(h.get("text") or ""))[:PER_PASSAGE]:
             read = clean(plain_text(s.text, file_name=h.get("file_name")))
-            if read:
+            # as read: enough words (a link's address counts none) and not itself a question
+            if len(_READ_WORDS.findall(read)) >= MIN_WORDS and not read.rstrip(" \"'”’)*_").endswith("?"):
                 cands.append((ref, s, read))
     if not cands or not question.strip():
         return []

@@ -72,7 +72,7 @@ def indexed_text(payload: Mapping[str, Any]) -> str:
 
 # -- the persisted index: tantivy ------------------------------------------------------------
 
-LEXICAL_FORMAT = 1
+LEXICAL_FORMAT = 2
 """Version of what :class:`DiskLexicon` writes (schema + analysis). An index of another version is
 rebuilt from the store's chunks, so changing :class:`Analyzer` or the schema means bumping this."""
 

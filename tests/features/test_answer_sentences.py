@@ -97,3 +97,22 @@ def test_sentences_keep_their_offsets_and_skip_code_headings_and_tables():
                                        "A list item that says something.", "A quoted line that goes\n> on to the next line."]
     assert all(text[s.start:s.end] == s.text for s in found)
     assert clean(found[-1].text) == "A quoted line that goes on to the next line."
+
+
+@pytest.mark.slow
+@pytest.mark.model
+def test_eval_checks_the_answers_of_the_set(chapters_store, capsys):
+    """``eval --answers`` on the same ten questions (their file has an ``expected`` column): the
+    shares printed are those of the answers, and ``--min-answers`` above them exits 1."""
+    code, out, err = run(capsys, "--data-dir", chapters_store, "eval", "book", str(QUESTIONS), "--answers",
+                         "--json", "--no-save")
+    assert code == 0, err
+    data = json.loads(out)
+    answers = data["answers"]
+    assert answers["config"] == "offline" and answers["questions_checked"] == 10
+    assert answers["metrics"]["first sentence holds"] >= 0.8 and answers["metrics"]["cites a relevant passage"] >= 0.8
+    assert sum(q["first_holds"] for q in answers["questions"]) / 10 == answers["metrics"]["first sentence holds"]
+    assert data["runs"][0]["metrics"]["recall@5"] == 1.0
+    code, _, err = run(capsys, "--data-dir", chapters_store, "eval", "book", str(QUESTIONS), "--answers",
+                       "--no-save", "--min-answers", "1.01")
+    assert code == 1 and "below --min-answers 1.01" in err

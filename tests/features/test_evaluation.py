@@ -242,7 +242,7 @@ def test_a_run_scores_each_question_from_its_ranking(wb):
         assert set(run.metrics) == {"recall@1", "recall@3", "MRR@3", "nDCG@3"}
         assert all(q.latency_ms > 0 and len(q.hits) <= 3 for q in run.questions)
         assert run.mode == mode and run.chunking == {"size": 40, "overlap": 8} and run.template == "default"
-        assert run.search == {"fusion_weight": 0.6, "candidates": 50}
+        assert run.search == {"fusion_weight": 0.6, "candidates": 50, "rerank": 0}  # 0: not reranked
 
 
 @pytest.mark.slow

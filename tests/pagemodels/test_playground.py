@@ -287,6 +287,26 @@ def test_store_map_is_deterministic_capped_and_keeps_the_hits(wb):
     assert all(r["label"] == r["file"] for r in rows)  # short names stay whole
 
 
+def test_a_cached_map_takes_a_searchs_hits_without_projecting_again(wb):
+    fill(wb, "s", {f"f{i}.txt": [f"text number {i} {j} words" for j in range(10)] for i in range(5)})
+    vs = wb.vector_store("s")
+    base = sm.store_map(vs, max_points=2)  # the cached map: a sample of 2 of the 50 chunks
+    run = pg.timed_search(wb, "s", "number 3", k=3)
+    hit_ids = [h.id for h in run.hits]
+    outside = [i for i in hit_ids if str(i) not in {r["id"] for r in base.rows}]
+    assert len(outside) >= 1  # 3 hits, 2 sampled chunks
+    smap = sm.with_points(base, vs, hit_ids)
+    assert smap.projection is base.projection and smap.total == 50 and smap.sampled
+    assert [r["id"] for r in smap.rows[:2]] == [r["id"] for r in base.rows]  # the sample as it was
+    assert {r["id"] for r in smap.rows} == {r["id"] for r in base.rows} | {str(i) for i in hit_ids}
+    points = {str(p.id): p for p in vs.collection.retrieve(outside, with_vectors=True)}
+    for r in smap.rows[2:]:  # each added hit where the base projection puts its vector
+        x, y = base.projection.project(np.asarray([points[r["id"]].vector], dtype=np.float64))[0]
+        assert (r["x"], r["y"]) == pytest.approx((x, y)) and r["label"] == r["file"]
+    assert sorted(r["rank"] for r in pg.map_rows(smap, run) if r["role"] == "hit") == [1, 2, 3]
+    assert sm.with_points(smap, vs, hit_ids) is smap  # nothing missing: the same map
+
+
 def test_map_legend_names_are_short_distinct_and_keep_the_extension():
     assert sm.short_name("notes.md") == "notes.md"
     long = "ch02-00-guessing-game-tutorial.md"

@@ -23,6 +23,16 @@ def test_terms_are_lowercased_stemmed_and_skip_stop_words():
         "what", "differ", "between", "panic", "result"]  # Lucene's English stop words
 
 
+def test_a_code_identifier_is_a_term_whole_beside_its_parts():
+    assert analyzer().terms("How do I use unwrap_or_else?") == ["how", "do", "i", "use", "unwrap", "els", "unwrap_or_else"]
+    assert analyzer().terms("macro_rules! and String::from") == ["macro", "rule", "string", "from", "macro_rules",
+                                                                  "string::from"]
+    assert analyzer().terms("the _ placeholder, __init__ and _private") == ["placehold", "init", "privat"]
+    assert analyzer().terms("Use `unwrap_or_else`.") == analyzer().terms("Use unwrap_or_else.")
+
+
+
+
 def test_ligatures_and_full_width_letters_fold_to_plain_ones():
     assert analyzer().terms("the ﬁrst ｆｉｌｅ") == ["first", "file"]
 
@@ -45,6 +55,15 @@ DOCS = [
     "Vectors store values of the same type next to each other in memory.",
     "A closure captures values from its environment.",
 ]
+
+
+def test_a_query_naming_an_identifier_ranks_the_passage_that_names_it_first():
+    idx = LexicalIndex.from_points(points([
+        "Call unwrap, or else return the error; else branches come later. Unwrap it, unwrap it again.",
+        "The unwrap_or_else method takes a closure.",
+        "Nothing about it here at all.",
+    ]))
+    assert [h.id for h in idx.search("unwrap_or_else", k=2)] == ["f:1", "f:0"]
 
 
 def test_bm25_ranks_the_chunk_with_the_rare_words_first():

@@ -138,9 +138,10 @@ def test_a_missing_corrupt_or_old_index_is_rebuilt_with_a_log_line(coll, setting
 
         with MemoryBackend(settings) as b:
             c = b.collection("lex")
-            monkeypatch.setattr(memory, "LEXICAL_FORMAT", 0)
+            current = memory.LEXICAL_FORMAT
+            monkeypatch.setattr(memory, "LEXICAL_FORMAT", current - 1)
             c.upsert([Point("z:0", vec(1), {"file_id": "z", "text": "an older writer"})])
-            monkeypatch.setattr(memory, "LEXICAL_FORMAT", 1)
+            monkeypatch.setattr(memory, "LEXICAL_FORMAT", current)
     caplog.clear()
     with MemoryBackend(settings) as b2:
         c2 = b2.collection("lex")
