@@ -206,8 +206,10 @@ show_map = t1.toggle("Show the map of the store", value=True, key="pg_map")
 rerank_default, rerank_n = wb.reranks(store)
 rerank = t2.toggle("Rerank", value=rerank_default, key=f"pg_rerank_{store}",
                    help=f"Order the {rerank_n} best passages again by the sentence of each that best answers the"
-                        " query (the store's own model; adds time). The default comes from the store's template,"
-                        " else the setting search.rerank.")
+                        " query (the store's own model). Slow: it embeds every sentence of those passages, about"
+                        " 2 s more per search on a 2-core laptop, and on the project's Rust-book questions it did"
+                        " not rank better (docs/search.md). The default comes from the store's template, else the"
+                        " setting search.rerank.")
 
 for key in KEYS:  # remember for the next visit
     if key in st.session_state:

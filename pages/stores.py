@@ -43,6 +43,8 @@ settings = wb.settings
 processed: set[str] = st.session_state.setdefault("processed_uploads", set())
 
 STATUS_LABEL = {DONE: "✅ done", FAILED: "❌ failed", PROCESSING: "⏳ processing", PENDING: "⏳ waiting"}
+#: Up to this many warnings of a batch are shown under their files; more, in one closed list.
+WARNINGS_INLINE = 3
 OUTCOME_ICON = {Outcome.INDEXED: "✅", Outcome.UNCHANGED: "♻️", Outcome.DUPLICATE: "♻️", Outcome.CANCELLED: "⏹️"}
 
 st.title("🗂️ Vector stores")
@@ -166,6 +168,11 @@ def _job_outcomes(job: IngestJob) -> None:
     kept = {f.file_id for f in wb.store_files(job.store) if f.status == FAILED}
     for note in getattr(job, "notes", []):  # e.g. how many files the folder walk skipped, and why
         st.caption(inert(note))
+    # A few warnings stand under their files; more go into one closed list after them (twelve book
+    # chapters, each with its dropped mdBook directives, pushed the store's file list a page down).
+    warned = [(fp.name, w) for fp in job.files if fp.result is not None and (fp.result.ok or fp.result.outcome
+              == Outcome.CANCELLED) for w in fp.result.warnings]
+    inline = len(warned) <= WARNINGS_INLINE
     for fp in job.files:
         r = fp.result
         if r is None:
@@ -176,12 +183,16 @@ def _job_outcomes(job: IngestJob) -> None:
             st.progress(fp.fraction, text=inert(f"{fp.name} — {fp.stage}{left}"))
         elif r.ok or r.outcome == Outcome.CANCELLED:
             st.markdown(md("{} **{}** — {}", OUTCOME_ICON.get(r.outcome, "•"), fp.name, _said(r)))
-            for w in r.warnings:
+            for w in r.warnings if inline else ():
                 st.warning(inert(f"{fp.name}: {w}"), icon="⚠️")
         elif r.file_id in kept:
             failed += 1
         else:
             st.error(md("**{}** — {}", fp.name, _said(r)), icon="❌")
+    if not inline:
+        files = len({name for name, _ in warned})
+        with st.expander(f"⚠️ {len(warned)} warnings on {files} file{'' if files == 1 else 's'}"):
+            st.markdown("\n".join("- " + md("**{}**: {}", name, w) for name, w in warned))
     if failed:
         st.caption(f"{failed} file{' is' if failed == 1 else 's are'} listed under **Needs attention** below.")
 

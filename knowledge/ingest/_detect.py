@@ -152,6 +152,16 @@ def detect_format(head: bytes, name: str | None = None) -> str:
     return _text_kind(head, ext)
 
 
+def misnamed_text(name: str | None) -> str | None:
+    """The warning for a file whose bytes are text but whose name says a binary format (a text file
+    renamed ``.docx``): ``"named .docx but it is text, not a Word document: read as text"``; ``None``
+    when the name says no such format."""
+    ext = PurePath(name).suffix.lower() if name else ""
+    if ext not in _NAMED_BY_EXTENSION:
+        return None
+    return f"named {ext} but it is text, not {_NAMED_BY_EXTENSION[ext]}: read as text"
+
+
 def is_ocr_image(head: bytes) -> bool:
     """True for the image formats OCR reads (:mod:`knowledge.ingest._ocr`): PNG, JPEG, TIFF (both
     byte orders), WebP (RIFF ``WEBP``) and BMP (``BM`` with zero reserved fields)."""

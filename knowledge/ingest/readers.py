@@ -26,7 +26,7 @@ from knowledge.ingest._archive import read_zip
 from knowledge.ingest._compose import MAX_DEPTH
 from knowledge.ingest._crypto import decrypt_odf, decrypt_ooxml, odf_encrypted
 from knowledge.ingest._csv import read_csv
-from knowledge.ingest._detect import HEAD_BYTES, LEGACY_WORD, detect_format
+from knowledge.ingest._detect import HEAD_BYTES, LEGACY_WORD, detect_format, misnamed_text
 from knowledge.ingest._docx import read_docx
 from knowledge.ingest._epub import read_epub
 from knowledge.ingest._html import read_html
@@ -152,12 +152,17 @@ def _read(data: bytes, name: str | None, *, password: str | None, ocr: Literal["
         return doc
     text = decode(data)
     if fmt == "markdown":
-        return read_markdown(text)
-    if fmt == "html":
-        return read_html(text)
-    if fmt == "csv":
-        return read_csv(text)
-    return read_text(text)
+        doc = read_markdown(text)
+    elif fmt == "html":
+        doc = read_html(text)
+    elif fmt == "csv":
+        doc = read_csv(text)
+    else:
+        doc = read_text(text)
+    note = misnamed_text(name)
+    if note:
+        doc.warnings.insert(0, note)
+    return doc
 
 
 def read_text(text: str) -> Document:

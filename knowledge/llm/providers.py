@@ -314,11 +314,14 @@ def _quote(h: dict[str, Any]) -> str:
 
 
 def _inert(line: str) -> str:
-    """A quoted line that Markdown shows as written: emphasis and code marks escaped, and a leading
-    list or heading marker too (``* item`` would otherwise become a bullet)."""
+    """A quoted line that Markdown shows as written: emphasis and code marks escaped; a leading list,
+    heading, quote, rule or table marker too (``* item`` would otherwise become a bullet, a mail's
+    ``> ----`` a heading); leading spaces kept as no-break spaces (four would make a code block)."""
     line = re.sub(r"([\\`*_])", r"\\\1", line)
-    line = re.sub(r"^(\s*)([#+\-])", r"\1\\\2", line)
-    return re.sub(r"^(\s*\d+)([.)])", r"\1\\\2", line)
+    line = re.sub(r"^(\s*)([#+\-=>|~])", r"\1\\\2", line)
+    line = re.sub(r"^(\s*\d+)([.)])", r"\1\\\2", line)
+    indent = len(line) - len(line.lstrip(" \t"))
+    return "\u00a0" * indent + line[indent:] if indent else line
 
 
 def _relevant(hits: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -199,6 +199,25 @@ def test_a_bad_file_gets_a_message_and_the_others_go_on(fake_model):
 
 
 @pytest.mark.slow
+def test_a_few_warnings_stand_under_their_files_and_many_go_into_one_list(fake_model):
+    make_store()
+    at = open_page()
+    at.file_uploader(key="upload:Notes").set_value([("a.pdf", b"Plain words about cats.\n", "application/pdf")])
+    at.run()
+    finish_job(at, "Notes")
+    assert any("a.pdf: named .pdf but it is text, not a PDF" in w.value for w in at.warning)
+    at = open_page()
+    at.file_uploader(key="upload:Notes").set_value(
+        [(f"n{i}.docx", f"Plain words number {i} about dogs.\n".encode(), "application/octet-stream") for i in range(4)])
+    at.run()
+    finish_job(at, "Notes")
+    assert not any("named .docx" in w.value for w in at.warning)  # not four boxes ...
+    (box,) = [e for e in at.expander if e.label == "⚠️ 4 warnings on 4 files"]  # ... one closed list
+    listed = " ".join(m.value for m in box.markdown)
+    assert all(f"n{i}.docx" in listed for i in range(4)) and "not a Word document" in listed
+
+
+@pytest.mark.slow
 def test_a_file_over_the_size_limit_says_so(fake_model, monkeypatch):
     monkeypatch.setenv("KNOWLEDGE_INGEST__MAX_FILE_MB", "0.001")
     make_store()

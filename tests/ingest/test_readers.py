@@ -456,6 +456,15 @@ def zip_with(*members: str) -> bytes:
     return buf.getvalue()
 
 
+def test_text_renamed_docx_is_read_as_text_with_a_warning():
+    doc = read_document(b"Just one line of plain text, nothing more.\n", "notreally.docx")
+    assert doc.text.strip() == "Just one line of plain text, nothing more."
+    assert doc.warnings[0] == "named .docx but it is text, not a Word document: read as text"
+    assert not any("named" in w for w in read_document(b"Plain text.\n", "notes.txt").warnings)
+    md_doc = read_document(b"# Title\n\nSome words here.\n", "slides.pptx")
+    assert md_doc.warnings[0].startswith("named .pptx but it is text, not a PowerPoint deck")
+
+
 def test_legacy_doc_renamed_docx_is_refused_by_content():
     with pytest.raises(UnsupportedFile) as exc:
         read_document(ole2(), "report.docx")

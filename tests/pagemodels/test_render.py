@@ -178,3 +178,18 @@ def test_a_chunk_cut_inside_a_directive_hides_its_tail_and_code_blocks_carry_no_
     # code that merely ends in braces is not mistaken for a directive's tail
     assert render.strip_source_markup("    }}\nfn main() {}").startswith("    }}")
 
+
+
+def test_a_plain_text_passage_quoted_by_the_offline_assistant_reads_as_written():
+    """A mail's quoted lines, a rule under a line, indented lines, a '#' or a number at the start:
+    quoted in an offline answer, none becomes a heading, code block, rule or list (found by a new
+    user's trial: a mail's '> ----' made a huge heading in the chat)."""
+    from knowledge.llm.providers import _quote
+    from knowledge.text.render import answer_html
+
+    text = "> RFC822 messages not parsed\n> ----\n    Key: a\n    URL: b\n# not a heading\n---\n1. not a list"
+    html = answer_html(_quote({"file_name": "testRFC822.eml", "text": text, "score": 0.3}))
+    for tag in ("<h1", "<h2", "<pre", "<code", "<ol", "<hr", "<ul"):
+        assert tag not in html, tag
+    for words in ("&gt; RFC822 messages not parsed", "&gt; ----", "Key: a", "# not a heading", "1. not a list"):
+        assert words in html, words
