@@ -180,7 +180,8 @@ def test_offline_assistant_answers_from_a_corpus_pdf_with_file_and_page(corpus, 
         top = reply.citations[0]
         assert top["file_name"] == "google-doc-document.pdf" and top["page"] == 1
         assert "Explicit is better than implicit" in top["text"]
-        assert "**google-doc-document.pdf, page 1**" in reply.text
+        # the answer quotes the sentence that answers, marked [1]; file and page are the citation's
+        assert "> Explicit is better than implicit. [1]" in reply.text
     finally:
         wb.close()
 
