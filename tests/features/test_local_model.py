@@ -5,25 +5,11 @@ from __future__ import annotations
 
 import socket
 
-import pytest
 from chat_helpers import ChatCompletionsServer, pdf_bytes
+from test_chat_openai import PAGES, chat  # noqa: F401 - the same two pages and chat fixture
 
-from knowledge.chat import ChatService
 from knowledge.chat.sources import drop_unknown_markers
-from knowledge.config import load_settings
-from knowledge.embeddings.fake import HashEmbedder
 from knowledge.llm.local import detect, probe
-from knowledge.workbench import Workbench
-
-PAGES = ["The harbour master records every ship that enters the port.",
-         "The tide tables are printed each Sunday for the sailors of the bay."]
-
-
-@pytest.fixture
-def chat(tmp_path):
-    wb = Workbench(load_settings(data_dir=tmp_path / "data"), embedder_factory=lambda m: HashEmbedder(64, 256))
-    yield ChatService(wb)
-    wb.close()
 
 
 def _closed_port() -> int:
