@@ -61,7 +61,7 @@ def test_alternatives_are_separated_by_a_spaced_bar_so_an_answer_may_hold_a_bar(
     data, name, _ = ev.export_questions(qset, "tsv")
     assert ev.parse_questions(data, name)[1] == list(qset.questions)  # a bare bar survives TSV
     spaced = ev.QuestionSet("s", (ev.Question("Q?", (ev.Criterion("a.md"),), ("a | b",)),))
-    with pytest.raises(InvalidArgument, match="' \\| '.*export as JSONL"):
+    with pytest.raises(InvalidArgument, match=r"' \| '.*export as JSONL"):
         ev.export_questions(spaced, "tsv")
     data, name, _ = ev.export_questions(spaced, "jsonl")
     assert ev.parse_questions(data, name)[1] == list(spaced.questions)
@@ -129,7 +129,8 @@ def test_the_sentence_read_as_the_answer():
     assert ev.answer_sentence(model) == "Ownership is a set of rules that govern memory [2]."
     assert ev.answer_sentence("Intro line.\nOwnership is a set of rules. [3] More.\n") == "Ownership is a set of rules. [3]"
     assert ev.answer_sentence("Ownership is a set of rules. It governs memory.") == "Ownership is a set of rules."
-    assert ev.answer_sentence("> Quoted by a model.\nThe answer [1].") == "The answer [1]."  # a model's quote is no highlight
+    # a model's quoted line is no highlight
+    assert ev.answer_sentence("> Quoted by a model.\nThe answer [1].") == "The answer [1]."
     cites = [{"n": 1, "file_name": "a.md"}, {"n": 2, "file_name": "b.md"}]
     assert cited_passage("x [2]", cites)["file_name"] == "b.md"
     assert cited_passage("no marker", cites)["file_name"] == "a.md" and cited_passage("x", []) is None
@@ -143,7 +144,8 @@ def test_one_answer_is_scored_against_its_question():
     assert right.sentence == "Ownership is a *set of rules*." and right.seconds == 0.5
     # a model whose first marked sentence says something else and cites the wrong passage
     wrong = ev.check_one(q, "Something else entirely [1]. Ownership is a set of rules [2].", cites, 0.25)
-    assert (wrong.answer_holds, wrong.sentence_holds, wrong.cited, wrong.cited_relevant) == (True, False, "SUMMARY.md", False)
+    assert (wrong.answer_holds, wrong.sentence_holds, wrong.cited, wrong.cited_relevant) == (
+        True, False, "SUMMARY.md", False)
     # the offline assistant naming the question in its label, answering nothing: no hold
     named = ev.Question("What is a set of rules?", (ev.Criterion("a.md"),), ("set of rules",))
     none = ev.check_one(named, "*Retrieval only — no language model wrote this.* Nothing in b answers “What is a set"
@@ -326,7 +328,8 @@ def test_a_configured_model_is_checked_by_its_first_marked_sentence_and_only_its
         assert len(server.requests) == 2 and check.config == "local"
         first, second = check.results
         assert first.sentence == "Pasta cooks in salted water for *about ten minutes*."
-        assert (first.answer_holds, first.sentence_holds, first.cited, first.cited_relevant) == (True, True, "pasta.md", True)
+        assert (first.answer_holds, first.sentence_holds, first.cited, first.cited_relevant) == (
+            True, True, "pasta.md", True)
         assert second.sentence == "It boils."
         assert (second.answer_holds, second.sentence_holds, second.cited, second.cited_relevant) == (
             True, False, "pasta.md", False)
