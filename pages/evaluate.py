@@ -3,12 +3,14 @@ the hybrid fusion weight (the logic is in knowledge/evaluation/)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import altair as alt
 import pandas as pd
 import streamlit as st
 
 from knowledge import evaluation as ev
-from knowledge.chat.answer_check import check_answers
+from knowledge.chat.answer_check import check_answers, run_as_the_chat_searches
 from knowledge.errors import KnowledgeError
 from knowledge.text.render import inert, md
 from knowledge.vocabulary import RANKING_HELP, RANKINGS, SIMILARITY
@@ -73,8 +75,8 @@ with st.container(border=True):
              "`{\"question\": ..., \"relevant\": [...]}`. Relevant = any of several places, separated by `;`: "
              "a file name (`ch09-01-unrecoverable-errors-with-panic.md`), a file and page (`report.pdf#page=3`) "
              "or a snippet a relevant chunk contains (`text:cannot borrow`). An optional `expected` column (with a "
-             "header line) holds what a good answer says, alternatives between `|`, for the Answers tab. A set of "
-             "the same name is replaced.")
+             "header line `question<TAB>relevant<TAB>expected`; JSONL: `\"expected\"`) holds what a good answer "
+             "says, alternatives between ` | `, to check the chat's answers. A set of the same name is replaced.")
     flash("evaluate")
     set_names = evals.set_names()
     with st.expander("Type questions", expanded=not set_names or bool(st.session_state.get("ev_typed"))):
@@ -110,8 +112,9 @@ with st.container(border=True):
                                "Relevant (any of, ';' between)", width="large",
                                help="file.md; report.pdf#page=3; text:a snippet"),
                            "expected": st.column_config.TextColumn(
-                               "Expected answer (optional, '|' between)", width="medium",
-                               help="What a good answer says, for the answer check (Answers).")})
+                               "Expected answer (optional, ' | ' between)", width="medium",
+                               help="What a good answer says, any one is enough: checked in the chat's answer "
+                                    "when **Check the answers** is on.")})
         b1, b2, b3 = st.columns([1, 1, 1])
         if b1.button("Save changes", icon="💾", key="ev_save_set"):
             try:
@@ -191,8 +194,29 @@ def per_question(runs: list[ev.EvalRun]) -> None:
             st.markdown("  \n".join(lines) or "No hits.")
 
 
-tab_run, tab_answers, tab_compare, tab_weight, tab_chunks = st.tabs(
-    ["Evaluate", "Answers", "Compare runs", "Fusion weight", "Chunk sizes"])
+def answers_block(check: ev.AnswerCheck, run: ev.EvalRun | None) -> None:
+    """An answer check beside the retrieval metrics of the run it is kept with, and a row per question."""
+    n = len(check.results)
+    st.markdown(md("**Answers of {}** · {} · ", check.store, check.config)
+                + f"{n} question{'' if n == 1 else 's'} with an expected answer · {check.seconds:.1f} s")
+    shown = [(m, f"{run.metrics[m]:.3f}") for m in (f"MRR@{run.k}", "recall@5" if run.k >= 5 else "recall@1")
+             if m in run.metrics] if run is not None else []
+    shown += [("Answer holds it", f"{check.answer_holding:.0%}"),
+              ("First sentence holds it", f"{check.sentence_holding:.0%}"),
+              ("Cites a relevant passage", f"{check.citing_relevant:.0%}")]
+    for col, (label, value) in zip(st.columns(len(shown)), shown):
+        col.metric(label, value)
+    if run is None:
+        st.caption("Not kept with a run: none of this store searched as the chat does (the ranking and fusion "
+                   "weight of the settings). Add that ranking to keep the answer check with its run.")
+    st.dataframe(pd.DataFrame([{"question": r.question, "expected": " | ".join(r.expected),
+                                "first sentence": r.sentence, "holds": "✅" if r.answer_holds else "❌",
+                                "sentence holds": "✅" if r.sentence_holds else "❌", "cited": r.cited or "—",
+                                "relevant": "✅" if r.cited_relevant else "❌", "s": r.seconds}
+                               for r in check.results]), hide_index=True, width="stretch")
+
+
+tab_run, tab_compare, tab_weight, tab_chunks = st.tabs(["Evaluate", "Compare runs", "Fusion weight", "Chunk sizes"])
 
 with tab_run:
     c1, c2, c3 = st.columns([2, 2, 1])
@@ -202,25 +226,62 @@ with tab_run:
                            key="ev_modes", help=RANKING_HELP)
     k = int(c3.number_input("Depth (k)", min_value=1, max_value=50, value=10, key="ev_k"))
     st.session_state["ev_stores_saved"] = chosen
+    asked = sum(1 for q in qset.questions if q.expected)
+    a1, a2 = st.columns([2, 3], vertical_alignment="bottom")
+    check_on = a1.toggle(
+        f"Check the answers ({asked} question{'' if asked == 1 else 's'} with an expected answer)" if asked
+        else "Check the answers (no question has an expected answer)", key="ev_answers_on", disabled=not asked,
+        help="Also ask each question that has an expected answer (the set's `expected` column) in a chat of its own "
+             "over each store, and check that the answer holds it and that its first sentence cites a relevant "
+             "passage. The chats are deleted after." if asked else
+             "No question of this set has an expected answer: add an `expected` column (Edit the questions).") \
+        and bool(asked)
+    a_config = None
+    if check_on:
+        configs = ["offline", *[c.name for c in wb.llm_configs().list() if c.type == "CHAT" and c.name != "offline"]]
+        a_config = a2.selectbox("Chat model", configs, key="ev_a_config",
+                                help="offline: the offline assistant (it quotes the sentences that answer, no language "
+                                     "model); or a chat model config of Settings (asked at its URL, nowhere else).")
     autorun = bool(st.session_state.pop("ev_autorun", False)) and bool(chosen and modes)
     if st.button("Evaluate", type="primary", icon="▶️", disabled=not chosen or not modes, key="ev_go") or autorun:
         bar = st.progress(0.0, text="Searching...")
-        done_runs, failed = [], []
-        pairs = [(s, m) for s in chosen for m in modes]
-        for i, (store, mode) in enumerate(pairs):
-            try:
-                run = wb.evaluations.evaluate(store, qset, mode, k, progress=lambda n, total, i=i, store=store, mode=mode:
-                                              bar.progress((i + n / total) / len(pairs),
-                                                           text=f"{store} · {MODE_NAMES[mode]}: question {n} of {total}"))
-                done_runs.append(evals.save_run(run).id)
-            except KnowledgeError as exc:
-                failed.append(f"{store} · {MODE_NAMES[mode]}: {exc}")
+        done_runs, failed, checks = [], [], []
+        steps = len(chosen) * (len(modes) + (1 if check_on else 0))
+        step = 0
+
+        def advance(what: str, step: int) -> Callable[[int, int], None]:
+            return lambda n, total: bar.progress((step + n / total) / steps, text=f"{what}: question {n} of {total}")
+
+        for store in chosen:
+            store_runs = []
+            for mode in modes:
+                try:
+                    store_runs.append(wb.evaluations.evaluate(store, qset, mode, k,
+                                                              progress=advance(f"{store} · {MODE_NAMES[mode]}", step)))
+                except KnowledgeError as exc:
+                    failed.append(f"{store} · {MODE_NAMES[mode]}: {exc}")
+                step += 1
+            kept_id = None
+            if check_on:
+                try:
+                    check = check_answers(wb, store, qset, None if a_config == "offline" else a_config,
+                                          progress=advance(f"{store} · answers", step))
+                    target = run_as_the_chat_searches(wb, store_runs)
+                    if target is not None:
+                        kept = ev.with_answers(target, check)
+                        store_runs = [kept if r is target else r for r in store_runs]
+                        kept_id = kept.id
+                    checks.append((check, kept_id))
+                except KnowledgeError as exc:
+                    failed.append(f"{store} · answers: {exc}")
+                step += 1
+            done_runs += [evals.save_run(r).id for r in store_runs]
         bar.empty()
         for f in failed:
             st.error(inert(f))
-        st.session_state["ev_last"] = {"set": set_name, "runs": done_runs}
+        st.session_state["ev_last"] = {"set": set_name, "runs": done_runs, "answers": checks}
     last = st.session_state.get("ev_last")
-    if last and last["set"] == set_name and last["runs"]:
+    if last and last["set"] == set_name and (last["runs"] or last.get("answers")):
         try:
             runs = [evals.get_run(rid) for rid in last["runs"]]
         except KnowledgeError as exc:
@@ -230,50 +291,17 @@ with tab_run:
             st.subheader("Metrics per store and ranking")
             st.dataframe(metrics_frame(runs), hide_index=True, width="stretch")
             bar_chart(runs, f"{set_name}: {len(qset.questions)} questions")
+        by_id = {r.id: r for r in runs}
+        if last.get("answers"):
+            st.subheader("Answers")
+            st.caption("Does the chat's answer say what the set expects (case, spacing and Markdown marks "
+                       "ignored), does its first sentence, and does that sentence cite a relevant passage?")
+            for check, kept_id in last["answers"]:
+                answers_block(check, by_id.get(kept_id) if kept_id else None)
+        if runs:
             per_question(runs)
     else:
         st.info("Choose stores and rankings, then **Evaluate**. Each run is kept (Compare runs).")
-
-with tab_answers:
-    st.caption("Does the chat's answer say what the question set expects, and does it cite a passage that answers? "
-               "Each question with an expected answer (the set's `expected` column, alternatives between `|`) is "
-               "asked in a chat of its own over the store; the chat is deleted after.")
-    asked = sum(1 for q in qset.questions if q.expected)
-    if not asked:
-        st.info(md("No question of {} has an expected answer. Add an `expected` column to the file "
-                   "(`question<TAB>relevant<TAB>expected`), or a `\"expected\"` key in JSONL, and upload it again.",
-                   set_name))
-    else:
-        configs = ["offline", *[c.name for c in wb.llm_configs().list() if c.type == "CHAT" and c.name != "offline"]]
-        a1, a2 = st.columns([2, 2])
-        a_store = a1.selectbox("Store", stores, key="ev_a_store")
-        a_config = a2.selectbox("Chat model", configs, key="ev_a_config",
-                                help="offline: the offline assistant (the sentences that answer, no language model); "
-                                     "or a chat model config of Settings.")
-        if st.button(f"Check {asked} answer{'' if asked == 1 else 's'}", icon="💬", key="ev_a_go"):
-            bar = st.progress(0.0, text="Asking...")
-            try:
-                check = check_answers(wb, a_store, qset, None if a_config == "offline" else a_config,
-                                      progress=lambda n, total: bar.progress(n / total, text=f"question {n} of {total}"))
-                st.session_state["ev_answers"] = (set_name, check)
-            except KnowledgeError as exc:
-                st.error(inert(exc))
-            bar.empty()
-        got = st.session_state.get("ev_answers")
-        if got and got[0] == set_name:
-            check = got[1]
-            st.markdown(md("**{}** · {} · ", check.store, check.config)
-                        + f"{len(check.results)} question{'' if len(check.results) == 1 else 's'} with an expected answer")
-            cols = st.columns(3)
-            for col, (label, value) in zip(cols, (("Answer holds it", check.holding),
-                                                 ("First sentence holds it", check.first_holding),
-                                                 ("Cites a relevant passage", check.citing_relevant))):
-                col.metric(label, f"{value:.0%}")
-            st.dataframe(pd.DataFrame([{"question": r.question, "expected": " | ".join(r.expected),
-                                        "first sentence": r.first, "holds": "✅" if r.holds else "❌",
-                                        "cited": r.cited or "—", "relevant": "✅" if r.cited_relevant else "❌",
-                                        "s": r.seconds} for r in check.results]),
-                         hide_index=True, width="stretch")
 
 with tab_compare:
     history = evals.runs(set_name=set_name)

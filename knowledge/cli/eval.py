@@ -1,6 +1,7 @@
 """``eval``: a store's retrieval measured on a question set (recall@n, MRR, nDCG), one run per
 mode, kept in the catalog unless ``--no-save``; exit 1 below ``--min-mrr``. With ``--answers``, the
-answer check too (:mod:`knowledge.chat.answer_check`); exit 1 below ``--min-answers``."""
+answer check too (:mod:`knowledge.chat.answer_check`), kept with the run that searched as the chat
+does; exit 1 below ``--min-answers``."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from knowledge import evaluation as ev
-from knowledge.chat.answer_check import check_answers
+from knowledge.chat.answer_check import check_answers, run_as_the_chat_searches
 from knowledge.cli.common import Commands, command, table
 from knowledge.cli.search import ranking
 from knowledge.vocabulary import ranking_label
@@ -32,11 +33,14 @@ def add_parser(sub: Commands) -> None:
     s.add_argument("--rerank", action=argparse.BooleanOptionalAction, default=None,
                    help="rerank the best passages (default: the store's template, else setting search.rerank)")
     s.add_argument("--answers", action="store_true",
-                   help="also check the answers: ask the questions that have an 'expected' column in a chat over"
-                        " the store and check that the answer holds it and cites a relevant passage")
-    s.add_argument("--llm", metavar="CONFIG", help="with --answers: the chat model config (default: offline)")
+                   help="also check the answers: ask each question with an expected answer (the set's 'expected'"
+                        " column) in a chat over the store, and check that the answer holds it and cites a relevant"
+                        " passage; kept with the run that searched as the chat does")
+    s.add_argument("--llm", metavar="CONFIG",
+                   help="the chat model config that answers (implies --answers; default: offline, the offline"
+                        " assistant)")
     s.add_argument("--min-answers", type=float, metavar="X",
-                   help="with --answers: exit 1 when the share of answers holding the expected answer is below X")
+                   help="exit 1 when the share of answers holding the expected answer is below X (implies --answers)")
     s.add_argument("--min-mrr", type=float, metavar="X",
                    help="exit 1 when the MRR@k of any mode evaluated is below X (for CI pipelines)")
     s.add_argument("--questions", dest="show_questions", action="store_true",
@@ -50,27 +54,35 @@ def cmd_eval(wb: Workbench, args: argparse.Namespace) -> int:
     qset = wb.evaluations.load_question_set(args.questions)
     modes = list(dict.fromkeys(m for m in (args.mode or [wb.settings.search.mode])
                                for m in (ev.MODES if m == "all" else [m])))
-    runs = []
-    for mode in modes:
-        run = wb.evaluations.evaluate(args.store, qset, mode, args.k, fusion_weight=args.fusion_weight,
-                                      rerank=args.rerank)
+    answers = args.answers or args.llm is not None or args.min_answers is not None
+    runs = [wb.evaluations.evaluate(args.store, qset, mode, args.k, fusion_weight=args.fusion_weight,
+                                    rerank=args.rerank) for mode in modes]
+    check: ev.AnswerCheck | None = None
+    kept: ev.EvalRun | None = None
+    try:
+        if answers:
+            check = check_answers(wb, args.store, qset, args.llm)
+            target = run_as_the_chat_searches(wb, runs)
+            if target is not None:
+                kept = ev.with_answers(target, check)
+                runs = [kept if r is target else r for r in runs]
+    finally:  # the retrieval runs are kept even when the answer check fails
         if not args.no_save:
-            wb.evaluations.save_run(run)
-        runs.append(run)
-    check = check_answers(wb, args.store, qset, args.llm) if args.answers else None
+            for r in runs:
+                wb.evaluations.save_run(r)
     if args.json:
         data: object = [_run_data(r, ev.metric_names(args.k)) for r in runs]
         if check is not None:  # with --answers: an object of the runs and the answer check
-            data = {"runs": data, "answers": _answers_data(check)}
+            data = {"runs": data, "answers": _answers_data(check, kept)}
         print(json.dumps(data, ensure_ascii=False, indent=2))
     else:
         _print_runs(args, qset, runs)
         if check is not None:
-            _print_answers(args, check)
+            _print_answers(wb, check, kept, saved=not args.no_save)
     failed = 0
-    if check is not None and args.min_answers is not None and check.holding < args.min_answers:
-        print(f"{check.holding:.3f} of the answers hold the expected answer, below --min-answers {args.min_answers}",
-              file=sys.stderr)
+    if check is not None and args.min_answers is not None and check.answer_holding < args.min_answers:
+        print(f"{check.answer_holding:.3f} of the answers hold the expected answer, below --min-answers"
+              f" {args.min_answers}", file=sys.stderr)
         failed = 1
     if args.min_mrr is not None:
         low = [r for r in runs if r.mrr < args.min_mrr]
@@ -81,30 +93,37 @@ def cmd_eval(wb: Workbench, args: argparse.Namespace) -> int:
     return failed
 
 
-def _answers_data(check: ev.AnswerCheck) -> dict:
-    return {"store": check.store, "config": check.config, "questions_checked": len(check.results),
-            "metrics": check.metrics(),
-            "questions": [{"question": r.question, "expected": list(r.expected), "first_sentence": r.first,
-                           "holds": r.holds, "first_holds": r.first_holds, "cited": r.cited,
-                           "cited_relevant": r.cited_relevant, "seconds": r.seconds, "answer": r.answer}
-                          for r in check.results]}
+def _answers_data(check: ev.AnswerCheck, kept: ev.EvalRun | None) -> dict:
+    return {"store": check.store, "config": check.config, "run": kept.id if kept is not None else None,
+            "questions_checked": len(check.results), "metrics": check.metrics(), "seconds": round(check.seconds, 3),
+            "questions": [r.data() for r in check.results]}
 
 
-def _print_answers(args: argparse.Namespace, check: ev.AnswerCheck) -> None:
-    """The answer check's shares, and with --questions each question's first sentence and citation."""
-    m = check.metrics()
-    print(f"\nanswers ({check.config}, {len(check.results)} questions with an expected answer): "
-          + " · ".join(f"{k} {v:.3f}" for k, v in m.items()))
-    if args.show_questions:
-        print(table([["yes" if r.holds else "no", "yes" if r.cited_relevant else "no", r.question[:50],
-                      r.first[:70], r.cited or "-"] for r in check.results],
-                    ["holds", "cites relevant", "question", "first sentence", "cited"]))
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+def _print_answers(wb: Workbench, check: ev.AnswerCheck, kept: ev.EvalRun | None, saved: bool) -> None:
+    """The answer check's shares and a row per question checked."""
+    n = len(check.results)
+    print(f"\nanswers ({check.config}, {n} question{'' if n == 1 else 's'} with an expected answer,"
+          f" {check.seconds:.1f} s): " + " · ".join(f"{k} {v:.3f}" for k, v in check.metrics().items()))
+    print(table([[_yes(r.answer_holds), _yes(r.sentence_holds), _yes(r.cited_relevant), r.question[:50],
+                  r.sentence[:70], r.cited or "-", f"{r.seconds:.1f}"] for r in check.results],
+                ["holds", "sentence holds", "cites relevant", "question", "first sentence", "cited", "s"]))
+    if kept is not None:
+        if saved:
+            print(f"kept with the {ranking_label(kept.mode)} run {kept.id}")
+    else:
+        print(f"not kept with a run: none searched as the chat does ({ranking_label(wb.settings.search.mode)},"
+              " the settings' fusion weight and candidates, the store's reranking)", file=sys.stderr)
 
 
 def _run_data(r: ev.EvalRun, names: Sequence[str]) -> dict:
     return {"id": r.id, "set": r.set_name, "store": r.store, "mode": r.mode, "k": r.k,
             "template": r.template, "model": r.embedding_model, "chunking": r.chunking,
-            "search": r.search, "metrics": {m: round(r.metrics[m], 6) for m in names},
+            "search": r.search, "metrics": {m: round(r.metrics[m], 6) for m in (*names, *ev.ANSWER_METRICS)
+                                            if m in r.metrics},
             "latency_ms": {a: round(b, 2) for a, b in r.latency_ms.items()},
             "started": r.started.isoformat(timespec="seconds"),
             "questions": [{"question": q.question, "relevant": q.relevant, "first_rank": q.first_rank,

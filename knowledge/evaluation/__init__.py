@@ -4,7 +4,8 @@ search better, and trials of other settings. What the metrics mean, the question
 trials work: docs/evaluation.md.
 
 Modules: :mod:`~knowledge.evaluation.questions` (question sets, their files),
-:mod:`~knowledge.evaluation.metrics` (pure: recall@n, MRR, nDCG), :mod:`~knowledge.evaluation.runs`
+:mod:`~knowledge.evaluation.metrics` (pure: recall@n, MRR, nDCG), :mod:`~knowledge.evaluation.answers`
+(pure: the answer check's scoring of a chat answer), :mod:`~knowledge.evaluation.runs`
 (evaluate a store, compare runs), :mod:`~knowledge.evaluation.trials` (fusion sweeps, chunk trials,
 keep a chunking as a template) and :mod:`~knowledge.evaluation.face` (:class:`Evaluations`, the
 catalog's sets and runs, which the workbench builds as ``wb.evaluations``).
@@ -14,7 +15,15 @@ vectorstore, ingest, ...), text and the ground (errors, config, ...). Never the 
 tools, server, cli or pages. This file only re-exports the package's public face.
 """
 
-from knowledge.evaluation.answers import AnswerCheck, AnswerResult, check_one, holds
+from knowledge.evaluation.answers import (
+    ANSWER_METRICS,
+    AnswerCheck,
+    AnswerResult,
+    answer_sentence,
+    check_one,
+    holds,
+    normalise,
+)
 from knowledge.evaluation.face import Evaluations
 from knowledge.evaluation.metrics import (
     RECALL_AT,
@@ -25,6 +34,7 @@ from knowledge.evaluation.metrics import (
     reciprocal_rank,
 )
 from knowledge.evaluation.questions import (
+    EXPECTED_SEPARATOR,
     FORMATS,
     MAX_QUESTIONS,
     Criterion,
@@ -40,6 +50,7 @@ from knowledge.evaluation.questions import (
     questions_from_rows,
 )
 from knowledge.evaluation.runs import (
+    ANSWER_LLM,
     MODES,
     EvalRun,
     QuestionResult,
@@ -49,6 +60,7 @@ from knowledge.evaluation.runs import (
     evaluate,
     metric_changes,
     tuned,
+    with_answers,
     worse_questions,
 )
 from knowledge.evaluation.trials import (
@@ -61,6 +73,9 @@ from knowledge.evaluation.trials import (
 )
 
 __all__ = [
+    "ANSWER_LLM",
+    "ANSWER_METRICS",
+    "EXPECTED_SEPARATOR",
     "FORMATS",
     "MAX_QUESTIONS",
     "MODES",
@@ -77,6 +92,7 @@ __all__ = [
     "QuestionSetNotFound",
     "RankedHit",
     "RunNotFound",
+    "answer_sentence",
     "best_by_mrr",
     "check_one",
     "documents_from_chunks",
@@ -88,6 +104,7 @@ __all__ = [
     "metric_changes",
     "metric_names",
     "ndcg_at",
+    "normalise",
     "parse_criterion",
     "parse_expected",
     "parse_questions",
@@ -100,5 +117,6 @@ __all__ = [
     "sweep_fusion_weight",
     "try_chunkings",
     "tuned",
+    "with_answers",
     "worse_questions",
 ]

@@ -1,6 +1,9 @@
 """The evaluation feature's face: :class:`Evaluations`, built by the workbench (``wb.evaluations``)
 with the parts it uses. It keeps question sets and runs in the catalog (tables ``eval_sets`` and
-``eval_runs``, migration 4) and runs evaluations and trials with its parts.
+``eval_runs``, migration 4) and runs evaluations and trials with its parts. A run's answer check
+(:func:`~knowledge.evaluation.runs.with_answers`) rides in the run's JSON columns -- its shares in
+``metrics``, each question's result in ``questions`` (key ``answer``), the chat model config in
+``search`` -- so no migration was needed and older runs read as before.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any
 
 from knowledge.catalog import Catalog
 from knowledge.errors import InvalidArgument
+from knowledge.evaluation.answers import AnswerResult
 from knowledge.evaluation.questions import (
     FORMATS,
     Question,
@@ -128,7 +132,8 @@ class Evaluations:
 
     # runs
     def save_run(self, run: EvalRun) -> EvalRun:
-        qs = [{**asdict(q), "hits": [asdict(h) for h in q.hits]} for q in run.questions]
+        qs = [{**{k: v for k, v in asdict(q).items() if k != "answer"}, "hits": [asdict(h) for h in q.hits],
+               **({"answer": q.answer.data()} if q.answer is not None else {})} for q in run.questions]
         with self.catalog.cursor() as cur:
             cur.execute("INSERT INTO eval_runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         [run.id, run.set_name, run.set_sha256, run.store, run.mode, run.k, run.template,
@@ -163,7 +168,9 @@ def _run(row: tuple) -> EvalRun:
     (rid, set_name, sha, store, mode, k, template, model, chunking, search, metrics, questions, started,
      seconds) = row
     qs = tuple(QuestionResult(q["question"], q["relevant"], q["first_rank"], q["metrics"], q["latency_ms"],
-                              tuple(RankedHit(**h) for h in q["hits"])) for q in json.loads(questions))
+                              tuple(RankedHit(**h) for h in q["hits"]),
+                              AnswerResult.from_data(q["answer"]) if q.get("answer") else None)
+               for q in json.loads(questions))
     return EvalRun(rid, set_name, sha, store, mode, k, template, model, json.loads(chunking) if chunking else None,
                    json.loads(search) if search else {}, json.loads(metrics), qs, started, seconds or 0.0)
 

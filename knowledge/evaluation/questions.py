@@ -105,18 +105,34 @@ def parse_relevant(cell: str | Sequence[Any]) -> list[Criterion]:
     return list(dict.fromkeys(crits))
 
 
+#: What separates the alternatives of an expected-answer cell: a ``|`` with whitespace (or the cell's
+#: edge) on both sides, so an answer may hold a bare ``|`` (a closure's ``|x| x + 1``).
+EXPECTED_SEPARATOR = re.compile(r"(?:^|\s)\|(?=\s|$)")
+
+
 def parse_expected(cell: Any) -> tuple[str, ...]:
-    """The expected answer strings of one question: a cell with alternatives between ``|``, or a
-    JSON list of strings; ``()`` for none. Raises ``InvalidArgument`` for another type."""
+    """The expected answer strings of one question: a cell with alternatives between `` | ``
+    (:data:`EXPECTED_SEPARATOR`), or a JSON string or list of strings; ``()`` for none (``None``,
+    a blank cell, ``[]``). Whitespace runs become one space; repeats are dropped.
+
+    Raises:
+        InvalidArgument: another type, a list holding something else than text, or a cell that is
+            only separators (``" | "``).
+    """
     if cell is None:
         return ()
     if isinstance(cell, str):
-        items = cell.split("|")
+        if not cell.strip():
+            return ()
+        items = EXPECTED_SEPARATOR.split(cell.strip())
     elif isinstance(cell, list) and all(isinstance(x, str) for x in cell):
         items = cell
     else:
-        raise InvalidArgument(f"the expected answer is text (alternatives between |) or a list of text, got {cell!r}")
-    return tuple(dict.fromkeys(" ".join(x.split()) for x in items if x.strip()))
+        raise InvalidArgument(f"the expected answer is text (alternatives between ' | ') or a list of text, got {cell!r}")
+    out = tuple(dict.fromkeys(" ".join(x.split()) for x in items if x.strip()))
+    if not out and cell:
+        raise InvalidArgument(f"the expected answer {cell!r} holds no text between its separators")
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,8 +276,9 @@ def export_questions(qset: QuestionSet, fmt: str | None = None) -> tuple[bytes, 
         raise InvalidArgument(f"Unknown format {fmt!r}; use tsv, csv or jsonl.")
     if any(c.text is not None and ";" in c.text for q in qset.questions for c in q.relevant):
         raise InvalidArgument("A text snippet holds ';', which separates alternatives in TSV and CSV: export as JSONL.")
-    if any("|" in e for q in qset.questions for e in q.expected):
-        raise InvalidArgument("An expected answer holds '|', which separates alternatives in TSV and CSV: export as JSONL.")
+    if any(EXPECTED_SEPARATOR.search(e) for q in qset.questions for e in q.expected):
+        raise InvalidArgument("An expected answer holds ' | ', which separates alternatives in TSV and CSV:"
+                              " export as JSONL.")
     out = io.StringIO()
     writer = csv.writer(out, delimiter="\t" if fmt == "tsv" else ",", lineterminator="\n")
     expected = qset.has_expected
@@ -327,6 +344,7 @@ def parse_typed_questions(text: str) -> list[Question]:
 
 
 __all__ = [
+    "EXPECTED_SEPARATOR",
     "FORMATS",
     "MAX_QUESTIONS",
     "Criterion",

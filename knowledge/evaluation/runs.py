@@ -1,8 +1,9 @@
 """Runs: a store searched once per question of a set (:func:`evaluate`, the same search as the CLI's
 ``search``), each ranking scored with :mod:`~knowledge.evaluation.metrics`, and runs compared
 (:func:`worse_questions`, :func:`metric_changes`, :func:`best_by_mrr`). A run records the store's
-template, model and chunking, the mode and the search settings, so runs compare over time; it is
-not saved here (:meth:`Evaluations.save_run <knowledge.evaluation.face.Evaluations.save_run>`).
+template, model and chunking, the mode and the search settings, so runs compare over time, and may
+include an answer check (:func:`with_answers`); it is not saved here
+(:meth:`Evaluations.save_run <knowledge.evaluation.face.Evaluations.save_run>`).
 """
 
 from __future__ import annotations
@@ -12,11 +13,12 @@ import math
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from knowledge.errors import InvalidArgument, KnowledgeError
+from knowledge.evaluation.answers import ANSWER_METRICS, AnswerCheck, AnswerResult
 from knowledge.evaluation.metrics import RECALL_AT, metric_names, ndcg_at, recall_at, reciprocal_rank
 from knowledge.evaluation.questions import QuestionSet
 from knowledge.service.search import Searcher
@@ -25,6 +27,8 @@ from knowledge.vectorstore.store import Hit
 from knowledge.vocabulary import ranking_label, search_mode
 
 MODES: tuple[str, ...] = ("hybrid", "vector", "lexical")
+#: The key of a run's ``search`` naming the chat model config of its answer check (:func:`with_answers`).
+ANSWER_LLM = "answer_llm"
 
 
 class RunNotFound(KnowledgeError, LookupError):
@@ -45,7 +49,8 @@ class RankedHit:
 @dataclass(frozen=True, slots=True)
 class QuestionResult:
     """A question's outcome in a run: the first relevant rank (``None``: not in the top k), its
-    metrics, the search latency in ms, and the ranked hits."""
+    metrics, the search latency in ms, the ranked hits, and -- in a run that includes the answer
+    check (:func:`with_answers`) -- its ``answer``'s check (``None``: not checked)."""
 
     question: str
     relevant: str
@@ -53,6 +58,7 @@ class QuestionResult:
     metrics: dict[str, float]
     latency_ms: float
     hits: tuple[RankedHit, ...] = ()
+    answer: AnswerResult | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +84,14 @@ class EvalRun:
     @property
     def mrr(self) -> float:
         return self.metrics[f"MRR@{self.k}"]
+
+    @property
+    def answer_check(self) -> AnswerCheck | None:
+        """The answer check this run includes (:func:`with_answers`), or ``None``."""
+        if ANSWER_LLM not in self.search:
+            return None
+        return AnswerCheck(self.store, str(self.search[ANSWER_LLM]),
+                           tuple(q.answer for q in self.questions if q.answer is not None))
 
     @property
     def latency_ms(self) -> dict[str, float]:
@@ -172,6 +186,27 @@ def evaluate(stores: Stores, searcher: Searcher, store: str, qset: QuestionSet, 
                    time.perf_counter() - t0)
 
 
+def with_answers(run: EvalRun, check: AnswerCheck) -> EvalRun:
+    """``run`` including the answer ``check`` (of the same store, on the same set): its shares join
+    the run's metrics (:data:`~knowledge.evaluation.answers.ANSWER_METRICS`), each checked
+    question's result joins that question's, and the chat model config is recorded in ``search``
+    (``answer_llm``). Pure; the run is saved as any other.
+
+    Raises:
+        InvalidArgument: the check is of another store, or checked a question the run does not have.
+    """
+    if check.store != run.store:
+        raise InvalidArgument(f"The answer check is of store {check.store!r}, the run of {run.store!r}.")
+    by_question = {r.question: r for r in check.results}
+    missing = set(by_question) - {q.question for q in run.questions}
+    if missing:
+        raise InvalidArgument(f"The answer check has questions the run does not: {', '.join(sorted(missing))}.")
+    metrics = {m: v for m, v in run.metrics.items() if m not in ANSWER_METRICS}
+    return replace(run, metrics={**metrics, **check.metrics()},
+                   questions=tuple(replace(q, answer=by_question.get(q.question)) for q in run.questions),
+                   search={**run.search, ANSWER_LLM: check.config})
+
+
 def worse_questions(before: EvalRun, after: EvalRun) -> list[dict[str, Any]]:
     """The questions of both runs, those that got worse from ``before`` to ``after`` first (most
     reciprocal rank lost first), then unchanged, then better: ``{question, before, after, change}``
@@ -212,6 +247,7 @@ def best_by_mrr(runs: Sequence[EvalRun]) -> EvalRun:
 
 
 __all__ = [
+    "ANSWER_LLM",
     "MODES",
     "EvalRun",
     "QuestionResult",
@@ -221,5 +257,6 @@ __all__ = [
     "evaluate",
     "metric_changes",
     "tuned",
+    "with_answers",
     "worse_questions",
 ]
