@@ -111,7 +111,7 @@ def test_eval_checks_the_answers_of_the_set(chapters_store, capsys):
     answers = data["answers"]
     assert answers["config"] == "offline" and answers["questions_checked"] == 10
     assert answers["metrics"]["first sentence holds"] >= 0.8 and answers["metrics"]["cites a relevant passage"] >= 0.8
-    assert sum(q["first_holds"] for q in answers["questions"]) / 10 == answers["metrics"]["first sentence holds"]
+    assert sum(q["sentence_holds"] for q in answers["questions"]) / 10 == answers["metrics"]["first sentence holds"]
     assert data["runs"][0]["metrics"]["recall@5"] == 1.0
     code, _, err = run(capsys, "--data-dir", chapters_store, "eval", "book", str(QUESTIONS), "--answers",
                        "--no-save", "--min-answers", "1.01")
