@@ -241,7 +241,7 @@ class OfflineAssistant(ChatProvider):
         where = _knowledge_label(context)
         picked = pick(scored)
         if not picked:
-            best = scored[0]
+            best = max(scored, key=lambda p: p.score)
             return (f"*{RETRIEVAL_ONLY_LABEL}* Nothing in {where} answers “{question}”: no sentence of the"
                     f" closest passages scores {MIN_SENTENCE_SCORE:.2f} or more (the best, {best.score:.2f}). The"
                     " passages are under *Also searched*. Try other words, or choose other stores."), []

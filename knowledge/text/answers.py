@@ -6,9 +6,11 @@ reads it (its Markdown marks dropped, :func:`knowledge.text.render.plain_text`),
 store's own embedding model, plus ``(1 - SEMANTIC_WEIGHT)`` x the share of the question's terms
 (the BM25 analyzer's, :mod:`knowledge.text.analysis`) the sentence holds, each term weighted by its
 BM25 IDF over the candidate sentences. Not the position in the passage; a sentence that, as read,
-has fewer than ``MIN_WORDS`` words or is itself a question is no candidate. :func:`pick` keeps the best
-one, and up to :data:`MAX_SENTENCES` in all that score within :data:`NEAR` of it; when the best
-scores under :data:`MIN_SCORE`, nothing answers. The constants and how they were calibrated:
+has fewer than ``MIN_WORDS`` words or is itself a question is no candidate. Sentences are ordered by
+that score plus :data:`PASSAGE_WEIGHT` x their passage's vector score, so of two sentences saying as
+much the one of the better passage comes first. :func:`pick` keeps the first, and up to
+:data:`MAX_SENTENCES` in all that order within :data:`NEAR` of it; when no sentence scores
+:data:`MIN_SCORE`, nothing answers. The constants and how they were calibrated:
 docs/chat.md ("How the offline assistant picks sentences").
 """
 
@@ -32,6 +34,9 @@ _READ_WORDS = re.compile(r"[^\W_]+")
 SEMANTIC_WEIGHT = 0.6
 #: Under this combined score no sentence answers (calibrated on tests/data/answer_questions.tsv).
 MIN_SCORE = 0.42
+#: Weight of the passage's vector score (cosine) in a sentence's order, :attr:`Picked.rank_score`
+#: (calibrated on the project's 119 Rust-book questions: docs/chat.md).
+PASSAGE_WEIGHT = 0.4
 #: A second or third sentence is kept when it scores at least the best less this.
 NEAR = 0.05
 MAX_SENTENCES = 3
@@ -46,7 +51,9 @@ Embed = Callable[[list[str]], np.ndarray]
 class Picked:
     """A sentence of passage ``ref`` (the hit's number in the turn): ``start``/``end`` are ``str``
     offsets into the passage's ``text``; ``score`` the combined score in [-0.6, 1], higher is
-    better; ``cosine`` and ``lexical`` its parts."""
+    better; ``cosine`` and ``lexical`` its parts; ``rank_score`` what sentences are ordered by,
+    ``score + PASSAGE_WEIGHT x`` the passage's vector score (``score`` when the passage has no
+    similarity: a distance store, or none given)."""
 
     ref: int
     start: int
@@ -55,6 +62,7 @@ class Picked:
     score: float
     cosine: float
     lexical: float
+    rank_score: float = 0.0
 
 
 def _idf(n_docs: int, df: int) -> float:
@@ -63,14 +71,19 @@ def _idf(n_docs: int, df: int) -> float:
 
 
 def score_sentences(question: str, hits: Sequence[dict[str, Any]], embed: Embed) -> list[Picked]:
-    """Every candidate sentence of ``hits`` (dicts with ``text`` and ``ref``), scored, best first.
+    """Every candidate sentence of ``hits`` (dicts with ``text`` and ``ref``, and ``score``: the
+    passage's vector score, with ``higher_is_better`` false for a distance), scored, in the order of
+    :attr:`Picked.rank_score`, best first.
 
     Raises:
         whatever ``embed`` raises (``EmbeddingUnavailable``).
     """
     cands: list[tuple[int, Any, str]] = []  # (ref, sentence, the sentence as read)
+    prior: dict[int, float] = {}  # ref -> PASSAGE_WEIGHT x the passage's similarity
     for i, h in enumerate(hits, 1):
         ref = int(h.get("ref") or i)
+        if h.get("score") is not None and h.get("higher_is_better", True):
+            prior[ref] = PASSAGE_WEIGHT * float(h["score"])
         for s in sentences(str(h.get("text") or ""))[:PER_PASSAGE]:
             read = clean(plain_text(s.text, file_name=h.get("file_name")))
             # as read: enough words (a link's address counts none) and not itself a question
@@ -89,19 +102,22 @@ def score_sentences(question: str, hits: Sequence[dict[str, Any]], embed: Embed)
     for (ref, s, _), terms, c in zip(cands, s_terms, cos, strict=True):
         lex = sum(idf[t] for t in q_terms & terms) / total if total else 0.0
         score = SEMANTIC_WEIGHT * float(c) + (1 - SEMANTIC_WEIGHT) * lex
-        out.append(Picked(ref, s.start, s.end, s.text, round(score, 6), round(float(c), 6), round(lex, 6)))
-    out.sort(key=lambda p: -p.score)
+        out.append(Picked(ref, s.start, s.end, s.text, round(score, 6), round(float(c), 6), round(lex, 6),
+                          round(score + prior.get(ref, 0.0), 6)))
+    out.sort(key=lambda p: -p.rank_score)
     return out
 
 
 def pick(scored: Sequence[Picked], min_score: float = MIN_SCORE) -> list[Picked]:
-    """The sentences that answer: the best when it scores at least ``min_score``, and the next
-    ones (at most :data:`MAX_SENTENCES` in all) scoring within :data:`NEAR` of it; ``[]``: nothing
-    answers."""
-    if not scored or scored[0].score < min_score:
+    """The sentences that answer, of ``scored`` (:func:`score_sentences`' order): those scoring at
+    least ``min_score``, the first of them, and the next ones (at most :data:`MAX_SENTENCES` in all)
+    whose ``rank_score`` is within :data:`NEAR` of its; ``[]``: nothing answers."""
+    able = [p for p in scored if p.score >= min_score]
+    if not able:
         return []
-    best = scored[0].score
-    return [p for p in scored[:MAX_SENTENCES] if p.score >= best - NEAR]
+    best = able[0].rank_score
+    return [p for p in able[:MAX_SENTENCES] if p.rank_score >= best - NEAR]
 
 
-__all__ = ["MAX_SENTENCES", "MIN_SCORE", "NEAR", "SEMANTIC_WEIGHT", "Embed", "Picked", "pick", "score_sentences"]
+__all__ = ["MAX_SENTENCES", "MIN_SCORE", "NEAR", "PASSAGE_WEIGHT", "SEMANTIC_WEIGHT", "Embed", "Picked", "pick",
+           "score_sentences"]
