@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from knowledge.text.answers import score_sentences
+from knowledge.text.answers import PASSAGE_WEIGHT, score_sentences
 from knowledge.vectorstore.store import Hit
 
 #: Default number of the fused ranking's best passages that are reranked.
@@ -27,15 +27,18 @@ Embed = Callable[[list[str]], np.ndarray]
 
 
 def rerank(query: str, hits: Sequence[Hit], embed: Embed, candidates: int = DEFAULT_CANDIDATES,
-           weight: float = SENTENCE_WEIGHT) -> list[Hit]:
+           weight: float = SENTENCE_WEIGHT, higher_is_better: bool = True) -> list[Hit]:
     """``hits`` (a ranking, best first) with its first ``candidates`` reordered, the rest after them.
 
-    Each candidate is scored by its best sentence (:func:`knowledge.text.answers.score_sentences`:
-    the embedding cosine of query and sentence and the share of the query's BM25-weighted terms it
-    holds; a passage with no prose sentence -- code, a table -- counts its vector score ``Hit.score``
-    instead). The candidates' order by that score and their order in ``hits`` are merged by weighted
-    reciprocal rank fusion: ``rerank_score = weight / (RRF_K + sentence rank) + (1 - weight) /
-    (RRF_K + rank)``, higher is better, the new order (ties keep the old one).
+    Each candidate is scored by its best sentence in the order the offline assistant quotes them
+    (:attr:`knowledge.text.answers.Picked.rank_score`: the embedding cosine of query and sentence,
+    the share of the query's BM25-weighted terms it holds, plus ``PASSAGE_WEIGHT`` x the passage's
+    vector score ``Hit.score``). A passage with no prose sentence (code, a table) counts its vector
+    score as its sentence's. ``higher_is_better`` false (a distance store): the vector score adds
+    nothing, and a passage without a sentence comes after those with one. The candidates' order by
+    that score and their order in ``hits`` are merged by weighted reciprocal rank fusion:
+    ``rerank_score = weight / (RRF_K + sentence rank) + (1 - weight) / (RRF_K + rank)``, higher is
+    better, the new order (ties keep the old one).
 
     Raises:
         whatever ``embed`` raises (``EmbeddingUnavailable``).
@@ -43,12 +46,16 @@ def rerank(query: str, hits: Sequence[Hit], embed: Embed, candidates: int = DEFA
     head, tail = list(hits[:candidates]), list(hits[candidates:])
     if not head or not query.strip():
         return list(hits)
-    scored = score_sentences(query, [{"text": h.text, "ref": i, "file_name": h.file_name}
-                                     for i, h in enumerate(head, 1)], embed)
+    scored = score_sentences(query, [{"text": h.text, "ref": i, "file_name": h.file_name, "score": h.score,
+                                      "higher_is_better": higher_is_better} for i, h in enumerate(head, 1)], embed)
     best: dict[int, float] = {}
-    for p in scored:  # best first: the first score seen per passage is its best
-        best.setdefault(p.ref, p.score)
-    by_sentence = sorted(range(1, len(head) + 1), key=lambda i: (-best.get(i, float(head[i - 1].score)), i))
+    for p in scored:  # in rank_score order: the first seen per passage is its best
+        best.setdefault(p.ref, p.rank_score)
+
+    def without_sentence(h: Hit) -> float:
+        return (1.0 + PASSAGE_WEIGHT) * float(h.score) if higher_is_better else float("-inf")
+
+    by_sentence = sorted(range(1, len(head) + 1), key=lambda i: (-best.get(i, without_sentence(head[i - 1])), i))
     sentence_rank = {i: r for r, i in enumerate(by_sentence, 1)}
     keyed = []
     for i, h in enumerate(head, 1):

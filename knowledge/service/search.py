@@ -192,7 +192,8 @@ class Searcher:
         while True:
             found, exhausted = self.rank(store, query, vector, fetch, where=where, mode=mode, record=record)
             if reranking:
-                found = rerank_hits(query, found, self.embedder(record.embedding_model).embed_documents, n_rerank)
+                found = rerank_hits(query, found, self.embedder(record.embedding_model).embed_documents, n_rerank,
+                                    higher_is_better=higher_is_better(distance))
             ranked = len(found)
             if keep is not None:
                 found = [h for h in found if keep(h)]

@@ -35,6 +35,21 @@ def test_the_passage_whose_sentence_answers_moves_up_and_the_rest_keeps_its_plac
     assert [h.rerank_score for h in out[:3]] == sorted((h.rerank_score for h in out[:3]), reverse=True)
 
 
+def test_of_two_passages_whose_sentences_say_as_much_the_more_similar_one_moves_up():
+    """The sentence order is the offline assistant's: the sentence's score plus PASSAGE_WEIGHT x its
+    passage's vector score, so the same sentence in a passage scoring 0.9 beats it in one at 0.2."""
+    same = "The borrow checker checks that every reference is valid."
+    hits = [_hit(1, "Nothing to see in this first passage at all.", 0.50), _hit(2, same, 0.20), _hit(3, same + " ", 0.90)]
+    out = rerank("what does the borrow checker check", hits, _embed, candidates=3, weight=1.0)
+    assert [h.id for h in out] == ["p3", "p2", "p1"]
+
+
+def test_a_distance_store_puts_a_passage_without_a_sentence_after_those_with_one():
+    hits = [_hit(1, "fn main() {\n    let x = 5;\n}", 0.01), _hit(2, "A passage that has a real sentence in it.", 0.80)]
+    out = rerank("a real sentence", hits, _embed, candidates=2, weight=1.0, higher_is_better=False)
+    assert [h.id for h in out] == ["p2", "p1"]
+
+
 def test_no_passage_or_a_blank_query_returns_the_ranking_as_it_is():
     assert rerank("question", [], _embed) == []
     two = [_hit(1, "One passage.", 0.3), _hit(2, "Two passages.", 0.2)]
