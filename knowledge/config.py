@@ -221,6 +221,10 @@ class SearchSettings(_Section):
         0.6, ge=0.0, le=1.0, description="hybrid: weight of the vector ranking against the words (BM25)"
         " ranking in the fusion; 0.5 = plain reciprocal rank fusion, 1 = vector order, 0 = words order."
         " 0.6 ranked best on the project's Rust-book question set (docs/benchmarks.md)")
+    rank_constant: int = Field(
+        10, ge=1, le=1000, description="hybrid: the rank constant k of the reciprocal rank fusion, each ranking"
+        " giving w / (k + rank); smaller k weighs the first ranks more. 60 in Cormack et al. (SIGIR 2009);"
+        " 10 ranked best on the project's question sets with no loss on any (docs/benchmarks.md)")
     rerank: bool = Field(
         False, description="rerank the best passages by the sentence of each that best answers the query (the"
         " store's own model, offline; docs/search.md); a template's own setting comes first")

@@ -64,7 +64,7 @@ def check_answers(wb: Workbench, store: str, qset: QuestionSet, config: str | No
 
 def run_as_the_chat_searches(wb: Workbench, runs: Sequence[EvalRun]) -> EvalRun | None:
     """Of ``runs``, the first of the answer check's store that searched as the chat searches: the
-    ranking of the setting ``search.mode``, its fusion weight and candidates, and the store's
+    ranking of the setting ``search.mode``, its fusion weight, rank constant and candidates, and the store's
     reranking -- the run an answer check is kept with
     (:func:`~knowledge.evaluation.runs.with_answers`); ``None`` when no run did."""
     search = wb.settings.search
@@ -76,6 +76,7 @@ def run_as_the_chat_searches(wb: Workbench, runs: Sequence[EvalRun]) -> EvalRun 
             continue
         if (run.mode == mode and run.search.get("fusion_weight") == search.fusion_weight
                 and run.search.get("candidates") == search.candidates
+                and run.search.get("rank_constant", 60) == search.rank_constant
                 and run.search.get("rerank") == (n if reranked else 0)):
             return run
     return None

@@ -30,6 +30,9 @@ def add_parser(sub: Commands) -> None:
     s.add_argument("--k", type=int, default=10, help="depth of each ranking (default 10)")
     s.add_argument("--fusion-weight", type=float, metavar="W",
                    help="hybrid: weight of the semantic ranking, 0-1 (default: search.fusion_weight)")
+    s.add_argument("--rank-constant", type=int, metavar="K",
+                   help="hybrid: the fusion's rank constant, each ranking giving w / (K + rank) (default:"
+                        " search.rank_constant)")
     s.add_argument("--rerank", action=argparse.BooleanOptionalAction, default=None,
                    help="rerank the best passages (default: the store's template, else setting search.rerank)")
     s.add_argument("--answers", action="store_true",
@@ -56,7 +59,7 @@ def cmd_eval(wb: Workbench, args: argparse.Namespace) -> int:
                                for m in (ev.MODES if m == "all" else [m])))
     answers = args.answers or args.llm is not None or args.min_answers is not None
     runs = [wb.evaluations.evaluate(args.store, qset, mode, args.k, fusion_weight=args.fusion_weight,
-                                    rerank=args.rerank) for mode in modes]
+                                    rerank=args.rerank, rank_constant=args.rank_constant) for mode in modes]
     check: ev.AnswerCheck | None = None
     kept: ev.EvalRun | None = None
     try:

@@ -46,14 +46,16 @@ class Evaluations:
     # evaluating
     def evaluate(self, store: str, qset: QuestionSet, mode: str | None = None, k: int = 10, *,
                  fusion_weight: float | None = None, candidates: int | None = None,
-                 progress: Callable[[int, int], None] | None = None, rerank: bool | None = None) -> EvalRun:
+                 progress: Callable[[int, int], None] | None = None, rerank: bool | None = None,
+                 rank_constant: int | None = None) -> EvalRun:
         """See :func:`knowledge.evaluation.runs.evaluate`."""
         return evaluate(self.stores, self.searcher, store, qset, mode, k, fusion_weight=fusion_weight,
-                        candidates=candidates, progress=progress, rerank=rerank)
+                        candidates=candidates, progress=progress, rerank=rerank, rank_constant=rank_constant)
 
-    def tuned(self, *, fusion_weight: float | None = None, candidates: int | None = None) -> Searcher:
+    def tuned(self, *, fusion_weight: float | None = None, candidates: int | None = None,
+              rank_constant: int | None = None) -> Searcher:
         """See :func:`knowledge.evaluation.runs.tuned`."""
-        return tuned(self.searcher, fusion_weight=fusion_weight, candidates=candidates)
+        return tuned(self.searcher, fusion_weight=fusion_weight, candidates=candidates, rank_constant=rank_constant)
 
     def sweep_fusion_weight(self, store: str, qset: QuestionSet,
                             weights: Sequence[float] = (0.0, 0.25, 0.5, 0.75, 1.0), k: int = 10,

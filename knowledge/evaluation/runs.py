@@ -114,11 +114,12 @@ def _order_key(hit: Hit, mode: str) -> tuple:
     return (hit.score,)
 
 
-def tuned(searcher: Searcher, *, fusion_weight: float | None = None, candidates: int | None = None) -> Searcher:
-    """``searcher`` with another fusion weight or candidates count, without changing its settings
-    (which other sessions share): a shallow copy that shares the stores, embedders and BM25
-    indexes. Raises ``InvalidArgument`` for a weight outside [0, 1] or a count below 1."""
-    if fusion_weight is None and candidates is None:
+def tuned(searcher: Searcher, *, fusion_weight: float | None = None, candidates: int | None = None,
+          rank_constant: int | None = None) -> Searcher:
+    """``searcher`` with another fusion weight, candidates count or rank constant, without changing
+    its settings (which other sessions share): a shallow copy that shares the stores, embedders and
+    BM25 indexes. Raises ``InvalidArgument`` for a weight outside [0, 1] or a count or constant below 1."""
+    if fusion_weight is None and candidates is None and rank_constant is None:
         return searcher
     updates: dict[str, Any] = {}
     if fusion_weight is not None:
@@ -129,6 +130,10 @@ def tuned(searcher: Searcher, *, fusion_weight: float | None = None, candidates:
         if isinstance(candidates, bool) or int(candidates) < 1:
             raise InvalidArgument(f"The candidates count is at least 1, got {candidates}.")
         updates["candidates"] = int(candidates)
+    if rank_constant is not None:
+        if isinstance(rank_constant, bool) or int(rank_constant) < 1:
+            raise InvalidArgument(f"The rank constant is at least 1, got {rank_constant}.")
+        updates["rank_constant"] = int(rank_constant)
     view = copy.copy(searcher)
     view.settings = searcher.settings.model_copy(
         update={"search": searcher.settings.search.model_copy(update=updates)})
@@ -137,21 +142,23 @@ def tuned(searcher: Searcher, *, fusion_weight: float | None = None, candidates:
 
 def evaluate(stores: Stores, searcher: Searcher, store: str, qset: QuestionSet, mode: str | None = None, k: int = 10, *,
              fusion_weight: float | None = None, candidates: int | None = None,
-             progress: Callable[[int, int], None] | None = None, rerank: bool | None = None) -> EvalRun:
+             progress: Callable[[int, int], None] | None = None, rerank: bool | None = None,
+             rank_constant: int | None = None) -> EvalRun:
     """Search ``store`` with every question of ``qset`` (``k`` hits, ``mode`` default
     ``search.mode``; ``rerank`` default the store's, see :meth:`Searcher.search`) and score the
     rankings. Not saved: see
     :meth:`Evaluations.save_run <knowledge.evaluation.face.Evaluations.save_run>`.
 
     Raises:
-        StoreNotFound; InvalidArgument (``k`` below 1, an unknown mode, a weight outside [0, 1]);
+        StoreNotFound; InvalidArgument (``k`` below 1, an unknown mode, a weight outside [0, 1], a rank
+        constant below 1);
         EmbeddingUnavailable.
     """
     mode = search_mode(mode or searcher.settings.search.mode)
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise InvalidArgument(f"k must be a positive integer, got {k!r}.")
     record = stores.get(store)
-    view = tuned(searcher, fusion_weight=fusion_weight, candidates=candidates)
+    view = tuned(searcher, fusion_weight=fusion_weight, candidates=candidates, rank_constant=rank_constant)
     chunking = None
     try:
         tpl = stores.template_of(record)
@@ -180,7 +187,7 @@ def evaluate(stores: Stores, searcher: Searcher, store: str, qset: QuestionSet, 
     means = {m: sum(r.metrics[m] for r in results) / max(1, len(results)) for m in names}
     reranked, n_rerank = view.rerank_of(record, rerank)
     search = {"fusion_weight": view.settings.search.fusion_weight, "candidates": view.settings.search.candidates,
-              "rerank": n_rerank if reranked else 0}
+              "rank_constant": view.settings.search.rank_constant, "rerank": n_rerank if reranked else 0}
     return EvalRun(uuid.uuid4().hex[:12], qset.name, qset.sha256, store, mode, k, record.template,
                    record.embedding_model, chunking, search, means, tuple(results), started,
                    time.perf_counter() - t0)

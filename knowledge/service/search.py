@@ -298,7 +298,8 @@ class Searcher:
                 raise
             return [], True  # the store has no collection yet: nothing written to it
         w = self.settings.search.fusion_weight  # 0.5: both rankings weigh 1, plain RRF
-        fused = reciprocal_rank_fusion([h.id for h in dense], [h.id for h in lexical], weights=(2 * w, 2 * (1 - w)))
+        fused = reciprocal_rank_fusion([h.id for h in dense], [h.id for h in lexical], k=self.settings.search.rank_constant,
+                                       weights=(2 * w, 2 * (1 - w)))
         hits = self._with_vector_scores(coll, distance, vector, {h.id: h for h in dense}, lexical)
         lex_scores = {h.id: h.score for h in lexical}
         sign = -1.0 if higher_is_better(distance) else 1.0

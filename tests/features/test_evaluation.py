@@ -242,7 +242,7 @@ def test_a_run_scores_each_question_from_its_ranking(wb):
         assert set(run.metrics) == {"recall@1", "recall@3", "MRR@3", "nDCG@3"}
         assert all(q.latency_ms > 0 and len(q.hits) <= 3 for q in run.questions)
         assert run.mode == mode and run.chunking == {"size": 40, "overlap": 8} and run.template == "default"
-        assert run.search == {"fusion_weight": 0.6, "candidates": 50, "rerank": 0}  # 0: not reranked
+        assert run.search == {"fusion_weight": 0.6, "candidates": 50, "rank_constant": 10, "rerank": 0}  # 0: not reranked
 
 
 @pytest.mark.slow
@@ -304,6 +304,24 @@ def test_the_fusion_weight_moves_hybrid_between_the_two_rankings(wb):
     assert wb.settings.search.fusion_weight == 0.6  # the shared settings are untouched
     runs = wb.evaluations.sweep_fusion_weight("notes", qset(("pasta water", "pasta.md")), weights=(0.0, 1.0))
     assert [r.search["fusion_weight"] for r in runs] == [0.0, 1.0]
+
+
+def test_the_rank_constant_is_the_hybrid_fusions_k_and_is_kept_with_the_run(wb):
+    """``search.rank_constant`` (default 10) is k in w_r / (k + rank): a run records the constant it
+    searched with."""
+    assert wb.settings.search.rank_constant == 10
+    query = "pasta bread owls stars"
+    top = wb.search("notes", query, k=3, mode="hybrid")
+    w = wb.settings.search.fusion_weight
+    # the best passage is first in at least one ranking: at least 2 min(w, 1 - w) / 11 with k = 10,
+    # while with k = 60 no passage reaches 2 / 61
+    wide = wb.evaluations.tuned(rank_constant=60).search("notes", query, k=3, mode="hybrid").hits
+    assert max(h.fused_score for h in wide) <= 2 / 61 + 1e-9 < min(2 * min(w, 1 - w) / 11, max(h.fused_score for h in top))
+    run = wb.evaluations.evaluate("notes", qset(("pasta water", "pasta.md")), "hybrid", rank_constant=60)
+    assert run.search["rank_constant"] == 60
+    assert wb.evaluations.evaluate("notes", qset(("pasta water", "pasta.md")), "hybrid").search["rank_constant"] == 10
+    with pytest.raises(InvalidArgument, match="rank constant"):
+        wb.evaluations.evaluate("notes", qset(("pasta water", "pasta.md")), rank_constant=0)
 
 
 def test_weighted_reciprocal_rank_fusion():
