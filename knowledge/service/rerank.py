@@ -27,7 +27,7 @@ Embed = Callable[[list[str]], np.ndarray]
 
 
 def rerank(query: str, hits: Sequence[Hit], embed: Embed, candidates: int = DEFAULT_CANDIDATES,
-           weight: float = SENTENCE_WEIGHT, higher_is_better: bool = True) -> list[Hit]:
+           weight: float = SENTENCE_WEIGHT, higher_is_better: bool = True, rank_constant: int = RRF_K) -> list[Hit]:
     """``hits`` (a ranking, best first) with its first ``candidates`` reordered, the rest after them.
 
     Each candidate is scored by its best sentence in the order the offline assistant quotes them
@@ -37,8 +37,9 @@ def rerank(query: str, hits: Sequence[Hit], embed: Embed, candidates: int = DEFA
     score as its sentence's. ``higher_is_better`` false (a distance store): the vector score adds
     nothing, and a passage without a sentence comes after those with one. The candidates' order by
     that score and their order in ``hits`` are merged by weighted reciprocal rank fusion:
-    ``rerank_score = weight / (RRF_K + sentence rank) + (1 - weight) / (RRF_K + rank)``, higher is
-    better, the new order (ties keep the old one).
+    ``rerank_score = weight / (k + sentence rank) + (1 - weight) / (k + rank)`` with k =
+    ``rank_constant`` (the search passes its fusion's, ``search.rank_constant``), higher is better,
+    the new order (ties keep the old one).
 
     Raises:
         whatever ``embed`` raises (``EmbeddingUnavailable``).
@@ -59,7 +60,7 @@ def rerank(query: str, hits: Sequence[Hit], embed: Embed, candidates: int = DEFA
     sentence_rank = {i: r for r, i in enumerate(by_sentence, 1)}
     keyed = []
     for i, h in enumerate(head, 1):
-        score = weight / (RRF_K + sentence_rank[i]) + (1.0 - weight) / (RRF_K + i)
+        score = weight / (rank_constant + sentence_rank[i]) + (1.0 - weight) / (rank_constant + i)
         keyed.append((-score, i, replace(h, rerank_score=round(score, 6))))
     keyed.sort(key=lambda t: (t[0], t[1]))
     return [h for _, _, h in keyed] + tail

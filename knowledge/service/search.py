@@ -193,7 +193,8 @@ class Searcher:
             found, exhausted = self.rank(store, query, vector, fetch, where=where, mode=mode, record=record)
             if reranking:
                 found = rerank_hits(query, found, self.embedder(record.embedding_model).embed_documents, n_rerank,
-                                    higher_is_better=higher_is_better(distance))
+                                    higher_is_better=higher_is_better(distance),
+                                    rank_constant=self.settings.search.rank_constant)
             ranked = len(found)
             if keep is not None:
                 found = [h for h in found if keep(h)]

@@ -50,6 +50,14 @@ def test_a_distance_store_puts_a_passage_without_a_sentence_after_those_with_one
     assert [h.id for h in out] == ["p2", "p1"]
 
 
+def test_the_rank_constant_is_the_fusions():
+    """The search passes its fusion's rank constant (search.rank_constant): weight 0 keeps the order,
+    and the first passage's rerank score is 1 / (k + 1)."""
+    hits = [_hit(1, "One passage with a sentence in it.", 0.5), _hit(2, "Another passage with a sentence.", 0.4)]
+    assert rerank("a sentence", hits, _embed, candidates=2, weight=0.0, rank_constant=10)[0].rerank_score == round(1 / 11, 6)
+    assert rerank("a sentence", hits, _embed, candidates=2, weight=0.0)[0].rerank_score == round(1 / 61, 6)
+
+
 def test_no_passage_or_a_blank_query_returns_the_ranking_as_it_is():
     assert rerank("question", [], _embed) == []
     two = [_hit(1, "One passage.", 0.3), _hit(2, "Two passages.", 0.2)]
