@@ -15,6 +15,7 @@ from knowledge.errors import InvalidArgument, KnowledgeError
 from knowledge.evaluation.answers import AnswerCheck, check_one
 from knowledge.evaluation.questions import QuestionSet
 from knowledge.evaluation.runs import EvalRun
+from knowledge.service.fusion import RRF_K  # a run from before the setting fused with it
 from knowledge.vocabulary import search_mode
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -76,7 +77,7 @@ def run_as_the_chat_searches(wb: Workbench, runs: Sequence[EvalRun]) -> EvalRun 
             continue
         if (run.mode == mode and run.search.get("fusion_weight") == search.fusion_weight
                 and run.search.get("candidates") == search.candidates
-                and run.search.get("rank_constant", 60) == search.rank_constant
+                and run.search.get("rank_constant", RRF_K) == search.rank_constant
                 and run.search.get("rerank") == (n if reranked else 0)):
             return run
     return None

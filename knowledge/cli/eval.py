@@ -119,7 +119,7 @@ def _print_answers(wb: Workbench, check: ev.AnswerCheck, kept: ev.EvalRun | None
             print(f"kept with the {ranking_label(kept.mode)} run {kept.id}")
     else:
         print(f"not kept with a run: none searched as the chat does ({ranking_label(wb.settings.search.mode)},"
-              " the settings' fusion weight and candidates, the store's reranking)", file=sys.stderr)
+              " the settings' fusion weight, rank constant and candidates, the store's reranking)", file=sys.stderr)
 
 
 def _run_data(r: ev.EvalRun, names: Sequence[str]) -> dict:

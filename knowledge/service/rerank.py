@@ -11,6 +11,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from knowledge.service.fusion import RRF_K
 from knowledge.text.answers import PASSAGE_WEIGHT, score_sentences
 from knowledge.vectorstore.store import Hit
 
@@ -19,8 +20,6 @@ DEFAULT_CANDIDATES = 30
 #: Weight of the sentence order in the reranked order; the rest is the ranking's own order (chosen on
 #: tests/data/rust_book_questions.tsv among 0 to 1: docs/search.md, "Reranking").
 SENTENCE_WEIGHT = 0.2
-#: The reciprocal-rank constant, as in the fusion (Cormack, Clarke & Buettcher, SIGIR 2009).
-RRF_K = 60
 
 #: ``embed(texts) -> (n, d) float32`` L2-normalised rows (the store's model, documents' side).
 Embed = Callable[[list[str]], np.ndarray]
@@ -66,4 +65,4 @@ def rerank(query: str, hits: Sequence[Hit], embed: Embed, candidates: int = DEFA
     return [h for _, _, h in keyed] + tail
 
 
-__all__ = ["DEFAULT_CANDIDATES", "RRF_K", "SENTENCE_WEIGHT", "Embed", "rerank"]
+__all__ = ["DEFAULT_CANDIDATES", "SENTENCE_WEIGHT", "Embed", "rerank"]
