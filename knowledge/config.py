@@ -167,6 +167,19 @@ class IngestSettings(_Section):
         None, min_length=1, description="this machine's name in the job rows (default: its host name); must"
         " differ between machines or containers that share a catalog")
 
+    reader_processes: int = Field(
+        2, ge=0, le=32, description="child processes that read and chunk files (kept between files): a file whose"
+        " reader passes its memory or time limit is stopped there and fails with the reason, and the worker goes"
+        " on; 0 = read inside the calling process, unbounded (for debugging only)")
+    reader_memory_mb: int = Field(
+        1024, ge=64, le=1_048_576, description="most memory (resident, in MB of 2^20 bytes) a child may use to"
+        " read and chunk one file; past it the child is stopped and the file fails naming the limit")
+    reader_timeout_seconds: float = Field(
+        120.0, gt=0, le=86_400, description="seconds a child may take to read and chunk one file, plus"
+        " reader_seconds_per_mb for each MB of the file; OCR gives every page this long again")
+    reader_seconds_per_mb: float = Field(
+        2.0, ge=0, le=3600, description="seconds added to reader_timeout_seconds for each MB (10^6 bytes) of the file")
+
     web_allow_private: bool = Field(
         False, description="let web pages be fetched from hosts in private, loopback, link-local and reserved"
         " address ranges (an intranet wiki, a server on this machine); off = only public addresses")

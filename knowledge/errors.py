@@ -81,6 +81,15 @@ class OcrUnavailable(UnsupportedFile):
     """A file needs OCR (a scan, an image) and the OCR package cannot be loaded on this platform."""
 
 
+class ReaderLimitExceeded(UnsupportedFile):
+    """A file's reader passed its memory or time limit (``ingest.reader_memory_mb``,
+    ``ingest.reader_timeout_seconds``) and its child process was stopped."""
+
+
+class ReaderCrashed(UnsupportedFile):
+    """A file's reader stopped unexpectedly (its child process died without an answer)."""
+
+
 class PasswordRequired(KnowledgeError):
     """An encrypted document needs a password (none given, or the one given is wrong)."""
 

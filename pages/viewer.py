@@ -22,7 +22,7 @@ wb: Workbench = app_workbench()
 @st.cache_data(show_spinner="Reading the file…", max_entries=16)
 def cached_text(sha256: str, name: str, content_type: str, ocr: str, _data: bytes) -> Document:
     """The file's text, read again once per content (the readers are deterministic; OCR is slow)."""
-    return vm.read_text(_data, name, content_type, "off" if ocr == "off" else "auto")
+    return vm.read_text(_data, name, content_type, "off" if ocr == "off" else "auto", wb.settings.ingest)
 
 
 @st.cache_data(show_spinner=False, max_entries=32)

@@ -54,7 +54,7 @@ from knowledge.chat.model import (
 from knowledge.chat.sources import cite, drop_unknown_markers, where_text
 from knowledge.chat.store import ChatStore, SessionNotFound
 from knowledge.errors import FileNotFoundInStore, InvalidArgument, KnowledgeError, PathNotAllowed, StoreNotFound
-from knowledge.ingest.readers import read_document
+from knowledge.ingest.isolated import ReadLimits, read_bounded
 from knowledge.llm.config import LlmConfig, LlmUnavailable
 from knowledge.llm.providers import ChatProvider, Completion, ToolCall, TurnContext, open_provider
 from knowledge.outcomes import Outcome
@@ -869,7 +869,9 @@ class ChatService:
 
         stored = self.wb.stored_file(file_id)
         with self.wb.read_file(file_id) as fh:
-            text = read_document(fh, stored.name).text
+            ingest = self.wb.settings.ingest  # read in a bounded child, as ingestion reads (issue 38)
+            text = read_bounded(fh, stored.name, processes=ingest.reader_processes,
+                                limits=ReadLimits.from_settings(ingest)).document.text
         with self._guard:
             self._texts[file_id] = text
             while len(self._texts) > TEXT_CACHE:

@@ -54,6 +54,16 @@ class Embedder(ABC):
         """Number of tokens of ``text`` without special tokens and without truncation."""
         return len(self.tokenize(text))
 
+    def tokenizer_twin(self) -> Embedder | None:
+        """A small picklable copy of this model's tokenizer, for chunking in another process.
+
+        The twin's :meth:`tokenize`, :meth:`count_tokens`, ``name``, ``max_tokens`` and
+        ``special_tokens`` equal this embedder's; it cannot embed. ``None`` (the default): the
+        tokenizer cannot leave this process, so documents are chunked here
+        (:mod:`knowledge.ingest.isolated`). May load the model (to read its tokenizer).
+        """
+        return None
+
     @abstractmethod
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         """Embed documents (chunks) in batches.
@@ -76,3 +86,49 @@ class Embedder(ABC):
         Raises:
             InvalidArgument: ``text`` is blank. EmbeddingUnavailable: as above.
         """
+
+
+class TokenizerTwin(Embedder):
+    """A Hugging Face ``tokenizers`` tokenizer standing in for its model where only tokens are needed.
+
+    Built from the tokenizer's JSON (``Tokenizer.to_str()``), which is all that is pickled; the
+    Rust tokenizer is rebuilt on first use. :meth:`tokenize` gives the same tokens and offsets as
+    the model's own (no special tokens, no truncation, no padding). :meth:`embed_documents` and
+    :meth:`embed_query` raise ``NotImplementedError``: a twin only counts.
+    """
+
+    def __init__(self, name: str, dimension: int, max_tokens: int, special_tokens: int, tokenizer_json: str) -> None:
+        self.name, self.dimension = name, dimension
+        self.max_tokens, self.special_tokens = max_tokens, special_tokens
+        self.tokenizer_json = tokenizer_json
+        self._tokenizer: object | None = None
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_tokenizer"] = None
+        return state
+
+    def _encode(self, text: str):
+        if self._tokenizer is None:
+            from tokenizers import Tokenizer  # noqa: PLC0415 - heavy (Rust), only where a twin tokenizes
+
+            tokenizer = Tokenizer.from_str(self.tokenizer_json)
+            tokenizer.no_truncation()
+            tokenizer.no_padding()
+            self._tokenizer = tokenizer
+        return self._tokenizer.encode(text, add_special_tokens=False)  # type: ignore[attr-defined]
+
+    def tokenize(self, text: str) -> list[Token]:
+        """The tokens of ``text`` with ``str`` offsets, as the model's tokenizer gives them."""
+        enc = self._encode(text)
+        return [Token(i, t, start, end) for i, t, (start, end) in zip(enc.ids, enc.tokens, enc.offsets)]
+
+    def count_tokens(self, text: str) -> int:
+        """Number of tokens of ``text`` (no special tokens, no truncation)."""
+        return len(self._encode(text).ids)
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        raise NotImplementedError("a tokenizer twin cannot embed")
+
+    def embed_query(self, text: str) -> np.ndarray:
+        raise NotImplementedError("a tokenizer twin cannot embed")

@@ -68,6 +68,10 @@ class HashEmbedder(Embedder):
             for m in _TOKEN.finditer(text)
         ]
 
+    def tokenizer_twin(self) -> Embedder | None:
+        """A plain :class:`HashEmbedder` of the same shape (it pickles); ``None`` for a subclass."""
+        return HashEmbedder(self.dimension, self.max_tokens) if type(self) is HashEmbedder else None
+
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts``.
 

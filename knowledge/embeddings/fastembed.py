@@ -20,7 +20,7 @@ import numpy as np
 from knowledge._onnx import quiet_onnxruntime
 from knowledge.embeddings._inputs import check_query, check_text, check_texts, normalise_rows
 from knowledge.embeddings._pooled import length_order
-from knowledge.embeddings.base import Embedder, Token
+from knowledge.embeddings.base import Embedder, Token, TokenizerTwin
 from knowledge.errors import ConfigError, EmbeddingUnavailable
 
 if TYPE_CHECKING:
@@ -272,6 +272,16 @@ class FastEmbedEmbedder(Embedder):
         self._loaded()
         assert self._tokenizer is not None
         return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def tokenizer_twin(self) -> Embedder | None:
+        """A :class:`~knowledge.embeddings.base.TokenizerTwin` of this model's tokenizer (loads the
+        model); ``None`` for a subclass that tokenizes differently."""
+        if type(self).tokenize is not FastEmbedEmbedder.tokenize:
+            return None
+        self._loaded()
+        assert self._tokenizer is not None
+        return TokenizerTwin(self.name, self.dimension, self._max_tokens, self._special_tokens,
+                             self._tokenizer.to_str())
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         """Embed documents (chunks), ``batch_size`` texts per ONNX Runtime call.

@@ -19,10 +19,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlencode
 
+from knowledge.config import IngestSettings
 from knowledge.errors import FileNotFoundInStore, InvalidArgument, KnowledgeError
 from knowledge.filestore.base import StoredFile
-from knowledge.ingest import Document, read_document
+from knowledge.ingest import Document
 from knowledge.ingest.document import Section
+from knowledge.ingest.isolated import ReadLimits, read_bounded
 from knowledge.ingest.pdfview import PageImage, render_page
 from knowledge.service.indexing import reading_name
 from knowledge.text.highlight import escape_markdown
@@ -208,10 +210,15 @@ def store_ocr(wb: Workbench, store: str) -> Literal["auto", "off"]:
     return "off" if (ocr or wb.settings.ingest.ocr) == "off" else "auto"
 
 
-def read_text(data: bytes, name: str, content_type: str | None, ocr: Literal["auto", "off"] = "auto") -> Document:
+def read_text(data: bytes, name: str, content_type: str | None, ocr: Literal["auto", "off"] = "auto",
+              ingest: IngestSettings | None = None) -> Document:
     """The file read again by the readers ingestion uses (:func:`knowledge.ingest.read_document`,
-    the same name rule), so chunk offsets point into its text. Raises what the readers raise."""
-    return read_document(data, reading_name(name, content_type), ocr=ocr)
+    the same name rule), so chunk offsets point into its text; in a bounded child process as
+    ingestion reads it (``ingest``'s ``reader_*`` settings; the defaults when ``None``). Raises what
+    the readers raise, and ``ReaderLimitExceeded`` past the limits."""
+    ingest = ingest or IngestSettings()
+    return read_bounded(data, reading_name(name, content_type), ocr=ocr, processes=ingest.reader_processes,
+                        limits=ReadLimits.from_settings(ingest)).document
 
 
 def build_viewer(target: ViewerTarget, stored: StoredFile, doc: Document | None,
@@ -259,7 +266,7 @@ def open_viewer(wb: Workbench, target: ViewerTarget) -> Viewer:
     stored = find_file(wb, target)
     data = file_bytes(wb, stored.id)
     try:
-        doc = read_text(data, stored.name, stored.content_type, store_ocr(wb, target.store))
+        doc = read_text(data, stored.name, stored.content_type, store_ocr(wb, target.store), wb.settings.ingest)
     except KnowledgeError as exc:
         return build_viewer(target, stored, None, f"The file's text cannot be shown: {exc}")
     return build_viewer(target, stored, doc)

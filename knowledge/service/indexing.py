@@ -47,7 +47,7 @@ from knowledge.errors import FileNotFoundInStore, InvalidArgument, KnowledgeErro
 from knowledge.filestore.base import StoredFile, clean_name
 from knowledge.ingest.chunker import chunk_document, embedding_text
 from knowledge.ingest.document import Document, Section
-from knowledge.ingest.readers import read_document
+from knowledge.ingest.isolated import Chunking, ReadLimits, read_bounded
 from knowledge.outcomes import IngestResult, Outcome
 from knowledge.service.stores import Stores
 from knowledge.service.templates import VectorStoreTemplate
@@ -237,14 +237,17 @@ class Indexer:
         try:
             _step(progress, "reading", 0.0, cancel)
             t0 = time.perf_counter()
-            with self.files.content(stored.id) as fh:
-                doc = read_document(fh, reading_name(stored.name, stored.content_type), password=password,
-                                    max_bytes=self.settings.ingest.max_file_bytes,
-                                    ocr=tpl.ocr or self.settings.ingest.ocr, on_page=on_page)
+            ingest = self.settings.ingest
+            with self.files.content(stored.id) as fh:  # read and chunked in a bounded child (issue 38)
+                read = read_bounded(fh, reading_name(stored.name, stored.content_type), password=password,
+                                    max_bytes=ingest.max_file_bytes, ocr=tpl.ocr or ingest.ocr, on_page=on_page,
+                                    processes=ingest.reader_processes, limits=ReadLimits.from_settings(ingest),
+                                    chunking=Chunking(embedder, tpl.max_chunk_size_tokens, tpl.chunk_overlap_tokens),
+                                    check=lambda: _step(None, "reading", 0.0, cancel))
+            doc, result = read.document, read.chunks
+            assert result is not None
             base = OCR_SHARE if ocr_pages[0] else 0.1
             _step(progress, "chunking", base, cancel)
-            result = chunk_document(doc, embedder, tpl.max_chunk_size_tokens, tpl.chunk_overlap_tokens,
-                                    on_progress=lambda f: _step(progress, "chunking", base, cancel))
             t_read = time.perf_counter() - t0
             texts = [embedding_text(c.text, c.heading) for c in result.chunks]
             t0 = time.perf_counter()

@@ -320,9 +320,12 @@ def _site_plan(pdf, lines: int) -> None:
     pdf.text(20, 20, "Site plan WOMBAT-9102 north arrow")
 
 
-def test_pdf_page_over_pypdfs_safety_limit_is_read_with_pdfium_not_called_textless(wb):
+def test_pdf_page_over_pypdfs_safety_limit_is_read_with_pdfium_not_called_textless(tmp_path):
     import pypdf
 
+    # pypdf's configuration is this process's: the workbench reads here (no reader children)
+    wb = Workbench(load_settings(data_dir=tmp_path / "data", ingest={"reader_processes": 0}),
+                   embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256))
     data = _fpdf(lambda pdf: _site_plan(pdf, 300))
     with pypdf.apply_configuration(stream_parsing_work_maximum_count=500):  # the limit trips here
         doc = read_document(data, "plan.pdf")
@@ -333,6 +336,7 @@ def test_pdf_page_over_pypdfs_safety_limit_is_read_with_pdfium_not_called_textle
     assert any("page 1" in w and "maximum number" in w and "PDFium" in w for w in doc.warnings)
     assert any("maximum number" in w and "Error" not in w for w in r.warnings)
     assert_searchable(wb, "WOMBAT-9102", file_name="plan.pdf")
+    wb.close()
 
 
 def test_pdf_page_neither_reader_reads_names_the_limit_it_hit(monkeypatch):

@@ -1,0 +1,155 @@
+"""A reading child (``python -m knowledge.ingest._child``): the other end of :mod:`knowledge.ingest.isolated`.
+
+Reads tasks (length-prefixed pickles from its parent) on standard input, answers in length-prefixed
+JSON on the original standard output; whatever a library prints goes to standard error. Exits when
+its input closes (the parent is gone), after :data:`~knowledge.ingest.isolated.IDLE_SECONDS`
+without a task, and after a ``MemoryError`` (its heap is in doubt).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import resource
+import select
+import signal
+import sys
+from typing import Any, BinaryIO
+
+import orjson
+
+from knowledge.errors import KnowledgeError
+from knowledge.ingest import _cost
+from knowledge.ingest.chunker import chunk_document
+from knowledge.ingest.isolated import _HEADER, IDLE_SECONDS, _read_exactly, chunks_message, document_message
+from knowledge.ingest.readers import read_document
+
+
+class _Out:
+    def __init__(self, stream: BinaryIO) -> None:
+        self.stream = stream
+
+    def send(self, message: dict[str, Any]) -> None:
+        body = orjson.dumps(message)
+        self.stream.write(_HEADER.pack(len(body)) + body)
+        self.stream.flush()
+
+
+def _receive(stream: Any) -> dict[str, Any] | None:
+    head = _read_exactly(stream, _HEADER.size)
+    if head is None:
+        return None
+    body = _read_exactly(stream, _HEADER.unpack(head)[0])
+    if body is None:
+        return None
+    return pickle.loads(body)  # from the parent, which started this process: trusted
+
+
+def _die_with_parent() -> None:
+    """Linux: be killed when the parent dies (prctl PR_SET_PDEATHSIG), even mid-file."""
+    if not sys.platform.startswith("linux"):
+        return
+    with contextlib.suppress(Exception):
+        import ctypes  # noqa: PLC0415 - only on Linux, once
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
+
+
+def _vm_bytes() -> int:
+    try:
+        with open("/proc/self/statm", "rb") as fh:
+            return int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _rss_bytes() -> int:
+    try:
+        with open("/proc/self/statm", "rb") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return peak * (1 if sys.platform == "darwin" else 1024)
+
+
+def _peak_bytes() -> int:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak * (1 if sys.platform == "darwin" else 1024)
+
+
+def _limit_address_space(base: int, task: dict[str, Any]) -> None:
+    if not base:
+        return
+    with contextlib.suppress(ValueError, OSError):
+        _, hard = resource.getrlimit(resource.RLIMIT_AS)
+        soft = base + 2 * int(task["memory_bytes"]) + int(task.get("address_slack_bytes") or 0)
+        if hard != resource.RLIM_INFINITY:
+            soft = min(soft, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def main() -> int:
+    _die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C in the terminal is the parent's to handle
+    out = _Out(os.fdopen(os.dup(1), "wb"))
+    os.dup2(2, 1)  # print() of a library lands in the log, never in the protocol
+    stdin = os.fdopen(0, "rb", buffering=0)  # unbuffered: select() sees every byte
+    twins: dict[int, Any] = {}
+    base = _vm_bytes()
+    address_limit = resource.getrlimit(resource.RLIMIT_AS)
+    _cost.listen(lambda text: out.send({"t": "note", "text": text}))
+    while True:
+        ready, _, _ = select.select([stdin], [], [], IDLE_SECONDS)
+        if not ready:
+            return 0  # idle: the pool starts another child when it needs one
+        task = _receive(stdin)
+        if task is None:
+            return 0  # the parent closed the pipe
+        out.send({"t": "begin"})
+        _limit_address_space(base, task)
+        try:
+            chunk = task.get("chunk")
+            if chunk is not None and "twin" in task:
+                twins[chunk["twin_id"]] = task["twin"]
+            source = task["path"] if "path" in task else task["data"]
+
+            def on_page(done: int, total: int) -> None:
+                out.send({"t": "page", "done": done, "total": total})
+
+            doc = read_document(source, task.get("name"), password=task.get("password"),
+                                max_bytes=task.get("max_bytes"), ocr=task.get("ocr", "auto"), on_page=on_page)
+            del source
+            task.pop("data", None)
+            chunks = None
+            if chunk is not None:
+                chunks = chunks_message(chunk_document(doc, twins[chunk["twin_id"]], chunk["max_tokens"],
+                                                       chunk["overlap_tokens"]), doc.text)
+            out.send({"t": "ok", "doc": document_message(doc), "chunks": chunks, "rss": _rss_bytes(),
+                      "peak": _peak_bytes()})
+        except MemoryError:
+            out.send({"t": "error", "class": "ReaderLimitExceeded", "memory": True, "message": "out of memory"})
+            return 3
+        except KnowledgeError as exc:
+            out.send({"t": "error", "class": type(exc).__name__, "message": str(exc)})
+        except RecursionError:
+            out.send({"t": "error", "class": "UnsupportedFile",
+                      "message": "unreadable: its structure is nested too deeply to read"})
+        except Exception as exc:  # a reader's bug: the file fails with words, the child lives on
+            import traceback  # noqa: PLC0415 - only on a reader's bug
+
+            traceback.print_exc()
+            out.send({"t": "error", "class": "UnsupportedFile",
+                      "message": f"unreadable: the reader failed on this file ({_words(exc)})"})
+        finally:
+            with contextlib.suppress(ValueError, OSError):
+                resource.setrlimit(resource.RLIMIT_AS, address_limit)
+
+
+def _words(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+    return text or "an unexpected error in the reader"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
