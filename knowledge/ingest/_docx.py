@@ -6,7 +6,9 @@ ECMA-376 Part 1. Read: paragraphs, tables (nested ones too; ``" | "`` between ce
 controls, text boxes, list numbers as Word shows them, headers and footers once, footnotes, endnotes
 and comments after the paragraph citing them, tracked insertions, embedded HTML/text/Word parts
 (``w:altChunk``) in place, Strict Open XML (mapped to the transitional namespaces). Left out: deleted
-and moved-from text, field codes, hidden runs (directly or through a style). What is not read (other
+and moved-from text, field codes, hidden runs (directly or through a style), first-page and even-page
+headers Word does not show -- each counted in the warnings. Phonetic guides read as ``base (guide)``.
+What is not read (other
 embedded parts, OLE objects, charts, SmartArt) is named in the warnings. Heading styles and outline
 levels give the heading path.
 

@@ -10,8 +10,10 @@ boxes and shapes, image titles and descriptions (``svg:title``/``svg:desc``), em
 text (charts, formulas), headers and footers of the master pages in use (once). Spreadsheets: each
 sheet a section headed by its name, repeated cells and rows expanded up to a bound. Presentations:
 each slide a page (``page`` = slide number, heading = its title), speaker notes after it, footers
-and master-page text once. Left out: deleted tracked changes, macros (``Basic/``, ``Scripts/``),
-placeholder prompts, computed page numbers and dates of headers and footers.
+and master-page text once. Left out: deleted tracked changes and hidden text (``text:display="none"``
+styles, hidden-paragraph fields; both counted in the warnings), macros (``Basic/``, ``Scripts/``),
+placeholder prompts, computed page numbers and dates of headers and footers. Hidden slides, sheets,
+rows and columns are read and named in the warnings.
 """
 
 from __future__ import annotations

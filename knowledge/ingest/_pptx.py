@@ -7,9 +7,10 @@ and WordArt, groups inside groups, tables (one line per row, cells tab-separated
 diagram's data part), chart titles, series names and category labels, speaker notes and comments
 (legacy and modern, author as ``"name (initials)"``) after their slide, objects embedded on a slide
 (PDF, Office files, OLE packages) through the deck's ``read_part``; then, once for the deck, the text
-boxes and the header/footer/date placeholders of the slide masters, layouts, the notes master and the
-handout master. Left out: placeholder prompts on masters and layouts ("Click to edit Master title
-style"), slide-number fields, pictures, ink. Hidden slides are read and named in the warnings.
+boxes and the header/footer/date placeholders of the slide masters, the layouts slides use, the notes
+master and the handout master. Left out: placeholder prompts on masters and layouts ("Click to edit
+Master title style"), slide-number fields, pictures, ink; shapes marked hidden and layouts no slide
+uses (both counted in the warnings). Hidden slides are read and named in the warnings.
 Details: ``docs/ingestion.md``.
 """
 
