@@ -6,7 +6,9 @@ ECMA-376 Part 1. Read: paragraphs, tables (nested ones too; ``" | "`` between ce
 controls, text boxes, list numbers as Word shows them, headers and footers once, footnotes, endnotes
 and comments after the paragraph citing them, tracked insertions, embedded HTML/text/Word parts
 (``w:altChunk``) in place, Strict Open XML (mapped to the transitional namespaces). Left out: deleted
-and moved-from text, field codes, hidden runs (directly or through a style). What is not read (other
+and moved-from text, field codes, hidden runs (directly or through a style), first-page and even-page
+headers Word does not show -- each counted in the warnings. Phonetic guides read as ``base (guide)``.
+What is not read (other
 embedded parts, OLE objects, charts, SmartArt) is named in the warnings. Heading styles and outline
 levels give the heading path.
 
@@ -294,8 +296,11 @@ class _Styles:
         self._styles: dict[str, etree._Element] = {}
         self._char: dict[str, etree._Element] = {}
         self.default: str | None = None
+        #: ``w:docDefaults`` hide every run no style or run property shows again (ECMA-376 §17.7.5.2)
+        self.default_vanish = False
         if root is None:
             return
+        self.default_vanish = _on(root.find(f"{W}docDefaults/{W}rPrDefault/{W}rPr/{W}vanish"))
         for style in root.iter(W + "style"):
             sid = style.get(W + "styleId")
             if style.get(W + "type") == "character" and sid:
@@ -319,7 +324,7 @@ class _Styles:
                     return _on(v)
                 based = styles[sid].find(W + "basedOn")
                 sid = based.get(W + "val") if based is not None else None
-        return None
+        return True if self.default_vanish else None
 
     def _chain(self, sid: str | None):
         seen = set()
@@ -385,6 +390,8 @@ class _Reader:
         self.embedded: list[tuple[str, bytes]] = []
         self.warnings: list[str] = []
         self.skipped: Counter[str] = Counter()
+        #: what a person does not see in Word, left out: {"hidden": runs, "deleted": passages, ...}
+        self.left_out: Counter[str] = Counter()
         self.notes: dict[str, dict[str, etree._Element]] = {kind: self._notes(kind + "s") for kind in _NOTE_KINDS}
         self.comments: dict[str, etree._Element] = self._comments()
         self.marks: dict[str, int] = dict.fromkeys(_NOTE_KINDS, 0)
@@ -426,11 +433,32 @@ class _Reader:
         for text in footers:
             self.builder.add(text)
         title = self._core_title() or self.title
+        self.warnings.extend(self._left_out_warnings())
         for what, n in sorted(self.skipped.items()):
             self.warnings.append(f"{n} {what}{'' if n == 1 else 's'} not read" if not what.startswith("embedded part")
                                  else f"{what} not read" + (f" ({n} times)" if n > 1 else ""))
         empty = "no text: this Word document has no text (images or empty tables only?)"
         return self.builder.build("docx", empty=empty, title=title, warnings=self.warnings)
+
+    def _left_out_warnings(self) -> list[str]:
+        """Sentences naming what Word does not show and the reader therefore left out."""
+        out = []
+        n = self.left_out["hidden"]
+        if n:
+            out.append(f"{n} passage{'' if n == 1 else 's'} formatted as hidden text (not shown in Word) left out")
+        n = self.left_out["deleted"]
+        if n:
+            out.append(f"tracked changes: {n} deleted passage{'' if n == 1 else 's'} left out (insertions are read)")
+        for kind in ("header", "footer"):
+            n = self.left_out[f"first {kind}"]
+            if n:
+                out.append(f"{n} first-page {kind}{'' if n == 1 else 's'} left out: the section has no different"
+                           " first page, so Word does not show it")
+            n = self.left_out[f"even {kind}"]
+            if n:
+                out.append(f"{n} even-page {kind}{'' if n == 1 else 's'} left out: the document does not use"
+                           " different odd and even pages, so Word does not show it")
+        return out
 
     # notes, comments, embedded parts
 
@@ -540,10 +568,12 @@ class _Reader:
         sect_prs = list(body.iter(W + "sectPr"))
         result: dict[str, list[str]] = {"header": [], "footer": []}
         seen_parts: set[str] = set()
+        shown_ids = self._shown_headers_footers(sect_prs)
         for sect in sect_prs:
             for kind in ("header", "footer"):
                 for ref in sect.findall(f"{W}{kind}Reference"):
                     rid = ref.get(R + "id")
+                    shown = rid in shown_ids
                     try:
                         target = self.part.related_parts[rid]
                     except KeyError:
@@ -556,9 +586,38 @@ class _Reader:
                     if root is None:
                         continue
                     text = "\n\n".join(t for t, _ in self._collect(root))
-                    if text.strip() and text not in result[kind]:
+                    if text.strip() and not shown:
+                        self.left_out[f"{ref.get(W + 'type')} {kind}"] += 1
+                    elif text.strip() and text not in result[kind]:
                         result[kind].append(text)
         return result["header"], result["footer"]
+
+    def _shown_headers_footers(self, sect_prs: list[etree._Element]) -> set[str]:
+        """The relationship ids of the headers and footers Word shows on some page.
+
+        ECMA-376 §17.10.5: a section without a reference of some type inherits the previous
+        section's; a "first" header shows only in a section with ``w:titlePg``, an "even" one only
+        with ``w:evenAndOddHeaders`` in the settings (§17.15.1.35)."""
+        even_pages = self._even_and_odd_headers()
+        effective: dict[tuple[str, str], str] = {}
+        shown: set[str] = set()
+        for sect in sect_prs:
+            for ref in sect:
+                kind = {W + "headerReference": "header", W + "footerReference": "footer"}.get(ref.tag)
+                if kind is not None and ref.get(R + "id"):
+                    effective[(kind, ref.get(W + "type", "default"))] = ref.get(R + "id")
+            first_page = _on(sect.find(W + "titlePg"))
+            for (_, kind_type), rid in effective.items():
+                if {"first": first_page, "even": even_pages}.get(kind_type, True):
+                    shown.add(rid)
+        return shown
+
+    def _even_and_odd_headers(self) -> bool:
+        for part in _related(self.part, "settings"):
+            root = _xml(part)
+            if root is not None and _on(root.find(W + "evenAndOddHeaders")):
+                return True
+        return False
 
     def _collect(self, container: etree._Element) -> list[tuple[str, str | None]]:
         """The blocks of ``container`` as ``(text, heading)`` without touching the main builder."""
@@ -662,6 +721,9 @@ class _Reader:
                 choice = _first_choice(child)
                 if choice is not None:
                     self._inline(choice, parts, boxes)
+            elif tag in (W + "del", W + "moveFrom"):
+                if _has_text(child):
+                    self.left_out["deleted"] += 1
             elif tag in _SKIP_INLINE:
                 continue
 
@@ -669,12 +731,14 @@ class _Reader:
         rpr = run.find(W + "rPr")
         vanish = rpr.find(W + "vanish") if rpr is not None else None
         if vanish is not None:
-            if _on(vanish):
-                return
+            hidden = _on(vanish)
         else:
             rstyle = rpr.find(W + "rStyle") if rpr is not None else None
-            if self.styles.vanish(rstyle.get(W + "val") if rstyle is not None else None, self.para_style):
-                return
+            hidden = bool(self.styles.vanish(rstyle.get(W + "val") if rstyle is not None else None, self.para_style))
+        if hidden:
+            if _has_text(run):
+                self.left_out["hidden"] += 1
+            return
         for child in run:
             tag = child.tag
             if tag == W + "t":
@@ -685,6 +749,15 @@ class _Reader:
                 parts.append("\n")
             elif tag == W + "noBreakHyphen":
                 parts.append("-")
+            elif tag == W + "ruby":  # phonetic guide: Word shows it above its base, Tika writes "base (guide)"
+                base: list[str] = []
+                guide: list[str] = []
+                for r in child.iterfind(f"{W}rubyBase/{W}r"):
+                    self._run(r, base, boxes)
+                for r in child.iterfind(f"{W}rt/{W}r"):
+                    self._run(r, guide, boxes)
+                text, above = "".join(base), "".join(guide).strip()
+                parts.append(f"{text} ({above})" if above and text.strip() else text or above)
             elif tag == W + "sym":
                 char = child.get(W + "char", "")
                 try:
@@ -735,8 +808,14 @@ class _Reader:
         lines = []
         for tr in _children(tbl, W + "tr"):
             if tr.find(f"{W}trPr/{W}del") is not None:  # a deleted row (tracked change)
+                self.left_out["deleted"] += _has_text(tr)
                 continue
-            cells = [self._cell_text(tc) for tc in _children(tr, W + "tc")]
+            cells = []
+            for tc in _children(tr, W + "tc"):
+                if tc.find(f"{W}tcPr/{W}cellDel") is not None:  # a deleted cell (§17.13.5.1)
+                    self.left_out["deleted"] += _has_text(tc)
+                    continue
+                cells.append(self._cell_text(tc))
             if any(cells):
                 lines.append(" | ".join(cells))
         return lines
@@ -798,6 +877,11 @@ def _children(parent: etree._Element, tag: str):
                 yield from _children(content, tag)
         elif child.tag == W + "customXml":
             yield from _children(child, tag)
+
+
+def _has_text(element: etree._Element) -> bool:
+    """Whether ``element`` holds any run text (shown or deleted), for counting what was left out."""
+    return any((t.text or "").strip() for t in element.iter(W + "t", W + "delText"))
 
 
 def _on(element: etree._Element | None) -> bool:

@@ -10,8 +10,10 @@ boxes and shapes, image titles and descriptions (``svg:title``/``svg:desc``), em
 text (charts, formulas), headers and footers of the master pages in use (once). Spreadsheets: each
 sheet a section headed by its name, repeated cells and rows expanded up to a bound. Presentations:
 each slide a page (``page`` = slide number, heading = its title), speaker notes after it, footers
-and master-page text once. Left out: deleted tracked changes, macros (``Basic/``, ``Scripts/``),
-placeholder prompts, computed page numbers and dates of headers and footers.
+and master-page text once. Left out: deleted tracked changes and hidden text (``text:display="none"``
+styles, hidden-paragraph fields; both counted in the warnings), macros (``Basic/``, ``Scripts/``),
+placeholder prompts, computed page numbers and dates of headers and footers. Hidden slides, sheets,
+rows and columns are read and named in the warnings.
 """
 
 from __future__ import annotations
@@ -159,6 +161,9 @@ class _Reader:
         self.path: list[tuple[int, str]] = []
         self.list_styles: dict[str, dict[int, tuple[str, str, str]]] = {}  # name -> level -> (kind, fmt, suffix)
         self.hidden_tables: set[str] = set()
+        self.hidden_text: set[str] = set()  # text/paragraph styles with text:display="none" (hidden text)
+        self.hidden_pages: set[str] = set()  # drawing-page styles of hidden slides
+        self.hidden_count = 0  # hidden paragraphs and spans with text, left out
         self.table_masters: dict[str, str] = {}
         self.note_count = 0
         self.object_depth = 0
@@ -195,6 +200,14 @@ class _Reader:
                 self.builder.add(text, heading=heading, table_header=header)
         for text in footers + masters:
             self.builder.add(text)
+        deleted = sum(1 for d in content.iter(TEXT + "deletion") if "".join(
+            t for p in d.iter(TEXT + "p", TEXT + "h") for t in p.itertext()).strip()) if content is not None else 0
+        if deleted:
+            self.warnings.append(f"tracked changes: {deleted} deleted passage{'' if deleted == 1 else 's'} left out"
+                                 " (insertions are read)")
+        if self.hidden_count:
+            n = self.hidden_count
+            self.warnings.append(f"{n} passage{'' if n == 1 else 's'} formatted as hidden text (not shown) left out")
         if any(n.startswith(("Basic/", "Scripts/")) for n in self.names):
             self.warnings.append("macros not read")
         if self.skipped_objects:
@@ -225,6 +238,28 @@ class _Reader:
                     levels[n] = ("bullet", level.get(TEXT + "bullet-char") or "\u2022", "")
             if ls.get(STYLE + "name"):
                 self.list_styles[ls.get(STYLE + "name")] = levels
+        parents: dict[str, str] = {}
+        for st in root.iter(STYLE + "style"):
+            family, name = st.get(STYLE + "family"), st.get(STYLE + "name") or ""
+            if family in ("text", "paragraph"):
+                # ODF 1.2 §20.374 text:display="none" in the text properties: hidden text
+                props = st.find(STYLE + "text-properties")
+                display = props.get(TEXT + "display") if props is not None else None
+                if display == "none":
+                    self.hidden_text.add(name)
+                elif display is None and st.get(STYLE + "parent-style-name"):
+                    parents[name] = st.get(STYLE + "parent-style-name") or ""
+            elif family == "drawing-page":
+                props = st.find(STYLE + "drawing-page-properties")
+                if props is not None and props.get(PRES + "visibility") == "hidden":
+                    self.hidden_pages.add(name)
+        for name in parents:  # styles inheriting hidden text from a parent style
+            seen, parent = {name}, parents.get(name)
+            while parent and parent not in seen and parent not in self.hidden_text:
+                seen.add(parent)
+                parent = parents.get(parent)
+            if parent in self.hidden_text:
+                self.hidden_text.add(name)
         for st in root.iter(STYLE + "style"):
             if st.get(STYLE + "family") != "table":
                 continue
@@ -282,7 +317,7 @@ class _Reader:
         """All the text of ``element``'s paragraphs, one line each (notes and comments inline)."""
         lines: list[str] = []
         for p in element.iter(TEXT + "p", TEXT + "h"):
-            if _inside(p, element, TEXT + "p", TEXT + "h"):
+            if _inside(p, element, TEXT + "p", TEXT + "h") or self._hidden(p):
                 continue
             parts: list[str] = []
             self._inline(p, parts, [], [], computed=computed, collect=False)
@@ -351,6 +386,8 @@ class _Reader:
 
     def _paragraph(self, p: etree._Element, out: _Blocks, *, heading_level: int | None = None,
                    mark: str = "") -> None:
+        if self._hidden(p):
+            return
         parts: list[str] = []
         notes: list[tuple[str, str]] = []
         frames: list[etree._Element] = []
@@ -398,7 +435,8 @@ class _Reader:
                     notes.append((label, text))
                 elif text:
                     parts.append(f" {text} ")
-            elif tag in _NOT_INLINE or (tag in _COMPUTED and not computed):
+            elif (tag in _NOT_INLINE or (tag in _COMPUTED and not computed)
+                  or (tag == TEXT + "span" and self._hidden(child))):
                 pass
             elif tag in _SHAPES or tag in (DRAW + "object", DRAW + "object-ole", DRAW + "image"):
                 if collect:
@@ -411,6 +449,16 @@ class _Reader:
                 self._inline(child, parts, notes, frames, computed=computed, collect=collect)
             if child.tail:
                 parts.append(child.tail)
+
+    def _hidden(self, element: etree._Element) -> bool:
+        """Whether a paragraph or span is hidden text: its style hides it (``text:display="none"``),
+        or -- a paragraph -- a hidden-paragraph field whose condition was true when saved
+        (``text:is-hidden="true"``, ODF 1.2 §7.7.11). Counted when it holds text."""
+        hidden = (element.get(TEXT + "style-name") or "") in self.hidden_text or any(
+            f.get(TEXT + "is-hidden") == "true" for f in element.iterchildren(TEXT + "hidden-paragraph"))
+        if hidden and "".join(element.itertext()).strip():
+            self.hidden_count += 1
+        return hidden
 
     def _annotation(self, annotation: etree._Element) -> tuple[str, str]:
         """``("Comment (author)", text)`` of an ``office:annotation``."""
@@ -556,6 +604,9 @@ class _Reader:
             name = table.get(TABLE + "name") or f"Sheet {sheet_no}"
             if (table.get(TABLE + "style-name") or "") in self.hidden_tables:
                 self.warnings.append(f"sheet {name!r} is hidden (read all the same)")
+            hidden = _hidden_rows_columns(table)
+            if hidden:
+                self.warnings.append(f"sheet {name!r}: {hidden} hidden or filtered out: read all the same")
             out = _Blocks()
             self.path = [(1, name)]
             self._table(table, out, title_rows=3)
@@ -583,6 +634,8 @@ class _Reader:
                     title = one_line(self._plain(frame)) or None
                     break
             name = page.get(DRAW + "name") or ""
+            if (page.get(DRAW + "style-name") or "") in self.hidden_pages:
+                self.warnings.append(f"slide {number} is hidden: indexed anyway (a hidden slide is part of the deck)")
             heading = title or (name if name and not _AUTO_SLIDE_NAME.match(name) else None) or f"Slide {number}"
             out = _Blocks()
             self.path = []
@@ -606,6 +659,23 @@ class _Reader:
                 used_footers.append(footers[ref])
         for text in used_footers:
             self.builder.add(text)
+
+
+def _hidden_rows_columns(table: etree._Element) -> str:
+    """``"2 rows and 1 column"`` of a sheet that are collapsed or filtered out
+    (``table:visibility``, ODF 1.2 §19.749) and hold text; columns only when a shown column follows
+    (LibreOffice collapses the unused columns after the last one). Empty when none."""
+    rows = sum(1 for row in table.iter(TABLE + "table-row")
+               if row.get(TABLE + "visibility", "visible") != "visible" and "".join(row.itertext()).strip())
+    columns, pending = 0, 0
+    for col in table.iter(TABLE + "table-column"):
+        repeat = min(_int(col.get(TABLE + "number-columns-repeated"), 1), 16384)
+        if col.get(TABLE + "visibility", "visible") != "visible":
+            pending += repeat
+        else:
+            columns, pending = columns + pending, 0
+    out = [f"{n} {what}{'' if n == 1 else 's'}" for n, what in ((rows, "row"), (columns, "column")) if n]
+    return " and ".join(out)
 
 
 def _iter_rows(table: etree._Element) -> Iterator[etree._Element]:

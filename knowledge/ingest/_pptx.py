@@ -7,9 +7,10 @@ and WordArt, groups inside groups, tables (one line per row, cells tab-separated
 diagram's data part), chart titles, series names and category labels, speaker notes and comments
 (legacy and modern, author as ``"name (initials)"``) after their slide, objects embedded on a slide
 (PDF, Office files, OLE packages) through the deck's ``read_part``; then, once for the deck, the text
-boxes and the header/footer/date placeholders of the slide masters, layouts, the notes master and the
-handout master. Left out: placeholder prompts on masters and layouts ("Click to edit Master title
-style"), slide-number fields, pictures, ink. Hidden slides are read and named in the warnings.
+boxes and the header/footer/date placeholders of the slide masters, the layouts slides use, the notes
+master and the handout master. Left out: placeholder prompts on masters and layouts ("Click to edit
+Master title style"), slide-number fields, pictures, ink; shapes marked hidden and layouts no slide
+uses (both counted in the warnings). Hidden slides are read and named in the warnings.
 Details: ``docs/ingestion.md``.
 """
 
@@ -210,6 +211,7 @@ class _Deck:
         self.warnings: list[str] = []
         self.once: set[str] = set()  # header/footer/date texts already indexed for the deck
         self.skipped: dict[str, int] = {}
+        self.hidden_shapes = 0  # shapes with text hidden in the selection pane (never shown), left out
         self.title: str | None = None
         self.authors, self.modern_authors = self._authors()
 
@@ -222,6 +224,10 @@ class _Deck:
         if self.builder.empty:  # a template's date or footer alone is not a document
             raise EmptyDocument(empty)
         self._masters()
+        if self.hidden_shapes:
+            n = self.hidden_shapes
+            self.warnings.append(f"{n} hidden shape{'' if n == 1 else 's'} with text (hidden in PowerPoint's selection"
+                                 " pane, never shown) left out")
         for what, n in sorted(self.skipped.items()):
             self.warnings.append(f"{n} {what}{'' if n == 1 else 's'} not read")
         title = self._core_title() or self.title
@@ -355,6 +361,10 @@ class _Deck:
 
     def _shape(self, el: etree._Element, part, number: int | None, *, master: bool) -> Iterator[_Block]:
         tag = el.tag
+        if _hidden_shape(el):  # ECMA-376 §19.3.1.12 cNvPr/@hidden: neither the slide nor the show draws it
+            if any((t.text or "").strip() for t in el.iter(A + "t")):
+                self.hidden_shapes += 1
+            return
         if tag == MC + "AlternateContent":
             for inner in _choice(el):
                 yield from self._shape(inner, part, number, master=master)
@@ -425,9 +435,14 @@ class _Deck:
     def _masters(self) -> None:
         seen: set[str] = set()
         groups: list[tuple[str, list]] = []
+        used = {str(slide.slide_layout.part.partname) for slide in self.prs.slides}
+        unused: list = []
         for master in self.prs.slide_masters:
             groups.append(("Slide master", [master.part]))
-            groups.append(("Slide layout", [layout.part for layout in master.slide_layouts]))
+            # a layout's own text shows only on the slides that use it (Tika reads it per slide, too)
+            layouts = [layout.part for layout in master.slide_layouts]
+            groups.append(("Slide layout", [p for p in layouts if str(p.partname) in used]))
+            unused += [p for p in layouts if str(p.partname) not in used]
         groups.append(("Notes master", _related(self.prs.part, "notesMaster")))
         groups.append(("Handout master", _related(self.prs.part, "handoutMaster")))
         for heading, parts in groups:
@@ -450,6 +465,28 @@ class _Deck:
                             continue
                         self.once.add(key)
                     self._emit(b, page=None, heading=heading)
+        # text of its own (not the master's date or footer again) on a layout no slide uses
+        n = sum(1 for part in unused if any(
+            b.kind != "embedded" and one_line(clean(b.text)) not in self.once
+            for b in self._shapes(_tree(part), part, None, master=True)))
+        if n:
+            self.warnings.append(f"{n} slide layout{'' if n == 1 else 's'} that no slide uses left out"
+                                 " (the text on it is never shown)")
+
+
+def _tree(part) -> etree._Element | None:
+    root = _xml(part)
+    return root.find(f"{P}cSld/{P}spTree") if root is not None else None
+
+
+def _hidden_shape(el: etree._Element) -> bool:
+    """Whether a shape (``p:sp``, ``p:grpSp``, ``p:graphicFrame``, ...) is marked hidden in its
+    non-visual properties (``cNvPr hidden="1"``)."""
+    for nv in el:
+        if isinstance(nv.tag, str) and nv.tag.startswith(P + "nv"):
+            c = nv.find(P + "cNvPr")
+            return c is not None and c.get("hidden") in ("1", "true")
+    return False
 
 
 # -- charts, SmartArt -----------------------------------------------------------------------------

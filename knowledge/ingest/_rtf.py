@@ -82,6 +82,7 @@ class _State:
     font: int | None = None
     uc: int = 1
     hidden: bool = False
+    deleted: bool = False  # \deleted (a tracked deletion); hidden too, named apart in the warnings
     inline: bool = False  # inside an annotation: paragraph ends become spaces
     in_table: bool = False
     outline: int | None = None
@@ -181,6 +182,9 @@ class _Reader:
         self.starred = False
         self.pictures = 0
         self.objects = 0
+        #: passages left out because Word does not show them: {"hidden": n, "deleted": n}
+        self.left_out = {"hidden": 0, "deleted": 0}
+        self.in_left_out = False  # the last text written was left out (one passage until text shows)
         self.unclosed = 0
         self.group_kind: list[str] = []
 
@@ -202,7 +206,12 @@ class _Reader:
             self.high = None
         st = self.state
         if st.hidden:
+            if st.dest == "body" and st.sink is not None and s.strip() and not self.in_left_out:
+                self.left_out["deleted" if st.deleted else "hidden"] += 1
+                self.in_left_out = True
             return
+        if s.strip():
+            self.in_left_out = False
         if st.dest == "title":
             self.title.append(s)
         elif st.dest == "stylesheet" and self.style_def is not None:
@@ -437,12 +446,14 @@ class _Reader:
         elif name == "f":
             st.font = value
         elif name == "plain":
-            st.font, st.hidden = None, False
+            st.font, st.hidden, st.deleted = None, False, False
         elif name == "uc":
             st.uc = max(value or 0, 0)
         elif name == "u" and value is not None:
             self.unicode(value)
         elif name in ("v", "deleted"):
+            if name == "deleted":
+                st.deleted = value != 0
             st.hidden = value != 0
         elif name == "pard":
             st.in_table, st.outline, st.style = False, None, 0
@@ -540,6 +551,11 @@ def read_rtf(data: bytes) -> Document:
     if reader.objects:
         warnings.append(f"{reader.objects} embedded object{'s' if reader.objects > 1 else ''} not read"
                         " (their shown text is kept)")
+    for kind, what in (("hidden", "formatted as hidden text (\\v, not shown in Word)"),
+                       ("deleted", "deleted in tracked changes (\\deleted; insertions are read)")):
+        n = reader.left_out[kind]
+        if n:
+            warnings.append(f"{n} passage{'' if n == 1 else 's'} {what} left out")
     if reader.unclosed:
         warnings.append("the document ends inside an open group (truncated?); the text up to there is read")
     title = one_line("".join(reader.title)) or None

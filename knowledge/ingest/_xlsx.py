@@ -192,6 +192,9 @@ class _Reader:
         if headers:
             self.builder.add("\n".join(f"page header: {h}" for h in headers), heading=heading)
         if root.tag == f"{S}worksheet":
+            hidden = _hidden_rows_columns(root)
+            if hidden:
+                self.warnings.append(f"sheet '{name}': {hidden} hidden or filtered out: read all the same")
             self.builder.add("\n".join(self._rows(root)), heading=heading)
             self._comments(ws, heading)
         for _, kind, target in rels:
@@ -354,6 +357,37 @@ class _Reader:
 
 
 # -- helpers --------------------------------------------------------------------------------------
+
+def _hidden_rows_columns(root: etree._Element) -> str:
+    """``"2 rows and columns C-D"`` of a worksheet hidden by the sheet (``row/@hidden``, which
+    filtered-out rows set too, and ``cols/col/@hidden``, ECMA-376 §18.3.1.73 and §18.3.1.13); rows
+    only when they hold a value. Empty when nothing is hidden."""
+    rows = sum(1 for row in root.iterfind(f"{S}sheetData/{S}row[@hidden]") if row.get("hidden") in ("1", "true")
+               and (row.find(f"{S}c/{S}v") is not None or row.find(f"{S}c/{S}is") is not None))
+    spans = []
+    for col in root.iterfind(f"{S}cols/{S}col[@hidden]"):
+        if col.get("hidden") not in ("1", "true"):
+            continue
+        first, last = _int_or(col.get("min"), 1), _int_or(col.get("max"), 1)
+        if last >= 16384 and first > 1:  # the unused columns after the last one, hidden as one span
+            continue
+        letters = _column_letters(first) + ("" if last == first else f"-{_column_letters(min(last, 16384))}")
+        spans.append(letters)
+    out = []
+    if rows:
+        out.append(f"{rows} row{'' if rows == 1 else 's'}")
+    if spans:
+        plural = len(spans) > 1 or "-" in spans[0]
+        out.append(f"column{'s' if plural else ''} " + ", ".join(spans[:10]) + (" ..." if len(spans) > 10 else ""))
+    return " and ".join(out)
+
+
+def _int_or(value: str | None, default: int) -> int:
+    try:
+        return int(value or "")
+    except ValueError:
+        return default
+
 
 def _column_index(letters: str) -> int:
     n = 0
