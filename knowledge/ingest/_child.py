@@ -99,6 +99,7 @@ def main() -> int:
     base = _vm_bytes()
     address_limit = resource.getrlimit(resource.RLIMIT_AS)
     _cost.listen(lambda text: out.send({"t": "note", "text": text}))
+    out.send({"t": "ready"})  # the readers are imported: each file from now on is read as it comes
     while True:
         ready, _, _ = select.select([stdin], [], [], IDLE_SECONDS)
         if not ready:
@@ -106,7 +107,6 @@ def main() -> int:
         task = _receive(stdin)
         if task is None:
             return 0  # the parent closed the pipe
-        out.send({"t": "begin"})
         _limit_address_space(base, task)
         try:
             chunk = task.get("chunk")

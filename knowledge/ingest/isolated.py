@@ -165,6 +165,8 @@ class _Child:
         self.twins: set[str] = set()  # keys of the tokenizer twins this child has been sent
         self.last_rss = 0
         self.keep = False  # whether the pool keeps it after the current file
+        self.ready = False  # it has said it started (then it takes each file as it comes)
+        self.idle_since = time.monotonic()
 
     @property
     def pid(self) -> int:
@@ -340,9 +342,9 @@ class ReaderPool:
             child.twins.add(key)
         budget = limits.deadline_seconds(size)
         memory = limits.memory_mb * 1024 * 1024
-        began = False
+        began = child.ready  # a child that has started takes the file at once
         start_by = time.monotonic() + START_SECONDS
-        deadline = float("inf")
+        deadline = time.monotonic() + budget if began else float("inf")
         note: str | None = None
         peak = 0
         while True:
@@ -371,8 +373,8 @@ class ReaderPool:
             if message is None:
                 return self._died(child, began, note)
             kind = message.get("t")
-            if kind == "begin":
-                began = True
+            if kind == "ready":  # a new child has imported the readers and takes the file now
+                child.ready = began = True
                 deadline = time.monotonic() + budget
             elif kind == "note":
                 note = str(message.get("text") or "")[:300] or note
@@ -402,7 +404,7 @@ class ReaderPool:
         with contextlib.suppress(Exception):
             child.proc.wait(timeout=5)
         code = child.proc.poll()
-        if not began and code == 0:
+        if code == 0 and (not began or child.tasks > 0 and time.monotonic() - child.idle_since > IDLE_SECONDS - 5):
             raise _Retry()  # it was leaving (idle) as the file came
         tail = child.stderr_tail()
         log.warning("a reader child (pid %s) ended with %s%s", child.pid, code, f":\n{tail}" if tail else "")
@@ -445,6 +447,7 @@ class ReaderPool:
         if not keep:
             child.stop(kill=not child.alive() or not healthy)
             child.close()
+        child.idle_since = time.monotonic()
         with self._cond:
             self._busy -= 1
             if keep:
