@@ -21,14 +21,15 @@ from urllib.parse import unquote
 
 from lxml import etree
 
-from knowledge.errors import EmptyDocument, FileTooLarge, KnowledgeError, UnsupportedFile
+from knowledge.errors import EmptyDocument, KnowledgeError, UnsupportedFile
 from knowledge.ingest._compose import add_document
 from knowledge.ingest._html import read_html
 from knowledge.ingest._text import Builder, decode, one_line
+from knowledge.ingest._zipsafe import MAX_PACKAGE_BYTES, check_package
 from knowledge.ingest.document import Document
 
 #: An EPUB that unpacks to more than this is refused (a "zip bomb").
-MAX_UNPACKED_BYTES = 512 * 1024 * 1024
+MAX_UNPACKED_BYTES = MAX_PACKAGE_BYTES
 #: At most this many content documents are read.
 MAX_DOCUMENTS = 5000
 
@@ -49,21 +50,19 @@ def read_epub(data: bytes) -> Document:
     its position in reading order); ``title`` and ``attributes["author"]`` from the OPF metadata.
 
     Raises:
-        UnsupportedFile: a damaged ZIP, or DRM-encrypted chapters (``"damaged: ..."`` /
-            ``"unsupported: ..."``).
+        UnsupportedFile: a damaged ZIP, DRM-encrypted chapters (``"damaged: ..."`` /
+            ``"unsupported: ..."``), or entries that overlap each other's data (an overlapping zip
+            bomb).
         FileTooLarge: the package unpacks to more than :data:`MAX_UNPACKED_BYTES`.
         EmptyDocument: no chapter has text.
     """
     try:
         zf = zipfile.ZipFile(io.BytesIO(data))
-        infos = zf.infolist()
+        zf.infolist()  # reads the central directory: a damaged one fails here
     except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
         raise UnsupportedFile(f"damaged: this EPUB is not a valid ZIP ({exc})") from exc
     with zf:
-        unpacked = sum(i.file_size for i in infos)
-        if unpacked > MAX_UNPACKED_BYTES:
-            raise FileTooLarge(f"This EPUB unpacks to {unpacked:,} bytes, over the limit of"
-                               f" {MAX_UNPACKED_BYTES:,} bytes.")
+        check_package(zf, data, "EPUB", MAX_UNPACKED_BYTES)
         try:
             return _Book(zf).read()
         except KnowledgeError:
