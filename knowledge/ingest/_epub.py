@@ -8,7 +8,8 @@ the title page and other ``linear="no"`` items included, then content documents 
 outside the spine (not the navigation document). Provenance: heading = the chapter's title (from the
 NCX or EPUB 3 navigation document, else the chapter's own ``<title>``) followed by its own headings;
 ``page`` = the chapter's position in the reading order (1 = the first content document, read or
-not: a cover with only an image is position 1 without text). DRM-encrypted
+not: a cover with only an image is position 1 without text). A spine item whose file is missing, or
+that the manifest does not list, is named in the warnings and the rest of the book is read. DRM-encrypted
 chapters are refused; fonts obfuscated by the EPUB rules do not matter.
 """
 
@@ -166,9 +167,16 @@ class _Book:
 
         order: list[str] = []
         if spine is not None:
-            for ref in spine.iter(_OPF + "itemref"):
-                entry = items.get(ref.get("idref") or "")
-                if entry and content(entry) and entry[0] not in order:
+            for number, ref in enumerate(spine.iter(_OPF + "itemref"), start=1):
+                idref = ref.get("idref") or ""
+                entry = items.get(idref)
+                if entry is None:
+                    self.warnings.append(f"the reading order's item {number} ({one_line(idref)[:80] or 'no id'})"
+                                         " is not in the book's manifest: skipped")
+                elif entry[0] not in self.names:
+                    self.warnings.append(f"the reading order's item {number} ({one_line(entry[0])[:200]}) is"
+                                         " missing from the book: skipped")
+                elif content(entry) and entry[0] not in order:
                     order.append(entry[0])
         for key in manifest_order:  # content documents outside the spine (notes, appendices)
             entry = items[key]
