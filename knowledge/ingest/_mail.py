@@ -34,6 +34,7 @@ from email.message import EmailMessage, Message
 
 from knowledge.errors import EmptyDocument, KnowledgeError, UnsupportedFile
 from knowledge.ingest._compose import MAX_DEPTH, ReadPart, add_document, add_part, join_path
+from knowledge.ingest._detect import TNEF_SIGNATURE
 from knowledge.ingest._html import read_html
 from knowledge.ingest._text import Builder, clean_line, decode, one_line
 from knowledge.ingest.document import Document
@@ -378,9 +379,23 @@ class _Mail:
         if not isinstance(data, bytes) or not data.strip():
             self.builder.warnings.append(f"{join_path(heading, name)}: not read: the attachment is empty")
             return
-        label = join_path(heading, name)
-        self.builder.add(f"Attachment: {name}", heading=label)
-        add_part(self.builder, self.read_part, data, name, label)
+        _add_attachment(self.builder, self.read_part, data, name, heading)
+
+
+def _add_attachment(builder: Builder, read_part: ReadPart, data: bytes, name: str, heading: str | None) -> None:
+    """Append the attachment ``data`` under ``heading > name``; a TNEF ``winmail.dat`` is unpacked in
+    place instead, its body and attachments under the mail's own heading (as Tika does)."""
+    label = join_path(heading, name)
+    if data.startswith(TNEF_SIGNATURE):
+        try:
+            doc = read_part(data, name)
+        except KnowledgeError as exc:
+            builder.warnings.append(f"{label}: not read: {exc}")
+            return
+        add_document(builder, doc, heading, merge=True)
+        return
+    builder.add(f"Attachment: {name}", heading=label)
+    add_part(builder, read_part, data, name, label)
 
 
 def _filename(part: Message) -> str:
@@ -471,7 +486,6 @@ class _Outlook:
         if not isinstance(data, (bytes, bytearray)) or not data:
             self.builder.warnings.append(f"{label}: not read: the attachment has no data")
             return
-        self.builder.add(f"Attachment: {name}", heading=label)
-        add_part(self.builder, self.read_part, bytes(data), name, label)
+        _add_attachment(self.builder, self.read_part, bytes(data), name, heading)
 
 

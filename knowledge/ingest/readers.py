@@ -3,7 +3,7 @@
 The real format is decided from the bytes (:func:`detect_format`), never from the extension alone: a
 PDF renamed ``.txt`` is read as a PDF, a legacy ``.doc`` renamed ``.docx`` is refused as what it is.
 Each reader (pdf, docx, pptx, xlsx, odt/ods/odp, epub, rtf, eml/mbox/msg, zip, markdown, html, csv,
-text, image by OCR) returns a
+TNEF winmail.dat, text, image by OCR) returns a
 :class:`~knowledge.ingest.document.Document`: sections with pages and heading paths, tables with a
 header row in ``Document.tables``, and what it skipped named in ``warnings``.
 
@@ -38,6 +38,7 @@ from knowledge.ingest._pdf import read_pdf
 from knowledge.ingest._pptx import read_pptx
 from knowledge.ingest._rtf import read_rtf
 from knowledge.ingest._text import Builder, decode
+from knowledge.ingest._tnef import read_tnef
 from knowledge.ingest._xlsx import read_xls, read_xlsx
 from knowledge.ingest._zipsafe import Budget
 from knowledge.ingest.document import FORMATS, Document, Section
@@ -147,6 +148,8 @@ def _read(data: bytes, name: str | None, *, password: str | None, ocr: Literal["
         return read_mbox(data, read_part)
     if fmt == "msg":
         return read_msg(data, read_part)
+    if fmt == "tnef":
+        return read_tnef(data, read_part)
     if fmt == "zip":
         doc = read_zip(data, read_part, budget)
         ext = PurePath(name).suffix.lower() if name else ""
