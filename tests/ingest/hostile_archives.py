@@ -284,3 +284,23 @@ def epub_missing_chapter() -> bytes:
         zf.writestr("OEBPS/one.xhtml", page("Grouse", "The grouse GROUSE-1 calls at dawn."))
         zf.writestr("OEBPS/three.xhtml", page("Ptarmigan", "The ptarmigan PTARMIGAN-3 turns white."))
     return buf.getvalue()
+
+
+def overlapping_package(package: bytes, member: str, copies: int = 40) -> bytes:
+    """``package`` (a .docx, .xlsx, .epub, ... built by any means) with ``copies`` more central
+    directory entries pointing at ``member``'s local header, as :func:`overlapping_zip` does to a
+    plain archive."""
+    zf = zipfile.ZipFile(io.BytesIO(package))
+    infos = zf.infolist()
+    eocd = package.rindex(b"PK\x05\x06")
+    (start,) = struct.unpack("<I", package[eocd + 16:eocd + 20])  # APPNOTE §4.3.16: the directory's offset
+    target = zf.getinfo(member)
+    raw = target.orig_filename.encode("utf-8")
+    flags = target.flag_bits & ~0x8  # sizes are in the directory entry
+    central = package[start:eocd]
+    central += b"".join(_central_entry(raw, crc=target.CRC, csize=target.compress_size, usize=target.file_size,
+                                       method=target.compress_type, offset=target.header_offset, flags=flags)
+                        for _ in range(copies))
+    count = len(infos) + copies
+    return package[:start] + central + _end_of_directory(count, len(central), start)
+
