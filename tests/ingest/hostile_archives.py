@@ -237,7 +237,7 @@ def base64_rfc822_eml(transfer_encoding: str = "base64") -> bytes:
     inner = ("From: Grace Hopper <grace@example.org>\r\nTo: Ada Lovelace <ada@example.org>\r\n"
              "Subject: Inner KESTREL\r\nDate: Mon, 05 Jun 2017 09:00:00 -0700\r\n"
              "Content-Type: text/plain; charset=utf-8\r\n\r\nThe inner body HERON-12 says the café is closed.\r\n"
-             ).encode("utf-8")
+             ).encode()
     kind = transfer_encoding.strip().lower()
     if kind == "base64":
         encoded = base64.encodebytes(inner).decode("ascii")

@@ -280,7 +280,7 @@ def test_hostile_winmail_dat_is_refused_in_words():
     with pytest.raises(UnsupportedFile, match=r"^damaged: a TNEF property list declares 4,294,967,295 properties"
                                               r" in 12 bytes$"):
         read_document(bad, "winmail.dat")
-    with pytest.raises(EmptyDocument, match="winmail.dat"):
+    with pytest.raises(EmptyDocument, match=r"winmail\.dat"):
         read_document(tnef_file()[:40], "winmail.dat")
     # a recipient table declaring 4 billion rows is left out (the mail carries its recipients)
     doc = read_document(tnef_file(recipients=struct.pack("<I", 0xFFFFFFFF)), "winmail.dat")
