@@ -3,7 +3,8 @@
 The name only chooses between the text-like formats (Markdown, HTML, CSV, plain text) and breaks
 ties a ZIP's first bytes cannot. Signatures come from the formats' specifications and the
 ``file(1)`` magic database: PDF ISO 32000-1 §7.5.2 (``%PDF-`` within the first 1024 bytes, as readers
-accept), ZIP APPNOTE §4.3.7, OLE2 [MS-CFB] §2.2, PNG, JPEG, GIF, TIFF, WebP/RIFF, ISO-BMFF ``ftyp``.
+accept), ZIP APPNOTE §4.3.7, OLE2 [MS-CFB] §2.2, TNEF [MS-OXTNEF] §2.1.3.1 (``0x223E9F78``), PNG, JPEG, GIF,
+TIFF, WebP/RIFF, ISO-BMFF ``ftyp``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ from pathlib import PurePath
 
 from knowledge.errors import UnsupportedFile
 from knowledge.ingest._text import looks_binary, sniff_encoding
+
+#: The first bytes of a TNEF stream (``winmail.dat``): 0x223E9F78 little-endian ([MS-OXTNEF] §2.1.3.1).
+TNEF_SIGNATURE = b"\x78\x9f\x3e\x22"
 
 #: How many leading bytes :func:`detect_format` needs to decide, except for a ZIP (see there).
 HEAD_BYTES = 8192
@@ -104,7 +108,8 @@ def _has_stream(data: bytes, name: str) -> bool:
 def detect_format(head: bytes, name: str | None = None) -> str:
     """The reader ``head`` needs: one of :data:`~knowledge.ingest.document.FORMATS` (``"pdf"``,
     ``"docx"``, ``"pptx"``, ``"xlsx"``, ``"odt"``, ``"ods"``, ``"odp"``, ``"epub"``, ``"rtf"``, ``"eml"``,
-    ``"mbox"``, ``"msg"``, ``"zip"``, ``"markdown"``, ``"html"``, ``"csv"``, ``"text"``, ``"image"``: PNG,
+    ``"mbox"``, ``"msg"``, ``"tnef"`` (``winmail.dat``), ``"zip"``, ``"markdown"``, ``"html"``, ``"csv"``,
+    ``"text"``, ``"image"``: PNG,
     JPEG, TIFF, WebP, BMP read by OCR), or ``"encrypted-ooxml"`` (an encrypted .docx/.xlsx/.pptx: to
     be decrypted, then detected again).
 
@@ -130,6 +135,8 @@ def detect_format(head: bytes, name: str | None = None) -> str:
         return _zip_kind(head, ext)
     if head.startswith(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"):
         return _ole2_kind(head, ext)
+    if head.startswith(TNEF_SIGNATURE):
+        return "tnef"
     if head.lstrip(b"\xef\xbb\xbf \t\r\n")[:5] == b"{\\rtf":
         return "rtf"
     if is_ocr_image(head):  # OCR hook (issue 16): PNG, JPEG, TIFF, WebP, BMP go to knowledge.ingest._ocr

@@ -25,11 +25,12 @@ from collections import Counter
 
 from lxml import etree
 
-from knowledge.errors import EmptyDocument, FileTooLarge, KnowledgeError, UnsupportedFile
+from knowledge.errors import EmptyDocument, KnowledgeError, UnsupportedFile
 from knowledge.ingest._compose import ReadPart, add_part
 from knowledge.ingest._embedded import ooxml_embeddings
 from knowledge.ingest._html import read_html
 from knowledge.ingest._text import Builder, decode, one_line
+from knowledge.ingest._zipsafe import MAX_PACKAGE_BYTES, check_package
 from knowledge.ingest.document import Document
 
 W_NS = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
@@ -40,7 +41,7 @@ R = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}"
 _RT = "http://schemas.openxmlformats.org/officeDocument/2006/relationships/"
 
 #: A DOCX that unpacks to more than this is refused before python-docx reads it (a "zip bomb").
-MAX_UNPACKED_BYTES = 512 * 1024 * 1024
+MAX_UNPACKED_BYTES = MAX_PACKAGE_BYTES
 
 _SAFE_PARSER = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=False)
 
@@ -53,7 +54,8 @@ def read_docx(data: bytes, read_part: ReadPart | None = None, *, _depth: int = 0
     appended after the body under their file names; without it they are named in the warnings.
 
     Raises:
-        UnsupportedFile: a damaged ZIP or a package without a Word main document, with the reason.
+        UnsupportedFile: a damaged ZIP or a package without a Word main document, with the reason;
+            entries that overlap each other's data (an overlapping zip bomb).
         FileTooLarge: the package unpacks to more than :data:`MAX_UNPACKED_BYTES`.
         EmptyDocument: no text at all (for example only images).
     """
@@ -79,9 +81,11 @@ def read_docx(data: bytes, read_part: ReadPart | None = None, *, _depth: int = 0
 def _check_zip(data: bytes) -> None:
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as zf:
-            infos = zf.infolist()
-            names = {i.filename for i in infos}
+            names = {i.filename for i in zf.infolist()}
+            check_package(zf, data, "DOCX", MAX_UNPACKED_BYTES)
             bad = zf.testzip()
+    except KnowledgeError:
+        raise
     except zipfile.BadZipFile as exc:
         raise UnsupportedFile(f"unreadable DOCX: the file is damaged (not a valid ZIP: {exc})") from exc
     except Exception as exc:  # zlib.error, EOFError, NotImplementedError (compression method)
@@ -90,11 +94,6 @@ def _check_zip(data: bytes) -> None:
         raise UnsupportedFile(f"unreadable DOCX: the file is damaged (member {bad} fails its checksum)")
     if "[Content_Types].xml" not in names:
         raise UnsupportedFile("unreadable DOCX: not an Office package (no [Content_Types].xml)")
-    unpacked = sum(i.file_size for i in infos)
-    if unpacked > MAX_UNPACKED_BYTES:
-        raise FileTooLarge(
-            f"This DOCX unpacks to {unpacked:,} bytes, over the limit of {MAX_UNPACKED_BYTES:,} bytes."
-        )
 
 
 #: ISO/IEC 29500 Strict namespaces and the transitional ones python-docx knows (ISO/IEC 29500-4).

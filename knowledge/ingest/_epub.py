@@ -8,7 +8,8 @@ the title page and other ``linear="no"`` items included, then content documents 
 outside the spine (not the navigation document). Provenance: heading = the chapter's title (from the
 NCX or EPUB 3 navigation document, else the chapter's own ``<title>``) followed by its own headings;
 ``page`` = the chapter's position in the reading order (1 = the first content document, read or
-not: a cover with only an image is position 1 without text). DRM-encrypted
+not: a cover with only an image is position 1 without text). A spine item whose file is missing, or
+that the manifest does not list, is named in the warnings and the rest of the book is read. DRM-encrypted
 chapters are refused; fonts obfuscated by the EPUB rules do not matter.
 """
 
@@ -21,14 +22,15 @@ from urllib.parse import unquote
 
 from lxml import etree
 
-from knowledge.errors import EmptyDocument, FileTooLarge, KnowledgeError, UnsupportedFile
+from knowledge.errors import EmptyDocument, KnowledgeError, UnsupportedFile
 from knowledge.ingest._compose import add_document
 from knowledge.ingest._html import read_html
 from knowledge.ingest._text import Builder, decode, one_line
+from knowledge.ingest._zipsafe import MAX_PACKAGE_BYTES, check_package
 from knowledge.ingest.document import Document
 
 #: An EPUB that unpacks to more than this is refused (a "zip bomb").
-MAX_UNPACKED_BYTES = 512 * 1024 * 1024
+MAX_UNPACKED_BYTES = MAX_PACKAGE_BYTES
 #: At most this many content documents are read.
 MAX_DOCUMENTS = 5000
 
@@ -49,21 +51,19 @@ def read_epub(data: bytes) -> Document:
     its position in reading order); ``title`` and ``attributes["author"]`` from the OPF metadata.
 
     Raises:
-        UnsupportedFile: a damaged ZIP, or DRM-encrypted chapters (``"damaged: ..."`` /
-            ``"unsupported: ..."``).
+        UnsupportedFile: a damaged ZIP, DRM-encrypted chapters (``"damaged: ..."`` /
+            ``"unsupported: ..."``), or entries that overlap each other's data (an overlapping zip
+            bomb).
         FileTooLarge: the package unpacks to more than :data:`MAX_UNPACKED_BYTES`.
         EmptyDocument: no chapter has text.
     """
     try:
         zf = zipfile.ZipFile(io.BytesIO(data))
-        infos = zf.infolist()
+        zf.infolist()  # reads the central directory: a damaged one fails here
     except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
         raise UnsupportedFile(f"damaged: this EPUB is not a valid ZIP ({exc})") from exc
     with zf:
-        unpacked = sum(i.file_size for i in infos)
-        if unpacked > MAX_UNPACKED_BYTES:
-            raise FileTooLarge(f"This EPUB unpacks to {unpacked:,} bytes, over the limit of"
-                               f" {MAX_UNPACKED_BYTES:,} bytes.")
+        check_package(zf, data, "EPUB", MAX_UNPACKED_BYTES)
         try:
             return _Book(zf).read()
         except KnowledgeError:
@@ -167,9 +167,16 @@ class _Book:
 
         order: list[str] = []
         if spine is not None:
-            for ref in spine.iter(_OPF + "itemref"):
-                entry = items.get(ref.get("idref") or "")
-                if entry and content(entry) and entry[0] not in order:
+            for number, ref in enumerate(spine.iter(_OPF + "itemref"), start=1):
+                idref = ref.get("idref") or ""
+                entry = items.get(idref)
+                if entry is None:
+                    self.warnings.append(f"the reading order's item {number} ({one_line(idref)[:80] or 'no id'})"
+                                         " is not in the book's manifest: skipped")
+                elif entry[0] not in self.names:
+                    self.warnings.append(f"the reading order's item {number} ({one_line(entry[0])[:200]}) is"
+                                         " missing from the book: skipped")
+                elif content(entry) and entry[0] not in order:
                     order.append(entry[0])
         for key in manifest_order:  # content documents outside the spine (notes, appendices)
             entry = items[key]

@@ -7,7 +7,11 @@ From, To, Cc, Date) opens it, then the body. ``multipart/alternative`` keeps the
 (read by the HTML reader) and drops the plain one, as Tika does; a ``multipart/related`` body keeps
 its root and skips the inline resources (pictures the HTML shows). Every attachment is read by its
 own format through ``read_part`` under ``subject > file name`` (a PDF in a mail is searchable with
-its pages); a nested ``message/rfc822`` is read as a mail of its own under the outer subject.
+its pages); a nested ``message/rfc822`` is read as a mail of its own under the outer subject,
+also when it was sent base64 or quoted-printable encoded (RFC 2046 §5.2.1 forbids it; clients decode
+it all the same). A ``Content-Transfer-Encoding`` is read as the clients read it: case and
+surrounding spaces do not matter (``"Base64  "``). A TNEF ``winmail.dat`` attachment is unpacked
+by its own reader (:mod:`knowledge.ingest._tnef`).
 Declared charsets are honoured (with the common supersets: Big5 as cp950, GB2312 as GB18030, ...);
 a wrong or unknown charset falls back to :func:`~knowledge.ingest._text.decode`'s sniffing. An
 attachment that cannot be read is named in the warnings with its reason; the mail still indexes.
@@ -15,11 +19,14 @@ attachment that cannot be read is named in the warnings with its reason; the mai
 
 from __future__ import annotations
 
+import base64
+import binascii
 import codecs
 import contextlib
 import email
 import email.utils
 import os
+import quopri
 import re
 import tempfile
 from email import policy
@@ -27,6 +34,7 @@ from email.message import EmailMessage, Message
 
 from knowledge.errors import EmptyDocument, KnowledgeError, UnsupportedFile
 from knowledge.ingest._compose import MAX_DEPTH, ReadPart, add_document, add_part, join_path
+from knowledge.ingest._detect import TNEF_SIGNATURE
 from knowledge.ingest._html import read_html
 from knowledge.ingest._text import Builder, clean_line, decode, one_line
 from knowledge.ingest.document import Document
@@ -133,7 +141,59 @@ def read_msg(data: bytes, read_part: ReadPart) -> Document:
 def _parse(data: bytes) -> EmailMessage:
     message = email.message_from_bytes(data, policy=policy.default)
     assert isinstance(message, EmailMessage)  # policy.default's message factory
+    _normalise_transfer_encodings(message)
     return message
+
+
+def _transfer_encoding(part: Message) -> str:
+    """The part's ``Content-Transfer-Encoding`` as mail clients read it: lower case, without spaces
+    or quotes around it; ``""`` when missing."""
+    try:
+        value = part.get("Content-Transfer-Encoding")
+    except Exception:  # a header policy.default cannot parse
+        value = None
+    return str(value or "").strip().strip('"').strip().lower()
+
+
+def _normalise_transfer_encodings(message: Message) -> None:
+    """Rewrite every ``Content-Transfer-Encoding`` of ``message`` in the form the email package
+    decodes (it takes ``"base64  "`` or ``"base64;"`` for an unknown encoding and leaves the body
+    encoded)."""
+    for part in message.walk():
+        if "Content-Transfer-Encoding" not in part:
+            continue
+        value = _transfer_encoding(part).rstrip(";").strip()
+        with contextlib.suppress(Exception):
+            if str(part.get("Content-Transfer-Encoding")) != value:
+                part.replace_header("Content-Transfer-Encoding", value)
+
+
+_REPARSE = policy.default.clone(refold_source="none", max_line_length=None)
+
+
+def _inner_messages(part: Message) -> list[Message]:
+    """The mails in a ``message/rfc822`` part. The email package parses the part's body as a mail
+    without decoding it first; one sent base64 or quoted-printable encoded is decoded and parsed
+    again here."""
+    payload = part.get_payload()
+    children = [c for c in payload if isinstance(c, Message)] if isinstance(payload, list) else []
+    cte = _transfer_encoding(part)
+    if cte not in ("base64", "quoted-printable"):
+        return children
+    try:
+        if children:
+            raw = b"".join(c.as_bytes(policy=_REPARSE) for c in children)
+        else:
+            raw = payload.encode("ascii", "replace") if isinstance(payload, str) else b""
+        if cte == "base64":
+            decoded = base64.b64decode(re.sub(rb"[^A-Za-z0-9+/]", b"", raw) + b"==", validate=False)
+        else:
+            decoded = quopri.decodestring(raw)
+    except (binascii.Error, ValueError, TypeError, LookupError, UnicodeError):
+        return children
+    if not decoded.strip():
+        return children
+    return [_parse(decoded)]
 
 
 def _header(message: Message | None, name: str) -> str:
@@ -230,7 +290,7 @@ class _Mail:
                 return
             children = [c for c in payload if isinstance(c, Message)]
             if ctype == "message/rfc822":
-                self._nested(children, heading, depth=depth)
+                self._nested(_inner_messages(part), heading, depth=depth)
             elif ctype == "multipart/alternative":
                 self._alternative(children, heading, depth=depth)
             elif ctype == "multipart/related":
@@ -305,9 +365,7 @@ class _Mail:
 
     def attachment(self, part: Message, heading: str | None, *, depth: int) -> None:
         if part.get_content_type() == "message/rfc822":
-            payload = part.get_payload()
-            children = payload if isinstance(payload, list) else []
-            self._nested(children, heading, depth=depth)
+            self._nested(_inner_messages(part), heading, depth=depth)
             return
         name = _filename(part)
         if not name:
@@ -321,9 +379,23 @@ class _Mail:
         if not isinstance(data, bytes) or not data.strip():
             self.builder.warnings.append(f"{join_path(heading, name)}: not read: the attachment is empty")
             return
-        label = join_path(heading, name)
-        self.builder.add(f"Attachment: {name}", heading=label)
-        add_part(self.builder, self.read_part, data, name, label)
+        _add_attachment(self.builder, self.read_part, data, name, heading)
+
+
+def _add_attachment(builder: Builder, read_part: ReadPart, data: bytes, name: str, heading: str | None) -> None:
+    """Append the attachment ``data`` under ``heading > name``; a TNEF ``winmail.dat`` is unpacked in
+    place instead, its body and attachments under the mail's own heading (as Tika does)."""
+    label = join_path(heading, name)
+    if data.startswith(TNEF_SIGNATURE):
+        try:
+            doc = read_part(data, name)
+        except KnowledgeError as exc:
+            builder.warnings.append(f"{label}: not read: {exc}")
+            return
+        add_document(builder, doc, heading, merge=True)
+        return
+    builder.add(f"Attachment: {name}", heading=label)
+    add_part(builder, read_part, data, name, label)
 
 
 def _filename(part: Message) -> str:
@@ -414,7 +486,6 @@ class _Outlook:
         if not isinstance(data, (bytes, bytearray)) or not data:
             self.builder.warnings.append(f"{label}: not read: the attachment has no data")
             return
-        self.builder.add(f"Attachment: {name}", heading=label)
-        add_part(self.builder, self.read_part, bytes(data), name, label)
+        _add_attachment(self.builder, self.read_part, bytes(data), name, heading)
 
 

@@ -25,9 +25,10 @@ from collections.abc import Iterator
 
 from lxml import etree
 
-from knowledge.errors import FileTooLarge, KnowledgeError, PasswordRequired, UnsupportedFile
+from knowledge.errors import KnowledgeError, PasswordRequired, UnsupportedFile
 from knowledge.ingest._compose import ReadPart, add_part
 from knowledge.ingest._text import Builder, one_line
+from knowledge.ingest._zipsafe import MAX_PACKAGE_BYTES, check_package
 from knowledge.ingest.document import Document
 
 _NS = {
@@ -48,7 +49,7 @@ OFFICE, STYLE, TEXT, TABLE, DRAW, PRES, SVG, DC, XLINK = (
     f"{{{_NS[k]}}}" for k in ("office", "style", "text", "table", "draw", "presentation", "svg", "dc", "xlink"))
 
 #: A package that unpacks to more than this is refused (a "zip bomb").
-MAX_UNPACKED_BYTES = 512 * 1024 * 1024
+MAX_UNPACKED_BYTES = MAX_PACKAGE_BYTES
 #: Repeated rows/columns of a sheet are expanded up to these counts (a repeated empty row is skipped).
 MAX_ROW_REPEAT = 100
 MAX_COLUMNS = 1024
@@ -88,7 +89,8 @@ def read_odf(data: bytes, fmt: str, read_part: ReadPart) -> Document:
     Raises:
         PasswordRequired: the package is still encrypted (``read_document`` decrypts it first with
             ``_crypto.decrypt_odf`` when given the password).
-        UnsupportedFile: a damaged ZIP, or no ``content.xml`` (``"damaged: ..."``).
+        UnsupportedFile: a damaged ZIP, or no ``content.xml`` (``"damaged: ..."``), or entries that
+            overlap each other's data (an overlapping zip bomb).
         FileTooLarge: the package unpacks to more than :data:`MAX_UNPACKED_BYTES`.
         EmptyDocument: no text.
     """
@@ -100,10 +102,7 @@ def read_odf(data: bytes, fmt: str, read_part: ReadPart) -> Document:
         raise UnsupportedFile(f"damaged: this {what} is not a valid ZIP ({exc})") from exc
     with zf:
         names = {i.filename for i in infos}
-        unpacked = sum(i.file_size for i in infos)
-        if unpacked > MAX_UNPACKED_BYTES:
-            raise FileTooLarge(f"This {what} unpacks to {unpacked:,} bytes, over the limit of"
-                               f" {MAX_UNPACKED_BYTES:,} bytes.")
+        check_package(zf, data, what, MAX_UNPACKED_BYTES)
         if _encrypted(zf, names):
             raise PasswordRequired(f"password required: this {what} is encrypted; give its password to read it")
         if "content.xml" not in names:

@@ -24,10 +24,11 @@ from collections.abc import Iterator
 
 from lxml import etree
 
-from knowledge.errors import EmptyDocument, FileTooLarge, KnowledgeError, UnsupportedFile
+from knowledge.errors import EmptyDocument, KnowledgeError, UnsupportedFile
 from knowledge.ingest._compose import ReadPart, add_part, join_path
 from knowledge.ingest._embedded import unwrap_ole
 from knowledge.ingest._text import Builder, clean, one_line
+from knowledge.ingest._zipsafe import MAX_PACKAGE_BYTES, check_package
 from knowledge.ingest.document import Document
 
 A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
@@ -43,7 +44,7 @@ _RT_MODERN_COMMENTS = "http://schemas.microsoft.com/office/2018/10/relationships
 _RT_AUTHORS = "http://schemas.microsoft.com/office/2018/10/relationships/authors"
 
 #: A deck that unpacks to more than this is refused before python-pptx reads it (a "zip bomb").
-MAX_UNPACKED_BYTES = 512 * 1024 * 1024
+MAX_UNPACKED_BYTES = MAX_PACKAGE_BYTES
 
 #: Placeholders whose text on a master or layout is real text (a footer, a date, a header), not a
 #: prompt that a slide replaces (ECMA-376 §19.7.10 ST_PlaceholderType).
@@ -59,7 +60,8 @@ def read_pptx(data: bytes, read_part: ReadPart) -> Document:
     ``read_part(bytes, name)`` reads an object embedded on a slide (:mod:`knowledge.ingest._compose`).
 
     Raises:
-        UnsupportedFile: a damaged ZIP (``"damaged: ..."``) or a package without a presentation.
+        UnsupportedFile: a damaged ZIP (``"damaged: ..."``) or a package without a presentation;
+            entries that overlap each other's data (an overlapping zip bomb).
         FileTooLarge: the package unpacks to more than :data:`MAX_UNPACKED_BYTES`.
         EmptyDocument: no text on any slide, in its notes, comments or embedded objects (the text of
             the masters alone, such as a template's date, does not make a document).
@@ -92,9 +94,11 @@ def read_pptx(data: bytes, read_part: ReadPart) -> Document:
 def _check_zip(data: bytes) -> None:
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as zf:
-            infos = zf.infolist()
-            names = {i.filename for i in infos}
+            names = {i.filename for i in zf.infolist()}
+            check_package(zf, data, "PowerPoint presentation", MAX_UNPACKED_BYTES)
             bad = zf.testzip()
+    except KnowledgeError:
+        raise
     except zipfile.BadZipFile as exc:
         raise UnsupportedFile(f"damaged: this PowerPoint presentation is not a valid ZIP ({exc})") from exc
     except Exception as exc:  # zlib.error, EOFError, NotImplementedError (compression method)
@@ -104,10 +108,6 @@ def _check_zip(data: bytes) -> None:
         raise UnsupportedFile(f"damaged: this PowerPoint presentation's member {bad} fails its checksum")
     if "[Content_Types].xml" not in names:
         raise UnsupportedFile("damaged: not an Office package (no [Content_Types].xml)")
-    unpacked = sum(i.file_size for i in infos)
-    if unpacked > MAX_UNPACKED_BYTES:
-        raise FileTooLarge(f"This PowerPoint presentation unpacks to {unpacked:,} bytes, over the limit"
-                           f" of {MAX_UNPACKED_BYTES:,} bytes.")
 
 
 # -- package helpers ------------------------------------------------------------------------------

@@ -22,15 +22,16 @@ import zipfile
 
 from lxml import etree
 
-from knowledge.errors import FileTooLarge, KnowledgeError, UnsupportedFile
+from knowledge.errors import KnowledgeError, UnsupportedFile
 from knowledge.ingest._compose import ReadPart, add_part, join_path
 from knowledge.ingest._embedded import chart_data_parts, unwrap_ole
 from knowledge.ingest._numfmt import BUILTIN_FORMATS, format_number, format_text
 from knowledge.ingest._text import Builder, one_line
+from knowledge.ingest._zipsafe import MAX_PACKAGE_BYTES, check_package
 from knowledge.ingest.document import Document
 
 #: A workbook that unpacks to more than this is refused before it is parsed (a "zip bomb").
-MAX_UNPACKED_BYTES = 512 * 1024 * 1024
+MAX_UNPACKED_BYTES = MAX_PACKAGE_BYTES
 
 S = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
 A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
@@ -53,6 +54,7 @@ def read_xlsx(data: bytes, read_part: ReadPart) -> Document:
     Raises:
         UnsupportedFile: a damaged ZIP, a binary workbook (.xlsb), or a package openpyxl cannot open,
             with the reason.
+        UnsupportedFile: entries that overlap each other's data (an overlapping zip bomb).
         FileTooLarge: the package unpacks to more than :data:`MAX_UNPACKED_BYTES`.
         EmptyDocument: no sheet has a value, and nothing else (headers, comments, text boxes) has text.
     """
@@ -65,10 +67,7 @@ def read_xlsx(data: bytes, read_part: ReadPart) -> Document:
     names = {i.filename for i in infos}
     if "xl/workbook.bin" in names:
         raise UnsupportedFile("unsupported: an Excel binary workbook (.xlsb) — save it as .xlsx")
-    unpacked = sum(i.file_size for i in infos)
-    if unpacked > MAX_UNPACKED_BYTES:
-        raise FileTooLarge(f"This workbook unpacks to {unpacked:,} bytes, over the limit of "
-                           f"{MAX_UNPACKED_BYTES:,} bytes.")
+    check_package(zf, data, "workbook", MAX_UNPACKED_BYTES)
     try:
         return _Reader(zf, data, read_part).read()
     except KnowledgeError:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 #: The values :attr:`Document.format` can take.
 FORMATS: tuple[str, ...] = ("pdf", "docx", "pptx", "xlsx", "xls", "odt", "ods", "odp", "epub", "rtf", "eml", "mbox",
-                            "msg", "zip", "markdown", "text", "html", "csv", "image")
+                            "msg", "tnef", "zip", "markdown", "text", "html", "csv", "image")
 
 
 @dataclass(frozen=True, slots=True)

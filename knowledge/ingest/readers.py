@@ -3,7 +3,7 @@
 The real format is decided from the bytes (:func:`detect_format`), never from the extension alone: a
 PDF renamed ``.txt`` is read as a PDF, a legacy ``.doc`` renamed ``.docx`` is refused as what it is.
 Each reader (pdf, docx, pptx, xlsx, odt/ods/odp, epub, rtf, eml/mbox/msg, zip, markdown, html, csv,
-text, image by OCR) returns a
+TNEF winmail.dat, text, image by OCR) returns a
 :class:`~knowledge.ingest.document.Document`: sections with pages and heading paths, tables with a
 header row in ``Document.tables``, and what it skipped named in ``warnings``.
 
@@ -38,7 +38,9 @@ from knowledge.ingest._pdf import read_pdf
 from knowledge.ingest._pptx import read_pptx
 from knowledge.ingest._rtf import read_rtf
 from knowledge.ingest._text import Builder, decode
+from knowledge.ingest._tnef import read_tnef
 from knowledge.ingest._xlsx import read_xls, read_xlsx
+from knowledge.ingest._zipsafe import Budget
 from knowledge.ingest.document import FORMATS, Document, Section
 
 __all__ = ["FORMATS", "HEAD_BYTES", "LEGACY_WORD", "Document", "Section", "detect_format",
@@ -65,7 +67,9 @@ def read_document(source: Source, name: str | None = None, *, password: str | No
         password: for an encrypted PDF whose empty password does not open it, or an encrypted Office
             file (.docx/.xlsx/.pptx; Excel's default password is tried first). Not passed to parts.
         max_bytes: refuse files larger than this many bytes (``None``: no limit). Checked before
-            reading where the size is known (paths, seekable streams).
+            reading where the size is known (paths, seekable streams). Also the most the ZIP archives
+            in the file (nested ones included) may inflate to together (``None``:
+            :data:`~knowledge.ingest._zipsafe.DEFAULT_MAX_BYTES`, 100 MB).
         ocr: ``"auto"`` reads PDF pages without a text layer and image files by OCR; ``"off"``
             reports those pages and refuses images.
         on_page: ``on_page(done, total)`` while OCR reads pages (``done = 0`` before the first);
@@ -94,11 +98,12 @@ def read_document(source: Source, name: str | None = None, *, password: str | No
         raise InvalidArgument(f"max_bytes must be a whole number of bytes >= 0 or None, got {max_bytes!r}.")
     data, path_name = _load(source, max_bytes)
     name = name if name is not None else path_name
-    return _read(data, name, password=password, ocr=ocr, on_page=on_page, depth=0)
+    return _read(data, name, password=password, ocr=ocr, on_page=on_page, depth=0, budget=Budget(max_bytes))
 
 
 def _read(data: bytes, name: str | None, *, password: str | None, ocr: Literal["auto", "off"],
-          on_page: Callable[[int, int], None] | None, depth: int) -> Document:
+          on_page: Callable[[int, int], None] | None, depth: int, budget: Budget) -> Document:
+    """One file or embedded part; ``budget``: what the document's ZIP archives may still inflate."""
     if not data.strip(b" \t\r\n\x00\x0b\x0c"):
         raise EmptyDocument("no text: the file is empty")
     fmt = detect_format(data, name)
@@ -111,7 +116,7 @@ def _read(data: bytes, name: str | None, *, password: str | None, ocr: Literal["
     def read_part(part: bytes, part_name: str) -> Document:
         if depth + 1 > MAX_DEPTH:
             raise UnsupportedFile(f"not read: parts nested more than {MAX_DEPTH} deep")
-        return _read(part, part_name, password=None, ocr=ocr, on_page=None, depth=depth + 1)
+        return _read(part, part_name, password=None, ocr=ocr, on_page=None, depth=depth + 1, budget=budget)
 
     if fmt == "pdf":
         return read_pdf(data, name=name, password=password, ocr=ocr, on_page=on_page)
@@ -143,8 +148,10 @@ def _read(data: bytes, name: str | None, *, password: str | None, ocr: Literal["
         return read_mbox(data, read_part)
     if fmt == "msg":
         return read_msg(data, read_part)
+    if fmt == "tnef":
+        return read_tnef(data, read_part)
     if fmt == "zip":
-        doc = read_zip(data, read_part)
+        doc = read_zip(data, read_part, budget)
         ext = PurePath(name).suffix.lower() if name else ""
         if ext in _PACKAGE_EXTENSIONS:
             doc.warnings.insert(0, f"named {ext} but it is a plain ZIP archive, not {_PACKAGE_EXTENSIONS[ext]}:"
