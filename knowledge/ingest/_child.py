@@ -3,7 +3,8 @@
 Reads tasks (length-prefixed pickles from its parent) on standard input, answers in length-prefixed
 JSON on the original standard output; whatever a library prints goes to standard error. Exits when
 its input closes (the parent is gone), after :data:`~knowledge.ingest.isolated.IDLE_SECONDS`
-without a task, and after a ``MemoryError`` (its heap is in doubt).
+without a task, after a ``MemoryError`` (its heap is in doubt), and :data:`GRACE_SECONDS` past a
+file's deadline (SIGALRM: the parent kills it at the deadline, unless the parent is gone).
 """
 
 from __future__ import annotations
@@ -46,14 +47,15 @@ def _receive(stream: Any) -> dict[str, Any] | None:
     return pickle.loads(body)  # from the parent, which started this process: trusted
 
 
-def _die_with_parent() -> None:
-    """Linux: be killed when the parent dies (prctl PR_SET_PDEATHSIG), even mid-file."""
-    if not sys.platform.startswith("linux"):
-        return
-    with contextlib.suppress(Exception):
-        import ctypes  # noqa: PLC0415 - only on Linux, once
+#: Seconds past its file's deadline after which a child ends itself (SIGALRM), should its parent
+#: be gone and unable to kill it.
+GRACE_SECONDS = 30.0
 
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
+
+def _alarm(seconds: float) -> None:
+    """End this process (SIGALRM's default action) ``seconds`` from now; ``0`` disarms it."""
+    with contextlib.suppress(ValueError, OSError):
+        signal.setitimer(signal.ITIMER_REAL, max(0.0, seconds))
 
 
 def _vm_bytes() -> int:
@@ -90,7 +92,7 @@ def _limit_address_space(base: int, task: dict[str, Any]) -> None:
 
 
 def main() -> int:
-    _die_with_parent()
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C in the terminal is the parent's to handle
     out = _Out(os.fdopen(os.dup(1), "wb"))
     os.dup2(2, 1)  # print() of a library lands in the log, never in the protocol
@@ -108,14 +110,19 @@ def main() -> int:
         if task is None:
             return 0  # the parent closed the pipe
         _limit_address_space(base, task)
+        _alarm(float(task.get("deadline_seconds") or 0) + GRACE_SECONDS)
         try:
             chunk = task.get("chunk")
             if chunk is not None and "twin" in task:
                 twins[chunk["twin_id"]] = task["twin"]
             source = task["path"] if "path" in task else task["data"]
 
-            def on_page(done: int, total: int) -> None:
+            page_seconds = float(task.get("page_seconds") or 0)
+
+            def on_page(done: int, total: int, page_seconds: float = page_seconds) -> None:
                 out.send({"t": "page", "done": done, "total": total})
+                left = signal.getitimer(signal.ITIMER_REAL)[0]  # each OCR page gets the timeout again
+                _alarm(max(left, page_seconds + GRACE_SECONDS))
 
             doc = read_document(source, task.get("name"), password=task.get("password"),
                                 max_bytes=task.get("max_bytes"), ocr=task.get("ocr", "auto"), on_page=on_page)
@@ -142,6 +149,7 @@ def main() -> int:
             out.send({"t": "error", "class": "UnsupportedFile",
                       "message": f"unreadable: the reader failed on this file ({_words(exc)})"})
         finally:
+            _alarm(0)
             with contextlib.suppress(ValueError, OSError):
                 resource.setrlimit(resource.RLIMIT_AS, address_limit)
 

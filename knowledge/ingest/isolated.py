@@ -331,6 +331,8 @@ class ReaderPool:
     def _run(self, child: _Child, task: dict[str, Any], chunking: Chunking | None, limits: ReadLimits,
              size: int, on_page: Callable[[int, int], None] | None,
              check: Callable[[], None] | None) -> ReadResult:
+        budget = limits.deadline_seconds(size)
+        task = {**task, "deadline_seconds": budget, "page_seconds": limits.timeout_seconds}
         key = _twin_key(chunking.embedder) if chunking is not None else None
         if chunking is not None and key not in child.twins:
             task = {**task, "twin": chunking.embedder}
@@ -340,7 +342,6 @@ class ReaderPool:
             raise _Retry() from None
         if key is not None:
             child.twins.add(key)
-        budget = limits.deadline_seconds(size)
         memory = limits.memory_mb * 1024 * 1024
         began = child.ready  # a child that has started takes the file at once
         start_by = time.monotonic() + START_SECONDS
@@ -404,7 +405,7 @@ class ReaderPool:
         with contextlib.suppress(Exception):
             child.proc.wait(timeout=5)
         code = child.proc.poll()
-        if code == 0 and (not began or child.tasks > 0 and time.monotonic() - child.idle_since > IDLE_SECONDS - 5):
+        if code == 0 and (not began or (child.tasks > 0 and time.monotonic() - child.idle_since > IDLE_SECONDS - 5)):
             raise _Retry()  # it was leaving (idle) as the file came
         tail = child.stderr_tail()
         log.warning("a reader child (pid %s) ended with %s%s", child.pid, code, f":\n{tail}" if tail else "")
