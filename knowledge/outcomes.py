@@ -84,7 +84,7 @@ _REWORDED: list[tuple[re.Pattern[str], str]] = [
 # Failures a retry can fix: a password to give, an interrupted or cancelled run, a service that was
 # busy, locked or out of reach.
 _RETRYABLE = re.compile(
-    r"password|interrupted|cancel|not started|timed? ?out|timeout|unavailable|unreachable|cannot reach|"
+    r"password|interrupted|cancel|not started|timed? ?out|timeout|did not arrive|unavailable|unreachable|cannot reach|"
     r"could not reach|connection|locked|busy|try again|temporar", re.I)
 
 
