@@ -28,7 +28,7 @@ from typing import Any
 
 from knowledge.access import LocalFolders
 from knowledge.catalog import DONE, Catalog, SyncedFolder
-from knowledge.errors import InvalidArgument, KnowledgeError
+from knowledge.errors import InvalidArgument, KnowledgeError, unexpected_problem
 from knowledge.filestore.base import clean_name
 from knowledge.outcomes import IngestResult, Outcome
 from knowledge.service.indexing import Indexer, expand_paths, normalize_name
@@ -360,6 +360,10 @@ class FolderSync:
                                   f"{item.path}: removed; its content stays under its other name(s).")
         except KnowledgeError as exc:
             return ItemResult(item, False, f"{item.path}: {exc}")
+        except Exception as exc:  # a reader's bug: this file fails in words, the sync goes on
+            log.exception("sync of %s into %s: %s", self.folder, self.store, item.path)
+            said = f"{item.path}: {unexpected_problem(exc)}."
+            return ItemResult(item, False, said, IngestResult(item.path, Outcome.FAILED, said, error=type(exc).__name__))
         raise AssertionError(item.action)
 
     def run(self, **kwargs: Any) -> SyncReport:
@@ -503,7 +507,8 @@ class SyncJob(IngestJob):
             log.exception("sync of %s into %s", self.sync.folder, self.store)
             for fp in self.files:
                 if fp.result is None:
-                    fp.result = IngestResult(fp.name, Outcome.FAILED, f"{fp.name}: {exc}", error=type(exc).__name__)
+                    said = unexpected_problem(exc, "during the sync", "the program")
+                    fp.result = IngestResult(fp.name, Outcome.FAILED, f"{fp.name}: {said}.", error=type(exc).__name__)
         for fp in self.files:
             if fp.result is None:
                 fp.result = IngestResult(fp.name, Outcome.CANCELLED, f"{fp.name}: not done, the sync was stopped.")

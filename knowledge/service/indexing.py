@@ -43,7 +43,14 @@ from knowledge.attributes import PREFIX, check_attributes, from_payload, to_payl
 from knowledge.catalog import DONE, FAILED, PROCESSING, FileRecord, StoreRecord
 from knowledge.config import Settings
 from knowledge.embeddings.base import Embedder
-from knowledge.errors import FileNotFoundInStore, InvalidArgument, KnowledgeError, StorageError, StoreExists
+from knowledge.errors import (
+    FileNotFoundInStore,
+    InvalidArgument,
+    KnowledgeError,
+    StorageError,
+    StoreExists,
+    unexpected_problem,
+)
 from knowledge.filestore.base import StoredFile, clean_name
 from knowledge.ingest.chunker import chunk_document, embedding_text
 from knowledge.ingest.document import Document, Section
@@ -238,9 +245,21 @@ class Indexer:
             _step(progress, "reading", 0.0, cancel)
             t0 = time.perf_counter()
             with self.files.content(stored.id) as fh:
-                doc = read_document(fh, reading_name(stored.name, stored.content_type), password=password,
-                                    max_bytes=self.settings.ingest.max_file_bytes,
-                                    ocr=tpl.ocr or self.settings.ingest.ocr, on_page=on_page)
+                try:
+                    doc = read_document(fh, reading_name(stored.name, stored.content_type), password=password,
+                                        max_bytes=self.settings.ingest.max_file_bytes,
+                                        ocr=tpl.ocr or self.settings.ingest.ocr, on_page=on_page)
+                except KnowledgeError:
+                    raise
+                except Exception as exc:  # a library's exception a reader let through, or its bug: in words
+                    log.exception("reading %s for store %s", stored.name, store)
+                    reason = f"{unexpected_problem(exc)}."
+                    with lock:
+                        self.catalog.put_file(replace(rec, status=FAILED, reason=reason,
+                                                      total_seconds=time.perf_counter() - started,
+                                                      error=type(exc).__name__))
+                    return IngestResult(stored.name, Outcome.FAILED, f"{stored.name}: {reason}", file_id=stored.id,
+                                        error=type(exc).__name__, seconds=time.perf_counter() - started)
             base = OCR_SHARE if ocr_pages[0] else 0.1
             _step(progress, "chunking", base, cancel)
             result = chunk_document(doc, embedder, tpl.max_chunk_size_tokens, tpl.chunk_overlap_tokens,

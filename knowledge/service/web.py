@@ -41,7 +41,7 @@ import httpx
 
 from knowledge.attributes import MAX_VALUE_CHARS
 from knowledge.config import Settings
-from knowledge.errors import InvalidArgument, KnowledgeError
+from knowledge.errors import InvalidArgument, KnowledgeError, unexpected_problem
 from knowledge.outcomes import IngestResult, Outcome
 from knowledge.service.jobs import FileProgress, IngestJob
 
@@ -575,7 +575,7 @@ def _getaddrinfo(host: str, port: int) -> list[str]:
 
 
 def _said(exc: Exception) -> str:
-    text = str(exc) or type(exc).__name__
+    text = str(exc) or "the connection failed"
     if "CERTIFICATE_VERIFY_FAILED" in text:
         return "its TLS certificate is not valid for it"
     if "Connection refused" in text or "Errno 111" in text:
@@ -833,7 +833,8 @@ class WebJob(IngestJob):
             log.exception("web ingest of %s into %s", self.url, self.store)
             failed = current[0] if current and current[0].result is None else None
             shown = without_credentials(self.url)
-            r = IngestResult(shown, Outcome.FAILED, f"{shown}: {exc}", error=type(exc).__name__)
+            said = unexpected_problem(exc, "while fetching it", "the program")
+            r = IngestResult(shown, Outcome.FAILED, f"{shown}: {said}.", error=type(exc).__name__)
             if failed is not None:
                 failed.result, failed.stage = r, "done"
             else:
