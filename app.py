@@ -24,7 +24,7 @@ from knowledge import webgate
 from knowledge.access import THROTTLE, Password, app_folders, is_shared
 from knowledge.catalog import CatalogLocked
 from knowledge.config import load_settings
-from knowledge.errors import AuthenticationFailed, KnowledgeError
+from knowledge.errors import AuthenticationFailed, KnowledgeError, set_log_place
 from knowledge.people import Actor
 from knowledge.text.render import inert, md
 from knowledge.workbench import Workbench
@@ -45,6 +45,7 @@ def get_workbench() -> Workbench:
     upload. At the start, the ingestion jobs a stopped or killed process left unfinished are resumed
     (:meth:`knowledge.service.jobs.JobRegistry.resume`); a catalog that cannot be read now only delays
     that to the next batch."""
+    set_log_place("the app's log (the terminal that runs it)")
     wb = Workbench(load_settings())
     wb.jobs.use_worker_process(wb)
     try:

@@ -7,6 +7,10 @@ UI catches :class:`KnowledgeError` and shows its message; nobody sees a tracebac
 
 from __future__ import annotations
 
+import struct
+import zipfile
+import zlib
+
 
 class KnowledgeError(Exception):
     """Base class of every error the knowledge layer raises on purpose."""
@@ -141,3 +145,107 @@ class PermissionDenied(KnowledgeError, PermissionError):
 class AuthenticationFailed(KnowledgeError):
     """A sign-in, session, API key or invitation is not valid: a wrong username or password, an
     expired session, a revoked key, a used invitation. The message never says which part was wrong."""
+
+
+# -- a failure in words ----------------------------------------------------------------------------------
+#: Where this process's log goes, in words ("the ingest worker's log"), set once by the program that
+#: configures logging (:func:`set_log_place`); ``None``: nothing is said of a log.
+_LOG_PLACE: str | None = None
+
+#: The longest library message quoted in a sentence of :func:`in_words`.
+_MAX_QUOTED = 200
+
+
+def set_log_place(where: str | None) -> None:
+    """Say where this process's log is (``"the ingest worker's log"``, ``"the messages printed
+    above"``), for :func:`unexpected_problem`; ``None`` says nothing of a log."""
+    global _LOG_PLACE
+    _LOG_PLACE = where
+
+
+def log_place() -> str | None:
+    """Where this process said its log is (:func:`set_log_place`), or ``None``."""
+    return _LOG_PLACE
+
+
+def _first_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split("\n", 1)[0].split()).strip(" .:;")
+    if len(text) > _MAX_QUOTED:
+        text = text[:_MAX_QUOTED - 1] + "…"
+    return text
+
+
+def _is_xml_error(exc: BaseException) -> bool:
+    """lxml's ``XMLSyntaxError``, ElementTree's ``ParseError``, expat's ``ExpatError`` (and
+    defusedxml's), recognised without importing lxml."""
+    return any(k.__name__ in ("XMLSyntaxError", "ParseError", "ExpatError")
+               and k.__module__.split(".")[0] in ("lxml", "xml", "pyexpat", "defusedxml")
+               for k in type(exc).__mro__)
+
+
+def known_problem(exc: BaseException) -> str | None:
+    """The words for an exception that says something about the *file* (not a bug), or ``None``:
+    a :class:`KnowledgeError` (its message), running out of memory or nesting, a damaged ZIP or
+    compressed stream, a truncated structure, malformed XML, undecodable text, a missing part, a
+    file that could not be read from disk."""
+    if isinstance(exc, KnowledgeError):
+        return str(exc)
+    if isinstance(exc, MemoryError):
+        return "it needed more memory than the reader may use"
+    if isinstance(exc, RecursionError):
+        return "it is nested too deeply to read"
+    if isinstance(exc, zipfile.LargeZipFile):
+        return "its ZIP structure needs ZIP64 extensions that are not enabled"
+    if isinstance(exc, zipfile.BadZipFile):
+        return "the ZIP structure is damaged"
+    if isinstance(exc, zlib.error):
+        return "its compressed data is damaged"
+    if isinstance(exc, UnicodeDecodeError):
+        bad = exc.object[exc.start:exc.start + 1] if isinstance(exc.object, bytes | bytearray) else b""
+        return (f"its text is not valid {exc.encoding.upper().replace('_', '-')}"
+                + (f" (byte 0x{bad[0]:02X} at position {exc.start:,})" if bad else ""))
+    if isinstance(exc, UnicodeError):
+        return "its text is in an encoding that cannot be read"
+    if isinstance(exc, (struct.error, EOFError)):
+        return "the file ends early or its structure is damaged"
+    if _is_xml_error(exc):
+        line = getattr(exc, "lineno", None)
+        if line is None:
+            position = getattr(exc, "position", None)
+            line = position[0] if isinstance(position, tuple) and position else None
+        return f"its XML is malformed{f' (line {line:,})' if isinstance(line, int) and line > 0 else ''}"
+    if isinstance(exc, KeyError):
+        key = exc.args[0] if exc.args else None
+        return f"a part it refers to is missing{f' ({key})' if isinstance(key, str) and key else ''}"
+    if isinstance(exc, IndexError):
+        return "it refers to a part or position that does not exist"
+    if isinstance(exc, TimeoutError):
+        return "reading it took too long"
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"it could not be read ({exc.strerror})"
+    return None
+
+
+def in_words(exc: BaseException) -> str:
+    """What ``exc`` says is wrong with a file, as a clause without the exception's class name,
+    for a reader's message (``f"unreadable DOCX: {in_words(exc)}"``): the words of
+    :func:`known_problem`, else the library's own message (first line, at most 200 characters) as
+    "its content is not what the format allows (<message>)", else "its structure is not what the
+    reader expects"."""
+    known = known_problem(exc)
+    if known is not None:
+        return known
+    said = _first_line(exc)
+    return f"its content is not what the format allows ({said})" if said else "its structure is not what the reader expects"
+
+
+def unexpected_problem(exc: BaseException, during: str = "while reading this file", culprit: str = "the reader") -> str:
+    """The words for an exception that escaped a reader or ingestion: :func:`known_problem` when it
+    says something about the file, else "an unexpected problem while reading this file (a bug in
+    the reader)" (``during``, ``culprit``) -- with "; it was recorded in <where>" when this process
+    said where its log is (:func:`set_log_place`). The caller logs the traceback (``log.exception``)."""
+    known = known_problem(exc)
+    if known is not None:
+        return known
+    where = f"; it was recorded in {_LOG_PLACE}" if _LOG_PLACE else ""
+    return f"an unexpected problem {during} (a bug in {culprit}){where}"

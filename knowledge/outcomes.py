@@ -4,7 +4,9 @@ Readers and the workbench record a failure's reason as text (``FileRecord.reason
 ``IngestResult.message``). Some reasons carry a library's exception name and message
 (``unreadable PDF (damaged or truncated?): PdfStreamError: Stream has ended unexpectedly``,
 ``unreadable DOCX: KeyError: "There is no item named 'word/document.xml'"``), which mean nothing to
-most people. :func:`plain_reason` says the same in words, without the exception's name;
+most people -- records kept before the reasons were written in words at the source
+(:func:`knowledge.errors.in_words`, :func:`knowledge.errors.unexpected_problem`).
+:func:`plain_reason` says the same in words, without the exception's name;
 :func:`can_retry` tells a failure a retry can fix (a password, an interruption, a busy or
 unreachable service) from one it cannot (an empty file, a damaged file, an unsupported format).
 Nothing here changes what is recorded; the UI uses these to show it.
@@ -77,14 +79,16 @@ _REWORDED: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"^unreadable DOCX", re.I),
      "This Word file cannot be read: its inner structure is broken or not what Word writes."),
     (re.compile(r"^unreadable CSV", re.I), "This CSV file cannot be read as a table."),
+    # a record kept before issue 38 ("unexpected error (KeyError: 3); see the server log."): today's
+    # reason says it in words itself (knowledge.errors.unexpected_problem) and is shown as it is
     (re.compile(r"unexpected error", re.I),
-     "Something unexpected went wrong while reading this file; the server log has the details."),
+     "Something unexpected went wrong while reading this file (a bug in the reader)."),
 ]
 
 # Failures a retry can fix: a password to give, an interrupted or cancelled run, a service that was
 # busy, locked or out of reach.
 _RETRYABLE = re.compile(
-    r"password|interrupted|cancel|not started|timed? ?out|timeout|unavailable|unreachable|cannot reach|"
+    r"password|interrupted|cancel|not started|timed? ?out|timeout|did not arrive|unavailable|unreachable|cannot reach|"
     r"could not reach|connection|locked|busy|try again|temporar", re.I)
 
 

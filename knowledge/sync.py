@@ -28,7 +28,7 @@ from typing import Any
 
 from knowledge.access import LocalFolders
 from knowledge.catalog import DONE, Catalog, SyncedFolder
-from knowledge.errors import InvalidArgument, KnowledgeError
+from knowledge.errors import InvalidArgument, KnowledgeError, unexpected_problem
 from knowledge.filestore.base import clean_name
 from knowledge.outcomes import IngestResult, Outcome
 from knowledge.service.indexing import Indexer, expand_paths, normalize_name
@@ -217,6 +217,9 @@ class FolderSync:
         self.path = Path(folder_key(path))
         self.folder = str(self.path)
         self.glob = (glob or "").strip() or "**/*"
+        #: the path on disk of each name the last scan found (a name the store keeps lost the
+        #: control and invisible characters of the file's own name: the file is still read by its own)
+        self._on_disk: dict[str, Path] = {}
 
     # -- planning ---------------------------------------------------------------------------------
     def _scan(self, skipped: dict[str, int]) -> dict[str, tuple[Path, os.stat_result]]:
@@ -236,7 +239,12 @@ class FolderSync:
             except KnowledgeError:  # a path too long to be a name: ingesting it says so
                 rel = normalize_name(p.relative_to(self.path).as_posix())
             out[rel] = (p, st)
+            self._on_disk[rel] = p
         return out
+
+    def source(self, rel: str) -> Path:
+        """The file on disk a planned name stands for."""
+        return self._on_disk.get(rel) or self.path / rel
 
     def plan(self) -> SyncPlan:
         """Compare the folder with the store (nothing changes). Files whose size and mtime match
@@ -333,7 +341,7 @@ class FolderSync:
         try:
             if item.action in ("added", "changed"):
                 stat = (item.size, item.mtime_ns) if item.size is not None and item.mtime_ns is not None else None
-                r = self.indexer.ingest_file(self.store, self.path / item.path, item.path, template=self.template,
+                r = self.indexer.ingest_file(self.store, self.source(item.path), item.path, template=self.template,
                                    folder=self.folder, stat=stat, cancel=cancel,
                                    progress=(lambda s, f: progress(item, s, f)) if progress else None)
                 said = r.message if r.message.startswith(item.path) else f"{item.path}: {r.message}"
@@ -352,6 +360,10 @@ class FolderSync:
                                   f"{item.path}: removed; its content stays under its other name(s).")
         except KnowledgeError as exc:
             return ItemResult(item, False, f"{item.path}: {exc}")
+        except Exception as exc:  # a reader's bug: this file fails in words, the sync goes on
+            log.exception("sync of %s into %s: %s", self.folder, self.store, item.path)
+            said = f"{item.path}: {unexpected_problem(exc)}."
+            return ItemResult(item, False, said, IngestResult(item.path, Outcome.FAILED, said, error=type(exc).__name__))
         raise AssertionError(item.action)
 
     def run(self, **kwargs: Any) -> SyncReport:
@@ -369,7 +381,7 @@ class FolderSync:
         unsettled = []
         for i in moving:
             try:
-                st = (self.path / i.path).stat()
+                st = self.source(i.path).stat()
             except OSError:
                 unsettled.append(i)
                 continue
@@ -462,7 +474,7 @@ class SyncJob(IngestJob):
 
     def __init__(self, sync: FolderSync, plan: SyncPlan) -> None:
         changes = [i for i in plan.items if i.action != "unchanged"]
-        super().__init__(sync.syncs, sync.store, [(i.path, sync.path / i.path) for i in changes])
+        super().__init__(sync.syncs, sync.store, [(i.path, sync.source(i.path)) for i in changes])
         self.sync, self.plan = sync, plan
         self.report: SyncReport | None = None
         self.notes = [f"Sync of {sync.folder}: {plan.summary()}."]
@@ -495,7 +507,8 @@ class SyncJob(IngestJob):
             log.exception("sync of %s into %s", self.sync.folder, self.store)
             for fp in self.files:
                 if fp.result is None:
-                    fp.result = IngestResult(fp.name, Outcome.FAILED, f"{fp.name}: {exc}", error=type(exc).__name__)
+                    said = unexpected_problem(exc, "during the sync", "the program")
+                    fp.result = IngestResult(fp.name, Outcome.FAILED, f"{fp.name}: {said}.", error=type(exc).__name__)
         for fp in self.files:
             if fp.result is None:
                 fp.result = IngestResult(fp.name, Outcome.CANCELLED, f"{fp.name}: not done, the sync was stopped.")

@@ -53,7 +53,14 @@ from knowledge.chat.model import (
 )
 from knowledge.chat.sources import cite, drop_unknown_markers, where_text
 from knowledge.chat.store import ChatStore, SessionNotFound
-from knowledge.errors import FileNotFoundInStore, InvalidArgument, KnowledgeError, PathNotAllowed, StoreNotFound
+from knowledge.errors import (
+    FileNotFoundInStore,
+    InvalidArgument,
+    KnowledgeError,
+    PathNotAllowed,
+    StoreNotFound,
+    unexpected_problem,
+)
 from knowledge.ingest.isolated import ReadLimits, read_bounded
 from knowledge.llm.config import LlmConfig, LlmUnavailable
 from knowledge.llm.providers import ChatProvider, Completion, ToolCall, TurnContext, open_provider
@@ -197,7 +204,8 @@ class Turn:
                 self.problems.append(str(exc))
             except Exception as exc:  # a bug: say so, keep the app running
                 log.exception("chat turn in session %s", self.sid)
-                self.problems.append(f"Unexpected error ({type(exc).__name__}: {exc}); see the server log.")
+                said = unexpected_problem(exc, "while answering", "the app")
+                self.problems.append(said[0].upper() + said[1:] + ".")
         self.tokens.put(None)
 
 

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from knowledge.cli import chat, ingest, password, people, portable, search, serve, stores, sync, worker
 from knowledge.cli import eval as evaluate
 from knowledge.cli.common import COMMON, acting_username, acting_view
-from knowledge.errors import KnowledgeError
+from knowledge.errors import KnowledgeError, set_log_place
 from knowledge.workbench import Workbench
 
 #: The command modules, in the order ``--help`` lists their commands.
@@ -48,6 +48,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command ``argv`` (default: ``sys.argv[1:]``) and return its exit code; errors of the
     product print as ``error: ...`` on stderr (exit 2), never as a traceback."""
     args = build_parser().parse_args(argv)
+    # Python prints a logged error on stderr when nothing else is configured (logging.lastResort)
+    set_log_place("the messages printed on standard error")
     if getattr(args, "data_dir", None):
         os.environ["KNOWLEDGE_DATA_DIR"] = args.data_dir
     try:

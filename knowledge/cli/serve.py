@@ -13,6 +13,7 @@ import argparse
 import contextlib
 
 from knowledge.cli.common import Commands, acting_username, command
+from knowledge.errors import set_log_place
 
 
 def add_parser(sub: Commands) -> None:
@@ -41,6 +42,7 @@ def add_parser(sub: Commands) -> None:
 def cmd_serve(args: argparse.Namespace) -> int:
     from knowledge.server.app import serve  # noqa: PLC0415 - FastAPI and uvicorn, only for this command
 
+    set_log_place("the server's log")
     serve(args.host, args.port)
     return 0
 

@@ -17,6 +17,7 @@ import threading
 
 from knowledge.catalog import jobs as queue
 from knowledge.cli.common import Commands, command
+from knowledge.errors import set_log_place
 from knowledge.service.worker import Worker
 from knowledge.workbench import Workbench
 
@@ -52,6 +53,7 @@ def cmd_worker(wb: Workbench, args: argparse.Namespace) -> int:
     # an operator sees the worker start, each file's outcome, a take-over and a failed heartbeat
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
     logging.getLogger("knowledge.service.worker").setLevel(logging.INFO)
+    set_log_place("the ingest worker's log" if args.parent is not None else "the worker's log (its standard error)")
     workers = [Worker(wb, lease=args.lease) for _ in range(args.concurrency)]
     print(f"worker: {len(workers)} thread{'' if len(workers) == 1 else 's'} on the catalog at"
           f" {wb.catalog.describe()} ({', '.join(w.id for w in workers)}); Ctrl-C stops", file=sys.stderr, flush=True)

@@ -28,6 +28,7 @@ from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
 from typing import Any, BinaryIO, ClassVar
 
+from knowledge._names import clean_file_name
 from knowledge.errors import FileNotFoundInStore, FileTooLarge, InvalidArgument
 
 #: What :meth:`FileStore.save` accepts as content: bytes-like, or a binary stream with ``read(n)``.
@@ -174,23 +175,20 @@ def normalize_sha256(sha256: object) -> str:
 def clean_name(name: object) -> str:
     """The user's file name made safe to keep as data -- and only that.
 
-    Control characters (Unicode category Cc: NUL, tab, newline, DEL, ...) are removed, unpaired
-    surrogates become U+FFFD, everything else is kept as given: slashes, dots, ``..``, reserved device
-    names, any script. A name that is empty or only white space after that becomes ``"unnamed"``.
-    The result is never used as a path by any backend.
+    Control characters (Unicode category Cc: NUL, tab, newline, DEL, ...) and invisible format
+    characters that carry nothing in a name (zero-width space, byte-order mark, soft hyphen, ...:
+    :data:`knowledge._names.INVISIBLE`) are removed, unpaired surrogates become U+FFFD, everything
+    else is kept as given: slashes, dots, ``..``, reserved device names, any script
+    (:func:`knowledge._names.clean_file_name`). A name that is empty or only white space after that
+    becomes ``"unnamed"``. The result is never used as a path by any backend.
 
     Raises:
-        InvalidArgument: ``name`` is not a ``str``, or is longer than :data:`MAX_NAME_CHARS` characters.
+        InvalidArgument: ``name`` is not a ``str``, is longer than :data:`MAX_NAME_CHARS` characters,
+            or holds a bidirectional control or line separator (named in the message).
     """
     if not isinstance(name, str):
-        raise InvalidArgument(f"A file name is a string, got {type(name).__name__}.")
-    out = []
-    for ch in name:
-        cat = unicodedata.category(ch)
-        if cat == "Cc":
-            continue
-        out.append("\ufffd" if cat == "Cs" else ch)
-    cleaned = "".join(out)
+        raise InvalidArgument("A file name is text (a string).")
+    cleaned = clean_file_name(name)
     if not cleaned.strip():
         return UNNAMED
     if len(cleaned) > MAX_NAME_CHARS:

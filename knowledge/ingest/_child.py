@@ -20,7 +20,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from knowledge.errors import KnowledgeError
+from knowledge.errors import KnowledgeError, set_log_place, unexpected_problem
 from knowledge.ingest import _cost
 from knowledge.ingest.chunker import chunk_document
 from knowledge.ingest.isolated import _HEADER, IDLE_SECONDS, _read_exactly, chunks_message, document_message
@@ -110,6 +110,7 @@ def main() -> int:
         if task is None:
             return 0  # the parent closed the pipe
         _limit_address_space(base, task)
+        set_log_place(task.get("log_place"))  # the parent logs a reader's bug (the trace it is sent)
         _alarm(float(task.get("deadline_seconds") or 0) + GRACE_SECONDS)
         try:
             chunk = task.get("chunk")
@@ -145,18 +146,12 @@ def main() -> int:
         except Exception as exc:  # a reader's bug: the file fails with words, the child lives on
             import traceback  # noqa: PLC0415 - only on a reader's bug
 
-            traceback.print_exc()
-            out.send({"t": "error", "class": "UnsupportedFile",
-                      "message": f"unreadable: the reader failed on this file ({_words(exc)})"})
+            out.send({"t": "error", "class": "UnsupportedFile", "message": unexpected_problem(exc),
+                      "trace": traceback.format_exc()[-8000:]})
         finally:
             _alarm(0)
             with contextlib.suppress(ValueError, OSError):
                 resource.setrlimit(resource.RLIMIT_AS, address_limit)
-
-
-def _words(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
-    return text or "an unexpected error in the reader"
 
 
 if __name__ == "__main__":

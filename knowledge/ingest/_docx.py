@@ -25,7 +25,7 @@ from collections import Counter
 
 from lxml import etree
 
-from knowledge.errors import EmptyDocument, KnowledgeError, UnsupportedFile
+from knowledge.errors import EmptyDocument, KnowledgeError, UnsupportedFile, in_words
 from knowledge.ingest._compose import ReadPart, add_part
 from knowledge.ingest._embedded import ooxml_embeddings
 from knowledge.ingest._html import read_html
@@ -75,7 +75,7 @@ def read_docx(data: bytes, read_part: ReadPart | None = None, *, _depth: int = 0
     except KnowledgeError:
         raise
     except Exception as exc:  # zlib.error, KeyError, XMLSyntaxError, PackageNotFoundError, ...
-        raise UnsupportedFile(f"unreadable DOCX: {type(exc).__name__}: {one_line(str(exc))}") from exc
+        raise UnsupportedFile(f"unreadable DOCX: {in_words(exc)}") from exc
 
 
 def _check_zip(data: bytes) -> None:
@@ -89,7 +89,7 @@ def _check_zip(data: bytes) -> None:
     except zipfile.BadZipFile as exc:
         raise UnsupportedFile(f"unreadable DOCX: the file is damaged (not a valid ZIP: {exc})") from exc
     except Exception as exc:  # zlib.error, EOFError, NotImplementedError (compression method)
-        raise UnsupportedFile(f"unreadable DOCX: the file is damaged ({type(exc).__name__}: {exc})") from exc
+        raise UnsupportedFile(f"unreadable DOCX: the file is damaged ({in_words(exc)})") from exc
     if bad is not None:
         raise UnsupportedFile(f"unreadable DOCX: the file is damaged (member {bad} fails its checksum)")
     if "[Content_Types].xml" not in names:

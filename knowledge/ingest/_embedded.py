@@ -20,7 +20,7 @@ import zipfile
 
 import olefile
 
-from knowledge.errors import KnowledgeError
+from knowledge.errors import KnowledgeError, in_words
 from knowledge.ingest._detect import detect_format
 from knowledge.ingest._text import clean_line
 
@@ -95,7 +95,7 @@ def unwrap_ole(blob: bytes, name: str, warnings: list[str] | None = None, *,
         if _readable_as_is(blob):
             return name, blob
         if warnings is not None:
-            warnings.append(f"embedded {name}: not read: damaged OLE object ({type(exc).__name__}: {exc})")
+            warnings.append(f"embedded {name}: not read: damaged OLE object ({in_words(exc)})")
         return None
     if found is None and warnings is not None:
         warnings.append(f"embedded {name}: not read: an OLE object of a kind without text ({kind})")

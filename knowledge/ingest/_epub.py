@@ -22,7 +22,7 @@ from urllib.parse import unquote
 
 from lxml import etree
 
-from knowledge.errors import EmptyDocument, KnowledgeError, UnsupportedFile
+from knowledge.errors import EmptyDocument, KnowledgeError, UnsupportedFile, in_words
 from knowledge.ingest._compose import add_document
 from knowledge.ingest._html import read_html
 from knowledge.ingest._text import Builder, decode, one_line
@@ -69,8 +69,7 @@ def read_epub(data: bytes) -> Document:
         except KnowledgeError:
             raise
         except Exception as exc:  # zlib.error, BadZipFile (CRC), ...
-            raise UnsupportedFile(f"damaged: this EPUB cannot be read ({type(exc).__name__}:"
-                                  f" {one_line(str(exc))[:200]})") from exc
+            raise UnsupportedFile(f"damaged: this EPUB cannot be read ({in_words(exc)})") from exc
 
 
 class _Book:

@@ -32,7 +32,7 @@ import tempfile
 from email import policy
 from email.message import EmailMessage, Message
 
-from knowledge.errors import EmptyDocument, KnowledgeError, UnsupportedFile
+from knowledge.errors import EmptyDocument, KnowledgeError, UnsupportedFile, in_words
 from knowledge.ingest._compose import MAX_DEPTH, ReadPart, add_document, add_part, join_path
 from knowledge.ingest._detect import TNEF_SIGNATURE
 from knowledge.ingest._html import read_html
@@ -125,7 +125,7 @@ def read_msg(data: bytes, read_part: ReadPart) -> Document:
     except KnowledgeError:
         raise
     except Exception as exc:  # extract_msg raises InvalidFileFormatError, OSError, KeyError, ...
-        raise UnsupportedFile(f"unreadable Outlook message: {type(exc).__name__}: {one_line(str(exc))}") from exc
+        raise UnsupportedFile(f"unreadable Outlook message: {in_words(exc)}") from exc
     builder = Builder()
     try:
         _Outlook(builder, read_part).message(msg, None, depth=0)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from knowledge._onnx import quiet_onnxruntime
-from knowledge.errors import EmptyDocument, OcrUnavailable, UnsupportedFile
+from knowledge.errors import EmptyDocument, OcrUnavailable, UnsupportedFile, in_words, known_problem
 from knowledge.ingest._pdfium import PDFIUM_LOCK
 from knowledge.ingest._text import Builder, clean
 from knowledge.ingest.document import Document
@@ -213,7 +213,7 @@ def engine() -> OcrEngine:
 
 
 def _unavailable(exc: BaseException) -> str:
-    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else "it could not be loaded"
     return (f"OCR unavailable: the package {OCR_PACKAGE} cannot be loaded on this platform ({reason});"
             f" install it with `pip install {OCR_PACKAGE}` to read scans and images")
 
@@ -832,8 +832,9 @@ def _short(text: str, limit: int = 40) -> str:
 
 
 def _reason(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    """What went wrong in words: :func:`~knowledge.errors.known_problem`, else the library's own
+    message, else :func:`~knowledge.errors.in_words` (never the exception's class name)."""
+    return known_problem(exc) or " ".join(str(exc).split()) or in_words(exc)
 
 
 __all__ = ["DPI", "LOW_CONFIDENCE", "NO_TEXT_EVEN_BY_OCR", "OCR_PACKAGE", "OcrEngine", "OcrLine", "OcrPage",

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 
 from lxml import etree
 
-from knowledge.errors import KnowledgeError, PasswordRequired, UnsupportedFile
+from knowledge.errors import KnowledgeError, PasswordRequired, UnsupportedFile, in_words
 from knowledge.ingest._compose import ReadPart, add_part
 from knowledge.ingest._text import Builder, one_line
 from knowledge.ingest._zipsafe import MAX_PACKAGE_BYTES, check_package
@@ -113,8 +113,7 @@ def read_odf(data: bytes, fmt: str, read_part: ReadPart) -> Document:
         except KnowledgeError:
             raise
         except Exception as exc:  # zlib.error, BadZipFile (CRC), XMLSyntaxError, ...
-            raise UnsupportedFile(f"damaged: this {what} cannot be read ({type(exc).__name__}:"
-                                  f" {one_line(str(exc))[:200]})") from exc
+            raise UnsupportedFile(f"damaged: this {what} cannot be read ({in_words(exc)})") from exc
 
 
 def _encrypted(zf: zipfile.ZipFile, names: set[str]) -> bool:

@@ -23,7 +23,7 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from knowledge.errors import EmptyDocument, KnowledgeError, PasswordRequired, UnsupportedFile
+from knowledge.errors import EmptyDocument, KnowledgeError, PasswordRequired, UnsupportedFile, in_words
 from knowledge.ingest._ocr import NO_TEXT_EVEN_BY_OCR, ocr_missing_pages
 from knowledge.ingest._pdfium import PDFIUM_LOCK
 from knowledge.ingest._text import Builder, clean, one_line
@@ -591,14 +591,14 @@ def _title(reader) -> str | None:
 
 
 def _reason(exc: BaseException) -> str:
-    """What went wrong, in the library's own words (its exception's message; the class name only
-    when there is none): ``"Stream has ended unexpectedly"``, ``"Data format error"``."""
+    """What went wrong, in the library's own words (its exception's message; :func:`in_words` when
+    there is none): ``"Stream has ended unexpectedly"``, ``"Data format error"``."""
     text = one_line(str(exc))
     # pypdfium2 wraps PDFium's reason: "Failed to load document (PDFium: Data format error)."
     inner = re.search(r"\(PDFium: ([^)]*)\)", text)
     if inner:
         text = inner.group(1)
-    return text.rstrip(".") if text else type(exc).__name__
+    return text.rstrip(".") if text else in_words(exc)
 
 
 # -- hyphenation ----------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 
 from lxml import etree
 
-from knowledge.errors import EmptyDocument, KnowledgeError, UnsupportedFile
+from knowledge.errors import EmptyDocument, KnowledgeError, UnsupportedFile, in_words
 from knowledge.ingest._compose import ReadPart, add_part, join_path
 from knowledge.ingest._embedded import unwrap_ole
 from knowledge.ingest._text import Builder, clean, one_line
@@ -80,15 +80,13 @@ def read_pptx(data: bytes, read_part: ReadPart) -> Document:
     except KnowledgeError:
         raise
     except Exception as exc:  # KeyError, XMLSyntaxError, PackageNotFoundError, ValueError ...
-        raise UnsupportedFile(f"damaged: this PowerPoint presentation cannot be read"
-                              f" ({type(exc).__name__}: {one_line(str(exc))})") from exc
+        raise UnsupportedFile(f"damaged: this PowerPoint presentation cannot be read ({in_words(exc)})") from exc
     try:
         return _Deck(prs, read_part).read()
     except KnowledgeError:
         raise
     except Exception as exc:  # a part python-pptx opened lazily and found broken
-        raise UnsupportedFile(f"damaged: this PowerPoint presentation cannot be read"
-                              f" ({type(exc).__name__}: {one_line(str(exc))})") from exc
+        raise UnsupportedFile(f"damaged: this PowerPoint presentation cannot be read ({in_words(exc)})") from exc
 
 
 def _check_zip(data: bytes) -> None:
@@ -102,8 +100,7 @@ def _check_zip(data: bytes) -> None:
     except zipfile.BadZipFile as exc:
         raise UnsupportedFile(f"damaged: this PowerPoint presentation is not a valid ZIP ({exc})") from exc
     except Exception as exc:  # zlib.error, EOFError, NotImplementedError (compression method)
-        raise UnsupportedFile(f"damaged: this PowerPoint presentation cannot be unpacked"
-                              f" ({type(exc).__name__}: {exc})") from exc
+        raise UnsupportedFile(f"damaged: this PowerPoint presentation cannot be unpacked ({in_words(exc)})") from exc
     if bad is not None:
         raise UnsupportedFile(f"damaged: this PowerPoint presentation's member {bad} fails its checksum")
     if "[Content_Types].xml" not in names:

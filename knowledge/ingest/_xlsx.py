@@ -22,7 +22,7 @@ import zipfile
 
 from lxml import etree
 
-from knowledge.errors import KnowledgeError, UnsupportedFile
+from knowledge.errors import KnowledgeError, UnsupportedFile, in_words
 from knowledge.ingest._compose import ReadPart, add_part, join_path
 from knowledge.ingest._embedded import chart_data_parts, unwrap_ole
 from knowledge.ingest._numfmt import BUILTIN_FORMATS, format_number, format_text
@@ -62,8 +62,7 @@ def read_xlsx(data: bytes, read_part: ReadPart) -> Document:
         zf = zipfile.ZipFile(io.BytesIO(data))
         infos = zf.infolist()
     except Exception as exc:  # BadZipFile, zlib.error, EOFError, ...
-        raise UnsupportedFile(f"unreadable Excel workbook: the file is damaged ({type(exc).__name__}: "
-                              f"{one_line(str(exc))})") from exc
+        raise UnsupportedFile(f"unreadable Excel workbook: the file is damaged ({in_words(exc)})") from exc
     names = {i.filename for i in infos}
     if "xl/workbook.bin" in names:
         raise UnsupportedFile("unsupported: an Excel binary workbook (.xlsb) — save it as .xlsx")
@@ -73,7 +72,7 @@ def read_xlsx(data: bytes, read_part: ReadPart) -> Document:
     except KnowledgeError:
         raise
     except Exception as exc:  # zlib.error, KeyError, XMLSyntaxError, openpyxl's own errors, ...
-        raise UnsupportedFile(f"unreadable Excel workbook: {type(exc).__name__}: {one_line(str(exc))}") from exc
+        raise UnsupportedFile(f"unreadable Excel workbook: {in_words(exc)}") from exc
 
 
 class _Reader:
@@ -118,7 +117,7 @@ class _Reader:
         try:
             wb = load_workbook(io.BytesIO(self.data), data_only=True, keep_links=False)
         except Exception as exc:  # openpyxl trips over parts Excel itself opens: read on without it
-            refused = f"{type(exc).__name__}: {one_line(str(exc))}"
+            refused = in_words(exc)
         book = self._workbook_part()
         root = self.xml(book)
         if root is None:
@@ -341,7 +340,7 @@ class _Reader:
         try:
             blob = self.zf.read(path)
         except Exception as exc:  # zlib.error, BadZipFile (CRC), NotImplementedError
-            self.warnings.append(f"embedded {part}: not read: damaged ({type(exc).__name__}: {exc})")
+            self.warnings.append(f"embedded {part}: not read: damaged ({in_words(exc)})")
             return
         found = unwrap_ole(blob, part, self.warnings)
         if found is not None:
@@ -491,8 +490,7 @@ def read_xls(data: bytes) -> Document:
     except KnowledgeError:
         raise
     except Exception as exc:  # XLRDError, CompDocError, struct.error, ...
-        raise UnsupportedFile(f"unreadable Excel 97-2003 workbook (.xls): {type(exc).__name__}: "
-                              f"{one_line(str(exc))}") from exc
+        raise UnsupportedFile(f"unreadable Excel 97-2003 workbook (.xls): {in_words(exc)}") from exc
     builder = Builder()
     warnings: list[str] = []
     date1904 = book.datemode == 1

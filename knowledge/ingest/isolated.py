@@ -70,6 +70,7 @@ from knowledge.errors import (
     ReaderCrashed,
     ReaderLimitExceeded,
     UnsupportedFile,
+    log_place,
 )
 from knowledge.ingest.chunker import ChunkPlan, ChunkResult, TextChunk, chunk_document
 from knowledge.ingest.document import Document, Section, Table
@@ -303,7 +304,7 @@ class ReaderPool:
         """
         task: dict[str, Any] = {"op": "read", "name": name, "password": password, "max_bytes": max_bytes,
                                 "ocr": ocr, "memory_bytes": limits.memory_mb * 1024 * 1024,
-                                "address_slack_bytes": ADDRESS_SLACK_MB * 1024 * 1024}
+                                "address_slack_bytes": ADDRESS_SLACK_MB * 1024 * 1024, "log_place": log_place()}
         path = _disk_path(source)
         if path is not None:
             task["path"] = path
@@ -394,6 +395,8 @@ class ReaderPool:
             elif kind == "error":
                 cls = _ERRORS.get(str(message.get("class")), UnsupportedFile)
                 text = str(message.get("message") or "unreadable")
+                if message.get("trace"):  # a reader's bug: its traceback goes to this process's log
+                    log.error("reading %s in a reader child: %s\n%s", name_of(task), text, message["trace"])
                 if message.get("memory"):  # a MemoryError leaves a child in doubt: not kept
                     raise ReaderLimitExceeded(_limit_reason(
                         f"needed more than {limits.memory_mb:,} MB of memory to read (the setting"
@@ -605,6 +608,11 @@ def _bytes_of(source: Any, max_bytes: int | None) -> bytes:
             return bytes(data)
         raise InvalidArgument("read_document needs a binary stream (open the file with 'rb'), got text.")
     raise InvalidArgument(f"read_document reads bytes, a path or a binary stream; got {type(source).__name__}.")
+
+
+def name_of(task: dict[str, Any]) -> str:
+    """The file a task reads, for the log."""
+    return str(task.get("name") or task.get("path") or "a file")
 
 
 def _limit_reason(what: str, note: str | None) -> str:

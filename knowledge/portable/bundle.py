@@ -34,6 +34,7 @@ from knowledge.errors import (
     BundleTooNew,
     InvalidArgument,
     StorageError,
+    in_words,
 )
 
 FORMAT = "knowledge-bundle"
@@ -166,7 +167,7 @@ def read_manifest(zf: zipfile.ZipFile, where: str, what: str) -> Any:
     except BundleCorrupt:
         raise
     except (zipfile.BadZipFile, ValueError, RecursionError, OSError, EOFError) as exc:
-        raise BundleCorrupt(f"{where}: its {MANIFEST} is unreadable ({type(exc).__name__}: {exc})"[:500]
+        raise BundleCorrupt(f"{where}: its {MANIFEST} is unreadable ({in_words(exc)})"[:500]
                             + ".") from exc
 
 

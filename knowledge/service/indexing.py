@@ -43,7 +43,14 @@ from knowledge.attributes import PREFIX, check_attributes, from_payload, to_payl
 from knowledge.catalog import DONE, FAILED, PROCESSING, FileRecord, StoreRecord
 from knowledge.config import Settings
 from knowledge.embeddings.base import Embedder
-from knowledge.errors import FileNotFoundInStore, InvalidArgument, KnowledgeError, StorageError, StoreExists
+from knowledge.errors import (
+    FileNotFoundInStore,
+    InvalidArgument,
+    KnowledgeError,
+    StorageError,
+    StoreExists,
+    unexpected_problem,
+)
 from knowledge.filestore.base import StoredFile, clean_name
 from knowledge.ingest.chunker import chunk_document, embedding_text
 from knowledge.ingest.document import Document, Section
@@ -239,11 +246,24 @@ class Indexer:
             t0 = time.perf_counter()
             ingest = self.settings.ingest
             with self.files.content(stored.id) as fh:  # read and chunked in a bounded child (issue 38)
-                read = read_bounded(fh, reading_name(stored.name, stored.content_type), password=password,
-                                    max_bytes=ingest.max_file_bytes, ocr=tpl.ocr or ingest.ocr, on_page=on_page,
-                                    processes=ingest.reader_processes, limits=ReadLimits.from_settings(ingest),
-                                    chunking=Chunking(embedder, tpl.max_chunk_size_tokens, tpl.chunk_overlap_tokens),
-                                    check=lambda: _step(None, "reading", 0.0, cancel))
+                try:
+                    read = read_bounded(fh, reading_name(stored.name, stored.content_type), password=password,
+                                        max_bytes=ingest.max_file_bytes, ocr=tpl.ocr or ingest.ocr, on_page=on_page,
+                                        processes=ingest.reader_processes, limits=ReadLimits.from_settings(ingest),
+                                        chunking=Chunking(embedder, tpl.max_chunk_size_tokens,
+                                                          tpl.chunk_overlap_tokens),
+                                        check=lambda: _step(None, "reading", 0.0, cancel))
+                except KnowledgeError:
+                    raise
+                except Exception as exc:  # a library's exception a reader let through, or its bug: in words
+                    log.exception("reading %s for store %s", stored.name, store)
+                    reason = f"{unexpected_problem(exc)}."
+                    with lock:
+                        self.catalog.put_file(replace(rec, status=FAILED, reason=reason,
+                                                      total_seconds=time.perf_counter() - started,
+                                                      error=type(exc).__name__))
+                    return IngestResult(stored.name, Outcome.FAILED, f"{stored.name}: {reason}", file_id=stored.id,
+                                        error=type(exc).__name__, seconds=time.perf_counter() - started)
             doc, result = read.document, read.chunks
             assert result is not None
             base = OCR_SHARE if ocr_pages[0] else 0.1

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from knowledge.catalog import jobs as queue
-from knowledge.errors import InvalidArgument, KnowledgeError
+from knowledge.errors import InvalidArgument, KnowledgeError, unexpected_problem
 from knowledge.outcomes import IngestResult, Outcome
 from knowledge.service.indexing import OCR_SHARE, expand_paths, file_names, skipped_text
 from knowledge.service.worker import (
@@ -755,8 +755,8 @@ class IngestJob:
                 fp.result = IngestResult(name, Outcome.FAILED, str(exc), error=type(exc).__name__)
             except Exception as exc:  # a bug: say so for this file, keep the batch going
                 log.exception("ingesting %s into %s", name, self.store)
-                fp.result = IngestResult(name, Outcome.FAILED, f"{name}: unexpected error ({type(exc).__name__}:"
-                                         f" {exc}); see the server log.", error=type(exc).__name__)
+                fp.result = IngestResult(name, Outcome.FAILED, f"{name}: {unexpected_problem(exc)}.",
+                                         error=type(exc).__name__)
             fp.stage, fp.ended = "done", time.monotonic()
         self._items = []  # uploaded bytes are not needed any more (the newest job per store is kept)
         self.finished_at = time.monotonic()

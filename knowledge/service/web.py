@@ -6,12 +6,16 @@ The rules (``docs/ingestion.md``, ``docs/security.md``): only ``http``/``https``
 resolved and EVERY address it resolves to is checked -- private, loopback, link-local, multicast
 and reserved ranges are refused unless ``ingest.web_allow_private`` -- and the connection goes to
 the checked address (the Host header and TLS name stay the URL's), again after each redirect (at
-most :data:`MAX_REDIRECTS`); the whole page within ``ingest.web_timeout_seconds`` and
-``ingest.max_file_mb``; robots.txt honoured (:mod:`urllib.robotparser`, RFC 9309: unreadable is
-"disallow"); a crawl follows same-site links breadth first, at most ``depth`` links away (at most
-:data:`MAX_DEPTH`) and ``max_pages`` pages (capped by ``ingest.web_max_pages``). A page that cannot
-be had is one failure with its reason; the crawl goes on. A page fetched again replaces its earlier
-version when it changed and is a no-op when it did not (the Indexer's rules for a file's name).
+most :data:`MAX_REDIRECTS`); the whole page within ``ingest.web_timeout_seconds`` -- ONE deadline
+for the name's lookup, the connection, the headers and the body, however slowly each arrives
+(:class:`_Deadline`) -- and ``ingest.max_file_mb``, counted on the wire and after EVERY layer of a
+``Content-Encoding`` (at most :data:`MAX_ENCODINGS` layers, decoded in steps of
+:data:`DECODE_STEP` bytes: a few KB of gzip-of-gzip cannot unpack into gigabytes); robots.txt
+honoured (:mod:`urllib.robotparser`, RFC 9309: unreadable is "disallow"); a crawl follows
+same-site links breadth first, at most ``depth`` links away (at most :data:`MAX_DEPTH`) and
+``max_pages`` pages (capped by ``ingest.web_max_pages``). A page that cannot be had is one failure
+with its reason; the crawl goes on. A page fetched again replaces its earlier version when it
+changed and is a no-op when it did not (the Indexer's rules for a file's name).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import threading
 import time
 import urllib.parse
 import urllib.robotparser
+import zlib
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -31,11 +36,12 @@ from html.parser import HTMLParser
 from http import HTTPStatus
 from typing import Any
 
+import httpcore
 import httpx
 
 from knowledge.attributes import MAX_VALUE_CHARS
 from knowledge.config import Settings
-from knowledge.errors import InvalidArgument, KnowledgeError
+from knowledge.errors import InvalidArgument, KnowledgeError, unexpected_problem
 from knowledge.outcomes import IngestResult, Outcome
 from knowledge.service.jobs import FileProgress, IngestJob
 
@@ -56,6 +62,17 @@ ASSET_EXTENSIONS = frozenset(
     " .woff .woff2 .ttf .otf .eot .mp3 .mp4 .m4a .webm .ogg .ogv .wav .avi .mov .mkv .flac .exe .dmg .iso"
     " .gz .tgz .bz2 .xz .7z .rar .apk .bin".split())
 _REFUSED_TYPES = ("audio/", "video/", "font/")
+#: Content-Encoding layers a response may stack ("gzip, gzip" is two); a response with more is
+#: refused. Servers send one; two is what a misconfigured proxy in front of a compressing server
+#: makes.
+MAX_ENCODINGS = 2
+#: The most bytes one step of a Content-Encoding layer decodes at a time (zlib's ``max_length``):
+#: what a step adds to memory before the size limit is checked again.
+DECODE_STEP = 64 * 1024
+#: The encodings asked for and decoded (zlib, standard library); no brotli or zstd decoder is a
+#: dependency, so neither is asked for and a response in one is refused.
+ACCEPT_ENCODING = "gzip, deflate"
+_DECODERS = {"gzip": "gzip", "x-gzip": "gzip", "deflate": "deflate"}
 
 
 class WebPageError(KnowledgeError):
@@ -157,8 +174,15 @@ class Fetcher:
         self.timeout = float(ingest.web_timeout_seconds)
         self.max_bytes = ingest.max_file_bytes
         self._resolve = resolve or _getaddrinfo
+        self._deadline = _Deadline()
+        transport = httpx.HTTPTransport(trust_env=False)
+        pool = transport._pool  # httpx builds its pool; every socket it opens goes through our deadline
+        if not isinstance(pool, httpcore.ConnectionPool):  # pragma: no cover - no proxy is configured
+            raise TypeError("the web fetcher needs httpx's direct connection pool")
+        pool._network_backend = _DeadlineBackend(pool._network_backend, self._deadline)
         self._client = httpx.Client(timeout=httpx.Timeout(self.timeout), follow_redirects=False, trust_env=False,
-                                    headers={"User-Agent": USER_AGENT})
+                                    transport=transport,
+                                    headers={"User-Agent": USER_AGENT, "Accept-Encoding": ACCEPT_ENCODING})
         self._robots: dict[tuple[str, str, int], urllib.robotparser.RobotFileParser | str] = {}
 
     def close(self) -> None:
@@ -171,18 +195,23 @@ class Fetcher:
         self.close()
 
     # -- addresses ------------------------------------------------------------------------------
-    def address(self, url: str) -> str:
-        """The checked address to connect to for ``url``'s host.
+    def address(self, url: str, *, within: float | None = None) -> str:
+        """The checked address to connect to for ``url``'s host, looked up within ``within``
+        seconds (``None``: as long as the resolver takes).
 
         Raises:
             WebPageError: the name does not resolve, or one of its addresses is in a refused range.
+            TimeoutError: not looked up within ``within`` seconds.
         """
         _, host, port = _origin(url)
         try:
             addresses = [ipaddress.ip_address(host)]
         except ValueError:
             try:
-                addresses = [ipaddress.ip_address(a.split("%", 1)[0]) for a in self._resolve(host, port)]
+                found = self._resolve(host, port) if within is None else _in_time(self._resolve, host, port, within)
+                addresses = [ipaddress.ip_address(a.split("%", 1)[0]) for a in found]
+            except TimeoutError:  # an OSError, but the caller's to word
+                raise
             except (OSError, UnicodeError) as exc:
                 raise WebPageError(f"unreachable: the host name {host} does not resolve"
                                    f" ({getattr(exc, 'strerror', None) or exc}).") from None
@@ -218,57 +247,60 @@ class Fetcher:
             raise WebPageError("the page is empty (no bytes).")
         return WebPage(final, data, ctype)
 
-    def _get(self, url: str, limit: int) -> tuple[int, str, str | None, bytes]:
+    def _get(self, url: str, limit: int, what: str = "the page") -> tuple[int, str, str | None, bytes]:
         """``(status, final url, media type, body)``: redirects followed (each hop checked), the
-        body read up to ``limit`` bytes within the timeout."""
-        deadline = time.monotonic() + self.timeout
-        for _hop in range(MAX_REDIRECTS + 1):
-            ip = self.address(url)
-            scheme, host, port = _origin(url)
-            target = httpx.URL(url).copy_with(host=ip)
-            default = port == (443 if scheme == "https" else 80)
-            headers = {"Host": (f"[{host}]" if ":" in host else host) + ("" if default else f":{port}")}
-            extensions = {"sni_hostname": host} if scheme == "https" else {}
-            try:
-                request = self._client.build_request("GET", target, headers=headers, extensions=extensions)
-                response = self._client.send(request, stream=True)
-            except httpx.TimeoutException:
-                raise WebPageError(f"unreachable: {host} did not answer within {self.timeout:g} s.") from None
-            except httpx.HTTPError as exc:
-                raise WebPageError(f"unreachable: {host}: {_said(exc)}.") from None
-            try:
-                if response.status_code in (301, 302, 303, 307, 308):
-                    location = response.headers.get("location")
-                    if not location:
-                        raise WebPageError(f"HTTP {response.status_code} redirect without a Location.")
-                    try:
-                        url = check_url(urllib.parse.urljoin(url, location))
-                    except InvalidArgument as exc:
-                        raise WebPageError(f"redirected to a URL that is not fetched: {exc}") from None
-                    continue
-                ctype = response.headers.get("content-type")
-                media = ctype.split(";", 1)[0].strip().lower() or None if ctype else None
-                if response.status_code >= 300:
-                    return response.status_code, url, media, b""
-                length = response.headers.get("content-length")
-                if length and length.isdigit() and int(length) > limit:
-                    raise WebPageError(_too_large(int(length), limit))
-                body = bytearray()
+        body decoded (see :func:`_decoded`) up to ``limit`` bytes, all of it -- look-ups,
+        connections, headers and bodies of every hop -- within ONE deadline of ``ingest.web_timeout_seconds``
+        (``what`` names the thing in the message when it is missed)."""
+        late = (f"{what} did not arrive within {self.timeout:g} s (setting ingest.web_timeout_seconds):"
+                " the server sent it too slowly or not at all.")
+        with self._deadline.running(self.timeout):
+            for _hop in range(MAX_REDIRECTS + 1):
                 try:
-                    for part in response.iter_bytes():
-                        body += part
-                        if len(body) > limit:
-                            raise WebPageError(_too_large(None, limit))
-                        if time.monotonic() > deadline:
-                            raise WebPageError(f"unreachable: {host} took more than {self.timeout:g} s to send"
-                                               " the page.")
+                    ip = self.address(url, within=self._deadline.left())
+                except TimeoutError:
+                    raise WebPageError(f"{late[:-1]} (its host name was still being looked up).") from None
+                scheme, host, port = _origin(url)
+                target = httpx.URL(url).copy_with(host=ip)
+                default = port == (443 if scheme == "https" else 80)
+                headers = {"Host": (f"[{host}]" if ":" in host else host) + ("" if default else f":{port}")}
+                extensions = {"sni_hostname": host} if scheme == "https" else {}
+                try:
+                    request = self._client.build_request("GET", target, headers=headers, extensions=extensions)
+                    response = self._client.send(request, stream=True)
                 except httpx.TimeoutException:
-                    raise WebPageError(f"unreachable: {host} stopped sending within {self.timeout:g} s.") from None
+                    raise WebPageError(late if self._deadline.passed() else
+                                       f"unreachable: {host} did not answer within {self.timeout:g} s.") from None
                 except httpx.HTTPError as exc:
                     raise WebPageError(f"unreachable: {host}: {_said(exc)}.") from None
-                return response.status_code, url, media, bytes(body)
-            finally:
-                response.close()
+                try:
+                    if response.status_code in (301, 302, 303, 307, 308):
+                        location = response.headers.get("location")
+                        if not location:
+                            raise WebPageError(f"HTTP {response.status_code} redirect without a Location.")
+                        try:
+                            url = check_url(urllib.parse.urljoin(url, location))
+                        except InvalidArgument as exc:
+                            raise WebPageError(f"redirected to a URL that is not fetched: {exc}") from None
+                        continue
+                    ctype = response.headers.get("content-type")
+                    media = ctype.split(";", 1)[0].strip().lower() or None if ctype else None
+                    if response.status_code >= 300:
+                        return response.status_code, url, media, b""
+                    length = response.headers.get("content-length")
+                    if length and length.isdigit() and int(length) > limit:
+                        raise WebPageError(_too_large(int(length), limit))
+                    try:
+                        body = _decoded(response.iter_raw(), response.headers.get_list("content-encoding",
+                                                                                        split_commas=True), limit)
+                    except httpx.TimeoutException:
+                        raise WebPageError(late if self._deadline.passed() else
+                                           f"unreachable: {host} stopped sending within {self.timeout:g} s.") from None
+                    except httpx.HTTPError as exc:
+                        raise WebPageError(f"unreachable: {host}: {_said(exc)}.") from None
+                    return response.status_code, url, media, body
+                finally:
+                    response.close()
         raise WebPageError(f"too many redirects (more than {MAX_REDIRECTS}).")
 
     # -- robots.txt -----------------------------------------------------------------------------
@@ -290,7 +322,7 @@ class Fetcher:
         netloc = (f"[{host}]" if ":" in host else host) + f":{port}"
         rules = urllib.robotparser.RobotFileParser()
         try:
-            status, _, _, data = self._get(f"{scheme}://{netloc}/robots.txt", ROBOTS_MAX_BYTES)
+            status, _, _, data = self._get(f"{scheme}://{netloc}/robots.txt", ROBOTS_MAX_BYTES, "robots.txt")
         except WebPageError as exc:
             if str(exc).startswith("too large"):  # over RFC 9309's 500 KiB: no rules we could read
                 status, data = 200, b""
@@ -311,12 +343,239 @@ class Fetcher:
         return rules
 
 
+# -- one deadline ----------------------------------------------------------------------------------
+class _Deadline:
+    """The instant a fetch must be done by. httpx applies its timeouts to each read, so a server that
+    sends a byte every second never trips them; every socket operation of the fetcher instead waits
+    at most the time left (:class:`_DeadlineBackend`), and none starts once it has passed."""
+
+    def __init__(self) -> None:
+        self.at: float | None = None
+
+    def running(self, seconds: float) -> _Running:
+        return _Running(self, seconds)
+
+    def left(self) -> float | None:
+        """Seconds left (never below 0), ``None`` when no fetch is running."""
+        return None if self.at is None else max(0.0, self.at - time.monotonic())
+
+    def passed(self) -> bool:
+        return self.at is not None and time.monotonic() >= self.at
+
+    def clamp(self, timeout: float | None, error: type[Exception]) -> float | None:
+        """``timeout`` shortened to the time left; raises ``error`` when none is left."""
+        left = self.left()
+        if left is None:
+            return timeout
+        if left <= 0:
+            raise error("the fetch's deadline has passed")
+        return left if timeout is None else min(timeout, left)
+
+
+class _Running:
+    def __init__(self, deadline: _Deadline, seconds: float) -> None:
+        self.deadline, self.seconds = deadline, seconds
+
+    def __enter__(self) -> None:
+        self.outer = self.deadline.at
+        mine = time.monotonic() + self.seconds
+        self.deadline.at = mine if self.outer is None else min(mine, self.outer)
+
+    def __exit__(self, *exc: object) -> None:
+        self.deadline.at = self.outer
+
+
+class _DeadlineStream(httpcore.NetworkStream):
+    """A connection whose every read, write and TLS handshake waits at most the time left."""
+
+    def __init__(self, stream: httpcore.NetworkStream, deadline: _Deadline) -> None:
+        self._stream, self._deadline = stream, deadline
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._stream.read(max_bytes, self._deadline.clamp(timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._stream.write(buffer, self._deadline.clamp(timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def start_tls(self, ssl_context: Any, server_hostname: str | None = None,
+                  timeout: float | None = None) -> httpcore.NetworkStream:
+        return _DeadlineStream(self._stream.start_tls(ssl_context, server_hostname,
+                                                      self._deadline.clamp(timeout, httpcore.ConnectTimeout)),
+                               self._deadline)
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
+
+
+class _DeadlineBackend(httpcore.NetworkBackend):
+    """httpcore's socket backend with :class:`_DeadlineStream` connections."""
+
+    def __init__(self, backend: httpcore.NetworkBackend, deadline: _Deadline) -> None:
+        self._backend, self._deadline = backend, deadline
+
+    def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
+                    socket_options: Any = None) -> httpcore.NetworkStream:
+        stream = self._backend.connect_tcp(host, port, self._deadline.clamp(timeout, httpcore.ConnectTimeout),
+                                           local_address=local_address, socket_options=socket_options)
+        return _DeadlineStream(stream, self._deadline)
+
+    def connect_unix_socket(self, path: str, timeout: float | None = None,
+                            socket_options: Any = None) -> httpcore.NetworkStream:  # pragma: no cover - unused
+        raise httpcore.ConnectError("the web fetcher connects over TCP only")
+
+    def sleep(self, seconds: float) -> None:
+        self._backend.sleep(seconds)
+
+
+def _in_time(resolve: Callable[[str, int], list[str]], host: str, port: int, seconds: float | None) -> list[str]:
+    """``resolve(host, port)`` in a daemon thread, waited for at most ``seconds`` (the system
+    resolver has no timeout of its own to give it).
+
+    Raises:
+        TimeoutError: not done in time (the thread is left to finish on its own). What
+            ``resolve`` raises.
+    """
+    box: list[Any] = []
+
+    def run() -> None:
+        try:
+            box.append(("ok", resolve(host, port)))
+        except BaseException as exc:  # handed to the caller's thread
+            box.append(("err", exc))
+
+    thread = threading.Thread(target=run, name=f"resolve {host}", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if not box:
+        raise TimeoutError(host)
+    kind, value = box[0]
+    if kind == "err":
+        raise value
+    return list(value)
+
+
+# -- bounded decoding ------------------------------------------------------------------------------
+class _Inflater:
+    """One Content-Encoding layer (``gzip`` or ``deflate``), decoded in steps of at most
+    :data:`DECODE_STEP` bytes (zlib's ``max_length``), so a layer never holds more than one step of
+    output. A gzip stream of several members (RFC 1952 2.2) is read to its last; ``deflate`` is a
+    zlib stream (RFC 9110 8.4.1.2) or, as some servers send it, raw DEFLATE; bytes after the end of
+    the stream are ignored, as browsers do."""
+
+    _GZIP_MAGIC = b"\x1f\x8b"
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._d: Any = zlib.decompressobj(16 + zlib.MAX_WBITS) if kind == "gzip" else None
+        self._head = b""  # deflate: bytes held until the first two say which kind it is
+        self._between = False  # gzip: a member ended with the bytes given; another may follow
+        self._ended = False
+
+    def feed(self, data: bytes) -> Iterator[bytes]:
+        if self._ended or not data:
+            return
+        if self._between:
+            self._between = False
+            if data[:2] != self._GZIP_MAGIC:
+                self._ended = True
+                return
+            self._d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        if self._d is None:
+            self._head += data
+            if len(self._head) < 2:
+                return
+            data, self._head = self._head, b""
+            zlib_wrapped = data[0] & 0x0F == 8 and (data[0] << 8 | data[1]) % 31 == 0
+            self._d = zlib.decompressobj(zlib.MAX_WBITS if zlib_wrapped else -zlib.MAX_WBITS)
+        yield from self._run(data)
+
+    def _run(self, data: bytes) -> Iterator[bytes]:
+        while True:
+            try:
+                out = self._d.decompress(data, DECODE_STEP)
+            except zlib.error:
+                raise WebPageError(f"the page's {self.kind} compression is damaged; it cannot be unpacked.") from None
+            data = self._d.unconsumed_tail
+            if out:
+                yield out
+            if self._d.eof:
+                rest = self._d.unused_data + data
+                if self.kind == "gzip" and not rest:
+                    self._between = True
+                elif self.kind == "gzip" and rest[:2] == self._GZIP_MAGIC:
+                    self._d, data = zlib.decompressobj(16 + zlib.MAX_WBITS), rest
+                    continue
+                else:
+                    self._ended = True
+                return
+            if not data and not out:  # all input taken and no output held back
+                return
+
+    def finish(self) -> Iterator[bytes]:
+        """What is left at the end of the body (a stream cut short keeps what it gave, as browsers do)."""
+        if self._head and not self._ended:  # a deflate body of one byte
+            head, self._head = self._head, b""
+            self._d = zlib.decompressobj(-zlib.MAX_WBITS)
+            yield from self._run(head)
+
+
+def _decoded(raw: Iterator[bytes], encodings: list[str], limit: int) -> bytes:
+    """The body of ``raw`` (the bytes as sent) with its ``Content-Encoding`` layers (``encodings``
+    in the order they were applied) undone, last first, step by step: the bytes sent and the output
+    of EVERY layer each count against ``limit``, and decoding stops as soon as one passes it.
+
+    Raises:
+        WebPageError: more than ``limit`` bytes at any layer; more than :data:`MAX_ENCODINGS`
+            layers; an encoding other than gzip/deflate/identity; damaged compressed data.
+    """
+    names = [e.strip().lower() for e in encodings if e.strip() and e.strip().lower() != "identity"]
+    said = ", ".join(names)
+    if len(names) > MAX_ENCODINGS:
+        raise WebPageError(f"refused: the page is compressed {len(names)} times over (Content-Encoding: {said});"
+                           f" at most {MAX_ENCODINGS} layers are unpacked.")
+    unknown = [n for n in names if n not in _DECODERS]
+    if unknown:
+        raise WebPageError(f"the server sends the page in an encoding that is not read here ({unknown[0]}; asked"
+                           f" for {ACCEPT_ENCODING} only).")
+    layers = [_Inflater(_DECODERS[n]) for n in reversed(names)]
+    totals = [0] * (len(layers) + 1)  # bytes sent, then the output of each layer
+    body = bytearray()
+
+    def count(i: int, n: int) -> None:
+        totals[i] += n
+        if totals[i] > limit:
+            unpacked = f" once unpacked (Content-Encoding: {said}; {totals[0]:,} bytes sent so far)" if i else ""
+            raise WebPageError(f"too large: more than {limit / 1e6:g} MB{unpacked}; the limit is {limit / 1e6:g} MB"
+                               " (setting ingest.max_file_mb).")
+
+    def push(i: int, pieces: Iterator[bytes]) -> None:
+        for piece in pieces:
+            count(i + 1, len(piece))
+            if i + 1 == len(layers):
+                body.extend(piece)
+            else:
+                push(i + 1, layers[i + 1].feed(piece))
+
+    for part in raw:
+        count(0, len(part))
+        if not layers:
+            body.extend(part)
+        else:
+            push(0, layers[0].feed(part))
+    for i, layer in enumerate(layers):  # the end of the stream, outermost layer first
+        push(i, layer.finish())
+    return bytes(body)
+
+
 def _getaddrinfo(host: str, port: int) -> list[str]:
     return list(dict.fromkeys(str(info[4][0]) for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)))
 
 
 def _said(exc: Exception) -> str:
-    text = str(exc) or type(exc).__name__
+    text = str(exc) or "the connection failed"
     if "CERTIFICATE_VERIFY_FAILED" in text:
         return "its TLS certificate is not valid for it"
     if "Connection refused" in text or "Errno 111" in text:
@@ -574,7 +833,8 @@ class WebJob(IngestJob):
             log.exception("web ingest of %s into %s", self.url, self.store)
             failed = current[0] if current and current[0].result is None else None
             shown = without_credentials(self.url)
-            r = IngestResult(shown, Outcome.FAILED, f"{shown}: {exc}", error=type(exc).__name__)
+            said = unexpected_problem(exc, "while fetching it", "the program")
+            r = IngestResult(shown, Outcome.FAILED, f"{shown}: {said}.", error=type(exc).__name__)
             if failed is not None:
                 failed.result, failed.stage = r, "done"
             else:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from knowledge.catalog import jobs as queue
-from knowledge.errors import KnowledgeError
+from knowledge.errors import KnowledgeError, unexpected_problem
 from knowledge.outcomes import IngestResult, Outcome
 
 log = logging.getLogger(__name__)
@@ -253,8 +253,7 @@ class Worker:
             return IngestResult(name, Outcome.FAILED, f"{name}: {reason_of(exc)}", error=type(exc).__name__)
         except Exception as exc:  # a bug: say so for this file, keep the batch going
             log.exception("ingesting %s into %s", name, job.store)
-            return IngestResult(name, Outcome.FAILED, f"{name}: unexpected error ({type(exc).__name__}: {exc});"
-                                " see the server log.", error=type(exc).__name__)
+            return IngestResult(name, Outcome.FAILED, f"{name}: {unexpected_problem(exc)}.", error=type(exc).__name__)
 
 
 #: How much nicer (Linux ``nice``) the app's worker process runs than the app: the app's searches

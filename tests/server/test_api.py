@@ -247,3 +247,23 @@ def test_each_file_of_a_running_batch_has_its_own_status(tmp_path):
     finally:
         release.set()
         w.close()
+
+
+def test_file_names_with_invisible_or_bidi_characters_at_upload(client, wb):
+    """Issue 38: a right-to-left override in an uploaded name was stored and failed only later.
+    Now the upload is refused with the character named; the invisible characters that carry
+    nothing (zero-width space, byte-order mark, soft hyphen) are taken out, so the name kept is
+    the one the person sees -- the same at every door (the service layer has the same test)."""
+    with pytest.raises(openai.BadRequestError) as e:
+        client.files.create(file=("invoice\u202efdp.exe", b"plain text", "text/plain"), purpose="assistants")
+    assert e.value.status_code == 400
+    said = e.value.body["message"]
+    assert "U+202E RIGHT-TO-LEFT OVERRIDE" in said and "disguise a name's extension" in said, said
+    assert "InvalidArgument" not in said
+    assert client.files.list().data == [] and wb.files.list() == []  # nothing kept
+    f = client.files.create(file=("\ufeffre\u00adport\u200b.txt", b"zebra notes", "text/plain"), purpose="assistants")
+    assert f.filename == "report.txt"
+    vs = client.vector_stores.create(name="kb")
+    added = client.vector_stores.files.create_and_poll(vector_store_id=vs.id, file_id=f.id)
+    assert added.status == "completed", added.last_error
+    assert [x.id for x in client.vector_stores.files.list(vector_store_id=vs.id)] == [f.id]

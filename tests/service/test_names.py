@@ -113,3 +113,51 @@ def test_agent_memory_dataset_names_with_control_characters_are_refused(wb):
         memory.remember("a fact", dataset="notes\x00")
     memory.remember("a fact", dataset="notes")
     assert [h.dataset for h in memory.recall("a fact", dataset="notes")] == ["notes"]
+
+
+INVISIBLE_NAMES = [("re\u200bport.txt", "report.txt"), ("\ufeffreport.txt", "report.txt"),
+                   ("re\u00adport.txt", "report.txt"), ("re\u2060port\u2063.txt", "report.txt"),
+                   ("a\ufff9hidden\ufffbb.txt", "ahiddenb.txt")]
+
+
+def test_invisible_characters_leave_a_file_name_at_every_door(wb, tmp_path):
+    """Issue 38: the invisible characters that carry nothing in a name are taken out of a file
+    name -- the same at the file store (REST and chat uploads), the Indexer (the app's upload and
+    CLI ingest) and folder sync -- so the name kept is the one a person sees and can find; the
+    characters scripts and emoji need (joiners, the marks) stay."""
+    from knowledge._names import clean_file_name
+    from knowledge.filestore.base import clean_name
+    for given, kept in INVISIBLE_NAMES:
+        assert clean_file_name(given) == kept and clean_name(given) == kept
+    for name in ("عربي\u200f.txt", "👨\u200d👩\u200d👧.txt", "نامه\u200cها.txt"):
+        assert clean_name(name) == name
+    assert wb.save_attachment("up\u200bload.txt", None, b"uploaded").name == "upload.txt"
+    r = wb.ingest_file("kb", b"zero width words", "re\u200bport.txt")
+    assert r.ok and r.name == "report.txt"
+    again = wb.ingest_file("kb", b"zero width words", "report.txt")
+    assert again.outcome == "unchanged"  # the same name: what the person saw
+    folder = tmp_path / "synced"
+    folder.mkdir()
+    (folder / "no\u200bte.txt").write_text("synced words")
+    (folder / "bad\u202etxt.exe").write_text("spoofed")
+    results = wb.indexer.ingest_paths("kb2", [folder])  # CLI ingest of a folder
+    assert sorted((x.name, x.ok) for x in results) == [("bad\u202etxt.exe", False), ("note.txt", True)]
+    sync = wb.syncs.folder("kb3", folder)  # folder sync
+    report = sync.apply(sync.plan())
+    assert sorted(f.file_name for f in wb.file_records("kb3")) == ["note.txt"]
+    [failed] = report.failed
+    assert "U+202E" in failed.message and "disguise" in failed.message, failed
+
+
+@pytest.mark.parametrize("name, code", [("invoice\u202efdp.exe", "U+202E RIGHT-TO-LEFT OVERRIDE"),
+                                        ("a\u2067b.txt", "U+2067 RIGHT-TO-LEFT ISOLATE"),
+                                        ("x\u202ay.pdf", "U+202A LEFT-TO-RIGHT EMBEDDING")])
+def test_a_bidi_control_in_a_file_name_is_refused_in_words_at_every_door(wb, name, code):
+    from knowledge.filestore.base import clean_name
+    for attempt in (lambda: clean_name(name), lambda: wb.save_attachment(name, None, b"x")):
+        with pytest.raises(InvalidArgument) as e:
+            attempt()
+        assert code in str(e.value) and "invisible control character that can disguise" in str(e.value)
+    r = wb.ingest_file("kb", b"words", name)
+    assert not r.ok and code in r.message and "disguise a name's extension" in r.message
+    assert wb.stored_files() == []

@@ -21,6 +21,10 @@ NO_EXCEPTION_NAME = re.compile(r"\b\w*(Error|Exception)\b|BadZipFile")
     ("unsupported PDF encryption: NotImplementedError: algorithm 5", False),
     ("unreadable CSV: Error: field larger than field limit", False),
     ("a.pdf: unexpected error (KeyError: 3); see the server log.", False),
+    ("a.pdf: an unexpected problem while reading this file (a bug in the reader); it was recorded in the"
+     " ingest worker's log.", False),
+    ("damaged: this EPUB cannot be read (the ZIP structure is damaged)", False),
+    ("unreadable DOCX: its XML is malformed (line 3)", False),
     ("no text: the file is empty", False),
     ("unsupported: legacy Word format (.doc) — save it as .docx", False),
     ("password required: this PDF is encrypted; give its password to read it", True),
@@ -34,6 +38,11 @@ def test_reasons_in_words_and_retry_only_where_it_can_help(reason, retry):
     assert words[0].isupper() and words.endswith(".")
     assert can_retry(reason) is retry
     assert needs_password(reason) is ("password" in reason)
+
+
+def test_a_legacy_unexpected_error_points_at_no_log():
+    words = plain_reason("a.pdf: unexpected error (KeyError: 3); see the server log.")
+    assert "log" not in words and "bug in the reader" in words
 
 
 def test_no_reason_is_no_words():

@@ -221,3 +221,95 @@ def test_a_linked_document_reads_by_its_bytes(wb, site: Site):
     results = wb.ingest_web("web", site.url("/"), depth=1)
     assert [r.outcome for r in results] == [Outcome.INDEXED, Outcome.INDEXED], [r.message for r in results]
     assert any("puffins" in h.text for h in wb.search("web", "puffins", mode="lexical"))
+
+
+# -- bounded bodies and one deadline (issue 38) -------------------------------------------------------
+def test_gzip_of_gzip_is_bounded_at_every_layer_while_it_is_decoded(tmp_path, site: Site):
+    import tracemalloc
+
+    from web_helpers import zeros_bomb
+    bomb = zeros_bomb(decoded_mb=200, layers=2)  # 200 MB of zeros in about 2 KB
+    assert len(bomb) < 20_000
+    site.pages["/bomb.html"] = (200, {"Content-Type": "text/html", "Content-Encoding": "gzip, gzip"}, bomb)
+    settings = load_settings(data_dir=tmp_path / "data", ingest={"web_allow_private": True, "max_file_mb": 1})
+    with Fetcher(settings) as fetcher:
+        tracemalloc.start()
+        try:
+            with pytest.raises(WebPageError, match=r"too large: more than 1 MB once unpacked \(Content-Encoding:"
+                                                   r" gzip, gzip;.*ingest\.max_file_mb"):
+                fetcher.fetch(site.url("/bomb.html"), robots=False)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert peak < 8_000_000, peak  # the 1 MB limit plus a few 64 KB steps, never the 200 MB
+
+
+def test_chained_encodings_decode_when_small_and_too_many_layers_are_refused(tmp_path, site: Site):
+    import zlib
+
+    from web_helpers import gzip_layers
+    html = page("Layers", "Twice packed pelicans.").encode()
+    site.pages["/two.html"] = (200, {"Content-Type": "text/html", "Content-Encoding": "gzip, gzip"},
+                               gzip_layers(html, 2))
+    site.pages["/three.html"] = (200, {"Content-Type": "text/html", "Content-Encoding": "gzip, gzip, gzip"},
+                                 gzip_layers(html, 3))
+    site.pages["/zlib.html"] = (200, {"Content-Type": "text/html", "Content-Encoding": "deflate"},
+                                zlib.compress(html))
+    raw = zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS)
+    site.pages["/raw.html"] = (200, {"Content-Type": "text/html", "Content-Encoding": "deflate"},
+                               raw.compress(html) + raw.flush())
+    site.pages["/multi.html"] = (200, {"Content-Type": "text/html", "Content-Encoding": "gzip"},
+                                 gzip_layers(html[:40], 1) + gzip_layers(html[40:], 1))  # two gzip members
+    site.pages["/br.html"] = (200, {"Content-Type": "text/html", "Content-Encoding": "br"}, b"\x0b\x02\x80hi\x03")
+    site.pages["/broken.html"] = (200, {"Content-Type": "text/html", "Content-Encoding": "gzip"},
+                                  b"\x1f\x8b\x08\x00" + b"\xff" * 40)
+    settings = load_settings(data_dir=tmp_path / "data", ingest={"web_allow_private": True})
+    with Fetcher(settings) as fetcher:
+        for path in ("/two.html", "/zlib.html", "/raw.html", "/multi.html"):
+            assert fetcher.fetch(site.url(path), robots=False).data == html, path
+        with pytest.raises(WebPageError, match=r"compressed 3 times over .* at most 2 layers"):
+            fetcher.fetch(site.url("/three.html"), robots=False)
+        with pytest.raises(WebPageError, match=r"an encoding that is not read here \(br"):
+            fetcher.fetch(site.url("/br.html"), robots=False)
+        with pytest.raises(WebPageError, match=r"gzip compression is damaged"):
+            fetcher.fetch(site.url("/broken.html"), robots=False)
+
+
+def test_headers_sent_one_byte_at_a_time_meet_one_total_deadline(tmp_path):
+    import time
+
+    from web_helpers import TrickleServer
+    slow = TrickleServer("/slow", interval=0.05)  # a byte every 50 ms: no single read ever waits 1 s
+    w = make_wb(tmp_path, web_timeout_seconds=1)
+    try:
+        started = time.monotonic()
+        [r] = w.ingest_web("web", slow.url("/slow"))  # robots.txt answers 404 at once, the page trickles
+        took = time.monotonic() - started
+        assert r.outcome == Outcome.FAILED
+        assert "the page did not arrive within 1 s" in r.message and "ingest.web_timeout_seconds" in r.message
+        assert "Error" not in r.message
+        assert slow.served == 1 and took < 3, took
+    finally:
+        w.close()
+        slow.close()
+
+
+def test_a_host_name_lookup_is_inside_the_deadline(settings):
+    import threading
+    import time
+    release = threading.Event()
+
+    def stuck(host, port):
+        release.wait(10)
+        return ["127.0.0.1"]
+
+    fetcher = Fetcher(settings, resolve=stuck)
+    try:
+        fetcher.timeout = 0.5
+        started = time.monotonic()
+        with pytest.raises(WebPageError, match=r"did not arrive within 0\.5 s"):
+            fetcher.fetch("http://slow-dns.example/", robots=False)
+        assert time.monotonic() - started < 2
+    finally:
+        release.set()
+        fetcher.close()
