@@ -86,10 +86,12 @@ def test_a_reader_bug_fails_its_file_in_words_and_the_batch_goes_on(tmp_path, mo
 
     monkeypatch.setattr(errors, "_LOG_PLACE", "the app's log")
     monkeypatch.setattr(readers, "read_document", flaky)
-    import knowledge.service.indexing as indexing
-    if hasattr(indexing, "read_document"):
-        monkeypatch.setattr(indexing, "read_document", flaky)
-    wb = Workbench(load_settings(data_dir=tmp_path / "data"), embedder_factory=lambda m: HashEmbedder(64, 64))
+    from knowledge.ingest import isolated
+
+    monkeypatch.setattr(isolated, "read_document", flaky)
+    # in-process reading (the monkeypatch reaches this process only; the child's case is below)
+    wb = Workbench(load_settings(data_dir=tmp_path / "data", ingest={"reader_processes": 0}),
+                   embedder_factory=lambda m: HashEmbedder(64, 64))
     try:
         job = IngestJob(wb, "kb", [("bad.txt", b"some words"), ("good.txt", b"other words")])
         assert job.start().wait(60)
@@ -104,3 +106,43 @@ def test_a_reader_bug_fails_its_file_in_words_and_the_batch_goes_on(tmp_path, mo
         assert rec.reason == bad.message.removeprefix("bad.txt: ") and rec.error == "ValueError"
     finally:
         wb.close()
+
+
+_BUGGY_READER = """
+from knowledge.ingest import readers
+real = readers.read_document
+def flaky(source, name=None, *args, **kwargs):
+    if str(name).endswith("bad.txt"):
+        raise ValueError("internal state 7")
+    return real(source, name, *args, **kwargs)
+readers.read_document = flaky  # before knowledge.ingest._child imports it
+"""
+
+
+def test_a_reader_bug_in_a_child_fails_its_file_in_words_and_its_trace_reaches_this_log(tmp_path, monkeypatch,
+                                                                                          caplog):
+    """The same bug inside a reader child (planted by a sitecustomize module the child imports at
+    start): the file fails in words naming this process's log, the traceback is logged here, the
+    child lives on to read the next file."""
+    from knowledge.ingest import isolated
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(_BUGGY_READER)
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    monkeypatch.setattr(errors, "_LOG_PLACE", "the app's log")
+    isolated.shared_pool(1).close()  # children started from here on import the planted bug
+    wb = Workbench(load_settings(data_dir=tmp_path / "data"), embedder_factory=lambda m: HashEmbedder(64, 64))
+    try:
+        job = IngestJob(wb, "kb", [("bad.txt", b"some words"), ("good.txt", b"other words")])
+        assert job.start().wait(60)
+        bad, good = (fp.result for fp in job.files)
+        assert good.outcome == Outcome.INDEXED
+        assert bad.outcome == Outcome.FAILED
+        assert bad.message.endswith("an unexpected problem while reading this file (a bug in the reader);"
+                                    " it was recorded in the app's log"), bad.message
+        assert not CLASS_NAME.search(bad.message)
+        assert "internal state 7" in caplog.text and "Traceback" in caplog.text
+    finally:
+        wb.close()
+        isolated.shared_pool(1).close()
