@@ -559,7 +559,8 @@ _DEFAULT_PASSWORD = "VelvetSweatshop"
 def read_xls(data: bytes) -> Document:
     """Read a legacy Excel 97-2003 workbook (.xls, BIFF8; also BIFF2-5) with xlrd: the same sheets,
     rows, displayed values, merged ranges, comments and hidden-sheet warnings as :func:`read_xlsx`
-    (xlrd reads no page headers/footers, drawings or embedded objects).
+    (xlrd reads no page headers/footers, drawings or embedded objects). Rows are read ragged (the
+    cells present, not the used range); merged ranges as in :func:`read_xlsx`.
 
     Raises:
         UnsupportedFile: a damaged workbook, or one encrypted with a password of its own.
@@ -581,17 +582,18 @@ def read_xls(data: bytes) -> Document:
         if sheet.visibility:
             warnings.append(f"sheet '{sheet.name}' is {'very hidden' if sheet.visibility == 2 else 'hidden'}:"
                             " read anyway")
+        expect(f"sheet '{sheet.name}' has a used range of {sheet.nrows:,} × {sheet.ncols:,} cells; the cells"
+               " present are read")
         rows: dict[int, dict[int, tuple[str, bool]]] = {}
+        values = 0
         for r in range(sheet.nrows):
-            for c in range(sheet.ncols):
+            for c in range(sheet.row_len(r)):  # ragged rows: the cells present, not the used range
                 value = _xls_cell(xlrd, book, sheet.cell(r, c), date1904)
                 if value is not None and (text := one_line(value[0])):
                     rows.setdefault(r + 1, {})[c + 1] = (text, value[1])
-        for rlo, rhi, clo, _ in getattr(sheet, "merged_cells", []):
-            top = rows.get(rlo + 1, {}).get(clo + 1)
-            if top is not None:
-                for r in range(rlo + 2, rhi + 1):
-                    rows.setdefault(r, {}).setdefault(clo + 1, top)
+                    values += 1
+        merges = [(clo + 1, rlo + 1, rhi) for rlo, rhi, clo, _ in getattr(sheet, "merged_cells", [])]
+        _spread_merges(rows, merges, values, sheet.name, warnings)
         builder.add("\n".join(_layout(rows)), heading=sheet.name)
         notes = []
         for (r, c), note in sorted(getattr(sheet, "cell_note_map", {}).items()):
@@ -607,7 +609,8 @@ def read_xls(data: bytes) -> Document:
 
 def _open_xls(xlrd, data: bytes):
     try:
-        return xlrd.open_workbook(file_contents=data, formatting_info=True, logfile=io.StringIO())
+        return xlrd.open_workbook(file_contents=data, formatting_info=True, ragged_rows=True,
+                                  logfile=io.StringIO())
     except xlrd.XLRDError as exc:
         if "encrypted" not in str(exc).lower():
             raise
@@ -622,7 +625,8 @@ def _open_xls(xlrd, data: bytes):
     except Exception as exc:
         raise UnsupportedFile("unsupported: a password-protected Excel 97-2003 workbook (.xls) — open it in"
                               " Excel, remove the password or save it as .xlsx") from exc
-    return xlrd.open_workbook(file_contents=plain.getvalue(), formatting_info=True, logfile=io.StringIO())
+    return xlrd.open_workbook(file_contents=plain.getvalue(), formatting_info=True, ragged_rows=True,
+                              logfile=io.StringIO())
 
 
 def _xls_cell(xlrd, book, cell, date1904: bool) -> tuple[str, bool] | None:

@@ -218,3 +218,28 @@ def long_field_csv(length: int = 300_000) -> bytes:
         n += 1
     body = "".join(words)[:length]
     return (f'title,body\nfirst,short text\nsecond,"{body}"\nthird,after the long one\n').encode()
+
+
+#: The legacy .xls grid's last row and column (65,536 × 256 cells, BIFF8).
+XLS_LAST_ROW = 65_536
+XLS_LAST_COL = 256
+
+
+def edge_formatted_xls() -> bytes:
+    """A ~6 KB legacy Excel 97-2003 workbook (BIFF8, written with xlwt, a development dependency): three
+    real rows (``Region``/``Sales``, ``North`` 125, ``South`` 75), a note ``audited`` in C2 merged over
+    C2:C65536, and a bold empty cell in the last row and column (IV65536). Its used range is the whole
+    65,536 × 256 grid; 7 cells have values."""
+    import xlwt  # noqa: PLC0415 - tests and benchmarks only
+
+    book = xlwt.Workbook()
+    ws = book.add_sheet("Data")
+    for r, row in enumerate([("Region", "Sales"), ("North", 125, "audited"), ("South", 75)]):
+        for c, value in enumerate(row):
+            ws.write(r, c, value)
+    # The MERGEDCELLS record only: xlwt's merge() also writes a blank cell per merged cell (2 MB here).
+    ws._Worksheet__merged_ranges.append((1, XLS_LAST_ROW - 1, 2, 2))
+    ws.write(XLS_LAST_ROW - 1, XLS_LAST_COL - 1, None, xlwt.easyxf("font: bold on"))
+    buf = io.BytesIO()
+    book.save(buf)
+    return buf.getvalue()
