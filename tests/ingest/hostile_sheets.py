@@ -230,7 +230,7 @@ def edge_formatted_xls() -> bytes:
     real rows (``Region``/``Sales``, ``North`` 125, ``South`` 75), a note ``audited`` in C2 merged over
     C2:C65536, and a bold empty cell in the last row and column (IV65536). Its used range is the whole
     65,536 × 256 grid; 7 cells have values."""
-    import xlwt  # noqa: PLC0415 - tests and benchmarks only
+    import xlwt  # tests and benchmarks only (a development dependency)
 
     book = xlwt.Workbook()
     ws = book.add_sheet("Data")
