@@ -8,7 +8,8 @@ as ``header: value`` lines, as the CSV reader does), spacing (``text:s``, ``text
 ``text:line-break``), footnotes and endnotes and annotations (comments) after their paragraph, text
 boxes and shapes, image titles and descriptions (``svg:title``/``svg:desc``), embedded objects'
 text (charts, formulas), headers and footers of the master pages in use (once). Spreadsheets: each
-sheet a section headed by its name, repeated cells and rows expanded up to a bound. Presentations:
+sheet a section headed by its name, repeated cells and rows expanded up to bounds (see
+:data:`MAX_CELL_REPEAT` and what follows; the warnings say what was cut). Presentations:
 each slide a page (``page`` = slide number, heading = its title), speaker notes after it, footers
 and master-page text once. Left out: deleted tracked changes and hidden text (``text:display="none"``
 styles, hidden-paragraph fields; both counted in the warnings), macros (``Basic/``, ``Scripts/``),
@@ -27,6 +28,7 @@ from lxml import etree
 
 from knowledge.errors import KnowledgeError, PasswordRequired, UnsupportedFile, in_words
 from knowledge.ingest._compose import ReadPart, add_part
+from knowledge.ingest._cost import expect
 from knowledge.ingest._text import Builder, one_line
 from knowledge.ingest._zipsafe import MAX_PACKAGE_BYTES, check_package
 from knowledge.ingest.document import Document
@@ -50,9 +52,17 @@ OFFICE, STYLE, TEXT, TABLE, DRAW, PRES, SVG, DC, XLINK = (
 
 #: A package that unpacks to more than this is refused (a "zip bomb").
 MAX_UNPACKED_BYTES = MAX_PACKAGE_BYTES
-#: Repeated rows/columns of a sheet are expanded up to these counts (a repeated empty row is skipped).
+#: Repeated rows and cells (``table:number-rows-repeated``, ``table:number-columns-repeated``) are
+#: expanded up to these counts: a row with values is read at most MAX_ROW_REPEAT times, a cell with a
+#: value in at most MAX_CELL_REPEAT columns, and a table's repetitions add at most MAX_REPEATED_VALUES
+#: values to the ones its XML holds (beyond that a repeated row or cell is read once). Repeated empty
+#: rows and cells cost nothing (they only move the row or column on). The warnings say what was cut.
 MAX_ROW_REPEAT = 100
-MAX_COLUMNS = 1024
+MAX_CELL_REPEAT = 100
+MAX_REPEATED_VALUES = 100_000
+#: Columns of a table read: LibreOffice Calc's and Excel's 16,384 (values in columns past it are not).
+MAX_COLUMNS = 16_384
+#: Rows of a table read (repetitions counted).
 MAX_ROWS = 100_000
 #: Embedded objects (``Object 1/content.xml``) nest at most this deep.
 MAX_OBJECT_DEPTH = 3
@@ -175,6 +185,8 @@ class _Reader:
     # -- the document ---------------------------------------------------------------------------
 
     def read(self, what: str) -> Document:
+        expect(f"the {what}'s content is {self.zf.getinfo('content.xml').file_size:,} bytes of XML"
+               " (repeated rows and cells are expanded within bounds)")
         content = self.part("content.xml")
         styles = self.part("styles.xml")
         for root in (styles, content):
@@ -506,52 +518,102 @@ class _Reader:
 
     # -- tables ---------------------------------------------------------------------------------
 
-    def _rows(self, table: etree._Element) -> Iterator[tuple[list[str], list[tuple[str, str]]]]:
-        """The rows of ``table`` (header rows and row groups included) as cell texts, expanded."""
-        count = 0
+    def _rows(self, table: etree._Element) -> list[tuple[list[tuple[int, str]], list[tuple[str, str]]]]:
+        """The rows of ``table`` (header rows and row groups included) as ``(cells, notes)``: ``cells``
+        the ``(column, text)`` of the cells with text (columns from 0), repeats expanded within the
+        bounds above; the cuts are named in the warnings."""
+        out: list[tuple[list[tuple[int, str]], list[tuple[str, str]]]] = []
+        budget = MAX_REPEATED_VALUES
+        wide_cells = wide_max = wide_declared = wide_read = 0  # cells repeated over > MAX_CELL_REPEAT columns
+        long_rows: list[int] = []  # repeat counts of rows repeated over MAX_ROW_REPEAT times
+        over_budget = 0  # values a repetition would have added past the budget
+        past_columns = False
         for row in _iter_rows(table):
-            cells: list[str] = []
+            cells: list[tuple[int, str]] = []
             notes: list[tuple[str, str]] = []
+            col = 0
             for cell in row:
                 if cell.tag not in (TABLE + "table-cell", TABLE + "covered-table-cell"):
                     continue
-                parts: list[str] = []
-                cell_notes: list[tuple[str, str]] = []
-                if cell.tag == TABLE + "table-cell":
-                    for p in cell:
-                        if p.tag in (TEXT + "p", TEXT + "h"):
-                            if parts:
-                                parts.append(" ")
-                            self._inline(p, parts, cell_notes, [])
-                        elif p.tag == TEXT + "list" or p.tag == TABLE + "table":
-                            parts.append(" " + " ".join(self._plain(p).split("\n")))
-                        elif p.tag == OFFICE + "annotation":
-                            label, note = self._annotation(p)
-                            if note:
-                                cell_notes.append((label, note))
-                value = one_line("".join(parts))
-                repeat = min(_int(cell.get(TABLE + "number-columns-repeated"), 1), MAX_COLUMNS)
-                if not value:
-                    repeat = min(repeat, MAX_COLUMNS - len(cells))
-                cells.extend([value] * max(repeat, 1))
-                notes.extend(cell_notes)
-                if len(cells) >= MAX_COLUMNS:
+                repeat = max(_int(cell.get(TABLE + "number-columns-repeated"), 1), 1)
+                if col >= MAX_COLUMNS:
+                    past_columns = past_columns or bool(self._cell_text(cell, []))
                     break
-            while cells and not cells[-1]:
-                cells.pop()
-            repeat = _int(row.get(TABLE + "number-rows-repeated"), 1)
+                value = self._cell_text(cell, notes)
+                if value:
+                    read = min(repeat, MAX_CELL_REPEAT, MAX_COLUMNS - col)
+                    if read > 1 and read - 1 > budget:
+                        over_budget += read - 1 - budget
+                        read = budget + 1
+                    budget -= read - 1
+                    if repeat > MAX_CELL_REPEAT:
+                        wide_cells += 1
+                        wide_max = max(wide_max, repeat)
+                        wide_declared += repeat
+                        wide_read += read
+                    cells.extend((col + i, value) for i in range(read))
+                col += repeat
+            repeat = max(_int(row.get(TABLE + "number-rows-repeated"), 1), 1)
             if not cells and not notes:
                 continue  # an empty row, however often repeated
             if repeat > MAX_ROW_REPEAT:
-                self.warnings.append(f"a row repeated {repeat:,} times is read {MAX_ROW_REPEAT} times")
+                long_rows.append(repeat)
                 repeat = MAX_ROW_REPEAT
+            if cells and (repeat - 1) * len(cells) > budget:
+                over_budget += (repeat - 1) * len(cells) - budget
+                repeat = 1 + budget // len(cells)
+            budget -= (repeat - 1) * len(cells)
             for _ in range(repeat):
-                count += 1
-                if count > MAX_ROWS:
+                if len(out) >= MAX_ROWS:
                     self.warnings.append(f"a table has more than {MAX_ROWS:,} rows; the rest is not read")
-                    return
-                yield cells, notes
+                    break
+                out.append((cells, notes))
                 notes = []
+            else:
+                continue
+            break
+        self._repeat_warnings(table, wide_cells, wide_max, wide_declared, wide_read, long_rows, over_budget,
+                              past_columns)
+        return out
+
+    def _cell_text(self, cell: etree._Element, notes: list[tuple[str, str]]) -> str:
+        """The text of a table cell (a covered cell has none), its annotations added to ``notes``."""
+        if cell.tag != TABLE + "table-cell":
+            return ""
+        parts: list[str] = []
+        for p in cell:
+            if p.tag in (TEXT + "p", TEXT + "h"):
+                if parts:
+                    parts.append(" ")
+                self._inline(p, parts, notes, [])
+            elif p.tag == TEXT + "list" or p.tag == TABLE + "table":
+                parts.append(" " + " ".join(self._plain(p).split("\n")))
+            elif p.tag == OFFICE + "annotation":
+                label, note = self._annotation(p)
+                if note:
+                    notes.append((label, note))
+        return one_line("".join(parts))
+
+    def _repeat_warnings(self, table: etree._Element, wide_cells: int, wide_max: int, wide_declared: int,
+                         wide_read: int, long_rows: list[int], over_budget: int, past_columns: bool) -> None:
+        name = table.get(TABLE + "name")
+        where = f"table {name!r}: " if name else ""
+        if wide_cells:
+            what = "a cell repeats its value" if wide_cells == 1 else f"{wide_cells:,} cells repeat their value"
+            upto = f"{wide_max:,} columns" if wide_cells == 1 else f"as many as {wide_max:,} columns"
+            self.warnings.append(f"{where}{what} over {upto}: read in at most {MAX_CELL_REPEAT} columns each"
+                                 f" ({wide_read:,} of {wide_declared:,} values)")
+        if len(long_rows) == 1:
+            self.warnings.append(f"{where}a row repeated {long_rows[0]:,} times is read {MAX_ROW_REPEAT} times")
+        elif long_rows:
+            self.warnings.append(f"{where}{len(long_rows):,} rows repeated up to {max(long_rows):,} times are read"
+                                 f" {MAX_ROW_REPEAT} times each ({MAX_ROW_REPEAT * len(long_rows):,} of"
+                                 f" {sum(long_rows):,} rows)")
+        if over_budget:
+            self.warnings.append(f"{where}repeated rows and cells add at most {MAX_REPEATED_VALUES:,} values to a"
+                                 f" table; past that each is read once ({over_budget:,} more values not read)")
+        if past_columns:
+            self.warnings.append(f"{where}values past column {MAX_COLUMNS:,} are not read")
 
     def _table_text(self, table: etree._Element, *, title_rows: int = 0
                     ) -> tuple[str, int, list[tuple[str, str]]]:
@@ -560,25 +622,24 @@ class _Reader:
         pairs separated by ``" | "`` (as the CSV reader writes them); rows above it, and every row of
         a table without such a header (a form, one column), are cells joined by ``" | "``."""
         notes: list[tuple[str, str]] = []
-        rows: list[list[str]] = []
+        rows: list[list[tuple[int, str]]] = []
         for cells, row_notes in self._rows(table):
             notes.extend(row_notes)
-            if any(cells):
+            if cells:
                 rows.append(cells)
-        width = max((len(r) for r in rows), default=0)
+        width = max((r[-1][0] + 1 for r in rows), default=0)
         header_at = None
         if width >= 2 and len(rows) >= 2:
             for i, cells in enumerate(rows[:title_rows + 1]):
-                if len(cells) == width and all(cells) and i + 1 < len(rows):
+                if len(cells) == width and i + 1 < len(rows):  # a value in every column
                     header_at = i
                     break
         if header_at is None:
-            return "\n".join(" | ".join(c for c in r if c) for r in rows), 0, notes
-        lines = [" | ".join(c for c in r if c) for r in rows[:header_at + 1]]
-        header = rows[header_at]
+            return "\n".join(" | ".join(v for _, v in r) for r in rows), 0, notes
+        lines = [" | ".join(v for _, v in r) for r in rows[:header_at + 1]]
+        header = [v for _, v in rows[header_at]]
         for cells in rows[header_at + 1:]:
-            pairs = [f"{header[i] if i < len(header) else f'column {i + 1}'}: {value}"
-                     for i, value in enumerate(cells) if value]
+            pairs = [f"{header[i] if i < len(header) else f'column {i + 1}'}: {value}" for i, value in cells]
             lines.append(" | ".join(pairs))
         return "\n".join(lines), header_at + 1, notes
 

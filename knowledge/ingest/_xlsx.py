@@ -1,13 +1,16 @@
 """Excel .xlsx / .xlsm: every sheet a section headed by its name, values as Excel shows them.
 
-openpyxl opens the workbook (cell comments, the title); the workbook, worksheet, styles and
-shared-string parts are read with lxml for what openpyxl drops: the number format id of each cell
-(rendered by :mod:`knowledge.ingest._numfmt`) and the phonetic runs (furigana ``rPh``, appended
-after a space). A workbook openpyxl refuses is still read, without its comments (a warning).
-A formula cell shows its cached result.
+The package's parts are read with lxml: the workbook, styles (the number format of each cell,
+rendered by :mod:`knowledge.ingest._numfmt`), shared strings (with their phonetic runs, furigana
+``rPh``, appended after a space), comments and the core properties (the title). A worksheet is
+parsed as a stream (``lxml.etree.iterparse``, each cell let go once read), so the cost follows the
+cells present, never the used range a sheet declares (``<dimension ref="A1:XFD1048576"/>``, a styled
+empty cell in the last row and column). A formula cell shows its cached result.
 Rows are ``header: value`` lines as the CSV reader's, after ``row N``; the header is the first row
 of two or more text cells (rows above it are plain lines). A merged range's value stands in each
-row it spans. Also read: page headers/footers (``&`` codes stripped), comments, drawing text boxes,
+row it spans (of a range over :data:`MAX_MERGE_ROWS` rows, in the rows that hold other values; at
+most :data:`MAX_MERGE_FILLS` more values a sheet than it has, the warnings say when). Also read:
+page headers/footers (``&`` codes stripped), comments, drawing text boxes,
 SmartArt text and chart titles/labels, and embedded files (``xl/embeddings``: PDF, Office files,
 OLE packages) through ``read_part``. Hidden sheets are read and named in the warnings. Provenance:
 heading = sheet name, page = ``None``.
@@ -19,11 +22,13 @@ import io
 import posixpath
 import re
 import zipfile
+from bisect import bisect_left, bisect_right
 
 from lxml import etree
 
 from knowledge.errors import KnowledgeError, UnsupportedFile, in_words
 from knowledge.ingest._compose import ReadPart, add_part, join_path
+from knowledge.ingest._cost import expect
 from knowledge.ingest._embedded import chart_data_parts, unwrap_ole
 from knowledge.ingest._numfmt import BUILTIN_FORMATS, format_number, format_text
 from knowledge.ingest._text import Builder, one_line
@@ -32,6 +37,11 @@ from knowledge.ingest.document import Document
 
 #: A workbook that unpacks to more than this is refused before it is parsed (a "zip bomb").
 MAX_UNPACKED_BYTES = MAX_PACKAGE_BYTES
+#: A merged range spanning more rows than this gives its value only to its rows that hold other values
+#: (the rows a person reads it beside), not to each of its rows (a range ``A2:A1048576`` a million times).
+MAX_MERGE_ROWS = 1_000
+#: A sheet's merged ranges give their value to at most this many rows more than the sheet has values.
+MAX_MERGE_FILLS = 100_000
 
 S = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
 A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
@@ -40,6 +50,7 @@ DGM = "{http://schemas.openxmlformats.org/drawingml/2006/diagram}"
 R = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}"
 PR = "{http://schemas.openxmlformats.org/package/2006/relationships}"
 MC = "{http://schemas.openxmlformats.org/markup-compatibility/2006}"
+DC = "{http://purl.org/dc/elements/1.1/}"
 
 _PARSER = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=True)
 _CELL_REF = re.compile(r"([A-Z]+)(\d+)")
@@ -52,7 +63,7 @@ def read_xlsx(data: bytes, read_part: ReadPart) -> Document:
     """Read an Excel workbook (.xlsx, .xlsm, .xltx, .xltm); one section per sheet.
 
     Raises:
-        UnsupportedFile: a damaged ZIP, a binary workbook (.xlsb), or a package openpyxl cannot open,
+        UnsupportedFile: a damaged ZIP, a binary workbook (.xlsb), or parts that cannot be parsed,
             with the reason.
         UnsupportedFile: entries that overlap each other's data (an overlapping zip bomb).
         FileTooLarge: the package unpacks to more than :data:`MAX_UNPACKED_BYTES`.
@@ -71,7 +82,7 @@ def read_xlsx(data: bytes, read_part: ReadPart) -> Document:
         return _Reader(zf, data, read_part).read()
     except KnowledgeError:
         raise
-    except Exception as exc:  # zlib.error, KeyError, XMLSyntaxError, openpyxl's own errors, ...
+    except Exception as exc:  # zlib.error, KeyError, XMLSyntaxError, ...
         raise UnsupportedFile(f"unreadable Excel workbook: {in_words(exc)}") from exc
 
 
@@ -110,24 +121,17 @@ class _Reader:
     # -- the workbook -----------------------------------------------------------------------------
 
     def read(self) -> Document:
-        from openpyxl import load_workbook  # noqa: PLC0415 - heavy, Excel files only
-
-        wb = None
-        refused = None
-        try:
-            wb = load_workbook(io.BytesIO(self.data), data_only=True, keep_links=False)
-        except Exception as exc:  # openpyxl trips over parts Excel itself opens: read on without it
-            refused = in_words(exc)
         book = self._workbook_part()
         root = self.xml(book)
         if root is None:
             raise UnsupportedFile("unreadable Excel workbook: no workbook part")
+        if root.tag != f"{S}workbook" or root.find(f"{S}sheets/{S}sheet") is None:
+            raise UnsupportedFile("unreadable Excel workbook: its workbook part lists no sheets")
         pr = root.find(f"{S}workbookPr")
         self.date1904 = pr is not None and pr.get("date1904", "").lower() in ("1", "true")
         targets = {rid: path for rid, _, path in self.rels(book)}
         self.formats = self._styles(book)
         self.strings = self._shared_strings(book)
-        read = 0
         for index, sheet in enumerate(root.iter(f"{S}sheet"), start=1):
             name = sheet.get("name") or f"Sheet{index}"
             state = sheet.get("state", "visible")
@@ -138,17 +142,19 @@ class _Reader:
             if path is None or path not in self.names:
                 self.warnings.append(f"sheet '{name}': its part is missing, not read")
                 continue
-            ws = wb[name] if wb is not None and name in wb.sheetnames else None
-            self._sheet(name, path, ws)
-            read += 1
-        if refused is not None:
-            if not read:
-                raise UnsupportedFile(f"unreadable Excel workbook: {refused}")
-            self.warnings.append(f"openpyxl could not open the workbook ({refused}): cell comments not read")
+            self._sheet(name, path)
         self._leftover_embeddings()
-        title = wb.properties.title if wb is not None and wb.properties is not None else None
         return self.builder.build("xlsx", empty="no text: the workbook has no values",
-                                  warnings=self.warnings, title=title or None)
+                                  warnings=self.warnings, title=self._title())
+
+    def _title(self) -> str | None:
+        path = next((p for _, kind, p in self.rels("") if kind == "core-properties"), "docProps/core.xml")
+        try:
+            root = self.xml(path)
+        except etree.XMLSyntaxError:
+            return None
+        title = root.find(f"{DC}title") if root is not None else None
+        return (title.text or None) if title is not None else None
 
     def _workbook_part(self) -> str:
         for _, kind, path in self.rels(""):
@@ -179,22 +185,21 @@ class _Reader:
 
     # -- one sheet --------------------------------------------------------------------------------
 
-    def _sheet(self, name: str, path: str, ws) -> None:
-        root = self.xml(path)
-        if root is None:
+    def _sheet(self, name: str, path: str) -> None:
+        if path not in self.names:
             return
         self.seen_parts.add(path)
         heading = name
         rels = self.rels(path)
-        headers, footers = _headers_footers(root)
+        tag, lines, hf = self._sheet_data(name, path)
+        headers, footers = _headers_footers(hf)
         if headers:
             self.builder.add("\n".join(f"page header: {h}" for h in headers), heading=heading)
-        if root.tag == f"{S}worksheet":
-            hidden = _hidden_rows_columns(root)
-            if hidden:
-                self.warnings.append(f"sheet '{name}': {hidden} hidden or filtered out: read all the same")
-            self.builder.add("\n".join(self._rows(root)), heading=heading)
-            self._comments(ws, heading)
+        if tag == f"{S}worksheet":
+            self.builder.add("\n".join(lines), heading=heading)
+            for _, kind, target in rels:
+                if kind == "comments":
+                    self._comments(target, heading)
         for _, kind, target in rels:
             if kind == "drawing":
                 self._drawing(target, heading)
@@ -203,40 +208,76 @@ class _Reader:
         if footers:
             self.builder.add("\n".join(f"page footer: {f}" for f in footers), heading=heading)
 
-    def _rows(self, root: etree._Element) -> list[str]:
+    def _sheet_data(self, name: str, path: str) -> tuple[str, list[str], etree._Element | None]:
+        """``(root tag, row lines, headerFooter element)`` of a sheet part, parsed as a stream: each
+        cell is read and let go, so the cost follows the cells present, not the declared used range."""
+        size = self.zf.getinfo(path).file_size
         rows: dict[int, dict[int, tuple[str, bool]]] = {}
+        merges: list[tuple[int, int, int]] = []
+        hf = None
         empty_formulas = 0
-        row_no = 0
-        for row in root.iter(f"{S}row"):
-            row_no = int(row.get("r") or row_no + 1)
-            col_no = 0
-            for c in row.iter(f"{S}c"):
-                ref = _CELL_REF.match(c.get("r") or "")
-                col_no = _column_index(ref.group(1)) if ref else col_no + 1
-                value = self._cell(c)
-                if value is None:
-                    if c.find(f"{S}f") is not None:
-                        empty_formulas += 1
-                    continue
-                text, is_text = value
-                text = one_line(text)
-                if text:
-                    rows.setdefault(row_no, {})[col_no] = (text, is_text)
+        hidden_rows = 0
+        hidden_cols: list[str] = []
+        values = 0
+        row_no = col_no = 0
+        row_el = None  # the row whose number row_no is
+        told = False
+        expect(f"sheet '{name}' is {size:,} bytes of XML")
+        with self.zf.open(path) as stream:
+            events = etree.iterparse(stream, events=("end",), resolve_entities=False, no_network=True,
+                                     huge_tree=True, tag=(f"{S}c", f"{S}row", f"{S}mergeCell", f"{S}dimension",
+                                                          f"{S}headerFooter", f"{S}col"))
+            for _, el in events:
+                tag = el.tag
+                if tag == f"{S}c":
+                    row = el.getparent()
+                    if row is not row_el and row is not None and row.tag == f"{S}row":
+                        row_el, row_no, col_no = row, _row_number(row, row_no), 0
+                    ref = _CELL_REF.match(el.get("r") or "")
+                    col_no = _column_index(ref.group(1)) if ref else col_no + 1
+                    value = self._cell(el)
+                    if value is None:
+                        if el.find(f"{S}f") is not None:
+                            empty_formulas += 1
+                    else:
+                        text = one_line(value[0])
+                        if text:
+                            rows.setdefault(row_no, {})[col_no] = (text, value[1])
+                            values += 1
+                    _let_go(el)
+                elif tag == f"{S}row":
+                    if el is not row_el:
+                        row_no = _row_number(el, row_no)
+                    if el.get("hidden") in ("1", "true") and row_no in rows:  # hidden or filtered out
+                        hidden_rows += 1
+                    row_el = None
+                    _let_go(el)
+                elif tag == f"{S}col":
+                    span = _hidden_columns(el)
+                    if span:
+                        hidden_cols.append(span)
+                elif tag == f"{S}mergeCell":
+                    first, _, last = (el.get("ref") or "").partition(":")
+                    top_left, bottom = _CELL_REF.fullmatch(first), _CELL_REF.fullmatch(last or first)
+                    if top_left is not None and bottom is not None:
+                        merges.append((_column_index(top_left.group(1)), int(top_left.group(2)),
+                                       int(bottom.group(2))))
+                    _let_go(el)
+                elif tag == f"{S}dimension" and not told:
+                    told = True
+                    expect(f"sheet '{name}' declares a used range of {_range_size(el.get('ref') or '')};"
+                           f" the {size:,} bytes of its XML are read")
+                elif tag == f"{S}headerFooter":
+                    hf = el
+            root_tag = events.root.tag if events.root is not None else ""
         if empty_formulas:
             self.warnings.append(f"{empty_formulas} formula cell(s) have no saved result (the workbook was"
                                  " not recalculated): left out")
-        for merged in root.iter(f"{S}mergeCell"):
-            first, _, last = (merged.get("ref") or "").partition(":")
-            top_left, bottom = _CELL_REF.fullmatch(first), _CELL_REF.fullmatch(last or first)
-            if top_left is None or bottom is None:
-                continue
-            col, row_first, row_last = _column_index(top_left.group(1)), int(top_left.group(2)), int(bottom.group(2))
-            top = rows.get(row_first, {}).get(col)
-            if top is not None:
-                for r in range(row_first + 1, row_last + 1):
-                    rows.setdefault(r, {}).setdefault(col, top)
-        return _layout(rows)
-
+        hidden = _hidden_text(hidden_rows, hidden_cols)
+        if hidden:
+            self.warnings.append(f"sheet '{name}': {hidden} hidden or filtered out: read all the same")
+        _spread_merges(rows, merges, values, name, self.warnings)
+        return root_tag, _layout(rows), hf
     def _cell(self, c: etree._Element) -> tuple[str, bool] | None:
         kind = c.get("t", "n")
         if kind == "inlineStr":
@@ -268,20 +309,31 @@ class _Reader:
         except (ValueError, IndexError):
             return "General"
 
-    def _comments(self, ws, heading: str) -> None:
-        if ws is None:
+    def _comments(self, path: str, heading: str) -> None:
+        """A sheet's cell comments (the legacy ``comments`` part; Excel writes one for threaded
+        comments too), in row order: ``comment on B2 (author): text``."""
+        root = self.xml(path)
+        if root is None:
             return
-        lines = []
-        for row in ws.iter_rows():
-            for cell in row:
-                comment = getattr(cell, "comment", None)
-                if comment is None or not (comment.text or "").strip():
-                    continue
-                author = one_line(comment.author or "")
-                by = f" ({author})" if author else ""
-                lines.append(f"comment on {cell.coordinate}{by}: {one_line(comment.text)}")
-        if lines:
-            self.builder.add("\n".join(lines), heading=heading)
+        self.seen_parts.add(path)
+        authors = [a.text or "" for a in root.iter(f"{S}author")]
+        found: dict[tuple[int, int], str] = {}
+        for comment in root.iter(f"{S}comment"):
+            ref = _CELL_REF.fullmatch(comment.get("ref") or "")
+            body = comment.find(f"{S}text")
+            if ref is None or body is None:
+                continue
+            text = one_line("".join(t.text or "" for t in body.iter(f"{S}t") if t.getparent().tag != f"{S}rPh"))
+            if not text:
+                continue
+            try:
+                author = one_line(authors[int(comment.get("authorId") or "")])
+            except (ValueError, IndexError):
+                author = ""
+            by = f" ({author})" if author else ""
+            found[int(ref.group(2)), _column_index(ref.group(1))] = f"comment on {ref.group(0)}{by}: {text}"
+        if found:
+            self.builder.add("\n".join(found[k] for k in sorted(found)), heading=heading)
 
     # -- drawings, charts, SmartArt, embedded files -------------------------------------------------
 
@@ -356,21 +408,20 @@ class _Reader:
 
 # -- helpers --------------------------------------------------------------------------------------
 
-def _hidden_rows_columns(root: etree._Element) -> str:
-    """``"2 rows and columns C-D"`` of a worksheet hidden by the sheet (``row/@hidden``, which
-    filtered-out rows set too, and ``cols/col/@hidden``, ECMA-376 §18.3.1.73 and §18.3.1.13); rows
-    only when they hold a value. Empty when nothing is hidden."""
-    rows = sum(1 for row in root.iterfind(f"{S}sheetData/{S}row[@hidden]") if row.get("hidden") in ("1", "true")
-               and (row.find(f"{S}c/{S}v") is not None or row.find(f"{S}c/{S}is") is not None))
-    spans = []
-    for col in root.iterfind(f"{S}cols/{S}col[@hidden]"):
-        if col.get("hidden") not in ("1", "true"):
-            continue
-        first, last = _int_or(col.get("min"), 1), _int_or(col.get("max"), 1)
-        if last >= 16384 and first > 1:  # the unused columns after the last one, hidden as one span
-            continue
-        letters = _column_letters(first) + ("" if last == first else f"-{_column_letters(min(last, 16384))}")
-        spans.append(letters)
+def _hidden_columns(col: etree._Element) -> str | None:
+    """``"C"`` or ``"C-D"`` for a ``cols/col`` hidden by the sheet (``@hidden``, ECMA-376 §18.3.1.13);
+    ``None`` when it shows, or when it is the unused span after the last column, hidden as one."""
+    if col.get("hidden") not in ("1", "true"):
+        return None
+    first, last = _int_or(col.get("min"), 1), _int_or(col.get("max"), 1)
+    if last >= 16384 and first > 1:
+        return None
+    return _column_letters(first) + ("" if last == first else f"-{_column_letters(min(last, 16384))}")
+
+
+def _hidden_text(rows: int, spans: list[str]) -> str:
+    """``"2 rows and columns C-D"``: rows hidden by the sheet (``row/@hidden``, which filtered-out
+    rows set too, §18.3.1.73) that hold a value, and the hidden column spans; empty when none."""
     out = []
     if rows:
         out.append(f"{rows} row{'' if rows == 1 else 's'}")
@@ -385,6 +436,76 @@ def _int_or(value: str | None, default: int) -> int:
         return int(value or "")
     except ValueError:
         return default
+
+
+def _let_go(el: etree._Element) -> None:
+    """Free a parsed element and the siblings before it (read already), keeping the stream small."""
+    el.clear(keep_tail=True)
+    parent = el.getparent()
+    if parent is not None:
+        while el.getprevious() is not None:
+            del parent[0]
+
+
+def _row_number(row: etree._Element, previous: int) -> int:
+    try:
+        return int(row.get("r") or previous + 1)
+    except ValueError:
+        return previous + 1
+
+
+def _range_size(ref: str) -> str:
+    """``"1,048,576 × 16,384 cells"`` for ``"A1:XFD1048576"``."""
+    first, _, last = ref.partition(":")
+    a, b = _CELL_REF.fullmatch(first), _CELL_REF.fullmatch(last or first)
+    if a is None or b is None:
+        return "unknown size"
+    rows = abs(int(b.group(2)) - int(a.group(2))) + 1
+    cols = abs(_column_index(b.group(1)) - _column_index(a.group(1))) + 1
+    return f"{rows:,} × {cols:,} cells"
+
+
+def _spread_merges(rows: dict[int, dict[int, tuple[str, bool]]], merges: list[tuple[int, int, int]],
+                   values: int, sheet: str, warnings: list[str]) -> None:
+    """Give each merged range's value (its top-left cell's, ``(column, first row, last row)``) to the
+    rows below it in its range: every row of a range up to :data:`MAX_MERGE_ROWS` rows, the rows that
+    hold other values of a taller one; at most ``values`` + :data:`MAX_MERGE_FILLS` in all."""
+    budget = values + MAX_MERGE_FILLS
+    order: list[int] | None = None
+    tall: list[str] = []
+    stopped = False
+    for col, first, last in merges:
+        top = rows.get(first, {}).get(col)
+        if top is None or last <= first:
+            continue
+        if last - first < MAX_MERGE_ROWS:
+            targets: range | list[int] = range(first + 1, last + 1)
+        else:
+            if order is None:
+                order = sorted(rows)
+            targets = order[bisect_right(order, first):bisect_left(order, last + 1)]
+            tall.append(f"{_column_letters(col)}{first}:{_column_letters(col)}{last}")
+        for r in targets:
+            if budget <= 0:
+                stopped = True
+                break
+            cells = rows.setdefault(r, {})
+            if col not in cells:
+                cells[col] = top
+                budget -= 1
+        if stopped:
+            break
+    if tall:
+        if len(tall) == 1:
+            warnings.append(f"sheet '{sheet}': merged range {tall[0]} spans more than {MAX_MERGE_ROWS:,} rows: its"
+                            " value is given only to the rows in it that hold other values")
+        else:
+            warnings.append(f"sheet '{sheet}': merged ranges {tall[0]} and {len(tall) - 1:,} more span more than"
+                            f" {MAX_MERGE_ROWS:,} rows: their values are given only to the rows in them that hold"
+                            " other values")
+    if stopped:
+        warnings.append(f"sheet '{sheet}': merged ranges give their value to at most {MAX_MERGE_FILLS:,} rows"
+                        " more than the sheet has values; the other merged rows are left without it")
 
 
 def _column_index(letters: str) -> int:
@@ -443,9 +564,9 @@ def _layout(rows: dict[int, dict[int, tuple[str, bool]]]) -> list[str]:
     return lines
 
 
-def _headers_footers(root: etree._Element) -> tuple[list[str], list[str]]:
-    """The distinct page headers and footers of a sheet (odd, even, first page), codes stripped."""
-    hf = root.find(f"{S}headerFooter")
+def _headers_footers(hf: etree._Element | None) -> tuple[list[str], list[str]]:
+    """The distinct page headers and footers of a sheet's ``headerFooter`` (odd, even, first page),
+    codes stripped."""
     headers: list[str] = []
     footers: list[str] = []
     if hf is None:
@@ -477,7 +598,8 @@ _DEFAULT_PASSWORD = "VelvetSweatshop"
 def read_xls(data: bytes) -> Document:
     """Read a legacy Excel 97-2003 workbook (.xls, BIFF8; also BIFF2-5) with xlrd: the same sheets,
     rows, displayed values, merged ranges, comments and hidden-sheet warnings as :func:`read_xlsx`
-    (xlrd reads no page headers/footers, drawings or embedded objects).
+    (xlrd reads no page headers/footers, drawings or embedded objects). Rows are read ragged (the
+    cells present, not the used range); merged ranges as in :func:`read_xlsx`.
 
     Raises:
         UnsupportedFile: a damaged workbook, or one encrypted with a password of its own.
@@ -498,17 +620,18 @@ def read_xls(data: bytes) -> Document:
         if sheet.visibility:
             warnings.append(f"sheet '{sheet.name}' is {'very hidden' if sheet.visibility == 2 else 'hidden'}:"
                             " read anyway")
+        expect(f"sheet '{sheet.name}' has a used range of {sheet.nrows:,} × {sheet.ncols:,} cells; the cells"
+               " present are read")
         rows: dict[int, dict[int, tuple[str, bool]]] = {}
+        values = 0
         for r in range(sheet.nrows):
-            for c in range(sheet.ncols):
+            for c in range(sheet.row_len(r)):  # ragged rows: the cells present, not the used range
                 value = _xls_cell(xlrd, book, sheet.cell(r, c), date1904)
                 if value is not None and (text := one_line(value[0])):
                     rows.setdefault(r + 1, {})[c + 1] = (text, value[1])
-        for rlo, rhi, clo, _ in getattr(sheet, "merged_cells", []):
-            top = rows.get(rlo + 1, {}).get(clo + 1)
-            if top is not None:
-                for r in range(rlo + 2, rhi + 1):
-                    rows.setdefault(r, {}).setdefault(clo + 1, top)
+                    values += 1
+        merges = [(clo + 1, rlo + 1, rhi) for rlo, rhi, clo, _ in getattr(sheet, "merged_cells", [])]
+        _spread_merges(rows, merges, values, sheet.name, warnings)
         builder.add("\n".join(_layout(rows)), heading=sheet.name)
         notes = []
         for (r, c), note in sorted(getattr(sheet, "cell_note_map", {}).items()):
@@ -524,7 +647,8 @@ def read_xls(data: bytes) -> Document:
 
 def _open_xls(xlrd, data: bytes):
     try:
-        return xlrd.open_workbook(file_contents=data, formatting_info=True, logfile=io.StringIO())
+        return xlrd.open_workbook(file_contents=data, formatting_info=True, ragged_rows=True,
+                                  logfile=io.StringIO())
     except xlrd.XLRDError as exc:
         if "encrypted" not in str(exc).lower():
             raise
@@ -539,7 +663,8 @@ def _open_xls(xlrd, data: bytes):
     except Exception as exc:
         raise UnsupportedFile("unsupported: a password-protected Excel 97-2003 workbook (.xls) — open it in"
                               " Excel, remove the password or save it as .xlsx") from exc
-    return xlrd.open_workbook(file_contents=plain.getvalue(), formatting_info=True, logfile=io.StringIO())
+    return xlrd.open_workbook(file_contents=plain.getvalue(), formatting_info=True, ragged_rows=True,
+                              logfile=io.StringIO())
 
 
 def _xls_cell(xlrd, book, cell, date1904: bool) -> tuple[str, bool] | None:

@@ -157,15 +157,14 @@ def _read(data: bytes, name: str | None, *, password: str | None, ocr: Literal["
             doc.warnings.insert(0, f"named {ext} but it is a plain ZIP archive, not {_PACKAGE_EXTENSIONS[ext]}:"
                                    " its files were read one by one")
         return doc
-    text = decode(data)
-    if fmt == "markdown":
-        doc = read_markdown(text)
+    if fmt == "csv":
+        doc = read_csv(data)  # decoded block by block: a large file is never held as text twice
+    elif fmt == "markdown":
+        doc = read_markdown(decode(data))
     elif fmt == "html":
-        doc = read_html(text)
-    elif fmt == "csv":
-        doc = read_csv(text)
+        doc = read_html(decode(data))
     else:
-        doc = read_text(text)
+        doc = read_text(decode(data))
     note = misnamed_text(name)
     if note:
         doc.warnings.insert(0, note)
