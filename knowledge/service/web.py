@@ -175,13 +175,8 @@ class Fetcher:
         self.max_bytes = ingest.max_file_bytes
         self._resolve = resolve or _getaddrinfo
         self._deadline = _Deadline()
-        transport = httpx.HTTPTransport(trust_env=False)
-        pool = transport._pool  # httpx builds its pool; every socket it opens goes through our deadline
-        if not isinstance(pool, httpcore.ConnectionPool):  # pragma: no cover - no proxy is configured
-            raise TypeError("the web fetcher needs httpx's direct connection pool")
-        pool._network_backend = _DeadlineBackend(pool._network_backend, self._deadline)
         self._client = httpx.Client(timeout=httpx.Timeout(self.timeout), follow_redirects=False, trust_env=False,
-                                    transport=transport,
+                                    transport=_DeadlineTransport(self._deadline),
                                     headers={"User-Agent": USER_AGENT, "Accept-Encoding": ACCEPT_ENCODING})
         self._robots: dict[tuple[str, str, int], urllib.robotparser.RobotFileParser | str] = {}
 
@@ -428,6 +423,94 @@ class _DeadlineBackend(httpcore.NetworkBackend):
 
     def sleep(self, seconds: float) -> None:
         self._backend.sleep(seconds)
+
+
+#: The connection pool's limits: httpx's defaults (``DEFAULT_LIMITS`` in httpx's ``_config.py``,
+#: httpx 0.27-0.29), kept as they were when the fetcher used ``httpx.HTTPTransport``.
+_MAX_CONNECTIONS = 100
+_MAX_KEEPALIVE_CONNECTIONS = 20
+_KEEPALIVE_EXPIRY = 5.0  # seconds
+
+#: httpcore's errors and the httpx errors they are raised as, most specific first (as httpx's own
+#: ``HTTPTransport`` maps them), so the fetcher's ``except httpx.TimeoutException`` and
+#: ``except httpx.HTTPError`` see what they would see from it.
+_HTTPCORE_ERRORS: tuple[tuple[type[Exception], type[httpx.HTTPError]], ...] = (
+    (httpcore.ConnectTimeout, httpx.ConnectTimeout),
+    (httpcore.ReadTimeout, httpx.ReadTimeout),
+    (httpcore.WriteTimeout, httpx.WriteTimeout),
+    (httpcore.PoolTimeout, httpx.PoolTimeout),
+    (httpcore.TimeoutException, httpx.TimeoutException),
+    (httpcore.ConnectError, httpx.ConnectError),
+    (httpcore.ReadError, httpx.ReadError),
+    (httpcore.WriteError, httpx.WriteError),
+    (httpcore.NetworkError, httpx.NetworkError),
+    (httpcore.UnsupportedProtocol, httpx.UnsupportedProtocol),
+    (httpcore.RemoteProtocolError, httpx.RemoteProtocolError),
+    (httpcore.LocalProtocolError, httpx.LocalProtocolError),
+    (httpcore.ProtocolError, httpx.ProtocolError),
+)
+
+
+def _as_httpx(exc: Exception) -> Exception:
+    """The httpx error for httpcore's ``exc`` (same message), or ``exc`` itself when it is not one."""
+    for core, mapped in _HTTPCORE_ERRORS:
+        if isinstance(exc, core):
+            return mapped(str(exc))
+    return exc
+
+
+class _DeadlineTransport(httpx.BaseTransport):
+    """An httpx transport over an ``httpcore.ConnectionPool`` whose every socket goes through
+    :class:`_DeadlineBackend` -- built from public API only (httpcore's ``network_backend=``).
+    HTTP/1.1 only, no proxies, nothing taken from the environment (``trust_env=False``: the
+    certificate store is certifi's, as ``httpx.create_ssl_context`` makes it). httpcore's errors are
+    raised as httpx's (:data:`_HTTPCORE_ERRORS`)."""
+
+    def __init__(self, deadline: _Deadline) -> None:
+        self._pool = httpcore.ConnectionPool(
+            ssl_context=httpx.create_ssl_context(trust_env=False), http1=True, http2=False,
+            max_connections=_MAX_CONNECTIONS, max_keepalive_connections=_MAX_KEEPALIVE_CONNECTIONS,
+            keepalive_expiry=_KEEPALIVE_EXPIRY,
+            network_backend=_DeadlineBackend(httpcore.SyncBackend(), deadline))
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        url = request.url
+        core = httpcore.Request(
+            method=request.method,
+            url=httpcore.URL(scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path),
+            headers=request.headers.raw, content=request.stream, extensions=request.extensions)
+        try:
+            response = self._pool.handle_request(core)
+        except Exception as exc:
+            mapped = _as_httpx(exc)
+            if mapped is exc:
+                raise
+            raise mapped from exc
+        return httpx.Response(status_code=response.status, headers=response.headers,
+                              stream=_ResponseStream(response), extensions=response.extensions)
+
+    def close(self) -> None:
+        self._pool.close()
+
+
+class _ResponseStream(httpx.SyncByteStream):
+    """An httpcore response's body as httpx reads it: its errors raised as httpx's; closing it
+    closes the httpcore response (its connection goes back to the pool, or is closed)."""
+
+    def __init__(self, response: httpcore.Response) -> None:
+        self._response = response
+
+    def __iter__(self) -> Iterator[bytes]:
+        try:
+            yield from self._response.iter_stream()
+        except Exception as exc:
+            mapped = _as_httpx(exc)
+            if mapped is exc:
+                raise
+            raise mapped from exc
+
+    def close(self) -> None:
+        self._response.close()
 
 
 def _in_time(resolve: Callable[[str, int], list[str]], host: str, port: int, seconds: float | None) -> list[str]:

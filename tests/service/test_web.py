@@ -313,3 +313,63 @@ def test_a_host_name_lookup_is_inside_the_deadline(settings):
     finally:
         release.set()
         fetcher.close()
+
+
+def _private_reaches(source: str) -> list[str]:
+    """The places ``source`` reaches into another object's private internals: an attribute named
+    ``_x`` (not a dunder) read or set on anything but ``self``; ``self._x`` read in a subclass of an
+    httpx or httpcore class that never sets or defines ``_x`` itself (so one inherited from the
+    library); a private module imported."""
+    import ast
+    tree = ast.parse(source)
+    found: list[str] = []
+
+    def private(name: str) -> bool:
+        return name.startswith("_") and not name.startswith("__")
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and private(node.attr) and not (
+                isinstance(node.value, ast.Name) and node.value.id == "self"):
+            found.append(f"line {node.lineno}: {ast.unparse(node)}")
+        if isinstance(node, ast.ImportFrom) and node.module and any(
+                private(part) for part in node.module.split(".")):
+            found.append(f"line {node.lineno}: from {node.module} import")
+        if isinstance(node, ast.Import):
+            found += [f"line {node.lineno}: import {a.name}" for a in node.names
+                      if any(private(part) for part in a.name.split("."))]
+        if isinstance(node, ast.ClassDef) and any(
+                isinstance(b, ast.Attribute) and isinstance(b.value, ast.Name) and b.value.id in ("httpx", "httpcore")
+                for b in node.bases):
+            own = {n.name for n in node.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+            own |= {t.id for n in node.body if isinstance(n, ast.Assign | ast.AnnAssign)
+                    for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) if isinstance(t, ast.Name)}
+            self_attrs = [n for n in ast.walk(node) if isinstance(n, ast.Attribute) and private(n.attr)
+                          and isinstance(n.value, ast.Name) and n.value.id == "self"]
+            own |= {n.attr for n in self_attrs if isinstance(n.ctx, ast.Store)}
+            found += [f"line {n.lineno}: {ast.unparse(n)} (not set in {node.name})"
+                      for n in self_attrs if isinstance(n.ctx, ast.Load) and n.attr not in own]
+    return found
+
+
+def test_the_fetcher_uses_only_public_httpx_and_httpcore_api():
+    # the check itself catches the ways in: another object's private attribute, one inherited from
+    # a library class, a private module
+    assert len(_private_reaches("t = httpx.HTTPTransport()\np = t._pool\np._network_backend = b\n")) == 2
+    assert _private_reaches("class T(httpx.HTTPTransport):\n    def f(self):\n        return self._pool\n")
+    assert _private_reaches("from httpx._config import DEFAULT_LIMITS\n")
+    assert not _private_reaches("class T:\n    def __init__(self):\n        self._pool = 1\n"
+                                "    def f(self):\n        return self._pool\n")
+    import inspect
+    assert _private_reaches(inspect.getsource(web)) == []
+
+
+def test_the_transport_raises_httpx_errors_for_httpcore_ones(tmp_path):
+    # nothing listens on the port: httpcore's ConnectError reaches the fetcher as httpx's, said in words
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    settings = load_settings(data_dir=tmp_path / "data", ingest={"web_allow_private": True})
+    with Fetcher(settings) as fetcher, pytest.raises(WebPageError, match=r"^unreachable: 127\.0\.0\.1: the connection"
+                                                                         r" was refused\.$"):
+        fetcher.fetch(f"http://127.0.0.1:{port}/", robots=False)
