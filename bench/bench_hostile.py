@@ -281,6 +281,9 @@ def main() -> None:
     ap.add_argument("--only", choices=["edge", "batch", "hostile"], default=None)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    import logging
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")  # a child's death
     out: dict = {}
     if args.only in (None, "edge"):
         edge_workbook(out)
