@@ -12,7 +12,8 @@
    alternating, the faster of two runs each: files/s and their ratio (target ≥ 0.9). Also the
    read-and-chunk step alone (no catalog, no embedding), children against in-process.
 3. **A worker's peak memory during a hostile batch**: ``python -m knowledge worker --once`` over a
-   queued batch of every hostile input of issue 38 (the workbook, a sheet repeated over every column
+   queued batch of every hostile input of issue 38 (the workbooks formatted, commented and merged to
+   the edge, in .xlsx and .xls, a sheet repeated over every column
    of 2,000 rows, a 400-entry overlapping zip bomb, a 60 MB CSV, a CSV with a 1 MB field, a TNEF
    attachment, a base64-encoded ``message/rfc822`` part, an EPUB with a missing chapter, legacy zip
    names) between ordinary notes, plus a web page served ``Content-Encoding: gzip, gzip`` and one
@@ -210,7 +211,9 @@ def hostile_batch(out: dict) -> None:
     from knowledge.config import load_settings
     from knowledge.workbench import Workbench
 
-    inputs = {"edge.xlsx": hs.edge_formatted_xlsx(), "repeated.ods": hs.repeated_ods(),
+    inputs = {"edge.xlsx": hs.edge_formatted_xlsx(), "edge-comment.xlsx": hs.edge_comment_xlsx(),
+              "merged-edge.xlsx": hs.merged_edge_xlsx(), "edge.xls": hs.edge_formatted_xls(),
+              "repeated.ods": hs.repeated_ods(),
               "bomb.zip": ha.overlapping_zip(), "big.csv": hs.big_csv(60), "long-field.csv": hs.long_field_csv(),
               "winmail.dat": ha.tnef_file(), "forwarded.eml": ha.base64_rfc822_eml(),
               "missing-chapter.epub": ha.epub_missing_chapter(), "legacy-names.zip": ha.legacy_name_zip(),
