@@ -118,6 +118,9 @@ _RETRY_BY_ERROR = {
     "PasswordRequired": True, "Cancelled": True, "StoreLocked": True, "CatalogLocked": True,
     "BackendUnavailable": True, "EmbeddingUnavailable": True,
     "UnsupportedFile": False, "EmptyDocument": False, "FileTooLarge": False,
+    # a reader past its limits fails the same way again unless the limit is raised (its reason names
+    # the setting); a reader that crashed may have been the machine's trouble, not the file's
+    "ReaderLimitExceeded": False, "ReaderCrashed": True,
 }
 
 

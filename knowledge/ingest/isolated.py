@@ -168,6 +168,7 @@ class _Child:
         self.keep = False  # whether the pool keeps it after the current file
         self.ready = False  # it has said it started (then it takes each file as it comes)
         self.idle_since = time.monotonic()
+        self._ps: Any = None  # its psutil.Process, made on the first look
 
     @property
     def pid(self) -> int:
@@ -178,8 +179,9 @@ class _Child:
 
     def send(self, message: dict[str, Any]) -> None:
         body = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-        _write_all(self.stdin, _HEADER.pack(len(body)))
-        _write_all(self.stdin, body)
+        _write_all(self.stdin, _HEADER.pack(len(body)) + body if len(body) < 1 << 20 else _HEADER.pack(len(body)))
+        if len(body) >= 1 << 20:  # a large file's bytes: not copied once more to join them
+            _write_all(self.stdin, body)
 
     def receive(self) -> dict[str, Any] | None:
         """The child's next message; ``None`` when its pipe closed (it died or exited)."""
@@ -198,9 +200,11 @@ class _Child:
 
     def rss(self) -> int:
         try:
-            import psutil  # noqa: PLC0415 - psutil's C module, loaded with the first child
+            if self._ps is None:
+                import psutil  # noqa: PLC0415 - psutil's C module, loaded with the first child
 
-            return int(psutil.Process(self.proc.pid).memory_info().rss)
+                self._ps = psutil.Process(self.proc.pid)
+            return int(self._ps.memory_info().rss)
         except Exception:  # gone between two looks
             return 0
 

@@ -42,7 +42,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 @pytest.fixture(scope="module")
 def batch(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    from hostile_archives import overlapping_zip
+    from tests.ingest.hostile_archives import overlapping_zip
 
     folder = tmp_path_factory.mktemp("limits-batch")
     files = {"owls.md": b"# Owls\n\nOwls hunt mice at night.\n", "tea.md": b"# Tea\n\nSteep green tea briefly.\n",
@@ -61,12 +61,13 @@ def test_every_file_of_a_batch_ends_with_its_outcome_in_words(browser, server: S
     store = f"limits-{width}"
     with app_page(browser, server, artifacts, "stores", width=width, height=height) as page:
         create_store(page, store)
+        page.keyboard.press("Escape")  # the "New store" popover, if it stayed open
         drop_files(page, batch)  # the drop starts the batch
-        big = page.get_by_text(re.compile(r"needed more than 64 MB of memory to read"))
+        big = page.get_by_text(re.compile(r"needed more than 64 MB of memory to read", re.I))
         expect(big.first).to_be_visible(timeout=240_000)
         expect(page.get_by_text(re.compile(r"owls\.md — 1 chunk"))).to_be_visible(timeout=60_000)
         expect(page.get_by_text(re.compile(r"tea\.md — 1 chunk"))).to_be_visible(timeout=60_000)
-        expect(page.get_by_text(re.compile(r"share the same compressed data")).first).to_be_visible(timeout=60_000)
+        expect(page.get_by_text(re.compile(r"share the same compressed data", re.I)).first).to_be_visible(timeout=60_000)
         expect(page.get_by_text(re.compile(r"U\+202E RIGHT-TO-LEFT OVERRIDE")).first).to_be_visible(timeout=60_000)
         body = page.locator("body").inner_text()
         assert not re.search(r"\b[A-Z]\w*(Error|Exception)\b", body), body  # no class names, words only
