@@ -37,6 +37,7 @@ import sys
 import tempfile
 import threading
 import time
+import zlib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -162,12 +163,15 @@ def small_batch(out: dict, files: int, model: str) -> None:
 
 class _Server:
     """A raw HTTP server on loopback: ``/gzip2`` a page served ``Content-Encoding: gzip, gzip``
-    (64 MB of spaces twice compressed, a few KB on the wire), ``/trickle`` a page whose headers arrive
-    one byte every 0.5 s."""
+    (3 GB of spaces twice compressed, a few KB on the wire, past the 100 MB limit), ``/trickle`` a
+    page whose headers arrive one byte every 0.5 s."""
 
     def __init__(self) -> None:
-        inner = gzip.compress(b"<html><body><p>" + b" " * 64_000_000 + b"</p></body></html>", 9)
-        self.bomb = gzip.compress(inner, 9)
+        inner = zlib.compressobj(9, zlib.DEFLATED, 31)  # gzip framing, fed 1 MB at a time
+        spaces = b" " * 1_000_000
+        layer = inner.compress(b"<html><body><p>") + b"".join(inner.compress(spaces) for _ in range(3000))
+        layer += inner.compress(b"</p></body></html>") + inner.flush()
+        self.bomb = gzip.compress(layer, 9)
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(8)
@@ -260,7 +264,9 @@ def hostile_batch(out: dict) -> None:
                     peak = max(peak, p.memory_info().rss + sum(c.memory_info().rss for c in p.children(recursive=True)))
                 time.sleep(0.05)
             stdout, _ = run.communicate()
-            web[path] = (peak, stdout.strip().splitlines()[0][:200] if stdout.strip() else "", time.perf_counter() - t0)
+            lines = [ln for ln in stdout.strip().splitlines() if "127.0.0.1" in ln]  # the file's row, not the header
+            web[path] = (peak, " ".join(lines[0].split())[:220] if lines else stdout.strip()[-220:],
+                         time.perf_counter() - t0)
     finally:
         server.close()
     out["hostile_batch"] = {"seconds": seconds, "worker_peak_rss": worker_peak, "children_peak_rss": children_peak,

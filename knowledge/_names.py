@@ -28,6 +28,8 @@ import unicodedata
 from knowledge.errors import InvalidArgument
 
 _BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+#: The bidirectional embedding, override and isolate controls (U+202A-U+202E, U+2066-U+2069).
+BIDI_CONTROLS = _BIDI
 #: Invisible format characters (Unicode category Cf) taken out of a file name: they carry nothing a
 #: name needs and make two names that look the same differ. U+00AD SOFT HYPHEN, U+200B ZERO WIDTH
 #: SPACE, U+2060 WORD JOINER, U+2061-U+2064 the invisible mathematical operators, U+206A-U+206F the

@@ -21,9 +21,9 @@ from typing import Any, BinaryIO
 import orjson
 
 from knowledge.errors import KnowledgeError, set_log_place, unexpected_problem
-from knowledge.ingest import _cost
+from knowledge.ingest._cost import listen
 from knowledge.ingest.chunker import chunk_document
-from knowledge.ingest.isolated import _HEADER, IDLE_SECONDS, _read_exactly, chunks_message, document_message
+from knowledge.ingest.isolated import FRAME_HEADER, IDLE_SECONDS, chunks_message, document_message, read_exactly
 from knowledge.ingest.readers import read_document
 
 
@@ -33,15 +33,15 @@ class _Out:
 
     def send(self, message: dict[str, Any]) -> None:
         body = orjson.dumps(message)
-        self.stream.write(_HEADER.pack(len(body)) + body)
+        self.stream.write(FRAME_HEADER.pack(len(body)) + body)
         self.stream.flush()
 
 
 def _receive(stream: Any) -> dict[str, Any] | None:
-    head = _read_exactly(stream, _HEADER.size)
+    head = read_exactly(stream, FRAME_HEADER.size)
     if head is None:
         return None
-    body = _read_exactly(stream, _HEADER.unpack(head)[0])
+    body = read_exactly(stream, FRAME_HEADER.unpack(head)[0])
     if body is None:
         return None
     return pickle.loads(body)  # from the parent, which started this process: trusted
@@ -100,7 +100,7 @@ def main() -> int:
     twins: dict[int, Any] = {}
     base = _vm_bytes()
     address_limit = resource.getrlimit(resource.RLIMIT_AS)
-    _cost.listen(lambda text: out.send({"t": "note", "text": text}))
+    listen(lambda text: out.send({"t": "note", "text": text}))
     out.send({"t": "ready"})  # the readers are imported: each file from now on is read as it comes
     while True:
         ready, _, _ = select.select([stdin], [], [], IDLE_SECONDS)

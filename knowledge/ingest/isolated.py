@@ -90,7 +90,8 @@ IDLE_SECONDS = 300.0
 #: Seconds a child may take to start and take its first file.
 START_SECONDS = 60.0
 
-_HEADER = struct.Struct(">Q")
+#: Every message on a child's pipes is this 8-byte big-endian length, then that many bytes.
+FRAME_HEADER = struct.Struct(">Q")
 #: The errors a child may name, re-raised here as the same class (anything else: UnsupportedFile).
 _ERRORS: dict[str, type[KnowledgeError]] = {c.__name__: c for c in (
     UnsupportedFile, OcrUnavailable, PasswordRequired, EmptyDocument, FileTooLarge, InvalidArgument,
@@ -179,16 +180,16 @@ class _Child:
 
     def send(self, message: dict[str, Any]) -> None:
         body = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-        _write_all(self.stdin, _HEADER.pack(len(body)) + body if len(body) < 1 << 20 else _HEADER.pack(len(body)))
+        _write_all(self.stdin, FRAME_HEADER.pack(len(body)) + body if len(body) < 1 << 20 else FRAME_HEADER.pack(len(body)))
         if len(body) >= 1 << 20:  # a large file's bytes: not copied once more to join them
             _write_all(self.stdin, body)
 
     def receive(self) -> dict[str, Any] | None:
         """The child's next message; ``None`` when its pipe closed (it died or exited)."""
-        head = _read_exactly(self.stdout, _HEADER.size)
+        head = read_exactly(self.stdout, FRAME_HEADER.size)
         if head is None:
             return None
-        body = _read_exactly(self.stdout, _HEADER.unpack(head)[0])
+        body = read_exactly(self.stdout, FRAME_HEADER.unpack(head)[0])
         if body is None:
             return None
         message = orjson.loads(body)
@@ -243,7 +244,8 @@ def _write_all(stream: Any, data: bytes) -> None:
         view = view[written or 0:]
 
 
-def _read_exactly(stream: Any, n: int) -> bytes | None:
+def read_exactly(stream: Any, n: int) -> bytes | None:
+    """``n`` bytes from ``stream`` (a pipe), or ``None`` when it ends first."""
     parts, got = [], 0
     while got < n:
         part = stream.read(n - got)

@@ -26,6 +26,7 @@ from pathlib import PurePath
 from string import Formatter
 from urllib.parse import urlsplit
 
+from knowledge._names import BIDI_CONTROLS
 from knowledge.text.highlight import escape_markdown
 from knowledge.text.highlight import mark_matches as _marked
 
@@ -279,10 +280,17 @@ def inert(value: object) -> str:
     ``st.toast``, widget labels, ``help`` tooltips and ``st.radio`` options. Not for places that show
     plain text (selectbox/multiselect options, table cells, text inputs): those need the text itself.
 
+    A bidirectional control (U+202A-U+202E, U+2066-U+2069), which would reorder what follows it on
+    the line (a refused file name ``invoice\u202egpj.md`` turning its whole error message round), is
+    shown as ``[U+202E]``.
+
     Example: ``inert("![x](http://h/i.png)")`` is ``"&#33;&#91;x&#93;&#40;http&#58;..."``, shown as
     ``![x](http://h/i.png)``.
     """
-    text = escape_markdown("" if value is None else str(value), breaks="\n")
+    text = "" if value is None else str(value)
+    if any(ch in BIDI_CONTROLS for ch in text):
+        text = "".join(f"[U+{ord(ch):04X}]" if ch in BIDI_CONTROLS else ch for ch in text)
+    text = escape_markdown(text, breaks="\n")
     # A line's leading spaces as references too, or four of them would make it a code block.
     text = re.sub(r"^ +", lambda m: "&#32;" * len(m.group()), text, flags=re.M)
     return text.replace("\n", "  \n")

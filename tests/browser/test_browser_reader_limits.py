@@ -68,10 +68,13 @@ def test_every_file_of_a_batch_ends_with_its_outcome_in_words(browser, server: S
         expect(page.get_by_text(re.compile(r"owls\.md — 1 chunk"))).to_be_visible(timeout=60_000)
         expect(page.get_by_text(re.compile(r"tea\.md — 1 chunk"))).to_be_visible(timeout=60_000)
         expect(page.get_by_text(re.compile(r"share the same compressed data", re.I)).first).to_be_visible(timeout=60_000)
-        expect(page.get_by_text(re.compile(r"U\+202E RIGHT-TO-LEFT OVERRIDE")).first).to_be_visible(timeout=60_000)
+        disguised = page.get_by_text(re.compile(r"U\+202E RIGHT-TO-LEFT OVERRIDE")).first
+        expect(disguised).to_be_visible(timeout=60_000)
         body = page.locator("body").inner_text()
         assert not re.search(r"\b[A-Z]\w*(Error|Exception)\b", body), body  # no class names, words only
         assert "server log" not in body
+        scroll_to(disguised)
+        page.screenshot(path=str(artifacts / f"38-reader-limits-batch-{width}.png"))
         scroll_to(big.first)
         page.screenshot(path=str(artifacts / f"38-reader-limits-{width}.png"))
         shot(page, artifacts, f"38-reader-limits-{width}-full.png")

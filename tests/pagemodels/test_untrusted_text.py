@@ -131,3 +131,16 @@ def test_md_keeps_the_template_and_makes_the_values_inert():
     assert not {t.type for t in tokens} & {"link_open", "image", "html_inline", "em_open"}
     text = "".join(t.content for t in tokens).replace(WORD_JOINER, "")
     assert text == f"Delete {HOSTILE_NAME} from a*b (3.0 chunks)?"
+
+
+def test_a_bidirectional_control_is_shown_not_obeyed():
+    """A refused name such as invoice<U+202E>gpj.md, shown in its own error line, would turn the rest
+    of the line round (the override holds to the end of the paragraph): it is shown as [U+202E]."""
+    name = "invoice\u202egpj.md"
+    out = render.md("**{}** — the file name contains U+202E", name)
+    tokens = MarkdownIt("commonmark").parse(out)[1].children
+    text = "".join(t.content for t in tokens).replace(WORD_JOINER, "")
+    assert text == "invoice[U+202E]gpj.md — the file name contains U+202E"
+    assert not any(ch in out for ch in "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+    assert render.inert("plain name.md") == render.inert("plain name.md")  # nothing else changes
+    assert "U+" not in render.inert("a \u200e mark and \u05d0 Hebrew")  # marks and scripts stay as they are
