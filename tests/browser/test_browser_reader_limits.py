@@ -70,6 +70,8 @@ def test_every_file_of_a_batch_ends_with_its_outcome_in_words(browser, server: S
         expect(page.get_by_text(re.compile(r"share the same compressed data", re.I)).first).to_be_visible(timeout=60_000)
         disguised = page.get_by_text(re.compile(r"U\+202E RIGHT-TO-LEFT OVERRIDE")).first
         expect(disguised).to_be_visible(timeout=60_000)
+        # the name itself is shown with its control made visible, so it cannot turn the line round
+        expect(page.get_by_text("invoice[U+202E]gpj.md", exact=True).first).to_be_visible()
         body = page.locator("body").inner_text()
         assert not re.search(r"\b[A-Z]\w*(Error|Exception)\b", body), body  # no class names, words only
         assert "server log" not in body
