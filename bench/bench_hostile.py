@@ -16,10 +16,11 @@
    the edge, in .xlsx and .xls, a sheet repeated over every column
    of 2,000 rows, a 400-entry overlapping zip bomb, a 60 MB CSV, a CSV with a 1 MB field, a TNEF
    attachment, a base64-encoded ``message/rfc822`` part, an EPUB with a missing chapter, legacy zip
-   names) between ordinary notes, plus a web page served ``Content-Encoding: gzip, gzip`` and one
-   whose headers arrive a byte at a time (``knowledge ingest <url>``, private hosts allowed). The
-   worker's RSS and its children's are sampled every 50 ms (psutil); printed: each peak, each file's
-   outcome and reason, the wall time.
+   names) between ordinary notes. The worker's RSS and its children's are sampled every 50 ms
+   (psutil); printed: each peak, each file's outcome and reason, the wall time.
+4. **Hostile web pages**, each through ``knowledge ingest <url>`` (private hosts allowed): one served
+   ``Content-Encoding: gzip, gzip`` (3 GB of spaces, a few KB on the wire) and one whose headers
+   arrive a byte every 0.5 s: the wall time, the peak RSS of the CLI with its children, the outcome.
 
 Figures only: nothing is asserted. Run it niced, with few other jobs (``nice -n 5``).
 """
@@ -191,7 +192,9 @@ class _Server:
         with contextlib.suppress(OSError), conn:
             request = conn.recv(65536).decode("latin-1")
             path = request.split(" ", 2)[1] if " " in request else "/"
-            if path.startswith("/gzip2"):
+            if path.startswith("/robots.txt"):
+                conn.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            elif path.startswith("/gzip2"):
                 conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Encoding: gzip, gzip\r\n"
                              + f"Content-Length: {len(self.bomb)}\r\nConnection: close\r\n\r\n".encode() + self.bomb)
             else:
@@ -249,6 +252,21 @@ def hostile_batch(out: dict) -> None:
         outcomes = {r.name: (r.status, (r.reason or "")[:160]) for r in rows}
     finally:
         wb.close()
+    out["hostile_batch"] = {"seconds": seconds, "worker_peak_rss": worker_peak, "children_peak_rss": children_peak,
+                            "worker_exit": proc.returncode, "outcomes": outcomes}
+    print(f"3. hostile batch ({len(inputs)} files) through one `knowledge worker --once`: {seconds:.1f} s,"
+          f" exit {proc.returncode}; worker peak RSS {_mb(worker_peak)}, its reader children at most"
+          f" {_mb(children_peak)} together")
+    for name, (status, reason) in outcomes.items():
+        print(f"   {name:22s} {status:7s} {reason}")
+    if proc.returncode:
+        print(err[-2000:])
+
+
+def hostile_web(out: dict) -> None:
+    work = Path(tempfile.mkdtemp(prefix="bench-hostile-web-"))
+    env = {**os.environ, "KNOWLEDGE_DATA_DIR": str(work / "data"), "KNOWLEDGE_EMBEDDINGS__MODEL": "fake/hash-64",
+           "PYTHONPATH": str(REPO), "KNOWLEDGE_INGEST__WEB_ALLOW_PRIVATE": "true"}
     server = _Server()
     web: dict[str, tuple[int, str, float]] = {}
     try:
@@ -269,25 +287,16 @@ def hostile_batch(out: dict) -> None:
                          time.perf_counter() - t0)
     finally:
         server.close()
-    out["hostile_batch"] = {"seconds": seconds, "worker_peak_rss": worker_peak, "children_peak_rss": children_peak,
-                            "worker_exit": proc.returncode, "outcomes": outcomes,
-                            "web": {k: {"peak_rss": v[0], "outcome": v[1], "seconds": v[2]} for k, v in web.items()}}
-    print(f"3. hostile batch ({len(inputs)} files) through one `knowledge worker --once`: {seconds:.1f} s,"
-          f" exit {proc.returncode}; worker peak RSS {_mb(worker_peak)}, its reader children at most"
-          f" {_mb(children_peak)} together")
-    for name, (status, reason) in outcomes.items():
-        print(f"   {name:22s} {status:7s} {reason}")
+    out["hostile_web"] = {k: {"peak_rss": v[0], "outcome": v[1], "seconds": v[2]} for k, v in web.items()}
     for path, (peak, line, secs) in web.items():
-        print(f"   web /{path}: {secs:.1f} s, peak RSS {_mb(peak)} (CLI and children): {line}")
-    if proc.returncode:
-        print(err[-2000:])
+        print(f"4. web /{path}: {secs:.1f} s, peak RSS {_mb(peak)} (CLI and children): {line}")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--files", type=int, default=1000)
     ap.add_argument("--model", choices=["bundled", "fake"], default="bundled")
-    ap.add_argument("--only", choices=["edge", "batch", "hostile"], default=None)
+    ap.add_argument("--only", choices=["edge", "batch", "hostile", "web"], default=None)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     import logging
@@ -300,6 +309,8 @@ def main() -> None:
         small_batch(out, args.files, args.model)
     if args.only in (None, "hostile"):
         hostile_batch(out)
+    if args.only in (None, "web"):
+        hostile_web(out)
     if args.json:
         print(json.dumps(out, indent=2))
 
