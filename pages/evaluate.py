@@ -227,8 +227,7 @@ with tab_run:
     k = int(c3.number_input("Depth (k)", min_value=1, max_value=50, value=10, key="ev_k"))
     st.session_state["ev_stores_saved"] = chosen
     asked = sum(1 for q in qset.questions if q.expected)
-    a1, a2 = st.columns([2, 3], vertical_alignment="bottom")
-    check_on = a1.toggle(
+    check_on = st.toggle(  # the page's width: its label says why it is off, and was cut in a column
         f"Check the answers ({asked} question{'' if asked == 1 else 's'} with an expected answer)" if asked
         else "Check the answers (no question has an expected answer)", key="ev_answers_on", disabled=not asked,
         help="Also ask each question that has an expected answer (the set's `expected` column) in a chat of its own "
@@ -239,7 +238,7 @@ with tab_run:
     a_config = None
     if check_on:
         configs = ["offline", *[c.name for c in wb.llm_configs().list() if c.type == "CHAT" and c.name != "offline"]]
-        a_config = a2.selectbox("Chat model", configs, key="ev_a_config",
+        a_config = st.columns([2, 3])[0].selectbox("Chat model", configs, key="ev_a_config",
                                 help="offline: the offline assistant (it quotes the sentences that answer, no language "
                                      "model); or a chat model config of Settings (asked at its URL, nowhere else).")
     autorun = bool(st.session_state.pop("ev_autorun", False)) and bool(chosen and modes)
