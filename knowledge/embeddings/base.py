@@ -50,6 +50,20 @@ class Embedder(ABC):
         """The tokens of ``text`` without special tokens and without truncation, with character
         offsets into ``text``."""
 
+    def token_spans(self, text: str) -> list[tuple[int, int]]:
+        """The character span ``(start, end)`` of each of :meth:`tokenize`'s tokens, in order.
+
+        Returns:
+            ``n`` pairs for the ``n`` tokens of ``text``: ``text[start:end]`` (Python ``str``
+            indices, ``end`` exclusive) is the source of the token; ``[(t.start, t.end) for t in
+            self.tokenize(text)]``, which is the default. An embedder whose tokenizer gives offsets
+            directly overrides it to skip building :class:`Token` objects (the chunker only needs spans).
+
+        Raises:
+            As :meth:`tokenize`.
+        """
+        return [(t.start, t.end) for t in self.tokenize(text)]
+
     def count_tokens(self, text: str) -> int:
         """Number of tokens of ``text`` without special tokens and without truncation."""
         return len(self.tokenize(text))
@@ -122,6 +136,12 @@ class TokenizerTwin(Embedder):
         """The tokens of ``text`` with ``str`` offsets, as the model's tokenizer gives them."""
         enc = self._encode(text)
         return [Token(i, t, start, end) for i, t, (start, end) in zip(enc.ids, enc.tokens, enc.offsets)]
+
+    def token_spans(self, text: str) -> list[tuple[int, int]]:
+        """Each token's ``(start, end)`` ``str`` offsets into ``text``: the tokenizer's own ``offsets``."""
+        if type(self).tokenize is not TokenizerTwin.tokenize:  # a subclass tokenizes its own way
+            return super().token_spans(text)
+        return self._encode(text).offsets
 
     def count_tokens(self, text: str) -> int:
         """Number of tokens of ``text`` (no special tokens, no truncation)."""

@@ -68,6 +68,14 @@ class HashEmbedder(Embedder):
             for m in _TOKEN.finditer(text)
         ]
 
+    def token_spans(self, text: str) -> list[tuple[int, int]]:
+        """Each of :meth:`tokenize`'s tokens' ``(start, end)`` ``str`` offsets into ``text``, without
+        hashing. Raises: InvalidArgument: ``text`` is not a ``str``."""
+        if type(self).tokenize is not HashEmbedder.tokenize:  # a subclass tokenizes its own way
+            return super().token_spans(text)
+        check_text(text)
+        return [m.span() for m in _TOKEN.finditer(text)]
+
     def tokenizer_twin(self) -> Embedder | None:
         """A plain :class:`HashEmbedder` of the same shape (it pickles); ``None`` for a subclass."""
         return HashEmbedder(self.dimension, self.max_tokens) if type(self) is HashEmbedder else None

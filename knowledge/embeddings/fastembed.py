@@ -262,6 +262,20 @@ class FastEmbedEmbedder(Embedder):
             for token_id, token, (start, end) in zip(encoding.ids, encoding.tokens, encoding.offsets)
         ]
 
+    def token_spans(self, text: str) -> list[tuple[int, int]]:
+        """Each of :meth:`tokenize`'s tokens' ``(start, end)`` ``str`` offsets into ``text``, taken
+        from the tokenizer's ``offsets`` without building :class:`Token` objects.
+
+        Raises:
+            InvalidArgument: ``text`` is not a ``str``. EmbeddingUnavailable: as :meth:`load`.
+        """
+        if type(self).tokenize is not FastEmbedEmbedder.tokenize:  # a subclass tokenizes its own way
+            return super().token_spans(text)
+        check_text(text)
+        self._loaded()
+        assert self._tokenizer is not None
+        return self._tokenizer.encode(text, add_special_tokens=False).offsets
+
     def count_tokens(self, text: str) -> int:
         """Number of tokens of ``text`` without special tokens and without truncation.
 

@@ -22,12 +22,16 @@ still says what each value means. Its room in the window is the chunk size less 
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import chain, pairwise
+
+import numpy as np
 
 from knowledge.embeddings.base import Embedder
 from knowledge.errors import InvalidArgument
-from knowledge.ingest.document import Document
+from knowledge.ingest.document import Document, Table
 
 #: The spec's default chunking ("OpenAI-style 800/400"), in tokens.
 SPEC_MAX_TOKENS = 800
@@ -37,8 +41,15 @@ _PARAGRAPH = re.compile(r"\n[ \t]*\n\s*")
 _SENTENCE = re.compile(r"(?<=[.!?;:])[\"'”’)\]]*\s+|(?<=[。！？；])")
 _LINE = re.compile(r"\n")
 _SPACE = re.compile(r"\s+")
-#: Boundary strength: a higher value is a better place to cut.
+#: Boundary strength: a higher value is a better place to cut. The specification of
+#: :func:`_boundary_strengths`, which finds the same positions with numpy.
 _STRENGTHS = ((_PARAGRAPH, 4), (_SENTENCE, 3), (_LINE, 2), (_SPACE, 1))
+#: The code points of the patterns above, as numpy arrays. ``_WHITESPACE`` is what ``\s`` matches
+#: in a ``str`` pattern (and ``str.isspace`` accepts): 29 code points, none past U+3000.
+_WHITESPACE = np.array([c for c in range(0x3001) if chr(c).isspace()], dtype=np.uint32)
+_STOPS = np.array([ord(c) for c in ".!?;:"], dtype=np.uint32)
+_CLOSERS = np.array([ord(c) for c in "\"'”’)]"], dtype=np.uint32)
+_CJK_STOPS = np.array([ord(c) for c in "。！？；"], dtype=np.uint32)
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,19 +167,33 @@ def chunk_document(document: Document, embedder: Embedder, max_tokens: int = SPE
 def _header_finder(document: Document, base: int, cache: dict[int, tuple[str, int]],
                    embedder: Embedder) -> Callable[[int], tuple[str, int] | None]:
     """``header_at(offset in the piece) -> (table header, its tokens + 1 for the line break)`` when a
-    chunk starting there begins inside a table's body, else ``None``."""
+    chunk starting there begins inside a table's body, else ``None``.
+
+    The first table in :attr:`Document.tables` order (scanned until one starts after the position)
+    whose body holds the position; found by bisection when the tables are sorted and do not
+    overlap (as the readers make them), by that scan otherwise."""
     tables = document.tables
+    starts = [t.char_start for t in tables]
+    ordered = all(a.char_end <= b.char_start for a, b in pairwise(tables))
+
+    def header_of(t: Table) -> tuple[str, int]:
+        if t.char_start not in cache:
+            header = document.text[t.char_start:t.header_end]
+            cache[t.char_start] = (header, embedder.count_tokens(header) + 1)
+        return cache[t.char_start]
 
     def header_at(pos: int) -> tuple[str, int] | None:
         at = base + pos
+        if ordered:  # only the last table starting at or before ``at`` can hold it
+            k = bisect_right(starts, at)
+            if k and tables[k - 1].header_end < at < tables[k - 1].char_end:
+                return header_of(tables[k - 1])
+            return None
         for t in tables:
             if t.char_start > at:
                 return None
             if t.header_end < at < t.char_end:
-                if t.char_start not in cache:
-                    header = document.text[t.char_start:t.header_end]
-                    cache[t.char_start] = (header, embedder.count_tokens(header) + 1)
-                return cache[t.char_start]
+                return header_of(t)
         return None
 
     return header_at
@@ -194,15 +219,73 @@ def _windows(text: str, size: int) -> list[tuple[int, str]]:
     return out
 
 
-def _boundaries(text: str) -> dict[int, int]:
-    """Character positions where a chunk may end (or the next begin) -> strength."""
-    found: dict[int, int] = {}
-    for pattern, strength in _STRENGTHS:
-        for m in pattern.finditer(text):
-            pos = m.end()
-            if strength > found.get(pos, 0):
-                found[pos] = strength
-    return found
+def _boundary_strengths(text: str, size: int) -> np.ndarray:
+    """``(size,)`` int8: at each character position of ``text`` (``size > len(text)``) the strength
+    of the strongest boundary ending there, 0 where none does: a position where a chunk may end (or
+    the next begin). The boundaries are the ends of the non-overlapping matches of the patterns of
+    :data:`_STRENGTHS` (4 paragraph break, 3 sentence end, 2 line break, 1 whitespace run), found
+    here on the text's code points with numpy rather than by the regular expressions."""
+    at = np.zeros(size, dtype=np.int8)
+    n = len(text)
+    if not n:
+        return at
+    codes = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    space = np.isin(codes, _WHITESPACE)
+    # the first non-whitespace position at or after each position (n past the end): a \s+ run's end
+    solid = np.append(np.flatnonzero(~space), n)
+
+    def run_end(pos: np.ndarray) -> np.ndarray:
+        return solid[np.searchsorted(solid, pos)]
+
+    def mark(ends: np.ndarray, strength: int) -> None:
+        at[ends] = np.maximum(at[ends], strength)
+
+    # _SPACE \s+: the end of every maximal whitespace run
+    run_ends = np.flatnonzero(space[:-1] & ~space[1:]) + 1
+    mark(np.append(run_ends, n) if space[-1] else run_ends, 1)
+    # _LINE \n: after every line break
+    breaks = np.flatnonzero(codes == 10)
+    mark(breaks + 1, 2)
+    # _SENTENCE, first branch: after . ! ? ; : and any closing quotes or brackets, a whitespace run's end
+    after = np.flatnonzero(np.isin(codes, _STOPS)) + 1
+    open_ = np.append(np.flatnonzero(~np.isin(codes, _CLOSERS)), n)
+    first = open_[np.searchsorted(open_, after)]  # the first position past the closers
+    first = first[first < n]
+    mark(run_end(first[space[first]]), 3)
+    # _SENTENCE, second branch: right after a CJK full stop
+    mark(np.flatnonzero(np.isin(codes, _CJK_STOPS)) + 1, 3)
+    # _PARAGRAPH \n[ \t]*\n\s*: a whitespace run holding two line breaks with only spaces and tabs
+    # between them ends there (a match takes the whole run, so each run has at most one)
+    if len(breaks) > 1:
+        other = np.cumsum((codes != 32) & (codes != 9))  # characters other than space and tab so far
+        a, b = breaks[:-1], breaks[1:]
+        mark(run_end(b[other[b - 1] == other[a]]), 4)
+    return at
+
+
+#: Gaps between tokens of up to this many positions are scored vectorised; longer ones one by one.
+_SHORT_GAP = 8
+
+
+def _cut_strengths(text: str, starts: np.ndarray, ends: np.ndarray) -> list[int]:
+    """Strength of cutting ``text`` before each token (``starts``, ``ends``: ``(n,)`` int64 token
+    offsets, ``str`` indices): item ``i`` (``i >= 1``; item 0 is 0) is the strongest boundary at a
+    position ``p`` with ``ends[i-1] <= p <= starts[i]``, else 1 when the text between the tokens is
+    non-empty whitespace, else 0. ``n`` ints."""
+    n = len(starts)
+    lo, hi = ends[:-1], starts[1:]
+    at = _boundary_strengths(text, max(len(text), int(lo.max()), int(hi.max())) + 1)
+    length = hi - lo + 1  # positions each gap spans, both ends included (<= 0: none)
+    best = np.zeros(n - 1, dtype=np.int8)
+    scored = length > 0
+    if scored.any():
+        for k in range(min(_SHORT_GAP, int(length.max()))):
+            best = np.where(scored, np.maximum(best, at[np.minimum(lo + k, hi)]), best)
+    for g in np.flatnonzero(length > _SHORT_GAP).tolist():
+        best[g] = at[lo[g]:hi[g] + 1].max()
+    for g in np.flatnonzero((best == 0) & (hi > lo)).tolist():
+        best[g] = 1 if text[lo[g]:hi[g]].isspace() else 0
+    return [0, *best.tolist()]
 
 
 def _split(text: str, embedder: Embedder, plan: ChunkPlan,
@@ -211,26 +294,22 @@ def _split(text: str, embedder: Embedder, plan: ChunkPlan,
     """``(start, end, tokens, repeated table header or None)`` spans of ``text`` covering all its
     tokens; a span that starts inside a table's body has room for the header it repeats (a header
     over half the chunk size is not repeated)."""
-    tokens = embedder.tokenize(text)
-    if not tokens:
+    spans_of = embedder.token_spans(text)
+    if not spans_of:
         return []
-    n = len(tokens)
+    n = len(spans_of)
+
+    if n <= plan.max_tokens:
+        return [(spans_of[0][0], spans_of[-1][1], n, None)]
+    offsets = np.fromiter(chain.from_iterable(spans_of), dtype=np.int64, count=2 * n).reshape(n, 2)
+    starts, ends = offsets[:, 0].tolist(), offsets[:, 1].tolist()
+    strength = _cut_strengths(text, offsets[:, 0], offsets[:, 1])
 
     def header(i: int) -> tuple[str, int] | None:
         if header_at is None or i == 0:
             return None
-        found = header_at(tokens[i].start)
+        found = header_at(starts[i])
         return found if found is not None and found[1] <= plan.max_tokens // 2 else None
-
-    if n <= plan.max_tokens:
-        return [(tokens[0].start, tokens[-1].end, n, None)]
-    strength = _boundaries(text)
-
-    def cut_strength(i: int) -> int:
-        """Strength of cutting before token ``i`` (between token i-1 and i)."""
-        gap = text[tokens[i - 1].end:tokens[i].start]
-        best = max((strength.get(p, 0) for p in range(tokens[i - 1].end, tokens[i].start + 1)), default=0)
-        return best if best else (1 if gap.strip() == "" and gap else 0)
 
     spans: list[tuple[int, int, int, tuple[str, int] | None]] = []
     i = 0
@@ -239,18 +318,18 @@ def _split(text: str, embedder: Embedder, plan: ChunkPlan,
         room = plan.max_tokens - (repeat[1] if repeat else 0)
         limit = i + room
         if limit >= n:
-            spans.append((tokens[i].start, tokens[-1].end, n - i, repeat))
+            spans.append((starts[i], ends[-1], n - i, repeat))
             break
         # the best cut in the second half of the window, latest among the strongest
         lo = i + max(1, room // 2)
         best_j, best_s = limit, -1
         for j in range(limit, lo - 1, -1):
-            s = cut_strength(j)
+            s = strength[j]
             if s > best_s:
                 best_j, best_s = j, s
                 if s == 4:
                     break
-        spans.append((tokens[i].start, tokens[best_j - 1].end, best_j - i, repeat))
+        spans.append((starts[i], ends[best_j - 1], best_j - i, repeat))
         if plan.overlap_tokens == 0:
             i = best_j
             continue
@@ -261,10 +340,10 @@ def _split(text: str, embedder: Embedder, plan: ChunkPlan,
         for j in range(back, window_end + 1):
             if j >= best_j:
                 break
-            s = cut_strength(j) if j > 0 else 4
+            s = strength[j] if j > 0 else 4
             if s > nxt_s:
                 nxt, nxt_s = j, s
         if nxt_s < 2 and header(nxt) is not None:  # inside a table: start at a row, not mid-row
-            nxt = next((j for j in range(back, best_j) if cut_strength(j) >= 2), nxt)
+            nxt = next((j for j in range(back, best_j) if strength[j] >= 2), nxt)
         i = nxt
     return spans
