@@ -30,6 +30,15 @@ from knowledge.errors import InvalidArgument
 _BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 #: The bidirectional embedding, override and isolate controls (U+202A-U+202E, U+2066-U+2069).
 BIDI_CONTROLS = _BIDI
+
+
+def shown(text: str) -> str:
+    """``text`` with each bidirectional control written as ``[U+202E]``: a person sees it instead of
+    its effect (it would reorder what follows it on the line: a refused name ``invoice\u202egpj.md``
+    shown in its own error line turns the line round). Everything else is kept as it is."""
+    if not any(ch in _BIDI for ch in text):
+        return text
+    return "".join(f"[U+{ord(ch):04X}]" if ch in _BIDI else ch for ch in text)
 #: Invisible format characters (Unicode category Cf) taken out of a file name: they carry nothing a
 #: name needs and make two names that look the same differ. U+00AD SOFT HYPHEN, U+200B ZERO WIDTH
 #: SPACE, U+2060 WORD JOINER, U+2061-U+2064 the invisible mathematical operators, U+206A-U+206F the

@@ -172,13 +172,17 @@ class IngestSettings(_Section):
         " reader passes its memory or time limit is stopped there and fails with the reason, and the worker goes"
         " on; 0 = read inside the calling process, unbounded (for debugging only)")
     reader_memory_mb: int = Field(
-        1024, ge=64, le=1_048_576, description="most memory (resident, in MB of 2^20 bytes) a child may use to"
-        " read and chunk one file; past it the child is stopped and the file fails naming the limit")
+        1024, ge=256, le=1_048_576, description="most memory (resident, in MB of 2^20 bytes) a child may use to"
+        " read and chunk one file; past it the child is stopped and the file fails naming the limit. At least"
+        " 256: a child holds about 60 MB before it reads anything and 120-150 MB once the readers and the"
+        " model's tokenizer are loaded")
     reader_timeout_seconds: float = Field(
         120.0, gt=0, le=86_400, description="seconds a child may take to read and chunk one file, plus"
         " reader_seconds_per_mb for each MB of the file; OCR gives every page this long again")
     reader_seconds_per_mb: float = Field(
-        2.0, ge=0, le=3600, description="seconds added to reader_timeout_seconds for each MB (10^6 bytes) of the file")
+        5.0, ge=0, le=3600, description="seconds added to reader_timeout_seconds for each MB (10^6 bytes) of the file"
+        " (a 60 MB text took 127 s to read and chunk at load 6 on 2 cores, and over 246 s in the app beside a"
+        " browser)")
 
     web_allow_private: bool = Field(
         False, description="let web pages be fetched from hosts in private, loopback, link-local and reserved"

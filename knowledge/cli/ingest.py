@@ -18,6 +18,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from knowledge._names import shown
 from knowledge.cli.common import Commands, command
 from knowledge.errors import InvalidArgument
 from knowledge.ingest.chunker import plan_chunking
@@ -188,7 +189,9 @@ class _Lines:
         self.columns = (("file", width), ("outcome", 9), ("chunks", 6), ("pages", 5), ("time", 8))
 
     def line(self, cells: Sequence[object], last: str) -> str:
-        return "  ".join(str(c)[:w].ljust(w) for c, (_, w) in zip(cells, self.columns)) + "  " + last
+        """One line; a bidirectional control in a name or reason shown as ``[U+202E]`` (a terminal
+        would obey it and reorder the line)."""
+        return "  ".join(shown(str(c))[:w].ljust(w) for c, (_, w) in zip(cells, self.columns)) + "  " + shown(last)
 
     def header(self) -> str:
         """The headers and the rule of dashes under them."""

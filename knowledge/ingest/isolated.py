@@ -106,7 +106,7 @@ class ReadLimits:
 
     memory_mb: int = 1024
     timeout_seconds: float = 120.0
-    seconds_per_mb: float = 2.0
+    seconds_per_mb: float = 5.0
 
     def deadline_seconds(self, size: int) -> float:
         """Seconds allowed for a file of ``size`` bytes."""

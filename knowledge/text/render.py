@@ -26,7 +26,7 @@ from pathlib import PurePath
 from string import Formatter
 from urllib.parse import urlsplit
 
-from knowledge._names import BIDI_CONTROLS
+from knowledge._names import shown
 from knowledge.text.highlight import escape_markdown
 from knowledge.text.highlight import mark_matches as _marked
 
@@ -287,10 +287,7 @@ def inert(value: object) -> str:
     Example: ``inert("![x](http://h/i.png)")`` is ``"&#33;&#91;x&#93;&#40;http&#58;..."``, shown as
     ``![x](http://h/i.png)``.
     """
-    text = "" if value is None else str(value)
-    if any(ch in BIDI_CONTROLS for ch in text):
-        text = "".join(f"[U+{ord(ch):04X}]" if ch in BIDI_CONTROLS else ch for ch in text)
-    text = escape_markdown(text, breaks="\n")
+    text = escape_markdown(shown("" if value is None else str(value)), breaks="\n")
     # A line's leading spaces as references too, or four of them would make it a code block.
     text = re.sub(r"^ +", lambda m: "&#32;" * len(m.group()), text, flags=re.M)
     return text.replace("\n", "  \n")

@@ -1,9 +1,9 @@
 """What a person sees when a file passes its reader's limits, in a real browser (issue 38).
 
-The app is served with ``ingest.reader_memory_mb = 64``; a batch dropped on a store holds a 40 MB text
-(its reading needs more than 64 MB), a 400-entry overlapping zip bomb, a note whose name carries a
+The app is served with ``ingest.reader_memory_mb = 256`` (the least it takes); a batch dropped on a
+store holds a 90 MB text (its reading needs about 350 MB), a 400-entry overlapping zip bomb, a note whose name carries a
 right-to-left override, and two ordinary notes. The page ends the batch with every file's outcome:
-the notes indexed, the big text failed with "needed more than 64 MB of memory to read", the bomb
+the notes indexed, the big text failed with "needed more than 256 MB of memory to read", the bomb
 refused in words, the disguised name refused naming the character, and the app (and its worker)
 still serving. Screenshots at 1280x800 and 390 px wide go to ``test-artifacts/browser/``.
 """
@@ -36,7 +36,7 @@ LINE = b"the quick brown fox jumps over the lazy dog while the owls hunt mice at
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     with serve(tmp_path_factory.mktemp("browser-limits"),
                env_extra={"KNOWLEDGE_EMBEDDINGS__MODEL": "fake/hash-16",
-                          "KNOWLEDGE_INGEST__READER_MEMORY_MB": "64"}) as srv:
+                          "KNOWLEDGE_INGEST__READER_MEMORY_MB": "256"}) as srv:
         yield srv
 
 
@@ -46,7 +46,7 @@ def batch(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 
     folder = tmp_path_factory.mktemp("limits-batch")
     files = {"owls.md": b"# Owls\n\nOwls hunt mice at night.\n", "tea.md": b"# Tea\n\nSteep green tea briefly.\n",
-             "survey.txt": LINE * (40_000_000 // len(LINE)), "bomb.zip": overlapping_zip(),
+             "survey.txt": LINE * (90_000_000 // len(LINE)), "bomb.zip": overlapping_zip(),
              "invoice\u202egpj.md": b"# Invoice\n\nnot what its name shows\n"}
     for name, body in files.items():
         (folder / name).write_bytes(body)
@@ -63,7 +63,7 @@ def test_every_file_of_a_batch_ends_with_its_outcome_in_words(browser, server: S
         create_store(page, store)
         page.keyboard.press("Escape")  # the "New store" popover, if it stayed open
         drop_files(page, batch)  # the drop starts the batch
-        big = page.get_by_text(re.compile(r"needed more than 64 MB of memory to read", re.I))
+        big = page.get_by_text(re.compile(r"needed more than 256 MB of memory to read", re.I))
         expect(big.first).to_be_visible(timeout=240_000)
         expect(page.get_by_text(re.compile(r"owls\.md — 1 chunk"))).to_be_visible(timeout=60_000)
         expect(page.get_by_text(re.compile(r"tea\.md — 1 chunk"))).to_be_visible(timeout=60_000)

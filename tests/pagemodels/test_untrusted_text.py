@@ -144,3 +144,11 @@ def test_a_bidirectional_control_is_shown_not_obeyed():
     assert not any(ch in out for ch in "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
     assert render.inert("plain name.md") == render.inert("plain name.md")  # nothing else changes
     assert "U+" not in render.inert("a \u200e mark and \u05d0 Hebrew")  # marks and scripts stay as they are
+
+
+def test_the_cli_shows_a_bidirectional_control_in_a_name_instead_of_obeying_it():
+    from knowledge.cli.ingest import _Lines
+    from knowledge.outcomes import IngestResult, Outcome
+
+    line = _Lines(30).result(IngestResult("invoice\u202egpj.md", Outcome.FAILED, "refused: the name"), None)
+    assert line.startswith("invoice[U+202E]gpj.md") and "\u202e" not in line
