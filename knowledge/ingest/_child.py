@@ -58,21 +58,22 @@ def _alarm(seconds: float) -> None:
         signal.setitimer(signal.ITIMER_REAL, max(0.0, seconds))
 
 
-def _vm_bytes() -> int:
+def _statm(field: int) -> int:
+    """Field ``field`` of /proc/self/statm (0: the address space, 1: resident) in bytes; 0 where
+    there is no /proc."""
     try:
         with open("/proc/self/statm", "rb") as fh:
-            return int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+            return int(fh.read().split()[field]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, IndexError):
         return 0
 
 
+def _vm_bytes() -> int:
+    return _statm(0)
+
+
 def _rss_bytes() -> int:
-    try:
-        with open("/proc/self/statm", "rb") as fh:
-            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        return peak * (1 if sys.platform == "darwin" else 1024)
+    return _statm(1) or _peak_bytes()
 
 
 def _peak_bytes() -> int:

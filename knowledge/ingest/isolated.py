@@ -74,7 +74,7 @@ from knowledge.errors import (
 )
 from knowledge.ingest.chunker import ChunkPlan, ChunkResult, TextChunk, chunk_document
 from knowledge.ingest.document import Document, Section, Table
-from knowledge.ingest.readers import read_document
+from knowledge.ingest.readers import load_source, read_document
 
 log = logging.getLogger(__name__)
 
@@ -316,7 +316,7 @@ class ReaderPool:
             task["path"] = path
             size = _size_of(path)
         else:
-            data = _bytes_of(source, max_bytes)
+            data = load_source(source, max_bytes)[0]  # the size refused here, before a child is asked
             task["data"] = data
             size = len(data)
         if chunking is not None:
@@ -603,17 +603,6 @@ def _size_of(path: str) -> int:
         return os.stat(path).st_size
     except OSError:
         return 0
-
-
-def _bytes_of(source: Any, max_bytes: int | None) -> bytes:
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        return bytes(source)
-    if hasattr(source, "read"):
-        data = source.read() if max_bytes is None else source.read(max_bytes + 1)
-        if isinstance(data, (bytes, bytearray, memoryview)):
-            return bytes(data)
-        raise InvalidArgument("read_document needs a binary stream (open the file with 'rb'), got text.")
-    raise InvalidArgument(f"read_document reads bytes, a path or a binary stream; got {type(source).__name__}.")
 
 
 def name_of(task: dict[str, Any]) -> str:

@@ -96,7 +96,7 @@ def read_document(source: Source, name: str | None = None, *, password: str | No
         raise InvalidArgument(f"ocr must be 'auto' or 'off', got {ocr!r}.")
     if max_bytes is not None and (not isinstance(max_bytes, int) or max_bytes < 0):
         raise InvalidArgument(f"max_bytes must be a whole number of bytes >= 0 or None, got {max_bytes!r}.")
-    data, path_name = _load(source, max_bytes)
+    data, path_name = load_source(source, max_bytes)
     name = name if name is not None else path_name
     return _read(data, name, password=password, ocr=ocr, on_page=on_page, depth=0, budget=Budget(max_bytes))
 
@@ -182,7 +182,9 @@ def read_text(text: str) -> Document:
     return builder.build("text", empty="no text: the file has only whitespace")
 
 
-def _load(source: Source, max_bytes: int | None) -> tuple[bytes, str | None]:
+def load_source(source: Source, max_bytes: int | None) -> tuple[bytes, str | None]:
+    """``(the bytes of source, the name of its path or stream or None)``, refusing more than
+    ``max_bytes``. Raises ``FileTooLarge`` and ``InvalidArgument`` as :func:`read_document` does."""
     if isinstance(source, (bytes, bytearray, memoryview)):
         data = bytes(source)
         _check_size(len(data), max_bytes)
