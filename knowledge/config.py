@@ -172,10 +172,11 @@ class IngestSettings(_Section):
         " reader passes its memory or time limit is stopped there and fails with the reason, and the worker goes"
         " on; 0 = read inside the calling process, unbounded (for debugging only)")
     reader_memory_mb: int = Field(
-        1024, ge=256, le=1_048_576, description="most memory (resident, in MB of 2^20 bytes) a child may use to"
+        3072, ge=256, le=1_048_576, description="most memory (resident, in MB of 2^20 bytes) a child may use to"
         " read and chunk one file; past it the child is stopped and the file fails naming the limit. At least"
         " 256: a child holds about 60 MB before it reads anything and 120-150 MB once the readers and the"
-        " model's tokenizer are loaded")
+        " model's tokenizer are loaded. OCR costs most: a scanned A4 page peaks near 1.1 GB, a 12-megapixel"
+        " photo near 2.6 GB")
     reader_timeout_seconds: float = Field(
         120.0, gt=0, le=86_400, description="seconds a child may take to read and chunk one file, plus"
         " reader_seconds_per_mb for each MB of the file; OCR gives every page this long again")

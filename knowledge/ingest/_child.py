@@ -81,7 +81,31 @@ def _peak_bytes() -> int:
     return peak * (1 if sys.platform == "darwin" else 1024)
 
 
-def _limit_address_space(base: int, task: dict[str, Any]) -> None:
+def _release_free_memory() -> None:
+    """Hand memory the C allocator holds free back to the system (glibc's ``malloc_trim``), so a
+    child kept between files is measured by what it still uses: after an OCR page its resident size
+    fell from 688 to 219 MB. A no-op where the C library has no ``malloc_trim``."""
+    global _TRIM
+    if _TRIM is None:
+        try:
+            import ctypes  # noqa: PLC0415 - only for glibc's malloc_trim
+            import ctypes.util  # noqa: PLC0415
+
+            _TRIM = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+        except (OSError, AttributeError):
+            _TRIM = False
+    if _TRIM:
+        with contextlib.suppress(Exception):
+            _TRIM(0)
+
+
+_TRIM: Any = None
+
+
+def _limit_address_space(task: dict[str, Any]) -> None:
+    """Limit this process's address space for one file: what it has mapped now (its readers,
+    and what earlier files loaded, such as the OCR models) + twice the memory limit + slack."""
+    base = _vm_bytes()
     if not base:
         return
     with contextlib.suppress(ValueError, OSError):
@@ -99,7 +123,6 @@ def main() -> int:
     os.dup2(2, 1)  # print() of a library lands in the log, never in the protocol
     stdin = os.fdopen(0, "rb", buffering=0)  # unbuffered: select() sees every byte
     twins: dict[int, Any] = {}
-    base = _vm_bytes()
     address_limit = resource.getrlimit(resource.RLIMIT_AS)
     listen(lambda text: out.send({"t": "note", "text": text}))
     out.send({"t": "ready"})  # the readers are imported: each file from now on is read as it comes
@@ -110,7 +133,7 @@ def main() -> int:
         task = _receive(stdin)
         if task is None:
             return 0  # the parent closed the pipe
-        _limit_address_space(base, task)
+        _limit_address_space(task)
         set_log_place(task.get("log_place"))  # the parent logs a reader's bug (the trace it is sent)
         _alarm(float(task.get("deadline_seconds") or 0) + GRACE_SECONDS)
         try:
@@ -134,7 +157,10 @@ def main() -> int:
             if chunk is not None:
                 chunks = chunks_message(chunk_document(doc, twins[chunk["twin_id"]], chunk["max_tokens"],
                                                        chunk["overlap_tokens"]), doc.text)
-            out.send({"t": "ok", "doc": document_message(doc), "chunks": chunks, "rss": _rss_bytes(),
+            message = {"t": "ok", "doc": document_message(doc), "chunks": chunks}
+            del doc, chunks
+            _release_free_memory()  # what the file left behind is measured, not the allocator's free lists
+            out.send({**message, "rss": _rss_bytes(),
                       "peak": _peak_bytes()})
         except MemoryError:
             out.send({"t": "error", "class": "ReaderLimitExceeded", "memory": True, "message": "out of memory"})

@@ -21,7 +21,7 @@ The watchdog, in the calling thread, polls the child every :data:`POLL_SECONDS`:
 A killed or crashed child is replaced; the file fails with
 :class:`~knowledge.errors.ReaderLimitExceeded` or :class:`~knowledge.errors.ReaderCrashed` and a
 reason in words, ending with what the reader had said it was about to do
-(:func:`knowledge.ingest._cost.expect`): "needed more than 1,024 MB of memory to read: the
+(:func:`knowledge.ingest._cost.expect`): "needed more than 3,072 MB of memory to read: the
 workbook's used range is 1,048,576 × 16,384 cells". Nothing is written by a child: the caller
 writes chunks only after a whole answer.
 
@@ -104,7 +104,7 @@ class ReadLimits:
     """What one file's reading may cost: ``memory_mb`` MB (2^20 bytes) resident in its child, and
     ``timeout_seconds + seconds_per_mb × MB`` (10^6 bytes of the file) of wall-clock time."""
 
-    memory_mb: int = 1024
+    memory_mb: int = 3072
     timeout_seconds: float = 120.0
     seconds_per_mb: float = 5.0
 

@@ -340,3 +340,27 @@ def test_an_image_attached_in_chat_is_ocrd_for_retrieval_and_still_a_part(tmp_pa
         assert wb.store_files(session.store) == []
     finally:
         wb.close()
+
+
+@pytest.mark.slow
+def test_a_phone_photo_and_a_page_scan_are_read_one_after_the_other_in_a_bounded_child_at_the_defaults():
+    """OCR is the heaviest reading there is (a 12-megapixel photo peaks near 2.6 GB, most of it the
+    text detector's activations): the default memory limit has to hold it, in a child kept from the
+    file before, so a scan or a photo is never refused at the default settings."""
+    from knowledge.ingest.isolated import ReaderPool, ReadLimits
+
+    photo = Image.new("RGB", (4000, 3000), "white")
+    draw = ImageDraw.Draw(photo)
+    font = ImageFont.load_default(size=60)
+    for i in range(30):
+        draw.text((150, 100 + i * 90), f"Row {i} of the whiteboard photo with token HERON{i:02d}77", fill="black", font=font)
+    pool = ReaderPool(1)
+    try:
+        first = pool.read(encoded(photo, "JPEG", quality=90), "whiteboard.jpg", limits=ReadLimits())
+        second = pool.read(scanned_pdf(render([f"Scanned line {i} with token IBIS{i:02d}" for i in range(40)])),
+                           "scan.pdf", limits=ReadLimits())
+    finally:
+        pool.close()
+    assert sum(f"HERON{i:02d}77" in first.document.text.replace(" ", "") for i in range(30)) >= 27
+    assert sum(f"IBIS{i:02d}" in second.document.text.replace(" ", "") for i in range(40)) >= 36
+    assert first.peak_rss > ReadLimits(memory_mb=1024).memory_mb * 2**20  # it really needs more than the old 1 GB
