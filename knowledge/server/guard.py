@@ -166,7 +166,8 @@ class Guard:
         if not self.host_allowed(host, scope.get("server")):
             return await refusal(421, f"This server does not answer for the host {host!r} (a DNS name pointed at"
                                       " this computer by another site is refused). Use the address it listens on,"
-                                      " or list the name in api.allowed_hosts.",
+                                      " or list the name in api.allowed_hosts (behind a reverse proxy: every"
+                                      " name and IP address people use to reach the proxy).",
                                  "invalid_host")(scope, receive, send_secured)
         origin = headers.get("origin")
         if origin is not None:
