@@ -238,11 +238,24 @@ def setup_token() -> str:
 
 def set_up() -> None:
     """The only page of a shared app without an account or a password: the first admin account
-    (with the set-up token of the server's log), or how to set one shared password."""
+    (with the set-up token of the server's log; on a shared catalog, from the command line), or how to
+    set one shared password."""
     st.title("📚 knowledge")
     st.error("This app is reachable from other computers, and has no account and no password yet, so it shows"
              " nothing.")
     st.subheader("Create the first admin account")
+    if wb.settings.catalog.url is not None:
+        # Team mode: several app processes behind a proxy, each would print its own token to its own
+        # log; the first admin is made once, for every process, by the operator at a terminal.
+        st.markdown("This app runs on a shared catalog (team mode), so the first admin account is made at a"
+                    " terminal, on any machine with the team's settings:")
+        st.code("python -m knowledge users add NAME --role admin", language="bash")
+        st.markdown("It asks for the password twice (or reads it from standard input with `--password-stdin`)."
+                    " Then every app process signs people in by account: reload this page and sign in. That"
+                    " admin adds the others (accounts or invitation links) on the People page.")
+        if st.button("I have made it: sign in", type="primary"):
+            st.rerun()
+        return
     token = setup_token()
     st.markdown("Type the **set-up token** the app printed to its server log (the terminal or service log of"
                 " `streamlit run app.py`, a line starting `knowledge: first-run set-up token`): only someone who"

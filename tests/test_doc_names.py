@@ -53,7 +53,7 @@ def check_command(words: list[str]) -> str | None:
     while words and (choices := subparsers(parser)):
         word = words.pop(0)
         if word not in choices:
-            return f"{' '.join(path + [word])!r} is not a command (known: {', '.join(sorted(choices))})"
+            return f"{' '.join([*path, word])!r} is not a command (known: {', '.join(sorted(choices))})"
         path.append(word)
         parser = choices[word]
     known = {o for a in parser._actions for o in a.option_strings}

@@ -182,6 +182,41 @@ def test_a_shared_app_sets_up_its_first_admin_only_with_the_token_of_the_log(mon
     assert at.session_state["workbench"].people.accounts.admins() == ["root"]
 
 
+@pytest.mark.slow
+def test_a_team_app_makes_its_first_admin_at_the_terminal_not_with_a_per_process_token(
+        monkeypatch, capsys, pg_database, settings):
+    """On a shared catalog each app process would print its own token to its own log (issue 39): the
+    set-up page names the command instead, prints nothing, and the admin the CLI makes signs in."""
+    import io
+    from urllib.parse import urlencode
+
+    from conftest import pg_catalog_settings
+    from psycopg.conninfo import conninfo_to_dict
+
+    from knowledge.cli import main
+
+    parts = conninfo_to_dict(pg_catalog_settings(settings).catalog.url)
+    query = urlencode({k: parts[k] for k in ("host", "port", "password") if parts.get(k)})
+    url = f"postgresql://{parts.get('user', '')}@/{parts['dbname']}?{query}"
+    monkeypatch.setenv("KNOWLEDGE_CATALOG__URL", url)
+    monkeypatch.setenv("KNOWLEDGE_VECTOR_STORE__BACKEND", "pgvector")
+    monkeypatch.setenv("KNOWLEDGE_VECTOR_STORE__URL", url)
+    monkeypatch.setenv("KNOWLEDGE_DATA_DIR", str(settings.data_root))
+    st_config.set_option("server.address", "0.0.0.0")
+    at = visit()
+    assert "workbench" not in at.session_state
+    assert "first-run set-up token" not in capsys.readouterr().err
+    assert not [t for t in at.text_input if t.key == "setup-token"]
+    assert [c.value for c in at.code] == ["python -m knowledge users add NAME --role admin"]
+
+    monkeypatch.setattr("sys.stdin", io.StringIO(PW + "\n"))
+    assert main(["users", "add", "root", "--role", "admin", "--password-stdin"]) == 0
+    next(b for b in at.button if b.label == "I have made it: sign in").click().run()
+    assert not at.exception, at.exception
+    sign_in(at, "root", PW)
+    assert at.session_state["actor"].username == "root" and at.session_state["actor"].is_admin
+
+
 def test_on_loopback_the_local_admin_turns_accounts_on_from_people():
     at = visit("pages/people.py")
     assert [b.label for b in at.button] == ["Turn on accounts"]
