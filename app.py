@@ -249,7 +249,7 @@ def set_up() -> None:
         # log; the first admin is made once, for every process, by the operator at a terminal.
         st.markdown("This app runs on a shared catalog (team mode), so the first admin account is made at a"
                     " terminal, on any machine with the team's settings:")
-        st.code("python -m knowledge users add NAME --role admin", language="bash")
+        st.code("python -m knowledge users add NAME --role admin", language="bash", wrap_lines=True)
         st.markdown("It asks for the password twice (or reads it from standard input with `--password-stdin`)."
                     " Then every app process signs people in by account: reload this page and sign in. That"
                     " admin adds the others (accounts or invitation links) on the People page.")

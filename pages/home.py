@@ -10,6 +10,9 @@ from pages._ui import app_workbench, megabytes
 
 wb: Workbench = app_workbench()
 settings = wb.settings
+#: The server's folders (data folder, model cache) are the admins' to know: a member of a shared app
+#: sees what is here, not where it lives on the server.
+admin = wb.actor.local or wb.actor.is_admin
 
 st.title("📚 knowledge")
 st.caption("A local knowledge workbench: vector stores with semantic search, on your machine.")
@@ -53,7 +56,7 @@ else:
 
 st.subheader("Embedding model")
 model = settings.embeddings.model
-st.markdown(md("{} (cache: {})", model, settings.models_dir))
+st.markdown(md("{} (cache: {})", model, settings.models_dir) if admin else md("{}", model))
 try:
     embedder = wb.embedder()
     if not embedder.loaded and st.button("Load the embedding model"):
@@ -66,4 +69,5 @@ try:
 except KnowledgeError as exc:
     st.error(inert(exc))
 
-st.caption(md("Data folder: {}", settings.data_root))
+if admin:
+    st.caption(md("Data folder: {}", settings.data_root))

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from app_helpers import APP, fresh_caches, open_app, use_fake_model
+from app_helpers import APP, fresh_caches, open_app, page_text, use_fake_model
 from streamlit import config as st_config
 from streamlit.testing.v1 import AppTest
 
@@ -280,6 +280,19 @@ def test_a_member_gets_no_people_or_settings_page_an_admin_does(wb):
     assert [t.value for t in root.title] == ["👥 People"]
     root.switch_page("pages/settings.py").run()
     assert not root.exception
+
+
+def test_the_home_page_shows_the_server_folders_to_an_admin_not_to_a_member(wb):
+    """issue 39: a member saw the server's data folder and model cache on Home."""
+    folders = (str(wb.settings.data_root), str(wb.settings.models_dir))
+    ana = signed_in("ana")
+    assert [t.value for t in ana.title] == ["📚 knowledge"]
+    text = page_text(ana)
+    assert wb.settings.embeddings.model in text  # the model is named ...
+    assert not [f for f in folders if f in text] and "Data folder" not in text  # ... not where it is kept
+    root = signed_in("root")
+    text = page_text(root)
+    assert all(f in text for f in folders) and "Data folder" in text
 
 
 @pytest.mark.slow
