@@ -26,6 +26,7 @@ from knowledge.catalog import CatalogLocked
 from knowledge.config import load_settings
 from knowledge.errors import AuthenticationFailed, KnowledgeError, set_log_place
 from knowledge.people import Actor
+from knowledge.service.connections import check_connections, name_this_process
 from knowledge.text.render import inert, md
 from knowledge.workbench import Workbench
 from pages import _sso
@@ -46,7 +47,9 @@ def get_workbench() -> Workbench:
     (:meth:`knowledge.service.jobs.JobRegistry.resume`); a catalog that cannot be read now only delays
     that to the next batch."""
     set_log_place("the app's log (the terminal that runs it)")
+    name_this_process("app")  # PostgreSQL sees its connections as "knowledge app <host>:<pid>"
     wb = Workbench(load_settings())
+    check_connections(wb.catalog, wb.settings)  # a warning when PostgreSQL's max_connections is too small
     wb.jobs.use_worker_process(wb)
     try:
         wb.jobs.resume(wb)

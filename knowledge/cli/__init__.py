@@ -27,6 +27,7 @@ from knowledge.cli import chat, ingest, password, people, portable, search, serv
 from knowledge.cli import eval as evaluate
 from knowledge.cli.common import COMMON, acting_username, acting_view
 from knowledge.errors import KnowledgeError, set_log_place
+from knowledge.service.connections import check_connections, name_this_process
 from knowledge.workbench import Workbench
 
 #: The command modules, in the order ``--help`` lists their commands.
@@ -48,6 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command ``argv`` (default: ``sys.argv[1:]``) and return its exit code; errors of the
     product print as ``error: ...`` on stderr (exit 2), never as a traceback."""
     args = build_parser().parse_args(argv)
+    name_this_process(args.command)  # PostgreSQL sees its connections as "knowledge <command> <host>:<pid>"
     # Python prints a logged error on stderr when nothing else is configured (logging.lastResort)
     set_log_place("the messages printed on standard error")
     if getattr(args, "data_dir", None):
@@ -83,6 +85,8 @@ def run(args: argparse.Namespace) -> int:
                                  " (and unset $KNOWLEDGE_USER).")
         return args.func(args)
     wb = Workbench()
+    if args.command == "worker":  # long-running: say when PostgreSQL may refuse its connections
+        check_connections(wb.catalog, wb.settings)
     try:
         return args.func(acting_view(wb, args), args)
     finally:

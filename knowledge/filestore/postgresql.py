@@ -124,6 +124,8 @@ class PostgresFileStore(FileStore):
     connect_timeout: float = 10.0
     #: Bytes per chunk row.
     chunk_size: int = CHUNK_SIZE
+    #: Connections the pool opens at most (and one more per file being read: :meth:`open`).
+    pool_max_size: int = 8
 
     def __init__(self, settings: Settings) -> None:
         url = configured_url(settings)
@@ -139,7 +141,7 @@ class PostgresFileStore(FileStore):
         self.target = describe_target(self.conninfo)
         self._bootstrap()
         self._pool = ConnectionPool(
-            self.conninfo, min_size=1, max_size=8, timeout=self.connect_timeout, open=False,
+            self.conninfo, min_size=1, max_size=self.pool_max_size, timeout=self.connect_timeout, open=False,
             name=f"knowledge-files-{self.target}",
         )
         try:
