@@ -316,7 +316,7 @@ class ApiSettings(_Section):
     allowed_hosts: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="Host header values the REST API and the MCP server over HTTP answer"
         " besides the address reached (and 127.0.0.1, localhost, [::1] on loopback): name (any port) or"
-        " name:port")
+        " name:port; behind a reverse proxy, every name and IP address people use to reach the proxy")
     docs: bool = Field(
         False, description="serve the interactive OpenAPI page /docs (its Swagger UI scripts come from a public"
         " CDN, so the page is off by default; /openapi.json is always served)")

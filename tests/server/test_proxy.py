@@ -2,10 +2,13 @@
 configuration in a temporary folder) in front of a real ``python -m knowledge serve``: a 5 MB upload
 goes through (nginx's own default refuses anything over 1 MB), and the API answers a request by the
 proxy's IP address once that address is in ``api.allowed_hosts`` while a name pointed at the proxy
-by another site is still refused (issue 39). Skipped without nginx, failed without it under CI."""
+by another site is still refused (issue 39); in front of a real ``streamlit run app.py`` it upgrades
+the app's websocket (and does not without the block's Upgrade/Connection lines). Skipped without
+nginx, failed without it under CI."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
 import re
@@ -168,5 +171,73 @@ def test_the_documented_proxy_passes_a_5_mb_upload_and_a_request_by_ip(tmp_path,
         refused = httpx.post(f"http://127.0.0.1:{listen}/v1/files", data={"purpose": "assistants"},
                              files={"file": ("big.bin", data, "application/octet-stream")}, timeout=120)
         assert refused.status_code == 413 and "nginx" in refused.text
+    finally:
+        proxy.stop()
+
+
+def websocket_status(port: int, path: str = "/_stcore/stream") -> str:
+    """The status line a websocket handshake (RFC 6455) to 127.0.0.1:``port`` gets."""
+    key = base64.b64encode(os.urandom(16)).decode()
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        s.sendall((f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                   f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+        head = b""
+        while b"\r\n" not in head:
+            chunk = s.recv(1024)
+            if not chunk:
+                break
+            head += chunk
+    return head.split(b"\r\n", 1)[0].decode(errors="replace")
+
+
+@pytest.fixture
+def app_server(tmp_path) -> Iterator[int]:
+    """``streamlit run app.py`` on 127.0.0.1 (the README's command, headless)."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KNOWLEDGE_")}
+    env.update(PYTHONPATH=str(ROOT), KNOWLEDGE_DATA_DIR=str(tmp_path / "app-data"),
+               KNOWLEDGE_EMBEDDINGS__MODEL="fake/hash-64")
+    log = tmp_path / "streamlit.log"
+    with log.open("ab") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+                                 "--server.port", str(port)], env=env, cwd=ROOT, stdout=out,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/_stcore/health", timeout=5).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"the app did not start:\n{log.read_text(errors='replace')[-3000:]}")
+            time.sleep(0.2)
+        yield port
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+def test_the_documented_proxy_passes_the_app_websocket(tmp_path, app_server):
+    exe = nginx_binary()
+    block = documented_block()
+    listen = free_port()
+    proxy = Nginx(exe, tmp_path / "nginx", local_block(block, listen, free_port(), app_server), listen)
+    try:
+        assert httpx.get(f"http://127.0.0.1:{listen}/_stcore/health", timeout=30).text == "ok"
+        assert websocket_status(listen).split()[1] == "101"  # Streamlit's session socket is upgraded
+    finally:
+        proxy.stop()
+    # without the Upgrade and Connection lines nginx talks plain HTTP/1.0 upstream: no websocket
+    bare = re.sub(r"\s*proxy_set_header (Upgrade|Connection) [^;]*;[^\n]*", "", block)
+    listen = free_port()
+    proxy = Nginx(exe, tmp_path / "nginx-bare", local_block(bare, listen, free_port(), app_server), listen)
+    try:
+        assert websocket_status(listen).split()[1] != "101"
     finally:
         proxy.stop()
