@@ -18,11 +18,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from knowledge.attributes import check_attributes
 from knowledge.errors import InvalidArgument
 from knowledge.server.http import bad, in_thread, json_body, known, object_field, page, polled, strings
+from knowledge.server.idempotency import once
 from knowledge.server.objects import Api, KnowledgeApi
 
 router = APIRouter(prefix="/v1/vector_stores/{vs_id}", tags=["vector store files"])
@@ -40,14 +41,19 @@ def strategy_of(api: KnowledgeApi, name: str, body: Mapping[str, Any]) -> Any:
 
 # -- one file --------------------------------------------------------------------------------------------
 @router.post("/files", summary="Add a file (ingested in the background)")
-async def add_file(vs_id: str, request: Request, api: Api) -> JSONResponse:
+async def add_file(vs_id: str, request: Request, api: Api) -> Response:
+    """With an ``Idempotency-Key`` a retry of the same request answers the first one's object."""
     body = await json_body(request, ENTRY_FIELDS)
     name = api.store_name(vs_id)
     fid = body.get("file_id")
     if not isinstance(fid, str):
         raise bad("file_id is required.", "file_id")
-    await in_thread(api.add_files, name, [(fid, body.get("attributes"), strategy_of(api, name, body))])
-    return polled(await in_thread(api.get_file, name, fid))
+
+    async def run() -> Response:
+        await in_thread(api.add_files, name, [(fid, body.get("attributes"), strategy_of(api, name, body))])
+        return polled(await in_thread(api.get_file, name, fid))
+
+    return await once(request, api.wb.catalog, body, run)
 
 
 @router.get("/files", summary="List a store's files")
@@ -111,12 +117,17 @@ def batch_entries(body: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
 
 
 @router.post("/file_batches", summary="Add many files")
-async def create_batch(vs_id: str, request: Request, api: Api) -> JSONResponse:
+async def create_batch(vs_id: str, request: Request, api: Api) -> Response:
+    """With an ``Idempotency-Key`` a retry of the same request answers the first batch (one batch)."""
     body = await json_body(request, BATCH_FIELDS)
     name = api.store_name(vs_id)
     entries = batch_entries(body)
-    b = await in_thread(api.create_batch, name, entries, body.get("attributes"), strategy_of(api, name, body))
-    return polled(await in_thread(api.batch_object, b))
+
+    async def run() -> Response:
+        b = await in_thread(api.create_batch, name, entries, body.get("attributes"), strategy_of(api, name, body))
+        return polled(await in_thread(api.batch_object, b))
+
+    return await once(request, api.wb.catalog, body, run)
 
 
 @router.post("/web_pages", summary="Add a web page (and the pages it links to on its site)")
