@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
-from typing import Annotated, Any, BinaryIO
+from typing import Annotated, BinaryIO
 
 from fastapi import APIRouter, File, Form, Request, UploadFile
 from fastapi.responses import JSONResponse, Response, StreamingResponse
