@@ -5,17 +5,34 @@ on one PostgreSQL catalog are the ``slow`` tests below."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
 import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from urllib.parse import quote, urlencode
 
 import httpx
+import openai
 import pytest
-from api_helpers import Served
+from api_helpers import Served, free_port
+from conftest import pg_catalog_settings, s3_file_store_settings
+from psycopg.conninfo import conninfo_to_dict
 
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.server.app import create_app
 from knowledge.workbench import Workbench
 
+ROOT = Path(__file__).resolve().parents[2]
 DATA = b"# Ownership\n\nEach value in Rust has an owner.\n" * 20
 
 
@@ -100,3 +117,142 @@ def test_a_failed_first_request_is_replayed_when_it_was_the_clients_fault(http, 
     again = http.post(f"/vector_stores/{vs['id']}/files", json={"file_id": missing}, headers=key)
     assert first.status_code == again.status_code == 404 and again.json() == first.json()
     assert again.headers["idempotent-replayed"] == "true"
+
+
+# -- real timeouts and real processes --------------------------------------------------------------------
+@contextlib.contextmanager
+def own_moto_server(log: Path) -> Iterator[subprocess.Popen]:
+    """A moto S3 server of this test's own (it is frozen here, never the session's): the process,
+    its endpoint in ``proc.endpoint``."""
+    exe = shutil.which("moto_server") or str(Path(sys.executable).with_name("moto_server"))
+    if not Path(exe).exists():
+        pytest.skip("moto_server is not installed (pip install 'moto[server]')")
+    port = free_port()
+    with log.open("ab") as out:
+        proc = subprocess.Popen([exe, "-H", "127.0.0.1", "-p", str(port)], stdout=out, stderr=subprocess.STDOUT)
+    proc.endpoint = f"http://127.0.0.1:{port}"  # type: ignore[attr-defined]
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")[-2000:]
+                time.sleep(0.1)
+        yield proc
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGCONT)
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+@pytest.mark.slow
+def test_an_upload_retried_with_its_key_after_a_timeout_is_one_record(tmp_path):
+    """The issue's case: the file store (S3) froze, the client's read timeout expired before the
+    answer although the upload went on; the client's retries with the same key get the first file."""
+    with own_moto_server(tmp_path / "moto.log") as moto:
+        settings = s3_file_store_settings(load_settings(data_dir=tmp_path / "data"), moto.endpoint)
+        wb = Workbench(settings, embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256))
+        try:
+            with Served(create_app(wb)) as base:
+                key = {"Idempotency-Key": str(uuid.uuid4())}
+                impatient = openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0, timeout=1.0)
+                os.kill(moto.pid, signal.SIGSTOP)  # S3 frozen: the upload waits on it
+                thaw = threading.Timer(5.0, os.kill, (moto.pid, signal.SIGCONT))
+                thaw.start()
+                try:
+                    with pytest.raises(openai.APITimeoutError):
+                        impatient.files.create(file=("ownership.md", DATA), purpose="assistants", extra_headers=key)
+                    # retried at once: the first upload is still running
+                    busy = httpx.post(base + "/v1/files", files={"file": ("ownership.md", DATA)},
+                                      data={"purpose": "assistants"}, headers=key, timeout=30)
+                    assert busy.status_code == 409 and busy.headers["retry-after"] == "1"
+                    assert "still being processed" in busy.json()["error"]["message"]
+                finally:
+                    thaw.join()
+                # the openai package retries a 409 by itself (after Retry-After): the first file comes back
+                patient = openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=20, timeout=30)
+                raw = patient.files.with_raw_response.create(file=("ownership.md", DATA), purpose="assistants",
+                                                             extra_headers=key)
+                assert raw.headers["idempotent-replayed"] == "true"
+                stored = [f for f in wb.stored_files() if f.name == "ownership.md"]
+                assert [f.id for f in stored] == [raw.parse().id]  # one record, and the answer names it
+                with wb.read_file(stored[0].id) as fh:
+                    assert fh.read() == DATA
+        finally:
+            wb.close()
+
+
+def serve(env: dict[str, str], log: Path) -> tuple[subprocess.Popen, str]:
+    """``python -m knowledge serve`` on a free port with ``env``: the process and its base URL."""
+    port = free_port()
+    with log.open("ab") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "knowledge", "serve", "--port", str(port)], env=env,
+                                cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 90
+    while True:
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(base + "/v1/models", timeout=5).status_code == 200:
+                return proc, base
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(f"the server did not start:\n{log.read_text(errors='replace')[-3000:]}")
+        time.sleep(0.1)
+
+
+def team_env(tmp_path: Path, settings) -> dict[str, str]:
+    info = conninfo_to_dict(pg_catalog_settings(settings).catalog.url or "")
+    query = urlencode({k: v for k, v in info.items() if k in ("host", "port", "password")})
+    url = f"postgresql://{quote(str(info.get('user', 'postgres')))}@/{quote(str(info['dbname']))}?{query}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KNOWLEDGE_")}
+    env.update(PYTHONPATH=str(ROOT), KNOWLEDGE_CATALOG__URL=url, KNOWLEDGE_VECTOR_STORE__BACKEND="pgvector",
+               KNOWLEDGE_VECTOR_STORE__URL=url, KNOWLEDGE_FILE_STORE__DIR=str(tmp_path / "shared-files"),
+               KNOWLEDGE_EMBEDDINGS__MODEL="fake/hash-64")
+    return env
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+@pytest.mark.slow
+def test_two_api_processes_given_one_key_at_once_make_one_record(tmp_path, settings, pg_database):
+    env = team_env(tmp_path, settings)
+    servers = [serve({**env, "KNOWLEDGE_DATA_DIR": str(tmp_path / n)}, tmp_path / f"{n}.log") for n in "ab"]
+    try:
+        key = {"Idempotency-Key": str(uuid.uuid4())}
+        start = threading.Barrier(6)
+
+        def send(base: str) -> httpx.Response:
+            start.wait()
+            while True:  # as a client does: a 409 (the key's first request still running) is retried
+                r = httpx.post(base + "/v1/files", files={"file": ("race.md", DATA)}, data={"purpose": "assistants"},
+                               headers=key, timeout=60)
+                if r.status_code != 409:
+                    return r
+                time.sleep(float(r.headers["retry-after"]) / 10)
+
+        with ThreadPoolExecutor(6) as pool:
+            answers = list(pool.map(send, [base for _, base in servers] * 3))
+        assert [r.status_code for r in answers] == [200] * 6, [r.text for r in answers]
+        assert len({r.text for r in answers}) == 1  # every answer is the first one's
+        assert sum("idempotent-replayed" not in r.headers for r in answers) == 1
+        for _, base in servers:
+            listed = httpx.get(base + "/v1/files", timeout=30).json()["data"]
+            assert [f["id"] for f in listed if f["filename"] == "race.md"] == [answers[0].json()["id"]]
+    finally:
+        for proc, _ in servers:
+            stop(proc)
