@@ -256,3 +256,48 @@ def test_two_api_processes_given_one_key_at_once_make_one_record(tmp_path, setti
     finally:
         for proc, _ in servers:
             stop(proc)
+
+
+@pytest.mark.slow
+def test_the_same_bytes_added_to_one_store_through_two_processes_at_once_are_embedded_once(
+        tmp_path, settings, pg_database, corpus):
+    """The issue's case: both jobs embedded the whole file and the first read ``failed`` with its
+    success text ("ownership.md: 46 chunks.") as the error. Now one embeds, the other waits for it
+    and reports the content it joined; neither is ``failed``."""
+    env = team_env(tmp_path, settings)
+    servers = [serve({**env, "KNOWLEDGE_DATA_DIR": str(tmp_path / n)}, tmp_path / f"{n}.log") for n in "ab"]
+    data = (corpus / "md" / "rust-book" / "ch04-01-what-is-ownership.md").read_bytes()
+    try:
+        (_, a), (_, b) = servers
+        vs = httpx.post(a + "/v1/vector_stores", json={"name": "team"}, timeout=30).json()
+        ids = [httpx.post(base + "/v1/files", files={"file": ("ownership.md", data)}, data={"purpose": "assistants"},
+                          timeout=30).json()["id"] for base in (a, b)]
+        start = threading.Barrier(2)
+
+        def add(base: str, fid: str) -> dict:
+            start.wait()
+            httpx.post(f"{base}/v1/vector_stores/{vs['id']}/files", json={"file_id": fid}, timeout=30).raise_for_status()
+            deadline = time.monotonic() + 120
+            while True:
+                f = httpx.get(f"{base}/v1/vector_stores/{vs['id']}/files/{fid}", timeout=30).json()
+                if f["status"] != "in_progress" or time.monotonic() > deadline:
+                    return f
+                time.sleep(0.1)
+
+        with ThreadPoolExecutor(2) as pool:
+            first, second = pool.map(add, (a, b), ids)
+        files = {f["id"]: f for f in (first, second)}
+        assert {f["status"] for f in files.values()} == {"completed"}, files
+        assert all(f["last_error"] is None for f in files.values())
+        dup = [f for f in files.values() if f.get("duplicate_of")]
+        assert len(dup) == 1, [(f["status"], f.get("chunks"), f["last_error"]) for f in files.values()]
+        assert dup[0]["duplicate_of"] in ids and dup[0]["duplicate_of"] != dup[0]["id"]
+        content = files[dup[0]["duplicate_of"]]
+        assert content["chunks"] > 0 and dup[0]["chunks"] == content["chunks"]
+        listed = httpx.get(f"{a}/v1/vector_stores/{vs['id']}/files", timeout=30).json()["data"]
+        assert {f["id"]: f["status"] for f in listed} == dict.fromkeys(ids, "completed")
+        store = httpx.get(f"{b}/v1/vector_stores/{vs['id']}", timeout=30).json()
+        assert store["file_counts"]["failed"] == 0 and store["usage_bytes"] == len(data)  # one record holds the bytes
+    finally:
+        for proc, _ in servers:
+            stop(proc)
