@@ -381,6 +381,9 @@ class KnowledgeApi:
             return "cancelled", None
         if result is not None and result.outcome in (Outcome.DUPLICATE, Outcome.UNCHANGED):
             return "completed", None  # its bytes are in the store as another file (duplicate_of): not indexed twice
+        if result is not None and result.outcome == Outcome.INDEXED:  # its record went since: never its success text
+            return "failed", {"code": "invalid_file", "message": f"{result.name} was indexed, then replaced in the store"
+                                                                 " by a later file under the same name."}
         message = result.message if result is not None else "not ingested"
         return "failed", {"code": error_code(message), "message": message}
 

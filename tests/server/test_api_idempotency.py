@@ -119,6 +119,28 @@ def test_a_failed_first_request_is_replayed_when_it_was_the_clients_fault(http, 
     assert again.headers["idempotent-replayed"] == "true"
 
 
+@pytest.mark.parametrize("second_name", ["ownership.md", "copy.md"])
+def test_the_same_bytes_ingested_twice_at_once_are_embedded_once(wb, second_name):
+    """Two threads of one process (the embedded catalog) give a store the same bytes at once: one
+    embeds them, the other reports them unchanged or a duplicate of it, never a failure."""
+    data = DATA * 30
+    start = threading.Barrier(2)
+
+    def ingest(name: str):
+        start.wait()
+        return wb.ingest_file("s", data, name)
+
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(ingest, ["ownership.md", second_name]))
+    outcomes = sorted(r.outcome.value for r in results)
+    assert outcomes == sorted(["indexed", "unchanged" if second_name == "ownership.md" else "duplicate"]), results
+    indexed = next(r for r in results if r.outcome.value == "indexed")
+    joined = next(r for r in results if r is not indexed)
+    assert joined.file_id == indexed.file_id and indexed.chunks > 0
+    assert [f.file_id for f in wb.file_records("s")] == [indexed.file_id]
+    assert wb.vector_store("s").count() == indexed.chunks  # embedded once
+
+
 # -- real timeouts and real processes --------------------------------------------------------------------
 @contextlib.contextmanager
 def own_moto_server(log: Path) -> Iterator[subprocess.Popen]:
