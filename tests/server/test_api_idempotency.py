@@ -17,6 +17,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import quote, urlencode
 
@@ -27,9 +28,11 @@ from api_helpers import Served, free_port
 from conftest import pg_catalog_settings, s3_file_store_settings
 from psycopg.conninfo import conninfo_to_dict
 
+from knowledge.catalog import idempotency as keys
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.server.app import create_app
+from knowledge.server.idempotency import LEASE, TTL
 from knowledge.workbench import Workbench
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -117,6 +120,53 @@ def test_a_failed_first_request_is_replayed_when_it_was_the_clients_fault(http, 
     again = http.post(f"/vector_stores/{vs['id']}/files", json={"file_id": missing}, headers=key)
     assert first.status_code == again.status_code == 404 and again.json() == first.json()
     assert again.headers["idempotent-replayed"] == "true"
+
+
+def test_a_key_is_its_callers_own(tmp_path):
+    """Once accounts exist, a key is the account's: another person's identical key and request is
+    a request of their own (a new file), never a replay of someone else's answer."""
+    w = Workbench(load_settings(data_dir=tmp_path / "data"),
+                  embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256))
+    try:
+        w.people.set_up_admin("root", "correct horse battery")
+        w.people.accounts.create("ana", "correct horse battery")
+        tokens = {n: w.people.keys.create(n, "tests")[1] for n in ("root", "ana")}
+        with Served(create_app(w)) as base:
+            key = str(uuid.uuid4())
+            answers = {}
+            for name, token in tokens.items():
+                with httpx.Client(base_url=base + "/v1", timeout=60,
+                                  headers={"Authorization": f"Bearer {token}"}) as c:
+                    answers[name] = [upload(c, key) for _ in range(2)]
+        ids = {n: {r.json()["id"] for r in rs} for n, rs in answers.items()}
+        assert all(len(v) == 1 for v in ids.values()) and ids["root"] != ids["ana"]
+        assert all(rs[1].headers["idempotent-replayed"] == "true" for rs in answers.values())
+        assert len(uploads(w, "ownership.md")) == 2
+    finally:
+        w.close()
+
+
+def test_a_key_outlives_neither_its_day_nor_a_dead_request(wb):
+    """The catalog's rows: a claim whose request died (past the 10-minute lease) is taken over, the
+    dead request's late finish changes nothing, and a kept answer is replayed for 24 hours only."""
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def claim(minutes: float, fp: str = "fp") -> keys.Claim:
+        return keys.claim(wb.catalog, "", "k", fp, ttl=TTL, lease=LEASE, now=t0 + timedelta(minutes=minutes))
+
+    first = claim(0)
+    assert first.state == "run" and claim(1).state == "in_flight" and claim(1, "other").state == "mismatch"
+    second = claim(11)  # its request died: taken over
+    assert second.state == "run" and second.token != first.token
+    keys.finish(wb.catalog, "", "k", first.token, 200, "late", {})  # the dead one's finish: not its key any more
+    assert claim(12).state == "in_flight"
+    keys.finish(wb.catalog, "", "k", second.token, 201, '{"id": 1}', {"content-type": "application/json"})
+    kept = claim(11 + 23 * 60)
+    assert (kept.state, kept.status, kept.body, kept.headers) == ("replay", 201, '{"id": 1}',
+                                                                   {"content-type": "application/json"})
+    assert claim(11 + 25 * 60).state == "run"  # a day later the key is new again
+    keys.release(wb.catalog, "", "k", "not-the-token")
+    assert claim(11 + 25 * 60 + 1).state == "in_flight"
 
 
 @pytest.mark.parametrize("second_name", ["ownership.md", "copy.md"])
