@@ -1,5 +1,6 @@
 """``Idempotency-Key`` on the REST API's POSTs that create records: ``POST /v1/files``,
-``POST /v1/vector_stores/{id}/files`` and ``POST /v1/vector_stores/{id}/file_batches``.
+``POST /v1/vector_stores/{id}/files``, ``POST /v1/vector_stores/{id}/file_batches`` and (ours)
+``POST /v1/vector_stores/{id}/web_pages``.
 
 As Stripe's API does (https://docs.stripe.com/idempotency) and the IETF draft
 *The Idempotency-Key HTTP Header Field* (draft-ietf-httpapi-idempotency-key-header) describes:

@@ -131,15 +131,20 @@ async def create_batch(vs_id: str, request: Request, api: Api) -> Response:
 
 
 @router.post("/web_pages", summary="Add a web page (and the pages it links to on its site)")
-async def add_web_pages(vs_id: str, request: Request, api: Api) -> JSONResponse:
+async def add_web_pages(vs_id: str, request: Request, api: Api) -> Response:
     """Fetch ``url`` now (``depth`` 0-3 links away on the same site, at most ``max_pages``) and add
     the pages as a file batch; the answer is the ``vector_store.files_batch`` with ``web_pages``:
-    each page tried, ``added``/``unchanged``/``failed`` with its ``last_error``."""
+    each page tried, ``added``/``unchanged``/``failed`` with its ``last_error``. Takes an
+    ``Idempotency-Key`` as a file batch does."""
     body = await json_body(request, WEB_FIELDS)
     name = api.store_name(vs_id)
-    b, pages = await in_thread(api.add_web_pages, name, body.get("url"), body.get("depth"), body.get("max_pages"),
-                               body.get("attributes"), strategy_of(api, name, body))
-    return polled({**await in_thread(api.batch_object, b), "web_pages": pages})
+
+    async def run() -> Response:
+        b, pages = await in_thread(api.add_web_pages, name, body.get("url"), body.get("depth"), body.get("max_pages"),
+                                   body.get("attributes"), strategy_of(api, name, body))
+        return polled({**await in_thread(api.batch_object, b), "web_pages": pages})
+
+    return await once(request, api.wb.catalog, body, run)
 
 
 @router.get("/file_batches/{batch_id}", summary="A batch")
