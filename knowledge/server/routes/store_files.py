@@ -4,8 +4,9 @@ added in the background (a web page is fetched first, then added as a file batch
 Adding a file starts an :class:`~knowledge.service.jobs.IngestJob` (job rows in the catalog, ingested
 by any process's worker) and answers at once, ``in_progress``, with ``openai-poll-after-ms`` (the
 ``openai`` package's ``*_and_poll`` helpers). The workbench's rules hold: the same bytes twice are
-not indexed twice (the second is ``failed``, ``invalid_file``), a changed file under the same name
-replaces the old one. A file's
+not indexed twice (the second is ``completed`` with ``duplicate_of``, also when both are added at
+once), a changed file under the same name replaces the old one. The creating POSTs take an
+``Idempotency-Key`` (:mod:`knowledge.server.idempotency`). A file's
 status: ``pending``/``processing`` are ``in_progress``, ``done`` ``completed``, ``failed`` ``failed``
 with ``last_error`` (or ``cancelled``). Removing a file from a store keeps the file; removing one
 being added stops its own job. A batch groups files by their attributes and chunking, one ingest
