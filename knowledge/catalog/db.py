@@ -12,6 +12,7 @@ migrations (:mod:`knowledge.catalog.schema`); :attr:`Catalog.dialect` says which
 from __future__ import annotations
 
 import atexit
+import hashlib
 import json
 import shutil
 import time
@@ -319,6 +320,24 @@ class Catalog:
                     shutil.copyfile(self.path, target)
                     return
             time.sleep(0.05)  # outside the lock, so the open write can commit
+
+    @contextmanager
+    def content_lock(self, store: str, sha256: str) -> Iterator[None]:
+        """Hold, across every process on this catalog, the lock of the content ``sha256`` (hex) in
+        ``store`` until the block ends: the decision whether to index a file's bytes or join the
+        same bytes already there is taken by one process at a time (issue 39). PostgreSQL: a
+        transaction-level advisory lock on a connection of its own (signed 64 bits of the SHA-256 of
+        store and content); DuckDB: :meth:`hold` (one process has the file at a time). Keep it short."""
+        if self.dialect != "postgresql":
+            with self.hold():
+                yield
+            return
+        key = int.from_bytes(hashlib.sha256(f"{store}\0{sha256}".encode()).digest()[:8], "big", signed=True)
+        with self._cursor() as cur:
+            cur.execute("BEGIN")
+            cur.execute("SELECT pg_advisory_xact_lock(?)", [key])
+            yield  # an error: the connection goes back to the pool rolled back, which frees the lock too
+            cur.execute("COMMIT")
 
     # -- files in stores ------------------------------------------------------------------------
     def put_file(self, record: FileRecord, folder: str = "") -> None:

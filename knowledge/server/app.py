@@ -27,6 +27,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from knowledge.errors import KnowledgeError
 from knowledge.server.guard import Guard
 from knowledge.server.http import ApiError, check_bind, from_knowledge
+from knowledge.server.idempotency import HEADER as IDEMPOTENCY_HEADER
+from knowledge.server.idempotency import REPLAYED
 from knowledge.server.objects import KnowledgeApi
 from knowledge.server.routes import chat as chat_routes
 from knowledge.server.routes import files, people, search, store_files, vector_stores
@@ -90,8 +92,9 @@ def create_app(wb: Workbench, *, api_key: str | None = None, chat: Any = None) -
     app.add_middleware(Guard, api_key=api_key, max_body=int(max_file * 4 / 3) + 1_000_000,
                        allowed_hosts=settings.allowed_hosts, cors_origins=settings.cors_origins,
                        upload_paths=("/v1/files",), open_paths=("/docs", "/docs/oauth2-redirect") if settings.docs else (),
-                       allow_headers=("Authorization", "Content-Type", chat_routes.SESSION_HEADER),
-                       expose_headers=(chat_routes.SESSION_HEADER, "openai-poll-after-ms"), people=wb.people)
+                       allow_headers=("Authorization", "Content-Type", chat_routes.SESSION_HEADER, IDEMPOTENCY_HEADER),
+                       expose_headers=(chat_routes.SESSION_HEADER, "openai-poll-after-ms", REPLAYED, "Retry-After"),
+                       people=wb.people)
     for exc_class, handler in HANDLERS:
         app.add_exception_handler(exc_class, handler)
     for router in ROUTERS:

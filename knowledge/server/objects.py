@@ -355,6 +355,10 @@ class KnowledgeApi:
             out["chunking_notes"] = p.notes
         if rec is not None and rec.status == DONE:
             out["chunks"], out["pages"], out["warnings"] = rec.chunks, rec.pages, rec.warnings
+        elif rec is None and status == "completed" and p is not None and (joined := p.result) is not None:
+            # the same bytes were in the store already (or being added) as another file: that one holds them
+            out["duplicate_of"], out["message"] = joined.file_id, joined.message
+            out["chunks"], out["pages"], out["warnings"] = joined.chunks, joined.pages, []
         return out
 
     @staticmethod
@@ -375,9 +379,13 @@ class KnowledgeApi:
         result = p.result  # finished without a record of its own
         if result is not None and result.outcome == Outcome.CANCELLED:
             return "cancelled", None
+        if result is not None and result.outcome in (Outcome.DUPLICATE, Outcome.UNCHANGED):
+            return "completed", None  # its bytes are in the store as another file (duplicate_of): not indexed twice
+        if result is not None and result.outcome == Outcome.INDEXED:  # its record went since: never its success text
+            return "failed", {"code": "invalid_file", "message": f"{result.name} was indexed, then replaced in the store"
+                                                                 " by a later file under the same name."}
         message = result.message if result is not None else "not ingested"
-        code = "invalid_file" if result and result.outcome in (Outcome.DUPLICATE, Outcome.UNCHANGED) else error_code(message)
-        return "failed", {"code": code, "message": message}
+        return "failed", {"code": error_code(message), "message": message}
 
     def add_files(self, store: str, entries: list[tuple[str, Any, Any]], default_attrs: Any = None,
                   default_strategy: Any = None) -> list[IngestJob]:

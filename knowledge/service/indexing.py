@@ -69,6 +69,11 @@ when a file needs it, takes its first 85 %)."""
 
 #: The share of a file's progress that OCR takes when a file needs it (it dominates the time).
 OCR_SHARE = 0.85
+#: Seconds a file waits for the same bytes being added to its store as another file (by another job,
+#: maybe in another process) before it is indexed anyway: that record's process may have died.
+SAME_BYTES_WAIT = 600.0
+#: Seconds between two looks at that other file while waiting.
+SAME_BYTES_POLL = 0.25
 
 
 class Cancelled(KnowledgeError):
@@ -146,46 +151,42 @@ class Indexer:
         record, tpl = self.stores.open_for_write(store, template)
         embedder = self._embedder(tpl.embedding_model)
         lock = self.stores.store_lock(store)
-        with lock:  # held for the quick decisions and the final write, never while embedding
+        stored: Any = kept
+        waited: float | None = None  # since when this waits for the same bytes being added as another file
+        while True:
+            holder: FileRecord | None = None
+            with lock:  # held for the quick decisions and the final write, never while embedding
+                if stored is None:
+                    try:
+                        stored = self._save(source, path, name, content_type)
+                    except KnowledgeError as exc:
+                        return IngestResult(name, Outcome.FAILED, str(exc), error=type(exc).__name__,
+                                            seconds=time.perf_counter() - started)
+                # one process decides at a time whether these bytes are new to the store (issue 39)
+                with self.catalog.content_lock(store, stored.sha256):
+                    busy = [f for f in self.catalog.files(store, sha256=stored.sha256)
+                            if f.file_id != stored.id and f.status == PROCESSING]
+                    if busy and (waited is None or time.monotonic() - waited < SAME_BYTES_WAIT):
+                        holder = busy[0]  # being added now (by another job, maybe another process): wait for it
+                    else:
+                        decided = self._decide(store, record, stored, kept, name, folder, stat, started)
+                        if isinstance(decided, IngestResult):
+                            return decided
+                        rec, same_name = decided
+            if holder is None:
+                break
+            if waited is None:
+                waited = time.monotonic()
+                log.info("%s: the same bytes are being added to %s as %s; waiting for it", name, store,
+                         holder.file_name)
             try:
-                stored = kept or self._save(source, path, name, content_type)
-            except KnowledgeError as exc:
-                return IngestResult(name, Outcome.FAILED, str(exc), error=type(exc).__name__,
-                                    seconds=time.perf_counter() - started)
-            named = {n.file_id for n in self.catalog.names(store, name=name, folder=folder)} - {stored.id}
-            same_name = [f for f in (self.catalog.get_file(store, i) for i in sorted(named)) if f is not None]
-            same_bytes = [f for f in self.catalog.files(store, sha256=stored.sha256) if f.file_id != stored.id]
-            unchanged = [f for f in same_name if f.sha256 == stored.sha256 and f.status == DONE]
-            if unchanged:
+                _step(progress, f"waiting: the same bytes are being added as {holder.file_name}", 0.0, cancel)
+            except Cancelled:
                 if kept is None:
                     self.stores.forget_file_if_unused(stored.id)
-                old = unchanged[0]
-                if stat is not None:
-                    self.catalog.add_name(store, old.file_id, name, folder, *stat)
-                return IngestResult(name, Outcome.UNCHANGED, f"{name} is already in {store!r}, unchanged"
-                                    f" ({_n(old.chunks, 'chunk')}); nothing to do.", file_id=old.file_id,
-                                    chunks=old.chunks, pages=old.pages, seconds=time.perf_counter() - started)
-            dup = [f for f in same_bytes if f.status == DONE]
-            if dup:
-                if kept is None:
-                    self.stores.forget_file_if_unused(stored.id)
-                    content = dup[0]
-                    self.catalog.add_name(store, content.file_id, name, folder, *(stat or (None, None)))
-                    for old in same_name:  # the name now means these bytes: off its earlier content
-                        self._drop_name(store, record, old.file_id, name, folder)
-                    self.stores.changed(store)
-                    return IngestResult(name, Outcome.DUPLICATE, f"{name} has the same bytes as"
-                                        f" {content.file_name!r}, already in {store!r}: recorded as one more name"
-                                        f" of it, not indexed twice ({_n(content.chunks, 'chunk')}).",
-                                        file_id=content.file_id, chunks=content.chunks, pages=content.pages,
-                                        seconds=time.perf_counter() - started)
-                return IngestResult(name, Outcome.DUPLICATE, f"{name} has the same bytes as {dup[0].file_name!r},"
-                                    f" already in {store!r}; not indexed twice.", file_id=dup[0].file_id,
+                return IngestResult(name, Outcome.CANCELLED, "cancelled", file_id=stored.id, error="Cancelled",
                                     seconds=time.perf_counter() - started)
-            rec = FileRecord(store, stored.id, name, stored.sha256, stored.size, PROCESSING, None, 0, None)
-            self.catalog.put_file(rec, folder=folder)
-            if stat is not None:
-                self.catalog.add_name(store, stored.id, name, folder, *stat)
+            time.sleep(SAME_BYTES_POLL)
         result = self._index(store, record, tpl, embedder, stored, rec, password, progress, cancel, started, lock,
                              attributes)
         with lock:
@@ -201,6 +202,50 @@ class Indexer:
                     if old.status == FAILED:
                         self._drop_name(store, record, old.file_id, name, folder)
         return result
+
+    def _decide(self, store: str, record: StoreRecord, stored: Any, kept: StoredFile | None, name: str,
+                folder: str, stat: tuple[int, int] | None, started: float) -> IngestResult | tuple[FileRecord, list]:
+        """Under the store's lock and the content's lock (:meth:`Catalog.content_lock`): the result of
+        ``stored`` when its bytes are in the store already (under this name: ``UNCHANGED``, another:
+        ``DUPLICATE``), else its new ``processing`` record and the records of its name's earlier contents."""
+        named = {n.file_id for n in self.catalog.names(store, name=name, folder=folder)} - {stored.id}
+        same_name = [f for f in (self.catalog.get_file(store, i) for i in sorted(named)) if f is not None]
+        same_bytes = [f for f in self.catalog.files(store, sha256=stored.sha256) if f.file_id != stored.id]
+        unchanged = [f for f in same_name if f.sha256 == stored.sha256 and f.status == DONE]
+        own = self.catalog.get_file(store, stored.id)
+        if (unchanged or any(f.status == DONE for f in same_bytes)) and own is not None and own.status == PROCESSING:
+            self.catalog.delete_file(store, stored.id)  # an attempt of this file that was killed: it joins the content
+        if unchanged:
+            if kept is None:
+                self.stores.forget_file_if_unused(stored.id)
+            old = unchanged[0]
+            if stat is not None:
+                self.catalog.add_name(store, old.file_id, name, folder, *stat)
+            return IngestResult(name, Outcome.UNCHANGED, f"{name} is already in {store!r}, unchanged"
+                                f" ({_n(old.chunks, 'chunk')}); nothing to do.", file_id=old.file_id,
+                                chunks=old.chunks, pages=old.pages, seconds=time.perf_counter() - started)
+        dup = [f for f in same_bytes if f.status == DONE]
+        if dup:
+            if kept is None:
+                self.stores.forget_file_if_unused(stored.id)
+                content = dup[0]
+                self.catalog.add_name(store, content.file_id, name, folder, *(stat or (None, None)))
+                for old in same_name:  # the name now means these bytes: off its earlier content
+                    self._drop_name(store, record, old.file_id, name, folder)
+                self.stores.changed(store)
+                return IngestResult(name, Outcome.DUPLICATE, f"{name} has the same bytes as"
+                                    f" {content.file_name!r}, already in {store!r}: recorded as one more name"
+                                    f" of it, not indexed twice ({_n(content.chunks, 'chunk')}).",
+                                    file_id=content.file_id, chunks=content.chunks, pages=content.pages,
+                                    seconds=time.perf_counter() - started)
+            return IngestResult(name, Outcome.DUPLICATE, f"{name} has the same bytes as {dup[0].file_name!r},"
+                                f" already in {store!r}; not indexed twice.", file_id=dup[0].file_id,
+                                chunks=dup[0].chunks, pages=dup[0].pages, seconds=time.perf_counter() - started)
+        rec = FileRecord(store, stored.id, name, stored.sha256, stored.size, PROCESSING, None, 0, None)
+        self.catalog.put_file(rec, folder=folder)
+        if stat is not None:
+            self.catalog.add_name(store, stored.id, name, folder, *stat)
+        return rec, same_name
 
     def _save(self, source: Any, path: Path | None, name: str, content_type: str | None):
         ctype = content_type or mimetypes.guess_type(name)[0] or "application/octet-stream"

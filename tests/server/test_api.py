@@ -198,16 +198,20 @@ def test_openapi_docs(client, wb, tmp_path):
 
 
 @pytest.mark.slow
-def test_same_bytes_under_another_name_fail_with_a_reason_and_readding_a_file_is_idempotent(client, wb, book):
+def test_same_bytes_under_another_name_join_the_first_and_readding_a_file_is_idempotent(client, wb, book):
     data = (book / RESULT).read_bytes()
     vs = client.vector_stores.create(name="s")
     first = client.vector_stores.files.upload_and_poll(vector_store_id=vs.id, file=("a.md", data), poll_interval_ms=100)
     again = client.vector_stores.files.create_and_poll(first.id, vector_store_id=vs.id, poll_interval_ms=100)
     assert first.status == again.status == "completed"
     copy = client.vector_stores.files.upload_and_poll(vector_store_id=vs.id, file=("b.md", data), poll_interval_ms=100)
-    assert copy.status == "failed" and "a.md" in copy.last_error.message and copy.last_error.code == "invalid_file"
+    # not indexed twice, and not a failure (issue 39): completed, naming the file that holds the bytes
+    assert copy.status == "completed" and copy.last_error is None
+    assert copy.model_extra["duplicate_of"] == first.id and "a.md" in copy.model_extra["message"]
+    assert copy.model_extra["chunks"] == wb.vector_store("s").count(first.id)
     done = client.vector_stores.files.list(vector_store_id=vs.id, filter="completed")
-    assert [f.id for f in done] == [first.id]
+    assert sorted(f.id for f in done) == sorted([first.id, copy.id])
+    assert client.vector_stores.retrieve(vs.id).usage_bytes == len(data)  # one record holds the bytes
     assert wb.vector_store("s").count() == wb.vector_store("s").count(first.id) > 0  # indexed once
 
 

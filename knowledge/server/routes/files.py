@@ -8,27 +8,55 @@ chat's attachments. The content is always a download (``application/octet-stream
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
-from typing import Annotated
+from typing import Annotated, BinaryIO
 
-from fastapi import APIRouter, File, Form, UploadFile
-from fastapi.responses import StreamingResponse
+from fastapi import APIRouter, File, Form, Request, UploadFile
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from knowledge.filestore.base import StoredFile
-from knowledge.server.http import attachment_header, bad, page
+from knowledge.server.http import attachment_header, bad, in_thread, page
+from knowledge.server.idempotency import once
 from knowledge.server.objects import DEFAULT_PURPOSE, PURPOSES, Api, KnowledgeApi
 
 router = APIRouter(prefix="/v1/files", tags=["files"])
 
 
 @router.post("", summary="Upload a file")
-def upload_file(api: Api, file: Annotated[UploadFile, File()],
-                purpose: Annotated[str, Form()] = DEFAULT_PURPOSE) -> dict:
+async def upload_file(request: Request, api: Api, file: Annotated[UploadFile, File()],
+                      purpose: Annotated[str, Form()] = DEFAULT_PURPOSE) -> Response:
+    """Store the file; with an ``Idempotency-Key`` header a retry of the same upload (same name,
+    bytes and purpose) answers the first file again (:mod:`knowledge.server.idempotency`)."""
     if purpose not in PURPOSES:
         raise bad(f"purpose must be one of {', '.join(PURPOSES)}, got {purpose!r}.", "purpose")
-    stored = api.wb.save_attachment(file.filename or "unnamed", file.content_type, file.file,
-                                    max_bytes=api.wb.settings.ingest.max_file_bytes, metadata={"purpose": purpose})
-    return api.file_object(stored)
+    name = file.filename or "unnamed"
+
+    def save() -> dict:
+        stored = api.wb.save_attachment(name, file.content_type, file.file,
+                                        max_bytes=api.wb.settings.ingest.max_file_bytes, metadata={"purpose": purpose})
+        return api.file_object(stored)
+
+    async def run() -> Response:
+        return JSONResponse(await in_thread(save))
+
+    if request.headers.get("idempotency-key") is None:
+        return await run()
+    digest, size = await in_thread(content_digest, file.file)
+    params = {"filename": name, "purpose": purpose, "bytes": size, "sha256": digest}
+    return await once(request, api.wb.catalog, params, run)
+
+
+def content_digest(fh: BinaryIO) -> tuple[str, int]:
+    """``(SHA-256 hex, size in bytes)`` of a seekable stream's content, read in 1 MiB blocks; the
+    stream is left at its start."""
+    h, size = hashlib.sha256(), 0
+    fh.seek(0)
+    while block := fh.read(1 << 20):
+        h.update(block)
+        size += len(block)
+    fh.seek(0)
+    return h.hexdigest(), size
 
 
 @router.get("", summary="List files")
@@ -67,4 +95,4 @@ def delete_file(file_id: str, api: Api) -> dict:
     return {"id": f.id, "object": "file", "deleted": True}
 
 
-__all__ = ["router"]
+__all__ = ["content_digest", "router"]

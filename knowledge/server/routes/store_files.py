@@ -4,8 +4,9 @@ added in the background (a web page is fetched first, then added as a file batch
 Adding a file starts an :class:`~knowledge.service.jobs.IngestJob` (job rows in the catalog, ingested
 by any process's worker) and answers at once, ``in_progress``, with ``openai-poll-after-ms`` (the
 ``openai`` package's ``*_and_poll`` helpers). The workbench's rules hold: the same bytes twice are
-not indexed twice (the second is ``failed``, ``invalid_file``), a changed file under the same name
-replaces the old one. A file's
+not indexed twice (the second is ``completed`` with ``duplicate_of``, also when both are added at
+once), a changed file under the same name replaces the old one. The creating POSTs take an
+``Idempotency-Key`` (:mod:`knowledge.server.idempotency`). A file's
 status: ``pending``/``processing`` are ``in_progress``, ``done`` ``completed``, ``failed`` ``failed``
 with ``last_error`` (or ``cancelled``). Removing a file from a store keeps the file; removing one
 being added stops its own job. A batch groups files by their attributes and chunking, one ingest
@@ -18,11 +19,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from knowledge.attributes import check_attributes
 from knowledge.errors import InvalidArgument
 from knowledge.server.http import bad, in_thread, json_body, known, object_field, page, polled, strings
+from knowledge.server.idempotency import once
 from knowledge.server.objects import Api, KnowledgeApi
 
 router = APIRouter(prefix="/v1/vector_stores/{vs_id}", tags=["vector store files"])
@@ -40,14 +42,19 @@ def strategy_of(api: KnowledgeApi, name: str, body: Mapping[str, Any]) -> Any:
 
 # -- one file --------------------------------------------------------------------------------------------
 @router.post("/files", summary="Add a file (ingested in the background)")
-async def add_file(vs_id: str, request: Request, api: Api) -> JSONResponse:
+async def add_file(vs_id: str, request: Request, api: Api) -> Response:
+    """With an ``Idempotency-Key`` a retry of the same request answers the first one's object."""
     body = await json_body(request, ENTRY_FIELDS)
     name = api.store_name(vs_id)
     fid = body.get("file_id")
     if not isinstance(fid, str):
         raise bad("file_id is required.", "file_id")
-    await in_thread(api.add_files, name, [(fid, body.get("attributes"), strategy_of(api, name, body))])
-    return polled(await in_thread(api.get_file, name, fid))
+
+    async def run() -> Response:
+        await in_thread(api.add_files, name, [(fid, body.get("attributes"), strategy_of(api, name, body))])
+        return polled(await in_thread(api.get_file, name, fid))
+
+    return await once(request, api.wb.catalog, body, run)
 
 
 @router.get("/files", summary="List a store's files")
@@ -111,24 +118,34 @@ def batch_entries(body: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
 
 
 @router.post("/file_batches", summary="Add many files")
-async def create_batch(vs_id: str, request: Request, api: Api) -> JSONResponse:
+async def create_batch(vs_id: str, request: Request, api: Api) -> Response:
+    """With an ``Idempotency-Key`` a retry of the same request answers the first batch (one batch)."""
     body = await json_body(request, BATCH_FIELDS)
     name = api.store_name(vs_id)
     entries = batch_entries(body)
-    b = await in_thread(api.create_batch, name, entries, body.get("attributes"), strategy_of(api, name, body))
-    return polled(await in_thread(api.batch_object, b))
+
+    async def run() -> Response:
+        b = await in_thread(api.create_batch, name, entries, body.get("attributes"), strategy_of(api, name, body))
+        return polled(await in_thread(api.batch_object, b))
+
+    return await once(request, api.wb.catalog, body, run)
 
 
 @router.post("/web_pages", summary="Add a web page (and the pages it links to on its site)")
-async def add_web_pages(vs_id: str, request: Request, api: Api) -> JSONResponse:
+async def add_web_pages(vs_id: str, request: Request, api: Api) -> Response:
     """Fetch ``url`` now (``depth`` 0-3 links away on the same site, at most ``max_pages``) and add
     the pages as a file batch; the answer is the ``vector_store.files_batch`` with ``web_pages``:
-    each page tried, ``added``/``unchanged``/``failed`` with its ``last_error``."""
+    each page tried, ``added``/``unchanged``/``failed`` with its ``last_error``. Takes an
+    ``Idempotency-Key`` as a file batch does."""
     body = await json_body(request, WEB_FIELDS)
     name = api.store_name(vs_id)
-    b, pages = await in_thread(api.add_web_pages, name, body.get("url"), body.get("depth"), body.get("max_pages"),
-                               body.get("attributes"), strategy_of(api, name, body))
-    return polled({**await in_thread(api.batch_object, b), "web_pages": pages})
+
+    async def run() -> Response:
+        b, pages = await in_thread(api.add_web_pages, name, body.get("url"), body.get("depth"), body.get("max_pages"),
+                                   body.get("attributes"), strategy_of(api, name, body))
+        return polled({**await in_thread(api.batch_object, b), "web_pages": pages})
+
+    return await once(request, api.wb.catalog, body, run)
 
 
 @router.get("/file_batches/{batch_id}", summary="A batch")
