@@ -1,4 +1,4 @@
-"""The REST API's idempotency keys (migration 14, ``api_idempotency``): one row per caller and key,
+"""The REST API's idempotency keys (migration 13, ``api_idempotency``): one row per caller and key,
 shared by every API process on the catalog.
 
 :func:`claim` is the only way in: it takes the key for one request atomically on either engine (an
