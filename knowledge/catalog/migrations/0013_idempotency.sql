@@ -1,4 +1,4 @@
--- 14 (issue 39): the REST API's idempotency keys, so a POST retried with the same Idempotency-Key
+-- 13 (issue 39): the REST API's idempotency keys, so a POST retried with the same Idempotency-Key
 -- (after a timeout, through any API process on the catalog) answers the first response instead of
 -- creating a second record. One row per caller (owner: the account's username, '' without
 -- accounts) and key: the request's fingerprint (method, path, parameters), a claim token (whose
