@@ -110,7 +110,9 @@ class PostgresFileStore(FileStore):
     """Files in PostgreSQL: ``file_store.url`` (default ``catalog.url``). Thread-safe; many processes.
 
     See the module docstring for the tables and why writes are atomic. Connections come from a small
-    pool (``psycopg_pool``); a content stream holds one connection of its own until it is closed.
+    pool (``psycopg_pool``), each checked before use, so a connection a server restart broke is
+    replaced instead of failing the next call; a content stream holds one connection of its own
+    until it is closed.
 
     Raises (constructor):
         ConfigError: no URL is configured, or it is not a PostgreSQL connection string.
@@ -138,9 +140,9 @@ class PostgresFileStore(FileStore):
             raise ConfigError(f"file_store.url is not a valid PostgreSQL connection string: {exc}") from None
         self.target = describe_target(self.conninfo)
         self._bootstrap()
-        self._pool = ConnectionPool(
+        self._pool = ConnectionPool(  # each connection checked before use: one a restart broke is replaced
             self.conninfo, min_size=1, max_size=8, timeout=self.connect_timeout, open=False,
-            name=f"knowledge-files-{self.target}",
+            name=f"knowledge-files-{self.target}", check=ConnectionPool.check_connection,
         )
         try:
             self._pool.open(wait=True, timeout=self.connect_timeout)

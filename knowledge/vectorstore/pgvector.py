@@ -270,6 +270,7 @@ class PgvectorBackend(VectorBackend):
                 self.conninfo, min_size=self.options.pool_min_size, max_size=self.options.pool_max_size,
                 configure=self._configure, timeout=self.options.connect_timeout, open=True,
                 name=f"knowledge-pgvector-{self.target}",
+                check=ConnectionPool.check_connection,  # a connection a server restart broke is replaced
             )
 
     # -- connections ------------------------------------------------------------------------------
