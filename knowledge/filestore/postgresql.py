@@ -29,7 +29,7 @@ import psycopg
 from psycopg.conninfo import make_conninfo
 from psycopg_pool import ConnectionPool
 
-from knowledge._pg import describe_target
+from knowledge._pg import describe_target, pooled_connection
 from knowledge.config import Settings
 from knowledge.errors import BackendUnavailable, ConfigError, FileNotFoundInStore, KnowledgeError, StoreCorrupt
 from knowledge.filestore.base import (
@@ -111,7 +111,8 @@ class PostgresFileStore(FileStore):
 
     See the module docstring for the tables and why writes are atomic. Connections come from a small
     pool (``psycopg_pool``), each checked before use, so a connection a server restart broke is
-    replaced instead of failing the next call; a content stream holds one connection of its own
+    replaced instead of failing the next call (and one made at once when the pool is still in its
+    reconnection back-off: :func:`knowledge._pg.pooled_connection`); a content stream holds one connection of its own
     until it is closed.
 
     Raises (constructor):
@@ -143,6 +144,7 @@ class PostgresFileStore(FileStore):
         self._pool = ConnectionPool(  # each connection checked before use: one a restart broke is replaced
             self.conninfo, min_size=1, max_size=8, timeout=self.connect_timeout, open=False,
             name=f"knowledge-files-{self.target}", check=ConnectionPool.check_connection,
+            reconnect_timeout=self.connect_timeout,  # then the next call tries at once (see catalog.postgres)
         )
         try:
             self._pool.open(wait=True, timeout=self.connect_timeout)
@@ -181,7 +183,7 @@ class PostgresFileStore(FileStore):
     def _run(self, fn: Callable[[psycopg.Connection], T]) -> T:
         """``fn(conn)`` in one transaction (committed on return, rolled back on an exception)."""
         try:
-            with self._pool.connection() as conn:
+            with pooled_connection(self._pool, lambda: psycopg.connect(self.conninfo)) as conn:
                 return fn(conn)
         except KnowledgeError:
             raise
