@@ -56,8 +56,7 @@ class Cli:
 
     @staticmethod
     def _read(stream, into: list[str]) -> None:
-        for line in stream:
-            into.append(line)
+        into.extend(stream)
 
     def wait_for(self, text: str, where: str = "err", timeout: float = 120) -> None:
         lines = self.err if where == "err" else self.out
@@ -157,7 +156,7 @@ def test_past_the_wait_the_command_says_which_files_were_submitted_and_exits_non
 
     own_pg.start()  # what was submitted is in the catalog, once, for a worker to ingest
     assert worker(env).returncode == 0
-    files, jobs = catalog_counts(own_pg.url)
+    _, jobs = catalog_counts(own_pg.url)
     assert jobs == [(p.name, "done") for p in docs]
 
 

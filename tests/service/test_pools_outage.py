@@ -48,7 +48,7 @@ def test_each_pool_answers_the_first_call_after_a_restart(own_pg, tmp_path):
 
         own_pg.stop()
         for _ in range(3):  # long enough for the pools' back-off to pass the connect timeouts
-            for name, call in calls.items():
+            for call in calls.values():
                 with pytest.raises(BackendUnavailable, match=f"127.0.0.1:{own_pg.port}/postgres"):
                     call()
         own_pg.start()
