@@ -297,7 +297,7 @@ def per_request(tools: KnowledgeTools, name: str) -> Any:
     """The function registered for the tool or resource ``name``: the method's parameters and
     docstring, plus a :class:`~mcp.server.mcpserver.Context` parameter the SDK fills in, through
     which each call runs on :meth:`KnowledgeTools.for_request` (the request's user). A backend that
-cannot be reached is the tool's (or resource's) error, worded as the REST API's 503."""
+    cannot be reached is the tool's (or resource's) error, worded as the REST API's 503."""
     method = getattr(tools, name)
 
     @functools.wraps(method)
