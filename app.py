@@ -14,6 +14,7 @@ import html
 import logging
 import secrets
 import sys
+import time
 import urllib.parse
 from collections.abc import Callable
 
@@ -24,7 +25,7 @@ from knowledge import webgate
 from knowledge.access import THROTTLE, Password, app_folders, is_shared
 from knowledge.catalog import CatalogLocked
 from knowledge.config import load_settings
-from knowledge.errors import AuthenticationFailed, KnowledgeError, set_log_place
+from knowledge.errors import AuthenticationFailed, BackendUnavailable, KnowledgeError, set_log_place
 from knowledge.people import Actor
 from knowledge.service.connections import check_connections, name_this_process
 from knowledge.text.render import inert, md
@@ -353,6 +354,45 @@ def catalog_busy() -> None:
     gate(render, "Catalog in use")
 
 
+#: Seconds between two tries of a page waiting for the database (``waiting_for_database``).
+RETRY_SECONDS = 5
+AWAY_SINCE, RETRY_ARMED = "database_away_since", "database_retry_armed"
+
+
+@st.fragment(run_every=RETRY_SECONDS)
+def _try_again_soon() -> None:
+    """Runs with the page, then every :data:`RETRY_SECONDS`: from its second run on, the whole page
+    runs again (the full run disarms it first, so that it waits again)."""
+    if st.session_state.get(RETRY_ARMED):
+        st.rerun()
+    st.session_state[RETRY_ARMED] = True
+
+
+def waiting_for_database(exc: KnowledgeError, limit: float) -> None:
+    """Instead of a page (or the gate) that cannot reach the catalog, the file store or the vector
+    backend: "Waiting for the database…" with the reason in words, trying again by itself every
+    :data:`RETRY_SECONDS` for up to ``limit`` seconds (``catalog.outage_wait_seconds``) of this
+    outage; past that, the reason as an error and a button to try again."""
+    now = time.monotonic()
+    since = st.session_state.setdefault(AWAY_SINCE, now)
+    st.title("📚 knowledge")
+    if now - since < limit:
+        st.warning(md("**Waiting for the database…** {} This page tries again by itself every {} seconds.",
+                      exc, RETRY_SECONDS), icon="⏳")
+        st.session_state[RETRY_ARMED] = False
+        _try_again_soon()
+    else:
+        st.error(md("**The database did not come back in {} seconds.** {}", round(now - since), exc))
+        if st.button("Try again", icon="🔄", key="database-try-again"):
+            st.session_state.pop(AWAY_SINCE, None)
+            st.rerun()
+
+
+def database_away(exc: KnowledgeError, limit: float) -> None:
+    """Every page URL waits for the database (the gate cannot tell who may come in); nothing else."""
+    gate(lambda: waiting_for_database(exc, limit), "Waiting for the database")
+
+
 try:
     wb = get_workbench()
     password = Password.from_settings(wb.settings)
@@ -365,6 +405,8 @@ try:
     accounts_on = wb.people.enabled()
 except CatalogLocked:  # who may come in is unknown for now: nothing is served but the reason
     catalog_busy()
+except BackendUnavailable as exc:  # the catalog's server is down or restarting
+    database_away(exc, wb.settings.catalog.outage_wait_seconds)
 except KnowledgeError as exc:
     cannot_start(f"knowledge cannot read its accounts: {exc}")
 guarded = password.is_set or accounts_on  # a visitor signs in before anything is served
@@ -404,6 +446,8 @@ if accounts_on:
             st.session_state[STALE_COOKIE] = cookie  # not read again in this browser session
         except CatalogLocked:
             catalog_busy()
+        except BackendUnavailable as exc:
+            database_away(exc, wb.settings.catalog.outage_wait_seconds)
         except KnowledgeError as exc:
             cannot_start(f"knowledge cannot check your sign-in: {exc}")
     if actor is None:
@@ -458,3 +502,7 @@ with serving_pages():
         page.run()
     except CatalogLocked:  # a process without turns (an older version, a long hold) kept the file
         st.warning(CATALOG_BUSY, icon="⏳")
+    except BackendUnavailable as exc:  # a server stopped or restarting: say so, try again by itself
+        waiting_for_database(exc, wb.settings.catalog.outage_wait_seconds)
+    else:
+        st.session_state.pop(AWAY_SINCE, None)

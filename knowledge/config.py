@@ -96,6 +96,11 @@ class CatalogSettings(_Section):
                                 " process's turn before saying the catalog is in use")
     connect_timeout: float = Field(5.0, gt=0, le=120, description="PostgreSQL: seconds to wait for the server")
     pool_max_size: int = Field(8, ge=1, le=100, description="PostgreSQL: connections the catalog opens at most")
+    outage_wait_seconds: float = Field(
+        60.0, ge=0, le=3600, description="seconds a front-end (the CLI's batch, an app page) waits for the"
+        " catalog, the file store or the vector backend to come back when it cannot be reached, trying again"
+        " with back-off and saying \"waiting for the database\", before it gives up with the reason; the REST"
+        " API answers 503 with Retry-After meanwhile; 0 = give up at once")
 
     @field_validator("url")
     @classmethod

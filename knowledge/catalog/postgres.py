@@ -1,12 +1,17 @@
 """The catalog's PostgreSQL engine (``catalog.url``): one database shared by processes and hosts.
 
-A ``psycopg_pool`` pool of autocommit connections (each checked before use, so a connection lost
-with a server restart is replaced); each ``cursor()`` block has a connection of its own, so threads
-work in parallel and ``BEGIN TRANSACTION``/``COMMIT`` run as statements on it. The SQL is DuckDB's,
-translated by :mod:`knowledge.catalog.dialect`; JSON columns are read as text, timestamps in UTC.
-The schema is migrated under an advisory lock (two processes starting at once migrate once). A
-server that cannot be reached: :class:`~knowledge.errors.BackendUnavailable` naming host, port and
-database -- never the password.
+A ``psycopg_pool`` pool of autocommit connections. Each is checked before use, so a connection lost
+with a server restart is replaced. The pool's own reconnection gives up after ``connect_timeout``,
+so that the next request tries at once instead of waiting out psycopg_pool's back-off, which
+doubles without limit (a pool 35 s into an outage would next try some 30 s after the server is
+back); and a request the pool has no connection for within ``connect_timeout`` tries one of its
+own (:func:`knowledge._pg.pooled_connection`): the first request after a restart succeeds. Each
+``cursor()`` block has a connection of its own, so threads work in parallel and ``BEGIN
+TRANSACTION``/``COMMIT`` run as statements on it. The SQL is DuckDB's, translated by
+:mod:`knowledge.catalog.dialect`; JSON columns are read as text, timestamps in UTC. The schema is
+migrated under an advisory lock (two processes starting at once migrate once). A server that cannot
+be reached: :class:`~knowledge.errors.BackendUnavailable` naming host, port and database -- never
+the password.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from typing import Any
 import psycopg
 from psycopg.types.string import TextLoader
 
-from knowledge._pg import describe_target
+from knowledge._pg import describe_target, pooled_connection
 from knowledge.catalog.dialect import statement_for
 from knowledge.catalog.schema import CatalogCursor, migrate, one_row
 from knowledge.errors import BackendUnavailable, KnowledgeError
@@ -105,8 +110,19 @@ class PgEngine:
             self._pool = ConnectionPool(
                 self.conninfo, min_size=1, max_size=self.pool_max_size, open=True, name="knowledge-catalog",
                 kwargs={"autocommit": True, "connect_timeout": max(1, round(self.connect_timeout))},
-                configure=_configure, check=ConnectionPool.check_connection, timeout=self.connect_timeout)
+                configure=_configure, check=ConnectionPool.check_connection, timeout=self.connect_timeout,
+                reconnect_timeout=self.connect_timeout)  # see the module docstring
             return self._pool
+
+    def _connect_now(self) -> psycopg.Connection:
+        """A connection of its own (not the pool's), configured as the pool's are."""
+        conn = psycopg.connect(self.conninfo, autocommit=True, connect_timeout=max(1, round(self.connect_timeout)))
+        try:
+            _configure(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
     @contextmanager
     def cursor(self) -> Iterator[CatalogCursor]:
@@ -114,8 +130,8 @@ class PgEngine:
 
         pool = self._start()
         with ExitStack() as stack:  # the connection goes back to the pool (rolled back if left in a transaction)
-            try:
-                conn = stack.enter_context(pool.connection())
+            try:  # the pool's, or one made now when the pool is still in its back-off (the server is back)
+                conn = stack.enter_context(pooled_connection(pool, self._connect_now))
             except (PoolTimeout, psycopg.OperationalError) as exc:
                 raise self._unreachable(exc) from None
             try:

@@ -5,16 +5,23 @@ others went on) or no file matched. The files are one batch of ingestion jobs
 (:class:`~knowledge.service.jobs.IngestJob`): this process's worker, or dedicated ``worker``
 processes (``ingest.worker_threads = 0``), ingest them; a second ``ingest`` into the same data
 folder queues behind the first and waits its turn; Ctrl-C cancels the batch. Web pages are fetched
-and ingested by this process itself (:mod:`knowledge.service.web`), after the files."""
+and ingested by this process itself (:mod:`knowledge.service.web`), after the files.
+
+While the catalog (or another backend) cannot be reached the command says "waiting for the database
+(...)" on stderr and tries again with back-off (:class:`~knowledge.service.outage.OutageWait`) for
+up to ``catalog.outage_wait_seconds``; then it goes on (the batch is submitted once, no file lost),
+or ends with exit 2 and a message naming the files submitted and those not."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from tqdm import tqdm
 
@@ -25,6 +32,7 @@ from knowledge.ingest.chunker import plan_chunking
 from knowledge.outcomes import IngestResult, Outcome, needs_password
 from knowledge.service.indexing import expand_paths, file_names, skipped_text
 from knowledge.service.jobs import FileProgress, IngestJob
+from knowledge.service.outage import OutageTooLong, OutageWait
 from knowledge.service.web import MAX_DEPTH
 from knowledge.workbench import Workbench
 
@@ -62,14 +70,26 @@ def cmd_ingest(wb: Workbench, args: argparse.Namespace) -> int:
     if not files and not urls:
         print("No files matched.", file=sys.stderr)
         return 1
-    wb.authorize(args.store, "write", create=True)  # refused before any line is printed (a view: --user)
-    record = wb.store_record(args.store)
-    tpl = wb.template(args.template or (record.template if record else "default"))
+    outage = OutageWait(wb.settings.catalog.outage_wait_seconds, say)
+    # the pools' own line per failed reconnection would bury it: "waiting for the database" says it once
+    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
+
+    def prepare() -> Any:
+        wb.authorize(args.store, "write", create=True)  # refused before any line is printed (a view: --user)
+        record = wb.store_record(args.store)
+        return wb.template(args.template or (record.template if record else "default"))
+
+    try:
+        tpl = outage.call(prepare)
+    except OutageTooLong as exc:
+        return _gave_up(exc, submitted=[], finished=[], left=[_label({}, p) for p in files] + urls)
     for note in plan_chunking(wb.embedder(tpl.embedding_model), tpl.max_chunk_size_tokens,
                               tpl.chunk_overlap_tokens).notes:
         print(f"note: {note}", file=sys.stderr)
     names = file_names(files)
-    results = _ingest(wb, args, files, names) if files else []
+    results = _ingest(wb, args, files, names, outage) if files else []
+    if results is None:  # the database stayed away: said, with which files were submitted
+        return 2
     if urls:
         results += _ingest_urls(wb, args, urls, header=not files)
     if args.json:
@@ -84,13 +104,42 @@ def cmd_ingest(wb: Workbench, args: argparse.Namespace) -> int:
     return 1 if any(not r.ok for r in results) else 0
 
 
+def say(line: str) -> None:
+    """A line about the command's own progress ("waiting for the database (...)") on stderr."""
+    print(line, file=sys.stderr, flush=True)
+
+
+def _gave_up(exc: OutageTooLong, *, submitted: list[str], finished: list[str], left: list[str]) -> int:
+    """Say that the database stayed away (``exc``) and what became of the files: ``finished`` (their
+    lines were shown), ``submitted`` (queued, not finished: a worker ingests them once the database
+    is back) and ``left`` (not submitted: run the command again for them). Returns the exit code, 2."""
+    def listed(names: list[str]) -> str:
+        shown_names = ", ".join(shown(n) for n in names[:20])
+        return shown_names + (f" and {len(names) - 20} more" if len(names) > 20 else "")
+
+    parts = [f"error: {exc}."]
+    if finished:
+        parts.append(f"Finished before: {len(finished)} file{'' if len(finished) == 1 else 's'} (listed above).")
+    if submitted:
+        parts.append(f"Submitted, not finished yet: {listed(submitted)} -- queued in the catalog, a worker"
+                     " ingests them once the database is back (do not submit them again).")
+    if left:
+        parts.append(f"Not submitted: {listed(left)} -- run the same command again once the database is back.")
+    say(" ".join(parts))
+    return 2
+
+
 def _ingest(wb: Workbench, args: argparse.Namespace, files: list[Path | str],
-            names: dict[Path, str]) -> list[IngestResult]:
+            names: dict[Path, str], outage: OutageWait) -> list[IngestResult] | None:
     """Queue ``files`` as one batch of job rows and wait for it, printing each result's line
     (unless --json) in order as it finishes. This process's worker ingests it (and any other
     batch queued meanwhile), unless ``ingest.worker_threads = 0``: then dedicated ``worker``
     processes do, and the command only waits. Ctrl-C cancels the batch (the file being ingested
-    and the ones not started; the store keeps what was finished), then exits 130."""
+    and the ones not started; the store keeps what was finished), then exits 130.
+
+    While the catalog cannot be reached, ``outage`` waits (saying so on stderr) and tries again: the
+    batch is written once (:meth:`IngestJob.start` may be called again), its rows read again. Past
+    ``catalog.outage_wait_seconds``: ``None``, after saying which files were submitted and which not."""
     bar = tqdm(total=len(files), unit="file", disable=args.json or not sys.stderr.isatty(), file=sys.stderr)
     lines = _Lines(min(60, max([len("file")] + [len(_label(names, p)) for p in files])))
     if not args.json:  # one line per file as it finishes, not a table at the end
@@ -100,6 +149,9 @@ def _ingest(wb: Workbench, args: argparse.Namespace, files: list[Path | str],
     job = IngestJob(wb, args.store, [(_label(names, p), p) for p in paths], template=args.template,
                     password=args.password)
     results: list[IngestResult] = []
+
+    def file_at(n: int) -> FileProgress:
+        return job.files[n]  # the batch's rows, read from the catalog
 
     def show(r: IngestResult) -> None:
         results.append(r)
@@ -113,7 +165,11 @@ def _ingest(wb: Workbench, args: argparse.Namespace, files: list[Path | str],
             bar.write(text, file=sys.stdout)
 
     try:
-        job.start()
+        try:
+            outage.call(job.start)
+        except OutageTooLong as exc:
+            _gave_up(exc, submitted=[], finished=[], left=[_label(names, p) for p in files])
+            return None
         if not wb.jobs.runs_workers(wb) and not args.json:
             print("queued: waiting for a worker (ingest.worker_threads = 0: `python -m knowledge worker`"
                   " processes ingest it)", file=sys.stderr, flush=True)
@@ -125,7 +181,14 @@ def _ingest(wb: Workbench, args: argparse.Namespace, files: list[Path | str],
                                   error="FileNotFoundError"))
                 continue
             while True:
-                fp = job.files[done]
+                try:
+                    fp = outage.call(file_at, done)
+                except OutageTooLong as exc:
+                    shown_so_far = len(results)
+                    _gave_up(exc, submitted=[_label(names, p) for p in files[shown_so_far:]
+                                             if isinstance(p, Path)],
+                             finished=[r.name for r in results], left=[])
+                    return None
                 if fp.result is not None:
                     break
                 bar.set_postfix_str(fp.name[:40])

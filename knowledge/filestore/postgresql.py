@@ -29,7 +29,7 @@ import psycopg
 from psycopg.conninfo import make_conninfo
 from psycopg_pool import ConnectionPool
 
-from knowledge._pg import describe_target
+from knowledge._pg import describe_target, pooled_connection
 from knowledge.config import Settings
 from knowledge.errors import BackendUnavailable, ConfigError, FileNotFoundInStore, KnowledgeError, StoreCorrupt
 from knowledge.filestore.base import (
@@ -110,7 +110,10 @@ class PostgresFileStore(FileStore):
     """Files in PostgreSQL: ``file_store.url`` (default ``catalog.url``). Thread-safe; many processes.
 
     See the module docstring for the tables and why writes are atomic. Connections come from a small
-    pool (``psycopg_pool``); a content stream holds one connection of its own until it is closed.
+    pool (``psycopg_pool``), each checked before use, so a connection a server restart broke is
+    replaced instead of failing the next call (and one made at once when the pool is still in its
+    reconnection back-off: :func:`knowledge._pg.pooled_connection`); a content stream holds one connection of its own
+    until it is closed.
 
     Raises (constructor):
         ConfigError: no URL is configured, or it is not a PostgreSQL connection string.
@@ -140,9 +143,10 @@ class PostgresFileStore(FileStore):
             raise ConfigError(f"file_store.url is not a valid PostgreSQL connection string: {exc}") from None
         self.target = describe_target(self.conninfo)
         self._bootstrap()
-        self._pool = ConnectionPool(
+        self._pool = ConnectionPool(  # each connection checked before use: one a restart broke is replaced
             self.conninfo, min_size=1, max_size=self.pool_max_size, timeout=self.connect_timeout, open=False,
-            name=f"knowledge-files-{self.target}",
+            name=f"knowledge-files-{self.target}", check=ConnectionPool.check_connection,
+            reconnect_timeout=self.connect_timeout,  # then the next call tries at once (see catalog.postgres)
         )
         try:
             self._pool.open(wait=True, timeout=self.connect_timeout)
@@ -181,7 +185,7 @@ class PostgresFileStore(FileStore):
     def _run(self, fn: Callable[[psycopg.Connection], T]) -> T:
         """``fn(conn)`` in one transaction (committed on return, rolled back on an exception)."""
         try:
-            with self._pool.connection() as conn:
+            with pooled_connection(self._pool, lambda: psycopg.connect(self.conninfo)) as conn:
                 return fn(conn)
         except KnowledgeError:
             raise

@@ -7,7 +7,8 @@ The app is the routers of :mod:`knowledge.server.routes` behind :class:`~knowled
 accounts exist every request needs its user's key and acts as that user (the Guard puts the actor
 in ``request.state``; the ``Api`` dependency hands the route the API over the user's view). Every
 error is answered with OpenAI's body: an :class:`~knowledge.server.http.ApiError` as raised, a
-service error by its class (:func:`~knowledge.server.http.from_knowledge`), a request FastAPI
+service error by its class (:func:`~knowledge.server.http.from_knowledge`; a backend that cannot be
+reached now, or a database error no backend worded, as 503 with ``Retry-After``), a request FastAPI
 cannot read as 400, an unknown path as 404, and a bug as 500 with the details in the log only.
 What the API is, object by object: ``docs/api.md``.
 """
@@ -18,15 +19,17 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+import psycopg
 import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from psycopg_pool import PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from knowledge.errors import KnowledgeError
 from knowledge.server.guard import Guard
-from knowledge.server.http import ApiError, check_bind, from_knowledge
+from knowledge.server.http import ApiError, check_bind, from_knowledge, unavailable
 from knowledge.server.idempotency import HEADER as IDEMPOTENCY_HEADER
 from knowledge.server.idempotency import REPLAYED
 from knowledge.server.objects import KnowledgeApi
@@ -62,6 +65,9 @@ async def http_error(request: Request, exc: StarletteHTTPException) -> JSONRespo
 
 
 async def unexpected(request: Request, exc: Exception) -> JSONResponse:  # a bug: logged, not shown
+    if isinstance(exc, (psycopg.OperationalError, PoolTimeout)):  # a lost server a backend did not word
+        log.warning("%s %s: the database cannot be reached: %s", request.method, request.url.path, exc)
+        return unavailable(f"The database cannot be reached now ({str(exc).strip().splitlines()[0]}).").response()
     log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
     return ApiError(500, "The server failed on this request (an unexpected error; the server's log has the"
                          " details).", type="server_error", code="server_error").response()

@@ -29,6 +29,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from knowledge.access import is_loopback
 from knowledge.errors import AuthenticationFailed, KnowledgeError
+from knowledge.server.http import unavailable
 
 log = logging.getLogger(__name__)
 
@@ -206,8 +207,8 @@ class Guard:
                 refused = refusal(401, f"{exc} This server has user accounts: every request needs its"
                                        " user's own key.", "invalid_api_key")
             except KnowledgeError as exc:  # the catalog cannot be read now
-                log.warning("could not check an API key", exc_info=True)
-                refused = refusal(503, f"The API key could not be checked now ({exc}).", "catalog_unavailable")
+                log.warning("could not check an API key: %s", exc)
+                refused = unavailable(f"The API key could not be checked now: {exc}").response()
             else:
                 scope.setdefault("state", {})["actor"] = actor
                 return True
@@ -224,9 +225,8 @@ class Guard:
         try:
             accounts = await self.accounts_on()
         except KnowledgeError as exc:  # the catalog cannot be read now
-            log.warning("could not tell whether accounts exist", exc_info=True)
-            return await refusal(503, f"The catalog cannot be read now ({exc}).",
-                                 "catalog_unavailable")(scope, receive, send)
+            log.warning("could not tell whether accounts exist: %s", exc)
+            return await unavailable(f"The catalog cannot be read now: {exc}").response()(scope, receive, send)
         if accounts:
             if not await self._user(token, scope, receive, send):
                 return

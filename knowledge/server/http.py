@@ -2,8 +2,9 @@
 cursor pages, and the answers a client polls.
 
 * :class:`ApiError` is answered as ``{"error": {"message", "type", "param", "code"}}``;
-  :func:`bad` (400), :func:`not_found` (404) and :func:`from_knowledge` (a service error mapped by
-  its class) make one.
+  :func:`bad` (400), :func:`not_found` (404), :func:`unavailable` (503 with ``Retry-After``: the
+  catalog, the file store or the vector backend cannot be reached now) and :func:`from_knowledge` (a
+  service error mapped by its class) make one.
 * :func:`json_body` reads a request's JSON object (:func:`parse_json`: depth-limited) and refuses a
   field it does not know, as OpenAI does; :func:`known`, :func:`object_field`, :func:`strings`,
   :func:`optional_str` and :func:`check_name` check the fields; each raises :class:`ApiError`.
@@ -29,6 +30,7 @@ from knowledge.access import is_loopback
 from knowledge.chat.service import AttachFailed
 from knowledge.errors import (
     AuthenticationFailed,
+    BackendUnavailable,
     ConfigError,
     FileTooLarge,
     InvalidArgument,
@@ -39,6 +41,9 @@ from knowledge.llm.config import LlmUnavailable
 
 T = TypeVar("T")
 POLL_AFTER_MS = "200"
+#: Seconds a client is told to wait (``Retry-After``) while a backend cannot be reached: about one
+#: ``catalog.connect_timeout`` (5 s by default), the time the pools take to try the server again.
+RETRY_AFTER_SECONDS = 5
 
 
 # -- errors ------------------------------------------------------------------------------------------
@@ -46,13 +51,14 @@ class ApiError(Exception):
     """An error answered with OpenAI's body: ``{"error": {"message", "type", "param", "code"}}``."""
 
     def __init__(self, status: int, message: str, *, type: str = "invalid_request_error",
-                 param: str | None = None, code: str | None = None) -> None:
+                 param: str | None = None, code: str | None = None, headers: Mapping[str, str] | None = None) -> None:
         super().__init__(message)
         self.status, self.message, self.type, self.param, self.code = status, message, type, param, code
+        self.headers = dict(headers or {})
 
     def response(self) -> JSONResponse:
         return JSONResponse({"error": {"message": self.message, "type": self.type, "param": self.param,
-                                       "code": self.code}}, status_code=self.status)
+                                       "code": self.code}}, status_code=self.status, headers=self.headers)
 
 
 def not_found(what: str, ident: str) -> ApiError:
@@ -63,10 +69,23 @@ def bad(message: str, param: str | None = None) -> ApiError:
     return ApiError(400, message, param=param)
 
 
+def unavailable_message(reason: str) -> str:
+    """What a client reads while a backend cannot be reached: ``reason`` (what is unreachable, in
+    words) and when to try again."""
+    return f"{reason.rstrip()} Unavailable until it is back: try again in {RETRY_AFTER_SECONDS} seconds."
+
+
+def unavailable(reason: str) -> ApiError:
+    """503 ``backend_unavailable`` with ``Retry-After:`` :data:`RETRY_AFTER_SECONDS`: the catalog, the
+    file store or the vector backend cannot be reached now (``reason`` says which, in words)."""
+    return ApiError(503, unavailable_message(reason), type="server_error", code="backend_unavailable",
+                    headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
+
+
 def from_knowledge(exc: KnowledgeError) -> ApiError:
     """The answer to a service error, by its class: 413, 404 (also a store the caller may not see),
     403 ``permission_denied`` (a store they see but may not change), 401 ``invalid_api_key``, 400,
-    503 (a model), else 500."""
+    503 (a model; a backend that cannot be reached now, with ``Retry-After``), else 500."""
     if isinstance(exc, PermissionDenied):
         return ApiError(403, str(exc), code="permission_denied")
     if isinstance(exc, AuthenticationFailed):
@@ -79,6 +98,8 @@ def from_knowledge(exc: KnowledgeError) -> ApiError:
         return ApiError(400, str(exc))
     if isinstance(exc, LlmUnavailable):  # the model behind a CHAT config cannot be reached or used
         return ApiError(503, str(exc), type="server_error", code="model_unavailable")
+    if isinstance(exc, BackendUnavailable):  # the catalog, file store or vector backend is down or restarting
+        return unavailable(str(exc))
     return ApiError(500, str(exc), type="server_error")
 
 
@@ -251,6 +272,6 @@ def attachment_header(name: str) -> str:
     return value
 
 
-__all__ = ["POLL_AFTER_MS", "ApiError", "attachment_header", "bad", "check_bind", "check_name", "control_char",
-           "from_knowledge", "in_thread", "json_body", "json_depth_ok", "known", "not_found", "object_field",
-           "optional_str", "page", "parse_json", "polled", "strings"]
+__all__ = ["POLL_AFTER_MS", "RETRY_AFTER_SECONDS", "ApiError", "attachment_header", "bad", "check_bind", "check_name",
+           "control_char", "from_knowledge", "in_thread", "json_body", "json_depth_ok", "known", "not_found", "object_field",
+           "optional_str", "page", "parse_json", "polled", "strings", "unavailable", "unavailable_message"]

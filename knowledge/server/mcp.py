@@ -36,11 +36,11 @@ from knowledge.agent_memory import DEFAULT_COLLECTION, VectorMemory, user_collec
 from knowledge.attributes import from_payload
 from knowledge.catalog import DONE
 from knowledge.config import Settings
-from knowledge.errors import KnowledgeError
+from knowledge.errors import BackendUnavailable, KnowledgeError
 from knowledge.people import Actor
 from knowledge.server.filters import SearchFilter
 from knowledge.server.guard import Guard, server_hosts
-from knowledge.server.http import check_bind, control_char
+from knowledge.server.http import check_bind, control_char, unavailable_message
 from knowledge.service.fusion import reciprocal_rank_fusion
 from knowledge.service.jobs import IngestJob
 from knowledge.vectorstore.store import Hit
@@ -82,6 +82,8 @@ def guarded(fn: Any, *args: Any, **kwargs: Any) -> Any:
     """``fn(*args, **kwargs)``, a service error answered as the tool's error (its message)."""
     try:
         return fn(*args, **kwargs)
+    except BackendUnavailable as exc:
+        raise ToolError(unavailable_message(str(exc))) from None
     except KnowledgeError as exc:
         raise ToolError(str(exc)) from None
 
@@ -294,12 +296,16 @@ RESOURCES = (
 def per_request(tools: KnowledgeTools, name: str) -> Any:
     """The function registered for the tool or resource ``name``: the method's parameters and
     docstring, plus a :class:`~mcp.server.mcpserver.Context` parameter the SDK fills in, through
-    which each call runs on :meth:`KnowledgeTools.for_request` (the request's user)."""
+    which each call runs on :meth:`KnowledgeTools.for_request` (the request's user). A backend that
+    cannot be reached is the tool's (or resource's) error, worded as the REST API's 503."""
     method = getattr(tools, name)
 
     @functools.wraps(method)
     def call(*args: Any, mcp_context: Context, **kwargs: Any) -> Any:
-        return getattr(tools.for_request(mcp_context), name)(*args, **kwargs)
+        try:
+            return getattr(tools.for_request(mcp_context), name)(*args, **kwargs)
+        except BackendUnavailable as exc:  # the catalog or a backend is down: the REST API's 503 message
+            raise (ToolError if name in TOOLS else ResourceError)(unavailable_message(str(exc))) from None
 
     sig = inspect.signature(method, eval_str=True)
     extra = inspect.Parameter("mcp_context", inspect.Parameter.KEYWORD_ONLY, annotation=Context)

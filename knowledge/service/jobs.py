@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from knowledge.catalog import jobs as queue
-from knowledge.errors import InvalidArgument, KnowledgeError, unexpected_problem
+from knowledge.errors import BackendUnavailable, InvalidArgument, KnowledgeError, unexpected_problem
 from knowledge.outcomes import IngestResult, Outcome
 from knowledge.service.indexing import OCR_SHARE, expand_paths, file_names, skipped_text
 from knowledge.service.worker import (
@@ -250,14 +250,21 @@ class JobRegistry:
 
     def _work(self, worker: Worker, idle_exit: float) -> None:
         idle = time.monotonic()
+        unreachable = False  # the catalog could not be reached at the last claim (said once per outage)
         while not worker.stopping.is_set():
             child = self.process is not None
             row = None
             if not child or self._secrets:  # with a worker process, this thread claims only pinned jobs
                 try:
                     row = worker.run_one()
+                except BackendUnavailable as exc:  # an outage: one line (no traceback), then tried again
+                    if not unreachable:
+                        log.warning("the ingest worker cannot reach the catalog; it tries again: %s", exc)
+                    unreachable = True
                 except Exception:  # the catalog is busy (another process holds the DuckDB file): later
                     log.warning("the ingest worker could not claim a job", exc_info=True)
+                else:
+                    unreachable = False
             if row is not None:
                 idle = time.monotonic()
                 continue
@@ -451,6 +458,8 @@ class IngestJob:
         self.notes: list[str] = []
         self.skipped: list[str] = []  # files of a folder left out by the allowed folders (from_folder)
         self.batch_id: str | None = None  # the catalog's batch, once started
+        self._planned_id = queue.new_id()  # the batch's id for every attempt of start (see there)
+        self._enqueue_tried = False
         self.created_wall: float | None = None  # time.time() at the start
         self._read_at = -1.0
         self._statuses: list[str] = []  # each file's job row status (a durable batch's)
@@ -512,7 +521,12 @@ class IngestJob:
         """Write the batch to the catalog and wake this process's worker; returns ``self``.
 
         An upload's bytes are saved to the file store now (a file over the size limit, or a full
-        disk, is that file's failure, the rest go on)."""
+        disk, is that file's failure, the rest go on).
+
+        Raises:
+            BackendUnavailable: the catalog cannot be reached. A job of paths (the CLI's) may be started
+                again then: every attempt writes the same batch id, and one whose commit went through
+                (its answer lost with the connection) is not written twice."""
         self.started_at = time.monotonic()
         self.created_wall = time.time()
         if not self.durable:
@@ -531,13 +545,17 @@ class IngestJob:
                 failures[n] = IngestResult(name, Outcome.FAILED, f"{name}: {reason_of(exc)}",
                                            error=type(exc).__name__)
                 sources.append(queue.JobSource(name, "failed", "", 0, pinned=registry.pin))
-        batch_id = queue.new_id()
+        batch_id = self._planned_id
         registry.remember(batch_id, self.password)
-        self.batch_id = queue.enqueue(
-            self.wb.catalog, self.store, sources, template=self.template, batch_id=batch_id,
-            options={**self.options, **({"attributes": self.attributes} if self.attributes else {})},
-            notes={"notes": self.notes, "skipped": self.skipped}, created_by=registry.pin,
-            failed={n: result_dict(r) for n, r in failures.items()})
+        if self._enqueue_tried and queue.batch(self.wb.catalog, batch_id)[0] is not None:
+            self.batch_id = batch_id  # the last attempt's commit went through; its answer was lost
+        else:
+            self._enqueue_tried = True
+            self.batch_id = queue.enqueue(
+                self.wb.catalog, self.store, sources, template=self.template, batch_id=batch_id,
+                options={**self.options, **({"attributes": self.attributes} if self.attributes else {})},
+                notes={"notes": self.notes, "skipped": self.skipped}, created_by=registry.pin,
+                failed={n: result_dict(r) for n, r in failures.items()})
         self._items = []  # the bytes are in the file store now
         if self._cancel.is_set():  # stopped before it started: every file "not started"
             self.cancel()

@@ -37,7 +37,7 @@ from psycopg.types import TypeInfo
 from psycopg.types.json import set_json_loads
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from knowledge._pg import describe_target
+from knowledge._pg import describe_target, pooled_connection
 from knowledge.errors import (
     BackendUnavailable,
     ConfigError,
@@ -270,6 +270,8 @@ class PgvectorBackend(VectorBackend):
                 self.conninfo, min_size=self.options.pool_min_size, max_size=self.options.pool_max_size,
                 configure=self._configure, timeout=self.options.connect_timeout, open=True,
                 name=f"knowledge-pgvector-{self.target}",
+                check=ConnectionPool.check_connection,  # a connection a server restart broke is replaced
+                reconnect_timeout=self.options.connect_timeout,  # then the next call tries at once (catalog.postgres)
             )
 
     # -- connections ------------------------------------------------------------------------------
@@ -343,8 +345,8 @@ class PgvectorBackend(VectorBackend):
         """One transaction: committed when the block ends, rolled back on an exception."""
         if self._closed:
             raise BackendUnavailable("This pgvector backend was closed.")
-        if self._pool is not None:
-            with self._pool.connection() as conn:
+        if self._pool is not None:  # or one made now, when the pool is still in its reconnection back-off
+            with pooled_connection(self._pool, self._connect) as conn:
                 yield conn
         else:
             with self._connect() as conn:  # commits or rolls back, then closes
