@@ -35,6 +35,7 @@ from knowledge.llm.config import LlmConfigs
 from knowledge.outcomes import IngestResult
 from knowledge.people import LOCAL_ADMIN, Actor, AuditEvent, Level, People, at_least
 from knowledge.portable import Portable
+from knowledge.service.filehome import HomedFileStore
 from knowledge.service.indexing import (
     Indexer,
     Progress,
@@ -101,15 +102,24 @@ class Workbench:
         settings: defaults to :func:`knowledge.config.load_settings`.
         embedder_factory: ``factory(model_name) -> Embedder``; tests pass a fake. Defaults to the
             bundled / fastembed models of :mod:`knowledge.embeddings`.
+        check_file_store: refuse settings that name another file store than the one the catalog
+            records while files are stored (:func:`knowledge.service.filehome.check_home`: a
+            ``ConfigError`` with the command to run); ``False`` only for ``knowledge files move``.
 
     Thread-safe: Streamlit sessions share one instance.
     """
 
     def __init__(self, settings: Settings | None = None,
-                 embedder_factory: Callable[[str], Embedder] | None = None) -> None:
+                 embedder_factory: Callable[[str], Embedder] | None = None, *, check_file_store: bool = True) -> None:
         self.settings = settings or load_settings()
         self.catalog = Catalog.from_settings(self.settings)
-        self.files = open_file_store(self.settings)
+        #: The file store the catalog records (:mod:`knowledge.service.filehome`): followed across a
+        #: move; ``check_file_store`` refuses settings naming another while files are stored.
+        try:
+            self.files = HomedFileStore(self.settings, self.catalog, opener=open_file_store, check=check_file_store)
+        except BaseException:
+            self.catalog.close()
+            raise
         self.templates = TemplateRegistry(self.settings, self.catalog)
         self.stores = Stores(self.settings, self.catalog, self.files, self.templates,
                              embedder_factory or self._default_embedder)
