@@ -35,7 +35,7 @@ from knowledge.llm.config import LlmConfigs
 from knowledge.outcomes import IngestResult
 from knowledge.people import LOCAL_ADMIN, Actor, AuditEvent, Level, People, at_least
 from knowledge.portable import Portable
-from knowledge.service.filehome import HomedFileStore
+from knowledge.service.filehome import Home, HomedFileStore, MoveReport, cleanup_old, move_files
 from knowledge.service.indexing import (
     Indexer,
     Progress,
@@ -187,6 +187,35 @@ class Workbench:
         """Raises ``PermissionDenied`` unless :attr:`actor` is an admin (or the local admin)."""
         if not self.actor.is_admin:
             raise PermissionDenied(f"Only an admin may {what}.")
+
+    # -- where the files live (knowledge.service.filehome) ----------------------------------------
+    def file_store_home(self) -> Home:
+        """The catalog's record of where the files are, a move's target, phase and progress."""
+        return self.files.home(fresh=True)
+
+    def move_files(self, to: str, *, delete_old: bool = False,
+                   progress: Callable[[MoveReport, int], None] | None = None) -> MoveReport:
+        """Move every stored file to the file store ``to`` as the settings name it, then switch over
+        (:func:`knowledge.service.filehome.move_files`: by id, streamed, SHA-256 verified, resumable);
+        admins only; recorded in the audit trail.
+
+        Raises:
+            PermissionDenied: not an admin. InvalidArgument, KnowledgeError, BackendUnavailable,
+                ConfigError: see :func:`knowledge.service.filehome.move_files`.
+        """
+        self.require_admin("move the files to another file store")
+        report = move_files(self.settings, self.catalog, to, delete_old=delete_old, progress=progress)
+        self.record("files.move", detail={"to": report.target, "copied": report.copied,
+                                          "switched": report.switched, "deleted": report.deleted})
+        return report
+
+    def delete_old_file_copies(self) -> int:
+        """Delete the old copies a finished move left (:func:`knowledge.service.filehome.cleanup_old`);
+        admins only. Returns how many were deleted. Raises PermissionDenied, InvalidArgument."""
+        self.require_admin("delete the old copies of the files")
+        deleted = cleanup_old(self.settings, self.catalog)
+        self.record("files.cleanup", detail={"deleted": deleted})
+        return deleted
 
     def claim(self, store: str) -> None:
         """Make :attr:`actor` the owner of ``store``, a store they just made (an owner row left by a

@@ -189,17 +189,30 @@ def _set_progress(catalog: Catalog, progress: dict[str, Any]) -> None:
                     [json.dumps(progress), datetime.now(UTC)])
 
 
-def _files_recorded(catalog: Catalog) -> bool:
-    """Whether any store of the catalog holds a file (then a file store with none would lose them)."""
+def _files_stored(settings: Settings, catalog: Catalog, location: Mapping[str, Any],
+                  opener: Callable[[Settings], FileStore]) -> bool:
+    """Whether files are stored at ``location``: a store of the catalog holds one, or the store there
+    has one (a chat's attachment, a file saved and not yet ingested). A store that cannot be opened
+    counts as holding files: not knowing is no reason to leave them behind."""
     with catalog.cursor() as cur:
-        return cur.execute("SELECT 1 FROM store_files LIMIT 1").fetchone() is not None
+        if cur.execute("SELECT 1 FROM store_files LIMIT 1").fetchone() is not None:
+            return True
+    try:
+        store = opener(settings_for(settings, location))
+    except KnowledgeError:
+        return True
+    try:
+        return bool(store.list())
+    finally:
+        store.close()
 
 
 def _move_command(location: Mapping[str, Any]) -> str:
     return f"knowledge files move --to {location.get('backend')}"
 
 
-def check_home(settings: Settings, catalog: Catalog) -> Home:
+def check_home(settings: Settings, catalog: Catalog,
+               opener: Callable[[Settings], FileStore] = open_file_store) -> Home:
     """The record, checked against ``settings`` at a process's start (see the module docstring).
 
     Returns:
@@ -217,7 +230,7 @@ def check_home(settings: Settings, catalog: Catalog) -> Home:
         return home
     if same_store(home.location, wanted) or any(same_store(x, wanted) for x in (home.moving_to, home.previous)):
         return home
-    if home.moving_to is None and not _files_recorded(catalog):
+    if home.moving_to is None and not _files_stored(settings, catalog, home.location, opener):
         home = Home(wanted)  # nothing stored: the settings decide
         _write_home(catalog, home)
         return home
@@ -253,7 +266,7 @@ class HomedFileStore(FileStore):
         self.settings, self.catalog, self._opener = settings, catalog, opener
         self._lock = threading.Lock()
         self._stores: builtins.list[tuple[dict[str, Any], FileStore]] = []
-        home = check_home(settings, catalog) if check else (read_home(catalog) or Home(location_of(settings)))
+        home = check_home(settings, catalog, opener) if check else (read_home(catalog) or Home(location_of(settings)))
         self._home, self._read_at = home, time.monotonic()
         self._token: tuple | None = None
         self.current()  # opened now: a store that cannot be reached is said at start
@@ -468,7 +481,6 @@ def _copy_pass(catalog: Catalog, source: FileStore, target: FileStore, target_lo
         report.copied += 1
         if progress is not None:
             progress(report, len(files))
-    report.skipped = len(done)
     if failures:
         raise KnowledgeError(f"{len(failures)} file(s) could not be copied, so the files stay where they are"
                              f" (run the command again to retry): " + "; ".join(failures[:5]))
@@ -519,6 +531,7 @@ def move_files(settings: Settings, catalog: Catalog, to: str, *, delete_old: boo
                                   " with `knowledge files move --cleanup`, then move again.")
         _write_home(catalog, Home(home.location, dict(target_loc), COPYING, home.previous,
                                   {"copied": 0, "total": None}))
+        report.skipped = len(_verified(catalog, target_loc))  # by an earlier, interrupted run
         while _copy_pass(catalog, source, target, target_loc, report, _progress_to(catalog, progress)):
             pass  # until a pass finds nothing new (files saved meanwhile)
         _write_home(catalog, Home(home.location, dict(target_loc), SWITCHING, home.previous,
