@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command ``argv`` (default: ``sys.argv[1:]``) and return its exit code; errors of the
     product print as ``error: ...`` on stderr (exit 2), never as a traceback."""
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(files.alias(list(sys.argv[1:] if argv is None else argv)))
     # Python prints a logged error on stderr when nothing else is configured (logging.lastResort)
     set_log_place("the messages printed on standard error")
     if getattr(args, "data_dir", None):

@@ -1,4 +1,6 @@
-"""``files``: where the stored files live, and moving them to another file store.
+"""``file-store`` (also written ``files move`` / ``files where``): where the stored files live, and
+moving them to another file store. (``files STORE`` lists a store's files: :mod:`knowledge.cli.stores`;
+:func:`knowledge.cli.main` reads ``files move``/``files where`` as ``file-store move``/``where``.)
 
 ``files where`` prints the catalog's record (the store, a move in progress, old copies kept);
 ``files move --to s3`` copies every file to the store the settings name for that backend
@@ -21,7 +23,8 @@ from knowledge.workbench import Workbench
 
 
 def add_parser(sub: Commands) -> None:
-    s = command(sub, "files", help="where the stored files live; move them to another file store")
+    s = command(sub, "file-store", help="where the stored files live; move them to another file store"
+                                        " (`files move --to s3` is the same as `file-store move --to s3`)")
     fsub = s.add_subparsers(dest="files_command", required=True, metavar="ACTION")
     w = fsub.add_parser("where", help="print the file store the catalog records, and a move in progress")
     w.set_defaults(func=cmd_where, workbench=False, user_aware=True)
@@ -34,6 +37,20 @@ def add_parser(sub: Commands) -> None:
     m.add_argument("--cleanup", action="store_true", help="only delete the old copies of a finished move")
     m.set_defaults(func=cmd_move, workbench=False, user_aware=True)
     s.set_defaults(workbench=False, user_aware=True)
+
+
+#: ``files <action>`` read as ``file-store <action>``.
+ALIASED = ("move", "where")
+
+
+def alias(argv: list[str]) -> list[str]:
+    """``argv`` with ``files move``/``files where`` (the command, then the action) read as ``file-store ...``."""
+    for i, token in enumerate(argv[:-1]):
+        if token == "files" and argv[i + 1] in ALIASED:
+            return [*argv[:i], "file-store", *argv[i + 1:]]
+        if not token.startswith("-") and (i == 0 or argv[i - 1] not in ("--data-dir", "--user")):
+            break  # another command
+    return argv
 
 
 def _open(args: argparse.Namespace) -> tuple[Workbench, Workbench]:

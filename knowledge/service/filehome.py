@@ -81,8 +81,11 @@ def location_of(settings: Settings, backend: str | None = None) -> dict[str, Any
         url = _pg_url(settings)
         parts = conninfo_to_dict(url) if url else {}
         host = parts.get("host") or "localhost"
+        own = (settings.file_store.url or "").strip()
         return {"backend": backend, "database": parts.get("dbname") or parts.get("user") or "",
-                "server": f"{host}:{parts.get('port') or 5432}"}
+                "server": f"{host}:{parts.get('port') or 5432}",
+                # in the catalog's own database: it follows the catalog (a restore under another name)
+                "catalog": not own or own == (settings.catalog.url or "")}
     if backend == "s3":
         return {"backend": backend, "bucket": (fs.s3_bucket or "").strip(), "prefix": fs.s3_prefix.strip("/"),
                 "endpoint": fs.s3_endpoint_url or "", "region": fs.s3_region or ""}
@@ -94,6 +97,8 @@ def same_store(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> bool
     prefix (a server's or endpoint's address may differ between machines and is not compared)."""
     if a is None or b is None:
         return False
+    if a.get("backend") == b.get("backend") == "postgresql" and a.get("catalog") and b.get("catalog"):
+        return True
     keys = {"filesystem": ("dir",), "postgresql": ("database",), "s3": ("bucket", "prefix")}.get(a.get("backend", ""), ())
     return a.get("backend") == b.get("backend") and all(a.get(k) == b.get(k) for k in keys)
 
@@ -104,7 +109,8 @@ def describe(location: Mapping[str, Any]) -> str:
     if backend == "filesystem":
         return f"the filesystem file store (folder {location.get('dir')!r})"
     if backend == "postgresql":
-        return f"the postgresql file store (database {location.get('database')!r} on {location.get('server')})"
+        where = "the catalog's database, " if location.get("catalog") else ""
+        return f"the postgresql file store ({where}database {location.get('database')!r} on {location.get('server')})"
     if backend == "s3":
         prefix = f", prefix {location['prefix']!r}" if location.get("prefix") else ""
         return (f"the s3 file store (bucket {location.get('bucket')!r}{prefix}"
@@ -122,6 +128,8 @@ def settings_for(settings: Settings, location: Mapping[str, Any]) -> Settings:
     update: dict[str, Any] = {"backend": backend}
     if backend == "filesystem":
         update["dir"] = Path(str(location.get("dir") or "files"))
+    elif backend == "postgresql" and location.get("catalog") and settings.catalog.url:
+        update["url"] = None  # the catalog's own database, wherever this process's catalog.url says
     elif backend == "postgresql":
         url = _pg_url(settings)
         if url and conninfo_to_dict(url).get("dbname") != location.get("database"):
@@ -442,7 +450,8 @@ def _note_verified(catalog: Catalog, target: Mapping[str, Any], record: StoredFi
 
 
 def _key(location: Mapping[str, Any]) -> str:
-    keys = ("backend", "dir", "database", "bucket", "prefix")
+    keys = ("backend", "dir", "bucket", "prefix") if location.get("catalog") else (
+        "backend", "dir", "database", "bucket", "prefix")
     return json.dumps({k: location[k] for k in keys if k in location}, sort_keys=True)
 
 

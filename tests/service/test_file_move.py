@@ -130,19 +130,23 @@ def test_an_interrupted_move_resumes_skipping_the_verified_copies(settings, s3_s
 
 
 _WORKER = textwrap.dedent("""
-    import sys, time
+    import os, sys, time
     sys.path[:0] = {paths!r}
     from knowledge.config import load_settings
     from knowledge.embeddings.fake import HashEmbedder
     from knowledge.service.worker import Worker
     from knowledge.workbench import Workbench
 
-    class Slow(HashEmbedder):
+    class Held(HashEmbedder):
+        calls = 0
+
         def embed_documents(self, texts):
-            time.sleep(0.1)  # a model that takes its time: the batch runs across the move
+            Held.calls += 1
+            while Held.calls > 5 and os.path.exists({hold!r}):  # the test holds the batch across the move
+                time.sleep(0.05)
             return super().embed_documents(texts)
 
-    wb = Workbench(load_settings(), embedder_factory=lambda m: Slow(dimension=16))
+    wb = Workbench(load_settings(), embedder_factory=lambda m: Held(dimension=16))
     n = Worker(wb, worker_id="worker-old-settings", lease=5).run(once=True, poll=0.1)
     wb.close()
     print("processed", n)
@@ -152,12 +156,18 @@ _WORKER = textwrap.dedent("""
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_files_move_from_postgresql_to_s3_with_500_files_and_a_batch_running(pg_database, settings, s3_server,
-                                                                             monkeypatch):
+                                                                             monkeypatch, record_property):
     """500 files in the PostgreSQL file store, a batch of 60 of them being ingested by a real worker
     process that keeps its old settings (PostgreSQL only), uploads going on in this process, and
     ``knowledge files move --to s3`` run as a command: afterwards every old id reads its bytes (SHA-256
     checked) from the bucket, the workbench lists all, the batch finished with nothing failed."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    parts = conninfo_to_dict(pg_catalog_settings(settings).catalog.url)
+    url = f"postgresql://{parts['user']}@{parts['host']}:{parts['port']}/{parts['dbname']}"
     team = pg_catalog_settings(settings)
+    team = team.model_copy(update={"catalog": team.catalog.model_copy(update={"url": url}),
+                                   "vector_store": team.vector_store.model_copy(update={"url": url})})
     team = _with_file_store(team, backend="postgresql")  # file_store.url: the catalog's database
     target = s3_file_store_settings(team, s3_server)
     bucket = target.file_store.s3_bucket
@@ -177,7 +187,9 @@ def test_files_move_from_postgresql_to_s3_with_500_files_and_a_batch_running(pg_
         expected[f.id] = hashlib.sha256(content).hexdigest()
     ids = list(expected)
     batch_id = q.enqueue(wb.catalog, "notes", [q.JobSource(f"file-{i:03}.md", "file", ids[i], 0) for i in range(60)])
-    worker = subprocess.Popen([sys.executable, "-c", _WORKER.format(paths=[str(REPO)])], env=env,
+    hold = settings.data_root.parent / "hold"
+    hold.touch()
+    worker = subprocess.Popen([sys.executable, "-c", _WORKER.format(paths=[str(REPO)], hold=str(hold))], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 120
@@ -206,9 +218,11 @@ def test_files_move_from_postgresql_to_s3_with_500_files_and_a_batch_running(pg_
         uploader.start()
         move_env = {**env, "KNOWLEDGE_FILE_STORE__S3_BUCKET": bucket, "KNOWLEDGE_FILE_STORE__S3_ENDPOINT_URL": s3_server,
                     "KNOWLEDGE_FILE_STORE__S3_REGION": "us-east-1"}
+        started = time.monotonic()
         try:
             moved = subprocess.run([sys.executable, "-m", "knowledge", "files", "move", "--to", "s3"], env=move_env,
                                    capture_output=True, text=True, timeout=600)
+            record_property("move_seconds", round(time.monotonic() - started, 1))
             time.sleep(filehome.HOME_TTL + 1)  # uploads after the flip, by a process still on the old settings
         finally:
             stop.set()
@@ -218,6 +232,9 @@ def test_files_move_from_postgresql_to_s3_with_500_files_and_a_batch_running(pg_
         assert not errors, errors[:3]
         assert len(uploaded) > 10
 
+        # the batch was held mid-file across the move: at least 54 of its 60 jobs run after the switch
+        assert sum(r.status == "done" for r in q.batch(wb.catalog, batch_id)[1]) <= 6
+        hold.unlink()
         out, err = worker.communicate(timeout=600)
         assert worker.returncode == 0, err.decode()[-3000:]
         rows = q.batch(wb.catalog, batch_id)[1]
