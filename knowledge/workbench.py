@@ -140,6 +140,9 @@ class Workbench:
         self.actor: Actor = LOCAL_ADMIN
         #: The workbench itself, also from a view (what the ingest worker runs on).
         self.base: Workbench = self
+        #: A move of the files started from this process (:meth:`start_file_move`).
+        self._file_move: dict[str, Any] = {}
+        self._move_lock = threading.Lock()
 
     # -- who is asking --------------------------------------------------------------------------
     def as_user(self, actor: Actor) -> Workbench:
@@ -208,6 +211,41 @@ class Workbench:
         self.record("files.move", detail={"to": report.target, "copied": report.copied,
                                           "switched": report.switched, "deleted": report.deleted})
         return report
+
+    def start_file_move(self, to: str, *, delete_old: bool = False) -> None:
+        """:meth:`move_files` in a background thread of this process (the Settings page's button):
+        its progress is in :meth:`file_store_home` (any process), its end in :meth:`file_move_state`.
+
+        Raises:
+            PermissionDenied: not an admin. InvalidArgument: a move started here is still running.
+        """
+        self.require_admin("move the files to another file store")
+        base = self.base
+        with base._move_lock:
+            running = base._file_move.get("thread")
+            if running is not None and running.is_alive():
+                raise InvalidArgument("A move of the files is running already; wait for it to end.")
+
+            def run() -> None:
+                try:
+                    base._file_move["report"] = self.move_files(to, delete_old=delete_old)
+                except Exception as exc:  # shown on the page; a re-run resumes
+                    base._file_move["error"] = str(exc)
+
+            thread = threading.Thread(target=run, name="knowledge-file-move", daemon=True)
+            base._file_move.clear()
+            base._file_move.update(thread=thread, to=to)
+            thread.start()
+
+    def file_move_state(self) -> dict[str, Any]:
+        """The move started by :meth:`start_file_move` in this process: ``{"running": bool, "to": str,
+        "report": MoveReport | None, "error": str | None}`` (``{}`` when none was started)."""
+        state = dict(self.base._file_move)
+        if not state:
+            return {}
+        thread = state.pop("thread", None)
+        return {"running": thread is not None and thread.is_alive(), "to": state.get("to"),
+                "report": state.get("report"), "error": state.get("error")}
 
     def delete_old_file_copies(self) -> int:
         """Delete the old copies a finished move left (:func:`knowledge.service.filehome.cleanup_old`);
