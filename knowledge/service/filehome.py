@@ -215,6 +215,34 @@ def _files_stored(settings: Settings, catalog: Catalog, location: Mapping[str, A
         store.close()
 
 
+def _check_unrecorded(settings: Settings, catalog: Catalog, wanted: Mapping[str, Any],
+                      opener: Callable[[Settings], FileStore]) -> None:
+    """Before the first record: when the catalog's stores hold files, some of them (up to 3 of the
+    newest) must be in the store the settings name, else the settings were switched before the
+    record existed (an upgrade together with a new file store) and the start is refused.
+
+    Raises:
+        ConfigError: none of the sampled files is in the settings' store.
+    """
+    with catalog.cursor() as cur:
+        rows = cur.execute("SELECT file_id FROM store_files GROUP BY file_id ORDER BY max(updated) DESC"
+                           " LIMIT 3").fetchall()
+    if not rows:
+        return
+    store = opener(settings)
+    try:
+        if any(store.find(r[0]) is not None for r in rows):
+            return
+    finally:
+        store.close()
+    raise ConfigError(
+        f"The stores of this workbench hold files (such as {rows[0][0]}) that are not in {describe(wanted)},"
+        " the file store these settings name: the files were saved in another one. Start once with the"
+        " file store settings they were saved with (the catalog then records that store), then move them"
+        f" with `{_move_command(wanted)}`."
+    )
+
+
 def _move_command(location: Mapping[str, Any]) -> str:
     return f"knowledge files move --to {location.get('backend')}"
 
@@ -232,7 +260,8 @@ def check_home(settings: Settings, catalog: Catalog,
     """
     wanted = location_of(settings)
     home = read_home(catalog)
-    if home is None:
+    if home is None:  # the first start (of this version): record the settings' store -- if it holds the files
+        _check_unrecorded(settings, catalog, wanted, opener)
         home = Home(wanted)
         _write_home(catalog, home)
         return home

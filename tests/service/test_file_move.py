@@ -61,6 +61,28 @@ def test_the_first_start_records_the_store_and_another_store_is_refused_while_fi
         wb.close()
 
 
+def test_an_upgrade_with_a_new_file_store_and_no_record_yet_is_refused(settings, tmp_path):
+    """A deployment from before the record (none in the catalog) started with settings switched to
+    another store: the catalog's files are not there -> refused; with the old settings -> recorded."""
+    wb = _wb(settings)
+    try:
+        doc = tmp_path / "a.md"
+        doc.write_text("# A\n\nSome words about tides.\n", encoding="utf-8")
+        assert wb.ingest_file("notes", doc).ok
+        with wb.catalog.cursor() as cur:
+            cur.execute("DELETE FROM file_store_home")
+    finally:
+        wb.close()
+    with pytest.raises(ConfigError, match=r"hold files \(such as file-[0-9a-f]{32}\) that are not in the filesystem"
+                                          r" file store \(folder 'elsewhere'\).*files move --to filesystem"):
+        _wb(_with_file_store(settings, dir=Path("elsewhere")))
+    wb = _wb(settings)
+    try:
+        assert wb.file_store_home().location == {"backend": "filesystem", "dir": "files"}
+    finally:
+        wb.close()
+
+
 def test_with_no_file_stored_the_settings_decide(settings):
     _wb(settings).close()
     moved = _with_file_store(settings, dir=Path("elsewhere"))
