@@ -37,6 +37,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -498,27 +499,39 @@ class MoveReport:
     switched: bool = False
 
 
+#: Files copied at once by a move (each streams one file: memory about one chunk or S3 part each).
+COPY_THREADS = 4
+
+
 def _copy_pass(catalog: Catalog, source: FileStore, target: FileStore, target_loc: Mapping[str, Any],
                report: MoveReport, progress: Callable[[MoveReport, int], None] | None) -> int:
-    """Copy every file of ``source`` not yet verified in ``target``; how many were copied."""
+    """Copy every file of ``source`` not yet verified in ``target`` (:data:`COPY_THREADS` at a time);
+    how many were copied. An exception of ``progress`` stops the pass (the copies under way finish)."""
     files = source.list()
     done = _verified(catalog, target_loc)
+    todo = [r for r in files if r.id not in done]
     copied, failures = 0, []
-    for record in files:
-        if record.id in done:
-            continue
+    with ThreadPoolExecutor(COPY_THREADS, thread_name_prefix="knowledge-file-copy") as pool:
+        futures = {pool.submit(copy_file, source, target, r): r for r in todo}
         try:
-            copy_file(source, target, record)
-        except FileNotFoundInStore:
-            continue  # deleted meanwhile
-        except KnowledgeError as exc:
-            failures.append(f"{record.id} ({record.name!r}): {exc}")
-            continue
-        _note_verified(catalog, target_loc, record)
-        copied += 1
-        report.copied += 1
-        if progress is not None:
-            progress(report, len(files))
+            for future in as_completed(futures):
+                record = futures[future]
+                try:
+                    future.result()
+                except FileNotFoundInStore:
+                    continue  # deleted meanwhile
+                except KnowledgeError as exc:
+                    failures.append(f"{record.id} ({record.name!r}): {exc}")
+                    continue
+                _note_verified(catalog, target_loc, record)
+                copied += 1
+                report.copied += 1
+                if progress is not None:
+                    progress(report, len(files))
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
     if failures:
         raise KnowledgeError(f"{len(failures)} file(s) could not be copied, so the files stay where they are"
                              f" (run the command again to retry): " + "; ".join(failures[:5]))
