@@ -149,6 +149,14 @@ def test_an_interrupted_move_resumes_skipping_the_verified_copies(settings, s3_s
     with pytest.raises(ConfigError, match="files move --to filesystem"):
         _wb(settings)
     catalog.close()
+    wb = _wb(target)  # through the workbench: an admin's move back, in the audit trail
+    try:
+        report = wb.move_files("filesystem", delete_old=True)
+        assert (report.copied, report.switched, report.deleted) == (30, True, 30)
+        assert [e.action for e in wb.audit_events(action="files.")] == ["files.move"]
+        assert {f.id for f in wb.files.list()} == set(data)
+    finally:
+        wb.close()
 
 
 _WORKER = textwrap.dedent("""
