@@ -47,7 +47,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from knowledge.catalog import Catalog, one_row
 from knowledge.config import Settings
-from knowledge.errors import ConfigError, FileNotFoundInStore, InvalidArgument, KnowledgeError
+from knowledge.errors import BackendUnavailable, ConfigError, FileNotFoundInStore, InvalidArgument, KnowledgeError
 from knowledge.filestore import FileStore, StoredFile, open_file_store
 from knowledge.filestore.base import CHUNK_SIZE, Source
 
@@ -304,10 +304,22 @@ class HomedFileStore(FileStore):
         self.settings, self.catalog, self._opener = settings, catalog, opener
         self._lock = threading.Lock()
         self._stores: builtins.list[tuple[dict[str, Any], FileStore]] = []
-        home = check_home(settings, catalog, opener) if check else (read_home(catalog) or Home(location_of(settings)))
-        self._home, self._read_at = home, time.monotonic()
         self._token: tuple | None = None
+        self._check = check
+        try:
+            self._home = self._checked()
+        except BackendUnavailable as exc:  # the catalog's server is down: checked at the first use instead
+            log.warning("The file store's record cannot be read yet (%s); it is checked at the first use.", exc)
+            self._home, self._read_at = Home(location_of(settings)), float("-inf")
+            self._check_pending = True
+            return
+        self._read_at, self._check_pending = time.monotonic(), False
         self.current()  # opened now: a store that cannot be reached is said at start
+
+    def _checked(self) -> Home:
+        if self._check:
+            return check_home(self.settings, self.catalog, self._opener)
+        return read_home(self.catalog) or Home(location_of(self.settings))
 
     def __repr__(self) -> str:
         return f"HomedFileStore({self._home.location!r})"
@@ -318,6 +330,12 @@ class HomedFileStore(FileStore):
         with self._lock:
             if not fresh and time.monotonic() - self._read_at < HOME_TTL:
                 return self._home
+            pending = self._check_pending
+        if pending:  # the start's check, deferred while the catalog was down (raises what it raises)
+            home = self._checked()
+            with self._lock:
+                self._home, self._read_at, self._check_pending = home, time.monotonic(), False
+            return home
         token = self.catalog.change_token() if self.catalog.dialect == "duckdb" else None
         # DuckDB: the file unchanged -> no turn taken for a read
         home = self._home if token is not None and token == self._token else read_home(self.catalog) or self._home

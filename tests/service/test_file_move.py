@@ -239,7 +239,7 @@ def test_files_move_from_postgresql_to_s3_with_500_files_and_a_batch_running(pg_
                 content = f"uploaded during the move {n}".encode()
                 try:
                     uploaded[wb.files.save(f"late-{n}.txt", "text/plain", content).id] = hashlib.sha256(content).hexdigest()
-                except BaseException as exc:  # noqa: BLE001 - asserted below
+                except BaseException as exc:
                     errors.append(exc)
                 n += 1
                 time.sleep(0.05)
@@ -265,7 +265,7 @@ def test_files_move_from_postgresql_to_s3_with_500_files_and_a_batch_running(pg_
         # the batch was held mid-file across the move: at least 54 of its 60 jobs run after the switch
         assert sum(r.status == "done" for r in q.batch(wb.catalog, batch_id)[1]) <= 6
         hold.unlink()
-        out, err = worker.communicate(timeout=600)
+        _out, err = worker.communicate(timeout=600)
         assert worker.returncode == 0, err.decode()[-3000:]
         rows = q.batch(wb.catalog, batch_id)[1]
         assert [r.status for r in rows] == ["done"] * 60, [(r.name, r.status, r.error) for r in rows if r.status != "done"]
@@ -289,3 +289,20 @@ def test_files_move_from_postgresql_to_s3_with_500_files_and_a_batch_running(pg_
         assert after.catalog.stores_using_file(ids[0]) == ["notes"]
     finally:
         after.close()
+
+
+def test_a_workbench_starts_while_the_catalogs_server_is_down_and_checks_at_the_first_use(settings):
+    """Reading the record needs the catalog: with its server down the start goes on (as before the
+    record existed) and the first use of the files says the server cannot be reached."""
+    from api_helpers import free_port
+
+    from knowledge.errors import BackendUnavailable
+
+    down = settings.model_copy(update={"catalog": settings.catalog.model_copy(update={
+        "url": f"postgresql://kn@127.0.0.1:{free_port()}/team", "connect_timeout": 1})})
+    wb = _wb(down)
+    try:
+        with pytest.raises(BackendUnavailable, match="Cannot reach the PostgreSQL catalog"):
+            wb.files.list()
+    finally:
+        wb.close()
