@@ -6,6 +6,8 @@ copies after it."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import streamlit as st
 
 from knowledge.errors import KnowledgeError
@@ -13,6 +15,10 @@ from knowledge.service.filehome import describe, location_of, same_store
 from knowledge.text.render import inert, md
 from knowledge.workbench import Workbench
 from pages._ui import flash, set_flash
+
+#: Seconds without progress after which a move not started by this process counts as interrupted
+#: (a running move writes its progress at least every second while it copies).
+STALLED_SECONDS = 30
 
 
 def _targets(wb: Workbench) -> list[str]:
@@ -35,7 +41,16 @@ def file_store_tab(wb: Workbench) -> None:
         return
     home = wb.file_store_home()
     state = wb.file_move_state()
-    if state.get("running") or home.moving_to is not None:
+    if state.get("running"):
+        return
+    if home.moving_to is not None:  # a move this process did not start: running elsewhere, or interrupted
+        quiet = home.updated is None or datetime.now(UTC) - home.updated > timedelta(seconds=STALLED_SECONDS)
+        if quiet and st.button("Resume the move", type="primary", icon=":material/play_arrow:"):
+            try:
+                wb.start_file_move(str(home.moving_to.get("backend")))
+            except KnowledgeError as exc:
+                set_flash("file-move", False, str(exc))
+            st.rerun()
         return
     if home.previous is not None:  # a finished move: its old copies first (then another move may start)
         st.subheader("Old copies")
@@ -68,9 +83,15 @@ def file_store_tab(wb: Workbench) -> None:
             st.rerun()
 
 
-@st.fragment(run_every=1.0)
 def _status(wb: Workbench) -> None:
-    """Where the files are and, during a move, its progress bar (re-read every second)."""
+    """Where the files are and, during a move, its progress bar (re-read every second, then only)."""
+    if wb.file_store_home().moving_to is not None or wb.file_move_state().get("running"):
+        _live(wb)
+    else:
+        _draw(wb)
+
+
+def _draw(wb: Workbench) -> None:
     home = wb.file_store_home()
     state = wb.file_move_state()
     st.markdown(md("The files are in **{}**.", describe(home.location)))
@@ -82,7 +103,8 @@ def _status(wb: Workbench) -> None:
                      " files copied and checked")
         st.progress(min(1.0, copied / total) if total else 0.0, text=inert(text))
         if not state.get("running"):
-            st.caption(md("Run `knowledge files move --to {}` to finish it if it was interrupted.",
+            st.caption(md("Started by another process (`knowledge files move --to {}`). If it was interrupted it"
+                          " resumes where it stopped: run it again, or Resume the move here.",
                           str(home.moving_to.get("backend"))))
     moving = bool(state.get("running")) or home.moving_to is not None
     if st.session_state.get("file_move_seen_moving") and not moving:
@@ -95,3 +117,6 @@ def _status(wb: Workbench) -> None:
     elif report is not None and report.switched and not state.get("running"):
         st.success(inert(f"Moved the files to {report.target}: {report.copied} copied and checked. Set"
                          f" file_store.backend = {state.get('to')!r} in every process's settings."))
+
+
+_live = st.fragment(run_every=1.0)(_draw)

@@ -192,6 +192,16 @@ def _write_home(catalog: Catalog, home: Home) -> None:
              json.dumps(home.progress) if home.progress is not None else None, datetime.now(UTC)])
 
 
+def _update_home(catalog: Catalog, assignments: str, args: builtins.list[Any], *,
+                 where: str = "moving_to IS NOT NULL", where_args: builtins.list[Any] | None = None) -> bool:
+    """``UPDATE file_store_home SET <assignments>, updated = now WHERE id = 1 AND <where>`` in one
+    statement; whether the row matched (a move's steps apply only in the state they expect)."""
+    with catalog.cursor() as cur:
+        rows = cur.execute(f"UPDATE file_store_home SET {assignments}, updated = ? WHERE id = 1 AND {where}"
+                           " RETURNING id", [*args, datetime.now(UTC), *(where_args or [])]).fetchall()
+    return bool(rows)
+
+
 def _set_progress(catalog: Catalog, progress: dict[str, Any]) -> None:
     with catalog.cursor() as cur:
         cur.execute("UPDATE file_store_home SET progress = ?, updated = ? WHERE id = 1",
@@ -598,22 +608,25 @@ def move_files(settings: Settings, catalog: Catalog, to: str, *, delete_old: boo
         if home.previous is not None and not same_store(home.previous, target_loc):
             raise InvalidArgument(f"The old copies in {describe(home.previous)} are still there; delete them first"
                                   " with `knowledge files move --cleanup`, then move again.")
-        _write_home(catalog, Home(home.location, dict(target_loc), COPYING, home.previous,
-                                  {"copied": 0, "total": None}))
+        if not _update_home(catalog, "moving_to = ?, phase = ?, progress = ?", [
+                json.dumps(target_loc), COPYING, json.dumps({"copied": 0, "total": None})],
+                where="moving_to IS NULL AND location = ?" if home.moving_to is None else "moving_to IS NOT NULL",
+                where_args=[json.dumps(home.location)] if home.moving_to is None else []):
+            raise InvalidArgument("Another process started or finished a move of the files meanwhile;"
+                                  " `knowledge files where` says where they are.")
         report.skipped = len(_verified(catalog, target_loc))  # by an earlier, interrupted run
         while _copy_pass(catalog, source, target, target_loc, report, _progress_to(catalog, progress)):
             pass  # until a pass finds nothing new (files saved meanwhile)
-        _write_home(catalog, Home(home.location, dict(target_loc), SWITCHING, home.previous,
-                                  {"copied": report.copied, "total": report.copied + report.skipped}))
+        if not _update_home(catalog, "phase = ?, progress = ?", [
+                SWITCHING, json.dumps({"copied": report.copied, "total": report.copied + report.skipped})]):
+            return report  # another process resumed the same move and switched over already
         time.sleep(settle_seconds)
         before = report.copied
         _copy_pass(catalog, source, target, target_loc, report, None)
         report.final_pass = report.copied - before
-        with catalog.cursor() as cur:  # the flip: one statement, one transaction
-            cur.execute("UPDATE file_store_home SET location = ?, moving_to = NULL, phase = ?, previous = ?,"
-                        " progress = NULL, updated = ? WHERE id = 1",
-                        [json.dumps(target_loc), SETTLED, json.dumps(home.location), datetime.now(UTC)])
-        report.switched = True
+        # the flip: one statement (one transaction); a second mover of the same move finds it done
+        report.switched = _update_home(catalog, "location = ?, moving_to = NULL, phase = ?, previous = ?,"
+                                       " progress = NULL", [json.dumps(target_loc), SETTLED, json.dumps(home.location)])
     finally:
         source.close()
         target.close()
