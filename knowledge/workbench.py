@@ -35,6 +35,7 @@ from knowledge.llm.config import LlmConfigs
 from knowledge.outcomes import IngestResult
 from knowledge.people import LOCAL_ADMIN, Actor, AuditEvent, Level, People, at_least
 from knowledge.portable import Portable
+from knowledge.service.filehome import Home, HomedFileStore, MoveReport, cleanup_old, move_files
 from knowledge.service.indexing import (
     Indexer,
     Progress,
@@ -101,15 +102,24 @@ class Workbench:
         settings: defaults to :func:`knowledge.config.load_settings`.
         embedder_factory: ``factory(model_name) -> Embedder``; tests pass a fake. Defaults to the
             bundled / fastembed models of :mod:`knowledge.embeddings`.
+        check_file_store: refuse settings that name another file store than the one the catalog
+            records while files are stored (:func:`knowledge.service.filehome.check_home`: a
+            ``ConfigError`` with the command to run); ``False`` only for ``knowledge files move``.
 
     Thread-safe: Streamlit sessions share one instance.
     """
 
     def __init__(self, settings: Settings | None = None,
-                 embedder_factory: Callable[[str], Embedder] | None = None) -> None:
+                 embedder_factory: Callable[[str], Embedder] | None = None, *, check_file_store: bool = True) -> None:
         self.settings = settings or load_settings()
         self.catalog = Catalog.from_settings(self.settings)
-        self.files = open_file_store(self.settings)
+        #: The file store the catalog records (:mod:`knowledge.service.filehome`): followed across a
+        #: move; ``check_file_store`` refuses settings naming another while files are stored.
+        try:
+            self.files = HomedFileStore(self.settings, self.catalog, opener=open_file_store, check=check_file_store)
+        except BaseException:
+            self.catalog.close()
+            raise
         self.templates = TemplateRegistry(self.settings, self.catalog)
         self.stores = Stores(self.settings, self.catalog, self.files, self.templates,
                              embedder_factory or self._default_embedder)
@@ -130,6 +140,9 @@ class Workbench:
         self.actor: Actor = LOCAL_ADMIN
         #: The workbench itself, also from a view (what the ingest worker runs on).
         self.base: Workbench = self
+        #: A move of the files started from this process (:meth:`start_file_move`).
+        self._file_move: dict[str, Any] = {}
+        self._move_lock = threading.Lock()
 
     # -- who is asking --------------------------------------------------------------------------
     def as_user(self, actor: Actor) -> Workbench:
@@ -177,6 +190,70 @@ class Workbench:
         """Raises ``PermissionDenied`` unless :attr:`actor` is an admin (or the local admin)."""
         if not self.actor.is_admin:
             raise PermissionDenied(f"Only an admin may {what}.")
+
+    # -- where the files live (knowledge.service.filehome) ----------------------------------------
+    def file_store_home(self) -> Home:
+        """The catalog's record of where the files are, a move's target, phase and progress."""
+        return self.files.home(fresh=True)
+
+    def move_files(self, to: str, *, delete_old: bool = False,
+                   progress: Callable[[MoveReport, int], None] | None = None) -> MoveReport:
+        """Move every stored file to the file store ``to`` as the settings name it, then switch over
+        (:func:`knowledge.service.filehome.move_files`: by id, streamed, SHA-256 verified, resumable);
+        admins only; recorded in the audit trail.
+
+        Raises:
+            PermissionDenied: not an admin. InvalidArgument, KnowledgeError, BackendUnavailable,
+                ConfigError: see :func:`knowledge.service.filehome.move_files`.
+        """
+        self.require_admin("move the files to another file store")
+        report = move_files(self.settings, self.catalog, to, delete_old=delete_old, progress=progress)
+        self.record("files.move", detail={"to": report.target, "copied": report.copied,
+                                          "switched": report.switched, "deleted": report.deleted})
+        return report
+
+    def start_file_move(self, to: str, *, delete_old: bool = False) -> None:
+        """:meth:`move_files` in a background thread of this process (the Settings page's button):
+        its progress is in :meth:`file_store_home` (any process), its end in :meth:`file_move_state`.
+
+        Raises:
+            PermissionDenied: not an admin. InvalidArgument: a move started here is still running.
+        """
+        self.require_admin("move the files to another file store")
+        base = self.base
+        with base._move_lock:
+            running = base._file_move.get("thread")
+            if running is not None and running.is_alive():
+                raise InvalidArgument("A move of the files is running already; wait for it to end.")
+
+            def run() -> None:
+                try:
+                    base._file_move["report"] = self.move_files(to, delete_old=delete_old)
+                except Exception as exc:  # shown on the page; a re-run resumes
+                    base._file_move["error"] = str(exc)
+
+            thread = threading.Thread(target=run, name="knowledge-file-move", daemon=True)
+            base._file_move.clear()
+            base._file_move.update(thread=thread, to=to)
+            thread.start()
+
+    def file_move_state(self) -> dict[str, Any]:
+        """The move started by :meth:`start_file_move` in this process: ``{"running": bool, "to": str,
+        "report": MoveReport | None, "error": str | None}`` (``{}`` when none was started)."""
+        state = dict(self.base._file_move)
+        if not state:
+            return {}
+        thread = state.pop("thread", None)
+        return {"running": thread is not None and thread.is_alive(), "to": state.get("to"),
+                "report": state.get("report"), "error": state.get("error")}
+
+    def delete_old_file_copies(self) -> int:
+        """Delete the old copies a finished move left (:func:`knowledge.service.filehome.cleanup_old`);
+        admins only. Returns how many were deleted. Raises PermissionDenied, InvalidArgument."""
+        self.require_admin("delete the old copies of the files")
+        deleted = cleanup_old(self.settings, self.catalog)
+        self.record("files.cleanup", detail={"deleted": deleted})
+        return deleted
 
     def claim(self, store: str) -> None:
         """Make :attr:`actor` the owner of ``store``, a store they just made (an owner row left by a

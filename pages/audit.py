@@ -27,6 +27,7 @@ WORDS = {
     "user.invite": "made an invitation link", "key.create": "created an API key", "key.revoke": "revoked an API key",
     "group.create": "created a group", "group.delete": "deleted a group", "group.member": "changed a group",
     "settings.change": "changed the settings",
+    "files.move": "moved the files to another file store", "files.cleanup": "deleted the old copies of the files",
 }
 
 st.title("📜 Audit")

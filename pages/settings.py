@@ -1,4 +1,5 @@
-"""Settings: LLM configs (CHAT and EMBEDDING) and the LLM call trace."""
+"""Settings: LLM configs (CHAT and EMBEDDING), the LLM call trace, and the file store (where the files
+live; moving them to another store: pages/_filestore.py)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,14 @@ from knowledge.llm.config import PROVIDERS
 from knowledge.text.render import inert, md
 from knowledge.tools import KnowledgeTools
 from knowledge.workbench import Workbench
+from pages._filestore import file_store_tab
 from pages._ui import app_chat_service, app_workbench, flash, set_flash
 
 wb: Workbench = app_workbench()
 configs = wb.llm_configs()
 
 st.title("⚙️ Settings")
-tab_configs, tab_traces = st.tabs(["LLM configs", "Traces"])
+tab_configs, tab_traces, tab_files = st.tabs(["LLM configs", "Traces", "File store"])
 
 with tab_configs:
     st.caption("A chat model config (type CHAT) is a model to chat with; the embedding config (type EMBEDDING) named"
@@ -173,3 +175,6 @@ with tab_traces:
             st.json(t.request, expanded=False)
             st.markdown("**Response**")
             st.json(t.response if t.response is not None else {"error": t.error}, expanded=False)
+
+with tab_files:
+    file_store_tab(wb)

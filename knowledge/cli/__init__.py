@@ -3,7 +3,7 @@ package: it may import everything below it (the workbench, server, chat, tools, 
 service layer, the parts and the ground), never ``pages/``; nothing in ``knowledge`` imports it.
 
 One module per group of commands (:mod:`~knowledge.cli.ingest`, ``worker``, ``search``, ``eval``, ``sync``,
-``stores``, ``portable``, ``chat``, ``people``, ``serve``, ``password``), each with an ``add_parser(sub)`` that
+``stores``, ``portable``, ``files``, ``chat``, ``people``, ``serve``, ``password``), each with an ``add_parser(sub)`` that
 adds its commands, every one with ``set_defaults(func=cmd_<name>)``. :func:`main` parses, opens
 the workbench for the commands that run on one (``func(wb, args)``: the view acting as ``--user``
 / ``$KNOWLEDGE_USER``, else the local admin) and closes it after; the rest (``workbench=False``:
@@ -23,7 +23,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from knowledge.cli import chat, ingest, password, people, portable, search, serve, stores, sync, worker
+from knowledge.cli import chat, files, ingest, password, people, portable, search, serve, stores, sync, worker
 from knowledge.cli import eval as evaluate
 from knowledge.cli.common import COMMON, acting_username, acting_view
 from knowledge.errors import KnowledgeError, set_log_place
@@ -31,7 +31,7 @@ from knowledge.service.connections import check_connections, name_this_process
 from knowledge.workbench import Workbench
 
 #: The command modules, in the order ``--help`` lists their commands.
-COMMAND_MODULES = (ingest, worker, search, evaluate, sync, stores, portable, chat, people, serve, password)
+COMMAND_MODULES = (ingest, worker, search, evaluate, sync, stores, portable, files, chat, people, serve, password)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command ``argv`` (default: ``sys.argv[1:]``) and return its exit code; errors of the
     product print as ``error: ...`` on stderr (exit 2), never as a traceback."""
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(files.alias(list(sys.argv[1:] if argv is None else argv)))
     name_this_process(args.command)  # PostgreSQL sees its connections as "knowledge <command> <host>:<pid>"
     # Python prints a logged error on stderr when nothing else is configured (logging.lastResort)
     set_log_place("the messages printed on standard error")

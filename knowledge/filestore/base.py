@@ -145,6 +145,32 @@ def new_file_id() -> str:
     return "file-" + secrets.token_hex(16)
 
 
+def given_identity(file_id: object, created: object) -> tuple[str, datetime]:
+    """The id and time a save keeps (:meth:`FileStore.save`'s ``file_id`` and ``created``): a new id
+    and now when ``file_id`` is ``None``, else ``file_id`` checked and ``created`` (default now).
+
+    Raises:
+        InvalidArgument: ``file_id`` is not a well-formed id, or ``created`` not a timezone-aware
+            :class:`~datetime.datetime`.
+    """
+    if file_id is None:
+        if created is not None:
+            raise InvalidArgument("A save keeps a given creation time only with its given file id.")
+        return new_file_id(), created_now()
+    if not is_file_id(file_id):
+        raise InvalidArgument(f"A file id is 'file-' and 32 hex digits, got {file_id!r}.")
+    if created is None:
+        return str(file_id), created_now()
+    if not isinstance(created, datetime) or created.utcoffset() is None:
+        raise InvalidArgument(f"A file's creation time is a timezone-aware datetime, got {created!r}.")
+    return str(file_id), created.astimezone(UTC)
+
+
+def id_taken(file_id: str) -> InvalidArgument:
+    """The error of a save under a ``file_id`` that is stored already."""
+    return InvalidArgument(f"A file with the id {file_id!r} is stored already; it is not replaced.")
+
+
 def is_file_id(value: object) -> bool:
     """``True`` when ``value`` is a well-formed built-in file id (``file-`` + 32 lowercase hex)."""
     return isinstance(value, str) and _FILE_ID.fullmatch(value) is not None
@@ -334,8 +360,10 @@ class FileStore(ABC):
         *,
         max_bytes: int | None = None,
         metadata: Mapping[str, Any] | None = None,
+        file_id: str | None = None,
+        created: datetime | None = None,
     ) -> StoredFile:
-        """Store the bytes of ``stream`` under a new id and return their record.
+        """Store the bytes of ``stream`` under a new id (or ``file_id``) and return their record.
 
         Args:
             name: the user's file name; kept as data only, cleaned by :func:`clean_name`.
@@ -346,13 +374,18 @@ class FileStore(ABC):
             max_bytes: the size limit in bytes (``None``: none). Enforced while reading: the save
                 stops as soon as the limit is passed and nothing is stored.
             metadata: a JSON-serialisable dict kept with the record (see :func:`clean_metadata`).
+            file_id: keep this id instead of a new one -- a copy from another store keeps its id
+                (``knowledge files move``). ``None``: a new id.
+            created: with ``file_id``, the creation time to keep (timezone-aware; default now).
 
         Returns:
             A new :class:`StoredFile`; its id differs from every other, even for identical bytes.
 
         Raises:
             FileTooLarge: the content is over ``max_bytes``; nothing was stored.
-            InvalidArgument: a bad name, content type, metadata, ``max_bytes`` or source type.
+            InvalidArgument: a bad name, content type, metadata, ``max_bytes`` or source type; a
+                malformed ``file_id`` or ``created``, or a ``file_id`` stored already (it is not
+                replaced; nothing changed -- :func:`given_identity`, :func:`id_taken`).
             Exception: an error raised by ``stream.read`` propagates unchanged; nothing was stored.
         """
 

@@ -27,6 +27,7 @@ import secrets
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -50,10 +51,10 @@ from knowledge.filestore.base import (
     clean_content_type,
     clean_metadata,
     clean_name,
-    created_now,
+    given_identity,
+    id_taken,
     is_file_id,
     is_sha256,
-    new_file_id,
     normalize_sha256,
     read_chunks,
 )
@@ -211,8 +212,10 @@ class FilesystemFileStore(FileStore):
         *,
         max_bytes: int | None = None,
         metadata: Mapping[str, Any] | None = None,
+        file_id: str | None = None,
+        created: datetime | None = None,
     ) -> StoredFile:
-        """Store ``stream`` under a new id; see :meth:`FileStore.save` for arguments and errors.
+        """Store ``stream`` under a new id (or ``file_id``); see :meth:`FileStore.save` for arguments and errors.
 
         The content is copied in 1 MiB chunks to a temp file while it is hashed; memory use does not
         grow with the file. Identical content already stored is not written twice (the new record
@@ -228,6 +231,7 @@ class FilesystemFileStore(FileStore):
         ctype = clean_content_type(content_type, clean)
         meta = clean_metadata(metadata)
         limit = check_max_bytes(max_bytes)
+        new_id, when = given_identity(file_id, created)
 
         hasher = hashlib.sha256()
         size = 0
@@ -245,10 +249,12 @@ class FilesystemFileStore(FileStore):
                     fh.close()
                 sha = hasher.hexdigest()
                 record = StoredFile(
-                    id=new_file_id(), name=clean, content_type=ctype, size=size, sha256=sha,
-                    created=created_now(), metadata=meta,
+                    id=new_id, name=clean, content_type=ctype, size=size, sha256=sha,
+                    created=when, metadata=meta,
                 )
                 with self._locked():
+                    if file_id is not None and self._meta_path(new_id).exists():
+                        raise id_taken(new_id)
                     blob = self._blob_path(sha)
                     if self._blob_ok(blob, size):
                         _unlink_quietly(tmp)

@@ -23,6 +23,7 @@ import hashlib
 import io
 import json
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import Any, BinaryIO, TypeVar
 
 import psycopg
@@ -42,9 +43,9 @@ from knowledge.filestore.base import (
     clean_content_type,
     clean_metadata,
     clean_name,
-    created_now,
+    given_identity,
+    id_taken,
     is_file_id,
-    new_file_id,
     normalize_sha256,
     read_chunks,
 )
@@ -205,8 +206,11 @@ class PostgresFileStore(FileStore):
         *,
         max_bytes: int | None = None,
         metadata: Mapping[str, Any] | None = None,
+        file_id: str | None = None,
+        created: datetime | None = None,
     ) -> StoredFile:
-        """Store ``stream`` in one transaction; see :meth:`FileStore.save` for arguments and errors.
+        """Store ``stream`` in one transaction (under a new id, or ``file_id``); see :meth:`FileStore.save`
+        for arguments and errors.
 
         Chunks of :attr:`chunk_size` bytes are inserted as they are read and hashed (memory does not
         grow with the file); identical content already stored is kept once (the new chunks are rolled
@@ -220,6 +224,7 @@ class PostgresFileStore(FileStore):
         ctype = clean_content_type(content_type, clean)
         meta = clean_metadata(metadata)
         limit = check_max_bytes(max_bytes)
+        new_id, when = given_identity(file_id, created)
 
         def go(conn: psycopg.Connection) -> StoredFile:
             hasher, size = hashlib.sha256(), 0
@@ -239,13 +244,16 @@ class PostgresFileStore(FileStore):
                     cur.execute("ROLLBACK TO SAVEPOINT content")  # stored already: drop the new chunks
                 else:
                     cur.execute(f"UPDATE {BLOBS} SET sha256 = %s, size = %s WHERE id = %s", (sha, size, blob_id))
-                record = StoredFile(id=new_file_id(), name=clean, content_type=ctype, size=size,
-                                    sha256=sha, created=created_now(), metadata=meta)
+                record = StoredFile(id=new_id, name=clean, content_type=ctype, size=size,
+                                    sha256=sha, created=when, metadata=meta)
                 cur.execute(
-                    f"INSERT INTO {FILES} ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                    f"INSERT INTO {FILES} ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s)"
+                    " ON CONFLICT (id) DO NOTHING",
                     (record.id, record.name, record.content_type, record.size, record.sha256,
                      record.created, json.dumps(meta, ensure_ascii=False)),
                 )
+                if cur.rowcount != 1:  # a given id stored already (a new one never is): nothing is kept
+                    raise id_taken(new_id)
             return record
 
         return self._run(go)

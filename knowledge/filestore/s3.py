@@ -47,9 +47,9 @@ from knowledge.filestore.base import (
     clean_content_type,
     clean_metadata,
     clean_name,
-    created_now,
+    given_identity,
+    id_taken,
     is_file_id,
-    new_file_id,
     normalize_sha256,
     read_chunks,
 )
@@ -241,8 +241,10 @@ class S3FileStore(FileStore):
         *,
         max_bytes: int | None = None,
         metadata: Mapping[str, Any] | None = None,
+        file_id: str | None = None,
+        created: datetime | None = None,
     ) -> StoredFile:
-        """Store ``stream``; see :meth:`FileStore.save` for arguments and errors.
+        """Store ``stream`` (under a new id, or ``file_id``); see :meth:`FileStore.save` for arguments and errors.
 
         Memory is about one :attr:`part_size` whatever the file's size. Identical content already in
         ``blobs/`` is not copied again.
@@ -254,16 +256,23 @@ class S3FileStore(FileStore):
         ctype = clean_content_type(content_type, clean)
         meta = clean_metadata(metadata)
         limit = check_max_bytes(max_bytes)
+        new_id, when = given_identity(file_id, created)
+        if file_id is not None and self._exists(self._record_key(new_id)):
+            raise id_taken(new_id)
         hasher = hashlib.sha256()
         tmp = self._key("tmp", secrets.token_hex(16))
         size = self._upload(tmp, read_chunks(stream, name=clean, max_bytes=limit, chunk_size=CHUNK_SIZE), hasher)
         sha = hasher.hexdigest()
-        record = StoredFile(id=new_file_id(), name=clean, content_type=ctype, size=size, sha256=sha,
-                            created=created_now(), metadata=meta)
+        record = StoredFile(id=new_id, name=clean, content_type=ctype, size=size, sha256=sha,
+                            created=when, metadata=meta)
         marker = self._key("by-sha256", sha, record.id)
         body = json.dumps({"format": RECORD_FORMAT, **record.to_dict()}, ensure_ascii=False).encode("utf-8")
+        marked = False
         try:
             with self._lock:
+                if file_id is not None and self._exists(self._record_key(new_id)):
+                    raise id_taken(new_id)  # saved meanwhile (within this process; across, the same copy)
+                marked = True
                 self._call("save", lambda: self.client.put_object(Bucket=self.bucket, Key=marker, Body=b""))
                 if not self._exists(self._blob_key(sha)):
                     self._call("save", lambda: self.client.copy(
@@ -272,7 +281,8 @@ class S3FileStore(FileStore):
                     Bucket=self.bucket, Key=self._record_key(record.id), Body=body,
                     ContentType="application/json"))
         except BaseException:
-            self._quietly_delete(marker)
+            if marked:
+                self._quietly_delete(marker)
             raise
         finally:
             self._quietly_delete(tmp)

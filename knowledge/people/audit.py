@@ -18,7 +18,7 @@ ACTIONS = (
     "store.reembed", "store.owner", "file.ingest", "file.delete", "file.attributes", "batch.cancel",
     "user.create", "user.update", "user.delete", "user.password", "user.sign_in", "user.sign_in_failed",
     "user.sign_out", "user.invite", "key.create", "key.revoke", "group.create", "group.delete", "group.member",
-    "settings.change",
+    "settings.change", "files.move", "files.cleanup",
 )
 
 

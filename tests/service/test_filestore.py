@@ -616,3 +616,27 @@ def test_an_unwritable_folder_is_backend_unavailable(tmp_path):
     blocker.write_text("a file where the data folder should be")
     with pytest.raises(BackendUnavailable, match="cannot be created"):
         FilesystemFileStore(load_settings(data_dir=blocker))
+
+
+def test_a_save_under_a_given_id_keeps_the_id_and_the_time_and_never_replaces(store):
+    """A copy from another store keeps its id and creation time (``knowledge files move``); a second
+    save under that id is refused and leaves the first untouched."""
+    when = datetime(2024, 5, 6, 7, 8, 9, 123456, tzinfo=timezone(timedelta(hours=2)))
+    fid = "file-" + "ab" * 16
+    f = store.save("copy.txt", "text/plain", io.BytesIO(b"moved bytes"), file_id=fid, created=when,
+                   metadata={"owner": "ann"})
+    assert (f.id, f.created, f.sha256) == (fid, when, hashlib.sha256(b"moved bytes").hexdigest())
+    assert store.get(fid) == f and store.get(fid).created == when
+    with store.content(fid) as fh:
+        assert fh.read() == b"moved bytes"
+    with pytest.raises(InvalidArgument, match="stored already"):
+        store.save("other.txt", "text/plain", b"other bytes", file_id=fid)
+    with store.content(fid) as fh:
+        assert fh.read() == b"moved bytes"
+    assert [x.id for x in store.find_by_sha256(hashlib.sha256(b"moved bytes").hexdigest())] == [fid]
+    assert store.find_by_sha256(hashlib.sha256(b"other bytes").hexdigest()) == []
+    with pytest.raises(InvalidArgument):
+        store.save("bad.txt", None, b"x", file_id="../etc/passwd")
+    with pytest.raises(InvalidArgument):
+        store.save("bad.txt", None, b"x", created=when)  # a time only with an id
+    assert [x.id for x in store.list()] == [fid]

@@ -331,7 +331,7 @@ def test_a_workbench_on_a_server_file_store_ingests_and_searches(server_settings
     doc.write_text("# Cats\n\nThe cat sits on the mat.\n\n## Food\n\nCats eat fish and chicken.\n", encoding="utf-8")
     wb = Workbench(server_settings, embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=48))
     try:
-        assert wb.files.name == server_settings.file_store.backend
+        assert wb.files.current().name == server_settings.file_store.backend
         r = wb.ingest_file("notes", doc)
         assert r.ok, r
         hits = wb.search("notes", "what do cats eat fish", k=3)

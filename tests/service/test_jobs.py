@@ -226,7 +226,7 @@ def _full_disk(monkeypatch, wb: Workbench) -> None:
     def to_dev_full(self):
         return self._tmp / "never-written.tmp", open("/dev/full", "wb", buffering=0)  # save() closes it
 
-    monkeypatch.setattr(type(wb.files), "_open_temp", to_dev_full)
+    monkeypatch.setattr(type(wb.files.current()), "_open_temp", to_dev_full)
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
