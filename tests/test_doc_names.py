@@ -15,6 +15,7 @@ import pytest
 from pydantic import BaseModel
 
 from knowledge.cli import build_parser
+from knowledge.cli.files import alias as files_alias
 from knowledge.config import Settings
 
 DOCS = [Path(__file__).resolve().parents[1] / "docs" / name for name in ("team.md", "api.md")]
@@ -49,6 +50,7 @@ def subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentPa
 def check_command(words: list[str]) -> str | None:
     """Why ``words`` is not a command of the CLI, or ``None``."""
     parser = build_parser()
+    words = files_alias(words)  # as main() reads them: "files move" is "file-store move"
     path = []
     while words and (choices := subparsers(parser)):
         word = words.pop(0)
@@ -85,7 +87,7 @@ def settings_named(text: str) -> set[str]:
         for m in re.finditer(r"\b([a-z_]+(?:\.[a-z_A-Z]+)+)\b", span):
             if m.group(1).split(".")[0] in sections and not m.group(1).endswith((".py", ".md", ".toml")):
                 names.add(m.group(1))
-        for m in re.finditer(r"\bKNOWLEDGE_([A-Z_]+)", span):
+        for m in re.finditer(r"\bKNOWLEDGE_([A-Z0-9_]+)", span):
             names.add(m.group(1).lower().replace("__", "."))
     for block in re.findall(r"```toml\n(.*?)```", text, re.S):
         for section, table in tomllib.loads(block).items():
