@@ -167,6 +167,11 @@ class Worker:
         pinned_only: claim only the jobs pinned to ``pins`` (a process set to run no worker,
             ``ingest.worker_threads = 0``, still ingests the files whose password only it holds).
         health: where this worker reports its state (:class:`HealthFile`; default: nowhere).
+        stand_down: a worker sick for its own reasons stops (``True``: a dedicated worker, or any
+            worker on a shared catalog, where others take its jobs); ``False`` (the in-process
+            worker of the embedded default, the only worker there is): it fails the file with the
+            reason instead, as a person at the machine needs to hear it, rather than leave the
+            batch waiting for a worker that will never come.
 
     Before each claim, the jobs of workers of this machine whose process is gone (a ``kill -9``)
     are taken over at once rather than after their lease (:func:`knowledge.catalog.jobs.expire_dead`).
@@ -183,7 +188,7 @@ class Worker:
     def __init__(self, wb: WorkbenchLike, *, worker_id: str | None = None, lease: float = queue.LEASE_SECONDS,
                  pins: tuple[str, ...] = (), secret: Callable[[str], str | None] | None = None,
                  local_cancel: Callable[[str], bool] | None = None, pinned_only: bool = False,
-                 health: HealthFile | None = None) -> None:
+                 health: HealthFile | None = None, stand_down: bool = True) -> None:
         self.wb, self.lease, self.pins, self.pinned_only = wb, float(lease), pins, pinned_only
         self.local_cancel = local_cancel or (lambda _batch: False)
         self.host = host_name(getattr(wb, "settings", None))
@@ -198,6 +203,7 @@ class Worker:
         self.sick_after = int(getattr(ingest, "worker_sick_after", 3))
         self.database_wait = float(getattr(ingest, "worker_database_wait_seconds", 0.0))
         self.health = health or HealthFile(None, (self.id,))
+        self.stand_down = stand_down
         self.own_failures = 0  # this worker's own infrastructure errors in a row (disk, memory, model)
         self.sick: str | None = None  # why it stood down (then it claims no more)
         self.gave_up: str | None = None  # why it stopped waiting for the catalog
@@ -398,6 +404,14 @@ class Worker:
         catalog = self.wb.catalog
         if verdict.own:
             self.own_failures += 1
+        if verdict.own and self.own_failures >= self.sick_after and not self.stand_down:
+            # the only worker there is: the file fails with the reason (its record too), with Retry
+            self._with_catalog("finishing the job", lambda: queue.defer(
+                catalog, job.id, self.id, verdict.waiting, 0, max_transient=job.transient_attempts + 1,
+                error="Transient"))
+            log.error("%s %s into %s: failed: %s (no other worker to hand it to)", self.id, job.name, job.store,
+                      verdict.reason)
+            return
         if verdict.own and self.own_failures >= self.sick_after:
             self.sick = (f"{verdict.reason} ({self.own_failures} jobs in a row failed for this worker's own reasons;"
                          " it stands down and gives its job back to the queue)")

@@ -368,3 +368,21 @@ def test_a_worker_gives_up_on_a_catalog_gone_longer_than_the_setting(settings, m
     finally:
         monkeypatch.undo()
         wb.close()
+
+
+def test_the_only_worker_of_the_embedded_default_fails_the_files_with_the_reason_rather_than_wait(settings):
+    def no_model(model):
+        raise EmbeddingUnavailable("The bundled embedding model cannot be loaded from /models: missing.")
+
+    wb = Workbench(_fast(settings, worker_sick_after=2), embedder_factory=no_model)
+    try:
+        batch_id = _queue(wb, 3)
+        worker = Worker(wb, lease=30, stand_down=False)
+        worker.run(once=True, poll=0.02)
+        assert worker.sick is None  # it does not stop: nobody else would take the jobs
+        _, rows, _ = q.batch(wb.catalog, batch_id)
+        assert [r.status for r in rows] == ["failed"] * 3
+        assert all("the embedding model cannot be loaded on this worker" in r.reason for r in rows)
+        assert all(r.attempts == 0 for r in rows)  # not the file's own failure: Retry starts afresh
+    finally:
+        wb.close()
