@@ -110,6 +110,7 @@ class Indexer:
         folder: str = "",
         stat: tuple[int, int] | None = None,
         raise_transient: bool = False,
+        wait_out: Callable[[BaseException], bool] | None = None,
     ) -> IngestResult:
         """Ingest one file into ``store`` (created on the fly from ``template``). Never raises for a
         bad file: the result says what happened. Raises only for a bad store or template
@@ -131,7 +132,11 @@ class Indexer:
         (:func:`knowledge.service.transient.classify`: the catalog, file store or vector backend
         unreachable, a full disk, no memory, no model) is raised instead of failing the file, and
         the file's record, when one was made, stays ``pending`` with "waiting: <why>" as its reason;
-        the worker queues the job again. Without it such an error fails the file as before."""
+        the worker queues the job again. Without it such an error fails the file as before.
+        ``wait_out(exc)``: called when the final write of a file read and embedded fails because a
+        shared service (the catalog, the vector backend) cannot be reached; it waits (the worker:
+        until the database answers and the job is still its own) and returns whether to try the
+        write again (``False``: the error is raised as above)."""
         started = time.perf_counter()
         attributes = check_attributes(attributes)
         kept = source if isinstance(source, StoredFile) else None
@@ -197,7 +202,7 @@ class Indexer:
             if stat is not None:
                 self.catalog.add_name(store, stored.id, name, folder, *stat)
         result = self._index(store, record, tpl, embedder, stored, rec, password, progress, cancel, started, lock,
-                             attributes, raise_transient=raise_transient)
+                             attributes, raise_transient=raise_transient, wait_out=wait_out)
         with lock:
             if result.outcome == Outcome.INDEXED:
                 for old in same_name:  # a changed file under the same name: the new version replaces it
@@ -241,7 +246,8 @@ class Indexer:
     def _index(self, store: str, record: StoreRecord, tpl: VectorStoreTemplate, embedder: Embedder,
                stored: Any, rec: FileRecord, password: str | None, progress: Progress | None,
                cancel: threading.Event | None, started: float, lock: threading.Lock,
-               attributes: dict[str, Any] | None = None, *, raise_transient: bool = False) -> IngestResult:
+               attributes: dict[str, Any] | None = None, *, raise_transient: bool = False,
+               wait_out: Callable[[BaseException], bool] | None = None) -> IngestResult:
         """Read, chunk and embed without the store's lock; take it only to write. With
         ``raise_transient``, an infrastructure error leaves the record pending ("waiting: ...")
         and is raised (see :meth:`ingest_file`)."""
@@ -306,9 +312,16 @@ class Indexer:
             if attributes:  # the caller's file attributes (knowledge.attributes), over the document's own
 
                 chunks = [replace(c, metadata={**c.metadata, **to_payload(attributes)}) for c in chunks]
-            total = self._write(record, replace(rec, status=DONE, chunks=len(chunks), pages=doc.pages,
-                                                warnings=warnings, read_seconds=t_read,
-                                                embed_seconds=t_embed), chunks, embedder.dimension, started)
+            done_rec = replace(rec, status=DONE, chunks=len(chunks), pages=doc.pages, warnings=warnings,
+                               read_seconds=t_read, embed_seconds=t_embed)
+            while True:  # the file's work is done: a database away for a while is waited out, not the work redone
+                try:
+                    total = self._write(record, done_rec, chunks, embedder.dimension, started)
+                    break
+                except Exception as exc:
+                    verdict = classify(exc) if wait_out is not None else None
+                    if verdict is None or verdict.own or wait_out is None or not wait_out(exc):
+                        raise
         except KnowledgeError as exc:
             if waiting(exc):
                 raise

@@ -358,10 +358,26 @@ class Worker:
             if control.cancel or not control.owned:
                 cancel.set()
 
+        def wait_out(exc: BaseException) -> bool:
+            """The file is read and embedded, its write failed for the catalog: wait until the
+            database answers, then write again if the job is still this worker's (its lease renewed)."""
+            verdict = classify(exc)
+            while verdict is not None and self.wait_for_catalog(verdict):
+                try:
+                    control = queue.heartbeat(catalog, job.id, self.id)
+                except Exception as again:
+                    verdict = classify(again)
+                    continue
+                self._catalog_back()
+                if not control.owned:
+                    lost.set()
+                return control.owned and not control.cancel
+            return False
+
         beater = threading.Thread(target=beat, name=f"heartbeat:{job.id[:8]}", daemon=True)
         beater.start()
         try:
-            result = self._ingest(job, progress, cancel)
+            result = self._ingest(job, progress, cancel, wait_out)
         finally:
             done.set()
             beater.join(5.0)
@@ -439,8 +455,8 @@ class Worker:
         b, _, _ = queue.batch(self.wb.catalog, job.batch_id)
         return b is not None and b.cancel_requested
 
-    def _ingest(self, job: queue.JobRow, progress: Callable[[str, float], None],
-                cancel: threading.Event) -> IngestResult | Transient:
+    def _ingest(self, job: queue.JobRow, progress: Callable[[str, float], None], cancel: threading.Event,
+                wait_out: Callable[[BaseException], bool] | None = None) -> IngestResult | Transient:
         """The file's result, or the :class:`~knowledge.service.transient.Transient` error of the
         infrastructure that stopped it (the job is queued again); never raises for the file (a bad
         store or template, a bug: the result says so)."""
@@ -456,7 +472,7 @@ class Worker:
             password = self.secret(job.batch_id) if job.pinned else None
             result = self.wb.ingest_queued(job.store, source, name, template=template, password=password,
                                            progress=progress, cancel=cancel, attributes=options.get("attributes"),
-                                           raise_transient=True)
+                                           raise_transient=True, wait_out=wait_out)
         except Exception as exc:
             verdict = classify(exc)
             if verdict is not None:  # the infrastructure, not the file

@@ -386,3 +386,46 @@ def test_the_only_worker_of_the_embedded_default_fails_the_files_with_the_reason
         assert all(r.attempts == 0 for r in rows)  # not the file's own failure: Retry starts afresh
     finally:
         wb.close()
+
+
+def test_a_file_embedded_before_the_catalog_went_away_is_written_when_it_is_back_not_embedded_again(
+        settings, monkeypatch):
+    embedded: list[int] = []
+
+    class Counting(HashEmbedder):
+        def embed_documents(self, texts):
+            embedded.append(len(texts))
+            return super().embed_documents(texts)
+
+    wb = Workbench(_fast(settings), embedder_factory=lambda m: Counting(dimension=16))
+    try:
+        batch_id = _queue(wb, 1)
+        down = threading.Event()
+        cursor, write = wb.catalog.cursor, wb.indexer._write
+
+        @contextmanager
+        def maybe_down():
+            if down.is_set():
+                raise BackendUnavailable("Cannot reach the PostgreSQL catalog at db:5432: connection refused.")
+            with cursor() as cur:
+                yield cur
+
+        def write_once_down(*args, **kwargs):
+            if not down.is_set() and not getattr(write_once_down, "failed", False):
+                write_once_down.failed = True
+                write_once_down.embedded = len(embedded)  # the file is read and embedded by now
+                down.set()  # the database stops just as the file is written
+                threading.Timer(1.0, down.clear).start()
+                raise BackendUnavailable("Cannot reach the PostgreSQL catalog at db:5432: connection refused.")
+            return write(*args, **kwargs)
+
+        monkeypatch.setattr(wb.catalog, "cursor", maybe_down)
+        monkeypatch.setattr(wb.indexer, "_write", write_once_down)
+        Worker(wb, lease=30).run(once=True, poll=0.02)
+        [row] = q.batch(wb.catalog, batch_id)[1]
+        assert (row.status, row.attempts, row.transient_attempts) == ("done", 1, 0), (row.status, row.reason)
+        assert write_once_down.failed and write_once_down.embedded > 0
+        assert len(embedded) == write_once_down.embedded  # written when the catalog was back, not embedded again
+        _once_each(wb, 1)
+    finally:
+        wb.close()
