@@ -288,8 +288,30 @@ def worker_procs(envs: list[dict[str, str]], tmp: Path) -> list[subprocess.Popen
 
     ensure_bundled_model(tmp / "models")
     envs = [{"KNOWLEDGE_EMBEDDINGS__MODELS_DIR": str(tmp / "models"), **env} for env in envs]
-    return [subprocess.Popen([sys.executable, "-m", "knowledge", "worker", "--once", "--poll", "0.2", "--lease", "10"],
-                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tmp) for env in envs]
+    procs = []
+    for n, env in enumerate(envs):  # the log in a file: a pipe read only at the end could fill and stop a worker
+        log = (tmp / f"worker-{time.monotonic_ns()}-{n}.log").open("w+b")
+        proc = subprocess.Popen([sys.executable, "-m", "knowledge", "worker", "--once", "--poll", "0.2", "--lease", "10"],
+                                env=env, stdout=subprocess.DEVNULL, stderr=log, cwd=tmp)
+        proc.log = log  # type: ignore[attr-defined]
+        procs.append(proc)
+    return procs
+
+
+def finish(procs: list[subprocess.Popen], timeout: float = 3600) -> tuple[list[int], list[str]]:
+    """Wait for the workers; their exit statuses and logs."""
+    codes, logs = [], []
+    for p in procs:
+        try:
+            p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        codes.append(p.returncode)
+        p.log.seek(0)  # type: ignore[attr-defined]
+        logs.append(p.log.read().decode(errors="replace"))  # type: ignore[attr-defined]
+        p.log.close()  # type: ignore[attr-defined]
+    return codes, logs
 
 
 def outage_run(tmp: Path, files: list[Path], outage: float, stop_after: int) -> dict:
@@ -309,10 +331,12 @@ def outage_run(tmp: Path, files: list[Path], outage: float, stop_after: int) -> 
             time.sleep(0.05)
         done_before = sum(r[0] == "done" for r in job_rows(url, batch_id))
         server.pg_ctl("-m", "immediate", "stop")
+        stopped_at = time.strftime("%H:%M:%S", time.gmtime())
         time.sleep(outage)
         alive_in_outage = sum(p.poll() is None for p in procs)
         server.pg_ctl("-w", "-o", server.options(), "-l", str(server.folder / "log"), "start")
         back = time.perf_counter()
+        back_at = time.strftime("%H:%M:%S", time.gmtime())
         with psycopg.connect(url) as conn:
             back_db = conn.execute("SELECT now()").fetchone()[0]
         first, seen, claim = None, float("nan"), None
@@ -326,16 +350,13 @@ def outage_run(tmp: Path, files: list[Path], outage: float, stop_after: int) -> 
                 first = (min(after) - back_db).total_seconds()
                 seen = time.perf_counter() - back
             time.sleep(0.05)
-        codes, errors = [], []
-        for p in procs:
-            try:
-                _, err = p.communicate(timeout=1800)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                _, err = p.communicate()
-            codes.append(p.returncode)
-            if p.returncode != 0:
-                errors.append(err.decode(errors="replace")[-2000:])
+        codes, logs = finish(procs, 1800)
+        errors = [log[-2000:] for code, log in zip(codes, logs) if code != 0]
+        said = [f"  worker {n + 1}: {line[11:]}" for n, log in enumerate(logs) for line in log.splitlines()
+                if any(k in line for k in ("waiting for the database", "database is back", "queued again",
+                                           "taken over", "heartbeat of job"))]
+        print(f"outage: the database stopped at {stopped_at}, back at {back_at} (UTC); the workers said:",
+              *said, sep="\n")
         rows = job_rows(url, batch_id)
         return {"first": first, "seen": seen, "claim": claim, "done_before": done_before, "alive": alive_in_outage,
                 "statuses": {s: sum(r[0] == s for r in rows) for s in {r[0] for r in rows}},
@@ -354,15 +375,7 @@ def sick_run(base_url: str, tmp: Path, files: list[Path], sick: bool, round_: in
     if sick:  # its model folder under a file: the bundled model cannot be unpacked (ENOTDIR)
         (tmp / "not-a-folder").write_text("")
         envs[0] = {"KNOWLEDGE_EMBEDDINGS__MODELS_DIR": str(tmp / "not-a-folder" / "models"), **envs[0]}
-    procs = worker_procs(envs, tmp)
-    codes = []
-    for p in procs:
-        try:
-            p.communicate(timeout=3600)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.communicate()
-        codes.append(p.returncode)
+    codes, _ = finish(worker_procs(envs, tmp))
     rows = job_rows(url, batch_id)
     done = [r for r in rows if r[0] == "done"]
     span = (max(r[3] for r in done) - min(r[2] for r in rows if r[2])).total_seconds() if done else float("nan")
