@@ -323,22 +323,21 @@ def own_moto() -> Iterator[subprocess.Popen]:
             pytest.fail("moto_server is not installed under CI=true")
         pytest.skip("moto_server is not installed (pip install 'moto[server]')")
     port = free_port()
-    log = tempfile.TemporaryFile()
-    proc = subprocess.Popen([exe, "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=subprocess.STDOUT)
-    proc.port = port  # type: ignore[attr-defined]
-    try:
-        _until("moto_server to listen", lambda: _connects(port), 60)
-        yield proc
-    finally:
-        with contextlib.suppress(OSError):
-            os.kill(proc.pid, signal.SIGCONT)
-        proc.terminate()
+    with tempfile.TemporaryFile() as log:  # its request log (a pipe nobody reads would fill and block it)
+        proc = subprocess.Popen([exe, "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=subprocess.STDOUT)
+        proc.port = port  # type: ignore[attr-defined]
         try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-        log.close()
+            _until("moto_server to listen", lambda: _connects(port), 60)
+            yield proc
+        finally:
+            with contextlib.suppress(OSError):
+                os.kill(proc.pid, signal.SIGCONT)
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
 
 
 def _connects(port: int) -> bool:
