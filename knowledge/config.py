@@ -171,6 +171,27 @@ class IngestSettings(_Section):
     worker_host: str | None = Field(
         None, min_length=1, description="this machine's name in the job rows (default: its host name); must"
         " differ between machines or containers that share a catalog")
+    retry_base_seconds: float = Field(
+        2.0, gt=0, le=3600, description="an infrastructure error (the catalog, file store or vector backend"
+        " unreachable; the worker's disk full, memory or model missing) never fails a file: its job is queued"
+        " again after a back-off drawn in [0, min(retry_max_seconds, retry_base_seconds * 2^(n-1))] seconds"
+        " after its n-th such error (exponential back-off with full jitter, AWS Architecture Blog 2015)")
+    retry_max_seconds: float = Field(
+        300.0, gt=0, le=86_400, description="the longest back-off, in seconds, of a job waiting out an"
+        " infrastructure error (see retry_base_seconds)")
+    retry_max_attempts: int = Field(
+        50, ge=1, le=100_000, description="infrastructure errors after which a job fails with its last reason"
+        " (counted apart from the file's own attempts; 50 with the default back-off is about 3.5 hours of waiting)")
+    worker_sick_after: int = Field(
+        3, ge=1, le=1000, description="a worker whose own disk, memory or embedding model failed this many jobs"
+        " in a row stands down: it gives its job back to the queue and its process exits with status 3")
+    worker_status_file: Path | None = Field(
+        None, description="a `python -m knowledge worker` process writes its health here as JSON (state running,"
+        " waiting, sick, stopped; reason; last job), for a supervisor or a health check; unset = none")
+    worker_database_wait_seconds: float = Field(
+        0.0, ge=0, le=31_536_000, description="seconds a worker waits for a catalog that cannot be reached (it"
+        " retries with back-off, logging \"waiting for the database\") before its process exits with status 4;"
+        " 0 = wait for as long as it takes")
 
     reader_processes: int = Field(
         2, ge=0, le=32, description="child processes that read and chunk files (kept between files): a file whose"

@@ -434,7 +434,8 @@ class Workbench:
 
     def ingest_queued(self, store, source, name=None, **kwargs) -> IngestResult:
         """A file of an ingest job (:mod:`knowledge.service.worker`): authorized and recorded when
-        its batch was submitted (:meth:`admit_batch`), so ingested here as :meth:`Indexer.ingest_file`."""
+        its batch was submitted (:meth:`admit_batch`), so ingested here as :meth:`Indexer.ingest_file`
+        (the worker passes ``raise_transient=True``: an infrastructure error is raised, not a failed file)."""
         return self.indexer.ingest_file(store, source, name, **kwargs)
 
     def admit_batch(self, store: str, names: list[str]) -> None:

@@ -9,8 +9,9 @@ database's own clock (``now()``), so the heartbeat lease means the same to every
 
 States: ``queued`` -> ``running`` (claim) -> ``done`` / ``failed`` / ``cancelled`` (finish);
 ``queued`` -> ``cancelled`` (cancel); ``running`` whose heartbeat lapsed -> ``queued`` again (take
-over, while attempts remain) or ``interrupted``; ``failed`` / ``interrupted`` / ``cancelled`` ->
-``queued`` (retry).
+over, while attempts remain) or ``interrupted``; ``running`` -> ``queued`` not before a back-off
+(:func:`defer`: the infrastructure failed, not the file; migration 15) or ``failed`` once its
+transient attempts are spent; ``failed`` / ``interrupted`` / ``cancelled`` -> ``queued`` (retry).
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ FINAL = (DONE, FAILED, CANCELLED, INTERRUPTED)
 #: Seconds a worker's heartbeat stays good by default: a job whose worker was silent longer is taken over.
 LEASE_SECONDS = 30.0
 MAX_ATTEMPTS = 3
+#: Transient attempts (:func:`defer`) after which a job fails with its last reason by default
+#: (``ingest.retry_max_attempts``): with the default back-off, hours of waiting.
+MAX_TRANSIENT_ATTEMPTS = 50
 
 
 class QueueCatalog(Protocol):
@@ -60,7 +64,7 @@ class JobSource:
 _JOB_COLUMNS = ("id", "batch_id", "seq", "store", "name", "source_kind", "source", "host", "pinned", "own_file",
                 "size", "status", "attempts", "max_attempts", "worker", "lease_seconds", "heartbeat", "stage",
                 "fraction", "stage_since", "stage_start_fraction", "queued", "started", "finished", "reason",
-                "error", "result")
+                "error", "result", "transient_attempts", "not_before")
 _JOB_SELECT = "SELECT " + ", ".join(_JOB_COLUMNS) + " FROM ingest_jobs"
 _BATCH_COLUMNS = ("id", "store", "template", "options", "notes", "cancel_requested", "created_by", "created")
 _BATCH_SELECT = "SELECT " + ", ".join(_BATCH_COLUMNS) + " FROM ingest_batches"
@@ -98,6 +102,8 @@ class JobRow:
     reason: str | None
     error: str | None
     result: dict[str, Any] | None
+    transient_attempts: int = 0  # returns to the queue for the infrastructure's errors (migration 15)
+    not_before: datetime | None = None  # not claimed before this time (a back-off)
 
     @property
     def final(self) -> bool:
@@ -139,6 +145,7 @@ def _job(row: Sequence[Any]) -> JobRow:
     values = dict(zip(_JOB_COLUMNS, row))
     values["result"] = _loads(values["result"])
     values["own_file"] = bool(values["own_file"])
+    values["transient_attempts"] = int(values["transient_attempts"] or 0)
     return JobRow(**values)
 
 
@@ -236,7 +243,8 @@ def expire_dead(catalog: QueueCatalog, host: str, alive: Callable[[int], bool]) 
 def claim(catalog: QueueCatalog, worker: str, *, host: str | None = None, pins: Sequence[str] = (),
           lease: float = LEASE_SECONDS, pinned_only: bool = False) -> JobRow | None:
     """Take the oldest claimable queued job for ``worker`` (after :func:`take_over`): status
-    ``running``, one more attempt, heartbeat now, good for ``lease`` seconds. A job reserved for a
+    ``running``, one more attempt, heartbeat now, good for ``lease`` seconds. A job waiting out a
+    back-off (``not_before`` in the future, :func:`defer`) is not claimable yet. A job reserved for a
     host or a process is claimable only by a worker on that host or with that pin. On PostgreSQL
     concurrent claims skip each other's rows (``FOR UPDATE SKIP LOCKED``); on DuckDB the catalog's
     lock serialises them. ``pinned_only``: only jobs pinned to one of ``pins`` (a process that runs
@@ -250,6 +258,7 @@ def claim(catalog: QueueCatalog, worker: str, *, host: str | None = None, pins: 
            " stage_start_fraction = 0"
            " WHERE id = (SELECT j.id FROM ingest_jobs j JOIN ingest_batches b ON b.id = j.batch_id"
            " WHERE j.status = 'queued' AND NOT b.cancel_requested AND (j.host IS NULL OR j.host = ?)"
+           " AND (j.not_before IS NULL OR j.not_before <= now())"
            f" AND ({'FALSE' if pinned_only else 'j.pinned IS NULL'} OR j.pinned IN ({', '.join('?' * len(pin_list))}))"
            f" ORDER BY j.queued, j.seq LIMIT 1{' FOR UPDATE OF j SKIP LOCKED' if skip else ''})"
            " AND status = 'queued' RETURNING " + ", ".join(_JOB_COLUMNS))
@@ -293,18 +302,64 @@ def finish(catalog: QueueCatalog, job_id: str, worker: str, status: str, result:
     return row is not None
 
 
-def release(catalog: QueueCatalog, job_id: str, worker: str) -> bool:
-    """Give back ``worker``'s job unfinished (its process is stopping): queued again, the attempt not
-    counted, for another worker to resume; a job pinned to the process (its secret dies with it)
-    ends ``interrupted`` instead. Returns whether the job was still the worker's."""
+def release(catalog: QueueCatalog, job_id: str, worker: str, reason: str | None = None) -> bool:
+    """Give back ``worker``'s job unfinished (its process is stopping, or stands down sick):
+    queued again, the attempt not counted, for another worker to resume; a job pinned to the
+    process (its secret dies with it) ends ``interrupted`` instead. ``reason``: what the row says
+    (default "interrupted: the program was stopped while ingesting it"). Returns whether the job
+    was still the worker's."""
     with catalog.cursor() as cur:
         row = cur.execute(
             "UPDATE ingest_jobs SET status = CASE WHEN pinned IS NULL THEN 'queued' ELSE 'interrupted' END,"
-            " attempts = attempts - 1, worker = NULL, stage = 'waiting', fraction = 0,"
-            " reason = 'interrupted: the program was stopped while ingesting it',"
+            " attempts = attempts - 1, worker = NULL, stage = 'waiting', fraction = 0, reason = ?,"
             " finished = CASE WHEN pinned IS NULL THEN NULL ELSE now() END"
-            " WHERE id = ? AND worker = ? AND status = 'running' RETURNING id", [job_id, worker]).fetchone()
+            " WHERE id = ? AND worker = ? AND status = 'running' RETURNING id",
+            [reason or "interrupted: the program was stopped while ingesting it", job_id, worker]).fetchone()
     return row is not None
+
+
+def defer(catalog: QueueCatalog, job_id: str, worker: str, reason: str, delay: float, *,
+          max_transient: int = MAX_TRANSIENT_ATTEMPTS, error: str | None = None,
+          file_id: str | None = None) -> str | None:
+    """Give back ``worker``'s job because the infrastructure failed, not the file (issue 39):
+    ``queued`` again, not claimable for ``delay`` seconds (``not_before``, the database's clock),
+    the attempt moved from ``attempts`` (the file's own) to ``transient_attempts``, ``reason``
+    ("waiting: the file store cannot be reached (...)") on the row and on the file's record in
+    ``store_files`` (which stays pending: a page says why it waits). The ``max_transient``-th
+    transient attempt ends the job ``failed`` with the last reason instead ("gave up after N
+    attempts"), its file's record too: nothing waits forever. ``file_id``: the file's id in the
+    store when the ingestion had recorded it (else the record is found by the job's source or name).
+
+    Returns the job's new status (``"queued"`` or ``"failed"``), or ``None`` when the job was no
+    longer the worker's (taken over meanwhile: nothing written)."""
+    with catalog.cursor() as cur:
+        row = cur.execute(
+            "UPDATE ingest_jobs SET transient_attempts = transient_attempts + 1, attempts = attempts - 1,"
+            " status = CASE WHEN transient_attempts + 1 >= ? THEN 'failed' ELSE 'queued' END,"
+            " not_before = CASE WHEN transient_attempts + 1 >= ? THEN NULL"
+            " ELSE now() + ? * INTERVAL '1 second' END,"
+            " worker = CASE WHEN transient_attempts + 1 >= ? THEN worker ELSE NULL END,"
+            " finished = CASE WHEN transient_attempts + 1 >= ? THEN now() ELSE NULL END,"
+            " stage = CASE WHEN transient_attempts + 1 >= ? THEN 'done' ELSE 'waiting' END,"
+            " fraction = CASE WHEN transient_attempts + 1 >= ? THEN 1 ELSE 0 END,"
+            " reason = CASE WHEN transient_attempts + 1 >= ?"
+            " THEN 'failed after ' || CAST(transient_attempts + 1 AS TEXT) || ' attempts: ' || ? ELSE ? END,"
+            " error = ? WHERE id = ? AND worker = ? AND status = 'running'"
+            " RETURNING status, store, name, source, reason",
+            [*[int(max_transient)] * 2, max(0.0, float(delay)), *[int(max_transient)] * 5,
+             reason.removeprefix("waiting: "), reason, error, job_id, worker]).fetchone()
+        if row is None:
+            return None
+        status, store, name, source, said = row
+        if status == FAILED:
+            cur.execute("UPDATE ingest_jobs SET result = ? WHERE id = ?",
+                        [json.dumps({"name": name, "outcome": "failed", "message": said, "error": error}), job_id])
+        cur.execute("UPDATE store_files SET status = ?, reason = ?, error = ?, updated = now()"
+                    " WHERE store = ? AND status IN ('processing', 'pending')"
+                    " AND (file_id = ? OR file_id = ? OR file_name = ?)",
+                    ["failed" if status == FAILED else "pending", said, error if status == FAILED else None,
+                     store, file_id or source, source, name])
+    return str(status)
 
 
 def cancel(catalog: QueueCatalog, batch_id: str) -> int:
@@ -385,7 +440,8 @@ def unfinished(catalog: QueueCatalog) -> int:
 
 
 __all__ = [
-    "CANCELLED", "DONE", "FAILED", "FINAL", "INTERRUPTED", "LEASE_SECONDS", "MAX_ATTEMPTS", "QUEUED", "RUNNING",
-    "BatchRow", "Control", "JobRow", "JobSource", "QueueCatalog", "batch", "batches", "cancel", "claim", "enqueue",
-    "expire_dead", "finish", "heartbeat", "jobs", "new_id", "release", "retry", "set_result", "take_over", "unfinished",
+    "CANCELLED", "DONE", "FAILED", "FINAL", "INTERRUPTED", "LEASE_SECONDS", "MAX_ATTEMPTS", "MAX_TRANSIENT_ATTEMPTS",
+    "QUEUED", "RUNNING", "BatchRow", "Control", "JobRow", "JobSource", "QueueCatalog", "batch", "batches", "cancel",
+    "claim", "defer", "enqueue", "expire_dead", "finish", "heartbeat", "jobs", "new_id", "release", "retry",
+    "set_result", "take_over", "unfinished",
 ]

@@ -4,7 +4,14 @@ no job is queued or running; otherwise the worker polls until Ctrl-C, which give
 back to the queue for another worker. It ingests every account's jobs: as the local admin, or
 ``--user`` an admin. ``--parent PID`` (the app's own worker process,
 :class:`knowledge.service.worker.WorkerProcess`) stops the worker the same way once that process is
-gone; ``--nice N`` lowers its priority."""
+gone; ``--nice N`` lowers its priority.
+
+Its exit status tells a supervisor what happened (docs/ingestion.md, "Workers under a supervisor"):
+0 the queue is done (``--once``) or it was asked to stop (SIGTERM; Ctrl-C exits 130 as every
+command); 1 an unexpected error (a bug); 2 bad arguments or settings (or the catalog unreachable at
+the very start); 3 it stood down because its own disk, memory or model kept failing (``ingest.worker_sick_after``),
+its job given back to the queue; 4 the catalog stayed unreachable longer than
+``ingest.worker_database_wait_seconds``. Its health is written to ``ingest.worker_status_file`` when set."""
 
 from __future__ import annotations
 
@@ -12,13 +19,14 @@ import argparse
 import contextlib
 import logging
 import os
+import signal
 import sys
 import threading
 
 from knowledge.catalog import jobs as queue
 from knowledge.cli.common import Commands, command
 from knowledge.errors import set_log_place
-from knowledge.service.worker import Worker
+from knowledge.service.worker import EXIT_CRASHED, EXIT_DONE, EXIT_NO_DATABASE, EXIT_SICK, HealthFile, Worker
 from knowledge.workbench import Workbench
 
 
@@ -54,14 +62,34 @@ def cmd_worker(wb: Workbench, args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
     logging.getLogger("knowledge.service.worker").setLevel(logging.INFO)
     set_log_place("the ingest worker's log" if args.parent is not None else "the worker's log (its standard error)")
-    workers = [Worker(wb, lease=args.lease) for _ in range(args.concurrency)]
+    health = HealthFile(wb.settings.ingest.worker_status_file)
+    workers = [Worker(wb, lease=args.lease, health=health) for _ in range(args.concurrency)]
+    health.workers = [w.id for w in workers]
+    health.update(state="running")
     print(f"worker: {len(workers)} thread{'' if len(workers) == 1 else 's'} on the catalog at"
           f" {wb.catalog.describe()} ({', '.join(w.id for w in workers)}); Ctrl-C stops", file=sys.stderr, flush=True)
     counts = [0] * len(workers)
+    crashed: list[BaseException] = []
 
     def run(n: int) -> None:
-        counts[n] = workers[n].run(once=args.once, poll=args.poll)
+        try:
+            counts[n] = workers[n].run(once=args.once, poll=args.poll)
+        except Exception as exc:  # a bug: the others give their jobs back, the process exits 1
+            logging.getLogger("knowledge.service.worker").exception("worker %s stopped on an unexpected error",
+                                                                    workers[n].id)
+            crashed.append(exc)
+        if crashed or workers[n].sick or workers[n].gave_up:
+            for w in workers:  # one sick thread means a sick machine: every thread stands down
+                w.stop()
 
+    def terminate(_signum: int, _frame: object) -> None:  # a supervisor's stop: give the jobs back, exit 0
+        print("worker: asked to stop (SIGTERM); giving the current files back to the queue", file=sys.stderr,
+              flush=True)
+        for w in workers:
+            w.stop()
+
+    with contextlib.suppress(ValueError):  # only the main thread may set a handler
+        signal.signal(signal.SIGTERM, terminate)
     threads = [threading.Thread(target=run, args=(n,), name=f"worker-{n}", daemon=True) for n in range(len(workers))]
     for t in threads:
         t.start()
@@ -77,6 +105,21 @@ def cmd_worker(wb: Workbench, args: argparse.Namespace) -> int:
             w.stop()
         for t in threads:
             t.join(60)
+        health.update(state="stopped", reason="asked to stop")
         raise
     print(f"{sum(counts)} job{'' if sum(counts) == 1 else 's'} processed.", file=sys.stderr)
-    return 0
+    sick = next((w.sick for w in workers if w.sick), None)
+    gave_up = next((w.gave_up for w in workers if w.gave_up), None)
+    if crashed:
+        health.update(state="stopped", reason=f"an unexpected error: {crashed[0]}")
+        print("worker: stopped on an unexpected error (its traceback is above); exit status 1",
+              file=sys.stderr, flush=True)
+        return EXIT_CRASHED
+    if sick:
+        health.update(state="sick", reason=sick)
+        print(f"worker: stood down: {sick}; exit status {EXIT_SICK}", file=sys.stderr, flush=True)
+        return EXIT_SICK
+    if gave_up:
+        print(f"worker: stopped: {gave_up}; exit status {EXIT_NO_DATABASE}", file=sys.stderr, flush=True)
+        return EXIT_NO_DATABASE
+    return EXIT_DONE

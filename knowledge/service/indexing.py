@@ -40,7 +40,7 @@ import numpy as np
 
 from knowledge._names import check_name
 from knowledge.attributes import PREFIX, check_attributes, from_payload, to_payload
-from knowledge.catalog import DONE, FAILED, PROCESSING, FileRecord, StoreRecord
+from knowledge.catalog import DONE, FAILED, PENDING, PROCESSING, FileRecord, StoreRecord
 from knowledge.config import Settings
 from knowledge.embeddings.base import Embedder
 from knowledge.errors import (
@@ -58,6 +58,7 @@ from knowledge.ingest.isolated import Chunking, ReadLimits, read_bounded
 from knowledge.outcomes import IngestResult, Outcome
 from knowledge.service.stores import Stores
 from knowledge.service.templates import VectorStoreTemplate
+from knowledge.service.transient import classify
 from knowledge.vectorstore.store import Chunk
 
 log = logging.getLogger(__name__)
@@ -113,6 +114,8 @@ class Indexer:
         attributes: dict[str, Any] | None = None,
         folder: str = "",
         stat: tuple[int, int] | None = None,
+        raise_transient: bool = False,
+        wait_out: Callable[[BaseException], bool] | None = None,
     ) -> IngestResult:
         """Ingest one file into ``store`` (created on the fly from ``template``). Never raises for a
         bad file: the result says what happened. Raises only for a bad store or template
@@ -128,7 +131,17 @@ class Indexer:
         :mod:`knowledge.sync`): a changed file replaces only the content that carries ``name`` from
         the same origin. ``stat`` ``(size in bytes, mtime in ns)`` is recorded on the name (sync's
         quick change check). Identical bytes already in the store under another name get ``name``
-        as one more name (``Outcome.DUPLICATE``, nothing embedded; see the module docstring)."""
+        as one more name (``Outcome.DUPLICATE``, nothing embedded; see the module docstring).
+
+        ``raise_transient`` (an ingestion worker, issue 39): an error of the infrastructure
+        (:func:`knowledge.service.transient.classify`: the catalog, file store or vector backend
+        unreachable, a full disk, no memory, no model) is raised instead of failing the file, and
+        the file's record, when one was made, stays ``pending`` with "waiting: <why>" as its reason;
+        the worker queues the job again. Without it such an error fails the file as before.
+        ``wait_out(exc)``: called when the final write of a file read and embedded fails because a
+        shared service (the catalog, the vector backend) cannot be reached; it waits (the worker:
+        until the database answers and the job is still its own) and returns whether to try the
+        write again (``False``: the error is raised as above)."""
         started = time.perf_counter()
         attributes = check_attributes(attributes)
         kept = source if isinstance(source, StoredFile) else None
@@ -160,6 +173,8 @@ class Indexer:
                     try:
                         stored = self._save(source, path, name, content_type)
                     except KnowledgeError as exc:
+                        if raise_transient and classify(exc) is not None:
+                            raise
                         return IngestResult(name, Outcome.FAILED, str(exc), error=type(exc).__name__,
                                             seconds=time.perf_counter() - started)
                 # one process decides at a time whether these bytes are new to the store (issue 39)
@@ -188,7 +203,7 @@ class Indexer:
                                     seconds=time.perf_counter() - started)
             time.sleep(SAME_BYTES_POLL)
         result = self._index(store, record, tpl, embedder, stored, rec, password, progress, cancel, started, lock,
-                             attributes)
+                             attributes, raise_transient=raise_transient, wait_out=wait_out)
         with lock:
             if result.outcome == Outcome.INDEXED:
                 for old in same_name:  # a changed file under the same name: the new version replaces it
@@ -213,7 +228,8 @@ class Indexer:
         same_bytes = [f for f in self.catalog.files(store, sha256=stored.sha256) if f.file_id != stored.id]
         unchanged = [f for f in same_name if f.sha256 == stored.sha256 and f.status == DONE]
         own = self.catalog.get_file(store, stored.id)
-        if (unchanged or any(f.status == DONE for f in same_bytes)) and own is not None and own.status == PROCESSING:
+        if (unchanged or any(f.status == DONE for f in same_bytes)) and own is not None \
+                and own.status in (PROCESSING, PENDING):
             self.catalog.delete_file(store, stored.id)  # an attempt of this file that was killed: it joins the content
         if unchanged:
             if kept is None:
@@ -276,8 +292,21 @@ class Indexer:
     def _index(self, store: str, record: StoreRecord, tpl: VectorStoreTemplate, embedder: Embedder,
                stored: Any, rec: FileRecord, password: str | None, progress: Progress | None,
                cancel: threading.Event | None, started: float, lock: threading.Lock,
-               attributes: dict[str, Any] | None = None) -> IngestResult:
-        """Read, chunk and embed without the store's lock; take it only to write."""
+               attributes: dict[str, Any] | None = None, *, raise_transient: bool = False,
+               wait_out: Callable[[BaseException], bool] | None = None) -> IngestResult:
+        """Read, chunk and embed without the store's lock; take it only to write. With
+        ``raise_transient``, an infrastructure error leaves the record pending ("waiting: ...")
+        and is raised (see :meth:`ingest_file`)."""
+
+        def waiting(exc: BaseException) -> bool:
+            """Whether ``exc`` is the infrastructure's to raise; its record then says why it waits."""
+            verdict = classify(exc) if raise_transient else None
+            if verdict is None:
+                return False
+            with contextlib.suppress(Exception), lock:  # the catalog may be what is down: the worker tries again
+                self.catalog.put_file(replace(rec, status=PENDING, reason=verdict.waiting, error=None,
+                                              total_seconds=time.perf_counter() - started))
+            return True
         t_read = t_embed = 0.0
         ocr_pages = [0]  # pages read by OCR (issue 16): OCR then takes most of the progress bar
 
@@ -301,6 +330,8 @@ class Indexer:
                 except KnowledgeError:
                     raise
                 except Exception as exc:  # a library's exception a reader let through, or its bug: in words
+                    if waiting(exc):
+                        raise
                     log.exception("reading %s for store %s", stored.name, store)
                     reason = f"{unexpected_problem(exc)}."
                     with lock:
@@ -327,10 +358,19 @@ class Indexer:
             if attributes:  # the caller's file attributes (knowledge.attributes), over the document's own
 
                 chunks = [replace(c, metadata={**c.metadata, **to_payload(attributes)}) for c in chunks]
-            total = self._write(record, replace(rec, status=DONE, chunks=len(chunks), pages=doc.pages,
-                                                warnings=warnings, read_seconds=t_read,
-                                                embed_seconds=t_embed), chunks, embedder.dimension, started)
+            done_rec = replace(rec, status=DONE, chunks=len(chunks), pages=doc.pages, warnings=warnings,
+                               read_seconds=t_read, embed_seconds=t_embed)
+            while True:  # the file's work is done: a database away for a while is waited out, not the work redone
+                try:
+                    total = self._write(record, done_rec, chunks, embedder.dimension, started)
+                    break
+                except Exception as exc:
+                    verdict = classify(exc) if wait_out is not None else None
+                    if verdict is None or verdict.own or wait_out is None or not wait_out(exc):
+                        raise
         except KnowledgeError as exc:
+            if waiting(exc):
+                raise
             cancelled = isinstance(exc, Cancelled)
             reason = "cancelled" if cancelled else str(exc)
             with lock:
@@ -342,7 +382,9 @@ class Indexer:
             return IngestResult(stored.name, Outcome.CANCELLED if cancelled else Outcome.FAILED, reason,
                                 file_id=stored.id, error=type(exc).__name__,
                                 seconds=time.perf_counter() - started)
-        except BaseException:  # Ctrl-C, a crash: never leave the record "processing"
+        except BaseException as exc:  # Ctrl-C, a crash: never leave the record "processing"
+            if isinstance(exc, Exception) and waiting(exc):
+                raise
             with contextlib.suppress(Exception):
                 self.catalog.put_file(replace(rec, status=FAILED, reason="interrupted: the program was stopped"
                                               " while ingesting it; ingest it again",

@@ -182,7 +182,8 @@ class JobRegistry:
             for n in range(len(self._threads), 1 if child else max(1, threads)):
                 worker = Worker(wb, worker_id=new_worker_id("app", host_name(wb.settings)), lease=lease_seconds(wb),
                                 pins=(self.pin,), secret=self.secret, local_cancel=self.cancelled_here,
-                                pinned_only=threads == 0 or child)
+                                pinned_only=threads == 0 or child,
+                                stand_down=bool(getattr(getattr(wb.settings, "catalog", None), "url", None)))
                 thread = threading.Thread(target=self._work, args=(worker, idle_exit),
                                           name=f"ingest-worker-{n}", daemon=True)
                 self._workers.append(worker)
