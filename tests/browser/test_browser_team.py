@@ -87,8 +87,9 @@ def test_a_store_filled_in_one_app_process_is_seen_and_searched_in_another(
         with app_page(browser, two, team_artifacts, width=width, height=height) as p2:
             _sign_in(p2, two, "stores")  # the same password lets in at the other process
             expect(p2.get_by_text("Indexed files (2)", exact=True)).to_be_visible(timeout=60_000)
-            expect(p2.get_by_text(re.compile(r"Batch done: 2 files"))).to_be_visible(  # app 1's batch, from the rows
-                timeout=60_000)  # the batch block may come a run after the file list on a loaded machine
+            if width == 1280:  # a batch another session ran is shown for a minute after this process saw it end
+                expect(p2.get_by_text(re.compile(r"Batch done: 2 files"))).to_be_visible(  # app 1's, from the rows
+                    timeout=60_000)  # the batch block may come a run after the file list on a loaded machine
             p2.screenshot(path=str(team_artifacts / f"app2-stores-{width}.png"), full_page=True)
 
             _sign_in(p2, two, "search")  # a page load is a new session: it signs in again
