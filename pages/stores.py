@@ -173,6 +173,14 @@ def _job_outcomes(job: IngestJob) -> None:
     warned = [(fp.name, w) for fp in job.files if fp.result is not None and (fp.result.ok or fp.result.outcome
               == Outcome.CANCELLED) for w in fp.result.warnings]
     inline = len(warned) <= WARNINGS_INLINE
+    waiting: dict[str, list[str]] = {}  # why files wait to be tried again (an outage) -> their names
+    for fp in job.files:
+        if fp.result is None and fp.waiting_reason:
+            waiting.setdefault(fp.waiting_reason, []).append(fp.name)
+    for reason, names in waiting.items():  # one line per reason: twenty files waiting for S3 are one outage
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        st.info(md("**{} file{}** ({}) — {}; tried again by themselves, nothing is lost.", len(names),
+                   "" if len(names) == 1 else "s", shown, reason), icon="⏳")
     for fp in job.files:
         r = fp.result
         if r is None:

@@ -353,6 +353,9 @@ class FileProgress:
     stage_start_fraction: float = 0.0
     job_id: str | None = None  # the file's job row (a durable batch's)
     ended: float | None = None  # time.monotonic() when the result came (None: unknown or not yet)
+    #: Why a queued file waits to be tried again ("waiting: the file store cannot be reached (...)"),
+    #: after an error of the infrastructure (:func:`knowledge.catalog.jobs.defer`); ``None`` otherwise.
+    waiting_reason: str | None = None
 
     def update(self, stage: str, fraction: float, now: float | None = None) -> None:
         now = time.monotonic() if now is None else now
@@ -623,6 +626,8 @@ class IngestJob:
                 fp.result = _row_result(r)
                 fp.job_id = r.id
                 fp.ended = mono(r.finished) if fp.result is not None else None
+                fp.waiting_reason = r.reason if r.status == queue.QUEUED and r.transient_attempts \
+                    and (r.reason or "").startswith("waiting") else None
             starts = [t for r in rows if (t := mono(r.started)) is not None]
             created = mono(batch.created)
             self.started_at = min(starts) if starts else created

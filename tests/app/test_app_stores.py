@@ -751,6 +751,35 @@ def test_a_batch_no_worker_took_yet_says_queued_waiting_for_a_worker(fake_model,
     assert any("Batch done: 2 files" in p.proto.text for p in at.get("progress"))
 
 
+def test_files_waiting_out_an_outage_say_why_in_one_line_and_are_ingested_when_it_ends(fake_model, monkeypatch):
+    """A job the infrastructure failed (here the file store, as a worker's ``defer`` records it) is
+    queued again with the reason: the running batch says which files wait and why, once per reason,
+    and a worker ingests them afterwards."""
+    from knowledge.catalog import jobs as q
+    from knowledge.service.jobs import IngestJob
+    from knowledge.service.worker import Worker
+
+    monkeypatch.setenv("KNOWLEDGE_INGEST__WORKER_THREADS", "0")
+    make_store()
+    at = open_page()
+    wb = at.session_state["workbench"]
+    job = IngestJob(wb, "Notes", [("cats.md", CATS), ("bread.md", BREAD)]).start()
+    reason = "waiting: the file store cannot be reached (The s3 file store cannot read: connection refused.)"
+    for _ in range(2):  # as a worker does when the file store is down: claimed, then given back with why
+        row = q.claim(wb.catalog, "w1")
+        assert q.defer(wb.catalog, row.id, "w1", reason, 3600) == "queued"
+    at.run()
+    said = [i.value for i in at.info if "tried again by themselves" in i.value]
+    assert len(said) == 1 and "**2 files** (cats.md, bread.md)" in said[0] and "file store cannot be reached" in said[0]
+    with wb.catalog.cursor() as cur:  # the outage is over: the back-off is not waited out in a test
+        cur.execute("UPDATE ingest_jobs SET not_before = NULL")
+    assert Worker(wb).run(once=True, poll=0.05) == 2
+    assert job.wait(30)
+    at.run()
+    assert not [i for i in at.info if "tried again by themselves" in i.value]
+    assert any("Batch done: 2 files" in p.proto.text and "2 indexed" in p.proto.text for p in at.get("progress"))
+
+
 @pytest.mark.slow
 def test_an_interrupted_job_is_retried_from_the_vector_stores_page(fake_model):
     """A job whose worker died with no attempt left ends ``interrupted``; its file's record follows
