@@ -116,17 +116,20 @@ class HealthFile:
         self.path = Path(path) if path is not None else None
         self.workers = list(workers)
         self.state: dict[str, Any] = {"state": "running", "reason": None, "last_job": None, "processed": 0}
+        self._written = False  # the first update always writes: a new process replaces the last one's file
         self._lock = threading.Lock()
 
     def update(self, **changes: Any) -> None:
         with self._lock:
             if changes.pop("count", False):
                 self.state["processed"] += 1
-            if all(self.state.get(k) == v for k, v in changes.items()) and "last_job" not in changes:
+            if self._written and all(self.state.get(k) == v for k, v in changes.items()) \
+                    and "last_job" not in changes:
                 return
             self.state.update(changes)
             if self.path is None:
                 return
+            self._written = True
             data = {**self.state, "pid": os.getpid(), "workers": self.workers,
                     "updated": datetime.now(UTC).isoformat(timespec="seconds")}
             try:

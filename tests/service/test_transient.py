@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import logging
 import random
 import threading
@@ -429,3 +430,17 @@ def test_a_file_embedded_before_the_catalog_went_away_is_written_when_it_is_back
         _once_each(wb, 1)
     finally:
         wb.close()
+
+
+def test_a_new_worker_process_writes_its_status_at_once_over_the_last_ones(tmp_path):
+    """A container's health check reads the file from the start: an idle worker that has not taken
+    a job is ``running``, and a worker restarted after standing down no longer reads ``sick``."""
+    path = tmp_path / "status.json"
+    last = HealthFile(path, ("host:1:worker:a",))
+    last.update(state="sick", reason="this worker's disk is full")
+    assert json.loads(path.read_text())["state"] == "sick"
+    new = HealthFile(path, ("host:2:worker:b",))
+    new.update(state="running")  # what `knowledge worker` does as it starts
+    state = json.loads(path.read_text())
+    assert state["state"] == "running" and state["reason"] is None and state["pid"] == os.getpid()
+    assert state["workers"] == ["host:2:worker:b"]
