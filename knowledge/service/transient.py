@@ -92,10 +92,34 @@ def _backend(exc: BackendUnavailable) -> str:
     return f"{what} cannot be reached ({_said(exc)})"
 
 
+#: botocore's errors of a process that has no (or wrong) credentials for the bucket, by class name and
+#: by the S3 error code of a refused request (Amazon S3 API Reference, "Error responses"): its own
+#: settings are wrong, the bucket is not down -- another worker with the team's settings reads it.
+CREDENTIAL_ERRORS = frozenset({"NoCredentialsError", "PartialCredentialsError", "CredentialRetrievalError"})
+CREDENTIAL_CODES = frozenset({"InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "403"})
+
+
+def _credentials(exc: BaseException) -> bool:
+    """Whether ``exc`` or one of its causes says this process has no valid credentials for a server."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if type(cur).__name__ in CREDENTIAL_ERRORS:
+            return True
+        response = getattr(cur, "response", None)
+        if isinstance(response, dict) and str(response.get("Error", {}).get("Code", "")) in CREDENTIAL_CODES:
+            return True
+        cur = cur.__cause__ or cur.__context__
+    return False
+
+
 def _one(exc: BaseException) -> Transient | None:
     """The verdict on one exception of a chain (``None``: look at its cause)."""
     if isinstance(exc, BackendUnavailable):
-        return Transient(_backend(exc), own=False)
+        # no credentials (a process started before a move to S3 without the bucket's keys): this
+        # worker's own settings, so it stands down and a worker with the team's settings goes on
+        return Transient(_backend(exc), own=_credentials(exc))
     if isinstance(exc, EmbeddingUnavailable):
         return Transient(f"the embedding model cannot be loaded on this worker ({_said(exc)})", own=True)
     if isinstance(exc, MemoryError):

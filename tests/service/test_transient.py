@@ -444,3 +444,23 @@ def test_a_new_worker_process_writes_its_status_at_once_over_the_last_ones(tmp_p
     state = json.loads(path.read_text())
     assert state["state"] == "running" and state["reason"] is None and state["pid"] == os.getpid()
     assert state["workers"] == ["host:2:worker:b"]
+
+
+def test_a_file_store_without_this_workers_credentials_is_its_own_trouble_not_an_outage():
+    """After a move to S3, a worker started without the bucket's keys fails every file; the bucket
+    is not down (workers with the team's settings read it), so this worker stands down."""
+    from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
+
+    from knowledge.service.transient import classify
+
+    def wrapped(cause: BaseException) -> BackendUnavailable:
+        try:
+            raise BackendUnavailable("The s3 file store cannot read (bucket 'b' at http://s3): why.") from cause
+        except BackendUnavailable as exc:
+            return exc
+
+    assert classify(wrapped(NoCredentialsError())).own is True
+    denied = ClientError({"Error": {"Code": "InvalidAccessKeyId", "Message": "no such key"}}, "GetObject")
+    assert classify(wrapped(denied)).own is True
+    down = classify(wrapped(EndpointConnectionError(endpoint_url="http://s3")))
+    assert down is not None and down.own is False  # the server is down: every worker sees it
