@@ -304,8 +304,12 @@ class Indexer:
             if verdict is None:
                 return False
             with contextlib.suppress(Exception), lock:  # the catalog may be what is down: the worker tries again
-                self.catalog.put_file(replace(rec, status=PENDING, reason=verdict.waiting, error=None,
-                                              total_seconds=time.perf_counter() - started))
+                now = self.catalog.get_file(rec.store, rec.file_id)
+                # a worker that took the job over while this one was cut off may have finished it: its
+                # record is not made to wait again (a lease that lapsed in a long outage)
+                if now is None or now.status in (PROCESSING, PENDING):
+                    self.catalog.put_file(replace(rec, status=PENDING, reason=verdict.waiting, error=None,
+                                                  total_seconds=time.perf_counter() - started))
             return True
         t_read = t_embed = 0.0
         ocr_pages = [0]  # pages read by OCR (issue 16): OCR then takes most of the progress bar

@@ -146,7 +146,10 @@ def _probe(settings, url: str):
     from knowledge.embeddings.fake import HashEmbedder
     from knowledge.workbench import Workbench
 
-    settings = settings.model_copy(update={"catalog": settings.catalog.model_copy(update={"url": url})})
+    settings = settings.model_copy(update={"catalog": settings.catalog.model_copy(update={"url": url}),
+                                           # the team's file store: the catalog records it, and a process
+                                           # naming another is refused (issue 39)
+                                           "file_store": settings.file_store.model_copy(update={"backend": "postgresql"})})
     return Workbench(settings, embedder_factory=lambda model: HashEmbedder(dimension=384))
 
 
