@@ -104,8 +104,10 @@ def _close_qdrant():
 
     from knowledge.vectorstore.qdrant import QdrantBackend
 
+    # type(), not isinstance(): the heap holds weak proxies, and isinstance() on one whose object is
+    # gone raises ReferenceError (it asks the proxy for __class__)
     for obj in gc.get_objects():
-        if isinstance(obj, QdrantBackend):
+        if issubclass(type(obj), QdrantBackend):
             obj.close()
 
 
