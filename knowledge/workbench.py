@@ -33,7 +33,8 @@ from knowledge.filestore import open_file_store
 from knowledge.filestore.base import StoredFile
 from knowledge.llm.config import LlmConfigs
 from knowledge.outcomes import IngestResult
-from knowledge.people import LOCAL_ADMIN, Actor, AuditEvent, Level, People, at_least
+from knowledge.people import LOCAL_ADMIN, Actor, AuditEvent, Level, People
+from knowledge.people.policy import Policy
 from knowledge.portable import Portable
 from knowledge.service.filehome import Home, HomedFileStore, MoveReport, cleanup_old, move_files
 from knowledge.service.indexing import (
@@ -54,6 +55,8 @@ from knowledge.vectorstore.scoring import DISTANCE_ORDER
 from knowledge.vectorstore.store import Hit
 
 T = TypeVar("T")
+#: The policy action of each sharing level (:meth:`Workbench.authorize`).
+_STORE_ACTION: dict[str, str] = {"read": "store.read", "write": "store.write", "owner": "store.own"}
 #: The most audit events a member's read looks through to find their own (:meth:`Workbench.audit_events`).
 AUDIT_SCAN = 20_000
 
@@ -136,6 +139,10 @@ class Workbench:
         self.chat_turns: Latest[Any] = Latest()
         #: Accounts, sharing, API keys, the audit trail (:mod:`knowledge.people`).
         self.people = People(self.catalog, self.settings)
+        #: Who may do what (:mod:`knowledge.people.policy`).
+        self.policy = Policy(self.people.sharing, store_exists=self.stores.exists,
+                             check_new_name=lambda name: check_store_name(name, new=True),
+                             file_stores=self.catalog.stores_using_file, file_owner=self._file_owner)
         #: Who this workbench acts for (:meth:`as_user` makes a view for someone else).
         self.actor: Actor = LOCAL_ADMIN
         #: The workbench itself, also from a view (what the ingest worker runs on).
@@ -160,31 +167,25 @@ class Workbench:
 
     def level(self, store: str) -> Level | None:
         """What :attr:`actor` may do to ``store``: ``"owner"``, ``"write"``, ``"read"`` or ``None``."""
-        return self.people.sharing.level(self.actor, store)
+        return self.policy.level(self.actor, store)
 
     def authorize(self, store: str, level: Level = "read", *, create: bool = False) -> None:
-        """Check that :attr:`actor` may do ``level`` to ``store``; with ``create``, a store that does
-        not exist yet passes (the caller makes it, and :meth:`claim` gives it its owner).
+        """Check that :attr:`actor` may do ``level`` to ``store`` (:meth:`Policy.check
+        <knowledge.people.policy.Policy.check>` with ``store.read`` / ``store.write`` / ``store.own``);
+        with ``create``, a store that does not exist yet passes (``store.create``: the caller makes
+        it, and :meth:`claim` gives it its owner).
 
         Raises:
             StoreNotFound: the actor may not see the store (the same words as a store that does not
                 exist: its name is not confirmed). PermissionDenied: they see it but may not do this.
+            InvalidArgument: with ``create``, a name that is taken or not allowed.
         """
         if self.actor.local:
             return
-        exists = self.stores.exists(store)
-        if create and not exists:
-            check_store_name(store, new=True)  # refused now, before anything is recorded for it
+        if create and (not self.stores.exists(store) or self.level(store) is None):
+            self.policy.check(self.actor, "store.create", store)
             return
-        got = self.level(store)
-        if got is None:
-            if create and exists:  # store names are one namespace: taken, said without whose
-                raise InvalidArgument(f"The store name {store!r} is not available; choose another.")
-            raise StoreNotFound(store, "create it first, or ingest a file into it")
-        if not at_least(got, level):
-            need = {"write": "change", "owner": "delete, share or re-embed"}.get(level, "use")
-            raise PermissionDenied(f"{self.actor.label} may not {need} the store {store!r}: it is shared with them"
-                                   f" {'read-only' if got == 'read' else 'to read and write'}.")
+        self.policy.check(self.actor, _STORE_ACTION[level], store)
 
     def require_admin(self, what: str = "do this") -> None:
         """Raises ``PermissionDenied`` unless :attr:`actor` is an admin (or the local admin)."""
@@ -285,21 +286,16 @@ class Workbench:
 
     def visible(self, names: Iterable[str]) -> list[str]:
         """The ``names`` :attr:`actor` may see, in their order."""
-        names = list(names)
-        if self.actor.local:
-            return names
-        allowed = self.people.sharing.levels(self.actor, names)
-        return [n for n in names if n in allowed]
+        return self.policy.visible(self.actor, names)
 
     def _readable_file(self, file_id: str) -> bool:
-        """Whether :attr:`actor` may read stored file ``file_id``: a store they see holds it, or it is
-        an attachment they saved."""
-        if self.actor.local:
-            return True
-        if self.visible(self.catalog.stores_using_file(file_id)):
-            return True
+        """Whether :attr:`actor` may read stored file ``file_id`` (``file.read``): a store they see
+        holds it, or it is an attachment they saved."""
+        return self.policy.allowed(self.actor, "file.read", file_id)
+
+    def _file_owner(self, file_id: str) -> str | None:
         found = self.files.find(file_id)
-        return found is not None and found.metadata.get("owner") == self.actor.username
+        return found.metadata.get("owner") if found is not None else None
 
     # -- parts ----------------------------------------------------------------------------------
     def _default_embedder(self, model: str) -> Embedder:

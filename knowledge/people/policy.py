@@ -1,0 +1,189 @@
+"""Who may do what, written once: the actions as data (:data:`ACTIONS`) and one check
+(:meth:`Policy.check`), in the manner of datasette's permissions (``datasette/default_actions.py``:
+actions registered as a table; ``Datasette.allowed(action=, resource=, actor=)`` the one question).
+
+An action acts on a *resource kind*: ``"store"`` (the level the actor holds on the store, from
+:class:`~knowledge.people.sharing.Sharing`, must reach :attr:`Action.level`), ``"file"`` (a stored
+file: a store the actor sees holds it, or it is an attachment they saved) or ``"site"`` (nothing in
+particular: :attr:`Action.admin` says whether only an admin may). The local admin (the person at this
+machine before accounts exist, and the CLI without ``--user``) may do everything.
+
+A part of :mod:`knowledge.people`: imports the ground and its own modules only; what it needs to know
+of stores and files is handed to :class:`Policy` as functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from knowledge.errors import InvalidArgument, PermissionDenied, StoreNotFound
+from knowledge.people.records import Actor, Level, at_least
+from knowledge.people.sharing import Sharing
+
+Resource = Literal["store", "file", "site"]
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """One thing a person may be allowed to do.
+
+    Attributes:
+        name: ``"<resource>.<verb>"``, e.g. ``"store.write"``; the key of :data:`ACTIONS`.
+        description: what it allows, in words (docs, the policy test's table).
+        resource: what it acts on (see the module docstring).
+        level: for a ``"store"`` action, the sharing level it needs (``read`` < ``write`` < ``owner``).
+        admin: only an admin (or the local admin) may.
+        refusal: the end of the refusal's sentence, "Only an admin may <refusal>." (admin actions).
+    """
+
+    name: str
+    description: str
+    resource: Resource
+    level: Level | None = None
+    admin: bool = False
+    refusal: str = "do this"
+
+
+def _table(*actions: Action) -> dict[str, Action]:
+    return {a.name: a for a in actions}
+
+
+#: Every action of the product, by name. A public method of the Workbench or of one of its desks names
+#: the action it checks (the policy test fails for a method that names none).
+ACTIONS: dict[str, Action] = _table(
+    # stores
+    Action("store.list", "list the stores one may use (each filtered by store.read)", "site"),
+    Action("store.create", "make a new store (its maker owns it)", "store"),
+    Action("store.read", "see a store: list its files, search, chat over, export, evaluate", "store", "read"),
+    Action("store.write", "change a store's files: ingest, delete, set attributes, sync a folder", "store",
+           "write"),
+    Action("store.own", "delete, share, give away, re-embed or move a store; set its settings", "store", "owner"),
+    # files
+    Action("file.read", "open a stored file (a store one sees holds it, or one saved it)", "file"),
+    Action("file.save", "save a file of one's own (a chat attachment)", "site"),
+    Action("file.manage", "list every stored file, delete stored files, move the file store", "site",
+           admin=True, refusal="manage the stored files"),
+    # templates
+    Action("template.read", "list and read templates", "site"),
+    Action("template.save", "save or delete a template", "site", admin=True, refusal="save a template"),
+    Action("template.derive", "have a template made for one's own chunking (REST chunking_strategy)", "site"),
+    # accounts
+    Action("account.self", "change one's own password, display name, API keys and sessions", "site"),
+    Action("account.manage", "add, change, invite and delete accounts and groups; others' keys", "site",
+           admin=True, refusal="manage accounts"),
+    # the whole site
+    Action("audit.read", "read the audit events of one's stores and one's own account", "site"),
+    Action("audit.read_all", "read every audit event", "site", admin=True, refusal="read the whole audit trail"),
+    Action("backup", "back up every store and restore a backup", "site", admin=True,
+           refusal="back up or restore every store"),
+    Action("settings.manage", "change the site's settings: language models, file store", "site", admin=True,
+           refusal="change the settings"),
+    Action("evaluation.sets", "read and keep question sets and evaluation runs", "site"),
+)
+
+
+def action(name: str) -> Action:
+    """The action called ``name``.
+
+    Raises:
+        KeyError: no such action (a programming error: every check names a row of :data:`ACTIONS`).
+    """
+    try:
+        return ACTIONS[name]
+    except KeyError:
+        raise KeyError(f"no action {name!r} in knowledge.people.policy.ACTIONS") from None
+
+
+class Policy:
+    """The one place that says whether an actor may do an action.
+
+    Args:
+        sharing: owners and grants (:class:`~knowledge.people.sharing.Sharing`).
+        store_exists: ``store_exists(name) -> bool``.
+        check_new_name: ``check_new_name(name)`` raises ``InvalidArgument`` for a name a new store may
+            not have (``store.create`` asks it before anything is recorded).
+        file_stores: ``file_stores(file_id) -> list[str]``, the stores holding a stored file.
+        file_owner: ``file_owner(file_id) -> str | None``, who saved a stored file that no store holds
+            (an attachment), ``None`` when nobody or unknown.
+    """
+
+    def __init__(self, sharing: Sharing, *, store_exists: Callable[[str], bool],
+                 check_new_name: Callable[[str], object] = lambda name: None,
+                 file_stores: Callable[[str], list[str]] = lambda file_id: [],
+                 file_owner: Callable[[str], str | None] = lambda file_id: None) -> None:
+        self.sharing = sharing
+        self._exists, self._check_new_name = store_exists, check_new_name
+        self._file_stores, self._file_owner = file_stores, file_owner
+
+    def level(self, actor: Actor, store: str) -> Level | None:
+        """What ``actor`` may do to ``store``: ``"owner"``, ``"write"``, ``"read"`` or ``None``."""
+        return self.sharing.level(actor, store)
+
+    def visible(self, actor: Actor, names: Iterable[str]) -> list[str]:
+        """The store ``names`` ``actor`` may see (``store.read``), in their order."""
+        names = list(names)
+        if actor.local:
+            return names
+        allowed = self.sharing.levels(actor, names)
+        return [n for n in names if n in allowed]
+
+    def allowed(self, actor: Actor, name: str, resource: str | None = None) -> bool:
+        """Whether ``actor`` may do action ``name`` (to the store or file id ``resource``)."""
+        try:
+            self.check(actor, name, resource)
+        except (PermissionDenied, StoreNotFound, InvalidArgument):
+            return False
+        return True
+
+    def check(self, actor: Actor, name: str, resource: str | None = None) -> None:
+        """Check that ``actor`` may do action ``name``; ``resource`` is the store's name for a
+        ``"store"`` action and the file id for a ``"file"`` action.
+
+        ``store.create`` passes for a store that does not exist yet (with an allowed name; the caller
+        makes it and records its owner) and for one the actor owns already; a name taken by a store
+        the actor may not see is "not available" (store names are one namespace, said without whose).
+
+        Raises:
+            StoreNotFound: the actor may not see the store (the same words as a store that does not
+                exist: its name is not confirmed). FileNotFoundError is never raised: a file one may
+                not read is ``PermissionDenied`` with the words of a missing file left to the caller.
+            PermissionDenied: they see the store but may not do this; an admin action by a member;
+                a file they may not read.
+            InvalidArgument: ``store.create`` with a name that is taken or not allowed.
+            KeyError: no such action.
+        """
+        act = action(name)
+        if actor.local:
+            return
+        if act.admin and not actor.is_admin:
+            raise PermissionDenied(f"Only an admin may {act.refusal}.")
+        if act.resource == "store" and resource is not None:
+            self._check_store(actor, act, resource)
+        elif act.resource == "file" and resource is not None and not self._file_readable(actor, resource):
+            raise PermissionDenied(f"{actor.label} may not open the stored file {resource!r}.")
+
+    def _check_store(self, actor: Actor, act: Action, store: str) -> None:
+        exists = self._exists(store)
+        if act.name == "store.create" and not exists:
+            self._check_new_name(store)  # refused now, before anything is recorded for it
+            return
+        got = self.level(actor, store)
+        if got is None:
+            if act.name == "store.create":
+                raise InvalidArgument(f"The store name {store!r} is not available; choose another.")
+            raise StoreNotFound(store, "create it first, or ingest a file into it")
+        wanted = act.level or "read"
+        if not at_least(got, wanted):
+            need = {"write": "change", "owner": "delete, share or re-embed"}.get(wanted, "use")
+            raise PermissionDenied(f"{actor.label} may not {need} the store {store!r}: it is shared with them"
+                                   f" {'read-only' if got == 'read' else 'to read and write'}.")
+
+    def _file_readable(self, actor: Actor, file_id: str) -> bool:
+        if self.visible(actor, self._file_stores(file_id)):
+            return True
+        return self._file_owner(file_id) == actor.username
+
+
+__all__ = ["ACTIONS", "Action", "Policy", "Resource", "action"]
