@@ -84,7 +84,7 @@ def test_the_setting_takes_addresses_and_networks_only(tmp_path, monkeypatch):
     monkeypatch.setenv("KNOWLEDGE_SERVER__TRUSTED_PROXIES", "127.0.0.1, ::1,10.0.0.0/24")
     assert load_settings(data_dir=tmp_path).server.trusted_proxies == ["127.0.0.1", "::1", "10.0.0.0/24"]
     monkeypatch.setenv("KNOWLEDGE_SERVER__TRUSTED_PROXIES", "proxy.example.org")
-    with pytest.raises(ConfigError, match="server.trusted_proxies.*proxy.example.org"):
+    with pytest.raises(ConfigError, match=r"server\.trusted_proxies.*proxy\.example\.org"):
         load_settings(data_dir=tmp_path)
     monkeypatch.delenv("KNOWLEDGE_SERVER__TRUSTED_PROXIES")
     assert load_settings(data_dir=tmp_path).server.trusted_proxies == []

@@ -131,7 +131,8 @@ def api_process(tmp_path: Path, key: str | None) -> Iterator[int]:
         deadline = time.monotonic() + 90
         while True:
             try:
-                if httpx.get(f"http://127.0.0.1:{port}/v1/models", headers=AUTH if key else {}, timeout=5).status_code == 200:
+                headers = AUTH if key else {}
+                if httpx.get(f"http://127.0.0.1:{port}/v1/models", headers=headers, timeout=5).status_code == 200:
                     break
             except httpx.HTTPError:
                 pass
