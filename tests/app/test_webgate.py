@@ -308,3 +308,41 @@ def test_the_session_cookie_is_secure_behind_tls(monkeypatch):
     assert "Secure" in _cookie(https_at_proxy, local, monkeypatch)  # TLS at a trusted proxy
     # the same headers from a proxy not trusted are not believed: the scheme is the connection's
     assert "Secure" not in _cookie(https_at_proxy, (), monkeypatch)
+
+
+def test_the_gate_holds_the_upload_ceiling_itself():
+    """A session let in uploads up to the settings' ceiling (here 1 MiB): a larger announced body is 413
+    before it is read, a body that grows past it (no length announced) is cut at 413."""
+    webgate.let_in("s-big")
+    try:
+        def upload(length: bytes | None, chunks: list[bytes]) -> tuple[list[dict], bool]:
+            reached, sent, queue = [], [], list(chunks)
+
+            async def inner(scope, receive, send):
+                reached.append(True)
+                while (await receive()).get("more_body"):
+                    pass
+                await send({"type": "http.response.start", "status": 204, "headers": []})
+                await send({"type": "http.response.body", "body": b""})
+
+            async def receive():
+                body = queue.pop(0)
+                return {"type": "http.request", "body": body, "more_body": bool(queue)}
+
+            async def send(message):
+                sent.append(message)
+
+            headers = [(b"host", b"127.0.0.1:8501")] + ([(b"content-length", length)] if length else [])
+            scope = {"type": "http", "method": "PUT", "path": "/_stcore/upload_file/s-big/f1",
+                     "client": ("127.0.0.1", 5000), "headers": headers}
+            asyncio.run(webgate.HttpGate(inner, trusted=(), upload_mb=1)(scope, receive, send))
+            return sent, bool(reached)
+
+        sent, reached = upload(str(2 * MIB).encode(), [b"x"])
+        assert not reached and sent[0]["status"] == 413 and b"too large" in sent[1]["body"]
+        sent, reached = upload(None, [b"x" * MIB] * 3)  # 3 MiB streamed, nothing announced
+        assert reached and sent[0]["status"] == 413
+        sent, reached = upload(str(MIB - 4096).encode(), [b"x" * (MIB - 4096)])
+        assert reached and sent[0]["status"] == 204
+    finally:
+        webgate.shut_out("s-big")
