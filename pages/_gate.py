@@ -31,6 +31,7 @@ import logging
 import math
 import re
 import secrets
+import sys
 import threading
 import time
 import urllib.parse
@@ -108,6 +109,16 @@ class GateState:
 #: The process's sessions let in, and the gate's state (one server per process).
 SESSIONS = Sessions()
 STATE = GateState()
+_THIS = sys.modules[__name__]
+
+
+def _live() -> Any:
+    """This module as the script runs of ``app.py`` see it now. When a file of the app changes,
+    Streamlit unloads every local module and the next run imports them again, with fresh
+    :data:`SESSIONS`, :data:`STATE` and :data:`HANDOFFS`; the server's middleware and routes were
+    built from the first import. So they read these three through the latest import (a session let
+    in before the change is let in again by its next run)."""
+    return sys.modules.get(__name__, _THIS)
 
 
 def let_in(session_id: str) -> None:
@@ -308,7 +319,7 @@ def cookie_answer(query: str, secure: bool, set_cookie: bool, base: str = "") ->
     flags = f"; Path={path}; HttpOnly; SameSite=Strict{'; Secure' if secure else ''}"
     cookie = f"{SESSION_COOKIE}=; Max-Age=0{flags}"
     if set_cookie:
-        found = HANDOFFS.redeem((params.get("code") or [""])[0])
+        found = _live().HANDOFFS.redeem((params.get("code") or [""])[0])
         if found is not None:
             cookie = f"{SESSION_COOKIE}={found[0]}; Max-Age={found[1]}{flags}"
     location = (f"/{base}" if base else "") + nxt
@@ -440,8 +451,8 @@ class HttpGate:
         if endpoint in OPEN_ENDPOINTS:
             return None
         if endpoint == UPLOAD_ENDPOINT:
-            return None if rest.partition("/")[0] in SESSIONS else SIGN_IN_FIRST
-        if STATE.guarded or shared_for(visitor(scope, self.trusted)):
+            return None if rest.partition("/")[0] in _live().SESSIONS else SIGN_IN_FIRST
+        if _live().STATE.guarded or shared_for(visitor(scope, self.trusted)):
             return f"/_stcore/{endpoint} is not served while the app has a password or is shared."
         return None
 

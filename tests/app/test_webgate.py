@@ -346,3 +346,27 @@ def test_the_gate_holds_the_upload_ceiling_itself():
         assert reached and sent[0]["status"] == 204
     finally:
         webgate.shut_out("s-big")
+
+
+def test_the_middleware_follows_the_module_streamlit_imports_again_after_an_edit(monkeypatch):
+    """Streamlit unloads the app's local modules when one of its files changes; the next run of app.py
+    imports pages/_gate.py again (fresh sessions, state and hand-off codes). The middleware built
+    from the first import follows the latest one, so the two sides never disagree."""
+    import importlib
+    import sys
+
+    import pages
+
+    gate = webgate.HttpGate(lambda *_: None, trusted=())
+    monkeypatch.setattr(pages, "_gate", webgate)  # put back at the end, as sys.modules' entry
+    monkeypatch.delitem(sys.modules, "pages._gate")
+    fresh = importlib.import_module("pages._gate")
+    try:
+        assert fresh is not webgate and fresh.SESSIONS is not webgate.SESSIONS
+        fresh.let_in("s-after-edit")
+        assert gate.refusal({"type": "http", "path": "/_stcore/upload_file/s-after-edit/f1"}) is None
+        fresh.shut_out("s-after-edit")
+        assert gate.refusal({"type": "http", "path": "/_stcore/upload_file/s-after-edit/f1"}) is not None
+    finally:
+        monkeypatch.setitem(sys.modules, "pages._gate", webgate)
+        monkeypatch.setattr(pages, "_gate", webgate)
