@@ -7,7 +7,12 @@ checked on every run, and the shared password no longer signs in. Before that, w
 (``KNOWLEDGE_APP_PASSWORD`` or ``app.password_hash``) every visitor signs in with it; an app reachable
 from other hosts with neither offers only the first admin's set-up (with the token the server prints
 to its log) or how to set a password, and serves no data. Uploads and Streamlit's own endpoints
-follow the same gate (:mod:`knowledge.webgate`): a session may upload only once it has been let in.
+follow the same gate (:mod:`pages._gate`): a session may upload only once it has been let in.
+
+This file is read two ways. ``streamlit run app.py`` imports it as the module ``app`` and serves its
+``app``: Streamlit's ``st.App`` with the HTTP gate in front of every request and the session-cookie
+endpoints beside Streamlit's own (``pages/_gate.py``). Every page view then runs it as the script
+``__main__``: the part under ``if __name__ == "__main__"`` at the end.
 """
 
 import html
@@ -21,21 +26,20 @@ from collections.abc import Callable
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from knowledge import webgate
-from knowledge.access import THROTTLE, Password, app_folders, is_shared
+from knowledge.access import THROTTLE, Password, app_folders
 from knowledge.catalog import CatalogLocked
 from knowledge.config import load_settings
 from knowledge.errors import AuthenticationFailed, BackendUnavailable, KnowledgeError, set_log_place
+from knowledge.forwarded import Peer, peer, trusted_networks
 from knowledge.people import Actor
 from knowledge.service.connections import check_connections, name_this_process
 from knowledge.text.render import inert, md
 from knowledge.workbench import Workbench
-from pages import _sso
+from pages import _gate, _sso
 from pages._ui import SESSION_TOKEN, SIGN_IN_NOTICE, begin_session, serving_pages, utc
 
-st.set_page_config(page_title="knowledge", page_icon="📚", layout="wide",
-                   menu_items={"About": "**knowledge**: a local knowledge workbench. The words it uses are"
-                                        " defined in docs/glossary.md."})
+if __name__ != "__main__":  # imported by `streamlit run app.py`: the server, with the gate in front
+    app = st.App(__file__, middleware=_gate.middleware(), routes=_gate.routes())
 
 
 @st.cache_resource(show_spinner=False)
@@ -88,9 +92,9 @@ def behind_a_browser() -> bool:
 
 
 def cookie_token() -> str | None:
-    """The app session token of this browser's sign-in cookie (:data:`knowledge.webgate.SESSION_COOKIE`)."""
+    """The app session token of this browser's sign-in cookie (:data:`pages._gate.SESSION_COOKIE`)."""
     try:
-        value = st.context.cookies.get(webgate.SESSION_COOKIE)
+        value = st.context.cookies.get(_gate.SESSION_COOKIE)
     except Exception:
         return None
     return value if isinstance(value, str) and value else None
@@ -119,10 +123,26 @@ def go_to(url: str) -> None:
     st.stop()
 
 
+def this_visitor(trusted: list[str]) -> Peer:
+    """Who runs this page: the websocket's address and headers read through the ``trusted`` proxies
+    (``server.trusted_proxies``, :mod:`knowledge.forwarded`); through any proxy, never local."""
+    try:
+        headers = {k.lower(): ", ".join(st.context.headers.get_all(k)) for k in st.context.headers}
+        ip = st.context.ip_address
+    except Exception:
+        headers, ip = {}, None
+    try:
+        nets = trusted_networks(trusted)
+    except ValueError:
+        nets = ()
+    return peer(ip if isinstance(ip, str) and ip else None, headers, "http", nets)
+
+
 def client_id() -> str:
-    """Who a throttle counts: the visitor's IP address, else this browser session."""
-    ip = st.context.ip_address
-    return ip if isinstance(ip, str) and ip else get_script_run_ctx().session_id
+    """Who a throttle counts: the visitor's IP address (through the trusted proxies), else this
+    browser session."""
+    ip = this_visitor(wb.settings.server.trusted_proxies).address
+    return ip if ip else get_script_run_ctx().session_id
 
 
 def sign_in() -> None:
@@ -393,116 +413,111 @@ def database_away(exc: KnowledgeError, limit: float) -> None:
     gate(lambda: waiting_for_database(exc, limit), "Waiting for the database")
 
 
-try:
-    wb = get_workbench()
-    password = Password.from_settings(wb.settings)
-except KnowledgeError as exc:  # bad settings: say so on every page URL, don't crash, show no page
-    cannot_start(f"knowledge cannot start: {exc}")
+if __name__ == "__main__":  # a page view (see the module docstring)
+    st.set_page_config(page_title="knowledge", page_icon="📚", layout="wide",
+                       menu_items={"About": "**knowledge**: a local knowledge workbench. The words it uses are"
+                                            " defined in docs/glossary.md."})
 
-shared = is_shared(st.get_option("server.address"), st.context.ip_address)
-session_id = get_script_run_ctx().session_id
-try:
-    accounts_on = wb.people.enabled()
-except CatalogLocked:  # who may come in is unknown for now: nothing is served but the reason
-    catalog_busy()
-except BackendUnavailable as exc:  # the catalog's server is down or restarting
-    database_away(exc, wb.settings.catalog.outage_wait_seconds)
-except KnowledgeError as exc:
-    cannot_start(f"knowledge cannot read its accounts: {exc}")
-guarded = password.is_set or accounts_on  # a visitor signs in before anything is served
-try:  # the server's side of the gate: uploads and /_stcore endpoints (once per process; cheap after)
-    if webgate.install(password_set=guarded, upload_mb=webgate.upload_limit_mb(wb.settings)):
-        # The first page of a fresh server was served before the gate, without its Content-Security-
-        # Policy: load it again (a constant tag, no text of anyone's).
-        st.markdown('<meta http-equiv="refresh" content="0">', unsafe_allow_html=True)
-        st.stop()
-except webgate.GateUnavailable as exc:
-    if guarded or shared:  # fail closed: a gate that may leak is no gate
-        cannot_start(f"knowledge cannot start: {exc}")
-    # loopback without a password: nothing to guard, uploads as before (Streamlit's own handling)
-    webgate.set_upload_limit(webgate.upload_limit_mb(wb.settings))
-
-# Who is asking. With accounts, the session's token is checked on every run (the role and groups
-# read now): an expired, ended or deleted session signs out, with the reason on the sign-in page.
-actor: Actor | None = None
-if accounts_on:
-    if _sso.configured():  # back from the provider: st.user -> an app session (pages/_sso.py)
-        SIGN_IN_WAYS.insert(0, lambda _wb: _sso.buttons())
-        try:
-            _sso.sign_in_from_provider(wb)
-        except CatalogLocked:
-            catalog_busy()
-    token = st.session_state.get(SESSION_TOKEN)
-    cookie = cookie_token()
-    if not token and cookie and cookie != st.session_state.get(STALE_COOKIE):
-        token = cookie  # a reload or a new tab: the sign-in of this browser (webgate.SESSION_COOKIE)
-        st.session_state[SESSION_TOKEN] = token
-    if token:
-        try:
-            actor = wb.people.accounts.session_actor(token)
-        except AuthenticationFailed as exc:
-            st.session_state.clear()
-            st.session_state[SIGN_IN_NOTICE] = str(exc)
-            st.session_state[STALE_COOKIE] = cookie  # not read again in this browser session
-        except CatalogLocked:
-            catalog_busy()
-        except BackendUnavailable as exc:
-            database_away(exc, wb.settings.catalog.outage_wait_seconds)
-        except KnowledgeError as exc:
-            cannot_start(f"knowledge cannot check your sign-in: {exc}")
-    if actor is None:
-        webgate.shut_out(session_id)  # not (or no longer) signed in: no uploads
-        st.session_state.pop("actor", None)
-        st.session_state.pop("workbench", None)
-        if st.query_params.get("invite"):
-            gate(accept_invitation, "Create your account")
-        gate(account_sign_in, "Sign in")
-    st.session_state["actor"] = actor
-    signed = st.session_state.get(SESSION_TOKEN)
-    by_provider = st.session_state.get(_sso.VIA) == "sso"  # Streamlit's own identity cookie keeps that one
-    if signed != cookie and st.session_state.get(COOKIE_SENT) != signed and not by_provider and behind_a_browser():
-        st.session_state[COOKIE_SENT] = signed  # once (a browser refusing cookies is not sent round again)
-        go_to(webgate.cookie_url(webgate.HANDOFFS.issue(st.session_state[SESSION_TOKEN],
-                                                         int(wb.settings.accounts.session_hours * 3600)),
-                                 here()))
-else:
-    st.session_state.pop("actor", None)
-    if shared and not password.is_set:
-        webgate.shut_out(session_id)
-        gate(set_up, "Set up")
-    if password.is_set and not st.session_state.get("signed_in"):
-        webgate.shut_out(session_id)
-        gate(sign_in, "Sign in")
-webgate.let_in(session_id)  # past the gate: this session may upload
-
-# A signed-in account acts through a view of the workbench that checks every store it touches
-# (knowledge.workbench.Workbench.as_user); without accounts, the local admin (everything).
-st.session_state["workbench"] = wb.as_user(actor) if actor is not None else wb
-st.session_state["local_folders"] = app_folders(wb.settings, shared)
-page = st.navigation([st.Page(file, title=title, icon=icon, default=not path) if not path
-                      else st.Page(file, title=title, icon=icon, url_path=path,
-                                   visibility="hidden" if file in HIDDEN else "visible")
-                      for file, title, icon, path in pages_for(actor)])
-# (after st.navigation: a widget drawn before it loses its click under AppTest)
-if actor is not None:
-    st.sidebar.caption(md("Signed in as **{}** ({})", actor.label, actor.role))
-    if st.sidebar.button("Sign out", icon="🔓", key="sign-out"):
-        webgate.shut_out(session_id)
-        if _sso.sign_out(wb):  # ends the app session; with a provider sign-in st.logout() reloads the app
-            st.stop()
-        st.session_state.clear()
-        go_to(webgate.cookie_url(None))  # the browser forgets the sign-in cookie
-elif password.is_set and st.sidebar.button("Log out", icon="🔓", key="log-out"):
-    webgate.shut_out(session_id)
-    st.session_state.clear()
-    st.rerun()
-
-with serving_pages():
     try:
-        page.run()
-    except CatalogLocked:  # a process without turns (an older version, a long hold) kept the file
-        st.warning(CATALOG_BUSY, icon="⏳")
-    except BackendUnavailable as exc:  # a server stopped or restarting: say so, try again by itself
-        waiting_for_database(exc, wb.settings.catalog.outage_wait_seconds)
+        wb = get_workbench()
+        password = Password.from_settings(wb.settings)
+    except KnowledgeError as exc:  # bad settings: say so on every page URL, don't crash, show no page
+        cannot_start(f"knowledge cannot start: {exc}")
+
+    shared = _gate.shared_for(this_visitor(wb.settings.server.trusted_proxies))
+    session_id = get_script_run_ctx().session_id
+    try:
+        accounts_on = wb.people.enabled()
+    except CatalogLocked:  # who may come in is unknown for now: nothing is served but the reason
+        catalog_busy()
+    except BackendUnavailable as exc:  # the catalog's server is down or restarting
+        database_away(exc, wb.settings.catalog.outage_wait_seconds)
+    except KnowledgeError as exc:
+        cannot_start(f"knowledge cannot read its accounts: {exc}")
+    guarded = password.is_set or accounts_on  # a visitor signs in before anything is served
+    _gate.set_guarded(guarded)  # the server's side: /_stcore endpoints refused while guarded
+
+    # Who is asking. With accounts, the session's token is checked on every run (the role and groups
+    # read now): an expired, ended or deleted session signs out, with the reason on the sign-in page.
+    actor: Actor | None = None
+    if accounts_on:
+        if _sso.configured():  # back from the provider: st.user -> an app session (pages/_sso.py)
+            SIGN_IN_WAYS.insert(0, lambda _wb: _sso.buttons())
+            try:
+                _sso.sign_in_from_provider(wb)
+            except CatalogLocked:
+                catalog_busy()
+        token = st.session_state.get(SESSION_TOKEN)
+        cookie = cookie_token()
+        if not token and cookie and cookie != st.session_state.get(STALE_COOKIE):
+            token = cookie  # a reload or a new tab: the sign-in of this browser (_gate.SESSION_COOKIE)
+            st.session_state[SESSION_TOKEN] = token
+        if token:
+            try:
+                actor = wb.people.accounts.session_actor(token)
+            except AuthenticationFailed as exc:
+                st.session_state.clear()
+                st.session_state[SIGN_IN_NOTICE] = str(exc)
+                st.session_state[STALE_COOKIE] = cookie  # not read again in this browser session
+            except CatalogLocked:
+                catalog_busy()
+            except BackendUnavailable as exc:
+                database_away(exc, wb.settings.catalog.outage_wait_seconds)
+            except KnowledgeError as exc:
+                cannot_start(f"knowledge cannot check your sign-in: {exc}")
+        if actor is None:
+            _gate.shut_out(session_id)  # not (or no longer) signed in: no uploads
+            st.session_state.pop("actor", None)
+            st.session_state.pop("workbench", None)
+            if st.query_params.get("invite"):
+                gate(accept_invitation, "Create your account")
+            gate(account_sign_in, "Sign in")
+        st.session_state["actor"] = actor
+        signed = st.session_state.get(SESSION_TOKEN)
+        by_provider = st.session_state.get(_sso.VIA) == "sso"  # Streamlit's own identity cookie keeps that one
+        if signed != cookie and st.session_state.get(COOKIE_SENT) != signed and not by_provider and behind_a_browser():
+            st.session_state[COOKIE_SENT] = signed  # once (a browser refusing cookies is not sent round again)
+            go_to(_gate.cookie_url(_gate.HANDOFFS.issue(st.session_state[SESSION_TOKEN],
+                                                             int(wb.settings.accounts.session_hours * 3600)),
+                                     here()))
     else:
-        st.session_state.pop(AWAY_SINCE, None)
+        st.session_state.pop("actor", None)
+        if shared and not password.is_set:
+            _gate.shut_out(session_id)
+            gate(set_up, "Set up")
+        if password.is_set and not st.session_state.get("signed_in"):
+            _gate.shut_out(session_id)
+            gate(sign_in, "Sign in")
+    _gate.let_in(session_id)  # past the gate: this session may upload
+
+    # A signed-in account acts through a view of the workbench that checks every store it touches
+    # (knowledge.workbench.Workbench.as_user); without accounts, the local admin (everything).
+    st.session_state["workbench"] = wb.as_user(actor) if actor is not None else wb
+    st.session_state["local_folders"] = app_folders(wb.settings, shared)
+    page = st.navigation([st.Page(file, title=title, icon=icon, default=not path) if not path
+                          else st.Page(file, title=title, icon=icon, url_path=path,
+                                       visibility="hidden" if file in HIDDEN else "visible")
+                          for file, title, icon, path in pages_for(actor)])
+    # (after st.navigation: a widget drawn before it loses its click under AppTest)
+    if actor is not None:
+        st.sidebar.caption(md("Signed in as **{}** ({})", actor.label, actor.role))
+        if st.sidebar.button("Sign out", icon="🔓", key="sign-out"):
+            _gate.shut_out(session_id)
+            if _sso.sign_out(wb):  # ends the app session; with a provider sign-in st.logout() reloads the app
+                st.stop()
+            st.session_state.clear()
+            go_to(_gate.cookie_url(None))  # the browser forgets the sign-in cookie
+    elif password.is_set and st.sidebar.button("Log out", icon="🔓", key="log-out"):
+        _gate.shut_out(session_id)
+        st.session_state.clear()
+        st.rerun()
+
+    with serving_pages():
+        try:
+            page.run()
+        except CatalogLocked:  # a process without turns (an older version, a long hold) kept the file
+            st.warning(CATALOG_BUSY, icon="⏳")
+        except BackendUnavailable as exc:  # a server stopped or restarting: say so, try again by itself
+            waiting_for_database(exc, wb.settings.catalog.outage_wait_seconds)
+        else:
+            st.session_state.pop(AWAY_SINCE, None)

@@ -15,6 +15,7 @@ typo never silently falls back to a default. Invalid values raise :class:`~knowl
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import re
@@ -371,6 +372,33 @@ class ApiSettings(_Section):
         return [h.strip().lower() for h in hosts]
 
 
+class ServerSettings(_Section):
+    """``server.*``: how the app and the REST/MCP servers read a request that came through a reverse
+    proxy (see :mod:`knowledge.forwarded`)."""
+
+    trusted_proxies: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="addresses or networks (10.0.0.5, ::1, 10.0.0.0/24) of the reverse"
+        " proxies whose Forwarded / X-Forwarded-For / X-Forwarded-Proto headers are believed (the visitor's"
+        " address, https at the proxy: a Secure cookie); empty = none. A request with forwarding headers is"
+        " never the local admin, trusted or not")
+
+    _proxies = field_validator("trusted_proxies", mode="before")(lambda v: _listed(v, ","))
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxy_form(cls, entries: list[str]) -> list[str]:
+        out = []
+        for e in entries:
+            text = e.strip()
+            try:
+                ipaddress.ip_network(text if "/" in text else text.strip("[]"), strict=False)
+            except ValueError:
+                raise ValueError(f"{e!r} is not an IP address or network: write 10.0.0.5, ::1 or 10.0.0.0/24"
+                                 " (a host name is not trusted)") from None
+            out.append(text)
+        return out
+
+
 class Settings(BaseSettings):
     """All settings. Construct with :func:`load_settings` to get errors as :class:`ConfigError`."""
 
@@ -394,6 +422,7 @@ class Settings(BaseSettings):
     chat: ChatSettings = Field(default_factory=ChatSettings)
     mcp: McpSettings = Field(default_factory=McpSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
+    server: ServerSettings = Field(default_factory=ServerSettings)
     api_key: SecretStr | None = Field(
         None, description="bearer token of the REST API and the MCP server over HTTP, from the environment"
         " (KNOWLEDGE_API_KEY); required when they listen on anything but loopback")

@@ -20,9 +20,9 @@ PACKAGE = Path(__file__).resolve().parents[1] / "knowledge"
 
 #: Floor of each unit, lowest first. Ground modules import only each other (acyclically).
 FLOORS: dict[str, int] = {
-    # 0 ground: errors, settings, outcomes, names, folders, plugin loading, the web gate, small private helpers
+    # 0 ground: errors, settings, outcomes, names, folders, plugin loading, forwarded requests, small private helpers
     **dict.fromkeys(["knowledge", "errors", "config", "outcomes", "attributes", "access", "plugins",
-                     "_fs", "_onnx", "_names", "_pg", "webgate", "vocabulary"], 0),
+                     "_fs", "_onnx", "_names", "_pg", "forwarded", "vocabulary"], 0),
     "text": 1,  # analysis, highlight, render: pure functions of text
     # 2 parts: each a contract with its backends
     **dict.fromkeys(["embeddings", "filestore", "catalog", "vectorstore"], 2),

@@ -8,7 +8,10 @@ per-user key (``kn-...``) read anew on every request, the request then acting as
 (``scope["state"]["actor"]``, Starlette's ``request.state.actor``), and the shared key refused --
 a body sent as ``application/json`` (415) -- ``multipart/form-data`` only on the upload paths, and
 there only with a key, from a configured origin, or from a client that is not a browser page (403)
--- and a body within the limit (413).
+-- and a body within the limit (413). Without a key and without accounts (a loopback server: the
+visitor is the local admin), a request must be local: one that came through a proxy (forwarding
+headers, :mod:`knowledge.forwarded`, trusted or not) or from another host is refused (401), so a
+reverse proxy on the same host does not make every visitor the local admin.
 Every response carries ``X-Content-Type-Options: nosniff`` and a Content-Security-Policy that lets
 nothing load or frame it.
 """
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import logging
 import re
 from collections.abc import Iterable
@@ -29,6 +33,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from knowledge.access import is_loopback
 from knowledge.errors import AuthenticationFailed, KnowledgeError
+from knowledge.forwarded import scope_peer, trusted_networks
 from knowledge.server.http import unavailable
 
 log = logging.getLogger(__name__)
@@ -103,13 +108,17 @@ class Guard:
             (``people.enabled()``), every request needs a per-user key (``people.key_actor``, read
             on each request: a revoked key is refused at once) and ``api_key`` is refused; the
             request's actor is put in ``scope["state"]["actor"]``. Without accounts, as before.
+        trusted_proxies: addresses or networks (``server.trusted_proxies``) whose forwarding headers
+            name the visitor; from any other peer they only mark the request as proxied.
     """
 
     def __init__(self, app: ASGIApp, *, api_key: str | None = None, max_body: int, allowed_hosts: Iterable[str] = (),
                  cors_origins: Iterable[str] = (), upload_paths: Iterable[str] = (), open_paths: Iterable[str] = (),
                  allow_headers: Iterable[str] = ("Authorization", "Content-Type"),
-                 expose_headers: Iterable[str] = (), people: Any = None) -> None:
+                 expose_headers: Iterable[str] = (), people: Any = None,
+                 trusted_proxies: Iterable[str] = ()) -> None:
         self.app = app
+        self.trusted = trusted_networks(trusted_proxies)
         self.people = people
         self._accounts = False  # once accounts exist they stay (the last admin cannot be deleted)
         self.digest = hashlib.sha256(api_key.encode()).digest() if api_key else None
@@ -237,6 +246,13 @@ class Guard:
                            "invalid_api_key")
             resp.headers["WWW-Authenticate"] = "Bearer"
             return await resp(scope, receive, send)
+        elif self.digest is None and self.remote(scope):
+            # no key, no accounts: every request is the local admin, so only a local one is answered
+            resp = refusal(401, "This server has no API key, so it answers only requests from this computer, not"
+                                " through a proxy or from another host: set KNOWLEDGE_API_KEY (clients send it as"
+                                " the bearer token) or create user accounts.", "invalid_api_key")
+            resp.headers["WWW-Authenticate"] = "Bearer"
+            return await resp(scope, receive, send)
         ctype = headers.get("content-type")
         length = headers.get("content-length")
         has_body = (length is not None and length.strip() != "0") or "transfer-encoding" in headers
@@ -272,6 +288,18 @@ class Guard:
             await self.app(scope, counted, send)
         except _BodyTooLarge:
             await self._too_large(scope, receive, send)
+
+    def remote(self, scope: Scope) -> bool:
+        """Whether the request came through a proxy (forwarding headers) or from another host's IP
+        address (a client named otherwise, such as a test's in-process ``testclient``, is no host)."""
+        visitor = scope_peer(scope, self.trusted)
+        if visitor.proxied:
+            return True
+        try:
+            ipaddress.ip_address((visitor.address or "").strip("[]"))
+        except ValueError:
+            return False
+        return not is_loopback(visitor.address)
 
     def _may_upload(self, headers: dict[str, str]) -> bool:
         """A multipart upload without a key: from a configured origin, or from a client that is no

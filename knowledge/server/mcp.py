@@ -386,7 +386,8 @@ def http_app(wb: Workbench, host: str = "127.0.0.1", port: int = DEFAULT_HTTP_PO
                  cors_origins=api.cors_origins,
                  allow_headers=("Authorization", "Content-Type", "Mcp-Session-Id", "Mcp-Protocol-Version",
                                 "Last-Event-ID"),
-                 expose_headers=("Mcp-Session-Id",), people=wb.people)
+                 expose_headers=("Mcp-Session-Id",), people=wb.people,
+                 trusted_proxies=wb.settings.server.trusted_proxies)
 
 
 __all__ = ["DEFAULT_HTTP_PORT", "KnowledgeTools", "build_server", "clean", "http_app", "mcp_folders",

@@ -1,30 +1,23 @@
 """A deep link with a query (the viewer's ``view?store=…&file=…``) survives the sign-in: the cookie
-hand-off (knowledge.webgate's ``_knowledge/session?next=``) sends the browser back to the path
+hand-off (pages/_gate.py's ``_knowledge/session?next=``) sends the browser back to the path
 *and* its query; anything but an app path with URL-safe characters still goes to ``/``."""
 
 from __future__ import annotations
 
-import asyncio
 import urllib.parse
 
 import pytest
 
-from knowledge import webgate
 from knowledge.pagemodels.viewer import viewer_url
+from pages import _gate as webgate
 
 
 def redirect(url: str) -> str:
     """Where the gate's cookie endpoint at ``url`` sends the browser (its Location header)."""
     parts = urllib.parse.urlsplit(url)
-    sent: list[dict] = []
-
-    async def send(message: dict) -> None:
-        sent.append(message)
-
     endpoint = parts.path.strip("/")
-    asyncio.run(webgate._cookie_answer({"type": "http", "query_string": parts.query.encode(), "scheme": "http"},
-                                       send, endpoint, ""))
-    return dict(sent[0]["headers"])[b"location"].decode()
+    answer = webgate.cookie_answer(parts.query, False, endpoint == webgate.COOKIE_ENDPOINTS[0])
+    return answer.headers["location"]
 
 
 def test_the_viewer_link_comes_back_with_its_query_after_the_sign_in():

@@ -62,7 +62,7 @@ def _sign_in(pg, server: Server, username: str) -> None:
     from playwright.sync_api import expect
 
     pg.goto(server.url)
-    pg.get_by_role("textbox", name="Username").fill(username)  # waits for the form (a fresh server's first page loads twice)
+    pg.get_by_role("textbox", name="Username").fill(username)  # waits for the form
     pg.get_by_role("textbox", name="Password").fill(PW)
     pg.get_by_role("button", name="Sign in").click()
     expect(pg.get_by_role("button", name="Sign out")).to_be_visible(timeout=60_000)

@@ -154,7 +154,7 @@ def test_with_a_password_wrong_is_refused_right_lets_in_and_logout_locks(browser
         context.close()
 
 
-# -- nothing before sign-in, and the Content-Security-Policy (knowledge/webgate.py) ----------------
+# -- nothing before sign-in, and the Content-Security-Policy (pages/_gate.py) ---------------------
 BIG = 50 * 1024 * 1024
 #: app.py's pages, as the sidebar names them
 SIDEBAR = ["Home", "Vector stores", "Search playground", "Evaluate", "Files", "Chat", "Agent memory", "Settings", "People"]
@@ -173,7 +173,7 @@ def _sign_in(pg, server: Server, path: str = "") -> None:
 
     pg.goto(f"{server.url}/{path}")
     box = pg.locator("input[type=password]")
-    box.fill("correct horse battery")  # waits for the form (a fresh server's first page loads twice)
+    box.fill("correct horse battery")  # waits for the form
     pg.get_by_role("button", name="Sign in").click()
     expect(pg.get_by_role("button", name="Log out")).to_be_visible(timeout=60_000)
     wait_for_app(pg)

@@ -2,13 +2,15 @@
 configuration in a temporary folder) in front of a real ``python -m knowledge serve``: a 5 MB upload
 goes through (nginx's own default refuses anything over 1 MB), and the API answers a request by the
 proxy's IP address once that address is in ``api.allowed_hosts`` while a name pointed at the proxy
-by another site is still refused (issue 39); in front of a real ``streamlit run app.py`` it upgrades
+by another site is still refused (issue 39), and without its key it refuses a request through the
+proxy (a proxied request is never the local admin, issue 40); in front of a real ``streamlit run app.py`` it upgrades
 the app's websocket (and does not without the block's Upgrade/Connection lines). Skipped without
 nginx, failed without it under CI."""
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import os
 import re
@@ -27,6 +29,9 @@ from api_helpers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 TEAM_DOC = ROOT / "docs" / "team.md"
+#: The API's key behind the proxy (a proxied request is never the local admin: without a key, refused).
+KEY = "proxy-test-key-0123456789"
+AUTH = {"Authorization": f"Bearer {KEY}"}
 
 pytestmark = pytest.mark.slow
 
@@ -105,11 +110,19 @@ class Nginx:
 
 @pytest.fixture
 def api_server(tmp_path) -> Iterator[int]:
-    """``python -m knowledge serve`` on 127.0.0.1, with the proxy's address in ``api.allowed_hosts``."""
+    """``python -m knowledge serve`` on 127.0.0.1 with :data:`KEY`, the proxy's address in ``api.allowed_hosts``."""
+    with api_process(tmp_path, KEY) as port:
+        yield port
+
+
+@contextlib.contextmanager
+def api_process(tmp_path: Path, key: str | None) -> Iterator[int]:
+    """``python -m knowledge serve`` on 127.0.0.1 (with ``key`` as KNOWLEDGE_API_KEY, or none)."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("KNOWLEDGE_")}
     env.update(PYTHONPATH=str(ROOT), KNOWLEDGE_DATA_DIR=str(tmp_path / "data"),
-               KNOWLEDGE_EMBEDDINGS__MODEL="fake/hash-64", KNOWLEDGE_API__ALLOWED_HOSTS="127.0.0.1")
+               KNOWLEDGE_EMBEDDINGS__MODEL="fake/hash-64", KNOWLEDGE_API__ALLOWED_HOSTS="127.0.0.1",
+               **({"KNOWLEDGE_API_KEY": key} if key else {}))
     log = tmp_path / "serve.log"
     with log.open("ab") as out:
         proc = subprocess.Popen([sys.executable, "-m", "knowledge", "serve", "--port", str(port)], env=env,
@@ -118,7 +131,8 @@ def api_server(tmp_path) -> Iterator[int]:
         deadline = time.monotonic() + 90
         while True:
             try:
-                if httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=5).status_code == 200:
+                headers = AUTH if key else {}
+                if httpx.get(f"http://127.0.0.1:{port}/v1/models", headers=headers, timeout=5).status_code == 200:
                     break
             except httpx.HTTPError:
                 pass
@@ -145,6 +159,9 @@ def test_the_documented_proxy_passes_a_5_mb_upload_and_a_request_by_ip(tmp_path,
     data = os.urandom(5_000_000)
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{listen}", timeout=120) as client:
+            # without the key: the documented block says who the visitor is, so it is not the local admin
+            assert client.get("/v1/models").status_code == 401
+            client.headers.update(AUTH)
             up = client.post("/v1/files", data={"purpose": "assistants"},
                              files={"file": ("big.bin", data, "application/octet-stream")})
             assert up.status_code == 200, up.text
@@ -168,11 +185,26 @@ def test_the_documented_proxy_passes_a_5_mb_upload_and_a_request_by_ip(tmp_path,
     listen = free_port()
     proxy = Nginx(exe, tmp_path / "nginx-default", local_block(bare, listen, api_server, free_port()), listen)
     try:
-        refused = httpx.post(f"http://127.0.0.1:{listen}/v1/files", data={"purpose": "assistants"},
+        refused = httpx.post(f"http://127.0.0.1:{listen}/v1/files", data={"purpose": "assistants"}, headers=AUTH,
                              files={"file": ("big.bin", data, "application/octet-stream")}, timeout=120)
         assert refused.status_code == 413 and "nginx" in refused.text
     finally:
         proxy.stop()
+
+
+def test_a_keyless_api_behind_the_documented_proxy_on_its_host_is_not_open_to_its_visitors(tmp_path):
+    """An API on 127.0.0.1 without a key and without accounts acts as the local admin for every request:
+    through nginx on the same host (the documented block's X-Forwarded-* lines) it answers none."""
+    exe = nginx_binary()
+    with api_process(tmp_path, None) as api:
+        assert httpx.get(f"http://127.0.0.1:{api}/v1/models", timeout=30).status_code == 200  # on this computer
+        listen = free_port()
+        proxy = Nginx(exe, tmp_path / "nginx", local_block(documented_block(), listen, api, free_port()), listen)
+        try:
+            refused = httpx.get(f"http://127.0.0.1:{listen}/v1/models", timeout=30)
+            assert refused.status_code == 401 and "not through a proxy" in refused.json()["error"]["message"]
+        finally:
+            proxy.stop()
 
 
 def websocket_status(port: int, path: str = "/_stcore/stream") -> str:
