@@ -20,6 +20,7 @@ from knowledge.errors import InvalidArgument
 from knowledge.server.filters import SearchFilter
 from knowledge.server.http import bad, in_thread, json_body, object_field, optional_str
 from knowledge.server.objects import Api, KnowledgeApi
+from knowledge.service.search import SearchRequest
 
 router = APIRouter(tags=["search"])
 SEARCH_FIELDS = ("query", "max_num_results", "filters", "ranking_options", "rewrite_query", "mode")
@@ -58,7 +59,8 @@ def search_page(api: KnowledgeApi, vs_id: str, body: dict[str, Any]) -> dict[str
     if not isinstance(body.get("rewrite_query", False), bool):
         raise bad("rewrite_query must be true or false.", "rewrite_query")
     mode = optional_str(body.get("mode"), "mode")  # beyond OpenAI: hybrid (default), vector (semantic), lexical (keyword)
-    hits = api.wb.search(name, query, k=k, keep=found.keep, where=found.where, score_threshold=threshold, mode=mode)
+    hits = api.wb.search(name, SearchRequest(query, k, where=found.where, score_threshold=threshold, mode=mode,
+                                             keep=found.keep))
     out = {"object": "vector_store.search_results.page", "search_query": query,
            "data": [api.result(h) for h in hits], "has_more": False, "next_page": None}
     if body.get("rewrite_query"):
