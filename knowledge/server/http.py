@@ -5,6 +5,8 @@ cursor pages, and the answers a client polls.
   :func:`bad` (400), :func:`not_found` (404), :func:`unavailable` (503 with ``Retry-After``: the
   catalog, the file store or the vector backend cannot be reached now) and :func:`from_knowledge` (a
   service error mapped by its class) make one.
+* :class:`JsonRoute` checks a JSON body's depth before FastAPI parses it into the route's model
+  (:mod:`knowledge.server.bodies`); :func:`validation_error` words a refused body as OpenAI does.
 * :func:`json_body` reads a request's JSON object (:func:`parse_json`: depth-limited) and refuses a
   field it does not know, as OpenAI does; :func:`known`, :func:`object_field`, :func:`strings`,
   :func:`optional_str` and :func:`check_name` check the fields; each raises :class:`ApiError`.
@@ -18,12 +20,13 @@ from __future__ import annotations
 
 import json
 import unicodedata
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 from urllib.parse import quote
 
 from fastapi import Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
 
 from knowledge.access import is_loopback
@@ -165,6 +168,47 @@ async def json_body(request: Request, allowed: Iterable[str] | None = None) -> d
     if allowed is not None:
         known(body, allowed)
     return body
+
+
+class JsonRoute(APIRoute):
+    """A route whose JSON body is checked for depth (:func:`parse_json`: at most 64 levels) before
+    FastAPI parses it into the route's pydantic model: too deep a body is a 400 saying so, never a
+    parser's recursion error. The body read here is the one FastAPI reads next (Starlette keeps it)."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def checked(request: Request) -> Response:
+            raw = await request.body()
+            if raw:
+                try:
+                    parse_json(raw)
+                except ValueError as exc:
+                    raise bad(str(exc)) from None
+            return await handler(request)
+
+        return checked
+
+
+def validation_error(errors: Sequence[Mapping[str, Any]], skip: int = 1) -> ApiError:
+    """The 400 for a body a pydantic model refused (:mod:`knowledge.server.bodies`), in OpenAI's
+    shape, from the first of ``errors`` (pydantic's, each ``{"type", "loc", "msg"}``; the first
+    ``skip`` parts of ``loc`` name the request part, ``body``): ``param`` the field's dotted path and
+    a message naming it -- ``Unrecognized request argument supplied: filter.`` for an unknown field
+    (OpenAI's words), ``X must be an object.`` for a field that must be one, a check's own sentence,
+    else ``X: <pydantic's message>``."""
+    first = errors[0] if errors else {}
+    param = ".".join(str(p) for p in tuple(first.get("loc", ()))[skip:]) or None
+    kind, msg = first.get("type"), str(first.get("msg", "invalid request"))
+    if kind == "extra_forbidden":
+        return bad(f"Unrecognized request argument supplied: {param}.", param)
+    if kind in ("model_type", "model_attributes_type", "dict_type"):
+        return bad(f"{param} must be an object." if param else "The request body must be a JSON object.", param)
+    if kind == "value_error":  # a check's own sentence, which names the field
+        return bad(msg.removeprefix("Value error, "), param)
+    if kind == "missing" and param is None:
+        return bad("The request needs a JSON body.")
+    return bad(f"{param or 'request'}: {msg}", param)
 
 
 def known(obj: Mapping[str, Any], allowed: Iterable[str], where: str | None = None) -> None:
