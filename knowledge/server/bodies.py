@@ -94,6 +94,38 @@ class ModifyStore(Body):
     _metadata = field_validator("metadata")(_check_metadata)
 
 
+# -- a store's files ----------------------------------------------------------------------------------------
+class FileEntry(Body):
+    """``POST /v1/vector_stores/{vs_id}/files``, and one of a batch's ``files``: a file uploaded
+    through ``/v1/files``, its ``attributes`` (checked by :func:`knowledge.attributes.check_attributes`)
+    and its ``chunking_strategy`` (default: the store's)."""
+
+    file_id: str
+    attributes: dict[str, Any] | None = None
+    chunking_strategy: ChunkingStrategy | None = None
+
+
+class FileBatch(Body):
+    """``POST /v1/vector_stores/{vs_id}/file_batches``: ``file_ids`` and/or ``files`` (at least one
+    file), with the batch's ``attributes`` and ``chunking_strategy`` for those that name none."""
+
+    file_ids: list[str] | None = None
+    files: list[FileEntry] | None = None
+    attributes: dict[str, Any] | None = None
+    chunking_strategy: ChunkingStrategy | None = None
+
+
+class WebPages(Body):
+    """``POST /v1/vector_stores/{vs_id}/web_pages`` (beyond OpenAI): the page's ``url``, ``depth``
+    (links away on the same site) and ``max_pages`` (bounds: :class:`knowledge.service.web.Crawl`)."""
+
+    url: str = Field(description="The http(s) URL of a web page.")
+    depth: int | None = None
+    max_pages: int | None = None
+    attributes: dict[str, Any] | None = None
+    chunking_strategy: ChunkingStrategy | None = None
+
+
 # -- search ------------------------------------------------------------------------------------------------
 def _joined(value: Any) -> Any:
     """A list of strings as one query (OpenAI takes either); anything else as it is."""
@@ -134,5 +166,5 @@ class SearchBody(Body):
         return value
 
 
-__all__ = ["MAX_CHUNK", "MIN_CHUNK", "Body", "ChunkingStrategy", "CreateStore", "ExpiresAfter", "ModifyStore",
-           "RankingOptions", "SearchBody", "StaticChunking"]
+__all__ = ["MAX_CHUNK", "MIN_CHUNK", "Body", "ChunkingStrategy", "CreateStore", "ExpiresAfter", "FileBatch",
+           "FileEntry", "ModifyStore", "RankingOptions", "SearchBody", "StaticChunking", "WebPages"]

@@ -488,8 +488,8 @@ class KnowledgeApi:
         rest.add_file_batch(self.wb.catalog, batch_id, store, file_ids, [str(j.batch_id) for j in jobs])
         return self.batch(store, batch_id)
 
-    def add_web_pages(self, store: str, url: Any, depth: Any = 0, max_pages: Any = None, attributes: Any = None,
-                      strategy: Any = None) -> tuple[Batch, list[dict[str, Any]]]:
+    def add_web_pages(self, store: str, url: str, depth: int | None = 0, max_pages: int | None = None,
+                      attributes: Any = None, strategy: Any = None) -> tuple[Batch, list[dict[str, Any]]]:
         """Fetch the web page ``url`` (and its same-site links ``depth`` links away, at most
         ``max_pages``: :class:`~knowledge.service.web.Crawl`) now, and add each page to ``store`` as
         a file batch does: a file named by its URL with ``source_url`` among its ``attributes``
@@ -502,12 +502,7 @@ class KnowledgeApi:
             ApiError: 400 for a bad url, depth, max_pages or attributes, or when no page could be
                 had (the reason of the first). PermissionDenied: the caller may not add files to ``store``.
         """
-        self.wb.authorize(store, "write")  # before anything is fetched
-        if not isinstance(url, str):
-            raise bad("url is required: the http(s) URL of a web page.", "url")
-        for value, name in ((depth, "depth"), (max_pages, "max_pages")):
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
-                raise bad(f"{name} must be an integer, got {value!r}.", name)
+        self.wb.authorize(store, "write")  # before anything is fetched (the body's types: bodies.WebPages)
         try:
             attrs = check_attributes(attributes)
             crawl = Crawl(self.wb.settings, url, depth or 0, max_pages)

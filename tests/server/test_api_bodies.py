@@ -76,6 +76,13 @@ def test_bad_bodies_are_refused_naming_the_field_in_openais_shape(base):
         (base + f"/v1/vector_stores/{vs['id']}/files", {"file_id": f["id"], "chunking_strategy": {"type": "static",
          "static": {"max_chunk_size_tokens": 200}}}, "chunking_strategy.static.chunk_overlap_tokens",
          "chunking_strategy.static.chunk_overlap_tokens: Field required"),
+        (base + f"/v1/vector_stores/{vs['id']}/file_batches", {"files": [{"file_id": f["id"], "atributes": {}}]},
+         "files.0.atributes", "Unrecognized request argument supplied: files.0.atributes."),
+        (base + f"/v1/vector_stores/{vs['id']}/file_batches", {"attributes": {"team": "blue"}}, "file_ids",
+         "Give file_ids (or files) to add."),
+        (base + f"/v1/vector_stores/{vs['id']}/files", {"attributes": {}}, "file_id", "file_id: Field required"),
+        (base + f"/v1/vector_stores/{vs['id']}/web_pages", {"url": "http://127.0.0.1:1/", "depth": "2"}, "depth",
+         "depth: Input should be a valid integer"),
     ]
     for url, body, param, message in cases:
         error = refused(httpx.post(url, json=body))
