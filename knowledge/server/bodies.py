@@ -13,7 +13,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 
 #: OpenAI's bounds of a static chunking strategy.
 MIN_CHUNK, MAX_CHUNK = 100, 4096
@@ -126,6 +134,70 @@ class WebPages(Body):
     chunking_strategy: ChunkingStrategy | None = None
 
 
+# -- chat --------------------------------------------------------------------------------------------------
+def _store_list(value: Any) -> Any:
+    """``metadata.stores`` as a list: a comma-separated string split (blanks left out)."""
+    if isinstance(value, str):
+        return [s.strip() for s in value.split(",") if s.strip()]
+    return value
+
+
+class ChatMetadata(BaseModel):
+    """A chat request's ``metadata``: ``session`` (a session id; the header ``X-Knowledge-Session``
+    wins) and ``stores`` (the stores the session searches: a list, or a comma-separated string).
+    Other keys are the caller's (OpenAI's metadata is free-form) and are not used."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    session: str | None = None
+    stores: Annotated[list[str] | None, BeforeValidator(_store_list),
+                      WithJsonSchema({"anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "string"},
+                                                {"type": "null"}]})] = None
+
+
+class ChatCompletion(Body):
+    """``POST /v1/chat/completions``: ``model``, ``messages``, ``stream`` and ``metadata`` are read
+    (:mod:`knowledge.server.routes.chat`); OpenAI's other fields are accepted and have no effect
+    here (the CHAT config decides them); any other field is refused."""
+
+    model: str = Field(min_length=1, description="The name of a chat model config (see GET /v1/models).")
+    messages: list[dict[str, Any]] = Field(min_length=1, description="OpenAI's messages; the last user message"
+                                                                     " is sent (the session keeps the conversation).")
+    stream: bool = False
+    metadata: ChatMetadata | None = None
+    # accepted, not used:
+    stream_options: Any = None
+    temperature: Any = None
+    top_p: Any = None
+    n: Any = None
+    max_tokens: Any = None
+    max_completion_tokens: Any = None
+    stop: Any = None
+    presence_penalty: Any = None
+    frequency_penalty: Any = None
+    logit_bias: Any = None
+    logprobs: Any = None
+    top_logprobs: Any = None
+    user: Any = None
+    seed: Any = None
+    response_format: Any = None
+    tools: Any = None
+    tool_choice: Any = None
+    parallel_tool_calls: Any = None
+    store: Any = None
+    reasoning_effort: Any = None
+    service_tier: Any = None
+    modalities: Any = None
+    audio: Any = None
+    prediction: Any = None
+    web_search_options: Any = None
+    safety_identifier: Any = None
+    prompt_cache_key: Any = None
+    verbosity: Any = None
+    function_call: Any = None
+    functions: Any = None
+
+
 # -- search ------------------------------------------------------------------------------------------------
 def _joined(value: Any) -> Any:
     """A list of strings as one query (OpenAI takes either); anything else as it is."""
@@ -166,5 +238,6 @@ class SearchBody(Body):
         return value
 
 
-__all__ = ["MAX_CHUNK", "MIN_CHUNK", "Body", "ChunkingStrategy", "CreateStore", "ExpiresAfter", "FileBatch",
-           "FileEntry", "ModifyStore", "RankingOptions", "SearchBody", "StaticChunking", "WebPages"]
+__all__ = ["MAX_CHUNK", "MIN_CHUNK", "Body", "ChatCompletion", "ChatMetadata", "ChunkingStrategy", "CreateStore",
+           "ExpiresAfter", "FileBatch", "FileEntry", "ModifyStore", "RankingOptions", "SearchBody", "StaticChunking",
+           "WebPages"]

@@ -192,12 +192,14 @@ class JsonRoute(APIRoute):
 
 def validation_error(errors: Sequence[Mapping[str, Any]], skip: int = 1) -> ApiError:
     """The 400 for a body a pydantic model refused (:mod:`knowledge.server.bodies`), in OpenAI's
-    shape, from the first of ``errors`` (pydantic's, each ``{"type", "loc", "msg"}``; the first
-    ``skip`` parts of ``loc`` name the request part, ``body``): ``param`` the field's dotted path and
+    shape, from one of ``errors`` (pydantic's, each ``{"type", "loc", "msg"}``: an unknown field's,
+    else the first; the first ``skip`` parts of ``loc`` name the request part, ``body``): ``param``
+    the field's dotted path and
     a message naming it -- ``Unrecognized request argument supplied: filter.`` for an unknown field
     (OpenAI's words), ``X must be an object.`` for a field that must be one, a check's own sentence,
     else ``X: <pydantic's message>``."""
-    first = errors[0] if errors else {}
+    # an unknown field first: a misspelt name explains the "missing" error of the right one
+    first = next((e for e in errors if e.get("type") == "extra_forbidden"), errors[0] if errors else {})
     param = ".".join(str(p) for p in tuple(first.get("loc", ()))[skip:]) or None
     kind, msg = first.get("type"), str(first.get("msg", "invalid request"))
     if kind == "extra_forbidden":

@@ -40,6 +40,8 @@ def test_the_search_body_and_the_store_body_are_documented_in_openapi(base):
     static = spec["components"]["schemas"]["StaticChunking"]["properties"]
     assert static["max_chunk_size_tokens"]["minimum"] == 100 and static["max_chunk_size_tokens"]["maximum"] == 4096
     assert "CreateStore" in spec["components"]["schemas"]
+    chat = spec["components"]["schemas"]["ChatCompletion"]["properties"]
+    assert {"model", "messages", "stream", "metadata", "temperature", "tools"} <= set(chat)
 
 
 def test_bad_bodies_are_refused_naming_the_field_in_openais_shape(base):
@@ -83,6 +85,17 @@ def test_bad_bodies_are_refused_naming_the_field_in_openais_shape(base):
         (base + f"/v1/vector_stores/{vs['id']}/files", {"attributes": {}}, "file_id", "file_id: Field required"),
         (base + f"/v1/vector_stores/{vs['id']}/web_pages", {"url": "http://127.0.0.1:1/", "depth": "2"}, "depth",
          "depth: Input should be a valid integer"),
+        (base + "/v1/chat/completions", {"model": "offline", "mesages": []}, "mesages",
+         "Unrecognized request argument supplied: mesages."),
+        (base + "/v1/chat/completions", {"model": "offline", "messages": []}, "messages",
+         "messages: List should have at least 1 item after validation, not 0"),
+        (base + "/v1/chat/completions", {"model": "offline", "messages": [{"role": "user", "content": "hi"}],
+                                         "stream": "yes"}, "stream", "stream: Input should be a valid boolean"),
+        (base + "/v1/chat/completions", {"model": "offline", "messages": [{"role": "user", "content": "hi"}],
+                                         "metadata": {"stores": 5}}, "metadata.stores",
+         "metadata.stores: Input should be a valid list"),
+        (base + "/v1/chat/completions", {"model": "offline", "messages": [{"role": "system", "content": "hi"}],
+                                         "temperature": 0.2}, "messages", "messages needs a user message."),
     ]
     for url, body, param, message in cases:
         error = refused(httpx.post(url, json=body))
