@@ -113,6 +113,12 @@ class FileEntry(Body):
     chunking_strategy: ChunkingStrategy | None = None
 
 
+class FileAttributes(Body):
+    """``POST /v1/vector_stores/{vs_id}/files/{file_id}``: the file's new ``attributes``."""
+
+    attributes: dict[str, Any] | None = None
+
+
 class FileBatch(Body):
     """``POST /v1/vector_stores/{vs_id}/file_batches``: ``file_ids`` and/or ``files`` (at least one
     file), with the batch's ``attributes`` and ``chunking_strategy`` for those that name none."""
@@ -239,5 +245,5 @@ class SearchBody(Body):
 
 
 __all__ = ["MAX_CHUNK", "MIN_CHUNK", "Body", "ChatCompletion", "ChatMetadata", "ChunkingStrategy", "CreateStore",
-           "ExpiresAfter", "FileBatch", "FileEntry", "ModifyStore", "RankingOptions", "SearchBody", "StaticChunking",
-           "WebPages"]
+           "ExpiresAfter", "FileAttributes", "FileBatch", "FileEntry", "ModifyStore", "RankingOptions", "SearchBody",
+           "StaticChunking", "WebPages"]

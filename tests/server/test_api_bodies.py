@@ -85,6 +85,8 @@ def test_bad_bodies_are_refused_naming_the_field_in_openais_shape(base):
         (base + f"/v1/vector_stores/{vs['id']}/files", {"attributes": {}}, "file_id", "file_id: Field required"),
         (base + f"/v1/vector_stores/{vs['id']}/web_pages", {"url": "http://127.0.0.1:1/", "depth": "2"}, "depth",
          "depth: Input should be a valid integer"),
+        (base + f"/v1/vector_stores/{vs['id']}/files/{f['id']}", {"atributes": {}}, "atributes",
+         "Unrecognized request argument supplied: atributes."),
         (base + "/v1/chat/completions", {"model": "offline", "mesages": []}, "mesages",
          "Unrecognized request argument supplied: mesages."),
         (base + "/v1/chat/completions", {"model": "offline", "messages": []}, "messages",

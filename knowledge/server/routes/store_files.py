@@ -22,8 +22,8 @@ from fastapi.responses import JSONResponse, Response
 
 from knowledge.attributes import check_attributes
 from knowledge.errors import InvalidArgument
-from knowledge.server.bodies import Body, ChunkingStrategy, FileBatch, FileEntry, WebPages
-from knowledge.server.http import JsonRoute, bad, in_thread, json_body, page, polled
+from knowledge.server.bodies import Body, ChunkingStrategy, FileAttributes, FileBatch, FileEntry, WebPages
+from knowledge.server.http import JsonRoute, bad, in_thread, page, polled
 from knowledge.server.idempotency import once
 from knowledge.server.objects import Api, KnowledgeApi
 
@@ -77,11 +77,10 @@ def get_store_file(vs_id: str, file_id: str, api: Api) -> JSONResponse:
 
 
 @router.post("/files/{file_id}", summary="Update attributes")
-async def update_store_file(vs_id: str, file_id: str, request: Request, api: Api) -> dict:
-    body = await json_body(request, ("attributes",))
+async def update_store_file(vs_id: str, file_id: str, body: FileAttributes, api: Api) -> dict:
     name = api.store_name(vs_id)
     try:
-        checked = check_attributes(body.get("attributes"))
+        checked = check_attributes(body.attributes)
     except InvalidArgument as exc:
         raise bad(str(exc), "attributes") from None
     await in_thread(api.wb.set_file_attributes, name, file_id, checked)
