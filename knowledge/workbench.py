@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import copy
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, ClassVar, Generic, TypeVar
 
@@ -45,7 +45,9 @@ from knowledge.service.jobs import JobRegistry
 from knowledge.service.search import (
     MultiSearch,
     Searcher,
+    SearchRequest,
     SearchResult,
+    search_request,
 )
 from knowledge.service.stores import Stores, StoreSummary, check_store_name
 from knowledge.service.templates import DEFAULT_TEMPLATE, TemplateRegistry, VectorStoreTemplate
@@ -549,17 +551,23 @@ class Workbench:
         return record
 
     # -- search (see knowledge.service.search) ----------------------------------------------------------
-    def search(self, store: str, query: str, k: int = 5, **kwargs) -> list[Hit]:
-        """The hits of :meth:`Searcher.search` (same arguments)."""
+    def search(self, store: str, query: str | SearchRequest, k: int = 5, *,
+               where: Mapping[str, Any] | None = None, score_threshold: float | None = None,
+               max_per_file: int | None = None, mode: str | None = None, rerank: bool | None = None,
+               merge: bool | None = None) -> list[Hit]:
+        """The hits of :meth:`Searcher.search`: ``query`` a :class:`SearchRequest`, or its text with
+        the common options as keywords (:func:`~knowledge.service.search.search_request`)."""
         self.authorize(store)
-        return self.searcher.search(store, query, k, **kwargs).hits
+        request = search_request(query, k, where=where, score_threshold=score_threshold, max_per_file=max_per_file,
+                                 mode=mode, rerank=rerank, merge=merge)
+        return self.searcher.search(store, request).hits
 
-    def search_result(self, store: str, query: str, k: int = 5, **kwargs: Any) -> SearchResult:
-        """The whole :class:`SearchResult` of :meth:`Searcher.search` (same arguments): the hits, and
-        the query's vector, the store's distance, with ``top=n`` the best ``n`` without the threshold,
-        with ``timings=True`` the embedding and search times (the search playground's view)."""
+    def search_result(self, store: str, request: SearchRequest) -> SearchResult:
+        """The whole :class:`SearchResult` of :meth:`Searcher.search`: the hits, and the query's
+        vector, the store's distance, with ``request.playground`` the best ``top`` without the
+        threshold and the embedding and search times (the search playground's view)."""
         self.authorize(store)
-        return self.searcher.search(store, query, k, **kwargs)
+        return self.searcher.search(store, request)
 
     def reranks(self, store: str) -> tuple[bool, int]:
         """Whether searches of ``store`` rerank by default, and how many passages (its template's
@@ -567,12 +575,16 @@ class Workbench:
         self.authorize(store)
         return self.searcher.rerank_of(self.stores.get(store))
 
-    def search_stores(self, stores, query: str, k: int = 5, **kwargs) -> MultiSearch:
-        """See :meth:`Searcher.search_stores`; each store needs read access (``StoreNotFound`` otherwise)."""
+    def search_stores(self, stores: Iterable[str], query: str | SearchRequest, k: int = 5, *,
+                      where: Mapping[str, Any] | None = None, mode: str | None = None,
+                      thresholds: Mapping[str, float | None] | None = None) -> MultiSearch:
+        """See :meth:`Searcher.search_stores` (``query`` as in :meth:`search`); each store needs read
+        access (``StoreNotFound`` otherwise)."""
         stores = list(stores)
         for name in stores:
             self.authorize(name)
-        return self.searcher.search_stores(stores, query, k, **kwargs)
+        request = search_request(query, k, where=where, mode=mode)
+        return self.searcher.search_stores(stores, request, thresholds=thresholds)
 
     def rank(self, store: str, query: str, vector: Any, fetch: int, **kwargs):
         self.authorize(store)

@@ -67,9 +67,8 @@ from knowledge.llm.providers import ChatProvider, Completion, ToolCall, TurnCont
 from knowledge.outcomes import Outcome
 from knowledge.text.answers import Embed, Picked
 from knowledge.text.render import plain_text
-from knowledge.tools.knowledge import READ_TOOLS, WRITE_TOOLS, KnowledgeTools, ToolResult, format_hit, hit_data
+from knowledge.tools.knowledge import READ_TOOLS, WRITE_TOOLS, KnowledgeTools, ToolResult, passage_key
 from knowledge.vectorstore.base import check_where
-from knowledge.vectorstore.scoring import higher_is_better
 from knowledge.workbench import Workbench
 
 VECTOR_SEARCH, VIEW_ATTACHMENT = "vector_search", "view_attachment"
@@ -633,7 +632,7 @@ class ChatService:
         kn = self.knowledge(s.id)
         if kn.searchable and turn.question.strip():
             args = {"query": turn.question, "k": SEARCH_FIRST_K}
-            result = self._search(s, cfg, kn, args, turn)
+            result = self._search(s, cfg, VECTOR_SEARCH, args, turn)
             turn.runs.append(ToolRun(VECTOR_SEARCH, args, result.text, result.ok))
         req = self.request(s.id, cfg, offer_tools=False)
         passages = _citations(turn.hits)
@@ -754,25 +753,38 @@ class ChatService:
         return ToolResult(f"Refused: {reason}", {"refused": True}, ok=False)
 
     def _tool(self, s: Session, cfg: LlmConfig, name: str, args: dict[str, Any], turn: _Turn) -> ToolResult:
-        if name == VIEW_ATTACHMENT:
-            if VIEW_ATTACHMENT not in s.tools:
-                return ToolResult("view_attachment is not active in this chat (no image or PDF attached).", ok=False)
-            ref = str(args.get("file_id", ""))
-            found = [a for a in self.attachments(s.id) if a.file_id == ref or a.name == ref]
-            if not found or found[0].kind == KIND_DOCUMENT:
-                media = [a.name for a in self.attachments(s.id) if a.kind != KIND_DOCUMENT]
-                return ToolResult(f"No image or PDF {ref!r} is attached. Attached: {', '.join(media) or 'none'}.",
-                                  ok=False)
-            a = found[0]
-            return ToolResult(f"{a.name} is shown in the next message.", a.event())
-        if name in WRITE_TOOLS and name not in self.offered_tools(cfg):
+        """Run the tool call ``name(args)`` under the chat's policy: the handler of ``name`` in the
+        table below; a tool the table does not name is unknown."""
+        handlers: dict[str, Callable[[Session, LlmConfig, str, dict[str, Any], _Turn], ToolResult]] = {
+            VIEW_ATTACHMENT: self._view_attachment,
+            VECTOR_SEARCH: self._search,
+            **dict.fromkeys(WRITE_TOOLS, self._write_tool),
+        }
+        handler = handlers.get(name)
+        if handler is None:
+            return ToolResult(f"Unknown tool {name!r}.", ok=False)
+        return handler(s, cfg, name, args, turn)
+
+    def _view_attachment(self, s: Session, cfg: LlmConfig, name: str, args: dict[str, Any],
+                         turn: _Turn) -> ToolResult:
+        """``view_attachment``: an attached image or PDF, shown to the model in the next message."""
+        if VIEW_ATTACHMENT not in s.tools:
+            return ToolResult("view_attachment is not active in this chat (no image or PDF attached).", ok=False)
+        ref = str(args.get("file_id", ""))
+        found = [a for a in self.attachments(s.id) if a.file_id == ref or a.name == ref]
+        if not found or found[0].kind == KIND_DOCUMENT:
+            media = [a.name for a in self.attachments(s.id) if a.kind != KIND_DOCUMENT]
+            return ToolResult(f"No image or PDF {ref!r} is attached. Attached: {', '.join(media) or 'none'}.",
+                              ok=False)
+        a = found[0]
+        return ToolResult(f"{a.name} is shown in the next message.", a.event())
+
+    def _write_tool(self, s: Session, cfg: LlmConfig, name: str, args: dict[str, Any], turn: _Turn) -> ToolResult:
+        """A writing tool, when the config offers it, on this chat's attached files only (and, for
+        ``vector_ingest_file``, a path in ``chat.allowed_dirs``); refused with the reason otherwise."""
+        if name not in self.offered_tools(cfg):
             return self._refuse(s, cfg, name, args, f"{name} is not offered in this chat: the model may only"
                                 " search (a CHAT config with write_tools enabled offers the writing tools).")
-        kn = self.knowledge(s.id)
-        if name == VECTOR_SEARCH:
-            return self._search(s, cfg, kn, args, turn)
-        if name not in WRITE_TOOLS:
-            return ToolResult(f"Unknown tool {name!r}.", ok=False)
         args = dict(args)
         store = args.setdefault("store", s.store)
         if store not in (s.store, ATTACHMENTS):
@@ -787,9 +799,12 @@ class ChatService:
                 return self._refuse(s, cfg, name, args, str(exc))
         return self.tools.call(name, args)
 
-    def _search(self, s: Session, cfg: LlmConfig, kn: Knowledge, args: dict[str, Any], turn: _Turn) -> ToolResult:
+    def _search(self, s: Session, cfg: LlmConfig, name: str, args: dict[str, Any], turn: _Turn) -> ToolResult:
         """``vector_search`` over the session's knowledge: one store when ``store`` names one of it,
-        else all of it merged (:meth:`Workbench.search_stores`)."""
+        else all of it merged -- the tool's own implementation (:meth:`KnowledgeTools.search_stores`)
+        with the chat's policy (only this chat's stores and attachments, the session's filter, each
+        store's own score threshold) and the turn's passage numbers."""
+        kn = self.knowledge(s.id)
         if not kn.searchable:
             return ToolResult("This chat has no knowledge to search: no store is chosen and no file is attached.",
                               ok=False)
@@ -815,26 +830,13 @@ class ChatService:
             where = {**self.filter_of(s.id), **({"file_id": file_id} if file_id else {})}
             thresholds = {n: self.wb.store_settings(n).score_threshold  # each chosen store's own
                           for n in stores if n != kn.attachment_store}
-            found = self.wb.search_stores(stores, query, k=k, where=where or None, thresholds=thresholds)
+            result = self.tools.search_stores(stores, query, k, where=where or None, thresholds=thresholds,
+                                              label=kn.label, numbered=turn.hits)
         except (KnowledgeError, TypeError, ValueError) as exc:
             return ToolResult(f"vector_search failed: {exc}", ok=False)
-        lines, data = [], []
-        refs = {_passage_key(h): h["ref"] for h in turn.hits}
-        for sh in found.hits:
-            label = kn.label(sh.store)
-            hit = {**hit_data(sh.hit), "store": sh.store, "source": label}
-            ref = refs.setdefault(_passage_key(hit), len(refs) + 1)  # one number per passage in a turn
-            lines.append(format_hit(ref, sh.hit) + ("" if len(stores) == 1 else f"\n(store: {label})"))
-            record = self.wb.store_record(sh.store)
-            data.append({**hit, "ref": ref, "higher_is_better": record is None or higher_is_better(record.distance)})
-        for store, why in found.failed.items():
-            lines.append(f"Store {kn.label(store)!r} could not be searched: {why}")
-        searched = ", ".join(kn.label(n) for n in stores)
-        text = "\n\n".join(lines) if found.hits else f"No results in {searched} for {query!r}." + (
-            "\n" + "\n".join(lines) if lines else "")
-        turn.hits.extend(data)
-        turn.failed.update({kn.label(store): why for store, why in found.failed.items()})
-        return ToolResult(text, {"hits": data, "failed": found.failed, "stores": [kn.label(n) for n in stores]})
+        turn.hits.extend(result.data["hits"])
+        turn.failed.update({kn.label(store): why for store, why in result.data["failed"].items()})
+        return result
 
     def _image_texts(self, kn: Knowledge, attachments: list[Attachment]) -> dict[str, str]:
         """What text recognition read in the attached images (name -> text, in reading order), from
@@ -917,10 +919,6 @@ def _read_source(source: Any, name: str | None) -> tuple[bytes, str]:
     return (data if isinstance(data, bytes) else bytes(data)), name
 
 
-def _passage_key(h: dict[str, Any]) -> tuple[Any, ...]:
-    return h.get("store"), h.get("file_id"), h.get("chunk_index"), h.get("char_start"), h.get("char_end")
-
-
 def _with_sentences(citations: list[dict[str, Any]], picked: list[Picked]) -> list[dict[str, Any]]:
     """Each citation with ``sentences``: the answering sentences picked in its passage, best
     first, as ``{"start", "end", "score"}`` (``str`` offsets into the citation's ``text``) and, when
@@ -945,7 +943,7 @@ def _citations(hits: list[dict[str, Any]]) -> list[dict[str, Any]]:
     score direction), each once (a passage found again keeps its number, ``ref``)."""
     seen, out = set(), []
     for h in hits:
-        key = _passage_key(h)
+        key = passage_key(h)
         if key in seen:
             continue
         seen.add(key)

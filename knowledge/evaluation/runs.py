@@ -21,7 +21,7 @@ from knowledge.errors import InvalidArgument, KnowledgeError
 from knowledge.evaluation.answers import ANSWER_METRICS, AnswerCheck, AnswerResult
 from knowledge.evaluation.metrics import RECALL_AT, metric_names, ndcg_at, recall_at, reciprocal_rank
 from knowledge.evaluation.questions import QuestionSet
-from knowledge.service.search import Searcher
+from knowledge.service.search import Searcher, SearchRequest
 from knowledge.service.stores import Stores
 from knowledge.vectorstore.store import Hit
 from knowledge.vocabulary import ranking_label, search_mode
@@ -170,7 +170,7 @@ def evaluate(stores: Stores, searcher: Searcher, store: str, qset: QuestionSet, 
     results = []
     for i, q in enumerate(qset.questions):
         t = time.perf_counter()
-        hits = view.search(store, q.text, k=k, mode=mode, rerank=rerank).hits  # type: ignore[arg-type]
+        hits = view.search(store, SearchRequest(q.text, k, mode=mode, rerank=rerank)).hits
         latency = (time.perf_counter() - t) * 1000
         flags = [q.is_relevant(h) for h in hits]
         keys = [_order_key(h, mode) for h in hits]

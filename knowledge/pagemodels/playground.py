@@ -33,6 +33,7 @@ import numpy as np
 from knowledge.errors import InvalidArgument
 from knowledge.pagemodels.storemap import StoreMap
 from knowledge.service.passages import HitNote, merge_passages
+from knowledge.service.search import Playground, SearchRequest
 from knowledge.vectorstore.base import check_where
 from knowledge.vectorstore.scoring import DISTANCE_ORDER
 from knowledge.vectorstore.store import Hit, VectorStore
@@ -219,9 +220,10 @@ def timed_search(wb: Workbench, store: str, query: str, k: int = 5, *, where: Ma
         DimensionMismatch.
     """
     merge = wb.settings.search.merge_overlapping if merge is None else merge
-    r = wb.search_result(store, query, k, where=where, score_threshold=score_threshold, mode=mode,
-                         timings=True, top=DISTRIBUTION_SIZE, words_pass=True, rerank=rerank,
-                         fold=lambda found, n: merge_passages(found, n, merge=merge))
+    view = Playground(top=DISTRIBUTION_SIZE, fold=lambda found, n: merge_passages(found, n, merge=merge),
+                      words_pass=True, timings=True)
+    r = wb.search_result(store, SearchRequest(query, k, where=where, score_threshold=score_threshold,
+                                              mode=mode, rerank=rerank, playground=view))
     return SearchRun(store, query, r.distance, r.hits, r.top, r.vector, r.embed_ms, r.search_ms,
                      score_threshold, check_where(dict(where) if where is not None else None), r.mode, r.notes)
 

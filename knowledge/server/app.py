@@ -29,7 +29,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from knowledge.errors import KnowledgeError
 from knowledge.server.guard import Guard
-from knowledge.server.http import ApiError, check_bind, from_knowledge, unavailable
+from knowledge.server.http import ApiError, check_bind, from_knowledge, unavailable, validation_error
 from knowledge.server.idempotency import HEADER as IDEMPOTENCY_HEADER
 from knowledge.server.idempotency import REPLAYED
 from knowledge.server.objects import KnowledgeApi
@@ -54,9 +54,7 @@ async def knowledge_error(request: Request, exc: KnowledgeError) -> JSONResponse
 
 
 async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
-    first = exc.errors()[0] if exc.errors() else {}
-    param = ".".join(str(p) for p in first.get("loc", ())[1:]) or None
-    return ApiError(400, f"{param or 'request'}: {first.get('msg', 'invalid request')}", param=param).response()
+    return validation_error(exc.errors()).response()
 
 
 async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -5,9 +5,10 @@ cursor pages, and the answers a client polls.
   :func:`bad` (400), :func:`not_found` (404), :func:`unavailable` (503 with ``Retry-After``: the
   catalog, the file store or the vector backend cannot be reached now) and :func:`from_knowledge` (a
   service error mapped by its class) make one.
-* :func:`json_body` reads a request's JSON object (:func:`parse_json`: depth-limited) and refuses a
-  field it does not know, as OpenAI does; :func:`known`, :func:`object_field`, :func:`strings`,
-  :func:`optional_str` and :func:`check_name` check the fields; each raises :class:`ApiError`.
+* :class:`JsonRoute` checks a JSON body's depth (:func:`parse_json`) before FastAPI parses it into
+  the route's model (:mod:`knowledge.server.bodies`: unknown fields refused, as OpenAI does);
+  :func:`validation_error` words a refused body as OpenAI does; :func:`check_name` checks a store
+  name; each raises :class:`ApiError`.
 * :func:`page` is OpenAI's cursor page; :func:`polled` tells the ``openai`` package's
   ``*_and_poll`` helpers to poll again; :func:`in_thread` runs blocking service calls off the loop.
 * :func:`check_bind` refuses a non-loopback bind without an API key or accounts (the REST API and MCP
@@ -18,12 +19,13 @@ from __future__ import annotations
 
 import json
 import unicodedata
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 from urllib.parse import quote
 
 from fastapi import Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
 
 from knowledge.access import is_loopback
@@ -147,60 +149,47 @@ def parse_json(raw: bytes, limit: int = 64) -> Any:
     return value
 
 
-async def json_body(request: Request, allowed: Iterable[str] | None = None) -> dict[str, Any]:
-    """The request's JSON object (``{}`` for no body), its fields checked against ``allowed``.
+class JsonRoute(APIRoute):
+    """A route whose JSON body is checked for depth (:func:`parse_json`: at most 64 levels) before
+    FastAPI parses it into the route's pydantic model: too deep a body is a 400 saying so, never a
+    parser's recursion error. The body read here is the one FastAPI reads next (Starlette keeps it)."""
 
-    Raises:
-        ApiError: 400, not a JSON object, or a field not in ``allowed``.
-    """
-    raw = await request.body()
-    if not raw:
-        return {}
-    try:
-        body = parse_json(raw)
-    except ValueError as exc:
-        raise bad(str(exc)) from None
-    if not isinstance(body, dict):
-        raise bad("The request body must be a JSON object.")
-    if allowed is not None:
-        known(body, allowed)
-    return body
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
 
+        async def checked(request: Request) -> Response:
+            raw = await request.body()
+            if raw:
+                try:
+                    parse_json(raw)
+                except ValueError as exc:
+                    raise bad(str(exc)) from None
+            return await handler(request)
 
-def known(obj: Mapping[str, Any], allowed: Iterable[str], where: str | None = None) -> None:
-    """Refuse a field not in ``allowed`` (as OpenAI does: a misspelt ``filter`` is not ignored)."""
-    allowed = set(allowed)
-    for key in obj:
-        if key not in allowed:
-            name = f"{where}.{key}" if where else str(key)
-            raise bad(f"Unrecognized request argument supplied: {name}. Known here: {', '.join(sorted(allowed))}.",
-                      name)
+        return checked
 
 
-def object_field(value: Any, param: str, allowed: Iterable[str] | None = None) -> Mapping[str, Any] | None:
-    """``value`` when it is an object or ``None`` (its fields checked against ``allowed``)."""
-    if value is None:
-        return None
-    if not isinstance(value, Mapping):
-        raise bad(f"{param} must be an object, got {type(value).__name__}.", param)
-    if allowed is not None:
-        known(value, allowed, param)
-    return value
-
-
-def strings(value: Any, param: str) -> list[str]:
-    """``value`` as a list of strings (``None`` is empty)."""
-    if value is None:
-        return []
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise bad(f"{param} must be a list of strings.", param)
-    return value
-
-
-def optional_str(value: Any, param: str) -> str | None:
-    if value is not None and not isinstance(value, str):
-        raise bad(f"{param} must be a string, got {type(value).__name__}.", param)
-    return value
+def validation_error(errors: Sequence[Mapping[str, Any]], skip: int = 1) -> ApiError:
+    """The 400 for a body a pydantic model refused (:mod:`knowledge.server.bodies`), in OpenAI's
+    shape, from one of ``errors`` (pydantic's, each ``{"type", "loc", "msg"}``: an unknown field's,
+    else the first; the first ``skip`` parts of ``loc`` name the request part, ``body``): ``param``
+    the field's dotted path and
+    a message naming it -- ``Unrecognized request argument supplied: filter.`` for an unknown field
+    (OpenAI's words), ``X must be an object.`` for a field that must be one, a check's own sentence,
+    else ``X: <pydantic's message>``."""
+    # an unknown field first: a misspelt name explains the "missing" error of the right one
+    first = next((e for e in errors if e.get("type") == "extra_forbidden"), errors[0] if errors else {})
+    param = ".".join(str(p) for p in tuple(first.get("loc", ()))[skip:]) or None
+    kind, msg = first.get("type"), str(first.get("msg", "invalid request"))
+    if kind == "extra_forbidden":
+        return bad(f"Unrecognized request argument supplied: {param}.", param)
+    if kind in ("model_type", "model_attributes_type", "dict_type"):
+        return bad(f"{param} must be an object." if param else "The request body must be a JSON object.", param)
+    if kind == "value_error":  # a check's own sentence, which names the field
+        return bad(msg.removeprefix("Value error, "), param)
+    if kind == "missing" and param is None:
+        return bad("The request needs a JSON body.")
+    return bad(f"{param or 'request'}: {msg}", param)
 
 
 def control_char(text: str) -> str | None:
@@ -272,6 +261,6 @@ def attachment_header(name: str) -> str:
     return value
 
 
-__all__ = ["POLL_AFTER_MS", "RETRY_AFTER_SECONDS", "ApiError", "attachment_header", "bad", "check_bind", "check_name",
-           "control_char", "from_knowledge", "in_thread", "json_body", "json_depth_ok", "known", "not_found", "object_field",
-           "optional_str", "page", "parse_json", "polled", "strings", "unavailable", "unavailable_message"]
+__all__ = ["POLL_AFTER_MS", "RETRY_AFTER_SECONDS", "ApiError", "JsonRoute", "attachment_header", "bad", "check_bind",
+           "check_name", "control_char", "from_knowledge", "in_thread", "json_depth_ok", "not_found", "page", "parse_json",
+           "polled", "unavailable", "unavailable_message", "validation_error"]

@@ -43,6 +43,7 @@ from knowledge.server.guard import Guard, server_hosts
 from knowledge.server.http import check_bind, control_char, unavailable_message
 from knowledge.service.fusion import reciprocal_rank_fusion
 from knowledge.service.jobs import IngestJob
+from knowledge.service.search import SearchRequest
 from knowledge.vectorstore.store import Hit
 from knowledge.workbench import Workbench
 
@@ -159,13 +160,13 @@ class KnowledgeTools:
             raise ToolError(f"k must be an integer from 1 to 50, got {k!r}.")
         found = guarded(SearchFilter.parse, filters or None)
         if store is not None:
-            hits = guarded(self.wb.search, self.user_store(store), query, k=k, keep=found.keep, where=found.where,
-                           mode=mode)
+            hits = guarded(self.wb.search, self.user_store(store),
+                           SearchRequest(query, k, where=found.where, mode=mode, keep=found.keep))
             return {"hits": [hit_object(store, h) for h in hits]}
         rankings, failed = [], {}
         for name in self.wb.store_names():
             try:
-                hits = self.wb.search(name, query, k=k, keep=found.keep, where=found.where, mode=mode)
+                hits = self.wb.search(name, SearchRequest(query, k, where=found.where, mode=mode, keep=found.keep))
             except KnowledgeError as exc:
                 failed[name] = str(exc)
                 continue

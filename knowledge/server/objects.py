@@ -34,6 +34,7 @@ from types import EllipsisType
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
+from pydantic import ValidationError
 
 from knowledge.attributes import check_attributes, from_payload
 from knowledge.catalog import DONE, FAILED, FileRecord, rest
@@ -44,8 +45,9 @@ from knowledge.errors import InvalidArgument
 from knowledge.filestore.base import is_file_id
 from knowledge.ingest.chunker import plan_chunking
 from knowledge.outcomes import IngestResult, Outcome
+from knowledge.server.bodies import MAX_CHUNK, MIN_CHUNK, ChunkingStrategy
 from knowledge.server.filters import HIT_FIELDS
-from knowledge.server.http import ApiError, bad, known, not_found
+from knowledge.server.http import ApiError, bad, not_found, validation_error
 from knowledge.service.jobs import IngestJob
 from knowledge.service.templates import DEFAULT_TEMPLATE
 from knowledge.service.web import Crawl, WebFailure, page_attributes
@@ -58,12 +60,25 @@ log = logging.getLogger(__name__)
 #: The purpose reported for files that did not come through the Files API (the app's uploads).
 DEFAULT_PURPOSE = "assistants"
 PURPOSES = ("assistants", "batch", "fine-tune", "vision", "user_data", "evals")
-#: OpenAI's bounds of a static chunking strategy.
-MIN_CHUNK, MAX_CHUNK = 100, 4096
 #: How many users' chat services an API process keeps (the least recently used go first).
 USER_CHATS = 256
 VS_ID = re.compile(r"vs_[0-9a-f]{24}")
 BATCH_ID = re.compile(r"vsfb_[0-9a-f]{32}")
+
+
+def chunking_strategy(value: Any, param: str = "chunking_strategy") -> ChunkingStrategy | None:
+    """``value`` (a request's or a store's kept ``chunking_strategy``: a JSON object, a
+    :class:`~knowledge.server.bodies.ChunkingStrategy` or ``None``) as the model.
+
+    Raises:
+        ApiError: 400 naming the field (``param`` and its path) when the object is not one.
+    """
+    if value is None or isinstance(value, ChunkingStrategy):
+        return value
+    try:
+        return ChunkingStrategy.model_validate(value)
+    except ValidationError as exc:
+        raise validation_error([{**e, "loc": (param, *e["loc"])} for e in exc.errors()], skip=0) from None
 
 
 def vector_store_id(name: str) -> str:
@@ -283,38 +298,28 @@ class KnowledgeApi:
                 "metadata": meta.get("metadata", {}),
                 "template": rec.template, "embedding_model": rec.embedding_model}
 
-    def template_for(self, name: str, strategy: Any, *, template: str | None = None,
+    def template_for(self, name: str, strategy: ChunkingStrategy | Mapping[str, Any] | None, *,
+                     template: str | None = None,
                      save: bool = True) -> tuple[str | None, dict[str, Any], list[str]]:
         """``(template name or None for the store's own, chunking_strategy as reported, notes)`` for
-        OpenAI's ``chunking_strategy`` (``auto`` / ``static``). ``template``: the template of a store
-        not created yet; without ``save`` a static strategy's template is only checked, not saved."""
+        OpenAI's ``chunking_strategy`` (``auto`` / ``static``; a JSON object is checked as a
+        :class:`~knowledge.server.bodies.ChunkingStrategy`). ``template``: the template of a store
+        not created yet; without ``save`` a static strategy's template is only checked, not saved.
+
+        Raises:
+            ApiError: 400 a bad ``chunking_strategy`` (the field named in ``param``).
+        """
         rec = self.wb.store_record(name)
         base = self.wb.template(rec.template if rec else template or DEFAULT_TEMPLATE)
-        if isinstance(strategy, Mapping):
-            known(strategy, ("type", "static"), "chunking_strategy")
-        kind = (strategy or {}).get("type", "auto") if isinstance(strategy, Mapping) or strategy is None else None
-        if kind == "auto":
+        chosen = chunking_strategy(strategy)
+        if chosen is None or chosen.static is None or chosen.type == "auto":
             size, overlap, tpl = base.max_chunk_size_tokens, base.chunk_overlap_tokens, None
-        elif kind == "static":
-            static = strategy.get("static")
-            if not isinstance(static, Mapping):
-                raise bad("A static chunking_strategy needs 'static': {max_chunk_size_tokens, chunk_overlap_tokens}.",
-                          "chunking_strategy")
-            known(static, ("max_chunk_size_tokens", "chunk_overlap_tokens"), "chunking_strategy.static")
-            asked, over = static.get("max_chunk_size_tokens"), static.get("chunk_overlap_tokens")
-            if not (isinstance(asked, int) and MIN_CHUNK <= asked <= MAX_CHUNK):
-                raise bad(f"max_chunk_size_tokens must be an integer from {MIN_CHUNK} to {MAX_CHUNK}, got {asked!r}.",
-                          "chunking_strategy")
-            if not (isinstance(over, int) and 0 <= over <= asked // 2):
-                raise bad(f"chunk_overlap_tokens must be an integer from 0 to half of max_chunk_size_tokens"
-                          f" ({asked // 2}), got {over!r}.", "chunking_strategy")
-            size, overlap = asked, over
+        else:
+            size, overlap = chosen.static.max_chunk_size_tokens, chosen.static.chunk_overlap_tokens
             tpl = f"{base.name}-static-{size}-{overlap}"
             if save and tpl not in self.wb.template_names():  # derived from a template: not an admin's act
                 self.wb.base.save_template(base.model_copy(update={"name": tpl, "max_chunk_size_tokens": size,
                                                              "chunk_overlap_tokens": overlap}))
-        else:
-            raise bad("chunking_strategy.type must be 'auto' or 'static'.", "chunking_strategy")
         plan = plan_chunking(self.wb.embedder(base.embedding_model), size, overlap)
         reported = {"type": "static", "static": {"max_chunk_size_tokens": plan.max_tokens,
                                                  "chunk_overlap_tokens": plan.overlap_tokens}}
@@ -483,8 +488,8 @@ class KnowledgeApi:
         rest.add_file_batch(self.wb.catalog, batch_id, store, file_ids, [str(j.batch_id) for j in jobs])
         return self.batch(store, batch_id)
 
-    def add_web_pages(self, store: str, url: Any, depth: Any = 0, max_pages: Any = None, attributes: Any = None,
-                      strategy: Any = None) -> tuple[Batch, list[dict[str, Any]]]:
+    def add_web_pages(self, store: str, url: str, depth: int | None = 0, max_pages: int | None = None,
+                      attributes: Any = None, strategy: Any = None) -> tuple[Batch, list[dict[str, Any]]]:
         """Fetch the web page ``url`` (and its same-site links ``depth`` links away, at most
         ``max_pages``: :class:`~knowledge.service.web.Crawl`) now, and add each page to ``store`` as
         a file batch does: a file named by its URL with ``source_url`` among its ``attributes``
@@ -497,12 +502,7 @@ class KnowledgeApi:
             ApiError: 400 for a bad url, depth, max_pages or attributes, or when no page could be
                 had (the reason of the first). PermissionDenied: the caller may not add files to ``store``.
         """
-        self.wb.authorize(store, "write")  # before anything is fetched
-        if not isinstance(url, str):
-            raise bad("url is required: the http(s) URL of a web page.", "url")
-        for value, name in ((depth, "depth"), (max_pages, "max_pages")):
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
-                raise bad(f"{name} must be an integer, got {value!r}.", name)
+        self.wb.authorize(store, "write")  # before anything is fetched (the body's types: bodies.WebPages)
         try:
             attrs = check_attributes(attributes)
             crawl = Crawl(self.wb.settings, url, depth or 0, max_pages)

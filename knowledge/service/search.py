@@ -41,12 +41,14 @@ SEARCH_MODES: tuple[str, ...] = get_args(SearchMode)
 @dataclass(frozen=True, slots=True)
 class StoreHit:
     """A hit of a search over several stores: the ``store`` it came from, the ``hit`` as that store's
-    own search returned it (scores unchanged), and ``fused``, the reciprocal-rank-fusion score of its
-    rank in its store's list (higher is better; the order of the merged list)."""
+    own search returned it (scores unchanged), ``fused``, the reciprocal-rank-fusion score of its
+    rank in its store's list (higher is better; the order of the merged list), and ``distance``, the
+    store's distance (``"cosine"``, ...: the direction of ``hit.score``)."""
 
     store: str
     hit: Hit
     fused: float
+    distance: str = "cosine"
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,12 +92,95 @@ Fold = Callable[[Sequence[Hit], int], "tuple[list[Hit], dict[str, Any]]"]
 """``fold(ranking, k) -> (shown hits, notes)``: how a ranking becomes the ``k`` hits shown."""
 
 
+@dataclass(frozen=True, slots=True)
+class Playground:
+    """The search playground's knobs of a :class:`SearchRequest` (no other surface needs them).
+
+    ``fold`` replaces the default folding (:func:`~knowledge.service.passages.merge_passages`);
+    ``top=n`` also folds the best ``n`` without the threshold into ``SearchResult.top`` (for a score
+    distribution; the ranking then fetches ``max(k, n)`` at first and at most 8 times that);
+    ``words_pass`` lets a hit holding every word of the query (:func:`holds_every_query_word`) pass
+    the threshold whatever its vector score; ``timings`` measures ``SearchResult.embed_ms`` and
+    ``search_ms`` (milliseconds)."""
+
+    top: int = 0
+    fold: Fold | None = None
+    words_pass: bool = False
+    timings: bool = False
+
+
+PLAIN = Playground()
+"""No playground knobs: the default folding, no ``top``, the threshold for every hit, no timings."""
+
+
+@dataclass(frozen=True, slots=True)
+class SearchRequest:
+    """One search of one store (:meth:`Searcher.search`), in the style of qdrant-client's
+    ``QueryRequest``: what every caller may say, and the rarer knobs grouped apart.
+
+    ``query``: the text (not blank). ``k``: how many passages, at least 1.
+
+    ``where`` filters on payload fields by equality before ranking (e.g. ``{"file_id": ...}``).
+    ``score_threshold`` drops hits whose vector score (``Hit.score``: cosine similarity in [-1, 1],
+    higher is better, for the default distance) does not pass it, in the store's score direction.
+    ``max_per_file`` keeps at most that many chunks of any one file (``1``: the ``k`` best files,
+    each by its best chunk).
+
+    ``mode`` (one of :data:`SEARCH_MODES`, else ``InvalidArgument``; default: setting ``search.mode``,
+    ``"hybrid"``): ``"vector"`` ranks by the embedding's
+    score alone; ``"lexical"`` by BM25; ``"hybrid"`` merges the best ``max(search.candidates, k)``
+    of both rankings by reciprocal rank fusion (:mod:`knowledge.service.fusion`), so exact words
+    (``panic!``, a name, an error code) count as much as meaning; hybrid hits also carry
+    ``lexical_score`` and ``fused_score`` (the order).
+
+    ``rerank`` (default: the store's template's ``rerank``, else setting ``search.rerank``)
+    reorders the ranking's best ``rerank_candidates`` (template, else ``search.rerank_candidates``)
+    by :func:`knowledge.service.rerank.rerank` before the folding; the hits then carry
+    ``rerank_score`` and are in its order. ``merge`` (default: setting
+    ``search.merge_overlapping``) merges overlapping or touching chunks of a file into one passage.
+
+    ``keep`` filters the ranked hits by a predicate the backend cannot run (the REST API's
+    attribute filter, :class:`knowledge.server.filters.SearchFilter`): the ranking is widened until
+    ``k`` hits pass it or the store has no more (8 times as many each round while it drops most of
+    them), in the same loop as the threshold, so the query is embedded once. ``playground``: the
+    search playground's knobs (:class:`Playground`), ``None`` for every other caller.
+    """
+
+    query: str
+    k: int = 5
+    where: Mapping[str, Any] | None = None
+    score_threshold: float | None = None
+    max_per_file: int | None = None
+    mode: str | None = None
+    rerank: bool | None = None
+    merge: bool | None = None
+    keep: Callable[[Hit], bool] | None = None
+    playground: Playground | None = None
+
+
 @dataclass(slots=True)
 class _HeldIndex:
     collection: str
     index: LexicalIndex
     lock: threading.Lock
     token: Any = None  # Stores.token(store) when the index was last found up to date
+
+
+def search_request(query: str | SearchRequest, k: int = 5, *, where: Mapping[str, Any] | None = None,
+                   score_threshold: float | None = None, max_per_file: int | None = None,
+                   mode: str | None = None, rerank: bool | None = None,
+                   merge: bool | None = None) -> SearchRequest:
+    """``query`` when it is a :class:`SearchRequest`, else one built of the text and the common
+    options (how :meth:`Workbench.search` takes both a request and plain keywords).
+
+    Raises:
+        InvalidArgument: a request given together with options (they belong in the request).
+    """
+    if not isinstance(query, SearchRequest):
+        return SearchRequest(query, k, where, score_threshold, max_per_file, mode, rerank, merge)
+    if (k, where, score_threshold, max_per_file, mode, rerank, merge) != (5, None, None, None, None, None, None):
+        raise InvalidArgument("Give the search's options in its SearchRequest, not beside it.")
+    return query
 
 
 class Searcher:
@@ -123,62 +208,36 @@ class Searcher:
         self._lexical: dict[str, _HeldIndex] = {}
         self.mark = SearchMark(self.settings.data_root)  # the app's worker process yields to searches
 
-    def search(self, store: str, query: str, k: int = 5, *, where: Mapping[str, Any] | None = None,
-               score_threshold: float | None = None, max_per_file: int | None = None,
-               mode: SearchMode | None = None, timings: bool = False, top: int = 0,
-               fold: Fold | None = None, words_pass: bool = False,
-               keep: Callable[[Hit], bool] | None = None, merge: bool | None = None,
-               rerank: bool | None = None) -> SearchResult:
-        """The ``k`` best passages of ``store`` for ``query`` (text), best first, never two with
-        identical text.
+    def search(self, store: str, request: SearchRequest) -> SearchResult:
+        """The ``request.k`` best passages of ``store`` for ``request.query`` (text), best first,
+        never two with identical text.
 
         A passage is a chunk, or -- with ``merge`` (default: setting ``search.merge_overlapping``,
         true) -- the chunks of one file whose character spans overlap or touch merged into one hit
         (:func:`knowledge.service.passages.merge_passages`: the best rank's scores, the union span
         and text, the first page and heading, ``Hit.chunks`` the chunks joined); the ranking is
-        widened until ``k`` passages are found or the store has no more.
-
-        ``mode`` (default: setting ``search.mode``, ``"hybrid"``): ``"vector"`` ranks by the
-        embedding's score alone; ``"lexical"`` by BM25; ``"hybrid"`` merges the best
-        ``max(search.candidates, k)`` of both rankings by reciprocal rank fusion (see
-        :mod:`knowledge.service.fusion`), so exact words (``panic!``, a name, an error code) count as much as
-        meaning. In every mode ``Hit.score`` is the vector score -- cosine similarity in [-1, 1],
-        higher is better, for the default distance -- and ``score_threshold`` applies to it;
-        hybrid hits also carry ``lexical_score`` and ``fused_score`` (the order).
-
-        ``where`` filters on payload fields by equality before ranking. ``keep`` filters the ranked
-        hits (a predicate, e.g. an OpenAI attribute filter): the ranking is widened until ``k`` hits
-        pass it or the store has no more (8 times as many each round while it drops most of them),
-        in the same loop as the threshold, so the query is embedded once. ``max_per_file`` keeps at
-        most that many chunks of any one file (``1``: the ``k`` best files, each by its best chunk).
-
-        For the search playground: ``fold`` replaces the default folding (:func:`merge_passages`);
-        ``top=n`` also folds the best ``n`` without the threshold into ``SearchResult.top`` (the
-        ranking then fetches ``max(k, n)`` at first and at most 8 times that); ``words_pass`` lets a
-        hit holding every word of the query (:func:`holds_every_query_word`) pass the threshold
-        whatever its vector score;
-        ``timings`` measures ``embed_ms`` and ``search_ms``.
-
-        ``rerank`` (default: the store's template's ``rerank``, else setting ``search.rerank``)
-        reorders the ranking's best ``rerank_candidates`` (template, else ``search.rerank_candidates``)
-        by :func:`knowledge.service.rerank.rerank` before the folding; the hits then carry
-        ``rerank_score`` and are in its order.
+        widened until ``k`` passages are found or the store has no more. The query is embedded
+        once; every option is a field of :class:`SearchRequest` (described there).
 
         Raises:
             StoreNotFound; InvalidArgument (blank query, ``k`` or ``max_per_file`` below 1, unknown
             mode, bad filter); EmbeddingUnavailable; DimensionMismatch.
         """
+        query, k, max_per_file, score_threshold, keep = (request.query, request.k, request.max_per_file,
+                                                          request.score_threshold, request.keep)
+        view = request.playground or PLAIN
+        top, fold, words_pass, timings = view.top, view.fold, view.words_pass, view.timings
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise InvalidArgument(f"k must be a positive integer, got {k!r}.")
         if not isinstance(query, str) or not query.strip():
             raise InvalidArgument("Type a query to search for.")
         if max_per_file is not None and max_per_file < 1:
             raise InvalidArgument(f"max_per_file must be at least 1, got {max_per_file}.")
-        mode = cast("SearchMode", search_mode(mode or self.settings.search.mode))
+        mode = cast("SearchMode", search_mode(request.mode or self.settings.search.mode))
         self.mark.touch()
         record = self.stores.get(store)
-        where = check_where(dict(where) if where is not None else None)
-        merging = self.settings.search.merge_overlapping if merge is None else merge
+        where = check_where(dict(request.where) if request.where is not None else None)
+        merging = self.settings.search.merge_overlapping if request.merge is None else request.merge
         fold = fold or (lambda found, n: merge_passages(found, n, merge=merging, max_per_file=max_per_file))
         t0 = time.perf_counter() if timings else 0.0
         vector = np.asarray(self.embedder(record.embedding_model).embed_query(query), dtype=np.float32)
@@ -186,7 +245,7 @@ class Searcher:
         distance = record.distance
         want = max(k, top)
         fetch = want if max_per_file is None else want * 4
-        reranking, n_rerank = self.rerank_of(record, rerank)
+        reranking, n_rerank = self.rerank_of(record, request.rerank)
         if reranking:
             fetch = max(fetch, n_rerank)
         while True:
@@ -228,23 +287,24 @@ class Searcher:
              else self.settings.search.rerank_candidates)
         return bool(on), int(n)
 
-    def search_stores(self, stores: Sequence[str], query: str, k: int = 5, *, where: dict | None = None,
-                      mode: SearchMode | None = None,
+    def search_stores(self, stores: Sequence[str], request: SearchRequest, *,
                       thresholds: Mapping[str, float | None] | None = None) -> MultiSearch:
-        """Search several stores as one: each store's own :meth:`search` (``k`` hits, the hybrid
-        ranking by default), merged by reciprocal rank fusion of the ranks (k = 60, as in
-        :mod:`knowledge.service.fusion`; Cormack, Clarke & Buettcher, SIGIR 2009), so scores of stores with
-        other models or distances never need to be compared. Ties keep the order of ``stores``. A
-        store that cannot be searched (deleted, its backend down) is reported in ``failed`` and the
-        others are used. ``k`` best merged hits, never two with identical text.
+        """Search several stores as one: each store's own :meth:`search` of ``request`` (``k``
+        hits, the hybrid ranking by default), merged by reciprocal rank fusion of the ranks (k = 60,
+        as in :mod:`knowledge.service.fusion`; Cormack, Clarke & Buettcher, SIGIR 2009), so scores of
+        stores with other models or distances never need to be compared. Ties keep the order of
+        ``stores``. A store that cannot be searched (deleted, its backend down) is reported in
+        ``failed`` and the others are used. ``k`` best merged hits, never two with identical text;
+        each :class:`StoreHit` carries its store's distance (the score direction).
 
-        ``where`` filters every store's search by payload equality (e.g. ``{"file_id": ...}``).
         ``thresholds`` gives a store its score threshold (``{store: threshold}``, on that store's
-        scale; a store not named, or ``None``: no threshold).
+        scale; a store not named, or ``None``: no threshold); without it ``request.score_threshold``
+        applies to every store.
 
         Raises:
             InvalidArgument: a blank query or ``k`` below 1 (before any store is searched).
         """
+        query, k = request.query, request.k
         if not isinstance(query, str) or not query.strip():
             raise InvalidArgument("Type a query to search for.")
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
@@ -253,13 +313,13 @@ class Searcher:
         failed: dict[str, str] = {}
         for store in dict.fromkeys(stores):
             try:
-                found = self.search(store, query, k=k, where=where, mode=mode,
-                                    score_threshold=(thresholds or {}).get(store)).hits
+                threshold = request.score_threshold if thresholds is None else thresholds.get(store)
+                result = self.search(store, replace(request, score_threshold=threshold))
             except KnowledgeError as exc:
                 log.warning("search of store %s failed: %s", store, exc)
                 failed[store] = str(exc)
                 continue
-            rankings.append([StoreHit(store, h, 0.0) for h in found])
+            rankings.append([StoreHit(store, h, 0.0, result.distance) for h in result.hits])
         fused = reciprocal_rank_fusion(*[[(sh.store, sh.hit.id) for sh in r] for r in rankings])
         merged = [replace(sh, fused=fused[(sh.store, sh.hit.id)]) for r in rankings for sh in r]
         order = {id(sh): i for i, sh in enumerate(merged)}

@@ -7,13 +7,14 @@ embedding model can be loaded the whole group reports itself unavailable, with t
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
 
 from knowledge.access import LocalFolders
 from knowledge.errors import KnowledgeError
+from knowledge.vectorstore.scoring import higher_is_better
 from knowledge.vectorstore.store import Hit
 from knowledge.vocabulary import KEYWORD_SCORE, RANK_SCORE, SIMILARITY
 from knowledge.workbench import Workbench
@@ -71,6 +72,12 @@ def format_hit(rank: int, hit: Hit) -> str:
     if hit.fused_score is not None:
         score += f" · {RANK_SCORE} {hit.fused_score:.4f}"
     return f"[{rank}] {score} | {', '.join(where)}\n{quoted}"
+
+
+def passage_key(hit: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What makes a found passage (a hit of :meth:`KnowledgeTools.search_stores`) the same passage:
+    its store, file, best chunk and character span."""
+    return hit.get("store"), hit.get("file_id"), hit.get("chunk_index"), hit.get("char_start"), hit.get("char_end")
 
 
 def hit_data(hit: Hit) -> dict[str, Any]:
@@ -195,11 +202,52 @@ class KnowledgeTools:
                           {"store": store, "file_id": file_id, "chunks": r.chunks})
 
     def vector_search(self, store: str, query: str, k: int = 5, file_id: str | None = None) -> ToolResult:
-        hits = self.wb.search(store, query, k=int(k), where={"file_id": file_id} if file_id else None)
-        if not hits:
-            return ToolResult(f"No results in {store!r} for {query!r}.", {"hits": []})
-        text = "\n\n".join(format_hit(i + 1, h) for i, h in enumerate(hits))
-        return ToolResult(text, {"hits": [hit_data(h) for h in hits]})
+        """The tool: :meth:`search_stores` of the one ``store`` (the passages numbered from 1); a
+        store that cannot be searched is a failed call (``ok`` false, the reason in the text)."""
+        result = self.search_stores([store], query, int(k), where={"file_id": file_id} if file_id else None)
+        failed = result.data["failed"]
+        if failed:
+            return ToolResult(f"vector_search failed: {next(iter(failed.values()))}", ok=False)
+        return result
+
+    def search_stores(self, stores: Sequence[str], query: str, k: int = 5, *,
+                      where: Mapping[str, Any] | None = None,
+                      thresholds: Mapping[str, float | None] | None = None,
+                      label: Callable[[str], str] | None = None,
+                      numbered: Iterable[Mapping[str, Any]] = ()) -> ToolResult:
+        """``vector_search`` over one or several stores merged (:meth:`Workbench.search_stores`;
+        ``where`` and ``thresholds`` as there): the ``k`` best passages as text for a model, each
+        numbered ``[n]`` (:func:`format_hit`; with several stores, its store's label below it), then
+        a line per store that could not be searched; ``No results in ... for ...`` when none.
+
+        ``label(store)`` names a store to the model (default: its name, quoted in the no-results
+        line). ``numbered``: passages numbered earlier in the same answer (this method's hits, each
+        with its ``ref``): a passage found again keeps its number, a new one takes the next.
+
+        ``data``: ``hits`` (each :func:`hit_data` plus ``store``, ``source`` (its label),
+        ``distance`` (the store's, so the caller need not ask the catalog), ``higher_is_better``
+        (the score direction) and ``ref``), ``failed`` (``{store: reason}``) and ``stores`` (the
+        labels searched).
+
+        Raises:
+            StoreNotFound: a store that does not exist or the acting person may not read;
+            InvalidArgument: a blank query or ``k`` below 1.
+        """
+        found = self.wb.search_stores(stores, query, k, where=where, thresholds=thresholds)
+        name = label or str
+        refs = {passage_key(h): h["ref"] for h in numbered}
+        lines, hits = [], []
+        for sh in found.hits:
+            hit = {**hit_data(sh.hit), "store": sh.store, "source": name(sh.store)}
+            ref = refs.setdefault(passage_key(hit), len(refs) + 1)  # one number per passage in an answer
+            lines.append(format_hit(ref, sh.hit) + ("" if len(stores) == 1 else f"\n(store: {name(sh.store)})"))
+            hits.append({**hit, "ref": ref, "distance": sh.distance, "higher_is_better": higher_is_better(sh.distance)})
+        for store, why in found.failed.items():
+            lines.append(f"Store {name(store)!r} could not be searched: {why}")
+        searched = ", ".join(name(n) if label else repr(n) for n in stores)
+        text = "\n\n".join(lines) if found.hits else f"No results in {searched} for {query!r}." + (
+            "\n" + "\n".join(lines) if lines else "")
+        return ToolResult(text, {"hits": hits, "failed": dict(found.failed), "stores": [name(n) for n in stores]})
 
     def vector_delete_file(self, store: str, file_id: str) -> ToolResult:
         n = self.wb.delete_file(store, file_id)

@@ -46,6 +46,26 @@ def test_vector_search_without_a_store_merges_the_chosen_stores_and_the_attachme
     assert not any(str(c.get("source")).startswith("chat-") for c in searched)
 
 
+def test_the_chat_searches_through_the_tool_and_asks_no_store_record_per_hit(wb, monkeypatch):
+    """The chat's vector_search is the tool's (``KnowledgeTools.search_stores``): each hit carries its
+    store's distance, so no ``store_record`` is asked per hit (at most one per turn, for the offline
+    assistant's sentence embedder)."""
+    chat = ChatService(wb)
+    s = chat.create_session(stores=["Lights", "Bread"])
+    asked: list[str] = []
+    record = wb.store_record
+    monkeypatch.setattr(wb, "store_record", lambda name: asked.append(name) or record(name))
+    calls: list[list[str]] = []
+    search_stores = chat.tools.search_stores
+    monkeypatch.setattr(chat.tools, "search_stores", lambda stores, *a, **kw: calls.append(list(stores))
+                        or search_stores(stores, *a, **kw))
+    reply = chat.send(s.id, "lamp keeper bread dough")
+    searched = reply.citations + reply.also_searched
+    assert calls == [["Lights", "Bread"]] and len(searched) >= 2
+    assert all(c["higher_is_better"] is True and c["distance"] == "cosine" for c in searched)
+    assert len(asked) <= 1
+
+
 @pytest.mark.slow
 def test_the_system_prompt_names_the_chosen_stores_and_the_tool_lists_them(wb):
     chat = ChatService(wb)

@@ -18,6 +18,7 @@ from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import InvalidArgument, StoreNotFound
 from knowledge.service.fusion import reciprocal_rank_fusion
+from knowledge.service.search import SearchRequest
 from knowledge.workbench import Workbench
 
 QUESTIONS_DIR = REPO / "tests" / "data"
@@ -299,8 +300,8 @@ def test_the_fusion_weight_moves_hybrid_between_the_two_rankings(wb):
     words = [h.id for h in wb.search("notes", query, k=6, mode="lexical")]
     assert vector[:len(words)] != words  # else the weight could not show
     evals = wb.evaluations
-    assert [h.id for h in evals.tuned(fusion_weight=1.0).search("notes", query, k=len(vector), mode="hybrid").hits] == vector
-    assert [h.id for h in evals.tuned(fusion_weight=0.0).search("notes", query, k=len(words), mode="hybrid").hits] == words
+    assert [h.id for h in evals.tuned(fusion_weight=1.0).search("notes", SearchRequest(query, len(vector), mode="hybrid")).hits] == vector
+    assert [h.id for h in evals.tuned(fusion_weight=0.0).search("notes", SearchRequest(query, len(words), mode="hybrid")).hits] == words
     assert wb.settings.search.fusion_weight == 0.6  # the shared settings are untouched
     runs = wb.evaluations.sweep_fusion_weight("notes", qset(("pasta water", "pasta.md")), weights=(0.0, 1.0))
     assert [r.search["fusion_weight"] for r in runs] == [0.0, 1.0]
@@ -315,7 +316,7 @@ def test_the_rank_constant_is_the_hybrid_fusions_k_and_is_kept_with_the_run(wb):
     w = wb.settings.search.fusion_weight
     # the best passage is first in at least one ranking: at least 2 min(w, 1 - w) / 11 with k = 10,
     # while with k = 60 no passage reaches 2 / 61
-    wide = wb.evaluations.tuned(rank_constant=60).search("notes", query, k=3, mode="hybrid").hits
+    wide = wb.evaluations.tuned(rank_constant=60).search("notes", SearchRequest(query, 3, mode="hybrid")).hits
     assert max(h.fused_score for h in wide) <= 2 / 61 + 1e-9 < min(2 * min(w, 1 - w) / 11, max(h.fused_score for h in top))
     run = wb.evaluations.evaluate("notes", qset(("pasta water", "pasta.md")), "hybrid", rank_constant=60)
     assert run.search["rank_constant"] == 60

@@ -122,3 +122,18 @@ def test_the_tool_group_reads_no_path_by_default_and_anywhere_only_when_asked(to
     assert "build-host-42" in hits[0]["text"]
     with pytest.raises(TypeError):
         KnowledgeTools(tools.wb, folders="/")  # a bare path is no choice: LocalFolders or ANYWHERE
+
+
+def test_vector_search_gives_each_passage_its_store_distance_and_number(tools):
+    """The tool's result carries what the chat builds its citations from (the chat calls the same
+    implementation, ``KnowledgeTools.search_stores``): store, score direction, file id, score, ref."""
+    tools.call("vector_upsert", {"store": "kb", "file_id": "notes-1", "text": "The lighthouse keeper lit the lamp."})
+    r = tools.vector_search("kb", "lighthouse lamp", k=2)
+    [hit] = r.data["hits"]
+    assert (hit["store"], hit["file_id"], hit["ref"]) == ("kb", "notes-1", 1)
+    assert hit["distance"] == tools.wb.get_store("kb").distance and hit["higher_is_better"] is True
+    assert hit["score"] > 0 and r.data["failed"] == {}
+    again = tools.search_stores(["kb"], "lighthouse lamp", 2, numbered=[{**hit, "ref": 7}])
+    assert again.text.startswith("[7] ") and again.data["hits"][0]["ref"] == 7  # found again: its number kept
+    none = tools.vector_search("kb", "zzzz qqqq", k=2, file_id="no-such-file")
+    assert none.ok and none.text == "No results in 'kb' for 'zzzz qqqq'." and none.data["hits"] == []

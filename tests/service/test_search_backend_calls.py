@@ -16,6 +16,7 @@ from contextlib import contextmanager
 import pytest
 
 from knowledge.embeddings.fake import HashEmbedder
+from knowledge.service.search import Playground, SearchRequest
 from knowledge.workbench import Workbench
 
 MAX_CALLS = 3
@@ -148,7 +149,8 @@ def test_a_store_with_no_file_yet_answers_nothing(wb, mode):
     _, w = wb
     w.create_store("empty")
     assert w.search("empty", "lighthouse", k=3, mode=mode) == []
-    assert w.searcher.search("empty", "lighthouse", k=3, mode=mode, timings=True).hits == []
+    request = SearchRequest("lighthouse", 3, mode=mode, playground=Playground(timings=True))
+    assert w.searcher.search("empty", request).hits == []
 
 
 def test_qdrant_reads_follow_a_collection_another_client_recreated(settings):

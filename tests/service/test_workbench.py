@@ -12,6 +12,7 @@ from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import EmbeddingUnavailable, InvalidArgument, StoreNotFound
 from knowledge.outcomes import Outcome
+from knowledge.service.search import Playground, SearchRequest
 from knowledge.service.stores import ModelMismatch
 from knowledge.service.templates import make_template
 from knowledge.workbench import Workbench
@@ -167,10 +168,27 @@ def test_the_named_questions_a_caller_asks_instead_of_reaching_into_the_parts(wb
     r = wb.index_text("notes", "memo-1", "The harbour lighthouse is painted red and white.", "memo.txt")
     assert (r.outcome, r.ok, r.name) == (Outcome.INDEXED, True, "memo.txt") and r.chunks == 1
     assert not wb.index_text("notes", "memo-2", "   ").ok  # blank: nothing to index
-    result = wb.search_result("notes", "harbour lighthouse", 3, timings=True, top=10)
+    result = wb.search_result("notes", SearchRequest("harbour lighthouse", 3, playground=Playground(top=10, timings=True)))
     assert [h.id for h in result.hits] == [h.id for h in wb.search("notes", "harbour lighthouse", 3)]
     assert result.hits[0].file_name == "memo.txt" and result.top and result.total_ms > 0  # measured
     assert result.distance == wb.get_store("notes").distance and result.vector.shape == (wb.embedder().dimension,)
+
+
+def test_a_search_request_and_its_keywords_give_the_same_hits_and_not_both(wb):
+    """Workbench.search takes a SearchRequest or the text with the common options as keywords (the
+    same request); a request with options beside it is refused. A merged search's hits carry their
+    store's distance (the chat needs it for its citations without asking the catalog per hit)."""
+    wb.index_text("notes", "memo-1", "The harbour lighthouse is painted red and white.", "memo.txt")
+    wb.index_text("notes", "memo-2", "Bread needs flour, water, salt and yeast.", "bread.txt")
+    by_words = wb.search("notes", "harbour lighthouse", 1, mode="vector", max_per_file=1)
+    by_request = wb.search("notes", SearchRequest("harbour lighthouse", 1, mode="vector", max_per_file=1))
+    assert [h.id for h in by_words] == [h.id for h in by_request] and by_words[0].file_name == "memo.txt"
+    with pytest.raises(InvalidArgument, match="SearchRequest"):
+        wb.search("notes", SearchRequest("harbour lighthouse"), mode="vector")
+    with pytest.raises(InvalidArgument, match="mode"):
+        wb.search("notes", SearchRequest("harbour lighthouse", mode="sideways"))
+    merged = wb.search_stores(["notes"], "harbour lighthouse", 2)
+    assert merged.hits and {sh.distance for sh in merged.hits} == {wb.get_store("notes").distance}
 
 
 def test_bad_files_are_reported_and_the_batch_goes_on(wb, tmp_path):

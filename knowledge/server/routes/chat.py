@@ -26,20 +26,17 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from knowledge.errors import KnowledgeError
-from knowledge.server.http import ApiError, bad, check_name, in_thread, json_body
+from knowledge.server.bodies import ChatCompletion
+from knowledge.server.http import ApiError, JsonRoute, bad, check_name, in_thread
 from knowledge.server.objects import Api, KnowledgeApi
 
-router = APIRouter(tags=["chat"])
+router = APIRouter(tags=["chat"], route_class=JsonRoute)
 
 SESSION_HEADER = "X-Knowledge-Session"
-#: The fields of OpenAI's chat completions request: ``model``, ``messages``, ``stream`` and
-#: ``metadata`` are read; the others are accepted and have no effect here (the CHAT config decides).
-CHAT_FIELDS = ("model", "messages", "stream", "metadata", "stream_options", "temperature", "top_p", "n",
-               "max_tokens", "max_completion_tokens", "stop", "presence_penalty", "frequency_penalty",
-               "logit_bias", "logprobs", "top_logprobs", "user", "seed", "response_format", "tools",
-               "tool_choice", "parallel_tool_calls", "store", "reasoning_effort", "service_tier", "modalities",
-               "audio", "prediction", "web_search_options", "safety_identifier", "prompt_cache_key",
-               "verbosity", "function_call", "functions")
+#: The fields of OpenAI's chat completions request (:class:`~knowledge.server.bodies.ChatCompletion`):
+#: ``model``, ``messages``, ``stream`` and ``metadata`` are read; the others are accepted and have no
+#: effect here (the CHAT config decides).
+CHAT_FIELDS = tuple(ChatCompletion.model_fields)
 _DATA_URL = re.compile(r"data:(?P<type>[\w.+-]+/[\w.+-]+)?(?:;[\w-]+=[^;,]*)*;base64,(?P<data>.*)", re.S)
 
 
@@ -90,16 +87,6 @@ def _parts(api: KnowledgeApi, content: Any) -> tuple[str, list[tuple[bytes, str,
     return "\n".join(t for t in texts if t), files
 
 
-def _stores(value: Any) -> list[str] | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return [s.strip() for s in value.split(",") if s.strip()]
-    if isinstance(value, list) and all(isinstance(s, str) for s in value):
-        return value
-    raise bad("metadata.stores must be a list of store names or a comma-separated string.", "metadata")
-
-
 def url_citations(reply: Any, base_url: str) -> list[dict[str, Any]]:
     """The reply's citations -- the passages the answer cites or quotes, numbered as its ``[n]``
     markers -- as OpenAI ``url_citation`` annotations (plus our provenance fields): ``start_index``
@@ -148,8 +135,7 @@ def get_model(model: str, api: Api) -> dict:
 
 
 @router.post("/v1/chat/completions", summary="Chat with the session's knowledge")
-async def completions(request: Request, api: Api) -> Any:
-    body = await json_body(request, CHAT_FIELDS)
+async def completions(body: ChatCompletion, request: Request, api: Api) -> Any:
     base = str(request.base_url).rstrip("/")
     header = request.headers.get(SESSION_HEADER)
     reply, sid, model = await in_thread(turn, api, body, header)
@@ -157,7 +143,7 @@ async def completions(request: Request, api: Api) -> Any:
     cid = "chatcmpl-" + secrets.token_hex(12)
     notes = url_citations(reply, base)
     headers = {SESSION_HEADER: sid}
-    if body.get("stream"):
+    if body.stream:
         return StreamingResponse(events(cid, created, model, sid, reply.text, notes), headers=headers,
                                  media_type="text/event-stream")
     words = len(reply.text.split())
@@ -170,11 +156,9 @@ async def completions(request: Request, api: Api) -> Any:
         "retrieval_only": reply.retrieval_only, "unknown_markers": reply.unknown_markers}, headers=headers)
 
 
-def checked_model(api: KnowledgeApi, body: Mapping[str, Any]) -> str:
+def checked_model(api: KnowledgeApi, body: ChatCompletion) -> str:
     """The request's ``model``: the name of a CHAT config (404 ``model_not_found`` otherwise)."""
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
-        raise bad("model is required: the name of a chat model config (see GET /v1/models).", "model")
+    model = body.model
     try:
         api.chat.configs.chat(model)
     except KnowledgeError:
@@ -201,25 +185,19 @@ def session_for(api: KnowledgeApi, sid: Any, model: str, stores: list[str] | Non
     return sid
 
 
-def turn(api: KnowledgeApi, body: dict[str, Any], header: str | None) -> tuple[Any, str, str]:
-    """One chat turn of a completions request: ``(reply, session id, model)`` (see the module docstring)."""
+def turn(api: KnowledgeApi, body: ChatCompletion, header: str | None) -> tuple[Any, str, str]:
+    """One chat turn of a completions request: ``(reply, session id, model)`` (see the module docstring;
+    the fields' types are :class:`~knowledge.server.bodies.ChatCompletion`'s)."""
     model = checked_model(api, body)
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise bad("messages must be a non-empty list.", "messages")
-    users = [m for m in messages if isinstance(m, Mapping) and m.get("role") == "user"]
+    users = [m for m in body.messages if m.get("role") == "user"]
     if not users:
         raise bad("messages needs a user message.", "messages")
     text, files = _parts(api, users[-1].get("content"))
-    metadata = body.get("metadata") or {}
-    if not isinstance(metadata, Mapping):
-        raise bad("metadata must be an object.", "metadata")
-    stores = _stores(metadata.get("stores"))
+    metadata = body.metadata
+    stores = metadata.stores if metadata is not None else None
     for name in stores or []:
         check_name(name, "metadata.stores")
-    if not isinstance(body.get("stream", False), bool):
-        raise bad("stream must be true or false.", "stream")
-    sid = session_for(api, header or metadata.get("session"), model, stores)
+    sid = session_for(api, header or (metadata.session if metadata is not None else None), model, stores)
     for data, name, media in files:
         api.chat.attach(sid, data, name, media)
     return api.chat.send(sid, text), sid, model

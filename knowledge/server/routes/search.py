@@ -14,56 +14,45 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 
 from knowledge.errors import InvalidArgument
+from knowledge.server.bodies import SearchBody
 from knowledge.server.filters import SearchFilter
-from knowledge.server.http import bad, in_thread, json_body, object_field, optional_str
+from knowledge.server.http import JsonRoute, bad, in_thread
 from knowledge.server.objects import Api, KnowledgeApi
+from knowledge.service.search import SearchRequest
 
-router = APIRouter(tags=["search"])
-SEARCH_FIELDS = ("query", "max_num_results", "filters", "ranking_options", "rewrite_query", "mode")
+router = APIRouter(tags=["search"], route_class=JsonRoute)
 
 
 @router.post("/v1/vector_stores/{vs_id}/search", summary="Search a vector store")
-async def search(vs_id: str, request: Request, api: Api) -> dict:
-    body = await json_body(request, SEARCH_FIELDS)
+async def search(vs_id: str, body: SearchBody, api: Api) -> dict:
     return await in_thread(search_page, api, vs_id, body)
 
 
-def search_page(api: KnowledgeApi, vs_id: str, body: dict[str, Any]) -> dict[str, Any]:
-    """The ``vector_store.search_results.page`` of the search ``body`` asks for in ``vs_id``.
+def search_page(api: KnowledgeApi, vs_id: str, body: SearchBody) -> dict[str, Any]:
+    """The ``vector_store.search_results.page`` of the search ``body`` asks for in ``vs_id`` (its
+    fields' types and bounds checked by :class:`~knowledge.server.bodies.SearchBody`).
 
     Raises:
-        ApiError: 404 an unknown store; 400 a bad field (named in ``param``).
+        ApiError: 404 an unknown store; 400 a bad filter (``param`` ``filters``).
     """
     name = api.store_name(vs_id)
-    query = body.get("query")
-    if isinstance(query, list) and all(isinstance(q, str) for q in query):
-        query = " ".join(query)
-    if not isinstance(query, str) or not query.strip():
-        raise bad("query must be a non-blank string (or a list of strings).", "query")
-    k = body.get("max_num_results", 10)
-    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 50:
-        raise bad(f"max_num_results must be an integer from 1 to 50, got {k!r}.", "max_num_results")
     try:
-        found = SearchFilter.parse(body.get("filters"))
+        found = SearchFilter.parse(body.filters)
     except InvalidArgument as exc:
         raise bad(str(exc), "filters") from None
-    ranking = object_field(body.get("ranking_options"), "ranking_options", ("ranker", "score_threshold")) or {}
-    threshold = ranking.get("score_threshold")
-    if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))):
-        raise bad("ranking_options.score_threshold must be a number.", "ranking_options")
-    optional_str(ranking.get("ranker"), "ranking_options.ranker")
-    if not isinstance(body.get("rewrite_query", False), bool):
-        raise bad("rewrite_query must be true or false.", "rewrite_query")
-    mode = optional_str(body.get("mode"), "mode")  # beyond OpenAI: hybrid (default), vector (semantic), lexical (keyword)
-    hits = api.wb.search(name, query, k=k, keep=found.keep, where=found.where, score_threshold=threshold, mode=mode)
-    out = {"object": "vector_store.search_results.page", "search_query": query,
+    ranking = body.ranking_options
+    threshold = ranking.score_threshold if ranking is not None else None
+    # mode, beyond OpenAI: hybrid (default), vector (semantic), lexical (keyword)
+    hits = api.wb.search(name, SearchRequest(body.query, body.max_num_results, where=found.where,
+                                             score_threshold=threshold, mode=body.mode, keep=found.keep))
+    out = {"object": "vector_store.search_results.page", "search_query": body.query,
            "data": [api.result(h) for h in hits], "has_more": False, "next_page": None}
-    if body.get("rewrite_query"):
+    if body.rewrite_query:
         out["notes"] = ["rewrite_query is accepted and ignored here: the query was searched as given."]
     return out
 
 
-__all__ = ["SEARCH_FIELDS", "router", "search_page"]
+__all__ = ["router", "search_page"]

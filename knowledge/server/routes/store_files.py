@@ -15,7 +15,6 @@ batch each; the file batch and its parts are catalog rows, so any API process an
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -23,38 +22,42 @@ from fastapi.responses import JSONResponse, Response
 
 from knowledge.attributes import check_attributes
 from knowledge.errors import InvalidArgument
-from knowledge.server.http import bad, in_thread, json_body, known, object_field, page, polled, strings
+from knowledge.server.bodies import Body, ChunkingStrategy, FileAttributes, FileBatch, FileEntry, WebPages
+from knowledge.server.http import JsonRoute, bad, in_thread, page, polled
 from knowledge.server.idempotency import once
 from knowledge.server.objects import Api, KnowledgeApi
 
-router = APIRouter(prefix="/v1/vector_stores/{vs_id}", tags=["vector store files"])
+router = APIRouter(prefix="/v1/vector_stores/{vs_id}", tags=["vector store files"], route_class=JsonRoute)
 STATUSES = ("in_progress", "completed", "failed", "cancelled")
-BATCH_FIELDS = ("file_ids", "files", "attributes", "chunking_strategy")
-ENTRY_FIELDS = ("file_id", "attributes", "chunking_strategy")
-WEB_FIELDS = ("url", "depth", "max_pages", "attributes", "chunking_strategy")
 
 
-def strategy_of(api: KnowledgeApi, name: str, body: Mapping[str, Any]) -> Any:
+def plain(strategy: ChunkingStrategy | None) -> dict[str, Any] | None:
+    """A request's ``chunking_strategy`` as sent (the fields given), or ``None``."""
+    return None if strategy is None else strategy.model_dump(exclude_unset=True)
+
+
+def strategy_of(api: KnowledgeApi, name: str, strategy: ChunkingStrategy | None) -> Any:
     """The request's ``chunking_strategy``, else the one the store was created with."""
-    return (object_field(body.get("chunking_strategy"), "chunking_strategy")
-            or api.meta.get(name).get("chunking_strategy"))
+    return plain(strategy) or api.meta.get(name).get("chunking_strategy")
+
+
+def params(body: Body) -> dict[str, Any]:
+    """A body's fields as the client sent them (what makes two requests with one Idempotency-Key the same)."""
+    return body.model_dump(mode="json", exclude_unset=True)
 
 
 # -- one file --------------------------------------------------------------------------------------------
 @router.post("/files", summary="Add a file (ingested in the background)")
-async def add_file(vs_id: str, request: Request, api: Api) -> Response:
+async def add_file(vs_id: str, body: FileEntry, request: Request, api: Api) -> Response:
     """With an ``Idempotency-Key`` a retry of the same request answers the first one's object."""
-    body = await json_body(request, ENTRY_FIELDS)
     name = api.store_name(vs_id)
-    fid = body.get("file_id")
-    if not isinstance(fid, str):
-        raise bad("file_id is required.", "file_id")
+    fid = body.file_id
 
     async def run() -> Response:
-        await in_thread(api.add_files, name, [(fid, body.get("attributes"), strategy_of(api, name, body))])
+        await in_thread(api.add_files, name, [(fid, body.attributes, strategy_of(api, name, body.chunking_strategy))])
         return polled(await in_thread(api.get_file, name, fid))
 
-    return await once(request, api.wb.catalog, body, run)
+    return await once(request, api.wb.catalog, params(body), run)
 
 
 @router.get("/files", summary="List a store's files")
@@ -74,11 +77,10 @@ def get_store_file(vs_id: str, file_id: str, api: Api) -> JSONResponse:
 
 
 @router.post("/files/{file_id}", summary="Update attributes")
-async def update_store_file(vs_id: str, file_id: str, request: Request, api: Api) -> dict:
-    body = await json_body(request, ("attributes",))
+async def update_store_file(vs_id: str, file_id: str, body: FileAttributes, api: Api) -> dict:
     name = api.store_name(vs_id)
     try:
-        checked = check_attributes(body.get("attributes"))
+        checked = check_attributes(body.attributes)
     except InvalidArgument as exc:
         raise bad(str(exc), "attributes") from None
     await in_thread(api.wb.set_file_attributes, name, file_id, checked)
@@ -101,51 +103,43 @@ def remove_store_file(vs_id: str, file_id: str, api: Api) -> dict:
 
 
 # -- batches -------------------------------------------------------------------------------------------
-def batch_entries(body: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
+def batch_entries(body: FileBatch) -> list[tuple[str, Any, Any]]:
     """``(file_id, attributes, chunking_strategy)`` of a batch request's ``file_ids`` and ``files``."""
-    entries: list[tuple[str, Any, Any]] = [(fid, None, None) for fid in strings(body.get("file_ids"), "file_ids")]
-    files = body.get("files") or []
-    if not isinstance(files, list):
-        raise bad("files must be a list of {file_id, attributes, chunking_strategy} objects.", "files")
-    for f in files:
-        if not isinstance(f, Mapping) or not isinstance(f.get("file_id"), str):
-            raise bad("Each of files needs a file_id.", "files")
-        known(f, ENTRY_FIELDS, "files[]")
-        entries.append((f["file_id"], f.get("attributes"), f.get("chunking_strategy")))
+    entries: list[tuple[str, Any, Any]] = [(fid, None, None) for fid in body.file_ids or []]
+    entries += [(f.file_id, f.attributes, plain(f.chunking_strategy)) for f in body.files or []]
     if not entries:
         raise bad("Give file_ids (or files) to add.", "file_ids")
     return entries
 
 
 @router.post("/file_batches", summary="Add many files")
-async def create_batch(vs_id: str, request: Request, api: Api) -> Response:
+async def create_batch(vs_id: str, body: FileBatch, request: Request, api: Api) -> Response:
     """With an ``Idempotency-Key`` a retry of the same request answers the first batch (one batch)."""
-    body = await json_body(request, BATCH_FIELDS)
     name = api.store_name(vs_id)
     entries = batch_entries(body)
 
     async def run() -> Response:
-        b = await in_thread(api.create_batch, name, entries, body.get("attributes"), strategy_of(api, name, body))
+        b = await in_thread(api.create_batch, name, entries, body.attributes,
+                            strategy_of(api, name, body.chunking_strategy))
         return polled(await in_thread(api.batch_object, b))
 
-    return await once(request, api.wb.catalog, body, run)
+    return await once(request, api.wb.catalog, params(body), run)
 
 
 @router.post("/web_pages", summary="Add a web page (and the pages it links to on its site)")
-async def add_web_pages(vs_id: str, request: Request, api: Api) -> Response:
+async def add_web_pages(vs_id: str, body: WebPages, request: Request, api: Api) -> Response:
     """Fetch ``url`` now (``depth`` 0-3 links away on the same site, at most ``max_pages``) and add
     the pages as a file batch; the answer is the ``vector_store.files_batch`` with ``web_pages``:
     each page tried, ``added``/``unchanged``/``failed`` with its ``last_error``. Takes an
     ``Idempotency-Key`` as a file batch does."""
-    body = await json_body(request, WEB_FIELDS)
     name = api.store_name(vs_id)
 
     async def run() -> Response:
-        b, pages = await in_thread(api.add_web_pages, name, body.get("url"), body.get("depth"), body.get("max_pages"),
-                                   body.get("attributes"), strategy_of(api, name, body))
+        b, pages = await in_thread(api.add_web_pages, name, body.url, body.depth, body.max_pages,
+                                   body.attributes, strategy_of(api, name, body.chunking_strategy))
         return polled({**await in_thread(api.batch_object, b), "web_pages": pages})
 
-    return await once(request, api.wb.catalog, body, run)
+    return await once(request, api.wb.catalog, params(body), run)
 
 
 @router.get("/file_batches/{batch_id}", summary="A batch")
@@ -168,4 +162,4 @@ def batch_files(vs_id: str, batch_id: str, api: Api, limit: int | None = None, a
     return page(files, limit, after, before, order)
 
 
-__all__ = ["BATCH_FIELDS", "ENTRY_FIELDS", "STATUSES", "WEB_FIELDS", "batch_entries", "router", "strategy_of"]
+__all__ = ["STATUSES", "batch_entries", "params", "plain", "router", "strategy_of"]

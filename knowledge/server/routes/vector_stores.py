@@ -14,71 +14,42 @@ its owner (or an admin), else 403 ``permission_denied``.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Mapping
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 
 from knowledge.catalog import rest
-from knowledge.server.http import (
-    bad,
-    check_name,
-    in_thread,
-    json_body,
-    object_field,
-    optional_str,
-    page,
-    strings,
-)
+from knowledge.server.bodies import CreateStore, ExpiresAfter, ModifyStore
+from knowledge.server.http import JsonRoute, bad, check_name, in_thread, page
 from knowledge.server.objects import Api, KnowledgeApi
 
-router = APIRouter(prefix="/v1/vector_stores", tags=["vector stores"])
-CREATE_FIELDS = ("name", "file_ids", "metadata", "expires_after", "chunking_strategy", "description", "template")
+router = APIRouter(prefix="/v1/vector_stores", tags=["vector stores"], route_class=JsonRoute)
 
 
-def check_metadata(metadata: Any) -> dict[str, str]:
-    """OpenAI's ``metadata``: at most 16 pairs, keys up to 64 and values up to 512 characters, strings."""
-    if metadata is None:
-        return {}
-    if not isinstance(metadata, Mapping) or len(metadata) > 16 or not all(
-            isinstance(k, str) and 0 < len(k) <= 64 and isinstance(v, str) and len(v) <= 512
-            for k, v in metadata.items()):
-        raise bad("metadata must be an object of at most 16 string pairs (keys up to 64 characters, values"
-                  " up to 512).", "metadata")
-    return dict(metadata)
-
-
-def check_expires(value: Any) -> dict[str, Any] | None:
-    """OpenAI's ``expires_after``: ``{"anchor": "last_active_at", "days": 1..365}`` or ``None``."""
-    v = object_field(value, "expires_after", ("anchor", "days"))
-    if v is None:
-        return None
-    days = v.get("days")
-    if v.get("anchor") != "last_active_at" or isinstance(days, bool) or not isinstance(days, int) \
-            or not 1 <= days <= 365:
-        raise bad("expires_after must be {\"anchor\": \"last_active_at\", \"days\": 1 to 365}.", "expires_after")
-    return dict(v)
+def expiry(value: ExpiresAfter | None) -> dict[str, Any] | None:
+    """``expires_after`` as kept and reported: ``{"anchor": "last_active_at", "days": n}`` or ``None``."""
+    return None if value is None else value.model_dump()
 
 
 @router.post("", summary="Create a vector store")
-async def create_store(request: Request, api: Api) -> dict:
-    body = await json_body(request, CREATE_FIELDS)
-    return await in_thread(created, api, body)
+async def create_store(api: Api, body: CreateStore | None = None) -> dict:
+    return await in_thread(created, api, body or CreateStore())
 
 
-def created(api: KnowledgeApi, body: dict[str, Any]) -> dict[str, Any]:
+def created(api: KnowledgeApi, body: CreateStore) -> dict[str, Any]:
     """The store ``body`` asks for, made (or found), as a ``vector_store`` object. Every check runs
     before the store is recorded: a refused create leaves nothing behind."""
-    name = check_name(body.get("name") or f"vs-{secrets.token_hex(6)}")
+    name = check_name(body.name or f"vs-{secrets.token_hex(6)}")
     if api.internal_store(name):
         raise bad(f"The name {name!r} is taken by a chat session's own store; choose another.", "name")
-    metadata = check_metadata(body.get("metadata"))
-    expires = check_expires(body.get("expires_after"))
-    description = optional_str(body.get("description"), "description")
-    template = optional_str(body.get("template"), "template") or "default"  # beyond OpenAI
-    strategy = object_field(body.get("chunking_strategy"), "chunking_strategy")
-    file_ids = strings(body.get("file_ids"), "file_ids")
-    api.template_for(name, strategy, template=template, save=False)
+    metadata = dict(body.metadata or {})
+    expires = expiry(body.expires_after)
+    description = body.description
+    template = body.template or "default"  # beyond OpenAI
+    # kept as sent (fields not given stay out), the default of the files added later
+    strategy = body.chunking_strategy.model_dump(exclude_unset=True) if body.chunking_strategy else None
+    file_ids = list(body.file_ids or [])
+    api.template_for(name, body.chunking_strategy, template=template, save=False)
     for fid in file_ids:
         api.stored(fid)
     existed = api.wb.store_exists(name)
@@ -108,19 +79,20 @@ def get_store(vs_id: str, api: Api) -> dict:
 
 
 @router.post("/{vs_id}", summary="Modify a vector store (metadata)")
-async def modify_store(vs_id: str, request: Request, api: Api) -> dict:
-    body = await json_body(request, ("name", "metadata", "expires_after"))
+async def modify_store(vs_id: str, api: Api, body: ModifyStore | None = None) -> dict:
+    body = body or ModifyStore()
     name = api.store_name(vs_id)
-    if body.get("name") not in (None, name):
+    if body.name not in (None, name):
         raise bad("Renaming a vector store is not supported here (its name is its identity).", "name")
     meta = api.meta.get(name)
-    if "metadata" in body:
-        meta["metadata"] = check_metadata(body["metadata"])
-    if "expires_after" in body:
-        meta["expires_after"] = check_expires(body["expires_after"])
+    given = body.model_fields_set
+    if "metadata" in given:
+        meta["metadata"] = dict(body.metadata or {})
+    if "expires_after" in given:
+        meta["expires_after"] = expiry(body.expires_after)
     api.wb.authorize(name, "write")
     api.meta.put(name, meta)
-    api.wb.record("store.update", store=name, detail={k: body[k] for k in ("metadata", "expires_after") if k in body})
+    api.wb.record("store.update", store=name, detail=body.model_dump(include={"metadata", "expires_after"} & given))
     return await in_thread(api.store_object, name)
 
 
@@ -138,4 +110,4 @@ def delete_store(vs_id: str, api: Api) -> dict:
     return {"id": vs_id, "object": "vector_store.deleted", "deleted": True}
 
 
-__all__ = ["CREATE_FIELDS", "check_expires", "check_metadata", "created", "router"]
+__all__ = ["created", "expiry", "router"]
