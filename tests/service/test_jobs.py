@@ -123,10 +123,10 @@ def test_an_in_process_batch_is_visible_and_cancellable_from_another_workbench(s
 
     wb = Workbench(settings, embedder_factory=lambda m: HashEmbedder(dimension=16))
     try:
-        job = IngestJob(wb, "notes", [(f"f{i}.md", t) for i, t in enumerate(_texts(3))]).start()
+        job = wb.submit_batch("notes", [(f"f{i}.md", t) for i, t in enumerate(_texts(3))])
         assert job.wait(60) and job.counts() == {"indexed": 3}
         # a second front-end process sees the same batch from the rows (here: the registry's catalog view)
-        other = IngestJob.attach(wb, q.batches(wb.catalog, "notes")[0])
+        other = IngestJob.attach(wb.jobs, q.batches(wb.catalog, "notes")[0])
         assert other.done and other.counts() == {"indexed": 3} and other.chunks == job.chunks > 0
         chunks = _chunks_by_file(wb, "notes")
         assert all(rec == vs > 0 for rec, vs in chunks.values()), chunks
@@ -153,7 +153,7 @@ _KILLED_WORKER = textwrap.dedent("""
             "catalog": settings.catalog.model_copy(update={{"url": {url!r}}}),
             "vector_store": settings.vector_store.model_copy(update={{"backend": "pgvector", "url": {url!r}}})}})
     wb = Workbench(settings, embedder_factory=lambda m: Slow(dimension=16))
-    n = Worker(wb, worker_id={name!r}, lease={lease}).run(once=True, poll=0.1)
+    n = Worker(wb.indexer, worker_id={name!r}, lease={lease}).run(once=True, poll=0.1)
     wb.close()
     print("processed", n)
 """)
@@ -240,7 +240,7 @@ def test_a_full_disk_is_reported_as_no_space_left_not_as_an_unreadable_file(sett
         _full_disk(monkeypatch, wb)
         [r] = wb.ingest_paths("notes", [path])  # a folder/CLI ingest: the file is read fine, the copy fails
         assert r.outcome == "failed" and "No space left on device" in r.message and "cannot be read" not in r.message
-        job = IngestJob(wb, "notes", [("upload.md", b"# Upload\n\nwords")]).start()  # an upload
+        job = wb.submit_batch("notes", [("upload.md", b"# Upload\n\nwords")])  # an upload
         assert job.wait(30)
         [u] = job.results
         assert u.outcome == "failed" and "No space left on device" in u.message, u.message
