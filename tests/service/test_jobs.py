@@ -246,3 +246,63 @@ def test_a_full_disk_is_reported_as_no_space_left_not_as_an_unreadable_file(sett
         assert u.outcome == "failed" and "No space left on device" in u.message, u.message
     finally:
         wb.close()
+
+
+def test_serve_resumes_the_queue_once_and_only_logs_a_catalog_it_cannot_read(settings: Settings, monkeypatch,
+                                                                              caplog):
+    """``serve`` looks for unfinished jobs once at its start (it did twice, once unguarded); a catalog
+    that cannot be read then is a warning in the log, and the API starts anyway."""
+    import logging
+
+    from knowledge.errors import BackendUnavailable
+    from knowledge.server import app as server
+    from knowledge.service.jobs import JobRegistry
+
+    calls: list[str] = []
+    monkeypatch.setattr(server.uvicorn, "run", lambda *args, **kwargs: calls.append("run"))
+    real = JobRegistry.resume
+
+    def counting(self: JobRegistry) -> int:
+        calls.append("resume")
+        return real(self)
+
+    monkeypatch.setattr(JobRegistry, "resume", counting)
+    server.serve(wb=Workbench(settings, embedder_factory=lambda m: HashEmbedder(dimension=16)))
+    assert calls == ["resume", "run"]
+
+    def unreachable(self: JobRegistry) -> int:
+        calls.append("resume")
+        raise BackendUnavailable("The catalog cannot be reached.")
+
+    monkeypatch.setattr(JobRegistry, "resume", unreachable)
+    calls.clear()
+    with caplog.at_level(logging.WARNING, logger="knowledge.server.app"):
+        server.serve(wb=Workbench(settings, embedder_factory=lambda m: HashEmbedder(dimension=16)))
+    assert calls == ["resume", "run"]
+    assert "could not look for unfinished ingestion jobs" in caplog.text
+
+
+def test_a_batch_is_checked_and_recorded_when_submitted_and_its_worker_holds_no_workbench(settings: Settings):
+    """``Workbench.submit_batch`` refuses a store the person may not write to before anything is
+    queued, records ``store.create`` (queued) and ``file.ingest`` for a new store of theirs, and the
+    job, its registry and the worker hold parts (the indexer), never a workbench."""
+    from knowledge.errors import InvalidArgument
+    from knowledge.people import Actor
+    from knowledge.service.jobs import IngestJob
+
+    wb = Workbench(settings, embedder_factory=lambda m: HashEmbedder(dimension=16))
+    try:
+        wb.create_store("admins")
+        ana = wb.as_user(Actor("ana", "member"))
+        with pytest.raises(InvalidArgument, match="not available"):  # another's store: its name is taken
+            ana.submit_batch("admins", [("a.md", b"# A\n\nwords")])
+        assert q.batches(wb.catalog, "admins") == []
+        job = ana.submit_batch("mine", [("a.md", b"# A\n\nwords"), ("b.md", b"# B\n\nmore")])
+        assert isinstance(job, IngestJob) and job.wait(60) and job.counts() == {"indexed": 2}
+        events = [(e.actor, e.action, e.store, e.detail) for e in reversed(wb.people.audit.events(store="mine"))]
+        assert events == [("ana", "store.create", "mine", {"queued": True}),
+                          ("ana", "file.ingest", "mine", {"files": ["a.md", "b.md"], "count": 2, "queued": True})]
+        assert wb.people.sharing.owner("mine") == "ana"
+        assert job.registry is wb.jobs and wb.jobs.indexer is wb.indexer  # parts, not the workbench
+    finally:
+        wb.close()
