@@ -55,9 +55,9 @@ def get_workbench() -> Workbench:
     name_this_process("app")  # PostgreSQL sees its connections as "knowledge app <host>:<pid>"
     wb = Workbench(load_settings())
     check_connections(wb.catalog, wb.settings)  # a warning when PostgreSQL's max_connections is too small
-    wb.jobs.use_worker_process(wb)
+    wb.jobs.use_worker_process()
     try:
-        wb.jobs.resume(wb)
+        wb.jobs.resume()
     except KnowledgeError:
         logging.getLogger("knowledge.app").warning("could not look for unfinished ingestion jobs", exc_info=True)
     return wb

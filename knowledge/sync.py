@@ -157,9 +157,9 @@ class SyncReport:
 
 
 class FolderSyncs:
-    """Folder syncs over the workbench's parts (``wb.syncs``): makes a :class:`FolderSync`, lists
-    and forgets a store's synced folders; runs a :class:`SyncJob`'s ingestion (its ``jobs`` and
-    ``ingest_file``)."""
+    """Folder syncs over the parts (``wb.syncs``): makes a :class:`FolderSync`, lists and forgets a
+    store's synced folders; a :class:`SyncJob` is shown through ``jobs`` (this process's
+    :class:`~knowledge.service.jobs.JobRegistry`) and ingests with ``indexer``."""
 
     def __init__(self, stores: Stores, catalog: Catalog, indexer: Indexer, jobs: JobRegistry) -> None:
         self.stores, self.catalog, self.indexer, self.jobs = stores, catalog, indexer, jobs
@@ -474,7 +474,7 @@ class SyncJob(IngestJob):
 
     def __init__(self, sync: FolderSync, plan: SyncPlan) -> None:
         changes = [i for i in plan.items if i.action != "unchanged"]
-        super().__init__(sync.syncs, sync.store, [(i.path, sync.source(i.path)) for i in changes])
+        super().__init__(sync.syncs.jobs, sync.store, [(i.path, sync.source(i.path)) for i in changes])
         self.sync, self.plan = sync, plan
         self.report: SyncReport | None = None
         self.notes = [f"Sync of {sync.folder}: {plan.summary()}."]

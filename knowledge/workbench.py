@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import copy
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, ClassVar, Generic, TypeVar
 
@@ -41,7 +41,7 @@ from knowledge.service.indexing import (
     Indexer,
     Progress,
 )
-from knowledge.service.jobs import JobRegistry
+from knowledge.service.jobs import IngestJob, Item, JobRegistry
 from knowledge.service.search import (
     MultiSearch,
     Searcher,
@@ -51,7 +51,7 @@ from knowledge.service.search import (
 )
 from knowledge.service.stores import Stores, StoreSummary, check_store_name
 from knowledge.service.templates import DEFAULT_TEMPLATE, TemplateRegistry, VectorStoreTemplate
-from knowledge.service.web import ingest_web
+from knowledge.service.web import WebJob, ingest_web
 from knowledge.sync import FolderSyncs
 from knowledge.vectorstore.scoring import DISTANCE_ORDER
 from knowledge.vectorstore.store import Hit
@@ -131,8 +131,7 @@ class Workbench:
         self.indexer = Indexer(self.stores, lambda model: self.embedder(model))
         self.searcher = Searcher(self.stores, lambda model: self.embedder(model))
         #: The newest ingest job per store and the running ones (:mod:`knowledge.service.jobs`).
-        self.jobs = JobRegistry(self.catalog)
-        self.jobs.attach(self)
+        self.jobs = JobRegistry(self.indexer)
         #: The features, handed the parts they use.
         self.portable = Portable(self.settings, self.stores, self.templates, self.indexer, self.catalog, self.files)
         self.syncs = FolderSyncs(self.stores, self.catalog, self.indexer, self.jobs)
@@ -430,24 +429,53 @@ class Workbench:
         self._ingested(store, new, [result.name])
         return result
 
-    def ingest_queued(self, store, source, name=None, **kwargs) -> IngestResult:
-        """A file of an ingest job (:mod:`knowledge.service.worker`): authorized and recorded when
-        its batch was submitted (:meth:`admit_batch`), so ingested here as :meth:`Indexer.ingest_file`
-        (the worker passes ``raise_transient=True``: an infrastructure error is raised, not a failed file)."""
-        return self.indexer.ingest_file(store, source, name, **kwargs)
-
-    def admit_batch(self, store: str, names: list[str]) -> None:
-        """A batch of ``names`` for ``store`` is about to be queued: check write access (a new store
-        becomes :attr:`actor`'s) and record it in the audit trail.
+    def submit_batch(self, store: str, items: Sequence[Item], *, template: str | None = None,
+                     password: str | None = None, attributes: dict[str, Any] | None = None,
+                     options: dict[str, Any] | None = None) -> IngestJob:
+        """Queue ``items`` (``(name, bytes)``, ``(name, path)`` or ``(name, StoredFile)``) for
+        ``store`` as one batch of job rows, ingested by any worker
+        (:class:`~knowledge.service.jobs.IngestJob`, whose arguments these are); see :meth:`submit_job`.
 
         Raises:
-            StoreNotFound, PermissionDenied: as :meth:`authorize` with ``"write"``.
+            StoreNotFound, PermissionDenied: :attr:`actor` may not write to ``store`` (nothing queued).
+            BackendUnavailable: the catalog cannot be reached.
         """
+        return self.submit_job(IngestJob(self.jobs, store, items, template=template, password=password,
+                                         attributes=attributes, options=options))
+
+    def submit_job(self, job: IngestJob) -> IngestJob:
+        """Start ``job``, a batch made but not started (:meth:`IngestJob.from_folder` over
+        ``wb.jobs``; the CLI's, submitted again after an outage: its batch is written once): check
+        that :attr:`actor` may write to its store (a new store becomes theirs: the worker makes it
+        with the batch's first file), record ``store.create`` (``queued``) and ``file.ingest`` in the
+        audit trail, then :meth:`IngestJob.start`. Returns ``job``.
+
+        Raises:
+            StoreNotFound, PermissionDenied: as :meth:`authorize` with ``"write"`` (nothing queued).
+            InvalidArgument: ``job`` is not a batch of job rows (a sync's or a web page's).
+            BackendUnavailable: the catalog cannot be reached.
+        """
+        if not job.durable:
+            raise InvalidArgument(f"A {type(job).__name__} is not a batch of job rows; start it itself.")
+        store = job.store
         new = self._writing(store)
         if new:  # the worker makes the store with the batch's first file (its name was checked): the actor's
             self.people.sharing.set_owner(store, self.actor.username)
             self.record("store.create", store=store, detail={"queued": True})
-        self._ingested(store, False, names, queued=True)
+        self._ingested(store, False, job.item_names, queued=True)
+        return job.start()
+
+    def submit_web(self, store: str, url: str, *, depth: int = 0, max_pages: int | None = None,
+                   template: str | None = None) -> WebJob:
+        """Fetch and ingest the page at ``url`` (``depth``, ``max_pages``: its same-site links) into
+        ``store`` in a thread of this process (:class:`~knowledge.service.web.WebJob`), each page
+        with :meth:`ingest_file` (checked and recorded as :attr:`actor`'s, page by page).
+
+        Raises:
+            InvalidArgument: a bad URL, depth or max_pages (nothing fetched).
+        """
+        return WebJob(self.jobs, self.ingest_file, store, url, depth=depth, max_pages=max_pages,
+                      template=template).start()
 
     def ingest_paths(self, store, paths, **kwargs) -> list[IngestResult]:
         """See :meth:`Indexer.ingest_paths` (needs write access)."""
@@ -460,7 +488,7 @@ class Workbench:
         """See :func:`knowledge.service.web.ingest_web`: the page at ``url`` (``depth``, ``max_pages``:
         its same-site links) into ``store``, each page named by its URL (needs write access)."""
         new = self._writing(store)
-        results = ingest_web(self.indexer, store, url, **kwargs)
+        results = ingest_web(self.indexer.ingest_file, self.settings, store, url, **kwargs)
         self._ingested(store, new, [r.name for r in results], url=url)
         return results
 

@@ -60,7 +60,7 @@ def sync_section(wb: Workbench, store: str) -> None:
 
 def _plan(wb: Workbench, store: str, folder: str, glob: str, folders) -> None:
     """Plan a sync (nothing changes yet) and rerun to show it for confirmation."""
-    job = IngestJob.visible_for(wb, store, st.session_state.get(f"job:{store}"))
+    job = IngestJob.visible_for(wb.jobs, store, st.session_state.get(f"job:{store}"))
     if job is not None and not job.done:
         set_flash(f"sync:{store}", False, "A batch is running; wait for it or stop it first.")
         st.rerun()

@@ -19,7 +19,7 @@ from knowledge.ingest.chunker import plan_chunking
 from knowledge.outcomes import Outcome, can_retry, needs_password, plain_reason
 from knowledge.service.jobs import IngestJob, round_eta
 from knowledge.service.templates import DEFAULT_TEMPLATE, make_template
-from knowledge.service.web import MAX_DEPTH, WebJob
+from knowledge.service.web import MAX_DEPTH
 from knowledge.text.render import inert, md
 from knowledge.vectorstore.registry import backend_names
 from knowledge.workbench import Workbench
@@ -123,7 +123,7 @@ def _batch_header(job: IngestJob, store: str) -> None:
         st.progress(1.0, text=f"**Batch done: {total} file{'' if total == 1 else 's'}** · {job.chunks} chunks · "
                     + inert(", ".join(parts)))
         return
-    runs = wb.jobs.runs_workers(wb)
+    runs = wb.jobs.runs_workers()
     if getattr(job, "waiting_for_worker", False) and (  # a folder sync has no job rows
             not runs or time.monotonic() - (job.started_at or 0) > QUEUED_AFTER_SECONDS):
         st.progress(0.0, text=queued_text(job, store, runs))
@@ -156,7 +156,7 @@ def _said(r) -> str:
 
 def _current_job(store: str) -> IngestJob | None:
     """The batch this tab shows for ``store`` (:meth:`IngestJob.visible_for`)."""
-    return IngestJob.visible_for(wb, store, st.session_state.get(f"job:{store}"))
+    return IngestJob.visible_for(wb.jobs, store, st.session_state.get(f"job:{store}"))
 
 
 def _job_outcomes(job: IngestJob) -> None:
@@ -223,7 +223,7 @@ def upload_section(store: str, disk_bytes: int | None) -> None:
     elif new:
         processed.update(u.file_id for u in new)  # before anything else: never twice
         items = [(u.name, u.getvalue()) for u in new]
-        st.session_state[f"job:{store}"] = IngestJob(wb, store, items).start()
+        st.session_state[f"job:{store}"] = wb.submit_batch(store, items)
     status_panel(store, disk_bytes)
 
     tpl = wb.store_template(wb.get_store(store))
@@ -244,8 +244,8 @@ def upload_section(store: str, disk_bytes: int | None) -> None:
                     st.warning("A batch is running; wait for it or stop it first.")
                 else:
                     try:
-                        job = IngestJob.from_folder(wb, store, folder, glob, folders=folders)
-                        st.session_state[f"job:{store}"] = job.start()
+                        job = IngestJob.from_folder(wb.jobs, store, folder, glob, folders=folders)
+                        st.session_state[f"job:{store}"] = wb.submit_job(job)
                         if job.skipped:
                             st.session_state[f"skipped:{store}"] = (
                                 f"{len(job.skipped)} file(s) left out: they lead outside the allowed folders"
@@ -281,8 +281,8 @@ def web_section(store: str) -> None:
                     st.warning("A batch is running; wait for it or stop it first.")
                 else:
                     try:
-                        job = WebJob(wb, store, url, depth=int(depth), max_pages=int(pages) if depth else 1)
-                        st.session_state[f"job:{store}"] = job.start()
+                        st.session_state[f"job:{store}"] = wb.submit_web(store, url, depth=int(depth),
+                                                                         max_pages=int(pages) if depth else 1)
                         st.rerun()
                     except KnowledgeError as exc:
                         st.error(inert(exc))
@@ -572,7 +572,7 @@ def stores_tab() -> None:
     if (pending := st.session_state.pop("store_pending", None)) in names:
         st.session_state["store_selected"] = pending
     if st.session_state.get("store_selected") not in names:
-        running = [n for n in names if IngestJob.running_for(wb, n)]
+        running = [n for n in names if IngestJob.running_for(wb.jobs, n)]
         st.session_state["store_selected"] = (running or names)[0]  # a running batch first
     c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
     store = c1.selectbox("Open store", names, key="store_selected")

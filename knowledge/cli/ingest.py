@@ -146,7 +146,7 @@ def _ingest(wb: Workbench, args: argparse.Namespace, files: list[Path | str],
         print(lines.header(), flush=True)
     progress = _OcrProgress(bar, quiet=args.json)
     paths = [p for p in files if isinstance(p, Path)]
-    job = IngestJob(wb, args.store, [(_label(names, p), p) for p in paths], template=args.template,
+    job = IngestJob(wb.jobs, args.store, [(_label(names, p), p) for p in paths], template=args.template,
                     password=args.password)
     results: list[IngestResult] = []
 
@@ -166,11 +166,11 @@ def _ingest(wb: Workbench, args: argparse.Namespace, files: list[Path | str],
 
     try:
         try:
-            outage.call(job.start)
+            outage.call(wb.submit_job, job)  # checked and recorded at each attempt; the batch written once
         except OutageTooLong as exc:
             _gave_up(exc, submitted=[], finished=[], left=[_label(names, p) for p in files])
             return None
-        if not wb.jobs.runs_workers(wb) and not args.json:
+        if not wb.jobs.runs_workers() and not args.json:
             print("queued: waiting for a worker (ingest.worker_threads = 0: `python -m knowledge worker`"
                   " processes ingest it)", file=sys.stderr, flush=True)
         done = 0  # files of the job shown so far
@@ -195,7 +195,7 @@ def _ingest(wb: Workbench, args: argparse.Namespace, files: list[Path | str],
                 progress(fp.name, fp.stage, fp.fraction)
                 time.sleep(waited)
                 waited = min(waited * 1.5, WAIT_SECONDS)
-                wb.jobs.ensure_worker(wb.base)  # one gone idle while another process had the file; it ingests for everyone
+                wb.jobs.ensure_worker()  # one gone idle while another process had the file; it ingests for everyone
             show(fp.result)
             done += 1
     except KeyboardInterrupt:

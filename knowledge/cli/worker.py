@@ -52,7 +52,6 @@ def cmd_worker(wb: Workbench, args: argparse.Namespace) -> int:
         with contextlib.suppress(AttributeError, OSError):
             os.nice(args.nice)
     wb.require_admin("run a worker (it ingests every account's queued files)")
-    wb = wb.base  # the worker ingests for everyone: never a person's view
     if args.parent is not None:  # the app's own worker: its embedding batches wait while the app searches
         from knowledge.embeddings import set_between_batches  # noqa: PLC0415
         from knowledge.service.yielding import SearchMark  # noqa: PLC0415
@@ -63,7 +62,8 @@ def cmd_worker(wb: Workbench, args: argparse.Namespace) -> int:
     logging.getLogger("knowledge.service.worker").setLevel(logging.INFO)
     set_log_place("the ingest worker's log" if args.parent is not None else "the worker's log (its standard error)")
     health = HealthFile(wb.settings.ingest.worker_status_file)
-    workers = [Worker(wb, lease=args.lease, health=health) for _ in range(args.concurrency)]
+    # the workers ingest for everyone with the indexer (the system), never as a person
+    workers = [Worker(wb.indexer, lease=args.lease, health=health) for _ in range(args.concurrency)]
     health.workers = [w.id for w in workers]
     health.update(state="running")
     print(f"worker: {len(workers)} thread{'' if len(workers) == 1 else 's'} on the catalog at"

@@ -111,7 +111,7 @@ def resume_jobs(wb: Workbench) -> int:
     this process's worker (:meth:`knowledge.service.jobs.JobRegistry.resume`); a catalog that cannot
     be read now is logged, not fatal (the next batch starts the worker). Returns how many were unfinished."""
     try:
-        return wb.jobs.resume(wb)
+        return wb.jobs.resume()
     except KnowledgeError:
         logging.getLogger(__name__).warning("could not look for unfinished ingestion jobs", exc_info=True)
         return 0
@@ -129,9 +129,8 @@ def serve(host: str = "127.0.0.1", port: int = DEFAULT_PORT, *, wb: Workbench | 
     wb = wb or Workbench()
     key = wb.settings.api_key.get_secret_value() if wb.settings.api_key else None
     check_bind(host, key, accounts=wb.people.enabled())
-    resume_jobs(wb)
+    resume_jobs(wb)  # files queued (or left running by a stopped process) are ingested again
     try:
-        wb.jobs.resume(wb)  # files queued (or left running by a stopped process) are ingested again
         uvicorn.run(create_app(wb, api_key=key), host=host, port=port, log_level=log_level)
     finally:
         wb.jobs.stop_all()

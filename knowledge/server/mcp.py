@@ -204,13 +204,13 @@ class KnowledgeTools:
         folders = mcp_folders(self.wb.settings)
         p = Path(path).expanduser()
         if p.is_dir():
-            job = guarded(IngestJob.from_folder, self.wb, store, p, glob, folders=folders)
+            job = guarded(IngestJob.from_folder, self.wb.jobs, store, p, glob, folders=folders)
         else:
             resolved = guarded(folders.check, p)
             if not resolved.is_file():
                 raise ToolError(f"{path} is not a file or folder on this machine.")
-            job = IngestJob(self.wb, store, [(resolved.name, resolved)])
-        guarded(job.start).wait()  # refused before anything is queued: a store the caller may not write
+            job = IngestJob(self.wb.jobs, store, [(resolved.name, resolved)])
+        guarded(self.wb.submit_job, job).wait()  # refused before anything is queued: a store the caller may not write
         return {"store": store, "skipped": job.skipped,
                 "results": [{"name": r.name, "outcome": r.outcome, "message": r.message, "file_id": r.file_id,
                              "chunks": r.chunks, "pages": r.pages} for r in job.results]}

@@ -424,9 +424,9 @@ class KnowledgeApi:
         jobs = []
         with self._lock:
             for tpl, attributes, reported, notes, files in groups.values():
-                job = IngestJob(self.wb, store, [(f.name, f) for f in files], template=tpl, attributes=attributes,
-                                options={"api": True, "chunking_strategy": reported, "chunking_notes": notes})
-                job.start()
+                job = self.wb.submit_batch(store, [(f.name, f) for f in files], template=tpl, attributes=attributes,
+                                           options={"api": True, "chunking_strategy": reported,
+                                                    "chunking_notes": notes})
                 rest.add_files(self.wb.catalog, store, [(f.id, str(job.batch_id), i) for i, f in enumerate(files)])
                 jobs.append(job)
         return jobs
@@ -476,7 +476,7 @@ class KnowledgeApi:
         row, _, _ = queue.batch(self.wb.catalog, batch_id)
         if row is None:
             raise not_found("file batch", batch_id)
-        return IngestJob.attach(self.wb.base, row)
+        return IngestJob.attach(self.wb.jobs, row)
 
     # -- file batches ------------------------------------------------------------------------------------
     def create_batch(self, store: str, entries: list[tuple[str, Any, Any]], default_attrs: Any = None,

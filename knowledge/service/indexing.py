@@ -103,7 +103,7 @@ class Indexer:
     def ingest_file(
         self,
         store: str,
-        source: str | os.PathLike | bytes | BinaryIO,
+        source: str | os.PathLike | bytes | BinaryIO | StoredFile,
         name: str | None = None,
         *,
         template: str | None = None,

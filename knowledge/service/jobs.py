@@ -3,7 +3,10 @@
 :meth:`IngestJob.start` writes the batch as job rows in the catalog (:mod:`knowledge.catalog.jobs`;
 an upload's bytes go to the file store first, so any worker can read them) and makes sure this
 process's worker thread runs (:mod:`knowledge.service.worker`; ``python -m knowledge worker``
-processes claim the same rows). The job object is then a view over the rows: each file's stage,
+processes claim the same rows). It checks no one's access: :meth:`knowledge.workbench.Workbench.submit_batch`
+checks that the person may write to the store, records the batch in the audit trail, then starts it.
+The registry and the jobs hold parts (the settings, the catalog, the file store, the indexer),
+never a workbench: the worker ingests as the system. The job object is then a view over the rows: each file's stage,
 fraction and outcome, the counts and the ETA, read fresh (at most every 0.1 s) by every rerun of
 every app process, so a browser reload or a second replica loses nothing and queries never wait
 for a worker. :meth:`IngestJob.cancel` (from any process) stops the batch: the file being ingested
@@ -23,12 +26,13 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Self
 
 from knowledge.catalog import jobs as queue
-from knowledge.errors import BackendUnavailable, InvalidArgument, KnowledgeError, unexpected_problem
+from knowledge.config import Settings
+from knowledge.errors import BackendUnavailable, InvalidArgument, KnowledgeError
 from knowledge.outcomes import IngestResult, Outcome
-from knowledge.service.indexing import OCR_SHARE, expand_paths, file_names, skipped_text
+from knowledge.service.indexing import OCR_SHARE, Indexer, expand_paths, file_names, skipped_text
 from knowledge.service.worker import (
     Worker,
     WorkerProcess,
@@ -49,29 +53,6 @@ log = logging.getLogger(__name__)
 Item = tuple[str, "bytes | Path"]
 
 
-class Ingester(Protocol):
-    """What a job needs of the workbench: its job registry and one file's ingestion
-    (:meth:`knowledge.workbench.Workbench.ingest_file`)."""
-
-    @property
-    def jobs(self) -> JobRegistry: ...
-
-    @property
-    def catalog(self) -> Any: ...
-
-    def ingest_file(self, store: str, source: Any, name: str | None = None, **kwargs: Any) -> IngestResult: ...
-
-
-class Workbench(Ingester, Protocol):
-    """What a durable job (job rows, any worker) needs besides: the workbench itself for the worker,
-    and the check that who asks may write to the store (:meth:`knowledge.workbench.Workbench.admit_batch`)."""
-
-    @property
-    def base(self) -> Any: ...
-
-    def admit_batch(self, store: str, names: list[str]) -> None: ...
-
-
 def _stop_all_at_exit(ref: weakref.ref[JobRegistry]) -> None:
     registry = ref()  # the registry is not kept alive by atexit
     if registry is not None:
@@ -79,14 +60,22 @@ def _stop_all_at_exit(ref: weakref.ref[JobRegistry]) -> None:
 
 
 class JobRegistry:
-    """The ingest jobs of one workbench (one per server process, shared by every browser session):
+    """The ingest jobs of one data folder (one per server process, shared by every browser session):
     the newest job per store -- so a second tab sees a running upload and can stop it -- and the
     running ones, which are cancelled and awaited when the process exits (a daemon thread still
     inside ONNX Runtime when the interpreter shuts down aborts the whole process, "terminate
-    called ..."). Thread-safe."""
+    called ..."); and this process's worker threads. Thread-safe.
 
-    def __init__(self, catalog: queue.QueueCatalog | None = None) -> None:
-        self.catalog = catalog
+    Args:
+        indexer: what the workers ingest with; its parts are the registry's: :attr:`settings`
+            (``ingest.*``), :attr:`catalog` (the job rows) and :attr:`files` (an upload's bytes).
+    """
+
+    def __init__(self, indexer: Indexer) -> None:
+        self.indexer = indexer
+        self.settings = indexer.settings
+        self.catalog = indexer.catalog
+        self.files = indexer.files
         self._latest: dict[str, IngestJob] = {}
         self._running: weakref.WeakSet[IngestJob] = weakref.WeakSet()
         self._views: dict[str, IngestJob] = {}  # batch id -> the view of a batch started elsewhere
@@ -98,7 +87,6 @@ class JobRegistry:
         self._workers: list[Worker] = []
         self._threads: list[threading.Thread] = []
         self._kick = False
-        self._wb: Any = None
         #: The app's worker process (:meth:`use_worker_process`), ``None``: worker threads here.
         self.process: WorkerProcess | None = None
         self._process_failures = 0  # starts in a row that ended with an error within START_GRACE_SECONDS
@@ -116,8 +104,6 @@ class JobRegistry:
         or a batch in the catalog that another process (or an earlier run of this one) started."""
         with self._lock:
             mine = self._latest.get(store)
-        if self.catalog is None or self._wb is None:
-            return mine
         try:
             newest = queue.batches(self.catalog, store, limit=1)
         except Exception:  # the catalog is busy or gone: show what this process knows
@@ -132,7 +118,7 @@ class JobRegistry:
         with self._lock:
             view = self._views.get(b.id)
             if view is None:
-                view = self._views[b.id] = IngestJob.attach(self._wb, b)
+                view = self._views[b.id] = IngestJob.attach(self, b)
         return view
 
     # -- the in-process worker --------------------------------------------------------------------
@@ -149,22 +135,22 @@ class JobRegistry:
     def note_cancel(self, batch_id: str) -> None:
         self._cancelled.add(batch_id)
 
-    def use_worker_process(self, wb: Any) -> bool:
+    def use_worker_process(self) -> bool:
         """Ingest in a child process from now on (the app, ``ingest.worker_process``; see
         :class:`~knowledge.service.worker.WorkerProcess`): this process keeps one thread, which
         ingests only the jobs pinned to it (a PDF password) and starts the child while jobs are
         queued or running -- again after it died (its job is taken over at once). ``False`` (nothing
         changes) when the settings say no, or ``ingest.worker_threads = 0`` (no worker here at all)."""
-        ingest = getattr(getattr(wb, "settings", None), "ingest", None)
-        if not getattr(ingest, "worker_process", False) or worker_threads(wb) < 1:
+        threads = worker_threads(self.settings)
+        if not self.settings.ingest.worker_process or threads < 1:
             return False
         with self._lock:
             if self.process is None:
-                self.process = WorkerProcess(wb.settings.data_dir, concurrency=worker_threads(wb),
-                                             lease=lease_seconds(wb))
+                self.process = WorkerProcess(self.settings.data_dir, concurrency=threads,
+                                             lease=lease_seconds(self.settings))
         return True
 
-    def ensure_worker(self, wb: Any, *, idle_exit: float = 2.0) -> None:
+    def ensure_worker(self, *, idle_exit: float = 2.0) -> None:
         """Make sure this process's worker threads run (``ingest.worker_threads``, default 1: they
         claim jobs of any process, and the jobs pinned to this one; 0: one thread for the pinned
         jobs only, dedicated ``knowledge worker`` processes do the rest; with a worker process,
@@ -172,44 +158,43 @@ class JobRegistry:
         running), and let them know new jobs are queued. A thread ends after ``idle_exit`` seconds
         without a claimable job once no job is queued or running anywhere (while one is, it looks
         every :data:`IDLE_POLL_SECONDS`, so a job whose worker died is resumed); the next batch
-        starts it again."""
-        threads = worker_threads(wb)
+        starts it again. The threads ingest for everyone (:class:`~knowledge.service.worker.Worker`
+        over the registry's indexer), never as a person."""
+        threads = worker_threads(self.settings)
         child = self.process is not None
         with self._lock:
-            self._wb = wb
             self._kick = True
             self._threads = [t for t in self._threads if t.is_alive()]
             for n in range(len(self._threads), 1 if child else max(1, threads)):
-                worker = Worker(wb, worker_id=new_worker_id("app", host_name(wb.settings)), lease=lease_seconds(wb),
-                                pins=(self.pin,), secret=self.secret, local_cancel=self.cancelled_here,
-                                pinned_only=threads == 0 or child,
-                                stand_down=bool(getattr(getattr(wb.settings, "catalog", None), "url", None)))
+                worker = Worker(self.indexer, worker_id=new_worker_id("app", host_name(self.settings)),
+                                lease=lease_seconds(self.settings), pins=(self.pin,), secret=self.secret,
+                                local_cancel=self.cancelled_here, pinned_only=threads == 0 or child,
+                                stand_down=bool(self.settings.catalog.url))
                 thread = threading.Thread(target=self._work, args=(worker, idle_exit),
                                           name=f"ingest-worker-{n}", daemon=True)
                 self._workers.append(worker)
                 self._threads.append(thread)
                 thread.start()
 
-    def attach(self, wb: Any) -> None:
-        """Let :meth:`latest` show the catalog's batches (views need the workbench)."""
-        self._wb = wb
-
-    def resume(self, wb: Any) -> int:
+    def resume(self) -> int:
         """At a process's start (the app's workbench, ``serve``): when jobs are queued or running
         (a running one's worker may have been killed), start this process's worker threads, which
         resume them: at once for a worker of this machine whose process is gone, otherwise once its
         lease lapsed (the job ends ``interrupted``, with Retry, when its attempts are used up).
         With ``ingest.worker_threads = 0`` only the jobs pinned to this process are ever taken
-        (none, at a start): dedicated workers resume the rest. Returns how many were unfinished."""
-        self._wb = wb
-        n = queue.unfinished(wb.catalog)
-        if n and worker_threads(wb) > 0:
-            self.ensure_worker(wb)
+        (none, at a start): dedicated workers resume the rest. Returns how many were unfinished.
+
+        Raises:
+            KnowledgeError: the catalog cannot be read (``BackendUnavailable`` and the like); the
+                caller logs it, the next batch starts the worker."""
+        n = queue.unfinished(self.catalog)
+        if n and worker_threads(self.settings) > 0:
+            self.ensure_worker()
         return n
 
-    def runs_workers(self, wb: Any) -> bool:
+    def runs_workers(self) -> bool:
         """Whether this process's workers take any job (``ingest.worker_threads`` above 0)."""
-        return worker_threads(wb) > 0
+        return worker_threads(self.settings) > 0
 
     def _supervise(self) -> bool:
         """With a worker process: start it when it is not running and jobs are queued or running
@@ -234,14 +219,14 @@ class JobRegistry:
                     with self._lock:
                         self.process = None
                         for w in self._workers:
-                            w.pinned_only = worker_threads(self._wb) == 0
+                            w.pinned_only = worker_threads(self.settings) == 0
                     return False
             else:  # it finished, or was killed (a signal): start the next one at once
                 self._process_failures = 0
         if now < self._next_start:
             return True
         try:
-            pending = queue.unfinished(self._wb.catalog)
+            pending = queue.unfinished(self.catalog)
         except Exception:  # the catalog is busy: look again at the next round
             return True
         if pending:
@@ -280,7 +265,7 @@ class JobRegistry:
                     check = True
             if check:
                 try:  # outside the lock: the catalog may make us wait for another process's turn
-                    pending = 0 if worker.pinned_only and self.process is None else queue.unfinished(worker.wb.catalog)
+                    pending = 0 if worker.pinned_only and self.process is None else queue.unfinished(worker.catalog)
                 except Exception:
                     pending = 1
                 wait = IDLE_POLL_SECONDS  # work elsewhere: look now and then (a dead worker's job)
@@ -326,17 +311,15 @@ START_GRACE_SECONDS = 20.0
 MAX_PROCESS_FAILURES = 3
 
 
-def worker_threads(wb: Any) -> int:
-    """``ingest.worker_threads`` of ``wb``'s settings (1 without settings)."""
-    ingest = getattr(getattr(wb, "settings", None), "ingest", None)
-    return int(getattr(ingest, "worker_threads", 1))
+def worker_threads(settings: Settings) -> int:
+    """``ingest.worker_threads`` of ``settings``."""
+    return int(settings.ingest.worker_threads)
 
 
-def lease_seconds(wb: Any = None) -> float:
+def lease_seconds(settings: Settings | None = None) -> float:
     """The heartbeat lease of this process's workers, seconds: ``ingest.job_lease_seconds`` of
-    ``wb``'s settings, else :data:`knowledge.catalog.jobs.LEASE_SECONDS` (30 s)."""
-    ingest = getattr(getattr(wb, "settings", None), "ingest", None)
-    return float(getattr(ingest, "job_lease_seconds", queue.LEASE_SECONDS))
+    ``settings``, else :data:`knowledge.catalog.jobs.LEASE_SECONDS` (30 s)."""
+    return float(settings.ingest.job_lease_seconds) if settings is not None else queue.LEASE_SECONDS
 
 
 @dataclass
@@ -429,10 +412,13 @@ def _kind(stage: str) -> str:
 
 class IngestJob:
     """Ingest ``items`` into ``store`` (call :meth:`start`): job rows in the catalog, ingested by
-    this process's worker thread or by any ``knowledge worker`` process.
+    this process's worker thread or by any ``knowledge worker`` process. A person's batch is made and
+    started by :meth:`knowledge.workbench.Workbench.submit_batch` (which checks and records it
+    first); :meth:`start` itself checks no one's access.
 
     Args:
-        wb: the (thread-safe) workbench.
+        jobs: the registry of this process (its catalog, file store and workers); ``None`` for a
+            job only read, never started (a test of its figures).
         store: the store's name (created on the fly from ``template``, as ``ingest_file`` does).
         items: ``(name, bytes)`` or ``(name, path)`` pairs, ingested in order.
         template, password, attributes: passed to ``ingest_file`` for every file (the password
@@ -446,10 +432,10 @@ class IngestJob:
     #: Whether the batch is job rows (``False``: a subclass runs ``_run`` in a thread of this process).
     durable = True
 
-    def __init__(self, wb: Ingester, store: str, items: Sequence[Item], *, template: str | None = None,
+    def __init__(self, jobs: JobRegistry | None, store: str, items: Sequence[Item], *, template: str | None = None,
                  password: str | None = None, attributes: dict | None = None,
                  options: dict[str, Any] | None = None) -> None:
-        self.wb, self.store, self.template, self.password = wb, store, template, password
+        self.jobs, self.store, self.template, self.password = jobs, store, template, password
         self.attributes = attributes
         self.options: dict[str, Any] = dict(options or {})
         self._items = list(items)
@@ -472,9 +458,9 @@ class IngestJob:
         self._thread = threading.Thread(target=self._run, name=f"ingest:{store}", daemon=True)
 
     @classmethod
-    def attach(cls, wb: Ingester, batch: queue.BatchRow) -> IngestJob:
+    def attach(cls, jobs: JobRegistry, batch: queue.BatchRow) -> IngestJob:
         """The view of a batch already in the catalog (started by another process, or before a restart)."""
-        job = cls(wb, batch.store, [], template=batch.template, attributes=batch.options.get("attributes"),
+        job = cls(jobs, batch.store, [], template=batch.template, attributes=batch.options.get("attributes"),
                   options={k: v for k, v in batch.options.items() if k != "attributes"})
         job.batch_id = batch.id
         job.notes = list(batch.notes.get("notes") or [])
@@ -484,7 +470,7 @@ class IngestJob:
         return job
 
     @classmethod
-    def from_folder(cls, wb: Ingester, store: str, folder: str | os.PathLike, glob: str | None = None,
+    def from_folder(cls, jobs: JobRegistry | None, store: str, folder: str | os.PathLike, glob: str | None = None,
                     *, folders: LocalFolders | None = None, **kwargs) -> IngestJob:
         """A job for the files of ``folder`` matching ``glob`` (default ``**/*``; hidden files skipped).
 
@@ -515,14 +501,27 @@ class IngestJob:
             extra = f" ({len(skipped)} left out: outside the allowed folders)" if skipped else ""
             raise InvalidArgument(f"No file in {path} matches {glob or '**/*'!r}{extra}." + (f" {note}" if note else ""))
         names = file_names(found)
-        job = cls(wb, store, [(names[p], p) for p in found], **kwargs)
+        job = cls(jobs, store, [(names[p], p) for p in found], **kwargs)
         job.skipped = [str(p) for p in skipped]
         job.notes = [note] if note else []
         return job
 
     # -- control ----------------------------------------------------------------------------------
-    def start(self) -> IngestJob:
-        """Write the batch to the catalog and wake this process's worker; returns ``self``.
+    @property
+    def registry(self) -> JobRegistry:
+        """The registry the job was made with. Raises ``RuntimeError`` for a job made without one."""
+        if self.jobs is None:
+            raise RuntimeError("this ingest job was made without a job registry: it can be read, not run")
+        return self.jobs
+
+    @property
+    def item_names(self) -> list[str]:
+        """The names of the files still to be queued (all of them before :meth:`start`; none after)."""
+        return [name for name, _ in self._items]
+
+    def start(self) -> Self:
+        """Write the batch to the catalog and wake this process's worker; returns ``self``. No access
+        is checked here: a person's batch goes through :meth:`knowledge.workbench.Workbench.submit_batch`.
 
         An upload's bytes are saved to the file store now (a file over the size limit, or a full
         disk, is that file's failure, the rest go on).
@@ -533,13 +532,11 @@ class IngestJob:
                 (its answer lost with the connection) is not written twice."""
         self.started_at = time.monotonic()
         self.created_wall = time.time()
+        registry = self.registry
         if not self.durable:
-            self.wb.jobs.started(self)
+            registry.started(self)
             self._thread.start()
             return self
-        wb = cast(Workbench, self.wb)  # a durable job is a workbench's (a sync's own jobs are not durable)
-        wb.admit_batch(self.store, [name for name, _ in self._items])  # who asks may write there
-        registry = self.wb.jobs
         pin = registry.pin if self.password else None
         sources, failures = [], {}
         for n, (name, source) in enumerate(self._items):
@@ -551,12 +548,12 @@ class IngestJob:
                 sources.append(queue.JobSource(name, "failed", "", 0, pinned=registry.pin))
         batch_id = self._planned_id
         registry.remember(batch_id, self.password)
-        if self._enqueue_tried and queue.batch(self.wb.catalog, batch_id)[0] is not None:
+        if self._enqueue_tried and queue.batch(registry.catalog, batch_id)[0] is not None:
             self.batch_id = batch_id  # the last attempt's commit went through; its answer was lost
         else:
             self._enqueue_tried = True
             self.batch_id = queue.enqueue(
-                self.wb.catalog, self.store, sources, template=self.template, batch_id=batch_id,
+                registry.catalog, self.store, sources, template=self.template, batch_id=batch_id,
                 options={**self.options, **({"attributes": self.attributes} if self.attributes else {})},
                 notes={"notes": self.notes, "skipped": self.skipped}, created_by=registry.pin,
                 failed={n: result_dict(r) for n, r in failures.items()})
@@ -564,19 +561,18 @@ class IngestJob:
         if self._cancel.is_set():  # stopped before it started: every file "not started"
             self.cancel()
         registry.started(self)
-        registry.ensure_worker(wb.base)  # the worker ingests for everyone: never a person's view
+        registry.ensure_worker()  # the worker ingests for everyone (the indexer): never as a person
         return self
 
     def _source(self, name: str, source: Any, pin: str | None) -> queue.JobSource:
         if isinstance(source, (bytes, bytearray, memoryview)):
-            limit = getattr(getattr(getattr(self.wb, "settings", None), "ingest", None), "max_file_bytes", None)
-            files: Any = self.wb.files  # type: ignore[attr-defined]  # a workbench's file store (a sync has none: not durable)
-            stored = files.save(name, None, bytes(source), max_bytes=limit)
+            registry = self.registry
+            stored = registry.files.save(name, None, bytes(source), max_bytes=registry.settings.ingest.max_file_bytes)
             return queue.JobSource(name, "file", stored.id, stored.size, pinned=pin, own_file=True)
         if isinstance(source, (str, os.PathLike)):
             path = Path(source).absolute()
             return queue.JobSource(name, "path", str(path), _size(path),
-                                   host=host_name(getattr(self.wb, "settings", None)), pinned=pin)
+                                   host=host_name(self.registry.settings), pinned=pin)
         return queue.JobSource(name, "file", source.id, int(getattr(source, "size", 0) or 0), pinned=pin)
 
     # -- the rows ---------------------------------------------------------------------------------
@@ -605,7 +601,7 @@ class IngestJob:
             now = time.monotonic()
             if not force and now - self._read_at < 0.1:
                 return
-            batch, rows, db_now = queue.batch(self.wb.catalog, self.batch_id)
+            batch, rows, db_now = queue.batch(self.registry.catalog, self.batch_id)
             self._read_at = now
             if batch is None:
                 return
@@ -636,28 +632,28 @@ class IngestJob:
                 self.finished_at = max(ends) if ends else now
 
     @staticmethod
-    def latest(wb: Ingester, store: str) -> IngestJob | None:
-        """The newest job started in this process for ``store`` of ``wb``'s data folder, from any
-        browser tab or session (so a second tab sees a running upload and can stop it)."""
-        return wb.jobs.latest(store)
+    def latest(jobs: JobRegistry, store: str) -> IngestJob | None:
+        """The newest job started for ``store`` (:meth:`JobRegistry.latest`), from any browser tab
+        or session (so a second tab sees a running upload and can stop it)."""
+        return jobs.latest(store)
 
     @classmethod
-    def visible_for(cls, wb: Ingester, store: str, mine: IngestJob | None = None, *,
+    def visible_for(cls, jobs: JobRegistry, store: str, mine: IngestJob | None = None, *,
                     recent_seconds: float = 60.0) -> IngestJob | None:
         """The batch a page shows for ``store``: the newest job of this process when another tab or
         session started it and it runs, or ended ``recent_seconds`` ago at most (so a Stop clicked
         there, or here, shows what it stopped); otherwise ``mine``, the page's own job (``None``:
         none)."""
-        latest = cls.latest(wb, store)
+        latest = cls.latest(jobs, store)
         if latest is not None and latest is not mine and (
                 not latest.done or (latest.finished_at or 0) > time.monotonic() - recent_seconds):
             return latest
         return mine
 
     @classmethod
-    def running_for(cls, wb: Ingester, store: str) -> bool:
-        """Whether a job of this process is ingesting into ``store`` of ``wb``'s data folder now."""
-        latest = cls.latest(wb, store)
+    def running_for(cls, jobs: JobRegistry, store: str) -> bool:
+        """Whether a job of ``jobs`` is ingesting into ``store`` now."""
+        latest = cls.latest(jobs, store)
         return latest is not None and not latest.done
 
     def replace_result(self, file_id: str, result: IngestResult) -> int:
@@ -669,7 +665,7 @@ class IngestJob:
             if fp.result is not None and fp.result.file_id == file_id:
                 fp.result = result
                 if self.durable and fp.job_id is not None:
-                    queue.set_result(self.wb.catalog, fp.job_id, result_dict(result))
+                    queue.set_result(self.registry.catalog, fp.job_id, result_dict(result))
                 n += 1
         self._read_at = time.monotonic()
         return n
@@ -679,8 +675,8 @@ class IngestJob:
         (from any process: the batch's row says so)."""
         self._cancel.set()
         if self.durable and self.batch_id is not None:
-            self.wb.jobs.note_cancel(self.batch_id)
-            queue.cancel(self.wb.catalog, self.batch_id)
+            self.registry.note_cancel(self.batch_id)
+            queue.cancel(self.registry.catalog, self.batch_id)
             self._read_at = -1.0
 
     @property
@@ -763,27 +759,9 @@ class IngestJob:
 
     # -- work -------------------------------------------------------------------------------------
     def _run(self) -> None:
-        for (name, source), fp in zip(self._items, self.files):
-            if self._cancel.is_set():
-                fp.result = IngestResult(name, Outcome.CANCELLED, f"{name}: not started, the batch was stopped.")
-                continue
-
-            def progress(stage: str, fraction: float, fp: FileProgress = fp) -> None:
-                fp.update(stage, fraction)
-
-            try:
-                fp.result = self.wb.ingest_file(self.store, source, name, template=self.template,
-                                                password=self.password, progress=progress, cancel=self._cancel,
-                                                attributes=self.attributes)
-            except KnowledgeError as exc:  # the store or template itself is the problem
-                fp.result = IngestResult(name, Outcome.FAILED, str(exc), error=type(exc).__name__)
-            except Exception as exc:  # a bug: say so for this file, keep the batch going
-                log.exception("ingesting %s into %s", name, self.store)
-                fp.result = IngestResult(name, Outcome.FAILED, f"{name}: {unexpected_problem(exc)}.",
-                                         error=type(exc).__name__)
-            fp.stage, fp.ended = "done", time.monotonic()
-        self._items = []  # uploaded bytes are not needed any more (the newest job per store is kept)
-        self.finished_at = time.monotonic()
+        """A batch that is not job rows (``durable = False``: a folder sync, a web crawl) runs here, in
+        a thread of this process; each such subclass says how."""
+        raise NotImplementedError(f"{type(self).__name__} is durable: its files are job rows, ingested by workers")
 
 
 def _row_result(r: queue.JobRow) -> IngestResult | None:

@@ -31,6 +31,7 @@ from knowledge.catalog import DONE, Catalog, StoreRecord, StoreSettings
 from knowledge.config import Settings
 from knowledge.embeddings.base import Embedder
 from knowledge.errors import InvalidArgument, KnowledgeError, MachineLocalBackend, StoreNotFound
+from knowledge.filestore.base import FileStore
 from knowledge.service.templates import (
     DEFAULT_TEMPLATE,
     SHARED_BACKENDS,
@@ -122,7 +123,7 @@ class Stores:
     Thread-safe.
     """
 
-    def __init__(self, settings: Settings, catalog: Catalog, files, templates: TemplateRegistry,
+    def __init__(self, settings: Settings, catalog: Catalog, files: FileStore, templates: TemplateRegistry,
                  embedder_factory: Callable[[str], Embedder]) -> None:
         self.settings = settings
         self.catalog = catalog

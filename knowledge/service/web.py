@@ -43,7 +43,7 @@ from knowledge.attributes import MAX_VALUE_CHARS
 from knowledge.config import Settings
 from knowledge.errors import InvalidArgument, KnowledgeError, unexpected_problem
 from knowledge.outcomes import IngestResult, Outcome
-from knowledge.service.jobs import FileProgress, IngestJob
+from knowledge.service.jobs import FileProgress, IngestJob, JobRegistry
 
 log = logging.getLogger(__name__)
 
@@ -832,15 +832,21 @@ def page_attributes(page: WebPage, attributes: dict[str, Any] | None = None) -> 
     return {**(attributes or {}), "source_url": page.url}
 
 
-def ingest_web(ingester: Any, store: str, url: str, *, depth: int = 0, max_pages: int | None = None,
-               template: str | None = None, attributes: dict[str, Any] | None = None,
+#: One file's ingestion, as :meth:`knowledge.service.indexing.Indexer.ingest_file` takes it:
+#: ``ingest_file(store, source, name, **options) -> IngestResult`` (the indexer's own, or a
+#: person's, checked and recorded: :meth:`knowledge.workbench.Workbench.ingest_file`).
+IngestFile = Callable[..., IngestResult]
+
+
+def ingest_web(ingest_file: IngestFile, settings: Settings, store: str, url: str, *, depth: int = 0,
+               max_pages: int | None = None, template: str | None = None, attributes: dict[str, Any] | None = None,
                on_result: Callable[[IngestResult], None] | None = None,
                on_fetch: Callable[[str], None] | None = None,
                progress: Callable[[str, str, float], None] | None = None,
                cancel: threading.Event | None = None, notes: list[str] | None = None) -> list[IngestResult]:
     """Fetch ``url`` (and its same-site links, see :class:`Crawl`) and ingest each page into
-    ``store`` with ``ingester.ingest_file`` (an :class:`~knowledge.service.indexing.Indexer` or the
-    workbench): named by its URL, ``source_url`` among its attributes; a URL that cannot be had is
+    ``store`` with ``ingest_file`` (see :data:`IngestFile`), as ``settings`` allow (``ingest.web_*``):
+    named by its URL, ``source_url`` among its attributes; a URL that cannot be had is
     a failed result with the reason. ``progress(name, stage, fraction)`` follows each page;
     ``notes`` receives the crawl's note on the linked pages it left out.
 
@@ -848,13 +854,13 @@ def ingest_web(ingester: Any, store: str, url: str, *, depth: int = 0, max_pages
         InvalidArgument: a bad URL, depth or max_pages (nothing fetched); the store's and template's
             errors of ``ingest_file``.
     """
-    crawl = Crawl(ingester.settings, url, depth, max_pages, cancel, on_fetch)
+    crawl = Crawl(settings, url, depth, max_pages, cancel, on_fetch)
     results: list[IngestResult] = []
     for item in crawl:
         if isinstance(item, WebFailure):
             r = failure_result(item)
         else:
-            r = ingester.ingest_file(store, item.data, item.name, template=template,
+            r = ingest_file(store, item.data, item.name, template=template,
                                      content_type=item.content_type, attributes=page_attributes(item, attributes),
                                      cancel=cancel, progress=(lambda s, f, n=item.name: progress(n, s, f))
                                      if progress else None)
@@ -870,14 +876,24 @@ def ingest_web(ingester: Any, store: str, url: str, *, depth: int = 0, max_pages
 class WebJob(IngestJob):
     """A web page (and its crawl) ingested in a thread of this process, shown like an ingest batch:
     one line per page as it is fetched, then its outcome. Not durable (a crawl is asked for again
-    after a restart)."""
+    after a restart). A person's is made by :meth:`knowledge.workbench.Workbench.submit_web`.
+
+    Args:
+        jobs: this process's registry (the job is shown as the store's newest; its settings).
+        ingest_file: each page's ingestion (:data:`IngestFile`; a person's checks and records it).
+        store, url, depth, max_pages, template: as :func:`ingest_web` takes them.
+
+    Raises:
+        InvalidArgument: a bad URL, depth or max_pages (nothing fetched).
+    """
 
     durable = False
 
-    def __init__(self, wb: Any, store: str, url: str, *, depth: int = 0, max_pages: int | None = None,
-                 template: str | None = None) -> None:
-        super().__init__(wb, store, [], template=template)
-        Crawl(wb.settings, url, depth, max_pages)  # a bad URL, depth or max_pages: raised now
+    def __init__(self, jobs: JobRegistry, ingest_file: IngestFile, store: str, url: str, *, depth: int = 0,
+                 max_pages: int | None = None, template: str | None = None) -> None:
+        super().__init__(jobs, store, [], template=template)
+        Crawl(jobs.settings, url, depth, max_pages)  # a bad URL, depth or max_pages: raised now
+        self.ingest_file = ingest_file
         self.url, self.depth, self.max_pages = url, depth, max_pages
         self._finished = False
 
@@ -909,9 +925,9 @@ class WebJob(IngestJob):
                 current[0].name, current[0].result, current[0].stage = r.name, r, "done"
 
         try:
-            ingest_web(self.wb, self.store, self.url, depth=self.depth, max_pages=self.max_pages,
-                       template=self.template, on_result=on_result, on_fetch=on_fetch, progress=progress,
-                       cancel=self._cancel, notes=self.notes)
+            ingest_web(self.ingest_file, self.registry.settings, self.store, self.url, depth=self.depth,
+                       max_pages=self.max_pages, template=self.template, on_result=on_result, on_fetch=on_fetch,
+                       progress=progress, cancel=self._cancel, notes=self.notes)
         except Exception as exc:  # the store or template itself is the problem
             log.exception("web ingest of %s into %s", self.url, self.store)
             failed = current[0] if current and current[0].result is None else None
@@ -940,6 +956,7 @@ __all__ = [
     "USER_AGENT",
     "Crawl",
     "Fetcher",
+    "IngestFile",
     "WebFailure",
     "WebJob",
     "WebPage",

@@ -1,5 +1,7 @@
-"""Ingestion workers: claim a job row (:mod:`knowledge.catalog.jobs`), ingest its file through the
-workbench, heartbeat while working, record progress in the row, and finish it.
+"""Ingestion workers: claim a job row (:mod:`knowledge.catalog.jobs`), ingest its file with the
+:class:`~knowledge.service.indexing.Indexer` (as the system: the batch's person was checked and
+recorded when it was submitted, :meth:`knowledge.workbench.Workbench.submit_batch`), heartbeat
+while working, record progress in the row, and finish it.
 
 One code path for every worker: ``python -m knowledge worker`` (any number, on any machine that
 reaches the catalog and the file store), the app's own worker process (:class:`WorkerProcess`, that
@@ -28,11 +30,14 @@ from collections.abc import Callable
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from knowledge.catalog import jobs as queue
+from knowledge.config import Settings
 from knowledge.errors import KnowledgeError, unexpected_problem
+from knowledge.filestore.base import StoredFile
 from knowledge.outcomes import IngestResult, Outcome
+from knowledge.service.indexing import Indexer
 from knowledge.service.transient import TRANSIENT_ERROR_NAMES, Transient, backoff_seconds, classify, transient_reason
 
 log = logging.getLogger(__name__)
@@ -55,20 +60,10 @@ EXIT_SICK = 3  # stood down: this worker's own disk, memory or model failed inge
 EXIT_NO_DATABASE = 4  # the catalog stayed unreachable longer than ingest.worker_database_wait_seconds
 
 
-class WorkbenchLike(Protocol):
-    """What a worker needs of :class:`knowledge.workbench.Workbench`."""
-
-    catalog: Any
-    files: Any
-    stores: Any
-
-    def ingest_queued(self, store: str, source: Any, name: str | None = None, **kwargs: Any) -> IngestResult: ...
-
-
-def host_name(settings: Any = None) -> str:
+def host_name(settings: Settings | None = None) -> str:
     """This machine's name, as path jobs and worker ids record it: ``ingest.worker_host`` of
     ``settings`` when set, else the host name."""
-    return getattr(getattr(settings, "ingest", None), "worker_host", None) or socket.gethostname()
+    return (settings.ingest.worker_host if settings is not None else None) or socket.gethostname()
 
 
 def new_worker_id(kind: str = "worker", host: str | None = None) -> str:
@@ -157,10 +152,14 @@ def result_of(d: dict[str, Any], name: str) -> IngestResult:
 
 
 class Worker:
-    """Claims and ingests jobs of the catalog of ``wb``.
+    """Claims and ingests jobs of the catalog of ``indexer``.
 
     Args:
-        wb: the workbench (its catalog, file store and ``ingest_queued``).
+        indexer: ingests each file (:meth:`Indexer.ingest_file`, with ``raise_transient=True``), as
+            the system: no person's access is checked here (it was when the batch was submitted).
+            Its parts are the worker's: the settings (``ingest.*``), the catalog (the job rows),
+            the file store (an upload's bytes) and the stores (an upload not kept is forgotten,
+            :meth:`~knowledge.service.stores.Stores.forget_file_if_unused`).
         worker_id: how the rows name this worker (default :func:`new_worker_id`).
         lease: seconds a heartbeat stays good; the worker heartbeats every ``lease / 3`` s.
         pins: the process pins whose jobs this worker may claim (the in-process worker's own).
@@ -188,23 +187,24 @@ class Worker:
     (unless 0) it stops with :attr:`gave_up` set.
     """
 
-    def __init__(self, wb: WorkbenchLike, *, worker_id: str | None = None, lease: float = queue.LEASE_SECONDS,
+    def __init__(self, indexer: Indexer, *, worker_id: str | None = None, lease: float = queue.LEASE_SECONDS,
                  pins: tuple[str, ...] = (), secret: Callable[[str], str | None] | None = None,
                  local_cancel: Callable[[str], bool] | None = None, pinned_only: bool = False,
                  health: HealthFile | None = None, stand_down: bool = True) -> None:
-        self.wb, self.lease, self.pins, self.pinned_only = wb, float(lease), pins, pinned_only
+        self.indexer, self.lease, self.pins, self.pinned_only = indexer, float(lease), pins, pinned_only
+        self.settings, self.catalog = indexer.settings, indexer.catalog
         self.local_cancel = local_cancel or (lambda _batch: False)
-        self.host = host_name(getattr(wb, "settings", None))
+        self.host = host_name(self.settings)
         self.id = worker_id or new_worker_id(host=self.host)
         self.secret = secret or (lambda _batch: None)
         self.stopping = threading.Event()  # set by stop(): the current file is cancelled and released
         self.processed = 0
-        ingest = getattr(getattr(wb, "settings", None), "ingest", None)
-        self.retry_base = float(getattr(ingest, "retry_base_seconds", 2.0))
-        self.retry_max = float(getattr(ingest, "retry_max_seconds", 300.0))
-        self.max_transient = int(getattr(ingest, "retry_max_attempts", queue.MAX_TRANSIENT_ATTEMPTS))
-        self.sick_after = int(getattr(ingest, "worker_sick_after", 3))
-        self.database_wait = float(getattr(ingest, "worker_database_wait_seconds", 0.0))
+        ingest = self.settings.ingest
+        self.retry_base = float(ingest.retry_base_seconds)
+        self.retry_max = float(ingest.retry_max_seconds)
+        self.max_transient = int(ingest.retry_max_attempts)
+        self.sick_after = int(ingest.worker_sick_after)
+        self.database_wait = float(ingest.worker_database_wait_seconds)
         self.health = health or HealthFile(None, (self.id,))
         self.stand_down = stand_down
         self.own_failures = 0  # this worker's own infrastructure errors in a row (disk, memory, model)
@@ -228,7 +228,7 @@ class Worker:
         while not self.stopping.is_set() and self.sick is None:
             try:
                 row = self.run_one()
-                if row is None and once and queue.unfinished(self.wb.catalog) == 0:
+                if row is None and once and queue.unfinished(self.catalog) == 0:
                     break
             except Exception as exc:
                 verdict = classify(exc)
@@ -303,8 +303,8 @@ class Worker:
 
     def run_one(self) -> queue.JobRow | None:
         """Claim one job and ingest it; ``None`` when nothing was claimable."""
-        queue.expire_dead(self.wb.catalog, self.host, pid_alive)
-        job = queue.claim(self.wb.catalog, self.id, host=self.host, pins=self.pins, lease=self.lease,
+        queue.expire_dead(self.catalog, self.host, pid_alive)
+        job = queue.claim(self.catalog, self.id, host=self.host, pins=self.pins, lease=self.lease,
                           pinned_only=self.pinned_only)
         if job is None:
             return None
@@ -315,7 +315,7 @@ class Worker:
     # -- one job ------------------------------------------------------------------------------
     def process(self, job: queue.JobRow) -> None:
         """Ingest the claimed ``job``'s file, heartbeating, and finish its row."""
-        catalog = self.wb.catalog
+        catalog = self.catalog
         cancel = threading.Event()
         lost = threading.Event()  # the job was taken over (this worker was too slow to heartbeat)
         done = threading.Event()
@@ -399,7 +399,7 @@ class Worker:
         self.own_failures = 0  # the worker could do its work (the file may still have failed for itself)
         if job.own_file and job.source_kind == "file" and result.file_id != job.source:
             try:
-                self.wb.stores.forget_file_if_unused(job.source)  # an upload not kept (unchanged, duplicate)
+                self.indexer.stores.forget_file_if_unused(job.source)  # an upload not kept (unchanged, duplicate)
             except Exception:
                 log.warning("could not drop the unused upload %s", job.source, exc_info=True)
         status = (queue.CANCELLED if result.outcome == Outcome.CANCELLED else
@@ -420,7 +420,7 @@ class Worker:
         """``job`` met an infrastructure error: queued again after a back-off (or failed once its
         transient attempts are spent), or -- the worker's own trouble, ``ingest.worker_sick_after``
         times in a row -- given back as it is while this worker stands down."""
-        catalog = self.wb.catalog
+        catalog = self.catalog
         if verdict.own:
             self.own_failures += 1
         if verdict.own and self.own_failures >= self.sick_after and not self.stand_down:
@@ -455,7 +455,7 @@ class Worker:
                         self.id, job.name, job.store, verdict.waiting, delay, n, self.max_transient)
 
     def _batch_cancelled(self, job: queue.JobRow) -> bool:
-        b, _, _ = queue.batch(self.wb.catalog, job.batch_id)
+        b, _, _ = queue.batch(self.catalog, job.batch_id)
         return b is not None and b.cancel_requested
 
     def _ingest(self, job: queue.JobRow, progress: Callable[[str, float], None], cancel: threading.Event,
@@ -465,15 +465,15 @@ class Worker:
         store or template, a bug: the result says so)."""
         name = job.name
         try:
-            b, _, _ = queue.batch(self.wb.catalog, job.batch_id)
+            b, _, _ = queue.batch(self.catalog, job.batch_id)
             options = b.options if b is not None else {}
             template = b.template if b is not None else None
             if job.source_kind == "file":
-                source: Any = self.wb.files.get(job.source)
+                source: StoredFile | Path = self.indexer.files.get(job.source)
             else:
                 source = Path(job.source)
             password = self.secret(job.batch_id) if job.pinned else None
-            result = self.wb.ingest_queued(job.store, source, name, template=template, password=password,
+            result = self.indexer.ingest_file(job.store, source, name, template=template, password=password,
                                            progress=progress, cancel=cancel, attributes=options.get("attributes"),
                                            raise_transient=True, wait_out=wait_out)
         except Exception as exc:

@@ -16,6 +16,7 @@ from streamlit.testing.v1 import AppTest
 
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
+from knowledge.service.indexing import Indexer
 from knowledge.service.templates import make_template
 from knowledge.workbench import Workbench
 
@@ -38,15 +39,17 @@ def fake_model(monkeypatch):
 
 @pytest.fixture
 def ingest_calls(monkeypatch):
-    """Counts the files the ingest worker ingests (``Workbench.ingest_queued``: every job of a page)."""
+    """Counts the files the ingest worker ingests (``Indexer.ingest_file`` with ``raise_transient``,
+    as the worker calls it: every job of a page)."""
     calls: list[str] = []
-    original = Workbench.ingest_queued
+    original = Indexer.ingest_file
 
     def counting(self, store, source, name=None, **kwargs):
-        calls.append(name)
+        if kwargs.get("raise_transient"):
+            calls.append(name)
         return original(self, store, source, name, **kwargs)
 
-    monkeypatch.setattr(Workbench, "ingest_queued", counting)
+    monkeypatch.setattr(Indexer, "ingest_file", counting)
     return calls
 
 
@@ -456,13 +459,14 @@ def test_stop_cancels_the_batch_and_the_store_stays_as_it_was(fake_model, monkey
 
     make_store("Notes", [("bread.md", BREAD)])
     gate = threading.Event()
-    original = Workbench.ingest_queued
+    original = Indexer.ingest_file
 
     def held(self, store, source, name=None, **kwargs):
-        gate.wait(30)  # the first file waits until the test has pressed Stop
+        if kwargs.get("raise_transient"):  # the worker's
+            gate.wait(30)  # the first file waits until the test has pressed Stop
         return original(self, store, source, name, **kwargs)
 
-    monkeypatch.setattr(Workbench, "ingest_queued", held)
+    monkeypatch.setattr(Indexer, "ingest_file", held)
     at = open_page()
     at.file_uploader(key="upload:Notes").set_value([("cats.md", CATS, "text/markdown"),
                                                     ("more.md", b"# More\n\nmore words", "text/markdown")])
@@ -480,7 +484,6 @@ def test_stop_cancels_the_batch_and_the_store_stays_as_it_was(fake_model, monkey
 def test_a_batch_started_in_another_tab_shows_its_progress_and_can_be_stopped(fake_model, monkeypatch):
     import threading
 
-    from knowledge.service.jobs import IngestJob
 
     release = threading.Event()
     embed = HashEmbedder.embed_documents
@@ -493,7 +496,7 @@ def test_a_batch_started_in_another_tab_shows_its_progress_and_can_be_stopped(fa
     make_store()
     at = open_page()
     other_tab = at.session_state["workbench"]  # every tab shares the process's one workbench
-    job = IngestJob(other_tab, "Notes", [("slow.md", CATS), ("later.md", BREAD)]).start()
+    job = other_tab.submit_batch("Notes", [("slow.md", CATS), ("later.md", BREAD)])
     try:
         at.run()
         texts = [p.proto.text for p in at.get("progress")]
@@ -732,20 +735,19 @@ def test_a_batch_no_worker_took_yet_says_queued_waiting_for_a_worker(fake_model,
     """``ingest.worker_threads = 0``: the app only queues; the header says so instead of a bar that
     does not move, until a worker (here one in the test, as a ``knowledge worker`` process would)
     ingests the batch."""
-    from knowledge.service.jobs import IngestJob
     from knowledge.service.worker import Worker
 
     monkeypatch.setenv("KNOWLEDGE_INGEST__WORKER_THREADS", "0")
     make_store()
     at = open_page()
     wb = at.session_state["workbench"]
-    job = IngestJob(wb, "Notes", [("cats.md", CATS), ("bread.md", BREAD)]).start()
+    job = wb.submit_batch("Notes", [("cats.md", CATS), ("bread.md", BREAD)])
     at.run()
     texts = [html.unescape(p.proto.text) for p in at.get("progress")]
     assert any("2 files queued** into Notes — waiting for a worker" in t and "worker_threads = 0" in t
                for t in texts), texts
     assert not job.wait(0.5)  # nobody ingests here
-    assert Worker(wb).run(once=True, poll=0.05) == 2
+    assert Worker(wb.indexer).run(once=True, poll=0.05) == 2
     assert job.wait(30)
     at.run()
     assert any("Batch done: 2 files" in p.proto.text for p in at.get("progress"))
@@ -756,14 +758,13 @@ def test_files_waiting_out_an_outage_say_why_in_one_line_and_are_ingested_when_i
     queued again with the reason: the running batch says which files wait and why, once per reason,
     and a worker ingests them afterwards."""
     from knowledge.catalog import jobs as q
-    from knowledge.service.jobs import IngestJob
     from knowledge.service.worker import Worker
 
     monkeypatch.setenv("KNOWLEDGE_INGEST__WORKER_THREADS", "0")
     make_store()
     at = open_page()
     wb = at.session_state["workbench"]
-    job = IngestJob(wb, "Notes", [("cats.md", CATS), ("bread.md", BREAD)]).start()
+    job = wb.submit_batch("Notes", [("cats.md", CATS), ("bread.md", BREAD)])
     reason = "waiting: the file store cannot be reached (The s3 file store cannot read: connection refused.)"
     for _ in range(2):  # as a worker does when the file store is down: claimed, then given back with why
         row = q.claim(wb.catalog, "w1")
@@ -773,7 +774,7 @@ def test_files_waiting_out_an_outage_say_why_in_one_line_and_are_ingested_when_i
     assert len(said) == 1 and "**2 files** (cats.md, bread.md)" in said[0] and "file store cannot be reached" in said[0]
     with wb.catalog.cursor() as cur:  # the outage is over: the back-off is not waited out in a test
         cur.execute("UPDATE ingest_jobs SET not_before = NULL")
-    assert Worker(wb).run(once=True, poll=0.05) == 2
+    assert Worker(wb.indexer).run(once=True, poll=0.05) == 2
     assert job.wait(30)
     at.run()
     assert not [i for i in at.info if "tried again by themselves" in i.value]

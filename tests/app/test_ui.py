@@ -71,23 +71,23 @@ def wb(tmp_path):
 
 @pytest.mark.slow
 def test_the_job_a_page_shows_is_its_own_unless_another_runs_or_just_ended(wb):
-    assert IngestJob.visible_for(wb, "s") is None and not IngestJob.running_for(wb, "s")
-    mine = IngestJob(wb, "s", [("a.txt", b"The cat sits on the mat.")]).start()
-    assert IngestJob.visible_for(wb, "s", mine) is mine
-    assert mine.wait(30) and not IngestJob.running_for(wb, "s")
-    other_tab = IngestJob.visible_for(wb, "s", None)  # a tab without a job sees the batch just finished
+    assert IngestJob.visible_for(wb.jobs, "s") is None and not IngestJob.running_for(wb.jobs, "s")
+    mine = wb.submit_batch("s", [("a.txt", b"The cat sits on the mat.")])
+    assert IngestJob.visible_for(wb.jobs, "s", mine) is mine
+    assert mine.wait(30) and not IngestJob.running_for(wb.jobs, "s")
+    other_tab = IngestJob.visible_for(wb.jobs, "s", None)  # a tab without a job sees the batch just finished
     assert other_tab is mine
-    assert IngestJob.visible_for(wb, "s", None, recent_seconds=0) is None  # an old batch is not shown
-    theirs = IngestJob(wb, "s", [("b.txt", b"Dogs bark at night.")]).start()
+    assert IngestJob.visible_for(wb.jobs, "s", None, recent_seconds=0) is None  # an old batch is not shown
+    theirs = wb.submit_batch("s", [("b.txt", b"Dogs bark at night.")])
     assert theirs.wait(30)
-    assert IngestJob.visible_for(wb, "s", mine) is theirs  # another tab's batch, finished a moment ago
-    assert IngestJob.visible_for(wb, "s", mine, recent_seconds=0) is mine
-    assert IngestJob.visible_for(wb, "other", mine) is mine  # jobs are per store
+    assert IngestJob.visible_for(wb.jobs, "s", mine) is theirs  # another tab's batch, finished a moment ago
+    assert IngestJob.visible_for(wb.jobs, "s", mine, recent_seconds=0) is mine
+    assert IngestJob.visible_for(wb.jobs, "other", mine) is mine  # jobs are per store
 
 
 @pytest.mark.slow
 def test_a_retried_file_shows_its_new_outcome_in_the_batch(wb):
-    job = IngestJob(wb, "s", [("a.txt", b"The cat sits on the mat."), ("b.txt", b"Dogs bark.")]).start()
+    job = wb.submit_batch("s", [("a.txt", b"The cat sits on the mat."), ("b.txt", b"Dogs bark.")])
     assert job.wait(30)
     first = job.files[0].result
     assert first.ok and first.file_id

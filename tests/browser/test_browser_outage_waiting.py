@@ -71,7 +71,7 @@ def test_a_batch_waiting_out_an_outage_says_why_and_ends_indexed(browser, server
             page.screenshot(path=str(artifacts / f"39-waiting-out-an-outage-{width}.png"))
             with wb.catalog.cursor() as cur:  # the file store is back; the back-off is not waited out here
                 cur.execute("UPDATE ingest_jobs SET not_before = NULL WHERE store = ?", [store])
-            assert Worker(wb).run(once=True, poll=0.05) == 2
+            assert Worker(wb.indexer).run(once=True, poll=0.05) == 2
         finally:
             wb.close()
         expect(page.get_by_text(re.compile(r"Batch done: 2 files.*2 indexed"))).to_be_visible(timeout=60_000)

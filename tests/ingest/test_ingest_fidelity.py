@@ -638,7 +638,7 @@ def test_app_folder_job_reports_what_the_walk_skipped(wb, tmp_path):
     folder.mkdir()
     (folder / "A.MD").write_text("# A\n\ntext\n")
     (folder / "b.txt").write_text("b")
-    job = IngestJob.from_folder(wb, "s", folder, "**/*.md")
+    job = IngestJob.from_folder(wb.jobs, "s", folder, "**/*.md")
     assert [f.name for f in job.files] == ["A.MD"]
     assert job.notes == ["Skipped 1 file in the folders: 1 not matching '**/*.md'."]
 

@@ -47,19 +47,20 @@ def two_settings(tmp_path: Path, dialect: str) -> tuple[Settings, Settings]:
 
 
 class Held:
-    """A workbench's ``ingest_queued`` (the worker's ingestion) held at a gate: the worker claims a
-    job and waits there."""
+    """A workbench's worker ingestion (its indexer's ``ingest_file`` with ``raise_transient``, as
+    the worker calls it) held at a gate: the worker claims a job and waits there."""
 
     def __init__(self, wb: Workbench) -> None:
         self.gate, self.reached = threading.Event(), threading.Event()
-        self.original = wb.ingest_queued
+        self.original = wb.indexer.ingest_file
 
         def held(*args: Any, **kwargs: Any) -> Any:
-            self.reached.set()
-            self.gate.wait(60)
+            if kwargs.get("raise_transient"):  # the worker's call (not a direct ingest_file)
+                self.reached.set()
+                self.gate.wait(60)
             return self.original(*args, **kwargs)
 
-        wb.ingest_queued = held  # type: ignore[method-assign]
+        wb.indexer.ingest_file = held  # type: ignore[method-assign]
 
 
 def until(check: Callable[[], Any], what: str, timeout: float = 60.0) -> Any:

@@ -137,24 +137,25 @@ def test_a_folder_job_stays_inside_the_allowed_folders(tree, tmp_path):
     try:
         folders = LocalFolders.of([tree["home"]], tree["data"])
         with pytest.raises(PathNotAllowed):
-            IngestJob.from_folder(wb, "notes", "/etc", folders=folders)
+            IngestJob.from_folder(wb.jobs, "notes", "/etc", folders=folders)
         with pytest.raises(PathNotAllowed):
-            IngestJob.from_folder(wb, "notes", tree["home"] / "out", folders=folders)
+            IngestJob.from_folder(wb.jobs, "notes", tree["home"] / "out", folders=folders)
         with pytest.raises(PathNotAllowed, match="hidden"):
-            IngestJob.from_folder(wb, "notes", tree["home"] / ".aws", folders=folders)
-        job = IngestJob.from_folder(wb, "notes", tree["home"] / "docs", "**/*.md", folders=folders).start()
+            IngestJob.from_folder(wb.jobs, "notes", tree["home"] / ".aws", folders=folders)
+        job = wb.submit_job(IngestJob.from_folder(wb.jobs, "notes", tree["home"] / "docs", "**/*.md",
+                                                  folders=folders))
         assert job.wait(60)
         assert sorted(r.name for r in job.results) == ["more.md", "notes.md"]
         assert job.skipped == [str(tree["home"] / "docs" / "escape.md")]
         assert not wb.search("notes", "launch codes", k=5, mode="lexical")
         # the whole home folder: the data folder inside it and the hidden .aws are left out
-        job = IngestJob.from_folder(wb, "all", tree["home"], folders=folders).start()
+        job = wb.submit_job(IngestJob.from_folder(wb.jobs, "all", tree["home"], folders=folders))
         assert job.wait(60)
         assert sorted(r.name for r in job.results) == ["more.md", "notes.md"]
         with pytest.raises(InvalidArgument, match="left out"):
-            IngestJob.from_folder(wb, "notes", tree["home"] / "docs", "escape.md", folders=folders)
+            IngestJob.from_folder(wb.jobs, "notes", tree["home"] / "docs", "escape.md", folders=folders)
         # without confinement (the CLI's use) any path is read
-        job = IngestJob.from_folder(wb, "cli", tree["outside"]).start()
+        job = wb.submit_job(IngestJob.from_folder(wb.jobs, "cli", tree["outside"]))
         assert job.wait(60) and [r.name for r in job.results] == ["secret.md"]
     finally:
         wb.close()

@@ -20,7 +20,6 @@ from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import InvalidArgument, in_words, known_problem, set_log_place, unexpected_problem
 from knowledge.outcomes import Outcome
-from knowledge.service.jobs import IngestJob
 from knowledge.workbench import Workbench
 
 CLASS_NAME = re.compile(r"\b\w*(Error|Exception)\b|BadZipFile|KeyError")
@@ -93,8 +92,8 @@ def test_a_reader_bug_fails_its_file_in_words_and_the_batch_goes_on(tmp_path, mo
     wb = Workbench(load_settings(data_dir=tmp_path / "data", ingest={"reader_processes": 0}),
                    embedder_factory=lambda m: HashEmbedder(64, 64))
     try:
-        job = IngestJob(wb, "kb", [("bad.txt", b"some words"), ("good.txt", b"other words")])
-        assert job.start().wait(60)
+        job = wb.submit_batch("kb", [("bad.txt", b"some words"), ("good.txt", b"other words")])
+        assert job.wait(60)
         bad, good = (fp.result for fp in job.files)
         assert good.outcome == Outcome.INDEXED
         assert bad.outcome == Outcome.FAILED and bad.error == "ValueError"
@@ -134,8 +133,8 @@ def test_a_reader_bug_in_a_child_fails_its_file_in_words_and_its_trace_reaches_t
     isolated.shared_pool(1).close()  # children started from here on import the planted bug
     wb = Workbench(load_settings(data_dir=tmp_path / "data"), embedder_factory=lambda m: HashEmbedder(64, 64))
     try:
-        job = IngestJob(wb, "kb", [("bad.txt", b"some words"), ("good.txt", b"other words")])
-        assert job.start().wait(60)
+        job = wb.submit_batch("kb", [("bad.txt", b"some words"), ("good.txt", b"other words")])
+        assert job.wait(60)
         bad, good = (fp.result for fp in job.files)
         assert good.outcome == Outcome.INDEXED
         assert bad.outcome == Outcome.FAILED

@@ -177,7 +177,7 @@ _WORKER = textwrap.dedent("""
             return super().embed_documents(texts)
 
     wb = Workbench(load_settings(), embedder_factory=lambda m: Held(dimension=16))
-    n = Worker(wb, worker_id="worker-old-settings", lease=5).run(once=True, poll=0.1)
+    n = Worker(wb.indexer, worker_id="worker-old-settings", lease=5).run(once=True, poll=0.1)
     wb.close()
     print("processed", n)
 """)

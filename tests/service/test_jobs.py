@@ -123,10 +123,10 @@ def test_an_in_process_batch_is_visible_and_cancellable_from_another_workbench(s
 
     wb = Workbench(settings, embedder_factory=lambda m: HashEmbedder(dimension=16))
     try:
-        job = IngestJob(wb, "notes", [(f"f{i}.md", t) for i, t in enumerate(_texts(3))]).start()
+        job = wb.submit_batch("notes", [(f"f{i}.md", t) for i, t in enumerate(_texts(3))])
         assert job.wait(60) and job.counts() == {"indexed": 3}
         # a second front-end process sees the same batch from the rows (here: the registry's catalog view)
-        other = IngestJob.attach(wb, q.batches(wb.catalog, "notes")[0])
+        other = IngestJob.attach(wb.jobs, q.batches(wb.catalog, "notes")[0])
         assert other.done and other.counts() == {"indexed": 3} and other.chunks == job.chunks > 0
         chunks = _chunks_by_file(wb, "notes")
         assert all(rec == vs > 0 for rec, vs in chunks.values()), chunks
@@ -153,7 +153,7 @@ _KILLED_WORKER = textwrap.dedent("""
             "catalog": settings.catalog.model_copy(update={{"url": {url!r}}}),
             "vector_store": settings.vector_store.model_copy(update={{"backend": "pgvector", "url": {url!r}}})}})
     wb = Workbench(settings, embedder_factory=lambda m: Slow(dimension=16))
-    n = Worker(wb, worker_id={name!r}, lease={lease}).run(once=True, poll=0.1)
+    n = Worker(wb.indexer, worker_id={name!r}, lease={lease}).run(once=True, poll=0.1)
     wb.close()
     print("processed", n)
 """)
@@ -240,9 +240,69 @@ def test_a_full_disk_is_reported_as_no_space_left_not_as_an_unreadable_file(sett
         _full_disk(monkeypatch, wb)
         [r] = wb.ingest_paths("notes", [path])  # a folder/CLI ingest: the file is read fine, the copy fails
         assert r.outcome == "failed" and "No space left on device" in r.message and "cannot be read" not in r.message
-        job = IngestJob(wb, "notes", [("upload.md", b"# Upload\n\nwords")]).start()  # an upload
+        job = wb.submit_batch("notes", [("upload.md", b"# Upload\n\nwords")])  # an upload
         assert job.wait(30)
         [u] = job.results
         assert u.outcome == "failed" and "No space left on device" in u.message, u.message
+    finally:
+        wb.close()
+
+
+def test_serve_resumes_the_queue_once_and_only_logs_a_catalog_it_cannot_read(settings: Settings, monkeypatch,
+                                                                              caplog):
+    """``serve`` looks for unfinished jobs once at its start (it did twice, once unguarded); a catalog
+    that cannot be read then is a warning in the log, and the API starts anyway."""
+    import logging
+
+    from knowledge.errors import BackendUnavailable
+    from knowledge.server import app as server
+    from knowledge.service.jobs import JobRegistry
+
+    calls: list[str] = []
+    monkeypatch.setattr(server.uvicorn, "run", lambda *args, **kwargs: calls.append("run"))
+    real = JobRegistry.resume
+
+    def counting(self: JobRegistry) -> int:
+        calls.append("resume")
+        return real(self)
+
+    monkeypatch.setattr(JobRegistry, "resume", counting)
+    server.serve(wb=Workbench(settings, embedder_factory=lambda m: HashEmbedder(dimension=16)))
+    assert calls == ["resume", "run"]
+
+    def unreachable(self: JobRegistry) -> int:
+        calls.append("resume")
+        raise BackendUnavailable("The catalog cannot be reached.")
+
+    monkeypatch.setattr(JobRegistry, "resume", unreachable)
+    calls.clear()
+    with caplog.at_level(logging.WARNING, logger="knowledge.server.app"):
+        server.serve(wb=Workbench(settings, embedder_factory=lambda m: HashEmbedder(dimension=16)))
+    assert calls == ["resume", "run"]
+    assert "could not look for unfinished ingestion jobs" in caplog.text
+
+
+def test_a_batch_is_checked_and_recorded_when_submitted_and_its_worker_holds_no_workbench(settings: Settings):
+    """``Workbench.submit_batch`` refuses a store the person may not write to before anything is
+    queued, records ``store.create`` (queued) and ``file.ingest`` for a new store of theirs, and the
+    job, its registry and the worker hold parts (the indexer), never a workbench."""
+    from knowledge.errors import InvalidArgument
+    from knowledge.people import Actor
+    from knowledge.service.jobs import IngestJob
+
+    wb = Workbench(settings, embedder_factory=lambda m: HashEmbedder(dimension=16))
+    try:
+        wb.create_store("admins")
+        ana = wb.as_user(Actor("ana", "member"))
+        with pytest.raises(InvalidArgument, match="not available"):  # another's store: its name is taken
+            ana.submit_batch("admins", [("a.md", b"# A\n\nwords")])
+        assert q.batches(wb.catalog, "admins") == []
+        job = ana.submit_batch("mine", [("a.md", b"# A\n\nwords"), ("b.md", b"# B\n\nmore")])
+        assert isinstance(job, IngestJob) and job.wait(60) and job.counts() == {"indexed": 2}
+        events = [(e.actor, e.action, e.store, e.detail) for e in reversed(wb.people.audit.events(store="mine"))]
+        assert events == [("ana", "store.create", "mine", {"queued": True}),
+                          ("ana", "file.ingest", "mine", {"files": ["a.md", "b.md"], "count": 2, "queued": True})]
+        assert wb.people.sharing.owner("mine") == "ana"
+        assert job.registry is wb.jobs and wb.jobs.indexer is wb.indexer  # parts, not the workbench
     finally:
         wb.close()

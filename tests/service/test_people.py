@@ -200,7 +200,7 @@ def test_a_refused_store_name_leaves_no_owner_and_no_audit_event(team):
     wb, _, ana, _ = team
     before = len(wb.people.audit.events())
     for attempt in (lambda: ana.ingest_file("~notes", b"text", "a.txt"), lambda: ana.create_store("~notes"),
-                    lambda: ana.admit_batch("~notes", ["a.txt"])):
+                    lambda: ana.submit_batch("~notes", [("a.txt", b"text")])):
         with pytest.raises(InvalidArgument, match="may not hold"):
             attempt()
     assert wb.people.sharing.owner("~notes") is None and len(wb.people.audit.events()) == before

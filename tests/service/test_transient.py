@@ -230,7 +230,7 @@ def test_a_file_store_that_cannot_be_reached_delays_the_file_and_never_fails_it(
         monkeypatch.setattr(wb.files, "content", unreachable_twice)
         monkeypatch.setattr(wb.files, "get", looked_up)
         health = HealthFile(tmp_path / "status.json")
-        worker = Worker(wb, lease=30, health=health)
+        worker = Worker(wb.indexer, lease=30, health=health)
         assert worker.run(once=True, poll=0.02) == 5  # 3 files, one of them twice queued again
         _, rows, _ = q.batch(wb.catalog, batch_id)
         assert [r.status for r in rows] == ["done"] * 3, [(r.status, r.reason) for r in rows]
@@ -252,7 +252,7 @@ def test_a_failed_result_naming_an_infrastructure_error_queues_the_job_again(set
     wb = Workbench(_fast(settings), embedder_factory=lambda m: HashEmbedder(dimension=16))
     try:
         batch_id = _queue(wb, 1)
-        real, calls = wb.ingest_queued, []
+        real, calls = wb.indexer.ingest_file, []
 
         def failed_once(*args, **kwargs):  # an ingestion that made a result of the outage instead of raising it
             calls.append(kwargs.get("raise_transient"))
@@ -261,8 +261,8 @@ def test_a_failed_result_naming_an_infrastructure_error_queues_the_job_again(set
                                     error="BackendUnavailable")
             return real(*args, **kwargs)
 
-        monkeypatch.setattr(wb, "ingest_queued", failed_once)
-        Worker(wb, lease=30).run(once=True, poll=0.02)
+        monkeypatch.setattr(wb.indexer, "ingest_file", failed_once)
+        Worker(wb.indexer, lease=30).run(once=True, poll=0.02)
         [row] = q.batch(wb.catalog, batch_id)[1]
         assert (row.status, row.transient_attempts) == ("done", 1) and calls == [True, True]
     finally:
@@ -278,7 +278,7 @@ def test_a_worker_whose_model_cannot_load_stands_down_and_another_ingests_everyt
     try:
         batch_id = _queue(sick_wb, 5)
         health = HealthFile(tmp_path / "status.json")
-        sick = Worker(sick_wb, lease=30, health=health)
+        sick = Worker(sick_wb.indexer, lease=30, health=health)
         assert sick.run(poll=0.02) == 3  # not --once: it stops by itself
         assert sick.sick is not None and "the embedding model cannot be loaded on this worker" in sick.sick
         _, rows, _ = q.batch(sick_wb.catalog, batch_id)
@@ -292,7 +292,7 @@ def test_a_worker_whose_model_cannot_load_stands_down_and_another_ingests_everyt
         sick_wb.close()
     wb = Workbench(_fast(settings), embedder_factory=lambda m: HashEmbedder(dimension=16))
     try:
-        Worker(wb, lease=30).run(once=True, poll=0.02)
+        Worker(wb.indexer, lease=30).run(once=True, poll=0.02)
         _, rows, _ = q.batch(wb.catalog, batch_id)
         assert [r.status for r in rows] == ["done"] * 5
         _once_each(wb, 5)
@@ -322,7 +322,7 @@ def test_a_worker_waits_for_a_lost_catalog_and_goes_on_where_it_was(settings, mo
 
         monkeypatch.setattr(wb.catalog, "cursor", maybe_down)
         health = HealthFile(tmp_path / "status.json")
-        worker = Worker(wb, lease=30, health=health)
+        worker = Worker(wb.indexer, lease=30, health=health)
         caplog.set_level(logging.INFO, logger="knowledge.service.worker")
         thread = threading.Thread(target=worker.run, kwargs={"once": True, "poll": 0.02})
         thread.start()
@@ -363,7 +363,7 @@ def test_a_worker_gives_up_on_a_catalog_gone_longer_than_the_setting(settings, m
             raise BackendUnavailable("Cannot reach the PostgreSQL catalog at db:5432: connection refused.")
 
         monkeypatch.setattr(wb.catalog, "cursor", gone)
-        worker = Worker(wb, lease=30)
+        worker = Worker(wb.indexer, lease=30)
         assert worker.run(poll=0.02) == 0  # returns: no exception, no endless wait
         assert worker.gave_up is not None and "ingest.worker_database_wait_seconds" in worker.gave_up
     finally:
@@ -378,7 +378,7 @@ def test_the_only_worker_of_the_embedded_default_fails_the_files_with_the_reason
     wb = Workbench(_fast(settings, worker_sick_after=2), embedder_factory=no_model)
     try:
         batch_id = _queue(wb, 3)
-        worker = Worker(wb, lease=30, stand_down=False)
+        worker = Worker(wb.indexer, lease=30, stand_down=False)
         worker.run(once=True, poll=0.02)
         assert worker.sick is None  # it does not stop: nobody else would take the jobs
         _, rows, _ = q.batch(wb.catalog, batch_id)
@@ -422,7 +422,7 @@ def test_a_file_embedded_before_the_catalog_went_away_is_written_when_it_is_back
 
         monkeypatch.setattr(wb.catalog, "cursor", maybe_down)
         monkeypatch.setattr(wb.indexer, "_write", write_once_down)
-        Worker(wb, lease=30).run(once=True, poll=0.02)
+        Worker(wb.indexer, lease=30).run(once=True, poll=0.02)
         [row] = q.batch(wb.catalog, batch_id)[1]
         assert (row.status, row.attempts, row.transient_attempts) == ("done", 1, 0), (row.status, row.reason)
         assert write_once_down.failed and write_once_down.embedded > 0

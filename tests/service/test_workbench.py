@@ -347,22 +347,22 @@ def test_a_template_in_use_keeps_its_model_and_cannot_be_deleted(wb, tmp_path):
 def test_an_ingest_job_reports_each_file_and_can_be_stopped(wb, tmp_path):
     from knowledge.service.jobs import IngestJob
 
-    job = IngestJob(wb, "notes", [("cats.md", CATS.encode()), ("empty.txt", b""),
-                                  ("bread.md", write(tmp_path / "bread.md", BREAD))]).start()
+    job = wb.submit_batch("notes", [("cats.md", CATS.encode()), ("empty.txt", b""),
+                                    ("bread.md", write(tmp_path / "bread.md", BREAD))])
     assert job.wait(30) and job.fraction == 1.0
     assert [r.outcome for r in job.results] == [Outcome.INDEXED, Outcome.FAILED, Outcome.INDEXED]
     assert all(f.stage == "done" for f in job.files)
 
-    stopped = IngestJob(wb, "notes", [("a.md", b"# A\n\n" + b"alpha words " * 400), ("b.md", b"# B\n\nbeta")])
+    stopped = IngestJob(wb.jobs, "notes", [("a.md", b"# A\n\n" + b"alpha words " * 400), ("b.md", b"# B\n\nbeta")])
     stopped.cancel()
-    stopped.start()
+    wb.submit_job(stopped)
     assert stopped.wait(30)
     assert [r.outcome for r in stopped.results] == [Outcome.CANCELLED, Outcome.CANCELLED]
     assert sorted(f.file_name for f in wb.store_files("notes") if f.status == "done") == ["bread.md", "cats.md"]
     # Any tab of the app finds the newest job of a store (the one that was started last).
-    assert IngestJob.latest(wb, "notes") is stopped and IngestJob.latest(wb, "other") is None
+    assert IngestJob.latest(wb.jobs, "notes") is stopped and IngestJob.latest(wb.jobs, "other") is None
     other = Workbench(load_settings(data_dir=tmp_path / "elsewhere"), embedder_factory=Factory())
-    assert IngestJob.latest(other, "notes") is None  # another data folder, another app
+    assert IngestJob.latest(other.jobs, "notes") is None  # another data folder, another app
     other.close()
 
 
@@ -389,12 +389,12 @@ def test_an_ingest_job_from_a_folder(wb, tmp_path):
     d.mkdir()
     write(d / "cats.md", CATS)
     write(d / "notes.txt", "plain words")
-    job = IngestJob.from_folder(wb, "notes", d, "*.md").start()
+    job = wb.submit_job(IngestJob.from_folder(wb.jobs, "notes", d, "*.md"))
     assert job.wait(30) and [r.name for r in job.results] == ["cats.md"]
     with pytest.raises(InvalidArgument, match="not a folder"):
-        IngestJob.from_folder(wb, "notes", tmp_path / "missing")
+        IngestJob.from_folder(wb.jobs, "notes", tmp_path / "missing")
     with pytest.raises(InvalidArgument, match="No file"):
-        IngestJob.from_folder(wb, "notes", d, "*.pdf")
+        IngestJob.from_folder(wb.jobs, "notes", d, "*.pdf")
 
 
 @pytest.mark.slow
@@ -462,7 +462,7 @@ def test_files_of_a_folder_sharing_a_name_are_both_kept_under_their_paths(wb, tm
     assert sorted(r.name for r in results) == ["a/README.md", "b/c/README.md", "notes.md"]
     assert all(r.outcome == Outcome.INDEXED for r in results)
     assert sorted(f.file_name for f in wb.store_files("notes")) == ["a/README.md", "b/c/README.md", "notes.md"]
-    job = IngestJob.from_folder(wb, "other", root, "**/README.md")
+    job = IngestJob.from_folder(wb.jobs, "other", root, "**/README.md")
     assert [f.name for f in job.files] == ["a/README.md", "b/c/README.md"]
 
 

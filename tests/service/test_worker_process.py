@@ -59,9 +59,9 @@ def test_use_worker_process_follows_the_settings(tmp_path):
     none = Workbench(load_settings(data_dir=tmp_path / "b", ingest={"worker_threads": 0, "worker_process": True}))
     on = Workbench(load_settings(data_dir=tmp_path / "c", ingest={"worker_threads": 2, "worker_process": True}))
     try:
-        assert not off.jobs.use_worker_process(off) and off.jobs.process is None
-        assert not none.jobs.use_worker_process(none) and none.jobs.process is None
-        assert on.jobs.use_worker_process(on)
+        assert not off.jobs.use_worker_process() and off.jobs.process is None
+        assert not none.jobs.use_worker_process() and none.jobs.process is None
+        assert on.jobs.use_worker_process()
         proc = on.jobs.process
         assert proc is not None and not proc.alive()
         cmd = proc.command()
@@ -87,8 +87,8 @@ def test_the_child_gets_a_bounded_onnx_thread_count_unless_one_is_set(tmp_path, 
 @pytest.mark.slow
 def test_a_batch_is_ingested_by_a_child_process_that_exits_when_done(app_wb):
     wb = app_wb
-    assert wb.jobs.use_worker_process(wb)
-    job = IngestJob(wb, "docs", _items(3)).start()
+    assert wb.jobs.use_worker_process()
+    job = wb.submit_batch("docs", _items(3))
     _wait(job)
     assert [f.result.outcome.value for f in job.files] == ["indexed"] * 3, [f.result for f in job.files]
     pids = _worker_pids(wb)
@@ -107,9 +107,9 @@ def test_a_batch_is_ingested_by_a_child_process_that_exits_when_done(app_wb):
 @pytest.mark.slow
 def test_a_killed_child_is_replaced_and_the_batch_finishes(app_wb):
     wb = app_wb
-    assert wb.jobs.use_worker_process(wb)
+    assert wb.jobs.use_worker_process()
     n = 12
-    job = IngestJob(wb, "docs", _items(n, paragraphs=30)).start()
+    job = wb.submit_batch("docs", _items(n, paragraphs=30))
     deadline = time.monotonic() + 180
     while not any(f.result is not None for f in job.files):  # mid-batch: one file done, others to come
         assert time.monotonic() < deadline, "no file was ingested"
@@ -137,9 +137,9 @@ class _BrokenProcess(WorkerProcess):
 @pytest.mark.slow
 def test_a_child_that_cannot_start_makes_the_app_ingest_in_its_own_threads(app_wb, caplog):
     wb = app_wb
-    assert wb.jobs.use_worker_process(wb)
+    assert wb.jobs.use_worker_process()
     wb.jobs.process = _BrokenProcess(wb.settings.data_dir)
-    job = IngestJob(wb, "docs", _items(2)).start()
+    job = wb.submit_batch("docs", _items(2))
     _wait(job)
     assert [f.result.outcome.value for f in job.files] == ["indexed"] * 2
     assert wb.jobs.process is None  # fell back after three failed starts
