@@ -203,7 +203,7 @@ def accept_invitation() -> None:
     st.title("📚 knowledge")
     st.subheader("Create your account")
     try:
-        invite = wb.people.accounts.invitation(token)
+        invite = wb.accounts.invitation(token)
     except AuthenticationFailed as exc:
         st.error(inert(exc))
         if st.button("Go to sign-in", key="invite-sign-in"):
@@ -219,12 +219,10 @@ def accept_invitation() -> None:
                 st.error(problem)
                 return
             try:
-                user = wb.people.accounts.accept(token, username, first, display_name=display or None)
+                user = wb.accounts.accept_invitation(token, username, first, display_name=display or None)
             except KnowledgeError as exc:
                 st.error(inert(exc))
                 return
-            wb.people.audit.record(user.username, "user.create", target=user.username,
-                                   detail={"role": user.role, "invited_by": invite.created_by})
             actor, session = wb.people.sign_in(user.username, first)
             st.query_params.pop("invite", None)
             begin_session(actor, session)
@@ -278,7 +276,7 @@ def set_up() -> None:
                 st.error("Wrong set-up token: copy it from the server log.")
                 return
             try:
-                user = wb.people.set_up_admin(username, first, display_name=display or None)
+                user = wb.accounts.set_up_admin(username, first, display_name=display or None)
                 actor, session = wb.people.sign_in(user.username, first)
             except KnowledgeError as exc:
                 st.error(inert(exc))
@@ -402,7 +400,7 @@ except KnowledgeError as exc:  # bad settings: say so on every page URL, don't c
 shared = is_shared(st.get_option("server.address"), st.context.ip_address)
 session_id = get_script_run_ctx().session_id
 try:
-    accounts_on = wb.people.enabled()
+    accounts_on = wb.accounts.enabled()
 except CatalogLocked:  # who may come in is unknown for now: nothing is served but the reason
     catalog_busy()
 except BackendUnavailable as exc:  # the catalog's server is down or restarting
@@ -439,7 +437,7 @@ if accounts_on:
         st.session_state[SESSION_TOKEN] = token
     if token:
         try:
-            actor = wb.people.accounts.session_actor(token)
+            actor = wb.people.session_actor(token)
         except AuthenticationFailed as exc:
             st.session_state.clear()
             st.session_state[SIGN_IN_NOTICE] = str(exc)
