@@ -86,7 +86,7 @@ with st.form("new-key", clear_on_submit=True):
                           " shown again.", key.name))
             st.code(secret, language=None)
 
-keys = wb.accounts.keys(me.username)
+keys = wb.accounts.api_keys(me.username)
 if not keys:
     st.caption("You have no API key yet.")
 else:

@@ -206,7 +206,7 @@ with tab_invites:
                       " corner): it is not shown again.", invite_role, utc(invite.expires)))
 
 with tab_keys:
-    keys = wb.accounts.keys()
+    keys = wb.accounts.api_keys()
     if keys:
         st.dataframe([{"key": k.id, "person": labels.get(k.username, k.username), "name": k.name,
                        "ends in": "…" + k.hint, "created": utc(k.created), "last used": utc(k.last_used) or "never",

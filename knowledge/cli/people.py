@@ -292,7 +292,7 @@ def cmd_keys_create(wb: Workbench, args: argparse.Namespace) -> int:
 
 
 def cmd_keys_list(wb: Workbench, args: argparse.Namespace) -> int:
-    rows = [_key_data(k) for k in wb.accounts.keys(args.username)]
+    rows = [_key_data(k) for k in wb.accounts.api_keys(args.username)]
     if args.json:
         print(json.dumps(rows, ensure_ascii=False, indent=2))
     else:

@@ -345,7 +345,7 @@ class AccountDesk:
         return user
 
     # -- API keys ---------------------------------------------------------------------------------
-    def keys(self, username: str | None = None) -> list[ApiKey]:
+    def api_keys(self, username: str | None = None) -> list[ApiKey]:
         """API keys, newest first, revoked ones too: ``username``'s (one's own: ``account.self``;
         another's: ``account.manage``), or with ``None`` everyone's for an admin and one's own for a
         member.
