@@ -300,3 +300,31 @@ def test_set_up_admin_makes_only_the_first_account(tmp_path):
             w.accounts.set_up_admin("second", PW)
     finally:
         w.close()
+
+
+def test_the_rest_api_refuses_a_member_account_management_but_not_their_own_keys(tmp_path):
+    data = tmp_path / "rest"
+    team(data)
+    wb = Workbench(load_settings(data_dir=data))
+    try:
+        _, ana_secret = wb.people.keys.create("ana", "tests")
+        with TestClient(create_app(wb), headers={"Authorization": f"Bearer {ana_secret}"}) as c:
+            for method, path, body in (("GET", "/users", None), ("POST", "/users", {"username": "cy", "password": PW}),
+                                       ("POST", "/users/ana", {"role": "admin"}), ("POST", "/invites", {}),
+                                       ("POST", "/groups", {"name": "team"}), ("DELETE", "/users/bo", None),
+                                       ("POST", "/keys", {"name": "x", "username": "bo"})):
+                r = c.request(method, "/v1/knowledge" + path, json=body)
+                assert r.status_code == 403, (method, path, r.text)
+                assert r.json()["error"]["code"] == "permission_denied"
+                assert r.json()["error"]["message"].startswith("Only an admin may ")
+            r = c.post("/v1/knowledge/users/ana", json={"role": "admin", "extra": 1})
+            assert r.status_code == 400  # a field the body does not have
+            r = c.post("/v1/knowledge/keys", json={"name": "laptop"})
+            assert r.status_code == 200 and r.json()["username"] == "ana" and r.json()["secret"].startswith("kn-")
+            mine = sorted(k["name"] for k in c.get("/v1/knowledge/keys").json()["data"])
+            assert mine == ["ana's laptop", "laptop", "tests"]  # her own only
+            r = c.post("/v1/knowledge/users/ana", json={"display_name": "Ana L."})
+            assert r.status_code == 200 and r.json()["display_name"] == "Ana L."
+        assert wb.people.accounts.require("ana").role == "member" and wb.people.accounts.get("cy") is None
+    finally:
+        wb.close()
