@@ -31,7 +31,16 @@ from knowledge.service.connections import check_connections, name_this_process
 from knowledge.text.render import inert, md
 from knowledge.workbench import Workbench
 from pages import _sso
-from pages._ui import SESSION_TOKEN, SIGN_IN_NOTICE, begin_session, serving_pages, utc
+from pages._ui import (
+    SESSION_TOKEN,
+    SIGN_IN_NOTICE,
+    account_problem,
+    begin_session,
+    new_account_fields,
+    serving_pages,
+    set_up_first_admin,
+    utc,
+)
 
 st.set_page_config(page_title="knowledge", page_icon="📚", layout="wide",
                    menu_items={"About": "**knowledge**: a local knowledge workbench. The words it uses are"
@@ -138,26 +147,6 @@ def sign_in() -> None:
             st.error("Wrong password.")
 
 
-def new_account_fields(prefix: str) -> tuple[str, str, str, str]:
-    """Username, display name, password and password again, inside a form."""
-    username = st.text_input("Username", key=f"{prefix}-username",
-                             help="Letters (any language), digits and . _ - @ + (no spaces); Ana and ana are one name.")
-    display = st.text_input("Display name", key=f"{prefix}-display", help="How pages name you; the username if empty.")
-    first = st.text_input("Password", type="password", key=f"{prefix}-password",
-                          help=f"At least {wb.settings.accounts.min_password_length} characters.")
-    again = st.text_input("Password again", type="password", key=f"{prefix}-again")
-    return username, display, first, again
-
-
-def account_problem(username: str, first: str, again: str) -> str | None:
-    """What is wrong with a new account's fields before the catalog is asked, or ``None``."""
-    if not username.strip() or not first or not again:
-        return "Fill in the username and the password twice."
-    if first != again:
-        return "The two passwords differ: type the same password twice."
-    return None
-
-
 def password_way_in(wb: Workbench) -> None:
     """Username and password: :meth:`knowledge.people.People.sign_in` (a growing delay per account
     after wrong passwords, served before the check; the same words for an unknown name)."""
@@ -212,7 +201,7 @@ def accept_invitation() -> None:
         return
     st.caption(md("An invitation for one {} account, valid until {}.", invite.role, utc(invite.expires)))
     with st.form("accept-invite"):
-        username, display, first, again = new_account_fields("invite")
+        username, display, first, again = new_account_fields(wb, "invite")
         if st.form_submit_button("Create my account", type="primary"):
             problem = account_problem(username, first, again)
             if problem:
@@ -265,7 +254,7 @@ def set_up() -> None:
                 " the others (accounts or invitation links) on the People page.")
     with st.form("first-admin"):
         typed = st.text_input("Set-up token", type="password", key="setup-token")
-        username, display, first, again = new_account_fields("setup")
+        username, display, first, again = new_account_fields(wb, "setup")
         if st.form_submit_button("Create the admin account", type="primary"):
             problem = "Type the set-up token from the server log." if not typed.strip() else \
                 account_problem(username, first, again)
@@ -275,13 +264,7 @@ def set_up() -> None:
             if not THROTTLE.attempt(client_id(), Password(plain=token), typed.strip()):
                 st.error("Wrong set-up token: copy it from the server log.")
                 return
-            try:
-                user = wb.accounts.set_up_admin(username, first, display_name=display or None)
-                actor, session = wb.people.sign_in(user.username, first)
-            except KnowledgeError as exc:
-                st.error(inert(exc))
-                return
-            begin_session(actor, session)
+            set_up_first_admin(wb, username, display, first)
     with st.expander("Or one shared password (one person, or a demo)"):
         set_a_password()
 

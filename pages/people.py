@@ -12,7 +12,7 @@ from knowledge.errors import InvalidArgument, KnowledgeError, PermissionDenied
 from knowledge.people import ROLES
 from knowledge.text.render import inert, md
 from knowledge.workbench import Workbench
-from pages._ui import app_workbench, begin_session, flash, set_flash, utc
+from pages._ui import account_problem, app_workbench, flash, new_account_fields, set_flash, set_up_first_admin, utc
 
 wb: Workbench = app_workbench()
 st.title("👥 People")
@@ -33,26 +33,13 @@ def turn_on_accounts() -> None:
                                                          if wb.settings.app_password or wb.settings.app.password_hash
                                                          else "."))
     with st.form("turn-on-accounts"):
-        username = st.text_input("Username", key="first-username",
-                                 help="Letters (any language), digits and . _ - @ + (no spaces).")
-        display = st.text_input("Display name", key="first-display")
-        first = st.text_input("Password", type="password", key="first-password",
-                              help=f"At least {wb.settings.accounts.min_password_length} characters.")
-        again = st.text_input("Password again", type="password", key="first-again")
+        username, display, first, again = new_account_fields(wb, "first")
         if st.form_submit_button("Turn on accounts", type="primary"):
-            if not username.strip() or not first or not again:
-                st.error("Fill in the username and the password twice.")
+            problem = account_problem(username, first, again)
+            if problem:
+                st.error(problem)
                 return
-            if first != again:
-                st.error("The two passwords differ: type the same password twice.")
-                return
-            try:
-                user = wb.accounts.set_up_admin(username, first, display_name=display or None)
-                actor, token = wb.people.sign_in(user.username, first)
-            except KnowledgeError as exc:
-                st.error(inert(exc))
-                return
-            begin_session(actor, token)
+            set_up_first_admin(wb, username, display, first)
 
 
 if not wb.accounts.enabled():
