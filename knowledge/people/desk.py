@@ -36,7 +36,7 @@ A part of :mod:`knowledge.people`: imports its own modules and the ground only.
 from __future__ import annotations
 
 from datetime import UTC
-from typing import Any
+from typing import Any, ClassVar
 
 from knowledge.errors import AuthenticationFailed, InvalidArgument, PermissionDenied
 from knowledge.people import People
@@ -55,6 +55,22 @@ class AccountDesk:
     Refusals are ``PermissionDenied`` with the words "Only an admin may <what>." (the method's own
     words, e.g. "add an account"); a missing account, group or key is ``InvalidArgument``.
     """
+
+    #: The action(s) each public method checks (its own account's and another's, where both),
+    #: for the policy test: every public method is here, every action a row of ``ACTIONS``.
+    ACTIONS_CHECKED: ClassVar[dict[str, tuple[str, ...]]] = {
+        "may_manage": ("account.manage",), "require_manage": ("account.manage",),
+        "enabled": ("account.join",), "me": ("account.self",), "users": ("account.manage",),
+        "user": ("account.self", "account.manage"), "admins": ("account.manage",),
+        "groups": ("account.manage",), "groups_of": ("account.self", "account.manage"),
+        "sso_linked": ("account.manage",), "create_user": ("account.manage",), "set_role": ("account.manage",),
+        "set_display_name": ("account.self", "account.manage"), "set_password": ("account.self", "account.manage"),
+        "start_session": ("account.self",), "delete_user": ("account.manage",), "invite": ("account.manage",),
+        "invitation": ("account.join",), "accept_invitation": ("account.join",), "set_up_admin": ("account.join",),
+        "create_group": ("account.manage",), "delete_group": ("account.manage",), "add_member": ("account.manage",),
+        "remove_member": ("account.manage",), "api_keys": ("account.self", "account.manage"),
+        "create_key": ("account.self", "account.manage"), "revoke_key": ("account.self", "account.manage"),
+    }
 
     def __init__(self, people: People, policy: Policy, actor: Actor) -> None:
         self._people, self._policy, self.actor = people, policy, actor
