@@ -36,7 +36,16 @@ from knowledge.service.connections import check_connections, name_this_process
 from knowledge.text.render import inert, md
 from knowledge.workbench import Workbench
 from pages import _gate, _sso
-from pages._ui import SESSION_TOKEN, SIGN_IN_NOTICE, begin_session, serving_pages, utc
+from pages._ui import (
+    SESSION_TOKEN,
+    SIGN_IN_NOTICE,
+    account_problem,
+    begin_session,
+    new_account_fields,
+    serving_pages,
+    set_up_first_admin,
+    utc,
+)
 
 if __name__ != "__main__":  # imported by `streamlit run app.py`: the server, with the gate in front
     app = st.App(__file__, middleware=_gate.middleware(), routes=_gate.routes())
@@ -158,26 +167,6 @@ def sign_in() -> None:
             st.error("Wrong password.")
 
 
-def new_account_fields(prefix: str) -> tuple[str, str, str, str]:
-    """Username, display name, password and password again, inside a form."""
-    username = st.text_input("Username", key=f"{prefix}-username",
-                             help="Letters (any language), digits and . _ - @ + (no spaces); Ana and ana are one name.")
-    display = st.text_input("Display name", key=f"{prefix}-display", help="How pages name you; the username if empty.")
-    first = st.text_input("Password", type="password", key=f"{prefix}-password",
-                          help=f"At least {wb.settings.accounts.min_password_length} characters.")
-    again = st.text_input("Password again", type="password", key=f"{prefix}-again")
-    return username, display, first, again
-
-
-def account_problem(username: str, first: str, again: str) -> str | None:
-    """What is wrong with a new account's fields before the catalog is asked, or ``None``."""
-    if not username.strip() or not first or not again:
-        return "Fill in the username and the password twice."
-    if first != again:
-        return "The two passwords differ: type the same password twice."
-    return None
-
-
 def password_way_in(wb: Workbench) -> None:
     """Username and password: :meth:`knowledge.people.People.sign_in` (a growing delay per account
     after wrong passwords, served before the check; the same words for an unknown name)."""
@@ -223,7 +212,7 @@ def accept_invitation() -> None:
     st.title("📚 knowledge")
     st.subheader("Create your account")
     try:
-        invite = wb.people.accounts.invitation(token)
+        invite = wb.accounts.invitation(token)
     except AuthenticationFailed as exc:
         st.error(inert(exc))
         if st.button("Go to sign-in", key="invite-sign-in"):
@@ -232,19 +221,17 @@ def accept_invitation() -> None:
         return
     st.caption(md("An invitation for one {} account, valid until {}.", invite.role, utc(invite.expires)))
     with st.form("accept-invite"):
-        username, display, first, again = new_account_fields("invite")
+        username, display, first, again = new_account_fields(wb, "invite")
         if st.form_submit_button("Create my account", type="primary"):
             problem = account_problem(username, first, again)
             if problem:
                 st.error(problem)
                 return
             try:
-                user = wb.people.accounts.accept(token, username, first, display_name=display or None)
+                user = wb.accounts.accept_invitation(token, username, first, display_name=display or None)
             except KnowledgeError as exc:
                 st.error(inert(exc))
                 return
-            wb.people.audit.record(user.username, "user.create", target=user.username,
-                                   detail={"role": user.role, "invited_by": invite.created_by})
             actor, session = wb.people.sign_in(user.username, first)
             st.query_params.pop("invite", None)
             begin_session(actor, session)
@@ -287,7 +274,7 @@ def set_up() -> None:
                 " the others (accounts or invitation links) on the People page.")
     with st.form("first-admin"):
         typed = st.text_input("Set-up token", type="password", key="setup-token")
-        username, display, first, again = new_account_fields("setup")
+        username, display, first, again = new_account_fields(wb, "setup")
         if st.form_submit_button("Create the admin account", type="primary"):
             problem = "Type the set-up token from the server log." if not typed.strip() else \
                 account_problem(username, first, again)
@@ -297,13 +284,7 @@ def set_up() -> None:
             if not THROTTLE.attempt(client_id(), Password(plain=token), typed.strip()):
                 st.error("Wrong set-up token: copy it from the server log.")
                 return
-            try:
-                user = wb.people.set_up_admin(username, first, display_name=display or None)
-                actor, session = wb.people.sign_in(user.username, first)
-            except KnowledgeError as exc:
-                st.error(inert(exc))
-                return
-            begin_session(actor, session)
+            set_up_first_admin(wb, username, display, first)
     with st.expander("Or one shared password (one person, or a demo)"):
         set_a_password()
 
@@ -427,7 +408,7 @@ if __name__ == "__main__":  # a page view (see the module docstring)
     shared = _gate.shared_for(this_visitor(wb.settings.server.trusted_proxies))
     session_id = get_script_run_ctx().session_id
     try:
-        accounts_on = wb.people.enabled()
+        accounts_on = wb.accounts.enabled()
     except CatalogLocked:  # who may come in is unknown for now: nothing is served but the reason
         catalog_busy()
     except BackendUnavailable as exc:  # the catalog's server is down or restarting
@@ -454,7 +435,7 @@ if __name__ == "__main__":  # a page view (see the module docstring)
             st.session_state[SESSION_TOKEN] = token
         if token:
             try:
-                actor = wb.people.accounts.session_actor(token)
+                actor = wb.people.session_actor(token)
             except AuthenticationFailed as exc:
                 st.session_state.clear()
                 st.session_state[SIGN_IN_NOTICE] = str(exc)

@@ -34,6 +34,7 @@ from knowledge.filestore.base import StoredFile
 from knowledge.llm.config import LlmConfigs
 from knowledge.outcomes import IngestResult
 from knowledge.people import LOCAL_ADMIN, Actor, AuditEvent, Level, People
+from knowledge.people.desk import AccountDesk
 from knowledge.people.policy import Policy
 from knowledge.portable import Portable
 from knowledge.service.filehome import Home, HomedFileStore, MoveReport, cleanup_old, move_files
@@ -165,6 +166,12 @@ class Workbench:
             view.syncs = GuardedSyncs(view, self.syncs)  # type: ignore[assignment]
             view.evaluations = GuardedEvaluations(view, self.evaluations)  # type: ignore[assignment]
         return view
+
+    @property
+    def accounts(self) -> AccountDesk:
+        """Account management as :attr:`actor` may do it, checked and audited once
+        (:class:`~knowledge.people.desk.AccountDesk`)."""
+        return AccountDesk(self.people, self.policy, self.actor)
 
     def level(self, store: str) -> Level | None:
         """What :attr:`actor` may do to ``store``: ``"owner"``, ``"write"``, ``"read"`` or ``None``."""

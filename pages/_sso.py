@@ -56,8 +56,8 @@ def configured() -> bool:
 
 def single_sign_on(wb: Any) -> SingleSignOn:
     """The mapping of identities to ``wb``'s accounts, with its ``accounts.*`` settings."""
-    return SingleSignOn(wb.people.accounts, wb.people.audit, create_members=wb.settings.accounts.sso_create_members,
-                        session_hours=wb.settings.accounts.session_hours)
+    sso: SingleSignOn = wb.people.single_sign_on()
+    return sso
 
 
 def sign_in_from_provider(wb: Any) -> Actor | None:
@@ -71,7 +71,7 @@ def sign_in_from_provider(wb: Any) -> Actor | None:
         return None
     if st.session_state.get(VIA) == "sso":
         try:
-            actor: Actor = wb.people.accounts.session_actor(st.session_state.get(TOKEN))
+            actor: Actor = wb.people.session_actor(st.session_state.get(TOKEN))
         except AuthenticationFailed:
             sign_out(wb)
             return None

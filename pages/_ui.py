@@ -22,6 +22,7 @@ from pathlib import Path
 import streamlit as st
 
 from knowledge.chat import ChatService
+from knowledge.errors import KnowledgeError
 from knowledge.people import Actor
 from knowledge.text.render import inert
 from knowledge.vectorstore.scoring import DISTANCES as _DISTANCES
@@ -92,6 +93,42 @@ def begin_session(actor: Actor, token: str) -> None:
     st.session_state[SESSION_TOKEN] = token
     st.session_state["actor"] = actor
     st.rerun()
+
+
+def new_account_fields(wb: Workbench, prefix: str) -> tuple[str, str, str, str]:
+    """Username, display name, password and password again, inside a form (widget keys
+    ``<prefix>-username``, ``-display``, ``-password``, ``-again``): the app's first-run set-up and
+    invitation forms and the People page's "Turn on accounts"."""
+    username = st.text_input("Username", key=f"{prefix}-username",
+                             help="Letters (any language), digits and . _ - @ + (no spaces); Ana and ana are one name.")
+    display = st.text_input("Display name", key=f"{prefix}-display", help="How pages name you; the username if empty.")
+    first = st.text_input("Password", type="password", key=f"{prefix}-password",
+                          help=f"At least {wb.settings.accounts.min_password_length} characters.")
+    again = st.text_input("Password again", type="password", key=f"{prefix}-again")
+    return username, display, first, again
+
+
+def account_problem(username: str, first: str, again: str) -> str | None:
+    """What is wrong with a new account's fields before the catalog is asked, or ``None``."""
+    if not username.strip() or not first or not again:
+        return "Fill in the username and the password twice."
+    if first != again:
+        return "The two passwords differ: type the same password twice."
+    return None
+
+
+def set_up_first_admin(wb: Workbench, username: str, display: str, password: str) -> None:
+    """The first admin account (:meth:`knowledge.people.desk.AccountDesk.set_up_admin`), then this
+    browser session signed in as it; a refusal (accounts exist, a bad name or password) is shown
+    and nothing else happens. The caller has let the person in (the set-up token, or the person at
+    this machine): one function for the app's set-up page and the People page."""
+    try:
+        user = wb.accounts.set_up_admin(username, password, display_name=display or None)
+        actor, token = wb.people.sign_in(user.username, password)
+    except KnowledgeError as exc:
+        st.error(inert(exc))
+        return
+    begin_session(actor, token)
 
 
 def utc(when: datetime | None) -> str:

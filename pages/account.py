@@ -3,9 +3,11 @@ the MCP server (a key's secret is shown once; a revoked key stops at once)."""
 
 from __future__ import annotations
 
+import contextlib
+
 import streamlit as st
 
-from knowledge.errors import AuthenticationFailed, KnowledgeError
+from knowledge.errors import AuthenticationFailed, InvalidArgument, KnowledgeError
 from knowledge.text.render import inert, md
 from knowledge.workbench import Workbench
 from pages._ui import SESSION_TOKEN, app_workbench, flash, set_flash, utc
@@ -16,7 +18,7 @@ st.title("🙂 My account")
 if me.local:
     st.info("Accounts are off: there is nobody to sign in as. An admin turns them on on the People page.")
     st.stop()
-user = wb.people.accounts.require(me.username)
+user = wb.accounts.me()
 st.caption(md("Signed in as **{}** ({}), {}.", user.display_name, user.username, user.role))
 flash("account")
 
@@ -35,11 +37,10 @@ with c1.form("display-name"):
             st.error("Type a display name.")
         else:
             try:
-                changed = wb.people.accounts.update(me.username, display_name=display)
+                changed = wb.accounts.set_display_name(me.username, display)
             except KnowledgeError as exc:
                 st.error(inert(exc))
             else:
-                wb.record("user.update", target=me.username, detail={"display_name": changed.display_name})
                 done(f"Your display name is now {changed.display_name}.")
 
 with c2.form("my-password", clear_on_submit=True):
@@ -59,15 +60,14 @@ with c2.form("my-password", clear_on_submit=True):
                 st.error("The two new passwords differ: type the same password twice.")
             else:
                 try:
-                    wb.people.accounts.authenticate(me.username, current)  # throttled as a sign-in
-                    wb.people.accounts.set_password(me.username, new)  # ends every session of mine ...
+                    # the current one checked first (throttled as a sign-in); ends every session of mine ...
+                    wb.accounts.set_password(me.username, new, current=current)
                 except AuthenticationFailed:
                     st.error("Your current password is not right.")
                 except KnowledgeError as exc:
                     st.error(inert(exc))
                 else:
-                    st.session_state[SESSION_TOKEN] = wb.people.accounts.start_session(me.username)  # ... but this
-                    wb.record("user.password", target=me.username)
+                    st.session_state[SESSION_TOKEN] = wb.accounts.start_session()  # ... but this one
                     done("Your password is changed; your other sign-ins ended.")
 
 st.subheader("My API keys")
@@ -78,16 +78,15 @@ with st.form("new-key", clear_on_submit=True):
     name = c1.text_input("Name", key="key-name", placeholder="what uses it, e.g. laptop scripts")
     if c2.form_submit_button("Create a key", type="primary"):
         try:
-            key, secret = wb.people.keys.create(me.username, name)
+            key, secret = wb.accounts.create_key(me.username, name)
         except KnowledgeError as exc:
             st.error(inert(exc))
         else:
-            wb.record("key.create", target=me.username, detail={"key": key.id, "name": key.name})
             st.success(md("Your new key **{}**: copy it now (the button at the code's corner); it is not"
                           " shown again.", key.name))
             st.code(secret, language=None)
 
-keys = wb.people.keys.list(me.username)
+keys = wb.accounts.api_keys(me.username)
 if not keys:
     st.caption("You have no API key yet.")
 else:
@@ -100,6 +99,6 @@ else:
         c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
         key_id = c1.selectbox("Key", list(active), format_func=lambda k: active.get(k, k), key="my-revoke")
         if c2.button("Revoke", key="my-revoke-key") and key_id:
-            if wb.people.keys.revoke(key_id):
-                wb.record("key.revoke", target=me.username, detail={"key": key_id})
+            with contextlib.suppress(InvalidArgument):  # revoked meanwhile: it stops working all the same
+                wb.accounts.revoke_key(key_id)
             done(f"Revoked {active[key_id]}: it stops working now.")

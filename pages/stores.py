@@ -568,7 +568,7 @@ def stores_tab() -> None:
             import_part(wb)
         return
     names = [s.record.name for s in stores]
-    accounts = wb.people.enabled()
+    accounts = wb.accounts.enabled()
     if (pending := st.session_state.pop("store_pending", None)) in names:
         st.session_state["store_selected"] = pending
     if st.session_state.get("store_selected") not in names:

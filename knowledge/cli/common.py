@@ -67,7 +67,7 @@ def acting_view(wb: Workbench, args: argparse.Namespace) -> Workbench:
     if name is None:
         return wb
     if wb.people.accounts.get(name) is None:
-        hint = ("no account exists yet: `users add NAME --role admin` makes the first" if not wb.people.enabled()
+        hint = ("no account exists yet: `users add NAME --role admin` makes the first" if not wb.accounts.enabled()
                 else "`users list` shows them")
         raise AuthenticationFailed(f"There is no account {name!r} to act as (--user or ${USER_VARIABLE}); {hint}.")
     return wb.as_user(wb.people.accounts.actor(name))

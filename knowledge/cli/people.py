@@ -120,13 +120,12 @@ def read_password(args: argparse.Namespace, username: str) -> str:
 
 def _user_data(wb: Workbench, u: User) -> dict[str, Any]:
     return {"username": u.username, "display_name": u.display_name, "role": u.role, "email": u.email,
-            "groups": wb.people.accounts.groups_of(u.username), "password": u.has_password,
+            "groups": wb.accounts.groups_of(u.username), "password": u.has_password,
             "created": u.created.isoformat(timespec="seconds")}
 
 
 def cmd_users_list(wb: Workbench, args: argparse.Namespace) -> int:
-    wb.require_admin("list the accounts")
-    rows = [_user_data(wb, u) for u in wb.people.accounts.users()]
+    rows = [_user_data(wb, u) for u in wb.accounts.users()]
     if args.json:
         print(json.dumps(rows, ensure_ascii=False, indent=2))
     elif not rows:
@@ -140,58 +139,45 @@ def cmd_users_list(wb: Workbench, args: argparse.Namespace) -> int:
 
 
 def cmd_users_add(wb: Workbench, args: argparse.Namespace) -> int:
-    wb.require_admin("add an account")
-    first = not wb.people.enabled()
+    wb.accounts.require_manage("add an account")  # refused before the password is asked for
+    first = not wb.accounts.enabled()
     if first and args.role != "admin":
         raise InvalidArgument("The first account must be an admin (--role admin): once an account exists, the app"
                               " signs people in by account and only an admin can add the next ones.")
     normal_username(args.username)  # a bad name is refused before the password is asked for
     password = read_password(args, args.username.strip())
-    if first:
-        user = wb.people.set_up_admin(args.username, password, args.display_name)
-        if args.email:
-            user = wb.people.accounts.update(user.username, email=args.email)
-    else:
-        user = wb.people.accounts.create(args.username, password, display_name=args.display_name,
-                                         role=args.role, email=args.email)
-        wb.record("user.create", target=user.username, detail={"role": user.role})
+    user = wb.accounts.create_user(args.username, password, display_name=args.display_name, role=args.role,
+                                   email=args.email)
     print(f"Added {user.role} {user.username!r} ({user.display_name})."
           + (" Accounts are on: the app now signs people in by account." if first else ""))
     return 0
 
 
 def cmd_users_set_role(wb: Workbench, args: argparse.Namespace) -> int:
-    wb.require_admin("change a role")
-    user = wb.people.accounts.update(args.username, role=args.role)
-    wb.record("user.update", target=user.username, detail={"role": user.role})
+    user = wb.accounts.set_role(args.username, args.role)
     print(f"{user.username} is now {'an admin' if user.is_admin else 'a member'}.")
     return 0
 
 
 def cmd_users_passwd(wb: Workbench, args: argparse.Namespace) -> int:
-    user = wb.people.accounts.require(args.username)
-    if wb.actor.username != user.username:  # a member may change their own
-        wb.require_admin("set another account's password")
-    wb.people.accounts.set_password(user.username, read_password(args, user.username))
-    wb.record("user.password", target=user.username)
+    user = wb.accounts.user(args.username, "set another account's password")  # a member may change their own
+    user = wb.accounts.set_password(user.username, read_password(args, user.username))
     print(f"New password set for {user.username}; their app sessions ended.")
     return 0
 
 
 def cmd_users_delete(wb: Workbench, args: argparse.Namespace) -> int:
-    wb.require_admin("delete an account")
-    user = wb.people.accounts.require(args.username)
-    stores = wb.people.delete_user(user.username, by=wb.actor, heir=args.to)
-    heir = wb.people.sharing.owner(stores[0]) if stores else None
+    wb.accounts.require_manage("delete an account")
+    user = wb.accounts.user(args.username)
+    stores = wb.accounts.delete_user(user.username, heir=args.to)
+    heir = wb.store_owner(stores[0]) if stores else None
     print(f"Deleted {user.username}; " + (f"their stores passed to {heir}: {', '.join(stores)}." if stores
                                            else "they owned no store."))
     return 0
 
 
 def cmd_users_invite(wb: Workbench, args: argparse.Namespace) -> int:
-    wb.require_admin("invite someone")
-    token = wb.people.accounts.invite(args.role, wb.actor.username)
-    invite = wb.people.accounts.invitation(token)
+    token, invite = wb.accounts.invite(args.role)
     expires = invite.expires.astimezone(UTC).isoformat(timespec="seconds")
     if args.json:
         print(json.dumps({"token": token, "role": invite.role, "expires": expires, "link": f"?invite={token}"}))
@@ -220,17 +206,15 @@ def _groups(p: argparse.ArgumentParser) -> None:
         s.set_defaults(func=func)
 
 
-def _group(wb: Workbench, name: str) -> str:
-    """The existing group ``name`` (spaces around it ignored). Raises InvalidArgument when there is none."""
-    group = " ".join(name.split())
-    if group not in wb.people.accounts.groups():
-        raise InvalidArgument(f"There is no group {name!r}; `groups list` shows them.")
-    return group
+def _no_group(exc: InvalidArgument) -> InvalidArgument:
+    """A missing group's words, with where the groups are listed."""
+    words = str(exc)
+    return InvalidArgument(words[:-1] + "; `groups list` shows them.") if words.startswith("There is no group") \
+        else exc
 
 
 def cmd_groups_list(wb: Workbench, args: argparse.Namespace) -> int:
-    wb.require_admin("list the groups")
-    groups = wb.people.accounts.groups()
+    groups = wb.accounts.groups()
     if args.json:
         print(json.dumps([{"group": g, "members": m} for g, m in groups.items()], ensure_ascii=False, indent=2))
     else:
@@ -239,40 +223,35 @@ def cmd_groups_list(wb: Workbench, args: argparse.Namespace) -> int:
 
 
 def cmd_groups_add(wb: Workbench, args: argparse.Namespace) -> int:
-    wb.require_admin("add a group")
-    group = wb.people.accounts.create_group(args.group)
-    wb.record("group.create", target=group)
+    group = wb.accounts.create_group(args.group)
     print(f"Added the group {group!r}.")
     return 0
 
 
 def cmd_groups_delete(wb: Workbench, args: argparse.Namespace) -> int:
-    wb.require_admin("delete a group")
-    group = _group(wb, args.group)
-    wb.people.accounts.delete_group(group)
-    wb.people.sharing.forget_group(group)
-    wb.record("group.delete", target=group)
+    try:
+        group = wb.accounts.delete_group(args.group)
+    except InvalidArgument as exc:
+        raise _no_group(exc) from None
     print(f"Deleted the group {group!r} (the stores shared with it no longer are).")
     return 0
 
 
 def cmd_groups_add_member(wb: Workbench, args: argparse.Namespace) -> int:
-    wb.require_admin("change a group")
-    group, user = _group(wb, args.group), wb.people.accounts.require(args.username)
-    wb.people.accounts.add_to_group(group, user.username)
-    wb.record("group.member", target=user.username, detail={"group": group, "added": True})
-    print(f"{user.username} is in the group {group!r}.")
+    try:
+        user = wb.accounts.add_member(args.group, args.username)
+    except InvalidArgument as exc:
+        raise _no_group(exc) from None
+    print(f"{user.username} is in the group {' '.join(args.group.split())!r}.")
     return 0
 
 
 def cmd_groups_remove_member(wb: Workbench, args: argparse.Namespace) -> int:
-    wb.require_admin("change a group")
-    group, user = _group(wb, args.group), wb.people.accounts.require(args.username)
-    if group not in wb.people.accounts.groups_of(user.username):
-        raise InvalidArgument(f"{user.username} is not in the group {group!r}.")
-    wb.people.accounts.remove_from_group(group, user.username)
-    wb.record("group.member", target=user.username, detail={"group": group, "added": False})
-    print(f"{user.username} is no longer in the group {group!r}.")
+    try:
+        user = wb.accounts.remove_member(args.group, args.username)
+    except InvalidArgument as exc:
+        raise _no_group(exc) from None
+    print(f"{user.username} is no longer in the group {' '.join(args.group.split())!r}.")
     return 0
 
 
@@ -293,12 +272,6 @@ def _keys(p: argparse.ArgumentParser) -> None:
     s.set_defaults(func=cmd_keys_revoke)
 
 
-def _own_or_admin(wb: Workbench, username: str, what: str) -> None:
-    """Members manage their own keys; an admin anyone's. Raises PermissionDenied."""
-    if wb.actor.local or wb.actor.username != username:
-        wb.require_admin(what)
-
-
 def _when(t: datetime | None) -> str | None:
     return t.astimezone(UTC).isoformat(timespec="seconds") if t is not None else None
 
@@ -309,24 +282,17 @@ def _key_data(k: ApiKey) -> dict[str, Any]:
 
 
 def cmd_keys_create(wb: Workbench, args: argparse.Namespace) -> int:
-    user = wb.people.accounts.require(args.username)
-    _own_or_admin(wb, user.username, "make a key for another account")
-    key, secret = wb.people.keys.create(user.username, args.name)
-    wb.record("key.create", target=user.username, detail={"key": key.id, "name": key.name})
+    key, secret = wb.accounts.create_key(args.username, args.name)
     if args.json:
         print(json.dumps({**_key_data(key), "secret": secret}, ensure_ascii=False, indent=2))
     else:
-        print(f"API key {key.id} ({key.name!r}) for {user.username}; it is shown this once, copy it now:\n  {secret}\n"
+        print(f"API key {key.id} ({key.name!r}) for {key.username}; it is shown this once, copy it now:\n  {secret}\n"
               "Send it as Authorization: Bearer <key> (REST API, MCP over HTTP).")
     return 0
 
 
 def cmd_keys_list(wb: Workbench, args: argparse.Namespace) -> int:
-    owner: str | None = None if wb.actor.is_admin else wb.actor.username
-    if args.username is not None:
-        owner = wb.people.accounts.require(args.username).username
-        _own_or_admin(wb, owner, "list another account's keys")
-    rows = [_key_data(k) for k in wb.people.keys.list(owner)]
+    rows = [_key_data(k) for k in wb.accounts.api_keys(args.username)]
     if args.json:
         print(json.dumps(rows, ensure_ascii=False, indent=2))
     else:
@@ -337,12 +303,12 @@ def cmd_keys_list(wb: Workbench, args: argparse.Namespace) -> int:
 
 
 def cmd_keys_revoke(wb: Workbench, args: argparse.Namespace) -> int:
-    key = wb.people.keys.get(args.key_id.strip())
-    if key is None or not (wb.actor.is_admin or key.username == wb.actor.username):
-        raise InvalidArgument(f"There is no API key {args.key_id!r}; `keys list` shows them.")
-    if not wb.people.keys.revoke(key.id):
-        raise InvalidArgument(f"The key {key.id} was revoked already ({_when(key.revoked)}).")
-    wb.record("key.revoke", target=key.username, detail={"key": key.id, "name": key.name})
+    try:
+        key = wb.accounts.revoke_key(args.key_id)
+    except InvalidArgument as exc:
+        words = str(exc)
+        raise (InvalidArgument(words[:-1] + "; `keys list` shows them.") if words.startswith("There is no API key")
+               else exc) from None
     print(f"Revoked {key.id} ({key.name!r}) of {key.username}: it stops working now.")
     return 0
 
@@ -367,7 +333,7 @@ def cmd_share(wb: Workbench, args: argparse.Namespace) -> int:
 
 def cmd_unshare(wb: Workbench, args: argparse.Namespace) -> int:
     kind, principal, words = _grantee(args)
-    if kind == "user":
+    if kind == "user":  # sharing, not account management: the account looked up as before
         principal = wb.people.accounts.require(principal).username
     if not wb.unshare_store(args.store, kind, principal):
         raise InvalidArgument(f"{args.store!r} is not shared with {words or principal}.")

@@ -33,6 +33,7 @@ from knowledge.people.records import (
     at_least,
 )
 from knowledge.people.sharing import Sharing
+from knowledge.people.sso import SingleSignOn
 
 
 class People:
@@ -85,6 +86,20 @@ class People:
         self.accounts.end_session(token)
         if actor is not None and not actor.local:
             self.audit.record(actor.username, "user.sign_out")
+
+    def session_actor(self, token: str | None) -> Actor:
+        """Who the app session ``token`` is signed in as (their role and groups now).
+
+        Raises:
+            AuthenticationFailed: no such session, expired or ended, or its account is gone.
+        """
+        return self.accounts.session_actor(token)
+
+    def single_sign_on(self) -> SingleSignOn:
+        """The mapping of a provider's identities to these accounts (:mod:`knowledge.people.sso`),
+        with the ``accounts.sso_create_members`` and ``accounts.session_hours`` settings."""
+        return SingleSignOn(self.accounts, self.audit, create_members=self.settings.accounts.sso_create_members,
+                            session_hours=self.settings.accounts.session_hours)
 
     def key_actor(self, secret: str | None) -> Actor:
         """Who a request with API key ``secret`` acts as (their role and groups now).

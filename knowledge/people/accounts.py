@@ -175,6 +175,11 @@ class Accounts:
             return [r[0] for r in cur.execute("SELECT username FROM users WHERE role = 'admin' ORDER BY username")
                     .fetchall()]
 
+    def sso_linked(self) -> set[str]:
+        """The usernames linked to a single sign-on identity (``users.sso_subject``)."""
+        with self.catalog.cursor() as cur:
+            return {r[0] for r in cur.execute("SELECT username FROM users WHERE sso_subject IS NOT NULL").fetchall()}
+
     def set_password(self, username: str, password: str) -> None:
         """Give ``username`` a new password; every app session of theirs ends.
 

@@ -81,6 +81,8 @@ ACTIONS: dict[str, Action] = _table(
     Action("settings.manage", "change the site's settings: language models, file store", "site", admin=True,
            refusal="change the settings"),
     Action("evaluation.sets", "read and keep question sets and evaluation runs", "site"),
+    Action("account.join", "create one's own account with an invitation or the first-run set-up token (before"
+           " anyone is signed in: the token is the credential); see whether accounts are on", "site"),
 )
 
 

@@ -128,7 +128,7 @@ def serve(host: str = "127.0.0.1", port: int = DEFAULT_PORT, *, wb: Workbench | 
     """
     wb = wb or Workbench()
     key = wb.settings.api_key.get_secret_value() if wb.settings.api_key else None
-    check_bind(host, key, accounts=wb.people.enabled())
+    check_bind(host, key, accounts=wb.accounts.enabled())
     resume_jobs(wb)  # files queued (or left running by a stopped process) are ingested again
     try:
         uvicorn.run(create_app(wb, api_key=key), host=host, port=port, log_level=log_level)

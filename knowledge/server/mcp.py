@@ -262,7 +262,7 @@ class KnowledgeTools:
     def stores_resource(self) -> str:
         # a static resource gets no request (the SDK passes no context to one): over HTTP with
         # accounts it cannot tell whose stores to list
-        if self.http and self.wb.actor.local and self.wb.people.enabled():
+        if self.http and self.wb.actor.local and self.wb.accounts.enabled():
             raise ResourceError("This server has user accounts: list the stores with the list_stores tool"
                                 " (it answers for your key's user).")
         return json.dumps(self.list_stores(), ensure_ascii=False)
@@ -374,7 +374,7 @@ def http_app(wb: Workbench, host: str = "127.0.0.1", port: int = DEFAULT_HTTP_PO
         ConfigError: a non-loopback ``host`` without ``KNOWLEDGE_API_KEY`` or accounts.
     """
     key = wb.settings.api_key.get_secret_value() if wb.settings.api_key else None
-    check_bind(host, key, accounts=wb.people.enabled())
+    check_bind(host, key, accounts=wb.accounts.enabled())
     api = wb.settings.api
     hosts = server_hosts(host, port, api.allowed_hosts)
     security = TransportSecuritySettings(

@@ -179,3 +179,44 @@ def test_a_sign_in_lasts_across_reloads_and_tabs_until_sign_out(browser, team_se
         assert requests.foreign(team_server.url) == []
     finally:
         ctx.close()
+
+
+def test_an_admin_manages_people_through_the_account_desk(browser, team_server: Server):
+    """Issue 40: the People page (its account, group and key actions one :class:`AccountDesk` call
+    each) and My account, as root: a group made and ana put in it, a key of root's own; screenshots
+    ``40-people-*.png`` / ``40-account-*.png`` at 1280x800 and 390x844."""
+    from playwright.sync_api import expect
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    requests = Requests()
+    ctx, pg = open_context(browser, SIZES["1280"], requests)
+    try:
+        with explained(pg, team_server, ARTIFACTS):
+            _sign_in(pg, team_server, "root")
+            _open(pg, "People")
+            expect(pg.get_by_role("heading", name="Add an account")).to_be_visible()
+            full_shot(pg, ARTIFACTS / "40-people-accounts-1280.png")
+            pg.get_by_role("tab", name="Groups").click()
+            pg.get_by_label("New group").fill("Editors")
+            rerun_and_wait(pg, lambda: pg.get_by_role("button", name="Create the group").click())
+            expect(pg.get_by_text("Created the group Editors.")).to_be_visible()
+            pg.get_by_role("tab", name="Groups").click()
+            rerun_and_wait(pg, lambda: pg.get_by_role("button", name="Add to the group").click())
+            expect(pg.get_by_text(re.compile(r"Added \w+ to Editors\."))).to_be_visible()
+            pg.get_by_role("tab", name="Groups").click()
+            wait_for_app(pg)
+            full_shot(pg, ARTIFACTS / "40-people-groups-1280.png")
+            pg.set_viewport_size(SIZES["390"])
+            wait_for_app(pg)
+            full_shot(pg, ARTIFACTS / "40-people-groups-390.png")
+            pg.set_viewport_size(SIZES["1280"])
+            _open(pg, "My account")
+            pg.get_by_role("textbox", name="Name", exact=True).fill("root's laptop")
+            rerun_and_wait(pg, lambda: pg.get_by_role("button", name="Create a key").click())
+            expect(pg.get_by_text("copy it now")).to_be_visible()
+            full_shot(pg, ARTIFACTS / "40-account-1280.png")
+            pg.set_viewport_size(SIZES["390"])
+            wait_for_app(pg)
+            full_shot(pg, ARTIFACTS / "40-account-390.png")
+    finally:
+        ctx.close()
