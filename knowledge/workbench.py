@@ -17,68 +17,36 @@ change in the audit trail. Who calls whom and where state lives: ``docs/architec
 
 from __future__ import annotations
 
-import copy
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, ClassVar, Generic, TypeVar
+from typing import Any, BinaryIO, ClassVar
 
 from knowledge.catalog import DONE, Catalog, FileRecord, StoreRecord, StoreSettings
-from knowledge.config import Settings, load_settings
-from knowledge.embeddings import create_embedder
+from knowledge.config import Settings
 from knowledge.embeddings.base import Embedder
 from knowledge.errors import FileNotFoundInStore, InvalidArgument, PermissionDenied, StoreNotFound
-from knowledge.evaluation import Evaluations
-from knowledge.filestore import open_file_store
 from knowledge.filestore.base import StoredFile
 from knowledge.llm.config import LlmConfigs
 from knowledge.outcomes import IngestResult
 from knowledge.people import LOCAL_ADMIN, Actor, AuditEvent, Level, People
 from knowledge.people.policy import Policy
-from knowledge.portable import Portable
 from knowledge.service.filehome import Home, HomedFileStore, MoveReport, cleanup_old, move_files
-from knowledge.service.indexing import (
-    Indexer,
-    Progress,
-)
+from knowledge.service.indexing import Indexer, Progress
 from knowledge.service.jobs import JobRegistry
-from knowledge.service.search import (
-    MultiSearch,
-    Searcher,
-    SearchResult,
-)
-from knowledge.service.stores import Stores, StoreSummary, check_store_name
+from knowledge.service.search import MultiSearch, Searcher, SearchResult
+from knowledge.service.stores import Stores, StoreSummary
 from knowledge.service.templates import DEFAULT_TEMPLATE, TemplateRegistry, VectorStoreTemplate
 from knowledge.service.web import ingest_web
-from knowledge.sync import FolderSyncs
+from knowledge.system import Latest, System
+from knowledge.vectorstore.base import VectorBackend
 from knowledge.vectorstore.scoring import DISTANCE_ORDER
 from knowledge.vectorstore.store import Hit
 
-T = TypeVar("T")
 #: The policy action of each sharing level (:meth:`Workbench.authorize`).
 _STORE_ACTION: dict[str, str] = {"read": "store.read", "write": "store.write", "owner": "store.own"}
 #: The most audit events a member's read looks through to find their own (:meth:`Workbench.audit_events`).
 AUDIT_SCAN = 20_000
-
-
-class Latest(Generic[T]):
-    """The newest item per key, thread-safe: a registry the workbench keeps for the whole process
-    (shared by every browser session), such as the running chat turn of each session."""
-
-    def __init__(self) -> None:
-        self._items: dict[Any, T] = {}
-        self._lock = threading.Lock()
-
-    def get(self, key: Any) -> T | None:
-        with self._lock:
-            return self._items.get(key)
-
-    def swap(self, key: Any, item: T) -> T | None:
-        """Make ``item`` the newest for ``key``; returns the one it replaces (or ``None``)."""
-        with self._lock:
-            previous = self._items.get(key)
-            self._items[key] = item
-            return previous
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,62 +80,37 @@ class Workbench:
     Thread-safe: Streamlit sessions share one instance.
     """
 
-    def __init__(self, settings: Settings | None = None,
-                 embedder_factory: Callable[[str], Embedder] | None = None, *, check_file_store: bool = True) -> None:
-        self.settings = settings or load_settings()
-        self.catalog = Catalog.from_settings(self.settings)
-        #: The file store the catalog records (:mod:`knowledge.service.filehome`): followed across a
-        #: move; ``check_file_store`` refuses settings naming another while files are stored.
-        try:
-            self.files = HomedFileStore(self.settings, self.catalog, opener=open_file_store, check=check_file_store)
-        except BaseException:
-            self.catalog.close()
-            raise
-        self.templates = TemplateRegistry(self.settings, self.catalog)
-        self.stores = Stores(self.settings, self.catalog, self.files, self.templates,
-                             embedder_factory or self._default_embedder)
-        self.indexer = Indexer(self.stores, lambda model: self.embedder(model))
-        self.searcher = Searcher(self.stores, lambda model: self.embedder(model))
-        #: The newest ingest job per store and the running ones (:mod:`knowledge.service.jobs`).
-        self.jobs = JobRegistry(self.catalog)
-        self.jobs.attach(self)
-        #: The features, handed the parts they use.
-        self.portable = Portable(self.settings, self.stores, self.templates, self.indexer, self.catalog, self.files)
-        self.syncs = FolderSyncs(self.stores, self.catalog, self.indexer, self.jobs)
-        self.evaluations = Evaluations(self.catalog, self.stores, self.searcher, self.indexer, self.save_template)
-        #: The newest chat turn per session (:mod:`knowledge.chat.service`), from any browser tab.
-        self.chat_turns: Latest[Any] = Latest()
-        #: Accounts, sharing, API keys, the audit trail (:mod:`knowledge.people`).
-        self.people = People(self.catalog, self.settings)
-        #: Who may do what (:mod:`knowledge.people.policy`).
-        self.policy = Policy(self.people.sharing, store_exists=self.stores.exists,
-                             check_new_name=lambda name: check_store_name(name, new=True),
-                             file_stores=self.catalog.stores_using_file, file_owner=self._file_owner)
-        #: Who this workbench acts for (:meth:`as_user` makes a view for someone else).
-        self.actor: Actor = LOCAL_ADMIN
-        #: The workbench itself, also from a view (what the ingest worker runs on).
-        self.base: Workbench = self
-        #: A move of the files started from this process (:meth:`start_file_move`).
-        self._file_move: dict[str, Any] = {}
-        self._move_lock = threading.Lock()
+    def __init__(self, system: System | Settings | None = None,
+                 embedder_factory: Callable[[str], Embedder] | None = None, *, actor: Actor = LOCAL_ADMIN,
+                 check_file_store: bool = True) -> None:
+        if isinstance(system, System):
+            self._system, self._owns_system = system, False
+        else:  # Workbench() / Workbench(settings, embedder_factory): a system of its own, closed with it
+            self._system = System(system, embedder_factory, check_file_store=check_file_store)
+            self._owns_system = True
+        #: The settings of the data folder (read them; changing them changes nothing).
+        self.settings: Settings = self._system.settings
+        #: Who this workbench acts for (:meth:`as_user` makes one for someone else).
+        self.actor: Actor = actor
+        if actor.local:  # the job registry's own workbench: the worker ingests for everyone
+            self._system.jobs.attach(self)
+        #: The features, behind this actor's checks.
+        self.portable = self._system.portable if actor.local else GuardedPortable(self, self._system.portable)
+        self.syncs = self._system.syncs if actor.local else GuardedSyncs(self, self._system.syncs)
+        self.evaluations = (self._system.evaluations if actor.local
+                            else GuardedEvaluations(self, self._system.evaluations))
 
     # -- who is asking --------------------------------------------------------------------------
     def as_user(self, actor: Actor) -> Workbench:
-        """A view of this workbench acting for ``actor``: the same parts (nothing is reopened), with
-        every store method checking ``actor``'s access (:meth:`authorize`), the store lists holding
-        only what ``actor`` may see, and the features (``portable``, ``syncs``, ``evaluations``)
-        behind the same checks. Cheap; make one per request or page run."""
-        view = copy.copy(self)
-        view.actor = actor
-        if not actor.local:
-            view.portable = GuardedPortable(view, self.portable)  # type: ignore[assignment]
-            view.syncs = GuardedSyncs(view, self.syncs)  # type: ignore[assignment]
-            view.evaluations = GuardedEvaluations(view, self.evaluations)  # type: ignore[assignment]
-        return view
+        """The workbench of ``actor`` over the same system (nothing is reopened): every store method
+        checks ``actor``'s access (:meth:`authorize`), the store lists hold only what ``actor`` may
+        see, and the features (``portable``, ``syncs``, ``evaluations``) are behind the same checks.
+        Cheap; make one per request or page run."""
+        return Workbench(self._system, actor=actor)
 
     def level(self, store: str) -> Level | None:
         """What :attr:`actor` may do to ``store``: ``"owner"``, ``"write"``, ``"read"`` or ``None``."""
-        return self.policy.level(self.actor, store)
+        return self._system.policy.level(self.actor, store)
 
     def authorize(self, store: str, level: Level = "read", *, create: bool = False) -> None:
         """Check that :attr:`actor` may do ``level`` to ``store`` (:meth:`Policy.check
@@ -182,10 +125,10 @@ class Workbench:
         """
         if self.actor.local:
             return
-        if create and (not self.stores.exists(store) or self.level(store) is None):
-            self.policy.check(self.actor, "store.create", store)
+        if create and (not self._system.stores.exists(store) or self.level(store) is None):
+            self._system.policy.check(self.actor, "store.create", store)
             return
-        self.policy.check(self.actor, _STORE_ACTION[level], store)
+        self._system.policy.check(self.actor, _STORE_ACTION[level], store)
 
     def require_admin(self, what: str = "do this") -> None:
         """Raises ``PermissionDenied`` unless :attr:`actor` is an admin (or the local admin)."""
@@ -195,7 +138,7 @@ class Workbench:
     # -- where the files live (knowledge.service.filehome) ----------------------------------------
     def file_store_home(self) -> Home:
         """The catalog's record of where the files are, a move's target, phase and progress."""
-        return self.files.home(fresh=True)
+        return self._system.files.home(fresh=True)
 
     def move_files(self, to: str, *, delete_old: bool = False,
                    progress: Callable[[MoveReport, int], None] | None = None) -> MoveReport:
@@ -208,7 +151,7 @@ class Workbench:
                 ConfigError: see :func:`knowledge.service.filehome.move_files`.
         """
         self.require_admin("move the files to another file store")
-        report = move_files(self.settings, self.catalog, to, delete_old=delete_old, progress=progress)
+        report = move_files(self.settings, self._system.catalog, to, delete_old=delete_old, progress=progress)
         self.record("files.move", detail={"to": report.target, "copied": report.copied,
                                           "switched": report.switched, "deleted": report.deleted})
         return report
@@ -221,27 +164,27 @@ class Workbench:
             PermissionDenied: not an admin. InvalidArgument: a move started here is still running.
         """
         self.require_admin("move the files to another file store")
-        base = self.base
-        with base._move_lock:
-            running = base._file_move.get("thread")
+        system = self._system
+        with system.file_move_lock:
+            running = system.file_move.get("thread")
             if running is not None and running.is_alive():
                 raise InvalidArgument("A move of the files is running already; wait for it to end.")
 
             def run() -> None:
                 try:
-                    base._file_move["report"] = self.move_files(to, delete_old=delete_old)
+                    system.file_move["report"] = self.move_files(to, delete_old=delete_old)
                 except Exception as exc:  # shown on the page; a re-run resumes
-                    base._file_move["error"] = str(exc)
+                    system.file_move["error"] = str(exc)
 
             thread = threading.Thread(target=run, name="knowledge-file-move", daemon=True)
-            base._file_move.clear()
-            base._file_move.update(thread=thread, to=to)
+            system.file_move.clear()
+            system.file_move.update(thread=thread, to=to)
             thread.start()
 
     def file_move_state(self) -> dict[str, Any]:
         """The move started by :meth:`start_file_move` in this process: ``{"running": bool, "to": str,
         "report": MoveReport | None, "error": str | None}`` (``{}`` when none was started)."""
-        state = dict(self.base._file_move)
+        state = dict(self._system.file_move)
         if not state:
             return {}
         thread = state.pop("thread", None)
@@ -252,7 +195,7 @@ class Workbench:
         """Delete the old copies a finished move left (:func:`knowledge.service.filehome.cleanup_old`);
         admins only. Returns how many were deleted. Raises PermissionDenied, InvalidArgument."""
         self.require_admin("delete the old copies of the files")
-        deleted = cleanup_old(self.settings, self.catalog)
+        deleted = cleanup_old(self.settings, self._system.catalog)
         self.record("files.cleanup", detail={"deleted": deleted})
         return deleted
 
@@ -260,12 +203,12 @@ class Workbench:
         """Make :attr:`actor` the owner of ``store``, a store they just made (an owner row left by a
         batch that never made the store is replaced)."""
         if not self.actor.local:
-            self.people.sharing.set_owner(store, self.actor.username)
+            self._system.people.sharing.set_owner(store, self.actor.username)
 
     def record(self, action: str, *, store: str | None = None, target: str | None = None,
                detail: dict[str, Any] | None = None) -> None:
         """Add an event to the audit trail in :attr:`actor`'s name (:mod:`knowledge.people.audit`)."""
-        self.people.audit.record(self.actor.username, action, store=store, target=target, detail=detail)
+        self._system.people.audit.record(self.actor.username, action, store=store, target=target, detail=detail)
 
     def audit_events(self, *, actor: str | None = None, action: str | None = None, store: str | None = None,
                      since: Any = None, limit: int = 500) -> list[AuditEvent]:
@@ -274,10 +217,10 @@ class Workbench:
         a member the events of the stores they may use now and those about their own account (its
         actor or target is them). One rule for the app's Audit page, the CLI and the REST API."""
         if self.actor.local or self.actor.is_admin:
-            return self.people.audit.events(actor=actor, action=action, store=store, since=since, limit=limit)
+            return self._system.people.audit.events(actor=actor, action=action, store=store, since=since, limit=limit)
         if store is not None and self.level(store) is None:
             return []
-        scan = self.people.audit.events(actor=actor, action=action, store=store, since=since,
+        scan = self._system.people.audit.events(actor=actor, action=action, store=store, since=since,
                                         limit=min(AUDIT_SCAN, max(limit, 1) * 20))
         seen = set(self.visible({e.store for e in scan if e.store is not None}))
         mine = [e for e in scan if (e.store in seen if e.store is not None
@@ -286,44 +229,83 @@ class Workbench:
 
     def visible(self, names: Iterable[str]) -> list[str]:
         """The ``names`` :attr:`actor` may see, in their order."""
-        return self.policy.visible(self.actor, names)
+        return self._system.policy.visible(self.actor, names)
 
     def _readable_file(self, file_id: str) -> bool:
         """Whether :attr:`actor` may read stored file ``file_id`` (``file.read``): a store they see
         holds it, or it is an attachment they saved."""
-        return self.policy.allowed(self.actor, "file.read", file_id)
-
-    def _file_owner(self, file_id: str) -> str | None:
-        found = self.files.find(file_id)
-        return found.metadata.get("owner") if found is not None else None
+        return self._system.policy.allowed(self.actor, "file.read", file_id)
 
     # -- parts ----------------------------------------------------------------------------------
-    def _default_embedder(self, model: str) -> Embedder:
-        emb = self.settings.embeddings.model_copy(update={"model": model})
-        return create_embedder(self.settings.model_copy(update={"embeddings": emb}))
-
     def embedder(self, model: str | None = None) -> Embedder:
         """The embedder for ``model`` (default: the default template's), created once."""
-        return self.stores.embedder(model)
+        return self._system.embedder(model)
 
     def loaded_models(self) -> list[str]:
-        return self.stores.loaded_models()
+        return self._system.loaded_models()
 
-    def backend(self, name: str | None = None):
+    def backend(self, name: str | None = None) -> VectorBackend:
         """The backend ``name`` (default: the settings'), opened once. Raises ``BackendUnavailable``."""
-        return self.stores.backend(name)
+        return self._system.backend(name)
 
     def close(self) -> None:
-        """Close the backends and the catalog's connections (a later use reopens them)."""
-        self.stores.close()
-        self.catalog.close()
+        """Close the system this workbench made for itself (``Workbench()``, ``Workbench(settings)``);
+        a workbench over an entry point's system leaves it open (the entry point closes it)."""
+        if self._owns_system:
+            self._system.close()
+
+    # -- temporary (issue 40): the parts, until every caller uses a named method ----------------
+    @property
+    def base(self) -> Workbench:
+        """DEPRECATED: the local admin's workbench over the same system."""
+        return Workbench(self._system)
+
+    @property
+    def catalog(self) -> Catalog:
+        return self._system.catalog
+
+    @property
+    def files(self) -> HomedFileStore:
+        return self._system.files
+
+    @property
+    def templates(self) -> TemplateRegistry:
+        return self._system.templates
+
+    @property
+    def stores(self) -> Stores:
+        return self._system.stores
+
+    @property
+    def indexer(self) -> Indexer:
+        return self._system.indexer
+
+    @property
+    def searcher(self) -> Searcher:
+        return self._system.searcher
+
+    @property
+    def jobs(self) -> JobRegistry:
+        return self._system.jobs
+
+    @property
+    def people(self) -> People:
+        return self._system.people
+
+    @property
+    def policy(self) -> Policy:
+        return self._system.policy
+
+    @property
+    def chat_turns(self) -> Latest[Any]:
+        return self._system.chat_turns
 
     # -- stores ---------------------------------------------------------------------------------
     def create_store(self, name: str, template: str = DEFAULT_TEMPLATE) -> StoreRecord:
         """See :meth:`Stores.create`; the new store is :attr:`actor`'s, private."""
-        existed = self.stores.exists(name)
+        existed = self._system.stores.exists(name)
         self.authorize(name, "read", create=True)
-        record = self.stores.create(name, template)
+        record = self._system.stores.create(name, template)
         if not existed:
             self.claim(name)
             self.record("store.create", store=name, detail={"template": template})
@@ -331,24 +313,24 @@ class Workbench:
 
     def get_store(self, name: str) -> StoreRecord:
         self.authorize(name)
-        return self.stores.get(name)
+        return self._system.stores.get(name)
 
     def store_template(self, record: StoreRecord) -> VectorStoreTemplate:
-        return self.stores.template_of(record)
+        return self._system.stores.template_of(record)
 
     def vector_store(self, name: str):
         """The ``VectorStore`` facade of an existing store (read access; writes through it are the
         caller's to authorize)."""
         self.authorize(name)
-        return self.stores.vector_store(name)
+        return self._system.stores.vector_store(name)
 
     def store_names(self, *, internal: bool = False) -> list[str]:
         """The stores :attr:`actor` may see, sorted."""
-        return self.visible(self.stores.names(internal=internal))
+        return self.visible(self._system.stores.names(internal=internal))
 
     def list_stores(self, *, internal: bool = False) -> list[StoreSummary]:
         """The stores :attr:`actor` may see, with their counts."""
-        summaries = self.stores.summaries(internal=internal)
+        summaries = self._system.stores.summaries(internal=internal)
         seen = set(self.visible(s.record.name for s in summaries))
         return [s for s in summaries if s.record.name in seen]
 
@@ -356,23 +338,23 @@ class Workbench:
         """Delete a store: its chunks, its catalog records, and files no other store uses (its owner,
         or an admin). Raises ``StoreNotFound``, ``PermissionDenied``."""
         self.authorize(name, "owner")
-        self.stores.drop(name)
-        self.people.sharing.forget(name)
+        self._system.stores.drop(name)
+        self._system.people.sharing.forget(name)
         self.record("store.delete", store=name)
 
     def stores_using_template(self, name: str, *, internal: bool = True) -> list[str]:
-        return self.visible(self.stores.stores_using_template(name, internal=internal))
+        return self.visible(self._system.stores.stores_using_template(name, internal=internal))
 
     # -- sharing ----------------------------------------------------------------------------------
     def store_owner(self, name: str) -> str | None:
         """The username owning store ``name`` (``None``: the admins'). Needs read access."""
         self.authorize(name)
-        return self.people.sharing.owner(name)
+        return self._system.people.sharing.owner(name)
 
     def store_grants(self, name: str):
         """Whom store ``name`` is shared with (:class:`~knowledge.people.Grant`). Needs read access."""
         self.authorize(name)
-        return self.people.sharing.grants(name)
+        return self._system.people.sharing.grants(name)
 
     def share_store(self, name: str, kind: str, principal: str, level: str):
         """Share store ``name`` with a user, a group, or everyone (``kind``), to ``read`` or ``write``
@@ -383,10 +365,10 @@ class Workbench:
         """
         self.authorize(name, "owner")
         if kind == "user":
-            principal = self.people.accounts.require(principal).username
-        elif kind == "group" and principal not in self.people.accounts.groups():
+            principal = self._system.people.accounts.require(principal).username
+        elif kind == "group" and principal not in self._system.people.accounts.groups():
             raise InvalidArgument(f"There is no group {principal!r}.")
-        grant = self.people.sharing.share(name, kind, principal, level)
+        grant = self._system.people.sharing.share(name, kind, principal, level)
         self.record("store.share", store=name, target=grant.principal or "everyone",
                     detail={"kind": kind, "level": level})
         return grant
@@ -395,8 +377,9 @@ class Workbench:
         """Take back a grant of store ``name`` (its owner, or an admin)."""
         self.authorize(name, "owner")
         if kind == "user":
-            principal = (self.people.accounts.get(principal) or self.people.accounts.require(principal)).username
-        gone = self.people.sharing.unshare(name, kind, principal)
+            accounts = self._system.people.accounts
+            principal = (accounts.get(principal) or accounts.require(principal)).username
+        gone = self._system.people.sharing.unshare(name, kind, principal)
         if gone:
             self.record("store.unshare", store=name, target=principal or "everyone", detail={"kind": kind})
         return gone
@@ -404,18 +387,18 @@ class Workbench:
     def give_store(self, name: str, username: str) -> None:
         """Make ``username`` the owner of store ``name`` (its owner, or an admin)."""
         self.authorize(name, "owner")
-        user = self.people.accounts.require(username)
-        self.people.sharing.set_owner(name, user.username)
+        user = self._system.people.accounts.require(username)
+        self._system.people.sharing.set_owner(name, user.username)
         self.record("store.owner", store=name, target=user.username)
 
     # -- ingestion (see knowledge.service.indexing) -----------------------------------------------------
     def _writing(self, store: str) -> bool:
         """Authorize a write to ``store`` (made on the fly when missing); ``True`` when it is new."""
         self.authorize(store, "write", create=True)
-        return not self.actor.local and not self.stores.exists(store)
+        return not self.actor.local and not self._system.stores.exists(store)
 
     def _ingested(self, store: str, new: bool, names: list[str], **detail: Any) -> None:
-        if new and self.stores.exists(store):  # made by this ingest (not refused before it was)
+        if new and self._system.stores.exists(store):  # made by this ingest (not refused before it was)
             self.claim(store)
             self.record("store.create", store=store)
         self.record("file.ingest", store=store, target=names[0] if len(names) == 1 else None,
@@ -424,7 +407,7 @@ class Workbench:
     def ingest_file(self, store, source, name=None, **kwargs) -> IngestResult:
         """See :meth:`Indexer.ingest_file` (needs write access; a new store is the actor's)."""
         new = self._writing(store)
-        result = self.indexer.ingest_file(store, source, name, **kwargs)
+        result = self._system.indexer.ingest_file(store, source, name, **kwargs)
         self._ingested(store, new, [result.name])
         return result
 
@@ -432,7 +415,7 @@ class Workbench:
         """A file of an ingest job (:mod:`knowledge.service.worker`): authorized and recorded when
         its batch was submitted (:meth:`admit_batch`), so ingested here as :meth:`Indexer.ingest_file`
         (the worker passes ``raise_transient=True``: an infrastructure error is raised, not a failed file)."""
-        return self.indexer.ingest_file(store, source, name, **kwargs)
+        return self._system.indexer.ingest_file(store, source, name, **kwargs)
 
     def admit_batch(self, store: str, names: list[str]) -> None:
         """A batch of ``names`` for ``store`` is about to be queued: check write access (a new store
@@ -443,14 +426,14 @@ class Workbench:
         """
         new = self._writing(store)
         if new:  # the worker makes the store with the batch's first file (its name was checked): the actor's
-            self.people.sharing.set_owner(store, self.actor.username)
+            self._system.people.sharing.set_owner(store, self.actor.username)
             self.record("store.create", store=store, detail={"queued": True})
         self._ingested(store, False, names, queued=True)
 
     def ingest_paths(self, store, paths, **kwargs) -> list[IngestResult]:
         """See :meth:`Indexer.ingest_paths` (needs write access)."""
         new = self._writing(store)
-        results = self.indexer.ingest_paths(store, paths, **kwargs)
+        results = self._system.indexer.ingest_paths(store, paths, **kwargs)
         self._ingested(store, new, [r.name for r in results])
         return results
 
@@ -458,7 +441,7 @@ class Workbench:
         """See :func:`knowledge.service.web.ingest_web`: the page at ``url`` (``depth``, ``max_pages``:
         its same-site links) into ``store``, each page named by its URL (needs write access)."""
         new = self._writing(store)
-        results = ingest_web(self.indexer, store, url, **kwargs)
+        results = ingest_web(self._system.indexer, store, url, **kwargs)
         self._ingested(store, new, [r.name for r in results], url=url)
         return results
 
@@ -466,18 +449,18 @@ class Workbench:
         """See :meth:`Indexer.index_text`: ``text`` as the whole content of file ``file_id`` of ``store``
         (created from the default template when missing), replacing the file's earlier chunks."""
         new = self._writing(store)
-        result = self.indexer.index_text(store, file_id, text, file_name)
+        result = self._system.indexer.index_text(store, file_id, text, file_name)
         self._ingested(store, new, [file_name or file_id])
         return result
 
     def store_files(self, store: str):
         self.authorize(store)
-        return self.indexer.store_files(store)
+        return self._system.indexer.store_files(store)
 
     def delete_file(self, store: str, file_id: str, *, keep_file: bool = False) -> int:
         """See :meth:`Indexer.delete_file` (needs write access)."""
         self.authorize(store, "write")
-        removed = self.indexer.delete_file(store, file_id, keep_file=keep_file)
+        removed = self._system.indexer.delete_file(store, file_id, keep_file=keep_file)
         self.record("file.delete", store=store, target=file_id, detail={"chunks": removed})
         return removed
 
@@ -485,24 +468,24 @@ class Workbench:
         """See :meth:`Indexer.delete_name`: one name off a content; the content with its last name
         (needs write access)."""
         self.authorize(store, "write")
-        removed = self.indexer.delete_name(store, file_id, name, folder=folder)
+        removed = self._system.indexer.delete_name(store, file_id, name, folder=folder)
         self.record("file.delete", store=store, target=file_id, detail={"name": name, "chunks": removed})
         return removed
 
     def file_names_of(self, store: str, file_id: str | None = None):
         """The names (:class:`~knowledge.catalog.FileName`) in ``store``, of one content or all."""
         self.authorize(store)
-        return self.catalog.names(store, file_id=file_id)
+        return self._system.catalog.names(store, file_id=file_id)
 
     def file_attributes(self, store: str, file_id: str) -> dict[str, Any]:
         self.authorize(store)
-        return self.indexer.file_attributes(store, file_id)
+        return self._system.indexer.file_attributes(store, file_id)
 
     def set_file_attributes(self, store: str, file_id: str, attributes: dict[str, Any]) -> int:
         """See :meth:`Indexer.set_file_attributes` (needs write access): the app's Details editor and
         the REST API's ``POST /v1/vector_stores/{id}/files/{file_id}`` both save through here."""
         self.authorize(store, "write")
-        changed = self.indexer.set_file_attributes(store, file_id, attributes)
+        changed = self._system.indexer.set_file_attributes(store, file_id, attributes)
         self.record("file.attributes", store=store, target=file_id)
         return changed
 
@@ -510,7 +493,7 @@ class Workbench:
         """The own settings of ``store`` (description, default score threshold); needs read access.
         Raises ``StoreNotFound``."""
         self.authorize(store)
-        return self.stores.settings_of(store)
+        return self._system.stores.settings_of(store)
 
     def set_store_settings(self, store: str, *, description: str | None = None,
                            score_threshold: float | None = None) -> StoreSettings:
@@ -520,7 +503,7 @@ class Workbench:
             StoreNotFound. PermissionDenied: read-only. InvalidArgument: a bad value, in words.
         """
         self.authorize(store, "write")
-        done = self.stores.set_settings(store, description=description, score_threshold=score_threshold)
+        done = self._system.stores.set_settings(store, description=description, score_threshold=score_threshold)
         self.record("store.update", store=store, detail={"description": done.description,
                                                          "score_threshold": done.score_threshold})
         return done
@@ -533,18 +516,18 @@ class Workbench:
         own = self.store_settings(store).score_threshold
         if own is not None:
             return own
-        distance = distance or self.stores.get(store).distance
+        distance = distance or self._system.stores.get(store).distance
         return self.settings.search.score_threshold if DISTANCE_ORDER.get(distance, False) else None
 
     def retry_file(self, store: str, file_id: str, **kwargs) -> IngestResult:
         self.authorize(store, "write")
-        result = self.indexer.retry_file(store, file_id, **kwargs)
+        result = self._system.indexer.retry_file(store, file_id, **kwargs)
         self.record("file.ingest", store=store, target=file_id, detail={"retry": True})
         return result
 
     def reembed(self, store: str, template: str, progress: Progress | None = None) -> StoreRecord:
         self.authorize(store, "owner")
-        record = self.indexer.reembed(store, template, progress)
+        record = self._system.indexer.reembed(store, template, progress)
         self.record("store.reembed", store=store, detail={"template": template})
         return record
 
@@ -552,82 +535,82 @@ class Workbench:
     def search(self, store: str, query: str, k: int = 5, **kwargs) -> list[Hit]:
         """The hits of :meth:`Searcher.search` (same arguments)."""
         self.authorize(store)
-        return self.searcher.search(store, query, k, **kwargs).hits
+        return self._system.searcher.search(store, query, k, **kwargs).hits
 
     def search_result(self, store: str, query: str, k: int = 5, **kwargs: Any) -> SearchResult:
         """The whole :class:`SearchResult` of :meth:`Searcher.search` (same arguments): the hits, and
         the query's vector, the store's distance, with ``top=n`` the best ``n`` without the threshold,
         with ``timings=True`` the embedding and search times (the search playground's view)."""
         self.authorize(store)
-        return self.searcher.search(store, query, k, **kwargs)
+        return self._system.searcher.search(store, query, k, **kwargs)
 
     def reranks(self, store: str) -> tuple[bool, int]:
         """Whether searches of ``store`` rerank by default, and how many passages (its template's
         ``rerank``/``rerank_candidates``, else the settings ``search.rerank*``)."""
         self.authorize(store)
-        return self.searcher.rerank_of(self.stores.get(store))
+        return self._system.searcher.rerank_of(self._system.stores.get(store))
 
     def search_stores(self, stores, query: str, k: int = 5, **kwargs) -> MultiSearch:
         """See :meth:`Searcher.search_stores`; each store needs read access (``StoreNotFound`` otherwise)."""
         stores = list(stores)
         for name in stores:
             self.authorize(name)
-        return self.searcher.search_stores(stores, query, k, **kwargs)
+        return self._system.searcher.search_stores(stores, query, k, **kwargs)
 
     def rank(self, store: str, query: str, vector: Any, fetch: int, **kwargs):
         self.authorize(store)
-        return self.searcher.rank(store, query, vector, fetch, **kwargs)
+        return self._system.searcher.rank(store, query, vector, fetch, **kwargs)
 
     def lexical_index(self, store: str):
         self.authorize(store)
-        return self.searcher.lexical_index(store)
+        return self._system.searcher.lexical_index(store)
 
     # -- records and files, by name (instead of reaching into the catalog and the file store) -------
     def store_exists(self, name: str) -> bool:
         """Whether store ``name`` exists (and :attr:`actor` may see it)."""
-        return self.stores.exists(name) and (self.actor.local or self.level(name) is not None)
+        return self._system.stores.exists(name) and (self.actor.local or self.level(name) is not None)
 
     def store_record(self, name: str) -> StoreRecord | None:
         """The record of store ``name``, or ``None`` when there is none (or :attr:`actor` may not see it)."""
-        return self.stores.find(name) if self.store_exists(name) else None
+        return self._system.stores.find(name) if self.store_exists(name) else None
 
     def file_record(self, store: str, file_id: str) -> FileRecord | None:
         """The record of file ``file_id`` in ``store`` (any status), or ``None``."""
         if not self.actor.local and self.level(store) is None:
             return None
-        return self.catalog.get_file(store, file_id)
+        return self._system.catalog.get_file(store, file_id)
 
     def file_records(self, store: str) -> list[FileRecord]:
         """The records of ``store``'s files (any status), by name; ``[]`` for an unknown store."""
         if not self.actor.local and self.level(store) is None:
             return []
-        return self.catalog.files(store)
+        return self._system.catalog.files(store)
 
     def stores_using_file(self, file_id: str) -> list[str]:
         """The stores holding a record of file ``file_id`` that :attr:`actor` may see, sorted."""
-        return self.visible(self.catalog.stores_using_file(file_id))
+        return self.visible(self._system.catalog.stores_using_file(file_id))
 
     def stored_files(self) -> list[StoredFile]:
         """Every file of the file store :attr:`actor` may read (unsorted)."""
-        return [f for f in self.files.list() if self._readable_file(f.id)]
+        return [f for f in self._system.files.list() if self._readable_file(f.id)]
 
     def stored_file(self, file_id: str) -> StoredFile:
         """The file store's record of ``file_id``. Raises ``FileNotFoundInStore`` (also for a file
         :attr:`actor` may not read)."""
         if not self._readable_file(file_id):
             raise FileNotFoundInStore(f"No stored file has the id {file_id!r}.")
-        return self.files.get(file_id)
+        return self._system.files.get(file_id)
 
     def find_stored_file(self, file_id: str) -> StoredFile | None:
         """The file store's record of ``file_id``, or ``None``."""
-        return self.files.find(file_id) if self._readable_file(file_id) else None
+        return self._system.files.find(file_id) if self._readable_file(file_id) else None
 
     def read_file(self, file_id: str) -> BinaryIO:
         """The bytes of stored file ``file_id`` as a binary stream (use it in a ``with`` block).
         Raises ``FileNotFoundInStore`` (also for a file :attr:`actor` may not read)."""
         if not self._readable_file(file_id):
             raise FileNotFoundInStore(f"No stored file has the id {file_id!r}.")
-        return self.files.content(file_id)
+        return self._system.files.content(file_id)
 
     def save_attachment(self, name: str, media_type: str | None, data: bytes | BinaryIO, *,
                         max_bytes: int | None = None, metadata: dict[str, Any] | None = None) -> StoredFile:
@@ -641,30 +624,30 @@ class Workbench:
         limit = self.settings.ingest.max_file_bytes if max_bytes is None else max_bytes
         if not self.actor.local:  # an attachment is its uploader's
             metadata = {**(metadata or {}), "owner": self.actor.username}
-        return self.files.save(name, media_type, data, max_bytes=limit, metadata=metadata)
+        return self._system.files.save(name, media_type, data, max_bytes=limit, metadata=metadata)
 
     def forget_file_if_unused(self, file_id: str) -> None:
         """Delete the bytes of ``file_id`` from the file store when no store holds it any more."""
-        self.stores.forget_file_if_unused(file_id)
+        self._system.stores.forget_file_if_unused(file_id)
 
     def llm_configs(self):
         """The LLM and embedding configurations (:class:`knowledge.llm.config.LlmConfigs`)."""
-        return LlmConfigs(self.catalog, self.settings)
+        return LlmConfigs(self._system.catalog, self.settings)
 
     # -- the file store ---------------------------------------------------------------------------
     def list_files(self) -> list[StoredFileUsage]:
         """Every file in the file store :attr:`actor` may read, newest first, with the stores that
         use it (those :attr:`actor` sees)."""
-        files = sorted(self.files.list(), key=lambda f: (f.created, f.id), reverse=True)
+        files = sorted(self._system.files.list(), key=lambda f: (f.created, f.id), reverse=True)
         out = []
         for f in files:
-            statuses = self.catalog.file_statuses(f.id)
+            statuses = self._system.catalog.file_statuses(f.id)
             if not self.actor.local:
                 if not self._readable_file(f.id):
                     continue
                 seen = set(self.visible(statuses))
                 statuses = {k: v for k, v in statuses.items() if k in seen}
-            aliases = [n for n in self.catalog.names_of_file(f.id) if n != f.name] if statuses else []
+            aliases = [n for n in self._system.catalog.names_of_file(f.id) if n != f.name] if statuses else []
             out.append(StoredFileUsage(f, list(statuses), statuses, aliases))
         return out
 
@@ -680,7 +663,7 @@ class Workbench:
             InvalidArgument: stores use the file and ``from_stores`` is false.
         """
         stored = self.stored_file(file_id)
-        stores = self.catalog.stores_using_file(file_id)
+        stores = self._system.catalog.stores_using_file(file_id)
         hidden = len(stores) - len(self.visible(stores))
         if hidden:  # said without naming a store the actor may not see
             raise PermissionDenied(f"{stored.name} is also used by {hidden} store(s) you cannot see; it was kept.")
@@ -696,20 +679,20 @@ class Workbench:
             )
         for store in stores:
             self.delete_file(store, file_id, keep_file=True)
-        self.files.delete(file_id)
+        self._system.files.delete(file_id)
         self.record("file.delete", target=file_id, detail={"name": stored.name, "stores": stores})
         return stores
 
     # -- templates --------------------------------------------------------------------------------
     def template(self, name: str) -> VectorStoreTemplate:
         """The template ``name``. Raises ``TemplateNotFound``."""
-        return self.templates.get(name)
+        return self._system.templates.get(name)
 
     def template_names(self) -> list[str]:
-        return self.templates.names()
+        return self._system.templates.names()
 
     def list_templates(self) -> list[VectorStoreTemplate]:
-        return self.templates.list()
+        return self._system.templates.list()
 
     def save_template(self, template: VectorStoreTemplate) -> VectorStoreTemplate:
         """Create or update a template. A template that stores use keeps its backend, embedding model
@@ -720,28 +703,18 @@ class Workbench:
             PermissionDenied: :attr:`actor` is no admin.
         """
         self.require_admin("save a template")
-        users = self.stores.stores_using_template(template.name, internal=True)
-        if users and template.name in self.catalog.list_templates():
-            old = self.templates.get(template.name)
-            changed = [f for f in ("backend", "embedding_model", "distance")
-                       if getattr(old, f) != getattr(template, f)]
-            if changed:
-                raise InvalidArgument(
-                    f"Template {template.name!r} is used by {', '.join(users)}; its {', '.join(changed)}"
-                    " cannot change. Save a new template and re-embed those stores to it."
-                )
-        return self.templates.save(template)
+        return self._system.save_template(template)
 
     def shared_catalog_problem(self) -> str | None:
         """What to set when the default template cannot make stores here -- the catalog is shared
         (``catalog.url``) and ``vector_store.backend`` is per machine (memory, Qdrant's local mode,
         the embedded PostgreSQL) -- or ``None``. The app shows it before anyone uploads."""
-        return self.templates.problem(self.templates.get(DEFAULT_TEMPLATE))
+        return self._system.templates.problem(self._system.templates.get(DEFAULT_TEMPLATE))
 
     def delete_template(self, name: str) -> None:
         """Delete a template that no store uses (raises ``InvalidArgument`` otherwise; an admin only)."""
         self.require_admin("delete a template")
-        self.templates.delete(name, in_use_by=self.stores.stores_using_template(name, internal=True))
+        self._system.templates.delete(name, in_use_by=self._system.stores.stores_using_template(name, internal=True))
 
 
 #: ``{method: (store argument, level)}`` of a guarded feature (see :class:`_Guarded`).
@@ -792,7 +765,7 @@ class GuardedPortable(_Guarded):
 
     def _check_import_bundle(self, *args: Any, **kwargs: Any) -> None:
         name = kwargs.get("as_name")
-        if name and self._view.stores.exists(name):
+        if name and self._view._system.stores.exists(name):
             self._view.authorize(name, "read")  # the import refuses an existing name; this hides whose it is
 
     def _check_backup(self, *args: Any, **kwargs: Any) -> None:

@@ -58,9 +58,12 @@ EXIT_NO_DATABASE = 4  # the catalog stayed unreachable longer than ingest.worker
 class WorkbenchLike(Protocol):
     """What a worker needs of :class:`knowledge.workbench.Workbench`."""
 
-    catalog: Any
-    files: Any
-    stores: Any
+    @property
+    def catalog(self) -> Any: ...
+    @property
+    def files(self) -> Any: ...
+    @property
+    def stores(self) -> Any: ...
 
     def ingest_queued(self, store: str, source: Any, name: str | None = None, **kwargs: Any) -> IngestResult: ...
 
