@@ -17,20 +17,30 @@ change in the audit trail. Who calls whom and where state lives: ``docs/architec
 
 from __future__ import annotations
 
+import os
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, ClassVar
+from typing import TYPE_CHECKING, Any, BinaryIO
 
-from knowledge.catalog import DONE, Catalog, FileRecord, StoreRecord, StoreSettings
+from knowledge.catalog import DONE, Catalog, FileRecord, StoreRecord, StoreSettings, SyncedFolder
 from knowledge.config import Settings
 from knowledge.embeddings.base import Embedder
 from knowledge.errors import FileNotFoundInStore, InvalidArgument, PermissionDenied, StoreNotFound
+from knowledge.evaluation import Evaluations
+from knowledge.evaluation.questions import Question, QuestionSet
+from knowledge.evaluation.runs import EvalRun
+from knowledge.evaluation.trials import ChunkTrial
 from knowledge.filestore.base import StoredFile
-from knowledge.llm.config import LlmConfigs
+from knowledge.llm.config import LlmConfig, LlmConfigs
 from knowledge.outcomes import IngestResult
 from knowledge.people import LOCAL_ADMIN, Actor, AuditEvent, Level, People
-from knowledge.people.policy import Policy
+from knowledge.people.policy import Policy, checks
+from knowledge.portable import Portable
+from knowledge.portable.backup import BackupResult, RestoreResult
+from knowledge.portable.bundle import Progress as BundleProgress
+from knowledge.portable.exporting import ExportResult
+from knowledge.portable.importing import ImportResult
 from knowledge.service.filehome import Home, HomedFileStore, MoveReport, cleanup_old, move_files
 from knowledge.service.indexing import Indexer, Progress
 from knowledge.service.jobs import JobRegistry
@@ -38,10 +48,14 @@ from knowledge.service.search import MultiSearch, Searcher, SearchResult
 from knowledge.service.stores import Stores, StoreSummary
 from knowledge.service.templates import DEFAULT_TEMPLATE, TemplateRegistry, VectorStoreTemplate
 from knowledge.service.web import ingest_web
+from knowledge.sync import FolderSync, FolderSyncs
 from knowledge.system import Latest, System
 from knowledge.vectorstore.base import VectorBackend
 from knowledge.vectorstore.scoring import DISTANCE_ORDER
 from knowledge.vectorstore.store import Hit
+
+if TYPE_CHECKING:
+    from knowledge.access import LocalFolders
 
 #: The policy action of each sharing level (:meth:`Workbench.authorize`).
 _STORE_ACTION: dict[str, str] = {"read": "store.read", "write": "store.write", "owner": "store.own"}
@@ -94,13 +108,13 @@ class Workbench:
         self.actor: Actor = actor
         if actor.local:  # the job registry's own workbench: the worker ingests for everyone
             self._system.jobs.attach(self)
-        #: The features, behind this actor's checks.
-        self.portable = self._system.portable if actor.local else GuardedPortable(self, self._system.portable)
-        self.syncs = self._system.syncs if actor.local else GuardedSyncs(self, self._system.syncs)
-        self.evaluations = (self._system.evaluations if actor.local
-                            else GuardedEvaluations(self, self._system.evaluations))
+        #: The features, behind this actor's checks (typed desks).
+        self.portable = PortableDesk(self, self._system.portable)
+        self.syncs = SyncDesk(self, self._system.syncs)
+        self.evaluations = EvaluationDesk(self, self._system.evaluations)
 
     # -- who is asking --------------------------------------------------------------------------
+    @checks("actor.switch")
     def as_user(self, actor: Actor) -> Workbench:
         """The workbench of ``actor`` over the same system (nothing is reopened): every store method
         checks ``actor``'s access (:meth:`authorize`), the store lists hold only what ``actor`` may
@@ -108,10 +122,12 @@ class Workbench:
         Cheap; make one per request or page run."""
         return Workbench(self._system, actor=actor)
 
+    @checks("store.list")
     def level(self, store: str) -> Level | None:
         """What :attr:`actor` may do to ``store``: ``"owner"``, ``"write"``, ``"read"`` or ``None``."""
         return self._system.policy.level(self.actor, store)
 
+    @checks("store.read")
     def authorize(self, store: str, level: Level = "read", *, create: bool = False) -> None:
         """Check that :attr:`actor` may do ``level`` to ``store`` (:meth:`Policy.check
         <knowledge.people.policy.Policy.check>` with ``store.read`` / ``store.write`` / ``store.own``);
@@ -130,16 +146,23 @@ class Workbench:
             return
         self._system.policy.check(self.actor, _STORE_ACTION[level], store)
 
+    def _check(self, action: str, resource: str | None = None) -> None:
+        """:meth:`Policy.check <knowledge.people.policy.Policy.check>` of :attr:`actor` (raises its errors)."""
+        self._system.policy.check(self.actor, action, resource)
+
+    @checks("account.manage")
     def require_admin(self, what: str = "do this") -> None:
         """Raises ``PermissionDenied`` unless :attr:`actor` is an admin (or the local admin)."""
         if not self.actor.is_admin:
             raise PermissionDenied(f"Only an admin may {what}.")
 
     # -- where the files live (knowledge.service.filehome) ----------------------------------------
+    @checks("system.read")
     def file_store_home(self) -> Home:
         """The catalog's record of where the files are, a move's target, phase and progress."""
         return self._system.files.home(fresh=True)
 
+    @checks("files.move")
     def move_files(self, to: str, *, delete_old: bool = False,
                    progress: Callable[[MoveReport, int], None] | None = None) -> MoveReport:
         """Move every stored file to the file store ``to`` as the settings name it, then switch over
@@ -150,12 +173,13 @@ class Workbench:
             PermissionDenied: not an admin. InvalidArgument, KnowledgeError, BackendUnavailable,
                 ConfigError: see :func:`knowledge.service.filehome.move_files`.
         """
-        self.require_admin("move the files to another file store")
+        self._check("files.move")
         report = move_files(self.settings, self._system.catalog, to, delete_old=delete_old, progress=progress)
         self.record("files.move", detail={"to": report.target, "copied": report.copied,
                                           "switched": report.switched, "deleted": report.deleted})
         return report
 
+    @checks("files.move")
     def start_file_move(self, to: str, *, delete_old: bool = False) -> None:
         """:meth:`move_files` in a background thread of this process (the Settings page's button):
         its progress is in :meth:`file_store_home` (any process), its end in :meth:`file_move_state`.
@@ -163,7 +187,7 @@ class Workbench:
         Raises:
             PermissionDenied: not an admin. InvalidArgument: a move started here is still running.
         """
-        self.require_admin("move the files to another file store")
+        self._check("files.move")
         system = self._system
         with system.file_move_lock:
             running = system.file_move.get("thread")
@@ -181,6 +205,7 @@ class Workbench:
             system.file_move.update(thread=thread, to=to)
             thread.start()
 
+    @checks("system.read")
     def file_move_state(self) -> dict[str, Any]:
         """The move started by :meth:`start_file_move` in this process: ``{"running": bool, "to": str,
         "report": MoveReport | None, "error": str | None}`` (``{}`` when none was started)."""
@@ -191,25 +216,29 @@ class Workbench:
         return {"running": thread is not None and thread.is_alive(), "to": state.get("to"),
                 "report": state.get("report"), "error": state.get("error")}
 
+    @checks("files.cleanup")
     def delete_old_file_copies(self) -> int:
         """Delete the old copies a finished move left (:func:`knowledge.service.filehome.cleanup_old`);
         admins only. Returns how many were deleted. Raises PermissionDenied, InvalidArgument."""
-        self.require_admin("delete the old copies of the files")
+        self._check("files.cleanup")
         deleted = cleanup_old(self.settings, self._system.catalog)
         self.record("files.cleanup", detail={"deleted": deleted})
         return deleted
 
+    @checks("store.create")
     def claim(self, store: str) -> None:
         """Make :attr:`actor` the owner of ``store``, a store they just made (an owner row left by a
         batch that never made the store is replaced)."""
         if not self.actor.local:
             self._system.people.sharing.set_owner(store, self.actor.username)
 
+    @checks("audit.record")
     def record(self, action: str, *, store: str | None = None, target: str | None = None,
                detail: dict[str, Any] | None = None) -> None:
         """Add an event to the audit trail in :attr:`actor`'s name (:mod:`knowledge.people.audit`)."""
         self._system.people.audit.record(self.actor.username, action, store=store, target=target, detail=detail)
 
+    @checks("audit.read")
     def audit_events(self, *, actor: str | None = None, action: str | None = None, store: str | None = None,
                      since: Any = None, limit: int = 500) -> list[AuditEvent]:
         """The audit trail as :attr:`actor` may read it, newest first (at most ``limit``), filtered as
@@ -227,6 +256,7 @@ class Workbench:
                                     else self.actor.username in (e.actor, e.target))]
         return mine[:limit]
 
+    @checks("store.list")
     def visible(self, names: Iterable[str]) -> list[str]:
         """The ``names`` :attr:`actor` may see, in their order."""
         return self._system.policy.visible(self.actor, names)
@@ -237,17 +267,21 @@ class Workbench:
         return self._system.policy.allowed(self.actor, "file.read", file_id)
 
     # -- parts ----------------------------------------------------------------------------------
+    @checks("system.read")
     def embedder(self, model: str | None = None) -> Embedder:
         """The embedder for ``model`` (default: the default template's), created once."""
         return self._system.embedder(model)
 
+    @checks("system.read")
     def loaded_models(self) -> list[str]:
         return self._system.loaded_models()
 
+    @checks("system.read")
     def backend(self, name: str | None = None) -> VectorBackend:
         """The backend ``name`` (default: the settings'), opened once. Raises ``BackendUnavailable``."""
         return self._system.backend(name)
 
+    @checks("system.read")
     def close(self) -> None:
         """Close the system this workbench made for itself (``Workbench()``, ``Workbench(settings)``);
         a workbench over an entry point's system leaves it open (the entry point closes it)."""
@@ -301,6 +335,7 @@ class Workbench:
         return self._system.chat_turns
 
     # -- stores ---------------------------------------------------------------------------------
+    @checks("store.create")
     def create_store(self, name: str, template: str = DEFAULT_TEMPLATE) -> StoreRecord:
         """See :meth:`Stores.create`; the new store is :attr:`actor`'s, private."""
         existed = self._system.stores.exists(name)
@@ -311,29 +346,35 @@ class Workbench:
             self.record("store.create", store=name, detail={"template": template})
         return record
 
+    @checks("store.read")
     def get_store(self, name: str) -> StoreRecord:
         self.authorize(name)
         return self._system.stores.get(name)
 
+    @checks("template.read")
     def store_template(self, record: StoreRecord) -> VectorStoreTemplate:
         return self._system.stores.template_of(record)
 
+    @checks("store.read")
     def vector_store(self, name: str):
         """The ``VectorStore`` facade of an existing store (read access; writes through it are the
         caller's to authorize)."""
         self.authorize(name)
         return self._system.stores.vector_store(name)
 
+    @checks("store.list")
     def store_names(self, *, internal: bool = False) -> list[str]:
         """The stores :attr:`actor` may see, sorted."""
         return self.visible(self._system.stores.names(internal=internal))
 
+    @checks("store.list")
     def list_stores(self, *, internal: bool = False) -> list[StoreSummary]:
         """The stores :attr:`actor` may see, with their counts."""
         summaries = self._system.stores.summaries(internal=internal)
         seen = set(self.visible(s.record.name for s in summaries))
         return [s for s in summaries if s.record.name in seen]
 
+    @checks("store.own")
     def delete_store(self, name: str) -> None:
         """Delete a store: its chunks, its catalog records, and files no other store uses (its owner,
         or an admin). Raises ``StoreNotFound``, ``PermissionDenied``."""
@@ -342,20 +383,24 @@ class Workbench:
         self._system.people.sharing.forget(name)
         self.record("store.delete", store=name)
 
+    @checks("store.list")
     def stores_using_template(self, name: str, *, internal: bool = True) -> list[str]:
         return self.visible(self._system.stores.stores_using_template(name, internal=internal))
 
     # -- sharing ----------------------------------------------------------------------------------
+    @checks("store.read")
     def store_owner(self, name: str) -> str | None:
         """The username owning store ``name`` (``None``: the admins'). Needs read access."""
         self.authorize(name)
         return self._system.people.sharing.owner(name)
 
+    @checks("store.read")
     def store_grants(self, name: str):
         """Whom store ``name`` is shared with (:class:`~knowledge.people.Grant`). Needs read access."""
         self.authorize(name)
         return self._system.people.sharing.grants(name)
 
+    @checks("store.own")
     def share_store(self, name: str, kind: str, principal: str, level: str):
         """Share store ``name`` with a user, a group, or everyone (``kind``), to ``read`` or ``write``
         (its owner, or an admin).
@@ -373,6 +418,7 @@ class Workbench:
                     detail={"kind": kind, "level": level})
         return grant
 
+    @checks("store.own")
     def unshare_store(self, name: str, kind: str, principal: str) -> bool:
         """Take back a grant of store ``name`` (its owner, or an admin)."""
         self.authorize(name, "owner")
@@ -384,6 +430,7 @@ class Workbench:
             self.record("store.unshare", store=name, target=principal or "everyone", detail={"kind": kind})
         return gone
 
+    @checks("store.own")
     def give_store(self, name: str, username: str) -> None:
         """Make ``username`` the owner of store ``name`` (its owner, or an admin)."""
         self.authorize(name, "owner")
@@ -404,6 +451,7 @@ class Workbench:
         self.record("file.ingest", store=store, target=names[0] if len(names) == 1 else None,
                     detail={"files": names[:50], "count": len(names), **detail})
 
+    @checks("store.write")
     def ingest_file(self, store, source, name=None, **kwargs) -> IngestResult:
         """See :meth:`Indexer.ingest_file` (needs write access; a new store is the actor's)."""
         new = self._writing(store)
@@ -411,12 +459,14 @@ class Workbench:
         self._ingested(store, new, [result.name])
         return result
 
+    @checks("job.run")
     def ingest_queued(self, store, source, name=None, **kwargs) -> IngestResult:
         """A file of an ingest job (:mod:`knowledge.service.worker`): authorized and recorded when
         its batch was submitted (:meth:`admit_batch`), so ingested here as :meth:`Indexer.ingest_file`
         (the worker passes ``raise_transient=True``: an infrastructure error is raised, not a failed file)."""
         return self._system.indexer.ingest_file(store, source, name, **kwargs)
 
+    @checks("store.write")
     def admit_batch(self, store: str, names: list[str]) -> None:
         """A batch of ``names`` for ``store`` is about to be queued: check write access (a new store
         becomes :attr:`actor`'s) and record it in the audit trail.
@@ -430,6 +480,7 @@ class Workbench:
             self.record("store.create", store=store, detail={"queued": True})
         self._ingested(store, False, names, queued=True)
 
+    @checks("store.write")
     def ingest_paths(self, store, paths, **kwargs) -> list[IngestResult]:
         """See :meth:`Indexer.ingest_paths` (needs write access)."""
         new = self._writing(store)
@@ -437,6 +488,7 @@ class Workbench:
         self._ingested(store, new, [r.name for r in results])
         return results
 
+    @checks("store.write")
     def ingest_web(self, store: str, url: str, **kwargs: Any) -> list[IngestResult]:
         """See :func:`knowledge.service.web.ingest_web`: the page at ``url`` (``depth``, ``max_pages``:
         its same-site links) into ``store``, each page named by its URL (needs write access)."""
@@ -445,6 +497,7 @@ class Workbench:
         self._ingested(store, new, [r.name for r in results], url=url)
         return results
 
+    @checks("store.write")
     def index_text(self, store: str, file_id: str, text: str, file_name: str | None = None) -> IngestResult:
         """See :meth:`Indexer.index_text`: ``text`` as the whole content of file ``file_id`` of ``store``
         (created from the default template when missing), replacing the file's earlier chunks."""
@@ -453,10 +506,12 @@ class Workbench:
         self._ingested(store, new, [file_name or file_id])
         return result
 
+    @checks("store.read")
     def store_files(self, store: str):
         self.authorize(store)
         return self._system.indexer.store_files(store)
 
+    @checks("store.write")
     def delete_file(self, store: str, file_id: str, *, keep_file: bool = False) -> int:
         """See :meth:`Indexer.delete_file` (needs write access)."""
         self.authorize(store, "write")
@@ -464,6 +519,7 @@ class Workbench:
         self.record("file.delete", store=store, target=file_id, detail={"chunks": removed})
         return removed
 
+    @checks("store.write")
     def delete_name(self, store: str, file_id: str, name: str, *, folder: str | None = None) -> int:
         """See :meth:`Indexer.delete_name`: one name off a content; the content with its last name
         (needs write access)."""
@@ -472,15 +528,18 @@ class Workbench:
         self.record("file.delete", store=store, target=file_id, detail={"name": name, "chunks": removed})
         return removed
 
+    @checks("store.read")
     def file_names_of(self, store: str, file_id: str | None = None):
         """The names (:class:`~knowledge.catalog.FileName`) in ``store``, of one content or all."""
         self.authorize(store)
         return self._system.catalog.names(store, file_id=file_id)
 
+    @checks("store.read")
     def file_attributes(self, store: str, file_id: str) -> dict[str, Any]:
         self.authorize(store)
         return self._system.indexer.file_attributes(store, file_id)
 
+    @checks("store.write")
     def set_file_attributes(self, store: str, file_id: str, attributes: dict[str, Any]) -> int:
         """See :meth:`Indexer.set_file_attributes` (needs write access): the app's Details editor and
         the REST API's ``POST /v1/vector_stores/{id}/files/{file_id}`` both save through here."""
@@ -489,12 +548,14 @@ class Workbench:
         self.record("file.attributes", store=store, target=file_id)
         return changed
 
+    @checks("store.read")
     def store_settings(self, store: str) -> StoreSettings:
         """The own settings of ``store`` (description, default score threshold); needs read access.
         Raises ``StoreNotFound``."""
         self.authorize(store)
         return self._system.stores.settings_of(store)
 
+    @checks("store.write")
     def set_store_settings(self, store: str, *, description: str | None = None,
                            score_threshold: float | None = None) -> StoreSettings:
         """Replace the own settings of ``store`` (see :meth:`Stores.set_settings`); needs write access.
@@ -508,6 +569,7 @@ class Workbench:
                                                          "score_threshold": done.score_threshold})
         return done
 
+    @checks("store.read")
     def default_threshold(self, store: str, distance: str | None = None) -> float | None:
         """The score threshold a search of ``store`` uses when the person sets none: the store's own
         (:meth:`store_settings`), else the setting ``search.score_threshold`` for a store scored by
@@ -519,12 +581,14 @@ class Workbench:
         distance = distance or self._system.stores.get(store).distance
         return self.settings.search.score_threshold if DISTANCE_ORDER.get(distance, False) else None
 
+    @checks("store.write")
     def retry_file(self, store: str, file_id: str, **kwargs) -> IngestResult:
         self.authorize(store, "write")
         result = self._system.indexer.retry_file(store, file_id, **kwargs)
         self.record("file.ingest", store=store, target=file_id, detail={"retry": True})
         return result
 
+    @checks("store.own")
     def reembed(self, store: str, template: str, progress: Progress | None = None) -> StoreRecord:
         self.authorize(store, "owner")
         record = self._system.indexer.reembed(store, template, progress)
@@ -532,11 +596,13 @@ class Workbench:
         return record
 
     # -- search (see knowledge.service.search) ----------------------------------------------------------
+    @checks("store.read")
     def search(self, store: str, query: str, k: int = 5, **kwargs) -> list[Hit]:
         """The hits of :meth:`Searcher.search` (same arguments)."""
         self.authorize(store)
         return self._system.searcher.search(store, query, k, **kwargs).hits
 
+    @checks("store.read")
     def search_result(self, store: str, query: str, k: int = 5, **kwargs: Any) -> SearchResult:
         """The whole :class:`SearchResult` of :meth:`Searcher.search` (same arguments): the hits, and
         the query's vector, the store's distance, with ``top=n`` the best ``n`` without the threshold,
@@ -544,12 +610,14 @@ class Workbench:
         self.authorize(store)
         return self._system.searcher.search(store, query, k, **kwargs)
 
+    @checks("store.read")
     def reranks(self, store: str) -> tuple[bool, int]:
         """Whether searches of ``store`` rerank by default, and how many passages (its template's
         ``rerank``/``rerank_candidates``, else the settings ``search.rerank*``)."""
         self.authorize(store)
         return self._system.searcher.rerank_of(self._system.stores.get(store))
 
+    @checks("store.read")
     def search_stores(self, stores, query: str, k: int = 5, **kwargs) -> MultiSearch:
         """See :meth:`Searcher.search_stores`; each store needs read access (``StoreNotFound`` otherwise)."""
         stores = list(stores)
@@ -557,43 +625,52 @@ class Workbench:
             self.authorize(name)
         return self._system.searcher.search_stores(stores, query, k, **kwargs)
 
+    @checks("store.read")
     def rank(self, store: str, query: str, vector: Any, fetch: int, **kwargs):
         self.authorize(store)
         return self._system.searcher.rank(store, query, vector, fetch, **kwargs)
 
+    @checks("store.read")
     def lexical_index(self, store: str):
         self.authorize(store)
         return self._system.searcher.lexical_index(store)
 
     # -- records and files, by name (instead of reaching into the catalog and the file store) -------
+    @checks("store.list")
     def store_exists(self, name: str) -> bool:
         """Whether store ``name`` exists (and :attr:`actor` may see it)."""
         return self._system.stores.exists(name) and (self.actor.local or self.level(name) is not None)
 
+    @checks("store.read")
     def store_record(self, name: str) -> StoreRecord | None:
         """The record of store ``name``, or ``None`` when there is none (or :attr:`actor` may not see it)."""
         return self._system.stores.find(name) if self.store_exists(name) else None
 
+    @checks("store.read")
     def file_record(self, store: str, file_id: str) -> FileRecord | None:
         """The record of file ``file_id`` in ``store`` (any status), or ``None``."""
         if not self.actor.local and self.level(store) is None:
             return None
         return self._system.catalog.get_file(store, file_id)
 
+    @checks("store.read")
     def file_records(self, store: str) -> list[FileRecord]:
         """The records of ``store``'s files (any status), by name; ``[]`` for an unknown store."""
         if not self.actor.local and self.level(store) is None:
             return []
         return self._system.catalog.files(store)
 
+    @checks("store.list")
     def stores_using_file(self, file_id: str) -> list[str]:
         """The stores holding a record of file ``file_id`` that :attr:`actor` may see, sorted."""
         return self.visible(self._system.catalog.stores_using_file(file_id))
 
+    @checks("file.read")
     def stored_files(self) -> list[StoredFile]:
         """Every file of the file store :attr:`actor` may read (unsorted)."""
         return [f for f in self._system.files.list() if self._readable_file(f.id)]
 
+    @checks("file.read")
     def stored_file(self, file_id: str) -> StoredFile:
         """The file store's record of ``file_id``. Raises ``FileNotFoundInStore`` (also for a file
         :attr:`actor` may not read)."""
@@ -601,10 +678,12 @@ class Workbench:
             raise FileNotFoundInStore(f"No stored file has the id {file_id!r}.")
         return self._system.files.get(file_id)
 
+    @checks("file.read")
     def find_stored_file(self, file_id: str) -> StoredFile | None:
         """The file store's record of ``file_id``, or ``None``."""
         return self._system.files.find(file_id) if self._readable_file(file_id) else None
 
+    @checks("file.read")
     def read_file(self, file_id: str) -> BinaryIO:
         """The bytes of stored file ``file_id`` as a binary stream (use it in a ``with`` block).
         Raises ``FileNotFoundInStore`` (also for a file :attr:`actor` may not read)."""
@@ -612,6 +691,7 @@ class Workbench:
             raise FileNotFoundInStore(f"No stored file has the id {file_id!r}.")
         return self._system.files.content(file_id)
 
+    @checks("file.save")
     def save_attachment(self, name: str, media_type: str | None, data: bytes | BinaryIO, *,
                         max_bytes: int | None = None, metadata: dict[str, Any] | None = None) -> StoredFile:
         """Keep a file's bytes in the file store without indexing them (a chat's picture, an API
@@ -626,15 +706,19 @@ class Workbench:
             metadata = {**(metadata or {}), "owner": self.actor.username}
         return self._system.files.save(name, media_type, data, max_bytes=limit, metadata=metadata)
 
+    @checks("file.save")
     def forget_file_if_unused(self, file_id: str) -> None:
         """Delete the bytes of ``file_id`` from the file store when no store holds it any more."""
         self._system.stores.forget_file_if_unused(file_id)
 
-    def llm_configs(self):
-        """The LLM and embedding configurations (:class:`knowledge.llm.config.LlmConfigs`)."""
-        return LlmConfigs(self._system.catalog, self.settings)
+    @checks("system.read")
+    def llm_configs(self) -> LlmConfigDesk:
+        """The LLM and embedding configurations (:class:`knowledge.llm.config.LlmConfigs`): anyone
+        reads them; saving and deleting need an admin (``settings.manage``)."""
+        return LlmConfigDesk(self, LlmConfigs(self._system.catalog, self.settings))
 
     # -- the file store ---------------------------------------------------------------------------
+    @checks("file.read")
     def list_files(self) -> list[StoredFileUsage]:
         """Every file in the file store :attr:`actor` may read, newest first, with the stores that
         use it (those :attr:`actor` sees)."""
@@ -651,6 +735,7 @@ class Workbench:
             out.append(StoredFileUsage(f, list(statuses), statuses, aliases))
         return out
 
+    @checks("store.write")
     def delete_stored_file(self, file_id: str, *, from_stores: bool = False) -> list[str]:
         """Delete a file from the file store. Returns the stores it was removed from.
 
@@ -684,16 +769,20 @@ class Workbench:
         return stores
 
     # -- templates --------------------------------------------------------------------------------
+    @checks("template.read")
     def template(self, name: str) -> VectorStoreTemplate:
         """The template ``name``. Raises ``TemplateNotFound``."""
         return self._system.templates.get(name)
 
+    @checks("template.read")
     def template_names(self) -> list[str]:
         return self._system.templates.names()
 
+    @checks("template.read")
     def list_templates(self) -> list[VectorStoreTemplate]:
         return self._system.templates.list()
 
+    @checks("template.save")
     def save_template(self, template: VectorStoreTemplate) -> VectorStoreTemplate:
         """Create or update a template. A template that stores use keeps its backend, embedding model
         and distance (their vectors depend on them): re-embed the stores to a new template instead.
@@ -702,124 +791,254 @@ class Workbench:
             InvalidArgument: the built-in name, or such a change to a template in use.
             PermissionDenied: :attr:`actor` is no admin.
         """
-        self.require_admin("save a template")
+        self._check("template.save")
         return self._system.save_template(template)
 
+    @checks("template.read")
     def shared_catalog_problem(self) -> str | None:
         """What to set when the default template cannot make stores here -- the catalog is shared
         (``catalog.url``) and ``vector_store.backend`` is per machine (memory, Qdrant's local mode,
         the embedded PostgreSQL) -- or ``None``. The app shows it before anyone uploads."""
         return self._system.templates.problem(self._system.templates.get(DEFAULT_TEMPLATE))
 
+    @checks("template.delete")
     def delete_template(self, name: str) -> None:
         """Delete a template that no store uses (raises ``InvalidArgument`` otherwise; an admin only)."""
-        self.require_admin("delete a template")
+        self._check("template.delete")
         self._system.templates.delete(name, in_use_by=self._system.stores.stores_using_template(name, internal=True))
 
 
-#: ``{method: (store argument, level)}`` of a guarded feature (see :class:`_Guarded`).
-Rules = dict[str, tuple[str | None, str]]
+class PortableDesk:
+    """Export, import and move stores, back up and restore (:class:`~knowledge.portable.Portable`) as
+    :attr:`Workbench.actor` may: an export needs read access, an import makes a store of the actor's
+    own, a move needs the store's owner, a backup and a restore (every store) need an admin."""
 
+    def __init__(self, wb: Workbench, portable: Portable) -> None:
+        self._wb, self._portable = wb, portable
 
-class _Guarded:
-    """A feature of a workbench view (:meth:`Workbench.as_user`): the methods named in :attr:`RULES`
-    pass after the view's check, every other attribute is refused (a new method is closed until
-    its rule is written)."""
-
-    #: ``{method: (store argument, level)}``: the argument (position 0 or keyword) naming the store
-    #: and the level it needs; ``None`` as the argument: a check of its own (``_check_<method>``).
-    RULES: ClassVar[Rules] = {}
-
-    def __init__(self, view: Workbench, feature: Any) -> None:
-        self._view, self._feature = view, feature
-
-    def __getattr__(self, name: str) -> Any:
-        if name not in self.RULES:
-            raise AttributeError(f"{type(self._feature).__name__}.{name} is not open to a signed-in user"
-                                 " (no access rule is written for it)")
-        arg, level = self.RULES[name]
-        method = getattr(self._feature, name)
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            if arg is None:
-                getattr(self, f"_check_{name}")(*args, **kwargs)
-            else:
-                store = kwargs[arg] if arg in kwargs else args[0]
-                self._view.authorize(store, level)  # type: ignore[arg-type]
-            result = method(*args, **kwargs)
-            return self._after(name, args, kwargs, result)
-
-        return call
-
-    def _after(self, name: str, args: tuple, kwargs: dict, result: Any) -> Any:
+    @checks("store.read")
+    def export_store(self, store: str, out: str | os.PathLike, *, progress: BundleProgress | None = None
+                     ) -> ExportResult:
+        """See :meth:`Portable.export_store`. Raises ``StoreNotFound`` (also for a store the actor may
+        not see)."""
+        self._wb._check("store.read", store)
+        result = self._portable.export_store(store, out, progress=progress)
+        if not self._wb.actor.local:
+            self._wb.record("store.export", store=store)
         return result
 
-
-class GuardedPortable(_Guarded):
-    """``portable`` of a view: export needs read access; an import makes a store of the user's own;
-    moving a store needs its owner; a backup and a restore (every store) need an admin."""
-
-    RULES: ClassVar[Rules] = {"export_store": ("store", "read"), "import_bundle": (None, ""),
-                              "move_store": ("store", "owner"),
-             "backup": (None, ""), "import_restored": (None, ""), "sweep_leftovers": (None, "")}
-
-    def _check_import_bundle(self, *args: Any, **kwargs: Any) -> None:
-        name = kwargs.get("as_name")
-        if name and self._view._system.stores.exists(name):
-            self._view.authorize(name, "read")  # the import refuses an existing name; this hides whose it is
-
-    def _check_backup(self, *args: Any, **kwargs: Any) -> None:
-        self._view.require_admin("back up every store")
-
-    _check_import_restored = _check_backup
-    _check_sweep_leftovers = _check_backup
-
-    def _after(self, name: str, args: tuple, kwargs: dict, result: Any) -> Any:
-        if name == "export_store":
-            self._view.record("store.export", store=kwargs.get("store", args[0] if args else None))
-        elif name == "import_bundle":
-            self._view.claim(result.store)
-            self._view.record("store.import", store=result.store)
+    @checks("store.create")
+    def import_bundle(self, bundle: str | os.PathLike, *, as_name: str | None = None, template: str | None = None,
+                      progress: BundleProgress | None = None) -> ImportResult:
+        """See :meth:`Portable.import_bundle`; the store made is the actor's."""
+        if as_name and self._wb._system.stores.exists(as_name):
+            self._wb._check("store.read", as_name)  # the import refuses an existing name; this hides whose it is
+        result = self._portable.import_bundle(bundle, as_name=as_name, template=template, progress=progress)
+        if not self._wb.actor.local:
+            self._wb.claim(result.store)
+            self._wb.record("store.import", store=result.store)
         return result
 
+    @checks("store.own")
+    def move_store(self, store: str, template: str, progress: BundleProgress | None = None) -> StoreRecord:
+        """See :meth:`Portable.move_store` (the store's owner, or an admin)."""
+        self._wb._check("store.own", store)
+        return self._portable.move_store(store, template, progress)
 
-class GuardedSyncs(_Guarded):
-    """``syncs`` of a view: syncing a folder into a store, or forgetting one, needs write access."""
+    @checks("backup")
+    def backup(self, out: str | os.PathLike, *, progress: BundleProgress | None = None) -> BackupResult:
+        """See :meth:`Portable.backup` (an admin). Raises ``PermissionDenied``."""
+        self._wb._check("backup")
+        return self._portable.backup(out, progress=progress)
 
-    RULES: ClassVar[Rules] = {"folder": ("store", "write"), "synced_folders": ("store", "read"),
-                              "forget": ("store", "write"),
-             "ingest_file": ("store", "write")}
+    @checks("backup")
+    def import_restored(self, result: RestoreResult, *, progress: BundleProgress | None = None) -> RestoreResult:
+        """See :meth:`Portable.import_restored` (an admin). Raises ``PermissionDenied``."""
+        self._wb._check("backup")
+        return self._portable.import_restored(result, progress=progress)
 
-
-class GuardedEvaluations(_Guarded):
-    """``evaluations`` of a view: evaluating a store needs read access; question sets are shared;
-    runs are listed for the stores the user sees; keeping a chunking as a template needs an admin."""
-
-    RULES: ClassVar[Rules] = {"evaluate": ("store", "read"), "sweep_fusion_weight": ("store", "read"),
-             "try_chunkings": ("store", "read"), "keep_as_template": (None, ""), "tuned": (None, ""),
-             "load_question_set": (None, ""), "save_set": (None, ""), "get_set": (None, ""),
-             "set_names": (None, ""), "delete_set": (None, ""), "save_run": (None, ""),
-             "runs": (None, ""), "get_run": (None, ""), "delete_runs": (None, "")}
-
-    def _check_keep_as_template(self, *args: Any, **kwargs: Any) -> None:
-        self._view.require_admin("save a template")
-
-    def _check_save_run(self, run: Any, *args: Any, **kwargs: Any) -> None:
-        self._view.authorize(run.store)
-
-    def _free(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-    _check_tuned = _check_load_question_set = _check_save_set = _check_get_set = _free
-    _check_set_names = _check_delete_set = _check_delete_runs = _check_runs = _check_get_run = _free
-
-    def _after(self, name: str, args: tuple, kwargs: dict, result: Any) -> Any:
-        if name == "runs":
-            seen = set(self._view.visible({r.store for r in result}))
-            return [r for r in result if r.store in seen]
-        if name == "get_run" and not self._view.visible([result.store]):
-            raise StoreNotFound(result.store, "create it first, or ingest a file into it")
-        return result
+    @checks("backup")
+    def sweep_leftovers(self, backends: list[str] | None = None) -> tuple[int, int]:
+        """See :meth:`Portable.sweep_leftovers` (an admin). Raises ``PermissionDenied``."""
+        self._wb._check("backup")
+        return self._portable.sweep_leftovers(backends)
 
 
-__all__ = ["GuardedEvaluations", "GuardedPortable", "GuardedSyncs", "StoredFileUsage", "Workbench"]
+class SyncDesk:
+    """Folder syncs (:class:`~knowledge.sync.FolderSyncs`) as :attr:`Workbench.actor` may: syncing a
+    folder into a store, or forgetting one, needs write access; listing them, read access."""
+
+    def __init__(self, wb: Workbench, syncs: FolderSyncs) -> None:
+        self._wb, self._syncs = wb, syncs
+
+    @checks("store.write")
+    def folder(self, store: str, folder: str | os.PathLike, glob: str | None = None, *,
+               template: str | None = None, folders: LocalFolders | None = None) -> FolderSync:
+        """See :meth:`FolderSyncs.folder`. Raises ``StoreNotFound``, ``PermissionDenied``."""
+        self._wb._check("store.write", store)
+        return self._syncs.folder(store, folder, glob, template=template, folders=folders)
+
+    @checks("store.read")
+    def synced_folders(self, store: str) -> list[SyncedFolder]:
+        """See :meth:`FolderSyncs.synced_folders`. Raises ``StoreNotFound``."""
+        self._wb._check("store.read", store)
+        return self._syncs.synced_folders(store)
+
+    @checks("store.write")
+    def forget(self, store: str, folder: str) -> bool:
+        """See :meth:`FolderSyncs.forget`. Raises ``StoreNotFound``, ``PermissionDenied``."""
+        self._wb._check("store.write", store)
+        return self._syncs.forget(store, folder)
+
+
+class EvaluationDesk:
+    """Evaluations (:class:`~knowledge.evaluation.Evaluations`) as :attr:`Workbench.actor` may:
+    evaluating a store needs read access; question sets are shared (``evaluation.sets``); runs are
+    listed for the stores the actor sees; keeping a chunking as a template needs an admin."""
+
+    def __init__(self, wb: Workbench, evaluations: Evaluations) -> None:
+        self._wb, self._evaluations = wb, evaluations
+
+    @checks("store.read")
+    def evaluate(self, store: str, qset: QuestionSet, mode: str | None = None, k: int = 10, *,
+                 fusion_weight: float | None = None, candidates: int | None = None,
+                 progress: Callable[[int, int], None] | None = None, rerank: bool | None = None,
+                 rank_constant: int | None = None) -> EvalRun:
+        """See :meth:`Evaluations.evaluate`. Raises ``StoreNotFound``."""
+        self._wb._check("store.read", store)
+        return self._evaluations.evaluate(store, qset, mode, k, fusion_weight=fusion_weight, candidates=candidates,
+                                          progress=progress, rerank=rerank, rank_constant=rank_constant)
+
+    @checks("evaluation.sets")
+    def tuned(self, *, fusion_weight: float | None = None, candidates: int | None = None,
+              rank_constant: int | None = None) -> Searcher:
+        """See :meth:`Evaluations.tuned`."""
+        return self._evaluations.tuned(fusion_weight=fusion_weight, candidates=candidates,
+                                       rank_constant=rank_constant)
+
+    @checks("store.read")
+    def sweep_fusion_weight(self, store: str, qset: QuestionSet,
+                            weights: Sequence[float] = (0.0, 0.25, 0.5, 0.75, 1.0), k: int = 10,
+                            candidates: int | None = None) -> list[EvalRun]:
+        """See :meth:`Evaluations.sweep_fusion_weight`. Raises ``StoreNotFound``."""
+        self._wb._check("store.read", store)
+        return self._evaluations.sweep_fusion_weight(store, qset, weights, k, candidates)
+
+    @checks("store.read")
+    def try_chunkings(self, store: str, qset: QuestionSet, chunkings: Sequence[tuple[int, int]],
+                      modes: Sequence[str] = ("hybrid",), k: int = 10,
+                      progress: Callable[[str, float], None] | None = None) -> list[ChunkTrial]:
+        """See :meth:`Evaluations.try_chunkings`. Raises ``StoreNotFound``."""
+        self._wb._check("store.read", store)
+        return self._evaluations.try_chunkings(store, qset, chunkings, modes, k, progress)
+
+    @checks("template.save")
+    def keep_as_template(self, store: str, size: int, overlap: int, name: str | None = None) -> VectorStoreTemplate:
+        """See :meth:`Evaluations.keep_as_template` (an admin). Raises ``PermissionDenied``."""
+        self._wb._check("template.save")
+        return self._evaluations.keep_as_template(store, size, overlap, name)
+
+    @checks("evaluation.sets")
+    def load_question_set(self, ref: str) -> QuestionSet:
+        """See :meth:`Evaluations.load_question_set`."""
+        return self._evaluations.load_question_set(ref)
+
+    @checks("evaluation.sets")
+    def save_set(self, name: str, questions: Sequence[Question], fmt: str = "tsv") -> QuestionSet:
+        """See :meth:`Evaluations.save_set`."""
+        return self._evaluations.save_set(name, questions, fmt)
+
+    @checks("evaluation.sets")
+    def get_set(self, name: str) -> QuestionSet:
+        """See :meth:`Evaluations.get_set`."""
+        return self._evaluations.get_set(name)
+
+    @checks("evaluation.sets")
+    def set_names(self) -> list[str]:
+        """See :meth:`Evaluations.set_names`."""
+        return self._evaluations.set_names()
+
+    @checks("evaluation.sets")
+    def delete_set(self, name: str) -> bool:
+        """See :meth:`Evaluations.delete_set`."""
+        return self._evaluations.delete_set(name)
+
+    @checks("store.read")
+    def save_run(self, run: EvalRun) -> EvalRun:
+        """See :meth:`Evaluations.save_run`; needs read access to the run's store."""
+        self._wb._check("store.read", run.store)
+        return self._evaluations.save_run(run)
+
+    @checks("evaluation.sets")
+    def runs(self, set_name: str | None = None, store: str | None = None, limit: int = 200) -> list[EvalRun]:
+        """See :meth:`Evaluations.runs`: those of the stores the actor sees."""
+        found = self._evaluations.runs(set_name, store, limit)
+        seen = set(self._wb.visible({r.store for r in found}))
+        return [r for r in found if r.store in seen]
+
+    @checks("evaluation.sets")
+    def get_run(self, run_id: str) -> EvalRun:
+        """See :meth:`Evaluations.get_run`. Raises ``RunNotFound``; ``StoreNotFound`` for a run of a
+        store the actor may not see."""
+        run = self._evaluations.get_run(run_id)
+        if not self._wb.visible([run.store]):
+            raise StoreNotFound(run.store, "create it first, or ingest a file into it")
+        return run
+
+    @checks("evaluation.sets")
+    def delete_runs(self, set_name: str) -> int:
+        """See :meth:`Evaluations.delete_runs`."""
+        return self._evaluations.delete_runs(set_name)
+
+
+class LlmConfigDesk:
+    """The LLM and embedding configurations (:class:`~knowledge.llm.config.LlmConfigs`) as
+    :attr:`Workbench.actor` may use them: read by anyone, changed by an admin."""
+
+    def __init__(self, wb: Workbench, configs: LlmConfigs) -> None:
+        self._wb, self._configs = wb, configs
+
+    @checks("system.read")
+    def list(self, type: str | None = None) -> list[LlmConfig]:
+        """See :meth:`LlmConfigs.list`."""
+        return self._configs.list(type)
+
+    @checks("system.read")
+    def find(self, name: str) -> LlmConfig | None:
+        """See :meth:`LlmConfigs.find`."""
+        return self._configs.find(name)
+
+    @checks("system.read")
+    def get(self, name: str) -> LlmConfig:
+        """See :meth:`LlmConfigs.get`. Raises ``LlmConfigNotFound``, ``InvalidArgument``."""
+        return self._configs.get(name)
+
+    @checks("system.read")
+    def default_chat(self) -> LlmConfig:
+        """See :meth:`LlmConfigs.default_chat`."""
+        return self._configs.default_chat()
+
+    @checks("system.read")
+    def chat(self, name: str | None) -> LlmConfig:
+        """See :meth:`LlmConfigs.chat`. Raises ``LlmConfigNotFound``, ``InvalidArgument``."""
+        return self._configs.chat(name)
+
+    @checks("system.read")
+    def embedding_model(self) -> tuple[str | None, str]:
+        """See :meth:`LlmConfigs.embedding_model`."""
+        return self._configs.embedding_model()
+
+    @checks("settings.manage")
+    def save(self, config: LlmConfig | dict) -> LlmConfig:
+        """See :meth:`LlmConfigs.save` (an admin). Raises ``PermissionDenied``, ``InvalidArgument``."""
+        self._wb._check("settings.manage")
+        return self._configs.save(config)
+
+    @checks("settings.manage")
+    def delete(self, name: str) -> bool:
+        """See :meth:`LlmConfigs.delete` (an admin). Raises ``PermissionDenied``."""
+        self._wb._check("settings.manage")
+        return self._configs.delete(name)
+
+
+__all__ = ["EvaluationDesk", "LlmConfigDesk", "PortableDesk", "StoredFileUsage", "SyncDesk", "Workbench"]
