@@ -1,18 +1,20 @@
-"""The workbench: the composition root, and the one object the app, the CLI, the servers and tools hold.
+"""The workbench: the per-person face of a :class:`~knowledge.system.System`, and the one object the
+app, the CLI, the servers, the tools and the chat hold.
 
-``Workbench`` builds the parts -- settings, the catalog, the file store, the templates,
-:class:`~knowledge.service.stores.Stores` (records, backends, embedders, locks),
-:class:`~knowledge.service.indexing.Indexer` (the only writer of chunks),
-:class:`~knowledge.service.search.Searcher`, the job registry -- and hands the features the parts they
-use (``portable``, ``syncs``, ``evaluations``). It keeps the service methods under the names callers
-know (``ingest_file``, ``search``, ``store_files``, ``retry_file``, ...), and answers named questions
-(``store_exists``, ``file_record``, ``read_file``, ...) so that no caller reaches into its parts.
+``Workbench(system, actor=)`` acts for :attr:`Workbench.actor` -- the local admin (everything, as before
+accounts) unless made for someone else (:meth:`Workbench.as_user` builds one over the same system).
+It keeps the service methods under the names callers know (``ingest_file``, ``search``,
+``store_files``, ``retry_file``, ...) and answers named questions (``store_exists``, ``file_record``,
+``read_file``, ...) so that no caller reaches into the parts. Each public method is "check -> call ->
+audit": the check is :meth:`Policy.check <knowledge.people.policy.Policy.check>` of the action the
+method is marked with (:func:`~knowledge.people.policy.checks`), the change is recorded in the audit
+trail in the actor's name. The features are typed desks behind the same checks: :class:`PortableDesk`
+(``portable``), :class:`SyncDesk` (``syncs``), :class:`EvaluationDesk` (``evaluations``) and
+:class:`LlmConfigDesk` (``llm_configs()``).
 
-The rules users expect of stores and ingestion are the Indexer's (:mod:`knowledge.service.indexing`).
-Who is asking: a workbench acts as :attr:`Workbench.actor` -- the local admin (everything, as before
-accounts) unless it is a view made by :meth:`Workbench.as_user`, whose every store method checks what
-that person may do (:meth:`Workbench.authorize`, :mod:`knowledge.people`) and records what they
-change in the audit trail. Who calls whom and where state lives: ``docs/architecture.md``.
+``Workbench()`` and ``Workbench(settings, embedder_factory)`` build a system of their own and close it
+with :meth:`Workbench.close`. The rules users expect of stores and ingestion are the Indexer's
+(:mod:`knowledge.service.indexing`). Who calls whom and where state lives: ``docs/architecture.md``.
 """
 
 from __future__ import annotations
@@ -81,17 +83,20 @@ class StoredFileUsage:
 
 
 class Workbench:
-    """Stores, templates, files and ingestion over one data folder.
+    """Stores, templates, files and ingestion over one data folder, as one person may use them.
 
     Args:
-        settings: defaults to :func:`knowledge.config.load_settings`.
-        embedder_factory: ``factory(model_name) -> Embedder``; tests pass a fake. Defaults to the
-            bundled / fastembed models of :mod:`knowledge.embeddings`.
-        check_file_store: refuse settings that name another file store than the one the catalog
+        system: the :class:`~knowledge.system.System` to act over; or, for a workbench with a system
+            of its own (closed by :meth:`close`), its settings (default
+            :func:`knowledge.config.load_settings`).
+        embedder_factory: with a system of its own: ``factory(model_name) -> Embedder``; tests pass a
+            fake. Defaults to the bundled / fastembed models of :mod:`knowledge.embeddings`.
+        actor: who it acts for (default: the local admin).
+        check_file_store: with a system of its own: refuse settings that name another file store than the one the catalog
             records while files are stored (:func:`knowledge.service.filehome.check_home`: a
             ``ConfigError`` with the command to run); ``False`` only for ``knowledge files move``.
 
-    Thread-safe: Streamlit sessions share one instance.
+    Thread-safe; cheap to make (one per request or page run).
     """
 
     def __init__(self, system: System | Settings | None = None,
@@ -288,11 +293,23 @@ class Workbench:
         if self._owns_system:
             self._system.close()
 
+    @checks("system.read")
+    def system_id(self) -> int:
+        """Which system this workbench is over (equal for two workbenches over the same one while it
+        lives): the key of a process-wide cache, such as the app's chat service."""
+        return id(self._system)
+
+    @checks("system.read")
+    def same_system(self, other: Workbench) -> bool:
+        """Whether ``other`` is over the same system as this workbench."""
+        return other._system is self._system
+
     # -- temporary (issue 40): the parts, until every caller uses a named method ----------------
     @property
     def base(self) -> Workbench:
-        """DEPRECATED: the local admin's workbench over the same system."""
-        return Workbench(self._system)
+        """TEMPORARY (the job machinery's until it runs over parts): the local admin's workbench
+        over the same system."""
+        return self if self.actor.local else Workbench(self._system)
 
     @property
     def catalog(self) -> Catalog:
@@ -661,6 +678,18 @@ class Workbench:
         return self._system.catalog.files(store)
 
     @checks("store.list")
+    def collection_in_use(self, collection: str) -> bool:
+        """Whether any store (also one :attr:`actor` may not see, also an internal one) keeps its
+        vectors in the backend collection ``collection`` (the agent memory refuses such a name)."""
+        return collection in {s.record.collection for s in self._system.stores.summaries(internal=True)}
+
+    @checks("store.create")
+    def name_taken(self, name: str) -> bool:
+        """Whether a store called ``name`` exists, also one :attr:`actor` may not see: a new store may
+        not take the name (what ``store.create`` refuses as "not available")."""
+        return self._system.stores.exists(name)
+
+    @checks("store.list")
     def stores_using_file(self, file_id: str) -> list[str]:
         """The stores holding a record of file ``file_id`` that :attr:`actor` may see, sorted."""
         return self.visible(self._system.catalog.stores_using_file(file_id))
@@ -792,6 +821,15 @@ class Workbench:
             PermissionDenied: :attr:`actor` is no admin.
         """
         self._check("template.save")
+        return self._system.save_template(template)
+
+    @checks("template.derive")
+    def derive_template(self, template: VectorStoreTemplate) -> VectorStoreTemplate:
+        """Save ``template``, a copy of an existing template with another chunking made for a
+        request's own ``chunking_strategy`` (the REST API): anyone may (``template.derive``); it is
+        not an admin's act, so not audited. Raises ``InvalidArgument`` (see :meth:`System.save_template
+        <knowledge.system.System.save_template>`)."""
+        self._check("template.derive")
         return self._system.save_template(template)
 
     @checks("template.read")

@@ -191,7 +191,7 @@ class KnowledgeApi:
         name) and their chat service over that view (one per actor as read now, kept for the
         next requests, so a session's turns still run one at a time). Cheap: one per request."""
         view = copy.copy(self)
-        view.wb = self.wb.base.as_user(actor)
+        view.wb = self.wb.as_user(actor)
         with self._lock:
             chat = self._user_chats.pop(actor, None)
             if chat is not None:  # the most recently used last; the oldest go past USER_CHATS
@@ -311,7 +311,7 @@ class KnowledgeApi:
             size, overlap = asked, over
             tpl = f"{base.name}-static-{size}-{overlap}"
             if save and tpl not in self.wb.template_names():  # derived from a template: not an admin's act
-                self.wb.base.save_template(base.model_copy(update={"name": tpl, "max_chunk_size_tokens": size,
+                self.wb.derive_template(base.model_copy(update={"name": tpl, "max_chunk_size_tokens": size,
                                                              "chunk_overlap_tokens": overlap}))
         else:
             raise bad("chunking_strategy.type must be 'auto' or 'static'.", "chunking_strategy")
