@@ -37,7 +37,7 @@ from knowledge.filestore.base import StoredFile
 from knowledge.llm.config import LlmConfig, LlmConfigs
 from knowledge.outcomes import IngestResult
 from knowledge.people import LOCAL_ADMIN, Actor, AuditEvent, Level, People
-from knowledge.people.policy import Policy, checks
+from knowledge.people.policy import checks
 from knowledge.portable import Portable
 from knowledge.portable.backup import BackupResult, RestoreResult
 from knowledge.portable.bundle import Progress as BundleProgress
@@ -48,7 +48,7 @@ from knowledge.service.indexing import Indexer, Progress
 from knowledge.service.jobs import JobRegistry
 from knowledge.service.search import MultiSearch, Searcher, SearchResult
 from knowledge.service.stores import Stores, StoreSummary
-from knowledge.service.templates import DEFAULT_TEMPLATE, TemplateRegistry, VectorStoreTemplate
+from knowledge.service.templates import DEFAULT_TEMPLATE, VectorStoreTemplate
 from knowledge.service.web import ingest_web
 from knowledge.sync import FolderSync, FolderSyncs
 from knowledge.system import Latest, System
@@ -320,10 +320,6 @@ class Workbench:
         return self._system.files
 
     @property
-    def templates(self) -> TemplateRegistry:
-        return self._system.templates
-
-    @property
     def stores(self) -> Stores:
         return self._system.stores
 
@@ -332,20 +328,12 @@ class Workbench:
         return self._system.indexer
 
     @property
-    def searcher(self) -> Searcher:
-        return self._system.searcher
-
-    @property
     def jobs(self) -> JobRegistry:
         return self._system.jobs
 
     @property
     def people(self) -> People:
         return self._system.people
-
-    @property
-    def policy(self) -> Policy:
-        return self._system.policy
 
     @property
     def chat_turns(self) -> Latest[Any]:

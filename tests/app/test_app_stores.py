@@ -361,7 +361,7 @@ def test_delete_a_store_needs_confirmation(fake_model):
 def test_reembed_to_another_template(fake_model):
     make_store("Notes", [("cats.md", CATS)])
     wb = service()
-    wb.templates.save(make_template(name="other", embedding_model="fake/hash-12", max_chunk_size_tokens=64,
+    wb.save_template(make_template(name="other", embedding_model="fake/hash-12", max_chunk_size_tokens=64,
                                     chunk_overlap_tokens=8))
     wb.close()
     at = open_page()

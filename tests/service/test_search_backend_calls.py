@@ -148,7 +148,7 @@ def test_a_store_with_no_file_yet_answers_nothing(wb, mode):
     _, w = wb
     w.create_store("empty")
     assert w.search("empty", "lighthouse", k=3, mode=mode) == []
-    assert w.searcher.search("empty", "lighthouse", k=3, mode=mode, timings=True).hits == []
+    assert w.search_result("empty", "lighthouse", k=3, mode=mode, timings=True).hits == []
 
 
 def test_qdrant_reads_follow_a_collection_another_client_recreated(settings):
