@@ -144,21 +144,23 @@ class Workbench:
                 exist: its name is not confirmed). PermissionDenied: they see it but may not do this.
             InvalidArgument: with ``create``, a name that is taken or not allowed.
         """
-        if self.actor.local:
-            return
         if create and (not self._system.stores.exists(store) or self.level(store) is None):
-            self._system.policy.check(self.actor, "store.create", store)
+            self._check("store.create", store)
             return
-        self._system.policy.check(self.actor, _STORE_ACTION[level], store)
+        self._check(_STORE_ACTION[level], store)
 
     def _check(self, action: str, resource: str | None = None) -> None:
         """:meth:`Policy.check <knowledge.people.policy.Policy.check>` of :attr:`actor` (raises its errors)."""
         self._system.policy.check(self.actor, action, resource)
 
+    def _allowed(self, action: str, resource: str | None = None) -> bool:
+        """:meth:`Policy.allowed <knowledge.people.policy.Policy.allowed>` of :attr:`actor`."""
+        return self._system.policy.allowed(self.actor, action, resource)
+
     @checks("account.manage")
     def require_admin(self, what: str = "do this") -> None:
         """Raises ``PermissionDenied`` unless :attr:`actor` is an admin (or the local admin)."""
-        if not self.actor.is_admin:
+        if not self._allowed("account.manage"):  # the words are the caller's
             raise PermissionDenied(f"Only an admin may {what}.")
 
     # -- where the files live (knowledge.service.filehome) ----------------------------------------
@@ -250,9 +252,9 @@ class Workbench:
         :meth:`knowledge.people.audit.Audit.events`: an admin (or the local admin) reads every event;
         a member the events of the stores they may use now and those about their own account (its
         actor or target is them). One rule for the app's Audit page, the CLI and the REST API."""
-        if self.actor.local or self.actor.is_admin:
+        if self._allowed("audit.read_all"):
             return self._system.people.audit.events(actor=actor, action=action, store=store, since=since, limit=limit)
-        if store is not None and self.level(store) is None:
+        if store is not None and not self._allowed("store.read", store):
             return []
         scan = self._system.people.audit.events(actor=actor, action=action, store=store, since=since,
                                         limit=min(AUDIT_SCAN, max(limit, 1) * 20))
@@ -644,7 +646,7 @@ class Workbench:
     @checks("store.list")
     def store_exists(self, name: str) -> bool:
         """Whether store ``name`` exists (and :attr:`actor` may see it)."""
-        return self._system.stores.exists(name) and (self.actor.local or self.level(name) is not None)
+        return self._system.stores.exists(name) and self._allowed("store.read", name)
 
     @checks("store.read")
     def store_record(self, name: str) -> StoreRecord | None:
@@ -654,14 +656,14 @@ class Workbench:
     @checks("store.read")
     def file_record(self, store: str, file_id: str) -> FileRecord | None:
         """The record of file ``file_id`` in ``store`` (any status), or ``None``."""
-        if not self.actor.local and self.level(store) is None:
+        if not self._allowed("store.read", store):
             return None
         return self._system.catalog.get_file(store, file_id)
 
     @checks("store.read")
     def file_records(self, store: str) -> list[FileRecord]:
         """The records of ``store``'s files (any status), by name; ``[]`` for an unknown store."""
-        if not self.actor.local and self.level(store) is None:
+        if not self._allowed("store.read", store):
             return []
         return self._system.catalog.files(store)
 
@@ -743,11 +745,10 @@ class Workbench:
         out = []
         for f in files:
             statuses = self._system.catalog.file_statuses(f.id)
-            if not self.actor.local:
-                if not self._readable_file(f.id):
-                    continue
-                seen = set(self.visible(statuses))
-                statuses = {k: v for k, v in statuses.items() if k in seen}
+            if not self._readable_file(f.id):
+                continue
+            seen = set(self.visible(statuses))
+            statuses = {k: v for k, v in statuses.items() if k in seen}
             aliases = [n for n in self._system.catalog.names_of_file(f.id) if n != f.name] if statuses else []
             out.append(StoredFileUsage(f, list(statuses), statuses, aliases))
         return out
@@ -771,8 +772,7 @@ class Workbench:
             raise PermissionDenied(f"{stored.name} is also used by {hidden} store(s) you cannot see; it was kept.")
         for store in stores:
             self.authorize(store, "write")
-        if not stores and not self.actor.local and not self.actor.is_admin \
-                and stored.metadata.get("owner") != self.actor.username:
+        if not stores and not self._allowed("file.manage") and stored.metadata.get("owner") != self.actor.username:
             raise PermissionDenied(f"{stored.name} is not yours to delete.")
         if stores and not from_stores:
             raise InvalidArgument(

@@ -416,7 +416,7 @@ def test_a_template_can_turn_ocr_off(fake_model):
     assert not at.exception
     tab = table(at, "template")
     assert list(tab["OCR"]) == ["auto (setting)", "off"]
-    assert service().templates.get("no scans").ocr == "off"
+    assert service().template("no scans").ocr == "off"
     at.selectbox(key="tpl-pick").select("no scans").run()
     assert at.selectbox(key="tpl-ocr").value == "off"  # editing shows the saved choice
 
