@@ -33,6 +33,7 @@ from knowledge.errors import AuthenticationFailed, BackendUnavailable, Knowledge
 from knowledge.forwarded import Peer, peer, trusted_networks
 from knowledge.people import Actor
 from knowledge.service.connections import check_connections, name_this_process
+from knowledge.system import System
 from knowledge.text.render import inert, md
 from knowledge.workbench import Workbench
 from pages import _gate, _sso
@@ -62,8 +63,9 @@ def get_workbench() -> Workbench:
     that to the next batch."""
     set_log_place("the app's log (the terminal that runs it)")
     name_this_process("app")  # PostgreSQL sees its connections as "knowledge app <host>:<pid>"
-    wb = Workbench(load_settings())
-    check_connections(wb.catalog, wb.settings)  # a warning when PostgreSQL's max_connections is too small
+    system = System(load_settings())  # the process's parts; pages hold a Workbench over them, never this
+    check_connections(system.catalog, system.settings)  # a warning when PostgreSQL's max_connections is too small
+    wb = Workbench(system)
     wb.jobs.use_worker_process()
     try:
         wb.jobs.resume()

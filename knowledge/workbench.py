@@ -1,87 +1,69 @@
-"""The workbench: the composition root, and the one object the app, the CLI, the servers and tools hold.
+"""The workbench: the per-person face of a :class:`~knowledge.system.System`, and the one object the
+app, the CLI, the servers, the tools and the chat hold.
 
-``Workbench`` builds the parts -- settings, the catalog, the file store, the templates,
-:class:`~knowledge.service.stores.Stores` (records, backends, embedders, locks),
-:class:`~knowledge.service.indexing.Indexer` (the only writer of chunks),
-:class:`~knowledge.service.search.Searcher`, the job registry -- and hands the features the parts they
-use (``portable``, ``syncs``, ``evaluations``). It keeps the service methods under the names callers
-know (``ingest_file``, ``search``, ``store_files``, ``retry_file``, ...), and answers named questions
-(``store_exists``, ``file_record``, ``read_file``, ...) so that no caller reaches into its parts.
+``Workbench(system, actor=)`` acts for :attr:`Workbench.actor` -- the local admin (everything, as before
+accounts) unless made for someone else (:meth:`Workbench.as_user` builds one over the same system).
+It keeps the service methods under the names callers know (``ingest_file``, ``search``,
+``store_files``, ``retry_file``, ...) and answers named questions (``store_exists``, ``file_record``,
+``read_file``, ...) so that no caller reaches into the parts. Each public method is "check -> call ->
+audit": the check is :meth:`Policy.check <knowledge.people.policy.Policy.check>` of the action the
+method is marked with (:func:`~knowledge.people.policy.checks`), the change is recorded in the audit
+trail in the actor's name. The features are typed desks behind the same checks: :class:`PortableDesk`
+(``portable``), :class:`SyncDesk` (``syncs``), :class:`EvaluationDesk` (``evaluations``) and
+:class:`LlmConfigDesk` (``llm_configs()``).
 
-The rules users expect of stores and ingestion are the Indexer's (:mod:`knowledge.service.indexing`).
-Who is asking: a workbench acts as :attr:`Workbench.actor` -- the local admin (everything, as before
-accounts) unless it is a view made by :meth:`Workbench.as_user`, whose every store method checks what
-that person may do (:meth:`Workbench.authorize`, :mod:`knowledge.people`) and records what they
-change in the audit trail. Who calls whom and where state lives: ``docs/architecture.md``.
+``Workbench()`` and ``Workbench(settings, embedder_factory)`` build a system of their own and close it
+with :meth:`Workbench.close`. The rules users expect of stores and ingestion are the Indexer's
+(:mod:`knowledge.service.indexing`). Who calls whom and where state lives: ``docs/architecture.md``.
 """
 
 from __future__ import annotations
 
-import copy
+import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO
 
-from knowledge.catalog import DONE, Catalog, FileRecord, StoreRecord, StoreSettings
-from knowledge.config import Settings, load_settings
-from knowledge.embeddings import create_embedder
+from knowledge.catalog import DONE, Catalog, FileRecord, StoreRecord, StoreSettings, SyncedFolder
+from knowledge.config import Settings
 from knowledge.embeddings.base import Embedder
 from knowledge.errors import FileNotFoundInStore, InvalidArgument, PermissionDenied, StoreNotFound
 from knowledge.evaluation import Evaluations
-from knowledge.filestore import open_file_store
+from knowledge.evaluation.questions import Question, QuestionSet
+from knowledge.evaluation.runs import EvalRun
+from knowledge.evaluation.trials import ChunkTrial
 from knowledge.filestore.base import StoredFile
-from knowledge.llm.config import LlmConfigs
+from knowledge.llm.config import LlmConfig, LlmConfigs
 from knowledge.outcomes import IngestResult
 from knowledge.people import LOCAL_ADMIN, Actor, AuditEvent, Level, People
 from knowledge.people.desk import AccountDesk
-from knowledge.people.policy import Policy
+from knowledge.people.policy import checks
 from knowledge.portable import Portable
+from knowledge.portable.backup import BackupResult, RestoreResult
+from knowledge.portable.bundle import Progress as BundleProgress
+from knowledge.portable.exporting import ExportResult
+from knowledge.portable.importing import ImportResult
 from knowledge.service.filehome import Home, HomedFileStore, MoveReport, cleanup_old, move_files
-from knowledge.service.indexing import (
-    Indexer,
-    Progress,
-)
+from knowledge.service.indexing import Indexer, Progress
 from knowledge.service.jobs import IngestJob, Item, JobRegistry
-from knowledge.service.search import (
-    MultiSearch,
-    Searcher,
-    SearchRequest,
-    SearchResult,
-    search_request,
-)
-from knowledge.service.stores import Stores, StoreSummary, check_store_name
-from knowledge.service.templates import DEFAULT_TEMPLATE, TemplateRegistry, VectorStoreTemplate
+from knowledge.service.search import MultiSearch, Searcher, SearchRequest, SearchResult, search_request
+from knowledge.service.stores import Stores, StoreSummary
+from knowledge.service.templates import DEFAULT_TEMPLATE, VectorStoreTemplate
 from knowledge.service.web import WebJob, ingest_web
-from knowledge.sync import FolderSyncs
+from knowledge.sync import FolderSync, FolderSyncs
+from knowledge.system import Latest, System
+from knowledge.vectorstore.base import VectorBackend
 from knowledge.vectorstore.scoring import DISTANCE_ORDER
 from knowledge.vectorstore.store import Hit
 
-T = TypeVar("T")
+if TYPE_CHECKING:
+    from knowledge.access import LocalFolders
+
 #: The policy action of each sharing level (:meth:`Workbench.authorize`).
 _STORE_ACTION: dict[str, str] = {"read": "store.read", "write": "store.write", "owner": "store.own"}
 #: The most audit events a member's read looks through to find their own (:meth:`Workbench.audit_events`).
 AUDIT_SCAN = 20_000
-
-
-class Latest(Generic[T]):
-    """The newest item per key, thread-safe: a registry the workbench keeps for the whole process
-    (shared by every browser session), such as the running chat turn of each session."""
-
-    def __init__(self) -> None:
-        self._items: dict[Any, T] = {}
-        self._lock = threading.Lock()
-
-    def get(self, key: Any) -> T | None:
-        with self._lock:
-            return self._items.get(key)
-
-    def swap(self, key: Any, item: T) -> T | None:
-        """Make ``item`` the newest for ``key``; returns the one it replaces (or ``None``)."""
-        with self._lock:
-            previous = self._items.get(key)
-            self._items[key] = item
-            return previous
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,81 +84,60 @@ class StoredFileUsage:
 
 
 class Workbench:
-    """Stores, templates, files and ingestion over one data folder.
+    """Stores, templates, files and ingestion over one data folder, as one person may use them.
 
     Args:
-        settings: defaults to :func:`knowledge.config.load_settings`.
-        embedder_factory: ``factory(model_name) -> Embedder``; tests pass a fake. Defaults to the
-            bundled / fastembed models of :mod:`knowledge.embeddings`.
-        check_file_store: refuse settings that name another file store than the one the catalog
+        system: the :class:`~knowledge.system.System` to act over; or, for a workbench with a system
+            of its own (closed by :meth:`close`), its settings (default
+            :func:`knowledge.config.load_settings`).
+        embedder_factory: with a system of its own: ``factory(model_name) -> Embedder``; tests pass a
+            fake. Defaults to the bundled / fastembed models of :mod:`knowledge.embeddings`.
+        actor: who it acts for (default: the local admin).
+        check_file_store: with a system of its own: refuse settings that name another file store than the one the catalog
             records while files are stored (:func:`knowledge.service.filehome.check_home`: a
             ``ConfigError`` with the command to run); ``False`` only for ``knowledge files move``.
 
-    Thread-safe: Streamlit sessions share one instance.
+    Thread-safe; cheap to make (one per request or page run).
     """
 
-    def __init__(self, settings: Settings | None = None,
-                 embedder_factory: Callable[[str], Embedder] | None = None, *, check_file_store: bool = True) -> None:
-        self.settings = settings or load_settings()
-        self.catalog = Catalog.from_settings(self.settings)
-        #: The file store the catalog records (:mod:`knowledge.service.filehome`): followed across a
-        #: move; ``check_file_store`` refuses settings naming another while files are stored.
-        try:
-            self.files = HomedFileStore(self.settings, self.catalog, opener=open_file_store, check=check_file_store)
-        except BaseException:
-            self.catalog.close()
-            raise
-        self.templates = TemplateRegistry(self.settings, self.catalog)
-        self.stores = Stores(self.settings, self.catalog, self.files, self.templates,
-                             embedder_factory or self._default_embedder)
-        self.indexer = Indexer(self.stores, lambda model: self.embedder(model))
-        self.searcher = Searcher(self.stores, lambda model: self.embedder(model))
-        #: The newest ingest job per store and the running ones (:mod:`knowledge.service.jobs`).
-        self.jobs = JobRegistry(self.indexer)
-        #: The features, handed the parts they use.
-        self.portable = Portable(self.settings, self.stores, self.templates, self.indexer, self.catalog, self.files)
-        self.syncs = FolderSyncs(self.stores, self.catalog, self.indexer, self.jobs)
-        self.evaluations = Evaluations(self.catalog, self.stores, self.searcher, self.indexer, self.save_template)
-        #: The newest chat turn per session (:mod:`knowledge.chat.service`), from any browser tab.
-        self.chat_turns: Latest[Any] = Latest()
-        #: Accounts, sharing, API keys, the audit trail (:mod:`knowledge.people`).
-        self.people = People(self.catalog, self.settings)
-        #: Who may do what (:mod:`knowledge.people.policy`).
-        self.policy = Policy(self.people.sharing, store_exists=self.stores.exists,
-                             check_new_name=lambda name: check_store_name(name, new=True),
-                             file_stores=self.catalog.stores_using_file, file_owner=self._file_owner)
-        #: Who this workbench acts for (:meth:`as_user` makes a view for someone else).
-        self.actor: Actor = LOCAL_ADMIN
-        #: The workbench itself, also from a view (what the ingest worker runs on).
-        self.base: Workbench = self
-        #: A move of the files started from this process (:meth:`start_file_move`).
-        self._file_move: dict[str, Any] = {}
-        self._move_lock = threading.Lock()
+    def __init__(self, system: System | Settings | None = None,
+                 embedder_factory: Callable[[str], Embedder] | None = None, *, actor: Actor = LOCAL_ADMIN,
+                 check_file_store: bool = True) -> None:
+        if isinstance(system, System):
+            self._system, self._owns_system = system, False
+        else:  # Workbench() / Workbench(settings, embedder_factory): a system of its own, closed with it
+            self._system = System(system, embedder_factory, check_file_store=check_file_store)
+            self._owns_system = True
+        #: The settings of the data folder (read them; changing them changes nothing).
+        self.settings: Settings = self._system.settings
+        #: Who this workbench acts for (:meth:`as_user` makes one for someone else).
+        self.actor: Actor = actor
+        #: The features, behind this actor's checks (typed desks).
+        self.portable = PortableDesk(self, self._system.portable)
+        self.syncs = SyncDesk(self, self._system.syncs)
+        self.evaluations = EvaluationDesk(self, self._system.evaluations)
 
     # -- who is asking --------------------------------------------------------------------------
+    @checks("actor.switch")
     def as_user(self, actor: Actor) -> Workbench:
-        """A view of this workbench acting for ``actor``: the same parts (nothing is reopened), with
-        every store method checking ``actor``'s access (:meth:`authorize`), the store lists holding
-        only what ``actor`` may see, and the features (``portable``, ``syncs``, ``evaluations``)
-        behind the same checks. Cheap; make one per request or page run."""
-        view = copy.copy(self)
-        view.actor = actor
-        if not actor.local:
-            view.portable = GuardedPortable(view, self.portable)  # type: ignore[assignment]
-            view.syncs = GuardedSyncs(view, self.syncs)  # type: ignore[assignment]
-            view.evaluations = GuardedEvaluations(view, self.evaluations)  # type: ignore[assignment]
-        return view
+        """The workbench of ``actor`` over the same system (nothing is reopened): every store method
+        checks ``actor``'s access (:meth:`authorize`), the store lists hold only what ``actor`` may
+        see, and the features (``portable``, ``syncs``, ``evaluations``) are behind the same checks.
+        Cheap; make one per request or page run."""
+        return Workbench(self._system, actor=actor)
 
     @property
     def accounts(self) -> AccountDesk:
         """Account management as :attr:`actor` may do it, checked and audited once
         (:class:`~knowledge.people.desk.AccountDesk`)."""
-        return AccountDesk(self.people, self.policy, self.actor)
+        return AccountDesk(self._system.people, self._system.policy, self.actor)
 
+    @checks("store.list")
     def level(self, store: str) -> Level | None:
         """What :attr:`actor` may do to ``store``: ``"owner"``, ``"write"``, ``"read"`` or ``None``."""
-        return self.policy.level(self.actor, store)
+        return self._system.policy.level(self.actor, store)
 
+    @checks("store.read")
     def authorize(self, store: str, level: Level = "read", *, create: bool = False) -> None:
         """Check that :attr:`actor` may do ``level`` to ``store`` (:meth:`Policy.check
         <knowledge.people.policy.Policy.check>` with ``store.read`` / ``store.write`` / ``store.own``);
@@ -188,23 +149,32 @@ class Workbench:
                 exist: its name is not confirmed). PermissionDenied: they see it but may not do this.
             InvalidArgument: with ``create``, a name that is taken or not allowed.
         """
-        if self.actor.local:
+        if create and (not self._system.stores.exists(store) or self.level(store) is None):
+            self._check("store.create", store)
             return
-        if create and (not self.stores.exists(store) or self.level(store) is None):
-            self.policy.check(self.actor, "store.create", store)
-            return
-        self.policy.check(self.actor, _STORE_ACTION[level], store)
+        self._check(_STORE_ACTION[level], store)
 
+    def _check(self, action: str, resource: str | None = None) -> None:
+        """:meth:`Policy.check <knowledge.people.policy.Policy.check>` of :attr:`actor` (raises its errors)."""
+        self._system.policy.check(self.actor, action, resource)
+
+    def _allowed(self, action: str, resource: str | None = None) -> bool:
+        """:meth:`Policy.allowed <knowledge.people.policy.Policy.allowed>` of :attr:`actor`."""
+        return self._system.policy.allowed(self.actor, action, resource)
+
+    @checks("account.manage")
     def require_admin(self, what: str = "do this") -> None:
         """Raises ``PermissionDenied`` unless :attr:`actor` is an admin (or the local admin)."""
-        if not self.actor.is_admin:
+        if not self._allowed("account.manage"):  # the words are the caller's
             raise PermissionDenied(f"Only an admin may {what}.")
 
     # -- where the files live (knowledge.service.filehome) ----------------------------------------
+    @checks("system.read")
     def file_store_home(self) -> Home:
         """The catalog's record of where the files are, a move's target, phase and progress."""
-        return self.files.home(fresh=True)
+        return self._system.files.home(fresh=True)
 
+    @checks("files.move")
     def move_files(self, to: str, *, delete_old: bool = False,
                    progress: Callable[[MoveReport, int], None] | None = None) -> MoveReport:
         """Move every stored file to the file store ``to`` as the settings name it, then switch over
@@ -215,12 +185,13 @@ class Workbench:
             PermissionDenied: not an admin. InvalidArgument, KnowledgeError, BackendUnavailable,
                 ConfigError: see :func:`knowledge.service.filehome.move_files`.
         """
-        self.require_admin("move the files to another file store")
-        report = move_files(self.settings, self.catalog, to, delete_old=delete_old, progress=progress)
+        self._check("files.move")
+        report = move_files(self.settings, self._system.catalog, to, delete_old=delete_old, progress=progress)
         self.record("files.move", detail={"to": report.target, "copied": report.copied,
                                           "switched": report.switched, "deleted": report.deleted})
         return report
 
+    @checks("files.move")
     def start_file_move(self, to: str, *, delete_old: bool = False) -> None:
         """:meth:`move_files` in a background thread of this process (the Settings page's button):
         its progress is in :meth:`file_store_home` (any process), its end in :meth:`file_move_state`.
@@ -228,160 +199,220 @@ class Workbench:
         Raises:
             PermissionDenied: not an admin. InvalidArgument: a move started here is still running.
         """
-        self.require_admin("move the files to another file store")
-        base = self.base
-        with base._move_lock:
-            running = base._file_move.get("thread")
+        self._check("files.move")
+        system = self._system
+        with system.file_move_lock:
+            running = system.file_move.get("thread")
             if running is not None and running.is_alive():
                 raise InvalidArgument("A move of the files is running already; wait for it to end.")
 
             def run() -> None:
                 try:
-                    base._file_move["report"] = self.move_files(to, delete_old=delete_old)
+                    system.file_move["report"] = self.move_files(to, delete_old=delete_old)
                 except Exception as exc:  # shown on the page; a re-run resumes
-                    base._file_move["error"] = str(exc)
+                    system.file_move["error"] = str(exc)
 
             thread = threading.Thread(target=run, name="knowledge-file-move", daemon=True)
-            base._file_move.clear()
-            base._file_move.update(thread=thread, to=to)
+            system.file_move.clear()
+            system.file_move.update(thread=thread, to=to)
             thread.start()
 
+    @checks("system.read")
     def file_move_state(self) -> dict[str, Any]:
         """The move started by :meth:`start_file_move` in this process: ``{"running": bool, "to": str,
         "report": MoveReport | None, "error": str | None}`` (``{}`` when none was started)."""
-        state = dict(self.base._file_move)
+        state = dict(self._system.file_move)
         if not state:
             return {}
         thread = state.pop("thread", None)
         return {"running": thread is not None and thread.is_alive(), "to": state.get("to"),
                 "report": state.get("report"), "error": state.get("error")}
 
+    @checks("files.cleanup")
     def delete_old_file_copies(self) -> int:
         """Delete the old copies a finished move left (:func:`knowledge.service.filehome.cleanup_old`);
         admins only. Returns how many were deleted. Raises PermissionDenied, InvalidArgument."""
-        self.require_admin("delete the old copies of the files")
-        deleted = cleanup_old(self.settings, self.catalog)
+        self._check("files.cleanup")
+        deleted = cleanup_old(self.settings, self._system.catalog)
         self.record("files.cleanup", detail={"deleted": deleted})
         return deleted
 
+    @checks("store.create")
     def claim(self, store: str) -> None:
         """Make :attr:`actor` the owner of ``store``, a store they just made (an owner row left by a
         batch that never made the store is replaced)."""
         if not self.actor.local:
-            self.people.sharing.set_owner(store, self.actor.username)
+            self._system.people.sharing.set_owner(store, self.actor.username)
 
+    @checks("audit.record")
     def record(self, action: str, *, store: str | None = None, target: str | None = None,
                detail: dict[str, Any] | None = None) -> None:
         """Add an event to the audit trail in :attr:`actor`'s name (:mod:`knowledge.people.audit`)."""
-        self.people.audit.record(self.actor.username, action, store=store, target=target, detail=detail)
+        self._system.people.audit.record(self.actor.username, action, store=store, target=target, detail=detail)
 
+    @checks("audit.read")
     def audit_events(self, *, actor: str | None = None, action: str | None = None, store: str | None = None,
                      since: Any = None, limit: int = 500) -> list[AuditEvent]:
         """The audit trail as :attr:`actor` may read it, newest first (at most ``limit``), filtered as
         :meth:`knowledge.people.audit.Audit.events`: an admin (or the local admin) reads every event;
         a member the events of the stores they may use now and those about their own account (its
         actor or target is them). One rule for the app's Audit page, the CLI and the REST API."""
-        if self.actor.local or self.actor.is_admin:
-            return self.people.audit.events(actor=actor, action=action, store=store, since=since, limit=limit)
-        if store is not None and self.level(store) is None:
+        if self._allowed("audit.read_all"):
+            return self._system.people.audit.events(actor=actor, action=action, store=store, since=since, limit=limit)
+        if store is not None and not self._allowed("store.read", store):
             return []
-        scan = self.people.audit.events(actor=actor, action=action, store=store, since=since,
+        scan = self._system.people.audit.events(actor=actor, action=action, store=store, since=since,
                                         limit=min(AUDIT_SCAN, max(limit, 1) * 20))
         seen = set(self.visible({e.store for e in scan if e.store is not None}))
         mine = [e for e in scan if (e.store in seen if e.store is not None
                                     else self.actor.username in (e.actor, e.target))]
         return mine[:limit]
 
+    @checks("store.list")
     def visible(self, names: Iterable[str]) -> list[str]:
         """The ``names`` :attr:`actor` may see, in their order."""
-        return self.policy.visible(self.actor, names)
+        return self._system.policy.visible(self.actor, names)
 
     def _readable_file(self, file_id: str) -> bool:
         """Whether :attr:`actor` may read stored file ``file_id`` (``file.read``): a store they see
         holds it, or it is an attachment they saved."""
-        return self.policy.allowed(self.actor, "file.read", file_id)
-
-    def _file_owner(self, file_id: str) -> str | None:
-        found = self.files.find(file_id)
-        return found.metadata.get("owner") if found is not None else None
+        return self._system.policy.allowed(self.actor, "file.read", file_id)
 
     # -- parts ----------------------------------------------------------------------------------
-    def _default_embedder(self, model: str) -> Embedder:
-        emb = self.settings.embeddings.model_copy(update={"model": model})
-        return create_embedder(self.settings.model_copy(update={"embeddings": emb}))
-
+    @checks("system.read")
     def embedder(self, model: str | None = None) -> Embedder:
         """The embedder for ``model`` (default: the default template's), created once."""
-        return self.stores.embedder(model)
+        return self._system.embedder(model)
 
+    @checks("system.read")
     def loaded_models(self) -> list[str]:
-        return self.stores.loaded_models()
+        return self._system.loaded_models()
 
-    def backend(self, name: str | None = None):
+    @checks("system.read")
+    def backend(self, name: str | None = None) -> VectorBackend:
         """The backend ``name`` (default: the settings'), opened once. Raises ``BackendUnavailable``."""
-        return self.stores.backend(name)
+        return self._system.backend(name)
 
+    @checks("system.read")
     def close(self) -> None:
-        """Close the backends and the catalog's connections (a later use reopens them)."""
-        self.stores.close()
-        self.catalog.close()
+        """Close the system this workbench made for itself (``Workbench()``, ``Workbench(settings)``);
+        a workbench over an entry point's system leaves it open (the entry point closes it)."""
+        if self._owns_system:
+            self._system.close()
+
+    @checks("system.read")
+    def system_id(self) -> int:
+        """Which system this workbench is over (equal for two workbenches over the same one while it
+        lives): the key of a process-wide cache, such as the app's chat service."""
+        return id(self._system)
+
+    @checks("system.read")
+    def same_system(self, other: Workbench) -> bool:
+        """Whether ``other`` is over the same system as this workbench."""
+        return other._system is self._system
+
+    # -- temporary (issue 40): the parts, until every caller uses a named method ----------------
+    @property
+    def base(self) -> Workbench:
+        """TEMPORARY (the job machinery's until it runs over parts): the local admin's workbench
+        over the same system."""
+        return self if self.actor.local else Workbench(self._system)
+
+    @property
+    def catalog(self) -> Catalog:
+        return self._system.catalog
+
+    @property
+    def files(self) -> HomedFileStore:
+        return self._system.files
+
+    @property
+    def stores(self) -> Stores:
+        return self._system.stores
+
+    @property
+    def indexer(self) -> Indexer:
+        return self._system.indexer
+
+    @property
+    def jobs(self) -> JobRegistry:
+        return self._system.jobs
+
+    @property
+    def people(self) -> People:
+        return self._system.people
+
+    @property
+    def chat_turns(self) -> Latest[Any]:
+        return self._system.chat_turns
 
     # -- stores ---------------------------------------------------------------------------------
+    @checks("store.create")
     def create_store(self, name: str, template: str = DEFAULT_TEMPLATE) -> StoreRecord:
         """See :meth:`Stores.create`; the new store is :attr:`actor`'s, private."""
-        existed = self.stores.exists(name)
+        existed = self._system.stores.exists(name)
         self.authorize(name, "read", create=True)
-        record = self.stores.create(name, template)
+        record = self._system.stores.create(name, template)
         if not existed:
             self.claim(name)
             self.record("store.create", store=name, detail={"template": template})
         return record
 
+    @checks("store.read")
     def get_store(self, name: str) -> StoreRecord:
         self.authorize(name)
-        return self.stores.get(name)
+        return self._system.stores.get(name)
 
+    @checks("template.read")
     def store_template(self, record: StoreRecord) -> VectorStoreTemplate:
-        return self.stores.template_of(record)
+        return self._system.stores.template_of(record)
 
+    @checks("store.read")
     def vector_store(self, name: str):
         """The ``VectorStore`` facade of an existing store (read access; writes through it are the
         caller's to authorize)."""
         self.authorize(name)
-        return self.stores.vector_store(name)
+        return self._system.stores.vector_store(name)
 
+    @checks("store.list")
     def store_names(self, *, internal: bool = False) -> list[str]:
         """The stores :attr:`actor` may see, sorted."""
-        return self.visible(self.stores.names(internal=internal))
+        return self.visible(self._system.stores.names(internal=internal))
 
+    @checks("store.list")
     def list_stores(self, *, internal: bool = False) -> list[StoreSummary]:
         """The stores :attr:`actor` may see, with their counts."""
-        summaries = self.stores.summaries(internal=internal)
+        summaries = self._system.stores.summaries(internal=internal)
         seen = set(self.visible(s.record.name for s in summaries))
         return [s for s in summaries if s.record.name in seen]
 
+    @checks("store.own")
     def delete_store(self, name: str) -> None:
         """Delete a store: its chunks, its catalog records, and files no other store uses (its owner,
         or an admin). Raises ``StoreNotFound``, ``PermissionDenied``."""
         self.authorize(name, "owner")
-        self.stores.drop(name)
-        self.people.sharing.forget(name)
+        self._system.stores.drop(name)
+        self._system.people.sharing.forget(name)
         self.record("store.delete", store=name)
 
+    @checks("store.list")
     def stores_using_template(self, name: str, *, internal: bool = True) -> list[str]:
-        return self.visible(self.stores.stores_using_template(name, internal=internal))
+        return self.visible(self._system.stores.stores_using_template(name, internal=internal))
 
     # -- sharing ----------------------------------------------------------------------------------
+    @checks("store.read")
     def store_owner(self, name: str) -> str | None:
         """The username owning store ``name`` (``None``: the admins'). Needs read access."""
         self.authorize(name)
-        return self.people.sharing.owner(name)
+        return self._system.people.sharing.owner(name)
 
+    @checks("store.read")
     def store_grants(self, name: str):
         """Whom store ``name`` is shared with (:class:`~knowledge.people.Grant`). Needs read access."""
         self.authorize(name)
-        return self.people.sharing.grants(name)
+        return self._system.people.sharing.grants(name)
 
+    @checks("store.own")
     def share_store(self, name: str, kind: str, principal: str, level: str):
         """Share store ``name`` with a user, a group, or everyone (``kind``), to ``read`` or ``write``
         (its owner, or an admin).
@@ -391,51 +422,56 @@ class Workbench:
         """
         self.authorize(name, "owner")
         if kind == "user":
-            principal = self.people.accounts.require(principal).username
-        elif kind == "group" and principal not in self.people.accounts.groups():
+            principal = self._system.people.accounts.require(principal).username
+        elif kind == "group" and principal not in self._system.people.accounts.groups():
             raise InvalidArgument(f"There is no group {principal!r}.")
-        grant = self.people.sharing.share(name, kind, principal, level)
+        grant = self._system.people.sharing.share(name, kind, principal, level)
         self.record("store.share", store=name, target=grant.principal or "everyone",
                     detail={"kind": kind, "level": level})
         return grant
 
+    @checks("store.own")
     def unshare_store(self, name: str, kind: str, principal: str) -> bool:
         """Take back a grant of store ``name`` (its owner, or an admin)."""
         self.authorize(name, "owner")
         if kind == "user":
-            principal = (self.people.accounts.get(principal) or self.people.accounts.require(principal)).username
-        gone = self.people.sharing.unshare(name, kind, principal)
+            accounts = self._system.people.accounts
+            principal = (accounts.get(principal) or accounts.require(principal)).username
+        gone = self._system.people.sharing.unshare(name, kind, principal)
         if gone:
             self.record("store.unshare", store=name, target=principal or "everyone", detail={"kind": kind})
         return gone
 
+    @checks("store.own")
     def give_store(self, name: str, username: str) -> None:
         """Make ``username`` the owner of store ``name`` (its owner, or an admin)."""
         self.authorize(name, "owner")
-        user = self.people.accounts.require(username)
-        self.people.sharing.set_owner(name, user.username)
+        user = self._system.people.accounts.require(username)
+        self._system.people.sharing.set_owner(name, user.username)
         self.record("store.owner", store=name, target=user.username)
 
     # -- ingestion (see knowledge.service.indexing) -----------------------------------------------------
     def _writing(self, store: str) -> bool:
         """Authorize a write to ``store`` (made on the fly when missing); ``True`` when it is new."""
         self.authorize(store, "write", create=True)
-        return not self.actor.local and not self.stores.exists(store)
+        return not self.actor.local and not self._system.stores.exists(store)
 
     def _ingested(self, store: str, new: bool, names: list[str], **detail: Any) -> None:
-        if new and self.stores.exists(store):  # made by this ingest (not refused before it was)
+        if new and self._system.stores.exists(store):  # made by this ingest (not refused before it was)
             self.claim(store)
             self.record("store.create", store=store)
         self.record("file.ingest", store=store, target=names[0] if len(names) == 1 else None,
                     detail={"files": names[:50], "count": len(names), **detail})
 
+    @checks("store.write")
     def ingest_file(self, store, source, name=None, **kwargs) -> IngestResult:
         """See :meth:`Indexer.ingest_file` (needs write access; a new store is the actor's)."""
         new = self._writing(store)
-        result = self.indexer.ingest_file(store, source, name, **kwargs)
+        result = self._system.indexer.ingest_file(store, source, name, **kwargs)
         self._ingested(store, new, [result.name])
         return result
 
+    @checks("store.write")
     def submit_batch(self, store: str, items: Sequence[Item], *, template: str | None = None,
                      password: str | None = None, attributes: dict[str, Any] | None = None,
                      options: dict[str, Any] | None = None) -> IngestJob:
@@ -447,9 +483,10 @@ class Workbench:
             StoreNotFound, PermissionDenied: :attr:`actor` may not write to ``store`` (nothing queued).
             BackendUnavailable: the catalog cannot be reached.
         """
-        return self.submit_job(IngestJob(self.jobs, store, items, template=template, password=password,
+        return self.submit_job(IngestJob(self._system.jobs, store, items, template=template, password=password,
                                          attributes=attributes, options=options))
 
+    @checks("store.write")
     def submit_job(self, job: IngestJob) -> IngestJob:
         """Start ``job``, a batch made but not started (:meth:`IngestJob.from_folder` over
         ``wb.jobs``; the CLI's, submitted again after an outage: its batch is written once): check
@@ -467,11 +504,12 @@ class Workbench:
         store = job.store
         new = self._writing(store)
         if new:  # the worker makes the store with the batch's first file (its name was checked): the actor's
-            self.people.sharing.set_owner(store, self.actor.username)
+            self._system.people.sharing.set_owner(store, self.actor.username)
             self.record("store.create", store=store, detail={"queued": True})
         self._ingested(store, False, job.item_names, queued=True)
         return job.start()
 
+    @checks("store.write")
     def submit_web(self, store: str, url: str, *, depth: int = 0, max_pages: int | None = None,
                    template: str | None = None) -> WebJob:
         """Fetch and ingest the page at ``url`` (``depth``, ``max_pages``: its same-site links) into
@@ -481,74 +519,85 @@ class Workbench:
         Raises:
             InvalidArgument: a bad URL, depth or max_pages (nothing fetched).
         """
-        return WebJob(self.jobs, self.ingest_file, store, url, depth=depth, max_pages=max_pages,
+        return WebJob(self._system.jobs, self.ingest_file, store, url, depth=depth, max_pages=max_pages,
                       template=template).start()
 
+    @checks("store.write")
     def ingest_paths(self, store, paths, **kwargs) -> list[IngestResult]:
         """See :meth:`Indexer.ingest_paths` (needs write access)."""
         new = self._writing(store)
-        results = self.indexer.ingest_paths(store, paths, **kwargs)
+        results = self._system.indexer.ingest_paths(store, paths, **kwargs)
         self._ingested(store, new, [r.name for r in results])
         return results
 
+    @checks("store.write")
     def ingest_web(self, store: str, url: str, **kwargs: Any) -> list[IngestResult]:
         """See :func:`knowledge.service.web.ingest_web`: the page at ``url`` (``depth``, ``max_pages``:
         its same-site links) into ``store``, each page named by its URL (needs write access)."""
         new = self._writing(store)
-        results = ingest_web(self.indexer.ingest_file, self.settings, store, url, **kwargs)
+        results = ingest_web(self._system.indexer.ingest_file, self.settings, store, url, **kwargs)
         self._ingested(store, new, [r.name for r in results], url=url)
         return results
 
+    @checks("store.write")
     def index_text(self, store: str, file_id: str, text: str, file_name: str | None = None) -> IngestResult:
         """See :meth:`Indexer.index_text`: ``text`` as the whole content of file ``file_id`` of ``store``
         (created from the default template when missing), replacing the file's earlier chunks."""
         new = self._writing(store)
-        result = self.indexer.index_text(store, file_id, text, file_name)
+        result = self._system.indexer.index_text(store, file_id, text, file_name)
         self._ingested(store, new, [file_name or file_id])
         return result
 
+    @checks("store.read")
     def store_files(self, store: str):
         self.authorize(store)
-        return self.indexer.store_files(store)
+        return self._system.indexer.store_files(store)
 
+    @checks("store.write")
     def delete_file(self, store: str, file_id: str, *, keep_file: bool = False) -> int:
         """See :meth:`Indexer.delete_file` (needs write access)."""
         self.authorize(store, "write")
-        removed = self.indexer.delete_file(store, file_id, keep_file=keep_file)
+        removed = self._system.indexer.delete_file(store, file_id, keep_file=keep_file)
         self.record("file.delete", store=store, target=file_id, detail={"chunks": removed})
         return removed
 
+    @checks("store.write")
     def delete_name(self, store: str, file_id: str, name: str, *, folder: str | None = None) -> int:
         """See :meth:`Indexer.delete_name`: one name off a content; the content with its last name
         (needs write access)."""
         self.authorize(store, "write")
-        removed = self.indexer.delete_name(store, file_id, name, folder=folder)
+        removed = self._system.indexer.delete_name(store, file_id, name, folder=folder)
         self.record("file.delete", store=store, target=file_id, detail={"name": name, "chunks": removed})
         return removed
 
+    @checks("store.read")
     def file_names_of(self, store: str, file_id: str | None = None):
         """The names (:class:`~knowledge.catalog.FileName`) in ``store``, of one content or all."""
         self.authorize(store)
-        return self.catalog.names(store, file_id=file_id)
+        return self._system.catalog.names(store, file_id=file_id)
 
+    @checks("store.read")
     def file_attributes(self, store: str, file_id: str) -> dict[str, Any]:
         self.authorize(store)
-        return self.indexer.file_attributes(store, file_id)
+        return self._system.indexer.file_attributes(store, file_id)
 
+    @checks("store.write")
     def set_file_attributes(self, store: str, file_id: str, attributes: dict[str, Any]) -> int:
         """See :meth:`Indexer.set_file_attributes` (needs write access): the app's Details editor and
         the REST API's ``POST /v1/vector_stores/{id}/files/{file_id}`` both save through here."""
         self.authorize(store, "write")
-        changed = self.indexer.set_file_attributes(store, file_id, attributes)
+        changed = self._system.indexer.set_file_attributes(store, file_id, attributes)
         self.record("file.attributes", store=store, target=file_id)
         return changed
 
+    @checks("store.read")
     def store_settings(self, store: str) -> StoreSettings:
         """The own settings of ``store`` (description, default score threshold); needs read access.
         Raises ``StoreNotFound``."""
         self.authorize(store)
-        return self.stores.settings_of(store)
+        return self._system.stores.settings_of(store)
 
+    @checks("store.write")
     def set_store_settings(self, store: str, *, description: str | None = None,
                            score_threshold: float | None = None) -> StoreSettings:
         """Replace the own settings of ``store`` (see :meth:`Stores.set_settings`); needs write access.
@@ -557,11 +606,12 @@ class Workbench:
             StoreNotFound. PermissionDenied: read-only. InvalidArgument: a bad value, in words.
         """
         self.authorize(store, "write")
-        done = self.stores.set_settings(store, description=description, score_threshold=score_threshold)
+        done = self._system.stores.set_settings(store, description=description, score_threshold=score_threshold)
         self.record("store.update", store=store, detail={"description": done.description,
                                                          "score_threshold": done.score_threshold})
         return done
 
+    @checks("store.read")
     def default_threshold(self, store: str, distance: str | None = None) -> float | None:
         """The score threshold a search of ``store`` uses when the person sets none: the store's own
         (:meth:`store_settings`), else the setting ``search.score_threshold`` for a store scored by
@@ -570,22 +620,25 @@ class Workbench:
         own = self.store_settings(store).score_threshold
         if own is not None:
             return own
-        distance = distance or self.stores.get(store).distance
+        distance = distance or self._system.stores.get(store).distance
         return self.settings.search.score_threshold if DISTANCE_ORDER.get(distance, False) else None
 
+    @checks("store.write")
     def retry_file(self, store: str, file_id: str, **kwargs) -> IngestResult:
         self.authorize(store, "write")
-        result = self.indexer.retry_file(store, file_id, **kwargs)
+        result = self._system.indexer.retry_file(store, file_id, **kwargs)
         self.record("file.ingest", store=store, target=file_id, detail={"retry": True})
         return result
 
+    @checks("store.own")
     def reembed(self, store: str, template: str, progress: Progress | None = None) -> StoreRecord:
         self.authorize(store, "owner")
-        record = self.indexer.reembed(store, template, progress)
+        record = self._system.indexer.reembed(store, template, progress)
         self.record("store.reembed", store=store, detail={"template": template})
         return record
 
     # -- search (see knowledge.service.search) ----------------------------------------------------------
+    @checks("store.read")
     def search(self, store: str, query: str | SearchRequest, k: int = 5, *,
                where: Mapping[str, Any] | None = None, score_threshold: float | None = None,
                max_per_file: int | None = None, mode: str | None = None, rerank: bool | None = None,
@@ -595,21 +648,24 @@ class Workbench:
         self.authorize(store)
         request = search_request(query, k, where=where, score_threshold=score_threshold, max_per_file=max_per_file,
                                  mode=mode, rerank=rerank, merge=merge)
-        return self.searcher.search(store, request).hits
+        return self._system.searcher.search(store, request).hits
 
+    @checks("store.read")
     def search_result(self, store: str, request: SearchRequest) -> SearchResult:
         """The whole :class:`SearchResult` of :meth:`Searcher.search`: the hits, and the query's
         vector, the store's distance, with ``request.playground`` the best ``top`` without the
         threshold and the embedding and search times (the search playground's view)."""
         self.authorize(store)
-        return self.searcher.search(store, request)
+        return self._system.searcher.search(store, request)
 
+    @checks("store.read")
     def reranks(self, store: str) -> tuple[bool, int]:
         """Whether searches of ``store`` rerank by default, and how many passages (its template's
         ``rerank``/``rerank_candidates``, else the settings ``search.rerank*``)."""
         self.authorize(store)
-        return self.searcher.rerank_of(self.stores.get(store))
+        return self._system.searcher.rerank_of(self._system.stores.get(store))
 
+    @checks("store.read")
     def search_stores(self, stores: Iterable[str], query: str | SearchRequest, k: int = 5, *,
                       where: Mapping[str, Any] | None = None, mode: str | None = None,
                       thresholds: Mapping[str, float | None] | None = None) -> MultiSearch:
@@ -619,63 +675,87 @@ class Workbench:
         for name in stores:
             self.authorize(name)
         request = search_request(query, k, where=where, mode=mode)
-        return self.searcher.search_stores(stores, request, thresholds=thresholds)
+        return self._system.searcher.search_stores(stores, request, thresholds=thresholds)
 
+    @checks("store.read")
     def rank(self, store: str, query: str, vector: Any, fetch: int, **kwargs):
         self.authorize(store)
-        return self.searcher.rank(store, query, vector, fetch, **kwargs)
+        return self._system.searcher.rank(store, query, vector, fetch, **kwargs)
 
+    @checks("store.read")
     def lexical_index(self, store: str):
         self.authorize(store)
-        return self.searcher.lexical_index(store)
+        return self._system.searcher.lexical_index(store)
 
     # -- records and files, by name (instead of reaching into the catalog and the file store) -------
+    @checks("store.list")
     def store_exists(self, name: str) -> bool:
         """Whether store ``name`` exists (and :attr:`actor` may see it)."""
-        return self.stores.exists(name) and (self.actor.local or self.level(name) is not None)
+        return self._system.stores.exists(name) and self._allowed("store.read", name)
 
+    @checks("store.read")
     def store_record(self, name: str) -> StoreRecord | None:
         """The record of store ``name``, or ``None`` when there is none (or :attr:`actor` may not see it)."""
-        return self.stores.find(name) if self.store_exists(name) else None
+        return self._system.stores.find(name) if self.store_exists(name) else None
 
+    @checks("store.read")
     def file_record(self, store: str, file_id: str) -> FileRecord | None:
         """The record of file ``file_id`` in ``store`` (any status), or ``None``."""
-        if not self.actor.local and self.level(store) is None:
+        if not self._allowed("store.read", store):
             return None
-        return self.catalog.get_file(store, file_id)
+        return self._system.catalog.get_file(store, file_id)
 
+    @checks("store.read")
     def file_records(self, store: str) -> list[FileRecord]:
         """The records of ``store``'s files (any status), by name; ``[]`` for an unknown store."""
-        if not self.actor.local and self.level(store) is None:
+        if not self._allowed("store.read", store):
             return []
-        return self.catalog.files(store)
+        return self._system.catalog.files(store)
 
+    @checks("store.list")
+    def collection_in_use(self, collection: str) -> bool:
+        """Whether any store (also one :attr:`actor` may not see, also an internal one) keeps its
+        vectors in the backend collection ``collection`` (the agent memory refuses such a name)."""
+        return collection in {s.record.collection for s in self._system.stores.summaries(internal=True)}
+
+    @checks("store.create")
+    def name_taken(self, name: str) -> bool:
+        """Whether a store called ``name`` exists, also one :attr:`actor` may not see: a new store may
+        not take the name (what ``store.create`` refuses as "not available")."""
+        return self._system.stores.exists(name)
+
+    @checks("store.list")
     def stores_using_file(self, file_id: str) -> list[str]:
         """The stores holding a record of file ``file_id`` that :attr:`actor` may see, sorted."""
-        return self.visible(self.catalog.stores_using_file(file_id))
+        return self.visible(self._system.catalog.stores_using_file(file_id))
 
+    @checks("file.read")
     def stored_files(self) -> list[StoredFile]:
         """Every file of the file store :attr:`actor` may read (unsorted)."""
-        return [f for f in self.files.list() if self._readable_file(f.id)]
+        return [f for f in self._system.files.list() if self._readable_file(f.id)]
 
+    @checks("file.read")
     def stored_file(self, file_id: str) -> StoredFile:
         """The file store's record of ``file_id``. Raises ``FileNotFoundInStore`` (also for a file
         :attr:`actor` may not read)."""
         if not self._readable_file(file_id):
             raise FileNotFoundInStore(f"No stored file has the id {file_id!r}.")
-        return self.files.get(file_id)
+        return self._system.files.get(file_id)
 
+    @checks("file.read")
     def find_stored_file(self, file_id: str) -> StoredFile | None:
         """The file store's record of ``file_id``, or ``None``."""
-        return self.files.find(file_id) if self._readable_file(file_id) else None
+        return self._system.files.find(file_id) if self._readable_file(file_id) else None
 
+    @checks("file.read")
     def read_file(self, file_id: str) -> BinaryIO:
         """The bytes of stored file ``file_id`` as a binary stream (use it in a ``with`` block).
         Raises ``FileNotFoundInStore`` (also for a file :attr:`actor` may not read)."""
         if not self._readable_file(file_id):
             raise FileNotFoundInStore(f"No stored file has the id {file_id!r}.")
-        return self.files.content(file_id)
+        return self._system.files.content(file_id)
 
+    @checks("file.save")
     def save_attachment(self, name: str, media_type: str | None, data: bytes | BinaryIO, *,
                         max_bytes: int | None = None, metadata: dict[str, Any] | None = None) -> StoredFile:
         """Keep a file's bytes in the file store without indexing them (a chat's picture, an API
@@ -688,33 +768,37 @@ class Workbench:
         limit = self.settings.ingest.max_file_bytes if max_bytes is None else max_bytes
         if not self.actor.local:  # an attachment is its uploader's
             metadata = {**(metadata or {}), "owner": self.actor.username}
-        return self.files.save(name, media_type, data, max_bytes=limit, metadata=metadata)
+        return self._system.files.save(name, media_type, data, max_bytes=limit, metadata=metadata)
 
+    @checks("file.save")
     def forget_file_if_unused(self, file_id: str) -> None:
         """Delete the bytes of ``file_id`` from the file store when no store holds it any more."""
-        self.stores.forget_file_if_unused(file_id)
+        self._system.stores.forget_file_if_unused(file_id)
 
-    def llm_configs(self):
-        """The LLM and embedding configurations (:class:`knowledge.llm.config.LlmConfigs`)."""
-        return LlmConfigs(self.catalog, self.settings)
+    @checks("system.read")
+    def llm_configs(self) -> LlmConfigDesk:
+        """The LLM and embedding configurations (:class:`knowledge.llm.config.LlmConfigs`): anyone
+        reads them; saving and deleting need an admin (``settings.manage``)."""
+        return LlmConfigDesk(self, LlmConfigs(self._system.catalog, self.settings))
 
     # -- the file store ---------------------------------------------------------------------------
+    @checks("file.read")
     def list_files(self) -> list[StoredFileUsage]:
         """Every file in the file store :attr:`actor` may read, newest first, with the stores that
         use it (those :attr:`actor` sees)."""
-        files = sorted(self.files.list(), key=lambda f: (f.created, f.id), reverse=True)
+        files = sorted(self._system.files.list(), key=lambda f: (f.created, f.id), reverse=True)
         out = []
         for f in files:
-            statuses = self.catalog.file_statuses(f.id)
-            if not self.actor.local:
-                if not self._readable_file(f.id):
-                    continue
-                seen = set(self.visible(statuses))
-                statuses = {k: v for k, v in statuses.items() if k in seen}
-            aliases = [n for n in self.catalog.names_of_file(f.id) if n != f.name] if statuses else []
+            statuses = self._system.catalog.file_statuses(f.id)
+            if not self._readable_file(f.id):
+                continue
+            seen = set(self.visible(statuses))
+            statuses = {k: v for k, v in statuses.items() if k in seen}
+            aliases = [n for n in self._system.catalog.names_of_file(f.id) if n != f.name] if statuses else []
             out.append(StoredFileUsage(f, list(statuses), statuses, aliases))
         return out
 
+    @checks("store.write")
     def delete_stored_file(self, file_id: str, *, from_stores: bool = False) -> list[str]:
         """Delete a file from the file store. Returns the stores it was removed from.
 
@@ -727,14 +811,13 @@ class Workbench:
             InvalidArgument: stores use the file and ``from_stores`` is false.
         """
         stored = self.stored_file(file_id)
-        stores = self.catalog.stores_using_file(file_id)
+        stores = self._system.catalog.stores_using_file(file_id)
         hidden = len(stores) - len(self.visible(stores))
         if hidden:  # said without naming a store the actor may not see
             raise PermissionDenied(f"{stored.name} is also used by {hidden} store(s) you cannot see; it was kept.")
         for store in stores:
             self.authorize(store, "write")
-        if not stores and not self.actor.local and not self.actor.is_admin \
-                and stored.metadata.get("owner") != self.actor.username:
+        if not stores and not self._allowed("file.manage") and stored.metadata.get("owner") != self.actor.username:
             raise PermissionDenied(f"{stored.name} is not yours to delete.")
         if stores and not from_stores:
             raise InvalidArgument(
@@ -743,21 +826,25 @@ class Workbench:
             )
         for store in stores:
             self.delete_file(store, file_id, keep_file=True)
-        self.files.delete(file_id)
+        self._system.files.delete(file_id)
         self.record("file.delete", target=file_id, detail={"name": stored.name, "stores": stores})
         return stores
 
     # -- templates --------------------------------------------------------------------------------
+    @checks("template.read")
     def template(self, name: str) -> VectorStoreTemplate:
         """The template ``name``. Raises ``TemplateNotFound``."""
-        return self.templates.get(name)
+        return self._system.templates.get(name)
 
+    @checks("template.read")
     def template_names(self) -> list[str]:
-        return self.templates.names()
+        return self._system.templates.names()
 
+    @checks("template.read")
     def list_templates(self) -> list[VectorStoreTemplate]:
-        return self.templates.list()
+        return self._system.templates.list()
 
+    @checks("template.save")
     def save_template(self, template: VectorStoreTemplate) -> VectorStoreTemplate:
         """Create or update a template. A template that stores use keeps its backend, embedding model
         and distance (their vectors depend on them): re-embed the stores to a new template instead.
@@ -766,134 +853,263 @@ class Workbench:
             InvalidArgument: the built-in name, or such a change to a template in use.
             PermissionDenied: :attr:`actor` is no admin.
         """
-        self.require_admin("save a template")
-        users = self.stores.stores_using_template(template.name, internal=True)
-        if users and template.name in self.catalog.list_templates():
-            old = self.templates.get(template.name)
-            changed = [f for f in ("backend", "embedding_model", "distance")
-                       if getattr(old, f) != getattr(template, f)]
-            if changed:
-                raise InvalidArgument(
-                    f"Template {template.name!r} is used by {', '.join(users)}; its {', '.join(changed)}"
-                    " cannot change. Save a new template and re-embed those stores to it."
-                )
-        return self.templates.save(template)
+        self._check("template.save")
+        return self._system.save_template(template)
 
+    @checks("template.derive")
+    def derive_template(self, template: VectorStoreTemplate) -> VectorStoreTemplate:
+        """Save ``template``, a copy of an existing template with another chunking made for a
+        request's own ``chunking_strategy`` (the REST API): anyone may (``template.derive``); it is
+        not an admin's act, so not audited. Raises ``InvalidArgument`` (see :meth:`System.save_template
+        <knowledge.system.System.save_template>`)."""
+        self._check("template.derive")
+        return self._system.save_template(template)
+
+    @checks("template.read")
     def shared_catalog_problem(self) -> str | None:
         """What to set when the default template cannot make stores here -- the catalog is shared
         (``catalog.url``) and ``vector_store.backend`` is per machine (memory, Qdrant's local mode,
         the embedded PostgreSQL) -- or ``None``. The app shows it before anyone uploads."""
-        return self.templates.problem(self.templates.get(DEFAULT_TEMPLATE))
+        return self._system.templates.problem(self._system.templates.get(DEFAULT_TEMPLATE))
 
+    @checks("template.delete")
     def delete_template(self, name: str) -> None:
         """Delete a template that no store uses (raises ``InvalidArgument`` otherwise; an admin only)."""
-        self.require_admin("delete a template")
-        self.templates.delete(name, in_use_by=self.stores.stores_using_template(name, internal=True))
+        self._check("template.delete")
+        self._system.templates.delete(name, in_use_by=self._system.stores.stores_using_template(name, internal=True))
 
 
-#: ``{method: (store argument, level)}`` of a guarded feature (see :class:`_Guarded`).
-Rules = dict[str, tuple[str | None, str]]
+class PortableDesk:
+    """Export, import and move stores, back up and restore (:class:`~knowledge.portable.Portable`) as
+    :attr:`Workbench.actor` may: an export needs read access, an import makes a store of the actor's
+    own, a move needs the store's owner, a backup and a restore (every store) need an admin."""
 
+    def __init__(self, wb: Workbench, portable: Portable) -> None:
+        self._wb, self._portable = wb, portable
 
-class _Guarded:
-    """A feature of a workbench view (:meth:`Workbench.as_user`): the methods named in :attr:`RULES`
-    pass after the view's check, every other attribute is refused (a new method is closed until
-    its rule is written)."""
-
-    #: ``{method: (store argument, level)}``: the argument (position 0 or keyword) naming the store
-    #: and the level it needs; ``None`` as the argument: a check of its own (``_check_<method>``).
-    RULES: ClassVar[Rules] = {}
-
-    def __init__(self, view: Workbench, feature: Any) -> None:
-        self._view, self._feature = view, feature
-
-    def __getattr__(self, name: str) -> Any:
-        if name not in self.RULES:
-            raise AttributeError(f"{type(self._feature).__name__}.{name} is not open to a signed-in user"
-                                 " (no access rule is written for it)")
-        arg, level = self.RULES[name]
-        method = getattr(self._feature, name)
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            if arg is None:
-                getattr(self, f"_check_{name}")(*args, **kwargs)
-            else:
-                store = kwargs[arg] if arg in kwargs else args[0]
-                self._view.authorize(store, level)  # type: ignore[arg-type]
-            result = method(*args, **kwargs)
-            return self._after(name, args, kwargs, result)
-
-        return call
-
-    def _after(self, name: str, args: tuple, kwargs: dict, result: Any) -> Any:
+    @checks("store.read")
+    def export_store(self, store: str, out: str | os.PathLike, *, progress: BundleProgress | None = None
+                     ) -> ExportResult:
+        """See :meth:`Portable.export_store`. Raises ``StoreNotFound`` (also for a store the actor may
+        not see)."""
+        self._wb._check("store.read", store)
+        result = self._portable.export_store(store, out, progress=progress)
+        if not self._wb.actor.local:
+            self._wb.record("store.export", store=store)
         return result
 
-
-class GuardedPortable(_Guarded):
-    """``portable`` of a view: export needs read access; an import makes a store of the user's own;
-    moving a store needs its owner; a backup and a restore (every store) need an admin."""
-
-    RULES: ClassVar[Rules] = {"export_store": ("store", "read"), "import_bundle": (None, ""),
-                              "move_store": ("store", "owner"),
-             "backup": (None, ""), "import_restored": (None, ""), "sweep_leftovers": (None, "")}
-
-    def _check_import_bundle(self, *args: Any, **kwargs: Any) -> None:
-        name = kwargs.get("as_name")
-        if name and self._view.stores.exists(name):
-            self._view.authorize(name, "read")  # the import refuses an existing name; this hides whose it is
-
-    def _check_backup(self, *args: Any, **kwargs: Any) -> None:
-        self._view.require_admin("back up every store")
-
-    _check_import_restored = _check_backup
-    _check_sweep_leftovers = _check_backup
-
-    def _after(self, name: str, args: tuple, kwargs: dict, result: Any) -> Any:
-        if name == "export_store":
-            self._view.record("store.export", store=kwargs.get("store", args[0] if args else None))
-        elif name == "import_bundle":
-            self._view.claim(result.store)
-            self._view.record("store.import", store=result.store)
+    @checks("store.create")
+    def import_bundle(self, bundle: str | os.PathLike, *, as_name: str | None = None, template: str | None = None,
+                      progress: BundleProgress | None = None) -> ImportResult:
+        """See :meth:`Portable.import_bundle`; the store made is the actor's."""
+        if as_name and self._wb._system.stores.exists(as_name):
+            self._wb._check("store.read", as_name)  # the import refuses an existing name; this hides whose it is
+        result = self._portable.import_bundle(bundle, as_name=as_name, template=template, progress=progress)
+        if not self._wb.actor.local:
+            self._wb.claim(result.store)
+            self._wb.record("store.import", store=result.store)
         return result
 
+    @checks("store.own")
+    def move_store(self, store: str, template: str, progress: BundleProgress | None = None) -> StoreRecord:
+        """See :meth:`Portable.move_store` (the store's owner, or an admin)."""
+        self._wb._check("store.own", store)
+        return self._portable.move_store(store, template, progress)
 
-class GuardedSyncs(_Guarded):
-    """``syncs`` of a view: syncing a folder into a store, or forgetting one, needs write access."""
+    @checks("backup")
+    def backup(self, out: str | os.PathLike, *, progress: BundleProgress | None = None) -> BackupResult:
+        """See :meth:`Portable.backup` (an admin). Raises ``PermissionDenied``."""
+        self._wb._check("backup")
+        return self._portable.backup(out, progress=progress)
 
-    RULES: ClassVar[Rules] = {"folder": ("store", "write"), "synced_folders": ("store", "read"),
-                              "forget": ("store", "write"),
-             "ingest_file": ("store", "write")}
+    @checks("backup")
+    def import_restored(self, result: RestoreResult, *, progress: BundleProgress | None = None) -> RestoreResult:
+        """See :meth:`Portable.import_restored` (an admin). Raises ``PermissionDenied``."""
+        self._wb._check("backup")
+        return self._portable.import_restored(result, progress=progress)
 
-
-class GuardedEvaluations(_Guarded):
-    """``evaluations`` of a view: evaluating a store needs read access; question sets are shared;
-    runs are listed for the stores the user sees; keeping a chunking as a template needs an admin."""
-
-    RULES: ClassVar[Rules] = {"evaluate": ("store", "read"), "sweep_fusion_weight": ("store", "read"),
-             "try_chunkings": ("store", "read"), "keep_as_template": (None, ""), "tuned": (None, ""),
-             "load_question_set": (None, ""), "save_set": (None, ""), "get_set": (None, ""),
-             "set_names": (None, ""), "delete_set": (None, ""), "save_run": (None, ""),
-             "runs": (None, ""), "get_run": (None, ""), "delete_runs": (None, "")}
-
-    def _check_keep_as_template(self, *args: Any, **kwargs: Any) -> None:
-        self._view.require_admin("save a template")
-
-    def _check_save_run(self, run: Any, *args: Any, **kwargs: Any) -> None:
-        self._view.authorize(run.store)
-
-    def _free(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-    _check_tuned = _check_load_question_set = _check_save_set = _check_get_set = _free
-    _check_set_names = _check_delete_set = _check_delete_runs = _check_runs = _check_get_run = _free
-
-    def _after(self, name: str, args: tuple, kwargs: dict, result: Any) -> Any:
-        if name == "runs":
-            seen = set(self._view.visible({r.store for r in result}))
-            return [r for r in result if r.store in seen]
-        if name == "get_run" and not self._view.visible([result.store]):
-            raise StoreNotFound(result.store, "create it first, or ingest a file into it")
-        return result
+    @checks("backup")
+    def sweep_leftovers(self, backends: list[str] | None = None) -> tuple[int, int]:
+        """See :meth:`Portable.sweep_leftovers` (an admin). Raises ``PermissionDenied``."""
+        self._wb._check("backup")
+        return self._portable.sweep_leftovers(backends)
 
 
-__all__ = ["GuardedEvaluations", "GuardedPortable", "GuardedSyncs", "StoredFileUsage", "Workbench"]
+class SyncDesk:
+    """Folder syncs (:class:`~knowledge.sync.FolderSyncs`) as :attr:`Workbench.actor` may: syncing a
+    folder into a store, or forgetting one, needs write access; listing them, read access."""
+
+    def __init__(self, wb: Workbench, syncs: FolderSyncs) -> None:
+        self._wb, self._syncs = wb, syncs
+
+    @checks("store.write")
+    def folder(self, store: str, folder: str | os.PathLike, glob: str | None = None, *,
+               template: str | None = None, folders: LocalFolders | None = None) -> FolderSync:
+        """See :meth:`FolderSyncs.folder`. Raises ``StoreNotFound``, ``PermissionDenied``."""
+        self._wb._check("store.write", store)
+        return self._syncs.folder(store, folder, glob, template=template, folders=folders)
+
+    @checks("store.read")
+    def synced_folders(self, store: str) -> list[SyncedFolder]:
+        """See :meth:`FolderSyncs.synced_folders`. Raises ``StoreNotFound``."""
+        self._wb._check("store.read", store)
+        return self._syncs.synced_folders(store)
+
+    @checks("store.write")
+    def forget(self, store: str, folder: str) -> bool:
+        """See :meth:`FolderSyncs.forget`. Raises ``StoreNotFound``, ``PermissionDenied``."""
+        self._wb._check("store.write", store)
+        return self._syncs.forget(store, folder)
+
+
+class EvaluationDesk:
+    """Evaluations (:class:`~knowledge.evaluation.Evaluations`) as :attr:`Workbench.actor` may:
+    evaluating a store needs read access; question sets are shared (``evaluation.sets``); runs are
+    listed for the stores the actor sees; keeping a chunking as a template needs an admin."""
+
+    def __init__(self, wb: Workbench, evaluations: Evaluations) -> None:
+        self._wb, self._evaluations = wb, evaluations
+
+    @checks("store.read")
+    def evaluate(self, store: str, qset: QuestionSet, mode: str | None = None, k: int = 10, *,
+                 fusion_weight: float | None = None, candidates: int | None = None,
+                 progress: Callable[[int, int], None] | None = None, rerank: bool | None = None,
+                 rank_constant: int | None = None) -> EvalRun:
+        """See :meth:`Evaluations.evaluate`. Raises ``StoreNotFound``."""
+        self._wb._check("store.read", store)
+        return self._evaluations.evaluate(store, qset, mode, k, fusion_weight=fusion_weight, candidates=candidates,
+                                          progress=progress, rerank=rerank, rank_constant=rank_constant)
+
+    @checks("evaluation.sets")
+    def tuned(self, *, fusion_weight: float | None = None, candidates: int | None = None,
+              rank_constant: int | None = None) -> Searcher:
+        """See :meth:`Evaluations.tuned`."""
+        return self._evaluations.tuned(fusion_weight=fusion_weight, candidates=candidates,
+                                       rank_constant=rank_constant)
+
+    @checks("store.read")
+    def sweep_fusion_weight(self, store: str, qset: QuestionSet,
+                            weights: Sequence[float] = (0.0, 0.25, 0.5, 0.75, 1.0), k: int = 10,
+                            candidates: int | None = None) -> list[EvalRun]:
+        """See :meth:`Evaluations.sweep_fusion_weight`. Raises ``StoreNotFound``."""
+        self._wb._check("store.read", store)
+        return self._evaluations.sweep_fusion_weight(store, qset, weights, k, candidates)
+
+    @checks("store.read")
+    def try_chunkings(self, store: str, qset: QuestionSet, chunkings: Sequence[tuple[int, int]],
+                      modes: Sequence[str] = ("hybrid",), k: int = 10,
+                      progress: Callable[[str, float], None] | None = None) -> list[ChunkTrial]:
+        """See :meth:`Evaluations.try_chunkings`. Raises ``StoreNotFound``."""
+        self._wb._check("store.read", store)
+        return self._evaluations.try_chunkings(store, qset, chunkings, modes, k, progress)
+
+    @checks("template.save")
+    def keep_as_template(self, store: str, size: int, overlap: int, name: str | None = None) -> VectorStoreTemplate:
+        """See :meth:`Evaluations.keep_as_template` (an admin). Raises ``PermissionDenied``."""
+        self._wb._check("template.save")
+        return self._evaluations.keep_as_template(store, size, overlap, name)
+
+    @checks("evaluation.sets")
+    def load_question_set(self, ref: str) -> QuestionSet:
+        """See :meth:`Evaluations.load_question_set`."""
+        return self._evaluations.load_question_set(ref)
+
+    @checks("evaluation.sets")
+    def save_set(self, name: str, questions: Sequence[Question], fmt: str = "tsv") -> QuestionSet:
+        """See :meth:`Evaluations.save_set`."""
+        return self._evaluations.save_set(name, questions, fmt)
+
+    @checks("evaluation.sets")
+    def get_set(self, name: str) -> QuestionSet:
+        """See :meth:`Evaluations.get_set`."""
+        return self._evaluations.get_set(name)
+
+    @checks("evaluation.sets")
+    def set_names(self) -> list[str]:
+        """See :meth:`Evaluations.set_names`."""
+        return self._evaluations.set_names()
+
+    @checks("evaluation.sets")
+    def delete_set(self, name: str) -> bool:
+        """See :meth:`Evaluations.delete_set`."""
+        return self._evaluations.delete_set(name)
+
+    @checks("store.read")
+    def save_run(self, run: EvalRun) -> EvalRun:
+        """See :meth:`Evaluations.save_run`; needs read access to the run's store."""
+        self._wb._check("store.read", run.store)
+        return self._evaluations.save_run(run)
+
+    @checks("evaluation.sets")
+    def runs(self, set_name: str | None = None, store: str | None = None, limit: int = 200) -> list[EvalRun]:
+        """See :meth:`Evaluations.runs`: those of the stores the actor sees."""
+        found = self._evaluations.runs(set_name, store, limit)
+        seen = set(self._wb.visible({r.store for r in found}))
+        return [r for r in found if r.store in seen]
+
+    @checks("evaluation.sets")
+    def get_run(self, run_id: str) -> EvalRun:
+        """See :meth:`Evaluations.get_run`. Raises ``RunNotFound``; ``StoreNotFound`` for a run of a
+        store the actor may not see."""
+        run = self._evaluations.get_run(run_id)
+        if not self._wb.visible([run.store]):
+            raise StoreNotFound(run.store, "create it first, or ingest a file into it")
+        return run
+
+    @checks("evaluation.sets")
+    def delete_runs(self, set_name: str) -> int:
+        """See :meth:`Evaluations.delete_runs`."""
+        return self._evaluations.delete_runs(set_name)
+
+
+class LlmConfigDesk:
+    """The LLM and embedding configurations (:class:`~knowledge.llm.config.LlmConfigs`) as
+    :attr:`Workbench.actor` may use them: read by anyone, changed by an admin."""
+
+    def __init__(self, wb: Workbench, configs: LlmConfigs) -> None:
+        self._wb, self._configs = wb, configs
+
+    @checks("system.read")
+    def list(self, type: str | None = None) -> list[LlmConfig]:
+        """See :meth:`LlmConfigs.list`."""
+        return self._configs.list(type)
+
+    @checks("system.read")
+    def find(self, name: str) -> LlmConfig | None:
+        """See :meth:`LlmConfigs.find`."""
+        return self._configs.find(name)
+
+    @checks("system.read")
+    def get(self, name: str) -> LlmConfig:
+        """See :meth:`LlmConfigs.get`. Raises ``LlmConfigNotFound``, ``InvalidArgument``."""
+        return self._configs.get(name)
+
+    @checks("system.read")
+    def default_chat(self) -> LlmConfig:
+        """See :meth:`LlmConfigs.default_chat`."""
+        return self._configs.default_chat()
+
+    @checks("system.read")
+    def chat(self, name: str | None) -> LlmConfig:
+        """See :meth:`LlmConfigs.chat`. Raises ``LlmConfigNotFound``, ``InvalidArgument``."""
+        return self._configs.chat(name)
+
+    @checks("system.read")
+    def embedding_model(self) -> tuple[str | None, str]:
+        """See :meth:`LlmConfigs.embedding_model`."""
+        return self._configs.embedding_model()
+
+    @checks("settings.manage")
+    def save(self, config: LlmConfig | dict) -> LlmConfig:
+        """See :meth:`LlmConfigs.save` (an admin). Raises ``PermissionDenied``, ``InvalidArgument``."""
+        self._wb._check("settings.manage")
+        return self._configs.save(config)
+
+    @checks("settings.manage")
+    def delete(self, name: str) -> bool:
+        """See :meth:`LlmConfigs.delete` (an admin). Raises ``PermissionDenied``."""
+        self._wb._check("settings.manage")
+        return self._configs.delete(name)
+
+
+__all__ = ["EvaluationDesk", "LlmConfigDesk", "PortableDesk", "StoredFileUsage", "SyncDesk", "Workbench"]

@@ -23,7 +23,7 @@ import streamlit as st
 
 from knowledge.chat import ChatService
 from knowledge.errors import KnowledgeError
-from knowledge.people import Actor
+from knowledge.people import LOCAL_ADMIN, Actor
 from knowledge.text.render import inert
 from knowledge.vectorstore.scoring import DISTANCES as _DISTANCES
 from knowledge.workbench import Workbench
@@ -69,12 +69,11 @@ def app_chat_service(wb: Workbench) -> ChatService:
     of it): one service per process workbench, shared by every browser session and page (it is
     thread-safe), acting here for ``wb``'s actor (:meth:`ChatService.as_user`: that person's
     sessions and stores only; nothing of one person's view is kept in the shared service)."""
-    base = wb.base
-    key = (id(base), str(base.settings.catalog_path))
-    chat = _chat_service(base, key)
-    if chat.wb is not base:  # another workbench took the id of a closed one
+    key = (wb.system_id(), str(wb.settings.catalog_path))
+    chat = _chat_service(wb.as_user(LOCAL_ADMIN), key)  # the shared service acts for nobody in particular
+    if not chat.wb.same_system(wb):  # another system took the id of a closed one
         _chat_service.clear()
-        chat = _chat_service(base, key)
+        chat = _chat_service(wb.as_user(LOCAL_ADMIN), key)
     return chat.as_user(wb)
 
 #: Where a browser session keeps its app session: the token of ``wb.people.accounts.start_session``

@@ -67,7 +67,7 @@ if owner is not None:
     st.caption("Your memories are private: nobody else signed in recalls, counts or forgets them.")
 try:
     actual = user_collection(collection or DEFAULT_COLLECTION, owner)
-    if owner is not None and actual in {s.record.collection for s in wb.base.list_stores(internal=True)}:
+    if owner is not None and wb.collection_in_use(actual):
         raise InvalidArgument(f"{collection!r} cannot hold memories: a vector store uses that name. Choose another.")
     memory = VectorMemory(wb.backend(backend_name), wb.embedder(), collection=actual)
     datasets = memory.datasets()

@@ -29,12 +29,13 @@ FLOORS: dict[str, int] = {
     **dict.fromkeys(["ingest", "llm", "people"], 3),  # readers count tokens with an embedder; LLM configs, accounts live in the catalog
     "service": 4,  # stores, indexing, search, templates, jobs, fusion
     **dict.fromkeys(["portable", "evaluation", "sync", "agent_memory"], 5),  # features, handed their parts
-    "workbench": 6,  # the composition root
-    "tools": 7,  # the knowledge tool group a model is handed
-    "chat": 8,
-    **dict.fromkeys(["pagemodels", "server"], 9),  # page models (Streamlit-free) and the REST/MCP surfaces
-    "cli": 10,
-    "__main__": 11,
+    "system": 6,  # the composition root: every part, unguarded
+    "workbench": 7,  # the per-person face: every check and audit
+    "tools": 8,  # the knowledge tool group a model is handed
+    "chat": 9,
+    **dict.fromkeys(["pagemodels", "server"], 10),  # page models (Streamlit-free) and the REST/MCP surfaces
+    "cli": 11,
+    "__main__": 12,
 }
 
 GROUND = {u for u, f in FLOORS.items() if f == 0}

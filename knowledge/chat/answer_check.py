@@ -72,7 +72,7 @@ def run_as_the_chat_searches(wb: Workbench, runs: Sequence[EvalRun]) -> EvalRun 
     mode = search_mode(search.mode)
     for run in runs:
         try:
-            reranked, n = wb.evaluations.searcher.rerank_of(wb.get_store(run.store))
+            reranked, n = wb.reranks(run.store)
         except KnowledgeError:
             continue
         if (run.mode == mode and run.search.get("fusion_weight") == search.fusion_weight

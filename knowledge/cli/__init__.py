@@ -28,6 +28,7 @@ from knowledge.cli import eval as evaluate
 from knowledge.cli.common import COMMON, acting_username, acting_view
 from knowledge.errors import KnowledgeError, set_log_place
 from knowledge.service.connections import check_connections, name_this_process
+from knowledge.system import System
 from knowledge.workbench import Workbench
 
 #: The command modules, in the order ``--help`` lists their commands.
@@ -84,13 +85,13 @@ def run(args: argparse.Namespace) -> int:
             raise KnowledgeError(f"`{args.command}` does not act as an account; leave out --user"
                                  " (and unset $KNOWLEDGE_USER).")
         return args.func(args)
-    wb = Workbench()
+    system = System()  # the entry point holds the parts; the command gets a workbench over them
     if args.command == "worker":  # long-running: say when PostgreSQL may refuse its connections
-        check_connections(wb.catalog, wb.settings)
+        check_connections(system.catalog, system.settings)
     try:
-        return args.func(acting_view(wb, args), args)
+        return args.func(acting_view(Workbench(system), args), args)
     finally:
-        wb.close()
+        system.close()
 
 
 __all__ = ["COMMAND_MODULES", "build_parser", "main", "run"]

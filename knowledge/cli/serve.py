@@ -15,6 +15,7 @@ import contextlib
 from knowledge.cli.common import Commands, acting_username, command
 from knowledge.errors import set_log_place
 from knowledge.service.connections import check_connections
+from knowledge.system import System
 from knowledge.workbench import Workbench
 
 
@@ -45,9 +46,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from knowledge.server.app import serve  # noqa: PLC0415 - FastAPI and uvicorn, only for this command
 
     set_log_place("the server's log")
-    wb = Workbench()
-    check_connections(wb.catalog, wb.settings)  # a warning when PostgreSQL's max_connections is too small
-    serve(args.host, args.port, wb=wb)
+    system = System()
+    check_connections(system.catalog, system.settings)  # a warning when PostgreSQL's max_connections is too small
+    try:
+        serve(args.host, args.port, wb=Workbench(system))
+    finally:
+        system.close()
     return 0
 
 
@@ -56,8 +60,11 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
     # --user, else $KNOWLEDGE_USER (as every command reads them), else the local admin
     user = acting_username(args)
-    wb = Workbench()
+    system = System()
     if args.http:  # (over stdio the log is the client's stderr: one process per client, no warning)
-        check_connections(wb.catalog, wb.settings)
-    run(http=args.http, host=args.host, port=args.port, user=user, wb=wb)
+        check_connections(system.catalog, system.settings)
+    try:
+        run(http=args.http, host=args.host, port=args.port, user=user, wb=Workbench(system))
+    finally:
+        system.close()
     return 0

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, TypeVar
 
 from knowledge.errors import InvalidArgument, PermissionDenied, StoreNotFound
 from knowledge.people.records import Actor, Level, at_least
@@ -65,9 +65,14 @@ ACTIONS: dict[str, Action] = _table(
     Action("file.save", "save a file of one's own (a chat attachment)", "site"),
     Action("file.manage", "list every stored file, delete stored files, move the file store", "site",
            admin=True, refusal="manage the stored files"),
+    Action("files.move", "move every stored file to another file store", "site", admin=True,
+           refusal="move the files to another file store"),
+    Action("files.cleanup", "delete the old copies a finished move of the files left", "site", admin=True,
+           refusal="delete the old copies of the files"),
     # templates
     Action("template.read", "list and read templates", "site"),
-    Action("template.save", "save or delete a template", "site", admin=True, refusal="save a template"),
+    Action("template.save", "save a template", "site", admin=True, refusal="save a template"),
+    Action("template.delete", "delete a template no store uses", "site", admin=True, refusal="delete a template"),
     Action("template.derive", "have a template made for one's own chunking (REST chunking_strategy)", "site"),
     # accounts
     Action("account.self", "change one's own password, display name, API keys and sessions", "site"),
@@ -77,10 +82,15 @@ ACTIONS: dict[str, Action] = _table(
     Action("audit.read", "read the audit events of one's stores and one's own account", "site"),
     Action("audit.read_all", "read every audit event", "site", admin=True, refusal="read the whole audit trail"),
     Action("backup", "back up every store and restore a backup", "site", admin=True,
-           refusal="back up or restore every store"),
-    Action("settings.manage", "change the site's settings: language models, file store", "site", admin=True,
-           refusal="change the settings"),
+           refusal="back up every store"),
+    Action("settings.manage", "add, change and delete LLM configs", "site", admin=True,
+           refusal="change LLM configs"),
     Action("evaluation.sets", "read and keep question sets and evaluation runs", "site"),
+    Action("system.read", "what the process has loaded: models, backends, LLM configs, the file store's home",
+           "site"),
+    Action("actor.switch", "make the workbench of a person already signed in (the entry points do)", "site"),
+    Action("audit.record", "add an event to the audit trail in one's own name", "site"),
+    Action("job.run", "ingest a queued file of a batch checked when it was submitted (the worker)", "site"),
     Action("account.join", "create one's own account with an invitation or the first-run set-up token (before"
            " anyone is signed in: the token is the credential); see whether accounts are on", "site"),
 )
@@ -96,6 +106,35 @@ def action(name: str) -> Action:
         return ACTIONS[name]
     except KeyError:
         raise KeyError(f"no action {name!r} in knowledge.people.policy.ACTIONS") from None
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def checks(name: str) -> Callable[[F], F]:
+    """Mark a public method of the Workbench or of a desk with the action it checks (``"template.read"``
+    for one that needs no check: a free action, named all the same). The method is not wrapped; the
+    policy test reads the mark (:func:`action_of`) so that a method naming none fails it.
+
+    Raises:
+        KeyError: at import, for a name that is not a row of :data:`ACTIONS`.
+    """
+    action(name)
+
+    def mark(method: F) -> F:
+        MARKED[f"{method.__module__}.{method.__qualname__}"] = name
+        return method
+
+    return mark
+
+
+#: ``{"module.Class.method": action}``: what :func:`checks` marked.
+MARKED: dict[str, str] = {}
+
+
+def action_of(method: Callable[..., Any]) -> str | None:
+    """The action a method was marked with by :func:`checks`, or ``None``."""
+    return MARKED.get(f"{method.__module__}.{method.__qualname__}")
 
 
 class Policy:
@@ -188,4 +227,4 @@ class Policy:
         return self._file_owner(file_id) == actor.username
 
 
-__all__ = ["ACTIONS", "Action", "Policy", "Resource", "action"]
+__all__ = ["ACTIONS", "MARKED", "Action", "Policy", "Resource", "action", "action_of", "checks"]

@@ -124,7 +124,7 @@ class KnowledgeTools:
     def acting_for(self, actor: Actor) -> KnowledgeTools:
         """These tools acting for ``actor``: the same memory, a view of the workbench for them."""
         view = copy.copy(self)
-        view.wb = self.wb.base.as_user(actor)
+        view.wb = self.wb.as_user(actor)
         return view
 
     def memory(self) -> VectorMemory:

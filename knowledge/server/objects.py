@@ -206,7 +206,7 @@ class KnowledgeApi:
         name) and their chat service over that view (one per actor as read now, kept for the
         next requests, so a session's turns still run one at a time). Cheap: one per request."""
         view = copy.copy(self)
-        view.wb = self.wb.base.as_user(actor)
+        view.wb = self.wb.as_user(actor)
         with self._lock:
             chat = self._user_chats.pop(actor, None)
             if chat is not None:  # the most recently used last; the oldest go past USER_CHATS
@@ -318,7 +318,7 @@ class KnowledgeApi:
             size, overlap = chosen.static.max_chunk_size_tokens, chosen.static.chunk_overlap_tokens
             tpl = f"{base.name}-static-{size}-{overlap}"
             if save and tpl not in self.wb.template_names():  # derived from a template: not an admin's act
-                self.wb.base.save_template(base.model_copy(update={"name": tpl, "max_chunk_size_tokens": size,
+                self.wb.derive_template(base.model_copy(update={"name": tpl, "max_chunk_size_tokens": size,
                                                              "chunk_overlap_tokens": overlap}))
         plan = plan_chunking(self.wb.embedder(base.embedding_model), size, overlap)
         reported = {"type": "static", "static": {"max_chunk_size_tokens": plan.max_tokens,

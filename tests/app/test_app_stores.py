@@ -364,7 +364,7 @@ def test_delete_a_store_needs_confirmation(fake_model):
 def test_reembed_to_another_template(fake_model):
     make_store("Notes", [("cats.md", CATS)])
     wb = service()
-    wb.templates.save(make_template(name="other", embedding_model="fake/hash-12", max_chunk_size_tokens=64,
+    wb.save_template(make_template(name="other", embedding_model="fake/hash-12", max_chunk_size_tokens=64,
                                     chunk_overlap_tokens=8))
     wb.close()
     at = open_page()
@@ -419,7 +419,7 @@ def test_a_template_can_turn_ocr_off(fake_model):
     assert not at.exception
     tab = table(at, "template")
     assert list(tab["OCR"]) == ["auto (setting)", "off"]
-    assert service().templates.get("no scans").ocr == "off"
+    assert service().template("no scans").ocr == "off"
     at.selectbox(key="tpl-pick").select("no scans").run()
     assert at.selectbox(key="tpl-ocr").value == "off"  # editing shows the saved choice
 

@@ -368,7 +368,7 @@ def test_chunk_trials_evaluate_temporary_copies_and_remove_them(wb):
     with pytest.raises(InvalidArgument):
         wb.evaluations.try_chunkings("notes", s, [(16, 16)])
     tpl = wb.evaluations.keep_as_template("notes", 48, 0)
-    assert tpl.name == "default-48-0" and wb.templates.get("default-48-0").max_chunk_size_tokens == 48
+    assert tpl.name == "default-48-0" and wb.template("default-48-0").max_chunk_size_tokens == 48
 
 
 @pytest.mark.slow

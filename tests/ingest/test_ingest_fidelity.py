@@ -728,7 +728,7 @@ def test_reembed_keeps_file_attributes_and_table_headers(wb):
 
     md = b"---\nauthor: Ines Quokka\n---\n# Manual\n\nPrime the pump WOMBAT-7101.\n"
     ingest(wb, ("m.md", md), case("parts-catalogue.md"))
-    wb.templates.save(make_template(name="other", embedding_model=wb.get_store("s").embedding_model,
+    wb.save_template(make_template(name="other", embedding_model=wb.get_store("s").embedding_model,
                                     max_chunk_size_tokens=250, chunk_overlap_tokens=50))
     wb.reembed("s", "other")
     hits = wb.search("s", "prime the pump", k=3, where={"attr_author": "Ines Quokka"})

@@ -236,7 +236,7 @@ def test_a_chunk_sharing_only_some_query_words_is_judged_by_meaning(wb):
 
 
 def test_timed_search_threshold_follows_a_distance_store(wb):
-    wb.templates.save(make_template(name="far", embedding_model=wb.settings.embeddings.model, distance="euclid"))
+    wb.save_template(make_template(name="far", embedding_model=wb.settings.embeddings.model, distance="euclid"))
     wb.create_store("e", "far")
     emb = wb.embedder()
     texts = ["apples and pears", "apples apples", "the weather today"]

@@ -59,7 +59,7 @@ def test_store_static_chunking_upload_and_poll_filtered_search_and_delete(client
         assert "window" in " ".join(f.model_extra["chunking_notes"])
         uploaded.append(f)
     # the template the static strategy maps to, holding the asked values
-    assert "default-static-800-400" in wb.templates.names()
+    assert "default-static-800-400" in wb.template_names()
 
     listed = client.vector_stores.files.list(vector_store_id=vs.id, limit=1)
     assert len(listed.data) == 1 and listed.has_more

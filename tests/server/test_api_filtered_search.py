@@ -25,6 +25,7 @@ from knowledge.config import load_settings
 from knowledge.server.app import create_app
 from knowledge.server.mcp import build_server
 from knowledge.server.objects import vector_store_id
+from knowledge.system import System
 from knowledge.workbench import Workbench
 
 DEV_FILES, SECTIONS = 4, 60  # team=dev: four long files of many chunks each
@@ -64,19 +65,24 @@ def prepared(tmp_path_factory) -> Path:
 
 
 @pytest.fixture
-def wb(prepared, monkeypatch) -> Iterator[Workbench]:
+def system(prepared, monkeypatch) -> Iterator[System]:
     use_prepared_data(prepared)
     monkeypatch.setenv("KNOWLEDGE_EMBEDDINGS__MODEL", MODEL)
-    w = Workbench(load_settings())
-    yield w
-    w.close()
+    s = System(load_settings())
+    yield s
+    s.close()
 
 
 @pytest.fixture
-def embeddings(wb, monkeypatch) -> list[str]:
-    """The queries the workbench embeds from here on (``embed_query`` of every embedder it hands out)."""
+def wb(system) -> Workbench:
+    return Workbench(system)
+
+
+@pytest.fixture
+def embeddings(system, monkeypatch) -> list[str]:
+    """The queries the system embeds from here on (``embed_query`` of every embedder it hands out)."""
     seen: list[str] = []
-    original = wb.embedder
+    original = system.embedder
 
     class Counted:
         def __init__(self, inner: Any) -> None:
@@ -89,21 +95,21 @@ def embeddings(wb, monkeypatch) -> list[str]:
         def __getattr__(self, name: str) -> Any:
             return getattr(self.inner, name)
 
-    monkeypatch.setattr(wb, "embedder", lambda *a, **kw: Counted(original(*a, **kw)))
+    monkeypatch.setattr(system, "embedder", lambda *a, **kw: Counted(original(*a, **kw)))
     return seen
 
 
 @pytest.fixture
-def rounds(wb, monkeypatch) -> list[int]:
+def rounds(system, monkeypatch) -> list[int]:
     """The ``fetch`` of each ranking the searches ask the backend for from here on."""
     asked: list[int] = []
-    original = wb.searcher.rank
+    original = system.searcher.rank
 
     def rank(store: str, query: str, vector: Any, fetch: int, **kwargs: Any) -> Any:
         asked.append(fetch)
         return original(store, query, vector, fetch, **kwargs)
 
-    monkeypatch.setattr(wb.searcher, "rank", rank)
+    monkeypatch.setattr(system.searcher, "rank", rank)
     return asked
 
 

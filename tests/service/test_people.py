@@ -184,8 +184,8 @@ def test_local_admin_and_templates_need_an_admin(team):
         ana.delete_template("anything")
     with pytest.raises(PermissionDenied):
         ana.portable.backup("/tmp/all.tar")
-    with pytest.raises(AttributeError, match="not open"):
-        ana.portable.parts  # noqa: B018 - an attribute without a rule is closed
+    with pytest.raises(AttributeError):
+        ana.portable.parts  # type: ignore[attr-defined]  # noqa: B018 - a desk holds no parts
 
 
 def test_a_new_store_name_may_not_sit_on_someones_memories(wb):

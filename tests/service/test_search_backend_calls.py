@@ -150,7 +150,7 @@ def test_a_store_with_no_file_yet_answers_nothing(wb, mode):
     w.create_store("empty")
     assert w.search("empty", "lighthouse", k=3, mode=mode) == []
     request = SearchRequest("lighthouse", 3, mode=mode, playground=Playground(timings=True))
-    assert w.searcher.search("empty", request).hits == []
+    assert w.search_result("empty", request).hits == []
 
 
 def test_qdrant_reads_follow_a_collection_another_client_recreated(settings):

@@ -223,7 +223,7 @@ def test_a_folder_with_a_glob(wb, tmp_path):
 
 def test_a_template_with_another_model_is_refused_before_embedding(wb, tmp_path, factory):
     wb.ingest_file("notes", write(tmp_path / "cats.md", CATS))
-    wb.templates.save(make_template(name="small", embedding_model="small"))
+    wb.save_template(make_template(name="small", embedding_model="small"))
     with pytest.raises(ModelMismatch, match="Re-embed"):
         wb.ingest_file("notes", write(tmp_path / "bread.md", BREAD), template="small")
     assert "small" not in factory.calls
@@ -234,7 +234,7 @@ def test_reembed_moves_a_store_to_another_model(wb, tmp_path):
     a = wb.ingest_file("notes", write(tmp_path / "cats.md", CATS))
     wb.ingest_file("notes", write(tmp_path / "bread.md", BREAD))
     before = wb.vector_store("notes").count()
-    wb.templates.save(make_template(name="small", embedding_model="small"))
+    wb.save_template(make_template(name="small", embedding_model="small"))
     rec = wb.reembed("notes", "small")
     assert (rec.template, rec.embedding_model, rec.dimension) == ("small", "small", 32)
     vs = wb.vector_store("notes")
@@ -340,7 +340,7 @@ def test_a_template_in_use_keeps_its_model_and_cannot_be_deleted(wb, tmp_path):
         wb.delete_template("t")
     wb.delete_store("notes")
     wb.delete_template("t")
-    assert wb.templates.names() == ["default"]
+    assert wb.template_names() == ["default"]
 
 
 @pytest.mark.slow

@@ -470,7 +470,7 @@ def test_the_page_switches_a_template_to_pgvector(pgvector_settings, monkeypatch
         assert any("Saved the template on postgres" in s.value for s in at.success)
         wb = Workbench(load_settings())
         try:
-            assert wb.templates.get("on postgres").backend == "pgvector"
+            assert wb.template("on postgres").backend == "pgvector"
             wb.create_store("pg notes", template="on postgres")
             wb.ingest_file("pg notes", b"The cat sits on the mat.", "cats.txt")
             assert wb.search("pg notes", "cat on a mat", k=1)[0].file_name == "cats.txt"

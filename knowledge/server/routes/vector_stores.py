@@ -53,7 +53,7 @@ def created(api: KnowledgeApi, body: CreateStore) -> dict[str, Any]:
     for fid in file_ids:
         api.stored(fid)
     existed = api.wb.store_exists(name)
-    if not existed and api.wb.base.store_exists(name):  # another user's store: its name is taken
+    if not existed and api.wb.name_taken(name):  # another user's store: its name is taken
         raise bad(f"The name {name!r} is not available; choose another.", "name")
     if existed and (metadata or expires is not None or description is not None or strategy or file_ids):
         api.wb.authorize(name, "write")  # the request changes a store that is there already
