@@ -36,11 +36,11 @@ A part of :mod:`knowledge.people`: imports its own modules and the ground only.
 from __future__ import annotations
 
 from datetime import UTC
-from typing import Any, ClassVar
+from typing import Any
 
 from knowledge.errors import AuthenticationFailed, InvalidArgument, PermissionDenied
 from knowledge.people import People
-from knowledge.people.policy import Policy
+from knowledge.people.policy import Policy, checks
 from knowledge.people.records import Actor, ApiKey, Invite, User
 
 
@@ -55,22 +55,6 @@ class AccountDesk:
     Refusals are ``PermissionDenied`` with the words "Only an admin may <what>." (the method's own
     words, e.g. "add an account"); a missing account, group or key is ``InvalidArgument``.
     """
-
-    #: The action(s) each public method checks (its own account's and another's, where both),
-    #: for the policy test: every public method is here, every action a row of ``ACTIONS``.
-    ACTIONS_CHECKED: ClassVar[dict[str, tuple[str, ...]]] = {
-        "may_manage": ("account.manage",), "require_manage": ("account.manage",),
-        "enabled": ("account.join",), "me": ("account.self",), "users": ("account.manage",),
-        "user": ("account.self", "account.manage"), "admins": ("account.manage",),
-        "groups": ("account.manage",), "groups_of": ("account.self", "account.manage"),
-        "sso_linked": ("account.manage",), "create_user": ("account.manage",), "set_role": ("account.manage",),
-        "set_display_name": ("account.self", "account.manage"), "set_password": ("account.self", "account.manage"),
-        "start_session": ("account.self",), "delete_user": ("account.manage",), "invite": ("account.manage",),
-        "invitation": ("account.join",), "accept_invitation": ("account.join",), "set_up_admin": ("account.join",),
-        "create_group": ("account.manage",), "delete_group": ("account.manage",), "add_member": ("account.manage",),
-        "remove_member": ("account.manage",), "api_keys": ("account.self", "account.manage"),
-        "create_key": ("account.self", "account.manage"), "revoke_key": ("account.self", "account.manage"),
-    }
 
     def __init__(self, people: People, policy: Policy, actor: Actor) -> None:
         self._people, self._policy, self.actor = people, policy, actor
@@ -95,21 +79,25 @@ class AccountDesk:
                 actor: str | None = None) -> None:
         self._people.audit.record(actor or self.actor.username, action, target=target, detail=detail)
 
+    @checks("account.manage")
     def may_manage(self) -> bool:
         """Whether the acting person may manage accounts (``account.manage``): the People page's gate."""
         return self._policy.allowed(self.actor, "account.manage")
 
+    @checks("account.manage")
     def require_manage(self, what: str = "manage accounts") -> None:
         """Action ``account.manage``. Raises ``PermissionDenied`` ("Only an admin may ``what``.")."""
         self._check("account.manage", what)
 
     # -- reading ----------------------------------------------------------------------------------
+    @checks("account.join")
     def enabled(self) -> bool:
         """Whether accounts are on (at least one exists). Anyone may ask (``account.join``): the app's
         gate asks it before anyone is signed in."""
         self._check("account.join", "ask")
         return self._people.enabled()
 
+    @checks("account.self")
     def me(self) -> User:
         """The acting person's own account (``account.self``).
 
@@ -121,11 +109,13 @@ class AccountDesk:
             raise InvalidArgument("The local admin has no account.")
         return self._people.accounts.require(self.actor.username)
 
+    @checks("account.manage")
     def users(self) -> list[User]:
         """Every account, by username (``account.manage``)."""
         self._check("account.manage", "list the accounts")
         return self._people.accounts.users()
 
+    @checks("account.self", "account.manage")
     def user(self, username: str, what: str = "read another account") -> User:
         """The account ``username`` (one's own: ``account.self``; another's: ``account.manage``,
         refused as "Only an admin may ``what``.").
@@ -139,27 +129,32 @@ class AccountDesk:
             raise InvalidArgument(f"There is no account {username!r}.")
         return user
 
+    @checks("account.manage")
     def admins(self) -> list[str]:
         """The admins' usernames, sorted (``account.manage``)."""
         self._check("account.manage", "list the accounts")
         return self._people.accounts.admins()
 
+    @checks("account.manage")
     def groups(self) -> dict[str, list[str]]:
         """Every group and its members' usernames (``account.manage``)."""
         self._check("account.manage", "list the groups")
         return self._people.accounts.groups()
 
+    @checks("account.self", "account.manage")
     def groups_of(self, username: str) -> list[str]:
         """The groups ``username`` is in (one's own: ``account.self``; another's: ``account.manage``)."""
         self._check_own_or_manage(username, "list the groups")
         return self._people.accounts.groups_of(username)
 
+    @checks("account.manage")
     def sso_linked(self) -> set[str]:
         """The usernames linked to a single sign-on identity (``account.manage``)."""
         self._check("account.manage", "list the accounts")
         return self._people.accounts.sso_linked()
 
     # -- accounts ---------------------------------------------------------------------------------
+    @checks("account.manage")
     def create_user(self, username: str, password: str | None, *, display_name: str | None = None,
                     role: str = "member", email: str | None = None) -> User:
         """A new account (``account.manage``), recorded as ``user.create``. On a catalog without
@@ -182,6 +177,7 @@ class AccountDesk:
         self._record("user.create", target=user.username, detail={"role": user.role})
         return user
 
+    @checks("account.manage")
     def set_role(self, username: str, role: str) -> User:
         """Make ``username`` an admin or a member (``account.manage``), recorded as ``user.update``
         ``{"role"}``.
@@ -194,6 +190,7 @@ class AccountDesk:
         self._record("user.update", target=user.username, detail={"role": user.role})
         return user
 
+    @checks("account.self", "account.manage")
     def set_display_name(self, username: str, display_name: str) -> User:
         """Change the name pages show for ``username`` (one's own: ``account.self``; another's:
         ``account.manage``), recorded as ``user.update`` ``{"display_name"}``.
@@ -206,6 +203,7 @@ class AccountDesk:
         self._record("user.update", target=user.username, detail={"display_name": user.display_name})
         return user
 
+    @checks("account.self", "account.manage")
     def set_password(self, username: str, password: str, *, current: str | None = None) -> User:
         """Give ``username`` a new password; their app sessions end. One's own (``account.self``;
         with ``current``, that is checked first, throttled as a sign-in) is recorded as
@@ -225,6 +223,7 @@ class AccountDesk:
         self._record("user.password", target=user.username, detail={} if self._own(user.username) else {"reset": True})
         return user
 
+    @checks("account.self")
     def start_session(self) -> str:
         """A new app session for the acting person (``account.self``): after changing one's own
         password (which ends every session) the browser that changed it stays signed in. Returns
@@ -238,6 +237,7 @@ class AccountDesk:
             raise AuthenticationFailed("The local admin has no account to sign in to.")
         return self._people.accounts.start_session(self.actor.username)
 
+    @checks("account.manage")
     def delete_user(self, username: str, heir: str | None = None) -> list[str]:
         """Delete an account (``account.manage``); its stores pass to ``heir`` (an admin; default the
         acting admin, else the first admin). Recorded as ``user.delete`` ``{"stores_to", "stores"}``.
@@ -250,6 +250,7 @@ class AccountDesk:
         return self._people.delete_user(username, by=self.actor, heir=heir)
 
     # -- invitations ------------------------------------------------------------------------------
+    @checks("account.manage")
     def invite(self, role: str = "member") -> tuple[str, Invite]:
         """An invitation link's token for one account of ``role`` (``account.manage``), valid once
         for ``accounts.invite_hours``; recorded as ``user.invite`` ``{"role", "expires"}``. Returns
@@ -264,6 +265,7 @@ class AccountDesk:
         self._record("user.invite", detail={"role": invite.role, "expires": invite.expires.isoformat()})
         return token, invite
 
+    @checks("account.join")
     def invitation(self, token: str | None) -> Invite:
         """The open invitation ``token`` (``account.join``: the token is the credential).
 
@@ -273,6 +275,7 @@ class AccountDesk:
         self._check("account.join", "read an invitation")
         return self._people.accounts.invitation(token)
 
+    @checks("account.join")
     def accept_invitation(self, token: str, username: str, password: str, display_name: str | None = None) -> User:
         """Create the account an invitation offers and use the invitation up (``account.join``),
         recorded as ``user.create`` ``{"role", "invited_by"}`` in the new user's name.
@@ -288,6 +291,7 @@ class AccountDesk:
                      actor=user.username)
         return user
 
+    @checks("account.join")
     def set_up_admin(self, username: str, password: str, display_name: str | None = None) -> User:
         """The first account, an admin (``account.join``: the caller has checked the set-up token,
         or is the person at this machine), recorded as ``user.create`` ``{"role", "first": true}``
@@ -307,6 +311,7 @@ class AccountDesk:
             raise InvalidArgument(f"There is no group {name!r}.")
         return group
 
+    @checks("account.manage")
     def create_group(self, name: str) -> str:
         """A new, empty group (``account.manage``), recorded as ``group.create``. Returns its name.
 
@@ -318,6 +323,7 @@ class AccountDesk:
         self._record("group.create", target=group)
         return group
 
+    @checks("account.manage")
     def delete_group(self, name: str) -> str:
         """Delete a group and the store grants made to it (``account.manage``), recorded as
         ``group.delete``. Returns its name.
@@ -332,6 +338,7 @@ class AccountDesk:
         self._record("group.delete", target=group)
         return group
 
+    @checks("account.manage")
     def add_member(self, group: str, username: str) -> User:
         """Put ``username`` in ``group`` (``account.manage``), recorded as ``group.member``
         target=user ``{"group", "added": true}``. Returns the account.
@@ -345,6 +352,7 @@ class AccountDesk:
         self._record("group.member", target=user.username, detail={"group": name, "added": True})
         return user
 
+    @checks("account.manage")
     def remove_member(self, group: str, username: str) -> User:
         """Take ``username`` out of ``group`` (``account.manage``), recorded as ``group.member``
         target=user ``{"group", "added": false}``. Returns the account.
@@ -361,6 +369,7 @@ class AccountDesk:
         return user
 
     # -- API keys ---------------------------------------------------------------------------------
+    @checks("account.self", "account.manage")
     def api_keys(self, username: str | None = None) -> list[ApiKey]:
         """API keys, newest first, revoked ones too: ``username``'s (one's own: ``account.self``;
         another's: ``account.manage``), or with ``None`` everyone's for an admin and one's own for a
@@ -380,6 +389,7 @@ class AccountDesk:
             raise InvalidArgument(f"There is no account {username!r}.")
         return self._people.keys.list(user.username)
 
+    @checks("account.self", "account.manage")
     def create_key(self, username: str, name: str) -> tuple[ApiKey, str]:
         """A new API key for ``username`` (one's own: ``account.self``; another's:
         ``account.manage``), recorded as ``key.create`` ``{"key", "name"}``. Returns ``(key, secret)``;
@@ -396,6 +406,7 @@ class AccountDesk:
         self._record("key.create", target=user.username, detail={"key": key.id, "name": key.name})
         return key, secret
 
+    @checks("account.self", "account.manage")
     def revoke_key(self, key_id: str) -> ApiKey:
         """Stop API key ``key_id`` now (one's own: ``account.self``; another's: ``account.manage``),
         recorded as ``key.revoke`` target=its user ``{"key", "name"}``. Returns the key as it was.

@@ -111,29 +111,35 @@ def action(name: str) -> Action:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def checks(name: str) -> Callable[[F], F]:
-    """Mark a public method of the Workbench or of a desk with the action it checks (``"template.read"``
-    for one that needs no check: a free action, named all the same). The method is not wrapped; the
-    policy test reads the mark (:func:`action_of`) so that a method naming none fails it.
+def checks(*names: str) -> Callable[[F], F]:
+    """Mark a public method of the Workbench or of a desk with the action(s) it checks (``"template.read"``
+    for one that needs no check: a free action, named all the same; two for a method that checks one
+    of them by its arguments, e.g. ``account.self`` for one's own key and ``account.manage`` for
+    another's). The method is not wrapped; the policy test reads the mark (:func:`action_of`) so that
+    a method naming none fails it.
 
     Raises:
         KeyError: at import, for a name that is not a row of :data:`ACTIONS`.
+        ValueError: no name given.
     """
-    action(name)
+    if not names:
+        raise ValueError("checks() names at least one action")
+    for name in names:
+        action(name)
 
     def mark(method: F) -> F:
-        MARKED[f"{method.__module__}.{method.__qualname__}"] = name
+        MARKED[f"{method.__module__}.{method.__qualname__}"] = names
         return method
 
     return mark
 
 
-#: ``{"module.Class.method": action}``: what :func:`checks` marked.
-MARKED: dict[str, str] = {}
+#: ``{"module.Class.method": actions}``: what :func:`checks` marked.
+MARKED: dict[str, tuple[str, ...]] = {}
 
 
-def action_of(method: Callable[..., Any]) -> str | None:
-    """The action a method was marked with by :func:`checks`, or ``None``."""
+def action_of(method: Callable[..., Any]) -> tuple[str, ...] | None:
+    """The action(s) a method was marked with by :func:`checks`, or ``None``."""
     return MARKED.get(f"{method.__module__}.{method.__qualname__}")
 
 

@@ -12,6 +12,7 @@ from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import InvalidArgument, PermissionDenied, StoreNotFound
 from knowledge.people import LOCAL_ADMIN, Actor
+from knowledge.people.desk import AccountDesk
 from knowledge.people.policy import ACTIONS, action_of
 from knowledge.system import System
 from knowledge.workbench import EvaluationDesk, LlmConfigDesk, PortableDesk, SyncDesk, Workbench
@@ -51,6 +52,7 @@ EXPECTED: dict[str, tuple[type[Exception] | None, ...]] = {
     "actor.switch": FREE,
     "audit.record": FREE,
     "job.run": FREE,
+    "account.join": FREE,  # an invitation or the set-up token is the credential (checked by the desk)
 }
 
 
@@ -114,7 +116,9 @@ def test_the_refusals_keep_their_words(world):
         system.policy.check(member, "store.write", "s")
 
 
-FACES = (Workbench, PortableDesk, SyncDesk, EvaluationDesk, LlmConfigDesk)
+FACES = (Workbench, PortableDesk, SyncDesk, EvaluationDesk, LlmConfigDesk, AccountDesk)
+#: The Workbench's properties that are desks (each desk is one of FACES, its methods checked there).
+DESKS = {"accounts"}
 #: Public properties still on the Workbench while the accounts and jobs branches of issue 40 land
 #: (the lead removes them at merge): each is a part reached through by those areas and old tests.
 TEMPORARY_PARTS = {"base", "catalog", "files", "stores", "indexer", "jobs", "people", "chat_turns"}
@@ -127,15 +131,14 @@ def test_every_public_method_names_an_action(face):
         if name.startswith("_"):
             continue
         if isinstance(member, property):
-            assert face is Workbench and name in TEMPORARY_PARTS, f"{face.__name__}.{name}: a public part"
+            assert face is Workbench and name in TEMPORARY_PARTS | DESKS, f"{face.__name__}.{name}: a public part"
             continue
         if not callable(member):
             continue
         found = action_of(member)
-        if found is None:
+        if not found:
             unnamed.append(name)
-        elif found not in ACTIONS:
-            unknown.append((name, found))
+        unknown += [(name, a) for a in found or () if a not in ACTIONS]
     assert unnamed == [], f"{face.__name__}: public methods naming no action (mark them with @checks)"
     assert unknown == []
 
