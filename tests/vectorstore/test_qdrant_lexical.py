@@ -16,6 +16,7 @@ from knowledge.service.fusion import LexicalIndex
 from knowledge.vectorstore.base import Point
 from knowledge.vectorstore.lexical import sparse_document, sparse_query, term_index
 from knowledge.vectorstore.qdrant import SPARSE_VECTOR, QdrantBackend
+from knowledge.system import System
 from knowledge.workbench import Workbench
 
 QUERIES = ["panic", "iterating over a vector", "borrow checker lifetimes", "errors program", "向量检索",
@@ -92,15 +93,16 @@ def test_a_restarted_workbench_searches_by_words_without_an_in_process_index(tmp
         wb.ingest_file("notes", tmp_path / "doc.md")
     finally:
         wb.close()
-    wb2 = Workbench(settings)
+    system = System(settings)
+    wb2 = Workbench(system)
     try:
         assert wb2.get_store("notes").backend == "qdrant"
         hits = wb2.search("notes", "panic", k=3, mode="lexical")
         assert hits and "panic" in hits[0].text
         assert wb2.search("notes", "panic", k=3, mode="hybrid")[0].text == hits[0].text
-        assert not wb2.searcher._lexical  # no in-process index was built
+        assert not system.searcher._lexical  # no in-process index was built
     finally:
-        wb2.close()
+        system.close()
 
 
 def test_a_collection_made_before_sparse_vectors_falls_back(tmp_path, caplog):
