@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ast
 import sys
-from collections import defaultdict
 from pathlib import Path
 
 import pytest

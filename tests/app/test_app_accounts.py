@@ -8,7 +8,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from app_helpers import APP, fresh_caches, open_app, page_text, use_fake_model
 from streamlit import config as st_config
 from streamlit.testing.v1 import AppTest
 
@@ -16,6 +15,7 @@ from knowledge import access
 from knowledge.errors import AuthenticationFailed
 from knowledge.people import Accounts
 from knowledge.workbench import Workbench
+from tests.helpers.app import APP, fresh_caches, open_app, page_text, use_fake_model
 
 PW = "a long enough password"
 
@@ -190,10 +190,10 @@ def test_a_team_app_makes_its_first_admin_at_the_terminal_not_with_a_per_process
     import io
     from urllib.parse import urlencode
 
-    from conftest import pg_catalog_settings
     from psycopg.conninfo import conninfo_to_dict
 
     from knowledge.cli import main
+    from tests.helpers.pg import pg_catalog_settings
 
     parts = conninfo_to_dict(pg_catalog_settings(settings).catalog.url)
     query = urlencode({k: parts[k] for k in ("host", "port", "password") if parts.get(k)})

@@ -6,14 +6,14 @@ import base64
 import json
 
 import pytest
-from app_helpers import answer_text, button, fresh_caches, open_app, shown, use_fake_model
-from chat_helpers import ChatCompletionsServer, pdf_bytes, png_bytes
 from streamlit.testing.v1 import AppTest
 
 from knowledge.chat import ChatService
 from knowledge.config import load_settings
 from knowledge.llm import LlmConfigs
 from knowledge.workbench import Workbench
+from tests.helpers.app import answer_text, button, fresh_caches, open_app, shown, use_fake_model
+from tests.helpers.chat import ChatCompletionsServer, pdf_bytes, png_bytes
 
 NOTES = ("# Lighthouse\n\nThe keeper lit the lamp at dusk and trimmed the wick at midnight.\n\n"
          "# Bakery\n\nBread needs flour, water, salt and yeast; the dough rests overnight.")

@@ -6,11 +6,11 @@ sharer sees the details and settings without Save."""
 from __future__ import annotations
 
 import pytest
-from app_helpers import APP, button, fresh_caches, open_app, page_text, use_fake_model
 from streamlit.testing.v1 import AppTest
 
 from knowledge.config import load_settings
 from knowledge.workbench import Workbench
+from tests.helpers.app import APP, button, fresh_caches, open_app, page_text, use_fake_model
 
 PW = "correct horse battery"
 GUIDE = b"# Deploy\n\nThe deployment guide: roll the service out to production on Fridays.\n"

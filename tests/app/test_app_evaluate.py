@@ -5,13 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from app_helpers import fresh_caches, open_app, use_fake_model
-from app_helpers import page_text as texts
 from streamlit.testing.v1 import AppTest
 
 from knowledge import evaluation as ev
 from knowledge.config import load_settings
 from knowledge.workbench import Workbench
+from tests.helpers.app import fresh_caches, open_app, use_fake_model
+from tests.helpers.app import page_text as texts
 
 TSV = ("question\trelevant\n"
        "How long does pasta cook in boiling water?\tpasta.md\n"

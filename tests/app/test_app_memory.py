@@ -4,14 +4,14 @@ with the deterministic fake embedder instead of the real model."""
 from __future__ import annotations
 
 import pytest
-from app_helpers import fresh_caches, open_app, use_fake_model
-from app_helpers import page_text as shown
 from streamlit.testing.v1 import AppTest
 
 from knowledge.agent_memory import VectorMemory
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.vectorstore.registry import open_backend
+from tests.helpers.app import fresh_caches, open_app, use_fake_model
+from tests.helpers.app import page_text as shown
 
 
 @pytest.fixture(autouse=True)

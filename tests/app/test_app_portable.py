@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from app_helpers import button, fresh_caches, open_app, shown, use_fake_model
 
 from knowledge import portable
 from knowledge.config import load_settings
 from knowledge.service.templates import make_template
 from knowledge.workbench import Workbench
+from tests.helpers.app import button, fresh_caches, open_app, shown, use_fake_model
 
 CATS = b"# Cats\n\nThe cat sits on the mat and purrs.\n\n## Food\n\nCats eat fish and chicken every day.\n"
 BREAD = b"# Bread\n\nKnead the dough for ten minutes, then let it rise.\n"

@@ -7,14 +7,14 @@ import re
 from pathlib import Path
 
 import pytest
-from app_helpers import fresh_caches, open_app
-from app_helpers import page_text as texts
-from conftest import prepared_data, use_prepared_data
 from fpdf import FPDF
 from streamlit.testing.v1 import AppTest
 
 from knowledge.config import load_settings
 from knowledge.workbench import Workbench
+from tests.helpers.app import fresh_caches, open_app
+from tests.helpers.app import page_text as texts
+from tests.helpers.env import prepared_data, use_prepared_data
 
 PAGES = [
     "Pasta is cooked in plenty of salted boiling water until it is al dente. Drain the spaghetti, "

@@ -7,12 +7,12 @@ accounts exist."""
 from __future__ import annotations
 
 import pytest
-from app_helpers import APP, fresh_caches, page_text, use_fake_model
 from streamlit.testing.v1 import AppTest
 
 from knowledge.config import load_settings
 from knowledge.errors import FileNotFoundInStore, PermissionDenied, StoreNotFound
 from knowledge.workbench import Workbench
+from tests.helpers.app import APP, fresh_caches, page_text, use_fake_model
 
 PW = "correct horse battery"
 LEAVE = b"# Leave\n\nThe parental leave policy grants sixteen weeks of paid leave.\n"

@@ -7,17 +7,28 @@ Most tests use the fake embedder (the ``fake_model`` fixture sets ``embeddings.m
 from __future__ import annotations
 
 import html
-import json
 
 import pytest
-from app_helpers import button, fresh_caches, open_app, use_fake_model
-from conftest import encrypted_pdf
 from streamlit.testing.v1 import AppTest
 
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.service.templates import make_template
 from knowledge.workbench import Workbench
+from tests.helpers.app import button, fresh_caches, open_app, use_fake_model
+from tests.helpers.documents import encrypted_pdf
+from tests.helpers.stores_page import (
+    allow,
+    files_table,
+    finish_job,
+    ingest_folder,
+    make_store,
+    markdown,
+    open_page,
+    pick_file,
+    service,
+    table,
+)
 
 CATS = b"# Cats\n\nThe cat sits on the mat and purrs.\n\n## Food\n\nCats eat fish and chicken every day.\n"
 BREAD = b"# Bread\n\nKnead the dough for ten minutes, then let it rise.\n"
@@ -50,61 +61,6 @@ def ingest_calls(monkeypatch):
     return calls
 
 
-def service() -> Workbench:
-    """A workbench on the test's settings: with ``fake_model``, on the fake model as the app is."""
-    return Workbench(load_settings())
-
-
-def open_page() -> AppTest:
-    return open_app("pages/stores.py")
-
-
-def finish_job(at: AppTest, store: str) -> AppTest:
-    """Wait for the store's background batch, then rerun so the page shows its outcome."""
-    job = at.session_state[f"job:{store}"]
-    assert job.wait(60)
-    at.run()
-    assert not at.exception
-    return at
-
-
-def ingest_folder(at: AppTest, store: str, folder, glob: str) -> AppTest:
-    """Fill the store's "Ingest a folder" form with ``folder`` and ``glob``, submit it and wait."""
-    [path] = [t for t in at.text_input if t.label == "Folder"]
-    [pattern] = [t for t in at.text_input if t.label == "Glob" and t.value == "**/*" and t.form_id == f"folder:{store}"]
-    path.input(str(folder))
-    pattern.input(glob)
-    button(at, f"FormSubmitter:folder:{store}-Ingest folder").click().run()
-    return finish_job(at, store)
-
-
-def table(at: AppTest, first_column: str):
-    """The dataframe whose first column is ``first_column`` (store, file or template)."""
-    return next(d.value for d in at.dataframe if list(d.value.columns)[:1] == [first_column])
-
-
-def files_table(at: AppTest, store: str):
-    assert at.selectbox(key="store_selected").value == store
-    return table(at, "file")
-
-
-def pick_file(at: AppTest, store: str):
-    return next(s for s in at.selectbox if s.key and s.key.startswith(f"del-pick:{store}:"))
-
-
-def markdown(at: AppTest) -> str:
-    return "\n".join(m.value for m in at.markdown)
-
-
-def make_store(name="Notes", files=()) -> None:
-    wb = service()
-    wb.create_store(name)
-    for fname, data in files:
-        wb.ingest_file(name, data, fname)
-    wb.close()
-
-
-# -- rendering -------------------------------------------------------------------------------------
 def test_renders_on_an_empty_data_dir(fake_model):
     at = open_page()
     assert at.title[0].value == "🗂️ Vector stores"
@@ -272,11 +228,6 @@ def test_the_corpus_password_pdf_with_the_real_model(corpus):
     pdf = corpus / "pdf" / "libreoffice-writer-password.pdf"
     at = _password_flow(open_page(), pdf.name, pdf.read_bytes(), "openpassword")
     assert int(files_table(at, "Notes")["chunks"][0]) > 0
-
-
-def allow(monkeypatch, *folders) -> None:
-    """ingest.allowed_dirs for the app (the tests' folders are not under the home folder)."""
-    monkeypatch.setenv("KNOWLEDGE_INGEST__ALLOWED_DIRS", json.dumps([str(f) for f in folders]))
 
 
 @pytest.mark.slow
@@ -704,8 +655,9 @@ def test_a_shared_catalog_on_the_memory_default_says_what_to_set_and_the_form_re
     before anyone uploads, and the New store form refuses with the same message (nothing made)."""
     from urllib.parse import urlencode
 
-    from conftest import pg_catalog_settings
     from psycopg.conninfo import conninfo_to_dict
+
+    from tests.helpers.pg import pg_catalog_settings
 
     parts = conninfo_to_dict(pg_catalog_settings(settings).catalog.url)  # key=value: as a URL, as a user writes it
     query = urlencode({k: parts[k] for k in ("host", "port") if parts.get(k)})

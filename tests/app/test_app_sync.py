@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from app_helpers import button, fresh_caches, open_app, use_fake_model
 
 from knowledge.config import load_settings
 from knowledge.workbench import Workbench
+from tests.helpers.app import button, fresh_caches, open_app, use_fake_model
 
 CATS = "# Cats\n\nThe cat sits on the mat and purrs.\n\n## Food\n\nCats eat fish and chicken every day.\n"
 BREAD = "# Bread\n\nKnead the dough for ten minutes, then let it rise.\n"

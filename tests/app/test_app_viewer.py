@@ -7,7 +7,6 @@ from __future__ import annotations
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
-from app_helpers import fresh_caches, open_app, page_text, use_fake_model
 from fpdf import FPDF
 from streamlit.testing.v1 import AppTest
 
@@ -15,6 +14,7 @@ from knowledge.config import load_settings
 from knowledge.ingest import read_document
 from knowledge.pagemodels import viewer as vm
 from knowledge.workbench import Workbench
+from tests.helpers.app import fresh_caches, open_app, page_text, use_fake_model
 
 PW = "correct horse battery"
 GUIDE = (b"# Guide\n\nWelcome.\n\n## Install\n\n" + b"Some filler words here.\n\n" * 20

@@ -4,12 +4,12 @@ ingested and listed under its URL; refused with the default settings."""
 from __future__ import annotations
 
 import pytest
-from app_helpers import button, fresh_caches, open_app, use_fake_model
 from streamlit.testing.v1 import AppTest
-from web_helpers import Site, page, site  # noqa: F401 - the fixture
 
 from knowledge.config import load_settings
 from knowledge.workbench import Workbench
+from tests.helpers.app import button, fresh_caches, open_app, use_fake_model
+from tests.helpers.web import Site, page, site  # noqa: F401 - the fixture
 
 
 @pytest.fixture(autouse=True)

@@ -2,7 +2,7 @@
 health; the upload ceiling follows the settings; a Content-Security-Policy on the app's HTML.
 
 The server tests start real ``streamlit run app.py`` servers (a second or two each) and speak to them as an attacker would,
-without a browser (tests/stream_helpers.py); the browser side (sign in, then upload; the CSP in
+without a browser (tests/helpers/stream.py); the browser side (sign in, then upload; the CSP in
 Chromium) is in tests/browser/test_browser_security.py.
 """
 
@@ -15,11 +15,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from app_helpers import APP, fresh_caches, use_fake_model
-from stream_helpers import MIB, rss_bytes, visitor
 
 from knowledge import webgate
 from knowledge.config import load_settings
+from tests.helpers.app import APP, fresh_caches, use_fake_model
+from tests.helpers.stream import MIB, rss_bytes, visitor
 
 UPLOAD = 50 * MIB  # enough to see in the server's resident memory
 
@@ -174,7 +174,7 @@ def test_a_streamlit_version_the_gate_does_not_know_stops_an_app_with_a_password
 
 # -- real servers, an attacker without a browser ---------------------------------------------------
 def _serve(tmp_path: Path, address: str, **env: str):
-    from test_browser import serve
+    from tests.helpers.browser import serve
 
     return serve(tmp_path, address=address, env_extra={"KNOWLEDGE_EMBEDDINGS__MODEL": "fake/hash-8", **env})
 

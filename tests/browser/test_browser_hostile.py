@@ -27,12 +27,24 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from conftest import isolate
-from test_browser import ARTIFACTS, Server, browser, explained, rerun_and_wait, serve, wait_for_app, scroll_to
-from test_browser_demo import DESKTOP, PHONE, Requests, full_shot, open_context
+
+from tests.helpers.browser import (
+    ARTIFACTS,
+    DESKTOP,
+    PHONE,
+    Requests,
+    Server,
+    explained,
+    full_shot,
+    open_context,
+    rerun_and_wait,
+    scroll_to,
+    serve,
+    wait_for_app,
+)
+from tests.helpers.env import isolate
 
 pytestmark = [pytest.mark.browser]
-__all__ = ["browser"]  # the fixture, imported so pytest finds it here
 
 FAKE = "fake/hash-8"
 EVIL = "evil.example"

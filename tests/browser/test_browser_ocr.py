@@ -12,7 +12,16 @@ from pathlib import Path
 
 import pytest
 from PIL import Image, ImageDraw, ImageFont
-from test_browser import drop_files, ARTIFACTS, Server, app_page, browser, explained, rerun_and_wait, server, wait_for_app, scroll_to  # noqa: F401
+
+from tests.helpers.browser import (
+    ARTIFACTS,
+    Server,
+    app_page,
+    drop_files,
+    rerun_and_wait,
+    scroll_to,
+    wait_for_app,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.slow]
 

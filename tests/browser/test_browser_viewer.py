@@ -4,7 +4,7 @@ the playground's "Open in viewer" on a PDF hit shows the page image with the pas
 the viewer's URL opened in a fresh tab shows the same; a chat Source's "Open in viewer" does the
 same for a chat citation.
 
-Reuses the helpers of ``tests/browser/test_browser.py``. Screenshots: ``test-artifacts/browser/viewer/``.
+Reuses the helpers of ``tests/helpers/browser.py``. Screenshots: ``test-artifacts/browser/viewer/``.
 """
 
 from __future__ import annotations
@@ -17,11 +17,21 @@ from urllib.parse import urljoin
 
 import numpy as np
 import pytest
-from conftest import CORPUS, prepared_data
-from test_browser import ARTIFACTS, Server, app_page, browser, explained, rerun_and_wait, serve, shot, squash, wait_for_app
+
+from tests.helpers.browser import (
+    ARTIFACTS,
+    Server,
+    app_page,
+    explained,
+    rerun_and_wait,
+    serve,
+    shot,
+    squash,
+    wait_for_app,
+)
+from tests.helpers.env import CORPUS, prepared_data
 
 pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.slow]
-__all__ = ["browser"]  # the fixture, imported so pytest finds it here
 
 STORE = "Viewer docs"
 PDF = "pdflatex-4-pages.pdf"
@@ -259,7 +269,6 @@ ACCOUNT_PW = "a long enough password"
 
 def test_a_viewer_link_waits_behind_the_sign_in_and_then_opens(browser, accounts_server: Server,
                                                                viewer_artifacts: Path):
-    from playwright.sync_api import expect
 
     from knowledge.config import load_settings
     from knowledge.ingest import read_document

@@ -14,17 +14,8 @@ from pathlib import Path
 
 import psutil
 import pytest
-from test_browser import (  # noqa: F401  (fixtures)
-    app_page,
-    artifacts,
-    browser,
-    create_store,
-    drop_files,
-    rerun_and_wait,
-    serve,
-    shot,
-    wait_for_app,
-)
+
+from tests.helpers.browser import app_page, create_store, drop_files, rerun_and_wait, serve, shot, wait_for_app
 
 pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.slow]
 

@@ -8,9 +8,9 @@ import json
 import re
 
 import pytest
-from conftest import prepared_data, use_prepared_data
 
 from knowledge.cli import main
+from tests.helpers.env import prepared_data, use_prepared_data
 
 pytestmark = pytest.mark.model
 

@@ -324,8 +324,9 @@ def test_user_acts_the_same_on_the_postgresql_catalog(pg_database, settings, cap
     """The CLI on a team's shared catalog (``catalog.url``, pgvector stores): ``--user`` restricts it as on DuckDB."""
     from urllib.parse import urlencode
 
-    from conftest import pg_catalog_settings
     from psycopg.conninfo import conninfo_to_dict
+
+    from tests.helpers.pg import pg_catalog_settings
 
     pg = pg_catalog_settings(settings)
     parts = conninfo_to_dict(pg.catalog.url)  # key=value: as a URL, as a user writes it

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from chat_helpers import ChatCompletionsServer, tool_call
 
 from knowledge.chat import ChatService
 from knowledge.config import load_settings
@@ -17,6 +16,7 @@ from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import StoreNotFound
 from knowledge.vectorstore.memory import folder_name
 from knowledge.workbench import Workbench
+from tests.helpers.chat import ChatCompletionsServer, tool_call
 
 LIGHTHOUSE = "# Lighthouse\n\nThe keeper lit the lamp at dusk and trimmed the wick at midnight."
 BAKERY = "# Bakery\n\nBread needs flour, water, salt and yeast; the dough rests overnight."
@@ -172,7 +172,7 @@ def test_after_the_last_attachment_is_removed_the_assistant_says_what_is_true(wb
     chat.remove(s.id, a.file_id)
     reply = chat.send(s.id, "Who records ships?")
     assert "no documents to search yet" in reply.text and "No passage of the attached" not in reply.text
-    from chat_helpers import png_bytes
+    from tests.helpers.chat import png_bytes
 
     chat.attach(s.id, png_bytes(), "photo.png")
     reply = chat.send(s.id, "What is in the photo?")

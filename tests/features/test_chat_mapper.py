@@ -8,7 +8,6 @@ import base64
 import json
 
 import pytest
-from chat_helpers import pdf_bytes, png_bytes
 
 from knowledge.chat import ChatService, redact
 from knowledge.chat.mapper import (
@@ -23,6 +22,7 @@ from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import InvalidArgument
 from knowledge.llm import LlmConfig
 from knowledge.workbench import Workbench
+from tests.helpers.chat import pdf_bytes, png_bytes
 
 NOTES = ("# Lighthouse\n\nThe keeper lit the lamp at dusk and trimmed the wick at midnight.\n\n"
          "# Bakery\n\nBread needs flour, water, salt and yeast; the dough rests overnight.")

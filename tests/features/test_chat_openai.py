@@ -8,23 +8,13 @@ import base64
 import json
 
 import pytest
-from chat_helpers import ChatCompletionsServer, pdf_bytes, png_bytes, tool_call
 
 from knowledge.chat import ChatService
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.llm import LlmUnavailable
 from knowledge.workbench import Workbench
-
-PAGES = ["The harbour master records every ship that enters the port.",
-         "The tide tables are printed each Sunday for the sailors of the bay."]
-
-
-@pytest.fixture
-def chat(tmp_path):
-    wb = Workbench(load_settings(data_dir=tmp_path / "data"), embedder_factory=lambda m: HashEmbedder(64, 256))
-    yield ChatService(wb)
-    wb.close()
+from tests.helpers.chat import PAGES, ChatCompletionsServer, pdf_bytes, png_bytes, tool_call
 
 
 def _config(chat, server, **kw):

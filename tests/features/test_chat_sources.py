@@ -13,8 +13,6 @@ import re
 
 import httpx
 import pytest
-from api_helpers import Served
-from chat_helpers import ChatCompletionsServer, tool_call
 from PIL import Image, ImageDraw, ImageFont
 
 from knowledge.chat import ChatService
@@ -25,6 +23,8 @@ from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import InvalidArgument
 from knowledge.server.app import create_app
 from knowledge.workbench import Workbench
+from tests.helpers.api import Served
+from tests.helpers.chat import ChatCompletionsServer, tool_call
 
 GUESSING = "# Guessing game\n\n" + "\n\n".join(
     f"Part {i}: the guessing game reads a number from the player, compares it with the secret number and"

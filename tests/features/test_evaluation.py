@@ -10,7 +10,6 @@ import math
 import random
 
 import pytest
-from conftest import REPO
 from fpdf import FPDF
 
 from knowledge import evaluation as ev
@@ -19,6 +18,7 @@ from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import InvalidArgument, StoreNotFound
 from knowledge.service.fusion import reciprocal_rank_fusion
 from knowledge.workbench import Workbench
+from tests.helpers.env import REPO
 
 QUESTIONS_DIR = REPO / "tests" / "data"
 

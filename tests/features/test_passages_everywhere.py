@@ -13,7 +13,6 @@ import json
 import anyio
 import httpx
 import pytest
-from api_helpers import Served
 from mcp import Client
 
 from knowledge.chat import ChatService
@@ -28,6 +27,7 @@ from knowledge.service.passages import MAX_MERGED_CHUNKS, merge_passages
 from knowledge.tools.knowledge import KnowledgeTools
 from knowledge.vectorstore.store import Hit
 from knowledge.workbench import Workbench
+from tests.helpers.api import Served
 
 SECTION = "# Telescopes\n\n" + "\n\n".join(
     f"Part {i}: a reflecting telescope gathers starlight with a mirror, and the eyepiece magnifies the"

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO, readme_questions
 
 from knowledge import portable
 from knowledge.embeddings.fake import HashEmbedder
@@ -22,6 +21,7 @@ from knowledge.errors import BundleCorrupt, BundleTooNew, StoreExists, TargetNot
 from knowledge.portable import exporting
 from knowledge.service.templates import make_template
 from knowledge.workbench import Workbench
+from tests.helpers.env import REPO, readme_questions
 
 QUESTIONS = ["what do cats eat", "how do owls hunt at night", "lighthouse keeper counts seagulls",
              "rust borrow checker references", "where do penguins live"]
@@ -293,7 +293,7 @@ def test_a_name_clash_is_refused_and_as_name_imports_beside_it(make_wb, tmp_path
 _KILLER = textwrap.dedent("""
     import os, signal, sys
     sys.path[:0] = {paths!r}
-    from test_portable import _factory
+    from tests.features.test_portable import _factory
     from knowledge.config import load_settings
     from knowledge.portable import exporting
     from knowledge.workbench import Workbench
@@ -307,7 +307,7 @@ _KILLER = textwrap.dedent("""
 
 
 def _run_killed(data: Path, stage: str, call: str) -> None:
-    code = _KILLER.format(paths=[str(REPO / "tests" / "features"), str(REPO / "tests")], data=str(data), stage=stage, call=call)
+    code = _KILLER.format(paths=[str(REPO)], data=str(data), stage=stage, call=call)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, timeout=120, check=False)
     assert proc.returncode == -9, proc.stderr.decode()[-2000:]

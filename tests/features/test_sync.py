@@ -185,7 +185,7 @@ def test_a_changed_file_that_fails_keeps_its_last_good_version_until_its_path_go
     folder = tmp_path / "reports"
     folder.mkdir()
     good = folder / "report.pdf"
-    from conftest import encrypted_pdf
+    from tests.helpers.documents import encrypted_pdf
 
     good.write_bytes(encrypted_pdf("pw"))  # fails: needs a password
     sync = wb.syncs.folder("notes", folder)

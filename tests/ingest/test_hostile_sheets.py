@@ -1,6 +1,6 @@
 """Spreadsheets and CSV whose cost follows their content, not the size they declare (issue 38).
 
-The hostile inputs come from ``tests/ingest/hostile_sheets.py``. Each is read in a fresh Python
+The hostile inputs come from ``tests/helpers/hostile_sheets.py``. Each is read in a fresh Python
 process whose peak resident memory (the kernel's high-water mark of that process, ``VmHWM``; the
 ``ru_maxrss`` of ``resource.getrusage`` where /proc is missing) is asserted under a bound that the
 readers before issue 38 clearly failed: the 2 KB edge-formatted workbook then grew past 2.6 GB (and
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from knowledge.ingest.readers import read_document
-from tests.ingest import hostile_sheets as hostile
+from tests.helpers import hostile_sheets as hostile
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -76,7 +76,7 @@ def test_merged_range_over_a_million_rows_is_not_spread_a_million_times(tmp_path
 def test_tall_merged_range_fills_the_rows_with_values_and_a_short_one_every_row():
     from openpyxl import Workbook
 
-    from tests.ingest.test_readers_xlsx import xlsx_bytes
+    from tests.helpers.hostile_sheets import xlsx_bytes
 
     wb = Workbook()
     ws = wb.active

@@ -437,7 +437,7 @@ def test_a_two_column_table_of_short_cells_is_not_taken_for_columns():
 
 
 def test_multicolumn_corpus_pdf_keeps_its_reading_order():
-    from conftest import CORPUS
+    from tests.helpers.env import CORPUS
 
     path = CORPUS / "pdf" / "multicolumn.pdf"
     if not path.exists():
@@ -739,8 +739,8 @@ def test_reembed_keeps_file_attributes_and_table_headers(wb):
 
 @pytest.mark.slow
 def test_app_folder_ingest_takes_upper_case_extensions_and_shows_what_it_skipped(tmp_path, monkeypatch):
-    from app_helpers import fresh_caches, use_fake_model
-    from test_app_stores import allow, files_table, ingest_folder, make_store, open_page
+    from tests.helpers.app import fresh_caches, use_fake_model
+    from tests.helpers.stores_page import allow, files_table, ingest_folder, make_store, open_page
 
     with fresh_caches():
         allow(monkeypatch, tmp_path)

@@ -776,7 +776,7 @@ def test_markdown_drops_mdbook_directives_and_names_them():
 
 
 def test_markdown_corpus_rust_book_has_no_mdbook_markup():
-    from conftest import CORPUS
+    from tests.helpers.env import CORPUS
 
     page = CORPUS / "md" / "rust-book" / "ch03-04-comments.md"
     if not page.exists():

@@ -8,7 +8,6 @@ import re
 import zipfile
 
 import pytest
-from ole_helpers import cfb, ole10native
 from openpyxl import Workbook
 from openpyxl.comments import Comment
 
@@ -16,12 +15,8 @@ from knowledge.errors import EmptyDocument, PasswordRequired, UnsupportedFile
 from knowledge.ingest import read_document
 from knowledge.ingest._detect import detect_format
 from knowledge.ingest._numfmt import format_number, format_text, general
-
-
-def xlsx_bytes(wb: Workbook) -> bytes:
-    buf = io.BytesIO()
-    wb.save(buf)
-    return buf.getvalue()
+from tests.helpers.hostile_sheets import xlsx_bytes
+from tests.helpers.ole import cfb, ole10native
 
 
 def rewrite(data: bytes, part: str, edit) -> bytes:
@@ -385,7 +380,7 @@ def test_charts_on_sheets_and_chart_sheets_give_their_titles():
 
 @pytest.mark.slow
 def test_office_corpus_workbooks_meet_their_expectations(corpus):
-    from office_expectations import load, normalise
+    from tests.helpers.office import load, normalise
 
     folder = corpus / "office"
     if not (folder / "expectations.tsv").is_file():

@@ -6,12 +6,12 @@ import html
 import re
 
 import pytest
-from conftest import CORPUS
 
 from knowledge.pagemodels import playground as pg
 from knowledge.service.passages import merge_passages
 from knowledge.text import render
 from knowledge.vectorstore.store import Hit
+from tests.helpers.env import CORPUS
 
 MD = """<!-- manual-regeneration
 cd listings

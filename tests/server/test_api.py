@@ -6,7 +6,6 @@ from __future__ import annotations
 import httpx
 import openai
 import pytest
-from api_helpers import Served
 
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
@@ -15,6 +14,7 @@ from knowledge.server.app import create_app
 from knowledge.server.http import check_bind
 from knowledge.server.objects import vector_store_id
 from knowledge.workbench import Workbench
+from tests.helpers.api import Served
 
 RESULT = "ch09-02-recoverable-errors-with-result.md"
 PANIC = "ch09-01-unrecoverable-errors-with-panic.md"

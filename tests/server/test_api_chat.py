@@ -7,13 +7,13 @@ import base64
 
 import openai
 import pytest
-from api_helpers import Served
-from chat_helpers import pdf_bytes
 
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.server.app import create_app
 from knowledge.workbench import Workbench
+from tests.helpers.api import Served
+from tests.helpers.chat import pdf_bytes
 
 
 @pytest.fixture

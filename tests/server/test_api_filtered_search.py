@@ -17,8 +17,6 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from api_helpers import Served
-from conftest import prepared_data, use_prepared_data
 from mcp import Client
 
 from knowledge.config import load_settings
@@ -26,6 +24,8 @@ from knowledge.server.app import create_app
 from knowledge.server.mcp import build_server
 from knowledge.server.objects import vector_store_id
 from knowledge.workbench import Workbench
+from tests.helpers.api import Served
+from tests.helpers.env import prepared_data, use_prepared_data
 
 DEV_FILES, SECTIONS = 4, 60  # team=dev: four long files of many chunks each
 OPS = (7, 61, 133, 200, 238)  # team=ops: five one-chunk notes, a few of the store's ~250 chunks

@@ -24,8 +24,6 @@ from urllib.parse import quote, urlencode
 import httpx
 import openai
 import pytest
-from api_helpers import Served, free_port
-from conftest import pg_catalog_settings, s3_file_store_settings
 from psycopg.conninfo import conninfo_to_dict
 
 from knowledge.catalog import idempotency as keys
@@ -34,6 +32,9 @@ from knowledge.embeddings.fake import HashEmbedder
 from knowledge.server.app import create_app
 from knowledge.server.idempotency import LEASE, TTL
 from knowledge.workbench import Workbench
+from tests.helpers.api import Served, free_port
+from tests.helpers.pg import pg_catalog_settings
+from tests.helpers.s3 import s3_file_store_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = b"# Ownership\n\nEach value in Rust has an owner.\n" * 20

@@ -17,8 +17,6 @@ from urllib.parse import quote, urlencode
 
 import httpx
 import pytest
-from api_helpers import Served, free_port
-from conftest import pg_catalog_settings
 from psycopg.conninfo import conninfo_to_dict
 
 from knowledge.config import load_settings
@@ -27,6 +25,8 @@ from knowledge.server.app import create_app
 from knowledge.server.http import check_bind
 from knowledge.server.objects import vector_store_id
 from knowledge.workbench import Workbench
+from tests.helpers.api import Served, free_port
+from tests.helpers.pg import pg_catalog_settings
 
 PW = "correct horse battery"
 SHARED = "the-shared-key-of-before"

@@ -15,9 +15,10 @@ from urllib.parse import quote, urlencode
 import httpx
 import openai
 import pytest
-from api_helpers import free_port
-from conftest import pg_catalog_settings
 from psycopg.conninfo import conninfo_to_dict
+
+from tests.helpers.api import free_port
+from tests.helpers.pg import pg_catalog_settings
 
 RESULT = "ch09-02-recoverable-errors-with-result.md"
 PANIC = "ch09-01-unrecoverable-errors-with-panic.md"

@@ -10,7 +10,6 @@ import time
 import anyio
 import httpx
 import pytest
-from api_helpers import Served, free_port
 from mcp import Client
 
 from knowledge.chat import ChatService
@@ -21,6 +20,7 @@ from knowledge.server.http import attachment_header
 from knowledge.server.mcp import build_server, http_app
 from knowledge.server.objects import vector_store_id
 from knowledge.workbench import Workbench
+from tests.helpers.api import Served, free_port
 
 EVIL = "http://evil.example"
 

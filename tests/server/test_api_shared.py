@@ -16,8 +16,6 @@ from typing import Any
 
 import httpx
 import pytest
-from api_helpers import Served, free_port
-from conftest import pg_catalog_settings
 
 from knowledge.catalog import jobs as queue
 from knowledge.config import Settings, load_settings
@@ -25,6 +23,8 @@ from knowledge.embeddings.fake import HashEmbedder
 from knowledge.server.app import create_app
 from knowledge.server.objects import KnowledgeApi
 from knowledge.workbench import Workbench
+from tests.helpers.api import Served, free_port
+from tests.helpers.pg import pg_catalog_settings
 
 STATIC = {"type": "static", "static": {"max_chunk_size_tokens": 200, "chunk_overlap_tokens": 50}}
 

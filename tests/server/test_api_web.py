@@ -8,13 +8,13 @@ import time
 import httpx
 import openai
 import pytest
-from api_helpers import Served
-from web_helpers import Site, page, site  # noqa: F401 - the fixture
 
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.server.app import create_app
 from knowledge.workbench import Workbench
+from tests.helpers.api import Served
+from tests.helpers.web import Site, page, site  # noqa: F401 - the fixture
 
 
 def served(tmp_path, **ingest):

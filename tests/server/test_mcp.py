@@ -8,7 +8,6 @@ import sys
 
 import anyio
 import pytest
-from conftest import REPO
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
@@ -16,6 +15,7 @@ from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.server.mcp import build_server
 from knowledge.workbench import Workbench
+from tests.helpers.env import REPO
 
 TOOLS = {"search", "list_stores", "list_files", "ingest_file", "delete_file", "remember", "recall", "forget"}
 

@@ -13,8 +13,6 @@ import anyio
 import httpx
 import httpx2
 import pytest
-from api_helpers import Served, free_port
-from conftest import REPO
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
@@ -27,6 +25,8 @@ from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import AuthenticationFailed
 from knowledge.server.mcp import build_server, http_app
 from knowledge.workbench import Workbench
+from tests.helpers.api import Served, free_port
+from tests.helpers.env import REPO
 
 PW = "correct horse battery"
 LEAVE = "The parental leave policy grants sixteen weeks of paid leave to every parent."

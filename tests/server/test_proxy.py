@@ -23,7 +23,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from api_helpers import free_port
+
+from tests.helpers.api import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 TEAM_DOC = ROOT / "docs" / "team.md"

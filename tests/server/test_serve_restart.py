@@ -17,7 +17,7 @@ import pytest
 from knowledge.catalog import Catalog
 from knowledge.catalog import jobs as q
 from knowledge.config import load_settings
-from tests.api_helpers import free_port
+from tests.helpers.api import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.model]
 

@@ -11,7 +11,6 @@ import json
 from pathlib import Path
 
 import pytest
-from chat_helpers import ChatCompletionsServer, tool_call
 
 from knowledge.access import (
     LocalFolders,
@@ -30,6 +29,7 @@ from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import ConfigError, InvalidArgument, PathNotAllowed
 from knowledge.service.jobs import IngestJob
 from knowledge.workbench import Workbench
+from tests.helpers.chat import ChatCompletionsServer, tool_call
 
 
 # -- the password ----------------------------------------------------------------------------------

@@ -10,12 +10,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import pg_catalog_settings
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.workbench import Workbench
+from tests.helpers.pg import pg_catalog_settings
 
 pytestmark = pytest.mark.slow
 

@@ -7,14 +7,13 @@ import json
 
 import pytest
 
-from conftest import encrypted_pdf
-
 from knowledge.catalog import DONE, FAILED
 from knowledge.cli import main
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.outcomes import can_retry, needs_password
 from knowledge.workbench import Workbench
+from tests.helpers.documents import encrypted_pdf
 
 
 def _encrypted_pdf(password: str) -> bytes:

@@ -13,15 +13,15 @@ import tracemalloc
 
 import psycopg
 import pytest
-from conftest import S3_TEST_SECRET, postgres_file_store_settings, s3_client, s3_file_store_settings
-from filestore_helpers import blobs, inventory
-from test_filestore import MiB, PatternStream, pattern_sha256
 
 from knowledge.config import load_settings
 from knowledge.errors import BackendUnavailable, ConfigError, StoreCorrupt
 from knowledge.filestore import FileStore, open_file_store
 from knowledge.filestore.postgresql import CHUNKS, PostgresFileStore
 from knowledge.filestore.s3 import S3FileStore
+from tests.helpers.filestore import MiB, PatternStream, blobs, inventory, pattern_sha256
+from tests.helpers.pg import postgres_file_store_settings
+from tests.helpers.s3 import S3_TEST_SECRET, s3_client, s3_file_store_settings
 
 
 @pytest.fixture(params=["postgresql", pytest.param("s3", marks=pytest.mark.slow)])  # s3: the full suite

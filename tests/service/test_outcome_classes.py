@@ -4,13 +4,13 @@ not by its wording; the text is searched only for records kept before the catalo
 from __future__ import annotations
 
 import pytest
-from conftest import encrypted_pdf
 
 from knowledge.catalog import DONE, FAILED, FileRecord
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.outcomes import IngestResult, can_retry, needs_password
 from knowledge.workbench import Workbench
+from tests.helpers.documents import encrypted_pdf
 
 
 def record(reason: str | None, error: str | None = None, status: str = FAILED) -> FileRecord:

@@ -154,11 +154,10 @@ def test_a_store_with_no_file_yet_answers_nothing(wb, mode):
 def test_qdrant_reads_follow_a_collection_another_client_recreated(settings):
     """qdrant reads reuse the registry entry read before; when another client dropped and re-created
     the collection (with another size), the read sees the new one, not an empty or stale answer."""
-    from conftest import _qdrant_backend
-
     from knowledge.vectorstore.base import Point
+    from tests.helpers.backends import qdrant_backend
 
-    a, b = _qdrant_backend(settings), _qdrant_backend(settings)
+    a, b = qdrant_backend(settings), qdrant_backend(settings)
     ca, cb = a.collection("s"), b.collection("s")
     ca.ensure_collection(4)
     ca.upsert([Point("x", [1.0, 0, 0, 0], {"t": 1})])

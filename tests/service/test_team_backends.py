@@ -13,13 +13,13 @@ from __future__ import annotations
 import httpx
 import openai
 import pytest
-from api_helpers import Served
 
 from knowledge.catalog import DONE
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import MachineLocalBackend
 from knowledge.service.templates import machine_local_reason, make_template
 from knowledge.workbench import Workbench
+from tests.helpers.api import Served
 
 MODEL = "fake/hash-16"
 CATS = b"# Cats\n\nThe cat sits on the mat and purrs.\n\nCats eat fish every day.\n"
@@ -40,7 +40,7 @@ def _with(settings, **vector_store):
 @pytest.fixture
 def team(pg_database, settings):
     """Settings in team mode: the catalog and the default template's vectors on PostgreSQL."""
-    from conftest import pg_catalog_settings
+    from tests.helpers.pg import pg_catalog_settings
 
     return _with(pg_catalog_settings(settings))
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import ipaddress
 
 import pytest
-from web_helpers import Site, page, site  # noqa: F401 - the fixture
 
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
@@ -15,6 +14,7 @@ from knowledge.outcomes import Outcome
 from knowledge.service import web
 from knowledge.service.web import Crawl, Fetcher, WebPageError, check_url, refused_range
 from knowledge.workbench import Workbench
+from tests.helpers.web import Site, page, site  # noqa: F401 - the fixture
 
 
 def make_wb(tmp_path, **ingest):
@@ -227,7 +227,7 @@ def test_a_linked_document_reads_by_its_bytes(wb, site: Site):
 def test_gzip_of_gzip_is_bounded_at_every_layer_while_it_is_decoded(tmp_path, site: Site):
     import tracemalloc
 
-    from web_helpers import zeros_bomb
+    from tests.helpers.web import zeros_bomb
     bomb = zeros_bomb(decoded_mb=200, layers=2)  # 200 MB of zeros in about 2 KB
     assert len(bomb) < 20_000
     site.pages["/bomb.html"] = (200, {"Content-Type": "text/html", "Content-Encoding": "gzip, gzip"}, bomb)
@@ -247,7 +247,7 @@ def test_gzip_of_gzip_is_bounded_at_every_layer_while_it_is_decoded(tmp_path, si
 def test_chained_encodings_decode_when_small_and_too_many_layers_are_refused(tmp_path, site: Site):
     import zlib
 
-    from web_helpers import gzip_layers
+    from tests.helpers.web import gzip_layers
     html = page("Layers", "Twice packed pelicans.").encode()
     site.pages["/two.html"] = (200, {"Content-Type": "text/html", "Content-Encoding": "gzip, gzip"},
                                gzip_layers(html, 2))
@@ -278,7 +278,7 @@ def test_chained_encodings_decode_when_small_and_too_many_layers_are_refused(tmp
 def test_headers_sent_one_byte_at_a_time_meet_one_total_deadline(tmp_path):
     import time
 
-    from web_helpers import TrickleServer
+    from tests.helpers.web import TrickleServer
     slow = TrickleServer("/slow", interval=0.05)  # a byte every 50 ms: no single read ever waits 1 s
     w = make_wb(tmp_path, web_timeout_seconds=1)
     try:

@@ -6,7 +6,6 @@ import threading
 
 import numpy as np
 import pytest
-from conftest import encrypted_pdf
 
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
@@ -15,6 +14,7 @@ from knowledge.outcomes import Outcome
 from knowledge.service.stores import ModelMismatch
 from knowledge.service.templates import make_template
 from knowledge.workbench import Workbench
+from tests.helpers.documents import encrypted_pdf
 
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 

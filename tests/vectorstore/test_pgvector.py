@@ -17,7 +17,6 @@ import time
 import numpy as np
 import psycopg
 import pytest
-from conftest import pg_folder
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
@@ -26,31 +25,13 @@ from knowledge.errors import BackendUnavailable, ConfigError, DimensionMismatch,
 from knowledge.vectorstore.base import Point
 from knowledge.vectorstore.pgvector import REGISTRY, PgvectorBackend, table_name
 from knowledge.vectorstore.store import Chunk, VectorStore
+from tests.helpers.pg import admin, pg_folder
 
 D = 8
 
 
 def vecs(n: int, d: int = D, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal((n, d)).astype(np.float32)
-
-
-@pytest.fixture
-def make(pgvector_settings):
-    """``make(**options) -> PgvectorBackend`` on this test's database; all closed after the test."""
-    opened: list[PgvectorBackend] = []
-
-    def _make(**options) -> PgvectorBackend:
-        b = PgvectorBackend(pgvector_settings(**options))
-        opened.append(b)
-        return b
-
-    yield _make
-    for b in opened:
-        b.close()
-
-
-def admin(b: PgvectorBackend) -> psycopg.Connection:
-    return psycopg.connect(b.conninfo, autocommit=True)
 
 
 def cosine_top(matrix: np.ndarray, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -453,9 +434,8 @@ def test_workbench_on_a_pgvector_template(pgvector_settings, tmp_path):
 
 @pytest.mark.slow
 def test_the_page_switches_a_template_to_pgvector(pgvector_settings, monkeypatch):
-    from app_helpers import fresh_caches, open_app, use_fake_model
-
     from knowledge.workbench import Workbench
+    from tests.helpers.app import fresh_caches, open_app, use_fake_model
 
     monkeypatch.setenv("KNOWLEDGE_VECTOR_STORE__URL", pgvector_settings().vector_store.url)
     use_fake_model(monkeypatch, 8)

@@ -10,14 +10,12 @@ import threading
 import numpy as np
 import pytest
 from psycopg import sql
-from test_pgvector import admin, make  # noqa: F401, F811  (the fixture and the admin connection of test_pgvector)
 
 from knowledge.errors import BackendUnavailable
 from knowledge.service.fusion import LexicalIndex
 from knowledge.vectorstore.base import Point
 from knowledge.vectorstore.pgvector import REGISTRY
-
-__all__ = ["make"]  # the fixture, imported so pytest finds it here
+from tests.helpers.pg import admin
 
 D = 8
 DOCS = [
