@@ -38,6 +38,7 @@ import pytest
 from knowledge.catalog import jobs as q
 from tests.helpers.api import free_port
 from tests.helpers.outage import OwnServer
+from tests.helpers.s3 import MotoServer, moto_server
 
 REPO = Path(__file__).resolve().parents[2]
 N_FILES = 20
@@ -258,31 +259,10 @@ class Gate:
 
 
 @pytest.fixture
-def own_moto() -> Iterator[subprocess.Popen]:
-    import shutil
-    import tempfile
-
-    exe = shutil.which("moto_server") or str(Path(sys.executable).with_name("moto_server"))
-    if not Path(exe).exists():
-        if os.environ.get("CI") == "true":
-            pytest.fail("moto_server is not installed under CI=true")
-        pytest.skip("moto_server is not installed (pip install 'moto[server]')")
-    port = free_port()
-    with tempfile.TemporaryFile() as log:  # its request log (a pipe nobody reads would fill and block it)
-        proc = subprocess.Popen([exe, "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=subprocess.STDOUT)
-        proc.port = port  # type: ignore[attr-defined]
-        try:
-            _until("moto_server to listen", lambda: _connects(port), 60)
-            yield proc
-        finally:
-            with contextlib.suppress(OSError):
-                os.kill(proc.pid, signal.SIGCONT)
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+def own_moto() -> Iterator[MotoServer]:
+    """A moto server of this test's own (it freezes it; never the session's)."""
+    with moto_server() as server:
+        yield server
 
 
 def _connects(port: int) -> bool:
