@@ -8,7 +8,9 @@ Markers by kind (pyproject.toml declares them): a test that uses the session's P
 directly or through ``pg_database``, ``pgvector_settings``, the ``postgresql``/``pgvector`` parameters of
 ``catalog_dialect``, ``backend_name`` and ``file_store_settings``, or a server of its own: ``own_postgres``)
 is marked ``postgres`` here, and one that uses the moto server (``s3_server``, the ``s3`` parameter) ``s3``,
-so the mark cannot be forgotten. ``processes``, ``browser``, ``model`` and ``slow`` are written on the tests.
+so the mark cannot be forgotten; a test parametrized with ``"postgresql"``/``"pgvector"`` or ``"s3"`` (a
+backend chosen by name, whose fixture it requests with ``request.getfixturevalue``) is marked the same way.
+``processes``, ``browser``, ``model`` and ``slow`` are written on the tests.
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ from tests.helpers.env import CORPUS, CORPUS_TIMEOUT_S, REPO, TEST_SCRYPT_N, iso
 from tests.helpers.s3 import moto_server
 
 #: Fixtures whose users get a marker of their kind (see the module docstring).
-_KIND_OF_FIXTURE = {"pg_server": "postgres", "own_postgres": "postgres", "s3_server": "s3"}
+_KIND_OF_FIXTURE = {"pg_server": "postgres", "own_postgres": "postgres", "s3_server": "s3", "own_moto": "s3"}
+#: Parameter values that name a backend of that kind.
+_KIND_OF_PARAM = {"postgresql": "postgres", "pgvector": "postgres", "s3": "s3"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -36,11 +40,38 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     :data:`CORPUS_TIMEOUT_S` instead of the ini's default."""
     for item in items:
         names = getattr(item, "fixturenames", ())
-        for fixture, kind in _KIND_OF_FIXTURE.items():
-            if fixture in names and item.get_closest_marker(kind) is None:
+        kinds = {kind for fixture, kind in _KIND_OF_FIXTURE.items() if fixture in names}
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        kinds |= {_KIND_OF_PARAM[v] for v in params.values() if isinstance(v, str) and v in _KIND_OF_PARAM}
+        for kind in sorted(kinds):
+            if item.get_closest_marker(kind) is None:
                 item.add_marker(kind)
         if "corpus_store" in names:
             item.add_marker(pytest.mark.timeout(CORPUS_TIMEOUT_S))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_default_ssl_context() -> Iterator[None]:
+    """Every httpx client of the tests (``httpx.get``, TestClient's, the openai client's) shares one default
+    SSL context: httpx loads certifi's CA bundle into a new context per client (``load_verify_locations``,
+    tens of ms of CPU each), and the API tests make hundreds of clients that never speak TLS. A context
+    with other options (``verify=False``, a CA file, ``SSL_CERT_FILE``) is made as httpx makes it."""
+    import httpx._transports.default as transports
+
+    made = transports.create_ssl_context
+    shared: list[Any] = []
+
+    def create_ssl_context(verify: Any = True, cert: Any = None, trust_env: bool = True) -> Any:
+        if verify is not True or cert is not None or (trust_env and (os.environ.get("SSL_CERT_FILE")
+                                                                      or os.environ.get("SSL_CERT_DIR"))):
+            return made(verify=verify, cert=cert, trust_env=trust_env)
+        if not shared:
+            shared.append(made(verify=verify, cert=cert, trust_env=trust_env))
+        return shared[0]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(transports, "create_ssl_context", create_ssl_context)
+        yield
 
 
 @pytest.fixture(autouse=True)

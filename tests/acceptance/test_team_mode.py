@@ -154,6 +154,7 @@ def _probe(settings, url: str):
     return Workbench(settings, embedder_factory=lambda model: HashEmbedder(dimension=384))
 
 
+@pytest.mark.processes
 def test_two_api_processes_and_two_workers_on_one_postgresql_behave_as_one_product(
         tmp_path: Path, pgvector_settings) -> None:
     import openai

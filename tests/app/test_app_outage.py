@@ -35,6 +35,7 @@ def said(at) -> str:
     return " ".join([w.value for w in at.warning] + [e.value for e in at.error])
 
 
+@pytest.mark.processes
 def test_a_page_waits_for_the_database_and_comes_back_by_itself(team):
     at = open_app("pages/stores.py")
     assert at.title[0].value == "🗂️ Vector stores"
@@ -55,6 +56,7 @@ def test_a_page_waits_for_the_database_and_comes_back_by_itself(team):
     assert "Waiting for the database" not in said(at)
 
 
+@pytest.mark.processes
 def test_past_the_wait_the_page_says_the_database_did_not_come_back(team, monkeypatch):
     monkeypatch.setenv("KNOWLEDGE_CATALOG__OUTAGE_WAIT_SECONDS", "0")
     at = open_app("pages/stores.py")

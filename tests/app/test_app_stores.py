@@ -573,6 +573,7 @@ def test_a_template_larger_than_the_model_window_says_it_will_be_fitted(fake_mod
     assert "4000 tokens" in saved and "fitted to" in saved and "overlap of" in saved
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_a_catalog_kept_by_another_process_gives_a_short_message(fake_model, monkeypatch, tmp_path):
     """A process holding the DuckDB catalog without giving turns: the page says so in a sentence --
@@ -600,6 +601,7 @@ def test_a_catalog_kept_by_another_process_gives_a_short_message(fake_model, mon
     assert not at.exception and at.title[0].value == "🗂️ Vector stores"
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_the_page_works_while_a_command_line_batch_ingests_into_the_same_data_folder(fake_model, tmp_path):
     """Issue 26's defect: while ``python -m knowledge ingest`` ran a batch, the Vector stores page

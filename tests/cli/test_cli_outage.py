@@ -82,6 +82,7 @@ def catalog_counts(url: str) -> tuple[list[tuple], list[tuple]]:
     return files, jobs
 
 
+@pytest.mark.processes
 def test_a_batch_waits_for_the_database_to_come_back_and_every_file_is_ingested_once(own_postgres, tmp_path):
     docs = write_docs(tmp_path / "docs", 8)
     env = team_env(own_postgres.url, tmp_path / "data", wait=120)
@@ -109,6 +110,7 @@ def test_a_batch_waits_for_the_database_to_come_back_and_every_file_is_ingested_
     assert jobs == [(p.name, "done") for p in docs]
 
 
+@pytest.mark.processes
 def test_a_batch_started_while_the_database_is_down_is_submitted_once_it_is_back(own_postgres, tmp_path):
     docs = write_docs(tmp_path / "docs", 3)
     env = team_env(own_postgres.url, tmp_path / "data", wait=120)
@@ -130,6 +132,7 @@ def test_a_batch_started_while_the_database_is_down_is_submitted_once_it_is_back
     assert jobs == [(p.name, "done") for p in docs]
 
 
+@pytest.mark.processes
 def test_past_the_wait_the_command_says_which_files_were_submitted_and_exits_non_zero(own_postgres, tmp_path):
     docs = write_docs(tmp_path / "docs", 4)
     env = team_env(own_postgres.url, tmp_path / "data", wait=3)
@@ -152,6 +155,7 @@ def test_past_the_wait_the_command_says_which_files_were_submitted_and_exits_non
     assert jobs == [(p.name, "done") for p in docs]
 
 
+@pytest.mark.processes
 def test_a_command_that_cannot_submit_says_that_no_file_was_submitted(own_postgres, tmp_path):
     write_docs(tmp_path / "docs", 2)
     env = team_env(own_postgres.url, tmp_path / "data", wait=2)

@@ -313,6 +313,7 @@ def _run_killed(data: Path, stage: str, call: str) -> None:
     assert proc.returncode == -9, proc.stderr.decode()[-2000:]
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_an_export_killed_halfway_leaves_a_part_file_that_import_rejects(tmp_path):
     from knowledge.config import load_settings
@@ -334,6 +335,7 @@ def test_an_export_killed_halfway_leaves_a_part_file_that_import_rejects(tmp_pat
         wb.close()
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_an_import_killed_midway_leaves_no_store_and_its_leftovers_are_swept(tmp_path):
     from knowledge.config import load_settings

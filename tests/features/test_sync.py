@@ -307,6 +307,7 @@ def test_watch_applies_changes_and_waits_for_a_file_still_being_written(wb, docs
     assert not thread.is_alive()  # ends cleanly when asked
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_cli_watch_applies_a_new_file_and_ends_cleanly_on_ctrl_c(tmp_path, docs):
     import signal

@@ -72,6 +72,7 @@ def test_fake_is_case_insensitive_and_ignores_punctuation(fake):
     np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.processes
 def test_fake_is_stable_across_processes(fake):
     # blake2b, not the salted hash(): another process with another hash seed gives the same vector.
     code = (

@@ -190,6 +190,7 @@ def test_the_same_bytes_ingested_twice_at_once_are_embedded_once(wb, second_name
 
 
 # -- real timeouts and real processes --------------------------------------------------------------------
+@pytest.mark.processes
 @pytest.mark.slow
 def test_an_upload_retried_with_its_key_after_a_timeout_is_one_record(tmp_path):
     """The issue's case: the file store (S3) froze, the client's read timeout expired before the
@@ -266,6 +267,7 @@ def stop(proc: subprocess.Popen) -> None:
             proc.wait(10)
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_two_api_processes_given_one_key_at_once_make_one_record(tmp_path, settings, pg_database):
     env = team_env(tmp_path, settings)
@@ -296,6 +298,7 @@ def test_two_api_processes_given_one_key_at_once_make_one_record(tmp_path, setti
             stop(proc)
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_the_same_bytes_added_to_one_store_through_two_processes_at_once_are_embedded_once(
         tmp_path, settings, pg_database, corpus):

@@ -49,6 +49,7 @@ def assert_unavailable(r, port: int) -> None:
     assert "Error" not in error["message"] and "Traceback" not in error["message"]  # no class names
 
 
+@pytest.mark.processes
 def test_the_api_answers_503_with_retry_after_during_an_outage_and_the_first_request_after_succeeds(
         own_postgres, team_wb):
     client = TestClient(create_app(team_wb), raise_server_exceptions=False)
@@ -74,6 +75,7 @@ def test_the_api_answers_503_with_retry_after_during_an_outage_and_the_first_req
     assert client.get(f"/v1/files/{first.json()['id']}/content").content == b"# Before\n\nWritten before the restart.\n"
 
 
+@pytest.mark.processes
 def test_mcp_tools_say_the_database_cannot_be_reached_and_work_again_after(own_postgres, team_wb):
     async def main() -> None:
         async with Client(build_server(team_wb)) as c:

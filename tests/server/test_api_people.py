@@ -239,6 +239,7 @@ def test_every_api_write_is_audited_and_a_member_reads_only_their_part(team, wb)
 
 
 # -- two real `knowledge serve` processes on one PostgreSQL catalog -------------------------------------------------
+@pytest.mark.processes
 @pytest.mark.slow
 def test_a_key_revoked_in_the_catalog_is_refused_by_another_serve_process(tmp_path, settings, pg_database):
     root_dir = Path(__file__).resolve().parents[2]

@@ -60,6 +60,7 @@ class Server:
                 self.proc.wait(10)
 
 
+@pytest.mark.processes
 def test_two_serve_processes_on_one_postgresql_are_one_product(tmp_path, settings, pg_database, corpus):
     info = conninfo_to_dict(pg_catalog_settings(settings).catalog.url or "")
     query = urlencode({k: v for k, v in info.items() if k in ("host", "port", "password")})

@@ -85,6 +85,7 @@ def test_tools_resources_memory_and_confinement_in_process(wb, corpus, tmp_path)
     anyio.run(main)
 
 
+@pytest.mark.processes
 @pytest.mark.model
 @pytest.mark.slow
 def test_stdio_server_searches_the_rust_book_and_remembers(tmp_path, corpus):

@@ -180,6 +180,7 @@ def test_over_http_each_request_acts_as_its_keys_user_and_a_revoked_key_stops_at
                 assert r.json()["error"]["code"] == "invalid_api_key"
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_knowledge_mcp_user_over_stdio_acts_as_that_account(team, tmp_path):
     wb = team[0]

@@ -137,6 +137,7 @@ def api_server(tmp_path) -> Iterator[int]:
                 proc.wait(10)
 
 
+@pytest.mark.processes
 def test_the_documented_proxy_passes_a_5_mb_upload_and_a_request_by_ip(tmp_path, api_server):
     exe = nginx_binary()
     block = documented_block()
@@ -224,6 +225,7 @@ def app_server(tmp_path) -> Iterator[int]:
             proc.wait(10)
 
 
+@pytest.mark.processes
 def test_the_documented_proxy_passes_the_app_websocket(tmp_path, app_server):
     exe = nginx_binary()
     block = documented_block()

@@ -63,6 +63,7 @@ def _big_markdown() -> bytes:
                        for p in range(120)).encode()
 
 
+@pytest.mark.processes
 @pytest.mark.timeout(1200)  # above the test's own 900 s guard
 def test_a_serve_killed_mid_file_is_resumed_by_the_next_serve_and_the_file_ends_completed_once(tmp_path):
     data = tmp_path / "data"

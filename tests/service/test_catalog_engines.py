@@ -143,6 +143,7 @@ def test_a_workbench_on_each_engine_and_a_second_one_sees_its_work(catalog_setti
         other.close()
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_a_store_made_in_another_process_shows_here(pg_database, settings):
     """Issue 26: a store created in one process shows in another within a second (the version row

@@ -184,6 +184,7 @@ _WORKER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_files_move_from_postgresql_to_s3_with_500_files_and_a_batch_running(pg_database, settings, s3_server,

@@ -335,6 +335,7 @@ def _run(code: str, *args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_a_process_killed_mid_save_leaves_a_temp_that_the_next_open_removes(settings):
     code = """
@@ -478,6 +479,7 @@ def test_concurrent_saves_and_deletes_from_threads(store):
     assert len(blobs(store)) == 8 * rounds + 1  # every distinct content once, nothing in flight left
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_two_processes_share_one_store_consistently(settings):
     code = """

@@ -145,6 +145,7 @@ def _run_child(code: str, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_postgresql_a_process_killed_mid_save_leaves_nothing(pg_database, settings):
     s = postgres_file_store_settings(settings)
@@ -180,6 +181,7 @@ def test_postgresql_a_process_killed_mid_save_leaves_nothing(pg_database, settin
         store.close()
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_postgresql_two_processes_create_the_tables_at_once(pg_database, settings):
     s = postgres_file_store_settings(settings)

@@ -166,6 +166,7 @@ def _worker(data: Path, url: str | None, name: str, delay: float, lease: float =
     return subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_a_worker_killed_mid_file_leaves_its_job_to_another_and_every_file_ends_done_once(catalog_settings):
     """Six uploads queued; worker A (a real subprocess) is killed with SIGKILL while it embeds one;

@@ -21,6 +21,7 @@ class QuickFileStore(PostgresFileStore):
 
 
 
+@pytest.mark.processes
 def test_each_pool_answers_the_first_call_after_a_restart(own_postgres, tmp_path):
     settings = load_settings(data_dir=tmp_path / "data", catalog={"url": own_postgres.url},
                              vector_store={"backend": "pgvector", "url": own_postgres.url,

@@ -171,6 +171,7 @@ def _test_db_url(pgvector_settings) -> str:
 
 # -- (a) PostgreSQL stopped for 30 s --------------------------------------------------------------------
 
+@pytest.mark.processes
 def test_postgresql_stopped_for_30_s_mid_batch_the_workers_wait_and_every_file_is_ingested_once(
         tmp_path: Path, own_postgres: OwnServer) -> None:
     url = own_postgres.url
@@ -273,6 +274,7 @@ def _connects(port: int) -> bool:
         return False
 
 
+@pytest.mark.processes
 def test_the_s3_server_gone_mid_batch_no_file_fails_and_the_batch_completes(
         tmp_path: Path, pgvector_settings, own_moto) -> None:
     from tests.helpers.s3 import S3_TEST_KEY, S3_TEST_SECRET, s3_client
@@ -337,6 +339,7 @@ def full_disk(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
+@pytest.mark.processes
 def test_a_worker_with_a_full_disk_stands_down_and_the_other_ingests_everything(
         tmp_path: Path, pgvector_settings, full_disk: Path) -> None:
     from knowledge.embeddings.bundled import ensure_bundled_model

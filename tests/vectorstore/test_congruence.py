@@ -32,6 +32,7 @@ def best(scores: np.ndarray, distance: str, rows: np.ndarray, k: int) -> list[in
     return [int(r) for r in rows[order]]
 
 
+@pytest.mark.postgres
 @pytest.mark.slow
 @pytest.mark.parametrize("distance", DISTANCES)
 def test_every_backend_ranks_like_numpy(distance, tmp_path, request):

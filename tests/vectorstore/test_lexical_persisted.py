@@ -142,6 +142,7 @@ c.replace({"file_id": "a"}, [Point("a:9", np.ones(8, np.float32), {"file_id": "a
 """
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_a_crash_between_the_vectors_and_the_index_commit_is_repaired(coll, settings, caplog):
     coll.lexical_search("panic", 1)
@@ -202,6 +203,7 @@ def _check_agreement(settings, files):
         return versions
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_killed_writers_leave_vectors_and_index_agreeing(tmp_path):
     settings = load_settings(data_dir=tmp_path)

@@ -290,6 +290,7 @@ def _check_crash_store(settings, files):
         return versions, len(json.loads((c.path / MANIFEST).read_text())["segments"])
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_killed_writer_never_leaves_a_partial_batch(tmp_path):
     settings = make_settings(tmp_path)
@@ -489,6 +490,7 @@ def run_child(tmp_path, name, op, arg):
     return json.loads(out.stdout)
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_second_process_holding_the_lock_gives_store_locked(tmp_path):
     settings = make_settings(tmp_path)
@@ -517,6 +519,7 @@ def test_second_process_holding_the_lock_gives_store_locked(tmp_path):
         assert c.count() == 5
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_another_process_writes_are_seen_without_reopening(tmp_path):
     settings = make_settings(tmp_path)
@@ -547,6 +550,7 @@ def test_another_process_writes_are_seen_without_reopening(tmp_path):
             c.search(vec(0, 8), limit=1)
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_two_processes_writing_at_once_lose_nothing(tmp_path):
     settings = make_settings(tmp_path)

@@ -369,6 +369,7 @@ def test_options_from_the_environment_and_unknown_keys(monkeypatch, pgvector_set
 
 # -- the embedded server -------------------------------------------------------------------------------
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_embedded_server_starts_is_reused_and_stops(pg_server):  # pg_server: skip where none can start
     from knowledge.vectorstore.pg_embedded import is_running, stop_embedded
@@ -462,6 +463,7 @@ def test_the_page_switches_a_template_to_pgvector(pgvector_settings, monkeypatch
         assert dict(zip(stores["store"], stores["backend"]))["pg notes"] == "pgvector"
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_a_killed_user_of_the_embedded_server_does_not_keep_it_running(pg_server):
     """A process killed with SIGKILL never runs its atexit; the next process that exits stops the
