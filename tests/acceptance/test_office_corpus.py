@@ -57,7 +57,7 @@ def scored(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[tuple[Expecta
         files = sorted({(r.format, r.file) for r in rows})
         paths = [office / fmt / name for fmt, name in files]
         results = wb.ingest_paths("office", paths)
-        by_key = {key: r for key, r in zip(files, results)}
+        by_key = dict(zip(files, results))
         passwords = {(r.format, r.file): r.password or "tika" for r in rows if r.kind == "password"}
         asked = {}
         for key, password in passwords.items():

@@ -184,7 +184,7 @@ def test_settings_refuses_a_key_pasted_as_the_variable_name():
 def test_deleting_the_embedding_config_makes_the_tools_unavailable():
     at = page("pages/settings.py")
     at.selectbox(key="cfg_delete").set_value("embeddings").run()
-    [b for b in at.button if b.label == "Delete"][0].click().run()
+    next(b for b in at.button if b.label == "Delete").click().run()
     assert not at.exception
     assert "no LLM config named 'embeddings'" in at.warning[0].value
 

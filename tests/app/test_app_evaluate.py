@@ -13,10 +13,10 @@ from knowledge.workbench import Workbench
 from tests.helpers.app import fresh_caches, open_app, use_fake_model
 from tests.helpers.app import page_text as texts
 
-TSV = ("question\trelevant\n"
-       "How long does pasta cook in boiling water?\tpasta.md\n"
-       "What do telescopes show of Jupiter?\tsky.md; text:Jupiter's moons\n"
-       "How long should bread dough rise?\tbread.md\n").encode()
+TSV = (b"question\trelevant\n"
+       b"How long does pasta cook in boiling water?\tpasta.md\n"
+       b"What do telescopes show of Jupiter?\tsky.md; text:Jupiter's moons\n"
+       b"How long should bread dough rise?\tbread.md\n")
 
 
 @pytest.fixture(autouse=True)
@@ -69,7 +69,7 @@ def test_upload_edit_and_export_a_question_set_without_stores():
         ev.Criterion("sky.md"), ev.Criterion(text="Jupiter's moons"))
     # the table editor's rows, saved
     table = at.dataframe[0].value  # the table editor
-    assert list(table["question"])[0] == "How long does pasta cook in boiling water?"
+    assert next(iter(table["question"])) == "How long does pasta cook in boiling water?"
     assert list(table["relevant"])[1] == "sky.md; text:Jupiter's moons"
     at.button(key="ev_save_set").click().run()
     assert not at.exception and any("Saved 3 questions" in s.value for s in at.success)

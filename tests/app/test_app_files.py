@@ -64,7 +64,7 @@ def test_lists_files_with_the_stores_using_them():
 def test_download_button_offers_the_content():
     ids = populate()
     at = pick(open_page(), ids["cats.md"])
-    [dl] = [d for d in at.get("download_button")]
+    [dl] = list(at.get("download_button"))
     assert dl.proto.label == "⬇️ Download"
     assert "cats.md" in "\n".join(m.value for m in at.subheader)
 
@@ -104,7 +104,7 @@ def test_delete_an_unused_file():
     button(at, f"delete:{ids['loose.txt']}").click().run()
     button(at, f"yes:delete:{ids['loose.txt']}").click().run()
     assert not at.exception
-    assert "Deleted loose.txt." == at.success[0].value
+    assert at.success[0].value == "Deleted loose.txt."
     assert {m.label: m.value for m in at.metric}["Stored files"] == "3"
 
 

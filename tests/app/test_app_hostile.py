@@ -26,8 +26,7 @@ def _everything(node) -> str:
     """Every element's protobuf, as text: what the page sent to the browser (but the options of
     widgets that show them as plain text)."""
     out = [] if getattr(node, "type", None) in PLAIN else [str(getattr(node, "proto", "") or "")]
-    for child in getattr(node, "children", {}).values():
-        out.append(_everything(child))
+    out.extend(_everything(child) for child in getattr(node, "children", {}).values())
     return "\n".join(out)
 
 

@@ -30,7 +30,7 @@ def test_durations_as_a_person_says_them(seconds, words):
 
 
 def test_the_distances_are_the_backends_own():
-    assert DISTANCES == list(BASE_DISTANCES) and "cosine" in DISTANCES
+    assert list(BASE_DISTANCES) == DISTANCES and "cosine" in DISTANCES
 
 
 def _flash_page() -> None:

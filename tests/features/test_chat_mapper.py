@@ -87,7 +87,7 @@ def test_attach_notice_goes_ahead_of_the_users_text_and_the_stored_text_stays(ch
     s = chat.create_session()
     chat.attach(s.id, files["notes"])
     chat.send(s.id, "What does the keeper do?")
-    stored = [m for m in chat.messages(s.id) if m.role == USER][0]
+    stored = next(m for m in chat.messages(s.id) if m.role == USER)
     assert stored.text == "What does the keeper do?"  # what the user typed, nothing more
     assert stored.meta["attached"][0]["name"] == "notes.md"
     first = text_of(user_messages(chat.request(s.id))[0])
@@ -170,7 +170,7 @@ def test_images_are_not_ingested_and_named_in_neither_notice_nor_section(chat, f
     note = text_of(user_messages(req)[0])
     assert "notes.md" in note and "photo.png" not in note
     assert "photo.png" not in system_of(req)
-    stored = [m for m in chat.messages(s.id) if m.role == USER][0]
+    stored = next(m for m in chat.messages(s.id) if m.role == USER)
     assert [(p.kind, p.name) for p in stored.parts] == [(TEXT, None), (IMAGE, "photo.png")]
 
 
@@ -183,7 +183,7 @@ def test_a_pdf_is_ingested_and_also_sent_with_the_next_message(chat):
     assert hits[0].page == 2
     assert set(chat.session(s.id).tools) == {"vector_search", "view_attachment"}
     chat.send(s.id, "when are tide tables printed?")
-    stored = [m for m in chat.messages(s.id) if m.role == USER][0]
+    stored = next(m for m in chat.messages(s.id) if m.role == USER)
     assert [(p.kind, p.name, p.media_type) for p in stored.parts[1:]] == [(FILE, "harbour.pdf", "application/pdf")]
     assert "harbour.pdf (PDF document)" in text_of(user_messages(chat.request(s.id))[0])  # named: it is indexed
 
@@ -328,7 +328,7 @@ def test_budget_drops_the_oldest_turns_first_never_the_current_one():
 
 def test_budget_never_drops_the_current_turns_notices():
     meta = {"attached": [{"file_id": "f", "name": "huge.md", "kind": "document", "media_type": "text/markdown"}]}
-    history = _turn(1, "old " * 2000) + [Message(3, USER, [Part(TEXT, text="now " * 1500)], meta)]
+    history = [*_turn(1, "old " * 2000), Message(3, USER, [Part(TEXT, text="now " * 1500)], meta)]
     req = build_request(history, _ctx(1_000))
     assert req.dropped_turns == 1 and req.over_budget
     assert len(req.messages) == 2 and "[System note: The user attached huge.md" in req.messages[1]["content"]

@@ -114,8 +114,9 @@ def test_bad_tool_arguments_come_back_to_the_model_as_text(chat):
 
 @pytest.mark.slow
 def test_the_loop_ends_with_a_round_without_tools(chat):
-    calls = [lambda req: tool_call("vector_search", {"query": "ship"}, f"c{i}") for i in range(ChatService.MAX_ROUNDS - 1)]
-    with ChatCompletionsServer(calls + [lambda req: {"content": "done" if "tools" not in req else "tools!"}]) as server:
+    calls = [lambda req, i=i: tool_call("vector_search", {"query": "ship"}, f"c{i}")
+             for i in range(ChatService.MAX_ROUNDS - 1)]
+    with ChatCompletionsServer([*calls, lambda req: {"content": "done" if "tools" not in req else "tools!"}]) as server:
         _config(chat, server)
         s = chat.create_session(config="local")
         chat.attach(s.id, pdf_bytes(PAGES), "harbour.pdf")
@@ -127,7 +128,7 @@ def test_a_server_error_is_a_clear_message_and_traced(chat):
     with ChatCompletionsServer([]) as server:  # answers 500 "script exhausted"
         _config(chat, server)
         s = chat.create_session(config="local")
-        with pytest.raises(LlmUnavailable, match="answered HTTP 500: .*script exhausted"):
+        with pytest.raises(LlmUnavailable, match=r"answered HTTP 500: .*script exhausted"):
             chat.send(s.id, "hello")
     assert chat.traces(s.id)[0].error.startswith("The model server at")
     assert [m.text for m in chat.messages(s.id)] == ["hello"]  # the user's message stays
@@ -149,7 +150,7 @@ def test_an_unreachable_server_says_so(chat):
     chat.configs.save({"name": "down", "type": "CHAT", "provider": "openai", "model": "m",
                        "base_url": "http://127.0.0.1:9/v1", "timeout": 2})
     s = chat.create_session(config="down")
-    with pytest.raises(LlmUnavailable, match="Cannot reach the model server at http://127.0.0.1:9/v1") as err:
+    with pytest.raises(LlmUnavailable, match=r"Cannot reach the model server at http://127\.0\.0\.1:9/v1") as err:
         chat.send(s.id, "hello")
     assert ".." not in str(err.value) and str(err.value).endswith("Is it running?")
 

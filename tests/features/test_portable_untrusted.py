@@ -101,7 +101,7 @@ def _lie_about_size(path: Path, member: str, size: int) -> None:
     lh = data.index(b"PK\x03\x04" + b"", 0)
     while data[lh + 30:lh + 30 + len(raw)] != raw:
         lh = data.index(b"PK\x03\x04", lh + 4)
-    n, e = struct.unpack("<HH", data[lh + 26:lh + 30])
+    n, _e = struct.unpack("<HH", data[lh + 26:lh + 30])
     extra = lh + 30 + n
     if data[lh + 22:lh + 26] == b"\xff\xff\xff\xff":  # zip64: sizes in the extra field
         struct.pack_into("<Q", data, extra + 4, size)
@@ -110,7 +110,7 @@ def _lie_about_size(path: Path, member: str, size: int) -> None:
     cd = data.index(b"PK\x01\x02")
     while data[cd + 46:cd + 46 + len(raw)] != raw:
         cd = data.index(b"PK\x01\x02", cd + 4)
-    n, e, c = struct.unpack("<HHH", data[cd + 28:cd + 34])
+    n, _e, _c = struct.unpack("<HHH", data[cd + 28:cd + 34])
     if data[cd + 24:cd + 28] == b"\xff\xff\xff\xff":
         struct.pack_into("<Q", data, cd + 46 + n + 4, size)
     else:
@@ -225,7 +225,8 @@ def test_a_vectors_header_claiming_a_billion_rows_is_refused_without_allocating(
     for dtype in (">f4", "<f8"):
         out = io.BytesIO()
         np.save(out, np.zeros((rows, dim), dtype=dtype))
-        _forge(good, bad, change=lambda n, d, b=out.getvalue(): b if n == "chunks/000000.npy" else d)
+        matrix = out.getvalue()
+        _forge(good, bad, change=lambda n, d, b=matrix: b if n == "chunks/000000.npy" else d)
         _refused(wb, bad, "float32" if dtype == ">f4" else "float32|at most")
 
 

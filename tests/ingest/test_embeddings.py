@@ -5,6 +5,7 @@ Nothing here loads a real model; tests/ingest/test_bundled_model.py does.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -115,7 +116,7 @@ def test_fake_truncates_at_max_tokens():
 def test_fake_token_offsets_round_trip(fake, text):
     tokens = fake.tokenize(text)
     assert all(text[t.start : t.end] == t.text for t in tokens)
-    assert all(a.end <= b.start for a, b in zip(tokens, tokens[1:]))
+    assert all(a.end <= b.start for a, b in itertools.pairwise(tokens))
     assert fake.count_tokens(text) == len(tokens)
     assert "".join(t.text for t in tokens) == "".join(text.split())
 

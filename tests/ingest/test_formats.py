@@ -148,16 +148,16 @@ def test_parts_nest_only_so_deep():
 def test_an_encrypted_docx_needs_its_password_then_reads():
     data = encrypted(a_docx("The lighthouse keeper counts seagulls."), "s3cret")
     assert detect_format(data, "notes.docx") == "encrypted-ooxml"
-    with pytest.raises(PasswordRequired, match="^password required"):
+    with pytest.raises(PasswordRequired, match=r"^password required"):
         read_document(data, "notes.docx")
-    with pytest.raises(PasswordRequired, match="^wrong password"):
+    with pytest.raises(PasswordRequired, match=r"^wrong password"):
         read_document(data, "notes.docx", password="guess")
     doc = read_document(data, "notes.docx", password="s3cret")
     assert doc.format == "docx" and "counts seagulls" in doc.text
 
 
 def test_a_damaged_encrypted_file_is_named_not_a_password_question():
-    with pytest.raises(UnsupportedFile, match="^damaged: the encrypted Office document"):
+    with pytest.raises(UnsupportedFile, match=r"^damaged: the encrypted Office document"):
         read_document(ole2_with("EncryptedPackage"), "secret.docx")
 
 
@@ -251,9 +251,9 @@ def encrypted_odt(text: str, password: str, *, cipher: str = "aes",
 def test_an_encrypted_opendocument_needs_its_password_then_reads(cipher):
     data = encrypted_odt("The keeper's log for March.", "tika", cipher=cipher)
     assert detect_format(data, "log.odt") == "odt"
-    with pytest.raises(PasswordRequired, match="^password required"):
+    with pytest.raises(PasswordRequired, match=r"^password required"):
         read_document(data, "log.odt")
-    with pytest.raises(PasswordRequired, match="^wrong password"):
+    with pytest.raises(PasswordRequired, match=r"^wrong password"):
         read_document(data, "log.odt", password="guess")
     doc = read_document(data, "log.odt", password="tika")
     assert doc.format == "odt" and "The keeper's log for March." in doc.text

@@ -88,8 +88,8 @@ def test_leading_thematic_break_is_not_front_matter(wb):
 
 
 def test_yaml_front_matter_becomes_searchable_filterable_attributes(wb):
-    md = ("---\ntitle: Pump manual\nauthor:\n  name: Ines Quokka\ntags: [pumps, WOMBAT-2150]\nrevision: 3\n---\n"
-          "# Pump manual\n\nPrime the pump before the first start.\n").encode()
+    md = (b"---\ntitle: Pump manual\nauthor:\n  name: Ines Quokka\ntags: [pumps, WOMBAT-2150]\nrevision: 3\n---\n"
+          b"# Pump manual\n\nPrime the pump before the first start.\n")
     doc = read_document(md, "manual.md")
     assert doc.title == "Pump manual"
     assert doc.attributes == {"title": "Pump manual", "author_name": "Ines Quokka",
@@ -367,9 +367,9 @@ def test_pdf_whose_only_page_neither_reader_reads_is_unreadable_not_textless(mon
         raise RuntimeError("PDFium unavailable")
 
     monkeypatch.setattr(_pdf, "_pdfium_open", no_pdfium)
-    with pypdf.apply_configuration(stream_parsing_work_maximum_count=500):
-        with pytest.raises(UnsupportedFile, match=r"unreadable PDF: page 1 could not be read \(pypdf: Reached maximum number"):
-            read_document(_fpdf(lambda pdf: _site_plan(pdf, 300)), "plan.pdf")
+    with (pypdf.apply_configuration(stream_parsing_work_maximum_count=500),
+          pytest.raises(UnsupportedFile, match=r"unreadable PDF: page 1 could not be read \(pypdf: Reached maximum number")):
+        read_document(_fpdf(lambda pdf: _site_plan(pdf, 300)), "plan.pdf")
 
 
 @pytest.mark.slow

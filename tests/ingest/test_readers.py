@@ -570,7 +570,7 @@ def test_empty_or_whitespace_input_is_an_empty_document(data):
 
 
 def test_decode_prefers_deterministic_rules():
-    assert decode("naïve".encode("utf-8")) == "naïve"
+    assert decode("naïve".encode()) == "naïve"
     assert decode(b"\xef\xbb\xbfbom") == "bom"
     assert decode("plain ASCII, no BOM".encode("utf-16-be")) == "plain ASCII, no BOM"
     assert decode("caf\xe9 \x80".encode("latin-1")) == "café €"  # 0x80 is the euro sign in cp1252

@@ -101,7 +101,7 @@ def test_store_static_chunking_upload_and_poll_filtered_search_and_delete(client
 @pytest.mark.slow
 def test_batches_files_api_and_store_lifecycle(client, wb, corpus):
     pdf = corpus / "pdf" / "pdflatex-4-pages.pdf"
-    files = [client.files.create(file=open(p, "rb"), purpose="assistants")
+    files = [client.files.create(file=(p.name, p.read_bytes()), purpose="assistants")
              for p in (pdf, corpus / "pdf" / "minimal-document.pdf")]
     assert files[0].object == "file" and files[0].bytes == pdf.stat().st_size
     vs = client.vector_stores.create(name="papers")

@@ -47,7 +47,7 @@ def test_tools_resources_memory_and_confinement_in_process(wb, corpus, tmp_path)
 
     async def main():
         async with Client(build_server(wb)) as c:
-            assert TOOLS <= {t.name for t in (await c.list_tools()).tools}
+            assert {t.name for t in (await c.list_tools()).tools} >= TOOLS
             book = corpus / "md" / "rust-book"
             out = await tool(c, "ingest_file", {"store": "rust", "path": str(book), "glob": "ch09-0[12]-*.md"})
             assert [r["outcome"] for r in out["results"]] == ["indexed", "indexed"]
@@ -96,7 +96,7 @@ def test_stdio_server_searches_the_rust_book_and_remembers(tmp_path, corpus):
 
     async def main():
         async with Client(params) as c:
-            assert TOOLS <= {t.name for t in (await c.list_tools()).tools}
+            assert {t.name for t in (await c.list_tools()).tools} >= TOOLS
             out = await tool(c, "ingest_file", {"store": "rust-book", "path": str(book), "glob": "ch09-0[12]-*.md"})
             assert len(out["results"]) == 2 and all(r["outcome"] == "indexed" for r in out["results"])
             hits = (await tool(c, "search", {"query": "How do I propagate an error to the caller with ?",

@@ -115,7 +115,7 @@ def test_only_paths_under_allowed_folders_are_readable(tree):
         with pytest.raises(PathNotAllowed, match=says):
             folders.check(path)
     nothing = LocalFolders.of([], tree["data"], reason="chat.allowed_dirs is empty")
-    with pytest.raises(PathNotAllowed, match="chat.allowed_dirs is empty"):
+    with pytest.raises(PathNotAllowed, match=r"chat\.allowed_dirs is empty"):
         nothing.check(home / "docs" / "notes.md")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import itertools
 import json
 import os
 import subprocess
@@ -13,7 +14,7 @@ import textwrap
 import threading
 import tracemalloc
 from collections.abc import Callable, Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from importlib.metadata import EntryPoint
 from pathlib import Path
 
@@ -67,14 +68,14 @@ def stored_files(store: FilesystemFileStore) -> set[str]:
 @pytest.mark.slow
 def test_bytes_round_trip_with_size_sha256_and_utc_created(store):
     data = b"hello \x00 world\n" * 100
-    before = datetime.now(timezone.utc)
+    before = datetime.now(UTC)
     f = store.save("notes.txt", "text/plain", data)
     assert isinstance(f, StoredFile)
     assert f.id.startswith("file-") and len(f.id) == 37
     assert (f.name, f.content_type, f.size) == ("notes.txt", "text/plain", len(data))
     assert f.sha256 == hashlib.sha256(data).hexdigest()
     assert f.created.tzinfo is not None and f.created.utcoffset() == timedelta(0)
-    assert before - timedelta(seconds=1) <= f.created <= datetime.now(timezone.utc) + timedelta(seconds=1)
+    assert before - timedelta(seconds=1) <= f.created <= datetime.now(UTC) + timedelta(seconds=1)
     with store.content(f.id) as fh:
         assert fh.read() == data
     assert store.get(f.id) == f == store.find(f.id)
@@ -310,7 +311,7 @@ def test_max_bytes_aborts_the_stream_and_leaves_nothing(store):
 
 
 def test_max_bytes_on_bytes_names_the_exact_size_and_the_boundary_is_allowed(store):
-    with pytest.raises(FileTooLarge, match="1,001 bytes.*limit of 1,000 bytes"):
+    with pytest.raises(FileTooLarge, match=r"1,001 bytes.*limit of 1,000 bytes"):
         store.save("a", "text/plain", b"x" * 1001, max_bytes=1000)
     assert store.list() == [] and inventory(store) == set()
     assert store.save("a", "text/plain", b"x" * 1000, max_bytes=1000).size == 1000
@@ -421,7 +422,7 @@ def test_list_is_newest_first(store):
     saved = [store.save(f"f{i}", "text/plain", str(i).encode()) for i in range(12)]
     listed = store.list()
     assert [f.id for f in listed] == [f.id for f in reversed(saved)]
-    assert all(a.created > b.created for a, b in zip(listed, listed[1:]))
+    assert all(a.created > b.created for a, b in itertools.pairwise(listed))
 
 
 def test_records_persist_across_instances_and_deletes_are_seen_by_others(reopen, file_store_settings):
@@ -534,7 +535,7 @@ def test_builtin_filesystem_backend_is_found(settings):
 
 
 def test_unknown_backend_names_the_available_ones(settings, tmp_path):
-    with pytest.raises(BackendUnavailable, match="'nosuch'.*Available: .*filesystem"):
+    with pytest.raises(BackendUnavailable, match=r"'nosuch'.*Available: .*filesystem"):
         open_file_store(settings, "nosuch")
     configured = load_settings(data_dir=tmp_path / "d2", file_store={"backend": "s3ish"})
     with pytest.raises(BackendUnavailable, match="'s3ish'"):
@@ -550,7 +551,7 @@ def test_a_broken_plugin_is_reported_not_fatal(fake_entry_points, settings):
         EntryPoint("elsewhere", "json:loads", "some.other.group"),
     )
     assert registry.backend_names() == ["broken", "filesystem", "notastore"]
-    with pytest.raises(BackendUnavailable, match="broken.*failed to load"):
+    with pytest.raises(BackendUnavailable, match=r"broken.*failed to load"):
         open_file_store(settings, "broken")
     with pytest.raises(BackendUnavailable, match="not a FileStore"):
         registry.load_backend_class("notastore")

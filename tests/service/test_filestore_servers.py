@@ -211,7 +211,7 @@ def test_postgresql_url_defaults_to_the_catalog_url_and_is_required(pg_database,
     s = postgres_file_store_settings(settings)
     url = s.file_store.url
     bare = s.model_copy(update={"file_store": s.file_store.model_copy(update={"url": None})})
-    with pytest.raises(ConfigError, match="file_store.url"):
+    with pytest.raises(ConfigError, match=r"file_store\.url"):
         PostgresFileStore(bare)
 
     class Catalog:  # the catalog section another branch adds: read by attribute, whatever its class

@@ -87,8 +87,7 @@ def test_the_heading_counts_as_text():
 
 
 def test_where_filters_before_ranking():
-    pts = points(DOCS) + [Point("g:0", np.zeros(0, np.float32),
-                                {"text": "panic panic panic Result", "file_id": "g", "chunk_index": 0})]
+    pts = [*points(DOCS), Point("g:0", np.zeros(0, np.float32), {"text": "panic panic panic Result", "file_id": "g", "chunk_index": 0})]
     idx = LexicalIndex.from_points(pts)
     assert idx.search("panic Result", k=1)[0].id == "g:0"
     only_f = idx.search("panic Result", k=5, where={"file_id": "f"})
@@ -229,5 +228,5 @@ def test_bad_modes_are_clear_errors(wb, monkeypatch):
     with pytest.raises(InvalidArgument, match="Unknown search mode"):
         wb.search("notes", "panic", mode="fuzzy")
     monkeypatch.setenv("KNOWLEDGE_SEARCH__MODE", "fuzzy")
-    with pytest.raises(ConfigError, match="search.mode"):
+    with pytest.raises(ConfigError, match=r"search\.mode"):
         load_settings()

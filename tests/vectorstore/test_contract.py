@@ -128,7 +128,7 @@ def test_int_and_str_ids_are_distinct(coll):
 
 def test_dimension_mismatch_writes_nothing(coll):
     coll.upsert(make_points(4))
-    bad = make_points(2, start=10) + [Point("wrong", np.ones(D + 1, np.float32), {})]
+    bad = [*make_points(2, start=10), Point("wrong", np.ones(D + 1, np.float32), {})]
     with pytest.raises(DimensionMismatch) as err:
         coll.upsert(bad)
     assert f"prepared with {D} dimensions, but received embeddings of {D + 1}" in str(err.value)
@@ -151,7 +151,7 @@ def test_dimension_mismatch_writes_nothing(coll):
 def test_bad_points_are_rejected_before_writing(coll, point):
     coll.upsert(make_points(2))
     with pytest.raises(InvalidArgument):
-        coll.upsert(make_points(1, start=5) + [point])
+        coll.upsert([*make_points(1, start=5), point])
     assert coll.count() == 2
 
 
@@ -198,7 +198,7 @@ def test_replace_is_never_seen_half_done(coll):
         q = rand_vectors(1, seed=99)[0]
         while not stop.is_set():
             hits = coll.search(q, limit=50, where={"file": "f"})
-            seen.append(tuple(sorted({h.payload["v"] for h in hits})) + (len(hits),))
+            seen.append((*tuple(sorted({h.payload["v"] for h in hits})), len(hits)))
 
     t = threading.Thread(target=reader)
     t.start()

@@ -255,7 +255,7 @@ def test_stores_never_searched_by_words_get_no_index(settings):
 def test_the_analyzer_is_todays(coll):
     # the index holds exactly the terms of knowledge.text.analysis.Analyzer: stems and CJK bigrams
     assert analyzer().terms("Iterating over Vectors!") == ["iter", "over", "vector"]
-    assert [h.id for h in coll.lexical_search("iterated vectors", 5)][0] == "b:2"
+    assert next(h.id for h in coll.lexical_search("iterated vectors", 5)) == "b:2"
     assert [h.id for h in coll.lexical_search("检索", 5)] == ["c:5"]
 
 

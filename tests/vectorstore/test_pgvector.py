@@ -58,7 +58,7 @@ def test_store_names_are_safe_unique_and_never_inject(make):
         coll.upsert([Point(j, v, {"store": name}) for j, v in enumerate(vecs(i + 1, seed=i))])
     tables = {name: table_name(name) for name in NAMES}
     assert len(set(tables.values())) == len(NAMES)  # never collide, also not by case
-    for name, t in tables.items():
+    for t in tables.values():
         assert re.fullmatch(r"vs_[a-z0-9_]*_[0-9a-f]{12}", t), t
         assert len(t.encode()) <= 56  # + "_hnsw" stays within PostgreSQL's 63 bytes
     assert table_name("x; drop table y;--").startswith("vs_x_drop_table_y_")
@@ -270,7 +270,7 @@ def test_replace_killed_mid_transaction_is_never_half_written(make, outcome):
         def write():
             try:
                 coll.replace({"file": "f"}, new)
-            except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+            except BaseException as exc:
                 errors.append(exc)
 
         t = threading.Thread(target=write)

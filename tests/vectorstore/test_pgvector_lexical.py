@@ -143,7 +143,7 @@ def test_a_killed_write_leaves_vectors_and_index_agreeing(make):
 def _catch(errors, fn, *args):
     try:
         fn(*args)
-    except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+    except BaseException as exc:
         errors.append(exc)
 
 
