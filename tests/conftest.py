@@ -141,6 +141,16 @@ def settings(tmp_path: Path) -> Settings:
     return load_settings(data_dir=tmp_path / "data")
 
 
+@pytest.fixture
+def site() -> Iterator[Any]:
+    """A small web site on a free loopback port (:class:`tests.helpers.web.Site`), closed after the test."""
+    from tests.helpers.web import Site
+
+    s = Site()
+    yield s
+    s.close()
+
+
 # -- PostgreSQL (tests/helpers/pg.py) ----------------------------------------------------------------
 
 @pytest.fixture(scope="session")

@@ -25,7 +25,8 @@ FLOORS: dict[str, int] = {
     "text": 1,  # analysis, highlight, render: pure functions of text
     # 2 parts: each a contract with its backends
     **dict.fromkeys(["embeddings", "filestore", "catalog", "vectorstore"], 2),
-    **dict.fromkeys(["ingest", "llm", "people"], 3),  # readers count tokens with an embedder; LLM configs, accounts live in the catalog
+    # readers count tokens with an embedder; LLM configs, accounts live in the catalog
+    **dict.fromkeys(["ingest", "llm", "people"], 3),
     "service": 4,  # stores, indexing, search, templates, jobs, fusion
     **dict.fromkeys(["portable", "evaluation", "sync", "agent_memory"], 5),  # features, handed their parts
     "workbench": 6,  # the composition root

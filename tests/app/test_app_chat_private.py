@@ -49,7 +49,6 @@ def chat_page(wb: Workbench, username: str, session: str | None = None, page: st
     return at
 
 
-@pytest.mark.slow
 def test_a_members_chats_are_not_listed_or_openable_for_another(team):
     wb, sid = team
     at = chat_page(wb, "ana")

@@ -55,7 +55,6 @@ def populated(tmp_path: Path, monkeypatch) -> None:
         wb.close()
 
 
-@pytest.mark.slow
 def test_upload_edit_and_export_a_question_set_without_stores():
     at = evaluate_page()
     assert at.title[0].value.endswith("Evaluate retrieval")
@@ -83,7 +82,6 @@ def test_a_bad_question_file_is_refused_with_its_lines():
     assert any("No question sets yet" in i.value for i in at.info)
 
 
-@pytest.mark.slow
 def test_evaluate_compare_sweep_and_try_chunk_sizes(populated):
     at = evaluate_page()
     upload(at, "kitchen.tsv", TSV)
@@ -129,7 +127,6 @@ def test_evaluate_compare_sweep_and_try_chunk_sizes(populated):
     assert any("Saved the template **default-64-16**" in s.value for s in at.success)
 
 
-@pytest.mark.slow
 def test_typed_questions_are_kept_as_a_set_and_evaluated(populated):
     """Questions typed on the page (no file, no set yet): Save and evaluate keeps them as a named set
     and runs the evaluation at once on the chosen store."""

@@ -48,7 +48,6 @@ def test_renders_on_an_empty_data_dir():
     assert "No files yet" in at.info[0].value
 
 
-@pytest.mark.slow
 def test_lists_files_with_the_stores_using_them():
     ids = populate()
     at = open_page()
@@ -60,7 +59,6 @@ def test_lists_files_with_the_stores_using_them():
     assert set(table["sha256"].str.len()) == {64}
 
 
-@pytest.mark.slow
 def test_download_button_offers_the_content():
     ids = populate()
     at = pick(open_page(), ids["cats.md"])
@@ -69,7 +67,6 @@ def test_download_button_offers_the_content():
     assert "cats.md" in "\n".join(m.value for m in at.subheader)
 
 
-@pytest.mark.slow
 def test_deleting_a_file_stores_use_is_refused_unless_asked():
     ids = populate()
     at = pick(open_page(), ids["cats.md"])
@@ -92,7 +89,6 @@ def test_deleting_a_file_stores_use_is_refused_unless_asked():
         wb.close()
 
 
-@pytest.mark.slow
 def test_delete_an_unused_file():
     ids = populate()
     at = pick(open_page(), ids["loose.txt"])
@@ -108,7 +104,6 @@ def test_delete_an_unused_file():
     assert {m.label: m.value for m in at.metric}["Stored files"] == "3"
 
 
-@pytest.mark.slow
 def test_a_file_with_two_names_lists_its_other_name():
     wb = Workbench(load_settings())
     cats = wb.ingest_file("Notes", CATS, "cats.md").file_id

@@ -30,7 +30,6 @@ def _everything(node) -> str:
     return "\n".join(out)
 
 
-@pytest.mark.slow
 def test_a_hostile_answer_and_names_reach_streamlit_as_text_only():
     from knowledge.chat import ChatService
     from knowledge.chat.model import ASSISTANT, USER, Part

@@ -70,7 +70,6 @@ def test_renders_on_an_empty_data_dir(fake_model):
     assert list(templates["template"]) == ["default (built in)"]
 
 
-@pytest.mark.slow
 def test_renders_a_populated_store(fake_model):
     make_store("Team Notes", [("cats.md", CATS), ("bread.md", BREAD)])
     at = open_page()
@@ -88,7 +87,6 @@ def test_renders_a_populated_store(fake_model):
     assert metrics["Indexed files"] == "2" and metrics["Failed files"] == "0" and int(metrics["Chunks"]) >= 2
 
 
-@pytest.mark.slow
 def test_create_a_store_with_the_form(fake_model):
     at = open_page()
     next(t for t in at.text_input if t.label == "Name" and t.placeholder == "Team notes").input("Recipes")
@@ -111,7 +109,6 @@ def test_a_blank_store_name_is_refused_with_a_message(fake_model):
 
 
 # -- uploads ---------------------------------------------------------------------------------------
-@pytest.mark.slow
 def test_upload_many_files_ingests_each_exactly_once(fake_model, ingest_calls):
     make_store()
     at = open_page()
@@ -134,7 +131,6 @@ def test_upload_many_files_ingests_each_exactly_once(fake_model, ingest_calls):
     assert len(at.session_state["processed_uploads"]) == 2
 
 
-@pytest.mark.slow
 def test_a_bad_file_gets_a_message_and_the_others_go_on(fake_model):
     make_store()
     at = open_page()
@@ -154,7 +150,6 @@ def test_a_bad_file_gets_a_message_and_the_others_go_on(fake_model):
     assert (metrics["Indexed files"], metrics["Failed files"]) == ("1", "2")
 
 
-@pytest.mark.slow
 def test_a_few_warnings_stand_under_their_files_and_many_go_into_one_list(fake_model):
     make_store()
     at = open_page()
@@ -173,7 +168,6 @@ def test_a_few_warnings_stand_under_their_files_and_many_go_into_one_list(fake_m
     assert all(f"n{i}.docx" in listed for i in range(4)) and "not a Word document" in listed
 
 
-@pytest.mark.slow
 def test_a_file_over_the_size_limit_says_so(fake_model, monkeypatch):
     monkeypatch.setenv("KNOWLEDGE_INGEST__MAX_FILE_MB", "0.001")
     make_store()
@@ -213,7 +207,6 @@ def _password_flow(at: AppTest, name: str, data: bytes, password: str) -> AppTes
     return at
 
 
-@pytest.mark.slow
 def test_a_password_protected_pdf_asks_for_the_password_and_retries(fake_model):
     make_store()
     _password_flow(open_page(), "locked.pdf", _encrypted_pdf("secret"), "secret")
@@ -230,7 +223,6 @@ def test_the_corpus_password_pdf_with_the_real_model(corpus):
     assert int(files_table(at, "Notes")["chunks"][0]) > 0
 
 
-@pytest.mark.slow
 def test_ingest_a_folder_by_glob(fake_model, tmp_path, monkeypatch):
     allow(monkeypatch, tmp_path)
     make_store()
@@ -243,7 +235,6 @@ def test_ingest_a_folder_by_glob(fake_model, tmp_path, monkeypatch):
     assert sorted(files_table(at, "Notes")["file"]) == ["bread.md", "cats.md"]
 
 
-@pytest.mark.slow
 def test_a_missing_folder_is_a_message(fake_model, tmp_path, monkeypatch):
     allow(monkeypatch, tmp_path)
     make_store()
@@ -256,7 +247,6 @@ def test_a_missing_folder_is_a_message(fake_model, tmp_path, monkeypatch):
 
 
 # -- deleting, re-embedding ------------------------------------------------------------------------
-@pytest.mark.slow
 def test_delete_a_file(fake_model):
     make_store("Notes", [("bread.md", BREAD), ("cats.md", CATS)])
     at = open_page()
@@ -272,7 +262,6 @@ def test_delete_a_file(fake_model):
     assert list(files_table(at, "Notes")["file"]) == ["bread.md"]
 
 
-@pytest.mark.slow
 def test_a_file_with_two_names_is_listed_with_its_alias_and_deleted_by_either_name(fake_model):
     make_store("Notes", [("cats.md", CATS), ("copy of cats.md", CATS), ("bread.md", BREAD)])
     at = open_page()
@@ -296,7 +285,6 @@ def test_a_file_with_two_names_is_listed_with_its_alias_and_deleted_by_either_na
         wb.close()
 
 
-@pytest.mark.slow
 def test_delete_a_store_needs_confirmation(fake_model):
     make_store("Notes", [("cats.md", CATS)])
     at = open_page()
@@ -308,7 +296,6 @@ def test_delete_a_store_needs_confirmation(fake_model):
     assert any("No vector stores yet" in i.value for i in at.info)
 
 
-@pytest.mark.slow
 def test_reembed_to_another_template(fake_model):
     make_store("Notes", [("cats.md", CATS)])
     wb = service()
@@ -330,7 +317,6 @@ def _template_form(at: AppTest):
     return {t.label: t for t in at.text_input if t.form_id == "template-form"}
 
 
-@pytest.mark.slow
 def test_create_edit_and_delete_a_template(fake_model):
     at = open_page()
     form = _template_form(at)
@@ -358,7 +344,6 @@ def test_create_edit_and_delete_a_template(fake_model):
     assert list(tab["template"]) == ["default (built in)"]
 
 
-@pytest.mark.slow
 def test_a_template_can_turn_ocr_off(fake_model):
     at = open_page()
     _template_form(at)["Name"].input("no scans")
@@ -401,7 +386,6 @@ def test_upload_with_the_real_model():
     assert list(table(at, "store")["dimension"]) == [384]
 
 
-@pytest.mark.slow
 def test_stop_cancels_the_batch_and_the_store_stays_as_it_was(fake_model, monkeypatch):
     import threading
 
@@ -427,7 +411,6 @@ def test_stop_cancels_the_batch_and_the_store_stays_as_it_was(fake_model, monkey
     assert list(files_table(at, "Notes")["file"]) == ["bread.md"]
 
 
-@pytest.mark.slow
 def test_a_batch_started_in_another_tab_shows_its_progress_and_can_be_stopped(fake_model, monkeypatch):
     import threading
 
@@ -460,7 +443,6 @@ def test_a_batch_started_in_another_tab_shows_its_progress_and_can_be_stopped(fa
     assert any("later.md" in m.value and "not started" in m.value for m in at.markdown), markdown(at)
 
 
-@pytest.mark.slow
 def test_the_folder_form_reads_only_allowed_folders(fake_model, tmp_path, monkeypatch):
     """/etc, ~/.ssh and a symlink leading out of the allowed folder are refused; the allowed folder
     is read (and a file symlinked out of it is left out, and said so)."""
@@ -516,7 +498,6 @@ def _truncated_pdf() -> bytes:
     return data[: len(data) // 3]
 
 
-@pytest.mark.slow
 def test_failures_say_what_is_wrong_in_words_and_offer_retry_only_where_it_can_help(fake_model):
     import re
 
@@ -546,7 +527,6 @@ def test_failures_say_what_is_wrong_in_words_and_offer_retry_only_where_it_can_h
     assert {m.label: m.value for m in at.metric}["Failed files"] == "5"
 
 
-@pytest.mark.slow
 def test_removing_a_failed_file_asks_first(fake_model):
     make_store()
     at = open_page()
@@ -650,7 +630,6 @@ def test_the_page_works_while_a_command_line_batch_ingests_into_the_same_data_fo
 
 
 # -- team mode: a shared catalog and the per-machine memory backend ----------------------------------
-@pytest.mark.slow
 def test_a_shared_catalog_on_the_memory_default_says_what_to_set_and_the_form_refuses(fake_model, monkeypatch,
                                                                                        pg_database, settings):
     """``catalog.url`` set and ``vector_store.backend`` left at memory: the page says what to set
@@ -681,7 +660,6 @@ def test_the_embedded_default_shows_no_team_mode_warning(fake_model):
     assert not any("catalog is shared" in w.value for w in at.warning)
 
 
-@pytest.mark.slow
 def test_a_batch_no_worker_took_yet_says_queued_waiting_for_a_worker(fake_model, monkeypatch):
     """``ingest.worker_threads = 0``: the app only queues; the header says so instead of a bar that
     does not move, until a worker (here one in the test, as a ``knowledge worker`` process would)
@@ -734,7 +712,6 @@ def test_files_waiting_out_an_outage_say_why_in_one_line_and_are_ingested_when_i
     assert any("Batch done: 2 files" in p.proto.text and "2 indexed" in p.proto.text for p in at.get("progress"))
 
 
-@pytest.mark.slow
 def test_an_interrupted_job_is_retried_from_the_vector_stores_page(fake_model):
     """A job whose worker died with no attempt left ends ``interrupted``; its file's record follows
     (failed, not ``processing`` forever) and Retry on the page ingests it."""

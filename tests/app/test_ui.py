@@ -48,7 +48,6 @@ def _flash_page() -> None:
         st.rerun()
 
 
-@pytest.mark.slow
 def test_a_flash_message_shows_once_after_the_rerun_as_success_or_error():
     at = AppTest.from_function(_flash_page).run()
     assert not at.success and not at.error
@@ -67,7 +66,6 @@ def wb(tmp_path):
     w.close()
 
 
-@pytest.mark.slow
 def test_the_job_a_page_shows_is_its_own_unless_another_runs_or_just_ended(wb):
     assert IngestJob.visible_for(wb, "s") is None and not IngestJob.running_for(wb, "s")
     mine = IngestJob(wb, "s", [("a.txt", b"The cat sits on the mat.")]).start()
@@ -83,7 +81,6 @@ def test_the_job_a_page_shows_is_its_own_unless_another_runs_or_just_ended(wb):
     assert IngestJob.visible_for(wb, "other", mine) is mine  # jobs are per store
 
 
-@pytest.mark.slow
 def test_a_retried_file_shows_its_new_outcome_in_the_batch(wb):
     job = IngestJob(wb, "s", [("a.txt", b"The cat sits on the mat."), ("b.txt", b"Dogs bark.")]).start()
     assert job.wait(30)

@@ -126,7 +126,6 @@ def test_html_gets_the_content_security_policy_and_nothing_else_does():
     assert "evil" not in webgate.content_security_policy("x; script-src evil.example")
 
 
-@pytest.mark.slow
 def test_the_app_lets_a_session_in_only_once_signed_in(monkeypatch):
     from streamlit.testing.v1 import AppTest
 
@@ -149,7 +148,6 @@ def test_the_app_lets_a_session_in_only_once_signed_in(monkeypatch):
         webgate.shut_out("test session id")
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("password, stops", [("correct horse", True), (None, False)])
 def test_a_streamlit_version_the_gate_does_not_know_stops_an_app_with_a_password(monkeypatch, password, stops):
     import streamlit
@@ -189,7 +187,6 @@ def _grown(pid: int, before: int) -> int:
     return rss_bytes(pid) - before
 
 
-@pytest.mark.slow
 def test_before_any_run_of_the_app_an_upload_is_refused_and_memory_stays(tmp_path: Path):
     """The attack of issue 24 on a fresh server: nothing has run app.py yet (so its gate is not in the
     server), the visitor asks for upload URLs and PUTs 50 MB. Streamlit's own ceiling, 0 in the
@@ -204,7 +201,6 @@ def test_before_any_run_of_the_app_an_upload_is_refused_and_memory_stays(tmp_pat
         assert _grown(server.proc.pid, before) < UPLOAD // 4
 
 
-@pytest.mark.slow
 def test_before_sign_in_upload_urls_and_uploads_are_refused_and_memory_stays(shared_server):
     server = shared_server
     with visitor(server.url) as v:
@@ -228,7 +224,6 @@ def test_before_sign_in_upload_urls_and_uploads_are_refused_and_memory_stays(sha
     assert "Refused upload URLs to session" in server.output()
 
 
-@pytest.mark.slow
 def test_metrics_and_the_other_core_endpoints_are_refused_health_answers(shared_server):
     url = shared_server.url
     with visitor(url) as v:  # the gate is installed by the app's first run (a browser opening it)
@@ -242,7 +237,6 @@ def test_metrics_and_the_other_core_endpoints_are_refused_health_answers(shared_
     assert status == 200
 
 
-@pytest.mark.slow
 def test_on_loopback_without_a_password_the_ceiling_follows_the_settings(tmp_path: Path):
     """No password, loopback: as before (metrics answer, a session of the app uploads), with Streamlit's
     ceiling at the larger of ingest.max_file_mb (3) and app.max_bundle_mb (2): 3 MiB."""

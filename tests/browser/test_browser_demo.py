@@ -88,9 +88,11 @@ def layout_problems(page) -> list[str]:
     return page.evaluate("""() => {
         const out = [];
         const w = window.innerWidth;
-        if (document.documentElement.scrollWidth > w + 1) out.push(`page scrolls: ${document.documentElement.scrollWidth} > ${w}`);
+        const page = document.documentElement.scrollWidth;
+        if (page > w + 1) out.push(`page scrolls: ${page} > ${w}`);
         const main = document.querySelector('[data-testid="stMainBlockContainer"]');
-        if (main && main.scrollWidth > main.clientWidth + 1) out.push(`main column scrolls: ${main.scrollWidth} > ${main.clientWidth}`);
+        if (main && main.scrollWidth > main.clientWidth + 1)
+            out.push(`main column scrolls: ${main.scrollWidth} > ${main.clientWidth}`);
         for (const b of document.querySelectorAll('[data-testid="stMain"] button')) {
             const r = b.getBoundingClientRect();
             if (r.width === 0 || r.height === 0) continue;

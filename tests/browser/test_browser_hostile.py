@@ -198,18 +198,21 @@ def test_hostile_names_texts_and_answers_load_and_link_nothing_outside(browser, 
                         "Click to sign in again (http://evil.example/login)")).to_be_visible())
                     readable(name, lambda: expect(page.get_by_test_id("stSidebar").get_by_text(seen(ATTACHMENT)))
                              .to_be_visible())
-                    readable(name, lambda answer=answer: expect(answer.locator('a[href="/stores"]')).to_have_count(1))  # own link
+                    readable(name, lambda answer=answer:
+                        expect(answer.locator('a[href="/stores"]')).to_have_count(1))  # own link
                 if name == "memory":
                     box = page.get_by_role("textbox", name="Query", exact=True)
                     rerun_and_wait(page, lambda box=box: box.fill("keeper"))
                     rerun_and_wait(page, lambda: page.get_by_role("button", name="Recall", exact=True).click())
                     check("memory recalled")
                     # the recall hit (the Browse section's Memory picker below names it too)
-                    readable(name, lambda main=main: expect(main.get_by_text(seen("The keeper said " + LINKS)).first).to_be_visible())
+                    readable(name, lambda main=main:
+                        expect(main.get_by_text(seen("The keeper said " + LINKS)).first).to_be_visible())
                 if name == "settings":
                     rerun_and_wait(page, lambda: page.get_by_role("tab", name="Traces").click())
                     check("settings traces")
-                    readable(name, lambda main=main: expect(main.get_by_text(seen("refused: " + LINKS)).first).to_be_attached())
+                    readable(name, lambda main=main:
+                        expect(main.get_by_text(seen("refused: " + LINKS)).first).to_be_attached())
                 if name in ("chat", "stores", "search"):
                     focus = {"chat": page.get_by_test_id("stChatMessage").first,
                              "stores": page.get_by_test_id("stHeading").filter(has_text="Notes").first,

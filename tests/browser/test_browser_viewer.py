@@ -200,7 +200,8 @@ def test_a_chat_source_opens_in_the_viewer(browser, viewer_server: Server, viewe
         rerun_and_wait(page, lambda: box.press("Enter"), timeout=240_000)
         answer = page.get_by_test_id("stChatMessage").nth(1)
         expect(answer).to_be_visible(timeout=240_000)
-        source = answer.get_by_test_id("stExpander").filter(has_text=PDF).filter(has_not_text="vector_search").first  # a Source, not the tool call
+        # a Source, not the tool call
+        source = answer.get_by_test_id("stExpander").filter(has_text=PDF).filter(has_not_text="vector_search").first
         source.locator("summary").click()
         link = source.get_by_role("link", name="Open in viewer")
         expect(link).to_be_visible()

@@ -52,7 +52,6 @@ def _records(data: Path, store: str) -> dict[str, tuple[str, int, int]]:
         wb.close()
 
 
-@pytest.mark.slow
 def test_cli_ingest_is_a_batch_of_job_rows(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("KNOWLEDGE_EMBEDDINGS__MODEL", "fake/hash-16")
     data = tmp_path / "data"

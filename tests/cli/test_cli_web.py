@@ -8,7 +8,7 @@ import pytest
 
 from knowledge.cli import main
 from knowledge.cli.ingest import is_url
-from tests.helpers.web import Site, page, site  # noqa: F401 - the fixture
+from tests.helpers.web import Site, page
 
 pytestmark = pytest.mark.model
 

@@ -271,7 +271,8 @@ def test_view_attachment_reinserts_the_media_into_the_running_turn_only(chat):
     session = chat.session(s.id)
     chat.store.add_message(s.id, ASSISTANT, [], {"tool_calls": [
         {"id": "c1", "name": "view_attachment", "arguments": json.dumps({"file_id": img.file_id})}]})
-    chat._run_tool(session, chat.configs.chat(None), ToolCall("c1", "view_attachment", json.dumps({"file_id": img.file_id})), _Turn("x"))
+    chat._run_tool(session, chat.configs.chat(None),
+                   ToolCall("c1", "view_attachment", json.dumps({"file_id": img.file_id})), _Turn("x"))
     roles = [m.role for m in chat.messages(s.id)]
     assert roles[-2:] == ["tool", ATTACHMENT]
     msgs = chat.request(s.id, VISION_DOCS).messages

@@ -214,7 +214,8 @@ def encrypted_odt(text: str, password: str, *, cipher: str = "aes",
         enc = Cipher(algorithms.AES(key), modes.CBC(iv)).encryptor()
         body = enc.update(packed + os.urandom(pad - 1) + bytes([pad])) + enc.finalize()
         checksum = hashlib.sha256(packed[:1024]).digest()
-        data = ("<manifest:encryption-data manifest:checksum-type='urn:oasis:names:tc:opendocument:xmlns:manifest:1.0#sha256-1k'"
+        data = ("<manifest:encryption-data"
+                " manifest:checksum-type='urn:oasis:names:tc:opendocument:xmlns:manifest:1.0#sha256-1k'"
                 f" manifest:checksum='{base64.b64encode(checksum).decode()}'>"
                 f"<manifest:algorithm manifest:algorithm-name='{algorithm}'"
                 f" manifest:initialisation-vector='{base64.b64encode(iv).decode()}'/>"
@@ -229,15 +230,18 @@ def encrypted_odt(text: str, password: str, *, cipher: str = "aes",
         enc = Cipher(Blowfish(key), CFB(iv)).encryptor()
         body = enc.update(packed) + enc.finalize()
         checksum = hashlib.sha1(packed[:1024]).digest()
-        data = (f"<manifest:encryption-data manifest:checksum-type='SHA1/1K' manifest:checksum='{base64.b64encode(checksum).decode()}'>"
-                f"<manifest:algorithm manifest:algorithm-name='Blowfish CFB' manifest:initialisation-vector='{base64.b64encode(iv).decode()}'/>"
+        data = ("<manifest:encryption-data manifest:checksum-type='SHA1/1K'"
+                f" manifest:checksum='{base64.b64encode(checksum).decode()}'>"
+                "<manifest:algorithm manifest:algorithm-name='Blowfish CFB'"
+                f" manifest:initialisation-vector='{base64.b64encode(iv).decode()}'/>"
                 "<manifest:key-derivation manifest:key-derivation-name='PBKDF2' manifest:key-size='16'"
                 f" manifest:iteration-count='1024' manifest:salt='{base64.b64encode(salt).decode()}'/>"
                 "</manifest:encryption-data>")
     manifest = ("<?xml version='1.0' encoding='UTF-8'?><manifest:manifest"
                 " xmlns:manifest='urn:oasis:names:tc:opendocument:xmlns:manifest:1.0' manifest:version='1.2'>"
                 "<manifest:file-entry manifest:full-path='/' manifest:media-type='application/vnd.oasis.opendocument.text'/>"
-                f"<manifest:file-entry manifest:full-path='content.xml' manifest:media-type='text/xml' manifest:size='{len(plain)}'>"
+                "<manifest:file-entry manifest:full-path='content.xml' manifest:media-type='text/xml'"
+                f" manifest:size='{len(plain)}'>"
                 f"{data}</manifest:file-entry></manifest:manifest>")
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:

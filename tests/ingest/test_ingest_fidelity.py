@@ -490,7 +490,8 @@ def make_docx(body: str, parts: dict[str, tuple[str, str, bytes]] | None = None)
         z.writestr("word/_rels/document.xml.rels",
                    '<?xml version="1.0" encoding="UTF-8"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
                    f'{rels}</Relationships>')
-        z.writestr("word/document.xml", f'<?xml version="1.0" encoding="UTF-8"?><w:document xmlns:w="{W_NS}" xmlns:r="{R_NS}"'
+        z.writestr("word/document.xml", '<?xml version="1.0" encoding="UTF-8"?>'
+                   f'<w:document xmlns:w="{W_NS}" xmlns:r="{R_NS}"'
                    f' xmlns:o="urn:schemas-microsoft-com:office:office"><w:body>{body}</w:body></w:document>')
         for name, (_, _, data) in parts.items():
             z.writestr(f"word/{name}", data)
@@ -513,12 +514,15 @@ def test_docx_footnotes_endnotes_comments_and_tracked_changes(wb):
         '<w:del w:id="10" w:author="Ed"><w:r><w:delText>deleted WOMBAT-4102</w:delText></w:r></w:del>'
         '<w:moveFrom w:id="11" w:author="Ed"><w:r><w:t>moved away WOMBAT-4103</w:t></w:r></w:moveFrom></w:p>'
         '<w:tbl><w:tr><w:tc><w:p><w:r><w:t>kept row</w:t></w:r></w:p></w:tc></w:tr>'
-        '<w:tr><w:trPr><w:del w:id="12" w:author="Ed"/></w:trPr><w:tc><w:p><w:r><w:t>deleted row WOMBAT-4104</w:t></w:r></w:p></w:tc></w:tr></w:tbl>'
+        '<w:tr><w:trPr><w:del w:id="12" w:author="Ed"/></w:trPr>'
+        '<w:tc><w:p><w:r><w:t>deleted row WOMBAT-4104</w:t></w:r></w:p></w:tc></w:tr></w:tbl>'
         '<w:p><w:r><w:t>Last paragraph.</w:t></w:r></w:p>'
     )
     data = make_docx(body, {
-        "footnotes.xml": (CT + "footnotes+xml", RT + "footnotes", notes_xml("footnotes", "footnote", {"2": "Measured at 40 C WOMBAT-4105."})),
-        "endnotes.xml": (CT + "endnotes+xml", RT + "endnotes", notes_xml("endnotes", "endnote", {"5": "Source: site log WOMBAT-4106."})),
+        "footnotes.xml": (CT + "footnotes+xml", RT + "footnotes",
+                                  notes_xml("footnotes", "footnote", {"2": "Measured at 40 C WOMBAT-4105."})),
+        "endnotes.xml": (CT + "endnotes+xml", RT + "endnotes",
+                                 notes_xml("endnotes", "endnote", {"5": "Source: site log WOMBAT-4106."})),
         "comments.xml": (CT + "comments+xml", RT + "comments",
                          notes_xml("comments", "comment", {"0": "Check the sensor WOMBAT-4107"}, ' w:author="Rita Kea"')),
     })
@@ -589,7 +593,8 @@ def test_strict_open_xml_is_read(wb):
     buf = io.BytesIO()
     d.save(buf)
     strict = _strict(buf.getvalue())
-    assert b"purl.oclc.org/ooxml/officeDocument/relationships/officeDocument" in zipfile.ZipFile(io.BytesIO(strict)).read("_rels/.rels")
+    assert (b"purl.oclc.org/ooxml/officeDocument/relationships/officeDocument"
+            in zipfile.ZipFile(io.BytesIO(strict)).read("_rels/.rels"))
     with pytest.raises(KeyError, match="no relationship of type"):  # what python-docx alone does
         docx.Document(io.BytesIO(strict))
     doc = read_document(strict, "strict.docx")

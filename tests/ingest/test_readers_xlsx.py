@@ -408,7 +408,8 @@ def test_workbook_openpyxl_refuses_is_read_in_full_comments_included():
     wb.active["A2"].comment = Comment("Largest region", "Ada")
     # A font size openpyxl's validation rejects (Excel ignores it): openpyxl cannot load the styles.
     # The reader parses the parts itself (issue 38), so nothing is lost.
-    data = rewrite(xlsx_bytes(wb), "xl/styles.xml", lambda xml: re.sub(r'<sz val="[^"]*"\s*/>', '<sz val="big"/>', xml, count=1))
+    data = rewrite(xlsx_bytes(wb), "xl/styles.xml",
+                   lambda xml: re.sub(r'<sz val="[^"]*"\s*/>', '<sz val="big"/>', xml, count=1))
     doc = read_document(data, "odd.xlsx")
     assert "row 2 | Region: North | Sales: 25%" in doc.text
     assert "comment on A2 (Ada): Largest region" in doc.text

@@ -95,7 +95,6 @@ def test_without_a_file_name_markup_is_sniffed():
 
 
 @pytest.mark.skipif(not (CORPUS / "md" / "rust-book").is_dir(), reason="the shared corpus is absent")
-@pytest.mark.slow
 def test_every_rust_book_chunk_renders_clean():
     from knowledge.ingest import read_document
 

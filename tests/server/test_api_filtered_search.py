@@ -122,7 +122,6 @@ def ops_names(k: int, wb: Workbench) -> list[str]:
     {"type": "and", "filters": [{"type": "eq", "key": "team", "value": "ops"},
                                 {"type": "gte", "key": "n", "value": 0}]},
 ], ids=["eq", "in", "and"])
-@pytest.mark.slow
 def test_a_selective_rest_search_embeds_the_query_once_and_returns_k(wb, embeddings, rounds, filters):
     want = ops_names(3, wb)
     embeddings.clear()
@@ -145,7 +144,6 @@ def test_a_selective_rest_search_embeds_the_query_once_and_returns_k(wb, embeddi
         assert sorted(d["filename"] for d in r.json()["data"]) == [f"note-{i:03}.txt" for i in OPS]
 
 
-@pytest.mark.slow
 def test_a_selective_mcp_search_embeds_the_query_once_per_store(wb, embeddings):
     want = ops_names(3, wb)
     embeddings.clear()

@@ -78,7 +78,6 @@ def upload(c: httpx.Client, name: str, text: str) -> str:
     return r.json()["id"]
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("dialect", ["duckdb", "postgresql"])
 def test_two_api_apps_on_one_catalog_answer_the_same(tmp_path, dialect, request):
     if dialect == "postgresql":
@@ -203,7 +202,6 @@ def test_an_earlier_vector_stores_json_is_imported_once(tmp_path):
         w.close()
 
 
-@pytest.mark.slow
 def test_mcp_over_http_on_a_shared_catalog_answers_from_any_process(tmp_path, pg_database):
     from knowledge.server.mcp import http_app
 

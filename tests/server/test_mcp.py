@@ -59,9 +59,10 @@ def test_tools_resources_memory_and_confinement_in_process(wb, corpus, tmp_path)
             assert [s["name"] for s in stores["stores"]] == ["rust"] and stores["stores"][0]["files"] == 2
             hits = (await tool(c, "search", {"query": "the ? operator propagates errors", "store": "rust", "k": 3}))["hits"]
             assert hits and {"file", "file_id", "page", "char_start", "char_end", "text", "score"} <= set(hits[0])
+            panic_file = "ch09-01-unrecoverable-errors-with-panic.md"
             everywhere = (await tool(c, "search", {"query": "panic! macro", "k": 3,
                                                    "filters": {"type": "eq", "key": "filename",
-                                                               "value": "ch09-01-unrecoverable-errors-with-panic.md"}}))["hits"]
+                                                               "value": panic_file}}))["hits"]
             assert everywhere and {h["file"] for h in everywhere} == {"ch09-01-unrecoverable-errors-with-panic.md"}
             assert "Unknown filter type" in await refused(c, "search", {"query": "x", "filters": {"type": "like"}})
 

@@ -87,7 +87,8 @@ def test_the_heading_counts_as_text():
 
 
 def test_where_filters_before_ranking():
-    pts = [*points(DOCS), Point("g:0", np.zeros(0, np.float32), {"text": "panic panic panic Result", "file_id": "g", "chunk_index": 0})]
+    pts = [*points(DOCS), Point("g:0", np.zeros(0, np.float32),
+                                          {"text": "panic panic panic Result", "file_id": "g", "chunk_index": 0})]
     idx = LexicalIndex.from_points(pts)
     assert idx.search("panic Result", k=1)[0].id == "g:0"
     only_f = idx.search("panic Result", k=5, where={"file_id": "f"})

@@ -14,7 +14,7 @@ from knowledge.outcomes import Outcome
 from knowledge.service import web
 from knowledge.service.web import Crawl, Fetcher, WebPageError, check_url, refused_range
 from knowledge.workbench import Workbench
-from tests.helpers.web import Site, page, site  # noqa: F401 - the fixture
+from tests.helpers.web import Site, page
 
 
 def make_wb(tmp_path, **ingest):

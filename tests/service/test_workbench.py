@@ -39,7 +39,8 @@ def factory():
 
 @pytest.fixture
 def wb(tmp_path, factory):
-    settings = load_settings(data_dir=tmp_path / "data", vector_store={"max_chunk_size_tokens": 40, "chunk_overlap_tokens": 8},
+    settings = load_settings(data_dir=tmp_path / "data",
+                                 vector_store={"max_chunk_size_tokens": 40, "chunk_overlap_tokens": 8},
                              ingest={"max_file_mb": 0.05})
     w = Workbench(settings, embedder_factory=factory)
     yield w
