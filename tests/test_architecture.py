@@ -134,7 +134,6 @@ def test_no_import_of_a_floor_above_or_beside(importer):
     assert wrong == [], f"{importer} (floor {FLOORS[mine]}) imports {wrong}"
 
 
-@pytest.mark.slow
 def test_no_private_name_is_imported_across_modules():
     # a name another module uses is public: no `from knowledge.x import _name`
     private = []

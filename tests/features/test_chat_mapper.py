@@ -97,7 +97,6 @@ def test_attach_notice_goes_ahead_of_the_users_text_and_the_stored_text_stays(ch
     assert typed == "What does the keeper do?"
 
 
-@pytest.mark.slow
 def test_attached_files_section_of_the_system_prompt_is_rendered_fresh_each_round(chat, files):
     s = chat.create_session()
     chat.attach(s.id, files["notes"])
@@ -113,7 +112,6 @@ def test_attached_files_section_of_the_system_prompt_is_rendered_fresh_each_roun
     assert "No files are attached." in system_of(chat.request(s.id))
 
 
-@pytest.mark.slow
 def test_removal_is_announced_in_the_next_message_and_earlier_messages_stay(chat, files):
     s = chat.create_session()
     a = chat.attach(s.id, files["notes"])
@@ -129,7 +127,6 @@ def test_removal_is_announced_in_the_next_message_and_earlier_messages_stay(chat
     assert [m.text for m in chat.messages(s.id) if m.role == USER] == ["first", "second"]
 
 
-@pytest.mark.slow
 def test_a_file_attached_again_after_removal_is_announced_again(chat, files):
     s = chat.create_session()
     a = chat.attach(s.id, files["notes"])
@@ -145,7 +142,6 @@ def test_a_file_attached_again_after_removal_is_announced_again(chat, files):
     assert chat.wb.search(chat.session(s.id).store, "keeper lamp", k=1)  # indexed again
 
 
-@pytest.mark.slow
 def test_a_notice_names_only_files_still_attached(chat, files):
     s = chat.create_session()
     chat.attach(s.id, files["notes"])
@@ -156,7 +152,6 @@ def test_a_notice_names_only_files_still_attached(chat, files):
     assert "notes.md" in text and "recipes.txt" not in text and "removed" not in text
 
 
-@pytest.mark.slow
 def test_images_are_not_ingested_and_named_in_neither_notice_nor_section(chat, files):
     s = chat.create_session()
     chat.attach(s.id, files["notes"])
@@ -174,7 +169,6 @@ def test_images_are_not_ingested_and_named_in_neither_notice_nor_section(chat, f
     assert [(p.kind, p.name) for p in stored.parts] == [(TEXT, None), (IMAGE, "photo.png")]
 
 
-@pytest.mark.slow
 def test_a_pdf_is_ingested_and_also_sent_with_the_next_message(chat):
     s = chat.create_session()
     a = chat.attach(s.id, pdf_bytes(PDF_PAGES), "harbour.pdf")
@@ -188,7 +182,6 @@ def test_a_pdf_is_ingested_and_also_sent_with_the_next_message(chat):
     assert "harbour.pdf (PDF document)" in text_of(user_messages(chat.request(s.id))[0])  # named: it is indexed
 
 
-@pytest.mark.slow
 def test_parts_travel_inline_by_capability_as_the_providers_content_blocks(chat):
     s = chat.create_session()
     pdf = pdf_bytes(PDF_PAGES)
@@ -203,7 +196,6 @@ def test_parts_travel_inline_by_capability_as_the_providers_content_blocks(chat)
     assert blocks[3]["image_url"]["url"] == "data:image/png;base64," + base64.b64encode(png_bytes()).decode()
 
 
-@pytest.mark.slow
 def test_documents_on_an_lm_studio_like_server_travel_as_a_text_note(chat):
     s = chat.create_session()
     chat.attach(s.id, pdf_bytes(PDF_PAGES), "harbour.pdf")
@@ -215,7 +207,6 @@ def test_documents_on_an_lm_studio_like_server_travel_as_a_text_note(chat):
     assert "does not read images" in text  # no VISION declared: the image is a placeholder
 
 
-@pytest.mark.slow
 def test_without_the_capability_a_placeholder_says_what_the_file_is_and_why(chat):
     s = chat.create_session()
     chat.attach(s.id, pdf_bytes(PDF_PAGES), "harbour.pdf")
@@ -241,7 +232,6 @@ def test_provider_default_capabilities_when_the_config_declares_none():
                      capabilities=["DOCUMENTS"]).document_mode() == "text"
 
 
-@pytest.mark.slow
 def test_media_travels_in_the_current_turn_only_and_later_turns_carry_placeholders(chat):
     s = chat.create_session()
     chat.attach(s.id, pdf_bytes(PDF_PAGES), "harbour.pdf")
@@ -258,7 +248,6 @@ def test_media_travels_in_the_current_turn_only_and_later_turns_carry_placeholde
     assert second["content"] == "and now?"
 
 
-@pytest.mark.slow
 def test_view_attachment_reinserts_the_media_into_the_running_turn_only(chat):
     s = chat.create_session()
     img = chat.attach(s.id, png_bytes(), "photo.png")
@@ -285,7 +274,6 @@ def test_view_attachment_reinserts_the_media_into_the_running_turn_only(chat):
                for m in later if m["role"] == "user")
 
 
-@pytest.mark.slow
 def test_view_attachment_refuses_a_file_that_is_not_an_attached_image_or_pdf(chat, files):
     s = chat.create_session()
     chat.attach(s.id, png_bytes(), "photo.png")
@@ -417,7 +405,6 @@ def test_redaction_leaves_text_alone_and_catches_bare_base64():
 
 
 # -- persistence -------------------------------------------------------------------------------------
-@pytest.mark.slow
 def test_sessions_messages_parts_and_attachments_persist_in_the_catalog(tmp_path, files):
     settings = load_settings(data_dir=tmp_path / "persist")
     wb = Workbench(settings, embedder_factory=lambda m: HashEmbedder(64, 256))
@@ -442,7 +429,6 @@ def test_sessions_messages_parts_and_attachments_persist_in_the_catalog(tmp_path
         wb.close()
 
 
-@pytest.mark.slow
 def test_deleting_a_session_removes_its_store_and_its_files(chat, files):
     s = chat.create_session()
     doc = chat.attach(s.id, files["notes"])
@@ -458,7 +444,6 @@ def test_deleting_a_session_removes_its_store_and_its_files(chat, files):
 
 
 # -- turns in the background ------------------------------------------------------------------------
-@pytest.mark.slow
 def test_two_turns_sent_back_to_back_both_complete_in_order(chat, files):
     sid = chat.create_session().id
     first = chat.start_turn(sid, [(files["notes"].read_bytes(), "notes.md", "text/markdown")],

@@ -26,7 +26,6 @@ def _last_tool_text(request: dict) -> str:
     return [m for m in request["messages"] if m["role"] == "tool"][-1]["content"]
 
 
-@pytest.mark.slow
 def test_tool_call_loop_over_the_wire(chat, monkeypatch):
     monkeypatch.setenv("LOCAL_LLM_KEY", "secret-123")
 
@@ -64,7 +63,6 @@ def test_tool_call_loop_over_the_wire(chat, monkeypatch):
     assert len(chat.traces(s.id)) == 2
 
 
-@pytest.mark.slow
 def test_view_attachment_over_the_wire_with_vision_and_redacted_trace(chat):
     img = png_bytes(8, 8)
     with ChatCompletionsServer([lambda req: {"content": "A red square."},
@@ -88,7 +86,6 @@ def test_view_attachment_over_the_wire_with_vision_and_redacted_trace(chat):
     assert f"[base64 image/png, {len(url) - len('data:image/png;base64,'):,} characters omitted]" in dumped
 
 
-@pytest.mark.slow
 def test_a_pdf_goes_as_a_text_note_to_a_documents_config_on_a_local_server(chat):
     with ChatCompletionsServer([lambda req: {"content": "Sundays."}]) as server:
         _config(chat, server, capabilities=["DOCUMENTS"])
@@ -100,7 +97,6 @@ def test_a_pdf_goes_as_a_text_note_to_a_documents_config_on_a_local_server(chat)
     assert "tide tables are printed each Sunday" in content
 
 
-@pytest.mark.slow
 def test_bad_tool_arguments_come_back_to_the_model_as_text(chat):
     with ChatCompletionsServer([lambda req: {"tool_calls": [{"id": "c", "type": "function", "function": {
                                     "name": "vector_search", "arguments": "{not json"}}]},
@@ -112,7 +108,6 @@ def test_bad_tool_arguments_come_back_to_the_model_as_text(chat):
     assert reply.text.startswith("Bad arguments for vector_search") and not reply.tool_runs[0].ok
 
 
-@pytest.mark.slow
 def test_the_loop_ends_with_a_round_without_tools(chat):
     calls = [lambda req, i=i: tool_call("vector_search", {"query": "ship"}, f"c{i}")
              for i in range(ChatService.MAX_ROUNDS - 1)]
@@ -145,7 +140,6 @@ def test_an_unset_key_variable_keeps_the_message_and_traces_the_error(chat, monk
     assert "NO_SUCH_KEY_VAR" in chat.traces(s.id)[0].error
 
 
-@pytest.mark.slow
 def test_an_unreachable_server_says_so(chat):
     chat.configs.save({"name": "down", "type": "CHAT", "provider": "openai", "model": "m",
                        "base_url": "http://127.0.0.1:9/v1", "timeout": 2})

@@ -148,7 +148,6 @@ def test_an_image_only_message_says_what_was_read_in_it(wb):
     assert "text recognition" in reply.text and "invoice.png" in reply.text and "1,234.56" in reply.text
 
 
-@pytest.mark.slow
 def test_the_offline_answer_numbers_its_quotes_as_its_sources(wb):
     chat = ChatService(wb)
     s = chat.create_session(stores=["book"])
@@ -158,7 +157,6 @@ def test_the_offline_answer_numbers_its_quotes_as_its_sources(wb):
     assert [c["n"] for c in reply.citations] == markers
 
 
-@pytest.mark.slow
 def test_retry_asks_the_failed_question_again_without_a_second_copy(wb):
     chat = ChatService(wb)
     script = [lambda req: {"content": "Back again."}]

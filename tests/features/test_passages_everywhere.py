@@ -109,7 +109,6 @@ def test_tools_and_cli_search_give_merged_passages(wb, capsys):
     assert len(out) == 3 and apart(spans(out)) and any(len(h["chunks"]) > 1 for h in out)
 
 
-@pytest.mark.slow
 def test_chat_sources_and_also_searched_never_hold_two_pieces_of_one_passage(wb, capsys):
     chat = ChatService(wb)
     s = chat.create_session(stores=["sky"])

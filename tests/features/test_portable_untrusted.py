@@ -144,14 +144,12 @@ def _refused(wb: Workbench, bundle: Path, words: str, *, peak_mb: float = 40) ->
     return str(err.value)
 
 
-@pytest.mark.slow
 def test_the_honest_bundle_still_imports(wb, good):
     r = wb.portable.import_bundle(good, as_name="copy")
     assert r.files == 3 and r.chunks == sum(f.chunks for f in wb.file_records("notes")) > 0
     assert wb.search("copy", "lighthouse seagulls", k=1)[0].file_name == "sea.txt"
 
 
-@pytest.mark.slow
 def test_a_file_member_past_ingest_max_file_mb_is_refused_before_a_byte_is_written(wb, good, tmp_path):
     """The attack: a 2.09 MB bundle wrote a 2 GB file (its member's real, declared size) past
     ingest.max_file_mb = 5. Here 50 MB of zeros (50 KB deflated), manifest and entry consistent."""
@@ -274,7 +272,6 @@ def test_members_the_manifest_does_not_account_for_are_refused(wb, good, tmp_pat
     _refused(wb, bad, "symbolic link")
 
 
-@pytest.mark.slow
 def test_names_with_control_characters_in_a_bundle_are_refused(wb, good, tmp_path):
     bad = tmp_path / "names.kb"
     _forge(good, bad, manifest=lambda m: m["files"][0].update(name="a\x00b.md"))
@@ -326,7 +323,6 @@ def _restore_refused(tmp_path: Path, archive: Path, words: str) -> None:
     assert not (tmp_path / "evil").exists() and not Path("/tmp/knowledge-evil").exists()
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("name", ["files/../../evil", "/tmp/knowledge-evil", "files//x", "files/./x",
                                   "stores\\..\\evil", "elsewhere/x", "files/a\x00b", "C:/evil"])
 def test_a_backup_member_outside_the_data_folder_is_refused(backup, tmp_path, name):
@@ -364,7 +360,6 @@ def test_a_backup_with_a_link_member_extra_members_or_a_bomb_is_refused(backup, 
     _restore_refused(tmp_path, bad, "unreadable|damaged|more than")
 
 
-@pytest.mark.slow
 def test_the_honest_backup_still_restores(backup, tmp_path):
     target = load_settings(data_dir=tmp_path / "restored")
     r = portable.restore(target, backup)

@@ -211,7 +211,6 @@ def test_factory_rejects_a_fake_model_without_a_dimension(settings_with):
         create_embedder(settings_with(model="fake/hash-"))
 
 
-@pytest.mark.slow
 def test_the_fake_model_setting_reaches_the_workbench_and_survives_a_restart(monkeypatch, tmp_path):
     """KNOWLEDGE_EMBEDDINGS__MODEL=fake/hash-<d> is the tests' seam into the app: the default
     template, and a saved template naming the fake, keep working in a new Workbench, with or

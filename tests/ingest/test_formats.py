@@ -144,7 +144,6 @@ def test_parts_nest_only_so_deep():
 
 # -- password-protected Office files ----------------------------------------------------------------
 
-@pytest.mark.slow
 def test_an_encrypted_docx_needs_its_password_then_reads():
     data = encrypted(a_docx("The lighthouse keeper counts seagulls."), "s3cret")
     assert detect_format(data, "notes.docx") == "encrypted-ooxml"
@@ -161,7 +160,6 @@ def test_a_damaged_encrypted_file_is_named_not_a_password_question():
         read_document(ole2_with("EncryptedPackage"), "secret.docx")
 
 
-@pytest.mark.slow
 def test_the_product_asks_for_the_password_and_retry_reads_it(tmp_path):
     wb = Workbench(load_settings(data_dir=tmp_path / "data"),
                    embedder_factory=lambda model: HashEmbedder(dimension=32, max_tokens=128))

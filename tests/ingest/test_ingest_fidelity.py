@@ -153,7 +153,6 @@ def test_html_table_chunks_repeat_the_header_row():
     assert row.text.startswith("Code | Name | Shelf\n")
 
 
-@pytest.mark.slow
 def test_docx_table_chunks_repeat_the_header_row():
     docx = pytest.importorskip("docx")
     d = docx.Document()
@@ -191,7 +190,6 @@ def test_excel_sep_hint_for_tabs_and_pipes():
 
 # -- invisible format characters ------------------------------------------------------------------
 
-@pytest.mark.slow
 def test_zero_width_characters_never_split_a_word(wb):
     folder = case("api-docs")
     ingest(wb, *sorted(folder.glob("*.html")))
@@ -261,7 +259,6 @@ def test_css_cascade_decides_what_is_hidden():
 
 # -- PDF: filled forms ----------------------------------------------------------------------------
 
-@pytest.mark.slow
 def test_filled_pdf_form_values_are_indexed_with_their_names_on_their_page(wb):
     path = case("supplier-form-filled.pdf")
     doc = read_document(path)
@@ -727,7 +724,6 @@ def test_markdown_anchor_that_shows_nothing_is_not_a_chunk(wb):
     assert_hidden(wb, "installing-wombat-binaries-from-cratesio")
 
 
-@pytest.mark.slow
 def test_reembed_keeps_file_attributes_and_table_headers(wb):
     from knowledge.service.templates import make_template
 
@@ -742,7 +738,6 @@ def test_reembed_keeps_file_attributes_and_table_headers(wb):
     assert row.metadata["table_header"].startswith(HEADER)
 
 
-@pytest.mark.slow
 def test_app_folder_ingest_takes_upper_case_extensions_and_shows_what_it_skipped(tmp_path, monkeypatch):
     from tests.helpers.app import fresh_caches, use_fake_model
     from tests.helpers.stores_page import allow, files_table, ingest_folder, make_store, open_page

@@ -274,7 +274,6 @@ def test_a_word_document_named_pptx_is_read_as_word():
     assert doc.format == "docx" and "Really a letter" in doc.text
 
 
-@pytest.mark.slow
 def test_an_encrypted_deck_asks_for_its_password_then_reads(tmp_path: Path):
     prs = Presentation()
     titled(prs, "Secret plan", "Launch on the moon")

@@ -278,7 +278,6 @@ def test_binary_workbook_is_named():
         read_document(buf.getvalue(), "a.xlsb")
 
 
-@pytest.mark.slow
 def test_encrypted_workbook_needs_its_password(tmp_path):
     from msoffcrypto.format.ooxml import OOXMLFile
 

@@ -238,7 +238,6 @@ def test_two_catalogs_starting_at_once_migrate_once(pg_database, settings):
             c.close()
 
 
-@pytest.mark.slow
 def test_a_lost_connection_is_replaced(pg_database, settings):
     import psycopg
 

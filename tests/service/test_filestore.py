@@ -65,7 +65,6 @@ def stored_files(store: FilesystemFileStore) -> set[str]:
 
 # -- round trips ----------------------------------------------------------------------------------
 
-@pytest.mark.slow
 def test_bytes_round_trip_with_size_sha256_and_utc_created(store):
     data = b"hello \x00 world\n" * 100
     before = datetime.now(UTC)

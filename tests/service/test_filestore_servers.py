@@ -254,7 +254,6 @@ def test_postgresql_a_record_whose_chunks_are_gone_is_store_corrupt(pg_database,
 
 # -- s3 -------------------------------------------------------------------------------------------
 
-@pytest.mark.slow
 def test_s3_keys_follow_the_layout_under_the_prefix(s3_server, settings):
     s = s3_file_store_settings(settings, s3_server, s3_prefix="team-a/files")
     store = open_file_store(s)
@@ -267,7 +266,6 @@ def test_s3_keys_follow_the_layout_under_the_prefix(s3_server, settings):
     assert other.list() == [] and other.find(f.id) is None  # another prefix is another store
 
 
-@pytest.mark.slow
 def test_s3_missing_bucket_and_unreachable_endpoint_are_clear_errors(s3_server, settings):
     missing = s3_file_store_settings(settings, s3_server, create=False)
     with pytest.raises(BackendUnavailable) as info:
@@ -301,7 +299,6 @@ def test_s3_refused_credentials_are_named_as_such(s3_server, settings):
     assert S3_TEST_SECRET not in msg
 
 
-@pytest.mark.slow
 def test_s3_cleanup_removes_what_a_killed_save_left(s3_server, settings):
     from datetime import timedelta
 
@@ -324,7 +321,6 @@ def test_s3_cleanup_removes_what_a_killed_save_left(s3_server, settings):
 
 # -- a Workbench on each ---------------------------------------------------------------------------
 
-@pytest.mark.slow
 def test_a_workbench_on_a_server_file_store_ingests_and_searches(server_settings, tmp_path):
     from knowledge.embeddings.fake import HashEmbedder
     from knowledge.workbench import Workbench

@@ -55,7 +55,6 @@ def _encrypted_pdf(password: str) -> bytes:
     return encrypted_pdf(password, repeat=5)
 
 
-@pytest.mark.slow
 def test_an_encrypted_pdf_fails_as_password_required_and_a_wrong_password_too(tmp_path):
     wb = Workbench(load_settings(data_dir=tmp_path / "data"),
                    embedder_factory=lambda model: HashEmbedder(dimension=8))

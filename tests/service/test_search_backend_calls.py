@@ -85,7 +85,6 @@ def _workbench(request, settings, name: str) -> Iterator[tuple[str, Workbench]]:
         w.close()
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["vector", "hybrid", "lexical"])
 def test_a_warm_search_costs_at_most_three_backend_calls(wb, mode):
     backend, w = wb
@@ -96,7 +95,6 @@ def test_a_warm_search_costs_at_most_three_backend_calls(wb, mode):
     assert 1 <= len(calls) <= MAX_CALLS, calls
 
 
-@pytest.mark.slow
 def test_a_playground_search_costs_the_same(wb):
     from knowledge.pagemodels.playground import timed_search
 
@@ -108,7 +106,6 @@ def test_a_playground_search_costs_the_same(wb):
     assert 1 <= len(calls) <= MAX_CALLS, calls
 
 
-@pytest.mark.slow
 def test_searches_see_writes_made_after_the_store_was_resolved(wb):
     """The kept record and the in-process BM25 index follow writes: a new file is found by its
     words, a deleted one is gone, a deleted store is an error -- with no stale answer between."""
@@ -126,7 +123,6 @@ def test_searches_see_writes_made_after_the_store_was_resolved(wb):
         w.search("notes", "zeppelin", k=3)
 
 
-@pytest.mark.slow
 def test_a_store_changed_by_another_workbench_is_searched_as_it_is_now(shared_wb):
     """Two workbenches over one data folder (as two processes share it): the second's writes reach
     the first's next search through the catalog, though the first kept its record."""
@@ -142,7 +138,6 @@ def test_a_store_changed_by_another_workbench_is_searched_as_it_is_now(shared_wb
     assert hits and hits[0].file_id == r.file_id
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["vector", "hybrid", "lexical"])
 def test_a_store_with_no_file_yet_answers_nothing(wb, mode):
     _, w = wb

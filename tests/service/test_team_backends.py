@@ -145,7 +145,6 @@ def _memory_store_in_shared_catalog(settings, team, tmp_path) -> None:
         shared.close()
 
 
-@pytest.mark.slow
 def test_a_memory_store_in_a_shared_catalog_is_listed_refused_on_use_and_can_be_moved_out(settings, team, tmp_path):
     _memory_store_in_shared_catalog(settings, team, tmp_path)
     wb = _wb(team)
@@ -171,7 +170,6 @@ def test_a_memory_store_in_a_shared_catalog_is_listed_refused_on_use_and_can_be_
         wb.close()
 
 
-@pytest.mark.slow
 def test_a_memory_store_in_a_shared_catalog_can_be_deleted(settings, team, tmp_path):
     _memory_store_in_shared_catalog(settings, team, tmp_path)
     wb = _wb(team)
@@ -182,7 +180,6 @@ def test_a_memory_store_in_a_shared_catalog_can_be_deleted(settings, team, tmp_p
         wb.close()
 
 
-@pytest.mark.slow
 def test_a_memory_store_whose_folder_is_on_another_machine_cannot_be_moved_from_here(settings, team, tmp_path):
     _memory_store_in_shared_catalog(settings, team, tmp_path)
     here = _with(team)
@@ -198,7 +195,6 @@ def test_a_memory_store_whose_folder_is_on_another_machine_cannot_be_moved_from_
 
 
 # -- the REST API ------------------------------------------------------------------------------------
-@pytest.mark.slow
 def test_the_api_refuses_to_create_a_store_on_the_memory_default_of_a_shared_catalog(team_on_memory):
     from knowledge.server.app import create_app
 

@@ -49,7 +49,6 @@ def test_page_fetched_and_searchable_with_its_url_as_source(wb, site: Site):
     assert "Guide" in (hits[0].heading or "") or "Guide" in hits[0].text  # read by the HTML reader
 
 
-@pytest.mark.slow
 def test_crawl_depth_one_takes_same_site_links_only_bounded_by_max_pages(wb, site: Site):
     other = Site()
     try:
@@ -74,7 +73,6 @@ def test_crawl_depth_one_takes_same_site_links_only_bounded_by_max_pages(wb, sit
         other.close()
 
 
-@pytest.mark.slow
 def test_robots_txt_disallow_is_honoured(wb, site: Site):
     site.pages["/robots.txt"] = (200, {"Content-Type": "text/plain"}, b"User-agent: *\nDisallow: /private/\n")
     site.html("/", page("Home", "Public page about herons.", ("/private/p.html", "/open.html")))
@@ -97,7 +95,6 @@ def test_robots_txt_that_fails_with_5xx_disallows_everything(wb, site: Site):
     assert site.asked("/") == 0
 
 
-@pytest.mark.slow
 def test_redirects_are_followed_and_bounded(wb, site: Site):
     site.redirect("/old", "/mid")
     site.redirect("/mid", site.url("/new.html"), 301)
@@ -188,7 +185,6 @@ def test_only_http_urls(settings):
         Crawl(settings, "https://example.org/", depth=9)
 
 
-@pytest.mark.slow
 def test_a_changed_page_replaces_its_chunks_an_unchanged_one_is_a_no_op(wb, site: Site):
     site.html("/news.html", page("News", "Version one mentions walruses."))
     url = site.url("/news.html")
@@ -207,7 +203,6 @@ def test_a_changed_page_replaces_its_chunks_an_unchanged_one_is_a_no_op(wb, site
     assert not wb.search("web", "walruses", mode="lexical")
 
 
-@pytest.mark.slow
 def test_a_linked_document_reads_by_its_bytes(wb, site: Site):
     from io import BytesIO
 

@@ -69,7 +69,6 @@ def reference(tmp_path):
 
 
 @pytest.mark.parametrize("what", sorted(BAD_CALLS))
-@pytest.mark.slow
 def test_every_backend_refuses_bad_arguments_with_one_message(coll, reference, what):
     with pytest.raises(InvalidArgument) as err:
         BAD_CALLS[what](coll)

@@ -33,7 +33,6 @@ def best(scores: np.ndarray, distance: str, rows: np.ndarray, k: int) -> list[in
 
 
 @pytest.mark.postgres
-@pytest.mark.slow
 @pytest.mark.parametrize("distance", DISTANCES)
 def test_every_backend_ranks_like_numpy(distance, tmp_path, request):
     from knowledge.config import load_settings

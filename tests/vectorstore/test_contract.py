@@ -57,7 +57,6 @@ def coll(backend):
 
 # -- collections -------------------------------------------------------------------------------
 
-@pytest.mark.slow
 def test_collection_lifecycle(backend):
     c = backend.collection("life")
     assert not c.collection_exists()
@@ -78,7 +77,6 @@ def test_collection_lifecycle(backend):
     c.drop_collection()  # a missing collection is not an error
 
 
-@pytest.mark.slow
 def test_ensure_collection_mismatch_fails_loudly(coll):
     with pytest.raises(DimensionMismatch) as err:
         coll.ensure_collection(D * 2, "cosine")
@@ -186,7 +184,6 @@ def test_replace_swaps_exactly_the_matching_set(coll):
     assert coll.count() == 3
 
 
-@pytest.mark.slow
 def test_replace_is_never_seen_half_done(coll):
     """A reader thread sees the old or the new version of a file, never a mix or nothing."""
     versions = {v: [Point(f"f:{i}", vec, {"file": "f", "v": v}) for i, vec in enumerate(rand_vectors(20, seed=v))]

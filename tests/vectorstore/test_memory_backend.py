@@ -896,7 +896,6 @@ def test_backend_is_registered_under_its_entry_point():
     assert eps["memory"].load() is MemoryBackend and MemoryBackend.name == "memory"
 
 
-@pytest.mark.slow
 def test_two_backend_instances_in_one_process_serialise_their_writes(settings):
     b1, b2 = MemoryBackend(settings), MemoryBackend(settings)
     try:

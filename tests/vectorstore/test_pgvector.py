@@ -433,7 +433,6 @@ def test_workbench_on_a_pgvector_template(pgvector_settings, tmp_path):
 
 # -- the Vector stores page ------------------------------------------------------------------------
 
-@pytest.mark.slow
 def test_the_page_switches_a_template_to_pgvector(pgvector_settings, monkeypatch):
     from knowledge.workbench import Workbench
     from tests.helpers.app import fresh_caches, open_app, use_fake_model

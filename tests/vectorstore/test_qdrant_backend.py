@@ -297,7 +297,6 @@ def test_retries_stop_after_the_configured_attempts(tmp_path, server_factory):
     assert len(srv.requests) == 2
 
 
-@pytest.mark.slow
 def test_a_server_failing_in_use_is_backend_unavailable_after_the_retries(tmp_path, server_factory):
     srv = server_factory("1.13.0")
     with open_backend(_settings(tmp_path, srv.url), "qdrant") as b:
