@@ -3,7 +3,7 @@
 ``python bench/bench_hostile.py [--files 1000] [--model bundled|fake] [--json]`` prints three figures:
 
 1. **The formatted-to-the-edge workbook** (a ~5 KB .xlsx whose only oddity is a styled empty cell
-   at the sheet's last row and column, ``tests/ingest/hostile_sheets.py``): the time and peak
+   at the sheet's last row and column, ``tests/helpers/hostile_sheets.py``): the time and peak
    resident memory (RSS) of reading it, in a fresh process reading in-process (``read_document``)
    and through a reader child (``ReaderPool.read``: the child's peak). Target: under 5 s and 300 MB.
 2. **A batch of ``--files`` small files** (Markdown notes of ~60 words) ingested into a new store by
@@ -42,7 +42,7 @@ import zlib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "tests" / "ingest")]
+sys.path[:0] = [str(REPO)]
 
 import psutil
 
@@ -66,9 +66,8 @@ def _mb(n: float) -> str:
 
 
 def edge_workbook(out: dict) -> None:
-    from hostile_sheets import edge_formatted_xlsx
-
     from knowledge.ingest.isolated import ReaderPool, ReadLimits
+    from tests.helpers.hostile_sheets import edge_formatted_xlsx
 
     data = edge_formatted_xlsx()
     with tempfile.NamedTemporaryFile(suffix=".xlsx", delete=False) as fh:
@@ -211,12 +210,11 @@ class _Server:
 
 
 def hostile_batch(out: dict) -> None:
-    import hostile_archives as ha
-    import hostile_sheets as hs
-
     from knowledge.catalog import jobs as q
     from knowledge.config import load_settings
     from knowledge.workbench import Workbench
+    from tests.helpers import hostile_archives as ha
+    from tests.helpers import hostile_sheets as hs
 
     inputs = {"edge.xlsx": hs.edge_formatted_xlsx(), "edge-comment.xlsx": hs.edge_comment_xlsx(),
               "merged-edge.xlsx": hs.merged_edge_xlsx(), "edge.xls": hs.edge_formatted_xls(),

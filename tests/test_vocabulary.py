@@ -9,13 +9,13 @@ import re
 from pathlib import Path
 
 import pytest
-from app_helpers import use_fake_model
 
 from knowledge.cli import build_parser
 from knowledge.config import load_settings
 from knowledge.errors import ConfigError, InvalidArgument
 from knowledge.vocabulary import RANKINGS, backend_label, ranking_label, search_mode
 from knowledge.workbench import Workbench
+from tests.helpers.app import use_fake_model
 
 ROOT = Path(__file__).resolve().parents[1]
 

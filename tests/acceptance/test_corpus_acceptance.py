@@ -9,9 +9,9 @@ import json
 import unicodedata
 
 import pytest
-from conftest import REPO, readme_questions
 
 from knowledge.cli import main
+from tests.helpers.env import REPO, readme_questions
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 
@@ -58,7 +58,7 @@ def test_the_whole_corpus_in_one_go(ingested, capsys, monkeypatch):
 
 def test_the_encrypted_pdf_with_its_password(ingested, capsys):
     data, _ = ingested
-    from conftest import CORPUS
+    from tests.helpers.env import CORPUS
 
     pdf = str(CORPUS / "pdf" / "libreoffice-writer-password.pdf")
     code, results = run_json(capsys, "--data-dir", data, "ingest", "demo", pdf, "--password", "openpassword", "--json")

@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from pathlib import Path
 
 import pytest
-from conftest import REPO
-from office_expectations import Expectation, load, normalise, table
 
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.workbench import Workbench
+from tests.helpers.env import REPO
+from tests.helpers.office import Expectation, load, normalise, table
 
 pytestmark = pytest.mark.slow
 
@@ -43,7 +42,7 @@ def indexed_text(wb: Workbench, store: str, file_id: str) -> str:
 
 @pytest.fixture(scope="module")
 def scored(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[tuple[Expectation, bool]], dict]:
-    from conftest import CORPUS
+    from tests.helpers.env import CORPUS
 
     office = CORPUS / "office"
     if not office.is_dir():
@@ -58,7 +57,7 @@ def scored(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[tuple[Expecta
         files = sorted({(r.format, r.file) for r in rows})
         paths = [office / fmt / name for fmt, name in files]
         results = wb.ingest_paths("office", paths)
-        by_key = {key: r for key, r in zip(files, results)}
+        by_key = dict(zip(files, results))
         passwords = {(r.format, r.file): r.password or "tika" for r in rows if r.kind == "password"}
         asked = {}
         for key, password in passwords.items():

@@ -19,7 +19,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from api_helpers import free_port
+
+from tests.helpers.api import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 API_KEY = "team-key-for-tests"
@@ -153,10 +154,10 @@ def _probe(settings, url: str):
     return Workbench(settings, embedder_factory=lambda model: HashEmbedder(dimension=384))
 
 
+@pytest.mark.processes
 def test_two_api_processes_and_two_workers_on_one_postgresql_behave_as_one_product(
         tmp_path: Path, pgvector_settings) -> None:
     import openai
-
     from psycopg.conninfo import conninfo_to_dict
 
     info = conninfo_to_dict(pgvector_settings().vector_store.url)  # this test's database, over TCP

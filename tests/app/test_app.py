@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from app_helpers import fresh_caches, open_app
 
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.workbench import Workbench
+from tests.helpers.app import fresh_caches, open_app
 
 
 @pytest.fixture(autouse=True)

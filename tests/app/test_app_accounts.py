@@ -8,7 +8,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from app_helpers import APP, fresh_caches, open_app, page_text, use_fake_model
 from streamlit import config as st_config
 from streamlit.testing.v1 import AppTest
 
@@ -16,6 +15,7 @@ from knowledge import access
 from knowledge.errors import AuthenticationFailed
 from knowledge.people import Accounts
 from knowledge.workbench import Workbench
+from tests.helpers.app import APP, fresh_caches, open_app, page_text, use_fake_model
 
 PW = "a long enough password"
 
@@ -91,7 +91,6 @@ def test_sign_in_by_account_shows_who_and_sign_out_ends_the_session(wb):
     assert wb.people.audit.events(actor="ana", action="user.sign_out")
 
 
-@pytest.mark.slow
 def test_wrong_passwords_are_throttled_per_account_with_one_message(wb, waits):
     at = visit()
     sign_in(at, "", "")
@@ -120,7 +119,6 @@ def test_an_expired_session_signs_out_with_the_reason(wb):
     assert [t.label for t in at.text_input] == ["Username", "Password"]
 
 
-@pytest.mark.slow
 def test_a_deleted_account_and_a_role_change_apply_on_the_next_run(wb):
     root = wb.people.accounts.actor("root")
     bo = signed_in("bo")
@@ -182,7 +180,6 @@ def test_a_shared_app_sets_up_its_first_admin_only_with_the_token_of_the_log(mon
     assert at.session_state["workbench"].people.accounts.admins() == ["root"]
 
 
-@pytest.mark.slow
 def test_a_team_app_makes_its_first_admin_at_the_terminal_not_with_a_per_process_token(
         monkeypatch, capsys, pg_database, settings):
     """On a shared catalog each app process would print its own token to its own log (issue 39): the
@@ -190,10 +187,10 @@ def test_a_team_app_makes_its_first_admin_at_the_terminal_not_with_a_per_process
     import io
     from urllib.parse import urlencode
 
-    from conftest import pg_catalog_settings
     from psycopg.conninfo import conninfo_to_dict
 
     from knowledge.cli import main
+    from tests.helpers.pg import pg_catalog_settings
 
     parts = conninfo_to_dict(pg_catalog_settings(settings).catalog.url)
     query = urlencode({k: parts[k] for k in ("host", "port", "password") if parts.get(k)})
@@ -231,7 +228,6 @@ def test_on_loopback_the_local_admin_turns_accounts_on_from_people():
     assert "Róot Ädmin" in sidebar_text(at)
 
 
-@pytest.mark.slow
 def test_an_invitation_link_creates_an_account_with_odd_characters_and_signs_it_in(wb):
     bad = AppTest.from_file(APP, default_timeout=60)
     bad.query_params["invite"] = "mistyped"
@@ -267,7 +263,6 @@ def test_an_invitation_link_creates_an_account_with_odd_characters_and_signs_it_
         wb.people.accounts.invitation(token)
 
 
-@pytest.mark.slow
 def test_a_member_gets_no_people_or_settings_page_an_admin_does(wb):
     ana = signed_in("ana")
     for page in ("pages/people.py", "pages/settings.py"):
@@ -295,7 +290,6 @@ def test_the_home_page_shows_the_server_folders_to_an_admin_not_to_a_member(wb):
     assert all(f in text for f in folders) and "Data folder" in text
 
 
-@pytest.mark.slow
 def test_an_admin_adds_an_account_and_deleting_one_hands_its_stores_to_an_admin(wb):
     at = signed_in("root", "pages/people.py")
     table = at.dataframe[0].value
@@ -322,7 +316,6 @@ def test_an_admin_adds_an_account_and_deleting_one_hands_its_stores_to_an_admin(
     assert wb.people.accounts.get("cy") is None and wb.store_owner("Cy notes") == "root"
 
 
-@pytest.mark.slow
 def test_my_api_keys_are_made_shown_once_and_revoked_at_once(wb):
     at = signed_in("ana", "pages/account.py")
     at.text_input(key="key-name").input("laptop scripts")
@@ -341,7 +334,6 @@ def test_my_api_keys_are_made_shown_once_and_revoked_at_once(wb):
     assert [e.action for e in wb.people.audit.events(actor="ana", action="key.")] == ["key.revoke", "key.create"]
 
 
-@pytest.mark.slow
 def test_my_account_changes_the_password_and_keeps_me_signed_in(wb):
     at = signed_in("bo", "pages/account.py")
     at.text_input(key="my-current").input("not it")
@@ -357,7 +349,6 @@ def test_my_account_changes_the_password_and_keeps_me_signed_in(wb):
     assert wb.people.accounts.authenticate("bo", "a new long password").username == "bo"
 
 
-@pytest.mark.slow
 def test_the_audit_page_shows_a_member_only_the_stores_they_see(wb):
     ana = wb.as_user(wb.people.accounts.actor("ana"))
     ana.create_store("Ana private")

@@ -6,14 +6,14 @@ import base64
 import json
 
 import pytest
-from app_helpers import answer_text, button, fresh_caches, open_app, shown, use_fake_model
-from chat_helpers import ChatCompletionsServer, pdf_bytes, png_bytes
 from streamlit.testing.v1 import AppTest
 
 from knowledge.chat import ChatService
 from knowledge.config import load_settings
 from knowledge.llm import LlmConfigs
 from knowledge.workbench import Workbench
+from tests.helpers.app import answer_text, button, fresh_caches, open_app, shown, use_fake_model
+from tests.helpers.chat import ChatCompletionsServer, pdf_bytes, png_bytes
 
 NOTES = ("# Lighthouse\n\nThe keeper lit the lamp at dusk and trimmed the wick at midnight.\n\n"
          "# Bakery\n\nBread needs flour, water, salt and yeast; the dough rests overnight.")
@@ -34,7 +34,6 @@ def captions(at) -> list[str]:
     return [c.value for c in at.caption]
 
 
-@pytest.mark.slow
 def test_chat_attach_by_drop_ask_and_see_answer_with_citations(tmp_path):
     at = page("pages/chat.py")
     assert at.title[0].value == "💬 Chat"
@@ -64,7 +63,6 @@ def test_chat_attach_by_drop_ask_and_see_answer_with_citations(tmp_path):
         "Remove notes.md from this chat", "Remove photo.png from this chat"}
 
 
-@pytest.mark.slow
 def test_remove_button_detaches_and_the_next_message_says_so():
     wb = Workbench(load_settings())
     chat = ChatService(wb)
@@ -80,7 +78,6 @@ def test_remove_button_detaches_and_the_next_message_says_so():
     assert "✖ removed notes.md" in [c.value for c in at.chat_message[2].caption]
 
 
-@pytest.mark.slow
 def test_several_sessions(tmp_path):
     at = page("pages/chat.py")
     at.chat_input[0].set_value("hello one").run()
@@ -96,7 +93,6 @@ def test_several_sessions(tmp_path):
     assert answer_text(at.chat_message[0].markdown[0].value) == "hello one"
 
 
-@pytest.mark.slow
 def test_a_pdf_answer_cites_file_and_page_with_a_local_model(tmp_path):
     pages = ["The harbour master records every ship that enters the port.",
              "The tide tables are printed each Sunday for the sailors of the bay."]
@@ -119,7 +115,6 @@ def test_a_pdf_answer_cites_file_and_page_with_a_local_model(tmp_path):
     assert "local" in [c.value for c in answer.caption]
 
 
-@pytest.mark.slow
 def test_a_model_error_is_shown_not_raised():
     wb = Workbench(load_settings())
     LlmConfigs(wb.catalog, wb.settings).save({"name": "down", "type": "CHAT", "provider": "openai", "model": "m",
@@ -138,7 +133,6 @@ def test_a_model_error_is_shown_not_raised():
 
 
 # -- Settings ---------------------------------------------------------------------------------------
-@pytest.mark.slow
 def test_settings_lists_configs_and_saves_one_with_a_key_variable_only(monkeypatch):
     monkeypatch.setenv("MY_KEY", "sk-secret-value")
     at = page("pages/settings.py")
@@ -184,12 +178,11 @@ def test_settings_refuses_a_key_pasted_as_the_variable_name():
 def test_deleting_the_embedding_config_makes_the_tools_unavailable():
     at = page("pages/settings.py")
     at.selectbox(key="cfg_delete").set_value("embeddings").run()
-    [b for b in at.button if b.label == "Delete"][0].click().run()
+    next(b for b in at.button if b.label == "Delete").click().run()
     assert not at.exception
     assert "no LLM config named 'embeddings'" in at.warning[0].value
 
 
-@pytest.mark.slow
 def test_traces_tab_shows_requests_with_base64_redacted():
     img = png_bytes(16, 16)
     with ChatCompletionsServer([lambda req: {"content": "A red square."}]) as server:
@@ -225,7 +218,6 @@ def _seed(stores: dict[str, list[tuple[str, str]]]) -> None:
     wb.close()
 
 
-@pytest.mark.slow
 def test_a_new_chat_searches_the_only_store_and_the_header_shows_it():
     _seed({"Team docs": [("lighthouse.md", LIGHTHOUSE), ("bakery.md", BAKERY)]})
     at = page("pages/chat.py")
@@ -244,7 +236,6 @@ def test_a_new_chat_searches_the_only_store_and_the_header_shows_it():
     assert "📎" not in answer.markdown[0].value
 
 
-@pytest.mark.slow
 def test_choosing_stores_in_the_sidebar_is_saved_with_the_session():
     _seed({"Lights": [("lighthouse.md", LIGHTHOUSE)], "Bread": [("bakery.md", BAKERY)]})
     at = page("pages/chat.py")
@@ -267,7 +258,6 @@ def test_choosing_stores_in_the_sidebar_is_saved_with_the_session():
     assert at.session_state["chat_session"] is None and kn.value == ["Bread", "Lights"]
 
 
-@pytest.mark.slow
 def test_a_deleted_store_is_dropped_and_said_once():
     _seed({"Lights": [("lighthouse.md", LIGHTHOUSE)], "Bread": [("bakery.md", BAKERY)]})
     wb = Workbench(load_settings())
@@ -284,7 +274,6 @@ def test_a_deleted_store_is_dropped_and_said_once():
     assert kn.value == ["Lights"]
 
 
-@pytest.mark.slow
 def test_chat_stores_are_not_listed_among_the_users_stores():
     _seed({"Lights": [("lighthouse.md", LIGHTHOUSE)]})
     wb = Workbench(load_settings())
@@ -301,7 +290,6 @@ def test_chat_stores_are_not_listed_among_the_users_stores():
         assert not [x for x in shown if "chat-" in x], (path, shown)
 
 
-@pytest.mark.slow
 def test_deleting_a_chat_asks_first_and_new_chats_are_not_kept_empty():
     at = page("pages/chat.py")
     assert at.sidebar.button[0].disabled  # ➕ New chat: this is one already, and nothing is stored yet
@@ -317,7 +305,6 @@ def test_deleting_a_chat_asks_first_and_new_chats_are_not_kept_empty():
     assert chat.sessions() == [] and at.session_state["chat_session"] is None
 
 
-@pytest.mark.slow
 def test_offline_answer_quotes_the_sentence_and_highlights_it_in_its_source():
     """The offline assistant's answer is the sentence that answers, with [1]; the Source shows its
     passage once, the sentence marked, and the viewer opens at the sentence's characters."""
@@ -339,7 +326,6 @@ def test_offline_answer_quotes_the_sentence_and_highlights_it_in_its_source():
     assert f"start={start}" in link and f"end={start + 65}" in link
 
 
-@pytest.mark.slow
 def test_settings_offers_the_local_server_it_finds_as_one_click():
     with ChatCompletionsServer([], models=["small-model"]) as server:
         port = server.httpd.server_address[1]

@@ -5,12 +5,12 @@ and the chat's store list holds only the stores the person may read."""
 from __future__ import annotations
 
 import pytest
-from app_helpers import APP, fresh_caches, shown, use_fake_model
 from streamlit.testing.v1 import AppTest
 
 from knowledge.chat import ChatService
 from knowledge.config import load_settings
 from knowledge.workbench import Workbench
+from tests.helpers.app import APP, fresh_caches, shown, use_fake_model
 
 PW = "correct horse battery"
 
@@ -49,7 +49,6 @@ def chat_page(wb: Workbench, username: str, session: str | None = None, page: st
     return at
 
 
-@pytest.mark.slow
 def test_a_members_chats_are_not_listed_or_openable_for_another(team):
     wb, sid = team
     at = chat_page(wb, "ana")

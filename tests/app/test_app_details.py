@@ -6,11 +6,11 @@ sharer sees the details and settings without Save."""
 from __future__ import annotations
 
 import pytest
-from app_helpers import APP, button, fresh_caches, open_app, page_text, use_fake_model
 from streamlit.testing.v1 import AppTest
 
 from knowledge.config import load_settings
 from knowledge.workbench import Workbench
+from tests.helpers.app import APP, button, fresh_caches, open_app, page_text, use_fake_model
 
 PW = "correct horse battery"
 GUIDE = b"# Deploy\n\nThe deployment guide: roll the service out to production on Fridays.\n"
@@ -60,7 +60,6 @@ def edit_details(at: AppTest, fid: str, title: str, key: str, value: str, kind: 
     assert not at.exception, at.exception
 
 
-@pytest.mark.slow
 def test_editing_an_attribute_in_the_app_changes_what_the_filter_returns(docs):
     hits, text = playground_hits("attr_team = ops")
     assert hits == 0 and "guide.md" not in text  # nothing has the attribute yet
@@ -87,7 +86,6 @@ def test_editing_an_attribute_in_the_app_changes_what_the_filter_returns(docs):
     assert playground_hits("attr_team = ops")[0] == 0
 
 
-@pytest.mark.slow
 def test_store_settings_save_a_description_and_the_playgrounds_default_threshold(docs):
     at = open_app("pages/stores.py")
     form_area = next(t for t in at.text_area if t.label == "Description")
@@ -107,7 +105,6 @@ def test_store_settings_save_a_description_and_the_playgrounds_default_threshold
     assert search.number_input(key="pg_threshold").value == 0.15  # the store's own default
 
 
-@pytest.mark.slow
 def test_a_read_only_sharer_sees_details_and_settings_without_save(docs):
     wb = Workbench(load_settings())
     try:

@@ -5,18 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from app_helpers import fresh_caches, open_app, use_fake_model
-from app_helpers import page_text as texts
 from streamlit.testing.v1 import AppTest
 
 from knowledge import evaluation as ev
 from knowledge.config import load_settings
 from knowledge.workbench import Workbench
+from tests.helpers.app import fresh_caches, open_app, use_fake_model
+from tests.helpers.app import page_text as texts
 
-TSV = ("question\trelevant\n"
-       "How long does pasta cook in boiling water?\tpasta.md\n"
-       "What do telescopes show of Jupiter?\tsky.md; text:Jupiter's moons\n"
-       "How long should bread dough rise?\tbread.md\n").encode()
+TSV = (b"question\trelevant\n"
+       b"How long does pasta cook in boiling water?\tpasta.md\n"
+       b"What do telescopes show of Jupiter?\tsky.md; text:Jupiter's moons\n"
+       b"How long should bread dough rise?\tbread.md\n")
 
 
 @pytest.fixture(autouse=True)
@@ -55,7 +55,6 @@ def populated(tmp_path: Path, monkeypatch) -> None:
         wb.close()
 
 
-@pytest.mark.slow
 def test_upload_edit_and_export_a_question_set_without_stores():
     at = evaluate_page()
     assert at.title[0].value.endswith("Evaluate retrieval")
@@ -69,7 +68,7 @@ def test_upload_edit_and_export_a_question_set_without_stores():
         ev.Criterion("sky.md"), ev.Criterion(text="Jupiter's moons"))
     # the table editor's rows, saved
     table = at.dataframe[0].value  # the table editor
-    assert list(table["question"])[0] == "How long does pasta cook in boiling water?"
+    assert next(iter(table["question"])) == "How long does pasta cook in boiling water?"
     assert list(table["relevant"])[1] == "sky.md; text:Jupiter's moons"
     at.button(key="ev_save_set").click().run()
     assert not at.exception and any("Saved 3 questions" in s.value for s in at.success)
@@ -83,7 +82,6 @@ def test_a_bad_question_file_is_refused_with_its_lines():
     assert any("No question sets yet" in i.value for i in at.info)
 
 
-@pytest.mark.slow
 def test_evaluate_compare_sweep_and_try_chunk_sizes(populated):
     at = evaluate_page()
     upload(at, "kitchen.tsv", TSV)
@@ -129,7 +127,6 @@ def test_evaluate_compare_sweep_and_try_chunk_sizes(populated):
     assert any("Saved the template **default-64-16**" in s.value for s in at.success)
 
 
-@pytest.mark.slow
 def test_typed_questions_are_kept_as_a_set_and_evaluated(populated):
     """Questions typed on the page (no file, no set yet): Save and evaluate keeps them as a named set
     and runs the evaluation at once on the chosen store."""

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from app_helpers import button, fresh_caches, open_app, use_fake_model
 from streamlit.testing.v1 import AppTest
 
 from knowledge.config import load_settings
 from knowledge.workbench import Workbench
+from tests.helpers.app import button, fresh_caches, open_app, use_fake_model
 
 CATS = b"# Cats\n\nThe cat sits on the mat and purrs.\n\n## Food\n\nCats eat fish and chicken every day.\n"
 BREAD = b"# Bread\n\nKnead the dough for ten minutes, then let it rise.\n"
@@ -48,7 +48,6 @@ def test_renders_on_an_empty_data_dir():
     assert "No files yet" in at.info[0].value
 
 
-@pytest.mark.slow
 def test_lists_files_with_the_stores_using_them():
     ids = populate()
     at = open_page()
@@ -60,16 +59,14 @@ def test_lists_files_with_the_stores_using_them():
     assert set(table["sha256"].str.len()) == {64}
 
 
-@pytest.mark.slow
 def test_download_button_offers_the_content():
     ids = populate()
     at = pick(open_page(), ids["cats.md"])
-    [dl] = [d for d in at.get("download_button")]
+    [dl] = list(at.get("download_button"))
     assert dl.proto.label == "⬇️ Download"
     assert "cats.md" in "\n".join(m.value for m in at.subheader)
 
 
-@pytest.mark.slow
 def test_deleting_a_file_stores_use_is_refused_unless_asked():
     ids = populate()
     at = pick(open_page(), ids["cats.md"])
@@ -92,7 +89,6 @@ def test_deleting_a_file_stores_use_is_refused_unless_asked():
         wb.close()
 
 
-@pytest.mark.slow
 def test_delete_an_unused_file():
     ids = populate()
     at = pick(open_page(), ids["loose.txt"])
@@ -104,11 +100,10 @@ def test_delete_an_unused_file():
     button(at, f"delete:{ids['loose.txt']}").click().run()
     button(at, f"yes:delete:{ids['loose.txt']}").click().run()
     assert not at.exception
-    assert "Deleted loose.txt." == at.success[0].value
+    assert at.success[0].value == "Deleted loose.txt."
     assert {m.label: m.value for m in at.metric}["Stored files"] == "3"
 
 
-@pytest.mark.slow
 def test_a_file_with_two_names_lists_its_other_name():
     wb = Workbench(load_settings())
     cats = wb.ingest_file("Notes", CATS, "cats.md").file_id

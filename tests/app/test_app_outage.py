@@ -5,11 +5,10 @@ by itself, and shows itself again once the server is back -- never a traceback; 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-from app_helpers import button, fresh_caches, open_app, use_fake_model
-from outage_helpers import OwnServer
+
+from tests.helpers.app import button, fresh_caches, open_app, use_fake_model
+from tests.helpers.outage import OwnServer
 
 pytestmark = pytest.mark.slow
 
@@ -20,30 +19,23 @@ def _fresh_cache():
         yield
 
 
-@pytest.fixture
-def own_pg() -> Iterator[OwnServer]:
-    server = OwnServer()
-    try:
-        yield server
-    finally:
-        server.close()
-
 
 @pytest.fixture
-def team(own_pg, monkeypatch) -> OwnServer:
+def team(own_postgres, monkeypatch) -> OwnServer:
     use_fake_model(monkeypatch, 8)
-    monkeypatch.setenv("KNOWLEDGE_CATALOG__URL", own_pg.url)
+    monkeypatch.setenv("KNOWLEDGE_CATALOG__URL", own_postgres.url)
     monkeypatch.setenv("KNOWLEDGE_CATALOG__CONNECT_TIMEOUT", "2")
     monkeypatch.setenv("KNOWLEDGE_VECTOR_STORE__BACKEND", "pgvector")
-    monkeypatch.setenv("KNOWLEDGE_VECTOR_STORE__URL", own_pg.url)
+    monkeypatch.setenv("KNOWLEDGE_VECTOR_STORE__URL", own_postgres.url)
     monkeypatch.setenv("KNOWLEDGE_INGEST__WORKER_THREADS", "0")  # no worker process beside the AppTest
-    return own_pg
+    return own_postgres
 
 
 def said(at) -> str:
     return " ".join([w.value for w in at.warning] + [e.value for e in at.error])
 
 
+@pytest.mark.processes
 def test_a_page_waits_for_the_database_and_comes_back_by_itself(team):
     at = open_app("pages/stores.py")
     assert at.title[0].value == "🗂️ Vector stores"
@@ -64,6 +56,7 @@ def test_a_page_waits_for_the_database_and_comes_back_by_itself(team):
     assert "Waiting for the database" not in said(at)
 
 
+@pytest.mark.processes
 def test_past_the_wait_the_page_says_the_database_did_not_come_back(team, monkeypatch):
     monkeypatch.setenv("KNOWLEDGE_CATALOG__OUTAGE_WAIT_SECONDS", "0")
     at = open_app("pages/stores.py")

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from app_helpers import button, fresh_caches, open_app, shown, use_fake_model
 
 from knowledge import portable
 from knowledge.config import load_settings
 from knowledge.service.templates import make_template
 from knowledge.workbench import Workbench
+from tests.helpers.app import button, fresh_caches, open_app, shown, use_fake_model
 
 CATS = b"# Cats\n\nThe cat sits on the mat and purrs.\n\n## Food\n\nCats eat fish and chicken every day.\n"
 BREAD = b"# Bread\n\nKnead the dough for ten minutes, then let it rise.\n"
@@ -43,7 +43,6 @@ def _texts(at) -> str:
     return "\n".join([s.value for s in at.success] + [e.value for e in at.error] + [c.value for c in at.caption])
 
 
-@pytest.mark.slow
 def test_export_prepares_a_bundle_to_download():
     _store()
     at = open_app("pages/stores.py")
@@ -57,7 +56,6 @@ def test_export_prepares_a_bundle_to_download():
     assert shown(download.proto.label) == "⬇️ Download Notes.kb"
 
 
-@pytest.mark.slow
 def test_import_a_dropped_bundle_under_a_new_name(tmp_path):
     _store()
     data = _bundle(tmp_path).read_bytes()
@@ -76,7 +74,6 @@ def test_import_a_dropped_bundle_under_a_new_name(tmp_path):
         wb.close()
 
 
-@pytest.mark.slow
 def test_a_name_clash_or_a_damaged_bundle_is_a_message_and_the_page_goes_on(tmp_path):
     _store()
     data = _bundle(tmp_path).read_bytes()
@@ -111,7 +108,6 @@ def _close_qdrant():
             obj.close()
 
 
-@pytest.mark.slow
 def test_move_a_store_to_another_backend(_close_qdrant):
     _store()
     at = open_app("pages/stores.py")
@@ -123,7 +119,6 @@ def test_move_a_store_to_another_backend(_close_qdrant):
     assert list(stores["backend"]) == ["qdrant"] and list(stores["files"]) == [2]
 
 
-@pytest.mark.slow
 def test_import_into_an_empty_data_folder(tmp_path):
     _store()
     data = _bundle(tmp_path).read_bytes()

@@ -7,14 +7,14 @@ import re
 from pathlib import Path
 
 import pytest
-from app_helpers import fresh_caches, open_app
-from app_helpers import page_text as texts
-from conftest import prepared_data, use_prepared_data
 from fpdf import FPDF
 from streamlit.testing.v1 import AppTest
 
 from knowledge.config import load_settings
 from knowledge.workbench import Workbench
+from tests.helpers.app import fresh_caches, open_app
+from tests.helpers.app import page_text as texts
+from tests.helpers.env import prepared_data, use_prepared_data
 
 PAGES = [
     "Pasta is cooked in plenty of salted boiling water until it is al dente. Drain the spaghetti, "
@@ -68,7 +68,6 @@ def populated(_populated_once) -> Path:
     return use_prepared_data(_populated_once)
 
 
-@pytest.mark.slow
 def test_empty_data_dir_shows_a_hint_not_a_form():
     at = search_page()
     assert at.title[0].value.endswith("Search playground")
@@ -167,7 +166,8 @@ def test_the_ranking_box_switches_between_hybrid_vector_and_words(populated):
     assert len(at.get("progress")) == 1  # one chunk (page 2) contains the words
     assert "kitchen-and-sky.pdf · page 2" in texts(at)
     at.selectbox(key="pg_mode").select("vector").run()
-    assert "Order: similarity (semantic)." in texts(at) and "rank score" not in " ".join(p.proto.text for p in at.get("progress"))
+    assert "Order: similarity (semantic)." in texts(at)
+    assert "rank score" not in " ".join(p.proto.text for p in at.get("progress"))
 
 
 def _overlap(work: Path) -> None:
@@ -232,7 +232,6 @@ def test_a_nonsense_query_says_nothing_matched_well(overlapping, nonsense):
     assert any("matched this query well" in w.value for w in at.warning)
 
 
-@pytest.mark.slow
 def test_labels_are_plain_words_with_the_terms_in_the_help(populated):
     at = search_page()
     mode = at.selectbox(key="pg_mode")

@@ -7,12 +7,12 @@ accounts exist."""
 from __future__ import annotations
 
 import pytest
-from app_helpers import APP, fresh_caches, page_text, use_fake_model
 from streamlit.testing.v1 import AppTest
 
 from knowledge.config import load_settings
 from knowledge.errors import FileNotFoundInStore, PermissionDenied, StoreNotFound
 from knowledge.workbench import Workbench
+from tests.helpers.app import APP, fresh_caches, page_text, use_fake_model
 
 PW = "correct horse battery"
 LEAVE = b"# Leave\n\nThe parental leave policy grants sixteen weeks of paid leave.\n"
@@ -59,7 +59,6 @@ def keys(at: AppTest, kind: str) -> set[str]:
     return {w.key for w in getattr(at, kind) if w.key}
 
 
-@pytest.mark.slow
 def test_a_private_store_is_invisible_to_another_member_on_every_page(team):
     at = signed_in(team, "bo", "pages/stores.py")
     assert at.selectbox(key="store_selected").options == ["ops"]
@@ -85,7 +84,6 @@ def test_a_private_store_is_invisible_to_another_member_on_every_page(team):
     assert set(signed_in(team, "root", "pages/stores.py").selectbox(key="store_selected").options) == {"hr", "ops"}
 
 
-@pytest.mark.slow
 def test_read_only_sharing_lets_search_but_shows_no_ingest_controls(team):
     view(team, "ana").share_store("hr", "user", "bo", "read")
     at = signed_in(team, "bo", "pages/stores.py")
@@ -119,7 +117,6 @@ def test_read_only_sharing_lets_search_but_shows_no_ingest_controls(team):
     assert not any((b.key or "").startswith("delete:") for b in at.button)
 
 
-@pytest.mark.slow
 def test_read_write_sharing_hides_only_the_owners_controls(team):
     view(team, "ana").share_store("hr", "user", "bo", "write")
     at = signed_in(team, "bo", "pages/stores.py")
@@ -136,7 +133,6 @@ def test_read_write_sharing_hides_only_the_owners_controls(team):
         bo.delete_store("hr")
 
 
-@pytest.mark.slow
 def test_the_owner_shares_and_takes_back_from_the_page(team):
     at = signed_in(team, "ana", "pages/stores.py")
     assert "👤 yours · private: only you" in [c.value for c in at.caption]
@@ -161,7 +157,6 @@ def test_the_owner_shares_and_takes_back_from_the_page(team):
     assert "hr" in signed_in(team, "bo", "pages/stores.py").selectbox(key="store_selected").options
 
 
-@pytest.mark.slow
 def test_a_member_cannot_delete_another_members_file(team):
     bo, ana = view(team, "bo"), view(team, "ana")
     fid = ana.store_files("hr")[0].file_id
@@ -174,7 +169,6 @@ def test_a_member_cannot_delete_another_members_file(team):
     assert [f.file_name for f in ana.store_files("hr")] == ["leave.md"]
 
 
-@pytest.mark.slow
 def test_members_change_no_settings_or_templates(team):
     with pytest.raises(ValueError, match="Could not find a navigation page"):  # no Settings page for a member
         signed_in(team, "bo", "pages/settings.py")
@@ -185,7 +179,6 @@ def test_members_change_no_settings_or_templates(team):
     assert not any("Only an admin" in i.value for i in at.info) and at.text_input
 
 
-@pytest.mark.slow
 def test_memories_are_private_to_their_user(team):
     at = signed_in(team, "bo", "pages/memory.py")
     at.text_area(key="mem_text").input("bo's locker code is 4711")
@@ -204,7 +197,6 @@ def test_memories_are_private_to_their_user(team):
     assert "4711" not in page_text(at) and any(d for d in at.dataframe)  # bo's dataset is listed
 
 
-@pytest.mark.slow
 def test_before_accounts_no_owner_or_sharing_shows():
     wb = Workbench(load_settings())
     wb.ingest_file("notes", LEAVE, "leave.md")

@@ -7,11 +7,8 @@ Most tests use the fake embedder (the ``fake_model`` fixture sets ``embeddings.m
 from __future__ import annotations
 
 import html
-import json
 
 import pytest
-from app_helpers import button, fresh_caches, open_app, use_fake_model
-from conftest import encrypted_pdf
 from streamlit.testing.v1 import AppTest
 
 from knowledge.config import load_settings
@@ -19,6 +16,20 @@ from knowledge.embeddings.fake import HashEmbedder
 from knowledge.service.indexing import Indexer
 from knowledge.service.templates import make_template
 from knowledge.workbench import Workbench
+from tests.helpers.app import button, fresh_caches, open_app, use_fake_model
+from tests.helpers.documents import encrypted_pdf
+from tests.helpers.stores_page import (
+    allow,
+    files_table,
+    finish_job,
+    ingest_folder,
+    make_store,
+    markdown,
+    open_page,
+    pick_file,
+    service,
+    table,
+)
 
 CATS = b"# Cats\n\nThe cat sits on the mat and purrs.\n\n## Food\n\nCats eat fish and chicken every day.\n"
 BREAD = b"# Bread\n\nKnead the dough for ten minutes, then let it rise.\n"
@@ -53,61 +64,6 @@ def ingest_calls(monkeypatch):
     return calls
 
 
-def service() -> Workbench:
-    """A workbench on the test's settings: with ``fake_model``, on the fake model as the app is."""
-    return Workbench(load_settings())
-
-
-def open_page() -> AppTest:
-    return open_app("pages/stores.py")
-
-
-def finish_job(at: AppTest, store: str) -> AppTest:
-    """Wait for the store's background batch, then rerun so the page shows its outcome."""
-    job = at.session_state[f"job:{store}"]
-    assert job.wait(60)
-    at.run()
-    assert not at.exception
-    return at
-
-
-def ingest_folder(at: AppTest, store: str, folder, glob: str) -> AppTest:
-    """Fill the store's "Ingest a folder" form with ``folder`` and ``glob``, submit it and wait."""
-    [path] = [t for t in at.text_input if t.label == "Folder"]
-    [pattern] = [t for t in at.text_input if t.label == "Glob" and t.value == "**/*" and t.form_id == f"folder:{store}"]
-    path.input(str(folder))
-    pattern.input(glob)
-    button(at, f"FormSubmitter:folder:{store}-Ingest folder").click().run()
-    return finish_job(at, store)
-
-
-def table(at: AppTest, first_column: str):
-    """The dataframe whose first column is ``first_column`` (store, file or template)."""
-    return next(d.value for d in at.dataframe if list(d.value.columns)[:1] == [first_column])
-
-
-def files_table(at: AppTest, store: str):
-    assert at.selectbox(key="store_selected").value == store
-    return table(at, "file")
-
-
-def pick_file(at: AppTest, store: str):
-    return next(s for s in at.selectbox if s.key and s.key.startswith(f"del-pick:{store}:"))
-
-
-def markdown(at: AppTest) -> str:
-    return "\n".join(m.value for m in at.markdown)
-
-
-def make_store(name="Notes", files=()) -> None:
-    wb = service()
-    wb.create_store(name)
-    for fname, data in files:
-        wb.ingest_file(name, data, fname)
-    wb.close()
-
-
-# -- rendering -------------------------------------------------------------------------------------
 def test_renders_on_an_empty_data_dir(fake_model):
     at = open_page()
     assert at.title[0].value == "🗂️ Vector stores"
@@ -117,7 +73,6 @@ def test_renders_on_an_empty_data_dir(fake_model):
     assert list(templates["template"]) == ["default (built in)"]
 
 
-@pytest.mark.slow
 def test_renders_a_populated_store(fake_model):
     make_store("Team Notes", [("cats.md", CATS), ("bread.md", BREAD)])
     at = open_page()
@@ -135,7 +90,6 @@ def test_renders_a_populated_store(fake_model):
     assert metrics["Indexed files"] == "2" and metrics["Failed files"] == "0" and int(metrics["Chunks"]) >= 2
 
 
-@pytest.mark.slow
 def test_create_a_store_with_the_form(fake_model):
     at = open_page()
     next(t for t in at.text_input if t.label == "Name" and t.placeholder == "Team notes").input("Recipes")
@@ -158,7 +112,6 @@ def test_a_blank_store_name_is_refused_with_a_message(fake_model):
 
 
 # -- uploads ---------------------------------------------------------------------------------------
-@pytest.mark.slow
 def test_upload_many_files_ingests_each_exactly_once(fake_model, ingest_calls):
     make_store()
     at = open_page()
@@ -181,7 +134,6 @@ def test_upload_many_files_ingests_each_exactly_once(fake_model, ingest_calls):
     assert len(at.session_state["processed_uploads"]) == 2
 
 
-@pytest.mark.slow
 def test_a_bad_file_gets_a_message_and_the_others_go_on(fake_model):
     make_store()
     at = open_page()
@@ -201,7 +153,6 @@ def test_a_bad_file_gets_a_message_and_the_others_go_on(fake_model):
     assert (metrics["Indexed files"], metrics["Failed files"]) == ("1", "2")
 
 
-@pytest.mark.slow
 def test_a_few_warnings_stand_under_their_files_and_many_go_into_one_list(fake_model):
     make_store()
     at = open_page()
@@ -220,7 +171,6 @@ def test_a_few_warnings_stand_under_their_files_and_many_go_into_one_list(fake_m
     assert all(f"n{i}.docx" in listed for i in range(4)) and "not a Word document" in listed
 
 
-@pytest.mark.slow
 def test_a_file_over_the_size_limit_says_so(fake_model, monkeypatch):
     monkeypatch.setenv("KNOWLEDGE_INGEST__MAX_FILE_MB", "0.001")
     make_store()
@@ -260,7 +210,6 @@ def _password_flow(at: AppTest, name: str, data: bytes, password: str) -> AppTes
     return at
 
 
-@pytest.mark.slow
 def test_a_password_protected_pdf_asks_for_the_password_and_retries(fake_model):
     make_store()
     _password_flow(open_page(), "locked.pdf", _encrypted_pdf("secret"), "secret")
@@ -277,12 +226,6 @@ def test_the_corpus_password_pdf_with_the_real_model(corpus):
     assert int(files_table(at, "Notes")["chunks"][0]) > 0
 
 
-def allow(monkeypatch, *folders) -> None:
-    """ingest.allowed_dirs for the app (the tests' folders are not under the home folder)."""
-    monkeypatch.setenv("KNOWLEDGE_INGEST__ALLOWED_DIRS", json.dumps([str(f) for f in folders]))
-
-
-@pytest.mark.slow
 def test_ingest_a_folder_by_glob(fake_model, tmp_path, monkeypatch):
     allow(monkeypatch, tmp_path)
     make_store()
@@ -295,7 +238,6 @@ def test_ingest_a_folder_by_glob(fake_model, tmp_path, monkeypatch):
     assert sorted(files_table(at, "Notes")["file"]) == ["bread.md", "cats.md"]
 
 
-@pytest.mark.slow
 def test_a_missing_folder_is_a_message(fake_model, tmp_path, monkeypatch):
     allow(monkeypatch, tmp_path)
     make_store()
@@ -308,7 +250,6 @@ def test_a_missing_folder_is_a_message(fake_model, tmp_path, monkeypatch):
 
 
 # -- deleting, re-embedding ------------------------------------------------------------------------
-@pytest.mark.slow
 def test_delete_a_file(fake_model):
     make_store("Notes", [("bread.md", BREAD), ("cats.md", CATS)])
     at = open_page()
@@ -324,7 +265,6 @@ def test_delete_a_file(fake_model):
     assert list(files_table(at, "Notes")["file"]) == ["bread.md"]
 
 
-@pytest.mark.slow
 def test_a_file_with_two_names_is_listed_with_its_alias_and_deleted_by_either_name(fake_model):
     make_store("Notes", [("cats.md", CATS), ("copy of cats.md", CATS), ("bread.md", BREAD)])
     at = open_page()
@@ -348,7 +288,6 @@ def test_a_file_with_two_names_is_listed_with_its_alias_and_deleted_by_either_na
         wb.close()
 
 
-@pytest.mark.slow
 def test_delete_a_store_needs_confirmation(fake_model):
     make_store("Notes", [("cats.md", CATS)])
     at = open_page()
@@ -360,7 +299,6 @@ def test_delete_a_store_needs_confirmation(fake_model):
     assert any("No vector stores yet" in i.value for i in at.info)
 
 
-@pytest.mark.slow
 def test_reembed_to_another_template(fake_model):
     make_store("Notes", [("cats.md", CATS)])
     wb = service()
@@ -382,7 +320,6 @@ def _template_form(at: AppTest):
     return {t.label: t for t in at.text_input if t.form_id == "template-form"}
 
 
-@pytest.mark.slow
 def test_create_edit_and_delete_a_template(fake_model):
     at = open_page()
     form = _template_form(at)
@@ -410,7 +347,6 @@ def test_create_edit_and_delete_a_template(fake_model):
     assert list(tab["template"]) == ["default (built in)"]
 
 
-@pytest.mark.slow
 def test_a_template_can_turn_ocr_off(fake_model):
     at = open_page()
     _template_form(at)["Name"].input("no scans")
@@ -453,7 +389,6 @@ def test_upload_with_the_real_model():
     assert list(table(at, "store")["dimension"]) == [384]
 
 
-@pytest.mark.slow
 def test_stop_cancels_the_batch_and_the_store_stays_as_it_was(fake_model, monkeypatch):
     import threading
 
@@ -480,7 +415,6 @@ def test_stop_cancels_the_batch_and_the_store_stays_as_it_was(fake_model, monkey
     assert list(files_table(at, "Notes")["file"]) == ["bread.md"]
 
 
-@pytest.mark.slow
 def test_a_batch_started_in_another_tab_shows_its_progress_and_can_be_stopped(fake_model, monkeypatch):
     import threading
 
@@ -512,7 +446,6 @@ def test_a_batch_started_in_another_tab_shows_its_progress_and_can_be_stopped(fa
     assert any("later.md" in m.value and "not started" in m.value for m in at.markdown), markdown(at)
 
 
-@pytest.mark.slow
 def test_the_folder_form_reads_only_allowed_folders(fake_model, tmp_path, monkeypatch):
     """/etc, ~/.ssh and a symlink leading out of the allowed folder are refused; the allowed folder
     is read (and a file symlinked out of it is left out, and said so)."""
@@ -568,7 +501,6 @@ def _truncated_pdf() -> bytes:
     return data[: len(data) // 3]
 
 
-@pytest.mark.slow
 def test_failures_say_what_is_wrong_in_words_and_offer_retry_only_where_it_can_help(fake_model):
     import re
 
@@ -598,7 +530,6 @@ def test_failures_say_what_is_wrong_in_words_and_offer_retry_only_where_it_can_h
     assert {m.label: m.value for m in at.metric}["Failed files"] == "5"
 
 
-@pytest.mark.slow
 def test_removing_a_failed_file_asks_first(fake_model):
     make_store()
     at = open_page()
@@ -625,6 +556,7 @@ def test_a_template_larger_than_the_model_window_says_it_will_be_fitted(fake_mod
     assert "4000 tokens" in saved and "fitted to" in saved and "overlap of" in saved
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_a_catalog_kept_by_another_process_gives_a_short_message(fake_model, monkeypatch, tmp_path):
     """A process holding the DuckDB catalog without giving turns: the page says so in a sentence --
@@ -652,6 +584,7 @@ def test_a_catalog_kept_by_another_process_gives_a_short_message(fake_model, mon
     assert not at.exception and at.title[0].value == "🗂️ Vector stores"
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_the_page_works_while_a_command_line_batch_ingests_into_the_same_data_folder(fake_model, tmp_path):
     """Issue 26's defect: while ``python -m knowledge ingest`` ran a batch, the Vector stores page
@@ -700,15 +633,15 @@ def test_the_page_works_while_a_command_line_batch_ingests_into_the_same_data_fo
 
 
 # -- team mode: a shared catalog and the per-machine memory backend ----------------------------------
-@pytest.mark.slow
 def test_a_shared_catalog_on_the_memory_default_says_what_to_set_and_the_form_refuses(fake_model, monkeypatch,
                                                                                        pg_database, settings):
     """``catalog.url`` set and ``vector_store.backend`` left at memory: the page says what to set
     before anyone uploads, and the New store form refuses with the same message (nothing made)."""
     from urllib.parse import urlencode
 
-    from conftest import pg_catalog_settings
     from psycopg.conninfo import conninfo_to_dict
+
+    from tests.helpers.pg import pg_catalog_settings
 
     parts = conninfo_to_dict(pg_catalog_settings(settings).catalog.url)  # key=value: as a URL, as a user writes it
     query = urlencode({k: parts[k] for k in ("host", "port") if parts.get(k)})
@@ -730,7 +663,6 @@ def test_the_embedded_default_shows_no_team_mode_warning(fake_model):
     assert not any("catalog is shared" in w.value for w in at.warning)
 
 
-@pytest.mark.slow
 def test_a_batch_no_worker_took_yet_says_queued_waiting_for_a_worker(fake_model, monkeypatch):
     """``ingest.worker_threads = 0``: the app only queues; the header says so instead of a bar that
     does not move, until a worker (here one in the test, as a ``knowledge worker`` process would)
@@ -781,7 +713,6 @@ def test_files_waiting_out_an_outage_say_why_in_one_line_and_are_ingested_when_i
     assert any("Batch done: 2 files" in p.proto.text and "2 indexed" in p.proto.text for p in at.get("progress"))
 
 
-@pytest.mark.slow
 def test_an_interrupted_job_is_retried_from_the_vector_stores_page(fake_model):
     """A job whose worker died with no attempt left ends ``interrupted``; its file's record follows
     (failed, not ``processing`` forever) and Retry on the page ingests it."""

@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from app_helpers import button, fresh_caches, open_app, use_fake_model
 
 from knowledge.config import load_settings
 from knowledge.workbench import Workbench
+from tests.helpers.app import button, fresh_caches, open_app, use_fake_model
 
 CATS = "# Cats\n\nThe cat sits on the mat and purrs.\n\n## Food\n\nCats eat fish and chicken every day.\n"
 BREAD = "# Bread\n\nKnead the dough for ten minutes, then let it rise.\n"
@@ -59,7 +59,6 @@ def frame(at, first_column):
     return next(d.value for d in at.dataframe if list(d.value.columns)[:1] == [first_column])
 
 
-@pytest.mark.slow
 def test_add_a_folder_shows_the_plan_then_applies_it_and_sync_now_follows_changes(docs):
     at = add_folder(open_app("pages/stores.py"), docs)
     assert any("Plan for" in m.value and "2 added" in m.value for m in at.markdown)
@@ -85,14 +84,12 @@ def test_add_a_folder_shows_the_plan_then_applies_it_and_sync_now_follows_change
     assert any(f"**{docs}**" in m.value and ": 1 added, 1 deleted, 1 unchanged" in m.value for m in at.markdown)
 
 
-@pytest.mark.slow
 def test_a_folder_outside_the_allowed_folders_is_refused(docs, tmp_path):
     at = add_folder(open_app("pages/stores.py"), tmp_path)
     assert any("outside the folders allowed here" in e.value for e in at.error)
     assert "sync-preview:Notes" not in at.session_state
 
 
-@pytest.mark.slow
 def test_cancel_drops_the_plan(docs):
     at = add_folder(open_app("pages/stores.py"), docs)
     button(at, "sync-cancel:Notes").click().run()
@@ -104,7 +101,6 @@ def test_cancel_drops_the_plan(docs):
         wb.close()
 
 
-@pytest.mark.slow
 def test_add_folder_outside_the_allowed_ones_keeps_the_expander_open_with_the_error(docs, tmp_path):
     outside = tmp_path / "elsewhere"
     outside.mkdir()

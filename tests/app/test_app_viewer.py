@@ -7,7 +7,6 @@ from __future__ import annotations
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
-from app_helpers import fresh_caches, open_app, page_text, use_fake_model
 from fpdf import FPDF
 from streamlit.testing.v1 import AppTest
 
@@ -15,6 +14,7 @@ from knowledge.config import load_settings
 from knowledge.ingest import read_document
 from knowledge.pagemodels import viewer as vm
 from knowledge.workbench import Workbench
+from tests.helpers.app import fresh_caches, open_app, page_text, use_fake_model
 
 PW = "correct horse battery"
 GUIDE = (b"# Guide\n\nWelcome.\n\n## Install\n\n" + b"Some filler words here.\n\n" * 20
@@ -50,7 +50,6 @@ def viewer(url: str, *, token: str | None = None) -> AppTest:
     return at
 
 
-@pytest.mark.slow
 def test_a_markdown_passage_opens_under_its_heading():
     wb = Workbench(load_settings())
     fid = wb.ingest_file("docs", GUIDE, "guide.md").file_id
@@ -67,7 +66,6 @@ def test_a_markdown_passage_opens_under_its_heading():
     assert dl.proto.label == "⬇️ Download original"
 
 
-@pytest.mark.slow
 def test_a_pdf_opens_at_its_page_and_pages_on():
     wb = Workbench(load_settings())
     data = pdf_bytes()
@@ -96,7 +94,6 @@ def test_a_broken_link_says_what_is_wrong(url, words):
     assert at.error and words in at.error[0].value
 
 
-@pytest.mark.slow
 def test_another_members_file_is_missing():
     wb = Workbench(load_settings())
     wb.people.set_up_admin("root", PW, "Root")
@@ -111,7 +108,6 @@ def test_another_members_file_is_missing():
     wb.close()
 
 
-@pytest.mark.slow
 def test_search_hits_and_file_rows_link_to_the_viewer():
     wb = Workbench(load_settings())
     fid = wb.ingest_file("docs", GUIDE, "guide.md").file_id

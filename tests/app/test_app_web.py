@@ -4,12 +4,12 @@ ingested and listed under its URL; refused with the default settings."""
 from __future__ import annotations
 
 import pytest
-from app_helpers import button, fresh_caches, open_app, use_fake_model
 from streamlit.testing.v1 import AppTest
-from web_helpers import Site, page, site  # noqa: F401 - the fixture
 
 from knowledge.config import load_settings
 from knowledge.workbench import Workbench
+from tests.helpers.app import button, fresh_caches, open_app, use_fake_model
+from tests.helpers.web import Site, page
 
 
 @pytest.fixture(autouse=True)
@@ -52,7 +52,6 @@ def files(at: AppTest) -> list[str]:
     return sorted(table["file"])
 
 
-@pytest.mark.slow
 def test_add_a_web_page_and_its_links(fake_model, monkeypatch, site: Site):
     monkeypatch.setenv("KNOWLEDGE_INGEST__WEB_ALLOW_PRIVATE", "true")
     site.html("/", page("Orchard", "The orchard grows quinces and medlars.", ("/pears.html", "/gone.html")))
@@ -70,7 +69,6 @@ def test_add_a_web_page_and_its_links(fake_model, monkeypatch, site: Site):
     assert "unchanged" in "\n".join(m.value for m in at.markdown)
 
 
-@pytest.mark.slow
 def test_a_loopback_page_is_refused_by_default(fake_model, site: Site):
     site.html("/", page("Home", "Inside."))
     make_store()
@@ -80,7 +78,6 @@ def test_a_loopback_page_is_refused_by_default(fake_model, site: Site):
     assert site.requests == []
 
 
-@pytest.mark.slow
 def test_a_bad_url_is_a_message(fake_model):
     make_store()
     at = add_web_page(open_app("pages/stores.py"), "Notes", "ftp://example.org/file")

@@ -32,7 +32,7 @@ def test_durations_as_a_person_says_them(seconds, words):
 
 
 def test_the_distances_are_the_backends_own():
-    assert DISTANCES == list(BASE_DISTANCES) and "cosine" in DISTANCES
+    assert list(BASE_DISTANCES) == DISTANCES and "cosine" in DISTANCES
 
 
 def _flash_page() -> None:
@@ -50,7 +50,6 @@ def _flash_page() -> None:
         st.rerun()
 
 
-@pytest.mark.slow
 def test_a_flash_message_shows_once_after_the_rerun_as_success_or_error():
     at = AppTest.from_function(_flash_page).run()
     assert not at.success and not at.error
@@ -69,7 +68,6 @@ def wb(tmp_path):
     w.close()
 
 
-@pytest.mark.slow
 def test_the_job_a_page_shows_is_its_own_unless_another_runs_or_just_ended(wb):
     assert IngestJob.visible_for(wb.jobs, "s") is None and not IngestJob.running_for(wb.jobs, "s")
     mine = wb.submit_batch("s", [("a.txt", b"The cat sits on the mat.")])
@@ -85,7 +83,6 @@ def test_the_job_a_page_shows_is_its_own_unless_another_runs_or_just_ended(wb):
     assert IngestJob.visible_for(wb.jobs, "other", mine) is mine  # jobs are per store
 
 
-@pytest.mark.slow
 def test_a_retried_file_shows_its_new_outcome_in_the_batch(wb):
     job = wb.submit_batch("s", [("a.txt", b"The cat sits on the mat."), ("b.txt", b"Dogs bark.")])
     assert job.wait(30)

@@ -3,7 +3,7 @@ endpoint but health; the upload ceiling follows the settings; a Content-Security
 from the first response of a fresh server.
 
 The server tests start real ``streamlit run app.py`` servers (a second or two each) and speak to them as an attacker would,
-without a browser (tests/stream_helpers.py); the browser side (sign in, then upload; the CSP in
+without a browser (tests/helpers/stream.py); the browser side (sign in, then upload; the CSP in
 Chromium) is in tests/browser/test_browser_security.py.
 """
 
@@ -16,11 +16,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from app_helpers import APP, fresh_caches, use_fake_model
-from stream_helpers import MIB, rss_bytes, visitor
 
 from knowledge.config import load_settings
 from pages import _gate as webgate
+from tests.helpers.app import APP, fresh_caches, use_fake_model
+from tests.helpers.stream import MIB, rss_bytes, visitor
 
 UPLOAD = 50 * MIB  # enough to see in the server's resident memory
 
@@ -128,7 +128,6 @@ def test_html_gets_the_content_security_policy_and_nothing_else_does():
     assert "evil" not in webgate.content_security_policy("x; script-src evil.example")
 
 
-@pytest.mark.slow
 def test_the_app_lets_a_session_in_only_once_signed_in(monkeypatch):
     from streamlit.testing.v1 import AppTest
 
@@ -192,7 +191,7 @@ def test_streamlit_run_finds_the_gated_app_in_app_py(tmp_path: Path):
 
 # -- real servers, an attacker without a browser ---------------------------------------------------
 def _serve(tmp_path: Path, address: str, **env: str):
-    from test_browser import serve
+    from tests.helpers.browser import serve
 
     return serve(tmp_path, address=address, env_extra={"KNOWLEDGE_EMBEDDINGS__MODEL": "fake/hash-8", **env})
 
@@ -207,7 +206,6 @@ def _grown(pid: int, before: int) -> int:
     return rss_bytes(pid) - before
 
 
-@pytest.mark.slow
 def test_before_any_run_of_the_app_an_upload_is_refused_and_memory_stays(tmp_path: Path):
     """The attack of issue 24 on a fresh server: nothing has run app.py yet, the visitor asks for upload
     URLs and PUTs 50 MB. The gate is in the server from its first request (st.App's middleware): the
@@ -222,7 +220,6 @@ def test_before_any_run_of_the_app_an_upload_is_refused_and_memory_stays(tmp_pat
         assert _grown(server.proc.pid, before) < UPLOAD // 4
 
 
-@pytest.mark.slow
 def test_before_sign_in_upload_urls_and_uploads_are_refused_and_memory_stays(shared_server):
     server = shared_server
     with visitor(server.url) as v:
@@ -248,7 +245,6 @@ def test_before_sign_in_upload_urls_and_uploads_are_refused_and_memory_stays(sha
     assert "Refused PUT /_stcore/upload_file/" in server.output()
 
 
-@pytest.mark.slow
 def test_metrics_and_the_other_core_endpoints_are_refused_health_answers(shared_server):
     url = shared_server.url
     with visitor(url) as v:  # a browser opening it
@@ -262,7 +258,6 @@ def test_metrics_and_the_other_core_endpoints_are_refused_health_answers(shared_
     assert status == 200
 
 
-@pytest.mark.slow
 def test_on_loopback_without_a_password_the_ceiling_follows_the_settings(tmp_path: Path):
     """No password, loopback: as before (metrics answer, a session of the app uploads), with Streamlit's
     ceiling at the larger of ingest.max_file_mb (3) and app.max_bundle_mb (2): 3 MiB."""

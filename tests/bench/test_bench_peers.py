@@ -43,6 +43,7 @@ def tables(stdout: str) -> dict[str, list[list[str]]]:
     return found
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_quick_run_prints_a_table_per_set_with_exact_recall(tmp_path: Path) -> None:
     out = tmp_path / "peers.json"
@@ -72,6 +73,7 @@ def test_quick_run_prints_a_table_per_set_with_exact_recall(tmp_path: Path) -> N
         assert memory["insert_per_s"] > 0 and memory["disk_ratio"] > 0 and memory["reopen_s"] > 0
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_a_missing_peer_is_skipped_with_the_install_hint() -> None:
     proc = run(["--quick", "--n", "300", "--queries", "4", "--engines", "numpy,chroma,lancedb", "--sets", "random"],
@@ -83,6 +85,7 @@ def test_a_missing_peer_is_skipped_with_the_install_hint() -> None:
     assert rows[0][7] == "1.000"
 
 
+@pytest.mark.processes
 @pytest.mark.slow  # a Python start-up: ~0.3 s idle, seconds under load
 def test_an_unknown_engine_is_refused_by_name() -> None:
     proc = run(["--engines", "memory,faiss"])

@@ -11,21 +11,21 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import isolate
-from test_browser import (
+
+from tests.helpers.browser import (
     ARTIFACTS,
+    Requests,
     Server,
-    browser,
     create_store,
     drop_files,
     explained,
+    full_shot,
+    open_context,
     rerun_and_wait,
     serve,
     wait_for_app,
 )
-from test_browser_demo import Requests, full_shot, open_context
-
-__all__ = ["browser"]  # the fixture, imported so pytest finds it here
+from tests.helpers.env import isolate
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

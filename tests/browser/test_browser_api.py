@@ -10,13 +10,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
-from api_helpers import Served, free_port
-from test_browser import browser  # noqa: F401  (the shared Chromium fixture)
 
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.server.app import create_app
 from knowledge.workbench import Workbench
+from tests.helpers.api import Served, free_port
 
 pytestmark = pytest.mark.browser
 

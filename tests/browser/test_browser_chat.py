@@ -1,7 +1,7 @@
 """The Chat page in a real browser: drop two corpus PDFs into the chat input, ask a question whose
 answer is in one of them, and check the answer cites that file and the page that holds the answer.
 
-Reuses the server and browser helpers of ``tests/browser/test_browser.py`` (Debian's Chromium under
+Reuses the server and browser helpers of ``tests/helpers/browser.py`` (Debian's Chromium under
 Playwright, ``streamlit run app.py`` with its own data folder and the real bundled model).
 Screenshots go to ``test-artifacts/browser/chat/``.
 """
@@ -13,13 +13,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_browser import (
-    drop_files,
+
+from tests.helpers.browser import (
     ARTIFACTS,
     Server,
     app_page,
-    browser,
     create_store,
+    drop_files,
     explained,
     rerun_and_wait,
     serve,
@@ -29,7 +29,6 @@ from test_browser import (
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.model]
-__all__ = ["browser"]  # the fixture, imported so pytest finds it here
 
 
 @pytest.fixture(scope="module")

@@ -15,15 +15,25 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import pytest
-from test_browser import drop_files, browser, explained, rerun_and_wait, serve, wait_for_app, scroll_to  # noqa: F401 (fixture)
+
+from tests.helpers.browser import (
+    DESKTOP,
+    PHONE,
+    Requests,
+    drop_files,
+    explained,
+    full_shot,
+    open_context,
+    rerun_and_wait,
+    scroll_to,
+    serve,
+    wait_for_app,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.slow]
 
-DESKTOP = {"width": 1280, "height": 800}
-PHONE = {"width": 390, "height": 844}
 PAGES = [("home", ""), ("stores", "stores"), ("search", "search?store=Rust%20book&q=how%20do%20I%20read%20a%20guess"
           "%20from%20the%20user"), ("files", "files"), ("chat", "chat"), ("memory", "memory"), ("settings", "settings")]
 OTHER_STORES = ["Archive", "Contracts", "Handbook", "Meeting notes"]
@@ -51,7 +61,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 
 @pytest.fixture(scope="module")
 def shots() -> Path:
-    from test_browser import ARTIFACTS
+    from tests.helpers.browser import ARTIFACTS
 
     folder = ARTIFACTS / "demo"  # its own folder: test_browser.py empties browser/ of its pictures
     folder.mkdir(parents=True, exist_ok=True)
@@ -60,44 +70,10 @@ def shots() -> Path:
     return folder
 
 
-class Requests:
-    """Every request the page makes, by URL."""
-
-    def __init__(self) -> None:
-        self.urls: list[str] = []
-
-    def foreign(self, own: str) -> list[str]:
-        host = urlsplit(own).netloc
-        return [u for u in self.urls if urlsplit(u).scheme in ("http", "https", "ws", "wss")
-                and urlsplit(u).netloc != host]
-
-
-def open_context(browser, viewport: dict, requests: Requests):
-    context = browser.new_context(viewport=viewport)
-    context.on("request", lambda req: requests.urls.append(req.url))
-    context.on("websocket", lambda ws: requests.urls.append(ws.url))
-    page = context.new_page()
-    page.set_default_timeout(30_000)
-    return context, page
-
-
 def in_viewport(page, locator) -> bool:
     box = locator.bounding_box()
     size = page.viewport_size
     return box is not None and box["y"] >= 0 and box["y"] + min(box["height"], 40) <= size["height"]
-
-
-def full_shot(page, path: Path) -> None:
-    """A screenshot of the whole page: Streamlit scrolls inside its main block, not the document, so
-    the viewport is made as tall as the content for the picture, then restored."""
-    size = dict(page.viewport_size)
-    height = page.evaluate("""() => Math.max(...[...document.querySelectorAll('[data-testid="stMain"], '
-        + '[data-testid="stMain"] *')].map(e => e.scrollHeight))""")
-    page.set_viewport_size({"width": size["width"], "height": int(min(max(height, size["height"]), 12000))})
-    page.wait_for_timeout(300)
-    page.screenshot(path=str(path))
-    page.set_viewport_size(size)
-    page.wait_for_timeout(200)
 
 
 def open_store(page, name: str) -> None:
@@ -112,9 +88,11 @@ def layout_problems(page) -> list[str]:
     return page.evaluate("""() => {
         const out = [];
         const w = window.innerWidth;
-        if (document.documentElement.scrollWidth > w + 1) out.push(`page scrolls: ${document.documentElement.scrollWidth} > ${w}`);
+        const page = document.documentElement.scrollWidth;
+        if (page > w + 1) out.push(`page scrolls: ${page} > ${w}`);
         const main = document.querySelector('[data-testid="stMainBlockContainer"]');
-        if (main && main.scrollWidth > main.clientWidth + 1) out.push(`main column scrolls: ${main.scrollWidth} > ${main.clientWidth}`);
+        if (main && main.scrollWidth > main.clientWidth + 1)
+            out.push(`main column scrolls: ${main.scrollWidth} > ${main.clientWidth}`);
         for (const b of document.querySelectorAll('[data-testid="stMain"] button')) {
             const r = b.getBoundingClientRect();
             if (r.width === 0 || r.height === 0) continue;

@@ -10,11 +10,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import isolate
-from test_browser import ARTIFACTS, Server, browser, explained, serve, wait_for_app
-from test_browser_demo import Requests, full_shot, open_context
 
-__all__ = ["browser"]  # the fixture, imported so pytest finds it here
+from tests.helpers.browser import ARTIFACTS, Requests, Server, explained, full_shot, open_context, serve, wait_for_app
+from tests.helpers.env import isolate
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -9,18 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_browser import (  # noqa: F401  (fixtures: artifacts, browser)
-    Server,
-    app_page,
-    artifacts,
-    browser,
-    choose_option,
-    read_hits,
-    rerun_and_wait,
-    serve,
-    shot,
-    scroll_to,
-)
+
+from tests.helpers.browser import Server, app_page, choose_option, read_hits, rerun_and_wait, scroll_to, serve, shot
 
 pytestmark = [pytest.mark.browser]
 

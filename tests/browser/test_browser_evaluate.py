@@ -8,9 +8,9 @@ import re
 from pathlib import Path
 
 import pytest
-from test_browser import ARTIFACTS, app_page, browser, explained, rerun_and_wait, serve, shot, wait_for_app, scroll_to  # noqa: F401
 
 from knowledge.cli import main
+from tests.helpers.browser import ARTIFACTS, app_page, rerun_and_wait, scroll_to, serve, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.model]
 
@@ -41,7 +41,7 @@ def server(tmp_path_factory, corpus_dir):
 
 @pytest.fixture(scope="module")
 def corpus_dir():
-    from conftest import CORPUS
+    from tests.helpers.env import CORPUS
 
     if not CORPUS.is_dir():
         import os

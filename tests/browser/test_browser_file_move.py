@@ -10,18 +10,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import S3_TEST_KEY, S3_TEST_SECRET, s3_client
 from pydantic import SecretStr
-from test_browser import (  # noqa: F401  (fixtures)
-    Server,
-    app_page,
-    artifacts,
-    browser,
-    serve,
-    shot,
-)
 
 from knowledge.config import load_settings
+from tests.helpers.browser import Server, app_page, serve, shot
+from tests.helpers.s3 import S3_TEST_KEY, S3_TEST_SECRET, s3_client
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

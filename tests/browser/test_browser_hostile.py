@@ -22,17 +22,29 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from conftest import isolate
-from test_browser import ARTIFACTS, Server, browser, explained, rerun_and_wait, serve, wait_for_app, scroll_to
-from test_browser_demo import DESKTOP, PHONE, Requests, full_shot, open_context
+
+from tests.helpers.browser import (
+    ARTIFACTS,
+    DESKTOP,
+    PHONE,
+    Requests,
+    Server,
+    explained,
+    full_shot,
+    open_context,
+    rerun_and_wait,
+    scroll_to,
+    serve,
+    wait_for_app,
+)
+from tests.helpers.env import isolate
 
 pytestmark = [pytest.mark.browser]
-__all__ = ["browser"]  # the fixture, imported so pytest finds it here
 
 FAKE = "fake/hash-8"
 EVIL = "evil.example"
@@ -107,7 +119,7 @@ def _fill(data_dir: Path) -> str:
                                "text": hit.text, "chunk_index": 0, "char_start": 0, "char_end": 10,
                                "store": STORE, "source": STORE}]})
             chat.store.add_trace(sid, "cfg " + LINKS, "openai", "m", {"messages": [LINKS]}, None,
-                                 "refused: " + LINKS, datetime.now(timezone.utc), 0.1)
+                                 "refused: " + LINKS, datetime.now(UTC), 0.1)
             memory = VectorMemory(wb.backend(), wb.embedder())
             memory.remember("The keeper said " + LINKS)  # the default dataset, recalled on the page
             memory.remember("The keeper wrote " + LINKS, dataset="ds " + LINKS)
@@ -174,30 +186,33 @@ def test_hostile_names_texts_and_answers_load_and_link_nothing_outside(browser, 
                 check(name)
                 main = page.get_by_test_id("stAppViewContainer")  # (the chat page has no stMain)
                 if name == "stores":
-                    readable(name, lambda: expect(main.get_by_text(seen(f"🗂️ {STORE}"))).to_be_visible())
+                    readable(name, lambda main=main: expect(main.get_by_text(seen(f"🗂️ {STORE}"))).to_be_visible())
                 if name == "search":
                     readable(name, lambda: expect(page.get_by_text(seen(f"Identical text also in: {FILE}")))
                              .to_be_visible())
                 if name == "chat":
                     answer = page.get_by_test_id("stChatMessage").filter(has_text="The keeper lights the lamp")
-                    readable(name, lambda: expect(answer.get_by_text(
+                    readable(name, lambda answer=answer: expect(answer.get_by_text(
                         "[image: status] (http://evil.example/x?d=secret)")).to_be_visible())
-                    readable(name, lambda: expect(answer.get_by_text(
+                    readable(name, lambda answer=answer: expect(answer.get_by_text(
                         "Click to sign in again (http://evil.example/login)")).to_be_visible())
                     readable(name, lambda: expect(page.get_by_test_id("stSidebar").get_by_text(seen(ATTACHMENT)))
                              .to_be_visible())
-                    readable(name, lambda: expect(answer.locator('a[href="/stores"]')).to_have_count(1))  # own link
+                    readable(name, lambda answer=answer:
+                        expect(answer.locator('a[href="/stores"]')).to_have_count(1))  # own link
                 if name == "memory":
                     box = page.get_by_role("textbox", name="Query", exact=True)
                     rerun_and_wait(page, lambda box=box: box.fill("keeper"))
                     rerun_and_wait(page, lambda: page.get_by_role("button", name="Recall", exact=True).click())
                     check("memory recalled")
                     # the recall hit (the Browse section's Memory picker below names it too)
-                    readable(name, lambda: expect(main.get_by_text(seen("The keeper said " + LINKS)).first).to_be_visible())
+                    readable(name, lambda main=main:
+                        expect(main.get_by_text(seen("The keeper said " + LINKS)).first).to_be_visible())
                 if name == "settings":
                     rerun_and_wait(page, lambda: page.get_by_role("tab", name="Traces").click())
                     check("settings traces")
-                    readable(name, lambda: expect(main.get_by_text(seen("refused: " + LINKS)).first).to_be_attached())
+                    readable(name, lambda main=main:
+                        expect(main.get_by_text(seen("refused: " + LINKS)).first).to_be_attached())
                 if name in ("chat", "stores", "search"):
                     focus = {"chat": page.get_by_test_id("stChatMessage").first,
                              "stores": page.get_by_test_id("stHeading").filter(has_text="Notes").first,

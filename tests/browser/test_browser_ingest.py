@@ -10,18 +10,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_browser import (  # noqa: F401  (fixtures)
+
+from tests.helpers.browser import (
     Server,
     app_page,
-    artifacts,
-    browser,
     create_store,
-    explained,
     rerun_and_wait,
+    scroll_to,
     serve,
     shot,
-    wait_for_app,
-    scroll_to,
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.model]

@@ -12,7 +12,16 @@ from pathlib import Path
 
 import pytest
 from PIL import Image, ImageDraw, ImageFont
-from test_browser import drop_files, ARTIFACTS, Server, app_page, browser, explained, rerun_and_wait, server, wait_for_app, scroll_to  # noqa: F401
+
+from tests.helpers.browser import (
+    ARTIFACTS,
+    Server,
+    app_page,
+    drop_files,
+    rerun_and_wait,
+    scroll_to,
+    wait_for_app,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.slow]
 
@@ -21,8 +30,8 @@ def scan(path: Path) -> Path:
     """A three-page PDF of images only (no text layer), a unique token on page 3."""
     font = ImageFont.load_default(size=28)
     pages = []
-    for n, line in enumerate(["Minutes of the harbour board", "The tide tables were approved",
-                              "Budget token CORMORANT3131 on page three"], 1):
+    for line in ["Minutes of the harbour board", "The tide tables were approved",
+                 "Budget token CORMORANT3131 on page three"]:
         img = Image.new("RGB", (1240, 240), "white")
         ImageDraw.Draw(img).text((40, 90), f"{line}.", fill="black", font=font)
         pages.append(img)
@@ -51,7 +60,7 @@ def shots(page, element, artifacts: Path, name: str) -> None:
     page.set_viewport_size({"width": 1280, "height": 800})
 
 
-def test_a_scanned_pdf_shows_ocr_progress_then_its_warning(browser, server: Server, artifacts: Path,  # noqa: F811
+def test_a_scanned_pdf_shows_ocr_progress_then_its_warning(browser, server: Server, artifacts: Path,
                                                             tmp_path: Path):
     from playwright.sync_api import expect
 

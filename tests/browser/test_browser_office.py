@@ -14,26 +14,26 @@ from email.message import EmailMessage
 from pathlib import Path
 
 import pytest
-from test_browser import (  # noqa: F401  (fixtures)
-    drop_files,
+
+from tests.helpers.browser import (
     Server,
     app_page,
-    browser,
     create_store,
+    drop_files,
     rerun_and_wait,
+    scroll_to,
     serve,
     shot,
     wait_for_app,
-    scroll_to,
 )
-from web_helpers import Site, page
+from tests.helpers.web import Site, page
 
 pytestmark = [pytest.mark.browser, pytest.mark.model]
 
 
 @pytest.fixture(scope="module")
 def office_artifacts() -> Path:
-    from conftest import REPO
+    from tests.helpers.env import REPO
 
     out = REPO / "test-artifacts" / "browser" / "office"
     out.mkdir(parents=True, exist_ok=True)

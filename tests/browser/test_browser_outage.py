@@ -5,18 +5,11 @@ wide: ``test-artifacts/browser/outage/``."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from outage_helpers import OwnServer
-from test_browser import (  # noqa: F401  (fixture: browser)
-    REPO,
-    app_page,
-    browser,
-    serve,
-    wait_for_app,
-)
+
+from tests.helpers.browser import REPO, app_page, serve, wait_for_app
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -30,27 +23,19 @@ def outage_artifacts() -> Path:
     return folder
 
 
-@pytest.fixture
-def own_pg() -> Iterator[OwnServer]:
-    server = OwnServer()
-    try:
-        yield server
-    finally:
-        server.close()
 
-
-def test_a_page_waits_for_the_database_and_comes_back_by_itself(browser, own_pg, tmp_path, outage_artifacts):
-    env = {"KNOWLEDGE_CATALOG__URL": own_pg.url, "KNOWLEDGE_CATALOG__CONNECT_TIMEOUT": "2",
-           "KNOWLEDGE_VECTOR_STORE__BACKEND": "pgvector", "KNOWLEDGE_VECTOR_STORE__URL": own_pg.url,
+def test_a_page_waits_for_the_database_and_comes_back_by_itself(browser, own_postgres, tmp_path, outage_artifacts):
+    env = {"KNOWLEDGE_CATALOG__URL": own_postgres.url, "KNOWLEDGE_CATALOG__CONNECT_TIMEOUT": "2",
+           "KNOWLEDGE_VECTOR_STORE__BACKEND": "pgvector", "KNOWLEDGE_VECTOR_STORE__URL": own_postgres.url,
            "KNOWLEDGE_EMBEDDINGS__MODEL": "fake/hash-64", "KNOWLEDGE_INGEST__WORKER_THREADS": "0"}
     with serve(tmp_path, env_extra=env) as app, app_page(browser, app, outage_artifacts, "stores") as page:
         page.get_by_role("heading", name="🗂️ Vector stores").wait_for(timeout=60_000)
-        own_pg.stop()
+        own_postgres.stop()
         page.reload()
         wait_for_app(page)
         page.get_by_text("Waiting for the database…").wait_for(timeout=60_000)
         body = page.inner_text("body")
-        assert f"Cannot reach the PostgreSQL catalog at 127.0.0.1:{own_pg.port}/postgres" in body
+        assert f"Cannot reach the PostgreSQL catalog at 127.0.0.1:{own_postgres.port}/postgres" in body
         assert "Traceback" not in body
         page.screenshot(path=str(outage_artifacts / "waiting-1280.png"), full_page=True)
         page.set_viewport_size({"width": 390, "height": 844})
@@ -58,7 +43,7 @@ def test_a_page_waits_for_the_database_and_comes_back_by_itself(browser, own_pg,
         page.screenshot(path=str(outage_artifacts / "waiting-390.png"), full_page=True)
         page.set_viewport_size({"width": 1280, "height": 800})
 
-        own_pg.start()  # nobody reloads: the page's own timer tries again
+        own_postgres.start()  # nobody reloads: the page's own timer tries again
         page.get_by_role("heading", name="🗂️ Vector stores").wait_for(timeout=60_000)
         wait_for_app(page)
         assert "Waiting for the database" not in page.inner_text("body")

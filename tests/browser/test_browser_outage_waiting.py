@@ -11,15 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_browser import (  # noqa: F401  (fixtures)
-    Server,
-    app_page,
-    artifacts,
-    browser,
-    create_store,
-    drop_files,
-    serve,
-)
+
+from tests.helpers.browser import Server, app_page, create_store, drop_files, serve
 
 pytestmark = [pytest.mark.browser]
 

@@ -11,20 +11,19 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import encrypted_pdf
-from test_browser import (  # noqa: F401  (fixtures: artifacts, browser)
-    drop_files,
+
+from tests.helpers.browser import (
     Server,
     app_page,
-    artifacts,
-    browser,
     create_store,
+    drop_files,
     rerun_and_wait,
+    scroll_to,
     serve,
     shot,
     wait_for_app,
-    scroll_to,
 )
+from tests.helpers.documents import encrypted_pdf
 
 pytestmark = [pytest.mark.browser, pytest.mark.model]
 

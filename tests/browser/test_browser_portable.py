@@ -9,16 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_browser import (  # noqa: F401  (fixtures: artifacts, browser)
-    Server,
-    app_page,
-    artifacts,
-    browser,
-    rerun_and_wait,
-    serve,
-    wait_for_app,
-    scroll_to,
-)
+
+from tests.helpers.browser import Server, app_page, rerun_and_wait, scroll_to, serve, wait_for_app
 
 pytestmark = [pytest.mark.browser]
 

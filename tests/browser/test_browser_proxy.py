@@ -22,12 +22,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_browser import ARTIFACTS, REPO, Server, browser, explained, serve, shot, wait_for_app
 
-from tests.api_helpers import free_port
+from tests.helpers.api import free_port
+from tests.helpers.browser import ARTIFACTS, Server, explained, serve, shot, wait_for_app
+from tests.helpers.env import REPO
 from tests.server.test_proxy import Nginx, documented_block, local_block, nginx_binary
-
-__all__ = ["browser"]  # the fixture, imported so pytest finds it here
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -15,17 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_browser import (  # noqa: F401  (fixtures)
-    Server,
-    app_page,
-    artifacts,
-    browser,
-    create_store,
-    drop_files,
-    serve,
-    shot,
-    scroll_to,
-)
+
+from tests.helpers.browser import Server, app_page, create_store, drop_files, scroll_to, serve, shot
 
 pytestmark = [pytest.mark.browser]
 
@@ -42,7 +33,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 @pytest.fixture(scope="module")
 def batch(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    from tests.ingest.hostile_archives import overlapping_zip
+    from tests.helpers.hostile_archives import overlapping_zip
 
     folder = tmp_path_factory.mktemp("limits-batch")
     files = {"owls.md": b"# Owls\n\nOwls hunt mice at night.\n", "tea.md": b"# Tea\n\nSteep green tea briefly.\n",

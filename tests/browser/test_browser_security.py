@@ -13,19 +13,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_browser import (
-    drop_files,
-    ARTIFACTS,
-    Server,
-    browser,
-    explained,
-    serve,
-    shot,
-    wait_for_app,
-)
+
+from tests.helpers.browser import ARTIFACTS, Server, drop_files, explained, serve, shot, wait_for_app
 
 pytestmark = [pytest.mark.browser]
-__all__ = ["browser"]  # the fixture, imported so pytest finds it here
 
 # A deep link first: on a fresh server Streamlit runs the first request by its older pages-folder rules,
 # where a page must still pass through app.py's gate (pages._ui.app_workbench).
@@ -185,8 +176,9 @@ def test_signed_in_the_uploader_works_and_a_big_upload_is_taken_until_log_out(br
     uploader works and the session's upload URL takes 50 MB (the server's memory grows by it: the
     memory check sees an upload); after Log out the same session's URL refuses."""
     from playwright.sync_api import expect
-    from stream_helpers import put_upload, rss_bytes
-    from test_browser import create_store, rerun_and_wait
+
+    from tests.helpers.browser import create_store, rerun_and_wait
+    from tests.helpers.stream import put_upload, rss_bytes
 
     server = gate_server
     note = tmp_path / "lighthouse.md"
@@ -231,7 +223,8 @@ def test_every_page_has_the_csp_breaks_nothing_and_an_injected_outside_image_is_
 
 def _pages_under_csp(browser, server: Server, sec_artifacts: Path, width: int, height: int) -> None:
     from playwright.sync_api import expect
-    from test_browser import rerun_and_wait
+
+    from tests.helpers.browser import rerun_and_wait
 
     context = browser.new_context(viewport={"width": width, "height": height})
     pg = context.new_page()

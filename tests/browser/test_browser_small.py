@@ -13,11 +13,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import CORPUS, isolate
-from test_browser import ARTIFACTS, Server, app_page, browser, serve, wait_for_app, scroll_to
+
+from tests.helpers.browser import ARTIFACTS, Server, app_page, scroll_to, serve, wait_for_app
+from tests.helpers.env import CORPUS, isolate
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-__all__ = ["browser"]  # the fixture, imported so pytest finds it here
 
 FAKE = "fake/hash-8"
 STORE = "Rust book"
@@ -150,7 +150,7 @@ def _slow_images(folder: Path, n: int) -> list[Path]:
 
 
 def test_during_a_batch_the_file_list_follows_the_counter(browser, app: Server, shots: Path, tmp_path: Path):
-    from test_browser import create_store, drop_files
+    from tests.helpers.browser import create_store, drop_files
 
     notes = []
     for i in range(3):

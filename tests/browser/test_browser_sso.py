@@ -18,18 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import test_browser
-from test_browser import (  # noqa: F401  (fixture: browser)
-    REPO,
-    Server,
-    app_page,
-    browser,
-    explained,
-    serve,
-    shot,
-    squash,
-    wait_for_app,
-)
+
+from tests.helpers.browser import REPO, Server, app_page, explained, serve, shot, squash, wait_for_app
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -86,7 +76,7 @@ def sso_app(base: Path, idp: str, monkeypatch: pytest.MonkeyPatch, *, create_mem
         'client_secret = "not-a-real-secret"\n'
         f'server_metadata_url = "{idp}/.well-known/openid-configuration"\n'
         f'provider_name = "{LABEL}"\n', encoding="utf-8")
-    monkeypatch.setattr(test_browser, "_free_port", lambda: port)
+    monkeypatch.setattr("tests.helpers.browser.free_port", lambda: port)
     env = {"STREAMLIT_SECRETS_FILES": str(secrets_file),
            "KNOWLEDGE_ACCOUNTS__SSO_CREATE_MEMBERS": "true" if create_members else "false"}
     with serve(base, env_extra=env) as srv:

@@ -11,17 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_browser import (  # noqa: F401  (fixture: browser)
-    drop_files,
-    REPO,
-    Server,
-    app_page,
-    browser,
-    create_store,
-    rerun_and_wait,
-    serve,
-    wait_for_app,
-)
+
+from tests.helpers.browser import REPO, Server, app_page, create_store, drop_files, rerun_and_wait, serve, wait_for_app
 
 pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.slow]
 

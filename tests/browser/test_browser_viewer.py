@@ -4,7 +4,7 @@ the playground's "Open in viewer" on a PDF hit shows the page image with the pas
 the viewer's URL opened in a fresh tab shows the same; a chat Source's "Open in viewer" does the
 same for a chat citation.
 
-Reuses the helpers of ``tests/browser/test_browser.py``. Screenshots: ``test-artifacts/browser/viewer/``.
+Reuses the helpers of ``tests/helpers/browser.py``. Screenshots: ``test-artifacts/browser/viewer/``.
 """
 
 from __future__ import annotations
@@ -17,11 +17,21 @@ from urllib.parse import urljoin
 
 import numpy as np
 import pytest
-from conftest import CORPUS, prepared_data
-from test_browser import ARTIFACTS, Server, app_page, browser, explained, rerun_and_wait, serve, shot, squash, wait_for_app
+
+from tests.helpers.browser import (
+    ARTIFACTS,
+    Server,
+    app_page,
+    explained,
+    rerun_and_wait,
+    serve,
+    shot,
+    squash,
+    wait_for_app,
+)
+from tests.helpers.env import CORPUS, prepared_data
 
 pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.slow]
-__all__ = ["browser"]  # the fixture, imported so pytest finds it here
 
 STORE = "Viewer docs"
 PDF = "pdflatex-4-pages.pdf"
@@ -190,7 +200,8 @@ def test_a_chat_source_opens_in_the_viewer(browser, viewer_server: Server, viewe
         rerun_and_wait(page, lambda: box.press("Enter"), timeout=240_000)
         answer = page.get_by_test_id("stChatMessage").nth(1)
         expect(answer).to_be_visible(timeout=240_000)
-        source = answer.get_by_test_id("stExpander").filter(has_text=PDF).filter(has_not_text="vector_search").first  # a Source, not the tool call
+        # a Source, not the tool call
+        source = answer.get_by_test_id("stExpander").filter(has_text=PDF).filter(has_not_text="vector_search").first
         source.locator("summary").click()
         link = source.get_by_role("link", name="Open in viewer")
         expect(link).to_be_visible()
@@ -259,7 +270,6 @@ ACCOUNT_PW = "a long enough password"
 
 def test_a_viewer_link_waits_behind_the_sign_in_and_then_opens(browser, accounts_server: Server,
                                                                viewer_artifacts: Path):
-    from playwright.sync_api import expect
 
     from knowledge.config import load_settings
     from knowledge.ingest import read_document

@@ -78,6 +78,7 @@ def test_data_dir_works_before_or_after_the_command(tmp_path, capsys):
     assert (tmp_path / "a" / "catalog.duckdb").exists() and (tmp_path / "b" / "catalog.duckdb").exists()
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_a_closed_pipe_ends_the_command_quietly(data_dir):
     """``python -m knowledge templates | head -0``: the reader is gone before anything is written;

@@ -8,9 +8,9 @@ import json
 import re
 
 import pytest
-from conftest import prepared_data, use_prepared_data
 
 from knowledge.cli import main
+from tests.helpers.env import prepared_data, use_prepared_data
 
 pytestmark = pytest.mark.model
 
@@ -52,7 +52,8 @@ def test_eval_prints_the_metrics_and_keeps_the_run(small, capsys):
     assert "notes: 3 questions of 'mine', template default" in out and "chunks 192/48" in out
     header = next(ln for ln in out.splitlines() if ln.startswith("ranking"))
     assert header.split()[:7] == ["ranking", "recall@1", "recall@3", "recall@5", "recall@10", "MRR@10", "nDCG@10"]
-    rows = {ln.split()[0]: ln.split() for ln in out.splitlines() if ln.split()[:1] in (["Hybrid"], ["Semantic"], ["Keyword"])}
+    rows = {ln.split()[0]: ln.split() for ln in out.splitlines()
+                if ln.split()[:1] in (["Hybrid"], ["Semantic"], ["Keyword"])}
     assert set(rows) == {"Hybrid", "Semantic", "Keyword"}
     for cells in rows.values():  # two of three questions answered at rank 1, the third has no such file
         assert cells[5] == "0.667" and cells[1] == "0.667"

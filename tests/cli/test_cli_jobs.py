@@ -52,7 +52,6 @@ def _records(data: Path, store: str) -> dict[str, tuple[str, int, int]]:
         wb.close()
 
 
-@pytest.mark.slow
 def test_cli_ingest_is_a_batch_of_job_rows(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("KNOWLEDGE_EMBEDDINGS__MODEL", "fake/hash-16")
     data = tmp_path / "data"
@@ -71,6 +70,7 @@ def test_cli_ingest_is_a_batch_of_job_rows(tmp_path, capsys, monkeypatch):
         wb.close()
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_two_concurrent_cli_ingests_into_one_store_both_end_ingested_each_file_once(tmp_path):
     """Defect (b): two ``ingest`` commands started together on one data folder (the embedded DuckDB
@@ -88,6 +88,7 @@ def test_two_concurrent_cli_ingests_into_one_store_both_end_ingested_each_file_o
     assert all(status == "done" and rec == vs > 0 for status, rec, vs in records.values()), records
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_a_cli_ingest_that_runs_no_worker_waits_for_a_worker_process(tmp_path):
     data = tmp_path / "data"

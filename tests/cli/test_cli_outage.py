@@ -11,25 +11,17 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
-from outage_helpers import OwnServer, write_docs
+
+from tests.helpers.outage import write_docs
 
 ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.slow
 
-
-@pytest.fixture
-def own_pg() -> Iterator[OwnServer]:
-    server = OwnServer()
-    try:
-        yield server
-    finally:
-        server.close()
 
 
 def team_env(url: str, data: Path, wait: float) -> dict[str, str]:
@@ -90,16 +82,17 @@ def catalog_counts(url: str) -> tuple[list[tuple], list[tuple]]:
     return files, jobs
 
 
-def test_a_batch_waits_for_the_database_to_come_back_and_every_file_is_ingested_once(own_pg, tmp_path):
+@pytest.mark.processes
+def test_a_batch_waits_for_the_database_to_come_back_and_every_file_is_ingested_once(own_postgres, tmp_path):
     docs = write_docs(tmp_path / "docs", 8)
-    env = team_env(own_pg.url, tmp_path / "data", wait=120)
+    env = team_env(own_postgres.url, tmp_path / "data", wait=120)
     cli = Cli(env, "ingest", "team", str(tmp_path / "docs"))
     cli.wait_for("queued: waiting for a worker")  # the batch is in the catalog; the command polls it
-    own_pg.stop()
+    own_postgres.stop()
     cli.wait_for("waiting for the database (")
     time.sleep(3)  # a few of its retries fail
     assert cli.proc.poll() is None, "".join(cli.err)
-    own_pg.start()
+    own_postgres.start()
     cli.wait_for("the database is back after")
     done = worker(env)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -112,20 +105,21 @@ def test_a_batch_waits_for_the_database_to_come_back_and_every_file_is_ingested_
     lines = [line.split()[0] for line in out.splitlines() if line.startswith("doc")]
     assert lines == [p.name for p in docs]  # each file's line once, in order
     assert "8 files: 8 indexed" in out
-    files, jobs = catalog_counts(own_pg.url)
+    files, jobs = catalog_counts(own_postgres.url)
     assert files == [(p.name, "done") for p in docs]  # one record each: submitted once
     assert jobs == [(p.name, "done") for p in docs]
 
 
-def test_a_batch_started_while_the_database_is_down_is_submitted_once_it_is_back(own_pg, tmp_path):
+@pytest.mark.processes
+def test_a_batch_started_while_the_database_is_down_is_submitted_once_it_is_back(own_postgres, tmp_path):
     docs = write_docs(tmp_path / "docs", 3)
-    env = team_env(own_pg.url, tmp_path / "data", wait=120)
+    env = team_env(own_postgres.url, tmp_path / "data", wait=120)
     subprocess.run([sys.executable, "-m", "knowledge", "stores"], env=env, cwd=ROOT, check=True,
                    capture_output=True, timeout=120)  # the schema exists: the server had been used
-    own_pg.stop()
+    own_postgres.stop()
     cli = Cli(env, "ingest", "team", str(tmp_path / "docs"))
     cli.wait_for("waiting for the database (")
-    own_pg.start()
+    own_postgres.start()
     cli.wait_for("queued: waiting for a worker")
     assert worker(env).returncode == 0
 
@@ -133,17 +127,18 @@ def test_a_batch_started_while_the_database_is_down_is_submitted_once_it_is_back
     err, out = "".join(cli.err), "".join(cli.out)
     assert code == 0 and "Traceback" not in err, err
     assert "3 files: 3 indexed" in out
-    files, jobs = catalog_counts(own_pg.url)
+    files, jobs = catalog_counts(own_postgres.url)
     assert files == [(p.name, "done") for p in docs]
     assert jobs == [(p.name, "done") for p in docs]
 
 
-def test_past_the_wait_the_command_says_which_files_were_submitted_and_exits_non_zero(own_pg, tmp_path):
+@pytest.mark.processes
+def test_past_the_wait_the_command_says_which_files_were_submitted_and_exits_non_zero(own_postgres, tmp_path):
     docs = write_docs(tmp_path / "docs", 4)
-    env = team_env(own_pg.url, tmp_path / "data", wait=3)
+    env = team_env(own_postgres.url, tmp_path / "data", wait=3)
     cli = Cli(env, "ingest", "team", str(tmp_path / "docs"))
     cli.wait_for("queued: waiting for a worker")
-    own_pg.stop()
+    own_postgres.stop()
     code = cli.finish(timeout=120)
     err, out = "".join(cli.err), "".join(cli.out)
     assert code == 2, err
@@ -154,16 +149,17 @@ def test_past_the_wait_the_command_says_which_files_were_submitted_and_exits_non
     assert "Submitted, not finished yet: " + ", ".join(p.name for p in docs) in err
     assert "Not submitted" not in err
 
-    own_pg.start()  # what was submitted is in the catalog, once, for a worker to ingest
+    own_postgres.start()  # what was submitted is in the catalog, once, for a worker to ingest
     assert worker(env).returncode == 0
-    _, jobs = catalog_counts(own_pg.url)
+    _, jobs = catalog_counts(own_postgres.url)
     assert jobs == [(p.name, "done") for p in docs]
 
 
-def test_a_command_that_cannot_submit_says_that_no_file_was_submitted(own_pg, tmp_path):
+@pytest.mark.processes
+def test_a_command_that_cannot_submit_says_that_no_file_was_submitted(own_postgres, tmp_path):
     write_docs(tmp_path / "docs", 2)
-    env = team_env(own_pg.url, tmp_path / "data", wait=2)
-    own_pg.stop()
+    env = team_env(own_postgres.url, tmp_path / "data", wait=2)
+    own_postgres.stop()
     cli = Cli(env, "ingest", "team", str(tmp_path / "docs"))
     code = cli.finish(timeout=120)
     err = "".join(cli.err)

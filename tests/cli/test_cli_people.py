@@ -72,7 +72,6 @@ def workbench() -> Workbench:
     return Workbench()
 
 
-@pytest.mark.slow
 def test_the_first_account_must_be_an_admin(capsys, monkeypatch):
     code, _, err = run(capsys, monkeypatch, "users", "add", "ana", "--password-stdin", stdin=PW + "\n")
     assert code == 2 and "The first account must be an admin" in err and "only an admin can add" in err
@@ -87,7 +86,6 @@ def test_the_first_account_must_be_an_admin(capsys, monkeypatch):
     assert code == 2 and "taken" in err
 
 
-@pytest.mark.slow
 def test_a_member_cannot_see_another_members_private_store(team, capsys, monkeypatch, tmp_path):
     assert store_names(capsys, monkeypatch, "--user", "ana") == ["hr"]
     assert store_names(capsys, monkeypatch, "--user", "bo") == []
@@ -111,7 +109,6 @@ def test_a_member_cannot_see_another_members_private_store(team, capsys, monkeyp
     assert store_names(capsys, monkeypatch) == ["hr"] and store_names(capsys, monkeypatch, "--user", "root") == ["hr"]
 
 
-@pytest.mark.slow
 def test_read_only_sharing_lets_search_but_not_ingest(team, capsys, monkeypatch):
     code, out, _ = run(capsys, monkeypatch, "--user", "ana", "share", "hr", "--user", "BO")
     assert code == 0 and "Shared 'hr' with bo (read only)" in out
@@ -135,7 +132,6 @@ def test_read_only_sharing_lets_search_but_not_ingest(team, capsys, monkeypatch)
     assert code == 2 and "not shared with bo" in err
 
 
-@pytest.mark.slow
 def test_groups_share_a_store_with_their_members(team, capsys, monkeypatch):
     assert run(capsys, monkeypatch, "groups", "add", "  People  Ops ")[0] == 0
     assert run(capsys, monkeypatch, "groups", "add-member", "People Ops", "Bo")[0] == 0
@@ -153,7 +149,6 @@ def test_groups_share_a_store_with_their_members(team, capsys, monkeypatch):
         "grants"] == []
 
 
-@pytest.mark.slow
 def test_keys_create_list_revoke(team, capsys, monkeypatch):
     made = cli_json(capsys, monkeypatch, "keys", "create", "bo", "--name", " my laptop ")
     secret = made["secret"]
@@ -188,7 +183,6 @@ def test_keys_create_list_revoke(team, capsys, monkeypatch):
     assert code == 2 and "revoked already" in err
 
 
-@pytest.mark.slow
 def test_deleting_a_user_hands_their_stores_to_an_admin(team, capsys, monkeypatch):
     code, _, err = run(capsys, monkeypatch, "users", "delete", "ana", "--to", "bo")
     assert code == 2 and "pass to an admin" in err
@@ -208,7 +202,6 @@ def test_deleting_a_user_hands_their_stores_to_an_admin(team, capsys, monkeypatc
     assert cli_json(capsys, monkeypatch, "owner", "hr")["owner"] == "bo"
 
 
-@pytest.mark.slow
 def test_audit_shows_who_did_what(team, capsys, monkeypatch):
     assert run(capsys, monkeypatch, "--user", "ana", "share", "hr", "--user", "bo")[0] == 0
     events = cli_json(capsys, monkeypatch, "audit")
@@ -235,7 +228,6 @@ def test_audit_shows_who_did_what(team, capsys, monkeypatch):
     assert len(mine) < len(events)
 
 
-@pytest.mark.slow
 def test_a_member_is_refused_the_admins_commands(team, capsys, monkeypatch, tmp_path):
     for argv in (["users", "list"], ["users", "invite"], ["users", "set-role", "bo", "admin"],
                  ["users", "delete", "ana"], ["groups", "add", "g"], ["groups", "list"], ["worker", "--once"],
@@ -256,7 +248,6 @@ def test_a_member_is_refused_the_admins_commands(team, capsys, monkeypatch, tmp_
         wb.close()
 
 
-@pytest.mark.slow
 def test_an_unknown_user_is_refused(capsys, monkeypatch, tmp_path):
     code, _, err = run(capsys, monkeypatch, "--user", "nobody", "stores")
     assert code == 2 and "There is no account 'nobody'" in err and "no account exists yet" in err
@@ -276,7 +267,6 @@ def test_an_unknown_user_is_refused(capsys, monkeypatch, tmp_path):
     assert code == 2 and "`restore` does not act as an account; leave out --user" in err
 
 
-@pytest.mark.slow
 def test_odd_names_and_passwords(capsys, monkeypatch):
     decomposed = unicodedata.normalize("NFD", "Zoë")
     password = "  pässwörd 🦉 " + unicodedata.normalize("NFD", "é") + "  "
@@ -306,7 +296,6 @@ def test_odd_names_and_passwords(capsys, monkeypatch):
     assert [u["username"] for u in cli_json(capsys, monkeypatch, "users", "list")] == ["zoë"]
 
 
-@pytest.mark.slow
 def test_invite_prints_a_token_the_app_accepts(team, capsys, monkeypatch):
     invite = cli_json(capsys, monkeypatch, "users", "invite", "--role", "admin")
     assert invite["link"] == f"?invite={invite['token']}" and invite["role"] == "admin"
@@ -319,13 +308,13 @@ def test_invite_prints_a_token_the_app_accepts(team, capsys, monkeypatch):
         wb.close()
 
 
-@pytest.mark.slow
 def test_user_acts_the_same_on_the_postgresql_catalog(pg_database, settings, capsys, monkeypatch, tmp_path):
     """The CLI on a team's shared catalog (``catalog.url``, pgvector stores): ``--user`` restricts it as on DuckDB."""
     from urllib.parse import urlencode
 
-    from conftest import pg_catalog_settings
     from psycopg.conninfo import conninfo_to_dict
+
+    from tests.helpers.pg import pg_catalog_settings
 
     pg = pg_catalog_settings(settings)
     parts = conninfo_to_dict(pg.catalog.url)  # key=value: as a URL, as a user writes it

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from web_helpers import Site, page, site  # noqa: F401 - the fixture
 
 from knowledge.cli import main
 from knowledge.cli.ingest import is_url
+from tests.helpers.web import Site, page
 
 pytestmark = pytest.mark.model
 

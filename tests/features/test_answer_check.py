@@ -294,12 +294,11 @@ def test_eval_answers_checks_the_offline_assistant_keeps_the_figures_and_gates(t
 
 @pytest.mark.slow
 def test_a_configured_model_is_checked_by_its_first_marked_sentence_and_only_its_url_is_asked(tmp_path, monkeypatch):
-    from chat_helpers import ChatCompletionsServer
-
     from knowledge.chat.answer_check import check_answers
     from knowledge.config import load_settings
     from knowledge.embeddings.fake import HashEmbedder
     from knowledge.workbench import Workbench
+    from tests.helpers.chat import ChatCompletionsServer
 
     def number_of(request: dict, file_name: str) -> str:
         passages = request["messages"][-1]["content"]
@@ -340,11 +339,10 @@ def test_a_configured_model_is_checked_by_its_first_marked_sentence_and_only_its
 
 @pytest.mark.slow
 def test_the_evaluate_page_shows_the_answer_check_beside_the_retrieval_metrics(tmp_path, monkeypatch):
-    from app_helpers import fresh_caches, open_app, use_fake_model
-
     from knowledge.chat import ChatService
     from knowledge.config import load_settings
     from knowledge.workbench import Workbench
+    from tests.helpers.app import fresh_caches, open_app, use_fake_model
 
     use_fake_model(monkeypatch, 256)
     wb = Workbench(load_settings())

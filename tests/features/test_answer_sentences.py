@@ -39,7 +39,7 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 def chapters_store(tmp_path_factory: pytest.TempPathFactory) -> str:
     """The answering chapters and three others ingested with the real bundled model into the store
     ``book`` of a fresh data folder (its path)."""
-    from conftest import CORPUS
+    from tests.helpers.env import CORPUS
 
     if not CORPUS.is_dir():
         if os.environ.get("CI") == "true":

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from chat_helpers import ChatCompletionsServer, tool_call
 
 from knowledge.chat import ChatService
 from knowledge.config import load_settings
@@ -17,6 +16,7 @@ from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import StoreNotFound
 from knowledge.vectorstore.memory import folder_name
 from knowledge.workbench import Workbench
+from tests.helpers.chat import ChatCompletionsServer, tool_call
 
 LIGHTHOUSE = "# Lighthouse\n\nThe keeper lit the lamp at dusk and trimmed the wick at midnight."
 BAKERY = "# Bakery\n\nBread needs flour, water, salt and yeast; the dough rests overnight."
@@ -32,7 +32,6 @@ def wb(tmp_path):
     w.close()
 
 
-@pytest.mark.slow
 def test_vector_search_without_a_store_merges_the_chosen_stores_and_the_attachments(wb):
     chat = ChatService(wb)
     s = chat.create_session(stores=["Lights", "Bread"])
@@ -80,7 +79,6 @@ def test_the_system_prompt_names_the_chosen_stores_and_the_tool_lists_them(wb):
     assert chat.request(empty.id).tools == []  # nothing to search: no tool on offer
 
 
-@pytest.mark.slow
 def test_a_scripted_call_without_store_reaches_a_chosen_store_and_an_attachment(wb):
     chat = ChatService(wb)
     script = [lambda req: tool_call("vector_search", {"query": "lamp keeper harbour ship", "k": 5}),
@@ -98,7 +96,6 @@ def test_a_scripted_call_without_store_reaches_a_chosen_store_and_an_attachment(
     assert {c["source"] for c in reply.also_searched} == {"Lights", "attachments"}
 
 
-@pytest.mark.slow
 def test_a_store_outside_the_session_is_refused_with_the_stores_it_can_search(wb):
     chat = ChatService(wb)
     script = [lambda req: tool_call("vector_search", {"query": "bread", "store": "Bread"}),
@@ -124,7 +121,6 @@ def test_a_deleted_store_is_dropped_from_the_session_and_named_once(wb):
         chat.set_stores(s.id, ["Bread"])
 
 
-@pytest.mark.slow
 def test_a_store_that_cannot_be_searched_is_named_and_the_others_answer(wb):
     chat = ChatService(wb)
     s = chat.create_session(stores=["Bread", "Lights"])
@@ -164,7 +160,6 @@ def test_a_new_chat_starts_with_the_last_chats_stores_else_the_setting_else_the_
         w.close()
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("question", ["x" * 20_000, "?!…;:", "lamp " * 3000])
 def test_odd_questions_get_an_answer_not_a_crash(wb, question):
     chat = ChatService(wb)
@@ -173,7 +168,6 @@ def test_odd_questions_get_an_answer_not_a_crash(wb, question):
     assert reply.text.startswith("*Retrieval only")
 
 
-@pytest.mark.slow
 def test_the_offline_assistant_says_when_nothing_matches_well(wb, monkeypatch):
     monkeypatch.setenv("KNOWLEDGE_CHAT__MIN_SCORE", "0.99")
     wb.settings = load_settings(data_dir=wb.settings.data_dir)
@@ -184,7 +178,6 @@ def test_the_offline_assistant_says_when_nothing_matches_well(wb, monkeypatch):
     assert "The closest passage is [1] **lighthouse.md, “Lighthouse” — Lights**" in reply.text
 
 
-@pytest.mark.slow
 def test_after_the_last_attachment_is_removed_the_assistant_says_what_is_true(wb):
     chat = ChatService(wb)
     s = chat.create_session(stores=[])
@@ -192,14 +185,13 @@ def test_after_the_last_attachment_is_removed_the_assistant_says_what_is_true(wb
     chat.remove(s.id, a.file_id)
     reply = chat.send(s.id, "Who records ships?")
     assert "no documents to search yet" in reply.text and "No passage of the attached" not in reply.text
-    from chat_helpers import png_bytes
+    from tests.helpers.chat import png_bytes
 
     chat.attach(s.id, png_bytes(), "photo.png")
     reply = chat.send(s.id, "What is in the photo?")
     assert "I cannot read images (photo.png)" in reply.text
 
 
-@pytest.mark.slow
 def test_empty_sessions_are_pruned_after_a_while_but_not_the_current_one(wb):
     chat = ChatService(wb)
     empty, current = chat.create_session(stores=[]), chat.create_session(stores=[])
@@ -210,7 +202,6 @@ def test_empty_sessions_are_pruned_after_a_while_but_not_the_current_one(wb):
     assert {s.id for s in chat.sessions()} == {current.id, used.id} and empty.id not in {s.id for s in chat.sessions()}
 
 
-@pytest.mark.slow
 def test_quotes_and_citations_show_no_source_markup(wb):
     chapter = ("# Shadowing\n\nYou can <span class=\"filename\">shadow</span> a variable with `let`.\n\n"
                "```rust\n{{#include ../listings/ch03/src/main.rs}}\n```\n\n<!-- ignore -->\n"

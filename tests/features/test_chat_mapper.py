@@ -8,7 +8,6 @@ import base64
 import json
 
 import pytest
-from chat_helpers import pdf_bytes, png_bytes
 
 from knowledge.chat import ChatService, redact
 from knowledge.chat.mapper import (
@@ -23,6 +22,7 @@ from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import InvalidArgument
 from knowledge.llm import LlmConfig
 from knowledge.workbench import Workbench
+from tests.helpers.chat import pdf_bytes, png_bytes
 
 NOTES = ("# Lighthouse\n\nThe keeper lit the lamp at dusk and trimmed the wick at midnight.\n\n"
          "# Bakery\n\nBread needs flour, water, salt and yeast; the dough rests overnight.")
@@ -87,7 +87,7 @@ def test_attach_notice_goes_ahead_of_the_users_text_and_the_stored_text_stays(ch
     s = chat.create_session()
     chat.attach(s.id, files["notes"])
     chat.send(s.id, "What does the keeper do?")
-    stored = [m for m in chat.messages(s.id) if m.role == USER][0]
+    stored = next(m for m in chat.messages(s.id) if m.role == USER)
     assert stored.text == "What does the keeper do?"  # what the user typed, nothing more
     assert stored.meta["attached"][0]["name"] == "notes.md"
     first = text_of(user_messages(chat.request(s.id))[0])
@@ -97,7 +97,6 @@ def test_attach_notice_goes_ahead_of_the_users_text_and_the_stored_text_stays(ch
     assert typed == "What does the keeper do?"
 
 
-@pytest.mark.slow
 def test_attached_files_section_of_the_system_prompt_is_rendered_fresh_each_round(chat, files):
     s = chat.create_session()
     chat.attach(s.id, files["notes"])
@@ -113,7 +112,6 @@ def test_attached_files_section_of_the_system_prompt_is_rendered_fresh_each_roun
     assert "No files are attached." in system_of(chat.request(s.id))
 
 
-@pytest.mark.slow
 def test_removal_is_announced_in_the_next_message_and_earlier_messages_stay(chat, files):
     s = chat.create_session()
     a = chat.attach(s.id, files["notes"])
@@ -129,7 +127,6 @@ def test_removal_is_announced_in_the_next_message_and_earlier_messages_stay(chat
     assert [m.text for m in chat.messages(s.id) if m.role == USER] == ["first", "second"]
 
 
-@pytest.mark.slow
 def test_a_file_attached_again_after_removal_is_announced_again(chat, files):
     s = chat.create_session()
     a = chat.attach(s.id, files["notes"])
@@ -145,7 +142,6 @@ def test_a_file_attached_again_after_removal_is_announced_again(chat, files):
     assert chat.wb.search(chat.session(s.id).store, "keeper lamp", k=1)  # indexed again
 
 
-@pytest.mark.slow
 def test_a_notice_names_only_files_still_attached(chat, files):
     s = chat.create_session()
     chat.attach(s.id, files["notes"])
@@ -156,7 +152,6 @@ def test_a_notice_names_only_files_still_attached(chat, files):
     assert "notes.md" in text and "recipes.txt" not in text and "removed" not in text
 
 
-@pytest.mark.slow
 def test_images_are_not_ingested_and_named_in_neither_notice_nor_section(chat, files):
     s = chat.create_session()
     chat.attach(s.id, files["notes"])
@@ -170,11 +165,10 @@ def test_images_are_not_ingested_and_named_in_neither_notice_nor_section(chat, f
     note = text_of(user_messages(req)[0])
     assert "notes.md" in note and "photo.png" not in note
     assert "photo.png" not in system_of(req)
-    stored = [m for m in chat.messages(s.id) if m.role == USER][0]
+    stored = next(m for m in chat.messages(s.id) if m.role == USER)
     assert [(p.kind, p.name) for p in stored.parts] == [(TEXT, None), (IMAGE, "photo.png")]
 
 
-@pytest.mark.slow
 def test_a_pdf_is_ingested_and_also_sent_with_the_next_message(chat):
     s = chat.create_session()
     a = chat.attach(s.id, pdf_bytes(PDF_PAGES), "harbour.pdf")
@@ -183,12 +177,11 @@ def test_a_pdf_is_ingested_and_also_sent_with_the_next_message(chat):
     assert hits[0].page == 2
     assert set(chat.session(s.id).tools) == {"vector_search", "view_attachment"}
     chat.send(s.id, "when are tide tables printed?")
-    stored = [m for m in chat.messages(s.id) if m.role == USER][0]
+    stored = next(m for m in chat.messages(s.id) if m.role == USER)
     assert [(p.kind, p.name, p.media_type) for p in stored.parts[1:]] == [(FILE, "harbour.pdf", "application/pdf")]
     assert "harbour.pdf (PDF document)" in text_of(user_messages(chat.request(s.id))[0])  # named: it is indexed
 
 
-@pytest.mark.slow
 def test_parts_travel_inline_by_capability_as_the_providers_content_blocks(chat):
     s = chat.create_session()
     pdf = pdf_bytes(PDF_PAGES)
@@ -203,7 +196,6 @@ def test_parts_travel_inline_by_capability_as_the_providers_content_blocks(chat)
     assert blocks[3]["image_url"]["url"] == "data:image/png;base64," + base64.b64encode(png_bytes()).decode()
 
 
-@pytest.mark.slow
 def test_documents_on_an_lm_studio_like_server_travel_as_a_text_note(chat):
     s = chat.create_session()
     chat.attach(s.id, pdf_bytes(PDF_PAGES), "harbour.pdf")
@@ -215,7 +207,6 @@ def test_documents_on_an_lm_studio_like_server_travel_as_a_text_note(chat):
     assert "does not read images" in text  # no VISION declared: the image is a placeholder
 
 
-@pytest.mark.slow
 def test_without_the_capability_a_placeholder_says_what_the_file_is_and_why(chat):
     s = chat.create_session()
     chat.attach(s.id, pdf_bytes(PDF_PAGES), "harbour.pdf")
@@ -241,7 +232,6 @@ def test_provider_default_capabilities_when_the_config_declares_none():
                      capabilities=["DOCUMENTS"]).document_mode() == "text"
 
 
-@pytest.mark.slow
 def test_media_travels_in_the_current_turn_only_and_later_turns_carry_placeholders(chat):
     s = chat.create_session()
     chat.attach(s.id, pdf_bytes(PDF_PAGES), "harbour.pdf")
@@ -258,7 +248,6 @@ def test_media_travels_in_the_current_turn_only_and_later_turns_carry_placeholde
     assert second["content"] == "and now?"
 
 
-@pytest.mark.slow
 def test_view_attachment_reinserts_the_media_into_the_running_turn_only(chat):
     s = chat.create_session()
     img = chat.attach(s.id, png_bytes(), "photo.png")
@@ -271,7 +260,8 @@ def test_view_attachment_reinserts_the_media_into_the_running_turn_only(chat):
     session = chat.session(s.id)
     chat.store.add_message(s.id, ASSISTANT, [], {"tool_calls": [
         {"id": "c1", "name": "view_attachment", "arguments": json.dumps({"file_id": img.file_id})}]})
-    chat._run_tool(session, chat.configs.chat(None), ToolCall("c1", "view_attachment", json.dumps({"file_id": img.file_id})), _Turn("x"))
+    chat._run_tool(session, chat.configs.chat(None),
+                   ToolCall("c1", "view_attachment", json.dumps({"file_id": img.file_id})), _Turn("x"))
     roles = [m.role for m in chat.messages(s.id)]
     assert roles[-2:] == ["tool", ATTACHMENT]
     msgs = chat.request(s.id, VISION_DOCS).messages
@@ -284,7 +274,6 @@ def test_view_attachment_reinserts_the_media_into_the_running_turn_only(chat):
                for m in later if m["role"] == "user")
 
 
-@pytest.mark.slow
 def test_view_attachment_refuses_a_file_that_is_not_an_attached_image_or_pdf(chat, files):
     s = chat.create_session()
     chat.attach(s.id, png_bytes(), "photo.png")
@@ -328,7 +317,7 @@ def test_budget_drops_the_oldest_turns_first_never_the_current_one():
 
 def test_budget_never_drops_the_current_turns_notices():
     meta = {"attached": [{"file_id": "f", "name": "huge.md", "kind": "document", "media_type": "text/markdown"}]}
-    history = _turn(1, "old " * 2000) + [Message(3, USER, [Part(TEXT, text="now " * 1500)], meta)]
+    history = [*_turn(1, "old " * 2000), Message(3, USER, [Part(TEXT, text="now " * 1500)], meta)]
     req = build_request(history, _ctx(1_000))
     assert req.dropped_turns == 1 and req.over_budget
     assert len(req.messages) == 2 and "[System note: The user attached huge.md" in req.messages[1]["content"]
@@ -416,7 +405,6 @@ def test_redaction_leaves_text_alone_and_catches_bare_base64():
 
 
 # -- persistence -------------------------------------------------------------------------------------
-@pytest.mark.slow
 def test_sessions_messages_parts_and_attachments_persist_in_the_catalog(tmp_path, files):
     settings = load_settings(data_dir=tmp_path / "persist")
     wb = Workbench(settings, embedder_factory=lambda m: HashEmbedder(64, 256))
@@ -441,7 +429,6 @@ def test_sessions_messages_parts_and_attachments_persist_in_the_catalog(tmp_path
         wb.close()
 
 
-@pytest.mark.slow
 def test_deleting_a_session_removes_its_store_and_its_files(chat, files):
     s = chat.create_session()
     doc = chat.attach(s.id, files["notes"])
@@ -457,7 +444,6 @@ def test_deleting_a_session_removes_its_store_and_its_files(chat, files):
 
 
 # -- turns in the background ------------------------------------------------------------------------
-@pytest.mark.slow
 def test_two_turns_sent_back_to_back_both_complete_in_order(chat, files):
     sid = chat.create_session().id
     first = chat.start_turn(sid, [(files["notes"].read_bytes(), "notes.md", "text/markdown")],

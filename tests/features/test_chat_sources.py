@@ -13,8 +13,6 @@ import re
 
 import httpx
 import pytest
-from api_helpers import Served
-from chat_helpers import ChatCompletionsServer, tool_call
 from PIL import Image, ImageDraw, ImageFont
 
 from knowledge.chat import ChatService
@@ -25,6 +23,8 @@ from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import InvalidArgument
 from knowledge.server.app import create_app
 from knowledge.workbench import Workbench
+from tests.helpers.api import Served
+from tests.helpers.chat import ChatCompletionsServer, tool_call
 
 GUESSING = "# Guessing game\n\n" + "\n\n".join(
     f"Part {i}: the guessing game reads a number from the player, compares it with the secret number and"
@@ -148,7 +148,6 @@ def test_an_image_only_message_says_what_was_read_in_it(wb):
     assert "text recognition" in reply.text and "invoice.png" in reply.text and "1,234.56" in reply.text
 
 
-@pytest.mark.slow
 def test_the_offline_answer_numbers_its_quotes_as_its_sources(wb):
     chat = ChatService(wb)
     s = chat.create_session(stores=["book"])
@@ -158,7 +157,6 @@ def test_the_offline_answer_numbers_its_quotes_as_its_sources(wb):
     assert [c["n"] for c in reply.citations] == markers
 
 
-@pytest.mark.slow
 def test_retry_asks_the_failed_question_again_without_a_second_copy(wb):
     chat = ChatService(wb)
     script = [lambda req: {"content": "Back again."}]

@@ -10,7 +10,6 @@ import math
 import random
 
 import pytest
-from conftest import REPO
 from fpdf import FPDF
 
 from knowledge import evaluation as ev
@@ -20,6 +19,7 @@ from knowledge.errors import InvalidArgument, StoreNotFound
 from knowledge.service.fusion import reciprocal_rank_fusion
 from knowledge.service.search import SearchRequest
 from knowledge.workbench import Workbench
+from tests.helpers.env import REPO
 
 QUESTIONS_DIR = REPO / "tests" / "data"
 
@@ -218,7 +218,6 @@ def qset(*rows: tuple[str, str], name: str = "s") -> ev.QuestionSet:
     return ev.QuestionSet(name, tuple(ev.Question(q, tuple(ev.parse_relevant(r))) for q, r in rows))
 
 
-@pytest.mark.slow
 def test_a_run_scores_each_question_from_its_ranking(wb):
     s = qset(("salted boiling water pasta", "pasta.md"),
              ("sourdough flour starters", "animals.pdf#page=2"),
@@ -246,7 +245,6 @@ def test_a_run_scores_each_question_from_its_ranking(wb):
         assert run.search == {"fusion_weight": 0.6, "candidates": 50, "rank_constant": 10, "rerank": 0}  # 0: not reranked
 
 
-@pytest.mark.slow
 def test_runs_and_sets_are_kept_in_the_catalog(wb):
     store = wb.evaluations
     _, qs = ev.parse_questions("pasta water?\tpasta.md\nstars?\tstars.md; text:telescope\n", "mine.tsv")
@@ -333,7 +331,6 @@ def test_weighted_reciprocal_rank_fusion():
         reciprocal_rank_fusion(["a"], ["b"], weights=(1,))
 
 
-@pytest.mark.slow
 def test_a_files_text_is_rebuilt_from_its_chunks(wb, tmp_path):
     long = "# Long\n\n" + "\n\n".join(f"Paragraph {i} says something about topic {i} at length." for i in range(40))
     wb.ingest_file("notes", long.encode(), "long.md")
@@ -348,7 +345,6 @@ def test_a_files_text_is_rebuilt_from_its_chunks(wb, tmp_path):
             assert (sec.page, sec.heading) == (p.payload.get("page"), p.payload.get("heading"))
 
 
-@pytest.mark.slow
 def test_chunk_trials_evaluate_temporary_copies_and_remove_them(wb):
     long = "# Long\n\n" + "\n\n".join(f"Paragraph {i} says something about topic {i} at length." for i in range(40))
     wb.ingest_file("notes", long.encode(), "long.md")
@@ -371,7 +367,6 @@ def test_chunk_trials_evaluate_temporary_copies_and_remove_them(wb):
     assert tpl.name == "default-48-0" and wb.template("default-48-0").max_chunk_size_tokens == 48
 
 
-@pytest.mark.slow
 def test_load_question_set_by_file_or_name(wb, tmp_path):
     f = tmp_path / "mine.jsonl"
     f.write_text(json.dumps({"question": "pasta?", "relevant": "pasta.md"}) + "\n")

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import socket
 
-from chat_helpers import ChatCompletionsServer, pdf_bytes
-from test_chat_openai import PAGES, chat  # noqa: F401 - the same two pages and chat fixture
-
 from knowledge.chat.sources import drop_unknown_markers
 from knowledge.llm.local import detect, probe
+from tests.helpers.chat import PAGES, ChatCompletionsServer, pdf_bytes
 
 
 def _closed_port() -> int:

@@ -13,7 +13,6 @@ import json
 import anyio
 import httpx
 import pytest
-from api_helpers import Served
 from mcp import Client
 
 from knowledge.chat import ChatService
@@ -28,6 +27,7 @@ from knowledge.service.passages import MAX_MERGED_CHUNKS, merge_passages
 from knowledge.tools.knowledge import KnowledgeTools
 from knowledge.vectorstore.store import Hit
 from knowledge.workbench import Workbench
+from tests.helpers.api import Served
 
 SECTION = "# Telescopes\n\n" + "\n\n".join(
     f"Part {i}: a reflecting telescope gathers starlight with a mirror, and the eyepiece magnifies the"
@@ -109,7 +109,6 @@ def test_tools_and_cli_search_give_merged_passages(wb, capsys):
     assert len(out) == 3 and apart(spans(out)) and any(len(h["chunks"]) > 1 for h in out)
 
 
-@pytest.mark.slow
 def test_chat_sources_and_also_searched_never_hold_two_pieces_of_one_passage(wb, capsys):
     chat = ChatService(wb)
     s = chat.create_session(stores=["sky"])

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO, readme_questions
 
 from knowledge import portable
 from knowledge.embeddings.fake import HashEmbedder
@@ -22,6 +21,7 @@ from knowledge.errors import BundleCorrupt, BundleTooNew, StoreExists, TargetNot
 from knowledge.portable import exporting
 from knowledge.service.templates import make_template
 from knowledge.workbench import Workbench
+from tests.helpers.env import REPO, readme_questions
 
 QUESTIONS = ["what do cats eat", "how do owls hunt at night", "lighthouse keeper counts seagulls",
              "rust borrow checker references", "where do penguins live"]
@@ -137,7 +137,6 @@ def _same_store(a: Workbench, sa: str, b: Workbench, sb: str) -> None:
 
 # -- round trips -----------------------------------------------------------------------------------
 
-@pytest.mark.slow
 def test_round_trip_memory_pgvector_qdrant_memory(make_wb, tmp_path):
     wb = make_wb()
     _fill(wb)
@@ -164,7 +163,6 @@ def test_round_trip_memory_pgvector_qdrant_memory(make_wb, tmp_path):
     assert [h.text for h in wb.search("notes", "cats fish")][:3] == [h.text for h in other.search("notes", "cats fish")][:3]
 
 
-@pytest.mark.slow
 def test_bundle_holds_float32_vectors_and_a_checksum_per_member(make_wb, tmp_path, monkeypatch):
     monkeypatch.setattr(exporting, "BLOCK", 4)
     wb = make_wb()
@@ -184,7 +182,6 @@ def test_bundle_holds_float32_vectors_and_a_checksum_per_member(make_wb, tmp_pat
     assert sum(b["count"] for b in manifest["blocks"]) == r.chunks == manifest["chunks"]
 
 
-@pytest.mark.slow
 def test_import_with_another_model_reembeds_and_says_so(make_wb, tmp_path):
     wb = make_wb()
     _fill(wb)
@@ -219,7 +216,6 @@ def _rewrite(src: Path, dst: Path, change) -> None:
                 zout.writestr(info.filename, data)
 
 
-@pytest.mark.slow
 def test_truncated_tampered_and_incomplete_bundles_are_rejected(make_wb, tmp_path):
     wb = make_wb()
     _fill(wb)
@@ -248,7 +244,6 @@ def test_truncated_tampered_and_incomplete_bundles_are_rejected(make_wb, tmp_pat
         _nothing_left(wb, stores, files)
 
 
-@pytest.mark.slow
 def test_a_bundle_from_a_newer_format_is_refused(make_wb, tmp_path):
     wb = make_wb()
     _fill(wb)
@@ -275,7 +270,6 @@ def test_a_bundle_from_a_newer_format_is_refused(make_wb, tmp_path):
     assert not wb.store_exists("copy")
 
 
-@pytest.mark.slow
 def test_a_name_clash_is_refused_and_as_name_imports_beside_it(make_wb, tmp_path):
     wb = make_wb()
     _fill(wb)
@@ -293,7 +287,7 @@ def test_a_name_clash_is_refused_and_as_name_imports_beside_it(make_wb, tmp_path
 _KILLER = textwrap.dedent("""
     import os, signal, sys
     sys.path[:0] = {paths!r}
-    from test_portable import _factory
+    from tests.features.test_portable import _factory
     from knowledge.config import load_settings
     from knowledge.portable import exporting
     from knowledge.workbench import Workbench
@@ -307,12 +301,13 @@ _KILLER = textwrap.dedent("""
 
 
 def _run_killed(data: Path, stage: str, call: str) -> None:
-    code = _KILLER.format(paths=[str(REPO / "tests" / "features"), str(REPO / "tests")], data=str(data), stage=stage, call=call)
+    code = _KILLER.format(paths=[str(REPO)], data=str(data), stage=stage, call=call)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, timeout=120, check=False)
     assert proc.returncode == -9, proc.stderr.decode()[-2000:]
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_an_export_killed_halfway_leaves_a_part_file_that_import_rejects(tmp_path):
     from knowledge.config import load_settings
@@ -334,6 +329,7 @@ def test_an_export_killed_halfway_leaves_a_part_file_that_import_rejects(tmp_pat
         wb.close()
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_an_import_killed_midway_leaves_no_store_and_its_leftovers_are_swept(tmp_path):
     from knowledge.config import load_settings
@@ -363,7 +359,6 @@ def test_an_import_killed_midway_leaves_no_store_and_its_leftovers_are_swept(tmp
 
 # -- move ------------------------------------------------------------------------------------------
 
-@pytest.mark.slow
 def test_move_between_backends_keeps_name_files_chunks_and_vectors(make_wb):
     wb = make_wb()
     _fill(wb)
@@ -385,7 +380,6 @@ def test_move_between_backends_keeps_name_files_chunks_and_vectors(make_wb):
     assert wb.search("notes", "penguins southern", k=1)[0].file_name == "birds.md"
 
 
-@pytest.mark.slow
 def test_a_move_to_an_unreachable_backend_leaves_the_store_as_it_was(make_wb):
     wb = make_wb()
     _fill(wb)
@@ -399,7 +393,6 @@ def test_a_move_to_an_unreachable_backend_leaves_the_store_as_it_was(make_wb):
 
 # -- backup and restore ----------------------------------------------------------------------------
 
-@pytest.mark.slow
 def test_backup_and_restore_into_an_empty_folder_searches_the_same(make_wb, tmp_path):
     wb = make_wb()
     _fill(wb, "notes", "mem")
@@ -434,7 +427,6 @@ def test_backup_and_restore_into_an_empty_folder_searches_the_same(make_wb, tmp_
         wb2.close()
 
 
-@pytest.mark.slow
 def test_a_backup_taken_while_files_are_ingested_restores_a_consistent_folder(tmp_path):
     """The catalog is copied first (CHECKPOINT under its lock), the file bytes and the stores after:
     every file the restored catalog calls done has its bytes and all its chunks."""
@@ -489,7 +481,6 @@ def _settings_of(wb: Workbench, root: Path):
     return load_settings(data_dir=root).model_copy(update={"vector_store": vs})
 
 
-@pytest.mark.slow
 def test_a_damaged_backup_writes_nothing_and_force_replaces_a_folder(tmp_path):
     from knowledge.config import load_settings
 
@@ -515,7 +506,6 @@ def test_a_damaged_backup_writes_nothing_and_force_replaces_a_folder(tmp_path):
 
 # -- the command line --------------------------------------------------------------------------------
 
-@pytest.mark.slow
 def test_cli_export_import_move_backup_restore(tmp_path, capsys, monkeypatch):
     from knowledge.cli import main
 
@@ -584,7 +574,6 @@ def test_round_trip_of_real_chapters_with_the_real_model(corpus, make_wb, tmp_pa
         wb.close()
 
 
-@pytest.mark.slow
 def test_the_bundles_template_comes_along_on_the_default_backend_only_when_the_import_succeeds(make_wb, tmp_path):
     from knowledge.config import load_settings
 
@@ -609,7 +598,6 @@ def test_the_bundles_template_comes_along_on_the_default_backend_only_when_the_i
         fresh.close()
 
 
-@pytest.mark.slow
 def test_a_content_with_two_names_keeps_both_through_a_bundle(make_wb, tmp_path):
     wb = make_wb()
     _fill(wb)

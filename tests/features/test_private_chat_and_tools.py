@@ -35,7 +35,6 @@ def team(wb):
     return wb, views
 
 
-@pytest.mark.slow
 def test_chat_sessions_are_private_to_their_user(team):
     wb, v = team
     base = ChatService(wb)
@@ -62,7 +61,6 @@ def test_chat_sessions_are_private_to_their_user(team):
     assert {s.id for s in base.sessions()} == {old.id, mine.id}
 
 
-@pytest.mark.slow
 def test_chat_stores_and_search_hold_only_what_the_user_reads(team):
     wb, v = team
     base = ChatService(wb)
@@ -88,7 +86,6 @@ def test_chat_stores_and_search_hold_only_what_the_user_reads(team):
     assert bo.knowledge(s.id).stores == ["ops"]
 
 
-@pytest.mark.slow
 def test_tools_handed_a_users_view_cannot_reach_another_users_store(team):
     _, v = team
     tools = KnowledgeTools(v["bo"])

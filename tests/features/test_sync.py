@@ -80,7 +80,6 @@ def bump(path, text):
 
 
 # -- plan and apply ----------------------------------------------------------------------------
-@pytest.mark.slow
 def test_first_sync_adds_every_file_then_nothing_is_read_again(wb, docs):
     sync = wb.syncs.folder("notes", docs)
     plan = sync.plan()
@@ -100,7 +99,6 @@ def test_first_sync_adds_every_file_then_nothing_is_read_again(wb, docs):
     assert folder.last_plan == {"added": 3, "changed": 0, "renamed": 0, "deleted": 0, "unchanged": 0, "failed": 0}
 
 
-@pytest.mark.slow
 def test_modify_rename_delete_and_add_in_one_sync(wb, docs, embedded):
     sync = wb.syncs.folder("notes", docs)
     sync.run()
@@ -135,7 +133,6 @@ def test_modify_rename_delete_and_add_in_one_sync(wb, docs, embedded):
     assert len(wb.stored_files()) == 3  # the old bread.md and cats.md bytes left the file store
 
 
-@pytest.mark.slow
 def test_dry_run_changes_nothing(wb, docs, tmp_path, monkeypatch, capsys):
     wb.syncs.folder("notes", docs).run()
     wb.close()
@@ -162,7 +159,6 @@ def test_dry_run_changes_nothing(wb, docs, tmp_path, monkeypatch, capsys):
     assert catalog.exists()
 
 
-@pytest.mark.slow
 def test_cli_sync_applies_reports_each_file_and_keeps_the_glob(tmp_path, docs, monkeypatch, capsys):
     monkeypatch.setenv("KNOWLEDGE_EMBEDDINGS__MODEL", "fake/hash-64")
     data = str(tmp_path / "data")
@@ -185,7 +181,7 @@ def test_a_changed_file_that_fails_keeps_its_last_good_version_until_its_path_go
     folder = tmp_path / "reports"
     folder.mkdir()
     good = folder / "report.pdf"
-    from conftest import encrypted_pdf
+    from tests.helpers.documents import encrypted_pdf
 
     good.write_bytes(encrypted_pdf("pw"))  # fails: needs a password
     sync = wb.syncs.folder("notes", folder)
@@ -202,7 +198,6 @@ def test_a_changed_file_that_fails_keeps_its_last_good_version_until_its_path_go
 
 
 # -- the two rules -----------------------------------------------------------------------------
-@pytest.mark.slow
 def test_a_sync_never_deletes_or_replaces_a_file_uploaded_by_hand(wb, docs):
     hand = wb.ingest_file("notes", CATS.encode(), "cats.md")  # the same bytes, by hand
     other = wb.ingest_file("notes", b"# Notes\n\nMy own notes about the garden shed.\n", "bread.md")
@@ -223,7 +218,6 @@ def test_a_sync_never_deletes_or_replaces_a_file_uploaded_by_hand(wb, docs):
     assert wb.file_record("notes", hand.file_id) is not None
 
 
-@pytest.mark.slow
 def test_the_same_content_at_two_paths_is_indexed_once_and_leaves_with_its_last_path(wb, docs, embedded):
     (docs / "sub" / "cats copy.md").write_text(CATS)
     sync = wb.syncs.folder("notes", docs)
@@ -307,6 +301,7 @@ def test_watch_applies_changes_and_waits_for_a_file_still_being_written(wb, docs
     assert not thread.is_alive()  # ends cleanly when asked
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_cli_watch_applies_a_new_file_and_ends_cleanly_on_ctrl_c(tmp_path, docs):
     import signal
@@ -373,7 +368,6 @@ def test_plan_and_apply_on_every_backend(backend_name, tmp_path, docs, embedded,
         w.close()
 
 
-@pytest.mark.slow
 def test_cli_files_and_delete_file_by_either_name(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("KNOWLEDGE_EMBEDDINGS__MODEL", "fake/hash-64")
     data = str(tmp_path / "data")

@@ -76,7 +76,6 @@ def test_tools_report_themselves_unavailable_with_the_reason(tmp_path):
         wb.close()
 
 
-@pytest.mark.slow
 def test_upsert_writes_through_the_indexer_as_ingestion_does(tools):
     """vector_upsert is no second pipeline: the store's lock, the catalog record (done, content hash,
     size, chunks) and the store's dimension are written as ingest_file writes them."""

@@ -346,6 +346,7 @@ def test_a_query_is_embedded_while_a_batch_of_documents_is(model):
     np.testing.assert_allclose(model.embed_documents([CAT])[0], model.embed_documents([CAT, TAX])[0], atol=1e-5)
 
 
+@pytest.mark.processes
 @pytest.mark.model
 @pytest.mark.slow
 def test_loading_the_model_writes_no_telemetry_queue(tmp_path):

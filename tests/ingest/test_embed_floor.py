@@ -8,13 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import CORPUS
 
 from knowledge.embeddings import BUNDLED_MODEL_NAME, BundledEmbedder, FastEmbedEmbedder
 from knowledge.embeddings._pooled import MeanPooledEncoder, length_order, session_options
 from knowledge.embeddings.bundled import ensure_bundled_model
 from knowledge.ingest.chunker import chunk_document, embedding_text
 from knowledge.ingest.readers import read_document
+from tests.helpers.env import CORPUS
 
 BOOK = CORPUS / "md" / "rust-book"
 

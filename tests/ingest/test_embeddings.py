@@ -5,6 +5,7 @@ Nothing here loads a real model; tests/ingest/test_bundled_model.py does.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -72,6 +73,7 @@ def test_fake_is_case_insensitive_and_ignores_punctuation(fake):
     np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.processes
 def test_fake_is_stable_across_processes(fake):
     # blake2b, not the salted hash(): another process with another hash seed gives the same vector.
     code = (
@@ -114,7 +116,7 @@ def test_fake_truncates_at_max_tokens():
 def test_fake_token_offsets_round_trip(fake, text):
     tokens = fake.tokenize(text)
     assert all(text[t.start : t.end] == t.text for t in tokens)
-    assert all(a.end <= b.start for a, b in zip(tokens, tokens[1:]))
+    assert all(a.end <= b.start for a, b in itertools.pairwise(tokens))
     assert fake.count_tokens(text) == len(tokens)
     assert "".join(t.text for t in tokens) == "".join(text.split())
 
@@ -209,7 +211,6 @@ def test_factory_rejects_a_fake_model_without_a_dimension(settings_with):
         create_embedder(settings_with(model="fake/hash-"))
 
 
-@pytest.mark.slow
 def test_the_fake_model_setting_reaches_the_workbench_and_survives_a_restart(monkeypatch, tmp_path):
     """KNOWLEDGE_EMBEDDINGS__MODEL=fake/hash-<d> is the tests' seam into the app: the default
     template, and a saved template naming the fake, keep working in a new Workbench, with or

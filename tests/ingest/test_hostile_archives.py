@@ -1,6 +1,6 @@
 """Hostile and broken archives, mails and e-books (issue 38): overlapping zip bombs, the inflation
 budget, legacy member names, TNEF winmail.dat, encoded message/rfc822 parts, EPUB spines naming
-missing chapters. Inputs come from :mod:`hostile_archives`."""
+missing chapters. Inputs come from :mod:`tests.helpers.hostile_archives`."""
 
 from __future__ import annotations
 
@@ -12,8 +12,11 @@ import zipfile
 import docx
 import openpyxl
 import pytest
-from chat_helpers import pdf_bytes
-from hostile_archives import (
+
+from knowledge.errors import EmptyDocument, UnsupportedFile
+from knowledge.ingest import _cost, detect_format, read_document
+from tests.helpers.chat import pdf_bytes
+from tests.helpers.hostile_archives import (
     ATT_MSG_PROPS,
     base64_rfc822_eml,
     epub_missing_chapter,
@@ -25,9 +28,6 @@ from hostile_archives import (
     tnef_eml,
     tnef_file,
 )
-
-from knowledge.errors import EmptyDocument, UnsupportedFile
-from knowledge.ingest import _cost, detect_format, read_document
 
 
 def headings(doc) -> list[str | None]:

@@ -1,6 +1,6 @@
 """Spreadsheets and CSV whose cost follows their content, not the size they declare (issue 38).
 
-The hostile inputs come from ``tests/ingest/hostile_sheets.py``. Each is read in a fresh Python
+The hostile inputs come from ``tests/helpers/hostile_sheets.py``. Each is read in a fresh Python
 process whose peak resident memory (the kernel's high-water mark of that process, ``VmHWM``; the
 ``ru_maxrss`` of ``resource.getrusage`` where /proc is missing) is asserted under a bound that the
 readers before issue 38 clearly failed: the 2 KB edge-formatted workbook then grew past 2.6 GB (and
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from knowledge.ingest.readers import read_document
-from tests.ingest import hostile_sheets as hostile
+from tests.helpers import hostile_sheets as hostile
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -48,6 +48,7 @@ def _read_in_child(tmp_path: Path, data: bytes, name: str, timeout: float = 300)
 
 # -- Excel ----------------------------------------------------------------------------------------
 
+@pytest.mark.processes
 def test_edge_formatted_workbook_reads_its_rows_in_bounded_time_and_memory(tmp_path):
     data = hostile.edge_formatted_xlsx()
     assert len(data) < 5_000
@@ -58,6 +59,7 @@ def test_edge_formatted_workbook_reads_its_rows_in_bounded_time_and_memory(tmp_p
     assert peak < 300 and seconds < 5
 
 
+@pytest.mark.processes
 def test_comment_on_the_last_cell_is_read_without_walking_the_used_range(tmp_path):
     doc = read_document(hostile.edge_comment_xlsx(), "edge.xlsx")
     assert doc.text.endswith("comment on B2 (Ada): check this\ncomment on XFD1048576 (Ada): edge note")
@@ -65,6 +67,7 @@ def test_comment_on_the_last_cell_is_read_without_walking_the_used_range(tmp_pat
     assert peak < 300 and seconds < 5
 
 
+@pytest.mark.processes
 def test_merged_range_over_a_million_rows_is_not_spread_a_million_times(tmp_path):
     doc = read_document(hostile.merged_edge_xlsx(), "merged.xlsx")
     assert doc.text.count("\n") == 1  # rows 2 and 3 only
@@ -76,7 +79,7 @@ def test_merged_range_over_a_million_rows_is_not_spread_a_million_times(tmp_path
 def test_tall_merged_range_fills_the_rows_with_values_and_a_short_one_every_row():
     from openpyxl import Workbook
 
-    from tests.ingest.test_readers_xlsx import xlsx_bytes
+    from tests.helpers.hostile_sheets import xlsx_bytes
 
     wb = Workbook()
     ws = wb.active
@@ -94,6 +97,7 @@ def test_tall_merged_range_fills_the_rows_with_values_and_a_short_one_every_row(
     assert any("A5:A5000 spans more than 1,000 rows" in w for w in doc.warnings)
 
 
+@pytest.mark.processes
 def test_edge_formatted_xls_reads_the_cells_present(tmp_path):
     data = hostile.edge_formatted_xls()
     doc = read_document(data, "edge.xls")
@@ -106,6 +110,7 @@ def test_edge_formatted_xls_reads_the_cells_present(tmp_path):
 
 # -- OpenDocument ---------------------------------------------------------------------------------
 
+@pytest.mark.processes
 def test_value_repeated_over_every_column_of_2000_rows_is_bounded_and_named(tmp_path):
     data = hostile.repeated_ods()
     doc = read_document(data, "wide.ods")
@@ -168,6 +173,7 @@ def test_csv_read_in_blocks_is_the_same_text_as_read_whole(monkeypatch):
     assert "name: Alan | note: \u00e9 caf\u00e9 | n: 2" in whole.text  # normal form NFC
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_60_mb_csv_peaks_at_a_small_multiple_of_its_size(tmp_path):
     data = hostile.big_csv(60)
@@ -178,6 +184,7 @@ def test_60_mb_csv_peaks_at_a_small_multiple_of_its_size(tmp_path):
     assert peak < 600
 
 
+@pytest.mark.processes
 def test_10_mb_csv_with_a_wide_character_peaks_at_a_small_multiple_of_its_size(tmp_path):
     data = hostile.big_csv(10, wide=True)
     peak, _, length = _read_in_child(tmp_path, data, "wide.csv")

@@ -88,8 +88,8 @@ def test_leading_thematic_break_is_not_front_matter(wb):
 
 
 def test_yaml_front_matter_becomes_searchable_filterable_attributes(wb):
-    md = ("---\ntitle: Pump manual\nauthor:\n  name: Ines Quokka\ntags: [pumps, WOMBAT-2150]\nrevision: 3\n---\n"
-          "# Pump manual\n\nPrime the pump before the first start.\n").encode()
+    md = (b"---\ntitle: Pump manual\nauthor:\n  name: Ines Quokka\ntags: [pumps, WOMBAT-2150]\nrevision: 3\n---\n"
+          b"# Pump manual\n\nPrime the pump before the first start.\n")
     doc = read_document(md, "manual.md")
     assert doc.title == "Pump manual"
     assert doc.attributes == {"title": "Pump manual", "author_name": "Ines Quokka",
@@ -153,7 +153,6 @@ def test_html_table_chunks_repeat_the_header_row():
     assert row.text.startswith("Code | Name | Shelf\n")
 
 
-@pytest.mark.slow
 def test_docx_table_chunks_repeat_the_header_row():
     docx = pytest.importorskip("docx")
     d = docx.Document()
@@ -191,7 +190,6 @@ def test_excel_sep_hint_for_tabs_and_pipes():
 
 # -- invisible format characters ------------------------------------------------------------------
 
-@pytest.mark.slow
 def test_zero_width_characters_never_split_a_word(wb):
     folder = case("api-docs")
     ingest(wb, *sorted(folder.glob("*.html")))
@@ -261,7 +259,6 @@ def test_css_cascade_decides_what_is_hidden():
 
 # -- PDF: filled forms ----------------------------------------------------------------------------
 
-@pytest.mark.slow
 def test_filled_pdf_form_values_are_indexed_with_their_names_on_their_page(wb):
     path = case("supplier-form-filled.pdf")
     doc = read_document(path)
@@ -367,9 +364,9 @@ def test_pdf_whose_only_page_neither_reader_reads_is_unreadable_not_textless(mon
         raise RuntimeError("PDFium unavailable")
 
     monkeypatch.setattr(_pdf, "_pdfium_open", no_pdfium)
-    with pypdf.apply_configuration(stream_parsing_work_maximum_count=500):
-        with pytest.raises(UnsupportedFile, match=r"unreadable PDF: page 1 could not be read \(pypdf: Reached maximum number"):
-            read_document(_fpdf(lambda pdf: _site_plan(pdf, 300)), "plan.pdf")
+    with (pypdf.apply_configuration(stream_parsing_work_maximum_count=500),
+          pytest.raises(UnsupportedFile, match=r"unreadable PDF: page 1 could not be read \(pypdf: Reached maximum number")):
+        read_document(_fpdf(lambda pdf: _site_plan(pdf, 300)), "plan.pdf")
 
 
 @pytest.mark.slow
@@ -437,7 +434,7 @@ def test_a_two_column_table_of_short_cells_is_not_taken_for_columns():
 
 
 def test_multicolumn_corpus_pdf_keeps_its_reading_order():
-    from conftest import CORPUS
+    from tests.helpers.env import CORPUS
 
     path = CORPUS / "pdf" / "multicolumn.pdf"
     if not path.exists():
@@ -490,7 +487,8 @@ def make_docx(body: str, parts: dict[str, tuple[str, str, bytes]] | None = None)
         z.writestr("word/_rels/document.xml.rels",
                    '<?xml version="1.0" encoding="UTF-8"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
                    f'{rels}</Relationships>')
-        z.writestr("word/document.xml", f'<?xml version="1.0" encoding="UTF-8"?><w:document xmlns:w="{W_NS}" xmlns:r="{R_NS}"'
+        z.writestr("word/document.xml", '<?xml version="1.0" encoding="UTF-8"?>'
+                   f'<w:document xmlns:w="{W_NS}" xmlns:r="{R_NS}"'
                    f' xmlns:o="urn:schemas-microsoft-com:office:office"><w:body>{body}</w:body></w:document>')
         for name, (_, _, data) in parts.items():
             z.writestr(f"word/{name}", data)
@@ -513,12 +511,15 @@ def test_docx_footnotes_endnotes_comments_and_tracked_changes(wb):
         '<w:del w:id="10" w:author="Ed"><w:r><w:delText>deleted WOMBAT-4102</w:delText></w:r></w:del>'
         '<w:moveFrom w:id="11" w:author="Ed"><w:r><w:t>moved away WOMBAT-4103</w:t></w:r></w:moveFrom></w:p>'
         '<w:tbl><w:tr><w:tc><w:p><w:r><w:t>kept row</w:t></w:r></w:p></w:tc></w:tr>'
-        '<w:tr><w:trPr><w:del w:id="12" w:author="Ed"/></w:trPr><w:tc><w:p><w:r><w:t>deleted row WOMBAT-4104</w:t></w:r></w:p></w:tc></w:tr></w:tbl>'
+        '<w:tr><w:trPr><w:del w:id="12" w:author="Ed"/></w:trPr>'
+        '<w:tc><w:p><w:r><w:t>deleted row WOMBAT-4104</w:t></w:r></w:p></w:tc></w:tr></w:tbl>'
         '<w:p><w:r><w:t>Last paragraph.</w:t></w:r></w:p>'
     )
     data = make_docx(body, {
-        "footnotes.xml": (CT + "footnotes+xml", RT + "footnotes", notes_xml("footnotes", "footnote", {"2": "Measured at 40 C WOMBAT-4105."})),
-        "endnotes.xml": (CT + "endnotes+xml", RT + "endnotes", notes_xml("endnotes", "endnote", {"5": "Source: site log WOMBAT-4106."})),
+        "footnotes.xml": (CT + "footnotes+xml", RT + "footnotes",
+                                  notes_xml("footnotes", "footnote", {"2": "Measured at 40 C WOMBAT-4105."})),
+        "endnotes.xml": (CT + "endnotes+xml", RT + "endnotes",
+                                 notes_xml("endnotes", "endnote", {"5": "Source: site log WOMBAT-4106."})),
         "comments.xml": (CT + "comments+xml", RT + "comments",
                          notes_xml("comments", "comment", {"0": "Check the sensor WOMBAT-4107"}, ' w:author="Rita Kea"')),
     })
@@ -589,7 +590,8 @@ def test_strict_open_xml_is_read(wb):
     buf = io.BytesIO()
     d.save(buf)
     strict = _strict(buf.getvalue())
-    assert b"purl.oclc.org/ooxml/officeDocument/relationships/officeDocument" in zipfile.ZipFile(io.BytesIO(strict)).read("_rels/.rels")
+    assert (b"purl.oclc.org/ooxml/officeDocument/relationships/officeDocument"
+            in zipfile.ZipFile(io.BytesIO(strict)).read("_rels/.rels"))
     with pytest.raises(KeyError, match="no relationship of type"):  # what python-docx alone does
         docx.Document(io.BytesIO(strict))
     doc = read_document(strict, "strict.docx")
@@ -722,7 +724,6 @@ def test_markdown_anchor_that_shows_nothing_is_not_a_chunk(wb):
     assert_hidden(wb, "installing-wombat-binaries-from-cratesio")
 
 
-@pytest.mark.slow
 def test_reembed_keeps_file_attributes_and_table_headers(wb):
     from knowledge.service.templates import make_template
 
@@ -737,10 +738,9 @@ def test_reembed_keeps_file_attributes_and_table_headers(wb):
     assert row.metadata["table_header"].startswith(HEADER)
 
 
-@pytest.mark.slow
 def test_app_folder_ingest_takes_upper_case_extensions_and_shows_what_it_skipped(tmp_path, monkeypatch):
-    from app_helpers import fresh_caches, use_fake_model
-    from test_app_stores import allow, files_table, ingest_folder, make_store, open_page
+    from tests.helpers.app import fresh_caches, use_fake_model
+    from tests.helpers.stores_page import allow, files_table, ingest_folder, make_store, open_page
 
     with fresh_caches():
         allow(monkeypatch, tmp_path)

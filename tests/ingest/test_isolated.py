@@ -18,7 +18,7 @@ from knowledge.errors import EmptyDocument, PasswordRequired, ReaderCrashed, Rea
 from knowledge.ingest.chunker import chunk_document
 from knowledge.ingest.isolated import Chunking, ReaderPool, ReadLimits, read_bounded, read_in_process
 from knowledge.ingest.readers import read_document
-from conftest import encrypted_pdf
+from tests.helpers.documents import encrypted_pdf
 
 SMALL = b"# Owls\n\nOwls hunt mice at night.\n\n## Flight\n\nTheir flight is silent.\n"
 

@@ -331,7 +331,7 @@ def test_an_image_attached_in_chat_is_ocrd_for_retrieval_and_still_a_part(tmp_pa
         result = chat.tools.call("vector_search", {"store": session.store, "query": "NARWHAL606 meeting"})
         assert result.ok and result.data["hits"][0]["file_name"] == "board.png"
         chat.send(s.id, "what does the board say?")
-        stored = [m for m in chat.messages(s.id) if m.role == USER][0]
+        stored = next(m for m in chat.messages(s.id) if m.role == USER)
         assert [(p.kind, p.name) for p in stored.parts][-1] == (IMAGE, "board.png")  # still goes to the model
         # a picture without words is attached as before, not indexed
         chat.attach(s.id, encoded(Image.new("RGB", (64, 48), (200, 30, 30)), "PNG"), "red.png")

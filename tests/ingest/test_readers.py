@@ -111,7 +111,6 @@ LIGATURE_FONT = (b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding
 
 # -- PDF -----------------------------------------------------------------------------------------
 
-@pytest.mark.slow
 def test_pdf_pages_become_sections_with_page_numbers():
     data = fpdf_bytes(["Alpha page one.", "Bravo page two.", "Charlie page three."], title="Three Pages")
     doc = check_shape(read_document(data, "report.pdf"))
@@ -123,7 +122,6 @@ def test_pdf_pages_become_sections_with_page_numbers():
     assert doc.warnings == []
 
 
-@pytest.mark.slow
 def test_pdf_image_only_and_blank_pages_are_reported():
     data = fpdf_bytes(["Text on one.", "IMAGE", None, "Text on four."])
     doc = check_shape(read_document(data, ocr="off"))
@@ -142,7 +140,6 @@ def test_pdf_runs_of_pages_without_text_are_one_warning():
                             "page 7 has no text layer (scanned? OCR needed)"]
 
 
-@pytest.mark.slow
 def test_pdf_without_any_text_is_an_empty_document_not_a_silent_success():
     with pytest.raises(EmptyDocument, match=r"no text layer \(scanned\? OCR needed\)"):
         read_document(fpdf_bytes(["IMAGE", "IMAGE"]), ocr="off")
@@ -150,7 +147,6 @@ def test_pdf_without_any_text_is_an_empty_document_not_a_silent_success():
         read_document(fpdf_bytes(["IMAGE", "IMAGE"]))
 
 
-@pytest.mark.slow
 def test_pdf_text_outside_the_page_box_is_not_a_text_layer():
     # ImageMagick writes a label above the visible page of each image; it is not page text
     content = b"q BT /F1 12 Tf 0 16 Td (Background) Tj ET 3.84 0 0 3.84 0 0 cm /Im1 Do Q"
@@ -570,7 +566,7 @@ def test_empty_or_whitespace_input_is_an_empty_document(data):
 
 
 def test_decode_prefers_deterministic_rules():
-    assert decode("naïve".encode("utf-8")) == "naïve"
+    assert decode("naïve".encode()) == "naïve"
     assert decode(b"\xef\xbb\xbfbom") == "bom"
     assert decode("plain ASCII, no BOM".encode("utf-16-be")) == "plain ASCII, no BOM"
     assert decode("caf\xe9 \x80".encode("latin-1")) == "café €"  # 0x80 is the euro sign in cp1252
@@ -776,7 +772,7 @@ def test_markdown_drops_mdbook_directives_and_names_them():
 
 
 def test_markdown_corpus_rust_book_has_no_mdbook_markup():
-    from conftest import CORPUS
+    from tests.helpers.env import CORPUS
 
     page = CORPUS / "md" / "rust-book" / "ch03-04-comments.md"
     if not page.exists():

@@ -10,12 +10,12 @@ import zipfile
 import docx
 import olefile
 import pytest
-from chat_helpers import pdf_bytes
 
 from knowledge.errors import EmptyDocument, UnsupportedFile
 from knowledge.ingest import read_document
 from knowledge.ingest._archive import MAX_RATIO
 from knowledge.ingest._embedded import parse_ole10native, unwrap_ole
+from tests.helpers.chat import pdf_bytes
 
 
 def make_zip(members: dict[str, bytes], compression: int = zipfile.ZIP_DEFLATED) -> bytes:

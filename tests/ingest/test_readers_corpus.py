@@ -9,10 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import CORPUS
 
 from knowledge.errors import EmptyDocument, PasswordRequired
 from knowledge.ingest import Document, read_document
+from tests.helpers.env import CORPUS
 
 #: Files that must fail, and how.
 EXPECTED_FAILURES = {

@@ -8,11 +8,11 @@ from email.message import EmailMessage
 
 import docx
 import pytest
-from chat_helpers import pdf_bytes
 
 from knowledge.errors import EmptyDocument, UnsupportedFile
 from knowledge.ingest import read_document
 from knowledge.ingest._mail import decode_payload
+from tests.helpers.chat import pdf_bytes
 
 
 def mail(subject: str = "Pump report", body: str | None = "The pump runs hot.") -> EmailMessage:

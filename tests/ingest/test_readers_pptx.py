@@ -10,11 +10,8 @@ from pathlib import Path
 
 import docx
 import pytest
-from chat_helpers import pdf_bytes
 from lxml import etree
 from msoffcrypto.format.ooxml import OOXMLFile
-from office_expectations import load, normalise
-from ole_helpers import cfb, ole10native
 from pptx import Presentation
 from pptx.chart.data import CategoryChartData
 from pptx.enum.chart import XL_CHART_TYPE
@@ -25,6 +22,9 @@ from pptx.util import Inches
 
 from knowledge.errors import EmptyDocument, PasswordRequired, UnsupportedFile
 from knowledge.ingest import Document, read_document
+from tests.helpers.chat import pdf_bytes
+from tests.helpers.office import load, normalise
+from tests.helpers.ole import cfb, ole10native
 
 TITLE_AND_CONTENT, BLANK = 1, 6
 X, Y, W, H = Inches(1), Inches(1), Inches(4), Inches(1)
@@ -274,7 +274,6 @@ def test_a_word_document_named_pptx_is_read_as_word():
     assert doc.format == "docx" and "Really a letter" in doc.text
 
 
-@pytest.mark.slow
 def test_an_encrypted_deck_asks_for_its_password_then_reads(tmp_path: Path):
     prs = Presentation()
     titled(prs, "Secret plan", "Launch on the moon")

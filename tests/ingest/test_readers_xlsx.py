@@ -8,7 +8,6 @@ import re
 import zipfile
 
 import pytest
-from ole_helpers import cfb, ole10native
 from openpyxl import Workbook
 from openpyxl.comments import Comment
 
@@ -16,12 +15,8 @@ from knowledge.errors import EmptyDocument, PasswordRequired, UnsupportedFile
 from knowledge.ingest import read_document
 from knowledge.ingest._detect import detect_format
 from knowledge.ingest._numfmt import format_number, format_text, general
-
-
-def xlsx_bytes(wb: Workbook) -> bytes:
-    buf = io.BytesIO()
-    wb.save(buf)
-    return buf.getvalue()
+from tests.helpers.hostile_sheets import xlsx_bytes
+from tests.helpers.ole import cfb, ole10native
 
 
 def rewrite(data: bytes, part: str, edit) -> bytes:
@@ -283,7 +278,6 @@ def test_binary_workbook_is_named():
         read_document(buf.getvalue(), "a.xlsb")
 
 
-@pytest.mark.slow
 def test_encrypted_workbook_needs_its_password(tmp_path):
     from msoffcrypto.format.ooxml import OOXMLFile
 
@@ -385,7 +379,7 @@ def test_charts_on_sheets_and_chart_sheets_give_their_titles():
 
 @pytest.mark.slow
 def test_office_corpus_workbooks_meet_their_expectations(corpus):
-    from office_expectations import load, normalise
+    from tests.helpers.office import load, normalise
 
     folder = corpus / "office"
     if not (folder / "expectations.tsv").is_file():
@@ -413,7 +407,8 @@ def test_workbook_openpyxl_refuses_is_read_in_full_comments_included():
     wb.active["A2"].comment = Comment("Largest region", "Ada")
     # A font size openpyxl's validation rejects (Excel ignores it): openpyxl cannot load the styles.
     # The reader parses the parts itself (issue 38), so nothing is lost.
-    data = rewrite(xlsx_bytes(wb), "xl/styles.xml", lambda xml: re.sub(r'<sz val="[^"]*"\s*/>', '<sz val="big"/>', xml, count=1))
+    data = rewrite(xlsx_bytes(wb), "xl/styles.xml",
+                   lambda xml: re.sub(r'<sz val="[^"]*"\s*/>', '<sz val="big"/>', xml, count=1))
     doc = read_document(data, "odd.xlsx")
     assert "row 2 | Region: North | Sales: 25%" in doc.text
     assert "comment on A2 (Ada): Largest region" in doc.text

@@ -5,6 +5,7 @@ and one parser for values typed by a person."""
 from __future__ import annotations
 
 import math
+from datetime import UTC
 
 import pytest
 
@@ -93,12 +94,12 @@ def test_the_map_version_changes_when_the_files_change(wb):
 
 
 def _run(run_id: str, **metrics: float):
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from knowledge.evaluation import EvalRun
 
     return EvalRun(run_id, "set", "sha", "s", "hybrid", 10, None, None, None, {}, dict(metrics), (),
-                   datetime.now(timezone.utc), 0.0)
+                   datetime.now(UTC), 0.0)
 
 
 def test_the_evaluate_page_asks_for_weights_changes_and_the_best_run():

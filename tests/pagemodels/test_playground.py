@@ -311,7 +311,8 @@ def test_map_legend_names_are_short_distinct_and_keep_the_extension():
     assert sm.short_name("notes.md") == "notes.md"
     long = "ch02-00-guessing-game-tutorial.md"
     short = sm.short_name(long)
-    assert len(short) == sm.LABEL_CHARS and short.startswith("ch02-00-guessing") and short.endswith("torial.md") and "…" in short
+    assert len(short) == sm.LABEL_CHARS and short.startswith("ch02-00-guessing")
+    assert short.endswith("torial.md") and "…" in short
     names = ["ch17-01-futures-and-syntax-part-one.md", "ch17-01-futures-and-syntax-part-two.md", "a.md", long]
     labels = sm.short_names(names)
     assert set(labels) == set(names) and len(set(labels.values())) == len(names)  # two colours never merge

@@ -6,12 +6,12 @@ import html
 import re
 
 import pytest
-from conftest import CORPUS
 
 from knowledge.pagemodels import playground as pg
 from knowledge.service.passages import merge_passages
 from knowledge.text import render
 from knowledge.vectorstore.store import Hit
+from tests.helpers.env import CORPUS
 
 MD = """<!-- manual-regeneration
 cd listings
@@ -95,7 +95,6 @@ def test_without_a_file_name_markup_is_sniffed():
 
 
 @pytest.mark.skipif(not (CORPUS / "md" / "rust-book").is_dir(), reason="the shared corpus is absent")
-@pytest.mark.slow
 def test_every_rust_book_chunk_renders_clean():
     from knowledge.ingest import read_document
 

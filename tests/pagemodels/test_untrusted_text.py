@@ -62,8 +62,8 @@ def external(markup: str) -> list[str]:
         href = a.get("href", "")
         if not render._relative(href):
             found.append(str(a))
-    found += [str(t) for t in soup.find_all(True) if any(k.startswith("on") or k in ("src", "srcset", "style")
-                                                          and t.name not in ("th", "td") for k in t.attrs)]
+    found += [str(t) for t in soup.find_all(True) if any(k.startswith("on") or (k in ("src", "srcset", "style")
+                                                          and t.name not in ("th", "td")) for k in t.attrs)]
     return found
 
 
@@ -107,8 +107,8 @@ def test_an_answer_shows_images_and_outside_links_as_words():
     assert shown(render.answer_html("<http://evil.example/a>")) == "http://evil.example/a"  # once, not twice
 
 
-@pytest.mark.parametrize("text", HOSTILE + ["a\nb", "* not a list", "# not a heading", "1. not a list",
-                                            "a & b < c > d \\ e", "    indented", "---", "| a | b |"])
+@pytest.mark.parametrize("text", [*HOSTILE, "a\nb", "* not a list", "# not a heading", "1. not a list",
+                                 "a & b < c > d \\ e", "    indented", "---", "| a | b |"])
 def test_inert_text_reads_as_exactly_itself(text: str):
     """Through a Markdown renderer (with or without HTML allowed), an inert value is one paragraph of
     plain text that reads as the value: no link, image, tag, emphasis, heading or code."""

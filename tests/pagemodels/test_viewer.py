@@ -114,7 +114,6 @@ MD = (b"# Guide\n\nIntro text about <b>tags</b> & *stars*.\n\n## Install\n\n"
       + b"### Linux\n\nRun the installer with sudo and reboot the machine.\n\n## Later\n\nThe end.\n")
 
 
-@pytest.mark.slow
 def test_a_markdown_passage_is_marked_under_its_heading_and_inert(wb):
     wb.ingest_file("docs", MD, "guide.md")
     fid = wb.file_records("docs")[0].file_id
@@ -131,7 +130,6 @@ def test_a_markdown_passage_is_marked_under_its_heading_and_inert(wb):
     assert "Filler" in before and "The end" in after
 
 
-@pytest.mark.slow
 def test_a_pdf_opens_at_the_passage_page_with_it_boxed(wb):
     data = two_page_pdf()
     wb.ingest_file("pdfs", data, "t.pdf")
@@ -174,7 +172,6 @@ def test_a_broken_link_says_so(wb, params, words):
         vm.find_file(wb, parse_viewer_query(params))
 
 
-@pytest.mark.slow
 def test_a_file_of_another_store_is_not_in_this_one(wb):
     wb.ingest_file("docs", MD, "guide.md")
     wb.ingest_file("other", b"# Other\n\nSomething else entirely.\n", "other.md")
@@ -191,7 +188,6 @@ def test_a_passage_past_the_text_is_a_warning_not_a_crash(wb):
     assert vm.text_parts(view)[1:] == ("", "")
 
 
-@pytest.mark.slow
 def test_another_members_file_is_missing_and_cannot_be_downloaded(wb):
     wb.people.set_up_admin("root", PW, "Root")
     wb.people.accounts.create("ana", PW, display_name="Ana")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import httpx
 import openai
 import pytest
-from api_helpers import Served
 
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
@@ -15,6 +14,7 @@ from knowledge.server.app import create_app
 from knowledge.server.http import check_bind
 from knowledge.server.objects import vector_store_id
 from knowledge.workbench import Workbench
+from tests.helpers.api import Served
 
 RESULT = "ch09-02-recoverable-errors-with-result.md"
 PANIC = "ch09-01-unrecoverable-errors-with-panic.md"
@@ -39,7 +39,6 @@ def book(corpus):
     return corpus / "md" / "rust-book"
 
 
-@pytest.mark.slow
 def test_store_static_chunking_upload_and_poll_filtered_search_and_delete(client, wb, book):
     vs = client.vector_stores.create(name="rust", metadata={"team": "docs"}, chunking_strategy={
         "type": "static", "static": {"max_chunk_size_tokens": 800, "chunk_overlap_tokens": 400}})
@@ -101,7 +100,7 @@ def test_store_static_chunking_upload_and_poll_filtered_search_and_delete(client
 @pytest.mark.slow
 def test_batches_files_api_and_store_lifecycle(client, wb, corpus):
     pdf = corpus / "pdf" / "pdflatex-4-pages.pdf"
-    files = [client.files.create(file=open(p, "rb"), purpose="assistants")
+    files = [client.files.create(file=(p.name, p.read_bytes()), purpose="assistants")
              for p in (pdf, corpus / "pdf" / "minimal-document.pdf")]
     assert files[0].object == "file" and files[0].bytes == pdf.stat().st_size
     vs = client.vector_stores.create(name="papers")
@@ -124,7 +123,6 @@ def test_batches_files_api_and_store_lifecycle(client, wb, corpus):
         client.files.retrieve(files[0].id)
 
 
-@pytest.mark.slow
 def test_error_bodies(client, wb, book):
     with pytest.raises(openai.NotFoundError) as missing:
         client.vector_stores.retrieve("vs_" + "0" * 24)
@@ -148,10 +146,10 @@ def test_error_bodies(client, wb, book):
         client.vector_stores.files.create(vector_store_id=vs.id, file_id="file-" + "a" * 32)
 
 
-@pytest.mark.slow
 def test_a_bad_file_fails_with_last_error_and_a_large_one_is_refused(client, wb):
     vs = client.vector_stores.create(name="s")
-    f = client.vector_stores.files.upload_and_poll(vector_store_id=vs.id, file=("old.doc", b"\xd0\xcf\x11\xe0" + b"\0" * 600),
+    f = client.vector_stores.files.upload_and_poll(vector_store_id=vs.id,
+                                                       file=("old.doc", b"\xd0\xcf\x11\xe0" + b"\0" * 600),
                                                    poll_interval_ms=100)
     assert f.status == "failed" and f.last_error.message and f.last_error.code in ("unsupported_file", "invalid_file")
     with pytest.raises(openai.APIStatusError) as e:
@@ -159,7 +157,6 @@ def test_a_bad_file_fails_with_last_error_and_a_large_one_is_refused(client, wb)
     assert e.value.status_code == 413
 
 
-@pytest.mark.slow
 def test_non_loopback_needs_the_key_and_requests_without_it_get_401(wb):
     with pytest.raises(ConfigError, match="KNOWLEDGE_API_KEY"):
         check_bind("0.0.0.0", None)
@@ -178,7 +175,6 @@ def test_non_loopback_needs_the_key_and_requests_without_it_get_401(wb):
                                                  "Authorization": "Bearer s3cret-key"}).headers
 
 
-@pytest.mark.slow
 def test_openapi_docs(client, wb, tmp_path):
     base = str(client.base_url).removesuffix("/v1/")
     spec = httpx.get(base + "/openapi.json").json()
@@ -197,7 +193,6 @@ def test_openapi_docs(client, wb, tmp_path):
         w.close()
 
 
-@pytest.mark.slow
 def test_same_bytes_under_another_name_join_the_first_and_readding_a_file_is_idempotent(client, wb, book):
     data = (book / RESULT).read_bytes()
     vs = client.vector_stores.create(name="s")
@@ -215,7 +210,6 @@ def test_same_bytes_under_another_name_join_the_first_and_readding_a_file_is_ide
     assert wb.vector_store("s").count() == wb.vector_store("s").count(first.id) > 0  # indexed once
 
 
-@pytest.mark.slow
 def test_each_file_of_a_running_batch_has_its_own_status(tmp_path):
     import threading
     import time

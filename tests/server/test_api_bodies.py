@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from api_helpers import Served
 
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.server.app import create_app
 from knowledge.workbench import Workbench
+from tests.helpers.api import Served
 
 
 @pytest.fixture

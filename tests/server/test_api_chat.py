@@ -7,13 +7,13 @@ import base64
 
 import openai
 import pytest
-from api_helpers import Served
-from chat_helpers import pdf_bytes
 
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.server.app import create_app
 from knowledge.workbench import Workbench
+from tests.helpers.api import Served
+from tests.helpers.chat import pdf_bytes
 
 
 @pytest.fixture
@@ -34,14 +34,12 @@ def pdf_part() -> dict:
                                      "file_data": "data:application/pdf;base64," + base64.b64encode(PDF).decode()}}
 
 
-@pytest.mark.slow
 def test_models_are_the_chat_configs(client):
     assert "offline" in [m.id for m in client.models.list()]
     with pytest.raises(openai.NotFoundError):
         client.chat.completions.create(model="no-such-model", messages=[{"role": "user", "content": "hi"}])
 
 
-@pytest.mark.slow
 def test_pdf_part_is_attached_cited_by_page_and_kept_for_the_next_call(client):
     first = client.chat.completions.create(model="offline", messages=[{"role": "user", "content": [
         {"type": "text", "text": "How is the WOMBAT-7731 pump primed?"}, pdf_part()]}])
@@ -65,7 +63,6 @@ def test_pdf_part_is_attached_cited_by_page_and_kept_for_the_next_call(client):
                                        messages=[{"role": "user", "content": "hi"}])
 
 
-@pytest.mark.slow
 def test_streamed_answer_with_a_pdf_part(client):
     stream = client.chat.completions.create(model="offline", stream=True, messages=[{"role": "user", "content": [
         {"type": "text", "text": "How is the WOMBAT-7731 pump primed?"}, pdf_part()]}])
@@ -77,7 +74,6 @@ def test_streamed_answer_with_a_pdf_part(client):
     assert notes[0]["url_citation"]["page"] == 2
 
 
-@pytest.mark.slow
 def test_bad_parts_are_400(client):
     for content in ([{"type": "image_url", "image_url": {"url": "http://example.com/x.png"}}],
                     [{"type": "audio", "audio": {}}], [{"type": "file", "file": {}}]):

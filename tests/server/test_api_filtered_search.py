@@ -17,8 +17,6 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from api_helpers import Served
-from conftest import prepared_data, use_prepared_data
 from mcp import Client
 
 from knowledge.config import load_settings
@@ -27,6 +25,8 @@ from knowledge.server.mcp import build_server
 from knowledge.server.objects import vector_store_id
 from knowledge.system import System
 from knowledge.workbench import Workbench
+from tests.helpers.api import Served
+from tests.helpers.env import prepared_data, use_prepared_data
 
 DEV_FILES, SECTIONS = 4, 60  # team=dev: four long files of many chunks each
 OPS = (7, 61, 133, 200, 238)  # team=ops: five one-chunk notes, a few of the store's ~250 chunks
@@ -128,7 +128,6 @@ def ops_names(k: int, wb: Workbench) -> list[str]:
     {"type": "and", "filters": [{"type": "eq", "key": "team", "value": "ops"},
                                 {"type": "gte", "key": "n", "value": 0}]},
 ], ids=["eq", "in", "and"])
-@pytest.mark.slow
 def test_a_selective_rest_search_embeds_the_query_once_and_returns_k(wb, embeddings, rounds, filters):
     want = ops_names(3, wb)
     embeddings.clear()
@@ -151,7 +150,6 @@ def test_a_selective_rest_search_embeds_the_query_once_and_returns_k(wb, embeddi
         assert sorted(d["filename"] for d in r.json()["data"]) == [f"note-{i:03}.txt" for i in OPS]
 
 
-@pytest.mark.slow
 def test_a_selective_mcp_search_embeds_the_query_once_per_store(wb, embeddings):
     want = ops_names(3, wb)
     embeddings.clear()

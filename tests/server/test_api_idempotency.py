@@ -7,15 +7,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -24,8 +21,6 @@ from urllib.parse import quote, urlencode
 import httpx
 import openai
 import pytest
-from api_helpers import Served, free_port
-from conftest import pg_catalog_settings, s3_file_store_settings
 from psycopg.conninfo import conninfo_to_dict
 
 from knowledge.catalog import idempotency as keys
@@ -34,6 +29,9 @@ from knowledge.embeddings.fake import HashEmbedder
 from knowledge.server.app import create_app
 from knowledge.server.idempotency import LEASE, TTL
 from knowledge.workbench import Workbench
+from tests.helpers.api import Served, free_port
+from tests.helpers.pg import pg_catalog_settings
+from tests.helpers.s3 import moto_server, s3_file_store_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = b"# Ownership\n\nEach value in Rust has an owner.\n" * 20
@@ -192,43 +190,12 @@ def test_the_same_bytes_ingested_twice_at_once_are_embedded_once(wb, second_name
 
 
 # -- real timeouts and real processes --------------------------------------------------------------------
-@contextlib.contextmanager
-def own_moto_server(log: Path) -> Iterator[subprocess.Popen]:
-    """A moto S3 server of this test's own (it is frozen here, never the session's): the process,
-    its endpoint in ``proc.endpoint``."""
-    exe = shutil.which("moto_server") or str(Path(sys.executable).with_name("moto_server"))
-    if not Path(exe).exists():
-        pytest.skip("moto_server is not installed (pip install 'moto[server]')")
-    port = free_port()
-    with log.open("ab") as out:
-        proc = subprocess.Popen([exe, "-H", "127.0.0.1", "-p", str(port)], stdout=out, stderr=subprocess.STDOUT)
-    proc.endpoint = f"http://127.0.0.1:{port}"  # type: ignore[attr-defined]
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")[-2000:]
-                time.sleep(0.1)
-        yield proc
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(proc.pid, signal.SIGCONT)
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-
-
+@pytest.mark.processes
 @pytest.mark.slow
 def test_an_upload_retried_with_its_key_after_a_timeout_is_one_record(tmp_path):
     """The issue's case: the file store (S3) froze, the client's read timeout expired before the
     answer although the upload went on; the client's retries with the same key get the first file."""
-    with own_moto_server(tmp_path / "moto.log") as moto:
+    with (tmp_path / "moto.log").open("w+b") as log, moto_server(log) as moto:
         settings = s3_file_store_settings(load_settings(data_dir=tmp_path / "data"), moto.endpoint)
         wb = Workbench(settings, embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256))
         try:
@@ -300,6 +267,7 @@ def stop(proc: subprocess.Popen) -> None:
             proc.wait(10)
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_two_api_processes_given_one_key_at_once_make_one_record(tmp_path, settings, pg_database):
     env = team_env(tmp_path, settings)
@@ -330,6 +298,7 @@ def test_two_api_processes_given_one_key_at_once_make_one_record(tmp_path, setti
             stop(proc)
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_the_same_bytes_added_to_one_store_through_two_processes_at_once_are_embedded_once(
         tmp_path, settings, pg_database, corpus):

@@ -11,7 +11,6 @@ import anyio
 import pytest
 from fastapi.testclient import TestClient
 from mcp import Client
-from outage_helpers import OwnServer
 
 from knowledge.config import load_settings
 from knowledge.errors import BackendUnavailable
@@ -23,18 +22,10 @@ from knowledge.workbench import Workbench
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def own_pg() -> Iterator[OwnServer]:
-    server = OwnServer()
-    try:
-        yield server
-    finally:
-        server.close()
-
 
 @pytest.fixture
-def team_wb(own_pg, tmp_path) -> Iterator[Workbench]:
-    url = own_pg.url
+def team_wb(own_postgres, tmp_path) -> Iterator[Workbench]:
+    url = own_postgres.url
     settings = load_settings(data_dir=tmp_path / "data", catalog={"url": url},
                              vector_store={"backend": "pgvector", "url": url}, file_store={"backend": "postgresql"},
                              embeddings={"model": "fake/hash-64"})
@@ -58,19 +49,20 @@ def assert_unavailable(r, port: int) -> None:
     assert "Error" not in error["message"] and "Traceback" not in error["message"]  # no class names
 
 
+@pytest.mark.processes
 def test_the_api_answers_503_with_retry_after_during_an_outage_and_the_first_request_after_succeeds(
-        own_pg, team_wb):
+        own_postgres, team_wb):
     client = TestClient(create_app(team_wb), raise_server_exceptions=False)
     first = upload(client, "before.md", "# Before\n\nWritten before the restart.\n")
     assert first.status_code == 200, first.text
     vs = client.post("/v1/vector_stores", json={"name": "team"}).json()["id"]
     assert client.post(f"/v1/vector_stores/{vs}/search", json={"query": "restart"}).status_code == 200
 
-    own_pg.stop()
-    assert_unavailable(upload(client, "during.md", "# During\n\nNot stored.\n"), own_pg.port)
-    assert_unavailable(client.get("/v1/vector_stores"), own_pg.port)
-    assert_unavailable(client.post(f"/v1/vector_stores/{vs}/search", json={"query": "restart"}), own_pg.port)
-    own_pg.start()
+    own_postgres.stop()
+    assert_unavailable(upload(client, "during.md", "# During\n\nNot stored.\n"), own_postgres.port)
+    assert_unavailable(client.get("/v1/vector_stores"), own_postgres.port)
+    assert_unavailable(client.post(f"/v1/vector_stores/{vs}/search", json={"query": "restart"}), own_postgres.port)
+    own_postgres.start()
 
     after = upload(client, "after.md", "# After\n\nWritten after the restart.\n")  # the file store's pool
     assert after.status_code == 200, after.text
@@ -83,18 +75,19 @@ def test_the_api_answers_503_with_retry_after_during_an_outage_and_the_first_req
     assert client.get(f"/v1/files/{first.json()['id']}/content").content == b"# Before\n\nWritten before the restart.\n"
 
 
-def test_mcp_tools_say_the_database_cannot_be_reached_and_work_again_after(own_pg, team_wb):
+@pytest.mark.processes
+def test_mcp_tools_say_the_database_cannot_be_reached_and_work_again_after(own_postgres, team_wb):
     async def main() -> None:
         async with Client(build_server(team_wb)) as c:
             ok = await c.call_tool("list_stores", {})
             assert not ok.is_error, ok.content
-            own_pg.stop()
+            own_postgres.stop()
             down = await c.call_tool("list_stores", {})
             assert down.is_error
             text = down.content[0].text
-            assert f"PostgreSQL catalog at 127.0.0.1:{own_pg.port}/postgres" in text
+            assert f"PostgreSQL catalog at 127.0.0.1:{own_postgres.port}/postgres" in text
             assert f"try again in {RETRY_AFTER_SECONDS} seconds" in text
-            own_pg.start()
+            own_postgres.start()
             again = await c.call_tool("list_stores", {})
             assert not again.is_error, again.content
 

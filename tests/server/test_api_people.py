@@ -17,8 +17,6 @@ from urllib.parse import quote, urlencode
 
 import httpx
 import pytest
-from api_helpers import Served, free_port
-from conftest import pg_catalog_settings
 from psycopg.conninfo import conninfo_to_dict
 
 from knowledge.config import load_settings
@@ -27,6 +25,8 @@ from knowledge.server.app import create_app
 from knowledge.server.http import check_bind
 from knowledge.server.objects import vector_store_id
 from knowledge.workbench import Workbench
+from tests.helpers.api import Served, free_port
+from tests.helpers.pg import pg_catalog_settings
 
 PW = "correct horse battery"
 SHARED = "the-shared-key-of-before"
@@ -87,7 +87,6 @@ def team(wb, served):
             "clients": {n: client(served, k) for n, k in keys.items()}}
 
 
-@pytest.mark.slow
 def test_a_private_store_is_404_to_another_member_in_every_endpoint(team, wb):
     vs, fid, batch = team["vs"], team["fid"], team["batch"]
     ana, bo, root = (team["clients"][n] for n in ("ana", "bo", "root"))
@@ -143,7 +142,6 @@ def test_a_private_store_is_404_to_another_member_in_every_endpoint(team, wb):
     assert root.get(f"/v1/files/{fid}").status_code == 200
 
 
-@pytest.mark.slow
 def test_read_only_sharing_searches_but_adding_or_deleting_is_403(team, wb):
     vs, fid, batch = team["vs"], team["fid"], team["batch"]
     bo = team["clients"]["bo"]
@@ -180,7 +178,6 @@ def test_read_only_sharing_searches_but_adding_or_deleting_is_403(team, wb):
     assert wb.store_exists("hr") and wb.file_record("hr", own) is not None
 
 
-@pytest.mark.slow
 def test_keys_no_key_revoked_key_and_the_shared_key(team, wb, served):
     bo_key = team["keys"]["bo"]
     bo = team["clients"]["bo"]
@@ -201,7 +198,6 @@ def test_keys_no_key_revoked_key_and_the_shared_key(team, wb, served):
     assert team["clients"]["ana"].get("/v1/vector_stores").status_code == 200  # others go on
 
 
-@pytest.mark.slow
 def test_without_accounts_the_shared_key_works_as_before_until_the_first_account(wb, served):
     assert client(served, None).get("/v1/vector_stores").status_code == 401
     c = client(served, SHARED)
@@ -215,7 +211,6 @@ def test_without_accounts_the_shared_key_works_as_before_until_the_first_account
     check_bind("0.0.0.0", None, accounts=True)  # per-user keys protect a server on the network
 
 
-@pytest.mark.slow
 def test_every_api_write_is_audited_and_a_member_reads_only_their_part(team, wb):
     vs, fid = team["vs"], team["fid"]
     ana, bo, root = (team["clients"][n] for n in ("ana", "bo", "root"))
@@ -239,6 +234,7 @@ def test_every_api_write_is_audited_and_a_member_reads_only_their_part(team, wb)
 
 
 # -- two real `knowledge serve` processes on one PostgreSQL catalog -------------------------------------------------
+@pytest.mark.processes
 @pytest.mark.slow
 def test_a_key_revoked_in_the_catalog_is_refused_by_another_serve_process(tmp_path, settings, pg_database):
     root_dir = Path(__file__).resolve().parents[2]

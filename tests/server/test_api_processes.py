@@ -15,9 +15,10 @@ from urllib.parse import quote, urlencode
 import httpx
 import openai
 import pytest
-from api_helpers import free_port
-from conftest import pg_catalog_settings
 from psycopg.conninfo import conninfo_to_dict
+
+from tests.helpers.api import free_port
+from tests.helpers.pg import pg_catalog_settings
 
 RESULT = "ch09-02-recoverable-errors-with-result.md"
 PANIC = "ch09-01-unrecoverable-errors-with-panic.md"
@@ -59,6 +60,7 @@ class Server:
                 self.proc.wait(10)
 
 
+@pytest.mark.processes
 def test_two_serve_processes_on_one_postgresql_are_one_product(tmp_path, settings, pg_database, corpus):
     info = conninfo_to_dict(pg_catalog_settings(settings).catalog.url or "")
     query = urlencode({k: v for k, v in info.items() if k in ("host", "port", "password")})

@@ -10,7 +10,6 @@ import time
 import anyio
 import httpx
 import pytest
-from api_helpers import Served, free_port
 from mcp import Client
 
 from knowledge.chat import ChatService
@@ -21,6 +20,7 @@ from knowledge.server.http import attachment_header
 from knowledge.server.mcp import build_server, http_app
 from knowledge.server.objects import vector_store_id
 from knowledge.workbench import Workbench
+from tests.helpers.api import Served, free_port
 
 EVIL = "http://evil.example"
 
@@ -56,7 +56,6 @@ def port_of(base: str) -> int:
 
 
 # -- Host: DNS rebinding -------------------------------------------------------------------------------
-@pytest.mark.slow
 def test_a_rebinding_host_name_is_refused_and_the_loopback_names_are_answered(base):
     port = port_of(base)
     for host in (f"evil.example:{port}", "evil.example", f"127.0.0.1:{port + 1}", f"localhost.evil.example:{port}"):
@@ -68,7 +67,6 @@ def test_a_rebinding_host_name_is_refused_and_the_loopback_names_are_answered(ba
         assert httpx.get(base + "/v1/vector_stores", headers={"Host": host}).status_code == 200, host
 
 
-@pytest.mark.slow
 def test_a_configured_host_name_is_answered(tmp_path):
     w = workbench(tmp_path, allowed_hosts=["knowledge.lan", "docs.lan:9999"])
     try:
@@ -82,7 +80,6 @@ def test_a_configured_host_name_is_answered(tmp_path):
 
 
 # -- Origin and Sec-Fetch-Site --------------------------------------------------------------------------
-@pytest.mark.slow
 def test_a_request_from_another_origin_is_refused(base):
     port = port_of(base)
     for origin in (EVIL, f"http://127.0.0.1:{port + 1}", "null", f"http://localhost:{port}"):
@@ -101,7 +98,6 @@ def test_a_request_from_another_origin_is_refused(base):
     assert own.status_code == 200 and stores(base) == ["own"]
 
 
-@pytest.mark.slow
 def test_a_configured_origin_gets_cors_with_preflight(tmp_path):
     app_origin = "http://localhost:3000"
     w = workbench(tmp_path, cors_origins=[app_origin])
@@ -118,14 +114,14 @@ def test_a_configured_origin_gets_cors_with_preflight(tmp_path):
             assert "x-knowledge-session" in r.headers["access-control-expose-headers"].lower()
             keyless = httpx.get(base + "/v1/files", headers={"Origin": app_origin})
             assert keyless.status_code == 401 and keyless.headers["access-control-allow-origin"] == app_origin
-            other = httpx.options(base + "/v1/vector_stores", headers={"Origin": EVIL, "Access-Control-Request-Method": "POST"})
+            other = httpx.options(base + "/v1/vector_stores",
+                                              headers={"Origin": EVIL, "Access-Control-Request-Method": "POST"})
             assert other.status_code == 403 and "access-control-allow-origin" not in other.headers
     finally:
         w.close()
 
 
 # -- content types -------------------------------------------------------------------------------------
-@pytest.mark.slow
 def test_a_text_plain_or_form_body_is_415_and_creates_nothing(base):
     for ctype, body in (("text/plain", json.dumps({"name": "plain"})), ("text/plain;charset=UTF-8", ""),
                         ("application/x-www-form-urlencoded", "name=form"),
@@ -138,7 +134,6 @@ def test_a_text_plain_or_form_body_is_415_and_creates_nothing(base):
     assert httpx.post(base + "/v1/vector_stores", json={"name": "typed"}).status_code == 200
 
 
-@pytest.mark.slow
 def test_an_upload_from_a_web_page_is_refused_and_curl_without_a_key_may_upload(base):
     for headers in ({"Origin": EVIL}, {"Sec-Fetch-Site": "same-site", "Sec-Fetch-Mode": "navigate"},
                     {"Origin": "null"}):
@@ -150,7 +145,6 @@ def test_an_upload_from_a_web_page_is_refused_and_curl_without_a_key_may_upload(
     assert [f["id"] for f in httpx.get(base + "/v1/files").json()["data"]] == [curl.json()["id"]]
 
 
-@pytest.mark.slow
 def test_an_upload_from_a_configured_origin_or_with_the_key(tmp_path):
     w = workbench(tmp_path, cors_origins=["http://localhost:3000"])
     try:
@@ -167,7 +161,6 @@ def test_an_upload_from_a_configured_origin_or_with_the_key(tmp_path):
 
 
 # -- file contents -----------------------------------------------------------------------------------
-@pytest.mark.slow
 def test_file_contents_are_a_download_and_every_response_says_nosniff(base):
     html = b"<html><script>fetch('/v1/files').then(r => r.json()).then(j => j.data.forEach(f =>" \
            b" fetch('/v1/files/' + f.id, {method: 'DELETE'})))</script></html>"
@@ -186,11 +179,11 @@ def test_file_contents_are_a_download_and_every_response_says_nosniff(base):
     header = httpx.get(base + f"/v1/files/{named['id']}/content").headers["content-disposition"]
     assert header == "attachment; filename=\"r_sum_ v2.html\"; filename*=UTF-8''r%C3%A9sum%C3%A9%20v2.html"
     # quotes, backslashes and line breaks never reach the header as themselves
-    assert attachment_header('a"b\\c\r\n.html') == "attachment; filename=\"a_b_c__.html\"; filename*=UTF-8''a%22b%5Cc%0D%0A.html"
+    assert attachment_header('a"b\\c\r\n.html') == ("attachment; filename=\"a_b_c__.html\";"
+                                                     " filename*=UTF-8''a%22b%5Cc%0D%0A.html")
 
 
 # -- bodies: nesting, types, unknown fields, names -----------------------------------------------------------
-@pytest.mark.slow
 def test_deeply_nested_json_and_bad_types_are_400_with_a_reason(base):
     vs = httpx.post(base + "/v1/vector_stores", json={"name": "s"}).json()
     deep = "[" * 10_000 + "]" * 10_000
@@ -218,7 +211,6 @@ def test_deeply_nested_json_and_bad_types_are_400_with_a_reason(base):
     assert stores(base) == ["s"]
 
 
-@pytest.mark.slow
 def test_an_unknown_field_is_refused_naming_it(base, wb):
     vs = httpx.post(base + "/v1/vector_stores", json={"name": "s"}).json()
     a = upload(base, "a.md", b"# A\n\nThe pump needs oil.\n").json()
@@ -240,7 +232,8 @@ def test_an_unknown_field_is_refused_naming_it(base, wb):
             (search, {"query": "pump", "filters": {"type": "eq", "key": "team", "value": "oil", "vale": 1}}, "filters"),
             (search, {"query": "pump", "ranking_options": {"score_treshold": 0.5}}, "ranking_options.score_treshold"),
             (base + "/v1/vector_stores", {"name": "t", "chunking_strategy": {"type": "static", "static": {
-                "max_chunk_size_tokens": 200, "chunk_overlap_tokens": 0, "overlap": 5}}}, "chunking_strategy.static.overlap"),
+                "max_chunk_size_tokens": 200, "chunk_overlap_tokens": 0, "overlap": 5}}},
+             "chunking_strategy.static.overlap"),
             (base + "/v1/vector_stores", {"name": "t", "file_id": a["id"]}, "file_id"),
             (base + f"/v1/vector_stores/{vs['id']}/files", {"file_id": a["id"], "attributs": {}}, "attributs"),
             (base + "/v1/chat/completions", {"model": "offline", "mesages": []}, "mesages")):
@@ -249,7 +242,6 @@ def test_an_unknown_field_is_refused_naming_it(base, wb):
     assert stores(base) == ["s"]
 
 
-@pytest.mark.slow
 def test_a_refused_create_creates_nothing(base):
     for body in ({"name": "bad-chunks", "chunking_strategy": {"type": "static", "static": {
                      "max_chunk_size_tokens": 50, "chunk_overlap_tokens": 10}}},
@@ -261,7 +253,6 @@ def test_a_refused_create_creates_nothing(base):
         assert stores(base) == [], body
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("name", ["a\x00b", "line\nbreak", "bell\x07", "tab\tname", "\ud800lone", "sep\u2028x"])
 def test_a_store_name_with_a_control_character_is_refused(base, wb, name):
     r = httpx.post(base + "/v1/vector_stores", content=json.dumps({"name": name}),
@@ -272,7 +263,6 @@ def test_a_store_name_with_a_control_character_is_refused(base, wb, name):
 
 
 # -- chats' own stores and attachments -------------------------------------------------------------------
-@pytest.mark.slow
 def test_a_chats_own_store_and_attachment_are_unreachable(tmp_path, wb):
     chat = ChatService(wb)
     session = chat.create_session(config="offline")
@@ -305,7 +295,6 @@ INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
 MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
 
 
-@pytest.mark.slow
 def test_mcp_over_http_refuses_rebinding_other_origins_and_non_json(wb, tmp_path):
     port = free_port()
     with Served(http_app(wb, "127.0.0.1", port), port=port) as base:

@@ -16,8 +16,6 @@ from typing import Any
 
 import httpx
 import pytest
-from api_helpers import Served, free_port
-from conftest import pg_catalog_settings
 
 from knowledge.catalog import jobs as queue
 from knowledge.config import Settings, load_settings
@@ -25,6 +23,8 @@ from knowledge.embeddings.fake import HashEmbedder
 from knowledge.server.app import create_app
 from knowledge.server.objects import KnowledgeApi
 from knowledge.workbench import Workbench
+from tests.helpers.api import Served, free_port
+from tests.helpers.pg import pg_catalog_settings
 
 STATIC = {"type": "static", "static": {"max_chunk_size_tokens": 200, "chunk_overlap_tokens": 50}}
 
@@ -79,7 +79,6 @@ def upload(c: httpx.Client, name: str, text: str) -> str:
     return r.json()["id"]
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("dialect", ["duckdb", "postgresql"])
 def test_two_api_apps_on_one_catalog_answer_the_same(tmp_path, dialect, request):
     if dialect == "postgresql":
@@ -204,7 +203,6 @@ def test_an_earlier_vector_stores_json_is_imported_once(tmp_path):
         w.close()
 
 
-@pytest.mark.slow
 def test_mcp_over_http_on_a_shared_catalog_answers_from_any_process(tmp_path, pg_database):
     from knowledge.server.mcp import http_app
 

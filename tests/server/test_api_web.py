@@ -7,14 +7,13 @@ import time
 
 import httpx
 import openai
-import pytest
-from api_helpers import Served
-from web_helpers import Site, page, site  # noqa: F401 - the fixture
 
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.server.app import create_app
 from knowledge.workbench import Workbench
+from tests.helpers.api import Served
+from tests.helpers.web import Site, page
 
 
 def served(tmp_path, **ingest):
@@ -32,7 +31,6 @@ def wait_batch(http: httpx.Client, vs: str, batch: str) -> dict:
         time.sleep(0.05)
 
 
-@pytest.mark.slow  # a uvicorn server or the real model; tests/service/test_web.py covers the same in the inner loop
 def test_web_pages_route_adds_a_crawl_as_a_file_batch(tmp_path, site: Site):
     site.html("/", page("Harbour", "The harbour master logs every tugboat.", ("/quay.html", "/missing.html")))
     site.html("/quay.html", page("Quay", "Cranes unload the container ships at the quay."))
@@ -83,7 +81,6 @@ def test_web_pages_route_adds_a_crawl_as_a_file_batch(tmp_path, site: Site):
         wb.close()
 
 
-@pytest.mark.slow
 def test_web_pages_route_refuses_loopback_by_default(tmp_path, site: Site):
     site.html("/", page("Home", "Inside."))
     wb, server = served(tmp_path)

@@ -8,7 +8,6 @@ import sys
 
 import anyio
 import pytest
-from conftest import REPO
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
@@ -16,6 +15,7 @@ from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.server.mcp import build_server
 from knowledge.workbench import Workbench
+from tests.helpers.env import REPO
 
 TOOLS = {"search", "list_stores", "list_files", "ingest_file", "delete_file", "remember", "recall", "forget"}
 
@@ -47,7 +47,7 @@ def test_tools_resources_memory_and_confinement_in_process(wb, corpus, tmp_path)
 
     async def main():
         async with Client(build_server(wb)) as c:
-            assert TOOLS <= {t.name for t in (await c.list_tools()).tools}
+            assert {t.name for t in (await c.list_tools()).tools} >= TOOLS
             book = corpus / "md" / "rust-book"
             out = await tool(c, "ingest_file", {"store": "rust", "path": str(book), "glob": "ch09-0[12]-*.md"})
             assert [r["outcome"] for r in out["results"]] == ["indexed", "indexed"]
@@ -59,9 +59,10 @@ def test_tools_resources_memory_and_confinement_in_process(wb, corpus, tmp_path)
             assert [s["name"] for s in stores["stores"]] == ["rust"] and stores["stores"][0]["files"] == 2
             hits = (await tool(c, "search", {"query": "the ? operator propagates errors", "store": "rust", "k": 3}))["hits"]
             assert hits and {"file", "file_id", "page", "char_start", "char_end", "text", "score"} <= set(hits[0])
+            panic_file = "ch09-01-unrecoverable-errors-with-panic.md"
             everywhere = (await tool(c, "search", {"query": "panic! macro", "k": 3,
                                                    "filters": {"type": "eq", "key": "filename",
-                                                               "value": "ch09-01-unrecoverable-errors-with-panic.md"}}))["hits"]
+                                                               "value": panic_file}}))["hits"]
             assert everywhere and {h["file"] for h in everywhere} == {"ch09-01-unrecoverable-errors-with-panic.md"}
             assert "Unknown filter type" in await refused(c, "search", {"query": "x", "filters": {"type": "like"}})
 
@@ -85,6 +86,7 @@ def test_tools_resources_memory_and_confinement_in_process(wb, corpus, tmp_path)
     anyio.run(main)
 
 
+@pytest.mark.processes
 @pytest.mark.model
 @pytest.mark.slow
 def test_stdio_server_searches_the_rust_book_and_remembers(tmp_path, corpus):
@@ -95,7 +97,7 @@ def test_stdio_server_searches_the_rust_book_and_remembers(tmp_path, corpus):
 
     async def main():
         async with Client(params) as c:
-            assert TOOLS <= {t.name for t in (await c.list_tools()).tools}
+            assert {t.name for t in (await c.list_tools()).tools} >= TOOLS
             out = await tool(c, "ingest_file", {"store": "rust-book", "path": str(book), "glob": "ch09-0[12]-*.md"})
             assert len(out["results"]) == 2 and all(r["outcome"] == "indexed" for r in out["results"])
             hits = (await tool(c, "search", {"query": "How do I propagate an error to the caller with ?",

@@ -13,8 +13,6 @@ import anyio
 import httpx
 import httpx2
 import pytest
-from api_helpers import Served, free_port
-from conftest import REPO
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
@@ -27,6 +25,8 @@ from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import AuthenticationFailed
 from knowledge.server.mcp import build_server, http_app
 from knowledge.workbench import Workbench
+from tests.helpers.api import Served, free_port
+from tests.helpers.env import REPO
 
 PW = "correct horse battery"
 LEAVE = "The parental leave policy grants sixteen weeks of paid leave to every parent."
@@ -82,7 +82,6 @@ async def invisible(c: Client, fid: str, folder, http: bool = False) -> None:
         await c.read_resource(f"knowledge://stores/hr/files/{fid}")
 
 
-@pytest.mark.slow
 def test_in_process_as_a_user_every_tool_hides_another_members_store(team):
     wb, fid, _, folder = team
 
@@ -105,7 +104,6 @@ def test_in_process_as_a_user_every_tool_hides_another_members_store(team):
         build_server(wb, user="nobody")
 
 
-@pytest.mark.slow
 def test_read_only_sharing_over_mcp_searches_but_does_not_ingest_or_delete(team):
     wb, fid, _, folder = team
     wb.as_user(wb.people.accounts.actor("ana")).share_store("hr", "user", "bo", "read")
@@ -122,7 +120,6 @@ def test_read_only_sharing_over_mcp_searches_but_does_not_ingest_or_delete(team)
     assert [f.file_id for f in wb.store_files("hr")] == [fid]
 
 
-@pytest.mark.slow
 def test_memories_are_their_users_own(team):
     wb, *_ = team
 
@@ -150,7 +147,6 @@ def key_client(url: str, key: str) -> Client:
         headers={"Authorization": f"Bearer {key}"}, timeout=60)))
 
 
-@pytest.mark.slow
 def test_over_http_each_request_acts_as_its_keys_user_and_a_revoked_key_stops_at_once(team):
     wb, fid, keys, folder = team
     wb.settings = wb.settings.model_copy(update={"api_key": SecretStr("shared-key")})
@@ -180,6 +176,7 @@ def test_over_http_each_request_acts_as_its_keys_user_and_a_revoked_key_stops_at
                 assert r.json()["error"]["code"] == "invalid_api_key"
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_knowledge_mcp_user_over_stdio_acts_as_that_account(team, tmp_path):
     wb = team[0]

@@ -25,7 +25,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from api_helpers import free_port
+
+from tests.helpers.api import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 TEAM_DOC = ROOT / "docs" / "team.md"
@@ -150,6 +151,7 @@ def api_process(tmp_path: Path, key: str | None) -> Iterator[int]:
                 proc.wait(10)
 
 
+@pytest.mark.processes
 def test_the_documented_proxy_passes_a_5_mb_upload_and_a_request_by_ip(tmp_path, api_server):
     exe = nginx_binary()
     block = documented_block()
@@ -255,6 +257,7 @@ def app_server(tmp_path) -> Iterator[int]:
             proc.wait(10)
 
 
+@pytest.mark.processes
 def test_the_documented_proxy_passes_the_app_websocket(tmp_path, app_server):
     exe = nginx_binary()
     block = documented_block()

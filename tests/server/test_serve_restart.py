@@ -17,7 +17,7 @@ import pytest
 from knowledge.catalog import Catalog
 from knowledge.catalog import jobs as q
 from knowledge.config import load_settings
-from tests.api_helpers import free_port
+from tests.helpers.api import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.model]
 
@@ -63,6 +63,7 @@ def _big_markdown() -> bytes:
                        for p in range(120)).encode()
 
 
+@pytest.mark.processes
 @pytest.mark.timeout(1200)  # above the test's own 900 s guard
 def test_a_serve_killed_mid_file_is_resumed_by_the_next_serve_and_the_file_ends_completed_once(tmp_path):
     data = tmp_path / "data"

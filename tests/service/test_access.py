@@ -11,7 +11,6 @@ import json
 from pathlib import Path
 
 import pytest
-from chat_helpers import ChatCompletionsServer, tool_call
 
 from knowledge.access import (
     LocalFolders,
@@ -30,6 +29,7 @@ from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import ConfigError, InvalidArgument, PathNotAllowed
 from knowledge.service.jobs import IngestJob
 from knowledge.workbench import Workbench
+from tests.helpers.chat import ChatCompletionsServer, tool_call
 
 
 # -- the password ----------------------------------------------------------------------------------
@@ -115,7 +115,7 @@ def test_only_paths_under_allowed_folders_are_readable(tree):
         with pytest.raises(PathNotAllowed, match=says):
             folders.check(path)
     nothing = LocalFolders.of([], tree["data"], reason="chat.allowed_dirs is empty")
-    with pytest.raises(PathNotAllowed, match="chat.allowed_dirs is empty"):
+    with pytest.raises(PathNotAllowed, match=r"chat\.allowed_dirs is empty"):
         nothing.check(home / "docs" / "notes.md")
 
 
@@ -131,7 +131,6 @@ def test_the_apps_default_folders(tree, monkeypatch):
     assert app_folders(configured, shared=True).roots == (tree["outside"].resolve(),)
 
 
-@pytest.mark.slow
 def test_a_folder_job_stays_inside_the_allowed_folders(tree, tmp_path):
     wb = Workbench(load_settings(data_dir=tree["data"]), embedder_factory=lambda m: HashEmbedder(16, 64))
     try:
@@ -198,7 +197,6 @@ def _refusals(chat: ChatService, sid: str) -> list[str]:
     return [t.error for t in chat.traces(sid) if t.provider == "policy"]
 
 
-@pytest.mark.slow
 def test_by_default_a_model_gets_read_tools_only_and_a_write_call_is_refused(wb, reads):
     chat = ChatService(wb)
     script = [lambda req: tool_call("vector_ingest_file", {"path": "/etc/hostname"}),
@@ -216,7 +214,6 @@ def test_by_default_a_model_gets_read_tools_only_and_a_write_call_is_refused(wb,
     assert len(_refusals(chat, s.id)) == 1 and "vector_ingest_file" in _refusals(chat, s.id)[0]
 
 
-@pytest.mark.slow
 def test_with_write_tools_a_model_acts_on_its_own_attachments_only(wb, reads, tmp_path, monkeypatch):
     wb.ingest_file("team", b"# Plan\n\nThe roadmap for next year.", "plan.md")
     victim = wb.store_files("team")[0].file_id
@@ -249,7 +246,6 @@ def test_with_write_tools_a_model_acts_on_its_own_attachments_only(wb, reads, tm
     assert any("outside the folders allowed" in r for r in refusals)
 
 
-@pytest.mark.slow
 def test_an_instruction_hidden_in_a_document_does_not_reach_the_disk(wb, reads):
     """A model that obeys whatever a tool result says: the document tells it to ingest a local file
     and delete another store's file. Nothing is read or deleted, and the trace shows the refusals."""

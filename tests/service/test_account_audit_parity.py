@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from app_helpers import fresh_caches, open_app, use_fake_model
 from fastapi.testclient import TestClient
 
 from knowledge.cli import main
@@ -25,6 +24,7 @@ from knowledge.errors import AuthenticationFailed, InvalidArgument, PermissionDe
 from knowledge.people import AuditEvent
 from knowledge.server.app import create_app
 from knowledge.workbench import Workbench
+from tests.helpers.app import fresh_caches, open_app, use_fake_model
 
 PW = "a long enough password"
 NEW_PW = "another long password"

@@ -10,12 +10,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import pg_catalog_settings
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.workbench import Workbench
+from tests.helpers.pg import pg_catalog_settings
 
 pytestmark = pytest.mark.slow
 
@@ -41,6 +41,7 @@ def _team(settings, url: str):
         "file_store": settings.file_store.model_copy(update={"backend": "postgresql", "url": None})})
 
 
+@pytest.mark.processes
 def test_pg_dump_restored_by_the_products_own_role_opens_with_every_file(pg_database, pg_server, settings, tmp_path):
     import psycopg
 
@@ -98,6 +99,7 @@ def test_pg_dump_restored_by_the_products_own_role_opens_with_every_file(pg_data
             conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
 
 
+@pytest.mark.processes
 def test_a_plain_dump_fails_on_the_extension_and_restores_without_its_entries(pg_database, pg_server, settings, tmp_path):
     """What the trial hit: restored by a non-superuser, a plain dump's CREATE EXTENSION vector fails.
     Without the extension's entries (``pg_restore -l`` / ``-L``, the way for a pg_dump before 17)

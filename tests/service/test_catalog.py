@@ -47,6 +47,7 @@ def test_templates_round_trip(catalog):
     assert catalog.delete_template("small") and not catalog.delete_template("small")
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_a_second_process_gets_a_clear_message_and_then_its_turn(tmp_path):
     """Inside an explicit hold the file is not handed over: the other process is told who holds it;
@@ -89,6 +90,7 @@ print("done", n, flush=True)
 """
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_a_batch_in_another_process_shares_the_file(tmp_path):
     """The defect: a process using the DuckDB catalog every second never closed it (the idle close

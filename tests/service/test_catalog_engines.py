@@ -143,12 +143,13 @@ def test_a_workbench_on_each_engine_and_a_second_one_sees_its_work(catalog_setti
         other.close()
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_a_store_made_in_another_process_shows_here(pg_database, settings):
     """Issue 26: a store created in one process shows in another within a second (the version row
     ``catalog_changes``, read by every change check). Measured from the other process's commit to
     the first check here that sees it, while this process polls as a page rerun would."""
-    from conftest import pg_catalog_settings
+    from tests.helpers.pg import pg_catalog_settings
 
     pg = pg_catalog_settings(settings)
     wb = _workbench(pg)
@@ -188,7 +189,7 @@ def test_a_store_made_in_another_process_shows_here(pg_database, settings):
 
 
 def test_a_bundle_exports_and_imports_on_a_postgresql_catalog(pg_database, settings, tmp_path):
-    from conftest import pg_catalog_settings
+    from tests.helpers.pg import pg_catalog_settings
 
     wb = _workbench(pg_catalog_settings(settings))
     try:
@@ -210,7 +211,7 @@ def test_a_bundle_exports_and_imports_on_a_postgresql_catalog(pg_database, setti
 
 # -- PostgreSQL: migrations, outages, settings --------------------------------------------------------
 def test_two_catalogs_starting_at_once_migrate_once(pg_database, settings):
-    from conftest import pg_catalog_settings
+    from tests.helpers.pg import pg_catalog_settings
 
     url = pg_catalog_settings(settings).catalog.url
     results: list[object] = []
@@ -237,10 +238,10 @@ def test_two_catalogs_starting_at_once_migrate_once(pg_database, settings):
             c.close()
 
 
-@pytest.mark.slow
 def test_a_lost_connection_is_replaced(pg_database, settings):
     import psycopg
-    from conftest import pg_catalog_settings
+
+    from tests.helpers.pg import pg_catalog_settings
 
     url = pg_catalog_settings(settings).catalog.url
     catalog = Catalog.from_url(url, pool_max_size=2)

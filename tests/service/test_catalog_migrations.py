@@ -30,7 +30,7 @@ def catalog(catalog_settings):
 def test_the_statuses_are_an_enum_equal_to_the_old_strings():
     assert [str(s) for s in FileStatus] == ["pending", "processing", "done", "failed"]
     assert (PENDING, PROCESSING, DONE, FAILED) == ("pending", "processing", "done", "failed")
-    assert FAILED is FileStatus.FAILED and STATUSES == tuple(FileStatus)
+    assert FAILED is FileStatus.FAILED and tuple(FileStatus) == STATUSES
     assert {"done": 1}[FileStatus.DONE] == 1  # a dict keyed by the plain strings still finds them
     assert f"{FileStatus.DONE}" == "done"
 

@@ -82,7 +82,7 @@ def test_bad_settings_files_are_clear_errors(tmp_path, monkeypatch):
     with pytest.raises(ConfigError, match="not valid TOML"):
         load_settings()
     f.write_text("[vector_store]\nbakend = 'memory'\n")
-    with pytest.raises(ConfigError, match="vector_store.bakend"):
+    with pytest.raises(ConfigError, match=r"vector_store\.bakend"):
         load_settings()
 
 
@@ -126,5 +126,5 @@ def test_a_variable_that_does_not_parse_is_a_config_error(monkeypatch):
         load_settings()
     monkeypatch.delenv("KNOWLEDGE_VECTOR_STORE__OPTIONS")
     monkeypatch.setenv("KNOWLEDGE_INGEST__ALLOWED_DIRS", "[not json")
-    with pytest.raises(ConfigError, match="ingest.allowed_dirs"):
+    with pytest.raises(ConfigError, match=r"ingest\.allowed_dirs"):
         load_settings()

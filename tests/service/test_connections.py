@@ -12,7 +12,6 @@ import socket
 
 import psycopg
 import pytest
-from conftest import pg_catalog_settings
 
 from knowledge.catalog import Catalog
 from knowledge.cli import main
@@ -23,6 +22,7 @@ from knowledge.service.connections import (
     name_this_process,
     process_pools,
 )
+from tests.helpers.pg import pg_catalog_settings
 
 URL = "postgresql://knowledge@db.internal:5432/knowledge"
 

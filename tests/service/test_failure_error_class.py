@@ -5,23 +5,19 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
-from conftest import encrypted_pdf
-
 from knowledge.catalog import DONE, FAILED
 from knowledge.cli import main
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.outcomes import can_retry, needs_password
 from knowledge.workbench import Workbench
+from tests.helpers.documents import encrypted_pdf
 
 
 def _encrypted_pdf(password: str) -> bytes:
     return encrypted_pdf(password, repeat=5)
 
 
-@pytest.mark.slow
 def test_a_failed_file_is_recorded_with_its_error_class_and_a_retry_clears_it(tmp_path, capsys):
     data = tmp_path / "data"
     wb = Workbench(load_settings(data_dir=data), embedder_factory=lambda model: HashEmbedder(dimension=8))

@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import S3_TEST_KEY, S3_TEST_SECRET, pg_catalog_settings, s3_file_store_settings
 
 from knowledge.catalog import Catalog
 from knowledge.catalog import jobs as q
@@ -24,6 +23,8 @@ from knowledge.errors import ConfigError
 from knowledge.filestore import open_file_store
 from knowledge.service import filehome
 from knowledge.workbench import Workbench
+from tests.helpers.pg import pg_catalog_settings
+from tests.helpers.s3 import S3_TEST_KEY, S3_TEST_SECRET, s3_file_store_settings
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -183,6 +184,7 @@ _WORKER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_files_move_from_postgresql_to_s3_with_500_files_and_a_batch_running(pg_database, settings, s3_server,
@@ -294,9 +296,8 @@ def test_files_move_from_postgresql_to_s3_with_500_files_and_a_batch_running(pg_
 def test_a_workbench_starts_while_the_catalogs_server_is_down_and_checks_at_the_first_use(settings):
     """Reading the record needs the catalog: with its server down the start goes on (as before the
     record existed) and the first use of the files says the server cannot be reached."""
-    from api_helpers import free_port
-
     from knowledge.errors import BackendUnavailable
+    from tests.helpers.api import free_port
 
     down = settings.model_copy(update={"catalog": settings.catalog.model_copy(update={
         "url": f"postgresql://kn@127.0.0.1:{free_port()}/team", "connect_timeout": 1})})

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import itertools
 import json
 import os
 import subprocess
@@ -13,12 +14,11 @@ import textwrap
 import threading
 import tracemalloc
 from collections.abc import Callable, Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from importlib.metadata import EntryPoint
 from pathlib import Path
 
 import pytest
-from filestore_helpers import blobs, files_under, inventory
 
 from knowledge import plugins
 from knowledge.config import load_settings
@@ -30,8 +30,7 @@ from knowledge.errors import (
     StoreCorrupt,
 )
 from knowledge.filestore import FileStore, FilesystemFileStore, StoredFile, open_file_store, registry
-
-MiB = 1024 * 1024
+from tests.helpers.filestore import MiB, PatternStream, blobs, files_under, inventory, pattern_sha256
 
 
 @pytest.fixture
@@ -64,61 +63,18 @@ def stored_files(store: FilesystemFileStore) -> set[str]:
     return files_under(store.root) - {".lock"}
 
 
-class PatternStream:
-    """A read-only binary stream of ``size`` deterministic bytes, generated on the fly (never whole).
-
-    ``fail_after``: raise ``RuntimeError`` once that many bytes were handed out.
-    ``pause_at``/``resume``: block in ``read`` once that many bytes were handed out until ``resume`` is set.
-    """
-
-    def __init__(self, size: int, *, seed: int = 0, fail_after: int | None = None,
-                 pause_at: int | None = None) -> None:
-        self.size, self.pos = size, 0
-        self.fail_after, self.pause_at = fail_after, pause_at
-        self.paused, self.resume = threading.Event(), threading.Event()
-        self.closed = False
-        period = bytes((i + seed) % 251 for i in range(251))
-        self._pattern = period * (MiB // 251 + 2)  # byte i of the stream is _pattern[i % 251]
-
-    def read(self, n: int = -1) -> bytes:
-        if self.fail_after is not None and self.pos >= self.fail_after:
-            raise RuntimeError("the upload connection dropped")
-        if self.pause_at is not None and self.pos >= self.pause_at and not self.resume.is_set():
-            self.paused.set()
-            assert self.resume.wait(30)
-        n = self.size - self.pos if n < 0 else min(n, self.size - self.pos)
-        start = self.pos % 251
-        if start + n <= len(self._pattern):
-            out = self._pattern[start:start + n]  # one copy of n bytes, nothing else
-        else:
-            out = (self._pattern[start:] + self._pattern * (n // len(self._pattern) + 1))[:n]
-        self.pos += n
-        return out
-
-    def close(self) -> None:
-        self.closed = True
-
-
-def pattern_sha256(size: int, seed: int = 0) -> str:
-    h, s = hashlib.sha256(), PatternStream(size, seed=seed)
-    while chunk := s.read(MiB):
-        h.update(chunk)
-    return h.hexdigest()
-
-
 # -- round trips ----------------------------------------------------------------------------------
 
-@pytest.mark.slow
 def test_bytes_round_trip_with_size_sha256_and_utc_created(store):
     data = b"hello \x00 world\n" * 100
-    before = datetime.now(timezone.utc)
+    before = datetime.now(UTC)
     f = store.save("notes.txt", "text/plain", data)
     assert isinstance(f, StoredFile)
     assert f.id.startswith("file-") and len(f.id) == 37
     assert (f.name, f.content_type, f.size) == ("notes.txt", "text/plain", len(data))
     assert f.sha256 == hashlib.sha256(data).hexdigest()
     assert f.created.tzinfo is not None and f.created.utcoffset() == timedelta(0)
-    assert before - timedelta(seconds=1) <= f.created <= datetime.now(timezone.utc) + timedelta(seconds=1)
+    assert before - timedelta(seconds=1) <= f.created <= datetime.now(UTC) + timedelta(seconds=1)
     with store.content(f.id) as fh:
         assert fh.read() == data
     assert store.get(f.id) == f == store.find(f.id)
@@ -354,7 +310,7 @@ def test_max_bytes_aborts_the_stream_and_leaves_nothing(store):
 
 
 def test_max_bytes_on_bytes_names_the_exact_size_and_the_boundary_is_allowed(store):
-    with pytest.raises(FileTooLarge, match="1,001 bytes.*limit of 1,000 bytes"):
+    with pytest.raises(FileTooLarge, match=r"1,001 bytes.*limit of 1,000 bytes"):
         store.save("a", "text/plain", b"x" * 1001, max_bytes=1000)
     assert store.list() == [] and inventory(store) == set()
     assert store.save("a", "text/plain", b"x" * 1000, max_bytes=1000).size == 1000
@@ -379,6 +335,7 @@ def _run(code: str, *args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_a_process_killed_mid_save_leaves_a_temp_that_the_next_open_removes(settings):
     code = """
@@ -464,7 +421,7 @@ def test_list_is_newest_first(store):
     saved = [store.save(f"f{i}", "text/plain", str(i).encode()) for i in range(12)]
     listed = store.list()
     assert [f.id for f in listed] == [f.id for f in reversed(saved)]
-    assert all(a.created > b.created for a, b in zip(listed, listed[1:]))
+    assert all(a.created > b.created for a, b in itertools.pairwise(listed))
 
 
 def test_records_persist_across_instances_and_deletes_are_seen_by_others(reopen, file_store_settings):
@@ -522,6 +479,7 @@ def test_concurrent_saves_and_deletes_from_threads(store):
     assert len(blobs(store)) == 8 * rounds + 1  # every distinct content once, nothing in flight left
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_two_processes_share_one_store_consistently(settings):
     code = """
@@ -576,7 +534,7 @@ def test_builtin_filesystem_backend_is_found(settings):
 
 
 def test_unknown_backend_names_the_available_ones(settings, tmp_path):
-    with pytest.raises(BackendUnavailable, match="'nosuch'.*Available: .*filesystem"):
+    with pytest.raises(BackendUnavailable, match=r"'nosuch'.*Available: .*filesystem"):
         open_file_store(settings, "nosuch")
     configured = load_settings(data_dir=tmp_path / "d2", file_store={"backend": "s3ish"})
     with pytest.raises(BackendUnavailable, match="'s3ish'"):
@@ -592,7 +550,7 @@ def test_a_broken_plugin_is_reported_not_fatal(fake_entry_points, settings):
         EntryPoint("elsewhere", "json:loads", "some.other.group"),
     )
     assert registry.backend_names() == ["broken", "filesystem", "notastore"]
-    with pytest.raises(BackendUnavailable, match="broken.*failed to load"):
+    with pytest.raises(BackendUnavailable, match=r"broken.*failed to load"):
         open_file_store(settings, "broken")
     with pytest.raises(BackendUnavailable, match="not a FileStore"):
         registry.load_backend_class("notastore")

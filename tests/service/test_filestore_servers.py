@@ -13,15 +13,15 @@ import tracemalloc
 
 import psycopg
 import pytest
-from conftest import S3_TEST_SECRET, postgres_file_store_settings, s3_client, s3_file_store_settings
-from filestore_helpers import blobs, inventory
-from test_filestore import MiB, PatternStream, pattern_sha256
 
 from knowledge.config import load_settings
 from knowledge.errors import BackendUnavailable, ConfigError, StoreCorrupt
 from knowledge.filestore import FileStore, open_file_store
 from knowledge.filestore.postgresql import CHUNKS, PostgresFileStore
 from knowledge.filestore.s3 import S3FileStore
+from tests.helpers.filestore import MiB, PatternStream, blobs, inventory, pattern_sha256
+from tests.helpers.pg import postgres_file_store_settings
+from tests.helpers.s3 import S3_TEST_SECRET, s3_client, s3_file_store_settings
 
 
 @pytest.fixture(params=["postgresql", pytest.param("s3", marks=pytest.mark.slow)])  # s3: the full suite
@@ -145,6 +145,7 @@ def _run_child(code: str, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_postgresql_a_process_killed_mid_save_leaves_nothing(pg_database, settings):
     s = postgres_file_store_settings(settings)
@@ -180,6 +181,7 @@ def test_postgresql_a_process_killed_mid_save_leaves_nothing(pg_database, settin
         store.close()
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_postgresql_two_processes_create_the_tables_at_once(pg_database, settings):
     s = postgres_file_store_settings(settings)
@@ -209,7 +211,7 @@ def test_postgresql_url_defaults_to_the_catalog_url_and_is_required(pg_database,
     s = postgres_file_store_settings(settings)
     url = s.file_store.url
     bare = s.model_copy(update={"file_store": s.file_store.model_copy(update={"url": None})})
-    with pytest.raises(ConfigError, match="file_store.url"):
+    with pytest.raises(ConfigError, match=r"file_store\.url"):
         PostgresFileStore(bare)
 
     class Catalog:  # the catalog section another branch adds: read by attribute, whatever its class
@@ -252,7 +254,6 @@ def test_postgresql_a_record_whose_chunks_are_gone_is_store_corrupt(pg_database,
 
 # -- s3 -------------------------------------------------------------------------------------------
 
-@pytest.mark.slow
 def test_s3_keys_follow_the_layout_under_the_prefix(s3_server, settings):
     s = s3_file_store_settings(settings, s3_server, s3_prefix="team-a/files")
     store = open_file_store(s)
@@ -265,7 +266,6 @@ def test_s3_keys_follow_the_layout_under_the_prefix(s3_server, settings):
     assert other.list() == [] and other.find(f.id) is None  # another prefix is another store
 
 
-@pytest.mark.slow
 def test_s3_missing_bucket_and_unreachable_endpoint_are_clear_errors(s3_server, settings):
     missing = s3_file_store_settings(settings, s3_server, create=False)
     with pytest.raises(BackendUnavailable) as info:
@@ -299,7 +299,6 @@ def test_s3_refused_credentials_are_named_as_such(s3_server, settings):
     assert S3_TEST_SECRET not in msg
 
 
-@pytest.mark.slow
 def test_s3_cleanup_removes_what_a_killed_save_left(s3_server, settings):
     from datetime import timedelta
 
@@ -322,7 +321,6 @@ def test_s3_cleanup_removes_what_a_killed_save_left(s3_server, settings):
 
 # -- a Workbench on each ---------------------------------------------------------------------------
 
-@pytest.mark.slow
 def test_a_workbench_on_a_server_file_store_ingests_and_searches(server_settings, tmp_path):
     from knowledge.embeddings.fake import HashEmbedder
     from knowledge.workbench import Workbench

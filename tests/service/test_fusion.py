@@ -87,8 +87,8 @@ def test_the_heading_counts_as_text():
 
 
 def test_where_filters_before_ranking():
-    pts = points(DOCS) + [Point("g:0", np.zeros(0, np.float32),
-                                {"text": "panic panic panic Result", "file_id": "g", "chunk_index": 0})]
+    pts = [*points(DOCS), Point("g:0", np.zeros(0, np.float32),
+                                          {"text": "panic panic panic Result", "file_id": "g", "chunk_index": 0})]
     idx = LexicalIndex.from_points(pts)
     assert idx.search("panic Result", k=1)[0].id == "g:0"
     only_f = idx.search("panic Result", k=5, where={"file_id": "f"})
@@ -168,7 +168,6 @@ def wb(tmp_path):
     w.close()
 
 
-@pytest.mark.slow
 def test_hybrid_finds_by_exact_words_what_the_vectors_cannot(wb):
     vector_only = wb.search("notes", "panic! versus Result", k=1, mode="vector")
     hybrid = wb.search("notes", "panic! versus Result", k=1)  # the default mode is hybrid
@@ -186,7 +185,6 @@ def test_lexical_mode_ranks_by_bm25_and_keeps_vector_scores(wb):
     assert hits[0].lexical_score > 0 and hits[0].fused_score is None
 
 
-@pytest.mark.slow
 def test_hybrid_results_are_ordered_by_the_fused_score_and_filtered(wb):
     hits = wb.search("notes", "values in memory", k=4)
     fused = [h.fused_score for h in hits]
@@ -197,13 +195,11 @@ def test_hybrid_results_are_ordered_by_the_fused_score_and_filtered(wb):
     assert [h.file_name for h in only] == ["doc2.txt"]
 
 
-@pytest.mark.slow
 def test_the_threshold_applies_to_the_vector_score(wb):
     assert wb.search("notes", "panic Result", k=3, score_threshold=1.01) == []
     assert len(wb.search("notes", "panic Result", k=3, score_threshold=0.99)) == 3
 
 
-@pytest.mark.slow
 def test_the_word_index_follows_ingestion_and_deletion(wb):
     assert wb.search("notes", "sourdough", k=1, mode="lexical") == []
     r = wb.ingest_file("notes", b"Sourdough needs a starter and patience.", name="bread.txt")
@@ -224,10 +220,9 @@ def test_the_setting_chooses_the_default_mode(tmp_path):
         w.close()
 
 
-@pytest.mark.slow
 def test_bad_modes_are_clear_errors(wb, monkeypatch):
     with pytest.raises(InvalidArgument, match="Unknown search mode"):
         wb.search("notes", "panic", mode="fuzzy")
     monkeypatch.setenv("KNOWLEDGE_SEARCH__MODE", "fuzzy")
-    with pytest.raises(ConfigError, match="search.mode"):
+    with pytest.raises(ConfigError, match=r"search\.mode"):
         load_settings()

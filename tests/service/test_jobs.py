@@ -59,7 +59,6 @@ def test_a_batch_goes_through_its_states(catalog):
     assert q.claim(catalog, "w3", host="elsewhere").name == "b.txt"
 
 
-@pytest.mark.slow
 def test_a_job_whose_heartbeat_lapsed_is_taken_over_then_interrupted(catalog):
     b = q.enqueue(catalog, "s", [q.JobSource("a.txt", "file", "id-a")], max_attempts=2)
     first = q.claim(catalog, "w1", lease=0.2)
@@ -75,7 +74,6 @@ def test_a_job_whose_heartbeat_lapsed_is_taken_over_then_interrupted(catalog):
     assert q.retry(catalog, row.id) and q.batch(catalog, b)[1][0].status == "queued"
 
 
-@pytest.mark.slow
 def test_concurrent_claims_take_each_job_once(catalog_settings, catalog):
     q.enqueue(catalog, "s", [q.JobSource(f"f{i}.txt", "file", f"id{i}") for i in range(24)])
     catalogs = [Catalog.from_settings(catalog_settings) for _ in range(3)]  # as three processes would
@@ -117,7 +115,6 @@ def _chunks_by_file(wb: Workbench, store: str) -> dict[str, tuple[int, int]]:
     return out
 
 
-@pytest.mark.slow
 def test_an_in_process_batch_is_visible_and_cancellable_from_another_workbench(settings: Settings):
     from knowledge.service.jobs import IngestJob
 
@@ -166,6 +163,7 @@ def _worker(data: Path, url: str | None, name: str, delay: float, lease: float =
     return subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_a_worker_killed_mid_file_leaves_its_job_to_another_and_every_file_ends_done_once(catalog_settings):
     """Six uploads queued; worker A (a real subprocess) is killed with SIGKILL while it embeds one;
@@ -231,7 +229,6 @@ def _full_disk(monkeypatch, wb: Workbench) -> None:
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
 def test_a_full_disk_is_reported_as_no_space_left_not_as_an_unreadable_file(settings, tmp_path, monkeypatch):
-    from knowledge.service.jobs import IngestJob
 
     wb = Workbench(settings, embedder_factory=lambda m: HashEmbedder(dimension=16))
     try:

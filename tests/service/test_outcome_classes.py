@@ -4,13 +4,13 @@ not by its wording; the text is searched only for records kept before the catalo
 from __future__ import annotations
 
 import pytest
-from conftest import encrypted_pdf
 
 from knowledge.catalog import DONE, FAILED, FileRecord
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.outcomes import IngestResult, can_retry, needs_password
 from knowledge.workbench import Workbench
+from tests.helpers.documents import encrypted_pdf
 
 
 def record(reason: str | None, error: str | None = None, status: str = FAILED) -> FileRecord:
@@ -55,7 +55,6 @@ def _encrypted_pdf(password: str) -> bytes:
     return encrypted_pdf(password, repeat=5)
 
 
-@pytest.mark.slow
 def test_an_encrypted_pdf_fails_as_password_required_and_a_wrong_password_too(tmp_path):
     wb = Workbench(load_settings(data_dir=tmp_path / "data"),
                    embedder_factory=lambda model: HashEmbedder(dimension=8))

@@ -60,7 +60,6 @@ def test_private_store_is_invisible_to_another_member(team):
     assert wb.as_user(wb.people.accounts.actor("root")).store_names() == ["hr"]
 
 
-@pytest.mark.slow
 def test_read_only_sharing_lets_search_but_not_ingest(team):
     wb, _, ana, bo = team
     ana.share_store("hr", "user", "BO", "read")

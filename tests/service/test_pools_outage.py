@@ -5,10 +5,7 @@ succeeds -- the catalog's, the postgresql file store's and the pgvector backend'
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-from outage_helpers import OwnServer
 
 from knowledge.catalog import Catalog
 from knowledge.config import load_settings
@@ -23,21 +20,14 @@ class QuickFileStore(PostgresFileStore):
     connect_timeout = 2.0  # seconds a call waits for the pool (10 by default): a shorter test
 
 
-@pytest.fixture
-def own_pg() -> Iterator[OwnServer]:
-    server = OwnServer()
-    try:
-        yield server
-    finally:
-        server.close()
 
-
-def test_each_pool_answers_the_first_call_after_a_restart(own_pg, tmp_path):
-    settings = load_settings(data_dir=tmp_path / "data", catalog={"url": own_pg.url},
-                             vector_store={"backend": "pgvector", "url": own_pg.url,
+@pytest.mark.processes
+def test_each_pool_answers_the_first_call_after_a_restart(own_postgres, tmp_path):
+    settings = load_settings(data_dir=tmp_path / "data", catalog={"url": own_postgres.url},
+                             vector_store={"backend": "pgvector", "url": own_postgres.url,
                                            "options": {"pgvector": {"connect_timeout": 2, "retries": 1}}},
                              file_store={"backend": "postgresql"})
-    catalog = Catalog.from_url(own_pg.url, connect_timeout=2)
+    catalog = Catalog.from_url(own_postgres.url, connect_timeout=2)
     files = QuickFileStore(settings)
     vectors = PgvectorBackend(settings)
     try:
@@ -46,12 +36,12 @@ def test_each_pool_answers_the_first_call_after_a_restart(own_pg, tmp_path):
                  "pgvector": vectors.list_collections}
         before = {name: call() for name, call in calls.items()}
 
-        own_pg.stop()
+        own_postgres.stop()
         for _ in range(3):  # long enough for the pools' back-off to pass the connect timeouts
             for call in calls.values():
-                with pytest.raises(BackendUnavailable, match=f"127.0.0.1:{own_pg.port}/postgres"):
+                with pytest.raises(BackendUnavailable, match=f"127.0.0.1:{own_postgres.port}/postgres"):
                     call()
-        own_pg.start()
+        own_postgres.start()
 
         after = {name: call() for name, call in calls.items()}  # each the first call since the restart
         assert after == before

@@ -68,6 +68,7 @@ def _check_store(data: Path, case: str) -> None:
         wb.close()
 
 
+@pytest.mark.processes
 @pytest.mark.slow  # a 90 MB file; a 12 MB one
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_a_worker_process_fails_the_file_past_a_limit_and_lives_on_to_ingest_the_rest(tmp_path, case):
@@ -94,6 +95,7 @@ def test_a_worker_process_fails_the_file_past_a_limit_and_lives_on_to_ingest_the
     _check_store(data, case)
 
 
+@pytest.mark.processes
 @pytest.mark.slow  # a 90 MB file; a 12 MB one
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_the_cli_prints_every_files_outcome_when_a_child_was_killed(tmp_path, case):

@@ -29,7 +29,7 @@ def test_the_passage_whose_sentence_answers_moves_up_and_the_rest_keeps_its_plac
         _hit(4, "The borrow checker checks that every reference is valid, said the tail.", 0.10),
     ]
     out = rerank("what does the borrow checker check", hits, _embed, candidates=3, weight=0.9)
-    assert [h.id for h in out[:3]][0] == "p2"  # its second sentence holds every word of the question
+    assert next(h.id for h in out[:3]) == "p2"  # its second sentence holds every word of the question
     assert out[3].id == "p4" and out[3].rerank_score is None  # past the candidates: not reranked, kept last
     assert all(h.rerank_score is not None for h in out[:3])
     assert [h.rerank_score for h in out[:3]] == sorted((h.rerank_score for h in out[:3]), reverse=True)

@@ -86,7 +86,6 @@ def _workbench(request, settings, name: str) -> Iterator[tuple[str, Workbench]]:
         w.close()
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["vector", "hybrid", "lexical"])
 def test_a_warm_search_costs_at_most_three_backend_calls(wb, mode):
     backend, w = wb
@@ -97,7 +96,6 @@ def test_a_warm_search_costs_at_most_three_backend_calls(wb, mode):
     assert 1 <= len(calls) <= MAX_CALLS, calls
 
 
-@pytest.mark.slow
 def test_a_playground_search_costs_the_same(wb):
     from knowledge.pagemodels.playground import timed_search
 
@@ -109,7 +107,6 @@ def test_a_playground_search_costs_the_same(wb):
     assert 1 <= len(calls) <= MAX_CALLS, calls
 
 
-@pytest.mark.slow
 def test_searches_see_writes_made_after_the_store_was_resolved(wb):
     """The kept record and the in-process BM25 index follow writes: a new file is found by its
     words, a deleted one is gone, a deleted store is an error -- with no stale answer between."""
@@ -127,7 +124,6 @@ def test_searches_see_writes_made_after_the_store_was_resolved(wb):
         w.search("notes", "zeppelin", k=3)
 
 
-@pytest.mark.slow
 def test_a_store_changed_by_another_workbench_is_searched_as_it_is_now(shared_wb):
     """Two workbenches over one data folder (as two processes share it): the second's writes reach
     the first's next search through the catalog, though the first kept its record."""
@@ -143,7 +139,6 @@ def test_a_store_changed_by_another_workbench_is_searched_as_it_is_now(shared_wb
     assert hits and hits[0].file_id == r.file_id
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["vector", "hybrid", "lexical"])
 def test_a_store_with_no_file_yet_answers_nothing(wb, mode):
     _, w = wb
@@ -156,11 +151,10 @@ def test_a_store_with_no_file_yet_answers_nothing(wb, mode):
 def test_qdrant_reads_follow_a_collection_another_client_recreated(settings):
     """qdrant reads reuse the registry entry read before; when another client dropped and re-created
     the collection (with another size), the read sees the new one, not an empty or stale answer."""
-    from conftest import _qdrant_backend
-
     from knowledge.vectorstore.base import Point
+    from tests.helpers.backends import qdrant_backend
 
-    a, b = _qdrant_backend(settings), _qdrant_backend(settings)
+    a, b = qdrant_backend(settings), qdrant_backend(settings)
     ca, cb = a.collection("s"), b.collection("s")
     ca.ensure_collection(4)
     ca.upsert([Point("x", [1.0, 0, 0, 0], {"t": 1})])

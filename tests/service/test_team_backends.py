@@ -13,13 +13,13 @@ from __future__ import annotations
 import httpx
 import openai
 import pytest
-from api_helpers import Served
 
 from knowledge.catalog import DONE
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import MachineLocalBackend
 from knowledge.service.templates import machine_local_reason, make_template
 from knowledge.workbench import Workbench
+from tests.helpers.api import Served
 
 MODEL = "fake/hash-16"
 CATS = b"# Cats\n\nThe cat sits on the mat and purrs.\n\nCats eat fish every day.\n"
@@ -40,7 +40,7 @@ def _with(settings, **vector_store):
 @pytest.fixture
 def team(pg_database, settings):
     """Settings in team mode: the catalog and the default template's vectors on PostgreSQL."""
-    from conftest import pg_catalog_settings
+    from tests.helpers.pg import pg_catalog_settings
 
     return _with(pg_catalog_settings(settings))
 
@@ -145,7 +145,6 @@ def _memory_store_in_shared_catalog(settings, team, tmp_path) -> None:
         shared.close()
 
 
-@pytest.mark.slow
 def test_a_memory_store_in_a_shared_catalog_is_listed_refused_on_use_and_can_be_moved_out(settings, team, tmp_path):
     _memory_store_in_shared_catalog(settings, team, tmp_path)
     wb = _wb(team)
@@ -171,7 +170,6 @@ def test_a_memory_store_in_a_shared_catalog_is_listed_refused_on_use_and_can_be_
         wb.close()
 
 
-@pytest.mark.slow
 def test_a_memory_store_in_a_shared_catalog_can_be_deleted(settings, team, tmp_path):
     _memory_store_in_shared_catalog(settings, team, tmp_path)
     wb = _wb(team)
@@ -182,7 +180,6 @@ def test_a_memory_store_in_a_shared_catalog_can_be_deleted(settings, team, tmp_p
         wb.close()
 
 
-@pytest.mark.slow
 def test_a_memory_store_whose_folder_is_on_another_machine_cannot_be_moved_from_here(settings, team, tmp_path):
     _memory_store_in_shared_catalog(settings, team, tmp_path)
     here = _with(team)
@@ -198,7 +195,6 @@ def test_a_memory_store_whose_folder_is_on_another_machine_cannot_be_moved_from_
 
 
 # -- the REST API ------------------------------------------------------------------------------------
-@pytest.mark.slow
 def test_the_api_refuses_to_create_a_store_on_the_memory_default_of_a_shared_catalog(team_on_memory):
     from knowledge.server.app import create_app
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import errno
 import json
-import os
 import logging
+import os
 import random
 import threading
 import time

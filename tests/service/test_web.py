@@ -6,7 +6,6 @@ from __future__ import annotations
 import ipaddress
 
 import pytest
-from web_helpers import Site, page, site  # noqa: F401 - the fixture
 
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
@@ -15,6 +14,7 @@ from knowledge.outcomes import Outcome
 from knowledge.service import web
 from knowledge.service.web import Crawl, Fetcher, WebPageError, check_url, refused_range
 from knowledge.workbench import Workbench
+from tests.helpers.web import Site, page
 
 
 def make_wb(tmp_path, **ingest):
@@ -49,7 +49,6 @@ def test_page_fetched_and_searchable_with_its_url_as_source(wb, site: Site):
     assert "Guide" in (hits[0].heading or "") or "Guide" in hits[0].text  # read by the HTML reader
 
 
-@pytest.mark.slow
 def test_crawl_depth_one_takes_same_site_links_only_bounded_by_max_pages(wb, site: Site):
     other = Site()
     try:
@@ -74,7 +73,6 @@ def test_crawl_depth_one_takes_same_site_links_only_bounded_by_max_pages(wb, sit
         other.close()
 
 
-@pytest.mark.slow
 def test_robots_txt_disallow_is_honoured(wb, site: Site):
     site.pages["/robots.txt"] = (200, {"Content-Type": "text/plain"}, b"User-agent: *\nDisallow: /private/\n")
     site.html("/", page("Home", "Public page about herons.", ("/private/p.html", "/open.html")))
@@ -97,7 +95,6 @@ def test_robots_txt_that_fails_with_5xx_disallows_everything(wb, site: Site):
     assert site.asked("/") == 0
 
 
-@pytest.mark.slow
 def test_redirects_are_followed_and_bounded(wb, site: Site):
     site.redirect("/old", "/mid")
     site.redirect("/mid", site.url("/new.html"), 301)
@@ -188,7 +185,6 @@ def test_only_http_urls(settings):
         Crawl(settings, "https://example.org/", depth=9)
 
 
-@pytest.mark.slow
 def test_a_changed_page_replaces_its_chunks_an_unchanged_one_is_a_no_op(wb, site: Site):
     site.html("/news.html", page("News", "Version one mentions walruses."))
     url = site.url("/news.html")
@@ -207,7 +203,6 @@ def test_a_changed_page_replaces_its_chunks_an_unchanged_one_is_a_no_op(wb, site
     assert not wb.search("web", "walruses", mode="lexical")
 
 
-@pytest.mark.slow
 def test_a_linked_document_reads_by_its_bytes(wb, site: Site):
     from io import BytesIO
 
@@ -227,7 +222,7 @@ def test_a_linked_document_reads_by_its_bytes(wb, site: Site):
 def test_gzip_of_gzip_is_bounded_at_every_layer_while_it_is_decoded(tmp_path, site: Site):
     import tracemalloc
 
-    from web_helpers import zeros_bomb
+    from tests.helpers.web import zeros_bomb
     bomb = zeros_bomb(decoded_mb=200, layers=2)  # 200 MB of zeros in about 2 KB
     assert len(bomb) < 20_000
     site.pages["/bomb.html"] = (200, {"Content-Type": "text/html", "Content-Encoding": "gzip, gzip"}, bomb)
@@ -247,7 +242,7 @@ def test_gzip_of_gzip_is_bounded_at_every_layer_while_it_is_decoded(tmp_path, si
 def test_chained_encodings_decode_when_small_and_too_many_layers_are_refused(tmp_path, site: Site):
     import zlib
 
-    from web_helpers import gzip_layers
+    from tests.helpers.web import gzip_layers
     html = page("Layers", "Twice packed pelicans.").encode()
     site.pages["/two.html"] = (200, {"Content-Type": "text/html", "Content-Encoding": "gzip, gzip"},
                                gzip_layers(html, 2))
@@ -278,7 +273,7 @@ def test_chained_encodings_decode_when_small_and_too_many_layers_are_refused(tmp
 def test_headers_sent_one_byte_at_a_time_meet_one_total_deadline(tmp_path):
     import time
 
-    from web_helpers import TrickleServer
+    from tests.helpers.web import TrickleServer
     slow = TrickleServer("/slow", interval=0.05)  # a byte every 50 ms: no single read ever waits 1 s
     w = make_wb(tmp_path, web_timeout_seconds=1)
     try:

@@ -6,7 +6,6 @@ import threading
 
 import numpy as np
 import pytest
-from conftest import encrypted_pdf
 
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
@@ -16,6 +15,7 @@ from knowledge.service.search import Playground, SearchRequest
 from knowledge.service.stores import ModelMismatch
 from knowledge.service.templates import make_template
 from knowledge.workbench import Workbench
+from tests.helpers.documents import encrypted_pdf
 
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -40,7 +40,8 @@ def factory():
 
 @pytest.fixture
 def wb(tmp_path, factory):
-    settings = load_settings(data_dir=tmp_path / "data", vector_store={"max_chunk_size_tokens": 40, "chunk_overlap_tokens": 8},
+    settings = load_settings(data_dir=tmp_path / "data",
+                                 vector_store={"max_chunk_size_tokens": 40, "chunk_overlap_tokens": 8},
                              ingest={"max_file_mb": 0.05})
     w = Workbench(settings, embedder_factory=factory)
     yield w
@@ -229,7 +230,6 @@ def test_a_template_with_another_model_is_refused_before_embedding(wb, tmp_path,
     assert "small" not in factory.calls
 
 
-@pytest.mark.slow
 def test_reembed_moves_a_store_to_another_model(wb, tmp_path):
     a = wb.ingest_file("notes", write(tmp_path / "cats.md", CATS))
     wb.ingest_file("notes", write(tmp_path / "bread.md", BREAD))
@@ -257,7 +257,6 @@ def test_cancelled_ingestion_leaves_the_store_as_it_was(wb, tmp_path):
     assert [f.file_name for f in wb.vector_store("notes").list_files()] == ["bread.md"]
 
 
-@pytest.mark.slow
 def test_stores_list_and_delete(wb, tmp_path):
     wb.ingest_file("Team Notes", write(tmp_path / "cats.md", CATS))
     [summary] = wb.list_stores()
@@ -274,7 +273,6 @@ def _encrypted_pdf(password: str) -> bytes:
     return encrypted_pdf(password, repeat=1)
 
 
-@pytest.mark.slow
 def test_retry_a_failed_file_with_its_password_keeps_one_record(wb):
     failed = wb.ingest_file("notes", _encrypted_pdf("secret"), "locked.pdf")
     assert failed.outcome == Outcome.FAILED and "password required" in failed.message
@@ -298,7 +296,6 @@ def test_retry_an_unknown_file_is_an_error(wb):
         wb.retry_file("notes", "file-" + "0" * 32)
 
 
-@pytest.mark.slow
 def test_delete_stored_file_refuses_while_stores_use_it_unless_asked(wb, tmp_path):
     from knowledge.errors import InvalidArgument
 
@@ -343,7 +340,6 @@ def test_a_template_in_use_keeps_its_model_and_cannot_be_deleted(wb, tmp_path):
     assert wb.template_names() == ["default"]
 
 
-@pytest.mark.slow
 def test_an_ingest_job_reports_each_file_and_can_be_stopped(wb, tmp_path):
     from knowledge.service.jobs import IngestJob
 
@@ -380,7 +376,6 @@ def test_a_file_estimates_the_time_left_from_its_embedding_pace():
     assert fp.eta_seconds(now=140.0) is None
 
 
-@pytest.mark.slow
 def test_an_ingest_job_from_a_folder(wb, tmp_path):
     from knowledge.errors import InvalidArgument
     from knowledge.service.jobs import IngestJob
@@ -397,7 +392,6 @@ def test_an_ingest_job_from_a_folder(wb, tmp_path):
         IngestJob.from_folder(wb.jobs, "notes", d, "*.pdf")
 
 
-@pytest.mark.slow
 def test_a_failed_file_again_keeps_one_failed_record_and_a_done_version_stays(wb, tmp_path):
     wb.ingest_file("notes", b"", "empty.txt")
     wb.ingest_file("notes", b" ", "empty.txt")
@@ -408,7 +402,6 @@ def test_a_failed_file_again_keeps_one_failed_record_and_a_done_version_stays(wb
     assert wb.vector_store("notes").count() == good.chunks
 
 
-@pytest.mark.slow
 def test_a_long_embedding_does_not_block_other_writes_to_the_store(tmp_path):
     """The store's lock is held for decisions and the final write only, never while embedding."""
     release, embedding = threading.Event(), threading.Event()
@@ -448,7 +441,6 @@ def test_max_per_file_returns_the_best_files(wb, tmp_path):
         wb.search("notes", "cats", max_per_file=0)
 
 
-@pytest.mark.slow
 def test_files_of_a_folder_sharing_a_name_are_both_kept_under_their_paths(wb, tmp_path):
     from knowledge.service.jobs import IngestJob
 

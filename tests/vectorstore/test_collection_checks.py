@@ -69,7 +69,6 @@ def reference(tmp_path):
 
 
 @pytest.mark.parametrize("what", sorted(BAD_CALLS))
-@pytest.mark.slow
 def test_every_backend_refuses_bad_arguments_with_one_message(coll, reference, what):
     with pytest.raises(InvalidArgument) as err:
         BAD_CALLS[what](coll)
@@ -172,10 +171,10 @@ def test_hooks_receive_checked_normalised_arguments():
     c.scroll(where={"a": "b"}, limit=0)
     c.retrieve(iter([1, 1, 2]))
     c.replace({"f": "x"}, (p for p in [Point("a", np.ones(4), {})]))
-    got = dict((name, args) for name, args in c.calls if name != "search")
+    got = {name: args for name, args in c.calls if name != "search"}
     assert got["ensure"] == (4, "dot") and type(got["ensure"][0]) is int
     (_, s1), (_, s2) = [call for call in c.calls if call[0] == "search"]
-    vector, k, where, raw, threshold, with_payload = s1
+    vector, k, where, raw, threshold, _with_payload = s1
     assert vector.dtype == np.float32 and vector.shape == (3,) and type(k) is int and k == 2
     assert where is None and raw is None and threshold == 1.0 and type(threshold) is float
     assert s2[2] is None and s2[3] == ("native", "anything")  # raw_filter wins: where not passed on

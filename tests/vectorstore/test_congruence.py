@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import CONTRACT_BACKENDS
 
 from knowledge.vectorstore.base import Point
 from knowledge.vectorstore.scoring import DISTANCES, higher_is_better
+from tests.helpers.backends import BACKEND_FIXTURES, CONTRACT_BACKENDS
 
 D = 24
 N = 500
@@ -32,14 +32,12 @@ def best(scores: np.ndarray, distance: str, rows: np.ndarray, k: int) -> list[in
     return [int(r) for r in rows[order]]
 
 
-@pytest.mark.slow
+@pytest.mark.postgres
 @pytest.mark.parametrize("distance", DISTANCES)
 def test_every_backend_ranks_like_numpy(distance, tmp_path, request):
-    import conftest
-
     from knowledge.config import load_settings
 
-    for name, fixture in getattr(conftest, "_BACKEND_FIXTURES", {}).items():  # a server some need
+    for name, fixture in BACKEND_FIXTURES.items():  # a server some need
         if name in CONTRACT_BACKENDS:
             request.getfixturevalue(fixture)
 

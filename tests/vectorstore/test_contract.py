@@ -57,7 +57,6 @@ def coll(backend):
 
 # -- collections -------------------------------------------------------------------------------
 
-@pytest.mark.slow
 def test_collection_lifecycle(backend):
     c = backend.collection("life")
     assert not c.collection_exists()
@@ -78,7 +77,6 @@ def test_collection_lifecycle(backend):
     c.drop_collection()  # a missing collection is not an error
 
 
-@pytest.mark.slow
 def test_ensure_collection_mismatch_fails_loudly(coll):
     with pytest.raises(DimensionMismatch) as err:
         coll.ensure_collection(D * 2, "cosine")
@@ -128,7 +126,7 @@ def test_int_and_str_ids_are_distinct(coll):
 
 def test_dimension_mismatch_writes_nothing(coll):
     coll.upsert(make_points(4))
-    bad = make_points(2, start=10) + [Point("wrong", np.ones(D + 1, np.float32), {})]
+    bad = [*make_points(2, start=10), Point("wrong", np.ones(D + 1, np.float32), {})]
     with pytest.raises(DimensionMismatch) as err:
         coll.upsert(bad)
     assert f"prepared with {D} dimensions, but received embeddings of {D + 1}" in str(err.value)
@@ -151,7 +149,7 @@ def test_dimension_mismatch_writes_nothing(coll):
 def test_bad_points_are_rejected_before_writing(coll, point):
     coll.upsert(make_points(2))
     with pytest.raises(InvalidArgument):
-        coll.upsert(make_points(1, start=5) + [point])
+        coll.upsert([*make_points(1, start=5), point])
     assert coll.count() == 2
 
 
@@ -186,7 +184,6 @@ def test_replace_swaps_exactly_the_matching_set(coll):
     assert coll.count() == 3
 
 
-@pytest.mark.slow
 def test_replace_is_never_seen_half_done(coll):
     """A reader thread sees the old or the new version of a file, never a mix or nothing."""
     versions = {v: [Point(f"f:{i}", vec, {"file": "f", "v": v}) for i, vec in enumerate(rand_vectors(20, seed=v))]
@@ -198,7 +195,7 @@ def test_replace_is_never_seen_half_done(coll):
         q = rand_vectors(1, seed=99)[0]
         while not stop.is_set():
             hits = coll.search(q, limit=50, where={"file": "f"})
-            seen.append(tuple(sorted({h.payload["v"] for h in hits})) + (len(hits),))
+            seen.append((*tuple(sorted({h.payload["v"] for h in hits})), len(hits)))
 
     t = threading.Thread(target=reader)
     t.start()

@@ -14,36 +14,14 @@ import time
 
 import numpy as np
 import pytest
-from conftest import readme_questions
 
 from knowledge.config import load_settings
 from knowledge.service.fusion import LexicalIndex
 from knowledge.text.analysis import analyzer
 from knowledge.vectorstore.base import Point
 from knowledge.vectorstore.memory import LEXICAL_DIR, MANIFEST, MemoryBackend
-
-DIM = 8
-
-DOCS = [
-    ("a", "Recoverable errors with Result", "Most errors are not serious enough to stop the program."),
-    ("a", "Unrecoverable errors with panic!", "Sometimes bad things happen and panic! stops the program."),
-    ("b", "Iterating over vectors", "Use a for loop to iterate over the elements of a vector."),
-    ("b", "Hash maps", "A HashMap stores keys and values; iterating over a hash map is possible too."),
-    ("c", "Lifetimes", "Every reference has a lifetime; the borrow checker compares lifetimes."),
-    ("c", "中文", "向量数据库支持混合检索，关键词检索与向量检索结合。"),
-]
-
-
-def vec(seed: int) -> np.ndarray:
-    return np.random.default_rng(seed).standard_normal(DIM).astype(np.float32)
-
-
-def points(docs=DOCS, version=0):
-    out = []
-    for i, (file_id, heading, text) in enumerate(docs):
-        out.append(Point(f"{file_id}:{i}", vec(i), {"file_id": file_id, "heading": heading, "text": text,
-                                                     "chunk_index": i, "page": i % 3, "version": version}))
-    return out
+from tests.helpers.env import readme_questions
+from tests.helpers.lexical import DIM, DOCS, points, vec
 
 
 @pytest.fixture
@@ -164,6 +142,7 @@ c.replace({"file_id": "a"}, [Point("a:9", np.ones(8, np.float32), {"file_id": "a
 """
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_a_crash_between_the_vectors_and_the_index_commit_is_repaired(coll, settings, caplog):
     coll.lexical_search("panic", 1)
@@ -224,6 +203,7 @@ def _check_agreement(settings, files):
         return versions
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_killed_writers_leave_vectors_and_index_agreeing(tmp_path):
     settings = load_settings(data_dir=tmp_path)
@@ -275,7 +255,7 @@ def test_stores_never_searched_by_words_get_no_index(settings):
 def test_the_analyzer_is_todays(coll):
     # the index holds exactly the terms of knowledge.text.analysis.Analyzer: stems and CJK bigrams
     assert analyzer().terms("Iterating over Vectors!") == ["iter", "over", "vector"]
-    assert [h.id for h in coll.lexical_search("iterated vectors", 5)][0] == "b:2"
+    assert next(h.id for h in coll.lexical_search("iterated vectors", 5)) == "b:2"
     assert [h.id for h in coll.lexical_search("检索", 5)] == ["c:5"]
 
 

@@ -269,6 +269,7 @@ with MemoryBackend(load_settings(data_dir=sys.argv[1], vector_store={"ann": "off
 """
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 @pytest.mark.parametrize("how", ["missing", "garbage graph", "truncated graph", "garbage state", "stale"])
 def test_unusable_persisted_graph_is_rebuilt(tmp_path, data, how, caplog):
@@ -321,6 +322,7 @@ while True:  # write, index, save (unload), over and over
 """
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_a_process_killed_while_saving_the_graph_leaves_a_good_store(tmp_path):
     settings = settings_for(tmp_path)

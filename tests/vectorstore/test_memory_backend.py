@@ -290,6 +290,7 @@ def _check_crash_store(settings, files):
         return versions, len(json.loads((c.path / MANIFEST).read_text())["segments"])
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_killed_writer_never_leaves_a_partial_batch(tmp_path):
     settings = make_settings(tmp_path)
@@ -489,6 +490,7 @@ def run_child(tmp_path, name, op, arg):
     return json.loads(out.stdout)
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_second_process_holding_the_lock_gives_store_locked(tmp_path):
     settings = make_settings(tmp_path)
@@ -517,6 +519,7 @@ def test_second_process_holding_the_lock_gives_store_locked(tmp_path):
         assert c.count() == 5
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_another_process_writes_are_seen_without_reopening(tmp_path):
     settings = make_settings(tmp_path)
@@ -547,6 +550,7 @@ def test_another_process_writes_are_seen_without_reopening(tmp_path):
             c.search(vec(0, 8), limit=1)
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_two_processes_writing_at_once_lose_nothing(tmp_path):
     settings = make_settings(tmp_path)
@@ -618,13 +622,12 @@ def test_missing_or_truncated_segment_raises_store_corrupt(settings):
     with MemoryBackend(settings) as b2:
         c2 = b2.collection("damaged")
         assert c2.count() == 6  # from the manifest
-        with pytest.raises(StoreCorrupt, match="seg-000002.npy"):
+        with pytest.raises(StoreCorrupt, match=r"seg-000002\.npy"):
             c2.search(vec(0))
     data = (path / "seg-000001.jsonl").read_bytes()
     (path / "seg-000001.jsonl").write_bytes(data[:-10])
-    with MemoryBackend(settings) as b3:
-        with pytest.raises(StoreCorrupt, match="seg-000001.jsonl"):
-            b3.collection("damaged").search(vec(0))
+    with MemoryBackend(settings) as b3, pytest.raises(StoreCorrupt, match=r"seg-000001\.jsonl"):
+        b3.collection("damaged").search(vec(0))
 
 
 def test_payloads_are_parsed_when_read_and_a_damaged_line_is_reported_then(settings):
@@ -651,7 +654,7 @@ def test_payloads_are_parsed_when_read_and_a_damaged_line_is_reported_then(setti
     with MemoryBackend(settings) as b3:
         c3 = b3.collection("lazy")
         assert {p.id for p in c3.retrieve(["a:0", "a:3"])} == {"a:0", "a:3"}
-        with pytest.raises(StoreCorrupt, match="'lazy'.*does not parse"):
+        with pytest.raises(StoreCorrupt, match=r"'lazy'.*does not parse"):
             c3.retrieve(["a:2"])
 
 
@@ -662,9 +665,8 @@ def test_newer_format_is_refused(settings):
         manifest = json.loads((c.path / MANIFEST).read_text())
     manifest["format"] = 99
     (c.path / MANIFEST).write_text(json.dumps(manifest))
-    with MemoryBackend(settings) as b2:
-        with pytest.raises(StoreCorrupt, match="newer version"):
-            b2.collection("future").info()
+    with MemoryBackend(settings) as b2, pytest.raises(StoreCorrupt, match="newer version"):
+        b2.collection("future").info()
 
 
 NAMES = ["Team Notes", "team notes", "TEAM NOTES", "a/b", "a\\b", "../x", "..", ".", "日本語のメモ",
@@ -685,7 +687,7 @@ def test_any_name_gets_its_own_folder_inside_the_root(backend, settings):
     assert backend.list_collections() == sorted(NAMES)
     with MemoryBackend(settings) as b2:
         assert b2.list_collections() == sorted(NAMES)
-        for i, name in enumerate(NAMES):
+        for name in NAMES:
             assert [p.payload["name"] for p in b2.collection(name).scroll()] == [name]
     assert not (root.parent / "x").exists()
     for bad in ("", None, 3, "\ud800"):
@@ -731,7 +733,7 @@ def test_bad_batches_write_nothing(backend):
     c.upsert(chunk_points("a", 2))
     before = sorted(os.listdir(c.path))
     bad_batches = [
-        chunk_points("b", 2) + [Point("b:x", np.ones(8), {})],  # wrong size
+        [*chunk_points("b", 2), Point("b:x", np.ones(8), {})],  # wrong size
         [Point("dup", vec(1), {}), Point("dup", vec(2), {})],
         [Point("n", np.full(DIM, np.nan), {})],
         [Point("o", vec(1), {"when": object()})],
@@ -884,7 +886,7 @@ def test_search_skips_deleted_rows_and_cosine_scores_are_bounded(backend):
     got = c.retrieve([190], with_vectors=True)[0].vector
     assert got.dtype == np.float32 and np.allclose(got, vec(190) / np.linalg.norm(vec(190)), atol=1e-6)
     assert list(c.scroll(limit=0)) == [] and len(list(c.scroll(limit=3))) == 3
-    assert list(c.scroll(limit=1))[0].vector.shape == (0,)
+    assert next(iter(c.scroll(limit=1))).vector.shape == (0,)
 
 
 def test_backend_is_registered_under_its_entry_point():
@@ -894,7 +896,6 @@ def test_backend_is_registered_under_its_entry_point():
     assert eps["memory"].load() is MemoryBackend and MemoryBackend.name == "memory"
 
 
-@pytest.mark.slow
 def test_two_backend_instances_in_one_process_serialise_their_writes(settings):
     b1, b2 = MemoryBackend(settings), MemoryBackend(settings)
     try:

@@ -17,7 +17,6 @@ import time
 import numpy as np
 import psycopg
 import pytest
-from conftest import pg_folder
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
@@ -26,31 +25,13 @@ from knowledge.errors import BackendUnavailable, ConfigError, DimensionMismatch,
 from knowledge.vectorstore.base import Point
 from knowledge.vectorstore.pgvector import REGISTRY, PgvectorBackend, table_name
 from knowledge.vectorstore.store import Chunk, VectorStore
+from tests.helpers.pg import admin, pg_folder
 
 D = 8
 
 
 def vecs(n: int, d: int = D, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal((n, d)).astype(np.float32)
-
-
-@pytest.fixture
-def make(pgvector_settings):
-    """``make(**options) -> PgvectorBackend`` on this test's database; all closed after the test."""
-    opened: list[PgvectorBackend] = []
-
-    def _make(**options) -> PgvectorBackend:
-        b = PgvectorBackend(pgvector_settings(**options))
-        opened.append(b)
-        return b
-
-    yield _make
-    for b in opened:
-        b.close()
-
-
-def admin(b: PgvectorBackend) -> psycopg.Connection:
-    return psycopg.connect(b.conninfo, autocommit=True)
 
 
 def cosine_top(matrix: np.ndarray, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -77,7 +58,7 @@ def test_store_names_are_safe_unique_and_never_inject(make):
         coll.upsert([Point(j, v, {"store": name}) for j, v in enumerate(vecs(i + 1, seed=i))])
     tables = {name: table_name(name) for name in NAMES}
     assert len(set(tables.values())) == len(NAMES)  # never collide, also not by case
-    for name, t in tables.items():
+    for t in tables.values():
         assert re.fullmatch(r"vs_[a-z0-9_]*_[0-9a-f]{12}", t), t
         assert len(t.encode()) <= 56  # + "_hnsw" stays within PostgreSQL's 63 bytes
     assert table_name("x; drop table y;--").startswith("vs_x_drop_table_y_")
@@ -289,7 +270,7 @@ def test_replace_killed_mid_transaction_is_never_half_written(make, outcome):
         def write():
             try:
                 coll.replace({"file": "f"}, new)
-            except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+            except BaseException as exc:
                 errors.append(exc)
 
         t = threading.Thread(target=write)
@@ -388,6 +369,7 @@ def test_options_from_the_environment_and_unknown_keys(monkeypatch, pgvector_set
 
 # -- the embedded server -------------------------------------------------------------------------------
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_embedded_server_starts_is_reused_and_stops(pg_server):  # pg_server: skip where none can start
     from knowledge.vectorstore.pg_embedded import is_running, stop_embedded
@@ -451,11 +433,9 @@ def test_workbench_on_a_pgvector_template(pgvector_settings, tmp_path):
 
 # -- the Vector stores page ------------------------------------------------------------------------
 
-@pytest.mark.slow
 def test_the_page_switches_a_template_to_pgvector(pgvector_settings, monkeypatch):
-    from app_helpers import fresh_caches, open_app, use_fake_model
-
     from knowledge.workbench import Workbench
+    from tests.helpers.app import fresh_caches, open_app, use_fake_model
 
     monkeypatch.setenv("KNOWLEDGE_VECTOR_STORE__URL", pgvector_settings().vector_store.url)
     use_fake_model(monkeypatch, 8)
@@ -482,6 +462,7 @@ def test_the_page_switches_a_template_to_pgvector(pgvector_settings, monkeypatch
         assert dict(zip(stores["store"], stores["backend"]))["pg notes"] == "pgvector"
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_a_killed_user_of_the_embedded_server_does_not_keep_it_running(pg_server):
     """A process killed with SIGKILL never runs its atexit; the next process that exits stops the

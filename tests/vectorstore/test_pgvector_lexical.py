@@ -10,14 +10,12 @@ import threading
 import numpy as np
 import pytest
 from psycopg import sql
-from test_pgvector import admin, make  # noqa: F401, F811  (the fixture and the admin connection of test_pgvector)
 
 from knowledge.errors import BackendUnavailable
 from knowledge.service.fusion import LexicalIndex
 from knowledge.vectorstore.base import Point
 from knowledge.vectorstore.pgvector import REGISTRY
-
-__all__ = ["make"]  # the fixture, imported so pytest finds it here
+from tests.helpers.pg import admin
 
 D = 8
 DOCS = [
@@ -145,7 +143,7 @@ def test_a_killed_write_leaves_vectors_and_index_agreeing(make):
 def _catch(errors, fn, *args):
     try:
         fn(*args)
-    except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+    except BaseException as exc:
         errors.append(exc)
 
 

@@ -33,7 +33,7 @@ def test_builtin_memory_backend_is_declared_in_the_group(settings):
 
 
 def test_unknown_backend_names_the_available_ones(settings):
-    with pytest.raises(BackendUnavailable, match="Available: .*memory"):
+    with pytest.raises(BackendUnavailable, match=r"Available: .*memory"):
         registry.open_backend(settings, "nosuch")
 
 
@@ -45,7 +45,7 @@ def test_a_broken_plugin_is_reported_not_fatal(fake_entry_points, settings):
         EntryPoint("notabackend", "json:dumps", group),
     )
     assert registry.backend_names() == ["broken", "memory", "notabackend"]
-    with pytest.raises(BackendUnavailable, match="broken.*failed to load"):
+    with pytest.raises(BackendUnavailable, match=r"broken.*failed to load"):
         registry.load_backend_class("broken")
     with pytest.raises(BackendUnavailable, match="not a VectorBackend"):
         registry.load_backend_class("notabackend")

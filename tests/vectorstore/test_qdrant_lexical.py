@@ -9,15 +9,15 @@ import logging
 import numpy as np
 import pytest
 from qdrant_client import QdrantClient, models
-from test_lexical_persisted import DIM, points
 
 from knowledge.config import load_settings
 from knowledge.service.fusion import LexicalIndex
+from knowledge.system import System
 from knowledge.vectorstore.base import Point
 from knowledge.vectorstore.lexical import sparse_document, sparse_query, term_index
 from knowledge.vectorstore.qdrant import SPARSE_VECTOR, QdrantBackend
-from knowledge.system import System
 from knowledge.workbench import Workbench
+from tests.helpers.lexical import DIM, points
 
 QUERIES = ["panic", "iterating over a vector", "borrow checker lifetimes", "errors program", "向量检索",
            "hash map keys"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import zipfile
+from typing import Any
 
 #: Excel's last row and column (XFD = column 16,384).
 LAST_ROW = 1_048_576
@@ -19,6 +20,13 @@ LAST_COL = 16_384
 _MAIN = "http://schemas.openxmlformats.org/spreadsheetml/2006/main"
 _REL = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
 _PKG = "http://schemas.openxmlformats.org/package/2006/relationships"
+
+
+def xlsx_bytes(wb: Any) -> bytes:
+    """An openpyxl ``Workbook`` saved to bytes."""
+    buf = io.BytesIO()
+    wb.save(buf)
+    return buf.getvalue()
 
 
 def _xlsx(sheet_xml: str, *, shared: list[str] | None = None, extra: dict[str, str] | None = None,

@@ -13,6 +13,10 @@ from typing import Any
 
 from fpdf import FPDF
 
+#: Two pages of text the chat tests ingest (test_chat_openai.py, test_local_model.py).
+PAGES = ["The harbour master records every ship that enters the port.",
+         "The tide tables are printed each Sunday for the sailors of the bay."]
+
 
 def png_bytes(width: int = 4, height: int = 3, rgb: tuple[int, int, int] = (200, 30, 30)) -> bytes:
     """A valid PNG of one colour (8-bit RGB), written by hand (zlib + CRC chunks)."""

@@ -8,7 +8,7 @@ elements read with those references decoded, as the browser shows them (the Mark
 page itself writes, ``**bold**``, stays; one-line HTML from :mod:`knowledge.text.render` is left as it is:
 read it with :func:`answer_text`). :func:`shown` does the same for any string (a label).
 
-Imported as ``from app_helpers import ...`` (plain pytest, as CI runs it, has no ``tests`` package).
+Imported as ``from tests.helpers.app import ...``.
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ from contextlib import contextmanager
 
 import pytest
 import streamlit as st
-from conftest import REPO
 from streamlit.testing.v1 import AppTest, element_tree
+
+from tests.helpers.env import REPO
 
 APP = str(REPO / "app.py")
 

@@ -2,7 +2,7 @@
 websocket protocol (``/_stcore/stream``, protobuf ``BackMsg`` up, ``ForwardMsg`` down) and raw HTTP
 uploads to ``/_stcore/upload_file/<session>/<file>``; and the server process's resident memory.
 
-Imported as ``from stream_helpers import ...`` (plain pytest has no ``tests`` package).
+Imported as ``from tests.helpers.stream import ...``.
 """
 
 from __future__ import annotations

@@ -7,10 +7,14 @@ multipart upload, a marker without its record): a test compares it with what it 
 
 from __future__ import annotations
 
+import hashlib
 import re
+import threading
 from pathlib import Path
 
 from knowledge.filestore import FileStore, FilesystemFileStore
+
+MiB = 1024 * 1024
 
 _ID = r"(file-[0-9a-f]{32})"
 _SHA = r"([0-9a-f]{64})"
@@ -87,3 +91,45 @@ def _s3(store: FileStore) -> set[str]:
     uploads = client.list_multipart_uploads(Bucket=bucket).get("Uploads", ())
     out |= {f"upload:{u['Key']}" for u in uploads}
     return out
+
+
+class PatternStream:
+    """A read-only binary stream of ``size`` deterministic bytes, generated on the fly (never whole).
+
+    ``fail_after``: raise ``RuntimeError`` once that many bytes were handed out.
+    ``pause_at``/``resume``: block in ``read`` once that many bytes were handed out until ``resume`` is set.
+    """
+
+    def __init__(self, size: int, *, seed: int = 0, fail_after: int | None = None,
+                 pause_at: int | None = None) -> None:
+        self.size, self.pos = size, 0
+        self.fail_after, self.pause_at = fail_after, pause_at
+        self.paused, self.resume = threading.Event(), threading.Event()
+        self.closed = False
+        period = bytes((i + seed) % 251 for i in range(251))
+        self._pattern = period * (MiB // 251 + 2)  # byte i of the stream is _pattern[i % 251]
+
+    def read(self, n: int = -1) -> bytes:
+        if self.fail_after is not None and self.pos >= self.fail_after:
+            raise RuntimeError("the upload connection dropped")
+        if self.pause_at is not None and self.pos >= self.pause_at and not self.resume.is_set():
+            self.paused.set()
+            assert self.resume.wait(30)
+        n = self.size - self.pos if n < 0 else min(n, self.size - self.pos)
+        start = self.pos % 251
+        if start + n <= len(self._pattern):
+            out = self._pattern[start:start + n]  # one copy of n bytes, nothing else
+        else:
+            out = (self._pattern[start:] + self._pattern * (n // len(self._pattern) + 1))[:n]
+        self.pos += n
+        return out
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def pattern_sha256(size: int, seed: int = 0) -> str:
+    h, s = hashlib.sha256(), PatternStream(size, seed=seed)
+    while chunk := s.read(MiB):
+        h.update(chunk)
+    return h.hexdigest()

