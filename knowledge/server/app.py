@@ -98,7 +98,7 @@ def create_app(wb: Workbench, *, api_key: str | None = None, chat: Any = None) -
                        upload_paths=("/v1/files",), open_paths=("/docs", "/docs/oauth2-redirect") if settings.docs else (),
                        allow_headers=("Authorization", "Content-Type", chat_routes.SESSION_HEADER, IDEMPOTENCY_HEADER),
                        expose_headers=(chat_routes.SESSION_HEADER, "openai-poll-after-ms", REPLAYED, "Retry-After"),
-                       people=wb.people, trusted_proxies=wb.settings.server.trusted_proxies)
+                       people=wb, trusted_proxies=wb.settings.server.trusted_proxies)
     for exc_class, handler in HANDLERS:
         app.add_exception_handler(exc_class, handler)
     for router in ROUTERS:
