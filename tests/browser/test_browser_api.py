@@ -16,6 +16,7 @@ from test_browser import browser  # noqa: F401  (the shared Chromium fixture)
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.server.app import create_app
+from knowledge.system import System
 from knowledge.workbench import Workbench
 
 pytestmark = pytest.mark.browser
@@ -91,11 +92,11 @@ class _Attacker:
 
 @pytest.fixture
 def api(tmp_path):
-    wb = Workbench(load_settings(data_dir=tmp_path / "data"),
+    system = System(load_settings(data_dir=tmp_path / "data"),
                    embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256))
-    with Served(create_app(wb)) as base:
+    with Served(create_app(system)) as base:
         yield base
-    wb.close()
+    system.close()
 
 
 def test_a_page_of_another_site_creates_uploads_and_reads_nothing(browser, api):

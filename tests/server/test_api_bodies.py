@@ -10,16 +10,17 @@ from api_helpers import Served
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.server.app import create_app
+from knowledge.system import System
 from knowledge.workbench import Workbench
 
 
 @pytest.fixture
 def base(tmp_path):
-    wb = Workbench(load_settings(data_dir=tmp_path / "data"),
+    system = System(load_settings(data_dir=tmp_path / "data"),
                    embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256))
-    with Served(create_app(wb)) as url:
+    with Served(create_app(system)) as url:
         yield url
-    wb.close()
+    system.close()
 
 
 def refused(r: httpx.Response) -> dict:
