@@ -66,9 +66,9 @@ def get_workbench() -> Workbench:
     system = System(load_settings())  # the process's parts; pages hold a Workbench over them, never this
     check_connections(system.catalog, system.settings)  # a warning when PostgreSQL's max_connections is too small
     wb = Workbench(system)
-    wb.jobs.use_worker_process()
+    system.jobs.use_worker_process()
     try:
-        wb.jobs.resume()
+        system.jobs.resume()
     except KnowledgeError:
         logging.getLogger("knowledge.app").warning("could not look for unfinished ingestion jobs", exc_info=True)
     return wb
@@ -180,7 +180,7 @@ def password_way_in(wb: Workbench) -> None:
                 st.error("Type your username and your password.")
                 return
             try:
-                actor, token = wb.people.sign_in(username, typed)
+                actor, token = wb.sign_in(username, typed)
             except AuthenticationFailed as exc:
                 st.error(inert(exc))
                 return
@@ -234,7 +234,7 @@ def accept_invitation() -> None:
             except KnowledgeError as exc:
                 st.error(inert(exc))
                 return
-            actor, session = wb.people.sign_in(user.username, first)
+            actor, session = wb.sign_in(user.username, first)
             st.query_params.pop("invite", None)
             begin_session(actor, session)
 
@@ -437,7 +437,7 @@ if __name__ == "__main__":  # a page view (see the module docstring)
             st.session_state[SESSION_TOKEN] = token
         if token:
             try:
-                actor = wb.people.session_actor(token)
+                actor = wb.session_actor(token)
             except AuthenticationFailed as exc:
                 st.session_state.clear()
                 st.session_state[SIGN_IN_NOTICE] = str(exc)

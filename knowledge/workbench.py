@@ -36,9 +36,10 @@ from knowledge.evaluation.trials import ChunkTrial
 from knowledge.filestore.base import StoredFile
 from knowledge.llm.config import LlmConfig, LlmConfigs
 from knowledge.outcomes import IngestResult
-from knowledge.people import LOCAL_ADMIN, Actor, AuditEvent, Level, People
+from knowledge.people import LOCAL_ADMIN, Actor, AuditEvent, Level, People, User
 from knowledge.people.desk import AccountDesk
 from knowledge.people.policy import checks
+from knowledge.people.sso import SingleSignOn
 from knowledge.portable import Portable
 from knowledge.portable.backup import BackupResult, RestoreResult
 from knowledge.portable.bundle import Progress as BundleProgress
@@ -310,6 +311,119 @@ class Workbench:
     def same_system(self, other: Workbench) -> bool:
         """Whether ``other`` is over the same system as this workbench."""
         return other._system is self._system
+
+    # -- who is who: sign-in and the account directory (knowledge.people) ------------------------
+    @checks("actor.switch")
+    def actor_of(self, username: str) -> Actor:
+        """The :class:`~knowledge.people.Actor` of account ``username`` (its role and groups, read
+        now), for :meth:`as_user` at an entry point (``--user``, the MCP server's ``user``).
+
+        Raises:
+            AuthenticationFailed: there is no such account.
+        """
+        return self._system.people.accounts.actor(username)
+
+    @checks("account.join")
+    def sign_in(self, username: str, password: str) -> tuple[Actor, str]:
+        """See :meth:`People.sign_in <knowledge.people.People.sign_in>`: ``(actor, session token)``;
+        recorded in the audit trail. Raises ``AuthenticationFailed``."""
+        return self._system.people.sign_in(username, password)
+
+    @checks("account.join")
+    def sign_out(self, token: str | None, actor: Actor | None = None) -> None:
+        """End the app session ``token`` (recorded as ``actor``'s ``user.sign_out``)."""
+        self._system.people.sign_out(token, actor)
+
+    @checks("account.join")
+    def session_actor(self, token: str | None) -> Actor:
+        """Who the app session ``token`` is signed in as. Raises ``AuthenticationFailed``."""
+        return self._system.people.session_actor(token)
+
+    @checks("account.join")
+    def key_actor(self, secret: str | None) -> Actor:
+        """Who a request with API key ``secret`` acts as. Raises ``AuthenticationFailed``."""
+        return self._system.people.key_actor(secret)
+
+    @checks("account.join")
+    def single_sign_on(self) -> SingleSignOn:
+        """The mapping of a provider's identities to the accounts (:mod:`knowledge.people.sso`)."""
+        return self._system.people.single_sign_on()
+
+    @checks("account.list")
+    def directory(self) -> list[User]:
+        """Every account, by username: whom one may share a store with or give it to, and the
+        display names the pages show."""
+        return self._system.people.accounts.users()
+
+    @checks("account.list")
+    def find_user(self, username: str) -> User | None:
+        """The account ``username`` (any case), or ``None``."""
+        return self._system.people.accounts.get(username)
+
+    @checks("account.list")
+    def group_names(self) -> list[str]:
+        """The names of the groups, sorted (whom one may share a store with)."""
+        return sorted(self._system.people.accounts.groups())
+
+    @checks("store.list")
+    def levels(self, names: Iterable[str]) -> dict[str, Level]:
+        """``{store: level}`` for the ``names`` :attr:`actor` may see (``"owner"``, ``"write"``, ``"read"``)."""
+        return self._system.people.sharing.levels(self.actor, list(names))
+
+    # -- jobs (knowledge.service.jobs) ----------------------------------------------------------------
+    @checks("system.read")
+    def runs_workers(self) -> bool:
+        """Whether this process's workers take any job (``ingest.worker_threads`` above 0)."""
+        return self._system.jobs.runs_workers()
+
+    @checks("system.read")
+    def ensure_worker(self) -> None:
+        """Make sure this process's worker threads run (:meth:`JobRegistry.ensure_worker
+        <knowledge.service.jobs.JobRegistry.ensure_worker>`)."""
+        self._system.jobs.ensure_worker()
+
+    @checks("store.write")
+    def new_job(self, store: str, items: Sequence[Item], *, template: str | None = None,
+                password: str | None = None) -> IngestJob:
+        """A batch of ``items`` for ``store``, made but not started: :meth:`submit_job` checks and
+        starts it (the CLI submits it again after an outage)."""
+        return IngestJob(self._system.jobs, store, items, template=template, password=password)
+
+    @checks("store.write")
+    def folder_job(self, store: str, folder: str | os.PathLike, glob: str | None = None, *,
+                   folders: LocalFolders | None = None) -> IngestJob:
+        """A batch of the files of ``folder`` matching ``glob`` for ``store``, made but not started
+        (:meth:`IngestJob.from_folder <knowledge.service.jobs.IngestJob.from_folder>`, whose errors
+        it raises); :meth:`submit_job` checks and starts it."""
+        return IngestJob.from_folder(self._system.jobs, store, folder, glob, folders=folders)
+
+    @checks("store.list")
+    def shown_job(self, store: str, mine: IngestJob | None = None) -> IngestJob | None:
+        """The batch a page shows for ``store`` (:meth:`IngestJob.visible_for
+        <knowledge.service.jobs.IngestJob.visible_for>`): the newest of this process, else ``mine``."""
+        return IngestJob.visible_for(self._system.jobs, store, mine)
+
+    @checks("store.list")
+    def ingesting(self, store: str) -> bool:
+        """Whether a job of this process is ingesting into ``store`` now."""
+        return IngestJob.running_for(self._system.jobs, store)
+
+    # -- the chat's records (knowledge.chat) ----------------------------------------------------------
+    @checks("system.read")
+    def chat_catalog(self) -> Catalog:
+        """The catalog the chat keeps its sessions in (:class:`knowledge.chat.store.ChatStore`; the
+        chat service checks whose session each is)."""
+        return self._system.catalog
+
+    @checks("system.read")
+    def chat_turn(self, sid: str) -> Any:
+        """The newest chat turn of session ``sid`` in this process (from any tab), or ``None``."""
+        return self._system.chat_turns.get(sid)
+
+    @checks("system.read")
+    def swap_chat_turn(self, sid: str, turn: Any) -> Any:
+        """Make ``turn`` the newest of session ``sid``; returns the one it replaces (or ``None``)."""
+        return self._system.chat_turns.swap(sid, turn)
 
     # -- temporary (issue 40): the parts, until every caller uses a named method ----------------
     @property

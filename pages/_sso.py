@@ -56,7 +56,7 @@ def configured() -> bool:
 
 def single_sign_on(wb: Any) -> SingleSignOn:
     """The mapping of identities to ``wb``'s accounts, with its ``accounts.*`` settings."""
-    sso: SingleSignOn = wb.people.single_sign_on()
+    sso: SingleSignOn = wb.single_sign_on()
     return sso
 
 
@@ -71,7 +71,7 @@ def sign_in_from_provider(wb: Any) -> Actor | None:
         return None
     if st.session_state.get(VIA) == "sso":
         try:
-            actor: Actor = wb.people.session_actor(st.session_state.get(TOKEN))
+            actor: Actor = wb.session_actor(st.session_state.get(TOKEN))
         except AuthenticationFailed:
             sign_out(wb)
             return None
@@ -116,7 +116,7 @@ def sign_out(wb: Any) -> bool:
     provider sign-in only the app session ends."""
     actor = st.session_state.get(ACTOR)
     with contextlib.suppress(KnowledgeError):  # the catalog is unreachable: the session expires on its own
-        wb.people.sign_out(st.session_state.get(TOKEN), actor if isinstance(actor, Actor) else None)
+        wb.sign_out(st.session_state.get(TOKEN), actor if isinstance(actor, Actor) else None)
     for key in (ACTOR, TOKEN, VIA, REFUSED):
         st.session_state.pop(key, None)
     if configured() and st.user.is_logged_in:

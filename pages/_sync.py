@@ -10,7 +10,6 @@ from __future__ import annotations
 import streamlit as st
 
 from knowledge.errors import KnowledgeError
-from knowledge.service.jobs import IngestJob
 from knowledge.sync import SyncJob, SyncPlan, counts_text
 from knowledge.text.render import md
 from knowledge.workbench import Workbench
@@ -60,7 +59,7 @@ def sync_section(wb: Workbench, store: str) -> None:
 
 def _plan(wb: Workbench, store: str, folder: str, glob: str, folders) -> None:
     """Plan a sync (nothing changes yet) and rerun to show it for confirmation."""
-    job = IngestJob.visible_for(wb.jobs, store, st.session_state.get(f"job:{store}"))
+    job = wb.shown_job(store, st.session_state.get(f"job:{store}"))
     if job is not None and not job.done:
         set_flash(f"sync:{store}", False, "A batch is running; wait for it or stop it first.")
         st.rerun()

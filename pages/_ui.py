@@ -76,7 +76,7 @@ def app_chat_service(wb: Workbench) -> ChatService:
         chat = _chat_service(wb.as_user(LOCAL_ADMIN), key)
     return chat.as_user(wb)
 
-#: Where a browser session keeps its app session: the token of ``wb.people.accounts.start_session``
+#: Where a browser session keeps its app session: the token of ``wb.accounts.start_session``
 #: (app.py checks it on every run with ``session_actor``).
 SESSION_TOKEN = "session_token"
 #: Why a browser session was signed out (an expired or ended session): shown on the sign-in page.
@@ -85,7 +85,7 @@ SIGN_IN_NOTICE = "sign_in_notice"
 
 def begin_session(actor: Actor, token: str) -> None:
     """Sign this browser session in as ``actor`` holding app session ``token`` (from
-    ``wb.people.sign_in`` or ``wb.people.accounts.start_session``) and run the app again. Every way in
+    ``wb.sign_in`` or ``wb.accounts.start_session``) and run the app again. Every way in
     (password, invitation, first-run set-up, single sign-on) ends here."""
     for key in (SIGN_IN_NOTICE, "signed_in"):
         st.session_state.pop(key, None)
@@ -123,7 +123,7 @@ def set_up_first_admin(wb: Workbench, username: str, display: str, password: str
     this machine): one function for the app's set-up page and the People page."""
     try:
         user = wb.accounts.set_up_admin(username, password, display_name=display or None)
-        actor, token = wb.people.sign_in(user.username, password)
+        actor, token = wb.sign_in(user.username, password)
     except KnowledgeError as exc:
         st.error(inert(exc))
         return

@@ -34,7 +34,7 @@ st.title("📜 Audit")
 sees_all = me.local or me.is_admin
 st.caption("Every event, newest first." if sees_all else
            "The events of the stores you may use now, and of your own account, newest first.")
-people = {u.username: u.display_name for u in wb.people.accounts.users()}
+people = {u.username: u.display_name for u in wb.directory()}
 visible = wb.store_names()
 
 c1, c2, c3, c4 = st.columns(4)

@@ -123,7 +123,7 @@ def _batch_header(job: IngestJob, store: str) -> None:
         st.progress(1.0, text=f"**Batch done: {total} file{'' if total == 1 else 's'}** · {job.chunks} chunks · "
                     + inert(", ".join(parts)))
         return
-    runs = wb.jobs.runs_workers()
+    runs = wb.runs_workers()
     if getattr(job, "waiting_for_worker", False) and (  # a folder sync has no job rows
             not runs or time.monotonic() - (job.started_at or 0) > QUEUED_AFTER_SECONDS):
         st.progress(0.0, text=queued_text(job, store, runs))
@@ -156,7 +156,7 @@ def _said(r) -> str:
 
 def _current_job(store: str) -> IngestJob | None:
     """The batch this tab shows for ``store`` (:meth:`IngestJob.visible_for`)."""
-    return IngestJob.visible_for(wb.jobs, store, st.session_state.get(f"job:{store}"))
+    return wb.shown_job(store, st.session_state.get(f"job:{store}"))
 
 
 def _job_outcomes(job: IngestJob) -> None:
@@ -244,7 +244,7 @@ def upload_section(store: str, disk_bytes: int | None) -> None:
                     st.warning("A batch is running; wait for it or stop it first.")
                 else:
                     try:
-                        job = IngestJob.from_folder(wb.jobs, store, folder, glob, folders=folders)
+                        job = wb.folder_job(store, folder, glob, folders=folders)
                         st.session_state[f"job:{store}"] = wb.submit_job(job)
                         if job.skipped:
                             st.session_state[f"skipped:{store}"] = (
@@ -441,7 +441,7 @@ LEVEL_WORDS = {"read": "read-only", "write": "read and write"}
 
 def chosen(username: str) -> str:
     """An account in a list to pick from: ``"Bo Berg (bo)"`` (two people may share a display name)."""
-    user = wb.people.accounts.get(username)
+    user = wb.find_user(username)
     return f"{user.display_name} ({user.username})" if user is not None and user.display_name != username else username
 
 
@@ -449,7 +449,7 @@ def person(username: str | None) -> str:
     """A username as people read it: the account's display name, else the username; ``None``: the admins."""
     if username is None:
         return "the admins"
-    user = wb.people.accounts.get(username)
+    user = wb.find_user(username)
     return user.display_name if user is not None and user.display_name else username
 
 
@@ -482,11 +482,11 @@ def share_section(store: str) -> None:
         kind = kinds[c1.selectbox("Share with", list(kinds), key=f"share-kind:{store}")]
         principal = ""
         if kind == "user":
-            people = [u.username for u in wb.people.accounts.users() if u.username != owner]
+            people = [u.username for u in wb.directory() if u.username != owner]
             principal = c2.selectbox("Person", people, key=f"share-user:{store}", format_func=chosen,
                                      index=None, placeholder="Choose a person") or ""
         elif kind == "group":
-            groups = sorted(wb.people.accounts.groups())
+            groups = wb.group_names()
             principal = c2.selectbox("Group", groups, key=f"share-group:{store}", index=None,
                                      placeholder="Choose a group" if groups else "No groups yet") or ""
         level = {"read only": "read", "read and write": "write"}[
@@ -512,7 +512,7 @@ def share_section(store: str) -> None:
                     set_flash(f"share:{store}", False, f"{store}: {exc}")
                 st.rerun()
         st.divider()
-        others = [u.username for u in wb.people.accounts.users() if u.username != owner]
+        others = [u.username for u in wb.directory() if u.username != owner]
         c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
         heir = c1.selectbox("Give this store to", others, key=f"give-to:{store}", format_func=chosen, index=None,
                             placeholder="Choose a person", help="They become its owner; you keep no access unless"
@@ -572,7 +572,7 @@ def stores_tab() -> None:
     if (pending := st.session_state.pop("store_pending", None)) in names:
         st.session_state["store_selected"] = pending
     if st.session_state.get("store_selected") not in names:
-        running = [n for n in names if IngestJob.running_for(wb.jobs, n)]
+        running = [n for n in names if wb.ingesting(n)]
         st.session_state["store_selected"] = (running or names)[0]  # a running batch first
     c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
     store = c1.selectbox("Open store", names, key="store_selected")
@@ -610,7 +610,7 @@ def stores_tab() -> None:
         except KnowledgeError as exc:
             st.error(inert(exc))
     st.markdown(f"#### All stores ({len(stores)})")
-    levels = wb.people.sharing.levels(wb.actor, names) if accounts else {}
+    levels = wb.levels(names) if accounts else {}
     owners = {n: wb.store_owner(n) for n in names} if accounts else {}
     whose = ({"owner": [person(owners[s.record.name]) for s in stores],
               "access": [{"owner": "owner"}.get(levels.get(s.record.name, ""), LEVEL_WORDS.get(

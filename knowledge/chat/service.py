@@ -228,7 +228,7 @@ class ChatService:
     def __init__(self, workbench: Workbench,
                  provider_factory: Callable[[LlmConfig], ChatProvider] = open_provider) -> None:
         self.wb = workbench
-        self.store = ChatStore(workbench.catalog)
+        self.store = ChatStore(workbench.chat_catalog())
         self.configs = workbench.llm_configs()
         self.tools = KnowledgeTools(workbench, folders=chat_folders(workbench.settings))
         self.provider_factory = provider_factory
@@ -297,13 +297,13 @@ class ChatService:
         be reached) are collected in :attr:`Turn.problems`, never raised."""
         self.session(sid)
         turn = Turn(self, sid, files, text, retry)
-        turn.previous = self.wb.chat_turns.swap(sid, turn)  # the workbench's registry: every tab sees it
+        turn.previous = self.wb.swap_chat_turn(sid, turn)  # the workbench's registry: every tab sees it
         turn.thread.start()
         return turn
 
     def running_turn(self, sid: str) -> Turn | None:
         """The session's newest turn if it is still running (started from any tab), else ``None``."""
-        turn = self.wb.chat_turns.get(sid)
+        turn = self.wb.chat_turn(sid)
         found = self.store.find_session(sid) if turn is not None else None
         if found is None or not self._sees(found):
             return None

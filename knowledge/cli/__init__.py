@@ -6,7 +6,8 @@ One module per group of commands (:mod:`~knowledge.cli.ingest`, ``worker``, ``se
 ``stores``, ``portable``, ``files``, ``chat``, ``people``, ``serve``, ``password``), each with an ``add_parser(sub)`` that
 adds its commands, every one with ``set_defaults(func=cmd_<name>)``. :func:`main` parses, opens
 the workbench for the commands that run on one (``func(wb, args)``: the view acting as ``--user``
-/ ``$KNOWLEDGE_USER``, else the local admin) and closes it after; the rest (``workbench=False``:
+/ ``$KNOWLEDGE_USER``, else the local admin; ``system=True``, the worker: ``func(system, wb, args)``,
+it runs parts for everyone) and closes it after; the rest (``workbench=False``:
 ``serve``, ``mcp``, ``restore``, ``password``) get ``func(args)`` and refuse ``--user``.
 
 Exit codes: 0 success; 1 a file failed to ingest (the others went on), ``eval`` measured an MRR
@@ -89,7 +90,10 @@ def run(args: argparse.Namespace) -> int:
     if args.command == "worker":  # long-running: say when PostgreSQL may refuse its connections
         check_connections(system.catalog, system.settings)
     try:
-        return args.func(acting_view(Workbench(system), args), args)
+        wb = acting_view(Workbench(system), args)
+        if getattr(args, "system", False):  # a command that runs parts for everyone (the worker)
+            return args.func(system, wb, args)
+        return args.func(wb, args)
     finally:
         system.close()
 

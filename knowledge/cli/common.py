@@ -66,11 +66,11 @@ def acting_view(wb: Workbench, args: argparse.Namespace) -> Workbench:
     name = acting_username(args)
     if name is None:
         return wb
-    if wb.people.accounts.get(name) is None:
+    if wb.find_user(name) is None:
         hint = ("no account exists yet: `users add NAME --role admin` makes the first" if not wb.accounts.enabled()
                 else "`users list` shows them")
         raise AuthenticationFailed(f"There is no account {name!r} to act as (--user or ${USER_VARIABLE}); {hint}.")
-    return wb.as_user(wb.people.accounts.actor(name))
+    return wb.as_user(wb.actor_of(name))
 
 
 def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:

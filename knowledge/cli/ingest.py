@@ -31,7 +31,7 @@ from knowledge.errors import InvalidArgument
 from knowledge.ingest.chunker import plan_chunking
 from knowledge.outcomes import IngestResult, Outcome, needs_password
 from knowledge.service.indexing import expand_paths, file_names, skipped_text
-from knowledge.service.jobs import FileProgress, IngestJob
+from knowledge.service.jobs import FileProgress
 from knowledge.service.outage import OutageTooLong, OutageWait
 from knowledge.service.web import MAX_DEPTH
 from knowledge.workbench import Workbench
@@ -146,8 +146,8 @@ def _ingest(wb: Workbench, args: argparse.Namespace, files: list[Path | str],
         print(lines.header(), flush=True)
     progress = _OcrProgress(bar, quiet=args.json)
     paths = [p for p in files if isinstance(p, Path)]
-    job = IngestJob(wb.jobs, args.store, [(_label(names, p), p) for p in paths], template=args.template,
-                    password=args.password)
+    job = wb.new_job(args.store, [(_label(names, p), p) for p in paths], template=args.template,
+                     password=args.password)
     results: list[IngestResult] = []
 
     def file_at(n: int) -> FileProgress:
@@ -170,7 +170,7 @@ def _ingest(wb: Workbench, args: argparse.Namespace, files: list[Path | str],
         except OutageTooLong as exc:
             _gave_up(exc, submitted=[], finished=[], left=[_label(names, p) for p in files])
             return None
-        if not wb.jobs.runs_workers() and not args.json:
+        if not wb.runs_workers() and not args.json:
             print("queued: waiting for a worker (ingest.worker_threads = 0: `python -m knowledge worker`"
                   " processes ingest it)", file=sys.stderr, flush=True)
         done = 0  # files of the job shown so far
@@ -195,7 +195,7 @@ def _ingest(wb: Workbench, args: argparse.Namespace, files: list[Path | str],
                 progress(fp.name, fp.stage, fp.fraction)
                 time.sleep(waited)
                 waited = min(waited * 1.5, WAIT_SECONDS)
-                wb.jobs.ensure_worker()  # one gone idle while another process had the file; it ingests for everyone
+                wb.ensure_worker()  # one gone idle while another process had the file; it ingests for everyone
             show(fp.result)
             done += 1
     except KeyboardInterrupt:

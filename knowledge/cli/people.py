@@ -314,6 +314,14 @@ def cmd_keys_revoke(wb: Workbench, args: argparse.Namespace) -> int:
 
 
 # -- sharing --------------------------------------------------------------------------------------
+def _require_user(wb: Workbench, username: str) -> str:
+    """The username of account ``username`` (any case). Raises ``InvalidArgument`` when there is none."""
+    user = wb.find_user(username)
+    if user is None:
+        raise InvalidArgument(f"There is no account {username!r}.")
+    return user.username
+
+
 def _grantee(args: argparse.Namespace) -> tuple[str, str, str]:
     """``(kind, principal, words)`` of ``--user`` / ``--group`` / ``--everyone``."""
     if args.everyone:
@@ -334,7 +342,7 @@ def cmd_share(wb: Workbench, args: argparse.Namespace) -> int:
 def cmd_unshare(wb: Workbench, args: argparse.Namespace) -> int:
     kind, principal, words = _grantee(args)
     if kind == "user":  # sharing, not account management: the account looked up as before
-        principal = wb.people.accounts.require(principal).username
+        principal = _require_user(wb, principal)
     if not wb.unshare_store(args.store, kind, principal):
         raise InvalidArgument(f"{args.store!r} is not shared with {words or principal}.")
     print(f"{args.store!r} is no longer shared with {words or principal}.")

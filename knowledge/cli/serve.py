@@ -49,7 +49,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     system = System()
     check_connections(system.catalog, system.settings)  # a warning when PostgreSQL's max_connections is too small
     try:
-        serve(args.host, args.port, wb=Workbench(system))
+        serve(args.host, args.port, system=system)
     finally:
         system.close()
     return 0

@@ -27,6 +27,7 @@ from knowledge.catalog import jobs as queue
 from knowledge.cli.common import Commands, command
 from knowledge.errors import set_log_place
 from knowledge.service.worker import EXIT_CRASHED, EXIT_DONE, EXIT_NO_DATABASE, EXIT_SICK, HealthFile, Worker
+from knowledge.system import System
 from knowledge.workbench import Workbench
 
 
@@ -41,10 +42,12 @@ def add_parser(sub: Commands) -> None:
     s.add_argument("--parent", type=int, default=None, metavar="PID",
                    help="stop (giving the current file back) when process PID, this one's parent, is gone")
     s.add_argument("--nice", type=int, default=0, help="lower this process's priority by N (Linux nice; default 0)")
-    s.set_defaults(func=cmd_worker)
+    s.set_defaults(func=cmd_worker, system=True)
 
 
-def cmd_worker(wb: Workbench, args: argparse.Namespace) -> int:
+def cmd_worker(system: System, wb: Workbench, args: argparse.Namespace) -> int:
+    """Run the workers over ``system``'s indexer (they ingest for everyone, never as a person) once
+    ``wb`` (the command's actor) is found to be an admin."""
     if args.concurrency < 1 or args.lease <= 0 or args.poll <= 0 or args.nice < 0:
         print("error: --concurrency, --lease and --poll must be positive, --nice not negative", file=sys.stderr)
         return 2
@@ -63,11 +66,11 @@ def cmd_worker(wb: Workbench, args: argparse.Namespace) -> int:
     set_log_place("the ingest worker's log" if args.parent is not None else "the worker's log (its standard error)")
     health = HealthFile(wb.settings.ingest.worker_status_file)
     # the workers ingest for everyone with the indexer (the system), never as a person
-    workers = [Worker(wb.indexer, lease=args.lease, health=health) for _ in range(args.concurrency)]
+    workers = [Worker(system.indexer, lease=args.lease, health=health) for _ in range(args.concurrency)]
     health.workers = [w.id for w in workers]
     health.update(state="running")
     print(f"worker: {len(workers)} thread{'' if len(workers) == 1 else 's'} on the catalog at"
-          f" {wb.catalog.describe()} ({', '.join(w.id for w in workers)}); Ctrl-C stops", file=sys.stderr, flush=True)
+          f" {system.catalog.describe()} ({', '.join(w.id for w in workers)}); Ctrl-C stops", file=sys.stderr, flush=True)
     counts = [0] * len(workers)
     crashed: list[BaseException] = []
 

@@ -76,6 +76,8 @@ ACTIONS: dict[str, Action] = _table(
     Action("template.derive", "have a template made for one's own chunking (REST chunking_strategy)", "site"),
     # accounts
     Action("account.self", "change one's own password, display name, API keys and sessions", "site"),
+    Action("account.list", "see the accounts' usernames and display names and the group names (whom to share"
+           " with)", "site"),
     Action("account.manage", "add, change, invite and delete accounts and groups; others' keys", "site",
            admin=True, refusal="manage accounts"),
     # the whole site

@@ -2,7 +2,7 @@
 Vector Stores, search, chat completions) and as an MCP server. Thin over the service layer: no
 second copy of ingestion or search lives here.
 
-* :mod:`.app`: ``create_app(wb)`` (the FastAPI app: middleware, error handlers, the routers) and ``serve``.
+* :mod:`.app`: ``create_app(system)`` (the FastAPI app: middleware, error handlers, the routers) and ``serve``.
 * :mod:`.http`: the shared plumbing (``ApiError``, request checks, cursor pages, ``check_bind``).
 * :mod:`.guard`: the ASGI front door both HTTP servers sit behind (Host, Origin, key, body).
 * :mod:`.objects`: ``KnowledgeApi``, the state behind the routes and OpenAI's object shapes.

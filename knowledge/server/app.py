@@ -35,6 +35,7 @@ from knowledge.server.idempotency import REPLAYED
 from knowledge.server.objects import KnowledgeApi
 from knowledge.server.routes import chat as chat_routes
 from knowledge.server.routes import files, people, search, store_files, vector_stores
+from knowledge.system import System
 from knowledge.workbench import Workbench
 
 log = logging.getLogger(__name__)
@@ -76,29 +77,34 @@ HANDLERS: tuple[tuple[type[Exception], Callable[..., Any]], ...] = (
     (StarletteHTTPException, http_error), (Exception, unexpected))
 
 
-def create_app(wb: Workbench, *, api_key: str | None = None, chat: Any = None) -> FastAPI:
-    """The FastAPI application over ``wb`` (``/openapi.json``; the page ``/docs`` with ``api.docs``).
+def create_app(system: System, *, api_key: str | None = None, chat: Any = None) -> FastAPI:
+    """The FastAPI application over ``system`` (``/openapi.json``; the page ``/docs`` with ``api.docs``).
+    Each request acts through a :class:`~knowledge.workbench.Workbench` over it: its key's user's
+    once accounts exist, else the local admin's.
 
     Args:
-        wb: the workbench (thread-safe; requests run in worker threads).
+        system: the parts of the data folder (thread-safe; requests run in worker threads); the
+            caller, an entry point, closes it.
         api_key: when set (and no user account exists), every request needs ``Authorization: Bearer
             <api_key>``. Once accounts exist every request needs a user's key (``kn-...``) and acts
             as that user; ``api_key`` is refused.
-        chat: a :class:`~knowledge.chat.ChatService` (default: one over ``wb``, made on first use).
+        chat: a :class:`~knowledge.chat.ChatService` (default: one over the local admin's workbench,
+            made on first use).
     """
+    wb = Workbench(system)
     settings = wb.settings.api
     app = FastAPI(title="knowledge: OpenAI-compatible Files, Vector Stores and Chat",
                   description="A local drop-in for OpenAI's Files + Vector Stores API and chat completions,"
                               " over the knowledge workbench's stores.", version="1",
                   docs_url="/docs" if settings.docs else None, redoc_url=None)
-    app.state.api = KnowledgeApi(wb, chat)
+    app.state.api = KnowledgeApi(system, chat)
     max_file = wb.settings.ingest.max_file_bytes
     app.add_middleware(Guard, api_key=api_key, max_body=int(max_file * 4 / 3) + 1_000_000,
                        allowed_hosts=settings.allowed_hosts, cors_origins=settings.cors_origins,
                        upload_paths=("/v1/files",), open_paths=("/docs", "/docs/oauth2-redirect") if settings.docs else (),
                        allow_headers=("Authorization", "Content-Type", chat_routes.SESSION_HEADER, IDEMPOTENCY_HEADER),
                        expose_headers=(chat_routes.SESSION_HEADER, "openai-poll-after-ms", REPLAYED, "Retry-After"),
-                       people=wb.people, trusted_proxies=wb.settings.server.trusted_proxies)
+                       people=wb, trusted_proxies=wb.settings.server.trusted_proxies)
     for exc_class, handler in HANDLERS:
         app.add_exception_handler(exc_class, handler)
     for router in ROUTERS:
@@ -106,18 +112,18 @@ def create_app(wb: Workbench, *, api_key: str | None = None, chat: Any = None) -
     return app
 
 
-def resume_jobs(wb: Workbench) -> int:
+def resume_jobs(system: System) -> int:
     """At the start: the ingestion jobs a stopped or killed process left unfinished are resumed by
     this process's worker (:meth:`knowledge.service.jobs.JobRegistry.resume`); a catalog that cannot
     be read now is logged, not fatal (the next batch starts the worker). Returns how many were unfinished."""
     try:
-        return wb.jobs.resume()
+        return system.jobs.resume()
     except KnowledgeError:
         logging.getLogger(__name__).warning("could not look for unfinished ingestion jobs", exc_info=True)
         return 0
 
 
-def serve(host: str = "127.0.0.1", port: int = DEFAULT_PORT, *, wb: Workbench | None = None,
+def serve(host: str = "127.0.0.1", port: int = DEFAULT_PORT, *, system: System | None = None,
           log_level: str = "info") -> None:
     """Run the API with uvicorn until interrupted (``python -m knowledge serve``). At the start, this
     process's worker takes over the catalog's queued ingest jobs, if any (of any process).
@@ -126,15 +132,18 @@ def serve(host: str = "127.0.0.1", port: int = DEFAULT_PORT, *, wb: Workbench | 
         ConfigError: a non-loopback ``host`` without ``KNOWLEDGE_API_KEY`` while no user account
             exists (with accounts, each request needs its user's key).
     """
-    wb = wb or Workbench()
+    own = system is None
+    system = system or System()
+    wb = Workbench(system)
     key = wb.settings.api_key.get_secret_value() if wb.settings.api_key else None
     check_bind(host, key, accounts=wb.accounts.enabled())
-    resume_jobs(wb)  # files queued (or left running by a stopped process) are ingested again
+    resume_jobs(system)  # files queued (or left running by a stopped process) are ingested again
     try:
-        uvicorn.run(create_app(wb, api_key=key), host=host, port=port, log_level=log_level)
+        uvicorn.run(create_app(system, api_key=key), host=host, port=port, log_level=log_level)
     finally:
-        wb.jobs.stop_all()
-        wb.close()
+        system.jobs.stop_all()
+        if own:  # a system given by the entry point is closed there
+            system.close()
 
 
 __all__ = ["DEFAULT_PORT", "HANDLERS", "ROUTERS", "create_app", "resume_jobs", "serve"]

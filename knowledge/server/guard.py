@@ -104,8 +104,8 @@ class Guard:
         upload_paths: paths that take ``multipart/form-data``.
         open_paths: paths whose responses keep their own Content-Security-Policy (an HTML page).
         allow_headers, expose_headers: the request and response headers CORS lets a page use.
-        people: the catalog's :class:`~knowledge.people.People`: once accounts exist
-            (``people.enabled()``), every request needs a per-user key (``people.key_actor``, read
+        people: the local admin's :class:`~knowledge.workbench.Workbench`: once accounts exist
+            (``people.accounts.enabled()``), every request needs a per-user key (``people.key_actor``, read
             on each request: a revoked key is refused at once) and ``api_key`` is refused; the
             request's actor is put in ``scope["state"]["actor"]``. Without accounts, as before.
         trusted_proxies: addresses or networks (``server.trusted_proxies``) whose forwarding headers
@@ -198,7 +198,7 @@ class Guard:
     async def accounts_on(self) -> bool:
         """Whether user accounts exist (asked of the catalog until they do)."""
         if not self._accounts and self.people is not None:
-            self._accounts = bool(await run_sync(self.people.enabled))
+            self._accounts = bool(await run_sync(self.people.accounts.enabled))
         return self._accounts
 
     async def _user(self, token: str, scope: Scope, receive: Receive, send: Send) -> bool:

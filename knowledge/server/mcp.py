@@ -42,7 +42,6 @@ from knowledge.server.filters import SearchFilter
 from knowledge.server.guard import Guard, server_hosts
 from knowledge.server.http import check_bind, control_char, unavailable_message
 from knowledge.service.fusion import reciprocal_rank_fusion
-from knowledge.service.jobs import IngestJob
 from knowledge.service.search import SearchRequest
 from knowledge.vectorstore.store import Hit
 from knowledge.workbench import Workbench
@@ -204,12 +203,12 @@ class KnowledgeTools:
         folders = mcp_folders(self.wb.settings)
         p = Path(path).expanduser()
         if p.is_dir():
-            job = guarded(IngestJob.from_folder, self.wb.jobs, store, p, glob, folders=folders)
+            job = guarded(self.wb.folder_job, store, p, glob, folders=folders)
         else:
             resolved = guarded(folders.check, p)
             if not resolved.is_file():
                 raise ToolError(f"{path} is not a file or folder on this machine.")
-            job = IngestJob(self.wb.jobs, store, [(resolved.name, resolved)])
+            job = self.wb.new_job(store, [(resolved.name, resolved)])
         guarded(self.wb.submit_job, job).wait()  # refused before anything is queued: a store the caller may not write
         return {"store": store, "skipped": job.skipped,
                 "results": [{"name": r.name, "outcome": r.outcome, "message": r.message, "file_id": r.file_id,
@@ -328,7 +327,7 @@ def build_server(wb: Workbench, user: str | None = None, *, http: bool = False) 
     server = MCPServer("knowledge", instructions=INSTRUCTIONS)
     tools = KnowledgeTools(wb, http=http)
     if user is not None:
-        tools = tools.acting_for(wb.people.accounts.actor(user))
+        tools = tools.acting_for(wb.actor_of(user))
     for name in TOOLS:
         server.tool(name=name)(per_request(tools, name))
     for uri, name, description in RESOURCES:
@@ -387,7 +386,7 @@ def http_app(wb: Workbench, host: str = "127.0.0.1", port: int = DEFAULT_HTTP_PO
                  cors_origins=api.cors_origins,
                  allow_headers=("Authorization", "Content-Type", "Mcp-Session-Id", "Mcp-Protocol-Version",
                                 "Last-Event-ID"),
-                 expose_headers=("Mcp-Session-Id",), people=wb.people,
+                 expose_headers=("Mcp-Session-Id",), people=wb,
                  trusted_proxies=wb.settings.server.trusted_proxies)
 
 

@@ -52,6 +52,7 @@ from knowledge.service.jobs import IngestJob
 from knowledge.service.templates import DEFAULT_TEMPLATE
 from knowledge.service.web import Crawl, WebFailure, page_attributes
 from knowledge.service.worker import result_of
+from knowledge.system import System
 from knowledge.vectorstore.store import Hit
 from knowledge.workbench import Workbench
 
@@ -188,16 +189,26 @@ class KnowledgeApi:
     """The state behind the routes: the workbench and the chat service. Everything else -- the
     stores' API fields, the files being added, the file batches -- is rows of the catalog
     (:mod:`knowledge.catalog.rest` over the ingest job rows), so every process on one catalog
-    answers the same, and a restart loses nothing."""
+    answers the same, and a restart loses nothing.
 
-    def __init__(self, wb: Workbench, chat: Any = None) -> None:
-        self.wb = wb
+    Args:
+        system: the :class:`~knowledge.system.System` the API is served over: its catalog keeps the
+            REST bookkeeping (idempotency keys, the files being added, the file batches, the stores'
+            API fields); every store, file and account question goes through :attr:`wb`.
+        chat: a :class:`~knowledge.chat.ChatService` (default: one over :attr:`wb`, made on first use).
+    """
+
+    def __init__(self, system: System, chat: Any = None) -> None:
+        #: The system (its catalog and job registry: the REST bookkeeping only).
+        self.system = system
+        #: The workbench the requests act through: the local admin's, a user's in :meth:`for_actor`.
+        self.wb = Workbench(system)
         self._chat = chat
         self._base_chat = chat  # the chat service given, whose provider factory a user's view reuses
         self._user_chats: dict[Any, Any] = {}  # actor -> their chat service (None until first used)
         self._owner: KnowledgeApi | None = None  # the app's API, for a user's view of it
-        self.meta = StoreMeta(wb.catalog)
-        self.meta.import_file(wb.settings.data_root / "api" / "vector_stores.json")
+        self.meta = StoreMeta(system.catalog)
+        self.meta.import_file(system.settings.data_root / "api" / "vector_stores.json")
         self._lock = threading.RLock()
 
     def for_actor(self, actor: Any) -> KnowledgeApi:
@@ -329,7 +340,7 @@ class KnowledgeApi:
     def pending(self, store: str, file_ids: list[str] | None = None) -> dict[str, Pending]:
         """``{file_id: Pending}`` of the files added to ``store`` through the API (of ``file_ids``
         only, when given), from any process: one read of the catalog."""
-        return {fid: Pending(a) for fid, a in rest.added_files(self.wb.catalog, store, file_ids).items()}
+        return {fid: Pending(a) for fid, a in rest.added_files(self.system.catalog, store, file_ids).items()}
 
     def file_status(self, store: str, rec: FileRecord | None, file_id: str | None = None,
                     p: Pending | EllipsisType | None = ...) -> dict[str, Any]:
@@ -427,7 +438,7 @@ class KnowledgeApi:
                 job = self.wb.submit_batch(store, [(f.name, f) for f in files], template=tpl, attributes=attributes,
                                            options={"api": True, "chunking_strategy": reported,
                                                     "chunking_notes": notes})
-                rest.add_files(self.wb.catalog, store, [(f.id, str(job.batch_id), i) for i, f in enumerate(files)])
+                rest.add_files(self.system.catalog, store, [(f.id, str(job.batch_id), i) for i, f in enumerate(files)])
                 jobs.append(job)
         return jobs
 
@@ -467,16 +478,16 @@ class KnowledgeApi:
                 if now is None or not now.running:
                     break
                 time.sleep(0.05)
-        rest.forget_file(wb.catalog, store, file_id)
+        rest.forget_file(self.system.catalog, store, file_id)
         if wb.file_record(store, file_id) is not None:
             wb.delete_file(store, file_id, keep_file=True)
 
     def _ingest_job(self, batch_id: str) -> IngestJob:
         """The view of the ingest batch ``batch_id`` (started by any process)."""
-        row, _, _ = queue.batch(self.wb.catalog, batch_id)
+        row, _, _ = queue.batch(self.system.catalog, batch_id)
         if row is None:
             raise not_found("file batch", batch_id)
-        return IngestJob.attach(self.wb.jobs, row)
+        return IngestJob.attach(self.system.jobs, row)
 
     # -- file batches ------------------------------------------------------------------------------------
     def create_batch(self, store: str, entries: list[tuple[str, Any, Any]], default_attrs: Any = None,
@@ -485,7 +496,7 @@ class KnowledgeApi:
         jobs = self.add_files(store, entries, default_attrs, default_strategy)
         batch_id = "vsfb_" + secrets.token_hex(16)
         file_ids = list(dict.fromkeys(e[0] for e in entries))
-        rest.add_file_batch(self.wb.catalog, batch_id, store, file_ids, [str(j.batch_id) for j in jobs])
+        rest.add_file_batch(self.system.catalog, batch_id, store, file_ids, [str(j.batch_id) for j in jobs])
         return self.batch(store, batch_id)
 
     def add_web_pages(self, store: str, url: str, depth: int | None = 0, max_pages: int | None = None,
@@ -535,7 +546,7 @@ class KnowledgeApi:
                            param="url", code="web_page_unavailable")
         jobs = self.add_files(store, entries, None, strategy) if entries else []
         batch_id = "vsfb_" + secrets.token_hex(16)
-        rest.add_file_batch(self.wb.catalog, batch_id, store, list(dict.fromkeys(file_ids)),
+        rest.add_file_batch(self.system.catalog, batch_id, store, list(dict.fromkeys(file_ids)),
                             [str(j.batch_id) for j in jobs])
         return self.batch(store, batch_id), pages
 
@@ -567,7 +578,7 @@ class KnowledgeApi:
         Raises:
             ApiError: 404, no such batch in this store.
         """
-        row = rest.file_batch(self.wb.catalog, batch_id) if BATCH_ID.fullmatch(batch_id or "") else None
+        row = rest.file_batch(self.system.catalog, batch_id) if BATCH_ID.fullmatch(batch_id or "") else None
         if row is None or row.store != store:
             raise not_found("file batch", batch_id)
         return Batch(row.id, row.store, row.file_ids, row.batch_ids, ts(row.created), row.cancelled)

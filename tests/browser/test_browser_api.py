@@ -14,7 +14,7 @@ import pytest
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.server.app import create_app
-from knowledge.workbench import Workbench
+from knowledge.system import System
 from tests.helpers.api import Served, free_port
 
 pytestmark = pytest.mark.browser
@@ -90,11 +90,11 @@ class _Attacker:
 
 @pytest.fixture
 def api(tmp_path):
-    wb = Workbench(load_settings(data_dir=tmp_path / "data"),
+    system = System(load_settings(data_dir=tmp_path / "data"),
                    embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256))
-    with Served(create_app(wb)) as base:
+    with Served(create_app(system)) as base:
         yield base
-    wb.close()
+    system.close()
 
 
 def test_a_page_of_another_site_creates_uploads_and_reads_nothing(browser, api):

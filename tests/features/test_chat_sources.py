@@ -22,6 +22,7 @@ from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import InvalidArgument
 from knowledge.server.app import create_app
+from knowledge.system import System
 from knowledge.workbench import Workbench
 from tests.helpers.api import Served
 from tests.helpers.chat import ChatCompletionsServer, tool_call
@@ -86,11 +87,17 @@ def test_where_text_never_says_none():
 
 # -- the chat ------------------------------------------------------------------------------------------
 @pytest.fixture
-def wb(tmp_path):
-    w = Workbench(load_settings(data_dir=tmp_path / "data"), embedder_factory=lambda m: HashEmbedder(64, 256))
+def system(tmp_path):
+    s = System(load_settings(data_dir=tmp_path / "data"), embedder_factory=lambda m: HashEmbedder(64, 256))
+    w = Workbench(s)
     assert w.ingest_file("book", GUESSING.encode(), "ch02-00-guessing-game.md").ok
-    yield w
-    w.close()
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def wb(system):
+    return Workbench(system)
 
 
 def invoice_png() -> bytes:
@@ -179,8 +186,8 @@ def test_retry_asks_the_failed_question_again_without_a_second_copy(wb):
 
 
 @pytest.mark.slow
-def test_api_chat_citations_point_at_their_marker(wb):
-    with Served(create_app(wb)) as base:
+def test_api_chat_citations_point_at_their_marker(system, wb):
+    with Served(create_app(system)) as base:
         r = httpx.post(f"{base}/v1/chat/completions", timeout=60, json={
             "model": "offline", "messages": [{"role": "user", "content": "guessing game secret number"}],
             "metadata": {"stores": "book"}})

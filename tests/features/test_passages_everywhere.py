@@ -24,6 +24,7 @@ from knowledge.server.app import create_app
 from knowledge.server.mcp import build_server
 from knowledge.server.objects import vector_store_id
 from knowledge.service.passages import MAX_MERGED_CHUNKS, merge_passages
+from knowledge.system import System
 from knowledge.tools.knowledge import KnowledgeTools
 from knowledge.vectorstore.store import Hit
 from knowledge.workbench import Workbench
@@ -36,11 +37,17 @@ QUERY = "reflecting telescope mirror eyepiece starlight"
 
 
 @pytest.fixture
-def wb(tmp_path):
-    w = Workbench(load_settings(data_dir=tmp_path / "data"), embedder_factory=lambda m: HashEmbedder(64, 256))
+def system(tmp_path):
+    s = System(load_settings(data_dir=tmp_path / "data"), embedder_factory=lambda m: HashEmbedder(64, 256))
+    w = Workbench(s)
     assert w.ingest_file("sky", SECTION.encode(), "telescopes.md").ok
-    yield w
-    w.close()
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def wb(system):
+    return Workbench(system)
 
 
 def apart(passages: list[dict]) -> bool:
@@ -122,8 +129,8 @@ def test_chat_sources_and_also_searched_never_hold_two_pieces_of_one_passage(wb,
 
 
 @pytest.mark.slow
-def test_rest_and_mcp_search_give_merged_passages(wb):
-    with Served(create_app(wb)) as base:
+def test_rest_and_mcp_search_give_merged_passages(system, wb):
+    with Served(create_app(system)) as base:
         r = httpx.post(f"{base}/v1/vector_stores/{vector_store_id('sky')}/search", timeout=60,
                        json={"query": QUERY, "max_num_results": 2})
     assert r.status_code == 200, r.text

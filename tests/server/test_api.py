@@ -13,6 +13,7 @@ from knowledge.errors import ConfigError
 from knowledge.server.app import create_app
 from knowledge.server.http import check_bind
 from knowledge.server.objects import vector_store_id
+from knowledge.system import System
 from knowledge.workbench import Workbench
 from tests.helpers.api import Served
 
@@ -21,16 +22,21 @@ PANIC = "ch09-01-unrecoverable-errors-with-panic.md"
 
 
 @pytest.fixture
-def wb(tmp_path):
-    w = Workbench(load_settings(data_dir=tmp_path / "data", ingest={"max_file_mb": 2}),
-                  embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256))
-    yield w
-    w.close()
+def system(tmp_path):
+    s = System(load_settings(data_dir=tmp_path / "data", ingest={"max_file_mb": 2}),
+               embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256))
+    yield s
+    s.close()
 
 
 @pytest.fixture
-def client(wb):
-    with Served(create_app(wb)) as base:
+def wb(system):
+    return Workbench(system)
+
+
+@pytest.fixture
+def client(system):
+    with Served(create_app(system)) as base:
         yield openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0, timeout=60)
 
 
@@ -157,11 +163,11 @@ def test_a_bad_file_fails_with_last_error_and_a_large_one_is_refused(client, wb)
     assert e.value.status_code == 413
 
 
-def test_non_loopback_needs_the_key_and_requests_without_it_get_401(wb):
+def test_non_loopback_needs_the_key_and_requests_without_it_get_401(system):
     with pytest.raises(ConfigError, match="KNOWLEDGE_API_KEY"):
         check_bind("0.0.0.0", None)
     check_bind("127.0.0.1", None)
-    with Served(create_app(wb, api_key="s3cret-key"), host="0.0.0.0") as base:
+    with Served(create_app(system, api_key="s3cret-key"), host="0.0.0.0") as base:
         bare = httpx.get(base + "/v1/vector_stores")
         assert bare.status_code == 401 and bare.json()["error"]["code"] == "invalid_api_key"
         wrong = openai.OpenAI(base_url=base + "/v1", api_key="nope", max_retries=0)
@@ -181,8 +187,8 @@ def test_openapi_docs(client, wb, tmp_path):
     assert "/v1/vector_stores/{vs_id}/search" in spec["paths"] and "/v1/chat/completions" in spec["paths"]
     # the Swagger page loads its scripts from a public CDN: off unless api.docs turns it on
     assert httpx.get(base + "/docs").status_code == 404 and httpx.get(base + "/redoc").status_code == 404
-    w = Workbench(load_settings(data_dir=tmp_path / "docs-data", api={"docs": True}),
-                  embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256))
+    w = System(load_settings(data_dir=tmp_path / "docs-data", api={"docs": True}),
+               embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256))
     try:
         with Served(create_app(w)) as other:
             page = httpx.get(other + "/docs")
@@ -222,8 +228,8 @@ def test_each_file_of_a_running_batch_has_its_own_status(tmp_path):
                 release.wait(60)
             return super().embed_documents(texts)
 
-    w = Workbench(load_settings(data_dir=tmp_path / "data"),
-                  embedder_factory=lambda model: Gated(dimension=64, max_tokens=256))
+    w = System(load_settings(data_dir=tmp_path / "data"),
+               embedder_factory=lambda model: Gated(dimension=64, max_tokens=256))
     try:
         with Served(create_app(w)) as base:
             c = openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0, timeout=60)

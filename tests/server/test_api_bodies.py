@@ -9,17 +9,17 @@ import pytest
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.server.app import create_app
-from knowledge.workbench import Workbench
+from knowledge.system import System
 from tests.helpers.api import Served
 
 
 @pytest.fixture
 def base(tmp_path):
-    wb = Workbench(load_settings(data_dir=tmp_path / "data"),
+    system = System(load_settings(data_dir=tmp_path / "data"),
                    embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256))
-    with Served(create_app(wb)) as url:
+    with Served(create_app(system)) as url:
         yield url
-    wb.close()
+    system.close()
 
 
 def refused(r: httpx.Response) -> dict:

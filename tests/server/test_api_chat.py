@@ -11,18 +11,18 @@ import pytest
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.server.app import create_app
-from knowledge.workbench import Workbench
+from knowledge.system import System
 from tests.helpers.api import Served
 from tests.helpers.chat import pdf_bytes
 
 
 @pytest.fixture
 def client(tmp_path):
-    wb = Workbench(load_settings(data_dir=tmp_path / "data"),
+    system = System(load_settings(data_dir=tmp_path / "data"),
                    embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256))
-    with Served(create_app(wb)) as base:
+    with Served(create_app(system)) as base:
         yield openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0, timeout=60)
-    wb.close()
+    system.close()
 
 
 PDF = pdf_bytes(["Quarterly report. Sales of garden tools were flat.",

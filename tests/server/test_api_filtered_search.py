@@ -128,11 +128,11 @@ def ops_names(k: int, wb: Workbench) -> list[str]:
     {"type": "and", "filters": [{"type": "eq", "key": "team", "value": "ops"},
                                 {"type": "gte", "key": "n", "value": 0}]},
 ], ids=["eq", "in", "and"])
-def test_a_selective_rest_search_embeds_the_query_once_and_returns_k(wb, embeddings, rounds, filters):
+def test_a_selective_rest_search_embeds_the_query_once_and_returns_k(system, wb, embeddings, rounds, filters):
     want = ops_names(3, wb)
     embeddings.clear()
     rounds.clear()
-    with Served(create_app(wb)) as base:
+    with Served(create_app(system)) as base:
         r = httpx.post(f"{base}/v1/vector_stores/{vector_store_id('logs')}/search", timeout=60,
                        json={"query": QUERY, "max_num_results": 3, "filters": filters, "mode": "vector"})
         assert r.status_code == 200, r.text

@@ -28,6 +28,7 @@ from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.server.app import create_app
 from knowledge.server.idempotency import LEASE, TTL
+from knowledge.system import System
 from knowledge.workbench import Workbench
 from tests.helpers.api import Served, free_port
 from tests.helpers.pg import pg_catalog_settings
@@ -38,16 +39,21 @@ DATA = b"# Ownership\n\nEach value in Rust has an owner.\n" * 20
 
 
 @pytest.fixture
-def wb(tmp_path):
-    w = Workbench(load_settings(data_dir=tmp_path / "data", ingest={"max_file_mb": 2}),
-                  embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256))
-    yield w
-    w.close()
+def system(tmp_path):
+    s = System(load_settings(data_dir=tmp_path / "data", ingest={"max_file_mb": 2}),
+               embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256))
+    yield s
+    s.close()
 
 
 @pytest.fixture
-def http(wb):
-    with Served(create_app(wb)) as base, httpx.Client(base_url=base + "/v1", timeout=60) as c:
+def wb(system):
+    return Workbench(system)
+
+
+@pytest.fixture
+def http(system):
+    with Served(create_app(system)) as base, httpx.Client(base_url=base + "/v1", timeout=60) as c:
         yield c
 
 
@@ -123,8 +129,8 @@ def test_a_failed_first_request_is_replayed_when_it_was_the_clients_fault(http, 
 def test_a_key_is_its_callers_own(tmp_path):
     """Once accounts exist, a key is the account's: another person's identical key and request is
     a request of their own (a new file), never a replay of someone else's answer."""
-    w = Workbench(load_settings(data_dir=tmp_path / "data"),
-                  embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256))
+    w = System(load_settings(data_dir=tmp_path / "data"),
+               embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256))
     try:
         w.people.set_up_admin("root", "correct horse battery")
         w.people.accounts.create("ana", "correct horse battery")
@@ -139,7 +145,7 @@ def test_a_key_is_its_callers_own(tmp_path):
         ids = {n: {r.json()["id"] for r in rs} for n, rs in answers.items()}
         assert all(len(v) == 1 for v in ids.values()) and ids["root"] != ids["ana"]
         assert all(rs[1].headers["idempotent-replayed"] == "true" for rs in answers.values())
-        assert len(uploads(w, "ownership.md")) == 2
+        assert len(uploads(Workbench(w), "ownership.md")) == 2
     finally:
         w.close()
 
@@ -197,9 +203,10 @@ def test_an_upload_retried_with_its_key_after_a_timeout_is_one_record(tmp_path):
     answer although the upload went on; the client's retries with the same key get the first file."""
     with (tmp_path / "moto.log").open("w+b") as log, moto_server(log) as moto:
         settings = s3_file_store_settings(load_settings(data_dir=tmp_path / "data"), moto.endpoint)
-        wb = Workbench(settings, embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256))
+        system = System(settings, embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256))
+        wb = Workbench(system)
         try:
-            with Served(create_app(wb)) as base:
+            with Served(create_app(system)) as base:
                 key = {"Idempotency-Key": str(uuid.uuid4())}
                 impatient = openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0, timeout=1.0)
                 os.kill(moto.pid, signal.SIGSTOP)  # S3 frozen: the upload waits on it
@@ -225,7 +232,7 @@ def test_an_upload_retried_with_its_key_after_a_timeout_is_one_record(tmp_path):
                 with wb.read_file(stored[0].id) as fh:
                     assert fh.read() == DATA
         finally:
-            wb.close()
+            system.close()
 
 
 def serve(env: dict[str, str], log: Path) -> tuple[subprocess.Popen, str]:

@@ -17,6 +17,7 @@ from knowledge.errors import BackendUnavailable
 from knowledge.server.app import create_app
 from knowledge.server.http import RETRY_AFTER_SECONDS, from_knowledge
 from knowledge.server.mcp import build_server
+from knowledge.system import System
 from knowledge.workbench import Workbench
 
 pytestmark = pytest.mark.slow
@@ -24,14 +25,19 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def team_wb(own_postgres, tmp_path) -> Iterator[Workbench]:
+def team_system(own_postgres, tmp_path) -> Iterator[System]:
     url = own_postgres.url
     settings = load_settings(data_dir=tmp_path / "data", catalog={"url": url},
                              vector_store={"backend": "pgvector", "url": url}, file_store={"backend": "postgresql"},
                              embeddings={"model": "fake/hash-64"})
-    wb = Workbench(settings)
-    yield wb
-    wb.close()
+    system = System(settings)
+    yield system
+    system.close()
+
+
+@pytest.fixture
+def team_wb(team_system) -> Workbench:
+    return Workbench(team_system)
 
 
 def upload(client: TestClient, name: str, text: str):
@@ -51,8 +57,8 @@ def assert_unavailable(r, port: int) -> None:
 
 @pytest.mark.processes
 def test_the_api_answers_503_with_retry_after_during_an_outage_and_the_first_request_after_succeeds(
-        own_postgres, team_wb):
-    client = TestClient(create_app(team_wb), raise_server_exceptions=False)
+        own_postgres, team_system, team_wb):
+    client = TestClient(create_app(team_system), raise_server_exceptions=False)
     first = upload(client, "before.md", "# Before\n\nWritten before the restart.\n")
     assert first.status_code == 200, first.text
     vs = client.post("/v1/vector_stores", json={"name": "team"}).json()["id"]

@@ -24,6 +24,7 @@ from knowledge.embeddings.fake import HashEmbedder
 from knowledge.server.app import create_app
 from knowledge.server.http import check_bind
 from knowledge.server.objects import vector_store_id
+from knowledge.system import System
 from knowledge.workbench import Workbench
 from tests.helpers.api import Served, free_port
 from tests.helpers.pg import pg_catalog_settings
@@ -34,16 +35,21 @@ LEAVE = "The parental leave policy grants sixteen weeks of paid leave to every p
 
 
 @pytest.fixture
-def wb(tmp_path):
-    w = Workbench(load_settings(data_dir=tmp_path / "data"),
-                  embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256))
-    yield w
-    w.close()
+def system(tmp_path):
+    s = System(load_settings(data_dir=tmp_path / "data"),
+               embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256))
+    yield s
+    s.close()
 
 
 @pytest.fixture
-def served(wb):
-    with Served(create_app(wb, api_key=SHARED)) as base:
+def wb(system):
+    return Workbench(system)
+
+
+@pytest.fixture
+def served(system):
+    with Served(create_app(system, api_key=SHARED)) as base:
         yield base
 
 
@@ -295,8 +301,8 @@ def test_a_key_revoked_in_the_catalog_is_refused_by_another_serve_process(tmp_pa
         team.close()
 
 
-def test_a_users_chat_service_is_kept_across_requests_and_acts_as_them(wb):
-    api = create_app(wb).state.api
+def test_a_users_chat_service_is_kept_across_requests_and_acts_as_them(system, wb):
+    api = create_app(system).state.api
     wb.people.set_up_admin("root", PW)
     wb.people.accounts.create("ana", PW)
     first = api.for_actor(wb.people.accounts.actor("ana"))

@@ -19,27 +19,33 @@ from knowledge.server.app import create_app
 from knowledge.server.http import attachment_header
 from knowledge.server.mcp import build_server, http_app
 from knowledge.server.objects import vector_store_id
+from knowledge.system import System
 from knowledge.workbench import Workbench
 from tests.helpers.api import Served, free_port
 
 EVIL = "http://evil.example"
 
 
-def workbench(tmp_path, **api) -> Workbench:
-    return Workbench(load_settings(data_dir=tmp_path / "data", ingest={"max_file_mb": 2}, api=api),
-                     embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256))
+def system_at(tmp_path, **api) -> System:
+    return System(load_settings(data_dir=tmp_path / "data", ingest={"max_file_mb": 2}, api=api),
+                  embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256))
 
 
 @pytest.fixture
-def wb(tmp_path):
-    w = workbench(tmp_path)
-    yield w
-    w.close()
+def system(tmp_path):
+    s = system_at(tmp_path)
+    yield s
+    s.close()
 
 
 @pytest.fixture
-def base(wb):
-    with Served(create_app(wb)) as url:
+def wb(system):
+    return Workbench(system)
+
+
+@pytest.fixture
+def base(system):
+    with Served(create_app(system)) as url:
         yield url
 
 
@@ -68,7 +74,7 @@ def test_a_rebinding_host_name_is_refused_and_the_loopback_names_are_answered(ba
 
 
 def test_a_configured_host_name_is_answered(tmp_path):
-    w = workbench(tmp_path, allowed_hosts=["knowledge.lan", "docs.lan:9999"])
+    w = system_at(tmp_path, allowed_hosts=["knowledge.lan", "docs.lan:9999"])
     try:
         with Served(create_app(w)) as base:
             port = port_of(base)
@@ -100,7 +106,7 @@ def test_a_request_from_another_origin_is_refused(base):
 
 def test_a_configured_origin_gets_cors_with_preflight(tmp_path):
     app_origin = "http://localhost:3000"
-    w = workbench(tmp_path, cors_origins=[app_origin])
+    w = system_at(tmp_path, cors_origins=[app_origin])
     try:
         with Served(create_app(w, api_key="k3y")) as base:
             pre = httpx.options(base + "/v1/vector_stores", headers={
@@ -146,7 +152,7 @@ def test_an_upload_from_a_web_page_is_refused_and_curl_without_a_key_may_upload(
 
 
 def test_an_upload_from_a_configured_origin_or_with_the_key(tmp_path):
-    w = workbench(tmp_path, cors_origins=["http://localhost:3000"])
+    w = system_at(tmp_path, cors_origins=["http://localhost:3000"])
     try:
         with Served(create_app(w)) as base:
             page = {"Origin": "http://localhost:3000", "Sec-Fetch-Site": "same-site"}
@@ -263,12 +269,12 @@ def test_a_store_name_with_a_control_character_is_refused(base, wb, name):
 
 
 # -- chats' own stores and attachments -------------------------------------------------------------------
-def test_a_chats_own_store_and_attachment_are_unreachable(tmp_path, wb):
+def test_a_chats_own_store_and_attachment_are_unreachable(tmp_path, system, wb):
     chat = ChatService(wb)
     session = chat.create_session(config="offline")
     chat.attach(session.id, b"# Private\n\nThe vault code is 4411.\n", "private.md")
     [secret] = [r.file_id for r in wb.file_records(session.store)]
-    with Served(create_app(wb, chat=chat)) as base:
+    with Served(create_app(system, chat=chat)) as base:
         assert httpx.get(base + "/v1/files").json()["data"] == []
         assert httpx.get(base + f"/v1/files/{secret}").status_code == 404
         assert httpx.get(base + f"/v1/files/{secret}/content").status_code == 404

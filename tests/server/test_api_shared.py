@@ -22,11 +22,16 @@ from knowledge.config import Settings, load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.server.app import create_app
 from knowledge.server.objects import KnowledgeApi
+from knowledge.system import System
 from knowledge.workbench import Workbench
 from tests.helpers.api import Served, free_port
 from tests.helpers.pg import pg_catalog_settings
 
 STATIC = {"type": "static", "static": {"max_chunk_size_tokens": 200, "chunk_overlap_tokens": 50}}
+
+
+def system_of(settings: Settings) -> System:
+    return System(settings, embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256))
 
 
 def workbench(settings: Settings) -> Workbench:
@@ -84,7 +89,7 @@ def test_two_api_apps_on_one_catalog_answer_the_same(tmp_path, dialect, request)
     if dialect == "postgresql":
         request.getfixturevalue("pg_database")
     sa, sb = two_settings(tmp_path, dialect)
-    wa, wb_ = workbench(sa), workbench(sb)
+    wa, wb_ = system_of(sa), system_of(sb)
     held = Held(wa)
     Held(wb_).gate.set()  # B never holds anything back (it ingests nothing here, unless asked)
     try:
@@ -164,7 +169,7 @@ def test_two_api_apps_on_one_catalog_answer_the_same(tmp_path, dialect, request)
             w.close()
 
     # every process stopped and started again: the same answers
-    wa, wb_ = workbench(sa), workbench(sb)
+    wa, wb_ = system_of(sa), system_of(sb)
     try:
         with Served(create_app(wa)) as base_a, Served(create_app(wb_)) as base_b, \
                 httpx.Client(base_url=base_a, timeout=60) as a, httpx.Client(base_url=base_b, timeout=60) as b:
@@ -183,9 +188,9 @@ def test_an_earlier_vector_stores_json_is_imported_once(tmp_path):
     legacy.write_text(json.dumps({"laptop": {"metadata": {"k": "v"}, "expires_after": {"anchor": "last_active_at",
                                                                                           "days": 7},
                                              "chunking_strategy": STATIC, "description": None}}), "utf-8")
-    w = workbench(settings)
+    w = system_of(settings)
     try:
-        w.create_store("laptop", "default")
+        Workbench(w).create_store("laptop", "default")
         api = KnowledgeApi(w)
         obj = api.store_object("laptop")
         assert obj["metadata"] == {"k": "v"} and obj["expires_after"]["days"] == 7
@@ -196,7 +201,7 @@ def test_an_earlier_vector_stores_json_is_imported_once(tmp_path):
         assert KnowledgeApi(w).store_object("laptop")["metadata"] == {"k": "changed"}  # the catalog's wins
     finally:
         w.close()
-    w = workbench(settings)  # a new process: still there
+    w = system_of(settings)  # a new process: still there
     try:
         assert KnowledgeApi(w).store_object("laptop")["metadata"] == {"k": "changed"}
     finally:

@@ -11,15 +11,16 @@ import openai
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.server.app import create_app
+from knowledge.system import System
 from knowledge.workbench import Workbench
 from tests.helpers.api import Served
 from tests.helpers.web import Site, page
 
 
 def served(tmp_path, **ingest):
-    wb = Workbench(load_settings(data_dir=tmp_path / "data", ingest={"max_file_mb": 2, **ingest}),
-                   embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256))
-    return wb, Served(create_app(wb))
+    system = System(load_settings(data_dir=tmp_path / "data", ingest={"max_file_mb": 2, **ingest}),
+                    embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256))
+    return system, Workbench(system), Served(create_app(system))
 
 
 def wait_batch(http: httpx.Client, vs: str, batch: str) -> dict:
@@ -34,7 +35,7 @@ def wait_batch(http: httpx.Client, vs: str, batch: str) -> dict:
 def test_web_pages_route_adds_a_crawl_as_a_file_batch(tmp_path, site: Site):
     site.html("/", page("Harbour", "The harbour master logs every tugboat.", ("/quay.html", "/missing.html")))
     site.html("/quay.html", page("Quay", "Cranes unload the container ships at the quay."))
-    wb, server = served(tmp_path, web_allow_private=True)
+    system, wb, server = served(tmp_path, web_allow_private=True)
     try:
         with server as base, httpx.Client(base_url=base, timeout=60) as http:
             vs = http.post("/v1/vector_stores", json={"name": "web"}).json()["id"]
@@ -78,12 +79,12 @@ def test_web_pages_route_adds_a_crawl_as_a_file_batch(tmp_path, site: Site):
             r = http.post(f"/v1/vector_stores/{vs}/web_pages", json={"url": site.url("/missing.html")})
             assert r.status_code == 400 and "not found (HTTP 404)" in r.json()["error"]["message"]
     finally:
-        wb.close()
+        system.close()
 
 
 def test_web_pages_route_refuses_loopback_by_default(tmp_path, site: Site):
     site.html("/", page("Home", "Inside."))
-    wb, server = served(tmp_path)
+    system, _wb, server = served(tmp_path)
     try:
         with server as base, httpx.Client(base_url=base, timeout=60) as http:
             vs = http.post("/v1/vector_stores", json={"name": "web"}).json()["id"]
@@ -91,5 +92,5 @@ def test_web_pages_route_refuses_loopback_by_default(tmp_path, site: Site):
             assert r.status_code == 400 and "loopback address" in r.json()["error"]["message"]
             assert site.requests == []
     finally:
-        wb.close()
+        system.close()
 

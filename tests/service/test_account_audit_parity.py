@@ -23,6 +23,7 @@ from knowledge.config import load_settings
 from knowledge.errors import AuthenticationFailed, InvalidArgument, PermissionDenied
 from knowledge.people import AuditEvent
 from knowledge.server.app import create_app
+from knowledge.system import System
 from knowledge.workbench import Workbench
 from tests.helpers.app import fresh_caches, open_app, use_fake_model
 
@@ -177,9 +178,9 @@ def by_pages(data: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.Capture
 
 def by_rest(data: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     made = team(data)
-    wb = Workbench(load_settings(data_dir=data))
+    system = System(load_settings(data_dir=data))
     try:
-        with TestClient(create_app(wb), headers={"Authorization": f"Bearer {made['root']}"}) as c:
+        with TestClient(create_app(system), headers={"Authorization": f"Bearer {made['root']}"}) as c:
             def call(method: str, path: str, **kw: Any) -> dict[str, Any]:
                 r = c.request(method, "/v1/knowledge" + path, **kw)
                 assert r.status_code == 200, (method, path, r.text)
@@ -197,7 +198,7 @@ def by_rest(data: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureF
             call("DELETE", "/groups/team")
             call("DELETE", "/users/bo", params={"heir": "root"})
     finally:
-        wb.close()
+        system.close()
 
 
 SURFACES: dict[str, Callable[..., None]] = {"cli": by_cli, "pages": by_pages, "rest": by_rest}
@@ -316,10 +317,10 @@ def test_set_up_admin_makes_only_the_first_account(tmp_path):
 def test_the_rest_api_refuses_a_member_account_management_but_not_their_own_keys(tmp_path):
     data = tmp_path / "rest"
     team(data)
-    wb = Workbench(load_settings(data_dir=data))
+    system = System(load_settings(data_dir=data))
     try:
-        _, ana_secret = wb.people.keys.create("ana", "tests")
-        with TestClient(create_app(wb), headers={"Authorization": f"Bearer {ana_secret}"}) as c:
+        _, ana_secret = system.people.keys.create("ana", "tests")
+        with TestClient(create_app(system), headers={"Authorization": f"Bearer {ana_secret}"}) as c:
             for method, path, body in (("GET", "/users", None), ("POST", "/users", {"username": "cy", "password": PW}),
                                        ("POST", "/users/ana", {"role": "admin"}), ("POST", "/invites", {}),
                                        ("POST", "/groups", {"name": "team"}), ("DELETE", "/users/bo", None),
@@ -336,6 +337,6 @@ def test_the_rest_api_refuses_a_member_account_management_but_not_their_own_keys
             assert mine == ["ana's laptop", "laptop", "tests"]  # her own only
             r = c.post("/v1/knowledge/users/ana", json={"display_name": "Ana L."})
             assert r.status_code == 200 and r.json()["display_name"] == "Ana L."
-        assert wb.people.accounts.require("ana").role == "member" and wb.people.accounts.get("cy") is None
+        assert system.people.accounts.require("ana").role == "member" and system.people.accounts.get("cy") is None
     finally:
-        wb.close()
+        system.close()

@@ -18,6 +18,7 @@ from knowledge.catalog import Catalog
 from knowledge.catalog import jobs as q
 from knowledge.config import Settings
 from knowledge.embeddings.fake import HashEmbedder
+from knowledge.system import System
 from knowledge.workbench import Workbench
 
 REPO = Path(__file__).resolve().parents[2]
@@ -264,7 +265,8 @@ def test_serve_resumes_the_queue_once_and_only_logs_a_catalog_it_cannot_read(set
         return real(self)
 
     monkeypatch.setattr(JobRegistry, "resume", counting)
-    server.serve(wb=Workbench(settings, embedder_factory=lambda m: HashEmbedder(dimension=16)))
+    system = System(settings, embedder_factory=lambda m: HashEmbedder(dimension=16))
+    server.serve(system=system)
     assert calls == ["resume", "run"]
 
     def unreachable(self: JobRegistry) -> int:
@@ -274,9 +276,10 @@ def test_serve_resumes_the_queue_once_and_only_logs_a_catalog_it_cannot_read(set
     monkeypatch.setattr(JobRegistry, "resume", unreachable)
     calls.clear()
     with caplog.at_level(logging.WARNING, logger="knowledge.server.app"):
-        server.serve(wb=Workbench(settings, embedder_factory=lambda m: HashEmbedder(dimension=16)))
+        server.serve(system=system)
     assert calls == ["resume", "run"]
     assert "could not look for unfinished ingestion jobs" in caplog.text
+    system.close()
 
 
 def test_a_batch_is_checked_and_recorded_when_submitted_and_its_worker_holds_no_workbench(settings: Settings):

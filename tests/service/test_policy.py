@@ -42,6 +42,7 @@ EXPECTED: dict[str, tuple[type[Exception] | None, ...]] = {
     "template.delete": ADMIN_ONLY,
     "template.derive": FREE,
     "account.self": FREE,
+    "account.list": FREE,
     "account.manage": ADMIN_ONLY,
     "audit.read": FREE,
     "audit.read_all": ADMIN_ONLY,

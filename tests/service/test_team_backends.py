@@ -18,6 +18,7 @@ from knowledge.catalog import DONE
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import MachineLocalBackend
 from knowledge.service.templates import machine_local_reason, make_template
+from knowledge.system import System
 from knowledge.workbench import Workbench
 from tests.helpers.api import Served
 
@@ -198,9 +199,9 @@ def test_a_memory_store_whose_folder_is_on_another_machine_cannot_be_moved_from_
 def test_the_api_refuses_to_create_a_store_on_the_memory_default_of_a_shared_catalog(team_on_memory):
     from knowledge.server.app import create_app
 
-    wb = _wb(team_on_memory)
+    system = System(team_on_memory, embedder_factory=lambda model: HashEmbedder(dimension=16, max_tokens=48))
     try:
-        with Served(create_app(wb)) as base:
+        with Served(create_app(system)) as base:
             client = openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0, timeout=60)
             with pytest.raises(openai.BadRequestError) as info:
                 client.vector_stores.create(name="notes")
@@ -210,4 +211,4 @@ def test_the_api_refuses_to_create_a_store_on_the_memory_default_of_a_shared_cat
             answer = httpx.post(base + "/v1/vector_stores", json={"name": "notes"}, timeout=30)
             assert answer.status_code == 400 and "vector_store.url" in answer.json()["error"]["message"]
     finally:
-        wb.close()
+        system.close()

@@ -44,7 +44,7 @@ async def upload_file(request: Request, api: Api, file: Annotated[UploadFile, Fi
         return await run()
     digest, size = await in_thread(content_digest, file.file)
     params = {"filename": name, "purpose": purpose, "bytes": size, "sha256": digest}
-    return await once(request, api.wb.catalog, params, run)
+    return await once(request, api.system.catalog, params, run)
 
 
 def content_digest(fh: BinaryIO) -> tuple[str, int]:

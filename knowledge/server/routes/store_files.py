@@ -57,7 +57,7 @@ async def add_file(vs_id: str, body: FileEntry, request: Request, api: Api) -> R
         await in_thread(api.add_files, name, [(fid, body.attributes, strategy_of(api, name, body.chunking_strategy))])
         return polled(await in_thread(api.get_file, name, fid))
 
-    return await once(request, api.wb.catalog, params(body), run)
+    return await once(request, api.system.catalog, params(body), run)
 
 
 @router.get("/files", summary="List a store's files")
@@ -123,7 +123,7 @@ async def create_batch(vs_id: str, body: FileBatch, request: Request, api: Api) 
                             strategy_of(api, name, body.chunking_strategy))
         return polled(await in_thread(api.batch_object, b))
 
-    return await once(request, api.wb.catalog, params(body), run)
+    return await once(request, api.system.catalog, params(body), run)
 
 
 @router.post("/web_pages", summary="Add a web page (and the pages it links to on its site)")
@@ -139,7 +139,7 @@ async def add_web_pages(vs_id: str, body: WebPages, request: Request, api: Api) 
                                    body.attributes, strategy_of(api, name, body.chunking_strategy))
         return polled({**await in_thread(api.batch_object, b), "web_pages": pages})
 
-    return await once(request, api.wb.catalog, params(body), run)
+    return await once(request, api.system.catalog, params(body), run)
 
 
 @router.get("/file_batches/{batch_id}", summary="A batch")

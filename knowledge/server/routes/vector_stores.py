@@ -106,7 +106,7 @@ def delete_store(vs_id: str, api: Api) -> dict:
         if f is not None and "purpose" in f.metadata:
             wb.delete_file(name, rec.file_id, keep_file=True)
     wb.delete_store(name)
-    rest.forget_store(wb.catalog, name)
+    rest.forget_store(api.system.catalog, name)
     return {"id": vs_id, "object": "vector_store.deleted", "deleted": True}
 
 
