@@ -53,7 +53,7 @@ from knowledge.service.stores import Stores, StoreSummary
 from knowledge.service.templates import DEFAULT_TEMPLATE, VectorStoreTemplate
 from knowledge.service.web import WebJob, ingest_web
 from knowledge.sync import FolderSync, FolderSyncs
-from knowledge.system import Latest, System
+from knowledge.system import System
 from knowledge.vectorstore.base import VectorBackend
 from knowledge.vectorstore.scoring import DISTANCE_ORDER
 from knowledge.vectorstore.store import Hit
@@ -425,13 +425,9 @@ class Workbench:
         """Make ``turn`` the newest of session ``sid``; returns the one it replaces (or ``None``)."""
         return self._system.chat_turns.swap(sid, turn)
 
-    # -- temporary (issue 40): the parts, until every caller uses a named method ----------------
-    @property
-    def base(self) -> Workbench:
-        """TEMPORARY (the job machinery's until it runs over parts): the local admin's workbench
-        over the same system."""
-        return self if self.actor.local else Workbench(self._system)
-
+    # -- temporary (issue 40): the parts the tests still reach through ---------------------------
+    # No surface uses these (knowledge/, pages/, app.py reach none: tests/service/test_policy.py's
+    # TEMPORARY_PARTS lists them); the tests still do, until they hold the System they build.
     @property
     def catalog(self) -> Catalog:
         return self._system.catalog
@@ -455,10 +451,6 @@ class Workbench:
     @property
     def people(self) -> People:
         return self._system.people
-
-    @property
-    def chat_turns(self) -> Latest[Any]:
-        return self._system.chat_turns
 
     # -- stores ---------------------------------------------------------------------------------
     @checks("store.create")

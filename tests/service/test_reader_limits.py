@@ -76,7 +76,7 @@ def test_a_worker_process_fails_the_file_past_a_limit_and_lives_on_to_ingest_the
     files = _batch(tmp_path / "in", case)
     wb = Workbench(load_settings(data_dir=data, embeddings={"model": "fake/hash-16"}))
     stored = [wb.files.save(p.name, "text/plain", p.read_bytes()) for p in files]
-    wb.base.stores.open_for_write("notes", None)
+    wb.stores.open_for_write("notes", None)
     batch_id = q.enqueue(wb.catalog, "notes", [q.JobSource(s.name, "file", s.id, s.size) for s in stored])
     wb.close()
     worker = subprocess.run([sys.executable, "-m", "knowledge", "worker", "--once", "--poll", "0.2"],
