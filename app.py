@@ -82,9 +82,10 @@ def set_a_password() -> None:
         "To share it, stop the app and start it again with a password:\n\n"
         "```bash\nKNOWLEDGE_APP_PASSWORD='choose-a-long-one' streamlit run app.py --server.address 0.0.0.0\n```\n\n"
         "or put a hash in the settings file (`python -m knowledge password` makes one):\n\n"
-        "```toml\n[app]\npassword_hash = \"scrypt$...\"\n```\n\n"
+        '```toml\n[app]\npassword_hash = "scrypt$..."\n```\n\n'
         "To use it on this computer only, start it as usual: `streamlit run app.py` (it listens on"
-        " 127.0.0.1).")
+        " 127.0.0.1)."
+    )
 
 
 #: The session key of a sign-in cookie found stale (expired, signed out): not tried again.
@@ -129,8 +130,7 @@ def go_to(url: str) -> None:
     a browser behind the run (AppTest), run the app again instead."""
     if not behind_a_browser():
         st.rerun()
-    st.markdown(f'<meta http-equiv="refresh" content="0; url={html.escape(url, quote=True)}">',
-                unsafe_allow_html=True)
+    st.markdown(f'<meta http-equiv="refresh" content="0; url={html.escape(url, quote=True)}">', unsafe_allow_html=True)
     st.stop()
 
 
@@ -200,8 +200,10 @@ def account_sign_in() -> None:
     if notice:
         st.warning(inert(notice), icon="⏳")
     if password.is_set:
-        st.info("The shared password no longer signs in: accounts exist. Sign in with your account"
-                " (an admin makes one for you or sends you an invitation link).")
+        st.info(
+            "The shared password no longer signs in: accounts exist. Sign in with your account"
+            " (an admin makes one for you or sends you an invitation link)."
+        )
     for i, way in enumerate(SIGN_IN_WAYS):
         if i:
             st.divider()
@@ -244,8 +246,11 @@ def setup_token() -> str:
     """This process's first-run set-up token, printed to the server's log (its standard error) when
     it is made: whoever creates the first admin of a shared app must be able to read that log."""
     token = secrets.token_urlsafe(18)
-    print(f"knowledge: first-run set-up token (type it on the app's set-up page to create the first"
-          f" admin account): {token}", file=sys.stderr, flush=True)
+    print(
+        f"knowledge: first-run set-up token (type it on the app's set-up page to create the first admin account): {token}",
+        file=sys.stderr,
+        flush=True,
+    )
     return token
 
 
@@ -254,32 +259,40 @@ def set_up() -> None:
     (with the set-up token of the server's log; on a shared catalog, from the command line), or how to
     set one shared password."""
     st.title("📚 knowledge")
-    st.error("This app is reachable from other computers, and has no account and no password yet, so it shows"
-             " nothing.")
+    st.error("This app is reachable from other computers, and has no account and no password yet, so it shows nothing.")
     st.subheader("Create the first admin account")
     if wb.settings.catalog.url is not None:
         # Team mode: several app processes behind a proxy, each would print its own token to its own
         # log; the first admin is made once, for every process, by the operator at a terminal.
-        st.markdown("This app runs on a shared catalog (team mode), so the first admin account is made at a"
-                    " terminal, on any machine with the team's settings:")
+        st.markdown(
+            "This app runs on a shared catalog (team mode), so the first admin account is made at a"
+            " terminal, on any machine with the team's settings:"
+        )
         st.code("python -m knowledge users add NAME --role admin", language="bash", wrap_lines=True)
-        st.markdown("It asks for the password twice (or reads it from standard input with `--password-stdin`)."
-                    " Then every app process signs people in by account: reload this page and sign in. That"
-                    " admin adds the others (accounts or invitation links) on the People page.")
+        st.markdown(
+            "It asks for the password twice (or reads it from standard input with `--password-stdin`)."
+            " Then every app process signs people in by account: reload this page and sign in. That"
+            " admin adds the others (accounts or invitation links) on the People page."
+        )
         if st.button("I have made it: sign in", type="primary"):
             st.rerun()
         return
     token = setup_token()
-    st.markdown("Type the **set-up token** the app printed to its server log (the terminal or service log of"
-                " `streamlit run app.py`, a line starting `knowledge: first-run set-up token`): only someone who"
-                " can read that log creates the first admin, not the first visitor. That admin then adds"
-                " the others (accounts or invitation links) on the People page.")
+    st.markdown(
+        "Type the **set-up token** the app printed to its server log (the terminal or service log of"
+        " `streamlit run app.py`, a line starting `knowledge: first-run set-up token`): only someone who"
+        " can read that log creates the first admin, not the first visitor. That admin then adds"
+        " the others (accounts or invitation links) on the People page."
+    )
     with st.form("first-admin"):
         typed = st.text_input("Set-up token", type="password", key="setup-token")
         username, display, first, again = new_account_fields(wb, "setup")
         if st.form_submit_button("Create the admin account", type="primary"):
-            problem = "Type the set-up token from the server log." if not typed.strip() else \
-                account_problem(username, first, again)
+            problem = (
+                "Type the set-up token from the server log."
+                if not typed.strip()
+                else account_problem(username, first, again)
+            )
             if problem:
                 st.error(problem)
                 return
@@ -337,6 +350,7 @@ def gate(render, title: str) -> None:
 
 def cannot_start(problem: str) -> None:
     """Every page URL says why the app cannot start; nothing else is served."""
+
     def render() -> None:
         st.title("📚 knowledge")
         st.error(inert(problem))
@@ -344,12 +358,15 @@ def cannot_start(problem: str) -> None:
     gate(render, "Cannot start")
 
 
-CATALOG_BUSY = ("The catalog is in use by another program on this computer (a command-line batch?)."
-                " Wait for it to finish and reload this page.")
+CATALOG_BUSY = (
+    "The catalog is in use by another program on this computer (a command-line batch?)."
+    " Wait for it to finish and reload this page."
+)
 
 
 def catalog_busy() -> None:
     """Every page URL says the catalog is busy (the gate cannot tell who may come in); nothing else."""
+
     def render() -> None:
         st.title("📚 knowledge")
         st.warning(CATALOG_BUSY, icon="⏳")
@@ -380,8 +397,10 @@ def waiting_for_database(exc: KnowledgeError, limit: float) -> None:
     since = st.session_state.setdefault(AWAY_SINCE, now)
     st.title("📚 knowledge")
     if now - since < limit:
-        st.warning(md("**Waiting for the database…** {} This page tries again by itself every {} seconds.",
-                      exc, RETRY_SECONDS), icon="⏳")
+        st.warning(
+            md("**Waiting for the database…** {} This page tries again by itself every {} seconds.", exc, RETRY_SECONDS),
+            icon="⏳",
+        )
         st.session_state[RETRY_ARMED] = False
         _try_again_soon()
     else:
@@ -397,9 +416,14 @@ def database_away(exc: KnowledgeError, limit: float) -> None:
 
 
 if __name__ == "__main__":  # a page view (see the module docstring)
-    st.set_page_config(page_title="knowledge", page_icon="📚", layout="wide",
-                       menu_items={"About": "**knowledge**: a local knowledge workbench. The words it uses are"
-                                            " defined in docs/glossary.md."})
+    st.set_page_config(
+        page_title="knowledge",
+        page_icon="📚",
+        layout="wide",
+        menu_items={
+            "About": "**knowledge**: a local knowledge workbench. The words it uses are defined in docs/glossary.md."
+        },
+    )
 
     try:
         wb = get_workbench()
@@ -460,9 +484,12 @@ if __name__ == "__main__":  # a page view (see the module docstring)
         by_provider = st.session_state.get(_sso.VIA) == "sso"  # Streamlit's own identity cookie keeps that one
         if signed != cookie and st.session_state.get(COOKIE_SENT) != signed and not by_provider and behind_a_browser():
             st.session_state[COOKIE_SENT] = signed  # once (a browser refusing cookies is not sent round again)
-            go_to(_gate.cookie_url(_gate.HANDOFFS.issue(st.session_state[SESSION_TOKEN],
-                                                             int(wb.settings.accounts.session_hours * 3600)),
-                                     here()))
+            go_to(
+                _gate.cookie_url(
+                    _gate.HANDOFFS.issue(st.session_state[SESSION_TOKEN], int(wb.settings.accounts.session_hours * 3600)),
+                    here(),
+                )
+            )
     else:
         st.session_state.pop("actor", None)
         if shared and not password.is_set:
@@ -477,10 +504,14 @@ if __name__ == "__main__":  # a page view (see the module docstring)
     # (knowledge.workbench.Workbench.as_user); without accounts, the local admin (everything).
     st.session_state["workbench"] = wb.as_user(actor) if actor is not None else wb
     st.session_state["local_folders"] = app_folders(wb.settings, shared)
-    page = st.navigation([st.Page(file, title=title, icon=icon, default=not path) if not path
-                          else st.Page(file, title=title, icon=icon, url_path=path,
-                                       visibility="hidden" if file in HIDDEN else "visible")
-                          for file, title, icon, path in pages_for(actor)])
+    page = st.navigation(
+        [
+            st.Page(file, title=title, icon=icon, default=not path)
+            if not path
+            else st.Page(file, title=title, icon=icon, url_path=path, visibility="hidden" if file in HIDDEN else "visible")
+            for file, title, icon, path in pages_for(actor)
+        ]
+    )
     # (after st.navigation: a widget drawn before it loses its click under AppTest)
     if actor is not None:
         st.sidebar.caption(md("Signed in as **{}** ({})", actor.label, actor.role))

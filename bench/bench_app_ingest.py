@@ -44,15 +44,37 @@ BOOK = REPO.parent / "shared" / "corpus" / "md" / "rust-book"
 for candidate in (Path("/work/shared/corpus/md/rust-book"),):
     if not BOOK.is_dir() and candidate.is_dir():
         BOOK = candidate
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 QUERIES = [
-    "how do I read a guess from the user", "what is ownership", "borrowing rules for references",
-    "mutable variables and shadowing", "integer overflow in release builds", "how does a loop return a value",
-    "string slices", "method syntax on structs", "enums with data", "match must be exhaustive",
-    "cargo build and run", "installing rustup on linux", "comments in rust code", "tuples and arrays",
-    "functions with return values", "if let syntax", "the stack and the heap", "dangling references",
-    "the Option enum instead of null", "printing a struct with debug",
+    "how do I read a guess from the user",
+    "what is ownership",
+    "borrowing rules for references",
+    "mutable variables and shadowing",
+    "integer overflow in release builds",
+    "how does a loop return a value",
+    "string slices",
+    "method syntax on structs",
+    "enums with data",
+    "match must be exhaustive",
+    "cargo build and run",
+    "installing rustup on linux",
+    "comments in rust code",
+    "tuples and arrays",
+    "functions with return values",
+    "if let syntax",
+    "the stack and the heap",
+    "dangling references",
+    "the Option enum instead of null",
+    "printing a struct with debug",
 ]
 CAPTION = re.compile(r"(\d+) results? in (\d+) ms")
 
@@ -78,9 +100,14 @@ def serve(base: Path, env_extra: dict[str, str] | None = None) -> Iterator[tuple
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith("KNOWLEDGE_")}
     env.update({"KNOWLEDGE_DATA_DIR": str(base / "data"), "PYTHONUNBUFFERED": "1", **(env_extra or {})})
     log = open(base / "streamlit.log", "wb")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-                             "--server.port", str(port)], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port)],
+        cwd=REPO,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 90
@@ -153,10 +180,14 @@ def search(pg, query: str) -> tuple[float, float | None, int]:
 def summary(rows: list[tuple[float, float | None, int]]) -> dict[str, float | int | None]:
     walls = [r[0] * 1000 for r in rows]
     page = [r[1] for r in rows if r[1] is not None]
-    return {"n": len(rows), "wall_p50_ms": statistics.median(walls) if walls else None,
-            "wall_max_ms": max(walls) if walls else None,
-            "page_p50_ms": statistics.median(page) if page else None, "page_max_ms": max(page) if page else None,
-            "hits_min": min((r[2] for r in rows), default=0)}
+    return {
+        "n": len(rows),
+        "wall_p50_ms": statistics.median(walls) if walls else None,
+        "wall_max_ms": max(walls) if walls else None,
+        "page_p50_ms": statistics.median(page) if page else None,
+        "page_max_ms": max(page) if page else None,
+        "hits_min": min((r[2] for r in rows), default=0),
+    }
 
 
 def note(what: str, value: object) -> None:
@@ -178,14 +209,22 @@ def main() -> int:
     from playwright.sync_api import sync_playwright
 
     chapters = [p for p in sorted(Path(args.book).glob("ch*.md")) if p.stat().st_size <= args.max_kb * 1000]
-    seed, files = chapters[:2], chapters[2:2 + args.files]
+    seed, files = chapters[:2], chapters[2 : 2 + args.files]
     base = Path(tempfile.mkdtemp(prefix="bench-app-ingest-"))
-    out: dict[str, object] = {"files": len(files), "kB": round(sum(p.stat().st_size for p in files) / 1e3),
-                              "load_before": os.getloadavg()}
+    out: dict[str, object] = {
+        "files": len(files),
+        "kB": round(sum(p.stat().st_size for p in files) / 1e3),
+        "load_before": os.getloadavg(),
+    }
     # the store exists, with two chapters in it, before the server starts (what tab B searches idle)
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith("KNOWLEDGE_")}
-    subprocess.run([sys.executable, "-m", "knowledge", "--data-dir", str(base / "data"), "ingest", "bench",
-                    *map(str, seed)], cwd=REPO, env=env, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-m", "knowledge", "--data-dir", str(base / "data"), "ingest", "bench", *map(str, seed)],
+        cwd=REPO,
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     # a new chat searches the store (chat.default_stores), as if picked in its sidebar
     extra = {"KNOWLEDGE_CHAT__DEFAULT_STORES": '["bench"]', **dict(kv.split("=", 1) for kv in args.env)}
     with serve(base, extra) as (url, proc), sync_playwright() as p:
@@ -200,7 +239,7 @@ def main() -> int:
         search(tab_b, "warm up the model")
         out["rss_after_start_mb"] = rss_mb(proc.pid)
         note("rss_after_start_mb", out["rss_after_start_mb"])
-        idle = [search(tab_b, q) for q in QUERIES[:args.searches]]
+        idle = [search(tab_b, q) for q in QUERIES[: args.searches]]
         note("idle", summary(idle))
 
         tab_a.goto(f"{url}/stores")
@@ -210,7 +249,8 @@ def main() -> int:
             box.click()
             act(tab_a, lambda: tab_a.get_by_role("option", name="bench", exact=True).click())
         zone = tab_a.locator('[data-testid="stFileUploader"]').filter(
-            has=tab_a.locator('[data-testid="stFileUploaderDropzone"][aria-label^="Drop files here"]'))
+            has=tab_a.locator('[data-testid="stFileUploaderDropzone"][aria-label^="Drop files here"]')
+        )
         t0 = time.perf_counter()
         zone.locator("input[type=file]").set_input_files([str(f) for f in files])
         finished = tab_a.get_by_text(f"Indexed files ({len(seed) + len(files)})", exact=True)
@@ -223,8 +263,10 @@ def main() -> int:
             if finished.count():  # ended during this search: not counted as "during"
                 break
             during.append(row)
-            note(f"during search {len(during)} (t={time.perf_counter() - t0:.0f} s)",
-                 f"wall {row[0] * 1000:.0f} ms, page {row[1]} ms, {row[2]} hits")
+            note(
+                f"during search {len(during)} (t={time.perf_counter() - t0:.0f} s)",
+                f"wall {row[0] * 1000:.0f} ms, page {row[1]} ms, {row[2]} hits",
+            )
             if args.py_spy and not spied and shutil.which("py-spy") and len(during) >= 3:
                 spied = True  # dumps of the server while a search runs: where it waits
                 dumps = base / "py-spy-during.txt"
@@ -235,8 +277,10 @@ def main() -> int:
                 with dumps.open("w") as f:
                     for _ in range(4):
                         time.sleep(0.25)
-                        f.write(subprocess.run(["py-spy", "dump", "--pid", str(proc.pid)], capture_output=True,
-                                               text=True).stdout + "\n=====\n")
+                        f.write(
+                            subprocess.run(["py-spy", "dump", "--pid", str(proc.pid)], capture_output=True, text=True).stdout
+                            + "\n=====\n"
+                        )
                 tab_b.wait_for_function(DONE, timeout=300_000, polling=20)
                 out["py_spy_dump"] = str(dumps)
             if time.perf_counter() - t0 > 1800:
@@ -248,7 +292,7 @@ def main() -> int:
         note("during", summary(during))
         note("ingest_s", out["ingest_s"])
         note("rss_after_ingest_mb", out["rss_after_ingest_mb"])
-        after = [search(tab_b, q) for q in QUERIES[-args.searches:]]
+        after = [search(tab_b, q) for q in QUERIES[-args.searches :]]
         out["rss_after_searches_mb"] = rss_mb(proc.pid)
         note("after", summary(after))
         note("rss_after_searches_mb", out["rss_after_searches_mb"])
@@ -264,8 +308,13 @@ def main() -> int:
         out["rss_after_chat_mb"] = rss_mb(proc.pid)
         note("rss_after_chat_mb", out["rss_after_chat_mb"])
         browser.close()
-    chunks = subprocess.run([sys.executable, "-m", "knowledge", "--data-dir", str(base / "data"), "stores"],
-                            cwd=REPO, env=env, capture_output=True, text=True).stdout
+    chunks = subprocess.run(
+        [sys.executable, "-m", "knowledge", "--data-dir", str(base / "data"), "stores"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+    ).stdout
     out["stores"] = chunks.strip()
     out["idle"], out["during"], out["after"] = summary(idle), summary(during), summary(after)
     d, s = out["during"], out["idle"]
@@ -290,11 +339,15 @@ def main() -> int:
     for part in ("idle", "during", "after"):
         r = out[part]
         assert isinstance(r, dict)
-        print(f"search {part:6}: n={r['n']:3} wall p50 {r['wall_p50_ms'] or 0:7.0f} ms max {r['wall_max_ms'] or 0:7.0f}"
-              f" | page p50 {r['page_p50_ms'] or 0:6.0f} ms max {r['page_max_ms'] or 0:6.0f} | hits >= {r['hits_min']}")
-    print(f"during / idle before: wall p50 {out.get('wall_p50_ratio')}, max {out.get('wall_max_ratio')},"
-          f" page p50 {out.get('page_p50_ratio')}; during / idle after: wall p50"
-          f" {out.get('wall_p50_ratio_to_after')}, page p50 {out.get('page_p50_ratio_to_after')}")
+        print(
+            f"search {part:6}: n={r['n']:3} wall p50 {r['wall_p50_ms'] or 0:7.0f} ms max {r['wall_max_ms'] or 0:7.0f}"
+            f" | page p50 {r['page_p50_ms'] or 0:6.0f} ms max {r['page_max_ms'] or 0:6.0f} | hits >= {r['hits_min']}"
+        )
+    print(
+        f"during / idle before: wall p50 {out.get('wall_p50_ratio')}, max {out.get('wall_max_ratio')},"
+        f" page p50 {out.get('page_p50_ratio')}; during / idle after: wall p50"
+        f" {out.get('wall_p50_ratio_to_after')}, page p50 {out.get('page_p50_ratio_to_after')}"
+    )
     for key in ("rss_after_start_mb", "rss_after_ingest_mb", "rss_after_searches_mb", "rss_after_chat_mb"):
         own, kids = out[key]  # type: ignore[misc]
         print(f"{key:24}: server {own:6.0f} MB, child processes {kids:6.0f} MB")

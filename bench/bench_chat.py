@@ -57,8 +57,9 @@ def bench_rerank(wb, store: str, rows: list[dict[str, str]], candidates: int | N
 
     searcher: Searcher = wb.searcher
     if candidates:
-        searcher.settings = searcher.settings.model_copy(update={"search": searcher.settings.search.model_copy(
-            update={"rerank_candidates": candidates})})
+        searcher.settings = searcher.settings.model_copy(
+            update={"search": searcher.settings.search.model_copy(update={"rerank_candidates": candidates})}
+        )
     n = searcher.rerank_of(wb.stores.get(store), True)[1]
     wb.search(store, "warm up", k=10, rerank=True)
     plain_ms, rerank_ms, plain_ranks, rerank_ranks = [], [], [], []
@@ -96,8 +97,10 @@ def bench_chat(wb, store: str, rows: list[dict[str, str]], config: str | None, l
         total = time.perf_counter() - t
         totals.append(total)
         firsts.append(first[0] if first else total)
-    print(f"chat, {label}, {len(rows)} questions ({load()}): first token p50 {statistics.median(firsts):.2f} s"
-          f" max {max(firsts):.2f} s; total p50 {statistics.median(totals):.2f} s max {max(totals):.2f} s")
+    print(
+        f"chat, {label}, {len(rows)} questions ({load()}): first token p50 {statistics.median(firsts):.2f} s"
+        f" max {max(firsts):.2f} s; total p50 {statistics.median(totals):.2f} s max {max(totals):.2f} s"
+    )
 
 
 def main() -> int:
@@ -119,7 +122,7 @@ def main() -> int:
     try:
         if not args.no_rerank:
             bench_rerank(wb, args.store, rows, args.candidates or None)
-        bench_chat(wb, args.store, rows[:args.n], None, "offline assistant")
+        bench_chat(wb, args.store, rows[: args.n], None, "offline assistant")
         if args.detect:
             from knowledge.llm import local
 
@@ -133,7 +136,7 @@ def main() -> int:
                     print(exc)
                     continue
                 wb.llm_configs().save(cfg)
-                bench_chat(wb, args.store, rows[:args.n], cfg.name, f"{server.name} {cfg.model}")
+                bench_chat(wb, args.store, rows[: args.n], cfg.name, f"{server.name} {cfg.model}")
     finally:
         wb.close()
     return 0

@@ -26,9 +26,11 @@ sys.path.insert(0, str(ROOT))
 
 def line(run) -> str:
     m = run.metrics
-    return (f"{run.mode:>7}  MRR@10 {m['MRR@10']:.3f}  recall@1 {m['recall@1']:.3f}  recall@3 {m['recall@3']:.3f}"
-            f"  recall@5 {m['recall@5']:.3f}  recall@10 {m['recall@10']:.3f}  nDCG@10 {m['nDCG@10']:.3f}"
-            f"  {run.latency_ms['mean']:.0f} ms/question")
+    return (
+        f"{run.mode:>7}  MRR@10 {m['MRR@10']:.3f}  recall@1 {m['recall@1']:.3f}  recall@3 {m['recall@3']:.3f}"
+        f"  recall@5 {m['recall@5']:.3f}  recall@10 {m['recall@10']:.3f}  nDCG@10 {m['nDCG@10']:.3f}"
+        f"  {run.latency_ms['mean']:.0f} ms/question"
+    )
 
 
 def main() -> int:
@@ -54,12 +56,15 @@ def main() -> int:
         for f in wb.store_files(args.store):
             if not fnmatch.fnmatch(f.file_name, args.only_files):
                 wb.delete_file(args.store, f.file_id)
-        kept = tuple(q for q in qset.questions
-                     if all(c.file and fnmatch.fnmatch(c.file, args.only_files) for c in q.relevant))
+        kept = tuple(
+            q for q in qset.questions if all(c.file and fnmatch.fnmatch(c.file, args.only_files) for c in q.relevant)
+        )
         qset = ev.QuestionSet(qset.name, kept, qset.format)
     files = [f for f in wb.store_files(args.store) if f.status == "done"]
-    print(f"store {args.store}: {len(files)} files, {sum(f.chunks for f in files)} chunks;"
-          f" {len(qset.questions)} questions of {qset.name}")
+    print(
+        f"store {args.store}: {len(files)} files, {sum(f.chunks for f in files)} chunks;"
+        f" {len(qset.questions)} questions of {qset.name}"
+    )
     modes = [m for m in args.modes.split(",") if m]
     print("\nat the store's own chunking:")
     for mode in modes:
@@ -76,8 +81,10 @@ def main() -> int:
         for pair in pairs:  # one at a time, so each prints as soon as it is done
             t0 = time.perf_counter()
             (trial,) = wb.evaluations.try_chunkings(args.store, qset, [pair], modes)
-            print(f"\nchunks {trial.size}/{trial.overlap}: {trial.chunks} chunks, re-cut and embedded in"
-                  f" {trial.build_seconds:.0f} s (total {time.perf_counter() - t0:.0f} s)")
+            print(
+                f"\nchunks {trial.size}/{trial.overlap}: {trial.chunks} chunks, re-cut and embedded in"
+                f" {trial.build_seconds:.0f} s (total {time.perf_counter() - t0:.0f} s)"
+            )
             for run in trial.runs:
                 if args.save:
                     store.save_run(run)

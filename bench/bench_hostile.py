@@ -91,9 +91,15 @@ def edge_workbook(out: dict) -> None:
             pool.close()
     finally:
         os.unlink(fh.name)
-    out["edge_workbook"] = {"bytes": len(data), "in_process_seconds": float(seconds), "in_process_peak_rss": int(peak),
-                            "in_process": outcome, "child_seconds": child_seconds, "child_peak_rss": child_peak,
-                            "child": child}
+    out["edge_workbook"] = {
+        "bytes": len(data),
+        "in_process_seconds": float(seconds),
+        "in_process_peak_rss": int(peak),
+        "in_process": outcome,
+        "child_seconds": child_seconds,
+        "child_peak_rss": child_peak,
+        "child": child,
+    }
     print(f"1. formatted-to-the-edge workbook ({len(data):,} bytes):")
     print(f"   fresh process, in-process read: {float(seconds):.2f} s, peak RSS {_mb(int(peak))} ({outcome})")
     print(f"   reader child:                   {child_seconds:.2f} s, {child}")
@@ -104,7 +110,9 @@ def _notes(folder: Path, n: int) -> None:
     for i in range(n):
         (folder / f"note-{i:04d}.md").write_text(
             f"# Note {i}\n\nThe owl numbered {i} hunts mice at night; its flight is silent and its hearing"
-            f" sharp. Field notes from survey {i % 17}, plot {i % 5}, written after dusk.\n", encoding="utf-8")
+            f" sharp. Field notes from survey {i % 17}, plot {i % 5}, written after dusk.\n",
+            encoding="utf-8",
+        )
 
 
 def small_batch(out: dict, files: int, model: str) -> None:
@@ -119,9 +127,11 @@ def small_batch(out: dict, files: int, model: str) -> None:
     for round_ in range(2):
         for label, processes in (("children", 2), ("in-process", 0)):
             data = work / f"data-{label}-{round_}"
-            settings = load_settings(data_dir=data, ingest={"reader_processes": processes, "worker_threads": 0},
-                                     embeddings={"model": "fake/hash-64" if model == "fake" else
-                                                 "sentence-transformers/all-MiniLM-L6-v2"})
+            settings = load_settings(
+                data_dir=data,
+                ingest={"reader_processes": processes, "worker_threads": 0},
+                embeddings={"model": "fake/hash-64" if model == "fake" else "sentence-transformers/all-MiniLM-L6-v2"},
+            )
             wb = Workbench(settings)
             try:
                 wb.ingest_file("warm", b"# Warm\n\nwarm up the model and a child", "warm.md")
@@ -151,14 +161,24 @@ def small_batch(out: dict, files: int, model: str) -> None:
     for i, body in enumerate(texts):
         read_in_process(body, f"n{i}.md", chunking=Chunking(emb, 192, 48))
     here_rate = len(texts) / (time.perf_counter() - t)
-    out["small_batch"] = {"files": files, "model": model, "children_files_per_s": best["children"],
-                          "in_process_files_per_s": best["in-process"], "ratio": ratio,
-                          "read_only_children_files_per_s": child_rate, "read_only_in_process_files_per_s": here_rate,
-                          "read_only_ratio": child_rate / here_rate}
-    print(f"2. {files} small files, ingested ({model} model): children {best['children']:,.1f} files/s,"
-          f" in-process {best['in-process']:,.1f} files/s: ratio {ratio:.2f}")
-    print(f"   read and chunk only: children {child_rate:,.0f} files/s, in-process {here_rate:,.0f} files/s:"
-          f" ratio {child_rate / here_rate:.2f} (a message each way per file)")
+    out["small_batch"] = {
+        "files": files,
+        "model": model,
+        "children_files_per_s": best["children"],
+        "in_process_files_per_s": best["in-process"],
+        "ratio": ratio,
+        "read_only_children_files_per_s": child_rate,
+        "read_only_in_process_files_per_s": here_rate,
+        "read_only_ratio": child_rate / here_rate,
+    }
+    print(
+        f"2. {files} small files, ingested ({model} model): children {best['children']:,.1f} files/s,"
+        f" in-process {best['in-process']:,.1f} files/s: ratio {ratio:.2f}"
+    )
+    print(
+        f"   read and chunk only: children {child_rate:,.0f} files/s, in-process {here_rate:,.0f} files/s:"
+        f" ratio {child_rate / here_rate:.2f} (a message each way per file)"
+    )
 
 
 class _Server:
@@ -194,8 +214,11 @@ class _Server:
             if path.startswith("/robots.txt"):
                 conn.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
             elif path.startswith("/gzip2"):
-                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Encoding: gzip, gzip\r\n"
-                             + f"Content-Length: {len(self.bomb)}\r\nConnection: close\r\n\r\n".encode() + self.bomb)
+                conn.sendall(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Encoding: gzip, gzip\r\n"
+                    + f"Content-Length: {len(self.bomb)}\r\nConnection: close\r\n\r\n".encode()
+                    + self.bomb
+                )
             else:
                 head = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nX-Slow: " + b"x" * 10_000
                 for byte in head:
@@ -216,25 +239,44 @@ def hostile_batch(out: dict) -> None:
     from tests.helpers import hostile_archives as ha
     from tests.helpers import hostile_sheets as hs
 
-    inputs = {"edge.xlsx": hs.edge_formatted_xlsx(), "edge-comment.xlsx": hs.edge_comment_xlsx(),
-              "merged-edge.xlsx": hs.merged_edge_xlsx(), "edge.xls": hs.edge_formatted_xls(),
-              "repeated.ods": hs.repeated_ods(),
-              "bomb.zip": ha.overlapping_zip(), "big.csv": hs.big_csv(60), "long-field.csv": hs.long_field_csv(),
-              "winmail.dat": ha.tnef_file(), "forwarded.eml": ha.base64_rfc822_eml(),
-              "missing-chapter.epub": ha.epub_missing_chapter(), "legacy-names.zip": ha.legacy_name_zip(),
-              "note-a.md": b"# A\n\nAn ordinary note about owls.\n", "note-b.md": b"# B\n\nAn ordinary note about tea.\n"}
+    inputs = {
+        "edge.xlsx": hs.edge_formatted_xlsx(),
+        "edge-comment.xlsx": hs.edge_comment_xlsx(),
+        "merged-edge.xlsx": hs.merged_edge_xlsx(),
+        "edge.xls": hs.edge_formatted_xls(),
+        "repeated.ods": hs.repeated_ods(),
+        "bomb.zip": ha.overlapping_zip(),
+        "big.csv": hs.big_csv(60),
+        "long-field.csv": hs.long_field_csv(),
+        "winmail.dat": ha.tnef_file(),
+        "forwarded.eml": ha.base64_rfc822_eml(),
+        "missing-chapter.epub": ha.epub_missing_chapter(),
+        "legacy-names.zip": ha.legacy_name_zip(),
+        "note-a.md": b"# A\n\nAn ordinary note about owls.\n",
+        "note-b.md": b"# B\n\nAn ordinary note about tea.\n",
+    }
     work = Path(tempfile.mkdtemp(prefix="bench-hostile-batch-"))
     data = work / "data"
-    env = {**os.environ, "KNOWLEDGE_DATA_DIR": str(data), "KNOWLEDGE_EMBEDDINGS__MODEL": "fake/hash-64",
-           "PYTHONPATH": str(REPO), "KNOWLEDGE_INGEST__WEB_ALLOW_PRIVATE": "true"}
+    env = {
+        **os.environ,
+        "KNOWLEDGE_DATA_DIR": str(data),
+        "KNOWLEDGE_EMBEDDINGS__MODEL": "fake/hash-64",
+        "PYTHONPATH": str(REPO),
+        "KNOWLEDGE_INGEST__WEB_ALLOW_PRIVATE": "true",
+    }
     wb = Workbench(load_settings(data_dir=data, embeddings={"model": "fake/hash-64"}))
     stored = [wb.files.save(name, "application/octet-stream", body) for name, body in inputs.items()]
     wb.base.stores.open_for_write("hostile", None)
     batch_id = q.enqueue(wb.catalog, "hostile", [q.JobSource(s.name, "file", s.id, s.size) for s in stored])
     wb.close()
     t = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "knowledge", "worker", "--once", "--poll", "0.2"], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "knowledge", "worker", "--once", "--poll", "0.2"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     worker_peak = children_peak = 0
     me = psutil.Process(proc.pid)
     while proc.poll() is None:
@@ -250,11 +292,18 @@ def hostile_batch(out: dict) -> None:
         outcomes = {r.name: (r.status, (r.reason or "")[:160]) for r in rows}
     finally:
         wb.close()
-    out["hostile_batch"] = {"seconds": seconds, "worker_peak_rss": worker_peak, "children_peak_rss": children_peak,
-                            "worker_exit": proc.returncode, "outcomes": outcomes}
-    print(f"3. hostile batch ({len(inputs)} files) through one `knowledge worker --once`: {seconds:.1f} s,"
-          f" exit {proc.returncode}; worker peak RSS {_mb(worker_peak)}, its reader children at most"
-          f" {_mb(children_peak)} together")
+    out["hostile_batch"] = {
+        "seconds": seconds,
+        "worker_peak_rss": worker_peak,
+        "children_peak_rss": children_peak,
+        "worker_exit": proc.returncode,
+        "outcomes": outcomes,
+    }
+    print(
+        f"3. hostile batch ({len(inputs)} files) through one `knowledge worker --once`: {seconds:.1f} s,"
+        f" exit {proc.returncode}; worker peak RSS {_mb(worker_peak)}, its reader children at most"
+        f" {_mb(children_peak)} together"
+    )
     for name, (status, reason) in outcomes.items():
         print(f"   {name:22s} {status:7s} {reason}")
     if proc.returncode:
@@ -263,16 +312,26 @@ def hostile_batch(out: dict) -> None:
 
 def hostile_web(out: dict) -> None:
     work = Path(tempfile.mkdtemp(prefix="bench-hostile-web-"))
-    env = {**os.environ, "KNOWLEDGE_DATA_DIR": str(work / "data"), "KNOWLEDGE_EMBEDDINGS__MODEL": "fake/hash-64",
-           "PYTHONPATH": str(REPO), "KNOWLEDGE_INGEST__WEB_ALLOW_PRIVATE": "true"}
+    env = {
+        **os.environ,
+        "KNOWLEDGE_DATA_DIR": str(work / "data"),
+        "KNOWLEDGE_EMBEDDINGS__MODEL": "fake/hash-64",
+        "PYTHONPATH": str(REPO),
+        "KNOWLEDGE_INGEST__WEB_ALLOW_PRIVATE": "true",
+    }
     server = _Server()
     web: dict[str, tuple[int, str, float]] = {}
     try:
         for path in ("gzip2", "trickle"):
             url = f"http://127.0.0.1:{server.port}/{path}.html"
             t0 = time.perf_counter()
-            run = subprocess.Popen([sys.executable, "-m", "knowledge", "ingest", "hostile-web", url], env=env,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            run = subprocess.Popen(
+                [sys.executable, "-m", "knowledge", "ingest", "hostile-web", url],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
             peak = 0
             while run.poll() is None:
                 with contextlib.suppress(psutil.Error):
@@ -281,8 +340,11 @@ def hostile_web(out: dict) -> None:
                 time.sleep(0.05)
             stdout, _ = run.communicate()
             lines = [ln for ln in stdout.strip().splitlines() if "127.0.0.1" in ln]  # the file's row, not the header
-            web[path] = (peak, " ".join(lines[0].split())[:220] if lines else stdout.strip()[-220:],
-                         time.perf_counter() - t0)
+            web[path] = (
+                peak,
+                " ".join(lines[0].split())[:220] if lines else stdout.strip()[-220:],
+                time.perf_counter() - t0,
+            )
     finally:
         server.close()
     out["hostile_web"] = {k: {"peak_rss": v[0], "outcome": v[1], "seconds": v[2]} for k, v in web.items()}

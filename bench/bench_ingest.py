@@ -47,9 +47,12 @@ from knowledge.evaluation import parse_questions
 
 #: The example questions of ../shared/corpus/README.md and the first chapter that answers each
 #: (tests/data/corpus_readme_questions.tsv, read by the product's parser).
-QUESTIONS = [(q.text, q.relevant[0].file)
-             for q in parse_questions((ROOT / "tests" / "data" / "corpus_readme_questions.tsv").read_bytes(),
-                                      "corpus_readme_questions.tsv")[1]]
+QUESTIONS = [
+    (q.text, q.relevant[0].file)
+    for q in parse_questions(
+        (ROOT / "tests" / "data" / "corpus_readme_questions.tsv").read_bytes(), "corpus_readme_questions.tsv"
+    )[1]
+]
 
 
 # -- the embedding floor: onnxruntime and tokenizers directly, no product code ---------------------------
@@ -117,14 +120,15 @@ class Floor:
         order = np.argsort([len(row) for row in ids], kind="stable")
         out = np.empty((len(ids), 384), np.float32)
         for start in range(0, len(order), self.batch):
-            rows = order[start:start + self.batch]
+            rows = order[start : start + self.batch]
             longest = max(len(ids[i]) for i in rows)
             input_ids = np.zeros((len(rows), longest), np.int64)
             mask = np.zeros((len(rows), longest), np.int64)
             for j, i in enumerate(rows):
-                input_ids[j, :len(ids[i])], mask[j, :len(ids[i])] = ids[i], 1
-            states = self.session.run(None, {"input_ids": input_ids, "attention_mask": mask,
-                                             "token_type_ids": np.zeros_like(input_ids)})[0]
+                input_ids[j, : len(ids[i])], mask[j, : len(ids[i])] = ids[i], 1
+            states = self.session.run(
+                None, {"input_ids": input_ids, "attention_mask": mask, "token_type_ids": np.zeros_like(input_ids)}
+            )[0]
             means = (states * mask[:, :, None]).sum(axis=1) / mask.sum(axis=1, keepdims=True)
             out[rows] = means / np.linalg.norm(means, axis=1, keepdims=True)
         return out
@@ -155,8 +159,10 @@ def tune_floor(model_dir: Path, sample: list[str], rounds: int = 2) -> Floor:
                 times.setdefault(key, []).append(time.perf_counter() - t0)
         floors[(best[0], best[1], True)] = optimised
     tokens = floors[best].tokens(sample)
-    print(f"floor tuning on {len(sample)} chunks ({tokens / len(sample):.0f} tokens each), median of {rounds}"
-          f" interleaved rounds, {load()}:")
+    print(
+        f"floor tuning on {len(sample)} chunks ({tokens / len(sample):.0f} tokens each), median of {rounds}"
+        f" interleaved rounds, {load()}:"
+    )
     for key in sorted(times, key=lambda k: statistics.median(times[k])):
         t = statistics.median(times[key])
         print(f"  {floors[key].label:>40}: {len(sample) / t:6.1f} chunks/s, {tokens / t:7.0f} tokens/s")
@@ -169,7 +175,7 @@ def floor_vs_product(floor: Floor, embedder, texts: list[str], block: int = 256)
     calls it) on ``texts``, interleaved block by block, the order alternating, so load weighs alike."""
     floor_s = product_s = 0.0
     for n, start in enumerate(range(0, len(texts), block)):
-        part = texts[start:start + block]
+        part = texts[start : start + block]
 
         def run_floor(part=part) -> float:
             t0 = time.perf_counter()
@@ -179,7 +185,7 @@ def floor_vs_product(floor: Floor, embedder, texts: list[str], block: int = 256)
         def run_product(part=part) -> float:
             t0 = time.perf_counter()
             for i in range(0, len(part), 64):
-                embedder.embed_documents(part[i:i + 64])
+                embedder.embed_documents(part[i : i + 64])
             return time.perf_counter() - t0
 
         if n % 2:
@@ -213,8 +219,9 @@ def office_files() -> list[Path]:
 _FLOOR: dict[str, Floor] = {}
 
 
-def run_config(size: int, overlap: int, files: list[Path], *, measure_quality: bool = True,
-               floor_sample: int = 128, keep: str = "") -> dict:
+def run_config(
+    size: int, overlap: int, files: list[Path], *, measure_quality: bool = True, floor_sample: int = 128, keep: str = ""
+) -> dict:
     import contextlib
 
     from knowledge.config import load_settings
@@ -224,12 +231,18 @@ def run_config(size: int, overlap: int, files: list[Path], *, measure_quality: b
     from knowledge.workbench import Workbench
 
     kept = Path(keep) / f"c{size}-{overlap}" if keep else None
-    with (contextlib.nullcontext(str(kept)) if kept else tempfile.TemporaryDirectory()) as tmp:
+    with contextlib.nullcontext(str(kept)) if kept else tempfile.TemporaryDirectory() as tmp:
         settings = load_settings(data_dir=tmp, embeddings={"models_dir": str(ROOT / "data" / "models")})
         wb = Workbench(settings)
         name = f"c{size}-{overlap}"
-        wb.templates.save(make_template(name=name, embedding_model=settings.embeddings.model,
-                                        max_chunk_size_tokens=size, chunk_overlap_tokens=overlap))
+        wb.templates.save(
+            make_template(
+                name=name,
+                embedding_model=settings.embeddings.model,
+                max_chunk_size_tokens=size,
+                chunk_overlap_tokens=overlap,
+            )
+        )
         embedder = wb.embedder()
         embedder.embed_documents(["warm up the model"])
         ingest_load = load()
@@ -239,12 +252,14 @@ def run_config(size: int, overlap: int, files: list[Path], *, measure_quality: b
         ingest_load += f" -> {load()}"
         chunks = sum(r.chunks for r in results)
         failed = [r for r in results if not r.ok]
-        texts = [embedding_text(p.payload["text"], p.payload.get("heading"))
-                 for p in wb.vector_store("book").collection.scroll()]
+        texts = [
+            embedding_text(p.payload["text"], p.payload.get("heading")) for p in wb.vector_store("book").collection.scroll()
+        ]
         if "floor" not in _FLOOR:
             picks = np.random.default_rng(0).choice(len(texts), min(floor_sample, len(texts)), replace=False)
-            _FLOOR["floor"] = _NICED.submit(tune_floor, ensure_bundled_model(settings.models_dir),
-                                            [texts[i] for i in picks]).result()
+            _FLOOR["floor"] = _NICED.submit(
+                tune_floor, ensure_bundled_model(settings.models_dir), [texts[i] for i in picks]
+            ).result()
         compared = floor_vs_product(_FLOOR["floor"], embedder, texts)
         raw_s = compared["product_s"]
         tokens = sum(embedder.count_tokens(t) for t in texts) / max(1, len(texts))
@@ -256,25 +271,39 @@ def run_config(size: int, overlap: int, files: list[Path], *, measure_quality: b
         plan = plan_chunking(embedder, size, overlap)
         plan_notes = list(plan.notes)
         wb.close()
-    return {"config": f"{size}/{overlap}", "used": f"{plan.max_tokens}/{plan.overlap_tokens}",
-            "files": len(results), "failed": len(failed), "chunks": chunks, "avg_tokens": tokens,
-            "ingest_s": ingest_s, "raw_s": raw_s, "floor_s": compared["floor_s"],
-            "floor_tokens": compared["tokens"], "floor_load": compared["load"], "ingest_load": ingest_load,
-            "r1": r1, "r5": r5, "mrr": mrr, "ranks": ranks,
-            "vector": (v1, v5, vmrr, vranks),
-            "notes": plan_notes}
+    return {
+        "config": f"{size}/{overlap}",
+        "used": f"{plan.max_tokens}/{plan.overlap_tokens}",
+        "files": len(results),
+        "failed": len(failed),
+        "chunks": chunks,
+        "avg_tokens": tokens,
+        "ingest_s": ingest_s,
+        "raw_s": raw_s,
+        "floor_s": compared["floor_s"],
+        "floor_tokens": compared["tokens"],
+        "floor_load": compared["load"],
+        "ingest_load": ingest_load,
+        "r1": r1,
+        "r5": r5,
+        "mrr": mrr,
+        "ranks": ranks,
+        "vector": (v1, v5, vmrr, vranks),
+        "notes": plan_notes,
+    }
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--configs", default="800/400,256/64,192/48,128/32",
-                    help="comma-separated size/overlap pairs in tokens")
+    ap.add_argument("--configs", default="800/400,256/64,192/48,128/32", help="comma-separated size/overlap pairs in tokens")
     ap.add_argument("--limit", type=int, default=0, help="only the first N chapters (0 = all)")
     ap.add_argument("--no-office", action="store_true", help="skip the office-documents row")
-    ap.add_argument("--floor-sample", type=int, default=128,
-                    help="chunks of the first configuration the floor's settings are tuned on")
-    ap.add_argument("--keep", default="", metavar="DIR",
-                    help="keep each configuration's data folder under DIR (to evaluate it later)")
+    ap.add_argument(
+        "--floor-sample", type=int, default=128, help="chunks of the first configuration the floor's settings are tuned on"
+    )
+    ap.add_argument(
+        "--keep", default="", metavar="DIR", help="keep each configuration's data folder under DIR (to evaluate it later)"
+    )
     args = ap.parse_args()
     if not BOOK.is_dir():
         print(f"corpus not found at {BOOK}", file=sys.stderr)
@@ -291,39 +320,49 @@ def main() -> int:
         rows.append(r)
         for note in r["notes"]:
             print(f"  note: {note}")
-        print(f"{r['config']:>8} (used {r['used']}): {r['chunks']} chunks of {r['avg_tokens']:.0f} tokens,"
-              f" ingest {r['ingest_s']:.1f} s = {r['files'] / r['ingest_s']:.2f} files/s,"
-              f" {r['chunks'] / r['ingest_s']:.1f} chunks/s ({r['ingest_load']});"
-              f" floor ({_FLOOR['floor'].label}) {r['chunks'] / r['floor_s']:.1f} chunks/s,"
-              f" {r['floor_tokens'] / r['floor_s']:.0f} tokens/s; product embed_documents"
-              f" {r['chunks'] / r['raw_s']:.1f} chunks/s, {r['floor_tokens'] / r['raw_s']:.0f} tokens/s"
-              f" ({r['floor_load']}); product / floor {r['floor_s'] / r['raw_s']:.2f}"
-              f" {'PASS' if r['floor_s'] / r['raw_s'] >= 0.9 else 'MISS'} (target >= 0.9); ingest / floor"
-              f" {r['floor_s'] / r['ingest_s']:.2f}; ingest / product embedding {r['raw_s'] / r['ingest_s']:.2f};"
-              f" hybrid search: recall@1 {r['r1']:.2f}, recall@5 {r['r5']:.2f}, MRR@10"
-              f" {r['mrr']:.3f}, ranks {r['ranks']}; vector only: recall@1 {r['vector'][0]:.2f}, recall@5"
-              f" {r['vector'][1]:.2f}, MRR@10 {r['vector'][2]:.3f}, ranks {r['vector'][3]};"
-              f" failed files {r['failed']}", flush=True)
+        print(
+            f"{r['config']:>8} (used {r['used']}): {r['chunks']} chunks of {r['avg_tokens']:.0f} tokens,"
+            f" ingest {r['ingest_s']:.1f} s = {r['files'] / r['ingest_s']:.2f} files/s,"
+            f" {r['chunks'] / r['ingest_s']:.1f} chunks/s ({r['ingest_load']});"
+            f" floor ({_FLOOR['floor'].label}) {r['chunks'] / r['floor_s']:.1f} chunks/s,"
+            f" {r['floor_tokens'] / r['floor_s']:.0f} tokens/s; product embed_documents"
+            f" {r['chunks'] / r['raw_s']:.1f} chunks/s, {r['floor_tokens'] / r['raw_s']:.0f} tokens/s"
+            f" ({r['floor_load']}); product / floor {r['floor_s'] / r['raw_s']:.2f}"
+            f" {'PASS' if r['floor_s'] / r['raw_s'] >= 0.9 else 'MISS'} (target >= 0.9); ingest / floor"
+            f" {r['floor_s'] / r['ingest_s']:.2f}; ingest / product embedding {r['raw_s'] / r['ingest_s']:.2f};"
+            f" hybrid search: recall@1 {r['r1']:.2f}, recall@5 {r['r5']:.2f}, MRR@10"
+            f" {r['mrr']:.3f}, ranks {r['ranks']}; vector only: recall@1 {r['vector'][0]:.2f}, recall@5"
+            f" {r['vector'][1]:.2f}, MRR@10 {r['vector'][2]:.3f}, ranks {r['vector'][3]};"
+            f" failed files {r['failed']}",
+            flush=True,
+        )
     if not args.no_office and OFFICE.is_dir():
         size, overlap = (int(x) for x in args.configs.split(",")[0].split("/"))
         docs = office_files()
         o = run_config(size, overlap, docs, measure_quality=False)
         formats = len({p.parent.name for p in docs})
         mb = sum(p.stat().st_size for p in docs) / 1e6
-        print(f"\noffice documents ({len(docs)} files in {formats} formats, {mb:.2f} MB,"
-              f" {o['config']}): {o['chunks']} chunks, ingest {o['ingest_s']:.1f} s ="
-              f" {o['files'] / o['ingest_s']:.2f} files/s, {o['chunks'] / o['ingest_s']:.1f} chunks/s; product embedding"
-              f" {o['chunks'] / o['raw_s']:.1f} chunks/s, floor {o['chunks'] / o['floor_s']:.1f};"
-              f" ingest / product embedding {o['raw_s'] / o['ingest_s']:.2f}; not indexed"
-              f" {o['failed']} (password-protected files among them)", flush=True)
+        print(
+            f"\noffice documents ({len(docs)} files in {formats} formats, {mb:.2f} MB,"
+            f" {o['config']}): {o['chunks']} chunks, ingest {o['ingest_s']:.1f} s ="
+            f" {o['files'] / o['ingest_s']:.2f} files/s, {o['chunks'] / o['ingest_s']:.1f} chunks/s; product embedding"
+            f" {o['chunks'] / o['raw_s']:.1f} chunks/s, floor {o['chunks'] / o['floor_s']:.1f};"
+            f" ingest / product embedding {o['raw_s'] / o['ingest_s']:.2f}; not indexed"
+            f" {o['failed']} (password-protected files among them)",
+            flush=True,
+        )
         md = rows[0]
-        print(f"  beside the Markdown row ({md['config']}): {md['files'] / md['ingest_s']:.2f} files/s,"
-              f" {md['chunks'] / md['ingest_s']:.1f} chunks/s")
+        print(
+            f"  beside the Markdown row ({md['config']}): {md['files'] / md['ingest_s']:.2f} files/s,"
+            f" {md['chunks'] / md['ingest_s']:.1f} chunks/s"
+        )
     base = rows[0]
     print("\nrelative to the first configuration:")
     for r in rows:
-        print(f"  {r['config']:>8}: ingest {base['ingest_s'] / r['ingest_s']:.2f}x faster, MRR@10"
-              f" {r['mrr']:.3f} vs {base['mrr']:.3f}")
+        print(
+            f"  {r['config']:>8}: ingest {base['ingest_s'] / r['ingest_s']:.2f}x faster, MRR@10"
+            f" {r['mrr']:.3f} vs {base['mrr']:.3f}"
+        )
     return 0
 
 

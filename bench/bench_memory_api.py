@@ -43,10 +43,46 @@ from knowledge.errors import KnowledgeError
 from knowledge.vectorstore.registry import open_backend
 
 WORDS = [
-    "customer", "invoice", "refund", "email", "phone", "address", "order", "delivery", "late", "paid",
-    "account", "password", "reset", "meeting", "monday", "friday", "report", "budget", "plan", "team",
-    "project", "deadline", "review", "bug", "fix", "release", "deploy", "server", "database", "memory",
-    "agent", "recall", "remember", "note", "task", "reminder", "lisbon", "berlin", "paris", "weather",
+    "customer",
+    "invoice",
+    "refund",
+    "email",
+    "phone",
+    "address",
+    "order",
+    "delivery",
+    "late",
+    "paid",
+    "account",
+    "password",
+    "reset",
+    "meeting",
+    "monday",
+    "friday",
+    "report",
+    "budget",
+    "plan",
+    "team",
+    "project",
+    "deadline",
+    "review",
+    "bug",
+    "fix",
+    "release",
+    "deploy",
+    "server",
+    "database",
+    "memory",
+    "agent",
+    "recall",
+    "remember",
+    "note",
+    "task",
+    "reminder",
+    "lisbon",
+    "berlin",
+    "paris",
+    "weather",
 ]
 DATASETS = [f"ds{i}" for i in range(10)]
 
@@ -76,7 +112,7 @@ def run_backend(label: str, backend_name: str, overrides: dict, args, items, que
             memory = VectorMemory(backend, HashEmbedder(dimension=args.dim, max_tokens=256))
             t0 = time.perf_counter()
             for start in range(0, len(items), args.batch):
-                memory.remember_many(items[start:start + args.batch])
+                memory.remember_many(items[start : start + args.batch])
             write_s = time.perf_counter() - t0
             assert memory.count() == len(items), memory.count()
             timings = {"one": [], "all": []}
@@ -103,8 +139,12 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=384)
     parser.add_argument("--batch", type=int, default=500)
     parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--local-queries", type=int, default=20,
-                        help="queries for qdrant's local mode (pure Python: ~1 s per recall at 10,000)")
+    parser.add_argument(
+        "--local-queries",
+        type=int,
+        default=20,
+        help="queries for qdrant's local mode (pure Python: ~1 s per recall at 10,000)",
+    )
     args = parser.parse_args()
 
     items = make_items(args.n, seed=1)
@@ -114,7 +154,7 @@ def main() -> None:
     embedder = HashEmbedder(dimension=args.dim, max_tokens=256)
     t0 = time.perf_counter()
     for start in range(0, len(items), args.batch):
-        embedder.embed_documents([m.text for m in items[start:start + args.batch]])
+        embedder.embed_documents([m.text for m in items[start : start + args.batch]])
     embed_rate = len(items) / (time.perf_counter() - t0)
     q_ms = []
     for q in queries:
@@ -122,10 +162,11 @@ def main() -> None:
         embedder.embed_query(q)
         q_ms.append((time.perf_counter() - t) * 1000)
 
-    print(f"agent memory: {args.n:,} memories x {args.dim} dims, batches of {args.batch}, "
-          f"{args.queries} queries, limit 5, 10 datasets")
-    print(f"floor (HashEmbedder alone): embed {embed_rate:,.0f} texts/s, query embed p50 "
-          f"{statistics.median(q_ms):.3f} ms\n")
+    print(
+        f"agent memory: {args.n:,} memories x {args.dim} dims, batches of {args.batch}, "
+        f"{args.queries} queries, limit 5, 10 datasets"
+    )
+    print(f"floor (HashEmbedder alone): embed {embed_rate:,.0f} texts/s, query embed p50 {statistics.median(q_ms):.3f} ms\n")
     runs = [
         ("memory", "memory", {}),
         ("qdrant :memory:", "qdrant", {"qdrant_location": ":memory:"}),
@@ -134,16 +175,22 @@ def main() -> None:
     ]
     results = [r for r in (run_backend(label, name, ov, args, items, queries) for label, name, ov in runs) if r]
     base = next((r for r in results if r["label"] == "memory"), None)
-    print(f"\n{'backend':<18} {'remember_many/s':>15} {'vs memory':>9}   {'recall p50 (1 ds)':>17} {'p95':>7} "
-          f"{'vs memory':>9}   {'recall p50 (all)':>16} {'p95':>7} {'vs memory':>9}")
+    print(
+        f"\n{'backend':<18} {'remember_many/s':>15} {'vs memory':>9}   {'recall p50 (1 ds)':>17} {'p95':>7} "
+        f"{'vs memory':>9}   {'recall p50 (all)':>16} {'p95':>7} {'vs memory':>9}"
+    )
     for r in results:
         rw = r["rate"] / base["rate"] if base else float("nan")
         r1 = r["p50_one"] / base["p50_one"] if base else float("nan")
         ra = r["p50_all"] / base["p50_all"] if base else float("nan")
-        print(f"{r['label']:<18} {r['rate']:>15,.0f} {rw:>8.2f}x   {r['p50_one']:>14.2f} ms {r['p95_one']:>7.2f} "
-              f"{r1:>8.2f}x   {r['p50_all']:>13.2f} ms {r['p95_all']:>7.2f} {ra:>8.2f}x")
-    print("\nremember_many/s includes embedding; recall times include embedding the query. "
-          "'vs memory': throughput ratio (higher is better) and latency ratio (lower is better).")
+        print(
+            f"{r['label']:<18} {r['rate']:>15,.0f} {rw:>8.2f}x   {r['p50_one']:>14.2f} ms {r['p95_one']:>7.2f} "
+            f"{r1:>8.2f}x   {r['p50_all']:>13.2f} ms {r['p95_all']:>7.2f} {ra:>8.2f}x"
+        )
+    print(
+        "\nremember_many/s includes embedding; recall times include embedding the query. "
+        "'vs memory': throughput ratio (higher is better) and latency ratio (lower is better)."
+    )
 
 
 if __name__ == "__main__":

@@ -46,12 +46,76 @@ from knowledge.vectorstore.memory import MemoryBackend
 
 CHUNKS_PER_FILE = 50
 WORDS = [
-    "the", "of", "and", "to", "in", "is", "that", "for", "it", "as", "with", "was", "on", "be", "by", "this",
-    "are", "from", "at", "or", "an", "which", "not", "have", "has", "but", "were", "they", "their", "one",
-    "all", "been", "more", "when", "there", "can", "if", "will", "would", "about", "into", "than", "other",
-    "vector", "store", "chunk", "embedding", "search", "query", "model", "index", "payload", "backend",
-    "segment", "manifest", "file", "page", "section", "heading", "memory", "disk", "load", "cosine",
-    "distance", "score", "filter", "batch", "commit", "crash", "lock",
+    "the",
+    "of",
+    "and",
+    "to",
+    "in",
+    "is",
+    "that",
+    "for",
+    "it",
+    "as",
+    "with",
+    "was",
+    "on",
+    "be",
+    "by",
+    "this",
+    "are",
+    "from",
+    "at",
+    "or",
+    "an",
+    "which",
+    "not",
+    "have",
+    "has",
+    "but",
+    "were",
+    "they",
+    "their",
+    "one",
+    "all",
+    "been",
+    "more",
+    "when",
+    "there",
+    "can",
+    "if",
+    "will",
+    "would",
+    "about",
+    "into",
+    "than",
+    "other",
+    "vector",
+    "store",
+    "chunk",
+    "embedding",
+    "search",
+    "query",
+    "model",
+    "index",
+    "payload",
+    "backend",
+    "segment",
+    "manifest",
+    "file",
+    "page",
+    "section",
+    "heading",
+    "memory",
+    "disk",
+    "load",
+    "cosine",
+    "distance",
+    "score",
+    "filter",
+    "batch",
+    "commit",
+    "crash",
+    "lock",
 ]
 
 
@@ -85,13 +149,21 @@ def make_points(n: int, dim: int, seed: int, cluster: bool = False) -> tuple[lis
         file_id = f"file-{f:05d}"
         text = texts[i]
         text_bytes += len(text.encode("utf-8"))
-        points.append(Point(
-            id=f"{file_id}:{c}",
-            vector=vectors[i],
-            payload={"file_id": file_id, "file_name": f"document-{f:05d}.pdf", "chunk_index": c,
-                     "text": text, "page": c // 5 + 1, "char_start": c * 400,
-                     "char_end": c * 400 + len(text)},
-        ))
+        points.append(
+            Point(
+                id=f"{file_id}:{c}",
+                vector=vectors[i],
+                payload={
+                    "file_id": file_id,
+                    "file_name": f"document-{f:05d}.pdf",
+                    "chunk_index": c,
+                    "text": text,
+                    "page": c // 5 + 1,
+                    "char_start": c * 400,
+                    "char_end": c * 400 + len(text),
+                },
+            )
+        )
     return points, vectors, text_bytes
 
 
@@ -115,14 +187,17 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--keep", action="store_true", help="keep the temporary data folder")
-    parser.add_argument("--clustered", action="store_true",
-                        help="vectors around 1,000 centres, and the approximate-search section")
+    parser.add_argument(
+        "--clustered", action="store_true", help="vectors around 1,000 centres, and the approximate-search section"
+    )
     args = parser.parse_args()
     n, dim, k = args.n, args.dim, args.k
 
-    print(f"memory backend benchmark: {n:,} {'clustered ' if args.clustered else ''}chunks x {dim} dims,"
-          f" k={k}, {args.queries} queries, {os.cpu_count()} CPUs, numpy {np.__version__},"
-          f" load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"memory backend benchmark: {n:,} {'clustered ' if args.clustered else ''}chunks x {dim} dims,"
+        f" k={k}, {args.queries} queries, {os.cpu_count()} CPUs, numpy {np.__version__},"
+        f" load average {os.getloadavg()[0]:.1f}"
+    )
     t = time.perf_counter()
     points, all_vectors, text_bytes = make_points(n, dim, args.seed, args.clustered)
     print(f"  generated the points in {time.perf_counter() - t:.1f} s (not measured below)")
@@ -130,8 +205,9 @@ def main() -> None:
     tmp = tempfile.mkdtemp(prefix="bench-memory-")
     # the exact path (as before approximate search): the upsert, cold-load and exact-search figures
     settings = load_settings(data_dir=tmp, vector_store={"max_chunks_per_store": max(n, 1), "ann": "off"})
-    ann_settings = load_settings(data_dir=tmp, vector_store={"max_chunks_per_store": max(n, 1),
-                                                             "ann_min_points": min(20_000, max(1, n // 2))})
+    ann_settings = load_settings(
+        data_dir=tmp, vector_store={"max_chunks_per_store": max(n, 1), "ann_min_points": min(20_000, max(1, n // 2))}
+    )
     results = {}
 
     # -- upserts ---------------------------------------------------------------------------------
@@ -210,36 +286,48 @@ def main() -> None:
     floor50 = pct(floor, 50)
     print()
     print(f"{'measure':44} {'value':>14}  {'target':>12}  result")
-    print(f"{'upsert, batches of 1,000':44} {results['upsert_batched']:>10,.0f} /s  {'>= 20,000/s':>12}  "
-          f"{verdict(results['upsert_batched'] >= 20_000)}")
-    print(f"{'upsert, one call':44} {results['upsert_single']:>10,.0f} /s  {'>= 20,000/s':>12}  "
-          f"{verdict(results['upsert_single'] >= 20_000)}")
+    print(
+        f"{'upsert, batches of 1,000':44} {results['upsert_batched']:>10,.0f} /s  {'>= 20,000/s':>12}  "
+        f"{verdict(results['upsert_batched'] >= 20_000)}"
+    )
+    print(
+        f"{'upsert, one call':44} {results['upsert_single']:>10,.0f} /s  {'>= 20,000/s':>12}  "
+        f"{verdict(results['upsert_single'] >= 20_000)}"
+    )
     print(f"{'disk (one call)':44} {single_disk / 2**20:>11,.1f} MiB  {'':>12}")
     print(f"{'disk (batches of 1,000)':44} {batched_disk / 2**20:>11,.1f} MiB  {'':>12}")
     print(f"{'float32 vectors + UTF-8 text':44} {raw / 2**20:>11,.1f} MiB  {'':>12}")
     worst_disk = max(single_disk, batched_disk) / raw
-    print(f"{'disk ratio (worst of the two)':44} {worst_disk:>13.2f}x  {'<= 1.5x':>12}  "
-          f"{verdict(worst_disk <= 1.5)}")
-    print(f"{'cold load + first search (one segment)':44} {results['cold']:>12.3f} s  {'<= 1.0 s':>12}  "
-          f"{verdict(results['cold'] <= 1.0)}")
-    print(f"{'cold load + first search (merged batches)':44} {cold_batched:>12.3f} s  {'<= 1.0 s':>12}  "
-          f"{verdict(cold_batched <= 1.0)}")
+    print(f"{'disk ratio (worst of the two)':44} {worst_disk:>13.2f}x  {'<= 1.5x':>12}  {verdict(worst_disk <= 1.5)}")
+    print(
+        f"{'cold load + first search (one segment)':44} {results['cold']:>12.3f} s  {'<= 1.0 s':>12}  "
+        f"{verdict(results['cold'] <= 1.0)}"
+    )
+    print(
+        f"{'cold load + first search (merged batches)':44} {cold_batched:>12.3f} s  {'<= 1.0 s':>12}  "
+        f"{verdict(cold_batched <= 1.0)}"
+    )
     print(f"{'numpy floor p50 / p95':44} {floor50 * ms:>6.2f} / {pct(floor, 95) * ms:>5.2f} ms")
     p50 = pct(plain, 50)
     print(f"{'search k=10 p50 / p95':44} {p50 * ms:>6.2f} / {pct(plain, 95) * ms:>5.2f} ms")
-    print(f"{'search p50 / floor p50':44} {p50 / floor50:>13.2f}x  {'<= 1.5x':>12}  "
-          f"{verdict(p50 <= 1.5 * floor50)}")
-    print(f"{'search k=10 where file_id p50 / p95':44} {pct(filtered, 50) * ms:>6.2f} / "
-          f"{pct(filtered, 95) * ms:>5.2f} ms  ({pct(filtered, 50) / floor50:.3f}x the floor)")
+    print(f"{'search p50 / floor p50':44} {p50 / floor50:>13.2f}x  {'<= 1.5x':>12}  {verdict(p50 <= 1.5 * floor50)}")
+    print(
+        f"{'search k=10 where file_id p50 / p95':44} {pct(filtered, 50) * ms:>6.2f} / "
+        f"{pct(filtered, 95) * ms:>5.2f} ms  ({pct(filtered, 50) / floor50:.3f}x the floor)"
+    )
     if ann_results is not None:
         r = ann_results
         print(f"{'-- approximate search (HNSW, usearch) --':44}")
         print(f"{'graph build (ensure_ann_index)':44} {r['build']:>12.1f} s  ({n / r['build']:,.0f} points/s)")
-        print(f"{'graph search k=10 p50 / p95':44} {r['p50'] * ms:>6.2f} / {r['p95'] * ms:>5.2f} ms"
-              f"  ({p50 / r['p50']:.1f}x faster than exact, {r['p50'] / floor50:.3f}x the floor)")
+        print(
+            f"{'graph search k=10 p50 / p95':44} {r['p50'] * ms:>6.2f} / {r['p95'] * ms:>5.2f} ms"
+            f"  ({p50 / r['p50']:.1f}x faster than exact, {r['p50'] / floor50:.3f}x the floor)"
+        )
         print(f"{'graph recall@10 vs exact':44} {r['recall']:>14.4f}  {'>= 0.99':>12}  {verdict(r['recall'] >= 0.99)}")
-        print(f"{'graph p50 <= 1/3 of Chroma (4.6 ms, issue 30)':44} {r['p50'] * ms:>11.2f} ms  {'<= 1.53 ms':>12}  "
-              f"{verdict(r['p50'] * ms <= 4.6 / 3)}")
+        print(
+            f"{'graph p50 <= 1/3 of Chroma (4.6 ms, issue 30)':44} {r['p50'] * ms:>11.2f} ms  {'<= 1.53 ms':>12}  "
+            f"{verdict(r['p50'] * ms <= 4.6 / 3)}"
+        )
         print(f"{'graph + where file_id p50 (exact path)':44} {r['filtered50'] * ms:>11.2f} ms")
         print(f"{'graph + broad filter (10 %) p50 / recall':44} {r['broad50'] * ms:>6.2f} ms / {r['broad_recall']:.4f}")
         print(f"{'graph file on disk':44} {r['disk'] / 2**20:>11,.1f} MiB")

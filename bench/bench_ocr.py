@@ -130,10 +130,20 @@ def one(dpi: int, pages: int, size: float, spaces: bool) -> dict:
     seconds, cpu = time.perf_counter() - t0, _cpu() - c0
     got = " ".join(read[n].text for n in sorted(read))
     conf = float(np.mean([p.confidence or 0.0 for p in read.values()]))
-    return {"dpi": dpi, "size": size, "spaces": spaces, "pages": pages, "seconds": seconds, "cpu_s": cpu,
-            "pages_per_s": pages / seconds, "accuracy": accuracy(got, truth), "confidence": conf,
-            "load_s": load, "rss_before_mb": rss0 / 1024,
-            "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    return {
+        "dpi": dpi,
+        "size": size,
+        "spaces": spaces,
+        "pages": pages,
+        "seconds": seconds,
+        "cpu_s": cpu,
+        "pages_per_s": pages / seconds,
+        "accuracy": accuracy(got, truth),
+        "confidence": conf,
+        "load_s": load,
+        "rss_before_mb": rss0 / 1024,
+        "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
 
 
 def _cpu() -> float:
@@ -291,8 +301,7 @@ def old_recover_spaces(gray: np.ndarray, quad: np.ndarray, text: str, boxes: lis
     return "".join((" " + ch) if i in spaces else ch for i, ch in enumerate(text))
 
 
-def _old_consider_gap(start: int, end: int, height: float, centres: list[float], text: str,
-                  spaces: set[int]) -> None:
+def _old_consider_gap(start: int, end: int, height: float, centres: list[float], text: str, spaces: set[int]) -> None:
     """Mark a space for the gap ``[start, end)`` if it is wide enough for the characters around it."""
     mid = (start + end) / 2.0
     i = next((k for k in range(1, len(centres)) if centres[k - 1] < mid < centres[k]), None)
@@ -306,15 +315,15 @@ def _old_consider_gap(start: int, end: int, height: float, centres: list[float],
         spaces.add(i)
 
 
-
-
 def words_bench(fonts: list[str], sizes: list[int], baseline: bool) -> None:
     """Print character and word accuracy per font and size, now and (``baseline``) before."""
     from knowledge.ingest import _ocr
 
     _ocr.engine()
-    print(f"word accuracy on rendered lines ({len(LINES)} lines per page, A4 at 200 dpi); load average"
-          f" {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (times grow with it, accuracy does not)")
+    print(
+        f"word accuracy on rendered lines ({len(LINES)} lines per page, A4 at 200 dpi); load average"
+        f" {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (times grow with it, accuracy does not)"
+    )
     head = f"{'font':<18} {'px':>3} {'words':>5}  {'char acc':>8} {'word acc':>8} {'s/page':>6}"
     if baseline:
         head += f"  {'before: char':>12} {'word':>6}"
@@ -346,11 +355,15 @@ def words_bench(fonts: list[str], sizes: list[int], baseline: bool) -> None:
             if missed:
                 misses.append(f"  {name} {px}px: {', '.join(missed[:8])}")
                 print(misses[-1], flush=True)
-    line = (f"total: {totals['words']} words, character accuracy {1 - totals['edits_now'] / totals['chars']:.4f},"
-            f" word accuracy {totals['now'] / totals['words']:.4f} (target >= 0.98)")
+    line = (
+        f"total: {totals['words']} words, character accuracy {1 - totals['edits_now'] / totals['chars']:.4f},"
+        f" word accuracy {totals['now'] / totals['words']:.4f} (target >= 0.98)"
+    )
     if baseline:
-        line += (f"; before: character {1 - totals['edits_before'] / totals['chars']:.4f},"
-                 f" word {totals['before'] / totals['words']:.4f}")
+        line += (
+            f"; before: character {1 - totals['edits_before'] / totals['chars']:.4f},"
+            f" word {totals['before'] / totals['words']:.4f}"
+        )
     print(line)
     if misses:
         print("reference words not read exactly (now):")
@@ -384,29 +397,40 @@ def main() -> None:
     from knowledge.ingest._ocr import DPI
 
     dpis = [int(d) for d in args.dpis.split(",")]
-    print(f"OCR benchmark: {args.pages} A4 pages of clean prose per run, scanned at 300 dpi, OCR'd at {dpis} dpi;"
-          f" chosen resolution {DPI} dpi")
+    print(
+        f"OCR benchmark: {args.pages} A4 pages of clean prose per run, scanned at 300 dpi, OCR'd at {dpis} dpi;"
+        f" chosen resolution {DPI} dpi"
+    )
     base = text_layer_baseline(args.pages, 11)
     print(f"baseline: reading the text layer of the same pages with pypdf: {base:.1f} pages/s\n")
-    print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (wall times grow with it;"
-          " CPU seconds per page much less)")
+    print(
+        f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (wall times grow with it;"
+        " CPU seconds per page much less)"
+    )
     rows = []
     for size, sizes_dpis in ((11.0, dpis), (9.0, [d for d in dpis if d <= DPI])):
         for dpi in sizes_dpis:
             r = child([str(dpi), str(args.pages), str(size), "1"])
             rows.append(r)
-            print(f"{size:>4.0f} pt  {dpi:>3} dpi  {r['pages_per_s']:.3f} pages/s ({r['seconds'] / r['pages']:.1f} s/page,"
-                  f" {r['cpu_s'] / r['pages']:.1f} CPU s/page)  accuracy {r['accuracy']:.4f}"
-                  f"  confidence {r['confidence']:.3f}  peak RSS {r['peak_mb']:.0f} MB"
-                  f" (before the engine {r['rss_before_mb']:.0f} MB, engine load {r['load_s']:.2f} s)", flush=True)
+            print(
+                f"{size:>4.0f} pt  {dpi:>3} dpi  {r['pages_per_s']:.3f} pages/s ({r['seconds'] / r['pages']:.1f} s/page,"
+                f" {r['cpu_s'] / r['pages']:.1f} CPU s/page)  accuracy {r['accuracy']:.4f}"
+                f"  confidence {r['confidence']:.3f}  peak RSS {r['peak_mb']:.0f} MB"
+                f" (before the engine {r['rss_before_mb']:.0f} MB, engine load {r['load_s']:.2f} s)",
+                flush=True,
+            )
     chosen = next((r for r in rows if r["dpi"] == DPI and r["size"] == 11.0), None)
     if chosen:
-        print(f"\npages/s relative to {DPI} dpi (11 pt): " + ", ".join(
-            f"{r['dpi']} dpi {r['pages_per_s'] / chosen['pages_per_s']:.2f}x" for r in rows if r["size"] == 11.0))
+        print(
+            f"\npages/s relative to {DPI} dpi (11 pt): "
+            + ", ".join(f"{r['dpi']} dpi {r['pages_per_s'] / chosen['pages_per_s']:.2f}x" for r in rows if r["size"] == 11.0)
+        )
         print(f"OCR at {DPI} dpi is {base / chosen['pages_per_s']:.0f}x slower than reading a text layer")
         r = child([str(DPI), str(args.pages), "11", "0"])
-        print(f"without word-spacing recovery at {DPI} dpi, 11 pt: accuracy {r['accuracy']:.4f}"
-              f" (with it: {chosen['accuracy']:.4f})")
+        print(
+            f"without word-spacing recovery at {DPI} dpi, 11 pt: accuracy {r['accuracy']:.4f}"
+            f" (with it: {chosen['accuracy']:.4f})"
+        )
 
 
 if __name__ == "__main__":

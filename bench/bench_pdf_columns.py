@@ -76,8 +76,7 @@ def methods():
     def product(data):
         return read_document(data, "x.pdf").text
 
-    return {"pypdf plain": plain, "pypdf layout": layout, "PDFium text order": pdfium_order,
-            "product (columns)": product}
+    return {"pypdf plain": plain, "pypdf layout": layout, "PDFium text order": pdfium_order, "product (columns)": product}
 
 
 def main() -> int:

@@ -90,8 +90,12 @@ class DataSet:
         return int(self.vectors.nbytes) + sum(len(t.encode("utf-8")) for t in self.texts)
 
     def payload(self, row: int) -> dict[str, Any]:
-        return {"file_id": self.file_ids[row], "chunk_index": int(self.chunk_index[row]),
-                "group_id": int(self.group_id[row]), "text": self.texts[row]}
+        return {
+            "file_id": self.file_ids[row],
+            "chunk_index": int(self.chunk_index[row]),
+            "group_id": int(self.group_id[row]),
+            "text": self.texts[row],
+        }
 
     def ground_truth(self, k: int) -> None:
         """Exact cosine top-k for every query, unfiltered and within its query's group."""
@@ -135,9 +139,14 @@ def make_set(name: str, n: int, dim: int, queries: int, k: int, seed: int) -> Da
     near = rng.integers(0, n, size=queries)
     qnoise = rng.standard_normal((queries, dim), dtype=np.float32) * np.float32(QUERY_NOISE / math.sqrt(dim))
     data = DataSet(
-        name=name, vectors=vectors, ids=[f"{file_ids[i]}:{i % CHUNKS_PER_FILE}" for i in range(n)],
-        file_ids=file_ids, chunk_index=rows % CHUNKS_PER_FILE, group_id=files % GROUPS,
-        texts=make_texts(n, rng), queries=normalise(vectors[near] + qnoise),
+        name=name,
+        vectors=vectors,
+        ids=[f"{file_ids[i]}:{i % CHUNKS_PER_FILE}" for i in range(n)],
+        file_ids=file_ids,
+        chunk_index=rows % CHUNKS_PER_FILE,
+        group_id=files % GROUPS,
+        texts=make_texts(n, rng),
+        queries=normalise(vectors[near] + qnoise),
         query_groups=np.arange(queries) % min(GROUPS, max(1, int(files.max()) + 1)),
     )
     data.ground_truth(k)
@@ -168,10 +177,12 @@ class Engine:
     def build_index(self) -> float | None:
         """Seconds spent in the engine's explicit index step after the inserts, ``None`` if it has none."""
         return None
+
     def close(self) -> None: ...
     def open(self) -> None: ...
     def search(self, q: np.ndarray, k: int) -> list[int]:
         raise NotImplementedError
+
     def search_group(self, q: np.ndarray, k: int, group: int) -> list[int]:
         raise NotImplementedError
 
@@ -279,13 +290,17 @@ class Chroma(Engine):
     def create(self, dim: int) -> None:
         self.client = self._client()
         self.coll = self.client.create_collection(
-            "bench", configuration={"hnsw": {"space": "cosine"}}, embedding_function=None)
+            "bench", configuration={"hnsw": {"space": "cosine"}}, embedding_function=None
+        )
 
     def insert(self, start: int, stop: int) -> None:
         d = self.data
-        self.coll.add(ids=d.ids[start:stop], embeddings=d.vectors[start:stop],
-                      metadatas=[{k: v for k, v in d.payload(i).items() if k != "text"} for i in range(start, stop)],
-                      documents=d.texts[start:stop])
+        self.coll.add(
+            ids=d.ids[start:stop],
+            embeddings=d.vectors[start:stop],
+            metadatas=[{k: v for k, v in d.payload(i).items() if k != "text"} for i in range(start, stop)],
+            documents=d.texts[start:stop],
+        )
 
     def close(self) -> None:
         from chromadb.api.client import SharedSystemClient
@@ -335,11 +350,16 @@ class Lance(Engine):
 
         d = self.data
         vec = pa.FixedSizeListArray.from_arrays(pa.array(d.vectors[start:stop].reshape(-1)), self.dim)
-        batch = pa.table({
-            "id": d.ids[start:stop], "vector": vec, "file_id": d.file_ids[start:stop],
-            "chunk_index": pa.array(d.chunk_index[start:stop], pa.int32()),
-            "group_id": pa.array(d.group_id[start:stop], pa.int32()), "text": d.texts[start:stop],
-        })
+        batch = pa.table(
+            {
+                "id": d.ids[start:stop],
+                "vector": vec,
+                "file_id": d.file_ids[start:stop],
+                "chunk_index": pa.array(d.chunk_index[start:stop], pa.int32()),
+                "group_id": pa.array(d.group_id[start:stop], pa.int32()),
+                "text": d.texts[start:stop],
+            }
+        )
         if self.table is None:
             self.table = self.db.create_table("bench", data=batch)
         else:
@@ -386,8 +406,9 @@ class LanceIvfPq(Lance):
         from lancedb.index import IvfPq
 
         t = time.perf_counter()
-        self.table.create_index("vector", config=IvfPq(distance_type="cosine", num_partitions=max(1, int(math.sqrt(n))),
-                                                       num_sub_vectors=sub))
+        self.table.create_index(
+            "vector", config=IvfPq(distance_type="cosine", num_partitions=max(1, int(math.sqrt(n))), num_sub_vectors=sub)
+        )
         return time.perf_counter() - t
 
     def _query(self, q: np.ndarray, k: int) -> Any:
@@ -395,7 +416,12 @@ class LanceIvfPq(Lance):
 
 
 ENGINE_CLASSES: dict[str, type[Engine]] = {
-    "memory": Memory, "numpy": NumpyFloor, "chroma": Chroma, "lancedb": Lance, "lancedb-ivfpq": LanceIvfPq}
+    "memory": Memory,
+    "numpy": NumpyFloor,
+    "chroma": Chroma,
+    "lancedb": Lance,
+    "lancedb-ivfpq": LanceIvfPq,
+}
 
 
 # -- measuring -----------------------------------------------------------------------------------------
@@ -422,8 +448,18 @@ def recall(data: DataSet, qi: int, rows: Sequence[int], k: int, group: int | Non
 
 def reopen_in_child(engine: str, folder: Path, data: DataSet, qfile: Path) -> float | None:
     """Seconds for a new process to open ``folder`` and answer one query (imports not counted)."""
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--reopen-child", engine, "--folder", str(folder),
-           "--query-file", str(qfile), "--n", str(len(data.ids))]
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--reopen-child",
+        engine,
+        "--folder",
+        str(folder),
+        "--query-file",
+        str(qfile),
+        "--n",
+        str(len(data.ids)),
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True, check=False)
     for line in out.stdout.splitlines():
         if line.startswith("REOPEN "):
@@ -436,9 +472,17 @@ def reopen_child(engine: str, folder: Path, qfile: Path, n: int) -> None:
     """The child's side: import the engine, then time open + one query."""
     q = np.load(qfile)
     dim = q.shape[0]
-    data = DataSet(name="reopen", vectors=np.zeros((0, dim), np.float32), ids=[], file_ids=[],
-                   chunk_index=np.zeros(0), group_id=np.zeros(0), texts=[], queries=q[None, :],
-                   query_groups=np.zeros(1, int))
+    data = DataSet(
+        name="reopen",
+        vectors=np.zeros((0, dim), np.float32),
+        ids=[],
+        file_ids=[],
+        chunk_index=np.zeros(0),
+        group_id=np.zeros(0),
+        texts=[],
+        queries=q[None, :],
+        query_groups=np.zeros(1, int),
+    )
     eng = ENGINE_CLASSES[engine](data, folder)
     if isinstance(eng, Memory):  # imports and settings before the clock starts
         import knowledge.vectorstore.base
@@ -480,12 +524,20 @@ class Result:
     def summary(self) -> dict[str, Any]:
         def p(v: list[float], q: float) -> float | None:
             return float(np.percentile(v, q)) if v else None
-        return {"label": self.label, "skipped": self.skipped, "insert_per_s": self.insert_rate,
-                "index_build_s": self.index_build, "disk_ratio": self.disk_ratio, "reopen_s": self.reopen,
-                "p50_ms": _ms(p(self.latencies, 50)), "p95_ms": _ms(p(self.latencies, 95)),
-                "recall": float(np.mean(self.recalls)) if self.recalls else None,
-                "filtered_p50_ms": _ms(p(self.flatencies, 50)),
-                "filtered_recall": float(np.mean(self.frecalls)) if self.frecalls else None}
+
+        return {
+            "label": self.label,
+            "skipped": self.skipped,
+            "insert_per_s": self.insert_rate,
+            "index_build_s": self.index_build,
+            "disk_ratio": self.disk_ratio,
+            "reopen_s": self.reopen,
+            "p50_ms": _ms(p(self.latencies, 50)),
+            "p95_ms": _ms(p(self.latencies, 95)),
+            "recall": float(np.mean(self.recalls)) if self.recalls else None,
+            "filtered_p50_ms": _ms(p(self.flatencies, 50)),
+            "filtered_recall": float(np.mean(self.frecalls)) if self.frecalls else None,
+        }
 
 
 def _ms(s: float | None) -> float | None:
@@ -520,10 +572,12 @@ def run_set(data: DataSet, engines: list[str], k: int, work: Path, log: Callable
             eng.close()
             res.disk_ratio = folder_bytes(folder) / data.raw_bytes
             res.reopen = reopen_in_child(name, folder, data, qfile)
-            log(f"    {res.insert_rate:,.0f} inserts/s"
+            log(
+                f"    {res.insert_rate:,.0f} inserts/s"
                 + (f", index build {res.index_build:.1f} s" if res.index_build is not None else "")
                 + f", disk/raw {res.disk_ratio:.2f}, reopen + 1st query "
-                + (f"{res.reopen:.2f} s" if res.reopen is not None else "failed"))
+                + (f"{res.reopen:.2f} s" if res.reopen is not None else "failed")
+            )
         eng.open()
         live[name] = eng
     # The query phase: engine after engine for each query, so all see the same load.
@@ -557,9 +611,11 @@ def fmt(v: float | None, spec: str, unit: str = "") -> str:
 
 
 def table(results: dict[str, Result]) -> list[str]:
-    lines = ["| engine | insert/s | index build | disk / raw | reopen + 1st query | p50 | p95 | recall@10 |"
-             " filtered p50 (1%) | filtered recall@10 |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| engine | insert/s | index build | disk / raw | reopen + 1st query | p50 | p95 | recall@10 |"
+        " filtered p50 (1%) | filtered recall@10 |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for res in results.values():
         if res.skipped:
             lines.append(f"| {res.label} | {res.skipped} |" + " |" * 8)
@@ -569,7 +625,8 @@ def table(results: dict[str, Result]) -> list[str]:
             f"| {s['label']} | {fmt(s['insert_per_s'], ',.0f')} | {fmt(s['index_build_s'], '.1f', ' s')}"
             f" | {fmt(s['disk_ratio'], '.2f')} | {fmt(s['reopen_s'], '.2f', ' s')} | {fmt(s['p50_ms'], '.2f', ' ms')}"
             f" | {fmt(s['p95_ms'], '.2f', ' ms')} | {fmt(s['recall'], '.3f')} | {fmt(s['filtered_p50_ms'], '.2f', ' ms')}"
-            f" | {fmt(s['filtered_recall'], '.3f')} |")
+            f" | {fmt(s['filtered_recall'], '.3f')} |"
+        )
     return lines
 
 
@@ -578,8 +635,10 @@ def ratios(results: dict[str, Result]) -> list[str]:
     if ours is None or ours.skipped or not ours.latencies:
         return []
     o = ours.summary()
-    lines = ["| engine ÷ memory backend | insert/s | disk / raw | reopen + 1st query | p50 | filtered p50 |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        "| engine ÷ memory backend | insert/s | disk / raw | reopen + 1st query | p50 | filtered p50 |",
+        "|---|---|---|---|---|---|",
+    ]
     for name, res in results.items():
         if name == "memory" or res.skipped:
             continue
@@ -587,8 +646,11 @@ def ratios(results: dict[str, Result]) -> list[str]:
 
         def r(key: str, s: dict[str, Any] = s) -> str:
             return "—" if s[key] is None or not o[key] else f"{s[key] / o[key]:.2f}x"
-        lines.append(f"| {s['label']} | {r('insert_per_s')} | {r('disk_ratio')} | {r('reopen_s')} | {r('p50_ms')}"
-                     f" | {r('filtered_p50_ms')} |")
+
+        lines.append(
+            f"| {s['label']} | {r('insert_per_s')} | {r('disk_ratio')} | {r('reopen_s')} | {r('p50_ms')}"
+            f" | {r('filtered_p50_ms')} |"
+        )
     return lines
 
 
@@ -621,20 +683,26 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(msg, flush=True)
 
     load = os.getloadavg()
-    log(f"peers benchmark: {n:,} points x {args.dim} dims, k={args.k}, {args.queries} queries, engines {','.join(engines)},"
-        f" {os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, numpy {np.__version__}")
+    log(
+        f"peers benchmark: {n:,} points x {args.dim} dims, k={args.k}, {args.queries} queries, engines {','.join(engines)},"
+        f" {os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, numpy {np.__version__}"
+    )
     report: dict[str, Any] = {"n": n, "dim": args.dim, "queries": args.queries, "k": args.k, "sets": {}}
     work = Path(tempfile.mkdtemp(prefix="bench-peers-"))
     try:
         for set_name in sets:
             t = time.perf_counter()
             data = make_set(set_name, n, args.dim, args.queries, args.k, args.seed)
-            log(f"\n## {set_name}: {n:,} x {args.dim}"
-                f" (generated with ground truth in {time.perf_counter() - t:.1f} s, not measured)")
+            log(
+                f"\n## {set_name}: {n:,} x {args.dim}"
+                f" (generated with ground truth in {time.perf_counter() - t:.1f} s, not measured)"
+            )
             results = run_set(data, engines, args.k, work, log)
             load = os.getloadavg()
-            log(f"\n### {set_name} ({n:,} x {args.dim}, {args.queries} queries, k={args.k};"
-                f" load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f})\n")
+            log(
+                f"\n### {set_name} ({n:,} x {args.dim}, {args.queries} queries, k={args.k};"
+                f" load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f})\n"
+            )
             for line in table(results):
                 log(line)
             rlines = ratios(results)

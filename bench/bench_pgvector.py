@@ -81,10 +81,18 @@ def recall(results: list[list[int]], truth: list[set[int]], k: int) -> float:
 
 BOOK = ROOT.parent / "shared" / "corpus" / "md" / "rust-book"
 QUERIES = [
-    "What is shadowing a variable with let?", "How do I read a line of user input in the guessing game?",
-    "What does the borrow checker prevent with dangling references?", "What is Deref coercion?",
-    "How do I iterate over the elements of a vector and change them?", "panic", "lifetimes", "cargo install",
-    "What is the difference between panic! and Result?", "trait objects", "closures capture", "HashMap",
+    "What is shadowing a variable with let?",
+    "How do I read a line of user input in the guessing game?",
+    "What does the borrow checker prevent with dangling references?",
+    "What is Deref coercion?",
+    "How do I iterate over the elements of a vector and change them?",
+    "panic",
+    "lifetimes",
+    "cargo install",
+    "What is the difference between panic! and Result?",
+    "trait objects",
+    "closures capture",
+    "HashMap",
 ]
 
 
@@ -115,12 +123,11 @@ def scale(args) -> None:
 
     tmp = tempfile.TemporaryDirectory()
     root = Path(args.keep) if args.keep else Path(tmp.name)
-    settings = load_settings(data_dir=root / "data",
-                             vector_store={"backend": "pgvector", "url": args.url})
+    settings = load_settings(data_dir=root / "data", vector_store={"backend": "pgvector", "url": args.url})
     b = PgvectorBackend(settings)
     say(None, None, f"server: {b!r}; load average {os.getloadavg()} on {os.cpu_count()} cores")
     words = [w for p in sorted(BOOK.glob("*.md")) for w in p.read_text(encoding="utf-8").split()]
-    texts = [" ".join(words[i:i + 120]) for i in range(0, len(words), 120)]
+    texts = [" ".join(words[i : i + 120]) for i in range(0, len(words), 120)]
     lex = [lexical_row({"text": t})[:2] for t in texts]
     coll = b.collection("bench")
     coll.drop_collection()
@@ -149,28 +156,46 @@ def scale(args) -> None:
         for j, i in enumerate(range(start, stop)):
             ti = i % len(texts)
             fid = f"file{i // 50:06d}"
-            payload = orjson.dumps({"file_id": fid, "file_name": f"{fid}.md", "chunk_index": i % 50,
-                                    "text": texts[ti], "page": None, "char_start": None, "char_end": None,
-                                    "heading": None}).decode()
+            payload = orjson.dumps(
+                {
+                    "file_id": fid,
+                    "file_name": f"{fid}.md",
+                    "chunk_index": i % 50,
+                    "text": texts[ti],
+                    "page": None,
+                    "char_start": None,
+                    "char_end": None,
+                    "heading": None,
+                }
+            ).decode()
             vec = "[" + ",".join(map(spelled.__getitem__, q4[j])) + "]"
-            lines.append(f"{_copy_escape(json.dumps(f'{fid}:{i % 50}'))}\t{vec}\t{_copy_escape(payload)}"
-                         f"\t{_copy_escape(lex[ti][0])}\t{lex[ti][1]}\n")
+            lines.append(
+                f"{_copy_escape(json.dumps(f'{fid}:{i % 50}'))}\t{vec}\t{_copy_escape(payload)}"
+                f"\t{_copy_escape(lex[ti][0])}\t{lex[ti][1]}\n"
+            )
         block = "".join(lines)
         prep += time.perf_counter() - tp
-        with psycopg.connect(b.conninfo) as c, \
-                c.cursor().copy(f'COPY "{t}" (pid, embedding, payload, lex, lex_len) FROM STDIN') as cp:
+        with (
+            psycopg.connect(b.conninfo) as c,
+            c.cursor().copy(f'COPY "{t}" (pid, embedding, payload, lex, lex_len) FROM STDIN') as cp,
+        ):
             cp.write(block)
         if start // batch % 4 == 0 and not args.json:
             print(f"  loaded {stop:,} rows in {time.perf_counter() - t0:.0f} s", flush=True)
     load = time.perf_counter() - t0
-    say("load_s", load, f"COPY of {n:,} rows in batches of {batch:,}: {load:.1f} s = {n / load:,.0f} rows/s"
-        f" ({prep:.1f} s of it making the rows in Python)")
+    say(
+        "load_s",
+        load,
+        f"COPY of {n:,} rows in batches of {batch:,}: {load:.1f} s = {n / load:,.0f} rows/s"
+        f" ({prep:.1f} s of it making the rows in Python)",
+    )
     out["load_prepare_s"] = prep
     with psycopg.connect(b.conninfo, autocommit=True) as c:
         c.execute("SET maintenance_work_mem = '2GB'")
         t0 = time.perf_counter()
-        c.execute(f'CREATE INDEX "{t}_hnsw" ON "{t}" USING hnsw (embedding vector_cosine_ops)'
-                  " WITH (m = 16, ef_construction = 64)")
+        c.execute(
+            f'CREATE INDEX "{t}_hnsw" ON "{t}" USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)'
+        )
         hnsw = time.perf_counter() - t0
         size = c.execute(f"SELECT pg_relation_size('\"{t}_hnsw\"')").fetchone()[0] / 1e6
         say("hnsw_build_s", hnsw, f"HNSW build (m=16, ef_construction=64): {hnsw:.1f} s, {size:.0f} MB")
@@ -183,8 +208,12 @@ def scale(args) -> None:
     with psycopg.connect(b.conninfo, autocommit=True) as c:
         c.execute(f'VACUUM ANALYZE "{t}"')
         size = c.execute(f"SELECT pg_relation_size('\"{t}_lex\"'), pg_total_relation_size('\"{t}\"')").fetchone()
-    say("lexical_build_s", lexb, f"lexical index (lex GIN + term statistics): {lexb:.1f} s, GIN {size[0] / 1e6:.0f} MB;"
-        f" table with all indexes {size[1] / 1e9:.2f} GB")
+    say(
+        "lexical_build_s",
+        lexb,
+        f"lexical index (lex GIN + term statistics): {lexb:.1f} s, GIN {size[0] / 1e6:.0f} MB;"
+        f" table with all indexes {size[1] / 1e9:.2f} GB",
+    )
     out["total_gb"] = size[1] / 1e9
 
     rng = np.random.default_rng(7)
@@ -206,8 +235,11 @@ def scale(args) -> None:
         hits = c2.search(q, limit=k)
         vt.append(time.perf_counter() - t0)
         rec.append(len({h.id for h in hits} & tr) / k)
-    say("vector_p50_ms", pct(vt, 50), f"vector k=10: p50 {pct(vt, 50):.1f} ms, p95 {pct(vt, 95):.1f} ms,"
-        f" recall@10 {np.mean(rec):.3f}")
+    say(
+        "vector_p50_ms",
+        pct(vt, 50),
+        f"vector k=10: p50 {pct(vt, 50):.1f} ms, p95 {pct(vt, 95):.1f} ms, recall@10 {np.mean(rec):.3f}",
+    )
     out["vector_p95_ms"], out["recall_at_10"] = pct(vt, 95), float(np.mean(rec))
     lt, ht = [], []
     for q, text in zip(qvecs, qtexts):
@@ -225,14 +257,20 @@ def scale(args) -> None:
         sorted(fused, key=lambda i: -fused[i])[:k]
         ht.append(time.perf_counter() - t0)
     say("lexical_p50_ms", pct(lt, 50), f"BM25 k=10: p50 {pct(lt, 50):.1f} ms, p95 {pct(lt, 95):.1f} ms")
-    say("hybrid_p50_ms", pct(ht, 50), f"hybrid k=10 (50 + 50 candidates, RRF): p50 {pct(ht, 50):.1f} ms,"
-        f" p95 {pct(ht, 95):.1f} ms")
+    say(
+        "hybrid_p50_ms",
+        pct(ht, 50),
+        f"hybrid k=10 (50 + 50 candidates, RRF): p50 {pct(ht, 50):.1f} ms, p95 {pct(ht, 95):.1f} ms",
+    )
     out["lexical_p95_ms"], out["hybrid_p95_ms"] = pct(lt, 95), pct(ht, 95)
     pts = [Point(f"extra:{i}", qvecs[i % qn], {"file_id": "extra", "text": texts[i]}) for i in range(50)]
     t0 = time.perf_counter()
     c2.replace({"file_id": "extra"}, pts)
-    say("add_file_ms", (time.perf_counter() - t0) * 1000,
-        f"one 50-chunk file written (vectors + lexical index, one transaction): {(time.perf_counter() - t0) * 1000:.0f} ms")
+    say(
+        "add_file_ms",
+        (time.perf_counter() - t0) * 1000,
+        f"one 50-chunk file written (vectors + lexical index, one transaction): {(time.perf_counter() - t0) * 1000:.0f} ms",
+    )
     say(None, None, f"load average at the end: {os.getloadavg()}")
     if args.json:
         print(json.dumps({k2: (round(v, 3) if isinstance(v, float) else v) for k2, v in out.items()}))
@@ -270,19 +308,26 @@ def main() -> None:
     defaults = PgvectorOptions()
 
     def backend(**opts):
-        s = load_settings(data_dir=Path(tmp.name) / "data",
-                          vector_store={"backend": "pgvector", "url": args.url, "options": {"pgvector": opts}})
+        s = load_settings(
+            data_dir=Path(tmp.name) / "data",
+            vector_store={"backend": "pgvector", "url": args.url, "options": {"pgvector": opts}},
+        )
         return PgvectorBackend(s)
 
     t0 = time.perf_counter()
     b = backend()
-    print(f"server ready in {time.perf_counter() - t0:.2f} s ({b!r}); load average {os.getloadavg()}"
-          f" on {os.cpu_count()} cores")
+    print(
+        f"server ready in {time.perf_counter() - t0:.2f} s ({b!r}); load average {os.getloadavg()} on {os.cpu_count()} cores"
+    )
     import psycopg
 
     with psycopg.connect(b.conninfo) as c:
-        print("PostgreSQL", c.execute("SHOW server_version").fetchone()[0], "| pgvector",
-              c.execute("SELECT extversion FROM pg_extension WHERE extname='vector'").fetchone()[0])
+        print(
+            "PostgreSQL",
+            c.execute("SHOW server_version").fetchone()[0],
+            "| pgvector",
+            c.execute("SELECT extversion FROM pg_extension WHERE extname='vector'").fetchone()[0],
+        )
     data = clustered(n, dim, clusters=max(10, n // 500), seed=1)
     queries = clustered(args.queries, dim, clusters=max(10, n // 500), seed=1)  # same centres
     queries = queries + 0.01 * np.random.default_rng(7).standard_normal(queries.shape).astype(np.float32)
@@ -291,9 +336,11 @@ def main() -> None:
     coll = b.collection("bench")
     coll.drop_collection()
     coll.ensure_collection(dim, "cosine")
-    print(f"\n== upsert {n:,} x {dim} in batches of 1,000 (HNSW m={defaults.hnsw_m}, ef_construction="
-          f"{defaults.hnsw_ef_construction}, built by the batch that passes exact_max_rows="
-          f"{defaults.exact_max_rows:,}, then maintained while inserting)")
+    print(
+        f"\n== upsert {n:,} x {dim} in batches of 1,000 (HNSW m={defaults.hnsw_m}, ef_construction="
+        f"{defaults.hnsw_ef_construction}, built by the batch that passes exact_max_rows="
+        f"{defaults.exact_max_rows:,}, then maintained while inserting)"
+    )
     batch_times = []
     t = time.perf_counter()
     for start in range(0, n, 1000):
@@ -306,17 +353,21 @@ def main() -> None:
     at = sum(d for s0, d in batch_times if s0 < cross + 1 <= s0 + 1000)
     after = sum(d for s0, d in batch_times if s0 > cross)
     n_after = max(1, n - (cross // 1000 + 1) * 1000)
-    print(f"upsert total: {up:.1f} s = {n / up:,.0f} points/s | without index (first {cross:,}):"
-          f" {cross / max(before, 1e-9):,.0f} points/s | the batch that built the index: {at:.1f} s |"
-          f" with the index maintained: {n_after / max(after, 1e-9):,.0f} points/s")
+    print(
+        f"upsert total: {up:.1f} s = {n / up:,.0f} points/s | without index (first {cross:,}):"
+        f" {cross / max(before, 1e-9):,.0f} points/s | the batch that built the index: {at:.1f} s |"
+        f" with the index maintained: {n_after / max(after, 1e-9):,.0f} points/s"
+    )
 
     with psycopg.connect(b.conninfo, autocommit=True) as c:
         c.execute(f"VACUUM ANALYZE {coll.table}")
         c.execute("SET maintenance_work_mem = '1GB'")
         c.execute(f"DROP INDEX {coll.table}_hnsw")
         t = time.perf_counter()
-        c.execute(f"CREATE INDEX {coll.table}_hnsw ON {coll.table} USING hnsw (embedding vector_cosine_ops)"
-                  f" WITH (m = {defaults.hnsw_m}, ef_construction = {defaults.hnsw_ef_construction})")
+        c.execute(
+            f"CREATE INDEX {coll.table}_hnsw ON {coll.table} USING hnsw (embedding vector_cosine_ops)"
+            f" WITH (m = {defaults.hnsw_m}, ef_construction = {defaults.hnsw_ef_construction})"
+        )
         build = time.perf_counter() - t
         size = c.execute(f"SELECT pg_size_pretty(pg_relation_size('{coll.table}_hnsw'))").fetchone()[0]
     print(f"HNSW build from scratch on the loaded table: {build:.1f} s ({n / build:,.0f} points/s), index {size}")
@@ -339,8 +390,9 @@ def main() -> None:
     coll = bb.collection("bench")
     times, res = run_searches(coll, queries[:40], k)
     truth40 = truth[:40]
-    print(f"{'exact (index scans off), 40 q':34s} {pct(times, 50):8.2f} {pct(times, 95):8.2f}"
-          f" {recall(res, truth40, k):10.3f}")
+    print(
+        f"{'exact (index scans off), 40 q':34s} {pct(times, 50):8.2f} {pct(times, 95):8.2f} {recall(res, truth40, k):10.3f}"
+    )
     bb.close()
 
     print("\n== filtered search k=10: exact path vs HNSW + iterative_scan=strict_order")
@@ -357,8 +409,10 @@ def main() -> None:
             run_searches(coll, queries[:5], k, {field: value})
             times, res = run_searches(coll, queries[:50], k, {field: value})
             short = sum(1 for r in res if len(r) < k)
-            print(f"{field}={value!s:8s} ({count:>6,}) {label:8s} {pct(times, 50):8.2f} {pct(times, 95):8.2f}"
-                  f" {recall(res, ftruth, k):10.3f} {short:7d}")
+            print(
+                f"{field}={value!s:8s} ({count:>6,}) {label:8s} {pct(times, 50):8.2f} {pct(times, 95):8.2f}"
+                f" {recall(res, ftruth, k):10.3f} {short:7d}"
+            )
     for bx in (exact_b, index_b, default_b):
         bx.close()
 
@@ -375,12 +429,16 @@ def main() -> None:
             coll.retrieve([1, 2, 3])
             ctimes.append(time.perf_counter() - t)
         res[label] = (pct(times, 50), pct(times, 95), pct(ctimes, 50), pct(ctimes, 95))
-        print(f"{label:14s} search p50 {res[label][0]:6.2f} ms p95 {res[label][1]:6.2f} ms | retrieve(3 ids)"
-              f" p50 {res[label][2]:6.2f} ms p95 {res[label][3]:6.2f} ms")
+        print(
+            f"{label:14s} search p50 {res[label][0]:6.2f} ms p95 {res[label][1]:6.2f} ms | retrieve(3 ids)"
+            f" p50 {res[label][2]:6.2f} ms p95 {res[label][3]:6.2f} ms"
+        )
         bx.close()
     print(f"load average at the end: {os.getloadavg()}")
-    print(f"per-operation / pool: search p50 x{res['per-operation'][0] / res['pool'][0]:.2f},"
-          f" retrieve p50 x{res['per-operation'][2] / res['pool'][2]:.2f}")
+    print(
+        f"per-operation / pool: search p50 x{res['per-operation'][0] / res['pool'][0]:.2f},"
+        f" retrieve p50 x{res['per-operation'][2] / res['pool'][2]:.2f}"
+    )
     bx = backend()
     bx.collection("bench").drop_collection()
     bx.close()

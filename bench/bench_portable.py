@@ -124,22 +124,36 @@ def main() -> int:
                 results = wb.ingest_paths("book", [BOOK], glob="*.md")
                 ingest_s = time.perf_counter() - t0
                 chunks = sum(r.chunks for r in results)
-                say(f"Rust book: {len(results)} files, {chunks:,} chunks ingested with {model} in {ingest_s:.1f} s"
-                    " (the baseline: what an import with the same model does not redo)")
+                say(
+                    f"Rust book: {len(results)} files, {chunks:,} chunks ingested with {model} in {ingest_s:.1f} s"
+                    " (the baseline: what an import with the same model does not redo)"
+                )
                 book = wb.stores.collection_of(wb.get_store("book"))
                 book.count()  # loaded (and its file index built) before measuring
                 book.facet("file_id")
                 r, sec, peak = measured(wb.portable.export_store, "book", tmp_path / "book.kb")
                 say(f"  export: {sec:.2f} s, bundle {mb(r.bytes)}, heap peak +{mb(peak)}")
                 _, isec, ipeak = measured(wb.portable.import_bundle, r.path, as_name="book-copy")
-                say(f"  import (memory, vectors reused): {isec:.2f} s, heap peak +{mb(ipeak)};"
-                    f" ingest / import = {ingest_s / isec:.0f}x")
-                same = all([h.text for h in wb.search("book", q, k=5)] == [h.text for h in wb.search("book-copy", q, k=5)]
-                           for q in questions())
+                say(
+                    f"  import (memory, vectors reused): {isec:.2f} s, heap peak +{mb(ipeak)};"
+                    f" ingest / import = {ingest_s / isec:.0f}x"
+                )
+                same = all(
+                    [h.text for h in wb.search("book", q, k=5)] == [h.text for h in wb.search("book-copy", q, k=5)]
+                    for q in questions()
+                )
                 say(f"  same top 5 (hybrid) for the corpus README's {len(questions())} questions: {same}")
-                out.update(book_files=len(results), book_chunks=chunks, book_ingest_s=ingest_s,
-                           book_export_s=sec, book_bundle_bytes=r.bytes, book_export_peak_bytes=peak,
-                           book_import_s=isec, book_import_peak_bytes=ipeak, book_same_top5=same)
+                out.update(
+                    book_files=len(results),
+                    book_chunks=chunks,
+                    book_ingest_s=ingest_s,
+                    book_export_s=sec,
+                    book_bundle_bytes=r.bytes,
+                    book_export_peak_bytes=peak,
+                    book_import_s=isec,
+                    book_import_peak_bytes=ipeak,
+                    book_same_top5=same,
+                )
                 if pg_url:
                     _, psec, ppeak = measured(wb.portable.import_bundle, r.path, as_name="book-pg", template="pg")
                     say(f"  import (pgvector, vectors reused): {psec:.2f} s, heap peak +{mb(ppeak)}")
@@ -162,15 +176,28 @@ def main() -> int:
                 for f in range(files):
                     body = f"file {f}\n".encode() + texts[f % len(texts)].encode()
                     stored = wb.files.save(f"doc{f:05d}.md", "text/markdown", body)
-                    wb.catalog.put_file(FileRecord("big", stored.id, stored.name, stored.sha256, stored.size, DONE,
-                                                   None, PER_FILE, None))
+                    wb.catalog.put_file(
+                        FileRecord("big", stored.id, stored.name, stored.sha256, stored.size, DONE, None, PER_FILE, None)
+                    )
                     v = rng.normal(size=(PER_FILE, DIM)).astype(np.float32)
                     v /= np.linalg.norm(v, axis=1, keepdims=True)
-                    out += [Point(f"{stored.id}:{i}", v[i], {
-                        "file_id": stored.id, "file_name": stored.name, "chunk_index": i,
-                        "text": texts[(f * PER_FILE + i) % len(texts)], "page": None,
-                        "char_start": i * 800, "char_end": i * 800 + 790, "heading": f"Chapter {f} > Part {i}"})
-                        for i in range(PER_FILE)]
+                    out += [
+                        Point(
+                            f"{stored.id}:{i}",
+                            v[i],
+                            {
+                                "file_id": stored.id,
+                                "file_name": stored.name,
+                                "chunk_index": i,
+                                "text": texts[(f * PER_FILE + i) % len(texts)],
+                                "page": None,
+                                "char_start": i * 800,
+                                "char_end": i * 800 + 790,
+                                "heading": f"Chapter {f} > Part {i}",
+                            },
+                        )
+                        for i in range(PER_FILE)
+                    ]
                     if len(out) >= 20 * PER_FILE or f == files - 1:
                         yield out
                         out = []
@@ -179,18 +206,32 @@ def main() -> int:
             wb.indexer.write_points(coll, DIM, "cosine", batches(), total=n)
             fill_s = time.perf_counter() - t0
             vectors_bytes = n * DIM * 4
-            say(f"{n:,} chunks in {files:,} files written through Indexer.write_points in {fill_s:.1f} s"
-                f" (vectors alone: {mb(vectors_bytes)})")
+            say(
+                f"{n:,} chunks in {files:,} files written through Indexer.write_points in {fill_s:.1f} s"
+                f" (vectors alone: {mb(vectors_bytes)})"
+            )
             coll.count()  # the store loaded (and its file index built) before measuring, as for an app in use
             coll.facet("file_id")
             r, sec, peak = measured(wb.portable.export_store, "big", tmp_path / "big.kb")
-            say(f"  export: {sec:.1f} s ({n / sec:,.0f} chunks/s), bundle {mb(r.bytes)}, heap peak +{mb(peak)}"
-                f" ({peak / vectors_bytes:.2f}x the store's vectors)")
+            say(
+                f"  export: {sec:.1f} s ({n / sec:,.0f} chunks/s), bundle {mb(r.bytes)}, heap peak +{mb(peak)}"
+                f" ({peak / vectors_bytes:.2f}x the store's vectors)"
+            )
             _, isec, ipeak = measured(wb.portable.import_bundle, r.path, as_name="big-copy")
-            say(f"  import (memory): {isec:.1f} s ({n / isec:,.0f} chunks/s), heap peak +{mb(ipeak)}"
-                f" (the new store is kept in memory by this backend); fill / import = {fill_s / isec:.2f}")
-            out.update(chunks=n, fill_s=fill_s, export_s=sec, bundle_bytes=r.bytes, export_peak_bytes=peak,
-                       import_s=isec, import_peak_bytes=ipeak, vectors_bytes=vectors_bytes)
+            say(
+                f"  import (memory): {isec:.1f} s ({n / isec:,.0f} chunks/s), heap peak +{mb(ipeak)}"
+                f" (the new store is kept in memory by this backend); fill / import = {fill_s / isec:.2f}"
+            )
+            out.update(
+                chunks=n,
+                fill_s=fill_s,
+                export_s=sec,
+                bundle_bytes=r.bytes,
+                export_peak_bytes=peak,
+                import_s=isec,
+                import_peak_bytes=ipeak,
+                vectors_bytes=vectors_bytes,
+            )
             if pg_url:
                 wb.stores.backend("memory").collection(wb.get_store("big-copy").collection).drop_collection()
                 _, psec, ppeak = measured(wb.portable.import_bundle, r.path, as_name="big-pg", template="pg")

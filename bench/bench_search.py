@@ -62,10 +62,18 @@ DIM = 384
 PER_FILE = 50
 
 QUERIES = [
-    "What is shadowing a variable with let?", "How do I read a line of user input in the guessing game?",
-    "What does the borrow checker prevent with dangling references?", "What is Deref coercion?",
-    "How do I iterate over the elements of a vector and change them?", "panic", "lifetimes", "cargo install",
-    "What is the difference between panic! and Result?", "trait objects", "closures capture", "HashMap",
+    "What is shadowing a variable with let?",
+    "How do I read a line of user input in the guessing game?",
+    "What does the borrow checker prevent with dangling references?",
+    "What is Deref coercion?",
+    "How do I iterate over the elements of a vector and change them?",
+    "panic",
+    "lifetimes",
+    "cargo install",
+    "What is the difference between panic! and Result?",
+    "trait objects",
+    "closures capture",
+    "HashMap",
 ]
 
 _RESTART = r"""
@@ -85,7 +93,7 @@ def pieces(words_per_piece: int = 120) -> list[str]:
     texts = []
     for path in sorted(BOOK.glob("*.md")):
         words = path.read_text(encoding="utf-8").split()
-        texts.extend(" ".join(words[i:i + words_per_piece]) for i in range(0, len(words), words_per_piece))
+        texts.extend(" ".join(words[i : i + words_per_piece]) for i in range(0, len(words), words_per_piece))
     return texts
 
 
@@ -110,12 +118,20 @@ def main() -> int:
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of lines")
     ap.add_argument("--no-model", action="store_true", help="skip the phase that needs the bundled model")
-    ap.add_argument("--ingest-words", type=int, default=48_000,
-                    help="words of the file ingested while searching (48,000: ~500 chunks)")
-    ap.add_argument("--backends", default="memory,pgvector,qdrant",
-                    help="backends of the facade-versus-backend phase (comma-separated; empty: skip it)")
-    ap.add_argument("--qdrant-chunks", type=int, default=5_000,
-                    help="chunks of the qdrant store (local mode scores in Python: ~0.4 s a query at 10,000)")
+    ap.add_argument(
+        "--ingest-words", type=int, default=48_000, help="words of the file ingested while searching (48,000: ~500 chunks)"
+    )
+    ap.add_argument(
+        "--backends",
+        default="memory,pgvector,qdrant",
+        help="backends of the facade-versus-backend phase (comma-separated; empty: skip it)",
+    )
+    ap.add_argument(
+        "--qdrant-chunks",
+        type=int,
+        default=5_000,
+        help="chunks of the qdrant store (local mode scores in Python: ~0.4 s a query at 10,000)",
+    )
     ap.add_argument("--facade-only", action="store_true", help="run only the facade-versus-backend phase")
     args = ap.parse_args()
     if not BOOK.is_dir():
@@ -161,13 +177,17 @@ def main() -> int:
         for f in range(files):
             vectors = unit(rng, PER_FILE)
             fid = f"file{f:06d}"
-            batch.extend(vs._point(fid, f"{fid}.md", i, Chunk(texts[(f * PER_FILE + i) % len(texts)], vectors[i], i))
-                         for i in range(PER_FILE))
+            batch.extend(
+                vs._point(fid, f"{fid}.md", i, Chunk(texts[(f * PER_FILE + i) % len(texts)], vectors[i], i))
+                for i in range(PER_FILE)
+            )
             if len(batch) >= 100 * PER_FILE or f == files - 1:
                 coll.upsert(batch)
                 batch = []
-        say(f"store: {files * PER_FILE:,} chunks in {files:,} files of {PER_FILE} ({len(texts):,} distinct"
-            f" texts from the Rust book), filled in {time.perf_counter() - t0:.1f} s")
+        say(
+            f"store: {files * PER_FILE:,} chunks in {files:,} files of {PER_FILE} ({len(texts):,} distinct"
+            f" texts from the Rust book), filled in {time.perf_counter() - t0:.1f} s"
+        )
 
         def add_file(name: str) -> float:
             vectors = unit(rng, PER_FILE)
@@ -188,27 +208,38 @@ def main() -> int:
         out["lexical_build_s"] = time.perf_counter() - t0
         lex_dir = coll.path / "lexical"
         out["lexical_index_mb"] = sum(p.stat().st_size for p in lex_dir.rglob("*") if p.is_file()) / 1e6
-        say(f"BM25: persisted index built in {out['lexical_build_s']:.1f} s ({out['lexical_index_mb']:.0f} MB);"
+        say(
+            f"BM25: persisted index built in {out['lexical_build_s']:.1f} s ({out['lexical_index_mb']:.0f} MB);"
             f" the in-process index of before, built by every process's first hybrid search:"
-            f" {out['inprocess_bm25_build_s']:.1f} s")
+            f" {out['inprocess_bm25_build_s']:.1f} s"
+        )
         add_file("warm-1")
         out["add_file_ms"] = statistics.median(add_file(f"extra-{i}") for i in range(5))
-        say(f"add one 50-chunk file: {out['add_file_ms']:.0f} ms with the lexical index,"
-            f" {out['add_file_vectors_only_ms']:.0f} ms vectors only")
+        say(
+            f"add one 50-chunk file: {out['add_file_ms']:.0f} ms with the lexical index,"
+            f" {out['add_file_vectors_only_ms']:.0f} ms vectors only"
+        )
 
         # a new process: open the store, answer the first hybrid query
         restarts = []
         for _ in range(3):
-            run = subprocess.run([sys.executable, "-c", _RESTART, tmp, str(cap)], capture_output=True, text=True,
-                                 cwd=ROOT, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+            run = subprocess.run(
+                [sys.executable, "-c", _RESTART, tmp, str(cap)],
+                capture_output=True,
+                text=True,
+                cwd=ROOT,
+                env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
+            )
             if run.returncode != 0:
                 print(run.stderr, file=sys.stderr)
                 break
             restarts.append(float(run.stdout.split()[0]))
         if restarts:
             out["first_hybrid_after_restart_ms"] = statistics.median(restarts)
-            say(f"first hybrid search in a new process: {out['first_hybrid_after_restart_ms']:.0f} ms"
-                f" (runs: {', '.join(f'{r:.0f}' for r in restarts)})")
+            say(
+                f"first hybrid search in a new process: {out['first_hybrid_after_restart_ms']:.0f} ms"
+                f" (runs: {', '.join(f'{r:.0f}' for r in restarts)})"
+            )
 
         queries = [QUERIES[i % len(QUERIES)] for i in range(args.queries)]
         embedder = wb.embedder()
@@ -221,13 +252,17 @@ def main() -> int:
             times[mode] = [timed(wb.search, "bench", q, 10, mode=mode) for q in queries]
             out[f"{mode}_p50_ms"] = pct(times[mode], 50)
             out[f"{mode}_p95_ms"] = pct(times[mode], 95)
-            say(f"{mode:>7}: Workbench.search k=10 p50 {pct(times[mode], 50):.1f} ms,"
-                f" p95 {pct(times[mode], 95):.1f} ms over {len(queries)} queries")
+            say(
+                f"{mode:>7}: Workbench.search k=10 p50 {pct(times[mode], 50):.1f} ms,"
+                f" p95 {pct(times[mode], 95):.1f} ms over {len(queries)} queries"
+            )
         out["backend_vector_p50_ms"] = pct(backend_ts, 50)
         out["facade_over_backend"] = out["vector_p50_ms"] / out["backend_vector_p50_ms"]
         out["hybrid_over_vector"] = out["hybrid_p50_ms"] / out["vector_p50_ms"]
-        say(f"backend's own search p50 {out['backend_vector_p50_ms']:.1f} ms; facade / backend"
-            f" {out['facade_over_backend']:.2f}x; hybrid / vector {out['hybrid_over_vector']:.2f}x")
+        say(
+            f"backend's own search p50 {out['backend_vector_p50_ms']:.1f} ms; facade / backend"
+            f" {out['facade_over_backend']:.2f}x; hybrid / vector {out['hybrid_over_vector']:.2f}x"
+        )
         where = {"file_id": "file000123"}
         for mode in ("vector", "hybrid", "lexical"):
             t0 = time.perf_counter()
@@ -296,8 +331,7 @@ def facade_vs_backend(backend: str, n: int, n_queries: int, texts: list[str], sa
     tmp = Path(tempfile.mkdtemp(prefix="knowledge-bench-"))  # outside pytest's root: the pg server's user
     out: dict[str, object] = {}
     try:
-        settings = load_settings(data_dir=tmp / "data", vector_store={"backend": backend,
-                                                                      "max_chunks_per_store": n + 2000})
+        settings = load_settings(data_dir=tmp / "data", vector_store={"backend": backend, "max_chunks_per_store": n + 2000})
         wb = Workbench(settings, embedder_factory=lambda model: HashEmbedder(dimension=DIM))
         try:
             wb.create_store("bench")
@@ -312,9 +346,15 @@ def facade_vs_backend(backend: str, n: int, n_queries: int, texts: list[str], sa
                 fid = f"file{f:06d}"
                 # each chunk's text made unique (as in a real store): no search fetches again because
                 # its top k held the same text twice
-                batch.extend(vs._point(fid, f"{fid}.md", i, Chunk(f"{texts[(f * PER_FILE + i) % len(texts)]} ({fid}"
-                                                                  f" part {i})", vectors[i], i))
-                             for i in range(PER_FILE))
+                batch.extend(
+                    vs._point(
+                        fid,
+                        f"{fid}.md",
+                        i,
+                        Chunk(f"{texts[(f * PER_FILE + i) % len(texts)]} ({fid} part {i})", vectors[i], i),
+                    )
+                    for i in range(PER_FILE)
+                )
                 if len(batch) >= 100 * PER_FILE or f == files - 1:
                     coll.upsert(batch)
                     batch = []
@@ -349,12 +389,16 @@ def facade_vs_backend(backend: str, n: int, n_queries: int, texts: list[str], sa
             out[f"{backend}_facade_p50_ms"] = pct(facade, 50)
             out[f"{backend}_facade_over_backend"] = pct(facade, 50) / pct(own, 50)
             out[f"{backend}_hybrid_p50_ms"] = pct(hybrid, 50)
-            say(f"{backend}: backend calls per warm search: vector {out[f'{backend}_calls_vector']}"
+            say(
+                f"{backend}: backend calls per warm search: vector {out[f'{backend}_calls_vector']}"
                 f" ({out[f'{backend}_calls_vector_names']}), hybrid {out[f'{backend}_calls_hybrid']}"
-                f" ({out[f'{backend}_calls_hybrid_names']})")
-            say(f"{backend}: vector k=10 over {len(queries)} queries: Workbench.search p50"
+                f" ({out[f'{backend}_calls_hybrid_names']})"
+            )
+            say(
+                f"{backend}: vector k=10 over {len(queries)} queries: Workbench.search p50"
                 f" {pct(facade, 50):.2f} ms, Collection.search p50 {pct(own, 50):.2f} ms ="
-                f" {out[f'{backend}_facade_over_backend']:.2f}x; hybrid p50 {pct(hybrid, 50):.2f} ms")
+                f" {out[f'{backend}_facade_over_backend']:.2f}x; hybrid p50 {pct(hybrid, 50):.2f} ms"
+            )
         finally:
             wb.close()
             if backend == "pgvector":
@@ -383,7 +427,7 @@ def during_ingest(tmp: str, cap: int, queries: list[str], texts: list[str], say,
         time.sleep(0.05)
     # ~500 chunks of 254 tokens with 127 of overlap: ~64,000 tokens of the book's text
     words = " ".join(texts).split()[:n_words]
-    doc = "\n\n".join(" ".join(words[i:i + 120]) for i in range(0, len(words), 120)).encode()
+    doc = "\n\n".join(" ".join(words[i : i + 120]) for i in range(0, len(words), 120)).encode()
     result: list = []
     ingest = threading.Thread(target=lambda: result.append(wb.ingest_file("bench", doc, "big.md")))
     t0 = time.perf_counter()
@@ -399,12 +443,19 @@ def during_ingest(tmp: str, cap: int, queries: list[str], texts: list[str], say,
     seconds = time.perf_counter() - t0
     wb.close()
     chunks = result[0].chunks if result else 0
-    out = {"idle_hybrid_p95_ms": pct(idle, 95), "during_ingest_hybrid_p95_ms": pct(busy, 95),
-           "query_p95_during_ingest_over_idle": pct(busy, 95) / pct(idle, 95),
-           "ingest_chunks": chunks, "ingest_s": seconds, "queries_during_ingest": len(busy)}
-    say(f"bundled model, hybrid search: idle p95 {out['idle_hybrid_p95_ms']:.0f} ms; while a {chunks}-chunk"
+    out = {
+        "idle_hybrid_p95_ms": pct(idle, 95),
+        "during_ingest_hybrid_p95_ms": pct(busy, 95),
+        "query_p95_during_ingest_over_idle": pct(busy, 95) / pct(idle, 95),
+        "ingest_chunks": chunks,
+        "ingest_s": seconds,
+        "queries_during_ingest": len(busy),
+    }
+    say(
+        f"bundled model, hybrid search: idle p95 {out['idle_hybrid_p95_ms']:.0f} ms; while a {chunks}-chunk"
         f" file is ingested ({seconds:.0f} s, {len(busy)} queries) p95 {out['during_ingest_hybrid_p95_ms']:.0f} ms"
-        f" = {out['query_p95_during_ingest_over_idle']:.2f}x idle")
+        f" = {out['query_p95_during_ingest_over_idle']:.2f}x idle"
+    )
     return out
 
 

@@ -46,7 +46,7 @@ def main() -> None:
         folder = Path(tmp) / "book"
         shutil.copytree(book, folder)
         if args.files:
-            for p in sorted(folder.rglob("*.md"))[args.files:]:
+            for p in sorted(folder.rglob("*.md"))[args.files :]:
                 p.unlink()
         settings = load_settings(data_dir=Path(tmp) / "data")
         if args.fake:
@@ -57,7 +57,9 @@ def main() -> None:
                     def embed_documents(self, texts):
                         embedded[0] += len(texts)
                         return super().embed_documents(texts)
+
                 return Counting(dimension=64, max_tokens=256)
+
             wb = Workbench(settings, embedder_factory=factory)
         else:
             wb = Workbench(settings)
@@ -67,6 +69,7 @@ def main() -> None:
             def counting(texts):
                 embedded[0] += len(texts)
                 return original(texts)
+
             inner.embed_documents = counting  # type: ignore[method-assign]
         try:
             files = list(folder.rglob("*.md"))
@@ -83,9 +86,11 @@ def main() -> None:
             t_plan = time.perf_counter() - t0
             report = sync.apply(plan)
             t_first = time.perf_counter() - t0
-            print(f"first sync: plan {t_plan * 1000:.0f} ms ({plan.hashed} files hashed), plan + apply "
-                  f"{t_first:.1f} s ({report.counts()['added']} added); ingest_paths baseline {t_base:.1f} s "
-                  f"(ratio {t_first / t_base:.2f})")
+            print(
+                f"first sync: plan {t_plan * 1000:.0f} ms ({plan.hashed} files hashed), plan + apply "
+                f"{t_first:.1f} s ({report.counts()['added']} added); ingest_paths baseline {t_base:.1f} s "
+                f"(ratio {t_first / t_base:.2f})"
+            )
 
             t0 = time.perf_counter()
             plan = sync.plan()
@@ -97,9 +102,11 @@ def main() -> None:
             plan2 = sync.plan()
             t_hash = time.perf_counter() - t0
             sync.apply(plan2)  # records the new times
-            print(f"nothing changed: plan {t_quiet * 1000:.1f} ms ({plan.hashed} hashed, {plan.changes} changes);"
-                  f" every file hashed {t_hash * 1000:.1f} ms ({plan2.hashed} hashed, {plan2.changes} changes);"
-                  f" ratio {t_hash / max(t_quiet, 1e-9):.1f}x")
+            print(
+                f"nothing changed: plan {t_quiet * 1000:.1f} ms ({plan.hashed} hashed, {plan.changes} changes);"
+                f" every file hashed {t_hash * 1000:.1f} ms ({plan2.hashed} hashed, {plan2.changes} changes);"
+                f" ratio {t_hash / max(t_quiet, 1e-9):.1f}x"
+            )
 
             moved = sorted(files)[::10]
             (folder / "moved").mkdir()
@@ -110,9 +117,11 @@ def main() -> None:
             plan = sync.plan()
             report = sync.apply(plan)
             t_move = time.perf_counter() - t0
-            print(f"{len(moved)} files moved: plan + apply {t_move * 1000:.0f} ms, {report.counts()['renamed']} renamed,"
-                  f" {report.counts()['added']} added, {report.counts()['deleted']} deleted;"
-                  f" texts embedded: {embedded[0]}")
+            print(
+                f"{len(moved)} files moved: plan + apply {t_move * 1000:.0f} ms, {report.counts()['renamed']} renamed,"
+                f" {report.counts()['added']} added, {report.counts()['deleted']} deleted;"
+                f" texts embedded: {embedded[0]}"
+            )
         finally:
             wb.close()
 

@@ -71,16 +71,26 @@ def database(base_url: str, name: str) -> str:
 
 def team_env(data: Path, url: str, threads: int) -> dict[str, str]:
     """The environment of a team-mode process: catalog and vectors on ``url``, files in ``data``."""
-    return {**os.environ, "PYTHONPATH": str(REPO), "KNOWLEDGE_DATA_DIR": str(data),
-            "KNOWLEDGE_CATALOG__URL": url, "KNOWLEDGE_VECTOR_STORE__BACKEND": "pgvector",
-            "KNOWLEDGE_VECTOR_STORE__URL": url, "KNOWLEDGE_EMBEDDINGS__THREADS": str(threads)}
+    return {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "KNOWLEDGE_DATA_DIR": str(data),
+        "KNOWLEDGE_CATALOG__URL": url,
+        "KNOWLEDGE_VECTOR_STORE__BACKEND": "pgvector",
+        "KNOWLEDGE_VECTOR_STORE__URL": url,
+        "KNOWLEDGE_EMBEDDINGS__THREADS": str(threads),
+    }
 
 
 def team_settings(data: Path, url: str, threads: int):
     from knowledge.config import load_settings
 
-    return load_settings(data_dir=data, catalog={"url": url},
-                         vector_store={"backend": "pgvector", "url": url}, embeddings={"threads": threads})
+    return load_settings(
+        data_dir=data,
+        catalog={"url": url},
+        vector_store={"backend": "pgvector", "url": url},
+        embeddings={"threads": threads},
+    )
 
 
 # -- 1. ingestion with 1 and 2 workers ----------------------------------------------------------------
@@ -100,8 +110,16 @@ def ingest_run(base_url: str, tmp: Path, files: list[Path], workers: int) -> dic
         wb.close()
     env = team_env(data, url, threads)
     t0 = time.perf_counter()
-    procs = [subprocess.Popen([sys.executable, "-m", "knowledge", "worker", "--once", "--poll", "0.2"], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tmp) for _ in range(workers)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "knowledge", "worker", "--once", "--poll", "0.2"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            cwd=tmp,
+        )
+        for _ in range(workers)
+    ]
     errors = []
     for p in procs:
         try:
@@ -121,10 +139,19 @@ def ingest_run(base_url: str, tmp: Path, files: list[Path], workers: int) -> dic
     started = [r.started for r in rows if r.started]
     finished = [r.finished for r in rows if r.finished]
     span = (max(finished) - min(started)).total_seconds() if started and finished else float("nan")
-    return {"workers": workers, "threads": threads, "wall": wall, "span": span, "url": url, "data": data,
-            "done": sum(r.status == "done" for r in rows), "jobs": len(rows),
-            "chunks": sum(f.chunks for f in records), "per_worker": sorted(
-                sum(1 for r in rows if r.worker == w) for w in {r.worker for r in rows}), "errors": errors}
+    return {
+        "workers": workers,
+        "threads": threads,
+        "wall": wall,
+        "span": span,
+        "url": url,
+        "data": data,
+        "done": sum(r.status == "done" for r in rows),
+        "jobs": len(rows),
+        "chunks": sum(f.chunks for f in records),
+        "per_worker": sorted(sum(1 for r in rows if r.worker == w) for w in {r.worker for r in rows}),
+        "errors": errors,
+    }
 
 
 # -- 2. catalog operations: DuckDB vs PostgreSQL --------------------------------------------------------
@@ -138,8 +165,9 @@ def catalog_ops(catalog, n: int, files: int) -> dict[str, float]:
     for i in range(20):
         catalog.put_store(f"other-{i:02d}", "default", "pgvector", "m", 384, "cosine")
     ops = {
-        "put_file": lambda i: catalog.put_file(FileRecord("bench", f"new{i % 50:03d}", f"new-{i % 50:03d}.md",
-                                                          None, 10, DONE, None, i % 7, None)),
+        "put_file": lambda i: catalog.put_file(
+            FileRecord("bench", f"new{i % 50:03d}", f"new-{i % 50:03d}.md", None, 10, DONE, None, i % 7, None)
+        ),
         "files(store)": lambda i: catalog.files("bench"),
         "get_store": lambda i: catalog.get_store("bench"),
         "list_stores": lambda i: catalog.list_stores(),
@@ -163,8 +191,13 @@ def start_server(env: dict[str, str], cwd: Path) -> tuple[subprocess.Popen, int]
     import openai
 
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "knowledge", "serve", "--port", str(port)], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cwd)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "knowledge", "serve", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=cwd,
+    )
     client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="local", max_retries=0, timeout=600)
     deadline = time.monotonic() + 120
     while True:
@@ -188,8 +221,10 @@ def search_run(run: dict, tmp: Path, servers: int, clients: int, queries: int) -
     procs = [start_server(env, tmp) for _ in range(servers)]
     vs_id = vector_store_id("book")
     try:
-        per = [openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="local", max_retries=0, timeout=600)
-               for _, port in procs]
+        per = [
+            openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="local", max_retries=0, timeout=600)
+            for _, port in procs
+        ]
         for c in per:  # warm: the model, the pool, the store's record
             for q in QUERIES[:4]:
                 c.vector_stores.search(vs_id, query=q, max_num_results=10)
@@ -220,8 +255,14 @@ def search_run(run: dict, tmp: Path, servers: int, clients: int, queries: int) -
             p.terminate()
         for p, _ in procs:
             p.wait(30)
-    return {"servers": servers, "threads": threads, "n": len(times), "p50": statistics.median(times),
-            "p95": pct(times, 0.95), "qps": len(times) / wall}
+    return {
+        "servers": servers,
+        "threads": threads,
+        "n": len(times),
+        "p50": statistics.median(times),
+        "p95": pct(times, 0.95),
+        "qps": len(times) / wall,
+    }
 
 
 # -- 4. the database stopped mid-batch; 5. one worker of two sick ------------------------------------
@@ -275,8 +316,11 @@ def job_rows(url: str, batch_id: str) -> list[tuple]:
 
     try:
         with psycopg.connect(url, connect_timeout=2) as conn:
-            return conn.execute("SELECT status, worker, started, finished, attempts, transient_attempts"
-                                " FROM ingest_jobs WHERE batch_id = %s", [batch_id]).fetchall()
+            return conn.execute(
+                "SELECT status, worker, started, finished, attempts, transient_attempts"
+                " FROM ingest_jobs WHERE batch_id = %s",
+                [batch_id],
+            ).fetchall()
     except psycopg.OperationalError:
         return []
 
@@ -291,8 +335,13 @@ def worker_procs(envs: list[dict[str, str]], tmp: Path) -> list[subprocess.Popen
     procs = []
     for n, env in enumerate(envs):  # the log in a file: a pipe read only at the end could fill and stop a worker
         log = (tmp / f"worker-{time.monotonic_ns()}-{n}.log").open("w+b")
-        proc = subprocess.Popen([sys.executable, "-m", "knowledge", "worker", "--once", "--poll", "0.2", "--lease", "10"],
-                                env=env, stdout=subprocess.DEVNULL, stderr=log, cwd=tmp)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "knowledge", "worker", "--once", "--poll", "0.2", "--lease", "10"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            cwd=tmp,
+        )
         proc.log = log  # type: ignore[attr-defined]
         procs.append(proc)
     return procs
@@ -352,16 +401,30 @@ def outage_run(tmp: Path, files: list[Path], outage: float, stop_after: int) -> 
             time.sleep(0.05)
         codes, logs = finish(procs, 1800)
         errors = [log[-2000:] for code, log in zip(codes, logs) if code != 0]
-        said = [f"  worker {n + 1}: {line[11:]}" for n, log in enumerate(logs) for line in log.splitlines()
-                if any(k in line for k in ("waiting for the database", "database is back", "queued again",
-                                           "taken over", "heartbeat of job"))]
-        print(f"outage: the database stopped at {stopped_at}, back at {back_at} (UTC); the workers said:",
-              *said, sep="\n")
+        said = [
+            f"  worker {n + 1}: {line[11:]}"
+            for n, log in enumerate(logs)
+            for line in log.splitlines()
+            if any(
+                k in line
+                for k in ("waiting for the database", "database is back", "queued again", "taken over", "heartbeat of job")
+            )
+        ]
+        print(f"outage: the database stopped at {stopped_at}, back at {back_at} (UTC); the workers said:", *said, sep="\n")
         rows = job_rows(url, batch_id)
-        return {"first": first, "seen": seen, "claim": claim, "done_before": done_before, "alive": alive_in_outage,
-                "statuses": {s: sum(r[0] == s for r in rows) for s in {r[0] for r in rows}},
-                "deferred": sum(r[5] for r in rows), "retaken": sum(max(0, r[4] - 1) for r in rows),
-                "codes": codes, "errors": errors, "jobs": len(rows)}
+        return {
+            "first": first,
+            "seen": seen,
+            "claim": claim,
+            "done_before": done_before,
+            "alive": alive_in_outage,
+            "statuses": {s: sum(r[0] == s for r in rows) for s in {r[0] for r in rows}},
+            "deferred": sum(r[5] for r in rows),
+            "retaken": sum(max(0, r[4] - 1) for r in rows),
+            "codes": codes,
+            "errors": errors,
+            "jobs": len(rows),
+        }
     finally:
         server.close()
 
@@ -381,10 +444,16 @@ def sick_run(base_url: str, tmp: Path, files: list[Path], sick: bool, round_: in
     span = (max(r[3] for r in done) - min(r[2] for r in rows if r[2])).total_seconds() if done else float("nan")
     # steady state: from the first file done to the last (each worker's model load and reader start left out)
     steady = (max(r[3] for r in done) - min(r[3] for r in done)).total_seconds() if len(done) > 1 else float("nan")
-    return {"codes": codes, "done": len(done), "jobs": len(rows), "span": span, "rate": len(done) / span,
-            "steady": (len(done) - 1) / steady,
-            "failed": sum(r[0] == "failed" for r in rows), "per_worker": sorted(
-                sum(1 for r in done if r[1] == w) for w in {r[1] for r in done})}
+    return {
+        "codes": codes,
+        "done": len(done),
+        "jobs": len(rows),
+        "span": span,
+        "rate": len(done) / span,
+        "steady": (len(done) - 1) / steady,
+        "failed": sum(r[0] == "failed" for r in rows),
+        "per_worker": sorted(sum(1 for r in done if r[1] == w) for w in {r[1] for r in done}),
+    }
 
 
 def main() -> int:
@@ -395,8 +464,11 @@ def main() -> int:
     ap.add_argument("--clients", type=int, default=4, help="concurrent client threads (default 4)")
     ap.add_argument("--catalog-ops", type=int, default=300, help="calls per catalog operation (default 300)")
     ap.add_argument("--catalog-files", type=int, default=200, help="file records of the catalog's store (default 200)")
-    ap.add_argument("--parts", default="ingest,catalog,search,outage,sick",
-                    help="which parts to run, comma-separated (default all; search needs ingest)")
+    ap.add_argument(
+        "--parts",
+        default="ingest,catalog,search,outage,sick",
+        help="which parts to run, comma-separated (default all; search needs ingest)",
+    )
     ap.add_argument("--outage", type=float, default=30.0, help="seconds the database is stopped (default 30)")
     ap.add_argument("--stop-after", type=int, default=3, help="files done before the database stops (default 3)")
     ap.add_argument("--sick-rounds", type=int, default=2, help="runs of each sick/healthy configuration (default 2)")
@@ -406,33 +478,39 @@ def main() -> int:
     from knowledge.catalog import Catalog
     from knowledge.vectorstore.pg_embedded import embedded_url, stop_embedded
 
-    files = sorted(Path(args.book).glob("*.md"))[:args.files]
+    files = sorted(Path(args.book).glob("*.md"))[: args.files]
     tmp = Path(tempfile.mkdtemp(prefix="bench-team-"))
     pg = Path(tempfile.mkdtemp(prefix="bench-team-pg-")) / "postgres"
     print(f"{CORES} cores; start: {load()}")
     base = embedded_url(pg)
     try:
-        print(f"corpus: {len(files)} chapters of the Rust book, {sum(p.stat().st_size for p in files) / 1e3:.0f} kB;"
-              " PostgreSQL 18 + pgvector, embedded, Unix socket, default durability")
+        print(
+            f"corpus: {len(files)} chapters of the Rust book, {sum(p.stat().st_size for p in files) / 1e3:.0f} kB;"
+            " PostgreSQL 18 + pgvector, embedded, Unix socket, default durability"
+        )
         runs = []
         for workers in (1, 2) if {"ingest", "search"} & parts else ():
             r = ingest_run(base, tmp, files, workers)
             runs.append(r)
-            print(f"ingest, {workers} worker(s) x embeddings.threads={r['threads']}: {r['done']}/{r['jobs']} jobs done,"
-                  f" {r['chunks']} chunks, jobs per worker {r['per_worker']}; first claim to last finish"
-                  f" {r['span']:.1f} s ({r['chunks'] / r['span']:.1f} chunks/s), processes start to exit"
-                  f" {r['wall']:.1f} s; {load()}")
+            print(
+                f"ingest, {workers} worker(s) x embeddings.threads={r['threads']}: {r['done']}/{r['jobs']} jobs done,"
+                f" {r['chunks']} chunks, jobs per worker {r['per_worker']}; first claim to last finish"
+                f" {r['span']:.1f} s ({r['chunks'] / r['span']:.1f} chunks/s), processes start to exit"
+                f" {r['wall']:.1f} s; {load()}"
+            )
             for e in r["errors"]:
                 print("  worker error:", e)
         if runs:
             print(f"ingest speed-up, 2 workers / 1 (first claim to last finish): {runs[0]['span'] / runs[1]['span']:.2f}")
         if "outage" in parts:
             o = outage_run(tmp, files, args.outage, args.stop_after)
-            print(f"outage: PostgreSQL stopped (-m immediate) after {o['done_before']} of {o['jobs']} files done, for"
-                  f" {args.outage:g} s; workers alive during it {o['alive']}/2; from the database back to the first"
-                  f" claim {o['claim']:.1f} s, to the first job done {o['first']:.1f} s (the job rows' times, the"
-                  f" database's clock; seen by polling after {o['seen']:.1f} s); jobs {o['statuses']}, queued again"
-                  f" for the outage {o['deferred']}x, taken over {o['retaken']}x; exit statuses {o['codes']}; {load()}")
+            print(
+                f"outage: PostgreSQL stopped (-m immediate) after {o['done_before']} of {o['jobs']} files done, for"
+                f" {args.outage:g} s; workers alive during it {o['alive']}/2; from the database back to the first"
+                f" claim {o['claim']:.1f} s, to the first job done {o['first']:.1f} s (the job rows' times, the"
+                f" database's clock; seen by polling after {o['seen']:.1f} s); jobs {o['statuses']}, queued again"
+                f" for the outage {o['deferred']}x, taken over {o['retaken']}x; exit statuses {o['codes']}; {load()}"
+            )
             for e in o["errors"]:
                 print("  worker error:", e)
         if "sick" in parts:
@@ -443,13 +521,17 @@ def main() -> int:
                     r = sick_run(base, tmp, files, sick=sick, round_=n)
                     rates[sick].append(r["rate"])
                     steady[sick].append(r["steady"])
-                    print(f"queue, two workers, {'one of two sick' if sick else 'both healthy'}: {r['done']}/{r['jobs']}"
-                          f" done, {r['failed']} failed, jobs per worker {r['per_worker']}, exit statuses {r['codes']};"
-                          f" first claim to last finish {r['span']:.1f} s, {r['rate']:.3f} files/s; first finish to"
-                          f" last {r['steady']:.3f} files/s; {load()}")
-            print(f"throughput, one sick / both healthy (mean of {args.sick_rounds} each):"
-                  f" {statistics.mean(rates[True]) / statistics.mean(rates[False]):.2f} (first claim to last finish),"
-                  f" {statistics.mean(steady[True]) / statistics.mean(steady[False]):.2f} (first finish to last)")
+                    print(
+                        f"queue, two workers, {'one of two sick' if sick else 'both healthy'}: {r['done']}/{r['jobs']}"
+                        f" done, {r['failed']} failed, jobs per worker {r['per_worker']}, exit statuses {r['codes']};"
+                        f" first claim to last finish {r['span']:.1f} s, {r['rate']:.3f} files/s; first finish to"
+                        f" last {r['steady']:.3f} files/s; {load()}"
+                    )
+            print(
+                f"throughput, one sick / both healthy (mean of {args.sick_rounds} each):"
+                f" {statistics.mean(rates[True]) / statistics.mean(rates[False]):.2f} (first claim to last finish),"
+                f" {statistics.mean(steady[True]) / statistics.mean(steady[False]):.2f} (first finish to last)"
+            )
         if "catalog" in parts:
             duck = Catalog(tmp / "ops" / "catalog.duckdb")
             pgc = Catalog.from_url(database(base, "ops"))
@@ -466,9 +548,11 @@ def main() -> int:
 
         results = [search_run(runs[1], tmp, n, args.clients, args.queries) for n in (1, 2)] if "search" in parts else []
         for s in results:
-            print(f"search hybrid k=10 via {s['servers']} serve process(es) x embeddings.threads={s['threads']},"
-                  f" {args.clients} clients, {s['n']} queries, {runs[1]['chunks']} chunks: p50 {s['p50']:.1f} ms"
-                  f" (p95 {s['p95']:.1f}), {s['qps']:.1f} queries/s; {load()}")
+            print(
+                f"search hybrid k=10 via {s['servers']} serve process(es) x embeddings.threads={s['threads']},"
+                f" {args.clients} clients, {s['n']} queries, {runs[1]['chunks']} chunks: p50 {s['p50']:.1f} ms"
+                f" (p95 {s['p95']:.1f}), {s['qps']:.1f} queries/s; {load()}"
+            )
     finally:
         stop_embedded(pg)
         shutil.rmtree(pg.parent, ignore_errors=True)

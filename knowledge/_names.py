@@ -39,6 +39,8 @@ def shown(text: str) -> str:
     if not any(ch in _BIDI for ch in text):
         return text
     return "".join(f"[U+{ord(ch):04X}]" if ch in _BIDI else ch for ch in text)
+
+
 #: Invisible format characters (Unicode category Cf) taken out of a file name: they carry nothing a
 #: name needs and make two names that look the same differ. U+00AD SOFT HYPHEN, U+200B ZERO WIDTH
 #: SPACE, U+2060 WORD JOINER, U+2061-U+2064 the invisible mathematical operators, U+206A-U+206F the
@@ -46,10 +48,15 @@ def shown(text: str) -> str:
 #: U+FFF9-U+FFFB the interlinear annotation controls (they hide the text between them). Kept: the
 #: zero-width (non-)joiner U+200C/U+200D and the marks U+200E/U+200F/U+061C, which words and emoji
 #: in many scripts need.
-INVISIBLE = frozenset("\u00ad\u200b\u2060\u2061\u2062\u2063\u2064\ufeff\ufff9\ufffa\ufffb"
-                      + "".join(map(chr, range(0x206A, 0x2070))))
-_KINDS = {"Cc": "a control character", "Cs": "an unpaired surrogate", "Zl": "a line separator",
-          "Zp": "a paragraph separator"}
+INVISIBLE = frozenset(
+    "\u00ad\u200b\u2060\u2061\u2062\u2063\u2064\ufeff\ufff9\ufffa\ufffb" + "".join(map(chr, range(0x206A, 0x2070)))
+)
+_KINDS = {
+    "Cc": "a control character",
+    "Cs": "an unpaired surrogate",
+    "Zl": "a line separator",
+    "Zp": "a paragraph separator",
+}
 
 
 def bad_character(name: str) -> str | None:
@@ -76,8 +83,10 @@ def check_name(name: str, what: str) -> str:
     for i, ch in enumerate(name):
         bad = bad_character(ch)
         if bad:
-            raise InvalidArgument(f"The {what} contains {bad} at position {i + 1}: {name!r}. Names may hold no"
-                                  " control characters, line separators or bidirectional controls.")
+            raise InvalidArgument(
+                f"The {what} contains {bad} at position {i + 1}: {name!r}. Names may hold no"
+                " control characters, line separators or bidirectional controls."
+            )
     return name
 
 
@@ -102,11 +111,15 @@ def clean_file_name(name: str) -> str:
             out.append("\ufffd")
             continue
         if ch in _BIDI or cat in ("Zl", "Zp"):
-            what = (f"U+{ord(ch):04X} {unicodedata.name(ch, '')}, "
-                    + ("an invisible control character that can disguise a name's extension ('invoice\\u202efdp.exe'"
-                       " shows as 'invoiceexe.pdf')" if ch in _BIDI else "which breaks the name over two lines"))
-            raise InvalidArgument(f"The file name contains {what}, at position {i + 1}: {name!r}. Rename the file"
-                                  " without it.")
+            what = f"U+{ord(ch):04X} {unicodedata.name(ch, '')}, " + (
+                "an invisible control character that can disguise a name's extension ('invoice\\u202efdp.exe'"
+                " shows as 'invoiceexe.pdf')"
+                if ch in _BIDI
+                else "which breaks the name over two lines"
+            )
+            raise InvalidArgument(
+                f"The file name contains {what}, at position {i + 1}: {name!r}. Rename the file without it."
+            )
         out.append(ch)
     return "".join(out)
 

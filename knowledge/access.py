@@ -70,19 +70,23 @@ class LocalFolders:
         raw = str(path).strip()
         p = _resolve(Path(raw).expanduser())
         if not self.roots:
-            raise PathNotAllowed(f"{raw}: reading files of this machine is not allowed here"
-                                 f" ({self.reason or 'no folder is allowed'}).")
+            raise PathNotAllowed(
+                f"{raw}: reading files of this machine is not allowed here ({self.reason or 'no folder is allowed'})."
+            )
         if _inside(p, self.data_dir):
             raise PathNotAllowed(f"{raw}: the data folder ({self.data_dir}) is never ingested.")
         root = next((r for r in self.roots if _inside(p, r)), None)
         if root is None:
             target = f" (it leads to {p})" if str(p) != str(Path(raw).expanduser()) else ""
-            raise PathNotAllowed(f"{raw}{target} is outside the folders allowed here: {self.describe()}."
-                                 " Set ingest.allowed_dirs to allow another folder.")
+            raise PathNotAllowed(
+                f"{raw}{target} is outside the folders allowed here: {self.describe()}."
+                " Set ingest.allowed_dirs to allow another folder."
+            )
         hidden = [part for part in p.parts if part.startswith(".") and part not in (".", "..")]
         if hidden:
-            raise PathNotAllowed(f"{raw}: hidden folders and files such as {hidden[0]!r} are never read"
-                                 " (they hold keys and credentials).")
+            raise PathNotAllowed(
+                f"{raw}: hidden folders and files such as {hidden[0]!r} are never read (they hold keys and credentials)."
+            )
         return p
 
     def allows(self, path: os.PathLike | str) -> bool:
@@ -107,19 +111,25 @@ def app_folders(settings: Settings, shared: bool) -> LocalFolders:
     folder while the app serves loopback only, and nothing once it is shared."""
     configured = settings.ingest.allowed_dirs
     if configured is not None:
-        return LocalFolders.of([settings.resolve(d) if not Path(d).expanduser().is_absolute() else d
-                                for d in configured], settings.data_root,
-                               reason="ingest.allowed_dirs is empty")
+        return LocalFolders.of(
+            [settings.resolve(d) if not Path(d).expanduser().is_absolute() else d for d in configured],
+            settings.data_root,
+            reason="ingest.allowed_dirs is empty",
+        )
     if shared:
-        return LocalFolders.of([], settings.data_root, reason="the app is shared with other computers;"
-                               " set ingest.allowed_dirs to allow a folder")
+        return LocalFolders.of(
+            [],
+            settings.data_root,
+            reason="the app is shared with other computers; set ingest.allowed_dirs to allow a folder",
+        )
     return LocalFolders.of([Path.home()], settings.data_root)
 
 
 def chat_folders(settings: Settings) -> LocalFolders:
     """The folders a chat model's ``vector_ingest_file`` may read: ``chat.allowed_dirs`` (default none)."""
-    return LocalFolders.of([settings.resolve(d) for d in settings.chat.allowed_dirs], settings.data_root,
-                           reason="chat.allowed_dirs is empty")
+    return LocalFolders.of(
+        [settings.resolve(d) for d in settings.chat.allowed_dirs], settings.data_root, reason="chat.allowed_dirs is empty"
+    )
 
 
 # -- who is asking ---------------------------------------------------------------------------------
@@ -183,10 +193,10 @@ def verify_password(password: str, stored: str) -> bool:
         salt_b, key_b = base64.b64decode(salt, validate=True), base64.b64decode(key, validate=True)
         n_i, r_i, p_i = int(n), int(r), int(p)
     except ValueError:
-        raise ConfigError("app.password_hash is not a hash made by `python -m knowledge password`"
-                          " (expected scrypt$N$r$p$salt$key).") from None
-    got = hashlib.scrypt(password.encode(), salt=salt_b, n=n_i, r=r_i, p=p_i, dklen=len(key_b),
-                         maxmem=256 * 1024 * 1024)
+        raise ConfigError(
+            "app.password_hash is not a hash made by `python -m knowledge password` (expected scrypt$N$r$p$salt$key)."
+        ) from None
+    got = hashlib.scrypt(password.encode(), salt=salt_b, n=n_i, r=r_i, p=p_i, dklen=len(key_b), maxmem=256 * 1024 * 1024)
     return hmac.compare_digest(got, key_b)
 
 
@@ -212,8 +222,9 @@ class Password:
         """Constant-time comparison: the plain password through SHA-256 digests (equal length
         whatever was typed), the hash through scrypt."""
         if self.plain:
-            return hmac.compare_digest(hashlib.sha256(attempt.encode()).digest(),
-                                       hashlib.sha256(self.plain.encode()).digest())
+            return hmac.compare_digest(
+                hashlib.sha256(attempt.encode()).digest(), hashlib.sha256(self.plain.encode()).digest()
+            )
         if self.hashed:
             return verify_password(attempt, self.hashed)
         return False

@@ -135,15 +135,14 @@ class VectorMemory:
     ) -> None:
 
         if not isinstance(backend, (VectorBackend, Settings)):
-            raise InvalidArgument(
-                f"VectorMemory takes a VectorBackend or Settings, got {type(backend).__name__}."
-            )
+            raise InvalidArgument(f"VectorMemory takes a VectorBackend or Settings, got {type(backend).__name__}.")
         for what, value in (("collection", collection), ("dataset_field", dataset_field)):
             if not isinstance(value, str) or not value.strip():
                 raise InvalidArgument(f"VectorMemory {what} must be a non-blank string, got {value!r}.")
         if dataset_field in (TEXT_FIELD, MODEL_FIELD):
-            raise InvalidArgument(f"dataset_field cannot be {dataset_field!r}: that payload field holds the"
-                                  f" memory's {dataset_field}.")
+            raise InvalidArgument(
+                f"dataset_field cannot be {dataset_field!r}: that payload field holds the memory's {dataset_field}."
+            )
         check_distance(distance)
         if embedder is None and not isinstance(backend, Settings):
             raise InvalidArgument("VectorMemory needs an embedder (knowledge.embeddings.create_embedder(settings)).")
@@ -243,8 +242,7 @@ class VectorMemory:
                     f"payload field {key!r} is reserved (the memory's text, dataset and model); use another name."
                 )
         when = extra.pop(WHEN_FIELD, None) or datetime.now(UTC).isoformat(timespec="seconds")
-        return {**extra, TEXT_FIELD: m.text, self.dataset_field: dataset, MODEL_FIELD: self.embedder.name,
-                WHEN_FIELD: when}
+        return {**extra, TEXT_FIELD: m.text, self.dataset_field: dataset, MODEL_FIELD: self.embedder.name, WHEN_FIELD: when}
 
     def _prepare(self, size: int) -> None:
         """Create the collection on the first write (dimension of the first vector) and check that
@@ -321,8 +319,9 @@ class VectorMemory:
         limit = check_limit(limit)  # before the embedding work
         vector = self.embedder.embed_query(query)
         try:
-            found = self.collection.search(vector, limit=limit, where=w or None, raw_filter=raw_filter,
-                                           score_threshold=score_threshold)  # DimensionMismatch first
+            found = self.collection.search(
+                vector, limit=limit, where=w or None, raw_filter=raw_filter, score_threshold=score_threshold
+            )  # DimensionMismatch first
             if not self._checked_model:
                 with self._lock:
                     self._check_model()
@@ -333,9 +332,14 @@ class VectorMemory:
     def _hit(self, pid: PointId, score: float, payload: Mapping[str, Any]) -> RecallHit:
         rest = {k: v for k, v in payload.items() if k not in (TEXT_FIELD, self.dataset_field, MODEL_FIELD, WHEN_FIELD)}
         when = payload.get(WHEN_FIELD)
-        return RecallHit(text=str(payload.get(TEXT_FIELD, "")), score=float(score),
-                         dataset=str(payload.get(self.dataset_field, "")), id=pid, payload=rest,
-                         remembered_at=str(when) if when is not None else None)
+        return RecallHit(
+            text=str(payload.get(TEXT_FIELD, "")),
+            score=float(score),
+            dataset=str(payload.get(self.dataset_field, "")),
+            id=pid,
+            payload=rest,
+            remembered_at=str(when) if when is not None else None,
+        )
 
     def get(self, ids: Sequence[PointId]) -> list[RecallHit]:
         """The memories with these ids (score ``nan``), in the given order; unknown ids skipped."""

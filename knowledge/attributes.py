@@ -66,7 +66,7 @@ def to_payload(attributes: Mapping[str, Scalar]) -> dict[str, Scalar]:
 def from_payload(payload: Mapping[str, Any]) -> dict[str, Scalar]:
     """The file attributes held in a chunk's payload (or a ``Hit.metadata``): ``attr_<key>`` fields
     without the prefix."""
-    return {k[len(PREFIX):]: v for k, v in payload.items() if k.startswith(PREFIX) and len(k) > len(PREFIX)}
+    return {k[len(PREFIX) :]: v for k, v in payload.items() if k.startswith(PREFIX) and len(k) > len(PREFIX)}
 
 
 __all__ = ["MAX_KEYS", "PREFIX", "check_attributes", "from_payload", "to_payload"]

@@ -54,16 +54,19 @@ class VectorStoreSettings(_Section):
     idle_seconds: float = Field(600.0, gt=0, description="memory backend: unload stores idle this long (s)")
     max_chunks_per_store: int = Field(100_000, gt=0, description="memory backend: chunk cap per store")
     ann: Literal["auto", "off"] = Field(
-        "auto", description="memory backend: 'auto' = approximate search (HNSW graph, exact rescoring) for"
-        " stores of at least ann_min_points chunks; 'off' = always exact"
+        "auto",
+        description="memory backend: 'auto' = approximate search (HNSW graph, exact rescoring) for"
+        " stores of at least ann_min_points chunks; 'off' = always exact",
     )
     ann_min_points: int = Field(
         20_000, ge=0, description="memory backend: stores with fewer chunks search exactly (0: never approximate)"
     )
     options: dict[str, Any] = Field(default_factory=dict, description="extra options for a plugin backend")
     max_chunk_size_tokens: int = Field(
-        192, gt=0, description="chunk size in model tokens (capped at the model's window); 192/48 retrieved"
-        " best on the project's Rust-book question set in all three rankings (docs/benchmarks.md)"
+        192,
+        gt=0,
+        description="chunk size in model tokens (capped at the model's window); 192/48 retrieved"
+        " best on the project's Rust-book question set in all three rankings (docs/benchmarks.md)",
     )
     chunk_overlap_tokens: int = Field(48, ge=0, description="overlap between consecutive chunks, tokens")
     qdrant_location: str | None = Field(
@@ -71,7 +74,9 @@ class VectorStoreSettings(_Section):
     )
     qdrant_api_key: SecretStr | None = Field(None, description="qdrant: API key (Qdrant Cloud)")
     qdrant_collection: str = Field(
-        "knowledge", min_length=1, pattern=r"^[A-Za-z0-9_-]+$",
+        "knowledge",
+        min_length=1,
+        pattern=r"^[A-Za-z0-9_-]+$",
         description="qdrant: prefix of the physical collections (<prefix>-<distance>-<dimension>)",
     )
     qdrant_timeout: float = Field(5.0, gt=0, le=300, description="qdrant: timeout of one server call, seconds")
@@ -91,17 +96,27 @@ class CatalogSettings(_Section):
     """``catalog.*``: where the catalog (templates, stores, files, chats, configs) is kept."""
 
     url: str | None = Field(
-        None, description="a postgresql:// URL (often the pgvector server) for a catalog shared by several"
-        " processes and hosts; default: the DuckDB file <data_dir>/catalog.duckdb (no set-up)")
-    lock_timeout: float = Field(10.0, gt=0, le=600, description="DuckDB file: seconds to wait for another"
-                                " process's turn before saying the catalog is in use")
+        None,
+        description="a postgresql:// URL (often the pgvector server) for a catalog shared by several"
+        " processes and hosts; default: the DuckDB file <data_dir>/catalog.duckdb (no set-up)",
+    )
+    lock_timeout: float = Field(
+        10.0,
+        gt=0,
+        le=600,
+        description="DuckDB file: seconds to wait for another process's turn before saying the catalog is in use",
+    )
     connect_timeout: float = Field(5.0, gt=0, le=120, description="PostgreSQL: seconds to wait for the server")
     pool_max_size: int = Field(8, ge=1, le=100, description="PostgreSQL: connections the catalog opens at most")
     outage_wait_seconds: float = Field(
-        60.0, ge=0, le=3600, description="seconds a front-end (the CLI's batch, an app page) waits for the"
+        60.0,
+        ge=0,
+        le=3600,
+        description="seconds a front-end (the CLI's batch, an app page) waits for the"
         " catalog, the file store or the vector backend to come back when it cannot be reached, trying again"
-        " with back-off and saying \"waiting for the database\", before it gives up with the reason; the REST"
-        " API answers 503 with Retry-After meanwhile; 0 = give up at once")
+        ' with back-off and saying "waiting for the database", before it gives up with the reason; the REST'
+        " API answers 503 with Retry-After meanwhile; 0 = give up at once",
+    )
 
     @field_validator("url")
     @classmethod
@@ -116,19 +131,21 @@ class FileStoreSettings(_Section):
 
     backend: str = Field("filesystem", min_length=1, description="filesystem, postgresql, s3, or a plugin's name")
     dir: Path = Field(Path("files"), description="filesystem: the folder (relative to data_dir)")
-    url: str | None = Field(
-        None, description="postgresql: connection URL (default: catalog.url, when that setting exists)")
+    url: str | None = Field(None, description="postgresql: connection URL (default: catalog.url, when that setting exists)")
     s3_bucket: str | None = Field(None, description="s3: the bucket (must exist)")
     s3_prefix: str = Field(
-        "", pattern=r"^([A-Za-z0-9!_.*'()-]+/)*([A-Za-z0-9!_.*'()-]+)?$",
-        description="s3: key prefix inside the bucket, e.g. 'team-a' (a '/' is added)")
+        "",
+        pattern=r"^([A-Za-z0-9!_.*'()-]+/)*([A-Za-z0-9!_.*'()-]+)?$",
+        description="s3: key prefix inside the bucket, e.g. 'team-a' (a '/' is added)",
+    )
     s3_endpoint_url: str | None = Field(
-        None, description="s3: endpoint of an S3-compatible server (MinIO, Ceph, R2); unset: AWS S3")
+        None, description="s3: endpoint of an S3-compatible server (MinIO, Ceph, R2); unset: AWS S3"
+    )
     s3_region: str | None = Field(None, description="s3: region; unset: the AWS configuration's")
     s3_access_key_id: SecretStr | None = Field(
-        None, description="s3: access key id; unset: the standard AWS chain (AWS_* variables, ~/.aws, roles)")
+        None, description="s3: access key id; unset: the standard AWS chain (AWS_* variables, ~/.aws, roles)"
+    )
     s3_secret_access_key: SecretStr | None = Field(None, description="s3: secret access key (with the id)")
-
 
 
 def _listed(value: Any, sep: str) -> Any:
@@ -151,74 +168,133 @@ class IngestSettings(_Section):
 
     max_file_mb: float = Field(100.0, gt=0, description="largest file accepted, in MB (10^6 bytes)")
     allowed_dirs: Annotated[list[Path] | None, NoDecode] = Field(
-        None, description="folders the app may read files from (its folder form); unset = the home"
+        None,
+        description="folders the app may read files from (its folder form); unset = the home"
         " folder while the app serves loopback only, nothing when it is shared. The CLI reads any path."
-        " In the environment: a JSON list or folders separated by ':' (KNOWLEDGE_INGEST__ALLOWED_DIRS=/a:/b)")
+        " In the environment: a JSON list or folders separated by ':' (KNOWLEDGE_INGEST__ALLOWED_DIRS=/a:/b)",
+    )
     ocr: Literal["auto", "off"] = Field(
-        "auto", description="auto = read PDF pages without a text layer and image files (PNG, JPEG, TIFF,"
-        " WebP, BMP) by OCR (rapidocr-onnxruntime, offline); off = report them; a template may override it")
+        "auto",
+        description="auto = read PDF pages without a text layer and image files (PNG, JPEG, TIFF,"
+        " WebP, BMP) by OCR (rapidocr-onnxruntime, offline); off = report them; a template may override it",
+    )
     worker_threads: int = Field(
-        1, ge=0, le=16, description="ingestion worker threads of each app, API and CLI process: 1 = its own"
+        1,
+        ge=0,
+        le=16,
+        description="ingestion worker threads of each app, API and CLI process: 1 = its own"
         " worker ingests the batches it queues (and any other's); 0 = it only queues them and dedicated"
-        " `python -m knowledge worker` processes ingest (files with a PDF password still run here)")
+        " `python -m knowledge worker` processes ingest (files with a PDF password still run here)",
+    )
     worker_process: bool = Field(
-        True, description="the app runs its ingestion worker (worker_threads > 0) as a child process,"
+        True,
+        description="the app runs its ingestion worker (worker_threads > 0) as a child process,"
         " `python -m knowledge worker`, at a lower priority and one ONNX thread fewer than the cores (unless"
         " embeddings.threads is set): its searches never wait behind an upload; false = worker threads"
-        " inside the app's own process")
+        " inside the app's own process",
+    )
     job_lease_seconds: float = Field(
-        30.0, ge=0.5, le=3600, description="seconds an in-process worker's heartbeat stays good: a job whose"
-        " worker is silent this long is taken over by another (`worker --lease` for worker processes)")
+        30.0,
+        ge=0.5,
+        le=3600,
+        description="seconds an in-process worker's heartbeat stays good: a job whose"
+        " worker is silent this long is taken over by another (`worker --lease` for worker processes)",
+    )
     worker_host: str | None = Field(
-        None, min_length=1, description="this machine's name in the job rows (default: its host name); must"
-        " differ between machines or containers that share a catalog")
+        None,
+        min_length=1,
+        description="this machine's name in the job rows (default: its host name); must"
+        " differ between machines or containers that share a catalog",
+    )
     retry_base_seconds: float = Field(
-        2.0, gt=0, le=3600, description="an infrastructure error (the catalog, file store or vector backend"
+        2.0,
+        gt=0,
+        le=3600,
+        description="an infrastructure error (the catalog, file store or vector backend"
         " unreachable; the worker's disk full, memory or model missing) never fails a file: its job is queued"
         " again after a back-off drawn in [0, min(retry_max_seconds, retry_base_seconds * 2^(n-1))] seconds"
-        " after its n-th such error (exponential back-off with full jitter, AWS Architecture Blog 2015)")
+        " after its n-th such error (exponential back-off with full jitter, AWS Architecture Blog 2015)",
+    )
     retry_max_seconds: float = Field(
-        300.0, gt=0, le=86_400, description="the longest back-off, in seconds, of a job waiting out an"
-        " infrastructure error (see retry_base_seconds)")
+        300.0,
+        gt=0,
+        le=86_400,
+        description="the longest back-off, in seconds, of a job waiting out an"
+        " infrastructure error (see retry_base_seconds)",
+    )
     retry_max_attempts: int = Field(
-        50, ge=1, le=100_000, description="infrastructure errors after which a job fails with its last reason"
-        " (counted apart from the file's own attempts; 50 with the default back-off is about 3.5 hours of waiting)")
+        50,
+        ge=1,
+        le=100_000,
+        description="infrastructure errors after which a job fails with its last reason"
+        " (counted apart from the file's own attempts; 50 with the default back-off is about 3.5 hours of waiting)",
+    )
     worker_sick_after: int = Field(
-        3, ge=1, le=1000, description="a worker whose own disk, memory or embedding model failed this many jobs"
-        " in a row stands down: it gives its job back to the queue and its process exits with status 3")
+        3,
+        ge=1,
+        le=1000,
+        description="a worker whose own disk, memory or embedding model failed this many jobs"
+        " in a row stands down: it gives its job back to the queue and its process exits with status 3",
+    )
     worker_status_file: Path | None = Field(
-        None, description="a `python -m knowledge worker` process writes its health here as JSON (state running,"
-        " waiting, sick, stopped; reason; last job), for a supervisor or a health check; unset = none")
+        None,
+        description="a `python -m knowledge worker` process writes its health here as JSON (state running,"
+        " waiting, sick, stopped; reason; last job), for a supervisor or a health check; unset = none",
+    )
     worker_database_wait_seconds: float = Field(
-        0.0, ge=0, le=31_536_000, description="seconds a worker waits for a catalog that cannot be reached (it"
-        " retries with back-off, logging \"waiting for the database\") before its process exits with status 4;"
-        " 0 = wait for as long as it takes")
+        0.0,
+        ge=0,
+        le=31_536_000,
+        description="seconds a worker waits for a catalog that cannot be reached (it"
+        ' retries with back-off, logging "waiting for the database") before its process exits with status 4;'
+        " 0 = wait for as long as it takes",
+    )
 
     reader_processes: int = Field(
-        2, ge=0, le=32, description="child processes that read and chunk files (kept between files): a file whose"
+        2,
+        ge=0,
+        le=32,
+        description="child processes that read and chunk files (kept between files): a file whose"
         " reader passes its memory or time limit is stopped there and fails with the reason, and the worker goes"
-        " on; 0 = read inside the calling process, unbounded (for debugging only)")
+        " on; 0 = read inside the calling process, unbounded (for debugging only)",
+    )
     reader_memory_mb: int = Field(
-        3072, ge=256, le=1_048_576, description="most memory (resident, in MB of 2^20 bytes) a child may use to"
+        3072,
+        ge=256,
+        le=1_048_576,
+        description="most memory (resident, in MB of 2^20 bytes) a child may use to"
         " read and chunk one file; past it the child is stopped and the file fails naming the limit. At least"
         " 256: a child holds about 60 MB before it reads anything and 120-150 MB once the readers and the"
         " model's tokenizer are loaded. OCR costs most: a scanned A4 page peaks near 1.1 GB, a 12-megapixel"
-        " photo near 2.6 GB")
+        " photo near 2.6 GB",
+    )
     reader_timeout_seconds: float = Field(
-        120.0, gt=0, le=86_400, description="seconds a child may take to read and chunk one file, plus"
-        " reader_seconds_per_mb for each MB of the file; OCR gives every page this long again")
+        120.0,
+        gt=0,
+        le=86_400,
+        description="seconds a child may take to read and chunk one file, plus"
+        " reader_seconds_per_mb for each MB of the file; OCR gives every page this long again",
+    )
     reader_seconds_per_mb: float = Field(
-        5.0, ge=0, le=3600, description="seconds added to reader_timeout_seconds for each MB (10^6 bytes) of the file"
+        5.0,
+        ge=0,
+        le=3600,
+        description="seconds added to reader_timeout_seconds for each MB (10^6 bytes) of the file"
         " (a 60 MB text took 127 s to read and chunk at load 6 on 2 cores, and over 246 s in the app beside a"
-        " browser)")
+        " browser)",
+    )
 
     web_allow_private: bool = Field(
-        False, description="let web pages be fetched from hosts in private, loopback, link-local and reserved"
-        " address ranges (an intranet wiki, a server on this machine); off = only public addresses")
+        False,
+        description="let web pages be fetched from hosts in private, loopback, link-local and reserved"
+        " address ranges (an intranet wiki, a server on this machine); off = only public addresses",
+    )
     web_timeout_seconds: float = Field(
-        20.0, gt=0, le=600, description="seconds a web page may take to connect and arrive, whole")
+        20.0, gt=0, le=600, description="seconds a web page may take to connect and arrive, whole"
+    )
     web_max_pages: int = Field(
-        50, ge=1, le=10_000, description="most pages one web crawl fetches (a request's max_pages is capped by it)")
+        50, ge=1, le=10_000, description="most pages one web crawl fetches (a request's max_pages is capped by it)"
+    )
 
     _dirs = field_validator("allowed_dirs", mode="before")(lambda v: _listed(v, os.pathsep))
 
@@ -237,88 +313,122 @@ class EmbeddingSettings(_Section):
     )
     models_dir: Path = Field(Path("models"), description="model cache (relative to data_dir)")
     batch_size: int = Field(
-        8, gt=0, le=4096, description="texts per ONNX call; 8 embedded the bundled model's chunks fastest on a"
-        " 2-core machine (13.6 chunks/s against 11.9 for 32: docs/benchmarks.md)")
-    threads: int | None = Field(None, gt=0, description="ONNX Runtime threads (None = all cores)")
-    allow_download: bool = Field(
-        False, description="let fastembed download a catalog model that is not in models_dir yet"
+        8,
+        gt=0,
+        le=4096,
+        description="texts per ONNX call; 8 embedded the bundled model's chunks fastest on a"
+        " 2-core machine (13.6 chunks/s against 11.9 for 32: docs/benchmarks.md)",
     )
+    threads: int | None = Field(None, gt=0, description="ONNX Runtime threads (None = all cores)")
+    allow_download: bool = Field(False, description="let fastembed download a catalog model that is not in models_dir yet")
 
 
 class SearchSettings(_Section):
     """``search.*``: how stores are searched (see :mod:`knowledge.service.fusion`)."""
 
     mode: Literal["hybrid", "vector", "lexical"] = Field(
-        "hybrid", description="the ranking: hybrid (semantic and keyword merged by reciprocal rank fusion),"
-                              " semantic (by meaning: the embeddings' similarity; also written vector) or keyword"
-                              " (BM25 over the words; also written lexical)")
+        "hybrid",
+        description="the ranking: hybrid (semantic and keyword merged by reciprocal rank fusion),"
+        " semantic (by meaning: the embeddings' similarity; also written vector) or keyword"
+        " (BM25 over the words; also written lexical)",
+    )
     _mode = field_validator("mode", mode="before")(lambda v: search_mode(v) if isinstance(v, str) else v)
     candidates: int = Field(
-        50, ge=1, le=10_000, description="hybrid: chunks each ranking contributes to the fusion (at least k)")
+        50, ge=1, le=10_000, description="hybrid: chunks each ranking contributes to the fusion (at least k)"
+    )
     score_threshold: float | None = Field(
-        0.3, ge=-1.0, le=1.0,
+        0.3,
+        ge=-1.0,
+        le=1.0,
         description="search playground: the default score threshold for cosine and dot stores (vector score,"
-                    " higher is better); below it a result is not a good match. None: no default threshold")
+        " higher is better); below it a result is not a good match. None: no default threshold",
+    )
     merge_overlapping: bool = Field(
-        True, description="search playground: hits whose character spans overlap in the same file are shown"
-                          " as one hit with the union span")
+        True,
+        description="search playground: hits whose character spans overlap in the same file are shown"
+        " as one hit with the union span",
+    )
     fusion_weight: float = Field(
-        0.6, ge=0.0, le=1.0, description="hybrid: weight of the vector ranking against the words (BM25)"
+        0.6,
+        ge=0.0,
+        le=1.0,
+        description="hybrid: weight of the vector ranking against the words (BM25)"
         " ranking in the fusion; 0.5 = plain reciprocal rank fusion, 1 = vector order, 0 = words order."
-        " 0.6 ranked best on the project's Rust-book question set (docs/benchmarks.md)")
+        " 0.6 ranked best on the project's Rust-book question set (docs/benchmarks.md)",
+    )
     rank_constant: int = Field(
-        10, ge=1, le=1000, description="hybrid: the rank constant k of the reciprocal rank fusion, each ranking"
+        10,
+        ge=1,
+        le=1000,
+        description="hybrid: the rank constant k of the reciprocal rank fusion, each ranking"
         " giving w / (k + rank); smaller k weighs the first ranks more. 60 in Cormack et al. (SIGIR 2009);"
-        " 10 ranked best on the project's question sets with no loss on any (docs/benchmarks.md)")
+        " 10 ranked best on the project's question sets with no loss on any (docs/benchmarks.md)",
+    )
     rerank: bool = Field(
-        False, description="rerank the best passages by the sentence of each that best answers the query (the"
-        " store's own model, offline; docs/search.md); a template's own setting comes first")
-    rerank_candidates: int = Field(
-        30, ge=2, le=200, description="how many of the ranking's best passages are reranked")
+        False,
+        description="rerank the best passages by the sentence of each that best answers the query (the"
+        " store's own model, offline; docs/search.md); a template's own setting comes first",
+    )
+    rerank_candidates: int = Field(30, ge=2, le=200, description="how many of the ranking's best passages are reranked")
 
 
 class AppSettings(_Section):
     """``app.*``: who may use the Streamlit app (see :mod:`knowledge.access`)."""
 
     password_hash: SecretStr | None = Field(
-        None, description="scrypt hash of the app's password (make one with `python -m knowledge password`);"
-        " the environment variable KNOWLEDGE_APP_PASSWORD (plain text) works too")
+        None,
+        description="scrypt hash of the app's password (make one with `python -m knowledge password`);"
+        " the environment variable KNOWLEDGE_APP_PASSWORD (plain text) works too",
+    )
     max_bundle_mb: float = Field(
-        1000.0, gt=0, description="largest .kb bundle the app's Import takes, in MB (10^6 bytes): a bundle"
+        1000.0,
+        gt=0,
+        description="largest .kb bundle the app's Import takes, in MB (10^6 bytes): a bundle"
         " holds many files; the app's upload ceiling (server.maxUploadSize) is the larger of this and"
-        " ingest.max_file_mb")
+        " ingest.max_file_mb",
+    )
 
 
 class AccountsSettings(_Section):
     """``accounts.*``: people, once the first account exists (see :mod:`knowledge.people`)."""
 
     session_hours: float = Field(
-        12.0, gt=0, description="a sign-in to the app lasts this many hours, then the person signs in again")
-    invite_hours: float = Field(
-        72.0, gt=0, description="an invitation link stays valid this many hours (it works once)")
-    min_password_length: int = Field(
-        10, ge=1, le=1024, description="shortest password an account may have, in characters")
+        12.0, gt=0, description="a sign-in to the app lasts this many hours, then the person signs in again"
+    )
+    invite_hours: float = Field(72.0, gt=0, description="an invitation link stays valid this many hours (it works once)")
+    min_password_length: int = Field(10, ge=1, le=1024, description="shortest password an account may have, in characters")
     admins_see_all: bool = Field(
-        True, description="admins read, write and manage every store, private ones too (as Open WebUI's"
-        " BYPASS_ADMIN_ACCESS_CONTROL); false = an admin sees only what is theirs or shared with them")
+        True,
+        description="admins read, write and manage every store, private ones too (as Open WebUI's"
+        " BYPASS_ADMIN_ACCESS_CONTROL); false = an admin sees only what is theirs or shared with them",
+    )
     sso_create_members: bool = Field(
-        False, description="single sign-on (OpenID Connect, st.login): a person the provider signs in who"
-        " has no account yet gets a member account; false = an admin creates it first")
+        False,
+        description="single sign-on (OpenID Connect, st.login): a person the provider signs in who"
+        " has no account yet gets a member account; false = an admin creates it first",
+    )
 
 
 class ChatSettings(_Section):
     """``chat.*``: what a chat searches and what a chat model may do."""
 
     allowed_dirs: Annotated[list[Path], NoDecode] = Field(
-        default_factory=list, description="folders the chat's vector_ingest_file tool may read (only when a"
-        " CHAT config enables writing tools); empty = none")
+        default_factory=list,
+        description="folders the chat's vector_ingest_file tool may read (only when a"
+        " CHAT config enables writing tools); empty = none",
+    )
     default_stores: Annotated[list[str], NoDecode] = Field(
-        default_factory=list, description="stores a new chat searches when the last chat chose none")
+        default_factory=list, description="stores a new chat searches when the last chat chose none"
+    )
     min_score: float = Field(
-        0.35, ge=-1, le=1, description="offline assistant: a passage scoring under this (cosine) does not"
+        0.35,
+        ge=-1,
+        le=1,
+        description="offline assistant: a passage scoring under this (cosine) does not"
         " count as an answer; it says nothing matched well and shows the closest one. Measured with the"
         " bundled model on the Rust book: the best hit of 14 answerable questions scored 0.46-0.76, of 12"
-        " unrelated or nonsense ones 0.13-0.30")
+        " unrelated or nonsense ones 0.13-0.30",
+    )
 
     _dirs = field_validator("allowed_dirs", mode="before")(lambda v: _listed(v, os.pathsep))
     _stores = field_validator("default_stores", mode="before")(lambda v: _listed(v, ","))
@@ -328,7 +438,8 @@ class McpSettings(_Section):
     """``mcp.*``: what the MCP server's tools may do (see :mod:`knowledge.server.mcp`)."""
 
     allowed_dirs: Annotated[list[Path], NoDecode] = Field(
-        default_factory=list, description="folders the MCP tool ingest_file may read; empty = none")
+        default_factory=list, description="folders the MCP tool ingest_file may read; empty = none"
+    )
 
     _dirs = field_validator("allowed_dirs", mode="before")(lambda v: _listed(v, os.pathsep))
 
@@ -338,15 +449,21 @@ class ApiSettings(_Section):
     and ``allowed_hosts`` hold for the MCP server over HTTP too."""
 
     cors_origins: Annotated[list[str], NoDecode] = Field(
-        default_factory=list, description="browser origins (scheme://host[:port]) allowed to call the REST API"
-        " and the MCP server over HTTP (CORS); empty = CORS off, every other origin refused")
+        default_factory=list,
+        description="browser origins (scheme://host[:port]) allowed to call the REST API"
+        " and the MCP server over HTTP (CORS); empty = CORS off, every other origin refused",
+    )
     allowed_hosts: Annotated[list[str], NoDecode] = Field(
-        default_factory=list, description="Host header values the REST API and the MCP server over HTTP answer"
+        default_factory=list,
+        description="Host header values the REST API and the MCP server over HTTP answer"
         " besides the address reached (and 127.0.0.1, localhost, [::1] on loopback): name (any port) or"
-        " name:port; behind a reverse proxy, every name and IP address people use to reach the proxy")
+        " name:port; behind a reverse proxy, every name and IP address people use to reach the proxy",
+    )
     docs: bool = Field(
-        False, description="serve the interactive OpenAPI page /docs (its Swagger UI scripts come from a public"
-        " CDN, so the page is off by default; /openapi.json is always served)")
+        False,
+        description="serve the interactive OpenAPI page /docs (its Swagger UI scripts come from a public"
+        " CDN, so the page is off by default; /openapi.json is always served)",
+    )
 
     _origins = field_validator("cors_origins", mode="before")(lambda v: _listed(v, ","))
     _hosts = field_validator("allowed_hosts", mode="before")(lambda v: _listed(v, ","))
@@ -358,8 +475,9 @@ class ApiSettings(_Section):
         for o in origins:
             o = o.strip().rstrip("/")
             if o == "*" or not re.fullmatch(r"https?://[^/\s?#]+", o):
-                raise ValueError(f"{o!r} is not an origin: write scheme://host[:port], e.g. http://localhost:3000"
-                                 " (no path, no wildcard)")
+                raise ValueError(
+                    f"{o!r} is not an origin: write scheme://host[:port], e.g. http://localhost:3000 (no path, no wildcard)"
+                )
             out.append(o.lower())
         return out
 
@@ -377,10 +495,12 @@ class ServerSettings(_Section):
     proxy (see :mod:`knowledge.forwarded`)."""
 
     trusted_proxies: Annotated[list[str], NoDecode] = Field(
-        default_factory=list, description="addresses or networks (10.0.0.5, ::1, 10.0.0.0/24) of the reverse"
+        default_factory=list,
+        description="addresses or networks (10.0.0.5, ::1, 10.0.0.0/24) of the reverse"
         " proxies whose Forwarded / X-Forwarded-For / X-Forwarded-Proto headers are believed (the visitor's"
         " address, https at the proxy: a Secure cookie); empty = none. A request with forwarding headers is"
-        " never the local admin, trusted or not")
+        " never the local admin, trusted or not",
+    )
 
     _proxies = field_validator("trusted_proxies", mode="before")(lambda v: _listed(v, ","))
 
@@ -393,8 +513,9 @@ class ServerSettings(_Section):
             try:
                 ipaddress.ip_network(text if "/" in text else text.strip("[]"), strict=False)
             except ValueError:
-                raise ValueError(f"{e!r} is not an IP address or network: write 10.0.0.5, ::1 or 10.0.0.0/24"
-                                 " (a host name is not trusted)") from None
+                raise ValueError(
+                    f"{e!r} is not an IP address or network: write 10.0.0.5, ::1 or 10.0.0.0/24 (a host name is not trusted)"
+                ) from None
             out.append(text)
         return out
 
@@ -424,11 +545,15 @@ class Settings(BaseSettings):
     api: ApiSettings = Field(default_factory=ApiSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
     api_key: SecretStr | None = Field(
-        None, description="bearer token of the REST API and the MCP server over HTTP, from the environment"
-        " (KNOWLEDGE_API_KEY); required when they listen on anything but loopback")
+        None,
+        description="bearer token of the REST API and the MCP server over HTTP, from the environment"
+        " (KNOWLEDGE_API_KEY); required when they listen on anything but loopback",
+    )
     app_password: SecretStr | None = Field(
-        None, description="the app's password in plain text, from the environment (KNOWLEDGE_APP_PASSWORD);"
-        " app.password_hash is the form for a settings file")
+        None,
+        description="the app's password in plain text, from the environment (KNOWLEDGE_APP_PASSWORD);"
+        " app.password_hash is the form for a settings file",
+    )
 
     @classmethod
     def settings_customise_sources(
@@ -518,7 +643,10 @@ def _known_env_names() -> set[str]:
 def _check_env(environ: dict[str, str]) -> None:
     known = _known_env_names()
     unknown = sorted(
-        k for k in environ if k.upper().startswith(ENV_PREFIX) and k.upper() not in known
+        k
+        for k in environ
+        if k.upper().startswith(ENV_PREFIX)
+        and k.upper() not in known
         and not k.upper().startswith(f"{ENV_PREFIX}VECTOR_STORE__OPTIONS__")
         and not k.upper().startswith(f"{ENV_PREFIX}TEST_")  # the test suite's own (KNOWLEDGE_TEST_CORPUS)
     )

@@ -171,16 +171,18 @@ def log_place() -> str | None:
 def _first_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split("\n", 1)[0].split()).strip(" .:;")
     if len(text) > _MAX_QUOTED:
-        text = text[:_MAX_QUOTED - 1] + "…"
+        text = text[: _MAX_QUOTED - 1] + "…"
     return text
 
 
 def _is_xml_error(exc: BaseException) -> bool:
     """lxml's ``XMLSyntaxError``, ElementTree's ``ParseError``, expat's ``ExpatError`` (and
     defusedxml's), recognised without importing lxml."""
-    return any(k.__name__ in ("XMLSyntaxError", "ParseError", "ExpatError")
-               and k.__module__.split(".")[0] in ("lxml", "xml", "pyexpat", "defusedxml")
-               for k in type(exc).__mro__)
+    return any(
+        k.__name__ in ("XMLSyntaxError", "ParseError", "ExpatError")
+        and k.__module__.split(".")[0] in ("lxml", "xml", "pyexpat", "defusedxml")
+        for k in type(exc).__mro__
+    )
 
 
 def known_problem(exc: BaseException) -> str | None:
@@ -201,9 +203,10 @@ def known_problem(exc: BaseException) -> str | None:
     if isinstance(exc, zlib.error):
         return "its compressed data is damaged"
     if isinstance(exc, UnicodeDecodeError):
-        bad = exc.object[exc.start:exc.start + 1] if isinstance(exc.object, bytes | bytearray) else b""
-        return (f"its text is not valid {exc.encoding.upper().replace('_', '-')}"
-                + (f" (byte 0x{bad[0]:02X} at position {exc.start:,})" if bad else ""))
+        bad = exc.object[exc.start : exc.start + 1] if isinstance(exc.object, bytes | bytearray) else b""
+        return f"its text is not valid {exc.encoding.upper().replace('_', '-')}" + (
+            f" (byte 0x{bad[0]:02X} at position {exc.start:,})" if bad else ""
+        )
     if isinstance(exc, UnicodeError):
         return "its text is in an encoding that cannot be read"
     if isinstance(exc, (struct.error, EOFError)):

@@ -68,8 +68,7 @@ def trusted_networks(entries: Iterable[str]) -> tuple[Network, ...]:
         try:
             out.append(ipaddress.ip_network(text, strict=False))
         except ValueError:
-            raise ValueError(f"{entry!r} is not an IP address or network (write 10.0.0.5, ::1 or"
-                             " 10.0.0.0/24)") from None
+            raise ValueError(f"{entry!r} is not an IP address or network (write 10.0.0.5, ::1 or 10.0.0.0/24)") from None
     return tuple(out)
 
 
@@ -148,8 +147,7 @@ def node_address(node: str | None) -> str | None:
     return str(ip) if ip is not None else None
 
 
-def peer(client: str | None, headers: Mapping[str, str], scheme: str = "http",
-         trusted: Iterable[Network] = ()) -> Peer:
+def peer(client: str | None, headers: Mapping[str, str], scheme: str = "http", trusted: Iterable[Network] = ()) -> Peer:
     """The visitor of a request that reached us from ``client`` (the connection's address) over
     ``scheme`` (``http``/``https``/``ws``/``wss``) with ``headers`` (names lower-case, one value each;
     repeated headers joined with ``", "``). See the module docstring for the rules."""
@@ -200,5 +198,14 @@ def scope_peer(scope: Mapping[str, Any], trusted: Iterable[Network] = ()) -> Pee
     return peer(client, scope_headers(scope), str(scope.get("scheme") or "http"), trusted)
 
 
-__all__ = ["FORWARDING_HEADERS", "Peer", "is_trusted", "node_address", "parse_forwarded", "peer",
-           "scope_headers", "scope_peer", "trusted_networks"]
+__all__ = [
+    "FORWARDING_HEADERS",
+    "Peer",
+    "is_trusted",
+    "node_address",
+    "parse_forwarded",
+    "peer",
+    "scope_headers",
+    "scope_peer",
+    "trusted_networks",
+]

@@ -61,35 +61,46 @@ class IngestResult:
     def ok(self) -> bool:
         return Outcome(self.outcome).ok
 
+
 # "PdfStreamError: ...", "KeyError: ...", "zipfile.BadZipFile: ...", "(ValueError: ...)" up to the end.
 _EXCEPTION = re.compile(
     r"\s*[(\[]?\b(?:[A-Za-z_][\w]*\.)*(?:[A-Z][A-Za-z0-9]*(?:Error|Exception|Warning|Failure)|BadZipFile|"
-    r"KeyError|OSError|IOError|EOFError|AssertionError|StopIteration)\b(?::.*|\))?$", re.S)
+    r"KeyError|OSError|IOError|EOFError|AssertionError|StopIteration)\b(?::.*|\))?$",
+    re.S,
+)
 
 # (a reason starting like this, what to say instead)
 _REWORDED: list[tuple[re.Pattern[str], str]] = [
-    (re.compile(r"^unreadable PDF", re.I),
-     "This PDF is damaged or incomplete (perhaps cut short while copying), so its text cannot be read."),
-    (re.compile(r"^unsupported PDF encryption", re.I),
-     "This PDF is locked with an encryption method the app cannot open."),
-    (re.compile(r"^unreadable DOCX: the file is damaged", re.I),
-     "This Word file is damaged, so its text cannot be read."),
-    (re.compile(r"^unreadable DOCX: not an Office package", re.I),
-     "This file is named like a Word document but is not one."),
-    (re.compile(r"^unreadable DOCX", re.I),
-     "This Word file cannot be read: its inner structure is broken or not what Word writes."),
+    (
+        re.compile(r"^unreadable PDF", re.I),
+        "This PDF is damaged or incomplete (perhaps cut short while copying), so its text cannot be read.",
+    ),
+    (re.compile(r"^unsupported PDF encryption", re.I), "This PDF is locked with an encryption method the app cannot open."),
+    (re.compile(r"^unreadable DOCX: the file is damaged", re.I), "This Word file is damaged, so its text cannot be read."),
+    (
+        re.compile(r"^unreadable DOCX: not an Office package", re.I),
+        "This file is named like a Word document but is not one.",
+    ),
+    (
+        re.compile(r"^unreadable DOCX", re.I),
+        "This Word file cannot be read: its inner structure is broken or not what Word writes.",
+    ),
     (re.compile(r"^unreadable CSV", re.I), "This CSV file cannot be read as a table."),
     # a record kept before issue 38 ("unexpected error (KeyError: 3); see the server log."): today's
     # reason says it in words itself (knowledge.errors.unexpected_problem) and is shown as it is
-    (re.compile(r"unexpected error", re.I),
-     "Something unexpected went wrong while reading this file (a bug in the reader)."),
+    (
+        re.compile(r"unexpected error", re.I),
+        "Something unexpected went wrong while reading this file (a bug in the reader).",
+    ),
 ]
 
 # Failures a retry can fix: a password to give, an interrupted or cancelled run, a service that was
 # busy, locked or out of reach.
 _RETRYABLE = re.compile(
     r"password|interrupted|cancel|not started|timed? ?out|timeout|did not arrive|unavailable|unreachable|cannot reach|"
-    r"could not reach|connection|locked|busy|try again|temporar", re.I)
+    r"could not reach|connection|locked|busy|try again|temporar",
+    re.I,
+)
 
 
 def plain_reason(reason: str | None) -> str:
@@ -115,12 +126,19 @@ def plain_reason(reason: str | None) -> str:
 # see knowledge.errors): whether a retry of the same bytes can succeed. A class not named here (a
 # backend's KnowledgeError, a bug) is judged by its message.
 _RETRY_BY_ERROR = {
-    "PasswordRequired": True, "Cancelled": True, "StoreLocked": True, "CatalogLocked": True,
-    "BackendUnavailable": True, "EmbeddingUnavailable": True,
-    "UnsupportedFile": False, "EmptyDocument": False, "FileTooLarge": False,
+    "PasswordRequired": True,
+    "Cancelled": True,
+    "StoreLocked": True,
+    "CatalogLocked": True,
+    "BackendUnavailable": True,
+    "EmbeddingUnavailable": True,
+    "UnsupportedFile": False,
+    "EmptyDocument": False,
+    "FileTooLarge": False,
     # a reader past its limits fails the same way again unless the limit is raised (its reason names
     # the setting); a reader that crashed may have been the machine's trouble, not the file's
-    "ReaderLimitExceeded": False, "ReaderCrashed": True,
+    "ReaderLimitExceeded": False,
+    "ReaderCrashed": True,
 }
 
 

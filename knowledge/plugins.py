@@ -69,9 +69,7 @@ class PluginRegistry(Generic[T]):
                 raise BackendUnavailable(self._errors[name])
         if name not in eps:
             hint = "" if eps else " (none are declared: is the project installed? run `pip install -e .`)"
-            raise BackendUnavailable(
-                f"No {self.kind} named {name!r}. Available: {', '.join(sorted(eps)) or 'none'}{hint}."
-            )
+            raise BackendUnavailable(f"No {self.kind} named {name!r}. Available: {', '.join(sorted(eps)) or 'none'}{hint}.")
         try:
             cls = eps[name].load()
             if not (isinstance(cls, type) and issubclass(cls, self.base)):

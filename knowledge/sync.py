@@ -110,20 +110,30 @@ class SyncPlan:
         """The plan as a person reads it: one line per change (``+ a.md``, ``~ b.md``,
         ``> old.md -> new.md``, ``- gone.md``), then the summary."""
         mark = {"added": "+", "changed": "~", "renamed": ">", "deleted": "-"}
-        out = [f"{mark[i.action]} {i.action:<8} {i.old_path + ' -> ' if i.old_path else ''}{i.path}"
-               for i in self.items if i.action != "unchanged"]
+        out = [
+            f"{mark[i.action]} {i.action:<8} {i.old_path + ' -> ' if i.old_path else ''}{i.path}"
+            for i in self.items
+            if i.action != "unchanged"
+        ]
         return [*out, f"{self.folder} -> {self.store}: {self.summary()}"]
 
     def to_json(self) -> dict[str, Any]:
-        return {"store": self.store, "folder": self.folder, "glob": self.glob, "counts": self.counts(),
-                "skipped": dict(self.skipped), "hashed": self.hashed,
-                "items": [asdict(i) for i in self.items if i.action != "unchanged"]}
+        return {
+            "store": self.store,
+            "folder": self.folder,
+            "glob": self.glob,
+            "counts": self.counts(),
+            "skipped": dict(self.skipped),
+            "hashed": self.hashed,
+            "items": [asdict(i) for i in self.items if i.action != "unchanged"],
+        }
 
     def only(self, items: list[PlanItem]) -> SyncPlan:
         """This plan with only ``items`` (kept in plan order)."""
         keep = set(items)
-        return SyncPlan(self.store, self.folder, self.glob, tuple(i for i in self.items if i in keep),
-                        dict(self.skipped), self.hashed)
+        return SyncPlan(
+            self.store, self.folder, self.glob, tuple(i for i in self.items if i in keep), dict(self.skipped), self.hashed
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,8 +174,15 @@ class FolderSyncs:
     def __init__(self, stores: Stores, catalog: Catalog, indexer: Indexer, jobs: JobRegistry) -> None:
         self.stores, self.catalog, self.indexer, self.jobs = stores, catalog, indexer, jobs
 
-    def folder(self, store: str, folder: str | os.PathLike, glob: str | None = None, *,
-               template: str | None = None, folders: LocalFolders | None = None) -> FolderSync:
+    def folder(
+        self,
+        store: str,
+        folder: str | os.PathLike,
+        glob: str | None = None,
+        *,
+        template: str | None = None,
+        folders: LocalFolders | None = None,
+    ) -> FolderSync:
         """A sync of ``folder`` into ``store`` (see :class:`FolderSync`)."""
         return FolderSync(self, store, folder, glob, template=template, folders=folders)
 
@@ -202,8 +219,16 @@ class FolderSync:
         InvalidArgument: the folder does not exist or is not a folder.
     """
 
-    def __init__(self, syncs: FolderSyncs, store: str, folder: str | os.PathLike, glob: str | None = None, *,
-                 template: str | None = None, folders: LocalFolders | None = None) -> None:
+    def __init__(
+        self,
+        syncs: FolderSyncs,
+        store: str,
+        folder: str | os.PathLike,
+        glob: str | None = None,
+        *,
+        template: str | None = None,
+        folders: LocalFolders | None = None,
+    ) -> None:
         raw = str(folder).strip()
         if not raw:
             raise InvalidArgument("Type the path of a folder on this machine.")
@@ -267,10 +292,8 @@ class FolderSync:
         for rel, (p, st) in sorted(disk.items()):
             name = known.get(rel)
             content = contents.get(name.file_id) if name is not None else None
-            if (name is not None and content is not None and name.size == st.st_size
-                    and name.mtime_ns == st.st_mtime_ns):
-                items.append(PlanItem("unchanged", rel, file_id=name.file_id, size=st.st_size,
-                                      mtime_ns=st.st_mtime_ns))
+            if name is not None and content is not None and name.size == st.st_size and name.mtime_ns == st.st_mtime_ns:
+                items.append(PlanItem("unchanged", rel, file_id=name.file_id, size=st.st_size, mtime_ns=st.st_mtime_ns))
                 continue
             try:
                 digest = sha256_of(p)
@@ -281,11 +304,13 @@ class FolderSync:
             if name is None:
                 fresh.append(PlanItem("added", rel, size=st.st_size, mtime_ns=st.st_mtime_ns, sha256=digest))
             elif content is not None and digest is not None and content.sha256 == digest:
-                items.append(PlanItem("unchanged", rel, file_id=name.file_id, size=st.st_size,
-                                      mtime_ns=st.st_mtime_ns, sha256=digest))
+                items.append(
+                    PlanItem("unchanged", rel, file_id=name.file_id, size=st.st_size, mtime_ns=st.st_mtime_ns, sha256=digest)
+                )
             else:
-                items.append(PlanItem("changed", rel, file_id=name.file_id, size=st.st_size,
-                                      mtime_ns=st.st_mtime_ns, sha256=digest))
+                items.append(
+                    PlanItem("changed", rel, file_id=name.file_id, size=st.st_size, mtime_ns=st.st_mtime_ns, sha256=digest)
+                )
         gone = {rel: n for rel, n in known.items() if rel not in disk}
         by_sha: dict[str, list[str]] = {}
         for rel, n in sorted(gone.items()):
@@ -297,8 +322,17 @@ class FolderSync:
             if olds:  # the same bytes left another path of this folder: a rename
                 old = olds.pop(0)
                 n = gone.pop(old)
-                items.append(PlanItem("renamed", item.path, old_path=old, file_id=n.file_id, size=item.size,
-                                      mtime_ns=item.mtime_ns, sha256=item.sha256))
+                items.append(
+                    PlanItem(
+                        "renamed",
+                        item.path,
+                        old_path=old,
+                        file_id=n.file_id,
+                        size=item.size,
+                        mtime_ns=item.mtime_ns,
+                        sha256=item.sha256,
+                    )
+                )
             else:
                 items.append(item)
         items += [PlanItem("deleted", rel, file_id=n.file_id) for rel, n in sorted(gone.items())]
@@ -306,9 +340,14 @@ class FolderSync:
         return SyncPlan(self.store, self.folder, self.glob, tuple(items), skipped, hashed)
 
     # -- applying ---------------------------------------------------------------------------------
-    def apply(self, plan: SyncPlan, *, on_result: Callable[[ItemResult], None] | None = None,
-              progress: Callable[[PlanItem, str, float], None] | None = None,
-              cancel: threading.Event | None = None) -> SyncReport:
+    def apply(
+        self,
+        plan: SyncPlan,
+        *,
+        on_result: Callable[[ItemResult], None] | None = None,
+        progress: Callable[[PlanItem, str, float], None] | None = None,
+        cancel: threading.Event | None = None,
+    ) -> SyncReport:
         """Carry ``plan`` out (made by :meth:`plan` of this sync) and remember the folder with the
         counts. Each change is reported (``on_result``); a file that fails is reported and the rest
         goes on; ``cancel`` stops before the next item (and cancels the file being ingested).
@@ -320,8 +359,7 @@ class FolderSync:
             if item.action == "unchanged":
                 # read to compare: next time its size and mtime suffice
                 if item.sha256 is not None and item.file_id is not None:
-                    self.catalog.add_name(self.store, item.file_id, item.path, self.folder, item.size,
-                                             item.mtime_ns)
+                    self.catalog.add_name(self.store, item.file_id, item.path, self.folder, item.size, item.mtime_ns)
                 continue
             if cancel is not None and cancel.is_set():
                 r = ItemResult(item, False, f"{item.path}: not done, the sync was stopped.")
@@ -336,28 +374,42 @@ class FolderSync:
             self.catalog.record_sync(self.store, self.folder, report.counts())
         return report
 
-    def _apply_one(self, item: PlanItem, progress: Callable[[PlanItem, str, float], None] | None,
-                   cancel: threading.Event | None) -> ItemResult:
+    def _apply_one(
+        self, item: PlanItem, progress: Callable[[PlanItem, str, float], None] | None, cancel: threading.Event | None
+    ) -> ItemResult:
         try:
             if item.action in ("added", "changed"):
                 stat = (item.size, item.mtime_ns) if item.size is not None and item.mtime_ns is not None else None
-                r = self.indexer.ingest_file(self.store, self.source(item.path), item.path, template=self.template,
-                                   folder=self.folder, stat=stat, cancel=cancel,
-                                   progress=(lambda s, f: progress(item, s, f)) if progress else None)
+                r = self.indexer.ingest_file(
+                    self.store,
+                    self.source(item.path),
+                    item.path,
+                    template=self.template,
+                    folder=self.folder,
+                    stat=stat,
+                    cancel=cancel,
+                    progress=(lambda s, f: progress(item, s, f)) if progress else None,
+                )
                 said = r.message if r.message.startswith(item.path) else f"{item.path}: {r.message}"
                 return ItemResult(item, r.ok, said, r)
             if item.action == "renamed":
                 assert item.file_id is not None and item.old_path is not None
-                self.indexer.rename(self.store, item.file_id, item.old_path, item.path, folder=self.folder,
-                                  stat=(item.size, item.mtime_ns))
+                self.indexer.rename(
+                    self.store, item.file_id, item.old_path, item.path, folder=self.folder, stat=(item.size, item.mtime_ns)
+                )
                 return ItemResult(item, True, f"{item.path}: renamed from {item.old_path}; nothing re-embedded.")
             if item.action == "deleted":
                 # every content carrying the path from this folder (a changed file that failed to read
                 # leaves its earlier version beside it): the path is gone
                 ids = {x.file_id for x in self.catalog.names(self.store, name=item.path, folder=self.folder)}
                 n = sum(self.indexer.delete_name(self.store, fid, item.path, folder=self.folder) for fid in sorted(ids))
-                return ItemResult(item, True, f"{item.path}: removed from the store ({n} chunks)." if n else
-                                  f"{item.path}: removed; its content stays under its other name(s).")
+                return ItemResult(
+                    item,
+                    True,
+                    f"{item.path}: removed from the store ({n} chunks)."
+                    if n
+                    else f"{item.path}: removed; its content stays under its other name(s).",
+                )
         except KnowledgeError as exc:
             return ItemResult(item, False, f"{item.path}: {exc}")
         except Exception as exc:  # a reader's bug: this file fails in words, the sync goes on
@@ -389,11 +441,17 @@ class FolderSync:
                 unsettled.append(i)
         return plan.only([i for i in plan.items if i not in unsettled]), unsettled
 
-    def watch(self, stop: threading.Event, *, debounce: float = DEBOUNCE_SECONDS, settle: float = SETTLE_SECONDS,
-              on_report: Callable[[SyncReport], None] | None = None,
-              on_waiting: Callable[[list[PlanItem]], None] | None = None,
-              on_error: Callable[[Exception], None] | None = None,
-              poll: float | None = None) -> None:
+    def watch(
+        self,
+        stop: threading.Event,
+        *,
+        debounce: float = DEBOUNCE_SECONDS,
+        settle: float = SETTLE_SECONDS,
+        on_report: Callable[[SyncReport], None] | None = None,
+        on_waiting: Callable[[list[PlanItem]], None] | None = None,
+        on_error: Callable[[Exception], None] | None = None,
+        poll: float | None = None,
+    ) -> None:
         """Sync now, then again whenever files change, until ``stop`` is set.
 
         A round starts ``debounce`` seconds after the last file event (a burst of saves is one
@@ -494,8 +552,7 @@ class SyncJob(IngestJob):
 
         def on_result(r: ItemResult) -> None:
             fp = self.files[index[r.item]]
-            outcome = (r.ingest.outcome if r.ingest is not None else
-                       Outcome.INDEXED if r.ok else Outcome.FAILED)
+            outcome = r.ingest.outcome if r.ingest is not None else Outcome.INDEXED if r.ok else Outcome.FAILED
             if r.item.action in ("renamed", "deleted") and r.ok:
                 outcome = Outcome.UNCHANGED
             fp.result = r.ingest or IngestResult(r.item.path, outcome, r.message, file_id=r.item.file_id)

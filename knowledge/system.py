@@ -76,8 +76,13 @@ class System:
         ConfigError: the file store named by the settings is not the catalog's (``check_file_store``).
     """
 
-    def __init__(self, settings: Settings | None = None,
-                 embedder_factory: Callable[[str], Embedder] | None = None, *, check_file_store: bool = True) -> None:
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        embedder_factory: Callable[[str], Embedder] | None = None,
+        *,
+        check_file_store: bool = True,
+    ) -> None:
         self.settings = settings or load_settings()
         self.catalog = Catalog.from_settings(self.settings)
         #: The file store the catalog records (:mod:`knowledge.service.filehome`): followed across a
@@ -88,8 +93,9 @@ class System:
             self.catalog.close()
             raise
         self.templates = TemplateRegistry(self.settings, self.catalog)
-        self.stores = Stores(self.settings, self.catalog, self.files, self.templates,
-                             embedder_factory or self._default_embedder)
+        self.stores = Stores(
+            self.settings, self.catalog, self.files, self.templates, embedder_factory or self._default_embedder
+        )
         self.indexer = Indexer(self.stores, lambda model: self.embedder(model))
         self.searcher = Searcher(self.stores, lambda model: self.embedder(model))
         #: The newest ingest job per store and the running ones (:mod:`knowledge.service.jobs`).
@@ -103,9 +109,13 @@ class System:
         #: Accounts, sharing, API keys, the audit trail (:mod:`knowledge.people`).
         self.people = People(self.catalog, self.settings)
         #: Who may do what (:mod:`knowledge.people.policy`).
-        self.policy = Policy(self.people.sharing, store_exists=self.stores.exists,
-                             check_new_name=lambda name: check_store_name(name, new=True),
-                             file_stores=self.catalog.stores_using_file, file_owner=self._file_owner)
+        self.policy = Policy(
+            self.people.sharing,
+            store_exists=self.stores.exists,
+            check_new_name=lambda name: check_store_name(name, new=True),
+            file_stores=self.catalog.stores_using_file,
+            file_owner=self._file_owner,
+        )
         #: A move of the files started from this process (``Workbench.start_file_move``): its thread,
         #: target, report or error, under :attr:`file_move_lock`.
         self.file_move: dict[str, Any] = {}
@@ -141,8 +151,7 @@ class System:
         users = self.stores.stores_using_template(template.name, internal=True)
         if users and template.name in self.catalog.list_templates():
             old = self.templates.get(template.name)
-            changed = [f for f in ("backend", "embedding_model", "distance")
-                       if getattr(old, f) != getattr(template, f)]
+            changed = [f for f in ("backend", "embedding_model", "distance") if getattr(old, f) != getattr(template, f)]
             if changed:
                 raise InvalidArgument(
                     f"Template {template.name!r} is used by {', '.join(users)}; its {', '.join(changed)}"

@@ -23,9 +23,11 @@ RANKINGS: dict[str, str] = {"hybrid": "Hybrid", "vector": "Semantic", "lexical":
 RANKING_ALIASES: dict[str, str] = {"semantic": "vector", "keyword": "lexical"}
 
 #: What each ranking does, in one sentence each (help texts).
-RANKING_HELP = ("**Hybrid**: the Semantic and the Keyword rankings merged (reciprocal rank fusion; "
-                "ordered by the rank score). **Semantic**: by meaning, the similarity of the embeddings. "
-                "**Keyword**: by the words, BM25 over English stems (the keyword score).")
+RANKING_HELP = (
+    "**Hybrid**: the Semantic and the Keyword rankings merged (reciprocal rank fusion; "
+    "ordered by the rank score). **Semantic**: by meaning, the similarity of the embeddings. "
+    "**Keyword**: by the words, BM25 over English stems (the keyword score)."
+)
 
 SIMILARITY = "similarity"
 KEYWORD_SCORE = "keyword score"
@@ -50,8 +52,10 @@ def search_mode(value: str) -> str:
     word = str(value).strip().lower()
     word = RANKING_ALIASES.get(word, word)
     if word not in RANKINGS:
-        raise InvalidArgument(f"Unknown search mode {value!r}; use hybrid, semantic or keyword"
-                              " (vector and lexical are the same as semantic and keyword).")
+        raise InvalidArgument(
+            f"Unknown search mode {value!r}; use hybrid, semantic or keyword"
+            " (vector and lexical are the same as semantic and keyword)."
+        )
     return word
 
 
@@ -68,5 +72,17 @@ def backend_label(backend: str) -> str:
     return f"{BACKENDS.get(backend, backend)} backend"
 
 
-__all__ = ["BACKENDS", "KEYWORD_SCORE", "RANKINGS", "RANKING_ALIASES", "RANKING_HELP", "RANKING_ORDER",
-           "RANK_SCORE", "RERANK_SCORE", "SIMILARITY", "backend_label", "ranking_label", "search_mode"]
+__all__ = [
+    "BACKENDS",
+    "KEYWORD_SCORE",
+    "RANKINGS",
+    "RANKING_ALIASES",
+    "RANKING_HELP",
+    "RANKING_ORDER",
+    "RANK_SCORE",
+    "RERANK_SCORE",
+    "SIMILARITY",
+    "backend_label",
+    "ranking_label",
+    "search_mode",
+]

@@ -101,9 +101,14 @@ class Workbench:
     Thread-safe; cheap to make (one per request or page run).
     """
 
-    def __init__(self, system: System | Settings | None = None,
-                 embedder_factory: Callable[[str], Embedder] | None = None, *, actor: Actor = LOCAL_ADMIN,
-                 check_file_store: bool = True) -> None:
+    def __init__(
+        self,
+        system: System | Settings | None = None,
+        embedder_factory: Callable[[str], Embedder] | None = None,
+        *,
+        actor: Actor = LOCAL_ADMIN,
+        check_file_store: bool = True,
+    ) -> None:
         if isinstance(system, System):
             self._system, self._owns_system = system, False
         else:  # Workbench() / Workbench(settings, embedder_factory): a system of its own, closed with it
@@ -176,8 +181,9 @@ class Workbench:
         return self._system.files.home(fresh=True)
 
     @checks("files.move")
-    def move_files(self, to: str, *, delete_old: bool = False,
-                   progress: Callable[[MoveReport, int], None] | None = None) -> MoveReport:
+    def move_files(
+        self, to: str, *, delete_old: bool = False, progress: Callable[[MoveReport, int], None] | None = None
+    ) -> MoveReport:
         """Move every stored file to the file store ``to`` as the settings name it, then switch over
         (:func:`knowledge.service.filehome.move_files`: by id, streamed, SHA-256 verified, resumable);
         admins only; recorded in the audit trail.
@@ -188,8 +194,10 @@ class Workbench:
         """
         self._check("files.move")
         report = move_files(self.settings, self._system.catalog, to, delete_old=delete_old, progress=progress)
-        self.record("files.move", detail={"to": report.target, "copied": report.copied,
-                                          "switched": report.switched, "deleted": report.deleted})
+        self.record(
+            "files.move",
+            detail={"to": report.target, "copied": report.copied, "switched": report.switched, "deleted": report.deleted},
+        )
         return report
 
     @checks("files.move")
@@ -226,8 +234,12 @@ class Workbench:
         if not state:
             return {}
         thread = state.pop("thread", None)
-        return {"running": thread is not None and thread.is_alive(), "to": state.get("to"),
-                "report": state.get("report"), "error": state.get("error")}
+        return {
+            "running": thread is not None and thread.is_alive(),
+            "to": state.get("to"),
+            "report": state.get("report"),
+            "error": state.get("error"),
+        }
 
     @checks("files.cleanup")
     def delete_old_file_copies(self) -> int:
@@ -246,14 +258,22 @@ class Workbench:
             self._system.people.sharing.set_owner(store, self.actor.username)
 
     @checks("audit.record")
-    def record(self, action: str, *, store: str | None = None, target: str | None = None,
-               detail: dict[str, Any] | None = None) -> None:
+    def record(
+        self, action: str, *, store: str | None = None, target: str | None = None, detail: dict[str, Any] | None = None
+    ) -> None:
         """Add an event to the audit trail in :attr:`actor`'s name (:mod:`knowledge.people.audit`)."""
         self._system.people.audit.record(self.actor.username, action, store=store, target=target, detail=detail)
 
     @checks("audit.read")
-    def audit_events(self, *, actor: str | None = None, action: str | None = None, store: str | None = None,
-                     since: Any = None, limit: int = 500) -> list[AuditEvent]:
+    def audit_events(
+        self,
+        *,
+        actor: str | None = None,
+        action: str | None = None,
+        store: str | None = None,
+        since: Any = None,
+        limit: int = 500,
+    ) -> list[AuditEvent]:
         """The audit trail as :attr:`actor` may read it, newest first (at most ``limit``), filtered as
         :meth:`knowledge.people.audit.Audit.events`: an admin (or the local admin) reads every event;
         a member the events of the stores they may use now and those about their own account (its
@@ -262,11 +282,11 @@ class Workbench:
             return self._system.people.audit.events(actor=actor, action=action, store=store, since=since, limit=limit)
         if store is not None and not self._allowed("store.read", store):
             return []
-        scan = self._system.people.audit.events(actor=actor, action=action, store=store, since=since,
-                                        limit=min(AUDIT_SCAN, max(limit, 1) * 20))
+        scan = self._system.people.audit.events(
+            actor=actor, action=action, store=store, since=since, limit=min(AUDIT_SCAN, max(limit, 1) * 20)
+        )
         seen = set(self.visible({e.store for e in scan if e.store is not None}))
-        mine = [e for e in scan if (e.store in seen if e.store is not None
-                                    else self.actor.username in (e.actor, e.target))]
+        mine = [e for e in scan if (e.store in seen if e.store is not None else self.actor.username in (e.actor, e.target))]
         return mine[:limit]
 
     @checks("store.list")
@@ -383,15 +403,17 @@ class Workbench:
         self._system.jobs.ensure_worker()
 
     @checks("store.write")
-    def new_job(self, store: str, items: Sequence[Item], *, template: str | None = None,
-                password: str | None = None) -> IngestJob:
+    def new_job(
+        self, store: str, items: Sequence[Item], *, template: str | None = None, password: str | None = None
+    ) -> IngestJob:
         """A batch of ``items`` for ``store``, made but not started: :meth:`submit_job` checks and
         starts it (the CLI submits it again after an outage)."""
         return IngestJob(self._system.jobs, store, items, template=template, password=password)
 
     @checks("store.write")
-    def folder_job(self, store: str, folder: str | os.PathLike, glob: str | None = None, *,
-                   folders: LocalFolders | None = None) -> IngestJob:
+    def folder_job(
+        self, store: str, folder: str | os.PathLike, glob: str | None = None, *, folders: LocalFolders | None = None
+    ) -> IngestJob:
         """A batch of the files of ``folder`` matching ``glob`` for ``store``, made but not started
         (:meth:`IngestJob.from_folder <knowledge.service.jobs.IngestJob.from_folder>`, whose errors
         it raises); :meth:`submit_job` checks and starts it."""
@@ -532,8 +554,7 @@ class Workbench:
         elif kind == "group" and principal not in self._system.people.accounts.groups():
             raise InvalidArgument(f"There is no group {principal!r}.")
         grant = self._system.people.sharing.share(name, kind, principal, level)
-        self.record("store.share", store=name, target=grant.principal or "everyone",
-                    detail={"kind": kind, "level": level})
+        self.record("store.share", store=name, target=grant.principal or "everyone", detail={"kind": kind, "level": level})
         return grant
 
     @checks("store.own")
@@ -566,8 +587,12 @@ class Workbench:
         if new and self._system.stores.exists(store):  # made by this ingest (not refused before it was)
             self.claim(store)
             self.record("store.create", store=store)
-        self.record("file.ingest", store=store, target=names[0] if len(names) == 1 else None,
-                    detail={"files": names[:50], "count": len(names), **detail})
+        self.record(
+            "file.ingest",
+            store=store,
+            target=names[0] if len(names) == 1 else None,
+            detail={"files": names[:50], "count": len(names), **detail},
+        )
 
     @checks("store.write")
     def ingest_file(self, store, source, name=None, **kwargs) -> IngestResult:
@@ -578,9 +603,16 @@ class Workbench:
         return result
 
     @checks("store.write")
-    def submit_batch(self, store: str, items: Sequence[Item], *, template: str | None = None,
-                     password: str | None = None, attributes: dict[str, Any] | None = None,
-                     options: dict[str, Any] | None = None) -> IngestJob:
+    def submit_batch(
+        self,
+        store: str,
+        items: Sequence[Item],
+        *,
+        template: str | None = None,
+        password: str | None = None,
+        attributes: dict[str, Any] | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> IngestJob:
         """Queue ``items`` (``(name, bytes)``, ``(name, path)`` or ``(name, StoredFile)``) for
         ``store`` as one batch of job rows, ingested by any worker
         (:class:`~knowledge.service.jobs.IngestJob`, whose arguments these are); see :meth:`submit_job`.
@@ -589,8 +621,11 @@ class Workbench:
             StoreNotFound, PermissionDenied: :attr:`actor` may not write to ``store`` (nothing queued).
             BackendUnavailable: the catalog cannot be reached.
         """
-        return self.submit_job(IngestJob(self._system.jobs, store, items, template=template, password=password,
-                                         attributes=attributes, options=options))
+        return self.submit_job(
+            IngestJob(
+                self._system.jobs, store, items, template=template, password=password, attributes=attributes, options=options
+            )
+        )
 
     @checks("store.write")
     def submit_job(self, job: IngestJob) -> IngestJob:
@@ -616,8 +651,9 @@ class Workbench:
         return job.start()
 
     @checks("store.write")
-    def submit_web(self, store: str, url: str, *, depth: int = 0, max_pages: int | None = None,
-                   template: str | None = None) -> WebJob:
+    def submit_web(
+        self, store: str, url: str, *, depth: int = 0, max_pages: int | None = None, template: str | None = None
+    ) -> WebJob:
         """Fetch and ingest the page at ``url`` (``depth``, ``max_pages``: its same-site links) into
         ``store`` in a thread of this process (:class:`~knowledge.service.web.WebJob`), each page
         with :meth:`ingest_file` (checked and recorded as :attr:`actor`'s, page by page).
@@ -625,8 +661,9 @@ class Workbench:
         Raises:
             InvalidArgument: a bad URL, depth or max_pages (nothing fetched).
         """
-        return WebJob(self._system.jobs, self.ingest_file, store, url, depth=depth, max_pages=max_pages,
-                      template=template).start()
+        return WebJob(
+            self._system.jobs, self.ingest_file, store, url, depth=depth, max_pages=max_pages, template=template
+        ).start()
 
     @checks("store.write")
     def ingest_paths(self, store, paths, **kwargs) -> list[IngestResult]:
@@ -704,8 +741,9 @@ class Workbench:
         return self._system.stores.settings_of(store)
 
     @checks("store.write")
-    def set_store_settings(self, store: str, *, description: str | None = None,
-                           score_threshold: float | None = None) -> StoreSettings:
+    def set_store_settings(
+        self, store: str, *, description: str | None = None, score_threshold: float | None = None
+    ) -> StoreSettings:
         """Replace the own settings of ``store`` (see :meth:`Stores.set_settings`); needs write access.
 
         Raises:
@@ -713,8 +751,9 @@ class Workbench:
         """
         self.authorize(store, "write")
         done = self._system.stores.set_settings(store, description=description, score_threshold=score_threshold)
-        self.record("store.update", store=store, detail={"description": done.description,
-                                                         "score_threshold": done.score_threshold})
+        self.record(
+            "store.update", store=store, detail={"description": done.description, "score_threshold": done.score_threshold}
+        )
         return done
 
     @checks("store.read")
@@ -745,15 +784,32 @@ class Workbench:
 
     # -- search (see knowledge.service.search) ----------------------------------------------------------
     @checks("store.read")
-    def search(self, store: str, query: str | SearchRequest, k: int = 5, *,
-               where: Mapping[str, Any] | None = None, score_threshold: float | None = None,
-               max_per_file: int | None = None, mode: str | None = None, rerank: bool | None = None,
-               merge: bool | None = None) -> list[Hit]:
+    def search(
+        self,
+        store: str,
+        query: str | SearchRequest,
+        k: int = 5,
+        *,
+        where: Mapping[str, Any] | None = None,
+        score_threshold: float | None = None,
+        max_per_file: int | None = None,
+        mode: str | None = None,
+        rerank: bool | None = None,
+        merge: bool | None = None,
+    ) -> list[Hit]:
         """The hits of :meth:`Searcher.search`: ``query`` a :class:`SearchRequest`, or its text with
         the common options as keywords (:func:`~knowledge.service.search.search_request`)."""
         self.authorize(store)
-        request = search_request(query, k, where=where, score_threshold=score_threshold, max_per_file=max_per_file,
-                                 mode=mode, rerank=rerank, merge=merge)
+        request = search_request(
+            query,
+            k,
+            where=where,
+            score_threshold=score_threshold,
+            max_per_file=max_per_file,
+            mode=mode,
+            rerank=rerank,
+            merge=merge,
+        )
         return self._system.searcher.search(store, request).hits
 
     @checks("store.read")
@@ -772,9 +828,16 @@ class Workbench:
         return self._system.searcher.rerank_of(self._system.stores.get(store))
 
     @checks("store.read")
-    def search_stores(self, stores: Iterable[str], query: str | SearchRequest, k: int = 5, *,
-                      where: Mapping[str, Any] | None = None, mode: str | None = None,
-                      thresholds: Mapping[str, float | None] | None = None) -> MultiSearch:
+    def search_stores(
+        self,
+        stores: Iterable[str],
+        query: str | SearchRequest,
+        k: int = 5,
+        *,
+        where: Mapping[str, Any] | None = None,
+        mode: str | None = None,
+        thresholds: Mapping[str, float | None] | None = None,
+    ) -> MultiSearch:
         """See :meth:`Searcher.search_stores` (``query`` as in :meth:`search`); each store needs read
         access (``StoreNotFound`` otherwise)."""
         stores = list(stores)
@@ -862,8 +925,15 @@ class Workbench:
         return self._system.files.content(file_id)
 
     @checks("file.save")
-    def save_attachment(self, name: str, media_type: str | None, data: bytes | BinaryIO, *,
-                        max_bytes: int | None = None, metadata: dict[str, Any] | None = None) -> StoredFile:
+    def save_attachment(
+        self,
+        name: str,
+        media_type: str | None,
+        data: bytes | BinaryIO,
+        *,
+        max_bytes: int | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> StoredFile:
         """Keep a file's bytes in the file store without indexing them (a chat's picture, an API
         upload); ``media_type`` ``None`` is guessed from ``name``; ``max_bytes`` defaults to setting
         ``ingest.max_file_bytes``.
@@ -994,8 +1064,7 @@ class PortableDesk:
         self._wb, self._portable = wb, portable
 
     @checks("store.read")
-    def export_store(self, store: str, out: str | os.PathLike, *, progress: BundleProgress | None = None
-                     ) -> ExportResult:
+    def export_store(self, store: str, out: str | os.PathLike, *, progress: BundleProgress | None = None) -> ExportResult:
         """See :meth:`Portable.export_store`. Raises ``StoreNotFound`` (also for a store the actor may
         not see)."""
         self._wb._check("store.read", store)
@@ -1005,8 +1074,14 @@ class PortableDesk:
         return result
 
     @checks("store.create")
-    def import_bundle(self, bundle: str | os.PathLike, *, as_name: str | None = None, template: str | None = None,
-                      progress: BundleProgress | None = None) -> ImportResult:
+    def import_bundle(
+        self,
+        bundle: str | os.PathLike,
+        *,
+        as_name: str | None = None,
+        template: str | None = None,
+        progress: BundleProgress | None = None,
+    ) -> ImportResult:
         """See :meth:`Portable.import_bundle`; the store made is the actor's."""
         if as_name and self._wb._system.stores.exists(as_name):
             self._wb._check("store.read", as_name)  # the import refuses an existing name; this hides whose it is
@@ -1049,8 +1124,15 @@ class SyncDesk:
         self._wb, self._syncs = wb, syncs
 
     @checks("store.write")
-    def folder(self, store: str, folder: str | os.PathLike, glob: str | None = None, *,
-               template: str | None = None, folders: LocalFolders | None = None) -> FolderSync:
+    def folder(
+        self,
+        store: str,
+        folder: str | os.PathLike,
+        glob: str | None = None,
+        *,
+        template: str | None = None,
+        folders: LocalFolders | None = None,
+    ) -> FolderSync:
         """See :meth:`FolderSyncs.folder`. Raises ``StoreNotFound``, ``PermissionDenied``."""
         self._wb._check("store.write", store)
         return self._syncs.folder(store, folder, glob, template=template, folders=folders)
@@ -1077,34 +1159,63 @@ class EvaluationDesk:
         self._wb, self._evaluations = wb, evaluations
 
     @checks("store.read")
-    def evaluate(self, store: str, qset: QuestionSet, mode: str | None = None, k: int = 10, *,
-                 fusion_weight: float | None = None, candidates: int | None = None,
-                 progress: Callable[[int, int], None] | None = None, rerank: bool | None = None,
-                 rank_constant: int | None = None) -> EvalRun:
+    def evaluate(
+        self,
+        store: str,
+        qset: QuestionSet,
+        mode: str | None = None,
+        k: int = 10,
+        *,
+        fusion_weight: float | None = None,
+        candidates: int | None = None,
+        progress: Callable[[int, int], None] | None = None,
+        rerank: bool | None = None,
+        rank_constant: int | None = None,
+    ) -> EvalRun:
         """See :meth:`Evaluations.evaluate`. Raises ``StoreNotFound``."""
         self._wb._check("store.read", store)
-        return self._evaluations.evaluate(store, qset, mode, k, fusion_weight=fusion_weight, candidates=candidates,
-                                          progress=progress, rerank=rerank, rank_constant=rank_constant)
+        return self._evaluations.evaluate(
+            store,
+            qset,
+            mode,
+            k,
+            fusion_weight=fusion_weight,
+            candidates=candidates,
+            progress=progress,
+            rerank=rerank,
+            rank_constant=rank_constant,
+        )
 
     @checks("evaluation.sets")
-    def tuned(self, *, fusion_weight: float | None = None, candidates: int | None = None,
-              rank_constant: int | None = None) -> Searcher:
+    def tuned(
+        self, *, fusion_weight: float | None = None, candidates: int | None = None, rank_constant: int | None = None
+    ) -> Searcher:
         """See :meth:`Evaluations.tuned`."""
-        return self._evaluations.tuned(fusion_weight=fusion_weight, candidates=candidates,
-                                       rank_constant=rank_constant)
+        return self._evaluations.tuned(fusion_weight=fusion_weight, candidates=candidates, rank_constant=rank_constant)
 
     @checks("store.read")
-    def sweep_fusion_weight(self, store: str, qset: QuestionSet,
-                            weights: Sequence[float] = (0.0, 0.25, 0.5, 0.75, 1.0), k: int = 10,
-                            candidates: int | None = None) -> list[EvalRun]:
+    def sweep_fusion_weight(
+        self,
+        store: str,
+        qset: QuestionSet,
+        weights: Sequence[float] = (0.0, 0.25, 0.5, 0.75, 1.0),
+        k: int = 10,
+        candidates: int | None = None,
+    ) -> list[EvalRun]:
         """See :meth:`Evaluations.sweep_fusion_weight`. Raises ``StoreNotFound``."""
         self._wb._check("store.read", store)
         return self._evaluations.sweep_fusion_weight(store, qset, weights, k, candidates)
 
     @checks("store.read")
-    def try_chunkings(self, store: str, qset: QuestionSet, chunkings: Sequence[tuple[int, int]],
-                      modes: Sequence[str] = ("hybrid",), k: int = 10,
-                      progress: Callable[[str, float], None] | None = None) -> list[ChunkTrial]:
+    def try_chunkings(
+        self,
+        store: str,
+        qset: QuestionSet,
+        chunkings: Sequence[tuple[int, int]],
+        modes: Sequence[str] = ("hybrid",),
+        k: int = 10,
+        progress: Callable[[str, float], None] | None = None,
+    ) -> list[ChunkTrial]:
         """See :meth:`Evaluations.try_chunkings`. Raises ``StoreNotFound``."""
         self._wb._check("store.read", store)
         return self._evaluations.try_chunkings(store, qset, chunkings, modes, k, progress)

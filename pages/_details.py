@@ -49,11 +49,17 @@ def details_section(wb: Workbench, store: str, writable: bool) -> None:
         return
     with st.expander("📝 File details: title and attributes"):
         flash(f"details:{store}")
-        st.caption("Attributes are key/value details of a file that filters use: in the playground as "
-                   "`attr_<key> = value`, in chat's sidebar filter, and in the API's `attributes`.")
+        st.caption(
+            "Attributes are key/value details of a file that filters use: in the playground as "
+            "`attr_<key> = value`, in chat's sidebar filter, and in the API's `attributes`."
+        )
         names = {f.file_id: f.file_name for f in done}
-        fid = st.selectbox("File", sorted(names, key=lambda i: names[i].lower()), format_func=lambda i: names[i],
-                           key=f"details-pick:{store}")
+        fid = st.selectbox(
+            "File",
+            sorted(names, key=lambda i: names[i].lower()),
+            format_func=lambda i: names[i],
+            key=f"details-pick:{store}",
+        )
         if fid is None:
             return
         base = f"details:{store}:{fid}"
@@ -63,8 +69,9 @@ def details_section(wb: Workbench, store: str, writable: bool) -> None:
             except KnowledgeError as exc:
                 st.error(inert(exc))
                 return
-        st.text_input("Title", key=f"{base}:title", disabled=not writable, max_chars=512,
-                      placeholder="none (the file name is shown)")
+        st.text_input(
+            "Title", key=f"{base}:title", disabled=not writable, max_chars=512, placeholder="none (the file name is shown)"
+        )
         ids: list[int] = st.session_state[f"{base}:rows"]
         if ids:
             st.markdown("**Attributes**")
@@ -89,8 +96,14 @@ def details_section(wb: Workbench, store: str, writable: bool) -> None:
             st.session_state[f"{base}:t:{rid}"] = TYPES[0]
             st.rerun()
         if c2.button("💾 Save details", key=f"{base}:save", type="primary", width="stretch"):
-            rows = [{"key": st.session_state.get(f"{base}:k:{r}"), "type": st.session_state.get(f"{base}:t:{r}"),
-                     "value": st.session_state.get(f"{base}:v:{r}")} for r in ids]
+            rows = [
+                {
+                    "key": st.session_state.get(f"{base}:k:{r}"),
+                    "type": st.session_state.get(f"{base}:t:{r}"),
+                    "value": st.session_state.get(f"{base}:v:{r}"),
+                }
+                for r in ids
+            ]
             try:
                 attributes = attributes_of(st.session_state.get(f"{base}:title"), rows)
                 n = wb.set_file_attributes(store, fid, attributes)
@@ -98,8 +111,12 @@ def details_section(wb: Workbench, store: str, writable: bool) -> None:
                 st.error(md("Not saved: {}", str(exc)), icon="❌")
                 return
             _forget(base)  # read back what was saved
-            set_flash(f"details:{store}", True, f"Saved the details of {names[fid]} ({len(attributes)} attribute(s),"
-                      f" {n} chunks updated): filters see them now.")
+            set_flash(
+                f"details:{store}",
+                True,
+                f"Saved the details of {names[fid]} ({len(attributes)} attribute(s),"
+                f" {n} chunks updated): filters see them now.",
+            )
             st.rerun()
 
 
@@ -114,16 +131,24 @@ def settings_section(wb: Workbench, store: str, level: str) -> None:
         fallback = wb.default_threshold(store) if own.score_threshold is None else None
         with st.form(f"store-settings:{store}", border=False):
             description = st.text_area(
-                "Description", value=own.description, max_chars=MAX_DESCRIPTION_CHARS, disabled=not writable,
+                "Description",
+                value=own.description,
+                max_chars=MAX_DESCRIPTION_CHARS,
+                disabled=not writable,
                 placeholder="What this store holds, e.g. 'The Rust book and our style guide'",
-                help="Shown to the chat model beside the store's name, so it knows when to search it.")
+                help="Shown to the chat model beside the store's name, so it knows when to search it.",
+            )
             threshold = st.number_input(
-                "Default score threshold", value=own.score_threshold, step=0.05, format="%.2f",
+                "Default score threshold",
+                value=own.score_threshold,
+                step=0.05,
+                format="%.2f",
                 disabled=not writable,
                 placeholder=("none" if fallback is None else f"default {fallback:.2f}"),
                 help="The playground starts with it and chat's searches of this store use it, when no"
-                     " threshold is set by hand. Empty: the setting search.score_threshold (for cosine and"
-                     " dot; none for distances).")
+                " threshold is set by hand. Empty: the setting search.score_threshold (for cosine and"
+                " dot; none for distances).",
+            )
             if st.form_submit_button("💾 Save settings", disabled=not writable):
                 try:
                     wb.set_store_settings(store, description=description, score_threshold=threshold)
@@ -133,17 +158,26 @@ def settings_section(wb: Workbench, store: str, level: str) -> None:
                 st.rerun()
         if not writable:
             st.caption("Shared with you read-only: the settings cannot be changed here.")
-        st.markdown(md("Made from template **{}** (model {}, {} distance).", record.template, record.embedding_model,
-                       record.distance))
+        st.markdown(
+            md(
+                "Made from template **{}** (model {}, {} distance).",
+                record.template,
+                record.embedding_model,
+                record.distance,
+            )
+        )
         if level != "owner":
             return
         names = wb.template_names()
         c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
         target = c1.selectbox(
-            "Re-embed with template", names, index=names.index(record.template) if record.template in names else 0,
+            "Re-embed with template",
+            names,
+            index=names.index(record.template) if record.template in names else 0,
             key=f"reembed-to:{store}",
             help="Indexes every file again from its stored chunk text with the template's model, backend and"
-                 " distance (the same model: the vectors are copied); the store switches only when it is complete.")
+            " distance (the same model: the vectors are copied); the store switches only when it is complete.",
+        )
         if c2.button("Re-embed", key=f"reembed:{store}", disabled=not names):
             bar = st.progress(0.0, text="Re-embedding...")
             try:

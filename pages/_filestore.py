@@ -54,8 +54,13 @@ def file_store_tab(wb: Workbench) -> None:
         return
     if home.previous is not None:  # a finished move: its old copies first (then another move may start)
         st.subheader("Old copies")
-        st.caption(md("The files were moved from {}; its copies are kept until deleted. Only files whose copy"
-                      " is checked in the new store are deleted.", describe(home.previous)))
+        st.caption(
+            md(
+                "The files were moved from {}; its copies are kept until deleted. Only files whose copy"
+                " is checked in the new store are deleted.",
+                describe(home.previous),
+            )
+        )
         if st.button("Delete the old copies", icon=":material/delete:"):
             try:
                 n = wb.delete_old_file_copies()
@@ -67,14 +72,19 @@ def file_store_tab(wb: Workbench) -> None:
     targets = _targets(wb)
     st.subheader("Move the files to another store")
     if not targets:
-        st.caption("The settings name no other file store. Set the target's `file_store.*` settings (for S3:"
-                   " `file_store.s3_bucket`, `s3_endpoint_url`, credentials) next to the current ones and"
-                   " restart the app; or run `knowledge files move --to s3` where they are set.")
+        st.caption(
+            "The settings name no other file store. Set the target's `file_store.*` settings (for S3:"
+            " `file_store.s3_bucket`, `s3_endpoint_url`, credentials) next to the current ones and"
+            " restart the app; or run `knowledge files move --to s3` where they are set."
+        )
     else:
-        st.caption("Every file is copied by its id and checked (SHA-256) before the switch; uploads and ingestion"
-                   " go on meanwhile. The old copies stay until you delete them.")
-        to = st.selectbox("Move to", targets, format_func=lambda b: describe(location_of(wb.settings, b)),
-                          key="file_move_to")
+        st.caption(
+            "Every file is copied by its id and checked (SHA-256) before the switch; uploads and ingestion"
+            " go on meanwhile. The old copies stay until you delete them."
+        )
+        to = st.selectbox(
+            "Move to", targets, format_func=lambda b: describe(location_of(wb.settings, b)), key="file_move_to"
+        )
         if st.button("Move the files", type="primary", icon=":material/drive_file_move:"):
             try:
                 wb.start_file_move(to)
@@ -98,14 +108,21 @@ def _draw(wb: Workbench) -> None:
     if home.moving_to is not None:
         done = home.progress or {}
         copied, total = int(done.get("copied") or 0), done.get("total")
-        text = (f"Switching to {describe(home.moving_to)}: the last files saved meanwhile" if home.phase == "switching"
-                else f"Copying to {describe(home.moving_to)}: {copied} of {total if total is not None else '…'}"
-                     " files copied and checked")
+        text = (
+            f"Switching to {describe(home.moving_to)}: the last files saved meanwhile"
+            if home.phase == "switching"
+            else f"Copying to {describe(home.moving_to)}: {copied} of {total if total is not None else '…'}"
+            " files copied and checked"
+        )
         st.progress(min(1.0, copied / total) if total else 0.0, text=inert(text))
         if not state.get("running"):
-            st.caption(md("Started by another process (`knowledge files move --to {}`). If it was interrupted it"
-                          " resumes where it stopped: run it again, or Resume the move here.",
-                          str(home.moving_to.get("backend"))))
+            st.caption(
+                md(
+                    "Started by another process (`knowledge files move --to {}`). If it was interrupted it"
+                    " resumes where it stopped: run it again, or Resume the move here.",
+                    str(home.moving_to.get("backend")),
+                )
+            )
     moving = bool(state.get("running")) or home.moving_to is not None
     if st.session_state.get("file_move_seen_moving") and not moving:
         st.session_state["file_move_seen_moving"] = False
@@ -115,8 +132,12 @@ def _draw(wb: Workbench) -> None:
     if state.get("error") and not state.get("running"):
         st.error(inert(f"The move stopped: {state['error']} Start it again: it resumes where it stopped."))
     elif report is not None and report.switched and not state.get("running"):
-        st.success(inert(f"Moved the files to {report.target}: {report.copied} copied and checked. Set"
-                         f" file_store.backend = {state.get('to')!r} in every process's settings."))
+        st.success(
+            inert(
+                f"Moved the files to {report.target}: {report.copied} copied and checked. Set"
+                f" file_store.backend = {state.get('to')!r} in every process's settings."
+            )
+        )
 
 
 _live = st.fragment(run_every=1.0)(_draw)

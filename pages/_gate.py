@@ -159,9 +159,12 @@ class _Settings:
                     self._loaded = trusted_networks(settings.server.trusted_proxies), upload_limit_mb(settings)
                     ceiling = int(st.get_option("server.maxUploadSize") or 0)
                     if ceiling < self._loaded[1]:
-                        log.warning("server.maxUploadSize (%s MiB, .streamlit/config.toml) is below the settings'"
-                                    " upload limit (%s MiB): Streamlit refuses uploads above it.",
-                                    ceiling, self._loaded[1])
+                        log.warning(
+                            "server.maxUploadSize (%s MiB, .streamlit/config.toml) is below the settings'"
+                            " upload limit (%s MiB): Streamlit refuses uploads above it.",
+                            ceiling,
+                            self._loaded[1],
+                        )
                 except (ConfigError, ValueError) as exc:
                     log.warning("The gate cannot read the settings (%s): no proxy trusted, no upload.", exc)
                     self._loaded = (), 0
@@ -203,8 +206,9 @@ def base_url_script(base: str) -> str:
     server from the address, so a deep link such as ``/stores`` first asks ``/stores/_stcore/health``
     and ``/stores/_stcore/host-config`` (two 404s) before ``/_stcore/...``; with it, only the root."""
     root = f"/{base}/" if base else "/"
-    return ("window.__streamlit=Object.assign({},window.__streamlit,"
-            f"{{BACKEND_BASE_URL:location.origin+{root!r}}});").replace("'", '"')
+    return (
+        f"window.__streamlit=Object.assign({{}},window.__streamlit,{{BACKEND_BASE_URL:location.origin+{root!r}}});"
+    ).replace("'", '"')
 
 
 def _script_hash(script: str) -> str:
@@ -219,20 +223,22 @@ def content_security_policy(host: str | None = None, base: str = "") -> str:
     connect = "'self'"
     if host and _HOST.match(host):
         connect += f" ws://{host} wss://{host}"
-    return "; ".join([
-        "default-src 'self'",
-        "script-src 'self' " + " ".join([*_SCRIPT_HASHES, _script_hash(base_url_script(base))]),
-        "style-src 'self' 'unsafe-inline'",
-        "img-src 'self' data: blob:",
-        "font-src 'self' data:",
-        "media-src 'self' data: blob:",
-        "worker-src 'self' blob:",
-        f"connect-src {connect}",
-        "object-src 'none'",
-        "base-uri 'self'",
-        "form-action 'self'",
-        "frame-ancestors 'self'",
-    ])
+    return "; ".join(
+        [
+            "default-src 'self'",
+            "script-src 'self' " + " ".join([*_SCRIPT_HASHES, _script_hash(base_url_script(base))]),
+            "style-src 'self' 'unsafe-inline'",
+            "img-src 'self' data: blob:",
+            "font-src 'self' data:",
+            "media-src 'self' data: blob:",
+            "worker-src 'self' blob:",
+            f"connect-src {connect}",
+            "object-src 'none'",
+            "base-uri 'self'",
+            "form-action 'self'",
+            "frame-ancestors 'self'",
+        ]
+    )
 
 
 _SCRIPT_HASHES = _inline_script_hashes()
@@ -245,7 +251,7 @@ def with_base_url_script(html: bytes, base: str) -> bytes:
     if head is None:
         return html
     script = f"<script>{base_url_script(base)}</script>".encode()
-    return html[:head.end()] + script + html[head.end():]
+    return html[: head.end()] + script + html[head.end() :]
 
 
 # -- the session cookie ----------------------------------------------------------------------------
@@ -305,8 +311,7 @@ def cookie_url(code: str | None, next_path: str = "/") -> str:
     else is ``/``)."""
     base = base_path()
     prefix = f"/{base}/" if base else "/"
-    query = urllib.parse.urlencode({"code": code, "next": safe_next(next_path)} if code
-                                   else {"next": safe_next(next_path)})
+    query = urllib.parse.urlencode({"code": code, "next": safe_next(next_path)} if code else {"next": safe_next(next_path)})
     return f"{prefix}{COOKIE_ENDPOINTS[0] if code else COOKIE_ENDPOINTS[1]}?{query}"
 
 
@@ -323,8 +328,7 @@ def cookie_answer(query: str, secure: bool, set_cookie: bool, base: str = "") ->
         if found is not None:
             cookie = f"{SESSION_COOKIE}={found[0]}; Max-Age={found[1]}{flags}"
     location = (f"/{base}" if base else "") + nxt
-    return Response(status_code=303, headers={"location": location, "set-cookie": cookie,
-                                              "cache-control": "no-store"})
+    return Response(status_code=303, headers={"location": location, "set-cookie": cookie, "cache-control": "no-store"})
 
 
 async def _session_endpoint(request: Request) -> Response:
@@ -340,8 +344,10 @@ def routes() -> list[BaseRoute]:
     ``server.baseUrlPath``."""
     base = base_path()
     prefix = f"/{base}/" if base else "/"
-    return [Route(prefix + COOKIE_ENDPOINTS[0], _session_endpoint, methods=["GET"]),
-            Route(prefix + COOKIE_ENDPOINTS[1], _sign_out_endpoint, methods=["GET"])]
+    return [
+        Route(prefix + COOKIE_ENDPOINTS[0], _session_endpoint, methods=["GET"]),
+        Route(prefix + COOKIE_ENDPOINTS[1], _sign_out_endpoint, methods=["GET"]),
+    ]
 
 
 def middleware() -> list[Middleware]:
@@ -363,8 +369,7 @@ class HttpGate:
         upload_mb: the ceiling of one upload in MiB; ``None``: :func:`upload_limit_mb` of the settings.
     """
 
-    def __init__(self, app: ASGIApp, trusted: tuple[Network, ...] | None = None,
-                 upload_mb: int | None = None) -> None:
+    def __init__(self, app: ASGIApp, trusted: tuple[Network, ...] | None = None, upload_mb: int | None = None) -> None:
         self.app = app
         self._trusted = trusted
         self._upload_mb = upload_mb
@@ -394,8 +399,7 @@ class HttpGate:
         page_load = scope.get("method") == "GET" and b"text/html" in request_headers.get(b"accept", b"")
         if page_load:
             # a page load: its HTML uncompressed (it is small), so the base-URL script can go in
-            scope = dict(scope, headers=[(k, v) for k, v in scope.get("headers") or []
-                                         if k.lower() != b"accept-encoding"])
+            scope = dict(scope, headers=[(k, v) for k, v in scope.get("headers") or [] if k.lower() != b"accept-encoding"])
         html: dict[str, Any] = {}
 
         async def send_with_csp(message: MutableMapping[str, Any]) -> None:
@@ -409,8 +413,11 @@ class HttpGate:
                     headers.append((b"content-security-policy", content_security_policy(host, base).encode()))
                     headers.append((b"referrer-policy", b"same-origin"))
                 message["headers"] = headers
-                if ctype.lower().startswith(b"text/html") and page_load and \
-                        not any(k.lower() == b"content-encoding" for k, _ in headers):
+                if (
+                    ctype.lower().startswith(b"text/html")
+                    and page_load
+                    and not any(k.lower() == b"content-encoding" for k, _ in headers)
+                ):
                     html["start"], html["body"] = message, b""
                     return
             elif message["type"] == "http.response.body" and "start" in html:
@@ -435,7 +442,7 @@ class HttpGate:
         path: str = scope.get("path") or ""
         if not path.startswith(core):
             return None
-        endpoint, _, rest = path[len(core):].partition("/")
+        endpoint, _, rest = path[len(core) :].partition("/")
         return endpoint, rest
 
     def _is_upload(self, scope: Scope) -> bool:
@@ -493,11 +500,18 @@ async def _refuse(scope: Scope, send: Send, status: int, reason: str) -> None:
         await send({"type": "websocket.close", "code": 1008})
         return
     body = reason.encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"text/plain; charset=utf-8"),
-                            (b"content-length", str(len(body)).encode()),
-                            (b"x-content-type-options", b"nosniff"),
-                            (b"connection", b"close")]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"text/plain; charset=utf-8"),
+                (b"content-length", str(len(body)).encode()),
+                (b"x-content-type-options", b"nosniff"),
+                (b"connection", b"close"),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 

@@ -43,15 +43,15 @@ def portable_section(wb: Workbench, store: str, *, owner: bool = True) -> None:
 
 
 def export_part(wb: Workbench, store: str) -> None:
-    st.markdown("**Export** — one `.kb` file with the files, chunks and vectors; import it on any"
-                " backend or machine.")
+    st.markdown("**Export** — one `.kb` file with the files, chunks and vectors; import it on any backend or machine.")
     target = _exports_dir(wb) / _bundle_name(store)
     prepared = st.session_state.get(f"export:{store}")
     if st.button("Prepare export", key=f"export-go:{store}"):
         bar = st.progress(0.0, text="Exporting...")
         try:
-            r = wb.portable.export_store(store, target,
-                                      progress=lambda stage, f: bar.progress(f, text=f"Exporting {stage}: {f:.0%}"))
+            r = wb.portable.export_store(
+                store, target, progress=lambda stage, f: bar.progress(f, text=f"Exporting {stage}: {f:.0%}")
+            )
             prepared = st.session_state[f"export:{store}"] = (str(r.path), r.files, r.chunks, r.bytes)
             bar.empty()
         except KnowledgeError as exc:
@@ -62,18 +62,30 @@ def export_part(wb: Workbench, store: str) -> None:
         path, files, chunks, size = prepared
         st.caption(f"{files} files, {chunks} chunks, {human_size(size)}.")
         with open(path, "rb") as fh:
-            st.download_button(md("⬇️ Download {}", Path(path).name), fh.read(), file_name=Path(path).name,
-                               mime="application/zip", key=f"export-dl:{store}", type="primary")
+            st.download_button(
+                md("⬇️ Download {}", Path(path).name),
+                fh.read(),
+                file_name=Path(path).name,
+                mime="application/zip",
+                key=f"export-dl:{store}",
+                type="primary",
+            )
 
 
 def move_part(wb: Workbench, store: str) -> None:
     record = wb.get_store(store)
-    st.markdown(md("**Move** — to another template's backend (now: {}). Same name, files and chunks; the vectors"
-                   " are copied when the template's model is the store's, re-embedded otherwise.", record.backend))
+    st.markdown(
+        md(
+            "**Move** — to another template's backend (now: {}). Same name, files and chunks; the vectors"
+            " are copied when the template's model is the store's, re-embedded otherwise.",
+            record.backend,
+        )
+    )
     others = [t for t in wb.list_templates() if t.name != record.template]
     if not others:
-        st.caption("No other template yet: make one on another backend in the Templates tab, then move"
-                   " the store to it here.")
+        st.caption(
+            "No other template yet: make one on another backend in the Templates tab, then move the store to it here."
+        )
         return
     labels = {f"{t.name} · {t.backend} · {t.embedding_model}": t.name for t in others}
     c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
@@ -82,12 +94,19 @@ def move_part(wb: Workbench, store: str) -> None:
         target = wb.template(labels[choice])
         bar = st.progress(0.0, text="Moving...")
         try:
-            rec = wb.portable.move_store(store, target.name,
-                                      progress=lambda stage, f: bar.progress(f, text=f"Moving: {stage}, {f:.0%}"))
-            how = ("vectors copied" if rec.embedding_model == record.embedding_model
-                   else f"re-embedded with {rec.embedding_model}")
-            set_flash(f"portable:{store}", True, f"Moved {store} from {record.backend} to {rec.backend}"
-                      f" (template {rec.template}; {how}).")
+            rec = wb.portable.move_store(
+                store, target.name, progress=lambda stage, f: bar.progress(f, text=f"Moving: {stage}, {f:.0%}")
+            )
+            how = (
+                "vectors copied"
+                if rec.embedding_model == record.embedding_model
+                else f"re-embedded with {rec.embedding_model}"
+            )
+            set_flash(
+                f"portable:{store}",
+                True,
+                f"Moved {store} from {record.backend} to {rec.backend} (template {rec.template}; {how}).",
+            )
         except KnowledgeError as exc:
             set_flash(f"portable:{store}", False, f"{store} was not moved: {exc}")
         st.rerun()
@@ -99,20 +118,31 @@ def import_part(wb: Workbench, key: str = "") -> None:
     up = st.file_uploader("Bundle", type=["kb"], key=f"import-file:{key}", label_visibility="collapsed")
     readable = _preview(up) if up is not None else False
     c1, c2 = st.columns(2)
-    name = c1.text_input("Name of the new store", key=f"import-as:{key}",
-                         placeholder="the bundle's", help="Leave empty to keep the store's name from the bundle.")
-    template = c2.selectbox("Template", [_OWN, *wb.template_names()], key=f"import-tpl:{key}",
-                            help="The backend and model of the new store. Its vectors are reused when the"
-                                 " model is the bundle's; otherwise the chunks are embedded again.")
+    name = c1.text_input(
+        "Name of the new store",
+        key=f"import-as:{key}",
+        placeholder="the bundle's",
+        help="Leave empty to keep the store's name from the bundle.",
+    )
+    template = c2.selectbox(
+        "Template",
+        [_OWN, *wb.template_names()],
+        key=f"import-tpl:{key}",
+        help="The backend and model of the new store. Its vectors are reused when the"
+        " model is the bundle's; otherwise the chunks are embedded again.",
+    )
     if st.button("Import", key=f"import-go:{key}", disabled=not readable, type="primary"):
         bar = st.progress(0.0, text="Importing...")
         with tempfile.TemporaryDirectory(prefix="knowledge-import-") as tmp:
             path = Path(tmp) / _local_name(up.name)
             path.write_bytes(up.getvalue())
             try:
-                r = wb.portable.import_bundle(path, as_name=name.strip() or None,
-                                           template=None if template == _OWN else template,
-                                           progress=lambda stage, f: bar.progress(f, text=f"Importing: {stage}, {f:.0%}"))
+                r = wb.portable.import_bundle(
+                    path,
+                    as_name=name.strip() or None,
+                    template=None if template == _OWN else template,
+                    progress=lambda stage, f: bar.progress(f, text=f"Importing: {stage}, {f:.0%}"),
+                )
             except KnowledgeError as exc:
                 bar.empty()
                 st.error(inert(f"{up.name} was not imported: {exc}"))
@@ -143,7 +173,16 @@ def _preview(up) -> bool:
     if not ok:
         st.error(inert(f"{up.name} cannot be imported: {info}"))
         return False
-    st.caption(md("{}: store **{}** · {} files · {} chunks · model {} ({} dimensions) · from {}", up.name,
-                  info["name"], info["files"], info["chunks"], info["embedding_model"], info["dimension"],
-                  info.get("source_backend", "?")))
+    st.caption(
+        md(
+            "{}: store **{}** · {} files · {} chunks · model {} ({} dimensions) · from {}",
+            up.name,
+            info["name"],
+            info["files"],
+            info["chunks"],
+            info["embedding_model"],
+            info["dimension"],
+            info.get("source_backend", "?"),
+        )
+    )
     return True

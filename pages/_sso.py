@@ -105,8 +105,9 @@ def buttons() -> None:
             st.logout()
         return
     for provider in providers():
-        if st.button(inert(f"Sign in with {provider.label}"), key=f"sso-{provider.key or 'default'}", type="primary",
-                     icon="🔑"):
+        if st.button(
+            inert(f"Sign in with {provider.label}"), key=f"sso-{provider.key or 'default'}", type="primary", icon="🔑"
+        ):
             st.login(provider.key)
 
 

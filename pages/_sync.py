@@ -28,9 +28,11 @@ def sync_section(wb: Workbench, store: str) -> None:
     # because the folder is outside the allowed ones must not fold its error away)
     with st.expander(title, expanded=preview is not None or has_flash(f"sync:{store}")):
         flash(f"sync:{store}")
-        st.caption("The store follows the folder: new files are added, changed ones ingested again, moved ones "
-                   "renamed (not embedded again), removed ones deleted. A sync deletes only files that a sync "
-                   "of that folder added; files you uploaded by hand are never touched.")
+        st.caption(
+            "The store follows the folder: new files are added, changed ones ingested again, moved ones "
+            "renamed (not embedded again), removed ones deleted. A sync deletes only files that a sync "
+            "of that folder added; files you uploaded by hand are never touched."
+        )
         if preview is not None:
             _preview(wb, store, *preview)
         if known:
@@ -40,11 +42,19 @@ def sync_section(wb: Workbench, store: str) -> None:
             c1, c2, c3 = st.columns([3, 1, 1], vertical_alignment="bottom")
             pick = c1.selectbox("Folder", [f.folder for f in known], key=f"sync-pick:{store}")
             chosen = next(f for f in known if f.folder == pick)
-            if c2.button("🔄 Sync now", key=f"sync-now:{store}", width="stretch",
-                         help="Shows what would change first; nothing changes until you apply it."):
+            if c2.button(
+                "🔄 Sync now",
+                key=f"sync-now:{store}",
+                width="stretch",
+                help="Shows what would change first; nothing changes until you apply it.",
+            ):
                 _plan(wb, store, chosen.folder, chosen.glob, folders)
-            if c3.button("Forget", key=f"sync-forget:{store}", width="stretch",
-                         help="Stop syncing this folder; its files stay in the store, as if added by hand."):
+            if c3.button(
+                "Forget",
+                key=f"sync-forget:{store}",
+                width="stretch",
+                help="Stop syncing this folder; its files stay in the store, as if added by hand.",
+            ):
                 wb.syncs.forget(store, chosen.folder)
                 set_flash(f"sync:{store}", True, f"{chosen.folder} is no longer synced; its files stay.")
                 st.rerun()
@@ -78,13 +88,18 @@ def _preview(wb: Workbench, store: str, folder: str, plan: SyncPlan) -> None:
         st.markdown(md("**Plan for {}** ({}): {}", plan.folder, plan.glob, plan.summary()))
         changes = [i for i in plan.items if i.action != "unchanged"]
         if changes:
-            st.dataframe([{"change": _MARK[i.action], "file": i.path, "was": i.old_path or ""} for i in changes],
-                         hide_index=True, width="stretch", key=f"sync-plan:{store}")
+            st.dataframe(
+                [{"change": _MARK[i.action], "file": i.path, "was": i.old_path or ""} for i in changes],
+                hide_index=True,
+                width="stretch",
+                key=f"sync-plan:{store}",
+            )
         else:
             st.caption("The store already matches the folder.")
         c1, c2 = st.columns(2)
-        if c1.button("✅ Apply" if changes else "✅ Keep it in sync", key=f"sync-apply:{store}", type="primary",
-                     width="stretch"):
+        if c1.button(
+            "✅ Apply" if changes else "✅ Keep it in sync", key=f"sync-apply:{store}", type="primary", width="stretch"
+        ):
             st.session_state.pop(f"sync-preview:{store}", None)
             try:
                 sync = wb.syncs.folder(store, folder, plan.glob, folders=st.session_state["local_folders"])

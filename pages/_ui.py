@@ -76,6 +76,7 @@ def app_chat_service(wb: Workbench) -> ChatService:
         chat = _chat_service(wb.as_user(LOCAL_ADMIN), key)
     return chat.as_user(wb)
 
+
 #: Where a browser session keeps its app session: the token of ``wb.accounts.start_session``
 #: (app.py checks it on every run with ``session_actor``).
 SESSION_TOKEN = "session_token"
@@ -98,11 +99,18 @@ def new_account_fields(wb: Workbench, prefix: str) -> tuple[str, str, str, str]:
     """Username, display name, password and password again, inside a form (widget keys
     ``<prefix>-username``, ``-display``, ``-password``, ``-again``): the app's first-run set-up and
     invitation forms and the People page's "Turn on accounts"."""
-    username = st.text_input("Username", key=f"{prefix}-username",
-                             help="Letters (any language), digits and . _ - @ + (no spaces); Ana and ana are one name.")
+    username = st.text_input(
+        "Username",
+        key=f"{prefix}-username",
+        help="Letters (any language), digits and . _ - @ + (no spaces); Ana and ana are one name.",
+    )
     display = st.text_input("Display name", key=f"{prefix}-display", help="How pages name you; the username if empty.")
-    first = st.text_input("Password", type="password", key=f"{prefix}-password",
-                          help=f"At least {wb.settings.accounts.min_password_length} characters.")
+    first = st.text_input(
+        "Password",
+        type="password",
+        key=f"{prefix}-password",
+        help=f"At least {wb.settings.accounts.min_password_length} characters.",
+    )
     again = st.text_input("Password again", type="password", key=f"{prefix}-again")
     return username, display, first, again
 
@@ -195,5 +203,16 @@ def duration(seconds: float) -> str:
     return f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"
 
 
-__all__ = ["DISTANCES", "SESSION_TOKEN", "SIGN_IN_NOTICE", "begin_session", "duration", "flash", "has_flash",
-           "human_size", "megabytes", "set_flash", "utc"]
+__all__ = [
+    "DISTANCES",
+    "SESSION_TOKEN",
+    "SIGN_IN_NOTICE",
+    "begin_session",
+    "duration",
+    "flash",
+    "has_flash",
+    "human_size",
+    "megabytes",
+    "set_flash",
+    "utc",
+]

@@ -50,8 +50,12 @@ with c2.form("my-password", clear_on_submit=True):
         st.form_submit_button("Change the password", disabled=True)
     else:
         current = st.text_input("Current password", type="password", key="my-current", autocomplete="current-password")
-        new = st.text_input("New password", type="password", key="my-new",
-                            help=f"At least {wb.settings.accounts.min_password_length} characters.")
+        new = st.text_input(
+            "New password",
+            type="password",
+            key="my-new",
+            help=f"At least {wb.settings.accounts.min_password_length} characters.",
+        )
         again = st.text_input("New password again", type="password", key="my-again")
         if st.form_submit_button("Change the password"):
             if not current or not new or not again:
@@ -71,8 +75,9 @@ with c2.form("my-password", clear_on_submit=True):
                     done("Your password is changed; your other sign-ins ended.")
 
 st.subheader("My API keys")
-st.caption("A key lets a program use the REST API or the MCP server as you, with your access"
-           " (`Authorization: Bearer kn-...`).")
+st.caption(
+    "A key lets a program use the REST API or the MCP server as you, with your access (`Authorization: Bearer kn-...`)."
+)
 with st.form("new-key", clear_on_submit=True):
     c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
     name = c1.text_input("Name", key="key-name", placeholder="what uses it, e.g. laptop scripts")
@@ -82,18 +87,29 @@ with st.form("new-key", clear_on_submit=True):
         except KnowledgeError as exc:
             st.error(inert(exc))
         else:
-            st.success(md("Your new key **{}**: copy it now (the button at the code's corner); it is not"
-                          " shown again.", key.name))
+            st.success(
+                md("Your new key **{}**: copy it now (the button at the code's corner); it is not shown again.", key.name)
+            )
             st.code(secret, language=None)
 
 keys = wb.accounts.api_keys(me.username)
 if not keys:
     st.caption("You have no API key yet.")
 else:
-    st.dataframe([{"name": k.name, "ends in": "…" + k.hint, "created": utc(k.created),
-                   "last used": utc(k.last_used) or "never",
-                   "status": "active" if k.active else f"revoked {utc(k.revoked)}"} for k in keys],
-                 hide_index=True, width="stretch")
+    st.dataframe(
+        [
+            {
+                "name": k.name,
+                "ends in": "…" + k.hint,
+                "created": utc(k.created),
+                "last used": utc(k.last_used) or "never",
+                "status": "active" if k.active else f"revoked {utc(k.revoked)}",
+            }
+            for k in keys
+        ],
+        hide_index=True,
+        width="stretch",
+    )
     active = {k.id: f"{k.name} (…{k.hint})" for k in keys if k.active}
     if active:
         c1, c2 = st.columns([3, 1], vertical_alignment="bottom")

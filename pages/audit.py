@@ -17,31 +17,59 @@ wb: Workbench = app_workbench()
 me = wb.actor
 #: What each action is, in words.
 WORDS = {
-    "store.create": "created the store", "store.delete": "deleted the store", "store.share": "shared the store",
-    "store.unshare": "stopped sharing the store", "store.export": "exported the store",
-    "store.import": "imported the store", "store.reembed": "re-embedded the store",
-    "store.owner": "gave the store to someone", "file.ingest": "added a file", "file.delete": "deleted a file",
-    "file.attributes": "changed a file's attributes", "user.create": "created an account",
-    "user.update": "changed an account", "user.delete": "deleted an account", "user.password": "changed a password",
-    "user.sign_in": "signed in", "user.sign_in_failed": "failed to sign in", "user.sign_out": "signed out",
-    "user.invite": "made an invitation link", "key.create": "created an API key", "key.revoke": "revoked an API key",
-    "group.create": "created a group", "group.delete": "deleted a group", "group.member": "changed a group",
+    "store.create": "created the store",
+    "store.delete": "deleted the store",
+    "store.share": "shared the store",
+    "store.unshare": "stopped sharing the store",
+    "store.export": "exported the store",
+    "store.import": "imported the store",
+    "store.reembed": "re-embedded the store",
+    "store.owner": "gave the store to someone",
+    "file.ingest": "added a file",
+    "file.delete": "deleted a file",
+    "file.attributes": "changed a file's attributes",
+    "user.create": "created an account",
+    "user.update": "changed an account",
+    "user.delete": "deleted an account",
+    "user.password": "changed a password",
+    "user.sign_in": "signed in",
+    "user.sign_in_failed": "failed to sign in",
+    "user.sign_out": "signed out",
+    "user.invite": "made an invitation link",
+    "key.create": "created an API key",
+    "key.revoke": "revoked an API key",
+    "group.create": "created a group",
+    "group.delete": "deleted a group",
+    "group.member": "changed a group",
     "settings.change": "changed the settings",
-    "files.move": "moved the files to another file store", "files.cleanup": "deleted the old copies of the files",
+    "files.move": "moved the files to another file store",
+    "files.cleanup": "deleted the old copies of the files",
 }
 
 st.title("📜 Audit")
 sees_all = me.local or me.is_admin
-st.caption("Every event, newest first." if sees_all else
-           "The events of the stores you may use now, and of your own account, newest first.")
+st.caption(
+    "Every event, newest first."
+    if sees_all
+    else "The events of the stores you may use now, and of your own account, newest first."
+)
 people = {u.username: u.display_name for u in wb.directory()}
 visible = wb.store_names()
 
 c1, c2, c3, c4 = st.columns(4)
-person = c1.selectbox("Person", ["", *people], format_func=lambda u: people.get(u, u) if u else "everyone",
-                      key="audit-person")
-kinds = {"": "every action", "store.": "stores", "file.": "files", "user.": "accounts", "key.": "API keys",
-         "group.": "groups", "settings.": "settings", **WORDS}
+person = c1.selectbox(
+    "Person", ["", *people], format_func=lambda u: people.get(u, u) if u else "everyone", key="audit-person"
+)
+kinds = {
+    "": "every action",
+    "store.": "stores",
+    "file.": "files",
+    "user.": "accounts",
+    "key.": "API keys",
+    "group.": "groups",
+    "settings.": "settings",
+    **WORDS,
+}
 action = c2.selectbox("Action", list(kinds), format_func=lambda a: kinds.get(a, a), key="audit-action")
 store = c3.selectbox("Store", ["", *visible], format_func=lambda s: s or "any store", key="audit-store")
 since = c4.date_input("Since (UTC)", value=None, key="audit-since")
@@ -52,11 +80,24 @@ def cell(value: str) -> str:
     return "'" + value if value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
 
 
-events = wb.audit_events(actor=person or None, action=action or None, store=store or None,
-                         since=datetime.combine(since, time(), UTC) if since else None, limit=1000)
-rows = [{"time": utc(e.at), "who": people.get(e.actor, e.actor), "what": WORDS.get(e.action, e.action),
-         "store": e.store or "", "target": e.target or "",
-         "detail": ", ".join(f"{k}: {v}" for k, v in e.detail.items())} for e in events]
+events = wb.audit_events(
+    actor=person or None,
+    action=action or None,
+    store=store or None,
+    since=datetime.combine(since, time(), UTC) if since else None,
+    limit=1000,
+)
+rows = [
+    {
+        "time": utc(e.at),
+        "who": people.get(e.actor, e.actor),
+        "what": WORDS.get(e.action, e.action),
+        "store": e.store or "",
+        "target": e.target or "",
+        "detail": ", ".join(f"{k}: {v}" for k, v in e.detail.items()),
+    }
+    for e in events
+]
 if not rows:
     st.info("No events match.")
 else:
@@ -65,7 +106,10 @@ else:
     writer = csv.DictWriter(out, fieldnames=["time", "who", "username", "action", "what", "store", "target", "detail"])
     writer.writeheader()
     for e, row in zip(events, rows, strict=True):
-        writer.writerow({k: cell(str(v)) for k, v in {**row, "username": e.actor, "action": e.action}.items()}
-                        | {"time": e.at.astimezone(UTC).isoformat() if e.at.tzinfo else e.at.isoformat()})
-    st.download_button("Export as CSV", out.getvalue().encode("utf-8"), file_name="knowledge-audit.csv",
-                       mime="text/csv", key="audit-csv")
+        writer.writerow(
+            {k: cell(str(v)) for k, v in {**row, "username": e.actor, "action": e.action}.items()}
+            | {"time": e.at.astimezone(UTC).isoformat() if e.at.tzinfo else e.at.isoformat()}
+        )
+    st.download_button(
+        "Export as CSV", out.getvalue().encode("utf-8"), file_name="knowledge-audit.csv", mime="text/csv", key="audit-csv"
+    )

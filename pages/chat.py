@@ -55,9 +55,14 @@ with st.sidebar:
     st.button("➕ New chat", width="stretch", on_click=start_new_chat, disabled=sid is None)
     labels = {s.id: s.title for s in sessions}
     if labels:
-        picked = st.radio("Session", list(labels), format_func=lambda i: inert(labels[i]),
-                          index=list(labels).index(sid) if sid in labels else None,
-                          label_visibility="collapsed", key=f"chat_pick_{sid}")
+        picked = st.radio(
+            "Session",
+            list(labels),
+            format_func=lambda i: inert(labels[i]),
+            index=list(labels).index(sid) if sid in labels else None,
+            label_visibility="collapsed",
+            key=f"chat_pick_{sid}",
+        )
         if picked is not None and picked != sid:
             st.session_state["chat_session"] = picked
             st.rerun()
@@ -65,10 +70,14 @@ with st.sidebar:
     st.subheader("Knowledge")
     chosen = session.stores if session else st.session_state["draft_stores"]
     picked_stores = st.multiselect(
-        "Stores this chat searches", store_names, default=[n for n in chosen if n in store_names],
-        key=f"knowledge_{sid or 'new'}", placeholder="Choose stores" if store_names else "No stores yet",
+        "Stores this chat searches",
+        store_names,
+        default=[n for n in chosen if n in store_names],
+        key=f"knowledge_{sid or 'new'}",
+        placeholder="Choose stores" if store_names else "No stores yet",
         help="The chat searches these stores together with the files attached to it. Create stores and"
-             " drop files on them on the Vector stores page.")
+        " drop files on them on the Vector stores page.",
+    )
     if picked_stores != [n for n in chosen if n in store_names]:
         if session:
             chat.set_stores(sid, picked_stores)
@@ -79,10 +88,15 @@ with st.sidebar:
         st.caption("No stores yet: create one on the **Vector stores** page, or attach files to a message.")
     if session:  # issue 29: search only files whose attributes match (File details on the Stores page)
         now = chat.filter_of(sid)
-        typed = st.text_area("Filter by file attributes", value=filter_text(now), key=f"chat_filter_{sid}",
-                             placeholder="team = docs", height=68,
-                             help="`key = value` lines: the chat searches only files with these attributes"
-                                  " (set them under File details on the Vector stores page).")
+        typed = st.text_area(
+            "Filter by file attributes",
+            value=filter_text(now),
+            key=f"chat_filter_{sid}",
+            placeholder="team = docs",
+            height=68,
+            help="`key = value` lines: the chat searches only files with these attributes"
+            " (set them under File details on the Vector stores page).",
+        )
         try:
             if (wanted := attribute_filter(typed)) != now:
                 chat.set_filter(sid, wanted)
@@ -92,8 +106,12 @@ with st.sidebar:
 
     names = configs if "offline" in configs else ["offline", *configs]
     current = (session.config if session else st.session_state.get("draft_config")) or "offline"
-    choice = st.selectbox("Model (chat model config)", names, index=names.index(current) if current in names else 0,
-                          help="Edit configs on the Settings page. `offline` answers with quoted passages only.")
+    choice = st.selectbox(
+        "Model (chat model config)",
+        names,
+        index=names.index(current) if current in names else 0,
+        help="Edit configs on the Settings page. `offline` answers with quoted passages only.",
+    )
     if choice != current:
         if session:
             chat.set_config(sid, None if choice == "offline" else choice)
@@ -111,11 +129,25 @@ with st.sidebar:
             icon = "🖼️" if a.kind == "image" else "📄"
             pages = f", {a.pages} page{'s' if a.pages != 1 else ''}" if a.pages else ""
             with st.container(horizontal=True, vertical_alignment="center", gap="small"):
-                st.markdown(md("{} **{}**  \n<small>{}{}{}</small>", icon, a.name, a.label, pages,
-                               " · sent with your next message" if a.file_id in pending else ""),
-                            unsafe_allow_html=True, width="stretch")
-                if st.button("", icon=":material/close:", key=f"rm_{a.file_id}", type="tertiary",
-                             help=md("Remove {} from this chat", a.name)):
+                st.markdown(
+                    md(
+                        "{} **{}**  \n<small>{}{}{}</small>",
+                        icon,
+                        a.name,
+                        a.label,
+                        pages,
+                        " · sent with your next message" if a.file_id in pending else "",
+                    ),
+                    unsafe_allow_html=True,
+                    width="stretch",
+                )
+                if st.button(
+                    "",
+                    icon=":material/close:",
+                    key=f"rm_{a.file_id}",
+                    type="tertiary",
+                    help=md("Remove {} from this chat", a.name),
+                ):
                     chat.remove(sid, a.file_id)
                     st.rerun()
         with st.popover("🗑 Delete this chat", width="stretch"):
@@ -130,16 +162,25 @@ with st.sidebar:
 
 # -- the header: title and the knowledge as chips ---------------------------------------------------
 st.title(md("💬 {}", session.title if session and session.title != "New chat" else "Chat"))
-searched = (knowledge.stores if knowledge else [n for n in st.session_state["draft_stores"] if n in store_names])
+searched = knowledge.stores if knowledge else [n for n in st.session_state["draft_stores"] if n in store_names]
 chips = [f":blue-badge[:material/database: {inert(n)}]" for n in searched]
 if knowledge and knowledge.attachments:
     chips.append(":gray-badge[:material/attach_file: attached files]")
-st.markdown("Searches " + " ".join(chips) if chips else
-            ":orange-badge[No knowledge yet] choose stores in the sidebar, or attach files to a message.")
+st.markdown(
+    "Searches " + " ".join(chips)
+    if chips
+    else ":orange-badge[No knowledge yet] choose stores in the sidebar, or attach files to a message."
+)
 if knowledge and knowledge.dropped:
-    st.info(md("{} no longer exist{}" + (" (or are no longer shared with you)" if not wb.actor.local else "")
-               + "; removed from this chat's knowledge.", ", ".join(knowledge.dropped),
-               "s" if len(knowledge.dropped) == 1 else ""))
+    st.info(
+        md(
+            "{} no longer exist{}"
+            + (" (or are no longer shared with you)" if not wb.actor.local else "")
+            + "; removed from this chat's knowledge.",
+            ", ".join(knowledge.dropped),
+            "s" if len(knowledge.dropped) == 1 else "",
+        )
+    )
 
 
 # -- the conversation ---------------------------------------------------------------------------
@@ -161,25 +202,34 @@ def show_source(c: dict, n: int | None, question: str | None) -> None:
     label = f"[{n}] " if n is not None else ""
     said = c.get("sentences") or []  # the offline assistant's answering sentences in this passage
     with st.expander(inert(f"{label}{where_text(c)} · similarity {c.get('score', 0):.3f}")):
-        st.markdown(render.render_html(c.get("text") or "", None if said else question, file_name=c.get("file_name"),
-                                       marks=[(x["start"], x["end"]) for x in said]),
-                    unsafe_allow_html=True)
+        st.markdown(
+            render.render_html(
+                c.get("text") or "",
+                None if said else question,
+                file_name=c.get("file_name"),
+                marks=[(x["start"], x["end"]) for x in said],
+            ),
+            unsafe_allow_html=True,
+        )
         if said:
-            st.caption("Highlighted: the sentence the answer quotes." if len(said) == 1
-                       else "Highlighted: the sentences the answer quotes.")
-        span = (f" · characters {c['char_start']}–{c['char_end']}"
-                if c.get("char_start") is not None else "")
-        source = c.get("source") or ("attachments" if str(c.get("store", "")).startswith("chat-")
-                                     else c.get("store"))
+            st.caption(
+                "Highlighted: the sentence the answer quotes."
+                if len(said) == 1
+                else "Highlighted: the sentences the answer quotes."
+            )
+        span = f" · characters {c['char_start']}–{c['char_end']}" if c.get("char_start") is not None else ""
+        source = c.get("source") or ("attachments" if str(c.get("store", "")).startswith("chat-") else c.get("store"))
         where = "an attached file" if source == "attachments" else f"store {source}"
         chunks = c.get("chunks") or [c.get("chunk_index")]
         which = f"chunk {chunks[0]}" if len(chunks) == 1 else f"chunks {chunks[0]}–{chunks[-1]}"
         st.caption(inert(f"{which} of {c.get('file_name')}{span} ({where})"))
         if c.get("store") and c.get("file_id"):
             at = said[0] if said and "char_start" in said[0] else c  # the quoted sentence, else the passage
-            st.link_button("Open in viewer", viewer_url(c["store"], c["file_id"], start=at.get("char_start"),
-                                                        end=at.get("char_end"), page=c.get("page")),
-                           icon=":material/visibility:")
+            st.link_button(
+                "Open in viewer",
+                viewer_url(c["store"], c["file_id"], start=at.get("char_start"), end=at.get("char_end"), page=c.get("page")),
+                icon=":material/visibility:",
+            )
 
 
 def show_citations(citations: list[dict], also: list[dict] | None, question: str | None = None) -> None:
@@ -247,9 +297,17 @@ while i < len(messages):
                 if not m.meta.get("tool_calls"):
                     unknown = m.meta.get("unknown_markers") or []
                     if unknown:
-                        st.caption(inert("Removed from the answer: " + ", ".join(f"[{n}]" for n in unknown)
-                                         + (" — the model cited passages it was not given." if len(unknown) > 1
-                                            else " — the model cited a passage it was not given.")))
+                        st.caption(
+                            inert(
+                                "Removed from the answer: "
+                                + ", ".join(f"[{n}]" for n in unknown)
+                                + (
+                                    " — the model cited passages it was not given."
+                                    if len(unknown) > 1
+                                    else " — the model cited a passage it was not given."
+                                )
+                            )
+                        )
                     show_citations(m.meta.get("citations") or [], m.meta.get("also_searched"), question)
                     cfg = m.meta.get("config")
                     if cfg:
@@ -257,16 +315,19 @@ while i < len(messages):
             i += 1
 
 if not messages:
-    st.caption("Ask about the stores chosen in the sidebar, or drag files onto the box below and ask about"
-               " them. Without a language model the offline assistant answers with the sentences that"
-               " answer best, each citing its passage.")
+    st.caption(
+        "Ask about the stores chosen in the sidebar, or drag files onto the box below and ask about"
+        " them. Without a language model the offline assistant answers with the sentences that"
+        " answer best, each citing its passage."
+    )
 
-prompt = st.chat_input("Ask something, or drop files here", accept_file="multiple",
-                       key=f"chat_input_{sid or 'new'}")
+prompt = st.chat_input("Ask something, or drop files here", accept_file="multiple", key=f"chat_input_{sid or 'new'}")
 if prompt and sid is None:  # a new chat is stored with its first message
     try:
-        sid = chat.create_session(config=st.session_state.get("draft_config"),
-                                  stores=[n for n in st.session_state["draft_stores"] if n in store_names]).id
+        sid = chat.create_session(
+            config=st.session_state.get("draft_config"),
+            stores=[n for n in st.session_state["draft_stores"] if n in store_names],
+        ).id
     except KnowledgeError as exc:
         st.error(inert(exc))
         st.stop()
@@ -274,8 +335,7 @@ if prompt and sid is None:  # a new chat is stored with its first message
 if prompt:
     # The turn goes to a thread before any Streamlit call: a message sent while this one is answered
     # reruns the page, which stops this script at its next Streamlit call -- the turn goes on anyway.
-    turn = chat.start_turn(sid, [(f.getvalue(), f.name, f.type) for f in prompt.files or []],
-                           (prompt.text or "").strip())
+    turn = chat.start_turn(sid, [(f.getvalue(), f.name, f.type) for f in prompt.files or []], (prompt.text or "").strip())
     with st.spinner("Attaching and thinking..." if turn.files else "Thinking..."):
         with st.chat_message("assistant"):
             st.write_stream(turn.stream())  # a model that streams writes into the bubble as it goes
@@ -292,9 +352,12 @@ if running is not None:  # sent earlier (or from another tab) and not answered y
 for problem in st.session_state.pop("chat_problems", []):
     st.error(inert(problem))
 unanswered = bool(sid and messages and messages[-1].role == USER)  # the turn failed: no answer stored
-if unanswered and st.button("Retry", icon=":material/refresh:", key="chat_retry",
-                                help="Ask the last question again (after fixing the model's settings, or once"
-                                     " its server is back)."):
+if unanswered and st.button(
+    "Retry",
+    icon=":material/refresh:",
+    key="chat_retry",
+    help="Ask the last question again (after fixing the model's settings, or once its server is back).",
+):
     turn = chat.start_turn(sid, [], "", retry=True)
     with st.spinner("Thinking..."):
         turn.wait()

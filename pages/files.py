@@ -16,8 +16,10 @@ wb: Workbench = app_workbench()
 
 
 st.title("📄 Files")
-st.caption("Every file saved in the file store, by id. Identical bytes are kept once on disk; a store uses a "
-           "file through its chunks, which cite the file's id.")
+st.caption(
+    "Every file saved in the file store, by id. Identical bytes are kept once on disk; a store uses a "
+    "file through its chunks, which cite the file's id."
+)
 
 
 try:
@@ -39,20 +41,38 @@ by_id = {u.file.id: u for u in usage}
 version = str(hash(tuple(by_id)))  # a new list of files, a new table (and selection)
 st.caption("Click a row to see the file's details below; **Open** shows it in the viewer.")
 table = st.dataframe(
-    [{"name": u.file.name, "open": vm.viewer_url(u.stores[0], u.file.id) if u.stores else None,
-      "also named": u.aliases, "type": u.file.content_type, "size (kB)": kilobytes(u.file.size),
-      "sha256": u.file.sha256, "created": u.file.created, "stores": u.labels(), "id": u.file.id} for u in usage],
-    hide_index=True, width="stretch", key=f"files-table:{version}", on_select="rerun", selection_mode="single-row",
+    [
+        {
+            "name": u.file.name,
+            "open": vm.viewer_url(u.stores[0], u.file.id) if u.stores else None,
+            "also named": u.aliases,
+            "type": u.file.content_type,
+            "size (kB)": kilobytes(u.file.size),
+            "sha256": u.file.sha256,
+            "created": u.file.created,
+            "stores": u.labels(),
+            "id": u.file.id,
+        }
+        for u in usage
+    ],
+    hide_index=True,
+    width="stretch",
+    key=f"files-table:{version}",
+    on_select="rerun",
+    selection_mode="single-row",
     column_config={
-        "open": st.column_config.LinkColumn("view", display_text="Open", width="small",
-                                            help="Open the file in the viewer (in a new tab)"),
+        "open": st.column_config.LinkColumn(
+            "view", display_text="Open", width="small", help="Open the file in the viewer (in a new tab)"
+        ),
         "size (MB)": st.column_config.NumberColumn(format="%.3f"),
         "sha256": st.column_config.TextColumn(width="small", help="SHA-256 of the content"),
         "created": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm"),
-        "also named": st.column_config.ListColumn("also named", help="The same bytes under other names in the"
-                                                  " stores: kept and indexed once"),
-        "stores": st.column_config.ListColumn("used by", help="Stores holding the file; \"(failed)\": kept there for a"
-                                              " retry, not searchable"),
+        "also named": st.column_config.ListColumn(
+            "also named", help="The same bytes under other names in the stores: kept and indexed once"
+        ),
+        "stores": st.column_config.ListColumn(
+            "used by", help='Stores holding the file; "(failed)": kept there for a retry, not searchable'
+        ),
     },
 )
 
@@ -85,8 +105,13 @@ with st.container(border=True):
     # store uses is its uploader's (or an admin's); the view refuses otherwise, so say it up front.
     readonly = [s for s in chosen.stores if wb.level(s) not in ("write", "owner")]
     if readonly:
-        st.caption(md("You may not delete it: {} {} shared with you read-only.", ", ".join(readonly),
-                      "is" if len(readonly) == 1 else "are"))
+        st.caption(
+            md(
+                "You may not delete it: {} {} shared with you read-only.",
+                ", ".join(readonly),
+                "is" if len(readonly) == 1 else "are",
+            )
+        )
         st.stop()
     if not chosen.stores and not wb.actor.is_admin and f.metadata.get("owner") != wb.actor.username:
         st.caption("You may not delete it: it is someone else's.")
@@ -97,10 +122,17 @@ with st.container(border=True):
             md("Also remove it from {} (their chunks of this file go too)", ", ".join(chosen.stores)),
             key=f"from-stores:{f.id}",
         )
-        st.caption("A file that stores still use is kept unless you tick this: their chunks cite it, and "
-                   "search results would point at a file that is gone.")
-    if confirm("🗑️ Delete file", f"delete:{f.id}", md("Delete **{}** from the file store", f.name)
-               + (md(" and from {}?", ", ".join(chosen.stores)) if from_stores else "?"), type="primary"):
+        st.caption(
+            "A file that stores still use is kept unless you tick this: their chunks cite it, and "
+            "search results would point at a file that is gone."
+        )
+    if confirm(
+        "🗑️ Delete file",
+        f"delete:{f.id}",
+        md("Delete **{}** from the file store", f.name)
+        + (md(" and from {}?", ", ".join(chosen.stores)) if from_stores else "?"),
+        type="primary",
+    ):
         try:
             removed = wb.delete_stored_file(f.id, from_stores=from_stores)
             also = f" and removed it from {', '.join(removed)}" if removed else ""

@@ -33,25 +33,43 @@ if (problem := wb.shared_catalog_problem()) is not None:  # team mode on a per-m
 c1, c2, c3, c4, c5 = st.columns(5)
 c1.metric("Stores", len(stores))
 c2.metric("Stored files", stored_files, help="Files saved in the file store (each once, whatever uses it).")
-c3.metric("Indexed files", sum(s.files for s in stores),
-          help="Searchable files, counted per store (a file in two stores counts twice).")
+c3.metric(
+    "Indexed files",
+    sum(s.files for s in stores),
+    help="Searchable files, counted per store (a file in two stores counts twice).",
+)
 c4.metric("Failed files", failed, help="Files a store could not index; see each store's Needs attention.")
 c5.metric("Chunks", sum(s.chunks for s in stores), help="Searchable pieces of text in all stores.")
 backend = settings.vector_store.backend
-st.caption(md("New stores keep their chunks: **{}**.", WHERE.get(backend, backend).lower()),
-           help=md("Backend: {} (setting vector_store.backend).", settings.vector_store.backend))
+st.caption(
+    md("New stores keep their chunks: **{}**.", WHERE.get(backend, backend).lower()),
+    help=md("Backend: {} (setting vector_store.backend).", settings.vector_store.backend),
+)
 
 st.subheader("Vector stores")
 if stores:
     st.dataframe(
-        [{"store": s.record.name, "template": s.record.template, "stored": WHERE.get(s.record.backend, s.record.backend),
-          "model": s.record.embedding_model, "dimension": s.record.dimension, "indexed files": s.files,
-          "chunks": s.chunks, "size (MB)": megabytes(s.disk_bytes or 0, 2)} for s in stores],
-        hide_index=True, width="stretch",
+        [
+            {
+                "store": s.record.name,
+                "template": s.record.template,
+                "stored": WHERE.get(s.record.backend, s.record.backend),
+                "model": s.record.embedding_model,
+                "dimension": s.record.dimension,
+                "indexed files": s.files,
+                "chunks": s.chunks,
+                "size (MB)": megabytes(s.disk_bytes or 0, 2),
+            }
+            for s in stores
+        ],
+        hide_index=True,
+        width="stretch",
     )
 else:
-    st.info("No vector stores yet: create one and drop files into it on the **Vector stores** page"
-            " (or from a terminal: `python -m knowledge ingest STORE PATH...`).")
+    st.info(
+        "No vector stores yet: create one and drop files into it on the **Vector stores** page"
+        " (or from a terminal: `python -m knowledge ingest STORE PATH...`)."
+    )
     st.page_link("pages/stores.py", label="Open Vector stores", icon="🗂️")
 
 st.subheader("Embedding model")

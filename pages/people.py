@@ -25,13 +25,20 @@ def done(msg: str) -> None:
 
 def turn_on_accounts() -> None:
     """The first admin account, made by the person at this machine; then they are signed in."""
-    st.markdown("Accounts are **off**: whoever opens this app may do everything. Turn them on to give each"
-                " person a sign-in of their own, stores that are private until shared, API keys of their own"
-                " and an audit trail of who did what.")
-    st.caption("You become the first admin, and the stores made so far are yours. From then on everyone signs"
-               " in with an account (also you, here)" + (", and the shared password no longer signs in."
-                                                         if wb.settings.app_password or wb.settings.app.password_hash
-                                                         else "."))
+    st.markdown(
+        "Accounts are **off**: whoever opens this app may do everything. Turn them on to give each"
+        " person a sign-in of their own, stores that are private until shared, API keys of their own"
+        " and an audit trail of who did what."
+    )
+    st.caption(
+        "You become the first admin, and the stores made so far are yours. From then on everyone signs"
+        " in with an account (also you, here)"
+        + (
+            ", and the shared password no longer signs in."
+            if wb.settings.app_password or wb.settings.app.password_hash
+            else "."
+        )
+    )
     with st.form("turn-on-accounts"):
         username, display, first, again = new_account_fields(wb, "first")
         if st.form_submit_button("Turn on accounts", type="primary"):
@@ -62,23 +69,40 @@ linked = wb.accounts.sso_linked()
 tab_users, tab_groups, tab_invites, tab_keys = st.tabs(["Accounts", "Groups", "Invitation links", "API keys"])
 
 with tab_users:
-    st.dataframe([{"username": u.username, "display name": u.display_name, "role": u.role,
-                   "created": utc(u.created), "single sign-on": "linked" if u.username in linked else "",
-                   "password": "yes" if u.has_password else "no"} for u in users],
-                 hide_index=True, width="stretch")
+    st.dataframe(
+        [
+            {
+                "username": u.username,
+                "display name": u.display_name,
+                "role": u.role,
+                "created": utc(u.created),
+                "single sign-on": "linked" if u.username in linked else "",
+                "password": "yes" if u.has_password else "no",
+            }
+            for u in users
+        ],
+        hide_index=True,
+        width="stretch",
+    )
 
     st.subheader("Add an account")
     with st.form("create-user", clear_on_submit=True):
         c1, c2 = st.columns(2)
-        username = c1.text_input("Username", key="new-username",
-                                 help="Letters (any language), digits and . _ - @ + (no spaces).")
+        username = c1.text_input(
+            "Username", key="new-username", help="Letters (any language), digits and . _ - @ + (no spaces)."
+        )
         display = c2.text_input("Display name", key="new-display")
         c3, c4 = st.columns(2)
-        role = c3.selectbox("Role", ROLES, index=1, key="new-role",
-                            help="An admin manages people and settings; a member uses the stores they own or"
-                                 " that are shared with them.")
-        initial = c4.text_input("Initial password", type="password", key="new-password",
-                                help="Give it to them; they change it on My account.")
+        role = c3.selectbox(
+            "Role",
+            ROLES,
+            index=1,
+            key="new-role",
+            help="An admin manages people and settings; a member uses the stores they own or that are shared with them.",
+        )
+        initial = c4.text_input(
+            "Initial password", type="password", key="new-password", help="Give it to them; they change it on My account."
+        )
         if st.form_submit_button("Add the account", type="primary"):
             if not username.strip() or not initial:
                 st.error("Fill in the username and the initial password.")
@@ -105,8 +129,9 @@ with tab_users:
                 else:
                     done(f"{current.display_name} is now {new_role}.")
         with c2.form("reset-password", clear_on_submit=True):
-            new_pw = st.text_input("New password", type="password", key="edit-password",
-                                   help="Their sessions end; give them the new password.")
+            new_pw = st.text_input(
+                "New password", type="password", key="edit-password", help="Their sessions end; give them the new password."
+            )
             if st.form_submit_button("Reset the password"):
                 if not new_pw:
                     st.error("Type the new password.")
@@ -125,8 +150,13 @@ with tab_users:
         elif not heirs:
             st.caption("The last admin cannot be deleted.")
         else:
-            heir = st.selectbox("Their stores pass to", heirs, format_func=lambda u: labels.get(u, u),
-                                index=heirs.index(me.username) if me.username in heirs else 0, key="heir")
+            heir = st.selectbox(
+                "Their stores pass to",
+                heirs,
+                format_func=lambda u: labels.get(u, u),
+                index=heirs.index(me.username) if me.username in heirs else 0,
+                key="heir",
+            )
             sure = st.checkbox(md("Yes, delete {} (their sessions and API keys end)", who), key="delete-sure")
             if st.button("Delete the account", type="primary", disabled=not sure, key="delete-user"):
                 try:
@@ -134,14 +164,15 @@ with tab_users:
                 except KnowledgeError as exc:
                     st.error(inert(exc))
                 else:
-                    done(f"Deleted {who}. " + (f"Their stores passed to {heir}: {', '.join(moved)}." if moved
-                                               else "They had no stores."))
+                    done(
+                        f"Deleted {who}. "
+                        + (f"Their stores passed to {heir}: {', '.join(moved)}." if moved else "They had no stores.")
+                    )
 
 with tab_groups:
     groups = wb.accounts.groups()
     if groups:
-        st.dataframe([{"group": g, "members": ", ".join(m)} for g, m in groups.items()],
-                     hide_index=True, width="stretch")
+        st.dataframe([{"group": g, "members": ", ".join(m)} for g, m in groups.items()], hide_index=True, width="stretch")
     else:
         st.caption("No groups yet. A group lets a store be shared with several people at once.")
     with st.form("create-group", clear_on_submit=True):
@@ -180,8 +211,10 @@ with tab_groups:
                 done(f"Deleted the group {gname}.")
 
 with tab_invites:
-    st.caption(f"A link lets one person create their own account (valid {wb.settings.accounts.invite_hours:g} h,"
-               " once). It is shown once: send it to them.")
+    st.caption(
+        f"A link lets one person create their own account (valid {wb.settings.accounts.invite_hours:g} h,"
+        " once). It is shown once: send it to them."
+    )
     c1, c2 = st.columns([1, 2])
     invite_role = c1.selectbox("Role", ROLES, index=1, key="invite-role")
     if c1.button("Make an invitation link", key="make-invite"):
@@ -189,16 +222,34 @@ with tab_invites:
         base = (st.context.url or "").split("?")[0].rstrip("/")
         base = base.rsplit("/people", 1)[0] if base.endswith("/people") else base
         c2.code(f"{base}/?invite={token}", language=None)
-        c2.caption(md("A {} account; the link works once, until {}. Copy it now (the button at the"
-                      " corner): it is not shown again.", invite_role, utc(invite.expires)))
+        c2.caption(
+            md(
+                "A {} account; the link works once, until {}. Copy it now (the button at the"
+                " corner): it is not shown again.",
+                invite_role,
+                utc(invite.expires),
+            )
+        )
 
 with tab_keys:
     keys = wb.accounts.api_keys()
     if keys:
-        st.dataframe([{"key": k.id, "person": labels.get(k.username, k.username), "name": k.name,
-                       "ends in": "…" + k.hint, "created": utc(k.created), "last used": utc(k.last_used) or "never",
-                       "status": "active" if k.active else f"revoked {utc(k.revoked)}"} for k in keys],
-                     hide_index=True, width="stretch")
+        st.dataframe(
+            [
+                {
+                    "key": k.id,
+                    "person": labels.get(k.username, k.username),
+                    "name": k.name,
+                    "ends in": "…" + k.hint,
+                    "created": utc(k.created),
+                    "last used": utc(k.last_used) or "never",
+                    "status": "active" if k.active else f"revoked {utc(k.revoked)}",
+                }
+                for k in keys
+            ],
+            hide_index=True,
+            width="stretch",
+        )
         active = {k.id: f"{k.name} of {k.username} (…{k.hint})" for k in keys if k.active}
         if active:
             key_id = st.selectbox("Key", list(active), format_func=lambda k: active.get(k, k), key="revoke-key")

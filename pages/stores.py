@@ -48,8 +48,9 @@ WARNINGS_INLINE = 3
 OUTCOME_ICON = {Outcome.INDEXED: "✅", Outcome.UNCHANGED: "♻️", Outcome.DUPLICATE: "♻️", Outcome.CANCELLED: "⏹️"}
 
 st.title("🗂️ Vector stores")
-st.caption("Named collections of embedded text chunks. A store is a template plus a name; drop files on it "
-           "to make them searchable.")
+st.caption(
+    "Named collections of embedded text chunks. A store is a template plus a name; drop files on it to make them searchable."
+)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -102,8 +103,11 @@ def status_panel(store: str, disk_bytes: int | None) -> None:
         left, right = st.columns([5, 1], vertical_alignment="center")
         with left:
             _batch_header(job, store)
-        if right.button("⏹️ Stop", key=f"stop:{store}", help="Cancel the current file and skip the rest;"
-                        " the store keeps what was finished."):
+        if right.button(
+            "⏹️ Stop",
+            key=f"stop:{store}",
+            help="Cancel the current file and skip the rest; the store keeps what was finished.",
+        ):
             job.cancel()
         counters(store, disk_bytes)
         _job_outcomes(job)
@@ -117,21 +121,47 @@ def _batch_header(job: IngestJob, store: str) -> None:
     n, total = job.finished, len(job.files)
     if job.done:
         counts = job.counts()
-        parts = [f"{counts[o]} {label}" for o, label in ((Outcome.INDEXED, "indexed"), (Outcome.UNCHANGED, "unchanged"),
-                 (Outcome.DUPLICATE, "duplicates"), (Outcome.FAILED, "failed"), (Outcome.CANCELLED, "not started"))
-                 if counts.get(o)] if not hasattr(job, "summary_parts") else job.summary_parts()  # a folder sync
-        st.progress(1.0, text=f"**Batch done: {total} file{'' if total == 1 else 's'}** · {job.chunks} chunks · "
-                    + inert(", ".join(parts)))
+        parts = (
+            [
+                f"{counts[o]} {label}"
+                for o, label in (
+                    (Outcome.INDEXED, "indexed"),
+                    (Outcome.UNCHANGED, "unchanged"),
+                    (Outcome.DUPLICATE, "duplicates"),
+                    (Outcome.FAILED, "failed"),
+                    (Outcome.CANCELLED, "not started"),
+                )
+                if counts.get(o)
+            ]
+            if not hasattr(job, "summary_parts")
+            else job.summary_parts()
+        )  # a folder sync
+        st.progress(
+            1.0,
+            text=f"**Batch done: {total} file{'' if total == 1 else 's'}** · {job.chunks} chunks · "
+            + inert(", ".join(parts)),
+        )
         return
     runs = wb.runs_workers()
     if getattr(job, "waiting_for_worker", False) and (  # a folder sync has no job rows
-            not runs or time.monotonic() - (job.started_at or 0) > QUEUED_AFTER_SECONDS):
+        not runs or time.monotonic() - (job.started_at or 0) > QUEUED_AFTER_SECONDS
+    ):
         st.progress(0.0, text=queued_text(job, store, runs))
         return
     eta = job.eta_seconds()
     left = f"about {duration(round_eta(eta))} left" if eta is not None else "estimating the time left…"
-    st.progress(job.fraction, text=md("**{} of {} files** into {} · {} chunk{} so far · {}", n, total, store,
-                                      job.chunks, "" if job.chunks == 1 else "s", left))
+    st.progress(
+        job.fraction,
+        text=md(
+            "**{} of {} files** into {} · {} chunk{} so far · {}",
+            n,
+            total,
+            store,
+            job.chunks,
+            "" if job.chunks == 1 else "s",
+            left,
+        ),
+    )
 
 
 #: Seconds a batch waits for this app's own worker before its header says it is queued (a claim is quick).
@@ -142,15 +172,18 @@ def queued_text(job: IngestJob, store: str, runs_workers: bool) -> str:
     """The header of a batch no worker has started yet: queued, waiting for a worker (which one
     ingests it: this app's, or with ``ingest.worker_threads = 0`` a ``knowledge worker`` process)."""
     total = len(job.files)
-    who = ("this app runs no worker (ingest.worker_threads = 0): a `python -m knowledge worker` process ingests it"
-           if not runs_workers else "it starts when the worker is free")
+    who = (
+        "this app runs no worker (ingest.worker_threads = 0): a `python -m knowledge worker` process ingests it"
+        if not runs_workers
+        else "it starts when the worker is free"
+    )
     return md("**{} file{} queued** into {} — waiting for a worker · {}", total, "" if total == 1 else "s", store, who)
 
 
 def _said(r) -> str:
     """The result's message without the file name it starts with (the line names the file), in words."""
     prefix = f"{r.name}: "
-    msg = r.message[len(prefix):] if r.message.startswith(prefix) else r.message
+    msg = r.message[len(prefix) :] if r.message.startswith(prefix) else r.message
     return msg if r.ok or r.outcome == Outcome.CANCELLED else plain_reason(msg)
 
 
@@ -170,8 +203,12 @@ def _job_outcomes(job: IngestJob) -> None:
         st.caption(inert(note))
     # A few warnings stand under their files; more go into one closed list after them (twelve book
     # chapters, each with its dropped mdBook directives, pushed the store's file list a page down).
-    warned = [(fp.name, w) for fp in job.files if fp.result is not None and (fp.result.ok or fp.result.outcome
-              == Outcome.CANCELLED) for w in fp.result.warnings]
+    warned = [
+        (fp.name, w)
+        for fp in job.files
+        if fp.result is not None and (fp.result.ok or fp.result.outcome == Outcome.CANCELLED)
+        for w in fp.result.warnings
+    ]
     inline = len(warned) <= WARNINGS_INLINE
     waiting: dict[str, list[str]] = {}  # why files wait to be tried again (an outage) -> their names
     for fp in job.files:
@@ -179,8 +216,16 @@ def _job_outcomes(job: IngestJob) -> None:
             waiting.setdefault(fp.waiting_reason, []).append(fp.name)
     for reason, names in waiting.items():  # one line per reason: twenty files waiting for S3 are one outage
         shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-        st.info(md("**{} file{}** ({}) — {}; tried again by themselves, nothing is lost.", len(names),
-                   "" if len(names) == 1 else "s", shown, reason), icon="⏳")
+        st.info(
+            md(
+                "**{} file{}** ({}) — {}; tried again by themselves, nothing is lost.",
+                len(names),
+                "" if len(names) == 1 else "s",
+                shown,
+                reason,
+            ),
+            icon="⏳",
+        )
     for fp in job.files:
         r = fp.result
         if r is None:
@@ -213,7 +258,8 @@ def upload_section(store: str, disk_bytes: int | None) -> None:
         # The box counts its limit in MiB but shows it as "MB": give it the setting's number so both
         # say the same; a file over the setting's 10^6-byte MB yet under the box's limit is then
         # refused by the ingestion, with a message naming it.
-        key=f"upload:{store}", max_upload_size=max(1, math.ceil(limit_mb)),
+        key=f"upload:{store}",
+        max_upload_size=max(1, math.ceil(limit_mb)),
         help=f"Up to {limit_mb:g} MB per file (setting ingest.max_file_mb). Each file is ingested once.",
     )
     new = [u for u in uploads or [] if u.file_id not in processed]
@@ -232,8 +278,13 @@ def upload_section(store: str, disk_bytes: int | None) -> None:
     if skipped:
         st.warning(inert(skipped))
     with st.expander("📁 Ingest a folder on this machine"):
-        st.caption(md("Allowed folders: {} (setting `ingest.allowed_dirs`). Hidden folders such as `.ssh` and"
-                      " the data folder are never read.", folders.describe()))
+        st.caption(
+            md(
+                "Allowed folders: {} (setting `ingest.allowed_dirs`). Hidden folders such as `.ssh` and"
+                " the data folder are never read.",
+                folders.describe(),
+            )
+        )
         with st.form(f"folder:{store}"):
             c1, c2 = st.columns([3, 1])
             folder = c1.text_input("Folder", value=tpl.ingest_folder or "", placeholder="/path/to/docs")
@@ -249,7 +300,8 @@ def upload_section(store: str, disk_bytes: int | None) -> None:
                         if job.skipped:
                             st.session_state[f"skipped:{store}"] = (
                                 f"{len(job.skipped)} file(s) left out: they lead outside the allowed folders"
-                                f" ({', '.join(job.skipped[:3])}{', ...' if len(job.skipped) > 3 else ''}).")
+                                f" ({', '.join(job.skipped[:3])}{', ...' if len(job.skipped) > 3 else ''})."
+                            )
                         st.rerun()
                     except KnowledgeError as exc:
                         st.error(inert(exc))
@@ -257,32 +309,52 @@ def upload_section(store: str, disk_bytes: int | None) -> None:
 
 
 def web_section(store: str) -> None:
-    """"Add a web page": the page at a URL (and, with a depth, the pages it links to on its site)
+    """ "Add a web page": the page at a URL (and, with a depth, the pages it links to on its site)
     fetched and ingested as a batch of this process (:class:`~knowledge.service.web.WebJob`)."""
     ingest = settings.ingest
-    where = ("hosts on private and loopback addresses are allowed" if ingest.web_allow_private else
-             "only public addresses: private and loopback ones are refused")
+    where = (
+        "hosts on private and loopback addresses are allowed"
+        if ingest.web_allow_private
+        else "only public addresses: private and loopback ones are refused"
+    )
     with st.expander("🌐 Add a web page"):
-        st.caption(md("Fetched now, when you add it (robots.txt honoured), and kept under its URL; adding it again"
-                      " replaces it when the page changed. Up to {} MB per page; {} (setting"
-                      " `ingest.web_allow_private`, or `KNOWLEDGE_INGEST__WEB_ALLOW_PRIVATE=true`).",
-                      f"{ingest.max_file_mb:g}", where))
+        st.caption(
+            md(
+                "Fetched now, when you add it (robots.txt honoured), and kept under its URL; adding it again"
+                " replaces it when the page changed. Up to {} MB per page; {} (setting"
+                " `ingest.web_allow_private`, or `KNOWLEDGE_INGEST__WEB_ALLOW_PRIVATE=true`).",
+                f"{ingest.max_file_mb:g}",
+                where,
+            )
+        )
         with st.form(f"web:{store}"):
             c1, c2, c3 = st.columns([4, 1, 1])
             url = c1.text_input("Web page URL", placeholder="https://example.org/docs/")
-            depth = c2.number_input("Depth", 0, MAX_DEPTH, 0, help="0 = the page only; 1 = also the pages it links"
-                                    " to on the same site; 2 = and the pages those link to ...")
+            depth = c2.number_input(
+                "Depth",
+                0,
+                MAX_DEPTH,
+                0,
+                help="0 = the page only; 1 = also the pages it links"
+                " to on the same site; 2 = and the pages those link to ...",
+            )
             cap = ingest.web_max_pages
-            pages = c3.number_input("Max pages", 1, cap, min(10, cap), help=f"At most this many pages with a depth"
-                                    f" (up to {cap}: setting `ingest.web_max_pages`).")
+            pages = c3.number_input(
+                "Max pages",
+                1,
+                cap,
+                min(10, cap),
+                help=f"At most this many pages with a depth (up to {cap}: setting `ingest.web_max_pages`).",
+            )
             if st.form_submit_button("Add web page"):
                 job = _current_job(store)
                 if job is not None and not job.done:
                     st.warning("A batch is running; wait for it or stop it first.")
                 else:
                     try:
-                        st.session_state[f"job:{store}"] = wb.submit_web(store, url, depth=int(depth),
-                                                                         max_pages=int(pages) if depth else 1)
+                        st.session_state[f"job:{store}"] = wb.submit_web(
+                            store, url, depth=int(depth), max_pages=int(pages) if depth else 1
+                        )
                         st.rerun()
                     except KnowledgeError as exc:
                         st.error(inert(exc))
@@ -300,21 +372,33 @@ def _file_list(store: str, files: list, *, running: bool) -> None:
             st.caption("No files yet: drop some above.")
         return
     st.dataframe(
-        [{"file": f.file_name, "also named": list(f.aliases),
-          "status": STATUS_LABEL[DONE] if f.status == DONE else "⚠️ interrupted",
-          "chunks": f.chunks, "pages": str(f.pages) if f.pages else "–", "warnings": f.warnings,
-          "size (MB)": megabytes(f.size),
-          "seconds": round(f.total_seconds or 0, 2), "updated": f.updated}
-         for f in listed],
-        hide_index=True, width="stretch", key=f"files:{store}",
+        [
+            {
+                "file": f.file_name,
+                "also named": list(f.aliases),
+                "status": STATUS_LABEL[DONE] if f.status == DONE else "⚠️ interrupted",
+                "chunks": f.chunks,
+                "pages": str(f.pages) if f.pages else "–",
+                "warnings": f.warnings,
+                "size (MB)": megabytes(f.size),
+                "seconds": round(f.total_seconds or 0, 2),
+                "updated": f.updated,
+            }
+            for f in listed
+        ],
+        hide_index=True,
+        width="stretch",
+        key=f"files:{store}",
         column_config={
             # a file without pages (Markdown, Word, text) shows "–", not the table's grey "None"
-            "pages": st.column_config.TextColumn("pages", alignment="right",
-                                                 help="Pages of a PDF or a scanned image; – for a file without pages"),
+            "pages": st.column_config.TextColumn(
+                "pages", alignment="right", help="Pages of a PDF or a scanned image; – for a file without pages"
+            ),
             "warnings": st.column_config.ListColumn("warnings", width="medium"),
             "also named": st.column_config.ListColumn(
-                "also named", help="The same bytes under other names: indexed once, searchable while"
-                " any of its names is in the store"),
+                "also named",
+                help="The same bytes under other names: indexed once, searchable while any of its names is in the store",
+            ),
             "updated": st.column_config.DatetimeColumn("updated", format="YYYY-MM-DD HH:mm"),
         },
     )
@@ -352,15 +436,24 @@ def files_section(store: str, writable: bool = True) -> None:
         with st.popover("🗑️ Delete a file from this store"):
             by_name = {f"{f.file_id}\n{n}": (f, n) for f in done for n in f.names}  # every name of a content
             version = hashlib.sha1("".join(by_name).encode()).hexdigest()[:8]  # a new list, a new widget
-            key = st.selectbox("File", sorted(by_name, key=lambda k: by_name[k][1].lower()),
-                               format_func=lambda k: by_name[k][1], key=f"del-pick:{store}:{version}")
-            st.caption("Its chunks leave the store; its bytes leave the file store unless another store uses them."
-                       " A file whose bytes are also in the store under another name loses this name only.")
+            key = st.selectbox(
+                "File",
+                sorted(by_name, key=lambda k: by_name[k][1].lower()),
+                format_func=lambda k: by_name[k][1],
+                key=f"del-pick:{store}:{version}",
+            )
+            st.caption(
+                "Its chunks leave the store; its bytes leave the file store unless another store uses them."
+                " A file whose bytes are also in the store under another name loses this name only."
+            )
             if key:
                 f, name = by_name[key]
                 others = [n for n in f.names if n != name]
-                what = (md("the name **{}** (its content stays, as {})", name, ", ".join(others)) if others
-                        else md("**{}** and its {} chunks", name, f.chunks))
+                what = (
+                    md("the name **{}** (its content stays, as {})", name, ", ".join(others))
+                    if others
+                    else md("**{}** and its {} chunks", name, f.chunks)
+                )
                 if confirm("Delete", f"del:{store}", f"Delete {what} from {inert(store)}?", type="primary"):
                     _delete_file(store, f.file_id, name, f"files:{store}", by_name=bool(others))
     attention(store, failed, writable)
@@ -383,15 +476,18 @@ def attention(store: str, failed: list, writable: bool = True) -> None:
                 continue
             retry_ok = can_retry(f)
             c1, c2, c3 = st.columns([3, 1, 1], vertical_alignment="bottom")
-            pw = (c1.text_input("Password", type="password", key=f"pw:{store}:{f.file_id}")
-                  if needs_password(f) else None)
+            pw = c1.text_input("Password", type="password", key=f"pw:{store}:{f.file_id}") if needs_password(f) else None
             if not retry_ok:
                 c1.caption("Trying again would fail the same way: fix the file and drop it again, or remove it.")
             if retry_ok and c2.button("🔁 Retry", key=f"retry:{store}:{f.file_id}"):
                 _retry(store, f, pw)
             with c3:
-                if confirm("🗑️ Remove", f"rm:{store}:{f.file_id}", md("Remove **{}** from {}?", f.file_name, store),
-                           yes="Yes, remove"):
+                if confirm(
+                    "🗑️ Remove",
+                    f"rm:{store}:{f.file_id}",
+                    md("Remove **{}** from {}?", f.file_name, store),
+                    yes="Yes, remove",
+                ):
                     _delete_file(store, f.file_id, f.file_name, f"attention:{store}")
 
 
@@ -414,8 +510,13 @@ def _retry(store: str, f, pw: str | None) -> None:
 def _delete_file(store: str, file_id: str, name: str, where: str, by_name: bool = False) -> None:
     try:
         n = wb.delete_name(store, file_id, name) if by_name else wb.delete_file(store, file_id)
-        set_flash(where, True, f"Deleted {name} from {store} ({n} chunks)." if n or not by_name
-                  else f"Deleted the name {name} from {store}; its content stays under its other name(s).")
+        set_flash(
+            where,
+            True,
+            f"Deleted {name} from {store} ({n} chunks)."
+            if n or not by_name
+            else f"Deleted the name {name} from {store}; its content stays under its other name(s).",
+        )
     except KnowledgeError as exc:
         set_flash(where, False, f"{name}: {exc}")
     st.rerun()
@@ -424,8 +525,9 @@ def _delete_file(store: str, file_id: str, name: str, where: str, by_name: bool 
 def manage_section(store: str, files: int, chunks: int) -> None:
     with st.expander("🗑️ Delete this store"):
         flash(f"manage:{store}")
-        sure = st.checkbox(md("Yes, delete {} with its {} indexed file(s) and {} chunks", store, files, chunks),
-                           key=f"sure:{store}")
+        sure = st.checkbox(
+            md("Yes, delete {} with its {} indexed file(s) and {} chunks", store, files, chunks), key=f"sure:{store}"
+        )
         if st.button("🗑️ Delete store", key=f"drop:{store}", type="primary", disabled=not sure):
             try:
                 wb.delete_store(store)
@@ -466,8 +568,13 @@ def sharing_line(store: str, level: str) -> None:
         return
     grants = wb.store_grants(store)
     whose = "yours" if owner == wb.actor.username else md("owned by {}", person(owner))
-    shared = ("shared with " + ", ".join(grant_words(g) for g in grants)) if grants else "private: only you" \
-        if owner == wb.actor.username else "not shared"
+    shared = (
+        ("shared with " + ", ".join(grant_words(g) for g in grants))
+        if grants
+        else "private: only you"
+        if owner == wb.actor.username
+        else "not shared"
+    )
     st.caption(md("👤 {} · {}", whose, shared))
 
 
@@ -483,14 +590,32 @@ def share_section(store: str) -> None:
         principal = ""
         if kind == "user":
             people = [u.username for u in wb.directory() if u.username != owner]
-            principal = c2.selectbox("Person", people, key=f"share-user:{store}", format_func=chosen,
-                                     index=None, placeholder="Choose a person") or ""
+            principal = (
+                c2.selectbox(
+                    "Person",
+                    people,
+                    key=f"share-user:{store}",
+                    format_func=chosen,
+                    index=None,
+                    placeholder="Choose a person",
+                )
+                or ""
+            )
         elif kind == "group":
             groups = wb.group_names()
-            principal = c2.selectbox("Group", groups, key=f"share-group:{store}", index=None,
-                                     placeholder="Choose a group" if groups else "No groups yet") or ""
+            principal = (
+                c2.selectbox(
+                    "Group",
+                    groups,
+                    key=f"share-group:{store}",
+                    index=None,
+                    placeholder="Choose a group" if groups else "No groups yet",
+                )
+                or ""
+            )
         level = {"read only": "read", "read and write": "write"}[
-            c3.radio("Access", ["read only", "read and write"], key=f"share-level:{store}")]
+            c3.radio("Access", ["read only", "read and write"], key=f"share-level:{store}")
+        ]
         if st.button("Share", key=f"share-go:{store}", type="primary", disabled=kind != "everyone" and not principal):
             try:
                 g = wb.share_store(store, kind, principal, level)
@@ -514,9 +639,15 @@ def share_section(store: str) -> None:
         st.divider()
         others = [u.username for u in wb.directory() if u.username != owner]
         c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
-        heir = c1.selectbox("Give this store to", others, key=f"give-to:{store}", format_func=chosen, index=None,
-                            placeholder="Choose a person", help="They become its owner; you keep no access unless"
-                            " they share it with you.")
+        heir = c1.selectbox(
+            "Give this store to",
+            others,
+            key=f"give-to:{store}",
+            format_func=chosen,
+            index=None,
+            placeholder="Choose a person",
+            help="They become its owner; you keep no access unless they share it with you.",
+        )
         if c2.button("Give", key=f"give-go:{store}", disabled=heir is None):
             try:
                 wb.give_store(store, heir)
@@ -528,8 +659,11 @@ def share_section(store: str) -> None:
 
 def backend_words(backend: str) -> str:
     """The backend in plain words, the technical name after it."""
-    return {"memory": "stored on this computer", "pgvector": "stored in PostgreSQL (pgvector)",
-            "qdrant": "stored in Qdrant"}.get(backend, f"stored by the {backend} plugin")
+    return {
+        "memory": "stored on this computer",
+        "pgvector": "stored in PostgreSQL (pgvector)",
+        "qdrant": "stored in Qdrant",
+    }.get(backend, f"stored by the {backend} plugin")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -544,8 +678,13 @@ def new_store_form(stores: list) -> None:
                 with st.spinner("Creating (loads the embedding model the first time)..."):
                     wb.create_store(name.strip(), template)
                 st.session_state["store_pending"] = name.strip()  # selected on the next run
-                set_flash("", True, f"The store {name.strip()} already exists; here it is."
-                          if existed else f"Created the store {name.strip()}.")
+                set_flash(
+                    "",
+                    True,
+                    f"The store {name.strip()} already exists; here it is."
+                    if existed
+                    else f"Created the store {name.strip()}.",
+                )
                 st.rerun()
             except KnowledgeError as exc:
                 st.error(inert(exc))
@@ -583,9 +722,17 @@ def stores_tab() -> None:
     r = summary.record
     with st.container(border=True):
         st.subheader(md("🗂️ {}", store))
-        st.caption(md("template **{}** · {} · model {} ({} dimensions, {})", r.template, backend_words(r.backend),
-                      r.embedding_model, r.dimension, r.distance),
-                   help=md("Backend: {}. Scores compare embeddings by {} distance.", r.backend, r.distance))
+        st.caption(
+            md(
+                "template **{}** · {} · model {} ({} dimensions, {})",
+                r.template,
+                backend_words(r.backend),
+                r.embedding_model,
+                r.dimension,
+                r.distance,
+            ),
+            help=md("Backend: {}. Scores compare embeddings by {} distance.", r.backend, r.distance),
+        )
         if summary.note is not None:  # a per-machine store in a shared catalog: listed, not used
             st.warning(inert(summary.note), icon="🖥️")
         try:
@@ -612,23 +759,44 @@ def stores_tab() -> None:
     st.markdown(f"#### All stores ({len(stores)})")
     levels = wb.levels(names) if accounts else {}
     owners = {n: wb.store_owner(n) for n in names} if accounts else {}
-    whose = ({"owner": [person(owners[s.record.name]) for s in stores],
-              "access": [{"owner": "owner"}.get(levels.get(s.record.name, ""), LEVEL_WORDS.get(
-                  levels.get(s.record.name, ""), "")) for s in stores]} if accounts else {})
+    whose = (
+        {
+            "owner": [person(owners[s.record.name]) for s in stores],
+            "access": [
+                {"owner": "owner"}.get(levels.get(s.record.name, ""), LEVEL_WORDS.get(levels.get(s.record.name, ""), ""))
+                for s in stores
+            ],
+        }
+        if accounts
+        else {}
+    )
     # The name and its counts come first, narrow, so they show without scrolling at 1280 px and
     # stay readable on a phone; where and how it is stored follow.
     st.dataframe(
-        [{"store": s.record.name, "files": s.files, "chunks": s.chunks, "size (MB)": megabytes(s.disk_bytes or 0),
-          **{k: v[i] for k, v in whose.items()}, "template": s.record.template,
-          "stored": backend_words(s.record.backend) + (" (one machine only: not shared)" if s.note else ""),
-          "backend": s.record.backend, "model": s.record.embedding_model, "dimension": s.record.dimension}
-         for i, s in enumerate(stores)],
-        hide_index=True, width="stretch", key="stores-table",
-        column_config={"store": st.column_config.TextColumn("store", width="medium", pinned=True),
-                       "size (MB)": st.column_config.NumberColumn("size (MB)", format="%.2f", width="small"),
-                       "files": st.column_config.NumberColumn("files", width="small",
-                                                              help="Indexed (searchable) files of the store"),
-                       "chunks": st.column_config.NumberColumn("chunks", width="small")},
+        [
+            {
+                "store": s.record.name,
+                "files": s.files,
+                "chunks": s.chunks,
+                "size (MB)": megabytes(s.disk_bytes or 0),
+                **{k: v[i] for k, v in whose.items()},
+                "template": s.record.template,
+                "stored": backend_words(s.record.backend) + (" (one machine only: not shared)" if s.note else ""),
+                "backend": s.record.backend,
+                "model": s.record.embedding_model,
+                "dimension": s.record.dimension,
+            }
+            for i, s in enumerate(stores)
+        ],
+        hide_index=True,
+        width="stretch",
+        key="stores-table",
+        column_config={
+            "store": st.column_config.TextColumn("store", width="medium", pinned=True),
+            "size (MB)": st.column_config.NumberColumn("size (MB)", format="%.2f", width="small"),
+            "files": st.column_config.NumberColumn("files", width="small", help="Indexed (searchable) files of the store"),
+            "chunks": st.column_config.NumberColumn("chunks", width="small"),
+        },
     )
 
 
@@ -644,9 +812,11 @@ def _fitted(tpl) -> str:
         return ""
     if (plan.max_tokens, plan.overlap_tokens) == (tpl.max_chunk_size_tokens, tpl.chunk_overlap_tokens):
         return ""
-    return (f" Its chunk size of {tpl.max_chunk_size_tokens} tokens is more than the {embedder.max_tokens}-token "
-            f"window of {embedder.name}: chunks will be fitted to {plan.max_tokens} tokens with an overlap of "
-            f"{plan.overlap_tokens}, so no text is cut off.")
+    return (
+        f" Its chunk size of {tpl.max_chunk_size_tokens} tokens is more than the {embedder.max_tokens}-token "
+        f"window of {embedder.name}: chunks will be fitted to {plan.max_tokens} tokens with an overlap of "
+        f"{plan.overlap_tokens}, so no text is cut off."
+    )
 
 
 def _rerank_text(t) -> str:
@@ -659,17 +829,32 @@ def _rerank_text(t) -> str:
 def templates_tab() -> None:
     templates = wb.list_templates()
     st.dataframe(
-        [{"template": t.name + (" (built in)" if t.builtin else ""), "backend": t.backend,
-          "model": t.embedding_model, "distance": t.distance, "chunk tokens": t.max_chunk_size_tokens,
-          "overlap": t.chunk_overlap_tokens, "folder": t.ingest_folder or "", "glob": t.ingest_glob,
-          "stores": wb.stores_using_template(t.name, internal=False), "description": t.description,
-          "OCR": t.ocr or f"{settings.ingest.ocr} (setting)",
-          "rerank": _rerank_text(t)} for t in templates],
-        hide_index=True, width="stretch", key="templates-table",
+        [
+            {
+                "template": t.name + (" (built in)" if t.builtin else ""),
+                "backend": t.backend,
+                "model": t.embedding_model,
+                "distance": t.distance,
+                "chunk tokens": t.max_chunk_size_tokens,
+                "overlap": t.chunk_overlap_tokens,
+                "folder": t.ingest_folder or "",
+                "glob": t.ingest_glob,
+                "stores": wb.stores_using_template(t.name, internal=False),
+                "description": t.description,
+                "OCR": t.ocr or f"{settings.ingest.ocr} (setting)",
+                "rerank": _rerank_text(t),
+            }
+            for t in templates
+        ],
+        hide_index=True,
+        width="stretch",
+        key="templates-table",
         column_config={"stores": st.column_config.ListColumn("stores")},
     )
-    st.caption(f"The **{DEFAULT_TEMPLATE}** template is read-only: it is formed by the settings "
-               "(`vector_store.*`, `embeddings.model`). Save a copy under another name to change it.")
+    st.caption(
+        f"The **{DEFAULT_TEMPLATE}** template is read-only: it is formed by the settings "
+        "(`vector_store.*`, `embeddings.model`). Save a copy under another name to change it."
+    )
     if not wb.actor.is_admin:  # signed in as a member: templates are the admins' to change
         st.info("Only an admin creates, changes or deletes templates.")
         return
@@ -679,14 +864,26 @@ def templates_tab() -> None:
     editing = pick in custom
     with st.form("template-form"):
         c1, c2, c3 = st.columns(3)
-        name = c1.text_input("Name", value=base.name if editing else "", disabled=editing,
-                             help="Letters, digits, spaces and . - _ ( ); at most 64 characters.")
-        backend = c2.text_input("Backend", value=base.backend, help=(
-            f"Installed: {', '.join(backend_names()) or 'memory'} (or a plugin's name). pgvector without"
-            " `vector_store.url` runs an embedded PostgreSQL server in the data folder."))
+        name = c1.text_input(
+            "Name",
+            value=base.name if editing else "",
+            disabled=editing,
+            help="Letters, digits, spaces and . - _ ( ); at most 64 characters.",
+        )
+        backend = c2.text_input(
+            "Backend",
+            value=base.backend,
+            help=(
+                f"Installed: {', '.join(backend_names()) or 'memory'} (or a plugin's name). pgvector without"
+                " `vector_store.url` runs an embedded PostgreSQL server in the data folder."
+            ),
+        )
         distance = c3.selectbox("Distance", DISTANCES, index=DISTANCES.index(base.distance))
-        model = st.text_input("Embedding model", value=base.embedding_model,
-                              help="The bundled model works offline; any fastembed catalog name otherwise.")
+        model = st.text_input(
+            "Embedding model",
+            value=base.embedding_model,
+            help="The bundled model works offline; any fastembed catalog name otherwise.",
+        )
         c1, c2 = st.columns(2)
         size = c1.number_input("Max chunk size (tokens)", 1, 8192, base.max_chunk_size_tokens)
         overlap = c2.number_input("Chunk overlap (tokens)", 0, 8191, base.chunk_overlap_tokens)
@@ -695,31 +892,56 @@ def templates_tab() -> None:
         glob = c2.text_input("Glob", value=base.ingest_glob)
         desc = st.text_input("Description", value=base.description if editing else "")
         ocr_choices = {f"as the setting ingest.ocr ({settings.ingest.ocr})": None, "auto": "auto", "off": "off"}
-        ocr = st.selectbox("OCR for scans and images", list(ocr_choices), key="tpl-ocr",
-                           index=list(ocr_choices.values()).index(base.ocr if editing else None),
-                           help="auto: PDF pages without a text layer and image files are read by OCR"
-                                " (slow: seconds per page); off: they are reported as needing OCR.")
+        ocr = st.selectbox(
+            "OCR for scans and images",
+            list(ocr_choices),
+            key="tpl-ocr",
+            index=list(ocr_choices.values()).index(base.ocr if editing else None),
+            help="auto: PDF pages without a text layer and image files are read by OCR"
+            " (slow: seconds per page); off: they are reported as needing OCR.",
+        )
         c1, c2 = st.columns([3, 1])
-        rerank_choices = {f"as the setting search.rerank ({'on' if settings.search.rerank else 'off'})": None,
-                          "on": True, "off": False}
-        rerank = c1.selectbox("Rerank the best passages", list(rerank_choices), key="tpl-rerank",
-                              index=list(rerank_choices.values()).index(base.rerank if editing else None),
-                              help="on: a search's best passages are ordered again by the sentence of each that"
-                                   " best answers the query (the store's own model, offline; costs time per"
-                                   " search: docs/search.md).")
-        n_rerank = c2.number_input("Passages reranked", 2, 200,
-                                   (base.rerank_candidates if editing else None) or settings.search.rerank_candidates,
-                                   key="tpl-rerank-n")
+        rerank_choices = {
+            f"as the setting search.rerank ({'on' if settings.search.rerank else 'off'})": None,
+            "on": True,
+            "off": False,
+        }
+        rerank = c1.selectbox(
+            "Rerank the best passages",
+            list(rerank_choices),
+            key="tpl-rerank",
+            index=list(rerank_choices.values()).index(base.rerank if editing else None),
+            help="on: a search's best passages are ordered again by the sentence of each that"
+            " best answers the query (the store's own model, offline; costs time per"
+            " search: docs/search.md).",
+        )
+        n_rerank = c2.number_input(
+            "Passages reranked",
+            2,
+            200,
+            (base.rerank_candidates if editing else None) or settings.search.rerank_candidates,
+            key="tpl-rerank-n",
+        )
         if st.form_submit_button("Save template", type="primary"):
             try:
-                tpl = make_template(name=(base.name if editing else name).strip(), backend=backend.strip(),
-                                    embedding_model=model.strip(), distance=distance,
-                                    max_chunk_size_tokens=int(size), chunk_overlap_tokens=int(overlap),
-                                    ingest_folder=folder.strip() or None, ingest_glob=glob.strip() or "**/*",
-                                    description=desc.strip(), ocr=ocr_choices[ocr], rerank=rerank_choices[rerank],
-                                    rerank_candidates=(None if int(n_rerank) == settings.search.rerank_candidates
-                                                       and not (editing and base.rerank_candidates)
-                                                       else int(n_rerank)))
+                tpl = make_template(
+                    name=(base.name if editing else name).strip(),
+                    backend=backend.strip(),
+                    embedding_model=model.strip(),
+                    distance=distance,
+                    max_chunk_size_tokens=int(size),
+                    chunk_overlap_tokens=int(overlap),
+                    ingest_folder=folder.strip() or None,
+                    ingest_glob=glob.strip() or "**/*",
+                    description=desc.strip(),
+                    ocr=ocr_choices[ocr],
+                    rerank=rerank_choices[rerank],
+                    rerank_candidates=(
+                        None
+                        if int(n_rerank) == settings.search.rerank_candidates and not (editing and base.rerank_candidates)
+                        else int(n_rerank)
+                    ),
+                )
                 wb.save_template(tpl)
                 set_flash("templates", True, f"Saved the template {tpl.name}.{_fitted(tpl)}")
                 st.rerun()

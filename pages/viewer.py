@@ -62,8 +62,13 @@ if view.heading:
     st.markdown(md("**Section:** {}", view.heading))
 if view.passage_pages:
     st.caption(md("The passage is on page {}.", ", ".join(str(p) for p in view.passage_pages)))
-st.download_button("⬇️ Download original", data, file_name=view.name, mime=vm.safe_content_type(view.content_type),
-                   key=f"viewer-dl:{stored.id}")
+st.download_button(
+    "⬇️ Download original",
+    data,
+    file_name=view.name,
+    mime=vm.safe_content_type(view.content_type),
+    key=f"viewer-dl:{stored.id}",
+)
 for warning in view.warnings:
     st.warning(inert(warning))
 if view.problem:
@@ -90,8 +95,9 @@ if view.kind == "pdf" and view.page:
     prev, middle, nxt = st.columns([1, 2, 1], vertical_alignment="bottom")
     if prev.button("◀ Previous", disabled=number <= 1, key="viewer-prev", width="stretch"):
         go_to_page(number - 1)
-    typed = middle.number_input(f"Page (of {pages})", min_value=1, max_value=pages, value=number, step=1,
-                                key=f"viewer-page:{number}")
+    typed = middle.number_input(
+        f"Page (of {pages})", min_value=1, max_value=pages, value=number, step=1, key=f"viewer-page:{number}"
+    )
     if nxt.button("Next ▶", disabled=number >= pages, key="viewer-next", width="stretch"):
         go_to_page(number + 1)
     if typed != number:
@@ -105,8 +111,9 @@ if view.kind == "pdf" and view.page:
         if image.found:
             st.caption(md("The passage is highlighted on page {}.", number))
         elif on_page:
-            st.caption("The passage's text is not in this page's text layer (a scan read by OCR?): it is"
-                       " shown below the page.")
+            st.caption(
+                "The passage's text is not in this page's text layer (a scan read by OCR?): it is shown below the page."
+            )
         st.image(image.png, caption=md("Page {} of {}", number, pages), width="stretch")
         if on_page:
             with st.expander("The passage's text", expanded=not image.found):

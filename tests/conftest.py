@@ -62,8 +62,11 @@ def _one_default_ssl_context() -> Iterator[None]:
     shared: list[Any] = []
 
     def create_ssl_context(verify: Any = True, cert: Any = None, trust_env: bool = True) -> Any:
-        if verify is not True or cert is not None or (trust_env and (os.environ.get("SSL_CERT_FILE")
-                                                                      or os.environ.get("SSL_CERT_DIR"))):
+        if (
+            verify is not True
+            or cert is not None
+            or (trust_env and (os.environ.get("SSL_CERT_FILE") or os.environ.get("SSL_CERT_DIR")))
+        ):
             return made(verify=verify, cert=cert, trust_env=trust_env)
         if not shared:
             shared.append(made(verify=verify, cert=cert, trust_env=trust_env))
@@ -153,6 +156,7 @@ def site() -> Iterator[Any]:
 
 # -- PostgreSQL (tests/helpers/pg.py) ----------------------------------------------------------------
 
+
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[str]:
     """One embedded PostgreSQL + pgvector server for the session, over loopback TCP; its URL. Under CI=true
@@ -214,8 +218,9 @@ def catalog_settings(settings: Settings, catalog_dialect: str) -> Settings:
 
 # -- the backends every contract test runs against (tests/helpers/backends.py) ----------------------
 
-_BACKEND_PARAMS = [pytest.param(name, marks=pytest.mark.postgres) if name == "pgvector" else name
-                   for name in sorted(CONTRACT_BACKENDS)]
+_BACKEND_PARAMS = [
+    pytest.param(name, marks=pytest.mark.postgres) if name == "pgvector" else name for name in sorted(CONTRACT_BACKENDS)
+]
 
 
 @pytest.fixture(params=_BACKEND_PARAMS)
@@ -248,6 +253,7 @@ def raw_filter(backend_name: str) -> Callable[[str, Any], Any]:
 
 
 # -- the shared corpus -------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def corpus() -> Path:
@@ -285,6 +291,7 @@ def corpus_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, int]:
 
 # -- plugins: the entry points of this checkout ------------------------------------------------------
 
+
 def _declared_entry_points() -> Iterator[None]:
     """Entry points this checkout's pyproject.toml declares but the installed metadata lacks (an
     editable install made from another checkout, or before a backend was added) are added, as
@@ -316,6 +323,7 @@ def _checkout_entry_points() -> Iterator[None]:
 
 # -- file stores: the backends the file-store contract runs against (tests/helpers/s3.py) -----------
 
+
 @pytest.fixture(scope="session")
 def s3_server() -> Iterator[str]:
     """A real S3-protocol server for the session: moto's server mode (``moto_server``) as a child
@@ -325,8 +333,11 @@ def s3_server() -> Iterator[str]:
         yield server.endpoint
 
 
-_FILE_STORE_PARAMS = ["filesystem", pytest.param("postgresql", marks=pytest.mark.postgres),
-                      pytest.param("s3", marks=pytest.mark.s3)]
+_FILE_STORE_PARAMS = [
+    "filesystem",
+    pytest.param("postgresql", marks=pytest.mark.postgres),
+    pytest.param("s3", marks=pytest.mark.s3),
+]
 
 
 @pytest.fixture(params=_FILE_STORE_PARAMS)

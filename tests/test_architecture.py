@@ -20,8 +20,24 @@ PACKAGE = Path(__file__).resolve().parents[1] / "knowledge"
 #: Floor of each unit, lowest first. Ground modules import only each other (acyclically).
 FLOORS: dict[str, int] = {
     # 0 ground: errors, settings, outcomes, names, folders, plugin loading, forwarded requests, small private helpers
-    **dict.fromkeys(["knowledge", "errors", "config", "outcomes", "attributes", "access", "plugins",
-                     "_fs", "_onnx", "_names", "_pg", "forwarded", "vocabulary"], 0),
+    **dict.fromkeys(
+        [
+            "knowledge",
+            "errors",
+            "config",
+            "outcomes",
+            "attributes",
+            "access",
+            "plugins",
+            "_fs",
+            "_onnx",
+            "_names",
+            "_pg",
+            "forwarded",
+            "vocabulary",
+        ],
+        0,
+    ),
     "text": 1,  # analysis, highlight, render: pure functions of text
     # 2 parts: each a contract with its backends
     **dict.fromkeys(["embeddings", "filestore", "catalog", "vectorstore"], 2),
@@ -129,9 +145,11 @@ def test_no_import_cycle_between_files():
 @pytest.mark.parametrize("importer", sorted(GRAPH))
 def test_no_import_of_a_floor_above_or_beside(importer):
     mine = unit(importer)
-    wrong = sorted(t for t in GRAPH[importer]
-                   if unit(t) != mine and not (mine in GROUND and unit(t) in GROUND)
-                   and FLOORS[unit(t)] >= FLOORS[mine])
+    wrong = sorted(
+        t
+        for t in GRAPH[importer]
+        if unit(t) != mine and not (mine in GROUND and unit(t) in GROUND) and FLOORS[unit(t)] >= FLOORS[mine]
+    )
     assert wrong == [], f"{importer} (floor {FLOORS[mine]}) imports {wrong}"
 
 
@@ -141,8 +159,11 @@ def test_no_private_name_is_imported_across_modules():
     for name, path in modules().items():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("knowledge"):
-                private += [f"{name}: {node.module}.{a.name}" for a in node.names
-                            if a.name.startswith("_") and not a.name.startswith("__")]
+                private += [
+                    f"{name}: {node.module}.{a.name}"
+                    for a in node.names
+                    if a.name.startswith("_") and not a.name.startswith("__")
+                ]
     assert private == []
 
 

@@ -21,8 +21,16 @@ from knowledge.config import Settings
 DOCS = [Path(__file__).resolve().parents[1] / "docs" / name for name in ("team.md", "api.md")]
 #: Names written like settings that are none: Streamlit's options, OpenAI's object types, a Python
 #: attribute, a file name, the variable naming the settings file.
-FOREIGN = {"server.maxUploadSize", "server.address", "server.port", "chat.completion.chunk",
-           "vector_store.files_batch", "app.state.api", "mcp.json", "settings_file"}
+FOREIGN = {
+    "server.maxUploadSize",
+    "server.address",
+    "server.port",
+    "chat.completion.chunk",
+    "vector_store.files_batch",
+    "app.state.api",
+    "mcp.json",
+    "settings_file",
+}
 
 
 def code_spans(text: str) -> list[str]:

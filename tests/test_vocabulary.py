@@ -21,9 +21,17 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: Words retired by issue 29 (three vocabularies for one thing), as a person would read them.
 RETIRED = [
-    r"\bexact words\b", r"\bvector only\b", r"\bwords only\b", r"(?<!by )\bmeaning\b(?! \(semantic)",
-    r"\bcombined\b", r"\blexical\b", r"\bTop \{", r"\bTop \d+ scores\b", r"\bCHAT configs?\b",
-    r"\bchunks on \{", r"\bfused\b",
+    r"\bexact words\b",
+    r"\bvector only\b",
+    r"\bwords only\b",
+    r"(?<!by )\bmeaning\b(?! \(semantic)",
+    r"\bcombined\b",
+    r"\blexical\b",
+    r"\bTop \{",
+    r"\bTop \d+ scores\b",
+    r"\bCHAT configs?\b",
+    r"\bchunks on \{",
+    r"\bfused\b",
 ]
 
 
@@ -31,12 +39,22 @@ def user_strings(path: Path) -> list[tuple[int, str]]:
     """The string literals of a module a person may read (f-strings' text parts included),
     without docstrings and bare values such as ``"lexical"`` (a mode's value, a key): ``(line, text)``."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    docstrings = {id(n.body[0].value) for n in ast.walk(tree)
-                  if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-                  and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
-    return [(n.lineno, n.value) for n in ast.walk(tree)  # a bare value ("lexical", a key) is no label
-            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docstrings
-            and not re.fullmatch(r"[a-z_]+", n.value)]
+    docstrings = {
+        id(n.body[0].value)
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        and n.body
+        and isinstance(n.body[0], ast.Expr)
+        and isinstance(n.body[0].value, ast.Constant)
+    }
+    return [
+        (n.lineno, n.value)
+        for n in ast.walk(tree)  # a bare value ("lexical", a key) is no label
+        if isinstance(n, ast.Constant)
+        and isinstance(n.value, str)
+        and id(n) not in docstrings
+        and not re.fullmatch(r"[a-z_]+", n.value)
+    ]
 
 
 def retired_in(text: str) -> list[str]:
@@ -45,16 +63,33 @@ def retired_in(text: str) -> list[str]:
 
 def test_the_retired_words_are_caught():
     """The pattern list finds each old label (so the tests below could fail)."""
-    for old in ("meaning 0.612", "exact words 7.31", "combined 0.0325", "Vector only", "Words only",
-                "Model (CHAT config)", "Top 50 scores", "fused 0.03", "hybrid / vector / lexical"):
+    for old in (
+        "meaning 0.612",
+        "exact words 7.31",
+        "combined 0.0325",
+        "Vector only",
+        "Words only",
+        "Model (CHAT config)",
+        "Top 50 scores",
+        "fused 0.03",
+        "hybrid / vector / lexical",
+    ):
         assert retired_in(old), old
-    for fine in ("recalled by meaning (semantic search)", "Semantic", "similarity 0.612 · keyword score 7.31",
-                 "309 chunks · built-in backend", "chat model config"):
+    for fine in (
+        "recalled by meaning (semantic search)",
+        "Semantic",
+        "similarity 0.612 · keyword score 7.31",
+        "309 chunks · built-in backend",
+        "chat model config",
+    ):
         assert not retired_in(fine), fine
 
 
-@pytest.mark.parametrize("path", sorted([*ROOT.glob("pages/*.py"), ROOT / "app.py",
-                                         *ROOT.glob("knowledge/pagemodels/*.py")]), ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path",
+    sorted([*ROOT.glob("pages/*.py"), ROOT / "app.py", *ROOT.glob("knowledge/pagemodels/*.py")]),
+    ids=lambda p: p.name,
+)
 def test_no_retired_word_on_a_page(path):
     found = [(line, text) for line, text in user_strings(path) if retired_in(text)]
     assert found == [], f"{path.name}: retired words (see docs/glossary.md) in {found}"
@@ -73,7 +108,12 @@ def test_no_retired_word_in_the_cli_help():
 def test_a_ranking_is_read_from_the_new_word_or_the_old_value():
     assert list(RANKINGS.values()) == ["Hybrid", "Semantic", "Keyword"]
     assert [search_mode(w) for w in ("hybrid", "Semantic", " keyword ", "vector", "LEXICAL")] == [
-        "hybrid", "vector", "lexical", "vector", "lexical"]
+        "hybrid",
+        "vector",
+        "lexical",
+        "vector",
+        "lexical",
+    ]
     assert ranking_label("lexical") == "Keyword" and ranking_label("semantic") == "Semantic"
     assert backend_label("memory") == "built-in backend" and backend_label("mine") == "mine backend"
     with pytest.raises(InvalidArgument, match="hybrid, semantic or keyword"):
@@ -104,12 +144,13 @@ def test_a_search_by_keyword_is_the_search_by_lexical(monkeypatch):
     use_fake_model(monkeypatch, 16)
     wb = Workbench(load_settings())
     try:
-        for name, text in (("owls.md", "# Owls\n\nOwls hunt mice at night."),
-                           ("bread.md", "# Bread\n\nBread dough rises in a warm place.")):
+        for name, text in (
+            ("owls.md", "# Owls\n\nOwls hunt mice at night."),
+            ("bread.md", "# Bread\n\nBread dough rises in a warm place."),
+        ):
             assert wb.ingest_file("notes", text.encode(), name).ok
         by_word = [(h.file_name, h.lexical_score) for h in wb.search("notes", "bread dough", k=2, mode="keyword")]
-        assert by_word == [(h.file_name, h.lexical_score) for h in wb.search("notes", "bread dough", k=2,
-                                                                            mode="lexical")]
+        assert by_word == [(h.file_name, h.lexical_score) for h in wb.search("notes", "bread dough", k=2, mode="lexical")]
         assert by_word[0][0] == "bread.md" and by_word[0][1] > 0
         semantic = wb.search("notes", "bread dough", k=2, mode="Semantic")
         assert [h.id for h in semantic] == [h.id for h in wb.search("notes", "bread dough", k=2, mode="vector")]

@@ -207,8 +207,16 @@ class Catalog:
             return bool(cur.execute("DELETE FROM templates WHERE name = ? RETURNING name", [name]).fetchall())
 
     # -- stores ---------------------------------------------------------------------------------
-    def put_store(self, name: str, template: str, backend: str, embedding_model: str,
-                  dimension: int | None, distance: str, collection: str | None = None) -> StoreRecord:
+    def put_store(
+        self,
+        name: str,
+        template: str,
+        backend: str,
+        embedding_model: str,
+        dimension: int | None,
+        distance: str,
+        collection: str | None = None,
+    ) -> StoreRecord:
         """Insert or update a store record; returns it. ``collection`` defaults to ``name``.
         Raises ``InvalidArgument`` for a name with a control character (:mod:`knowledge._names`)."""
         check_name(name, "store name")
@@ -254,8 +262,17 @@ class Catalog:
             cur.execute("DELETE FROM stores WHERE name = ?", [name])
             cur.execute("COMMIT")
 
-    def adopt_store(self, name: str, template: str, backend: str, embedding_model: str, dimension: int | None,
-                    distance: str, collection: str, files: Iterable[FileRecord]) -> StoreRecord:
+    def adopt_store(
+        self,
+        name: str,
+        template: str,
+        backend: str,
+        embedding_model: str,
+        dimension: int | None,
+        distance: str,
+        collection: str,
+        files: Iterable[FileRecord],
+    ) -> StoreRecord:
         """Create store ``name`` over an already filled ``collection`` with its file records, in one
         transaction (an import: :mod:`knowledge.portable`): the store appears whole or not at all.
 
@@ -273,24 +290,42 @@ class Catalog:
             cur.execute("BEGIN TRANSACTION")
             try:
                 if cur.execute("SELECT 1 FROM stores WHERE name = ?", [name]).fetchone():
-                    raise StoreExists(f"A store called {name!r} exists already; import it under another"
-                                      " name.")
+                    raise StoreExists(f"A store called {name!r} exists already; import it under another name.")
                 cur.execute(
                     f"INSERT INTO stores ({', '.join(_STORE_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [name, template, backend, collection, embedding_model, dimension, distance, now, now])
+                    [name, template, backend, collection, embedding_model, dimension, distance, now, now],
+                )
                 cur.execute("DELETE FROM store_files WHERE store = ?", [name])  # records of no store
                 cur.execute("DELETE FROM store_file_names WHERE store = ?", [name])
                 for r in files:
                     cur.execute(
                         f"INSERT INTO store_files ({', '.join(_FILE_COLUMNS)})"
                         f" VALUES ({', '.join('?' * len(_FILE_COLUMNS))})",
-                        [name, r.file_id, unicodedata.normalize("NFC", r.file_name), r.sha256, r.size,
-                         str(r.status), r.reason, r.chunks, r.pages, json.dumps(r.warnings), r.read_seconds,
-                         r.embed_seconds, r.total_seconds, r.created or now, now, r.error])
+                        [
+                            name,
+                            r.file_id,
+                            unicodedata.normalize("NFC", r.file_name),
+                            r.sha256,
+                            r.size,
+                            str(r.status),
+                            r.reason,
+                            r.chunks,
+                            r.pages,
+                            json.dumps(r.warnings),
+                            r.read_seconds,
+                            r.embed_seconds,
+                            r.total_seconds,
+                            r.created or now,
+                            now,
+                            r.error,
+                        ],
+                    )
                     for n in r.names:  # the content's names (migration 6), the chunks' one first
-                        cur.execute("INSERT INTO store_file_names (store, file_id, name, folder, created)"
-                                    " VALUES (?, ?, ?, '', ?) ON CONFLICT DO NOTHING",
-                                    [name, r.file_id, unicodedata.normalize("NFC", n), r.created or now])
+                        cur.execute(
+                            "INSERT INTO store_file_names (store, file_id, name, folder, created)"
+                            " VALUES (?, ?, ?, '', ?) ON CONFLICT DO NOTHING",
+                            [name, r.file_id, unicodedata.normalize("NFC", n), r.created or now],
+                        )
                 cur.execute("COMMIT")
             except BaseException:
                 cur.execute("ROLLBACK")
@@ -350,19 +385,28 @@ class Catalog:
         with self._cursor() as cur:
             cur.execute("BEGIN TRANSACTION")
             try:
-                old = cur.execute("SELECT file_name FROM store_files WHERE store = ? AND file_id = ?",
-                                  [record.store, record.file_id]).fetchone()
-                has_names = one_row(cur.execute("SELECT count(*) FROM store_file_names WHERE store = ? AND file_id = ?",
-                                                [record.store, record.file_id]))[0]
+                old = cur.execute(
+                    "SELECT file_name FROM store_files WHERE store = ? AND file_id = ?", [record.store, record.file_id]
+                ).fetchone()
+                has_names = one_row(
+                    cur.execute(
+                        "SELECT count(*) FROM store_file_names WHERE store = ? AND file_id = ?",
+                        [record.store, record.file_id],
+                    )
+                )[0]
                 if not has_names:
-                    cur.execute("INSERT INTO store_file_names (store, file_id, name, folder, created)"
-                                " VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                                [record.store, record.file_id, name, folder, record.created or now])
+                    cur.execute(
+                        "INSERT INTO store_file_names (store, file_id, name, folder, created)"
+                        " VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                        [record.store, record.file_id, name, folder, record.created or now],
+                    )
                 elif old is not None and old[0] != name:
-                    cur.execute("UPDATE store_file_names SET name = ? WHERE store = ? AND file_id = ? AND name = ?"
-                                " AND NOT EXISTS (SELECT 1 FROM store_file_names n WHERE n.store = ? AND n.file_id = ?"
-                                " AND n.name = ?)",
-                                [name, record.store, record.file_id, old[0], record.store, record.file_id, name])
+                    cur.execute(
+                        "UPDATE store_file_names SET name = ? WHERE store = ? AND file_id = ? AND name = ?"
+                        " AND NOT EXISTS (SELECT 1 FROM store_file_names n WHERE n.store = ? AND n.file_id = ?"
+                        " AND n.name = ?)",
+                        [name, record.store, record.file_id, old[0], record.store, record.file_id, name],
+                    )
                 cur.execute(
                     f"INSERT INTO store_files ({', '.join(_FILE_COLUMNS)}) VALUES ({', '.join('?' * len(_FILE_COLUMNS))})"
                     " ON CONFLICT (store, file_id) DO UPDATE SET file_name = excluded.file_name,"
@@ -371,11 +415,24 @@ class Catalog:
                     " warnings = excluded.warnings, read_seconds = excluded.read_seconds,"
                     " embed_seconds = excluded.embed_seconds, total_seconds = excluded.total_seconds,"
                     " updated = excluded.updated, error = excluded.error",
-                    [record.store, record.file_id, unicodedata.normalize("NFC", record.file_name), record.sha256,
-                     record.size, str(record.status), record.reason, record.chunks, record.pages,
-                     json.dumps(record.warnings),
-                     record.read_seconds, record.embed_seconds, record.total_seconds,
-                     record.created or now, now, record.error],
+                    [
+                        record.store,
+                        record.file_id,
+                        unicodedata.normalize("NFC", record.file_name),
+                        record.sha256,
+                        record.size,
+                        str(record.status),
+                        record.reason,
+                        record.chunks,
+                        record.pages,
+                        json.dumps(record.warnings),
+                        record.read_seconds,
+                        record.embed_seconds,
+                        record.total_seconds,
+                        record.created or now,
+                        now,
+                        record.error,
+                    ],
                 )
                 cur.execute("COMMIT")
             except Exception:
@@ -392,14 +449,17 @@ class Catalog:
         Names compare in Unicode NFC (a decomposed name as macOS writes it equals the typed one)."""
         sql, args = _FILE_SELECT + " WHERE store = ?", [store]
         if file_name is not None:
-            sql, args = (sql + f" AND {NFC_FUNCTION[self.dialect].format('file_name')} = ?",
-                         [*args, unicodedata.normalize("NFC", file_name)])
+            sql, args = (
+                sql + f" AND {NFC_FUNCTION[self.dialect].format('file_name')} = ?",
+                [*args, unicodedata.normalize("NFC", file_name)],
+            )
         if sha256 is not None:
             sql, args = sql + " AND sha256 = ?", [*args, sha256]
         with self._cursor() as cur:
             rows = cur.execute(sql + " ORDER BY lower(file_name), file_name, created", args).fetchall()
-            names = cur.execute("SELECT file_id, name FROM store_file_names WHERE store = ?"
-                                " ORDER BY created, name", [store]).fetchall()
+            names = cur.execute(
+                "SELECT file_id, name FROM store_file_names WHERE store = ? ORDER BY created, name", [store]
+            ).fetchall()
         by_id: dict[str, list[str]] = {}
         for fid, name in names:
             if name not in by_id.setdefault(fid, []):
@@ -416,13 +476,18 @@ class Catalog:
         an alias; any origin), compared in Unicode NFC."""
         name = unicodedata.normalize("NFC", name)
         with self._cursor() as cur:
-            ids = {r[0] for r in cur.execute("SELECT file_id FROM store_file_names WHERE store = ? AND name = ?",
-                                             [store, name]).fetchall()}
+            ids = {
+                r[0]
+                for r in cur.execute(
+                    "SELECT file_id FROM store_file_names WHERE store = ? AND name = ?", [store, name]
+                ).fetchall()
+            }
         return [f for f in self.files(store) if f.file_id in ids or f.file_name == name]
 
     # -- names of the files in stores ------------------------------------------------------------
-    def names(self, store: str, *, file_id: str | None = None, name: str | None = None,
-              folder: str | None = None) -> list[FileName]:
+    def names(
+        self, store: str, *, file_id: str | None = None, name: str | None = None, folder: str | None = None
+    ) -> list[FileName]:
         """The names in ``store`` (optionally of one content, one name, one origin: ``folder`` ``""``
         for the names given by hand), oldest first."""
         sql, args = _NAME_SELECT + " WHERE store = ?", [store]
@@ -435,8 +500,9 @@ class Catalog:
             rows = cur.execute(sql + " ORDER BY created, name", args).fetchall()
         return [FileName(**dict(zip(_NAME_COLUMNS, r))) for r in rows]
 
-    def add_name(self, store: str, file_id: str, name: str, folder: str = "", size: int | None = None,
-                 mtime_ns: int | None = None) -> None:
+    def add_name(
+        self, store: str, file_id: str, name: str, folder: str = "", size: int | None = None, mtime_ns: int | None = None
+    ) -> None:
         """Give content ``file_id`` of ``store`` the name ``name`` (origin ``folder``), or update that
         name's recorded ``size``/``mtime_ns``."""
         check_name(name, "file name")
@@ -445,7 +511,8 @@ class Catalog:
                 f"INSERT INTO store_file_names ({', '.join(_NAME_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?, ?)"
                 " ON CONFLICT (store, file_id, name, folder) DO UPDATE SET size = excluded.size,"
                 " mtime_ns = excluded.mtime_ns",
-                [store, file_id, unicodedata.normalize("NFC", name), folder, size, mtime_ns, _now()])
+                [store, file_id, unicodedata.normalize("NFC", name), folder, size, mtime_ns, _now()],
+            )
 
     def remove_name(self, store: str, file_id: str, name: str, folder: str | None = None) -> list[FileName]:
         """Take ``name`` (of origin ``folder``; any origin when ``None``) off content ``file_id``;
@@ -462,49 +529,64 @@ class Catalog:
     def store_settings(self, store: str) -> StoreSettings:
         """The settings of ``store``; the defaults (no description, no threshold) when none were set."""
         with self._cursor() as cur:
-            row = cur.execute("SELECT store, description, score_threshold, updated FROM store_settings"
-                              " WHERE store = ?", [store]).fetchone()
+            row = cur.execute(
+                "SELECT store, description, score_threshold, updated FROM store_settings WHERE store = ?", [store]
+            ).fetchone()
         return StoreSettings(*row) if row else StoreSettings(store)
 
     def put_store_settings(self, store: str, description: str, score_threshold: float | None) -> StoreSettings:
         """Insert or replace the settings of ``store`` (one statement: all or nothing); returns them.
         The caller checks the values (:meth:`knowledge.service.stores.Stores.set_settings`)."""
         with self._cursor() as cur:
-            cur.execute("INSERT INTO store_settings (store, description, score_threshold, updated) VALUES (?, ?, ?, ?)"
-                        " ON CONFLICT (store) DO UPDATE SET description = excluded.description,"
-                        " score_threshold = excluded.score_threshold, updated = excluded.updated",
-                        [store, description, score_threshold, _now()])
+            cur.execute(
+                "INSERT INTO store_settings (store, description, score_threshold, updated) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (store) DO UPDATE SET description = excluded.description,"
+                " score_threshold = excluded.score_threshold, updated = excluded.updated",
+                [store, description, score_threshold, _now()],
+            )
         return self.store_settings(store)
 
     # -- synced folders ---------------------------------------------------------------------------
     def put_synced_folder(self, store: str, folder: str, glob: str) -> None:
         """Remember that ``store`` is kept in sync with ``folder`` (files matching ``glob``)."""
         with self._cursor() as cur:
-            cur.execute("INSERT INTO synced_folders (store, folder, pattern, created) VALUES (?, ?, ?, ?)"
-                        " ON CONFLICT (store, folder) DO UPDATE SET pattern = excluded.pattern",
-                        [store, folder, glob, _now()])
+            cur.execute(
+                "INSERT INTO synced_folders (store, folder, pattern, created) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (store, folder) DO UPDATE SET pattern = excluded.pattern",
+                [store, folder, glob, _now()],
+            )
 
     def record_sync(self, store: str, folder: str, counts: dict[str, int]) -> None:
         """Note a finished sync of ``folder`` into ``store`` now, with its plan's ``counts``."""
         with self._cursor() as cur:
-            cur.execute("UPDATE synced_folders SET last_sync = ?, last_plan = ? WHERE store = ? AND folder = ?",
-                        [_now(), json.dumps(counts), store, folder])
+            cur.execute(
+                "UPDATE synced_folders SET last_sync = ?, last_plan = ? WHERE store = ? AND folder = ?",
+                [_now(), json.dumps(counts), store, folder],
+            )
 
     def synced_folders(self, store: str) -> list[SyncedFolder]:
         """The folders ``store`` is kept in sync with, by path."""
         with self._cursor() as cur:
-            rows = cur.execute("SELECT store, folder, pattern, last_sync, last_plan, created FROM synced_folders"
-                               " WHERE store = ? ORDER BY folder", [store]).fetchall()
+            rows = cur.execute(
+                "SELECT store, folder, pattern, last_sync, last_plan, created FROM synced_folders"
+                " WHERE store = ? ORDER BY folder",
+                [store],
+            ).fetchall()
         return [SyncedFolder(r[0], r[1], r[2], r[3], json.loads(r[4]) if r[4] else {}, r[5]) for r in rows]
 
     def delete_synced_folder(self, store: str, folder: str) -> bool:
         """Forget a synced folder (its files stay in the store, as names given by hand would)."""
         with self._cursor() as cur:
             cur.execute("BEGIN TRANSACTION")
-            gone = bool(cur.execute("DELETE FROM synced_folders WHERE store = ? AND folder = ? RETURNING folder",
-                                    [store, folder]).fetchall())
-            cur.execute("UPDATE store_file_names SET folder = '', size = NULL, mtime_ns = NULL"
-                        " WHERE store = ? AND folder = ?", [store, folder])
+            gone = bool(
+                cur.execute(
+                    "DELETE FROM synced_folders WHERE store = ? AND folder = ? RETURNING folder", [store, folder]
+                ).fetchall()
+            )
+            cur.execute(
+                "UPDATE store_file_names SET folder = '', size = NULL, mtime_ns = NULL WHERE store = ? AND folder = ?",
+                [store, folder],
+            )
             cur.execute("COMMIT")
         return gone
 
@@ -512,22 +594,26 @@ class Catalog:
         """``(records, newest update, total chunks)`` of the store's file records: changes whenever
         a record is added, removed or updated (one aggregate query, for cheap change checks)."""
         with self._cursor() as cur:
-            row = one_row(cur.execute("SELECT count(*), max(updated), sum(chunks) FROM store_files WHERE store = ?",
-                                      [store]))
+            row = one_row(
+                cur.execute("SELECT count(*), max(updated), sum(chunks) FROM store_files WHERE store = ?", [store])
+            )
         return (int(row[0]), str(row[1]), int(row[2] or 0))
 
     def file_statuses(self, file_id: str) -> dict[str, str]:
         """``{store: status}`` for every store holding a record of ``file_id`` (done, failed, ...)."""
         with self._cursor() as cur:
-            rows = cur.execute("SELECT store, status FROM store_files WHERE file_id = ? ORDER BY store",
-                               [file_id]).fetchall()
+            rows = cur.execute(
+                "SELECT store, status FROM store_files WHERE file_id = ? ORDER BY store", [file_id]
+            ).fetchall()
         return {r[0]: r[1] for r in rows}
 
     def names_of_file(self, file_id: str) -> list[str]:
         """Every name content ``file_id`` carries in any store (distinct, oldest first)."""
         with self._cursor() as cur:
-            rows = cur.execute("SELECT name, min(created) AS c FROM store_file_names WHERE file_id = ?"
-                               " GROUP BY name ORDER BY c, name", [file_id]).fetchall()
+            rows = cur.execute(
+                "SELECT name, min(created) AS c FROM store_file_names WHERE file_id = ? GROUP BY name ORDER BY c, name",
+                [file_id],
+            ).fetchall()
         return [r[0] for r in rows]
 
     def stores_using_file(self, file_id: str) -> list[str]:
@@ -539,9 +625,11 @@ class Catalog:
         """Forget content ``file_id`` of ``store``: its record and every name of it."""
         with self._cursor() as cur:
             cur.execute("DELETE FROM store_file_names WHERE store = ? AND file_id = ?", [store, file_id])
-            return bool(cur.execute(
-                "DELETE FROM store_files WHERE store = ? AND file_id = ? RETURNING file_id", [store, file_id]
-            ).fetchall())
+            return bool(
+                cur.execute(
+                    "DELETE FROM store_files WHERE store = ? AND file_id = ? RETURNING file_id", [store, file_id]
+                ).fetchall()
+            )
 
 
 def _store(row: tuple) -> StoreRecord:

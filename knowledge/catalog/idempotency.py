@@ -43,8 +43,16 @@ class Claim:
     created: datetime | None = None
 
 
-def claim(catalog: _Catalog, owner: str, key: str, fingerprint: str, *, ttl: timedelta,
-          lease: timedelta, now: datetime | None = None) -> Claim:
+def claim(
+    catalog: _Catalog,
+    owner: str,
+    key: str,
+    fingerprint: str,
+    *,
+    ttl: timedelta,
+    lease: timedelta,
+    now: datetime | None = None,
+) -> Claim:
     """Take ``key`` of ``owner`` for a request whose parameters hash to ``fingerprint``, or say why
     not. ``ttl``: how long a key is kept; ``lease``: how long an unfinished claim is trusted (after
     that its process is taken as dead and the key is taken over). Atomic across processes."""
@@ -53,11 +61,16 @@ def claim(catalog: _Catalog, owner: str, key: str, fingerprint: str, *, ttl: tim
     with catalog.cursor() as cur:
         cur.execute("DELETE FROM api_idempotency WHERE created < ?", [now - ttl])  # expired keys, anyone's
         # an unfinished claim past its lease: its process died; the first to update it takes it over
-        cur.execute("UPDATE api_idempotency SET token = ?, fingerprint = ?, created = ?, status = NULL, body = NULL,"
-                    " headers = NULL WHERE owner = ? AND idem_key = ? AND status IS NULL AND created < ?",
-                    [token, fingerprint, now, owner, key, now - lease])
-        cur.execute("INSERT INTO api_idempotency (owner, idem_key, fingerprint, token, created)"
-                    " VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING", [owner, key, fingerprint, token, now])
+        cur.execute(
+            "UPDATE api_idempotency SET token = ?, fingerprint = ?, created = ?, status = NULL, body = NULL,"
+            " headers = NULL WHERE owner = ? AND idem_key = ? AND status IS NULL AND created < ?",
+            [token, fingerprint, now, owner, key, now - lease],
+        )
+        cur.execute(
+            "INSERT INTO api_idempotency (owner, idem_key, fingerprint, token, created)"
+            " VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            [owner, key, fingerprint, token, now],
+        )
         row = _row(cur, owner, key)
     if row is None:  # deleted between the statements (expired meanwhile): cannot happen within a ttl
         return Claim("in_flight")
@@ -68,22 +81,30 @@ def claim(catalog: _Catalog, owner: str, key: str, fingerprint: str, *, ttl: tim
         return Claim("mismatch", created=created)
     if status is None:
         return Claim("in_flight", created=created)
-    return Claim("replay", status=int(status), body=body, created=created,
-                 headers=dict(json.loads(headers) if isinstance(headers, str) else headers or {}))
+    return Claim(
+        "replay",
+        status=int(status),
+        body=body,
+        created=created,
+        headers=dict(json.loads(headers) if isinstance(headers, str) else headers or {}),
+    )
 
 
 def _row(cur: CatalogCursor, owner: str, key: str) -> tuple | None:
-    return cur.execute("SELECT fingerprint, token, status, body, headers, created FROM api_idempotency"
-                       " WHERE owner = ? AND idem_key = ?", [owner, key]).fetchone()
+    return cur.execute(
+        "SELECT fingerprint, token, status, body, headers, created FROM api_idempotency WHERE owner = ? AND idem_key = ?",
+        [owner, key],
+    ).fetchone()
 
 
-def finish(catalog: _Catalog, owner: str, key: str, token: str, status: int, body: str,
-           headers: dict[str, str]) -> None:
+def finish(catalog: _Catalog, owner: str, key: str, token: str, status: int, body: str, headers: dict[str, str]) -> None:
     """Keep the response of the request holding ``key`` (by its ``token``): later requests with the
     key replay it."""
     with catalog.cursor() as cur:
-        cur.execute("UPDATE api_idempotency SET status = ?, body = ?, headers = ? WHERE owner = ? AND idem_key = ?"
-                    " AND token = ?", [status, body, json.dumps(headers), owner, key, token])
+        cur.execute(
+            "UPDATE api_idempotency SET status = ?, body = ?, headers = ? WHERE owner = ? AND idem_key = ? AND token = ?",
+            [status, body, json.dumps(headers), owner, key, token],
+        )
 
 
 def release(catalog: _Catalog, owner: str, key: str, token: str) -> None:

@@ -23,8 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-QUEUED, RUNNING, DONE, FAILED, CANCELLED, INTERRUPTED = (
-    "queued", "running", "done", "failed", "cancelled", "interrupted")
+QUEUED, RUNNING, DONE, FAILED, CANCELLED, INTERRUPTED = ("queued", "running", "done", "failed", "cancelled", "interrupted")
 #: The states a job ends in (a retry queues it again).
 FINAL = (DONE, FAILED, CANCELLED, INTERRUPTED)
 #: Seconds a worker's heartbeat stays good by default: a job whose worker was silent longer is taken over.
@@ -61,10 +60,37 @@ class JobSource:
     own_file: bool = False
 
 
-_JOB_COLUMNS = ("id", "batch_id", "seq", "store", "name", "source_kind", "source", "host", "pinned", "own_file",
-                "size", "status", "attempts", "max_attempts", "worker", "lease_seconds", "heartbeat", "stage",
-                "fraction", "stage_since", "stage_start_fraction", "queued", "started", "finished", "reason",
-                "error", "result", "transient_attempts", "not_before")
+_JOB_COLUMNS = (
+    "id",
+    "batch_id",
+    "seq",
+    "store",
+    "name",
+    "source_kind",
+    "source",
+    "host",
+    "pinned",
+    "own_file",
+    "size",
+    "status",
+    "attempts",
+    "max_attempts",
+    "worker",
+    "lease_seconds",
+    "heartbeat",
+    "stage",
+    "fraction",
+    "stage_since",
+    "stage_start_fraction",
+    "queued",
+    "started",
+    "finished",
+    "reason",
+    "error",
+    "result",
+    "transient_attempts",
+    "not_before",
+)
 _JOB_SELECT = "SELECT " + ", ".join(_JOB_COLUMNS) + " FROM ingest_jobs"
 _BATCH_COLUMNS = ("id", "store", "template", "options", "notes", "cancel_requested", "created_by", "created")
 _BATCH_SELECT = "SELECT " + ", ".join(_BATCH_COLUMNS) + " FROM ingest_batches"
@@ -163,10 +189,20 @@ def new_id() -> str:
 
 # -- writing ------------------------------------------------------------------------------------
 
-def enqueue(catalog: QueueCatalog, store: str, items: Iterable[JobSource], *, template: str | None = None,
-            options: dict[str, Any] | None = None, notes: dict[str, Any] | None = None,
-            created_by: str | None = None, max_attempts: int = MAX_ATTEMPTS, batch_id: str | None = None,
-            failed: dict[int, dict[str, Any]] | None = None) -> str:
+
+def enqueue(
+    catalog: QueueCatalog,
+    store: str,
+    items: Iterable[JobSource],
+    *,
+    template: str | None = None,
+    options: dict[str, Any] | None = None,
+    notes: dict[str, Any] | None = None,
+    created_by: str | None = None,
+    max_attempts: int = MAX_ATTEMPTS,
+    batch_id: str | None = None,
+    failed: dict[int, dict[str, Any]] | None = None,
+) -> str:
     """Add a batch of ``items`` for ``store`` (in this order), all ``queued``, in one transaction.
     ``options`` are what every file is ingested with (``{"attributes": {...}}``); ``notes`` what the
     page shows about the batch; ``failed`` ``{index: result}`` the items that failed before they
@@ -177,20 +213,38 @@ def enqueue(catalog: QueueCatalog, store: str, items: Iterable[JobSource], *, te
     with catalog.cursor() as cur:
         cur.execute("BEGIN TRANSACTION")
         try:
-            cur.execute("INSERT INTO ingest_batches (id, store, template, options, notes, cancel_requested,"
-                        " created_by, created) VALUES (?, ?, ?, ?, ?, FALSE, ?, now())",
-                        [batch_id, store, template, json.dumps(options or {}), json.dumps(notes or {}), created_by])
+            cur.execute(
+                "INSERT INTO ingest_batches (id, store, template, options, notes, cancel_requested,"
+                " created_by, created) VALUES (?, ?, ?, ?, ?, FALSE, ?, now())",
+                [batch_id, store, template, json.dumps(options or {}), json.dumps(notes or {}), created_by],
+            )
             for seq, item in enumerate(items):
-                cur.execute("INSERT INTO ingest_jobs (id, batch_id, seq, store, name, source_kind, source, host,"
-                            " pinned, own_file, size, status, max_attempts, queued, result, reason, stage,"
-                            " fraction, finished)"
-                            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now(), ?, ?, ?, ?, "
-                            + ("now())" if seq in failed else "NULL)"),
-                            [new_id(), batch_id, seq, store, item.name, item.kind, item.source, item.host,
-                             item.pinned, item.own_file, item.size, FAILED if seq in failed else QUEUED,
-                             max_attempts, json.dumps(failed[seq]) if seq in failed else None,
-                             failed[seq].get("message") if seq in failed else None,
-                             "done" if seq in failed else "waiting", 1.0 if seq in failed else 0.0])
+                cur.execute(
+                    "INSERT INTO ingest_jobs (id, batch_id, seq, store, name, source_kind, source, host,"
+                    " pinned, own_file, size, status, max_attempts, queued, result, reason, stage,"
+                    " fraction, finished)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now(), ?, ?, ?, ?, "
+                    + ("now())" if seq in failed else "NULL)"),
+                    [
+                        new_id(),
+                        batch_id,
+                        seq,
+                        store,
+                        item.name,
+                        item.kind,
+                        item.source,
+                        item.host,
+                        item.pinned,
+                        item.own_file,
+                        item.size,
+                        FAILED if seq in failed else QUEUED,
+                        max_attempts,
+                        json.dumps(failed[seq]) if seq in failed else None,
+                        failed[seq].get("message") if seq in failed else None,
+                        "done" if seq in failed else "waiting",
+                        1.0 if seq in failed else 0.0,
+                    ],
+                )
             cur.execute("COMMIT")
         except BaseException:
             cur.execute("ROLLBACK")
@@ -203,22 +257,25 @@ def take_over(catalog: QueueCatalog) -> int:
     attempts remain (a worker resumes them; the ingestion replaces what the lost attempt wrote),
     otherwise ``interrupted``. Returns how many jobs changed. Each statement tests the attempts
     itself: a lease that lapses between the two must not skip the first and end in the second."""
-    lapsed = ("status = 'running' AND (heartbeat IS NULL"
-              " OR heartbeat < now() - lease_seconds * INTERVAL '1 second')")
+    lapsed = "status = 'running' AND (heartbeat IS NULL OR heartbeat < now() - lease_seconds * INTERVAL '1 second')"
     with catalog.cursor() as cur:
         requeued = cur.execute(
             "UPDATE ingest_jobs SET status = 'queued', stage = 'waiting', fraction = 0,"
             " reason = 'taken over: worker ' || coalesce(worker, '?') || ' stopped while ingesting it'"
-            f" WHERE {lapsed} AND attempts < max_attempts RETURNING id").fetchall()
+            f" WHERE {lapsed} AND attempts < max_attempts RETURNING id"
+        ).fetchall()
         stopped = cur.execute(
             "UPDATE ingest_jobs SET status = 'interrupted', finished = now(),"
             " reason = 'interrupted: the worker stopped while ingesting it (' || CAST(attempts AS TEXT) || ' attempts);"
             " retry it'"
-            f" WHERE {lapsed} AND attempts >= max_attempts RETURNING id, store, name, source, reason").fetchall()
+            f" WHERE {lapsed} AND attempts >= max_attempts RETURNING id, store, name, source, reason"
+        ).fetchall()
         for _id, store, name, source, reason in stopped:  # the file's record follows: failed, with Retry
-            cur.execute("UPDATE store_files SET status = 'failed', reason = ?, error = 'Interrupted', updated = now()"
-                        " WHERE store = ? AND status IN ('processing', 'pending') AND (file_id = ? OR file_name = ?)",
-                        [reason, store, source, name])
+            cur.execute(
+                "UPDATE store_files SET status = 'failed', reason = ?, error = 'Interrupted', updated = now()"
+                " WHERE store = ? AND status IN ('processing', 'pending') AND (file_id = ? OR file_name = ?)",
+                [reason, store, source, name],
+            )
     return len(requeued) + len(stopped)
 
 
@@ -228,8 +285,9 @@ def expire_dead(catalog: QueueCatalog, host: str, alive: Callable[[int], bool]) 
     the next :func:`take_over` resumes them at once instead of after the lease (a restart after a
     ``kill -9``). Returns how many workers were found dead."""
     with catalog.cursor() as cur:
-        rows = cur.execute("SELECT DISTINCT worker FROM ingest_jobs WHERE status = 'running'"
-                           " AND worker IS NOT NULL").fetchall()
+        rows = cur.execute(
+            "SELECT DISTINCT worker FROM ingest_jobs WHERE status = 'running' AND worker IS NOT NULL"
+        ).fetchall()
         dead = []
         for (worker,) in rows:
             parts = str(worker).split(":")
@@ -240,8 +298,15 @@ def expire_dead(catalog: QueueCatalog, host: str, alive: Callable[[int], bool]) 
     return len(dead)
 
 
-def claim(catalog: QueueCatalog, worker: str, *, host: str | None = None, pins: Sequence[str] = (),
-          lease: float = LEASE_SECONDS, pinned_only: bool = False) -> JobRow | None:
+def claim(
+    catalog: QueueCatalog,
+    worker: str,
+    *,
+    host: str | None = None,
+    pins: Sequence[str] = (),
+    lease: float = LEASE_SECONDS,
+    pinned_only: bool = False,
+) -> JobRow | None:
     """Take the oldest claimable queued job for ``worker`` (after :func:`take_over`): status
     ``running``, one more attempt, heartbeat now, good for ``lease`` seconds. A job waiting out a
     back-off (``not_before`` in the future, :func:`defer`) is not claimable yet. A job reserved for a
@@ -253,22 +318,31 @@ def claim(catalog: QueueCatalog, worker: str, *, host: str | None = None, pins: 
     take_over(catalog)
     pin_list = list(pins) or [""]
     skip = " FOR UPDATE SKIP LOCKED" if catalog.dialect == "postgresql" else ""
-    sql = ("UPDATE ingest_jobs SET status = 'running', worker = ?, attempts = attempts + 1, lease_seconds = ?,"
-           " heartbeat = now(), started = now(), stage = 'waiting', fraction = 0, stage_since = now(),"
-           " stage_start_fraction = 0"
-           " WHERE id = (SELECT j.id FROM ingest_jobs j JOIN ingest_batches b ON b.id = j.batch_id"
-           " WHERE j.status = 'queued' AND NOT b.cancel_requested AND (j.host IS NULL OR j.host = ?)"
-           " AND (j.not_before IS NULL OR j.not_before <= now())"
-           f" AND ({'FALSE' if pinned_only else 'j.pinned IS NULL'} OR j.pinned IN ({', '.join('?' * len(pin_list))}))"
-           f" ORDER BY j.queued, j.seq LIMIT 1{' FOR UPDATE OF j SKIP LOCKED' if skip else ''})"
-           " AND status = 'queued' RETURNING " + ", ".join(_JOB_COLUMNS))
+    sql = (
+        "UPDATE ingest_jobs SET status = 'running', worker = ?, attempts = attempts + 1, lease_seconds = ?,"
+        " heartbeat = now(), started = now(), stage = 'waiting', fraction = 0, stage_since = now(),"
+        " stage_start_fraction = 0"
+        " WHERE id = (SELECT j.id FROM ingest_jobs j JOIN ingest_batches b ON b.id = j.batch_id"
+        " WHERE j.status = 'queued' AND NOT b.cancel_requested AND (j.host IS NULL OR j.host = ?)"
+        " AND (j.not_before IS NULL OR j.not_before <= now())"
+        f" AND ({'FALSE' if pinned_only else 'j.pinned IS NULL'} OR j.pinned IN ({', '.join('?' * len(pin_list))}))"
+        f" ORDER BY j.queued, j.seq LIMIT 1{' FOR UPDATE OF j SKIP LOCKED' if skip else ''})"
+        " AND status = 'queued' RETURNING " + ", ".join(_JOB_COLUMNS)
+    )
     with catalog.cursor() as cur:
         row = cur.execute(sql, [worker, float(lease), host or "", *pin_list]).fetchone()
     return _job(row) if row else None
 
 
-def heartbeat(catalog: QueueCatalog, job_id: str, worker: str, stage: str | None = None,
-              fraction: float | None = None, *, new_stage: bool = False) -> Control:
+def heartbeat(
+    catalog: QueueCatalog,
+    job_id: str,
+    worker: str,
+    stage: str | None = None,
+    fraction: float | None = None,
+    *,
+    new_stage: bool = False,
+) -> Control:
     """Renew ``worker``'s lease on ``job_id`` (and record its ``stage`` and ``fraction`` of the file,
     ``new_stage`` when the stage's pace starts over). Returns whether the job is still the worker's
     and whether its batch was cancelled."""
@@ -280,25 +354,37 @@ def heartbeat(catalog: QueueCatalog, job_id: str, worker: str, stage: str | None
             sets += ["stage_since = now()", "stage_start_fraction = ?"]
             args += [max(0.0, min(1.0, float(fraction or 0.0)))]
     with catalog.cursor() as cur:
-        row = cur.execute(f"UPDATE ingest_jobs SET {', '.join(sets)} WHERE id = ? AND worker = ?"
-                          " AND status = 'running' RETURNING batch_id", [*args, job_id, worker]).fetchone()
+        row = cur.execute(
+            f"UPDATE ingest_jobs SET {', '.join(sets)} WHERE id = ? AND worker = ?"
+            " AND status = 'running' RETURNING batch_id",
+            [*args, job_id, worker],
+        ).fetchone()
         if row is None:
             return Control(owned=False, cancel=True)
         cancel = cur.execute("SELECT cancel_requested FROM ingest_batches WHERE id = ?", [row[0]]).fetchone()
     return Control(owned=True, cancel=bool(cancel and cancel[0]))
 
 
-def finish(catalog: QueueCatalog, job_id: str, worker: str, status: str, result: dict[str, Any] | None,
-           reason: str | None = None, error: str | None = None) -> bool:
+def finish(
+    catalog: QueueCatalog,
+    job_id: str,
+    worker: str,
+    status: str,
+    result: dict[str, Any] | None,
+    reason: str | None = None,
+    error: str | None = None,
+) -> bool:
     """End ``worker``'s job with ``status`` (done, failed, cancelled) and the file's ``result``.
     Returns ``False`` (nothing written) when the job is no longer the worker's (taken over)."""
     if status not in (DONE, FAILED, CANCELLED):
         raise ValueError(f"a job finishes done, failed or cancelled, not {status!r}")
     with catalog.cursor() as cur:
-        row = cur.execute("UPDATE ingest_jobs SET status = ?, result = ?, reason = ?, error = ?, finished = now(),"
-                          " stage = 'done', fraction = 1 WHERE id = ? AND worker = ? AND status = 'running'"
-                          " RETURNING id", [status, json.dumps(result) if result is not None else None, reason,
-                                            error, job_id, worker]).fetchone()
+        row = cur.execute(
+            "UPDATE ingest_jobs SET status = ?, result = ?, reason = ?, error = ?, finished = now(),"
+            " stage = 'done', fraction = 1 WHERE id = ? AND worker = ? AND status = 'running'"
+            " RETURNING id",
+            [status, json.dumps(result) if result is not None else None, reason, error, job_id, worker],
+        ).fetchone()
     return row is not None
 
 
@@ -314,13 +400,22 @@ def release(catalog: QueueCatalog, job_id: str, worker: str, reason: str | None 
             " attempts = attempts - 1, worker = NULL, stage = 'waiting', fraction = 0, reason = ?,"
             " finished = CASE WHEN pinned IS NULL THEN NULL ELSE now() END"
             " WHERE id = ? AND worker = ? AND status = 'running' RETURNING id",
-            [reason or "interrupted: the program was stopped while ingesting it", job_id, worker]).fetchone()
+            [reason or "interrupted: the program was stopped while ingesting it", job_id, worker],
+        ).fetchone()
     return row is not None
 
 
-def defer(catalog: QueueCatalog, job_id: str, worker: str, reason: str, delay: float, *,
-          max_transient: int = MAX_TRANSIENT_ATTEMPTS, error: str | None = None,
-          file_id: str | None = None) -> str | None:
+def defer(
+    catalog: QueueCatalog,
+    job_id: str,
+    worker: str,
+    reason: str,
+    delay: float,
+    *,
+    max_transient: int = MAX_TRANSIENT_ATTEMPTS,
+    error: str | None = None,
+    file_id: str | None = None,
+) -> str | None:
     """Give back ``worker``'s job because the infrastructure failed, not the file (issue 39):
     ``queued`` again, not claimable for ``delay`` seconds (``not_before``, the database's clock),
     the attempt moved from ``attempts`` (the file's own) to ``transient_attempts``, ``reason``
@@ -346,19 +441,39 @@ def defer(catalog: QueueCatalog, job_id: str, worker: str, reason: str, delay: f
             " THEN 'failed after ' || CAST(transient_attempts + 1 AS TEXT) || ' attempts: ' || ? ELSE ? END,"
             " error = ? WHERE id = ? AND worker = ? AND status = 'running'"
             " RETURNING status, store, name, source, reason",
-            [*[int(max_transient)] * 2, max(0.0, float(delay)), *[int(max_transient)] * 5,
-             reason.removeprefix("waiting: "), reason, error, job_id, worker]).fetchone()
+            [
+                *[int(max_transient)] * 2,
+                max(0.0, float(delay)),
+                *[int(max_transient)] * 5,
+                reason.removeprefix("waiting: "),
+                reason,
+                error,
+                job_id,
+                worker,
+            ],
+        ).fetchone()
         if row is None:
             return None
         status, store, name, source, said = row
         if status == FAILED:
-            cur.execute("UPDATE ingest_jobs SET result = ? WHERE id = ?",
-                        [json.dumps({"name": name, "outcome": "failed", "message": said, "error": error}), job_id])
-        cur.execute("UPDATE store_files SET status = ?, reason = ?, error = ?, updated = now()"
-                    " WHERE store = ? AND status IN ('processing', 'pending')"
-                    " AND (file_id = ? OR file_id = ? OR file_name = ?)",
-                    ["failed" if status == FAILED else "pending", said, error if status == FAILED else None,
-                     store, file_id or source, source, name])
+            cur.execute(
+                "UPDATE ingest_jobs SET result = ? WHERE id = ?",
+                [json.dumps({"name": name, "outcome": "failed", "message": said, "error": error}), job_id],
+            )
+        cur.execute(
+            "UPDATE store_files SET status = ?, reason = ?, error = ?, updated = now()"
+            " WHERE store = ? AND status IN ('processing', 'pending')"
+            " AND (file_id = ? OR file_id = ? OR file_name = ?)",
+            [
+                "failed" if status == FAILED else "pending",
+                said,
+                error if status == FAILED else None,
+                store,
+                file_id or source,
+                source,
+                name,
+            ],
+        )
     return str(status)
 
 
@@ -371,8 +486,8 @@ def cancel(catalog: QueueCatalog, batch_id: str) -> int:
             "UPDATE ingest_jobs SET status = 'cancelled', finished = now(), stage = 'done',"
             " reason = 'not started, the batch was stopped', result = ?"
             " WHERE batch_id = ? AND status = 'queued' RETURNING id",
-            [json.dumps({"outcome": "cancelled", "message": "not started, the batch was stopped."}),
-             batch_id]).fetchall()
+            [json.dumps({"outcome": "cancelled", "message": "not started, the batch was stopped."}), batch_id],
+        ).fetchall()
     return len(rows)
 
 
@@ -380,10 +495,13 @@ def retry(catalog: QueueCatalog, job_id: str) -> bool:
     """Queue a failed, interrupted or cancelled job again (its attempts start over; its batch is
     no longer cancelled). Returns whether the job was queued."""
     with catalog.cursor() as cur:
-        row = cur.execute("UPDATE ingest_jobs SET status = 'queued', attempts = 0, worker = NULL, result = NULL,"
-                          " reason = NULL, error = NULL, finished = NULL, stage = 'waiting', fraction = 0,"
-                          " queued = now() WHERE id = ? AND status IN ('failed', 'interrupted', 'cancelled')"
-                          " RETURNING batch_id", [job_id]).fetchone()
+        row = cur.execute(
+            "UPDATE ingest_jobs SET status = 'queued', attempts = 0, worker = NULL, result = NULL,"
+            " reason = NULL, error = NULL, finished = NULL, stage = 'waiting', fraction = 0,"
+            " queued = now() WHERE id = ? AND status IN ('failed', 'interrupted', 'cancelled')"
+            " RETURNING batch_id",
+            [job_id],
+        ).fetchone()
         if row is not None:
             cur.execute("UPDATE ingest_batches SET cancel_requested = FALSE WHERE id = ?", [row[0]])
     return row is not None
@@ -396,6 +514,7 @@ def set_result(catalog: QueueCatalog, job_id: str, result: dict[str, Any]) -> No
 
 
 # -- reading ------------------------------------------------------------------------------------
+
 
 def batch(catalog: QueueCatalog, batch_id: str) -> tuple[BatchRow | None, list[JobRow], datetime | None]:
     """``(batch, its jobs in order, the database's now)``; ``(None, [], now)`` for an unknown id."""
@@ -416,8 +535,9 @@ def batches(catalog: QueueCatalog, store: str | None = None, limit: int = 20) ->
     return [_batch(r) for r in rows]
 
 
-def jobs(catalog: QueueCatalog, *, store: str | None = None, status: str | Sequence[str] | None = None,
-         limit: int = 1000) -> list[JobRow]:
+def jobs(
+    catalog: QueueCatalog, *, store: str | None = None, status: str | Sequence[str] | None = None, limit: int = 1000
+) -> list[JobRow]:
     """Job rows (of ``store``, in ``status``), oldest first."""
     where: list[str] = []
     args: list[Any] = []
@@ -440,8 +560,35 @@ def unfinished(catalog: QueueCatalog) -> int:
 
 
 __all__ = [
-    "CANCELLED", "DONE", "FAILED", "FINAL", "INTERRUPTED", "LEASE_SECONDS", "MAX_ATTEMPTS", "MAX_TRANSIENT_ATTEMPTS",
-    "QUEUED", "RUNNING", "BatchRow", "Control", "JobRow", "JobSource", "QueueCatalog", "batch", "batches", "cancel",
-    "claim", "defer", "enqueue", "expire_dead", "finish", "heartbeat", "jobs", "new_id", "release", "retry",
-    "set_result", "take_over", "unfinished",
+    "CANCELLED",
+    "DONE",
+    "FAILED",
+    "FINAL",
+    "INTERRUPTED",
+    "LEASE_SECONDS",
+    "MAX_ATTEMPTS",
+    "MAX_TRANSIENT_ATTEMPTS",
+    "QUEUED",
+    "RUNNING",
+    "BatchRow",
+    "Control",
+    "JobRow",
+    "JobSource",
+    "QueueCatalog",
+    "batch",
+    "batches",
+    "cancel",
+    "claim",
+    "defer",
+    "enqueue",
+    "expire_dead",
+    "finish",
+    "heartbeat",
+    "jobs",
+    "new_id",
+    "release",
+    "retry",
+    "set_result",
+    "take_over",
+    "unfinished",
 ]

@@ -33,8 +33,6 @@ from knowledge.errors import BackendUnavailable, KnowledgeError
 MIGRATION_LOCK = 0x6B6E6F77  # "know"
 
 
-
-
 class PgCursor:
     """A psycopg cursor speaking the catalog's SQL (``?`` placeholders); see :class:`CatalogCursor`."""
 
@@ -86,15 +84,17 @@ class PgEngine:
         return BackendUnavailable(
             f"Cannot reach the PostgreSQL catalog at {self.target}: {reason}. Check that the server is"
             " running and that catalog.url (user, password, database) is right -- or leave catalog.url"
-            " unset for the catalog file in the data folder.")
+            " unset for the catalog file in the data folder."
+        )
 
     def _start(self) -> Any:
         with self._lock:
             if self._pool is not None:
                 return self._pool
             try:
-                with psycopg.connect(self.conninfo, autocommit=True,
-                                     connect_timeout=max(1, round(self.connect_timeout))) as conn:
+                with psycopg.connect(
+                    self.conninfo, autocommit=True, connect_timeout=max(1, round(self.connect_timeout))
+                ) as conn:
                     _configure(conn)
                     conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK,))
                     try:
@@ -108,10 +108,17 @@ class PgEngine:
             from psycopg_pool import ConnectionPool  # noqa: PLC0415 - only for a PostgreSQL catalog
 
             self._pool = ConnectionPool(
-                self.conninfo, min_size=1, max_size=self.pool_max_size, open=True, name="knowledge-catalog",
+                self.conninfo,
+                min_size=1,
+                max_size=self.pool_max_size,
+                open=True,
+                name="knowledge-catalog",
                 kwargs={"autocommit": True, "connect_timeout": max(1, round(self.connect_timeout))},
-                configure=_configure, check=ConnectionPool.check_connection, timeout=self.connect_timeout,
-                reconnect_timeout=self.connect_timeout)  # see the module docstring
+                configure=_configure,
+                check=ConnectionPool.check_connection,
+                timeout=self.connect_timeout,
+                reconnect_timeout=self.connect_timeout,
+            )  # see the module docstring
             return self._pool
 
     def _connect_now(self) -> psycopg.Connection:

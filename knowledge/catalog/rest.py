@@ -28,6 +28,7 @@ def _loads(value: Any) -> Any:
 
 # -- stores ---------------------------------------------------------------------------------------
 
+
 def store_meta(catalog: QueueCatalog, store: str) -> dict[str, Any]:
     """The API fields of ``store`` (``{}`` when none were set)."""
     with catalog.cursor() as cur:
@@ -42,8 +43,10 @@ def put_store_meta(catalog: QueueCatalog, store: str, meta: Mapping[str, Any] | 
         try:
             cur.execute("DELETE FROM api_vector_stores WHERE store = ?", [store])
             if meta is not None:
-                cur.execute("INSERT INTO api_vector_stores (store, meta, updated) VALUES (?, ?, now())",
-                            [store, json.dumps(dict(meta), ensure_ascii=False)])
+                cur.execute(
+                    "INSERT INTO api_vector_stores (store, meta, updated) VALUES (?, ?, now())",
+                    [store, json.dumps(dict(meta), ensure_ascii=False)],
+                )
             cur.execute("COMMIT")
         except BaseException:
             cur.execute("ROLLBACK")
@@ -60,8 +63,10 @@ def import_store_meta(catalog: QueueCatalog, entries: Mapping[str, Mapping[str, 
             for store, meta in entries.items():
                 if cur.execute("SELECT 1 FROM api_vector_stores WHERE store = ?", [store]).fetchone():
                     continue
-                cur.execute("INSERT INTO api_vector_stores (store, meta, updated) VALUES (?, ?, now())",
-                            [store, json.dumps(dict(meta), ensure_ascii=False)])
+                cur.execute(
+                    "INSERT INTO api_vector_stores (store, meta, updated) VALUES (?, ?, now())",
+                    [store, json.dumps(dict(meta), ensure_ascii=False)],
+                )
                 added += 1
             cur.execute("COMMIT")
         except BaseException:
@@ -77,8 +82,10 @@ def forget_store(catalog: QueueCatalog, store: str) -> None:
         try:
             cur.execute("DELETE FROM api_vector_stores WHERE store = ?", [store])
             cur.execute("DELETE FROM api_store_files WHERE store = ?", [store])
-            cur.execute("DELETE FROM api_file_batch_parts WHERE file_batch IN"
-                        " (SELECT id FROM api_file_batches WHERE store = ?)", [store])
+            cur.execute(
+                "DELETE FROM api_file_batch_parts WHERE file_batch IN (SELECT id FROM api_file_batches WHERE store = ?)",
+                [store],
+            )
             cur.execute("DELETE FROM api_file_batches WHERE store = ?", [store])
             cur.execute("COMMIT")
         except BaseException:
@@ -87,6 +94,7 @@ def forget_store(catalog: QueueCatalog, store: str) -> None:
 
 
 # -- files added to a store -------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class AddedFile:
@@ -122,8 +130,10 @@ def add_files(catalog: QueueCatalog, store: str, entries: Iterable[tuple[str, st
         try:
             for file_id, batch_id, seq in entries:
                 cur.execute("DELETE FROM api_store_files WHERE store = ? AND file_id = ?", [store, file_id])
-                cur.execute("INSERT INTO api_store_files (store, file_id, batch_id, seq, created)"
-                            " VALUES (?, ?, ?, ?, now())", [store, file_id, batch_id, int(seq)])
+                cur.execute(
+                    "INSERT INTO api_store_files (store, file_id, batch_id, seq, created) VALUES (?, ?, ?, ?, now())",
+                    [store, file_id, batch_id, int(seq)],
+                )
             cur.execute("COMMIT")
         except BaseException:
             cur.execute("ROLLBACK")
@@ -136,10 +146,12 @@ def forget_file(catalog: QueueCatalog, store: str, file_id: str) -> None:
         cur.execute("DELETE FROM api_store_files WHERE store = ? AND file_id = ?", [store, file_id])
 
 
-_ADDED = ("SELECT f.store, f.file_id, f.batch_id, f.seq, f.created, j.id, j.name, j.status, j.reason, j.result,"
-          " b.options, (SELECT count(*) FROM ingest_jobs k WHERE k.batch_id = f.batch_id)"
-          " FROM api_store_files f JOIN ingest_jobs j ON j.batch_id = f.batch_id AND j.seq = f.seq"
-          " JOIN ingest_batches b ON b.id = f.batch_id")
+_ADDED = (
+    "SELECT f.store, f.file_id, f.batch_id, f.seq, f.created, j.id, j.name, j.status, j.reason, j.result,"
+    " b.options, (SELECT count(*) FROM ingest_jobs k WHERE k.batch_id = f.batch_id)"
+    " FROM api_store_files f JOIN ingest_jobs j ON j.batch_id = f.batch_id AND j.seq = f.seq"
+    " JOIN ingest_batches b ON b.id = f.batch_id"
+)
 
 
 def added_files(catalog: QueueCatalog, store: str, file_ids: Sequence[str] | None = None) -> dict[str, AddedFile]:
@@ -155,13 +167,25 @@ def added_files(catalog: QueueCatalog, store: str, file_ids: Sequence[str] | Non
         rows = cur.execute(sql + " ORDER BY f.created, f.file_id", args).fetchall()
     out = {}
     for r in rows:
-        out[r[1]] = AddedFile(store=r[0], file_id=r[1], batch_id=r[2], seq=int(r[3]), created=r[4], job_id=r[5],
-                              name=r[6], status=r[7], reason=r[8], result=_loads(r[9]),
-                              options=dict(_loads(r[10]) or {}), jobs=int(r[11]))
+        out[r[1]] = AddedFile(
+            store=r[0],
+            file_id=r[1],
+            batch_id=r[2],
+            seq=int(r[3]),
+            created=r[4],
+            job_id=r[5],
+            name=r[6],
+            status=r[7],
+            reason=r[8],
+            result=_loads(r[9]),
+            options=dict(_loads(r[10]) or {}),
+            jobs=int(r[11]),
+        )
     return out
 
 
 # -- file batches ------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class FileBatch:
@@ -176,14 +200,17 @@ class FileBatch:
     cancelled: bool = False
 
 
-def add_file_batch(catalog: QueueCatalog, batch_id: str, store: str, file_ids: Sequence[str],
-                   ingest_batches: Sequence[str]) -> None:
+def add_file_batch(
+    catalog: QueueCatalog, batch_id: str, store: str, file_ids: Sequence[str], ingest_batches: Sequence[str]
+) -> None:
     """Record the file batch ``batch_id`` of ``store`` and the ingest batches it maps to (one transaction)."""
     with catalog.cursor() as cur:
         cur.execute("BEGIN TRANSACTION")
         try:
-            cur.execute("INSERT INTO api_file_batches (id, store, file_ids, created) VALUES (?, ?, ?, now())",
-                        [batch_id, store, json.dumps(list(file_ids))])
+            cur.execute(
+                "INSERT INTO api_file_batches (id, store, file_ids, created) VALUES (?, ?, ?, now())",
+                [batch_id, store, json.dumps(list(file_ids))],
+            )
             for part in dict.fromkeys(ingest_batches):
                 cur.execute("INSERT INTO api_file_batch_parts (file_batch, batch_id) VALUES (?, ?)", [batch_id, part])
             cur.execute("COMMIT")
@@ -195,16 +222,35 @@ def add_file_batch(catalog: QueueCatalog, batch_id: str, store: str, file_ids: S
 def file_batch(catalog: QueueCatalog, batch_id: str) -> FileBatch | None:
     """The file batch ``batch_id``, or ``None``."""
     with catalog.cursor() as cur:
-        row = cur.execute("SELECT id, store, file_ids, created FROM api_file_batches WHERE id = ?",
-                          [batch_id]).fetchone()
+        row = cur.execute("SELECT id, store, file_ids, created FROM api_file_batches WHERE id = ?", [batch_id]).fetchone()
         if row is None:
             return None
-        parts = cur.execute("SELECT p.batch_id, coalesce(b.cancel_requested, FALSE) FROM api_file_batch_parts p"
-                            " LEFT JOIN ingest_batches b ON b.id = p.batch_id WHERE p.file_batch = ?"
-                            " ORDER BY p.batch_id", [batch_id]).fetchall()
-    return FileBatch(id=row[0], store=row[1], file_ids=list(_loads(row[2]) or []), batch_ids=[p[0] for p in parts],
-                     created=row[3], cancelled=any(bool(p[1]) for p in parts))
+        parts = cur.execute(
+            "SELECT p.batch_id, coalesce(b.cancel_requested, FALSE) FROM api_file_batch_parts p"
+            " LEFT JOIN ingest_batches b ON b.id = p.batch_id WHERE p.file_batch = ?"
+            " ORDER BY p.batch_id",
+            [batch_id],
+        ).fetchall()
+    return FileBatch(
+        id=row[0],
+        store=row[1],
+        file_ids=list(_loads(row[2]) or []),
+        batch_ids=[p[0] for p in parts],
+        created=row[3],
+        cancelled=any(bool(p[1]) for p in parts),
+    )
 
 
-__all__ = ["AddedFile", "FileBatch", "add_file_batch", "add_files", "added_files", "file_batch", "forget_file",
-           "forget_store", "import_store_meta", "put_store_meta", "store_meta"]
+__all__ = [
+    "AddedFile",
+    "FileBatch",
+    "add_file_batch",
+    "add_files",
+    "added_files",
+    "file_batch",
+    "forget_file",
+    "forget_store",
+    "import_store_meta",
+    "put_store_meta",
+    "store_meta",
+]

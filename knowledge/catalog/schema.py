@@ -21,9 +21,11 @@ _NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 
 
 def _load() -> list[str]:
-    found = sorted((int(m.group(1)), f.read_text(encoding="utf-8"))
-                   for f in files("knowledge.catalog").joinpath("migrations").iterdir()
-                   if (m := _NAME.match(f.name)))
+    found = sorted(
+        (int(m.group(1)), f.read_text(encoding="utf-8"))
+        for f in files("knowledge.catalog").joinpath("migrations").iterdir()
+        if (m := _NAME.match(f.name))
+    )
     if [v for v, _ in found] != list(range(1, len(found) + 1)):
         raise RuntimeError(f"catalog migrations are not numbered 1..n: {[v for v, _ in found]}")
     return [sql for _, sql in found]

@@ -9,5 +9,16 @@ from knowledge.chat.model import Attachment, Message, Part, Session
 from knowledge.chat.service import AttachFailed, ChatReply, ChatService, ToolRun
 from knowledge.chat.store import ChatStore, SessionNotFound, redact
 
-__all__ = ["AttachFailed", "Attachment", "ChatReply", "ChatService", "ChatStore", "Message", "Part", "Session",
-           "SessionNotFound", "ToolRun", "redact"]
+__all__ = [
+    "AttachFailed",
+    "Attachment",
+    "ChatReply",
+    "ChatService",
+    "ChatStore",
+    "Message",
+    "Part",
+    "Session",
+    "SessionNotFound",
+    "ToolRun",
+    "redact",
+]

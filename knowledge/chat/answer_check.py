@@ -22,8 +22,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from knowledge.workbench import Workbench
 
 
-def check_answers(wb: Workbench, store: str, qset: QuestionSet, config: str | None = None,
-                  progress: Callable[[int, int], None] | None = None) -> AnswerCheck:
+def check_answers(
+    wb: Workbench,
+    store: str,
+    qset: QuestionSet,
+    config: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> AnswerCheck:
     """Ask each question of ``qset`` that has expected answers in a chat of its own over ``store``
     with chat model config ``config`` (default: the offline assistant), as the Chat page would ask
     it, check the answers (:func:`~knowledge.evaluation.answers.check_one`), and delete those chats.
@@ -40,8 +45,10 @@ def check_answers(wb: Workbench, store: str, qset: QuestionSet, config: str | No
     """
     asked = [q for q in qset.questions if q.expected]
     if not asked:
-        raise InvalidArgument(f"No question of {qset.name} has an expected answer: add an 'expected' column"
-                              " (alternatives between ' | ') to check answers.")
+        raise InvalidArgument(
+            f"No question of {qset.name} has an expected answer: add an 'expected' column"
+            " (alternatives between ' | ') to check answers."
+        )
     wb.get_store(store)
     chat = ChatService(wb)
     used = chat.configs.chat(config).name  # LlmConfigNotFound, InvalidArgument before any chat
@@ -54,8 +61,7 @@ def check_answers(wb: Workbench, store: str, qset: QuestionSet, config: str | No
         try:
             t0 = time.perf_counter()
             reply = chat.send(sid, q.text)
-            results.append(check_one(q, reply.text, reply.citations, time.perf_counter() - t0,
-                                     offline=reply.retrieval_only))
+            results.append(check_one(q, reply.text, reply.citations, time.perf_counter() - t0, offline=reply.retrieval_only))
         finally:
             chat.delete_session(sid)
         if progress:
@@ -75,10 +81,13 @@ def run_as_the_chat_searches(wb: Workbench, runs: Sequence[EvalRun]) -> EvalRun 
             reranked, n = wb.reranks(run.store)
         except KnowledgeError:
             continue
-        if (run.mode == mode and run.search.get("fusion_weight") == search.fusion_weight
-                and run.search.get("candidates") == search.candidates
-                and run.search.get("rank_constant", RRF_K) == search.rank_constant
-                and run.search.get("rerank") == (n if reranked else 0)):
+        if (
+            run.mode == mode
+            and run.search.get("fusion_weight") == search.fusion_weight
+            and run.search.get("candidates") == search.candidates
+            and run.search.get("rank_constant", RRF_K) == search.rank_constant
+            and run.search.get("rerank") == (n if reranked else 0)
+        ):
             return run
     return None
 

@@ -64,14 +64,26 @@ class StoreBrief:
     sample: tuple[str, ...] = ()
     description: str = ""
 
-VIEW_ATTACHMENT_SCHEMA: dict[str, Any] = {"type": "function", "function": {
-    "name": "view_attachment",
-    "description": ("Show an image or PDF attached to this chat again: it is inserted into the"
-                    " conversation as a message of its own, right after this call. Use it when a"
-                    " placeholder says the file was shown in an earlier turn."),
-    "parameters": {"type": "object", "properties": {
-        "file_id": {"type": "string", "description": "The file_id named by the placeholder or the attachment list."}},
-        "required": ["file_id"], "additionalProperties": False}}}
+
+VIEW_ATTACHMENT_SCHEMA: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "view_attachment",
+        "description": (
+            "Show an image or PDF attached to this chat again: it is inserted into the"
+            " conversation as a message of its own, right after this call. Use it when a"
+            " placeholder says the file was shown in an earlier turn."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "file_id": {"type": "string", "description": "The file_id named by the placeholder or the attachment list."}
+            },
+            "required": ["file_id"],
+            "additionalProperties": False,
+        },
+    },
+}
 
 _WORD = re.compile(r"\w+|[^\w\s]")
 
@@ -143,8 +155,10 @@ def attachment_notice(meta: dict[str, Any]) -> str | None:
     removed = _named(meta.get("removed", []))
     if attached:
         names = ", ".join(f"{e['name']} ({kind_label(e['kind'], e['name'])})" for e in attached)
-        lines.append(f"The user attached {names}. These files are not on the filesystem: use the"
-                     " vector_search tool to reach their content.")
+        lines.append(
+            f"The user attached {names}. These files are not on the filesystem: use the"
+            " vector_search tool to reach their content."
+        )
     if removed:
         names = ", ".join(e["name"] for e in removed)
         lines.append(f"The user removed {names}. Their content is no longer available; do not search for it.")
@@ -156,9 +170,10 @@ def system_prompt(ctx: MapperContext) -> str:
     as of now."""
     parts = [BASE_PROMPT]
     if ctx.knowledge:
-        section = ["## Knowledge stores",
-                   "vector_search without a store searches all of them and the attached files together;"
-                   " give store to search one."]
+        section = [
+            "## Knowledge stores",
+            "vector_search without a store searches all of them and the attached files together; give store to search one.",
+        ]
         for b in ctx.knowledge:
             more = f", {b.files - len(b.sample)} more" if b.files > len(b.sample) else ""
             names = f": {', '.join(b.sample)}{more}" if b.sample else ""
@@ -168,8 +183,10 @@ def system_prompt(ctx: MapperContext) -> str:
     files = [a for a in ctx.attachments if a.kind != KIND_IMAGE]
     section = ["## Attached files"]
     if files:
-        section.append("These files are attached to this chat. They are not on the filesystem; the"
-                       " vector_search tool reaches their content (store 'attachments').")
+        section.append(
+            "These files are attached to this chat. They are not on the filesystem; the"
+            " vector_search tool reaches their content (store 'attachments')."
+        )
         for a in files:
             extra = f", {a.pages} pages" if a.pages else ""
             section.append(f"- {a.name} ({a.label}{extra}; file_id {a.file_id})")
@@ -201,31 +218,48 @@ def render_media(part: Part, current: bool, ctx: MapperContext) -> tuple[dict[st
     fid = part.file_id
     if part.kind == IMAGE:
         if VISION not in caps:
-            return _text(f"[Image {part.name} ({part.media_type}, {_size(part.size)}) was attached here, but"
-                         " this model does not read images, so it is not included.]", ctx)
+            return _text(
+                f"[Image {part.name} ({part.media_type}, {_size(part.size)}) was attached here, but"
+                " this model does not read images, so it is not included.]",
+                ctx,
+            )
         if not current:
-            return _text(f"[Image {part.name} was shown in an earlier turn and is not repeated; call"
-                         f" view_attachment with file_id \"{fid}\" to see it again.]", ctx)
+            return _text(
+                f"[Image {part.name} was shown in an earlier turn and is not repeated; call"
+                f' view_attachment with file_id "{fid}" to see it again.]',
+                ctx,
+            )
         try:
             return {"type": "image_url", "image_url": {"url": _data_url(ctx, part)}}, IMAGE_TOKENS
         except KnowledgeError:
             return _text(f"[Image {part.name} is no longer stored.]", ctx)
     # a document (PDF)
     if DOCUMENTS not in caps:
-        return _text(f"[PDF {part.name} ({_size(part.size)}) was attached here, but this model does not read"
-                     " PDFs directly; it is indexed, so the vector_search tool reaches its content.]", ctx)
+        return _text(
+            f"[PDF {part.name} ({_size(part.size)}) was attached here, but this model does not read"
+            " PDFs directly; it is indexed, so the vector_search tool reaches its content.]",
+            ctx,
+        )
     if not current:
-        return _text(f"[PDF {part.name} was sent in an earlier turn and is not repeated; the vector_search tool"
-                     f" reaches its content, or call view_attachment with file_id \"{fid}\" to see it again.]", ctx)
+        return _text(
+            f"[PDF {part.name} was sent in an earlier turn and is not repeated; the vector_search tool"
+            f' reaches its content, or call view_attachment with file_id "{fid}" to see it again.]',
+            ctx,
+        )
     try:
         if ctx.document_mode == "file":
-            return ({"type": "file", "file": {"filename": part.name, "file_data": _data_url(ctx, part)}},
-                    document_tokens(part.size))
+            return (
+                {"type": "file", "file": {"filename": part.name, "file_data": _data_url(ctx, part)}},
+                document_tokens(part.size),
+            )
         if ctx.read_text is None:
             raise KnowledgeError("no reader")
         body = ctx.read_text(fid or "")
-        return _text(f"[Document {part.name} ({kind_label('pdf', part.name or '')}); its text follows.]\n{body}\n"
-                     f"[End of {part.name}]", ctx)
+        return _text(
+            f"[Document {part.name} ({kind_label('pdf', part.name or '')}); its text follows.]\n{body}\n"
+            f"[End of {part.name}]",
+            ctx,
+        )
     except KnowledgeError as exc:
         return _text(f"[PDF {part.name} cannot be read here ({exc}); the vector_search tool reaches its content.]", ctx)
 
@@ -265,14 +299,21 @@ def render_message(msg: Message, current: bool, ctx: MapperContext) -> tuple[lis
         # content may be null only beside tool calls (some servers refuse an empty assistant turn)
         out: dict[str, Any] = {"role": "assistant", "content": msg.text or (None if calls else "")}
         if calls:
-            out["tool_calls"] = [{"id": c["id"], "type": "function",
-                                  "function": {"name": c["name"], "arguments": c["arguments"]}} for c in calls]
-        tokens = MESSAGE_OVERHEAD_TOKENS + ctx.count_tokens(msg.text or "") + sum(
-            ctx.count_tokens(c["name"] + c["arguments"]) for c in calls)
+            out["tool_calls"] = [
+                {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+                for c in calls
+            ]
+        tokens = (
+            MESSAGE_OVERHEAD_TOKENS
+            + ctx.count_tokens(msg.text or "")
+            + sum(ctx.count_tokens(c["name"] + c["arguments"]) for c in calls)
+        )
         return [out], tokens
     if msg.role == TOOL:
-        return ([{"role": "tool", "tool_call_id": msg.meta.get("tool_call_id", ""), "content": msg.text}],
-                MESSAGE_OVERHEAD_TOKENS + ctx.count_tokens(msg.text))
+        return (
+            [{"role": "tool", "tool_call_id": msg.meta.get("tool_call_id", ""), "content": msg.text}],
+            MESSAGE_OVERHEAD_TOKENS + ctx.count_tokens(msg.text),
+        )
     if msg.role == ATTACHMENT:
         blocks, tokens = [], MESSAGE_OVERHEAD_TOKENS
         for part in msg.media():

@@ -25,13 +25,29 @@ USER, ASSISTANT, TOOL, ATTACHMENT = "user", "assistant", "tool", "attachment"
 #: other document (ingested; reached through vector_search).
 KIND_IMAGE, KIND_PDF, KIND_DOCUMENT = "image", "pdf", "document"
 
-_LABELS = {".docx": "Word document", ".md": "Markdown document", ".markdown": "Markdown document",
-           ".txt": "text file", ".html": "HTML page", ".htm": "HTML page", ".csv": "CSV table",
-           ".rst": "text file", ".json": "text file", ".pptx": "PowerPoint presentation",
-           ".xlsx": "Excel workbook", ".xlsm": "Excel workbook", ".odt": "OpenDocument text",
-           ".ods": "OpenDocument spreadsheet", ".odp": "OpenDocument presentation", ".epub": "EPUB e-book",
-           ".rtf": "RTF document", ".eml": "e-mail", ".mbox": "mailbox", ".msg": "Outlook message",
-           ".zip": "ZIP archive"}
+_LABELS = {
+    ".docx": "Word document",
+    ".md": "Markdown document",
+    ".markdown": "Markdown document",
+    ".txt": "text file",
+    ".html": "HTML page",
+    ".htm": "HTML page",
+    ".csv": "CSV table",
+    ".rst": "text file",
+    ".json": "text file",
+    ".pptx": "PowerPoint presentation",
+    ".xlsx": "Excel workbook",
+    ".xlsm": "Excel workbook",
+    ".odt": "OpenDocument text",
+    ".ods": "OpenDocument spreadsheet",
+    ".odp": "OpenDocument presentation",
+    ".epub": "EPUB e-book",
+    ".rtf": "RTF document",
+    ".eml": "e-mail",
+    ".mbox": "mailbox",
+    ".msg": "Outlook message",
+    ".zip": "ZIP archive",
+}
 _IMAGE_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a")
 
 
@@ -43,8 +59,15 @@ def sniff_kind(name: str, media_type: str | None, head: bytes = b"") -> tuple[st
     if head.startswith(b"%PDF"):
         return KIND_PDF, "application/pdf"
     if head.startswith(_IMAGE_MAGIC) or (head[:4] == b"RIFF" and head[8:12] == b"WEBP"):
-        mt = ("image/png" if head.startswith(b"\x89PNG") else "image/jpeg" if head.startswith(b"\xff\xd8")
-              else "image/gif" if head.startswith(b"GIF") else "image/webp")
+        mt = (
+            "image/png"
+            if head.startswith(b"\x89PNG")
+            else "image/jpeg"
+            if head.startswith(b"\xff\xd8")
+            else "image/gif"
+            if head.startswith(b"GIF")
+            else "image/webp"
+        )
         return KIND_IMAGE, mt
     mt = (media_type or mimetypes.guess_type(name)[0] or "").lower()
     if mt == "application/octet-stream":
@@ -105,8 +128,14 @@ class Attachment:
 
     def event(self) -> dict[str, Any]:
         """The record a user message keeps of it in ``meta["attached"]`` / ``meta["removed"]``."""
-        return {"file_id": self.file_id, "name": self.name, "kind": self.kind, "media_type": self.media_type,
-                "size": self.size, "pages": self.pages}
+        return {
+            "file_id": self.file_id,
+            "name": self.name,
+            "kind": self.kind,
+            "media_type": self.media_type,
+            "size": self.size,
+            "pages": self.pages,
+        }
 
 
 @dataclass(slots=True)

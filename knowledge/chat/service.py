@@ -76,9 +76,11 @@ MAX_CITATIONS = 8
 #: How many passages a search-first turn gives the model (``LlmConfig.search_first``).
 SEARCH_FIRST_K = 5
 #: What a search-first model is told, before the numbered passages.
-SEARCH_FIRST_PROMPT = ("Answer the question below from the numbered passages only. Cite every passage you use"
-                       " with its number in square brackets, like [1]. If the passages do not answer the"
-                       " question, say so plainly. Do not cite a number that is not given.")
+SEARCH_FIRST_PROMPT = (
+    "Answer the question below from the numbered passages only. Cite every passage you use"
+    " with its number in square brackets, like [1]. If the passages do not answer the"
+    " question, say so plainly. Do not cite a number that is not given."
+)
 
 
 class AttachFailed(KnowledgeError):
@@ -158,8 +160,9 @@ class Knowledge:
 class Turn:
     """One user turn run by :meth:`ChatService.start_turn`: attach, then send, in a daemon thread."""
 
-    def __init__(self, chat: ChatService, sid: str, files: list[tuple[bytes, str, str | None]],
-                 text: str, retry: bool = False) -> None:
+    def __init__(
+        self, chat: ChatService, sid: str, files: list[tuple[bytes, str, str | None]], text: str, retry: bool = False
+    ) -> None:
         self.chat, self.sid, self.files, self.text, self.retry = chat, sid, list(files), text, retry
         self.problems: list[str] = []
         self.reply: ChatReply | None = None
@@ -197,8 +200,11 @@ class Turn:
         self.files = [(b"", name, media_type) for _, name, media_type in self.files]  # free the bytes
         if self.text.strip() or self.retry:
             try:
-                self.reply = (self.chat.retry(self.sid, on_token=self.tokens.put) if self.retry
-                              else self.chat.send(self.sid, self.text, on_token=self.tokens.put))
+                self.reply = (
+                    self.chat.retry(self.sid, on_token=self.tokens.put)
+                    if self.retry
+                    else self.chat.send(self.sid, self.text, on_token=self.tokens.put)
+                )
             except KnowledgeError as exc:
                 self.problems.append(str(exc))
             except Exception as exc:  # a bug: say so, keep the app running
@@ -225,8 +231,7 @@ class ChatService:
 
     MAX_ROUNDS = 8
 
-    def __init__(self, workbench: Workbench,
-                 provider_factory: Callable[[LlmConfig], ChatProvider] = open_provider) -> None:
+    def __init__(self, workbench: Workbench, provider_factory: Callable[[LlmConfig], ChatProvider] = open_provider) -> None:
         self.wb = workbench
         self.store = ChatStore(workbench.chat_catalog())
         self.configs = workbench.llm_configs()
@@ -287,8 +292,7 @@ class ChatService:
             return self._locks.setdefault(sid, threading.Lock())
 
     # -- a whole turn in the background ---------------------------------------------------------
-    def start_turn(self, sid: str, files: list[tuple[bytes, str, str | None]], text: str,
-                   retry: bool = False) -> Turn:
+    def start_turn(self, sid: str, files: list[tuple[bytes, str, str | None]], text: str, retry: bool = False) -> Turn:
         """Attach ``files`` (``(bytes, name, media type)``) and send ``text`` (with ``retry``:
         :meth:`retry` the last question instead) in a thread of its own,
         after any turn of the session still running (turns of one session run one at a time, in
@@ -310,8 +314,7 @@ class ChatService:
         return turn if turn is not None and not turn.done else None
 
     # -- sessions -------------------------------------------------------------------------------
-    def create_session(self, title: str = "New chat", config: str | None = None,
-                       stores: list[str] | None = None) -> Session:
+    def create_session(self, title: str = "New chat", config: str | None = None, stores: list[str] | None = None) -> Session:
         """A new session searching ``stores`` (``None``: :meth:`default_stores`).
 
         Raises:
@@ -362,9 +365,13 @@ class ChatService:
         dropped = [n for n in s.stores if n not in names]
         if dropped:
             self.store.update_session(sid, stores=kept)
-        attached = (VECTOR_SEARCH in s.tools and self.wb.store_exists(s.store)
-                    and any(a.kind != KIND_IMAGE or self.wb.file_record(s.store, a.file_id) is not None
-                            for a in self.attachments(sid)))  # an image counts once OCR indexed it
+        attached = (
+            VECTOR_SEARCH in s.tools
+            and self.wb.store_exists(s.store)
+            and any(
+                a.kind != KIND_IMAGE or self.wb.file_record(s.store, a.file_id) is not None for a in self.attachments(sid)
+            )
+        )  # an image counts once OCR indexed it
         return Knowledge(kept, attached, s.store, dropped)
 
     def briefs(self, knowledge: Knowledge) -> list[StoreBrief]:
@@ -420,8 +427,9 @@ class ChatService:
         """Delete a session, its messages, its vector store, and files nothing else uses."""
         s = self.session(sid)
         file_ids = {p.file_id for m in self.messages(sid) for p in m.media()}
-        file_ids |= {e["file_id"] for m in self.messages(sid) for key in ("attached", "removed")
-                     for e in m.meta.get(key) or []}
+        file_ids |= {
+            e["file_id"] for m in self.messages(sid) for key in ("attached", "removed") for e in m.meta.get(key) or []
+        }
         file_ids |= {e["file_id"] for e in s.pending}
         file_ids |= {a.file_id for a in self.attachments(sid)}
         if self.wb.store_exists(s.store):
@@ -432,8 +440,9 @@ class ChatService:
                 self.wb.forget_file_if_unused(fid)
 
     # -- attachments ----------------------------------------------------------------------------
-    def attach(self, sid: str, source: bytes | str | Path | BinaryIO, name: str | None = None,
-               media_type: str | None = None) -> Attachment:
+    def attach(
+        self, sid: str, source: bytes | str | Path | BinaryIO, name: str | None = None, media_type: str | None = None
+    ) -> Attachment:
         """Attach a file to the session (see the module docstring).
 
         Raises:
@@ -519,8 +528,9 @@ class ChatService:
         return a
 
     # -- a turn ---------------------------------------------------------------------------------
-    def send(self, sid: str, text: str, config: str | None = None,
-             on_token: Callable[[str], None] | None = None) -> ChatReply:
+    def send(
+        self, sid: str, text: str, config: str | None = None, on_token: Callable[[str], None] | None = None
+    ) -> ChatReply:
         """Send the user's ``text`` (with the pending attachments) and run the turn; a streamed
         answer's pieces go to ``on_token`` as they come.
 
@@ -545,27 +555,38 @@ class ChatService:
             attached = [e for e in attached if e["file_id"] in current]
             removed = [e for e in s.pending if e["event"] == "removed"]
             parts = [Part(TEXT, text=text)] if text.strip() else []
-            parts.extend(Part(IMAGE if e["kind"] == KIND_IMAGE else FILE, file_id=e["file_id"], name=e["name"],
-                              media_type=e["media_type"], size=e.get("size"))
-                         for e in attached if e["kind"] in (KIND_IMAGE, KIND_PDF))
+            parts.extend(
+                Part(
+                    IMAGE if e["kind"] == KIND_IMAGE else FILE,
+                    file_id=e["file_id"],
+                    name=e["name"],
+                    media_type=e["media_type"],
+                    size=e.get("size"),
+                )
+                for e in attached
+                if e["kind"] in (KIND_IMAGE, KIND_PDF)
+            )
             meta: dict[str, Any] = {}
             if attached:
                 meta["attached"] = [{k: v for k, v in e.items() if k != "event"} for e in attached]
             if removed:
                 meta["removed"] = [{k: v for k, v in e.items() if k != "event"} for e in removed]
             self.store.add_message(sid, USER, parts, meta)
-            title = s.title if s.title != "New chat" or not text.strip() else \
-                " ".join(without_refused(text).split())[:60] or s.title
+            title = (
+                s.title
+                if s.title != "New chat" or not text.strip()
+                else " ".join(without_refused(text).split())[:60] or s.title
+            )
             self.store.update_session(sid, pending=[], title=title)
             if provider is None:
                 problem = problem or LlmUnavailable(f"The chat config {cfg.name!r} gave no provider.")
-                self.store.add_trace(sid, cfg.name, cfg.provider, cfg.model, {"model": cfg.model}, None,
-                                     str(problem), datetime.now(UTC), 0.0)
+                self.store.add_trace(
+                    sid, cfg.name, cfg.provider, cfg.model, {"model": cfg.model}, None, str(problem), datetime.now(UTC), 0.0
+                )
                 raise problem
             return self._run_turn(self.session(sid), cfg, provider, _Turn(text), on_token)
 
-    def retry(self, sid: str, config: str | None = None,
-              on_token: Callable[[str], None] | None = None) -> ChatReply:
+    def retry(self, sid: str, config: str | None = None, on_token: Callable[[str], None] | None = None) -> ChatReply:
         """Ask the session's last question again: when the last message is the user's (its turn
         failed -- the model unreachable, no key), run the turn once more on the stored history, with
         no second copy of the question.
@@ -585,8 +606,9 @@ class ChatService:
                 raise LlmUnavailable(f"The chat config {cfg.name!r} gave no provider.")
             return self._run_turn(s, cfg, provider, _Turn(messages[-1].text), on_token)
 
-    def _run_turn(self, s: Session, cfg: LlmConfig, provider: ChatProvider, turn: _Turn,
-                  on_token: Callable[[str], None] | None = None) -> ChatReply:
+    def _run_turn(
+        self, s: Session, cfg: LlmConfig, provider: ChatProvider, turn: _Turn, on_token: Callable[[str], None] | None = None
+    ) -> ChatReply:
         if cfg.search_first and cfg.provider == "openai":
             return self._search_first(s, cfg, provider, turn, on_token)
         dropped = 0
@@ -597,17 +619,32 @@ class ChatService:
             kn = self.knowledge(s.id)
             ok, reason = self.tools.availability() if kn.searchable else (True, "")
             attachments = self.attachments(s.id)
-            ctx = TurnContext(turn.question, list(turn.hits), [a.name for a in attachments],
-                              "" if ok else reason, list(kn.stores), kn.attachments,
-                              [a.name for a in attachments if a.kind == KIND_IMAGE],
-                              self.wb.settings.chat.min_score, dict(turn.failed),
-                              self._image_texts(kn, attachments) if not turn.question.strip() else {},
-                              self._embed(turn))
+            ctx = TurnContext(
+                turn.question,
+                list(turn.hits),
+                [a.name for a in attachments],
+                "" if ok else reason,
+                list(kn.stores),
+                kn.attachments,
+                [a.name for a in attachments if a.kind == KIND_IMAGE],
+                self.wb.settings.chat.min_score,
+                dict(turn.failed),
+                self._image_texts(kn, attachments) if not turn.question.strip() else {},
+                self._embed(turn),
+            )
             completion = self._call(s.id, cfg, provider, req, ctx)
             if completion.tool_calls and not last:
-                self.store.add_message(s.id, ASSISTANT, [Part(TEXT, text=completion.text)] if completion.text else [],
-                                       {"tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments}
-                                                       for c in completion.tool_calls], "config": cfg.name})
+                self.store.add_message(
+                    s.id,
+                    ASSISTANT,
+                    [Part(TEXT, text=completion.text)] if completion.text else [],
+                    {
+                        "tool_calls": [
+                            {"id": c.id, "name": c.name, "arguments": c.arguments} for c in completion.tool_calls
+                        ],
+                        "config": cfg.name,
+                    },
+                )
                 for call in completion.tool_calls:
                     self._run_tool(self.session(s.id), cfg, call, turn)
                 continue
@@ -615,16 +652,24 @@ class ChatService:
             text, citations, also = cited.text, cited.sources, cited.also_searched[:MAX_CITATIONS]
             if completion.sentences:
                 citations = _with_sentences(citations, completion.sentences)
-            self.store.add_message(s.id, ASSISTANT, [Part(TEXT, text=text)],
-                                   {"citations": citations, "also_searched": also, "config": cfg.name,
-                                    "retrieval_only": completion.retrieval_only,
-                                    "tool_runs": [{"name": r.name, "arguments": r.arguments, "ok": r.ok}
-                                                  for r in turn.runs]})
+            self.store.add_message(
+                s.id,
+                ASSISTANT,
+                [Part(TEXT, text=text)],
+                {
+                    "citations": citations,
+                    "also_searched": also,
+                    "config": cfg.name,
+                    "retrieval_only": completion.retrieval_only,
+                    "tool_runs": [{"name": r.name, "arguments": r.arguments, "ok": r.ok} for r in turn.runs],
+                },
+            )
             return ChatReply(s.id, text, citations, turn.runs, cfg.name, completion.retrieval_only, dropped, also)
         raise AssertionError("unreachable")  # the last round offers no tools
 
-    def _search_first(self, s: Session, cfg: LlmConfig, provider: ChatProvider, turn: _Turn,
-                      on_token: Callable[[str], None] | None) -> ChatReply:
+    def _search_first(
+        self, s: Session, cfg: LlmConfig, provider: ChatProvider, turn: _Turn, on_token: Callable[[str], None] | None
+    ) -> ChatReply:
         """A turn of a search-first config: search the session's knowledge with the question, hand
         the model the top :data:`SEARCH_FIRST_K` passages numbered ``[n]`` with the question (no
         tools), stream its answer to ``on_token``, then drop the markers that point to no passage
@@ -636,26 +681,49 @@ class ChatService:
             turn.runs.append(ToolRun(VECTOR_SEARCH, args, result.text, result.ok))
         req = self.request(s.id, cfg, offer_tools=False)
         passages = _citations(turn.hits)
-        blocks = [f"[{h['ref']}] {where_text(h)}\n{plain_text(str(h.get('text') or ''), file_name=h.get('file_name'))}"
-                  for h in passages]
-        brief = (SEARCH_FIRST_PROMPT + "\n\nPassages:\n\n" + "\n\n".join(blocks) if blocks
-                 else "No passage of this chat's knowledge matches the question: say so, and answer only if you can"
-                      " without them, saying that no passage supports it.")
+        blocks = [
+            f"[{h['ref']}] {where_text(h)}\n{plain_text(str(h.get('text') or ''), file_name=h.get('file_name'))}"
+            for h in passages
+        ]
+        brief = (
+            SEARCH_FIRST_PROMPT + "\n\nPassages:\n\n" + "\n\n".join(blocks)
+            if blocks
+            else "No passage of this chat's knowledge matches the question: say so, and answer only if you can"
+            " without them, saying that no passage supports it."
+        )
         messages = [*req.messages, {"role": "user", "content": f"{brief}\n\nQuestion: {turn.question}"}]
         if req.messages and req.messages[-1].get("role") == "user" and isinstance(req.messages[-1].get("content"), str):
             messages = [*req.messages[:-1], messages[-1]]  # the question once, after its passages
         attachments = self.attachments(s.id)
-        ctx = TurnContext(turn.question, list(turn.hits), [a.name for a in attachments], "", list(kn.stores),
-                          kn.attachments, min_score=self.wb.settings.chat.min_score, failed=dict(turn.failed),
-                          on_token=on_token)
+        ctx = TurnContext(
+            turn.question,
+            list(turn.hits),
+            [a.name for a in attachments],
+            "",
+            list(kn.stores),
+            kn.attachments,
+            min_score=self.wb.settings.chat.min_score,
+            failed=dict(turn.failed),
+            on_token=on_token,
+        )
         completion = self._call(s.id, cfg, provider, MappedRequest(messages, [], req.tokens, req.dropped_turns), ctx)
         raw, unknown = drop_unknown_markers(completion.text or "", [int(h["ref"]) for h in passages])
         cited = cite(raw, passages)
         also = cited.also_searched[:MAX_CITATIONS]
-        self.store.add_message(s.id, ASSISTANT, [Part(TEXT, text=cited.text)],
-                               {"citations": cited.sources, "also_searched": also, "config": cfg.name,
-                                "retrieval_only": False, "search_first": True, "unknown_markers": unknown,
-                                "tool_runs": [{"name": r.name, "arguments": r.arguments, "ok": r.ok} for r in turn.runs]})
+        self.store.add_message(
+            s.id,
+            ASSISTANT,
+            [Part(TEXT, text=cited.text)],
+            {
+                "citations": cited.sources,
+                "also_searched": also,
+                "config": cfg.name,
+                "retrieval_only": False,
+                "search_first": True,
+                "unknown_markers": unknown,
+                "tool_runs": [{"name": r.name, "arguments": r.arguments, "ok": r.ok} for r in turn.runs],
+            },
+        )
         return ChatReply(s.id, cited.text, cited.sources, turn.runs, cfg.name, False, req.dropped_turns, also, unknown)
 
     def _embed(self, turn: _Turn) -> Embed | None:
@@ -676,10 +744,17 @@ class ChatService:
         kn = self.knowledge(sid)
         ok, reason = self.tools.availability() if kn.searchable else (True, "")
         ctx = MapperContext(
-            attachments=self.attachments(sid), capabilities=cfg.effective_capabilities(),
-            document_mode=cfg.document_mode(), tools=self._schemas(s, cfg, kn, ok) if offer_tools else [],
-            store=s.store, budget_tokens=cfg.context_tokens, read_bytes=self._bytes, read_text=self._text,
-            tools_unavailable="" if ok else reason, knowledge=self.briefs(kn))
+            attachments=self.attachments(sid),
+            capabilities=cfg.effective_capabilities(),
+            document_mode=cfg.document_mode(),
+            tools=self._schemas(s, cfg, kn, ok) if offer_tools else [],
+            store=s.store,
+            budget_tokens=cfg.context_tokens,
+            read_bytes=self._bytes,
+            read_text=self._text,
+            tools_unavailable="" if ok else reason,
+            knowledge=self.briefs(kn),
+        )
         return build_request(self.messages(sid), ctx)
 
     @staticmethod
@@ -705,27 +780,38 @@ class ChatService:
                 else:
                     names = [kn.label(n) for n in kn.searchable]
                     params["properties"]["store"] = {
-                        "type": "string", "enum": names,
+                        "type": "string",
+                        "enum": names,
                         "description": "Search only this store; leave it out to search all of this chat's"
-                                       f" knowledge at once ({', '.join(names)})."}
+                        f" knowledge at once ({', '.join(names)}).",
+                    }
                 out.append(schema)
         if VIEW_ATTACHMENT in s.tools:
             out.append(VIEW_ATTACHMENT_SCHEMA)
         return out
 
-    def _call(self, sid: str, cfg: LlmConfig, provider: ChatProvider, req: MappedRequest,
-              ctx: TurnContext) -> Completion:
+    def _call(self, sid: str, cfg: LlmConfig, provider: ChatProvider, req: MappedRequest, ctx: TurnContext) -> Completion:
         started = datetime.now(UTC)
         t0 = time.perf_counter()
         request = {"model": cfg.model or cfg.provider, "messages": req.messages, "tools": req.tools}
         try:
             completion = provider.complete(req.messages, req.tools, ctx)
         except LlmUnavailable as exc:
-            self.store.add_trace(sid, cfg.name, cfg.provider, cfg.model, request, None, str(exc), started,
-                                 time.perf_counter() - t0)
+            self.store.add_trace(
+                sid, cfg.name, cfg.provider, cfg.model, request, None, str(exc), started, time.perf_counter() - t0
+            )
             raise
-        self.store.add_trace(sid, cfg.name, cfg.provider, cfg.model, completion.request, completion.response,
-                             None, started, time.perf_counter() - t0)
+        self.store.add_trace(
+            sid,
+            cfg.name,
+            cfg.provider,
+            cfg.model,
+            completion.request,
+            completion.response,
+            None,
+            started,
+            time.perf_counter() - t0,
+        )
         return completion
 
     def _run_tool(self, s: Session, cfg: LlmConfig, call: ToolCall, turn: _Turn) -> None:
@@ -735,21 +821,44 @@ class ChatService:
             args, result = {}, ToolResult(f"Bad arguments for {call.name}: {exc}. Send a JSON object.", ok=False)
         else:
             result = self._tool(s, cfg, call.name, args, turn)
-        self.store.add_message(s.id, TOOL, [Part(TEXT, text=result.text)],
-                               {"tool_call_id": call.id, "name": call.name, "arguments": args, "ok": result.ok})
+        self.store.add_message(
+            s.id,
+            TOOL,
+            [Part(TEXT, text=result.text)],
+            {"tool_call_id": call.id, "name": call.name, "arguments": args, "ok": result.ok},
+        )
         turn.runs.append(ToolRun(call.name, args, result.text, result.ok))
         if call.name == VIEW_ATTACHMENT and result.ok:
             d = result.data
-            self.store.add_message(s.id, ATTACHMENT, [Part(IMAGE if d["kind"] == KIND_IMAGE else FILE,
-                                                          file_id=d["file_id"], name=d["name"],
-                                                          media_type=d["media_type"], size=d.get("size"))],
-                                   {"tool_call_id": call.id})
+            self.store.add_message(
+                s.id,
+                ATTACHMENT,
+                [
+                    Part(
+                        IMAGE if d["kind"] == KIND_IMAGE else FILE,
+                        file_id=d["file_id"],
+                        name=d["name"],
+                        media_type=d["media_type"],
+                        size=d.get("size"),
+                    )
+                ],
+                {"tool_call_id": call.id},
+            )
 
     def _refuse(self, s: Session, cfg: LlmConfig, name: str, args: dict[str, Any], reason: str) -> ToolResult:
         """Answer a tool call the chat does not allow: the reason goes to the model, and a row of
         the trace (provider ``policy``) records the refused call."""
-        self.store.add_trace(s.id, cfg.name, "policy", None, {"tool": name, "arguments": args}, None,
-                             f"refused {name}: {reason}", datetime.now(UTC), 0.0)
+        self.store.add_trace(
+            s.id,
+            cfg.name,
+            "policy",
+            None,
+            {"tool": name, "arguments": args},
+            None,
+            f"refused {name}: {reason}",
+            datetime.now(UTC),
+            0.0,
+        )
         return ToolResult(f"Refused: {reason}", {"refused": True}, ok=False)
 
     def _tool(self, s: Session, cfg: LlmConfig, name: str, args: dict[str, Any], turn: _Turn) -> ToolResult:
@@ -765,8 +874,7 @@ class ChatService:
             return ToolResult(f"Unknown tool {name!r}.", ok=False)
         return handler(s, cfg, name, args, turn)
 
-    def _view_attachment(self, s: Session, cfg: LlmConfig, name: str, args: dict[str, Any],
-                         turn: _Turn) -> ToolResult:
+    def _view_attachment(self, s: Session, cfg: LlmConfig, name: str, args: dict[str, Any], turn: _Turn) -> ToolResult:
         """``view_attachment``: an attached image or PDF, shown to the model in the next message."""
         if VIEW_ATTACHMENT not in s.tools:
             return ToolResult("view_attachment is not active in this chat (no image or PDF attached).", ok=False)
@@ -774,8 +882,7 @@ class ChatService:
         found = [a for a in self.attachments(s.id) if a.file_id == ref or a.name == ref]
         if not found or found[0].kind == KIND_DOCUMENT:
             media = [a.name for a in self.attachments(s.id) if a.kind != KIND_DOCUMENT]
-            return ToolResult(f"No image or PDF {ref!r} is attached. Attached: {', '.join(media) or 'none'}.",
-                              ok=False)
+            return ToolResult(f"No image or PDF {ref!r} is attached. Attached: {', '.join(media) or 'none'}.", ok=False)
         a = found[0]
         return ToolResult(f"{a.name} is shown in the next message.", a.event())
 
@@ -783,13 +890,20 @@ class ChatService:
         """A writing tool, when the config offers it, on this chat's attached files only (and, for
         ``vector_ingest_file``, a path in ``chat.allowed_dirs``); refused with the reason otherwise."""
         if name not in self.offered_tools(cfg):
-            return self._refuse(s, cfg, name, args, f"{name} is not offered in this chat: the model may only"
-                                " search (a CHAT config with write_tools enabled offers the writing tools).")
+            return self._refuse(
+                s,
+                cfg,
+                name,
+                args,
+                f"{name} is not offered in this chat: the model may only"
+                " search (a CHAT config with write_tools enabled offers the writing tools).",
+            )
         args = dict(args)
         store = args.setdefault("store", s.store)
         if store not in (s.store, ATTACHMENTS):
-            return self._refuse(s, cfg, name, args, f"{name} acts only on this chat's attached files, not on"
-                                f" store {store!r}.")
+            return self._refuse(
+                s, cfg, name, args, f"{name} acts only on this chat's attached files, not on store {store!r}."
+            )
         args["store"] = s.store
         folders = self.tools.folders  # the chat's: LocalFolders of chat.allowed_dirs (see __init__)
         if name == "vector_ingest_file" and isinstance(folders, LocalFolders):
@@ -806,8 +920,7 @@ class ChatService:
         store's own score threshold) and the turn's passage numbers."""
         kn = self.knowledge(s.id)
         if not kn.searchable:
-            return ToolResult("This chat has no knowledge to search: no store is chosen and no file is attached.",
-                              ok=False)
+            return ToolResult("This chat has no knowledge to search: no store is chosen and no file is attached.", ok=False)
         ok, reason = self.tools.availability()
         if not ok:
             return ToolResult(f"vector_search is {reason}", ok=False)
@@ -817,8 +930,13 @@ class ChatService:
             target = kn.attachment_store if wanted in (ATTACHMENTS, s.store) else wanted
             if target not in kn.searchable:
                 names = ", ".join(kn.label(n) for n in kn.searchable)
-                return self._refuse(s, cfg, VECTOR_SEARCH, {**args, "store": wanted},
-                                    f"store {wanted!r} is not part of this chat; it can search: {names}.")
+                return self._refuse(
+                    s,
+                    cfg,
+                    VECTOR_SEARCH,
+                    {**args, "store": wanted},
+                    f"store {wanted!r} is not part of this chat; it can search: {names}.",
+                )
             stores = [target]
         else:
             stores = kn.searchable
@@ -828,10 +946,14 @@ class ChatService:
             if not isinstance(query, str):
                 raise InvalidArgument("query must be a string.")
             where = {**self.filter_of(s.id), **({"file_id": file_id} if file_id else {})}
-            thresholds = {n: self.wb.store_settings(n).score_threshold  # each chosen store's own
-                          for n in stores if n != kn.attachment_store}
-            result = self.tools.search_stores(stores, query, k, where=where or None, thresholds=thresholds,
-                                              label=kn.label, numbered=turn.hits)
+            thresholds = {
+                n: self.wb.store_settings(n).score_threshold  # each chosen store's own
+                for n in stores
+                if n != kn.attachment_store
+            }
+            result = self.tools.search_stores(
+                stores, query, k, where=where or None, thresholds=thresholds, label=kn.label, numbered=turn.hits
+            )
         except (KnowledgeError, TypeError, ValueError) as exc:
             return ToolResult(f"vector_search failed: {exc}", ok=False)
         turn.hits.extend(result.data["hits"])
@@ -849,12 +971,14 @@ class ChatService:
             for a in attachments:
                 if a.kind != KIND_IMAGE:
                     continue
-                points = sorted((p.payload or {} for p in coll.scroll(where={"file_id": a.file_id})),
-                                key=lambda p: (p.get("char_start") or 0, p.get("chunk_index") or 0))
+                points = sorted(
+                    (p.payload or {} for p in coll.scroll(where={"file_id": a.file_id})),
+                    key=lambda p: (p.get("char_start") or 0, p.get("chunk_index") or 0),
+                )
                 text, end = "", 0
                 for p in points:  # chunks overlap: each character once
                     start, piece = int(p.get("char_start") or 0), str(p.get("text") or "")
-                    text += piece[max(0, end - start):] if text else piece
+                    text += piece[max(0, end - start) :] if text else piece
                     end = max(end, start + len(piece))
                 if text.strip():
                     out[a.name] = text
@@ -880,8 +1004,9 @@ class ChatService:
         stored = self.wb.stored_file(file_id)
         with self.wb.read_file(file_id) as fh:
             ingest = self.wb.settings.ingest  # read in a bounded child, as ingestion reads (issue 38)
-            text = read_bounded(fh, stored.name, processes=ingest.reader_processes,
-                                limits=ReadLimits.from_settings(ingest)).document.text
+            text = read_bounded(
+                fh, stored.name, processes=ingest.reader_processes, limits=ReadLimits.from_settings(ingest)
+            ).document.text
         with self._guard:
             self._texts[file_id] = text
             while len(self._texts) > TEXT_CACHE:
@@ -900,8 +1025,9 @@ class ChatService:
             return self.store.traces(None, limit)
         mine = {s.id for s in self.sessions()}
         admin = self.wb.actor.is_admin
-        return [t for t in self.store.traces(None, limit * 4)
-                if (t.session_id in mine) or (admin and t.session_id is None)][:limit]
+        return [t for t in self.store.traces(None, limit * 4) if (t.session_id in mine) or (admin and t.session_id is None)][
+            :limit
+        ]
 
 
 def _read_source(source: Any, name: str | None) -> tuple[bytes, str]:
@@ -932,9 +1058,20 @@ def _with_sentences(citations: list[dict[str, Any]], picked: list[Picked]) -> li
             continue
         start, end, text = c.get("char_start"), c.get("char_end"), str(c.get("text") or "")
         base = start if isinstance(start, int) and isinstance(end, int) and end - start == len(text) else None
-        out.append({**c, "sentences": [{"start": p.start, "end": p.end, "score": p.score,
-                                        **({"char_start": base + p.start, "char_end": base + p.end}
-                                           if base is not None else {})} for p in mine]})
+        out.append(
+            {
+                **c,
+                "sentences": [
+                    {
+                        "start": p.start,
+                        "end": p.end,
+                        "score": p.score,
+                        **({"char_start": base + p.start, "char_end": base + p.end} if base is not None else {}),
+                    }
+                    for p in mine
+                ],
+            }
+        )
     return out
 
 

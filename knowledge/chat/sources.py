@@ -45,7 +45,7 @@ def _prose(text: str) -> list[tuple[bool, int, str]]:
     """``text`` cut into ``(is_code, offset, piece)``: markers are read in the prose pieces only."""
     out, at = [], 0
     for m in _CODE.finditer(text):
-        out.append((False, at, text[at:m.start()]))
+        out.append((False, at, text[at : m.start()]))
         out.append((True, m.start(), m.group(0)))
         at = m.end()
     out.append((False, at, text[at:]))
@@ -65,8 +65,8 @@ def quoted_at(answer: str, passage: str, run: int = QUOTE_WORDS) -> tuple[int, i
     n = min(run, len(words))
     if n < MIN_QUOTE_WORDS or len(said) < n:
         return None
-    grams = {tuple(words[i:i + n]) for i in range(len(words) - n + 1)}
-    at = next((i for i in range(len(said) - n + 1) if tuple(said[i:i + n]) in grams), None)
+    grams = {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
+    at = next((i for i in range(len(said) - n + 1) if tuple(said[i : i + n]) in grams), None)
     return None if at is None else (found[at].start(), found[at + n - 1].end())
 
 
@@ -111,11 +111,13 @@ def cite(answer: str, hits: Sequence[dict[str, Any]]) -> CitedAnswer:
     new = {ref: n for n, ref in enumerate(order, 1)}
     text = answer
     if by == "markers":
+
         def renumber(m: re.Match[str]) -> str:
             nums = [int(x) for x in re.split(r"\s*[,;]\s*", m.group(1))]
             if not all(x in new for x in nums):
                 return m.group(0)  # a number the turn never showed: as written
             return "".join(f"[{new[x]}]" for x in nums)
+
         text = "".join(piece if is_code else _MARKER.sub(renumber, piece) for is_code, _, piece in _prose(answer))
         first: dict[int, tuple[int, int]] = {}
         for is_code, offset, piece in _prose(text):
@@ -150,8 +152,14 @@ def drop_unknown_markers(answer: str, refs: Sequence[int]) -> tuple[str, list[in
         if is_code:
             out.append(piece)
             continue
-        out.append(marker.sub(lambda m: (m.group(0)[: len(m.group(0)) - len(m.group(0).lstrip(" \t"))] + kept)
-                              if (kept := keep(m)) else "", piece))
+        out.append(
+            marker.sub(
+                lambda m: (
+                    (m.group(0)[: len(m.group(0)) - len(m.group(0).lstrip(" \t"))] + kept) if (kept := keep(m)) else ""
+                ),
+                piece,
+            )
+        )
     text = "".join(out)
     return text, dropped
 
@@ -170,5 +178,13 @@ def where_text(c: dict[str, Any]) -> str:
     return out
 
 
-__all__ = ["MIN_QUOTE_WORDS", "QUOTE_WORDS", "CitedAnswer", "cite", "drop_unknown_markers", "named_at", "quoted_at",
-           "where_text"]
+__all__ = [
+    "MIN_QUOTE_WORDS",
+    "QUOTE_WORDS",
+    "CitedAnswer",
+    "cite",
+    "drop_unknown_markers",
+    "named_at",
+    "quoted_at",
+    "where_text",
+]

@@ -39,8 +39,7 @@ COMMAND_MODULES = (ingest, worker, search, evaluate, sync, stores, portable, fil
 def build_parser() -> argparse.ArgumentParser:
     """The parser of every command; ``--data-dir`` and ``--user`` go before or after the command
     (``--user`` only before ``share``, ``unshare`` and ``audit``, whose own ``--user`` names someone else)."""
-    p = argparse.ArgumentParser(prog="python -m knowledge", description="A local knowledge workbench.",
-                                parents=[COMMON])
+    p = argparse.ArgumentParser(prog="python -m knowledge", description="A local knowledge workbench.", parents=[COMMON])
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in COMMAND_MODULES:
         module.add_parser(sub)
@@ -83,8 +82,9 @@ def run(args: argparse.Namespace) -> int:
     """
     if not args.workbench:
         if acting_username(args) is not None and not getattr(args, "user_aware", False):
-            raise KnowledgeError(f"`{args.command}` does not act as an account; leave out --user"
-                                 " (and unset $KNOWLEDGE_USER).")
+            raise KnowledgeError(
+                f"`{args.command}` does not act as an account; leave out --user (and unset $KNOWLEDGE_USER)."
+            )
         return args.func(args)
     system = System()  # the entry point holds the parts; the command gets a workbench over them
     if args.command == "worker":  # long-running: say when PostgreSQL may refuse its connections

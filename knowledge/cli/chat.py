@@ -15,18 +15,37 @@ from knowledge.errors import KnowledgeError
 from knowledge.workbench import Workbench
 
 #: The fields of a citation that ``chat --json`` prints.
-CITATION_FIELDS = ("n", "source", "file_name", "file_id", "page", "chunk_index", "chunks", "heading", "char_start",
-                   "char_end", "used_at", "score", "text", "sentences")
+CITATION_FIELDS = (
+    "n",
+    "source",
+    "file_name",
+    "file_id",
+    "page",
+    "chunk_index",
+    "chunks",
+    "heading",
+    "char_start",
+    "char_end",
+    "used_at",
+    "score",
+    "text",
+    "sentences",
+)
 
 
 def add_parser(sub: Commands) -> None:
     s = command(sub, "chat", help="send one chat message (attaching files first) and print the answer with citations")
     s.add_argument("message", nargs="?", help="the message (not with --list)")
     s.add_argument("--session", help="session id or title to continue (default: a new session)")
-    s.add_argument("--store", action="append", default=None, metavar="NAME",
-                   help="a store the session searches (repeatable; default for a new session: the last"
-                        " chat's stores, else chat.default_stores, else the only store); given with"
-                        " --session, replaces the session's stores")
+    s.add_argument(
+        "--store",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="a store the session searches (repeatable; default for a new session: the last"
+        " chat's stores, else chat.default_stores, else the only store); given with"
+        " --session, replaces the session's stores",
+    )
     s.add_argument("--list", action="store_true", help="list the chat sessions and exit")
     s.add_argument("--attach", action="append", default=[], metavar="FILE", help="attach a file (repeatable)")
     s.add_argument("--config", help="chat model config name (default: the session's, else offline)")
@@ -51,16 +70,26 @@ def cmd_chat(wb: Workbench, args: argparse.Namespace) -> int:
     attached = [chat.attach(session.id, path) for path in args.attach]
     reply = chat.send(session.id, args.message)
     if args.json:
-        print(json.dumps({"session": session.id, "config": reply.config, "retrieval_only": reply.retrieval_only,
-                          "attached": [{"file_id": a.file_id, "name": a.name, "kind": a.kind} for a in attached],
-                          "answer": reply.text,
-                          "stores": chat.session(session.id).stores,
-                          "citations": [{k: c.get(k) for k in CITATION_FIELDS} for c in reply.citations],
-                          "unknown_markers": reply.unknown_markers,
-                          "also_searched": [{k: c.get(k) for k in CITATION_FIELDS if k not in ("n", "used_at")}
-                                            for c in reply.also_searched],
-                          "tool_calls": [{"name": r.name, "arguments": r.arguments, "ok": r.ok}
-                                         for r in reply.tool_runs]}, ensure_ascii=False, indent=2))
+        print(
+            json.dumps(
+                {
+                    "session": session.id,
+                    "config": reply.config,
+                    "retrieval_only": reply.retrieval_only,
+                    "attached": [{"file_id": a.file_id, "name": a.name, "kind": a.kind} for a in attached],
+                    "answer": reply.text,
+                    "stores": chat.session(session.id).stores,
+                    "citations": [{k: c.get(k) for k in CITATION_FIELDS} for c in reply.citations],
+                    "unknown_markers": reply.unknown_markers,
+                    "also_searched": [
+                        {k: c.get(k) for k in CITATION_FIELDS if k not in ("n", "used_at")} for c in reply.also_searched
+                    ],
+                    "tool_calls": [{"name": r.name, "arguments": r.arguments, "ok": r.ok} for r in reply.tool_runs],
+                },
+                ensure_ascii=False,
+                indent=2,
+            )
+        )
         return 0
     print_reply(reply)
     print(f"\nsession: {session.id} (continue with --session {session.id})", file=sys.stderr)
@@ -104,15 +133,38 @@ def print_reply(reply: ChatReply) -> None:
 
 
 def _list_sessions(chat: ChatService, args: argparse.Namespace) -> int:
-    rows: list[dict[str, Any]] = [{"session": s.id, "title": s.title, "config": s.config or "offline", "stores": s.stores,
-             "attachments": len(chat.attachments(s.id)), "messages": len(chat.messages(s.id)),
-             "updated": s.updated.isoformat(timespec="seconds")} for s in chat.sessions()]
+    rows: list[dict[str, Any]] = [
+        {
+            "session": s.id,
+            "title": s.title,
+            "config": s.config or "offline",
+            "stores": s.stores,
+            "attachments": len(chat.attachments(s.id)),
+            "messages": len(chat.messages(s.id)),
+            "updated": s.updated.isoformat(timespec="seconds"),
+        }
+        for s in chat.sessions()
+    ]
     if args.json:
         print(json.dumps(rows, ensure_ascii=False, indent=2))
     else:
-        print(table([(r["session"], r["title"][:40], r["config"], ", ".join(r["stores"]), r["attachments"],
-                      r["messages"], r["updated"]) for r in rows],
-                    ["session", "title", "config", "stores", "files", "messages", "updated"]))
+        print(
+            table(
+                [
+                    (
+                        r["session"],
+                        r["title"][:40],
+                        r["config"],
+                        ", ".join(r["stores"]),
+                        r["attachments"],
+                        r["messages"],
+                        r["updated"],
+                    )
+                    for r in rows
+                ],
+                ["session", "title", "config", "stores", "files", "messages", "updated"],
+            )
+        )
     return 0
 
 
@@ -121,8 +173,21 @@ def cmd_llm_configs(wb: Workbench, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([c.public() for c in configs], indent=2))
     else:
-        print(table([(c.name, c.type, c.provider, c.model or "", c.base_url or "",
-                      c.api_key_env or "", ",".join(sorted(c.effective_capabilities())))
-                     for c in configs],
-                    ["name", "type", "provider", "model", "base url", "key variable", "reads"]))
+        print(
+            table(
+                [
+                    (
+                        c.name,
+                        c.type,
+                        c.provider,
+                        c.model or "",
+                        c.base_url or "",
+                        c.api_key_env or "",
+                        ",".join(sorted(c.effective_capabilities())),
+                    )
+                    for c in configs
+                ],
+                ["name", "type", "provider", "model", "base url", "key variable", "reads"],
+            )
+        )
     return 0

@@ -20,13 +20,16 @@ from knowledge.workbench import Workbench
 #: The options every command takes, before or after the command's name (``--data-dir``); a command
 #: whose own ``--user`` names someone else (``share``, ``audit``) takes only these.
 DATA_DIR = argparse.ArgumentParser(add_help=False)
-DATA_DIR.add_argument("--data-dir", default=argparse.SUPPRESS,
-                      help="data folder (default: $KNOWLEDGE_DATA_DIR or ./data)")
+DATA_DIR.add_argument("--data-dir", default=argparse.SUPPRESS, help="data folder (default: $KNOWLEDGE_DATA_DIR or ./data)")
 #: ``--data-dir`` and ``--user`` (who the command acts as), before or after the command's name.
 COMMON = argparse.ArgumentParser(add_help=False, parents=[DATA_DIR])
-COMMON.add_argument("--user", dest="acting_user", metavar="NAME", default=argparse.SUPPRESS,
-                    help="act as this account, with its access only (default: $KNOWLEDGE_USER, else the"
-                         " local admin)")
+COMMON.add_argument(
+    "--user",
+    dest="acting_user",
+    metavar="NAME",
+    default=argparse.SUPPRESS,
+    help="act as this account, with its access only (default: $KNOWLEDGE_USER, else the local admin)",
+)
 #: The variable that names the account a command acts as when ``--user`` is not given.
 USER_VARIABLE = USER_ENV
 
@@ -67,8 +70,11 @@ def acting_view(wb: Workbench, args: argparse.Namespace) -> Workbench:
     if name is None:
         return wb
     if wb.find_user(name) is None:
-        hint = ("no account exists yet: `users add NAME --role admin` makes the first" if not wb.accounts.enabled()
-                else "`users list` shows them")
+        hint = (
+            "no account exists yet: `users add NAME --role admin` makes the first"
+            if not wb.accounts.enabled()
+            else "`users list` shows them"
+        )
         raise AuthenticationFailed(f"There is no account {name!r} to act as (--user or ${USER_VARIABLE}); {hint}.")
     return wb.as_user(wb.actor_of(name))
 

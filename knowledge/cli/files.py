@@ -23,16 +23,26 @@ from knowledge.workbench import Workbench
 
 
 def add_parser(sub: Commands) -> None:
-    s = command(sub, "file-store", help="where the stored files live; move them to another file store"
-                                        " (`files move --to s3` is the same as `file-store move --to s3`)")
+    s = command(
+        sub,
+        "file-store",
+        help="where the stored files live; move them to another file store"
+        " (`files move --to s3` is the same as `file-store move --to s3`)",
+    )
     fsub = s.add_subparsers(dest="files_command", required=True, metavar="ACTION")
     w = fsub.add_parser("where", help="print the file store the catalog records, and a move in progress")
     w.set_defaults(func=cmd_where, workbench=False, user_aware=True)
-    m = fsub.add_parser("move", help="copy every stored file to another file store (by id, SHA-256 verified,"
-                                     " resumable), then switch over; admins only")
-    m.add_argument("--to", choices=("filesystem", "postgresql", "s3"),
-                   help="the backend to move to; its settings are file_store.* (e.g. file_store.s3_bucket,"
-                        " KNOWLEDGE_FILE_STORE__S3_BUCKET)")
+    m = fsub.add_parser(
+        "move",
+        help="copy every stored file to another file store (by id, SHA-256 verified,"
+        " resumable), then switch over; admins only",
+    )
+    m.add_argument(
+        "--to",
+        choices=("filesystem", "postgresql", "s3"),
+        help="the backend to move to; its settings are file_store.* (e.g. file_store.s3_bucket,"
+        " KNOWLEDGE_FILE_STORE__S3_BUCKET)",
+    )
     m.add_argument("--delete-old", action="store_true", help="after the switch, delete the old copies")
     m.add_argument("--cleanup", action="store_true", help="only delete the old copies of a finished move")
     m.set_defaults(func=cmd_move, workbench=False, user_aware=True)
@@ -47,7 +57,7 @@ def alias(argv: list[str]) -> list[str]:
     """``argv`` with ``files move``/``files where`` (the command, then the action) read as ``file-store ...``."""
     for i, token in enumerate(argv[:-1]):
         if token == "files" and argv[i + 1] in ALIASED:
-            return [*argv[:i], "file-store", *argv[i + 1:]]
+            return [*argv[:i], "file-store", *argv[i + 1 :]]
         if not token.startswith("-") and (i == 0 or argv[i - 1] not in ("--data-dir", "--user")):
             break  # another command
     return argv
@@ -69,9 +79,11 @@ def cmd_where(args: argparse.Namespace) -> int:
         print(f"Files are in {describe(home.location)}.")
         if home.moving_to is not None:
             done = home.progress or {}
-            print(f"Moving to {describe(home.moving_to)} ({home.phase}: {done.get('copied', 0)} of"
-                  f" {done.get('total') or '?'} copied). Run `knowledge files move --to"
-                  f" {home.moving_to.get('backend')}` to finish it if it was interrupted.")
+            print(
+                f"Moving to {describe(home.moving_to)} ({home.phase}: {done.get('copied', 0)} of"
+                f" {done.get('total') or '?'} copied). Run `knowledge files move --to"
+                f" {home.moving_to.get('backend')}` to finish it if it was interrupted."
+            )
         if home.previous is not None:
             print(f"Old copies are kept in {describe(home.previous)}: `knowledge files move --cleanup` deletes them.")
     finally:
@@ -92,8 +104,7 @@ def cmd_move(args: argparse.Namespace) -> int:
         def progress(report: MoveReport, total: int) -> None:
             done = report.copied + report.skipped
             if tty or done == total or report.copied % 100 == 0:
-                print(f"\r{done} of {total} files copied and verified", end="" if tty else "\n",
-                      file=sys.stderr, flush=True)
+                print(f"\r{done} of {total} files copied and verified", end="" if tty else "\n", file=sys.stderr, flush=True)
 
         report = view.move_files(args.to, delete_old=args.delete_old, progress=progress)
         if tty:
@@ -101,10 +112,14 @@ def cmd_move(args: argparse.Namespace) -> int:
         if not report.switched:
             print(f"The files are already in {report.target}.")
         else:
-            print(f"Moved the files from {report.source} to {report.target}: {report.copied} copied and"
-                  f" verified now ({report.final_pass} in the final pass), {report.skipped} verified before.")
-            print(f"Set file_store.backend = {args.to!r} (KNOWLEDGE_FILE_STORE__BACKEND={args.to}) in every"
-                  " process's settings; until then they follow the catalog's record.")
+            print(
+                f"Moved the files from {report.source} to {report.target}: {report.copied} copied and"
+                f" verified now ({report.final_pass} in the final pass), {report.skipped} verified before."
+            )
+            print(
+                f"Set file_store.backend = {args.to!r} (KNOWLEDGE_FILE_STORE__BACKEND={args.to}) in every"
+                " process's settings; until then they follow the catalog's record."
+            )
         if report.deleted:
             print(f"Deleted {report.deleted} old copies.")
         elif report.switched and not args.delete_old:

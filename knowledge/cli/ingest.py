@@ -43,11 +43,19 @@ def add_parser(sub: Commands) -> None:
     s.add_argument("paths", nargs="+", metavar="PATH", help="a file, a folder, or the http(s):// URL of a web page")
     s.add_argument("--template", help="template for a new store (default: default)")
     s.add_argument("--glob", help="files to take from folders (default: **/*)")
-    s.add_argument("--depth", type=int, default=0,
-                   help=f"web pages: also the pages they link to on the same site, this many links away"
-                   f" (0-{MAX_DEPTH}; default 0: the page only)")
-    s.add_argument("--max-pages", type=int, default=None,
-                   help="web pages: at most this many pages per URL (default: 1, or ingest.web_max_pages with --depth)")
+    s.add_argument(
+        "--depth",
+        type=int,
+        default=0,
+        help=f"web pages: also the pages they link to on the same site, this many links away"
+        f" (0-{MAX_DEPTH}; default 0: the page only)",
+    )
+    s.add_argument(
+        "--max-pages",
+        type=int,
+        default=None,
+        help="web pages: at most this many pages per URL (default: 1, or ingest.web_max_pages with --depth)",
+    )
     s.add_argument("--password", help="password for encrypted PDFs and Office files")
     s.add_argument("--json", action="store_true", help="print the results as JSON")
     s.set_defaults(func=cmd_ingest)
@@ -83,8 +91,7 @@ def cmd_ingest(wb: Workbench, args: argparse.Namespace) -> int:
         tpl = outage.call(prepare)
     except OutageTooLong as exc:
         return _gave_up(exc, submitted=[], finished=[], left=[_label({}, p) for p in files] + urls)
-    for note in plan_chunking(wb.embedder(tpl.embedding_model), tpl.max_chunk_size_tokens,
-                              tpl.chunk_overlap_tokens).notes:
+    for note in plan_chunking(wb.embedder(tpl.embedding_model), tpl.max_chunk_size_tokens, tpl.chunk_overlap_tokens).notes:
         print(f"note: {note}", file=sys.stderr)
     names = file_names(files)
     results = _ingest(wb, args, files, names, outage) if files else []
@@ -93,14 +100,32 @@ def cmd_ingest(wb: Workbench, args: argparse.Namespace) -> int:
     if urls:
         results += _ingest_urls(wb, args, urls, header=not files)
     if args.json:
-        print(json.dumps([{"name": r.name, "outcome": r.outcome, "message": r.message, "error": r.error,
-                           "file_id": r.file_id,
-                           "chunks": r.chunks, "pages": r.pages, "warnings": r.warnings,
-                           "seconds": round(r.seconds, 3)} for r in results], ensure_ascii=False, indent=2))
+        print(
+            json.dumps(
+                [
+                    {
+                        "name": r.name,
+                        "outcome": r.outcome,
+                        "message": r.message,
+                        "error": r.error,
+                        "file_id": r.file_id,
+                        "chunks": r.chunks,
+                        "pages": r.pages,
+                        "warnings": r.warnings,
+                        "seconds": round(r.seconds, 3),
+                    }
+                    for r in results
+                ],
+                ensure_ascii=False,
+                indent=2,
+            )
+        )
     else:
         counts = ", ".join(f"{n} {o}" for o in Outcome if (n := sum(r.outcome == o for r in results)))
-        print(f"\n{len(results)} file{'' if len(results) == 1 else 's'}: {counts or 'none'};"
-              f" {sum(r.chunks for r in results)} chunks in the store from them.")
+        print(
+            f"\n{len(results)} file{'' if len(results) == 1 else 's'}: {counts or 'none'};"
+            f" {sum(r.chunks for r in results)} chunks in the store from them."
+        )
     return 1 if any(not r.ok for r in results) else 0
 
 
@@ -113,6 +138,7 @@ def _gave_up(exc: OutageTooLong, *, submitted: list[str], finished: list[str], l
     """Say that the database stayed away (``exc``) and what became of the files: ``finished`` (their
     lines were shown), ``submitted`` (queued, not finished: a worker ingests them once the database
     is back) and ``left`` (not submitted: run the command again for them). Returns the exit code, 2."""
+
     def listed(names: list[str]) -> str:
         shown_names = ", ".join(shown(n) for n in names[:20])
         return shown_names + (f" and {len(names) - 20} more" if len(names) > 20 else "")
@@ -121,16 +147,19 @@ def _gave_up(exc: OutageTooLong, *, submitted: list[str], finished: list[str], l
     if finished:
         parts.append(f"Finished before: {len(finished)} file{'' if len(finished) == 1 else 's'} (listed above).")
     if submitted:
-        parts.append(f"Submitted, not finished yet: {listed(submitted)} -- queued in the catalog, a worker"
-                     " ingests them once the database is back (do not submit them again).")
+        parts.append(
+            f"Submitted, not finished yet: {listed(submitted)} -- queued in the catalog, a worker"
+            " ingests them once the database is back (do not submit them again)."
+        )
     if left:
         parts.append(f"Not submitted: {listed(left)} -- run the same command again once the database is back.")
     say(" ".join(parts))
     return 2
 
 
-def _ingest(wb: Workbench, args: argparse.Namespace, files: list[Path | str],
-            names: dict[Path, str], outage: OutageWait) -> list[IngestResult] | None:
+def _ingest(
+    wb: Workbench, args: argparse.Namespace, files: list[Path | str], names: dict[Path, str], outage: OutageWait
+) -> list[IngestResult] | None:
     """Queue ``files`` as one batch of job rows and wait for it, printing each result's line
     (unless --json) in order as it finishes. This process's worker ingests it (and any other
     batch queued meanwhile), unless ``ingest.worker_threads = 0``: then dedicated ``worker``
@@ -146,8 +175,7 @@ def _ingest(wb: Workbench, args: argparse.Namespace, files: list[Path | str],
         print(lines.header(), flush=True)
     progress = _OcrProgress(bar, quiet=args.json)
     paths = [p for p in files if isinstance(p, Path)]
-    job = wb.new_job(args.store, [(_label(names, p), p) for p in paths], template=args.template,
-                     password=args.password)
+    job = wb.new_job(args.store, [(_label(names, p), p) for p in paths], template=args.template, password=args.password)
     results: list[IngestResult] = []
 
     def file_at(n: int) -> FileProgress:
@@ -171,23 +199,35 @@ def _ingest(wb: Workbench, args: argparse.Namespace, files: list[Path | str],
             _gave_up(exc, submitted=[], finished=[], left=[_label(names, p) for p in files])
             return None
         if not wb.runs_workers() and not args.json:
-            print("queued: waiting for a worker (ingest.worker_threads = 0: `python -m knowledge worker`"
-                  " processes ingest it)", file=sys.stderr, flush=True)
+            print(
+                "queued: waiting for a worker (ingest.worker_threads = 0: `python -m knowledge worker` processes ingest it)",
+                file=sys.stderr,
+                flush=True,
+            )
         done = 0  # files of the job shown so far
         waited = 0.05
         for path in files:
             if isinstance(path, str):  # a path that does not exist: said in its place
-                show(IngestResult(Path(path).name or path, Outcome.FAILED, f"{path}: no such file or folder.",
-                                  error="FileNotFoundError"))
+                show(
+                    IngestResult(
+                        Path(path).name or path,
+                        Outcome.FAILED,
+                        f"{path}: no such file or folder.",
+                        error="FileNotFoundError",
+                    )
+                )
                 continue
             while True:
                 try:
                     fp = outage.call(file_at, done)
                 except OutageTooLong as exc:
                     shown_so_far = len(results)
-                    _gave_up(exc, submitted=[_label(names, p) for p in files[shown_so_far:]
-                                             if isinstance(p, Path)],
-                             finished=[r.name for r in results], left=[])
+                    _gave_up(
+                        exc,
+                        submitted=[_label(names, p) for p in files[shown_so_far:] if isinstance(p, Path)],
+                        finished=[r.name for r in results],
+                        left=[],
+                    )
                     return None
                 if fp.result is not None:
                     break
@@ -226,8 +266,15 @@ def _ingest_urls(wb: Workbench, args: argparse.Namespace, urls: list[str], *, he
     for url in urls:
         notes: list[str] = []
         try:
-            wb.ingest_web(args.store, url, depth=args.depth, max_pages=args.max_pages, template=args.template,
-                          on_result=show, notes=notes)
+            wb.ingest_web(
+                args.store,
+                url,
+                depth=args.depth,
+                max_pages=args.max_pages,
+                template=args.template,
+                on_result=show,
+                notes=notes,
+            )
         except InvalidArgument as exc:  # a bad URL, depth or max_pages: this URL's line says why
             show(IngestResult(url, Outcome.FAILED, f"{url}: {exc}", error=type(exc).__name__))
         for note in notes:
@@ -258,12 +305,18 @@ class _Lines:
 
     def header(self) -> str:
         """The headers and the rule of dashes under them."""
-        return (self.line([h for h, _ in self.columns], "reason / warnings") + "\n"
-                + self.line(["-" * w for _, w in self.columns], "-" * 17))
+        return (
+            self.line([h for h, _ in self.columns], "reason / warnings")
+            + "\n"
+            + self.line(["-" * w for _, w in self.columns], "-" * 17)
+        )
 
     def result(self, r: IngestResult, password: str | None) -> str:
-        last = ((r.message + (" (use --password)" if needs_password(r) and not password else ""))
-                if not r.ok else "; ".join(r.warnings))
+        last = (
+            (r.message + (" (use --password)" if needs_password(r) and not password else ""))
+            if not r.ok
+            else "; ".join(r.warnings)
+        )
         return self.line([r.name, r.outcome, r.chunks or "", r.pages or "", f"{r.seconds:.2f}s"], last)
 
 

@@ -13,9 +13,13 @@ from knowledge.errors import KnowledgeError
 
 
 def add_parser(sub: Commands) -> None:
-    s = command(sub, "password", help="make the app's password hash for the settings file ([app] password_hash"
-                                      " = ...); reads the password from the terminal, or from standard input"
-                                      " when piped")
+    s = command(
+        sub,
+        "password",
+        help="make the app's password hash for the settings file ([app] password_hash"
+        " = ...); reads the password from the terminal, or from standard input"
+        " when piped",
+    )
     s.set_defaults(func=cmd_password, workbench=False)
 
 

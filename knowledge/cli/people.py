@@ -31,9 +31,13 @@ def add_parser(sub: Commands) -> None:
     _groups(command(sub, "groups", help="groups of accounts, to share stores with (an admin's)"))
     _keys(command(sub, "keys", help="per-user API keys for the REST API and MCP: create, list, revoke"))
     for name, verb in (("share", "share a store with"), ("unshare", "take back a store's grant to")):
-        s = command(sub, name, common=DATA_DIR,
-                    help=f"{verb} a user, a group or everyone (the store's owner, or an admin; the acting"
-                         " --user goes before the command)")
+        s = command(
+            sub,
+            name,
+            common=DATA_DIR,
+            help=f"{verb} a user, a group or everyone (the store's owner, or an admin; the acting"
+            " --user goes before the command)",
+        )
         s.add_argument("store")
         who = s.add_mutually_exclusive_group(required=True)
         who.add_argument("--user", dest="grantee", metavar="USERNAME", help="an account")
@@ -47,15 +51,23 @@ def add_parser(sub: Commands) -> None:
     s.add_argument("new_owner", nargs="?", metavar="NEW_OWNER")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_owner)
-    s = command(sub, "audit", common=DATA_DIR,
-                help="the audit trail, newest first: who created, ingested, deleted, exported, shared (an admin"
-                     " reads all; a member, their stores' and own account's; the acting --user goes before the command)")
+    s = command(
+        sub,
+        "audit",
+        common=DATA_DIR,
+        help="the audit trail, newest first: who created, ingested, deleted, exported, shared (an admin"
+        " reads all; a member, their stores' and own account's; the acting --user goes before the command)",
+    )
     s.add_argument("--store", help="only events of this store")
-    s.add_argument("--user", dest="actor_filter", metavar="USERNAME", help="only what this account did ('local':"
-                                                                        " the local admin)")
+    s.add_argument(
+        "--user", dest="actor_filter", metavar="USERNAME", help="only what this account did ('local': the local admin)"
+    )
     s.add_argument("--action", help="only this action (file.ingest), or a family ending in a dot (file.)")
-    s.add_argument("--since", metavar="ISO", help="only events from then on (2024-05-01 or 2024-05-01T12:00, UTC"
-                                                  " unless an offset is given)")
+    s.add_argument(
+        "--since",
+        metavar="ISO",
+        help="only events from then on (2024-05-01 or 2024-05-01T12:00, UTC unless an offset is given)",
+    )
     s.add_argument("--limit", type=int, default=50, help="at most this many events (default 50)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_audit)
@@ -93,8 +105,11 @@ def _users(p: argparse.ArgumentParser) -> None:
 
 
 def _password_options(s: argparse.ArgumentParser) -> None:
-    s.add_argument("--password-stdin", action="store_true",
-                   help="read the password from the first line of standard input (default: type it twice)")
+    s.add_argument(
+        "--password-stdin",
+        action="store_true",
+        help="read the password from the first line of standard input (default: type it twice)",
+    )
 
 
 def read_password(args: argparse.Namespace, username: str) -> str:
@@ -110,8 +125,9 @@ def read_password(args: argparse.Namespace, username: str) -> str:
             raise KnowledgeError("--password-stdin: standard input is empty; give the password on its first line.")
         return line.rstrip("\r\n")
     if not sys.stdin.isatty():
-        raise KnowledgeError("Type the password at a terminal, or pipe it in with --password-stdin"
-                             " (never on the command line).")
+        raise KnowledgeError(
+            "Type the password at a terminal, or pipe it in with --password-stdin (never on the command line)."
+        )
     first = getpass.getpass(f"Password for {username}: ")
     if getpass.getpass("Again: ") != first:
         raise KnowledgeError("The two passwords differ.")
@@ -119,9 +135,15 @@ def read_password(args: argparse.Namespace, username: str) -> str:
 
 
 def _user_data(wb: Workbench, u: User) -> dict[str, Any]:
-    return {"username": u.username, "display_name": u.display_name, "role": u.role, "email": u.email,
-            "groups": wb.accounts.groups_of(u.username), "password": u.has_password,
-            "created": u.created.isoformat(timespec="seconds")}
+    return {
+        "username": u.username,
+        "display_name": u.display_name,
+        "role": u.role,
+        "email": u.email,
+        "groups": wb.accounts.groups_of(u.username),
+        "password": u.has_password,
+        "created": u.created.isoformat(timespec="seconds"),
+    }
 
 
 def cmd_users_list(wb: Workbench, args: argparse.Namespace) -> int:
@@ -129,12 +151,25 @@ def cmd_users_list(wb: Workbench, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, ensure_ascii=False, indent=2))
     elif not rows:
-        print("No account yet: anyone at this machine is the local admin. `users add NAME --role admin`"
-              " makes the first.")
+        print("No account yet: anyone at this machine is the local admin. `users add NAME --role admin` makes the first.")
     else:
-        print(table([(r["username"], r["display_name"], r["role"], r["email"], ", ".join(r["groups"]),
-                      "yes" if r["password"] else "single sign-on", r["created"][:10]) for r in rows],
-                    ["username", "display name", "role", "e-mail", "groups", "password", "created"]))
+        print(
+            table(
+                [
+                    (
+                        r["username"],
+                        r["display_name"],
+                        r["role"],
+                        r["email"],
+                        ", ".join(r["groups"]),
+                        "yes" if r["password"] else "single sign-on",
+                        r["created"][:10],
+                    )
+                    for r in rows
+                ],
+                ["username", "display name", "role", "e-mail", "groups", "password", "created"],
+            )
+        )
     return 0
 
 
@@ -142,14 +177,17 @@ def cmd_users_add(wb: Workbench, args: argparse.Namespace) -> int:
     wb.accounts.require_manage("add an account")  # refused before the password is asked for
     first = not wb.accounts.enabled()
     if first and args.role != "admin":
-        raise InvalidArgument("The first account must be an admin (--role admin): once an account exists, the app"
-                              " signs people in by account and only an admin can add the next ones.")
+        raise InvalidArgument(
+            "The first account must be an admin (--role admin): once an account exists, the app"
+            " signs people in by account and only an admin can add the next ones."
+        )
     normal_username(args.username)  # a bad name is refused before the password is asked for
     password = read_password(args, args.username.strip())
-    user = wb.accounts.create_user(args.username, password, display_name=args.display_name, role=args.role,
-                                   email=args.email)
-    print(f"Added {user.role} {user.username!r} ({user.display_name})."
-          + (" Accounts are on: the app now signs people in by account." if first else ""))
+    user = wb.accounts.create_user(args.username, password, display_name=args.display_name, role=args.role, email=args.email)
+    print(
+        f"Added {user.role} {user.username!r} ({user.display_name})."
+        + (" Accounts are on: the app now signs people in by account." if first else "")
+    )
     return 0
 
 
@@ -171,8 +209,10 @@ def cmd_users_delete(wb: Workbench, args: argparse.Namespace) -> int:
     user = wb.accounts.user(args.username)
     stores = wb.accounts.delete_user(user.username, heir=args.to)
     heir = wb.store_owner(stores[0]) if stores else None
-    print(f"Deleted {user.username}; " + (f"their stores passed to {heir}: {', '.join(stores)}." if stores
-                                           else "they owned no store."))
+    print(
+        f"Deleted {user.username}; "
+        + (f"their stores passed to {heir}: {', '.join(stores)}." if stores else "they owned no store.")
+    )
     return 0
 
 
@@ -182,8 +222,10 @@ def cmd_users_invite(wb: Workbench, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"token": token, "role": invite.role, "expires": expires, "link": f"?invite={token}"}))
     else:
-        print(f"Invitation for one {invite.role}, valid once until {expires}:\n  {token}\n"
-              f"Send the app's address followed by ?invite={token} (e.g. http://localhost:8501/?invite={token}).")
+        print(
+            f"Invitation for one {invite.role}, valid once until {expires}:\n  {token}\n"
+            f"Send the app's address followed by ?invite={token} (e.g. http://localhost:8501/?invite={token})."
+        )
     return 0
 
 
@@ -193,13 +235,17 @@ def _groups(p: argparse.ArgumentParser) -> None:
     s = command(sub, "list", help="every group and its members")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_groups_list)
-    for name, func, helptext in (("add", cmd_groups_add, "a new, empty group"),
-                                 ("delete", cmd_groups_delete, "delete a group (its store grants go with it)")):
+    for name, func, helptext in (
+        ("add", cmd_groups_add, "a new, empty group"),
+        ("delete", cmd_groups_delete, "delete a group (its store grants go with it)"),
+    ):
         s = command(sub, name, help=helptext)
         s.add_argument("group")
         s.set_defaults(func=func)
-    for name, func, helptext in (("add-member", cmd_groups_add_member, "put an account in a group"),
-                                 ("remove-member", cmd_groups_remove_member, "take an account out of a group")):
+    for name, func, helptext in (
+        ("add-member", cmd_groups_add_member, "put an account in a group"),
+        ("remove-member", cmd_groups_remove_member, "take an account out of a group"),
+    ):
         s = command(sub, name, help=helptext)
         s.add_argument("group")
         s.add_argument("username")
@@ -209,8 +255,7 @@ def _groups(p: argparse.ArgumentParser) -> None:
 def _no_group(exc: InvalidArgument) -> InvalidArgument:
     """A missing group's words, with where the groups are listed."""
     words = str(exc)
-    return InvalidArgument(words[:-1] + "; `groups list` shows them.") if words.startswith("There is no group") \
-        else exc
+    return InvalidArgument(words[:-1] + "; `groups list` shows them.") if words.startswith("There is no group") else exc
 
 
 def cmd_groups_list(wb: Workbench, args: argparse.Namespace) -> int:
@@ -277,8 +322,16 @@ def _when(t: datetime | None) -> str | None:
 
 
 def _key_data(k: ApiKey) -> dict[str, Any]:
-    return {"id": k.id, "username": k.username, "name": k.name, "hint": k.hint, "created": _when(k.created),
-            "last_used": _when(k.last_used), "revoked": _when(k.revoked), "active": k.active}
+    return {
+        "id": k.id,
+        "username": k.username,
+        "name": k.name,
+        "hint": k.hint,
+        "created": _when(k.created),
+        "last_used": _when(k.last_used),
+        "revoked": _when(k.revoked),
+        "active": k.active,
+    }
 
 
 def cmd_keys_create(wb: Workbench, args: argparse.Namespace) -> int:
@@ -286,8 +339,10 @@ def cmd_keys_create(wb: Workbench, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({**_key_data(key), "secret": secret}, ensure_ascii=False, indent=2))
     else:
-        print(f"API key {key.id} ({key.name!r}) for {key.username}; it is shown this once, copy it now:\n  {secret}\n"
-              "Send it as Authorization: Bearer <key> (REST API, MCP over HTTP).")
+        print(
+            f"API key {key.id} ({key.name!r}) for {key.username}; it is shown this once, copy it now:\n  {secret}\n"
+            "Send it as Authorization: Bearer <key> (REST API, MCP over HTTP)."
+        )
     return 0
 
 
@@ -296,9 +351,23 @@ def cmd_keys_list(wb: Workbench, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, ensure_ascii=False, indent=2))
     else:
-        print(table([(r["id"], r["username"], r["name"], "…" + r["hint"], r["created"], r["last_used"] or "never",
-                      f"revoked {r['revoked']}" if r["revoked"] else "active") for r in rows],
-                    ["key", "user", "name", "ends", "created", "last used", "state"]))
+        print(
+            table(
+                [
+                    (
+                        r["id"],
+                        r["username"],
+                        r["name"],
+                        "…" + r["hint"],
+                        r["created"],
+                        r["last_used"] or "never",
+                        f"revoked {r['revoked']}" if r["revoked"] else "active",
+                    )
+                    for r in rows
+                ],
+                ["key", "user", "name", "ends", "created", "last used", "state"],
+            )
+        )
     return 0
 
 
@@ -307,8 +376,9 @@ def cmd_keys_revoke(wb: Workbench, args: argparse.Namespace) -> int:
         key = wb.accounts.revoke_key(args.key_id)
     except InvalidArgument as exc:
         words = str(exc)
-        raise (InvalidArgument(words[:-1] + "; `keys list` shows them.") if words.startswith("There is no API key")
-               else exc) from None
+        raise (
+            InvalidArgument(words[:-1] + "; `keys list` shows them.") if words.startswith("There is no API key") else exc
+        ) from None
     print(f"Revoked {key.id} ({key.name!r}) of {key.username}: it stops working now.")
     return 0
 
@@ -334,8 +404,10 @@ def _grantee(args: argparse.Namespace) -> tuple[str, str, str]:
 def cmd_share(wb: Workbench, args: argparse.Namespace) -> int:
     kind, principal, words = _grantee(args)
     grant = wb.share_store(args.store, kind, principal, "write" if args.write else "read")
-    print(f"Shared {args.store!r} with {words or grant.principal}"
-          f" ({'read and write' if grant.level == 'write' else 'read only'}).")
+    print(
+        f"Shared {args.store!r} with {words or grant.principal}"
+        f" ({'read and write' if grant.level == 'write' else 'read only'})."
+    )
     return 0
 
 
@@ -354,9 +426,17 @@ def cmd_owner(wb: Workbench, args: argparse.Namespace) -> int:
         wb.give_store(args.store, args.new_owner)
     owner, grants = wb.store_owner(args.store), wb.store_grants(args.store)
     if args.json:
-        print(json.dumps({"store": args.store, "owner": owner,
-                          "grants": [{"kind": g.kind, "principal": g.principal, "level": g.level} for g in grants]},
-                         ensure_ascii=False, indent=2))
+        print(
+            json.dumps(
+                {
+                    "store": args.store,
+                    "owner": owner,
+                    "grants": [{"kind": g.kind, "principal": g.principal, "level": g.level} for g in grants],
+                },
+                ensure_ascii=False,
+                indent=2,
+            )
+        )
         return 0
     if args.new_owner is not None:
         print(f"{args.store!r} now belongs to {owner}.")
@@ -379,8 +459,15 @@ def _since(text: str | None) -> datetime | None:
 
 
 def _event_data(e: AuditEvent) -> dict[str, Any]:
-    return {"id": e.id, "at": _when(e.at), "actor": e.actor, "action": e.action, "store": e.store,
-            "target": e.target, "detail": e.detail}
+    return {
+        "id": e.id,
+        "at": _when(e.at),
+        "actor": e.actor,
+        "action": e.action,
+        "store": e.store,
+        "target": e.target,
+        "detail": e.detail,
+    }
 
 
 def cmd_audit(wb: Workbench, args: argparse.Namespace) -> int:
@@ -392,15 +479,29 @@ def cmd_audit(wb: Workbench, args: argparse.Namespace) -> int:
             actor = normal_username(actor)
         except InvalidArgument:
             actor = actor.strip()
-    events = wb.audit_events(actor=actor, action=(args.action or "").strip() or None,
-                             store=args.store, since=_since(args.since), limit=args.limit)
+    events = wb.audit_events(
+        actor=actor, action=(args.action or "").strip() or None, store=args.store, since=_since(args.since), limit=args.limit
+    )
     rows = [_event_data(e) for e in events]
     if args.json:
         print(json.dumps(rows, ensure_ascii=False, indent=2, default=str))
     else:
-        print(table([(r["at"], r["actor"], r["action"], r["store"], r["target"],
-                      json.dumps(r["detail"], ensure_ascii=False, default=str)[:60] if r["detail"] else "")
-                     for r in rows], ["when (UTC)", "who", "action", "store", "target", "detail"]))
+        print(
+            table(
+                [
+                    (
+                        r["at"],
+                        r["actor"],
+                        r["action"],
+                        r["store"],
+                        r["target"],
+                        json.dumps(r["detail"], ensure_ascii=False, default=str)[:60] if r["detail"] else "",
+                    )
+                    for r in rows
+                ],
+                ["when (UTC)", "who", "action", "store", "target", "detail"],
+            )
+        )
     return 0
 
 

@@ -19,9 +19,12 @@ def add_parser(sub: Commands) -> None:
     s.add_argument("-k", type=int, default=5, help="number of results (default 5)")
     s.add_argument("--file", help="only this file (id or name)")
     s.add_argument("--per-file", type=int, metavar="N", help="at most N chunks per file (1: the best files)")
-    s.add_argument("--mode", type=ranking, metavar="{hybrid,semantic,keyword}",
-                   help="ranking: hybrid (semantic and keyword merged), semantic (by meaning) or keyword"
-                        " (BM25; default: search.mode)")
+    s.add_argument(
+        "--mode",
+        type=ranking,
+        metavar="{hybrid,semantic,keyword}",
+        help="ranking: hybrid (semantic and keyword merged), semantic (by meaning) or keyword (BM25; default: search.mode)",
+    )
     s.add_argument("--json", action="store_true", help="print the hits as JSON")
     s.set_defaults(func=cmd_search)
 

@@ -20,25 +20,37 @@ from knowledge.workbench import Workbench
 
 
 def add_parser(sub: Commands) -> None:
-    s = command(sub, "serve", help="serve the OpenAI-compatible Files + Vector Stores + chat API (FastAPI; its"
-                                   " description at /openapi.json)")
-    s.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; any other"
-                                                        " needs KNOWLEDGE_API_KEY, or user accounts: then"
-                                                        " each request needs its user's key)")
+    s = command(
+        sub,
+        "serve",
+        help="serve the OpenAI-compatible Files + Vector Stores + chat API (FastAPI; its description at /openapi.json)",
+    )
+    s.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1; any other"
+        " needs KNOWLEDGE_API_KEY, or user accounts: then"
+        " each request needs its user's key)",
+    )
     s.add_argument("--port", type=int, default=8900, help="port (default 8900)")
     s.set_defaults(func=cmd_serve, workbench=False)
-    s = command(sub, "mcp", help="serve the stores and agent memory as an MCP server (stdio; --http for streamable"
-                                 " HTTP)")
+    s = command(sub, "mcp", help="serve the stores and agent memory as an MCP server (stdio; --http for streamable HTTP)")
     s.add_argument("--http", action="store_true", help="streamable HTTP at http://HOST:PORT/mcp instead of stdio")
-    s.add_argument("--host", default="127.0.0.1", help="with --http: address (default 127.0.0.1; any other"
-                                                        " needs KNOWLEDGE_API_KEY)")
+    s.add_argument(
+        "--host", default="127.0.0.1", help="with --http: address (default 127.0.0.1; any other needs KNOWLEDGE_API_KEY)"
+    )
     s.add_argument("--port", type=int, default=8901, help="with --http: port (default 8901)")
     # the same option as every command's --user (dest acting_user); when the commands take it
     # already (knowledge.cli.common), adding it again is refused and mcp reads that one
     with contextlib.suppress(argparse.ArgumentError):
-        s.add_argument("--user", dest="acting_user", metavar="NAME", default=argparse.SUPPRESS,
-                       help="over stdio: act as the account NAME (default: the local admin). Over --http"
-                            " each request acts as the user of its API key once accounts exist")
+        s.add_argument(
+            "--user",
+            dest="acting_user",
+            metavar="NAME",
+            default=argparse.SUPPRESS,
+            help="over stdio: act as the account NAME (default: the local admin). Over --http"
+            " each request acts as the user of its API key once accounts exist",
+        )
     s.set_defaults(func=cmd_mcp, workbench=False, user_aware=True)
 
 

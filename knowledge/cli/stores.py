@@ -19,8 +19,12 @@ def add_parser(sub: Commands) -> None:
     s.add_argument("store")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_files)
-    s = command(sub, "delete-file", help="remove a file from a store: by name (content with the same bytes under"
-                                         " another name stays), or by id (the content with all its names)")
+    s = command(
+        sub,
+        "delete-file",
+        help="remove a file from a store: by name (content with the same bytes under"
+        " another name stays), or by id (the content with all its names)",
+    )
     s.add_argument("store")
     s.add_argument("file")
     s.set_defaults(func=cmd_delete_file)
@@ -35,27 +39,77 @@ def add_parser(sub: Commands) -> None:
 def cmd_stores(wb: Workbench, args: argparse.Namespace) -> int:
     stores = wb.list_stores(internal=args.all)
     if args.json:
-        print(json.dumps([{"name": s.record.name, "template": s.record.template, "backend": s.record.backend,
-                           "model": s.record.embedding_model, "dimension": s.record.dimension,
-                           "files": s.files, "chunks": s.chunks} for s in stores], indent=2))
+        print(
+            json.dumps(
+                [
+                    {
+                        "name": s.record.name,
+                        "template": s.record.template,
+                        "backend": s.record.backend,
+                        "model": s.record.embedding_model,
+                        "dimension": s.record.dimension,
+                        "files": s.files,
+                        "chunks": s.chunks,
+                    }
+                    for s in stores
+                ],
+                indent=2,
+            )
+        )
     else:
-        print(table([(s.record.name, s.record.template, s.record.backend, s.record.embedding_model,
-                      s.record.dimension, s.files, s.chunks) for s in stores],
-                    ["store", "template", "backend", "model", "dim", "files", "chunks"]))
+        print(
+            table(
+                [
+                    (
+                        s.record.name,
+                        s.record.template,
+                        s.record.backend,
+                        s.record.embedding_model,
+                        s.record.dimension,
+                        s.files,
+                        s.chunks,
+                    )
+                    for s in stores
+                ],
+                ["store", "template", "backend", "model", "dim", "files", "chunks"],
+            )
+        )
     return 0
 
 
 def cmd_files(wb: Workbench, args: argparse.Namespace) -> int:
     files = wb.store_files(args.store)
     if args.json:
-        print(json.dumps([{"file_id": f.file_id, "name": f.file_name, "aliases": list(f.aliases),
-                           "status": f.status,
-                           "reason": f.reason, "error": f.error, "chunks": f.chunks, "pages": f.pages,
-                           "warnings": f.warnings, "sha256": f.sha256} for f in files], indent=2))
+        print(
+            json.dumps(
+                [
+                    {
+                        "file_id": f.file_id,
+                        "name": f.file_name,
+                        "aliases": list(f.aliases),
+                        "status": f.status,
+                        "reason": f.reason,
+                        "error": f.error,
+                        "chunks": f.chunks,
+                        "pages": f.pages,
+                        "warnings": f.warnings,
+                        "sha256": f.sha256,
+                    }
+                    for f in files
+                ],
+                indent=2,
+            )
+        )
     else:
-        print(table([(f.file_name, ", ".join(f.aliases), f.file_id, f.status, f.chunks, f.pages or "",
-                      f.reason or "") for f in files],
-                    ["name", "also named (same content)", "file id", "status", "chunks", "pages", "reason"]))
+        print(
+            table(
+                [
+                    (f.file_name, ", ".join(f.aliases), f.file_id, f.status, f.chunks, f.pages or "", f.reason or "")
+                    for f in files
+                ],
+                ["name", "also named (same content)", "file id", "status", "chunks", "pages", "reason"],
+            )
+        )
     return 0
 
 
@@ -68,9 +122,12 @@ def cmd_delete_file(wb: Workbench, args: argparse.Namespace) -> int:
         return 0
     n = wb.delete_name(args.store, fid, args.file)
     left = [x.name for x in wb.file_names_of(args.store, fid)]
-    print(f"Removed {args.file} ({n} chunk{'' if n == 1 else 's'}) from {args.store!r}." if not left else
-          f"Removed the name {args.file} from {args.store!r}; its content stays, still named"
-          f" {', '.join(left)} (0 chunks removed).")
+    print(
+        f"Removed {args.file} ({n} chunk{'' if n == 1 else 's'}) from {args.store!r}."
+        if not left
+        else f"Removed the name {args.file} from {args.store!r}; its content stays, still named"
+        f" {', '.join(left)} (0 chunks removed)."
+    )
     return 0
 
 
@@ -85,7 +142,13 @@ def cmd_templates(wb: Workbench, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([t.model_dump() for t in tpls], indent=2))
     else:
-        print(table([(t.name, t.backend, t.embedding_model, t.distance,
-                      f"{t.max_chunk_size_tokens}/{t.chunk_overlap_tokens}") for t in tpls],
-                    ["template", "backend", "model", "distance", "chunk/overlap"]))
+        print(
+            table(
+                [
+                    (t.name, t.backend, t.embedding_model, t.distance, f"{t.max_chunk_size_tokens}/{t.chunk_overlap_tokens}")
+                    for t in tpls
+                ],
+                ["template", "backend", "model", "distance", "chunk/overlap"],
+            )
+        )
     return 0

@@ -18,20 +18,35 @@ from knowledge.workbench import Workbench
 
 
 def add_parser(sub: Commands) -> None:
-    s = command(sub, "sync", help="keep a store in step with a folder: show the plan (added, changed, renamed,"
-                                  " deleted, unchanged), then apply it")
+    s = command(
+        sub,
+        "sync",
+        help="keep a store in step with a folder: show the plan (added, changed, renamed,"
+        " deleted, unchanged), then apply it",
+    )
     s.add_argument("store")
     s.add_argument("folder")
     s.add_argument("--glob", help="files to take (default: the folder's last glob, else **/*)")
     s.add_argument("--template", help="template for a new store (default: default)")
     s.add_argument("--dry-run", action="store_true", help="print the plan only; change nothing")
     s.add_argument("--watch", action="store_true", help="keep running: apply changes as files change (Ctrl-C ends)")
-    s.add_argument("--debounce", type=float, default=None, metavar="S",
-                   help="--watch: seconds of quiet after a change before syncing (default 1)")
-    s.add_argument("--settle", type=float, default=None, metavar="S",
-                   help="--watch: seconds a file's size and time must hold still before it is read (default 1)")
-    s.add_argument("--json", action="store_true", help="print the plan and results as JSON (one object per line"
-                                                      " with --watch)")
+    s.add_argument(
+        "--debounce",
+        type=float,
+        default=None,
+        metavar="S",
+        help="--watch: seconds of quiet after a change before syncing (default 1)",
+    )
+    s.add_argument(
+        "--settle",
+        type=float,
+        default=None,
+        metavar="S",
+        help="--watch: seconds a file's size and time must hold still before it is read (default 1)",
+    )
+    s.add_argument(
+        "--json", action="store_true", help="print the plan and results as JSON (one object per line with --watch)"
+    )
     s.set_defaults(func=cmd_sync)
 
 
@@ -100,11 +115,25 @@ class _Printer:
 
     def report(self, report: fs.SyncReport) -> None:
         if self.as_json:
-            self.emit({"event": "applied", **report.plan.to_json(), "applied": report.counts(),
-                       "results": [{"action": r.item.action, "path": r.item.path, "old_path": r.item.old_path,
-                                    "ok": r.ok, "message": r.message,
-                                    "file_id": (r.ingest.file_id if r.ingest else r.item.file_id),
-                                    "chunks": r.ingest.chunks if r.ingest else 0} for r in report.results]})
+            self.emit(
+                {
+                    "event": "applied",
+                    **report.plan.to_json(),
+                    "applied": report.counts(),
+                    "results": [
+                        {
+                            "action": r.item.action,
+                            "path": r.item.path,
+                            "old_path": r.item.old_path,
+                            "ok": r.ok,
+                            "message": r.message,
+                            "file_id": (r.ingest.file_id if r.ingest else r.item.file_id),
+                            "chunks": r.ingest.chunks if r.ingest else 0,
+                        }
+                        for r in report.results
+                    ],
+                }
+            )
         else:
             c = report.counts()
             print(f"Applied: {', '.join(f'{n} {k}' for k, n in c.items())}.", flush=True)
@@ -119,8 +148,7 @@ class _Printer:
         if self.as_json:
             self.emit({"event": "waiting", "paths": [i.path for i in items]})
         else:
-            print(f"  waiting for {', '.join(i.path for i in items)} (still being written)", file=sys.stderr,
-                  flush=True)
+            print(f"  waiting for {', '.join(i.path for i in items)} (still being written)", file=sys.stderr, flush=True)
 
     def error(self, exc: Exception) -> None:
         print(f"error: {exc}", file=sys.stderr, flush=True)

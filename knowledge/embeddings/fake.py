@@ -63,10 +63,7 @@ class HashEmbedder(Embedder):
             InvalidArgument: ``text`` is not a ``str``.
         """
         check_text(text)
-        return [
-            Token(_hash64(m.group().lower()) >> 32, m.group(), m.start(), m.end())
-            for m in _TOKEN.finditer(text)
-        ]
+        return [Token(_hash64(m.group().lower()) >> 32, m.group(), m.start(), m.end()) for m in _TOKEN.finditer(text)]
 
     def token_spans(self, text: str) -> list[tuple[int, int]]:
         """Each of :meth:`tokenize`'s tokens' ``(start, end)`` ``str`` offsets into ``text``, without

@@ -174,9 +174,7 @@ class FastEmbedEmbedder(Embedder):
         try:
             probe = np.asarray(next(iter(model.passage_embed(["probe"]))))
         except Exception as exc:
-            raise EmbeddingUnavailable(
-                f"The embedding model {self.name} loaded but cannot run: {exc}"
-            ) from exc
+            raise EmbeddingUnavailable(f"The embedding model {self.name} loaded but cannot run: {exc}") from exc
         if probe.shape != (self.dimension,):
             raise EmbeddingUnavailable(
                 f"The embedding model {self.name} should give vectors of {self.dimension} dimensions"
@@ -220,8 +218,7 @@ class FastEmbedEmbedder(Embedder):
     def _batch_executor(self) -> ThreadPoolExecutor:
         with self._load_lock:
             if self._batch_pool is None:
-                self._batch_pool = ThreadPoolExecutor(1, thread_name_prefix="embed-documents",
-                                                      initializer=_lower_priority)
+                self._batch_pool = ThreadPoolExecutor(1, thread_name_prefix="embed-documents", initializer=_lower_priority)
             return self._batch_pool
 
     def _loaded(self) -> TextEmbedding:
@@ -294,8 +291,7 @@ class FastEmbedEmbedder(Embedder):
             return None
         self._loaded()
         assert self._tokenizer is not None
-        return TokenizerTwin(self.name, self.dimension, self._max_tokens, self._special_tokens,
-                             self._tokenizer.to_str())
+        return TokenizerTwin(self.name, self.dimension, self._max_tokens, self._special_tokens, self._tokenizer.to_str())
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         """Embed documents (chunks), ``batch_size`` texts per ONNX Runtime call.
@@ -323,9 +319,7 @@ class FastEmbedEmbedder(Embedder):
         except EmbeddingUnavailable:
             raise
         except Exception as exc:
-            raise EmbeddingUnavailable(
-                f"The embedding model {self.name} failed on {len(items)} texts: {exc}"
-            ) from exc
+            raise EmbeddingUnavailable(f"The embedding model {self.name} failed on {len(items)} texts: {exc}") from exc
         return normalise_rows(vectors, self.name)
 
     def _open_documents(self) -> Any:

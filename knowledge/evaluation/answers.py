@@ -75,15 +75,31 @@ class AnswerResult:
 
     def data(self) -> dict[str, Any]:
         """The result as JSON-ready data (:meth:`from_data` reads it back)."""
-        return {"question": self.question, "expected": list(self.expected), "answer": self.answer,
-                "sentence": self.sentence, "answer_holds": self.answer_holds, "sentence_holds": self.sentence_holds,
-                "cited": self.cited, "cited_relevant": self.cited_relevant, "seconds": self.seconds}
+        return {
+            "question": self.question,
+            "expected": list(self.expected),
+            "answer": self.answer,
+            "sentence": self.sentence,
+            "answer_holds": self.answer_holds,
+            "sentence_holds": self.sentence_holds,
+            "cited": self.cited,
+            "cited_relevant": self.cited_relevant,
+            "seconds": self.seconds,
+        }
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> AnswerResult:
-        return cls(str(data["question"]), tuple(data.get("expected") or ()), str(data.get("answer") or ""),
-                   str(data.get("sentence") or ""), bool(data.get("answer_holds")), bool(data.get("sentence_holds")),
-                   data.get("cited"), bool(data.get("cited_relevant")), float(data.get("seconds") or 0.0))
+        return cls(
+            str(data["question"]),
+            tuple(data.get("expected") or ()),
+            str(data.get("answer") or ""),
+            str(data.get("sentence") or ""),
+            bool(data.get("answer_holds")),
+            bool(data.get("sentence_holds")),
+            data.get("cited"),
+            bool(data.get("cited_relevant")),
+            float(data.get("seconds") or 0.0),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,12 +147,12 @@ def _marked_sentence(line: str) -> str:
     if m is None:
         ends = _SENTENCE_END.search(line)
         return line[: ends.start() + 1].strip() if ends else line.strip()
-    tail = re.match(r"(?:\s*\[\d{1,3}\])*[.!?]?", line[m.end():])
+    tail = re.match(r"(?:\s*\[\d{1,3}\])*[.!?]?", line[m.end() :])
     end = m.end() + (tail.end() if tail else 0)
     head = line[: m.start()].rstrip()
     body = head.rstrip(".!?\"'”’)*_")  # the sentence's own full stop, when the marker follows it
     cuts = [x.end() for x in _SENTENCE_END.finditer(body)]
-    return line[cuts[-1] if cuts else 0:end].strip()
+    return line[cuts[-1] if cuts else 0 : end].strip()
 
 
 def answer_sentence(answer: str, offline: bool = False) -> str:
@@ -176,8 +192,9 @@ def cited_passage(sentence: str, citations: Sequence[Mapping[str, Any]]) -> Mapp
     return citations[0] if citations else None
 
 
-def check_one(question: Question, answer: str, citations: Sequence[Mapping[str, Any]], seconds: float,
-              offline: bool = False) -> AnswerResult:
+def check_one(
+    question: Question, answer: str, citations: Sequence[Mapping[str, Any]], seconds: float, offline: bool = False
+) -> AnswerResult:
     """One answer scored against ``question`` (pure: no search, no model). ``citations``: the
     reply's (each with ``n``, ``file_name``, ``page``, ``text``); ``offline``: the offline assistant
     wrote ``answer`` (its label line is not what it says; its first quoted line is its sentence)."""
@@ -187,9 +204,17 @@ def check_one(question: Question, answer: str, citations: Sequence[Mapping[str, 
     if cited is not None:
         hit = SimpleNamespace(file_name=cited.get("file_name"), page=cited.get("page"), text=cited.get("text") or "")
         relevant = question.is_relevant(hit)  # type: ignore[arg-type]  # a Hit's three fields a criterion reads
-    return AnswerResult(question.text, question.expected, answer, _MARKERS_IN.sub("", sentence).strip(),
-                        holds(what_is_said(answer, offline), question.expected), holds(sentence, question.expected),
-                        cited.get("file_name") if cited else None, relevant, round(seconds, 3))
+    return AnswerResult(
+        question.text,
+        question.expected,
+        answer,
+        _MARKERS_IN.sub("", sentence).strip(),
+        holds(what_is_said(answer, offline), question.expected),
+        holds(sentence, question.expected),
+        cited.get("file_name") if cited else None,
+        relevant,
+        round(seconds, 3),
+    )
 
 
 __all__ = [

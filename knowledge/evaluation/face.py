@@ -38,34 +38,72 @@ from knowledge.service.templates import VectorStoreTemplate
 class Evaluations:
     """Question sets and runs in the catalog (tables ``eval_sets`` and ``eval_runs``)."""
 
-    def __init__(self, catalog: Catalog, stores: Stores, searcher: Searcher, indexer: Indexer,
-                 save_template: Callable[[VectorStoreTemplate], VectorStoreTemplate]) -> None:
+    def __init__(
+        self,
+        catalog: Catalog,
+        stores: Stores,
+        searcher: Searcher,
+        indexer: Indexer,
+        save_template: Callable[[VectorStoreTemplate], VectorStoreTemplate],
+    ) -> None:
         self.catalog, self.stores, self.searcher, self.indexer = catalog, stores, searcher, indexer
         self.save_template = save_template
 
     # evaluating
-    def evaluate(self, store: str, qset: QuestionSet, mode: str | None = None, k: int = 10, *,
-                 fusion_weight: float | None = None, candidates: int | None = None,
-                 progress: Callable[[int, int], None] | None = None, rerank: bool | None = None,
-                 rank_constant: int | None = None) -> EvalRun:
+    def evaluate(
+        self,
+        store: str,
+        qset: QuestionSet,
+        mode: str | None = None,
+        k: int = 10,
+        *,
+        fusion_weight: float | None = None,
+        candidates: int | None = None,
+        progress: Callable[[int, int], None] | None = None,
+        rerank: bool | None = None,
+        rank_constant: int | None = None,
+    ) -> EvalRun:
         """See :func:`knowledge.evaluation.runs.evaluate`."""
-        return evaluate(self.stores, self.searcher, store, qset, mode, k, fusion_weight=fusion_weight,
-                        candidates=candidates, progress=progress, rerank=rerank, rank_constant=rank_constant)
+        return evaluate(
+            self.stores,
+            self.searcher,
+            store,
+            qset,
+            mode,
+            k,
+            fusion_weight=fusion_weight,
+            candidates=candidates,
+            progress=progress,
+            rerank=rerank,
+            rank_constant=rank_constant,
+        )
 
-    def tuned(self, *, fusion_weight: float | None = None, candidates: int | None = None,
-              rank_constant: int | None = None) -> Searcher:
+    def tuned(
+        self, *, fusion_weight: float | None = None, candidates: int | None = None, rank_constant: int | None = None
+    ) -> Searcher:
         """See :func:`knowledge.evaluation.runs.tuned`."""
         return tuned(self.searcher, fusion_weight=fusion_weight, candidates=candidates, rank_constant=rank_constant)
 
-    def sweep_fusion_weight(self, store: str, qset: QuestionSet,
-                            weights: Sequence[float] = (0.0, 0.25, 0.5, 0.75, 1.0), k: int = 10,
-                            candidates: int | None = None) -> list[EvalRun]:
+    def sweep_fusion_weight(
+        self,
+        store: str,
+        qset: QuestionSet,
+        weights: Sequence[float] = (0.0, 0.25, 0.5, 0.75, 1.0),
+        k: int = 10,
+        candidates: int | None = None,
+    ) -> list[EvalRun]:
         """See :func:`knowledge.evaluation.trials.sweep_fusion_weight`."""
         return sweep_fusion_weight(self.stores, self.searcher, store, qset, weights, k, candidates)
 
-    def try_chunkings(self, store: str, qset: QuestionSet, chunkings: Sequence[tuple[int, int]],
-                      modes: Sequence[str] = ("hybrid",), k: int = 10,
-                      progress: Callable[[str, float], None] | None = None) -> list[ChunkTrial]:
+    def try_chunkings(
+        self,
+        store: str,
+        qset: QuestionSet,
+        chunkings: Sequence[tuple[int, int]],
+        modes: Sequence[str] = ("hybrid",),
+        k: int = 10,
+        progress: Callable[[str, float], None] | None = None,
+    ) -> list[ChunkTrial]:
         """See :func:`knowledge.evaluation.trials.try_chunkings`."""
         return try_chunkings(self.stores, self.indexer, self.searcher, store, qset, chunkings, modes, k, progress)
 
@@ -87,8 +125,7 @@ class Evaluations:
             return self.get_set(ref)
         except QuestionSetNotFound:
             if os.sep in ref or path.suffix.lower() in (".tsv", ".csv", ".jsonl", ".json", ".txt"):
-                raise QuestionSetNotFound(f"No such file: {ref} (and no stored question set has that name)."
-                                          ) from None
+                raise QuestionSetNotFound(f"No such file: {ref} (and no stored question set has that name).") from None
             raise
 
     # sets
@@ -102,25 +139,37 @@ class Evaluations:
         if not questions:
             raise InvalidArgument("A question set needs at least one question.")
         name = name.strip()
-        data = json.dumps([{"question": q.text, "relevant": [c.data() for c in q.relevant],
-                            **({"expected": list(q.expected)} if q.expected else {})} for q in questions],
-                          ensure_ascii=False)
+        data = json.dumps(
+            [
+                {
+                    "question": q.text,
+                    "relevant": [c.data() for c in q.relevant],
+                    **({"expected": list(q.expected)} if q.expected else {}),
+                }
+                for q in questions
+            ],
+            ensure_ascii=False,
+        )
         now = datetime.now(UTC)
         with self.catalog.cursor() as cur:
-            cur.execute("INSERT INTO eval_sets VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET"
-                        " format = excluded.format, questions = excluded.questions, updated = excluded.updated",
-                        [name, fmt, data, now, now])
+            cur.execute(
+                "INSERT INTO eval_sets VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET"
+                " format = excluded.format, questions = excluded.questions, updated = excluded.updated",
+                [name, fmt, data, now, now],
+            )
         return self.get_set(name)
 
     def get_set(self, name: str) -> QuestionSet:
         with self.catalog.cursor() as cur:
-            row = cur.execute("SELECT name, format, questions, created, updated FROM eval_sets WHERE name = ?",
-                              [name]).fetchone()
+            row = cur.execute(
+                "SELECT name, format, questions, created, updated FROM eval_sets WHERE name = ?", [name]
+            ).fetchone()
         if row is None:
             raise QuestionSetNotFound(f"No question set named {name!r}. Sets: {', '.join(self.set_names()) or 'none'}.")
-        qs = tuple(Question(q["question"], tuple(parse_criterion(c) for c in q["relevant"]),
-                            tuple(q.get("expected") or ()))
-                   for q in json.loads(row[2]))
+        qs = tuple(
+            Question(q["question"], tuple(parse_criterion(c) for c in q["relevant"]), tuple(q.get("expected") or ()))
+            for q in json.loads(row[2])
+        )
         return QuestionSet(row[0], qs, row[1], row[3], row[4])
 
     def set_names(self) -> list[str]:
@@ -134,13 +183,34 @@ class Evaluations:
 
     # runs
     def save_run(self, run: EvalRun) -> EvalRun:
-        qs = [{**{k: v for k, v in asdict(q).items() if k != "answer"}, "hits": [asdict(h) for h in q.hits],
-               **({"answer": q.answer.data()} if q.answer is not None else {})} for q in run.questions]
+        qs = [
+            {
+                **{k: v for k, v in asdict(q).items() if k != "answer"},
+                "hits": [asdict(h) for h in q.hits],
+                **({"answer": q.answer.data()} if q.answer is not None else {}),
+            }
+            for q in run.questions
+        ]
         with self.catalog.cursor() as cur:
-            cur.execute("INSERT INTO eval_runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        [run.id, run.set_name, run.set_sha256, run.store, run.mode, run.k, run.template,
-                         run.embedding_model, json.dumps(run.chunking), json.dumps(run.search),
-                         json.dumps(run.metrics), json.dumps(qs, ensure_ascii=False), run.started, run.seconds])
+            cur.execute(
+                "INSERT INTO eval_runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    run.id,
+                    run.set_name,
+                    run.set_sha256,
+                    run.store,
+                    run.mode,
+                    run.k,
+                    run.template,
+                    run.embedding_model,
+                    json.dumps(run.chunking),
+                    json.dumps(run.search),
+                    json.dumps(run.metrics),
+                    json.dumps(qs, ensure_ascii=False),
+                    run.started,
+                    run.seconds,
+                ],
+            )
         return run
 
     def runs(self, set_name: str | None = None, store: str | None = None, limit: int = 200) -> list[EvalRun]:
@@ -167,14 +237,35 @@ class Evaluations:
 
 
 def _run(row: tuple) -> EvalRun:
-    (rid, set_name, sha, store, mode, k, template, model, chunking, search, metrics, questions, started,
-     seconds) = row
-    qs = tuple(QuestionResult(q["question"], q["relevant"], q["first_rank"], q["metrics"], q["latency_ms"],
-                              tuple(RankedHit(**h) for h in q["hits"]),
-                              AnswerResult.from_data(q["answer"]) if q.get("answer") else None)
-               for q in json.loads(questions))
-    return EvalRun(rid, set_name, sha, store, mode, k, template, model, json.loads(chunking) if chunking else None,
-                   json.loads(search) if search else {}, json.loads(metrics), qs, started, seconds or 0.0)
+    (rid, set_name, sha, store, mode, k, template, model, chunking, search, metrics, questions, started, seconds) = row
+    qs = tuple(
+        QuestionResult(
+            q["question"],
+            q["relevant"],
+            q["first_rank"],
+            q["metrics"],
+            q["latency_ms"],
+            tuple(RankedHit(**h) for h in q["hits"]),
+            AnswerResult.from_data(q["answer"]) if q.get("answer") else None,
+        )
+        for q in json.loads(questions)
+    )
+    return EvalRun(
+        rid,
+        set_name,
+        sha,
+        store,
+        mode,
+        k,
+        template,
+        model,
+        json.loads(chunking) if chunking else None,
+        json.loads(search) if search else {},
+        json.loads(metrics),
+        qs,
+        started,
+        seconds or 0.0,
+    )
 
 
 __all__ = ["Evaluations"]

@@ -17,8 +17,7 @@ from typing import Any
 RECALL_AT: tuple[int, ...] = (1, 3, 5, 10)
 
 
-def first_rank_distribution(relevant: Sequence[bool], scores: Sequence[Any] | None = None
-                            ) -> list[tuple[int, float]]:
+def first_rank_distribution(relevant: Sequence[bool], scores: Sequence[Any] | None = None) -> list[tuple[int, float]]:
     """Where the first relevant item lands: ``[(rank, probability)]`` (ranks 1-based).
 
     ``relevant``: one flag per ranked item, best first. ``scores``: the ranking key per item (equal

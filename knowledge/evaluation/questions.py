@@ -171,8 +171,9 @@ class QuestionSet:
     def sha256(self) -> str:
         """A hash of the questions, their relevance and expected answers: runs on the same content
         share it (a set without expected answers hashes as before they existed)."""
-        data = [[q.text, [c.data() for c in q.relevant], *([list(q.expected)] if q.expected else [])]
-                for q in self.questions]
+        data = [
+            [q.text, [c.data() for c in q.relevant], *([list(q.expected)] if q.expected else [])] for q in self.questions
+        ]
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
@@ -180,16 +181,20 @@ def _question(text: Any, relevant: Any, where: str, expected: Any = None) -> Que
     if not isinstance(text, str) or not text.strip():
         raise InvalidArgument(f"{where}: the question is empty")
     try:
-        return Question(" ".join(text.split()), tuple(parse_relevant(relevant if relevant is not None else "")),
-                        parse_expected(expected))
+        return Question(
+            " ".join(text.split()), tuple(parse_relevant(relevant if relevant is not None else "")), parse_expected(expected)
+        )
     except InvalidArgument as exc:
         raise InvalidArgument(f"{where}: {exc}") from None
 
 
 def _is_header(row: Sequence[str]) -> bool:
     names = [c.strip().lower() for c in row]
-    return len(row) >= 2 and names[0] in ("question", "query") and \
-        any(n in ("relevant", "answer", "answers", "files", "file") for n in names[1:])
+    return (
+        len(row) >= 2
+        and names[0] in ("question", "query")
+        and any(n in ("relevant", "answer", "answers", "files", "file") for n in names[1:])
+    )
 
 
 def parse_questions(data: bytes | str, file_name: str = "questions.tsv") -> tuple[str, list[Question]]:
@@ -208,8 +213,15 @@ def parse_questions(data: bytes | str, file_name: str = "questions.tsv") -> tupl
     else:
         text = data.removeprefix("\ufeff")
     ext = PurePath(file_name).suffix.lower()
-    fmt = {".tsv": "tsv", ".txt": "tsv", ".tab": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl",
-           ".ndjson": "jsonl"}.get(ext)
+    fmt = {
+        ".tsv": "tsv",
+        ".txt": "tsv",
+        ".tab": "tsv",
+        ".csv": "csv",
+        ".jsonl": "jsonl",
+        ".json": "jsonl",
+        ".ndjson": "jsonl",
+    }.get(ext)
     if fmt is None:
         first = next((ln for ln in text.splitlines() if ln.strip()), "")
         fmt = "jsonl" if first.lstrip().startswith("{") else "tsv" if "\t" in first else "csv"
@@ -222,7 +234,7 @@ def parse_questions(data: bytes | str, file_name: str = "questions.tsv") -> tupl
             try:
                 obj = json.loads(line)
                 if not isinstance(obj, dict):
-                    raise InvalidArgument(f"line {n}: expected an object {{\"question\": ..., \"relevant\": ...}}")
+                    raise InvalidArgument(f'line {n}: expected an object {{"question": ..., "relevant": ...}}')
                 questions.append(_question(obj.get("question"), obj.get("relevant"), f"line {n}", obj.get("expected")))
             except json.JSONDecodeError as exc:
                 errors.append(f"line {n}: not JSON ({exc.msg})")
@@ -245,8 +257,9 @@ def parse_questions(data: bytes | str, file_name: str = "questions.tsv") -> tupl
                 row = [c for j, c in enumerate(row) if j != exp_col]
             if len(row) < 2:
                 sep = "a tab" if fmt == "tsv" else "a comma"
-                errors.append(f"line {n}: expected question{' <TAB> ' if fmt == 'tsv' else ', '}relevant"
-                              f" ({sep} between them)")
+                errors.append(
+                    f"line {n}: expected question{' <TAB> ' if fmt == 'tsv' else ', '}relevant ({sep} between them)"
+                )
                 continue
             try:
                 questions.append(_question(row[0], ";".join(c for c in row[1:] if c.strip()), f"line {n}", expected))
@@ -267,18 +280,26 @@ def export_questions(qset: QuestionSet, fmt: str | None = None) -> tuple[bytes, 
     bytes with :func:`parse_questions` gives the same questions back."""
     fmt = fmt or qset.format
     if fmt == "jsonl":
-        lines = [json.dumps({"question": q.text, "relevant": [c.label() if c.text is None else c.data()
-                                                             for c in q.relevant],
-                             **({"expected": list(q.expected)} if q.expected else {})}, ensure_ascii=False)
-                 for q in qset.questions]
+        lines = [
+            json.dumps(
+                {
+                    "question": q.text,
+                    "relevant": [c.label() if c.text is None else c.data() for c in q.relevant],
+                    **({"expected": list(q.expected)} if q.expected else {}),
+                },
+                ensure_ascii=False,
+            )
+            for q in qset.questions
+        ]
         return ("\n".join(lines) + "\n").encode(), f"{qset.name}.jsonl", "application/jsonl"
     if fmt not in ("tsv", "csv"):
         raise InvalidArgument(f"Unknown format {fmt!r}; use tsv, csv or jsonl.")
     if any(c.text is not None and ";" in c.text for q in qset.questions for c in q.relevant):
         raise InvalidArgument("A text snippet holds ';', which separates alternatives in TSV and CSV: export as JSONL.")
     if any(EXPECTED_SEPARATOR.search(e) for q in qset.questions for e in q.expected):
-        raise InvalidArgument("An expected answer holds ' | ', which separates alternatives in TSV and CSV:"
-                              " export as JSONL.")
+        raise InvalidArgument(
+            "An expected answer holds ' | ', which separates alternatives in TSV and CSV: export as JSONL."
+        )
     out = io.StringIO()
     writer = csv.writer(out, delimiter="\t" if fmt == "tsv" else ",", lineterminator="\n")
     expected = qset.has_expected
@@ -299,8 +320,9 @@ def questions_from_rows(rows: Iterable[dict[str, Any]]) -> list[Question]:
             continue
         try:
             exp = row.get("expected")
-            out.append(_question(text, rel if isinstance(rel, str) else "", f"row {n}",
-                                 exp if isinstance(exp, str) else None))
+            out.append(
+                _question(text, rel if isinstance(rel, str) else "", f"row {n}", exp if isinstance(exp, str) else None)
+            )
         except InvalidArgument as exc:
             errors.append(str(exc))
     if errors:
@@ -326,8 +348,9 @@ def parse_typed_questions(text: str) -> list[Question]:
             continue
         question, sep, relevant = line.replace("\t", "|").partition("|")
         if not sep or not relevant.strip():
-            errors.append(f"line {n}: give the file, page or text that answers it after a '|'"
-                          f" ({question.strip()[:60]!r} | file.md)")
+            errors.append(
+                f"line {n}: give the file, page or text that answers it after a '|' ({question.strip()[:60]!r} | file.md)"
+            )
             continue
         rows.append((n, question, relevant))
     out = []

@@ -90,8 +90,9 @@ class EvalRun:
         """The answer check this run includes (:func:`with_answers`), or ``None``."""
         if ANSWER_LLM not in self.search:
             return None
-        return AnswerCheck(self.store, str(self.search[ANSWER_LLM]),
-                           tuple(q.answer for q in self.questions if q.answer is not None))
+        return AnswerCheck(
+            self.store, str(self.search[ANSWER_LLM]), tuple(q.answer for q in self.questions if q.answer is not None)
+        )
 
     @property
     def latency_ms(self) -> dict[str, float]:
@@ -114,8 +115,13 @@ def _order_key(hit: Hit, mode: str) -> tuple:
     return (hit.score,)
 
 
-def tuned(searcher: Searcher, *, fusion_weight: float | None = None, candidates: int | None = None,
-          rank_constant: int | None = None) -> Searcher:
+def tuned(
+    searcher: Searcher,
+    *,
+    fusion_weight: float | None = None,
+    candidates: int | None = None,
+    rank_constant: int | None = None,
+) -> Searcher:
     """``searcher`` with another fusion weight, candidates count or rank constant, without changing
     its settings (which other sessions share): a shallow copy that shares the stores, embedders and
     BM25 indexes. Raises ``InvalidArgument`` for a weight outside [0, 1] or a count or constant below 1."""
@@ -135,15 +141,24 @@ def tuned(searcher: Searcher, *, fusion_weight: float | None = None, candidates:
             raise InvalidArgument(f"The rank constant is at least 1, got {rank_constant}.")
         updates["rank_constant"] = int(rank_constant)
     view = copy.copy(searcher)
-    view.settings = searcher.settings.model_copy(
-        update={"search": searcher.settings.search.model_copy(update=updates)})
+    view.settings = searcher.settings.model_copy(update={"search": searcher.settings.search.model_copy(update=updates)})
     return view
 
 
-def evaluate(stores: Stores, searcher: Searcher, store: str, qset: QuestionSet, mode: str | None = None, k: int = 10, *,
-             fusion_weight: float | None = None, candidates: int | None = None,
-             progress: Callable[[int, int], None] | None = None, rerank: bool | None = None,
-             rank_constant: int | None = None) -> EvalRun:
+def evaluate(
+    stores: Stores,
+    searcher: Searcher,
+    store: str,
+    qset: QuestionSet,
+    mode: str | None = None,
+    k: int = 10,
+    *,
+    fusion_weight: float | None = None,
+    candidates: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    rerank: bool | None = None,
+    rank_constant: int | None = None,
+) -> EvalRun:
     """Search ``store`` with every question of ``qset`` (``k`` hits, ``mode`` default
     ``search.mode``; ``rerank`` default the store's, see :meth:`Searcher.search`) and score the
     rankings. Not saved: see
@@ -178,19 +193,43 @@ def evaluate(stores: Stores, searcher: Searcher, store: str, qset: QuestionSet, 
         metrics[f"MRR@{k}"] = reciprocal_rank(flags, k, keys)
         metrics[f"nDCG@{k}"] = ndcg_at(flags, k, keys)
         first = next((r for r, f in enumerate(flags, 1) if f), None)
-        results.append(QuestionResult(
-            q.text, q.relevant_label(), first, metrics, latency,
-            tuple(RankedHit(h.file_name, h.page, f, float(h.score), h.heading) for h, f in zip(hits, flags))))
+        results.append(
+            QuestionResult(
+                q.text,
+                q.relevant_label(),
+                first,
+                metrics,
+                latency,
+                tuple(RankedHit(h.file_name, h.page, f, float(h.score), h.heading) for h, f in zip(hits, flags)),
+            )
+        )
         if progress:
             progress(i + 1, len(qset.questions))
     names = metric_names(k)
     means = {m: sum(r.metrics[m] for r in results) / max(1, len(results)) for m in names}
     reranked, n_rerank = view.rerank_of(record, rerank)
-    search = {"fusion_weight": view.settings.search.fusion_weight, "candidates": view.settings.search.candidates,
-              "rank_constant": view.settings.search.rank_constant, "rerank": n_rerank if reranked else 0}
-    return EvalRun(uuid.uuid4().hex[:12], qset.name, qset.sha256, store, mode, k, record.template,
-                   record.embedding_model, chunking, search, means, tuple(results), started,
-                   time.perf_counter() - t0)
+    search = {
+        "fusion_weight": view.settings.search.fusion_weight,
+        "candidates": view.settings.search.candidates,
+        "rank_constant": view.settings.search.rank_constant,
+        "rerank": n_rerank if reranked else 0,
+    }
+    return EvalRun(
+        uuid.uuid4().hex[:12],
+        qset.name,
+        qset.sha256,
+        store,
+        mode,
+        k,
+        record.template,
+        record.embedding_model,
+        chunking,
+        search,
+        means,
+        tuple(results),
+        started,
+        time.perf_counter() - t0,
+    )
 
 
 def with_answers(run: EvalRun, check: AnswerCheck) -> EvalRun:
@@ -209,9 +248,12 @@ def with_answers(run: EvalRun, check: AnswerCheck) -> EvalRun:
     if missing:
         raise InvalidArgument(f"The answer check has questions the run does not: {', '.join(sorted(missing))}.")
     metrics = {m: v for m, v in run.metrics.items() if m not in ANSWER_METRICS}
-    return replace(run, metrics={**metrics, **check.metrics()},
-                   questions=tuple(replace(q, answer=by_question.get(q.question)) for q in run.questions),
-                   search={**run.search, ANSWER_LLM: check.config})
+    return replace(
+        run,
+        metrics={**metrics, **check.metrics()},
+        questions=tuple(replace(q, answer=by_question.get(q.question)) for q in run.questions),
+        search={**run.search, ANSWER_LLM: check.config},
+    )
 
 
 def worse_questions(before: EvalRun, after: EvalRun) -> list[dict[str, Any]]:

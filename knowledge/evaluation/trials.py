@@ -38,12 +38,17 @@ def parse_weights(text: str) -> list[float]:
     return weights
 
 
-def sweep_fusion_weight(stores: Stores, searcher: Searcher, store: str, qset: QuestionSet,
-                        weights: Sequence[float] = (0.0, 0.25, 0.5, 0.75, 1.0), k: int = 10,
-                        candidates: int | None = None) -> list[EvalRun]:
+def sweep_fusion_weight(
+    stores: Stores,
+    searcher: Searcher,
+    store: str,
+    qset: QuestionSet,
+    weights: Sequence[float] = (0.0, 0.25, 0.5, 0.75, 1.0),
+    k: int = 10,
+    candidates: int | None = None,
+) -> list[EvalRun]:
     """Hybrid runs of ``store`` on ``qset``, one per fusion weight (not saved)."""
-    return [evaluate(stores, searcher, store, qset, "hybrid", k, fusion_weight=w, candidates=candidates)
-            for w in weights]
+    return [evaluate(stores, searcher, store, qset, "hybrid", k, fusion_weight=w, candidates=candidates) for w in weights]
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,9 +91,17 @@ def documents_from_chunks(points: list[Any]) -> Document:
     return Document("".join(buf), sections, "text")
 
 
-def try_chunkings(stores: Stores, indexer: Indexer, searcher: Searcher, store: str, qset: QuestionSet,
-                  chunkings: Sequence[tuple[int, int]], modes: Sequence[str] = ("hybrid",), k: int = 10,
-                  progress: Callable[[str, float], None] | None = None) -> list[ChunkTrial]:
+def try_chunkings(
+    stores: Stores,
+    indexer: Indexer,
+    searcher: Searcher,
+    store: str,
+    qset: QuestionSet,
+    chunkings: Sequence[tuple[int, int]],
+    modes: Sequence[str] = ("hybrid",),
+    k: int = 10,
+    progress: Callable[[str, float], None] | None = None,
+) -> list[ChunkTrial]:
     """Try chunk settings ``[(size, overlap), ...]`` (tokens; 1 to 4 of them) on temporary copies of
     ``store``: each file's text is rebuilt from the chunks stored in ``store`` (no file is read
     again), cut again with the store's model, embedded into a temporary store ``<store>~try-<size>-<overlap>``,
@@ -115,23 +128,26 @@ def try_chunkings(stores: Stores, indexer: Indexer, searcher: Searcher, store: s
         if stores.exists(name):
             stores.drop(name)
         stores.backend(record.backend).collection(name).drop_collection()  # left by a trial that crashed
-        stores.put(name, record.template, record.backend, record.embedding_model, record.dimension,
-                   record.distance, collection=name)
+        stores.put(
+            name, record.template, record.backend, record.embedding_model, record.dimension, record.distance, collection=name
+        )
         try:
             t0 = time.perf_counter()
             total = 0
             for i, (fid, (file_name, doc)) in enumerate(sorted(docs.items())):
-                total += indexer.index_document(name, fid, doc, file_name, chunk_tokens=size,
-                                                overlap_tokens=overlap).chunks
+                total += indexer.index_document(name, fid, doc, file_name, chunk_tokens=size, overlap_tokens=overlap).chunks
                 if progress:
-                    progress(f"{size}/{overlap}: embedding {i + 1} of {len(docs)} files",
-                             (t + (i + 1) / max(1, len(docs)) * 0.8) / len(chunkings))
+                    progress(
+                        f"{size}/{overlap}: embedding {i + 1} of {len(docs)} files",
+                        (t + (i + 1) / max(1, len(docs)) * 0.8) / len(chunkings),
+                    )
             built = time.perf_counter() - t0
             runs = []
             for mode in modes:
                 run = evaluate(stores, searcher, name, qset, mode, k)
-                runs.append(replace(run, store=store, template=None,
-                                    chunking={"size": size, "overlap": overlap, "trial": True}))
+                runs.append(
+                    replace(run, store=store, template=None, chunking={"size": size, "overlap": overlap, "trial": True})
+                )
             trials.append(ChunkTrial(size, overlap, total, built, tuple(runs)))
         finally:
             stores.drop(name)
@@ -140,18 +156,29 @@ def try_chunkings(stores: Stores, indexer: Indexer, searcher: Searcher, store: s
     return trials
 
 
-def keep_as_template(stores: Stores, save_template: Callable[[VectorStoreTemplate], VectorStoreTemplate], store: str,
-                     size: int, overlap: int, name: str | None = None) -> VectorStoreTemplate:
+def keep_as_template(
+    stores: Stores,
+    save_template: Callable[[VectorStoreTemplate], VectorStoreTemplate],
+    store: str,
+    size: int,
+    overlap: int,
+    name: str | None = None,
+) -> VectorStoreTemplate:
     """Save a template like ``store``'s (backend, model, distance) with the chunking ``size/overlap``
     (default name ``<template>-<size>-<overlap>``); returns it. New stores made from it, or files
     ingested again with it, are cut that way (``save_template``: the workbench's, which keeps a
     template in use from changing its model). Raises ``InvalidArgument``."""
     record = stores.get(store)
     base = stores.template_of(record)
-    tpl = make_template(name=name or f"{base.name}-{size}-{overlap}", backend=base.backend,
-                        embedding_model=base.embedding_model, distance=base.distance,
-                        max_chunk_size_tokens=size, chunk_overlap_tokens=overlap,
-                        description=f"Chunking {size}/{overlap} chosen on the Evaluate page for {store!r}.")
+    tpl = make_template(
+        name=name or f"{base.name}-{size}-{overlap}",
+        backend=base.backend,
+        embedding_model=base.embedding_model,
+        distance=base.distance,
+        max_chunk_size_tokens=size,
+        chunk_overlap_tokens=overlap,
+        description=f"Chunking {size}/{overlap} chosen on the Evaluate page for {store!r}.",
+    )
     return save_template(tpl)
 
 

@@ -114,9 +114,13 @@ class StoredFile:
         except (KeyError, TypeError, ValueError) as exc:
             raise InvalidArgument(f"Not a stored-file record: {exc!r}") from None
         if not (
-            isinstance(record.id, str) and isinstance(record.name, str)
-            and isinstance(record.content_type, str) and is_sha256(record.sha256)
-            and isinstance(record.size, int) and not isinstance(record.size, bool) and record.size >= 0
+            isinstance(record.id, str)
+            and isinstance(record.name, str)
+            and isinstance(record.content_type, str)
+            and is_sha256(record.sha256)
+            and isinstance(record.size, int)
+            and not isinstance(record.size, bool)
+            and record.size >= 0
         ):
             raise InvalidArgument(f"Not a stored-file record: a field has the wrong type in {dict(data)!r}.")
         return record
@@ -218,9 +222,7 @@ def clean_name(name: object) -> str:
     if not cleaned.strip():
         return UNNAMED
     if len(cleaned) > MAX_NAME_CHARS:
-        raise InvalidArgument(
-            f"A file name may have at most {MAX_NAME_CHARS} characters, this one has {len(cleaned)}."
-        )
+        raise InvalidArgument(f"A file name may have at most {MAX_NAME_CHARS} characters, this one has {len(cleaned)}.")
     return cleaned
 
 
@@ -238,9 +240,7 @@ def clean_content_type(content_type: object, name: str = "") -> str:
         guessed, _ = mimetypes.guess_type(name, strict=False) if name else (None, None)
         return guessed or DEFAULT_CONTENT_TYPE
     if not isinstance(content_type, str):
-        raise InvalidArgument(
-            f"A content type is a string like 'text/plain', got {type(content_type).__name__}."
-        )
+        raise InvalidArgument(f"A content type is a string like 'text/plain', got {type(content_type).__name__}.")
     ct = content_type.strip()
     if len(ct) > MAX_CONTENT_TYPE_CHARS or any(unicodedata.category(c) == "Cc" for c in ct):
         raise InvalidArgument(f"Not a valid content type: {content_type[:80]!r}.")
@@ -313,13 +313,11 @@ def read_chunks(
         if max_bytes is not None and view.nbytes > max_bytes:
             raise too_large(name, view.nbytes, max_bytes, exact=True)
         for start in range(0, view.nbytes, chunk_size):
-            yield view[start:start + chunk_size]
+            yield view[start : start + chunk_size]
         return
     read = getattr(source, "read", None)
     if isinstance(source, str) or not callable(read):
-        raise InvalidArgument(
-            f"File content is bytes or a binary stream with read(n), got {type(source).__name__}."
-        )
+        raise InvalidArgument(f"File content is bytes or a binary stream with read(n), got {type(source).__name__}.")
     total = 0
     while True:
         chunk = read(chunk_size)
@@ -327,8 +325,7 @@ def read_chunks(
             raise InvalidArgument("The stream returned no data without end of file (a non-blocking stream?).")
         if not isinstance(chunk, (bytes, bytearray)):
             raise InvalidArgument(
-                "File content must be read in binary mode:"
-                f" read() returned {type(chunk).__name__}, not bytes."
+                f"File content must be read in binary mode: read() returned {type(chunk).__name__}, not bytes."
             )
         if not chunk:
             return
@@ -340,6 +337,7 @@ def read_chunks(
 
 
 # -- the contract ---------------------------------------------------------------------------------
+
 
 class FileStore(ABC):
     """Id-addressed file storage. Implementations are thread-safe.

@@ -71,7 +71,6 @@ _RECORD_FILE = re.compile(r"(file-[0-9a-f]{32})\.json")
 _TMP_SUFFIX = ".part"
 
 
-
 def _unlink_quietly(path: Path) -> None:
     try:
         os.unlink(path)
@@ -104,9 +103,7 @@ class FilesystemFileStore(FileStore):
             for d in (self._meta, self._blobs, self._tmp):
                 d.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise BackendUnavailable(
-                f"The file store folder {str(self.root)!r} cannot be created: {exc}"
-            ) from exc
+            raise BackendUnavailable(f"The file store folder {str(self.root)!r} cannot be created: {exc}") from exc
         self._file_lock = FileLock(str(self.root / ".lock"), timeout=self.lock_timeout)
         self._write_lock = threading.Lock()  # threads of this process take it before the file lock
         self._cache_lock = threading.Lock()
@@ -249,8 +246,13 @@ class FilesystemFileStore(FileStore):
                     fh.close()
                 sha = hasher.hexdigest()
                 record = StoredFile(
-                    id=new_id, name=clean, content_type=ctype, size=size, sha256=sha,
-                    created=when, metadata=meta,
+                    id=new_id,
+                    name=clean,
+                    content_type=ctype,
+                    size=size,
+                    sha256=sha,
+                    created=when,
+                    metadata=meta,
                 )
                 with self._locked():
                     if file_id is not None and self._meta_path(new_id).exists():

@@ -81,12 +81,9 @@ _SCHEMA = [
 ]
 
 
-
 def _digest_lock(sha256: str) -> int:
     """The advisory-lock key of one digest (signed 64 bits of it)."""
     return int.from_bytes(bytes.fromhex(sha256[:16]), "big", signed=True)
-
-
 
 
 def configured_url(settings: Settings) -> str | None:
@@ -100,8 +97,9 @@ def configured_url(settings: Settings) -> str | None:
 
 def _record(row: tuple[Any, ...]) -> StoredFile:
     file_id, name, content_type, size, sha256, created, metadata = row
-    return StoredFile(id=file_id, name=name, content_type=content_type, size=size, sha256=sha256,
-                      created=created, metadata=metadata or {})
+    return StoredFile(
+        id=file_id, name=name, content_type=content_type, size=size, sha256=sha256, created=created, metadata=metadata or {}
+    )
 
 
 _COLUMNS = "id, name, content_type, size, sha256, created, metadata"
@@ -145,8 +143,13 @@ class PostgresFileStore(FileStore):
         self.target = describe_target(self.conninfo)
         self._bootstrap()
         self._pool = ConnectionPool(  # each connection checked before use: one a restart broke is replaced
-            self.conninfo, min_size=1, max_size=self.pool_max_size, timeout=self.connect_timeout, open=False,
-            name=f"knowledge-files-{self.target}", check=ConnectionPool.check_connection,
+            self.conninfo,
+            min_size=1,
+            max_size=self.pool_max_size,
+            timeout=self.connect_timeout,
+            open=False,
+            name=f"knowledge-files-{self.target}",
+            check=ConnectionPool.check_connection,
             reconnect_timeout=self.connect_timeout,  # then the next call tries at once (see catalog.postgres)
         )
         try:
@@ -231,12 +234,10 @@ class PostgresFileStore(FileStore):
             with conn.cursor() as cur:
                 cur.execute("SAVEPOINT content")
                 blob_id = cur.execute(f"INSERT INTO {BLOBS} DEFAULT VALUES RETURNING id").fetchone()[0]  # type: ignore[index]
-                for seq, chunk in enumerate(read_chunks(stream, name=clean, max_bytes=limit,
-                                                        chunk_size=self.chunk_size)):
+                for seq, chunk in enumerate(read_chunks(stream, name=clean, max_bytes=limit, chunk_size=self.chunk_size)):
                     hasher.update(chunk)
                     size += len(chunk)
-                    cur.execute(f"INSERT INTO {CHUNKS} (blob_id, seq, data) VALUES (%s, %s, %b)",
-                                (blob_id, seq, chunk))
+                    cur.execute(f"INSERT INTO {CHUNKS} (blob_id, seq, data) VALUES (%s, %s, %b)", (blob_id, seq, chunk))
                     del chunk
                 sha = hasher.hexdigest()
                 cur.execute("SELECT pg_advisory_xact_lock(%s)", (_digest_lock(sha),))
@@ -244,13 +245,20 @@ class PostgresFileStore(FileStore):
                     cur.execute("ROLLBACK TO SAVEPOINT content")  # stored already: drop the new chunks
                 else:
                     cur.execute(f"UPDATE {BLOBS} SET sha256 = %s, size = %s WHERE id = %s", (sha, size, blob_id))
-                record = StoredFile(id=new_id, name=clean, content_type=ctype, size=size,
-                                    sha256=sha, created=when, metadata=meta)
+                record = StoredFile(
+                    id=new_id, name=clean, content_type=ctype, size=size, sha256=sha, created=when, metadata=meta
+                )
                 cur.execute(
-                    f"INSERT INTO {FILES} ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s)"
-                    " ON CONFLICT (id) DO NOTHING",
-                    (record.id, record.name, record.content_type, record.size, record.sha256,
-                     record.created, json.dumps(meta, ensure_ascii=False)),
+                    f"INSERT INTO {FILES} ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING",
+                    (
+                        record.id,
+                        record.name,
+                        record.content_type,
+                        record.size,
+                        record.sha256,
+                        record.created,
+                        json.dumps(meta, ensure_ascii=False),
+                    ),
                 )
                 if cur.rowcount != 1:  # a given id stored already (a new one never is): nothing is kept
                     raise id_taken(new_id)
@@ -293,8 +301,9 @@ class PostgresFileStore(FileStore):
         try:
             conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             row = conn.execute(
-                f"SELECT f.size, b.id, b.size FROM {FILES} f LEFT JOIN {BLOBS} b ON b.sha256 = f.sha256"
-                " WHERE f.id = %s", (file_id,)).fetchone()
+                f"SELECT f.size, b.id, b.size FROM {FILES} f LEFT JOIN {BLOBS} b ON b.sha256 = f.sha256 WHERE f.id = %s",
+                (file_id,),
+            ).fetchone()
             if row is None:
                 raise FileNotFoundInStore(f"No stored file has the id {file_id!r}.")
             size, blob_id, blob_size = row
@@ -309,8 +318,7 @@ class PostgresFileStore(FileStore):
 
     def list(self) -> builtins.list[StoredFile]:
         """Every stored file, newest first (by ``created``, then id)."""
-        rows = self._run(lambda c: c.execute(
-            f"SELECT {_COLUMNS} FROM {FILES} ORDER BY created DESC, id DESC").fetchall())
+        rows = self._run(lambda c: c.execute(f"SELECT {_COLUMNS} FROM {FILES} ORDER BY created DESC, id DESC").fetchall())
         return [_record(r) for r in rows]
 
     def find_by_sha256(self, sha256: str) -> builtins.list[StoredFile]:
@@ -320,9 +328,11 @@ class PostgresFileStore(FileStore):
             InvalidArgument: ``sha256`` is not 64 hex digits.
         """
         digest = normalize_sha256(sha256)
-        rows = self._run(lambda c: c.execute(
-            f"SELECT {_COLUMNS} FROM {FILES} WHERE sha256 = %s ORDER BY created DESC, id DESC",
-            (digest,)).fetchall())
+        rows = self._run(
+            lambda c: c.execute(
+                f"SELECT {_COLUMNS} FROM {FILES} WHERE sha256 = %s ORDER BY created DESC, id DESC", (digest,)
+            ).fetchall()
+        )
         return [_record(r) for r in rows]
 
     def delete(self, file_id: str) -> bool:
@@ -370,8 +380,8 @@ class _ChunkReader(io.RawIOBase):
     def _next_chunk(self) -> bytes:
         try:
             row = self._conn.execute(
-                f"SELECT data FROM {CHUNKS} WHERE blob_id = %s AND seq = %s", (self._blob_id, self._seq),
-                binary=True).fetchone()
+                f"SELECT data FROM {CHUNKS} WHERE blob_id = %s AND seq = %s", (self._blob_id, self._seq), binary=True
+            ).fetchone()
         except psycopg.OperationalError as exc:
             raise self._store.unavailable(exc) from exc
         if row is None:
@@ -386,7 +396,7 @@ class _ChunkReader(io.RawIOBase):
         if self._pos >= len(self._buf):
             self._buf, self._pos = self._next_chunk(), 0
         n = min(len(b), len(self._buf) - self._pos)
-        b[:n] = self._buf[self._pos:self._pos + n]
+        b[:n] = self._buf[self._pos : self._pos + n]
         self._pos += n
         self._served += n
         if self._pos >= len(self._buf):

@@ -62,16 +62,21 @@ _MARKER_KEY = re.compile(r"by-sha256/[0-9a-f]{64}/(file-[0-9a-f]{32})")
 
 #: Error codes that mean "these credentials are not accepted".
 _CREDENTIAL_CODES = {
-    "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken", "AccessDenied",
-    "InvalidClientTokenId", "AuthorizationHeaderMalformed", "403", "Forbidden",
+    "InvalidAccessKeyId",
+    "SignatureDoesNotMatch",
+    "InvalidToken",
+    "ExpiredToken",
+    "AccessDenied",
+    "InvalidClientTokenId",
+    "AuthorizationHeaderMalformed",
+    "403",
+    "Forbidden",
 }
 _MISSING_CODES = {"NoSuchKey", "404", "NotFound"}
 
 
-
 def _code(exc: BaseException) -> str:
-    return str(getattr(exc, "response", {}).get("Error", {}).get("Code", "")) if isinstance(
-        exc, bce.ClientError) else ""
+    return str(getattr(exc, "response", {}).get("Error", {}).get("Code", "")) if isinstance(exc, bce.ClientError) else ""
 
 
 class S3FileStore(FileStore):
@@ -107,9 +112,12 @@ class S3FileStore(FileStore):
         self.prefix = fs.s3_prefix.strip("/") + "/" if fs.s3_prefix.strip("/") else ""
         self.endpoint = fs.s3_endpoint_url or "AWS S3"
         config = Config(
-            connect_timeout=5, read_timeout=60, retries={"max_attempts": 3, "mode": "standard"},
+            connect_timeout=5,
+            read_timeout=60,
+            retries={"max_attempts": 3, "mode": "standard"},
             # only the checksums S3 requires: MinIO, Ceph and R2 versions differ in the newer ones
-            request_checksum_calculation="when_required", response_checksum_validation="when_required",
+            request_checksum_calculation="when_required",
+            response_checksum_validation="when_required",
             s3={"addressing_style": "path"} if fs.s3_endpoint_url else None,
         )
         session = boto3.session.Session(
@@ -135,8 +143,10 @@ class S3FileStore(FileStore):
         where = f"bucket {self.bucket!r} at {self.endpoint}"
         code = _code(exc)
         if isinstance(exc, bce.NoCredentialsError):
-            why = ("no credentials: set file_store.s3_access_key_id and s3_secret_access_key, or the"
-                   " AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY variables")
+            why = (
+                "no credentials: set file_store.s3_access_key_id and s3_secret_access_key, or the"
+                " AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY variables"
+            )
         elif isinstance(exc, (bce.EndpointConnectionError, bce.ConnectTimeoutError, bce.ConnectionClosedError)):
             why = "the endpoint cannot be reached (is the server running, is file_store.s3_endpoint_url right?)"
         elif code in ("NoSuchBucket", "404", "NotFound") and what == "check the bucket":
@@ -144,8 +154,10 @@ class S3FileStore(FileStore):
         elif code == "NoSuchBucket":
             why = "the bucket does not exist (any more)"
         elif code in _CREDENTIAL_CODES:
-            why = (f"the credentials are refused ({code}): check file_store.s3_access_key_id /"
-                   " s3_secret_access_key (or the AWS_* credentials) and the bucket's permissions")
+            why = (
+                f"the credentials are refused ({code}): check file_store.s3_access_key_id /"
+                " s3_secret_access_key (or the AWS_* credentials) and the bucket's permissions"
+            )
         elif isinstance(exc, bce.ClientError):
             message = getattr(exc, "response", {}).get("Error", {}).get("Message", "")
             why = f"the server answered {code or 'an error'}{': ' + message if message else ''}"
@@ -207,8 +219,9 @@ class S3FileStore(FileStore):
                     if upload_id is None:
                         upload_id = self.client.create_multipart_upload(Bucket=self.bucket, Key=key)["UploadId"]
                     n = len(parts) + 1
-                    etag = self.client.upload_part(Bucket=self.bucket, Key=key, UploadId=upload_id,
-                                                PartNumber=n, Body=buf)["ETag"]
+                    etag = self.client.upload_part(Bucket=self.bucket, Key=key, UploadId=upload_id, PartNumber=n, Body=buf)[
+                        "ETag"
+                    ]
                     parts.append({"ETag": etag, "PartNumber": n})
                     buf = bytearray()
             if upload_id is None:
@@ -216,11 +229,13 @@ class S3FileStore(FileStore):
             else:
                 if buf or not parts:
                     n = len(parts) + 1
-                    etag = self.client.upload_part(Bucket=self.bucket, Key=key, UploadId=upload_id,
-                                                PartNumber=n, Body=buf)["ETag"]
+                    etag = self.client.upload_part(Bucket=self.bucket, Key=key, UploadId=upload_id, PartNumber=n, Body=buf)[
+                        "ETag"
+                    ]
                     parts.append({"ETag": etag, "PartNumber": n})
-                self.client.complete_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id,
-                                                   MultipartUpload={"Parts": parts})
+                self.client.complete_multipart_upload(
+                    Bucket=self.bucket, Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts}
+                )
         except BaseException as exc:
             try:
                 if upload_id is not None:
@@ -263,8 +278,7 @@ class S3FileStore(FileStore):
         tmp = self._key("tmp", secrets.token_hex(16))
         size = self._upload(tmp, read_chunks(stream, name=clean, max_bytes=limit, chunk_size=CHUNK_SIZE), hasher)
         sha = hasher.hexdigest()
-        record = StoredFile(id=new_id, name=clean, content_type=ctype, size=size, sha256=sha,
-                            created=when, metadata=meta)
+        record = StoredFile(id=new_id, name=clean, content_type=ctype, size=size, sha256=sha, created=when, metadata=meta)
         marker = self._key("by-sha256", sha, record.id)
         body = json.dumps({"format": RECORD_FORMAT, **record.to_dict()}, ensure_ascii=False).encode("utf-8")
         marked = False
@@ -275,11 +289,16 @@ class S3FileStore(FileStore):
                 marked = True
                 self._call("save", lambda: self.client.put_object(Bucket=self.bucket, Key=marker, Body=b""))
                 if not self._exists(self._blob_key(sha)):
-                    self._call("save", lambda: self.client.copy(
-                        {"Bucket": self.bucket, "Key": tmp}, self.bucket, self._blob_key(sha)))
-                self._call("save", lambda: self.client.put_object(
-                    Bucket=self.bucket, Key=self._record_key(record.id), Body=body,
-                    ContentType="application/json"))
+                    self._call(
+                        "save",
+                        lambda: self.client.copy({"Bucket": self.bucket, "Key": tmp}, self.bucket, self._blob_key(sha)),
+                    )
+                self._call(
+                    "save",
+                    lambda: self.client.put_object(
+                        Bucket=self.bucket, Key=self._record_key(record.id), Body=body, ContentType="application/json"
+                    ),
+                )
         except BaseException:
             if marked:
                 self._quietly_delete(marker)
@@ -386,7 +405,7 @@ class S3FileStore(FileStore):
 
     def list(self) -> builtins.list[StoredFile]:
         """Every stored file, newest first (one listing of ``files/``; records read once, then cached)."""
-        ids = {m.group(1) for k in self._keys(self._key("files/")) if (m := _RECORD_KEY.fullmatch(k[len(self.prefix):]))}
+        ids = {m.group(1) for k in self._keys(self._key("files/")) if (m := _RECORD_KEY.fullmatch(k[len(self.prefix) :]))}
         return self._records_for(ids)
 
     def find_by_sha256(self, sha256: str) -> builtins.list[StoredFile]:
@@ -396,8 +415,11 @@ class S3FileStore(FileStore):
             InvalidArgument: ``sha256`` is not 64 hex digits.
         """
         digest = normalize_sha256(sha256)
-        ids = {m.group(1) for k in self._keys(self._key("by-sha256", digest) + "/")
-               if (m := _MARKER_KEY.fullmatch(k[len(self.prefix):]))}
+        ids = {
+            m.group(1)
+            for k in self._keys(self._key("by-sha256", digest) + "/")
+            if (m := _MARKER_KEY.fullmatch(k[len(self.prefix) :]))
+        }
         with self._cache_lock:
             cached = {i: self._records[i] for i in ids if i in self._records}
         out: builtins.list[StoredFile] = []
@@ -434,8 +456,9 @@ class S3FileStore(FileStore):
                 self._records.pop(file_id, None)
             if record is not None:
                 sha = record.sha256
-                self._call("delete", lambda: self.client.delete_object(
-                    Bucket=self.bucket, Key=self._key("by-sha256", sha, file_id)))
+                self._call(
+                    "delete", lambda: self.client.delete_object(Bucket=self.bucket, Key=self._key("by-sha256", sha, file_id))
+                )
                 if next(iter(self._keys(self._key("by-sha256", sha) + "/")), None) is None:
                     self._call("delete", lambda: self.client.delete_object(Bucket=self.bucket, Key=self._blob_key(sha)))
         return True
@@ -467,32 +490,38 @@ class S3FileStore(FileStore):
         for key in builtins.list(old_objects("tmp/")):
             self._quietly_delete(key)
             removed += 1
-        uploads = self._call("list", lambda: self.client.list_multipart_uploads(
-            Bucket=self.bucket, Prefix=self._key("tmp/"))).get("Uploads", ())
+        uploads = self._call(
+            "list", lambda: self.client.list_multipart_uploads(Bucket=self.bucket, Prefix=self._key("tmp/"))
+        ).get("Uploads", ())
         for up in uploads:
             if up["Initiated"] < cutoff:
-                self._call("clean up", lambda up=up: self.client.abort_multipart_upload(
-                    Bucket=self.bucket, Key=up["Key"], UploadId=up["UploadId"]))
+                self._call(
+                    "clean up",
+                    lambda up=up: self.client.abort_multipart_upload(
+                        Bucket=self.bucket, Key=up["Key"], UploadId=up["UploadId"]
+                    ),
+                )
                 removed += 1
         with self._lock:
-            records = {m.group(1) for k in self._keys(self._key("files/"))
-                       if (m := _RECORD_KEY.fullmatch(k[len(self.prefix):]))}
+            records = {
+                m.group(1) for k in self._keys(self._key("files/")) if (m := _RECORD_KEY.fullmatch(k[len(self.prefix) :]))
+            }
             live: set[str] = set()  # digests with a marker that stays
             try:
                 for page in paginator.paginate(Bucket=self.bucket, Prefix=self._key("by-sha256/")):
                     for item in page.get("Contents", ()):
-                        m = _MARKER_KEY.fullmatch(item["Key"][len(self.prefix):])
+                        m = _MARKER_KEY.fullmatch(item["Key"][len(self.prefix) :])
                         if m is None:
                             continue
                         if m.group(1) in records or item["LastModified"] >= cutoff:  # or a save in flight
-                            live.add(item["Key"][len(self.prefix):].split("/")[1])
+                            live.add(item["Key"][len(self.prefix) :].split("/")[1])
                         else:
                             self._quietly_delete(item["Key"])
                             removed += 1
             except (bce.BotoCoreError, bce.ClientError) as exc:
                 raise self.error("list", exc) from exc
             for key in builtins.list(old_objects("blobs/")):
-                if key[len(self.prefix):].split("/", 1)[1] not in live:
+                if key[len(self.prefix) :].split("/", 1)[1] not in live:
                     self._quietly_delete(key)
                     removed += 1
         return removed

@@ -82,8 +82,9 @@ def read_zip(data: bytes, read_part: ReadPart, budget: Budget | None = None) -> 
         raise UnsupportedFile(f"damaged: not a readable ZIP archive ({one_line(str(exc))})") from exc
     if any(i.filename == "[Content_Types].xml" for i in infos):  # an OPC package, not a folder of files
         zf.close()
-        raise UnsupportedFile("damaged: an Office document package ([Content_Types].xml) without a Word,"
-                              " Excel or PowerPoint main part")
+        raise UnsupportedFile(
+            "damaged: an Office document package ([Content_Types].xml) without a Word, Excel or PowerPoint main part"
+        )
     with zf:
         check_overlaps(zf, data)
         members = [i for i in infos if not i.is_dir()]
@@ -91,8 +92,9 @@ def read_zip(data: bytes, read_part: ReadPart, budget: Budget | None = None) -> 
         return _read_members(zf, members, real_names, read_part, budget)
 
 
-def _read_members(zf: zipfile.ZipFile, members: list[zipfile.ZipInfo], real_names: dict[str, str],
-                  read_part: ReadPart, budget: Budget) -> Document:
+def _read_members(
+    zf: zipfile.ZipFile, members: list[zipfile.ZipInfo], real_names: dict[str, str], read_part: ReadPart, budget: Budget
+) -> Document:
     builder = Builder()
     refused: list[str] = []
     litter = read = 0
@@ -109,8 +111,10 @@ def _read_members(zf: zipfile.ZipFile, members: list[zipfile.ZipInfo], real_name
             if info.flag_bits & 0x1:
                 raise _Refused("encrypted (needs a password); unpack it and add the file itself")
             if budget.left <= 0 or info.file_size > budget.left:
-                raise _Refused(f"the archive's files inflate to more than {_mb(budget.limit)} together,"
-                               " the limit for one file (a zip bomb?)")
+                raise _Refused(
+                    f"the archive's files inflate to more than {_mb(budget.limit)} together,"
+                    " the limit for one file (a zip bomb?)"
+                )
             body = _inflate(zf, info, budget.left)
         except _Refused as exc:
             refused.append(f"{name}: not read: {exc}")
@@ -142,8 +146,7 @@ def _mb(n: int) -> str:
 
 def _is_litter(name: str) -> bool:
     base = posixpath.basename(name.rstrip("/"))
-    return (name.startswith(_LITTER_DIRS) or "/__MACOSX/" in name or base.lower() in _LITTER_FILES
-            or base.startswith("."))
+    return name.startswith(_LITTER_DIRS) or "/__MACOSX/" in name or base.lower() in _LITTER_FILES or base.startswith(".")
 
 
 def _check_name(name: str) -> None:
@@ -173,8 +176,9 @@ def _inflate(zf: zipfile.ZipFile, info: zipfile.ZipInfo, room: int) -> bytes:
                     break
                 out += chunk
                 if len(out) > limit:
-                    raise _Refused(f"it inflates to more than {limit:,} bytes, more than the archive may"
-                                   " still unpack (a zip bomb?)")
+                    raise _Refused(
+                        f"it inflates to more than {limit:,} bytes, more than the archive may still unpack (a zip bomb?)"
+                    )
                 if len(out) > RATIO_FLOOR and len(out) / max(info.compress_size, 1) > MAX_RATIO:
                     raise _Refused(f"it inflates more than {MAX_RATIO}:1 (a zip bomb?)")
     except _Refused:

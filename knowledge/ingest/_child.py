@@ -149,32 +149,49 @@ def main() -> int:
                 left = signal.getitimer(signal.ITIMER_REAL)[0]  # each OCR page gets the timeout again
                 _alarm(max(left, page_seconds + GRACE_SECONDS))
 
-            doc = read_document(source, task.get("name"), password=task.get("password"),
-                                max_bytes=task.get("max_bytes"), ocr=task.get("ocr", "auto"), on_page=on_page)
+            doc = read_document(
+                source,
+                task.get("name"),
+                password=task.get("password"),
+                max_bytes=task.get("max_bytes"),
+                ocr=task.get("ocr", "auto"),
+                on_page=on_page,
+            )
             del source
             task.pop("data", None)
             chunks = None
             if chunk is not None:
-                chunks = chunks_message(chunk_document(doc, twins[chunk["twin_id"]], chunk["max_tokens"],
-                                                       chunk["overlap_tokens"]), doc.text)
+                chunks = chunks_message(
+                    chunk_document(doc, twins[chunk["twin_id"]], chunk["max_tokens"], chunk["overlap_tokens"]), doc.text
+                )
             message = {"t": "ok", "doc": document_message(doc), "chunks": chunks}
             del doc, chunks
             _release_free_memory()  # what the file left behind is measured, not the allocator's free lists
-            out.send({**message, "rss": _rss_bytes(),
-                      "peak": _peak_bytes()})
+            out.send({**message, "rss": _rss_bytes(), "peak": _peak_bytes()})
         except MemoryError:
             out.send({"t": "error", "class": "ReaderLimitExceeded", "memory": True, "message": "out of memory"})
             return 3
         except KnowledgeError as exc:
             out.send({"t": "error", "class": type(exc).__name__, "message": str(exc)})
         except RecursionError:
-            out.send({"t": "error", "class": "UnsupportedFile",
-                      "message": "unreadable: its structure is nested too deeply to read"})
+            out.send(
+                {
+                    "t": "error",
+                    "class": "UnsupportedFile",
+                    "message": "unreadable: its structure is nested too deeply to read",
+                }
+            )
         except Exception as exc:  # a reader's bug: the file fails with words, the child lives on
             import traceback  # noqa: PLC0415 - only on a reader's bug
 
-            out.send({"t": "error", "class": "UnsupportedFile", "message": unexpected_problem(exc),
-                      "trace": traceback.format_exc()[-8000:]})
+            out.send(
+                {
+                    "t": "error",
+                    "class": "UnsupportedFile",
+                    "message": unexpected_problem(exc),
+                    "trace": traceback.format_exc()[-8000:],
+                }
+            )
         finally:
             _alarm(0)
             with contextlib.suppress(ValueError, OSError):

@@ -36,8 +36,9 @@ def join_path(*labels: str | None) -> str | None:
     return SEP.join(parts) or None
 
 
-def add_document(builder: Builder, doc: Document, label: str | None, *, page: int | None = None,
-                 merge: bool = False) -> None:
+def add_document(
+    builder: Builder, doc: Document, label: str | None, *, page: int | None = None, merge: bool = False
+) -> None:
     """Append ``doc``'s text to ``builder``, each section's heading prefixed with ``label``.
 
     A section keeps its own page; when it has none, ``page`` (the container's page or slide the
@@ -47,7 +48,7 @@ def add_document(builder: Builder, doc: Document, label: str | None, *, page: in
     prefixed with ``label``.
     """
     for s in doc.sections:
-        block = doc.text[s.char_start:s.char_end].rstrip("\n")
+        block = doc.text[s.char_start : s.char_end].rstrip("\n")
         if not block.strip():
             continue
         heading = s.heading
@@ -66,8 +67,9 @@ def add_document(builder: Builder, doc: Document, label: str | None, *, page: in
     builder.warnings.extend(f"{label}: {w}" if label else w for w in doc.warnings)
 
 
-def add_part(builder: Builder, read_part: ReadPart, data: bytes, name: str, label: str | None, *,
-             page: int | None = None) -> bool:
+def add_part(
+    builder: Builder, read_part: ReadPart, data: bytes, name: str, label: str | None, *, page: int | None = None
+) -> bool:
     """Read the embedded file ``data`` (called ``name``) and append it under ``label``
     (:func:`add_document`). A part that fails is named in the builder's warnings with its reason
     (``"report.pdf: not read: wrong password ..."``) and ``False`` is returned; nothing is raised."""

@@ -57,8 +57,7 @@ def decrypt_ooxml(data: bytes, password: str | None) -> bytes:
             raise UnsupportedFile(f"damaged: the encrypted Office document cannot be read ({exc})") from exc
         return out.getvalue()
     if password is None:
-        raise PasswordRequired("password required: this Office document is encrypted; give its password"
-                               " to read it")
+        raise PasswordRequired("password required: this Office document is encrypted; give its password to read it")
     raise PasswordRequired("wrong password: the password given does not open this Office document")
 
 
@@ -69,8 +68,7 @@ _M = "{" + _MANIFEST_NS + "}"
 #: Ciphers by their manifest name -> (cipher, mode, block size in bytes or 0 for a stream mode).
 _AES_CBC = "http://www.w3.org/2001/04/xmlenc#aes256-cbc"
 _BLOWFISH = "blowfish cfb"
-_SHA256 = {"http://www.w3.org/2000/09/xmldsig#sha256", "http://www.w3.org/2001/04/xmlenc#sha256",
-           "sha256"}
+_SHA256 = {"http://www.w3.org/2000/09/xmldsig#sha256", "http://www.w3.org/2001/04/xmlenc#sha256", "sha256"}
 
 
 def odf_encrypted(data: bytes) -> bool:
@@ -100,15 +98,13 @@ def decrypt_odf(data: bytes, password: str | None) -> bytes:
             read here (for example LibreOffice 24.2's AES-GCM with Argon2id), named in the message.
     """
     if password is None:
-        raise PasswordRequired("password required: this OpenDocument file is encrypted; give its password"
-                               " to read it")
+        raise PasswordRequired("password required: this OpenDocument file is encrypted; give its password to read it")
     try:
         zf = zipfile.ZipFile(io.BytesIO(data))
         manifest = etree.fromstring(zf.read("META-INF/manifest.xml"), _SAFE_XML)
     except (KeyError, zipfile.BadZipFile, ValueError, OSError, EOFError, etree.XMLSyntaxError) as exc:
         raise UnsupportedFile(f"damaged: the encrypted OpenDocument file cannot be read ({exc})") from exc
-    entries = {e.get(_M + "full-path"): e.find(_M + "encryption-data")
-               for e in manifest.iter(_M + "file-entry")}
+    entries = {e.get(_M + "full-path"): e.find(_M + "encryption-data") for e in manifest.iter(_M + "file-entry")}
     out = io.BytesIO()
     with zf, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as new:
         for info in zf.infolist():
@@ -134,8 +130,10 @@ def _decrypt_member(body: bytes, enc, password: str, name: str) -> bytes:
     cipher_name = (algorithm.get(_M + "algorithm-name") or "").strip()
     kdf_name = (derivation.get(_M + "key-derivation-name") or "").strip()
     if kdf_name != "PBKDF2" or cipher_name.lower() not in (_AES_CBC, _BLOWFISH):
-        raise UnsupportedFile(f"unsupported: OpenDocument encryption {cipher_name or '?'} with {kdf_name or '?'}"
-                              " — save it without a password (or in LibreOffice's ODF 1.2 format) to add it")
+        raise UnsupportedFile(
+            f"unsupported: OpenDocument encryption {cipher_name or '?'} with {kdf_name or '?'}"
+            " — save it without a password (or in LibreOffice's ODF 1.2 format) to add it"
+        )
     try:
         iv = base64.b64decode(algorithm.get(_M + "initialisation-vector") or "")
         salt = base64.b64decode(derivation.get(_M + "salt") or "")
@@ -156,7 +154,7 @@ def _decrypt_member(body: bytes, enc, password: str, name: str) -> bytes:
         plain = decryptor.update(body) + decryptor.finalize()
     except ValueError as exc:  # not a whole number of blocks
         raise UnsupportedFile(f"damaged: the encrypted member {name} is cut short") from exc
-    unpadded = plain[:-plain[-1]] if cipher_name == _AES_CBC and plain and 1 <= plain[-1] <= 16 else plain
+    unpadded = plain[: -plain[-1]] if cipher_name == _AES_CBC and plain and 1 <= plain[-1] <= 16 else plain
     check_type = (enc.get(_M + "checksum-type") or "").lower()
     check = hashlib.sha256 if "sha256" in check_type else hashlib.sha1
     if checksum and checksum not in (check(unpadded[:1024]).digest(), check(plain[:1024]).digest()):
@@ -165,6 +163,5 @@ def _decrypt_member(body: bytes, enc, password: str, name: str) -> bytes:
         return zlib.decompressobj(-15).decompress(unpadded)
     except zlib.error as exc:
         if not checksum:
-            raise PasswordRequired("wrong password: the password given does not open this OpenDocument"
-                                   " file") from exc
+            raise PasswordRequired("wrong password: the password given does not open this OpenDocument file") from exc
         raise UnsupportedFile(f"damaged: the encrypted member {name} cannot be inflated") from exc

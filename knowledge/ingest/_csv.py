@@ -55,7 +55,7 @@ def read_csv(source: str | bytes) -> Document:
             except UnicodeDecodeError:  # not UTF-8 after all: decode it whole as decode() does
                 pass
         source = decode(source)
-    return _read(source[i:i + _BLOCK] for i in range(0, len(source), _BLOCK))
+    return _read(source[i : i + _BLOCK] for i in range(0, len(source), _BLOCK))
 
 
 def _utf8_blocks(data: bytes, skip: int) -> Iterator[str]:
@@ -63,7 +63,7 @@ def _utf8_blocks(data: bytes, skip: int) -> Iterator[str]:
     decoder = codecs.getincrementaldecoder("utf-8")("strict")
     view = memoryview(data)
     for i in range(skip, len(data), _BLOCK):
-        yield decoder.decode(view[i:i + _BLOCK])
+        yield decoder.decode(view[i : i + _BLOCK])
     yield decoder.decode(b"", final=True)
 
 

@@ -33,18 +33,60 @@ _MARKDOWN_EXT = {".md", ".markdown", ".mdown", ".mkd", ".mkdn", ".mdwn", ".mdx",
 _HTML_EXT = {".html", ".htm", ".xhtml", ".shtml"}
 _CSV_EXT = {".csv", ".tsv", ".tab"}
 _MAIL_EXT = {".eml": "eml", ".mht": "eml", ".mhtml": "eml", ".mbox": "mbox", ".mbx": "mbox"}
-_TEXT_EXT = {".txt", ".text", ".log", ".rst", ".adoc", ".asciidoc", ".org", ".tex", ".json", ".jsonl",
-             ".yaml", ".yml", ".toml", ".ini", ".cfg", ".conf", ".py", ".js", ".ts", ".java", ".c",
-             ".h", ".cpp", ".rs", ".go", ".rb", ".sh", ".sql", ".srt", ".vtt"}
+_TEXT_EXT = {
+    ".txt",
+    ".text",
+    ".log",
+    ".rst",
+    ".adoc",
+    ".asciidoc",
+    ".org",
+    ".tex",
+    ".json",
+    ".jsonl",
+    ".yaml",
+    ".yml",
+    ".toml",
+    ".ini",
+    ".cfg",
+    ".conf",
+    ".py",
+    ".js",
+    ".ts",
+    ".java",
+    ".c",
+    ".h",
+    ".cpp",
+    ".rs",
+    ".go",
+    ".rb",
+    ".sh",
+    ".sql",
+    ".srt",
+    ".vtt",
+}
 
 #: Extensions of binary formats we read -> what the bytes should have been (for a clearer refusal
 #: of binary data of no known format under such a name).
 _NAMED_BY_EXTENSION = {
-    ".pdf": "a PDF", ".docx": "a Word document", ".docm": "a Word document", ".pptx": "a PowerPoint deck",
-    ".xlsx": "an Excel workbook", ".xlsm": "an Excel workbook", ".xls": "an Excel 97-2003 workbook",
-    ".odt": "an OpenDocument text", ".ods": "an OpenDocument spreadsheet", ".odp": "an OpenDocument presentation",
-    ".epub": "an EPUB e-book", ".msg": "an Outlook message", ".zip": "a ZIP archive", ".png": "a PNG image",
-    ".jpg": "a JPEG image", ".jpeg": "a JPEG image", ".tif": "a TIFF image", ".tiff": "a TIFF image",
+    ".pdf": "a PDF",
+    ".docx": "a Word document",
+    ".docm": "a Word document",
+    ".pptx": "a PowerPoint deck",
+    ".xlsx": "an Excel workbook",
+    ".xlsm": "an Excel workbook",
+    ".xls": "an Excel 97-2003 workbook",
+    ".odt": "an OpenDocument text",
+    ".ods": "an OpenDocument spreadsheet",
+    ".odp": "an OpenDocument presentation",
+    ".epub": "an EPUB e-book",
+    ".msg": "an Outlook message",
+    ".zip": "a ZIP archive",
+    ".png": "a PNG image",
+    ".jpg": "a JPEG image",
+    ".jpeg": "a JPEG image",
+    ".tif": "a TIFF image",
+    ".tiff": "a TIFF image",
 }
 
 #: Binary signatures at offset 0 -> what to call the file in the error message.
@@ -153,8 +195,10 @@ def detect_format(head: bytes, name: str | None = None) -> str:
         raise UnsupportedFile("unsupported: a program (Windows executable)")
     if looks_binary(head):
         if ext in _NAMED_BY_EXTENSION:
-            raise UnsupportedFile(f"damaged: named {ext} but its bytes are not {_NAMED_BY_EXTENSION[ext]}"
-                                  " (binary data of no known format; damaged, or not that kind of file)")
+            raise UnsupportedFile(
+                f"damaged: named {ext} but its bytes are not {_NAMED_BY_EXTENSION[ext]}"
+                " (binary data of no known format; damaged, or not that kind of file)"
+            )
         raise UnsupportedFile("unsupported: binary data, not text in any known encoding")
     return _text_kind(head, ext)
 
@@ -172,15 +216,18 @@ def misnamed_text(name: str | None) -> str | None:
 def is_ocr_image(head: bytes) -> bool:
     """True for the image formats OCR reads (:mod:`knowledge.ingest._ocr`): PNG, JPEG, TIFF (both
     byte orders), WebP (RIFF ``WEBP``) and BMP (``BM`` with zero reserved fields)."""
-    return (head.startswith((b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"II*\x00", b"MM\x00*"))
-            or (head.startswith(b"RIFF") and head[8:12] == b"WEBP")
-            or (head.startswith(b"BM") and len(head) >= 14 and head[6:10] == b"\x00\x00\x00\x00"))
+    return (
+        head.startswith((b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"II*\x00", b"MM\x00*"))
+        or (head.startswith(b"RIFF") and head[8:12] == b"WEBP")
+        or (head.startswith(b"BM") and len(head) >= 14 and head[6:10] == b"\x00\x00\x00\x00")
+    )
 
 
 def _riff_or_bmff(head: bytes) -> str | None:
     if head.startswith(b"RIFF") and len(head) >= 12:
-        return {b"WEBP": "a WebP image", b"WAVE": "a WAV audio file",
-                b"AVI ": "an AVI video"}.get(head[8:12], "a RIFF media file")
+        return {b"WEBP": "a WebP image", b"WAVE": "a WAV audio file", b"AVI ": "an AVI video"}.get(
+            head[8:12], "a RIFF media file"
+        )
     if head[4:8] == b"ftyp":
         brand = head[8:12]
         if brand in (b"heic", b"heix", b"mif1", b"msf1", b"avif"):
@@ -214,8 +261,9 @@ def _zip_kind(data: bytes, ext: str) -> str:
             kind = mimetype.rsplit(b".", 1)[-1].decode("ascii", "replace").removesuffix("-template")
             if kind in _ODF_FORMATS:
                 return _ODF_FORMATS[kind]
-            raise UnsupportedFile(f"unsupported: an OpenDocument {kind} file (only text, spreadsheet and"
-                                  " presentation documents are read)")
+            raise UnsupportedFile(
+                f"unsupported: an OpenDocument {kind} file (only text, spreadsheet and presentation documents are read)"
+            )
     if names is not None:
         found = set(names)
         for member, kind in _ZIP_KINDS:
@@ -232,9 +280,24 @@ def _zip_kind(data: bytes, ext: str) -> str:
         prefix = member.split("/")[0].encode() + b"/"
         if re.search(rb"PK\x03\x04.{26}" + re.escape(prefix), data, re.S):
             return _zip_result(kind)
-    by_ext = {".docx": "docx", ".docm": "docx", ".dotx": "docx", ".dotm": "docx", ".pptx": "pptx",
-              ".pptm": "pptx", ".ppsx": "pptx", ".potx": "pptx", ".xlsx": "xlsx", ".xlsm": "xlsx",
-              ".xltx": "xlsx", ".xltm": "xlsx", ".odt": "odt", ".ods": "ods", ".odp": "odp", ".epub": "epub"}
+    by_ext = {
+        ".docx": "docx",
+        ".docm": "docx",
+        ".dotx": "docx",
+        ".dotm": "docx",
+        ".pptx": "pptx",
+        ".pptm": "pptx",
+        ".ppsx": "pptx",
+        ".potx": "pptx",
+        ".xlsx": "xlsx",
+        ".xlsm": "xlsx",
+        ".xltx": "xlsx",
+        ".xltm": "xlsx",
+        ".odt": "odt",
+        ".ods": "ods",
+        ".odp": "odp",
+        ".epub": "epub",
+    }
     return by_ext.get(ext, "zip")  # the reader opens the whole file and says what it really is
 
 
@@ -268,18 +331,33 @@ def _ole2_kind(data: bytes, ext: str) -> str:
 
 # -- text-like ------------------------------------------------------------------------------------
 
-_HTML_START = re.compile(r"\A\s*(?:<\?xml[^>]*>\s*)?(?:<!--.*?-->\s*)*<(?:!doctype\s+html|html|head|body)\b",
-                         re.I | re.S)
-_SVG_START = re.compile(r"\A\s*(?:<\?xml[^>]*>\s*)?(?:<!--.*?-->\s*)*(?:<!doctype\s+svg[^>]*>\s*)?<svg\b",
-                        re.I | re.S)
+_HTML_START = re.compile(r"\A\s*(?:<\?xml[^>]*>\s*)?(?:<!--.*?-->\s*)*<(?:!doctype\s+html|html|head|body)\b", re.I | re.S)
+_SVG_START = re.compile(r"\A\s*(?:<\?xml[^>]*>\s*)?(?:<!--.*?-->\s*)*(?:<!doctype\s+svg[^>]*>\s*)?<svg\b", re.I | re.S)
 _MD_HINTS = re.compile(r"^(?:#{1,6}[ \t]+\S|```|~~~|\[[^\]]+\]:\s|(?:\*|-|\+)[ \t]+\S.*\n(?:\*|-|\+)[ \t]+\S)", re.M)
 _SETEXT = re.compile(r"^\S[^\n]*\n(?:=+|-{2,})[ \t]*$", re.M)
 
 
 #: Header fields that open a message (RFC 5322 §3.6, RFC 2045 MIME-Version, RFC 5321 trace fields).
-_MAIL_FIELDS = {"from", "to", "cc", "bcc", "subject", "date", "message-id", "mime-version", "received",
-                "return-path", "delivered-to", "reply-to", "sender", "in-reply-to", "references",
-                "content-type", "x-mailer", "user-agent"}
+_MAIL_FIELDS = {
+    "from",
+    "to",
+    "cc",
+    "bcc",
+    "subject",
+    "date",
+    "message-id",
+    "mime-version",
+    "received",
+    "return-path",
+    "delivered-to",
+    "reply-to",
+    "sender",
+    "in-reply-to",
+    "references",
+    "content-type",
+    "x-mailer",
+    "user-agent",
+}
 _FIELD = re.compile(r"([A-Za-z][A-Za-z0-9-]*):")
 #: The separator line of an mbox (RFC 4155): ``From `` then the envelope sender and a date.
 _MBOX_FROM = re.compile(r"From \S+ .*\d\d:\d\d")

@@ -98,26 +98,41 @@ def _check_zip(data: bytes) -> None:
 
 #: ISO/IEC 29500 Strict namespaces and the transitional ones python-docx knows (ISO/IEC 29500-4).
 #: The relationships entry covers the relationship types too (".../relationships/officeDocument").
-STRICT_NAMESPACES: tuple[tuple[bytes, bytes], ...] = tuple((a.encode(), b.encode()) for a, b in (
-    ("http://purl.oclc.org/ooxml/wordprocessingml/main", W_NS),
-    ("http://purl.oclc.org/ooxml/officeDocument/relationships",
-     "http://schemas.openxmlformats.org/officeDocument/2006/relationships"),
-    ("http://purl.oclc.org/ooxml/officeDocument/math", "http://schemas.openxmlformats.org/officeDocument/2006/math"),
-    ("http://purl.oclc.org/ooxml/officeDocument/sharedTypes",
-     "http://schemas.openxmlformats.org/officeDocument/2006/sharedTypes"),
-    ("http://purl.oclc.org/ooxml/officeDocument/customXml",
-     "http://schemas.openxmlformats.org/officeDocument/2006/customXml"),
-    ("http://purl.oclc.org/ooxml/officeDocument/extendedProperties",
-     "http://schemas.openxmlformats.org/officeDocument/2006/extended-properties"),
-    ("http://purl.oclc.org/ooxml/officeDocument/docPropsVTypes",
-     "http://schemas.openxmlformats.org/officeDocument/2006/docPropsVTypes"),
-    ("http://purl.oclc.org/ooxml/drawingml/main", "http://schemas.openxmlformats.org/drawingml/2006/main"),
-    ("http://purl.oclc.org/ooxml/drawingml/wordprocessingDrawing",
-     "http://schemas.openxmlformats.org/drawingml/2006/wordprocessingDrawing"),
-    ("http://purl.oclc.org/ooxml/drawingml/picture", "http://schemas.openxmlformats.org/drawingml/2006/picture"),
-    ("http://purl.oclc.org/ooxml/drawingml/chart", "http://schemas.openxmlformats.org/drawingml/2006/chart"),
-    ("http://purl.oclc.org/ooxml/drawingml/diagram", "http://schemas.openxmlformats.org/drawingml/2006/diagram"),
-))
+STRICT_NAMESPACES: tuple[tuple[bytes, bytes], ...] = tuple(
+    (a.encode(), b.encode())
+    for a, b in (
+        ("http://purl.oclc.org/ooxml/wordprocessingml/main", W_NS),
+        (
+            "http://purl.oclc.org/ooxml/officeDocument/relationships",
+            "http://schemas.openxmlformats.org/officeDocument/2006/relationships",
+        ),
+        ("http://purl.oclc.org/ooxml/officeDocument/math", "http://schemas.openxmlformats.org/officeDocument/2006/math"),
+        (
+            "http://purl.oclc.org/ooxml/officeDocument/sharedTypes",
+            "http://schemas.openxmlformats.org/officeDocument/2006/sharedTypes",
+        ),
+        (
+            "http://purl.oclc.org/ooxml/officeDocument/customXml",
+            "http://schemas.openxmlformats.org/officeDocument/2006/customXml",
+        ),
+        (
+            "http://purl.oclc.org/ooxml/officeDocument/extendedProperties",
+            "http://schemas.openxmlformats.org/officeDocument/2006/extended-properties",
+        ),
+        (
+            "http://purl.oclc.org/ooxml/officeDocument/docPropsVTypes",
+            "http://schemas.openxmlformats.org/officeDocument/2006/docPropsVTypes",
+        ),
+        ("http://purl.oclc.org/ooxml/drawingml/main", "http://schemas.openxmlformats.org/drawingml/2006/main"),
+        (
+            "http://purl.oclc.org/ooxml/drawingml/wordprocessingDrawing",
+            "http://schemas.openxmlformats.org/drawingml/2006/wordprocessingDrawing",
+        ),
+        ("http://purl.oclc.org/ooxml/drawingml/picture", "http://schemas.openxmlformats.org/drawingml/2006/picture"),
+        ("http://purl.oclc.org/ooxml/drawingml/chart", "http://schemas.openxmlformats.org/drawingml/2006/chart"),
+        ("http://purl.oclc.org/ooxml/drawingml/diagram", "http://schemas.openxmlformats.org/drawingml/2006/diagram"),
+    )
+)
 
 
 def strict_to_transitional(data: bytes) -> bytes:
@@ -150,16 +165,29 @@ def _xml(part) -> etree._Element | None:
 
 
 def _related(part, reltype: str) -> list:
-    return [rel.target_part for rel in part.rels.values()
-            if rel.reltype == _RT + reltype and not rel.is_external]
+    return [rel.target_part for rel in part.rels.values() if rel.reltype == _RT + reltype and not rel.is_external]
 
 
 # -- numbering ------------------------------------------------------------------------------------
 
+
 def _roman(n: int) -> str:
     out = []
-    for value, digits in ((1000, "m"), (900, "cm"), (500, "d"), (400, "cd"), (100, "c"), (90, "xc"),
-                          (50, "l"), (40, "xl"), (10, "x"), (9, "ix"), (5, "v"), (4, "iv"), (1, "i")):
+    for value, digits in (
+        (1000, "m"),
+        (900, "cm"),
+        (500, "d"),
+        (400, "cd"),
+        (100, "c"),
+        (90, "xc"),
+        (50, "l"),
+        (40, "xl"),
+        (10, "x"),
+        (9, "ix"),
+        (5, "v"),
+        (4, "iv"),
+        (1, "i"),
+    ):
         while n >= value:
             out.append(digits)
             n -= value
@@ -288,6 +316,7 @@ def _int(value: str | None, default: int) -> int:
 
 # -- styles ---------------------------------------------------------------------------------------
 
+
 class _Styles:
     """Paragraph-style facts, following ``w:basedOn``: numbering, outline level, name."""
 
@@ -370,11 +399,32 @@ class _Styles:
 # -- the walk -------------------------------------------------------------------------------------
 
 #: Containers whose children are read as if they stood in place of the container.
-_TRANSPARENT_INLINE = {W + "hyperlink", W + "smartTag", W + "ins", W + "moveTo", W + "fldSimple",
-                       W + "customXml", W + "dir", W + "bdo", W + "sdtContent"}
-_SKIP_INLINE = {W + "pPr", W + "rPr", W + "del", W + "moveFrom", W + "proofErr", W + "bookmarkStart",
-                W + "bookmarkEnd", W + "commentRangeStart", W + "commentRangeEnd", W + "permStart",
-                W + "permEnd", W + "sdtPr", W + "sdtEndPr"}
+_TRANSPARENT_INLINE = {
+    W + "hyperlink",
+    W + "smartTag",
+    W + "ins",
+    W + "moveTo",
+    W + "fldSimple",
+    W + "customXml",
+    W + "dir",
+    W + "bdo",
+    W + "sdtContent",
+}
+_SKIP_INLINE = {
+    W + "pPr",
+    W + "rPr",
+    W + "del",
+    W + "moveFrom",
+    W + "proofErr",
+    W + "bookmarkStart",
+    W + "bookmarkEnd",
+    W + "commentRangeStart",
+    W + "commentRangeEnd",
+    W + "permStart",
+    W + "permEnd",
+    W + "sdtPr",
+    W + "sdtEndPr",
+}
 
 
 _NOTE_KINDS = ("footnote", "endnote")
@@ -434,8 +484,11 @@ class _Reader:
         title = self._core_title() or self.title
         self.warnings.extend(self._left_out_warnings())
         for what, n in sorted(self.skipped.items()):
-            self.warnings.append(f"{n} {what}{'' if n == 1 else 's'} not read" if not what.startswith("embedded part")
-                                 else f"{what} not read" + (f" ({n} times)" if n > 1 else ""))
+            self.warnings.append(
+                f"{n} {what}{'' if n == 1 else 's'} not read"
+                if not what.startswith("embedded part")
+                else f"{what} not read" + (f" ({n} times)" if n > 1 else "")
+            )
         empty = "no text: this Word document has no text (images or empty tables only?)"
         return self.builder.build("docx", empty=empty, title=title, warnings=self.warnings)
 
@@ -451,12 +504,16 @@ class _Reader:
         for kind in ("header", "footer"):
             n = self.left_out[f"first {kind}"]
             if n:
-                out.append(f"{n} first-page {kind}{'' if n == 1 else 's'} left out: the section has no different"
-                           " first page, so Word does not show it")
+                out.append(
+                    f"{n} first-page {kind}{'' if n == 1 else 's'} left out: the section has no different"
+                    " first page, so Word does not show it"
+                )
             n = self.left_out[f"even {kind}"]
             if n:
-                out.append(f"{n} even-page {kind}{'' if n == 1 else 's'} left out: the document does not use"
-                           " different odd and even pages, so Word does not show it")
+                out.append(
+                    f"{n} even-page {kind}{'' if n == 1 else 's'} left out: the document does not use"
+                    " different odd and even pages, so Word does not show it"
+                )
         return out
 
     # notes, comments, embedded parts
@@ -552,7 +609,7 @@ class _Reader:
         here = self._heading()
         for section in doc.sections:
             heading = " > ".join(h for h in (here, section.heading) if h) or None
-            self.builder.add(doc.text[section.char_start:section.char_end], heading=heading)
+            self.builder.add(doc.text[section.char_start : section.char_end], heading=heading)
         self.warnings.extend(f"embedded part: {w}" for w in doc.warnings)
 
     def _core_title(self) -> str | None:

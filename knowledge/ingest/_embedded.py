@@ -28,12 +28,10 @@ _CFB = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 _TARGET = re.compile(rb'Target="([^"]+)"')
 
 #: Streams of a Compound File that make it a legacy Office file of its own, with the extension.
-LEGACY_STREAMS = (("WordDocument", ".doc"), ("Workbook", ".xls"), ("Book", ".xls"),
-                  ("PowerPoint Document", ".ppt"))
+LEGACY_STREAMS = (("WordDocument", ".doc"), ("Workbook", ".xls"), ("Book", ".xls"), ("PowerPoint Document", ".ppt"))
 
 
-def ooxml_embeddings(zf: zipfile.ZipFile, part_prefix: str,
-                     warnings: list[str] | None = None) -> list[tuple[str, bytes]]:
+def ooxml_embeddings(zf: zipfile.ZipFile, part_prefix: str, warnings: list[str] | None = None) -> list[tuple[str, bytes]]:
     """The files embedded under ``{part_prefix}embeddings/`` (``part_prefix`` is ``"word/"``,
     ``"ppt/"`` or ``"xl/"``) as ``(display name, bytes)``, in part-name order, OLE objects unwrapped
     (:func:`unwrap_ole`). Chart data workbooks are left out. What cannot be unwrapped is named in
@@ -73,8 +71,9 @@ def chart_data_parts(zf: zipfile.ZipFile, part_prefix: str) -> set[str]:
     return found
 
 
-def unwrap_ole(blob: bytes, name: str, warnings: list[str] | None = None, *,
-               label: str | None = None) -> tuple[str, bytes] | None:
+def unwrap_ole(
+    blob: bytes, name: str, warnings: list[str] | None = None, *, label: str | None = None
+) -> tuple[str, bytes] | None:
     """``(display name, bytes)`` of the file inside an embedded part called ``name``: the part itself
     when it is not a Compound File; else the file the OLE object holds (see the module's text).
     Stream names are matched case-insensitively ([MS-CFB] §2.6.4). A file taken from a stream is
@@ -143,7 +142,7 @@ def _user_type(ole: olefile.OleFileIO) -> str | None:
     (size,) = struct.unpack_from("<I", data, 28)
     if not 0 < size < 256 or 32 + size > len(data):
         return None
-    return clean_line(data[32:32 + size].rstrip(b"\x00").decode("cp1252", "replace")) or None
+    return clean_line(data[32 : 32 + size].rstrip(b"\x00").decode("cp1252", "replace")) or None
 
 
 def parse_ole10native(data: bytes, stem: str) -> tuple[str, bytes]:
@@ -157,7 +156,7 @@ def parse_ole10native(data: bytes, stem: str) -> tuple[str, bytes]:
         pos += 4  # reserved: 0x00030000 (embedded) or 0x00010000 (linked)
         (temp_len,) = struct.unpack_from("<I", data, pos)
         pos += 4
-        temp = data[pos:pos + temp_len].rstrip(b"\x00")
+        temp = data[pos : pos + temp_len].rstrip(b"\x00")
         pos += temp_len
         (size,) = struct.unpack_from("<I", data, pos)
         pos += 4
@@ -166,11 +165,11 @@ def parse_ole10native(data: bytes, stem: str) -> tuple[str, bytes]:
         for raw in (label, temp, source):
             file_name = clean_line(raw.decode("cp1252", "replace").replace("\\", "/").rsplit("/", 1)[-1])
             if file_name:
-                return file_name, data[pos:pos + size]
-        return stem, data[pos:pos + size]
+                return file_name, data[pos : pos + size]
+        return stem, data[pos : pos + size]
     except (struct.error, ValueError):
         (total,) = struct.unpack_from("<I", data, 0) if len(data) >= 4 else (0,)
-        return stem, data[4:4 + total] if 0 < total <= len(data) - 4 else data[4:]
+        return stem, data[4 : 4 + total] if 0 < total <= len(data) - 4 else data[4:]
 
 
 def _cstring(data: bytes, pos: int) -> tuple[bytes, int]:

@@ -95,8 +95,9 @@ class _Book:
         titles: dict[str, str] = {}
         if opf is None:
             self.warnings.append("no package document (OPF): the content documents are read in name order")
-            order = sorted(n for n in self.names if n.lower().endswith(_CONTENT_EXTS)
-                           and not n.startswith(("META-INF/", "__MACOSX/")))
+            order = sorted(
+                n for n in self.names if n.lower().endswith(_CONTENT_EXTS) and not n.startswith(("META-INF/", "__MACOSX/"))
+            )
         else:
             base = posixpath.dirname(opf_name or "")
             meta = opf.find(_OPF + "metadata")
@@ -123,8 +124,9 @@ class _Book:
             _append(builder, doc, label, position)
         if len(order) > MAX_DOCUMENTS:
             self.warnings.append(f"only the first {MAX_DOCUMENTS} of {len(order)} content documents are read")
-        return builder.build("epub", empty="no text: this EPUB has no text", title=title, warnings=self.warnings,
-                             attributes=attributes)
+        return builder.build(
+            "epub", empty="no text: this EPUB has no text", title=title, warnings=self.warnings, attributes=attributes
+        )
 
     def _opf_name(self) -> str | None:
         container = self.xml("META-INF/container.xml")
@@ -170,11 +172,14 @@ class _Book:
                 idref = ref.get("idref") or ""
                 entry = items.get(idref)
                 if entry is None:
-                    self.warnings.append(f"the reading order's item {number} ({one_line(idref)[:80] or 'no id'})"
-                                         " is not in the book's manifest: skipped")
+                    self.warnings.append(
+                        f"the reading order's item {number} ({one_line(idref)[:80] or 'no id'})"
+                        " is not in the book's manifest: skipped"
+                    )
                 elif entry[0] not in self.names:
-                    self.warnings.append(f"the reading order's item {number} ({one_line(entry[0])[:200]}) is"
-                                         " missing from the book: skipped")
+                    self.warnings.append(
+                        f"the reading order's item {number} ({one_line(entry[0])[:200]}) is missing from the book: skipped"
+                    )
                 elif content(entry) and entry[0] not in order:
                     order.append(entry[0])
         for key in manifest_order:  # content documents outside the spine (notes, appendices)
@@ -228,8 +233,9 @@ class _Book:
             for ref in data.iter("{*}CipherReference"):
                 encrypted.add(posixpath.normpath(unquote(ref.get("URI") or "")))
         if encrypted & set(order):
-            raise UnsupportedFile("unsupported: this EPUB is protected by DRM (its chapters are encrypted);"
-                                  " only DRM-free e-books can be read")
+            raise UnsupportedFile(
+                "unsupported: this EPUB is protected by DRM (its chapters are encrypted); only DRM-free e-books can be read"
+            )
 
 
 def _first(parent: etree._Element, tag: str) -> str | None:

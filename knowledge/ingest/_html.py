@@ -27,13 +27,73 @@ from knowledge.ingest.document import Document
 
 # not "head": html.parser nests a body into a head that was never closed; head's own children
 # (title, meta, link, style, script) are skipped or have no text anyway
-_SKIP = {"script", "style", "noscript", "template", "svg", "math", "canvas", "iframe", "object",
-         "embed", "select", "datalist", "button", "audio", "video", "map"}
-_BLOCK = {"address", "article", "aside", "blockquote", "body", "center", "dd", "details", "dialog", "dir",
-          "div", "dl", "dt", "fieldset", "figcaption", "figure", "footer", "form", "header", "hgroup",
-          "hr", "html", "legend", "li", "main", "menu", "nav", "ol", "p", "pre", "section", "summary",
-          "table", "ul", "caption", "tr", "td", "th", "thead", "tbody", "tfoot", "h1", "h2", "h3", "h4",
-          "h5", "h6"}
+_SKIP = {
+    "script",
+    "style",
+    "noscript",
+    "template",
+    "svg",
+    "math",
+    "canvas",
+    "iframe",
+    "object",
+    "embed",
+    "select",
+    "datalist",
+    "button",
+    "audio",
+    "video",
+    "map",
+}
+_BLOCK = {
+    "address",
+    "article",
+    "aside",
+    "blockquote",
+    "body",
+    "center",
+    "dd",
+    "details",
+    "dialog",
+    "dir",
+    "div",
+    "dl",
+    "dt",
+    "fieldset",
+    "figcaption",
+    "figure",
+    "footer",
+    "form",
+    "header",
+    "hgroup",
+    "hr",
+    "html",
+    "legend",
+    "li",
+    "main",
+    "menu",
+    "nav",
+    "ol",
+    "p",
+    "pre",
+    "section",
+    "summary",
+    "table",
+    "ul",
+    "caption",
+    "tr",
+    "td",
+    "th",
+    "thead",
+    "tbody",
+    "tfoot",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+}
 _HEADING = re.compile(r"h([1-6])")
 _WHITESPACE = re.compile(r"[ \t\n\r\f]+")
 _DISPLAY_NONE = re.compile(r"display\s*:\s*none", re.I)
@@ -59,15 +119,12 @@ def read_html(text: str) -> Document:
     if not title:
         title = walker.first_h1
     warnings = [f"{n} {what}{'' if n == 1 else 's'} not read (content from elsewhere)" for what, n in skipped.items()]
-    return walker.builder.build("html", empty="no text: the HTML page has no visible text", title=title,
-                                warnings=warnings)
+    return walker.builder.build("html", empty="no text: the HTML page has no visible text", title=title, warnings=warnings)
 
 
 #: Elements whose content lives elsewhere (another page, a plugin): named in the warnings.
-_EMBEDDED = {"iframe": "embedded frame (iframe)", "object": "embedded object", "embed": "embedded object",
-             "frame": "frame"}
-_TEXT_INPUTS = {"", "text", "search", "email", "url", "tel", "number", "date", "datetime-local", "month",
-                "week", "time"}
+_EMBEDDED = {"iframe": "embedded frame (iframe)", "object": "embedded object", "embed": "embedded object", "frame": "frame"}
+_TEXT_INPUTS = {"", "text", "search", "email", "url", "tel", "number", "date", "datetime-local", "month", "week", "time"}
 
 
 def _count_embedded(soup) -> dict[str, int]:
@@ -248,8 +305,11 @@ def remove_invisible(soup) -> None:
             if isinstance(child, Tag):
                 attrs = child.attrs or {}
                 values = declared.get(id(child), {})
-                if ("hidden" in attrs or str(attrs.get("aria-hidden", "")).strip().lower() == "true"
-                        or any(values.get(p) in v for p, v in _SUBTREE_HIDDEN.items())):
+                if (
+                    "hidden" in attrs
+                    or str(attrs.get("aria-hidden", "")).strip().lower() == "true"
+                    or any(values.get(p) in v for p, v in _SUBTREE_HIDDEN.items())
+                ):
                     doomed.append(child)
                     continue
                 mine = dict(inherited)
@@ -258,8 +318,7 @@ def remove_invisible(soup) -> None:
                     if value is not None and value not in ("inherit", "unset"):
                         mine[prop] = value
                 walk(child, mine)
-            elif isinstance(child, NavigableString) and any(
-                    inherited.get(p) in v for p, v in _INHERITED_HIDDEN.items()):
+            elif isinstance(child, NavigableString) and any(inherited.get(p) in v for p, v in _INHERITED_HIDDEN.items()):
                 strings.append(child)
 
     walk(soup, {})
@@ -294,8 +353,7 @@ def _cascade(soup) -> dict[int, dict[str, str]]:
         for tag, name, value, important, specificity in _rule_matches(soup, rules):
             offer(tag, name, value, important, (0, *specificity))
     for tag in soup.find_all(style=True):
-        for decl in tinycss2.parse_declaration_list(str(tag.get("style")), skip_comments=True,
-                                                    skip_whitespace=True):
+        for decl in tinycss2.parse_declaration_list(str(tag.get("style")), skip_comments=True, skip_whitespace=True):
             if getattr(decl, "type", None) == "declaration" and decl.lower_name in _PROPERTIES:
                 offer(tag, decl.lower_name, _value(decl), decl.important, _INLINE)
     return {tid: {name: v for name, (_, v) in props.items()} for tid, props in best.items()}
@@ -322,9 +380,11 @@ def _rule_matches(soup, rules):
             continue
         if kind != "qualified-rule":
             continue
-        declarations = [d for d in tinycss2.parse_blocks_contents(rule.content, skip_comments=True,
-                                                                    skip_whitespace=True)
-                        if getattr(d, "type", None) == "declaration" and d.lower_name in _PROPERTIES]
+        declarations = [
+            d
+            for d in tinycss2.parse_blocks_contents(rule.content, skip_comments=True, skip_whitespace=True)
+            if getattr(d, "type", None) == "declaration" and d.lower_name in _PROPERTIES
+        ]
         if not declarations:
             continue
         try:

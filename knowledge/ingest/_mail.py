@@ -42,12 +42,24 @@ from knowledge.ingest.document import Document
 #: Declared charsets read with the superset mail clients actually write (a "GB2312" mail often has
 #: GBK characters, "Big5" ones Windows cp950 extensions, "us-ascii"/"iso-8859-1" Windows-1252 ones).
 CHARSET_SUPERSETS = {
-    "gb2312": "gb18030", "gbk": "gb18030", "x-gbk": "gb18030", "euc-cn": "gb18030",
-    "big5": "cp950", "x-big5": "cp950",
-    "shift_jis": "cp932", "shift-jis": "cp932", "sjis": "cp932", "x-sjis": "cp932",
+    "gb2312": "gb18030",
+    "gbk": "gb18030",
+    "x-gbk": "gb18030",
+    "euc-cn": "gb18030",
+    "big5": "cp950",
+    "x-big5": "cp950",
+    "shift_jis": "cp932",
+    "shift-jis": "cp932",
+    "sjis": "cp932",
+    "x-sjis": "cp932",
     "iso-2022-jp": "iso2022_jp_ext",
-    "euc-kr": "cp949", "ks_c_5601-1987": "cp949", "ks_c_5601": "cp949",
-    "us-ascii": "cp1252", "ascii": "cp1252", "iso-8859-1": "cp1252", "latin1": "cp1252",
+    "euc-kr": "cp949",
+    "ks_c_5601-1987": "cp949",
+    "ks_c_5601": "cp949",
+    "us-ascii": "cp1252",
+    "ascii": "cp1252",
+    "iso-8859-1": "cp1252",
+    "latin1": "cp1252",
     "latin-1": "cp1252",
 }
 
@@ -56,6 +68,7 @@ _EMPTY = "no text: the mail has no subject, body or readable attachment"
 
 
 # -- entry points ---------------------------------------------------------------------------------
+
 
 def read_eml(data: bytes, read_part: ReadPart) -> Document:
     """Read one RFC 5322 mail (a leading mbox ``From `` envelope line is tolerated).
@@ -71,8 +84,7 @@ def read_eml(data: bytes, read_part: ReadPart) -> Document:
     message = _parse(data)
     builder = Builder()
     _Mail(builder, read_part).message(message, None, depth=0)
-    return builder.build("eml", empty=_EMPTY, title=_header(message, "Subject") or None,
-                         attributes=_attributes(message))
+    return builder.build("eml", empty=_EMPTY, title=_header(message, "Subject") or None, attributes=_attributes(message))
 
 
 def read_mbox(data: bytes, read_part: ReadPart) -> Document:
@@ -104,9 +116,12 @@ def read_mbox(data: bytes, read_part: ReadPart) -> Document:
     for number, message in enumerate(messages, start=1):
         mail.message(message, None, depth=0, untitled=f"message {number}")
     single = messages[0] if len(messages) == 1 else None
-    return builder.build("mbox", empty="no text: the mailbox has no message with text",
-                         title=_header(single, "Subject") or None if single else None,
-                         attributes=_attributes(single) if single else None)
+    return builder.build(
+        "mbox",
+        empty="no text: the mailbox has no message with text",
+        title=_header(single, "Subject") or None if single else None,
+        attributes=_attributes(single) if single else None,
+    )
 
 
 def read_msg(data: bytes, read_part: ReadPart) -> Document:
@@ -137,6 +152,7 @@ def read_msg(data: bytes, read_part: ReadPart) -> Document:
 
 
 # -- RFC 5322 / MIME ------------------------------------------------------------------------------
+
 
 def _parse(data: bytes) -> EmailMessage:
     message = email.message_from_bytes(data, policy=policy.default)
@@ -320,6 +336,7 @@ class _Mail:
     def _alternative(self, children: list, heading: str | None, *, depth: int) -> None:
         """RFC 2046 §5.1.4: the alternatives are in increasing faithfulness; the HTML one is kept
         (directly or as the root of a ``multipart/related``), else the last one."""
+
         def has_html(p: Message) -> bool:
             return any(q.get_content_type() == "text/html" for q in p.walk())
 
@@ -411,6 +428,7 @@ def _filename(part: Message) -> str:
 
 # -- Outlook .msg ---------------------------------------------------------------------------------
 
+
 def _safe(call):
     try:
         return call()
@@ -467,8 +485,14 @@ class _Outlook:
         return None
 
     def attachment(self, att, heading: str | None, inline: set[str], *, depth: int) -> None:
-        name = one_line(str(_safe(lambda: att.longFilename) or _safe(lambda: att.shortFilename)
-                            or _safe(lambda: att.displayName) or "attachment"))
+        name = one_line(
+            str(
+                _safe(lambda: att.longFilename)
+                or _safe(lambda: att.shortFilename)
+                or _safe(lambda: att.displayName)
+                or "attachment"
+            )
+        )
         if _safe(lambda: att.hidden):
             return
         cid = _safe(lambda: att.contentId)
@@ -487,5 +511,3 @@ class _Outlook:
             self.builder.warnings.append(f"{label}: not read: the attachment has no data")
             return
         _add_attachment(self.builder, self.read_part, bytes(data), name, heading)
-
-

@@ -27,8 +27,10 @@ from knowledge.ingest.document import Document
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\n(?P<body>.*?\n)(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.S)
 _COMMENT = re.compile(r"\A\s*<!--.*-->\s*\Z", re.S)
 # mdBook's preprocessor directives (a leading backslash escapes one: mdBook shows it as written)
-_MDBOOK = re.compile(r"(?<!\\)\{\{#(?P<name>include|rustdoc_include|playground|playpen|title|template)\b"
-                     r"(?P<arg>[^{}\n]*)\}\}")
+_MDBOOK = re.compile(
+    r"(?<!\\)\{\{#(?P<name>include|rustdoc_include|playground|playpen|title|template)\b"
+    r"(?P<arg>[^{}\n]*)\}\}"
+)
 
 _PARSER = None
 
@@ -55,7 +57,7 @@ def read_markdown(text: str) -> Document:
     if fm:
         attributes = front_matter(fm.group("body"))
         if attributes:
-            text = text[fm.end():]
+            text = text[fm.end() :]
             t = attributes.get("title")
             title = str(t) if t not in (None, "") else None
     lines = text.split("\n")
@@ -96,7 +98,7 @@ def read_markdown(text: str) -> Document:
         title = directive_title
     if title is None and headings:
         first_h1 = next((h for h in headings if h[1] == 1), None)
-        starts_with_heading = not any(ln.strip() for ln in lines[:headings[0][0]])
+        starts_with_heading = not any(ln.strip() for ln in lines[: headings[0][0]])
         if first_h1 is not None:
             title = first_h1[2]
         elif starts_with_heading:
@@ -123,10 +125,14 @@ def read_markdown(text: str) -> Document:
             while last > first + 1 and not lines[last].strip():
                 last -= 1
             if a <= first and last < b and last > first + 1 and all(n in offsets for n in (first, first + 1, last)):
-                builder.record_table(start + offsets[first], start + offsets[first + 1] + len(lines[first + 1]),
-                                     start + offsets[last] + len(lines[last]))
-    return builder.build("markdown", empty="no text: the Markdown file is empty", title=title,
-                         attributes=attributes, warnings=warnings)
+                builder.record_table(
+                    start + offsets[first],
+                    start + offsets[first + 1] + len(lines[first + 1]),
+                    start + offsets[last] + len(lines[last]),
+                )
+    return builder.build(
+        "markdown", empty="no text: the Markdown file is empty", title=title, attributes=attributes, warnings=warnings
+    )
 
 
 def front_matter(body: str) -> dict:
@@ -163,8 +169,7 @@ def _scalar(value):
     return one_line(str(value))
 
 
-def _drop_mdbook(lines: list[str], dropped: set[int], fences: list[tuple[int, int]],
-                 warnings: list[str]) -> str | None:
+def _drop_mdbook(lines: list[str], dropped: set[int], fences: list[tuple[int, int]], warnings: list[str]) -> str | None:
     """Remove mdBook directives from ``lines`` in place: a line left blank joins ``dropped``, and so
     does a fence left with nothing inside; one warning names the directives dropped (the first three
     as written, then how many more). Returns the text of the first ``{{#title ...}}``, if any."""
@@ -194,8 +199,10 @@ def _drop_mdbook(lines: list[str], dropped: set[int], fences: list[tuple[int, in
             dropped.update(range(start, end))
     if found:
         shown = ", ".join(found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
-        warnings.append(f"{len(found)} mdBook directive{'' if len(found) == 1 else 's'} dropped "
-                        f"(the files they name are not given): {shown}")
+        warnings.append(
+            f"{len(found)} mdBook directive{'' if len(found) == 1 else 's'} dropped "
+            f"(the files they name are not given): {shown}"
+        )
     return title
 
 
@@ -252,7 +259,6 @@ def _visible_html(html: str) -> str | None:
     """The visible text of an HTML block when the block hides some of its text or shows none (an
     anchor such as ``<a id="old-heading"></a>``: ``""``), else ``None``."""
     from bs4 import BeautifulSoup  # noqa: PLC0415 - heavy, HTML only
-
 
     soup = BeautifulSoup(html, "html.parser")
     before = soup.get_text()

@@ -23,32 +23,89 @@ from fractions import Fraction
 
 #: Built-in number formats by id (ECMA-376 Part 1 §18.8.30, the en-US rendering Excel uses).
 BUILTIN_FORMATS: dict[int, str] = {
-    0: "General", 1: "0", 2: "0.00", 3: "#,##0", 4: "#,##0.00",
-    5: '"$"#,##0_);("$"#,##0)', 6: '"$"#,##0_);[Red]("$"#,##0)',
-    7: '"$"#,##0.00_);("$"#,##0.00)', 8: '"$"#,##0.00_);[Red]("$"#,##0.00)',
-    9: "0%", 10: "0.00%", 11: "0.00E+00", 12: "# ?/?", 13: "# ??/??",
-    14: "m/d/yy", 15: "d-mmm-yy", 16: "d-mmm", 17: "mmm-yy", 18: "h:mm AM/PM", 19: "h:mm:ss AM/PM",
-    20: "h:mm", 21: "h:mm:ss", 22: "m/d/yy h:mm",
-    27: "yyyy/m/d", 28: "m/d", 29: "m/d", 30: "m/d/yy", 31: "yyyy/m/d", 32: "h:mm", 33: "h:mm:ss",
-    34: "h:mm", 35: "h:mm:ss", 36: "yyyy/m/d",
-    37: "#,##0_);(#,##0)", 38: "#,##0_);[Red](#,##0)", 39: "#,##0.00_);(#,##0.00)",
+    0: "General",
+    1: "0",
+    2: "0.00",
+    3: "#,##0",
+    4: "#,##0.00",
+    5: '"$"#,##0_);("$"#,##0)',
+    6: '"$"#,##0_);[Red]("$"#,##0)',
+    7: '"$"#,##0.00_);("$"#,##0.00)',
+    8: '"$"#,##0.00_);[Red]("$"#,##0.00)',
+    9: "0%",
+    10: "0.00%",
+    11: "0.00E+00",
+    12: "# ?/?",
+    13: "# ??/??",
+    14: "m/d/yy",
+    15: "d-mmm-yy",
+    16: "d-mmm",
+    17: "mmm-yy",
+    18: "h:mm AM/PM",
+    19: "h:mm:ss AM/PM",
+    20: "h:mm",
+    21: "h:mm:ss",
+    22: "m/d/yy h:mm",
+    27: "yyyy/m/d",
+    28: "m/d",
+    29: "m/d",
+    30: "m/d/yy",
+    31: "yyyy/m/d",
+    32: "h:mm",
+    33: "h:mm:ss",
+    34: "h:mm",
+    35: "h:mm:ss",
+    36: "yyyy/m/d",
+    37: "#,##0_);(#,##0)",
+    38: "#,##0_);[Red](#,##0)",
+    39: "#,##0.00_);(#,##0.00)",
     40: "#,##0.00_);[Red](#,##0.00)",
     41: '_(* #,##0_);_(* \\(#,##0\\);_(* "-"_);_(@_)',
     42: '_("$"* #,##0_);_("$"* \\(#,##0\\);_("$"* "-"_);_(@_)',
     43: '_(* #,##0.00_);_(* \\(#,##0.00\\);_(* "-"??_);_(@_)',
     44: '_("$"* #,##0.00_);_("$"* \\(#,##0.00\\);_("$"* "-"??_);_(@_)',
-    45: "mm:ss", 46: "[h]:mm:ss", 47: "mm:ss.0", 48: "##0.0E+0", 49: "@",
-    50: "yyyy/m/d", 51: "m/d", 52: "yyyy/m/d", 53: "m/d", 54: "m/d", 55: "yyyy/m/d", 56: "yyyy/m/d",
-    57: "yyyy/m/d", 58: "m/d", 59: "t0", 60: "t0.00", 61: "t#,##0", 62: "t#,##0.00",
-    67: "t0%", 68: "t0.00%", 69: "t# ?/?", 70: "t# ??/??",
+    45: "mm:ss",
+    46: "[h]:mm:ss",
+    47: "mm:ss.0",
+    48: "##0.0E+0",
+    49: "@",
+    50: "yyyy/m/d",
+    51: "m/d",
+    52: "yyyy/m/d",
+    53: "m/d",
+    54: "m/d",
+    55: "yyyy/m/d",
+    56: "yyyy/m/d",
+    57: "yyyy/m/d",
+    58: "m/d",
+    59: "t0",
+    60: "t0.00",
+    61: "t#,##0",
+    62: "t#,##0.00",
+    67: "t0%",
+    68: "t0.00%",
+    69: "t# ?/?",
+    70: "t# ??/??",
     81: "d/m/bb",
 }
 
 #: Windows' system long date and time (``[$-F800]``, ``[$-F400]``), in en-US.
 _SYSTEM_FORMATS = {"F800": "dddd, mmmm d, yyyy", "F400": "h:mm:ss AM/PM"}
 
-_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
-           "October", "November", "December")
+_MONTHS = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
 _DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 
 _SYSTEM_TAG = re.compile(r"\[\$-(F800|F400)\]", re.I)
@@ -122,6 +179,7 @@ def general(value: float) -> str:
 
 # -- parsing --------------------------------------------------------------------------------------
 
+
 def _split_sections(code: str) -> list[str]:
     sections, current, i = [], [], 0
     while i < len(code):
@@ -133,7 +191,7 @@ def _split_sections(code: str) -> list[str]:
             i = end
             continue
         if ch in "\\_*" and i + 1 < len(code):
-            current.append(code[i:i + 2])
+            current.append(code[i : i + 2])
             i += 2
             continue
         if ch == "[":
@@ -167,7 +225,7 @@ def _tokens(section: str) -> list[tuple[str, str]]:
         if ch == '"':
             end = section.find('"', i + 1)
             end = n if end < 0 else end
-            out.append(("lit", section[i + 1:end]))
+            out.append(("lit", section[i + 1 : end]))
             i = end + 1
         elif ch == "\\" and i + 1 < n:
             out.append(("lit", section[i + 1]))
@@ -180,7 +238,7 @@ def _tokens(section: str) -> list[tuple[str, str]]:
         elif ch == "[":
             end = section.find("]", i)
             end = n if end < 0 else end
-            inner = section[i + 1:end]
+            inner = section[i + 1 : end]
             low = inner.lower()
             if re.fullmatch(r"h+|m+|s+", low):
                 out.append(("date", f"[{low}]"))
@@ -201,7 +259,7 @@ def _tokens(section: str) -> list[tuple[str, str]]:
             out.append((ch, ch))
             i += 1
         elif ch in "eE" and i + 1 < n and section[i + 1] in "+-":
-            out.append(("exp", section[i:i + 2]))
+            out.append(("exp", section[i : i + 2]))
             i += 2
         elif rest[:5].upper() == "AM/PM":
             out.append(("date", "am/pm"))
@@ -248,8 +306,14 @@ def _choose(value: float, sections: list[str]) -> tuple[str, float, bool]:
 
 
 def _compare(value: float, op: str, limit: float) -> bool:
-    return {"<": value < limit, ">": value > limit, "=": value == limit, "<=": value <= limit,
-            ">=": value >= limit, "<>": value != limit}[op]
+    return {
+        "<": value < limit,
+        ">": value > limit,
+        "=": value == limit,
+        "<=": value <= limit,
+        ">=": value >= limit,
+        "<>": value != limit,
+    }[op]
 
 
 def _format(value: float, code: str, date1904: bool) -> str:
@@ -279,6 +343,7 @@ def _format(value: float, code: str, date1904: bool) -> str:
 
 # -- numbers --------------------------------------------------------------------------------------
 
+
 def _round_fixed(value: float, decimals: int) -> str:
     quantum = Decimal(1).scaleb(-decimals)
     return str(Decimal(repr(value)).quantize(quantum, rounding=ROUND_HALF_UP))
@@ -287,10 +352,10 @@ def _round_fixed(value: float, decimals: int) -> str:
 def _format_decimal(value: float, tokens: list[tuple[str, str]]) -> str:
     exp_at = next((i for i, (k, _) in enumerate(tokens) if k == "exp"), None)
     mantissa_tokens = tokens if exp_at is None else tokens[:exp_at]
-    exponent_tokens = [] if exp_at is None else tokens[exp_at + 1:]
+    exponent_tokens = [] if exp_at is None else tokens[exp_at + 1 :]
     dot = next((i for i, (k, _) in enumerate(mantissa_tokens) if k == "."), None)
     int_tokens = mantissa_tokens if dot is None else mantissa_tokens[:dot]
-    frac_tokens = [] if dot is None else mantissa_tokens[dot + 1:]
+    frac_tokens = [] if dot is None else mantissa_tokens[dot + 1 :]
     # Commas: between digits, a thousands separator; right after the last digit placeholder (before
     # or after the decimal point), a division by 1000 each.
     last_any = max((i for i, (k, _) in enumerate(mantissa_tokens) if k == "digit"), default=-1)
@@ -300,16 +365,16 @@ def _format_decimal(value: float, tokens: list[tuple[str, str]]) -> str:
         scale += 1
         i += 1
     if scale:
-        mantissa_tokens = mantissa_tokens[:last_any + 1] + mantissa_tokens[last_any + 1 + scale:]
+        mantissa_tokens = mantissa_tokens[: last_any + 1] + mantissa_tokens[last_any + 1 + scale :]
         dot = next((i for i, (k, _) in enumerate(mantissa_tokens) if k == "."), None)
         int_tokens = mantissa_tokens if dot is None else mantissa_tokens[:dot]
-        frac_tokens = [] if dot is None else mantissa_tokens[dot + 1:]
+        frac_tokens = [] if dot is None else mantissa_tokens[dot + 1 :]
     last_digit = max((i for i, (k, _) in enumerate(int_tokens) if k == "digit"), default=-1)
     first_digit = next((i for i, (k, _) in enumerate(int_tokens) if k == "digit"), 0)
     grouping = any(k == "," for k, _ in int_tokens[first_digit:last_digit])
     int_tokens = [t for j, t in enumerate(int_tokens) if t[0] != "," or j < first_digit]
     percent = sum(1 for k, _ in tokens if k == "%")
-    value = value * (100 ** percent) / (1000 ** scale)
+    value = value * (100**percent) / (1000**scale)
     frac_places = [tok for k, tok in frac_tokens if k == "digit"]
     if exp_at is not None:
         int_places = [tok for k, tok in int_tokens if k == "digit"]
@@ -339,10 +404,10 @@ def _scientific(value: float, int_places: list[str], decimals: int) -> tuple[flo
     exponent -= exponent % step if step > 1 else 0
     if step == 1:
         exponent -= max(0, len(int_places) - 1)
-    mantissa = value / (10 ** exponent)
+    mantissa = value / (10**exponent)
     if abs(float(_round_fixed(mantissa, decimals))) >= 10 ** (step if step > 1 else max(1, len(int_places))):
         exponent += step
-        mantissa = value / (10 ** exponent)
+        mantissa = value / (10**exponent)
     return mantissa, exponent
 
 
@@ -365,11 +430,11 @@ def _fill_integer(digits: str, int_tokens: list[tuple[str, str]], grouping: bool
         else:
             out[pos] = "0" if kind == "0" else " " if kind == "?" else ""
     if grouping:
-        span = "".join(out[places[0]:places[-1] + 1])
+        span = "".join(out[places[0] : places[-1] + 1])
         if span.strip().isdigit():
             padded = span.strip()
-            lead = span[:len(span) - len(span.lstrip())]
-            out[places[0]:places[-1] + 1] = [lead + _group(padded)]
+            lead = span[: len(span) - len(span.lstrip())]
+            out[places[0] : places[-1] + 1] = [lead + _group(padded)]
     return "".join(out)
 
 
@@ -377,7 +442,7 @@ def _group(digits: str) -> str:
     """``digits`` with a comma every three from the right, leading zeros kept."""
     head = len(digits) % 3
     groups = [digits[:head]] if head else []
-    groups += [digits[i:i + 3] for i in range(head, len(digits), 3)]
+    groups += [digits[i : i + 3] for i in range(head, len(digits), 3)]
     return ",".join(groups)
 
 
@@ -404,13 +469,14 @@ def _fill_fraction(digits: str, frac_tokens: list[tuple[str, str]]) -> str:
 def _fraction_shape(tokens: list[tuple[str, str]]) -> bool:
     slash = next(i for i, (k, _) in enumerate(tokens) if k == "/")
     return any(k == "digit" for k, _ in tokens[:slash]) and (
-        any(k == "digit" for k, _ in tokens[slash + 1:]) or
-        any(k == "lit" and tok.isdigit() for k, tok in tokens[slash + 1:]))
+        any(k == "digit" for k, _ in tokens[slash + 1 :])
+        or any(k == "lit" and tok.isdigit() for k, tok in tokens[slash + 1 :])
+    )
 
 
 def _format_fraction(value: float, tokens: list[tuple[str, str]]) -> str:
     slash = next(i for i, (k, _) in enumerate(tokens) if k == "/")
-    before, after = tokens[:slash], tokens[slash + 1:]
+    before, after = tokens[:slash], tokens[slash + 1 :]
     # The numerator is the last run of digit placeholders before the slash; digits before a
     # literal gap are the integer part ("# ?/?": integer, numerator).
     num_start = slash
@@ -435,8 +501,11 @@ def _format_fraction(value: float, tokens: list[tuple[str, str]]) -> str:
     parts = []
     if has_int:
         int_text = str(whole) if whole or num == 0 else ""
-        lead = "".join(tok for k, tok in int_tokens if k == "lit" and int_tokens.index((k, tok)) < next(
-            i for i, (kk, _) in enumerate(int_tokens) if kk == "digit"))
+        lead = "".join(
+            tok
+            for k, tok in int_tokens
+            if k == "lit" and int_tokens.index((k, tok)) < next(i for i, (kk, _) in enumerate(int_tokens) if kk == "digit")
+        )
         parts.append(lead + int_text)
         if num == 0:
             return (lead + str(whole)).strip() if whole else (lead + "0")
@@ -448,6 +517,7 @@ def _format_fraction(value: float, tokens: list[tuple[str, str]]) -> str:
 
 
 # -- dates ----------------------------------------------------------------------------------------
+
 
 def _to_datetime(serial: float, date1904: bool) -> datetime:
     if serial < 0 or serial >= 2958466:
@@ -465,7 +535,7 @@ def _format_date(value: float, tokens: list[tuple[str, str]], date1904: bool) ->
             while j < len(tokens) and tokens[j] == ("digit", "0"):
                 j += 1
             frac_digits = max(frac_digits, j - i - 1)
-    unit = 86400 * 10 ** frac_digits
+    unit = 86400 * 10**frac_digits
     ticks = int(Decimal(repr(value * unit)).quantize(Decimal(1), rounding=ROUND_HALF_UP))
     serial = ticks / unit
     leap_bug = not date1904 and 60 <= serial < 61  # Excel's 29 February 1900, a day that never was
@@ -483,7 +553,7 @@ def _format_date(value: float, tokens: list[tuple[str, str]], date1904: bool) ->
                 minute_at.add(i)
     out: list[str] = []
     skip_digits = 0
-    total_seconds = ticks / 10 ** frac_digits
+    total_seconds = ticks / 10**frac_digits
     for i, (kind, tok) in enumerate(tokens):
         if skip_digits and kind == "digit":
             skip_digits -= 1
@@ -494,7 +564,7 @@ def _format_date(value: float, tokens: list[tuple[str, str]], date1904: bool) ->
                 part = "29"
             out.append(part)
         elif kind == "." and frac_digits and i > 0 and tokens[i - 1][0] == "date":
-            fraction = ticks % (10 ** frac_digits)
+            fraction = ticks % (10**frac_digits)
             width = 0
             j = i + 1
             while j < len(tokens) and tokens[j] == ("digit", "0"):

@@ -95,6 +95,7 @@ class OcrPage:
 
 # -- the engine -----------------------------------------------------------------------------------
 
+
 class OcrEngine:
     """rapidocr-onnxruntime with our settings; :meth:`read` is serialised (the engine keeps per-call
     state, and each call already uses every core)."""
@@ -160,8 +161,7 @@ class OcrEngine:
                 continue
             x0, y0 = quad.min(0)
             x1, y1 = quad.max(0)
-            lines.append(OcrLine(text, max(0.0, min(1.0, float(score))),
-                                 (float(x0), float(y0), float(x1), float(y1))))
+            lines.append(OcrLine(text, max(0.0, min(1.0, float(score))), (float(x0), float(y0), float(x1), float(y1))))
         return OcrPage(layout(lines), lines)
 
     def _recognise(self, crops: list[np.ndarray]) -> list[tuple[str, float, list, list[float]]]:
@@ -177,7 +177,7 @@ class OcrEngine:
         order = np.argsort(np.array(ratios))
         out: list = [("", 0.0, [0, [], [], [], []], [])] * len(crops)
         for start in range(0, len(crops), rec.rec_batch_num):
-            batch = [int(i) for i in order[start:start + rec.rec_batch_num]]
+            batch = [int(i) for i in order[start : start + rec.rec_batch_num]]
             widest = max([img_w / img_h] + [ratios[i] for i in batch])
             norm = np.concatenate([rec.resize_norm_img(crops[i], widest)[np.newaxis, :] for i in batch])
             preds = rec.session(norm.astype(np.float32))[0]
@@ -190,7 +190,7 @@ class OcrEngine:
                     for k in range(1, len(text)):
                         a, b = columns[k - 1], columns[k]
                         if b > a + 1 and not text[k].isspace() and not text[k - 1].isspace():
-                            gaps[k] = float(preds[row, a + 1:b, space].max())
+                            gaps[k] = float(preds[row, a + 1 : b, space].max())
                 out[i] = (text, score, info, gaps)
         return out
 
@@ -214,8 +214,10 @@ def engine() -> OcrEngine:
 
 def _unavailable(exc: BaseException) -> str:
     reason = str(exc).strip().splitlines()[0] if str(exc).strip() else "it could not be loaded"
-    return (f"OCR unavailable: the package {OCR_PACKAGE} cannot be loaded on this platform ({reason});"
-            f" install it with `pip install {OCR_PACKAGE}` to read scans and images")
+    return (
+        f"OCR unavailable: the package {OCR_PACKAGE} cannot be loaded on this platform ({reason});"
+        f" install it with `pip install {OCR_PACKAGE}` to read scans and images"
+    )
 
 
 # -- segments, word spacing, character classes ------------------------------------------------------
@@ -298,8 +300,9 @@ def _same_line(a: tuple, b: tuple) -> bool:
     return gap < JOIN_GAP * min(ha, hb)
 
 
-def _inside(point: np.ndarray, centre: np.ndarray, along: np.ndarray, across: np.ndarray, length: float,
-            height: float) -> bool:
+def _inside(
+    point: np.ndarray, centre: np.ndarray, along: np.ndarray, across: np.ndarray, length: float, height: float
+) -> bool:
     d = point - centre
     return abs(float(d @ along)) <= length / 2.0 and abs(float(d @ across)) <= height / 2.0
 
@@ -342,8 +345,9 @@ _NO_SPACE_AFTER = set("([{")
 _CJK = re.compile(r"[\u3000-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 
 
-def recover_spaces(gray: np.ndarray, quad: np.ndarray, text: str, boxes: list, chars: list,
-                   gaps: list[float] | None = None) -> str:
+def recover_spaces(
+    gray: np.ndarray, quad: np.ndarray, text: str, boxes: list, chars: list, gaps: list[float] | None = None
+) -> str:
     """``text`` with the word spaces the recognition model dropped put back.
 
     Args:
@@ -391,7 +395,7 @@ def recover_spaces(gray: np.ndarray, quad: np.ndarray, text: str, boxes: list, c
     # fill a word gap
     dense = np.flatnonzero(counts >= 0.35 * counts.max())
     baseline = int(dense[-1]) if dense.size else int(rows[-1])
-    cols = np.asarray(ink[int(rows[0]): baseline + 1].any(axis=0))
+    cols = np.asarray(ink[int(rows[0]) : baseline + 1].any(axis=0))
     if any(b < a for a, b in itertools.pairwise(centres)):
         return text
     inked = np.flatnonzero(cols)
@@ -449,8 +453,7 @@ def _line_strip(gray: np.ndarray, quad: np.ndarray, boxes: list) -> tuple[np.nda
         return None
     target = np.array([[0, 0], [width, 0], [width, height], [0, height]], dtype=np.float32)
     matrix = cv2.getPerspectiveTransform(q, target)
-    strip = cv2.warpPerspective(gray, matrix, (width, height), flags=cv2.INTER_LINEAR,
-                                borderMode=cv2.BORDER_REPLICATE)
+    strip = cv2.warpPerspective(gray, matrix, (width, height), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
     mids = np.array([[np.asarray(b, dtype=np.float64).reshape(-1, 2).mean(0) for b in boxes]], dtype=np.float32)
     centres = [float(x) for x in cv2.perspectiveTransform(mids, matrix)[0, :, 0]]
     return strip, centres
@@ -529,15 +532,19 @@ def _fix_run(run: str) -> str:
     digit that is not itself a ring: "5o", "9o"), or lowercase letters but for the digit 0 (a
     letter that is not a bar or a ring at least)."""
     digits = [c for c in run if c.isdigit()]
-    if ((len(digits) >= 2 or any(c != "0" for c in digits)) and all(c.isdigit() or c in _AS_DIGIT for c in run)):
+    if (len(digits) >= 2 or any(c != "0" for c in digits)) and all(c.isdigit() or c in _AS_DIGIT for c in run):
         return "".join(_AS_DIGIT.get(c, c) for c in run)
-    if ("0" in run and all(c == "0" or (c.isalpha() and c.islower()) for c in run)
-            and any(c.isalpha() and c not in "lio" for c in run)):
+    if (
+        "0" in run
+        and all(c == "0" or (c.isalpha() and c.islower()) for c in run)
+        and any(c.isalpha() and c not in "lio" for c in run)
+    ):
         return "".join(_AS_LETTER.get(c, c) for c in run)
     return run
 
 
 # -- layout ---------------------------------------------------------------------------------------
+
 
 def layout(lines: list[OcrLine]) -> str:
     """Lines in reading order: boxes on one visual row joined with a space (left to right), rows
@@ -572,6 +579,7 @@ def layout(lines: list[OcrLine]) -> str:
 
 
 # -- images ---------------------------------------------------------------------------------------
+
 
 def _as_rgb(image: np.ndarray) -> np.ndarray:
     if image.ndim == 2:
@@ -631,11 +639,9 @@ def image_frames(data: bytes) -> tuple[str, int, Iterator[np.ndarray]]:
         raise UnsupportedFile(f"unreadable {_magic_name(data)} image (damaged or truncated?): {_reason(exc)}") from exc
     kind = _IMAGE_NAMES.get(img.format or "")
     if kind is None:
-        raise UnsupportedFile(f"unsupported: a {img.format or 'unknown'} image (OCR reads PNG, JPEG, TIFF,"
-                              " WebP and BMP)")
+        raise UnsupportedFile(f"unsupported: a {img.format or 'unknown'} image (OCR reads PNG, JPEG, TIFF, WebP and BMP)")
     if img.width * img.height > MAX_PIXELS:
-        raise UnsupportedFile(f"image too large to read: {img.width} x {img.height} pixels"
-                              f" (at most {MAX_PIXELS:,})")
+        raise UnsupportedFile(f"image too large to read: {img.width} x {img.height} pixels (at most {MAX_PIXELS:,})")
     count = int(getattr(img, "n_frames", 1) or 1)
 
     def frames() -> Iterator[np.ndarray]:
@@ -651,8 +657,13 @@ def image_frames(data: bytes) -> tuple[str, int, Iterator[np.ndarray]]:
 
 def _magic_name(data: bytes) -> str:
     """The image format its first bytes announce (for messages about images Pillow cannot open)."""
-    for magic, kind in ((b"\x89PNG", "PNG"), (b"\xff\xd8\xff", "JPEG"), (b"II*\x00", "TIFF"), (b"MM\x00*", "TIFF"),
-                        (b"BM", "BMP")):
+    for magic, kind in (
+        (b"\x89PNG", "PNG"),
+        (b"\xff\xd8\xff", "JPEG"),
+        (b"II*\x00", "TIFF"),
+        (b"MM\x00*", "TIFF"),
+        (b"BM", "BMP"),
+    ):
         if data.startswith(magic):
             return kind
     return "WebP" if data[8:12] == b"WEBP" else "an"
@@ -680,16 +691,19 @@ def read_image(data: bytes, *, on_page: OnPage | None = None) -> Document:
     for number, page in pages.items():
         builder.add(page.text, page=number)
     if builder.empty:
-        raise EmptyDocument(f"{NO_TEXT_EVEN_BY_OCR}: {'this' if count == 1 else 'no page of this'} {kind} image"
-                            f"{' has' if count == 1 else ''} no text OCR can read")
-    return builder.build("image", empty=NO_TEXT_EVEN_BY_OCR, pages=count,
-                         warnings=ocr_warnings(pages, image=count == 1))
+        raise EmptyDocument(
+            f"{NO_TEXT_EVEN_BY_OCR}: {'this' if count == 1 else 'no page of this'} {kind} image"
+            f"{' has' if count == 1 else ''} no text OCR can read"
+        )
+    return builder.build("image", empty=NO_TEXT_EVEN_BY_OCR, pages=count, warnings=ocr_warnings(pages, image=count == 1))
 
 
 # -- PDF pages ------------------------------------------------------------------------------------
 
-def render_pdf_pages(data: bytes, numbers: Iterable[int], *, password: str | None = None,
-                     dpi: int = DPI) -> Iterator[tuple[int, np.ndarray]]:
+
+def render_pdf_pages(
+    data: bytes, numbers: Iterable[int], *, password: str | None = None, dpi: int = DPI
+) -> Iterator[tuple[int, np.ndarray]]:
     """Render PDF pages (1-based ``numbers``) with pypdfium2: ``(number, (h, w, 3) uint8 RGB)``,
     white background, annotations and form fields drawn, at ``dpi`` dots per inch.
 
@@ -700,8 +714,10 @@ def render_pdf_pages(data: bytes, numbers: Iterable[int], *, password: str | Non
     try:
         import pypdfium2 as pdfium  # noqa: PLC0415 - heavy (PDFium), PDFs only
     except Exception as exc:
-        raise OcrUnavailable(f"OCR unavailable: the package pypdfium2 (renders PDF pages for OCR) cannot"
-                             f" be loaded ({_reason(exc)}); install it with `pip install pypdfium2`") from exc
+        raise OcrUnavailable(
+            f"OCR unavailable: the package pypdfium2 (renders PDF pages for OCR) cannot"
+            f" be loaded ({_reason(exc)}); install it with `pip install pypdfium2`"
+        ) from exc
 
     try:
         with PDFIUM_LOCK:
@@ -735,8 +751,9 @@ def _bitmap_rgb(image: np.ndarray, mode: str) -> np.ndarray:
     return np.ascontiguousarray(rgb)
 
 
-def ocr_pdf_pages(data: bytes, numbers: list[int], *, password: str | None = None,
-                  on_page: OnPage | None = None, dpi: int = DPI) -> dict[int, OcrPage]:
+def ocr_pdf_pages(
+    data: bytes, numbers: list[int], *, password: str | None = None, on_page: OnPage | None = None, dpi: int = DPI
+) -> dict[int, OcrPage]:
     """OCR the PDF pages ``numbers`` (1-based); pages where OCR found nothing are in the result with
     empty text. ``on_page(done, total)`` reports progress.
 
@@ -755,9 +772,16 @@ def ocr_pdf_pages(data: bytes, numbers: list[int], *, password: str | None = Non
     return out
 
 
-def ocr_missing_pages(data: bytes, pages: dict[int, str], problems: list[tuple[int, str]], marker: str, *,
-                      password: str | None = None, on_page: OnPage | None = None,
-                      dpi: int = DPI) -> tuple[list[tuple[int, str]], list[str]]:
+def ocr_missing_pages(
+    data: bytes,
+    pages: dict[int, str],
+    problems: list[tuple[int, str]],
+    marker: str,
+    *,
+    password: str | None = None,
+    on_page: OnPage | None = None,
+    dpi: int = DPI,
+) -> tuple[list[tuple[int, str]], list[str]]:
     """The PDF reader's hook: OCR the pages whose problem is ``marker`` (no text layer).
 
     Adds the text OCR reads to ``pages`` (``{page number: text}``, NFKC-cleaned; modified in place)
@@ -805,11 +829,14 @@ def ocr_warnings(pages: dict[int, OcrPage], *, image: bool = False) -> list[str]
     out = [f"{subject} by OCR, confidence {mean:.2f}"]
     low = [(n, line) for n, p in read.items() for line in p.low]
     if low:
-        shown = "; ".join(f"{'' if image else f'p. {n}: '}\"{_short(line.text)}\" ({line.confidence:.2f})"
-                          for n, line in low[:5])
+        shown = "; ".join(
+            f'{"" if image else f"p. {n}: "}"{_short(line.text)}" ({line.confidence:.2f})' for n, line in low[:5]
+        )
         more = f"; and {len(low) - 5} more" if len(low) > 5 else ""
-        out.append(f"{len(low)} line{'s' if len(low) != 1 else ''} read by OCR with low confidence"
-                   f" (under {LOW_CONFIDENCE:.2f}, kept; check them): {shown}{more}")
+        out.append(
+            f"{len(low)} line{'s' if len(low) != 1 else ''} read by OCR with low confidence"
+            f" (under {LOW_CONFIDENCE:.2f}, kept; check them): {shown}{more}"
+        )
     return out
 
 
@@ -837,6 +864,24 @@ def _reason(exc: BaseException) -> str:
     return known_problem(exc) or " ".join(str(exc).split()) or in_words(exc)
 
 
-__all__ = ["DPI", "LOW_CONFIDENCE", "NO_TEXT_EVEN_BY_OCR", "OCR_PACKAGE", "OcrEngine", "OcrLine", "OcrPage",
-           "attach_punctuation", "consistent_classes", "engine", "image_frames", "join_segments", "layout",
-           "ocr_missing_pages", "ocr_pdf_pages", "ocr_warnings", "read_image", "recover_spaces", "render_pdf_pages"]
+__all__ = [
+    "DPI",
+    "LOW_CONFIDENCE",
+    "NO_TEXT_EVEN_BY_OCR",
+    "OCR_PACKAGE",
+    "OcrEngine",
+    "OcrLine",
+    "OcrPage",
+    "attach_punctuation",
+    "consistent_classes",
+    "engine",
+    "image_frames",
+    "join_segments",
+    "layout",
+    "ocr_missing_pages",
+    "ocr_pdf_pages",
+    "ocr_warnings",
+    "read_image",
+    "recover_spaces",
+    "render_pdf_pages",
+]

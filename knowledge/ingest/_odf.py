@@ -48,7 +48,8 @@ _NS = {
     "fo": "urn:oasis:names:tc:opendocument:xmlns:xsl-fo-compatible:1.0",
 }
 OFFICE, STYLE, TEXT, TABLE, DRAW, PRES, SVG, DC, XLINK = (
-    f"{{{_NS[k]}}}" for k in ("office", "style", "text", "table", "draw", "presentation", "svg", "dc", "xlink"))
+    f"{{{_NS[k]}}}" for k in ("office", "style", "text", "table", "draw", "presentation", "svg", "dc", "xlink")
+)
 
 #: A package that unpacks to more than this is refused (a "zip bomb").
 MAX_UNPACKED_BYTES = MAX_PACKAGE_BYTES
@@ -71,21 +72,70 @@ _PARSER = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=Fals
 _RECOVER = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, recover=True)
 _NAMES = {"odt": "OpenDocument text", "ods": "OpenDocument spreadsheet", "odp": "OpenDocument presentation"}
 #: Fields whose shown value is computed when printed: left out of headers, footers and masters.
-_COMPUTED = {TEXT + n for n in ("page-number", "page-count", "sheet-name", "date", "time", "file-name",
-                                "title", "chapter", "page-continuation")} | {PRES + "date-time", PRES + "footer",
-                                                                              PRES + "header"}
+_COMPUTED = {
+    TEXT + n
+    for n in (
+        "page-number",
+        "page-count",
+        "sheet-name",
+        "date",
+        "time",
+        "file-name",
+        "title",
+        "chapter",
+        "page-continuation",
+    )
+} | {PRES + "date-time", PRES + "footer", PRES + "header"}
 #: Shapes whose child ``text:p`` are their text.
-_SHAPES = {DRAW + n for n in ("frame", "text-box", "custom-shape", "rect", "ellipse", "circle", "polygon",
-                              "polyline", "path", "line", "connector", "caption", "measure", "g", "a",
-                              "regular-polygon", "control", "page-thumbnail")}
+_SHAPES = {
+    DRAW + n
+    for n in (
+        "frame",
+        "text-box",
+        "custom-shape",
+        "rect",
+        "ellipse",
+        "circle",
+        "polygon",
+        "polyline",
+        "path",
+        "line",
+        "connector",
+        "caption",
+        "measure",
+        "g",
+        "a",
+        "regular-polygon",
+        "control",
+        "page-thumbnail",
+    )
+}
 #: Elements without text a person reads: declarations, index templates, deleted changes, forms.
-_NOT_BLOCKS = {TEXT + n for n in ("tracked-changes", "sequence-decls", "variable-decls", "user-field-decls",
-                                  "index-title-template", "table-of-content-source", "alphabetical-index-source",
-                                  "illustration-index-source", "bibliography-source", "user-index-source",
-                                  "object-index-source", "table-index-source")} | {
-    OFFICE + "forms", OFFICE + "annotation-end", TABLE + "calculation-settings"}
-_NOT_INLINE = {OFFICE + "annotation-end", TEXT + "tracked-changes", TEXT + "bookmark-start", TEXT + "soft-page-break",
-               DC + "creator", DC + "date"}
+_NOT_BLOCKS = {
+    TEXT + n
+    for n in (
+        "tracked-changes",
+        "sequence-decls",
+        "variable-decls",
+        "user-field-decls",
+        "index-title-template",
+        "table-of-content-source",
+        "alphabetical-index-source",
+        "illustration-index-source",
+        "bibliography-source",
+        "user-index-source",
+        "object-index-source",
+        "table-index-source",
+    )
+} | {OFFICE + "forms", OFFICE + "annotation-end", TABLE + "calculation-settings"}
+_NOT_INLINE = {
+    OFFICE + "annotation-end",
+    TEXT + "tracked-changes",
+    TEXT + "bookmark-start",
+    TEXT + "soft-page-break",
+    DC + "creator",
+    DC + "date",
+}
 _AUTO_SLIDE_NAME = re.compile(r"^(page|slide|seite|diapositive|folie)\s*\d+$", re.I)
 
 
@@ -185,8 +235,10 @@ class _Reader:
     # -- the document ---------------------------------------------------------------------------
 
     def read(self, what: str) -> Document:
-        expect(f"the {what}'s content is {self.zf.getinfo('content.xml').file_size:,} bytes of XML"
-               " (repeated rows and cells are expanded within bounds)")
+        expect(
+            f"the {what}'s content is {self.zf.getinfo('content.xml').file_size:,} bytes of XML"
+            " (repeated rows and cells are expanded within bounds)"
+        )
         content = self.part("content.xml")
         styles = self.part("styles.xml")
         for root in (styles, content):
@@ -210,21 +262,29 @@ class _Reader:
                 self.builder.add(text, heading=heading, table_header=header)
         for text in footers + masters:
             self.builder.add(text)
-        deleted = sum(1 for d in content.iter(TEXT + "deletion") if "".join(
-            t for p in d.iter(TEXT + "p", TEXT + "h") for t in p.itertext()).strip()) if content is not None else 0
+        deleted = (
+            sum(
+                1
+                for d in content.iter(TEXT + "deletion")
+                if "".join(t for p in d.iter(TEXT + "p", TEXT + "h") for t in p.itertext()).strip()
+            )
+            if content is not None
+            else 0
+        )
         if deleted:
-            self.warnings.append(f"tracked changes: {deleted} deleted passage{'' if deleted == 1 else 's'} left out"
-                                 " (insertions are read)")
+            self.warnings.append(
+                f"tracked changes: {deleted} deleted passage{'' if deleted == 1 else 's'} left out (insertions are read)"
+            )
         if self.hidden_count:
             n = self.hidden_count
             self.warnings.append(f"{n} passage{'' if n == 1 else 's'} formatted as hidden text (not shown) left out")
         if any(n.startswith(("Basic/", "Scripts/")) for n in self.names):
             self.warnings.append("macros not read")
         if self.skipped_objects:
-            self.warnings.append(f"{self.skipped_objects} embedded object"
-                                 f"{'s' if self.skipped_objects > 1 else ''} not read")
-        return self.builder.build(self.fmt, empty=f"no text: this {what} has no text", title=self._title(),
-                                  warnings=self.warnings)
+            self.warnings.append(f"{self.skipped_objects} embedded object{'s' if self.skipped_objects > 1 else ''} not read")
+        return self.builder.build(
+            self.fmt, empty=f"no text: this {what} has no text", title=self._title(), warnings=self.warnings
+        )
 
     def _title(self) -> str | None:
         try:
@@ -242,8 +302,11 @@ class _Reader:
             for level in ls:
                 n = _int(level.get(TEXT + "level"), 1)
                 if level.tag == TEXT + "list-level-style-number":
-                    levels[n] = ("number", level.get(STYLE + "num-format") or "",
-                                 (level.get(STYLE + "num-prefix") or "") + "\x00" + (level.get(STYLE + "num-suffix") or ""))
+                    levels[n] = (
+                        "number",
+                        level.get(STYLE + "num-format") or "",
+                        (level.get(STYLE + "num-prefix") or "") + "\x00" + (level.get(STYLE + "num-suffix") or ""),
+                    )
                 elif level.tag == TEXT + "list-level-style-bullet":
                     levels[n] = ("bullet", level.get(TEXT + "bullet-char") or "\u2022", "")
             if ls.get(STYLE + "name"):
@@ -282,8 +345,9 @@ class _Reader:
 
     # -- headers, footers, master pages ---------------------------------------------------------
 
-    def _master_pages(self, styles: etree._Element | None, content: etree._Element | None
-                      ) -> tuple[list[str], list[str], list[str]]:
+    def _master_pages(
+        self, styles: etree._Element | None, content: etree._Element | None
+    ) -> tuple[list[str], list[str], list[str]]:
         headers: list[str] = []
         footers: list[str] = []
         masters: list[str] = []
@@ -383,9 +447,12 @@ class _Reader:
             first = True
             for child in item:
                 if child.tag in (TEXT + "p", TEXT + "h"):
-                    self._paragraph(child, out, mark=mark if first else "",
-                                    heading_level=_int(child.get(TEXT + "outline-level"), 1)
-                                    if child.tag == TEXT + "h" else None)
+                    self._paragraph(
+                        child,
+                        out,
+                        mark=mark if first else "",
+                        heading_level=_int(child.get(TEXT + "outline-level"), 1) if child.tag == TEXT + "h" else None,
+                    )
                     first = False
                 elif child.tag == TEXT + "list":
                     self._list(child, out, style, level)
@@ -394,8 +461,7 @@ class _Reader:
                 else:
                     self._block(child, out)
 
-    def _paragraph(self, p: etree._Element, out: _Blocks, *, heading_level: int | None = None,
-                   mark: str = "") -> None:
+    def _paragraph(self, p: etree._Element, out: _Blocks, *, heading_level: int | None = None, mark: str = "") -> None:
         if self._hidden(p):
             return
         parts: list[str] = []
@@ -412,8 +478,16 @@ class _Reader:
         for frame in frames:
             self._shape(frame, out)
 
-    def _inline(self, element: etree._Element, parts: list[str], notes: list[tuple[str, str]],
-                frames: list[etree._Element], *, computed: bool = True, collect: bool = True) -> None:
+    def _inline(
+        self,
+        element: etree._Element,
+        parts: list[str],
+        notes: list[tuple[str, str]],
+        frames: list[etree._Element],
+        *,
+        computed: bool = True,
+        collect: bool = True,
+    ) -> None:
         if element.text:
             parts.append(element.text)
         for child in element:
@@ -445,8 +519,7 @@ class _Reader:
                     notes.append((label, text))
                 elif text:
                     parts.append(f" {text} ")
-            elif (tag in _NOT_INLINE or (tag in _COMPUTED and not computed)
-                  or (tag == TEXT + "span" and self._hidden(child))):
+            elif tag in _NOT_INLINE or (tag in _COMPUTED and not computed) or (tag == TEXT + "span" and self._hidden(child)):
                 pass
             elif tag in _SHAPES or tag in (DRAW + "object", DRAW + "object-ole", DRAW + "image"):
                 if collect:
@@ -465,7 +538,8 @@ class _Reader:
         or -- a paragraph -- a hidden-paragraph field whose condition was true when saved
         (``text:is-hidden="true"``, ODF 1.2 §7.7.11). Counted when it holds text."""
         hidden = (element.get(TEXT + "style-name") or "") in self.hidden_text or any(
-            f.get(TEXT + "is-hidden") == "true" for f in element.iterchildren(TEXT + "hidden-paragraph"))
+            f.get(TEXT + "is-hidden") == "true" for f in element.iterchildren(TEXT + "hidden-paragraph")
+        )
         if hidden and "".join(element.itertext()).strip():
             self.hidden_count += 1
         return hidden
@@ -513,8 +587,9 @@ class _Reader:
         if href not in self.names:
             self.skipped_objects += 1
             return
-        add_part(self.builder, self.read_part, self.zf.read(href), href.rsplit("/", 1)[-1],
-                 f"embedded {href.rsplit('/', 1)[-1]}")
+        add_part(
+            self.builder, self.read_part, self.zf.read(href), href.rsplit("/", 1)[-1], f"embedded {href.rsplit('/', 1)[-1]}"
+        )
 
     # -- tables ---------------------------------------------------------------------------------
 
@@ -572,8 +647,7 @@ class _Reader:
             else:
                 continue
             break
-        self._repeat_warnings(table, wide_cells, wide_max, wide_declared, wide_read, long_rows, over_budget,
-                              past_columns)
+        self._repeat_warnings(table, wide_cells, wide_max, wide_declared, wide_read, long_rows, over_budget, past_columns)
         return out
 
     def _cell_text(self, cell: etree._Element, notes: list[tuple[str, str]]) -> str:
@@ -594,29 +668,43 @@ class _Reader:
                     notes.append((label, note))
         return one_line("".join(parts))
 
-    def _repeat_warnings(self, table: etree._Element, wide_cells: int, wide_max: int, wide_declared: int,
-                         wide_read: int, long_rows: list[int], over_budget: int, past_columns: bool) -> None:
+    def _repeat_warnings(
+        self,
+        table: etree._Element,
+        wide_cells: int,
+        wide_max: int,
+        wide_declared: int,
+        wide_read: int,
+        long_rows: list[int],
+        over_budget: int,
+        past_columns: bool,
+    ) -> None:
         name = table.get(TABLE + "name")
         where = f"table {name!r}: " if name else ""
         if wide_cells:
             what = "a cell repeats its value" if wide_cells == 1 else f"{wide_cells:,} cells repeat their value"
             upto = f"{wide_max:,} columns" if wide_cells == 1 else f"as many as {wide_max:,} columns"
-            self.warnings.append(f"{where}{what} over {upto}: read in at most {MAX_CELL_REPEAT} columns each"
-                                 f" ({wide_read:,} of {wide_declared:,} values)")
+            self.warnings.append(
+                f"{where}{what} over {upto}: read in at most {MAX_CELL_REPEAT} columns each"
+                f" ({wide_read:,} of {wide_declared:,} values)"
+            )
         if len(long_rows) == 1:
             self.warnings.append(f"{where}a row repeated {long_rows[0]:,} times is read {MAX_ROW_REPEAT} times")
         elif long_rows:
-            self.warnings.append(f"{where}{len(long_rows):,} rows repeated up to {max(long_rows):,} times are read"
-                                 f" {MAX_ROW_REPEAT} times each ({MAX_ROW_REPEAT * len(long_rows):,} of"
-                                 f" {sum(long_rows):,} rows)")
+            self.warnings.append(
+                f"{where}{len(long_rows):,} rows repeated up to {max(long_rows):,} times are read"
+                f" {MAX_ROW_REPEAT} times each ({MAX_ROW_REPEAT * len(long_rows):,} of"
+                f" {sum(long_rows):,} rows)"
+            )
         if over_budget:
-            self.warnings.append(f"{where}repeated rows and cells add at most {MAX_REPEATED_VALUES:,} values to a"
-                                 f" table; past that each is read once ({over_budget:,} more values not read)")
+            self.warnings.append(
+                f"{where}repeated rows and cells add at most {MAX_REPEATED_VALUES:,} values to a"
+                f" table; past that each is read once ({over_budget:,} more values not read)"
+            )
         if past_columns:
             self.warnings.append(f"{where}values past column {MAX_COLUMNS:,} are not read")
 
-    def _table_text(self, table: etree._Element, *, title_rows: int = 0
-                    ) -> tuple[str, int, list[tuple[str, str]]]:
+    def _table_text(self, table: etree._Element, *, title_rows: int = 0) -> tuple[str, int, list[tuple[str, str]]]:
         """``(text, header_lines, notes)``. When a row (the first, or one of the ``title_rows`` after
         it) fills every column, it is the header and each further row is one line of ``header: value``
         pairs separated by ``" | "`` (as the CSV reader writes them); rows above it, and every row of
@@ -630,15 +718,15 @@ class _Reader:
         width = max((r[-1][0] + 1 for r in rows), default=0)
         header_at = None
         if width >= 2 and len(rows) >= 2:
-            for i, cells in enumerate(rows[:title_rows + 1]):
+            for i, cells in enumerate(rows[: title_rows + 1]):
                 if len(cells) == width and i + 1 < len(rows):  # a value in every column
                     header_at = i
                     break
         if header_at is None:
             return "\n".join(" | ".join(v for _, v in r) for r in rows), 0, notes
-        lines = [" | ".join(v for _, v in r) for r in rows[:header_at + 1]]
+        lines = [" | ".join(v for _, v in r) for r in rows[: header_at + 1]]
         header = [v for _, v in rows[header_at]]
-        for cells in rows[header_at + 1:]:
+        for cells in rows[header_at + 1 :]:
             pairs = [f"{header[i] if i < len(header) else f'column {i + 1}'}: {value}" for i, value in cells]
             lines.append(" | ".join(pairs))
         return "\n".join(lines), header_at + 1, notes
@@ -707,8 +795,7 @@ class _Reader:
                     self._shape(child, out)
             notes = page.find(PRES + "notes")
             if notes is not None:
-                text = "\n".join(self._plain(f) for f in notes if f.tag in _SHAPES
-                                 and f.get(PRES + "class") != "page")
+                text = "\n".join(self._plain(f) for f in notes if f.tag in _SHAPES and f.get(PRES + "class") != "page")
                 if text.strip():
                     out.add(f"Notes: {text.strip()}")
             for text, _h, header in out.items:
@@ -724,8 +811,11 @@ def _hidden_rows_columns(table: etree._Element) -> str:
     """``"2 rows and 1 column"`` of a sheet that are collapsed or filtered out
     (``table:visibility``, ODF 1.2 §19.749) and hold text; columns only when a shown column follows
     (LibreOffice collapses the unused columns after the last one). Empty when none."""
-    rows = sum(1 for row in table.iter(TABLE + "table-row")
-               if row.get(TABLE + "visibility", "visible") != "visible" and "".join(row.itertext()).strip())
+    rows = sum(
+        1
+        for row in table.iter(TABLE + "table-row")
+        if row.get(TABLE + "visibility", "visible") != "visible" and "".join(row.itertext()).strip()
+    )
     columns, pending = 0, 0
     for col in table.iter(TABLE + "table-column"):
         repeat = min(_int(col.get(TABLE + "number-columns-repeated"), 1), 16384)
@@ -765,8 +855,21 @@ def _int(value: str | None, default: int) -> int:
 def _number(n: int, fmt: str) -> str:
     """``n`` as an ODF list number format shows it (``1``, ``a``, ``A``, ``i``, ``I``)."""
     if fmt in ("i", "I"):
-        vals = [(1000, "m"), (900, "cm"), (500, "d"), (400, "cd"), (100, "c"), (90, "xc"), (50, "l"),
-                (40, "xl"), (10, "x"), (9, "ix"), (5, "v"), (4, "iv"), (1, "i")]
+        vals = [
+            (1000, "m"),
+            (900, "cm"),
+            (500, "d"),
+            (400, "cd"),
+            (100, "c"),
+            (90, "xc"),
+            (50, "l"),
+            (40, "xl"),
+            (10, "x"),
+            (9, "ix"),
+            (5, "v"),
+            (4, "iv"),
+            (1, "i"),
+        ]
         out, rest = "", max(n, 1)
         for v, s in vals:
             while rest >= v:

@@ -74,8 +74,9 @@ def _pypdf_quiet(name: str | None) -> Iterator[None]:
         log.info("%s: %s: %s", where, w.category.__name__, w.message)
 
 
-def read_pdf(data: bytes, *, name: str | None = None, password: str | None = None,
-             ocr: str = "auto", on_page=None) -> Document:
+def read_pdf(
+    data: bytes, *, name: str | None = None, password: str | None = None, ocr: str = "auto", on_page=None
+) -> Document:
     """Read a PDF; sections are pages (``page`` 1-based).
 
     With ``ocr="auto"`` the pages without a text layer are read by OCR (:mod:`knowledge.ingest._ocr`;
@@ -101,8 +102,11 @@ def read_pdf(data: bytes, *, name: str | None = None, password: str | None = Non
     builder = Builder(form="NFKC")
     for number in sorted(texts):
         builder.add(texts[number], page=number, cleaned=True)
-    failed = [p for p in ex.problems  # pages without a text layer (where OCR, too, read nothing) are not failures
-              if p[1] not in (NO_TEXT_LAYER, "blank") and not p[1].startswith("without a text layer")]
+    failed = [
+        p
+        for p in ex.problems  # pages without a text layer (where OCR, too, read nothing) are not failures
+        if p[1] not in (NO_TEXT_LAYER, "blank") and not p[1].startswith("without a text layer")
+    ]
     if builder.empty and failed:  # an extraction failure is not "no text"
         raise UnsupportedFile("unreadable PDF: " + "; ".join(_page_warnings(failed)))
     if builder.empty:
@@ -201,8 +205,10 @@ def _read(ex: _Extraction) -> None:
         else:
             ex.no_text_layer.append(number)
     for reason, numbers in fallback.items():
-        ex.notes.append(f"{_pages(numbers)}: pypdf could not read {'it' if len(numbers) == 1 else 'them'}"
-                        f" ({reason}); read with PDFium instead")
+        ex.notes.append(
+            f"{_pages(numbers)}: pypdf could not read {'it' if len(numbers) == 1 else 'them'}"
+            f" ({reason}); read with PDFium instead"
+        )
     ex.title = _title(reader)
     try:
         attached = sorted(reader.attachments)
@@ -211,8 +217,10 @@ def _read(ex: _Extraction) -> None:
     if attached:
         names = ", ".join(attached[:5]) + (", ..." if len(attached) > 5 else "")
         one = len(attached) == 1
-        ex.notes.append(f"{len(attached)} attached file{'' if one else 's'} ({names}) not read;"
-                        f" save {'it' if one else 'them'} from the PDF and add {'it' if one else 'them'}")
+        ex.notes.append(
+            f"{len(attached)} attached file{'' if one else 's'} ({names}) not read;"
+            f" save {'it' if one else 'them'} from the PDF and add {'it' if one else 'them'}"
+        )
 
 
 def _pdfium_open(data: bytes, password: str | None):
@@ -263,13 +271,13 @@ def _extract_with_pdfium(ex: _Extraction, reason: str) -> None:
     """The whole file through PDFium, because pypdf cannot open it (``reason``)."""
     pdf = ex.pdfium()
     if pdf is None:
-        raise UnsupportedFile(f"unreadable PDF (damaged or truncated?): neither pypdf ({reason})"
-                              f" nor PDFium ({ex.pdfium_error}) can open it")
+        raise UnsupportedFile(
+            f"unreadable PDF (damaged or truncated?): neither pypdf ({reason}) nor PDFium ({ex.pdfium_error}) can open it"
+        )
     ex.n_pages = len(pdf)
     if ex.n_pages == 0:
         raise EmptyDocument("this PDF has no pages")
-    ex.notes.append(f"pypdf could not open this PDF ({reason}); read with PDFium instead"
-                    " (form fields are not read)")
+    ex.notes.append(f"pypdf could not open this PDF ({reason}); read with PDFium instead (form fields are not read)")
     for number in range(1, ex.n_pages + 1):
         try:
             with PDFIUM_LOCK:
@@ -305,8 +313,9 @@ def _without_text_layer(ex: _Extraction, *, ocr: str = "off", on_page=None) -> N
             ex.problems.append((number, NO_TEXT_LAYER))
     ex.problems.sort(key=lambda p: p[0])
     if ocr != "off":  # the OCR hook (ingest.ocr = auto): fills ex.pages for pages without a text layer
-        ex.problems, notes = ocr_missing_pages(ex.data, ex.pages, ex.problems, NO_TEXT_LAYER,
-                                               password=ex.password, on_page=on_page)
+        ex.problems, notes = ocr_missing_pages(
+            ex.data, ex.pages, ex.problems, NO_TEXT_LAYER, password=ex.password, on_page=on_page
+        )
         ex.notes.extend(notes)
 
 
@@ -353,8 +362,9 @@ def _form_fields(page) -> str:
                 rect = [float(v) for v in annot.get("/Rect", [0, 0, 0, 0])]
                 author = one_line(str(annot.get("/T") or ""))
                 label = "Text box" if subtype == "/FreeText" else f"Note ({author})" if author else "Note"
-                found.append((-max(rect[1], rect[3]), min(rect[0], rect[2]),
-                              f"{label}: {one_line(str(annot.get('/Contents')))}"))
+                found.append(
+                    (-max(rect[1], rect[3]), min(rect[0], rect[2]), f"{label}: {one_line(str(annot.get('/Contents')))}")
+                )
                 continue
             if subtype != "/Widget":
                 continue
@@ -369,8 +379,7 @@ def _form_fields(page) -> str:
                 continue
             label = _inherited(field, "/TU") or _inherited(field, "/T") or "field"
             rect = [float(v) for v in annot.get("/Rect", [0, 0, 0, 0])]
-            found.append((-max(rect[1], rect[3]), min(rect[0], rect[2]),
-                          f"{one_line(str(label))}: {text}"))
+            found.append((-max(rect[1], rect[3]), min(rect[0], rect[2]), f"{one_line(str(label))}: {text}"))
         except Exception:  # a malformed annotation: the others still count
             continue
     found.sort()
@@ -404,6 +413,7 @@ def _field_value(value, kind) -> str:
 
 
 # -- columns --------------------------------------------------------------------------------------
+
 
 def _columns(ex: _Extraction, number: int, text: str) -> str:
     """``text``, or the page read column by column when PDFium finds two columns on it."""
@@ -564,8 +574,25 @@ def _page_text(page) -> tuple[str, bool]:
 
 #: Content-stream operators that put marks on the page (PDF 32000-1 §8.5.3 path painting, §8.8 and
 #: §8.9.7 XObjects and inline images, §8.7.4.2 shading, §9.4.3 text showing).
-_PAINTING = {b"S", b"s", b"f", b"F", b"f*", b"B", b"B*", b"b", b"b*", b"Do", b"BI", b"INLINE IMAGE",
-             b"sh", b"Tj", b"TJ", b"'", b'"'}
+_PAINTING = {
+    b"S",
+    b"s",
+    b"f",
+    b"F",
+    b"f*",
+    b"B",
+    b"B*",
+    b"b",
+    b"b*",
+    b"Do",
+    b"BI",
+    b"INLINE IMAGE",
+    b"sh",
+    b"Tj",
+    b"TJ",
+    b"'",
+    b'"',
+}
 
 
 def _is_blank(page) -> bool:
@@ -628,8 +655,7 @@ def join_hyphenated(pages: dict[int, str]) -> dict[int, str]:
         if pre.isalnum() or pre == "_":
             return m.group(0)  # "a" ends a token with digits ("x86-\n64"): leave it
         joined, hyphened = f"{a}{b}", f"{a}-{b}"
-        keep = (pre == "-" or not b[0].islower()
-                or (hyphened.lower() in words and joined.lower() not in words))
+        keep = pre == "-" or not b[0].islower() or (hyphened.lower() in words and joined.lower() not in words)
         return hyphened if keep else joined
 
     return {number: _BROKEN.sub(fix, text) for number, text in pages.items()}

@@ -109,6 +109,7 @@ def _check_zip(data: bytes) -> None:
 
 # -- package helpers ------------------------------------------------------------------------------
 
+
 def _xml(part) -> etree._Element | None:
     """The root element of ``part`` (python-pptx's own element, or its bytes parsed)."""
     element = getattr(part, "_element", None)
@@ -154,6 +155,7 @@ def _local(tag) -> str:
 
 # -- text of DrawingML ----------------------------------------------------------------------------
 
+
 def _paragraph(p: etree._Element) -> str:
     """The text of one ``a:p``: runs, fields (not slide numbers) and line breaks."""
     out: list[str] = []
@@ -194,8 +196,15 @@ class _Block:
 
     __slots__ = ("header", "kind", "payload", "placeholder", "text")
 
-    def __init__(self, text: str, kind: str = "text", *, placeholder: str | None = None,
-                 header: int = 0, payload: tuple[bytes, str, str | None] | None = None) -> None:
+    def __init__(
+        self,
+        text: str,
+        kind: str = "text",
+        *,
+        placeholder: str | None = None,
+        header: int = 0,
+        payload: tuple[bytes, str, str | None] | None = None,
+    ) -> None:
         self.text, self.kind, self.placeholder, self.header = text, kind, placeholder, header
         self.payload = payload  # an embedded object: (its part's bytes, the part's name, its own name)
 
@@ -223,8 +232,10 @@ class _Deck:
         self._masters()
         if self.hidden_shapes:
             n = self.hidden_shapes
-            self.warnings.append(f"{n} hidden shape{'' if n == 1 else 's'} with text (hidden in PowerPoint's selection"
-                                 " pane, never shown) left out")
+            self.warnings.append(
+                f"{n} hidden shape{'' if n == 1 else 's'} with text (hidden in PowerPoint's selection"
+                " pane, never shown) left out"
+            )
         for what, n in sorted(self.skipped.items()):
             self.warnings.append(f"{n} {what}{'' if n == 1 else 's'} not read")
         title = self._core_title() or self.title
@@ -266,8 +277,7 @@ class _Deck:
         title = next((one_line(b.text) for b in blocks if b.placeholder in _TITLES and b.text.strip()), None)
         if title and self.title is None:
             self.title = title
-        ordered = [b for b in blocks if b.placeholder in _TITLES] + \
-                  [b for b in blocks if b.placeholder not in _TITLES]
+        ordered = [b for b in blocks if b.placeholder in _TITLES] + [b for b in blocks if b.placeholder not in _TITLES]
         for b in ordered:
             self._emit(b, page=number, heading=title)
         self._embedded(blocks, number, title)
@@ -305,17 +315,20 @@ class _Deck:
                 continue
             name, data = found
             before = len(self.builder.warnings)
-            ok = add_part(self.builder, self._on_slide(number), data, name,
-                          join_path(title, f"embedded {name}"), page=number)
+            ok = add_part(
+                self.builder, self._on_slide(number), data, name, join_path(title, f"embedded {name}"), page=number
+            )
             if not ok and len(self.builder.warnings) > before:
                 self.builder.warnings[-1] = f"slide {number}: {self.builder.warnings[-1]}"
 
     def _on_slide(self, number: int) -> ReadPart:
         """``read_part`` whose document sits on slide ``number``: an embedded PDF's own page numbers
         would point into a file the reader cannot open by itself."""
+
         def read(data: bytes, name: str) -> Document:
             doc = self.read_part(data, name)
             return dataclasses.replace(doc, sections=[dataclasses.replace(s, page=number) for s in doc.sections])
+
         return read
 
     def _comments(self, part, number: int, title: str | None) -> None:
@@ -344,8 +357,7 @@ class _Deck:
 
     # -- shapes -------------------------------------------------------------------------------------
 
-    def _shapes(self, tree: etree._Element | None, part, number: int | None, *,
-                master: bool) -> Iterator[_Block]:
+    def _shapes(self, tree: etree._Element | None, part, number: int | None, *, master: bool) -> Iterator[_Block]:
         """The blocks of a shape tree (or group), in document order, groups recursively.
 
         ``master``: a master or layout, whose placeholders are prompts unless they are a header,
@@ -402,12 +414,19 @@ class _Deck:
             for ole in data.iter(P + "oleObj"):
                 target = _target(part, ole.get(R + "id"))
                 if target is None:
-                    self.skipped["embedded object without its data"] = \
+                    self.skipped["embedded object without its data"] = (
                         self.skipped.get("embedded object without its data", 0) + 1
+                    )
                     break
-                yield _Block("", "embedded", payload=(getattr(target, "blob", b""),
-                                                      posixpath.basename(str(target.partname)),
-                                                      ole.get("name") or None))
+                yield _Block(
+                    "",
+                    "embedded",
+                    payload=(
+                        getattr(target, "blob", b""),
+                        posixpath.basename(str(target.partname)),
+                        ole.get("name") or None,
+                    ),
+                )
                 break  # the mc:Fallback copy names the same object
         elif uri.endswith("/chartex"):
             chart = next((c for c in data if _local(c.tag) == "chart"), None)
@@ -453,8 +472,9 @@ class _Deck:
                     continue
                 for b in self._shapes(root.find(f"{P}cSld/{P}spTree"), part, None, master=True):
                     if b.kind == "embedded":
-                        self.skipped["embedded object on a master or layout"] = \
+                        self.skipped["embedded object on a master or layout"] = (
                             self.skipped.get("embedded object on a master or layout", 0) + 1
+                        )
                         continue
                     if b.placeholder is None:  # a text box: the same on every layout is one text
                         key = one_line(clean(b.text))
@@ -463,12 +483,18 @@ class _Deck:
                         self.once.add(key)
                     self._emit(b, page=None, heading=heading)
         # text of its own (not the master's date or footer again) on a layout no slide uses
-        n = sum(1 for part in unused if any(
-            b.kind != "embedded" and one_line(clean(b.text)) not in self.once
-            for b in self._shapes(_tree(part), part, None, master=True)))
+        n = sum(
+            1
+            for part in unused
+            if any(
+                b.kind != "embedded" and one_line(clean(b.text)) not in self.once
+                for b in self._shapes(_tree(part), part, None, master=True)
+            )
+        )
         if n:
-            self.warnings.append(f"{n} slide layout{'' if n == 1 else 's'} that no slide uses left out"
-                                 " (the text on it is never shown)")
+            self.warnings.append(
+                f"{n} slide layout{'' if n == 1 else 's'} that no slide uses left out (the text on it is never shown)"
+            )
 
 
 def _tree(part) -> etree._Element | None:
@@ -487,6 +513,7 @@ def _hidden_shape(el: etree._Element) -> bool:
 
 
 # -- charts, SmartArt -----------------------------------------------------------------------------
+
 
 def _chart_text(root: etree._Element | None) -> str:
     """A chart's title and axis titles, then its series names, then its category labels (one line,

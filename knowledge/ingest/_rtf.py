@@ -35,39 +35,167 @@ _TOKEN = re.compile(
 )
 
 #: ``\fcharsetN`` -> Python codec ("ansi": the document's ``\ansicpg``; "symbol": Symbol font).
-_CHARSETS = {0: "ansi", 1: "ansi", 2: "symbol", 77: "mac_roman", 78: "shift_jis", 128: "cp932",
-             129: "cp949", 130: "johab", 134: "gbk", 136: "cp950", 161: "cp1253", 162: "cp1254",
-             163: "cp1258", 177: "cp1255", 178: "cp1256", 186: "cp1257", 204: "cp1251", 222: "cp874",
-             238: "cp1250", 254: "cp437", 255: "cp850"}
-_CODEPAGES = {437: "cp437", 850: "cp850", 852: "cp852", 866: "cp866", 874: "cp874", 932: "cp932",
-              936: "gbk", 949: "cp949", 950: "cp950", 1250: "cp1250", 1251: "cp1251", 1252: "cp1252",
-              1253: "cp1253", 1254: "cp1254", 1255: "cp1255", 1256: "cp1256", 1257: "cp1257",
-              1258: "cp1258", 10000: "mac_roman", 10001: "shift_jis", 20932: "euc_jp", 65001: "utf-8"}
+_CHARSETS = {
+    0: "ansi",
+    1: "ansi",
+    2: "symbol",
+    77: "mac_roman",
+    78: "shift_jis",
+    128: "cp932",
+    129: "cp949",
+    130: "johab",
+    134: "gbk",
+    136: "cp950",
+    161: "cp1253",
+    162: "cp1254",
+    163: "cp1258",
+    177: "cp1255",
+    178: "cp1256",
+    186: "cp1257",
+    204: "cp1251",
+    222: "cp874",
+    238: "cp1250",
+    254: "cp437",
+    255: "cp850",
+}
+_CODEPAGES = {
+    437: "cp437",
+    850: "cp850",
+    852: "cp852",
+    866: "cp866",
+    874: "cp874",
+    932: "cp932",
+    936: "gbk",
+    949: "cp949",
+    950: "cp950",
+    1250: "cp1250",
+    1251: "cp1251",
+    1252: "cp1252",
+    1253: "cp1253",
+    1254: "cp1254",
+    1255: "cp1255",
+    1256: "cp1256",
+    1257: "cp1257",
+    1258: "cp1258",
+    10000: "mac_roman",
+    10001: "shift_jis",
+    20932: "euc_jp",
+    65001: "utf-8",
+}
 #: The Symbol font's bullet (``\'b7``), which list numbers use; other Symbol bytes read as cp1252.
 _SYMBOL = {0xB7: "\u2022", 0xA7: "\u25aa"}
 
 #: Destinations whose text is not the document's (``\*`` destinations are skipped unless in _READ).
-_SKIP = frozenset({
-    "colortbl", "pict", "fldinst", "sp", "sn", "sv", "shprslt", "nonshppict", "listtable",
-    "listoverridetable", "themedata", "xe", "tc", "tcn", "bkmkstart", "bkmkend", "ftnsep", "ftnsepc",
-    "aftnsep", "aftnsepc", "ftncn", "aftncn", "objdata", "objclass", "objname", "datafield", "template",
-    "filetbl", "revtbl", "rsidtbl", "private", "userprops", "docvar", "falt", "panose", "pgdsctbl",
-    "latentstyles", "xmlnstbl", "mmathPr", "generator", "bin", "atnref", "atndate", "atnparent",
-    "atnicn", "atrfstart", "atrfend", "atnauthorid", "blipuid", "picprop", "datastore", "passwordhash",
-    "colorschememapping", "formfield", "author", "operator", "subject", "keywords", "comment", "doccomm",
-    "company", "manager", "category", "hlinkbase", "creatim", "revtim", "printim", "buptim",
-})
+_SKIP = frozenset(
+    {
+        "colortbl",
+        "pict",
+        "fldinst",
+        "sp",
+        "sn",
+        "sv",
+        "shprslt",
+        "nonshppict",
+        "listtable",
+        "listoverridetable",
+        "themedata",
+        "xe",
+        "tc",
+        "tcn",
+        "bkmkstart",
+        "bkmkend",
+        "ftnsep",
+        "ftnsepc",
+        "aftnsep",
+        "aftnsepc",
+        "ftncn",
+        "aftncn",
+        "objdata",
+        "objclass",
+        "objname",
+        "datafield",
+        "template",
+        "filetbl",
+        "revtbl",
+        "rsidtbl",
+        "private",
+        "userprops",
+        "docvar",
+        "falt",
+        "panose",
+        "pgdsctbl",
+        "latentstyles",
+        "xmlnstbl",
+        "mmathPr",
+        "generator",
+        "bin",
+        "atnref",
+        "atndate",
+        "atnparent",
+        "atnicn",
+        "atrfstart",
+        "atrfend",
+        "atnauthorid",
+        "blipuid",
+        "picprop",
+        "datastore",
+        "passwordhash",
+        "colorschememapping",
+        "formfield",
+        "author",
+        "operator",
+        "subject",
+        "keywords",
+        "comment",
+        "doccomm",
+        "company",
+        "manager",
+        "category",
+        "hlinkbase",
+        "creatim",
+        "revtim",
+        "printim",
+        "buptim",
+    }
+)
 #: ``\*`` destinations whose text is read.
-_READ = frozenset({"shpinst", "shptxt", "annotation", "atnid", "atnauthor", "footnote", "do", "dptxbxtext",
-                   "fldrslt", "listtext", "pntext"})
+_READ = frozenset(
+    {
+        "shpinst",
+        "shptxt",
+        "annotation",
+        "atnid",
+        "atnauthor",
+        "footnote",
+        "do",
+        "dptxbxtext",
+        "fldrslt",
+        "listtext",
+        "pntext",
+    }
+)
 _HEADERS = frozenset({"header", "headerl", "headerr", "headerf"})
 _FOOTERS = frozenset({"footer", "footerl", "footerr", "footerf"})
 _INLINE = frozenset({"annotation", "atnid", "atnauthor"})
 #: Control words that stand for one character.
-_CHARS = {"emdash": "\u2014", "endash": "\u2013", "bullet": "\u2022", "lquote": "\u2018", "rquote": "\u2019",
-          "ldblquote": "\u201c", "rdblquote": "\u201d", "emspace": "\u2003", "enspace": "\u2002",
-          "qmspace": "\u2005", "zwj": "\u200d", "zwnj": "\u200c", "zwbo": "", "zwnbo": "\u2060",
-          "ltrmark": "", "rtlmark": ""}
+_CHARS = {
+    "emdash": "\u2014",
+    "endash": "\u2013",
+    "bullet": "\u2022",
+    "lquote": "\u2018",
+    "rquote": "\u2019",
+    "ldblquote": "\u201c",
+    "rdblquote": "\u201d",
+    "emspace": "\u2003",
+    "enspace": "\u2002",
+    "qmspace": "\u2005",
+    "zwj": "\u200d",
+    "zwnj": "\u200c",
+    "zwbo": "",
+    "zwnbo": "\u2060",
+    "ltrmark": "",
+    "rtlmark": "",
+}
 _SYMBOLS = {"\\": "\\", "{": "{", "}": "}", "~": "\u00a0", "_": "\u2011", "-": "", "|": "", ":": ""}
 _HEADING_STYLE = re.compile(r"^heading\s*(\d)$", re.I)
 #: Groups nested deeper than this are skipped (a malformed file cannot make the state stack grow).
@@ -549,10 +677,13 @@ def read_rtf(data: bytes) -> Document:
     if reader.pictures:
         warnings.append(f"{reader.pictures} picture{'s' if reader.pictures > 1 else ''} not read")
     if reader.objects:
-        warnings.append(f"{reader.objects} embedded object{'s' if reader.objects > 1 else ''} not read"
-                        " (their shown text is kept)")
-    for kind, what in (("hidden", "formatted as hidden text (\\v, not shown in Word)"),
-                       ("deleted", "deleted in tracked changes (\\deleted; insertions are read)")):
+        warnings.append(
+            f"{reader.objects} embedded object{'s' if reader.objects > 1 else ''} not read (their shown text is kept)"
+        )
+    for kind, what in (
+        ("hidden", "formatted as hidden text (\\v, not shown in Word)"),
+        ("deleted", "deleted in tracked changes (\\deleted; insertions are read)"),
+    ):
         n = reader.left_out[kind]
         if n:
             warnings.append(f"{n} passage{'' if n == 1 else 's'} {what} left out")

@@ -23,9 +23,11 @@ NormalForm = Literal["NFC", "NFD", "NFKC", "NFKD"]
 #: joiner, invisible operators, the deprecated format characters, variation selectors, the byte-order
 #: mark / zero-width no-break space (anywhere in the text), the interlinear annotation characters'
 #: neighbours U+FFF0-U+FFF8, shorthand format controls and the tag characters.
-INVISIBLE = ("\u00ad\u034f\u061c\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f"
-             "\ufe00-\ufe0f\ufeff\ufff0-\ufff8\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
-             "\U000e0000-\U000e0fff")
+INVISIBLE = (
+    "\u00ad\u034f\u061c\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f"
+    "\ufe00-\ufe0f\ufeff\ufff0-\ufff8\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
+    "\U000e0000-\U000e0fff"
+)
 #: Removed everywhere: NUL and the other C0/C1 controls except tab and line feed, lone surrogates,
 #: the non-characters U+FFFE/U+FFFF and the :data:`INVISIBLE` format characters.
 _JUNK = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff" + INVISIBLE + "]")
@@ -77,8 +79,20 @@ _BOMS: tuple[tuple[bytes, str], ...] = (
 #: Scripts that tell a single-byte code page apart from Windows-1252: when the detector's reading of
 #: the bytes is in one of these, the detector is trusted; otherwise the text is Latin and is read
 #: as Windows-1252 (the detector confuses the Latin code pages on short input).
-_NON_LATIN = ("CYRILLIC", "GREEK", "HEBREW", "ARABIC", "THAI", "CJK", "HIRAGANA", "KATAKANA",
-              "HANGUL", "ARMENIAN", "GEORGIAN", "DEVANAGARI")
+_NON_LATIN = (
+    "CYRILLIC",
+    "GREEK",
+    "HEBREW",
+    "ARABIC",
+    "THAI",
+    "CJK",
+    "HIRAGANA",
+    "KATAKANA",
+    "HANGUL",
+    "ARMENIAN",
+    "GEORGIAN",
+    "DEVANAGARI",
+)
 
 
 def sniff_encoding(data: bytes) -> tuple[str | None, int]:
@@ -98,8 +112,8 @@ def _utf16_without_bom(data: bytes) -> str | None:
     half = len(sample) // 2
     if half < 2:
         return None
-    even = sample[0:half * 2:2].count(0)
-    odd = sample[1:half * 2:2].count(0)
+    even = sample[0 : half * 2 : 2].count(0)
+    odd = sample[1 : half * 2 : 2].count(0)
     if odd >= 0.3 * half and even <= 0.02 * half:
         return "utf-16-le"
     if even >= 0.3 * half and odd <= 0.02 * half:
@@ -131,7 +145,7 @@ def decode(data: bytes) -> str:
     if encoding:
         body = data[skip:]
         unit = 4 if encoding.startswith("utf-32") else 2 if encoding.startswith("utf-16") else 1
-        body = body[:len(body) - len(body) % unit]
+        body = body[: len(body) - len(body) % unit]
         try:  # lone surrogates pass through here and are removed by clean()
             return body.decode(encoding, errors="surrogatepass")
         except UnicodeDecodeError:
@@ -182,6 +196,7 @@ def _cp1252(data: bytes) -> str:
 
 # -- assembling -----------------------------------------------------------------------------------
 
+
 class Builder:
     """Collects blocks of text with their provenance and builds a :class:`Document`.
 
@@ -199,8 +214,9 @@ class Builder:
         self._tables: list[Table] = []
         self.warnings: list[str] = []
 
-    def add(self, text: str, *, page: int | None = None, heading: str | None = None,
-            cleaned: bool = False, table_header: int = 0) -> int | None:
+    def add(
+        self, text: str, *, page: int | None = None, heading: str | None = None, cleaned: bool = False, table_header: int = 0
+    ) -> int | None:
         """Append a block; returns its start offset in the text (``None`` when it had no text).
 
         ``table_header``: the block is a table whose first ``table_header`` lines are its header
@@ -250,9 +266,16 @@ class Builder:
         """The length of the text so far (where the next block would start, less its separator)."""
         return self._length
 
-    def build(self, format: str, *, empty: str, pages: int | None = None,
-              warnings: list[str] | None = None, title: str | None = None,
-              attributes: dict | None = None) -> Document:
+    def build(
+        self,
+        format: str,
+        *,
+        empty: str,
+        pages: int | None = None,
+        warnings: list[str] | None = None,
+        title: str | None = None,
+        attributes: dict | None = None,
+    ) -> Document:
         """The document; :class:`EmptyDocument` with message ``empty`` when no block had text.
         ``warnings`` come first, then those gathered in :attr:`warnings`."""
         if not self._parts:
@@ -261,7 +284,13 @@ class Builder:
         sections = [Section(s, e, page, heading) for s, e, page, heading in self._spans]
         if title is not None:
             title = clean_line(title, form=self._form) or None
-        return Document(text=text, sections=sections, format=format, pages=pages,
-                        warnings=list(warnings or []) + self.warnings, title=title,
-                        tables=sorted(self._tables, key=lambda t: t.char_start),
-                        attributes=dict(attributes or {}))
+        return Document(
+            text=text,
+            sections=sections,
+            format=format,
+            pages=pages,
+            warnings=list(warnings or []) + self.warnings,
+            title=title,
+            tables=sorted(self._tables, key=lambda t: t.char_start),
+            attributes=dict(attributes or {}),
+        )

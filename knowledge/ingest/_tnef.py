@@ -54,13 +54,15 @@ def read_tnef(data: bytes, read_part: ReadPart) -> Document:
     except KnowledgeError:
         raise
     except Exception as exc:  # struct.error, IndexError, UnicodeDecodeError, ... from a damaged stream
-        raise UnsupportedFile(f"damaged: this TNEF attachment (winmail.dat) cannot be read ({one_line(str(exc))[:200]})"
-                              ) from exc
+        raise UnsupportedFile(
+            f"damaged: this TNEF attachment (winmail.dat) cannot be read ({one_line(str(exc))[:200]})"
+        ) from exc
     builder = Builder()
     subject = _subject(tnef)
     _Message(builder, read_part).read(tnef, None, depth=0)
-    return builder.build("tnef", empty="no text: the TNEF attachment (winmail.dat) has no body or readable attachment",
-                         title=subject or None)
+    return builder.build(
+        "tnef", empty="no text: the TNEF attachment (winmail.dat) has no body or readable attachment", title=subject or None
+    )
 
 
 def _sanitised(data: bytes) -> bytes:
@@ -78,11 +80,11 @@ def _sanitised(data: bytes) -> bytes:
         (attr_id,) = struct.unpack_from("<H", data, offset + 1)
         (length,) = struct.unpack_from("<I", data, offset + 5)
         size = min(len(data) - offset, length + 11)  # level 1, id 4, length 4, data, checksum 2
-        body = data[offset + 9:offset + size - 2]
+        body = data[offset + 9 : offset + size - 2]
         if attr_id in (_ATT_MSG_PROPS, _ATT_ATTACHMENT):
             _check_counts(body)
         if attr_id != _ATT_RECIP_TABLE:
-            out += data[offset:offset + size]
+            out += data[offset : offset + size]
         offset += size
     out += data[offset:]
     return bytes(out)
@@ -95,8 +97,7 @@ def _check_counts(body: bytes, *, embedded: bool = True) -> None:
     if len(body) >= 4:
         (count,) = struct.unpack_from("<I", body)
         if count > len(body) // _MIN_PROPERTY:
-            raise UnsupportedFile(f"damaged: a TNEF property list declares {count:,} properties in"
-                                  f" {len(body):,} bytes")
+            raise UnsupportedFile(f"damaged: a TNEF property list declares {count:,} properties in {len(body):,} bytes")
     if not embedded:
         return
     at = body.find(_IMESSAGE)
@@ -109,7 +110,7 @@ def _check_counts(body: bytes, *, embedded: bool = True) -> None:
         if at >= 4:
             (value_len,) = struct.unpack_from("<I", body, at - 4)
             end = min(end, at + value_len) if value_len >= len(_IMESSAGE) else end
-        inner = body[at + len(_IMESSAGE):end]
+        inner = body[at + len(_IMESSAGE) : end]
         if inner.startswith(SIGNATURE):
             _check_embedded(inner)
         at = body.find(_IMESSAGE, at + 1)
@@ -124,7 +125,7 @@ def _check_embedded(data: bytes) -> None:
         (length,) = struct.unpack_from("<I", data, offset + 5)
         size = min(len(data) - offset, length + 11)
         if attr_id in (_ATT_MSG_PROPS, _ATT_ATTACHMENT, _ATT_RECIP_TABLE):
-            _check_counts(data[offset + 9:offset + size - 2], embedded=False)
+            _check_counts(data[offset + 9 : offset + size - 2], embedded=False)
         offset += size
 
 
@@ -182,8 +183,9 @@ class _Message:
         try:
             rtf = tnef.rtfbody
         except Exception as exc:  # compressed-rtf refuses a damaged stream
-            self.builder.warnings.append(f"{heading or 'the message'}: the RTF body is damaged and was not read"
-                                         f" ({one_line(str(exc))[:120]})")
+            self.builder.warnings.append(
+                f"{heading or 'the message'}: the RTF body is damaged and was not read ({one_line(str(exc))[:120]})"
+            )
             return
         if isinstance(rtf, (bytes, bytearray)) and rtf.strip(b"\x00 \r\n"):
             add_part(self.builder, self.read_part, bytes(rtf), "body.rtf", heading)

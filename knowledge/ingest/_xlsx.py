@@ -136,16 +136,18 @@ class _Reader:
             name = sheet.get("name") or f"Sheet{index}"
             state = sheet.get("state", "visible")
             if state != "visible":
-                self.warnings.append(f"sheet '{name}' is {'very hidden' if state == 'veryHidden' else 'hidden'}:"
-                                     " read anyway")
+                self.warnings.append(
+                    f"sheet '{name}' is {'very hidden' if state == 'veryHidden' else 'hidden'}: read anyway"
+                )
             path = targets.get(sheet.get(f"{R}id", ""))
             if path is None or path not in self.names:
                 self.warnings.append(f"sheet '{name}': its part is missing, not read")
                 continue
             self._sheet(name, path)
         self._leftover_embeddings()
-        return self.builder.build("xlsx", empty="no text: the workbook has no values",
-                                  warnings=self.warnings, title=self._title())
+        return self.builder.build(
+            "xlsx", empty="no text: the workbook has no values", warnings=self.warnings, title=self._title()
+        )
 
     def _title(self) -> str | None:
         path = next((p for _, kind, p in self.rels("") if kind == "core-properties"), "docProps/core.xml")
@@ -224,9 +226,14 @@ class _Reader:
         told = False
         expect(f"sheet '{name}' is {size:,} bytes of XML")
         with self.zf.open(path) as stream:
-            events = etree.iterparse(stream, events=("end",), resolve_entities=False, no_network=True,
-                                     huge_tree=True, tag=(f"{S}c", f"{S}row", f"{S}mergeCell", f"{S}dimension",
-                                                          f"{S}headerFooter", f"{S}col"))
+            events = etree.iterparse(
+                stream,
+                events=("end",),
+                resolve_entities=False,
+                no_network=True,
+                huge_tree=True,
+                tag=(f"{S}c", f"{S}row", f"{S}mergeCell", f"{S}dimension", f"{S}headerFooter", f"{S}col"),
+            )
             for _, el in events:
                 tag = el.tag
                 if tag == f"{S}c":
@@ -260,24 +267,27 @@ class _Reader:
                     first, _, last = (el.get("ref") or "").partition(":")
                     top_left, bottom = _CELL_REF.fullmatch(first), _CELL_REF.fullmatch(last or first)
                     if top_left is not None and bottom is not None:
-                        merges.append((_column_index(top_left.group(1)), int(top_left.group(2)),
-                                       int(bottom.group(2))))
+                        merges.append((_column_index(top_left.group(1)), int(top_left.group(2)), int(bottom.group(2))))
                     _let_go(el)
                 elif tag == f"{S}dimension" and not told:
                     told = True
-                    expect(f"sheet '{name}' declares a used range of {_range_size(el.get('ref') or '')};"
-                           f" the {size:,} bytes of its XML are read")
+                    expect(
+                        f"sheet '{name}' declares a used range of {_range_size(el.get('ref') or '')};"
+                        f" the {size:,} bytes of its XML are read"
+                    )
                 elif tag == f"{S}headerFooter":
                     hf = el
             root_tag = events.root.tag if events.root is not None else ""
         if empty_formulas:
-            self.warnings.append(f"{empty_formulas} formula cell(s) have no saved result (the workbook was"
-                                 " not recalculated): left out")
+            self.warnings.append(
+                f"{empty_formulas} formula cell(s) have no saved result (the workbook was not recalculated): left out"
+            )
         hidden = _hidden_text(hidden_rows, hidden_cols)
         if hidden:
             self.warnings.append(f"sheet '{name}': {hidden} hidden or filtered out: read all the same")
         _spread_merges(rows, merges, values, name, self.warnings)
         return root_tag, _layout(rows), hf
+
     def _cell(self, c: etree._Element) -> tuple[str, bool] | None:
         kind = c.get("t", "n")
         if kind == "inlineStr":
@@ -343,8 +353,11 @@ class _Reader:
             return
         self.seen_parts.add(path)
         # Of mc:AlternateContent only the choice: a fallback says "this shape represents a slicer ...".
-        texts = [t for body in root.iter("{*}txBody")
-                 if not any(a.tag == f"{MC}Fallback" for a in body.iterancestors()) and (t := _paragraphs(body))]
+        texts = [
+            t
+            for body in root.iter("{*}txBody")
+            if not any(a.tag == f"{MC}Fallback" for a in body.iterancestors()) and (t := _paragraphs(body))
+        ]
         if texts:
             self.builder.add("\n".join(texts), heading=heading)
         for _, kind, target in self.rels(path):
@@ -408,6 +421,7 @@ class _Reader:
 
 # -- helpers --------------------------------------------------------------------------------------
 
+
 def _hidden_columns(col: etree._Element) -> str | None:
     """``"C"`` or ``"C-D"`` for a ``cols/col`` hidden by the sheet (``@hidden``, ECMA-376 §18.3.1.13);
     ``None`` when it shows, or when it is the unused span after the last column, hidden as one."""
@@ -465,8 +479,13 @@ def _range_size(ref: str) -> str:
     return f"{rows:,} × {cols:,} cells"
 
 
-def _spread_merges(rows: dict[int, dict[int, tuple[str, bool]]], merges: list[tuple[int, int, int]],
-                   values: int, sheet: str, warnings: list[str]) -> None:
+def _spread_merges(
+    rows: dict[int, dict[int, tuple[str, bool]]],
+    merges: list[tuple[int, int, int]],
+    values: int,
+    sheet: str,
+    warnings: list[str],
+) -> None:
     """Give each merged range's value (its top-left cell's, ``(column, first row, last row)``) to the
     rows below it in its range: every row of a range up to :data:`MAX_MERGE_ROWS` rows, the rows that
     hold other values of a taller one; at most ``values`` + :data:`MAX_MERGE_FILLS` in all."""
@@ -483,7 +502,7 @@ def _spread_merges(rows: dict[int, dict[int, tuple[str, bool]]], merges: list[tu
         else:
             if order is None:
                 order = sorted(rows)
-            targets = order[bisect_right(order, first):bisect_left(order, last + 1)]
+            targets = order[bisect_right(order, first) : bisect_left(order, last + 1)]
             tall.append(f"{_column_letters(col)}{first}:{_column_letters(col)}{last}")
         for r in targets:
             if budget <= 0:
@@ -497,15 +516,21 @@ def _spread_merges(rows: dict[int, dict[int, tuple[str, bool]]], merges: list[tu
             break
     if tall:
         if len(tall) == 1:
-            warnings.append(f"sheet '{sheet}': merged range {tall[0]} spans more than {MAX_MERGE_ROWS:,} rows: its"
-                            " value is given only to the rows in it that hold other values")
+            warnings.append(
+                f"sheet '{sheet}': merged range {tall[0]} spans more than {MAX_MERGE_ROWS:,} rows: its"
+                " value is given only to the rows in it that hold other values"
+            )
         else:
-            warnings.append(f"sheet '{sheet}': merged ranges {tall[0]} and {len(tall) - 1:,} more span more than"
-                            f" {MAX_MERGE_ROWS:,} rows: their values are given only to the rows in them that hold"
-                            " other values")
+            warnings.append(
+                f"sheet '{sheet}': merged ranges {tall[0]} and {len(tall) - 1:,} more span more than"
+                f" {MAX_MERGE_ROWS:,} rows: their values are given only to the rows in them that hold"
+                " other values"
+            )
     if stopped:
-        warnings.append(f"sheet '{sheet}': merged ranges give their value to at most {MAX_MERGE_FILLS:,} rows"
-                        " more than the sheet has values; the other merged rows are left without it")
+        warnings.append(
+            f"sheet '{sheet}': merged ranges give their value to at most {MAX_MERGE_FILLS:,} rows"
+            " more than the sheet has values; the other merged rows are left without it"
+        )
 
 
 def _column_index(letters: str) -> int:
@@ -571,8 +596,14 @@ def _headers_footers(hf: etree._Element | None) -> tuple[list[str], list[str]]:
     footers: list[str] = []
     if hf is None:
         return headers, footers
-    for tag, into in (("oddHeader", headers), ("evenHeader", headers), ("firstHeader", headers),
-                      ("oddFooter", footers), ("evenFooter", footers), ("firstFooter", footers)):
+    for tag, into in (
+        ("oddHeader", headers),
+        ("evenHeader", headers),
+        ("firstHeader", headers),
+        ("oddFooter", footers),
+        ("evenFooter", footers),
+        ("firstFooter", footers),
+    ):
         node = hf.find(f"{S}{tag}")
         if node is None or not node.text:
             continue
@@ -584,8 +615,7 @@ def _headers_footers(hf: etree._Element | None) -> tuple[list[str], list[str]]:
 
 def _header_text(raw: str) -> str:
     raw = raw.replace("&&", "\x00")
-    parts = [_HF_CODE.sub("", p).replace("\x00", "&") for p in _HF_SECTION.split(raw)
-             if p not in ("L", "C", "R")]
+    parts = [_HF_CODE.sub("", p).replace("\x00", "&") for p in _HF_SECTION.split(raw) if p not in ("L", "C", "R")]
     return " | ".join(one_line(p) for p in parts if one_line(p))
 
 
@@ -618,10 +648,10 @@ def read_xls(data: bytes) -> Document:
     date1904 = book.datemode == 1
     for sheet in book.sheets():
         if sheet.visibility:
-            warnings.append(f"sheet '{sheet.name}' is {'very hidden' if sheet.visibility == 2 else 'hidden'}:"
-                            " read anyway")
-        expect(f"sheet '{sheet.name}' has a used range of {sheet.nrows:,} × {sheet.ncols:,} cells; the cells"
-               " present are read")
+            warnings.append(f"sheet '{sheet.name}' is {'very hidden' if sheet.visibility == 2 else 'hidden'}: read anyway")
+        expect(
+            f"sheet '{sheet.name}' has a used range of {sheet.nrows:,} × {sheet.ncols:,} cells; the cells present are read"
+        )
         rows: dict[int, dict[int, tuple[str, bool]]] = {}
         values = 0
         for r in range(sheet.nrows):
@@ -647,8 +677,7 @@ def read_xls(data: bytes) -> Document:
 
 def _open_xls(xlrd, data: bytes):
     try:
-        return xlrd.open_workbook(file_contents=data, formatting_info=True, ragged_rows=True,
-                                  logfile=io.StringIO())
+        return xlrd.open_workbook(file_contents=data, formatting_info=True, ragged_rows=True, logfile=io.StringIO())
     except xlrd.XLRDError as exc:
         if "encrypted" not in str(exc).lower():
             raise
@@ -661,10 +690,11 @@ def _open_xls(xlrd, data: bytes):
         plain = io.BytesIO()
         office.decrypt(plain)
     except Exception as exc:
-        raise UnsupportedFile("unsupported: a password-protected Excel 97-2003 workbook (.xls) — open it in"
-                              " Excel, remove the password or save it as .xlsx") from exc
-    return xlrd.open_workbook(file_contents=plain.getvalue(), formatting_info=True, ragged_rows=True,
-                              logfile=io.StringIO())
+        raise UnsupportedFile(
+            "unsupported: a password-protected Excel 97-2003 workbook (.xls) — open it in"
+            " Excel, remove the password or save it as .xlsx"
+        ) from exc
+    return xlrd.open_workbook(file_contents=plain.getvalue(), formatting_info=True, ragged_rows=True, logfile=io.StringIO())
 
 
 def _xls_cell(xlrd, book, cell, date1904: bool) -> tuple[str, bool] | None:

@@ -84,7 +84,7 @@ def check_overlaps(zf: zipfile.ZipFile, data: bytes) -> None:
     spans: list[tuple[int, int]] = []
     for info in zf.infolist():
         start = info.header_offset
-        header = data[start:start + _LOCAL_LEN]
+        header = data[start : start + _LOCAL_LEN]
         if len(header) < _LOCAL_LEN or not header.startswith(_LOCAL):
             continue
         name_len, extra_len = struct.unpack("<HH", header[26:30])
@@ -94,8 +94,9 @@ def check_overlaps(zf: zipfile.ZipFile, data: bytes) -> None:
     per_offset = Counter(start for start, _ in spans)
     shared = sum(n for n in per_offset.values() if n > 1)
     if shared:
-        raise UnsupportedFile(f"refused: {shared:,} entries of this ZIP share the same compressed data"
-                              " (an overlapping-entries zip bomb)")
+        raise UnsupportedFile(
+            f"refused: {shared:,} entries of this ZIP share the same compressed data (an overlapping-entries zip bomb)"
+        )
     spans.sort()
     overlapping: set[int] = set()
     end = spans[0][1]
@@ -105,8 +106,10 @@ def check_overlaps(zf: zipfile.ZipFile, data: bytes) -> None:
             overlapping.update((i - 1, i))
         end = max(end, stop)
     if overlapping:
-        raise UnsupportedFile(f"refused: {len(overlapping):,} entries of this ZIP overlap each other's compressed"
-                              " data (an overlapping-entries zip bomb)")
+        raise UnsupportedFile(
+            f"refused: {len(overlapping):,} entries of this ZIP overlap each other's compressed"
+            " data (an overlapping-entries zip bomb)"
+        )
 
 
 def declared_size(zf: zipfile.ZipFile) -> int:
@@ -136,8 +139,7 @@ def check_package(zf: zipfile.ZipFile, data: bytes, what: str, limit: int = MAX_
 #: the DOS/Windows OEM code pages Windows' own "compressed folders" use (Western and Central European,
 #: Cyrillic, Japanese, Simplified and Traditional Chinese, Korean) and the Windows ANSI code pages
 #: other tools use. In order of preference when two read equally well.
-LEGACY_ENCODINGS = ("cp437", "cp850", "cp1252", "cp866", "cp1251", "cp852", "cp1250",
-                    "cp932", "gb18030", "cp950", "cp949")
+LEGACY_ENCODINGS = ("cp437", "cp850", "cp1252", "cp866", "cp1251", "cp852", "cp1250", "cp932", "gb18030", "cp950", "cp949")
 
 #: Double-byte code pages -> the lead-byte ranges of their common characters and the lowest trail
 #: byte there: JIS X 0208 kana and level-1/2 kanji (cp932), GB 2312 hanzi (gb18030), Big5's frequent
@@ -191,8 +193,8 @@ def _unicode_path(extra: bytes, raw: bytes) -> str | None:
     name, the name in UTF-8), when it is there and its CRC matches ``raw``; else ``None``."""
     i = 0
     while i + 4 <= len(extra):
-        tag, size = struct.unpack("<HH", extra[i:i + 4])
-        body = extra[i + 4:i + 4 + size]
+        tag, size = struct.unpack("<HH", extra[i : i + 4])
+        body = extra[i + 4 : i + 4 + size]
         if tag == 0x7075 and len(body) >= 5 and body[0] == 1:
             (crc,) = struct.unpack("<I", body[1:5])
             if crc == zlib.crc32(raw):

@@ -87,8 +87,9 @@ class ChunkResult:
     warnings: list[str] = field(default_factory=list)
 
 
-def plan_chunking(embedder: Embedder, max_tokens: int = SPEC_MAX_TOKENS,
-                  overlap_tokens: int = SPEC_OVERLAP_TOKENS) -> ChunkPlan:
+def plan_chunking(
+    embedder: Embedder, max_tokens: int = SPEC_MAX_TOKENS, overlap_tokens: int = SPEC_OVERLAP_TOKENS
+) -> ChunkPlan:
     """Fit the requested chunk size and overlap (tokens) to the model's window.
 
     Raises:
@@ -124,9 +125,13 @@ WINDOW_CHARS = 100_000
 space break near this size, so memory stays bounded and a long file can be stopped between pieces."""
 
 
-def chunk_document(document: Document, embedder: Embedder, max_tokens: int = SPEC_MAX_TOKENS,
-                   overlap_tokens: int = SPEC_OVERLAP_TOKENS,
-                   on_progress: Callable[[float], None] | None = None) -> ChunkResult:
+def chunk_document(
+    document: Document,
+    embedder: Embedder,
+    max_tokens: int = SPEC_MAX_TOKENS,
+    overlap_tokens: int = SPEC_OVERLAP_TOKENS,
+    on_progress: Callable[[float], None] | None = None,
+) -> ChunkResult:
     """Split ``document`` into chunks of at most ``max_tokens`` model tokens (fitted to the window).
 
     Returns chunks in document order, numbered from 0, with provenance. Whitespace-only stretches
@@ -141,31 +146,40 @@ def chunk_document(document: Document, embedder: Embedder, max_tokens: int = SPE
     budgets: dict[str | None, ChunkPlan] = {}
     headers: dict[int, tuple[str, int]] = {}  # table start -> (header text, its tokens + 1)
     for section in document.sections:
-        body = document.text[section.char_start:section.char_end]
+        body = document.text[section.char_start : section.char_end]
         if section.heading not in budgets:
             heading_tokens = embedder.count_tokens(embedding_text("", section.heading)) if section.heading else 0
             room = plan.max_tokens - heading_tokens
             budgets[section.heading] = (
                 ChunkPlan(room, min(plan.overlap_tokens, room // 2))
-                if heading_tokens and room >= plan.max_tokens // 2 else plan
+                if heading_tokens and room >= plan.max_tokens // 2
+                else plan
             )
         for offset, piece in _windows(body, WINDOW_CHARS):
             base = section.char_start + offset
             header_at = _header_finder(document, base, headers, embedder) if document.tables else None
             for start, end, n, header in _split(piece, embedder, budgets[section.heading], header_at):
                 own = piece[start:end]
-                chunks.append(TextChunk(
-                    index=len(chunks), text=f"{header[0]}\n{own}" if header else own,
-                    char_start=base + start, char_end=base + end, tokens=n + (header[1] if header else 0),
-                    page=section.page, heading=section.heading, table_header=header[0] if header else None,
-                ))
+                chunks.append(
+                    TextChunk(
+                        index=len(chunks),
+                        text=f"{header[0]}\n{own}" if header else own,
+                        char_start=base + start,
+                        char_end=base + end,
+                        tokens=n + (header[1] if header else 0),
+                        page=section.page,
+                        heading=section.heading,
+                        table_header=header[0] if header else None,
+                    )
+                )
             if on_progress is not None and len(document.text) > WINDOW_CHARS:
                 on_progress(min(1.0, (section.char_start + offset + len(piece)) / len(document.text)))
     return ChunkResult(chunks, plan, list(plan.notes))
 
 
-def _header_finder(document: Document, base: int, cache: dict[int, tuple[str, int]],
-                   embedder: Embedder) -> Callable[[int], tuple[str, int] | None]:
+def _header_finder(
+    document: Document, base: int, cache: dict[int, tuple[str, int]], embedder: Embedder
+) -> Callable[[int], tuple[str, int] | None]:
     """``header_at(offset in the piece) -> (table header, its tokens + 1 for the line break)`` when a
     chunk starting there begins inside a table's body, else ``None``.
 
@@ -178,7 +192,7 @@ def _header_finder(document: Document, base: int, cache: dict[int, tuple[str, in
 
     def header_of(t: Table) -> tuple[str, int]:
         if t.char_start not in cache:
-            header = document.text[t.char_start:t.header_end]
+            header = document.text[t.char_start : t.header_end]
             cache[t.char_start] = (header, embedder.count_tokens(header) + 1)
         return cache[t.char_start]
 
@@ -208,7 +222,7 @@ def _windows(text: str, size: int) -> list[tuple[int, str]]:
     while pos < len(text):
         end = min(len(text), pos + size)
         if end < len(text):
-            window = text[pos + size // 2:end]
+            window = text[pos + size // 2 : end]
             for sep in ("\n\n", "\n", " "):
                 cut = window.rfind(sep)
                 if cut >= 0:
@@ -282,15 +296,18 @@ def _cut_strengths(text: str, starts: np.ndarray, ends: np.ndarray) -> list[int]
         for k in range(min(_SHORT_GAP, int(length.max()))):
             best = np.where(scored, np.maximum(best, at[np.minimum(lo + k, hi)]), best)
     for g in np.flatnonzero(length > _SHORT_GAP).tolist():
-        best[g] = at[lo[g]:hi[g] + 1].max()
+        best[g] = at[lo[g] : hi[g] + 1].max()
     for g in np.flatnonzero((best == 0) & (hi > lo)).tolist():
-        best[g] = 1 if text[lo[g]:hi[g]].isspace() else 0
+        best[g] = 1 if text[lo[g] : hi[g]].isspace() else 0
     return [0, *best.tolist()]
 
 
-def _split(text: str, embedder: Embedder, plan: ChunkPlan,
-           header_at: Callable[[int], tuple[str, int] | None] | None = None,
-           ) -> list[tuple[int, int, int, tuple[str, int] | None]]:
+def _split(
+    text: str,
+    embedder: Embedder,
+    plan: ChunkPlan,
+    header_at: Callable[[int], tuple[str, int] | None] | None = None,
+) -> list[tuple[int, int, int, tuple[str, int] | None]]:
     """``(start, end, tokens, repeated table header or None)`` spans of ``text`` covering all its
     tokens; a span that starts inside a table's body has room for the header it repeats (a header
     over half the chunk size is not repeated)."""

@@ -11,8 +11,28 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 #: The values :attr:`Document.format` can take.
-FORMATS: tuple[str, ...] = ("pdf", "docx", "pptx", "xlsx", "xls", "odt", "ods", "odp", "epub", "rtf", "eml", "mbox",
-                            "msg", "tnef", "zip", "markdown", "text", "html", "csv", "image")
+FORMATS: tuple[str, ...] = (
+    "pdf",
+    "docx",
+    "pptx",
+    "xlsx",
+    "xls",
+    "odt",
+    "ods",
+    "odp",
+    "epub",
+    "rtf",
+    "eml",
+    "mbox",
+    "msg",
+    "tnef",
+    "zip",
+    "markdown",
+    "text",
+    "html",
+    "csv",
+    "image",
+)
 
 
 @dataclass(frozen=True, slots=True)

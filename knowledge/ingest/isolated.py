@@ -93,9 +93,18 @@ START_SECONDS = 60.0
 #: Every message on a child's pipes is this 8-byte big-endian length, then that many bytes.
 FRAME_HEADER = struct.Struct(">Q")
 #: The errors a child may name, re-raised here as the same class (anything else: UnsupportedFile).
-_ERRORS: dict[str, type[KnowledgeError]] = {c.__name__: c for c in (
-    UnsupportedFile, OcrUnavailable, PasswordRequired, EmptyDocument, FileTooLarge, InvalidArgument,
-    ReaderLimitExceeded)}
+_ERRORS: dict[str, type[KnowledgeError]] = {
+    c.__name__: c
+    for c in (
+        UnsupportedFile,
+        OcrUnavailable,
+        PasswordRequired,
+        EmptyDocument,
+        FileTooLarge,
+        InvalidArgument,
+        ReaderLimitExceeded,
+    )
+}
 _ROOT = str(Path(__file__).resolve().parents[2])  # the folder holding the knowledge package
 
 
@@ -138,12 +147,25 @@ class Chunking:
     overlap_tokens: int
 
 
-def read_in_process(source: bytes | str | os.PathLike | BinaryIO, name: str | None, *, password: str | None = None,
-                    max_bytes: int | None = None, ocr: str = "auto", chunking: Chunking | None = None,
-                    on_page: Callable[[int, int], None] | None = None) -> ReadResult:
+def read_in_process(
+    source: bytes | str | os.PathLike | BinaryIO,
+    name: str | None,
+    *,
+    password: str | None = None,
+    max_bytes: int | None = None,
+    ocr: str = "auto",
+    chunking: Chunking | None = None,
+    on_page: Callable[[int, int], None] | None = None,
+) -> ReadResult:
     """Read (and chunk) in the calling process, unbounded: what a child does, without the child."""
-    doc = read_document(source, name, password=password, max_bytes=max_bytes, ocr=ocr,  # type: ignore[arg-type]
-                        on_page=on_page)
+    doc = read_document(
+        source,
+        name,
+        password=password,
+        max_bytes=max_bytes,
+        ocr=ocr,  # type: ignore[arg-type]
+        on_page=on_page,
+    )
     chunks = None
     if chunking is not None:
         chunks = chunk_document(doc, chunking.embedder, chunking.max_tokens, chunking.overlap_tokens)
@@ -159,8 +181,14 @@ class _Child:
         env["PYTHONUNBUFFERED"] = "1"
         self.stderr = tempfile.TemporaryFile(prefix="knowledge-reader-")  # noqa: SIM115 - lives as long as the child
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "knowledge.ingest._child"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=self.stderr, env=env, close_fds=True, bufsize=0)  # unbuffered: select() sees every byte
+            [sys.executable, "-m", "knowledge.ingest._child"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+            env=env,
+            close_fds=True,
+            bufsize=0,
+        )  # unbuffered: select() sees every byte
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.stdin, self.stdout = self.proc.stdin, self.proc.stdout
         self.tasks = 0
@@ -241,7 +269,7 @@ def _write_all(stream: Any, data: bytes) -> None:
     view = memoryview(data)
     while view:
         written = stream.write(view)
-        view = view[written or 0:]
+        view = view[written or 0 :]
 
 
 def read_exactly(stream: Any, n: int) -> bytes | None:
@@ -283,10 +311,19 @@ class ReaderPool:
             self.size = max(self.size, size)
             self._cond.notify_all()
 
-    def read(self, source: bytes | str | os.PathLike | BinaryIO, name: str | None, *, limits: ReadLimits,
-             password: str | None = None, max_bytes: int | None = None, ocr: str = "auto",
-             chunking: Chunking | None = None, on_page: Callable[[int, int], None] | None = None,
-             check: Callable[[], None] | None = None) -> ReadResult:
+    def read(
+        self,
+        source: bytes | str | os.PathLike | BinaryIO,
+        name: str | None,
+        *,
+        limits: ReadLimits,
+        password: str | None = None,
+        max_bytes: int | None = None,
+        ocr: str = "auto",
+        chunking: Chunking | None = None,
+        on_page: Callable[[int, int], None] | None = None,
+        check: Callable[[], None] | None = None,
+    ) -> ReadResult:
         """Read ``source`` (and chunk it with ``chunking``) in a child, within ``limits``.
 
         Args:
@@ -308,9 +345,16 @@ class ReaderPool:
             The errors of :func:`~knowledge.ingest.readers.read_document` and of chunking, as the
             child raised them (``UnsupportedFile``, ``PasswordRequired``, ``EmptyDocument``, ...).
         """
-        task: dict[str, Any] = {"op": "read", "name": name, "password": password, "max_bytes": max_bytes,
-                                "ocr": ocr, "memory_bytes": limits.memory_mb * 1024 * 1024,
-                                "address_slack_bytes": ADDRESS_SLACK_MB * 1024 * 1024, "log_place": log_place()}
+        task: dict[str, Any] = {
+            "op": "read",
+            "name": name,
+            "password": password,
+            "max_bytes": max_bytes,
+            "ocr": ocr,
+            "memory_bytes": limits.memory_mb * 1024 * 1024,
+            "address_slack_bytes": ADDRESS_SLACK_MB * 1024 * 1024,
+            "log_place": log_place(),
+        }
         path = _disk_path(source)
         if path is not None:
             task["path"] = path
@@ -320,8 +364,11 @@ class ReaderPool:
             task["data"] = data
             size = len(data)
         if chunking is not None:
-            task["chunk"] = {"max_tokens": chunking.max_tokens, "overlap_tokens": chunking.overlap_tokens,
-                             "twin_id": _twin_key(chunking.embedder)}
+            task["chunk"] = {
+                "max_tokens": chunking.max_tokens,
+                "overlap_tokens": chunking.overlap_tokens,
+                "twin_id": _twin_key(chunking.embedder),
+            }
         for attempt in range(3):
             child = self._take()
             child.keep = False
@@ -329,15 +376,23 @@ class ReaderPool:
                 return self._run(child, task, chunking, limits, size, on_page, check)
             except _Retry:
                 if attempt == 2:
-                    raise ReaderCrashed("unreadable: the reader could not be started (three children in a"
-                                        " row ended before taking the file)") from None
+                    raise ReaderCrashed(
+                        "unreadable: the reader could not be started (three children in a row ended before taking the file)"
+                    ) from None
             finally:
                 self._give_back(child, healthy=child.keep)
         raise AssertionError("unreachable")
 
-    def _run(self, child: _Child, task: dict[str, Any], chunking: Chunking | None, limits: ReadLimits,
-             size: int, on_page: Callable[[int, int], None] | None,
-             check: Callable[[], None] | None) -> ReadResult:
+    def _run(
+        self,
+        child: _Child,
+        task: dict[str, Any],
+        chunking: Chunking | None,
+        limits: ReadLimits,
+        size: int,
+        on_page: Callable[[int, int], None] | None,
+        check: Callable[[], None] | None,
+    ) -> ReadResult:
         budget = limits.deadline_seconds(size)
         task = {**task, "deadline_seconds": budget, "page_seconds": limits.timeout_seconds}
         key = _twin_key(chunking.embedder) if chunking is not None else None
@@ -363,16 +418,23 @@ class ReaderPool:
                 raise ReaderCrashed(f"unreadable: the reader did not start within {START_SECONDS:.0f} s")
             if began and now > deadline:
                 self._kill(child)
-                raise ReaderLimitExceeded(_limit_reason(
-                    f"took longer than {_seconds(budget)} to read (the limit for a file of {_size(size)};"
-                    " the settings ingest.reader_timeout_seconds and reader_seconds_per_mb)", note))
+                raise ReaderLimitExceeded(
+                    _limit_reason(
+                        f"took longer than {_seconds(budget)} to read (the limit for a file of {_size(size)};"
+                        " the settings ingest.reader_timeout_seconds and reader_seconds_per_mb)",
+                        note,
+                    )
+                )
             rss = child.rss()
             peak = max(peak, rss)
             if rss > memory:
                 self._kill(child)
-                raise ReaderLimitExceeded(_limit_reason(
-                    f"needed more than {limits.memory_mb:,} MB of memory to read (the setting"
-                    " ingest.reader_memory_mb)", note))
+                raise ReaderLimitExceeded(
+                    _limit_reason(
+                        f"needed more than {limits.memory_mb:,} MB of memory to read (the setting ingest.reader_memory_mb)",
+                        note,
+                    )
+                )
             if not child.readable(POLL_SECONDS):
                 if not child.alive() and not child.readable(0):
                     return self._died(child, began, note)
@@ -393,9 +455,11 @@ class ReaderPool:
             elif kind == "ok":
                 child.last_rss = int(message.get("rss") or 0)
                 peak = max(peak, int(message.get("peak") or 0), child.last_rss)
-                result = ReadResult(_document(message["doc"]),
-                                    None if message.get("chunks") is None else
-                                    _chunks(message["chunks"], message["doc"]["text"]), peak)
+                result = ReadResult(
+                    _document(message["doc"]),
+                    None if message.get("chunks") is None else _chunks(message["chunks"], message["doc"]["text"]),
+                    peak,
+                )
                 child.keep = child.last_rss <= memory // 2
                 return result
             elif kind == "error":
@@ -404,9 +468,13 @@ class ReaderPool:
                 if message.get("trace"):  # a reader's bug: its traceback goes to this process's log
                     log.error("reading %s in a reader child: %s\n%s", name_of(task), text, message["trace"])
                 if message.get("memory"):  # a MemoryError leaves a child in doubt: not kept
-                    raise ReaderLimitExceeded(_limit_reason(
-                        f"needed more than {limits.memory_mb:,} MB of memory to read (the setting"
-                        " ingest.reader_memory_mb)", note))
+                    raise ReaderLimitExceeded(
+                        _limit_reason(
+                            f"needed more than {limits.memory_mb:,} MB of memory to read (the setting"
+                            " ingest.reader_memory_mb)",
+                            note,
+                        )
+                    )
                 child.keep = child.alive()
                 raise cls(text)
 
@@ -419,8 +487,9 @@ class ReaderPool:
         tail = child.stderr_tail()
         log.warning("a reader child (pid %s) ended with %s%s", child.pid, code, f":\n{tail}" if tail else "")
         how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited with status {code}"
-        raise ReaderCrashed(_limit_reason(f"unreadable: the reader stopped unexpectedly (its process {how})"
-                                          " while reading this file", note))
+        raise ReaderCrashed(
+            _limit_reason(f"unreadable: the reader stopped unexpectedly (its process {how}) while reading this file", note)
+        )
 
     def _kill(self, child: _Child) -> None:
         child.stop(kill=True)
@@ -497,23 +566,42 @@ def shared_pool(size: int) -> ReaderPool:
         return _shared
 
 
-def read_bounded(source: bytes | str | os.PathLike | BinaryIO, name: str | None, *, processes: int,
-                 limits: ReadLimits, password: str | None = None, max_bytes: int | None = None,
-                 ocr: str = "auto", chunking: Chunking | None = None,
-                 on_page: Callable[[int, int], None] | None = None,
-                 check: Callable[[], None] | None = None) -> ReadResult:
+def read_bounded(
+    source: bytes | str | os.PathLike | BinaryIO,
+    name: str | None,
+    *,
+    processes: int,
+    limits: ReadLimits,
+    password: str | None = None,
+    max_bytes: int | None = None,
+    ocr: str = "auto",
+    chunking: Chunking | None = None,
+    on_page: Callable[[int, int], None] | None = None,
+    check: Callable[[], None] | None = None,
+) -> ReadResult:
     """Read (and chunk) a file the way the settings say: in this process's :class:`ReaderPool` of
     up to ``processes`` children within ``limits``, or in-process when ``processes`` is 0 or the
     platform has no POSIX pipes. A ``chunking`` whose embedder has no tokenizer twin is chunked here,
     after the child read the file. Raises what :meth:`ReaderPool.read` raises."""
     if processes < 1 or os.name != "posix":
-        return read_in_process(source, name, password=password, max_bytes=max_bytes, ocr=ocr,
-                               chunking=chunking, on_page=on_page)
+        return read_in_process(
+            source, name, password=password, max_bytes=max_bytes, ocr=ocr, chunking=chunking, on_page=on_page
+        )
     twin = _twin_of(chunking.embedder) if chunking is not None else None
-    child_chunking = Chunking(twin, chunking.max_tokens, chunking.overlap_tokens) \
-        if chunking is not None and twin is not None else None
-    result = shared_pool(processes).read(source, name, limits=limits, password=password, max_bytes=max_bytes,
-                                         ocr=ocr, chunking=child_chunking, on_page=on_page, check=check)
+    child_chunking = (
+        Chunking(twin, chunking.max_tokens, chunking.overlap_tokens) if chunking is not None and twin is not None else None
+    )
+    result = shared_pool(processes).read(
+        source,
+        name,
+        limits=limits,
+        password=password,
+        max_bytes=max_bytes,
+        ocr=ocr,
+        chunking=child_chunking,
+        on_page=on_page,
+        check=check,
+    )
     if chunking is not None and result.chunks is None:
         chunks = chunk_document(result.document, chunking.embedder, chunking.max_tokens, chunking.overlap_tokens)
         result = ReadResult(result.document, chunks, result.peak_rss)
@@ -550,10 +638,16 @@ def _twin_key(twin: Embedder) -> str:
 # -- what crosses the pipe (the child's side is knowledge.ingest._child) ---------------------------
 def document_message(doc: Document) -> dict[str, Any]:
     """``doc`` as JSON-able lists and strings."""
-    return {"text": doc.text, "format": doc.format, "pages": doc.pages, "warnings": list(doc.warnings),
-            "title": doc.title, "attributes": dict(doc.attributes),
-            "sections": [[s.char_start, s.char_end, s.page, s.heading] for s in doc.sections],
-            "tables": [[t.char_start, t.header_end, t.char_end] for t in doc.tables]}
+    return {
+        "text": doc.text,
+        "format": doc.format,
+        "pages": doc.pages,
+        "warnings": list(doc.warnings),
+        "title": doc.title,
+        "attributes": dict(doc.attributes),
+        "sections": [[s.char_start, s.char_end, s.page, s.heading] for s in doc.sections],
+        "tables": [[t.char_start, t.header_end, t.char_end] for t in doc.tables],
+    }
 
 
 def chunks_message(result: ChunkResult, text: str) -> dict[str, Any]:
@@ -561,18 +655,29 @@ def chunks_message(result: ChunkResult, text: str) -> dict[str, Any]:
     (with the table header before it), and rebuilt from ``text`` by :func:`_chunks`."""
     rows = []
     for c in result.chunks:
-        span = text[c.char_start:c.char_end]
+        span = text[c.char_start : c.char_end]
         same = c.text == (f"{c.table_header}\n{span}" if c.table_header else span)
-        rows.append([c.index, None if same else c.text, c.char_start, c.char_end, c.tokens, c.page, c.heading,
-                     c.table_header])
-    return {"chunks": rows, "plan": [result.plan.max_tokens, result.plan.overlap_tokens, list(result.plan.notes)],
-            "warnings": list(result.warnings)}
+        rows.append(
+            [c.index, None if same else c.text, c.char_start, c.char_end, c.tokens, c.page, c.heading, c.table_header]
+        )
+    return {
+        "chunks": rows,
+        "plan": [result.plan.max_tokens, result.plan.overlap_tokens, list(result.plan.notes)],
+        "warnings": list(result.warnings),
+    }
 
 
 def _document(m: dict[str, Any]) -> Document:
-    return Document(text=m["text"], sections=[Section(*s) for s in m["sections"]], format=m["format"],
-                    pages=m["pages"], warnings=list(m["warnings"]), title=m["title"],
-                    tables=[Table(*t) for t in m["tables"]], attributes=dict(m["attributes"]))
+    return Document(
+        text=m["text"],
+        sections=[Section(*s) for s in m["sections"]],
+        format=m["format"],
+        pages=m["pages"],
+        warnings=list(m["warnings"]),
+        title=m["title"],
+        tables=[Table(*t) for t in m["tables"]],
+        attributes=dict(m["attributes"]),
+    )
 
 
 def _chunks(m: dict[str, Any], text: str) -> ChunkResult:

@@ -58,17 +58,17 @@ def locate(haystack: str, needle: str, *, piece: int = PIECE) -> list[tuple[int,
     found: list[tuple[int, int]] = []
     i, after = 0, 0
     while i + shortest <= len(nkey):
-        if nkey[i:i + shortest] not in hkey:
+        if nkey[i : i + shortest] not in hkey:
             i += 1
             continue
         low, high = shortest, len(nkey) - i  # the longest run from i that the haystack holds
         while low < high:
             mid = (low + high + 1) // 2
-            if nkey[i:i + mid] in hkey:
+            if nkey[i : i + mid] in hkey:
                 low = mid
             else:
                 high = mid - 1
-        run = nkey[i:i + low]
+        run = nkey[i : i + low]
         at = hkey.find(run, after)
         if at < 0:
             at = hkey.find(run)
@@ -127,8 +127,9 @@ def page_text(textpage) -> str:
     return "".join(chars)
 
 
-def render_page(data: bytes, number: int, passages: Sequence[str] = (), *, password: str | None = None,
-                scale: float = 1.5) -> PageImage:
+def render_page(
+    data: bytes, number: int, passages: Sequence[str] = (), *, password: str | None = None, scale: float = 1.5
+) -> PageImage:
     """Page ``number`` (1-based) of the PDF ``data`` as a PNG at ``scale`` pixels per point (1.5:
     108 dpi), with each of ``passages`` (text of this page as the reader extracted it) located in
     PDFium's text (:func:`locate`) and its boxes drawn in :data:`HIGHLIGHT`.
@@ -167,8 +168,10 @@ def render_page(data: bytes, number: int, passages: Sequence[str] = (), *, passw
             raise UnsupportedFile(f"PDFium cannot render page {number}: {exc}") from exc
         finally:
             pdf.close()
-    boxes = [(int(left * scale), int((height_pt - top) * scale), int(right * scale) + 1,
-              int((height_pt - bottom) * scale) + 1) for left, bottom, right, top in rects]
+    boxes = [
+        (int(left * scale), int((height_pt - top) * scale), int(right * scale) + 1, int((height_pt - bottom) * scale) + 1)
+        for left, bottom, right, top in rects
+    ]
     if boxes:
         layer = Image.new("RGBA", image.size, (0, 0, 0, 0))
         draw = ImageDraw.Draw(layer)

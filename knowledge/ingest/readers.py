@@ -43,20 +43,31 @@ from knowledge.ingest._xlsx import read_xls, read_xlsx
 from knowledge.ingest._zipsafe import Budget
 from knowledge.ingest.document import FORMATS, Document, Section
 
-__all__ = ["FORMATS", "HEAD_BYTES", "LEGACY_WORD", "Document", "Section", "detect_format",
-           "read_document"]
+__all__ = ["FORMATS", "HEAD_BYTES", "LEGACY_WORD", "Document", "Section", "detect_format", "read_document"]
 
 #: Extensions of ZIP-based document formats -> what a plain ZIP under that name is not.
-_PACKAGE_EXTENSIONS = {".docx": "a Word document", ".pptx": "a PowerPoint deck", ".xlsx": "an Excel workbook",
-                       ".odt": "an OpenDocument text", ".ods": "an OpenDocument spreadsheet",
-                       ".odp": "an OpenDocument presentation", ".epub": "an EPUB e-book"}
+_PACKAGE_EXTENSIONS = {
+    ".docx": "a Word document",
+    ".pptx": "a PowerPoint deck",
+    ".xlsx": "an Excel workbook",
+    ".odt": "an OpenDocument text",
+    ".ods": "an OpenDocument spreadsheet",
+    ".odp": "an OpenDocument presentation",
+    ".epub": "an EPUB e-book",
+}
 
 Source = Union[bytes, bytearray, memoryview, str, "os.PathLike[str]", BinaryIO]
 
 
-def read_document(source: Source, name: str | None = None, *, password: str | None = None,
-                  max_bytes: int | None = None, ocr: Literal["auto", "off"] = "auto",
-                  on_page: Callable[[int, int], None] | None = None) -> Document:
+def read_document(
+    source: Source,
+    name: str | None = None,
+    *,
+    password: str | None = None,
+    max_bytes: int | None = None,
+    ocr: Literal["auto", "off"] = "auto",
+    on_page: Callable[[int, int], None] | None = None,
+) -> Document:
     """Read a document of any supported format into clean text with provenance.
 
     Args:
@@ -101,8 +112,16 @@ def read_document(source: Source, name: str | None = None, *, password: str | No
     return _read(data, name, password=password, ocr=ocr, on_page=on_page, depth=0, budget=Budget(max_bytes))
 
 
-def _read(data: bytes, name: str | None, *, password: str | None, ocr: Literal["auto", "off"],
-          on_page: Callable[[int, int], None] | None, depth: int, budget: Budget) -> Document:
+def _read(
+    data: bytes,
+    name: str | None,
+    *,
+    password: str | None,
+    ocr: Literal["auto", "off"],
+    on_page: Callable[[int, int], None] | None,
+    depth: int,
+    budget: Budget,
+) -> Document:
     """One file or embedded part; ``budget``: what the document's ZIP archives may still inflate."""
     if not data.strip(b" \t\r\n\x00\x0b\x0c"):
         raise EmptyDocument("no text: the file is empty")
@@ -122,8 +141,9 @@ def _read(data: bytes, name: str | None, *, password: str | None, ocr: Literal["
         return read_pdf(data, name=name, password=password, ocr=ocr, on_page=on_page)
     if fmt == "image":  # issue 16: images are read by OCR
         if ocr == "off":
-            raise UnsupportedFile("unsupported: an image (OCR is off: the setting ingest.ocr or the"
-                                  " template's ocr is 'off')")
+            raise UnsupportedFile(
+                "unsupported: an image (OCR is off: the setting ingest.ocr or the template's ocr is 'off')"
+            )
 
         return read_image(data, on_page=on_page)
     if fmt == "docx":
@@ -154,8 +174,10 @@ def _read(data: bytes, name: str | None, *, password: str | None, ocr: Literal["
         doc = read_zip(data, read_part, budget)
         ext = PurePath(name).suffix.lower() if name else ""
         if ext in _PACKAGE_EXTENSIONS:
-            doc.warnings.insert(0, f"named {ext} but it is a plain ZIP archive, not {_PACKAGE_EXTENSIONS[ext]}:"
-                                   " its files were read one by one")
+            doc.warnings.insert(
+                0,
+                f"named {ext} but it is a plain ZIP archive, not {_PACKAGE_EXTENSIONS[ext]}: its files were read one by one",
+            )
         return doc
     if fmt == "csv":
         doc = read_csv(data)  # decoded block by block: a large file is never held as text twice
@@ -210,9 +232,7 @@ def load_source(source: Source, max_bytes: int | None) -> tuple[bytes, str | Non
         _check_size(len(data), max_bytes, exact=False)  # unknown size: we read max + 1
         stream_name = getattr(source, "name", None)
         return data, PurePath(stream_name).name if isinstance(stream_name, str) else None
-    raise InvalidArgument(
-        f"read_document reads bytes, a path or a binary stream; got {type(source).__name__}."
-    )
+    raise InvalidArgument(f"read_document reads bytes, a path or a binary stream; got {type(source).__name__}.")
 
 
 def _remaining(stream) -> int | None:
@@ -237,4 +257,3 @@ def _check_size(size: int | None, max_bytes: int | None, *, exact: bool = True) 
 
 def _mb(n: int) -> str:
     return f"{n / 1_000_000:.1f} MB" if n >= 100_000 else f"{n / 1000:.1f} kB"
-

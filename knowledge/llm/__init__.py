@@ -19,7 +19,19 @@ from knowledge.llm.config import (
 from knowledge.llm.providers import ChatProvider, Completion, OfflineAssistant, OpenAICompatible, ToolCall, open_provider
 
 __all__ = [
-    "CHAT", "DOCUMENTS", "EMBEDDING", "VISION", "ChatProvider", "Completion", "LlmConfig",
-    "LlmConfigNotFound", "LlmConfigs", "LlmUnavailable", "OfflineAssistant", "OpenAICompatible",
-    "ToolCall", "open_provider", "parse_config",
+    "CHAT",
+    "DOCUMENTS",
+    "EMBEDDING",
+    "VISION",
+    "ChatProvider",
+    "Completion",
+    "LlmConfig",
+    "LlmConfigNotFound",
+    "LlmConfigs",
+    "LlmUnavailable",
+    "OfflineAssistant",
+    "OpenAICompatible",
+    "ToolCall",
+    "open_provider",
+    "parse_config",
 ]

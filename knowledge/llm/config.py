@@ -34,8 +34,8 @@ VISION, DOCUMENTS = "VISION", "DOCUMENTS"
 
 #: provider name -> the config type it serves
 PROVIDERS: dict[str, str] = {
-    "openai": CHAT,      # any OpenAI-compatible chat-completions server (base_url + model)
-    "offline": CHAT,     # the built-in retrieval-only assistant, no model
+    "openai": CHAT,  # any OpenAI-compatible chat-completions server (base_url + model)
+    "offline": CHAT,  # the built-in retrieval-only assistant, no model
     "bundled": EMBEDDING,  # the fastembed model of the settings (embeddings.model), offline
 }
 OFFLINE_CONFIG = "offline"
@@ -79,10 +79,16 @@ class LlmConfig(BaseModel):
     context_tokens: int = Field(16_000, ge=1_000, le=2_000_000)
     temperature: float | None = Field(None, ge=0, le=2)
     timeout: float = Field(120.0, gt=0, le=3600)
-    write_tools: bool = Field(False, description="CHAT: also offer the writing tools (vector_upsert,"
-                              " vector_delete_file, vector_ingest_file), on the chat's own attachments only")
-    search_first: bool = Field(False, description="CHAT: search first and give the model the top passages,"
-                               " numbered, with no tools (for small local models, which cannot drive tool calls)")
+    write_tools: bool = Field(
+        False,
+        description="CHAT: also offer the writing tools (vector_upsert,"
+        " vector_delete_file, vector_ingest_file), on the chat's own attachments only",
+    )
+    search_first: bool = Field(
+        False,
+        description="CHAT: search first and give the model the top passages,"
+        " numbered, with no tools (for small local models, which cannot drive tool calls)",
+    )
 
     @field_validator("name")
     @classmethod
@@ -99,8 +105,9 @@ class LlmConfig(BaseModel):
             return None
         v = v.strip()
         if v.startswith(("sk-", "gsk_", "sk_")) or not _ENV.match(v):
-            raise ValueError("give the NAME of an environment variable that holds the key (e.g."
-                             " OPENAI_API_KEY), never the key itself")
+            raise ValueError(
+                "give the NAME of an environment variable that holds the key (e.g. OPENAI_API_KEY), never the key itself"
+            )
         return v
 
     @field_validator("base_url", "model")
@@ -206,9 +213,11 @@ class LlmConfigs:
         cfg = config if isinstance(config, LlmConfig) else parse_config(config)
         now = datetime.now(UTC)
         with self.catalog.cursor() as cur:
-            cur.execute("INSERT INTO llm_configs VALUES (?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET"
-                        " spec = excluded.spec, updated = excluded.updated",
-                        [cfg.name, json.dumps(cfg.model_dump()), now, now])
+            cur.execute(
+                "INSERT INTO llm_configs VALUES (?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET"
+                " spec = excluded.spec, updated = excluded.updated",
+                [cfg.name, json.dumps(cfg.model_dump()), now, now],
+            )
         return cfg
 
     def delete(self, name: str) -> bool:
@@ -238,8 +247,10 @@ class LlmConfigs:
         except InvalidArgument as exc:
             return None, f"the embedding config {name!r} is broken: {exc}"
         if cfg is None:
-            return None, (f"there is no LLM config named {name!r} of type EMBEDDING (create one on the"
-                          " Settings page, provider bundled)")
+            return None, (
+                f"there is no LLM config named {name!r} of type EMBEDDING (create one on the"
+                " Settings page, provider bundled)"
+            )
         if cfg.type != EMBEDDING:
             return None, f"the LLM config {name!r} is a {cfg.type} config, not EMBEDDING"
         return cfg.model or self.settings.embeddings.model, ""

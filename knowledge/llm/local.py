@@ -42,8 +42,7 @@ class LocalServer:
             raise ValueError(f"{self.name} at {self.base_url} lists no model; load one in it first.")
         label = name or f"{self.name} {model}"
         cleaned = "".join(ch if ch.isalnum() or ch in " .-_" else "-" for ch in label)[:64].strip()
-        return LlmConfig(name=cleaned, type=CHAT, provider="openai", model=model, base_url=self.base_url,
-                         search_first=True)
+        return LlmConfig(name=cleaned, type=CHAT, provider="openai", model=model, base_url=self.base_url, search_first=True)
 
 
 def _get_json(url: str, timeout: float) -> object | None:

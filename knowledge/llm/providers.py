@@ -99,8 +99,7 @@ class ChatProvider(ABC):
         self.config = config
 
     @abstractmethod
-    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
-                 context: TurnContext) -> Completion:
+    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], context: TurnContext) -> Completion:
         """Answer ``messages`` (OpenAI chat-completions shape) with ``tools`` (function schemas)
         on offer. Raises ``LlmUnavailable`` with a message for a person."""
 
@@ -125,16 +124,19 @@ class OpenAICompatible(ChatProvider):
             if not key:
                 raise LlmUnavailable(
                     f"The LLM config {config.name!r} reads its API key from the environment variable"
-                    f" {config.api_key_env}, which is not set. Set it where knowledge runs, then retry.")
+                    f" {config.api_key_env}, which is not set. Set it where knowledge runs, then retry."
+                )
         elif not config.base_url:
-            raise LlmUnavailable(f"The LLM config {config.name!r} talks to OpenAI's API but names no"
-                                 " environment variable with the key (api_key_env).")
+            raise LlmUnavailable(
+                f"The LLM config {config.name!r} talks to OpenAI's API but names no"
+                " environment variable with the key (api_key_env)."
+            )
         self._openai = openai
-        self.client = openai.OpenAI(api_key=key or "not-needed", base_url=config.base_url,
-                                    timeout=config.timeout, max_retries=2)
+        self.client = openai.OpenAI(
+            api_key=key or "not-needed", base_url=config.base_url, timeout=config.timeout, max_retries=2
+        )
 
-    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
-                 context: TurnContext) -> Completion:
+    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], context: TurnContext) -> Completion:
         request: dict[str, Any] = {"model": self.config.model, "messages": messages}
         if tools:
             request["tools"] = tools
@@ -147,20 +149,25 @@ class OpenAICompatible(ChatProvider):
                 return self._stream(request, context.on_token)
             resp = self.client.chat.completions.create(**request)
         except oa.APIConnectionError as exc:
-            raise LlmUnavailable(f"Cannot reach the model server at {where} (config"
-                                 f" {self.config.name!r}): {str(exc).rstrip('.')}. Is it running?") from exc
+            raise LlmUnavailable(
+                f"Cannot reach the model server at {where} (config"
+                f" {self.config.name!r}): {str(exc).rstrip('.')}. Is it running?"
+            ) from exc
         except oa.APIStatusError as exc:
-            raise LlmUnavailable(f"The model server at {where} answered HTTP {exc.status_code}:"
-                                 f" {_short(exc.message)}") from exc
+            raise LlmUnavailable(
+                f"The model server at {where} answered HTTP {exc.status_code}: {_short(exc.message)}"
+            ) from exc
         except oa.OpenAIError as exc:
             raise LlmUnavailable(f"The model server at {where} failed: {_short(str(exc))}") from exc
         if not resp.choices:
             raise LlmUnavailable(f"The model server at {where} returned no answer (no choices).")
         msg = resp.choices[0].message
-        calls = [ToolCall(tc.id, tc.function.name, tc.function.arguments or "")
-                 for tc in (msg.tool_calls or []) if getattr(tc, "function", None) is not None]
+        calls = [
+            ToolCall(tc.id, tc.function.name, tc.function.arguments or "")
+            for tc in (msg.tool_calls or [])
+            if getattr(tc, "function", None) is not None
+        ]
         return Completion(msg.content, calls, request, resp.model_dump(mode="json", exclude_none=True))
-
 
     def _stream(self, request: dict[str, Any], on_token: Callable[[str], None]) -> Completion:
         """The answer streamed (server-sent events), each piece handed to ``on_token`` as it comes;
@@ -176,8 +183,13 @@ class OpenAICompatible(ChatProvider):
                     pieces.append(piece)
                     on_token(piece)
         text = "".join(pieces)
-        response = {"id": last.get("id"), "model": last.get("model"), "object": "chat.completion", "streamed": True,
-                    "choices": [{"index": 0, "message": {"role": "assistant", "content": text}}]}
+        response = {
+            "id": last.get("id"),
+            "model": last.get("model"),
+            "object": "chat.completion",
+            "streamed": True,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}}],
+        }
         return Completion(text, [], {**request, "stream": True}, response)
 
 
@@ -193,20 +205,24 @@ class OfflineAssistant(ChatProvider):
 
     K = 4
 
-    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
-                 context: TurnContext) -> Completion:
+    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], context: TurnContext) -> Completion:
         names = {t["function"]["name"] for t in tools}
         searched = any(m.get("role") == "tool" for m in _running_turn(messages))
         request = {"model": "offline", "messages": messages, "tools": tools}
         if "vector_search" in names and not searched and context.question.strip():
-            call = ToolCall("offline-search-1", "vector_search",
-                            json.dumps({"query": context.question, "k": self.K}))
-            return Completion(None, [call], request,
-                              {"tool_calls": [{"id": call.id, "name": call.name, "arguments": call.arguments}]},
-                              retrieval_only=True)
+            call = ToolCall("offline-search-1", "vector_search", json.dumps({"query": context.question, "k": self.K}))
+            return Completion(
+                None,
+                [call],
+                request,
+                {"tool_calls": [{"id": call.id, "name": call.name, "arguments": call.arguments}]},
+                retrieval_only=True,
+            )
         text, picked = self._answer(context, "vector_search" in names)
-        response = {"content": text, "sentences": [{"ref": p.ref, "start": p.start, "end": p.end, "score": p.score}
-                                                   for p in picked]}
+        response = {
+            "content": text,
+            "sentences": [{"ref": p.ref, "start": p.start, "end": p.end, "score": p.score} for p in picked],
+        }
         return Completion(text, [], request, response, retrieval_only=True, sentences=picked)
 
     def _answer(self, context: TurnContext, can_search: bool) -> tuple[str, list[Picked]]:
@@ -221,8 +237,11 @@ class OfflineAssistant(ChatProvider):
         """The hits worth answering from: the relevant ones (:func:`_relevant`) scoring at least
         ``min_score`` when higher is better."""
         floor = context.min_score
-        return [h for h in _relevant(context.hits[: self.K]) if floor is None or not h.get("higher_is_better", True)
-                or float(h.get("score") or 0.0) >= floor]
+        return [
+            h
+            for h in _relevant(context.hits[: self.K])
+            if floor is None or not h.get("higher_is_better", True) or float(h.get("score") or 0.0) >= floor
+        ]
 
     def _sentences(self, context: TurnContext) -> tuple[str | None, list[Picked]]:
         """The answer made of the sentences that answer (:mod:`knowledge.text.answers`), each with
@@ -242,9 +261,11 @@ class OfflineAssistant(ChatProvider):
         picked = pick(scored)
         if not picked:
             best = max(scored, key=lambda p: p.score)
-            return (f"*{RETRIEVAL_ONLY_LABEL}* Nothing in {where} answers “{question}”: no sentence of the"
-                    f" closest passages scores {MIN_SENTENCE_SCORE:.2f} or more (the best, {best.score:.2f}). The"
-                    " passages are under *Also searched*. Try other words, or choose other stores."), []
+            return (
+                f"*{RETRIEVAL_ONLY_LABEL}* Nothing in {where} answers “{question}”: no sentence of the"
+                f" closest passages scores {MIN_SENTENCE_SCORE:.2f} or more (the best, {best.score:.2f}). The"
+                " passages are under *Also searched*. Try other words, or choose other stores."
+            ), []
         by_ref = {int(h.get("ref") or i): h for i, h in enumerate(strong, 1)}
         lines = [f"*{RETRIEVAL_ONLY_LABEL}* The sentences of {where} that best answer “{question}”:"]
         for p in picked:
@@ -256,8 +277,10 @@ class OfflineAssistant(ChatProvider):
     def _passages(self, context: TurnContext, can_search: bool) -> str:
         question = context.question.strip()
         if not question and context.read:
-            parts = [f"*{RETRIEVAL_ONLY_LABEL}* The text read in the attached image"
-                     f"{'s' if len(context.read) > 1 else ''} (text recognition):"]
+            parts = [
+                f"*{RETRIEVAL_ONLY_LABEL}* The text read in the attached image"
+                f"{'s' if len(context.read) > 1 else ''} (text recognition):"
+            ]
             for name, text in context.read.items():
                 quoted = "\n".join("> " + _inert(ln) for ln in text.strip().splitlines())
                 parts.append(f"**{_inert(name)}**\n{quoted}")
@@ -273,21 +296,32 @@ class OfflineAssistant(ChatProvider):
             return "\n\n".join(lines)
         if hits:
             best = hits[0]
-            return (f"*{RETRIEVAL_ONLY_LABEL}* Nothing in {where} matches “{question}” well (the best score,"
-                    f" {float(best.get('score') or 0):.2f}, is under {floor:.2f}). The closest passage is"
-                    f" [{best.get('ref') or 1}] {_quote(best)}\n\nTry other words, or choose other stores.")
+            return (
+                f"*{RETRIEVAL_ONLY_LABEL}* Nothing in {where} matches “{question}” well (the best score,"
+                f" {float(best.get('score') or 0):.2f}, is under {floor:.2f}). The closest passage is"
+                f" [{best.get('ref') or 1}] {_quote(best)}\n\nTry other words, or choose other stores."
+            )
         if can_search:
-            return (f"*{RETRIEVAL_ONLY_LABEL}* Nothing in {where} matches “{question}”."
-                    " Try other words, or choose other stores.")
+            return (
+                f"*{RETRIEVAL_ONLY_LABEL}* Nothing in {where} matches “{question}”. Try other words, or choose other stores."
+            )
         if context.tools_unavailable:
-            return (f"*{RETRIEVAL_ONLY_LABEL}* I can only quote passages from your stores and attached files,"
-                    f" and the knowledge tools are {context.tools_unavailable}.")
-        images = (f" I cannot read images ({', '.join(context.images)}): the offline assistant only quotes"
-                  " text; a chat model config with VISION can look at them." if context.images else "")
-        return (f"*{RETRIEVAL_ONLY_LABEL}* I am the offline assistant, and this chat has no documents to"
-                f" search yet.{images} Choose stores under **Knowledge** in the sidebar (on the command line:"
-                " `--store NAME`), or attach a file to your message, then ask: I quote the passages that"
-                " answer it, with file and page. For a language model, add a chat model config on the Settings page.")
+            return (
+                f"*{RETRIEVAL_ONLY_LABEL}* I can only quote passages from your stores and attached files,"
+                f" and the knowledge tools are {context.tools_unavailable}."
+            )
+        images = (
+            f" I cannot read images ({', '.join(context.images)}): the offline assistant only quotes"
+            " text; a chat model config with VISION can look at them."
+            if context.images
+            else ""
+        )
+        return (
+            f"*{RETRIEVAL_ONLY_LABEL}* I am the offline assistant, and this chat has no documents to"
+            f" search yet.{images} Choose stores under **Knowledge** in the sidebar (on the command line:"
+            " `--store NAME`), or attach a file to your message, then ask: I quote the passages that"
+            " answer it, with file and page. For a language model, add a chat model config on the Settings page."
+        )
 
 
 def _knowledge_label(context: TurnContext) -> str:
@@ -338,7 +372,7 @@ def _running_turn(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for i in range(len(messages) - 1, -1, -1):
         m = messages[i]
         if m.get("role") == "user" and m.get("name") != "view_attachment":
-            return messages[i + 1:]
+            return messages[i + 1 :]
     return messages
 
 

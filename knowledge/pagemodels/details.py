@@ -40,8 +40,11 @@ def rows_of(attributes: Mapping[str, Any]) -> tuple[str, list[dict[str, str]]]:
     """``(title, rows)`` of saved attributes: the ``title`` attribute (``""``: none) and the others
     as ``{"key", "type", "value"}`` rows sorted by key, values as text (``true``/``false`` for booleans)."""
     title = attributes.get(TITLE)
-    rows = [{"key": k, "type": type_of(v), "value": (str(v).lower() if isinstance(v, bool) else str(v))}
-            for k, v in sorted(attributes.items()) if k != TITLE]
+    rows = [
+        {"key": k, "type": type_of(v), "value": (str(v).lower() if isinstance(v, bool) else str(v))}
+        for k, v in sorted(attributes.items())
+        if k != TITLE
+    ]
     return (str(title) if title is not None else ""), rows
 
 
@@ -101,8 +104,6 @@ def attributes_of(title: str | None, rows: Iterable[Mapping[str, Any]]) -> dict[
     return check_attributes(out)
 
 
-
-
 def attribute_filter(text: str | None) -> dict[str, Any]:
     """Chat's sidebar filter: ``key = value`` lines of file attributes (as the playground's fields,
     :func:`knowledge.pagemodels.playground.parse_fields`; ``team = docs``, ``year = 2024``) as the
@@ -121,7 +122,7 @@ def filter_text(where: Mapping[str, Any]) -> str:
     where they are not plain text)."""
     lines = []
     for k, v in where.items():
-        key = k[len(PREFIX):] if k.startswith(PREFIX) else k
+        key = k[len(PREFIX) :] if k.startswith(PREFIX) else k
         lines.append(f"{key} = {v if isinstance(v, str) and parse_scalar(v) == v else json.dumps(v)}")
     return "\n".join(lines)
 

@@ -89,9 +89,7 @@ def parse_fields(text: str | None) -> dict[str, Any]:
         key, sep, value = line.partition("=")
         key, value = key.strip(), value.strip()
         if not sep or not key:
-            raise InvalidArgument(
-                f"Filter line {n} ({line!r}) should look like 'field = value', for example 'page = 2'."
-            )
+            raise InvalidArgument(f"Filter line {n} ({line!r}) should look like 'field = value', for example 'page = 2'.")
         if key in out:
             raise InvalidArgument(f"The field {key!r} is given twice in the filter; keep one line.")
         out[key] = parse_scalar(value)
@@ -200,9 +198,18 @@ class SearchRun:
         return not self.hits and bool(self.top) and self.threshold is not None
 
 
-def timed_search(wb: Workbench, store: str, query: str, k: int = 5, *, where: Mapping[str, Any] | None = None,
-                 score_threshold: float | None = None, mode: str | None = None,
-                 merge: bool | None = None, rerank: bool | None = None) -> SearchRun:
+def timed_search(
+    wb: Workbench,
+    store: str,
+    query: str,
+    k: int = 5,
+    *,
+    where: Mapping[str, Any] | None = None,
+    score_threshold: float | None = None,
+    mode: str | None = None,
+    merge: bool | None = None,
+    rerank: bool | None = None,
+) -> SearchRun:
     """Search ``store`` like :meth:`Workbench.search`, timing the embedding and the search apart:
     :meth:`Workbench.search_result` (:meth:`knowledge.service.search.Searcher.search`) with ``timings``.
 
@@ -220,12 +227,27 @@ def timed_search(wb: Workbench, store: str, query: str, k: int = 5, *, where: Ma
         DimensionMismatch.
     """
     merge = wb.settings.search.merge_overlapping if merge is None else merge
-    view = Playground(top=DISTRIBUTION_SIZE, fold=lambda found, n: merge_passages(found, n, merge=merge),
-                      words_pass=True, timings=True)
-    r = wb.search_result(store, SearchRequest(query, k, where=where, score_threshold=score_threshold,
-                                              mode=mode, rerank=rerank, playground=view))
-    return SearchRun(store, query, r.distance, r.hits, r.top, r.vector, r.embed_ms, r.search_ms,
-                     score_threshold, check_where(dict(where) if where is not None else None), r.mode, r.notes)
+    view = Playground(
+        top=DISTRIBUTION_SIZE, fold=lambda found, n: merge_passages(found, n, merge=merge), words_pass=True, timings=True
+    )
+    r = wb.search_result(
+        store,
+        SearchRequest(query, k, where=where, score_threshold=score_threshold, mode=mode, rerank=rerank, playground=view),
+    )
+    return SearchRun(
+        store,
+        query,
+        r.distance,
+        r.hits,
+        r.top,
+        r.vector,
+        r.embed_ms,
+        r.search_ms,
+        score_threshold,
+        check_where(dict(where) if where is not None else None),
+        r.mode,
+        r.notes,
+    )
 
 
 MODES = RANKINGS
@@ -234,9 +256,11 @@ MODES = RANKINGS
 
 MODE_HELP = RANKING_HELP
 
-MODE_NOTE = {"hybrid": f" Order: {RANK_SCORE} (semantic and keyword rankings merged).",
-             "vector": f" Order: {SIMILARITY} (semantic).",
-             "lexical": f" Order: {KEYWORD_SCORE} (keyword)."}
+MODE_NOTE = {
+    "hybrid": f" Order: {RANK_SCORE} (semantic and keyword rankings merged).",
+    "vector": f" Order: {SIMILARITY} (semantic).",
+    "lexical": f" Order: {KEYWORD_SCORE} (keyword).",
+}
 
 
 def score_text(hit: Hit, distance: str = "cosine") -> str:
@@ -295,8 +319,11 @@ def provenance(hit: Hit, note: HitNote | None = None) -> str:
         parts.append(f"chars {hit.char_start}–{hit.char_end}")
     chunks = note.chunks if note is not None else (hit.chunks or (hit.chunk_index,))
     if len(chunks) > 1:
-        parts.append(f"chunks {chunks[0]}–{chunks[-1]}" if list(chunks) == list(range(chunks[0], chunks[-1] + 1))
-                     else "chunks " + ", ".join(map(str, chunks)))
+        parts.append(
+            f"chunks {chunks[0]}–{chunks[-1]}"
+            if list(chunks) == list(range(chunks[0], chunks[-1] + 1))
+            else "chunks " + ", ".join(map(str, chunks))
+        )
     else:
         parts.append(f"chunk {chunks[0] if chunks else hit.chunk_index}")
     return " · ".join(parts)
@@ -307,8 +334,16 @@ def distribution_rows(run: SearchRun) -> list[dict[str, Any]]:
     """The top scores for a chart: ``rank``, ``score``, ``file``, ``shown`` (among the hits) and
     ``result``, the same in words for the chart's legend (:data:`SHOWN_LABELS`)."""
     shown = {str(h.id) for h in run.hits}
-    return [{"rank": i, "score": h.score, "file": h.file_name or h.file_id, "shown": str(h.id) in shown,
-             "result": SHOWN_LABELS[str(h.id) in shown]} for i, h in enumerate(run.top, 1)]
+    return [
+        {
+            "rank": i,
+            "score": h.score,
+            "file": h.file_name or h.file_id,
+            "shown": str(h.id) in shown,
+            "result": SHOWN_LABELS[str(h.id) in shown],
+        }
+        for i, h in enumerate(run.top, 1)
+    ]
 
 
 SHOWN_LABELS = {True: "shown", False: "not shown"}
@@ -325,8 +360,20 @@ def map_rows(store_map_: StoreMap, run: SearchRun | None) -> list[dict[str, Any]
     if run is not None:
         xy = store_map_.place(run.query_vector)
         if xy is not None:
-            rows.append({"x": xy[0], "y": xy[1], "id": "query", "file": "(query)", "label": "(query)", "page": None,
-                         "chunk": None, "text": run.query[:160], "role": "query", "rank": None})
+            rows.append(
+                {
+                    "x": xy[0],
+                    "y": xy[1],
+                    "id": "query",
+                    "file": "(query)",
+                    "label": "(query)",
+                    "page": None,
+                    "chunk": None,
+                    "text": run.query[:160],
+                    "role": "query",
+                    "rank": None,
+                }
+            )
     return rows
 
 

@@ -62,7 +62,7 @@ def pca_2d(vectors: Any) -> Projection:
     explained = [0.0, 0.0]
     if x.shape[0] > 1:
         _, s, vt = np.linalg.svd(centred, full_matrices=False)
-        total = float((s ** 2).sum())
+        total = float((s**2).sum())
         for i in range(min(2, vt.shape[0])):
             if s[i] <= 1e-12 * max(1.0, s[0]):
                 continue
@@ -131,12 +131,17 @@ def _rows(points: list[Any], xy: np.ndarray) -> list[dict[str, Any]]:
     rows = []
     for p, (x, y) in zip(points, xy):
         payload = p.payload or {}
-        rows.append({
-            "x": float(x), "y": float(y), "id": str(p.id),
-            "file": payload.get("file_name") or str(payload.get("file_id")),
-            "page": payload.get("page"), "chunk": payload.get("chunk_index"),
-            "text": " ".join(plain_text(str(payload.get("text", "")), file_name=payload.get("file_name")).split())[:160],
-        })
+        rows.append(
+            {
+                "x": float(x),
+                "y": float(y),
+                "id": str(p.id),
+                "file": payload.get("file_name") or str(payload.get("file_id")),
+                "page": payload.get("page"),
+                "chunk": payload.get("chunk_index"),
+                "text": " ".join(plain_text(str(payload.get("text", "")), file_name=payload.get("file_name")).split())[:160],
+            }
+        )
     return rows
 
 
@@ -182,7 +187,7 @@ def short_name(name: str, limit: int = LABEL_CHARS) -> str:
     if len(name) <= limit:
         return name
     tail = max(2, (limit - 1) // 3)
-    return name[:limit - 1 - tail] + "…" + name[-tail:]
+    return name[: limit - 1 - tail] + "…" + name[-tail:]
 
 
 def short_names(names: Iterable[str], limit: int = LABEL_CHARS) -> dict[str, str]:
@@ -204,11 +209,18 @@ def store_version(wb: Workbench, store: str) -> tuple:
     it). Raises ``StoreNotFound``."""
     record = wb.get_store(store)
     files = wb.vector_store(store).list_files()
-    return (str(wb.settings.data_root), record.backend, record.collection,
-            tuple((f.file_id, f.chunks) for f in files))
+    return (str(wb.settings.data_root), record.backend, record.collection, tuple((f.file_id, f.chunks) for f in files))
 
 
-
-
-__all__ = ["LABEL_CHARS", "Projection", "StoreMap", "pca_2d", "sample_points", "short_name", "short_names",
-           "store_map", "store_version", "with_points"]
+__all__ = [
+    "LABEL_CHARS",
+    "Projection",
+    "StoreMap",
+    "pca_2d",
+    "sample_points",
+    "short_name",
+    "short_names",
+    "store_map",
+    "store_version",
+    "with_points",
+]

@@ -53,8 +53,9 @@ class ViewerTarget:
     page: int | None = None
 
 
-def viewer_url(store: str, file_id: str, *, start: int | None = None, end: int | None = None,
-               page: int | None = None) -> str:
+def viewer_url(
+    store: str, file_id: str, *, start: int | None = None, end: int | None = None, page: int | None = None
+) -> str:
     """The viewer's app-relative URL for ``file_id`` in ``store`` (``view?store=…&file=…``), with the
     passage ``[start, end)`` and the ``page`` when given; parameters are URL-encoded, so any store
     name round-trips through :func:`parse_viewer_query`. A passage's link ends in ``#passage``
@@ -80,7 +81,7 @@ OPEN_LABEL = "Open in viewer"
 def viewer_link(url: str, label: str = OPEN_LABEL) -> str:
     """A Markdown link to ``url`` (a :func:`viewer_url`, whose query is URL-encoded, so it holds no
     space, bracket or parenthesis) for ``st.markdown``; Streamlit opens it in a new tab."""
-    if any(c in url for c in " ()[]<>\"\n"):
+    if any(c in url for c in ' ()[]<>"\n'):
         raise InvalidArgument(f"Not a viewer URL: {url!r}.")
     return f"[{label}]({url})"
 
@@ -129,8 +130,12 @@ def safe_content_type(content_type: str | None) -> str:
     ``application/octet-stream``."""
     media = (content_type or "").split(";", 1)[0].strip().lower()
     kind, _, sub = media.partition("/")
-    if not kind or not sub or not all(c.isalnum() or c in "+-._" for c in kind + sub) \
-            or any(word in media for word in _ACTIVE):
+    if (
+        not kind
+        or not sub
+        or not all(c.isalnum() or c in "+-._" for c in kind + sub)
+        or any(word in media for word in _ACTIVE)
+    ):
         return "application/octet-stream"
     return media
 
@@ -170,8 +175,11 @@ class Viewer:
         if self.span is None:
             return []
         s, e = self.span
-        return [self.text[max(s, x.char_start):min(e, x.char_end)] for x in self.sections
-                if x.page == page and x.char_start < e and s < x.char_end]
+        return [
+            self.text[max(s, x.char_start) : min(e, x.char_end)]
+            for x in self.sections
+            if x.page == page and x.char_start < e and s < x.char_end
+        ]
 
 
 def find_file(wb: Workbench, target: ViewerTarget) -> StoredFile:
@@ -183,12 +191,15 @@ def find_file(wb: Workbench, target: ViewerTarget) -> StoredFile:
             for a store one may not see as for one that does not exist).
     """
     if wb.file_record(target.store, target.file_id) is None:
-        raise FileNotFoundInStore(f"This link points to a file that is not in the store {target.store!r}: it may"
-                                  " have been removed, or the store is not one you may read.")
+        raise FileNotFoundInStore(
+            f"This link points to a file that is not in the store {target.store!r}: it may"
+            " have been removed, or the store is not one you may read."
+        )
     found = wb.find_stored_file(target.file_id)
     if found is None:
-        raise FileNotFoundInStore(f"The store {target.store!r} lists this file, but its bytes are no longer in"
-                                  " the file store: ingest it again.")
+        raise FileNotFoundInStore(
+            f"The store {target.store!r} lists this file, but its bytes are no longer in the file store: ingest it again."
+        )
     return found
 
 
@@ -210,34 +221,53 @@ def store_ocr(wb: Workbench, store: str) -> Literal["auto", "off"]:
     return "off" if (ocr or wb.settings.ingest.ocr) == "off" else "auto"
 
 
-def read_text(data: bytes, name: str, content_type: str | None, ocr: Literal["auto", "off"] = "auto",
-              ingest: IngestSettings | None = None) -> Document:
+def read_text(
+    data: bytes,
+    name: str,
+    content_type: str | None,
+    ocr: Literal["auto", "off"] = "auto",
+    ingest: IngestSettings | None = None,
+) -> Document:
     """The file read again by the readers ingestion uses (:func:`knowledge.ingest.read_document`,
     the same name rule), so chunk offsets point into its text; in a bounded child process as
     ingestion reads it (``ingest``'s ``reader_*`` settings; the defaults when ``None``). Raises what
     the readers raise, and ``ReaderLimitExceeded`` past the limits."""
     ingest = ingest or IngestSettings()
-    return read_bounded(data, reading_name(name, content_type), ocr=ocr, processes=ingest.reader_processes,
-                        limits=ReadLimits.from_settings(ingest)).document
+    return read_bounded(
+        data,
+        reading_name(name, content_type),
+        ocr=ocr,
+        processes=ingest.reader_processes,
+        limits=ReadLimits.from_settings(ingest),
+    ).document
 
 
-def build_viewer(target: ViewerTarget, stored: StoredFile, doc: Document | None,
-                 problem: str | None = None) -> Viewer:
+def build_viewer(target: ViewerTarget, stored: StoredFile, doc: Document | None, problem: str | None = None) -> Viewer:
     """The :class:`Viewer` of ``target`` given its stored file and its text (``doc``; ``None`` with
     the reason in ``problem`` when it could not be read)."""
     is_pdf = stored.content_type == "application/pdf" or (doc is not None and doc.format == "pdf")
     if doc is None:
         kind: Kind = "pdf" if is_pdf else "image" if stored.content_type.startswith("image/") else "text"
-        return Viewer(target, stored.name, stored.content_type, stored.size, kind, None,
-                      page=target.page or 1 if kind == "pdf" else None, problem=problem)
+        return Viewer(
+            target,
+            stored.name,
+            stored.content_type,
+            stored.size,
+            kind,
+            None,
+            page=target.page or 1 if kind == "pdf" else None,
+            problem=problem,
+        )
     kind = "pdf" if doc.format == "pdf" else "image" if doc.format == "image" else "text"
     warnings: list[str] = []
     span = None
     if target.start is not None and target.end is not None:
         if target.start >= len(doc.text):
-            warnings.append(f"The passage (characters {target.start}–{target.end}) lies past the end of the"
-                            f" file's text ({len(doc.text)} characters): the file reads differently now"
-                            " than when it was indexed.")
+            warnings.append(
+                f"The passage (characters {target.start}–{target.end}) lies past the end of the"
+                f" file's text ({len(doc.text)} characters): the file reads differently now"
+                " than when it was indexed."
+            )
         else:
             span = (target.start, min(target.end, len(doc.text)))
     heading, passage_pages = None, []
@@ -252,8 +282,23 @@ def build_viewer(target: ViewerTarget, stored: StoredFile, doc: Document | None,
         if page > doc.pages:
             warnings.append(f"The link asks for page {page}, but the file has {doc.pages}; showing page 1.")
             page = 1
-    return Viewer(target, stored.name, stored.content_type, stored.size, kind, doc.format, doc.text,
-                  list(doc.sections), span, heading, passage_pages, doc.pages, page, warnings, problem)
+    return Viewer(
+        target,
+        stored.name,
+        stored.content_type,
+        stored.size,
+        kind,
+        doc.format,
+        doc.text,
+        list(doc.sections),
+        span,
+        heading,
+        passage_pages,
+        doc.pages,
+        page,
+        warnings,
+        problem,
+    )
 
 
 def open_viewer(wb: Workbench, target: ViewerTarget) -> Viewer:

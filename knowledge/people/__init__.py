@@ -98,8 +98,12 @@ class People:
     def single_sign_on(self) -> SingleSignOn:
         """The mapping of a provider's identities to these accounts (:mod:`knowledge.people.sso`),
         with the ``accounts.sso_create_members`` and ``accounts.session_hours`` settings."""
-        return SingleSignOn(self.accounts, self.audit, create_members=self.settings.accounts.sso_create_members,
-                            session_hours=self.settings.accounts.session_hours)
+        return SingleSignOn(
+            self.accounts,
+            self.audit,
+            create_members=self.settings.accounts.sso_create_members,
+            session_hours=self.settings.accounts.session_hours,
+        )
 
     def key_actor(self, secret: str | None) -> Actor:
         """Who a request with API key ``secret`` acts as (their role and groups now).
@@ -123,12 +127,14 @@ class People:
         else:
             heir = normal_username(heir)
         if heir is None or heir not in admins:
-            raise InvalidArgument(f"The stores of {user.username} pass to an admin; {heir!r} is none"
-                                  if heir else f"{user.username} is the last admin and cannot be deleted.")
+            raise InvalidArgument(
+                f"The stores of {user.username} pass to an admin; {heir!r} is none"
+                if heir
+                else f"{user.username} is the last admin and cannot be deleted."
+            )
         self.accounts.remove(user.username)
         stores = self.sharing.hand_over(user.username, heir)
-        self.audit.record(by.username, "user.delete", target=user.username, detail={"stores_to": heir,
-                                                                                  "stores": stores})
+        self.audit.record(by.username, "user.delete", target=user.username, detail={"stores_to": heir, "stores": stores})
         return stores
 
 

@@ -56,8 +56,7 @@ def normal_username(raw: str) -> str:
     """
     name = unicodedata.normalize("NFC", str(raw or "").strip()).casefold()
     if not _USERNAME.fullmatch(name):
-        raise InvalidArgument(f"{raw!r} is not a username: use 1 to 64 letters, digits or . _ - @ +"
-                              " (no spaces).")
+        raise InvalidArgument(f"{raw!r} is not a username: use 1 to 64 letters, digits or . _ - @ + (no spaces).")
     return name
 
 
@@ -116,8 +115,15 @@ class Accounts:
         with self.catalog.cursor() as cur:
             return cur.execute("SELECT 1 FROM users LIMIT 1").fetchone() is not None
 
-    def create(self, username: str, password: str | None, *, display_name: str | None = None,
-               role: str = "member", email: str | None = None) -> User:
+    def create(
+        self,
+        username: str,
+        password: str | None,
+        *,
+        display_name: str | None = None,
+        role: str = "member",
+        email: str | None = None,
+    ) -> User:
         """A new account. ``password`` ``None`` makes an account that signs in by single sign-on only.
 
         Raises:
@@ -127,16 +133,25 @@ class Accounts:
         name = normal_username(username)
         if name in RESERVED_USERNAMES:
             raise InvalidArgument(f"The username {name!r} is reserved (the audit trail's name for the local admin).")
-        hashed = hash_password(normal_password(password, self.settings.min_password_length)) \
-            if password is not None else None
-        user = User(name, _display(display_name, username.strip()), _role(role), now(),
-                    (email or "").strip() or None, hashed is not None)
+        hashed = (
+            hash_password(normal_password(password, self.settings.min_password_length)) if password is not None else None
+        )
+        user = User(
+            name,
+            _display(display_name, username.strip()),
+            _role(role),
+            now(),
+            (email or "").strip() or None,
+            hashed is not None,
+        )
         with self.catalog.cursor() as cur:
             if cur.execute("SELECT 1 FROM users WHERE username = ?", [name]).fetchone():
                 raise InvalidArgument(f"The username {name!r} is taken.")
-            cur.execute("INSERT INTO users (username, display_name, role, password_hash, email, created, failures)"
-                        " VALUES (?, ?, ?, ?, ?, ?, 0)",
-                        [name, user.display_name, user.role, hashed, user.email, user.created])
+            cur.execute(
+                "INSERT INTO users (username, display_name, role, password_hash, email, created, failures)"
+                " VALUES (?, ?, ?, ?, ?, ?, 0)",
+                [name, user.display_name, user.role, hashed, user.email, user.created],
+            )
         return user
 
     def get(self, username: str) -> User | None:
@@ -159,8 +174,9 @@ class Accounts:
     def by_email(self, email: str) -> User | None:
         """The account with this e-mail address (case-insensitive), or ``None``."""
         with self.catalog.cursor() as cur:
-            row = cur.execute(f"SELECT {_USER_COLUMNS} FROM users WHERE lower(email) = ? LIMIT 1",
-                              [email.strip().lower()]).fetchone()
+            row = cur.execute(
+                f"SELECT {_USER_COLUMNS} FROM users WHERE lower(email) = ? LIMIT 1", [email.strip().lower()]
+            ).fetchone()
         return _user(row) if row else None
 
     def users(self) -> list[User]:
@@ -172,8 +188,9 @@ class Accounts:
     def admins(self) -> list[str]:
         """The usernames of the admins, sorted."""
         with self.catalog.cursor() as cur:
-            return [r[0] for r in cur.execute("SELECT username FROM users WHERE role = 'admin' ORDER BY username")
-                    .fetchall()]
+            return [
+                r[0] for r in cur.execute("SELECT username FROM users WHERE role = 'admin' ORDER BY username").fetchall()
+            ]
 
     def sso_linked(self) -> set[str]:
         """The usernames linked to a single sign-on identity (``users.sso_subject``)."""
@@ -192,8 +209,9 @@ class Accounts:
             cur.execute("UPDATE users SET password_hash = ?, failures = 0 WHERE username = ?", [hashed, user.username])
             cur.execute("DELETE FROM app_sessions WHERE username = ?", [user.username])
 
-    def update(self, username: str, *, display_name: str | None = None, role: str | None = None,
-               email: str | None = None) -> User:
+    def update(
+        self, username: str, *, display_name: str | None = None, role: str | None = None, email: str | None = None
+    ) -> User:
         """Change an account's display name, role or e-mail address.
 
         Raises:
@@ -206,8 +224,10 @@ class Accounts:
         display = _display(display_name, user.username) if display_name is not None else user.display_name
         mail = ((email or "").strip() or None) if email is not None else user.email
         with self.catalog.cursor() as cur:
-            cur.execute("UPDATE users SET display_name = ?, role = ?, email = ? WHERE username = ?",
-                        [display, new_role, mail, user.username])
+            cur.execute(
+                "UPDATE users SET display_name = ?, role = ?, email = ? WHERE username = ?",
+                [display, new_role, mail, user.username],
+            )
         return self.require(user.username)
 
     def remove(self, username: str) -> User:
@@ -225,8 +245,7 @@ class Accounts:
             try:
                 for table in ("group_members", "app_sessions"):
                     cur.execute(f"DELETE FROM {table} WHERE username = ?", [user.username])
-                cur.execute("UPDATE api_keys SET revoked = ? WHERE username = ? AND revoked IS NULL",
-                            [now(), user.username])
+                cur.execute("UPDATE api_keys SET revoked = ? WHERE username = ? AND revoked IS NULL", [now(), user.username])
                 cur.execute("DELETE FROM users WHERE username = ?", [user.username])
                 cur.execute("COMMIT")
             except BaseException:
@@ -284,8 +303,7 @@ class Accounts:
                 self._unknown[key] = (n + 1, time.time())
         else:
             with self.catalog.cursor() as cur:
-                cur.execute("UPDATE users SET failures = failures + 1, last_failure = ? WHERE username = ?",
-                            [now(), name])
+                cur.execute("UPDATE users SET failures = failures + 1, last_failure = ? WHERE username = ?", [now(), name])
         raise AuthenticationFailed("Wrong username or password.")
 
     def actor(self, username: str) -> Actor:
@@ -307,9 +325,10 @@ class Accounts:
         start = now()
         with self.catalog.cursor() as cur:
             cur.execute("DELETE FROM app_sessions WHERE expires < ?", [start])
-            cur.execute("INSERT INTO app_sessions (digest, username, created, expires) VALUES (?, ?, ?, ?)",
-                        [digest(token), normal_username(username), start,
-                         start + timedelta(hours=self.settings.session_hours)])
+            cur.execute(
+                "INSERT INTO app_sessions (digest, username, created, expires) VALUES (?, ?, ?, ?)",
+                [digest(token), normal_username(username), start, start + timedelta(hours=self.settings.session_hours)],
+            )
         return token
 
     def session_actor(self, token: str | None) -> Actor:
@@ -343,9 +362,10 @@ class Accounts:
         token = secrets.token_urlsafe(24)
         start = now()
         with self.catalog.cursor() as cur:
-            cur.execute("INSERT INTO invites (digest, role, created_by, created, expires) VALUES (?, ?, ?, ?, ?)",
-                        [digest(token), _role(role), created_by, start,
-                         start + timedelta(hours=self.settings.invite_hours)])
+            cur.execute(
+                "INSERT INTO invites (digest, role, created_by, created, expires) VALUES (?, ?, ?, ?, ?)",
+                [digest(token), _role(role), created_by, start, start + timedelta(hours=self.settings.invite_hours)],
+            )
         return token
 
     def invitation(self, token: str | None) -> Invite:
@@ -355,11 +375,13 @@ class Accounts:
             AuthenticationFailed: unknown, used or expired.
         """
         with self.catalog.cursor() as cur:
-            row = cur.execute("SELECT role, created_by, created, expires, used_by FROM invites WHERE digest = ?",
-                              [digest(token or "")]).fetchone()
+            row = cur.execute(
+                "SELECT role, created_by, created, expires, used_by FROM invites WHERE digest = ?", [digest(token or "")]
+            ).fetchone()
         if row is None or row[4] is not None or row[3] <= now():
-            raise AuthenticationFailed("This invitation link is not valid (used, expired, or mistyped);"
-                                       " ask an admin for a new one.")
+            raise AuthenticationFailed(
+                "This invitation link is not valid (used, expired, or mistyped); ask an admin for a new one."
+            )
         return Invite(*row)
 
     def accept(self, token: str, username: str, password: str, display_name: str | None = None) -> User:
@@ -404,8 +426,12 @@ class Accounts:
 
     def groups_of(self, username: str) -> list[str]:
         with self.catalog.cursor() as cur:
-            return [r[0] for r in cur.execute("SELECT group_name FROM group_members WHERE username = ?"
-                                              " ORDER BY group_name", [username]).fetchall()]
+            return [
+                r[0]
+                for r in cur.execute(
+                    "SELECT group_name FROM group_members WHERE username = ? ORDER BY group_name", [username]
+                ).fetchall()
+            ]
 
     def add_to_group(self, group: str, username: str) -> None:
         """Raises ``InvalidArgument``: no such group or account."""
@@ -413,10 +439,13 @@ class Accounts:
         if group not in self.groups():
             raise InvalidArgument(f"There is no group {group!r}.")
         with self.catalog.cursor() as cur:
-            cur.execute("INSERT INTO group_members (group_name, username) VALUES (?, ?) ON CONFLICT DO NOTHING",
-                        [group, user.username])
+            cur.execute(
+                "INSERT INTO group_members (group_name, username) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                [group, user.username],
+            )
 
     def remove_from_group(self, group: str, username: str) -> None:
         with self.catalog.cursor() as cur:
-            cur.execute("DELETE FROM group_members WHERE group_name = ? AND username = ?",
-                        [group, normal_username(username)])
+            cur.execute(
+                "DELETE FROM group_members WHERE group_name = ? AND username = ?", [group, normal_username(username)]
+            )

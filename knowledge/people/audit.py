@@ -14,11 +14,35 @@ from knowledge.people.records import AuditEvent
 
 #: The actions the product records (``<object>.<verb>``).
 ACTIONS = (
-    "store.create", "store.update", "store.delete", "store.share", "store.unshare", "store.export", "store.import",
-    "store.reembed", "store.owner", "file.ingest", "file.delete", "file.attributes", "batch.cancel",
-    "user.create", "user.update", "user.delete", "user.password", "user.sign_in", "user.sign_in_failed",
-    "user.sign_out", "user.invite", "key.create", "key.revoke", "group.create", "group.delete", "group.member",
-    "settings.change", "files.move", "files.cleanup",
+    "store.create",
+    "store.update",
+    "store.delete",
+    "store.share",
+    "store.unshare",
+    "store.export",
+    "store.import",
+    "store.reembed",
+    "store.owner",
+    "file.ingest",
+    "file.delete",
+    "file.attributes",
+    "batch.cancel",
+    "user.create",
+    "user.update",
+    "user.delete",
+    "user.password",
+    "user.sign_in",
+    "user.sign_in_failed",
+    "user.sign_out",
+    "user.invite",
+    "key.create",
+    "key.revoke",
+    "group.create",
+    "group.delete",
+    "group.member",
+    "settings.change",
+    "files.move",
+    "files.cleanup",
 )
 
 
@@ -28,20 +52,43 @@ class Audit:
     def __init__(self, catalog: Cursors) -> None:
         self.catalog = catalog
 
-    def record(self, actor: str, action: str, *, store: str | None = None, target: str | None = None,
-               detail: dict[str, Any] | None = None) -> AuditEvent:
+    def record(
+        self,
+        actor: str,
+        action: str,
+        *,
+        store: str | None = None,
+        target: str | None = None,
+        detail: dict[str, Any] | None = None,
+    ) -> AuditEvent:
         """Add one event (now, UTC); its id sorts by time (nanoseconds, then 4 random bytes)."""
-        event = AuditEvent(f"{time.time_ns():020d}{secrets.token_hex(4)}", now(), actor, action, store, target,
-                           dict(detail or {}))
+        event = AuditEvent(
+            f"{time.time_ns():020d}{secrets.token_hex(4)}", now(), actor, action, store, target, dict(detail or {})
+        )
         with self.catalog.cursor() as cur:
-            cur.execute("INSERT INTO audit_events (id, happened, actor, action, store, target, detail)"
-                        " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        [event.id, event.at, actor, action, store, target,
-                         json.dumps(event.detail, ensure_ascii=False, default=str)])
+            cur.execute(
+                "INSERT INTO audit_events (id, happened, actor, action, store, target, detail) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [
+                    event.id,
+                    event.at,
+                    actor,
+                    action,
+                    store,
+                    target,
+                    json.dumps(event.detail, ensure_ascii=False, default=str),
+                ],
+            )
         return event
 
-    def events(self, *, actor: str | None = None, action: str | None = None, store: str | None = None,
-               since: datetime | None = None, limit: int = 500) -> list[AuditEvent]:
+    def events(
+        self,
+        *,
+        actor: str | None = None,
+        action: str | None = None,
+        store: str | None = None,
+        since: datetime | None = None,
+        limit: int = 500,
+    ) -> list[AuditEvent]:
         """The newest events first (at most ``limit``), filtered by actor, action (or a prefix
         ending in ``.``: ``"file."``), store, and time."""
         where: list[str] = []
@@ -58,9 +105,14 @@ class Audit:
         if since is not None:
             where.append("happened >= ?")
             args.append(since)
-        sql = ("SELECT id, happened, actor, action, store, target, detail FROM audit_events"
-               + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY id DESC LIMIT ?")
+        sql = (
+            "SELECT id, happened, actor, action, store, target, detail FROM audit_events"
+            + (" WHERE " + " AND ".join(where) if where else "")
+            + " ORDER BY id DESC LIMIT ?"
+        )
         with self.catalog.cursor() as cur:
             rows = cur.execute(sql, [*args, max(1, int(limit))]).fetchall()
-        return [AuditEvent(r[0], r[1], r[2], r[3], r[4], r[5],
-                           json.loads(r[6]) if isinstance(r[6], str) else dict(r[6] or {})) for r in rows]
+        return [
+            AuditEvent(r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6]) if isinstance(r[6], str) else dict(r[6] or {}))
+            for r in rows
+        ]

@@ -75,8 +75,9 @@ class AccountDesk:
         """``account.self`` for one's own account, else ``account.manage``."""
         self._check("account.self" if self._own(username) else "account.manage", what)
 
-    def _record(self, action: str, *, target: str | None = None, detail: dict[str, Any] | None = None,
-                actor: str | None = None) -> None:
+    def _record(
+        self, action: str, *, target: str | None = None, detail: dict[str, Any] | None = None, actor: str | None = None
+    ) -> None:
         self._people.audit.record(actor or self.actor.username, action, target=target, detail=detail)
 
     @checks("account.manage")
@@ -155,8 +156,15 @@ class AccountDesk:
 
     # -- accounts ---------------------------------------------------------------------------------
     @checks("account.manage")
-    def create_user(self, username: str, password: str | None, *, display_name: str | None = None,
-                    role: str = "member", email: str | None = None) -> User:
+    def create_user(
+        self,
+        username: str,
+        password: str | None,
+        *,
+        display_name: str | None = None,
+        role: str = "member",
+        email: str | None = None,
+    ) -> User:
         """A new account (``account.manage``), recorded as ``user.create``. On a catalog without
         accounts it is the first admin (:meth:`set_up_admin`'s event, ``first: true``), so ``role``
         must be ``"admin"`` then.
@@ -287,8 +295,12 @@ class AccountDesk:
         self._check("account.join", "accept an invitation")
         invite = self._people.accounts.invitation(token)
         user = self._people.accounts.accept(token, username, password, display_name=display_name)
-        self._record("user.create", target=user.username, detail={"role": user.role, "invited_by": invite.created_by},
-                     actor=user.username)
+        self._record(
+            "user.create",
+            target=user.username,
+            detail={"role": user.role, "invited_by": invite.created_by},
+            actor=user.username,
+        )
         return user
 
     @checks("account.join")
@@ -416,8 +428,9 @@ class AccountDesk:
                 is not one's own is not confirmed); revoked already.
         """
         key = self._people.keys.get((key_id or "").strip())
-        if key is None or not self._policy.allowed(self.actor, "account.self" if self._own(key.username)
-                                                    else "account.manage"):
+        if key is None or not self._policy.allowed(
+            self.actor, "account.self" if self._own(key.username) else "account.manage"
+        ):
             raise InvalidArgument(f"There is no API key {key_id!r}.")
         if not self._people.keys.revoke(key.id):
             revoked = key.revoked.astimezone(UTC).isoformat(timespec="seconds") if key.revoked else "before"

@@ -41,8 +41,10 @@ class ApiKeys:
         secret = PREFIX + secrets.token_urlsafe(32)
         key = ApiKey("key_" + secrets.token_hex(8), username, label, secret[-4:], now())
         with self.catalog.cursor() as cur:
-            cur.execute("INSERT INTO api_keys (id, username, name, digest, hint, created) VALUES (?, ?, ?, ?, ?, ?)",
-                        [key.id, key.username, key.name, digest(secret), key.hint, key.created])
+            cur.execute(
+                "INSERT INTO api_keys (id, username, name, digest, hint, created) VALUES (?, ?, ?, ?, ?, ?)",
+                [key.id, key.username, key.name, digest(secret), key.hint, key.created],
+            )
         return key, secret
 
     def list(self, username: str | None = None) -> list[ApiKey]:
@@ -60,8 +62,11 @@ class ApiKeys:
     def revoke(self, key_id: str) -> bool:
         """Stop key ``key_id`` now (the next request with it is refused). ``False``: no such active key."""
         with self.catalog.cursor() as cur:
-            return bool(cur.execute("UPDATE api_keys SET revoked = ? WHERE id = ? AND revoked IS NULL RETURNING id",
-                                    [now(), key_id]).fetchall())
+            return bool(
+                cur.execute(
+                    "UPDATE api_keys SET revoked = ? WHERE id = ? AND revoked IS NULL RETURNING id", [now(), key_id]
+                ).fetchall()
+            )
 
     def username_of(self, secret: str | None) -> str:
         """The user a request with key ``secret`` acts as; notes the use.
@@ -73,8 +78,9 @@ class ApiKeys:
             raise AuthenticationFailed("A valid API key is required (Authorization: Bearer kn-...).")
         d = digest(secret)
         with self.catalog.cursor() as cur:
-            row: Any = cur.execute("SELECT id, username, last_used FROM api_keys WHERE digest = ? AND revoked IS NULL",
-                                   [d]).fetchone()
+            row: Any = cur.execute(
+                "SELECT id, username, last_used FROM api_keys WHERE digest = ? AND revoked IS NULL", [d]
+            ).fetchone()
             if row is None:
                 raise AuthenticationFailed("This API key is not valid (revoked, or mistyped).")
             t = now()

@@ -57,18 +57,32 @@ ACTIONS: dict[str, Action] = _table(
     Action("store.list", "list the stores one may use (each filtered by store.read)", "site"),
     Action("store.create", "make a new store (its maker owns it)", "store"),
     Action("store.read", "see a store: list its files, search, chat over, export, evaluate", "store", "read"),
-    Action("store.write", "change a store's files: ingest, delete, set attributes, sync a folder", "store",
-           "write"),
+    Action("store.write", "change a store's files: ingest, delete, set attributes, sync a folder", "store", "write"),
     Action("store.own", "delete, share, give away, re-embed or move a store; set its settings", "store", "owner"),
     # files
     Action("file.read", "open a stored file (a store one sees holds it, or one saved it)", "file"),
     Action("file.save", "save a file of one's own (a chat attachment)", "site"),
-    Action("file.manage", "list every stored file, delete stored files, move the file store", "site",
-           admin=True, refusal="manage the stored files"),
-    Action("files.move", "move every stored file to another file store", "site", admin=True,
-           refusal="move the files to another file store"),
-    Action("files.cleanup", "delete the old copies a finished move of the files left", "site", admin=True,
-           refusal="delete the old copies of the files"),
+    Action(
+        "file.manage",
+        "list every stored file, delete stored files, move the file store",
+        "site",
+        admin=True,
+        refusal="manage the stored files",
+    ),
+    Action(
+        "files.move",
+        "move every stored file to another file store",
+        "site",
+        admin=True,
+        refusal="move the files to another file store",
+    ),
+    Action(
+        "files.cleanup",
+        "delete the old copies a finished move of the files left",
+        "site",
+        admin=True,
+        refusal="delete the old copies of the files",
+    ),
     # templates
     Action("template.read", "list and read templates", "site"),
     Action("template.save", "save a template", "site", admin=True, refusal="save a template"),
@@ -76,25 +90,30 @@ ACTIONS: dict[str, Action] = _table(
     Action("template.derive", "have a template made for one's own chunking (REST chunking_strategy)", "site"),
     # accounts
     Action("account.self", "change one's own password, display name, API keys and sessions", "site"),
-    Action("account.list", "see the accounts' usernames and display names and the group names (whom to share"
-           " with)", "site"),
-    Action("account.manage", "add, change, invite and delete accounts and groups; others' keys", "site",
-           admin=True, refusal="manage accounts"),
+    Action("account.list", "see the accounts' usernames and display names and the group names (whom to share with)", "site"),
+    Action(
+        "account.manage",
+        "add, change, invite and delete accounts and groups; others' keys",
+        "site",
+        admin=True,
+        refusal="manage accounts",
+    ),
     # the whole site
     Action("audit.read", "read the audit events of one's stores and one's own account", "site"),
     Action("audit.read_all", "read every audit event", "site", admin=True, refusal="read the whole audit trail"),
-    Action("backup", "back up every store and restore a backup", "site", admin=True,
-           refusal="back up every store"),
-    Action("settings.manage", "add, change and delete LLM configs", "site", admin=True,
-           refusal="change LLM configs"),
+    Action("backup", "back up every store and restore a backup", "site", admin=True, refusal="back up every store"),
+    Action("settings.manage", "add, change and delete LLM configs", "site", admin=True, refusal="change LLM configs"),
     Action("evaluation.sets", "read and keep question sets and evaluation runs", "site"),
-    Action("system.read", "what the process has loaded: models, backends, LLM configs, the file store's home",
-           "site"),
+    Action("system.read", "what the process has loaded: models, backends, LLM configs, the file store's home", "site"),
     Action("actor.switch", "make the workbench of a person already signed in (the entry points do)", "site"),
     Action("audit.record", "add an event to the audit trail in one's own name", "site"),
     Action("job.run", "ingest a queued file of a batch checked when it was submitted (the worker)", "site"),
-    Action("account.join", "create one's own account with an invitation or the first-run set-up token (before"
-           " anyone is signed in: the token is the credential); see whether accounts are on", "site"),
+    Action(
+        "account.join",
+        "create one's own account with an invitation or the first-run set-up token (before"
+        " anyone is signed in: the token is the credential); see whether accounts are on",
+        "site",
+    ),
 )
 
 
@@ -158,10 +177,15 @@ class Policy:
             (an attachment), ``None`` when nobody or unknown.
     """
 
-    def __init__(self, sharing: Sharing, *, store_exists: Callable[[str], bool],
-                 check_new_name: Callable[[str], object] = lambda name: None,
-                 file_stores: Callable[[str], list[str]] = lambda file_id: [],
-                 file_owner: Callable[[str], str | None] = lambda file_id: None) -> None:
+    def __init__(
+        self,
+        sharing: Sharing,
+        *,
+        store_exists: Callable[[str], bool],
+        check_new_name: Callable[[str], object] = lambda name: None,
+        file_stores: Callable[[str], list[str]] = lambda file_id: [],
+        file_owner: Callable[[str], str | None] = lambda file_id: None,
+    ) -> None:
         self.sharing = sharing
         self._exists, self._check_new_name = store_exists, check_new_name
         self._file_stores, self._file_owner = file_stores, file_owner
@@ -226,8 +250,10 @@ class Policy:
         wanted = act.level or "read"
         if not at_least(got, wanted):
             need = {"write": "change", "owner": "delete, share or re-embed"}.get(wanted, "use")
-            raise PermissionDenied(f"{actor.label} may not {need} the store {store!r}: it is shared with them"
-                                   f" {'read-only' if got == 'read' else 'to read and write'}.")
+            raise PermissionDenied(
+                f"{actor.label} may not {need} the store {store!r}: it is shared with them"
+                f" {'read-only' if got == 'read' else 'to read and write'}."
+            )
 
     def _file_readable(self, actor: Actor, file_id: str) -> bool:
         if self.visible(actor, self._file_stores(file_id)):

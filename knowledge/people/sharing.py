@@ -47,15 +47,19 @@ class Sharing:
     def set_owner(self, store: str, username: str) -> None:
         self._cached = None
         with self.catalog.cursor() as cur:
-            cur.execute("INSERT INTO store_owners (store, owner) VALUES (?, ?)"
-                        " ON CONFLICT (store) DO UPDATE SET owner = excluded.owner", [store, username])
+            cur.execute(
+                "INSERT INTO store_owners (store, owner) VALUES (?, ?)"
+                " ON CONFLICT (store) DO UPDATE SET owner = excluded.owner",
+                [store, username],
+            )
 
     def grants(self, store: str | None = None) -> list[Grant]:
         """The grants of ``store`` (``None``: of every store)."""
         where, args = ("WHERE store = ?", [store]) if store is not None else ("", [])
         with self.catalog.cursor() as cur:
-            rows = cur.execute(f"SELECT store, kind, principal, level FROM store_grants {where}"
-                               " ORDER BY store, kind, principal", args).fetchall()
+            rows = cur.execute(
+                f"SELECT store, kind, principal, level FROM store_grants {where} ORDER BY store, kind, principal", args
+            ).fetchall()
         return [Grant(*r) for r in rows]
 
     def share(self, store: str, kind: str, principal: str, level: str) -> Grant:
@@ -74,17 +78,22 @@ class Sharing:
         if kind != "everyone" and not principal:
             raise InvalidArgument(f"Name the {kind} to share with.")
         with self.catalog.cursor() as cur:
-            cur.execute("INSERT INTO store_grants (store, kind, principal, level) VALUES (?, ?, ?, ?)"
-                        " ON CONFLICT (store, kind, principal) DO UPDATE SET level = excluded.level",
-                        [store, kind, principal, level])
+            cur.execute(
+                "INSERT INTO store_grants (store, kind, principal, level) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (store, kind, principal) DO UPDATE SET level = excluded.level",
+                [store, kind, principal, level],
+            )
         return Grant(store, kind, principal, level)  # type: ignore[arg-type]
 
     def unshare(self, store: str, kind: str, principal: str) -> bool:
         self._cached = None
         with self.catalog.cursor() as cur:
-            return bool(cur.execute("DELETE FROM store_grants WHERE store = ? AND kind = ? AND principal = ?"
-                                    " RETURNING store", [store, kind, "" if kind == "everyone" else principal])
-                        .fetchall())
+            return bool(
+                cur.execute(
+                    "DELETE FROM store_grants WHERE store = ? AND kind = ? AND principal = ? RETURNING store",
+                    [store, kind, "" if kind == "everyone" else principal],
+                ).fetchall()
+            )
 
     def forget(self, store: str) -> None:
         """A deleted store: its owner and grants go."""
@@ -104,8 +113,10 @@ class Sharing:
         returns the stores handed over."""
         self._cached = None
         with self.catalog.cursor() as cur:
-            stores = [r[0] for r in cur.execute("SELECT store FROM store_owners WHERE owner = ? ORDER BY store",
-                                                [username]).fetchall()]
+            stores = [
+                r[0]
+                for r in cur.execute("SELECT store FROM store_owners WHERE owner = ? ORDER BY store", [username]).fetchall()
+            ]
             cur.execute("UPDATE store_owners SET owner = ? WHERE owner = ?", [heir, username])
             cur.execute("DELETE FROM store_grants WHERE kind = 'user' AND principal = ?", [username])
         return stores
@@ -135,8 +146,11 @@ class Sharing:
         out: dict[str, Level] = {}
         rank = {"read": 1, "write": 2}
         for g in grants:
-            named = (g.kind == "everyone" or (g.kind == "user" and g.principal == actor.username)
-                     or (g.kind == "group" and g.principal in actor.groups))
+            named = (
+                g.kind == "everyone"
+                or (g.kind == "user" and g.principal == actor.username)
+                or (g.kind == "group" and g.principal in actor.groups)
+            )
             if named and rank[g.level] > rank.get(out.get(g.store, ""), 0):
                 out[g.store] = g.level
         for s, o in owners.items():

@@ -68,8 +68,10 @@ class Identity:
         """
         issuer, subject = _text(claims.get("iss")), _text(claims.get("sub"))
         if not issuer or not subject:
-            raise AuthenticationFailed("The sign-on provider did not say who you are (no issuer or subject);"
-                                       " check that it is an OpenID Connect provider.")
+            raise AuthenticationFailed(
+                "The sign-on provider did not say who you are (no issuer or subject);"
+                " check that it is an OpenID Connect provider."
+            )
         verified = claims.get("email_verified")
         iat = claims.get("iat")
         issued = None
@@ -79,9 +81,15 @@ class Identity:
             except (OverflowError, OSError, ValueError):
                 issued = None
         email = unicodedata.normalize("NFC", _text(claims.get("email")))
-        return cls(issuer, subject, email or None,
-                   verified is True or (isinstance(verified, str) and verified.strip().lower() == "true"),
-                   _clean_name(claims.get("name")), _text(claims.get("preferred_username")), issued)
+        return cls(
+            issuer,
+            subject,
+            email or None,
+            verified is True or (isinstance(verified, str) and verified.strip().lower() == "true"),
+            _clean_name(claims.get("name")),
+            _text(claims.get("preferred_username")),
+            issued,
+        )
 
     @property
     def label(self) -> str:
@@ -95,8 +103,9 @@ def _text(value: Any) -> str:
 
 def _clean_name(value: Any) -> str:
     """A display name from a claim: control and format characters dropped, spaces collapsed, 100 at most."""
-    text = "".join(c for c in unicodedata.normalize("NFC", _text(value))
-                   if unicodedata.category(c)[0] != "C" or c in " \t\n")
+    text = "".join(
+        c for c in unicodedata.normalize("NFC", _text(value)) if unicodedata.category(c)[0] != "C" or c in " \t\n"
+    )
     return " ".join(text.split())[:100].strip()
 
 
@@ -109,13 +118,16 @@ def provider_problems(auth: Mapping[str, Any] | None) -> list[str]:
         return ["There is no [auth] section in .streamlit/secrets.toml."]
     problems = [f"[auth] has no {key}." for key in SHARED_KEYS if not _text(auth.get(key))]
     redirect = _text(auth.get("redirect_uri"))
-    if redirect and not (_absolute(redirect.replace("{port}", "8501"))
-                         and urlparse(redirect).path.rstrip("/").endswith("/oauth2callback")):
+    if redirect and not (
+        _absolute(redirect.replace("{port}", "8501")) and urlparse(redirect).path.rstrip("/").endswith("/oauth2callback")
+    ):
         problems.append(f"[auth] redirect_uri {redirect!r} is not an absolute http(s) URL ending in /oauth2callback.")
     sections = _sections(auth)
     if not sections:
-        problems.append("[auth] names no provider: give it client_id, client_secret and server_metadata_url"
-                        " (or an [auth.<name>] section with them).")
+        problems.append(
+            "[auth] names no provider: give it client_id, client_secret and server_metadata_url"
+            " (or an [auth.<name>] section with them)."
+        )
     for where, section in sections:
         problems += [f"{where} has no {key}." for key in PROVIDER_KEYS if not _text(section.get(key))]
         url = _text(section.get("server_metadata_url"))
@@ -134,9 +146,12 @@ def providers(auth: Mapping[str, Any] | None) -> list[Provider]:
         return []
     out = []
     for where, section in _sections(auth or {}):
-        key = None if where == "[auth]" else where[len("[auth."):-1]
-        label = _clean_name(section.get("provider_name")) or (key or "").capitalize() \
+        key = None if where == "[auth]" else where[len("[auth.") : -1]
+        label = (
+            _clean_name(section.get("provider_name"))
+            or (key or "").capitalize()
             or (urlparse(_text(section.get("server_metadata_url"))).hostname or "the sign-on provider")
+        )
         out.append(Provider(key, label))
     return out
 
@@ -166,24 +181,25 @@ class SingleSignOn:
             this (its ``iat``) is sent back to the provider.
     """
 
-    def __init__(self, accounts: Accounts, audit: Audit, *, create_members: bool = False,
-                 session_hours: float = 12.0) -> None:
+    def __init__(
+        self, accounts: Accounts, audit: Audit, *, create_members: bool = False, session_hours: float = 12.0
+    ) -> None:
         self.accounts, self.audit = accounts, audit
         self.create_members, self.session_hours = create_members, session_hours
 
     def linked(self, issuer: str, subject: str) -> User | None:
         """The account linked to ``issuer`` + ``subject``, or ``None``."""
         with self.accounts.catalog.cursor() as cur:
-            row = cur.execute("SELECT username FROM users WHERE sso_issuer = ? AND sso_subject = ? LIMIT 1",
-                              [issuer, subject]).fetchone()
+            row = cur.execute(
+                "SELECT username FROM users WHERE sso_issuer = ? AND sso_subject = ? LIMIT 1", [issuer, subject]
+            ).fetchone()
         return self.accounts.get(row[0]) if row else None
 
     def link_of(self, username: str) -> tuple[str, str] | None:
         """``(issuer, subject)`` the account ``username`` is linked to, or ``None``."""
         user = self.accounts.require(username)
         with self.accounts.catalog.cursor() as cur:
-            row = cur.execute("SELECT sso_issuer, sso_subject FROM users WHERE username = ?",
-                              [user.username]).fetchone()
+            row = cur.execute("SELECT sso_issuer, sso_subject FROM users WHERE username = ?", [user.username]).fetchone()
         return (row[0], row[1]) if row and row[0] and row[1] else None
 
     def link(self, username: str, issuer: str, subject: str) -> None:
@@ -197,8 +213,9 @@ class SingleSignOn:
         if other is not None and other.username != user.username:
             raise InvalidArgument(f"This sign-on identity is linked to the account {other.username} already.")
         with self.accounts.catalog.cursor() as cur:
-            cur.execute("UPDATE users SET sso_issuer = ?, sso_subject = ? WHERE username = ?",
-                        [issuer, subject, user.username])
+            cur.execute(
+                "UPDATE users SET sso_issuer = ?, sso_subject = ? WHERE username = ?", [issuer, subject, user.username]
+            )
 
     def unlink(self, username: str) -> None:
         """Forget the identity ``username`` is linked to (the next sign-on matches by e-mail again)."""
@@ -220,24 +237,35 @@ class SingleSignOn:
         if identity.email and identity.email_verified:
             matches = self._by_email(identity.email)
             if len(matches) > 1:
-                raise AuthenticationFailed(f"Several accounts here have the e-mail address {identity.email};"
-                                           " ask an admin to link your sign-on to one of them.")
+                raise AuthenticationFailed(
+                    f"Several accounts here have the e-mail address {identity.email};"
+                    " ask an admin to link your sign-on to one of them."
+                )
             if matches:
                 username, linked_to = matches[0]
                 if linked_to is not None:
-                    raise AuthenticationFailed(f"The account with the e-mail address {identity.email} is linked"
-                                               " to another sign-on identity; ask an admin.")
+                    raise AuthenticationFailed(
+                        f"The account with the e-mail address {identity.email} is linked"
+                        " to another sign-on identity; ask an admin."
+                    )
                 self.link(username, identity.issuer, identity.subject)
-                self.audit.record(username, "user.update", target=username,
-                                  detail={"sso": "linked by verified e-mail", "issuer": identity.issuer})
+                self.audit.record(
+                    username,
+                    "user.update",
+                    target=username,
+                    detail={"sso": "linked by verified e-mail", "issuer": identity.issuer},
+                )
                 return self.accounts.require(username), "email"
         if not self.create_members:
-            raise AuthenticationFailed(f"There is no account here for {identity.label}. Ask an admin to create"
-                                       " one (with this e-mail address), then sign in again.")
+            raise AuthenticationFailed(
+                f"There is no account here for {identity.label}. Ask an admin to create"
+                " one (with this e-mail address), then sign in again."
+            )
         user = self._create(identity)
         self.link(user.username, identity.issuer, identity.subject)
-        self.audit.record(user.username, "user.create", target=user.username,
-                          detail={"role": user.role, "sso": identity.issuer})
+        self.audit.record(
+            user.username, "user.create", target=user.username, detail={"role": user.role, "sso": identity.issuer}
+        )
         return user, "created"
 
     def sign_in(self, claims: Mapping[str, Any]) -> tuple[Actor, str]:
@@ -255,11 +283,13 @@ class SingleSignOn:
         try:
             user, how = self.account(identity)
         except AuthenticationFailed as exc:
-            self.audit.record(identity.label[:64], "user.sign_in_failed",
-                              detail={"via": "sso", "issuer": identity.issuer, "reason": str(exc)})
+            self.audit.record(
+                identity.label[:64],
+                "user.sign_in_failed",
+                detail={"via": "sso", "issuer": identity.issuer, "reason": str(exc)},
+            )
             raise
-        self.audit.record(user.username, "user.sign_in", detail={"via": "sso", "issuer": identity.issuer,
-                                                                 "matched": how})
+        self.audit.record(user.username, "user.sign_in", detail={"via": "sso", "issuer": identity.issuer, "matched": how})
         return self.accounts.actor(user.username), self.accounts.start_session(user.username)
 
     def _by_email(self, email: str) -> list[tuple[str, tuple[str, str] | None]]:
@@ -267,17 +297,30 @@ class SingleSignOn:
         ``lower`` depends on the database's locale), each with the identity it is linked to."""
         want = unicodedata.normalize("NFC", email).casefold()
         with self.accounts.catalog.cursor() as cur:
-            rows = cur.execute("SELECT username, email, sso_issuer, sso_subject FROM users"
-                               " WHERE email IS NOT NULL ORDER BY username").fetchall()
-        return [(r[0], (r[2], r[3]) if r[2] and r[3] else None) for r in rows
-                if unicodedata.normalize("NFC", r[1].strip()).casefold() == want]
+            rows = cur.execute(
+                "SELECT username, email, sso_issuer, sso_subject FROM users WHERE email IS NOT NULL ORDER BY username"
+            ).fetchall()
+        return [
+            (r[0], (r[2], r[3]) if r[2] and r[3] else None)
+            for r in rows
+            if unicodedata.normalize("NFC", r[1].strip()).casefold() == want
+        ]
 
     def _create(self, identity: Identity) -> User:
         """A member account without a password: the username is the verified e-mail address, else
         the preferred username, else the name, else ``sso-<digest of the identity>``, made unique."""
-        base = next((n for n in (identity.email if identity.email_verified else None,
-                                 identity.preferred_username, identity.name.replace(" ", "."))
-                     if n and _username_or_none(n)), None)
+        base = next(
+            (
+                n
+                for n in (
+                    identity.email if identity.email_verified else None,
+                    identity.preferred_username,
+                    identity.name.replace(" ", "."),
+                )
+                if n and _username_or_none(n)
+            ),
+            None,
+        )
         name = _username_or_none(base) if base else None
         if name is None:
             name = "sso-" + hashlib.sha256(f"{identity.issuer}\n{identity.subject}".encode()).hexdigest()[:12]
@@ -287,8 +330,7 @@ class SingleSignOn:
             candidate = f"{name[:60]}-{n}"
         email = identity.email if identity.email_verified else None
         try:
-            return self.accounts.create(candidate, None, display_name=identity.name or None, role="member",
-                                        email=email)
+            return self.accounts.create(candidate, None, display_name=identity.name or None, role="member", email=email)
         except InvalidArgument:  # a display name the accounts refuse: the username stands for it
             return self.accounts.create(candidate, None, role="member", email=email)
 

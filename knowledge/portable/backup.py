@@ -90,9 +90,11 @@ class RestoreResult:
     bundles: tuple[RestoredBundle, ...] = ()
 
 
-_PG_CATALOG = ("The catalog is in {where}, so it is not {what} with the data folder: back it up with pg_dump"
-               " (and restore it with pg_restore or psql), and the files with the file store's own tools. To"
-               " move stores, export and import them as bundles (`knowledge export` / `knowledge import`).")
+_PG_CATALOG = (
+    "The catalog is in {where}, so it is not {what} with the data folder: back it up with pg_dump"
+    " (and restore it with pg_restore or psql), and the files with the file store's own tools. To"
+    " move stores, export and import them as bundles (`knowledge export` / `knowledge import`)."
+)
 
 
 def backup(parts: Parts, out: str | os.PathLike, *, progress: Progress | None = None) -> BackupResult:
@@ -144,8 +146,7 @@ def backup(parts: Parts, out: str | os.PathLike, *, progress: Progress | None = 
                     members[blob] = write_member(zf, blob, copy_from(src))
                     blobs.add(f.sha256)
             meta = json.dumps({"format": RECORD_FORMAT, **f.to_dict()}, ensure_ascii=False, indent=2).encode()
-            members[f"files/meta/{f.id}.json"] = write_member(zf, f"files/meta/{f.id}.json",
-                                                              _writer(meta), deflate=True)
+            members[f"files/meta/{f.id}.json"] = write_member(zf, f"files/meta/{f.id}.json", _writer(meta), deflate=True)
             report(progress, "files", 0.05 + 0.25 * (i + 1) / max(1, len(records)))
         # the memory backend's own API (collection files, lock_timeout), beyond VectorBackend's
         memory: Any = parts.stores.backend("memory") if _memory_in_use(parts) else None
@@ -174,13 +175,20 @@ def backup(parts: Parts, out: str | os.PathLike, *, progress: Progress | None = 
             tmp_kb.unlink()
             bundled.append({"store": r.name, "member": member, "template": r.template, "backend": r.backend})
             report(progress, "other stores", 0.6 + 0.4 * (i + 1) / max(1, len(others)))
-        manifest = {"format": BACKUP_FORMAT, "format_version": FORMAT_VERSION,
-                    "created": datetime.now(UTC).isoformat(), "memory_stores": copied, "bundles": bundled,
-                    "files": len(records), "members": members}
+        manifest = {
+            "format": BACKUP_FORMAT,
+            "format_version": FORMAT_VERSION,
+            "created": datetime.now(UTC).isoformat(),
+            "memory_stores": copied,
+            "bundles": bundled,
+            "files": len(records),
+            "members": members,
+        }
         zf.writestr(MANIFEST, json.dumps(manifest, ensure_ascii=False, indent=1), zipfile.ZIP_DEFLATED)
     report(progress, "done", 1.0)
-    return BackupResult(out, out.stat().st_size, copied, [b["store"] for b in bundled], len(records),
-                        time.perf_counter() - started)
+    return BackupResult(
+        out, out.stat().st_size, copied, [b["store"] for b in bundled], len(records), time.perf_counter() - started
+    )
 
 
 def _writer(data: bytes) -> Callable[[Any], Any]:
@@ -203,8 +211,9 @@ def data_folder_empty(settings: Settings) -> bool:
     return not (vs.is_dir() and any(p for p in vs.iterdir() if not p.name.startswith(".")))
 
 
-def restore(settings: Settings, archive: str | os.PathLike, *, force: bool = False,
-            progress: Progress | None = None) -> RestoreResult:
+def restore(
+    settings: Settings, archive: str | os.PathLike, *, force: bool = False, progress: Progress | None = None
+) -> RestoreResult:
     """Restore the backup ``archive`` (see :func:`backup`) into the data folder of ``settings``.
 
     Every member's checksum is verified before anything is written. The file store and the memory
@@ -229,9 +238,11 @@ def restore(settings: Settings, archive: str | os.PathLike, *, force: bool = Fal
     if not path.is_file():
         raise InvalidArgument(f"{str(path)!r} is not a file.")
     if not force and not data_folder_empty(settings):
-        raise TargetNotEmpty(f"The data folder {str(settings.data_root)!r} already holds data; restore into an"
-                             " empty folder (--data-dir), or pass --force to replace its catalog, files and"
-                             " memory stores.")
+        raise TargetNotEmpty(
+            f"The data folder {str(settings.data_root)!r} already holds data; restore into an"
+            " empty folder (--data-dir), or pass --force to replace its catalog, files and"
+            " memory stores."
+        )
     try:
         zf = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError, EOFError) as exc:
@@ -248,9 +259,14 @@ def restore(settings: Settings, archive: str | os.PathLike, *, force: bool = Fal
             raise BundleCorrupt(f"{path.name} holds no catalog.duckdb: it is not a whole backup.")
         bundles_meta = manifest.get("bundles") or []
         if not isinstance(bundles_meta, list) or not all(
-                isinstance(b, dict) and isinstance(b.get("store"), str) and not bad_character(b["store"])
-                and b.get("member") in members and str(b.get("member")).startswith("stores/")
-                and isinstance(b.get("template"), (str, type(None))) for b in bundles_meta):
+            isinstance(b, dict)
+            and isinstance(b.get("store"), str)
+            and not bad_character(b["store"])
+            and b.get("member") in members
+            and str(b.get("member")).startswith("stores/")
+            and isinstance(b.get("template"), (str, type(None)))
+            for b in bundles_meta
+        ):
             raise BundleCorrupt(f"{path.name}: its manifest's bundles are not stores with a bundle member each.")
         need = sum(m["bytes"] for m in members.values())
         data_root = Path(settings.data_root)
@@ -258,8 +274,9 @@ def restore(settings: Settings, archive: str | os.PathLike, *, force: bool = Fal
         data_root.mkdir(parents=True, exist_ok=True)
         free = shutil.disk_usage(data_root).free
         if need > free:
-            raise BundleCorrupt(f"{path.name} holds {need / 1e6:,.0f} MB; the data folder's disk has"
-                                f" {free / 1e6:,.0f} MB free.")
+            raise BundleCorrupt(
+                f"{path.name} holds {need / 1e6:,.0f} MB; the data folder's disk has {free / 1e6:,.0f} MB free."
+            )
         stage = Path(tempfile.mkdtemp(prefix=".restore-", dir=data_root))
         try:
             try:  # every member checked (within its size, checksum) into the stage before anything is replaced
@@ -293,8 +310,14 @@ def restore(settings: Settings, archive: str | os.PathLike, *, force: bool = Fal
         finally:
             shutil.rmtree(stage, ignore_errors=True)
     report(progress, "done", 1.0)
-    return RestoreResult(list(manifest.get("memory_stores") or []), [], {}, int(manifest.get("files") or 0),
-                         time.perf_counter() - started, bundles)
+    return RestoreResult(
+        list(manifest.get("memory_stores") or []),
+        [],
+        {},
+        int(manifest.get("files") or 0),
+        time.perf_counter() - started,
+        bundles,
+    )
 
 
 def _keep_bundles(stage: Path, data_root: Path, bundles_meta: list[dict[str, Any]]) -> tuple[RestoredBundle, ...]:
@@ -316,9 +339,13 @@ def _safe_member(name: str) -> bool:
     """A backup member's name is a relative path under one of the parts a backup has: no ``..``,
     no absolute path, no empty or ``.`` part, no backslash or drive, no control character."""
     parts = name.split("/")
-    return (name == "catalog.duckdb" or (len(parts) > 1 and parts[0] in ("files", "vector-stores", "stores"))) and \
-        all(p not in ("", ".", "..") for p in parts) and "\\" not in name and ":" not in name \
+    return (
+        (name == "catalog.duckdb" or (len(parts) > 1 and parts[0] in ("files", "vector-stores", "stores")))
+        and all(p not in ("", ".", "..") for p in parts)
+        and "\\" not in name
+        and ":" not in name
         and bad_character(name) is None
+    )
 
 
 def _merge_into(src: Path, dst: Path) -> None:
@@ -356,5 +383,6 @@ def import_restored(parts: Parts, result: RestoreResult, *, progress: Progress |
     finally:
         for folder in {b.path.parent for b in result.bundles}:
             shutil.rmtree(folder, ignore_errors=True)
-    return replace(result, imported=imported, failed=failed, bundles=(),
-                   seconds=result.seconds + time.perf_counter() - started)
+    return replace(
+        result, imported=imported, failed=failed, bundles=(), seconds=result.seconds + time.perf_counter() - started
+    )

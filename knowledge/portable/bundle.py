@@ -158,8 +158,9 @@ def read_manifest(zf: zipfile.ZipFile, where: str, what: str) -> Any:
     except KeyError:
         raise BundleCorrupt(f"{where} has no {MANIFEST}: it is not a {what}.") from None
     if info.file_size > MAX_MANIFEST_BYTES:
-        raise BundleCorrupt(f"{where}: its {MANIFEST} is {info.file_size:,} bytes, more than the"
-                            f" {MAX_MANIFEST_BYTES:,} a manifest may have.")
+        raise BundleCorrupt(
+            f"{where}: its {MANIFEST} is {info.file_size:,} bytes, more than the {MAX_MANIFEST_BYTES:,} a manifest may have."
+        )
     try:
         with zf.open(info) as raw:
             data = CheckedReader(raw, MANIFEST, {"bytes": info.file_size}, MAX_MANIFEST_BYTES).read_all()
@@ -167,8 +168,7 @@ def read_manifest(zf: zipfile.ZipFile, where: str, what: str) -> Any:
     except BundleCorrupt:
         raise
     except (zipfile.BadZipFile, ValueError, RecursionError, OSError, EOFError) as exc:
-        raise BundleCorrupt(f"{where}: its {MANIFEST} is unreadable ({in_words(exc)})"[:500]
-                            + ".") from exc
+        raise BundleCorrupt(f"{where}: its {MANIFEST} is unreadable ({in_words(exc)})"[:500] + ".") from exc
 
 
 def check_inventory(zf: zipfile.ZipFile, manifest: dict[str, Any], where: str) -> None:
@@ -177,27 +177,32 @@ def check_inventory(zf: zipfile.ZipFile, manifest: dict[str, Any], where: str) -
     infos = zf.infolist()
     members = manifest["members"]
     if len(infos) > len(members) + 1:
-        raise BundleCorrupt(f"{where} holds {len(infos):,} members; its manifest accounts for"
-                            f" {len(members) + 1:,}.")
+        raise BundleCorrupt(f"{where} holds {len(infos):,} members; its manifest accounts for {len(members) + 1:,}.")
     seen: dict[str, zipfile.ZipInfo] = {}
     for info in infos:
         if info.filename in seen:
             raise BundleCorrupt(f"{where} holds the member {info.filename!r} twice.")
         if _is_link(info):
-            raise BundleCorrupt(f"{where}: member {info.filename!r} is a symbolic link; archives of this program"
-                                " hold none.")
+            raise BundleCorrupt(f"{where}: member {info.filename!r} is a symbolic link; archives of this program hold none.")
         if info.filename != MANIFEST and info.filename not in members:
             raise BundleCorrupt(f"{where}: member {info.filename!r} is not listed in its manifest.")
         seen[info.filename] = info
     for name, meta in members.items():
-        if not isinstance(meta, dict) or not isinstance(meta.get("sha256"), str) \
-                or not isinstance(meta.get("bytes"), int) or isinstance(meta.get("bytes"), bool) or meta["bytes"] < 0:
+        if (
+            not isinstance(meta, dict)
+            or not isinstance(meta.get("sha256"), str)
+            or not isinstance(meta.get("bytes"), int)
+            or isinstance(meta.get("bytes"), bool)
+            or meta["bytes"] < 0
+        ):
             raise BundleCorrupt(f"{where}: the manifest's entry for member {name!r} has no SHA-256 or size.")
         if name not in seen:
             raise BundleCorrupt(f"{where} misses its member {name} (listed in the manifest).")
         if seen[name].file_size != meta["bytes"]:
-            raise BundleCorrupt(f"{where}: member {name} has {seen[name].file_size} bytes, the manifest says"
-                                f" {meta['bytes']} (truncated or tampered with).")
+            raise BundleCorrupt(
+                f"{where}: member {name} has {seen[name].file_size} bytes, the manifest says"
+                f" {meta['bytes']} (truncated or tampered with)."
+            )
 
 
 def _is_link(info: zipfile.ZipInfo) -> bool:
@@ -213,8 +218,10 @@ def check_manifest(manifest: Any, fmt: str, where: str) -> None:
     if not isinstance(version, int) or version < 1:
         raise BundleCorrupt(f"{where}: bad format version {version!r}.")
     if version > FORMAT_VERSION:
-        raise BundleTooNew(f"{where} was written in {fmt} format version {version}; this program reads"
-                           f" versions up to {FORMAT_VERSION}. Upgrade knowledge to import it.")
+        raise BundleTooNew(
+            f"{where} was written in {fmt} format version {version}; this program reads"
+            f" versions up to {FORMAT_VERSION}. Upgrade knowledge to import it."
+        )
     if not isinstance(manifest.get("members"), dict):
         raise BundleCorrupt(f"{where}: the manifest lists no members.")
 
@@ -225,14 +232,20 @@ def _check_store_manifest(m: dict[str, Any], where: str) -> None:
     figure of the right type and range, every file id and member once, every block at most
     :data:`MAX_BLOCK` chunks adding up to ``chunks``, names without control characters."""
     store, files, blocks = m.get("store"), m.get("files"), m.get("blocks")
-    ok = (isinstance(store, dict) and isinstance(store.get("name"), str) and isinstance(store.get("embedding_model"), str)
-          and _is_int(store.get("dimension"), 1, MAX_DIMENSION, none=True)
-          and isinstance(store.get("template", {}), dict)
-          and isinstance(files, list) and all(isinstance(f, dict) and isinstance(f.get("file_id"), str)
-                                              and isinstance(f.get("name"), str) for f in files)
-          and isinstance(blocks, list) and all(isinstance(b, dict) and isinstance(b.get("payloads"), str)
-                                               and isinstance(b.get("vectors"), str) for b in blocks)
-          and _is_int(m.get("chunks"), 0))
+    ok = (
+        isinstance(store, dict)
+        and isinstance(store.get("name"), str)
+        and isinstance(store.get("embedding_model"), str)
+        and _is_int(store.get("dimension"), 1, MAX_DIMENSION, none=True)
+        and isinstance(store.get("template", {}), dict)
+        and isinstance(files, list)
+        and all(isinstance(f, dict) and isinstance(f.get("file_id"), str) and isinstance(f.get("name"), str) for f in files)
+        and isinstance(blocks, list)
+        and all(
+            isinstance(b, dict) and isinstance(b.get("payloads"), str) and isinstance(b.get("vectors"), str) for b in blocks
+        )
+        and _is_int(m.get("chunks"), 0)
+    )
     if not ok:
         raise BundleCorrupt(f"{where}: its manifest lacks the store, its files or its chunk blocks.")
     assert isinstance(store, dict) and isinstance(files, list) and isinstance(blocks, list)  # checked above
@@ -251,21 +264,26 @@ def _check_store_manifest(m: dict[str, Any], where: str) -> None:
                 raise BundleCorrupt(f"{where}: the file name {n!r} contains {bad}; names may hold none.")
         member = f.get("member")
         if member is not None and (not isinstance(member, str) or not member.startswith("files/") or member in used):
-            raise BundleCorrupt(f"{where}: file {fname!r} names the member {member!r}, which is not a file member"
-                                " or is named twice.")
+            raise BundleCorrupt(
+                f"{where}: file {fname!r} names the member {member!r}, which is not a file member or is named twice."
+            )
         used.add(member)
-        if not (_is_int(f.get("chunks"), 0, none=True) and _is_int(f.get("size"), 0, none=True)
-                and _is_int(f.get("pages"), 0, none=True)
-                and isinstance(f.get("aliases") or [], list) and isinstance(f.get("warnings") or [], list)
-                and all(isinstance(w, str) for w in f.get("warnings") or [])
-                and all(isinstance(f.get(k), (str, type(None))) for k in ("reason", "error", "content_type", "sha256",
-                                                                        "status"))):
+        if not (
+            _is_int(f.get("chunks"), 0, none=True)
+            and _is_int(f.get("size"), 0, none=True)
+            and _is_int(f.get("pages"), 0, none=True)
+            and isinstance(f.get("aliases") or [], list)
+            and isinstance(f.get("warnings") or [], list)
+            and all(isinstance(w, str) for w in f.get("warnings") or [])
+            and all(isinstance(f.get(k), (str, type(None))) for k in ("reason", "error", "content_type", "sha256", "status"))
+        ):
             raise BundleCorrupt(f"{where}: the entry of file {fname!r} has a figure of the wrong type.")
     total = 0
     for b in blocks:
         if not _is_int(b.get("count"), 1, MAX_BLOCK):
-            raise BundleCorrupt(f"{where}: block {b['payloads']!r} gives {b.get('count')!r} chunks; a block holds"
-                                f" 1-{MAX_BLOCK}.")
+            raise BundleCorrupt(
+                f"{where}: block {b['payloads']!r} gives {b.get('count')!r} chunks; a block holds 1-{MAX_BLOCK}."
+            )
         for member in (b["payloads"], b["vectors"]):
             if not member.startswith("chunks/") or member in used:
                 raise BundleCorrupt(f"{where}: the member {member!r} is not a chunk member or is named twice.")
@@ -328,8 +346,10 @@ class CheckedReader(io.RawIOBase):
             raise BundleCorrupt(f"Member {self.name} is unreadable ({exc}): the archive is damaged.") from exc
         self.size += len(data)
         if self.size > self.limit:
-            raise BundleCorrupt(f"Member {self.name} holds more than the {self.limit:,} bytes it may have"
-                                f" (its manifest says {self.expected:,}): the archive is damaged or crafted.")
+            raise BundleCorrupt(
+                f"Member {self.name} holds more than the {self.limit:,} bytes it may have"
+                f" (its manifest says {self.expected:,}): the archive is damaged or crafted."
+            )
         self.sha.update(data)
         return data
 
@@ -345,8 +365,7 @@ class CheckedReader(io.RawIOBase):
         if self.size != self.expected:
             raise BundleCorrupt(f"Member {self.name} holds {self.size:,} bytes, its manifest says {self.expected:,}.")
         if self.meta.get("sha256") is not None and self.sha.hexdigest() != self.meta.get("sha256"):
-            raise BundleCorrupt(f"Member {self.name} does not match its checksum: the archive is damaged or"
-                                " was altered.")
+            raise BundleCorrupt(f"Member {self.name} does not match its checksum: the archive is damaged or was altered.")
 
 
 def npy_matrix(data: bytes, name: str, rows: int, dimension: int) -> np.ndarray:
@@ -365,12 +384,13 @@ def npy_matrix(data: bytes, name: str, rows: int, dimension: int) -> np.ndarray:
     except (ValueError, EOFError, SyntaxError, TypeError) as exc:
         raise BundleCorrupt(f"Member {name} is not a vector matrix: {exc}"[:400]) from exc
     if tuple(shape) != (rows, dimension) or dtype != _VECTOR_DTYPE or fortran:
-        raise BundleCorrupt(f"Member {name} holds a {dtype} matrix of shape {tuple(shape)}; its block needs"
-                            f" ({rows}, {dimension}) little-endian float32.")
+        raise BundleCorrupt(
+            f"Member {name} holds a {dtype} matrix of shape {tuple(shape)}; its block needs"
+            f" ({rows}, {dimension}) little-endian float32."
+        )
     offset = fp.tell()
     if len(data) != offset + rows * dimension * 4:
-        raise BundleCorrupt(f"Member {name} has {len(data) - offset:,} bytes of vectors for a ({rows}, {dimension})"
-                            " matrix.")
+        raise BundleCorrupt(f"Member {name} has {len(data) - offset:,} bytes of vectors for a ({rows}, {dimension}) matrix.")
     return np.frombuffer(data, _VECTOR_DTYPE, rows * dimension, offset).reshape(rows, dimension)
 
 
@@ -384,10 +404,14 @@ def parse_chunk(line: bytes, member: str, row: int) -> tuple[Any, dict[str, Any]
         payload, pid = item["payload"], item["id"]
     except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
         raise BundleCorrupt(f"Member {member}: line {row + 1} is not a chunk ({exc}).") from exc
-    if not isinstance(payload, dict) or not isinstance(pid, (str, int)) or isinstance(pid, bool) \
-            or not isinstance(payload.get("file_id"), str) or not isinstance(payload.get("text"), str):
-        raise BundleCorrupt(f"Member {member}: line {row + 1} is not a chunk (an id, a payload with its text and"
-                            " file id).")
+    if (
+        not isinstance(payload, dict)
+        or not isinstance(pid, (str, int))
+        or isinstance(pid, bool)
+        or not isinstance(payload.get("file_id"), str)
+        or not isinstance(payload.get("text"), str)
+    ):
+        raise BundleCorrupt(f"Member {member}: line {row + 1} is not a chunk (an id, a payload with its text and file id).")
     return pid, payload
 
 
@@ -409,20 +433,25 @@ def check_chunks(zf: zipfile.ZipFile, manifest: dict[str, Any], where: str) -> N
             pid, payload = parse_chunk(line, block["payloads"], row)
             fid = payload["file_id"]
             if fid not in files:
-                raise BundleCorrupt(f"{where}: a chunk of {block['payloads']} (line {row + 1}) cites the file id"
-                                    f" {fid!r}, which the bundle does not carry.")
+                raise BundleCorrupt(
+                    f"{where}: a chunk of {block['payloads']} (line {row + 1}) cites the file id"
+                    f" {fid!r}, which the bundle does not carry."
+                )
             if pid in ids:
                 raise BundleCorrupt(f"{where}: the chunk id {pid!r} is given twice.")
             ids.add(pid)
             counts[fid] = counts.get(fid, 0) + 1
         del lines
-        npy_matrix(read_member(zf, manifest, block["vectors"], vectors_limit(rows, dimension)), block["vectors"],
-                    rows, dimension)
+        npy_matrix(
+            read_member(zf, manifest, block["vectors"], vectors_limit(rows, dimension)), block["vectors"], rows, dimension
+        )
     for fid, f in files.items():
         want = int(f.get("chunks") or 0) if f.get("status") == DONE else 0
         if counts.get(fid, 0) != want:
-            raise BundleCorrupt(f"{where}: file {f['name']!r} has {counts.get(fid, 0)} chunks in the bundle, its"
-                                f" entry says {want} ({f.get('status')}).")
+            raise BundleCorrupt(
+                f"{where}: file {f['name']!r} has {counts.get(fid, 0)} chunks in the bundle, its"
+                f" entry says {want} ({f.get('status')})."
+            )
 
 
 def bundle_info(path: str | os.PathLike) -> dict[str, Any]:
@@ -430,5 +459,10 @@ def bundle_info(path: str | os.PathLike) -> dict[str, Any]:
     Raises as :func:`open_bundle`."""
     zf, manifest = open_bundle(path)
     with zf:
-        return {**manifest["store"], "files": len(manifest.get("files", [])), "chunks": manifest.get("chunks", 0),
-                "format_version": manifest["format_version"], "created": manifest.get("created")}
+        return {
+            **manifest["store"],
+            "files": len(manifest.get("files", [])),
+            "chunks": manifest.get("chunks", 0),
+            "format_version": manifest["format_version"],
+            "created": manifest.get("created"),
+        }

@@ -76,13 +76,24 @@ def export_store(parts: Parts, store: str, out: str | os.PathLike, *, progress: 
             if member is not None:
                 with parts.files.content(r.file_id) as src:
                     members[member] = write_member(zf, member, copy_from(src))
-            entries.append({
-                "member": member, "file_id": r.file_id, "name": r.file_name,
-                "content_type": stored.content_type if stored else None, "size": r.size, "sha256": r.sha256,
-                "status": str(r.status), "reason": r.reason, "error": r.error, "chunks": r.chunks,
-                "pages": r.pages, "warnings": r.warnings, "aliases": list(getattr(r, "aliases", ())),
-                "attributes": parts.indexer.file_attributes(store, r.file_id) if r.status == DONE else {},
-            })
+            entries.append(
+                {
+                    "member": member,
+                    "file_id": r.file_id,
+                    "name": r.file_name,
+                    "content_type": stored.content_type if stored else None,
+                    "size": r.size,
+                    "sha256": r.sha256,
+                    "status": str(r.status),
+                    "reason": r.reason,
+                    "error": r.error,
+                    "chunks": r.chunks,
+                    "pages": r.pages,
+                    "warnings": r.warnings,
+                    "aliases": list(getattr(r, "aliases", ())),
+                    "attributes": parts.indexer.file_attributes(store, r.file_id) if r.status == DONE else {},
+                }
+            )
             report(progress, "files", 0.2 * (i + 1) / max(1, len(records)))
         blocks: list[dict[str, Any]] = []
         pending: list[Point] = []
@@ -112,18 +123,26 @@ def export_store(parts: Parts, store: str, out: str | os.PathLike, *, progress: 
         spec.pop("backend", None)
         own = parts.stores.settings_of(store)
         manifest = {
-            "format": FORMAT, "format_version": FORMAT_VERSION,
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
             "created": datetime.now(UTC).isoformat(),
-            "store": {"name": record.name, "template": spec, "embedding_model": record.embedding_model,
-                      "dimension": record.dimension, "distance": record.distance,
-                      "source_backend": record.backend,
-                      "settings": {"description": own.description, "score_threshold": own.score_threshold}},
-            "files": entries, "blocks": blocks, "chunks": written, "members": members,
+            "store": {
+                "name": record.name,
+                "template": spec,
+                "embedding_model": record.embedding_model,
+                "dimension": record.dimension,
+                "distance": record.distance,
+                "source_backend": record.backend,
+                "settings": {"description": own.description, "score_threshold": own.score_threshold},
+            },
+            "files": entries,
+            "blocks": blocks,
+            "chunks": written,
+            "members": members,
         }
         zf.writestr(MANIFEST, json.dumps(manifest, ensure_ascii=False, indent=1), zipfile.ZIP_DEFLATED)
     report(progress, "done", 1.0)
-    return ExportResult(store, out, len(entries), written, out.stat().st_size, time.perf_counter() - started,
-                        skipped)
+    return ExportResult(store, out, len(entries), written, out.stat().st_size, time.perf_counter() - started, skipped)
 
 
 def _fresh(payload: dict[str, Any]) -> dict[str, Any]:

@@ -24,16 +24,29 @@ class Portable:
     """Export, import and move stores; back up the data folder and import what a restore unpacked.
     The workbench builds one (``wb.portable``) with the parts it holds. Thread-safe as its parts."""
 
-    def __init__(self, settings: Settings, stores: Stores, templates: TemplateRegistry, indexer: Indexer,
-                 catalog: Catalog, files: FileStore) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        stores: Stores,
+        templates: TemplateRegistry,
+        indexer: Indexer,
+        catalog: Catalog,
+        files: FileStore,
+    ) -> None:
         self.parts = Parts(settings, stores, templates, indexer, catalog, files)
 
     def export_store(self, store: str, out: str | os.PathLike, *, progress: Progress | None = None) -> ExportResult:
         """See :func:`export_store`."""
         return export_store(self.parts, store, out, progress=progress)
 
-    def import_bundle(self, bundle: str | os.PathLike, *, as_name: str | None = None, template: str | None = None,
-                      progress: Progress | None = None) -> ImportResult:
+    def import_bundle(
+        self,
+        bundle: str | os.PathLike,
+        *,
+        as_name: str | None = None,
+        template: str | None = None,
+        progress: Progress | None = None,
+    ) -> ImportResult:
         """See :func:`import_bundle`."""
         return import_bundle(self.parts, bundle, as_name=as_name, template=template, progress=progress)
 

@@ -77,8 +77,14 @@ class ImportResult:
     message: str
 
 
-def import_bundle(parts: Parts, bundle: str | os.PathLike, *, as_name: str | None = None, template: str | None = None,
-                  progress: Progress | None = None) -> ImportResult:
+def import_bundle(
+    parts: Parts,
+    bundle: str | os.PathLike,
+    *,
+    as_name: str | None = None,
+    template: str | None = None,
+    progress: Progress | None = None,
+) -> ImportResult:
     """Recreate the store of ``bundle`` (see the module docstring).
 
     Args:
@@ -105,12 +111,15 @@ def import_bundle(parts: Parts, bundle: str | os.PathLike, *, as_name: str | Non
         if not isinstance(name, str) or not name.strip() or len(name) > 200:
             raise InvalidArgument("A store name must be 1-200 characters and not blank.")
         if as_name is None and bad_character(name):
-            raise BundleCorrupt(f"The bundle's store name {name!r} contains {bad_character(name)}; import it"
-                                " under another name (--as NAME).")
+            raise BundleCorrupt(
+                f"The bundle's store name {name!r} contains {bad_character(name)}; import it under another name (--as NAME)."
+            )
         check_name(name, "store name")
         if parts.stores.find(name) is not None:
-            raise StoreExists(f"A store called {name!r} exists already. Import the bundle under another name"
-                              " (--as NAME), or delete that store first.")
+            raise StoreExists(
+                f"A store called {name!r} exists already. Import the bundle under another name"
+                " (--as NAME), or delete that store first."
+            )
         _check_files(parts, manifest, Path(bundle).name)
         check_chunks(zf, manifest, Path(bundle).name)  # before anything is written
         tpl, new_template = _target_template(parts, meta, template)
@@ -131,8 +140,14 @@ def import_bundle(parts: Parts, bundle: str | os.PathLike, *, as_name: str | Non
             total = int(manifest.get("chunks") or 0)
             blocks = _blocks(zf, manifest, ids)
             written = parts.indexer.write_points(
-                target, embedder.dimension, tpl.distance, blocks, None if reuse else embedder,
-                (lambda stage, f: report(progress, stage, 0.2 + 0.75 * f)) if progress else None, total)
+                target,
+                embedder.dimension,
+                tpl.distance,
+                blocks,
+                None if reuse else embedder,
+                (lambda stage, f: report(progress, stage, 0.2 + 0.75 * f)) if progress else None,
+                total,
+            )
             if written != total or target.count() != total:
                 raise BundleCorrupt(f"The bundle lists {total} chunks but holds {written}: it is damaged.")
             report(progress, "finishing", 0.97)
@@ -153,12 +168,26 @@ def import_bundle(parts: Parts, bundle: str | os.PathLike, *, as_name: str | Non
                 _live_tokens.discard(token)
     report(progress, "done", 1.0)
     seconds = time.perf_counter() - started
-    how = ("vectors reused" if reuse else
-           f"re-embedded with {tpl.embedding_model} (the bundle's model is {meta.get('embedding_model')})")
-    message = (f"Imported {name!r}: {len(files)} files, {written} chunks · {backend_label(tpl.backend)} (template"
-               f" {tpl.name!r}; {how}) in {seconds:.1f} s.")
-    return ImportResult(name, tpl.name, tpl.backend, len(files), written, reuse,
-                        None if reuse else meta.get("embedding_model"), seconds, message)
+    how = (
+        "vectors reused"
+        if reuse
+        else f"re-embedded with {tpl.embedding_model} (the bundle's model is {meta.get('embedding_model')})"
+    )
+    message = (
+        f"Imported {name!r}: {len(files)} files, {written} chunks · {backend_label(tpl.backend)} (template"
+        f" {tpl.name!r}; {how}) in {seconds:.1f} s."
+    )
+    return ImportResult(
+        name,
+        tpl.name,
+        tpl.backend,
+        len(files),
+        written,
+        reuse,
+        None if reuse else meta.get("embedding_model"),
+        seconds,
+        message,
+    )
 
 
 def _own_settings(meta: dict[str, Any], distance: str, where: str) -> tuple[str, float | None]:
@@ -203,8 +232,15 @@ def _target_template(parts: Parts, meta: dict[str, Any], template: str | None) -
         raise BundleCorrupt(f"The bundle's template cannot be used: {exc}") from exc
 
 
-def _import_files(parts: Parts, zf: zipfile.ZipFile, manifest: dict[str, Any], store: str, token: str,
-                  saved: list[str], progress: Progress | None) -> tuple[dict[str, str], list[FileRecord]]:
+def _import_files(
+    parts: Parts,
+    zf: zipfile.ZipFile,
+    manifest: dict[str, Any],
+    store: str,
+    token: str,
+    saved: list[str],
+    progress: Progress | None,
+) -> tuple[dict[str, str], list[FileRecord]]:
     """Save each file's bytes to the file store (checked against the manifest); ``saved`` collects
     the new ids as they are made. Returns old id -> new id and the new file records."""
     ids: dict[str, str] = {}
@@ -227,8 +263,9 @@ def _import_files(parts: Parts, zf: zipfile.ZipFile, manifest: dict[str, Any], s
             with raw:
                 limit = parts.settings.ingest.max_file_bytes
                 reader = CheckedReader(raw, member, mmeta, limit)
-                stored = parts.files.save(e["name"], e.get("content_type"), cast(BinaryIO, reader), max_bytes=limit,
-                                       metadata={IMPORT_MARK: token})
+                stored = parts.files.save(
+                    e["name"], e.get("content_type"), cast(BinaryIO, reader), max_bytes=limit, metadata={IMPORT_MARK: token}
+                )
                 saved.append(stored.id)
                 reader.verify()
             if e.get("sha256") and stored.sha256 != e["sha256"]:
@@ -237,9 +274,22 @@ def _import_files(parts: Parts, zf: zipfile.ZipFile, manifest: dict[str, Any], s
         ids[old_id] = new_id
         status = DONE if e.get("status") == DONE else FAILED
         aliases = tuple(a for a in e.get("aliases") or () if isinstance(a, str) and a != e["name"])
-        records.append(FileRecord(store, new_id, e["name"], e.get("sha256"), e.get("size"), status, e.get("reason"),
-                                  int(e.get("chunks") or 0), e.get("pages"), list(e.get("warnings") or []),
-                                  error=e.get("error"), aliases=aliases))
+        records.append(
+            FileRecord(
+                store,
+                new_id,
+                e["name"],
+                e.get("sha256"),
+                e.get("size"),
+                status,
+                e.get("reason"),
+                int(e.get("chunks") or 0),
+                e.get("pages"),
+                list(e.get("warnings") or []),
+                error=e.get("error"),
+                aliases=aliases,
+            )
+        )
         report(progress, "files", 0.2 * (i + 1) / max(1, len(entries)))
     return ids, records
 
@@ -255,22 +305,28 @@ def _check_files(parts: Parts, manifest: dict[str, Any], where: str) -> None:
         member = e.get("member")
         if member is None:
             if parts.files.find(e["file_id"]) is not None:
-                raise BundleCorrupt(f"{where}: file {e['name']!r} carries no bytes but names the file id"
-                                    f" {e['file_id']!r} of a file this data folder holds.")
+                raise BundleCorrupt(
+                    f"{where}: file {e['name']!r} carries no bytes but names the file id"
+                    f" {e['file_id']!r} of a file this data folder holds."
+                )
             continue
         size = members[member]["bytes"]
         if size > limit:
-            raise BundleCorrupt(f"{where}: file {e['name']!r} is {size / 1e6:,.1f} MB, over ingest.max_file_mb"
-                                f" ({parts.settings.ingest.max_file_mb:g} MB); raise that setting to import it.")
+            raise BundleCorrupt(
+                f"{where}: file {e['name']!r} is {size / 1e6:,.1f} MB, over ingest.max_file_mb"
+                f" ({parts.settings.ingest.max_file_mb:g} MB); raise that setting to import it."
+            )
         if e.get("size") is not None and e["size"] != size:
-            raise BundleCorrupt(f"{where}: file {e['name']!r} is {e['size']:,} bytes by its entry, its member"
-                                f" {member} {size:,}.")
+            raise BundleCorrupt(
+                f"{where}: file {e['name']!r} is {e['size']:,} bytes by its entry, its member {member} {size:,}."
+            )
         total += size
     root = Path(parts.settings.data_root)
     free = shutil.disk_usage(root if root.exists() else root.parent).free
     if total > free:
-        raise BundleCorrupt(f"{where}: its files need {total / 1e6:,.0f} MB; the data folder's disk has"
-                            f" {free / 1e6:,.0f} MB free.")
+        raise BundleCorrupt(
+            f"{where}: its files need {total / 1e6:,.0f} MB; the data folder's disk has {free / 1e6:,.0f} MB free."
+        )
 
 
 def _blocks(zf: zipfile.ZipFile, manifest: dict[str, Any], ids: dict[str, str]) -> Iterator[list[Point]]:
@@ -291,15 +347,15 @@ def _blocks(zf: zipfile.ZipFile, manifest: dict[str, Any], ids: dict[str, str]) 
             old = payload["file_id"]
             new = ids.get(old)
             if new is None:
-                raise BundleCorrupt(f"A chunk of {block['payloads']} cites the file id {old!r}, which the bundle"
-                                    " does not carry.")
+                raise BundleCorrupt(
+                    f"A chunk of {block['payloads']} cites the file id {old!r}, which the bundle does not carry."
+                )
             if new != old:
                 payload["file_id"] = new
                 if isinstance(pid, str) and pid.startswith(f"{old}:"):
-                    pid = new + pid[len(old):]
+                    pid = new + pid[len(old) :]
             points.append(Point(pid, matrix[row], payload))
         yield points
-
 
 
 def _dead_token(token: str) -> bool:
@@ -328,7 +384,7 @@ def sweep_leftovers(parts: Parts, backends: list[str] | None = None) -> tuple[in
             continue
         for c in colls:
             m = _TEMP.search(c)
-            if m and (bname, c) not in used and _dead_token(c[m.start() + len("~import-"):]):
+            if m and (bname, c) not in used and _dead_token(c[m.start() + len("~import-") :]):
                 backend.collection(c).drop_collection()
                 dropped += 1
     removed = 0

@@ -41,8 +41,7 @@ from knowledge.workbench import Workbench
 log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 8900
-ROUTERS = (files.router, vector_stores.router, store_files.router, search.router, chat_routes.router,
-           people.router)
+ROUTERS = (files.router, vector_stores.router, store_files.router, search.router, chat_routes.router, people.router)
 
 
 # -- errors, each answered with OpenAI's body -----------------------------------------------------------
@@ -68,13 +67,21 @@ async def unexpected(request: Request, exc: Exception) -> JSONResponse:  # a bug
         log.warning("%s %s: the database cannot be reached: %s", request.method, request.url.path, exc)
         return unavailable(f"The database cannot be reached now ({str(exc).strip().splitlines()[0]}).").response()
     log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
-    return ApiError(500, "The server failed on this request (an unexpected error; the server's log has the"
-                         " details).", type="server_error", code="server_error").response()
+    return ApiError(
+        500,
+        "The server failed on this request (an unexpected error; the server's log has the details).",
+        type="server_error",
+        code="server_error",
+    ).response()
 
 
 HANDLERS: tuple[tuple[type[Exception], Callable[..., Any]], ...] = (
-    (ApiError, api_error), (KnowledgeError, knowledge_error), (RequestValidationError, invalid_request),
-    (StarletteHTTPException, http_error), (Exception, unexpected))
+    (ApiError, api_error),
+    (KnowledgeError, knowledge_error),
+    (RequestValidationError, invalid_request),
+    (StarletteHTTPException, http_error),
+    (Exception, unexpected),
+)
 
 
 def create_app(system: System, *, api_key: str | None = None, chat: Any = None) -> FastAPI:
@@ -93,18 +100,29 @@ def create_app(system: System, *, api_key: str | None = None, chat: Any = None) 
     """
     wb = Workbench(system)
     settings = wb.settings.api
-    app = FastAPI(title="knowledge: OpenAI-compatible Files, Vector Stores and Chat",
-                  description="A local drop-in for OpenAI's Files + Vector Stores API and chat completions,"
-                              " over the knowledge workbench's stores.", version="1",
-                  docs_url="/docs" if settings.docs else None, redoc_url=None)
+    app = FastAPI(
+        title="knowledge: OpenAI-compatible Files, Vector Stores and Chat",
+        description="A local drop-in for OpenAI's Files + Vector Stores API and chat completions,"
+        " over the knowledge workbench's stores.",
+        version="1",
+        docs_url="/docs" if settings.docs else None,
+        redoc_url=None,
+    )
     app.state.api = KnowledgeApi(system, chat)
     max_file = wb.settings.ingest.max_file_bytes
-    app.add_middleware(Guard, api_key=api_key, max_body=int(max_file * 4 / 3) + 1_000_000,
-                       allowed_hosts=settings.allowed_hosts, cors_origins=settings.cors_origins,
-                       upload_paths=("/v1/files",), open_paths=("/docs", "/docs/oauth2-redirect") if settings.docs else (),
-                       allow_headers=("Authorization", "Content-Type", chat_routes.SESSION_HEADER, IDEMPOTENCY_HEADER),
-                       expose_headers=(chat_routes.SESSION_HEADER, "openai-poll-after-ms", REPLAYED, "Retry-After"),
-                       people=wb, trusted_proxies=wb.settings.server.trusted_proxies)
+    app.add_middleware(
+        Guard,
+        api_key=api_key,
+        max_body=int(max_file * 4 / 3) + 1_000_000,
+        allowed_hosts=settings.allowed_hosts,
+        cors_origins=settings.cors_origins,
+        upload_paths=("/v1/files",),
+        open_paths=("/docs", "/docs/oauth2-redirect") if settings.docs else (),
+        allow_headers=("Authorization", "Content-Type", chat_routes.SESSION_HEADER, IDEMPOTENCY_HEADER),
+        expose_headers=(chat_routes.SESSION_HEADER, "openai-poll-after-ms", REPLAYED, "Retry-After"),
+        people=wb,
+        trusted_proxies=wb.settings.server.trusted_proxies,
+    )
     for exc_class, handler in HANDLERS:
         app.add_exception_handler(exc_class, handler)
     for router in ROUTERS:
@@ -123,8 +141,9 @@ def resume_jobs(system: System) -> int:
         return 0
 
 
-def serve(host: str = "127.0.0.1", port: int = DEFAULT_PORT, *, system: System | None = None,
-          log_level: str = "info") -> None:
+def serve(
+    host: str = "127.0.0.1", port: int = DEFAULT_PORT, *, system: System | None = None, log_level: str = "info"
+) -> None:
     """Run the API with uvicorn until interrupted (``python -m knowledge serve``). At the start, this
     process's worker takes over the catalog's queued ingest jobs, if any (of any process).
 

@@ -44,8 +44,10 @@ class StaticChunking(Body):
     def _overlap_at_most_half(self) -> StaticChunking:
         half = self.max_chunk_size_tokens // 2
         if self.chunk_overlap_tokens > half:
-            raise ValueError(f"chunk_overlap_tokens must be an integer from 0 to half of max_chunk_size_tokens"
-                             f" ({half}), got {self.chunk_overlap_tokens}.")
+            raise ValueError(
+                f"chunk_overlap_tokens must be an integer from 0 to half of max_chunk_size_tokens"
+                f" ({half}), got {self.chunk_overlap_tokens}."
+            )
         return self
 
 
@@ -73,8 +75,9 @@ class ExpiresAfter(Body):
 
 def _check_metadata(value: dict[str, str] | None) -> dict[str, str] | None:
     if value is not None and (len(value) > 16 or not all(0 < len(k) <= 64 and len(v) <= 512 for k, v in value.items())):
-        raise ValueError("metadata must be an object of at most 16 string pairs (keys up to 64 characters, values"
-                         " up to 512).")
+        raise ValueError(
+            "metadata must be an object of at most 16 string pairs (keys up to 64 characters, values up to 512)."
+        )
     return value
 
 
@@ -156,9 +159,11 @@ class ChatMetadata(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True)
 
     session: str | None = None
-    stores: Annotated[list[str] | None, BeforeValidator(_store_list),
-                      WithJsonSchema({"anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "string"},
-                                                {"type": "null"}]})] = None
+    stores: Annotated[
+        list[str] | None,
+        BeforeValidator(_store_list),
+        WithJsonSchema({"anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "string"}, {"type": "null"}]}),
+    ] = None
 
 
 class ChatCompletion(Body):
@@ -167,8 +172,9 @@ class ChatCompletion(Body):
     here (the CHAT config decides them); any other field is refused."""
 
     model: str = Field(min_length=1, description="The name of a chat model config (see GET /v1/models).")
-    messages: list[dict[str, Any]] = Field(min_length=1, description="OpenAI's messages; the last user message"
-                                                                     " is sent (the session keeps the conversation).")
+    messages: list[dict[str, Any]] = Field(
+        min_length=1, description="OpenAI's messages; the last user message is sent (the session keeps the conversation)."
+    )
     stream: bool = False
     metadata: ChatMetadata | None = None
     # accepted, not used:
@@ -212,9 +218,16 @@ def _joined(value: Any) -> Any:
     return value
 
 
-Query = Annotated[str, BeforeValidator(_joined),
-                  WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}],
-                                  "description": "What to look for: a string, or a list of strings (joined)."})]
+Query = Annotated[
+    str,
+    BeforeValidator(_joined),
+    WithJsonSchema(
+        {
+            "anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}],
+            "description": "What to look for: a string, or a list of strings (joined).",
+        }
+    ),
+]
 
 
 class RankingOptions(Body):
@@ -233,8 +246,9 @@ class SearchBody(Body):
     filters: dict[str, Any] | None = Field(None, description="OpenAI's comparison and compound filters.")
     ranking_options: RankingOptions | None = None
     rewrite_query: bool = Field(False, description="Accepted and noted, never done.")
-    mode: str | None = Field(None, description="Beyond OpenAI, the ranking: hybrid (default), vector (semantic)"
-                                               " or lexical (keyword).")
+    mode: str | None = Field(
+        None, description="Beyond OpenAI, the ranking: hybrid (default), vector (semantic) or lexical (keyword)."
+    )
 
     @field_validator("query")
     @classmethod
@@ -244,6 +258,21 @@ class SearchBody(Body):
         return value
 
 
-__all__ = ["MAX_CHUNK", "MIN_CHUNK", "Body", "ChatCompletion", "ChatMetadata", "ChunkingStrategy", "CreateStore",
-           "ExpiresAfter", "FileAttributes", "FileBatch", "FileEntry", "ModifyStore", "RankingOptions", "SearchBody",
-           "StaticChunking", "WebPages"]
+__all__ = [
+    "MAX_CHUNK",
+    "MIN_CHUNK",
+    "Body",
+    "ChatCompletion",
+    "ChatMetadata",
+    "ChunkingStrategy",
+    "CreateStore",
+    "ExpiresAfter",
+    "FileAttributes",
+    "FileBatch",
+    "FileEntry",
+    "ModifyStore",
+    "RankingOptions",
+    "SearchBody",
+    "StaticChunking",
+    "WebPages",
+]

@@ -27,7 +27,11 @@ from knowledge.errors import InvalidArgument
 from knowledge.vectorstore.store import Hit
 
 COMPARISONS: dict[str, Callable[[Any, Any], bool]] = {
-    "eq": operator.eq, "ne": operator.ne, "gt": operator.gt, "gte": operator.ge, "lt": operator.lt,
+    "eq": operator.eq,
+    "ne": operator.ne,
+    "gt": operator.gt,
+    "gte": operator.ge,
+    "lt": operator.lt,
     "lte": operator.le,
 }
 SETS = ("in", "nin")
@@ -80,8 +84,7 @@ def compile_filter(spec: Any, depth: int = 0) -> Predicate:
     fields = ("type", "filters") if kind in COMPOUNDS else ("type", "key", "value")
     unknown = sorted(str(k) for k in spec if k not in fields)
     if unknown and (kind in COMPOUNDS or kind in COMPARISONS or kind in SETS):
-        raise InvalidArgument(f"Unrecognized field {unknown[0]!r} in a {kind!r} filter; it takes"
-                              f" {', '.join(fields)}.")
+        raise InvalidArgument(f"Unrecognized field {unknown[0]!r} in a {kind!r} filter; it takes {', '.join(fields)}.")
     if kind in COMPOUNDS:
         parts = spec.get("filters")
         if not isinstance(parts, list) or not parts:
@@ -92,7 +95,8 @@ def compile_filter(spec: Any, depth: int = 0) -> Predicate:
         return lambda h: any(f(h) for f in compiled)
     if kind not in COMPARISONS and kind not in SETS:
         raise InvalidArgument(
-            f"Unknown filter type {kind!r}; expected one of {', '.join([*COMPARISONS, *SETS, *COMPOUNDS])}.")
+            f"Unknown filter type {kind!r}; expected one of {', '.join([*COMPARISONS, *SETS, *COMPOUNDS])}."
+        )
     key = spec.get("key")
     if not isinstance(key, str) or not key:
         raise InvalidArgument(f"A {kind!r} filter needs a string 'key', got {key!r}.")
@@ -101,18 +105,19 @@ def compile_filter(spec: Any, depth: int = 0) -> Predicate:
     want = spec["value"]
     if kind in SETS:
         if not isinstance(want, list) or not all(_scalar(v) for v in want):
-            raise InvalidArgument(f"The value of an {kind!r} filter must be a list of strings, numbers or"
-                                  f" booleans, got {want!r}.")
+            raise InvalidArgument(
+                f"The value of an {kind!r} filter must be a list of strings, numbers or booleans, got {want!r}."
+            )
 
         def member(h: Hit) -> bool:
             got = _value(h, key)
             inside = got is not _MISSING and got is not None and any(_compare("eq", got, w) for w in want)
             return inside if kind == "in" else not inside
+
         return member
     if not _scalar(want):
         raise InvalidArgument(f"The value of a {kind!r} filter must be a string, number or boolean, got {want!r}.")
     return lambda h: _compare(kind, _value(h, key), want)
-
 
 
 #: The payload field of each key a backend can match by equality itself (``where``).

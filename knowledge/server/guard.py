@@ -80,8 +80,9 @@ def server_hosts(bind: str, port: int, configured: Iterable[str] = ()) -> list[s
 
 def refusal(status: int, message: str, code: str, param: str | None = None) -> JSONResponse:
     """An error response with OpenAI's body ``{"error": {"message", "type", "param", "code"}}``."""
-    return JSONResponse({"error": {"message": message, "type": "invalid_request_error", "param": param,
-                                   "code": code}}, status_code=status)
+    return JSONResponse(
+        {"error": {"message": message, "type": "invalid_request_error", "param": param, "code": code}}, status_code=status
+    )
 
 
 class _BodyTooLarge(Exception):
@@ -112,11 +113,21 @@ class Guard:
             name the visitor; from any other peer they only mark the request as proxied.
     """
 
-    def __init__(self, app: ASGIApp, *, api_key: str | None = None, max_body: int, allowed_hosts: Iterable[str] = (),
-                 cors_origins: Iterable[str] = (), upload_paths: Iterable[str] = (), open_paths: Iterable[str] = (),
-                 allow_headers: Iterable[str] = ("Authorization", "Content-Type"),
-                 expose_headers: Iterable[str] = (), people: Any = None,
-                 trusted_proxies: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        api_key: str | None = None,
+        max_body: int,
+        allowed_hosts: Iterable[str] = (),
+        cors_origins: Iterable[str] = (),
+        upload_paths: Iterable[str] = (),
+        open_paths: Iterable[str] = (),
+        allow_headers: Iterable[str] = ("Authorization", "Content-Type"),
+        expose_headers: Iterable[str] = (),
+        people: Any = None,
+        trusted_proxies: Iterable[str] = (),
+    ) -> None:
         self.app = app
         self.trusted = trusted_networks(trusted_proxies)
         self.people = people
@@ -131,9 +142,14 @@ class Guard:
         self.open_paths = set(open_paths)
         self.inner: Any = self._gate
         if self.origins:
-            self.inner = CORSMiddleware(self._gate, allow_origins=sorted(self.origins), allow_methods=["*"],
-                                        allow_headers=list(allow_headers), expose_headers=list(expose_headers),
-                                        max_age=600)
+            self.inner = CORSMiddleware(
+                self._gate,
+                allow_origins=sorted(self.origins),
+                allow_methods=["*"],
+                allow_headers=list(allow_headers),
+                expose_headers=list(expose_headers),
+                max_age=600,
+            )
 
     # -- the checks ---------------------------------------------------------------------------------
     def host_allowed(self, host: str, server: tuple[str, int] | None) -> bool:
@@ -174,25 +190,34 @@ class Guard:
         headers = _headers(scope)
         host = headers.get("host", "")
         if not self.host_allowed(host, scope.get("server")):
-            return await refusal(421, f"This server does not answer for the host {host!r} (a DNS name pointed at"
-                                      " this computer by another site is refused). Use the address it listens on,"
-                                      " or list the name in api.allowed_hosts (behind a reverse proxy: every"
-                                      " name and IP address people use to reach the proxy).",
-                                 "invalid_host")(scope, receive, send_secured)
+            return await refusal(
+                421,
+                f"This server does not answer for the host {host!r} (a DNS name pointed at"
+                " this computer by another site is refused). Use the address it listens on,"
+                " or list the name in api.allowed_hosts (behind a reverse proxy: every"
+                " name and IP address people use to reach the proxy).",
+                "invalid_host",
+            )(scope, receive, send_secured)
         origin = headers.get("origin")
         if origin is not None:
             o = origin.strip().lower().rstrip("/")
             if o not in self.origins and o not in (f"http://{host.lower()}", f"https://{host.lower()}"):
-                return await refusal(403, f"Requests from the web page origin {origin!r} are refused: a page of"
-                                          " another site may not drive this server. List the origin in"
-                                          " api.cors_origins to allow it.",
-                                     "origin_not_allowed")(scope, receive, send_secured)
+                return await refusal(
+                    403,
+                    f"Requests from the web page origin {origin!r} are refused: a page of"
+                    " another site may not drive this server. List the origin in"
+                    " api.cors_origins to allow it.",
+                    "origin_not_allowed",
+                )(scope, receive, send_secured)
         site = headers.get("sec-fetch-site")
         if site == "cross-site" and (origin or "").strip().lower().rstrip("/") not in self.origins:
-            return await refusal(403, "A cross-site request (Sec-Fetch-Site: cross-site) is refused: a page of"
-                                      " another site may not drive this server. List the page's origin in"
-                                      " api.cors_origins to allow it.",
-                                 "origin_not_allowed")(scope, receive, send_secured)
+            return await refusal(
+                403,
+                "A cross-site request (Sec-Fetch-Site: cross-site) is refused: a page of"
+                " another site may not drive this server. List the page's origin in"
+                " api.cors_origins to allow it.",
+                "origin_not_allowed",
+            )(scope, receive, send_secured)
         await self.inner(scope, receive, send_secured)
 
     async def accounts_on(self) -> bool:
@@ -206,15 +231,20 @@ class Guard:
         the request was refused (answered here)."""
         refused: JSONResponse
         if self.digest is not None and hmac.compare_digest(hashlib.sha256(token.encode()).digest(), self.digest):
-            refused = refusal(401, "This server has user accounts: the shared KNOWLEDGE_API_KEY is refused. Send"
-                                   " your own key (Authorization: Bearer kn-...), made in the app under your"
-                                   " account's API keys.", "invalid_api_key")
+            refused = refusal(
+                401,
+                "This server has user accounts: the shared KNOWLEDGE_API_KEY is refused. Send"
+                " your own key (Authorization: Bearer kn-...), made in the app under your"
+                " account's API keys.",
+                "invalid_api_key",
+            )
         else:
             try:
                 actor = await run_sync(self.people.key_actor, token or None)
             except AuthenticationFailed as exc:
-                refused = refusal(401, f"{exc} This server has user accounts: every request needs its"
-                                       " user's own key.", "invalid_api_key")
+                refused = refusal(
+                    401, f"{exc} This server has user accounts: every request needs its user's own key.", "invalid_api_key"
+                )
             except KnowledgeError as exc:  # the catalog cannot be read now
                 log.warning("could not check an API key: %s", exc)
                 refused = unavailable(f"The API key could not be checked now: {exc}").response()
@@ -240,17 +270,21 @@ class Guard:
             if not await self._user(token, scope, receive, send):
                 return
             keyed = True
-        elif self.digest is not None and not hmac.compare_digest(hashlib.sha256(token.encode()).digest(),
-                                                                 self.digest):
-            resp = refusal(401, "Incorrect or missing API key: send Authorization: Bearer <KNOWLEDGE_API_KEY>.",
-                           "invalid_api_key")
+        elif self.digest is not None and not hmac.compare_digest(hashlib.sha256(token.encode()).digest(), self.digest):
+            resp = refusal(
+                401, "Incorrect or missing API key: send Authorization: Bearer <KNOWLEDGE_API_KEY>.", "invalid_api_key"
+            )
             resp.headers["WWW-Authenticate"] = "Bearer"
             return await resp(scope, receive, send)
         elif self.digest is None and self.remote(scope):
             # no key, no accounts: every request is the local admin, so only a local one is answered
-            resp = refusal(401, "This server has no API key, so it answers only requests from this computer, not"
-                                " through a proxy or from another host: set KNOWLEDGE_API_KEY (clients send it as"
-                                " the bearer token) or create user accounts.", "invalid_api_key")
+            resp = refusal(
+                401,
+                "This server has no API key, so it answers only requests from this computer, not"
+                " through a proxy or from another host: set KNOWLEDGE_API_KEY (clients send it as"
+                " the bearer token) or create user accounts.",
+                "invalid_api_key",
+            )
             resp.headers["WWW-Authenticate"] = "Bearer"
             return await resp(scope, receive, send)
         ctype = headers.get("content-type")
@@ -261,15 +295,21 @@ class Guard:
             upload = scope.get("path") in self.upload_paths
             if media == "multipart/form-data" and upload:
                 if not keyed and not self._may_upload(headers):
-                    return await refusal(403, "A file upload from a web page needs the API key (send Authorization:"
-                                              " Bearer <KNOWLEDGE_API_KEY>) or the page's origin in"
-                                              " api.cors_origins; a form of another site may not upload here.",
-                                         "upload_not_allowed")(scope, receive, send)
+                    return await refusal(
+                        403,
+                        "A file upload from a web page needs the API key (send Authorization:"
+                        " Bearer <KNOWLEDGE_API_KEY>) or the page's origin in"
+                        " api.cors_origins; a form of another site may not upload here.",
+                        "upload_not_allowed",
+                    )(scope, receive, send)
             elif media != "application/json":
                 hint = " (file uploads: POST /v1/files as multipart/form-data)" if self.upload_paths else ""
-                return await refusal(415, f"Request bodies are read as JSON only, sent with Content-Type:"
-                                          f" application/json; got {ctype or 'no Content-Type'}{hint}.",
-                                     "unsupported_media_type")(scope, receive, send)
+                return await refusal(
+                    415,
+                    f"Request bodies are read as JSON only, sent with Content-Type:"
+                    f" application/json; got {ctype or 'no Content-Type'}{hint}.",
+                    "unsupported_media_type",
+                )(scope, receive, send)
         if length is not None and length.strip().isdigit() and int(length) > self.max_body:
             return await self._too_large(scope, receive, send)
         seen = 0
@@ -311,8 +351,11 @@ class Guard:
 
     async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
         mb = self.max_body / 1e6
-        await refusal(413, f"The request is larger than this server accepts ({mb:.1f} MB; the setting"
-                           " ingest.max_file_mb limits files).", "request_too_large")(scope, receive, send)
+        await refusal(
+            413,
+            f"The request is larger than this server accepts ({mb:.1f} MB; the setting ingest.max_file_mb limits files).",
+            "request_too_large",
+        )(scope, receive, send)
 
 
 def _headers(scope: Scope) -> dict[str, str]:

@@ -52,15 +52,26 @@ RETRY_AFTER_SECONDS = 5
 class ApiError(Exception):
     """An error answered with OpenAI's body: ``{"error": {"message", "type", "param", "code"}}``."""
 
-    def __init__(self, status: int, message: str, *, type: str = "invalid_request_error",
-                 param: str | None = None, code: str | None = None, headers: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        type: str = "invalid_request_error",
+        param: str | None = None,
+        code: str | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status, self.message, self.type, self.param, self.code = status, message, type, param, code
         self.headers = dict(headers or {})
 
     def response(self) -> JSONResponse:
-        return JSONResponse({"error": {"message": self.message, "type": self.type, "param": self.param,
-                                       "code": self.code}}, status_code=self.status, headers=self.headers)
+        return JSONResponse(
+            {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}},
+            status_code=self.status,
+            headers=self.headers,
+        )
 
 
 def not_found(what: str, ident: str) -> ApiError:
@@ -80,8 +91,13 @@ def unavailable_message(reason: str) -> str:
 def unavailable(reason: str) -> ApiError:
     """503 ``backend_unavailable`` with ``Retry-After:`` :data:`RETRY_AFTER_SECONDS`: the catalog, the
     file store or the vector backend cannot be reached now (``reason`` says which, in words)."""
-    return ApiError(503, unavailable_message(reason), type="server_error", code="backend_unavailable",
-                    headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
+    return ApiError(
+        503,
+        unavailable_message(reason),
+        type="server_error",
+        code="backend_unavailable",
+        headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+    )
 
 
 def from_knowledge(exc: KnowledgeError) -> ApiError:
@@ -113,10 +129,12 @@ def check_bind(host: str, api_key: str | None, accounts: bool = False) -> None:
         ConfigError: ``host`` is not a loopback address, ``api_key`` is empty and there are no accounts.
     """
     if not is_loopback(host) and not api_key and not accounts:
-        raise ConfigError(f"Serving on {host or 'every interface'} makes the stores reachable from other"
-                          " computers: set KNOWLEDGE_API_KEY (clients send it as the bearer token), create user"
-                          " accounts (each client then sends its user's key), or keep the default --host"
-                          " 127.0.0.1.")
+        raise ConfigError(
+            f"Serving on {host or 'every interface'} makes the stores reachable from other"
+            " computers: set KNOWLEDGE_API_KEY (clients send it as the bearer token), create user"
+            " accounts (each client then sends its user's key), or keep the default --host"
+            " 127.0.0.1."
+        )
 
 
 # -- reading a request -----------------------------------------------------------------------------------
@@ -217,8 +235,9 @@ async def in_thread(fn: Callable[..., T], *args: Any) -> T:
     return await run_in_threadpool(fn, *args)
 
 
-def page(items: list[dict[str, Any]], limit: Any, after: str | None, before: str | None,
-         order: str | None) -> dict[str, Any]:
+def page(
+    items: list[dict[str, Any]], limit: Any, after: str | None, before: str | None, order: str | None
+) -> dict[str, Any]:
     """OpenAI's cursor page: ``{"object": "list", "data", "first_id", "last_id", "has_more"}``,
     ordered by ``created_at`` (``desc`` by default) then id; ``after``/``before`` are item ids."""
     if order not in (None, "asc", "desc"):
@@ -235,15 +254,20 @@ def page(items: list[dict[str, Any]], limit: Any, after: str | None, before: str
     if after is not None:
         if after not in ids:
             raise bad(f"after: no object with id {after!r} in this list.", "after")
-        items = items[ids.index(after) + 1:]
+        items = items[ids.index(after) + 1 :]
     if before is not None:
         ids = [o["id"] for o in items]
         if before not in ids:
             raise bad(f"before: no object with id {before!r} in this list.", "before")
-        items = items[:ids.index(before)][-n:]
+        items = items[: ids.index(before)][-n:]
     data = items[:n]
-    return {"object": "list", "data": data, "first_id": data[0]["id"] if data else None,
-            "last_id": data[-1]["id"] if data else None, "has_more": len(items) > n}
+    return {
+        "object": "list",
+        "data": data,
+        "first_id": data[0]["id"] if data else None,
+        "last_id": data[-1]["id"] if data else None,
+        "has_more": len(items) > n,
+    }
 
 
 def polled(obj: dict[str, Any]) -> JSONResponse:
@@ -261,6 +285,24 @@ def attachment_header(name: str) -> str:
     return value
 
 
-__all__ = ["POLL_AFTER_MS", "RETRY_AFTER_SECONDS", "ApiError", "JsonRoute", "attachment_header", "bad", "check_bind",
-           "check_name", "control_char", "from_knowledge", "in_thread", "json_depth_ok", "not_found", "page", "parse_json",
-           "polled", "unavailable", "unavailable_message", "validation_error"]
+__all__ = [
+    "POLL_AFTER_MS",
+    "RETRY_AFTER_SECONDS",
+    "ApiError",
+    "JsonRoute",
+    "attachment_header",
+    "bad",
+    "check_bind",
+    "check_name",
+    "control_char",
+    "from_knowledge",
+    "in_thread",
+    "json_depth_ok",
+    "not_found",
+    "page",
+    "parse_json",
+    "polled",
+    "unavailable",
+    "unavailable_message",
+    "validation_error",
+]

@@ -72,8 +72,11 @@ def key_of(request: Request) -> str | None:
     if key is None:
         return None
     if not key or len(key) > MAX_KEY or not all(0x20 < ord(c) < 0x7F for c in key):
-        raise bad(f"The {HEADER} header must be 1 to {MAX_KEY} printable ASCII characters without spaces"
-                  " (a UUID is the usual choice).", HEADER)
+        raise bad(
+            f"The {HEADER} header must be 1 to {MAX_KEY} printable ASCII characters without spaces"
+            " (a UUID is the usual choice).",
+            HEADER,
+        )
     return key
 
 
@@ -96,15 +99,24 @@ async def once(request: Request, catalog: Any, params: Any, run: Callable[[], Aw
     if key is None:
         return await run()
     owner = owner_of(request)
-    claim = await in_thread(lambda: keys.claim(catalog, owner, key, fingerprint(request.method, request.url.path,
-                                                                             params), ttl=TTL, lease=LEASE))
+    claim = await in_thread(
+        lambda: keys.claim(catalog, owner, key, fingerprint(request.method, request.url.path, params), ttl=TTL, lease=LEASE)
+    )
     if claim.state == "mismatch":
-        raise ApiError(422, f"This {HEADER} was used for a different request (another method, path, file or"
-                            " body) in the last 24 hours; use a new key for a new request.",
-                       param=HEADER, code="idempotency_key_reused")
+        raise ApiError(
+            422,
+            f"This {HEADER} was used for a different request (another method, path, file or"
+            " body) in the last 24 hours; use a new key for a new request.",
+            param=HEADER,
+            code="idempotency_key_reused",
+        )
     if claim.state == "in_flight":
-        busy = ApiError(409, f"A request with this {HEADER} is still being processed; retry it in a moment"
-                             " to get its result.", param=HEADER, code="idempotency_key_in_use").response()
+        busy = ApiError(
+            409,
+            f"A request with this {HEADER} is still being processed; retry it in a moment to get its result.",
+            param=HEADER,
+            code="idempotency_key_in_use",
+        ).response()
         busy.headers["Retry-After"] = RETRY_AFTER
         return busy
     if claim.state == "replay":
@@ -126,13 +138,26 @@ async def once(request: Request, catalog: Any, params: Any, run: Callable[[], Aw
         return response
     kept = {k: v for k, v in response.headers.items() if k.lower() in KEPT_HEADERS}
     try:
-        await in_thread(keys.finish, catalog, owner, key, claim.token, response.status_code,
-                        body.decode("utf-8", "replace"), kept)
+        await in_thread(
+            keys.finish, catalog, owner, key, claim.token, response.status_code, body.decode("utf-8", "replace"), kept
+        )
     except KnowledgeError:  # the work is done: answer it; a retry meanwhile hears 409 until the lease ends
-        log.warning("the response to %s %s could not be kept for its %s", request.method, request.url.path, HEADER,
-                    exc_info=True)
+        log.warning(
+            "the response to %s %s could not be kept for its %s", request.method, request.url.path, HEADER, exc_info=True
+        )
     return response
 
 
-__all__ = ["HEADER", "KEPT_HEADERS", "LEASE", "MAX_KEY", "REPLAYED", "RETRY_AFTER", "TTL", "fingerprint", "key_of",
-           "once", "owner_of"]
+__all__ = [
+    "HEADER",
+    "KEPT_HEADERS",
+    "LEASE",
+    "MAX_KEY",
+    "REPLAYED",
+    "RETRY_AFTER",
+    "TTL",
+    "fingerprint",
+    "key_of",
+    "once",
+    "owner_of",
+]

@@ -47,23 +47,36 @@ from knowledge.vectorstore.store import Hit
 from knowledge.workbench import Workbench
 
 DEFAULT_HTTP_PORT = 8901
-INSTRUCTIONS = ("Search the team's document stores (search, list_stores, list_files), add local files"
-                " (ingest_file, only under the allowed folders) and keep agent memories (remember, recall, forget)."
-                " Every search hit names its file, page and character span: cite them.")
+INSTRUCTIONS = (
+    "Search the team's document stores (search, list_stores, list_files), add local files"
+    " (ingest_file, only under the allowed folders) and keep agent memories (remember, recall, forget)."
+    " Every search hit names its file, page and character span: cite them."
+)
 
 
 def mcp_folders(settings: Settings) -> LocalFolders:
     """The folders ``ingest_file`` may read: ``mcp.allowed_dirs`` (default none)."""
-    return LocalFolders.of([settings.resolve(d) for d in settings.mcp.allowed_dirs], settings.data_root,
-                           reason="mcp.allowed_dirs is empty")
+    return LocalFolders.of(
+        [settings.resolve(d) for d in settings.mcp.allowed_dirs], settings.data_root, reason="mcp.allowed_dirs is empty"
+    )
 
 
 def hit_object(store: str, h: Hit) -> dict[str, Any]:
     """A search hit as the ``search`` tool answers it."""
-    return {"store": store, "file": h.file_name, "file_id": h.file_id, "page": h.page, "heading": h.heading,
-            "char_start": h.char_start, "char_end": h.char_end, "chunk_index": h.chunk_index,
-            "chunks": list(h.chunks or (h.chunk_index,)),
-            "score": round(float(h.score), 6), "attributes": from_payload(h.metadata), "text": h.text}
+    return {
+        "store": store,
+        "file": h.file_name,
+        "file_id": h.file_id,
+        "page": h.page,
+        "heading": h.heading,
+        "char_start": h.char_start,
+        "char_end": h.char_end,
+        "chunk_index": h.chunk_index,
+        "chunks": list(h.chunks or (h.chunk_index,)),
+        "score": round(float(h.score), 6),
+        "attributes": from_payload(h.metadata),
+        "text": h.text,
+    }
 
 
 def clean(value: str, what: str) -> str:
@@ -138,13 +151,18 @@ class KnowledgeTools:
         """``name`` when it may be a user's store: text without control characters, not a chat's own."""
         clean(name, "store")
         if name not in self.wb.store_names() and name in self.wb.store_names(internal=True):
-            raise ToolError(f"No store named {name!r} (a chat session's own store is not reachable here;"
-                            " see list_stores).")
+            raise ToolError(f"No store named {name!r} (a chat session's own store is not reachable here; see list_stores).")
         return name
 
     # -- tools ---------------------------------------------------------------------------------------------
-    def search(self, query: str, store: str | None = None, k: int = 5, filters: dict[str, Any] | None = None,
-               mode: str | None = None) -> dict[str, Any]:
+    def search(
+        self,
+        query: str,
+        store: str | None = None,
+        k: int = 5,
+        filters: dict[str, Any] | None = None,
+        mode: str | None = None,
+    ) -> dict[str, Any]:
         """Search a store (or every store when `store` is omitted) for passages matching `query`.
 
         k: number of hits (1-50). mode: "hybrid" (default: the semantic and keyword rankings merged),
@@ -159,8 +177,11 @@ class KnowledgeTools:
             raise ToolError(f"k must be an integer from 1 to 50, got {k!r}.")
         found = guarded(SearchFilter.parse, filters or None)
         if store is not None:
-            hits = guarded(self.wb.search, self.user_store(store),
-                           SearchRequest(query, k, where=found.where, mode=mode, keep=found.keep))
+            hits = guarded(
+                self.wb.search,
+                self.user_store(store),
+                SearchRequest(query, k, where=found.where, mode=mode, keep=found.keep),
+            )
             return {"hits": [hit_object(store, h) for h in hits]}
         rankings, failed = [], {}
         for name in self.wb.store_names():
@@ -179,18 +200,38 @@ class KnowledgeTools:
 
     def list_stores(self) -> dict[str, Any]:
         """The stores: name, template, embedding model, files and chunks."""
-        return {"stores": [{"name": s.record.name, "template": s.record.template, "model": s.record.embedding_model,
-                            "files": s.files, "chunks": s.chunks} for s in self.wb.list_stores()]}
+        return {
+            "stores": [
+                {
+                    "name": s.record.name,
+                    "template": s.record.template,
+                    "model": s.record.embedding_model,
+                    "files": s.files,
+                    "chunks": s.chunks,
+                }
+                for s in self.wb.list_stores()
+            ]
+        }
 
     def list_files(self, store: str) -> dict[str, Any]:
         """The files of a store: file_id, name, aliases (the same bytes under other names, indexed once),
         status (done/failed/processing), reason, chunks, pages."""
         files = guarded(self.wb.store_files, self.user_store(store))
-        return {"files": [{"file_id": f.file_id, "name": f.file_name, "aliases": list(f.aliases),
-                           "status": f.status, "reason": f.reason,
-                           "chunks": f.chunks, "pages": f.pages,
-                           "resource": f"knowledge://stores/{quote(store, safe='')}/files/{f.file_id}"}
-                          for f in files]}
+        return {
+            "files": [
+                {
+                    "file_id": f.file_id,
+                    "name": f.file_name,
+                    "aliases": list(f.aliases),
+                    "status": f.status,
+                    "reason": f.reason,
+                    "chunks": f.chunks,
+                    "pages": f.pages,
+                    "resource": f"knowledge://stores/{quote(store, safe='')}/files/{f.file_id}",
+                }
+                for f in files
+            ]
+        }
 
     def ingest_file(self, store: str, path: str, glob: str | None = None) -> dict[str, Any]:
         """Ingest a file or a folder of this machine into `store` (created on the fly). Only paths under
@@ -210,9 +251,21 @@ class KnowledgeTools:
                 raise ToolError(f"{path} is not a file or folder on this machine.")
             job = self.wb.new_job(store, [(resolved.name, resolved)])
         guarded(self.wb.submit_job, job).wait()  # refused before anything is queued: a store the caller may not write
-        return {"store": store, "skipped": job.skipped,
-                "results": [{"name": r.name, "outcome": r.outcome, "message": r.message, "file_id": r.file_id,
-                             "chunks": r.chunks, "pages": r.pages} for r in job.results]}
+        return {
+            "store": store,
+            "skipped": job.skipped,
+            "results": [
+                {
+                    "name": r.name,
+                    "outcome": r.outcome,
+                    "message": r.message,
+                    "file_id": r.file_id,
+                    "chunks": r.chunks,
+                    "pages": r.pages,
+                }
+                for r in job.results
+            ],
+        }
 
     def delete_file(self, store: str, file: str) -> dict[str, Any]:
         """Remove a file from `store`: by its id, the content with all its chunks and names; by its name,
@@ -228,11 +281,16 @@ class KnowledgeTools:
             removed = guarded(self.wb.delete_file, store, match[0].file_id)
             return {"removed": match[0].file_id, "name": match[0].file_name, "chunks": removed}
         removed = guarded(self.wb.delete_name, store, match[0].file_id, file)
-        return {"removed": match[0].file_id, "name": file, "chunks": removed,
-                "still_named": [n for n in match[0].names if n != file]}
+        return {
+            "removed": match[0].file_id,
+            "name": file,
+            "chunks": removed,
+            "still_named": [n for n in match[0].names if n != file],
+        }
 
-    def remember(self, text: str, dataset: str = "default", id: str | None = None,
-                 payload: dict[str, Any] | None = None) -> dict[str, Any]:
+    def remember(
+        self, text: str, dataset: str = "default", id: str | None = None, payload: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         """Keep a short text in agent memory, in `dataset`; the same `id` again overwrites it. `payload`:
         extra JSON fields to filter on later."""
         kwargs: dict[str, Any] = {"dataset": dataset, "payload": payload}
@@ -241,16 +299,27 @@ class KnowledgeTools:
         mid = guarded(self.memory().remember, text, **kwargs)
         return {"id": mid, "dataset": dataset}
 
-    def recall(self, query: str, dataset: str | None = "default", k: int = 5, where: dict[str, Any] | None = None,
-               score_threshold: float | None = None) -> dict[str, Any]:
+    def recall(
+        self,
+        query: str,
+        dataset: str | None = "default",
+        k: int = 5,
+        where: dict[str, Any] | None = None,
+        score_threshold: float | None = None,
+    ) -> dict[str, Any]:
         """The memories closest to `query`, best first (cosine similarity, higher is better). dataset:
         null searches every dataset. where: payload equality filter."""
         hits = guarded(self.memory().recall, query, limit=k, dataset=dataset, where=where, score_threshold=score_threshold)
-        return {"memories": [{"id": h.id, "text": h.text, "score": round(float(h.score), 6), "dataset": h.dataset,
-                              "payload": h.payload} for h in hits]}
+        return {
+            "memories": [
+                {"id": h.id, "text": h.text, "score": round(float(h.score), 6), "dataset": h.dataset, "payload": h.payload}
+                for h in hits
+            ]
+        }
 
-    def forget(self, ids: list[str] | None = None, dataset: str | None = None,
-               where: dict[str, Any] | None = None) -> dict[str, Any]:
+    def forget(
+        self, ids: list[str] | None = None, dataset: str | None = None, where: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         """Delete the memories matching every selector given: ids, dataset, where (at least one)."""
         if not ids and dataset is None and not where:
             raise ToolError("Give ids, a dataset or a where filter: forget never deletes everything at once.")
@@ -262,8 +331,9 @@ class KnowledgeTools:
         # a static resource gets no request (the SDK passes no context to one): over HTTP with
         # accounts it cannot tell whose stores to list
         if self.http and self.wb.actor.local and self.wb.accounts.enabled():
-            raise ResourceError("This server has user accounts: list the stores with the list_stores tool"
-                                " (it answers for your key's user).")
+            raise ResourceError(
+                "This server has user accounts: list the stores with the list_stores tool (it answers for your key's user)."
+            )
         return json.dumps(self.list_stores(), ensure_ascii=False)
 
     def file_chunks(self, store: str, file_id: str) -> str:
@@ -278,9 +348,25 @@ class KnowledgeTools:
             chunks = self.wb.vector_store(name).chunks(file_id)
         except KnowledgeError as exc:
             raise ResourceError(str(exc)) from None
-        return json.dumps({"store": name, "file_id": file_id, "file": rec.file_name, "chunks": [
-            {"chunk_index": h.chunk_index, "page": h.page, "heading": h.heading, "char_start": h.char_start,
-             "char_end": h.char_end, "text": h.text} for h in chunks]}, ensure_ascii=False)
+        return json.dumps(
+            {
+                "store": name,
+                "file_id": file_id,
+                "file": rec.file_name,
+                "chunks": [
+                    {
+                        "chunk_index": h.chunk_index,
+                        "page": h.page,
+                        "heading": h.heading,
+                        "char_start": h.char_start,
+                        "char_end": h.char_end,
+                        "text": h.text,
+                    }
+                    for h in chunks
+                ],
+            },
+            ensure_ascii=False,
+        )
 
 
 #: The tools :func:`build_server` registers: methods of :class:`KnowledgeTools`.
@@ -288,8 +374,11 @@ TOOLS = ("search", "list_stores", "list_files", "ingest_file", "delete_file", "r
 #: The resources: ``(URI template, method of KnowledgeTools, description)``, all JSON.
 RESOURCES = (
     ("knowledge://stores", "stores_resource", "The stores"),
-    ("knowledge://stores/{store}/files/{file_id}", "file_chunks",
-     "A file's chunks in order with page, heading and character span"),
+    (
+        "knowledge://stores/{store}/files/{file_id}",
+        "file_chunks",
+        "A file's chunks in order with page, heading and character span",
+    ),
 )
 
 
@@ -310,8 +399,11 @@ def per_request(tools: KnowledgeTools, name: str) -> Any:
     sig = inspect.signature(method, eval_str=True)
     extra = inspect.Parameter("mcp_context", inspect.Parameter.KEYWORD_ONLY, annotation=Context)
     call.__signature__ = sig.replace(parameters=[*sig.parameters.values(), extra])  # type: ignore[attr-defined]
-    call.__annotations__ = {**{k: p.annotation for k, p in sig.parameters.items()}, "mcp_context": Context,
-                            "return": sig.return_annotation}
+    call.__annotations__ = {
+        **{k: p.annotation for k, p in sig.parameters.items()},
+        "mcp_context": Context,
+        "return": sig.return_annotation,
+    }
     del call.__wrapped__  # the SDK reads this signature, not the method's
     return call
 
@@ -336,8 +428,14 @@ def build_server(wb: Workbench, user: str | None = None, *, http: bool = False) 
     return server
 
 
-def run(*, http: bool = False, host: str = "127.0.0.1", port: int = DEFAULT_HTTP_PORT,
-        wb: Workbench | None = None, user: str | None = None) -> None:
+def run(
+    *,
+    http: bool = False,
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_HTTP_PORT,
+    wb: Workbench | None = None,
+    user: str | None = None,
+) -> None:
     """Serve MCP over stdio, or streamable HTTP with ``http`` (``/mcp``) until interrupted. Over
     stdio the tools act as the local admin, or as the account ``user``; over HTTP, once accounts
     exist, as the user of each request's key.
@@ -358,8 +456,9 @@ def run(*, http: bool = False, host: str = "127.0.0.1", port: int = DEFAULT_HTTP
         wb.close()
 
 
-def http_app(wb: Workbench, host: str = "127.0.0.1", port: int = DEFAULT_HTTP_PORT, *,
-             server: MCPServer | None = None) -> Any:
+def http_app(
+    wb: Workbench, host: str = "127.0.0.1", port: int = DEFAULT_HTTP_PORT, *, server: MCPServer | None = None
+) -> Any:
     """The streamable HTTP app (``/mcp``) for a server bound to ``host``:``port``: behind
     :class:`~knowledge.server.guard.Guard` (the REST API's rules: Host, Origin, the key, JSON
     only, body size) and with the SDK's DNS-rebinding protection naming this host and port only.
@@ -377,18 +476,35 @@ def http_app(wb: Workbench, host: str = "127.0.0.1", port: int = DEFAULT_HTTP_PO
     api = wb.settings.api
     hosts = server_hosts(host, port, api.allowed_hosts)
     security = TransportSecuritySettings(
-        enable_dns_rebinding_protection=True, allowed_hosts=hosts,
-        allowed_origins=[f"{scheme}://{h}" for h in hosts for scheme in ("http", "https")] + list(api.cors_origins))
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=hosts,
+        allowed_origins=[f"{scheme}://{h}" for h in hosts for scheme in ("http", "https")] + list(api.cors_origins),
+    )
     # on a shared catalog (catalog.url) any replica answers any request: no session kept in this process
-    inner = (server or build_server(wb, http=True)).streamable_http_app(host=host, transport_security=security,
-                                                             stateless_http=wb.settings.catalog.url is not None)
-    return Guard(inner, api_key=key, max_body=4_000_000, allowed_hosts=api.allowed_hosts,
-                 cors_origins=api.cors_origins,
-                 allow_headers=("Authorization", "Content-Type", "Mcp-Session-Id", "Mcp-Protocol-Version",
-                                "Last-Event-ID"),
-                 expose_headers=("Mcp-Session-Id",), people=wb,
-                 trusted_proxies=wb.settings.server.trusted_proxies)
+    inner = (server or build_server(wb, http=True)).streamable_http_app(
+        host=host, transport_security=security, stateless_http=wb.settings.catalog.url is not None
+    )
+    return Guard(
+        inner,
+        api_key=key,
+        max_body=4_000_000,
+        allowed_hosts=api.allowed_hosts,
+        cors_origins=api.cors_origins,
+        allow_headers=("Authorization", "Content-Type", "Mcp-Session-Id", "Mcp-Protocol-Version", "Last-Event-ID"),
+        expose_headers=("Mcp-Session-Id",),
+        people=wb,
+        trusted_proxies=wb.settings.server.trusted_proxies,
+    )
 
 
-__all__ = ["DEFAULT_HTTP_PORT", "KnowledgeTools", "build_server", "clean", "http_app", "mcp_folders",
-           "memory_collection", "per_request", "run"]
+__all__ = [
+    "DEFAULT_HTTP_PORT",
+    "KnowledgeTools",
+    "build_server",
+    "clean",
+    "http_app",
+    "mcp_folders",
+    "memory_collection",
+    "per_request",
+    "run",
+]

@@ -129,8 +129,12 @@ class Pending:
             if a.status == queue.CANCELLED and "name" not in a.result:
                 res = IngestResult(a.name, Outcome.CANCELLED, f"{a.name}: {res.message}")
             return res
-        return IngestResult(a.name, Outcome.FAILED, f"{a.name}: {a.reason or a.status}",
-                            error="Interrupted" if a.status == queue.INTERRUPTED else None)
+        return IngestResult(
+            a.name,
+            Outcome.FAILED,
+            f"{a.name}: {a.reason or a.status}",
+            error="Interrupted" if a.status == queue.INTERRUPTED else None,
+        )
 
     @property
     def attributes(self) -> dict[str, Any]:
@@ -175,8 +179,11 @@ class StoreMeta:
         except (OSError, ValueError) as exc:
             log.warning("%s could not be read (%s); its stores' API metadata is not imported", path, exc)
             return 0
-        entries = {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, Mapping)} \
-            if isinstance(data, Mapping) else {}
+        entries = (
+            {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, Mapping)}
+            if isinstance(data, Mapping)
+            else {}
+        )
         added = rest.import_store_meta(self.catalog, entries)
         try:
             os.replace(path, path.with_name(path.name + ".imported"))
@@ -240,17 +247,26 @@ class KnowledgeApi:
                 self._chat = self._owner._user_chats.get(self.actor)
             if self._chat is None:
                 base = self._base_chat
-                self._chat = (ChatService(self.wb) if base is None
-                              else ChatService(self.wb, provider_factory=base.provider_factory))
+                self._chat = (
+                    ChatService(self.wb) if base is None else ChatService(self.wb, provider_factory=base.provider_factory)
+                )
                 if self._owner is not None:
                     self._owner._user_chats[self.actor] = self._chat
             return self._chat
 
     # -- files -------------------------------------------------------------------------------------
     def file_object(self, f: Any) -> dict[str, Any]:
-        return {"id": f.id, "object": "file", "bytes": f.size, "created_at": ts(f.created), "filename": f.name,
-                "purpose": f.metadata.get("purpose", DEFAULT_PURPOSE), "status": "processed",
-                "status_details": None, "expires_at": None}
+        return {
+            "id": f.id,
+            "object": "file",
+            "bytes": f.size,
+            "created_at": ts(f.created),
+            "filename": f.name,
+            "purpose": f.metadata.get("purpose", DEFAULT_PURPOSE),
+            "status": "processed",
+            "status_details": None,
+            "expires_at": None,
+        }
 
     def stored(self, file_id: str) -> Any:
         """The stored file ``file_id`` as the API serves it.
@@ -295,23 +311,44 @@ class KnowledgeApi:
         counts = {"in_progress": 0, "completed": 0, "failed": 0, "cancelled": 0}
         for fid, r in records.items():
             running = fid in pending and pending[fid].running
-            status = ("in_progress" if running or r.status not in (DONE, FAILED) else
-                      "completed" if r.status == DONE else "cancelled" if r.reason == "cancelled" else "failed")
+            status = (
+                "in_progress"
+                if running or r.status not in (DONE, FAILED)
+                else "completed"
+                if r.status == DONE
+                else "cancelled"
+                if r.reason == "cancelled"
+                else "failed"
+            )
             counts[status] += 1
         counts["in_progress"] += sum(1 for fid, p in pending.items() if fid not in records and p.running)
         counts["total"] = sum(counts.values())
         meta = self.meta.get(name)
         used = sum(r.size or 0 for r in records.values() if r.status == DONE)
-        return {"id": vector_store_id(name), "object": "vector_store", "name": name,
-                "created_at": ts(rec.created), "last_active_at": ts(rec.updated), "usage_bytes": used,
-                "file_counts": counts, "status": "in_progress" if counts["in_progress"] else "completed",
-                "expires_after": meta.get("expires_after"), "expires_at": None,
-                "metadata": meta.get("metadata", {}),
-                "template": rec.template, "embedding_model": rec.embedding_model}
+        return {
+            "id": vector_store_id(name),
+            "object": "vector_store",
+            "name": name,
+            "created_at": ts(rec.created),
+            "last_active_at": ts(rec.updated),
+            "usage_bytes": used,
+            "file_counts": counts,
+            "status": "in_progress" if counts["in_progress"] else "completed",
+            "expires_after": meta.get("expires_after"),
+            "expires_at": None,
+            "metadata": meta.get("metadata", {}),
+            "template": rec.template,
+            "embedding_model": rec.embedding_model,
+        }
 
-    def template_for(self, name: str, strategy: ChunkingStrategy | Mapping[str, Any] | None, *,
-                     template: str | None = None,
-                     save: bool = True) -> tuple[str | None, dict[str, Any], list[str]]:
+    def template_for(
+        self,
+        name: str,
+        strategy: ChunkingStrategy | Mapping[str, Any] | None,
+        *,
+        template: str | None = None,
+        save: bool = True,
+    ) -> tuple[str | None, dict[str, Any], list[str]]:
         """``(template name or None for the store's own, chunking_strategy as reported, notes)`` for
         OpenAI's ``chunking_strategy`` (``auto`` / ``static``; a JSON object is checked as a
         :class:`~knowledge.server.bodies.ChunkingStrategy`). ``template``: the template of a store
@@ -329,11 +366,14 @@ class KnowledgeApi:
             size, overlap = chosen.static.max_chunk_size_tokens, chosen.static.chunk_overlap_tokens
             tpl = f"{base.name}-static-{size}-{overlap}"
             if save and tpl not in self.wb.template_names():  # derived from a template: not an admin's act
-                self.wb.derive_template(base.model_copy(update={"name": tpl, "max_chunk_size_tokens": size,
-                                                             "chunk_overlap_tokens": overlap}))
+                self.wb.derive_template(
+                    base.model_copy(update={"name": tpl, "max_chunk_size_tokens": size, "chunk_overlap_tokens": overlap})
+                )
         plan = plan_chunking(self.wb.embedder(base.embedding_model), size, overlap)
-        reported = {"type": "static", "static": {"max_chunk_size_tokens": plan.max_tokens,
-                                                 "chunk_overlap_tokens": plan.overlap_tokens}}
+        reported = {
+            "type": "static",
+            "static": {"max_chunk_size_tokens": plan.max_tokens, "chunk_overlap_tokens": plan.overlap_tokens},
+        }
         return tpl, reported, list(plan.notes)
 
     # -- vector store files ---------------------------------------------------------------------------
@@ -342,8 +382,9 @@ class KnowledgeApi:
         only, when given), from any process: one read of the catalog."""
         return {fid: Pending(a) for fid, a in rest.added_files(self.system.catalog, store, file_ids).items()}
 
-    def file_status(self, store: str, rec: FileRecord | None, file_id: str | None = None,
-                    p: Pending | EllipsisType | None = ...) -> dict[str, Any]:
+    def file_status(
+        self, store: str, rec: FileRecord | None, file_id: str | None = None, p: Pending | EllipsisType | None = ...
+    ) -> dict[str, Any]:
         """The ``vector_store.file`` object of ``file_id`` (or ``rec``'s file) in ``store``; ``p``:
         its :class:`Pending` when the caller read it already (``None``: not added through the API).
 
@@ -354,8 +395,7 @@ class KnowledgeApi:
         if p is ...:
             p = self.pending(store, [fid]).get(fid)
         status, last_error = self.status_of(rec, p, fid)
-        attributes = (self.wb.file_attributes(store, fid) if status == "completed"
-                      else {} if p is None else p.attributes)
+        attributes = self.wb.file_attributes(store, fid) if status == "completed" else {} if p is None else p.attributes
         if rec is not None:
             size = rec.size
         else:
@@ -363,10 +403,16 @@ class KnowledgeApi:
             size = found.size if found is not None else 0
         chunking = (p.chunking if p is not None else None) or self.template_for(store, None)[1]
         out: dict[str, Any] = {
-            "id": fid, "object": "vector_store.file", "usage_bytes": size or 0,
+            "id": fid,
+            "object": "vector_store.file",
+            "usage_bytes": size or 0,
             "created_at": ts(rec.created) if rec is not None and rec.created else (p.created_at if p else 0),
-            "vector_store_id": vector_store_id(store), "status": status, "last_error": last_error,
-            "attributes": attributes, "chunking_strategy": chunking}
+            "vector_store_id": vector_store_id(store),
+            "status": status,
+            "last_error": last_error,
+            "attributes": attributes,
+            "chunking_strategy": chunking,
+        }
         if p is not None and p.notes:
             out["chunking_notes"] = p.notes
         if rec is not None and rec.status == DONE:
@@ -398,13 +444,16 @@ class KnowledgeApi:
         if result is not None and result.outcome in (Outcome.DUPLICATE, Outcome.UNCHANGED):
             return "completed", None  # its bytes are in the store as another file (duplicate_of): not indexed twice
         if result is not None and result.outcome == Outcome.INDEXED:  # its record went since: never its success text
-            return "failed", {"code": "invalid_file", "message": f"{result.name} was indexed, then replaced in the store"
-                                                                 " by a later file under the same name."}
+            return "failed", {
+                "code": "invalid_file",
+                "message": f"{result.name} was indexed, then replaced in the store by a later file under the same name.",
+            }
         message = result.message if result is not None else "not ingested"
         return "failed", {"code": error_code(message), "message": message}
 
-    def add_files(self, store: str, entries: list[tuple[str, Any, Any]], default_attrs: Any = None,
-                  default_strategy: Any = None) -> list[IngestJob]:
+    def add_files(
+        self, store: str, entries: list[tuple[str, Any, Any]], default_attrs: Any = None, default_strategy: Any = None
+    ) -> list[IngestJob]:
         """Start jobs for ``(file_id, attributes, chunking_strategy)`` entries (``None`` takes the
         defaults); one ingest batch per distinct attributes + strategy, files in the given order, each
         recorded in the catalog (``api_store_files``) with its batch's attributes, chunking and notes.
@@ -423,8 +472,9 @@ class KnowledgeApi:
                 raise bad(str(exc), "attributes") from None
             clash = sorted(set(attributes) & set(HIT_FIELDS))
             if clash:
-                raise bad(f"Attribute names {', '.join(clash)} are reserved (each search result reports them).",
-                          "attributes")
+                raise bad(
+                    f"Attribute names {', '.join(clash)} are reserved (each search result reports them).", "attributes"
+                )
             picked = default_strategy if strategy is None else strategy
             tpl, reported, notes = self.template_for(store, picked, save=False)
             chosen[json.dumps(picked, sort_keys=True)] = picked
@@ -435,9 +485,13 @@ class KnowledgeApi:
         jobs = []
         with self._lock:
             for tpl, attributes, reported, notes, files in groups.values():
-                job = self.wb.submit_batch(store, [(f.name, f) for f in files], template=tpl, attributes=attributes,
-                                           options={"api": True, "chunking_strategy": reported,
-                                                    "chunking_notes": notes})
+                job = self.wb.submit_batch(
+                    store,
+                    [(f.name, f) for f in files],
+                    template=tpl,
+                    attributes=attributes,
+                    options={"api": True, "chunking_strategy": reported, "chunking_notes": notes},
+                )
                 rest.add_files(self.system.catalog, store, [(f.id, str(job.batch_id), i) for i, f in enumerate(files)])
                 jobs.append(job)
         return jobs
@@ -490,8 +544,9 @@ class KnowledgeApi:
         return IngestJob.attach(self.system.jobs, row)
 
     # -- file batches ------------------------------------------------------------------------------------
-    def create_batch(self, store: str, entries: list[tuple[str, Any, Any]], default_attrs: Any = None,
-                     default_strategy: Any = None) -> Batch:
+    def create_batch(
+        self, store: str, entries: list[tuple[str, Any, Any]], default_attrs: Any = None, default_strategy: Any = None
+    ) -> Batch:
         """A file batch of ``entries`` (as :meth:`add_files` takes them), recorded in the catalog."""
         jobs = self.add_files(store, entries, default_attrs, default_strategy)
         batch_id = "vsfb_" + secrets.token_hex(16)
@@ -499,8 +554,15 @@ class KnowledgeApi:
         rest.add_file_batch(self.system.catalog, batch_id, store, file_ids, [str(j.batch_id) for j in jobs])
         return self.batch(store, batch_id)
 
-    def add_web_pages(self, store: str, url: str, depth: int | None = 0, max_pages: int | None = None,
-                      attributes: Any = None, strategy: Any = None) -> tuple[Batch, list[dict[str, Any]]]:
+    def add_web_pages(
+        self,
+        store: str,
+        url: str,
+        depth: int | None = 0,
+        max_pages: int | None = None,
+        attributes: Any = None,
+        strategy: Any = None,
+    ) -> tuple[Batch, list[dict[str, Any]]]:
         """Fetch the web page ``url`` (and its same-site links ``depth`` links away, at most
         ``max_pages``: :class:`~knowledge.service.web.Crawl`) now, and add each page to ``store`` as
         a file batch does: a file named by its URL with ``source_url`` among its ``attributes``
@@ -518,8 +580,16 @@ class KnowledgeApi:
             attrs = check_attributes(attributes)
             crawl = Crawl(self.wb.settings, url, depth or 0, max_pages)
         except InvalidArgument as exc:
-            raise bad(str(exc), "attributes" if "attribute" in str(exc) else
-                      "depth" if "depth" in str(exc) else "max_pages" if "max_pages" in str(exc) else "url") from None
+            raise bad(
+                str(exc),
+                "attributes"
+                if "attribute" in str(exc)
+                else "depth"
+                if "depth" in str(exc)
+                else "max_pages"
+                if "max_pages" in str(exc)
+                else "url",
+            ) from None
         self.template_for(store, strategy, save=False)  # a bad chunking_strategy: before anything is fetched
         held = {(r.file_name, r.sha256): r.file_id for r in self.wb.file_records(store) if r.status == DONE}
         pages: list[dict[str, Any]] = []
@@ -527,27 +597,39 @@ class KnowledgeApi:
         file_ids: list[str] = []
         for item in crawl:
             if isinstance(item, WebFailure):
-                pages.append({"url": item.url, "status": "failed", "file_id": None,
-                              "last_error": {"code": "web_page_unavailable", "message": item.reason}})
+                pages.append(
+                    {
+                        "url": item.url,
+                        "status": "failed",
+                        "file_id": None,
+                        "last_error": {"code": "web_page_unavailable", "message": item.reason},
+                    }
+                )
                 continue
             old = held.get((item.url, hashlib.sha256(item.data).hexdigest()))
             if old is not None:
                 pages.append({"url": item.url, "status": "unchanged", "file_id": old, "last_error": None})
                 file_ids.append(old)
                 continue
-            f = self.wb.save_attachment(item.url, item.content_type, item.data,
-                                        metadata={"purpose": DEFAULT_PURPOSE, "source_url": item.url})
+            f = self.wb.save_attachment(
+                item.url, item.content_type, item.data, metadata={"purpose": DEFAULT_PURPOSE, "source_url": item.url}
+            )
             entries.append((f.id, page_attributes(item, attrs), None))
             pages.append({"url": item.url, "status": "added", "file_id": f.id, "last_error": None})
             file_ids.append(f.id)
         if not file_ids:
             first = pages[0] if pages else None
-            raise ApiError(400, f"{url}: " + (first["last_error"]["message"] if first else "no page could be fetched."),
-                           param="url", code="web_page_unavailable")
+            raise ApiError(
+                400,
+                f"{url}: " + (first["last_error"]["message"] if first else "no page could be fetched."),
+                param="url",
+                code="web_page_unavailable",
+            )
         jobs = self.add_files(store, entries, None, strategy) if entries else []
         batch_id = "vsfb_" + secrets.token_hex(16)
-        rest.add_file_batch(self.system.catalog, batch_id, store, list(dict.fromkeys(file_ids)),
-                            [str(j.batch_id) for j in jobs])
+        rest.add_file_batch(
+            self.system.catalog, batch_id, store, list(dict.fromkeys(file_ids)), [str(j.batch_id) for j in jobs]
+        )
         return self.batch(store, batch_id), pages
 
     def batch_object(self, b: Batch) -> dict[str, Any]:
@@ -556,10 +638,23 @@ class KnowledgeApi:
             counts[f["status"]] += 1
         counts["failed"] += len(b.file_ids) - sum(counts.values())  # a file no longer in the store
         counts["total"] = len(b.file_ids)
-        status = ("in_progress" if counts["in_progress"] else "cancelled" if b.cancelled
-                  else "failed" if counts["failed"] and not counts["completed"] else "completed")
-        return {"id": b.id, "object": "vector_store.files_batch", "created_at": b.created_at,
-                "vector_store_id": vector_store_id(b.store), "status": status, "file_counts": counts}
+        status = (
+            "in_progress"
+            if counts["in_progress"]
+            else "cancelled"
+            if b.cancelled
+            else "failed"
+            if counts["failed"] and not counts["completed"]
+            else "completed"
+        )
+        return {
+            "id": b.id,
+            "object": "vector_store.files_batch",
+            "created_at": b.created_at,
+            "vector_store_id": vector_store_id(b.store),
+            "status": status,
+            "file_counts": counts,
+        }
 
     def batch_files(self, b: Batch) -> list[dict[str, Any]]:
         """The ``vector_store.file`` objects of the batch's files still in its store, in order."""
@@ -605,10 +700,21 @@ class KnowledgeApi:
     @staticmethod
     def result(hit: Hit) -> dict[str, Any]:
         attrs: dict[str, Any] = from_payload(hit.metadata)
-        attrs.update(page=hit.page, heading=hit.heading, char_start=hit.char_start, char_end=hit.char_end,
-                     chunk_index=hit.chunk_index, chunks=list(hit.chunks or (hit.chunk_index,)))
-        return {"file_id": hit.file_id, "filename": hit.file_name, "score": round(float(hit.score), 6),
-                "attributes": attrs, "content": [{"type": "text", "text": hit.text}]}
+        attrs.update(
+            page=hit.page,
+            heading=hit.heading,
+            char_start=hit.char_start,
+            char_end=hit.char_end,
+            chunk_index=hit.chunk_index,
+            chunks=list(hit.chunks or (hit.chunk_index,)),
+        )
+        return {
+            "file_id": hit.file_id,
+            "filename": hit.file_name,
+            "score": round(float(hit.score), 6),
+            "attributes": attrs,
+            "content": [{"type": "text", "text": hit.text}],
+        }
 
 
 def error_code(message: str) -> str:
@@ -634,5 +740,21 @@ async def knowledge_api(request: Request) -> KnowledgeApi:
 #: A route's parameter ``api: Api`` is the request's :class:`KnowledgeApi` (a FastAPI dependency).
 Api = Annotated[KnowledgeApi, Depends(knowledge_api)]
 
-__all__ = ["BATCH_ID", "DEFAULT_PURPOSE", "MAX_CHUNK", "MIN_CHUNK", "PURPOSES", "USER_CHATS", "VS_ID", "Api", "Batch",
-           "KnowledgeApi", "Pending", "StoreMeta", "error_code", "knowledge_api", "ts", "vector_store_id"]
+__all__ = [
+    "BATCH_ID",
+    "DEFAULT_PURPOSE",
+    "MAX_CHUNK",
+    "MIN_CHUNK",
+    "PURPOSES",
+    "USER_CHATS",
+    "VS_ID",
+    "Api",
+    "Batch",
+    "KnowledgeApi",
+    "Pending",
+    "StoreMeta",
+    "error_code",
+    "knowledge_api",
+    "ts",
+    "vector_store_id",
+]

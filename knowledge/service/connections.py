@@ -88,15 +88,19 @@ class ConnectionBudget:
         """The arithmetic in words (the warning logged when it does not fit)."""
         parts = ", ".join(f"{p.name} {p.size}" + (f" ({p.setting})" if p.setting else "") for p in self.pools)
         room = self.available // self.per_process if self.per_process else 0
-        text = (f"PostgreSQL allows {self.available} connections to this product (max_connections"
-                f" {self.max_connections}, less {self.reserved} reserved for superusers); each process may open"
-                f" {self.per_process} ({parts}), and {self.processes} process(es) are connected now, so together"
-                f" they may ask for {self.needed}: room for {room} process(es) like this one.")
+        text = (
+            f"PostgreSQL allows {self.available} connections to this product (max_connections"
+            f" {self.max_connections}, less {self.reserved} reserved for superusers); each process may open"
+            f" {self.per_process} ({parts}), and {self.processes} process(es) are connected now, so together"
+            f" they may ask for {self.needed}: room for {room} process(es) like this one."
+        )
         if self.fits:
             return text
-        return (text + " A process that finds no free connection fails the request that needed it. Raise"
-                " max_connections in postgresql.conf (and restart PostgreSQL), or lower the pools' sizes, or run"
-                " fewer processes (docs/team.md, 'Connections').")
+        return (
+            text + " A process that finds no free connection fails the request that needed it. Raise"
+            " max_connections in postgresql.conf (and restart PostgreSQL), or lower the pools' sizes, or run"
+            " fewer processes (docs/team.md, 'Connections')."
+        )
 
 
 def name_this_process(role: str) -> str:
@@ -130,8 +134,7 @@ def process_pools(settings: Settings) -> tuple[Pool, ...]:
         except ValueError as exc:
             raise ConfigError(f"Invalid vector_store.options.pgvector: {exc}") from None
         if options.pool:
-            pools.append(Pool("the pgvector store", "vector_store.options.pgvector.pool_max_size",
-                              options.pool_max_size))
+            pools.append(Pool("the pgvector store", "vector_store.options.pgvector.pool_max_size", options.pool_max_size))
     if settings.file_store.backend == "postgresql" and describe_target(configured_url(settings) or url) == server:
         pools.append(Pool("the postgresql file store", "", PostgresFileStore.pool_max_size))
     return tuple(pools)
@@ -155,7 +158,8 @@ def connection_budget(catalog: Catalog, settings: Settings) -> ConnectionBudget 
             " + coalesce(current_setting('reserved_connections', true), '0')::int,"
             " (SELECT count(DISTINCT application_name) FROM pg_stat_activity"
             f"  WHERE application_name LIKE '{APP_NAME_PREFIX}%'"
-            "   AND application_name <> current_setting('application_name'))").fetchone()
+            "   AND application_name <> current_setting('application_name'))"
+        ).fetchone()
     assert row is not None  # a SELECT without FROM returns one row
     return ConnectionBudget(max_connections=row[0], reserved=row[1], processes=row[2] + 1, pools=pools)
 
@@ -174,5 +178,12 @@ def check_connections(catalog: Catalog, settings: Settings) -> ConnectionBudget 
     return budget
 
 
-__all__ = ["APP_NAME_PREFIX", "ConnectionBudget", "Pool", "check_connections", "connection_budget",
-           "name_this_process", "process_pools"]
+__all__ = [
+    "APP_NAME_PREFIX",
+    "ConnectionBudget",
+    "Pool",
+    "check_connections",
+    "connection_budget",
+    "name_this_process",
+    "process_pools",
+]

@@ -63,6 +63,7 @@ COPYING, SWITCHING, SETTLED = "copying", "switching", "settled"
 
 # -- locations --------------------------------------------------------------------------------------
 
+
 def _pg_url(settings: Settings) -> str | None:
     url = (settings.file_store.url or "").strip() or (settings.catalog.url or "")
     return str(url).strip() or None
@@ -83,13 +84,21 @@ def location_of(settings: Settings, backend: str | None = None) -> dict[str, Any
         parts = conninfo_to_dict(url) if url else {}
         host = parts.get("host") or "localhost"
         own = (settings.file_store.url or "").strip()
-        return {"backend": backend, "database": parts.get("dbname") or parts.get("user") or "",
-                "server": f"{host}:{parts.get('port') or 5432}",
-                # in the catalog's own database: it follows the catalog (a restore under another name)
-                "catalog": not own or own == (settings.catalog.url or "")}
+        return {
+            "backend": backend,
+            "database": parts.get("dbname") or parts.get("user") or "",
+            "server": f"{host}:{parts.get('port') or 5432}",
+            # in the catalog's own database: it follows the catalog (a restore under another name)
+            "catalog": not own or own == (settings.catalog.url or ""),
+        }
     if backend == "s3":
-        return {"backend": backend, "bucket": (fs.s3_bucket or "").strip(), "prefix": fs.s3_prefix.strip("/"),
-                "endpoint": fs.s3_endpoint_url or "", "region": fs.s3_region or ""}
+        return {
+            "backend": backend,
+            "bucket": (fs.s3_bucket or "").strip(),
+            "prefix": fs.s3_prefix.strip("/"),
+            "endpoint": fs.s3_endpoint_url or "",
+            "region": fs.s3_region or "",
+        }
     return {"backend": backend}
 
 
@@ -114,8 +123,7 @@ def describe(location: Mapping[str, Any]) -> str:
         return f"the postgresql file store ({where}database {location.get('database')!r} on {location.get('server')})"
     if backend == "s3":
         prefix = f", prefix {location['prefix']!r}" if location.get("prefix") else ""
-        return (f"the s3 file store (bucket {location.get('bucket')!r}{prefix}"
-                f" at {location.get('endpoint') or 'AWS S3'})")
+        return f"the s3 file store (bucket {location.get('bucket')!r}{prefix} at {location.get('endpoint') or 'AWS S3'})"
     return f"the {backend} file store"
 
 
@@ -148,6 +156,7 @@ def settings_for(settings: Settings, location: Mapping[str, Any]) -> Settings:
 
 # -- the record -------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Home:
     """The ``file_store_home`` row: where the files are (``location``), a move's target and phase,
@@ -172,8 +181,9 @@ def _loads(text: Any) -> Any:
 def read_home(catalog: Catalog) -> Home | None:
     """The record, or ``None`` when none was made yet. Raises what the catalog raises."""
     with catalog.cursor() as cur:
-        row = cur.execute("SELECT location, moving_to, phase, previous, progress, updated FROM file_store_home"
-                          " WHERE id = 1").fetchone()
+        row = cur.execute(
+            "SELECT location, moving_to, phase, previous, progress, updated FROM file_store_home WHERE id = 1"
+        ).fetchone()
     if row is None:
         return None
     return Home(_loads(row[0]), _loads(row[1]), row[2], _loads(row[3]), _loads(row[4]), row[5])
@@ -187,29 +197,45 @@ def _write_home(catalog: Catalog, home: Home) -> None:
             " VALUES (1, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET location = excluded.location,"
             " moving_to = excluded.moving_to, phase = excluded.phase, previous = excluded.previous,"
             " progress = excluded.progress, updated = excluded.updated",
-            [json.dumps(home.location), json.dumps(home.moving_to) if home.moving_to else None, home.phase,
-             json.dumps(home.previous) if home.previous else None,
-             json.dumps(home.progress) if home.progress is not None else None, datetime.now(UTC)])
+            [
+                json.dumps(home.location),
+                json.dumps(home.moving_to) if home.moving_to else None,
+                home.phase,
+                json.dumps(home.previous) if home.previous else None,
+                json.dumps(home.progress) if home.progress is not None else None,
+                datetime.now(UTC),
+            ],
+        )
 
 
-def _update_home(catalog: Catalog, assignments: str, args: builtins.list[Any], *,
-                 where: str = "moving_to IS NOT NULL", where_args: builtins.list[Any] | None = None) -> bool:
+def _update_home(
+    catalog: Catalog,
+    assignments: str,
+    args: builtins.list[Any],
+    *,
+    where: str = "moving_to IS NOT NULL",
+    where_args: builtins.list[Any] | None = None,
+) -> bool:
     """``UPDATE file_store_home SET <assignments>, updated = now WHERE id = 1 AND <where>`` in one
     statement; whether the row matched (a move's steps apply only in the state they expect)."""
     with catalog.cursor() as cur:
-        rows = cur.execute(f"UPDATE file_store_home SET {assignments}, updated = ? WHERE id = 1 AND {where}"
-                           " RETURNING id", [*args, datetime.now(UTC), *(where_args or [])]).fetchall()
+        rows = cur.execute(
+            f"UPDATE file_store_home SET {assignments}, updated = ? WHERE id = 1 AND {where} RETURNING id",
+            [*args, datetime.now(UTC), *(where_args or [])],
+        ).fetchall()
     return bool(rows)
 
 
 def _set_progress(catalog: Catalog, progress: dict[str, Any]) -> None:
     with catalog.cursor() as cur:
-        cur.execute("UPDATE file_store_home SET progress = ?, updated = ? WHERE id = 1",
-                    [json.dumps(progress), datetime.now(UTC)])
+        cur.execute(
+            "UPDATE file_store_home SET progress = ?, updated = ? WHERE id = 1", [json.dumps(progress), datetime.now(UTC)]
+        )
 
 
-def _files_stored(settings: Settings, catalog: Catalog, location: Mapping[str, Any],
-                  opener: Callable[[Settings], FileStore]) -> bool:
+def _files_stored(
+    settings: Settings, catalog: Catalog, location: Mapping[str, Any], opener: Callable[[Settings], FileStore]
+) -> bool:
     """Whether files are stored at ``location``: a store of the catalog holds one, or the store there
     has one (a chat's attachment, a file saved and not yet ingested). A store that cannot be opened
     counts as holding files: not knowing is no reason to leave them behind."""
@@ -226,8 +252,9 @@ def _files_stored(settings: Settings, catalog: Catalog, location: Mapping[str, A
         store.close()
 
 
-def _check_unrecorded(settings: Settings, catalog: Catalog, wanted: Mapping[str, Any],
-                      opener: Callable[[Settings], FileStore]) -> None:
+def _check_unrecorded(
+    settings: Settings, catalog: Catalog, wanted: Mapping[str, Any], opener: Callable[[Settings], FileStore]
+) -> None:
     """Before the first record: when the catalog's stores hold files, some of them (up to 3 of the
     newest) must be in the store the settings name, else the settings were switched before the
     record existed (an upgrade together with a new file store) and the start is refused.
@@ -236,8 +263,7 @@ def _check_unrecorded(settings: Settings, catalog: Catalog, wanted: Mapping[str,
         ConfigError: none of the sampled files is in the settings' store.
     """
     with catalog.cursor() as cur:
-        rows = cur.execute("SELECT file_id FROM store_files GROUP BY file_id ORDER BY max(updated) DESC"
-                           " LIMIT 3").fetchall()
+        rows = cur.execute("SELECT file_id FROM store_files GROUP BY file_id ORDER BY max(updated) DESC LIMIT 3").fetchall()
     if not rows:
         return
     store = opener(settings)
@@ -258,8 +284,7 @@ def _move_command(location: Mapping[str, Any]) -> str:
     return f"knowledge files move --to {location.get('backend')}"
 
 
-def check_home(settings: Settings, catalog: Catalog,
-               opener: Callable[[Settings], FileStore] = open_file_store) -> Home:
+def check_home(settings: Settings, catalog: Catalog, opener: Callable[[Settings], FileStore] = open_file_store) -> Home:
     """The record, checked against ``settings`` at a process's start (see the module docstring).
 
     Returns:
@@ -293,6 +318,7 @@ def check_home(settings: Settings, catalog: Catalog,
 
 # -- the file store every process uses --------------------------------------------------------------
 
+
 class HomedFileStore(FileStore):
     """The file store the catalog's record names, followed as it moves (see the module docstring).
 
@@ -309,8 +335,14 @@ class HomedFileStore(FileStore):
 
     name = "homed"
 
-    def __init__(self, settings: Settings, catalog: Catalog, *,
-                 opener: Callable[[Settings], FileStore] = open_file_store, check: bool = True) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        catalog: Catalog,
+        *,
+        opener: Callable[[Settings], FileStore] = open_file_store,
+        check: bool = True,
+    ) -> None:
         self.settings, self.catalog, self._opener = settings, catalog, opener
         self._lock = threading.Lock()
         self._stores: builtins.list[tuple[dict[str, Any], FileStore]] = []
@@ -385,16 +417,25 @@ class HomedFileStore(FileStore):
         return out
 
     # -- the contract -------------------------------------------------------------------------------
-    def save(self, name: str, content_type: str | None, stream: Source, *, max_bytes: int | None = None,
-             metadata: Mapping[str, Any] | None = None, file_id: str | None = None,
-             created: datetime | None = None) -> StoredFile:
+    def save(
+        self,
+        name: str,
+        content_type: str | None,
+        stream: Source,
+        *,
+        max_bytes: int | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        file_id: str | None = None,
+        created: datetime | None = None,
+    ) -> StoredFile:
         """Save into the recorded store; during or just after a move, copy the file to the store the
         files go to as well (see the module docstring). Errors: :meth:`FileStore.save`'s, and
         ``BackendUnavailable`` when a copy required after the switch fails (the save is undone)."""
         home = self.home()
         store = self.store_at(home.location)
-        record = store.save(name, content_type, stream, max_bytes=max_bytes, metadata=metadata,
-                            file_id=file_id, created=created)
+        record = store.save(
+            name, content_type, stream, max_bytes=max_bytes, metadata=metadata, file_id=file_id, created=created
+        )
         now = self.home(fresh=True)
         if same_store(now.location, home.location) and now.moving_to is None:
             return record
@@ -456,6 +497,7 @@ class HomedFileStore(FileStore):
 
 # -- copying ---------------------------------------------------------------------------------------
 
+
 def _digest(store: FileStore, file_id: str) -> tuple[str, int]:
     """SHA-256 and size of ``file_id``'s content in ``store``, read in chunks."""
     hasher, size = hashlib.sha256(), 0
@@ -484,14 +526,22 @@ def copy_file(source: FileStore, target: FileStore, record: StoredFile) -> None:
         target.delete(record.id)
     with source.content(record.id) as fh:
         try:
-            copied = target.save(record.name, record.content_type, fh, metadata=dict(record.metadata),
-                                 file_id=record.id, created=record.created)
+            copied = target.save(
+                record.name,
+                record.content_type,
+                fh,
+                metadata=dict(record.metadata),
+                file_id=record.id,
+                created=record.created,
+            )
         except InvalidArgument:
             copied = target.get(record.id)  # saved at the same moment by another process
     if copied.sha256 != record.sha256 or _digest(target, record.id) != (record.sha256, record.size):
         target.delete(record.id)
-        raise StoreCorrupt(f"The copy of {record.id} ({record.name!r}) does not match its SHA-256;"
-                           " it was removed and the move stops before switching.")
+        raise StoreCorrupt(
+            f"The copy of {record.id} ({record.name!r}) does not match its SHA-256;"
+            " it was removed and the move stops before switching."
+        )
 
 
 def _verified(catalog: Catalog, target: Mapping[str, Any]) -> set[str]:
@@ -502,14 +552,19 @@ def _verified(catalog: Catalog, target: Mapping[str, Any]) -> set[str]:
 
 def _note_verified(catalog: Catalog, target: Mapping[str, Any], record: StoredFile) -> None:
     with catalog.cursor() as cur:
-        cur.execute("INSERT INTO file_store_copies (target, file_id, sha256, verified) VALUES (?, ?, ?, ?)"
-                    " ON CONFLICT (target, file_id) DO NOTHING", [_key(target), record.id, record.sha256,
-                                                                  datetime.now(UTC)])
+        cur.execute(
+            "INSERT INTO file_store_copies (target, file_id, sha256, verified) VALUES (?, ?, ?, ?)"
+            " ON CONFLICT (target, file_id) DO NOTHING",
+            [_key(target), record.id, record.sha256, datetime.now(UTC)],
+        )
 
 
 def _key(location: Mapping[str, Any]) -> str:
-    keys = ("backend", "dir", "bucket", "prefix") if location.get("catalog") else (
-        "backend", "dir", "database", "bucket", "prefix")
+    keys = (
+        ("backend", "dir", "bucket", "prefix")
+        if location.get("catalog")
+        else ("backend", "dir", "database", "bucket", "prefix")
+    )
     return json.dumps({k: location[k] for k in keys if k in location}, sort_keys=True)
 
 
@@ -531,8 +586,14 @@ class MoveReport:
 COPY_THREADS = 4
 
 
-def _copy_pass(catalog: Catalog, source: FileStore, target: FileStore, target_loc: Mapping[str, Any],
-               report: MoveReport, progress: Callable[[MoveReport, int], None] | None) -> int:
+def _copy_pass(
+    catalog: Catalog,
+    source: FileStore,
+    target: FileStore,
+    target_loc: Mapping[str, Any],
+    report: MoveReport,
+    progress: Callable[[MoveReport, int], None] | None,
+) -> int:
     """Copy every file of ``source`` not yet verified in ``target`` (:data:`COPY_THREADS` at a time);
     how many were copied. An exception of ``progress`` stops the pass (the copies under way finish)."""
     files = source.list()
@@ -561,15 +622,23 @@ def _copy_pass(catalog: Catalog, source: FileStore, target: FileStore, target_lo
                 future.cancel()
             raise
     if failures:
-        raise KnowledgeError(f"{len(failures)} file(s) could not be copied, so the files stay where they are"
-                             f" (run the command again to retry): " + "; ".join(failures[:5]))
+        raise KnowledgeError(
+            f"{len(failures)} file(s) could not be copied, so the files stay where they are"
+            f" (run the command again to retry): " + "; ".join(failures[:5])
+        )
     return copied
 
 
-def move_files(settings: Settings, catalog: Catalog, to: str, *, delete_old: bool = False,
-               progress: Callable[[MoveReport, int], None] | None = None,
-               opener: Callable[[Settings], FileStore] = open_file_store,
-               settle_seconds: float = HOME_TTL) -> MoveReport:
+def move_files(
+    settings: Settings,
+    catalog: Catalog,
+    to: str,
+    *,
+    delete_old: bool = False,
+    progress: Callable[[MoveReport, int], None] | None = None,
+    opener: Callable[[Settings], FileStore] = open_file_store,
+    settle_seconds: float = HOME_TTL,
+) -> MoveReport:
     """Move every stored file to the file store ``to`` as ``settings`` name it (``file_store.s3_*``
     for ``s3``, ``file_store.url`` or ``catalog.url`` for ``postgresql``, ``file_store.dir`` for
     ``filesystem``), as the module docstring says; resumable (a re-run skips verified copies).
@@ -591,42 +660,62 @@ def move_files(settings: Settings, catalog: Catalog, to: str, *, delete_old: boo
     home = read_home(catalog) or check_home(settings, catalog)
     target_loc = location_of(settings, to)
     if to == "s3" and not target_loc["bucket"]:
-        raise ConfigError("Set file_store.s3_bucket (KNOWLEDGE_FILE_STORE__S3_BUCKET) and the other"
-                          " file_store.s3_* settings of the bucket to move the files to.")
+        raise ConfigError(
+            "Set file_store.s3_bucket (KNOWLEDGE_FILE_STORE__S3_BUCKET) and the other"
+            " file_store.s3_* settings of the bucket to move the files to."
+        )
     report = MoveReport(describe(home.location), describe(target_loc))
     if same_store(home.location, target_loc):
         if delete_old and home.previous is not None:
             report.deleted = cleanup_old(settings, catalog, opener=opener)
         return report
     if home.moving_to is not None and not same_store(home.moving_to, target_loc):
-        raise InvalidArgument(f"A move to {describe(home.moving_to)} is in progress; finish it first with"
-                              f" `{_move_command(home.moving_to)}` (its settings), or it resumes there.")
-    source = opener(settings_for(settings, home.location)) if not same_store(
-        home.location, location_of(settings)) else opener(settings)
+        raise InvalidArgument(
+            f"A move to {describe(home.moving_to)} is in progress; finish it first with"
+            f" `{_move_command(home.moving_to)}` (its settings), or it resumes there."
+        )
+    source = (
+        opener(settings_for(settings, home.location))
+        if not same_store(home.location, location_of(settings))
+        else opener(settings)
+    )
     target = opener(settings.model_copy(update={"file_store": settings.file_store.model_copy(update={"backend": to})}))
     try:
         if home.previous is not None and not same_store(home.previous, target_loc):
-            raise InvalidArgument(f"The old copies in {describe(home.previous)} are still there; delete them first"
-                                  " with `knowledge files move --cleanup`, then move again.")
-        if not _update_home(catalog, "moving_to = ?, phase = ?, progress = ?", [
-                json.dumps(target_loc), COPYING, json.dumps({"copied": 0, "total": None})],
-                where="moving_to IS NULL AND location = ?" if home.moving_to is None else "moving_to IS NOT NULL",
-                where_args=[json.dumps(home.location)] if home.moving_to is None else []):
-            raise InvalidArgument("Another process started or finished a move of the files meanwhile;"
-                                  " `knowledge files where` says where they are.")
+            raise InvalidArgument(
+                f"The old copies in {describe(home.previous)} are still there; delete them first"
+                " with `knowledge files move --cleanup`, then move again."
+            )
+        if not _update_home(
+            catalog,
+            "moving_to = ?, phase = ?, progress = ?",
+            [json.dumps(target_loc), COPYING, json.dumps({"copied": 0, "total": None})],
+            where="moving_to IS NULL AND location = ?" if home.moving_to is None else "moving_to IS NOT NULL",
+            where_args=[json.dumps(home.location)] if home.moving_to is None else [],
+        ):
+            raise InvalidArgument(
+                "Another process started or finished a move of the files meanwhile;"
+                " `knowledge files where` says where they are."
+            )
         report.skipped = len(_verified(catalog, target_loc))  # by an earlier, interrupted run
         while _copy_pass(catalog, source, target, target_loc, report, _progress_to(catalog, progress)):
             pass  # until a pass finds nothing new (files saved meanwhile)
-        if not _update_home(catalog, "phase = ?, progress = ?", [
-                SWITCHING, json.dumps({"copied": report.copied, "total": report.copied + report.skipped})]):
+        if not _update_home(
+            catalog,
+            "phase = ?, progress = ?",
+            [SWITCHING, json.dumps({"copied": report.copied, "total": report.copied + report.skipped})],
+        ):
             return report  # another process resumed the same move and switched over already
         time.sleep(settle_seconds)
         before = report.copied
         _copy_pass(catalog, source, target, target_loc, report, None)
         report.final_pass = report.copied - before
         # the flip: one statement (one transaction); a second mover of the same move finds it done
-        report.switched = _update_home(catalog, "location = ?, moving_to = NULL, phase = ?, previous = ?,"
-                                       " progress = NULL", [json.dumps(target_loc), SETTLED, json.dumps(home.location)])
+        report.switched = _update_home(
+            catalog,
+            "location = ?, moving_to = NULL, phase = ?, previous = ?, progress = NULL",
+            [json.dumps(target_loc), SETTLED, json.dumps(home.location)],
+        )
     finally:
         source.close()
         target.close()
@@ -635,8 +724,7 @@ def move_files(settings: Settings, catalog: Catalog, to: str, *, delete_old: boo
     return report
 
 
-def _progress_to(catalog: Catalog, progress: Callable[[MoveReport, int], None] | None
-                 ) -> Callable[[MoveReport, int], None]:
+def _progress_to(catalog: Catalog, progress: Callable[[MoveReport, int], None] | None) -> Callable[[MoveReport, int], None]:
     last = [0.0]
 
     def note(report: MoveReport, total: int) -> None:
@@ -645,11 +733,11 @@ def _progress_to(catalog: Catalog, progress: Callable[[MoveReport, int], None] |
             _set_progress(catalog, {"copied": report.copied + report.skipped, "total": total})
         if progress is not None:
             progress(report, total)
+
     return note
 
 
-def cleanup_old(settings: Settings, catalog: Catalog, *,
-                opener: Callable[[Settings], FileStore] = open_file_store) -> int:
+def cleanup_old(settings: Settings, catalog: Catalog, *, opener: Callable[[Settings], FileStore] = open_file_store) -> int:
     """Delete the old copies left by a finished move -- only those whose copy is verified in the
     store the files are in now -- then forget the old store. Returns how many were deleted.
 
@@ -669,12 +757,19 @@ def cleanup_old(settings: Settings, catalog: Catalog, *,
     try:
         for record in old.list():
             copy = new.find(record.id)
-            if copy is not None and copy.sha256 == record.sha256 and (
-                    record.id in verified or _digest(new, record.id) == (record.sha256, record.size)):
+            if (
+                copy is not None
+                and copy.sha256 == record.sha256
+                and (record.id in verified or _digest(new, record.id) == (record.sha256, record.size))
+            ):
                 deleted += old.delete(record.id)
             else:
-                log.warning("%s (%r) has no verified copy in %s; its old copy is kept.", record.id, record.name,
-                            describe(home.location))
+                log.warning(
+                    "%s (%r) has no verified copy in %s; its old copy is kept.",
+                    record.id,
+                    record.name,
+                    describe(home.location),
+                )
     finally:
         old.close()
         new.close()
@@ -692,5 +787,19 @@ def file_count(catalog: Catalog) -> int:
         return int(one_row(cur.execute("SELECT count(DISTINCT file_id) FROM store_files"))[0])
 
 
-__all__ = ["HOME_TTL", "Home", "HomedFileStore", "MoveReport", "check_home", "cleanup_old", "copy_file",
-           "describe", "file_count", "location_of", "move_files", "read_home", "same_store", "settings_for"]
+__all__ = [
+    "HOME_TTL",
+    "Home",
+    "HomedFileStore",
+    "MoveReport",
+    "check_home",
+    "cleanup_old",
+    "copy_file",
+    "describe",
+    "file_count",
+    "location_of",
+    "move_files",
+    "read_home",
+    "same_store",
+    "settings_for",
+]

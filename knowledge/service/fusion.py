@@ -87,13 +87,15 @@ class _Merged:
             self.ids.extend(seg.ids)
             self.payloads.extend(seg.payloads)
         self.n = len(self.ids)
-        self.lengths = (np.concatenate([seg.lengths for seg in segments]) if segments
-                        else np.zeros(0, np.float32))
+        self.lengths = np.concatenate([seg.lengths for seg in segments]) if segments else np.zeros(0, np.float32)
         self.avg_len = float(self.lengths.mean()) if self.n and self.lengths.sum() else 1.0
         self.norm = K1 * (1.0 - B + B * self.lengths / self.avg_len)  # BM25's length normalisation
         terms = np.concatenate([seg.term_ids for seg in segments]) if segments else np.zeros(0, np.int32)
-        rows = (np.concatenate([seg.rows.astype(np.int64) + off for seg, off in zip(segments, offsets)])
-                if segments else np.zeros(0, np.int64))
+        rows = (
+            np.concatenate([seg.rows.astype(np.int64) + off for seg, off in zip(segments, offsets)])
+            if segments
+            else np.zeros(0, np.int64)
+        )
         tfs = np.concatenate([seg.tfs for seg in segments]) if segments else np.zeros(0, np.float32)
         order = np.argsort(terms, kind="stable")
         self.rows = rows[order]
@@ -159,8 +161,9 @@ class LexicalIndex:
 
     def _view(self) -> _Merged:
         if self._merged is None:
-            self._merged = _Merged([seg for _, (_, seg) in sorted(self.segments.items(), key=lambda kv: kv[0])],
-                                   len(self.vocab))
+            self._merged = _Merged(
+                [seg for _, (_, seg) in sorted(self.segments.items(), key=lambda kv: kv[0])], len(self.vocab)
+            )
         return self._merged
 
     def search(self, query: str, k: int, where: Where | None = None) -> list[LexicalHit]:
@@ -194,8 +197,9 @@ class LexicalIndex:
 RankedId = TypeVar("RankedId", bound=Hashable)
 
 
-def reciprocal_rank_fusion(*rankings: Sequence[RankedId], k: int = RRF_K,
-                           weights: Sequence[float] | None = None) -> dict[RankedId, float]:
+def reciprocal_rank_fusion(
+    *rankings: Sequence[RankedId], k: int = RRF_K, weights: Sequence[float] | None = None
+) -> dict[RankedId, float]:
     """``{id: sum of w_r / (k + rank)}`` over the rankings (each best first, ranks from 1); an id
     absent from a ranking gets nothing from it. ``weights`` (default: 1 each) weigh the rankings, as
     weighted RRF does in Elasticsearch's and OpenSearch's hybrid retrievers. Higher is better; the

@@ -159,8 +159,9 @@ class Indexer:
             name = normalize_name(clean_name(name))  # the name as the file store keeps it (no control characters)
             check_name(name, "file name")  # and no bidirectional control or line separator (knowledge._names)
         except KnowledgeError as exc:
-            return IngestResult(name, Outcome.FAILED, str(exc), error=type(exc).__name__,
-                                seconds=time.perf_counter() - started)
+            return IngestResult(
+                name, Outcome.FAILED, str(exc), error=type(exc).__name__, seconds=time.perf_counter() - started
+            )
         record, tpl = self.stores.open_for_write(store, template)
         embedder = self._embedder(tpl.embedding_model)
         lock = self.stores.store_lock(store)
@@ -175,12 +176,16 @@ class Indexer:
                     except KnowledgeError as exc:
                         if raise_transient and classify(exc) is not None:
                             raise
-                        return IngestResult(name, Outcome.FAILED, str(exc), error=type(exc).__name__,
-                                            seconds=time.perf_counter() - started)
+                        return IngestResult(
+                            name, Outcome.FAILED, str(exc), error=type(exc).__name__, seconds=time.perf_counter() - started
+                        )
                 # one process decides at a time whether these bytes are new to the store (issue 39)
                 with self.catalog.content_lock(store, stored.sha256):
-                    busy = [f for f in self.catalog.files(store, sha256=stored.sha256)
-                            if f.file_id != stored.id and f.status == PROCESSING]
+                    busy = [
+                        f
+                        for f in self.catalog.files(store, sha256=stored.sha256)
+                        if f.file_id != stored.id and f.status == PROCESSING
+                    ]
                     if busy and (waited is None or time.monotonic() - waited < SAME_BYTES_WAIT):
                         holder = busy[0]  # being added now (by another job, maybe another process): wait for it
                     else:
@@ -192,34 +197,65 @@ class Indexer:
                 break
             if waited is None:
                 waited = time.monotonic()
-                log.info("%s: the same bytes are being added to %s as %s; waiting for it", name, store,
-                         holder.file_name)
+                log.info("%s: the same bytes are being added to %s as %s; waiting for it", name, store, holder.file_name)
             try:
                 _step(progress, f"waiting: the same bytes are being added as {holder.file_name}", 0.0, cancel)
             except Cancelled:
                 if kept is None:
                     self.stores.forget_file_if_unused(stored.id)
-                return IngestResult(name, Outcome.CANCELLED, "cancelled", file_id=stored.id, error="Cancelled",
-                                    seconds=time.perf_counter() - started)
+                return IngestResult(
+                    name,
+                    Outcome.CANCELLED,
+                    "cancelled",
+                    file_id=stored.id,
+                    error="Cancelled",
+                    seconds=time.perf_counter() - started,
+                )
             time.sleep(SAME_BYTES_POLL)
-        result = self._index(store, record, tpl, embedder, stored, rec, password, progress, cancel, started, lock,
-                             attributes, raise_transient=raise_transient, wait_out=wait_out)
+        result = self._index(
+            store,
+            record,
+            tpl,
+            embedder,
+            stored,
+            rec,
+            password,
+            progress,
+            cancel,
+            started,
+            lock,
+            attributes,
+            raise_transient=raise_transient,
+            wait_out=wait_out,
+        )
         with lock:
             if result.outcome == Outcome.INDEXED:
                 for old in same_name:  # a changed file under the same name: the new version replaces it
                     self._drop_name(store, record, old.file_id, name, folder)
                 replaced = [f for f in same_name if f.status == DONE]  # not an earlier failed attempt
                 if replaced:
-                    result = replace(result, replaced_file_id=replaced[0].file_id,
-                                      message=result.message + f" Replaced the previous version of {name}.")
+                    result = replace(
+                        result,
+                        replaced_file_id=replaced[0].file_id,
+                        message=result.message + f" Replaced the previous version of {name}.",
+                    )
             elif result.outcome == Outcome.FAILED:  # the new failure supersedes earlier ones of that name
                 for old in same_name:
                     if old.status == FAILED:
                         self._drop_name(store, record, old.file_id, name, folder)
         return result
 
-    def _decide(self, store: str, record: StoreRecord, stored: Any, kept: StoredFile | None, name: str,
-                folder: str, stat: tuple[int, int] | None, started: float) -> IngestResult | tuple[FileRecord, list]:
+    def _decide(
+        self,
+        store: str,
+        record: StoreRecord,
+        stored: Any,
+        kept: StoredFile | None,
+        name: str,
+        folder: str,
+        stat: tuple[int, int] | None,
+        started: float,
+    ) -> IngestResult | tuple[FileRecord, list]:
         """Under the store's lock and the content's lock (:meth:`Catalog.content_lock`): the result of
         ``stored`` when its bytes are in the store already (under this name: ``UNCHANGED``, another:
         ``DUPLICATE``), else its new ``processing`` record and the records of its name's earlier contents."""
@@ -228,8 +264,11 @@ class Indexer:
         same_bytes = [f for f in self.catalog.files(store, sha256=stored.sha256) if f.file_id != stored.id]
         unchanged = [f for f in same_name if f.sha256 == stored.sha256 and f.status == DONE]
         own = self.catalog.get_file(store, stored.id)
-        if (unchanged or any(f.status == DONE for f in same_bytes)) and own is not None \
-                and own.status in (PROCESSING, PENDING):
+        if (
+            (unchanged or any(f.status == DONE for f in same_bytes))
+            and own is not None
+            and own.status in (PROCESSING, PENDING)
+        ):
             self.catalog.delete_file(store, stored.id)  # an attempt of this file that was killed: it joins the content
         if unchanged:
             if kept is None:
@@ -237,9 +276,15 @@ class Indexer:
             old = unchanged[0]
             if stat is not None:
                 self.catalog.add_name(store, old.file_id, name, folder, *stat)
-            return IngestResult(name, Outcome.UNCHANGED, f"{name} is already in {store!r}, unchanged"
-                                f" ({_n(old.chunks, 'chunk')}); nothing to do.", file_id=old.file_id,
-                                chunks=old.chunks, pages=old.pages, seconds=time.perf_counter() - started)
+            return IngestResult(
+                name,
+                Outcome.UNCHANGED,
+                f"{name} is already in {store!r}, unchanged ({_n(old.chunks, 'chunk')}); nothing to do.",
+                file_id=old.file_id,
+                chunks=old.chunks,
+                pages=old.pages,
+                seconds=time.perf_counter() - started,
+            )
         dup = [f for f in same_bytes if f.status == DONE]
         if dup:
             if kept is None:
@@ -249,14 +294,26 @@ class Indexer:
                 for old in same_name:  # the name now means these bytes: off its earlier content
                     self._drop_name(store, record, old.file_id, name, folder)
                 self.stores.changed(store)
-                return IngestResult(name, Outcome.DUPLICATE, f"{name} has the same bytes as"
-                                    f" {content.file_name!r}, already in {store!r}: recorded as one more name"
-                                    f" of it, not indexed twice ({_n(content.chunks, 'chunk')}).",
-                                    file_id=content.file_id, chunks=content.chunks, pages=content.pages,
-                                    seconds=time.perf_counter() - started)
-            return IngestResult(name, Outcome.DUPLICATE, f"{name} has the same bytes as {dup[0].file_name!r},"
-                                f" already in {store!r}; not indexed twice.", file_id=dup[0].file_id,
-                                chunks=dup[0].chunks, pages=dup[0].pages, seconds=time.perf_counter() - started)
+                return IngestResult(
+                    name,
+                    Outcome.DUPLICATE,
+                    f"{name} has the same bytes as"
+                    f" {content.file_name!r}, already in {store!r}: recorded as one more name"
+                    f" of it, not indexed twice ({_n(content.chunks, 'chunk')}).",
+                    file_id=content.file_id,
+                    chunks=content.chunks,
+                    pages=content.pages,
+                    seconds=time.perf_counter() - started,
+                )
+            return IngestResult(
+                name,
+                Outcome.DUPLICATE,
+                f"{name} has the same bytes as {dup[0].file_name!r}, already in {store!r}; not indexed twice.",
+                file_id=dup[0].file_id,
+                chunks=dup[0].chunks,
+                pages=dup[0].pages,
+                seconds=time.perf_counter() - started,
+            )
         rec = FileRecord(store, stored.id, name, stored.sha256, stored.size, PROCESSING, None, 0, None)
         self.catalog.put_file(rec, folder=folder)
         if stat is not None:
@@ -285,15 +342,30 @@ class Indexer:
             raise InvalidArgument(str(exc)) from exc.__cause__
         except OSError as exc:
             if exc.errno == errno.ENOSPC:
-                raise StorageError(f"{name}: No space left on device: the disk holding the file store is full;"
-                                   " free some space and ingest the file again.") from exc
+                raise StorageError(
+                    f"{name}: No space left on device: the disk holding the file store is full;"
+                    " free some space and ingest the file again."
+                ) from exc
             raise StorageError(f"{name}: the file store could not write it ({exc.strerror or exc}).") from exc
 
-    def _index(self, store: str, record: StoreRecord, tpl: VectorStoreTemplate, embedder: Embedder,
-               stored: Any, rec: FileRecord, password: str | None, progress: Progress | None,
-               cancel: threading.Event | None, started: float, lock: threading.Lock,
-               attributes: dict[str, Any] | None = None, *, raise_transient: bool = False,
-               wait_out: Callable[[BaseException], bool] | None = None) -> IngestResult:
+    def _index(
+        self,
+        store: str,
+        record: StoreRecord,
+        tpl: VectorStoreTemplate,
+        embedder: Embedder,
+        stored: Any,
+        rec: FileRecord,
+        password: str | None,
+        progress: Progress | None,
+        cancel: threading.Event | None,
+        started: float,
+        lock: threading.Lock,
+        attributes: dict[str, Any] | None = None,
+        *,
+        raise_transient: bool = False,
+        wait_out: Callable[[BaseException], bool] | None = None,
+    ) -> IngestResult:
         """Read, chunk and embed without the store's lock; take it only to write. With
         ``raise_transient``, an infrastructure error leaves the record pending ("waiting: ...")
         and is raised (see :meth:`ingest_file`)."""
@@ -308,16 +380,23 @@ class Indexer:
                 # a worker that took the job over while this one was cut off may have finished it: its
                 # record is not made to wait again (a lease that lapsed in a long outage)
                 if now is None or now.status in (PROCESSING, PENDING):
-                    self.catalog.put_file(replace(rec, status=PENDING, reason=verdict.waiting, error=None,
-                                                  total_seconds=time.perf_counter() - started))
+                    self.catalog.put_file(
+                        replace(
+                            rec,
+                            status=PENDING,
+                            reason=verdict.waiting,
+                            error=None,
+                            total_seconds=time.perf_counter() - started,
+                        )
+                    )
             return True
+
         t_read = t_embed = 0.0
         ocr_pages = [0]  # pages read by OCR (issue 16): OCR then takes most of the progress bar
 
         def on_page(done: int, total: int) -> None:
             ocr_pages[0] = total
-            _step(progress, f"OCR, page {min(done + 1, total)} of {total}", OCR_SHARE * done / max(1, total),
-                  cancel)
+            _step(progress, f"OCR, page {min(done + 1, total)} of {total}", OCR_SHARE * done / max(1, total), cancel)
 
         try:
             _step(progress, "reading", 0.0, cancel)
@@ -325,12 +404,18 @@ class Indexer:
             ingest = self.settings.ingest
             with self.files.content(stored.id) as fh:  # read and chunked in a bounded child (issue 38)
                 try:
-                    read = read_bounded(fh, reading_name(stored.name, stored.content_type), password=password,
-                                        max_bytes=ingest.max_file_bytes, ocr=tpl.ocr or ingest.ocr, on_page=on_page,
-                                        processes=ingest.reader_processes, limits=ReadLimits.from_settings(ingest),
-                                        chunking=Chunking(embedder, tpl.max_chunk_size_tokens,
-                                                          tpl.chunk_overlap_tokens),
-                                        check=lambda: _step(None, "reading", 0.0, cancel))
+                    read = read_bounded(
+                        fh,
+                        reading_name(stored.name, stored.content_type),
+                        password=password,
+                        max_bytes=ingest.max_file_bytes,
+                        ocr=tpl.ocr or ingest.ocr,
+                        on_page=on_page,
+                        processes=ingest.reader_processes,
+                        limits=ReadLimits.from_settings(ingest),
+                        chunking=Chunking(embedder, tpl.max_chunk_size_tokens, tpl.chunk_overlap_tokens),
+                        check=lambda: _step(None, "reading", 0.0, cancel),
+                    )
                 except KnowledgeError:
                     raise
                 except Exception as exc:  # a library's exception a reader let through, or its bug: in words
@@ -339,11 +424,23 @@ class Indexer:
                     log.exception("reading %s for store %s", stored.name, store)
                     reason = f"{unexpected_problem(exc)}."
                     with lock:
-                        self.catalog.put_file(replace(rec, status=FAILED, reason=reason,
-                                                      total_seconds=time.perf_counter() - started,
-                                                      error=type(exc).__name__))
-                    return IngestResult(stored.name, Outcome.FAILED, f"{stored.name}: {reason}", file_id=stored.id,
-                                        error=type(exc).__name__, seconds=time.perf_counter() - started)
+                        self.catalog.put_file(
+                            replace(
+                                rec,
+                                status=FAILED,
+                                reason=reason,
+                                total_seconds=time.perf_counter() - started,
+                                error=type(exc).__name__,
+                            )
+                        )
+                    return IngestResult(
+                        stored.name,
+                        Outcome.FAILED,
+                        f"{stored.name}: {reason}",
+                        file_id=stored.id,
+                        error=type(exc).__name__,
+                        seconds=time.perf_counter() - started,
+                    )
             doc, result = read.document, read.chunks
             assert result is not None
             base = OCR_SHARE if ocr_pages[0] else 0.1
@@ -355,15 +452,31 @@ class Indexer:
             t_embed = time.perf_counter() - t0
             _step(progress, "writing", 0.95, cancel)
             front = {f"attr_{k}": v for k, v in doc.attributes.items()}  # front matter: filterable
-            chunks = [Chunk(c.text, vectors[i], c.index, c.page, c.char_start, c.char_end, c.heading,
-                            metadata={**front, **({"table_header": c.table_header} if c.table_header else {})})
-                      for i, c in enumerate(result.chunks)]
+            chunks = [
+                Chunk(
+                    c.text,
+                    vectors[i],
+                    c.index,
+                    c.page,
+                    c.char_start,
+                    c.char_end,
+                    c.heading,
+                    metadata={**front, **({"table_header": c.table_header} if c.table_header else {})},
+                )
+                for i, c in enumerate(result.chunks)
+            ]
             warnings = list(doc.warnings)  # the chunk plan's notes are the template's, not the file's
             if attributes:  # the caller's file attributes (knowledge.attributes), over the document's own
-
                 chunks = [replace(c, metadata={**c.metadata, **to_payload(attributes)}) for c in chunks]
-            done_rec = replace(rec, status=DONE, chunks=len(chunks), pages=doc.pages, warnings=warnings,
-                               read_seconds=t_read, embed_seconds=t_embed)
+            done_rec = replace(
+                rec,
+                status=DONE,
+                chunks=len(chunks),
+                pages=doc.pages,
+                warnings=warnings,
+                read_seconds=t_read,
+                embed_seconds=t_embed,
+            )
             while True:  # the file's work is done: a database away for a while is waited out, not the work redone
                 try:
                     total = self._write(record, done_rec, chunks, embedder.dimension, started)
@@ -378,30 +491,53 @@ class Indexer:
             cancelled = isinstance(exc, Cancelled)
             reason = "cancelled" if cancelled else str(exc)
             with lock:
-                self.catalog.put_file(replace(rec, status=FAILED, reason=reason, read_seconds=t_read,
-                                              total_seconds=time.perf_counter() - started,
-                                              error=type(exc).__name__))
+                self.catalog.put_file(
+                    replace(
+                        rec,
+                        status=FAILED,
+                        reason=reason,
+                        read_seconds=t_read,
+                        total_seconds=time.perf_counter() - started,
+                        error=type(exc).__name__,
+                    )
+                )
                 if cancelled:
                     self._remove_from_store(store, record, stored.id)
-            return IngestResult(stored.name, Outcome.CANCELLED if cancelled else Outcome.FAILED, reason,
-                                file_id=stored.id, error=type(exc).__name__,
-                                seconds=time.perf_counter() - started)
+            return IngestResult(
+                stored.name,
+                Outcome.CANCELLED if cancelled else Outcome.FAILED,
+                reason,
+                file_id=stored.id,
+                error=type(exc).__name__,
+                seconds=time.perf_counter() - started,
+            )
         except BaseException as exc:  # Ctrl-C, a crash: never leave the record "processing"
             if isinstance(exc, Exception) and waiting(exc):
                 raise
             with contextlib.suppress(Exception):
-                self.catalog.put_file(replace(rec, status=FAILED, reason="interrupted: the program was stopped"
-                                              " while ingesting it; ingest it again",
-                                              total_seconds=time.perf_counter() - started))
+                self.catalog.put_file(
+                    replace(
+                        rec,
+                        status=FAILED,
+                        reason="interrupted: the program was stopped while ingesting it; ingest it again",
+                        total_seconds=time.perf_counter() - started,
+                    )
+                )
             raise
         _step(progress, "done", 1.0, None)
         pages = f", {_n(doc.pages, 'page')}" if doc.pages else ""
-        return IngestResult(stored.name, Outcome.INDEXED, f"{stored.name}: {_n(len(chunks), 'chunk')}{pages}.",
-                            file_id=stored.id, chunks=len(chunks), pages=doc.pages, warnings=warnings,
-                            seconds=total)
+        return IngestResult(
+            stored.name,
+            Outcome.INDEXED,
+            f"{stored.name}: {_n(len(chunks), 'chunk')}{pages}.",
+            file_id=stored.id,
+            chunks=len(chunks),
+            pages=doc.pages,
+            warnings=warnings,
+            seconds=total,
+        )
 
-    def _write(self, record: StoreRecord, rec: FileRecord, chunks: Sequence[Chunk], dimension: int,
-               started: float) -> float:
+    def _write(self, record: StoreRecord, rec: FileRecord, chunks: Sequence[Chunk], dimension: int, started: float) -> float:
         """The one write of chunks: under the store's lock, replace the file's chunks, record the
         store's dimension when it is new, then the file's record (``rec``, with ``total_seconds``
         since ``started``). Returns those seconds."""
@@ -409,8 +545,15 @@ class Indexer:
             try:
                 self.stores.vs_of(record).replace_file(rec.file_id, chunks, file_name=rec.file_name)
                 if record.dimension != dimension:
-                    self.stores.put(record.name, record.template, record.backend, record.embedding_model,
-                                    dimension, record.distance, collection=record.collection)
+                    self.stores.put(
+                        record.name,
+                        record.template,
+                        record.backend,
+                        record.embedding_model,
+                        dimension,
+                        record.distance,
+                        collection=record.collection,
+                    )
                 total = time.perf_counter() - started
                 self.catalog.put_file(replace(rec, total_seconds=total))
             finally:
@@ -433,12 +576,20 @@ class Indexer:
         """
         data = text.encode("utf-8", "replace")
         doc = Document(text=text, sections=[Section(0, len(text))], format="text")
-        return self.index_document(store, file_id, doc, file_name, sha256=hashlib.sha256(data).hexdigest(),
-                                   size=len(data))
+        return self.index_document(store, file_id, doc, file_name, sha256=hashlib.sha256(data).hexdigest(), size=len(data))
 
-    def index_document(self, store: str, file_id: str, doc: Any, file_name: str | None = None, *,
-                       chunk_tokens: int | None = None, overlap_tokens: int | None = None,
-                       sha256: str | None = None, size: int | None = None) -> IngestResult:
+    def index_document(
+        self,
+        store: str,
+        file_id: str,
+        doc: Any,
+        file_name: str | None = None,
+        *,
+        chunk_tokens: int | None = None,
+        overlap_tokens: int | None = None,
+        sha256: str | None = None,
+        size: int | None = None,
+    ) -> IngestResult:
         """Index an extracted :class:`~knowledge.ingest.document.Document` as the content of file
         ``file_id`` of ``store`` (created on the fly from the default template): chunked with the
         store's template (or ``chunk_tokens``/``overlap_tokens``, tokens of the store's model),
@@ -460,23 +611,62 @@ class Indexer:
         name = check_name(normalize_name(file_name or file_id), "file name")
         record, tpl = self.stores.open_for_write(store, None)
         embedder = self._embedder(tpl.embedding_model)
-        planned = chunk_document(doc, embedder, chunk_tokens or tpl.max_chunk_size_tokens,
-                                 tpl.chunk_overlap_tokens if overlap_tokens is None else overlap_tokens).chunks
+        planned = chunk_document(
+            doc,
+            embedder,
+            chunk_tokens or tpl.max_chunk_size_tokens,
+            tpl.chunk_overlap_tokens if overlap_tokens is None else overlap_tokens,
+        ).chunks
         if not planned:
-            return IngestResult(name, Outcome.FAILED, "Nothing to store: the text is empty.", file_id=file_id,
-                                error="InvalidArgument", seconds=time.perf_counter() - started)
+            return IngestResult(
+                name,
+                Outcome.FAILED,
+                "Nothing to store: the text is empty.",
+                file_id=file_id,
+                error="InvalidArgument",
+                seconds=time.perf_counter() - started,
+            )
         t0 = time.perf_counter()
         vectors = _embed(embedder, [embedding_text(c.text, c.heading) for c in planned], None, None)
         t_embed = time.perf_counter() - t0
-        chunks = [Chunk(c.text, vectors[i], c.index, c.page, c.char_start, c.char_end, c.heading,
-                        metadata={"table_header": c.table_header} if c.table_header else {})
-                  for i, c in enumerate(planned)]
+        chunks = [
+            Chunk(
+                c.text,
+                vectors[i],
+                c.index,
+                c.page,
+                c.char_start,
+                c.char_end,
+                c.heading,
+                metadata={"table_header": c.table_header} if c.table_header else {},
+            )
+            for i, c in enumerate(planned)
+        ]
         old = self.catalog.get_file(store, file_id)
-        rec = FileRecord(store, file_id, name, sha256, size, DONE, None, len(chunks), doc.pages,
-                         list(doc.warnings), embed_seconds=t_embed, created=old.created if old is not None else None)
+        rec = FileRecord(
+            store,
+            file_id,
+            name,
+            sha256,
+            size,
+            DONE,
+            None,
+            len(chunks),
+            doc.pages,
+            list(doc.warnings),
+            embed_seconds=t_embed,
+            created=old.created if old is not None else None,
+        )
         total = self._write(record, rec, chunks, embedder.dimension, started)
-        return IngestResult(name, Outcome.INDEXED, f"{name}: {_n(len(chunks), 'chunk')}.", file_id=file_id,
-                            chunks=len(chunks), pages=doc.pages, seconds=total)
+        return IngestResult(
+            name,
+            Outcome.INDEXED,
+            f"{name}: {_n(len(chunks), 'chunk')}.",
+            file_id=file_id,
+            chunks=len(chunks),
+            pages=doc.pages,
+            seconds=total,
+        )
 
     def ingest_paths(
         self,
@@ -502,12 +692,20 @@ class Indexer:
             if cancel is not None and cancel.is_set():
                 break
             if isinstance(path, str):  # a path that does not exist
-                r = IngestResult(Path(path).name or path, Outcome.FAILED, f"{path}: no such file or folder.",
-                                 error="FileNotFoundError")
+                r = IngestResult(
+                    Path(path).name or path, Outcome.FAILED, f"{path}: no such file or folder.", error="FileNotFoundError"
+                )
             else:
                 name = names.get(path) or path.name
-                r = self.ingest_file(store, path, name, template=template, password=password, cancel=cancel,
-                                     progress=functools.partial(progress, name) if progress else None)
+                r = self.ingest_file(
+                    store,
+                    path,
+                    name,
+                    template=template,
+                    password=password,
+                    cancel=cancel,
+                    progress=functools.partial(progress, name) if progress else None,
+                )
             results.append(r)
             if on_result:
                 on_result(r)
@@ -546,8 +744,16 @@ class Indexer:
                 removed += self._drop_name(store, record, file_id, n.name, n.folder)
         return removed
 
-    def rename(self, store: str, file_id: str, old: str, new: str, *, folder: str = "",
-               stat: tuple[int | None, int | None] | None = None) -> None:
+    def rename(
+        self,
+        store: str,
+        file_id: str,
+        old: str,
+        new: str,
+        *,
+        folder: str = "",
+        stat: tuple[int | None, int | None] | None = None,
+    ) -> None:
         """Move content ``file_id``'s name ``old`` (of origin ``folder``) to ``new``, recording
         ``stat`` ``(size, mtime_ns)`` on it; the chunks are relabelled when they carried ``old``.
         Nothing is read or embedded again.
@@ -559,8 +765,9 @@ class Indexer:
         with self.stores.store_lock(store):
             if not self.catalog.names(store, file_id=file_id, name=old, folder=folder):
                 raise FileNotFoundInStore(f"Store {store!r} has no file named {old!r} with the id {file_id!r}.")
-            self.catalog.add_name(store, file_id, check_name(normalize_name(new), "file name"), folder,
-                                  *(stat or (None, None)))
+            self.catalog.add_name(
+                store, file_id, check_name(normalize_name(new), "file name"), folder, *(stat or (None, None))
+            )
             self._drop_name(store, record, file_id, old, folder)
 
     def _drop_name(self, store: str, record: StoreRecord, file_id: str, name: str, folder: str) -> int:
@@ -580,8 +787,7 @@ class Indexer:
         (vectors and text kept: nothing re-embedded), then the record."""
         coll = self.stores.collection_of(record)
         try:
-            points = (list(coll.scroll(where={"file_id": rec.file_id}, with_vectors=True))
-                      if coll.collection_exists() else [])
+            points = list(coll.scroll(where={"file_id": rec.file_id}, with_vectors=True)) if coll.collection_exists() else []
             for p in points:
                 p.payload = {**p.payload, "file_name": new_name}
             if points:
@@ -635,8 +841,15 @@ class Indexer:
             self.stores.forget_file_if_unused(file_id)
         return removed
 
-    def retry_file(self, store: str, file_id: str, *, password: str | None = None,
-                   progress: Progress | None = None, cancel: threading.Event | None = None) -> IngestResult:
+    def retry_file(
+        self,
+        store: str,
+        file_id: str,
+        *,
+        password: str | None = None,
+        progress: Progress | None = None,
+        cancel: threading.Event | None = None,
+    ) -> IngestResult:
         """Ingest a file of ``store`` again from its stored bytes -- typically one that failed, with the
         ``password`` it asked for. The old record is replaced by the new outcome (never both kept).
 
@@ -650,13 +863,19 @@ class Indexer:
         stored = self.files.get(file_id)
         origin = next(iter(self.catalog.names(store, file_id=file_id, name=old.file_name)), None)
         with self.files.content(file_id) as fh:
-            result = self.ingest_file(store, fh, old.file_name, content_type=stored.content_type,
-                                      password=password, progress=progress, cancel=cancel,
-                                      folder=origin.folder if origin is not None else "")
+            result = self.ingest_file(
+                store,
+                fh,
+                old.file_name,
+                content_type=stored.content_type,
+                password=password,
+                progress=progress,
+                cancel=cancel,
+                folder=origin.folder if origin is not None else "",
+            )
         if result.file_id != file_id and self.catalog.get_file(store, file_id) is not None:
             self.delete_file(store, file_id)  # failed again, or unchanged elsewhere: one record, not two
         return result
-
 
     # -- re-embedding, moving and importing -----------------------------------------------------
     def reembed(self, store: str, template: str, progress: Progress | None = None) -> StoreRecord:
@@ -688,19 +907,28 @@ class Indexer:
                     yield list(old.scroll(where={"file_id": file_id}, with_vectors=reuse))
 
             try:
-                self.write_points(target, embedder.dimension, tpl.distance, batches(),
-                                  None if reuse else embedder, progress, total)
+                self.write_points(
+                    target, embedder.dimension, tpl.distance, batches(), None if reuse else embedder, progress, total
+                )
             except BaseException:
                 target.drop_collection()
                 raise
-            updated = self.stores.put(store, tpl.name, tpl.backend, tpl.embedding_model,
-                                      embedder.dimension, tpl.distance, collection=new_name)
+            updated = self.stores.put(
+                store, tpl.name, tpl.backend, tpl.embedding_model, embedder.dimension, tpl.distance, collection=new_name
+            )
             old.drop_collection()
             return updated
 
-    def write_points(self, target: Any, dimension: int, distance: str, batches: Iterable[Sequence[Any]],
-                     embedder: Embedder | None = None, progress: Progress | None = None,
-                     total: int | None = None) -> int:
+    def write_points(
+        self,
+        target: Any,
+        dimension: int,
+        distance: str,
+        batches: Iterable[Sequence[Any]],
+        embedder: Embedder | None = None,
+        progress: Progress | None = None,
+        total: int | None = None,
+    ) -> int:
         """Write ready points (chunks with their payloads: ``text``, ``heading``, provenance) into
         the collection ``target`` -- a new collection no store uses yet (an import, a move): it is
         prepared for ``dimension`` and ``distance`` first. With ``embedder`` each batch's vectors are
@@ -725,7 +953,8 @@ class Indexer:
                     continue
                 if embedder is not None:
                     vectors = embedder.embed_documents(
-                        [embedding_text(p.payload["text"], p.payload.get("heading")) for p in points])
+                        [embedding_text(p.payload["text"], p.payload.get("heading")) for p in points]
+                    )
                     for p, v in zip(points, vectors):
                         p.vector = v
                 target.upsert(points)
@@ -741,8 +970,9 @@ class Indexer:
                     progress(stage, min(1.0, fraction))
         return done
 
-    def adopt_store(self, store: str, tpl: VectorStoreTemplate, dimension: int, collection: str,
-                    files: Sequence[FileRecord]) -> StoreRecord:
+    def adopt_store(
+        self, store: str, tpl: VectorStoreTemplate, dimension: int, collection: str, files: Sequence[FileRecord]
+    ) -> StoreRecord:
         """Make the filled ``collection`` (on ``tpl``'s backend) the new store ``store`` with the
         file records ``files``, in one catalog transaction (see :meth:`Catalog.adopt_store`).
 
@@ -753,8 +983,9 @@ class Indexer:
             with self.stores.store_lock(store):
                 if self.stores.find(store) is not None:
                     raise StoreExists(f"A store called {store!r} exists already; import it under another name.")
-                return self.catalog.adopt_store(store, tpl.name, tpl.backend, tpl.embedding_model, dimension,
-                                                tpl.distance, collection, files)
+                return self.catalog.adopt_store(
+                    store, tpl.name, tpl.backend, tpl.embedding_model, dimension, tpl.distance, collection, files
+                )
         finally:
             self.stores.changed(store)
 
@@ -800,7 +1031,7 @@ def glob_pattern(glob: str) -> re.Pattern[str]:
             if j < 0:
                 out.append(re.escape(c))
             else:
-                body = glob[i + 1:j]
+                body = glob[i + 1 : j]
                 out.append("[" + ("^" + body[1:] if body.startswith("!") else body).replace("\\", "\\\\") + "]")
                 i = j
         else:
@@ -809,8 +1040,9 @@ def glob_pattern(glob: str) -> re.Pattern[str]:
     return re.compile("".join(out), re.IGNORECASE)
 
 
-def expand_paths(paths: Iterable[str | os.PathLike], glob: str | None = None,
-                 skipped: dict[str, int] | None = None) -> list[Path | str]:
+def expand_paths(
+    paths: Iterable[str | os.PathLike], glob: str | None = None, skipped: dict[str, int] | None = None
+) -> list[Path | str]:
     """Files to ingest: each file as given, each folder's files matching ``glob`` (default ``**/*``;
     extensions and names match case-insensitively, see :func:`glob_pattern`), sorted, hidden files
     skipped; a path that does not exist is returned as a ``str``. ``skipped``, when given, counts
@@ -858,8 +1090,14 @@ def skipped_text(skipped: dict[str, int]) -> str | None:
 
 
 #: The extension a web page's Content-Type implies, for the readers of the text-like formats.
-_WEB_EXTENSIONS = {"text/html": ".html", "application/xhtml+xml": ".xhtml", "text/markdown": ".md",
-                   "text/x-markdown": ".md", "text/plain": ".txt", "text/csv": ".csv"}
+_WEB_EXTENSIONS = {
+    "text/html": ".html",
+    "application/xhtml+xml": ".xhtml",
+    "text/markdown": ".md",
+    "text/x-markdown": ".md",
+    "text/plain": ".txt",
+    "text/csv": ".csv",
+}
 
 
 def reading_name(name: str, content_type: str | None) -> str:
@@ -928,15 +1166,16 @@ def _step(progress: Progress | None, stage: str, fraction: float, cancel: thread
         progress(stage, fraction)
 
 
-def _embed(embedder: Embedder, texts: Sequence[str], progress: Progress | None,
-           cancel: threading.Event | None, start: float = 0.1) -> Any:
+def _embed(
+    embedder: Embedder, texts: Sequence[str], progress: Progress | None, cancel: threading.Event | None, start: float = 0.1
+) -> Any:
     if not texts:
         return np.zeros((0, embedder.dimension), np.float32)
     batch = 64
     parts = []
     for i in range(0, len(texts), batch):
         _step(progress, "embedding", start + (0.95 - start) * i / len(texts), cancel)
-        parts.append(embedder.embed_documents(texts[i:i + batch]))
+        parts.append(embedder.embed_documents(texts[i : i + batch]))
     return np.vstack(parts)
 
 

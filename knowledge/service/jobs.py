@@ -112,8 +112,12 @@ class JobRegistry:
         if not newest or (mine is not None and mine.batch_id == newest[0].id):
             return mine
         b = newest[0]
-        if mine is not None and mine.created_wall is not None and b.created is not None \
-                and mine.created_wall >= b.created.timestamp():
+        if (
+            mine is not None
+            and mine.created_wall is not None
+            and b.created is not None
+            and mine.created_wall >= b.created.timestamp()
+        ):
             return mine
         with self._lock:
             view = self._views.get(b.id)
@@ -146,8 +150,7 @@ class JobRegistry:
             return False
         with self._lock:
             if self.process is None:
-                self.process = WorkerProcess(self.settings.data_dir, concurrency=threads,
-                                             lease=lease_seconds(self.settings))
+                self.process = WorkerProcess(self.settings.data_dir, concurrency=threads, lease=lease_seconds(self.settings))
         return True
 
     def ensure_worker(self, *, idle_exit: float = 2.0) -> None:
@@ -166,12 +169,19 @@ class JobRegistry:
             self._kick = True
             self._threads = [t for t in self._threads if t.is_alive()]
             for n in range(len(self._threads), 1 if child else max(1, threads)):
-                worker = Worker(self.indexer, worker_id=new_worker_id("app", host_name(self.settings)),
-                                lease=lease_seconds(self.settings), pins=(self.pin,), secret=self.secret,
-                                local_cancel=self.cancelled_here, pinned_only=threads == 0 or child,
-                                stand_down=bool(self.settings.catalog.url))
-                thread = threading.Thread(target=self._work, args=(worker, idle_exit),
-                                          name=f"ingest-worker-{n}", daemon=True)
+                worker = Worker(
+                    self.indexer,
+                    worker_id=new_worker_id("app", host_name(self.settings)),
+                    lease=lease_seconds(self.settings),
+                    pins=(self.pin,),
+                    secret=self.secret,
+                    local_cancel=self.cancelled_here,
+                    pinned_only=threads == 0 or child,
+                    stand_down=bool(self.settings.catalog.url),
+                )
+                thread = threading.Thread(
+                    target=self._work, args=(worker, idle_exit), name=f"ingest-worker-{n}", daemon=True
+                )
                 self._workers.append(worker)
                 self._threads.append(thread)
                 thread.start()
@@ -211,9 +221,12 @@ class JobRegistry:
             code = proc.returncode()
             if code is not None and code > 0 and now - proc.started_at < START_GRACE_SECONDS:
                 self._process_failures += 1
-                self._next_start = now + 2.0 ** self._process_failures
-                log.warning("the ingestion worker process ended with status %s at its start (%d in a row)",
-                            code, self._process_failures)
+                self._next_start = now + 2.0**self._process_failures
+                log.warning(
+                    "the ingestion worker process ended with status %s at its start (%d in a row)",
+                    code,
+                    self._process_failures,
+                )
                 if self._process_failures >= MAX_PROCESS_FAILURES:
                     log.error("the ingestion worker process cannot start; ingesting in this process's threads")
                     with self._lock:
@@ -432,9 +445,17 @@ class IngestJob:
     #: Whether the batch is job rows (``False``: a subclass runs ``_run`` in a thread of this process).
     durable = True
 
-    def __init__(self, jobs: JobRegistry | None, store: str, items: Sequence[Item], *, template: str | None = None,
-                 password: str | None = None, attributes: dict | None = None,
-                 options: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        jobs: JobRegistry | None,
+        store: str,
+        items: Sequence[Item],
+        *,
+        template: str | None = None,
+        password: str | None = None,
+        attributes: dict | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> None:
         self.jobs, self.store, self.template, self.password = jobs, store, template, password
         self.attributes = attributes
         self.options: dict[str, Any] = dict(options or {})
@@ -460,8 +481,14 @@ class IngestJob:
     @classmethod
     def attach(cls, jobs: JobRegistry, batch: queue.BatchRow) -> IngestJob:
         """The view of a batch already in the catalog (started by another process, or before a restart)."""
-        job = cls(jobs, batch.store, [], template=batch.template, attributes=batch.options.get("attributes"),
-                  options={k: v for k, v in batch.options.items() if k != "attributes"})
+        job = cls(
+            jobs,
+            batch.store,
+            [],
+            template=batch.template,
+            attributes=batch.options.get("attributes"),
+            options={k: v for k, v in batch.options.items() if k != "attributes"},
+        )
         job.batch_id = batch.id
         job.notes = list(batch.notes.get("notes") or [])
         job.skipped = list(batch.notes.get("skipped") or [])
@@ -470,8 +497,16 @@ class IngestJob:
         return job
 
     @classmethod
-    def from_folder(cls, jobs: JobRegistry | None, store: str, folder: str | os.PathLike, glob: str | None = None,
-                    *, folders: LocalFolders | None = None, **kwargs) -> IngestJob:
+    def from_folder(
+        cls,
+        jobs: JobRegistry | None,
+        store: str,
+        folder: str | os.PathLike,
+        glob: str | None = None,
+        *,
+        folders: LocalFolders | None = None,
+        **kwargs,
+    ) -> IngestJob:
         """A job for the files of ``folder`` matching ``glob`` (default ``**/*``; hidden files skipped).
 
         ``folders`` confines the walk (the app passes its :func:`~knowledge.access.app_folders`): the
@@ -490,8 +525,7 @@ class IngestJob:
         if not raw:
             raise InvalidArgument("Type the path of a folder on this machine.")
         if not path.is_dir():
-            raise InvalidArgument(f"{raw} is not a folder on this machine"
-                                  " (give the path of a folder the app can read).")
+            raise InvalidArgument(f"{raw} is not a folder on this machine (give the path of a folder the app can read).")
         walk: dict[str, int] = {}  # files the walk left out, by reason (glob, hidden)
         found = [p for p in expand_paths([path], glob or None, walk) if isinstance(p, Path)]
         skipped = [p for p in found if folders is not None and not folders.allows(p)]
@@ -543,8 +577,7 @@ class IngestJob:
             try:
                 sources.append(self._source(name, source, pin))
             except (KnowledgeError, OSError) as exc:
-                failures[n] = IngestResult(name, Outcome.FAILED, f"{name}: {reason_of(exc)}",
-                                           error=type(exc).__name__)
+                failures[n] = IngestResult(name, Outcome.FAILED, f"{name}: {reason_of(exc)}", error=type(exc).__name__)
                 sources.append(queue.JobSource(name, "failed", "", 0, pinned=registry.pin))
         batch_id = self._planned_id
         registry.remember(batch_id, self.password)
@@ -553,10 +586,16 @@ class IngestJob:
         else:
             self._enqueue_tried = True
             self.batch_id = queue.enqueue(
-                registry.catalog, self.store, sources, template=self.template, batch_id=batch_id,
+                registry.catalog,
+                self.store,
+                sources,
+                template=self.template,
+                batch_id=batch_id,
                 options={**self.options, **({"attributes": self.attributes} if self.attributes else {})},
-                notes={"notes": self.notes, "skipped": self.skipped}, created_by=registry.pin,
-                failed={n: result_dict(r) for n, r in failures.items()})
+                notes={"notes": self.notes, "skipped": self.skipped},
+                created_by=registry.pin,
+                failed={n: result_dict(r) for n, r in failures.items()},
+            )
         self._items = []  # the bytes are in the file store now
         if self._cancel.is_set():  # stopped before it started: every file "not started"
             self.cancel()
@@ -571,8 +610,7 @@ class IngestJob:
             return queue.JobSource(name, "file", stored.id, stored.size, pinned=pin, own_file=True)
         if isinstance(source, (str, os.PathLike)):
             path = Path(source).absolute()
-            return queue.JobSource(name, "path", str(path), _size(path),
-                                   host=host_name(self.registry.settings), pinned=pin)
+            return queue.JobSource(name, "path", str(path), _size(path), host=host_name(self.registry.settings), pinned=pin)
         return queue.JobSource(name, "file", source.id, int(getattr(source, "size", 0) or 0), pinned=pin)
 
     # -- the rows ---------------------------------------------------------------------------------
@@ -622,8 +660,11 @@ class IngestJob:
                 fp.result = _row_result(r)
                 fp.job_id = r.id
                 fp.ended = mono(r.finished) if fp.result is not None else None
-                fp.waiting_reason = r.reason if r.status == queue.QUEUED and r.transient_attempts \
-                    and (r.reason or "").startswith("waiting") else None
+                fp.waiting_reason = (
+                    r.reason
+                    if r.status == queue.QUEUED and r.transient_attempts and (r.reason or "").startswith("waiting")
+                    else None
+                )
             starts = [t for r in rows if (t := mono(r.started)) is not None]
             created = mono(batch.created)
             self.started_at = min(starts) if starts else created
@@ -638,15 +679,19 @@ class IngestJob:
         return jobs.latest(store)
 
     @classmethod
-    def visible_for(cls, jobs: JobRegistry, store: str, mine: IngestJob | None = None, *,
-                    recent_seconds: float = 60.0) -> IngestJob | None:
+    def visible_for(
+        cls, jobs: JobRegistry, store: str, mine: IngestJob | None = None, *, recent_seconds: float = 60.0
+    ) -> IngestJob | None:
         """The batch a page shows for ``store``: the newest job of this process when another tab or
         session started it and it runs, or ended ``recent_seconds`` ago at most (so a Stop clicked
         there, or here, shows what it stopped); otherwise ``mine``, the page's own job (``None``:
         none)."""
         latest = cls.latest(jobs, store)
-        if latest is not None and latest is not mine and (
-                not latest.done or (latest.finished_at or 0) > time.monotonic() - recent_seconds):
+        if (
+            latest is not None
+            and latest is not mine
+            and (not latest.done or (latest.finished_at or 0) > time.monotonic() - recent_seconds)
+        ):
             return latest
         return mine
 
@@ -743,8 +788,19 @@ class IngestJob:
             return None
         now = time.monotonic() if now is None else now
         files = self.files
-        raw = batch_eta([(size, f.fraction, "done" if f.result is not None else "waiting" if f.stage == "waiting"
-                          else "running", f.ended) for f, size in zip(files, self.sizes)], self.started_at, now)
+        raw = batch_eta(
+            [
+                (
+                    size,
+                    f.fraction,
+                    "done" if f.result is not None else "waiting" if f.stage == "waiting" else "running",
+                    f.ended,
+                )
+                for f, size in zip(files, self.sizes)
+            ],
+            self.started_at,
+            now,
+        )
         seen = self._eta_seen
         if raw is None:
             return None
@@ -774,9 +830,13 @@ def _row_result(r: queue.JobRow) -> IngestResult | None:
         if r.status == queue.CANCELLED and "name" not in r.result:
             res = IngestResult(r.name, Outcome.CANCELLED, f"{r.name}: {res.message}")
         return res
-    return IngestResult(r.name, Outcome.FAILED, f"{r.name}: {r.reason or r.status}",
-                        file_id=r.source if r.source_kind == "file" else None,
-                        error="Interrupted" if r.status == queue.INTERRUPTED else None)
+    return IngestResult(
+        r.name,
+        Outcome.FAILED,
+        f"{r.name}: {r.reason or r.status}",
+        file_id=r.source if r.source_kind == "file" else None,
+        error="Interrupted" if r.status == queue.INTERRUPTED else None,
+    )
 
 
 def _size(source: bytes | Path | StoredFile) -> int:

@@ -38,8 +38,10 @@ class OutageTooLong(BackendUnavailable):
 
     def __init__(self, waited: float, limit: float, reason: str) -> None:
         self.waited, self.limit, self.reason = waited, limit, reason
-        super().__init__(f"The database did not come back in {max(waited, limit):.0f} s of waiting"
-                         f" (catalog.outage_wait_seconds = {limit:g}): {reason}")
+        super().__init__(
+            f"The database did not come back in {max(waited, limit):.0f} s of waiting"
+            f" (catalog.outage_wait_seconds = {limit:g}): {reason}"
+        )
 
 
 def outage_reason(exc: BaseException) -> str:
@@ -58,8 +60,15 @@ class OutageWait:
         sleep, clock, jitter: ``time.sleep``, ``time.monotonic`` and ``random.random`` (for tests).
     """
 
-    def __init__(self, limit: float, say: Callable[[str], Any], *, sleep: Callable[[float], Any] = time.sleep,
-                 clock: Callable[[], float] = time.monotonic, jitter: Callable[[], float] = random.random) -> None:
+    def __init__(
+        self,
+        limit: float,
+        say: Callable[[str], Any],
+        *,
+        sleep: Callable[[float], Any] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+        jitter: Callable[[], float] = random.random,
+    ) -> None:
         self.limit, self.say = float(limit), say
         self._sleep, self._clock, self._jitter = sleep, clock, jitter
         #: Outages waited out so far, and the seconds they took in all.
@@ -86,12 +95,15 @@ class OutageWait:
                 now = self._clock()
                 if started is None:
                     started = said = now
-                    self.say(f"waiting for the database ({outage_reason(exc)}); trying again for up to"
-                             f" {self.limit:.0f} s (catalog.outage_wait_seconds)")
+                    self.say(
+                        f"waiting for the database ({outage_reason(exc)}); trying again for up to"
+                        f" {self.limit:.0f} s (catalog.outage_wait_seconds)"
+                    )
                 elif now - said >= SAY_EVERY:
                     said = now
-                    self.say(f"still waiting for the database ({now - started:.0f} s of {self.limit:.0f} s):"
-                             f" {outage_reason(exc)}")
+                    self.say(
+                        f"still waiting for the database ({now - started:.0f} s of {self.limit:.0f} s): {outage_reason(exc)}"
+                    )
                 left = self.limit - (now - started)
                 if left <= 0:
                     raise OutageTooLong(now - started, self.limit, outage_reason(exc)) from exc

@@ -60,14 +60,20 @@ def union(a: Hit, b: Hit) -> Hit:
     sa, sb = span(a), span(b)
     if sa is None or sb is None:
         raise ValueError("only hits with character spans are merged (see touches)")
-    (first, (start, first_end)), (second, (second_start, second_end)) = sorted(
-        [(a, sa), (b, sb)], key=lambda hs: hs[1][0])
+    (first, (start, first_end)), (second, (second_start, second_end)) = sorted([(a, sa), (b, sb)], key=lambda hs: hs[1][0])
     text = first.text
     if second_end > first_end:
-        text += second.text[first_end - second_start:]
+        text += second.text[first_end - second_start :]
     chunks = tuple(sorted({*(a.chunks or (a.chunk_index,)), *(b.chunks or (b.chunk_index,))}))
-    return replace(a, text=text, char_start=start, char_end=max(first_end, second_end), page=first.page,
-                   heading=first.heading, chunks=chunks)
+    return replace(
+        a,
+        text=text,
+        char_start=start,
+        char_end=max(first_end, second_end),
+        page=first.page,
+        heading=first.heading,
+        chunks=chunks,
+    )
 
 
 @dataclass(slots=True)
@@ -77,8 +83,9 @@ class _Group:
     also: list[str]
 
 
-def merge_passages(found: Iterable[Hit], k: int, *, merge: bool = True,
-                   max_per_file: int | None = None) -> tuple[list[Hit], dict[str, HitNote]]:
+def merge_passages(
+    found: Iterable[Hit], k: int, *, merge: bool = True, max_per_file: int | None = None
+) -> tuple[list[Hit], dict[str, HitNote]]:
     """The first ``k`` passages of a ranking (``found``, best first), and their notes.
 
     * A hit whose text (whitespace and case aside) came earlier is not shown again; when it is in

@@ -25,8 +25,15 @@ SENTENCE_WEIGHT = 0.2
 Embed = Callable[[list[str]], np.ndarray]
 
 
-def rerank(query: str, hits: Sequence[Hit], embed: Embed, candidates: int = DEFAULT_CANDIDATES,
-           weight: float = SENTENCE_WEIGHT, higher_is_better: bool = True, rank_constant: int = RRF_K) -> list[Hit]:
+def rerank(
+    query: str,
+    hits: Sequence[Hit],
+    embed: Embed,
+    candidates: int = DEFAULT_CANDIDATES,
+    weight: float = SENTENCE_WEIGHT,
+    higher_is_better: bool = True,
+    rank_constant: int = RRF_K,
+) -> list[Hit]:
     """``hits`` (a ranking, best first) with its first ``candidates`` reordered, the rest after them.
 
     Each candidate is scored by its best sentence in the order the offline assistant quotes them
@@ -46,8 +53,14 @@ def rerank(query: str, hits: Sequence[Hit], embed: Embed, candidates: int = DEFA
     head, tail = list(hits[:candidates]), list(hits[candidates:])
     if not head or not query.strip():
         return list(hits)
-    scored = score_sentences(query, [{"text": h.text, "ref": i, "file_name": h.file_name, "score": h.score,
-                                      "higher_is_better": higher_is_better} for i, h in enumerate(head, 1)], embed)
+    scored = score_sentences(
+        query,
+        [
+            {"text": h.text, "ref": i, "file_name": h.file_name, "score": h.score, "higher_is_better": higher_is_better}
+            for i, h in enumerate(head, 1)
+        ],
+        embed,
+    )
     best: dict[int, float] = {}
     for p in scored:  # in rank_score order: the first seen per passage is its best
         best.setdefault(p.ref, p.rank_score)

@@ -166,10 +166,17 @@ class _HeldIndex:
     token: Any = None  # Stores.token(store) when the index was last found up to date
 
 
-def search_request(query: str | SearchRequest, k: int = 5, *, where: Mapping[str, Any] | None = None,
-                   score_threshold: float | None = None, max_per_file: int | None = None,
-                   mode: str | None = None, rerank: bool | None = None,
-                   merge: bool | None = None) -> SearchRequest:
+def search_request(
+    query: str | SearchRequest,
+    k: int = 5,
+    *,
+    where: Mapping[str, Any] | None = None,
+    score_threshold: float | None = None,
+    max_per_file: int | None = None,
+    mode: str | None = None,
+    rerank: bool | None = None,
+    merge: bool | None = None,
+) -> SearchRequest:
     """``query`` when it is a :class:`SearchRequest`, else one built of the text and the common
     options (how :meth:`Workbench.search` takes both a request and plain keywords).
 
@@ -223,8 +230,13 @@ class Searcher:
             StoreNotFound; InvalidArgument (blank query, ``k`` or ``max_per_file`` below 1, unknown
             mode, bad filter); EmbeddingUnavailable; DimensionMismatch.
         """
-        query, k, max_per_file, score_threshold, keep = (request.query, request.k, request.max_per_file,
-                                                          request.score_threshold, request.keep)
+        query, k, max_per_file, score_threshold, keep = (
+            request.query,
+            request.k,
+            request.max_per_file,
+            request.score_threshold,
+            request.keep,
+        )
         view = request.playground or PLAIN
         top, fold, words_pass, timings = view.top, view.fold, view.words_pass, view.timings
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
@@ -251,14 +263,22 @@ class Searcher:
         while True:
             found, exhausted = self.rank(store, query, vector, fetch, where=where, mode=mode, record=record)
             if reranking:
-                found = rerank_hits(query, found, self.embedder(record.embedding_model).embed_documents, n_rerank,
-                                    higher_is_better=higher_is_better(distance),
-                                    rank_constant=self.settings.search.rank_constant)
+                found = rerank_hits(
+                    query,
+                    found,
+                    self.embedder(record.embedding_model).embed_documents,
+                    n_rerank,
+                    higher_is_better=higher_is_better(distance),
+                    rank_constant=self.settings.search.rank_constant,
+                )
             ranked = len(found)
             if keep is not None:
                 found = [h for h in found if keep(h)]
-            passing = [h for h in found if passes_threshold(h.score, score_threshold, distance)
-                       or (words_pass and holds_every_query_word(h, query))]
+            passing = [
+                h
+                for h in found
+                if passes_threshold(h.score, score_threshold, distance) or (words_pass and holds_every_query_word(h, query))
+            ]
             hits, notes = fold(passing, k)
             tops, top_notes = fold(found, top) if top else ([], {})
             if exhausted:
@@ -271,8 +291,9 @@ class Searcher:
                 break
             fetch *= 8 if 2 * len(found) < ranked else 2  # ``keep`` dropped most of them: widen faster
         t2 = time.perf_counter() if timings else 0.0
-        return SearchResult(store, query, mode, distance, hits, tops, {**top_notes, **notes}, vector,
-                            (t1 - t0) * 1000, (t2 - t1) * 1000)
+        return SearchResult(
+            store, query, mode, distance, hits, tops, {**top_notes, **notes}, vector, (t1 - t0) * 1000, (t2 - t1) * 1000
+        )
 
     def rerank_of(self, record: StoreRecord, rerank: bool | None = None) -> tuple[bool, int]:
         """Whether searches of ``record``'s store rerank, and how many candidates: ``rerank`` when
@@ -281,14 +302,21 @@ class Searcher:
         tpl = None
         with contextlib.suppress(KnowledgeError):  # the template was deleted since: the settings decide
             tpl = self.stores.template_of(record)
-        on = rerank if rerank is not None else (
-            tpl.rerank if tpl is not None and tpl.rerank is not None else self.settings.search.rerank)
-        n = (tpl.rerank_candidates if tpl is not None and tpl.rerank_candidates is not None
-             else self.settings.search.rerank_candidates)
+        on = (
+            rerank
+            if rerank is not None
+            else (tpl.rerank if tpl is not None and tpl.rerank is not None else self.settings.search.rerank)
+        )
+        n = (
+            tpl.rerank_candidates
+            if tpl is not None and tpl.rerank_candidates is not None
+            else self.settings.search.rerank_candidates
+        )
         return bool(on), int(n)
 
-    def search_stores(self, stores: Sequence[str], request: SearchRequest, *,
-                      thresholds: Mapping[str, float | None] | None = None) -> MultiSearch:
+    def search_stores(
+        self, stores: Sequence[str], request: SearchRequest, *, thresholds: Mapping[str, float | None] | None = None
+    ) -> MultiSearch:
         """Search several stores as one: each store's own :meth:`search` of ``request`` (``k``
         hits, the hybrid ranking by default), merged by reciprocal rank fusion of the ranks (k = 60,
         as in :mod:`knowledge.service.fusion`; Cormack, Clarke & Buettcher, SIGIR 2009), so scores of
@@ -332,8 +360,17 @@ class Searcher:
             out.append(sh)
         return MultiSearch(out[:k], failed)
 
-    def rank(self, store: str, query: str, vector: Any, fetch: int, *, where: dict | None = None,
-             mode: SearchMode | None = None, record: StoreRecord | None = None) -> tuple[list[Hit], bool]:
+    def rank(
+        self,
+        store: str,
+        query: str,
+        vector: Any,
+        fetch: int,
+        *,
+        where: dict | None = None,
+        mode: SearchMode | None = None,
+        record: StoreRecord | None = None,
+    ) -> tuple[list[Hit], bool]:
         """The ranking behind :meth:`search` before duplicates, thresholds and per-file limits:
         ``(hits best first, exhausted)``; ``exhausted`` is true when asking for more than ``fetch``
         cannot bring more hits. ``vector`` is the query's embedding, ``(d,)`` float32. A store
@@ -359,8 +396,12 @@ class Searcher:
                 raise
             return [], True  # the store has no collection yet: nothing written to it
         w = self.settings.search.fusion_weight  # 0.5: both rankings weigh 1, plain RRF
-        fused = reciprocal_rank_fusion([h.id for h in dense], [h.id for h in lexical], k=self.settings.search.rank_constant,
-                                       weights=(2 * w, 2 * (1 - w)))
+        fused = reciprocal_rank_fusion(
+            [h.id for h in dense],
+            [h.id for h in lexical],
+            k=self.settings.search.rank_constant,
+            weights=(2 * w, 2 * (1 - w)),
+        )
         hits = self._with_vector_scores(coll, distance, vector, {h.id: h for h in dense}, lexical)
         lex_scores = {h.id: h.score for h in lexical}
         sign = -1.0 if higher_is_better(distance) else 1.0
@@ -374,8 +415,9 @@ class Searcher:
         return [hit_from_payload(p.id, p.score, p.payload or {}) for p in found]
 
     @staticmethod
-    def _with_vector_scores(coll: Collection, distance: str, vector: Any, dense: dict[Any, Hit],
-                            lexical: Sequence[LexicalHit]) -> list[Hit]:
+    def _with_vector_scores(
+        coll: Collection, distance: str, vector: Any, dense: dict[Any, Hit], lexical: Sequence[LexicalHit]
+    ) -> list[Hit]:
         """``dense`` hits plus the lexical ones missing from them, each with its vector score."""
         missing = [h.id for h in lexical if h.id not in dense]
         out = dict(dense)
@@ -387,8 +429,9 @@ class Searcher:
                     out[p.id] = hit_from_payload(p.id, float(sc), p.payload or {})
         return list(out.values())
 
-    def _lexical_search(self, store: str, record: StoreRecord, coll: Collection, query: str, limit: int,
-                        where: dict | None) -> list[LexicalHit]:
+    def _lexical_search(
+        self, store: str, record: StoreRecord, coll: Collection, query: str, limit: int, where: dict | None
+    ) -> list[LexicalHit]:
         """BM25 hits from the backend's own index (kept in the same write as the vectors: memory,
         pgvector), else from the in-process :meth:`lexical_index` (other backends)."""
         native = coll.lexical_search(query, limit, where=where)

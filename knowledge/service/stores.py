@@ -69,9 +69,11 @@ def check_store_name(name: object, *, new: bool = False) -> str:
         raise InvalidArgument("A store name must be 1-200 characters and not blank.")
     check_name(name, "store name")
     if new and RESERVED_MARK in name:
-        raise InvalidArgument(f"A store name may not hold {RESERVED_MARK!r}: agent memory keeps each person's"
-                              f" memories in a collection named <name>{RESERVED_MARK}<username>, and a store"
-                              " of that name would sit on them.")
+        raise InvalidArgument(
+            f"A store name may not hold {RESERVED_MARK!r}: agent memory keeps each person's"
+            f" memories in a collection named <name>{RESERVED_MARK}<username>, and a store"
+            " of that name would sit on them."
+        )
     return name
 
 
@@ -87,8 +89,6 @@ class StoreSummary:
     note: str | None = None
 
 
-
-
 def checked_settings(description: str | None, score_threshold: float | None) -> tuple[str, float | None]:
     """A store's own settings as stored: ``(description stripped, threshold as float or None)``.
 
@@ -98,13 +98,15 @@ def checked_settings(description: str | None, score_threshold: float | None) -> 
     """
     text = (description or "").strip()
     if len(text) > MAX_DESCRIPTION_CHARS:
-        raise InvalidArgument(f"A store description may have at most {MAX_DESCRIPTION_CHARS} characters,"
-                              f" got {len(text)}.")
+        raise InvalidArgument(f"A store description may have at most {MAX_DESCRIPTION_CHARS} characters, got {len(text)}.")
     if text:
         check_name(text.replace("\n", " ").replace("\t", " "), "store description")
     if score_threshold is not None:
-        if isinstance(score_threshold, bool) or not isinstance(score_threshold, (int, float)) \
-                or not math.isfinite(score_threshold):
+        if (
+            isinstance(score_threshold, bool)
+            or not isinstance(score_threshold, (int, float))
+            or not math.isfinite(score_threshold)
+        ):
             raise InvalidArgument(f"A score threshold must be a finite number, got {score_threshold!r}.")
         score_threshold = float(score_threshold)
     return text, score_threshold
@@ -123,8 +125,14 @@ class Stores:
     Thread-safe.
     """
 
-    def __init__(self, settings: Settings, catalog: Catalog, files: FileStore, templates: TemplateRegistry,
-                 embedder_factory: Callable[[str], Embedder]) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        catalog: Catalog,
+        files: FileStore,
+        templates: TemplateRegistry,
+        embedder_factory: Callable[[str], Embedder],
+    ) -> None:
         self.settings = settings
         self.catalog = catalog
         self.files = files
@@ -217,12 +225,21 @@ class Stores:
         self.backend(tpl.backend)  # an unknown or unreachable backend is refused before the store exists
         return self.put(name, tpl.name, tpl.backend, tpl.embedding_model, dimension, tpl.distance)
 
-    def put(self, name: str, template: str, backend: str, embedding_model: str, dimension: int | None,
-            distance: str, collection: str | None = None) -> StoreRecord:
+    def put(
+        self,
+        name: str,
+        template: str,
+        backend: str,
+        embedding_model: str,
+        dimension: int | None,
+        distance: str,
+        collection: str | None = None,
+    ) -> StoreRecord:
         """Insert or update the catalog record of store ``name`` (see :meth:`Catalog.put_store`)."""
         try:
-            return self.catalog.put_store(name, template, backend, embedding_model, dimension, distance,
-                                          collection=collection)
+            return self.catalog.put_store(
+                name, template, backend, embedding_model, dimension, distance, collection=collection
+            )
         finally:
             self.changed(name)
 
@@ -259,8 +276,9 @@ class Stores:
         self.get(name)
         return self.catalog.store_settings(name)
 
-    def set_settings(self, name: str, *, description: str | None = None,
-                     score_threshold: float | None = None) -> StoreSettings:
+    def set_settings(
+        self, name: str, *, description: str | None = None, score_threshold: float | None = None
+    ) -> StoreSettings:
         """Replace the own settings of store ``name``: ``description`` (stripped; at most
         :data:`MAX_DESCRIPTION_CHARS` characters; ``None`` or blank: none) and ``score_threshold``
         (a finite number, on the scale of the store's scores; ``None``: the setting
@@ -290,10 +308,12 @@ class Stores:
         reason = machine_local_reason(self.settings, self.catalog, record.backend)
         if reason is None:
             return None
-        return (f"Store {record.name!r} is on the {record.backend} backend, but the catalog is shared"
-                f" (catalog.url): {reason}, which the other processes and hosts of the catalog cannot reach,"
-                " so it is not searched or written through the shared catalog. On the machine that holds"
-                f" its folder, re-embed (move) it to a template on {SHARED_BACKENDS}; or delete it.")
+        return (
+            f"Store {record.name!r} is on the {record.backend} backend, but the catalog is shared"
+            f" (catalog.url): {reason}, which the other processes and hosts of the catalog cannot reach,"
+            " so it is not searched or written through the shared catalog. On the machine that holds"
+            f" its folder, re-embed (move) it to a template on {SHARED_BACKENDS}; or delete it."
+        )
 
     def collection_of(self, record: StoreRecord) -> Collection:
         """The backend collection holding the store's points (it may not exist yet).
@@ -317,8 +337,11 @@ class Stores:
         coll = self.backend(record.backend).collection(record.collection)
         problem = self.unshared(record)
         if problem is not None and not coll.collection_exists():
-            raise MachineLocalBackend(problem.replace("On the machine that holds its folder", "This machine"
-                                                      " does not hold its folder; on the one that does"))
+            raise MachineLocalBackend(
+                problem.replace(
+                    "On the machine that holds its folder", "This machine does not hold its folder; on the one that does"
+                )
+            )
         return coll
 
     def vs_of(self, record: StoreRecord) -> VectorStore:

@@ -88,8 +88,11 @@ def default_template(settings: Settings) -> VectorStoreTemplate:
     """The built-in template formed by the settings."""
     vs = settings.vector_store
     return VectorStoreTemplate(
-        name=DEFAULT_TEMPLATE, backend=vs.backend, embedding_model=settings.embeddings.model,
-        distance=vs.distance, max_chunk_size_tokens=vs.max_chunk_size_tokens,
+        name=DEFAULT_TEMPLATE,
+        backend=vs.backend,
+        embedding_model=settings.embeddings.model,
+        distance=vs.distance,
+        max_chunk_size_tokens=vs.max_chunk_size_tokens,
         chunk_overlap_tokens=vs.chunk_overlap_tokens,
         description="Built in: formed by the settings (vector_store.*, embeddings.model).",
     )
@@ -116,13 +119,17 @@ def shared_catalog_problem(settings: Settings, catalog: Catalog, template: Vecto
     if reason is None:
         return None
     if template.builtin:
-        return (f"The catalog is shared (catalog.url), but the {DEFAULT_TEMPLATE!r} template uses"
-                f" vector_store.backend = {template.backend!r}: {reason}, which the other processes and hosts"
-                f" of the catalog cannot reach. Set {SHARED_BACKENDS}; or make stores from a template on such a"
-                " backend.")
-    return (f"Template {template.name!r} uses the {template.backend} backend, but the catalog is shared"
-            f" (catalog.url): {reason}, which the other processes and hosts of the catalog cannot reach. Use"
-            f" {SHARED_BACKENDS}.")
+        return (
+            f"The catalog is shared (catalog.url), but the {DEFAULT_TEMPLATE!r} template uses"
+            f" vector_store.backend = {template.backend!r}: {reason}, which the other processes and hosts"
+            f" of the catalog cannot reach. Set {SHARED_BACKENDS}; or make stores from a template on such a"
+            " backend."
+        )
+    return (
+        f"Template {template.name!r} uses the {template.backend} backend, but the catalog is shared"
+        f" (catalog.url): {reason}, which the other processes and hosts of the catalog cannot reach. Use"
+        f" {SHARED_BACKENDS}."
+    )
 
 
 def check_shareable(settings: Settings, catalog: Catalog, template: VectorStoreTemplate) -> None:
@@ -164,8 +171,7 @@ class TemplateRegistry:
     def list(self) -> list[VectorStoreTemplate]:
         """Every template, the built-in default first."""
         return [default_template(self.settings)] + [
-            VectorStoreTemplate(**spec) for name, spec in self.catalog.list_templates().items()
-            if name != DEFAULT_TEMPLATE
+            VectorStoreTemplate(**spec) for name, spec in self.catalog.list_templates().items() if name != DEFAULT_TEMPLATE
         ]
 
     def problem(self, template: VectorStoreTemplate) -> str | None:

@@ -36,19 +36,33 @@ from knowledge.errors import (
 #: ``ReaderLimitExceeded``, ``ReaderCrashed`` and ``OcrUnavailable``). Seen anywhere in the chain
 #: before an infrastructure error, the file fails.
 FILE_ERRORS: tuple[type[BaseException], ...] = (
-    UnsupportedFile, PasswordRequired, EmptyDocument, FileTooLarge, InvalidArgument)
+    UnsupportedFile,
+    PasswordRequired,
+    EmptyDocument,
+    FileTooLarge,
+    InvalidArgument,
+)
 
 #: ``errno`` values of a disk that cannot take a write or give back a read (full, over quota,
 #: read-only, an I/O error) and of a machine out of memory.
-DISK_ERRNOS = {errno.ENOSPC: "is full", errno.EDQUOT: "is over its quota", errno.EROFS: "is read-only",
-               errno.EIO: "failed to read or write (an I/O error)"}
+DISK_ERRNOS = {
+    errno.ENOSPC: "is full",
+    errno.EDQUOT: "is over its quota",
+    errno.EROFS: "is read-only",
+    errno.EIO: "failed to read or write (an I/O error)",
+}
 
 #: Library exceptions of a lost or refused connection, by top-level module and class name.
 _CONNECTION_CLASSES = {
     "psycopg": {"OperationalError", "InterfaceError"},
     "psycopg_pool": {"PoolTimeout", "PoolClosed", "TooManyRequests"},
-    "botocore": {"EndpointConnectionError", "ConnectTimeoutError", "ReadTimeoutError", "ConnectionClosedError",
-                 "ConnectionError"},
+    "botocore": {
+        "EndpointConnectionError",
+        "ConnectTimeoutError",
+        "ReadTimeoutError",
+        "ConnectionClosedError",
+        "ConnectionError",
+    },
     "urllib3": {"NewConnectionError", "ProtocolError", "MaxRetryError"},
     "httpx": {"ConnectError", "ConnectTimeout", "ReadTimeout", "RemoteProtocolError", "PoolTimeout"},
     "httpcore": {"ConnectError", "ConnectTimeout", "ReadTimeout", "RemoteProtocolError", "PoolTimeout"},
@@ -73,7 +87,7 @@ class Transient:
 
 def _said(exc: BaseException, limit: int = 200) -> str:
     text = " ".join(str(exc).split())
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _library(exc: BaseException) -> bool:
@@ -87,8 +101,15 @@ def _library(exc: BaseException) -> bool:
 def _backend(exc: BackendUnavailable) -> str:
     text = str(exc)
     lower = text.lower()
-    what = ("the catalog" if "catalog" in lower else "the file store" if "file store" in lower else
-            "the vector store" if any(w in lower for w in ("vector", "pgvector", "qdrant")) else "a storage backend")
+    what = (
+        "the catalog"
+        if "catalog" in lower
+        else "the file store"
+        if "file store" in lower
+        else "the vector store"
+        if any(w in lower for w in ("vector", "pgvector", "qdrant"))
+        else "a storage backend"
+    )
     return f"{what} cannot be reached ({_said(exc)})"
 
 
@@ -185,5 +206,12 @@ def backoff_seconds(attempt: int, base: float, cap: float, rng: random.Random | 
     return (rng or random).uniform(0.0, max(0.0, ceiling))
 
 
-__all__ = ["DISK_ERRNOS", "FILE_ERRORS", "TRANSIENT_ERROR_NAMES", "Transient", "backoff_seconds", "classify",
-           "transient_reason"]
+__all__ = [
+    "DISK_ERRNOS",
+    "FILE_ERRORS",
+    "TRANSIENT_ERROR_NAMES",
+    "Transient",
+    "backoff_seconds",
+    "classify",
+    "transient_reason",
+]

@@ -60,7 +60,8 @@ ROBOTS_MAX_BYTES = 512 * 1024
 ASSET_EXTENSIONS = frozenset(
     ".css .js .mjs .map .json .xml .rss .atom .ico .svg .gif .png .jpg .jpeg .webp .bmp .tif .tiff .avif"
     " .woff .woff2 .ttf .otf .eot .mp3 .mp4 .m4a .webm .ogg .ogv .wav .avi .mov .mkv .flac .exe .dmg .iso"
-    " .gz .tgz .bz2 .xz .7z .rar .apk .bin".split())
+    " .gz .tgz .bz2 .xz .7z .rar .apk .bin".split()
+)
 _REFUSED_TYPES = ("audio/", "video/", "font/")
 #: Content-Encoding layers a response may stack ("gzip, gzip" is two); a response with more is
 #: refused. Servers send one; two is what a misconfigured proxy in front of a compressing server
@@ -126,8 +127,9 @@ def check_url(url: str) -> str:
     except ValueError as exc:
         raise InvalidArgument(f"not a valid URL ({exc}).") from None
     if parts.scheme.lower() not in ("http", "https"):
-        raise InvalidArgument("only http:// and https:// web pages can be added"
-                              f"{f', not {parts.scheme}:' if parts.scheme else ''}.")
+        raise InvalidArgument(
+            f"only http:// and https:// web pages can be added{f', not {parts.scheme}:' if parts.scheme else ''}."
+        )
     if not parts.hostname:
         raise InvalidArgument("the URL has no host name.")
     if parts.username is not None or parts.password is not None:
@@ -145,9 +147,13 @@ def refused_range(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | No
     address a web page may not be fetched from by default; ``None`` for a public one."""
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
         ip = ip.ipv4_mapped
-    for kind, hit in (("loopback", ip.is_loopback), ("link-local", ip.is_link_local),
-                      ("multicast", ip.is_multicast), ("private", ip.is_private),
-                      ("reserved", ip.is_reserved or ip.is_unspecified or not ip.is_global)):
+    for kind, hit in (
+        ("loopback", ip.is_loopback),
+        ("link-local", ip.is_link_local),
+        ("multicast", ip.is_multicast),
+        ("private", ip.is_private),
+        ("reserved", ip.is_reserved or ip.is_unspecified or not ip.is_global),
+    ):
         if hit:
             return kind
     return None
@@ -167,17 +173,20 @@ class Fetcher:
         resolve: ``resolve(host, port) -> [ip, ...]`` (default: :func:`socket.getaddrinfo`).
     """
 
-    def __init__(self, settings: Settings, *,
-                 resolve: Callable[[str, int], list[str]] | None = None) -> None:
+    def __init__(self, settings: Settings, *, resolve: Callable[[str, int], list[str]] | None = None) -> None:
         ingest = settings.ingest
         self.allow_private = ingest.web_allow_private
         self.timeout = float(ingest.web_timeout_seconds)
         self.max_bytes = ingest.max_file_bytes
         self._resolve = resolve or _getaddrinfo
         self._deadline = _Deadline()
-        self._client = httpx.Client(timeout=httpx.Timeout(self.timeout), follow_redirects=False, trust_env=False,
-                                    transport=_DeadlineTransport(self._deadline),
-                                    headers={"User-Agent": USER_AGENT, "Accept-Encoding": ACCEPT_ENCODING})
+        self._client = httpx.Client(
+            timeout=httpx.Timeout(self.timeout),
+            follow_redirects=False,
+            trust_env=False,
+            transport=_DeadlineTransport(self._deadline),
+            headers={"User-Agent": USER_AGENT, "Accept-Encoding": ACCEPT_ENCODING},
+        )
         self._robots: dict[tuple[str, str, int], urllib.robotparser.RobotFileParser | str] = {}
 
     def close(self) -> None:
@@ -208,17 +217,20 @@ class Fetcher:
             except TimeoutError:  # an OSError, but the caller's to word
                 raise
             except (OSError, UnicodeError) as exc:
-                raise WebPageError(f"unreachable: the host name {host} does not resolve"
-                                   f" ({getattr(exc, 'strerror', None) or exc}).") from None
+                raise WebPageError(
+                    f"unreachable: the host name {host} does not resolve ({getattr(exc, 'strerror', None) or exc})."
+                ) from None
         if not addresses:
             raise WebPageError(f"unreachable: the host name {host} has no address.")
         if not self.allow_private:
             for ip in addresses:
                 kind = refused_range(ip)
                 if kind is not None:
-                    raise WebPageError(f"refused: {host} is {'' if str(ip) == host else f'at {ip}, '}a {kind}"
-                                       " address; web pages are fetched from public addresses only"
-                                       " (setting ingest.web_allow_private).")
+                    raise WebPageError(
+                        f"refused: {host} is {'' if str(ip) == host else f'at {ip}, '}a {kind}"
+                        " address; web pages are fetched from public addresses only"
+                        " (setting ingest.web_allow_private)."
+                    )
         return str(addresses[0])
 
     # -- fetching -------------------------------------------------------------------------------
@@ -247,8 +259,10 @@ class Fetcher:
         body decoded (see :func:`_decoded`) up to ``limit`` bytes, all of it -- look-ups,
         connections, headers and bodies of every hop -- within ONE deadline of ``ingest.web_timeout_seconds``
         (``what`` names the thing in the message when it is missed)."""
-        late = (f"{what} did not arrive within {self.timeout:g} s (setting ingest.web_timeout_seconds):"
-                " the server sent it too slowly or not at all.")
+        late = (
+            f"{what} did not arrive within {self.timeout:g} s (setting ingest.web_timeout_seconds):"
+            " the server sent it too slowly or not at all."
+        )
         with self._deadline.running(self.timeout):
             for _hop in range(MAX_REDIRECTS + 1):
                 try:
@@ -264,8 +278,9 @@ class Fetcher:
                     request = self._client.build_request("GET", target, headers=headers, extensions=extensions)
                     response = self._client.send(request, stream=True)
                 except httpx.TimeoutException:
-                    raise WebPageError(late if self._deadline.passed() else
-                                       f"unreachable: {host} did not answer within {self.timeout:g} s.") from None
+                    raise WebPageError(
+                        late if self._deadline.passed() else f"unreachable: {host} did not answer within {self.timeout:g} s."
+                    ) from None
                 except httpx.HTTPError as exc:
                     raise WebPageError(f"unreachable: {host}: {_said(exc)}.") from None
                 try:
@@ -286,11 +301,15 @@ class Fetcher:
                     if length and length.isdigit() and int(length) > limit:
                         raise WebPageError(_too_large(int(length), limit))
                     try:
-                        body = _decoded(response.iter_raw(), response.headers.get_list("content-encoding",
-                                                                                        split_commas=True), limit)
+                        body = _decoded(
+                            response.iter_raw(), response.headers.get_list("content-encoding", split_commas=True), limit
+                        )
                     except httpx.TimeoutException:
-                        raise WebPageError(late if self._deadline.passed() else
-                                           f"unreachable: {host} stopped sending within {self.timeout:g} s.") from None
+                        raise WebPageError(
+                            late
+                            if self._deadline.passed()
+                            else f"unreachable: {host} stopped sending within {self.timeout:g} s."
+                        ) from None
                     except httpx.HTTPError as exc:
                         raise WebPageError(f"unreachable: {host}: {_said(exc)}.") from None
                     return response.status_code, url, media, body
@@ -326,8 +345,7 @@ class Fetcher:
             else:
                 return f"robots.txt could not be read ({exc}); taken as disallowing every page (RFC 9309)."
         if status >= 500:
-            return (f"robots.txt could not be read (HTTP {status}); taken as disallowing every page"
-                    " (RFC 9309).")
+            return f"robots.txt could not be read (HTTP {status}); taken as disallowing every page (RFC 9309)."
         if status in (401, 403):  # as urllib.robotparser's own read() takes them
             lines = ["User-agent: *", "Disallow: /"]
         elif status >= 300:  # no robots.txt: every page allowed
@@ -395,11 +413,13 @@ class _DeadlineStream(httpcore.NetworkStream):
     def close(self) -> None:
         self._stream.close()
 
-    def start_tls(self, ssl_context: Any, server_hostname: str | None = None,
-                  timeout: float | None = None) -> httpcore.NetworkStream:
-        return _DeadlineStream(self._stream.start_tls(ssl_context, server_hostname,
-                                                      self._deadline.clamp(timeout, httpcore.ConnectTimeout)),
-                               self._deadline)
+    def start_tls(
+        self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None
+    ) -> httpcore.NetworkStream:
+        return _DeadlineStream(
+            self._stream.start_tls(ssl_context, server_hostname, self._deadline.clamp(timeout, httpcore.ConnectTimeout)),
+            self._deadline,
+        )
 
     def get_extra_info(self, info: str) -> Any:
         return self._stream.get_extra_info(info)
@@ -411,14 +431,26 @@ class _DeadlineBackend(httpcore.NetworkBackend):
     def __init__(self, backend: httpcore.NetworkBackend, deadline: _Deadline) -> None:
         self._backend, self._deadline = backend, deadline
 
-    def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
-                    socket_options: Any = None) -> httpcore.NetworkStream:
-        stream = self._backend.connect_tcp(host, port, self._deadline.clamp(timeout, httpcore.ConnectTimeout),
-                                           local_address=local_address, socket_options=socket_options)
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Any = None,
+    ) -> httpcore.NetworkStream:
+        stream = self._backend.connect_tcp(
+            host,
+            port,
+            self._deadline.clamp(timeout, httpcore.ConnectTimeout),
+            local_address=local_address,
+            socket_options=socket_options,
+        )
         return _DeadlineStream(stream, self._deadline)
 
-    def connect_unix_socket(self, path: str, timeout: float | None = None,
-                            socket_options: Any = None) -> httpcore.NetworkStream:  # pragma: no cover - unused
+    def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Any = None
+    ) -> httpcore.NetworkStream:  # pragma: no cover - unused
         raise httpcore.ConnectError("the web fetcher connects over TCP only")
 
     def sleep(self, seconds: float) -> None:
@@ -468,17 +500,24 @@ class _DeadlineTransport(httpx.BaseTransport):
 
     def __init__(self, deadline: _Deadline) -> None:
         self._pool = httpcore.ConnectionPool(
-            ssl_context=httpx.create_ssl_context(trust_env=False), http1=True, http2=False,
-            max_connections=_MAX_CONNECTIONS, max_keepalive_connections=_MAX_KEEPALIVE_CONNECTIONS,
+            ssl_context=httpx.create_ssl_context(trust_env=False),
+            http1=True,
+            http2=False,
+            max_connections=_MAX_CONNECTIONS,
+            max_keepalive_connections=_MAX_KEEPALIVE_CONNECTIONS,
             keepalive_expiry=_KEEPALIVE_EXPIRY,
-            network_backend=_DeadlineBackend(httpcore.SyncBackend(), deadline))
+            network_backend=_DeadlineBackend(httpcore.SyncBackend(), deadline),
+        )
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         url = request.url
         core = httpcore.Request(
             method=request.method,
             url=httpcore.URL(scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path),
-            headers=request.headers.raw, content=request.stream, extensions=request.extensions)
+            headers=request.headers.raw,
+            content=request.stream,
+            extensions=request.extensions,
+        )
         try:
             response = self._pool.handle_request(core)
         except Exception as exc:
@@ -486,8 +525,12 @@ class _DeadlineTransport(httpx.BaseTransport):
             if mapped is exc:
                 raise
             raise mapped from exc
-        return httpx.Response(status_code=response.status, headers=response.headers,
-                              stream=_ResponseStream(response), extensions=response.extensions)
+        return httpx.Response(
+            status_code=response.status,
+            headers=response.headers,
+            stream=_ResponseStream(response),
+            extensions=response.extensions,
+        )
 
     def close(self) -> None:
         self._pool.close()
@@ -617,12 +660,16 @@ def _decoded(raw: Iterator[bytes], encodings: list[str], limit: int) -> bytes:
     names = [e.strip().lower() for e in encodings if e.strip() and e.strip().lower() != "identity"]
     said = ", ".join(names)
     if len(names) > MAX_ENCODINGS:
-        raise WebPageError(f"refused: the page is compressed {len(names)} times over (Content-Encoding: {said});"
-                           f" at most {MAX_ENCODINGS} layers are unpacked.")
+        raise WebPageError(
+            f"refused: the page is compressed {len(names)} times over (Content-Encoding: {said});"
+            f" at most {MAX_ENCODINGS} layers are unpacked."
+        )
     unknown = [n for n in names if n not in _DECODERS]
     if unknown:
-        raise WebPageError(f"the server sends the page in an encoding that is not read here ({unknown[0]}; asked"
-                           f" for {ACCEPT_ENCODING} only).")
+        raise WebPageError(
+            f"the server sends the page in an encoding that is not read here ({unknown[0]}; asked"
+            f" for {ACCEPT_ENCODING} only)."
+        )
     layers = [_Inflater(_DECODERS[n]) for n in reversed(names)]
     totals = [0] * (len(layers) + 1)  # bytes sent, then the output of each layer
     body = bytearray()
@@ -631,8 +678,10 @@ def _decoded(raw: Iterator[bytes], encodings: list[str], limit: int) -> bytes:
         totals[i] += n
         if totals[i] > limit:
             unpacked = f" once unpacked (Content-Encoding: {said}; {totals[0]:,} bytes sent so far)" if i else ""
-            raise WebPageError(f"too large: more than {limit / 1e6:g} MB{unpacked}; the limit is {limit / 1e6:g} MB"
-                               " (setting ingest.max_file_mb).")
+            raise WebPageError(
+                f"too large: more than {limit / 1e6:g} MB{unpacked}; the limit is {limit / 1e6:g} MB"
+                " (setting ingest.max_file_mb)."
+            )
 
     def push(i: int, pieces: Iterator[bytes]) -> None:
         for piece in pieces:
@@ -697,8 +746,9 @@ def links(page: WebPage) -> list[str]:
     """The http(s) URLs ``page`` links to (``<a href>``, ``<area href>``, relative to its ``<base>``),
     checked by :func:`check_url`, in order, each once; ``[]`` for a page that is not HTML."""
     head = page.data[:1024].lstrip().lower()
-    if page.content_type not in ("text/html", "application/xhtml+xml") and not head.startswith((b"<!doctype html",
-                                                                                                 b"<html")):
+    if page.content_type not in ("text/html", "application/xhtml+xml") and not head.startswith(
+        (b"<!doctype html", b"<html")
+    ):
         return []
     parser = _Links()
     try:
@@ -838,12 +888,22 @@ def page_attributes(page: WebPage, attributes: dict[str, Any] | None = None) -> 
 IngestFile = Callable[..., IngestResult]
 
 
-def ingest_web(ingest_file: IngestFile, settings: Settings, store: str, url: str, *, depth: int = 0,
-               max_pages: int | None = None, template: str | None = None, attributes: dict[str, Any] | None = None,
-               on_result: Callable[[IngestResult], None] | None = None,
-               on_fetch: Callable[[str], None] | None = None,
-               progress: Callable[[str, str, float], None] | None = None,
-               cancel: threading.Event | None = None, notes: list[str] | None = None) -> list[IngestResult]:
+def ingest_web(
+    ingest_file: IngestFile,
+    settings: Settings,
+    store: str,
+    url: str,
+    *,
+    depth: int = 0,
+    max_pages: int | None = None,
+    template: str | None = None,
+    attributes: dict[str, Any] | None = None,
+    on_result: Callable[[IngestResult], None] | None = None,
+    on_fetch: Callable[[str], None] | None = None,
+    progress: Callable[[str, str, float], None] | None = None,
+    cancel: threading.Event | None = None,
+    notes: list[str] | None = None,
+) -> list[IngestResult]:
     """Fetch ``url`` (and its same-site links, see :class:`Crawl`) and ingest each page into
     ``store`` with ``ingest_file`` (see :data:`IngestFile`), as ``settings`` allow (``ingest.web_*``):
     named by its URL, ``source_url`` among its attributes; a URL that cannot be had is
@@ -860,10 +920,16 @@ def ingest_web(ingest_file: IngestFile, settings: Settings, store: str, url: str
         if isinstance(item, WebFailure):
             r = failure_result(item)
         else:
-            r = ingest_file(store, item.data, item.name, template=template,
-                                     content_type=item.content_type, attributes=page_attributes(item, attributes),
-                                     cancel=cancel, progress=(lambda s, f, n=item.name: progress(n, s, f))
-                                     if progress else None)
+            r = ingest_file(
+                store,
+                item.data,
+                item.name,
+                template=template,
+                content_type=item.content_type,
+                attributes=page_attributes(item, attributes),
+                cancel=cancel,
+                progress=(lambda s, f, n=item.name: progress(n, s, f)) if progress else None,
+            )
         results.append(r)
         if on_result is not None:
             on_result(r)
@@ -889,8 +955,17 @@ class WebJob(IngestJob):
 
     durable = False
 
-    def __init__(self, jobs: JobRegistry, ingest_file: IngestFile, store: str, url: str, *, depth: int = 0,
-                 max_pages: int | None = None, template: str | None = None) -> None:
+    def __init__(
+        self,
+        jobs: JobRegistry,
+        ingest_file: IngestFile,
+        store: str,
+        url: str,
+        *,
+        depth: int = 0,
+        max_pages: int | None = None,
+        template: str | None = None,
+    ) -> None:
         super().__init__(jobs, store, [], template=template)
         Crawl(jobs.settings, url, depth, max_pages)  # a bad URL, depth or max_pages: raised now
         self.ingest_file = ingest_file
@@ -925,9 +1000,20 @@ class WebJob(IngestJob):
                 current[0].name, current[0].result, current[0].stage = r.name, r, "done"
 
         try:
-            ingest_web(self.ingest_file, self.registry.settings, self.store, self.url, depth=self.depth,
-                       max_pages=self.max_pages, template=self.template, on_result=on_result, on_fetch=on_fetch,
-                       progress=progress, cancel=self._cancel, notes=self.notes)
+            ingest_web(
+                self.ingest_file,
+                self.registry.settings,
+                self.store,
+                self.url,
+                depth=self.depth,
+                max_pages=self.max_pages,
+                template=self.template,
+                on_result=on_result,
+                on_fetch=on_fetch,
+                progress=progress,
+                cancel=self._cancel,
+                notes=self.notes,
+            )
         except Exception as exc:  # the store or template itself is the problem
             log.exception("web ingest of %s into %s", self.url, self.store)
             failed = current[0] if current and current[0].result is None else None

@@ -78,8 +78,7 @@ def reason_of(exc: BaseException) -> str:
     cur: BaseException | None = exc
     while cur is not None:
         if isinstance(cur, OSError) and cur.errno == errno.ENOSPC:
-            return ("No space left on device: the disk holding the data folder is full; free some space"
-                    " and retry the file.")
+            return "No space left on device: the disk holding the data folder is full; free some space and retry the file."
         cur = cur.__cause__ or cur.__context__
     return str(exc)
 
@@ -118,15 +117,18 @@ class HealthFile:
         with self._lock:
             if changes.pop("count", False):
                 self.state["processed"] += 1
-            if self._written and all(self.state.get(k) == v for k, v in changes.items()) \
-                    and "last_job" not in changes:
+            if self._written and all(self.state.get(k) == v for k, v in changes.items()) and "last_job" not in changes:
                 return
             self.state.update(changes)
             if self.path is None:
                 return
             self._written = True
-            data = {**self.state, "pid": os.getpid(), "workers": self.workers,
-                    "updated": datetime.now(UTC).isoformat(timespec="seconds")}
+            data = {
+                **self.state,
+                "pid": os.getpid(),
+                "workers": self.workers,
+                "updated": datetime.now(UTC).isoformat(timespec="seconds"),
+            }
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 tmp = self.path.with_name(self.path.name + f".{os.getpid()}.tmp")
@@ -144,8 +146,11 @@ def result_dict(r: IngestResult) -> dict[str, Any]:
 
 def result_of(d: dict[str, Any], name: str) -> IngestResult:
     """An :class:`IngestResult` from a job row's ``result`` (unknown keys ignored)."""
-    known = {k: d[k] for k in ("file_id", "chunks", "pages", "warnings", "seconds", "replaced_file_id", "error")
-             if d.get(k) is not None}
+    known = {
+        k: d[k]
+        for k in ("file_id", "chunks", "pages", "warnings", "seconds", "replaced_file_id", "error")
+        if d.get(k) is not None
+    }
     outcome = d.get("outcome") or Outcome.FAILED
     outcome = Outcome(outcome) if outcome in Outcome._value2member_map_ else Outcome.FAILED
     return IngestResult(d.get("name") or name, outcome, d.get("message") or "", **known)
@@ -187,10 +192,19 @@ class Worker:
     (unless 0) it stops with :attr:`gave_up` set.
     """
 
-    def __init__(self, indexer: Indexer, *, worker_id: str | None = None, lease: float = queue.LEASE_SECONDS,
-                 pins: tuple[str, ...] = (), secret: Callable[[str], str | None] | None = None,
-                 local_cancel: Callable[[str], bool] | None = None, pinned_only: bool = False,
-                 health: HealthFile | None = None, stand_down: bool = True) -> None:
+    def __init__(
+        self,
+        indexer: Indexer,
+        *,
+        worker_id: str | None = None,
+        lease: float = queue.LEASE_SECONDS,
+        pins: tuple[str, ...] = (),
+        secret: Callable[[str], str | None] | None = None,
+        local_cancel: Callable[[str], bool] | None = None,
+        pinned_only: bool = False,
+        health: HealthFile | None = None,
+        stand_down: bool = True,
+    ) -> None:
         self.indexer, self.lease, self.pins, self.pinned_only = indexer, float(lease), pins, pinned_only
         self.settings, self.catalog = indexer.settings, indexer.catalog
         self.local_cancel = local_cancel or (lambda _batch: False)
@@ -262,24 +276,24 @@ class Worker:
         self._lost_tries += 1
         gone = now - self._lost_since
         if self.database_wait > 0 and gone > self.database_wait:
-            self.gave_up = (f"the catalog could not be reached for {gone:.0f} s (ingest.worker_database_wait_seconds"
-                            f" is {self.database_wait:g}): {verdict.reason}")
+            self.gave_up = (
+                f"the catalog could not be reached for {gone:.0f} s (ingest.worker_database_wait_seconds"
+                f" is {self.database_wait:g}): {verdict.reason}"
+            )
             log.error("%s stops: %s", self.id, self.gave_up)
             self.health.update(state="stopped", reason=self.gave_up)
             return False
         delay = backoff_seconds(self._lost_tries, 0.5, min(RECONNECT_MAX_SECONDS, self.retry_max))
         if self._lost_tries == 1 or now - self._lost_logged >= WAITING_LOG_EVERY:
             self._lost_logged = now
-            log.warning("%s: waiting for the database (%s); trying again, for %.0f s so far", self.id,
-                        verdict.reason, gone)
+            log.warning("%s: waiting for the database (%s); trying again, for %.0f s so far", self.id, verdict.reason, gone)
         self.health.update(state="waiting", reason=f"waiting for the database: {verdict.reason}")
         self.stopping.wait(max(0.05, delay))
         return not self.stopping.is_set()
 
     def _catalog_back(self) -> None:
         if self._lost_since is not None:
-            log.warning("%s: the database is back after %.1f s; going on", self.id,
-                        time.monotonic() - self._lost_since)
+            log.warning("%s: the database is back after %.1f s; going on", self.id, time.monotonic() - self._lost_since)
             self._lost_since = None
             self.health.update(state="running", reason=None)
 
@@ -304,8 +318,9 @@ class Worker:
     def run_one(self) -> queue.JobRow | None:
         """Claim one job and ingest it; ``None`` when nothing was claimable."""
         queue.expire_dead(self.catalog, self.host, pid_alive)
-        job = queue.claim(self.catalog, self.id, host=self.host, pins=self.pins, lease=self.lease,
-                          pinned_only=self.pinned_only)
+        job = queue.claim(
+            self.catalog, self.id, host=self.host, pins=self.pins, lease=self.lease, pinned_only=self.pinned_only
+        )
         if job is None:
             return None
         self.process(job)
@@ -327,8 +342,12 @@ class Worker:
                     control = queue.heartbeat(catalog, job.id, self.id)
                 except Exception as exc:  # the catalog is down or busy: try again at the next beat
                     if not failing:
-                        log.warning("%s: the heartbeat of job %s failed (%s); trying again at the next beat",
-                                    self.id, job.id, transient_reason(exc) or exc)
+                        log.warning(
+                            "%s: the heartbeat of job %s failed (%s); trying again at the next beat",
+                            self.id,
+                            job.id,
+                            transient_reason(exc) or exc,
+                        )
                     failing = True
                     continue
                 failing = False
@@ -384,9 +403,15 @@ class Worker:
         finally:
             done.set()
             beater.join(5.0)
-        self.health.update(last_job={"id": job.id, "name": job.name, "store": job.store,
-                                     "status": "waiting" if isinstance(result, Transient) else
-                                     str(result.outcome)}, count=True)
+        self.health.update(
+            last_job={
+                "id": job.id,
+                "name": job.name,
+                "store": job.store,
+                "status": "waiting" if isinstance(result, Transient) else str(result.outcome),
+            },
+            count=True,
+        )
         if lost.is_set():
             log.warning("job %s (%s) was taken over by another worker; its result is dropped", job.id, job.name)
             return
@@ -402,19 +427,39 @@ class Worker:
                 self.indexer.stores.forget_file_if_unused(job.source)  # an upload not kept (unchanged, duplicate)
             except Exception:
                 log.warning("could not drop the unused upload %s", job.source, exc_info=True)
-        status = (queue.CANCELLED if result.outcome == Outcome.CANCELLED else
-                  queue.FAILED if result.outcome == Outcome.FAILED else queue.DONE)
-        written, mine = self._with_catalog("finishing the job", lambda: queue.finish(
-            catalog, job.id, self.id, status, result_dict(result),
-            reason=None if status == queue.DONE else result.message, error=result.error))
+        status = (
+            queue.CANCELLED
+            if result.outcome == Outcome.CANCELLED
+            else queue.FAILED
+            if result.outcome == Outcome.FAILED
+            else queue.DONE
+        )
+        written, mine = self._with_catalog(
+            "finishing the job",
+            lambda: queue.finish(
+                catalog,
+                job.id,
+                self.id,
+                status,
+                result_dict(result),
+                reason=None if status == queue.DONE else result.message,
+                error=result.error,
+            ),
+        )
         if not written:  # the worker stops while the catalog is away: the job's lease lapses, another resumes it
             return
         if not mine:
-            log.warning("job %s (%s) was taken over while the database was away; its result is dropped",
-                        job.id, job.name)
+            log.warning("job %s (%s) was taken over while the database was away; its result is dropped", job.id, job.name)
             return
-        log.info("%s %s into %s: %s%s (attempt %d)", self.id, job.name, job.store, status,
-                 f" ({result.chunks} chunks)" if status == queue.DONE else f": {result.message}", job.attempts)
+        log.info(
+            "%s %s into %s: %s%s (attempt %d)",
+            self.id,
+            job.name,
+            job.store,
+            status,
+            f" ({result.chunks} chunks)" if status == queue.DONE else f": {result.message}",
+            job.attempts,
+        )
 
     def _transient(self, job: queue.JobRow, verdict: Transient) -> None:
         """``job`` met an infrastructure error: queued again after a back-off (or failed once its
@@ -425,41 +470,71 @@ class Worker:
             self.own_failures += 1
         if verdict.own and self.own_failures >= self.sick_after and not self.stand_down:
             # the only worker there is: the file fails with the reason (its record too), with Retry
-            self._with_catalog("finishing the job", lambda: queue.defer(
-                catalog, job.id, self.id, verdict.waiting, 0, max_transient=job.transient_attempts + 1,
-                error="Transient"))
-            log.error("%s %s into %s: failed: %s (no other worker to hand it to)", self.id, job.name, job.store,
-                      verdict.reason)
+            self._with_catalog(
+                "finishing the job",
+                lambda: queue.defer(
+                    catalog, job.id, self.id, verdict.waiting, 0, max_transient=job.transient_attempts + 1, error="Transient"
+                ),
+            )
+            log.error(
+                "%s %s into %s: failed: %s (no other worker to hand it to)", self.id, job.name, job.store, verdict.reason
+            )
             return
         if verdict.own and self.own_failures >= self.sick_after:
-            self.sick = (f"{verdict.reason} ({self.own_failures} jobs in a row failed for this worker's own reasons;"
-                         " it stands down and gives its job back to the queue)")
+            self.sick = (
+                f"{verdict.reason} ({self.own_failures} jobs in a row failed for this worker's own reasons;"
+                " it stands down and gives its job back to the queue)"
+            )
             self.stopping.set()
             log.error("%s stands down: %s", self.id, self.sick)
             self.health.update(state="sick", reason=self.sick)
-            self._with_catalog("giving the job back", lambda: queue.release(
-                catalog, job.id, self.id, reason=f"{verdict.waiting} (its worker stood down)"))
+            self._with_catalog(
+                "giving the job back",
+                lambda: queue.release(catalog, job.id, self.id, reason=f"{verdict.waiting} (its worker stood down)"),
+            )
             return
         n = job.transient_attempts + 1
         delay = backoff_seconds(n, self.retry_base, self.retry_max)
-        written, status = self._with_catalog("queueing the job again", lambda: queue.defer(
-            catalog, job.id, self.id, verdict.waiting, delay, max_transient=self.max_transient,
-            error="Transient"))
+        written, status = self._with_catalog(
+            "queueing the job again",
+            lambda: queue.defer(
+                catalog, job.id, self.id, verdict.waiting, delay, max_transient=self.max_transient, error="Transient"
+            ),
+        )
         if not written or status is None:
             return
         if status == queue.FAILED:
-            log.error("%s %s into %s: failed after %d attempts waiting for the infrastructure: %s", self.id,
-                      job.name, job.store, n, verdict.reason)
+            log.error(
+                "%s %s into %s: failed after %d attempts waiting for the infrastructure: %s",
+                self.id,
+                job.name,
+                job.store,
+                n,
+                verdict.reason,
+            )
         else:
-            log.warning("%s %s into %s: %s; queued again, not before %.1f s (infrastructure attempt %d of %d)",
-                        self.id, job.name, job.store, verdict.waiting, delay, n, self.max_transient)
+            log.warning(
+                "%s %s into %s: %s; queued again, not before %.1f s (infrastructure attempt %d of %d)",
+                self.id,
+                job.name,
+                job.store,
+                verdict.waiting,
+                delay,
+                n,
+                self.max_transient,
+            )
 
     def _batch_cancelled(self, job: queue.JobRow) -> bool:
         b, _, _ = queue.batch(self.catalog, job.batch_id)
         return b is not None and b.cancel_requested
 
-    def _ingest(self, job: queue.JobRow, progress: Callable[[str, float], None], cancel: threading.Event,
-                wait_out: Callable[[BaseException], bool] | None = None) -> IngestResult | Transient:
+    def _ingest(
+        self,
+        job: queue.JobRow,
+        progress: Callable[[str, float], None],
+        cancel: threading.Event,
+        wait_out: Callable[[BaseException], bool] | None = None,
+    ) -> IngestResult | Transient:
         """The file's result, or the :class:`~knowledge.service.transient.Transient` error of the
         infrastructure that stopped it (the job is queued again); never raises for the file (a bad
         store or template, a bug: the result says so)."""
@@ -473,14 +548,24 @@ class Worker:
             else:
                 source = Path(job.source)
             password = self.secret(job.batch_id) if job.pinned else None
-            result = self.indexer.ingest_file(job.store, source, name, template=template, password=password,
-                                           progress=progress, cancel=cancel, attributes=options.get("attributes"),
-                                           raise_transient=True, wait_out=wait_out)
+            result = self.indexer.ingest_file(
+                job.store,
+                source,
+                name,
+                template=template,
+                password=password,
+                progress=progress,
+                cancel=cancel,
+                attributes=options.get("attributes"),
+                raise_transient=True,
+                wait_out=wait_out,
+            )
         except Exception as exc:
             verdict = classify(exc)
             if verdict is not None:  # the infrastructure, not the file
-                log.warning("%s %s into %s: %s", self.id, name, job.store, verdict.waiting,
-                            exc_info=log.isEnabledFor(logging.DEBUG))
+                log.warning(
+                    "%s %s into %s: %s", self.id, name, job.store, verdict.waiting, exc_info=log.isEnabledFor(logging.DEBUG)
+                )
                 return verdict
             if isinstance(exc, KnowledgeError):  # the store, template or stored file is the problem
                 return IngestResult(name, Outcome.FAILED, reason_of(exc), error=type(exc).__name__)
@@ -520,8 +605,9 @@ class WorkerProcess:
         threads: ONNX threads to set when the settings set none (``None``: :func:`worker_onnx_threads`).
     """
 
-    def __init__(self, data_dir: Path, *, concurrency: int = 1, lease: float = queue.LEASE_SECONDS,
-                 threads: int | None = None) -> None:
+    def __init__(
+        self, data_dir: Path, *, concurrency: int = 1, lease: float = queue.LEASE_SECONDS, threads: int | None = None
+    ) -> None:
         self.data_dir, self.concurrency, self.lease = Path(data_dir), int(concurrency), float(lease)
         self.threads = threads
         self._proc: subprocess.Popen[bytes] | None = None
@@ -544,9 +630,23 @@ class WorkerProcess:
         return None if proc is None else proc.poll()
 
     def command(self) -> list[str]:
-        return [sys.executable, "-m", "knowledge", "--data-dir", str(self.data_dir), "worker", "--once",
-                "--parent", str(os.getpid()), "--nice", str(WORKER_NICE), "--lease", f"{self.lease:g}",
-                "--concurrency", str(self.concurrency)]
+        return [
+            sys.executable,
+            "-m",
+            "knowledge",
+            "--data-dir",
+            str(self.data_dir),
+            "worker",
+            "--once",
+            "--parent",
+            str(os.getpid()),
+            "--nice",
+            str(WORKER_NICE),
+            "--lease",
+            f"{self.lease:g}",
+            "--concurrency",
+            str(self.concurrency),
+        ]
 
     def environment(self) -> dict[str, str]:
         """This process's environment for the child: the same settings; the local admin (it ingests
@@ -584,8 +684,27 @@ class WorkerProcess:
 
 
 __all__ = [
-    "EXIT_CRASHED", "EXIT_DONE", "EXIT_NO_DATABASE", "EXIT_SICK", "EXIT_USAGE", "PROGRESS_EVERY",
-    "RECONNECT_MAX_SECONDS", "WAITING_LOG_EVERY", "WORKER_NICE", "HealthFile", "Transient", "Worker",
-    "WorkerProcess", "backoff_seconds", "classify", "host_name", "new_worker_id", "pid_alive", "reason_of",
-    "result_dict", "result_of", "transient_reason", "worker_onnx_threads",
+    "EXIT_CRASHED",
+    "EXIT_DONE",
+    "EXIT_NO_DATABASE",
+    "EXIT_SICK",
+    "EXIT_USAGE",
+    "PROGRESS_EVERY",
+    "RECONNECT_MAX_SECONDS",
+    "WAITING_LOG_EVERY",
+    "WORKER_NICE",
+    "HealthFile",
+    "Transient",
+    "Worker",
+    "WorkerProcess",
+    "backoff_seconds",
+    "classify",
+    "host_name",
+    "new_worker_id",
+    "pid_alive",
+    "reason_of",
+    "result_dict",
+    "result_of",
+    "transient_reason",
+    "worker_onnx_threads",
 ]

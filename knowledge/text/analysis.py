@@ -23,11 +23,43 @@ _COMPOUND = re.compile(r"[^\W\d_]\w*(?:(?:_|::)[^\W_]\w*)+|[^\W\d_]\w*_\w+", re.
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
 
 
-STOP_WORDS = frozenset([
-    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it", "no",
-    "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these", "they", "this",
-    "to", "was", "will", "with",
-])
+STOP_WORDS = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "for",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "no",
+        "not",
+        "of",
+        "on",
+        "or",
+        "such",
+        "that",
+        "the",
+        "their",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "to",
+        "was",
+        "will",
+        "with",
+    ]
+)
 """English stop words: Lucene's ``EnglishAnalyzer.ENGLISH_STOP_WORDS_SET`` (33 words)."""
 
 
@@ -62,7 +94,7 @@ class Analyzer:
                         continue
                     if _CJK.fullmatch(piece):
                         words.extend(piece)
-                        words.extend(piece[i:i + 2] for i in range(len(piece) - 1))
+                        words.extend(piece[i : i + 2] for i in range(len(piece) - 1))
                     else:
                         words.append(piece)
             else:
@@ -84,7 +116,6 @@ def analyzer() -> Analyzer:
     if _ANALYZER is None:
         _ANALYZER = Analyzer()
     return _ANALYZER
-
 
 
 __all__ = ["STOP_WORDS", "Analyzer", "analyzer"]

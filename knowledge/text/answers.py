@@ -102,8 +102,18 @@ def score_sentences(question: str, hits: Sequence[dict[str, Any]], embed: Embed)
     for (ref, s, _), terms, c in zip(cands, s_terms, cos, strict=True):
         lex = sum(idf[t] for t in q_terms & terms) / total if total else 0.0
         score = SEMANTIC_WEIGHT * float(c) + (1 - SEMANTIC_WEIGHT) * lex
-        out.append(Picked(ref, s.start, s.end, s.text, round(score, 6), round(float(c), 6), round(lex, 6),
-                          round(score + prior.get(ref, 0.0), 6)))
+        out.append(
+            Picked(
+                ref,
+                s.start,
+                s.end,
+                s.text,
+                round(score, 6),
+                round(float(c), 6),
+                round(lex, 6),
+                round(score + prior.get(ref, 0.0), 6),
+            )
+        )
     out.sort(key=lambda p: -p.rank_score)
     return out
 
@@ -119,5 +129,14 @@ def pick(scored: Sequence[Picked], min_score: float = MIN_SCORE) -> list[Picked]
     return [p for p in able[:MAX_SENTENCES] if p.rank_score >= best - NEAR]
 
 
-__all__ = ["MAX_SENTENCES", "MIN_SCORE", "NEAR", "PASSAGE_WEIGHT", "SEMANTIC_WEIGHT", "Embed", "Picked", "pick",
-           "score_sentences"]
+__all__ = [
+    "MAX_SENTENCES",
+    "MIN_SCORE",
+    "NEAR",
+    "PASSAGE_WEIGHT",
+    "SEMANTIC_WEIGHT",
+    "Embed",
+    "Picked",
+    "pick",
+    "score_sentences",
+]

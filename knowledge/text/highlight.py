@@ -22,7 +22,8 @@ from knowledge.text.analysis import analyzer
 
 #: Words too common to highlight (English function words; anything shorter than
 #: :data:`MIN_TERM_LENGTH` characters is skipped anyway).
-STOPWORDS = frozenset("""
+STOPWORDS = frozenset(
+    """
 a about above after again against all also am an and any are as at be because been before being below
 between both but by can could did do does doing down during each few for from further had has have
 having he her here hers herself him himself his how i if in into is it its itself just me more most my
@@ -30,7 +31,8 @@ myself no nor not now of off on once only or other our ours ourselves out over o
 some such than that the their theirs them themselves then there these they this those through to too
 under until up very was we were what when where which while who whom why will with would you your
 yours yourself yourselves shall may might must let lets get got its it's don't does doesn't
-""".split())
+""".split()
+)
 
 #: Words shorter than this are not highlighted.
 MIN_TERM_LENGTH = 3
@@ -43,6 +45,7 @@ SPECIAL = re.compile(r"[!-/:-@\[-`{-~]")
 #: ``name@host`` in decoded text into links; a WORD JOINER (U+2060, shown as nothing) breaks each.
 WORD_JOINER = "\u2060"
 _AUTOLINK = re.compile(r"(?<=:)(?=//)|(?<=www)(?=\.)|(?=@)", re.IGNORECASE)
+
 
 # -- which words match ----------------------------------------------------------------------------
 def query_terms(query: str) -> list[str]:
@@ -78,8 +81,9 @@ def match_spans(text: str, query: str | Sequence[str]) -> list[tuple[int, int]]:
     return out
 
 
-def mark_matches(text: str, query: str | Sequence[str], escape: Callable[[str], str],
-                 mark: tuple[str, str] = ("<mark>", "</mark>")) -> str:
+def mark_matches(
+    text: str, query: str | Sequence[str], escape: Callable[[str], str], mark: tuple[str, str] = ("<mark>", "</mark>")
+) -> str:
     """``text`` with the words matching the query (:func:`match_spans`) wrapped in ``mark``; every
     piece, inside a mark or between marks, passed through ``escape`` on its own (so an escape
     sequence is never matched or split)."""
@@ -142,5 +146,13 @@ def snippet(text: str, query: str, width: int = 320) -> str:
     return ("… " if start > 0 else "") + text[start:end] + (" …" if end < len(text) else "")
 
 
-__all__ = ["MIN_TERM_LENGTH", "STOPWORDS", "escape_markdown", "highlight", "mark_matches", "match_spans",
-           "query_terms", "snippet"]
+__all__ = [
+    "MIN_TERM_LENGTH",
+    "STOPWORDS",
+    "escape_markdown",
+    "highlight",
+    "mark_matches",
+    "match_spans",
+    "query_terms",
+    "snippet",
+]

@@ -209,8 +209,14 @@ def _apply_marks(fragment: str) -> str:
     return "".join(out)
 
 
-def render_html(text: str, query: str | Sequence[str] | None = None, *, file_name: str | None = None,
-                markdown: bool | None = None, marks: Sequence[tuple[int, int]] = ()) -> str:
+def render_html(
+    text: str,
+    query: str | Sequence[str] | None = None,
+    *,
+    file_name: str | None = None,
+    markdown: bool | None = None,
+    marks: Sequence[tuple[int, int]] = (),
+) -> str:
     """Safe HTML for a chunk: Markdown rendered (when ``markdown``, default :func:`is_markdown`),
     else the plain text with its line breaks; the query's matching words (:func:`match_spans`) in
     ``<mark>``. One line, wrapped in ``<div class="chunk">``; never contains the source's own HTML.
@@ -371,5 +377,13 @@ def answer_html(text: str) -> str:
     return f'<div class="answer">{_one_line(body.strip())}</div>'
 
 
-__all__ = ["MARKDOWN_SUFFIXES", "answer_html", "inert", "is_markdown", "md", "plain_text", "render_html",
-           "strip_source_markup"]
+__all__ = [
+    "MARKDOWN_SUFFIXES",
+    "answer_html",
+    "inert",
+    "is_markdown",
+    "md",
+    "plain_text",
+    "render_html",
+    "strip_source_markup",
+]

@@ -40,8 +40,10 @@ class Tool:
 
     def schema(self) -> dict[str, Any]:
         """The OpenAI function-calling description: ``{"type": "function", "function": {...}}``."""
-        return {"type": "function", "function": {
-            "name": self.name, "description": self.description, "parameters": self.parameters}}
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
 
 
 def _params(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -60,7 +62,7 @@ def format_hit(rank: int, hit: Hit) -> str:
     if hit.page is not None:
         where.append(f"page {hit.page}")
     if hit.heading:
-        where.append(f"section \"{hit.heading}\"")
+        where.append(f'section "{hit.heading}"')
     if hit.char_start is not None and hit.char_end is not None:
         where.append(f"chars {hit.char_start}-{hit.char_end}")
     if len(hit.chunks) > 1:
@@ -83,12 +85,20 @@ def passage_key(hit: Mapping[str, Any]) -> tuple[Any, ...]:
 def hit_data(hit: Hit) -> dict[str, Any]:
     """A passage as JSON: score, file, chunk_index (the best ranked chunk), ``chunks`` (every chunk
     it joins, sorted), page, heading, character span, text and the hybrid scores."""
-    return {"score": round(hit.score, 6), "file_id": hit.file_id, "file_name": hit.file_name,
-            "chunk_index": hit.chunk_index, "chunks": list(hit.chunks or (hit.chunk_index,)),
-            "page": hit.page, "heading": hit.heading,
-            "char_start": hit.char_start, "char_end": hit.char_end, "text": hit.text,
-            "lexical_score": None if hit.lexical_score is None else round(hit.lexical_score, 6),
-            "fused_score": None if hit.fused_score is None else round(hit.fused_score, 6)}
+    return {
+        "score": round(hit.score, 6),
+        "file_id": hit.file_id,
+        "file_name": hit.file_name,
+        "chunk_index": hit.chunk_index,
+        "chunks": list(hit.chunks or (hit.chunk_index,)),
+        "page": hit.page,
+        "heading": hit.heading,
+        "char_start": hit.char_start,
+        "char_end": hit.char_end,
+        "text": hit.text,
+        "lexical_score": None if hit.lexical_score is None else round(hit.lexical_score, 6),
+        "fused_score": None if hit.fused_score is None else round(hit.fused_score, 6),
+    }
 
 
 #: ``KnowledgeTools(wb, folders=ANYWHERE)``: ``vector_ingest_file`` reads any path the model names.
@@ -115,9 +125,14 @@ class KnowledgeTools:
     def __init__(self, workbench: Workbench, folders: LocalFolders | Literal["anywhere"] | None = None) -> None:
         self.wb = workbench
         if folders is None:
-            folders = LocalFolders.of([], workbench.settings.data_root, reason=(
-                "this tool group was given no folders; pass folders=LocalFolders.of([...]) -- the chat"
-                " reads chat.allowed_dirs -- or folders=ANYWHERE"))
+            folders = LocalFolders.of(
+                [],
+                workbench.settings.data_root,
+                reason=(
+                    "this tool group was given no folders; pass folders=LocalFolders.of([...]) -- the chat"
+                    " reads chat.allowed_dirs -- or folders=ANYWHERE"
+                ),
+            )
         elif folders != ANYWHERE and not isinstance(folders, LocalFolders):
             raise TypeError(f"folders must be a LocalFolders, ANYWHERE or None, got {folders!r}")
         self.folders = folders
@@ -141,41 +156,69 @@ class KnowledgeTools:
 
     def tools(self) -> list[Tool]:
         return [
-            Tool("vector_upsert",
-                 "Store text as the content of one file in a vector store, replacing any earlier content"
-                 " of that file (delete + insert: re-ingestion never leaves stale chunks).",
-                 _params({"store": _STORE,
-                          "file_id": {"type": "string", "description": "Id of the file the text belongs to."},
-                          "text": {"type": "string", "description": "The file's full text."},
-                          "file_name": {"type": "string", "description": "Display name (optional)."}},
-                         ["store", "file_id", "text"]),
-                 self.vector_upsert),
-            Tool("vector_search",
-                 "Semantic search in a vector store: embeds the query and returns the top passages, each"
-                 " numbered [n], with score (cosine similarity, higher is better) and provenance (file,"
-                 " page, section, character span), quoting its text; overlapping chunks of a file come"
-                 " back as one passage. Cite a passage you use by its [n].",
-                 _params({"store": _STORE,
-                          "query": {"type": "string", "description": "What to look for, in words."},
-                          "k": {"type": "integer", "minimum": 1, "maximum": 50, "default": 5,
-                                "description": "How many passages to return."},
-                          "file_id": {"type": "string", "description": "Only search this file (optional)."}},
-                         ["store", "query"]),
-                 self.vector_search),
-            Tool("vector_delete_file",
-                 "Remove one file and all its chunks from a vector store.",
-                 _params({"store": _STORE, "file_id": {"type": "string", "description": "Id of the file."}},
-                         ["store", "file_id"]),
-                 self.vector_delete_file),
-            Tool("vector_ingest_file",
-                 "Read a file (PDF, Office, OpenDocument, EPUB, RTF, mail, ZIP, Markdown, HTML, CSV or text)"
-                 " from a path, chunk it, embed it and make it searchable in a vector store, in one call.",
-                 _params({"store": _STORE,
-                          "path": {"type": "string", "description": "Path of the file on this machine."},
-                          "password": {"type": "string",
-                                       "description": "Password of an encrypted PDF or Office file (optional)."}},
-                         ["store", "path"]),
-                 self.vector_ingest_file),
+            Tool(
+                "vector_upsert",
+                "Store text as the content of one file in a vector store, replacing any earlier content"
+                " of that file (delete + insert: re-ingestion never leaves stale chunks).",
+                _params(
+                    {
+                        "store": _STORE,
+                        "file_id": {"type": "string", "description": "Id of the file the text belongs to."},
+                        "text": {"type": "string", "description": "The file's full text."},
+                        "file_name": {"type": "string", "description": "Display name (optional)."},
+                    },
+                    ["store", "file_id", "text"],
+                ),
+                self.vector_upsert,
+            ),
+            Tool(
+                "vector_search",
+                "Semantic search in a vector store: embeds the query and returns the top passages, each"
+                " numbered [n], with score (cosine similarity, higher is better) and provenance (file,"
+                " page, section, character span), quoting its text; overlapping chunks of a file come"
+                " back as one passage. Cite a passage you use by its [n].",
+                _params(
+                    {
+                        "store": _STORE,
+                        "query": {"type": "string", "description": "What to look for, in words."},
+                        "k": {
+                            "type": "integer",
+                            "minimum": 1,
+                            "maximum": 50,
+                            "default": 5,
+                            "description": "How many passages to return.",
+                        },
+                        "file_id": {"type": "string", "description": "Only search this file (optional)."},
+                    },
+                    ["store", "query"],
+                ),
+                self.vector_search,
+            ),
+            Tool(
+                "vector_delete_file",
+                "Remove one file and all its chunks from a vector store.",
+                _params(
+                    {"store": _STORE, "file_id": {"type": "string", "description": "Id of the file."}}, ["store", "file_id"]
+                ),
+                self.vector_delete_file,
+            ),
+            Tool(
+                "vector_ingest_file",
+                "Read a file (PDF, Office, OpenDocument, EPUB, RTF, mail, ZIP, Markdown, HTML, CSV or text)"
+                " from a path, chunk it, embed it and make it searchable in a vector store, in one call.",
+                _params(
+                    {
+                        "store": _STORE,
+                        "path": {"type": "string", "description": "Path of the file on this machine."},
+                        "password": {
+                            "type": "string",
+                            "description": "Password of an encrypted PDF or Office file (optional).",
+                        },
+                    },
+                    ["store", "path"],
+                ),
+                self.vector_ingest_file,
+            ),
         ]
 
     def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
@@ -198,8 +241,9 @@ class KnowledgeTools:
         r = self.wb.index_text(store, file_id, text, file_name)
         if not r.ok:
             return ToolResult(r.message, ok=False)
-        return ToolResult(f"Stored {r.chunks} chunks of {r.name} in {store!r}.",
-                          {"store": store, "file_id": file_id, "chunks": r.chunks})
+        return ToolResult(
+            f"Stored {r.chunks} chunks of {r.name} in {store!r}.", {"store": store, "file_id": file_id, "chunks": r.chunks}
+        )
 
     def vector_search(self, store: str, query: str, k: int = 5, file_id: str | None = None) -> ToolResult:
         """The tool: :meth:`search_stores` of the one ``store`` (the passages numbered from 1); a
@@ -210,11 +254,17 @@ class KnowledgeTools:
             return ToolResult(f"vector_search failed: {next(iter(failed.values()))}", ok=False)
         return result
 
-    def search_stores(self, stores: Sequence[str], query: str, k: int = 5, *,
-                      where: Mapping[str, Any] | None = None,
-                      thresholds: Mapping[str, float | None] | None = None,
-                      label: Callable[[str], str] | None = None,
-                      numbered: Iterable[Mapping[str, Any]] = ()) -> ToolResult:
+    def search_stores(
+        self,
+        stores: Sequence[str],
+        query: str,
+        k: int = 5,
+        *,
+        where: Mapping[str, Any] | None = None,
+        thresholds: Mapping[str, float | None] | None = None,
+        label: Callable[[str], str] | None = None,
+        numbered: Iterable[Mapping[str, Any]] = (),
+    ) -> ToolResult:
         """``vector_search`` over one or several stores merged (:meth:`Workbench.search_stores`;
         ``where`` and ``thresholds`` as there): the ``k`` best passages as text for a model, each
         numbered ``[n]`` (:func:`format_hit`; with several stores, its store's label below it), then
@@ -245,8 +295,11 @@ class KnowledgeTools:
         for store, why in found.failed.items():
             lines.append(f"Store {name(store)!r} could not be searched: {why}")
         searched = ", ".join(name(n) if label else repr(n) for n in stores)
-        text = "\n\n".join(lines) if found.hits else f"No results in {searched} for {query!r}." + (
-            "\n" + "\n".join(lines) if lines else "")
+        text = (
+            "\n\n".join(lines)
+            if found.hits
+            else f"No results in {searched} for {query!r}." + ("\n" + "\n".join(lines) if lines else "")
+        )
         return ToolResult(text, {"hits": hits, "failed": dict(found.failed), "stores": [name(n) for n in stores]})
 
     def vector_delete_file(self, store: str, file_id: str) -> ToolResult:
@@ -258,7 +311,6 @@ class KnowledgeTools:
         if not p.is_file():
             return ToolResult(f"{path}: no such file.", ok=False)
         r = self.wb.ingest_file(store, p, password=password)
-        data = {"file_id": r.file_id, "outcome": r.outcome, "chunks": r.chunks, "pages": r.pages,
-                "warnings": r.warnings}
+        data = {"file_id": r.file_id, "outcome": r.outcome, "chunks": r.chunks, "pages": r.pages, "warnings": r.warnings}
         warn = ("\nWarnings: " + "; ".join(r.warnings)) if r.warnings else ""
         return ToolResult(r.message + warn, data, ok=r.ok)

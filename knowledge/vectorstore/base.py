@@ -123,8 +123,11 @@ def check_threshold(score_threshold: Any) -> float | None:
     """A score threshold: ``None`` or a number (not a bool, not NaN), as a ``float``."""
     if score_threshold is None:
         return None
-    if isinstance(score_threshold, bool) or not isinstance(score_threshold, (int, float, np.integer, np.floating)) \
-            or math.isnan(score_threshold):
+    if (
+        isinstance(score_threshold, bool)
+        or not isinstance(score_threshold, (int, float, np.integer, np.floating))
+        or math.isnan(score_threshold)
+    ):
         raise InvalidArgument(f"score_threshold must be a number, got {score_threshold!r}.")
     return float(score_threshold)
 
@@ -498,8 +501,15 @@ class Collection(ABC):
         :meth:`_upsert`."""
 
     @abstractmethod
-    def _search(self, vector: np.ndarray, k: int, where: dict[str, Any] | None, raw_filter: Any,
-                threshold: float | None, with_payload: bool) -> list[ScoredPoint]:
+    def _search(
+        self,
+        vector: np.ndarray,
+        k: int,
+        where: dict[str, Any] | None,
+        raw_filter: Any,
+        threshold: float | None,
+        with_payload: bool,
+    ) -> list[ScoredPoint]:
         """[Internal] :meth:`search` with a finite ``(d,)`` float32 ``vector`` (size not yet checked:
         :func:`check_vector_size`; not normalised: :func:`~knowledge.vectorstore.scoring.prepare_query`),
         ``k >= 1``, ``where`` checked (``None`` when empty or when ``raw_filter`` is given),

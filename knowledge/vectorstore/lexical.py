@@ -217,8 +217,9 @@ class DiskLexicon:
         return Batch(self)
 
     # -- searching ---------------------------------------------------------------------------
-    def search(self, terms: Sequence[str], limit: int, where: Mapping[str, Any] | None = None
-               ) -> list[tuple[PointId, float]]:
+    def search(
+        self, terms: Sequence[str], limit: int, where: Mapping[str, Any] | None = None
+    ) -> list[tuple[PointId, float]]:
         """The ``limit`` best ``(point id, BM25 score)`` for the analysed query ``terms`` among
         the points whose filter keys match every indexable ``where`` item, best first. Points
         sharing no term with the query are never returned. The caller checks the ``where`` items
@@ -227,8 +228,7 @@ class DiskLexicon:
         unique = list(dict.fromkeys(terms))
         if not unique or limit < 1:
             return []
-        text = t.Query.boolean_query([(t.Occur.Should, t.Query.term_query(self._schema, "body", term))
-                                      for term in unique])
+        text = t.Query.boolean_query([(t.Occur.Should, t.Query.term_query(self._schema, "body", term)) for term in unique])
         clauses = [(t.Occur.Must, text)]
         for key, value in (where or {}).items():
             spelled = _key_value(value)
@@ -266,8 +266,9 @@ class Batch:
         for pid, payload in zip(ids, payloads):
             key = encode_id(pid)
             self._writer.delete_documents_by_term("id", key)
-            self._writer.add_document(self._t.Document(
-                id=key, body=" ".join(terms(indexed_text(payload or {}))), keys=filter_keys(payload or {})))
+            self._writer.add_document(
+                self._t.Document(id=key, body=" ".join(terms(indexed_text(payload or {}))), keys=filter_keys(payload or {}))
+            )
 
     def clear(self) -> None:
         self._writer.delete_all_documents()

@@ -117,12 +117,15 @@ class PgvectorOptions(BaseModel):
         3_000, ge=0, description="search exactly when at most this many rows match (the filter, or the store)"
     )
     lexical_candidates: int = Field(
-        20_000, ge=0, description="BM25: rows scored per query at most, taken from the rarest query terms"
-        " first (the rarest term's rows always); 0 = every row sharing a term with the query"
+        20_000,
+        ge=0,
+        description="BM25: rows scored per query at most, taken from the rarest query terms"
+        " first (the rarest term's rows always); 0 = every row sharing a term with the query",
     )
 
 
 # -- names ---------------------------------------------------------------------------------------
+
 
 def table_name(name: str) -> str:
     """The table of the store called ``name``: ``vs_`` + ASCII slug (<= 40) + ``_`` + 12 hex of sha256.
@@ -152,6 +155,7 @@ MAX_DIM = 16000
 
 
 # -- JSON: ids as JSON tokens, payloads without NUL ----------------------------------------------
+
 
 def _pid(point_id: PointId) -> str:
     """The ``pid`` column of an id: its JSON token (``7`` and ``"7"`` differ; NUL escaped as text)."""
@@ -198,7 +202,6 @@ def _where_json(where: dict[str, Any]) -> str:
 # -- the backend -----------------------------------------------------------------------------------
 
 
-
 def _is_connection_loss(exc: BaseException, conn: psycopg.Connection | None) -> bool:
     if not isinstance(exc, psycopg.OperationalError):
         return False
@@ -232,8 +235,10 @@ class PgvectorBackend(VectorBackend):
         """A reason for the embedded server (no ``vector_store.url``, or ``"embedded"``: a Unix
         socket in this machine's data folder); ``None`` for a server URL."""
         if (settings.vector_store.url or "").strip() in ("", EMBEDDED):
-            return (f"pgvector without vector_store.url is the embedded PostgreSQL in this machine's folder"
-                    f" {settings.resolve(EMBEDDED_DIR)}")
+            return (
+                f"pgvector without vector_store.url is the embedded PostgreSQL in this machine's folder"
+                f" {settings.resolve(EMBEDDED_DIR)}"
+            )
         return None
 
     def __init__(self, settings: Settings) -> None:
@@ -267,8 +272,12 @@ class PgvectorBackend(VectorBackend):
             from psycopg_pool import ConnectionPool  # noqa: PLC0415 - only when pooling
 
             self._pool = ConnectionPool(
-                self.conninfo, min_size=self.options.pool_min_size, max_size=self.options.pool_max_size,
-                configure=self._configure, timeout=self.options.connect_timeout, open=True,
+                self.conninfo,
+                min_size=self.options.pool_min_size,
+                max_size=self.options.pool_max_size,
+                configure=self._configure,
+                timeout=self.options.connect_timeout,
+                open=True,
                 name=f"knowledge-pgvector-{self.target}",
                 check=ConnectionPool.check_connection,  # a connection a server restart broke is replaced
                 reconnect_timeout=self.options.connect_timeout,  # then the next call tries at once (catalog.postgres)
@@ -316,18 +325,21 @@ class PgvectorBackend(VectorBackend):
                         ) from exc
                 with conn.transaction():
                     conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key("\x00registry"),))
-                    conn.execute(sql.SQL(
-                        "CREATE TABLE IF NOT EXISTS {} ("
-                        " name text PRIMARY KEY,"
-                        " table_name text NOT NULL UNIQUE,"
-                        " size integer NOT NULL CHECK (size > 0),"
-                        " distance text NOT NULL,"
-                        " created_at timestamptz NOT NULL DEFAULT now())"
-                    ).format(sql.Identifier(REGISTRY)))
+                    conn.execute(
+                        sql.SQL(
+                            "CREATE TABLE IF NOT EXISTS {} ("
+                            " name text PRIMARY KEY,"
+                            " table_name text NOT NULL UNIQUE,"
+                            " size integer NOT NULL CHECK (size > 0),"
+                            " distance text NOT NULL,"
+                            " created_at timestamptz NOT NULL DEFAULT now())"
+                        ).format(sql.Identifier(REGISTRY))
+                    )
                     # the format of the store's lexical columns (knowledge.vectorstore.lexical.LEXICAL_FORMAT);
                     # NULL: not built yet (a store of an older version), built by its first lexical search
-                    conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS lexical integer")
-                                 .format(sql.Identifier(REGISTRY)))
+                    conn.execute(
+                        sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS lexical integer").format(sql.Identifier(REGISTRY))
+                    )
                 self._vector_info = TypeInfo.fetch(conn, "vector")
         except KnowledgeError:
             raise
@@ -371,8 +383,12 @@ class PgvectorBackend(VectorBackend):
                 lost = conn_box[0] if conn_box else None
                 if _is_connection_loss(exc, lost) or (lost is None and isinstance(exc, psycopg.OperationalError)):
                     if attempt + 1 < attempts:
-                        log.warning("pgvector: lost the connection to %s during %s (%s); retrying",
-                                    self.target, what, str(exc).strip())
+                        log.warning(
+                            "pgvector: lost the connection to %s during %s (%s); retrying",
+                            self.target,
+                            what,
+                            str(exc).strip(),
+                        )
                         if self._pool is not None:
                             self._pool.check()  # drop the other broken connections of the pool
                         time.sleep(_RETRY_DELAYS[min(attempt, len(_RETRY_DELAYS) - 1)])
@@ -404,8 +420,10 @@ class PgvectorBackend(VectorBackend):
 
     def list_collections(self) -> list[str]:
         """Exact names of the stores in the registry, sorted (by Python's string order)."""
-        rows = self.run("listing the stores", lambda c: c.execute(
-            sql.SQL("SELECT name FROM {}").format(sql.Identifier(REGISTRY))).fetchall())
+        rows = self.run(
+            "listing the stores",
+            lambda c: c.execute(sql.SQL("SELECT name FROM {}").format(sql.Identifier(REGISTRY))).fetchall(),
+        )
         return sorted(r[0] for r in rows)
 
     def close(self) -> None:
@@ -469,7 +487,8 @@ class PgvectorCollection(Collection):
 
     def _meta(self, conn: psycopg.Connection, *, lock: bool = False) -> _Meta | None:
         q = sql.SQL("SELECT table_name, size, distance, lexical FROM {} WHERE name = %s{}").format(
-            sql.Identifier(REGISTRY), sql.SQL(" FOR SHARE") if lock else sql.SQL(""))
+            sql.Identifier(REGISTRY), sql.SQL(" FOR SHARE") if lock else sql.SQL("")
+        )
         row = conn.execute(q, (self.name,)).fetchone()
         return _Meta(*row) if row else None
 
@@ -486,8 +505,13 @@ class PgvectorCollection(Collection):
             normalise_rows(vectors)  # stack_points returned a fresh matrix: ours to modify
         return [(_pid(p.id), vectors[i], _payload_json(p.id, p.payload)) for i, p in enumerate(points)]
 
-    def _write_rows(self, conn: psycopg.Connection, rows: list[tuple[str, np.ndarray, str]], meta: _Meta,
-                    payloads: Sequence[dict[str, Any]] = ()) -> None:
+    def _write_rows(
+        self,
+        conn: psycopg.Connection,
+        rows: list[tuple[str, np.ndarray, str]],
+        meta: _Meta,
+        payloads: Sequence[dict[str, Any]] = (),
+    ) -> None:
         """Insert (or overwrite) ``rows``; with the store's lexicon, their ``lex`` columns and the
         term statistics too, in the caller's transaction (the overwritten rows are taken out of the
         statistics first)."""
@@ -512,18 +536,22 @@ class PgvectorCollection(Collection):
             for t in terms:
                 df[t] = df.get(t, 0) + 1
             full.append((*row, lex, n))
-        q = sql.SQL("INSERT INTO {} (pid, embedding, payload, lex, lex_len) VALUES (%s, %s, %s::jsonb, %s::tsvector, %s)"
-                    ).format(self._t())
+        q = sql.SQL(
+            "INSERT INTO {} (pid, embedding, payload, lex, lex_len) VALUES (%s, %s, %s::jsonb, %s::tsvector, %s)"
+        ).format(self._t())
         with conn.cursor() as cur:
             cur.executemany(q, full)
         self._add_stats(conn, {**df, _DOCS: len(full), _LENGTH: total})
 
     def _add_stats(self, conn: psycopg.Connection, counts: dict[str, int]) -> None:
         terms = sorted(counts)  # one order for every writer: no deadlock between two
-        conn.execute(sql.SQL(
-            "INSERT INTO {} (term, df) SELECT * FROM unnest(%s::text[], %s::bigint[])"
-            " ON CONFLICT (term) DO UPDATE SET df = {}.df + EXCLUDED.df").format(self._t("_terms"), self._t("_terms")),
-            (terms, [counts[t] for t in terms]))
+        conn.execute(
+            sql.SQL(
+                "INSERT INTO {} (term, df) SELECT * FROM unnest(%s::text[], %s::bigint[])"
+                " ON CONFLICT (term) DO UPDATE SET df = {}.df + EXCLUDED.df"
+            ).format(self._t("_terms"), self._t("_terms")),
+            (terms, [counts[t] for t in terms]),
+        )
 
     def _delete(self, conn: psycopg.Connection, meta: _Meta, cond: sql.Composable, params: list[Any]) -> int:
         """``DELETE ... WHERE cond``, taking the rows out of the term statistics when the store has
@@ -531,14 +559,19 @@ class PgvectorCollection(Collection):
         if not meta.has_lexicon:
             return conn.execute(sql.SQL("DELETE FROM {} WHERE {}").format(self._t(), cond), params).rowcount
         terms = self._t("_terms")
-        row = _one_row(conn.execute(sql.SQL(
-            "WITH gone AS (DELETE FROM {t} WHERE {cond} RETURNING lex, lex_len),"
-            " agg AS (SELECT u.lexeme AS term, count(*) AS n FROM gone, unnest(gone.lex) u GROUP BY u.lexeme"
-            "  UNION ALL SELECT %s, count(*) FROM gone"
-            "  UNION ALL SELECT %s, coalesce(sum(lex_len), 0) FROM gone),"
-            " upd AS (UPDATE {terms} s SET df = s.df - agg.n FROM agg WHERE s.term = agg.term AND agg.n <> 0)"
-            " SELECT count(*) FROM gone").format(t=self._t(), cond=cond, terms=terms),
-            [*params, _DOCS, _LENGTH]))
+        row = _one_row(
+            conn.execute(
+                sql.SQL(
+                    "WITH gone AS (DELETE FROM {t} WHERE {cond} RETURNING lex, lex_len),"
+                    " agg AS (SELECT u.lexeme AS term, count(*) AS n FROM gone, unnest(gone.lex) u GROUP BY u.lexeme"
+                    "  UNION ALL SELECT %s, count(*) FROM gone"
+                    "  UNION ALL SELECT %s, coalesce(sum(lex_len), 0) FROM gone),"
+                    " upd AS (UPDATE {terms} s SET df = s.df - agg.n FROM agg WHERE s.term = agg.term AND agg.n <> 0)"
+                    " SELECT count(*) FROM gone"
+                ).format(t=self._t(), cond=cond, terms=terms),
+                [*params, _DOCS, _LENGTH],
+            )
+        )
         return int(row[0])
 
     @contextlib.contextmanager
@@ -583,10 +616,17 @@ class PgvectorCollection(Collection):
         if int(_one_row(conn.execute(q, (opts.exact_max_rows + 1,)))[0]) <= opts.exact_max_rows:
             return
         t = time.perf_counter()
-        conn.execute(sql.SQL(
-            "CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw (embedding {}) WITH (m = {}, ef_construction = {})"
-        ).format(sql.Identifier(index), self._t(), sql.SQL(_OPS[meta.distance][1]), sql.Literal(opts.hnsw_m),
-                 sql.Literal(opts.hnsw_ef_construction)))
+        conn.execute(
+            sql.SQL(
+                "CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw (embedding {}) WITH (m = {}, ef_construction = {})"
+            ).format(
+                sql.Identifier(index),
+                self._t(),
+                sql.SQL(_OPS[meta.distance][1]),
+                sql.Literal(opts.hnsw_m),
+                sql.Literal(opts.hnsw_ef_construction),
+            )
+        )
         log.info("pgvector: built the HNSW index of store %r in %.1f s", self.name, time.perf_counter() - t)
 
     @staticmethod
@@ -613,18 +653,25 @@ class PgvectorCollection(Collection):
                 check_prepared(self.name, meta.size, meta.distance, size, distance)
                 return
             t = self._t()
-            conn.execute(sql.SQL(
-                "CREATE TABLE IF NOT EXISTS {} ("
-                " pid text PRIMARY KEY,"
-                " seq bigint GENERATED BY DEFAULT AS IDENTITY,"
-                " embedding vector({}) NOT NULL,"
-                " payload jsonb NOT NULL DEFAULT '{{}}'::jsonb)"
-            ).format(t, sql.Literal(size)))
-            conn.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING gin (payload jsonb_path_ops)")
-                         .format(self._t("_gin"), t))
+            conn.execute(
+                sql.SQL(
+                    "CREATE TABLE IF NOT EXISTS {} ("
+                    " pid text PRIMARY KEY,"
+                    " seq bigint GENERATED BY DEFAULT AS IDENTITY,"
+                    " embedding vector({}) NOT NULL,"
+                    " payload jsonb NOT NULL DEFAULT '{{}}'::jsonb)"
+                ).format(t, sql.Literal(size))
+            )
+            conn.execute(
+                sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING gin (payload jsonb_path_ops)").format(self._t("_gin"), t)
+            )
             self._create_lexical(conn)
-            conn.execute(sql.SQL("INSERT INTO {} (name, table_name, size, distance, lexical) VALUES (%s, %s, %s, %s, %s)")
-                         .format(sql.Identifier(REGISTRY)), (self.name, self.table, size, distance, LEXICAL_FORMAT))
+            conn.execute(
+                sql.SQL("INSERT INTO {} (name, table_name, size, distance, lexical) VALUES (%s, %s, %s, %s, %s)").format(
+                    sql.Identifier(REGISTRY)
+                ),
+                (self.name, self.table, size, distance, LEXICAL_FORMAT),
+            )
 
         self._b.run(f"creating store {self.name!r}", go)
 
@@ -647,11 +694,20 @@ class PgvectorCollection(Collection):
 
         def go(conn: psycopg.Connection) -> CollectionInfo:
             meta = self._require(conn)
-            count, disk = _one_row(conn.execute(
-                sql.SQL("SELECT count(*), pg_total_relation_size(%s::regclass) FROM {}").format(self._t()),
-                (sql.Identifier(self.table).as_string(conn),)))
-            return CollectionInfo(name=self.name, size=meta.size, distance=meta.distance,  # type: ignore[arg-type]
-                                  count=int(count), backend=PgvectorBackend.name, disk_bytes=int(disk))
+            count, disk = _one_row(
+                conn.execute(
+                    sql.SQL("SELECT count(*), pg_total_relation_size(%s::regclass) FROM {}").format(self._t()),
+                    (sql.Identifier(self.table).as_string(conn),),
+                )
+            )
+            return CollectionInfo(
+                name=self.name,
+                size=meta.size,
+                distance=meta.distance,  # type: ignore[arg-type]
+                count=int(count),
+                backend=PgvectorBackend.name,
+                disk_bytes=int(disk),
+            )
 
         return self._b.run(f"reading store {self.name!r}", go)
 
@@ -718,11 +774,15 @@ class PgvectorCollection(Collection):
     # -- the lexical index -------------------------------------------------------------------------
     def _create_lexical(self, conn: psycopg.Connection) -> None:
         """The lexical columns, their GIN index and the term statistics table (idempotent)."""
-        conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS lex tsvector,"
-                             " ADD COLUMN IF NOT EXISTS lex_len integer").format(self._t()))
+        conn.execute(
+            sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS lex tsvector, ADD COLUMN IF NOT EXISTS lex_len integer").format(
+                self._t()
+            )
+        )
         conn.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING gin (lex)").format(self._t("_lex"), self._t()))
-        conn.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} (term text PRIMARY KEY, df bigint NOT NULL)")
-                     .format(self._t("_terms")))
+        conn.execute(
+            sql.SQL("CREATE TABLE IF NOT EXISTS {} (term text PRIMARY KEY, df bigint NOT NULL)").format(self._t("_terms"))
+        )
 
     def _build_lexical(self, conn: psycopg.Connection, meta: _Meta) -> None:
         """Bring a store without a current lexicon up to date in one transaction: rows of an older
@@ -733,29 +793,43 @@ class PgvectorCollection(Collection):
         self._create_lexical(conn)
         t = self._t()
         todo = sql.SQL("TRUE") if meta.lexical is not None else sql.SQL("lex IS NULL")
-        rows = conn.execute(sql.SQL("SELECT pid, payload->>'heading', payload->>'text' FROM {} WHERE {}")
-                            .format(t, todo)).fetchall()
+        rows = conn.execute(
+            sql.SQL("SELECT pid, payload->>'heading', payload->>'text' FROM {} WHERE {}").format(t, todo)
+        ).fetchall()
         if rows:
             conn.execute("CREATE TEMP TABLE knowledge_lex_fill (pid text, lex tsvector, lex_len integer) ON COMMIT DROP")
             with conn.cursor().copy("COPY knowledge_lex_fill (pid, lex, lex_len) FROM STDIN") as copy:
                 for pid, heading, text in rows:
                     lex, n, _ = lexical_row({"heading": heading, "text": text})
                     copy.write_row((pid, lex, n))
-            conn.execute(sql.SQL("UPDATE {} t SET lex = f.lex, lex_len = f.lex_len FROM knowledge_lex_fill f"
-                                 " WHERE t.pid = f.pid").format(t))
+            conn.execute(
+                sql.SQL(
+                    "UPDATE {} t SET lex = f.lex, lex_len = f.lex_len FROM knowledge_lex_fill f WHERE t.pid = f.pid"
+                ).format(t)
+            )
         terms = self._t("_terms")
         conn.execute(sql.SQL("TRUNCATE {}").format(terms))
-        conn.execute(sql.SQL(
-            "INSERT INTO {terms} (term, df)"
-            " SELECT u.lexeme, count(*) FROM {t}, unnest({t}.lex) u GROUP BY u.lexeme"
-            " UNION ALL SELECT %s, count(*) FROM {t}"
-            " UNION ALL SELECT %s, coalesce(sum(lex_len), 0) FROM {t}").format(terms=terms, t=t), (_DOCS, _LENGTH))
-        conn.execute(sql.SQL("UPDATE {} SET lexical = %s WHERE name = %s").format(sql.Identifier(REGISTRY)),
-                     (LEXICAL_FORMAT, self.name))
+        conn.execute(
+            sql.SQL(
+                "INSERT INTO {terms} (term, df)"
+                " SELECT u.lexeme, count(*) FROM {t}, unnest({t}.lex) u GROUP BY u.lexeme"
+                " UNION ALL SELECT %s, count(*) FROM {t}"
+                " UNION ALL SELECT %s, coalesce(sum(lex_len), 0) FROM {t}"
+            ).format(terms=terms, t=t),
+            (_DOCS, _LENGTH),
+        )
+        conn.execute(
+            sql.SQL("UPDATE {} SET lexical = %s WHERE name = %s").format(sql.Identifier(REGISTRY)),
+            (LEXICAL_FORMAT, self.name),
+        )
         meta.lexical = LEXICAL_FORMAT
-        log.warning("pgvector: store %r had no current lexical index (format %s); built it (%d rows analysed) in %.1f s",
-                    self.name, before if before is not None else "none", len(rows),
-                    time.perf_counter() - started)
+        log.warning(
+            "pgvector: store %r had no current lexical index (format %s); built it (%d rows analysed) in %.1f s",
+            self.name,
+            before if before is not None else "none",
+            len(rows),
+            time.perf_counter() - started,
+        )
 
     def ensure_lexical_index(self) -> None:
         """Build the store's lexical columns now if they are missing or of another format (one
@@ -796,8 +870,12 @@ class PgvectorCollection(Collection):
                 return None  # built below, then searched: one transaction when the index exists
             if not terms:
                 return []
-            stats: dict[str, int] = dict(conn.execute(sql.SQL("SELECT term, df FROM {} WHERE term = ANY(%s::text[])")
-                                      .format(self._t("_terms")), ([*terms, _DOCS, _LENGTH],)).fetchall())
+            stats: dict[str, int] = dict(
+                conn.execute(
+                    sql.SQL("SELECT term, df FROM {} WHERE term = ANY(%s::text[])").format(self._t("_terms")),
+                    ([*terms, _DOCS, _LENGTH],),
+                ).fetchall()
+            )
             docs, length = int(stats.pop(_DOCS, 0)), int(stats.pop(_LENGTH, 0))
             present = sorted(((int(df), t) for t, df in stats.items() if df > 0))
             if not docs or not present:
@@ -823,10 +901,10 @@ class PgvectorCollection(Collection):
                 "   JOIN q ON q.term = u.lexeme"
                 "   GROUP BY c.pid ORDER BY score DESC, c.pid LIMIT %s)"
                 " SELECT s.pid, s.score, t.payload FROM scored s JOIN {t} t ON t.pid = s.pid"
-                " ORDER BY s.score DESC, s.pid").format(t=self._t(), cond=cond)
+                " ORDER BY s.score DESC, s.pid"
+            ).format(t=self._t(), cond=cond)
             names = [t for _, t in present]
-            found = conn.execute(q, [names, idf, tsq, *params, K1 + 1, K1, 1 - B, B, avg, names, k]
-                                 ).fetchall()
+            found = conn.execute(q, [names, idf, tsq, *params, K1 + 1, K1, 1 - B, B, avg, names, k]).fetchall()
             return [ScoredPoint(id=_unpid(pid), score=float(score), payload=payload) for pid, score, payload in found]
 
         found = self._b.run(f"searching store {self.name!r} by words", go)
@@ -841,8 +919,9 @@ class PgvectorCollection(Collection):
         def go(conn: psycopg.Connection) -> int:
             self._require(conn)
             cond, params = self._filter(w)
-            return int(_one_row(conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE {}").format(self._t(), cond),
-                                             params))[0])
+            return int(
+                _one_row(conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE {}").format(self._t(), cond), params))[0]
+            )
 
         return self._b.run(f"counting store {self.name!r}", go)
 
@@ -857,12 +936,11 @@ class PgvectorCollection(Collection):
         raise InvalidArgument(
             "raw_filter for the pgvector backend is a SQL boolean expression over the columns payload"
             " (jsonb) and embedding: a psycopg.sql.Composable such as"
-            " sql.SQL(\"payload->>'lang' = {}\").format(\"en\"), or a str of trusted SQL;"
+            ' sql.SQL("payload->>\'lang\' = {}").format("en"), or a str of trusted SQL;'
             f" got {type(raw_filter).__name__}."
         )
 
-    def _candidates(self, conn: psycopg.Connection, cond: sql.Composable, params: list[Any],
-                    filtered: bool) -> int:
+    def _candidates(self, conn: psycopg.Connection, cond: sql.Composable, params: list[Any], filtered: bool) -> int:
         """How many rows the search ranks -- exactly up to ``exact_max_rows + 1``, or an estimate
         when that is clearly more.
 
@@ -880,7 +958,8 @@ class PgvectorCollection(Collection):
         row = conn.execute(
             "SELECT c.reltuples, c.relpages, pg_relation_size(c.oid) / current_setting('block_size')::int"
             " FROM pg_class c WHERE c.oid = %s::regclass",
-            (sql.Identifier(self.table).as_string(conn),)).fetchone()
+            (sql.Identifier(self.table).as_string(conn),),
+        ).fetchone()
         if row is not None and float(row[0]) >= 0 and int(row[1]) > 0:
             reltuples, relpages, pages = float(row[0]), int(row[1]), int(row[2])
             total = int(reltuples / relpages * pages)
@@ -888,8 +967,7 @@ class PgvectorCollection(Collection):
                 return total
             if total > 4 * cap:
                 with psycopg.ClientCursor(conn) as cur:  # EXPLAIN takes no server-side parameters
-                    cur.execute(sql.SQL("EXPLAIN (FORMAT JSON) SELECT 1 FROM {} WHERE {}").format(self._t(), cond),
-                                params)
+                    cur.execute(sql.SQL("EXPLAIN (FORMAT JSON) SELECT 1 FROM {} WHERE {}").format(self._t(), cond), params)
                     plan = _one_row(cur)[0]
                 if isinstance(plan, str):
                     plan = orjson.loads(plan)
@@ -899,8 +977,15 @@ class PgvectorCollection(Collection):
         q = sql.SQL("SELECT count(*) FROM (SELECT 1 FROM {} WHERE {} LIMIT %s) s").format(self._t(), cond)
         return int(_one_row(conn.execute(q, [*params, cap + 1]))[0])
 
-    def _search(self, vector: np.ndarray, k: int, w: dict[str, Any] | None, raw_filter: Any,
-                score_threshold: float | None, with_payload: bool) -> list[ScoredPoint]:
+    def _search(
+        self,
+        vector: np.ndarray,
+        k: int,
+        w: dict[str, Any] | None,
+        raw_filter: Any,
+        score_threshold: float | None,
+        with_payload: bool,
+    ) -> list[ScoredPoint]:
         """Exact (index scans off) when at most ``options.pgvector.exact_max_rows`` rows match the
         filter (or are in the store); otherwise the HNSW index with ``hnsw.ef_search = max(ef_search,
         k)`` and ``hnsw.iterative_scan = strict_order`` (see the module docstring). ``where`` is
@@ -928,19 +1013,25 @@ class PgvectorCollection(Collection):
                 conn.execute("SELECT set_config('enable_indexscan', 'off', true)")
                 order = sql.SQL("d, seq")
             else:
-                conn.execute("SELECT set_config('hnsw.ef_search', %s, true),"
-                             " set_config('hnsw.iterative_scan', 'strict_order', true)",
-                             (str(min(1000, max(opts.ef_search, k))),))
+                conn.execute(
+                    "SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', 'strict_order', true)",
+                    (str(min(1000, max(opts.ef_search, k))),),
+                )
                 order = sql.SQL("embedding {} %s").format(op)
             query = sql.SQL("SELECT {}, embedding {} %s AS d FROM {} WHERE {} ORDER BY {} LIMIT %s").format(
-                cols, op, self._t(), cond, order)
+                cols, op, self._t(), cond, order
+            )
             qparams = [q, *params] + ([] if exact else [q]) + [k]
             try:
                 rows = conn.execute(query, qparams).fetchall()
             except psycopg.errors.UndefinedTable:
                 raise StoreNotFound(self.name) from None
-            except (psycopg.errors.SyntaxError, psycopg.errors.UndefinedColumn,
-                    psycopg.errors.UndefinedFunction, psycopg.errors.DatatypeMismatch) as exc:
+            except (
+                psycopg.errors.SyntaxError,
+                psycopg.errors.UndefinedColumn,
+                psycopg.errors.UndefinedFunction,
+                psycopg.errors.DatatypeMismatch,
+            ) as exc:
                 if raw_filter is None:
                     raise
                 raise InvalidArgument(f"PostgreSQL rejected the raw_filter: {str(exc).strip()}") from None
@@ -968,7 +1059,8 @@ class PgvectorCollection(Collection):
             cond, params = self._filter(w)
             cols = sql.SQL("pid, payload, embedding" if with_vectors else "pid, payload")
             q = sql.SQL("SELECT {} FROM {} WHERE {} ORDER BY seq{}").format(
-                cols, self._t(), cond, sql.SQL(" LIMIT %s") if limit is not None else sql.SQL(""))
+                cols, self._t(), cond, sql.SQL(" LIMIT %s") if limit is not None else sql.SQL("")
+            )
             rows = conn.execute(q, params + ([limit] if limit is not None else [])).fetchall()
             return [self._point(r, with_vectors) for r in rows]
 
@@ -990,8 +1082,10 @@ class PgvectorCollection(Collection):
             if not wanted:
                 return []
             cols = sql.SQL("pid, payload, embedding" if with_vectors else "pid, payload")
-            rows = conn.execute(sql.SQL("SELECT {} FROM {} WHERE pid = ANY(%s::text[])").format(cols, self._t()),
-                                ([_pid(i) for i in wanted],)).fetchall()
+            rows = conn.execute(
+                sql.SQL("SELECT {} FROM {} WHERE pid = ANY(%s::text[])").format(cols, self._t()),
+                ([_pid(i) for i in wanted],),
+            ).fetchall()
             by_pid = {r[0]: r for r in rows}
             return [self._point(by_pid[p], with_vectors) for p in map(_pid, wanted) if p in by_pid]
 

@@ -333,8 +333,11 @@ class QdrantBackend(VectorBackend):
         self._known.add(self.registry_name)
 
     def _create(self, name: str, params: models.VectorParams, *, sparse: bool = False) -> None:
-        extra = {"sparse_vectors_config": {SPARSE_VECTOR: models.SparseVectorParams(modifier=models.Modifier.IDF)}} \
-            if sparse else {}
+        extra = (
+            {"sparse_vectors_config": {SPARSE_VECTOR: models.SparseVectorParams(modifier=models.Modifier.IDF)}}
+            if sparse
+            else {}
+        )
         try:
             self.call(self.client.create_collection, name, vectors_config=params, **extra)
         except UnexpectedResponse as exc:
@@ -358,8 +361,9 @@ class QdrantBackend(VectorBackend):
         return name
 
     def _indexes(self, name: str) -> None:
-        tenant = models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD,
-                                           is_tenant=True if self.tenant_index else None)
+        tenant = models.KeywordIndexParams(
+            type=models.KeywordIndexType.KEYWORD, is_tenant=True if self.tenant_index else None
+        )
         self.call(self.client.create_payload_index, name, COLLECTION_FIELD, field_schema=tenant)
         for field in sorted(self._index_fields):
             self._index(name, field)
@@ -367,8 +371,7 @@ class QdrantBackend(VectorBackend):
     def _index(self, physical: str, field: str) -> None:
         if self.is_local:
             return
-        self.call(self.client.create_payload_index, physical, _key(field),
-                  field_schema=models.PayloadSchemaType.KEYWORD)
+        self.call(self.client.create_payload_index, physical, _key(field), field_schema=models.PayloadSchemaType.KEYWORD)
 
     def index(self, field: str, physical: str | None = None) -> None:
         """Keep a keyword index on payload ``field`` in every physical collection made from now on,
@@ -392,9 +395,12 @@ class QdrantBackend(VectorBackend):
             info = self.call(self.client.get_collection, physical)
             known = SPARSE_VECTOR in (info.config.params.sparse_vectors or {})
             if not known:
-                log.warning("qdrant: collection %r was made before BM25 sparse vectors; hybrid search of its"
-                            " stores builds an in-process lexical index (move a store to a new template,"
-                            " or re-create it, to get the persisted one)", physical)
+                log.warning(
+                    "qdrant: collection %r was made before BM25 sparse vectors; hybrid search of its"
+                    " stores builds an in-process lexical index (move a store to a new template,"
+                    " or re-create it, to get the persisted one)",
+                    physical,
+                )
             self._sparse[physical] = known
         return known
 
@@ -406,8 +412,7 @@ class QdrantBackend(VectorBackend):
     def registry_entry(self, name: str) -> dict[str, Any] | None:
         """``{"name", "size", "distance"}`` of logical collection ``name``, or ``None``."""
         self._ensure_registry()
-        got = self.call(self.client.retrieve, self.registry_name, [point_uuid("", name)],
-                        with_payload=True)
+        got = self.call(self.client.retrieve, self.registry_name, [point_uuid("", name)], with_payload=True)
         entry = dict(got[0].payload) if got and got[0].payload is not None else None
         if entry is None:
             self._entries.pop(name, None)
@@ -439,8 +444,9 @@ class QdrantBackend(VectorBackend):
         names: list[str] = []
         offset = None
         while True:
-            records, offset = self.call(self.client.scroll, self.registry_name, limit=_PAGE,
-                                        offset=offset, with_payload=True)
+            records, offset = self.call(
+                self.client.scroll, self.registry_name, limit=_PAGE, offset=offset, with_payload=True
+            )
             names.extend(r.payload["name"] for r in records if r.payload and "name" in r.payload)
             if offset is None:
                 return sorted(names)
@@ -536,7 +542,7 @@ class QdrantCollection(Collection):
     def _write(self, physical: str, structs: list[models.PointStruct]) -> None:
         for start in range(0, len(structs), _PAGE * 4):
             try:
-                self.backend.call(self.backend.client.upsert, physical, structs[start:start + _PAGE * 4], wait=True)
+                self.backend.call(self.backend.client.upsert, physical, structs[start : start + _PAGE * 4], wait=True)
             except UnexpectedResponse as exc:
                 raise StorageError(f"Qdrant refused the write to {self.name!r}: {exc}") from None
 
@@ -548,8 +554,14 @@ class QdrantCollection(Collection):
         offset = None
         while True:
             records, offset = self.backend.call(
-                self.backend.client.scroll, physical, scroll_filter=flt, limit=_PAGE * 4,
-                offset=offset, with_payload=False, with_vectors=False)
+                self.backend.client.scroll,
+                physical,
+                scroll_filter=flt,
+                limit=_PAGE * 4,
+                offset=offset,
+                with_payload=False,
+                with_vectors=False,
+            )
             ids.extend(str(r.id) for r in records)
             if offset is None:
                 return ids
@@ -582,9 +594,12 @@ class QdrantCollection(Collection):
             return
         self.backend.ensure_physical(size, distance)
         payload = {"name": self.name, "size": size, "distance": distance}
-        self.backend.call(self.backend.client.upsert, self.backend.registry_name,
-                          [models.PointStruct(id=point_uuid("", self.name), vector=[1.0], payload=payload)],
-                          wait=True)
+        self.backend.call(
+            self.backend.client.upsert,
+            self.backend.registry_name,
+            [models.PointStruct(id=point_uuid("", self.name), vector=[1.0], payload=payload)],
+            wait=True,
+        )
 
     def collection_exists(self) -> bool:
         return self.backend.registry_entry(self.name) is not None
@@ -597,10 +612,15 @@ class QdrantCollection(Collection):
             return
         physical = self._physical(entry)
         if self.backend.call(self.backend.client.collection_exists, physical):
-            self.backend.call(self.backend.client.delete, physical,
-                              points_selector=models.FilterSelector(filter=self._scope()), wait=True)
-        self.backend.call(self.backend.client.delete, self.backend.registry_name,
-                          points_selector=models.PointIdsList(points=[point_uuid("", self.name)]), wait=True)
+            self.backend.call(
+                self.backend.client.delete, physical, points_selector=models.FilterSelector(filter=self._scope()), wait=True
+            )
+        self.backend.call(
+            self.backend.client.delete,
+            self.backend.registry_name,
+            points_selector=models.PointIdsList(points=[point_uuid("", self.name)]),
+            wait=True,
+        )
         self.backend.forget_entry(self.name)
 
     def _index_field(self, key: str) -> None:
@@ -611,8 +631,13 @@ class QdrantCollection(Collection):
 
     def info(self) -> CollectionInfo:
         entry = self._entry()
-        return CollectionInfo(name=self.name, size=int(entry["size"]), distance=entry["distance"],
-                              count=self._count_in(entry, None), backend="qdrant")
+        return CollectionInfo(
+            name=self.name,
+            size=int(entry["size"]),
+            distance=entry["distance"],
+            count=self._count_in(entry, None),
+            backend="qdrant",
+        )
 
     def _upsert(self, points: list[Point]) -> None:
         """Same id, same Qdrant point. ``InvalidArgument`` also for a reserved payload field."""
@@ -623,8 +648,15 @@ class QdrantCollection(Collection):
         if structs:
             self._write(physical, structs)
 
-    def _search(self, vector: np.ndarray, k: int, where: dict[str, Any] | None, raw_filter: Any,
-                score_threshold: float | None, with_payload: bool) -> list[ScoredPoint]:
+    def _search(
+        self,
+        vector: np.ndarray,
+        k: int,
+        where: dict[str, Any] | None,
+        raw_filter: Any,
+        score_threshold: float | None,
+        with_payload: bool,
+    ) -> list[ScoredPoint]:
         """Through Qdrant's query endpoint; a ``raw_filter`` is still confined to this logical
         collection. Qdrant's ``score_threshold`` has the contract's direction."""
         flt = self._scope(raw_filter) if raw_filter is not None else self._filter(where)
@@ -634,14 +666,25 @@ class QdrantCollection(Collection):
             physical = self._physical(entry)
             with self._physical_gone(physical):
                 res = self.backend.call(
-                    self.backend.client.query_points, physical, query=q.tolist(), query_filter=flt,
-                    limit=k, score_threshold=score_threshold,
-                    with_payload=True if with_payload else [ID_FIELD], with_vectors=False)
+                    self.backend.client.query_points,
+                    physical,
+                    query=q.tolist(),
+                    query_filter=flt,
+                    limit=k,
+                    score_threshold=score_threshold,
+                    with_payload=True if with_payload else [ID_FIELD],
+                    with_vectors=False,
+                )
             out = []
             for sp in res.points:
                 payload = sp.payload or {}
-                out.append(ScoredPoint(id=payload.get(ID_FIELD, str(sp.id)), score=float(sp.score),
-                                       payload=self._out_payload(payload) if with_payload else None))
+                out.append(
+                    ScoredPoint(
+                        id=payload.get(ID_FIELD, str(sp.id)),
+                        score=float(sp.score),
+                        payload=self._out_payload(payload) if with_payload else None,
+                    )
+                )
             return out
 
         return self._read(go)
@@ -667,11 +710,23 @@ class QdrantCollection(Collection):
                 return []
             with self._physical_gone(physical):
                 res = self.backend.call(
-                    self.backend.client.query_points, physical,
-                    query=models.SparseVector(indices=indices, values=values), using=SPARSE_VECTOR,
-                    query_filter=flt, limit=k, with_payload=True, with_vectors=False)
-            return [ScoredPoint(id=(sp.payload or {}).get(ID_FIELD, str(sp.id)), score=float(sp.score),
-                                payload=self._out_payload(sp.payload)) for sp in res.points]
+                    self.backend.client.query_points,
+                    physical,
+                    query=models.SparseVector(indices=indices, values=values),
+                    using=SPARSE_VECTOR,
+                    query_filter=flt,
+                    limit=k,
+                    with_payload=True,
+                    with_vectors=False,
+                )
+            return [
+                ScoredPoint(
+                    id=(sp.payload or {}).get(ID_FIELD, str(sp.id)),
+                    score=float(sp.score),
+                    payload=self._out_payload(sp.payload),
+                )
+                for sp in res.points
+            ]
 
         return self._read(go)
 
@@ -698,21 +753,24 @@ class QdrantCollection(Collection):
         physical = self._physical(entry)
         targets: dict[str, None] = {}
         if wanted:
-            got = self.backend.call(self.backend.client.retrieve, physical, wanted,
-                                    with_payload=[COLLECTION_FIELD], with_vectors=False)
+            got = self.backend.call(
+                self.backend.client.retrieve, physical, wanted, with_payload=[COLLECTION_FIELD], with_vectors=False
+            )
             targets.update((str(r.id), None) for r in got if (r.payload or {}).get(COLLECTION_FIELD) == self.name)
         if w:
             targets.update((i, None) for i in self._ids_matching(physical, self._filter(w)))
         if targets:
-            self.backend.call(self.backend.client.delete, physical,
-                              points_selector=models.PointIdsList(points=list(targets)), wait=True)
+            self.backend.call(
+                self.backend.client.delete, physical, points_selector=models.PointIdsList(points=list(targets)), wait=True
+            )
         return len(targets)
 
     def _count_in(self, entry: dict[str, Any], where: dict[str, Any] | None) -> int:
         physical = self._physical(entry)
         with self._physical_gone(physical):
-            return int(self.backend.call(self.backend.client.count, physical,
-                                         count_filter=self._filter(where), exact=True).count)
+            return int(
+                self.backend.call(self.backend.client.count, physical, count_filter=self._filter(where), exact=True).count
+            )
 
     def _count(self, where: dict[str, Any] | None) -> int:
         return self._count_in(self._entry(), where)
@@ -729,9 +787,12 @@ class QdrantCollection(Collection):
                 self._write(physical, structs)
             keep = [s.id for s in structs]
             must_not: list[models.Condition] | None = [models.HasIdCondition(has_id=keep)] if keep else None
-            self.backend.call(self.backend.client.delete, physical,
-                              points_selector=models.FilterSelector(filter=self._scope(*where_filter(w), must_not=must_not)),
-                              wait=True)
+            self.backend.call(
+                self.backend.client.delete,
+                physical,
+                points_selector=models.FilterSelector(filter=self._scope(*where_filter(w), must_not=must_not)),
+                wait=True,
+            )
 
     def _scroll(self, where: dict[str, Any] | None, limit: int | None, with_vectors: bool) -> Iterator[Point]:
         """Points in Qdrant's point-id order (stable)."""
@@ -746,8 +807,14 @@ class QdrantCollection(Collection):
             page = _PAGE if limit is None else min(_PAGE, limit - len(out))
             with self._physical_gone(physical):
                 records, offset = self.backend.call(
-                    self.backend.client.scroll, physical, scroll_filter=flt, limit=page, offset=offset,
-                    with_payload=True, with_vectors=with_vectors)
+                    self.backend.client.scroll,
+                    physical,
+                    scroll_filter=flt,
+                    limit=page,
+                    offset=offset,
+                    with_payload=True,
+                    with_vectors=with_vectors,
+                )
             out.extend(self._record(r, with_vectors) for r in records)
             if offset is None or (limit is not None and len(out) >= limit):
                 return iter(out)
@@ -755,8 +822,7 @@ class QdrantCollection(Collection):
     def _record(self, r: Any, with_vectors: bool) -> Point:
         payload = r.payload or {}
         raw = r.vector.get("") if isinstance(r.vector, dict) else r.vector  # {"": dense, "bm25": sparse}
-        vec = np.asarray(raw, dtype=np.float32) if with_vectors and raw is not None \
-            else np.zeros(0, dtype=np.float32)
+        vec = np.asarray(raw, dtype=np.float32) if with_vectors and raw is not None else np.zeros(0, dtype=np.float32)
         return Point(id=payload.get(ID_FIELD, str(r.id)), vector=vec, payload=self._out_payload(payload))
 
     def _retrieve(self, wanted: list[PointId], with_vectors: bool) -> list[Point]:
@@ -768,8 +834,9 @@ class QdrantCollection(Collection):
         def go(entry: dict[str, Any]) -> list[Point]:
             physical = self._physical(entry)
             with self._physical_gone(physical):
-                got = self.backend.call(self.backend.client.retrieve, physical, uuids, with_payload=True,
-                                        with_vectors=with_vectors)
+                got = self.backend.call(
+                    self.backend.client.retrieve, physical, uuids, with_payload=True, with_vectors=with_vectors
+                )
             by_id = {str(r.id): r for r in got if (r.payload or {}).get(COLLECTION_FIELD) == self.name}
             return [self._record(by_id[u], with_vectors) for u in uuids if u in by_id]
 
@@ -777,4 +844,3 @@ class QdrantCollection(Collection):
 
     def __repr__(self) -> str:
         return f"QdrantCollection({self.name!r}, backend={self.backend!r})"
-

@@ -146,7 +146,18 @@ def euclid_exact(matrix: np.ndarray, q: np.ndarray) -> np.ndarray:
 
 
 __all__ = [
-    "DISTANCES", "DISTANCE_ORDER", "Distance", "check_distance", "clamp_cosine", "euclid_exact",
-    "higher_is_better", "manhattan", "normalise_query", "normalise_rows", "passes_threshold",
-    "prepare_query", "top_k", "vector_scores",
+    "DISTANCES",
+    "DISTANCE_ORDER",
+    "Distance",
+    "check_distance",
+    "clamp_cosine",
+    "euclid_exact",
+    "higher_is_better",
+    "manhattan",
+    "normalise_query",
+    "normalise_rows",
+    "passes_threshold",
+    "prepare_query",
+    "top_k",
+    "vector_scores",
 ]

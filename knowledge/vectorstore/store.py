@@ -20,7 +20,14 @@ from knowledge.vectorstore.scoring import Distance, check_distance
 
 #: Payload fields the facade owns; a chunk's ``metadata`` may not use them.
 RESERVED_FIELDS = (
-    "file_id", "file_name", "chunk_index", "text", "page", "char_start", "char_end", "heading",
+    "file_id",
+    "file_name",
+    "chunk_index",
+    "text",
+    "page",
+    "char_start",
+    "char_end",
+    "heading",
 )
 
 
@@ -218,13 +225,16 @@ class VectorStore:
         index = position if chunk.index is None else chunk.index
         clash = sorted(set(chunk.metadata) & set(RESERVED_FIELDS))
         if clash:
-            raise InvalidArgument(
-                f"Chunk metadata may not use the reserved field(s) {', '.join(clash)}."
-            )
+            raise InvalidArgument(f"Chunk metadata may not use the reserved field(s) {', '.join(clash)}.")
         payload: dict[str, Any] = dict(chunk.metadata)
         payload.update(
-            file_id=file_id, file_name=file_name, chunk_index=int(index), text=chunk.text,
-            page=chunk.page, char_start=chunk.char_start, char_end=chunk.char_end,
+            file_id=file_id,
+            file_name=file_name,
+            chunk_index=int(index),
+            text=chunk.text,
+            page=chunk.page,
+            char_start=chunk.char_start,
+            char_end=chunk.char_end,
             heading=chunk.heading,
         )
         return Point(chunk_point_id(file_id, int(index)), np.asarray(chunk.vector, np.float32), payload)
@@ -239,11 +249,17 @@ def hit_from_payload(point_id: PointId, score: float, payload: Mapping[str, Any]
     """The :class:`Hit` of a stored chunk point from its id, score and payload."""
     metadata = {k: v for k, v in payload.items() if k not in RESERVED_FIELDS}
     return Hit(
-        id=point_id, score=float(score), file_id=str(payload.get("file_id")),
-        file_name=payload.get("file_name"), chunk_index=int(payload.get("chunk_index", -1)),
-        text=str(payload.get("text", "")), page=payload.get("page"),
-        char_start=payload.get("char_start"), char_end=payload.get("char_end"),
-        heading=payload.get("heading"), metadata=metadata,
+        id=point_id,
+        score=float(score),
+        file_id=str(payload.get("file_id")),
+        file_name=payload.get("file_name"),
+        chunk_index=int(payload.get("chunk_index", -1)),
+        text=str(payload.get("text", "")),
+        page=payload.get("page"),
+        char_start=payload.get("char_start"),
+        char_end=payload.get("char_end"),
+        heading=payload.get("heading"),
+        metadata=metadata,
     )
 
 

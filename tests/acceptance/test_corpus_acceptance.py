@@ -83,8 +83,7 @@ def test_example_questions_find_their_chapter_in_the_top_3(ingested, capsys, que
 
 def test_an_exact_rare_word_is_found_by_words_only_search(ingested, capsys):
     data, _ = ingested
-    _, hits = run_json(capsys, "--data-dir", data, "search", "demo", "misfits", "-k", "5", "--mode", "lexical",
-                       "--json")
+    _, hits = run_json(capsys, "--data-dir", data, "search", "demo", "misfits", "-k", "5", "--mode", "lexical", "--json")
     assert "crazyones-pdfa.pdf" in [h["file_name"] for h in hits]
     # the stored text keeps what the file says: the corpus README writes the word with the "ﬁ"
     # ligature too, which the index folds (NFKC) and the reader sees as "misfits"
@@ -93,6 +92,7 @@ def test_an_exact_rare_word_is_found_by_words_only_search(ingested, capsys):
 
 # The CLI's chat and eval over the same store. They live in this module so that pytest-xdist (one
 # module per process) ingests the corpus once per run, not once per process that asks for it.
+
 
 def test_chat_over_a_store_cites_the_chapter_that_answers(ingested, capsys):
     """``chat --store demo`` over the Rust book (in the corpus store): Deref coercion cites

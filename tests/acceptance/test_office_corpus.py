@@ -36,7 +36,7 @@ def indexed_text(wb: Workbench, store: str, file_id: str) -> str:
     for h in hits:
         span = h.char_end - h.char_start
         own = h.text[-span:] if span else ""
-        out[h.char_start:h.char_end] = list(own.ljust(span))
+        out[h.char_start : h.char_end] = list(own.ljust(span))
     return "".join(out)
 
 
@@ -65,8 +65,9 @@ def scored(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[tuple[Expecta
             asked[key] = (first.error, first.message)
             if first.error == "PasswordRequired" and first.file_id:
                 by_key[key] = wb.retry_file("office", first.file_id, password=password)
-        texts = {key: normalise(indexed_text(wb, "office", r.file_id)) if r.ok and r.file_id else ""
-                 for key, r in by_key.items()}
+        texts = {
+            key: normalise(indexed_text(wb, "office", r.file_id)) if r.ok and r.file_id else "" for key, r in by_key.items()
+        }
     finally:
         wb.close()
     results_rows = []
@@ -79,8 +80,10 @@ def scored(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[tuple[Expecta
     out.mkdir(parents=True, exist_ok=True)
     misses = [f"- {r.format}/{r.file} {r.kind}: {r.text[:80]!r}" for r, ok in results_rows if not ok]
     failed = [f"- {fmt}/{name}: {res.error}: {res.message}" for (fmt, name), res in by_key.items() if not res.ok]
-    (out / "score.md").write_text(table(results_rows) + "\n\nMisses:\n" + "\n".join(misses)
-                                  + "\n\nFiles not indexed:\n" + "\n".join(failed) + "\n", encoding="utf-8")
+    (out / "score.md").write_text(
+        table(results_rows) + "\n\nMisses:\n" + "\n".join(misses) + "\n\nFiles not indexed:\n" + "\n".join(failed) + "\n",
+        encoding="utf-8",
+    )
     return results_rows, {"asked": asked, "results": by_key}
 
 
@@ -92,8 +95,11 @@ def test_present_strings_are_searchable_per_format(scored):
             per[r.format].append(ok)
     found = sum(sum(v) for v in per.values())
     total = sum(len(v) for v in per.values())
-    report = table(rows) + "\n" + "\n".join(f"MISS {r.format}/{r.file}: {r.text[:70]!r}"
-                                            for r, ok in rows if r.kind == "present" and not ok)
+    report = (
+        table(rows)
+        + "\n"
+        + "\n".join(f"MISS {r.format}/{r.file}: {r.text[:70]!r}" for r, ok in rows if r.kind == "present" and not ok)
+    )
     assert found / total >= PRESENT_BAR, report
     low = {fmt: f"{sum(v)}/{len(v)}" for fmt, v in per.items() if sum(v) / len(v) < PRESENT_BAR and len(v) >= 5}
     assert not low, report

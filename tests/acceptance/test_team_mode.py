@@ -26,27 +26,39 @@ REPO = Path(__file__).resolve().parents[2]
 API_KEY = "team-key-for-tests"
 N_FILES = 6
 
-pytestmark = [pytest.mark.slow,
-              # the test's own waits allow up to 20 min (the batch: 900 s); at load 17-19 on 2 cores it took
-              # 671 s, past the ini's 600 s
-              pytest.mark.timeout(1800)]
+pytestmark = [
+    pytest.mark.slow,
+    # the test's own waits allow up to 20 min (the batch: 900 s); at load 17-19 on 2 cores it took
+    # 671 s, past the ini's 600 s
+    pytest.mark.timeout(1800),
+]
 
 
 def _text(i: int) -> str:
     """A document of ~40 chunks (a worker spends seconds on it: a kill lands mid-file)."""
-    topics = ["tides and harbours", "glaciers and moraines", "bees and hives", "comets and orbits",
-              "violins and varnish", "volcanoes and basalt"]
-    return "\n\n".join(f"## Part {p} of document {i}\n\n" + (f"Document {i} is about {topics[i]}, part {p}. "
-                       f"The keeper of record {i}-{p} wrote about {topics[i]} at length. ") * 12
-                       for p in range(40))
+    topics = [
+        "tides and harbours",
+        "glaciers and moraines",
+        "bees and hives",
+        "comets and orbits",
+        "violins and varnish",
+        "volcanoes and basalt",
+    ]
+    return "\n\n".join(
+        f"## Part {p} of document {i}\n\n"
+        + (f"Document {i} is about {topics[i]}, part {p}. The keeper of record {i}-{p} wrote about {topics[i]} at length. ")
+        * 12
+        for p in range(40)
+    )
 
 
 class Proc:
     def __init__(self, name: str, args: list[str], env: dict[str, str], log: Path) -> None:
         self.name, self.log = name, log
         self.fh = log.open("ab")
-        self.p = subprocess.Popen([sys.executable, "-m", "knowledge", *args], env=env, cwd=str(REPO),
-                                  stdout=self.fh, stderr=subprocess.STDOUT)
+        self.p = subprocess.Popen(
+            [sys.executable, "-m", "knowledge", *args], env=env, cwd=str(REPO), stdout=self.fh, stderr=subprocess.STDOUT
+        )
 
     def output(self) -> str:
         self.fh.flush()
@@ -72,11 +84,18 @@ class Team:
         from knowledge.embeddings.bundled import ensure_bundled_model
 
         ensure_bundled_model(models)
-        self.base = {**os.environ, "PYTHONPATH": str(REPO), "KNOWLEDGE_CATALOG__URL": url,
-                     "KNOWLEDGE_VECTOR_STORE__BACKEND": "pgvector", "KNOWLEDGE_VECTOR_STORE__URL": url,
-                     "KNOWLEDGE_FILE_STORE__BACKEND": "postgresql",
-                     "KNOWLEDGE_EMBEDDINGS__MODELS_DIR": str(models), "KNOWLEDGE_EMBEDDINGS__THREADS": "1",
-                     "KNOWLEDGE_API_KEY": API_KEY, "KNOWLEDGE_INGEST__JOB_LEASE_SECONDS": "3"}
+        self.base = {
+            **os.environ,
+            "PYTHONPATH": str(REPO),
+            "KNOWLEDGE_CATALOG__URL": url,
+            "KNOWLEDGE_VECTOR_STORE__BACKEND": "pgvector",
+            "KNOWLEDGE_VECTOR_STORE__URL": url,
+            "KNOWLEDGE_FILE_STORE__BACKEND": "postgresql",
+            "KNOWLEDGE_EMBEDDINGS__MODELS_DIR": str(models),
+            "KNOWLEDGE_EMBEDDINGS__THREADS": "1",
+            "KNOWLEDGE_API_KEY": API_KEY,
+            "KNOWLEDGE_INGEST__JOB_LEASE_SECONDS": "3",
+        }
         self.procs: list[Proc] = []
 
     def env(self, name: str, **extra: str) -> dict[str, str]:
@@ -84,8 +103,12 @@ class Team:
 
     def api(self, name: str):
         port = free_port()
-        proc = Proc(name, ["serve", "--port", str(port)], self.env(name, KNOWLEDGE_INGEST__WORKER_THREADS="0"),
-                    self.tmp / f"{name}.log")
+        proc = Proc(
+            name,
+            ["serve", "--port", str(port)],
+            self.env(name, KNOWLEDGE_INGEST__WORKER_THREADS="0"),
+            self.tmp / f"{name}.log",
+        )
         self.procs.append(proc)
         return proc, _client(port, proc)
 
@@ -147,16 +170,21 @@ def _probe(settings, url: str):
     from knowledge.embeddings.fake import HashEmbedder
     from knowledge.workbench import Workbench
 
-    settings = settings.model_copy(update={"catalog": settings.catalog.model_copy(update={"url": url}),
-                                           # the team's file store: the catalog records it, and a process
-                                           # naming another is refused (issue 39)
-                                           "file_store": settings.file_store.model_copy(update={"backend": "postgresql"})})
+    settings = settings.model_copy(
+        update={
+            "catalog": settings.catalog.model_copy(update={"url": url}),
+            # the team's file store: the catalog records it, and a process
+            # naming another is refused (issue 39)
+            "file_store": settings.file_store.model_copy(update={"backend": "postgresql"}),
+        }
+    )
     return Workbench(settings, embedder_factory=lambda model: HashEmbedder(dimension=384))
 
 
 @pytest.mark.processes
 def test_two_api_processes_and_two_workers_on_one_postgresql_behave_as_one_product(
-        tmp_path: Path, pgvector_settings) -> None:
+    tmp_path: Path, pgvector_settings
+) -> None:
     import openai
     from psycopg.conninfo import conninfo_to_dict
 
@@ -175,14 +203,16 @@ def test_two_api_processes_and_two_workers_on_one_postgresql_behave_as_one_produ
 
         # upload through A ...
         vs = a.vector_stores.create(name="team")
-        ids = [a.files.create(file=(f"doc-{i}.md", _text(i).encode()), purpose="assistants").id
-               for i in range(N_FILES)]
+        ids = [a.files.create(file=(f"doc-{i}.md", _text(i).encode()), purpose="assistants").id for i in range(N_FILES)]
         batch = a.vector_stores.file_batches.create(vector_store_id=vs.id, file_ids=ids)
 
         # ... kill worker 1 with SIGKILL while it embeds a file
         def w1_mid_file():
-            rows = _rows(url, "SELECT id, name, fraction FROM ingest_jobs WHERE status = 'running' AND worker LIKE ?",
-                         [f"%:{w1.p.pid}:%"])
+            rows = _rows(
+                url,
+                "SELECT id, name, fraction FROM ingest_jobs WHERE status = 'running' AND worker LIKE ?",
+                [f"%:{w1.p.pid}:%"],
+            )
             return [r for r in rows if (r[2] or 0) > 0]
 
         killed = _until("worker 1 to be mid-file", w1_mid_file, timeout=300, every=0.05)[0]
@@ -215,8 +245,9 @@ def test_two_api_processes_and_two_workers_on_one_postgresql_behave_as_one_produ
         assert len(counted) == N_FILES and all(rec == vs > 20 for rec, vs in counted.values()), counted
 
         # the files are in PostgreSQL: no process kept them in its own folder
-        assert not [p for n in ("api-a", "api-b", "worker-1", "worker-2") for p in (tmp_path / n).glob("files/**/*")
-                    if p.is_file()]
+        assert not [
+            p for n in ("api-a", "api-b", "worker-1", "worker-2") for p in (tmp_path / n).glob("files/**/*") if p.is_file()
+        ]
         with _catalog(url) as cat, cat.cursor() as cur:
             assert cur.execute("SELECT count(*) FROM knowledge_files").fetchone()[0] == N_FILES
 
@@ -225,14 +256,26 @@ def test_two_api_processes_and_two_workers_on_one_postgresql_behave_as_one_produ
         assert hits.data and hits.data[0].filename == "doc-5.md", [h.filename for h in hits.data]
 
         # a chat started in A goes on in B, and a third process lists it
-        first = a.chat.completions.create(model="offline", messages=[{"role": "user", "content": "bees and hives?"}],
-                                          extra_body={"metadata": {"stores": "team"}})
+        first = a.chat.completions.create(
+            model="offline",
+            messages=[{"role": "user", "content": "bees and hives?"}],
+            extra_body={"metadata": {"stores": "team"}},
+        )
         sid = first.model_extra["session"]
-        second = b.chat.completions.create(model="offline", messages=[{"role": "user", "content": "and comets?"}],
-                                           extra_headers={"X-Knowledge-Session": sid})
+        second = b.chat.completions.create(
+            model="offline",
+            messages=[{"role": "user", "content": "and comets?"}],
+            extra_headers={"X-Knowledge-Session": sid},
+        )
         assert second.model_extra["session"] == sid
-        listed_chats = subprocess.run([sys.executable, "-m", "knowledge", "chat", "--list"], env=team.env("cli"),
-                                      cwd=str(REPO), capture_output=True, text=True, timeout=300)
+        listed_chats = subprocess.run(
+            [sys.executable, "-m", "knowledge", "chat", "--list"],
+            env=team.env("cli"),
+            cwd=str(REPO),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert listed_chats.returncode == 0 and sid in listed_chats.stdout, listed_chats
 
         # stop every process, start new ones: nothing is lost
@@ -243,8 +286,9 @@ def test_two_api_processes_and_two_workers_on_one_postgresql_behave_as_one_produ
         assert again_batch.status == "completed" and again_batch.file_counts.completed == N_FILES
         assert {f.status for f in b2.vector_stores.files.list(vector_store_id=vs.id, limit=100)} == {"completed"}
         assert a2.vector_stores.search(vector_store_id=vs.id, query="glaciers and moraines").data[0].filename == "doc-1.md"
-        third = a2.chat.completions.create(model="offline", messages=[{"role": "user", "content": "and tides?"}],
-                                           extra_headers={"X-Knowledge-Session": sid})
+        third = a2.chat.completions.create(
+            model="offline", messages=[{"role": "user", "content": "and tides?"}], extra_headers={"X-Knowledge-Session": sid}
+        )
         assert third.model_extra["session"] == sid
     except AssertionError as exc:
         logs = "\n".join(f"--- {p.name}:\n{p.output()}" for p in team.procs)

@@ -36,8 +36,13 @@ def test_home_lists_a_populated_store(tmp_path):
     at = open_app()
     assert not at.exception
     metrics = {m.label: m.value for m in at.metric}
-    assert (metrics["Stores"], metrics["Stored files"], metrics["Indexed files"], metrics["Failed files"],
-            metrics["Chunks"]) == ("1", "1", "1", "0", str(result.chunks))
+    assert (
+        metrics["Stores"],
+        metrics["Stored files"],
+        metrics["Indexed files"],
+        metrics["Failed files"],
+        metrics["Chunks"],
+    ) == ("1", "1", "1", "0", str(result.chunks))
     table = at.dataframe[0].value
     assert list(table["store"]) == ["Team Notes"]
     assert list(table["dimension"]) == [8]

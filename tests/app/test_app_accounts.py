@@ -110,8 +110,9 @@ def test_wrong_passwords_are_throttled_per_account_with_one_message(wb, waits):
 def test_an_expired_session_signs_out_with_the_reason(wb):
     at = signed_in("ana")
     with wb.catalog.cursor() as cur:
-        cur.execute("UPDATE app_sessions SET expires = expires - ?", [timedelta(hours=wb.settings.accounts.session_hours
-                                                                                    + 1)])
+        cur.execute(
+            "UPDATE app_sessions SET expires = expires - ?", [timedelta(hours=wb.settings.accounts.session_hours + 1)]
+        )
     at.run()
     assert not at.exception
     assert [w.value for w in at.warning] == ["Your session expired; sign in again."]
@@ -181,7 +182,8 @@ def test_a_shared_app_sets_up_its_first_admin_only_with_the_token_of_the_log(mon
 
 
 def test_a_team_app_makes_its_first_admin_at_the_terminal_not_with_a_per_process_token(
-        monkeypatch, capsys, pg_database, settings):
+    monkeypatch, capsys, pg_database, settings
+):
     """On a shared catalog each app process would print its own token to its own log (issue 39): the
     set-up page names the command instead, prints nothing, and the admin the CLI makes signs in."""
     import io

@@ -15,8 +15,10 @@ from knowledge.workbench import Workbench
 from tests.helpers.app import answer_text, button, fresh_caches, open_app, shown, use_fake_model
 from tests.helpers.chat import ChatCompletionsServer, pdf_bytes, png_bytes
 
-NOTES = ("# Lighthouse\n\nThe keeper lit the lamp at dusk and trimmed the wick at midnight.\n\n"
-         "# Bakery\n\nBread needs flour, water, salt and yeast; the dough rests overnight.")
+NOTES = (
+    "# Lighthouse\n\nThe keeper lit the lamp at dusk and trimmed the wick at midnight.\n\n"
+    "# Bakery\n\nBread needs flour, water, salt and yeast; the dough rests overnight."
+)
 
 
 @pytest.fixture(autouse=True)
@@ -53,14 +55,16 @@ def test_chat_attach_by_drop_ask_and_see_answer_with_citations(tmp_path):
     # the answer: the tool call collapsed, the passages quoted, citations that open the chunk
     answer = at.chat_message[1]
     labels = [shown(e.label) for e in answer.expander]
-    assert labels[0].startswith("🔧 vector_search(query=\"Who lit the lamp?\"")
+    assert labels[0].startswith('🔧 vector_search(query="Who lit the lamp?"')
     assert any(lbl.startswith("[1] notes.md — Lighthouse · similarity") for lbl in labels)
     assert "keeper lit the lamp" in answer.markdown[0].value and "Retrieval only" in answer.markdown[0].value
     # the sidebar lists the attachments with a remove button each
     side = [m.value for m in at.sidebar.markdown]
     assert any("**notes.md**" in v for v in side) and any("**photo.png**" in v for v in side)
     assert {shown(b.help) for b in at.sidebar.button if b.key and b.key.startswith("rm_")} == {
-        "Remove notes.md from this chat", "Remove photo.png from this chat"}
+        "Remove notes.md from this chat",
+        "Remove photo.png from this chat",
+    }
 
 
 def test_remove_button_detaches_and_the_next_message_says_so():
@@ -94,15 +98,28 @@ def test_several_sessions(tmp_path):
 
 
 def test_a_pdf_answer_cites_file_and_page_with_a_local_model(tmp_path):
-    pages = ["The harbour master records every ship that enters the port.",
-             "The tide tables are printed each Sunday for the sailors of the bay."]
-    with ChatCompletionsServer([
-        lambda req: {"tool_calls": [{"id": "c1", "type": "function", "function": {
-            "name": "vector_search", "arguments": '{"query": "tide tables printed"}'}}]},
-        lambda req: {"content": "Each Sunday (harbour.pdf, page 2)."}]) as server:
+    pages = [
+        "The harbour master records every ship that enters the port.",
+        "The tide tables are printed each Sunday for the sailors of the bay.",
+    ]
+    with ChatCompletionsServer(
+        [
+            lambda req: {
+                "tool_calls": [
+                    {
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "vector_search", "arguments": '{"query": "tide tables printed"}'},
+                    }
+                ]
+            },
+            lambda req: {"content": "Each Sunday (harbour.pdf, page 2)."},
+        ]
+    ) as server:
         wb = Workbench(load_settings())
-        LlmConfigs(wb.catalog, wb.settings).save({"name": "local", "type": "CHAT", "provider": "openai",
-                                                  "model": "m", "base_url": server.base_url})
+        LlmConfigs(wb.catalog, wb.settings).save(
+            {"name": "local", "type": "CHAT", "provider": "openai", "model": "m", "base_url": server.base_url}
+        )
         wb.close()
         at = page("pages/chat.py")
         at.sidebar.selectbox[0].set_value("local").run()
@@ -117,8 +134,16 @@ def test_a_pdf_answer_cites_file_and_page_with_a_local_model(tmp_path):
 
 def test_a_model_error_is_shown_not_raised():
     wb = Workbench(load_settings())
-    LlmConfigs(wb.catalog, wb.settings).save({"name": "down", "type": "CHAT", "provider": "openai", "model": "m",
-                                              "base_url": "http://127.0.0.1:9/v1", "timeout": 2})
+    LlmConfigs(wb.catalog, wb.settings).save(
+        {
+            "name": "down",
+            "type": "CHAT",
+            "provider": "openai",
+            "model": "m",
+            "base_url": "http://127.0.0.1:9/v1",
+            "timeout": 2,
+        }
+    )
     wb.close()
     at = page("pages/chat.py")
     at.sidebar.selectbox[0].set_value("down").run()
@@ -187,9 +212,16 @@ def test_traces_tab_shows_requests_with_base64_redacted():
     img = png_bytes(16, 16)
     with ChatCompletionsServer([lambda req: {"content": "A red square."}]) as server:
         wb = Workbench(load_settings())
-        LlmConfigs(wb.catalog, wb.settings).save({"name": "local", "type": "CHAT", "provider": "openai",
-                                                  "model": "m", "base_url": server.base_url,
-                                                  "capabilities": ["VISION"]})
+        LlmConfigs(wb.catalog, wb.settings).save(
+            {
+                "name": "local",
+                "type": "CHAT",
+                "provider": "openai",
+                "model": "m",
+                "base_url": server.base_url,
+                "capabilities": ["VISION"],
+            }
+        )
         chat = ChatService(wb)
         s = chat.create_session(config="local")
         chat.attach(s.id, img, "square.png")
@@ -318,8 +350,10 @@ def test_offline_answer_quotes_the_sentence_and_highlights_it_in_its_source():
     assert "The keeper lit the lamp at dusk and trimmed the wick at midnight. [1]" in said
     assert "Bread" not in said  # no passage quoted whole
     source = next(e for e in answer.expander if shown(e.label).startswith("[1] notes.md"))
-    assert ('<mark class="answer">The keeper lit the lamp at dusk and trimmed the wick at midnight.</mark>'
-            in source.markdown[0].value)
+    assert (
+        '<mark class="answer">The keeper lit the lamp at dusk and trimmed the wick at midnight.</mark>'
+        in source.markdown[0].value
+    )
     assert "Highlighted: the sentence the answer quotes." in [c.value for c in source.caption]
     start = NOTES.index("The keeper")
     link = source.get("link_button")[0].proto.url

@@ -13,10 +13,12 @@ from knowledge.workbench import Workbench
 from tests.helpers.app import fresh_caches, open_app, use_fake_model
 from tests.helpers.app import page_text as texts
 
-TSV = (b"question\trelevant\n"
-       b"How long does pasta cook in boiling water?\tpasta.md\n"
-       b"What do telescopes show of Jupiter?\tsky.md; text:Jupiter's moons\n"
-       b"How long should bread dough rise?\tbread.md\n")
+TSV = (
+    b"question\trelevant\n"
+    b"How long does pasta cook in boiling water?\tpasta.md\n"
+    b"What do telescopes show of Jupiter?\tsky.md; text:Jupiter's moons\n"
+    b"How long should bread dough rise?\tbread.md\n"
+)
 
 
 @pytest.fixture(autouse=True)
@@ -47,9 +49,11 @@ def populated(tmp_path: Path, monkeypatch) -> None:
     use_fake_model(monkeypatch, 256)
     wb = Workbench(load_settings())
     try:
-        for name, text in (("pasta.md", "# Pasta\n\nPasta cooks in salted boiling water for about ten minutes."),
-                           ("sky.md", "# Sky\n\nA small telescope shows Jupiter's moons and Saturn's rings."),
-                           ("bread.md", "# Bread\n\nLet the bread dough rise for an hour in a warm place.")):
+        for name, text in (
+            ("pasta.md", "# Pasta\n\nPasta cooks in salted boiling water for about ten minutes."),
+            ("sky.md", "# Sky\n\nA small telescope shows Jupiter's moons and Saturn's rings."),
+            ("bread.md", "# Bread\n\nLet the bread dough rise for an hour in a warm place."),
+        ):
             assert wb.ingest_file("kitchen", text.encode(), name).ok
     finally:
         wb.close()
@@ -65,7 +69,9 @@ def test_upload_edit_and_export_a_question_set_without_stores():
     assert "3 questions · TSV" in texts(at)
     assert any("No vector stores yet" in i.value for i in at.info)  # and nothing to evaluate
     assert Workbench(load_settings()).evaluations.get_set("kitchen").questions[1].relevant == (
-        ev.Criterion("sky.md"), ev.Criterion(text="Jupiter's moons"))
+        ev.Criterion("sky.md"),
+        ev.Criterion(text="Jupiter's moons"),
+    )
     # the table editor's rows, saved
     table = at.dataframe[0].value  # the table editor
     assert next(iter(table["question"])) == "How long does pasta cook in boiling water?"
@@ -132,17 +138,21 @@ def test_typed_questions_are_kept_as_a_set_and_evaluated(populated):
     and runs the evaluation at once on the chosen store."""
     at = evaluate_page()
     assert any("Type questions" in i.value for i in at.info)  # the way in, said where there is no set
-    at.text_area(key="ev_typed").input("How long does pasta cook in boiling water? | pasta.md\n"
-                                       "# a comment line\n"
-                                       "What do telescopes show of Jupiter? | sky.md; text:Jupiter's moons")
+    at.text_area(key="ev_typed").input(
+        "How long does pasta cook in boiling water? | pasta.md\n"
+        "# a comment line\n"
+        "What do telescopes show of Jupiter? | sky.md; text:Jupiter's moons"
+    )
     at.text_input(key="ev_typed_name").input("my questions")
     at.button(key="ev_typed_go").click().run()
     assert not at.exception and not at.error
     assert any("Saved the question set my questions: 2 questions" in s.value for s in at.success)
     assert at.selectbox(key="ev_set").value == "my questions"
     saved = Workbench(load_settings()).evaluations.get_set("my questions")
-    assert [q.text for q in saved.questions] == ["How long does pasta cook in boiling water?",
-                                                 "What do telescopes show of Jupiter?"]
+    assert [q.text for q in saved.questions] == [
+        "How long does pasta cook in boiling water?",
+        "What do telescopes show of Jupiter?",
+    ]
     assert saved.questions[1].relevant == (ev.Criterion("sky.md"), ev.Criterion(text="Jupiter's moons"))
     metrics = frame_with(at, "ranking")  # evaluated without pressing Evaluate
     assert list(metrics["ranking"]) == ["Hybrid (w 0.6)"] and list(metrics["MRR@10"]) == [1.0]

@@ -23,8 +23,10 @@ def _fresh_cache(monkeypatch):
 def populate() -> dict[str, str]:
     """cats.md in Notes, bread.md in Notes and Kitchen, loose.txt in no store; returns name -> id."""
     wb = Workbench(load_settings())
-    ids = {"cats.md": wb.ingest_file("Notes", CATS, "cats.md").file_id,
-           "bread.md": wb.ingest_file("Notes", BREAD, "bread.md").file_id}
+    ids = {
+        "cats.md": wb.ingest_file("Notes", CATS, "cats.md").file_id,
+        "bread.md": wb.ingest_file("Notes", BREAD, "bread.md").file_id,
+    }
     wb.ingest_file("Kitchen", BREAD, "bread.md")
     ids["loose.txt"] = wb.files.save("loose.txt", "text/plain", b"hello").id
     wb.close()

@@ -43,17 +43,27 @@ def test_a_hostile_answer_and_names_reach_streamlit_as_text_only():
         sid = chat.create_session(title="Plans " + LINKS, stores=["Notes " + LINKS]).id
         chat.attach(sid, b"hello", name="a " + LINKS + ".txt")
         chat.store.add_message(sid, USER, [Part("text", text="Q " + LINKS)])
-        chat.store.add_message(sid, ASSISTANT, [Part("text", text=ANSWER)], {
-            "config": "c " + LINKS, "citations": [{"file_name": LINKS + ".md", "score": 0.5, "text": ANSWER,
-                                                   "chunk_index": 0, "store": "Notes " + LINKS}]})
+        chat.store.add_message(
+            sid,
+            ASSISTANT,
+            [Part("text", text=ANSWER)],
+            {
+                "config": "c " + LINKS,
+                "citations": [
+                    {"file_name": LINKS + ".md", "score": 0.5, "text": ANSWER, "chunk_index": 0, "store": "Notes " + LINKS}
+                ],
+            },
+        )
     finally:
         wb.close()
     at = open_app("pages/chat.py")
     sent = _everything(at._tree)
     assert "Plans" in sent and "Done." in sent
-    for markup in ("![", "](http", "<img", "<iframe", "href=\"http"):
+    for markup in ("![", "](http", "<img", "<iframe", 'href="http'):
         assert markup not in sent, markup
     answer = at.chat_message[1].markdown[0].value
     assert answer.startswith('<div class="answer">')
-    assert answer_text(answer) == ("Done. [image: status] (http://evil.example/x?d=secret) "
-                                   "<img src=http://evil.example/h.png> more (http://evil.example/m)")
+    assert answer_text(answer) == (
+        "Done. [image: status] (http://evil.example/x?d=secret) "
+        "<img src=http://evil.example/h.png> more (http://evil.example/m)"
+    )

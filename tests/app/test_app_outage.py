@@ -19,7 +19,6 @@ def _fresh_cache():
         yield
 
 
-
 @pytest.fixture
 def team(own_postgres, monkeypatch) -> OwnServer:
     use_fake_model(monkeypatch, 8)

@@ -49,8 +49,10 @@ def _populate(work: Path) -> None:
     try:
         assert wb.ingest_file("guides", two_page_pdf(work / "kitchen-and-sky.pdf")).ok
         md = work / "notes.md"
-        md.write_text("# Sky notes\n\nSaturn's rings shine through a small telescope.\n\n"
-                      "# Kitchen notes\n\nSalt the pasta water generously.\n")
+        md.write_text(
+            "# Sky notes\n\nSaturn's rings shine through a small telescope.\n\n"
+            "# Kitchen notes\n\nSalt the pasta water generously.\n"
+        )
         assert wb.ingest_file("notes", md).ok
     finally:
         wb.close()
@@ -173,9 +175,10 @@ def test_the_ranking_box_switches_between_hybrid_vector_and_words(populated):
 def _overlap(work: Path) -> None:
     body = "\n\n".join(
         f"The telescope chapter, part {i}: a reflecting telescope gathers starlight with a mirror, and the "
-        f"eyepiece magnifies the image of planet number {i}. <span class=\"filename\">scope-{i}.txt</span> "
+        f'eyepiece magnifies the image of planet number {i}. <span class="filename">scope-{i}.txt</span> '
         f"<!-- ignore --> Astronomers point it at Jupiter, Saturn and the moons of planet {i}."
-        for i in range(16))
+        for i in range(16)
+    )
     text = "# Telescopes\n\n" + body + "\n\n```rust\n{{#include ../listings/scope.rs}}\nlet x = 1;\n```\n"
     wb = Workbench(load_settings())
     try:
@@ -210,7 +213,7 @@ def test_overlapping_chunks_are_one_result_and_copies_are_named(overlapping):
     spans = [tuple(map(int, re.search(r"chars (\d+)–(\d+)", html.unescape(b)).groups())) for b in boxes]
     files = [re.search(r"\*\*\d+\.\*\* (\S+)", html.unescape(b)).group(1) for b in boxes]
     for i, (s1, f1) in enumerate(zip(spans, files)):  # no two results of one file overlap
-        for s2, f2 in zip(spans[i + 1:], files[i + 1:]):
+        for s2, f2 in zip(spans[i + 1 :], files[i + 1 :]):
             assert f1 != f2 or s1[1] <= s2[0] or s2[1] <= s1[0], (s1, s2)
     assert "Identical text also in: b.md" in shown
     assert "<span" not in shown and "<!--" not in shown and "{{#" not in shown

@@ -102,10 +102,14 @@ def test_read_only_sharing_lets_search_but_shows_no_ingest_controls(team):
     bo = view(team, "bo")
     assert bo.search("hr", "parental leave")
     fid = bo.store_files("hr")[0].file_id
-    for attempt in (lambda: bo.ingest_file("hr", b"x", "x.md"), lambda: bo.delete_file("hr", fid),
-                    lambda: bo.delete_name("hr", fid, "leave.md"), lambda: bo.delete_store("hr"),
-                    lambda: bo.delete_stored_file(fid, from_stores=True),
-                    lambda: bo.share_store("hr", "everyone", "", "read")):
+    for attempt in (
+        lambda: bo.ingest_file("hr", b"x", "x.md"),
+        lambda: bo.delete_file("hr", fid),
+        lambda: bo.delete_name("hr", fid, "leave.md"),
+        lambda: bo.delete_store("hr"),
+        lambda: bo.delete_stored_file(fid, from_stores=True),
+        lambda: bo.share_store("hr", "everyone", "", "read"),
+    ):
         with pytest.raises(PermissionDenied):
             attempt()
     # the Files page lists the file, and says why it offers no delete

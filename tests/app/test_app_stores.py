@@ -115,8 +115,9 @@ def test_a_blank_store_name_is_refused_with_a_message(fake_model):
 def test_upload_many_files_ingests_each_exactly_once(fake_model, ingest_calls):
     make_store()
     at = open_page()
-    at.file_uploader(key="upload:Notes").set_value([("cats.md", CATS, "text/markdown"),
-                                                    ("bread.md", BREAD, "text/markdown")])
+    at.file_uploader(key="upload:Notes").set_value(
+        [("cats.md", CATS, "text/markdown"), ("bread.md", BREAD, "text/markdown")]
+    )
     at.run()
     finish_job(at, "Notes")
     assert sorted(ingest_calls) == ["bread.md", "cats.md"]
@@ -137,9 +138,13 @@ def test_upload_many_files_ingests_each_exactly_once(fake_model, ingest_calls):
 def test_a_bad_file_gets_a_message_and_the_others_go_on(fake_model):
     make_store()
     at = open_page()
-    at.file_uploader(key="upload:Notes").set_value([("empty.txt", b"", "text/plain"),
-                                                    ("blob.bin", bytes(range(256)) * 8, "application/octet-stream"),
-                                                    ("cats.md", CATS, "text/markdown")])
+    at.file_uploader(key="upload:Notes").set_value(
+        [
+            ("empty.txt", b"", "text/plain"),
+            ("blob.bin", bytes(range(256)) * 8, "application/octet-stream"),
+            ("cats.md", CATS, "text/markdown"),
+        ]
+    )
     at.run()
     finish_job(at, "Notes")
     errors = [e.value for e in at.error]
@@ -162,7 +167,8 @@ def test_a_few_warnings_stand_under_their_files_and_many_go_into_one_list(fake_m
     assert any("a.pdf: named .pdf but it is text, not a PDF" in w.value for w in at.warning)
     at = open_page()
     at.file_uploader(key="upload:Notes").set_value(
-        [(f"n{i}.docx", f"Plain words number {i} about dogs.\n".encode(), "application/octet-stream") for i in range(4)])
+        [(f"n{i}.docx", f"Plain words number {i} about dogs.\n".encode(), "application/octet-stream") for i in range(4)]
+    )
     at.run()
     finish_job(at, "Notes")
     assert not any("named .docx" in w.value for w in at.warning)  # not four boxes ...
@@ -302,8 +308,9 @@ def test_delete_a_store_needs_confirmation(fake_model):
 def test_reembed_to_another_template(fake_model):
     make_store("Notes", [("cats.md", CATS)])
     wb = service()
-    wb.save_template(make_template(name="other", embedding_model="fake/hash-12", max_chunk_size_tokens=64,
-                                    chunk_overlap_tokens=8))
+    wb.save_template(
+        make_template(name="other", embedding_model="fake/hash-12", max_chunk_size_tokens=64, chunk_overlap_tokens=8)
+    )
     wb.close()
     at = open_page()
     at.selectbox(key="reembed-to:Notes").select("other").run()
@@ -403,8 +410,9 @@ def test_stop_cancels_the_batch_and_the_store_stays_as_it_was(fake_model, monkey
 
     monkeypatch.setattr(Indexer, "ingest_file", held)
     at = open_page()
-    at.file_uploader(key="upload:Notes").set_value([("cats.md", CATS, "text/markdown"),
-                                                    ("more.md", b"# More\n\nmore words", "text/markdown")])
+    at.file_uploader(key="upload:Notes").set_value(
+        [("cats.md", CATS, "text/markdown"), ("more.md", b"# More\n\nmore words", "text/markdown")]
+    )
     at.run()
     assert "0 of 2 files" in at.get("progress")[0].proto.text
     button(at, "stop:Notes").click().run()
@@ -417,7 +425,6 @@ def test_stop_cancels_the_batch_and_the_store_stays_as_it_was(fake_model, monkey
 
 def test_a_batch_started_in_another_tab_shows_its_progress_and_can_be_stopped(fake_model, monkeypatch):
     import threading
-
 
     release = threading.Event()
     embed = HashEmbedder.embed_documents
@@ -468,8 +475,11 @@ def test_the_folder_form_reads_only_allowed_folders(fake_model, tmp_path, monkey
         folder.input(path)
         return button(at, "FormSubmitter:folder:Notes-Ingest folder").click().run()
 
-    for path, says in [("/etc", "outside the folders allowed"), ("~/.ssh", "hidden folders"),
-                       (str(home / "link-out"), "outside the folders allowed")]:
+    for path, says in [
+        ("/etc", "outside the folders allowed"),
+        ("~/.ssh", "hidden folders"),
+        (str(home / "link-out"), "outside the folders allowed"),
+    ]:
         submit(path)
         assert not at.exception
         assert any(says in e.value for e in at.error), (path, [e.value for e in at.error])
@@ -487,12 +497,18 @@ def _damaged_docx() -> bytes:
 
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as z:  # a Word package whose main part is missing
-        z.writestr("[Content_Types].xml", '<?xml version="1.0"?><Types xmlns="http://schemas.openxmlformats.org/'
-                   'package/2006/content-types"><Override PartName="/word/document.xml" ContentType="application/'
-                   'vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"/></Types>')
-        z.writestr("_rels/.rels", '<?xml version="1.0"?><Relationships xmlns="http://schemas.openxmlformats.org/'
-                   'package/2006/relationships"><Relationship Id="rId1" Type="http://schemas.openxmlformats.org/'
-                   'officeDocument/2006/relationships/officeDocument" Target="word/document.xml"/></Relationships>')
+        z.writestr(
+            "[Content_Types].xml",
+            '<?xml version="1.0"?><Types xmlns="http://schemas.openxmlformats.org/'
+            'package/2006/content-types"><Override PartName="/word/document.xml" ContentType="application/'
+            'vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"/></Types>',
+        )
+        z.writestr(
+            "_rels/.rels",
+            '<?xml version="1.0"?><Relationships xmlns="http://schemas.openxmlformats.org/'
+            'package/2006/relationships"><Relationship Id="rId1" Type="http://schemas.openxmlformats.org/'
+            'officeDocument/2006/relationships/officeDocument" Target="word/document.xml"/></Relationships>',
+        )
     return buf.getvalue()
 
 
@@ -506,13 +522,15 @@ def test_failures_say_what_is_wrong_in_words_and_offer_retry_only_where_it_can_h
 
     make_store()
     at = open_page()
-    at.file_uploader(key="upload:Notes").set_value([
-        ("damaged.docx", _damaged_docx(), "application/vnd.openxmlformats-officedocument.wordprocessingml.document"),
-        ("cut.pdf", _truncated_pdf(), "application/pdf"),
-        ("old.doc", bytes.fromhex("D0CF11E0A1B11AE1") + bytes(2048), "application/msword"),
-        ("empty.txt", b"", "text/plain"),
-        ("locked.pdf", _encrypted_pdf("secret"), "application/pdf"),
-    ])
+    at.file_uploader(key="upload:Notes").set_value(
+        [
+            ("damaged.docx", _damaged_docx(), "application/vnd.openxmlformats-officedocument.wordprocessingml.document"),
+            ("cut.pdf", _truncated_pdf(), "application/pdf"),
+            ("old.doc", bytes.fromhex("D0CF11E0A1B11AE1") + bytes(2048), "application/msword"),
+            ("empty.txt", b"", "text/plain"),
+            ("locked.pdf", _encrypted_pdf("secret"), "application/pdf"),
+        ]
+    )
     at.run()
     finish_job(at, "Notes")
     errors = [e.value for e in at.error]
@@ -567,9 +585,11 @@ def test_a_catalog_kept_by_another_process_gives_a_short_message(fake_model, mon
     monkeypatch.setenv("KNOWLEDGE_CATALOG__LOCK_TIMEOUT", "0.3")
     at = open_app()
     path, stop = load_settings().catalog_path, tmp_path / "stop"
-    script = ("import sys, time\nfrom pathlib import Path\nfrom knowledge.catalog import Catalog\n"
-              "c = Catalog(Path(sys.argv[1]))\nwith c.hold():\n    print('holding', flush=True)\n"
-              "    while not Path(sys.argv[2]).exists():\n        time.sleep(0.05)\n")
+    script = (
+        "import sys, time\nfrom pathlib import Path\nfrom knowledge.catalog import Catalog\n"
+        "c = Catalog(Path(sys.argv[1]))\nwith c.hold():\n    print('holding', flush=True)\n"
+        "    while not Path(sys.argv[2]).exists():\n        time.sleep(0.05)\n"
+    )
     holder = subprocess.Popen([sys.executable, "-c", script, str(path), str(stop)], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "holding"
@@ -602,14 +622,18 @@ def test_the_page_works_while_a_command_line_batch_ingests_into_the_same_data_fo
     docs.mkdir()
     names = []
     for i in range(20):
-        (docs / f"d{i:02}.md").write_text("\n\n".join(f"# Part {k} of d{i}\n\n" + f"word{i}x{k} " * 80
-                                                     for k in range(12)))
+        (docs / f"d{i:02}.md").write_text("\n\n".join(f"# Part {k} of d{i}\n\n" + f"word{i}x{k} " * 80 for k in range(12)))
         names.append(f"d{i:02}.md")
     make_store()
     at = open_page()
     env = {**os.environ, "PYTHONPATH": str(repo)}  # the same data folder and fake model as the page
-    cli = subprocess.Popen([sys.executable, "-m", "knowledge", "ingest", "Notes", str(docs)], env=env,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "knowledge", "ingest", "Notes", str(docs)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     renders = 0
     try:
         deadline = time.monotonic() + 240
@@ -633,8 +657,9 @@ def test_the_page_works_while_a_command_line_batch_ingests_into_the_same_data_fo
 
 
 # -- team mode: a shared catalog and the per-machine memory backend ----------------------------------
-def test_a_shared_catalog_on_the_memory_default_says_what_to_set_and_the_form_refuses(fake_model, monkeypatch,
-                                                                                       pg_database, settings):
+def test_a_shared_catalog_on_the_memory_default_says_what_to_set_and_the_form_refuses(
+    fake_model, monkeypatch, pg_database, settings
+):
     """``catalog.url`` set and ``vector_store.backend`` left at memory: the page says what to set
     before anyone uploads, and the New store form refuses with the same message (nothing made)."""
     from urllib.parse import urlencode
@@ -676,8 +701,7 @@ def test_a_batch_no_worker_took_yet_says_queued_waiting_for_a_worker(fake_model,
     job = wb.submit_batch("Notes", [("cats.md", CATS), ("bread.md", BREAD)])
     at.run()
     texts = [html.unescape(p.proto.text) for p in at.get("progress")]
-    assert any("2 files queued** into Notes — waiting for a worker" in t and "worker_threads = 0" in t
-               for t in texts), texts
+    assert any("2 files queued** into Notes — waiting for a worker" in t and "worker_threads = 0" in t for t in texts), texts
     assert not job.wait(0.5)  # nobody ingests here
     assert Worker(wb.indexer).run(once=True, poll=0.05) == 2
     assert job.wait(30)

@@ -17,8 +17,11 @@ from knowledge.workbench import Workbench
 from tests.helpers.app import fresh_caches, open_app, page_text, use_fake_model
 
 PW = "correct horse battery"
-GUIDE = (b"# Guide\n\nWelcome.\n\n## Install\n\n" + b"Some filler words here.\n\n" * 20
-         + b"### Linux\n\nRun the installer with sudo and reboot.\n")
+GUIDE = (
+    b"# Guide\n\nWelcome.\n\n## Install\n\n"
+    + b"Some filler words here.\n\n" * 20
+    + b"### Linux\n\nRun the installer with sudo and reboot.\n"
+)
 
 
 @pytest.fixture(autouse=True)
@@ -83,11 +86,14 @@ def test_a_pdf_opens_at_its_page_and_pages_on():
     assert at.button(key="viewer-next").disabled
 
 
-@pytest.mark.parametrize(("url", "words"), [
-    ("view?file=x", "needs both store= and file="),
-    ("view?store=docs&file=file-00000000000000000000000000000000", "not in the store"),
-    ("view?store=docs&file=f&start=9&end=3", "ends (3) before it starts (9)"),
-])
+@pytest.mark.parametrize(
+    ("url", "words"),
+    [
+        ("view?file=x", "needs both store= and file="),
+        ("view?store=docs&file=file-00000000000000000000000000000000", "not in the store"),
+        ("view?store=docs&file=f&start=9&end=3", "ends (3) before it starts (9)"),
+    ],
+)
 def test_a_broken_link_says_what_is_wrong(url, words):
     Workbench(load_settings()).close()
     at = viewer(url)

@@ -18,15 +18,22 @@ from pages._ui import DISTANCES, duration, human_size, megabytes
 
 
 def test_sizes_in_words_and_in_megabytes():
-    assert [human_size(n) for n in (0, 999, 1000, 1_234_567, 2_500_000_000)] == ["0 B", "999 B", "1.0 kB",
-                                                                                  "1.2 MB", "2.5 GB"]
+    assert [human_size(n) for n in (0, 999, 1000, 1_234_567, 2_500_000_000)] == [
+        "0 B",
+        "999 B",
+        "1.0 kB",
+        "1.2 MB",
+        "2.5 GB",
+    ]
     assert human_size(None) == "?"
     assert megabytes(1_234_567) == 1.235 and megabytes(1_234_567, 2) == 1.23 and megabytes(None) is None
     assert megabytes(0) == 0.0
 
 
-@pytest.mark.parametrize("seconds, words", [(0.2, "1 s"), (45, "45 s"), (89.4, "89 s"), (90, "2 min"),
-                                            (59 * 60, "59 min"), (80 * 60, "1 h 20 min")])
+@pytest.mark.parametrize(
+    "seconds, words",
+    [(0.2, "1 s"), (45, "45 s"), (89.4, "89 s"), (90, "2 min"), (59 * 60, "59 min"), (80 * 60, "1 h 20 min")],
+)
 def test_durations_as_a_person_says_them(seconds, words):
     assert duration(seconds) == words
 

@@ -26,10 +26,17 @@ def test_the_viewer_link_comes_back_with_its_query_after_the_sign_in():
     assert redirect(url) == link
 
 
-@pytest.mark.parametrize("hostile", [
-    "//evil.example/x", "https://evil.example/", "/view?x=1\r\nSet-Cookie: a=b", "/view?x=\"<script>",
-    "/view#frag", "view?x=1",
-])
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        "//evil.example/x",
+        "https://evil.example/",
+        "/view?x=1\r\nSet-Cookie: a=b",
+        '/view?x="<script>',
+        "/view#frag",
+        "view?x=1",
+    ],
+)
 def test_anything_else_goes_home(hostile):
     assert redirect(webgate.cookie_url(None, hostile)) == "/"
     query = urllib.parse.urlencode({"next": hostile})

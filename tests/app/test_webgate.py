@@ -50,8 +50,7 @@ def _call(scope: dict) -> tuple[list[dict], bool]:
 
     async def inner(scope, receive, send):
         reached.append(True)
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", scope["_ctype"])]})
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", scope["_ctype"])]})
         await send({"type": "http.response.body", "body": b"x"})
 
     async def receive():
@@ -64,10 +63,15 @@ def _call(scope: dict) -> tuple[list[dict], bool]:
     return sent, bool(reached)
 
 
-def _scope(path: str, method: str = "GET", ctype: bytes = b"text/html; charset=utf-8",
-           client: str = "127.0.0.1") -> dict:
-    return {"type": "http", "method": method, "path": path, "client": (client, 5000),
-            "headers": [(b"host", b"127.0.0.1:8501")], "_ctype": ctype}
+def _scope(path: str, method: str = "GET", ctype: bytes = b"text/html; charset=utf-8", client: str = "127.0.0.1") -> dict:
+    return {
+        "type": "http",
+        "method": method,
+        "path": path,
+        "client": (client, 5000),
+        "headers": [(b"host", b"127.0.0.1:8501")],
+        "_ctype": ctype,
+    }
 
 
 def test_the_http_gate_refuses_uploads_of_sessions_not_let_in_without_reading_them():
@@ -85,8 +89,9 @@ def test_the_http_gate_refuses_uploads_of_sessions_not_let_in_without_reading_th
     assert not reached and sent[0]["status"] == 403
 
 
-@pytest.mark.parametrize("endpoint", ["metrics", "script-health-check", "agent/interact", "agent/mcp",
-                                      "bidi-components/x/index.js"])
+@pytest.mark.parametrize(
+    "endpoint", ["metrics", "script-health-check", "agent/interact", "agent/mcp", "bidi-components/x/index.js"]
+)
 def test_the_http_gate_refuses_core_endpoints_with_a_password_or_shared(endpoint):
     state = webgate.STATE
     before = state.guarded
@@ -159,8 +164,10 @@ def test_the_declared_streamlit_range_is_the_tested_one():
     import streamlit
 
     root = Path(__file__).resolve().parents[2]
-    found = {name: re.findall(r"streamlit\s*([<>=!~][^\"\n#]*)", (root / name).read_text(encoding="utf-8"))
-             for name in ("requirements.txt", "pyproject.toml")}
+    found = {
+        name: re.findall(r"streamlit\s*([<>=!~][^\"\n#]*)", (root / name).read_text(encoding="utf-8"))
+        for name in ("requirements.txt", "pyproject.toml")
+    }
     found = {name: [v.strip() for v in values] for name, values in found.items()}
     assert found["requirements.txt"] == found["pyproject.toml"] == [">=1.67,<1.68"], found
     assert re.match(r"1\.67\.", streamlit.__version__), streamlit.__version__
@@ -174,19 +181,30 @@ def test_streamlit_run_finds_the_gated_app_in_app_py(tmp_path: Path):
     import sys
 
     root = Path(__file__).resolve().parents[2]
-    probe = ("import json, app, streamlit as st\n"
-             "from pages import _gate\n"
-             "a = app.app\n"
-             "print(json.dumps({'app': isinstance(a, st.App), 'script': str(a.script_path),\n"
-             "  'middleware': [m.cls.__name__ for m in a._user_middleware],\n"
-             "  'routes': [r.path for r in a._user_routes]}))\n")
-    out = subprocess.run([sys.executable, "-c", probe], cwd=root, capture_output=True, text=True, timeout=120,
-                         env={**__import__("os").environ, "PYTHONPATH": str(root),
-                              "KNOWLEDGE_DATA_DIR": str(tmp_path / "data")})
+    probe = (
+        "import json, app, streamlit as st\n"
+        "from pages import _gate\n"
+        "a = app.app\n"
+        "print(json.dumps({'app': isinstance(a, st.App), 'script': str(a.script_path),\n"
+        "  'middleware': [m.cls.__name__ for m in a._user_middleware],\n"
+        "  'routes': [r.path for r in a._user_routes]}))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**__import__("os").environ, "PYTHONPATH": str(root), "KNOWLEDGE_DATA_DIR": str(tmp_path / "data")},
+    )
     assert out.returncode == 0, out.stderr
     seen = json.loads(out.stdout.strip().splitlines()[-1])
-    assert seen == {"app": True, "script": str(root / "app.py"), "middleware": ["HttpGate"],
-                    "routes": ["/_knowledge/session", "/_knowledge/sign-out"]}, seen
+    assert seen == {
+        "app": True,
+        "script": str(root / "app.py"),
+        "middleware": ["HttpGate"],
+        "routes": ["/_knowledge/session", "/_knowledge/sign-out"],
+    }, seen
 
 
 # -- real servers, an attacker without a browser ---------------------------------------------------
@@ -210,8 +228,7 @@ def test_before_any_run_of_the_app_an_upload_is_refused_and_memory_stays(tmp_pat
     """The attack of issue 24 on a fresh server: nothing has run app.py yet, the visitor asks for upload
     URLs and PUTs 50 MB. The gate is in the server from its first request (st.App's middleware): the
     upload is refused before its body is read."""
-    with _serve(tmp_path, "0.0.0.0", KNOWLEDGE_APP_PASSWORD="correct horse") as server, \
-            visitor(server.url) as v:
+    with _serve(tmp_path, "0.0.0.0", KNOWLEDGE_APP_PASSWORD="correct horse") as server, visitor(server.url) as v:
         urls = v.upload_urls("big.bin")  # app.py never ran: Streamlit itself answers (no public hook there)
         assert urls.file_urls, urls
         before = rss_bytes(server.proc.pid)
@@ -233,8 +250,11 @@ def test_before_sign_in_upload_urls_and_uploads_are_refused_and_memory_stays(sha
         # a reset of the unread upload can drop the body; then its announced length must be the refusal's
         assert status == 403 and body in (refusal, f"<truncated: {len(refusal.encode())} bytes announced>"), body
         assert _grown(server.proc.pid, before) < UPLOAD // 4
-        delete = urllib.request.Request(f"{server.url}/_stcore/upload_file/{v.session_id}/x", method="DELETE",
-                                        headers={"X-Xsrftoken": v.xsrf, "Cookie": f"_streamlit_xsrf={v.xsrf}"})
+        delete = urllib.request.Request(
+            f"{server.url}/_stcore/upload_file/{v.session_id}/x",
+            method="DELETE",
+            headers={"X-Xsrftoken": v.xsrf, "Cookie": f"_streamlit_xsrf={v.xsrf}"},
+        )
         try:
             urllib.request.urlopen(delete, timeout=30)
             raise AssertionError("DELETE was served")
@@ -281,9 +301,16 @@ def _cookie(scope_extra: dict, trusted: tuple, monkeypatch) -> str:
 
     monkeypatch.setattr(webgate.SETTINGS, "get", lambda: (trusted, 1000))
     code = webgate.HANDOFFS.issue("the-token", 60)
-    scope = {"type": "http", "method": "GET", "path": "/_knowledge/session", "scheme": "http",
-             "query_string": f"code={code}&next=/stores".encode(), "client": ("127.0.0.1", 5000),
-             "headers": [(b"host", b"127.0.0.1:8501")], **scope_extra}
+    scope = {
+        "type": "http",
+        "method": "GET",
+        "path": "/_knowledge/session",
+        "scheme": "http",
+        "query_string": f"code={code}&next=/stores".encode(),
+        "client": ("127.0.0.1", 5000),
+        "headers": [(b"host", b"127.0.0.1:8501")],
+        **scope_extra,
+    }
     endpoint = next(r for r in webgate.routes() if r.path == "/_knowledge/session").endpoint
     answer = asyncio.run(endpoint(Request(scope)))
     assert answer.status_code == 303 and answer.headers["location"] == "/stores"
@@ -296,8 +323,9 @@ def test_the_session_cookie_is_secure_behind_tls(monkeypatch):
     from knowledge.forwarded import trusted_networks
 
     local = trusted_networks(["127.0.0.1"])
-    https_at_proxy = {"headers": [(b"host", b"kb.example.org"), (b"x-forwarded-proto", b"https"),
-                                  (b"x-forwarded-for", b"203.0.113.9")]}
+    https_at_proxy = {
+        "headers": [(b"host", b"kb.example.org"), (b"x-forwarded-proto", b"https"), (b"x-forwarded-for", b"203.0.113.9")]
+    }
     assert "Secure" not in _cookie({}, (), monkeypatch)  # plain http on loopback
     assert "Secure" in _cookie({"scheme": "https"}, (), monkeypatch)  # TLS to the app itself
     assert "Secure" in _cookie(https_at_proxy, local, monkeypatch)  # TLS at a trusted proxy
@@ -310,6 +338,7 @@ def test_the_gate_holds_the_upload_ceiling_itself():
     before it is read, a body that grows past it (no length announced) is cut at 413."""
     webgate.let_in("s-big")
     try:
+
         def upload(length: bytes | None, chunks: list[bytes]) -> tuple[list[dict], bool]:
             reached, sent, queue = [], [], list(chunks)
 
@@ -328,8 +357,13 @@ def test_the_gate_holds_the_upload_ceiling_itself():
                 sent.append(message)
 
             headers = [(b"host", b"127.0.0.1:8501")] + ([(b"content-length", length)] if length else [])
-            scope = {"type": "http", "method": "PUT", "path": "/_stcore/upload_file/s-big/f1",
-                     "client": ("127.0.0.1", 5000), "headers": headers}
+            scope = {
+                "type": "http",
+                "method": "PUT",
+                "path": "/_stcore/upload_file/s-big/f1",
+                "client": ("127.0.0.1", 5000),
+                "headers": headers,
+            }
             asyncio.run(webgate.HttpGate(inner, trusted=(), upload_mb=1)(scope, receive, send))
             return sent, bool(reached)
 

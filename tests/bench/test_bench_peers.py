@@ -12,16 +12,29 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench" / "bench_peers.py"
-COLUMNS = ["engine", "insert/s", "index build", "disk / raw", "reopen + 1st query", "p50", "p95", "recall@10",
-           "filtered p50 (1%)", "filtered recall@10"]
+COLUMNS = [
+    "engine",
+    "insert/s",
+    "index build",
+    "disk / raw",
+    "reopen + 1st query",
+    "p50",
+    "p95",
+    "recall@10",
+    "filtered p50 (1%)",
+    "filtered recall@10",
+]
 
 
 def run(args: list[str], prelude: str = "") -> subprocess.CompletedProcess[str]:
-    code = (f"import runpy, sys; {prelude or 'pass'}; sys.argv = {[str(BENCH), *args]!r};"
-            f" runpy.run_path({str(BENCH)!r}, run_name='__main__')")
+    code = (
+        f"import runpy, sys; {prelude or 'pass'}; sys.argv = {[str(BENCH), *args]!r};"
+        f" runpy.run_path({str(BENCH)!r}, run_name='__main__')"
+    )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300,
-                          check=False, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300, check=False, cwd=ROOT
+    )
 
 
 def tables(stdout: str) -> dict[str, list[list[str]]]:
@@ -47,8 +60,21 @@ def tables(stdout: str) -> dict[str, list[list[str]]]:
 @pytest.mark.slow
 def test_quick_run_prints_a_table_per_set_with_exact_recall(tmp_path: Path) -> None:
     out = tmp_path / "peers.json"
-    proc = run(["--quick", "--n", "600", "--queries", "12", "--engines", "memory,numpy",
-                "--sets", "random,clustered", "--json", str(out)])
+    proc = run(
+        [
+            "--quick",
+            "--n",
+            "600",
+            "--queries",
+            "12",
+            "--engines",
+            "memory,numpy",
+            "--sets",
+            "random,clustered",
+            "--json",
+            str(out),
+        ]
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     found = tables(proc.stdout)
     assert list(found) == ["random", "clustered"]
@@ -76,8 +102,10 @@ def test_quick_run_prints_a_table_per_set_with_exact_recall(tmp_path: Path) -> N
 @pytest.mark.processes
 @pytest.mark.slow
 def test_a_missing_peer_is_skipped_with_the_install_hint() -> None:
-    proc = run(["--quick", "--n", "300", "--queries", "4", "--engines", "numpy,chroma,lancedb", "--sets", "random"],
-               prelude="sys.modules['chromadb'] = None; sys.modules['lancedb'] = None")
+    proc = run(
+        ["--quick", "--n", "300", "--queries", "4", "--engines", "numpy,chroma,lancedb", "--sets", "random"],
+        prelude="sys.modules['chromadb'] = None; sys.modules['lancedb'] = None",
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = tables(proc.stdout)["random"]
     assert [r[0] for r in rows] == ["numpy exact floor, same process", "chroma", "lancedb"]

@@ -44,8 +44,7 @@ def test_home_page_opens_with_title_and_navigation(page, server: Server, artifac
     shot(page, artifacts, "01-home.png")
 
 
-def test_upload_a_pdf_and_a_docx_then_search_finds_file_and_page(page, server: Server, artifacts: Path,
-                                                                  corpus: Path):
+def test_upload_a_pdf_and_a_docx_then_search_finds_file_and_page(page, server: Server, artifacts: Path, corpus: Path):
     from playwright.sync_api import expect
 
     from knowledge.ingest import read_document
@@ -57,7 +56,8 @@ def test_upload_a_pdf_and_a_docx_then_search_finds_file_and_page(page, server: S
     docx_text = squash(read_document(docx).text)
     assert docx_text.startswith("Header for section-1")
     provenance = page.locator('[data-testid="stMarkdownContainer"]').filter(
-        has_text=re.compile(r"^\d+\. .+ · chunks? [\d–, ]+$"))  # (JavaScript regex: no named groups)
+        has_text=re.compile(r"^\d+\. .+ · chunks? [\d–, ]+$")
+    )  # (JavaScript regex: no named groups)
 
     with explained(page, server, artifacts):
         # Home, then the sidebar's "Vector stores" (as a person would; see the report on /stores).
@@ -68,18 +68,15 @@ def test_upload_a_pdf_and_a_docx_then_search_finds_file_and_page(page, server: S
         shot(page, artifacts, "02-stores.png")
 
         # A new store.
-        form = page.locator('[data-testid="stForm"]').filter(
-            has=page.get_by_role("button", name="Create store"))
+        form = page.locator('[data-testid="stForm"]').filter(has=page.get_by_role("button", name="Create store"))
         form.get_by_label("Name", exact=True).fill("browser-demo")
         rerun_and_wait(page, lambda: form.get_by_role("button", name="Create store").click())
         expect(page.get_by_text("Created the store browser-demo")).to_be_visible()
 
         # Both files into the drag-and-drop uploader; wait for their outcomes (the model embeds).
         drop_files(page, [str(pdf), str(docx)])
-        expect(page.get_by_text(re.compile(r"pdflatex-4-pages\.pdf — \d+ chunks, 4 pages"))).to_be_visible(
-            timeout=180_000)
-        expect(page.get_by_text(re.compile(r"hdr-header-footer\.docx — \d+ chunks?"))).to_be_visible(
-            timeout=180_000)
+        expect(page.get_by_text(re.compile(r"pdflatex-4-pages\.pdf — \d+ chunks, 4 pages"))).to_be_visible(timeout=180_000)
+        expect(page.get_by_text(re.compile(r"hdr-header-footer\.docx — \d+ chunks?"))).to_be_visible(timeout=180_000)
         expect(page.get_by_text("Indexed files (2)")).to_be_visible(timeout=60_000)
         wait_for_app(page)
         # The page stays whole and current once the batch is done: the heading over the file list,
@@ -88,8 +85,7 @@ def test_upload_a_pdf_and_a_docx_then_search_finds_file_and_page(page, server: S
         page.wait_for_timeout(1_000)
         wait_for_app(page)
         expect(page.get_by_text("Indexed files (2)", exact=True)).to_be_visible(timeout=1_000)
-        expect(page.locator('[data-testid="stMetric"]').filter(has_text="Indexed files")).to_contain_text(
-            "2", timeout=1_000)
+        expect(page.locator('[data-testid="stMetric"]').filter(has_text="Indexed files")).to_contain_text("2", timeout=1_000)
         # stores, files, and the templates on the (hidden) Templates tab; no file list before the upload
         expect(page.locator('[data-testid="stDataFrame"]')).to_have_count(3, timeout=1_000)
         expect(page.locator('[data-testid="stAlertContentError"]')).to_have_count(0)
@@ -116,7 +112,7 @@ def test_upload_a_pdf_and_a_docx_then_search_finds_file_and_page(page, server: S
             # and the snippet shown is the PDF's own text there.
             lo, hi = pdf_pages[hit["page"]]
             assert lo <= hit["start"] < hit["end"] <= hi, hit
-            assert hit["snippet"] in squash(pdf_doc.text[hit["start"]:hit["end"]]), hit
+            assert hit["snippet"] in squash(pdf_doc.text[hit["start"] : hit["end"]]), hit
         shot(page, artifacts, "05-results.png")
 
         # The DOCX's header text: that file first, its text shown, no page (DOCX has none).
@@ -129,9 +125,13 @@ def test_upload_a_pdf_and_a_docx_then_search_finds_file_and_page(page, server: S
         shot(page, artifacts, "06-results-docx.png")
 
         # Page 3 of the PDF by the payload filter: every hit says page 3 and holds page 3's text.
-        rerun_and_wait(page, lambda: (
-            query.fill("Is there a difference between this text and some nonsense like Huardest gefburn?"),
-            query.press("Enter")))
+        rerun_and_wait(
+            page,
+            lambda: (
+                query.fill("Is there a difference between this text and some nonsense like Huardest gefburn?"),
+                query.press("Enter"),
+            ),
+        )
         page.get_by_text("Filters", exact=True).click()
         fields = page.get_by_role("textbox", name="Extra fields", exact=True)
         fields.fill("page = 3")
@@ -143,7 +143,7 @@ def test_upload_a_pdf_and_a_docx_then_search_finds_file_and_page(page, server: S
         for hit in hits:
             assert hit["file"] == "pdflatex-4-pages.pdf" and hit["page"] == 3, hit
             assert lo <= hit["start"] < hit["end"] <= hi, hit
-            assert hit["snippet"] in squash(pdf_doc.text[hit["start"]:hit["end"]]), hit
+            assert hit["snippet"] in squash(pdf_doc.text[hit["start"] : hit["end"]]), hit
         shot(page, artifacts, "07-results-page-3.png")
 
 

@@ -90,8 +90,9 @@ class _Attacker:
 
 @pytest.fixture
 def api(tmp_path):
-    system = System(load_settings(data_dir=tmp_path / "data"),
-                   embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256))
+    system = System(
+        load_settings(data_dir=tmp_path / "data"), embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256)
+    )
     with Served(create_app(system)) as base:
         yield base
     system.close()
@@ -101,12 +102,14 @@ def test_a_page_of_another_site_creates_uploads_and_reads_nothing(browser, api):
     with _Attacker(ATTACK.replace("API", api)) as attacker_url:
         page = browser.new_page()
         try:
-            def form_post(path: str):
-                return lambda r: (r.url == api + path and r.request.method == "POST"
-                                  and r.request.resource_type == "document")
 
-            with page.expect_response(form_post("/v1/files")) as upload, \
-                    page.expect_response(form_post("/v1/vector_stores")) as plain_form:
+            def form_post(path: str):
+                return lambda r: r.url == api + path and r.request.method == "POST" and r.request.resource_type == "document"
+
+            with (
+                page.expect_response(form_post("/v1/files")) as upload,
+                page.expect_response(form_post("/v1/vector_stores")) as plain_form,
+            ):
                 page.goto(attacker_url)
             assert upload.value.status == 403 and plain_form.value.status == 403
             page.wait_for_function("window.__results !== undefined")
@@ -120,10 +123,12 @@ def test_a_page_of_another_site_creates_uploads_and_reads_nothing(browser, api):
 
 
 def test_an_uploaded_html_file_is_downloaded_not_run(browser, api):
-    victim = httpx.post(api + "/v1/files", files={"file": ("victim.md", b"# Victim\n")},
-                        data={"purpose": "assistants"}).json()
-    planted = httpx.post(api + "/v1/files", files={"file": ("planted.html", PLANTED_PAGE)},
-                         data={"purpose": "assistants"}).json()
+    victim = httpx.post(
+        api + "/v1/files", files={"file": ("victim.md", b"# Victim\n")}, data={"purpose": "assistants"}
+    ).json()
+    planted = httpx.post(
+        api + "/v1/files", files={"file": ("planted.html", PLANTED_PAGE)}, data={"purpose": "assistants"}
+    ).json()
     context = browser.new_context(accept_downloads=True)
     page = context.new_page()
     try:

@@ -46,16 +46,18 @@ def chat_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         yield srv
 
 
-def test_attach_a_pdf_in_the_chat_and_the_answer_cites_file_and_page(browser, chat_server: Server,
-                                                                      chat_artifacts: Path, corpus: Path):
+def test_attach_a_pdf_in_the_chat_and_the_answer_cites_file_and_page(
+    browser, chat_server: Server, chat_artifacts: Path, corpus: Path
+):
     from playwright.sync_api import expect
 
     from knowledge.ingest import read_document
 
     zen, blind = corpus / "pdf" / "google-doc-document.pdf", corpus / "pdf" / "pdflatex-4-pages.pdf"
     doc = read_document(zen)
-    answer_pages = {s.page for s in doc.sections
-                    if "Explicit is better than implicit" in squash(doc.text[s.char_start:s.char_end])}
+    answer_pages = {
+        s.page for s in doc.sections if "Explicit is better than implicit" in squash(doc.text[s.char_start : s.char_end])
+    }
     assert answer_pages, "the corpus PDF changed"
 
     with app_page(browser, chat_server, chat_artifacts, "", width=1400, height=1600) as page:
@@ -78,8 +80,12 @@ def test_attach_a_pdf_in_the_chat_and_the_answer_cites_file_and_page(browser, ch
         expect(answer).to_contain_text("Retrieval only")
         expect(answer).to_contain_text("Explicit is better than implicit")
         # the first citation: the file and a page that holds the answer; it opens the chunk
-        first = answer.get_by_test_id("stExpander").filter(has_text=re.compile(r"\[1\] ")).filter(
-            has_not_text="vector_search(").first
+        first = (
+            answer.get_by_test_id("stExpander")
+            .filter(has_text=re.compile(r"\[1\] "))
+            .filter(has_not_text="vector_search(")
+            .first
+        )
         label = squash(first.locator("summary").inner_text())
         m = re.search(r"\[1\] (?P<file>.+?), page (?P<page>\d+)", label)
         assert m and m["file"] == "google-doc-document.pdf", label
@@ -95,8 +101,9 @@ def test_attach_a_pdf_in_the_chat_and_the_answer_cites_file_and_page(browser, ch
         shot(page, chat_artifacts, "03-answer.png")
 
 
-def test_chat_over_a_store_answers_from_the_chapter_and_the_citation_opens_it(browser, chat_server: Server,
-                                                                                 chat_artifacts: Path, corpus: Path):
+def test_chat_over_a_store_answers_from_the_chapter_and_the_citation_opens_it(
+    browser, chat_server: Server, chat_artifacts: Path, corpus: Path
+):
     """Create a store, drop three Rust-book chapters on it, open Chat, pick the store, ask a question
     answered in one chapter: the answer quotes it and its citation opens the chunk."""
     from playwright.sync_api import expect
@@ -126,8 +133,7 @@ def test_chat_over_a_store_answers_from_the_chapter_and_the_citation_opens_it(br
             expect(page.get_by_role("combobox", name="Open store")).to_have_value("Team docs")
             drop_files(page, [str(c) for c in chapters])
             for c in chapters:
-                expect(page.get_by_text(re.compile(re.escape(c.name) + r" — \d+ chunks"))).to_be_visible(
-                    timeout=300_000)
+                expect(page.get_by_text(re.compile(re.escape(c.name) + r" — \d+ chunks"))).to_be_visible(timeout=300_000)
             wait_for_app(page)
             shots("10-store-with-chapters")
 
@@ -152,8 +158,12 @@ def test_chat_over_a_store_answers_from_the_chapter_and_the_citation_opens_it(br
             expect(messages).to_have_count(2, timeout=240_000)
             answer = messages.nth(1)
             expect(answer).to_contain_text("The sentences of Team docs that best answer")
-            first = answer.get_by_test_id("stExpander").filter(has_text=re.compile(r"\[1\] ")).filter(
-            has_not_text="vector_search(").first
+            first = (
+                answer.get_by_test_id("stExpander")
+                .filter(has_text=re.compile(r"\[1\] "))
+                .filter(has_not_text="vector_search(")
+                .first
+            )
             label = squash(first.locator("summary").inner_text())
             assert "ch03-01-variables-and-mutability.md" in label, label
             first.locator("summary").click()
@@ -171,11 +181,18 @@ def test_chat_over_a_store_answers_from_the_chapter_and_the_citation_opens_it(br
             href = link.get_attribute("href") or ""
             assert "view?store=Team+docs&file=" in href and "&start=" in href and "&end=" in href, href
             # every marker of the answer is a listed source: the list is numbered as the answer
-            said = answer.locator('[data-testid="stMarkdownContainer"]').filter(
-                has_text="The sentences of Team docs").first.inner_text()
+            said = (
+                answer.locator('[data-testid="stMarkdownContainer"]')
+                .filter(has_text="The sentences of Team docs")
+                .first.inner_text()
+            )
             markers = set(re.findall(r"\[(\d+)\]", said))
-            sources = answer.get_by_test_id("stExpander").filter(has_text=re.compile(r"\[\d+\] ")).filter(
-                has_not_text="vector_search(").filter(has_not_text="Also searched")
+            sources = (
+                answer.get_by_test_id("stExpander")
+                .filter(has_text=re.compile(r"\[\d+\] "))
+                .filter(has_not_text="vector_search(")
+                .filter(has_not_text="Also searched")
+            )
             assert markers and markers == {str(i) for i in range(1, sources.count() + 1)}, (markers, sources.count())
             also = answer.get_by_test_id("stExpander").filter(has_text="Also searched")
             if also.count():  # what the answer did not use is collapsed

@@ -34,11 +34,24 @@ from tests.helpers.browser import (
 
 pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.slow]
 
-PAGES = [("home", ""), ("stores", "stores"), ("search", "search?store=Rust%20book&q=how%20do%20I%20read%20a%20guess"
-          "%20from%20the%20user"), ("files", "files"), ("chat", "chat"), ("memory", "memory"), ("settings", "settings")]
+PAGES = [
+    ("home", ""),
+    ("stores", "stores"),
+    ("search", "search?store=Rust%20book&q=how%20do%20I%20read%20a%20guess%20from%20the%20user"),
+    ("files", "files"),
+    ("chat", "chat"),
+    ("memory", "memory"),
+    ("settings", "settings"),
+]
 OTHER_STORES = ["Archive", "Contracts", "Handbook", "Meeting notes"]
-CHAPTERS = ["ch02-00-guessing-game-tutorial.md", "ch03-01-variables-and-mutability.md", "ch03-02-data-types.md",
-            "ch03-05-control-flow.md", "ch04-01-what-is-ownership.md", "ch04-02-references-and-borrowing.md"]
+CHAPTERS = [
+    "ch02-00-guessing-game-tutorial.md",
+    "ch03-01-variables-and-mutability.md",
+    "ch03-02-data-types.md",
+    "ch03-05-control-flow.md",
+    "ch04-01-what-is-ownership.md",
+    "ch04-02-references-and-borrowing.md",
+]
 
 
 @pytest.fixture(scope="module")
@@ -123,8 +136,11 @@ def test_demo_the_whole_app(browser, demo, shots: Path, corpus: Path):
             assert page.evaluate("window.scrollY") == 0
             assert in_viewport(page, header), "the batch header is below the fold"
             page.screenshot(path=str(shots / "demo-11-batch-started-1280.png"))
-            indexed = page.locator('[data-testid="stMetric"]').filter(has_text="Indexed files").locator(
-                '[data-testid="stMetricValue"]')
+            indexed = (
+                page.locator('[data-testid="stMetric"]')
+                .filter(has_text="Indexed files")
+                .locator('[data-testid="stMetricValue"]')
+            )
             expect(indexed).to_have_text("0")
             # the counters move while the batch still runs
             expect(indexed).not_to_have_text("0", timeout=180_000)
@@ -148,7 +164,8 @@ def test_demo_the_whole_app(browser, demo, shots: Path, corpus: Path):
             rerun_and_wait(page, lambda: (password.fill("not-the-password"), password.press("Enter")))
             rerun_and_wait(page, lambda: retry.click())
             answer = page.locator('[data-testid="stAlertContentError"]').filter(
-                has_text=re.compile(r"libreoffice-writer-password\.pdf.*[Ww]rong password"))
+                has_text=re.compile(r"libreoffice-writer-password\.pdf.*[Ww]rong password")
+            )
             # The retry ends in st.rerun(): a second run, during which the old record's Retry (another
             # file id, another key) is still drawn beside the new one; wait for the answer, then rest.
             expect(answer).to_be_visible()
@@ -160,7 +177,8 @@ def test_demo_the_whole_app(browser, demo, shots: Path, corpus: Path):
             rerun_and_wait(page, lambda: (password.fill("openpassword"), password.press("Enter")))
             rerun_and_wait(page, lambda: page.get_by_role("button", name="🔁 Retry").click())
             done = page.locator('[data-testid="stAlertContentSuccess"]').filter(
-                has_text=re.compile(r"libreoffice-writer-password\.pdf.*Now searchable"))
+                has_text=re.compile(r"libreoffice-writer-password\.pdf.*Now searchable")
+            )
             expect(done).to_be_visible()
             assert in_viewport(page, done), "the retry's answer is out of sight"
             page.screenshot(path=str(shots / "demo-15-password-accepted-1280.png"))
@@ -169,12 +187,17 @@ def test_demo_the_whole_app(browser, demo, shots: Path, corpus: Path):
             page.goto(f"{demo.url}/search?store=Rust%20book")
             wait_for_app(page)
             query = page.get_by_role("textbox", name="Query", exact=True)
-            for q in ("How do I read a guess from the user?", "filename src/main.rs listing",
-                      "ownership rules and the heap", "tuple and array types"):
+            for q in (
+                "How do I read a guess from the user?",
+                "filename src/main.rs listing",
+                "ownership rules and the heap",
+                "tuple and array types",
+            ):
                 rerun_and_wait(page, lambda q=q: (query.fill(q), query.press("Enter")))
                 expect(page.get_by_text(re.compile(r"Rust book: \d+ results? in"))).to_be_visible(timeout=60_000)
                 full = page.locator('[data-testid="stExpander"]').filter(
-                    has=page.locator("summary", has_text=re.compile(r"Full (chunk|text)")))
+                    has=page.locator("summary", has_text=re.compile(r"Full (chunk|text)"))
+                )
                 assert full.count() >= 1, q
                 for box in full.all():  # open the closed ones (an expander stays open across reruns)
                     if not box.locator('[data-testid="stExpanderDetails"]').is_visible():
@@ -184,8 +207,11 @@ def test_demo_the_whole_app(browser, demo, shots: Path, corpus: Path):
                 for junk in ("<span", "{{#", "<!--"):
                     assert junk not in results, (q, junk)
                 assert page.locator('[data-testid="stMain"] mark').count() > 0, q  # highlighting works
-            opened = page.locator('[data-testid="stExpander"]').filter(
-                has=page.locator("summary", has_text=re.compile(r"Full (chunk|text)"))).nth(1)
+            opened = (
+                page.locator('[data-testid="stExpander"]')
+                .filter(has=page.locator("summary", has_text=re.compile(r"Full (chunk|text)")))
+                .nth(1)
+            )
             scroll_to(opened)
             opened.screenshot(path=str(shots / "demo-17-full-chunk-1280.png"))
             full_shot(page, shots / "demo-16-rust-results-1280.png")

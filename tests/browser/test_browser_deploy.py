@@ -80,8 +80,7 @@ def test_home_shows_the_server_folders_to_an_admin_only(browser, accounts_server
     assert requests.foreign(accounts_server.url) == []
 
 
-def test_a_team_app_sets_up_its_first_admin_at_the_terminal(browser, tmp_path: Path, pgvector_settings,
-                                                            monkeypatch):
+def test_a_team_app_sets_up_its_first_admin_at_the_terminal(browser, tmp_path: Path, pgvector_settings, monkeypatch):
     from playwright.sync_api import expect
     from psycopg.conninfo import conninfo_to_dict
 
@@ -89,16 +88,19 @@ def test_a_team_app_sets_up_its_first_admin_at_the_terminal(browser, tmp_path: P
 
     info = conninfo_to_dict(pgvector_settings().vector_store.url)  # this test's database, over TCP
     url = f"postgresql://{info['user']}@{info['host']}:{info['port']}/{info['dbname']}"
-    env = {"KNOWLEDGE_CATALOG__URL": url, "KNOWLEDGE_VECTOR_STORE__BACKEND": "pgvector",
-           "KNOWLEDGE_VECTOR_STORE__URL": url, "KNOWLEDGE_EMBEDDINGS__MODEL": FAKE}
+    env = {
+        "KNOWLEDGE_CATALOG__URL": url,
+        "KNOWLEDGE_VECTOR_STORE__BACKEND": "pgvector",
+        "KNOWLEDGE_VECTOR_STORE__URL": url,
+        "KNOWLEDGE_EMBEDDINGS__MODEL": FAKE,
+    }
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with serve(tmp_path, address="0.0.0.0", env_extra=env) as srv:
         ctx, pg = open_context(browser, SIZES["1280"], Requests())
         try:
             with explained(pg, srv, ARTIFACTS):
                 pg.goto(srv.url)
-                expect(pg.get_by_text("python -m knowledge users add NAME --role admin")).to_be_visible(
-                    timeout=60_000)
+                expect(pg.get_by_text("python -m knowledge users add NAME --role admin")).to_be_visible(timeout=60_000)
                 wait_for_app(pg)
                 assert pg.get_by_label("Set-up token").count() == 0
                 for size, viewport in SIZES.items():

@@ -14,8 +14,10 @@ from tests.helpers.browser import Server, app_page, choose_option, read_hits, re
 
 pytestmark = [pytest.mark.browser]
 
-FILES = {"guide.md": "# Deploy\n\nThe deployment guide: roll the service out to production on Fridays.\n",
-         "notes.md": "# Notes\n\nMeeting notes: the deployment moved to Monday after the production incident.\n"}
+FILES = {
+    "guide.md": "# Deploy\n\nThe deployment guide: roll the service out to production on Fridays.\n",
+    "notes.md": "# Notes\n\nMeeting notes: the deployment moved to Monday after the production incident.\n",
+}
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +61,7 @@ def open_details(page):
     return section
 
 
-def test_an_attribute_edited_in_the_app_changes_what_the_playground_filter_returns(browser, server: Server,
-                                                                                   artifacts: Path):
+def test_an_attribute_edited_in_the_app_changes_what_the_playground_filter_returns(browser, server: Server, artifacts: Path):
     from playwright.sync_api import expect
 
     assert filtered_files(browser, server, artifacts, "attr_team = ops") == []
@@ -88,8 +89,9 @@ def test_an_attribute_edited_in_the_app_changes_what_the_playground_filter_retur
 
 
 @pytest.mark.parametrize("width,height", [(1280, 800), (390, 844)])
-def test_the_details_editor_and_store_settings_fit_the_screen(browser, server: Server, artifacts: Path,
-                                                              width: int, height: int):
+def test_the_details_editor_and_store_settings_fit_the_screen(
+    browser, server: Server, artifacts: Path, width: int, height: int
+):
     from playwright.sync_api import expect
 
     with app_page(browser, server, artifacts, "stores", width=width, height=height) as page:

@@ -14,12 +14,18 @@ from tests.helpers.browser import ARTIFACTS, app_page, rerun_and_wait, scroll_to
 
 pytestmark = [pytest.mark.browser, pytest.mark.model]
 
-CHAPTERS = ["ch03-04-comments.md", "ch09-00-error-handling.md", "ch01-00-getting-started.md",
-            "ch08-00-common-collections.md"]
-QUESTIONS = ("question\trelevant\n"
-             "How do I write a comment that spans lines?\tch03-04-comments.md\n"
-             "Which errors are recoverable and which are not?\tch09-00-error-handling.md\n"
-             "Which collections does the standard library have?\tch08-00-common-collections.md\n")
+CHAPTERS = [
+    "ch03-04-comments.md",
+    "ch09-00-error-handling.md",
+    "ch01-00-getting-started.md",
+    "ch08-00-common-collections.md",
+]
+QUESTIONS = (
+    "question\trelevant\n"
+    "How do I write a comment that spans lines?\tch03-04-comments.md\n"
+    "Which errors are recoverable and which are not?\tch09-00-error-handling.md\n"
+    "Which collections does the standard library have?\tch08-00-common-collections.md\n"
+)
 
 
 @pytest.fixture(scope="module")
@@ -64,8 +70,7 @@ def test_upload_a_question_file_and_see_the_table_and_chart(browser, server, art
         expect(page.get_by_text("Saved the question set book-questions: 3 questions")).to_be_visible()
         shot(page, artifacts, f"evaluate-{width}-1-uploaded.png")
 
-        rerun_and_wait(page, lambda: page.get_by_role("button", name=re.compile("Evaluate$")).click(),
-                       timeout=180_000)
+        rerun_and_wait(page, lambda: page.get_by_role("button", name=re.compile("Evaluate$")).click(), timeout=180_000)
         expect(page.get_by_text("Metrics per store and ranking")).to_be_visible(timeout=120_000)
         table = page.locator('[data-testid="stDataFrame"]:visible').first  # the editor is in a closed expander
         expect(table).to_be_visible()
@@ -99,14 +104,22 @@ def test_type_questions_then_save_and_evaluate(browser, server, artifacts, width
         area = typed.locator("textarea")
         if not area.is_visible():  # collapsed once another test has kept a set
             typed.locator("summary").click()
-        rerun_and_wait(page, lambda: (area.fill("How do I write a comment that spans lines? | ch03-04-comments.md\n"
-                                                "Which errors are recoverable? | ch09-00-error-handling.md"),
-                                      area.press("Control+Enter")))
+        rerun_and_wait(
+            page,
+            lambda: (
+                area.fill(
+                    "How do I write a comment that spans lines? | ch03-04-comments.md\n"
+                    "Which errors are recoverable? | ch09-00-error-handling.md"
+                ),
+                area.press("Control+Enter"),
+            ),
+        )
         name = typed.locator("input[type=text]").first
         rerun_and_wait(page, lambda: (name.fill(f"typed-{width}"), name.press("Enter")))
         shot(page, artifacts, f"evaluate-{width}-5-typed.png")
-        rerun_and_wait(page, lambda: typed.get_by_role("button", name=re.compile("Save and evaluate")).click(),
-                       timeout=180_000)
+        rerun_and_wait(
+            page, lambda: typed.get_by_role("button", name=re.compile("Save and evaluate")).click(), timeout=180_000
+        )
         expect(page.get_by_text(f"Saved the question set typed-{width}: 2 questions")).to_be_visible()
         expect(page.get_by_text("Metrics per store and ranking")).to_be_visible(timeout=120_000)
         expect(page.locator('[data-testid="stException"]')).to_have_count(0)
@@ -124,10 +137,18 @@ def test_the_playground_speaks_the_glossary(browser, server, artifacts, width, h
     "similarity … · keyword score … · rank score …"; the chart names what it counts."""
     from playwright.sync_api import expect
 
-    with app_page(browser, server, artifacts, "search?store=book&q=comments%20that%20span%20lines",
-                  width=width, height=height, timeout=60_000) as page:
+    with app_page(
+        browser,
+        server,
+        artifacts,
+        "search?store=book&q=comments%20that%20span%20lines",
+        width=width,
+        height=height,
+        timeout=60_000,
+    ) as page:
         expect(page.get_by_test_id("stProgress").first).to_contain_text(
-            re.compile(r"similarity -?\d\.\d{3} · keyword score .+ · rank score \d\.\d{4}"), timeout=120_000)
+            re.compile(r"similarity -?\d\.\d{3} · keyword score .+ · rank score \d\.\d{4}"), timeout=120_000
+        )
         expect(page.get_by_text("Order: rank score (semantic and keyword rankings merged)")).to_be_visible()
         box = page.get_by_role("combobox", name="Ranking")
         box.click()
@@ -146,20 +167,25 @@ def test_the_rerank_toggle_reorders_by_the_rerank_score_and_shows_it(browser, se
     list; off again: neither."""
     from playwright.sync_api import expect
 
-    with app_page(browser, server, artifacts, "search?store=book&q=comments%20that%20span%20lines",
-                  width=width, height=height, timeout=60_000) as page:
+    with app_page(
+        browser,
+        server,
+        artifacts,
+        "search?store=book&q=comments%20that%20span%20lines",
+        width=width,
+        height=height,
+        timeout=60_000,
+    ) as page:
         bars = page.get_by_test_id("stProgress")
         expect(bars.first).to_contain_text(re.compile(r"rank score \d\.\d{4}$"), timeout=120_000)
         toggle = page.get_by_text("Rerank", exact=True)
         scroll_to(toggle)
         rerun_and_wait(page, toggle.click)
-        expect(bars.first).to_contain_text(re.compile(r"rank score \d\.\d{4} · rerank score \d\.\d{4}"),
-                                           timeout=120_000)
+        expect(bars.first).to_contain_text(re.compile(r"rank score \d\.\d{4} · rerank score \d\.\d{4}"), timeout=120_000)
         expect(page.get_by_text("Order: rerank score (the best passages reranked)")).to_be_visible()
         shot(page, artifacts, f"playground-{width}-reranked.png")
         rerun_and_wait(page, toggle.click)
-        expect(page.get_by_text("Order: rank score (semantic and keyword rankings merged)")).to_be_visible(
-            timeout=120_000)
+        expect(page.get_by_text("Order: rank score (semantic and keyword rankings merged)")).to_be_visible(timeout=120_000)
         expect(page.get_by_text(re.compile("rerank score"))).to_have_count(0)
 
 

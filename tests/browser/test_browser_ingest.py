@@ -32,14 +32,14 @@ def folders(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, folders: Path) -> Iterator[Server]:
-    with serve(tmp_path_factory.mktemp("browser-ingest"),
-               env_extra={"KNOWLEDGE_INGEST__ALLOWED_DIRS": json.dumps([str(folders)])}) as srv:
+    with serve(
+        tmp_path_factory.mktemp("browser-ingest"), env_extra={"KNOWLEDGE_INGEST__ALLOWED_DIRS": json.dumps([str(folders)])}
+    ) as srv:
         yield srv
 
 
 @pytest.mark.parametrize("width,height", [(1280, 800), (390, 844)])
-def test_folder_ingest_shows_skipped_files(browser, server: Server, artifacts: Path, folders: Path,
-                                           width: int, height: int):
+def test_folder_ingest_shows_skipped_files(browser, server: Server, artifacts: Path, folders: Path, width: int, height: int):
     from playwright.sync_api import expect
 
     docs = folders / f"docs-{width}"
@@ -51,8 +51,7 @@ def test_folder_ingest_shows_skipped_files(browser, server: Server, artifacts: P
     with app_page(browser, server, artifacts, "stores", width=width, height=height) as page:
         create_store(page, store)
         page.get_by_text("Ingest a folder on this machine").click()
-        folder_form = page.locator('[data-testid="stForm"]').filter(
-            has=page.get_by_role("button", name="Ingest folder"))
+        folder_form = page.locator('[data-testid="stForm"]').filter(has=page.get_by_role("button", name="Ingest folder"))
         folder_form.get_by_label("Folder", exact=True).fill(str(docs))
         folder_form.get_by_label("Glob", exact=True).fill("**/*.md")
         rerun_and_wait(page, lambda: folder_form.get_by_role("button", name="Ingest folder").click())

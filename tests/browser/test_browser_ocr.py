@@ -30,8 +30,11 @@ def scan(path: Path) -> Path:
     """A three-page PDF of images only (no text layer), a unique token on page 3."""
     font = ImageFont.load_default(size=28)
     pages = []
-    for line in ["Minutes of the harbour board", "The tide tables were approved",
-                 "Budget token CORMORANT3131 on page three"]:
+    for line in [
+        "Minutes of the harbour board",
+        "The tide tables were approved",
+        "Budget token CORMORANT3131 on page three",
+    ]:
         img = Image.new("RGB", (1240, 240), "white")
         ImageDraw.Draw(img).text((40, 90), f"{line}.", fill="black", font=font)
         pages.append(img)
@@ -60,8 +63,7 @@ def shots(page, element, artifacts: Path, name: str) -> None:
     page.set_viewport_size({"width": 1280, "height": 800})
 
 
-def test_a_scanned_pdf_shows_ocr_progress_then_its_warning(browser, server: Server, artifacts: Path,
-                                                            tmp_path: Path):
+def test_a_scanned_pdf_shows_ocr_progress_then_its_warning(browser, server: Server, artifacts: Path, tmp_path: Path):
     from playwright.sync_api import expect
 
     pdf = scan(tmp_path / "board-minutes.pdf")
@@ -74,8 +76,7 @@ def test_a_scanned_pdf_shows_ocr_progress_then_its_warning(browser, server: Serv
         with_eta = page.get_by_text(re.compile(r"board-minutes\.pdf — OCR, page [23] of 3, about \d+ (s|min) left"))
         expect(with_eta).to_be_visible(timeout=240_000)
         shots(page, with_eta, artifacts, "01-ocr-progress")
-        expect(page.get_by_text(re.compile(r"board-minutes\.pdf — \d+ chunks?, 3 pages"))).to_be_visible(
-            timeout=300_000)
+        expect(page.get_by_text(re.compile(r"board-minutes\.pdf — \d+ chunks?, 3 pages"))).to_be_visible(timeout=300_000)
         warning = page.get_by_text(re.compile(r"board-minutes\.pdf: pages 1-3 read by OCR, confidence 0\.\d\d"))
         expect(warning).to_be_visible()
         wait_for_app(page)

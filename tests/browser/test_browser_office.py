@@ -43,8 +43,14 @@ def office_artifacts() -> Path:
 @pytest.fixture(scope="module")
 def web_site() -> Iterator[Site]:
     s = Site()
-    s.html("/guide.html", page("Harbour guide", "Moorings are assigned by the harbour master, berth QUAY-7731.",
-                               ("/tides.html", "https://elsewhere.invalid/x")))
+    s.html(
+        "/guide.html",
+        page(
+            "Harbour guide",
+            "Moorings are assigned by the harbour master, berth QUAY-7731.",
+            ("/tides.html", "https://elsewhere.invalid/x"),
+        ),
+    )
     s.html("/tides.html", page("Tide tables", "Spring tides peak two days after the full moon."))
     yield s
     s.close()
@@ -52,8 +58,9 @@ def web_site() -> Iterator[Site]:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with serve(tmp_path_factory.mktemp("browser-office"),
-               env_extra={"KNOWLEDGE_INGEST__WEB_ALLOW_PRIVATE": json.dumps(True)}) as srv:
+    with serve(
+        tmp_path_factory.mktemp("browser-office"), env_extra={"KNOWLEDGE_INGEST__WEB_ALLOW_PRIVATE": json.dumps(True)}
+    ) as srv:
         yield srv
 
 
@@ -85,8 +92,12 @@ def office_files(folder: Path) -> list[Path]:
     mail["From"] = "keeper@example.org"
     mail["To"] = "office@example.org"
     mail.set_content("The report is attached.")
-    mail.add_attachment(b"# Storm\n\nThe north window cracked at 3 am, ticket GANNET-8812.\n",
-                        maintype="text", subtype="markdown", filename="storm.md")
+    mail.add_attachment(
+        b"# Storm\n\nThe north window cracked at 3 am, ticket GANNET-8812.\n",
+        maintype="text",
+        subtype="markdown",
+        filename="storm.md",
+    )
     (folder / "storm.eml").write_bytes(bytes(mail))
     return [folder / n for n in ("budget.pptx", "keepers.xlsx", "storm.eml", "locked.xlsx")]
 
@@ -98,8 +109,9 @@ def _saved(doc) -> bytes:
 
 
 @pytest.mark.parametrize("width,height", [(1280, 800), (390, 844)])
-def test_office_files_a_password_and_a_web_page(browser, server: Server, office_artifacts: Path, web_site: Site,
-                                                tmp_path: Path, width: int, height: int):
+def test_office_files_a_password_and_a_web_page(
+    browser, server: Server, office_artifacts: Path, web_site: Site, tmp_path: Path, width: int, height: int
+):
     from playwright.sync_api import expect
 
     files = office_files(tmp_path)
@@ -117,8 +129,9 @@ def test_office_files_a_password_and_a_web_page(browser, server: Server, office_
         scroll_to(password)
         rerun_and_wait(pg, lambda: (password.fill("tika"), password.press("Enter")))
         rerun_and_wait(pg, lambda: pg.get_by_role("button", name="🔁 Retry").click())
-        expect(pg.locator('[data-testid="stAlertContentSuccess"]').filter(
-            has_text=re.compile(r"locked\.xlsx.*Now searchable"))).to_be_visible(timeout=120_000)
+        expect(
+            pg.locator('[data-testid="stAlertContentSuccess"]').filter(has_text=re.compile(r"locked\.xlsx.*Now searchable"))
+        ).to_be_visible(timeout=120_000)
         pg.screenshot(path=str(office_artifacts / f"27-office-password-{width}.png"))
 
         asked = {p: web_site.asked(p) for p in ("/guide.html", "/tides.html")}
@@ -142,8 +155,11 @@ def test_office_files_a_password_and_a_web_page(browser, server: Server, office_
             store_box.click()
             rerun_and_wait(pg, lambda: pg.get_by_role("option", name=store, exact=True).click())
         query = pg.get_by_role("textbox", name="Query", exact=True)
-        for words, expected in (("PELICAN-2291", "budget.pptx"), ("GANNET-8812", "storm.eml"),
-                                ("QUAY-7731", web_site.url("/guide.html").replace("://", ":\u2060//"))):
+        for words, expected in (
+            ("PELICAN-2291", "budget.pptx"),
+            ("GANNET-8812", "storm.eml"),
+            ("QUAY-7731", web_site.url("/guide.html").replace("://", ":\u2060//")),
+        ):
             rerun_and_wait(pg, lambda w=words: (query.fill(w), query.press("Enter")))
             expect(pg.get_by_text(re.compile(rf"{store}: \d+ results? in"))).to_be_visible(timeout=60_000)
             expect(pg.get_by_text(expected).first).to_be_visible(timeout=60_000)

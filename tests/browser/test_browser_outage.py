@@ -23,11 +23,15 @@ def outage_artifacts() -> Path:
     return folder
 
 
-
 def test_a_page_waits_for_the_database_and_comes_back_by_itself(browser, own_postgres, tmp_path, outage_artifacts):
-    env = {"KNOWLEDGE_CATALOG__URL": own_postgres.url, "KNOWLEDGE_CATALOG__CONNECT_TIMEOUT": "2",
-           "KNOWLEDGE_VECTOR_STORE__BACKEND": "pgvector", "KNOWLEDGE_VECTOR_STORE__URL": own_postgres.url,
-           "KNOWLEDGE_EMBEDDINGS__MODEL": "fake/hash-64", "KNOWLEDGE_INGEST__WORKER_THREADS": "0"}
+    env = {
+        "KNOWLEDGE_CATALOG__URL": own_postgres.url,
+        "KNOWLEDGE_CATALOG__CONNECT_TIMEOUT": "2",
+        "KNOWLEDGE_VECTOR_STORE__BACKEND": "pgvector",
+        "KNOWLEDGE_VECTOR_STORE__URL": own_postgres.url,
+        "KNOWLEDGE_EMBEDDINGS__MODEL": "fake/hash-64",
+        "KNOWLEDGE_INGEST__WORKER_THREADS": "0",
+    }
     with serve(tmp_path, env_extra=env) as app, app_page(browser, app, outage_artifacts, "stores") as page:
         page.get_by_role("heading", name="🗂️ Vector stores").wait_for(timeout=60_000)
         own_postgres.stop()

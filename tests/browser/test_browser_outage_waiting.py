@@ -16,21 +16,25 @@ from tests.helpers.browser import Server, app_page, create_store, drop_files, se
 
 pytestmark = [pytest.mark.browser]
 
-REASON = ("waiting: the file store cannot be reached (The s3 file store cannot read (bucket 'team' at"
-          " http://files.internal:9000): connection refused.)")
+REASON = (
+    "waiting: the file store cannot be reached (The s3 file store cannot read (bucket 'team' at"
+    " http://files.internal:9000): connection refused.)"
+)
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with serve(tmp_path_factory.mktemp("browser-outage-wait"),
-               env_extra={"KNOWLEDGE_EMBEDDINGS__MODEL": "fake/hash-16",
-                          "KNOWLEDGE_INGEST__WORKER_THREADS": "0"}) as srv:
+    with serve(
+        tmp_path_factory.mktemp("browser-outage-wait"),
+        env_extra={"KNOWLEDGE_EMBEDDINGS__MODEL": "fake/hash-16", "KNOWLEDGE_INGEST__WORKER_THREADS": "0"},
+    ) as srv:
         yield srv
 
 
 @pytest.mark.parametrize("width,height", [(1280, 800), (390, 844)])
-def test_a_batch_waiting_out_an_outage_says_why_and_ends_indexed(browser, server: Server, artifacts: Path,
-                                                                  tmp_path: Path, width: int, height: int):
+def test_a_batch_waiting_out_an_outage_says_why_and_ends_indexed(
+    browser, server: Server, artifacts: Path, tmp_path: Path, width: int, height: int
+):
     from playwright.sync_api import expect
 
     from knowledge.catalog import jobs as q
@@ -49,8 +53,10 @@ def test_a_batch_waiting_out_an_outage_says_why_and_ends_indexed(browser, server
         page.keyboard.press("Escape")
         drop_files(page, notes)
         expect(page.get_by_text(re.compile(r"2 files queued"))).to_be_visible(timeout=60_000)
-        wb = Workbench(load_settings(data_dir=server.data_dir, embeddings={"model": "fake/hash-16"}),
-                       embedder_factory=lambda m: HashEmbedder(dimension=16))
+        wb = Workbench(
+            load_settings(data_dir=server.data_dir, embeddings={"model": "fake/hash-16"}),
+            embedder_factory=lambda m: HashEmbedder(dimension=16),
+        )
         try:
             for _ in range(2):  # what a worker does while the file store is down: claims, then gives back
                 row = q.claim(wb.catalog, "outage-worker")

@@ -40,8 +40,9 @@ def _encrypted_pdf(path: Path, password: str) -> Path:
 
 
 @pytest.mark.parametrize("width,height", [(1280, 800), (390, 844)])
-def test_password_retry_then_files_home_and_search(browser, server: Server, artifacts: Path, tmp_path: Path,
-                                                   width: int, height: int):
+def test_password_retry_then_files_home_and_search(
+    browser, server: Server, artifacts: Path, tmp_path: Path, width: int, height: int
+):
     from playwright.sync_api import expect
 
     locked = _encrypted_pdf(tmp_path / f"locked-{width}.pdf", "secret")
@@ -79,7 +80,8 @@ def test_password_retry_then_files_home_and_search(browser, server: Server, arti
         rerun_and_wait(page, lambda: page.goto(server.url + "/files"))
         wait_for_app(page)
         expect(page.locator('[data-testid="stMetric"]').filter(has_text="Total size")).to_contain_text(
-            re.compile(r"\d+(\.\d)? (B|kB)"))
+            re.compile(r"\d+(\.\d)? (B|kB)")
+        )
         expect(page.get_by_text(re.compile(r"· \d+(\.\d)? (B|kB) · sha256"))).to_be_visible()
         page.screenshot(path=str(artifacts / f"12-files-{width}.png"))
 

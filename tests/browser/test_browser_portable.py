@@ -14,8 +14,10 @@ from tests.helpers.browser import Server, app_page, rerun_and_wait, scroll_to, s
 
 pytestmark = [pytest.mark.browser]
 
-NOTES = {"cats.md": "# Cats\n\nThe cat sits on the mat.\n\n## Food\n\nCats eat fish and chicken.\n",
-         "tides.txt": "Tide tables for the harbour: high water at dawn, low water at noon.\n" * 5}
+NOTES = {
+    "cats.md": "# Cats\n\nThe cat sits on the mat.\n\n## Food\n\nCats eat fish and chicken.\n",
+    "tides.txt": "Tide tables for the harbour: high water at dawn, low water at noon.\n" * 5,
+}
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +37,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 
 @pytest.mark.parametrize("width,height", [(1280, 800), (390, 844)])
-def test_export_download_and_import_as_a_new_store(browser, server: Server, artifacts: Path, tmp_path: Path,
-                                                  width: int, height: int):
+def test_export_download_and_import_as_a_new_store(
+    browser, server: Server, artifacts: Path, tmp_path: Path, width: int, height: int
+):
     from playwright.sync_api import expect
 
     from knowledge import portable

@@ -48,16 +48,23 @@ def _behind_nginx(server: Server, folder: Path) -> tuple[Nginx, str]:
     """nginx with the documented block in front of ``server`` (its app upstream); its URL."""
     listen = free_port()
     app_port = int(server.url.rsplit(":", 1)[1])
-    return Nginx(nginx_binary(), folder, local_block(documented_block(), listen, free_port(), app_port),
-                 listen), f"http://127.0.0.1:{listen}"
+    return Nginx(
+        nginx_binary(), folder, local_block(documented_block(), listen, free_port(), app_port), listen
+    ), f"http://127.0.0.1:{listen}"
 
 
 def _add_admin(data_dir: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KNOWLEDGE_")}
     env.update(PYTHONPATH=str(REPO), KNOWLEDGE_DATA_DIR=str(data_dir), KNOWLEDGE_EMBEDDINGS__MODEL=FAKE)
-    done = subprocess.run([sys.executable, "-m", "knowledge", "users", "add", "root", "--role", "admin",
-                           "--password-stdin"], input=PW + "\n", text=True, capture_output=True, env=env,
-                          cwd=REPO, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "knowledge", "users", "add", "root", "--role", "admin", "--password-stdin"],
+        input=PW + "\n",
+        text=True,
+        capture_output=True,
+        env=env,
+        cwd=REPO,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
 
 
@@ -72,9 +79,11 @@ def accounts_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server
 @pytest.fixture(scope="module")
 def open_local_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """No account, no password, the proxy on this host trusted."""
-    with serve(tmp_path_factory.mktemp("proxy-open"), address="127.0.0.1",
-               env_extra={"KNOWLEDGE_EMBEDDINGS__MODEL": FAKE,
-                          "KNOWLEDGE_SERVER__TRUSTED_PROXIES": "127.0.0.1,::1"}) as srv:
+    with serve(
+        tmp_path_factory.mktemp("proxy-open"),
+        address="127.0.0.1",
+        env_extra={"KNOWLEDGE_EMBEDDINGS__MODEL": FAKE, "KNOWLEDGE_SERVER__TRUSTED_PROXIES": "127.0.0.1,::1"},
+    ) as srv:
         yield srv
 
 
@@ -89,8 +98,9 @@ def test_the_first_page_of_a_fresh_server_carries_its_csp(open_local_server: Ser
     assert "BACKEND_BASE_URL" in html and 'http-equiv="refresh"' not in html
 
 
-def test_with_accounts_a_visitor_through_the_proxy_is_asked_to_sign_in(browser, accounts_server: Server,
-                                                                      proxy_artifacts: Path, tmp_path: Path):
+def test_with_accounts_a_visitor_through_the_proxy_is_asked_to_sign_in(
+    browser, accounts_server: Server, proxy_artifacts: Path, tmp_path: Path
+):
     from playwright.sync_api import expect
 
     proxy, url = _behind_nginx(accounts_server, tmp_path / "nginx")
@@ -119,8 +129,9 @@ def test_with_accounts_a_visitor_through_the_proxy_is_asked_to_sign_in(browser, 
         proxy.stop()
 
 
-def test_a_trusted_proxy_s_visitor_is_not_the_local_admin_without_accounts(browser, open_local_server: Server,
-                                                                          proxy_artifacts: Path, tmp_path: Path):
+def test_a_trusted_proxy_s_visitor_is_not_the_local_admin_without_accounts(
+    browser, open_local_server: Server, proxy_artifacts: Path, tmp_path: Path
+):
     from playwright.sync_api import expect
 
     server = open_local_server

@@ -25,9 +25,10 @@ LINE = b"the quick brown fox jumps over the lazy dog while the owls hunt mice at
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with serve(tmp_path_factory.mktemp("browser-limits"),
-               env_extra={"KNOWLEDGE_EMBEDDINGS__MODEL": "fake/hash-16",
-                          "KNOWLEDGE_INGEST__READER_MEMORY_MB": "256"}) as srv:
+    with serve(
+        tmp_path_factory.mktemp("browser-limits"),
+        env_extra={"KNOWLEDGE_EMBEDDINGS__MODEL": "fake/hash-16", "KNOWLEDGE_INGEST__READER_MEMORY_MB": "256"},
+    ) as srv:
         yield srv
 
 
@@ -36,17 +37,22 @@ def batch(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     from tests.helpers.hostile_archives import overlapping_zip
 
     folder = tmp_path_factory.mktemp("limits-batch")
-    files = {"owls.md": b"# Owls\n\nOwls hunt mice at night.\n", "tea.md": b"# Tea\n\nSteep green tea briefly.\n",
-             "survey.txt": LINE * (90_000_000 // len(LINE)), "bomb.zip": overlapping_zip(),
-             "invoice\u202egpj.md": b"# Invoice\n\nnot what its name shows\n"}
+    files = {
+        "owls.md": b"# Owls\n\nOwls hunt mice at night.\n",
+        "tea.md": b"# Tea\n\nSteep green tea briefly.\n",
+        "survey.txt": LINE * (90_000_000 // len(LINE)),
+        "bomb.zip": overlapping_zip(),
+        "invoice\u202egpj.md": b"# Invoice\n\nnot what its name shows\n",
+    }
     for name, body in files.items():
         (folder / name).write_bytes(body)
     return [folder / name for name in files]
 
 
 @pytest.mark.parametrize("width,height", [(1280, 800), (390, 844)])
-def test_every_file_of_a_batch_ends_with_its_outcome_in_words(browser, server: Server, artifacts: Path,
-                                                               batch: list[Path], width: int, height: int):
+def test_every_file_of_a_batch_ends_with_its_outcome_in_words(
+    browser, server: Server, artifacts: Path, batch: list[Path], width: int, height: int
+):
     from playwright.sync_api import expect
 
     store = f"limits-{width}"

@@ -48,7 +48,7 @@ def listening_addresses(port: int) -> set[str]:
                 continue
             raw = bytes.fromhex(addr_hex)
             # /proc writes each 32-bit word in host (little-endian) order
-            raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+            raw = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
             family = socket.AF_INET if width == 8 else socket.AF_INET6
             found.add(socket.inet_ntop(family, raw))
     return found
@@ -101,13 +101,17 @@ def test_shared_without_a_password_shows_only_how_to_set_one(browser, open_serve
 
 @pytest.fixture(scope="module")
 def password_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with serve(tmp_path_factory.mktemp("shared-password"), address="0.0.0.0",
-               env_extra={"KNOWLEDGE_APP_PASSWORD": "correct horse battery"}) as srv:
+    with serve(
+        tmp_path_factory.mktemp("shared-password"),
+        address="0.0.0.0",
+        env_extra={"KNOWLEDGE_APP_PASSWORD": "correct horse battery"},
+    ) as srv:
         yield srv
 
 
-def test_with_a_password_wrong_is_refused_right_lets_in_and_logout_locks(browser, password_server: Server,
-                                                                          sec_artifacts: Path):
+def test_with_a_password_wrong_is_refused_right_lets_in_and_logout_locks(
+    browser, password_server: Server, sec_artifacts: Path
+):
     from playwright.sync_api import expect
 
     context = browser.new_context(viewport={"width": 1280, "height": 800})
@@ -153,9 +157,11 @@ SIDEBAR = ["Home", "Vector stores", "Search playground", "Evaluate", "Files", "C
 
 @pytest.fixture(scope="module")
 def gate_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with serve(tmp_path_factory.mktemp("gate"), address="0.0.0.0",
-               env_extra={"KNOWLEDGE_APP_PASSWORD": "correct horse battery",
-                          "KNOWLEDGE_EMBEDDINGS__MODEL": "fake/hash-8"}) as srv:
+    with serve(
+        tmp_path_factory.mktemp("gate"),
+        address="0.0.0.0",
+        env_extra={"KNOWLEDGE_APP_PASSWORD": "correct horse battery", "KNOWLEDGE_EMBEDDINGS__MODEL": "fake/hash-8"},
+    ) as srv:
         yield srv
 
 
@@ -170,8 +176,9 @@ def _sign_in(pg, server: Server, path: str = "") -> None:
     wait_for_app(pg)
 
 
-def test_signed_in_the_uploader_works_and_a_big_upload_is_taken_until_log_out(browser, gate_server: Server,
-                                                                              sec_artifacts: Path, tmp_path: Path):
+def test_signed_in_the_uploader_works_and_a_big_upload_is_taken_until_log_out(
+    browser, gate_server: Server, sec_artifacts: Path, tmp_path: Path
+):
     """The other half of tests/app/test_webgate.py's refusals: once signed in, the Vector stores page's
     uploader works and the session's upload URL takes 50 MB (the server's memory grows by it: the
     memory check sees an upload); after Log out the same session's URL refuses."""
@@ -186,8 +193,10 @@ def test_signed_in_the_uploader_works_and_a_big_upload_is_taken_until_log_out(br
     context = browser.new_context(viewport={"width": 1280, "height": 800})
     pg = context.new_page()
     puts: list[tuple[str, int]] = []
-    pg.on("response", lambda r: puts.append((r.url, r.status))
-          if r.request.method == "PUT" and "/_stcore/upload_file/" in r.url else None)
+    pg.on(
+        "response",
+        lambda r: puts.append((r.url, r.status)) if r.request.method == "PUT" and "/_stcore/upload_file/" in r.url else None,
+    )
     try:
         with explained(pg, server, sec_artifacts):
             _sign_in(pg, server)
@@ -215,7 +224,8 @@ def test_signed_in_the_uploader_works_and_a_big_upload_is_taken_until_log_out(br
 
 
 def test_every_page_has_the_csp_breaks_nothing_and_an_injected_outside_image_is_blocked(
-        browser, gate_server: Server, sec_artifacts: Path):
+    browser, gate_server: Server, sec_artifacts: Path
+):
 
     for width, height in ((1280, 800), (390, 844)):
         _pages_under_csp(browser, gate_server, sec_artifacts, width, height)
@@ -232,8 +242,12 @@ def _pages_under_csp(browser, server: Server, sec_artifacts: Path, width: int, h
     documents: list[str | None] = []
     failed: list[tuple[str, str]] = []
     pg.on("console", lambda m: violations.append(m.text) if "Content Security Policy" in m.text else None)
-    pg.on("response", lambda r: documents.append(r.headers.get("content-security-policy"))
-          if r.request.resource_type == "document" else None)
+    pg.on(
+        "response",
+        lambda r: (
+            documents.append(r.headers.get("content-security-policy")) if r.request.resource_type == "document" else None
+        ),
+    )
     pg.on("requestfailed", lambda r: failed.append((r.url, r.failure or "")))
     try:
         with explained(pg, server, sec_artifacts):

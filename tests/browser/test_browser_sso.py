@@ -33,11 +33,13 @@ def idp() -> Iterator[str]:
     """The provider: its base URL; ana, root and a stranger with verified e-mail addresses."""
     mock = pytest.importorskip("oidc_provider_mock", reason="pip install -r requirements-dev.txt")
     pytest.importorskip("authlib", reason="pip install -r requirements.txt (st.login needs Authlib)")
-    users = [mock.User(sub="ana-idp", claims={"email": "Ana@Example.org", "email_verified": True,
-                                              "name": "Ana Example"}),
-             mock.User(sub="root-idp", claims={"email": "root@example.org", "email_verified": True, "name": "Root"}),
-             mock.User(sub="stranger-idp", claims={"email": "stranger@example.org", "email_verified": True,
-                                                   "name": "Strängér O'Neil"})]
+    users = [
+        mock.User(sub="ana-idp", claims={"email": "Ana@Example.org", "email_verified": True, "name": "Ana Example"}),
+        mock.User(sub="root-idp", claims={"email": "root@example.org", "email_verified": True, "name": "Root"}),
+        mock.User(
+            sub="stranger-idp", claims={"email": "stranger@example.org", "email_verified": True, "name": "Strängér O'Neil"}
+        ),
+    ]
     with mock.run_server_in_thread(user_claims=users) as server:
         yield f"http://localhost:{server.server_port}"
 
@@ -49,8 +51,7 @@ def _port() -> int:
 
 
 @contextlib.contextmanager
-def sso_app(base: Path, idp: str, monkeypatch: pytest.MonkeyPatch, *, create_members: bool = False
-            ) -> Iterator[Server]:
+def sso_app(base: Path, idp: str, monkeypatch: pytest.MonkeyPatch, *, create_members: bool = False) -> Iterator[Server]:
     """The app on a port chosen here (the redirect URI names it), with accounts root (admin) and ana
     (member) and a private store of each, and ``[auth]`` in a secrets file of its own."""
     from knowledge.config import load_settings
@@ -75,10 +76,14 @@ def sso_app(base: Path, idp: str, monkeypatch: pytest.MonkeyPatch, *, create_mem
         'client_id = "knowledge-test"\n'
         'client_secret = "not-a-real-secret"\n'
         f'server_metadata_url = "{idp}/.well-known/openid-configuration"\n'
-        f'provider_name = "{LABEL}"\n', encoding="utf-8")
+        f'provider_name = "{LABEL}"\n',
+        encoding="utf-8",
+    )
     monkeypatch.setattr("tests.helpers.browser.free_port", lambda: port)
-    env = {"STREAMLIT_SECRETS_FILES": str(secrets_file),
-           "KNOWLEDGE_ACCOUNTS__SSO_CREATE_MEMBERS": "true" if create_members else "false"}
+    env = {
+        "STREAMLIT_SECRETS_FILES": str(secrets_file),
+        "KNOWLEDGE_ACCOUNTS__SSO_CREATE_MEMBERS": "true" if create_members else "false",
+    }
     with serve(base, env_extra=env) as srv:
         yield srv
 
@@ -161,10 +166,14 @@ def test_an_identity_without_an_account_is_refused_while_auto_create_is_off(brow
         page.get_by_role("button", name="Use another account").wait_for()
 
 
-def test_with_auto_create_on_a_new_identity_gets_a_member_account(browser, tmp_path: Path, idp: str,
-                                                                  monkeypatch: pytest.MonkeyPatch):
-    with sso_app(tmp_path, idp, monkeypatch, create_members=True) as srv, \
-            app_page(browser, srv, ARTIFACTS) as page, explained(page, srv, ARTIFACTS):
+def test_with_auto_create_on_a_new_identity_gets_a_member_account(
+    browser, tmp_path: Path, idp: str, monkeypatch: pytest.MonkeyPatch
+):
+    with (
+        sso_app(tmp_path, idp, monkeypatch, create_members=True) as srv,
+        app_page(browser, srv, ARTIFACTS) as page,
+        explained(page, srv, ARTIFACTS),
+    ):
         through_provider(page, "stranger-idp")
         page.get_by_role("button", name="Sign out").wait_for()
         text = store_list(page, srv)

@@ -30,15 +30,20 @@ def folders(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, folders: Path) -> Iterator[Server]:
-    with serve(tmp_path_factory.mktemp("browser-sync"),
-               env_extra={"KNOWLEDGE_INGEST__ALLOWED_DIRS": json.dumps([str(folders)]),
-                          "KNOWLEDGE_EMBEDDINGS__MODEL": "fake/hash-64"}) as srv:
+    with serve(
+        tmp_path_factory.mktemp("browser-sync"),
+        env_extra={
+            "KNOWLEDGE_INGEST__ALLOWED_DIRS": json.dumps([str(folders)]),
+            "KNOWLEDGE_EMBEDDINGS__MODEL": "fake/hash-64",
+        },
+    ) as srv:
         yield srv
 
 
 @pytest.mark.parametrize("width,height", [(1280, 800), (390, 844)])
-def test_add_a_synced_folder_preview_then_apply(browser, server: Server, artifacts: Path, folders: Path,
-                                                width: int, height: int):
+def test_add_a_synced_folder_preview_then_apply(
+    browser, server: Server, artifacts: Path, folders: Path, width: int, height: int
+):
     from playwright.sync_api import expect
 
     docs = folders / f"docs-{width}"

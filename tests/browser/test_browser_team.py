@@ -38,9 +38,14 @@ def two_apps(tmp_path: Path, pgvector_settings) -> Iterator[tuple[Server, Server
     url = f"postgresql://{info['user']}@{info['host']}:{info['port']}/{info['dbname']}"
     models = tmp_path / "models"
     ensure_bundled_model(models)
-    env = {"KNOWLEDGE_CATALOG__URL": url, "KNOWLEDGE_VECTOR_STORE__BACKEND": "pgvector",
-           "KNOWLEDGE_VECTOR_STORE__URL": url, "KNOWLEDGE_FILE_STORE__BACKEND": "postgresql",
-           "KNOWLEDGE_EMBEDDINGS__MODELS_DIR": str(models), "KNOWLEDGE_APP_PASSWORD": PASSWORD}
+    env = {
+        "KNOWLEDGE_CATALOG__URL": url,
+        "KNOWLEDGE_VECTOR_STORE__BACKEND": "pgvector",
+        "KNOWLEDGE_VECTOR_STORE__URL": url,
+        "KNOWLEDGE_FILE_STORE__BACKEND": "postgresql",
+        "KNOWLEDGE_EMBEDDINGS__MODELS_DIR": str(models),
+        "KNOWLEDGE_APP_PASSWORD": PASSWORD,
+    }
     (tmp_path / "one").mkdir()
     (tmp_path / "two").mkdir()
     with serve(tmp_path / "one", env_extra=env) as one, serve(tmp_path / "two", env_extra=env) as two:
@@ -58,7 +63,8 @@ def _sign_in(page, server: Server, path: str) -> None:
 
 
 def test_a_store_filled_in_one_app_process_is_seen_and_searched_in_another(
-        browser, two_apps: tuple[Server, Server], team_artifacts: Path, tmp_path: Path) -> None:
+    browser, two_apps: tuple[Server, Server], team_artifacts: Path, tmp_path: Path
+) -> None:
     from playwright.sync_api import expect
 
     one, two = two_apps
@@ -80,7 +86,8 @@ def test_a_store_filled_in_one_app_process_is_seen_and_searched_in_another(
             expect(p2.get_by_text("Indexed files (2)", exact=True)).to_be_visible(timeout=60_000)
             if width == 1280:  # a batch another session ran is shown for a minute after this process saw it end
                 expect(p2.get_by_text(re.compile(r"Batch done: 2 files"))).to_be_visible(  # app 1's, from the rows
-                    timeout=60_000)  # the batch block may come a run after the file list on a loaded machine
+                    timeout=60_000
+                )  # the batch block may come a run after the file list on a loaded machine
             p2.screenshot(path=str(team_artifacts / f"app2-stores-{width}.png"), full_page=True)
 
             _sign_in(p2, two, "search")  # a page load is a new session: it signs in again

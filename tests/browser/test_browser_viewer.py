@@ -138,8 +138,9 @@ def check_pdf_view(viewer, folder: Path, name: str) -> str:
     return viewer.url
 
 
-def test_a_pdf_hit_opens_its_page_highlighted_and_a_markdown_hit_its_heading(browser, viewer_server: Server,
-                                                                            viewer_artifacts: Path):
+def test_a_pdf_hit_opens_its_page_highlighted_and_a_markdown_hit_its_heading(
+    browser, viewer_server: Server, viewer_artifacts: Path
+):
     from playwright.sync_api import expect
 
     with app_page(browser, viewer_server, viewer_artifacts, "search") as page:
@@ -268,8 +269,7 @@ def accounts_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server
 ACCOUNT_PW = "a long enough password"
 
 
-def test_a_viewer_link_waits_behind_the_sign_in_and_then_opens(browser, accounts_server: Server,
-                                                               viewer_artifacts: Path):
+def test_a_viewer_link_waits_behind_the_sign_in_and_then_opens(browser, accounts_server: Server, viewer_artifacts: Path):
 
     from knowledge.config import load_settings
     from knowledge.ingest import read_document

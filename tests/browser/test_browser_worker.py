@@ -44,13 +44,17 @@ def _wait_for_worker(server_pid: int, not_pid: int | None = None, timeout: float
 
 @pytest.mark.timeout(1800)  # a loaded machine ingests the dozen chapters slowly
 def test_search_while_another_tab_ingests_in_a_worker_process_that_survives_a_kill(
-        browser, artifacts: Path, corpus: Path, tmp_path: Path):
+    browser, artifacts: Path, corpus: Path, tmp_path: Path
+):
     from playwright.sync_api import expect
 
     chapters = [p for p in sorted((corpus / "md" / "rust-book").glob("ch*.md")) if p.stat().st_size <= 16_000]
     batch, more = chapters[:12], chapters[12:15]
-    with (serve(tmp_path) as server,
-          app_page(browser, server, artifacts, "stores") as tab_a, app_page(browser, server, artifacts) as tab_b):
+    with (
+        serve(tmp_path) as server,
+        app_page(browser, server, artifacts, "stores") as tab_a,
+        app_page(browser, server, artifacts) as tab_b,
+    ):
         create_store(tab_a, "book")
         drop_files(tab_a, batch)
         worker = _wait_for_worker(server.proc.pid)

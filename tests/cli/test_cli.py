@@ -86,8 +86,11 @@ def test_a_closed_pipe_ends_the_command_quietly(data_dir):
     import subprocess
     import sys
 
-    proc = subprocess.Popen([sys.executable, "-m", "knowledge", "--data-dir", data_dir, "templates"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "knowledge", "--data-dir", data_dir, "templates"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     proc.stdout.close()  # before the command has started up, let alone printed
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 141, err

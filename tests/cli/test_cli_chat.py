@@ -22,22 +22,23 @@ def test_chat_attaches_answers_with_citations_and_continues_a_session(corpus, tm
     data = str(tmp_path / "data")
     pdf = str(corpus / "pdf" / "pdflatex-4-pages.pdf")
     zen = str(corpus / "pdf" / "google-doc-document.pdf")
-    code, out, err = run(capsys, "--data-dir", data, "chat", "--attach", pdf, "--attach", zen,
-                         "Is explicit better than implicit?")
+    code, out, err = run(
+        capsys, "--data-dir", data, "chat", "--attach", pdf, "--attach", zen, "Is explicit better than implicit?"
+    )
     assert code == 0, err
     assert out.startswith("*Retrieval only")
     assert "Sources:\n  [1] google-doc-document.pdf, page 1" in out and "None" not in out
     session = err.split("session: ")[1].split()[0]
 
-    code, out, err = run(capsys, "--data-dir", data, "chat", "--session", session, "--json",
-                         "Is flat better than nested?")
+    code, out, err = run(capsys, "--data-dir", data, "chat", "--session", session, "--json", "Is flat better than nested?")
     assert code == 0, err
     reply = json.loads(out)
     assert reply["session"] == session and reply["retrieval_only"] and reply["attached"] == []
     assert reply["citations"][0]["file_name"] == "google-doc-document.pdf"
     assert "Flat is better than nested" in reply["citations"][0]["text"]
-    assert reply["tool_calls"] == [{"name": "vector_search", "arguments": {"query": "Is flat better than nested?",
-                                                                          "k": 4}, "ok": True}]
+    assert reply["tool_calls"] == [
+        {"name": "vector_search", "arguments": {"query": "Is flat better than nested?", "k": 4}, "ok": True}
+    ]
 
 
 def test_chat_errors_exit_2(tmp_path, capsys):
@@ -68,5 +69,3 @@ def test_llm_configs_lists_the_built_ins(tmp_path, capsys):
     code, out, _ = run(capsys, "--data-dir", str(tmp_path / "data"), "llm-configs", "--json")
     configs = {c["name"]: c for c in json.loads(out)}
     assert code == 0 and configs["embeddings"]["type"] == "EMBEDDING" and configs["offline"]["provider"] == "offline"
-
-

@@ -28,8 +28,10 @@ def _small_store(work) -> None:
     (docs / "owls.md").write_text("# Owls\n\nOwls hunt mice at night with silent flight.\n")
     (docs / "bread.md").write_text("# Bread\n\nKnead the dough and let it rise for an hour.\n")
     assert main(["--data-dir", str(work / "data"), "ingest", "notes", str(docs)]) == 0
-    (work / "mine.tsv").write_text("question\trelevant\nHow do owls catch mice?\towls.md\n"
-                                   "How long does dough rise?\tbread.md\nWhere is the moon?\tmoon.md\n")
+    (work / "mine.tsv").write_text(
+        "question\trelevant\nHow do owls catch mice?\towls.md\n"
+        "How long does dough rise?\tbread.md\nWhere is the moon?\tmoon.md\n"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +54,9 @@ def test_eval_prints_the_metrics_and_keeps_the_run(small, capsys):
     assert "notes: 3 questions of 'mine', template default" in out and "chunks 192/48" in out
     header = next(ln for ln in out.splitlines() if ln.startswith("ranking"))
     assert header.split()[:7] == ["ranking", "recall@1", "recall@3", "recall@5", "recall@10", "MRR@10", "nDCG@10"]
-    rows = {ln.split()[0]: ln.split() for ln in out.splitlines()
-                if ln.split()[:1] in (["Hybrid"], ["Semantic"], ["Keyword"])}
+    rows = {
+        ln.split()[0]: ln.split() for ln in out.splitlines() if ln.split()[:1] in (["Hybrid"], ["Semantic"], ["Keyword"])
+    }
     assert set(rows) == {"Hybrid", "Semantic", "Keyword"}
     for cells in rows.values():  # two of three questions answered at rank 1, the third has no such file
         assert cells[5] == "0.667" and cells[1] == "0.667"
@@ -61,8 +64,11 @@ def test_eval_prints_the_metrics_and_keeps_the_run(small, capsys):
 
     code, out, _ = run(capsys, "--data-dir", data, "eval", "notes", questions, "--json", "--k", "3")
     runs = json.loads(out)
-    assert len(runs) == 1 and runs[0]["mode"] == "hybrid" and set(runs[0]["metrics"]) == {
-        "recall@1", "recall@3", "MRR@3", "nDCG@3"}
+    assert (
+        len(runs) == 1
+        and runs[0]["mode"] == "hybrid"
+        and set(runs[0]["metrics"]) == {"recall@1", "recall@3", "MRR@3", "nDCG@3"}
+    )
     assert [q["first_rank"] for q in runs[0]["questions"]] == [1, 1, None]
     assert runs[0]["chunking"] == {"size": 192, "overlap": 48} and runs[0]["model"]
 
@@ -102,8 +108,6 @@ def test_eval_errors_exit_2(small, capsys, tmp_path):
     assert code == 2 and "line 1" in err
     code, _, err = run(capsys, "--data-dir", data, "eval", "nosuch", questions)
     assert code == 2 and "nosuch" in err
-
-
 
 
 @pytest.mark.slow

@@ -31,10 +31,16 @@ def _files(folder: Path, prefix: str, n: int, paragraphs: int = 6) -> list[Path]
 
 
 def _cli(data: Path, *argv: str, env: dict[str, str] | None = None) -> subprocess.Popen:
-    full = {**os.environ, "PYTHONPATH": str(REPO), "KNOWLEDGE_DATA_DIR": str(data),
-            "KNOWLEDGE_EMBEDDINGS__MODEL": "fake/hash-16", **(env or {})}
-    return subprocess.Popen([sys.executable, "-m", "knowledge", *argv], env=full, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    full = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "KNOWLEDGE_DATA_DIR": str(data),
+        "KNOWLEDGE_EMBEDDINGS__MODEL": "fake/hash-16",
+        **(env or {}),
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "knowledge", *argv], env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def _records(data: Path, store: str) -> dict[str, tuple[str, int, int]]:

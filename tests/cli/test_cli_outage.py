@@ -23,13 +23,18 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
-
 def team_env(url: str, data: Path, wait: float) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KNOWLEDGE_")}
-    env.update(PYTHONPATH=str(ROOT), KNOWLEDGE_DATA_DIR=str(data), KNOWLEDGE_CATALOG__URL=url,
-               KNOWLEDGE_VECTOR_STORE__BACKEND="pgvector", KNOWLEDGE_VECTOR_STORE__URL=url,
-               KNOWLEDGE_EMBEDDINGS__MODEL="fake/hash-64", KNOWLEDGE_INGEST__WORKER_THREADS="0",
-               KNOWLEDGE_CATALOG__OUTAGE_WAIT_SECONDS=str(wait))
+    env.update(
+        PYTHONPATH=str(ROOT),
+        KNOWLEDGE_DATA_DIR=str(data),
+        KNOWLEDGE_CATALOG__URL=url,
+        KNOWLEDGE_VECTOR_STORE__BACKEND="pgvector",
+        KNOWLEDGE_VECTOR_STORE__URL=url,
+        KNOWLEDGE_EMBEDDINGS__MODEL="fake/hash-64",
+        KNOWLEDGE_INGEST__WORKER_THREADS="0",
+        KNOWLEDGE_CATALOG__OUTAGE_WAIT_SECONDS=str(wait),
+    )
     return env
 
 
@@ -37,12 +42,20 @@ class Cli:
     """A running ``python -m knowledge ARGS``; its stdout and stderr read as they come."""
 
     def __init__(self, env: dict[str, str], *args: str) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "knowledge", *args], env=env, cwd=ROOT,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "knowledge", *args],
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         self.out: list[str] = []
         self.err: list[str] = []
-        self._readers = [threading.Thread(target=self._read, args=(s, into), daemon=True)
-                         for s, into in ((self.proc.stdout, self.out), (self.proc.stderr, self.err))]
+        self._readers = [
+            threading.Thread(target=self._read, args=(s, into), daemon=True)
+            for s, into in ((self.proc.stdout, self.out), (self.proc.stderr, self.err))
+        ]
         for r in self._readers:
             r.start()
 
@@ -70,8 +83,14 @@ class Cli:
 
 
 def worker(env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "knowledge", "worker", "--once", "--poll", "0.2"], env=env,
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "knowledge", "worker", "--once", "--poll", "0.2"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def catalog_counts(url: str) -> tuple[list[tuple], list[tuple]]:
@@ -114,8 +133,9 @@ def test_a_batch_waits_for_the_database_to_come_back_and_every_file_is_ingested_
 def test_a_batch_started_while_the_database_is_down_is_submitted_once_it_is_back(own_postgres, tmp_path):
     docs = write_docs(tmp_path / "docs", 3)
     env = team_env(own_postgres.url, tmp_path / "data", wait=120)
-    subprocess.run([sys.executable, "-m", "knowledge", "stores"], env=env, cwd=ROOT, check=True,
-                   capture_output=True, timeout=120)  # the schema exists: the server had been used
+    subprocess.run(
+        [sys.executable, "-m", "knowledge", "stores"], env=env, cwd=ROOT, check=True, capture_output=True, timeout=120
+    )  # the schema exists: the server had been used
     own_postgres.stop()
     cli = Cli(env, "ingest", "team", str(tmp_path / "docs"))
     cli.wait_for("waiting for the database (")

@@ -92,9 +92,17 @@ def test_a_member_cannot_see_another_members_private_store(team, capsys, monkeyp
     _, _, missing = run(capsys, monkeypatch, "--user", "bo", "search", "nosuch", "leave")
     missing = missing.replace("nosuch", "hr")
     bundle = tmp_path / "hr.kb"
-    for argv in (["search", "hr", "leave"], ["files", "hr"], ["export", "hr", str(bundle)], ["delete-store", "hr"],
-                 ["delete-file", "hr", "leave.txt"], ["owner", "hr"], ["share", "hr", "--user", "bo"],
-                 ["eval", "hr", str(tmp_path / "q.tsv")], ["sync", "hr", str(tmp_path / "docs"), "--dry-run"]):
+    for argv in (
+        ["search", "hr", "leave"],
+        ["files", "hr"],
+        ["export", "hr", str(bundle)],
+        ["delete-store", "hr"],
+        ["delete-file", "hr", "leave.txt"],
+        ["owner", "hr"],
+        ["share", "hr", "--user", "bo"],
+        ["eval", "hr", str(tmp_path / "q.tsv")],
+        ["sync", "hr", str(tmp_path / "docs"), "--dry-run"],
+    ):
         (tmp_path / "q.tsv").write_text("leave?\tleave.txt\n")
         code, _, err = run(capsys, monkeypatch, "--user", "bo", *argv)
         assert code == 2, argv
@@ -125,7 +133,8 @@ def test_read_only_sharing_lets_search_but_not_ingest(team, capsys, monkeypatch)
     code, _, err = run(capsys, monkeypatch, "--user", "bo", "ingest", "hr", str(team / "more.txt"))
     assert code == 0, err
     assert sorted(cli_json(capsys, monkeypatch, "owner", "hr")["grants"], key=str) == [
-        {"kind": "user", "principal": "bo", "level": "write"}]
+        {"kind": "user", "principal": "bo", "level": "write"}
+    ]
     assert run(capsys, monkeypatch, "--user", "ana", "unshare", "hr", "--user", "bo")[0] == 0
     assert store_names(capsys, monkeypatch, "--user", "bo") == []
     code, _, err = run(capsys, monkeypatch, "--user", "ana", "unshare", "hr", "--user", "bo")
@@ -145,8 +154,10 @@ def test_groups_share_a_store_with_their_members(team, capsys, monkeypatch):
     code, _, err = run(capsys, monkeypatch, "groups", "remove-member", "People Ops", "bo")
     assert code == 2 and "not in the group" in err
     assert run(capsys, monkeypatch, "groups", "delete", "People Ops")[0] == 0
-    assert cli_json(capsys, monkeypatch, "groups", "list") == [] and cli_json(capsys, monkeypatch, "owner", "hr")[
-        "grants"] == []
+    assert (
+        cli_json(capsys, monkeypatch, "groups", "list") == []
+        and cli_json(capsys, monkeypatch, "owner", "hr")["grants"] == []
+    )
 
 
 def test_keys_create_list_revoke(team, capsys, monkeypatch):
@@ -206,15 +217,21 @@ def test_audit_shows_who_did_what(team, capsys, monkeypatch):
     assert run(capsys, monkeypatch, "--user", "ana", "share", "hr", "--user", "bo")[0] == 0
     events = cli_json(capsys, monkeypatch, "audit")
     seen = {(e["actor"], e["action"], e["store"], e["target"]) for e in events}
-    assert {("ana", "store.create", "hr", None), ("ana", "store.share", "hr", "bo"),
-            ("local", "user.create", None, "ana"), ("root", "user.create", None, "root")} <= seen
+    assert {
+        ("ana", "store.create", "hr", None),
+        ("ana", "store.share", "hr", "bo"),
+        ("local", "user.create", None, "ana"),
+        ("root", "user.create", None, "root"),
+    } <= seen
     assert any(e["actor"] == "ana" and e["action"] == "file.ingest" and e["store"] == "hr" for e in events)
     ana = cli_json(capsys, monkeypatch, "audit", "--user", "ANA")
     assert ana and {e["actor"] for e in ana} == {"ana"}
     shares = cli_json(capsys, monkeypatch, "--user", "root", "audit", "--action", "store.share")
     assert [(e["actor"], e["target"], e["detail"]["level"]) for e in shares] == [("ana", "bo", "read")]
     assert {e["action"] for e in cli_json(capsys, monkeypatch, "audit", "--action", "store.")} <= {
-        "store.create", "store.share"}
+        "store.create",
+        "store.share",
+    }
     assert len(cli_json(capsys, monkeypatch, "audit", "--limit", "2")) == 2
     assert cli_json(capsys, monkeypatch, "audit", "--store", "hr", "--since", "2999-01-01") == []
     assert cli_json(capsys, monkeypatch, "audit", "--store", "hr", "--since", "2000-01-01T00:00+02:00")
@@ -229,17 +246,26 @@ def test_audit_shows_who_did_what(team, capsys, monkeypatch):
 
 
 def test_a_member_is_refused_the_admins_commands(team, capsys, monkeypatch, tmp_path):
-    for argv in (["users", "list"], ["users", "invite"], ["users", "set-role", "bo", "admin"],
-                 ["users", "delete", "ana"], ["groups", "add", "g"], ["groups", "list"], ["worker", "--once"],
-                 ["backup", str(tmp_path / "b.tar")], ["users", "passwd", "ana", "--password-stdin"]):
+    for argv in (
+        ["users", "list"],
+        ["users", "invite"],
+        ["users", "set-role", "bo", "admin"],
+        ["users", "delete", "ana"],
+        ["groups", "add", "g"],
+        ["groups", "list"],
+        ["worker", "--once"],
+        ["backup", str(tmp_path / "b.tar")],
+        ["users", "passwd", "ana", "--password-stdin"],
+    ):
         code, _, err = run(capsys, monkeypatch, "--user", "bo", *argv, stdin=PW + "2\n")
         assert code == 2 and err.startswith("error: Only an admin may "), (argv, err)
     code, _, err = run(capsys, monkeypatch, "--user", "bo", "users", "add", "cy", "--password-stdin", stdin=PW + "\n")
     assert code == 2 and "Only an admin may add an account" in err
     assert {u["username"] for u in cli_json(capsys, monkeypatch, "users", "list")} == {"root", "ana", "bo"}
     # a member may give themselves a new password
-    code, _, err = run(capsys, monkeypatch, "--user", "bo", "users", "passwd", "bo", "--password-stdin",
-                       stdin="a new long password\n")
+    code, _, err = run(
+        capsys, monkeypatch, "--user", "bo", "users", "passwd", "bo", "--password-stdin", stdin="a new long password\n"
+    )
     assert code == 0, err
     wb = workbench()
     try:
@@ -252,8 +278,13 @@ def test_an_unknown_user_is_refused(capsys, monkeypatch, tmp_path):
     code, _, err = run(capsys, monkeypatch, "--user", "nobody", "stores")
     assert code == 2 and "There is no account 'nobody'" in err and "no account exists yet" in err
     add_user(capsys, monkeypatch, "root", "--role", "admin")
-    for argv in (["--user", "nobody", "stores"], ["stores", "--user", "nobody"], ["--user", "no body", "templates"],
-                 ["--user", "nobody", "users", "list"], ["users", "list", "--user", "nobody"]):
+    for argv in (
+        ["--user", "nobody", "stores"],
+        ["stores", "--user", "nobody"],
+        ["--user", "no body", "templates"],
+        ["--user", "nobody", "users", "list"],
+        ["users", "list", "--user", "nobody"],
+    ):
         code, out, err = run(capsys, monkeypatch, *argv)
         assert code == 2 and "to act as" in err and "`users list` shows them" in err and out == "", argv
     monkeypatch.setenv("KNOWLEDGE_USER", "nobody")
@@ -270,8 +301,7 @@ def test_an_unknown_user_is_refused(capsys, monkeypatch, tmp_path):
 def test_odd_names_and_passwords(capsys, monkeypatch):
     decomposed = unicodedata.normalize("NFD", "Zoë")
     password = "  pässwörd 🦉 " + unicodedata.normalize("NFD", "é") + "  "
-    add_user(capsys, monkeypatch, f"  {decomposed}  ", "--role", "admin", "--display-name", "  Zoë  🦉 ",
-             password=password)
+    add_user(capsys, monkeypatch, f"  {decomposed}  ", "--role", "admin", "--display-name", "  Zoë  🦉 ", password=password)
     users = cli_json(capsys, monkeypatch, "users", "list")
     assert [(u["username"], u["display_name"]) for u in users] == [("zoë", "Zoë 🦉")]
     wb = workbench()
@@ -283,11 +313,17 @@ def test_odd_names_and_passwords(capsys, monkeypatch):
         wb.close()
     assert run(capsys, monkeypatch, "--user", " ZOË ", "users", "list")[0] == 0  # any case and form acts as zoë
     assert run(capsys, monkeypatch, "--user", decomposed, "users", "list")[0] == 0
-    for name, password, words in (("🦉", PW, "is not a username"), ("a b", PW, "is not a username"),
-                                  ("x" * 65, PW, "is not a username"), ("cy", "short", "at least"),
-                                  ("cy", "          ", "at least"), ("cy", "", "standard input is empty")):
-        code, _, err = run(capsys, monkeypatch, "users", "add", name, "--password-stdin",
-                           stdin=password + "\n" if password else "")
+    for name, password, words in (
+        ("🦉", PW, "is not a username"),
+        ("a b", PW, "is not a username"),
+        ("x" * 65, PW, "is not a username"),
+        ("cy", "short", "at least"),
+        ("cy", "          ", "at least"),
+        ("cy", "", "standard input is empty"),
+    ):
+        code, _, err = run(
+            capsys, monkeypatch, "users", "add", name, "--password-stdin", stdin=password + "\n" if password else ""
+        )
         assert code == 2 and words in err, (name, password, err)
     monkeypatch.setattr(sys, "stdin", io.StringIO(PW + "\n"))
     monkeypatch.setattr(sys.stdin, "isatty", lambda: False)
@@ -319,7 +355,8 @@ def test_user_acts_the_same_on_the_postgresql_catalog(pg_database, settings, cap
     pg = pg_catalog_settings(settings)
     parts = conninfo_to_dict(pg.catalog.url)  # key=value: as a URL, as a user writes it
     url = f"postgresql://{parts.get('user', '')}@/{parts['dbname']}?" + urlencode(
-        {k: parts[k] for k in ("host", "port") if parts.get(k)})
+        {k: parts[k] for k in ("host", "port") if parts.get(k)}
+    )
     monkeypatch.setenv("KNOWLEDGE_DATA_DIR", str(settings.data_root))
     monkeypatch.setenv("KNOWLEDGE_CATALOG__URL", url)
     monkeypatch.setenv("KNOWLEDGE_VECTOR_STORE__BACKEND", "pgvector")
@@ -340,4 +377,6 @@ def test_user_acts_the_same_on_the_postgresql_catalog(pg_database, settings, cap
     code, _, err = run(capsys, monkeypatch, "--user", "bo", "ingest", "hr", str(tmp_path / "docs" / "leave.txt"))
     assert code == 2 and "may not change the store" in err
     assert {(e["actor"], e["action"]) for e in cli_json(capsys, monkeypatch, "audit", "--store", "hr")} >= {
-        ("ana", "store.create"), ("ana", "store.share")}
+        ("ana", "store.create"),
+        ("ana", "store.share"),
+    }

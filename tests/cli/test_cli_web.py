@@ -23,8 +23,9 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 def test_ingest_a_web_page_and_its_links(tmp_path, capsys, monkeypatch, site: Site):
     monkeypatch.setenv("KNOWLEDGE_INGEST__WEB_ALLOW_PRIVATE", "true")
     data = str(tmp_path / "data")
-    site.html("/page.html", page("Lighthouses", "The lighthouse keeper trims the lamp at dusk.",
-                                 ("/more.html", "/gone.html")))
+    site.html(
+        "/page.html", page("Lighthouses", "The lighthouse keeper trims the lamp at dusk.", ("/more.html", "/gone.html"))
+    )
     site.html("/more.html", page("More", "Foghorns sound when the fog rolls in."))
     url = site.url("/page.html")
     code, out, _ = run(capsys, "--data-dir", data, "ingest", "web", url)

@@ -36,8 +36,16 @@ def filled(memory) -> VectorMemory:
 def test_remember_and_recall_return_text_dataset_and_payload(memory):
     mid = memory.remember("the cat sleeps on the sofa", dataset="pets", payload={"who": "tom"})
     hits = memory.recall("where does the cat sleep", dataset="pets")
-    assert hits == [RecallHit(text="the cat sleeps on the sofa", score=hits[0].score, dataset="pets", id=mid,
-                              payload={"who": "tom"}, remembered_at=hits[0].remembered_at)]
+    assert hits == [
+        RecallHit(
+            text="the cat sleeps on the sofa",
+            score=hits[0].score,
+            dataset="pets",
+            id=mid,
+            payload={"who": "tom"},
+            remembered_at=hits[0].remembered_at,
+        )
+    ]
     when = datetime.fromisoformat(hits[0].remembered_at)  # when it was written, UTC, not in the payload
     assert when.tzinfo is not None and abs((datetime.now(UTC) - when).total_seconds()) < 3600
     assert 0 < hits[0].score <= 1  # cosine similarity, higher is better
@@ -53,10 +61,12 @@ def test_datasets_are_a_payload_field_of_one_collection(filled, backend):
     assert filled.datasets() == {"billing": 2, "crm": 2, "default": 1}
     assert backend.list_collections() == ["agent-memory"]  # never one collection per dataset
     # recall defaults to the "default" dataset; dataset=None searches all of them
-    assert [h.text for h in filled.recall("customer invoice refunds plants", limit=10)] == [
-        "remember to water the plants"]
+    assert [h.text for h in filled.recall("customer invoice refunds plants", limit=10)] == ["remember to water the plants"]
     assert {h.dataset for h in filled.recall("customer invoice refunds plants", limit=10, dataset=None)} == {
-        "billing", "crm", "default"}
+        "billing",
+        "crm",
+        "default",
+    }
     crm = filled.recall("the customer", limit=10, dataset="crm")
     assert len(crm) == 2 and {h.dataset for h in crm} == {"crm"}
     assert filled.recall("the customer", dataset="no-such-dataset") == []

@@ -17,22 +17,28 @@ from knowledge import evaluation as ev
 from knowledge.errors import InvalidArgument
 from knowledge.evaluation.answers import cited_passage, normalise, what_is_said
 
-TSV = ("question\trelevant\texpected\n"
-       "What is ownership?\tch04-01.md\tset of rules | governs memory\n"
-       "No expected one?\tch01.md\t\n")
+TSV = (
+    "question\trelevant\texpected\n"
+    "What is ownership?\tch04-01.md\tset of rules | governs memory\n"
+    "No expected one?\tch01.md\t\n"
+)
 
 #: Two short files the offline assistant answers from on the fake model (its sentences share the
 #: questions' words), and a set: two answered and citing a relevant file, one whose expected answer
 #: is nowhere (and whose relevant file is not the one cited), one without an expected answer.
-FILES = {"pasta.md": "# Pasta\n\nPasta cooks in salted boiling water for about ten minutes. Drain the pasta and"
-                     " keep a cup of the water.\n",
-         "sky.md": "# Sky\n\nA small telescope shows the moons of Jupiter and the rings of Saturn. The sky is"
-                   " darkest after midnight.\n"}
-SET = ("question\trelevant\texpected\n"
-       "How many minutes does pasta cook in salted boiling water?\tpasta.md\tabout ten minutes\n"
-       "What does a small telescope show of Jupiter and Saturn?\tsky.md\tthe moons of Jupiter | rings of saturn\n"
-       "How long do you drain the pasta and keep the water?\tsky.md\tforty seconds\n"
-       "Where is the moon?\tmoon.md\n")
+FILES = {
+    "pasta.md": "# Pasta\n\nPasta cooks in salted boiling water for about ten minutes. Drain the pasta and"
+    " keep a cup of the water.\n",
+    "sky.md": "# Sky\n\nA small telescope shows the moons of Jupiter and the rings of Saturn. The sky is"
+    " darkest after midnight.\n",
+}
+SET = (
+    "question\trelevant\texpected\n"
+    "How many minutes does pasta cook in salted boiling water?\tpasta.md\tabout ten minutes\n"
+    "What does a small telescope show of Jupiter and Saturn?\tsky.md\tthe moons of Jupiter | rings of saturn\n"
+    "How long do you drain the pasta and keep the water?\tsky.md\tforty seconds\n"
+    "Where is the moon?\tmoon.md\n"
+)
 
 
 # -- question sets ---------------------------------------------------------------------------------
@@ -43,8 +49,11 @@ def test_a_question_file_may_carry_expected_answers_in_every_format():
     # the column may come first after the question, as in tests/data/answer_questions.tsv
     _, qs2 = ev.parse_questions(b"question,expected,relevant\nWhat is ownership?,set of rules,ch04-01.md\n", "q.csv")
     assert qs2[0].expected == ("set of rules",) and qs2[0].relevant == (ev.Criterion("ch04-01.md"),)
-    _, qs3 = ev.parse_questions(b'{"question": "Q?", "relevant": ["a.md"], "expected": ["x", "y"]}\n'
-                                b'{"question": "R?", "relevant": ["a.md"], "expected": "x | y"}\n', "q.jsonl")
+    _, qs3 = ev.parse_questions(
+        b'{"question": "Q?", "relevant": ["a.md"], "expected": ["x", "y"]}\n'
+        b'{"question": "R?", "relevant": ["a.md"], "expected": "x | y"}\n',
+        "q.jsonl",
+    )
     assert qs3[0].expected == qs3[1].expected == ("x", "y")
     # old files keep working: no expected column, a third column is one more relevant place
     _, old = ev.parse_questions(b"question\trelevant\nQ?\ta.md\tb.md\n", "q.tsv")
@@ -69,15 +78,20 @@ def test_alternatives_are_separated_by_a_spaced_bar_so_an_answer_may_hold_a_bar(
 
 def test_a_malformed_expected_answer_is_refused_naming_its_line_and_nothing_is_kept():
     with pytest.raises(InvalidArgument, match=r"q\.jsonl: line 2: the expected answer is text .* got 3.*Nothing was kept"):
-        ev.parse_questions(b'{"question": "Q?", "relevant": ["a.md"]}\n'
-                           b'{"question": "R?", "relevant": ["a.md"], "expected": 3}\n', "q.jsonl")
+        ev.parse_questions(
+            b'{"question": "Q?", "relevant": ["a.md"]}\n{"question": "R?", "relevant": ["a.md"], "expected": 3}\n', "q.jsonl"
+        )
     with pytest.raises(InvalidArgument, match=r"line 1: the expected answer is text"):
         ev.parse_questions(b'{"question": "Q?", "relevant": ["a.md"], "expected": ["x", 2]}\n', "q.jsonl")
     with pytest.raises(InvalidArgument, match=r"q\.tsv: line 3: the expected answer ' \| ' holds no text"):
         ev.parse_questions(b"question\trelevant\texpected\nQ?\ta.md\tx\nR?\tb.md\t | \n", "q.tsv")
     with pytest.raises(InvalidArgument, match=r"row 2: the expected answer '\|' holds no text.*Nothing was saved"):
-        ev.questions_from_rows([{"question": "Q?", "relevant": "a.md", "expected": "x"},
-                                {"question": "R?", "relevant": "b.md", "expected": "|"}])
+        ev.questions_from_rows(
+            [
+                {"question": "Q?", "relevant": "a.md", "expected": "x"},
+                {"question": "R?", "relevant": "b.md", "expected": "|"},
+            ]
+        )
 
 
 @pytest.mark.slow
@@ -100,13 +114,17 @@ def test_expected_answers_survive_export_the_catalog_and_the_editor(settings):
     rows = [{"question": "Q?", "relevant": "a.md", "expected": "one | two"}, {"question": "R?", "relevant": "b.md"}]
     assert [q.expected for q in ev.questions_from_rows(rows)] == [("one", "two"), ()]
     # a set without expected answers hashes as before they existed (its old runs stay comparable)
-    assert ev.QuestionSet("p", (ev.Question("Q?", (ev.Criterion("a.md"),)),)).sha256 == \
-        ev.QuestionSet("p", (ev.Question("Q?", (ev.Criterion("a.md"),), ()),)).sha256
+    assert (
+        ev.QuestionSet("p", (ev.Question("Q?", (ev.Criterion("a.md"),)),)).sha256
+        == ev.QuestionSet("p", (ev.Question("Q?", (ev.Criterion("a.md"),), ()),)).sha256
+    )
 
 
 # -- scoring an answer -----------------------------------------------------------------------------
-OFFLINE = ("*Retrieval only — no language model wrote this.* The sentences of book that best answer “What is"
-           " ownership?”:\n\n> Ownership is a \\*set of rules\\*. [2]\n>\n> Another one. [1]")
+OFFLINE = (
+    "*Retrieval only — no language model wrote this.* The sentences of book that best answer “What is"
+    " ownership?”:\n\n> Ownership is a \\*set of rules\\*. [2]\n>\n> Another one. [1]"
+)
 
 
 def test_an_answer_is_compared_as_a_person_reads_it():
@@ -145,32 +163,64 @@ def test_one_answer_is_scored_against_its_question():
     # a model whose first marked sentence says something else and cites the wrong passage
     wrong = ev.check_one(q, "Something else entirely [1]. Ownership is a set of rules [2].", cites, 0.25)
     assert (wrong.answer_holds, wrong.sentence_holds, wrong.cited, wrong.cited_relevant) == (
-        True, False, "SUMMARY.md", False)
+        True,
+        False,
+        "SUMMARY.md",
+        False,
+    )
     # the offline assistant naming the question in its label, answering nothing: no hold
     named = ev.Question("What is a set of rules?", (ev.Criterion("a.md"),), ("set of rules",))
-    none = ev.check_one(named, "*Retrieval only — no language model wrote this.* Nothing in b answers “What is a set"
-                               " of rules?”: ...", [], 0.1, offline=True)
+    none = ev.check_one(
+        named,
+        "*Retrieval only — no language model wrote this.* Nothing in b answers “What is a set of rules?”: ...",
+        [],
+        0.1,
+        offline=True,
+    )
     assert (none.answer_holds, none.sentence_holds, none.cited, none.cited_relevant) == (False, False, None, False)
     check = ev.AnswerCheck("book", "offline", (right, wrong, none))
-    assert check.metrics() == {"answer holds": pytest.approx(2 / 3, abs=1e-6), "first sentence holds": pytest.approx(
-        1 / 3, abs=1e-6), "cites a relevant passage": pytest.approx(1 / 3, abs=1e-6)}
+    assert check.metrics() == {
+        "answer holds": pytest.approx(2 / 3, abs=1e-6),
+        "first sentence holds": pytest.approx(1 / 3, abs=1e-6),
+        "cites a relevant passage": pytest.approx(1 / 3, abs=1e-6),
+    }
     assert check.seconds == pytest.approx(0.85) and ev.AnswerResult.from_data(json.loads(json.dumps(right.data()))) == right
 
 
 def _run(store: str = "book") -> ev.EvalRun:
-    qs = (ev.QuestionResult("What is ownership?", "ch04-01.md", 1, {"recall@1": 1.0, "MRR@10": 1.0}, 2.0),
-          ev.QuestionResult("No expected one?", "ch01.md", None, {"recall@1": 0.0, "MRR@10": 0.0}, 3.0))
-    return ev.EvalRun("r1", "q", "sha", store, "hybrid", 10, "default", "m", None,
-                      {"fusion_weight": 0.5, "candidates": 50, "rerank": 0}, {"recall@1": 0.5, "MRR@10": 0.5}, qs,
-                      datetime(2026, 1, 1, tzinfo=UTC), 1.0)
+    qs = (
+        ev.QuestionResult("What is ownership?", "ch04-01.md", 1, {"recall@1": 1.0, "MRR@10": 1.0}, 2.0),
+        ev.QuestionResult("No expected one?", "ch01.md", None, {"recall@1": 0.0, "MRR@10": 0.0}, 3.0),
+    )
+    return ev.EvalRun(
+        "r1",
+        "q",
+        "sha",
+        store,
+        "hybrid",
+        10,
+        "default",
+        "m",
+        None,
+        {"fusion_weight": 0.5, "candidates": 50, "rerank": 0},
+        {"recall@1": 0.5, "MRR@10": 0.5},
+        qs,
+        datetime(2026, 1, 1, tzinfo=UTC),
+        1.0,
+    )
 
 
 def test_a_run_includes_an_answer_check_in_its_metrics_and_questions():
     q = ev.Question("What is ownership?", (ev.Criterion("ch04-01.md"),), ("set of rules",))
     result = ev.check_one(q, OFFLINE, [{"n": 2, "file_name": "ch04-01.md", "text": "y"}], 0.5, offline=True)
     run = ev.with_answers(_run(), ev.AnswerCheck("book", "offline", (result,)))
-    assert run.metrics == {"recall@1": 0.5, "MRR@10": 0.5, "answer holds": 1.0, "first sentence holds": 1.0,
-                           "cites a relevant passage": 1.0}
+    assert run.metrics == {
+        "recall@1": 0.5,
+        "MRR@10": 0.5,
+        "answer holds": 1.0,
+        "first sentence holds": 1.0,
+        "cites a relevant passage": 1.0,
+    }
     assert [x.answer for x in run.questions] == [result, None] and run.search["answer_llm"] == "offline"
     assert run.answer_check == ev.AnswerCheck("book", "offline", (result,)) and _run().answer_check is None
     assert ev.metric_changes(_run(), run) == {"recall@1": 0.0, "MRR@10": 0.0}  # only what both runs have
@@ -254,8 +304,9 @@ def test_eval_answers_checks_the_offline_assistant_keeps_the_figures_and_gates(t
     assert "answer holds 0.667 · first sentence holds 0.667 · cites a relevant passage 0.667" in out
     rows = [ln for ln in out.splitlines() if re.match(r"(yes|no)\s+(yes|no)\s+(yes|no)\s", ln)]
     assert len(rows) == 3 and "Pasta cooks in salted boiling water for about ten minutes." in rows[0]
-    assert re.search(r"^no\s+no\s+no\s+How long do you drain.*Drain the pasta and keep a cup of the water\.\s+pasta\.md",
-                     out, re.M)
+    assert re.search(
+        r"^no\s+no\s+no\s+How long do you drain.*Drain the pasta and keep a cup of the water\.\s+pasta\.md", out, re.M
+    )
     assert re.search(r"kept with the Hybrid run (\w+)", out)
 
     capsys.readouterr()
@@ -265,11 +316,17 @@ def test_eval_answers_checks_the_offline_assistant_keeps_the_figures_and_gates(t
     got = json.loads(captured.out)
     answers, (run,) = got["answers"], got["runs"]
     assert answers["config"] == "offline" and answers["questions_checked"] == 3 and answers["run"] == run["id"]
-    assert answers["metrics"] == {"answer holds": 0.666667, "first sentence holds": 0.666667,
-                                  "cites a relevant passage": 0.666667}
+    assert answers["metrics"] == {
+        "answer holds": 0.666667,
+        "first sentence holds": 0.666667,
+        "cites a relevant passage": 0.666667,
+    }
     assert run["metrics"]["answer holds"] == 0.666667 and run["metrics"]["MRR@10"] == 0.625
     assert [(q["answer_holds"], q["sentence_holds"], q["cited"], q["cited_relevant"]) for q in answers["questions"]] == [
-        (True, True, "pasta.md", True), (True, True, "sky.md", True), (False, False, "pasta.md", False)]
+        (True, True, "pasta.md", True),
+        (True, True, "sky.md", True),
+        (False, False, "pasta.md", False),
+    ]
     assert answers["questions"][1]["sentence"] == "A small telescope shows the moons of Jupiter and the rings of Saturn."
     assert main(["--data-dir", data, "eval", "kitchen", questions, "--min-answers", "0.6", "--no-save"]) == 0
 
@@ -305,12 +362,16 @@ def test_a_configured_model_is_checked_by_its_first_marked_sentence_and_only_its
         return next(m.group(1) for m in re.finditer(r"^\[(\d+)\] (.*)$", passages, re.M) if file_name in m.group(2))
 
     def pasta(req: dict) -> dict:  # right, citing the pasta passage
-        return {"content": f"Let me see. Pasta cooks in salted water for *about ten minutes* [{number_of(req, 'pasta.md')}]."
-                           f" The sky is dark [{number_of(req, 'sky.md')}]."}
+        return {
+            "content": f"Let me see. Pasta cooks in salted water for *about ten minutes* [{number_of(req, 'pasta.md')}]."
+            f" The sky is dark [{number_of(req, 'sky.md')}]."
+        }
 
     def telescope(req: dict) -> dict:  # the right words, but its first marked sentence cites the pasta passage
-        return {"content": f"It boils [{number_of(req, 'pasta.md')}]. It shows the moons of Jupiter"
-                           f" [{number_of(req, 'sky.md')}]."}
+        return {
+            "content": f"It boils [{number_of(req, 'pasta.md')}]. It shows the moons of Jupiter"
+            f" [{number_of(req, 'sky.md')}]."
+        }
 
     wb = Workbench(load_settings(data_dir=tmp_path / "data"), embedder_factory=lambda m: HashEmbedder(64, 256))
     try:
@@ -319,8 +380,16 @@ def test_a_configured_model_is_checked_by_its_first_marked_sentence_and_only_its
         _, questions = ev.parse_questions(SET.encode(), "kitchen.tsv")
         qset = ev.QuestionSet("kitchen", tuple(questions[:2]))
         with ChatCompletionsServer([pasta, telescope]) as server:
-            wb.llm_configs().save({"name": "local", "type": "CHAT", "provider": "openai", "model": "test-model",
-                                   "base_url": server.base_url, "search_first": True})
+            wb.llm_configs().save(
+                {
+                    "name": "local",
+                    "type": "CHAT",
+                    "provider": "openai",
+                    "model": "test-model",
+                    "base_url": server.base_url,
+                    "search_first": True,
+                }
+            )
             seen = Connections(monkeypatch)
             check = check_answers(wb, "kitchen", qset, "local")
         assert {a[:2] for a in seen.seen} == {server.httpd.server_address[:2]}  # the config's URL, nothing else
@@ -328,10 +397,18 @@ def test_a_configured_model_is_checked_by_its_first_marked_sentence_and_only_its
         first, second = check.results
         assert first.sentence == "Pasta cooks in salted water for *about ten minutes*."
         assert (first.answer_holds, first.sentence_holds, first.cited, first.cited_relevant) == (
-            True, True, "pasta.md", True)
+            True,
+            True,
+            "pasta.md",
+            True,
+        )
         assert second.sentence == "It boils."
         assert (second.answer_holds, second.sentence_holds, second.cited, second.cited_relevant) == (
-            True, False, "pasta.md", False)
+            True,
+            False,
+            "pasta.md",
+            False,
+        )
         assert check.metrics() == {"answer holds": 1.0, "first sentence holds": 0.5, "cites a relevant passage": 0.5}
     finally:
         wb.close()

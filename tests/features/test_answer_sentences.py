@@ -78,9 +78,14 @@ def test_the_first_sentence_holds_the_answer_and_cites_its_passage(chapters_stor
         first_line = next(ln for ln in answer.splitlines() if ln.startswith("> "))
         cited = reply["citations"][0] if reply["citations"] else {}
         picked = (cited.get("sentences") or [{}])[0]
-        sentence = cited.get("text", "")[picked.get("start", 0):picked.get("end", 0)]
-        ok = (bool(sentence) and r["expected"] in _plain(sentence) and first_line.endswith("[1]")
-              and cited.get("file_name") == r["relevant"] and _plain(sentence) in _plain(first_line))
+        sentence = cited.get("text", "")[picked.get("start", 0) : picked.get("end", 0)]
+        ok = (
+            bool(sentence)
+            and r["expected"] in _plain(sentence)
+            and first_line.endswith("[1]")
+            and cited.get("file_name") == r["relevant"]
+            and _plain(sentence) in _plain(first_line)
+        )
         right += ok
         report.append((ok, r["question"], cited.get("file_name"), first_line[:120]))
         assert answer.count("\n> ") <= 3  # one to three sentences, no passage quoted
@@ -89,13 +94,19 @@ def test_the_first_sentence_holds_the_answer_and_cites_its_passage(chapters_stor
 
 
 def test_sentences_keep_their_offsets_and_skip_code_headings_and_tables():
-    text = ("# Title here and more\n\nThe first sentence is here. The second one, too!\n\n```rust\nlet x = 5;"
-            " // not prose at all.\n```\n\n| a | b c d e |\n\n- A list item that says something.\n"
-            "> A quoted line that goes\n> on to the next line.\n")
+    text = (
+        "# Title here and more\n\nThe first sentence is here. The second one, too!\n\n```rust\nlet x = 5;"
+        " // not prose at all.\n```\n\n| a | b c d e |\n\n- A list item that says something.\n"
+        "> A quoted line that goes\n> on to the next line.\n"
+    )
     found = sentences(text)
-    assert [s.text for s in found] == ["The first sentence is here.", "The second one, too!",
-                                       "A list item that says something.", "A quoted line that goes\n> on to the next line."]
-    assert all(text[s.start:s.end] == s.text for s in found)
+    assert [s.text for s in found] == [
+        "The first sentence is here.",
+        "The second one, too!",
+        "A list item that says something.",
+        "A quoted line that goes\n> on to the next line.",
+    ]
+    assert all(text[s.start : s.end] == s.text for s in found)
     assert clean(found[-1].text) == "A quoted line that goes on to the next line."
 
 
@@ -104,8 +115,9 @@ def test_sentences_keep_their_offsets_and_skip_code_headings_and_tables():
 def test_eval_checks_the_answers_of_the_set(chapters_store, capsys):
     """``eval --answers`` on the same ten questions (their file has an ``expected`` column): the
     shares printed are those of the answers, and ``--min-answers`` above them exits 1."""
-    code, out, err = run(capsys, "--data-dir", chapters_store, "eval", "book", str(QUESTIONS), "--answers",
-                         "--json", "--no-save")
+    code, out, err = run(
+        capsys, "--data-dir", chapters_store, "eval", "book", str(QUESTIONS), "--answers", "--json", "--no-save"
+    )
     assert code == 0, err
     data = json.loads(out)
     answers = data["answers"]
@@ -113,6 +125,16 @@ def test_eval_checks_the_answers_of_the_set(chapters_store, capsys):
     assert answers["metrics"]["first sentence holds"] >= 0.8 and answers["metrics"]["cites a relevant passage"] >= 0.8
     assert sum(q["sentence_holds"] for q in answers["questions"]) / 10 == answers["metrics"]["first sentence holds"]
     assert data["runs"][0]["metrics"]["recall@5"] == 1.0
-    code, _, err = run(capsys, "--data-dir", chapters_store, "eval", "book", str(QUESTIONS), "--answers",
-                       "--no-save", "--min-answers", "1.01")
+    code, _, err = run(
+        capsys,
+        "--data-dir",
+        chapters_store,
+        "eval",
+        "book",
+        str(QUESTIONS),
+        "--answers",
+        "--no-save",
+        "--min-answers",
+        "1.01",
+    )
     assert code == 1 and "below --min-answers 1.01" in err

@@ -56,8 +56,9 @@ def test_the_chat_searches_through_the_tool_and_asks_no_store_record_per_hit(wb,
     monkeypatch.setattr(wb, "store_record", lambda name: asked.append(name) or record(name))
     calls: list[list[str]] = []
     search_stores = chat.tools.search_stores
-    monkeypatch.setattr(chat.tools, "search_stores", lambda stores, *a, **kw: calls.append(list(stores))
-                        or search_stores(stores, *a, **kw))
+    monkeypatch.setattr(
+        chat.tools, "search_stores", lambda stores, *a, **kw: calls.append(list(stores)) or search_stores(stores, *a, **kw)
+    )
     reply = chat.send(s.id, "lamp keeper bread dough")
     searched = reply.citations + reply.also_searched
     assert calls == [["Lights", "Bread"]] and len(searched) >= 2
@@ -81,11 +82,12 @@ def test_the_system_prompt_names_the_chosen_stores_and_the_tool_lists_them(wb):
 
 def test_a_scripted_call_without_store_reaches_a_chosen_store_and_an_attachment(wb):
     chat = ChatService(wb)
-    script = [lambda req: tool_call("vector_search", {"query": "lamp keeper harbour ship", "k": 5}),
-              lambda req: {"content": "From both."}]
+    script = [
+        lambda req: tool_call("vector_search", {"query": "lamp keeper harbour ship", "k": 5}),
+        lambda req: {"content": "From both."},
+    ]
     with ChatCompletionsServer(script) as server:
-        chat.configs.save({"name": "local", "type": "CHAT", "provider": "openai", "model": "m",
-                           "base_url": server.base_url})
+        chat.configs.save({"name": "local", "type": "CHAT", "provider": "openai", "model": "m", "base_url": server.base_url})
         s = chat.create_session(config="local", stores=["Lights"])
         chat.attach(s.id, HARBOUR.encode(), "harbour.md")
         reply = chat.send(s.id, "Who handles lamps?")
@@ -98,12 +100,13 @@ def test_a_scripted_call_without_store_reaches_a_chosen_store_and_an_attachment(
 
 def test_a_store_outside_the_session_is_refused_with_the_stores_it_can_search(wb):
     chat = ChatService(wb)
-    script = [lambda req: tool_call("vector_search", {"query": "bread", "store": "Bread"}),
-              lambda req: tool_call("vector_search", {"query": "lamp", "store": "Lights"}, "c2"),
-              lambda req: {"content": "ok"}]
+    script = [
+        lambda req: tool_call("vector_search", {"query": "bread", "store": "Bread"}),
+        lambda req: tool_call("vector_search", {"query": "lamp", "store": "Lights"}, "c2"),
+        lambda req: {"content": "ok"},
+    ]
     with ChatCompletionsServer(script) as server:
-        chat.configs.save({"name": "local", "type": "CHAT", "provider": "openai", "model": "m",
-                           "base_url": server.base_url})
+        chat.configs.save({"name": "local", "type": "CHAT", "provider": "openai", "model": "m", "base_url": server.base_url})
         s = chat.create_session(config="local", stores=["Lights"])
         reply = chat.send(s.id, "bread?")
     assert [r.ok for r in reply.tool_runs] == [False, True]
@@ -203,9 +206,11 @@ def test_empty_sessions_are_pruned_after_a_while_but_not_the_current_one(wb):
 
 
 def test_quotes_and_citations_show_no_source_markup(wb):
-    chapter = ("# Shadowing\n\nYou can <span class=\"filename\">shadow</span> a variable with `let`.\n\n"
-               "```rust\n{{#include ../listings/ch03/src/main.rs}}\n```\n\n<!-- ignore -->\n"
-               "The shadowing ends with the scope.\n")
+    chapter = (
+        '# Shadowing\n\nYou can <span class="filename">shadow</span> a variable with `let`.\n\n'
+        "```rust\n{{#include ../listings/ch03/src/main.rs}}\n```\n\n<!-- ignore -->\n"
+        "The shadowing ends with the scope.\n"
+    )
     assert wb.ingest_file("Book", chapter.encode(), "ch03.md").ok
     chat = ChatService(wb)
     s = chat.create_session(stores=["Book"])

@@ -24,17 +24,29 @@ from knowledge.llm import LlmConfig
 from knowledge.workbench import Workbench
 from tests.helpers.chat import pdf_bytes, png_bytes
 
-NOTES = ("# Lighthouse\n\nThe keeper lit the lamp at dusk and trimmed the wick at midnight.\n\n"
-         "# Bakery\n\nBread needs flour, water, salt and yeast; the dough rests overnight.")
-PDF_PAGES = ["The harbour master records every ship that enters the port.",
-             "On page two: the tide tables are printed each Sunday for sailors."]
+NOTES = (
+    "# Lighthouse\n\nThe keeper lit the lamp at dusk and trimmed the wick at midnight.\n\n"
+    "# Bakery\n\nBread needs flour, water, salt and yeast; the dough rests overnight."
+)
+PDF_PAGES = [
+    "The harbour master records every ship that enters the port.",
+    "On page two: the tide tables are printed each Sunday for sailors.",
+]
 
-VISION_DOCS = LlmConfig(name="gpt", type="CHAT", provider="openai", model="gpt-4o", api_key_env="OPENAI_API_KEY",
-                        capabilities=["VISION", "DOCUMENTS"])
-LMSTUDIO_DOCS = LlmConfig(name="lm", type="CHAT", provider="openai", model="qwen", base_url="http://localhost:1234/v1",
-                          capabilities=["DOCUMENTS"])
-TEXT_ONLY = LlmConfig(name="plain", type="CHAT", provider="openai", model="llama", base_url="http://localhost:11434/v1",
-                      capabilities=[])
+VISION_DOCS = LlmConfig(
+    name="gpt",
+    type="CHAT",
+    provider="openai",
+    model="gpt-4o",
+    api_key_env="OPENAI_API_KEY",
+    capabilities=["VISION", "DOCUMENTS"],
+)
+LMSTUDIO_DOCS = LlmConfig(
+    name="lm", type="CHAT", provider="openai", model="qwen", base_url="http://localhost:1234/v1", capabilities=["DOCUMENTS"]
+)
+TEXT_ONLY = LlmConfig(
+    name="plain", type="CHAT", provider="openai", model="llama", base_url="http://localhost:11434/v1", capabilities=[]
+)
 
 
 @pytest.fixture
@@ -222,14 +234,37 @@ def test_without_the_capability_a_placeholder_says_what_the_file_is_and_why(chat
 
 
 def test_provider_default_capabilities_when_the_config_declares_none():
-    assert LlmConfig(name="o", type="CHAT", provider="openai", model="gpt-4o",
-                     api_key_env="K").effective_capabilities() == {"VISION"}
-    assert LlmConfig(name="l", type="CHAT", provider="openai", model="m",
-                     base_url="http://localhost:1234/v1").effective_capabilities() == frozenset()
-    assert LlmConfig(name="r", type="CHAT", provider="openai", model="m", base_url="https://openrouter.ai/api/v1",
-                     capabilities=["DOCUMENTS"]).document_mode() == "file"
-    assert LlmConfig(name="g", type="CHAT", provider="openai", model="m", base_url="https://api.groq.com/openai/v1",
-                     capabilities=["DOCUMENTS"]).document_mode() == "text"
+    assert LlmConfig(name="o", type="CHAT", provider="openai", model="gpt-4o", api_key_env="K").effective_capabilities() == {
+        "VISION"
+    }
+    assert (
+        LlmConfig(
+            name="l", type="CHAT", provider="openai", model="m", base_url="http://localhost:1234/v1"
+        ).effective_capabilities()
+        == frozenset()
+    )
+    assert (
+        LlmConfig(
+            name="r",
+            type="CHAT",
+            provider="openai",
+            model="m",
+            base_url="https://openrouter.ai/api/v1",
+            capabilities=["DOCUMENTS"],
+        ).document_mode()
+        == "file"
+    )
+    assert (
+        LlmConfig(
+            name="g",
+            type="CHAT",
+            provider="openai",
+            model="m",
+            base_url="https://api.groq.com/openai/v1",
+            capabilities=["DOCUMENTS"],
+        ).document_mode()
+        == "text"
+    )
 
 
 def test_media_travels_in_the_current_turn_only_and_later_turns_carry_placeholders(chat):
@@ -258,10 +293,15 @@ def test_view_attachment_reinserts_the_media_into_the_running_turn_only(chat):
     from knowledge.llm.providers import ToolCall
 
     session = chat.session(s.id)
-    chat.store.add_message(s.id, ASSISTANT, [], {"tool_calls": [
-        {"id": "c1", "name": "view_attachment", "arguments": json.dumps({"file_id": img.file_id})}]})
-    chat._run_tool(session, chat.configs.chat(None),
-                   ToolCall("c1", "view_attachment", json.dumps({"file_id": img.file_id})), _Turn("x"))
+    chat.store.add_message(
+        s.id,
+        ASSISTANT,
+        [],
+        {"tool_calls": [{"id": "c1", "name": "view_attachment", "arguments": json.dumps({"file_id": img.file_id})}]},
+    )
+    chat._run_tool(
+        session, chat.configs.chat(None), ToolCall("c1", "view_attachment", json.dumps({"file_id": img.file_id})), _Turn("x")
+    )
     roles = [m.role for m in chat.messages(s.id)]
     assert roles[-2:] == ["tool", ATTACHMENT]
     msgs = chat.request(s.id, VISION_DOCS).messages
@@ -270,8 +310,9 @@ def test_view_attachment_reinserts_the_media_into_the_running_turn_only(chat):
     chat.send(s.id, "thanks")  # the next turn: the re-shown image is a placeholder again
     later = chat.request(s.id, VISION_DOCS).messages
     assert "base64" not in json.dumps(later)
-    assert any("view_attachment showed photo.png here in an earlier turn" in text_of(m)
-               for m in later if m["role"] == "user")
+    assert any(
+        "view_attachment showed photo.png here in an earlier turn" in text_of(m) for m in later if m["role"] == "user"
+    )
 
 
 def test_view_attachment_refuses_a_file_that_is_not_an_attached_image_or_pdf(chat, files):
@@ -286,13 +327,20 @@ def test_view_attachment_refuses_a_file_that_is_not_an_attached_image_or_pdf(cha
 
 # -- the working-memory budget ---------------------------------------------------------------------
 def _turn(seq: int, text: str, parts=()) -> list[Message]:
-    return [Message(seq, USER, [Part(TEXT, text=text), *parts]),
-            Message(seq + 1, ASSISTANT, [Part(TEXT, text="ok " + text)])]
+    return [
+        Message(seq, USER, [Part(TEXT, text=text), *parts]),
+        Message(seq + 1, ASSISTANT, [Part(TEXT, text="ok " + text)]),
+    ]
 
 
 def _ctx(budget: int, **kw) -> MapperContext:
-    return MapperContext(attachments=[], capabilities=frozenset({"VISION", "DOCUMENTS"}), budget_tokens=budget,
-                         read_bytes=lambda fid: b"x" * 10, **kw)
+    return MapperContext(
+        attachments=[],
+        capabilities=frozenset({"VISION", "DOCUMENTS"}),
+        budget_tokens=budget,
+        read_bytes=lambda fid: b"x" * 10,
+        **kw,
+    )
 
 
 def test_budget_estimates_media_at_the_specs_figures():
@@ -326,16 +374,26 @@ def test_budget_never_drops_the_current_turns_notices():
 # -- trace redaction ------------------------------------------------------------------------------
 def test_trace_redaction_replaces_base64_payloads_with_a_note():
     b64 = base64.b64encode(png_bytes() * 50).decode()
-    request = {"messages": [{"role": "user", "content": [
-        {"type": "text", "text": "look"},
-        {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{b64}"}},
-        {"type": "file", "file": {"filename": "a.pdf", "file_data": f"data:application/pdf;base64,{b64}"}}]}]}
+    request = {
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "look"},
+                    {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{b64}"}},
+                    {"type": "file", "file": {"filename": "a.pdf", "file_data": f"data:application/pdf;base64,{b64}"}},
+                ],
+            }
+        ]
+    }
     out = redact(request)
     blocks = out["messages"][0]["content"]
     assert blocks[0] == {"type": "text", "text": "look"}
     assert blocks[1]["image_url"]["url"] == f"[base64 image/png, {len(b64):,} characters omitted]"
-    assert blocks[2]["file"] == {"filename": "a.pdf",
-                                 "file_data": f"[base64 application/pdf, {len(b64):,} characters omitted]"}
+    assert blocks[2]["file"] == {
+        "filename": "a.pdf",
+        "file_data": f"[base64 application/pdf, {len(b64):,} characters omitted]",
+    }
     assert b64 not in json.dumps(out)
     assert request["messages"][0]["content"][1]["image_url"]["url"].endswith(b64)  # the input is not changed
 
@@ -388,8 +446,7 @@ def test_a_broken_embedding_model_makes_the_tools_unavailable(tmp_path, files):
 
 def test_api_keys_are_named_never_stored(chat):
     with pytest.raises(InvalidArgument, match="NAME of an environment variable"):
-        chat.configs.save({"name": "x", "type": "CHAT", "provider": "openai", "model": "m",
-                           "api_key_env": "sk-live-123"})
+        chat.configs.save({"name": "x", "type": "CHAT", "provider": "openai", "model": "m", "api_key_env": "sk-live-123"})
     chat.configs.save(VISION_DOCS)
     with chat.wb.catalog.cursor() as cur:
         spec = json.loads(cur.execute("SELECT spec FROM llm_configs WHERE name = 'gpt'").fetchone()[0])
@@ -420,8 +477,9 @@ def test_sessions_messages_parts_and_attachments_persist_in_the_catalog(tmp_path
         assert [x.title for x in again.sessions()] == ["who lit the lamp?"]
         msgs = again.messages(s.id)
         assert [m.role for m in msgs] == ["user", "assistant", "tool", "assistant"]
-        assert msgs[0].parts[1] == Part(IMAGE, file_id=img.file_id, name="photo.png", media_type="image/png",
-                                        size=len(png_bytes()))
+        assert msgs[0].parts[1] == Part(
+            IMAGE, file_id=img.file_id, name="photo.png", media_type="image/png", size=len(png_bytes())
+        )
         assert msgs[-1].meta["citations"][0]["file_name"] == "notes.md"
         assert [a.name for a in again.attachments(s.id)] == ["notes.md", "photo.png"]
         assert len(again.traces(s.id)) == 2
@@ -446,8 +504,7 @@ def test_deleting_a_session_removes_its_store_and_its_files(chat, files):
 # -- turns in the background ------------------------------------------------------------------------
 def test_two_turns_sent_back_to_back_both_complete_in_order(chat, files):
     sid = chat.create_session().id
-    first = chat.start_turn(sid, [(files["notes"].read_bytes(), "notes.md", "text/markdown")],
-                            "Who lit the lamp?")
+    first = chat.start_turn(sid, [(files["notes"].read_bytes(), "notes.md", "text/markdown")], "Who lit the lamp?")
     second = chat.start_turn(sid, [], "And what does bread need?")  # sent before the first is answered
     assert second.wait(60) and first.done
     assert first.problems == [] and second.problems == []

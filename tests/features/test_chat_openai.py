@@ -18,8 +18,9 @@ from tests.helpers.chat import PAGES, ChatCompletionsServer, pdf_bytes, png_byte
 
 
 def _config(chat, server, **kw):
-    return chat.configs.save({"name": "local", "type": "CHAT", "provider": "openai", "model": "test-model",
-                              "base_url": server.base_url, **kw})
+    return chat.configs.save(
+        {"name": "local", "type": "CHAT", "provider": "openai", "model": "test-model", "base_url": server.base_url, **kw}
+    )
 
 
 def _last_tool_text(request: dict) -> str:
@@ -33,8 +34,9 @@ def test_tool_call_loop_over_the_wire(chat, monkeypatch):
         first = _last_tool_text(req).splitlines()[0]
         return {"content": f"The tide tables are printed on Sundays (from: {first})."}
 
-    with ChatCompletionsServer([lambda req: tool_call("vector_search", {"query": "when are tide tables printed"}),
-                                answer]) as server:
+    with ChatCompletionsServer(
+        [lambda req: tool_call("vector_search", {"query": "when are tide tables printed"}), answer]
+    ) as server:
         _config(chat, server, api_key_env="LOCAL_LLM_KEY")
         s = chat.create_session(config="local")
         chat.attach(s.id, pdf_bytes(PAGES), "harbour.pdf")
@@ -65,9 +67,13 @@ def test_tool_call_loop_over_the_wire(chat, monkeypatch):
 
 def test_view_attachment_over_the_wire_with_vision_and_redacted_trace(chat):
     img = png_bytes(8, 8)
-    with ChatCompletionsServer([lambda req: {"content": "A red square."},
-                                lambda req: tool_call("view_attachment", {"file_id": fid[0]}, "call_v"),
-                                lambda req: {"content": "Still a red square."}]) as server:
+    with ChatCompletionsServer(
+        [
+            lambda req: {"content": "A red square."},
+            lambda req: tool_call("view_attachment", {"file_id": fid[0]}, "call_v"),
+            lambda req: {"content": "Still a red square."},
+        ]
+    ) as server:
         _config(chat, server, capabilities=["VISION"])
         s = chat.create_session(config="local")
         fid = [chat.attach(s.id, img, "square.png").file_id]
@@ -98,9 +104,16 @@ def test_a_pdf_goes_as_a_text_note_to_a_documents_config_on_a_local_server(chat)
 
 
 def test_bad_tool_arguments_come_back_to_the_model_as_text(chat):
-    with ChatCompletionsServer([lambda req: {"tool_calls": [{"id": "c", "type": "function", "function": {
-                                    "name": "vector_search", "arguments": "{not json"}}]},
-                                lambda req: {"content": _last_tool_text(req)}]) as server:
+    with ChatCompletionsServer(
+        [
+            lambda req: {
+                "tool_calls": [
+                    {"id": "c", "type": "function", "function": {"name": "vector_search", "arguments": "{not json"}}
+                ]
+            },
+            lambda req: {"content": _last_tool_text(req)},
+        ]
+    ) as server:
         _config(chat, server)
         s = chat.create_session(config="local")
         chat.attach(s.id, pdf_bytes(PAGES), "harbour.pdf")
@@ -109,8 +122,9 @@ def test_bad_tool_arguments_come_back_to_the_model_as_text(chat):
 
 
 def test_the_loop_ends_with_a_round_without_tools(chat):
-    calls = [lambda req, i=i: tool_call("vector_search", {"query": "ship"}, f"c{i}")
-             for i in range(ChatService.MAX_ROUNDS - 1)]
+    calls = [
+        lambda req, i=i: tool_call("vector_search", {"query": "ship"}, f"c{i}") for i in range(ChatService.MAX_ROUNDS - 1)
+    ]
     with ChatCompletionsServer([*calls, lambda req: {"content": "done" if "tools" not in req else "tools!"}]) as server:
         _config(chat, server)
         s = chat.create_session(config="local")
@@ -131,8 +145,16 @@ def test_a_server_error_is_a_clear_message_and_traced(chat):
 
 def test_an_unset_key_variable_keeps_the_message_and_traces_the_error(chat, monkeypatch):
     monkeypatch.delenv("NO_SUCH_KEY_VAR", raising=False)
-    chat.configs.save({"name": "remote", "type": "CHAT", "provider": "openai", "model": "m",
-                       "base_url": "http://127.0.0.1:9/v1", "api_key_env": "NO_SUCH_KEY_VAR"})
+    chat.configs.save(
+        {
+            "name": "remote",
+            "type": "CHAT",
+            "provider": "openai",
+            "model": "m",
+            "base_url": "http://127.0.0.1:9/v1",
+            "api_key_env": "NO_SUCH_KEY_VAR",
+        }
+    )
     s = chat.create_session(config="remote")
     with pytest.raises(LlmUnavailable, match="NO_SUCH_KEY_VAR, which is not set"):
         chat.send(s.id, "hello")
@@ -141,8 +163,16 @@ def test_an_unset_key_variable_keeps_the_message_and_traces_the_error(chat, monk
 
 
 def test_an_unreachable_server_says_so(chat):
-    chat.configs.save({"name": "down", "type": "CHAT", "provider": "openai", "model": "m",
-                       "base_url": "http://127.0.0.1:9/v1", "timeout": 2})
+    chat.configs.save(
+        {
+            "name": "down",
+            "type": "CHAT",
+            "provider": "openai",
+            "model": "m",
+            "base_url": "http://127.0.0.1:9/v1",
+            "timeout": 2,
+        }
+    )
     s = chat.create_session(config="down")
     with pytest.raises(LlmUnavailable, match=r"Cannot reach the model server at http://127\.0\.0\.1:9/v1") as err:
         chat.send(s.id, "hello")

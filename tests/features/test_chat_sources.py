@@ -29,12 +29,13 @@ from tests.helpers.chat import ChatCompletionsServer, tool_call
 
 GUESSING = "# Guessing game\n\n" + "\n\n".join(
     f"Part {i}: the guessing game reads a number from the player, compares it with the secret number and"
-    " prints whether the guess is too small, too big or right." for i in range(12))
+    " prints whether the guess is too small, too big or right."
+    for i in range(12)
+)
 
 
 def hits(*texts: str) -> list[dict]:
-    return [{"ref": i, "file_id": f"f{i}", "file_name": f"f{i}.md", "text": t, "score": 0.5}
-            for i, t in enumerate(texts, 1)]
+    return [{"ref": i, "file_id": f"f{i}", "file_name": f"f{i}.md", "text": t, "score": 0.5} for i, t in enumerate(texts, 1)]
 
 
 # -- cite ---------------------------------------------------------------------------------------------
@@ -56,11 +57,15 @@ def test_markers_in_code_and_numbers_never_shown_stay_as_written():
 
 
 def test_without_markers_a_quoted_passage_is_a_source_in_order_of_quoting():
-    found = hits("The keeper lit the lamp at dusk and trimmed the wick at midnight every night.",
-                 "Bread needs flour, water, salt and yeast; the dough rests overnight in the cold.",
-                 "Unrelated words about harbours and ships.")
-    answer = ("As written: “bread needs flour water salt and yeast the dough rests”. And the KEEPER lit the lamp"
-              " at dusk and trimmed it.")
+    found = hits(
+        "The keeper lit the lamp at dusk and trimmed the wick at midnight every night.",
+        "Bread needs flour, water, salt and yeast; the dough rests overnight in the cold.",
+        "Unrelated words about harbours and ships.",
+    )
+    answer = (
+        "As written: “bread needs flour water salt and yeast the dough rests”. And the KEEPER lit the lamp"
+        " at dusk and trimmed it."
+    )
     c = cite(answer, found)
     assert c.by == "quotes" and c.text == answer
     assert [(s["file_id"], s["n"]) for s in c.sources] == [("f2", 1), ("f1", 2)]
@@ -72,9 +77,11 @@ def test_without_markers_a_quoted_passage_is_a_source_in_order_of_quoting():
 
 
 def test_without_markers_or_quotes_a_named_file_and_page_is_a_source():
-    found = [{"ref": 1, "file_name": "harbour.pdf", "page": 1, "text": "ships"},
-             {"ref": 2, "file_name": "harbour.pdf", "page": 2, "text": "tides"},
-             {"ref": 3, "file_name": "notes.md", "page": None, "text": "other"}]
+    found = [
+        {"ref": 1, "file_name": "harbour.pdf", "page": 1, "text": "ships"},
+        {"ref": 2, "file_name": "harbour.pdf", "page": 2, "text": "tides"},
+        {"ref": 3, "file_name": "notes.md", "page": None, "text": "other"},
+    ]
     c = cite("Each Sunday (harbour.pdf, page 2).", found)
     assert [s["ref"] for s in c.sources] == [2] and [h["ref"] for h in c.also_searched] == [1, 3]
     assert [s["ref"] for s in cite("See notes.md.", found).sources] == [3]
@@ -126,11 +133,12 @@ def cite_the_invoice(req: dict) -> dict:
 @pytest.mark.slow
 def test_the_invoice_answer_cites_exactly_the_invoice_as_1(wb):
     chat = ChatService(wb)
-    script = [lambda req: tool_call("vector_search", {"query": "invoice total due date guessing game", "k": 6}),
-              cite_the_invoice]
+    script = [
+        lambda req: tool_call("vector_search", {"query": "invoice total due date guessing game", "k": 6}),
+        cite_the_invoice,
+    ]
     with ChatCompletionsServer(script) as server:
-        chat.configs.save({"name": "local", "type": "CHAT", "provider": "openai", "model": "m",
-                           "base_url": server.base_url})
+        chat.configs.save({"name": "local", "type": "CHAT", "provider": "openai", "model": "m", "base_url": server.base_url})
         s = chat.create_session(config="local", stores=["book"])
         chat.attach(s.id, invoice_png(), "invoice.png")
         reply = chat.send(s.id, "What is the total of the attached invoice and when is it due?")
@@ -169,14 +177,14 @@ def test_retry_asks_the_failed_question_again_without_a_second_copy(wb):
     script = [lambda req: {"content": "Back again."}]
     with ChatCompletionsServer(script) as server:
         down = server.base_url.replace("/v1", "") + "/nowhere/v1"
-        chat.configs.save({"name": "local", "type": "CHAT", "provider": "openai", "model": "m", "base_url": down,
-                           "timeout": 5})
+        chat.configs.save(
+            {"name": "local", "type": "CHAT", "provider": "openai", "model": "m", "base_url": down, "timeout": 5}
+        )
         s = chat.create_session(config="local", stores=["book"])
         with pytest.raises(Exception, match=r"HTTP 404|answered"):
             chat.send(s.id, "Are you there?")
         assert chat.messages(s.id)[-1].role == USER
-        chat.configs.save({"name": "local", "type": "CHAT", "provider": "openai", "model": "m",
-                           "base_url": server.base_url})
+        chat.configs.save({"name": "local", "type": "CHAT", "provider": "openai", "model": "m", "base_url": server.base_url})
         turn = chat.start_turn(s.id, [], "", retry=True)
         assert turn.wait(60) and not turn.problems, turn.problems
     assert turn.reply is not None and turn.reply.text == "Back again."
@@ -188,12 +196,18 @@ def test_retry_asks_the_failed_question_again_without_a_second_copy(wb):
 @pytest.mark.slow
 def test_api_chat_citations_point_at_their_marker(system, wb):
     with Served(create_app(system)) as base:
-        r = httpx.post(f"{base}/v1/chat/completions", timeout=60, json={
-            "model": "offline", "messages": [{"role": "user", "content": "guessing game secret number"}],
-            "metadata": {"stores": "book"}})
+        r = httpx.post(
+            f"{base}/v1/chat/completions",
+            timeout=60,
+            json={
+                "model": "offline",
+                "messages": [{"role": "user", "content": "guessing game secret number"}],
+                "metadata": {"stores": "book"},
+            },
+        )
     assert r.status_code == 200, r.text
     message = r.json()["choices"][0]["message"]
     notes = [a["url_citation"] for a in message["annotations"]]
     assert notes
     for i, n in enumerate(notes, 1):
-        assert message["content"][n["start_index"]:n["end_index"]] == f"[{i}]" and n["n"] == i
+        assert message["content"][n["start_index"] : n["end_index"]] == f"[{i}]" and n["n"] == i

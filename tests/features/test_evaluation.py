@@ -61,8 +61,7 @@ def test_ties_average_over_the_orders_of_the_tied_hits():
     assert ev.recall_at(flags, 2, scores) == pytest.approx(1 / 3)
     assert ev.recall_at(flags, 3, scores) == pytest.approx(2 / 3)
     assert ev.recall_at(flags, 5, scores) == pytest.approx(1)
-    assert ev.ndcg_at(flags, scores=scores) == pytest.approx(
-        (1 / math.log2(3) + 1 / math.log2(4) + 1 / math.log2(5)) / 3)
+    assert ev.ndcg_at(flags, scores=scores) == pytest.approx((1 / math.log2(3) + 1 / math.log2(4) + 1 / math.log2(5)) / 3)
     # without the scores the order is taken as given
     assert ev.reciprocal_rank(flags) == pytest.approx(1 / 3)
 
@@ -104,11 +103,13 @@ def test_metric_names_follow_k():
 
 # -- question files --------------------------------------------------------------------------------
 def test_tsv_with_header_alternatives_pages_and_snippets():
-    data = (b"question\trelevant\n"
-            b"What is Deref coercion?\tch15-02-deref.md\n"
-            b"panic! or Result?\tch09-00-error-handling.md; ch09-01-unrecoverable-errors-with-panic.md\n"
-            b"What is on page three?\treport.pdf#page=3\n"
-            b"Who said hello?\ttext:Hello,   World\n")
+    data = (
+        b"question\trelevant\n"
+        b"What is Deref coercion?\tch15-02-deref.md\n"
+        b"panic! or Result?\tch09-00-error-handling.md; ch09-01-unrecoverable-errors-with-panic.md\n"
+        b"What is on page three?\treport.pdf#page=3\n"
+        b"Who said hello?\ttext:Hello,   World\n"
+    )
     fmt, qs = ev.parse_questions(data, "set.tsv")
     assert fmt == "tsv" and len(qs) == 4
     assert [c.file for c in qs[1].relevant] == ["ch09-00-error-handling.md", "ch09-01-unrecoverable-errors-with-panic.md"]
@@ -118,8 +119,7 @@ def test_tsv_with_header_alternatives_pages_and_snippets():
 
 def test_csv_and_jsonl_give_the_same_questions():
     csv_data = 'question,relevant\n"Where, exactly?","a.md;b.pdf#page=2"\n'
-    jsonl = ('{"question": "Where, exactly?", "relevant": ["a.md", {"file": "b.pdf", "page": 2}]}\n'
-             '\n')
+    jsonl = '{"question": "Where, exactly?", "relevant": ["a.md", {"file": "b.pdf", "page": 2}]}\n\n'
     assert ev.parse_questions(csv_data, "s.csv")[1] == ev.parse_questions(jsonl, "s.jsonl")[1]
     # the format is sniffed when the name says nothing
     assert ev.parse_questions(jsonl, "upload")[0] == "jsonl"
@@ -159,8 +159,11 @@ def test_bad_lines_are_named_and_nothing_is_kept():
 
 
 def test_rows_from_the_table_editor():
-    rows = [{"question": "A?", "relevant": "a.md; text:x"}, {"question": None, "relevant": None},
-            {"question": "", "relevant": ""}]
+    rows = [
+        {"question": "A?", "relevant": "a.md; text:x"},
+        {"question": None, "relevant": None},
+        {"question": "", "relevant": ""},
+    ]
     assert ev.questions_from_rows(rows) == [ev.Question("A?", (ev.Criterion("a.md"), ev.Criterion(text="x")))]
     with pytest.raises(InvalidArgument, match="row 2"):
         ev.questions_from_rows([{"question": "A?", "relevant": "a.md"}, {"question": "B?", "relevant": ""}])
@@ -194,8 +197,10 @@ BREAD = "# Bread\n\nKnead the dough for ten minutes, then let the bread rise for
 def two_page_pdf(path):
     pdf = FPDF()
     pdf.set_font("helvetica", size=12)
-    for text in ("The first page talks about owls hunting mice at night.",
-                 "The second page talks about sourdough starters and flour."):
+    for text in (
+        "The first page talks about owls hunting mice at night.",
+        "The second page talks about sourdough starters and flour.",
+    ):
         pdf.add_page()
         pdf.multi_cell(0, 8, text)
     pdf.output(str(path))
@@ -204,8 +209,9 @@ def two_page_pdf(path):
 
 @pytest.fixture
 def wb(tmp_path):
-    settings = load_settings(data_dir=tmp_path / "data",
-                             vector_store={"max_chunk_size_tokens": 40, "chunk_overlap_tokens": 8})
+    settings = load_settings(
+        data_dir=tmp_path / "data", vector_store={"max_chunk_size_tokens": 40, "chunk_overlap_tokens": 8}
+    )
     w = Workbench(settings, embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=64))
     for name, text in (("pasta.md", PASTA), ("stars.md", STARS), ("bread.md", BREAD)):
         w.ingest_file("notes", text.encode(), name)
@@ -219,11 +225,13 @@ def qset(*rows: tuple[str, str], name: str = "s") -> ev.QuestionSet:
 
 
 def test_a_run_scores_each_question_from_its_ranking(wb):
-    s = qset(("salted boiling water pasta", "pasta.md"),
-             ("sourdough flour starters", "animals.pdf#page=2"),
-             ("owls hunting mice", "animals.pdf#page=2"),  # page 1 answers: the right file, wrong page
-             ("telescope galaxies", "text:distant planets"),
-             ("knead dough bread", "nothere.md"))
+    s = qset(
+        ("salted boiling water pasta", "pasta.md"),
+        ("sourdough flour starters", "animals.pdf#page=2"),
+        ("owls hunting mice", "animals.pdf#page=2"),  # page 1 answers: the right file, wrong page
+        ("telescope galaxies", "text:distant planets"),
+        ("knead dough bread", "nothere.md"),
+    )
     for mode in ev.MODES:
         run = wb.evaluations.evaluate("notes", s, mode, k=3)
         by_q = {q.question: q for q in run.questions}
@@ -283,9 +291,22 @@ def test_bad_arguments(wb):
 
 def test_worse_questions_come_first():
     def run(ranks):
-        return ev.EvalRun("r", "s", "h", "st", "hybrid", 10, None, None, None, {}, {}, tuple(
-            ev.QuestionResult(f"q{i}", "x", r, {"MRR@10": 1 / r if r else 0.0}, 1.0) for i, r in enumerate(ranks)),
-            None, 0.0)  # type: ignore[arg-type]
+        return ev.EvalRun(
+            "r",
+            "s",
+            "h",
+            "st",
+            "hybrid",
+            10,
+            None,
+            None,
+            None,
+            {},
+            {},
+            tuple(ev.QuestionResult(f"q{i}", "x", r, {"MRR@10": 1 / r if r else 0.0}, 1.0) for i, r in enumerate(ranks)),
+            None,
+            0.0,
+        )  # type: ignore[arg-type]
 
     rows = ev.worse_questions(run([1, 1, 1, None, 3]), run([2, None, 1, 1, 1]))
     assert [r["question"] for r in rows] == ["q1", "q0", "q2", "q3", "q4"]  # -1, -0.5, 0, +1, +2/3
@@ -296,10 +317,14 @@ def test_the_fusion_weight_moves_hybrid_between_the_two_rankings(wb):
     query = "pasta bread owls stars"
     vector = [h.id for h in wb.search("notes", query, k=6, mode="vector")]
     words = [h.id for h in wb.search("notes", query, k=6, mode="lexical")]
-    assert vector[:len(words)] != words  # else the weight could not show
+    assert vector[: len(words)] != words  # else the weight could not show
     evals = wb.evaluations
-    assert [h.id for h in evals.tuned(fusion_weight=1.0).search("notes", SearchRequest(query, len(vector), mode="hybrid")).hits] == vector
-    assert [h.id for h in evals.tuned(fusion_weight=0.0).search("notes", SearchRequest(query, len(words), mode="hybrid")).hits] == words
+    assert [
+        h.id for h in evals.tuned(fusion_weight=1.0).search("notes", SearchRequest(query, len(vector), mode="hybrid")).hits
+    ] == vector
+    assert [
+        h.id for h in evals.tuned(fusion_weight=0.0).search("notes", SearchRequest(query, len(words), mode="hybrid")).hits
+    ] == words
     assert wb.settings.search.fusion_weight == 0.6  # the shared settings are untouched
     runs = wb.evaluations.sweep_fusion_weight("notes", qset(("pasta water", "pasta.md")), weights=(0.0, 1.0))
     assert [r.search["fusion_weight"] for r in runs] == [0.0, 1.0]
@@ -350,8 +375,9 @@ def test_chunk_trials_evaluate_temporary_copies_and_remove_them(wb):
     wb.ingest_file("notes", long.encode(), "long.md")
     s = qset(("topic 17 at length", "text:Paragraph 17 says"), ("salted boiling water", "pasta.md"))
     seen = []
-    trials = wb.evaluations.try_chunkings("notes", s, [(16, 4), (48, 0)], modes=("hybrid", "vector"),
-                              progress=lambda msg, f: seen.append(f))
+    trials = wb.evaluations.try_chunkings(
+        "notes", s, [(16, 4), (48, 0)], modes=("hybrid", "vector"), progress=lambda msg, f: seen.append(f)
+    )
     assert [(t.size, t.overlap) for t in trials] == [(16, 4), (48, 0)]
     assert trials[0].chunks > trials[1].chunks > 0
     assert all(len(t.runs) == 2 and t.build_seconds > 0 for t in trials)

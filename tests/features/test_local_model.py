@@ -21,7 +21,8 @@ def test_detection_finds_the_server_on_its_port_and_only_there():
         port = server.httpd.server_address[1]
         found = detect({"Nothing here": _closed_port(), "Ollama": port})
     assert [(s.name, s.base_url, s.models) for s in found] == [
-        ("Ollama", f"http://127.0.0.1:{port}/v1", ("qwen2.5:0.5b", "llama3.2"))]
+        ("Ollama", f"http://127.0.0.1:{port}/v1", ("qwen2.5:0.5b", "llama3.2"))
+    ]
     cfg = found[0].config()
     assert (cfg.provider, cfg.model, cfg.base_url, cfg.search_first) == ("openai", "qwen2.5:0.5b", found[0].base_url, True)
     assert cfg.name == "Ollama qwen2.5-0.5b"  # a valid config name
@@ -60,7 +61,7 @@ def test_search_first_streams_the_answer_and_checks_its_citations(chat):
     assert req["stream"] is True and "tools" not in req  # search first: no tool calls
     prompt = req["messages"][-1]["content"]
     assert prompt.count("When are the tide tables printed?") == 1 and "Question:" in prompt
-    given = {int(line[1:line.index("]")]): line for line in prompt.splitlines() if line[:1] == "[" and "]" in line}
+    given = {int(line[1 : line.index("]")]): line for line in prompt.splitlines() if line[:1] == "[" and "]" in line}
     assert 1 in given and "harbour.pdf" in given[1]
     assert "".join(pieces) == "The tide tables are printed each Sunday [1], and a storm log is kept [7]."
     assert len(pieces) > 5  # streamed word by word, not at the end

@@ -32,7 +32,9 @@ from tests.helpers.api import Served
 
 SECTION = "# Telescopes\n\n" + "\n\n".join(
     f"Part {i}: a reflecting telescope gathers starlight with a mirror, and the eyepiece magnifies the"
-    f" image of planet number {i}; astronomers point the telescope at Jupiter and Saturn." for i in range(40))
+    f" image of planet number {i}; astronomers point the telescope at Jupiter and Saturn."
+    for i in range(40)
+)
 QUERY = "reflecting telescope mirror eyepiece starlight"
 
 
@@ -53,7 +55,7 @@ def wb(system):
 def apart(passages: list[dict]) -> bool:
     """No two passages of one file overlap or touch."""
     for i, a in enumerate(passages):
-        for b in passages[i + 1:]:
+        for b in passages[i + 1 :]:
             if a["file"] == b["file"] and a["start"] <= b["end"] and b["start"] <= a["end"]:
                 return False
     return True
@@ -68,13 +70,17 @@ DOC = "".join(f"Sentence number {i} of the document. " for i in range(40))
 
 
 def chunk(index: int, start: int, end: int, score: float, page: int | None = None, heading: str | None = None) -> Hit:
-    return Hit(f"a:{index}", score, "a", "a.md", index, DOC[start:end], page=page, char_start=start, char_end=end,
-               heading=heading)
+    return Hit(
+        f"a:{index}", score, "a", "a.md", index, DOC[start:end], page=page, char_start=start, char_end=end, heading=heading
+    )
 
 
 def test_touching_chunks_merge_with_the_first_page_and_heading_and_the_best_score():
-    found = [chunk(1, 100, 200, 0.9, page=2, heading="B"), chunk(0, 0, 100, 0.5, page=1, heading="A"),
-             chunk(5, 500, 600, 0.4)]
+    found = [
+        chunk(1, 100, 200, 0.9, page=2, heading="B"),
+        chunk(0, 0, 100, 0.5, page=1, heading="A"),
+        chunk(5, 500, 600, 0.4),
+    ]
     hits, notes = merge_passages(found, 5)
     assert [h.id for h in hits] == ["a:1", "a:5"]
     top = hits[0]
@@ -102,8 +108,14 @@ def test_search_gets_k_passages_none_touching_and_the_setting_turns_it_off(wb):
     assert apart(spans([{"file_id": h.file_id, "char_start": h.char_start, "char_end": h.char_end} for h in merged]))
     plain = wb.search("sky", QUERY, k=3, merge=False)
     assert len(plain) == 3 and all(h.chunks == () for h in plain)
-    assert not apart(spans([{"file_id": h.file_id, "char_start": h.char_start, "char_end": h.char_end}
-                            for h in wb.search("sky", QUERY, k=8, merge=False)]))  # the chunks do overlap
+    assert not apart(
+        spans(
+            [
+                {"file_id": h.file_id, "char_start": h.char_start, "char_end": h.char_end}
+                for h in wb.search("sky", QUERY, k=8, merge=False)
+            ]
+        )
+    )  # the chunks do overlap
 
 
 def test_tools_and_cli_search_give_merged_passages(wb, capsys):
@@ -131,12 +143,16 @@ def test_chat_sources_and_also_searched_never_hold_two_pieces_of_one_passage(wb,
 @pytest.mark.slow
 def test_rest_and_mcp_search_give_merged_passages(system, wb):
     with Served(create_app(system)) as base:
-        r = httpx.post(f"{base}/v1/vector_stores/{vector_store_id('sky')}/search", timeout=60,
-                       json={"query": QUERY, "max_num_results": 2})
+        r = httpx.post(
+            f"{base}/v1/vector_stores/{vector_store_id('sky')}/search",
+            timeout=60,
+            json={"query": QUERY, "max_num_results": 2},
+        )
     assert r.status_code == 200, r.text
     data = r.json()["data"]
-    assert len(data) == 2 and apart([{"file": d["file_id"], "start": d["attributes"]["char_start"],
-                                      "end": d["attributes"]["char_end"]} for d in data])
+    assert len(data) == 2 and apart(
+        [{"file": d["file_id"], "start": d["attributes"]["char_start"], "end": d["attributes"]["char_end"]} for d in data]
+    )
     assert all(d["attributes"]["chunks"] for d in data)  # the chunks each passage joins
 
     async def main() -> list[dict]:

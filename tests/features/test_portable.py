@@ -23,8 +23,13 @@ from knowledge.service.templates import make_template
 from knowledge.workbench import Workbench
 from tests.helpers.env import REPO, readme_questions
 
-QUESTIONS = ["what do cats eat", "how do owls hunt at night", "lighthouse keeper counts seagulls",
-             "rust borrow checker references", "where do penguins live"]
+QUESTIONS = [
+    "what do cats eat",
+    "how do owls hunt at night",
+    "lighthouse keeper counts seagulls",
+    "rust borrow checker references",
+    "where do penguins live",
+]
 
 DOCS = {
     "cats.md": "# Cats\n\nThe cat sits on the mat and purrs.\n\n## Food\n\nCats eat fish and chicken every day.\n",
@@ -60,11 +65,18 @@ def _settings(base, tmp: Path, name: str = "data"):
 
 def _workbench(settings) -> Workbench:
     wb = Workbench(settings, embedder_factory=_factory)
-    for name, backend, model in (("mem", "memory", "fake"), ("pg", "pgvector", "fake"), ("qd", "qdrant", "fake"),
-                                 ("small", "memory", "fake-32")):
+    for name, backend, model in (
+        ("mem", "memory", "fake"),
+        ("pg", "pgvector", "fake"),
+        ("qd", "qdrant", "fake"),
+        ("small", "memory", "fake-32"),
+    ):
         if name not in wb.template_names():
-            wb.save_template(make_template(name=name, backend=backend, embedding_model=model,
-                                           max_chunk_size_tokens=24, chunk_overlap_tokens=4))
+            wb.save_template(
+                make_template(
+                    name=name, backend=backend, embedding_model=model, max_chunk_size_tokens=24, chunk_overlap_tokens=4
+                )
+            )
     return wb
 
 
@@ -94,8 +106,7 @@ def _fill(wb: Workbench, store: str = "notes", template: str = "mem", tmp: Path 
 
 
 def _files(wb: Workbench, store: str) -> list[tuple]:
-    return sorted((f.file_name, f.sha256, f.size, str(f.status), f.chunks, f.pages, f.error)
-                  for f in wb.file_records(store))
+    return sorted((f.file_name, f.sha256, f.size, str(f.status), f.chunks, f.pages, f.error) for f in wb.file_records(store))
 
 
 def _chunks(wb: Workbench, store: str, vectors: bool = True) -> dict[tuple, tuple]:
@@ -114,8 +125,10 @@ def _top5(wb: Workbench, store: str) -> list[list[tuple]]:
     each backend breaks its own way: left out."""
     out = []
     for q in QUESTIONS:
-        hits = [(round(h.score, 4), h.file_name, h.text)  # chunks, unmerged: tied neighbours merge either way
-                for h in wb.search(store, q, k=5, mode="vector", merge=False)]
+        hits = [
+            (round(h.score, 4), h.file_name, h.text)  # chunks, unmerged: tied neighbours merge either way
+            for h in wb.search(store, q, k=5, mode="vector", merge=False)
+        ]
         out.append(sorted((h for h in hits if h[0] > 0.001), key=lambda h: (-h[0], h[1], h[2])))
     assert sum(map(len, out)) >= len(QUESTIONS)
     return out
@@ -137,11 +150,15 @@ def _same_store(a: Workbench, sa: str, b: Workbench, sb: str) -> None:
 
 # -- round trips -----------------------------------------------------------------------------------
 
+
 def test_round_trip_memory_pgvector_qdrant_memory(make_wb, tmp_path):
     wb = make_wb()
     _fill(wb)
-    steps = [("notes", "notes-pg", "pg", "pgvector"), ("notes-pg", "notes-qd", "qd", "qdrant"),
-             ("notes-qd", "notes-back", "mem", "memory")]
+    steps = [
+        ("notes", "notes-pg", "pg", "pgvector"),
+        ("notes-pg", "notes-qd", "qd", "qdrant"),
+        ("notes-qd", "notes-back", "mem", "memory"),
+    ]
     CountingEmbedder.embedded = 0
     for source, target, template, backend in steps:
         bundle = tmp_path / f"{source}.kb"
@@ -152,9 +169,10 @@ def test_round_trip_memory_pgvector_qdrant_memory(make_wb, tmp_path):
         assert wb.get_store(target).backend == backend
         _same_store(wb, source, wb, target)
     assert CountingEmbedder.embedded == 0  # every vector travelled; none was computed again
-    assert wb.file_attributes("notes-back", next(f.file_id for f in wb.file_records("notes-back")
-                                                 if f.file_name == wb.file_records("notes")[0].file_name)) \
-        == {"team": "blue"}
+    assert wb.file_attributes(
+        "notes-back",
+        next(f.file_id for f in wb.file_records("notes-back") if f.file_name == wb.file_records("notes")[0].file_name),
+    ) == {"team": "blue"}
     # another data folder (another machine) gets the same store from the last bundle
     other = make_wb("elsewhere")
     other.portable.import_bundle(tmp_path / "notes-qd.kb", as_name="notes")
@@ -188,8 +206,9 @@ def test_import_with_another_model_reembeds_and_says_so(make_wb, tmp_path):
     wb.portable.export_store("notes", tmp_path / "n.kb")
     stages = []
     CountingEmbedder.embedded = 0
-    r = wb.portable.import_bundle(tmp_path / "n.kb", as_name="small-notes", template="small",
-                               progress=lambda stage, f: stages.append((stage, f)))
+    r = wb.portable.import_bundle(
+        tmp_path / "n.kb", as_name="small-notes", template="small", progress=lambda stage, f: stages.append((stage, f))
+    )
     assert not r.reused_vectors and r.reembedded_from == "fake" and "re-embedded" in r.message
     assert CountingEmbedder.embedded == r.chunks == len(_chunks(wb, "notes"))
     assert any(s.startswith("embedding") for s, _ in stages)
@@ -199,6 +218,7 @@ def test_import_with_another_model_reembeds_and_says_so(make_wb, tmp_path):
 
 
 # -- bad bundles: nothing imported, nothing left behind --------------------------------------------
+
 
 def _nothing_left(wb: Workbench, stores_before: list[str], files_before: int) -> None:
     assert wb.store_names(internal=True) == stores_before
@@ -237,8 +257,13 @@ def test_truncated_tampered_and_incomplete_bundles_are_rejected(make_wb, tmp_pat
     _rewrite(good, tmp_path / "vector.kb", flip_vector)
     _rewrite(good, tmp_path / "file.kb", flip_file)
     _rewrite(good, tmp_path / "missing.kb", lambda n, d: None if n.endswith("000000.npy") else d)
-    for bad, words in (("half.kb", "truncated"), ("text.kb", "checksum"), ("vector.kb", "checksum"),
-                       ("file.kb", "checksum"), ("missing.kb", "misses")):
+    for bad, words in (
+        ("half.kb", "truncated"),
+        ("text.kb", "checksum"),
+        ("vector.kb", "checksum"),
+        ("file.kb", "checksum"),
+        ("missing.kb", "misses"),
+    ):
         with pytest.raises(BundleCorrupt, match=words):
             wb.portable.import_bundle(tmp_path / bad, as_name="copy")
         _nothing_left(wb, stores, files)
@@ -359,6 +384,7 @@ def test_an_import_killed_midway_leaves_no_store_and_its_leftovers_are_swept(tmp
 
 # -- move ------------------------------------------------------------------------------------------
 
+
 def test_move_between_backends_keeps_name_files_chunks_and_vectors(make_wb):
     wb = make_wb()
     _fill(wb)
@@ -392,6 +418,7 @@ def test_a_move_to_an_unreachable_backend_leaves_the_store_as_it_was(make_wb):
 
 
 # -- backup and restore ----------------------------------------------------------------------------
+
 
 def test_backup_and_restore_into_an_empty_folder_searches_the_same(make_wb, tmp_path):
     wb = make_wb()
@@ -490,8 +517,7 @@ def test_a_damaged_backup_writes_nothing_and_force_replaces_a_folder(tmp_path):
     other = _workbench(load_settings(data_dir=tmp_path / "b"))
     other.ingest_file("other", b"something else entirely", "x.txt")
     other.close()
-    _rewrite(r.path, tmp_path / "bad.zip",
-             lambda n, d: d[:-1] + bytes([d[-1] ^ 1]) if n.startswith("files/blobs/") else d)
+    _rewrite(r.path, tmp_path / "bad.zip", lambda n, d: d[:-1] + bytes([d[-1] ^ 1]) if n.startswith("files/blobs/") else d)
     with pytest.raises(BundleCorrupt, match="checksum"):
         portable.restore(load_settings(data_dir=tmp_path / "c"), tmp_path / "bad.zip")
     assert not (tmp_path / "c" / "catalog.duckdb").exists()
@@ -505,6 +531,7 @@ def test_a_damaged_backup_writes_nothing_and_force_replaces_a_folder(tmp_path):
 
 
 # -- the command line --------------------------------------------------------------------------------
+
 
 def test_cli_export_import_move_backup_restore(tmp_path, capsys, monkeypatch):
     from knowledge.cli import main
@@ -541,18 +568,21 @@ def test_cli_export_import_move_backup_restore(tmp_path, capsys, monkeypatch):
 
 # -- real documents ----------------------------------------------------------------------------------
 
+
 @pytest.mark.slow
 def test_round_trip_of_real_chapters_with_the_real_model(corpus, make_wb, tmp_path):
     """Rust-book chapters embedded with the bundled model, carried memory -> pgvector -> qdrant ->
     memory: the same top 5 for the corpus README's questions (hybrid ranking) at every step."""
     from knowledge.config import load_settings
 
-    wb = Workbench(load_settings(data_dir=tmp_path / "real").model_copy(
-        update={"vector_store": make_wb().settings.vector_store}))
+    wb = Workbench(
+        load_settings(data_dir=tmp_path / "real").model_copy(update={"vector_store": make_wb().settings.vector_store})
+    )
     try:
         for name, backend in (("pg", "pgvector"), ("qd", "qdrant"), ("mem", "memory")):
-            wb.save_template(make_template(name=name, backend=backend,
-                                           embedding_model=wb.template("default").embedding_model))
+            wb.save_template(
+                make_template(name=name, backend=backend, embedding_model=wb.template("default").embedding_model)
+            )
         wanted = {c for _, chapters in readme_questions() for c in chapters}
         paths = [p for p in sorted((corpus / "md" / "rust-book").glob("*.md")) if p.name in wanted]
         assert len(paths) >= 8
@@ -566,8 +596,7 @@ def test_round_trip_of_real_chapters_with_the_real_model(corpus, make_wb, tmp_pa
         source = "book"
         for target, template in (("book-pg", "pg"), ("book-qd", "qd"), ("book-mem", "mem")):
             wb.portable.export_store(source, tmp_path / f"{source}.kb")
-            assert wb.portable.import_bundle(tmp_path / f"{source}.kb", as_name=target,
-                                          template=template).reused_vectors
+            assert wb.portable.import_bundle(tmp_path / f"{source}.kb", as_name=target, template=template).reused_vectors
             assert top(target) == expected
             source = target
     finally:
@@ -629,6 +658,7 @@ def test_a_stores_own_settings_travel_in_its_bundle_and_bad_ones_are_refused(mak
             m = json.loads(data)
             change(m["store"])
             return json.dumps(m).encode()
+
         return edit
 
     def older(store):  # a bundle made before stores had settings

@@ -26,9 +26,11 @@ from knowledge.portable import bundle, importing
 from knowledge.workbench import Workbench
 
 MB = 1 << 20
-DOCS = {"cats.md": "# Cats\n\nThe cat sits on the mat and purrs.\n\nCats eat fish.\n",
-        "owls.md": "# Owls\n\nOwls hunt at night with silent feathers.\n",
-        "sea.txt": "The lighthouse keeper counts seagulls every morning. " * 12}
+DOCS = {
+    "cats.md": "# Cats\n\nThe cat sits on the mat and purrs.\n\nCats eat fish.\n",
+    "owls.md": "# Owls\n\nOwls hunt at night with silent feathers.\n",
+    "sea.txt": "The lighthouse keeper counts seagulls every morning. " * 12,
+}
 
 
 def _wb(tmp: Path, name: str = "data", **ingest) -> Workbench:
@@ -99,19 +101,19 @@ def _lie_about_size(path: Path, member: str, size: int) -> None:
     raw = member.encode()
     # the local header: signature, then the uncompressed size at offset 22 (zip64 extra: at 30 + n + 4 + 8)
     lh = data.index(b"PK\x03\x04" + b"", 0)
-    while data[lh + 30:lh + 30 + len(raw)] != raw:
+    while data[lh + 30 : lh + 30 + len(raw)] != raw:
         lh = data.index(b"PK\x03\x04", lh + 4)
-    n, _e = struct.unpack("<HH", data[lh + 26:lh + 30])
+    n, _e = struct.unpack("<HH", data[lh + 26 : lh + 30])
     extra = lh + 30 + n
-    if data[lh + 22:lh + 26] == b"\xff\xff\xff\xff":  # zip64: sizes in the extra field
+    if data[lh + 22 : lh + 26] == b"\xff\xff\xff\xff":  # zip64: sizes in the extra field
         struct.pack_into("<Q", data, extra + 4, size)
     else:
         struct.pack_into("<I", data, lh + 22, size)
     cd = data.index(b"PK\x01\x02")
-    while data[cd + 46:cd + 46 + len(raw)] != raw:
+    while data[cd + 46 : cd + 46 + len(raw)] != raw:
         cd = data.index(b"PK\x01\x02", cd + 4)
-    n, _e, _c = struct.unpack("<HHH", data[cd + 28:cd + 34])
-    if data[cd + 24:cd + 28] == b"\xff\xff\xff\xff":
+    n, _e, _c = struct.unpack("<HHH", data[cd + 28 : cd + 34])
+    if data[cd + 24 : cd + 28] == b"\xff\xff\xff\xff":
         struct.pack_into("<Q", data, cd + 46 + n + 4, size)
     else:
         struct.pack_into("<I", data, cd + 24, size)
@@ -119,8 +121,12 @@ def _lie_about_size(path: Path, member: str, size: int) -> None:
 
 
 def _snapshot(wb: Workbench) -> tuple:
-    return (wb.store_names(internal=True), len(wb.stored_files()), wb.template_names(),
-            sorted(c for c in wb.backend("memory").list_collections()))
+    return (
+        wb.store_names(internal=True),
+        len(wb.stored_files()),
+        wb.template_names(),
+        sorted(c for c in wb.backend("memory").list_collections()),
+    )
 
 
 def _du(path: Path) -> int:
@@ -304,6 +310,7 @@ def test_a_failing_import_leaves_nothing_after_its_files_were_saved(wb, good, tm
 
 # -- restore -----------------------------------------------------------------------------------------
 
+
 @pytest.fixture
 def backup(wb, tmp_path) -> Path:
     return wb.portable.backup(tmp_path / "all.kbackup").path
@@ -323,8 +330,19 @@ def _restore_refused(tmp_path: Path, archive: Path, words: str) -> None:
     assert not (tmp_path / "evil").exists() and not Path("/tmp/knowledge-evil").exists()
 
 
-@pytest.mark.parametrize("name", ["files/../../evil", "/tmp/knowledge-evil", "files//x", "files/./x",
-                                  "stores\\..\\evil", "elsewhere/x", "files/a\x00b", "C:/evil"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "files/../../evil",
+        "/tmp/knowledge-evil",
+        "files//x",
+        "files/./x",
+        "stores\\..\\evil",
+        "elsewhere/x",
+        "files/a\x00b",
+        "C:/evil",
+    ],
+)
 def test_a_backup_member_outside_the_data_folder_is_refused(backup, tmp_path, name):
     bad = tmp_path / "traversal.kbackup"
 
@@ -369,4 +387,3 @@ def test_the_honest_backup_still_restores(backup, tmp_path):
         assert w.store_names() == ["notes"] and w.search("notes", "lighthouse seagulls", k=1)
     finally:
         w.close()
-

@@ -46,11 +46,18 @@ def test_chat_sessions_are_private_to_their_user(team):
     assert bo.sessions() == []
     assert {s.id for s in root.sessions()} == {old.id}  # an admin: the owner-less ones, not ana's
     assert {s.id for s in base.sessions()} == {old.id, mine.id}  # the local admin (CLI): all
-    for attempt in (lambda: bo.session(mine.id), lambda: bo.messages(mine.id), lambda: bo.rename(mine.id, "x"),
-                    lambda: bo.delete_session(mine.id), lambda: bo.set_stores(mine.id, []),
-                    lambda: bo.attachments(mine.id), lambda: bo.send(mine.id, "hello"),
-                    lambda: bo.traces(mine.id), lambda: bo.start_turn(mine.id, [], "hi"),
-                    lambda: root.session(mine.id)):
+    for attempt in (
+        lambda: bo.session(mine.id),
+        lambda: bo.messages(mine.id),
+        lambda: bo.rename(mine.id, "x"),
+        lambda: bo.delete_session(mine.id),
+        lambda: bo.set_stores(mine.id, []),
+        lambda: bo.attachments(mine.id),
+        lambda: bo.send(mine.id, "hello"),
+        lambda: bo.traces(mine.id),
+        lambda: bo.start_turn(mine.id, [], "hi"),
+        lambda: root.session(mine.id),
+    ):
         with pytest.raises(SessionNotFound):
             attempt()
     assert ana.session(mine.id).title == "Ana's chat"  # untouched
@@ -76,6 +83,7 @@ def test_chat_stores_and_search_hold_only_what_the_user_reads(team):
     # a model asking for ana's store by name is refused, and nothing of it comes back
     kn = bo.knowledge(s.id)
     from knowledge.chat.service import _Turn  # the turn's record of hits (module-private to the chat)
+
     out = bo._search(bo.session(s.id), bo.configs.chat(None), kn, {"store": "hr", "query": "leave"}, _Turn("q"))
     assert not out.ok and "sixteen" not in out.text
     # ana un-shares nothing, but a store shared once and taken back drops out of bo's chat
@@ -89,9 +97,11 @@ def test_chat_stores_and_search_hold_only_what_the_user_reads(team):
 def test_tools_handed_a_users_view_cannot_reach_another_users_store(team):
     _, v = team
     tools = KnowledgeTools(v["bo"])
-    for name, args in (("vector_search", {"store": "hr", "query": "leave"}),
-                       ("vector_upsert", {"store": "hr", "file_id": "x", "text": "bo was here"}),
-                       ("vector_delete_file", {"store": "hr", "file_id": v["ana"].store_files("hr")[0].file_id})):
+    for name, args in (
+        ("vector_search", {"store": "hr", "query": "leave"}),
+        ("vector_upsert", {"store": "hr", "file_id": "x", "text": "bo was here"}),
+        ("vector_delete_file", {"store": "hr", "file_id": v["ana"].store_files("hr")[0].file_id}),
+    ):
         r = tools.call(name, args)
         assert not r.ok and "sixteen" not in r.text and "hr" in r.text, (name, r.text)
     assert [f.file_name for f in v["ana"].store_files("hr")] == ["leave.txt"]
@@ -103,8 +113,7 @@ def test_tools_handed_a_users_view_cannot_reach_another_users_store(team):
     assert [f.file_name for f in v["ana"].store_files("hr")] == ["leave.txt"]
     # write access: the writing tools work
     v["ana"].share_store("hr", "user", "bo", "write")
-    assert tools.call("vector_upsert", {"store": "hr", "file_id": "x", "file_name": "bo.txt",
-                                        "text": "bo was here"}).ok
+    assert tools.call("vector_upsert", {"store": "hr", "file_id": "x", "file_name": "bo.txt", "text": "bo was here"}).ok
 
 
 def test_each_users_memories_live_in_a_collection_of_their_own(team):
@@ -115,8 +124,9 @@ def test_each_users_memories_live_in_a_collection_of_their_own(team):
     assert user_collection("agent-memory", "ana") == "agent-memory~ana"
     # whatever one types, two users never share a collection (a username holds no "~")
     assert user_collection("x~bo", "ana") != user_collection("x", "bo")
-    mem = {u: VectorMemory(wb.backend(), wb.embedder(), collection=user_collection("agent-memory", u))
-           for u in ("ana", "bo")}
+    mem = {
+        u: VectorMemory(wb.backend(), wb.embedder(), collection=user_collection("agent-memory", u)) for u in ("ana", "bo")
+    }
     mem["bo"].remember("bo's locker code is 4711", dataset="private")
     assert mem["ana"].recall("locker code", dataset=None) == [] and mem["ana"].datasets() == {}
     assert mem["ana"].forget(dataset="private") == 0

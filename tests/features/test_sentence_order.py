@@ -37,16 +37,20 @@ def test_of_two_sentences_saying_as_much_the_better_passage_comes_first():
 
 
 def test_a_sentence_that_says_more_still_wins_from_a_lower_passage():
-    hits = [{"ref": 1, "text": "The checker is described in another part of this long text.", "score": 0.75},
-            {"ref": 2, "text": SAME, "score": 0.70}]
+    hits = [
+        {"ref": 1, "text": "The checker is described in another part of this long text.", "score": 0.75},
+        {"ref": 2, "text": SAME, "score": 0.70},
+    ]
     scored = score_sentences(QUESTION, hits, same_cosine)
     assert scored[0].ref == 2 and scored[0].lexical > scored[1].lexical
 
 
 def test_a_distance_store_orders_by_the_sentences_alone():
     """A distance (lower is better) is no similarity: it adds nothing to the order."""
-    hits = [{"ref": 1, "text": SAME, "score": 0.1, "higher_is_better": False},
-            {"ref": 2, "text": SAME.replace("this", "that"), "score": 0.9, "higher_is_better": False}]
+    hits = [
+        {"ref": 1, "text": SAME, "score": 0.1, "higher_is_better": False},
+        {"ref": 2, "text": SAME.replace("this", "that"), "score": 0.9, "higher_is_better": False},
+    ]
     scored = score_sentences(QUESTION, hits, same_cosine)
     assert all(p.rank_score == p.score for p in scored)
 

@@ -103,8 +103,10 @@ def test_modify_rename_delete_and_add_in_one_sync(wb, docs, embedded):
     sync = wb.syncs.folder("notes", docs)
     sync.run()
     owls_id = next(n.file_id for n in wb.file_names_of("notes") if n.name == "sub/owls.md")
-    before = {p.id: p.vector.copy() for p in wb.vector_store("notes").collection.scroll(
-        where={"file_id": owls_id}, with_vectors=True)}
+    before = {
+        p.id: p.vector.copy()
+        for p in wb.vector_store("notes").collection.scroll(where={"file_id": owls_id}, with_vectors=True)
+    }
     bump(docs / "bread.md", BREAD + "\nBake it for forty minutes until golden.\n")  # changed
     (docs / "sub" / "owls.md").rename(docs / "birds.md")  # renamed: same bytes, new path
     (docs / "cats.md").unlink()  # deleted
@@ -122,8 +124,7 @@ def test_modify_rename_delete_and_add_in_one_sync(wb, docs, embedded):
     [bread] = [f for f in wb.store_files("notes") if f.file_name == "bread.md"]  # one version, the new
     assert "forty" in " ".join(h.text for h in wb.vector_store("notes").chunks(bread.file_id))
     # the renamed file was not embedded again: its points, vectors and id are those of before
-    after = {p.id: p for p in wb.vector_store("notes").collection.scroll(where={"file_id": owls_id},
-                                                                      with_vectors=True)}
+    after = {p.id: p for p in wb.vector_store("notes").collection.scroll(where={"file_id": owls_id}, with_vectors=True)}
     assert after.keys() == before.keys()
     assert all(np.allclose(after[i].vector, v, atol=1e-6) for i, v in before.items())
     assert {p.payload["file_name"] for p in after.values()} == {"birds.md"}  # provenance: the new path
@@ -149,8 +150,9 @@ def test_dry_run_changes_nothing(wb, docs, tmp_path, monkeypatch, capsys):
     text = capsys.readouterr().out
     assert code == 0 and "+ added    bees.md" in text and "- deleted  cats.md" in text
     assert "1 added, 0 changed, 0 renamed, 1 deleted, 2 unchanged" in text
-    again = Workbench(load_settings(data_dir=tmp_path / "data"),
-                      embedder_factory=lambda m: HashEmbedder(dimension=64, max_tokens=48))
+    again = Workbench(
+        load_settings(data_dir=tmp_path / "data"), embedder_factory=lambda m: HashEmbedder(dimension=64, max_tokens=48)
+    )
     try:
         assert sorted(n.name for n in again.file_names_of("notes")) == ["bread.md", "cats.md", "sub/owls.md"]
         assert again.catalog.synced_folders("notes")[0].last_plan["added"] == 3  # the last real sync's
@@ -204,8 +206,13 @@ def test_a_sync_never_deletes_or_replaces_a_file_uploaded_by_hand(wb, docs):
     sync = wb.syncs.folder("notes", docs)
     report = sync.run()
     assert not report.failed
-    assert names(wb) == [("bread.md", False), ("bread.md", True), ("cats.md", False), ("cats.md", True),
-                         ("sub/owls.md", True)]
+    assert names(wb) == [
+        ("bread.md", False),
+        ("bread.md", True),
+        ("cats.md", False),
+        ("cats.md", True),
+        ("sub/owls.md", True),
+    ]
     assert wb.file_record("notes", other.file_id) is not None  # a same-named file by hand was not replaced
     (docs / "cats.md").unlink()
     (docs / "bread.md").unlink()
@@ -256,9 +263,18 @@ def test_watch_applies_changes_and_waits_for_a_file_still_being_written(wb, docs
     sync = wb.syncs.folder("notes", docs)
     stop = threading.Event()
     reports, waiting, errors = [], [], []
-    thread = threading.Thread(target=sync.watch, args=(stop,), daemon=True,
-                              kwargs={"debounce": 0.1, "settle": 0.5, "on_report": reports.append,
-                                      "on_waiting": waiting.append, "on_error": errors.append})
+    thread = threading.Thread(
+        target=sync.watch,
+        args=(stop,),
+        daemon=True,
+        kwargs={
+            "debounce": 0.1,
+            "settle": 0.5,
+            "on_report": reports.append,
+            "on_waiting": waiting.append,
+            "on_error": errors.append,
+        },
+    )
     thread.start()
     try:
         deadline = time.monotonic() + 20
@@ -273,8 +289,7 @@ def test_watch_applies_changes_and_waits_for_a_file_still_being_written(wb, docs
                 fh.flush()
                 time.sleep(0.2)
                 assert "growing.md" not in [n.name for n in wb.file_names_of("notes")]  # not while written
-        while not any("growing.md" in [r.item.path for r in rep.results] for rep in reports) \
-                and time.monotonic() < deadline:
+        while not any("growing.md" in [r.item.path for r in rep.results] for rep in reports) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert any("growing.md" in [i.path for i in w] for w in waiting)  # seen, left for later
         [rec] = [f for f in wb.store_files("notes") if f.file_name == "growing.md"]
@@ -287,6 +302,7 @@ def test_watch_applies_changes_and_waits_for_a_file_still_being_written(wb, docs
         assert "bread.md" not in [n.name for n in wb.file_names_of("notes")]
         (docs / "broken.pdf").write_bytes(b"%PDF-1.7\n garbage")  # fails: reported, watching goes on
         (docs / "bees.md").write_text(BEES)
+
         def broken_reported():
             return any(r.item.path == "broken.pdf" and not r.ok for rep in reports for r in rep.results)
 
@@ -309,9 +325,27 @@ def test_cli_watch_applies_a_new_file_and_ends_cleanly_on_ctrl_c(tmp_path, docs)
     import sys
 
     env = {**os.environ, "KNOWLEDGE_EMBEDDINGS__MODEL": "fake/hash-64", "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "knowledge", "--data-dir", str(tmp_path / "data"), "sync", "notes",
-                             str(docs), "--watch", "--debounce", "0.1", "--settle", "0.2"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "knowledge",
+            "--data-dir",
+            str(tmp_path / "data"),
+            "sync",
+            "notes",
+            str(docs),
+            "--watch",
+            "--debounce",
+            "0.1",
+            "--settle",
+            "0.2",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         lines = []
         for line in proc.stdout:  # the first round: the three files there
@@ -358,8 +392,7 @@ def test_plan_and_apply_on_every_backend(backend_name, tmp_path, docs, embedded,
         (docs / "cats.md").unlink()
         embedded[0] = 0
         report = sync.run()
-        assert report.counts() == {"added": 0, "changed": 0, "renamed": 1, "deleted": 1, "unchanged": 1,
-                                   "failed": 0}
+        assert report.counts() == {"added": 0, "changed": 0, "renamed": 1, "deleted": 1, "unchanged": 1, "failed": 0}
         assert embedded[0] == 0  # a rename embeds nothing
         assert "owls.md" in hit_names(w, "owls hunt mice at night")
         assert all(h.file_name != "cats.md" for h in w.search("notes", "cat sits on the mat", k=10))

@@ -22,7 +22,11 @@ def tools(tmp_path):
 def test_every_tool_has_a_function_calling_schema(tools):
     schemas = [t.schema() for t in tools.tools()]
     assert [s["function"]["name"] for s in schemas] == [
-        "vector_upsert", "vector_search", "vector_delete_file", "vector_ingest_file"]
+        "vector_upsert",
+        "vector_search",
+        "vector_delete_file",
+        "vector_ingest_file",
+    ]
     for s in schemas:
         params = s["function"]["parameters"]
         assert s["type"] == "function" and params["type"] == "object"
@@ -31,8 +35,15 @@ def test_every_tool_has_a_function_calling_schema(tools):
 
 
 def test_upsert_search_delete_round_trip_as_text(tools):
-    r = tools.call("vector_upsert", {"store": "kb", "file_id": "notes-1", "file_name": "notes.txt",
-                                     "text": "The lighthouse keeper lit the lamp at dusk.\n\nBread needs yeast."})
+    r = tools.call(
+        "vector_upsert",
+        {
+            "store": "kb",
+            "file_id": "notes-1",
+            "file_name": "notes.txt",
+            "text": "The lighthouse keeper lit the lamp at dusk.\n\nBread needs yeast.",
+        },
+    )
     assert r.ok and r.data["chunks"] >= 1
     r = tools.call("vector_search", {"store": "kb", "query": "who lit the lighthouse lamp", "k": 2})
     assert r.ok

@@ -57,5 +57,11 @@ CONTRACT_BACKENDS: dict[str, tuple[Callable[[Settings], VectorBackend], Callable
 #: Backends whose factory needs a fixture (requested by the ``backend_name`` fixture).
 BACKEND_FIXTURES = {"pgvector": "pg_database"}
 
-__all__ = ["BACKEND_FIXTURES", "CONTRACT_BACKENDS", "memory_backend", "memory_raw_filter", "qdrant_backend",
-           "qdrant_raw_filter"]
+__all__ = [
+    "BACKEND_FIXTURES",
+    "CONTRACT_BACKENDS",
+    "memory_backend",
+    "memory_raw_filter",
+    "qdrant_backend",
+    "qdrant_raw_filter",
+]

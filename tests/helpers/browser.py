@@ -35,8 +35,14 @@ SERVER_START_TIMEOUT = 60.0  # seconds until /_stcore/health answers "ok"
 # Root needs --no-sandbox; the networking flags keep Chromium off this machine's closed network.
 # (Playwright's launch() gives Chromium a fresh, empty --user-data-dir of its own.)
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 
 
@@ -66,8 +72,7 @@ class Server:
 
 
 @contextlib.contextmanager
-def serve(base: Path, address: str | None = "127.0.0.1", env_extra: dict[str, str] | None = None
-          ) -> Iterator[Server]:
+def serve(base: Path, address: str | None = "127.0.0.1", env_extra: dict[str, str] | None = None) -> Iterator[Server]:
     """``streamlit run app.py`` headless on a free port, data under ``base/data``; stopped
     (terminate, then kill) on exit. ``address`` is passed as ``--server.address`` (``None``: not
     passed, so the project's .streamlit/config.toml decides, as with the README's command); the
@@ -79,23 +84,29 @@ def serve(base: Path, address: str | None = "127.0.0.1", env_extra: dict[str, st
     env["PYTHONUNBUFFERED"] = "1"
     env.update(env_extra or {})
     cmd = [
-        sys.executable, "-m", "streamlit", "run", "app.py",
-        "--server.headless", "true", "--server.port", str(port),
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        "app.py",
+        "--server.headless",
+        "true",
+        "--server.port",
+        str(port),
     ] + (["--server.address", address] if address is not None else [])
     # usage statistics are off in .streamlit/config.toml (tests/browser/test_browser_demo.py proves no request leaves)
     with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     srv = Server(f"http://127.0.0.1:{port}", data_dir, log, proc)
     try:
         deadline = time.monotonic() + SERVER_START_TIMEOUT
         while not _healthy(f"{srv.url}/_stcore/health"):
             if proc.poll() is not None:
-                pytest.fail(f"streamlit exited with {proc.returncode} before it was healthy:\n"
-                            f"{srv.output()}")
+                pytest.fail(f"streamlit exited with {proc.returncode} before it was healthy:\n{srv.output()}")
             if time.monotonic() > deadline:
-                pytest.fail(f"streamlit did not answer {srv.url}/_stcore/health within "
-                            f"{SERVER_START_TIMEOUT:.0f} s:\n{srv.output()}")
+                pytest.fail(
+                    f"streamlit did not answer {srv.url}/_stcore/health within {SERVER_START_TIMEOUT:.0f} s:\n{srv.output()}"
+                )
             time.sleep(0.25)
         yield srv
     finally:
@@ -146,7 +157,8 @@ def drop_files(pg, paths: list) -> None:
     """Put ``paths`` on the open store's drop zone (not on another uploader of the page, such as the
     bundle import's: ``input[type=file]`` alone may find that one while the store's is not drawn yet)."""
     zone = pg.locator('[data-testid="stFileUploader"]').filter(
-        has=pg.locator('[data-testid="stFileUploaderDropzone"][aria-label^="Drop files here"]'))
+        has=pg.locator('[data-testid="stFileUploaderDropzone"][aria-label^="Drop files here"]')
+    )
     zone.locator("input[type=file]").set_input_files([str(p) for p in paths])
 
 
@@ -236,13 +248,23 @@ def explained(pg, server: Server, artifacts: Path) -> Iterator[None]:
     except Exception as exc:
         with contextlib.suppress(Exception):
             shot(pg, artifacts, "failure.png")
-        raise AssertionError(f"{exc}\n\n-- screenshot: {artifacts / 'failure.png'}\n"
-                             f"-- streamlit output:\n{server.output()[-6000:]}") from exc
+        raise AssertionError(
+            f"{exc}\n\n-- screenshot: {artifacts / 'failure.png'}\n-- streamlit output:\n{server.output()[-6000:]}"
+        ) from exc
 
 
 @contextlib.contextmanager
-def app_page(browser, server: Server, artifacts: Path, path: str = "", *, width: int = 1280, height: int = 800,
-             timeout: float = 30_000, **context: Any) -> Iterator[Any]:
+def app_page(
+    browser,
+    server: Server,
+    artifacts: Path,
+    path: str = "",
+    *,
+    width: int = 1280,
+    height: int = 800,
+    timeout: float = 30_000,
+    **context: Any,
+) -> Iterator[Any]:
     """The browser tests' one set-up: a new context of ``width`` x ``height`` px (``context``: more of
     Playwright's context options, e.g. ``accept_downloads=True``), one page on ``server``'s ``/path``
     with the app loaded, a failure explained (:func:`explained`: screenshot and server output), and the
@@ -264,8 +286,10 @@ def squash(text: str) -> str:
 
 
 # "1. pdflatex-4-pages.pdf · page 3 · chars 7887–9001 · chunk 9" (a heading may come before chars)
-PROVENANCE = re.compile(r"^(?P<rank>\d+)\. (?P<file>.+?)(?: · page (?P<page>\d+))?(?: · .+?)?"
-                        r" · chars (?P<start>\d+)–(?P<end>\d+) · chunks? (?P<chunk>\d+)(?:[–, \d]*)$")
+PROVENANCE = re.compile(
+    r"^(?P<rank>\d+)\. (?P<file>.+?)(?: · page (?P<page>\d+))?(?: · .+?)?"
+    r" · chars (?P<start>\d+)–(?P<end>\d+) · chunks? (?P<chunk>\d+)(?:[–, \d]*)$"
+)
 
 
 def read_hits(pg) -> list[dict]:
@@ -276,13 +300,21 @@ def read_hits(pg) -> list[dict]:
         m = PROVENANCE.match(text)
         if not m:
             continue
-        snippet = next(t for t in texts[i + 1:] if t and not t.startswith(("similarity ", "Identical text"))
-                       and t not in ("Full chunk", "Full text"))
-        hits.append({
-            "rank": int(m["rank"]), "file": m["file"], "page": int(m["page"]) if m["page"] else None,
-            "start": int(m["start"]), "end": int(m["end"]),
-            "snippet": squash(snippet.removeprefix("…").removesuffix("…")),
-        })
+        snippet = next(
+            t
+            for t in texts[i + 1 :]
+            if t and not t.startswith(("similarity ", "Identical text")) and t not in ("Full chunk", "Full text")
+        )
+        hits.append(
+            {
+                "rank": int(m["rank"]),
+                "file": m["file"],
+                "page": int(m["page"]) if m["page"] else None,
+                "start": int(m["start"]),
+                "end": int(m["end"]),
+                "snippet": squash(snippet.removeprefix("…").removesuffix("…")),
+            }
+        )
     return hits
 
 
@@ -298,8 +330,7 @@ class Requests:
 
     def foreign(self, own: str) -> list[str]:
         host = urlsplit(own).netloc
-        return [u for u in self.urls if urlsplit(u).scheme in ("http", "https", "ws", "wss")
-                and urlsplit(u).netloc != host]
+        return [u for u in self.urls if urlsplit(u).scheme in ("http", "https", "ws", "wss") and urlsplit(u).netloc != host]
 
 
 def open_context(browser, viewport: dict, requests: Requests):

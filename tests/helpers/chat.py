@@ -14,18 +14,25 @@ from typing import Any
 from fpdf import FPDF
 
 #: Two pages of text the chat tests ingest (test_chat_openai.py, test_local_model.py).
-PAGES = ["The harbour master records every ship that enters the port.",
-         "The tide tables are printed each Sunday for the sailors of the bay."]
+PAGES = [
+    "The harbour master records every ship that enters the port.",
+    "The tide tables are printed each Sunday for the sailors of the bay.",
+]
 
 
 def png_bytes(width: int = 4, height: int = 3, rgb: tuple[int, int, int] = (200, 30, 30)) -> bytes:
     """A valid PNG of one colour (8-bit RGB), written by hand (zlib + CRC chunks)."""
+
     def chunk(tag: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data) & 0xFFFFFFFF)
 
     raw = b"".join(b"\x00" + bytes(rgb) * width for _ in range(height))
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+        + chunk(b"IDAT", zlib.compress(raw))
+        + chunk(b"IEND", b"")
+    )
 
 
 def pdf_bytes(pages: list[str]) -> bytes:
@@ -48,8 +55,7 @@ class ChatCompletionsServer:
     :attr:`requests` exactly as the client sent it.
     """
 
-    def __init__(self, script: list[Callable[[dict[str, Any]], dict[str, Any]]],
-                 models: list[str] | None = None) -> None:
+    def __init__(self, script: list[Callable[[dict[str, Any]], dict[str, Any]]], models: list[str] | None = None) -> None:
         self.script = list(script)
         self.models = models  # GET /v1/models lists these (None: 404, as a server without the route)
         self.requests: list[dict[str, Any]] = []
@@ -72,15 +78,21 @@ class ChatCompletionsServer:
                 if body.get("stream"):
                     return self._stream(body, str(message.get("content") or ""))
                 finish = "tool_calls" if message.get("tool_calls") else "stop"
-                self._send(200, {"id": f"chatcmpl-{len(outer.requests)}", "object": "chat.completion",
-                                 "created": 1_700_000_000, "model": body["model"],
-                                 "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-                                 "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
+                self._send(
+                    200,
+                    {
+                        "id": f"chatcmpl-{len(outer.requests)}",
+                        "object": "chat.completion",
+                        "created": 1_700_000_000,
+                        "model": body["model"],
+                        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+                    },
+                )
 
             def do_GET(self) -> None:
                 if self.path.rstrip("/") == "/v1/models" and outer.models is not None:
-                    return self._send(200, {"object": "list", "data": [{"id": m, "object": "model"}
-                                                                      for m in outer.models]})
+                    return self._send(200, {"object": "list", "data": [{"id": m, "object": "model"} for m in outer.models]})
                 self._send(404, {"error": {"message": f"no route {self.path}"}})
 
             def _stream(self, body: dict[str, Any], content: str) -> None:
@@ -91,9 +103,13 @@ class ChatCompletionsServer:
                 words = content.split(" ")
                 for i, word in enumerate(words):
                     piece = word if i == 0 else " " + word
-                    chunk = {"id": "chatcmpl-s", "object": "chat.completion.chunk", "created": 1_700_000_000,
-                             "model": body["model"], "choices": [{"index": 0, "delta": {"content": piece},
-                                                                  "finish_reason": None}]}
+                    chunk = {
+                        "id": "chatcmpl-s",
+                        "object": "chat.completion.chunk",
+                        "created": 1_700_000_000,
+                        "model": body["model"],
+                        "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}],
+                    }
                     self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                     self.wfile.flush()
                 self.wfile.write(b"data: [DONE]\n\n")
@@ -110,8 +126,9 @@ class ChatCompletionsServer:
                 self.wfile.write(data)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02},
-                                       daemon=True)  # shutdown() waits up to one poll
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )  # shutdown() waits up to one poll
 
     @property
     def base_url(self) -> str:
@@ -128,5 +145,6 @@ class ChatCompletionsServer:
 
 def tool_call(name: str, arguments: dict[str, Any], call_id: str = "call_1") -> dict[str, Any]:
     """An assistant message asking for one tool call."""
-    return {"tool_calls": [{"id": call_id, "type": "function",
-                            "function": {"name": name, "arguments": json.dumps(arguments)}}]}
+    return {
+        "tool_calls": [{"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}]
+    }

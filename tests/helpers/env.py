@@ -45,8 +45,7 @@ def isolate(monkeypatch: pytest.MonkeyPatch, work: Path) -> Path:
     return work / "data"
 
 
-def prepared_data(tmp_path_factory: pytest.TempPathFactory, name: str,
-                  build: Callable[[Path], None]) -> Path:
+def prepared_data(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], None]) -> Path:
     """A data folder made once by ``build(work)`` (run isolated as a test is, with
     ``KNOWLEDGE_DATA_DIR = work/data``), for a module- or session-scoped fixture to share; each test
     then takes its own copy with :func:`use_prepared_data`, so what it changes stays its own."""
@@ -72,5 +71,15 @@ def missing_server(what: str, reason: str) -> None:
     pytest.skip(f"{what} unavailable: {reason}")
 
 
-__all__ = ["CORPUS", "CORPUS_TIMEOUT_S", "README_QUESTIONS_FILE", "REPO", "TEST_SCRYPT_N", "isolate",
-           "missing_server", "prepared_data", "readme_questions", "use_prepared_data"]
+__all__ = [
+    "CORPUS",
+    "CORPUS_TIMEOUT_S",
+    "README_QUESTIONS_FILE",
+    "REPO",
+    "TEST_SCRYPT_N",
+    "isolate",
+    "missing_server",
+    "prepared_data",
+    "readme_questions",
+    "use_prepared_data",
+]

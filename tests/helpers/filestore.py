@@ -65,19 +65,23 @@ def _postgresql(store: FileStore) -> set[str]:
             f" LEFT JOIN {CHUNKS} c ON c.blob_id = b.id GROUP BY b.id"
         ):
             out.add(f"blob:{sha}" if sha and size == stored else f"pending-blob:{blob_id}:{sha}:{stored}")
-        for (blob_id,) in conn.execute(f"SELECT DISTINCT blob_id FROM {CHUNKS} WHERE blob_id NOT IN"
-                                       f" (SELECT id FROM {BLOBS})"):
+        for (blob_id,) in conn.execute(
+            f"SELECT DISTINCT blob_id FROM {CHUNKS} WHERE blob_id NOT IN (SELECT id FROM {BLOBS})"
+        ):
             out.add(f"orphan-chunks:{blob_id}")
     return out
 
 
 def _s3(store: FileStore) -> set[str]:
     client, bucket, prefix = store.client, store.bucket, store.prefix  # type: ignore[attr-defined]
-    keys = [item["Key"] for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket)
-            for item in page.get("Contents", ())]
+    keys = [
+        item["Key"]
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket)
+        for item in page.get("Contents", ())
+    ]
     out, markers = set(), set()
     for key in keys:
-        rel = key[len(prefix):] if key.startswith(prefix) else "outside-prefix:" + key
+        rel = key[len(prefix) :] if key.startswith(prefix) else "outside-prefix:" + key
         if m := re.fullmatch(rf"files/{_ID}\.json", rel):
             out.add(f"record:{m[1]}")
         elif m := re.fullmatch(rf"blobs/{_SHA}", rel):
@@ -100,8 +104,7 @@ class PatternStream:
     ``pause_at``/``resume``: block in ``read`` once that many bytes were handed out until ``resume`` is set.
     """
 
-    def __init__(self, size: int, *, seed: int = 0, fail_after: int | None = None,
-                 pause_at: int | None = None) -> None:
+    def __init__(self, size: int, *, seed: int = 0, fail_after: int | None = None, pause_at: int | None = None) -> None:
         self.size, self.pos = size, 0
         self.fail_after, self.pause_at = fail_after, pause_at
         self.paused, self.resume = threading.Event(), threading.Event()
@@ -118,7 +121,7 @@ class PatternStream:
         n = self.size - self.pos if n < 0 else min(n, self.size - self.pos)
         start = self.pos % 251
         if start + n <= len(self._pattern):
-            out = self._pattern[start:start + n]  # one copy of n bytes, nothing else
+            out = self._pattern[start : start + n]  # one copy of n bytes, nothing else
         else:
             out = (self._pattern[start:] + self._pattern * (n // len(self._pattern) + 1))[:n]
         self.pos += n

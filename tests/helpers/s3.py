@@ -55,8 +55,10 @@ def moto_server(log: IO[bytes] | None = None) -> Iterator[MotoServer]:
             while True:
                 if proc.poll() is not None:
                     out.seek(0)
-                    missing_server("The S3 test server (moto)", f"moto_server exited with {proc.returncode}: "
-                                   f"{out.read().decode(errors='replace')[-500:]}")
+                    missing_server(
+                        "The S3 test server (moto)",
+                        f"moto_server exited with {proc.returncode}: {out.read().decode(errors='replace')[-500:]}",
+                    )
                 try:
                     socket.create_connection(("127.0.0.1", port), timeout=1).close()
                     break
@@ -79,8 +81,13 @@ def moto_server(log: IO[bytes] | None = None) -> Iterator[MotoServer]:
 def s3_client(endpoint: str) -> Any:
     import boto3
 
-    return boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
-                        aws_access_key_id=S3_TEST_KEY, aws_secret_access_key=S3_TEST_SECRET)
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id=S3_TEST_KEY,
+        aws_secret_access_key=S3_TEST_SECRET,
+    )
 
 
 def s3_file_store_settings(settings: Settings, endpoint: str, *, create: bool = True, **extra: Any) -> Settings:
@@ -89,11 +96,17 @@ def s3_file_store_settings(settings: Settings, endpoint: str, *, create: bool = 
     bucket = "t-" + hashlib.sha256(str(settings.data_root).encode()).hexdigest()[:20]
     if create:
         s3_client(endpoint).create_bucket(Bucket=bucket)
-    fs = settings.file_store.model_copy(update={
-        "backend": "s3", "s3_bucket": bucket, "s3_endpoint_url": endpoint, "s3_region": "us-east-1",
-        "s3_access_key_id": SecretStr(S3_TEST_KEY), "s3_secret_access_key": SecretStr(S3_TEST_SECRET),
-        **extra,
-    })
+    fs = settings.file_store.model_copy(
+        update={
+            "backend": "s3",
+            "s3_bucket": bucket,
+            "s3_endpoint_url": endpoint,
+            "s3_region": "us-east-1",
+            "s3_access_key_id": SecretStr(S3_TEST_KEY),
+            "s3_secret_access_key": SecretStr(S3_TEST_SECRET),
+            **extra,
+        }
+    )
     return settings.model_copy(update={"file_store": fs})
 
 

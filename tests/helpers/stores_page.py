@@ -74,5 +74,15 @@ def allow(monkeypatch, *folders) -> None:
     monkeypatch.setenv("KNOWLEDGE_INGEST__ALLOWED_DIRS", json.dumps([str(f) for f in folders]))
 
 
-__all__ = ["allow", "files_table", "finish_job", "ingest_folder", "make_store", "markdown", "open_page", "pick_file",
-           "service", "table"]
+__all__ = [
+    "allow",
+    "files_table",
+    "finish_job",
+    "ingest_folder",
+    "make_store",
+    "markdown",
+    "open_page",
+    "pick_file",
+    "service",
+    "table",
+]

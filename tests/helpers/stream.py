@@ -82,8 +82,7 @@ class Visitor:
 
     def put(self, size: int, path: str | None = None) -> tuple[int, str]:
         """PUT ``size`` bytes as one file to ``path`` (default: a fresh file id in this session)."""
-        return put_upload(self.url, path or f"/_stcore/upload_file/{self.session_id}/{uuid.uuid4()}",
-                          size, self.xsrf)
+        return put_upload(self.url, path or f"/_stcore/upload_file/{self.session_id}/{uuid.uuid4()}", size, self.xsrf)
 
 
 @contextmanager
@@ -92,9 +91,14 @@ def visitor(url: str) -> Iterator[Visitor]:
     block ends; XSRF token, Origin and cookie as a browser page of the app would send them."""
     xsrf = new_xsrf()
     ws_url = "ws" + url.removeprefix("http") + "/_stcore/stream"
-    with connect(ws_url, subprotocols=["streamlit", xsrf], origin=url,
-                 additional_headers={"Cookie": f"_streamlit_xsrf={xsrf}"},
-                 max_size=None, open_timeout=30) as ws:
+    with connect(
+        ws_url,
+        subprotocols=["streamlit", xsrf],
+        origin=url,
+        additional_headers={"Cookie": f"_streamlit_xsrf={xsrf}"},
+        max_size=None,
+        open_timeout=30,
+    ) as ws:
         yield Visitor(ws, url, xsrf)
 
 
@@ -103,8 +107,10 @@ def put_upload(url: str, path: str, size: int, xsrf: str) -> tuple[int, str]:
     uploader does (XSRF header and cookie); returns the status and the body. When the server answers
     before the body is all sent (a refusal), the rest is not sent."""
     boundary = uuid.uuid4().hex
-    head = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"big.bin\"\r\n"
-            "Content-Type: application/octet-stream\r\n\r\n").encode()
+    head = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="big.bin"\r\n'
+        "Content-Type: application/octet-stream\r\n\r\n"
+    ).encode()
     tail = f"\r\n--{boundary}--\r\n".encode()
     parts = urlsplit(url)
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=120)

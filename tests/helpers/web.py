@@ -21,8 +21,7 @@ class Site:
             def do_GET(self) -> None:
                 with site.lock:
                     site.requests.append(self.path)
-                    status, headers, body = site.pages.get(self.path, (404, {"Content-Type": "text/plain"},
-                                                                       b"no such page"))
+                    status, headers, body = site.pages.get(self.path, (404, {"Content-Type": "text/plain"}, b"no such page"))
                 self.send_response(status)
                 for k, v in headers.items():
                     self.send_header(k, v)
@@ -59,8 +58,9 @@ class Site:
 
 def page(title: str, text: str, links: tuple[str, ...] = ()) -> str:
     anchors = "".join(f'<p><a href="{href}">link {i}</a></p>' for i, href in enumerate(links))
-    return (f"<!doctype html><html><head><title>{title}</title></head><body><h1>{title}</h1>"
-            f"<p>{text}</p>{anchors}</body></html>")
+    return (
+        f"<!doctype html><html><head><title>{title}</title></head><body><h1>{title}</h1><p>{text}</p>{anchors}</body></html>"
+    )
 
 
 # -- hostile servers and bodies (importable by the benchmark) -----------------------------------------
@@ -68,6 +68,7 @@ def gzip_layers(data: bytes, layers: int = 2) -> bytes:
     """``data`` gzip-compressed ``layers`` times over: the body to serve with
     ``Content-Encoding: gzip, gzip`` (one ``gzip`` per layer)."""
     import gzip
+
     for _ in range(layers):
         data = gzip.compress(data, compresslevel=9, mtime=0)
     return data
@@ -78,6 +79,7 @@ def zeros_bomb(decoded_mb: int = 1024, layers: int = 2) -> bytes:
     steps (the zeros are never held at once). 1,024 MB in two layers is about 10 KB on the wire:
     serve it with ``Content-Encoding`` ``gzip`` repeated ``layers`` times."""
     import zlib
+
     c = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
     block = bytes(1 << 20)
     inner = b"".join(c.compress(block) for _ in range(decoded_mb)) + c.flush()
@@ -92,6 +94,7 @@ class TrickleServer:
 
     def __init__(self, slow_path: str = "/slow", interval: float = 0.05, lasts: float = 15.0) -> None:
         import socket
+
         self.slow_path, self.interval, self.lasts = slow_path, interval, lasts
         self.served = 0
         self._stop = threading.Event()
@@ -136,7 +139,7 @@ class TrickleServer:
             i = 0
             until = time.monotonic() + self.lasts
             while not self._stop.is_set() and time.monotonic() < until:
-                conn.send(head[i:i + 1] if i < len(head) else b"a")
+                conn.send(head[i : i + 1] if i < len(head) else b"a")
                 i += 1
                 time.sleep(self.interval)
         except OSError:

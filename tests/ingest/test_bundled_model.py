@@ -232,9 +232,7 @@ def test_token_offsets_point_into_the_original_text(model, text):
 def test_token_offsets_of_emoji_and_cjk_are_str_indices(model):
     text = "ok 🐍 東京"
     tokens = model.tokenize(text)
-    assert [(t.text, text[t.start : t.end]) for t in tokens] == [
-        ("ok", "ok"), ("[UNK]", "🐍"), ("東", "東"), ("京", "京")
-    ]
+    assert [(t.text, text[t.start : t.end]) for t in tokens] == [("ok", "ok"), ("[UNK]", "🐍"), ("東", "東"), ("京", "京")]
     assert [t.start for t in tokens] == [0, 3, 5, 6]  # UTF-8 byte offsets would be 0, 3, 8, 11
 
 
@@ -252,9 +250,7 @@ def test_text_past_the_window_is_truncated_by_the_model(model):
     assert model.count_tokens(head) > 256
     a, b = model.embed_documents([head + "Cats purr softly.", head + "Quarterly taxes are due."])
     assert float(a @ b) > 0.9999  # the tails are past the window
-    short_a, short_b = model.embed_documents(
-        [head[:200] + "Cats purr softly.", head[:200] + "Quarterly taxes are due."]
-    )
+    short_a, short_b = model.embed_documents([head[:200] + "Cats purr softly.", head[:200] + "Quarterly taxes are due."])
     assert float(short_a @ short_b) < 0.99
 
 
@@ -361,8 +357,10 @@ def test_loading_the_model_writes_no_telemetry_queue(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "ORT_DISABLE_TELEMETRY"}
     root = str(Path(__file__).resolve().parents[2])
     env.update(HOME=str(home), KNOWLEDGE_DATA_DIR=str(tmp_path / "data"), PYTHONPATH=root)
-    code = ("from knowledge.config import load_settings\nfrom knowledge.workbench import Workbench\n"
-            "print(Workbench(load_settings()).embedder().embed_query('hello').shape)")
+    code = (
+        "from knowledge.config import load_settings\nfrom knowledge.workbench import Workbench\n"
+        "print(Workbench(load_settings()).embedder().embed_query('hello').shape)"
+    )
     run = subprocess.run([sys.executable, "-c", code], env=env, cwd=root, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0 and "(384,)" in run.stdout, run.stderr
     assert not (home / ".cache" / "Microsoft").exists()

@@ -15,7 +15,7 @@ def doc(text: str, sections: list[Section] | None = None) -> Document:
 def check_chunks(document: Document, result, embedder, limit: int) -> None:
     for i, c in enumerate(result.chunks):
         assert c.index == i
-        assert document.text[c.char_start:c.char_end] == c.text
+        assert document.text[c.char_start : c.char_end] == c.text
         assert embedder.count_tokens(c.text) <= limit
         assert c.text.strip()
 
@@ -43,9 +43,11 @@ def test_no_chunk_exceeds_the_window_and_everything_is_covered():
 
 def test_paragraph_then_sentence_boundaries_are_preferred():
     e = HashEmbedder(max_tokens=30)
-    paras = ["Alpha one two three four five six seven eight nine ten eleven twelve.",
-             "Beta one two three four five six seven eight nine ten eleven twelve.",
-             "Gamma one two three four five six seven eight nine ten eleven twelve."]
+    paras = [
+        "Alpha one two three four five six seven eight nine ten eleven twelve.",
+        "Beta one two three four five six seven eight nine ten eleven twelve.",
+        "Gamma one two three four five six seven eight nine ten eleven twelve.",
+    ]
     d = doc("\n\n".join(paras))
     r = chunk_document(d, e, 30, 0)  # two paragraphs (28 tokens) fit in one chunk
     assert [c.text for c in r.chunks] == ["\n\n".join(paras[:2]), paras[2]]
@@ -73,8 +75,9 @@ def test_chunks_keep_page_and_heading_and_never_cross_sections():
     e = HashEmbedder(max_tokens=64)
     a, b = "Page one text. " * 3, "Page two text. " * 3
     text = a + "\n\n" + b
-    d = Document(text, [Section(0, len(a) + 2, page=1, heading="Intro"), Section(len(a) + 2, len(text), page=2)],
-                 format="pdf")
+    d = Document(
+        text, [Section(0, len(a) + 2, page=1, heading="Intro"), Section(len(a) + 2, len(text), page=2)], format="pdf"
+    )
     r = chunk_document(d, e, 64, 8)
     assert [(c.page, c.heading) for c in r.chunks] == [(1, "Intro"), (2, None)]
     assert r.chunks[1].char_start == len(a) + 2

@@ -41,8 +41,9 @@ def _reference_boundaries(text: str) -> dict[int, int]:
     return found
 
 
-def _reference_header_finder(document: Document, base: int, cache: dict[int, tuple[str, int]],
-                             embedder: Embedder) -> Callable[[int], tuple[str, int] | None]:
+def _reference_header_finder(
+    document: Document, base: int, cache: dict[int, tuple[str, int]], embedder: Embedder
+) -> Callable[[int], tuple[str, int] | None]:
     tables = document.tables
 
     def header_at(pos: int) -> tuple[str, int] | None:
@@ -52,7 +53,7 @@ def _reference_header_finder(document: Document, base: int, cache: dict[int, tup
                 return None
             if t.header_end < at < t.char_end:
                 if t.char_start not in cache:
-                    header = document.text[t.char_start:t.header_end]
+                    header = document.text[t.char_start : t.header_end]
                     cache[t.char_start] = (header, embedder.count_tokens(header) + 1)
                 return cache[t.char_start]
         return None
@@ -77,7 +78,7 @@ def _reference_split(text, embedder, plan, header_at=None):
     strength = _reference_boundaries(text)
 
     def cut_strength(i):
-        gap = text[tokens[i - 1].end:tokens[i].start]
+        gap = text[tokens[i - 1].end : tokens[i].start]
         best = max((strength.get(p, 0) for p in range(tokens[i - 1].end, tokens[i].start + 1)), default=0)
         return best if best else (1 if gap.strip() == "" and gap else 0)
 
@@ -117,41 +118,87 @@ def _reference_split(text, embedder, plan, header_at=None):
     return spans
 
 
-def _reference_chunk_document(document: Document, embedder: Embedder, max_tokens: int,
-                              overlap_tokens: int) -> list[TextChunk]:
+def _reference_chunk_document(
+    document: Document, embedder: Embedder, max_tokens: int, overlap_tokens: int
+) -> list[TextChunk]:
     plan = plan_chunking(embedder, max_tokens, overlap_tokens)
     chunks: list[TextChunk] = []
     budgets: dict[str | None, ChunkPlan] = {}
     headers: dict[int, tuple[str, int]] = {}
     for section in document.sections:
-        body = document.text[section.char_start:section.char_end]
+        body = document.text[section.char_start : section.char_end]
         if section.heading not in budgets:
             heading_tokens = embedder.count_tokens(embedding_text("", section.heading)) if section.heading else 0
             room = plan.max_tokens - heading_tokens
             budgets[section.heading] = (
                 ChunkPlan(room, min(plan.overlap_tokens, room // 2))
-                if heading_tokens and room >= plan.max_tokens // 2 else plan
+                if heading_tokens and room >= plan.max_tokens // 2
+                else plan
             )
         for offset, piece in chunker._windows(body, chunker.WINDOW_CHARS):
             base = section.char_start + offset
             header_at = _reference_header_finder(document, base, headers, embedder) if document.tables else None
             for start, end, n, header in _reference_split(piece, embedder, budgets[section.heading], header_at):
                 own = piece[start:end]
-                chunks.append(TextChunk(
-                    index=len(chunks), text=f"{header[0]}\n{own}" if header else own,
-                    char_start=base + start, char_end=base + end, tokens=n + (header[1] if header else 0),
-                    page=section.page, heading=section.heading, table_header=header[0] if header else None,
-                ))
+                chunks.append(
+                    TextChunk(
+                        index=len(chunks),
+                        text=f"{header[0]}\n{own}" if header else own,
+                        char_start=base + start,
+                        char_end=base + end,
+                        tokens=n + (header[1] if header else 0),
+                        page=section.page,
+                        heading=section.heading,
+                        table_header=header[0] if header else None,
+                    )
+                )
     return chunks
 
 
 # -- random documents ------------------------------------------------------------------------------
 
-_WORDS = ["the", "borrow", "checker", "prevents", "dangling", "references", "at", "compile", "time",
-          "Ünïcödé", "façade", "naïve", "x", "42", "3.14", "e-mail", "don't", "🙂", "🚀", "C++", "a/b"]
+_WORDS = [
+    "the",
+    "borrow",
+    "checker",
+    "prevents",
+    "dangling",
+    "references",
+    "at",
+    "compile",
+    "time",
+    "Ünïcödé",
+    "façade",
+    "naïve",
+    "x",
+    "42",
+    "3.14",
+    "e-mail",
+    "don't",
+    "🙂",
+    "🚀",
+    "C++",
+    "a/b",
+]
 _CJK = "日本語の文章です中文句子한국어テキスト"
-_ODD_SPACE = [" ", "  ", "\t", " \t ", "\xa0", "\u3000", "\u2028", "\x1c", "\x0b", "\r", "\u200b", "\x7f", "\xad",
-              " " * 12, "\u200b" * 10, " \x7f\x7f \x1c\x1c\xa0\xa0  \t "]
+_ODD_SPACE = [
+    " ",
+    "  ",
+    "\t",
+    " \t ",
+    "\xa0",
+    "\u3000",
+    "\u2028",
+    "\x1c",
+    "\x0b",
+    "\r",
+    "\u200b",
+    "\x7f",
+    "\xad",
+    " " * 12,
+    "\u200b" * 10,
+    " \x7f\x7f \x1c\x1c\xa0\xa0  \t ",
+]
 
 
 def _sentence(r: random.Random) -> str:
@@ -163,7 +210,7 @@ def _sentence(r: random.Random) -> str:
     words = [r.choice(_WORDS) for _ in range(r.randint(1, 25))]
     sep = [r.choice(_ODD_SPACE) if r.random() < 0.1 else " " for _ in words]
     body = "".join(w + s for w, s in zip(words, sep, strict=True)).rstrip(" ")
-    return body + r.choice([".", "!", "?", ";", ":", ".\"", ".)", "?’", "", ",", "..."])
+    return body + r.choice([".", "!", "?", ";", ":", '."', ".)", "?’", "", ",", "..."])
 
 
 def _paragraph(r: random.Random) -> str:
@@ -175,8 +222,9 @@ def _paragraph(r: random.Random) -> str:
 def _table(r: random.Random, cols: int) -> tuple[str, int]:
     """Rows of ``cols`` cells, one per line; the header row's length."""
     header = " | ".join(r.choice(["Name", "Amount", "Date", "Notes", "Größe", "名前"]) for _ in range(cols))
-    rows = [" | ".join(r.choice([*_WORDS, "", "1,234.50", "2024-01-31"]) for _ in range(cols))
-            for _ in range(r.randint(1, 40))]
+    rows = [
+        " | ".join(r.choice([*_WORDS, "", "1,234.50", "2024-01-31"]) for _ in range(cols)) for _ in range(r.randint(1, 40))
+    ]
     return "\n".join([header, *rows]), len(header)
 
 
@@ -201,8 +249,7 @@ def random_document(seed: int) -> Document:
 
 
 def _fields(chunks: list[TextChunk]) -> list[tuple]:
-    return [(c.index, c.text, c.char_start, c.char_end, c.tokens, c.page, c.heading, c.table_header)
-            for c in chunks]
+    return [(c.index, c.text, c.char_start, c.char_end, c.tokens, c.page, c.heading, c.table_header) for c in chunks]
 
 
 def _assert_same(document: Document, embedder: Embedder, size: int, overlap: int) -> None:

@@ -56,8 +56,11 @@ def _book_chunks(model: BundledEmbedder, chapters: int = 2) -> list[str]:
     files = sorted(BOOK.glob("ch0*.md"))[:chapters]
     if not files:
         pytest.skip(f"the test corpus is not here ({BOOK}; KNOWLEDGE_TEST_CORPUS)")
-    return [embedding_text(chunk.text, chunk.heading)
-            for path in files for chunk in chunk_document(read_document(path), model, 192, 48).chunks]
+    return [
+        embedding_text(chunk.text, chunk.heading)
+        for path in files
+        for chunk in chunk_document(read_document(path), model, 192, 48).chunks
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -99,8 +102,9 @@ def test_our_session_gives_fastembeds_vectors_on_real_chunks(model, models_dir, 
     theirs = np.stack(list(fastembed_model.passage_embed(book, batch_size=32)))  # unsorted batches
     np.testing.assert_allclose((ours * theirs).sum(axis=1), 1.0, atol=1e-5)
     # fastembed's own path for catalog models (now also length-sorted) on the same files agrees too
-    catalog_path = FastEmbedEmbedder(BUNDLED_MODEL_NAME, models_dir, batch_size=16,
-                                     specific_model_path=ensure_bundled_model(models_dir), threads=1)
+    catalog_path = FastEmbedEmbedder(
+        BUNDLED_MODEL_NAME, models_dir, batch_size=16, specific_model_path=ensure_bundled_model(models_dir), threads=1
+    )
     np.testing.assert_allclose((catalog_path.embed_documents(book) * ours).sum(axis=1), 1.0, atol=1e-5)
 
 
@@ -136,8 +140,9 @@ def test_the_documents_session_loads_from_the_wheel_without_the_network(models_d
 @pytest.mark.model
 @pytest.mark.slow
 def test_an_encoder_truncates_at_its_window(model, models_dir):
-    encoder = MeanPooledEncoder(ensure_bundled_model(models_dir) / "model.onnx", model._loaded().model.tokenizer,
-                                16, intra_op_threads=1)
+    encoder = MeanPooledEncoder(
+        ensure_bundled_model(models_dir) / "model.onnx", model._loaded().model.tokenizer, 16, intra_op_threads=1
+    )
     long = " ".join(["borrow"] * 100)
     assert [len(e.ids) for e in encoder.encode([long, "short"])] == [16, 3]
     cut = encoder.embed([long], batch_size=4)

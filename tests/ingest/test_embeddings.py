@@ -95,9 +95,7 @@ def test_fake_text_without_words_gets_the_fixed_unit_vector(fake):
 
 def test_fake_truncates_at_max_tokens():
     small = HashEmbedder(dimension=64, max_tokens=4)
-    a, b, c = small.embed_documents(
-        ["one two three four five", "one two three four six", "one two three seven"]
-    )
+    a, b, c = small.embed_documents(["one two three four five", "one two three four six", "one two three seven"])
     np.testing.assert_array_equal(a, b)  # tokens past the fourth do not count
     assert not np.array_equal(a, c)
 

@@ -55,39 +55,52 @@ def ole2_with(stream: str) -> bytes:
 
 # -- the format from the bytes --------------------------------------------------------------------
 
-@pytest.mark.parametrize(("data", "name", "fmt"), [
-    (zip_of({"[Content_Types].xml": "<x/>", "ppt/presentation.xml": "<x/>"}), "deck.bin", "pptx"),
-    (zip_of({"[Content_Types].xml": "<x/>", "xl/workbook.xml": "<x/>"}), "book.docx", "xlsx"),
-    (zip_of({"content.xml": "<x/>"}, mimetype="application/vnd.oasis.opendocument.text"), "a.docx", "odt"),
-    (zip_of({"content.xml": "<x/>"}, mimetype="application/vnd.oasis.opendocument.spreadsheet"), None, "ods"),
-    (zip_of({"content.xml": "<x/>"}, mimetype="application/vnd.oasis.opendocument.presentation-template"),
-     None, "odp"),
-    (zip_of({"META-INF/container.xml": "<x/>"}, mimetype="application/epub+zip"), "book.zip", "epub"),
-    (zip_of({"META-INF/container.xml": "<x/>", "OEBPS/content.opf": "<x/>"}), None, "epub"),
-    (zip_of({"notes.txt": "hello", "photo.jpg": b"\xff\xd8\xff"}), "bundle.docx", "zip"),
-    (b"{\\rtf1\\ansi Hello}", "letter.doc", "rtf"),
-    (b"\xef\xbb\xbf{\\rtf1 Hi}", None, "rtf"),
-    (ole2_with("__properties_version1.0"), "mail.bin", "msg"),
-    (ole2_with("EncryptedPackage"), "secret.xlsx", "encrypted-ooxml"),
-    (b"From: Ann <ann@example.org>\nTo: bo@example.org\nSubject: Tides\nDate: Mon, 1 Jun 2026 10:00:00 +0000\n\n"
-     b"High tide at six.\n", None, "eml"),
-    (b"From ann@example.org Mon Jun  1 10:00:00 2026\nSubject: Tides\n\nHigh tide.\n", None, "mbox"),
-    (b"Subject: hello\n\nnot a mail, too few mail headers\n", None, "text"),
-    (b"From: Ann\nTo: Bo\nSubject: Tides\n\nA mail kept in a .txt file is read as text.\n", "note.txt", "text"),
-    (b"Anything at all\n", "saved.eml", "eml"),
-    (b"Anything at all\n", "archive.mbox", "mbox"),
-])
+
+@pytest.mark.parametrize(
+    ("data", "name", "fmt"),
+    [
+        (zip_of({"[Content_Types].xml": "<x/>", "ppt/presentation.xml": "<x/>"}), "deck.bin", "pptx"),
+        (zip_of({"[Content_Types].xml": "<x/>", "xl/workbook.xml": "<x/>"}), "book.docx", "xlsx"),
+        (zip_of({"content.xml": "<x/>"}, mimetype="application/vnd.oasis.opendocument.text"), "a.docx", "odt"),
+        (zip_of({"content.xml": "<x/>"}, mimetype="application/vnd.oasis.opendocument.spreadsheet"), None, "ods"),
+        (zip_of({"content.xml": "<x/>"}, mimetype="application/vnd.oasis.opendocument.presentation-template"), None, "odp"),
+        (zip_of({"META-INF/container.xml": "<x/>"}, mimetype="application/epub+zip"), "book.zip", "epub"),
+        (zip_of({"META-INF/container.xml": "<x/>", "OEBPS/content.opf": "<x/>"}), None, "epub"),
+        (zip_of({"notes.txt": "hello", "photo.jpg": b"\xff\xd8\xff"}), "bundle.docx", "zip"),
+        (b"{\\rtf1\\ansi Hello}", "letter.doc", "rtf"),
+        (b"\xef\xbb\xbf{\\rtf1 Hi}", None, "rtf"),
+        (ole2_with("__properties_version1.0"), "mail.bin", "msg"),
+        (ole2_with("EncryptedPackage"), "secret.xlsx", "encrypted-ooxml"),
+        (
+            b"From: Ann <ann@example.org>\nTo: bo@example.org\nSubject: Tides\nDate: Mon, 1 Jun 2026 10:00:00 +0000\n\n"
+            b"High tide at six.\n",
+            None,
+            "eml",
+        ),
+        (b"From ann@example.org Mon Jun  1 10:00:00 2026\nSubject: Tides\n\nHigh tide.\n", None, "mbox"),
+        (b"Subject: hello\n\nnot a mail, too few mail headers\n", None, "text"),
+        (b"From: Ann\nTo: Bo\nSubject: Tides\n\nA mail kept in a .txt file is read as text.\n", "note.txt", "text"),
+        (b"Anything at all\n", "saved.eml", "eml"),
+        (b"Anything at all\n", "archive.mbox", "mbox"),
+    ],
+)
 def test_the_format_comes_from_the_bytes(data, name, fmt):
     assert detect_format(data, name) == fmt
 
 
-@pytest.mark.parametrize(("data", "name", "what"), [
-    (ole2_with("PowerPoint Document"), "a.ppt", r"legacy PowerPoint format \(\.ppt\) — save it as \.pptx"),
-    (ole2_with("WordDocument"), "a.docx", r"legacy Word format \(\.doc\) — save it as \.docx"),
-    (zip_of({"[Content_Types].xml": "<x/>", "visio/document.xml": "<x/>"}), "a.vsdx", "Visio"),
-    (zip_of({"content.xml": "<x/>"}, mimetype="application/vnd.oasis.opendocument.graphics"), "a.odg",
-     "OpenDocument graphics"),
-])
+@pytest.mark.parametrize(
+    ("data", "name", "what"),
+    [
+        (ole2_with("PowerPoint Document"), "a.ppt", r"legacy PowerPoint format \(\.ppt\) — save it as \.pptx"),
+        (ole2_with("WordDocument"), "a.docx", r"legacy Word format \(\.doc\) — save it as \.docx"),
+        (zip_of({"[Content_Types].xml": "<x/>", "visio/document.xml": "<x/>"}), "a.vsdx", "Visio"),
+        (
+            zip_of({"content.xml": "<x/>"}, mimetype="application/vnd.oasis.opendocument.graphics"),
+            "a.odg",
+            "OpenDocument graphics",
+        ),
+    ],
+)
 def test_formats_still_refused_say_what_to_do(data, name, what):
     with pytest.raises(UnsupportedFile, match=what):
         read_document(data, name)
@@ -95,15 +108,20 @@ def test_formats_still_refused_say_what_to_do(data, name, what):
 
 # -- documents inside documents ---------------------------------------------------------------------
 
+
 def test_a_part_keeps_its_pages_and_headings_under_the_containers_label():
-    part = Document("Intro text\n\nResults text", [Section(0, 12, page=1, heading="Intro"),
-                                                  Section(12, 24, page=2, heading="Results")],
-                    "pdf", pages=2, warnings=["page 3 has no text layer"])
+    part = Document(
+        "Intro text\n\nResults text",
+        [Section(0, 12, page=1, heading="Intro"), Section(12, 24, page=2, heading="Results")],
+        "pdf",
+        pages=2,
+        warnings=["page 3 has no text layer"],
+    )
     b = Builder()
     b.add("The mail body.", heading="Quarterly figures")
     add_document(b, part, join_path("Quarterly figures", "report.pdf"))
     doc = b.build("eml", empty="no text")
-    results = next(s for s in doc.sections if doc.text[s.char_start:s.char_end].startswith("Results"))
+    results = next(s for s in doc.sections if doc.text[s.char_start : s.char_end].startswith("Results"))
     assert (results.page, results.heading) == (2, "Quarterly figures > report.pdf > Results")
     assert doc.warnings == ["Quarterly figures > report.pdf: page 3 has no text layer"]
     assert doc.text.startswith("The mail body.\n\nIntro text")
@@ -144,6 +162,7 @@ def test_parts_nest_only_so_deep():
 
 # -- password-protected Office files ----------------------------------------------------------------
 
+
 def test_an_encrypted_docx_needs_its_password_then_reads():
     data = encrypted(a_docx("The lighthouse keeper counts seagulls."), "s3cret")
     assert detect_format(data, "notes.docx") == "encrypted-ooxml"
@@ -161,8 +180,9 @@ def test_a_damaged_encrypted_file_is_named_not_a_password_question():
 
 
 def test_the_product_asks_for_the_password_and_retry_reads_it(tmp_path):
-    wb = Workbench(load_settings(data_dir=tmp_path / "data"),
-                   embedder_factory=lambda model: HashEmbedder(dimension=32, max_tokens=128))
+    wb = Workbench(
+        load_settings(data_dir=tmp_path / "data"), embedder_factory=lambda model: HashEmbedder(dimension=32, max_tokens=128)
+    )
     try:
         wb.create_store("office")
         first = wb.ingest_file("office", encrypted(a_docx("Tide tables for the harbour."), "tika"), "tides.docx")
@@ -181,15 +201,18 @@ def test_the_product_asks_for_the_password_and_retry_reads_it(tmp_path):
 
 # -- password-protected OpenDocument files ------------------------------------------------------------
 
-_ODT_CONTENT = ("<?xml version='1.0' encoding='UTF-8'?><office:document-content"
-                " xmlns:office='urn:oasis:names:tc:opendocument:xmlns:office:1.0'"
-                " xmlns:text='urn:oasis:names:tc:opendocument:xmlns:text:1.0' office:version='1.2'>"
-                "<office:body><office:text><text:p>{}</text:p></office:text></office:body>"
-                "</office:document-content>")
+_ODT_CONTENT = (
+    "<?xml version='1.0' encoding='UTF-8'?><office:document-content"
+    " xmlns:office='urn:oasis:names:tc:opendocument:xmlns:office:1.0'"
+    " xmlns:text='urn:oasis:names:tc:opendocument:xmlns:text:1.0' office:version='1.2'>"
+    "<office:body><office:text><text:p>{}</text:p></office:text></office:body>"
+    "</office:document-content>"
+)
 
 
-def encrypted_odt(text: str, password: str, *, cipher: str = "aes",
-                  algorithm: str = "http://www.w3.org/2001/04/xmlenc#aes256-cbc") -> bytes:
+def encrypted_odt(
+    text: str, password: str, *, cipher: str = "aes", algorithm: str = "http://www.w3.org/2001/04/xmlenc#aes256-cbc"
+) -> bytes:
     """An .odt whose content.xml is encrypted as ODF 1.2 part 3 §3.8 says (AES-256-CBC, PBKDF2 over
     SHA-256 of the password, sha256-1k checksum) or as OpenOffice 1.x-3.x did (Blowfish CFB, SHA-1)."""
     import base64
@@ -212,35 +235,41 @@ def encrypted_odt(text: str, password: str, *, cipher: str = "aes",
         enc = Cipher(algorithms.AES(key), modes.CBC(iv)).encryptor()
         body = enc.update(packed + os.urandom(pad - 1) + bytes([pad])) + enc.finalize()
         checksum = hashlib.sha256(packed[:1024]).digest()
-        data = ("<manifest:encryption-data"
-                " manifest:checksum-type='urn:oasis:names:tc:opendocument:xmlns:manifest:1.0#sha256-1k'"
-                f" manifest:checksum='{base64.b64encode(checksum).decode()}'>"
-                f"<manifest:algorithm manifest:algorithm-name='{algorithm}'"
-                f" manifest:initialisation-vector='{base64.b64encode(iv).decode()}'/>"
-                "<manifest:start-key-generation manifest:start-key-generation-name='http://www.w3.org/2000/09/xmldsig#sha256'"
-                " manifest:key-size='32'/>"
-                "<manifest:key-derivation manifest:key-derivation-name='PBKDF2' manifest:key-size='32'"
-                f" manifest:iteration-count='1000' manifest:salt='{base64.b64encode(salt).decode()}'/>"
-                "</manifest:encryption-data>")
+        data = (
+            "<manifest:encryption-data"
+            " manifest:checksum-type='urn:oasis:names:tc:opendocument:xmlns:manifest:1.0#sha256-1k'"
+            f" manifest:checksum='{base64.b64encode(checksum).decode()}'>"
+            f"<manifest:algorithm manifest:algorithm-name='{algorithm}'"
+            f" manifest:initialisation-vector='{base64.b64encode(iv).decode()}'/>"
+            "<manifest:start-key-generation manifest:start-key-generation-name='http://www.w3.org/2000/09/xmldsig#sha256'"
+            " manifest:key-size='32'/>"
+            "<manifest:key-derivation manifest:key-derivation-name='PBKDF2' manifest:key-size='32'"
+            f" manifest:iteration-count='1000' manifest:salt='{base64.b64encode(salt).decode()}'/>"
+            "</manifest:encryption-data>"
+        )
     else:
         iv = os.urandom(8)
         key = hashlib.pbkdf2_hmac("sha1", hashlib.sha1(password.encode()).digest(), salt, 1024, 16)
         enc = Cipher(Blowfish(key), CFB(iv)).encryptor()
         body = enc.update(packed) + enc.finalize()
         checksum = hashlib.sha1(packed[:1024]).digest()
-        data = ("<manifest:encryption-data manifest:checksum-type='SHA1/1K'"
-                f" manifest:checksum='{base64.b64encode(checksum).decode()}'>"
-                "<manifest:algorithm manifest:algorithm-name='Blowfish CFB'"
-                f" manifest:initialisation-vector='{base64.b64encode(iv).decode()}'/>"
-                "<manifest:key-derivation manifest:key-derivation-name='PBKDF2' manifest:key-size='16'"
-                f" manifest:iteration-count='1024' manifest:salt='{base64.b64encode(salt).decode()}'/>"
-                "</manifest:encryption-data>")
-    manifest = ("<?xml version='1.0' encoding='UTF-8'?><manifest:manifest"
-                " xmlns:manifest='urn:oasis:names:tc:opendocument:xmlns:manifest:1.0' manifest:version='1.2'>"
-                "<manifest:file-entry manifest:full-path='/' manifest:media-type='application/vnd.oasis.opendocument.text'/>"
-                "<manifest:file-entry manifest:full-path='content.xml' manifest:media-type='text/xml'"
-                f" manifest:size='{len(plain)}'>"
-                f"{data}</manifest:file-entry></manifest:manifest>")
+        data = (
+            "<manifest:encryption-data manifest:checksum-type='SHA1/1K'"
+            f" manifest:checksum='{base64.b64encode(checksum).decode()}'>"
+            "<manifest:algorithm manifest:algorithm-name='Blowfish CFB'"
+            f" manifest:initialisation-vector='{base64.b64encode(iv).decode()}'/>"
+            "<manifest:key-derivation manifest:key-derivation-name='PBKDF2' manifest:key-size='16'"
+            f" manifest:iteration-count='1024' manifest:salt='{base64.b64encode(salt).decode()}'/>"
+            "</manifest:encryption-data>"
+        )
+    manifest = (
+        "<?xml version='1.0' encoding='UTF-8'?><manifest:manifest"
+        " xmlns:manifest='urn:oasis:names:tc:opendocument:xmlns:manifest:1.0' manifest:version='1.2'>"
+        "<manifest:file-entry manifest:full-path='/' manifest:media-type='application/vnd.oasis.opendocument.text'/>"
+        "<manifest:file-entry manifest:full-path='content.xml' manifest:media-type='text/xml'"
+        f" manifest:size='{len(plain)}'>"
+        f"{data}</manifest:file-entry></manifest:manifest>"
+    )
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
         zf.writestr(zipfile.ZipInfo("mimetype"), "application/vnd.oasis.opendocument.text")

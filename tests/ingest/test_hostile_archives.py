@@ -46,6 +46,7 @@ def no_class_names(message: str) -> None:
 
 # -- overlapping entries ----------------------------------------------------------------------------
 
+
 def test_overlapping_zip_bomb_is_refused_before_anything_is_inflated():
     bomb = overlapping_zip()
     assert 2_000_000 < len(bomb) < 4_000_000
@@ -58,8 +59,7 @@ def test_overlapping_zip_bomb_is_refused_before_anything_is_inflated():
     finally:
         _cost.listen(None)
     message = str(caught.value)
-    assert message == ("refused: 400 entries of this ZIP share the same compressed data"
-                       " (an overlapping-entries zip bomb)")
+    assert message == ("refused: 400 entries of this ZIP share the same compressed data (an overlapping-entries zip bomb)")
     no_class_names(message)
     assert heard == []  # refused before the archive even declared its size to the watchdog
 
@@ -68,8 +68,11 @@ def test_overlap_without_shared_offsets_is_refused_too():
     bomb = quoted_overlap_zip(entries=50)
     zf = zipfile.ZipFile(io.BytesIO(bomb))
     assert len(zf.read("part000.txt")) > 90_000 and len({i.header_offset for i in zf.infolist()}) == 50
-    with pytest.raises(UnsupportedFile, match=r"^refused: 50 entries of this ZIP overlap each other's compressed"
-                                              r" data \(an overlapping-entries zip bomb\)$"):
+    with pytest.raises(
+        UnsupportedFile,
+        match=r"^refused: 50 entries of this ZIP overlap each other's compressed"
+        r" data \(an overlapping-entries zip bomb\)$",
+    ):
         read_document(bomb, "bomb.zip")
 
 
@@ -111,21 +114,25 @@ def _odt() -> bytes:
     return buf.getvalue()
 
 
-@pytest.mark.parametrize(("build", "member", "name"), [
-    (_docx, "word/document.xml", "a.docx"),
-    (_xlsx, "xl/worksheets/sheet1.xml", "a.xlsx"),
-    (_pptx, "ppt/slides/slide1.xml", "a.pptx"),
-    (_odt, "content.xml", "a.odt"),
-    (epub_missing_chapter, "OEBPS/one.xhtml", "a.epub"),
-])
+@pytest.mark.parametrize(
+    ("build", "member", "name"),
+    [
+        (_docx, "word/document.xml", "a.docx"),
+        (_xlsx, "xl/worksheets/sheet1.xml", "a.xlsx"),
+        (_pptx, "ppt/slides/slide1.xml", "a.pptx"),
+        (_odt, "content.xml", "a.odt"),
+        (epub_missing_chapter, "OEBPS/one.xhtml", "a.epub"),
+    ],
+)
 def test_zip_packages_refuse_overlapping_entries_with_the_same_sentence(build, member, name):
     package = build()
     read_document(package, name)  # reads as it is
     bomb = overlapping_package(package, member, copies=40)
     with pytest.raises(UnsupportedFile) as caught:
         read_document(bomb, name)
-    assert str(caught.value) == ("refused: 41 entries of this ZIP share the same compressed data"
-                                 " (an overlapping-entries zip bomb)")
+    assert str(caught.value) == (
+        "refused: 41 entries of this ZIP share the same compressed data (an overlapping-entries zip bomb)"
+    )
 
 
 def test_packages_tell_the_watchdog_what_they_declare():
@@ -139,6 +146,7 @@ def test_packages_tell_the_watchdog_what_they_declare():
 
 
 # -- the inflation budget ---------------------------------------------------------------------------
+
 
 def _noise(n: int, seed: int) -> bytes:
     """Text that deflates only about 2:1 (random letters), so no ratio limit applies."""
@@ -164,8 +172,9 @@ def test_archive_inflates_no_more_than_the_file_size_limit():
     finally:
         _cost.listen(None)
     assert headings(doc)[:2] == ["a.txt", "b.txt"] and "c.txt" not in headings(doc)
-    assert doc.warnings == ["c.txt: not read: the archive's files inflate to more than 1.0 MB together, the limit"
-                            " for one file (a zip bomb?)"]
+    assert doc.warnings == [
+        "c.txt: not read: the archive's files inflate to more than 1.0 MB together, the limit for one file (a zip bomb?)"
+    ]
     assert heard == ["the archive declares 1.2 MB unpacked in 3 files"]
     # without a limit the default (100 MB) applies and all three are read
     assert "c.txt" in headings(read_document(archive, "three.zip"))
@@ -177,8 +186,10 @@ def test_nested_archives_share_one_budget():
     doc = read_document(outer, "outer.zip", max_bytes=1_500_000)  # a 0.4 + inner.zip 0.5 + b 0.4 MB
     assert "a.txt" in headings(doc) and "inner.zip > b.txt" in headings(doc)
     assert "inner.zip > c.txt" not in headings(doc)
-    assert any(w.startswith("inner.zip: c.txt: not read: the archive's files inflate to more than 1.5 MB together")
-               for w in doc.warnings)
+    assert any(
+        w.startswith("inner.zip: c.txt: not read: the archive's files inflate to more than 1.5 MB together")
+        for w in doc.warnings
+    )
 
 
 def test_a_member_that_lies_about_its_size_is_cut_at_the_budget():
@@ -198,14 +209,18 @@ def test_a_member_that_lies_about_its_size_is_cut_at_the_budget():
 
 # -- legacy member names ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("encoding", "names"), [
-    ("cp866", ["Отчёт за май.txt", "Протоколы/Совещание.txt"]),
-    ("cp1251", ["Договор поставки.txt", "Счёт.txt"]),
-    ("shift_jis", ["報告書.txt", "議事録/会議.txt"]),
-    ("gbk", ["会议纪要.txt", "财务报表.txt"]),
-    ("cp1252", ["Übersicht_Café.txt", "Größe.txt"]),
-    ("cp437", ["Résumé.txt", "Übung.txt"]),
-])
+
+@pytest.mark.parametrize(
+    ("encoding", "names"),
+    [
+        ("cp866", ["Отчёт за май.txt", "Протоколы/Совещание.txt"]),
+        ("cp1251", ["Договор поставки.txt", "Счёт.txt"]),
+        ("shift_jis", ["報告書.txt", "議事録/会議.txt"]),
+        ("gbk", ["会议纪要.txt", "财务报表.txt"]),
+        ("cp1252", ["Übersicht_Café.txt", "Größe.txt"]),
+        ("cp437", ["Résumé.txt", "Übung.txt"]),
+    ],
+)
 def test_legacy_member_names_are_recovered(encoding, names):
     files = {name: f"The file {i} says WREN-{i}.".encode() for i, name in enumerate(names)}
     archive = legacy_name_zip(files, encoding)
@@ -225,8 +240,9 @@ def test_default_legacy_zip_is_russian_in_cp866():
 
 
 def test_the_unicode_path_extra_field_wins_when_its_crc_matches():
-    archive = legacy_name_zip({"Rapport.txt": b"The report REDSHANK-2."}, "cp437",
-                              unicode_path={"Rapport.txt": "Rapport d'été.txt"})
+    archive = legacy_name_zip(
+        {"Rapport.txt": b"The report REDSHANK-2."}, "cp437", unicode_path={"Rapport.txt": "Rapport d'été.txt"}
+    )
     assert headings(read_document(archive, "u.zip")) == ["Rapport d'été.txt"]
 
 
@@ -239,9 +255,14 @@ def test_a_legacy_name_with_path_traversal_is_still_refused():
 
 # -- TNEF -------------------------------------------------------------------------------------------
 
+
 def test_winmail_dat_on_its_own_reads_body_and_attachments():
-    data = tnef_file(attachments={"notes.txt": b"Replace the seal OSPREY-4.\n",
-                                  "Quarterly report.pdf": pdf_bytes(["Flow MERLIN-4417 litres"])})
+    data = tnef_file(
+        attachments={
+            "notes.txt": b"Replace the seal OSPREY-4.\n",
+            "Quarterly report.pdf": pdf_bytes(["Flow MERLIN-4417 litres"]),
+        }
+    )
     assert detect_format(data, "winmail.dat") == "tnef"
     doc = read_document(data, "winmail.dat")
     assert doc.format == "tnef" and doc.title == "Pump report" and doc.warnings == []
@@ -252,8 +273,11 @@ def test_winmail_dat_on_its_own_reads_body_and_attachments():
 
 
 def test_winmail_dat_rtf_and_html_bodies_are_read():
-    rtf = tnef_file(body=None, rtf_body=rb"{\rtf1\ansi\ansicpg1252{\fonttbl{\f0 Arial;}}\f0 The RTF body says"
-                                        rb" CORMORANT-8.\par}")
+    rtf = tnef_file(
+        body=None,
+        rtf_body=rb"{\rtf1\ansi\ansicpg1252{\fonttbl{\f0 Arial;}}\f0 The RTF body says"
+        rb" CORMORANT-8.\par}",
+    )
     assert "The RTF body says CORMORANT-8." in read_document(rtf, "winmail.dat").text
     html = tnef_file(body=None, html_body="<html><body><h1>Status</h1><p>HTML body TERN-2</p></body></html>")
     doc = read_document(html, "winmail.dat")
@@ -277,8 +301,11 @@ def test_winmail_dat_in_a_mail_is_unpacked_under_the_mail():
 
 def test_hostile_winmail_dat_is_refused_in_words():
     bad = tnef_file()[:6] + tnef_attribute(1, ATT_MSG_PROPS, struct.pack("<I", 0xFFFFFFFF) + b"\0" * 8)
-    with pytest.raises(UnsupportedFile, match=r"^damaged: a TNEF property list declares 4,294,967,295 properties"
-                                              r" in 12 bytes$"):
+    with pytest.raises(
+        UnsupportedFile,
+        match=r"^damaged: a TNEF property list declares 4,294,967,295 properties"
+        r" in 12 bytes$",
+    ):
         read_document(bad, "winmail.dat")
     with pytest.raises(EmptyDocument, match=r"winmail\.dat"):
         read_document(tnef_file()[:40], "winmail.dat")
@@ -288,6 +315,7 @@ def test_hostile_winmail_dat_is_refused_in_words():
 
 
 # -- mail -------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("encoding", ["base64", "quoted-printable", "Base64  ", " QUOTED-PRINTABLE "])
 def test_encoded_message_rfc822_part_is_decoded_and_read_as_a_mail(encoding):
@@ -300,6 +328,7 @@ def test_encoded_message_rfc822_part_is_decoded_and_read_as_a_mail(encoding):
 
 
 # -- EPUB -------------------------------------------------------------------------------------------
+
 
 def test_epub_spine_naming_missing_chapters_says_so_and_reads_the_rest():
     doc = read_document(epub_missing_chapter(), "birds.epub")

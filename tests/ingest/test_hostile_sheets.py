@@ -39,14 +39,21 @@ def _read_in_child(tmp_path: Path, data: bytes, name: str, timeout: float = 300)
     """``(peak MB, seconds, text length)`` of ``read_document(data, name)`` in a fresh process."""
     path = tmp_path / name
     path.write_bytes(data)
-    done = subprocess.run([sys.executable, "-c", _CHILD, str(path), name], capture_output=True, text=True,
-                          timeout=timeout, cwd=REPO, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(path), name],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     peak, seconds, length, _ = done.stdout.split()
     return int(peak), float(seconds), int(length)
 
 
 # -- Excel ----------------------------------------------------------------------------------------
+
 
 @pytest.mark.processes
 def test_edge_formatted_workbook_reads_its_rows_in_bounded_time_and_memory(tmp_path):
@@ -101,14 +108,16 @@ def test_tall_merged_range_fills_the_rows_with_values_and_a_short_one_every_row(
 def test_edge_formatted_xls_reads_the_cells_present(tmp_path):
     data = hostile.edge_formatted_xls()
     doc = read_document(data, "edge.xls")
-    assert doc.text == ("row 2 | Region: North | Sales: 125 | column C: audited\n"
-                        "row 3 | Region: South | Sales: 75 | column C: audited")
+    assert doc.text == (
+        "row 2 | Region: North | Sales: 125 | column C: audited\nrow 3 | Region: South | Sales: 75 | column C: audited"
+    )
     assert any("merged range C2:C65536 spans more than 1,000 rows" in w for w in doc.warnings)
     peak, seconds, _ = _read_in_child(tmp_path, data, "edge.xls")
     assert peak < 300 and seconds < 5
 
 
 # -- OpenDocument ---------------------------------------------------------------------------------
+
 
 @pytest.mark.processes
 def test_value_repeated_over_every_column_of_2000_rows_is_bounded_and_named(tmp_path):
@@ -122,8 +131,11 @@ def test_value_repeated_over_every_column_of_2000_rows_is_bounded_and_named(tmp_
     assert lines[1] == " | ".join(["x"] * 100) and lines[2] == " | ".join(["x: x"] * 100)
     assert lines[-1] == "x: x"  # the budget spent: a repeated cell is read once
     assert sum(line.count("x: x") for line in lines) < 100_000 + 2_000
-    assert any("2,000 cells repeat their value over as many as 16,384 columns: read in at most 100 columns"
-               in w and "of 32,768,000 values" in w for w in doc.warnings)
+    assert any(
+        "2,000 cells repeat their value over as many as 16,384 columns: read in at most 100 columns" in w
+        and "of 32,768,000 values" in w
+        for w in doc.warnings
+    )
     assert any("add at most 100,000 values to a table" in w for w in doc.warnings)
     peak, seconds, length = _read_in_child(tmp_path, data, "wide.ods")
     assert peak < 300 and seconds < 5 and length < 2_000_000
@@ -139,18 +151,21 @@ def test_row_repeated_over_the_whole_sheet_is_read_100_times_in_100_columns():
 
 def test_repeated_values_keep_their_columns_and_trailing_empty_cells_cost_nothing():
     cell = '<table:table-cell office:value-type="string"><text:p>{}</text:p></table:table-cell>'.format
-    sheet = ('<table:table table:name="S">'
-             f'<table:table-row>{cell("A")}{cell("B")}{cell("C")}{cell("D")}</table:table-row>'
-             '<table:table-row><table:table-cell office:value-type="float" office:value="0" '
-             'table:number-columns-repeated="3"><text:p>0</text:p></table:table-cell>'
-             f'{cell("last")}<table:table-cell table:number-columns-repeated="1000000000"/></table:table-row>'
-             '</table:table>')
+    sheet = (
+        '<table:table table:name="S">'
+        f"<table:table-row>{cell('A')}{cell('B')}{cell('C')}{cell('D')}</table:table-row>"
+        '<table:table-row><table:table-cell office:value-type="float" office:value="0" '
+        'table:number-columns-repeated="3"><text:p>0</text:p></table:table-cell>'
+        f'{cell("last")}<table:table-cell table:number-columns-repeated="1000000000"/></table:table-row>'
+        "</table:table>"
+    )
     doc = read_document(hostile._ods(sheet), "s.ods")
     assert "A: 0 | B: 0 | C: 0 | D: last" in doc.text
     assert doc.warnings == []
 
 
 # -- CSV ------------------------------------------------------------------------------------------
+
 
 def test_field_longer_than_the_csv_module_default_is_read():
     doc = read_document(hostile.long_field_csv(), "long.csv")
@@ -164,8 +179,10 @@ def test_field_longer_than_the_csv_module_default_is_read():
 def test_csv_read_in_blocks_is_the_same_text_as_read_whole(monkeypatch):
     from knowledge.ingest import _csv
 
-    data = ('sep=;\nname;note;n\n"Ada";"first\r\nline";1\n\nAlan;"e"\u0301 caf\u00e9;2\r\n'
-            + "".join(f"row{i};{'v' * (i % 7)};{i}\n" for i in range(200))).encode()
+    data = (
+        'sep=;\nname;note;n\n"Ada";"first\r\nline";1\n\nAlan;"e"\u0301 caf\u00e9;2\r\n'
+        + "".join(f"row{i};{'v' * (i % 7)};{i}\n" for i in range(200))
+    ).encode()
     whole = read_document(data, "a.csv")
     monkeypatch.setattr(_csv, "_BLOCK", 5)  # blocks cut inside lines, quoted fields and "\r\n"
     assert read_document(data, "a.csv").text == whole.text

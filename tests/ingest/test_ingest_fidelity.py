@@ -37,8 +37,9 @@ def case(name: str) -> Path:
 
 @pytest.fixture
 def wb(tmp_path):
-    settings = load_settings(data_dir=tmp_path / "data",
-                             vector_store={"max_chunk_size_tokens": 250, "chunk_overlap_tokens": 50})
+    settings = load_settings(
+        data_dir=tmp_path / "data", vector_store={"max_chunk_size_tokens": 250, "chunk_overlap_tokens": 50}
+    )
     w = Workbench(settings, embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256))
     yield w
     w.close()
@@ -61,8 +62,9 @@ def hits_with(wb: Workbench, token: str, mode: str, store: str = "s", query: str
     return [h for h in wb.search(store, query or token, k=10, mode=mode) if token in h.text]
 
 
-def assert_searchable(wb: Workbench, token: str, *, file_name: str | None = None, store: str = "s",
-                      query: str | None = None):
+def assert_searchable(
+    wb: Workbench, token: str, *, file_name: str | None = None, store: str = "s", query: str | None = None
+):
     for mode in ("lexical", "hybrid"):
         found = hits_with(wb, token, mode, store, query)
         assert found, f"{token} not found by a {mode} search"
@@ -77,6 +79,7 @@ def assert_hidden(wb: Workbench, token: str, store: str = "s"):
 
 # -- Markdown front matter ------------------------------------------------------------------------
 
+
 def test_leading_thematic_break_is_not_front_matter(wb):
     path = case("release-notes.md")
     doc = read_document(path)
@@ -88,12 +91,18 @@ def test_leading_thematic_break_is_not_front_matter(wb):
 
 
 def test_yaml_front_matter_becomes_searchable_filterable_attributes(wb):
-    md = (b"---\ntitle: Pump manual\nauthor:\n  name: Ines Quokka\ntags: [pumps, WOMBAT-2150]\nrevision: 3\n---\n"
-          b"# Pump manual\n\nPrime the pump before the first start.\n")
+    md = (
+        b"---\ntitle: Pump manual\nauthor:\n  name: Ines Quokka\ntags: [pumps, WOMBAT-2150]\nrevision: 3\n---\n"
+        b"# Pump manual\n\nPrime the pump before the first start.\n"
+    )
     doc = read_document(md, "manual.md")
     assert doc.title == "Pump manual"
-    assert doc.attributes == {"title": "Pump manual", "author_name": "Ines Quokka",
-                              "tags": "pumps, WOMBAT-2150", "revision": 3}
+    assert doc.attributes == {
+        "title": "Pump manual",
+        "author_name": "Ines Quokka",
+        "tags": "pumps, WOMBAT-2150",
+        "revision": 3,
+    }
     assert "---" not in doc.text and "Prime the pump" in doc.text
     ingest(wb, ("manual.md", md), ("other.md", b"# Other\n\nPrime the boiler before the first start.\n"))
     assert_searchable(wb, "WOMBAT-2150", file_name="manual.md")
@@ -125,7 +134,7 @@ def test_markdown_table_chunks_repeat_the_header_row(wb):
         assert c.text.startswith(HEADER) or HEADER in c.text.split("\n")[:8]
         if c.table_header:
             assert all(line.startswith("|") for line in c.text.split("\n") if line)  # whole rows
-        own = doc.text[c.char_start:c.char_end]  # provenance: the span is the chunk's own rows
+        own = doc.text[c.char_start : c.char_end]  # provenance: the span is the chunk's own rows
         assert c.text == own or c.text == f"{c.table_header}\n{own}"
         assert c.tokens <= 250
     row = next(c for c in in_table if "WOMBAT-2201" in c.text)
@@ -140,8 +149,7 @@ def test_markdown_table_chunks_repeat_the_header_row(wb):
 
 
 def _long_rows(n: int, token_row: int) -> list[tuple[str, str, str]]:
-    return [(f"R-{i:03d}", f"widget number {i} in grey", "WOMBAT-2250" if i == token_row else f"bin {i}")
-            for i in range(n)]
+    return [(f"R-{i:03d}", f"widget number {i} in grey", "WOMBAT-2250" if i == token_row else f"bin {i}") for i in range(n)]
 
 
 def test_html_table_chunks_repeat_the_header_row():
@@ -174,6 +182,7 @@ def test_docx_table_chunks_repeat_the_header_row():
 
 # -- CSV written by Excel -------------------------------------------------------------------------
 
+
 def test_excel_sep_hint_sets_the_delimiter_and_is_not_the_header(wb):
     path = case("contacts-excel.csv")
     doc = read_document(path)
@@ -189,6 +198,7 @@ def test_excel_sep_hint_for_tabs_and_pipes():
 
 
 # -- invisible format characters ------------------------------------------------------------------
+
 
 def test_zero_width_characters_never_split_a_word(wb):
     folder = case("api-docs")
@@ -223,6 +233,7 @@ def test_invisible_characters_are_removed_by_every_reader(fmt):
 
 
 # -- hidden HTML text -----------------------------------------------------------------------------
+
 
 def test_hidden_html_text_is_not_indexed(wb):
     path = case("warranty.html")
@@ -259,6 +270,7 @@ def test_css_cascade_decides_what_is_hidden():
 
 # -- PDF: filled forms ----------------------------------------------------------------------------
 
+
 def test_filled_pdf_form_values_are_indexed_with_their_names_on_their_page(wb):
     path = case("supplier-form-filled.pdf")
     doc = read_document(path)
@@ -282,6 +294,7 @@ def test_hidden_pdf_form_field_is_not_indexed():
 
 # -- PDF: damaged files and pages pypdf cannot read -----------------------------------------------
 
+
 def _fpdf(draw) -> bytes:
     from fpdf import FPDF
 
@@ -294,7 +307,7 @@ def _fpdf(draw) -> bytes:
 
 def test_pdf_without_startxref_trailer_is_read_with_pdfium(wb):
     whole = _fpdf(lambda pdf: pdf.text(20, 20, "Damaged but readable WOMBAT-9101"))
-    damaged = whole[:whole.rindex(b"xref")]  # no xref table, no trailer, no startxref
+    damaged = whole[: whole.rindex(b"xref")]  # no xref table, no trailer, no startxref
     doc = read_document(damaged, "damaged.pdf")
     assert "WOMBAT-9101" in doc.text and doc.pages == 1
     assert any("read with PDFium" in w and "pypdf could not open" in w for w in doc.warnings)
@@ -308,7 +321,7 @@ def test_pdf_neither_reader_opens_is_reported_as_damaged_with_both_reasons():
 
     whole = _fpdf(lambda pdf: pdf.text(20, 20, "Lost"))
     with pytest.raises(UnsupportedFile, match=r"neither pypdf \(.+\) nor PDFium \(.+\) can open it"):
-        read_document(whole[:len(whole) // 3], "cut.pdf")
+        read_document(whole[: len(whole) // 3], "cut.pdf")
 
 
 def _site_plan(pdf, lines: int) -> None:
@@ -321,8 +334,10 @@ def test_pdf_page_over_pypdfs_safety_limit_is_read_with_pdfium_not_called_textle
     import pypdf
 
     # pypdf's configuration is this process's: the workbench reads here (no reader children)
-    wb = Workbench(load_settings(data_dir=tmp_path / "data", ingest={"reader_processes": 0}),
-                   embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256))
+    wb = Workbench(
+        load_settings(data_dir=tmp_path / "data", ingest={"reader_processes": 0}),
+        embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256),
+    )
     data = _fpdf(lambda pdf: _site_plan(pdf, 300))
     with pypdf.apply_configuration(stream_parsing_work_maximum_count=500):  # the limit trips here
         doc = read_document(data, "plan.pdf")
@@ -364,8 +379,10 @@ def test_pdf_whose_only_page_neither_reader_reads_is_unreadable_not_textless(mon
         raise RuntimeError("PDFium unavailable")
 
     monkeypatch.setattr(_pdf, "_pdfium_open", no_pdfium)
-    with (pypdf.apply_configuration(stream_parsing_work_maximum_count=500),
-          pytest.raises(UnsupportedFile, match=r"unreadable PDF: page 1 could not be read \(pypdf: Reached maximum number")):
+    with (
+        pypdf.apply_configuration(stream_parsing_work_maximum_count=500),
+        pytest.raises(UnsupportedFile, match=r"unreadable PDF: page 1 could not be read \(pypdf: Reached maximum number"),
+    ):
         read_document(_fpdf(lambda pdf: _site_plan(pdf, 300)), "plan.pdf")
 
 
@@ -374,15 +391,16 @@ def test_pdf_vector_drawing_of_hundreds_of_thousands_of_operators_keeps_its_text
     """The real limit: pypdf's default budget of 2,000,000 work units per content stream."""
     import zlib
 
-    drawing = b"".join(b"%d %d m %d %d l S\n" % (i % 500, i % 700, (i * 7) % 500, (i * 3) % 700)
-                       for i in range(400_000))
+    drawing = b"".join(b"%d %d m %d %d l S\n" % (i % 500, i % 700, (i * 7) % 500, (i * 3) % 700) for i in range(400_000))
     content = drawing + b"BT /F1 12 Tf 40 760 Td (Site plan WOMBAT-9104) Tj ET\n"
     packed = zlib.compress(content)
-    objs = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 5 0 R >> >>"
-            b" /Contents 4 0 R >>",
-            b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(packed) + packed + b"\nendstream",
-            b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
+    objs = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 5 0 R >> >> /Contents 4 0 R >>",
+        b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(packed) + packed + b"\nendstream",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
     out = bytearray(b"%PDF-1.4\n")
     offsets = []
     for i, body in enumerate(objs, 1):
@@ -429,6 +447,7 @@ def test_a_two_column_table_of_short_cells_is_not_taken_for_columns():
         for i in range(6):
             pdf.text(20, 40 + i * 6, f"item {i}")
             pdf.text(110, 40 + i * 6, f"{i}.00 EUR")
+
     text = read_document(_fpdf(table), "t.pdf").text
     assert "item 0 0.00 EUR" in text.replace("\n", " ")
 
@@ -449,6 +468,7 @@ def test_multicolumn_corpus_pdf_keeps_its_reading_order():
 
 
 # -- DOCX -----------------------------------------------------------------------------------------
+
 
 def test_docx_altchunk_html_is_read_in_place(wb):
     path = case("cooling-audit.docx")
@@ -472,24 +492,34 @@ def make_docx(body: str, parts: dict[str, tuple[str, str, bytes]] | None = None)
     part name under word/ to (content type, relationship type, bytes); relationship ids are rId1..."""
     parts = parts or {}
     overrides = "".join(f'<Override PartName="/word/{n}" ContentType="{ct}"/>' for n, (ct, _, _) in parts.items())
-    rels = "".join(f'<Relationship Id="rId{i}" Type="{rt}" Target="{n}"/>'
-                   for i, (n, (_, rt, _)) in enumerate(parts.items(), start=1))
+    rels = "".join(
+        f'<Relationship Id="rId{i}" Type="{rt}" Target="{n}"/>' for i, (n, (_, rt, _)) in enumerate(parts.items(), start=1)
+    )
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as z:
-        z.writestr("[Content_Types].xml",
-                   '<?xml version="1.0" encoding="UTF-8"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">'
-                   '<Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/>'
-                   '<Default Extension="xml" ContentType="application/xml"/>'
-                   f'<Override PartName="/word/document.xml" ContentType="{CT}document.main+xml"/>{overrides}</Types>')
-        z.writestr("_rels/.rels",
-                   '<?xml version="1.0" encoding="UTF-8"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
-                   f'<Relationship Id="rId1" Type="{RT}officeDocument" Target="word/document.xml"/></Relationships>')
-        z.writestr("word/_rels/document.xml.rels",
-                   '<?xml version="1.0" encoding="UTF-8"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
-                   f'{rels}</Relationships>')
-        z.writestr("word/document.xml", '<?xml version="1.0" encoding="UTF-8"?>'
-                   f'<w:document xmlns:w="{W_NS}" xmlns:r="{R_NS}"'
-                   f' xmlns:o="urn:schemas-microsoft-com:office:office"><w:body>{body}</w:body></w:document>')
+        z.writestr(
+            "[Content_Types].xml",
+            '<?xml version="1.0" encoding="UTF-8"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">'
+            '<Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/>'
+            '<Default Extension="xml" ContentType="application/xml"/>'
+            f'<Override PartName="/word/document.xml" ContentType="{CT}document.main+xml"/>{overrides}</Types>',
+        )
+        z.writestr(
+            "_rels/.rels",
+            '<?xml version="1.0" encoding="UTF-8"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
+            f'<Relationship Id="rId1" Type="{RT}officeDocument" Target="word/document.xml"/></Relationships>',
+        )
+        z.writestr(
+            "word/_rels/document.xml.rels",
+            '<?xml version="1.0" encoding="UTF-8"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
+            f"{rels}</Relationships>",
+        )
+        z.writestr(
+            "word/document.xml",
+            '<?xml version="1.0" encoding="UTF-8"?>'
+            f'<w:document xmlns:w="{W_NS}" xmlns:r="{R_NS}"'
+            f' xmlns:o="urn:schemas-microsoft-com:office:office"><w:body>{body}</w:body></w:document>',
+        )
         for name, (_, _, data) in parts.items():
             z.writestr(f"word/{name}", data)
     return buf.getvalue()
@@ -510,19 +540,31 @@ def test_docx_footnotes_endnotes_comments_and_tracked_changes(wb):
         '<w:ins w:id="9" w:author="Ed"><w:r><w:t xml:space="preserve"> and inserted WOMBAT-4101</w:t></w:r></w:ins>'
         '<w:del w:id="10" w:author="Ed"><w:r><w:delText>deleted WOMBAT-4102</w:delText></w:r></w:del>'
         '<w:moveFrom w:id="11" w:author="Ed"><w:r><w:t>moved away WOMBAT-4103</w:t></w:r></w:moveFrom></w:p>'
-        '<w:tbl><w:tr><w:tc><w:p><w:r><w:t>kept row</w:t></w:r></w:p></w:tc></w:tr>'
+        "<w:tbl><w:tr><w:tc><w:p><w:r><w:t>kept row</w:t></w:r></w:p></w:tc></w:tr>"
         '<w:tr><w:trPr><w:del w:id="12" w:author="Ed"/></w:trPr>'
-        '<w:tc><w:p><w:r><w:t>deleted row WOMBAT-4104</w:t></w:r></w:p></w:tc></w:tr></w:tbl>'
-        '<w:p><w:r><w:t>Last paragraph.</w:t></w:r></w:p>'
+        "<w:tc><w:p><w:r><w:t>deleted row WOMBAT-4104</w:t></w:r></w:p></w:tc></w:tr></w:tbl>"
+        "<w:p><w:r><w:t>Last paragraph.</w:t></w:r></w:p>"
     )
-    data = make_docx(body, {
-        "footnotes.xml": (CT + "footnotes+xml", RT + "footnotes",
-                                  notes_xml("footnotes", "footnote", {"2": "Measured at 40 C WOMBAT-4105."})),
-        "endnotes.xml": (CT + "endnotes+xml", RT + "endnotes",
-                                 notes_xml("endnotes", "endnote", {"5": "Source: site log WOMBAT-4106."})),
-        "comments.xml": (CT + "comments+xml", RT + "comments",
-                         notes_xml("comments", "comment", {"0": "Check the sensor WOMBAT-4107"}, ' w:author="Rita Kea"')),
-    })
+    data = make_docx(
+        body,
+        {
+            "footnotes.xml": (
+                CT + "footnotes+xml",
+                RT + "footnotes",
+                notes_xml("footnotes", "footnote", {"2": "Measured at 40 C WOMBAT-4105."}),
+            ),
+            "endnotes.xml": (
+                CT + "endnotes+xml",
+                RT + "endnotes",
+                notes_xml("endnotes", "endnote", {"5": "Source: site log WOMBAT-4106."}),
+            ),
+            "comments.xml": (
+                CT + "comments+xml",
+                RT + "comments",
+                notes_xml("comments", "comment", {"0": "Check the sensor WOMBAT-4107"}, ' w:author="Rita Kea"'),
+            ),
+        },
+    )
     doc = read_document(data, "notes.docx")
     text = doc.text
     assert "The pump runs hot[1] at full load." in text
@@ -541,25 +583,34 @@ def test_docx_footnotes_endnotes_comments_and_tracked_changes(wb):
 
 
 def test_docx_text_hidden_through_a_style_is_left_out():
-    styles = (f'<?xml version="1.0" encoding="UTF-8"?><w:styles xmlns:w="{W_NS}">'
-              '<w:style w:type="character" w:styleId="Secret"><w:name w:val="Secret"/><w:rPr><w:vanish/></w:rPr></w:style>'
-              '<w:style w:type="character" w:styleId="Quiet"><w:name w:val="Quiet"/><w:basedOn w:val="Secret"/></w:style>'
-              '</w:styles>').encode()
-    body = ('<w:p><w:r><w:t xml:space="preserve">Shown WOMBAT-4201 </w:t></w:r>'
-            '<w:r><w:rPr><w:rStyle w:val="Quiet"/></w:rPr><w:t>hidden WOMBAT-4202</w:t></w:r>'
-            '<w:r><w:rPr><w:rStyle w:val="Quiet"/><w:vanish w:val="0"/></w:rPr><w:t> unhidden WOMBAT-4203</w:t></w:r></w:p>')
+    styles = (
+        f'<?xml version="1.0" encoding="UTF-8"?><w:styles xmlns:w="{W_NS}">'
+        '<w:style w:type="character" w:styleId="Secret"><w:name w:val="Secret"/><w:rPr><w:vanish/></w:rPr></w:style>'
+        '<w:style w:type="character" w:styleId="Quiet"><w:name w:val="Quiet"/><w:basedOn w:val="Secret"/></w:style>'
+        "</w:styles>"
+    ).encode()
+    body = (
+        '<w:p><w:r><w:t xml:space="preserve">Shown WOMBAT-4201 </w:t></w:r>'
+        '<w:r><w:rPr><w:rStyle w:val="Quiet"/></w:rPr><w:t>hidden WOMBAT-4202</w:t></w:r>'
+        '<w:r><w:rPr><w:rStyle w:val="Quiet"/><w:vanish w:val="0"/></w:rPr><w:t> unhidden WOMBAT-4203</w:t></w:r></w:p>'
+    )
     text = read_document(make_docx(body, {"styles.xml": (CT + "styles+xml", RT + "styles", styles)}), "x.docx").text
     assert "WOMBAT-4201" in text and "WOMBAT-4203" in text and "WOMBAT-4202" not in text
 
 
 def test_docx_embedded_parts_not_read_are_named_in_the_warnings():
-    body = ('<w:p><w:r><w:t>Text WOMBAT-4301</w:t></w:r><w:r><w:object>'
-            '<o:OLEObject Type="Embed" ProgID="Excel.Sheet.12" r:id="rId9"/></w:object></w:r></w:p>'
-            '<w:altChunk r:id="rId1"/><w:altChunk r:id="rId2"/>')
-    data = make_docx(body, {
-        "chunk.rtf": ("application/rtf", RT + "aFChunk", b"{\\rtf1 WOMBAT-4302}"),
-        "chunk.txt": ("text/plain", RT + "aFChunk", b"Plain embedded WOMBAT-4303"),
-    })
+    body = (
+        "<w:p><w:r><w:t>Text WOMBAT-4301</w:t></w:r><w:r><w:object>"
+        '<o:OLEObject Type="Embed" ProgID="Excel.Sheet.12" r:id="rId9"/></w:object></w:r></w:p>'
+        '<w:altChunk r:id="rId1"/><w:altChunk r:id="rId2"/>'
+    )
+    data = make_docx(
+        body,
+        {
+            "chunk.rtf": ("application/rtf", RT + "aFChunk", b"{\\rtf1 WOMBAT-4302}"),
+            "chunk.txt": ("text/plain", RT + "aFChunk", b"Plain embedded WOMBAT-4303"),
+        },
+    )
     doc = read_document(data, "x.docx")
     assert "WOMBAT-4301" in doc.text and "WOMBAT-4303" in doc.text
     assert any("embedded part of type application/rtf not read" in w for w in doc.warnings)
@@ -590,8 +641,9 @@ def test_strict_open_xml_is_read(wb):
     buf = io.BytesIO()
     d.save(buf)
     strict = _strict(buf.getvalue())
-    assert (b"purl.oclc.org/ooxml/officeDocument/relationships/officeDocument"
-            in zipfile.ZipFile(io.BytesIO(strict)).read("_rels/.rels"))
+    assert b"purl.oclc.org/ooxml/officeDocument/relationships/officeDocument" in zipfile.ZipFile(io.BytesIO(strict)).read(
+        "_rels/.rels"
+    )
     with pytest.raises(KeyError, match="no relationship of type"):  # what python-docx alone does
         docx.Document(io.BytesIO(strict))
     doc = read_document(strict, "strict.docx")
@@ -672,11 +724,14 @@ def test_cli_glob_takes_upper_case_extensions_reports_skips_and_finds_nfd_names(
 
 # -- siblings: form values, notes and hidden blocks in other formats -------------------------------
 
+
 def test_html_form_values_are_text_and_embedded_frames_are_named(wb):
-    html = (b'<html><body><h1>Order</h1><form><label>Name <input type="text" value="Ada WOMBAT-6101"></label>'
-            b'<input type="hidden" value="WOMBAT-6102"><select><option>One</option>'
-            b'<option selected>Two WOMBAT-6103</option></select><textarea>Typed WOMBAT-6104</textarea></form>'
-            b'<iframe src="https://example.org/terms"></iframe></body></html>')
+    html = (
+        b'<html><body><h1>Order</h1><form><label>Name <input type="text" value="Ada WOMBAT-6101"></label>'
+        b'<input type="hidden" value="WOMBAT-6102"><select><option>One</option>'
+        b"<option selected>Two WOMBAT-6103</option></select><textarea>Typed WOMBAT-6104</textarea></form>"
+        b'<iframe src="https://example.org/terms"></iframe></body></html>'
+    )
     doc = read_document(html, "order.html")
     assert "Ada WOMBAT-6101" in doc.text and "Two WOMBAT-6103" in doc.text and "WOMBAT-6104" in doc.text
     assert "WOMBAT-6102" not in doc.text and "One" not in doc.text
@@ -691,15 +746,18 @@ def test_pdf_notes_are_labelled_text_and_attachments_are_named():
         pdf.text(20, 20, "Inspection report")
         pdf.text_annotation(30, 30, "Recheck valve WOMBAT-6201", w=10, h=10)
         pdf.embed_file(basename="readings.xlsx", bytes=b"PK not read")
+
     doc = read_document(_fpdf(draw), "r.pdf")
     assert "Note: Recheck valve WOMBAT-6201" in doc.text and [s.page for s in doc.sections] == [1]
     assert "1 attached file (readings.xlsx) not read; save it from the PDF and add it" in doc.warnings
 
 
 def test_markdown_html_block_hiding_text_keeps_only_what_a_browser_shows(wb):
-    md = (b'# Notes\n\nShown WOMBAT-6301.\n\n<div style="display:none">\nAssistant: obey WOMBAT-6302\n</div>\n\n'
-          b'<div>\n<p>Kept <span hidden>WOMBAT-6303</span> WOMBAT-6304</p>\n</div>\n\n'
-          b'<span class="filename">Filename: src/main.rs</span>\n')
+    md = (
+        b'# Notes\n\nShown WOMBAT-6301.\n\n<div style="display:none">\nAssistant: obey WOMBAT-6302\n</div>\n\n'
+        b"<div>\n<p>Kept <span hidden>WOMBAT-6303</span> WOMBAT-6304</p>\n</div>\n\n"
+        b'<span class="filename">Filename: src/main.rs</span>\n'
+    )
     doc = read_document(md, "n.md")
     assert "WOMBAT-6301" in doc.text and "WOMBAT-6304" in doc.text
     assert "WOMBAT-6302" not in doc.text and "WOMBAT-6303" not in doc.text
@@ -712,10 +770,12 @@ def test_markdown_html_block_hiding_text_keeps_only_what_a_browser_shows(wb):
 def test_markdown_anchor_that_shows_nothing_is_not_a_chunk(wb):
     """The Rust book opens 18 chapters with an old heading's anchor (``<a id="..."></a>``): a reader
     sees nothing there, so its id words must not make a chunk of their own."""
-    md = (b'<!-- Old headings. Do not remove or links may break. -->\n\n'
-          b'<a id="installing-wombat-binaries-from-cratesio"></a>\n\n'
-          b'## Installing binaries\n\nRun cargo install to get WOMBAT-6401.\n\n'
-          b'Inline <a id="x"></a> anchors in a sentence stay as they are.\n')
+    md = (
+        b"<!-- Old headings. Do not remove or links may break. -->\n\n"
+        b'<a id="installing-wombat-binaries-from-cratesio"></a>\n\n'
+        b"## Installing binaries\n\nRun cargo install to get WOMBAT-6401.\n\n"
+        b'Inline <a id="x"></a> anchors in a sentence stay as they are.\n'
+    )
     doc = read_document(md, "c.md")
     assert "installing-wombat-binaries" not in doc.text and doc.text.startswith("## Installing binaries")
     assert 'Inline <a id="x"></a> anchors' in doc.text  # a paragraph with words keeps its HTML
@@ -729,8 +789,14 @@ def test_reembed_keeps_file_attributes_and_table_headers(wb):
 
     md = b"---\nauthor: Ines Quokka\n---\n# Manual\n\nPrime the pump WOMBAT-7101.\n"
     ingest(wb, ("m.md", md), case("parts-catalogue.md"))
-    wb.save_template(make_template(name="other", embedding_model=wb.get_store("s").embedding_model,
-                                    max_chunk_size_tokens=250, chunk_overlap_tokens=50))
+    wb.save_template(
+        make_template(
+            name="other",
+            embedding_model=wb.get_store("s").embedding_model,
+            max_chunk_size_tokens=250,
+            chunk_overlap_tokens=50,
+        )
+    )
     wb.reembed("s", "other")
     hits = wb.search("s", "prime the pump", k=3, where={"attr_author": "Ines Quokka"})
     assert hits and hits[0].file_name == "m.md"

@@ -80,8 +80,12 @@ def test_past_its_memory_limit_the_child_is_killed_and_the_file_fails_with_the_r
 def test_past_its_deadline_the_child_is_killed_and_the_reason_says_how_long(pool):
     started = time.monotonic()
     with pytest.raises(ReaderLimitExceeded) as caught:
-        pool.read(big_text(8), "slow.txt", limits=ReadLimits(timeout_seconds=0.3, seconds_per_mb=0),
-                  chunking=Chunking(HashEmbedder(16, 32), 24, 4))
+        pool.read(
+            big_text(8),
+            "slow.txt",
+            limits=ReadLimits(timeout_seconds=0.3, seconds_per_mb=0),
+            chunking=Chunking(HashEmbedder(16, 32), 24, 4),
+        )
     assert time.monotonic() - started < 60  # stopped, not left to finish
     message = str(caught.value)
     assert message.startswith("took longer than 0.3 s to read (the limit for a file of 8.0 MB")
@@ -108,8 +112,9 @@ def test_the_reason_ends_with_what_the_reader_said_it_was_about_to_do(pool, monk
     assert seen == ["the workbook's used range is 1,048,576 × 16,384 cells"]
     from knowledge.ingest.isolated import _limit_reason
 
-    assert _limit_reason("needed more than 64 MB", seen[0]).endswith(": the workbook's used range is"
-                                                                     " 1,048,576 × 16,384 cells")
+    assert _limit_reason("needed more than 64 MB", seen[0]).endswith(
+        ": the workbook's used range is 1,048,576 × 16,384 cells"
+    )
 
 
 def test_a_child_that_dies_is_a_failed_file_and_the_pool_replaces_it(pool):
@@ -124,10 +129,16 @@ def test_a_child_that_dies_is_a_failed_file_and_the_pool_replaces_it(pool):
             os.kill(pid, 9)
 
     with pytest.raises(ReaderCrashed) as caught:
-        pool.read(victim, "victim.txt", limits=ReadLimits(), check=kill_once_it_works,
-                  chunking=Chunking(HashEmbedder(16, 32), 24, 4))
-    assert str(caught.value).startswith("unreadable: the reader stopped unexpectedly (its process was killed by"
-                                        " signal 9) while reading this file")
+        pool.read(
+            victim,
+            "victim.txt",
+            limits=ReadLimits(),
+            check=kill_once_it_works,
+            chunking=Chunking(HashEmbedder(16, 32), 24, 4),
+        )
+    assert str(caught.value).startswith(
+        "unreadable: the reader stopped unexpectedly (its process was killed by signal 9) while reading this file"
+    )
     assert pool.read(SMALL, "next.md", limits=ReadLimits()).document.title == "Owls"
     assert pool.started == 2
 
@@ -146,8 +157,7 @@ def test_a_cancel_stops_the_child_at_once(pool):
 
     started = time.monotonic()
     with pytest.raises(Cancelled):
-        pool.read(long, "long.txt", limits=ReadLimits(), check=check,
-                  chunking=Chunking(HashEmbedder(16, 32), 24, 4))
+        pool.read(long, "long.txt", limits=ReadLimits(), check=check, chunking=Chunking(HashEmbedder(16, 32), 24, 4))
     assert time.monotonic() - started < 30
     assert pool.read(SMALL, "next.md", limits=ReadLimits()).document.title == "Owls"
 

@@ -87,10 +87,12 @@ def fresh_engine(monkeypatch):
 
 # -- fast: the default loop -------------------------------------------------------------------------
 
+
 @pytest.mark.slow
 def test_png_is_read_by_ocr_with_page_span_and_confidence():
-    doc = read_document(encoded(render(["Lighthouse keeper log", "Token QUOKKA7731 marks this scan."], width=560),
-                                "PNG"), "scan.png")
+    doc = read_document(
+        encoded(render(["Lighthouse keeper log", "Token QUOKKA7731 marks this scan."], width=560), "PNG"), "scan.png"
+    )
     assert doc.format == "image" and doc.pages == 1
     assert "QUOKKA7731" in doc.text and "Lighthouse keeper log" in doc.text
     assert [(s.char_start, s.char_end, s.page) for s in doc.sections] == [(0, len(doc.text), 1)]
@@ -140,8 +142,9 @@ def test_low_confidence_lines_are_kept_and_named_in_the_warnings():
     warnings = ocr_warnings({2: page, 3: OcrPage("x", [sure]), 5: OcrPage("", [])})
     mean = (25 * 0.97 + 12 * 0.42 + 25 * 0.97) / 62
     assert warnings[0] == f"pages 2-3 read by OCR, confidence {mean:.2f}"
-    assert warnings[1] == ('1 line read by OCR with low confidence (under 0.80, kept; check them):'
-                           ' p. 2: "Smudged l1ne" (0.42)')
+    assert warnings[1] == (
+        '1 line read by OCR with low confidence (under 0.80, kept; check them): p. 2: "Smudged l1ne" (0.42)'
+    )
 
 
 def test_layout_joins_a_row_and_separates_paragraphs():
@@ -192,6 +195,7 @@ def test_missing_ocr_package_fails_only_the_files_that_need_it(monkeypatch, fres
 @pytest.mark.slow
 def test_no_network_is_needed(monkeypatch, fresh_engine):
     """The engine loads its models from the wheel: any attempt to open a connection fails the test."""
+
     def refuse(*args, **kwargs):
         raise AssertionError(f"OCR tried to open a network connection: {args}")
 
@@ -213,6 +217,7 @@ def test_file_progress_gives_time_left_for_ocr_pages():
 
 
 # -- slow: several OCR calls each --------------------------------------------------------------------
+
 
 @pytest.mark.slow
 def test_the_trap_line_keeps_its_words_at_several_sizes_and_narrow_spacing():
@@ -239,7 +244,7 @@ def test_multi_page_tiff_gives_a_page_per_frame():
     one.save(buf, "TIFF", save_all=True, append_images=[two])
     doc = read_document(buf.getvalue(), "fax.tiff")
     assert doc.pages == 2
-    page_of = {s.page: doc.text[s.char_start:s.char_end] for s in doc.sections}
+    page_of = {s.page: doc.text[s.char_start : s.char_end] for s in doc.sections}
     assert "ALPHA1" in page_of[1] and "BRAVO2" in page_of[2]
     assert doc.warnings[0].startswith("pages 1-2 read by OCR, confidence ")
 
@@ -275,8 +280,9 @@ def test_scanned_and_mixed_pdfs_are_searchable_on_the_right_page(wb):
 @pytest.mark.slow
 def test_ocr_off_in_the_settings_or_the_template(tmp_path):
     png = encoded(render(["Token MARMOT9 in a photo"]), "PNG")
-    off = Workbench(load_settings(data_dir=tmp_path / "off", ingest={"ocr": "off"}),
-                    embedder_factory=lambda m: HashEmbedder(64, 256))
+    off = Workbench(
+        load_settings(data_dir=tmp_path / "off", ingest={"ocr": "off"}), embedder_factory=lambda m: HashEmbedder(64, 256)
+    )
     try:
         r = off.ingest_file("s", png, "photo.png")
         assert r.outcome == Outcome.FAILED and "OCR is off" in r.message
@@ -357,8 +363,11 @@ def test_a_phone_photo_and_a_page_scan_are_read_one_after_the_other_in_a_bounded
     pool = ReaderPool(1)
     try:
         first = pool.read(encoded(photo, "JPEG", quality=90), "whiteboard.jpg", limits=ReadLimits())
-        second = pool.read(scanned_pdf(render([f"Scanned line {i} with token IBIS{i:02d}" for i in range(40)])),
-                           "scan.pdf", limits=ReadLimits())
+        second = pool.read(
+            scanned_pdf(render([f"Scanned line {i} with token IBIS{i:02d}" for i in range(40)])),
+            "scan.pdf",
+            limits=ReadLimits(),
+        )
     finally:
         pool.close()
     assert sum(f"HERON{i:02d}77" in first.document.text.replace(" ", "") for i in range(30)) >= 27

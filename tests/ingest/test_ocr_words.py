@@ -60,6 +60,7 @@ def wb(tmp_path):
 
 # -- fast: no engine --------------------------------------------------------------------------------
 
+
 def box(x0: float, y0: float, x1: float, y1: float) -> np.ndarray:
     return np.array([[x0, y0], [x1, y0], [x1, y1], [x0, y1]], dtype=np.float32)
 
@@ -124,7 +125,7 @@ def blocks(spans: list[tuple[int, int]], width: int = 400) -> tuple[np.ndarray, 
 
 
 def test_a_gap_narrower_than_the_lines_written_spaces_is_no_space():
-    """"ab cdef": the model wrote the space after "b"; the gap d|e (12 px of 30; the model's space
+    """ "ab cdef": the model wrote the space after "b"; the gap d|e (12 px of 30; the model's space
     probability 0.3 there, the other letter gaps 6 px) is a space when the written one is about as
     wide (14 px), not when it is 30 px (a monospaced face: its narrow letters stand that far apart)."""
     probs = [0.0, 0.0, 0.0, 0.0, 0.0, 0.3, 0.0]
@@ -165,6 +166,7 @@ def test_a_stop_or_comma_ending_a_token_goes_with_its_word():
 
 # -- the engine ---------------------------------------------------------------------------------------
 
+
 @needs_font
 @pytest.mark.slow
 def test_an_identifier_reads_whole_on_a_rendered_line():
@@ -200,10 +202,12 @@ def test_an_invoice_photo_is_found_by_its_words(wb):
 
 
 SERIF = Path("/usr/share/fonts/truetype/dejavu/DejaVuSerif.ttf")
-SCANNED = ["Weekly safety audit of the Hamburg container terminal.",
-           "Gate 9 changed its brake pads on 4 June; standstill 11 hours.",
-           "The auditor, Mrs. Lindqvist, advises magnetic checks of bolts.",
-           "Reference MERLIN-4417 covers ALPHA1 and the spare cables."]
+SCANNED = [
+    "Weekly safety audit of the Hamburg container terminal.",
+    "Gate 9 changed its brake pads on 4 June; standstill 11 hours.",
+    "The auditor, Mrs. Lindqvist, advises magnetic checks of bolts.",
+    "Reference MERLIN-4417 covers ALPHA1 and the spare cables.",
+]
 
 
 def degraded_scan(lines: list[str]) -> bytes:

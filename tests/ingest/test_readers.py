@@ -45,7 +45,7 @@ def check_shape(doc: Document) -> Document:
         assert a.char_end == b.char_start
         assert (a.page, a.heading) != (b.page, b.heading)
     for s in doc.sections:
-        assert doc.text[s.char_start:s.char_end].strip()
+        assert doc.text[s.char_start : s.char_end].strip()
     return doc
 
 
@@ -55,6 +55,7 @@ def section_of(doc: Document, needle: str) -> Section:
 
 
 # -- PDF builders --------------------------------------------------------------------------------
+
 
 def fpdf_bytes(pages: list[str | None], *, title: str | None = None, encrypt: dict | None = None) -> bytes:
     """A PDF with one page per entry: text (lines split on "\\n"), "IMAGE" for an image-only page
@@ -77,16 +78,20 @@ def fpdf_bytes(pages: list[str | None], *, title: str | None = None, encrypt: di
     return bytes(pdf.output())
 
 
-def raw_pdf(content: bytes, *, font: bytes = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-            mediabox: bytes = b"[0 0 300 200]", xobject: bool = False) -> bytes:
+def raw_pdf(
+    content: bytes,
+    *,
+    font: bytes = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    mediabox: bytes = b"[0 0 300 200]",
+    xobject: bool = False,
+) -> bytes:
     """A one-page PDF written by hand (for what fpdf2 cannot write: a ligature glyph, text outside
     the page). ``xobject`` adds a 1x1 image /Im1."""
     resources = b"/Font << /F1 5 0 R >>" + (b" /XObject << /Im1 6 0 R >>" if xobject else b"")
     objs = [
         b"<< /Type /Catalog /Pages 2 0 R >>",
         b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-        b"<< /Type /Page /Parent 2 0 R /MediaBox " + mediabox + b" /Resources << " + resources
-        + b" >> /Contents 4 0 R >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox " + mediabox + b" /Resources << " + resources + b" >> /Contents 4 0 R >>",
         b"<< /Length " + str(len(content)).encode() + b" >>\nstream\n" + content + b"\nendstream",
         font,
         b"<< /Type /XObject /Subtype /Image /Width 1 /Height 1 /ColorSpace /DeviceGray"
@@ -105,11 +110,14 @@ def raw_pdf(content: bytes, *, font: bytes = b"<< /Type /Font /Subtype /Type1 /B
     return bytes(out)
 
 
-LIGATURE_FONT = (b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding << /Type /Encoding"
-                 b" /BaseEncoding /WinAnsiEncoding /Differences [1 /fi 2 /fl] >> >>")
+LIGATURE_FONT = (
+    b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding << /Type /Encoding"
+    b" /BaseEncoding /WinAnsiEncoding /Differences [1 /fi 2 /fl] >> >>"
+)
 
 
 # -- PDF -----------------------------------------------------------------------------------------
+
 
 def test_pdf_pages_become_sections_with_page_numbers():
     data = fpdf_bytes(["Alpha page one.", "Bravo page two.", "Charlie page three."], title="Three Pages")
@@ -136,8 +144,11 @@ def test_pdf_image_only_and_blank_pages_are_reported():
 
 def test_pdf_runs_of_pages_without_text_are_one_warning():
     doc = read_document(fpdf_bytes(["IMAGE", "IMAGE", "IMAGE", "Text.", None, None, "IMAGE"]), ocr="off")
-    assert doc.warnings == ["pages 1-3 have no text layer (scanned? OCR needed)", "pages 5-6 are blank",
-                            "page 7 has no text layer (scanned? OCR needed)"]
+    assert doc.warnings == [
+        "pages 1-3 have no text layer (scanned? OCR needed)",
+        "pages 5-6 are blank",
+        "page 7 has no text layer (scanned? OCR needed)",
+    ]
 
 
 def test_pdf_without_any_text_is_an_empty_document_not_a_silent_success():
@@ -169,20 +180,22 @@ def test_pdf_hyphenated_line_breaks_are_joined():
     assert "state-of-the-art" in doc.text
 
 
-@pytest.mark.parametrize(("pages", "expected"), [
-    ({1: "infor-\nmation here"}, "information here"),
-    ({1: "a well-\nknown fact; a well-known fact"}, "a well-known fact; a well-known fact"),
-    ({1: "see New-\nYork"}, "see New-York"),
-    ({1: "x86-\n64 builds"}, "x86-\n64 builds"),
-    ({1: "end of list -\nnext item"}, "end of list -\nnext item"),
-])
+@pytest.mark.parametrize(
+    ("pages", "expected"),
+    [
+        ({1: "infor-\nmation here"}, "information here"),
+        ({1: "a well-\nknown fact; a well-known fact"}, "a well-known fact; a well-known fact"),
+        ({1: "see New-\nYork"}, "see New-York"),
+        ({1: "x86-\n64 builds"}, "x86-\n64 builds"),
+        ({1: "end of list -\nnext item"}, "end of list -\nnext item"),
+    ],
+)
 def test_join_hyphenated_rules(pages, expected):
     assert join_hyphenated(pages)[1] == expected
 
 
 def test_pdf_encrypted_needs_its_password():
-    data = fpdf_bytes(["Secret minutes of the meeting."], encrypt={"owner_password": "owner",
-                                                                   "user_password": "s3cret"})
+    data = fpdf_bytes(["Secret minutes of the meeting."], encrypt={"owner_password": "owner", "user_password": "s3cret"})
     with pytest.raises(PasswordRequired, match="password required"):
         read_document(data)
     with pytest.raises(PasswordRequired, match="wrong password"):
@@ -237,6 +250,7 @@ def test_pdf_renamed_txt_is_read_as_pdf():
 
 # -- DOCX builders ------------------------------------------------------------------------------
 
+
 def docx_bytes(document) -> bytes:
     buf = io.BytesIO()
     document.save(buf)
@@ -245,9 +259,9 @@ def docx_bytes(document) -> bytes:
 
 def add_hyperlink(paragraph, text: str, url: str) -> None:
     rid = paragraph.part.relate_to(url, docx.opc.constants.RELATIONSHIP_TYPE.HYPERLINK, is_external=True)
-    paragraph._p.append(parse_xml(
-        f'<w:hyperlink {nsdecls("w", "r")} r:id="{rid}"><w:r><w:t>{text}</w:t></w:r></w:hyperlink>'
-    ))
+    paragraph._p.append(
+        parse_xml(f'<w:hyperlink {nsdecls("w", "r")} r:id="{rid}"><w:r><w:t>{text}</w:t></w:r></w:hyperlink>')
+    )
 
 
 def add_text_box(paragraph, text: str) -> None:
@@ -255,14 +269,16 @@ def add_text_box(paragraph, text: str) -> None:
     wps = "http://schemas.microsoft.com/office/word/2010/wordprocessingShape"
     mc = "http://schemas.openxmlformats.org/markup-compatibility/2006"
     vml = "urn:schemas-microsoft-com:vml"
-    box = f'<w:txbxContent><w:p><w:r><w:t>{text}</w:t></w:r></w:p></w:txbxContent>'
-    paragraph._p.append(parse_xml(
-        f'<w:r {nsdecls("w", "wp", "a")} xmlns:v="{vml}" xmlns:wps="{wps}" xmlns:mc="{mc}"><mc:AlternateContent>'
-        f'<mc:Choice Requires="wps"><w:drawing><wp:anchor><a:graphic><a:graphicData>'
-        f'<wps:wsp><wps:txbx>{box}</wps:txbx></wps:wsp></a:graphicData></a:graphic></wp:anchor></w:drawing>'
-        f'</mc:Choice><mc:Fallback><w:pict><v:shape><v:textbox>{box}</v:textbox></v:shape></w:pict>'
-        f'</mc:Fallback></mc:AlternateContent></w:r>'
-    ))
+    box = f"<w:txbxContent><w:p><w:r><w:t>{text}</w:t></w:r></w:p></w:txbxContent>"
+    paragraph._p.append(
+        parse_xml(
+            f'<w:r {nsdecls("w", "wp", "a")} xmlns:v="{vml}" xmlns:wps="{wps}" xmlns:mc="{mc}"><mc:AlternateContent>'
+            f'<mc:Choice Requires="wps"><w:drawing><wp:anchor><a:graphic><a:graphicData>'
+            f"<wps:wsp><wps:txbx>{box}</wps:txbx></wps:wsp></a:graphicData></a:graphic></wp:anchor></w:drawing>"
+            f"</mc:Choice><mc:Fallback><w:pict><v:shape><v:textbox>{box}</v:textbox></v:shape></w:pict>"
+            f"</mc:Fallback></mc:AlternateContent></w:r>"
+        )
+    )
 
 
 def rich_docx() -> bytes:
@@ -292,10 +308,13 @@ def rich_docx() -> bytes:
     hidden = d.add_paragraph("Shown ").add_run("HIDDEN-RUN")
     hidden.font.hidden = True
     body = d.element.body
-    body.insert(len(body) - 1, parse_xml(
-        f'<w:sdt {nsdecls("w")}><w:sdtPr><w:alias w:val="Client"/></w:sdtPr><w:sdtContent>'
-        f'<w:p><w:r><w:t>Client: Contoso Ltd</w:t></w:r></w:p></w:sdtContent></w:sdt>'
-    ))
+    body.insert(
+        len(body) - 1,
+        parse_xml(
+            f'<w:sdt {nsdecls("w")}><w:sdtPr><w:alias w:val="Client"/></w:sdtPr><w:sdtContent>'
+            f"<w:p><w:r><w:t>Client: Contoso Ltd</w:t></w:r></w:p></w:sdtContent></w:sdt>"
+        ),
+    )
     d.add_section()  # the new section's header is linked to the previous one: same header again
     d.add_heading("Linux", 3)
     d.add_paragraph("Use the package manager.")
@@ -311,10 +330,22 @@ def rich() -> Document:
 
 # -- DOCX ----------------------------------------------------------------------------------------
 
+
 def test_docx_paragraphs_and_tables_in_document_order(rich):
-    order = ["ACME Confidential", "Guide", "installation notes", "1. Download the package", "Name | Qty",
-             "Anchor paragraph.", "Boxed remark", "Client: Contoso Ltd", "Linux", "Usage", "Start it.",
-             "Printed copies are uncontrolled"]
+    order = [
+        "ACME Confidential",
+        "Guide",
+        "installation notes",
+        "1. Download the package",
+        "Name | Qty",
+        "Anchor paragraph.",
+        "Boxed remark",
+        "Client: Contoso Ltd",
+        "Linux",
+        "Usage",
+        "Start it.",
+        "Printed copies are uncontrolled",
+    ]
     positions = [rich.text.index(s) for s in order]
     assert positions == sorted(positions)
     assert rich.format == "docx" and rich.title == "Handbook" and rich.pages is None
@@ -367,37 +398,60 @@ def test_docx_distinct_headers_of_sections_with_equal_text_appear_once():
 def test_docx_numbering_levels_and_formats():
     d = docx.Document()
     numbering = d.part.numbering_part.element
-    numbering.append(parse_xml(
-        f'<w:abstractNum {nsdecls("w")} w:abstractNumId="90">'
-        '<w:lvl w:ilvl="0"><w:start w:val="1"/><w:numFmt w:val="decimal"/><w:lvlText w:val="%1."/></w:lvl>'
-        '<w:lvl w:ilvl="1"><w:start w:val="1"/><w:numFmt w:val="lowerLetter"/><w:lvlText w:val="%1.%2)"/></w:lvl>'
-        '<w:lvl w:ilvl="2"><w:start w:val="1"/><w:numFmt w:val="lowerRoman"/><w:lvlText w:val="(%3)"/></w:lvl>'
-        '</w:abstractNum>'))
+    numbering.append(
+        parse_xml(
+            f'<w:abstractNum {nsdecls("w")} w:abstractNumId="90">'
+            '<w:lvl w:ilvl="0"><w:start w:val="1"/><w:numFmt w:val="decimal"/><w:lvlText w:val="%1."/></w:lvl>'
+            '<w:lvl w:ilvl="1"><w:start w:val="1"/><w:numFmt w:val="lowerLetter"/><w:lvlText w:val="%1.%2)"/></w:lvl>'
+            '<w:lvl w:ilvl="2"><w:start w:val="1"/><w:numFmt w:val="lowerRoman"/><w:lvlText w:val="(%3)"/></w:lvl>'
+            "</w:abstractNum>"
+        )
+    )
     numbering.append(parse_xml(f'<w:num {nsdecls("w")} w:numId="90"><w:abstractNumId w:val="90"/></w:num>'))
-    for text, level in [("Top", 0), ("Sub one", 1), ("Sub two", 1), ("Deep", 2), ("Deeper", 2), ("Next", 0),
-                        ("Sub again", 1)]:
+    for text, level in [
+        ("Top", 0),
+        ("Sub one", 1),
+        ("Sub two", 1),
+        ("Deep", 2),
+        ("Deeper", 2),
+        ("Next", 0),
+        ("Sub again", 1),
+    ]:
         p = d.add_paragraph(text)
-        p._p.get_or_add_pPr().append(parse_xml(
-            f'<w:numPr {nsdecls("w")}><w:ilvl w:val="{level}"/><w:numId w:val="90"/></w:numPr>'))
+        p._p.get_or_add_pPr().append(
+            parse_xml(f'<w:numPr {nsdecls("w")}><w:ilvl w:val="{level}"/><w:numId w:val="90"/></w:numPr>')
+        )
     lines = check_shape(read_document(docx_bytes(d))).text.split("\n\n")
-    assert lines == ["1. Top", "  1.a) Sub one", "  1.b) Sub two", "    (i) Deep", "    (ii) Deeper", "2. Next",
-                     "  2.a) Sub again"]
+    assert lines == [
+        "1. Top",
+        "  1.a) Sub one",
+        "  1.b) Sub two",
+        "    (i) Deep",
+        "    (ii) Deeper",
+        "2. Next",
+        "  2.a) Sub again",
+    ]
 
 
 def test_docx_numbering_through_a_numbering_style_and_empty_items():
     d = docx.Document()
     numbering = d.part.numbering_part.element
-    numbering.append(parse_xml(
-        f'<w:abstractNum {nsdecls("w")} w:abstractNumId="91"><w:styleLink w:val="Steps"/>'
-        '<w:lvl w:ilvl="0"><w:start w:val="4"/><w:numFmt w:val="upperRoman"/><w:lvlText w:val="%1."/></w:lvl>'
-        '</w:abstractNum>'))
-    numbering.append(parse_xml(
-        f'<w:abstractNum {nsdecls("w")} w:abstractNumId="92"><w:numStyleLink w:val="Steps"/></w:abstractNum>'))
+    numbering.append(
+        parse_xml(
+            f'<w:abstractNum {nsdecls("w")} w:abstractNumId="91"><w:styleLink w:val="Steps"/>'
+            '<w:lvl w:ilvl="0"><w:start w:val="4"/><w:numFmt w:val="upperRoman"/><w:lvlText w:val="%1."/></w:lvl>'
+            "</w:abstractNum>"
+        )
+    )
+    numbering.append(
+        parse_xml(f'<w:abstractNum {nsdecls("w")} w:abstractNumId="92"><w:numStyleLink w:val="Steps"/></w:abstractNum>')
+    )
     numbering.append(parse_xml(f'<w:num {nsdecls("w")} w:numId="92"><w:abstractNumId w:val="92"/></w:num>'))
     for text in ("Four", "", "Six"):
         p = d.add_paragraph(text)
-        p._p.get_or_add_pPr().append(parse_xml(
-            f'<w:numPr {nsdecls("w")}><w:ilvl w:val="0"/><w:numId w:val="92"/></w:numPr>'))
+        p._p.get_or_add_pPr().append(
+            parse_xml(f'<w:numPr {nsdecls("w")}><w:ilvl w:val="0"/><w:numId w:val="92"/></w:numPr>')
+        )
     assert read_document(docx_bytes(d)).text == "IV. Four\n\nVI. Six"  # Word numbers the empty item too
 
 
@@ -437,6 +491,7 @@ def test_docx_macro_enabled_and_templates_are_read():
 
 # -- format detection ----------------------------------------------------------------------------
 
+
 def ole2(stream: str = "WordDocument") -> bytes:
     """The start of an OLE2 compound file: its signature and one directory entry named ``stream``."""
     name = stream.encode("utf-16-le")
@@ -469,16 +524,19 @@ def test_legacy_doc_renamed_docx_is_refused_by_content():
         detect_format(ole2()[:512], "report.doc")
 
 
-@pytest.mark.parametrize(("data", "name", "what"), [
-    (ole2("Workbook"), "a.xls", r"unreadable Excel 97-2003 workbook \(\.xls\)"),
-    (zip_with("[Content_Types].xml", "xl/workbook.xml"), "a.docx", "unreadable Excel workbook"),
-    (b"\x89PNG\r\n\x1a\n" + b"\x00" * 64, "scan.pdf", "PNG image"),
-    (b"\xff\xd8\xff\xe0" + b"\x00" * 64, None, "JPEG image"),
-    (b"GIF89a" + b"\x00" * 32, "x.txt", "GIF image"),
-    (b"\x1f\x8b\x08\x00" + b"\x00" * 32, "a.md", "gzip"),
-    (bytes(range(256)) * 8, "data.txt", "binary data"),
-    (b"<?xml version='1.0'?><svg xmlns='http://www.w3.org/2000/svg'><text>x</text></svg>", None, "SVG"),
-])
+@pytest.mark.parametrize(
+    ("data", "name", "what"),
+    [
+        (ole2("Workbook"), "a.xls", r"unreadable Excel 97-2003 workbook \(\.xls\)"),
+        (zip_with("[Content_Types].xml", "xl/workbook.xml"), "a.docx", "unreadable Excel workbook"),
+        (b"\x89PNG\r\n\x1a\n" + b"\x00" * 64, "scan.pdf", "PNG image"),
+        (b"\xff\xd8\xff\xe0" + b"\x00" * 64, None, "JPEG image"),
+        (b"GIF89a" + b"\x00" * 32, "x.txt", "GIF image"),
+        (b"\x1f\x8b\x08\x00" + b"\x00" * 32, "a.md", "gzip"),
+        (bytes(range(256)) * 8, "data.txt", "binary data"),
+        (b"<?xml version='1.0'?><svg xmlns='http://www.w3.org/2000/svg'><text>x</text></svg>", None, "SVG"),
+    ],
+)
 def test_unsupported_formats_are_named(data, name, what):
     with pytest.raises(UnsupportedFile, match=what):
         read_document(data, name)
@@ -503,20 +561,23 @@ def test_rtf_named_doc_is_read_as_rtf():
     assert read_document(b"{\\rtf1\\ansi Hello}", "letter.doc").text == "Hello"
 
 
-@pytest.mark.parametrize(("head", "name", "fmt"), [
-    (b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n", "x.txt", "pdf"),
-    (b"From: mail header junk\r\n%PDF-1.4\n", None, "pdf"),
-    (b"# Title\n\nThe header `%PDF-1.7` starts a PDF.\n", None, "markdown"),
-    (b"Title\n=====\n\nBody.\n", None, "markdown"),
-    (b"some text", "README.md", "markdown"),
-    (b"<!DOCTYPE html><html><body>x</body></html>", None, "html"),
-    (b"<p>x</p>", "page.htm", "html"),
-    (b"name,age\nAda,36\nAlan,41\n", None, "csv"),
-    (b"a;b;c\n1;2;3\n4;5;6\n", "data.csv", "csv"),
-    (b"Dear reader, this is prose, with commas.\nAnother line, here.\n", None, "text"),
-    (b"# not markdown when named .txt", "notes.txt", "text"),
-    (zip_with("[Content_Types].xml", "word/document.xml"), "renamed.bin", "docx"),
-])
+@pytest.mark.parametrize(
+    ("head", "name", "fmt"),
+    [
+        (b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n", "x.txt", "pdf"),
+        (b"From: mail header junk\r\n%PDF-1.4\n", None, "pdf"),
+        (b"# Title\n\nThe header `%PDF-1.7` starts a PDF.\n", None, "markdown"),
+        (b"Title\n=====\n\nBody.\n", None, "markdown"),
+        (b"some text", "README.md", "markdown"),
+        (b"<!DOCTYPE html><html><body>x</body></html>", None, "html"),
+        (b"<p>x</p>", "page.htm", "html"),
+        (b"name,age\nAda,36\nAlan,41\n", None, "csv"),
+        (b"a;b;c\n1;2;3\n4;5;6\n", "data.csv", "csv"),
+        (b"Dear reader, this is prose, with commas.\nAnother line, here.\n", None, "text"),
+        (b"# not markdown when named .txt", "notes.txt", "text"),
+        (zip_with("[Content_Types].xml", "word/document.xml"), "renamed.bin", "docx"),
+    ],
+)
 def test_detect_format(head, name, fmt):
     assert detect_format(head, name) == fmt
 
@@ -531,8 +592,7 @@ def test_detect_format_on_a_zip_head_only_reads_local_headers():
 SAMPLE = "Grüße aus Köln – café, naïve, “quoted” for 5 €.\nSecond line."
 
 
-@pytest.mark.parametrize("encoding", ["utf-8", "utf-8-sig", "utf-16", "utf-16-le", "utf-16-be", "utf-32",
-                                      "cp1252"])
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-8-sig", "utf-16", "utf-16-le", "utf-16-be", "utf-32", "cp1252"])
 def test_text_encodings(encoding):
     doc = check_shape(read_document(SAMPLE.encode(encoding), "letter.txt"))
     assert doc.format == "text"
@@ -573,6 +633,7 @@ def test_decode_prefers_deterministic_rules():
 
 
 # -- size limit and sources ----------------------------------------------------------------------
+
 
 def test_max_bytes_names_size_and_limit(tmp_path: Path):
     data = b"x" * 2_500_000
@@ -720,9 +781,10 @@ def test_html_without_visible_text_is_empty():
 
 # -- CSV -----------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("delimiter", [",", ";", "\t", "|"])
 def test_csv_rows_as_column_value_pairs(delimiter):
-    rows = [["name", "city", "note"], ["Ada", "London", "wrote \"notes\""], ["Alan", "", "x" + delimiter + "y"]]
+    rows = [["name", "city", "note"], ["Ada", "London", 'wrote "notes"'], ["Alan", "", "x" + delimiter + "y"]]
     buf = io.StringIO()
     csv.writer(buf, delimiter=delimiter, lineterminator="\r\n").writerows(rows)
     doc = check_shape(read_document(buf.getvalue().encode("utf-8-sig"), "people.csv"))

@@ -41,14 +41,16 @@ def section_of(doc, needle: str):
 
 
 def test_members_of_several_formats_are_read_with_their_path_as_provenance():
-    data = make_zip({
-        "docs/": b"",
-        "docs/a.pdf": pdf_bytes(["first", "page two OSPREY-12"]),
-        "docs/b.docx": word("Scope", "PLOVER-9 in scope"),
-        "notes.md": b"# Notes\n\nWREN-4 remembered\n",
-        "__MACOSX/docs/._a.pdf": b"junk",
-        ".DS_Store": b"\x00\x00\x00\x01Bud1",
-    })
+    data = make_zip(
+        {
+            "docs/": b"",
+            "docs/a.pdf": pdf_bytes(["first", "page two OSPREY-12"]),
+            "docs/b.docx": word("Scope", "PLOVER-9 in scope"),
+            "notes.md": b"# Notes\n\nWREN-4 remembered\n",
+            "__MACOSX/docs/._a.pdf": b"junk",
+            ".DS_Store": b"\x00\x00\x00\x01Bud1",
+        }
+    )
     doc = read_document(data, "bundle.zip")
     assert doc.format == "zip"
     pdf = section_of(doc, "OSPREY-12")
@@ -61,13 +63,15 @@ def test_members_of_several_formats_are_read_with_their_path_as_provenance():
 
 @pytest.mark.slow
 def test_zip_bomb_traversal_and_encrypted_members_are_refused_while_the_rest_goes_on():
-    data = make_zip({
-        "zeros.txt": b"\x00" * (50 * 1024 * 1024),  # ~50 kB compressed: over 100:1 past 1 MB
-        "../evil.txt": b"outside the folder",
-        "/etc/passwd.txt": b"absolute",
-        "secret.txt": b"locked text",
-        "ok.txt": b"FINCH-8 is fine",
-    })
+    data = make_zip(
+        {
+            "zeros.txt": b"\x00" * (50 * 1024 * 1024),  # ~50 kB compressed: over 100:1 past 1 MB
+            "../evil.txt": b"outside the folder",
+            "/etc/passwd.txt": b"absolute",
+            "secret.txt": b"locked text",
+            "ok.txt": b"FINCH-8 is fine",
+        }
+    )
     # mark secret.txt as encrypted by hand (zipfile cannot write encrypted members): bit 0 of the
     # general purpose flags, in its local header and its central directory entry
     raw = bytearray(data)
@@ -77,7 +81,7 @@ def test_zip_bomb_traversal_and_encrypted_members_are_refused_while_the_rest_goe
         while (pos := raw.find(sig, pos)) != -1:
             name_at = 30 if sig == b"PK\x03\x04" else 46
             n = struct.unpack_from("<H", raw, pos + (26 if sig == b"PK\x03\x04" else 28))[0]
-            if raw[pos + name_at:pos + name_at + n] == name:
+            if raw[pos + name_at : pos + name_at + n] == name:
                 raw[pos + flag_at] |= 0x01
             pos += 4
     doc = read_document(bytes(raw), "mixed.zip")
@@ -114,12 +118,21 @@ def test_damaged_zip_is_refused_with_a_reason():
 
 # -- files embedded in Word documents ----------------------------------------------------------
 
+
 def ole10native(file_name: str, payload: bytes) -> bytes:
     """The Packager's Ole10Native stream for ``file_name``."""
     label = file_name.encode() + b"\x00"
     path = f"C:\\tmp\\{file_name}".encode() + b"\x00"
-    body = (b"\x02\x00" + label + path + b"\x00\x00\x03\x00" + struct.pack("<I", len(path)) + path
-            + struct.pack("<I", len(payload)) + payload)
+    body = (
+        b"\x02\x00"
+        + label
+        + path
+        + b"\x00\x00\x03\x00"
+        + struct.pack("<I", len(path))
+        + path
+        + struct.pack("<I", len(payload))
+        + payload
+    )
     return struct.pack("<I", len(body)) + body
 
 
@@ -172,14 +185,13 @@ def _cfb_with_stream(name: str, data: bytes) -> bytes:
     def entry(entry_name: str, kind: int, start: int, size: int, child: int) -> bytes:
         raw = entry_name.encode("utf-16-le") + b"\x00\x00"
         e = bytearray(128)
-        e[0:len(raw)] = raw
+        e[0 : len(raw)] = raw
         struct.pack_into("<HBB", e, 64, len(raw), kind, 1)
         struct.pack_into("<III", e, 68, 0xFFFFFFFF, 0xFFFFFFFF, child)
         struct.pack_into("<II", e, 116, start, size)
         return bytes(e)
 
-    directory = (entry("Root Entry", 5, 0xFFFFFFFE, 0, 1) + entry(name, 2, 2, len(data), 0xFFFFFFFF)
-                 + b"\x00" * 256)
+    directory = entry("Root Entry", 5, 0xFFFFFFFE, 0, 1) + entry(name, 2, 2, len(data), 0xFFFFFFFF) + b"\x00" * 256
     body = bytes(header) + struct.pack("<128I", *fat) + directory + data
     body += b"\x00" * (-len(body) % 512)
     assert olefile.isOleFile(io.BytesIO(body))
@@ -203,8 +215,11 @@ def test_ole_objects_without_a_file_are_named_in_the_warnings():
     assert unwrap_ole(_cfb_with_stream("Equation Native", b"\x1c\x00" * 8), "oleObject4.bin", warnings) is None
     assert unwrap_ole(_cfb_with_stream("CONTENTS", b"not a PDF"), "oleObject5.bin", warnings) is None
     assert unwrap_ole(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\x07" * 600, "oleObject6.bin", warnings) is None
-    assert [w.split(":")[0] for w in warnings] == ["embedded oleObject4.bin", "embedded oleObject5.bin",
-                                                   "embedded oleObject6.bin"]
+    assert [w.split(":")[0] for w in warnings] == [
+        "embedded oleObject4.bin",
+        "embedded oleObject5.bin",
+        "embedded oleObject6.bin",
+    ]
     assert "kind without text" in warnings[0] and "kind without text" in warnings[1]
     assert "damaged OLE object" in warnings[2]
 

@@ -38,9 +38,13 @@ def test_text_mail_has_subject_heading_header_block_and_attributes():
     assert "From: Ada Lovelace <ada@example.org>\nTo: Alan Turing <alan@example.org>" in doc.text
     assert "The pump runs hot." in doc.text
     assert section_of(doc, "The pump runs hot.").heading == "Pump report"
-    assert doc.attributes == {"subject": "Pump report", "from": "Ada Lovelace <ada@example.org>",
-                              "to": "Alan Turing <alan@example.org>", "cc": "grace@example.org",
-                              "date": "2017-06-06T14:48:27-07:00"}
+    assert doc.attributes == {
+        "subject": "Pump report",
+        "from": "Ada Lovelace <ada@example.org>",
+        "to": "Alan Turing <alan@example.org>",
+        "cc": "grace@example.org",
+        "date": "2017-06-06T14:48:27-07:00",
+    }
 
 
 def test_alternative_keeps_the_html_body_only():
@@ -53,15 +57,23 @@ def test_alternative_keeps_the_html_body_only():
 
 def test_pdf_and_docx_attachments_are_read_with_provenance():
     m = mail()
-    m.add_attachment(pdf_bytes(["cover page", "Results: flow MERLIN-4417 litres"]), maintype="application",
-                     subtype="pdf", filename="report.pdf")
+    m.add_attachment(
+        pdf_bytes(["cover page", "Results: flow MERLIN-4417 litres"]),
+        maintype="application",
+        subtype="pdf",
+        filename="report.pdf",
+    )
     d = docx.Document()
     d.add_heading("Findings", 1)
     d.add_paragraph("The valve GANNET-77 leaks.")
     buf = io.BytesIO()
     d.save(buf)
-    m.add_attachment(buf.getvalue(), maintype="application",
-                     subtype="vnd.openxmlformats-officedocument.wordprocessingml.document", filename="notes.docx")
+    m.add_attachment(
+        buf.getvalue(),
+        maintype="application",
+        subtype="vnd.openxmlformats-officedocument.wordprocessingml.document",
+        filename="notes.docx",
+    )
     doc = read_document(m.as_bytes(), "a.eml")
     pdf = section_of(doc, "MERLIN-4417")
     assert pdf.heading == "Pump report > report.pdf" and pdf.page == 2
@@ -71,8 +83,7 @@ def test_pdf_and_docx_attachments_are_read_with_provenance():
 
 def test_corrupt_attachment_is_reported_while_the_mail_indexes():
     m = mail()
-    m.add_attachment(b"%PDF-1.7\n garbage that is no pdf", maintype="application", subtype="pdf",
-                     filename="broken.pdf")
+    m.add_attachment(b"%PDF-1.7\n garbage that is no pdf", maintype="application", subtype="pdf", filename="broken.pdf")
     doc = read_document(m.as_bytes(), "a.eml")
     assert "The pump runs hot." in doc.text
     assert any(w.startswith("Pump report > broken.pdf: not read:") for w in doc.warnings), doc.warnings
@@ -80,16 +91,20 @@ def test_corrupt_attachment_is_reported_while_the_mail_indexes():
 
 def test_big5_body_and_encoded_word_subject_are_decoded():
     text = "會議記錄：水泵過熱"
-    raw = ("Subject: =?big5?B?" + base64.b64encode("報告".encode("big5")).decode() + "?=\r\n"
-           "From: a@example.org\r\nMIME-Version: 1.0\r\nContent-Type: text/plain; charset=big5\r\n"
-           "Content-Transfer-Encoding: base64\r\n\r\n").encode() + base64.encodebytes(text.encode("big5"))
+    raw = (
+        "Subject: =?big5?B?" + base64.b64encode("報告".encode("big5")).decode() + "?=\r\n"
+        "From: a@example.org\r\nMIME-Version: 1.0\r\nContent-Type: text/plain; charset=big5\r\n"
+        "Content-Transfer-Encoding: base64\r\n\r\n"
+    ).encode() + base64.encodebytes(text.encode("big5"))
     doc = read_document(raw, "a.eml")
     assert text in doc.text and doc.title == "報告"
 
 
 def test_wrong_or_unknown_charset_falls_back_without_a_crash():
-    raw = (b"Subject: x\r\nContent-Type: text/plain; charset=x-no-such-charset\r\n"
-           b"Content-Transfer-Encoding: quoted-printable\r\n\r\nGr=C3=BC=C3=9Fe aus K=C3=B6ln\r\n")
+    raw = (
+        b"Subject: x\r\nContent-Type: text/plain; charset=x-no-such-charset\r\n"
+        b"Content-Transfer-Encoding: quoted-printable\r\n\r\nGr=C3=BC=C3=9Fe aus K=C3=B6ln\r\n"
+    )
     assert "Grüße aus Köln" in read_document(raw, "a.eml").text
     assert decode_payload("Köln".encode(), "iso-8859-1") == "Köln"  # UTF-8 labelled Latin-1
 
@@ -117,8 +132,10 @@ def test_leading_envelope_line_is_tolerated():
 
 
 def test_mbox_of_two_messages_gives_two_sections():
-    box = b"".join(b"From ada@example.org Mon Jun 01 10:00:00 2009\n" + mail(s, f"body of {s}").as_bytes()
-                   + b"\n" for s in ("First", "Second"))
+    box = b"".join(
+        b"From ada@example.org Mon Jun 01 10:00:00 2009\n" + mail(s, f"body of {s}").as_bytes() + b"\n"
+        for s in ("First", "Second")
+    )
     doc = read_document(box, "box.mbox")
     assert doc.format == "mbox"
     assert section_of(doc, "body of First").heading == "First"

@@ -10,17 +10,21 @@ import pytest
 from knowledge.errors import EmptyDocument, PasswordRequired, UnsupportedFile
 from knowledge.ingest import read_document
 
-NS = ('xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
-      'xmlns:style="urn:oasis:names:tc:opendocument:xmlns:style:1.0" '
-      'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" '
-      'xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0" '
-      'xmlns:draw="urn:oasis:names:tc:opendocument:xmlns:drawing:1.0" '
-      'xmlns:presentation="urn:oasis:names:tc:opendocument:xmlns:presentation:1.0" '
-      'xmlns:svg="urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0" '
-      'xmlns:dc="http://purl.org/dc/elements/1.1/" '
-      'xmlns:meta="urn:oasis:names:tc:opendocument:xmlns:meta:1.0" '
-      'xmlns:xlink="http://www.w3.org/1999/xlink" '
-      'xmlns:manifest="urn:oasis:names:tc:opendocument:xmlns:manifest:1.0"')
+NS = (
+    'xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
+    'xmlns:style="urn:oasis:names:tc:opendocument:xmlns:style:1.0" '
+    'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" '
+    'xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0" '
+    'xmlns:draw="urn:oasis:names:tc:opendocument:xmlns:drawing:1.0" '
+    'xmlns:presentation="urn:oasis:names:tc:opendocument:xmlns:presentation:1.0" '
+    'xmlns:svg="urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0" '
+    'xmlns:dc="http://purl.org/dc/elements/1.1/" '
+    'xmlns:meta="urn:oasis:names:tc:opendocument:xmlns:meta:1.0" '
+    'xmlns:xlink="http://www.w3.org/1999/xlink" '
+    'xmlns:manifest="urn:oasis:names:tc:opendocument:xmlns:manifest:1.0"'
+)
+
+
 def section_at(doc, needle: str):
     """The section holding the first occurrence of ``needle``."""
     offset = doc.text.index(needle)
@@ -31,24 +35,37 @@ KIND = {"odt": "text", "ods": "spreadsheet", "odp": "presentation"}
 
 
 def content(body: str, kind: str = "text", styles: str = "", prolog: str = "") -> str:
-    return (f'<?xml version="1.0" encoding="UTF-8"?>{prolog}<office:document-content {NS}>'
-            f"<office:automatic-styles>{styles}</office:automatic-styles>"
-            f"<office:body><office:{kind}>{body}</office:{kind}></office:body></office:document-content>")
+    return (
+        f'<?xml version="1.0" encoding="UTF-8"?>{prolog}<office:document-content {NS}>'
+        f"<office:automatic-styles>{styles}</office:automatic-styles>"
+        f"<office:body><office:{kind}>{body}</office:{kind}></office:body></office:document-content>"
+    )
 
 
 def styles_xml(masters: str = "", styles: str = "") -> str:
-    return (f'<?xml version="1.0" encoding="UTF-8"?><office:document-styles {NS}><office:styles>{styles}'
-            f"</office:styles><office:master-styles>{masters}</office:master-styles></office:document-styles>")
+    return (
+        f'<?xml version="1.0" encoding="UTF-8"?><office:document-styles {NS}><office:styles>{styles}'
+        f"</office:styles><office:master-styles>{masters}</office:master-styles></office:document-styles>"
+    )
 
 
 def manifest(entries: str = "") -> str:
-    return (f'<?xml version="1.0" encoding="UTF-8"?><manifest:manifest {NS}>'
-            '<manifest:file-entry manifest:full-path="/" manifest:media-type="application/vnd.oasis.opendocument.text"/>'
-            f"{entries}</manifest:manifest>")
+    return (
+        f'<?xml version="1.0" encoding="UTF-8"?><manifest:manifest {NS}>'
+        '<manifest:file-entry manifest:full-path="/" manifest:media-type="application/vnd.oasis.opendocument.text"/>'
+        f"{entries}</manifest:manifest>"
+    )
 
 
-def package(fmt: str, content_xml: str, *, styles: str | None = None, extra: dict[str, str | bytes] | None = None,
-            manifest_xml: str | None = None, meta: str | None = None) -> bytes:
+def package(
+    fmt: str,
+    content_xml: str,
+    *,
+    styles: str | None = None,
+    extra: dict[str, str | bytes] | None = None,
+    manifest_xml: str | None = None,
+    meta: str | None = None,
+) -> bytes:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
         zf.writestr(zipfile.ZipInfo("mimetype"), f"application/vnd.oasis.opendocument.{KIND[fmt]}")
@@ -63,10 +80,12 @@ def package(fmt: str, content_xml: str, *, styles: str | None = None, extra: dic
     return buf.getvalue()
 
 
-LIST_STYLE = ('<text:list-style style:name="L1"><text:list-level-style-number text:level="1" '
-              'style:num-format="1" style:num-suffix="."/></text:list-style>'
-              '<text:list-style style:name="L2"><text:list-level-style-bullet text:level="1" '
-              'text:bullet-char="-"/></text:list-style>')
+LIST_STYLE = (
+    '<text:list-style style:name="L1"><text:list-level-style-number text:level="1" '
+    'style:num-format="1" style:num-suffix="."/></text:list-style>'
+    '<text:list-style style:name="L2"><text:list-level-style-bullet text:level="1" '
+    'text:bullet-char="-"/></text:list-style>'
+)
 
 
 def test_odt_body_headings_lists_spacing_notes_and_comments():
@@ -74,7 +93,7 @@ def test_odt_body_headings_lists_spacing_notes_and_comments():
         '<text:tracked-changes><text:changed-region text:id="c1"><text:deletion>'
         "<text:p>Deleted sentence</text:p></text:deletion></text:changed-region></text:tracked-changes>"
         '<text:h text:outline-level="1">Budget</text:h>'
-        "<text:p>Costs<text:s text:c=\"3\"/>rise<text:tab/>fast<text:line-break/>next line</text:p>"
+        '<text:p>Costs<text:s text:c="3"/>rise<text:tab/>fast<text:line-break/>next line</text:p>'
         '<text:h text:outline-level="2">Travel</text:h>'
         '<text:p>Flights are booked<text:note text:note-class="footnote"><text:note-citation>1</text:note-citation>'
         "<text:note-body><text:p>Economy class only.</text:p></text:note-body></text:note> early.</text:p>"
@@ -103,8 +122,10 @@ def test_odt_tables_rows_as_header_value_lines_and_form_tables_as_cells():
     row = "<table:table-row>{}</table:table-row>".format
     cell = '<table:table-cell office:value-type="string"><text:p>{}</text:p></table:table-cell>'.format
     data = row(cell("Name") + cell("Role")) + row(cell("Ada") + cell("Engineer")) + row(cell("Alan") + cell("Analyst"))
-    form = (row('<table:table-cell table:number-columns-spanned="2"><text:p>Form title</text:p></table:table-cell>'
-                "<table:covered-table-cell/>") + row(cell("Court") + cell("Hasselt")))
+    form = row(
+        '<table:table-cell table:number-columns-spanned="2"><text:p>Form title</text:p></table:table-cell>'
+        "<table:covered-table-cell/>"
+    ) + row(cell("Court") + cell("Hasselt"))
     body = f"<table:table>{data}</table:table><table:table>{form}</table:table>"
     doc = read_document(package("odt", content(body)), "t.odt")
     assert "Name | Role\nName: Ada | Role: Engineer\nName: Alan | Role: Analyst" in doc.text
@@ -114,11 +135,13 @@ def test_odt_tables_rows_as_header_value_lines_and_form_tables_as_cells():
 
 def test_odt_headers_and_footers_of_master_pages_once_without_computed_fields():
     footer = "<style:footer><text:p>Confidential <text:page-number>7</text:page-number></text:p></style:footer>"
-    masters = (f'<style:master-page style:name="Standard"><style:header><text:p>Quarterly report</text:p>'
-               f"</style:header>{footer}</style:master-page>"
-               f'<style:master-page style:name="Other">{footer}'
-               '<style:footer-left style:display="false"><text:p>Hidden left</text:p></style:footer-left>'
-               "</style:master-page>")
+    masters = (
+        f'<style:master-page style:name="Standard"><style:header><text:p>Quarterly report</text:p>'
+        f"</style:header>{footer}</style:master-page>"
+        f'<style:master-page style:name="Other">{footer}'
+        '<style:footer-left style:display="false"><text:p>Hidden left</text:p></style:footer-left>'
+        "</style:master-page>"
+    )
     doc = read_document(package("odt", content("<text:p>Body text</text:p>"), styles=styles_xml(masters)), "h.odt")
     assert doc.text.index("Quarterly report") < doc.text.index("Body text") < doc.text.index("Confidential")
     assert doc.text.count("Confidential") == 1
@@ -128,19 +151,25 @@ def test_odt_headers_and_footers_of_master_pages_once_without_computed_fields():
 
 def test_odt_that_odfpy_refuses_still_reads_dtd_missing_part_no_meta():
     prolog = '<!DOCTYPE office:document-content SYSTEM "http://example.invalid/office.dtd">'
-    missing = ('<manifest:file-entry manifest:full-path="Thumbnails/thumbnail.png" manifest:media-type="image/png"/>'
-               '<manifest:file-entry manifest:full-path="meta.xml" manifest:media-type="text/xml"/>')
+    missing = (
+        '<manifest:file-entry manifest:full-path="Thumbnails/thumbnail.png" manifest:media-type="image/png"/>'
+        '<manifest:file-entry manifest:full-path="meta.xml" manifest:media-type="text/xml"/>'
+    )
     data = package("odt", content("<text:p>Still readable</text:p>", prolog=prolog), manifest_xml=manifest(missing))
     assert read_document(data, "nometa.odt").text == "Still readable"
 
 
 def test_odt_frames_text_boxes_image_titles_and_title_from_meta():
-    body = ('<text:p>Intro<draw:frame draw:name="f1"><svg:title>Org chart</svg:title>'
-            "<svg:desc>Who reports to whom</svg:desc>"
-            '<draw:image xlink:href="Pictures/x.png"/></draw:frame></text:p>'
-            '<text:p><draw:frame><draw:text-box><text:p>Boxed remark</text:p></draw:text-box></draw:frame></text:p>')
-    meta = (f'<?xml version="1.0"?><office:document-meta {NS}><office:meta><dc:title>Annual plan</dc:title>'
-            "</office:meta></office:document-meta>")
+    body = (
+        '<text:p>Intro<draw:frame draw:name="f1"><svg:title>Org chart</svg:title>'
+        "<svg:desc>Who reports to whom</svg:desc>"
+        '<draw:image xlink:href="Pictures/x.png"/></draw:frame></text:p>'
+        "<text:p><draw:frame><draw:text-box><text:p>Boxed remark</text:p></draw:text-box></draw:frame></text:p>"
+    )
+    meta = (
+        f'<?xml version="1.0"?><office:document-meta {NS}><office:meta><dc:title>Annual plan</dc:title>'
+        "</office:meta></office:document-meta>"
+    )
     doc = read_document(package("odt", content(body), meta=meta), "f.odt")
     assert "Intro" in doc.text and "Org chart" in doc.text and "Who reports to whom" in doc.text
     assert "Boxed remark" in doc.text
@@ -148,27 +177,31 @@ def test_odt_frames_text_boxes_image_titles_and_title_from_meta():
 
 
 def test_odt_macros_are_never_indexed():
-    module = ('<?xml version="1.0"?><script:module xmlns:script="http://openoffice.org/2000/script" '
-              'script:name="Module1">Sub Main\nIf Secret Then Shell("x")\nEnd Sub</script:module>')
-    doc = read_document(package("odt", content("<text:p>Hello dear user</text:p>"),
-                                extra={"Basic/Standard/Module1.xml": module}), "m.odt")
+    module = (
+        '<?xml version="1.0"?><script:module xmlns:script="http://openoffice.org/2000/script" '
+        'script:name="Module1">Sub Main\nIf Secret Then Shell("x")\nEnd Sub</script:module>'
+    )
+    doc = read_document(
+        package("odt", content("<text:p>Hello dear user</text:p>"), extra={"Basic/Standard/Module1.xml": module}), "m.odt"
+    )
     assert "Secret" not in doc.text and "Sub Main" not in doc.text
     assert "macros not read" in doc.warnings
 
 
 def test_ods_sheets_are_sections_and_repeats_are_expanded_but_bounded():
     cell = '<table:table-cell office:value-type="string"><text:p>{}</text:p></table:table-cell>'.format
-    sheet1 = ('<table:table table:name="Staff">'
-              f"<table:table-row>{cell('Name')}{cell('Team')}{cell('Site')}</table:table-row>"
-              f'<table:table-row>{cell("Ada")}<table:table-cell table:number-columns-repeated="2" '
-              'office:value-type="string"><text:p>Core</text:p></table:table-cell>'
-              '<table:table-cell table:number-columns-repeated="16000"/></table:table-row>'
-              '<table:table-row table:number-rows-repeated="1048000"><table:table-cell '
-              'table:number-columns-repeated="1024"/></table:table-row>'
-              f'<table:table-row table:number-rows-repeated="5000">{cell("Same")}{cell("x")}{cell("y")}</table:table-row>'
-              "</table:table>")
-    sheet2 = ('<table:table table:name="Notes"><table:table-row>'
-              f"{cell('Only one cell')}</table:table-row></table:table>")
+    sheet1 = (
+        '<table:table table:name="Staff">'
+        f"<table:table-row>{cell('Name')}{cell('Team')}{cell('Site')}</table:table-row>"
+        f'<table:table-row>{cell("Ada")}<table:table-cell table:number-columns-repeated="2" '
+        'office:value-type="string"><text:p>Core</text:p></table:table-cell>'
+        '<table:table-cell table:number-columns-repeated="16000"/></table:table-row>'
+        '<table:table-row table:number-rows-repeated="1048000"><table:table-cell '
+        'table:number-columns-repeated="1024"/></table:table-row>'
+        f'<table:table-row table:number-rows-repeated="5000">{cell("Same")}{cell("x")}{cell("y")}</table:table-row>'
+        "</table:table>"
+    )
+    sheet2 = f'<table:table table:name="Notes"><table:table-row>{cell("Only one cell")}</table:table-row></table:table>'
     doc = read_document(package("ods", content(sheet1 + sheet2, kind="spreadsheet")), "s.ods")
     assert doc.format == "ods"
     assert "Name: Ada | Team: Core | Site: Core" in doc.text
@@ -176,32 +209,40 @@ def test_ods_sheets_are_sections_and_repeats_are_expanded_but_bounded():
     assert any("repeated 5,000 times" in w for w in doc.warnings)
     assert {s.heading for s in doc.sections} == {"Staff", "Notes"}
     assert section_at(doc, "Only one cell").heading == "Notes"
-    assert doc.tables and doc.text[doc.tables[0].char_start:doc.tables[0].header_end] == "Name | Team | Site"
+    assert doc.tables and doc.text[doc.tables[0].char_start : doc.tables[0].header_end] == "Name | Team | Site"
 
 
 def test_odp_slides_are_pages_with_titles_notes_and_master_footer_once():
     def slide(name: str, title: str, text: str, notes: str) -> str:
-        return (f'<draw:page draw:name="{name}" draw:master-page-name="M1" presentation:use-footer-name="ftr1">'
-                f'<draw:frame presentation:class="title"><draw:text-box><text:p>{title}</text:p>'
-                "</draw:text-box></draw:frame>"
-                f'<draw:frame presentation:class="outline"><draw:text-box><text:p>{text}</text:p>'
-                "</draw:text-box></draw:frame>"
-                '<draw:frame presentation:class="subtitle" presentation:placeholder="true">'
-                "<draw:text-box/></draw:frame>"
-                '<presentation:notes><draw:page-thumbnail presentation:class="page"/>'
-                f'<draw:frame presentation:class="notes"><draw:text-box><text:p>{notes}</text:p>'
-                "</draw:text-box></draw:frame>"
-                "</presentation:notes></draw:page>")
-    body = ('<presentation:footer-decl presentation:name="ftr1">Company footer</presentation:footer-decl>'
-            + slide("page1", "Welcome", "Agenda today", "Say hello") + slide("Results", "", "Revenue grew", "Pause"))
-    masters = ('<style:master-page style:name="M1"><draw:frame presentation:class="title" presentation:placeholder="true">'
-               "<draw:text-box><text:p>Click to edit the title text format</text:p></draw:text-box></draw:frame>"
-               '<draw:frame presentation:class="footer"><draw:text-box><text:p>Master footer is here</text:p>'
-               "</draw:text-box></draw:frame>"
-               '<draw:frame presentation:class="page-number"><draw:text-box><text:p><text:page-number>&lt;number&gt;'
-               "</text:page-number></text:p></draw:text-box></draw:frame></style:master-page>"
-               '<style:master-page style:name="Unused"><draw:frame><draw:text-box><text:p>Unused master</text:p>'
-               "</draw:text-box></draw:frame></style:master-page>")
+        return (
+            f'<draw:page draw:name="{name}" draw:master-page-name="M1" presentation:use-footer-name="ftr1">'
+            f'<draw:frame presentation:class="title"><draw:text-box><text:p>{title}</text:p>'
+            "</draw:text-box></draw:frame>"
+            f'<draw:frame presentation:class="outline"><draw:text-box><text:p>{text}</text:p>'
+            "</draw:text-box></draw:frame>"
+            '<draw:frame presentation:class="subtitle" presentation:placeholder="true">'
+            "<draw:text-box/></draw:frame>"
+            '<presentation:notes><draw:page-thumbnail presentation:class="page"/>'
+            f'<draw:frame presentation:class="notes"><draw:text-box><text:p>{notes}</text:p>'
+            "</draw:text-box></draw:frame>"
+            "</presentation:notes></draw:page>"
+        )
+
+    body = (
+        '<presentation:footer-decl presentation:name="ftr1">Company footer</presentation:footer-decl>'
+        + slide("page1", "Welcome", "Agenda today", "Say hello")
+        + slide("Results", "", "Revenue grew", "Pause")
+    )
+    masters = (
+        '<style:master-page style:name="M1"><draw:frame presentation:class="title" presentation:placeholder="true">'
+        "<draw:text-box><text:p>Click to edit the title text format</text:p></draw:text-box></draw:frame>"
+        '<draw:frame presentation:class="footer"><draw:text-box><text:p>Master footer is here</text:p>'
+        "</draw:text-box></draw:frame>"
+        '<draw:frame presentation:class="page-number"><draw:text-box><text:p><text:page-number>&lt;number&gt;'
+        "</text:page-number></text:p></draw:text-box></draw:frame></style:master-page>"
+        '<style:master-page style:name="Unused"><draw:frame><draw:text-box><text:p>Unused master</text:p>'
+        "</draw:text-box></draw:frame></style:master-page>"
+    )
     doc = read_document(package("odp", content(body, kind="presentation"), styles=styles_xml(masters)), "d.odp")
     assert doc.format == "odp"
     assert (section_at(doc, "Agenda today").page, section_at(doc, "Agenda today").heading) == (1, "Welcome")
@@ -212,10 +253,12 @@ def test_odp_slides_are_pages_with_titles_notes_and_master_footer_once():
 
 
 def test_encrypted_odf_needs_a_password():
-    entries = ('<manifest:file-entry manifest:full-path="content.xml" manifest:media-type="text/xml">'
-               '<manifest:encryption-data manifest:checksum-type="SHA1/1K" manifest:checksum="x">'
-               '<manifest:algorithm manifest:algorithm-name="Blowfish CFB" manifest:initialisation-vector="x"/>'
-               "</manifest:encryption-data></manifest:file-entry>")
+    entries = (
+        '<manifest:file-entry manifest:full-path="content.xml" manifest:media-type="text/xml">'
+        '<manifest:encryption-data manifest:checksum-type="SHA1/1K" manifest:checksum="x">'
+        '<manifest:algorithm manifest:algorithm-name="Blowfish CFB" manifest:initialisation-vector="x"/>'
+        "</manifest:encryption-data></manifest:file-entry>"
+    )
     data = package("odt", "\x8b\x00 binary ciphertext", manifest_xml=manifest(entries))
     with pytest.raises(PasswordRequired, match="password required"):
         read_document(data, "secret.odt")

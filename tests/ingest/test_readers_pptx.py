@@ -46,7 +46,7 @@ def titled(prs, title: str, body: str | None = None):
 
 def where(doc: Document, needle: str) -> list[tuple[int | None, str | None]]:
     """``(page, heading)`` of every section holding ``needle``."""
-    return [(s.page, s.heading) for s in doc.sections if needle in doc.text[s.char_start:s.char_end]]
+    return [(s.page, s.heading) for s in doc.sections if needle in doc.text[s.char_start : s.char_end]]
 
 
 def test_title_and_body_carry_slide_number_and_title():
@@ -78,7 +78,7 @@ def test_table_rows_are_lines_with_tab_separated_cells_and_a_header():
     doc = read_document(deck_bytes(prs), "t.pptx")
     assert "Region\tSales\nNorth\t120\nSouth\t95" in doc.text
     [t] = doc.tables
-    assert doc.text[t.char_start:t.header_end] == "Region\tSales"
+    assert doc.text[t.char_start : t.header_end] == "Region\tSales"
     assert where(doc, "North\t120") == [(1, None)]
 
 
@@ -171,27 +171,42 @@ RT = "http://schemas.openxmlformats.org/officeDocument/2006/relationships/"
 def test_comments_legacy_and_modern_with_their_authors():
     prs = Presentation()
     slide = titled(prs, "Plan", "Ship in May")
-    add_xml_part(prs.part, "/ppt/commentAuthors.xml",
-                 "application/vnd.openxmlformats-officedocument.presentationml.commentAuthors+xml",
-                 RT + "commentAuthors",
-                 f'<p:cmAuthorLst xmlns:p="{P_NS}"><p:cmAuthor id="3" name="Ada Lovelace" initials="AL"'
-                 ' lastIdx="1" clrIdx="0"/></p:cmAuthorLst>')
-    add_xml_part(slide.part, "/ppt/comments/comment1.xml",
-                 "application/vnd.openxmlformats-officedocument.presentationml.comments+xml", RT + "comments",
-                 f'<p:cmLst xmlns:p="{P_NS}"><p:cm authorId="3" idx="1"><p:pos x="1" y="1"/>'
-                 '<p:text>May is too early</p:text></p:cm></p:cmLst>')
+    add_xml_part(
+        prs.part,
+        "/ppt/commentAuthors.xml",
+        "application/vnd.openxmlformats-officedocument.presentationml.commentAuthors+xml",
+        RT + "commentAuthors",
+        f'<p:cmAuthorLst xmlns:p="{P_NS}"><p:cmAuthor id="3" name="Ada Lovelace" initials="AL"'
+        ' lastIdx="1" clrIdx="0"/></p:cmAuthorLst>',
+    )
+    add_xml_part(
+        slide.part,
+        "/ppt/comments/comment1.xml",
+        "application/vnd.openxmlformats-officedocument.presentationml.comments+xml",
+        RT + "comments",
+        f'<p:cmLst xmlns:p="{P_NS}"><p:cm authorId="3" idx="1"><p:pos x="1" y="1"/>'
+        "<p:text>May is too early</p:text></p:cm></p:cmLst>",
+    )
     p188 = "http://schemas.microsoft.com/office/powerpoint/2018/8/main"
-    add_xml_part(prs.part, "/ppt/authors.xml", "application/vnd.ms-powerpoint.authors+xml",
-                 "http://schemas.microsoft.com/office/2018/10/relationships/authors",
-                 f'<p188:authorLst xmlns:p188="{p188}"><p188:author id="{{A1}}" name="Grace Hopper"'
-                 ' initials="GH" userId="gh" providerId="None"/></p188:authorLst>')
-    add_xml_part(slide.part, "/ppt/comments/modernComment_1.xml", "application/vnd.ms-powerpoint.comments+xml",
-                 "http://schemas.microsoft.com/office/2018/10/relationships/comments",
-                 f'<p188:cmLst xmlns:p188="{p188}" xmlns:a="{A_NS}"><p188:cm id="{{C1}}" authorId="{{A1}}">'
-                 '<p188:replyLst><p188:reply id="{R1}" authorId="{A1}"><p188:txBody><a:bodyPr/><a:p><a:r>'
-                 '<a:t>June then</a:t></a:r></a:p></p188:txBody></p188:reply></p188:replyLst>'
-                 '<p188:txBody><a:bodyPr/><a:p><a:r><a:t>Check the launch date</a:t></a:r></a:p></p188:txBody>'
-                 '</p188:cm></p188:cmLst>')
+    add_xml_part(
+        prs.part,
+        "/ppt/authors.xml",
+        "application/vnd.ms-powerpoint.authors+xml",
+        "http://schemas.microsoft.com/office/2018/10/relationships/authors",
+        f'<p188:authorLst xmlns:p188="{p188}"><p188:author id="{{A1}}" name="Grace Hopper"'
+        ' initials="GH" userId="gh" providerId="None"/></p188:authorLst>',
+    )
+    add_xml_part(
+        slide.part,
+        "/ppt/comments/modernComment_1.xml",
+        "application/vnd.ms-powerpoint.comments+xml",
+        "http://schemas.microsoft.com/office/2018/10/relationships/comments",
+        f'<p188:cmLst xmlns:p188="{p188}" xmlns:a="{A_NS}"><p188:cm id="{{C1}}" authorId="{{A1}}">'
+        '<p188:replyLst><p188:reply id="{R1}" authorId="{A1}"><p188:txBody><a:bodyPr/><a:p><a:r>'
+        "<a:t>June then</a:t></a:r></a:p></p188:txBody></p188:reply></p188:replyLst>"
+        "<p188:txBody><a:bodyPr/><a:p><a:r><a:t>Check the launch date</a:t></a:r></a:p></p188:txBody>"
+        "</p188:cm></p188:cmLst>",
+    )
     doc = read_document(deck_bytes(prs), "cm.pptx")
     assert where(doc, "Ada Lovelace (AL): May is too early") == [(1, "Plan > Comments")]
     assert where(doc, "Grace Hopper (GH): Check the launch date") == [(1, "Plan > Comments")]
@@ -316,7 +331,8 @@ def add_frame(slide, graphic_data: str) -> None:
     frame = etree.fromstring(
         f'<p:graphicFrame xmlns:p="{P_NS}" xmlns:a="{A_NS}"><p:nvGraphicFramePr><p:cNvPr id="90" name="F"/>'
         '<p:cNvGraphicFramePr/><p:nvPr/></p:nvGraphicFramePr><p:xfrm><a:off x="0" y="0"/><a:ext cx="1" cy="1"/>'
-        f'</p:xfrm><a:graphic>{graphic_data}</a:graphic></p:graphicFrame>')
+        f"</p:xfrm><a:graphic>{graphic_data}</a:graphic></p:graphicFrame>"
+    )
     slide.shapes._spTree.append(frame)
 
 
@@ -324,17 +340,25 @@ def test_smartart_text_comes_from_the_diagram_data_once():
     prs = Presentation()
     slide = titled(prs, "Process")
     dgm = "http://schemas.openxmlformats.org/drawingml/2006/diagram"
-    part = Part(PackURI("/ppt/diagrams/data1.xml"),
-                "application/vnd.openxmlformats-officedocument.drawingml.diagramData+xml", slide.part.package,
-                (f'<dgm:dataModel xmlns:dgm="{dgm}" xmlns:a="{A_NS}"><dgm:ptLst>'
-                 '<dgm:pt modelId="0" type="doc"><dgm:t><a:bodyPr/><a:p><a:r><a:t>Plan the route</a:t></a:r></a:p>'
-                 '</dgm:t></dgm:pt><dgm:pt modelId="1"><dgm:t><a:bodyPr/><a:p><a:r><a:t>Book the ferry</a:t></a:r>'
-                 '</a:p></dgm:t></dgm:pt><dgm:pt modelId="2" type="parTrans"><dgm:t><a:p><a:r><a:t>connector</a:t>'
-                 '</a:r></a:p></dgm:t></dgm:pt></dgm:ptLst></dgm:dataModel>').encode())
+    part = Part(
+        PackURI("/ppt/diagrams/data1.xml"),
+        "application/vnd.openxmlformats-officedocument.drawingml.diagramData+xml",
+        slide.part.package,
+        (
+            f'<dgm:dataModel xmlns:dgm="{dgm}" xmlns:a="{A_NS}"><dgm:ptLst>'
+            '<dgm:pt modelId="0" type="doc"><dgm:t><a:bodyPr/><a:p><a:r><a:t>Plan the route</a:t></a:r></a:p>'
+            '</dgm:t></dgm:pt><dgm:pt modelId="1"><dgm:t><a:bodyPr/><a:p><a:r><a:t>Book the ferry</a:t></a:r>'
+            '</a:p></dgm:t></dgm:pt><dgm:pt modelId="2" type="parTrans"><dgm:t><a:p><a:r><a:t>connector</a:t>'
+            "</a:r></a:p></dgm:t></dgm:pt></dgm:ptLst></dgm:dataModel>"
+        ).encode(),
+    )
     rid = slide.part.relate_to(part, RT + "diagramData")
     r_ns = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
-    add_frame(slide, f'<a:graphicData uri="{dgm}"><dgm:relIds xmlns:dgm="{dgm}" xmlns:r="{r_ns}" r:dm="{rid}"'
-                     ' r:lo="" r:qs="" r:cs=""/></a:graphicData>')
+    add_frame(
+        slide,
+        f'<a:graphicData uri="{dgm}"><dgm:relIds xmlns:dgm="{dgm}" xmlns:r="{r_ns}" r:dm="{rid}"'
+        ' r:lo="" r:qs="" r:cs=""/></a:graphicData>',
+    )
     doc = read_document(deck_bytes(prs), "s.pptx")
     assert where(doc, "Plan the route\nBook the ferry") == [(1, "Process")]
     assert "connector" not in doc.text
@@ -350,18 +374,22 @@ def test_an_equation_in_a_text_box_is_read_from_its_math():
         ' xmlns:a14="http://schemas.microsoft.com/office/drawing/2010/main"'
         f' xmlns:a="{A_NS}" xmlns:m="http://schemas.openxmlformats.org/officeDocument/2006/math">'
         '<mc:Choice Requires="a14"><a14:m><m:oMathPara><m:oMath><m:r><m:t>E=mc²</m:t></m:r></m:oMath>'
-        '</m:oMathPara></a14:m></mc:Choice><mc:Fallback><a:r><a:t>picture of E</a:t></a:r></mc:Fallback>'
-        '</mc:AlternateContent>')
+        "</m:oMathPara></a14:m></mc:Choice><mc:Fallback><a:r><a:t>picture of E</a:t></a:r></mc:Fallback>"
+        "</mc:AlternateContent>"
+    )
     box.text_frame.paragraphs[0]._p.append(math)
     doc = read_document(deck_bytes(prs), "eq.pptx")
     assert "Energy: E=mc²" in doc.text and "picture of E" not in doc.text
 
 
-@pytest.mark.parametrize("main", [
-    "application/vnd.openxmlformats-officedocument.presentationml.slideshow.main+xml",  # .ppsx
-    "application/vnd.openxmlformats-officedocument.presentationml.template.main+xml",  # .potx
-    "application/vnd.ms-powerpoint.presentation.macroEnabled.main+xml",  # .pptm
-])
+@pytest.mark.parametrize(
+    "main",
+    [
+        "application/vnd.openxmlformats-officedocument.presentationml.slideshow.main+xml",  # .ppsx
+        "application/vnd.openxmlformats-officedocument.presentationml.template.main+xml",  # .potx
+        "application/vnd.ms-powerpoint.presentation.macroEnabled.main+xml",  # .pptm
+    ],
+)
 def test_slide_shows_templates_and_macro_decks_read_like_decks(main: str):
     prs = Presentation()
     titled(prs, "Show", "Runs full screen")
@@ -371,8 +399,9 @@ def test_slide_shows_templates_and_macro_decks_read_like_decks(main: str):
         for info in src.infolist():
             body = src.read(info)
             if info.filename == "[Content_Types].xml":
-                body = body.replace(b"application/vnd.openxmlformats-officedocument.presentationml.presentation.main+xml",
-                                    main.encode())
+                body = body.replace(
+                    b"application/vnd.openxmlformats-officedocument.presentationml.presentation.main+xml", main.encode()
+                )
             dst.writestr(info, body)
     doc = read_document(out.getvalue(), "show.ppsx")
     assert where(doc, "Runs full screen") == [(1, "Show")]

@@ -7,10 +7,12 @@ import pytest
 from knowledge.errors import EmptyDocument, UnsupportedFile
 from knowledge.ingest import read_document
 
-HEAD = (r"{\rtf1\ansi\ansicpg1252\deff0{\fonttbl{\f0\fswiss\fcharset0 Arial;}{\f1\fnil\fcharset128 MS Mincho;}"
-        r"{\f2\fnil\fcharset204 Arial Cyr;}}{\colortbl;\red0\green0\blue255;}"
-        r"{\stylesheet{\s0 Normal;}{\s1\outlinelevel0 heading 1;}}"
-        r"{\info{\title Quarterly notes}{\author Someone}{\keywords secretkw}}")
+HEAD = (
+    r"{\rtf1\ansi\ansicpg1252\deff0{\fonttbl{\f0\fswiss\fcharset0 Arial;}{\f1\fnil\fcharset128 MS Mincho;}"
+    r"{\f2\fnil\fcharset204 Arial Cyr;}}{\colortbl;\red0\green0\blue255;}"
+    r"{\stylesheet{\s0 Normal;}{\s1\outlinelevel0 heading 1;}}"
+    r"{\info{\title Quarterly notes}{\author Someone}{\keywords secretkw}}"
+)
 
 
 def rtf(body: str) -> bytes:
@@ -27,8 +29,10 @@ def section_at(doc, needle: str):
 
 
 def test_rtf_body_title_and_destinations_left_out():
-    doc = read(r"\pard Hello \b bold\b0  world.\par {\*\generator Writer 1.0;}{\pict\pngblip 89504e47}"
-               r"Second\tab line\line third\par")
+    doc = read(
+        r"\pard Hello \b bold\b0  world.\par {\*\generator Writer 1.0;}{\pict\pngblip 89504e47}"
+        r"Second\tab line\line third\par"
+    )
     assert doc.format == "rtf" and doc.title == "Quarterly notes"
     assert "Hello bold world." in doc.text
     assert "Second\tline\nthird" in doc.text
@@ -59,14 +63,16 @@ def test_rtf_tables_cells_separated_and_rows_as_lines():
 
 
 def test_rtf_headers_footers_once_footnotes_annotations_fields_text_boxes():
-    body = (r"{\header \pard Page header\par}{\headerf \pard Page header\par}{\footer \pard Page footer\par}"
-            r"\pard Claim{\super\chftn{\footnote\pard {\super\chftn} Source of the claim.}} stands.\par"
-            r"\pard super{\*\atrfstart 1}cali{\*\atrfend 1}{\*\atnid ATB}{\*\atnauthor Allison, T.}\chatn"
-            r"{\*\annotation{\*\atnref 1}\pard This is a comment}fragilistic\par"
-            r'{\field{\*\fldinst HYPERLINK "http://example.com/"}{\fldrslt frequently asked questions}}\par'
-            r"{\shp{\*\shpinst{\sp{\sn shapeType}{\sv 202}}{\shptxt \pard Boxed text\par}}"
-            r"{\shprslt{\*\do\dobxcolumn{\dptxbxtext \pard Boxed text\par}}}}\par"
-            r"{\v hidden words}visible\~text opt\-ional\par")
+    body = (
+        r"{\header \pard Page header\par}{\headerf \pard Page header\par}{\footer \pard Page footer\par}"
+        r"\pard Claim{\super\chftn{\footnote\pard {\super\chftn} Source of the claim.}} stands.\par"
+        r"\pard super{\*\atrfstart 1}cali{\*\atrfend 1}{\*\atnid ATB}{\*\atnauthor Allison, T.}\chatn"
+        r"{\*\annotation{\*\atnref 1}\pard This is a comment}fragilistic\par"
+        r'{\field{\*\fldinst HYPERLINK "http://example.com/"}{\fldrslt frequently asked questions}}\par'
+        r"{\shp{\*\shpinst{\sp{\sn shapeType}{\sv 202}}{\shptxt \pard Boxed text\par}}"
+        r"{\shprslt{\*\do\dobxcolumn{\dptxbxtext \pard Boxed text\par}}}}\par"
+        r"{\v hidden words}visible\~text opt\-ional\par"
+    )
     doc = read(body)
     text = doc.text
     assert text.count("Page header") == 1 and text.count("Page footer") == 1
@@ -101,5 +107,6 @@ def test_bad_rtf_input_reads_or_fails_cleanly():
         read_document(rtf(r"\pard \par"), "blank.rtf")
     with pytest.raises(UnsupportedFile, match="not an RTF"):
         from knowledge.ingest._rtf import read_rtf
+
         read_rtf(b"plain text, not rtf")
     assert read_document(rtf(r"\pard Letter text\par"), "letter.doc").format == "rtf"  # the bytes decide

@@ -53,20 +53,37 @@ def test_number_formats_render_as_excel_shows_them():
     doc = read_document(xlsx_bytes(wb), "budget.xlsx")
     assert doc.format == "xlsx"
     line = doc.text.splitlines()[0]
-    assert line == ("row 2 | Item: Paper | Share: 50% | Due: 15/03/2024 | Cost: $1,234.50 | Units: 1,234,567"
-                    " | Part: 1 1/4 | Count: 196 | Serial: 1.23457E+14")
+    assert line == (
+        "row 2 | Item: Paper | Share: 50% | Due: 15/03/2024 | Cost: $1,234.50 | Units: 1,234,567"
+        " | Part: 1 1/4 | Count: 196 | Serial: 1.23457E+14"
+    )
     assert "196.0" not in doc.text and "0.5" not in doc.text
 
 
-@pytest.mark.parametrize(("value", "code", "shown"), [
-    (2 / 3, "0.0%", "66.7%"), (0.125, "0.00", "0.13"), (-1234.5, '"$"#,##0.00_);("$"#,##0.00)', "($1,234.50)"),
-    (0, '0;-0;"none"', "none"), (1500000, '0.0,,"M"', "1.5M"), (5551234, "000-0000", "555-1234"),
-    (0.000123, "0.00E+00", "1.23E-04"), (12345, "##0.0E+0", "12.3E+3"), (0.6834375, "h:mm:ss", "16:24:09"),
-    (1.5, "[h]:mm", "36:00"), (44197.75, "m/d/yyyy h:mm AM/PM", "1/1/2021 6:00 PM"),
-    (44197, "[$-F800]dddd, mmmm dd, yyyy", "Friday, January 1, 2021"), (150, '[>=100]"big";"small"', "big"),
-    (1234.5, "[$€-407]#,##0.00", "€1,234.50"), (0.3333, "# ??/??", "1/3"), (60, "m/d/yyyy", "2/29/1900"),
-    (1 / 3, "General", "0.333333333"), (1e-12, "General", "1E-12"), (-3.75, "# ?/?", "-3 3/4"),
-])
+@pytest.mark.parametrize(
+    ("value", "code", "shown"),
+    [
+        (2 / 3, "0.0%", "66.7%"),
+        (0.125, "0.00", "0.13"),
+        (-1234.5, '"$"#,##0.00_);("$"#,##0.00)', "($1,234.50)"),
+        (0, '0;-0;"none"', "none"),
+        (1500000, '0.0,,"M"', "1.5M"),
+        (5551234, "000-0000", "555-1234"),
+        (0.000123, "0.00E+00", "1.23E-04"),
+        (12345, "##0.0E+0", "12.3E+3"),
+        (0.6834375, "h:mm:ss", "16:24:09"),
+        (1.5, "[h]:mm", "36:00"),
+        (44197.75, "m/d/yyyy h:mm AM/PM", "1/1/2021 6:00 PM"),
+        (44197, "[$-F800]dddd, mmmm dd, yyyy", "Friday, January 1, 2021"),
+        (150, '[>=100]"big";"small"', "big"),
+        (1234.5, "[$€-407]#,##0.00", "€1,234.50"),
+        (0.3333, "# ??/??", "1/3"),
+        (60, "m/d/yyyy", "2/29/1900"),
+        (1 / 3, "General", "0.333333333"),
+        (1e-12, "General", "1E-12"),
+        (-3.75, "# ?/?", "-3 3/4"),
+    ],
+)
 def test_format_codes(value, code, shown):
     assert format_number(value, code) == shown
 
@@ -86,8 +103,9 @@ def test_formula_cell_shows_its_cached_result_not_the_formula():
     ws.append([21, "=A2*2"])
     data = xlsx_bytes(wb)
     # openpyxl writes no cached value; Excel would: put one in as Excel saves it.
-    data = rewrite(data, "xl/worksheets/sheet1.xml",
-                   lambda xml: re.sub(r"(<f>A2\*2</f>)(<v\s*/>|<v></v>)?", r"\1<v>42</v>", xml))
+    data = rewrite(
+        data, "xl/worksheets/sheet1.xml", lambda xml: re.sub(r"(<f>A2\*2</f>)(<v\s*/>|<v></v>)?", r"\1<v>42</v>", xml)
+    )
     doc = read_document(data, "calc.xlsx")
     assert "row 2 | Number: 21 | Double: 42" in doc.text
     assert "A2*2" not in doc.text
@@ -141,7 +159,7 @@ def test_comment_header_footer_and_provenance():
     assert "page header: Quarterly report" in doc.text
     assert "page footer: Page of" in doc.text and "&P" not in doc.text
     assert "comment on B2 (Ada): Check this figure" in doc.text
-    by_heading = {s.heading: doc.text[s.char_start:s.char_end] for s in doc.sections}
+    by_heading = {s.heading: doc.text[s.char_start : s.char_end] for s in doc.sections}
     assert set(by_heading) == {"Q1", "Q2"}
     assert "row 2 | Region: South | Sales: 20" in by_heading["Q2"]
     assert "North" not in by_heading["Q2"]
@@ -156,8 +174,10 @@ def test_title_rows_above_the_header_are_plain_lines():
     ws.append(["Number", "Square"])
     ws.append([3, 9])
     doc = read_document(xlsx_bytes(wb), "squares.xlsx")
-    assert doc.text.splitlines()[:2] == ["row 1 | Sample Worksheet - Numbers and their Squares",
-                                         "row 4 | Number: 3 | Square: 9"]
+    assert doc.text.splitlines()[:2] == [
+        "row 1 | Sample Worksheet - Numbers and their Squares",
+        "row 4 | Number: 3 | Square: 9",
+    ]
 
 
 def test_phonetic_runs_of_shared_strings_are_appended_after_a_space():
@@ -167,16 +187,33 @@ def test_phonetic_runs_of_shared_strings_are_appended_after_a_space():
     data = xlsx_bytes(wb)
     # openpyxl writes inline strings and drops rPh: put a shared string with a phonetic run in,
     # as Excel writes it.
-    sst = ('<sst xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main" count="1" uniqueCount="1">'
-           '<si><t>日本オラクル</t><rPh sb="0" eb="2"><t>ニホン</t></rPh><phoneticPr fontId="1"/></si></sst>')
-    data = rewrite(data, "xl/worksheets/sheet1.xml",
-                   lambda xml: re.sub(r'<c r="A2" t="inlineStr"><is>.*?</is></c>', '<c r="A2" t="s"><v>0</v></c>', xml))
-    data = rewrite(data, "xl/_rels/workbook.xml.rels", lambda xml: xml.replace(
-        "</Relationships>", '<Relationship Id="rIdSst" Target="sharedStrings.xml" Type="http://schemas.'
-        'openxmlformats.org/officeDocument/2006/relationships/sharedStrings"/></Relationships>'))
-    data = rewrite(data, "[Content_Types].xml", lambda xml: xml.replace(
-        "</Types>", '<Override PartName="/xl/sharedStrings.xml" ContentType="application/vnd.openxmlformats-'
-        'officedocument.spreadsheetml.sharedStrings+xml"/></Types>'))
+    sst = (
+        '<sst xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main" count="1" uniqueCount="1">'
+        '<si><t>日本オラクル</t><rPh sb="0" eb="2"><t>ニホン</t></rPh><phoneticPr fontId="1"/></si></sst>'
+    )
+    data = rewrite(
+        data,
+        "xl/worksheets/sheet1.xml",
+        lambda xml: re.sub(r'<c r="A2" t="inlineStr"><is>.*?</is></c>', '<c r="A2" t="s"><v>0</v></c>', xml),
+    )
+    data = rewrite(
+        data,
+        "xl/_rels/workbook.xml.rels",
+        lambda xml: xml.replace(
+            "</Relationships>",
+            '<Relationship Id="rIdSst" Target="sharedStrings.xml" Type="http://schemas.'
+            'openxmlformats.org/officeDocument/2006/relationships/sharedStrings"/></Relationships>',
+        ),
+    )
+    data = rewrite(
+        data,
+        "[Content_Types].xml",
+        lambda xml: xml.replace(
+            "</Types>",
+            '<Override PartName="/xl/sharedStrings.xml" ContentType="application/vnd.openxmlformats-'
+            'officedocument.spreadsheetml.sharedStrings+xml"/></Types>',
+        ),
+    )
     data = add_member(data, "xl/sharedStrings.xml", sst.encode("utf-8"))
     doc = read_document(data, "names.xlsx")
     assert "row 2 | Name: 日本オラクル ニホン | Id: 1" in doc.text
@@ -193,7 +230,7 @@ def test_embedded_document_is_read_with_its_own_reader():
     data = add_member(xlsx_bytes(wb), "xl/embeddings/minutes.docx", buf.getvalue())
     doc = read_document(data, "book.xlsx")
     assert "Minutes of the embedded meeting." in doc.text
-    section = next(s for s in doc.sections if "Minutes" in doc.text[s.char_start:s.char_end])
+    section = next(s for s in doc.sections if "Minutes" in doc.text[s.char_start : s.char_end])
     assert section.heading == "minutes.docx"
 
 
@@ -211,7 +248,7 @@ def test_embedded_ole_package_is_read_under_the_file_name_it_carries():
     wb.active.append(["Sheet text", "here"])
     blob = cfb("\x01Ole10Native", ole10native("packing list.txt", b"PUFFIN-8 spare batteries\n"))
     doc = read_document(add_member(xlsx_bytes(wb), "xl/embeddings/oleObject1.bin", blob), "book.xlsx")
-    section = next(s for s in doc.sections if "PUFFIN-8" in doc.text[s.char_start:s.char_end])
+    section = next(s for s in doc.sections if "PUFFIN-8" in doc.text[s.char_start : s.char_end])
     assert section.heading == "packing list.txt"
 
 
@@ -222,17 +259,24 @@ def test_embedded_equation_is_a_warning_and_a_chart_data_workbook_is_left_out():
     wb.active.append(["Sheet text", "here"])
     data = add_member(xlsx_bytes(wb), "xl/embeddings/oleObject2.bin", cfb("Equation Native", b"\x1c\x00" * 8))
     data = add_member(data, "xl/embeddings/Microsoft_Excel_Worksheet.xlsx", xlsx_bytes(data_wb))
-    data = add_member(data, "xl/charts/_rels/chart1.xml.rels", (
-        b'<?xml version="1.0"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/'
-        b'relationships"><Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/'
-        b'2006/relationships/package" Target="../embeddings/Microsoft_Excel_Worksheet.xlsx"/></Relationships>'))
+    data = add_member(
+        data,
+        "xl/charts/_rels/chart1.xml.rels",
+        (
+            b'<?xml version="1.0"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/'
+            b'relationships"><Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/'
+            b'2006/relationships/package" Target="../embeddings/Microsoft_Excel_Worksheet.xlsx"/></Relationships>'
+        ),
+    )
     doc = read_document(data, "book.xlsx")
     assert "Sheet text" in doc.text and "CORMORANT-4" not in doc.text
-    assert any(w.startswith("embedded oleObject2.bin: not read:") and "kind without text" in w
-               for w in doc.warnings), doc.warnings
+    assert any(w.startswith("embedded oleObject2.bin: not read:") and "kind without text" in w for w in doc.warnings), (
+        doc.warnings
+    )
 
 
 # -- bad input ------------------------------------------------------------------------------------
+
 
 def test_truncated_workbook_is_damaged():
     wb = Workbook()
@@ -299,6 +343,7 @@ def test_encrypted_workbook_needs_its_password(tmp_path):
 
 
 # -- legacy .xls (xlrd) ---------------------------------------------------------------------------
+
 
 def xls_bytes() -> bytes:
     xlwt = pytest.importorskip("xlwt")
@@ -370,12 +415,13 @@ def test_charts_on_sheets_and_chart_sheets_give_their_titles():
     other.add_data(Reference(ws, min_col=2, min_row=1, max_row=2), titles_from_data=True)
     sheet.add_chart(other)
     doc = read_document(xlsx_bytes(wb), "rain.xlsx")
-    by_heading = {s.heading: doc.text[s.char_start:s.char_end] for s in doc.sections}
+    by_heading = {s.heading: doc.text[s.char_start : s.char_end] for s in doc.sections}
     assert "chart: Rainfall by month | Millimetres" in by_heading["Data"]
     assert "chart: Totals at a glance" in by_heading["Overview"]
 
 
 # -- the office corpus (Apache Tika's test workbooks) ---------------------------------------------
+
 
 @pytest.mark.slow
 def test_office_corpus_workbooks_meet_their_expectations(corpus):
@@ -407,8 +453,9 @@ def test_workbook_openpyxl_refuses_is_read_in_full_comments_included():
     wb.active["A2"].comment = Comment("Largest region", "Ada")
     # A font size openpyxl's validation rejects (Excel ignores it): openpyxl cannot load the styles.
     # The reader parses the parts itself (issue 38), so nothing is lost.
-    data = rewrite(xlsx_bytes(wb), "xl/styles.xml",
-                   lambda xml: re.sub(r'<sz val="[^"]*"\s*/>', '<sz val="big"/>', xml, count=1))
+    data = rewrite(
+        xlsx_bytes(wb), "xl/styles.xml", lambda xml: re.sub(r'<sz val="[^"]*"\s*/>', '<sz val="big"/>', xml, count=1)
+    )
     doc = read_document(data, "odd.xlsx")
     assert "row 2 | Region: North | Sales: 25%" in doc.text
     assert "comment on A2 (Ada): Largest region" in doc.text

@@ -19,22 +19,41 @@ from knowledge.workbench import Workbench
 
 def test_highlighting_and_the_map_have_one_home_each():
     # no aliases: a name is in the public face (__all__) of the module that defines it only
-    for name in ("escape_markdown", "highlight", "query_terms", "snippet", "store_map", "pca_2d",
-                 "sample_points", "Projection", "StoreMap"):
+    for name in (
+        "escape_markdown",
+        "highlight",
+        "query_terms",
+        "snippet",
+        "store_map",
+        "pca_2d",
+        "sample_points",
+        "Projection",
+        "StoreMap",
+    ):
         assert name not in playground.__all__, name
     for name in ("escape_markdown", "highlight", "query_terms", "match_spans", "STOPWORDS"):
         assert name not in render.__all__, name
         assert name in highlight.__all__, name
     assert "map_rows" in playground.__all__ and "map_rows" not in storemap.__all__
-    assert highlight.highlight("The *borrow* checker", "borrow") == (
-        "The &#42;<mark>borrow</mark>&#42; checker")
+    assert highlight.highlight("The *borrow* checker", "borrow") == ("The &#42;<mark>borrow</mark>&#42; checker")
     assert render.render_html("a **borrow**", "borrow", file_name="x.md").count("<mark>borrow</mark>") == 1
 
 
-@pytest.mark.parametrize("raw, value", [
-    ("2024", 2024), ("2.5", 2.5), ("true", True), ("null", None), ('"2024"', "2024"),
-    ("billing", "billing"), ("[1, 2]", "[1, 2]"), ('{"a": 1}', '{"a": 1}'), ("NaN", "NaN"), ("Infinity", "Infinity"),
-])
+@pytest.mark.parametrize(
+    "raw, value",
+    [
+        ("2024", 2024),
+        ("2.5", 2.5),
+        ("true", True),
+        ("null", None),
+        ('"2024"', "2024"),
+        ("billing", "billing"),
+        ("[1, 2]", "[1, 2]"),
+        ('{"a": 1}', '{"a": 1}'),
+        ("NaN", "NaN"),
+        ("Infinity", "Infinity"),
+    ],
+)
 def test_one_parser_for_values_typed_by_a_person(raw, value):
     got = playground.parse_scalar(raw)
     assert got == value and type(got) is type(value)
@@ -98,8 +117,7 @@ def _run(run_id: str, **metrics: float):
 
     from knowledge.evaluation import EvalRun
 
-    return EvalRun(run_id, "set", "sha", "s", "hybrid", 10, None, None, None, {}, dict(metrics), (),
-                   datetime.now(UTC), 0.0)
+    return EvalRun(run_id, "set", "sha", "s", "hybrid", 10, None, None, None, {}, dict(metrics), (), datetime.now(UTC), 0.0)
 
 
 def test_the_evaluate_page_asks_for_weights_changes_and_the_best_run():

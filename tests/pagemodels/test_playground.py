@@ -105,15 +105,20 @@ def test_snippet_centres_on_the_first_match():
 # -- filters ---------------------------------------------------------------------------------------
 def test_parse_fields_reads_json_scalars_and_plain_text():
     text = 'page = 2\nheading = Guide > Install\n\n# a comment\nyear = "2024"\nok = true\nnone = null\nx = 1.5'
-    assert pg.parse_fields(text) == {"page": 2, "heading": "Guide > Install", "year": "2024", "ok": True,
-                                     "none": None, "x": 1.5}
+    assert pg.parse_fields(text) == {
+        "page": 2,
+        "heading": "Guide > Install",
+        "year": "2024",
+        "ok": True,
+        "none": None,
+        "x": 1.5,
+    }
     assert pg.parse_fields("") == {} and pg.parse_fields(None) == {}
     assert pg.parse_fields("tags = [1, 2]") == {"tags": "[1, 2]"}
     assert pg.parse_fields("eq = a = b") == {"eq": "a = b"}
 
 
-@pytest.mark.parametrize("bad, words", [("page 2", "field = value"), ("= 3", "field = value"),
-                                        ("a = 1\na = 2", "twice")])
+@pytest.mark.parametrize("bad, words", [("page 2", "field = value"), ("= 3", "field = value"), ("a = 1\na = 2", "twice")])
 def test_parse_fields_says_what_is_wrong(bad, words):
     with pytest.raises(InvalidArgument, match=words):
         pg.parse_fields(bad)
@@ -189,13 +194,19 @@ def fill(wb: Workbench, store: str, files: dict[str, list[str]]) -> None:
     vs = wb.vector_store(store)
     for name, texts in files.items():
         vectors = emb.embed_documents(texts)
-        vs.replace_file(f"id-{name}", [Chunk(t, vectors[i], page=i + 1, metadata={"lang": "en"})
-                                 for i, t in enumerate(texts)], file_name=name)
+        vs.replace_file(
+            f"id-{name}",
+            [Chunk(t, vectors[i], page=i + 1, metadata={"lang": "en"}) for i, t in enumerate(texts)],
+            file_name=name,
+        )
 
 
 def test_timed_search_hits_threshold_and_distribution(wb):
-    fill(wb, "s", {"a.txt": ["apples and pears", "the weather today", "apples apples"],
-                   "b.txt": ["pears only", "apples and pears"]})  # a duplicate text, shown once
+    fill(
+        wb,
+        "s",
+        {"a.txt": ["apples and pears", "the weather today", "apples apples"], "b.txt": ["pears only", "apples and pears"]},
+    )  # a duplicate text, shown once
     run = pg.timed_search(wb, "s", "apples", k=3)
     assert run.hits[0].text in ("apples apples", "apples and pears")
     assert [h.text for h in run.hits].count("apples and pears") == 1
@@ -228,8 +239,14 @@ def test_the_threshold_never_hides_a_chunk_holding_the_querys_exact_words(wb):
 def test_a_chunk_sharing_only_some_query_words_is_judged_by_meaning(wb):
     """Only a chunk holding every word of the query (stop words aside, stems matched) passes the
     threshold on its words; one sharing a common word or two is judged by its meaning score."""
-    fill(wb, "s", {"zen.txt": ["Beautiful is better than ugly. Explicit is better than implicit."],
-                   "rust.txt": ["A slice is better than a copy here", "the weather today"]})
+    fill(
+        wb,
+        "s",
+        {
+            "zen.txt": ["Beautiful is better than ugly. Explicit is better than implicit."],
+            "rust.txt": ["A slice is better than a copy here", "the weather today"],
+        },
+    )
     for mode in ("lexical", "hybrid"):
         run = pg.timed_search(wb, "s", "Beautiful is better than ugly", k=5, score_threshold=0.999, mode=mode)
         assert [h.file_name for h in run.hits] == ["zen.txt"], mode

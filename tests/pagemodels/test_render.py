@@ -102,7 +102,7 @@ def test_every_rust_book_chunk_renders_clean():
         doc = read_document(path)
         text = doc.text
         for start in range(0, len(text), 700):  # slices cut anywhere, as chunks are
-            piece = text[start:start + 1400]
+            piece = text[start : start + 1400]
             shown = visible(render.render_html(piece, "guess", file_name=path.name))
             plain = render.plain_text(piece, file_name=path.name)
             for junk in ("<span", "{{#", "<!--"):
@@ -113,15 +113,29 @@ def test_every_rust_book_chunk_renders_clean():
 DOC = "".join(f"Sentence number {i} of the document. " for i in range(40))
 
 
-def chunk(file_id: str, index: int, start: int, end: int, score: float, name: str | None = None,
-          text: str | None = None) -> Hit:
-    return Hit(f"{file_id}:{index}", score, file_id, name or f"{file_id}.md", index,
-               DOC[start:end] if text is None else text, char_start=start, char_end=end)
+def chunk(
+    file_id: str, index: int, start: int, end: int, score: float, name: str | None = None, text: str | None = None
+) -> Hit:
+    return Hit(
+        f"{file_id}:{index}",
+        score,
+        file_id,
+        name or f"{file_id}.md",
+        index,
+        DOC[start:end] if text is None else text,
+        char_start=start,
+        char_end=end,
+    )
 
 
 def test_overlapping_chunks_of_a_file_become_one_hit_with_the_union_span():
-    found = [chunk("a", 2, 200, 400, 0.9), chunk("b", 0, 0, 200, 0.8), chunk("a", 3, 300, 500, 0.7),
-             chunk("a", 1, 100, 300, 0.6), chunk("a", 7, 700, 900, 0.5)]
+    found = [
+        chunk("a", 2, 200, 400, 0.9),
+        chunk("b", 0, 0, 200, 0.8),
+        chunk("a", 3, 300, 500, 0.7),
+        chunk("a", 1, 100, 300, 0.6),
+        chunk("a", 7, 700, 900, 0.5),
+    ]
     hits, notes = merge_passages(found, 5)
     assert [h.id for h in hits] == ["a:2", "b:0", "a:7"]
     top = hits[0]
@@ -140,8 +154,12 @@ def test_a_chunk_bridging_two_hits_joins_them():
 
 
 def test_identical_text_in_other_files_is_folded_and_named():
-    found = [chunk("a", 0, 0, 100, 0.9), chunk("b", 0, 0, 100, 0.9, name="b.md"),
-             chunk("c", 0, 0, 100, 0.9, name="c.md", text="  " + DOC[0:100].upper()), chunk("d", 4, 400, 500, 0.3)]
+    found = [
+        chunk("a", 0, 0, 100, 0.9),
+        chunk("b", 0, 0, 100, 0.9, name="b.md"),
+        chunk("c", 0, 0, 100, 0.9, name="c.md", text="  " + DOC[0:100].upper()),
+        chunk("d", 4, 400, 500, 0.3),
+    ]
     hits, notes = merge_passages(found, 5)
     assert [h.id for h in hits] == ["a:0", "d:4"]
     assert notes["a:0"].also_in == ("b.md", "c.md") and notes["d:4"].also_in == ()
@@ -166,8 +184,10 @@ def test_a_result_holds_at_most_three_chunks():
 
 def test_a_chunk_cut_inside_a_directive_hides_its_tail_and_code_blocks_carry_no_marks():
     # a chunk of the Rust book that starts inside {{#rustdoc_include ...}}: the tail is source markup
-    text = ("/listings/ch10-generic-types-traits-and-lifetimes/no-listing-06-impl-trait-returns-one-type/"
-            "src/lib.rs:here}}\n```\n\nA trait defines shared behaviour.\n\n```rust\npub trait Summary {}\n```")
+    text = (
+        "/listings/ch10-generic-types-traits-and-lifetimes/no-listing-06-impl-trait-returns-one-type/"
+        "src/lib.rs:here}}\n```\n\nA trait defines shared behaviour.\n\n```rust\npub trait Summary {}\n```"
+    )
     out = render.render_html(text, "How do I define a trait?", file_name="ch10-02-traits.md")
     assert "lib.rs" not in out and "}}" not in out and "listings" not in out
     assert "A <mark>trait</mark> <mark>defines</mark> shared" in out
@@ -176,7 +196,6 @@ def test_a_chunk_cut_inside_a_directive_hides_its_tail_and_code_blocks_carry_no_
     assert "lib.rs" not in render.plain_text(text, file_name="ch10-02-traits.md")
     # code that merely ends in braces is not mistaken for a directive's tail
     assert render.strip_source_markup("    }}\nfn main() {}").startswith("    }}")
-
 
 
 def test_a_plain_text_passage_quoted_by_the_offline_assistant_reads_as_written():

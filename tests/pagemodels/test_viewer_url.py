@@ -21,17 +21,21 @@ def test_a_passage_link_round_trips_with_any_store_name():
 
 
 def test_a_hit_links_to_its_characters_and_page():
-    hit = Hit(id="p1", score=0.5, file_id="file-1", file_name="a.pdf", chunk_index=0, text="x",
-              page=2, char_start=5, char_end=9)
+    hit = Hit(
+        id="p1", score=0.5, file_id="file-1", file_name="a.pdf", chunk_index=0, text="x", page=2, char_start=5, char_end=9
+    )
     assert parse_viewer_query(_query(hit_viewer_url("docs", hit))) == ViewerTarget("docs", "file-1", 5, 9, 2)
 
 
-@pytest.mark.parametrize(("params", "words"), [
-    ({"file": "f"}, "store= and file="),
-    ({"store": "s", "file": "f", "start": "x", "end": "3"}, "start is not a whole number"),
-    ({"store": "s", "file": "f", "start": "9", "end": "3"}, "ends (3) before it starts (9)"),
-    ({"store": "s", "file": "f", "page": "0"}, "page must be at least 1"),
-])
+@pytest.mark.parametrize(
+    ("params", "words"),
+    [
+        ({"file": "f"}, "store= and file="),
+        ({"store": "s", "file": "f", "start": "x", "end": "3"}, "start is not a whole number"),
+        ({"store": "s", "file": "f", "start": "9", "end": "3"}, "ends (3) before it starts (9)"),
+        ({"store": "s", "file": "f", "page": "0"}, "page must be at least 1"),
+    ],
+)
 def test_a_broken_link_says_what_is_wrong(params, words):
     with pytest.raises(InvalidArgument) as err:
         parse_viewer_query(params)

@@ -23,8 +23,10 @@ PANIC = "ch09-01-unrecoverable-errors-with-panic.md"
 
 @pytest.fixture
 def system(tmp_path):
-    s = System(load_settings(data_dir=tmp_path / "data", ingest={"max_file_mb": 2}),
-               embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256))
+    s = System(
+        load_settings(data_dir=tmp_path / "data", ingest={"max_file_mb": 2}),
+        embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256),
+    )
     yield s
     s.close()
 
@@ -46,16 +48,20 @@ def book(corpus):
 
 
 def test_store_static_chunking_upload_and_poll_filtered_search_and_delete(client, wb, book):
-    vs = client.vector_stores.create(name="rust", metadata={"team": "docs"}, chunking_strategy={
-        "type": "static", "static": {"max_chunk_size_tokens": 800, "chunk_overlap_tokens": 400}})
+    vs = client.vector_stores.create(
+        name="rust",
+        metadata={"team": "docs"},
+        chunking_strategy={"type": "static", "static": {"max_chunk_size_tokens": 800, "chunk_overlap_tokens": 400}},
+    )
     assert vs.id == vector_store_id("rust") and vs.object == "vector_store" and vs.metadata == {"team": "docs"}
     assert wb.get_store("rust")  # the API's store is the workbench's store
 
     uploaded = []
     for name, attrs in ((RESULT, {"chapter": 9, "topic": "result"}), (PANIC, {"chapter": 9, "topic": "panic"})):
         with open(book / name, "rb") as fh:
-            f = client.vector_stores.files.upload_and_poll(vector_store_id=vs.id, file=fh, attributes=attrs,
-                                                           poll_interval_ms=100)
+            f = client.vector_stores.files.upload_and_poll(
+                vector_store_id=vs.id, file=fh, attributes=attrs, poll_interval_ms=100
+            )
         assert f.status == "completed", f.last_error
         assert f.attributes == attrs
         # 800/400 asked; the model's 256-token window fits 256/128 -- and the API says so
@@ -78,20 +84,29 @@ def test_store_static_chunking_upload_and_poll_filtered_search_and_delete(client
     assert hit.content[0].type == "text" and hit.content[0].text
     assert {"page", "heading", "char_start", "char_end", "chapter", "topic"} <= set(hit.attributes)
 
-    only_panic = list(client.vector_stores.search(
-        vs.id, query=query, max_num_results=5, filters={"type": "eq", "key": "topic", "value": "panic"}))
+    only_panic = list(
+        client.vector_stores.search(
+            vs.id, query=query, max_num_results=5, filters={"type": "eq", "key": "topic", "value": "panic"}
+        )
+    )
     assert only_panic and {r.filename for r in only_panic} == {PANIC}
-    compound = list(client.vector_stores.search(vs.id, query=query, max_num_results=5, filters={
-        "type": "and", "filters": [{"type": "gte", "key": "chapter", "value": 9},
-                                   {"type": "ne", "key": "topic", "value": "panic"}]}))
+    compound = list(
+        client.vector_stores.search(
+            vs.id,
+            query=query,
+            max_num_results=5,
+            filters={
+                "type": "and",
+                "filters": [{"type": "gte", "key": "chapter", "value": 9}, {"type": "ne", "key": "topic", "value": "panic"}],
+            },
+        )
+    )
     assert compound and {r.filename for r in compound} == {RESULT}
-    assert not list(client.vector_stores.search(vs.id, query=query,
-                                                filters={"type": "gt", "key": "chapter", "value": 9}))
+    assert not list(client.vector_stores.search(vs.id, query=query, filters={"type": "gt", "key": "chapter", "value": 9}))
 
     # attributes can be changed; the search sees the new ones
     client.vector_stores.files.update(uploaded[0].id, vector_store_id=vs.id, attributes={"topic": "errors"})
-    found = list(client.vector_stores.search(vs.id, query=query, filters={"type": "eq", "key": "topic",
-                                                                          "value": "errors"}))
+    found = list(client.vector_stores.search(vs.id, query=query, filters={"type": "eq", "key": "topic", "value": "errors"}))
     assert {r.filename for r in found} == {RESULT}
 
     # removing the file from the store: gone from search, the file itself stays
@@ -106,12 +121,15 @@ def test_store_static_chunking_upload_and_poll_filtered_search_and_delete(client
 @pytest.mark.slow
 def test_batches_files_api_and_store_lifecycle(client, wb, corpus):
     pdf = corpus / "pdf" / "pdflatex-4-pages.pdf"
-    files = [client.files.create(file=(p.name, p.read_bytes()), purpose="assistants")
-             for p in (pdf, corpus / "pdf" / "minimal-document.pdf")]
+    files = [
+        client.files.create(file=(p.name, p.read_bytes()), purpose="assistants")
+        for p in (pdf, corpus / "pdf" / "minimal-document.pdf")
+    ]
     assert files[0].object == "file" and files[0].bytes == pdf.stat().st_size
     vs = client.vector_stores.create(name="papers")
     batch = client.vector_stores.file_batches.create_and_poll(
-        vector_store_id=vs.id, file_ids=[f.id for f in files], attributes={"kind": "paper"}, poll_interval_ms=100)
+        vector_store_id=vs.id, file_ids=[f.id for f in files], attributes={"kind": "paper"}, poll_interval_ms=100
+    )
     assert batch.status == "completed" and batch.file_counts.completed == 2
     in_batch = client.vector_stores.file_batches.list_files(batch.id, vector_store_id=vs.id)
     assert {f.id for f in in_batch} == {f.id for f in files} and all(f.attributes == {"kind": "paper"} for f in in_batch)
@@ -139,14 +157,20 @@ def test_error_bodies(client, wb, book):
     vs = client.vector_stores.create(name="s")
     with open(book / RESULT, "rb") as fh:
         client.vector_stores.files.upload_and_poll(vector_store_id=vs.id, file=fh, poll_interval_ms=100)
-    for bad in ({"type": "like", "key": "a", "value": "b"}, {"type": "eq", "key": "a", "value": {"x": 1}},
-                {"type": "and", "filters": []}, {"type": "in", "key": "a", "value": "notalist"}):
+    for bad in (
+        {"type": "like", "key": "a", "value": "b"},
+        {"type": "eq", "key": "a", "value": {"x": 1}},
+        {"type": "and", "filters": []},
+        {"type": "in", "key": "a", "value": "notalist"},
+    ):
         with pytest.raises(openai.BadRequestError) as e:
             client.vector_stores.search(vs.id, query="result", filters=bad)
         assert e.value.status_code == 400 and e.value.body["param"] == "filters", bad
     with pytest.raises(openai.BadRequestError) as e:
-        client.vector_stores.create(name="t", chunking_strategy={"type": "static", "static": {
-            "max_chunk_size_tokens": 50, "chunk_overlap_tokens": 10}})
+        client.vector_stores.create(
+            name="t",
+            chunking_strategy={"type": "static", "static": {"max_chunk_size_tokens": 50, "chunk_overlap_tokens": 10}},
+        )
     assert "max_chunk_size_tokens" in e.value.body["message"]
     with pytest.raises(openai.NotFoundError):
         client.vector_stores.files.create(vector_store_id=vs.id, file_id="file-" + "a" * 32)
@@ -154,9 +178,9 @@ def test_error_bodies(client, wb, book):
 
 def test_a_bad_file_fails_with_last_error_and_a_large_one_is_refused(client, wb):
     vs = client.vector_stores.create(name="s")
-    f = client.vector_stores.files.upload_and_poll(vector_store_id=vs.id,
-                                                       file=("old.doc", b"\xd0\xcf\x11\xe0" + b"\0" * 600),
-                                                   poll_interval_ms=100)
+    f = client.vector_stores.files.upload_and_poll(
+        vector_store_id=vs.id, file=("old.doc", b"\xd0\xcf\x11\xe0" + b"\0" * 600), poll_interval_ms=100
+    )
     assert f.status == "failed" and f.last_error.message and f.last_error.code in ("unsupported_file", "invalid_file")
     with pytest.raises(openai.APIStatusError) as e:
         client.files.create(file=("big.txt", b"x" * 3_000_001), purpose="assistants")
@@ -176,9 +200,17 @@ def test_non_loopback_needs_the_key_and_requests_without_it_get_401(system):
         right = openai.OpenAI(base_url=base + "/v1", api_key="s3cret-key", max_retries=0)
         assert right.vector_stores.create(name="x").name == "x"
         assert httpx.get(base + "/openapi.json", headers={"Authorization": "Bearer s3cret-key"}).status_code == 200
-        assert "access-control-allow-origin" not in httpx.options(
-            base + "/v1/vector_stores", headers={"Origin": "http://evil.example", "Access-Control-Request-Method": "GET",
-                                                 "Authorization": "Bearer s3cret-key"}).headers
+        assert (
+            "access-control-allow-origin"
+            not in httpx.options(
+                base + "/v1/vector_stores",
+                headers={
+                    "Origin": "http://evil.example",
+                    "Access-Control-Request-Method": "GET",
+                    "Authorization": "Bearer s3cret-key",
+                },
+            ).headers
+        )
 
 
 def test_openapi_docs(client, wb, tmp_path):
@@ -187,8 +219,10 @@ def test_openapi_docs(client, wb, tmp_path):
     assert "/v1/vector_stores/{vs_id}/search" in spec["paths"] and "/v1/chat/completions" in spec["paths"]
     # the Swagger page loads its scripts from a public CDN: off unless api.docs turns it on
     assert httpx.get(base + "/docs").status_code == 404 and httpx.get(base + "/redoc").status_code == 404
-    w = System(load_settings(data_dir=tmp_path / "docs-data", api={"docs": True}),
-               embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256))
+    w = System(
+        load_settings(data_dir=tmp_path / "docs-data", api={"docs": True}),
+        embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256),
+    )
     try:
         with Served(create_app(w)) as other:
             page = httpx.get(other + "/docs")
@@ -228,8 +262,7 @@ def test_each_file_of_a_running_batch_has_its_own_status(tmp_path):
                 release.wait(60)
             return super().embed_documents(texts)
 
-    w = System(load_settings(data_dir=tmp_path / "data"),
-               embedder_factory=lambda model: Gated(dimension=64, max_tokens=256))
+    w = System(load_settings(data_dir=tmp_path / "data"), embedder_factory=lambda model: Gated(dimension=64, max_tokens=256))
     try:
         with Served(create_app(w)) as base:
             c = openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0, timeout=60)

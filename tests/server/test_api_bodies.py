@@ -15,8 +15,9 @@ from tests.helpers.api import Served
 
 @pytest.fixture
 def base(tmp_path):
-    system = System(load_settings(data_dir=tmp_path / "data"),
-                   embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256))
+    system = System(
+        load_settings(data_dir=tmp_path / "data"), embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256)
+    )
     with Served(create_app(system)) as url:
         yield url
     system.close()
@@ -47,57 +48,140 @@ def test_the_search_body_and_the_store_body_are_documented_in_openapi(base):
 def test_bad_bodies_are_refused_naming_the_field_in_openais_shape(base):
     vs = httpx.post(base + "/v1/vector_stores", json={"name": "s"}).json()
     search = base + f"/v1/vector_stores/{vs['id']}/search"
-    f = httpx.post(base + "/v1/files", files={"file": ("a.md", b"# A\n\nPumps.\n", "text/markdown")},
-                   data={"purpose": "assistants"}).json()
+    f = httpx.post(
+        base + "/v1/files", files={"file": ("a.md", b"# A\n\nPumps.\n", "text/markdown")}, data={"purpose": "assistants"}
+    ).json()
     cases = [
         (search, {"query": "x", "filter": {}}, "filter", "Unrecognized request argument supplied: filter."),
         (search, {"query": "   "}, "query", "query must be a non-blank string (or a list of strings)."),
         (search, {"query": 5}, "query", "query: Input should be a valid string"),
-        (search, {"query": "x", "max_num_results": 51}, "max_num_results",
-         "max_num_results: Input should be less than or equal to 50"),
-        (search, {"query": "x", "max_num_results": True}, "max_num_results", "max_num_results: Input should be a valid integer"),
+        (
+            search,
+            {"query": "x", "max_num_results": 51},
+            "max_num_results",
+            "max_num_results: Input should be less than or equal to 50",
+        ),
+        (
+            search,
+            {"query": "x", "max_num_results": True},
+            "max_num_results",
+            "max_num_results: Input should be a valid integer",
+        ),
         (search, {"query": "x", "rewrite_query": "yes"}, "rewrite_query", "rewrite_query: Input should be a valid boolean"),
         (search, {"query": "x", "ranking_options": 5}, "ranking_options", "ranking_options must be an object."),
-        (search, {"query": "x", "ranking_options": {"score_threshold": "high"}}, "ranking_options.score_threshold",
-         "ranking_options.score_threshold: Input should be a valid number"),
+        (
+            search,
+            {"query": "x", "ranking_options": {"score_threshold": "high"}},
+            "ranking_options.score_threshold",
+            "ranking_options.score_threshold: Input should be a valid number",
+        ),
         (search, [1, 2], None, "The request body must be a JSON object."),
-        (base + "/v1/vector_stores", {"name": "t", "chunking_strategy": {"type": "static", "static": {
-            "max_chunk_size_tokens": 50, "chunk_overlap_tokens": 10}}}, "chunking_strategy.static.max_chunk_size_tokens",
-         "chunking_strategy.static.max_chunk_size_tokens: Input should be greater than or equal to 100"),
-        (base + "/v1/vector_stores", {"name": "t", "chunking_strategy": {"type": "static", "static": {
-            "max_chunk_size_tokens": 200, "chunk_overlap_tokens": 150}}}, "chunking_strategy.static",
-         "chunk_overlap_tokens must be an integer from 0 to half of max_chunk_size_tokens (100), got 150."),
-        (base + "/v1/vector_stores", {"name": "t", "chunking_strategy": {"type": "static"}}, "chunking_strategy",
-         "A static chunking_strategy needs 'static': {max_chunk_size_tokens, chunk_overlap_tokens}."),
-        (base + "/v1/vector_stores", {"name": "t", "chunking_strategy": {"type": "fancy"}}, "chunking_strategy.type",
-         "chunking_strategy.type: Input should be 'auto' or 'static'"),
-        (base + "/v1/vector_stores", {"name": "t", "expires_after": {"anchor": "last_active_at", "days": 0}},
-         "expires_after.days", "expires_after.days: Input should be greater than or equal to 1"),
-        (base + "/v1/vector_stores", {"name": "t", "metadata": {str(i): "v" for i in range(17)}}, "metadata",
-         "metadata must be an object of at most 16 string pairs (keys up to 64 characters, values up to 512)."),
-        (base + f"/v1/vector_stores/{vs['id']}/files", {"file_id": f["id"], "chunking_strategy": {"type": "static",
-         "static": {"max_chunk_size_tokens": 200}}}, "chunking_strategy.static.chunk_overlap_tokens",
-         "chunking_strategy.static.chunk_overlap_tokens: Field required"),
-        (base + f"/v1/vector_stores/{vs['id']}/file_batches", {"files": [{"file_id": f["id"], "atributes": {}}]},
-         "files.0.atributes", "Unrecognized request argument supplied: files.0.atributes."),
-        (base + f"/v1/vector_stores/{vs['id']}/file_batches", {"attributes": {"team": "blue"}}, "file_ids",
-         "Give file_ids (or files) to add."),
+        (
+            base + "/v1/vector_stores",
+            {
+                "name": "t",
+                "chunking_strategy": {"type": "static", "static": {"max_chunk_size_tokens": 50, "chunk_overlap_tokens": 10}},
+            },
+            "chunking_strategy.static.max_chunk_size_tokens",
+            "chunking_strategy.static.max_chunk_size_tokens: Input should be greater than or equal to 100",
+        ),
+        (
+            base + "/v1/vector_stores",
+            {
+                "name": "t",
+                "chunking_strategy": {
+                    "type": "static",
+                    "static": {"max_chunk_size_tokens": 200, "chunk_overlap_tokens": 150},
+                },
+            },
+            "chunking_strategy.static",
+            "chunk_overlap_tokens must be an integer from 0 to half of max_chunk_size_tokens (100), got 150.",
+        ),
+        (
+            base + "/v1/vector_stores",
+            {"name": "t", "chunking_strategy": {"type": "static"}},
+            "chunking_strategy",
+            "A static chunking_strategy needs 'static': {max_chunk_size_tokens, chunk_overlap_tokens}.",
+        ),
+        (
+            base + "/v1/vector_stores",
+            {"name": "t", "chunking_strategy": {"type": "fancy"}},
+            "chunking_strategy.type",
+            "chunking_strategy.type: Input should be 'auto' or 'static'",
+        ),
+        (
+            base + "/v1/vector_stores",
+            {"name": "t", "expires_after": {"anchor": "last_active_at", "days": 0}},
+            "expires_after.days",
+            "expires_after.days: Input should be greater than or equal to 1",
+        ),
+        (
+            base + "/v1/vector_stores",
+            {"name": "t", "metadata": {str(i): "v" for i in range(17)}},
+            "metadata",
+            "metadata must be an object of at most 16 string pairs (keys up to 64 characters, values up to 512).",
+        ),
+        (
+            base + f"/v1/vector_stores/{vs['id']}/files",
+            {"file_id": f["id"], "chunking_strategy": {"type": "static", "static": {"max_chunk_size_tokens": 200}}},
+            "chunking_strategy.static.chunk_overlap_tokens",
+            "chunking_strategy.static.chunk_overlap_tokens: Field required",
+        ),
+        (
+            base + f"/v1/vector_stores/{vs['id']}/file_batches",
+            {"files": [{"file_id": f["id"], "atributes": {}}]},
+            "files.0.atributes",
+            "Unrecognized request argument supplied: files.0.atributes.",
+        ),
+        (
+            base + f"/v1/vector_stores/{vs['id']}/file_batches",
+            {"attributes": {"team": "blue"}},
+            "file_ids",
+            "Give file_ids (or files) to add.",
+        ),
         (base + f"/v1/vector_stores/{vs['id']}/files", {"attributes": {}}, "file_id", "file_id: Field required"),
-        (base + f"/v1/vector_stores/{vs['id']}/web_pages", {"url": "http://127.0.0.1:1/", "depth": "2"}, "depth",
-         "depth: Input should be a valid integer"),
-        (base + f"/v1/vector_stores/{vs['id']}/files/{f['id']}", {"atributes": {}}, "atributes",
-         "Unrecognized request argument supplied: atributes."),
-        (base + "/v1/chat/completions", {"model": "offline", "mesages": []}, "mesages",
-         "Unrecognized request argument supplied: mesages."),
-        (base + "/v1/chat/completions", {"model": "offline", "messages": []}, "messages",
-         "messages: List should have at least 1 item after validation, not 0"),
-        (base + "/v1/chat/completions", {"model": "offline", "messages": [{"role": "user", "content": "hi"}],
-                                         "stream": "yes"}, "stream", "stream: Input should be a valid boolean"),
-        (base + "/v1/chat/completions", {"model": "offline", "messages": [{"role": "user", "content": "hi"}],
-                                         "metadata": {"stores": 5}}, "metadata.stores",
-         "metadata.stores: Input should be a valid list"),
-        (base + "/v1/chat/completions", {"model": "offline", "messages": [{"role": "system", "content": "hi"}],
-                                         "temperature": 0.2}, "messages", "messages needs a user message."),
+        (
+            base + f"/v1/vector_stores/{vs['id']}/web_pages",
+            {"url": "http://127.0.0.1:1/", "depth": "2"},
+            "depth",
+            "depth: Input should be a valid integer",
+        ),
+        (
+            base + f"/v1/vector_stores/{vs['id']}/files/{f['id']}",
+            {"atributes": {}},
+            "atributes",
+            "Unrecognized request argument supplied: atributes.",
+        ),
+        (
+            base + "/v1/chat/completions",
+            {"model": "offline", "mesages": []},
+            "mesages",
+            "Unrecognized request argument supplied: mesages.",
+        ),
+        (
+            base + "/v1/chat/completions",
+            {"model": "offline", "messages": []},
+            "messages",
+            "messages: List should have at least 1 item after validation, not 0",
+        ),
+        (
+            base + "/v1/chat/completions",
+            {"model": "offline", "messages": [{"role": "user", "content": "hi"}], "stream": "yes"},
+            "stream",
+            "stream: Input should be a valid boolean",
+        ),
+        (
+            base + "/v1/chat/completions",
+            {"model": "offline", "messages": [{"role": "user", "content": "hi"}], "metadata": {"stores": 5}},
+            "metadata.stores",
+            "metadata.stores: Input should be a valid list",
+        ),
+        (
+            base + "/v1/chat/completions",
+            {"model": "offline", "messages": [{"role": "system", "content": "hi"}], "temperature": 0.2},
+            "messages",
+            "messages needs a user message.",
+        ),
     ]
     for url, body, param, message in cases:
         error = refused(httpx.post(url, json=body))
@@ -106,12 +190,19 @@ def test_bad_bodies_are_refused_naming_the_field_in_openais_shape(base):
 
 
 def test_a_good_body_still_searches_and_a_query_may_be_a_list(base):
-    vs = httpx.post(base + "/v1/vector_stores", json={"name": "s", "chunking_strategy": {"type": "auto"},
-                                                      "expires_after": {"anchor": "last_active_at", "days": 7}}).json()
+    vs = httpx.post(
+        base + "/v1/vector_stores",
+        json={"name": "s", "chunking_strategy": {"type": "auto"}, "expires_after": {"anchor": "last_active_at", "days": 7}},
+    ).json()
     assert vs["expires_after"] == {"anchor": "last_active_at", "days": 7}
-    r = httpx.post(base + f"/v1/vector_stores/{vs['id']}/search",
-                   json={"query": ["pumps", "valves"], "ranking_options": {"score_threshold": 0, "ranker": "auto"},
-                         "rewrite_query": True})
+    r = httpx.post(
+        base + f"/v1/vector_stores/{vs['id']}/search",
+        json={
+            "query": ["pumps", "valves"],
+            "ranking_options": {"score_threshold": 0, "ranker": "auto"},
+            "rewrite_query": True,
+        },
+    )
     assert r.status_code == 200 and r.json()["search_query"] == "pumps valves" and r.json()["notes"]
     changed = httpx.post(base + f"/v1/vector_stores/{vs['id']}", json={"metadata": {"team": "blue"}}).json()
     assert changed["metadata"] == {"team": "blue"} and changed["expires_after"] == {"anchor": "last_active_at", "days": 7}

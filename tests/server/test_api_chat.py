@@ -18,20 +18,27 @@ from tests.helpers.chat import pdf_bytes
 
 @pytest.fixture
 def client(tmp_path):
-    system = System(load_settings(data_dir=tmp_path / "data"),
-                   embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256))
+    system = System(
+        load_settings(data_dir=tmp_path / "data"), embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256)
+    )
     with Served(create_app(system)) as base:
         yield openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0, timeout=60)
     system.close()
 
 
-PDF = pdf_bytes(["Quarterly report. Sales of garden tools were flat.",
-                 "The quokka pump WOMBAT-7731 must be primed with two litres of water before use."])
+PDF = pdf_bytes(
+    [
+        "Quarterly report. Sales of garden tools were flat.",
+        "The quokka pump WOMBAT-7731 must be primed with two litres of water before use.",
+    ]
+)
 
 
 def pdf_part() -> dict:
-    return {"type": "file", "file": {"filename": "pump.pdf",
-                                     "file_data": "data:application/pdf;base64," + base64.b64encode(PDF).decode()}}
+    return {
+        "type": "file",
+        "file": {"filename": "pump.pdf", "file_data": "data:application/pdf;base64," + base64.b64encode(PDF).decode()},
+    }
 
 
 def test_models_are_the_chat_configs(client):
@@ -41,8 +48,12 @@ def test_models_are_the_chat_configs(client):
 
 
 def test_pdf_part_is_attached_cited_by_page_and_kept_for_the_next_call(client):
-    first = client.chat.completions.create(model="offline", messages=[{"role": "user", "content": [
-        {"type": "text", "text": "How is the WOMBAT-7731 pump primed?"}, pdf_part()]}])
+    first = client.chat.completions.create(
+        model="offline",
+        messages=[
+            {"role": "user", "content": [{"type": "text", "text": "How is the WOMBAT-7731 pump primed?"}, pdf_part()]}
+        ],
+    )
     message = first.choices[0].message
     assert "WOMBAT-7731" in message.content and first.choices[0].finish_reason == "stop"
     cites = [a.url_citation for a in message.annotations]
@@ -51,21 +62,30 @@ def test_pdf_part_is_attached_cited_by_page_and_kept_for_the_next_call(client):
     session = first.model_extra["session"]
 
     # the same session, without sending the PDF again: the attachment is still searched
-    second = client.chat.completions.create(model="offline", metadata={"session": session}, messages=[
-        {"role": "user", "content": "How many litres of water for the pump?"}])
+    second = client.chat.completions.create(
+        model="offline",
+        metadata={"session": session},
+        messages=[{"role": "user", "content": "How many litres of water for the pump?"}],
+    )
     assert second.model_extra["session"] == session
     again = [a.url_citation.model_extra for a in second.choices[0].message.annotations]
     assert again and again[0]["filename"] == "pump.pdf" and again[0]["page"] == 2
 
     # an unknown session is an error, not a silent new one
     with pytest.raises(openai.NotFoundError):
-        client.chat.completions.create(model="offline", metadata={"session": "nope"},
-                                       messages=[{"role": "user", "content": "hi"}])
+        client.chat.completions.create(
+            model="offline", metadata={"session": "nope"}, messages=[{"role": "user", "content": "hi"}]
+        )
 
 
 def test_streamed_answer_with_a_pdf_part(client):
-    stream = client.chat.completions.create(model="offline", stream=True, messages=[{"role": "user", "content": [
-        {"type": "text", "text": "How is the WOMBAT-7731 pump primed?"}, pdf_part()]}])
+    stream = client.chat.completions.create(
+        model="offline",
+        stream=True,
+        messages=[
+            {"role": "user", "content": [{"type": "text", "text": "How is the WOMBAT-7731 pump primed?"}, pdf_part()]}
+        ],
+    )
     chunks = list(stream)
     assert len(chunks) > 2 and all(c.object == "chat.completion.chunk" for c in chunks)
     text = "".join(c.choices[0].delta.content or "" for c in chunks)
@@ -75,7 +95,10 @@ def test_streamed_answer_with_a_pdf_part(client):
 
 
 def test_bad_parts_are_400(client):
-    for content in ([{"type": "image_url", "image_url": {"url": "http://example.com/x.png"}}],
-                    [{"type": "audio", "audio": {}}], [{"type": "file", "file": {}}]):
+    for content in (
+        [{"type": "image_url", "image_url": {"url": "http://example.com/x.png"}}],
+        [{"type": "audio", "audio": {}}],
+        [{"type": "file", "file": {}}],
+    ):
         with pytest.raises(openai.BadRequestError):
             client.chat.completions.create(model="offline", messages=[{"role": "user", "content": content}])

@@ -30,8 +30,24 @@ from tests.helpers.env import prepared_data, use_prepared_data
 
 DEV_FILES, SECTIONS = 4, 60  # team=dev: four long files of many chunks each
 OPS = (7, 61, 133, 200, 238)  # team=ops: five one-chunk notes, a few of the store's ~250 chunks
-WORDS = ("harbour", "lamp", "bread", "yeast", "result", "panic", "lifetime", "borrow", "vector", "river",
-         "garden", "signal", "ledger", "bridge", "window", "orchard")
+WORDS = (
+    "harbour",
+    "lamp",
+    "bread",
+    "yeast",
+    "result",
+    "panic",
+    "lifetime",
+    "borrow",
+    "vector",
+    "river",
+    "garden",
+    "signal",
+    "ledger",
+    "bridge",
+    "window",
+    "orchard",
+)
 MODEL = "fake/hash-32"
 QUERY = "the harbour lamp and the river bridge"
 
@@ -47,10 +63,12 @@ def build(work: Path) -> None:
         w = Workbench(load_settings())
         try:
             for d in range(DEV_FILES):
-                sections = [f"# Section {i}\n\n{text(i)} " + " ".join(f"s{i}w{x}" for x in range(40))
-                            for i in range(d * SECTIONS, (d + 1) * SECTIONS) if i not in OPS]
-                r = w.ingest_file("logs", "\n\n".join(sections).encode(), f"dev-{d}.md",
-                                  attributes={"team": "dev", "n": d})
+                sections = [
+                    f"# Section {i}\n\n{text(i)} " + " ".join(f"s{i}w{x}" for x in range(40))
+                    for i in range(d * SECTIONS, (d + 1) * SECTIONS)
+                    if i not in OPS
+                ]
+                r = w.ingest_file("logs", "\n\n".join(sections).encode(), f"dev-{d}.md", attributes={"team": "dev", "n": d})
                 assert r.outcome == "indexed" and r.chunks >= len(sections), r.message
             for i in OPS:
                 r = w.ingest_file("logs", text(i).encode(), f"note-{i:03}.txt", attributes={"team": "ops", "n": i})
@@ -122,19 +140,25 @@ def ops_names(k: int, wb: Workbench) -> list[str]:
     return [h.file_name for h in everything if h.metadata.get("attr_team") == "ops"][:k]
 
 
-@pytest.mark.parametrize("filters", [
-    {"type": "eq", "key": "team", "value": "ops"},  # plain equality: the backend's where
-    {"type": "in", "key": "team", "value": ["ops", "finance"]},  # a predicate the backend cannot do
-    {"type": "and", "filters": [{"type": "eq", "key": "team", "value": "ops"},
-                                {"type": "gte", "key": "n", "value": 0}]},
-], ids=["eq", "in", "and"])
+@pytest.mark.parametrize(
+    "filters",
+    [
+        {"type": "eq", "key": "team", "value": "ops"},  # plain equality: the backend's where
+        {"type": "in", "key": "team", "value": ["ops", "finance"]},  # a predicate the backend cannot do
+        {"type": "and", "filters": [{"type": "eq", "key": "team", "value": "ops"}, {"type": "gte", "key": "n", "value": 0}]},
+    ],
+    ids=["eq", "in", "and"],
+)
 def test_a_selective_rest_search_embeds_the_query_once_and_returns_k(system, wb, embeddings, rounds, filters):
     want = ops_names(3, wb)
     embeddings.clear()
     rounds.clear()
     with Served(create_app(system)) as base:
-        r = httpx.post(f"{base}/v1/vector_stores/{vector_store_id('logs')}/search", timeout=60,
-                       json={"query": QUERY, "max_num_results": 3, "filters": filters, "mode": "vector"})
+        r = httpx.post(
+            f"{base}/v1/vector_stores/{vector_store_id('logs')}/search",
+            timeout=60,
+            json={"query": QUERY, "max_num_results": 3, "filters": filters, "mode": "vector"},
+        )
         assert r.status_code == 200, r.text
         assert embeddings == [QUERY]
         assert [d["filename"] for d in r.json()["data"]] == want
@@ -143,8 +167,11 @@ def test_a_selective_rest_search_embeds_the_query_once_and_returns_k(system, wb,
             assert rounds == [3]
 
         embeddings.clear()  # the default (hybrid) ranking: every match, one embedding
-        r = httpx.post(f"{base}/v1/vector_stores/{vector_store_id('logs')}/search", timeout=60,
-                       json={"query": QUERY, "max_num_results": 10, "filters": filters})
+        r = httpx.post(
+            f"{base}/v1/vector_stores/{vector_store_id('logs')}/search",
+            timeout=60,
+            json={"query": QUERY, "max_num_results": 10, "filters": filters},
+        )
         assert r.status_code == 200, r.text
         assert embeddings == [QUERY]
         assert sorted(d["filename"] for d in r.json()["data"]) == [f"note-{i:03}.txt" for i in OPS]
@@ -156,10 +183,20 @@ def test_a_selective_mcp_search_embeds_the_query_once_per_store(wb, embeddings):
 
     async def main() -> tuple[dict, dict]:
         async with Client(build_server(wb)) as c:
-            one = await c.call_tool("search", {"query": QUERY, "store": "logs", "k": 3, "mode": "vector",
-                                               "filters": {"type": "in", "key": "team", "value": ["ops"]}})
-            every = await c.call_tool("search", {"query": QUERY, "k": 3, "mode": "vector",
-                                                 "filters": {"type": "eq", "key": "team", "value": "ops"}})
+            one = await c.call_tool(
+                "search",
+                {
+                    "query": QUERY,
+                    "store": "logs",
+                    "k": 3,
+                    "mode": "vector",
+                    "filters": {"type": "in", "key": "team", "value": ["ops"]},
+                },
+            )
+            every = await c.call_tool(
+                "search",
+                {"query": QUERY, "k": 3, "mode": "vector", "filters": {"type": "eq", "key": "team", "value": "ops"}},
+            )
             return one.structured_content, every.structured_content
 
     one, every = anyio.run(main)

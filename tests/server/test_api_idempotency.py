@@ -40,8 +40,10 @@ DATA = b"# Ownership\n\nEach value in Rust has an owner.\n" * 20
 
 @pytest.fixture
 def system(tmp_path):
-    s = System(load_settings(data_dir=tmp_path / "data", ingest={"max_file_mb": 2}),
-               embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256))
+    s = System(
+        load_settings(data_dir=tmp_path / "data", ingest={"max_file_mb": 2}),
+        embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256),
+    )
     yield s
     s.close()
 
@@ -57,11 +59,11 @@ def http(system):
         yield c
 
 
-def upload(http: httpx.Client, key: str | None, name: str = "ownership.md", data: bytes = DATA,
-           purpose: str = "assistants") -> httpx.Response:
+def upload(
+    http: httpx.Client, key: str | None, name: str = "ownership.md", data: bytes = DATA, purpose: str = "assistants"
+) -> httpx.Response:
     headers = {"Idempotency-Key": key} if key is not None else {}
-    return http.post("/files", files={"file": (name, data, "text/markdown")}, data={"purpose": purpose},
-                     headers=headers)
+    return http.post("/files", files={"file": (name, data, "text/markdown")}, data={"purpose": purpose}, headers=headers)
 
 
 def uploads(wb: Workbench, name: str) -> list:
@@ -84,19 +86,25 @@ def test_an_upload_retried_with_its_key_answers_the_first_file_and_stores_one(ht
 def test_the_same_key_for_another_request_is_refused_in_words(http, wb):
     key = str(uuid.uuid4())
     assert upload(http, key).status_code == 200
-    for other in (upload(http, key, data=DATA + b"changed"), upload(http, key, name="other.md"),
-                  upload(http, key, purpose="user_data")):
+    for other in (
+        upload(http, key, data=DATA + b"changed"),
+        upload(http, key, name="other.md"),
+        upload(http, key, purpose="user_data"),
+    ):
         assert other.status_code == 422, other.text
         error = other.json()["error"]
         assert error["code"] == "idempotency_key_reused" and "different request" in error["message"]
     vs = http.post("/vector_stores", json={"name": "s"}).json()
-    elsewhere = http.post(f"/vector_stores/{vs['id']}/file_batches", json={"file_ids": []},
-                          headers={"Idempotency-Key": key})
+    elsewhere = http.post(f"/vector_stores/{vs['id']}/file_batches", json={"file_ids": []}, headers={"Idempotency-Key": key})
     assert elsewhere.status_code in (400, 422)  # a bad request is refused before the key is looked at
     assert len(uploads(wb, "ownership.md")) == 1 and not uploads(wb, "other.md")
     for bad in ("", "x" * 256, "caf\u00e9"):
-        r = http.post("/files", files={"file": ("a.md", DATA)}, data={"purpose": "assistants"},
-                      headers={"Idempotency-Key": bad.encode("utf-8")})
+        r = http.post(
+            "/files",
+            files={"file": ("a.md", DATA)},
+            data={"purpose": "assistants"},
+            headers={"Idempotency-Key": bad.encode("utf-8")},
+        )
         assert r.status_code == 400 and "Idempotency-Key" in r.json()["error"]["message"]
 
 
@@ -109,8 +117,9 @@ def test_batch_and_store_file_creation_take_a_key(http, wb):
     assert first.status_code == again.status_code == 200
     assert again.json()["id"] == first.json()["id"] and again.headers["idempotent-replayed"] == "true"
     assert again.headers["openai-poll-after-ms"] == first.headers["openai-poll-after-ms"]
-    assert http.post(f"/vector_stores/{vs['id']}/file_batches", json={"file_ids": [fid, fid]},
-                     headers=key).status_code == 422
+    assert (
+        http.post(f"/vector_stores/{vs['id']}/file_batches", json={"file_ids": [fid, fid]}, headers=key).status_code == 422
+    )
     one = {"Idempotency-Key": str(uuid.uuid4())}
     added = [http.post(f"/vector_stores/{vs['id']}/files", json={"file_id": fid}, headers=one) for _ in range(2)]
     assert added[0].json()["id"] == added[1].json()["id"] == fid and added[1].headers["idempotent-replayed"] == "true"
@@ -129,8 +138,9 @@ def test_a_failed_first_request_is_replayed_when_it_was_the_clients_fault(http, 
 def test_a_key_is_its_callers_own(tmp_path):
     """Once accounts exist, a key is the account's: another person's identical key and request is
     a request of their own (a new file), never a replay of someone else's answer."""
-    w = System(load_settings(data_dir=tmp_path / "data"),
-               embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256))
+    w = System(
+        load_settings(data_dir=tmp_path / "data"), embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256)
+    )
     try:
         w.people.set_up_admin("root", "correct horse battery")
         w.people.accounts.create("ana", "correct horse battery")
@@ -139,8 +149,7 @@ def test_a_key_is_its_callers_own(tmp_path):
             key = str(uuid.uuid4())
             answers = {}
             for name, token in tokens.items():
-                with httpx.Client(base_url=base + "/v1", timeout=60,
-                                  headers={"Authorization": f"Bearer {token}"}) as c:
+                with httpx.Client(base_url=base + "/v1", timeout=60, headers={"Authorization": f"Bearer {token}"}) as c:
                     answers[name] = [upload(c, key) for _ in range(2)]
         ids = {n: {r.json()["id"] for r in rs} for n, rs in answers.items()}
         assert all(len(v) == 1 for v in ids.values()) and ids["root"] != ids["ana"]
@@ -166,8 +175,12 @@ def test_a_key_outlives_neither_its_day_nor_a_dead_request(wb):
     assert claim(12).state == "in_flight"
     keys.finish(wb.catalog, "", "k", second.token, 201, '{"id": 1}', {"content-type": "application/json"})
     kept = claim(11 + 23 * 60)
-    assert (kept.state, kept.status, kept.body, kept.headers) == ("replay", 201, '{"id": 1}',
-                                                                   {"content-type": "application/json"})
+    assert (kept.state, kept.status, kept.body, kept.headers) == (
+        "replay",
+        201,
+        '{"id": 1}',
+        {"content-type": "application/json"},
+    )
     assert claim(11 + 25 * 60).state == "run"  # a day later the key is new again
     keys.release(wb.catalog, "", "k", "not-the-token")
     assert claim(11 + 25 * 60 + 1).state == "in_flight"
@@ -216,16 +229,22 @@ def test_an_upload_retried_with_its_key_after_a_timeout_is_one_record(tmp_path):
                     with pytest.raises(openai.APITimeoutError):
                         impatient.files.create(file=("ownership.md", DATA), purpose="assistants", extra_headers=key)
                     # retried at once: the first upload is still running
-                    busy = httpx.post(base + "/v1/files", files={"file": ("ownership.md", DATA)},
-                                      data={"purpose": "assistants"}, headers=key, timeout=30)
+                    busy = httpx.post(
+                        base + "/v1/files",
+                        files={"file": ("ownership.md", DATA)},
+                        data={"purpose": "assistants"},
+                        headers=key,
+                        timeout=30,
+                    )
                     assert busy.status_code == 409 and busy.headers["retry-after"] == "1"
                     assert "still being processed" in busy.json()["error"]["message"]
                 finally:
                     thaw.join()
                 # the openai package retries a 409 by itself (after Retry-After): the first file comes back
                 patient = openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=20, timeout=30)
-                raw = patient.files.with_raw_response.create(file=("ownership.md", DATA), purpose="assistants",
-                                                             extra_headers=key)
+                raw = patient.files.with_raw_response.create(
+                    file=("ownership.md", DATA), purpose="assistants", extra_headers=key
+                )
                 assert raw.headers["idempotent-replayed"] == "true"
                 stored = [f for f in wb.stored_files() if f.name == "ownership.md"]
                 assert [f.id for f in stored] == [raw.parse().id]  # one record, and the answer names it
@@ -239,8 +258,13 @@ def serve(env: dict[str, str], log: Path) -> tuple[subprocess.Popen, str]:
     """``python -m knowledge serve`` on a free port with ``env``: the process and its base URL."""
     port = free_port()
     with log.open("ab") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "knowledge", "serve", "--port", str(port)], env=env,
-                                cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "knowledge", "serve", "--port", str(port)],
+            env=env,
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 90
     while True:
@@ -258,9 +282,14 @@ def team_env(tmp_path: Path, settings) -> dict[str, str]:
     query = urlencode({k: v for k, v in info.items() if k in ("host", "port", "password")})
     url = f"postgresql://{quote(str(info.get('user', 'postgres')))}@/{quote(str(info['dbname']))}?{query}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("KNOWLEDGE_")}
-    env.update(PYTHONPATH=str(ROOT), KNOWLEDGE_CATALOG__URL=url, KNOWLEDGE_VECTOR_STORE__BACKEND="pgvector",
-               KNOWLEDGE_VECTOR_STORE__URL=url, KNOWLEDGE_FILE_STORE__DIR=str(tmp_path / "shared-files"),
-               KNOWLEDGE_EMBEDDINGS__MODEL="fake/hash-64")
+    env.update(
+        PYTHONPATH=str(ROOT),
+        KNOWLEDGE_CATALOG__URL=url,
+        KNOWLEDGE_VECTOR_STORE__BACKEND="pgvector",
+        KNOWLEDGE_VECTOR_STORE__URL=url,
+        KNOWLEDGE_FILE_STORE__DIR=str(tmp_path / "shared-files"),
+        KNOWLEDGE_EMBEDDINGS__MODEL="fake/hash-64",
+    )
     return env
 
 
@@ -286,8 +315,13 @@ def test_two_api_processes_given_one_key_at_once_make_one_record(tmp_path, setti
         def send(base: str) -> httpx.Response:
             start.wait()
             while True:  # as a client does: a 409 (the key's first request still running) is retried
-                r = httpx.post(base + "/v1/files", files={"file": ("race.md", DATA)}, data={"purpose": "assistants"},
-                               headers=key, timeout=60)
+                r = httpx.post(
+                    base + "/v1/files",
+                    files={"file": ("race.md", DATA)},
+                    data={"purpose": "assistants"},
+                    headers=key,
+                    timeout=60,
+                )
                 if r.status_code != 409:
                     return r
                 time.sleep(float(r.headers["retry-after"]) / 10)
@@ -308,7 +342,8 @@ def test_two_api_processes_given_one_key_at_once_make_one_record(tmp_path, setti
 @pytest.mark.processes
 @pytest.mark.slow
 def test_the_same_bytes_added_to_one_store_through_two_processes_at_once_are_embedded_once(
-        tmp_path, settings, pg_database, corpus):
+    tmp_path, settings, pg_database, corpus
+):
     """The issue's case: both jobs embedded the whole file and the first read ``failed`` with its
     success text ("ownership.md: 46 chunks.") as the error. Now one embeds, the other waits for it
     and reports the content it joined; neither is ``failed``."""
@@ -318,8 +353,12 @@ def test_the_same_bytes_added_to_one_store_through_two_processes_at_once_are_emb
     try:
         (_, a), (_, b) = servers
         vs = httpx.post(a + "/v1/vector_stores", json={"name": "team"}, timeout=30).json()
-        ids = [httpx.post(base + "/v1/files", files={"file": ("ownership.md", data)}, data={"purpose": "assistants"},
-                          timeout=30).json()["id"] for base in (a, b)]
+        ids = [
+            httpx.post(
+                base + "/v1/files", files={"file": ("ownership.md", data)}, data={"purpose": "assistants"}, timeout=30
+            ).json()["id"]
+            for base in (a, b)
+        ]
         start = threading.Barrier(2)
 
         def add(base: str, fid: str) -> dict:

@@ -23,13 +23,16 @@ from knowledge.workbench import Workbench
 pytestmark = pytest.mark.slow
 
 
-
 @pytest.fixture
 def team_system(own_postgres, tmp_path) -> Iterator[System]:
     url = own_postgres.url
-    settings = load_settings(data_dir=tmp_path / "data", catalog={"url": url},
-                             vector_store={"backend": "pgvector", "url": url}, file_store={"backend": "postgresql"},
-                             embeddings={"model": "fake/hash-64"})
+    settings = load_settings(
+        data_dir=tmp_path / "data",
+        catalog={"url": url},
+        vector_store={"backend": "pgvector", "url": url},
+        file_store={"backend": "postgresql"},
+        embeddings={"model": "fake/hash-64"},
+    )
     system = System(settings)
     yield system
     system.close()
@@ -41,8 +44,7 @@ def team_wb(team_system) -> Workbench:
 
 
 def upload(client: TestClient, name: str, text: str):
-    return client.post("/v1/files", files={"file": (name, text.encode(), "text/markdown")},
-                       data={"purpose": "assistants"})
+    return client.post("/v1/files", files={"file": (name, text.encode(), "text/markdown")}, data={"purpose": "assistants"})
 
 
 def assert_unavailable(r, port: int) -> None:
@@ -57,7 +59,8 @@ def assert_unavailable(r, port: int) -> None:
 
 @pytest.mark.processes
 def test_the_api_answers_503_with_retry_after_during_an_outage_and_the_first_request_after_succeeds(
-        own_postgres, team_system, team_wb):
+    own_postgres, team_system, team_wb
+):
     client = TestClient(create_app(team_system), raise_server_exceptions=False)
     first = upload(client, "before.md", "# Before\n\nWritten before the restart.\n")
     assert first.status_code == 200, first.text

@@ -36,8 +36,9 @@ LEAVE = "The parental leave policy grants sixteen weeks of paid leave to every p
 
 @pytest.fixture
 def system(tmp_path):
-    s = System(load_settings(data_dir=tmp_path / "data"),
-               embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256))
+    s = System(
+        load_settings(data_dir=tmp_path / "data"), embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256)
+    )
     yield s
     s.close()
 
@@ -89,8 +90,13 @@ def team(wb, served):
     batch = ana.post(f"/v1/vector_stores/{vs}/file_batches", json={"file_ids": [fid]})
     assert batch.status_code == 200, batch.text
     assert until_done(ana, vs, fid)["status"] == "completed"
-    return {"keys": keys, "vs": vs, "fid": fid, "batch": batch.json()["id"],
-            "clients": {n: client(served, k) for n, k in keys.items()}}
+    return {
+        "keys": keys,
+        "vs": vs,
+        "fid": fid,
+        "batch": batch.json()["id"],
+        "clients": {n: client(served, k) for n, k in keys.items()},
+    }
 
 
 def test_a_private_store_is_404_to_another_member_in_every_endpoint(team, wb):
@@ -128,11 +134,27 @@ def test_a_private_store_is_404_to_another_member_in_every_endpoint(team, wb):
     assert own not in {f["id"] for f in ana.get("/v1/files").json()["data"]}  # bo's upload is his
     taken = bo.post("/v1/vector_stores", json={"name": "hr"})
     assert taken.status_code == 400 and "not available" in taken.json()["error"]["message"]
-    chat = bo.post("/v1/chat/completions", json={"model": "offline", "metadata": {"stores": ["hr"]},
-                                                 "messages": [{"role": "user", "content": "parental leave?"}]})
+    chat = bo.post(
+        "/v1/chat/completions",
+        json={
+            "model": "offline",
+            "metadata": {"stores": ["hr"]},
+            "messages": [{"role": "user", "content": "parental leave?"}],
+        },
+    )
     assert chat.status_code == 404 and LEAVE not in chat.text
-    attached = bo.post("/v1/chat/completions", json={"model": "offline", "messages": [
-        {"role": "user", "content": [{"type": "text", "text": "summarise"}, {"type": "file", "file": {"file_id": fid}}]}]})
+    attached = bo.post(
+        "/v1/chat/completions",
+        json={
+            "model": "offline",
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [{"type": "text", "text": "summarise"}, {"type": "file", "file": {"file_id": fid}}],
+                }
+            ],
+        },
+    )
     assert attached.status_code == 404 and LEAVE not in attached.text
 
     # nothing of ana's was touched; she and the admin see and search it
@@ -142,8 +164,14 @@ def test_a_private_store_is_404_to_another_member_in_every_endpoint(team, wb):
         assert [s["name"] for s in c.get("/v1/vector_stores").json()["data"]] == ["hr"]
         hits = c.post(f"/v1/vector_stores/{vs}/search", json={"query": "parental leave"}).json()["data"]
         assert hits and hits[0]["file_id"] == fid
-    answer = ana.post("/v1/chat/completions", json={"model": "offline", "metadata": {"stores": ["hr"]},
-                                                    "messages": [{"role": "user", "content": "parental leave?"}]})
+    answer = ana.post(
+        "/v1/chat/completions",
+        json={
+            "model": "offline",
+            "metadata": {"stores": ["hr"]},
+            "messages": [{"role": "user", "content": "parental leave?"}],
+        },
+    )
     assert answer.status_code == 200, answer.text
     assert root.get(f"/v1/files/{fid}").status_code == 200
 
@@ -226,10 +254,12 @@ def test_every_api_write_is_audited_and_a_member_reads_only_their_part(team, wb)
     assert ana.delete(f"/v1/files/{fid}").status_code == 200
     assert ana.delete(f"/v1/vector_stores/{vs}").status_code == 200
     done = {(e.actor, e.action) for e in wb.people.audit.events(store="hr")}
-    assert {("ana", a) for a in ("store.create", "file.ingest", "store.update", "file.attributes", "file.delete",
-                                 "store.delete")} <= done
-    assert ("ana", "file.delete") in {(e.actor, e.action) for e in wb.people.audit.events(action="file.delete")
-                                      if e.target == fid and e.store is None}
+    assert {
+        ("ana", a) for a in ("store.create", "file.ingest", "store.update", "file.attributes", "file.delete", "store.delete")
+    } <= done
+    assert ("ana", "file.delete") in {
+        (e.actor, e.action) for e in wb.people.audit.events(action="file.delete") if e.target == fid and e.store is None
+    }
     theirs = bo.get("/v1/knowledge/audit")  # a member: no event of ana's store (gone, and never theirs)
     assert theirs.status_code == 200
     assert all(e["store"] is None and "bo" in (e["actor"], e["target"]) for e in theirs.json()["data"])
@@ -249,25 +279,43 @@ def test_a_key_revoked_in_the_catalog_is_refused_by_another_serve_process(tmp_pa
     query = urlencode({k: v for k, v in info.items() if k in ("host", "port", "password")})
     url = f"postgresql://{quote(str(info.get('user', 'postgres')))}@/{quote(str(info['dbname']))}?{query}"
     files = tmp_path / "shared-files"
-    team = Workbench(load_settings(data_dir=tmp_path / "admin", file_store={"dir": str(files)},
-                                   catalog={"url": url}, vector_store={"backend": "pgvector", "url": url}),
-                     embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256))
+    team = Workbench(
+        load_settings(
+            data_dir=tmp_path / "admin",
+            file_store={"dir": str(files)},
+            catalog={"url": url},
+            vector_store={"backend": "pgvector", "url": url},
+        ),
+        embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256),
+    )
     try:
         team.people.set_up_admin("root", PW)
         team.people.accounts.create("bo", PW)
         key, secret = team.people.keys.create("bo", "two servers")
         env = {k: v for k, v in os.environ.items() if not k.startswith("KNOWLEDGE_")}
-        env.update(PYTHONPATH=str(root_dir), KNOWLEDGE_CATALOG__URL=url, KNOWLEDGE_VECTOR_STORE__BACKEND="pgvector",
-                   KNOWLEDGE_VECTOR_STORE__URL=url, KNOWLEDGE_FILE_STORE__DIR=str(files),
-                   KNOWLEDGE_EMBEDDINGS__MODEL="fake/hash-64", KNOWLEDGE_API_KEY=SHARED)
+        env.update(
+            PYTHONPATH=str(root_dir),
+            KNOWLEDGE_CATALOG__URL=url,
+            KNOWLEDGE_VECTOR_STORE__BACKEND="pgvector",
+            KNOWLEDGE_VECTOR_STORE__URL=url,
+            KNOWLEDGE_FILE_STORE__DIR=str(files),
+            KNOWLEDGE_EMBEDDINGS__MODEL="fake/hash-64",
+            KNOWLEDGE_API_KEY=SHARED,
+        )
         procs, bases = [], []
         try:
             for name in ("p1", "p2"):
                 port = free_port()
                 log = (tmp_path / f"{name}.log").open("ab")
-                procs.append(subprocess.Popen([sys.executable, "-m", "knowledge", "serve", "--port", str(port)],
-                                              env={**env, "KNOWLEDGE_DATA_DIR": str(tmp_path / name)}, cwd=root_dir,
-                                              stdout=log, stderr=subprocess.STDOUT))
+                procs.append(
+                    subprocess.Popen(
+                        [sys.executable, "-m", "knowledge", "serve", "--port", str(port)],
+                        env={**env, "KNOWLEDGE_DATA_DIR": str(tmp_path / name)},
+                        cwd=root_dir,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                    )
+                )
                 bases.append(f"http://127.0.0.1:{port}")
             for proc, base in zip(procs, bases, strict=True):
                 deadline = time.monotonic() + 90

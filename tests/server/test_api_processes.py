@@ -35,8 +35,13 @@ class Server:
         self.base = f"http://127.0.0.1:{self.port}"
         self.log = log
         with log.open("ab") as out:
-            self.proc = subprocess.Popen([sys.executable, "-m", "knowledge", "serve", "--port", str(self.port)],
-                                         env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "knowledge", "serve", "--port", str(self.port)],
+                env=env,
+                cwd=ROOT,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
         deadline = time.monotonic() + 90
         while True:
             try:
@@ -66,9 +71,14 @@ def test_two_serve_processes_on_one_postgresql_are_one_product(tmp_path, setting
     query = urlencode({k: v for k, v in info.items() if k in ("host", "port", "password")})
     url = f"postgresql://{quote(str(info.get('user', 'postgres')))}@/{quote(str(info['dbname']))}?{query}"
     base = {k: v for k, v in os.environ.items() if not k.startswith("KNOWLEDGE_")}
-    base.update(PYTHONPATH=str(ROOT), KNOWLEDGE_CATALOG__URL=url, KNOWLEDGE_VECTOR_STORE__BACKEND="pgvector",
-                KNOWLEDGE_VECTOR_STORE__URL=url, KNOWLEDGE_FILE_STORE__DIR=str(tmp_path / "shared-files"),
-                KNOWLEDGE_EMBEDDINGS__MODEL="fake/hash-64")
+    base.update(
+        PYTHONPATH=str(ROOT),
+        KNOWLEDGE_CATALOG__URL=url,
+        KNOWLEDGE_VECTOR_STORE__BACKEND="pgvector",
+        KNOWLEDGE_VECTOR_STORE__URL=url,
+        KNOWLEDGE_FILE_STORE__DIR=str(tmp_path / "shared-files"),
+        KNOWLEDGE_EMBEDDINGS__MODEL="fake/hash-64",
+    )
     envs = [{**base, "KNOWLEDGE_DATA_DIR": str(tmp_path / name)} for name in ("a", "b")]
     book = corpus / "md" / "rust-book"
     servers = [Server(env, tmp_path / f"{i}.log") for i, env in enumerate(envs)]
@@ -76,8 +86,7 @@ def test_two_serve_processes_on_one_postgresql_are_one_product(tmp_path, setting
         a, b = (s.client for s in servers)
         vs = a.vector_stores.create(name="team", metadata={"owner": "docs"})
         with (book / RESULT).open("rb") as f1, (book / PANIC).open("rb") as f2:
-            batch = a.vector_stores.file_batches.upload_and_poll(vector_store_id=vs.id, files=[f1, f2],
-                                                                 poll_interval_ms=100)
+            batch = a.vector_stores.file_batches.upload_and_poll(vector_store_id=vs.id, files=[f1, f2], poll_interval_ms=100)
         assert batch.status == "completed" and batch.file_counts.completed == 2
 
         seen = b.vector_stores.file_batches.retrieve(batch.id, vector_store_id=vs.id)
@@ -85,15 +94,22 @@ def test_two_serve_processes_on_one_postgresql_are_one_product(tmp_path, setting
         files = list(b.vector_stores.file_batches.list_files(batch.id, vector_store_id=vs.id))
         assert len(files) == 2 and {f.status for f in files} == {"completed"}
         assert b.vector_stores.retrieve(vs.id).metadata == {"owner": "docs"}
-        hits = list(b.vector_stores.search(vs.id, query="propagating errors with the question mark operator",
-                                           max_num_results=5))
+        hits = list(
+            b.vector_stores.search(vs.id, query="propagating errors with the question mark operator", max_num_results=5)
+        )
         assert hits and RESULT in {h.filename for h in hits}
 
-        first = a.chat.completions.create(model="offline", metadata={"stores": "team"}, messages=[
-            {"role": "user", "content": "How do I propagate errors with the ? operator?"}])
+        first = a.chat.completions.create(
+            model="offline",
+            metadata={"stores": "team"},
+            messages=[{"role": "user", "content": "How do I propagate errors with the ? operator?"}],
+        )
         session = first.model_extra["session"]
-        second = b.chat.completions.create(model="offline", extra_headers={"X-Knowledge-Session": session},
-                                           messages=[{"role": "user", "content": "And what does panic! do?"}])
+        second = b.chat.completions.create(
+            model="offline",
+            extra_headers={"X-Knowledge-Session": session},
+            messages=[{"role": "user", "content": "And what does panic! do?"}],
+        )
         assert second.model_extra["session"] == session and second.choices[0].message.content
         before = (seen.model_dump(), sorted(f.model_dump_json() for f in files))
     finally:
@@ -109,8 +125,9 @@ def test_two_serve_processes_on_one_postgresql_are_one_product(tmp_path, setting
             assert (again.model_dump(), sorted(f.model_dump_json() for f in listed)) == before
             assert c.vector_stores.retrieve(vs.id).metadata == {"owner": "docs"}
             assert list(c.vector_stores.search(vs.id, query="the question mark operator", max_num_results=3))
-        third = a.chat.completions.create(model="offline", metadata={"session": session},
-                                          messages=[{"role": "user", "content": "Thanks."}])
+        third = a.chat.completions.create(
+            model="offline", metadata={"session": session}, messages=[{"role": "user", "content": "Thanks."}]
+        )
         assert third.model_extra["session"] == session
     finally:
         for s in servers:

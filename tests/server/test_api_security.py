@@ -27,8 +27,10 @@ EVIL = "http://evil.example"
 
 
 def system_at(tmp_path, **api) -> System:
-    return System(load_settings(data_dir=tmp_path / "data", ingest={"max_file_mb": 2}, api=api),
-                  embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256))
+    return System(
+        load_settings(data_dir=tmp_path / "data", ingest={"max_file_mb": 2}, api=api),
+        embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256),
+    )
 
 
 @pytest.fixture
@@ -99,8 +101,11 @@ def test_a_request_from_another_origin_is_refused(base):
     assert pre.status_code == 403 and "access-control-allow-origin" not in pre.headers
     assert stores(base) == []
     # its own origin (a page the API itself served) is no other site
-    own = httpx.post(base + "/v1/vector_stores", json={"name": "own"}, headers={"Origin": f"http://127.0.0.1:{port}",
-                                                                                  "Sec-Fetch-Site": "same-origin"})
+    own = httpx.post(
+        base + "/v1/vector_stores",
+        json={"name": "own"},
+        headers={"Origin": f"http://127.0.0.1:{port}", "Sec-Fetch-Site": "same-origin"},
+    )
     assert own.status_code == 200 and stores(base) == ["own"]
 
 
@@ -109,19 +114,28 @@ def test_a_configured_origin_gets_cors_with_preflight(tmp_path):
     w = system_at(tmp_path, cors_origins=[app_origin])
     try:
         with Served(create_app(w, api_key="k3y")) as base:
-            pre = httpx.options(base + "/v1/vector_stores", headers={
-                "Origin": app_origin, "Access-Control-Request-Method": "POST",
-                "Access-Control-Request-Headers": "authorization, content-type"})
+            pre = httpx.options(
+                base + "/v1/vector_stores",
+                headers={
+                    "Origin": app_origin,
+                    "Access-Control-Request-Method": "POST",
+                    "Access-Control-Request-Headers": "authorization, content-type",
+                },
+            )
             assert pre.status_code == 200 and pre.headers["access-control-allow-origin"] == app_origin
             assert "authorization" in pre.headers["access-control-allow-headers"].lower()
-            r = httpx.post(base + "/v1/vector_stores", json={"name": "from-the-app"}, headers={
-                "Origin": app_origin, "Sec-Fetch-Site": "cross-site", "Authorization": "Bearer k3y"})
+            r = httpx.post(
+                base + "/v1/vector_stores",
+                json={"name": "from-the-app"},
+                headers={"Origin": app_origin, "Sec-Fetch-Site": "cross-site", "Authorization": "Bearer k3y"},
+            )
             assert r.status_code == 200 and r.headers["access-control-allow-origin"] == app_origin
             assert "x-knowledge-session" in r.headers["access-control-expose-headers"].lower()
             keyless = httpx.get(base + "/v1/files", headers={"Origin": app_origin})
             assert keyless.status_code == 401 and keyless.headers["access-control-allow-origin"] == app_origin
-            other = httpx.options(base + "/v1/vector_stores",
-                                              headers={"Origin": EVIL, "Access-Control-Request-Method": "POST"})
+            other = httpx.options(
+                base + "/v1/vector_stores", headers={"Origin": EVIL, "Access-Control-Request-Method": "POST"}
+            )
             assert other.status_code == 403 and "access-control-allow-origin" not in other.headers
     finally:
         w.close()
@@ -129,9 +143,12 @@ def test_a_configured_origin_gets_cors_with_preflight(tmp_path):
 
 # -- content types -------------------------------------------------------------------------------------
 def test_a_text_plain_or_form_body_is_415_and_creates_nothing(base):
-    for ctype, body in (("text/plain", json.dumps({"name": "plain"})), ("text/plain;charset=UTF-8", ""),
-                        ("application/x-www-form-urlencoded", "name=form"),
-                        ("multipart/form-data; boundary=x", "--x--")):
+    for ctype, body in (
+        ("text/plain", json.dumps({"name": "plain"})),
+        ("text/plain;charset=UTF-8", ""),
+        ("application/x-www-form-urlencoded", "name=form"),
+        ("multipart/form-data; boundary=x", "--x--"),
+    ):
         r = httpx.post(base + "/v1/vector_stores", content=body, headers={"Content-Type": ctype})
         assert r.status_code == 415 and "application/json" in r.json()["error"]["message"], ctype
     r = httpx.post(base + "/v1/vector_stores", content=b'{"name": "untyped"}')  # a body without a type
@@ -141,8 +158,7 @@ def test_a_text_plain_or_form_body_is_415_and_creates_nothing(base):
 
 
 def test_an_upload_from_a_web_page_is_refused_and_curl_without_a_key_may_upload(base):
-    for headers in ({"Origin": EVIL}, {"Sec-Fetch-Site": "same-site", "Sec-Fetch-Mode": "navigate"},
-                    {"Origin": "null"}):
+    for headers in ({"Origin": EVIL}, {"Sec-Fetch-Site": "same-site", "Sec-Fetch-Mode": "navigate"}, {"Origin": "null"}):
         r = upload(base, headers=headers)
         assert r.status_code == 403, headers
     assert httpx.get(base + "/v1/files").json()["data"] == []
@@ -168,8 +184,10 @@ def test_an_upload_from_a_configured_origin_or_with_the_key(tmp_path):
 
 # -- file contents -----------------------------------------------------------------------------------
 def test_file_contents_are_a_download_and_every_response_says_nosniff(base):
-    html = b"<html><script>fetch('/v1/files').then(r => r.json()).then(j => j.data.forEach(f =>" \
-           b" fetch('/v1/files/' + f.id, {method: 'DELETE'})))</script></html>"
+    html = (
+        b"<html><script>fetch('/v1/files').then(r => r.json()).then(j => j.data.forEach(f =>"
+        b" fetch('/v1/files/' + f.id, {method: 'DELETE'})))</script></html>"
+    )
     f = upload(base, "page.html", html).json()
     r = httpx.get(base + f"/v1/files/{f['id']}/content")
     assert r.content == html
@@ -177,16 +195,20 @@ def test_file_contents_are_a_download_and_every_response_says_nosniff(base):
     assert r.headers["content-disposition"] == 'attachment; filename="page.html"'
     assert r.headers["x-content-type-options"] == "nosniff"
     assert r.headers["content-security-policy"] == "default-src 'none'; frame-ancestors 'none'"
-    for resp in (httpx.get(base + "/v1/files"), httpx.get(base + "/v1/files/file-" + "0" * 32),
-                 httpx.get(base + "/v1/vector_stores", headers={"Host": "evil.example"})):
+    for resp in (
+        httpx.get(base + "/v1/files"),
+        httpx.get(base + "/v1/files/file-" + "0" * 32),
+        httpx.get(base + "/v1/vector_stores", headers={"Host": "evil.example"}),
+    ):
         assert resp.headers["x-content-type-options"] == "nosniff"
         assert resp.headers["content-security-policy"].startswith("default-src 'none'")
     named = upload(base, "résumé v2.html", b"<b>x</b>").json()
     header = httpx.get(base + f"/v1/files/{named['id']}/content").headers["content-disposition"]
     assert header == "attachment; filename=\"r_sum_ v2.html\"; filename*=UTF-8''r%C3%A9sum%C3%A9%20v2.html"
     # quotes, backslashes and line breaks never reach the header as themselves
-    assert attachment_header('a"b\\c\r\n.html') == ("attachment; filename=\"a_b_c__.html\";"
-                                                     " filename*=UTF-8''a%22b%5Cc%0D%0A.html")
+    assert attachment_header('a"b\\c\r\n.html') == (
+        "attachment; filename=\"a_b_c__.html\"; filename*=UTF-8''a%22b%5Cc%0D%0A.html"
+    )
 
 
 # -- bodies: nesting, types, unknown fields, names -----------------------------------------------------------
@@ -194,20 +216,29 @@ def test_deeply_nested_json_and_bad_types_are_400_with_a_reason(base):
     vs = httpx.post(base + "/v1/vector_stores", json={"name": "s"}).json()
     deep = "[" * 10_000 + "]" * 10_000
     deep_filter = '{"query": "x", "filters": ' + '{"type": "and", "filters": [' * 5_000 + "]}" * 5_000 + "}"
-    for path, body in (("/v1/vector_stores", deep), (f"/v1/vector_stores/{vs['id']}/search", deep_filter),
-                       ("/v1/chat/completions", '{"model": "offline", "messages": ' + deep + "}"),
-                       ("/v1/vector_stores", '{"name": "n", "expires_after": ' + '{"a": ' * 100 + "1" + "}" * 100 + "}")):
+    for path, body in (
+        ("/v1/vector_stores", deep),
+        (f"/v1/vector_stores/{vs['id']}/search", deep_filter),
+        ("/v1/chat/completions", '{"model": "offline", "messages": ' + deep + "}"),
+        ("/v1/vector_stores", '{"name": "n", "expires_after": ' + '{"a": ' * 100 + "1" + "}" * 100 + "}"),
+    ):
         r = httpx.post(base + path, content=body, headers={"Content-Type": "application/json"})
         assert r.status_code == 400 and "nests deeper" in r.json()["error"]["message"], path
-    for body, param in (({"name": "t", "file_ids": 5}, "file_ids"), ({"name": 5}, "name"),
-                        ({"name": "t", "expires_after": "soon"}, "expires_after"),
-                        ({"name": "t", "chunking_strategy": "static"}, "chunking_strategy"),
-                        ({"name": "t", "metadata": ["a"]}, "metadata")):
+    for body, param in (
+        ({"name": "t", "file_ids": 5}, "file_ids"),
+        ({"name": 5}, "name"),
+        ({"name": "t", "expires_after": "soon"}, "expires_after"),
+        ({"name": "t", "chunking_strategy": "static"}, "chunking_strategy"),
+        ({"name": "t", "metadata": ["a"]}, "metadata"),
+    ):
         r = httpx.post(base + "/v1/vector_stores", json=body)
         assert r.status_code == 400 and r.json()["error"]["param"] == param, body
     search = base + f"/v1/vector_stores/{vs['id']}/search"
-    for body, param in (({"query": "x", "ranking_options": 5}, "ranking_options"), ({"query": "x", "mode": 3}, "mode"),
-                        ({"query": "x", "rewrite_query": "yes"}, "rewrite_query")):
+    for body, param in (
+        ({"query": "x", "ranking_options": 5}, "ranking_options"),
+        ({"query": "x", "mode": 3}, "mode"),
+        ({"query": "x", "rewrite_query": "yes"}, "rewrite_query"),
+    ):
         r = httpx.post(search, json=body)
         assert r.status_code == 400 and r.json()["error"]["param"] == param, body
     chat = base + "/v1/chat/completions"
@@ -235,25 +266,38 @@ def test_an_unknown_field_is_refused_naming_it(base, wb):
     right = httpx.post(search, json={"query": "pump", "filters": {"type": "eq", "key": "team", "value": "oil"}})
     assert [h["filename"] for h in right.json()["data"]] == ["a.md"]
     for url, body, param in (
-            (search, {"query": "pump", "filters": {"type": "eq", "key": "team", "value": "oil", "vale": 1}}, "filters"),
-            (search, {"query": "pump", "ranking_options": {"score_treshold": 0.5}}, "ranking_options.score_treshold"),
-            (base + "/v1/vector_stores", {"name": "t", "chunking_strategy": {"type": "static", "static": {
-                "max_chunk_size_tokens": 200, "chunk_overlap_tokens": 0, "overlap": 5}}},
-             "chunking_strategy.static.overlap"),
-            (base + "/v1/vector_stores", {"name": "t", "file_id": a["id"]}, "file_id"),
-            (base + f"/v1/vector_stores/{vs['id']}/files", {"file_id": a["id"], "attributs": {}}, "attributs"),
-            (base + "/v1/chat/completions", {"model": "offline", "mesages": []}, "mesages")):
+        (search, {"query": "pump", "filters": {"type": "eq", "key": "team", "value": "oil", "vale": 1}}, "filters"),
+        (search, {"query": "pump", "ranking_options": {"score_treshold": 0.5}}, "ranking_options.score_treshold"),
+        (
+            base + "/v1/vector_stores",
+            {
+                "name": "t",
+                "chunking_strategy": {
+                    "type": "static",
+                    "static": {"max_chunk_size_tokens": 200, "chunk_overlap_tokens": 0, "overlap": 5},
+                },
+            },
+            "chunking_strategy.static.overlap",
+        ),
+        (base + "/v1/vector_stores", {"name": "t", "file_id": a["id"]}, "file_id"),
+        (base + f"/v1/vector_stores/{vs['id']}/files", {"file_id": a["id"], "attributs": {}}, "attributs"),
+        (base + "/v1/chat/completions", {"model": "offline", "mesages": []}, "mesages"),
+    ):
         r = httpx.post(url, json=body)
         assert r.status_code == 400 and r.json()["error"]["param"] == param, body
     assert stores(base) == ["s"]
 
 
 def test_a_refused_create_creates_nothing(base):
-    for body in ({"name": "bad-chunks", "chunking_strategy": {"type": "static", "static": {
-                     "max_chunk_size_tokens": 50, "chunk_overlap_tokens": 10}}},
-                 {"name": "bad-file", "file_ids": ["file-" + "a" * 32]},
-                 {"name": "bad-meta", "metadata": {"k": 5}},
-                 {"name": "bad-expiry", "expires_after": {"anchor": "last_active_at", "days": 0}}):
+    for body in (
+        {
+            "name": "bad-chunks",
+            "chunking_strategy": {"type": "static", "static": {"max_chunk_size_tokens": 50, "chunk_overlap_tokens": 10}},
+        },
+        {"name": "bad-file", "file_ids": ["file-" + "a" * 32]},
+        {"name": "bad-meta", "metadata": {"k": 5}},
+        {"name": "bad-expiry", "expires_after": {"anchor": "last_active_at", "days": 0}},
+    ):
         r = httpx.post(base + "/v1/vector_stores", json=body)
         assert r.status_code in (400, 404), body
         assert stores(base) == [], body
@@ -261,8 +305,9 @@ def test_a_refused_create_creates_nothing(base):
 
 @pytest.mark.parametrize("name", ["a\x00b", "line\nbreak", "bell\x07", "tab\tname", "\ud800lone", "sep\u2028x"])
 def test_a_store_name_with_a_control_character_is_refused(base, wb, name):
-    r = httpx.post(base + "/v1/vector_stores", content=json.dumps({"name": name}),
-                   headers={"Content-Type": "application/json"})
+    r = httpx.post(
+        base + "/v1/vector_stores", content=json.dumps({"name": name}), headers={"Content-Type": "application/json"}
+    )
     assert r.status_code == 400 and "control characters" in r.json()["error"]["message"]
     assert r.json()["error"]["param"] == "name"
     assert wb.store_names(internal=True) == []
@@ -288,16 +333,29 @@ def test_a_chats_own_store_and_attachment_are_unreachable(tmp_path, system, wb):
         assert r.status_code == 400 and "chat session" in r.json()["error"]["message"]
         assert [rec.file_id for rec in wb.file_records(session.store)] == [secret]
         # nor read into another chat by its id
-        r = httpx.post(base + "/v1/chat/completions", json={"model": "offline", "messages": [
-            {"role": "user", "content": [{"type": "text", "text": "vault code?"},
-                                         {"type": "file", "file": {"file_id": secret}}]}]})
+        r = httpx.post(
+            base + "/v1/chat/completions",
+            json={
+                "model": "offline",
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [{"type": "text", "text": "vault code?"}, {"type": "file", "file": {"file_id": secret}}],
+                    }
+                ],
+            },
+        )
         assert r.status_code == 404
         assert len(chat.sessions()) == 1
 
 
 # -- MCP over streamable HTTP -------------------------------------------------------------------------------------
-INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+}
 MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
 
 
@@ -305,9 +363,12 @@ def test_mcp_over_http_refuses_rebinding_other_origins_and_non_json(wb, tmp_path
     port = free_port()
     with Served(http_app(wb, "127.0.0.1", port), port=port) as base:
         url = base + "/mcp"
-        for headers, status in (({"Host": f"evil.example:{port}"}, 421), ({"Origin": EVIL}, 403),
-                                ({"Origin": f"http://127.0.0.1:{port + 1}"}, 403),  # another local page
-                                ({"Sec-Fetch-Site": "cross-site"}, 403)):
+        for headers, status in (
+            ({"Host": f"evil.example:{port}"}, 421),
+            ({"Origin": EVIL}, 403),
+            ({"Origin": f"http://127.0.0.1:{port + 1}"}, 403),  # another local page
+            ({"Sec-Fetch-Site": "cross-site"}, 403),
+        ):
             r = httpx.post(url, json=INIT, headers={**MCP_HEADERS, **headers})
             assert r.status_code == status, headers
         r = httpx.post(url, content=json.dumps(INIT), headers={**MCP_HEADERS, "Content-Type": "text/plain"})
@@ -328,15 +389,19 @@ def test_mcp_tools_refuse_control_characters_and_chats_own_stores(wb, tmp_path):
 
     async def main():
         async with Client(build_server(wb)) as c:
-            for args, what in (({"store": "s", "path": str(tmp_path / "a\x00b.md")}, "path"),
-                               ({"store": "s", "path": str(tmp_path), "glob": "*\x00"}, "glob"),
-                               ({"store": "s\x00t", "path": str(tmp_path)}, "store")):
+            for args, what in (
+                ({"store": "s", "path": str(tmp_path / "a\x00b.md")}, "path"),
+                ({"store": "s", "path": str(tmp_path), "glob": "*\x00"}, "glob"),
+                ({"store": "s\x00t", "path": str(tmp_path)}, "store"),
+            ):
                 r = await c.call_tool("ingest_file", args)
                 assert r.is_error and f"{what} must not contain control characters (U+0000" in r.content[0].text
-            for tool, args in (("search", {"query": "vault code", "store": session.store}),
-                               ("list_files", {"store": session.store}),
-                               ("delete_file", {"store": session.store, "file": "private.md"}),
-                               ("ingest_file", {"store": session.store, "path": str(tmp_path)})):
+            for tool, args in (
+                ("search", {"query": "vault code", "store": session.store}),
+                ("list_files", {"store": session.store}),
+                ("delete_file", {"store": session.store, "file": "private.md"}),
+                ("ingest_file", {"store": session.store, "path": str(tmp_path)}),
+            ):
                 r = await c.call_tool(tool, args)
                 assert r.is_error and "chat session's own store" in r.content[0].text, tool
 

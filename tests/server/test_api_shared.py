@@ -45,8 +45,9 @@ def two_settings(tmp_path: Path, dialect: str) -> tuple[Settings, Settings]:
     if dialect == "duckdb":
         return a, load_settings(data_dir=tmp_path / "a", file_store=files)
     a = pg_catalog_settings(a)  # and the chunks in pgvector on the same database
-    a = a.model_copy(update={"vector_store": a.vector_store.model_copy(update={"backend": "pgvector",
-                                                                              "url": a.catalog.url})})
+    a = a.model_copy(
+        update={"vector_store": a.vector_store.model_copy(update={"backend": "pgvector", "url": a.catalog.url})}
+    )
     b = load_settings(data_dir=tmp_path / "b", file_store=files)
     return a, b.model_copy(update={"catalog": a.catalog, "vector_store": a.vector_store})
 
@@ -93,10 +94,15 @@ def test_two_api_apps_on_one_catalog_answer_the_same(tmp_path, dialect, request)
     held = Held(wa)
     Held(wb_).gate.set()  # B never holds anything back (it ingests nothing here, unless asked)
     try:
-        with Served(create_app(wa)) as base_a, Served(create_app(wb_)) as base_b, \
-                httpx.Client(base_url=base_a, timeout=90) as a, httpx.Client(base_url=base_b, timeout=90) as b:
-            vs = a.post("/v1/vector_stores", json={"name": "team", "metadata": {"owner": "docs"},
-                                                   "chunking_strategy": STATIC}).json()
+        with (
+            Served(create_app(wa)) as base_a,
+            Served(create_app(wb_)) as base_b,
+            httpx.Client(base_url=base_a, timeout=90) as a,
+            httpx.Client(base_url=base_b, timeout=90) as b,
+        ):
+            vs = a.post(
+                "/v1/vector_stores", json={"name": "team", "metadata": {"owner": "docs"}, "chunking_strategy": STATIC}
+            ).json()
             path = f"/v1/vector_stores/{vs['id']}"
             seen = b.get(path).json()
             assert seen["metadata"] == {"owner": "docs"} and seen["name"] == "team"
@@ -108,9 +114,15 @@ def test_two_api_apps_on_one_catalog_answer_the_same(tmp_path, dialect, request)
             three = upload(a, "three.md", "# Three\n\nPipes carry the water.\n")
             added = a.post(f"{path}/files", json={"file_id": one, "attributes": {"part": "one"}}).json()
             assert added["status"] == "in_progress"
-            batch = a.post(f"{path}/file_batches", json={"files": [
-                {"file_id": two, "attributes": {"part": "two"}},
-                {"file_id": three, "attributes": {"part": "three"}}]}).json()
+            batch = a.post(
+                f"{path}/file_batches",
+                json={
+                    "files": [
+                        {"file_id": two, "attributes": {"part": "two"}},
+                        {"file_id": three, "attributes": {"part": "three"}},
+                    ]
+                },
+            ).json()
             held.reached.wait(30)  # A's worker holds file one; two and three wait in the queue
 
             # B answers for A's files and batch while they are queued / held
@@ -134,8 +146,9 @@ def test_two_api_apps_on_one_catalog_answer_the_same(tmp_path, dialect, request)
             assert a.get(f"{path}/file_batches/{batch['id']}").json() == cancelled
 
             held.gate.set()  # A's worker goes on with file one
-            done = until(lambda: (r := b.get(f"{path}/files/{one}").json())["status"] == "completed" and r,
-                         "file one completed")
+            done = until(
+                lambda: (r := b.get(f"{path}/files/{one}").json())["status"] == "completed" and r, "file one completed"
+            )
             assert done["attributes"] == {"part": "one"} and done["chunks"] >= 1
             assert a.get(f"{path}/files/{one}").json() == done
             counts = b.get(path).json()["file_counts"]
@@ -149,19 +162,26 @@ def test_two_api_apps_on_one_catalog_answer_the_same(tmp_path, dialect, request)
             held.reached.wait(30)
             until(lambda: queue.jobs(wa.catalog, store="team", status=queue.RUNNING), "file four running")
             answer: dict[str, Any] = {}
-            stopper = threading.Thread(target=lambda: answer.update(
-                b.post(f"{path}/file_batches/{running['id']}/cancel").json()))
+            stopper = threading.Thread(
+                target=lambda: answer.update(b.post(f"{path}/file_batches/{running['id']}/cancel").json())
+            )
             stopper.start()
-            until(lambda: any(r.cancel_requested for r in queue.batches(wa.catalog, "team", limit=1)),
-                  "the cancel recorded")
+            until(lambda: any(r.cancel_requested for r in queue.batches(wa.catalog, "team", limit=1)), "the cancel recorded")
             held.gate.set()
             stopper.join(90)
             assert answer["status"] == "cancelled" and answer["file_counts"]["cancelled"] == 1, answer
             four_file = a.get(f"{path}/files/{four}").json()
             assert four_file["status"] == "cancelled" and b.get(f"{path}/files/{four}").json() == four_file
-            before = {p: b.get(p).json() for p in (
-                path, f"{path}/files", f"{path}/file_batches/{batch['id']}", f"{path}/file_batches/{running['id']}",
-                f"{path}/file_batches/{batch['id']}/files")}
+            before = {
+                p: b.get(p).json()
+                for p in (
+                    path,
+                    f"{path}/files",
+                    f"{path}/file_batches/{batch['id']}",
+                    f"{path}/file_batches/{running['id']}",
+                    f"{path}/file_batches/{batch['id']}/files",
+                )
+            }
     finally:
         held.gate.set()
         for w in (wa, wb_):
@@ -171,8 +191,12 @@ def test_two_api_apps_on_one_catalog_answer_the_same(tmp_path, dialect, request)
     # every process stopped and started again: the same answers
     wa, wb_ = system_of(sa), system_of(sb)
     try:
-        with Served(create_app(wa)) as base_a, Served(create_app(wb_)) as base_b, \
-                httpx.Client(base_url=base_a, timeout=60) as a, httpx.Client(base_url=base_b, timeout=60) as b:
+        with (
+            Served(create_app(wa)) as base_a,
+            Served(create_app(wb_)) as base_b,
+            httpx.Client(base_url=base_a, timeout=60) as a,
+            httpx.Client(base_url=base_b, timeout=60) as b,
+        ):
             for p, value in before.items():
                 assert b.get(p).json() == value, p
                 assert a.get(p).json() == value, p
@@ -185,9 +209,19 @@ def test_an_earlier_vector_stores_json_is_imported_once(tmp_path):
     settings = load_settings(data_dir=tmp_path / "data")
     legacy = settings.data_root / "api" / "vector_stores.json"
     legacy.parent.mkdir(parents=True)
-    legacy.write_text(json.dumps({"laptop": {"metadata": {"k": "v"}, "expires_after": {"anchor": "last_active_at",
-                                                                                          "days": 7},
-                                             "chunking_strategy": STATIC, "description": None}}), "utf-8")
+    legacy.write_text(
+        json.dumps(
+            {
+                "laptop": {
+                    "metadata": {"k": "v"},
+                    "expires_after": {"anchor": "last_active_at", "days": 7},
+                    "chunking_strategy": STATIC,
+                    "description": None,
+                }
+            }
+        ),
+        "utf-8",
+    )
     w = system_of(settings)
     try:
         Workbench(w).create_store("laptop", "default")
@@ -219,10 +253,21 @@ def test_mcp_over_http_on_a_shared_catalog_answers_from_any_process(tmp_path, pg
         wa.create_store("made-in-a", "default")
         pa, pb = free_port(), free_port()
         with Served(http_app(wa, port=pa), port=pa) as base_a, Served(http_app(wb_, port=pb), port=pb) as base_b:
-            init = httpx.post(base_a + "/mcp", headers=headers, timeout=30, json={
-                "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-                    "protocolVersion": "2025-06-18", "capabilities": {},
-                    "clientInfo": {"name": "t", "version": "1"}}})
+            init = httpx.post(
+                base_a + "/mcp",
+                headers=headers,
+                timeout=30,
+                json={
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "initialize",
+                    "params": {
+                        "protocolVersion": "2025-06-18",
+                        "capabilities": {},
+                        "clientInfo": {"name": "t", "version": "1"},
+                    },
+                },
+            )
             assert init.status_code == 200 and "mcp-session-id" not in init.headers  # nothing kept in A
             answer = httpx.post(base_b + "/mcp", headers=headers, json=call, timeout=30)  # B, never initialised
             assert answer.status_code == 200 and "made-in-a" in answer.text

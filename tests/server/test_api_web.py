@@ -18,8 +18,10 @@ from tests.helpers.web import Site, page
 
 
 def served(tmp_path, **ingest):
-    system = System(load_settings(data_dir=tmp_path / "data", ingest={"max_file_mb": 2, **ingest}),
-                    embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256))
+    system = System(
+        load_settings(data_dir=tmp_path / "data", ingest={"max_file_mb": 2, **ingest}),
+        embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256),
+    )
     return system, Workbench(system), Served(create_app(system))
 
 
@@ -39,8 +41,9 @@ def test_web_pages_route_adds_a_crawl_as_a_file_batch(tmp_path, site: Site):
     try:
         with server as base, httpx.Client(base_url=base, timeout=60) as http:
             vs = http.post("/v1/vector_stores", json={"name": "web"}).json()["id"]
-            r = http.post(f"/v1/vector_stores/{vs}/web_pages",
-                          json={"url": site.url("/"), "depth": 1, "attributes": {"team": "ops"}})
+            r = http.post(
+                f"/v1/vector_stores/{vs}/web_pages", json={"url": site.url("/"), "depth": 1, "attributes": {"team": "ops"}}
+            )
             assert r.status_code == 200, r.text
             body = r.json()
             assert body["object"] == "vector_store.files_batch" and body["id"].startswith("vsfb_")
@@ -69,9 +72,13 @@ def test_web_pages_route_adds_a_crawl_as_a_file_batch(tmp_path, site: Site):
             names = [f.file_name for f in wb.store_files("web")]
             assert names.count(site.url("/quay.html")) == 1  # replaced, not kept twice
 
-            for bad, param in (({"url": "ftp://x.org/"}, "url"), ({"url": site.url("/"), "depth": 7}, "depth"),
-                               ({"url": site.url("/"), "max_pages": 0}, "max_pages"), ({}, "url"),
-                               ({"url": site.url("/"), "nope": 1}, None)):
+            for bad, param in (
+                ({"url": "ftp://x.org/"}, "url"),
+                ({"url": site.url("/"), "depth": 7}, "depth"),
+                ({"url": site.url("/"), "max_pages": 0}, "max_pages"),
+                ({}, "url"),
+                ({"url": site.url("/"), "nope": 1}, None),
+            ):
                 r = http.post(f"/v1/vector_stores/{vs}/web_pages", json=bad)
                 assert r.status_code == 400, (bad, r.text)
                 if param:
@@ -93,4 +100,3 @@ def test_web_pages_route_refuses_loopback_by_default(tmp_path, site: Site):
             assert site.requests == []
     finally:
         system.close()
-

@@ -27,9 +27,16 @@ def test_without_forwarding_headers_the_connection_is_the_visitor():
     assert peer("127.0.0.1", {}, trusted=LOCAL_PROXY).local  # a trusted proxy's host, browsing directly
 
 
-@pytest.mark.parametrize("header", [("x-forwarded-for", "127.0.0.1"), ("forwarded", "for=127.0.0.1"),
-                                    ("x-forwarded-proto", "http"), ("x-real-ip", "127.0.0.1"),
-                                    ("x-forwarded-host", "knowledge.example.org")])
+@pytest.mark.parametrize(
+    "header",
+    [
+        ("x-forwarded-for", "127.0.0.1"),
+        ("forwarded", "for=127.0.0.1"),
+        ("x-forwarded-proto", "http"),
+        ("x-real-ip", "127.0.0.1"),
+        ("x-forwarded-host", "knowledge.example.org"),
+    ],
+)
 def test_forwarding_headers_from_loopback_are_never_local_trusted_or_not(header):
     """The default (nothing trusted): a same-host proxy's request is proxied, not the local admin."""
     for trusted in ((), LOCAL_PROXY):
@@ -38,8 +45,7 @@ def test_forwarding_headers_from_loopback_are_never_local_trusted_or_not(header)
 
 
 def test_a_trusted_proxy_names_the_visitor_and_its_scheme():
-    visitor = peer("127.0.0.1", {"x-forwarded-for": "203.0.113.9", "x-forwarded-proto": "https"},
-                   trusted=LOCAL_PROXY)
+    visitor = peer("127.0.0.1", {"x-forwarded-for": "203.0.113.9", "x-forwarded-proto": "https"}, trusted=LOCAL_PROXY)
     assert (visitor.address, visitor.scheme, visitor.secure, visitor.local) == ("203.0.113.9", "https", True, False)
     # the proxy's own network is skipped from the right; what the client wrote on the left is not believed
     visitor = peer("10.0.0.2", {"x-forwarded-for": "127.0.0.1, 198.51.100.4, 10.0.0.3"}, trusted=LAN_PROXIES)
@@ -48,8 +54,12 @@ def test_a_trusted_proxy_names_the_visitor_and_its_scheme():
 
 def test_a_spoofed_forwarded_for_from_a_direct_client_is_ignored():
     for trusted in ((), LOCAL_PROXY, LAN_PROXIES):
-        visitor = peer("198.51.100.4", {"x-forwarded-for": "127.0.0.1", "x-forwarded-proto": "https",
-                                        "forwarded": "for=127.0.0.1;proto=https"}, "http", trusted)
+        visitor = peer(
+            "198.51.100.4",
+            {"x-forwarded-for": "127.0.0.1", "x-forwarded-proto": "https", "forwarded": "for=127.0.0.1;proto=https"},
+            "http",
+            trusted,
+        )
         assert visitor.address == "198.51.100.4"  # its own address, not the one it wrote
         assert visitor.scheme == "http" and not visitor.secure  # nor the scheme it claims
         assert visitor.proxied and not visitor.local
@@ -57,24 +67,31 @@ def test_a_spoofed_forwarded_for_from_a_direct_client_is_ignored():
 
 def test_forwarded_rfc_7239_syntax():
     header = 'for=192.0.2.60;proto=http;by=203.0.113.43, For="[2001:db8:cafe::17]:4711";PROTO=https'
-    assert parse_forwarded(header) == [{"for": "192.0.2.60", "proto": "http", "by": "203.0.113.43"},
-                                       {"for": "[2001:db8:cafe::17]:4711", "proto": "https"}]
+    assert parse_forwarded(header) == [
+        {"for": "192.0.2.60", "proto": "http", "by": "203.0.113.43"},
+        {"for": "[2001:db8:cafe::17]:4711", "proto": "https"},
+    ]
     assert parse_forwarded('for="_gazonk"') == [{"for": "_gazonk"}]
     assert parse_forwarded('for="a\\"b;c,d";proto=https') == [{"for": 'a"b;c,d', "proto": "https"}]
-    assert [node_address(n) for n in ("192.0.2.60:80", "[2001:db8::1]:4711", "2001:db8::1", "unknown",
-                                      "_hidden", "", None)] == ["192.0.2.60", "2001:db8::1", "2001:db8::1",
-                                                                None, None, None, None]
+    assert [
+        node_address(n) for n in ("192.0.2.60:80", "[2001:db8::1]:4711", "2001:db8::1", "unknown", "_hidden", "", None)
+    ] == ["192.0.2.60", "2001:db8::1", "2001:db8::1", None, None, None, None]
     visitor = peer("127.0.0.1", {"forwarded": header}, trusted=LOCAL_PROXY)
     assert (visitor.address, visitor.scheme) == ("2001:db8:cafe::17", "https")
     # Forwarded wins over X-Forwarded-For when both come; an obfuscated client stays unknown
-    visitor = peer("127.0.0.1", {"forwarded": "for=_hidden;proto=https", "x-forwarded-for": "192.0.2.1"},
-                   trusted=LOCAL_PROXY)
+    visitor = peer(
+        "127.0.0.1", {"forwarded": "for=_hidden;proto=https", "x-forwarded-for": "192.0.2.1"}, trusted=LOCAL_PROXY
+    )
     assert visitor.address is None and visitor.secure and not visitor.local
 
 
 def test_the_scope_of_an_asgi_request_and_a_websocket():
-    scope = {"type": "websocket", "scheme": "wss", "client": ("127.0.0.1", 5000),
-             "headers": [(b"X-Forwarded-For", b"192.0.2.1"), (b"x-forwarded-for", b"192.0.2.2")]}
+    scope = {
+        "type": "websocket",
+        "scheme": "wss",
+        "client": ("127.0.0.1", 5000),
+        "headers": [(b"X-Forwarded-For", b"192.0.2.1"), (b"x-forwarded-for", b"192.0.2.2")],
+    }
     visitor = scope_peer(scope, LOCAL_PROXY)
     assert visitor.address == "192.0.2.2" and visitor.secure  # repeated headers joined, the rightmost one
     assert not scope_peer({"type": "http", "headers": []}).local  # no client: unknown, not local
@@ -106,5 +123,7 @@ def test_a_keyless_api_refuses_what_came_through_a_proxy():
     trusted = _guarded(trusted_proxies=["127.0.0.1"])  # trusting the proxy does not make its visitors local
     assert trusted.get("/v1/models", headers={"X-Forwarded-For": "127.0.0.1"}).status_code == 401
     keyed = _guarded(api_key="k" * 20)  # with a key, a proxied request is served as any other
-    assert keyed.get("/v1/models", headers={"X-Forwarded-For": "203.0.113.9",
-                                            "Authorization": "Bearer " + "k" * 20}).text == "served"
+    assert (
+        keyed.get("/v1/models", headers={"X-Forwarded-For": "203.0.113.9", "Authorization": "Bearer " + "k" * 20}).text
+        == "served"
+    )

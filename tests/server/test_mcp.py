@@ -60,9 +60,13 @@ def test_tools_resources_memory_and_confinement_in_process(wb, corpus, tmp_path)
             hits = (await tool(c, "search", {"query": "the ? operator propagates errors", "store": "rust", "k": 3}))["hits"]
             assert hits and {"file", "file_id", "page", "char_start", "char_end", "text", "score"} <= set(hits[0])
             panic_file = "ch09-01-unrecoverable-errors-with-panic.md"
-            everywhere = (await tool(c, "search", {"query": "panic! macro", "k": 3,
-                                                   "filters": {"type": "eq", "key": "filename",
-                                                               "value": panic_file}}))["hits"]
+            everywhere = (
+                await tool(
+                    c,
+                    "search",
+                    {"query": "panic! macro", "k": 3, "filters": {"type": "eq", "key": "filename", "value": panic_file}},
+                )
+            )["hits"]
             assert everywhere and {h["file"] for h in everywhere} == {"ch09-01-unrecoverable-errors-with-panic.md"}
             assert "Unknown filter type" in await refused(c, "search", {"query": "x", "filters": {"type": "like"}})
 
@@ -91,17 +95,28 @@ def test_tools_resources_memory_and_confinement_in_process(wb, corpus, tmp_path)
 @pytest.mark.slow
 def test_stdio_server_searches_the_rust_book_and_remembers(tmp_path, corpus):
     book = corpus / "md" / "rust-book"
-    params = StdioServerParameters(command=sys.executable, args=["-m", "knowledge", "mcp"], cwd=str(tmp_path), env={
-        "PYTHONPATH": str(REPO), "KNOWLEDGE_DATA_DIR": str(tmp_path / "data"),
-        "KNOWLEDGE_MCP__ALLOWED_DIRS": json.dumps([str(book)]), "OMP_NUM_THREADS": "1"})
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "knowledge", "mcp"],
+        cwd=str(tmp_path),
+        env={
+            "PYTHONPATH": str(REPO),
+            "KNOWLEDGE_DATA_DIR": str(tmp_path / "data"),
+            "KNOWLEDGE_MCP__ALLOWED_DIRS": json.dumps([str(book)]),
+            "OMP_NUM_THREADS": "1",
+        },
+    )
 
     async def main():
         async with Client(params) as c:
             assert {t.name for t in (await c.list_tools()).tools} >= TOOLS
             out = await tool(c, "ingest_file", {"store": "rust-book", "path": str(book), "glob": "ch09-0[12]-*.md"})
             assert len(out["results"]) == 2 and all(r["outcome"] == "indexed" for r in out["results"])
-            hits = (await tool(c, "search", {"query": "How do I propagate an error to the caller with ?",
-                                             "store": "rust-book", "k": 3}))["hits"]
+            hits = (
+                await tool(
+                    c, "search", {"query": "How do I propagate an error to the caller with ?", "store": "rust-book", "k": 3}
+                )
+            )["hits"]
             assert hits[0]["file"] == "ch09-02-recoverable-errors-with-result.md"
             assert hits[0]["char_end"] > hits[0]["char_start"] and hits[0]["heading"]
             r = await c.call_tool("ingest_file", {"store": "rust-book", "path": str(REPO / "README.md")})

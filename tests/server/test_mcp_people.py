@@ -30,8 +30,12 @@ from tests.helpers.env import REPO
 
 PW = "correct horse battery"
 LEAVE = "The parental leave policy grants sixteen weeks of paid leave to every parent."
-INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+}
 MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
 
 
@@ -68,9 +72,13 @@ async def invisible(c: Client, fid: str, folder, http: bool = False) -> None:
     """Every tool and resource of ``c`` keeps ana's store ``hr`` hidden."""
     assert (await tool(c, "list_stores", {}))["stores"] == []
     assert not (await tool(c, "search", {"query": "parental leave", "k": 5}))["hits"]
-    for name, args in (("search", {"query": "parental leave", "store": "hr"}), ("list_files", {"store": "hr"}),
-                       ("delete_file", {"store": "hr", "file": fid}), ("delete_file", {"store": "hr", "file": "leave.txt"}),
-                       ("ingest_file", {"store": "hr", "path": str(folder / "roadmap.md")})):
+    for name, args in (
+        ("search", {"query": "parental leave", "store": "hr"}),
+        ("list_files", {"store": "hr"}),
+        ("delete_file", {"store": "hr", "file": fid}),
+        ("delete_file", {"store": "hr", "file": "leave.txt"}),
+        ("ingest_file", {"store": "hr", "path": str(folder / "roadmap.md")}),
+    ):
         text = await refused(c, name, args)
         assert LEAVE not in text and "hr" in text, (name, text)
     if http:  # a static resource gets no request: it cannot tell whose stores to list
@@ -112,8 +120,9 @@ def test_read_only_sharing_over_mcp_searches_but_does_not_ingest_or_delete(team)
         async with Client(build_server(wb, user="bo")) as bo:
             assert [s["name"] for s in (await tool(bo, "list_stores", {}))["stores"]] == ["hr"]
             assert (await tool(bo, "search", {"query": "parental leave", "store": "hr"}))["hits"]
-            assert "may not change the store" in await refused(bo, "ingest_file", {"store": "hr",
-                                                                               "path": str(folder / "roadmap.md")})
+            assert "may not change the store" in await refused(
+                bo, "ingest_file", {"store": "hr", "path": str(folder / "roadmap.md")}
+            )
             assert "may not change the store" in await refused(bo, "delete_file", {"store": "hr", "file": fid})
 
     anyio.run(main)
@@ -143,8 +152,9 @@ def test_memories_are_their_users_own(team):
 
 
 def key_client(url: str, key: str) -> Client:
-    return Client(streamable_http_client(url, http_client=httpx2.AsyncClient(
-        headers={"Authorization": f"Bearer {key}"}, timeout=60)))
+    return Client(
+        streamable_http_client(url, http_client=httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=60))
+    )
 
 
 def test_over_http_each_request_acts_as_its_keys_user_and_a_revoked_key_stops_at_once(team):
@@ -167,8 +177,7 @@ def test_over_http_each_request_acts_as_its_keys_user_and_a_revoked_key_stops_at
                 assert [s["name"] for s in (await tool(ana, "list_stores", {}))["stores"]] == ["hr"]
 
         anyio.run(main)
-        for key, status in ((None, 401), ("shared-key", 401), (keys["bo"], 401), ("kn-unknown", 401),
-                            (keys["root"], 200)):
+        for key, status in ((None, 401), ("shared-key", 401), (keys["bo"], 401), ("kn-unknown", 401), (keys["root"], 200)):
             headers = {**MCP_HEADERS, **({"Authorization": f"Bearer {key}"} if key else {})}
             r = httpx.post(url, json=INIT, headers=headers)
             assert r.status_code == status, (key, r.text)
@@ -180,19 +189,31 @@ def test_over_http_each_request_acts_as_its_keys_user_and_a_revoked_key_stops_at
 @pytest.mark.slow
 def test_knowledge_mcp_user_over_stdio_acts_as_that_account(team, tmp_path):
     wb = team[0]
-    env = {"PYTHONPATH": str(REPO), "KNOWLEDGE_DATA_DIR": str(tmp_path / "data"), "OMP_NUM_THREADS": "1",
-           "KNOWLEDGE_EMBEDDINGS__MODEL": "fake/hash-64"}
+    env = {
+        "PYTHONPATH": str(REPO),
+        "KNOWLEDGE_DATA_DIR": str(tmp_path / "data"),
+        "OMP_NUM_THREADS": "1",
+        "KNOWLEDGE_EMBEDDINGS__MODEL": "fake/hash-64",
+    }
     wb.close()  # the DuckDB catalog file is the process's now
 
     async def stores(*user: str) -> list[str]:
-        params = StdioServerParameters(command=sys.executable, args=["-m", "knowledge", "mcp", *user],
-                                       cwd=str(tmp_path), env=env)
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "knowledge", "mcp", *user], cwd=str(tmp_path), env=env
+        )
         async with Client(params) as c:
             return [s["name"] for s in (await tool(c, "list_stores", {}))["stores"]]
 
     assert anyio.run(stores, "--user", "bo") == []
     assert anyio.run(stores, "--user", "ana") == ["hr"]
     assert anyio.run(stores) == ["hr"]  # the local admin
-    gone = subprocess.run([sys.executable, "-m", "knowledge", "mcp", "--user", "nobody"], env=env, cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    gone = subprocess.run(
+        [sys.executable, "-m", "knowledge", "mcp", "--user", "nobody"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
     assert gone.returncode != 0 and "no longer exists" in gone.stderr and "Traceback" not in gone.stderr

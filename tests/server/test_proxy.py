@@ -59,8 +59,9 @@ def local_block(block: str, listen: int, api: int, app: int) -> str:
     both upstreams one local process each."""
     out, n = re.subn(r"listen 443 ssl;", f"listen 127.0.0.1:{listen};", block)
     assert n == 1
-    out, n = re.subn(r"upstream knowledge_app \{[^}]*\}",
-                     f"upstream knowledge_app {{ ip_hash; server 127.0.0.1:{app}; }}", out)
+    out, n = re.subn(
+        r"upstream knowledge_app \{[^}]*\}", f"upstream knowledge_app {{ ip_hash; server 127.0.0.1:{app}; }}", out
+    )
     assert n == 1
     out, n = re.subn(r"upstream knowledge_api \{[^}]*\}", f"upstream knowledge_api {{ server 127.0.0.1:{api}; }}", out)
     assert n == 1
@@ -83,10 +84,15 @@ class Nginx:
             f"  access_log {folder}/access.log;\n"
             f"  client_body_temp_path {folder}/body; proxy_temp_path {folder}/proxy;\n"
             f"  fastcgi_temp_path {folder}/fastcgi; uwsgi_temp_path {folder}/uwsgi; scgi_temp_path {folder}/scgi;\n"
-            f"{block}\n}}\n", encoding="utf-8")
+            f"{block}\n}}\n",
+            encoding="utf-8",
+        )
         self.folder = folder
-        self.proc = subprocess.Popen([exe, "-p", str(folder), "-e", str(folder / "error.log"), "-c", str(conf)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.proc = subprocess.Popen(
+            [exe, "-p", str(folder), "-e", str(folder / "error.log"), "-c", str(conf)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         deadline = time.monotonic() + 30
         while True:
             try:
@@ -121,13 +127,22 @@ def api_process(tmp_path: Path, key: str | None) -> Iterator[int]:
     """``python -m knowledge serve`` on 127.0.0.1 (with ``key`` as KNOWLEDGE_API_KEY, or none)."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("KNOWLEDGE_")}
-    env.update(PYTHONPATH=str(ROOT), KNOWLEDGE_DATA_DIR=str(tmp_path / "data"),
-               KNOWLEDGE_EMBEDDINGS__MODEL="fake/hash-64", KNOWLEDGE_API__ALLOWED_HOSTS="127.0.0.1",
-               **({"KNOWLEDGE_API_KEY": key} if key else {}))
+    env.update(
+        PYTHONPATH=str(ROOT),
+        KNOWLEDGE_DATA_DIR=str(tmp_path / "data"),
+        KNOWLEDGE_EMBEDDINGS__MODEL="fake/hash-64",
+        KNOWLEDGE_API__ALLOWED_HOSTS="127.0.0.1",
+        **({"KNOWLEDGE_API_KEY": key} if key else {}),
+    )
     log = tmp_path / "serve.log"
     with log.open("ab") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "knowledge", "serve", "--port", str(port)], env=env,
-                                cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "knowledge", "serve", "--port", str(port)],
+            env=env,
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     try:
         deadline = time.monotonic() + 90
         while True:
@@ -164,8 +179,9 @@ def test_the_documented_proxy_passes_a_5_mb_upload_and_a_request_by_ip(tmp_path,
             # without the key: the documented block says who the visitor is, so it is not the local admin
             assert client.get("/v1/models").status_code == 401
             client.headers.update(AUTH)
-            up = client.post("/v1/files", data={"purpose": "assistants"},
-                             files={"file": ("big.bin", data, "application/octet-stream")})
+            up = client.post(
+                "/v1/files", data={"purpose": "assistants"}, files={"file": ("big.bin", data, "application/octet-stream")}
+            )
             assert up.status_code == 200, up.text
             assert up.json()["bytes"] == len(data)
             got = client.get(f"/v1/files/{up.json()['id']}/content")
@@ -187,8 +203,13 @@ def test_the_documented_proxy_passes_a_5_mb_upload_and_a_request_by_ip(tmp_path,
     listen = free_port()
     proxy = Nginx(exe, tmp_path / "nginx-default", local_block(bare, listen, api_server, free_port()), listen)
     try:
-        refused = httpx.post(f"http://127.0.0.1:{listen}/v1/files", data={"purpose": "assistants"}, headers=AUTH,
-                             files={"file": ("big.bin", data, "application/octet-stream")}, timeout=120)
+        refused = httpx.post(
+            f"http://127.0.0.1:{listen}/v1/files",
+            data={"purpose": "assistants"},
+            headers=AUTH,
+            files={"file": ("big.bin", data, "application/octet-stream")},
+            timeout=120,
+        )
         assert refused.status_code == 413 and "nginx" in refused.text
     finally:
         proxy.stop()
@@ -213,8 +234,12 @@ def websocket_status(port: int, path: str = "/_stcore/stream") -> str:
     """The status line a websocket handshake (RFC 6455) to 127.0.0.1:``port`` gets."""
     key = base64.b64encode(os.urandom(16)).decode()
     with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
-        s.sendall((f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                   f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+        s.sendall(
+            (
+                f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+            ).encode()
+        )
         head = b""
         while b"\r\n" not in head:
             chunk = s.recv(1024)
@@ -229,13 +254,19 @@ def app_server(tmp_path) -> Iterator[int]:
     """``streamlit run app.py`` on 127.0.0.1 (the README's command, headless)."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("KNOWLEDGE_")}
-    env.update(PYTHONPATH=str(ROOT), KNOWLEDGE_DATA_DIR=str(tmp_path / "app-data"),
-               KNOWLEDGE_EMBEDDINGS__MODEL="fake/hash-64")
+    env.update(
+        PYTHONPATH=str(ROOT), KNOWLEDGE_DATA_DIR=str(tmp_path / "app-data"), KNOWLEDGE_EMBEDDINGS__MODEL="fake/hash-64"
+    )
     log = tmp_path / "streamlit.log"
     with log.open("ab") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-                                 "--server.port", str(port)], env=env, cwd=ROOT, stdout=out,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port)],
+            env=env,
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
     try:
         deadline = time.monotonic() + 90
         while True:

@@ -27,8 +27,12 @@ REPO = Path(__file__).resolve().parents[2]
 def _serve(data: Path, port: int) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(REPO), "KNOWLEDGE_DATA_DIR": str(data)}
     env.pop("KNOWLEDGE_API_KEY", None)
-    return subprocess.Popen([sys.executable, "-m", "knowledge", "serve", "--port", str(port)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, "-m", "knowledge", "serve", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
 
 
 def _client(port: int, proc: subprocess.Popen, deadline: float):
@@ -59,8 +63,9 @@ def _rows(settings) -> list[q.JobRow]:
 
 
 def _big_markdown() -> bytes:
-    return "\n\n".join(f"## Section {p}\n\n" + " ".join(f"owl{p}w{i} hunts at night" for i in range(40))
-                       for p in range(120)).encode()
+    return "\n\n".join(
+        f"## Section {p}\n\n" + " ".join(f"owl{p}w{i} hunts at night" for i in range(40)) for p in range(120)
+    ).encode()
 
 
 @pytest.mark.processes

@@ -73,8 +73,11 @@ def events_of(data: Path) -> list[AuditEvent]:
         events = wb.people.audit.events(limit=1000)
     finally:
         wb.close()
-    return [e for e in reversed(events) if not e.action.startswith("user.sign_")
-            and not (e.action == "user.create" and e.detail.get("first"))]
+    return [
+        e
+        for e in reversed(events)
+        if not e.action.startswith("user.sign_") and not (e.action == "user.create" and e.detail.get("first"))
+    ]
 
 
 def shape(e: AuditEvent) -> tuple[str, str, str | None, dict[str, Any], str | None]:
@@ -181,6 +184,7 @@ def by_rest(data: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureF
     system = System(load_settings(data_dir=data))
     try:
         with TestClient(create_app(system), headers={"Authorization": f"Bearer {made['root']}"}) as c:
+
             def call(method: str, path: str, **kw: Any) -> dict[str, Any]:
                 r = c.request(method, "/v1/knowledge" + path, **kw)
                 assert r.status_code == 200, (method, path, r.text)
@@ -226,8 +230,9 @@ def test_every_public_method_of_the_desk_names_the_actions_it_checks():
     from knowledge.people.desk import AccountDesk
     from knowledge.people.policy import ACTIONS, action_of
 
-    public = {n: getattr(AccountDesk, n) for n in vars(AccountDesk)
-              if not n.startswith("_") and callable(getattr(AccountDesk, n))}
+    public = {
+        n: getattr(AccountDesk, n) for n in vars(AccountDesk) if not n.startswith("_") and callable(getattr(AccountDesk, n))
+    }
     marks = {n: action_of(m) for n, m in public.items()}
     assert [n for n, acts in marks.items() if not acts] == []
     assert all(a in ACTIONS and a.startswith("account.") for acts in marks.values() for a in acts or ())
@@ -287,8 +292,11 @@ def test_a_member_changes_their_own_password_name_and_keys(wb):
     with pytest.raises(AuthenticationFailed):
         wb.people.key_actor(secret)
     assert [(e.action, e.target, e.detail) for e in reversed(wb.people.audit.events(actor="ana"))] == [
-        ("user.password", "ana", {}), ("user.update", "ana", {"display_name": "Ana L."}),
-        ("key.create", "ana", {"key": key.id, "name": "laptop"}), ("key.revoke", "ana", {"key": key.id, "name": "laptop"})]
+        ("user.password", "ana", {}),
+        ("user.update", "ana", {"display_name": "Ana L."}),
+        ("key.create", "ana", {"key": key.id, "name": "laptop"}),
+        ("key.revoke", "ana", {"key": key.id, "name": "laptop"}),
+    ]
 
 
 def test_an_admin_resets_a_password_and_the_local_admin_may_do_everything(wb):
@@ -321,10 +329,15 @@ def test_the_rest_api_refuses_a_member_account_management_but_not_their_own_keys
     try:
         _, ana_secret = system.people.keys.create("ana", "tests")
         with TestClient(create_app(system), headers={"Authorization": f"Bearer {ana_secret}"}) as c:
-            for method, path, body in (("GET", "/users", None), ("POST", "/users", {"username": "cy", "password": PW}),
-                                       ("POST", "/users/ana", {"role": "admin"}), ("POST", "/invites", {}),
-                                       ("POST", "/groups", {"name": "team"}), ("DELETE", "/users/bo", None),
-                                       ("POST", "/keys", {"name": "x", "username": "bo"})):
+            for method, path, body in (
+                ("GET", "/users", None),
+                ("POST", "/users", {"username": "cy", "password": PW}),
+                ("POST", "/users/ana", {"role": "admin"}),
+                ("POST", "/invites", {}),
+                ("POST", "/groups", {"name": "team"}),
+                ("DELETE", "/users/bo", None),
+                ("POST", "/keys", {"name": "x", "username": "bo"}),
+            ):
                 r = c.request(method, "/v1/knowledge" + path, json=body)
                 assert r.status_code == 403, (method, path, r.text)
                 assert r.json()["error"]["code"] == "permission_denied"

@@ -35,10 +35,13 @@ def _url(conninfo: str, **change: str) -> str:
 
 
 def _team(settings, url: str):
-    return settings.model_copy(update={
-        "catalog": settings.catalog.model_copy(update={"url": url}),
-        "vector_store": settings.vector_store.model_copy(update={"backend": "pgvector", "url": url}),
-        "file_store": settings.file_store.model_copy(update={"backend": "postgresql", "url": None})})
+    return settings.model_copy(
+        update={
+            "catalog": settings.catalog.model_copy(update={"url": url}),
+            "vector_store": settings.vector_store.model_copy(update={"backend": "pgvector", "url": url}),
+            "file_store": settings.file_store.model_copy(update={"backend": "postgresql", "url": None}),
+        }
+    )
 
 
 @pytest.mark.processes
@@ -62,22 +65,31 @@ def test_pg_dump_restored_by_the_products_own_role_opens_with_every_file(pg_data
     assert len(digests) == 3
 
     dump = tmp_path / "team.pgdump"
-    subprocess.run([_bin("pg_dump"), "--format=custom", "--exclude-extension=vector", "--file", str(dump), source],
-                   check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [_bin("pg_dump"), "--format=custom", "--exclude-extension=vector", "--file", str(dump), source],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
 
     role, db = "kn_restore", "r_" + conninfo_to_dict(source)["dbname"][2:]
     admin = _url(pg_server)
     with psycopg.connect(admin, autocommit=True) as conn:  # once, as a superuser (docs/team.md)
-        conn.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD 'restore-secret' NOSUPERUSER NOCREATEDB")
-                     .format(sql.Identifier(role)))
+        conn.execute(
+            sql.SQL("CREATE ROLE {} LOGIN PASSWORD 'restore-secret' NOSUPERUSER NOCREATEDB").format(sql.Identifier(role))
+        )
         conn.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(sql.Identifier(db), sql.Identifier(role)))
     restored = _url(admin, user=role, password="restore-secret", dbname=db)
     try:
         with psycopg.connect(_url(admin, dbname=db), autocommit=True) as conn:
             conn.execute("CREATE EXTENSION vector")
         # the whole dump, as the product's own role, stopping at the first error
-        done = subprocess.run([_bin("pg_restore"), "--no-owner", "--no-privileges", "--exit-on-error",
-                               "--dbname", restored, str(dump)], capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            [_bin("pg_restore"), "--no-owner", "--no-privileges", "--exit-on-error", "--dbname", restored, str(dump)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert done.returncode == 0, done.stderr
         with psycopg.connect(restored) as conn:
             assert conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone() == (False,)
@@ -120,9 +132,20 @@ def test_a_plain_dump_fails_on_the_extension_and_restores_without_its_entries(pg
         conn.execute(sql.SQL("CREATE ROLE {} LOGIN NOSUPERUSER").format(sql.Identifier(role)))
         conn.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(sql.Identifier(db), sql.Identifier(role)))
     try:
-        done = subprocess.run([_bin("pg_restore"), "--no-owner", "--no-privileges", "--exit-on-error",
-                               "--dbname", _url(admin, user=role, dbname=db), str(dump)],
-                              capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            [
+                _bin("pg_restore"),
+                "--no-owner",
+                "--no-privileges",
+                "--exit-on-error",
+                "--dbname",
+                _url(admin, user=role, dbname=db),
+                str(dump),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert done.returncode != 0 and "permission denied to create extension" in done.stderr, done.stderr
         # the way for a pg_dump older than 17 (docs/team.md): the extension's entries left out of the list
         with psycopg.connect(admin, autocommit=True) as conn:
@@ -130,16 +153,29 @@ def test_a_plain_dump_fails_on_the_extension_and_restores_without_its_entries(pg
             conn.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(sql.Identifier(db), sql.Identifier(role)))
         with psycopg.connect(_url(admin, dbname=db), autocommit=True) as conn:
             conn.execute("CREATE EXTENSION vector")
-        listing = subprocess.run([_bin("pg_restore"), "-l", str(dump)], capture_output=True, text=True,
-                                 check=True).stdout
+        listing = subprocess.run([_bin("pg_restore"), "-l", str(dump)], capture_output=True, text=True, check=True).stdout
         entries = tmp_path / "list"
         entries.write_text("".join(line + "\n" for line in listing.splitlines() if " EXTENSION " not in line))
-        done = subprocess.run([_bin("pg_restore"), "--no-owner", "--no-privileges", "--exit-on-error",
-                               "-L", str(entries), "--dbname", _url(admin, user=role, dbname=db), str(dump)],
-                              capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            [
+                _bin("pg_restore"),
+                "--no-owner",
+                "--no-privileges",
+                "--exit-on-error",
+                "-L",
+                str(entries),
+                "--dbname",
+                _url(admin, user=role, dbname=db),
+                str(dump),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert done.returncode == 0, done.stderr
-        back = Workbench(_team(settings, _url(admin, user=role, dbname=db)),
-                         embedder_factory=lambda m: HashEmbedder(dimension=16))
+        back = Workbench(
+            _team(settings, _url(admin, user=role, dbname=db)), embedder_factory=lambda m: HashEmbedder(dimension=16)
+        )
         try:
             (only,) = back.files.list()
             with back.files.content(only.id) as fh:

@@ -24,12 +24,16 @@ from knowledge.workbench import Workbench
 
 pytestmark = pytest.mark.slow  # Office encryption derives its keys slowly; bombs are deflated
 
-ODF_NS = ('xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
-          'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" '
-          'xmlns:manifest="urn:oasis:names:tc:opendocument:xmlns:manifest:1.0"')
-EPUB_CONTAINER = ('<?xml version="1.0"?><container version="1.0" xmlns="urn:oasis:names:tc:opendocument:xmlns:container">'
-                  '<rootfiles><rootfile full-path="OEBPS/book.opf" media-type="application/oebps-package+xml"/>'
-                  "</rootfiles></container>")
+ODF_NS = (
+    'xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
+    'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" '
+    'xmlns:manifest="urn:oasis:names:tc:opendocument:xmlns:manifest:1.0"'
+)
+EPUB_CONTAINER = (
+    '<?xml version="1.0"?><container version="1.0" xmlns="urn:oasis:names:tc:opendocument:xmlns:container">'
+    '<rootfiles><rootfile full-path="OEBPS/book.opf" media-type="application/oebps-package+xml"/>'
+    "</rootfiles></container>"
+)
 RTF_HEAD = r"{\rtf1\ansi\ansicpg1252\deff0{\fonttbl{\f0 Times;}}"
 
 
@@ -77,20 +81,27 @@ def locked(data: bytes) -> bytes:
 
 
 def odt(text: str, manifest_entries: str = "") -> bytes:
-    content = (f'<?xml version="1.0" encoding="UTF-8"?><office:document-content {ODF_NS}><office:body>'
-               f"<office:text><text:p>{text}</text:p></office:text></office:body></office:document-content>")
-    manifest = (f'<?xml version="1.0" encoding="UTF-8"?><manifest:manifest {ODF_NS}><manifest:file-entry '
-                'manifest:full-path="/" manifest:media-type="application/vnd.oasis.opendocument.text"/>'
-                f"{manifest_entries}</manifest:manifest>")
-    return zipped({"content.xml": content, "META-INF/manifest.xml": manifest},
-                  mimetype="application/vnd.oasis.opendocument.text")
+    content = (
+        f'<?xml version="1.0" encoding="UTF-8"?><office:document-content {ODF_NS}><office:body>'
+        f"<office:text><text:p>{text}</text:p></office:text></office:body></office:document-content>"
+    )
+    manifest = (
+        f'<?xml version="1.0" encoding="UTF-8"?><manifest:manifest {ODF_NS}><manifest:file-entry '
+        'manifest:full-path="/" manifest:media-type="application/vnd.oasis.opendocument.text"/>'
+        f"{manifest_entries}</manifest:manifest>"
+    )
+    return zipped(
+        {"content.xml": content, "META-INF/manifest.xml": manifest}, mimetype="application/vnd.oasis.opendocument.text"
+    )
 
 
 def encrypted_odt() -> bytes:
-    entry = ('<manifest:file-entry manifest:full-path="content.xml" manifest:media-type="text/xml">'
-             '<manifest:encryption-data manifest:checksum-type="SHA1/1K" manifest:checksum="x">'
-             '<manifest:algorithm manifest:algorithm-name="Blowfish CFB" manifest:initialisation-vector="x"/>'
-             "</manifest:encryption-data></manifest:file-entry>")
+    entry = (
+        '<manifest:file-entry manifest:full-path="content.xml" manifest:media-type="text/xml">'
+        '<manifest:encryption-data manifest:checksum-type="SHA1/1K" manifest:checksum="x">'
+        '<manifest:algorithm manifest:algorithm-name="Blowfish CFB" manifest:initialisation-vector="x"/>'
+        "</manifest:encryption-data></manifest:file-entry>"
+    )
     data = odt("unused", entry)
     buf = io.BytesIO()
     with zipfile.ZipFile(io.BytesIO(data)) as src, zipfile.ZipFile(buf, "w") as dst:
@@ -100,21 +111,29 @@ def encrypted_odt() -> bytes:
 
 
 def epub(text: str, extra: dict[str, str] | None = None) -> bytes:
-    chapter = (f'<?xml version="1.0" encoding="utf-8"?><html xmlns="http://www.w3.org/1999/xhtml"><head><title>One'
-               f"</title></head><body><p>{text}</p></body></html>")
-    opf = ('<?xml version="1.0"?><package xmlns="http://www.idpf.org/2007/opf" version="3.0">'
-           '<metadata xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:title>Book</dc:title></metadata>'
-           '<manifest><item id="one" href="one.xhtml" media-type="application/xhtml+xml"/></manifest>'
-           '<spine><itemref idref="one"/></spine></package>')
-    return zipped({"META-INF/container.xml": EPUB_CONTAINER, "OEBPS/book.opf": opf, "OEBPS/one.xhtml": chapter,
-                   **(extra or {})}, mimetype="application/epub+zip")
+    chapter = (
+        f'<?xml version="1.0" encoding="utf-8"?><html xmlns="http://www.w3.org/1999/xhtml"><head><title>One'
+        f"</title></head><body><p>{text}</p></body></html>"
+    )
+    opf = (
+        '<?xml version="1.0"?><package xmlns="http://www.idpf.org/2007/opf" version="3.0">'
+        '<metadata xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:title>Book</dc:title></metadata>'
+        '<manifest><item id="one" href="one.xhtml" media-type="application/xhtml+xml"/></manifest>'
+        '<spine><itemref idref="one"/></spine></package>'
+    )
+    return zipped(
+        {"META-INF/container.xml": EPUB_CONTAINER, "OEBPS/book.opf": opf, "OEBPS/one.xhtml": chapter, **(extra or {})},
+        mimetype="application/epub+zip",
+    )
 
 
-DRM = ('<encryption xmlns="urn:oasis:names:tc:opendocument:xmlns:container" '
-       'xmlns:enc="http://www.w3.org/2001/04/xmlenc#"><enc:EncryptedData>'
-       '<enc:EncryptionMethod Algorithm="http://www.w3.org/2001/04/xmlenc#aes128-cbc"/>'
-       '<enc:CipherData><enc:CipherReference URI="OEBPS/one.xhtml"/></enc:CipherData>'
-       "</enc:EncryptedData></encryption>")
+DRM = (
+    '<encryption xmlns="urn:oasis:names:tc:opendocument:xmlns:container" '
+    'xmlns:enc="http://www.w3.org/2001/04/xmlenc#"><enc:EncryptedData>'
+    '<enc:EncryptionMethod Algorithm="http://www.w3.org/2001/04/xmlenc#aes128-cbc"/>'
+    '<enc:CipherData><enc:CipherReference URI="OEBPS/one.xhtml"/></enc:CipherData>'
+    "</enc:EncryptedData></encryption>"
+)
 
 
 def mail(body: str, attachment: bytes | None = None) -> bytes:
@@ -168,8 +187,11 @@ CASES: dict[str, tuple[bytes, str | None, str]] = {
     "mail.doc": (mail("MARTEN mail under a doc name"), None, ""),
     # ZIP
     "bomb.zip": (zipped({"zeros.txt": b"\x00" * (5 * 1024 * 1024)}), "EmptyDocument", "zip bomb"),
-    "mixed.zip": (zipped({"zeros.txt": b"\x00" * (5 * 1024 * 1024), "ok.txt": b"MARTEN beside a bomb"}), None,
-                  r"zeros\.txt: not read: .*zip bomb"),
+    "mixed.zip": (
+        zipped({"zeros.txt": b"\x00" * (5 * 1024 * 1024), "ok.txt": b"MARTEN beside a bomb"}),
+        None,
+        r"zeros\.txt: not read: .*zip bomb",
+    ),
     "cut.zip": (half(zipped({"a.txt": b"PUFFIN cut zip " * 200, "b.txt": b"more " * 200})), FAILED, ""),
     "report.docx": (zipped({"a.txt": b"MARTEN plain zip under a Word name"}), None, "plain ZIP archive"),
 }

@@ -66,8 +66,9 @@ def test_a_second_process_gets_a_clear_message_and_then_its_turn(tmp_path):
     with holder.hold():
         out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60).stdout
     assert out.startswith("locked:") and "in use by" in out and "PID" in out
-    out = subprocess.run([sys.executable, "-c", script.replace("0.3", "5")], capture_output=True, text=True,
-                         timeout=60).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", script.replace("0.3", "5")], capture_output=True, text=True, timeout=60
+    ).stdout
     assert out.strip() == "opened ['s']"
     assert [r.name for r in holder.list_stores()] == ["s"]  # and the holder gets it back
     holder.close()
@@ -97,8 +98,9 @@ def test_a_batch_in_another_process_shares_the_file(tmp_path):
     never came), so every other process got "catalog in use". Now a waiting process asks for a turn
     and both go on."""
     path, stop = tmp_path / "catalog.duckdb", tmp_path / "stop"
-    batch = subprocess.Popen([sys.executable, "-c", _BATCH, str(path), str(stop)], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
+    batch = subprocess.Popen(
+        [sys.executable, "-c", _BATCH, str(path), str(stop)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         assert batch.stdout.readline().strip() == "ready"
         here = Catalog(path, lock_timeout=10)
@@ -131,8 +133,10 @@ def test_migration_6_gives_every_existing_file_its_name(tmp_path):
     for version, script in enumerate(MIGRATIONS[:5], 1):
         conn.execute(script)
         conn.execute("INSERT INTO schema_version VALUES (?)", [version])
-    conn.execute("INSERT INTO store_files (store, file_id, file_name, status, chunks, created, updated)"
-                 " VALUES ('notes', 'file-1', 'cats.md', 'done', 2, now(), now())")
+    conn.execute(
+        "INSERT INTO store_files (store, file_id, file_name, status, chunks, created, updated)"
+        " VALUES ('notes', 'file-1', 'cats.md', 'done', 2, now(), now())"
+    )
     conn.close()
     catalog = Catalog(path)
     try:

@@ -46,13 +46,16 @@ def test_statements_keep_duckdb_sql_and_translate_placeholders_for_postgresql():
     sql = "SELECT '?', 'a%b', \"odd?\" FROM t WHERE a = ? AND b LIKE 'x%' AND c = ?"
     assert statement_for(sql, "duckdb") == sql
     assert statement_for(sql, "postgresql") == (
-        "SELECT '?', 'a%%b', \"odd?\" FROM t WHERE a = %s AND b LIKE 'x%%' AND c = %s")
+        "SELECT '?', 'a%%b', \"odd?\" FROM t WHERE a = %s AND b LIKE 'x%%' AND c = %s"
+    )
     assert statement_for("SELECT 'it''s ?' || ?", "postgresql") == "SELECT 'it''s ?' || %s"
 
 
 def test_migration_scripts_keep_one_engines_blocks_and_rename_double():
-    script = ("CREATE TABLE t (a DOUBLE, b DOUBLE PRECISION);\n-- [postgresql]\nCREATE FUNCTION f();\n"
-              "-- [end]\n-- [duckdb]\nSELECT 1;\n-- [end]\n")
+    script = (
+        "CREATE TABLE t (a DOUBLE, b DOUBLE PRECISION);\n-- [postgresql]\nCREATE FUNCTION f();\n"
+        "-- [end]\n-- [duckdb]\nSELECT 1;\n-- [end]\n"
+    )
     pg, duck = script_for(script, "postgresql"), script_for(script, "duckdb")
     assert "a DOUBLE PRECISION, b DOUBLE PRECISION" in pg and "CREATE FUNCTION" in pg and "SELECT 1" not in pg
     assert "a DOUBLE," in duck and "CREATE FUNCTION" not in duck and "SELECT 1" in duck
@@ -83,8 +86,10 @@ def test_chat_sessions_messages_attachments_and_traces_persist(catalog_settings)
     first.close()
 
     again = ChatStore(Catalog.from_settings(catalog_settings))  # another instance: what was stored
-    assert [x.title for x in again.list_sessions()] == ["Trip", "Empty"] or \
-        {x.title for x in again.list_sessions()} == {"Trip", "Empty"}
+    assert [x.title for x in again.list_sessions()] == ["Trip", "Empty"] or {x.title for x in again.list_sessions()} == {
+        "Trip",
+        "Empty",
+    }
     got = again.get_session(s.id)
     assert got.stores == ["notes"] and got.created.tzinfo is not None
     msgs = again.messages(s.id)
@@ -165,8 +170,9 @@ def test_a_store_made_in_another_process_shows_here(pg_database, settings):
             print(c.dialect, time.time(), flush=True)
             sys.stdin.read()  # stay alive (and connected) until this test has looked
         """)
-        other = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True)
+        other = subprocess.Popen(
+            [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         try:
             seen_at = None
             deadline = time.monotonic() + 120
@@ -182,8 +188,10 @@ def test_a_store_made_in_another_process_shows_here(pg_database, settings):
         delay = seen_at - float(committed_at)
         assert delay < 1.0, f"seen {delay:.3f} s after the other process's commit"
         assert "from-there" in wb.store_names()
-        print(f"a store made in another process seen here {max(delay, 0.0) * 1000:.0f} ms after its commit returned"
-              f" ({delay * 1000:+.1f} ms)")
+        print(
+            f"a store made in another process seen here {max(delay, 0.0) * 1000:.0f} ms after its commit returned"
+            f" ({delay * 1000:+.1f} ms)"
+        )
     finally:
         wb.close()
 
@@ -247,8 +255,10 @@ def test_a_lost_connection_is_replaced(pg_database, settings):
     catalog = Catalog.from_url(url, pool_max_size=2)
     catalog.put_store("s", "default", "memory", "m", 8, "cosine")
     with psycopg.connect(url, autocommit=True) as admin:  # the server drops every catalog connection
-        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                      " WHERE datname = current_database() AND pid <> pg_backend_pid()")
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
     assert [r.name for r in catalog.list_stores()] == ["s"]
     catalog.close()
 

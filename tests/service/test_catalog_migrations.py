@@ -37,8 +37,9 @@ def test_the_statuses_are_an_enum_equal_to_the_old_strings():
 
 def test_a_failed_file_keeps_its_error_class_and_a_new_record_clears_it(catalog):
     catalog.put_store("s", "default", "memory", "m", 8, "cosine")
-    catalog.put_file(FileRecord("s", "f1", "a.pdf", "aa", 10, FAILED, "password required: ...", 0, None,
-                                error="PasswordRequired"))
+    catalog.put_file(
+        FileRecord("s", "f1", "a.pdf", "aa", 10, FAILED, "password required: ...", 0, None, error="PasswordRequired")
+    )
     got = catalog.get_file("s", "f1")
     assert got.error == "PasswordRequired" and got.status is FileStatus.FAILED
     assert catalog.files("s")[0].error == "PasswordRequired"
@@ -55,8 +56,10 @@ def test_a_catalog_of_version_4_gains_the_error_column_and_keeps_its_rows(tmp_pa
         conn.execute(script)
         conn.execute("INSERT INTO schema_version VALUES (?)", [version])
     conn.execute("INSERT INTO stores VALUES ('s', 'default', 'memory', 's', 'm', 8, 'cosine', now(), now())")
-    conn.execute("INSERT INTO store_files VALUES ('s', 'f1', 'a.pdf', 'aa', 10, 'failed',"
-                 " 'password required: this PDF is encrypted', 0, NULL, '[]', NULL, NULL, NULL, now(), now())")
+    conn.execute(
+        "INSERT INTO store_files VALUES ('s', 'f1', 'a.pdf', 'aa', 10, 'failed',"
+        " 'password required: this PDF is encrypted', 0, NULL, '[]', NULL, NULL, NULL, now(), now())"
+    )
     conn.close()
 
     catalog = Catalog(path)

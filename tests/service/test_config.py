@@ -101,12 +101,15 @@ def test_an_empty_variable_counts_as_unset(tmp_path, monkeypatch):
     assert s.app_password is None
 
 
-@pytest.mark.parametrize("value, dirs", [
-    ("/srv/docs", ["/srv/docs"]),
-    ("/srv/docs:/home/me/notes", ["/srv/docs", "/home/me/notes"]),  # as PATH is written
-    ('["/srv/docs", "/home/me/notes"]', ["/srv/docs", "/home/me/notes"]),  # a JSON list
-    (" /srv/docs : ", ["/srv/docs"]),
-])
+@pytest.mark.parametrize(
+    "value, dirs",
+    [
+        ("/srv/docs", ["/srv/docs"]),
+        ("/srv/docs:/home/me/notes", ["/srv/docs", "/home/me/notes"]),  # as PATH is written
+        ('["/srv/docs", "/home/me/notes"]', ["/srv/docs", "/home/me/notes"]),  # a JSON list
+        (" /srv/docs : ", ["/srv/docs"]),
+    ],
+)
 def test_list_settings_take_a_plain_variable(monkeypatch, value, dirs):
     monkeypatch.setenv("KNOWLEDGE_INGEST__ALLOWED_DIRS", value)
     monkeypatch.setenv("KNOWLEDGE_CHAT__ALLOWED_DIRS", value)

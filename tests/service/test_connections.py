@@ -30,15 +30,23 @@ URL = "postgresql://knowledge@db.internal:5432/knowledge"
 def test_one_process_pools_are_counted_on_the_catalog_server_only(tmp_path):
     embedded = load_settings(data_dir=tmp_path)
     assert process_pools(embedded) == ()
-    team = load_settings(data_dir=tmp_path, catalog={"url": URL, "pool_max_size": 5},
-                         vector_store={"backend": "pgvector", "url": URL,
-                                       "options": {"pgvector": {"pool_max_size": 6}}},
-                         file_store={"backend": "postgresql"})
+    team = load_settings(
+        data_dir=tmp_path,
+        catalog={"url": URL, "pool_max_size": 5},
+        vector_store={"backend": "pgvector", "url": URL, "options": {"pgvector": {"pool_max_size": 6}}},
+        file_store={"backend": "postgresql"},
+    )
     assert [(p.setting, p.size) for p in process_pools(team)] == [
-        ("catalog.pool_max_size", 5), ("vector_store.options.pgvector.pool_max_size", 6), ("", 8)]
-    elsewhere = team.model_copy(update={
-        "vector_store": team.vector_store.model_copy(update={"url": "postgresql://k@vectors.internal/k"}),
-        "file_store": team.file_store.model_copy(update={"backend": "s3"})})
+        ("catalog.pool_max_size", 5),
+        ("vector_store.options.pgvector.pool_max_size", 6),
+        ("", 8),
+    ]
+    elsewhere = team.model_copy(
+        update={
+            "vector_store": team.vector_store.model_copy(update={"url": "postgresql://k@vectors.internal/k"}),
+            "file_store": team.file_store.model_copy(update={"backend": "s3"}),
+        }
+    )
     assert [p.setting for p in process_pools(elsewhere)] == ["catalog.pool_max_size"]  # other servers: theirs
 
 
@@ -47,8 +55,7 @@ def _settings(settings, **catalog):
     return pg.model_copy(update={"catalog": pg.catalog.model_copy(update=catalog)})
 
 
-def test_the_server_max_connections_and_the_processes_connected_are_read(settings, pg_database, monkeypatch,
-                                                                         caplog):
+def test_the_server_max_connections_and_the_processes_connected_are_read(settings, pg_database, monkeypatch, caplog):
     monkeypatch.setenv("PGAPPNAME", "")  # restored after: this test names its own process
     me = name_this_process("test")
     assert me == f"knowledge test {socket.gethostname()}:{os.getpid()}"[:63]
@@ -73,8 +80,9 @@ def test_the_server_max_connections_and_the_processes_connected_are_read(setting
             assert [r.levelname for r in caplog.records] == ["INFO"]
 
             # pools that the server cannot give to every process connected: the warning, in words
-            big = _settings(settings, pool_max_size=100).model_copy(update={"file_store": small.file_store.model_copy(
-                update={"backend": "postgresql"})})
+            big = _settings(settings, pool_max_size=100).model_copy(
+                update={"file_store": small.file_store.model_copy(update={"backend": "postgresql"})}
+            )
             caplog.clear()
             with caplog.at_level(logging.INFO, logger="knowledge.service.connections"):
                 over = check_connections(catalog, big)

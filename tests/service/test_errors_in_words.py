@@ -89,16 +89,19 @@ def test_a_reader_bug_fails_its_file_in_words_and_the_batch_goes_on(tmp_path, mo
 
     monkeypatch.setattr(isolated, "read_document", flaky)
     # in-process reading (the monkeypatch reaches this process only; the child's case is below)
-    wb = Workbench(load_settings(data_dir=tmp_path / "data", ingest={"reader_processes": 0}),
-                   embedder_factory=lambda m: HashEmbedder(64, 64))
+    wb = Workbench(
+        load_settings(data_dir=tmp_path / "data", ingest={"reader_processes": 0}),
+        embedder_factory=lambda m: HashEmbedder(64, 64),
+    )
     try:
         job = wb.submit_batch("kb", [("bad.txt", b"some words"), ("good.txt", b"other words")])
         assert job.wait(60)
         bad, good = (fp.result for fp in job.files)
         assert good.outcome == Outcome.INDEXED
         assert bad.outcome == Outcome.FAILED and bad.error == "ValueError"
-        assert bad.message == ("bad.txt: an unexpected problem while reading this file (a bug in the reader);"
-                               " it was recorded in the app's log."), bad.message
+        assert bad.message == (
+            "bad.txt: an unexpected problem while reading this file (a bug in the reader); it was recorded in the app's log."
+        ), bad.message
         assert "server log" not in bad.message and not CLASS_NAME.search(bad.message)
         assert "internal state 7" in caplog.text  # the traceback is in the log
         [rec] = [f for f in wb.store_files("kb") if f.file_name == "bad.txt"]
@@ -118,8 +121,7 @@ readers.read_document = flaky  # before knowledge.ingest._child imports it
 """
 
 
-def test_a_reader_bug_in_a_child_fails_its_file_in_words_and_its_trace_reaches_this_log(tmp_path, monkeypatch,
-                                                                                          caplog):
+def test_a_reader_bug_in_a_child_fails_its_file_in_words_and_its_trace_reaches_this_log(tmp_path, monkeypatch, caplog):
     """The same bug inside a reader child (planted by a sitecustomize module the child imports at
     start): the file fails in words naming this process's log, the traceback is logged here, the
     child lives on to read the next file."""
@@ -138,8 +140,9 @@ def test_a_reader_bug_in_a_child_fails_its_file_in_words_and_its_trace_reaches_t
         bad, good = (fp.result for fp in job.files)
         assert good.outcome == Outcome.INDEXED
         assert bad.outcome == Outcome.FAILED
-        assert bad.message.endswith("an unexpected problem while reading this file (a bug in the reader);"
-                                    " it was recorded in the app's log"), bad.message
+        assert bad.message.endswith(
+            "an unexpected problem while reading this file (a bug in the reader); it was recorded in the app's log"
+        ), bad.message
         assert not CLASS_NAME.search(bad.message)
         assert "internal state 7" in caplog.text and "Traceback" in caplog.text
     finally:

@@ -46,9 +46,14 @@ def _names(wb: Workbench, where: dict) -> set[str]:
 def test_saved_details_reach_every_chunk_and_the_filter(wb):
     ids = _files(wb)
     assert _names(wb, {"attr_team": "ops"}) == set()
-    attributes = attributes_of("Deploy guide", [{"key": "team", "type": "text", "value": "ops"},
-                                                {"key": "year", "type": "number", "value": "2024"},
-                                                {"key": "draft", "type": "true/false", "value": "no"}])
+    attributes = attributes_of(
+        "Deploy guide",
+        [
+            {"key": "team", "type": "text", "value": "ops"},
+            {"key": "year", "type": "number", "value": "2024"},
+            {"key": "draft", "type": "true/false", "value": "no"},
+        ],
+    )
     assert attributes == {"title": "Deploy guide", "team": "ops", "year": 2024, "draft": False}
     assert wb.set_file_attributes("docs", ids["guide.txt"], attributes) >= 1
     assert _names(wb, {"attr_team": "ops"}) == {"guide.txt"}
@@ -58,8 +63,7 @@ def test_saved_details_reach_every_chunk_and_the_filter(wb):
     # edited again: the old values are gone (replaced, not merged), the editor reads back what was saved
     wb.set_file_attributes("docs", ids["guide.txt"], attributes_of("", [{"key": "team", "value": "docs"}]))
     assert _names(wb, {"attr_team": "ops"}) == set() and _names(wb, {"attr_team": "docs"}) == {"guide.txt"}
-    assert rows_of(wb.file_attributes("docs", ids["guide.txt"])) == ("", [{"key": "team", "type": "text",
-                                                                          "value": "docs"}])
+    assert rows_of(wb.file_attributes("docs", ids["guide.txt"])) == ("", [{"key": "team", "type": "text", "value": "docs"}])
     assert wb.file_attributes("docs", ids["notes.txt"]) == {}
 
 
@@ -75,10 +79,12 @@ def test_store_settings_persist_are_checked_and_leave_with_the_store(wb, catalog
         assert other.default_threshold("docs") == 0.42
     finally:
         other.close()
-    for bad, words in [({"description": "x" * 1001}, "at most 1000"),
-                       ({"description": "a\x00b"}, "control character"),
-                       ({"score_threshold": float("nan")}, "finite number"),
-                       ({"score_threshold": "high"}, "finite number")]:
+    for bad, words in [
+        ({"description": "x" * 1001}, "at most 1000"),
+        ({"description": "a\x00b"}, "control character"),
+        ({"score_threshold": float("nan")}, "finite number"),
+        ({"score_threshold": "high"}, "finite number"),
+    ]:
         with pytest.raises(InvalidArgument, match=words):
             wb.set_store_settings("docs", **bad)
     assert wb.store_settings("docs").score_threshold == 0.42  # a refused change changed nothing

@@ -74,8 +74,11 @@ def test_an_upgrade_with_a_new_file_store_and_no_record_yet_is_refused(settings,
             cur.execute("DELETE FROM file_store_home")
     finally:
         wb.close()
-    with pytest.raises(ConfigError, match=r"hold files \(such as file-[0-9a-f]{32}\) that are not in the filesystem"
-                                          r" file store \(folder 'elsewhere'\).*files move --to filesystem"):
+    with pytest.raises(
+        ConfigError,
+        match=r"hold files \(such as file-[0-9a-f]{32}\) that are not in the filesystem"
+        r" file store \(folder 'elsewhere'\).*files move --to filesystem",
+    ):
         _wb(_with_file_store(settings, dir=Path("elsewhere")))
     wb = _wb(settings)
     try:
@@ -112,8 +115,10 @@ def test_an_interrupted_move_resumes_skipping_the_verified_copies(settings, s3_s
     """Filesystem -> S3 stopped after 7 of 30 files; the re-run copies only the other 23, then
     switches; every id reads back its bytes from the bucket; --cleanup empties the folder."""
     wb = _wb(settings)
-    data = {wb.files.save(f"f{i}.txt", "text/plain", f"file {i} ".encode() * (i + 1)).id: f"file {i} ".encode() * (i + 1)
-            for i in range(30)}
+    data = {
+        wb.files.save(f"f{i}.txt", "text/plain", f"file {i} ".encode() * (i + 1)).id: f"file {i} ".encode() * (i + 1)
+        for i in range(30)
+    }
     wb.close()
     target = s3_file_store_settings(settings, s3_server)
     moving = _with_file_store(target, backend="filesystem")  # the old backend, the bucket named too
@@ -187,8 +192,9 @@ _WORKER = textwrap.dedent("""
 @pytest.mark.processes
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_files_move_from_postgresql_to_s3_with_500_files_and_a_batch_running(pg_database, settings, s3_server,
-                                                                             monkeypatch, record_property):
+def test_files_move_from_postgresql_to_s3_with_500_files_and_a_batch_running(
+    pg_database, settings, s3_server, monkeypatch, record_property
+):
     """500 files in the PostgreSQL file store, a batch of 60 of them being ingested by a real worker
     process that keeps its old settings (PostgreSQL only), uploads going on in this process, and
     ``knowledge files move --to s3`` run as a command: afterwards every old id reads its bytes (SHA-256
@@ -198,31 +204,46 @@ def test_files_move_from_postgresql_to_s3_with_500_files_and_a_batch_running(pg_
     parts = conninfo_to_dict(pg_catalog_settings(settings).catalog.url)
     url = f"postgresql://{parts['user']}@{parts['host']}:{parts['port']}/{parts['dbname']}"
     team = pg_catalog_settings(settings)
-    team = team.model_copy(update={"catalog": team.catalog.model_copy(update={"url": url}),
-                                   "vector_store": team.vector_store.model_copy(update={"url": url})})
+    team = team.model_copy(
+        update={
+            "catalog": team.catalog.model_copy(update={"url": url}),
+            "vector_store": team.vector_store.model_copy(update={"url": url}),
+        }
+    )
     team = _with_file_store(team, backend="postgresql")  # file_store.url: the catalog's database
     target = s3_file_store_settings(team, s3_server)
     bucket = target.file_store.s3_bucket
-    env = {**os.environ, "PYTHONPATH": str(REPO), "KNOWLEDGE_DATA_DIR": str(settings.data_root),
-           "KNOWLEDGE_CATALOG__URL": team.catalog.url, "KNOWLEDGE_VECTOR_STORE__BACKEND": "pgvector",
-           "KNOWLEDGE_VECTOR_STORE__URL": team.vector_store.url, "KNOWLEDGE_FILE_STORE__BACKEND": "postgresql",
-           # the old settings name no bucket: a process follows the catalog's record there with the
-           # standard AWS credentials of its environment
-           "AWS_ACCESS_KEY_ID": S3_TEST_KEY, "AWS_SECRET_ACCESS_KEY": S3_TEST_SECRET}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "KNOWLEDGE_DATA_DIR": str(settings.data_root),
+        "KNOWLEDGE_CATALOG__URL": team.catalog.url,
+        "KNOWLEDGE_VECTOR_STORE__BACKEND": "pgvector",
+        "KNOWLEDGE_VECTOR_STORE__URL": team.vector_store.url,
+        "KNOWLEDGE_FILE_STORE__BACKEND": "postgresql",
+        # the old settings name no bucket: a process follows the catalog's record there with the
+        # standard AWS credentials of its environment
+        "AWS_ACCESS_KEY_ID": S3_TEST_KEY,
+        "AWS_SECRET_ACCESS_KEY": S3_TEST_SECRET,
+    }
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", S3_TEST_KEY)  # this process too keeps its old settings
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", S3_TEST_SECRET)
     wb = _wb(team)
     expected: dict[str, str] = {}
     for i in range(500):
-        content = f"# File {i}\n\nFile number {i} is about " .encode() + (b"tides and harbours. " * (i % 7 + 1))
+        content = f"# File {i}\n\nFile number {i} is about ".encode() + (b"tides and harbours. " * (i % 7 + 1))
         f = wb.files.save(f"file-{i:03}.md", "text/markdown", content)
         expected[f.id] = hashlib.sha256(content).hexdigest()
     ids = list(expected)
     batch_id = q.enqueue(wb.catalog, "notes", [q.JobSource(f"file-{i:03}.md", "file", ids[i], 0) for i in range(60)])
     hold = settings.data_root.parent / "hold"
     hold.touch()
-    worker = subprocess.Popen([sys.executable, "-c", _WORKER.format(paths=[str(REPO)], hold=str(hold))], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    worker = subprocess.Popen(
+        [sys.executable, "-c", _WORKER.format(paths=[str(REPO)], hold=str(hold))],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 120
         while sum(r.status == "done" for r in q.batch(wb.catalog, batch_id)[1]) < 3:
@@ -248,12 +269,21 @@ def test_files_move_from_postgresql_to_s3_with_500_files_and_a_batch_running(pg_
 
         uploader = threading.Thread(target=upload)
         uploader.start()
-        move_env = {**env, "KNOWLEDGE_FILE_STORE__S3_BUCKET": bucket, "KNOWLEDGE_FILE_STORE__S3_ENDPOINT_URL": s3_server,
-                    "KNOWLEDGE_FILE_STORE__S3_REGION": "us-east-1"}
+        move_env = {
+            **env,
+            "KNOWLEDGE_FILE_STORE__S3_BUCKET": bucket,
+            "KNOWLEDGE_FILE_STORE__S3_ENDPOINT_URL": s3_server,
+            "KNOWLEDGE_FILE_STORE__S3_REGION": "us-east-1",
+        }
         started = time.monotonic()
         try:
-            moved = subprocess.run([sys.executable, "-m", "knowledge", "files", "move", "--to", "s3"], env=move_env,
-                                   capture_output=True, text=True, timeout=600)
+            moved = subprocess.run(
+                [sys.executable, "-m", "knowledge", "files", "move", "--to", "s3"],
+                env=move_env,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
             record_property("move_seconds", round(time.monotonic() - started, 1))
             time.sleep(filehome.HOME_TTL + 1)  # uploads after the flip, by a process still on the old settings
         finally:
@@ -299,8 +329,13 @@ def test_a_workbench_starts_while_the_catalogs_server_is_down_and_checks_at_the_
     from knowledge.errors import BackendUnavailable
     from tests.helpers.api import free_port
 
-    down = settings.model_copy(update={"catalog": settings.catalog.model_copy(update={
-        "url": f"postgresql://kn@127.0.0.1:{free_port()}/team", "connect_timeout": 1})})
+    down = settings.model_copy(
+        update={
+            "catalog": settings.catalog.model_copy(
+                update={"url": f"postgresql://kn@127.0.0.1:{free_port()}/team", "connect_timeout": 1}
+            )
+        }
+    )
     wb = _wb(down)
     try:
         with pytest.raises(BackendUnavailable, match="Cannot reach the PostgreSQL catalog"):

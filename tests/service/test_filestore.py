@@ -65,6 +65,7 @@ def stored_files(store: FilesystemFileStore) -> set[str]:
 
 # -- round trips ----------------------------------------------------------------------------------
 
+
 def test_bytes_round_trip_with_size_sha256_and_utc_created(store):
     data = b"hello \x00 world\n" * 100
     before = datetime.now(UTC)
@@ -161,6 +162,7 @@ def test_a_text_stream_or_str_is_refused_and_leaves_nothing(store):
 
 
 # -- dedupe ---------------------------------------------------------------------------------------
+
 
 def test_identical_bytes_twice_two_ids_one_blob_refcounted(store):
     data = os.urandom(200_000)
@@ -269,9 +271,21 @@ def test_path_like_ids_are_not_found_and_never_followed(store, settings):
     (root / "decoy.json").write_text(json.dumps(decoy))
     (settings.data_root / "decoy.json").write_text(json.dumps(decoy))
     hostile = [
-        "../../decoy", "../decoy", "file-../../decoy", "../meta/" + real.id, real.id + ".json",
-        real.id.upper(), real.id + "\n", " " + real.id, real.id[:-1], real.id + "0", "/etc/passwd",
-        str(root / "meta" / real.id), "", "file-" + "0" * 32, "files/" + real.id + ".json",
+        "../../decoy",
+        "../decoy",
+        "file-../../decoy",
+        "../meta/" + real.id,
+        real.id + ".json",
+        real.id.upper(),
+        real.id + "\n",
+        " " + real.id,
+        real.id[:-1],
+        real.id + "0",
+        "/etc/passwd",
+        str(root / "meta" / real.id),
+        "",
+        "file-" + "0" * 32,
+        "files/" + real.id + ".json",
     ]
     for bad in hostile:
         assert store.find(bad) is None, bad
@@ -297,6 +311,7 @@ def test_ids_are_random_and_unique(store):
 
 
 # -- limits and crashes ---------------------------------------------------------------------------
+
 
 def test_max_bytes_aborts_the_stream_and_leaves_nothing(store):
     src = PatternStream(50 * MiB)
@@ -330,9 +345,7 @@ def test_a_stream_failing_midway_leaves_nothing_visible(store):
 
 
 def _run(code: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code), *args], capture_output=True, text=True, timeout=120
-    )
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], capture_output=True, text=True, timeout=120)
 
 
 @pytest.mark.processes
@@ -417,6 +430,7 @@ def test_a_record_without_its_blob_is_store_corrupt(fs_store):
 
 # -- listing, persistence, concurrency ------------------------------------------------------------
 
+
 def test_list_is_newest_first(store):
     saved = [store.save(f"f{i}", "text/plain", str(i).encode()) for i in range(12)]
     listed = store.list()
@@ -496,8 +510,9 @@ def test_two_processes_share_one_store_consistently(settings):
             store.save(f"{tag}-own-{i}", "text/plain", f"{tag} {i}".encode())
     """
     procs = [
-        subprocess.Popen([sys.executable, "-c", textwrap.dedent(code), str(settings.data_root), tag],
-                         stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", textwrap.dedent(code), str(settings.data_root), tag], stderr=subprocess.PIPE, text=True
+        )
         for tag in ("p1", "p2")
     ]
     for p in procs:
@@ -513,6 +528,7 @@ def test_two_processes_share_one_store_consistently(settings):
 
 
 # -- the registry ---------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def fake_entry_points(monkeypatch):
@@ -581,8 +597,9 @@ def test_a_save_under_a_given_id_keeps_the_id_and_the_time_and_never_replaces(st
     save under that id is refused and leaves the first untouched."""
     when = datetime(2024, 5, 6, 7, 8, 9, 123456, tzinfo=timezone(timedelta(hours=2)))
     fid = "file-" + "ab" * 16
-    f = store.save("copy.txt", "text/plain", io.BytesIO(b"moved bytes"), file_id=fid, created=when,
-                   metadata={"owner": "ann"})
+    f = store.save(
+        "copy.txt", "text/plain", io.BytesIO(b"moved bytes"), file_id=fid, created=when, metadata={"owner": "ann"}
+    )
     assert (f.id, f.created, f.sha256) == (fid, when, hashlib.sha256(b"moved bytes").hexdigest())
     assert store.get(fid) == f and store.get(fid).created == when
     with store.content(fid) as fh:

@@ -49,6 +49,7 @@ def _closed_port() -> int:
 
 # -- streaming ------------------------------------------------------------------------------------
 
+
 def test_a_20_mb_file_streams_in_and_out_with_bounded_memory(store, record_property):
     size = 20 * 1000 * 1000
     src = PatternStream(size, seed=3)
@@ -140,9 +141,9 @@ def test_concurrent_saves_of_the_same_bytes_and_deletes_keep_every_record_readab
 
 # -- postgresql -----------------------------------------------------------------------------------
 
+
 def _run_child(code: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args],
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], capture_output=True, text=True, timeout=120)
 
 
 @pytest.mark.processes
@@ -194,9 +195,15 @@ def test_postgresql_two_processes_create_the_tables_at_once(pg_database, setting
         print(store.save(sys.argv[3], None, b"same bytes").id)
         store.close()
     """
-    procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(code), str(settings.data_root),
-                               s.file_store.url, tag], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for tag in ("p1", "p2", "p3")]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", textwrap.dedent(code), str(settings.data_root), s.file_store.url, tag],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for tag in ("p1", "p2", "p3")
+    ]
     outs = [p.communicate(120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0], [e for _, e in outs]
     store = PostgresFileStore(s)
@@ -228,16 +235,19 @@ def test_postgresql_url_defaults_to_the_catalog_url_and_is_required(pg_database,
 
 def test_postgresql_unreachable_server_is_a_clear_error_without_the_password(settings):
     port = _closed_port()
-    s = load_settings(data_dir=settings.data_root, file_store={
-        "backend": "postgresql", "url": f"postgresql://knowledge:hunter2secret@127.0.0.1:{port}/files"})
+    s = load_settings(
+        data_dir=settings.data_root,
+        file_store={"backend": "postgresql", "url": f"postgresql://knowledge:hunter2secret@127.0.0.1:{port}/files"},
+    )
     with pytest.raises(BackendUnavailable) as info:
         open_file_store(s)
     msg = str(info.value)
     assert f"127.0.0.1:{port}/files" in msg and "file_store.url" in msg
     assert "hunter2secret" not in msg
     with pytest.raises(ConfigError, match="not a valid PostgreSQL connection string"):
-        open_file_store(load_settings(data_dir=settings.data_root,
-                                      file_store={"backend": "postgresql", "url": "nonsense ==="}))
+        open_file_store(
+            load_settings(data_dir=settings.data_root, file_store={"backend": "postgresql", "url": "nonsense ==="})
+        )
 
 
 def test_postgresql_a_record_whose_chunks_are_gone_is_store_corrupt(pg_database, settings):
@@ -254,13 +264,17 @@ def test_postgresql_a_record_whose_chunks_are_gone_is_store_corrupt(pg_database,
 
 # -- s3 -------------------------------------------------------------------------------------------
 
+
 def test_s3_keys_follow_the_layout_under_the_prefix(s3_server, settings):
     s = s3_file_store_settings(settings, s3_server, s3_prefix="team-a/files")
     store = open_file_store(s)
     f = store.save("../../etc/passwd", None, b"content")
     keys = {o["Key"] for o in s3_client(s3_server).list_objects_v2(Bucket=s.file_store.s3_bucket)["Contents"]}
-    assert keys == {f"team-a/files/files/{f.id}.json", f"team-a/files/blobs/{f.sha256}",
-                    f"team-a/files/by-sha256/{f.sha256}/{f.id}"}
+    assert keys == {
+        f"team-a/files/files/{f.id}.json",
+        f"team-a/files/blobs/{f.sha256}",
+        f"team-a/files/by-sha256/{f.sha256}/{f.id}",
+    }
     assert store.find_by_sha256(f.sha256) == [f]
     other = open_file_store(s3_file_store_settings(settings, s3_server, create=False, s3_prefix="team-b"))
     assert other.list() == [] and other.find(f.id) is None  # another prefix is another store
@@ -284,8 +298,12 @@ def test_s3_missing_bucket_and_unreachable_endpoint_are_clear_errors(s3_server, 
     with pytest.raises(ConfigError, match="s3_bucket"):
         open_file_store(load_settings(data_dir=settings.data_root, file_store={"backend": "s3"}))
     with pytest.raises(ConfigError, match="both"):
-        open_file_store(load_settings(data_dir=settings.data_root, file_store={
-            "backend": "s3", "s3_bucket": "b", "s3_access_key_id": "only-the-id"}))
+        open_file_store(
+            load_settings(
+                data_dir=settings.data_root,
+                file_store={"backend": "s3", "s3_bucket": "b", "s3_access_key_id": "only-the-id"},
+            )
+        )
 
 
 def test_s3_refused_credentials_are_named_as_such(s3_server, settings):
@@ -320,6 +338,7 @@ def test_s3_cleanup_removes_what_a_killed_save_left(s3_server, settings):
 
 
 # -- a Workbench on each ---------------------------------------------------------------------------
+
 
 def test_a_workbench_on_a_server_file_store_ingests_and_searches(server_settings, tmp_path):
     from knowledge.embeddings.fake import HashEmbedder

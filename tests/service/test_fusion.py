@@ -20,17 +20,26 @@ from knowledge.workbench import Workbench
 def test_terms_are_lowercased_stemmed_and_skip_stop_words():
     assert analyzer().terms("Iterating over the Vectors!") == ["iter", "over", "vector"]
     assert analyzer().terms("What is the difference between panic! and Result?") == [
-        "what", "differ", "between", "panic", "result"]  # Lucene's English stop words
+        "what",
+        "differ",
+        "between",
+        "panic",
+        "result",
+    ]  # Lucene's English stop words
 
 
 def test_a_code_identifier_is_a_term_whole_beside_its_parts():
     assert analyzer().terms("How do I use unwrap_or_else?") == ["how", "do", "i", "use", "unwrap", "els", "unwrap_or_else"]
-    assert analyzer().terms("macro_rules! and String::from") == ["macro", "rule", "string", "from", "macro_rules",
-                                                                  "string::from"]
+    assert analyzer().terms("macro_rules! and String::from") == [
+        "macro",
+        "rule",
+        "string",
+        "from",
+        "macro_rules",
+        "string::from",
+    ]
     assert analyzer().terms("the _ placeholder, __init__ and _private") == ["placehold", "init", "privat"]
     assert analyzer().terms("Use `unwrap_or_else`.") == analyzer().terms("Use unwrap_or_else.")
-
-
 
 
 def test_ligatures_and_full_width_letters_fold_to_plain_ones():
@@ -44,9 +53,10 @@ def test_cjk_text_becomes_characters_and_bigrams():
 
 # -- the index --------------------------------------------------------------------------------------
 def points(texts, **payload):
-    return [Point(f"f:{i}", np.zeros(0, np.float32), {"text": t, "file_id": payload.get("file_id", "f"),
-                                                      "chunk_index": i})
-            for i, t in enumerate(texts)]
+    return [
+        Point(f"f:{i}", np.zeros(0, np.float32), {"text": t, "file_id": payload.get("file_id", "f"), "chunk_index": i})
+        for i, t in enumerate(texts)
+    ]
 
 
 DOCS = [
@@ -58,11 +68,15 @@ DOCS = [
 
 
 def test_a_query_naming_an_identifier_ranks_the_passage_that_names_it_first():
-    idx = LexicalIndex.from_points(points([
-        "Call unwrap, or else return the error; else branches come later. Unwrap it, unwrap it again.",
-        "The unwrap_or_else method takes a closure.",
-        "Nothing about it here at all.",
-    ]))
+    idx = LexicalIndex.from_points(
+        points(
+            [
+                "Call unwrap, or else return the error; else branches come later. Unwrap it, unwrap it again.",
+                "The unwrap_or_else method takes a closure.",
+                "Nothing about it here at all.",
+            ]
+        )
+    )
     assert [h.id for h in idx.search("unwrap_or_else", k=2)] == ["f:1", "f:0"]
 
 
@@ -87,8 +101,10 @@ def test_the_heading_counts_as_text():
 
 
 def test_where_filters_before_ranking():
-    pts = [*points(DOCS), Point("g:0", np.zeros(0, np.float32),
-                                          {"text": "panic panic panic Result", "file_id": "g", "chunk_index": 0})]
+    pts = [
+        *points(DOCS),
+        Point("g:0", np.zeros(0, np.float32), {"text": "panic panic panic Result", "file_id": "g", "chunk_index": 0}),
+    ]
     idx = LexicalIndex.from_points(pts)
     assert idx.search("panic Result", k=1)[0].id == "g:0"
     only_f = idx.search("panic Result", k=5, where={"file_id": "f"})
@@ -98,8 +114,10 @@ def test_where_filters_before_ranking():
 
 def test_scores_are_lucene_bm25_with_collection_wide_statistics():
     docs = ["apple banana", "apple apple cherry", "banana cherry cherry date"]
-    pts = [Point(f"{i}:0", np.zeros(0, np.float32), {"text": t, "file_id": str(i), "chunk_index": 0})
-           for i, t in enumerate(docs)]
+    pts = [
+        Point(f"{i}:0", np.zeros(0, np.float32), {"text": t, "file_id": str(i), "chunk_index": 0})
+        for i, t in enumerate(docs)
+    ]
     idx = LexicalIndex.from_points(pts)
     hits = {h.id: h.score for h in idx.search("apple", k=3)}
     n, df, avg = 3, 2, (2 + 3 + 4) / 3
@@ -138,8 +156,12 @@ def test_reciprocal_rank_fusion_sums_one_over_k_plus_rank():
 def test_vector_scores_match_the_definitions(distance):
     rng = np.random.default_rng(3)
     q, m = rng.normal(size=8), rng.normal(size=(5, 8))
-    want = {"cosine": m @ q / (np.linalg.norm(m, axis=1) * np.linalg.norm(q)), "dot": m @ q,
-            "euclid": np.linalg.norm(m - q, axis=1), "manhattan": np.abs(m - q).sum(axis=1)}[distance]
+    want = {
+        "cosine": m @ q / (np.linalg.norm(m, axis=1) * np.linalg.norm(q)),
+        "dot": m @ q,
+        "euclid": np.linalg.norm(m - q, axis=1),
+        "manhattan": np.abs(m - q).sum(axis=1),
+    }[distance]
     np.testing.assert_allclose(vector_scores(distance, q, m), want, rtol=1e-5)
 
 
@@ -158,8 +180,9 @@ class BlindEmbedder(HashEmbedder):
 
 @pytest.fixture
 def wb(tmp_path):
-    settings = load_settings(data_dir=tmp_path / "data",
-                             vector_store={"max_chunk_size_tokens": 40, "chunk_overlap_tokens": 0})
+    settings = load_settings(
+        data_dir=tmp_path / "data", vector_store={"max_chunk_size_tokens": 40, "chunk_overlap_tokens": 0}
+    )
     w = Workbench(settings, embedder_factory=lambda model: BlindEmbedder(dimension=16, max_tokens=48))
     w.create_store("notes")
     for i, text in enumerate(DOCS):

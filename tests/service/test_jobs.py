@@ -40,8 +40,9 @@ def _wait(pred, timeout=60.0, what="condition"):
 
 
 def test_a_batch_goes_through_its_states(catalog):
-    b = q.enqueue(catalog, "s", [q.JobSource("a.txt", "file", "id-a", 10), q.JobSource("b.txt", "path", "/x/b", 5,
-                                                                                       host="elsewhere")])
+    b = q.enqueue(
+        catalog, "s", [q.JobSource("a.txt", "file", "id-a", 10), q.JobSource("b.txt", "path", "/x/b", 5, host="elsewhere")]
+    )
     assert [r.status for r in q.batch(catalog, b)[1]] == ["queued", "queued"]
     job = q.claim(catalog, "w1", host="here")
     assert (job.name, job.status, job.attempts, job.worker) == ("a.txt", "running", 1, "w1")
@@ -101,9 +102,11 @@ def test_concurrent_claims_take_each_job_once(catalog_settings, catalog):
 
 # -- the worker through a workbench ------------------------------------------------------------------
 
+
 def _texts(n: int) -> list[bytes]:
-    return [("\n\n".join(f"# Part {p} of file {i}\n\n" + f"word{i}x{p} " * 120 for p in range(12))).encode()
-            for i in range(n)]
+    return [
+        ("\n\n".join(f"# Part {p} of file {i}\n\n" + f"word{i}x{p} " * 120 for p in range(12))).encode() for i in range(n)
+    ]
 
 
 def _chunks_by_file(wb: Workbench, store: str) -> dict[str, tuple[int, int]]:
@@ -158,8 +161,7 @@ _KILLED_WORKER = textwrap.dedent("""
 
 
 def _worker(data: Path, url: str | None, name: str, delay: float, lease: float = 1.0) -> subprocess.Popen:
-    code = _KILLED_WORKER.format(paths=[str(REPO)], data=str(data), url=url or "", name=name, delay=delay,
-                                 lease=lease)
+    code = _KILLED_WORKER.format(paths=[str(REPO)], data=str(data), url=url or "", name=name, delay=delay, lease=lease)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
@@ -212,16 +214,20 @@ def test_a_worker_killed_mid_file_leaves_its_job_to_another_and_every_file_ends_
         assert sorted(chunks) == [f"f{i}.md" for i in range(6)]
         assert all(rec == vs > 0 for rec, vs in chunks.values()), chunks  # no duplicate, no stale chunk
         assert {f.status for f in wb.store_files("notes")} == {"done"}
-        print(f"killed {marker.name} at {marker.fraction:.2f}; per-file chunks {chunks};"
-              f" A processed {sum(r.worker == 'worker-A' for r in rows)}, B {sum(r.worker == 'worker-B' for r in rows)}")
+        print(
+            f"killed {marker.name} at {marker.fraction:.2f}; per-file chunks {chunks};"
+            f" A processed {sum(r.worker == 'worker-A' for r in rows)}, B {sum(r.worker == 'worker-B' for r in rows)}"
+        )
     finally:
         wb.close()
 
 
 # -- defect (c): a full disk says so ------------------------------------------------------------------
 
+
 def _full_disk(monkeypatch, wb: Workbench) -> None:
     """The file store's temp files are written to /dev/full: every write fails with a real ENOSPC."""
+
     def to_dev_full(self):
         return self._tmp / "never-written.tmp", open("/dev/full", "wb", buffering=0)  # save() closes it
 
@@ -246,8 +252,7 @@ def test_a_full_disk_is_reported_as_no_space_left_not_as_an_unreadable_file(sett
         wb.close()
 
 
-def test_serve_resumes_the_queue_once_and_only_logs_a_catalog_it_cannot_read(settings: Settings, monkeypatch,
-                                                                              caplog):
+def test_serve_resumes_the_queue_once_and_only_logs_a_catalog_it_cannot_read(settings: Settings, monkeypatch, caplog):
     """``serve`` looks for unfinished jobs once at its start (it did twice, once unguarded); a catalog
     that cannot be read then is a warning in the log, and the API starts anyway."""
     import logging
@@ -300,8 +305,10 @@ def test_a_batch_is_checked_and_recorded_when_submitted_and_its_worker_holds_no_
         job = ana.submit_batch("mine", [("a.md", b"# A\n\nwords"), ("b.md", b"# B\n\nmore")])
         assert isinstance(job, IngestJob) and job.wait(60) and job.counts() == {"indexed": 2}
         events = [(e.actor, e.action, e.store, e.detail) for e in reversed(wb.people.audit.events(store="mine"))]
-        assert events == [("ana", "store.create", "mine", {"queued": True}),
-                          ("ana", "file.ingest", "mine", {"files": ["a.md", "b.md"], "count": 2, "queued": True})]
+        assert events == [
+            ("ana", "store.create", "mine", {"queued": True}),
+            ("ana", "file.ingest", "mine", {"files": ["a.md", "b.md"], "count": 2, "queued": True}),
+        ]
         assert wb.people.sharing.owner("mine") == "ana"
         assert job.registry is wb.jobs and wb.jobs.indexer is wb.indexer  # parts, not the workbench
     finally:

@@ -17,9 +17,17 @@ from knowledge.llm.config import LlmConfigs
 from knowledge.service.templates import make_template
 from knowledge.workbench import Workbench
 
-BAD = [("a\x00b", "U+0000"), ("tab\there", "U+0009"), ("line\n", "U+000A"), ("del\x7f", "U+007F"),
-       ("c1\x85", "U+0085"), ("evil\u202etxt.exe", "U+202E RIGHT-TO-LEFT OVERRIDE"),
-       ("iso\u2066late", "U+2066"), ("two\u2028lines", "U+2028 LINE SEPARATOR"), ("sur\ud800", "U+D800")]
+BAD = [
+    ("a\x00b", "U+0000"),
+    ("tab\there", "U+0009"),
+    ("line\n", "U+000A"),
+    ("del\x7f", "U+007F"),
+    ("c1\x85", "U+0085"),
+    ("evil\u202etxt.exe", "U+202E RIGHT-TO-LEFT OVERRIDE"),
+    ("iso\u2066late", "U+2066"),
+    ("two\u2028lines", "U+2028 LINE SEPARATOR"),
+    ("sur\ud800", "U+D800"),
+]
 GOOD = ["Team notes", "Café déjà vu", "עברית\u200fשם", "👨\u200d👩\u200d👧 family", "نامه\u200cها", "soft\u00adhyphen"]
 
 
@@ -92,8 +100,7 @@ def test_a_batch_goes_on_past_a_refused_file_name(wb, tmp_path):
     (folder / "bad\u202etxt.exe").write_text("bad words")
     (folder / "more.txt").write_text("more words")
     results = wb.indexer.ingest_paths("kb", [folder])
-    assert sorted((r.name, r.ok) for r in results) == [("bad\u202etxt.exe", False), ("good.txt", True),
-                                                       ("more.txt", True)]
+    assert sorted((r.name, r.ok) for r in results) == [("bad\u202etxt.exe", False), ("good.txt", True), ("more.txt", True)]
 
 
 def test_chat_titles_with_control_characters_are_refused_but_a_message_still_titles_its_chat(wb):
@@ -115,9 +122,13 @@ def test_agent_memory_dataset_names_with_control_characters_are_refused(wb):
     assert [h.dataset for h in memory.recall("a fact", dataset="notes")] == ["notes"]
 
 
-INVISIBLE_NAMES = [("re\u200bport.txt", "report.txt"), ("\ufeffreport.txt", "report.txt"),
-                   ("re\u00adport.txt", "report.txt"), ("re\u2060port\u2063.txt", "report.txt"),
-                   ("a\ufff9hidden\ufffbb.txt", "ahiddenb.txt")]
+INVISIBLE_NAMES = [
+    ("re\u200bport.txt", "report.txt"),
+    ("\ufeffreport.txt", "report.txt"),
+    ("re\u00adport.txt", "report.txt"),
+    ("re\u2060port\u2063.txt", "report.txt"),
+    ("a\ufff9hidden\ufffbb.txt", "ahiddenb.txt"),
+]
 
 
 def test_invisible_characters_leave_a_file_name_at_every_door(wb, tmp_path):
@@ -127,6 +138,7 @@ def test_invisible_characters_leave_a_file_name_at_every_door(wb, tmp_path):
     characters scripts and emoji need (joiners, the marks) stay."""
     from knowledge._names import clean_file_name
     from knowledge.filestore.base import clean_name
+
     for given, kept in INVISIBLE_NAMES:
         assert clean_file_name(given) == kept and clean_name(given) == kept
     for name in ("عربي\u200f.txt", "👨\u200d👩\u200d👧.txt", "نامه\u200cها.txt"):
@@ -149,11 +161,17 @@ def test_invisible_characters_leave_a_file_name_at_every_door(wb, tmp_path):
     assert "U+202E" in failed.message and "disguise" in failed.message, failed
 
 
-@pytest.mark.parametrize("name, code", [("invoice\u202efdp.exe", "U+202E RIGHT-TO-LEFT OVERRIDE"),
-                                        ("a\u2067b.txt", "U+2067 RIGHT-TO-LEFT ISOLATE"),
-                                        ("x\u202ay.pdf", "U+202A LEFT-TO-RIGHT EMBEDDING")])
+@pytest.mark.parametrize(
+    "name, code",
+    [
+        ("invoice\u202efdp.exe", "U+202E RIGHT-TO-LEFT OVERRIDE"),
+        ("a\u2067b.txt", "U+2067 RIGHT-TO-LEFT ISOLATE"),
+        ("x\u202ay.pdf", "U+202A LEFT-TO-RIGHT EMBEDDING"),
+    ],
+)
 def test_a_bidi_control_in_a_file_name_is_refused_in_words_at_every_door(wb, name, code):
     from knowledge.filestore.base import clean_name
+
     for attempt in (lambda: clean_name(name), lambda: wb.save_attachment(name, None, b"x")):
         with pytest.raises(InvalidArgument) as e:
             attempt()

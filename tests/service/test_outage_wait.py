@@ -41,8 +41,10 @@ def test_it_waits_with_growing_delays_and_says_so_once_then_that_the_database_is
     wait = OutageWait(60, lines.append, sleep=clock.sleep, clock=clock, jitter=lambda: 0.0)
     assert wait.call(failing(6, clock)) == 42
     assert clock.sleeps == [0.5, 1.0, 2.0, 4.0, MAX_DELAY, MAX_DELAY]
-    assert lines[0] == ("waiting for the database (Cannot reach the PostgreSQL catalog at db:5432/k: Connection"
-                        " refused); trying again for up to 60 s (catalog.outage_wait_seconds)")
+    assert lines[0] == (
+        "waiting for the database (Cannot reach the PostgreSQL catalog at db:5432/k: Connection"
+        " refused); trying again for up to 60 s (catalog.outage_wait_seconds)"
+    )
     assert lines[-1] == "the database is back after 18 s; going on"
     assert any(line.startswith("still waiting for the database (") for line in lines[1:-1])
     assert wait.outages == 1

@@ -34,11 +34,14 @@ def test_an_ingest_result_is_asked_the_same_way():
     assert not needs_password(other) and not can_retry(other)
 
 
-@pytest.mark.parametrize("reason, password, retry", [
-    ("password required: this PDF is encrypted; give its password to read it", True, True),
-    ("interrupted: the program was stopped while ingesting it; ingest it again", False, True),
-    ("no text: the file is empty", False, False),
-])
+@pytest.mark.parametrize(
+    "reason, password, retry",
+    [
+        ("password required: this PDF is encrypted; give its password to read it", True, True),
+        ("interrupted: the program was stopped while ingesting it; ingest it again", False, True),
+        ("no text: the file is empty", False, False),
+    ],
+)
 def test_a_record_without_an_error_class_falls_back_to_its_text(reason, password, retry):
     """Rows failed before migration 5 (and interruptions, which raise no error) have no class."""
     assert needs_password(record(reason)) is password and needs_password(reason) is password
@@ -56,8 +59,7 @@ def _encrypted_pdf(password: str) -> bytes:
 
 
 def test_an_encrypted_pdf_fails_as_password_required_and_a_wrong_password_too(tmp_path):
-    wb = Workbench(load_settings(data_dir=tmp_path / "data"),
-                   embedder_factory=lambda model: HashEmbedder(dimension=8))
+    wb = Workbench(load_settings(data_dir=tmp_path / "data"), embedder_factory=lambda model: HashEmbedder(dimension=8))
     try:
         data = _encrypted_pdf("secret")
         r = wb.ingest_file("s", data, "locked.pdf")

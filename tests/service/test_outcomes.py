@@ -12,26 +12,32 @@ from knowledge.service.jobs import IngestJob
 NO_EXCEPTION_NAME = re.compile(r"\b\w*(Error|Exception)\b|BadZipFile")
 
 
-@pytest.mark.parametrize("reason, retry", [
-    ("unreadable PDF (damaged or truncated?): PdfStreamError: Stream has ended unexpectedly", False),
-    ('unreadable DOCX: KeyError: "no relationship of type officeDocument"', False),
-    ("unreadable DOCX: the file is damaged (BadZipFile: File is not a zip file)", False),
-    ("unreadable Excel workbook: the file is damaged (BadZipFile: File is not a zip file)", False),
-    ("damaged: this OpenDocument text cannot be read (XMLSyntaxError: Premature end of data)", False),
-    ("unsupported PDF encryption: NotImplementedError: algorithm 5", False),
-    ("unreadable CSV: Error: field larger than field limit", False),
-    ("a.pdf: unexpected error (KeyError: 3); see the server log.", False),
-    ("a.pdf: an unexpected problem while reading this file (a bug in the reader); it was recorded in the"
-     " ingest worker's log.", False),
-    ("damaged: this EPUB cannot be read (the ZIP structure is damaged)", False),
-    ("unreadable DOCX: its XML is malformed (line 3)", False),
-    ("no text: the file is empty", False),
-    ("unsupported: legacy Word format (.doc) — save it as .docx", False),
-    ("password required: this PDF is encrypted; give its password to read it", True),
-    ("wrong password: the password given does not open this PDF", True),
-    ("interrupted: the program was stopped while ingesting it; ingest it again", True),
-    ("the embedding model is unavailable (OSError: no space left)", True),
-])
+@pytest.mark.parametrize(
+    "reason, retry",
+    [
+        ("unreadable PDF (damaged or truncated?): PdfStreamError: Stream has ended unexpectedly", False),
+        ('unreadable DOCX: KeyError: "no relationship of type officeDocument"', False),
+        ("unreadable DOCX: the file is damaged (BadZipFile: File is not a zip file)", False),
+        ("unreadable Excel workbook: the file is damaged (BadZipFile: File is not a zip file)", False),
+        ("damaged: this OpenDocument text cannot be read (XMLSyntaxError: Premature end of data)", False),
+        ("unsupported PDF encryption: NotImplementedError: algorithm 5", False),
+        ("unreadable CSV: Error: field larger than field limit", False),
+        ("a.pdf: unexpected error (KeyError: 3); see the server log.", False),
+        (
+            "a.pdf: an unexpected problem while reading this file (a bug in the reader); it was recorded in the"
+            " ingest worker's log.",
+            False,
+        ),
+        ("damaged: this EPUB cannot be read (the ZIP structure is damaged)", False),
+        ("unreadable DOCX: its XML is malformed (line 3)", False),
+        ("no text: the file is empty", False),
+        ("unsupported: legacy Word format (.doc) — save it as .docx", False),
+        ("password required: this PDF is encrypted; give its password to read it", True),
+        ("wrong password: the password given does not open this PDF", True),
+        ("interrupted: the program was stopped while ingesting it; ingest it again", True),
+        ("the embedding model is unavailable (OSError: no space left)", True),
+    ],
+)
 def test_reasons_in_words_and_retry_only_where_it_can_help(reason, retry):
     words = plain_reason(reason)
     assert words and not NO_EXCEPTION_NAME.search(words), words

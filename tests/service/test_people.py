@@ -39,10 +39,16 @@ def test_private_store_is_invisible_to_another_member(team):
     assert ana.store_names() == ["hr"] and bo.store_names() == []
     assert [s.record.name for s in bo.list_stores()] == []
     fid = ana.store_files("hr")[0].file_id
-    for attempt in (lambda: bo.search("hr", "leave"), lambda: bo.store_files("hr"), lambda: bo.get_store("hr"),
-                    lambda: bo.search_stores(["hr"], "leave"), lambda: bo.delete_file("hr", fid),
-                    lambda: bo.delete_name("hr", fid, "leave.txt"), lambda: bo.delete_store("hr"),
-                    lambda: bo.portable.export_store("hr", "/tmp/x.kb")):
+    for attempt in (
+        lambda: bo.search("hr", "leave"),
+        lambda: bo.store_files("hr"),
+        lambda: bo.get_store("hr"),
+        lambda: bo.search_stores(["hr"], "leave"),
+        lambda: bo.delete_file("hr", fid),
+        lambda: bo.delete_name("hr", fid, "leave.txt"),
+        lambda: bo.delete_store("hr"),
+        lambda: bo.portable.export_store("hr", "/tmp/x.kb"),
+    ):
         with pytest.raises(StoreNotFound):
             attempt()
     for make in (lambda: bo.ingest_file("hr", b"x", "x.txt"), lambda: bo.create_store("hr")):
@@ -171,8 +177,12 @@ def test_audit_trail_records_who_did_what(team):
     fid = bo.store_files("hr")[0].file_id
     bo.delete_file("hr", fid)
     events = [(e.actor, e.action, e.store) for e in wb.people.audit.events(store="hr")]
-    assert events[:4] == [("bo", "file.delete", "hr"), ("bo", "file.ingest", "hr"), ("ana", "store.share", "hr"),
-                          ("ana", "file.ingest", "hr")]
+    assert events[:4] == [
+        ("bo", "file.delete", "hr"),
+        ("bo", "file.ingest", "hr"),
+        ("ana", "store.share", "hr"),
+        ("ana", "file.ingest", "hr"),
+    ]
     assert ("ana", "store.create", "hr") in events
 
 
@@ -198,8 +208,11 @@ def test_a_new_store_name_may_not_sit_on_someones_memories(wb):
 def test_a_refused_store_name_leaves_no_owner_and_no_audit_event(team):
     wb, _, ana, _ = team
     before = len(wb.people.audit.events())
-    for attempt in (lambda: ana.ingest_file("~notes", b"text", "a.txt"), lambda: ana.create_store("~notes"),
-                    lambda: ana.submit_batch("~notes", [("a.txt", b"text")])):
+    for attempt in (
+        lambda: ana.ingest_file("~notes", b"text", "a.txt"),
+        lambda: ana.create_store("~notes"),
+        lambda: ana.submit_batch("~notes", [("a.txt", b"text")]),
+    ):
         with pytest.raises(InvalidArgument, match="may not hold"):
             attempt()
     assert wb.people.sharing.owner("~notes") is None and len(wb.people.audit.events()) == before

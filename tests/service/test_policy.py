@@ -71,8 +71,11 @@ def world(tmp_path_factory):
     owner.ingest_file("s", b"The parental leave policy grants sixteen weeks.", "leave.txt")
     owner.share_store("s", "user", "reader", "read")
     owner.share_store("s", "user", "writer", "write")
-    actors: dict[str, Actor] = {"local admin": LOCAL_ADMIN, "admin": people.accounts.actor("root"),
-                                **{n: people.accounts.actor(n) for n in ("owner", "reader", "writer", "stranger")}}
+    actors: dict[str, Actor] = {
+        "local admin": LOCAL_ADMIN,
+        "admin": people.accounts.actor("root"),
+        **{n: people.accounts.actor(n) for n in ("owner", "reader", "writer", "stranger")},
+    }
     fid = owner.store_files("s")[0].file_id
     yield system, actors, fid
     system.close()

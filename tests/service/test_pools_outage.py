@@ -20,20 +20,28 @@ class QuickFileStore(PostgresFileStore):
     connect_timeout = 2.0  # seconds a call waits for the pool (10 by default): a shorter test
 
 
-
 @pytest.mark.processes
 def test_each_pool_answers_the_first_call_after_a_restart(own_postgres, tmp_path):
-    settings = load_settings(data_dir=tmp_path / "data", catalog={"url": own_postgres.url},
-                             vector_store={"backend": "pgvector", "url": own_postgres.url,
-                                           "options": {"pgvector": {"connect_timeout": 2, "retries": 1}}},
-                             file_store={"backend": "postgresql"})
+    settings = load_settings(
+        data_dir=tmp_path / "data",
+        catalog={"url": own_postgres.url},
+        vector_store={
+            "backend": "pgvector",
+            "url": own_postgres.url,
+            "options": {"pgvector": {"connect_timeout": 2, "retries": 1}},
+        },
+        file_store={"backend": "postgresql"},
+    )
     catalog = Catalog.from_url(own_postgres.url, connect_timeout=2)
     files = QuickFileStore(settings)
     vectors = PgvectorBackend(settings)
     try:
         saved = files.save("a.txt", "text/plain", b"kept across the restart")
-        calls = {"catalog": catalog.schema_version, "file store": lambda: files.find(saved.id),
-                 "pgvector": vectors.list_collections}
+        calls = {
+            "catalog": catalog.schema_version,
+            "file store": lambda: files.find(saved.id),
+            "pgvector": vectors.list_collections,
+        }
         before = {name: call() for name, call in calls.items()}
 
         own_postgres.stop()

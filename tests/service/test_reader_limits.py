@@ -23,18 +23,27 @@ from knowledge.workbench import Workbench
 
 REPO = Path(__file__).resolve().parents[2]
 LINE = b"the quick brown fox jumps over the lazy dog while the owls hunt mice at night\n"
-NOTES = {"a-owls.md": b"# Owls\n\nOwls hunt mice at night.\n", "c-bread.md": b"# Bread\n\nKnead the dough.\n",
-         "e-tea.md": b"# Tea\n\nSteep green tea for two minutes.\n"}
+NOTES = {
+    "a-owls.md": b"# Owls\n\nOwls hunt mice at night.\n",
+    "c-bread.md": b"# Bread\n\nKnead the dough.\n",
+    "e-tea.md": b"# Tea\n\nSteep green tea for two minutes.\n",
+}
 
 #: limit -> (the settings, the file past it, the start of its reason). The memory case: 90 MB of text,
 #: whose bytes, decoded text and cleaned copy need about 350 MB, against 256 MB (the least the setting
 #: takes), with all the time it wants. The time case: 12 MB of text, about 10 s to read and chunk into
 #: some 50,000 chunks of the fake model, against 1 s, with memory to spare; a note takes milliseconds.
 CASES = {
-    "memory": ({"KNOWLEDGE_INGEST__READER_MEMORY_MB": "256"}, ("b-huge.txt", 90),
-               "needed more than 256 MB of memory to read"),
-    "time": ({"KNOWLEDGE_INGEST__READER_TIMEOUT_SECONDS": "1", "KNOWLEDGE_INGEST__READER_SECONDS_PER_MB": "0"},
-             ("d-slow.txt", 12), "took longer than 1.0 s to read (the limit for a file of 12.0 MB"),
+    "memory": (
+        {"KNOWLEDGE_INGEST__READER_MEMORY_MB": "256"},
+        ("b-huge.txt", 90),
+        "needed more than 256 MB of memory to read",
+    ),
+    "time": (
+        {"KNOWLEDGE_INGEST__READER_TIMEOUT_SECONDS": "1", "KNOWLEDGE_INGEST__READER_SECONDS_PER_MB": "0"},
+        ("d-slow.txt", 12),
+        "took longer than 1.0 s to read (the limit for a file of 12.0 MB",
+    ),
 }
 
 
@@ -48,8 +57,13 @@ def _batch(folder: Path, case: str) -> list[Path]:
 
 
 def _env(data: Path, case: str) -> dict[str, str]:
-    return {**os.environ, "KNOWLEDGE_EMBEDDINGS__MODEL": "fake/hash-16", **CASES[case][0],
-            "KNOWLEDGE_DATA_DIR": str(data), "PYTHONPATH": str(REPO)}
+    return {
+        **os.environ,
+        "KNOWLEDGE_EMBEDDINGS__MODEL": "fake/hash-16",
+        **CASES[case][0],
+        "KNOWLEDGE_DATA_DIR": str(data),
+        "PYTHONPATH": str(REPO),
+    }
 
 
 def _check_store(data: Path, case: str) -> None:
@@ -79,8 +93,13 @@ def test_a_worker_process_fails_the_file_past_a_limit_and_lives_on_to_ingest_the
     wb.stores.open_for_write("notes", None)
     batch_id = q.enqueue(wb.catalog, "notes", [q.JobSource(s.name, "file", s.id, s.size) for s in stored])
     wb.close()
-    worker = subprocess.run([sys.executable, "-m", "knowledge", "worker", "--once", "--poll", "0.2"],
-                            env=_env(data, case), capture_output=True, text=True, timeout=600)
+    worker = subprocess.run(
+        [sys.executable, "-m", "knowledge", "worker", "--once", "--poll", "0.2"],
+        env=_env(data, case),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert worker.returncode == 0, worker.stderr[-3000:]
     assert "4 jobs processed" in worker.stdout + worker.stderr, worker.stderr[-2000:]
     wb = Workbench(load_settings(data_dir=data, embeddings={"model": "fake/hash-16"}))
@@ -101,8 +120,13 @@ def test_a_worker_process_fails_the_file_past_a_limit_and_lives_on_to_ingest_the
 def test_the_cli_prints_every_files_outcome_when_a_child_was_killed(tmp_path, case):
     data = tmp_path / "data"
     files = _batch(tmp_path / "in", case)
-    run = subprocess.run([sys.executable, "-m", "knowledge", "ingest", "notes", str(tmp_path / "in")],
-                         env=_env(data, case), capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        [sys.executable, "-m", "knowledge", "ingest", "notes", str(tmp_path / "in")],
+        env=_env(data, case),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     out = run.stdout
     assert run.returncode == 1, run.stderr[-3000:]  # a file failed
     for p in files:

@@ -76,9 +76,11 @@ def test_the_playground_shows_and_orders_by_the_rerank_score():
 @pytest.fixture
 def wb(settings):
     w = Workbench(settings, embedder_factory=lambda model: HashEmbedder(dimension=32))
-    texts = ["Cargo builds the project and downloads its dependencies. Run cargo build.",
-             "Ownership rules: each value has an owner. The borrow checker checks that references are valid.",
-             "Closures capture their environment. Iterators are lazy."]
+    texts = [
+        "Cargo builds the project and downloads its dependencies. Run cargo build.",
+        "Ownership rules: each value has an owner. The borrow checker checks that references are valid.",
+        "Closures capture their environment. Iterators are lazy.",
+    ]
     for i, t in enumerate(texts):
         w.ingest_file("notes", t.encode(), f"n{i}.txt")
     try:
@@ -94,8 +96,9 @@ def test_a_search_reranks_when_asked_and_its_template_decides_by_default(wb):
     assert reranked and all(h.rerank_score is not None for h in reranked)
     assert reranked[0].file_name == "n1.txt"
     assert wb.reranks("notes") == (False, 30)  # the default template follows search.rerank (off)
-    wb.save_template(make_template(name="reranking", embedding_model=wb.settings.embeddings.model,
-                                   rerank=True, rerank_candidates=12))
+    wb.save_template(
+        make_template(name="reranking", embedding_model=wb.settings.embeddings.model, rerank=True, rerank_candidates=12)
+    )
     wb.create_store("other", template="reranking")
     wb.ingest_file("other", b"The borrow checker checks references. Nothing else here.", "o.txt")
     assert wb.reranks("other") == (True, 12)

@@ -38,8 +38,20 @@ def counting(backend: str) -> Iterator[list[str]]:
         if backend == "memory":
             from knowledge.vectorstore.memory import MemoryCollection
 
-            for name in ("collection_exists", "info", "count", "search", "lexical_search", "retrieve",
-                         "scroll", "facet", "upsert", "replace", "remove", "ensure_collection"):
+            for name in (
+                "collection_exists",
+                "info",
+                "count",
+                "search",
+                "lexical_search",
+                "retrieve",
+                "scroll",
+                "facet",
+                "upsert",
+                "replace",
+                "remove",
+                "ensure_collection",
+            ):
                 mp.setattr(MemoryCollection, name, _counted(getattr(MemoryCollection, name), name, calls))
         elif backend == "pgvector":
             from knowledge.vectorstore.pgvector import PgvectorBackend

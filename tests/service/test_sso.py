@@ -144,8 +144,9 @@ def test_odd_characters_in_names_and_emails(team):
     team.people.accounts.create("zoe", PW, email="Zoë@exämple.org")
     nfd = "Zoe\u0308@exa\u0308mple.org"  # the same address, decomposed
     assert s.sign_in(claims("sub-zoe", nfd.upper()))[0].username == "zoe"
-    actor, _ = s.sign_in(claims("sub-odd", "o'brien+x@example.org", name="Ｏ’Brien \x00\u202e<b>",
-                                preferred_username="o'brien"))
+    actor, _ = s.sign_in(
+        claims("sub-odd", "o'brien+x@example.org", name="Ｏ’Brien \x00\u202e<b>", preferred_username="o'brien")
+    )
     assert actor.username.startswith("sso-") and len(actor.username) == 16  # neither fits a username
     assert actor.display_name == "Ｏ’Brien <b>"  # control and bidi characters dropped, the rest kept as text
     long = "x" * 80 + "@example.org"
@@ -167,9 +168,13 @@ def test_a_sign_on_older_than_the_session_hours_goes_back_to_the_provider(team):
     assert sso(team).link_of("ana") is None
 
 
-GOOD = {"redirect_uri": "http://localhost:8501/oauth2callback", "cookie_secret": "s" * 32,
-        "client_id": "knowledge", "client_secret": "secret",
-        "server_metadata_url": "https://login.example.org/.well-known/openid-configuration"}
+GOOD = {
+    "redirect_uri": "http://localhost:8501/oauth2callback",
+    "cookie_secret": "s" * 32,
+    "client_id": "knowledge",
+    "client_secret": "secret",
+    "server_metadata_url": "https://login.example.org/.well-known/openid-configuration",
+}
 
 
 def test_the_auth_section_check():
@@ -183,11 +188,20 @@ def test_the_auth_section_check():
     assert any("redirect_uri" in p for p in provider_problems({**GOOD, "redirect_uri": "http://x/other"}))
     assert any("server_metadata_url" in p for p in provider_problems({**GOOD, "server_metadata_url": "file:///x"}))
     assert providers({**GOOD, "client_id": ""}) == []
-    named = {"redirect_uri": "http://127.0.0.1:{port}/oauth2callback", "cookie_secret": "x",
-             "google": {k: GOOD[k] for k in ("client_id", "client_secret", "server_metadata_url")},
-             "okta": {"client_id": "a", "client_secret": "b", "server_metadata_url": "https://o/.well-known/x",
-                      "provider_name": "Company login"}}
+    named = {
+        "redirect_uri": "http://127.0.0.1:{port}/oauth2callback",
+        "cookie_secret": "x",
+        "google": {k: GOOD[k] for k in ("client_id", "client_secret", "server_metadata_url")},
+        "okta": {
+            "client_id": "a",
+            "client_secret": "b",
+            "server_metadata_url": "https://o/.well-known/x",
+            "provider_name": "Company login",
+        },
+    }
     assert [(p.key, p.label) for p in providers(named)] == [("google", "Google"), ("okta", "Company login")]
     assert any("[auth.bad_name]" in p for p in provider_problems({**named, "bad_name": named["google"]}))
-    assert any("[auth.okta] has no client_secret" in p
-               for p in provider_problems({**named, "okta": {"client_id": "a", "server_metadata_url": "https://o/x"}}))
+    assert any(
+        "[auth.okta] has no client_secret" in p
+        for p in provider_problems({**named, "okta": {"client_id": "a", "server_metadata_url": "https://o/x"}})
+    )

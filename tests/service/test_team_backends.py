@@ -32,10 +32,12 @@ def _wb(settings) -> Workbench:
 
 def _with(settings, **vector_store):
     """``settings`` with ``vector_store.*`` changed (the embedding model: the fake one)."""
-    return settings.model_copy(update={
-        "vector_store": settings.vector_store.model_copy(update=vector_store),
-        "embeddings": settings.embeddings.model_copy(update={"model": MODEL}),
-    })
+    return settings.model_copy(
+        update={
+            "vector_store": settings.vector_store.model_copy(update=vector_store),
+            "embeddings": settings.embeddings.model_copy(update={"model": MODEL}),
+        }
+    )
 
 
 @pytest.fixture
@@ -140,8 +142,9 @@ def _memory_store_in_shared_catalog(settings, team, tmp_path) -> None:
         local.close()
     shared = _wb(team)
     try:
-        shared.catalog.adopt_store("notes", "default", "memory", record.embedding_model, record.dimension,
-                                   record.distance, record.collection, files)
+        shared.catalog.adopt_store(
+            "notes", "default", "memory", record.embedding_model, record.dimension, record.distance, record.collection, files
+        )
     finally:
         shared.close()
 
@@ -154,9 +157,11 @@ def test_a_memory_store_in_a_shared_catalog_is_listed_refused_on_use_and_can_be_
         [summary] = wb.list_stores()
         assert summary.note is not None and "not searched or written" in summary.note and summary.files == 1
         _says_what_to_set(summary.note)
-        for use in (lambda: wb.search("notes", "cats"),
-                    lambda: wb.ingest_file("notes", CATS, "more.md"),
-                    lambda: wb.vector_store("notes").list_files()):
+        for use in (
+            lambda: wb.search("notes", "cats"),
+            lambda: wb.ingest_file("notes", CATS, "more.md"),
+            lambda: wb.vector_store("notes").list_files(),
+        ):
             with pytest.raises(MachineLocalBackend) as info:
                 use()
             assert "Store 'notes' is on the memory backend" in str(info.value)

@@ -24,8 +24,16 @@ def test_the_settings_form_the_default_template(registry):
 
 
 def test_save_get_list_delete(registry):
-    registry.save(make_template(name="small chunks", embedding_model="fake", max_chunk_size_tokens=64,
-                                chunk_overlap_tokens=8, ingest_folder="/docs", ingest_glob="**/*.md"))
+    registry.save(
+        make_template(
+            name="small chunks",
+            embedding_model="fake",
+            max_chunk_size_tokens=64,
+            chunk_overlap_tokens=8,
+            ingest_folder="/docs",
+            ingest_glob="**/*.md",
+        )
+    )
     assert registry.names() == [DEFAULT_TEMPLATE, "small chunks"]
     assert registry.get("small chunks").ingest_glob == "**/*.md"
     with pytest.raises(InvalidArgument, match="used by"):
@@ -35,13 +43,16 @@ def test_save_get_list_delete(registry):
         registry.get("small chunks")
 
 
-@pytest.mark.parametrize("fields,fragment", [
-    ({"name": "", "embedding_model": "m"}, "name"),
-    ({"name": "../evil", "embedding_model": "m"}, "name"),
-    ({"name": "t", "embedding_model": "m", "max_chunk_size_tokens": 0}, "max_chunk_size_tokens"),
-    ({"name": "t", "embedding_model": "m", "chunk_overlap_tokens": 300, "max_chunk_size_tokens": 100}, "overlap"),
-    ({"name": "t", "embedding_model": "m", "distance": "hamming"}, "distance"),
-])
+@pytest.mark.parametrize(
+    "fields,fragment",
+    [
+        ({"name": "", "embedding_model": "m"}, "name"),
+        ({"name": "../evil", "embedding_model": "m"}, "name"),
+        ({"name": "t", "embedding_model": "m", "max_chunk_size_tokens": 0}, "max_chunk_size_tokens"),
+        ({"name": "t", "embedding_model": "m", "chunk_overlap_tokens": 300, "max_chunk_size_tokens": 100}, "overlap"),
+        ({"name": "t", "embedding_model": "m", "distance": "hamming"}, "distance"),
+    ],
+)
 def test_invalid_templates_are_clear_errors(fields, fragment):
     with pytest.raises(InvalidArgument, match=fragment):
         make_template(**fields)

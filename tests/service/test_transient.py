@@ -54,22 +54,35 @@ def _psycopg_operational() -> BaseException:
 
 # -- classification ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("exc, own, words", [
-    (BackendUnavailable("The s3 file store cannot read (bucket 'b' at http://x): the endpoint cannot be reached."),
-     False, "the file store cannot be reached"),
-    (BackendUnavailable("Cannot reach the PostgreSQL catalog at 127.0.0.1:5432: connection refused."),
-     False, "the catalog cannot be reached"),
-    (BackendUnavailable("pgvector: the server cannot be reached"), False, "the vector store cannot be reached"),
-    (EmbeddingUnavailable("The bundled embedding model cannot be assembled in /m: No space left"), True,
-     "the embedding model cannot be loaded on this worker"),
-    (OSError(errno.ENOSPC, "No space left on device", "/tmp/x"), True, "this worker's disk is full (/tmp/x)"),
-    (OSError(errno.EROFS, "Read-only file system"), True, "this worker's disk is read-only"),
-    (OSError(errno.EIO, "Input/output error"), True, "an I/O error"),
-    (OSError(errno.ENOMEM, "Cannot allocate memory"), True, "ran out of memory"),
-    (MemoryError(), True, "this worker ran out of memory"),
-    (ConnectionRefusedError(errno.ECONNREFUSED, "Connection refused"), False, "a server cannot be reached"),
-    (StorageError("notes.md: the file store could not write it (Permission denied)."), True, "a disk refused a write"),
-])
+
+@pytest.mark.parametrize(
+    "exc, own, words",
+    [
+        (
+            BackendUnavailable("The s3 file store cannot read (bucket 'b' at http://x): the endpoint cannot be reached."),
+            False,
+            "the file store cannot be reached",
+        ),
+        (
+            BackendUnavailable("Cannot reach the PostgreSQL catalog at 127.0.0.1:5432: connection refused."),
+            False,
+            "the catalog cannot be reached",
+        ),
+        (BackendUnavailable("pgvector: the server cannot be reached"), False, "the vector store cannot be reached"),
+        (
+            EmbeddingUnavailable("The bundled embedding model cannot be assembled in /m: No space left"),
+            True,
+            "the embedding model cannot be loaded on this worker",
+        ),
+        (OSError(errno.ENOSPC, "No space left on device", "/tmp/x"), True, "this worker's disk is full (/tmp/x)"),
+        (OSError(errno.EROFS, "Read-only file system"), True, "this worker's disk is read-only"),
+        (OSError(errno.EIO, "Input/output error"), True, "an I/O error"),
+        (OSError(errno.ENOMEM, "Cannot allocate memory"), True, "ran out of memory"),
+        (MemoryError(), True, "this worker ran out of memory"),
+        (ConnectionRefusedError(errno.ECONNREFUSED, "Connection refused"), False, "a server cannot be reached"),
+        (StorageError("notes.md: the file store could not write it (Permission denied)."), True, "a disk refused a write"),
+    ],
+)
 def test_errors_of_the_infrastructure_are_transient(exc, own, words):
     verdict = classify(exc)
     assert verdict is not None and verdict.own is own and words in verdict.reason, verdict
@@ -88,12 +101,21 @@ def test_library_connection_errors_are_transient_by_module_and_name():
     assert classify(bce.EndpointConnectionError(endpoint_url="http://127.0.0.1:1")) is not None
 
 
-@pytest.mark.parametrize("exc", [
-    UnsupportedFile("legacy Word"), ReaderLimitExceeded("needed more than 3,072 MB of memory to read"),
-    ReaderCrashed("the reader stopped"), PasswordRequired("needs a password"), EmptyDocument("no text"),
-    FileTooLarge("over 100 MB"), KeyError("word/document.xml"), ValueError("a bug"), TimeoutError("slow"),
-    OSError(errno.ENOENT, "No such file or directory"),
-])
+@pytest.mark.parametrize(
+    "exc",
+    [
+        UnsupportedFile("legacy Word"),
+        ReaderLimitExceeded("needed more than 3,072 MB of memory to read"),
+        ReaderCrashed("the reader stopped"),
+        PasswordRequired("needs a password"),
+        EmptyDocument("no text"),
+        FileTooLarge("over 100 MB"),
+        KeyError("word/document.xml"),
+        ValueError("a bug"),
+        TimeoutError("slow"),
+        OSError(errno.ENOENT, "No such file or directory"),
+    ],
+)
 def test_the_files_own_errors_and_bugs_are_not_transient(exc):
     assert classify(exc) is None and transient_reason(exc) is None
 
@@ -114,6 +136,7 @@ def test_the_cause_chain_decides_and_a_file_error_first_wins():
 
 # -- back-off -----------------------------------------------------------------------------------------
 
+
 def test_the_backoff_is_full_jitter_under_an_exponential_ceiling_with_a_cap():
     rng = random.Random(39)
     assert backoff_seconds(0, 2, 300) == 0.0
@@ -126,6 +149,7 @@ def test_the_backoff_is_full_jitter_under_an_exponential_ceiling_with_a_cap():
 
 
 # -- the queue's defer --------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def catalog(catalog_settings):
@@ -160,11 +184,17 @@ def test_a_job_fails_with_its_last_reason_once_its_transient_attempts_are_spent(
     catalog.put_file(FileRecord("s", "id-a", "a.txt", "0" * 64, 10, "pending", None, 0, None))
     for _ in range(2):
         job = q.claim(catalog, "w1")
-        assert q.defer(catalog, job.id, "w1", "waiting: the file store cannot be reached", 0, max_transient=3,
-                       error="Transient") == "queued"
+        assert (
+            q.defer(
+                catalog, job.id, "w1", "waiting: the file store cannot be reached", 0, max_transient=3, error="Transient"
+            )
+            == "queued"
+        )
     job = q.claim(catalog, "w1")
-    assert q.defer(catalog, job.id, "w1", "waiting: the file store cannot be reached", 0, max_transient=3,
-                   error="Transient") == "failed"
+    assert (
+        q.defer(catalog, job.id, "w1", "waiting: the file store cannot be reached", 0, max_transient=3, error="Transient")
+        == "failed"
+    )
     row = q.batch(catalog, b)[1][0]
     assert (row.status, row.transient_attempts) == ("failed", 3) and row.finished is not None
     assert row.reason == "failed after 3 attempts: the file store cannot be reached"
@@ -186,14 +216,17 @@ def test_release_says_why(catalog):
 
 # -- an in-process worker -----------------------------------------------------------------------------
 
+
 def _fast(settings, **ingest):
-    return settings.model_copy(update={"ingest": settings.ingest.model_copy(
-        update={"retry_base_seconds": 0.02, "retry_max_seconds": 0.1, **ingest})})
+    return settings.model_copy(
+        update={
+            "ingest": settings.ingest.model_copy(update={"retry_base_seconds": 0.02, "retry_max_seconds": 0.1, **ingest})
+        }
+    )
 
 
 def _texts(n: int) -> list[bytes]:
-    return [f"# Note {i}\n\n".encode() + (f"Note {i} tells of harbour {i} and its tides. " * 30).encode()
-            for i in range(n)]
+    return [f"# Note {i}\n\n".encode() + (f"Note {i} tells of harbour {i} and its tides. " * 30).encode() for i in range(n)]
 
 
 def _queue(wb: Workbench, n: int) -> str:
@@ -223,8 +256,9 @@ def test_a_file_store_that_cannot_be_reached_delays_the_file_and_never_fails_it(
         def unreachable_twice(file_id):
             calls.append(file_id)
             if len(calls) <= 2:
-                raise BackendUnavailable("The s3 file store cannot read (bucket 'b' at http://s3): the endpoint"
-                                         " cannot be reached.")
+                raise BackendUnavailable(
+                    "The s3 file store cannot read (bucket 'b' at http://s3): the endpoint cannot be reached."
+                )
             return content(file_id)
 
         monkeypatch.setattr(wb.files, "content", unreachable_twice)
@@ -238,8 +272,11 @@ def test_a_file_store_that_cannot_be_reached_delays_the_file_and_never_fails_it(
         assert sum(r.transient_attempts for r in rows) == 2
         # not recorded before a first attempt; while it waited, its record said why (a page shows it)
         waiting = [(r.status, r.reason) for r in seen if r is not None and r.status != "done"]
-        assert ("pending", "waiting: the file store cannot be reached (The s3 file store cannot read (bucket 'b'"
-                           " at http://s3): the endpoint cannot be reached.)") in waiting, waiting
+        assert (
+            "pending",
+            "waiting: the file store cannot be reached (The s3 file store cannot read (bucket 'b'"
+            " at http://s3): the endpoint cannot be reached.)",
+        ) in waiting, waiting
         assert worker.sick is None and worker.own_failures == 0  # a shared outage is no sickness
         _once_each(wb, 3)
         state = json.loads((tmp_path / "status.json").read_text())
@@ -257,8 +294,7 @@ def test_a_failed_result_naming_an_infrastructure_error_queues_the_job_again(set
         def failed_once(*args, **kwargs):  # an ingestion that made a result of the outage instead of raising it
             calls.append(kwargs.get("raise_transient"))
             if len(calls) == 1:
-                return IngestResult("f0.md", Outcome.FAILED, "The catalog cannot be reached.",
-                                    error="BackendUnavailable")
+                return IngestResult("f0.md", Outcome.FAILED, "The catalog cannot be reached.", error="BackendUnavailable")
             return real(*args, **kwargs)
 
         monkeypatch.setattr(wb.indexer, "ingest_file", failed_once)
@@ -271,8 +307,9 @@ def test_a_failed_result_naming_an_infrastructure_error_queues_the_job_again(set
 
 def test_a_worker_whose_model_cannot_load_stands_down_and_another_ingests_everything(settings, tmp_path):
     def no_model(model):
-        raise EmbeddingUnavailable("The bundled embedding model cannot be assembled in /models: [Errno 28] No"
-                                   " space left on device")
+        raise EmbeddingUnavailable(
+            "The bundled embedding model cannot be assembled in /models: [Errno 28] No space left on device"
+        )
 
     sick_wb = Workbench(_fast(settings, worker_sick_after=3), embedder_factory=no_model)
     try:
@@ -356,9 +393,9 @@ def test_a_worker_waits_for_a_lost_catalog_and_goes_on_where_it_was(settings, mo
 
 
 def test_a_worker_gives_up_on_a_catalog_gone_longer_than_the_setting(settings, monkeypatch):
-    wb = Workbench(_fast(settings, worker_database_wait_seconds=0.3),
-                   embedder_factory=lambda m: HashEmbedder(dimension=16))
+    wb = Workbench(_fast(settings, worker_database_wait_seconds=0.3), embedder_factory=lambda m: HashEmbedder(dimension=16))
     try:
+
         def gone():
             raise BackendUnavailable("Cannot reach the PostgreSQL catalog at db:5432: connection refused.")
 
@@ -389,8 +426,7 @@ def test_the_only_worker_of_the_embedded_default_fails_the_files_with_the_reason
         wb.close()
 
 
-def test_a_file_embedded_before_the_catalog_went_away_is_written_when_it_is_back_not_embedded_again(
-        settings, monkeypatch):
+def test_a_file_embedded_before_the_catalog_went_away_is_written_when_it_is_back_not_embedded_again(settings, monkeypatch):
     embedded: list[int] = []
 
     class Counting(HashEmbedder):

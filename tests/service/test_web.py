@@ -18,9 +18,11 @@ from tests.helpers.web import Site, page
 
 
 def make_wb(tmp_path, **ingest):
-    settings = load_settings(data_dir=tmp_path / "data", ingest={"web_allow_private": True, "max_file_mb": 0.05,
-                                                                  **ingest},
-                             vector_store={"max_chunk_size_tokens": 40, "chunk_overlap_tokens": 8})
+    settings = load_settings(
+        data_dir=tmp_path / "data",
+        ingest={"web_allow_private": True, "max_file_mb": 0.05, **ingest},
+        vector_store={"max_chunk_size_tokens": 40, "chunk_overlap_tokens": 8},
+    )
     return Workbench(settings, embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=48))
 
 
@@ -52,9 +54,14 @@ def test_page_fetched_and_searchable_with_its_url_as_source(wb, site: Site):
 def test_crawl_depth_one_takes_same_site_links_only_bounded_by_max_pages(wb, site: Site):
     other = Site()
     try:
-        site.html("/", page("Home", "Start page about otters.",
-                            ("/a.html", "b.html", "/c.html", other.url("/x"), "http://other.invalid/y",
-                             "/style.css", "/a.html#top")))
+        site.html(
+            "/",
+            page(
+                "Home",
+                "Start page about otters.",
+                ("/a.html", "b.html", "/c.html", other.url("/x"), "http://other.invalid/y", "/style.css", "/a.html#top"),
+            ),
+        )
         for name in ("a", "b", "c"):
             site.html(f"/{name}.html", page(name.upper(), f"Page {name} tells of badgers.", ("/deeper.html",)))
         site.html("/deeper.html", page("Deeper", "Two links away."))
@@ -168,16 +175,34 @@ def test_every_resolved_address_is_checked(settings):
     ok = Fetcher(settings, resolve=lambda host, port: ["93.184.215.14"])
     assert ok.address("https://public.example/") == "93.184.215.14"
     ok.close()
-    for ip, kind in (("127.0.0.1", "loopback"), ("10.1.2.3", "private"), ("192.168.0.1", "private"),
-                     ("169.254.169.254", "link-local"), ("::1", "loopback"), ("fe80::1", "link-local"),
-                     ("fc00::1", "private"), ("::ffff:127.0.0.1", "loopback"), ("100.64.0.1", "reserved"),
-                     ("0.0.0.0", "private"), ("224.0.0.1", "multicast"), ("8.8.8.8", None)):
+    for ip, kind in (
+        ("127.0.0.1", "loopback"),
+        ("10.1.2.3", "private"),
+        ("192.168.0.1", "private"),
+        ("169.254.169.254", "link-local"),
+        ("::1", "loopback"),
+        ("fe80::1", "link-local"),
+        ("fc00::1", "private"),
+        ("::ffff:127.0.0.1", "loopback"),
+        ("100.64.0.1", "reserved"),
+        ("0.0.0.0", "private"),
+        ("224.0.0.1", "multicast"),
+        ("8.8.8.8", None),
+    ):
         assert refused_range(ipaddress.ip_address(ip)) == kind, ip
 
 
 def test_only_http_urls(settings):
-    for bad in ("ftp://example.org/x", "file:///etc/passwd", "javascript:alert(1)", "example.org",
-                "http://user:pw@example.org/", "http:///nohost", "", "https://x.org/" + "a" * 600):
+    for bad in (
+        "ftp://example.org/x",
+        "file:///etc/passwd",
+        "javascript:alert(1)",
+        "example.org",
+        "http://user:pw@example.org/",
+        "http:///nohost",
+        "",
+        "https://x.org/" + "a" * 600,
+    ):
         with pytest.raises(InvalidArgument):
             check_url(bad)
     assert check_url(" HTTPS://Example.ORG/a?b=1#frag ") == "https://example.org/a?b=1"
@@ -207,6 +232,7 @@ def test_a_linked_document_reads_by_its_bytes(wb, site: Site):
     from io import BytesIO
 
     from docx import Document as Docx
+
     doc = Docx()
     doc.add_paragraph("The report on puffins.")
     buf = BytesIO()
@@ -223,6 +249,7 @@ def test_gzip_of_gzip_is_bounded_at_every_layer_while_it_is_decoded(tmp_path, si
     import tracemalloc
 
     from tests.helpers.web import zeros_bomb
+
     bomb = zeros_bomb(decoded_mb=200, layers=2)  # 200 MB of zeros in about 2 KB
     assert len(bomb) < 20_000
     site.pages["/bomb.html"] = (200, {"Content-Type": "text/html", "Content-Encoding": "gzip, gzip"}, bomb)
@@ -230,8 +257,11 @@ def test_gzip_of_gzip_is_bounded_at_every_layer_while_it_is_decoded(tmp_path, si
     with Fetcher(settings) as fetcher:
         tracemalloc.start()
         try:
-            with pytest.raises(WebPageError, match=r"too large: more than 1 MB once unpacked \(Content-Encoding:"
-                                                   r" gzip, gzip;.*ingest\.max_file_mb"):
+            with pytest.raises(
+                WebPageError,
+                match=r"too large: more than 1 MB once unpacked \(Content-Encoding:"
+                r" gzip, gzip;.*ingest\.max_file_mb",
+            ):
                 fetcher.fetch(site.url("/bomb.html"), robots=False)
             _, peak = tracemalloc.get_traced_memory()
         finally:
@@ -243,21 +273,32 @@ def test_chained_encodings_decode_when_small_and_too_many_layers_are_refused(tmp
     import zlib
 
     from tests.helpers.web import gzip_layers
+
     html = page("Layers", "Twice packed pelicans.").encode()
-    site.pages["/two.html"] = (200, {"Content-Type": "text/html", "Content-Encoding": "gzip, gzip"},
-                               gzip_layers(html, 2))
-    site.pages["/three.html"] = (200, {"Content-Type": "text/html", "Content-Encoding": "gzip, gzip, gzip"},
-                                 gzip_layers(html, 3))
-    site.pages["/zlib.html"] = (200, {"Content-Type": "text/html", "Content-Encoding": "deflate"},
-                                zlib.compress(html))
+    site.pages["/two.html"] = (200, {"Content-Type": "text/html", "Content-Encoding": "gzip, gzip"}, gzip_layers(html, 2))
+    site.pages["/three.html"] = (
+        200,
+        {"Content-Type": "text/html", "Content-Encoding": "gzip, gzip, gzip"},
+        gzip_layers(html, 3),
+    )
+    site.pages["/zlib.html"] = (200, {"Content-Type": "text/html", "Content-Encoding": "deflate"}, zlib.compress(html))
     raw = zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS)
-    site.pages["/raw.html"] = (200, {"Content-Type": "text/html", "Content-Encoding": "deflate"},
-                               raw.compress(html) + raw.flush())
-    site.pages["/multi.html"] = (200, {"Content-Type": "text/html", "Content-Encoding": "gzip"},
-                                 gzip_layers(html[:40], 1) + gzip_layers(html[40:], 1))  # two gzip members
+    site.pages["/raw.html"] = (
+        200,
+        {"Content-Type": "text/html", "Content-Encoding": "deflate"},
+        raw.compress(html) + raw.flush(),
+    )
+    site.pages["/multi.html"] = (
+        200,
+        {"Content-Type": "text/html", "Content-Encoding": "gzip"},
+        gzip_layers(html[:40], 1) + gzip_layers(html[40:], 1),
+    )  # two gzip members
     site.pages["/br.html"] = (200, {"Content-Type": "text/html", "Content-Encoding": "br"}, b"\x0b\x02\x80hi\x03")
-    site.pages["/broken.html"] = (200, {"Content-Type": "text/html", "Content-Encoding": "gzip"},
-                                  b"\x1f\x8b\x08\x00" + b"\xff" * 40)
+    site.pages["/broken.html"] = (
+        200,
+        {"Content-Type": "text/html", "Content-Encoding": "gzip"},
+        b"\x1f\x8b\x08\x00" + b"\xff" * 40,
+    )
     settings = load_settings(data_dir=tmp_path / "data", ingest={"web_allow_private": True})
     with Fetcher(settings) as fetcher:
         for path in ("/two.html", "/zlib.html", "/raw.html", "/multi.html"):
@@ -274,6 +315,7 @@ def test_headers_sent_one_byte_at_a_time_meet_one_total_deadline(tmp_path):
     import time
 
     from tests.helpers.web import TrickleServer
+
     slow = TrickleServer("/slow", interval=0.05)  # a byte every 50 ms: no single read ever waits 1 s
     w = make_wb(tmp_path, web_timeout_seconds=1)
     try:
@@ -292,6 +334,7 @@ def test_headers_sent_one_byte_at_a_time_meet_one_total_deadline(tmp_path):
 def test_a_host_name_lookup_is_inside_the_deadline(settings):
     import threading
     import time
+
     release = threading.Event()
 
     def stuck(host, port):
@@ -316,6 +359,7 @@ def _private_reaches(source: str) -> list[str]:
     httpx or httpcore class that never sets or defines ``_x`` itself (so one inherited from the
     library); a private module imported."""
     import ast
+
     tree = ast.parse(source)
     found: list[str] = []
 
@@ -323,26 +367,46 @@ def _private_reaches(source: str) -> list[str]:
         return name.startswith("_") and not name.startswith("__")
 
     for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and private(node.attr) and not (
-                isinstance(node.value, ast.Name) and node.value.id == "self"):
+        if (
+            isinstance(node, ast.Attribute)
+            and private(node.attr)
+            and not (isinstance(node.value, ast.Name) and node.value.id == "self")
+        ):
             found.append(f"line {node.lineno}: {ast.unparse(node)}")
-        if isinstance(node, ast.ImportFrom) and node.module and any(
-                private(part) for part in node.module.split(".")):
+        if isinstance(node, ast.ImportFrom) and node.module and any(private(part) for part in node.module.split(".")):
             found.append(f"line {node.lineno}: from {node.module} import")
         if isinstance(node, ast.Import):
-            found += [f"line {node.lineno}: import {a.name}" for a in node.names
-                      if any(private(part) for part in a.name.split("."))]
+            found += [
+                f"line {node.lineno}: import {a.name}"
+                for a in node.names
+                if any(private(part) for part in a.name.split("."))
+            ]
         if isinstance(node, ast.ClassDef) and any(
-                isinstance(b, ast.Attribute) and isinstance(b.value, ast.Name) and b.value.id in ("httpx", "httpcore")
-                for b in node.bases):
+            isinstance(b, ast.Attribute) and isinstance(b.value, ast.Name) and b.value.id in ("httpx", "httpcore")
+            for b in node.bases
+        ):
             own = {n.name for n in node.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
-            own |= {t.id for n in node.body if isinstance(n, ast.Assign | ast.AnnAssign)
-                    for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) if isinstance(t, ast.Name)}
-            self_attrs = [n for n in ast.walk(node) if isinstance(n, ast.Attribute) and private(n.attr)
-                          and isinstance(n.value, ast.Name) and n.value.id == "self"]
+            own |= {
+                t.id
+                for n in node.body
+                if isinstance(n, ast.Assign | ast.AnnAssign)
+                for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                if isinstance(t, ast.Name)
+            }
+            self_attrs = [
+                n
+                for n in ast.walk(node)
+                if isinstance(n, ast.Attribute)
+                and private(n.attr)
+                and isinstance(n.value, ast.Name)
+                and n.value.id == "self"
+            ]
             own |= {n.attr for n in self_attrs if isinstance(n.ctx, ast.Store)}
-            found += [f"line {n.lineno}: {ast.unparse(n)} (not set in {node.name})"
-                      for n in self_attrs if isinstance(n.ctx, ast.Load) and n.attr not in own]
+            found += [
+                f"line {n.lineno}: {ast.unparse(n)} (not set in {node.name})"
+                for n in self_attrs
+                if isinstance(n.ctx, ast.Load) and n.attr not in own
+            ]
     return found
 
 
@@ -352,19 +416,28 @@ def test_the_fetcher_uses_only_public_httpx_and_httpcore_api():
     assert len(_private_reaches("t = httpx.HTTPTransport()\np = t._pool\np._network_backend = b\n")) == 2
     assert _private_reaches("class T(httpx.HTTPTransport):\n    def f(self):\n        return self._pool\n")
     assert _private_reaches("from httpx._config import DEFAULT_LIMITS\n")
-    assert not _private_reaches("class T:\n    def __init__(self):\n        self._pool = 1\n"
-                                "    def f(self):\n        return self._pool\n")
+    assert not _private_reaches(
+        "class T:\n    def __init__(self):\n        self._pool = 1\n    def f(self):\n        return self._pool\n"
+    )
     import inspect
+
     assert _private_reaches(inspect.getsource(web)) == []
 
 
 def test_the_transport_raises_httpx_errors_for_httpcore_ones(tmp_path):
     # nothing listens on the port: httpcore's ConnectError reaches the fetcher as httpx's, said in words
     import socket
+
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     settings = load_settings(data_dir=tmp_path / "data", ingest={"web_allow_private": True})
-    with Fetcher(settings) as fetcher, pytest.raises(WebPageError, match=r"^unreachable: 127\.0\.0\.1: the connection"
-                                                                         r" was refused\.$"):
+    with (
+        Fetcher(settings) as fetcher,
+        pytest.raises(
+            WebPageError,
+            match=r"^unreachable: 127\.0\.0\.1: the connection"
+            r" was refused\.$",
+        ),
+    ):
         fetcher.fetch(f"http://127.0.0.1:{port}/", robots=False)

@@ -40,9 +40,11 @@ def factory():
 
 @pytest.fixture
 def wb(tmp_path, factory):
-    settings = load_settings(data_dir=tmp_path / "data",
-                                 vector_store={"max_chunk_size_tokens": 40, "chunk_overlap_tokens": 8},
-                             ingest={"max_file_mb": 0.05})
+    settings = load_settings(
+        data_dir=tmp_path / "data",
+        vector_store={"max_chunk_size_tokens": 40, "chunk_overlap_tokens": 8},
+        ingest={"max_file_mb": 0.05},
+    )
     w = Workbench(settings, embedder_factory=factory)
     yield w
     w.close()
@@ -303,7 +305,10 @@ def test_delete_stored_file_refuses_while_stores_use_it_unless_asked(wb, tmp_pat
     wb.ingest_file("other", write(tmp_path / "cats.md", CATS))
     wb.ingest_file("notes", write(tmp_path / "bread.md", BREAD))
     assert sorted((u.file.name, tuple(u.stores)) for u in wb.list_files()) == [
-        ("bread.md", ("notes",)), ("cats.md", ("notes",)), ("cats.md", ("other",))]
+        ("bread.md", ("notes",)),
+        ("cats.md", ("notes",)),
+        ("cats.md", ("other",)),
+    ]
     with pytest.raises(InvalidArgument, match="used by the store"):
         wb.delete_stored_file(a.file_id)
     assert wb.files.find(a.file_id) is not None and wb.store_files("notes")[1].file_id == a.file_id
@@ -343,8 +348,9 @@ def test_a_template_in_use_keeps_its_model_and_cannot_be_deleted(wb, tmp_path):
 def test_an_ingest_job_reports_each_file_and_can_be_stopped(wb, tmp_path):
     from knowledge.service.jobs import IngestJob
 
-    job = wb.submit_batch("notes", [("cats.md", CATS.encode()), ("empty.txt", b""),
-                                    ("bread.md", write(tmp_path / "bread.md", BREAD))])
+    job = wb.submit_batch(
+        "notes", [("cats.md", CATS.encode()), ("empty.txt", b""), ("bread.md", write(tmp_path / "bread.md", BREAD))]
+    )
     assert job.wait(30) and job.fraction == 1.0
     assert [r.outcome for r in job.results] == [Outcome.INDEXED, Outcome.FAILED, Outcome.INDEXED]
     assert all(f.stage == "done" for f in job.files)

@@ -48,8 +48,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 def _text(i: int) -> bytes:
     """A note of ~15 chunks: a worker spends a fraction of a second on it, so an outage lands mid-batch."""
-    return "\n\n".join(f"## Part {p} of note {i}\n\n" + f"Note {i}, part {p}, tells of harbour {i} and its tides. " * 14
-                       for p in range(15)).encode()
+    return "\n\n".join(
+        f"## Part {p} of note {i}\n\n" + f"Note {i}, part {p}, tells of harbour {i} and its tides. " * 14 for p in range(15)
+    ).encode()
 
 
 class Worker:
@@ -58,8 +59,13 @@ class Worker:
     def __init__(self, name: str, env: dict[str, str], log: Path, *args: str) -> None:
         self.name, self.log = name, log
         self.fh = log.open("ab")
-        self.p = subprocess.Popen([sys.executable, "-m", "knowledge", "worker", "--lease", "3", "--poll", "0.2", *args],
-                                  env=env, cwd=str(REPO), stdout=self.fh, stderr=subprocess.STDOUT)
+        self.p = subprocess.Popen(
+            [sys.executable, "-m", "knowledge", "worker", "--lease", "3", "--poll", "0.2", *args],
+            env=env,
+            cwd=str(REPO),
+            stdout=self.fh,
+            stderr=subprocess.STDOUT,
+        )
 
     def output(self) -> str:
         self.fh.flush()
@@ -83,12 +89,22 @@ class Worker:
 
 def _env(tmp: Path, name: str, url: str, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KNOWLEDGE_")}
-    return {**env, "PYTHONPATH": str(REPO), "KNOWLEDGE_DATA_DIR": str(tmp / name), "KNOWLEDGE_CATALOG__URL": url,
-            "KNOWLEDGE_VECTOR_STORE__BACKEND": "pgvector", "KNOWLEDGE_VECTOR_STORE__URL": url,
-            "KNOWLEDGE_FILE_STORE__BACKEND": "postgresql", "KNOWLEDGE_EMBEDDINGS__MODEL": "fake/hash-16",
-            "KNOWLEDGE_EMBEDDINGS__THREADS": "1", "KNOWLEDGE_INGEST__READER_PROCESSES": "1",
-            "KNOWLEDGE_INGEST__RETRY_BASE_SECONDS": "0.5", "KNOWLEDGE_INGEST__RETRY_MAX_SECONDS": "4",
-            "KNOWLEDGE_INGEST__WORKER_STATUS_FILE": str(tmp / name / "status.json"), **extra}
+    return {
+        **env,
+        "PYTHONPATH": str(REPO),
+        "KNOWLEDGE_DATA_DIR": str(tmp / name),
+        "KNOWLEDGE_CATALOG__URL": url,
+        "KNOWLEDGE_VECTOR_STORE__BACKEND": "pgvector",
+        "KNOWLEDGE_VECTOR_STORE__URL": url,
+        "KNOWLEDGE_FILE_STORE__BACKEND": "postgresql",
+        "KNOWLEDGE_EMBEDDINGS__MODEL": "fake/hash-16",
+        "KNOWLEDGE_EMBEDDINGS__THREADS": "1",
+        "KNOWLEDGE_INGEST__READER_PROCESSES": "1",
+        "KNOWLEDGE_INGEST__RETRY_BASE_SECONDS": "0.5",
+        "KNOWLEDGE_INGEST__RETRY_MAX_SECONDS": "4",
+        "KNOWLEDGE_INGEST__WORKER_STATUS_FILE": str(tmp / name / "status.json"),
+        **extra,
+    }
 
 
 def _settings(env: dict[str, str]):
@@ -128,8 +144,9 @@ def _statuses(url: str, batch_id: str) -> dict[str, int]:
 
     try:
         with psycopg.connect(url, connect_timeout=3) as conn:
-            rows = conn.execute("SELECT status, count(*) FROM ingest_jobs WHERE batch_id = %s GROUP BY status",
-                                [batch_id]).fetchall()
+            rows = conn.execute(
+                "SELECT status, count(*) FROM ingest_jobs WHERE batch_id = %s GROUP BY status", [batch_id]
+            ).fetchall()
     except psycopg.OperationalError:
         return {}
     return dict(rows)
@@ -157,8 +174,9 @@ def _exactly_once(env: dict[str, str], batch_id: str) -> None:
         assert sorted(r.file_name for r in records) == [f"note-{i:02d}.md" for i in range(N_FILES)]
         assert {r.status for r in records} == {"done"}
         vs = wb.vector_store("notes")
-        assert all(r.chunks > 0 and vs.count(r.file_id) == r.chunks for r in records), \
-            [(r.file_name, r.chunks, vs.count(r.file_id)) for r in records]
+        assert all(r.chunks > 0 and vs.count(r.file_id) == r.chunks for r in records), [
+            (r.file_name, r.chunks, vs.count(r.file_id)) for r in records
+        ]
         assert vs.count() == sum(r.chunks for r in records)  # no orphan, no duplicate
 
 
@@ -171,19 +189,24 @@ def _test_db_url(pgvector_settings) -> str:
 
 # -- (a) PostgreSQL stopped for 30 s --------------------------------------------------------------------
 
+
 @pytest.mark.processes
 def test_postgresql_stopped_for_30_s_mid_batch_the_workers_wait_and_every_file_is_ingested_once(
-        tmp_path: Path, own_postgres: OwnServer) -> None:
+    tmp_path: Path, own_postgres: OwnServer
+) -> None:
     url = own_postgres.url
     env = {name: _env(tmp_path, name, url) for name in ("w1", "w2")}
     batch_id = _queue(env["w1"])
     workers = [Worker(name, env[name], tmp_path / f"{name}.log") for name in ("w1", "w2")]
     try:
-        _until("the first files done", lambda: _statuses(url, batch_id).get("done", 0) >= 2, 300, *workers,
-               every=0.02)
+        _until("the first files done", lambda: _statuses(url, batch_id).get("done", 0) >= 2, 300, *workers, every=0.02)
         own_postgres.stop()
-        _until("both workers waiting for the database",
-               lambda: all("waiting for the database" in w.output() for w in workers), 120, *workers)
+        _until(
+            "both workers waiting for the database",
+            lambda: all("waiting for the database" in w.output() for w in workers),
+            120,
+            *workers,
+        )
         time.sleep(30)  # the outage (the issue's trial: 35 s)
         assert all(w.alive() for w in workers)
         own_postgres.start()
@@ -191,8 +214,12 @@ def test_postgresql_stopped_for_30_s_mid_batch_the_workers_wait_and_every_file_i
         assert all(w.alive() for w in workers)  # they outlived the outage
         _exactly_once(env["w1"], batch_id)
         # a worker still in its back-off when the other finished the batch reconnects at its next try
-        _until("both workers back on the database",
-               lambda: all("the database is back" in w.output() for w in workers), 120, *workers)
+        _until(
+            "both workers back on the database",
+            lambda: all("the database is back" in w.output() for w in workers),
+            120,
+            *workers,
+        )
         for w in workers:
             assert json.loads((tmp_path / w.name / "status.json").read_text())["state"] == "running"
     finally:
@@ -201,6 +228,7 @@ def test_postgresql_stopped_for_30_s_mid_batch_the_workers_wait_and_every_file_i
 
 
 # -- (b) the S3 server gone and back ---------------------------------------------------------------------
+
 
 class Gate:
     """A TCP forwarder from a port of its own to ``target``: :meth:`close` resets every connection
@@ -276,7 +304,8 @@ def _connects(port: int) -> bool:
 
 @pytest.mark.processes
 def test_the_s3_server_gone_mid_batch_no_file_fails_and_the_batch_completes(
-        tmp_path: Path, pgvector_settings, own_moto) -> None:
+    tmp_path: Path, pgvector_settings, own_moto
+) -> None:
     from tests.helpers.s3 import S3_TEST_KEY, S3_TEST_SECRET, s3_client
 
     url = _test_db_url(pgvector_settings)
@@ -284,20 +313,27 @@ def test_the_s3_server_gone_mid_batch_no_file_fails_and_the_batch_completes(
     gate.open()
     endpoint = f"http://127.0.0.1:{gate.port}"
     s3_client(endpoint).create_bucket(Bucket="team")
-    s3 = {"KNOWLEDGE_FILE_STORE__BACKEND": "s3", "KNOWLEDGE_FILE_STORE__S3_BUCKET": "team",
-          "KNOWLEDGE_FILE_STORE__S3_ENDPOINT_URL": endpoint, "KNOWLEDGE_FILE_STORE__S3_REGION": "us-east-1",
-          "KNOWLEDGE_FILE_STORE__S3_ACCESS_KEY_ID": S3_TEST_KEY,
-          "KNOWLEDGE_FILE_STORE__S3_SECRET_ACCESS_KEY": S3_TEST_SECRET}
+    s3 = {
+        "KNOWLEDGE_FILE_STORE__BACKEND": "s3",
+        "KNOWLEDGE_FILE_STORE__S3_BUCKET": "team",
+        "KNOWLEDGE_FILE_STORE__S3_ENDPOINT_URL": endpoint,
+        "KNOWLEDGE_FILE_STORE__S3_REGION": "us-east-1",
+        "KNOWLEDGE_FILE_STORE__S3_ACCESS_KEY_ID": S3_TEST_KEY,
+        "KNOWLEDGE_FILE_STORE__S3_SECRET_ACCESS_KEY": S3_TEST_SECRET,
+    }
     env = {name: _env(tmp_path, name, url, **s3) for name in ("w1", "w2")}
     batch_id = _queue(env["w1"])
     workers = [Worker(name, env[name], tmp_path / f"{name}.log") for name in ("w1", "w2")]
     try:
-        _until("the first files done", lambda: _statuses(url, batch_id).get("done", 0) >= 2, 300, *workers,
-               every=0.02)
+        _until("the first files done", lambda: _statuses(url, batch_id).get("done", 0) >= 2, 300, *workers, every=0.02)
         os.kill(own_moto.pid, signal.SIGSTOP)  # the server frozen ...
         gate.close()  # ... and its endpoint refusing connections
-        _until("a file waiting for the file store",
-               lambda: any("waiting: the file store cannot be reached" in w.output() for w in workers), 180, *workers)
+        _until(
+            "a file waiting for the file store",
+            lambda: any("waiting: the file store cannot be reached" in w.output() for w in workers),
+            180,
+            *workers,
+        )
         time.sleep(15)
         assert _statuses(url, batch_id).get("failed", 0) == 0
         os.kill(own_moto.pid, signal.SIGCONT)
@@ -313,6 +349,7 @@ def test_the_s3_server_gone_mid_batch_no_file_fails_and_the_batch_completes(
 
 # -- (c) a worker whose disk is full -----------------------------------------------------------------------
 
+
 @pytest.fixture
 def full_disk(tmp_path: Path) -> Iterator[Path]:
     """A 64 KiB tmpfs mounted for this test and filled to the last byte (root only; required under CI=true)."""
@@ -322,8 +359,7 @@ def full_disk(tmp_path: Path) -> Iterator[Path]:
         pytest.skip("mounting a tmpfs needs root")
     mount = tmp_path / "tiny"
     mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True,
-                          text=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True, text=True)
     if done.returncode != 0:
         if os.environ.get("CI") == "true":
             pytest.fail(f"cannot mount a tmpfs under CI=true: {done.stderr}")
@@ -341,17 +377,28 @@ def full_disk(tmp_path: Path) -> Iterator[Path]:
 
 @pytest.mark.processes
 def test_a_worker_with_a_full_disk_stands_down_and_the_other_ingests_everything(
-        tmp_path: Path, pgvector_settings, full_disk: Path) -> None:
+    tmp_path: Path, pgvector_settings, full_disk: Path
+) -> None:
     from knowledge.embeddings.bundled import ensure_bundled_model
 
     url = _test_db_url(pgvector_settings)
     models = tmp_path / "models"  # the healthy worker's model, unpacked
     ensure_bundled_model(models)
-    bundled = {"KNOWLEDGE_EMBEDDINGS__MODEL": "sentence-transformers/all-MiniLM-L6-v2",
-               "KNOWLEDGE_INGEST__WORKER_SICK_AFTER": "3"}
-    env = {"sick": _env(tmp_path, "sick", url, KNOWLEDGE_EMBEDDINGS__MODELS_DIR=str(full_disk / "models"),
-                        TMPDIR=str(full_disk), **bundled),
-           "healthy": _env(tmp_path, "healthy", url, KNOWLEDGE_EMBEDDINGS__MODELS_DIR=str(models), **bundled)}
+    bundled = {
+        "KNOWLEDGE_EMBEDDINGS__MODEL": "sentence-transformers/all-MiniLM-L6-v2",
+        "KNOWLEDGE_INGEST__WORKER_SICK_AFTER": "3",
+    }
+    env = {
+        "sick": _env(
+            tmp_path,
+            "sick",
+            url,
+            KNOWLEDGE_EMBEDDINGS__MODELS_DIR=str(full_disk / "models"),
+            TMPDIR=str(full_disk),
+            **bundled,
+        ),
+        "healthy": _env(tmp_path, "healthy", url, KNOWLEDGE_EMBEDDINGS__MODELS_DIR=str(models), **bundled),
+    }
     batch_id = _queue(env["healthy"])
     sick = Worker("sick", env["sick"], tmp_path / "sick.log")
     healthy = None

@@ -38,8 +38,10 @@ def app_wb(tmp_path, monkeypatch):
 
 
 def _items(n: int, paragraphs: int = 8) -> list[tuple[str, bytes]]:
-    return [(f"doc{i}.md", "\n\n".join(f"# Part {k}\n\n" + f"word{i}x{k} " * 80 for k in range(paragraphs)).encode())
-            for i in range(n)]
+    return [
+        (f"doc{i}.md", "\n\n".join(f"# Part {k}\n\n" + f"word{i}x{k} " * 80 for k in range(paragraphs)).encode())
+        for i in range(n)
+    ]
 
 
 def _wait(job: IngestJob, timeout: float = 240.0) -> None:
@@ -152,15 +154,29 @@ def test_a_child_that_cannot_start_makes_the_app_ingest_in_its_own_threads(app_w
 @pytest.mark.processes
 @pytest.mark.slow
 def test_the_worker_stops_when_its_parent_is_gone(tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(REPO), "KNOWLEDGE_DATA_DIR": str(tmp_path / "data"),
-           "KNOWLEDGE_EMBEDDINGS__MODEL": "fake/hash-16"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "KNOWLEDGE_DATA_DIR": str(tmp_path / "data"),
+        "KNOWLEDGE_EMBEDDINGS__MODEL": "fake/hash-16",
+    }
     # a parent that starts the worker (no --once: it would poll forever) and waits
-    parent = subprocess.Popen([sys.executable, "-c", (
-        "import os, subprocess, sys, time\n"
-        "p = subprocess.Popen([sys.executable, '-m', 'knowledge', 'worker', '--parent', str(os.getpid()),"
-        " '--poll', '0.2'])\n"
-        "print(p.pid, flush=True)\n"
-        "time.sleep(600)\n")], env=env, stdout=subprocess.PIPE, text=True)
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import os, subprocess, sys, time\n"
+                "p = subprocess.Popen([sys.executable, '-m', 'knowledge', 'worker', '--parent', str(os.getpid()),"
+                " '--poll', '0.2'])\n"
+                "print(p.pid, flush=True)\n"
+                "time.sleep(600)\n"
+            ),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert parent.stdout is not None
         child = psutil.Process(int(parent.stdout.readline()))

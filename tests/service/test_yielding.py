@@ -89,8 +89,9 @@ def test_the_encoder_calls_the_hook_before_each_batch(monkeypatch):
     calls: list[str] = []
     encoder = _pooled.MeanPooledEncoder.__new__(_pooled.MeanPooledEncoder)
     encoder.session, encoder._output, encoder._token_types, encoder._pad_id = _Session(calls), "out", False, 0
-    monkeypatch.setattr(encoder, "encode",
-                            lambda texts: [type("E", (), {"ids": [1] * (i + 1)})() for i in range(len(texts))])
+    monkeypatch.setattr(
+        encoder, "encode", lambda texts: [type("E", (), {"ids": [1] * (i + 1)})() for i in range(len(texts))]
+    )
     monkeypatch.setattr(_pooled, "between_batches", lambda: calls.append("wait"))
     out = encoder.embed(["a", "b", "c", "d", "e"], batch_size=2)
     assert out.shape == (5, 4)

@@ -28,8 +28,7 @@ D = 8
 def coll(backend):
     c = backend.collection("front-door")
     c.ensure_collection(D, "cosine")
-    c.upsert([Point(f"p{i}", np.eye(D, dtype=np.float32)[i], {"i": i, "ds": "a" if i % 2 else "b"})
-              for i in range(D)])
+    c.upsert([Point(f"p{i}", np.eye(D, dtype=np.float32)[i], {"i": i, "ds": "a" if i % 2 else "b"}) for i in range(D)])
     return c
 
 
@@ -81,8 +80,10 @@ def test_every_backend_refuses_bad_arguments_with_one_message(coll, reference, w
 def test_every_backend_words_a_distance_mismatch_alike(coll):
     with pytest.raises(DistanceMismatch) as err:
         coll.ensure_collection(D, "dot")
-    assert str(err.value) == ("Vector store 'front-door' was prepared with distance 'cosine', not 'dot'. A store"
-                              " keeps the distance it was created with.")
+    assert str(err.value) == (
+        "Vector store 'front-door' was prepared with distance 'cosine', not 'dot'. A store"
+        " keeps the distance it was created with."
+    )
 
 
 def test_index_field_is_there_on_every_backend_and_filters_still_work(coll):

@@ -53,7 +53,7 @@ def test_every_backend_ranks_like_numpy(distance, tmp_path, request):
             coll = backend.collection(f"congruence-{distance}")
             coll.ensure_collection(D, distance)
             for start in range(0, N, 128):
-                coll.upsert(points[start:start + 128])
+                coll.upsert(points[start : start + 128])
             got = []
             for q in queries:
                 ref = reference(matrix, q, distance)

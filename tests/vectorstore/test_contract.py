@@ -57,6 +57,7 @@ def coll(backend):
 
 # -- collections -------------------------------------------------------------------------------
 
+
 def test_collection_lifecycle(backend):
     c = backend.collection("life")
     assert not c.collection_exists()
@@ -92,8 +93,17 @@ def test_ensure_collection_rejects_bad_arguments(backend, size, distance):
 
 
 def test_names_are_kept_exactly_and_never_collide(backend):
-    names = ["team-notes", "Team Notes", "team notes", "Q3 (final)", "naïve", "x; drop table y;--",
-             "../../etc", "a" * 70, "日本語"]
+    names = [
+        "team-notes",
+        "Team Notes",
+        "team notes",
+        "Q3 (final)",
+        "naïve",
+        "x; drop table y;--",
+        "../../etc",
+        "a" * 70,
+        "日本語",
+    ]
     for i, name in enumerate(names):
         c = backend.collection(name)
         c.ensure_collection(D)
@@ -105,6 +115,7 @@ def test_names_are_kept_exactly_and_never_collide(backend):
 
 
 # -- writes ------------------------------------------------------------------------------------
+
 
 def test_upsert_overwrites_same_id_and_roundtrips_payload(coll):
     payload = {"text": "naïve café 日本 🙂", "nested": {"a": [1, 2.5, None, True]}, "none": None}
@@ -186,8 +197,10 @@ def test_replace_swaps_exactly_the_matching_set(coll):
 
 def test_replace_is_never_seen_half_done(coll):
     """A reader thread sees the old or the new version of a file, never a mix or nothing."""
-    versions = {v: [Point(f"f:{i}", vec, {"file": "f", "v": v}) for i, vec in enumerate(rand_vectors(20, seed=v))]
-                for v in range(1, 4)}
+    versions = {
+        v: [Point(f"f:{i}", vec, {"file": "f", "v": v}) for i, vec in enumerate(rand_vectors(20, seed=v))]
+        for v in range(1, 4)
+    }
     coll.upsert(versions[1])
     seen, stop = [], threading.Event()
 
@@ -209,6 +222,7 @@ def test_replace_is_never_seen_half_done(coll):
 
 
 # -- search ------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("distance", DISTANCES)
 def test_scores_and_ranking_agree_with_numpy(backend, distance):
@@ -256,13 +270,15 @@ def test_filter_is_applied_before_ranking(coll):
 
 def test_where_semantics(coll):
     v = rand_vectors(5)
-    coll.upsert([
-        Point("a", v[0], {"n": 1, "s": "x"}),
-        Point("b", v[1], {"n": True, "s": "x"}),
-        Point("c", v[2], {"n": 1.0, "s": "y"}),
-        Point("d", v[3], {"s": "x"}),
-        Point("e", v[4], {"n": None, "s": "x"}),
-    ])
+    coll.upsert(
+        [
+            Point("a", v[0], {"n": 1, "s": "x"}),
+            Point("b", v[1], {"n": True, "s": "x"}),
+            Point("c", v[2], {"n": 1.0, "s": "y"}),
+            Point("d", v[3], {"s": "x"}),
+            Point("e", v[4], {"n": None, "s": "x"}),
+        ]
+    )
     assert {h.id for h in coll.search(v[0], limit=10, where={"n": 1, "s": "x"})} == {"a"}
     assert {h.id for h in coll.search(v[0], limit=10, where={"n": True})} == {"b"}
     assert {h.id for h in coll.search(v[0], limit=10, where={"n": None})} == {"e"}
@@ -324,6 +340,7 @@ def test_data_survives_a_new_backend_instance(backend_factory, settings):
 
 # -- the VectorStore facade --------------------------------------------------------------------
 
+
 def embed(texts: list[str]) -> np.ndarray:
     from knowledge.embeddings.fake import HashEmbedder
 
@@ -332,16 +349,21 @@ def embed(texts: list[str]) -> np.ndarray:
 
 def chunks_for(texts: list[str], **prov) -> list[Chunk]:
     vecs = embed(texts)
-    return [Chunk(text=t, vector=vecs[i], page=i + 1, char_start=i * 100, char_end=i * 100 + len(t), **prov)
-            for i, t in enumerate(texts)]
+    return [
+        Chunk(text=t, vector=vecs[i], page=i + 1, char_start=i * 100, char_end=i * 100 + len(t), **prov)
+        for i, t in enumerate(texts)
+    ]
 
 
 def test_store_upsert_search_provenance(backend):
     store = VectorStore(backend.collection("notes"))
     assert store.search(embed(["anything"])[0], k=3) == []
     assert not store.exists()
-    store.replace_file("f1", chunks_for(["the cat sits on the mat", "stock prices fell sharply"], heading="Pets > Cats"),
-                 file_name="pets.md")
+    store.replace_file(
+        "f1",
+        chunks_for(["the cat sits on the mat", "stock prices fell sharply"], heading="Pets > Cats"),
+        file_name="pets.md",
+    )
     store.replace_file("f2", chunks_for(["a recipe for bread dough"]), file_name="bread.txt")
     hits = store.search(embed(["cat on a mat"])[0], k=2)
     top = hits[0]
@@ -370,7 +392,9 @@ def test_store_files_delete_and_filters(backend):
     store.replace_file("b-id", chunks_for(["beta one", "beta two"]), file_name="Beta.pdf")
     store.replace_file("a-id", chunks_for(["alpha"]), file_name="alpha.md")
     assert [(f.file_id, f.file_name, f.chunks) for f in store.list_files()] == [
-        ("a-id", "alpha.md", 1), ("b-id", "Beta.pdf", 2)]
+        ("a-id", "alpha.md", 1),
+        ("b-id", "Beta.pdf", 2),
+    ]
     assert [h.file_id for h in store.search(embed(["alpha"])[0], k=5, where={"file_id": "b-id"})] == ["b-id", "b-id"]
     assert [h.page for h in store.search(embed(["beta"])[0], k=5, where={"page": 2})] == [2]
     assert store.delete_file("b-id") == 2

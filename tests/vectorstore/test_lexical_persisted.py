@@ -42,8 +42,9 @@ def rebuilt(caplog) -> list[str]:
     return [r.getMessage() for r in caplog.records if "lexical index" in r.getMessage() and "rebuilt" in r.getMessage()]
 
 
-@pytest.mark.parametrize("query", ["panic", "iterating over a vector", "borrow checker lifetimes",
-                                   "errors program", "向量检索", "hash map keys"])
+@pytest.mark.parametrize(
+    "query", ["panic", "iterating over a vector", "borrow checker lifetimes", "errors program", "向量检索", "hash map keys"]
+)
 def test_same_ranking_as_the_in_process_bm25(coll, query):
     # the index holds one more document, empty, recording its state: N and the mean length count it
     state = Point("state", vec(0), {"file_id": "", "text": ""})
@@ -146,14 +147,15 @@ c.replace({"file_id": "a"}, [Point("a:9", np.ones(8, np.float32), {"file_id": "a
 @pytest.mark.slow
 def test_a_crash_between_the_vectors_and_the_index_commit_is_repaired(coll, settings, caplog):
     coll.lexical_search("panic", 1)
-    run = subprocess.run([sys.executable, "-c", _CRASH_AFTER_PUBLISH, str(settings.data_root)],
-                         capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [sys.executable, "-c", _CRASH_AFTER_PUBLISH, str(settings.data_root)], capture_output=True, text=True, timeout=120
+    )
     assert run.returncode == 9, run.stderr
     caplog.clear()
     with MemoryBackend(settings) as b2:
         c2 = b2.collection("lex")
         assert {p.id for p in c2.scroll(where={"file_id": "a"})} == {"a:9"}  # the vectors committed
-        assert [h.id for h in c2.lexical_search("crab", 5)] == ["a:9"]     # and so does the index
+        assert [h.id for h in c2.lexical_search("crab", 5)] == ["a:9"]  # and so does the index
         assert c2.lexical_search("panic", 5) == []
     assert len(rebuilt(caplog)) == 1
 
@@ -212,15 +214,28 @@ def test_killed_writers_leave_vectors_and_index_agreeing(tmp_path):
         c = b.collection("kill")
         c.ensure_collection(8)
         for f in range(files):
-            c.replace({"file_id": f"f{f}"}, [Point(f"f{f}:0", np.ones(8, np.float32),
-                                                   {"file_id": f"f{f}", "version": 0, "text": f"tok{f}x0 common words"})])
+            c.replace(
+                {"file_id": f"f{f}"},
+                [
+                    Point(
+                        f"f{f}:0",
+                        np.ones(8, np.float32),
+                        {"file_id": f"f{f}", "version": 0, "text": f"tok{f}x0 common words"},
+                    )
+                ],
+            )
         c.lexical_search("common", 1)  # the index exists from here on: every write keeps it
     rnd = random.Random(15)
     version, changed, kills = 1, 0, 12
     previous = _check_agreement(settings, files)
     for _ in range(kills):
-        child = subprocess.Popen([sys.executable, "-c", _KILL_CHILD, str(tmp_path), str(files)],
-                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        child = subprocess.Popen(
+            [sys.executable, "-c", _KILL_CHILD, str(tmp_path), str(files)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         try:
             assert child.stdout.readline().strip() == "ready", child.stderr.read()
             child.stdin.write(f"{version}\n")
@@ -320,8 +335,10 @@ def test_the_rust_book_gets_the_same_bm25_candidates_as_before(corpus, tmp_path)
         rank_before = next((i + 1 for i, pid in enumerate(expected) if names[pid] == chapter), None)
         mrr_now += (1 / rank_now if rank_now else 0) / len(QUESTIONS)
         mrr_before += (1 / rank_before if rank_before else 0) / len(QUESTIONS)
-        print(f"{question[:40]:40s} overlap@50 {overlaps[-1]:.2f}, same order for the first {same_prefix},"
-              f" chapter's BM25 rank {rank_before} -> {rank_now}")
+        print(
+            f"{question[:40]:40s} overlap@50 {overlaps[-1]:.2f}, same order for the first {same_prefix},"
+            f" chapter's BM25 rank {rank_before} -> {rank_now}"
+        )
     print(f"BM25 MRR@50 of the answering chapter: before {mrr_before:.3f}, now {mrr_now:.3f}")
     # tantivy keeps document lengths in one byte (as Lucene): scores move by a few percent, so
     # near-ties at the tail may swap; the head of each list and the chapters' ranks must not move

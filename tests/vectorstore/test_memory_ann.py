@@ -253,7 +253,8 @@ def _damage(path: Path, how: str, settings) -> None:
         state.write_bytes(b"\x00\xffnot json" * 10)
     elif how == "stale":  # another process wrote after the graph was saved
         other = subprocess.run(
-            [sys.executable, "-c", _WRITE_ONE, str(settings.data_dir)], capture_output=True, text=True, timeout=120)
+            [sys.executable, "-c", _WRITE_ONE, str(settings.data_dir)], capture_output=True, text=True, timeout=120
+        )
         assert other.returncode == 0, other.stderr
 
 
@@ -292,8 +293,7 @@ def test_unusable_persisted_graph_is_rebuilt(tmp_path, data, how, caplog):
         assert [h.id for h in c.search(queries[0], limit=10)] == exact_ids(matrix, ids, queries[0], 10)
         assert c.ensure_ann_index(timeout=120)
         assert c.ann_counts["loaded"] == 0 and c.ann_counts["built"] == 1
-        found = sum(len(set(exact_ids(matrix, ids, q, 10)) & {h.id for h in c.search(q, limit=10)})
-                    for q in queries)
+        found = sum(len(set(exact_ids(matrix, ids, q, 10)) & {h.id for h in c.search(q, limit=10)}) for q in queries)
         assert found / (10 * len(queries)) >= 0.98
     assert c.ann_counts["saved"] == 1
     with MemoryBackend(settings) as b:  # the rebuilt graph is the one reused next time
@@ -333,8 +333,12 @@ def test_a_process_killed_while_saving_the_graph_leaves_a_good_store(tmp_path):
     rng = np.random.default_rng(0)
     mid_save = 0
     for round_ in range(8):
-        child = subprocess.Popen([sys.executable, "-c", _SAVER_CHILD, str(tmp_path), str(round_)],
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        child = subprocess.Popen(
+            [sys.executable, "-c", _SAVER_CHILD, str(tmp_path), str(round_)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         try:
             assert child.stdout is not None
             assert child.stdout.readline().strip() == "ready", child.stderr.read() if child.stderr else ""

@@ -44,9 +44,7 @@ DIM = 16
 
 
 def make_settings(tmp_path: Path, **vector_store):
-    return load_settings(data_dir=tmp_path, vector_store=vector_store) if vector_store else load_settings(
-        data_dir=tmp_path
-    )
+    return load_settings(data_dir=tmp_path, vector_store=vector_store) if vector_store else load_settings(data_dir=tmp_path)
 
 
 @pytest.fixture
@@ -71,8 +69,7 @@ def chunk_points(file_id, n, version=0, dim=DIM, id_prefix=None):
         Point(
             f"{prefix}:{i}",
             vec(hash((file_id, version, i)) % 2**32, dim),
-            {"file_id": file_id, "chunk_index": i, "version": version, "n": n,
-             "text": f"{file_id} v{version} #{i}"},
+            {"file_id": file_id, "chunk_index": i, "version": version, "n": n, "text": f"{file_id} v{version} #{i}"},
         )
         for i in range(n)
     ]
@@ -120,6 +117,7 @@ def test_search_matches_numpy_reference_and_survives_a_new_instance(settings, di
         c2 = b2.collection("ref")
         assert c2.info().distance == distance and c2.count() == 500
         again = [c2.search(q, limit=10) for q in queries]
+
     def pairs(results):
         return [[(h.id, h.payload) for h in hits] for hits in results]
 
@@ -129,8 +127,7 @@ def test_search_matches_numpy_reference_and_survives_a_new_instance(settings, di
 def test_ids_and_payloads_round_trip_exactly(backend, settings):
     c = backend.collection("rt")
     c.ensure_collection(DIM)
-    payload = {"s": "é ✓ \u00e9\u0301", "i": 3, "f": 1.5, "b": True, "n": None, "l": [1, "a"],
-               "d": {"x": [1]}}
+    payload = {"s": "é ✓ \u00e9\u0301", "i": 3, "f": 1.5, "b": True, "n": None, "l": [1, "a"], "d": {"x": [1]}}
     c.upsert([Point(1, vec(1), payload), Point("1", vec(2), {"tuple": (1, 2)})])
     payload["i"] = 99  # the store keeps its own copy
     with MemoryBackend(settings) as b2:
@@ -300,10 +297,13 @@ def test_killed_writer_never_leaves_a_partial_batch(tmp_path):
         c.ensure_collection(8)
         for f in range(files):  # version 0, written by the parent
             n = 300 if f == 0 else 1 + f % 6
-            c.replace({"file_id": f"f{f}"}, [
-                Point(f"f{f}:{i}", vec(f * 1000 + i, 8),
-                      {"file_id": f"f{f}", "version": 0, "chunk_index": i, "n": n})
-                for i in range(n)])
+            c.replace(
+                {"file_id": f"f{f}"},
+                [
+                    Point(f"f{f}:{i}", vec(f * 1000 + i, 8), {"file_id": f"f{f}", "version": 0, "chunk_index": i, "n": n})
+                    for i in range(n)
+                ],
+            )
     rnd = random.Random(1234)
     version = 1
     first_versions, _ = _check_crash_store(settings, files)
@@ -313,9 +313,13 @@ def test_killed_writer_never_leaves_a_partial_batch(tmp_path):
     mid_write = 0  # kills that left files of an uncommitted write behind
 
     def spawn():
-        return subprocess.Popen([sys.executable, "-c", _CRASH_CHILD, str(tmp_path), str(files)],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True)
+        return subprocess.Popen(
+            [sys.executable, "-c", _CRASH_CHILD, str(tmp_path), str(files)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
 
     children = [spawn()]
     try:
@@ -484,8 +488,12 @@ with MemoryBackend(load_settings(data_dir=data_dir), lock_timeout=60) as b:
 
 
 def run_child(tmp_path, name, op, arg):
-    out = subprocess.run([sys.executable, "-c", _CHILD_OPS, str(tmp_path), name, op, json.dumps(arg)],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", _CHILD_OPS, str(tmp_path), name, op, json.dumps(arg)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
 
@@ -498,8 +506,9 @@ def test_second_process_holding_the_lock_gives_store_locked(tmp_path):
         c = b.collection("Shared Notes")
         c.ensure_collection(DIM)
         c.upsert(chunk_points("a", 3))
-        holder = subprocess.Popen([sys.executable, "-c", _HOLD_LOCK, str(c.lock_path)],
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        holder = subprocess.Popen(
+            [sys.executable, "-c", _HOLD_LOCK, str(c.lock_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
         try:
             assert holder.stdout.readline().strip() == "locked"
             start = time.monotonic()
@@ -532,7 +541,8 @@ def test_another_process_writes_are_seen_without_reopening(tmp_path):
         assert child["count"] == 34
         assert c.count() == 34 and c.count({"file_id": "theirs"}) == 30
         assert {h.id for h in c.search(vec(0), limit=100)} == {p.id for p in chunk_points("mine", 4)} | {
-            f"theirs{i}" for i in range(30)}
+            f"theirs{i}" for i in range(30)
+        }
         run_child(tmp_path, "shared", "replace", ["theirs", 2])
         assert c.count({"file_id": "theirs"}) == 2 and c.count() == 6
         hit = c.search(np.ones(DIM), limit=1, where={"file_id": "theirs"})[0]
@@ -558,10 +568,14 @@ def test_two_processes_writing_at_once_lose_nothing(tmp_path):
         c = b.collection("busy")
         c.ensure_collection(DIM)
         c.upsert(chunk_points("seed", 1))
-        procs = [subprocess.Popen([sys.executable, "-c", _CHILD_OPS, str(tmp_path), "busy", "upsert",
-                                   json.dumps([prefix, 150, 5])],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-                 for prefix in ("a", "b")]
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", _CHILD_OPS, str(tmp_path), "busy", "upsert", json.dumps([prefix, 150, 5])],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+            for prefix in ("a", "b")
+        ]
         for i in range(0, 60, 3):  # and this process writes too
             c.upsert([Point(f"p{j}", vec(j), {"file_id": "p"}) for j in range(i, i + 3)])
         for p in procs:
@@ -649,7 +663,7 @@ def test_payloads_are_parsed_when_read_and_a_damaged_line_is_reported_then(setti
     seg = path / "seg-000001.jsonl"
     lines = seg.read_bytes().split(b"\n")
     at = lines[3].index(b'"payload":') + len(b'"payload":')
-    lines[3] = lines[3][:at] + b"X" + lines[3][at + 1:]  # the point a:2's payload no longer parses
+    lines[3] = lines[3][:at] + b"X" + lines[3][at + 1 :]  # the point a:2's payload no longer parses
     seg.write_bytes(b"\n".join(lines))
     with MemoryBackend(settings) as b3:
         c3 = b3.collection("lazy")
@@ -669,8 +683,23 @@ def test_newer_format_is_refused(settings):
         b2.collection("future").info()
 
 
-NAMES = ["Team Notes", "team notes", "TEAM NOTES", "a/b", "a\\b", "../x", "..", ".", "日本語のメモ",
-         "emoji 🧠 store", "x" * 500, " padded ", "CON", "with\nnewline", "ﬂour"]
+NAMES = [
+    "Team Notes",
+    "team notes",
+    "TEAM NOTES",
+    "a/b",
+    "a\\b",
+    "../x",
+    "..",
+    ".",
+    "日本語のメモ",
+    "emoji 🧠 store",
+    "x" * 500,
+    " padded ",
+    "CON",
+    "with\nnewline",
+    "ﬂour",
+]
 
 
 def test_any_name_gets_its_own_folder_inside_the_root(backend, settings):
@@ -810,8 +839,7 @@ def test_upserts_in_batches_keep_few_segments(backend):
 def test_filtered_search_returns_k_whenever_k_match(backend):
     c = backend.collection("filtered")
     c.ensure_collection(DIM)
-    pts = [Point(i, vec(i), {"file_id": f"f{i % 50}", "page": i % 3, "flag": i % 2 == 0})
-           for i in range(2000)]
+    pts = [Point(i, vec(i), {"file_id": f"f{i % 50}", "page": i % 3, "flag": i % 2 == 0}) for i in range(2000)]
     c.upsert(pts)
     q = vec(99999)
     hits = c.search(q, limit=10, where={"file_id": "f7"})
@@ -922,8 +950,7 @@ def test_two_backend_instances_in_one_process_serialise_their_writes(settings):
 def test_vectors_of_any_numeric_form_are_stored_as_float32(backend):
     c = backend.collection("forms")
     c.ensure_collection(3, "dot")
-    c.upsert([Point("list", [1, 2, 3], {}), Point("f64", np.array([0.5, 0.25, 1e-3]), {}),
-              Point("int", np.arange(3), {})])
+    c.upsert([Point("list", [1, 2, 3], {}), Point("f64", np.array([0.5, 0.25, 1e-3]), {}), Point("int", np.arange(3), {})])
     got = {p.id: p.vector for p in c.retrieve(["list", "f64", "int"], with_vectors=True)}
     assert all(v.dtype == np.float32 and v.shape == (3,) for v in got.values())
     np.testing.assert_array_equal(got["list"], [1, 2, 3])

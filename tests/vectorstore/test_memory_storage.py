@@ -74,8 +74,7 @@ def test_a_merge_keeps_the_points_and_the_order_of_last_write(tmp_path):
     live: set[int] = set()
     for i in range(5):  # segment i writes point i + 1 and rewrites point 0; segment 3 also deletes 0 first
         live |= {i + 1, 0}
-        man = log.append(man, [0] if i == 3 else [], lines([i + 1, 0]), np.full((2, D), i, np.float32),
-                         len(live), publish)
+        man = log.append(man, [0] if i == 3 else [], lines([i + 1, 0]), np.full((2, D), i, np.float32), len(live), publish)
     merged = log.merge(man, 0, publish)
     assert len(merged["segments"]) == 1 and merged["count"] == 6
     _, ids, payloads, _ = log.read_jsonl(merged, merged["segments"][0])

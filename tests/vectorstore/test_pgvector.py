@@ -43,8 +43,21 @@ def cosine_top(matrix: np.ndarray, q: np.ndarray, k: int) -> tuple[np.ndarray, n
 
 # -- names -----------------------------------------------------------------------------------------
 
-NAMES = ["team-notes", "Team Notes", "team notes", "Team-Notes", "Q3 (final)", "naïve", "naive",
-         "x; drop table y;--", 'a"; DROP TABLE y; --', "it's", "a" * 70, "b" * 70 + "日本", "日本語"]
+NAMES = [
+    "team-notes",
+    "Team Notes",
+    "team notes",
+    "Team-Notes",
+    "Q3 (final)",
+    "naïve",
+    "naive",
+    "x; drop table y;--",
+    'a"; DROP TABLE y; --',
+    "it's",
+    "a" * 70,
+    "b" * 70 + "日本",
+    "日本語",
+]
 
 
 def test_store_names_are_safe_unique_and_never_inject(make):
@@ -88,18 +101,20 @@ def test_a_name_with_nul_is_refused(make):
 
 # -- indexes -------------------------------------------------------------------------------------
 
+
 def test_a_bulk_load_builds_the_hnsw_index_once_at_the_end(make):
     b = make(exact_max_rows=50)
     c = b.collection("bulk")
     c.ensure_collection(16)
     data = vecs(200, 16, seed=5)
     with admin(b) as conn:
+
         def has_index() -> bool:
             return conn.execute("SELECT to_regclass(%s)", (f'"{c.table}_hnsw"',)).fetchone()[0] is not None
 
         with c.bulk_load():
             for start in range(0, 200, 40):
-                c.upsert([Point(i, v, {"i": i}) for i, v in enumerate(data[start:start + 40], start)])
+                c.upsert([Point(i, v, {"i": i}) for i, v in enumerate(data[start : start + 40], start)])
             assert not has_index() and c.count() == 200  # 200 > 50 rows, yet no index kept up per write
             assert len(c.search(data[7], limit=3)) == 3 and c.search(data[7], limit=1)[0].id == 7  # exact meanwhile
         assert has_index()  # built once, when the load ended
@@ -112,8 +127,10 @@ def test_a_bulk_load_builds_the_hnsw_index_once_at_the_end(make):
         assert conn.execute("SELECT to_regclass(%s)", (f'"{small.table}_hnsw"',)).fetchone()[0] is None
 
 
-@pytest.mark.parametrize("distance,opclass", [("cosine", "vector_cosine_ops"), ("euclid", "vector_l2_ops"),
-                                              ("dot", "vector_ip_ops"), ("manhattan", "vector_l1_ops")])
+@pytest.mark.parametrize(
+    "distance,opclass",
+    [("cosine", "vector_cosine_ops"), ("euclid", "vector_l2_ops"), ("dot", "vector_ip_ops"), ("manhattan", "vector_l1_ops")],
+)
 def test_hnsw_index_with_the_distance_opclass_once_past_exact_max_rows(make, distance, opclass):
     b = make(exact_max_rows=50)
     small, big = b.collection(f"small-{distance}"), b.collection(f"big-{distance}")
@@ -123,9 +140,13 @@ def test_hnsw_index_with_the_distance_opclass_once_past_exact_max_rows(make, dis
     data = vecs(80, 24, seed=3)
     big.upsert([Point(i, v, {"i": i}) for i, v in enumerate(data[:40])])
     with admin(b) as c:
+
         def indexes(coll):
-            return {r[0]: r[1] for r in c.execute(
-                "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = %s", (coll.table,))}
+            return {
+                r[0]: r[1]
+                for r in c.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = %s", (coll.table,))
+            }
+
         assert f"{big.table}_hnsw" not in indexes(big)  # 40 <= 50: exact search, no index to maintain
         big.upsert([Point(i, v, {"i": i}) for i, v in enumerate(data[40:], 40)])
         defs = indexes(big)
@@ -140,6 +161,7 @@ def test_hnsw_index_with_the_distance_opclass_once_past_exact_max_rows(make, dis
 
 
 # -- filtered search in a big store ---------------------------------------------------------------
+
 
 @pytest.mark.slow
 def test_filtered_search_for_a_small_file_in_a_big_store_is_exact(make):
@@ -178,6 +200,7 @@ def test_filtered_search_for_a_small_file_in_a_big_store_is_exact(make):
 
 # -- dimensions ------------------------------------------------------------------------------------
 
+
 def test_dimension_mismatch_is_refused_before_any_write(make):
     b = make()
     coll = b.collection("dims")
@@ -203,11 +226,15 @@ def test_dimension_mismatch_is_refused_before_any_write(make):
 
 # -- connection loss ------------------------------------------------------------------------------
 
+
 def terminate_others(b: PgvectorBackend) -> int:
     with admin(b) as c:
-        return len(c.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-            " WHERE datname = current_database() AND pid <> pg_backend_pid()").fetchall())
+        return len(
+            c.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            ).fetchall()
+        )
 
 
 @pytest.mark.parametrize("pool", [True, False], ids=["pool", "per-operation"])
@@ -219,11 +246,13 @@ def test_idempotent_operations_survive_killed_connections(make, pool):
     data = vecs(20)
     coll.upsert([Point(i, v, {"file": "f"}) for i, v in enumerate(data)])
     q = data[3]
-    for op in (lambda: coll.search(q, limit=1)[0].id == 3,
-               lambda: coll.count() == 20,
-               lambda: coll.upsert([Point(99, data[0], {"file": "g"})]) is None,
-               lambda: coll.replace({"file": "g"}, [Point(98, data[1], {"file": "g"})]) is None,
-               lambda: sorted(p.id for p in coll.retrieve([98, 99, 1])) == [1, 98]):
+    for op in (
+        lambda: coll.search(q, limit=1)[0].id == 3,
+        lambda: coll.count() == 20,
+        lambda: coll.upsert([Point(99, data[0], {"file": "g"})]) is None,
+        lambda: coll.replace({"file": "g"}, [Point(98, data[1], {"file": "g"})]) is None,
+        lambda: sorted(p.id for p in coll.retrieve([98, 99, 1])) == [1, 98],
+    ):
         terminate_others(b)  # the pool's connections die under it
         assert op()
     assert coll.count() == 21
@@ -244,8 +273,10 @@ def blocked_writer(c: psycopg.Connection, other_than: int = 0, timeout: float = 
     """The pid of the backend waiting on advisory lock 4242 (the writer stopped by the trigger)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        row = c.execute("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objid = 4242 AND NOT granted"
-                        " AND pid <> %s", (other_than,)).fetchone()
+        row = c.execute(
+            "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objid = 4242 AND NOT granted AND pid <> %s",
+            (other_than,),
+        ).fetchone()
         if row:
             return row[0]
         time.sleep(0.02)
@@ -259,8 +290,10 @@ def test_replace_killed_mid_transaction_is_never_half_written(make, outcome):
     b = make(retries=1)
     coll = b.collection("mid")
     coll.ensure_collection(D)
-    coll.upsert([Point(f"f:{i}", v, {"file": "f", "v": 1}) for i, v in enumerate(vecs(10))]
-                + [Point(f"g:{i}", v, {"file": "g"}) for i, v in enumerate(vecs(3, seed=1))])
+    coll.upsert(
+        [Point(f"f:{i}", v, {"file": "f", "v": 1}) for i, v in enumerate(vecs(10))]
+        + [Point(f"g:{i}", v, {"file": "g"}) for i, v in enumerate(vecs(3, seed=1))]
+    )
     errors: list[BaseException] = []
     with admin(b) as c:
         c.execute(BLOCKER.format(table=sql.Identifier(coll.table).as_string(c)))
@@ -299,9 +332,14 @@ def test_replace_killed_mid_transaction_is_never_half_written(make, outcome):
 
 
 def test_an_unreachable_server_is_a_clear_error(settings, tmp_path):
-    s = load_settings(data_dir=tmp_path / "data", vector_store={
-        "backend": "pgvector", "url": f"postgresql://postgres@/postgres?host={tmp_path}/nowhere",
-        "options": {"pgvector": {"connect_timeout": 2}}})
+    s = load_settings(
+        data_dir=tmp_path / "data",
+        vector_store={
+            "backend": "pgvector",
+            "url": f"postgresql://postgres@/postgres?host={tmp_path}/nowhere",
+            "options": {"pgvector": {"connect_timeout": 2}},
+        },
+    )
     with pytest.raises(BackendUnavailable, match="Cannot connect to PostgreSQL") as err:
         PgvectorBackend(s)
     assert "vector_store.url" in str(err.value)
@@ -316,9 +354,13 @@ def test_a_server_without_pgvector_names_the_fix(make, pg_server):
         c.execute("DROP DATABASE IF EXISTS knowledge_noext")
         c.execute("CREATE DATABASE knowledge_noext OWNER knowledge_plain")
     try:
-        plain = load_settings(vector_store={
-            "backend": "pgvector", "url": make_conninfo(pg_server, dbname="knowledge_noext"),
-            "user": "knowledge_plain"})
+        plain = load_settings(
+            vector_store={
+                "backend": "pgvector",
+                "url": make_conninfo(pg_server, dbname="knowledge_noext"),
+                "user": "knowledge_plain",
+            }
+        )
         with pytest.raises(BackendUnavailable) as err:
             PgvectorBackend(plain)
         msg = str(err.value)
@@ -331,13 +373,15 @@ def test_a_server_without_pgvector_names_the_fix(make, pg_server):
 
 # -- NUL characters ---------------------------------------------------------------------------------
 
+
 def test_nul_characters_never_reach_postgres(make):
     b = make()
     coll = b.collection("nul")
     coll.ensure_collection(D)
     v = vecs(2)
-    coll.upsert([Point("id\x00one", v[0], {"text": "a\x00b", "nest\x00ed": {"k": ["x\x00y", 1]}}),
-                 Point(2, v[1], {"text": "plain"})])
+    coll.upsert(
+        [Point("id\x00one", v[0], {"text": "a\x00b", "nest\x00ed": {"k": ["x\x00y", 1]}}), Point(2, v[1], {"text": "plain"})]
+    )
     got = coll.retrieve(["id\x00one"])  # ids are kept exactly (stored as escaped JSON text)
     assert [p.id for p in got] == ["id\x00one"]
     assert got[0].payload == {"text": "ab", "nested": {"k": ["xy", 1]}}
@@ -350,6 +394,7 @@ def test_nul_characters_never_reach_postgres(make):
 
 # -- settings ------------------------------------------------------------------------------------------
 
+
 def test_options_from_the_environment_and_unknown_keys(monkeypatch, pgvector_settings):
     monkeypatch.setenv("KNOWLEDGE_VECTOR_STORE__OPTIONS__PGVECTOR__POOL", "false")
     monkeypatch.setenv("KNOWLEDGE_VECTOR_STORE__OPTIONS__PGVECTOR__EF_SEARCH", "64")
@@ -361,13 +406,15 @@ def test_options_from_the_environment_and_unknown_keys(monkeypatch, pgvector_set
         assert "connection per operation" in repr(b)
         b.collection("env").ensure_collection(D)
         assert b.list_collections() == ["env"]
-    bad = target.model_copy(update={"vector_store": target.vector_store.model_copy(
-        update={"options": {"pgvector": {"pool_size": 3}}})})
+    bad = target.model_copy(
+        update={"vector_store": target.vector_store.model_copy(update={"options": {"pgvector": {"pool_size": 3}}})}
+    )
     with pytest.raises(ConfigError, match="pool_size"):
         PgvectorBackend(bad)
 
 
 # -- the embedded server -------------------------------------------------------------------------------
+
 
 @pytest.mark.processes
 @pytest.mark.slow
@@ -404,6 +451,7 @@ def test_embedded_server_starts_is_reused_and_stops(pg_server):  # pg_server: sk
 
 # -- the Workbench end to end ----------------------------------------------------------------------
 
+
 def test_workbench_on_a_pgvector_template(pgvector_settings, tmp_path):
     from knowledge.embeddings.fake import HashEmbedder
     from knowledge.service.templates import make_template
@@ -413,8 +461,11 @@ def test_workbench_on_a_pgvector_template(pgvector_settings, tmp_path):
     s = s.model_copy(update={"vector_store": s.vector_store.model_copy(update={"backend": "memory"})})
     wb = Workbench(s, embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=48))
     try:
-        wb.save_template(make_template(name="pg", backend="pgvector", embedding_model="fake",
-                                       max_chunk_size_tokens=40, chunk_overlap_tokens=8))
+        wb.save_template(
+            make_template(
+                name="pg", backend="pgvector", embedding_model="fake", max_chunk_size_tokens=40, chunk_overlap_tokens=8
+            )
+        )
         record = wb.create_store("notes", template="pg")
         assert record.backend == "pgvector"
         doc = tmp_path / "cats.md"
@@ -432,6 +483,7 @@ def test_workbench_on_a_pgvector_template(pgvector_settings, tmp_path):
 
 
 # -- the Vector stores page ------------------------------------------------------------------------
+
 
 def test_the_page_switches_a_template_to_pgvector(pgvector_settings, monkeypatch):
     from knowledge.workbench import Workbench

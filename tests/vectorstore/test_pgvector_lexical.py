@@ -30,15 +30,24 @@ DOCS = [
 
 def points(docs=DOCS, version=0):
     rng = np.random.default_rng(version)
-    return [Point(f"{f}:{i}", rng.standard_normal(D).astype(np.float32),
-                  {"file_id": f, "heading": h, "text": t, "page": i % 3, "version": version})
-            for i, (f, h, t) in enumerate(docs)]
+    return [
+        Point(
+            f"{f}:{i}",
+            rng.standard_normal(D).astype(np.float32),
+            {"file_id": f, "heading": h, "text": t, "page": i % 3, "version": version},
+        )
+        for i, (f, h, t) in enumerate(docs)
+    ]
 
 
 def stats(b, coll) -> dict[str, int]:
     with admin(b) as c:
-        return {t: int(n) for t, n in c.execute(sql.SQL("SELECT term, df FROM {} WHERE df <> 0")
-                                                 .format(sql.Identifier(coll.table + "_terms"))).fetchall()}
+        return {
+            t: int(n)
+            for t, n in c.execute(
+                sql.SQL("SELECT term, df FROM {} WHERE df <> 0").format(sql.Identifier(coll.table + "_terms"))
+            ).fetchall()
+        }
 
 
 def expected_stats(pts) -> dict[str, int]:
@@ -57,8 +66,18 @@ def expected_stats(pts) -> dict[str, int]:
     return {t: n for t, n in out.items() if n}
 
 
-@pytest.mark.parametrize("query", ["panic", "iterating over a vector", "borrow checker lifetimes",
-                                   "errors program", "向量检索", "quoted", "hash map keys"])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "panic",
+        "iterating over a vector",
+        "borrow checker lifetimes",
+        "errors program",
+        "向量检索",
+        "quoted",
+        "hash map keys",
+    ],
+)
 def test_same_ranking_and_scores_as_the_in_process_bm25(make, query):
     coll = make().collection("lex")
     coll.ensure_collection(D)
@@ -79,8 +98,11 @@ def test_writes_keep_rows_and_statistics_in_step(make):
     coll.replace({"file_id": "a"}, new_a)
     coll.upsert([Point("b:2", np.ones(D, np.float32), {"file_id": "b", "text": "overwritten: crab"})])
     coll.remove(where={"file_id": "c"})
-    live = [p for p in points() if p.payload["file_id"] == "b" and p.id != "b:2"] + new_a + [
-        Point("b:2", np.ones(D, np.float32), {"file_id": "b", "text": "overwritten: crab"})]
+    live = (
+        [p for p in points() if p.payload["file_id"] == "b" and p.id != "b:2"]
+        + new_a
+        + [Point("b:2", np.ones(D, np.float32), {"file_id": "b", "text": "overwritten: crab"})]
+    )
     assert stats(b, coll) == expected_stats(live)
     assert {h.id for h in coll.lexical_search("crab", 5)} == {"a:9", "b:2"}
     assert coll.lexical_search("panic lifetimes", 5) == []
@@ -113,20 +135,22 @@ def test_a_killed_write_leaves_vectors_and_index_agreeing(make):
     coll.upsert(points())
     before = stats(b, coll)
     with admin(b) as c:
-        c.execute(sql.SQL(
-            "CREATE FUNCTION knowledge_block() RETURNS trigger LANGUAGE plpgsql AS"
-            " $$ BEGIN IF NEW.pid = '\"a:3\"' THEN PERFORM pg_advisory_lock(4243); END IF; RETURN NEW; END $$;"
-            " CREATE TRIGGER knowledge_block BEFORE INSERT ON {} FOR EACH ROW EXECUTE FUNCTION knowledge_block()"
-        ).format(sql.Identifier(coll.table)))
+        c.execute(
+            sql.SQL(
+                "CREATE FUNCTION knowledge_block() RETURNS trigger LANGUAGE plpgsql AS"
+                " $$ BEGIN IF NEW.pid = '\"a:3\"' THEN PERFORM pg_advisory_lock(4243); END IF; RETURN NEW; END $$;"
+                " CREATE TRIGGER knowledge_block BEFORE INSERT ON {} FOR EACH ROW EXECUTE FUNCTION knowledge_block()"
+            ).format(sql.Identifier(coll.table))
+        )
         c.execute("SELECT pg_advisory_lock(4243)")
         errors: list[BaseException] = []
-        new = [Point(f"a:{i}", np.ones(D, np.float32), {"file_id": "a", "text": f"replacement crab {i}"})
-               for i in range(5)]
+        new = [Point(f"a:{i}", np.ones(D, np.float32), {"file_id": "a", "text": f"replacement crab {i}"}) for i in range(5)]
         t = threading.Thread(target=lambda: _catch(errors, coll.replace, {"file_id": "a"}, new))
         t.start()
         for _ in range(1500):
-            row = c.execute("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objid = 4243"
-                            " AND NOT granted").fetchone()
+            row = c.execute(
+                "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objid = 4243 AND NOT granted"
+            ).fetchone()
             if row:
                 break
             threading.Event().wait(0.02)
@@ -155,5 +179,5 @@ def test_candidates_start_from_the_rarest_terms(make):
     coll.upsert(points(docs))
     hits = coll.lexical_search("common rareword", 5)
     assert hits[0].id == "g:10"  # the rare term's rows are always scored
-    assert len(hits) == 1        # the common term's 11 rows are past the cap of 3
+    assert len(hits) == 1  # the common term's 11 rows are past the cap of 3
     assert len(make(lexical_candidates=0).collection("cap").lexical_search("common rareword", 20)) == 11

@@ -106,12 +106,14 @@ def test_where_keys_with_dots_and_numeric_equality(qb):
     c = qb.collection("keys")
     c.ensure_collection(D)
     v = vecs(4)
-    c.upsert([
-        Point("dotted", v[0], {"a.b": "x"}),
-        Point("nested", v[1], {"a": {"b": "x"}}),
-        Point("float", v[2], {"n": 2.0}),
-        Point("bool", v[3], {"n": True}),
-    ])
+    c.upsert(
+        [
+            Point("dotted", v[0], {"a.b": "x"}),
+            Point("nested", v[1], {"a": {"b": "x"}}),
+            Point("float", v[2], {"n": 2.0}),
+            Point("bool", v[3], {"n": True}),
+        ]
+    )
     assert [h.id for h in c.search(v[0], limit=5, where={"a.b": "x"})] == ["dotted"]  # a key, not a path
     assert [h.id for h in c.search(v[0], limit=5, where={"n": 2})] == ["float"]  # 2 == 2.0
     assert [h.id for h in c.search(v[0], limit=5, where={"n": 1})] == []  # 1 is not true
@@ -158,6 +160,7 @@ def test_location_forms(tmp_path):
 
 # -- a local HTTP server speaking the Qdrant REST protocol -----------------------------------------
 
+
 class _Server:
     """A minimal Qdrant REST server: ``GET /`` answers a version after a scripted list of failures;
     collection, index and point endpoints answer as an empty Qdrant does. Records every request as
@@ -176,8 +179,9 @@ class _Server:
                 pass
 
             def _reply(self, status: int, result: object, headers: dict[str, str] | None = None) -> None:
-                body = json.dumps({"result": result, "status": "ok" if status == 200 else {"error": "busy"},
-                                   "time": 0.0}).encode()
+                body = json.dumps(
+                    {"result": result, "status": "ok" if status == 200 else {"error": "busy"}, "time": 0.0}
+                ).encode()
                 self.send_response(status)
                 for k, v in (headers or {}).items():
                     self.send_header(k, v)
@@ -197,8 +201,9 @@ class _Server:
                     return self._reply(status, None, headers)
                 parts = path.strip("/").split("/")
                 if path == "/":
-                    body = json.dumps({"title": "qdrant - vector search engine", "version": outer.version,
-                                       "commit": None}).encode()
+                    body = json.dumps(
+                        {"title": "qdrant - vector search engine", "version": outer.version, "commit": None}
+                    ).encode()
                     self.send_response(200)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(body)))
@@ -224,14 +229,18 @@ class _Server:
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02},
-                                       daemon=True)  # shutdown() waits up to one poll
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )  # shutdown() waits up to one poll
         self.thread.start()
 
     def indexes(self) -> dict[str, dict]:
         """Payload indexes requested: field name -> field schema."""
-        return {body["field_name"]: body["field_schema"] for method, path, body in self.calls
-                if method == "PUT" and path.endswith("/index")}
+        return {
+            body["field_name"]: body["field_schema"]
+            for method, path, body in self.calls
+            if method == "PUT" and path.endswith("/index")
+        }
 
     def close(self) -> None:
         self.httpd.shutdown()
@@ -310,8 +319,10 @@ def test_a_server_failing_in_use_is_backend_unavailable_after_the_retries(tmp_pa
 
 def test_a_refused_api_key_says_so(tmp_path, server_factory):
     srv = server_factory("1.13.0", failures=[(401, {})])
-    with pytest.raises(BackendUnavailable, match=r"refused the request \(401\): check vector_store.qdrant_api_key"), \
-            pytest.warns(UserWarning, match="insecure connection"):  # qdrant-client: a key over http
+    with (
+        pytest.raises(BackendUnavailable, match=r"refused the request \(401\): check vector_store.qdrant_api_key"),
+        pytest.warns(UserWarning, match="insecure connection"),
+    ):  # qdrant-client: a key over http
         open_backend(_settings(tmp_path, srv.url, qdrant_api_key="wrong"), "qdrant")
     assert len(srv.requests) == 1
 
@@ -374,8 +385,7 @@ def test_the_workbench_ingests_reingests_and_searches_on_qdrant(tmp_path):
     from knowledge.embeddings.fake import HashEmbedder
     from knowledge.workbench import Workbench
 
-    settings = load_settings(data_dir=tmp_path / "data",
-                             vector_store={"backend": "qdrant", "qdrant_location": ":memory:"})
+    settings = load_settings(data_dir=tmp_path / "data", vector_store={"backend": "qdrant", "qdrant_location": ":memory:"})
     wb = Workbench(settings, embedder_factory=lambda model: HashEmbedder(64, 64))
     try:
         cats = b"# Cats\n\nThe cat sits on the mat and purrs.\n\n## Food\n\nCats eat fish every day.\n"

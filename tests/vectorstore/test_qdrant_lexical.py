@@ -19,8 +19,7 @@ from knowledge.vectorstore.qdrant import SPARSE_VECTOR, QdrantBackend
 from knowledge.workbench import Workbench
 from tests.helpers.lexical import DIM, points
 
-QUERIES = ["panic", "iterating over a vector", "borrow checker lifetimes", "errors program", "向量检索",
-           "hash map keys"]
+QUERIES = ["panic", "iterating over a vector", "borrow checker lifetimes", "errors program", "向量检索", "hash map keys"]
 
 
 @pytest.fixture
@@ -84,10 +83,11 @@ def test_vectors_come_back_dense_only(coll):
 
 
 def test_a_restarted_workbench_searches_by_words_without_an_in_process_index(tmp_path):
-    settings = load_settings(data_dir=tmp_path, vector_store={"backend": "qdrant"},
-                             embeddings={"model": "fake/hash-16"})
-    (tmp_path / "doc.md").write_text("# Errors\n\nUnrecoverable errors with panic! stop the program.\n\n"
-                                     "# Vectors\n\nIterate over the elements of a vector with a for loop.\n")
+    settings = load_settings(data_dir=tmp_path, vector_store={"backend": "qdrant"}, embeddings={"model": "fake/hash-16"})
+    (tmp_path / "doc.md").write_text(
+        "# Errors\n\nUnrecoverable errors with panic! stop the program.\n\n"
+        "# Vectors\n\nIterate over the elements of a vector with a for loop.\n"
+    )
     wb = Workbench(settings)
     try:
         wb.ingest_file("notes", tmp_path / "doc.md")
@@ -110,8 +110,9 @@ def test_a_collection_made_before_sparse_vectors_falls_back(tmp_path, caplog):
     settings = load_settings(data_dir=tmp_path, vector_store={"backend": "qdrant"})
     b = QdrantBackend(settings, client=client)
     # what an older version made: a physical collection without the sparse vector
-    client.create_collection(b.physical_name(DIM, "cosine"),
-                             vectors_config=models.VectorParams(size=DIM, distance=models.Distance.COSINE))
+    client.create_collection(
+        b.physical_name(DIM, "cosine"), vectors_config=models.VectorParams(size=DIM, distance=models.Distance.COSINE)
+    )
     c = b.collection("old")
     c.ensure_collection(DIM)
     c.upsert(points())
@@ -119,8 +120,10 @@ def test_a_collection_made_before_sparse_vectors_falls_back(tmp_path, caplog):
         assert c.lexical_search("panic", 5) is None  # the caller builds the in-process index
     assert any("before BM25 sparse vectors" in r.getMessage() for r in caplog.records)
     assert c.retrieve(["a:0"], with_vectors=True)[0].vector.shape == (DIM,)
-    new = QdrantBackend(load_settings(data_dir=tmp_path / "new", vector_store={"backend": "qdrant"}),
-                        client=QdrantClient(location=":memory:"))
+    new = QdrantBackend(
+        load_settings(data_dir=tmp_path / "new", vector_store={"backend": "qdrant"}),
+        client=QdrantClient(location=":memory:"),
+    )
     made = new.collection("fresh")
     made.ensure_collection(DIM)
     info = new.client.get_collection(new.physical_name(DIM, "cosine"))

@@ -64,8 +64,9 @@ def _parts(api: KnowledgeApi, content: Any) -> tuple[str, list[tuple[bytes, str,
             image = part.get("image_url") or {}
             url = image.get("url", "") if isinstance(image, Mapping) else image
             if not isinstance(url, str) or not url.startswith("data:"):
-                raise bad("image_url parts must be data: URLs here (this server fetches nothing from the"
-                          " network).", "messages")
+                raise bad(
+                    "image_url parts must be data: URLs here (this server fetches nothing from the network).", "messages"
+                )
             data, media = _decode(url, "image_url")
             ext = (media or "image/png").split("/")[-1]
             files.append((data, f"image-{i + 1}.{ext}", media))
@@ -105,13 +106,29 @@ def url_citations(reply: Any, base_url: str) -> list[dict[str, Any]]:
             start = reply.text.find(marker)
             start, end = (start, start + len(marker)) if start >= 0 else (0, 0)
         url = f"{base_url}/v1/files/{c.get('file_id')}/content" + (f"#page={page}" if page is not None else "")
-        out.append({"type": "url_citation", "url_citation": {
-            "url": url, "title": title, "start_index": start, "end_index": end, "n": c.get("n", i),
-            "chunks": c.get("chunks"),
-            "file_id": c.get("file_id"), "filename": c.get("file_name"), "page": page,
-            "heading": c.get("heading"), "char_start": c.get("char_start"), "char_end": c.get("char_end"),
-            "score": c.get("score"), "store": c.get("source"), "text": c.get("text"),
-            "sentences": c.get("sentences") or []}})
+        out.append(
+            {
+                "type": "url_citation",
+                "url_citation": {
+                    "url": url,
+                    "title": title,
+                    "start_index": start,
+                    "end_index": end,
+                    "n": c.get("n", i),
+                    "chunks": c.get("chunks"),
+                    "file_id": c.get("file_id"),
+                    "filename": c.get("file_name"),
+                    "page": page,
+                    "heading": c.get("heading"),
+                    "char_start": c.get("char_start"),
+                    "char_end": c.get("char_end"),
+                    "score": c.get("score"),
+                    "store": c.get("source"),
+                    "text": c.get("text"),
+                    "sentences": c.get("sentences") or [],
+                },
+            }
+        )
     return out
 
 
@@ -122,8 +139,10 @@ def models(api: KnowledgeApi) -> list[Any]:
 
 @router.get("/v1/models", summary="The chat model configs, as models")
 def list_models(api: Api) -> dict:
-    return {"object": "list", "data": [{"id": c.name, "object": "model", "created": 0,
-                                        "owned_by": c.provider} for c in models(api)]}
+    return {
+        "object": "list",
+        "data": [{"id": c.name, "object": "model", "created": 0, "owned_by": c.provider} for c in models(api)],
+    }
 
 
 @router.get("/v1/models/{model}", summary="One chat model config, as a model")
@@ -144,16 +163,31 @@ async def completions(body: ChatCompletion, request: Request, api: Api) -> Any:
     notes = url_citations(reply, base)
     headers = {SESSION_HEADER: sid}
     if body.stream:
-        return StreamingResponse(events(cid, created, model, sid, reply.text, notes), headers=headers,
-                                 media_type="text/event-stream")
+        return StreamingResponse(
+            events(cid, created, model, sid, reply.text, notes), headers=headers, media_type="text/event-stream"
+        )
     words = len(reply.text.split())
-    return JSONResponse({
-        "id": cid, "object": "chat.completion", "created": created, "model": model, "session": sid,
-        "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
-                     "message": {"role": "assistant", "content": reply.text, "refusal": None,
-                                 "annotations": notes}}],
-        "usage": {"prompt_tokens": 0, "completion_tokens": words, "total_tokens": words},
-        "retrieval_only": reply.retrieval_only, "unknown_markers": reply.unknown_markers}, headers=headers)
+    return JSONResponse(
+        {
+            "id": cid,
+            "object": "chat.completion",
+            "created": created,
+            "model": model,
+            "session": sid,
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "logprobs": None,
+                    "message": {"role": "assistant", "content": reply.text, "refusal": None, "annotations": notes},
+                }
+            ],
+            "usage": {"prompt_tokens": 0, "completion_tokens": words, "total_tokens": words},
+            "retrieval_only": reply.retrieval_only,
+            "unknown_markers": reply.unknown_markers,
+        },
+        headers=headers,
+    )
 
 
 def checked_model(api: KnowledgeApi, body: ChatCompletion) -> str:
@@ -162,8 +196,9 @@ def checked_model(api: KnowledgeApi, body: ChatCompletion) -> str:
     try:
         api.chat.configs.chat(model)
     except KnowledgeError:
-        raise ApiError(404, f"The model {model!r} does not exist (see GET /v1/models).",
-                       param="model", code="model_not_found") from None
+        raise ApiError(
+            404, f"The model {model!r} does not exist (see GET /v1/models).", param="model", code="model_not_found"
+        ) from None
     return model
 
 
@@ -175,8 +210,7 @@ def session_for(api: KnowledgeApi, sid: Any, model: str, stores: list[str] | Non
     try:
         chat.session(str(sid))
     except KnowledgeError:
-        raise ApiError(404, f"No chat session with the id {sid!r}.", param="metadata.session",
-                       code="not_found") from None
+        raise ApiError(404, f"No chat session with the id {sid!r}.", param="metadata.session", code="not_found") from None
     sid = str(sid)
     if chat.session(sid).config != model:
         chat.set_config(sid, model)
@@ -205,19 +239,40 @@ def turn(api: KnowledgeApi, body: ChatCompletion, header: str | None) -> tuple[A
 
 def events(cid: str, created: int, model: str, sid: str, text: str, notes: list[dict[str, Any]]) -> Iterator[str]:
     """The answer as server-sent ``chat.completion.chunk`` events, then ``data: [DONE]``."""
+
     def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
-        return "data: " + json.dumps({"id": cid, "object": "chat.completion.chunk", "created": created,
-                                      "model": model, "session": sid, "choices": [
-                                          {"index": 0, "delta": delta, "finish_reason": finish,
-                                           "logprobs": None}]}, ensure_ascii=False) + "\n\n"
+        return (
+            "data: "
+            + json.dumps(
+                {
+                    "id": cid,
+                    "object": "chat.completion.chunk",
+                    "created": created,
+                    "model": model,
+                    "session": sid,
+                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
+                },
+                ensure_ascii=False,
+            )
+            + "\n\n"
+        )
 
     yield chunk({"role": "assistant", "content": ""})
     pieces = re.findall(r"\S+\s*|\s+", text)
     for i in range(0, len(pieces), 8):
-        yield chunk({"content": "".join(pieces[i:i + 8])})
+        yield chunk({"content": "".join(pieces[i : i + 8])})
     yield chunk({"annotations": notes}, "stop")
     yield "data: [DONE]\n\n"
 
 
-__all__ = ["CHAT_FIELDS", "SESSION_HEADER", "checked_model", "events", "models", "router",
-           "session_for", "turn", "url_citations"]
+__all__ = [
+    "CHAT_FIELDS",
+    "SESSION_HEADER",
+    "checked_model",
+    "events",
+    "models",
+    "router",
+    "session_for",
+    "turn",
+    "url_citations",
+]

@@ -24,8 +24,9 @@ router = APIRouter(prefix="/v1/files", tags=["files"])
 
 
 @router.post("", summary="Upload a file")
-async def upload_file(request: Request, api: Api, file: Annotated[UploadFile, File()],
-                      purpose: Annotated[str, Form()] = DEFAULT_PURPOSE) -> Response:
+async def upload_file(
+    request: Request, api: Api, file: Annotated[UploadFile, File()], purpose: Annotated[str, Form()] = DEFAULT_PURPOSE
+) -> Response:
     """Store the file; with an ``Idempotency-Key`` header a retry of the same upload (same name,
     bytes and purpose) answers the first file again (:mod:`knowledge.server.idempotency`)."""
     if purpose not in PURPOSES:
@@ -33,8 +34,13 @@ async def upload_file(request: Request, api: Api, file: Annotated[UploadFile, Fi
     name = file.filename or "unnamed"
 
     def save() -> dict:
-        stored = api.wb.save_attachment(name, file.content_type, file.file,
-                                        max_bytes=api.wb.settings.ingest.max_file_bytes, metadata={"purpose": purpose})
+        stored = api.wb.save_attachment(
+            name,
+            file.content_type,
+            file.file,
+            max_bytes=api.wb.settings.ingest.max_file_bytes,
+            metadata={"purpose": purpose},
+        )
         return api.file_object(stored)
 
     async def run() -> Response:
@@ -60,8 +66,9 @@ def content_digest(fh: BinaryIO) -> tuple[str, int]:
 
 
 @router.get("", summary="List files")
-def list_files(api: Api, purpose: str | None = None, limit: int | None = None, after: str | None = None,
-               order: str | None = None) -> dict:
+def list_files(
+    api: Api, purpose: str | None = None, limit: int | None = None, after: str | None = None, order: str | None = None
+) -> dict:
     files = [api.file_object(f) for f in api.visible_files()]
     if purpose:
         files = [f for f in files if f["purpose"] == purpose]
@@ -77,9 +84,15 @@ def get_file(file_id: str, api: Api) -> dict:
 def file_content(file_id: str, api: Api) -> StreamingResponse:
     f = api.stored(file_id)
     # the bytes as a download, never as a page of this origin (an uploaded HTML file runs nothing)
-    return StreamingResponse(_blocks(api, f), media_type="application/octet-stream",
-                             headers={"Content-Length": str(f.size), "Content-Disposition": attachment_header(f.name),
-                                      "X-Content-Type-Options": "nosniff"})
+    return StreamingResponse(
+        _blocks(api, f),
+        media_type="application/octet-stream",
+        headers={
+            "Content-Length": str(f.size),
+            "Content-Disposition": attachment_header(f.name),
+            "X-Content-Type-Options": "nosniff",
+        },
+    )
 
 
 def _blocks(api: KnowledgeApi, f: StoredFile) -> Iterator[bytes]:

@@ -33,24 +33,51 @@ router = APIRouter(prefix="/v1/knowledge", tags=["people"])
 @router.get("/me", summary="Whom the API key acts as")
 def me(api: Api) -> dict:
     actor = api.actor
-    return {"object": "knowledge.user", "username": actor.username, "display_name": actor.label,
-            "role": actor.role, "groups": sorted(actor.groups), "accounts": not actor.local}
+    return {
+        "object": "knowledge.user",
+        "username": actor.username,
+        "display_name": actor.label,
+        "role": actor.role,
+        "groups": sorted(actor.groups),
+        "accounts": not actor.local,
+    }
 
 
-@router.get("/audit", summary="The audit trail: an admin's every event; a member's, the events of the stores"
-            " they may use and of their own account")
-def audit(api: Api, actor: str | None = None, action: str | None = None, store: str | None = None,
-          since: int | None = None, limit: int = 100) -> dict:
+@router.get(
+    "/audit",
+    summary="The audit trail: an admin's every event; a member's, the events of the stores"
+    " they may use and of their own account",
+)
+def audit(
+    api: Api,
+    actor: str | None = None,
+    action: str | None = None,
+    store: str | None = None,
+    since: int | None = None,
+    limit: int = 100,
+) -> dict:
     if not 1 <= limit <= 1000:
         raise bad(f"limit must be between 1 and 1000, got {limit}.", "limit")
     if since is not None and not 0 <= since < 1 << 40:
         raise bad(f"since must be a Unix time in seconds, got {since}.", "since")
     when = datetime.fromtimestamp(since, UTC) if since is not None else None
-    events = api.wb.audit_events(actor=actor or None, action=action or None, store=store or None,
-                                 since=when, limit=limit)
-    return {"object": "list", "data": [
-        {"id": e.id, "object": "knowledge.audit_event", "created_at": ts(e.at), "actor": e.actor, "action": e.action,
-         "store": e.store, "target": e.target, "detail": e.detail} for e in events]}
+    events = api.wb.audit_events(actor=actor or None, action=action or None, store=store or None, since=when, limit=limit)
+    return {
+        "object": "list",
+        "data": [
+            {
+                "id": e.id,
+                "object": "knowledge.audit_event",
+                "created_at": ts(e.at),
+                "actor": e.actor,
+                "action": e.action,
+                "store": e.store,
+                "target": e.target,
+                "detail": e.detail,
+            }
+            for e in events
+        ],
+    }
 
 
 # -- account management (AccountDesk) ------------------------------------------------------------
@@ -90,14 +117,29 @@ class NewKey(_Body):
 
 
 def user_object(u: User) -> dict:
-    return {"object": "knowledge.user", "username": u.username, "display_name": u.display_name, "role": u.role,
-            "email": u.email, "password": u.has_password, "created_at": ts(u.created)}
+    return {
+        "object": "knowledge.user",
+        "username": u.username,
+        "display_name": u.display_name,
+        "role": u.role,
+        "email": u.email,
+        "password": u.has_password,
+        "created_at": ts(u.created),
+    }
 
 
 def key_object(k: ApiKey) -> dict:
-    return {"object": "knowledge.api_key", "id": k.id, "username": k.username, "name": k.name, "hint": k.hint,
-            "created_at": ts(k.created), "last_used_at": ts(k.last_used) if k.last_used else None,
-            "revoked_at": ts(k.revoked) if k.revoked else None, "active": k.active}
+    return {
+        "object": "knowledge.api_key",
+        "id": k.id,
+        "username": k.username,
+        "name": k.name,
+        "hint": k.hint,
+        "created_at": ts(k.created),
+        "last_used_at": ts(k.last_used) if k.last_used else None,
+        "revoked_at": ts(k.revoked) if k.revoked else None,
+        "active": k.active,
+    }
 
 
 @router.get("/users", summary="Every account (an admin's)")
@@ -107,12 +149,16 @@ def list_users(api: Api) -> dict:
 
 @router.post("/users", summary="Add an account (an admin's)")
 def create_user(body: NewUser, api: Api) -> dict:
-    return user_object(api.wb.accounts.create_user(body.username, body.password, display_name=body.display_name,
-                                                   role=body.role, email=body.email))
+    return user_object(
+        api.wb.accounts.create_user(
+            body.username, body.password, display_name=body.display_name, role=body.role, email=body.email
+        )
+    )
 
 
-@router.post("/users/{username}", summary="Change an account: role (an admin's), display name or password"
-             " (one's own, or an admin's)")
+@router.post(
+    "/users/{username}", summary="Change an account: role (an admin's), display name or password (one's own, or an admin's)"
+)
 def modify_user(username: str, body: UserChange, api: Api) -> dict:
     desk = api.wb.accounts
     user = desk.user(username, "change another account")
@@ -134,14 +180,21 @@ def delete_user(username: str, api: Api, heir: str | None = None) -> dict:
 @router.post("/invites", summary="An invitation token for one new account (an admin's; shown once)")
 def create_invite(body: NewInvite, api: Api) -> dict:
     token, invite = api.wb.accounts.invite(body.role)
-    return {"object": "knowledge.invite", "token": token, "role": invite.role, "expires_at": ts(invite.expires),
-            "link": f"?invite={token}"}
+    return {
+        "object": "knowledge.invite",
+        "token": token,
+        "role": invite.role,
+        "expires_at": ts(invite.expires),
+        "link": f"?invite={token}",
+    }
 
 
 @router.get("/groups", summary="Every group and its members (an admin's)")
 def list_groups(api: Api) -> dict:
-    return {"object": "list", "data": [{"object": "knowledge.group", "name": g, "members": m}
-                                       for g, m in api.wb.accounts.groups().items()]}
+    return {
+        "object": "list",
+        "data": [{"object": "knowledge.group", "name": g, "members": m} for g, m in api.wb.accounts.groups().items()],
+    }
 
 
 @router.post("/groups", summary="Add a group (an admin's)")
@@ -163,8 +216,12 @@ def add_member(group: str, body: Member, api: Api) -> dict:
 @router.delete("/groups/{group}/members/{username}", summary="Take an account out of a group (an admin's)")
 def remove_member(group: str, username: str, api: Api) -> dict:
     user = api.wb.accounts.remove_member(group, username)
-    return {"object": "knowledge.group.member.deleted", "group": " ".join(group.split()), "username": user.username,
-            "deleted": True}
+    return {
+        "object": "knowledge.group.member.deleted",
+        "group": " ".join(group.split()),
+        "username": user.username,
+        "deleted": True,
+    }
 
 
 @router.get("/keys", summary="API keys: one's own; an admin, everyone's or ``username``'s")

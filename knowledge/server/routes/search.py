@@ -46,10 +46,19 @@ def search_page(api: KnowledgeApi, vs_id: str, body: SearchBody) -> dict[str, An
     ranking = body.ranking_options
     threshold = ranking.score_threshold if ranking is not None else None
     # mode, beyond OpenAI: hybrid (default), vector (semantic), lexical (keyword)
-    hits = api.wb.search(name, SearchRequest(body.query, body.max_num_results, where=found.where,
-                                             score_threshold=threshold, mode=body.mode, keep=found.keep))
-    out = {"object": "vector_store.search_results.page", "search_query": body.query,
-           "data": [api.result(h) for h in hits], "has_more": False, "next_page": None}
+    hits = api.wb.search(
+        name,
+        SearchRequest(
+            body.query, body.max_num_results, where=found.where, score_threshold=threshold, mode=body.mode, keep=found.keep
+        ),
+    )
+    out = {
+        "object": "vector_store.search_results.page",
+        "search_query": body.query,
+        "data": [api.result(h) for h in hits],
+        "has_more": False,
+        "next_page": None,
+    }
     if body.rewrite_query:
         out["notes"] = ["rewrite_query is accepted and ignored here: the query was searched as given."]
     return out

@@ -61,8 +61,15 @@ async def add_file(vs_id: str, body: FileEntry, request: Request, api: Api) -> R
 
 
 @router.get("/files", summary="List a store's files")
-def list_store_files(vs_id: str, api: Api, limit: int | None = None, after: str | None = None,
-                     before: str | None = None, order: str | None = None, filter: str | None = None) -> dict:
+def list_store_files(
+    vs_id: str,
+    api: Api,
+    limit: int | None = None,
+    after: str | None = None,
+    before: str | None = None,
+    order: str | None = None,
+    filter: str | None = None,
+) -> dict:
     files = api.store_files(api.store_name(vs_id))
     if filter is not None:
         if filter not in STATUSES:
@@ -92,8 +99,12 @@ def store_file_content(vs_id: str, file_id: str, api: Api) -> dict:
     name = api.store_name(vs_id)
     api.get_file(name, file_id)
     chunks = api.wb.vector_store(name).chunks(file_id)
-    return {"object": "vector_store.file_content.page", "has_more": False, "next_page": None,
-            "data": [{"type": "text", "text": h.text} for h in chunks]}
+    return {
+        "object": "vector_store.file_content.page",
+        "has_more": False,
+        "next_page": None,
+        "data": [{"type": "text", "text": h.text} for h in chunks],
+    }
 
 
 @router.delete("/files/{file_id}", summary="Remove a file from the store (the file itself stays)")
@@ -119,8 +130,7 @@ async def create_batch(vs_id: str, body: FileBatch, request: Request, api: Api) 
     entries = batch_entries(body)
 
     async def run() -> Response:
-        b = await in_thread(api.create_batch, name, entries, body.attributes,
-                            strategy_of(api, name, body.chunking_strategy))
+        b = await in_thread(api.create_batch, name, entries, body.attributes, strategy_of(api, name, body.chunking_strategy))
         return polled(await in_thread(api.batch_object, b))
 
     return await once(request, api.system.catalog, params(body), run)
@@ -135,8 +145,15 @@ async def add_web_pages(vs_id: str, body: WebPages, request: Request, api: Api) 
     name = api.store_name(vs_id)
 
     async def run() -> Response:
-        b, pages = await in_thread(api.add_web_pages, name, body.url, body.depth, body.max_pages,
-                                   body.attributes, strategy_of(api, name, body.chunking_strategy))
+        b, pages = await in_thread(
+            api.add_web_pages,
+            name,
+            body.url,
+            body.depth,
+            body.max_pages,
+            body.attributes,
+            strategy_of(api, name, body.chunking_strategy),
+        )
         return polled({**await in_thread(api.batch_object, b), "web_pages": pages})
 
     return await once(request, api.system.catalog, params(body), run)
@@ -154,8 +171,16 @@ def cancel_batch(vs_id: str, batch_id: str, api: Api) -> dict:
 
 
 @router.get("/file_batches/{batch_id}/files", summary="The batch's files")
-def batch_files(vs_id: str, batch_id: str, api: Api, limit: int | None = None, after: str | None = None,
-                before: str | None = None, order: str | None = None, filter: str | None = None) -> dict:
+def batch_files(
+    vs_id: str,
+    batch_id: str,
+    api: Api,
+    limit: int | None = None,
+    after: str | None = None,
+    before: str | None = None,
+    order: str | None = None,
+    filter: str | None = None,
+) -> dict:
     files = api.batch_files(api.batch(api.store_name(vs_id), batch_id))
     if filter is not None:
         files = [f for f in files if f["status"] == filter]

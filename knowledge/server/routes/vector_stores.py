@@ -59,17 +59,25 @@ def created(api: KnowledgeApi, body: CreateStore) -> dict[str, Any]:
         api.wb.authorize(name, "write")  # the request changes a store that is there already
     api.wb.create_store(name, template)
     meta = api.meta.get(name)
-    api.meta.put(name, {**meta, "metadata": metadata or meta.get("metadata", {}), "expires_after": expires,
-                        "chunking_strategy": strategy,
-                        "description": description if description is not None else meta.get("description")})
+    api.meta.put(
+        name,
+        {
+            **meta,
+            "metadata": metadata or meta.get("metadata", {}),
+            "expires_after": expires,
+            "chunking_strategy": strategy,
+            "description": description if description is not None else meta.get("description"),
+        },
+    )
     if file_ids:
         api.add_files(name, [(fid, None, None) for fid in file_ids], default_strategy=strategy)
     return api.store_object(name)
 
 
 @router.get("", summary="List vector stores")
-def list_stores(api: Api, limit: int | None = None, after: str | None = None, before: str | None = None,
-                order: str | None = None) -> dict:
+def list_stores(
+    api: Api, limit: int | None = None, after: str | None = None, before: str | None = None, order: str | None = None
+) -> dict:
     return page([api.store_object(n) for n in api.wb.store_names()], limit, after, before, order)
 
 

@@ -29,6 +29,15 @@ from knowledge.vectorstore.memory.storage import (
 )
 
 __all__ = [
-    "FORMAT_VERSION", "LEXICAL_DIR", "LOCKS_DIR", "MANIFEST", "MANIFEST_TMP", "MAX_SEGMENTS", "MERGE_FACTOR",
-    "MIN_GARBAGE_ROWS", "MemoryBackend", "MemoryCollection", "folder_name",
+    "FORMAT_VERSION",
+    "LEXICAL_DIR",
+    "LOCKS_DIR",
+    "MANIFEST",
+    "MANIFEST_TMP",
+    "MAX_SEGMENTS",
+    "MERGE_FACTOR",
+    "MIN_GARBAGE_ROWS",
+    "MemoryBackend",
+    "MemoryCollection",
+    "folder_name",
 ]

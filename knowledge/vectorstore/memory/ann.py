@@ -91,8 +91,11 @@ class GraphIndex:
         self.size = size
         self.distance = distance
         metric, dtype = METRICS[distance]
-        self.index = index if index is not None else Index(
-            ndim=size, metric=metric, dtype=dtype, connectivity=CONNECTIVITY, expansion_add=EXPANSION_ADD)
+        self.index = (
+            index
+            if index is not None
+            else Index(ndim=size, metric=metric, dtype=dtype, connectivity=CONNECTIVITY, expansion_add=EXPANSION_ADD)
+        )
         self.lock = threading.Lock()
         self.upto = 0
         self.added_since_save = 0
@@ -153,10 +156,19 @@ def save(folder: Path, graph: GraphIndex, stamp: dict[str, Any], slots: np.ndarr
     nonce = uuid.uuid4().hex[:12]
     graph_name = f"graph-{nonce}.usearch"
     _write_file(folder / graph_name, data)
-    state = {"format": ANN_FORMAT, **stamp, "size": graph.size, "distance": graph.distance,
-             "dtype": METRICS[graph.distance][1], "graph": graph_name, "graph_bytes": len(data),
-             "graph_crc32": zlib.crc32(data), "upto": graph.upto,
-             "slots": slots.tolist(), "ids": ids}
+    state = {
+        "format": ANN_FORMAT,
+        **stamp,
+        "size": graph.size,
+        "distance": graph.distance,
+        "dtype": METRICS[graph.distance][1],
+        "graph": graph_name,
+        "graph_bytes": len(data),
+        "graph_crc32": zlib.crc32(data),
+        "upto": graph.upto,
+        "slots": slots.tolist(),
+        "ids": ids,
+    }
     tmp = folder / f"{ANN_STATE}.tmp-{nonce}"
     _write_file(tmp, orjson.dumps(state))
     previous = _graph_name(folder)
@@ -210,8 +222,7 @@ def read(folder: Path, stamp: dict[str, Any], size: int, distance: str) -> tuple
     if not isinstance(state, dict) or state.get("format") != ANN_FORMAT:
         raise Unusable(f"{ANN_STATE} of another format")
     if (state.get("incarnation"), state.get("generation")) != (stamp["incarnation"], stamp["generation"]):
-        raise Unusable(f"stale (saved at generation {state.get('generation')}, the store is at"
-                       f" {stamp['generation']})")
+        raise Unusable(f"stale (saved at generation {state.get('generation')}, the store is at {stamp['generation']})")
     if (state.get("size"), state.get("distance"), state.get("dtype")) != (size, distance, METRICS[distance][1]):
         raise Unusable("of another size, distance or dtype")
     name = state.get("graph")

@@ -71,8 +71,15 @@ class MemoryBackend(VectorBackend):
         with self._lock:
             coll = self._collections.get(name)
             if coll is None:
-                options = CollectionOptions(self.root, self.name, self.lock_timeout, self.max_points,
-                                            self._start_sweeper, self.ann_min_points, self._indexer)
+                options = CollectionOptions(
+                    self.root,
+                    self.name,
+                    self.lock_timeout,
+                    self.max_points,
+                    self._start_sweeper,
+                    self.ann_min_points,
+                    self._indexer,
+                )
                 coll = self._collections[name] = MemoryCollection(options, name)
             return coll
 
@@ -99,8 +106,9 @@ class MemoryBackend(VectorBackend):
                 continue
             name = man.get("name") if isinstance(man, dict) else None
             if not isinstance(name, str) or not name or folder_name(name) != entry.name:
-                log.warning("vector store folder %s: %s names %r, which does not belong to this"
-                            " folder", entry.path, MANIFEST, name)
+                log.warning(
+                    "vector store folder %s: %s names %r, which does not belong to this folder", entry.path, MANIFEST, name
+                )
                 continue
             names.append(name)
         return sorted(names)
@@ -127,8 +135,7 @@ class MemoryBackend(VectorBackend):
             if self._closed or (self._sweeper is not None and self._sweeper.is_alive()):
                 return
             self._stop.clear()
-            self._sweeper = threading.Thread(target=self._sweep, name="knowledge-memory-sweeper",
-                                             daemon=True)
+            self._sweeper = threading.Thread(target=self._sweep, name="knowledge-memory-sweeper", daemon=True)
             self._sweeper.start()
 
     def _sweep(self) -> None:

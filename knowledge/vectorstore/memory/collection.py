@@ -297,8 +297,17 @@ class MemoryCollection(Collection):
         self._manifest, self._manifest_bytes = man, data
         self._sig = None  # the next check re-reads the (equal) bytes and records the new stat
 
-    def _commit(self, man: dict[str, Any], loaded: LoadedPoints, deleted: list[PointId], ids: list[PointId],
-                lines: list[bytes], payloads: list[dict], vectors: np.ndarray, count: int) -> None:
+    def _commit(
+        self,
+        man: dict[str, Any],
+        loaded: LoadedPoints,
+        deleted: list[PointId],
+        ids: list[PointId],
+        lines: list[bytes],
+        payloads: list[dict],
+        vectors: np.ndarray,
+        count: int,
+    ) -> None:
         """Write one batch as a new segment (:meth:`SegmentLog.append`) and apply it to memory at
         the commit point, then merge segments when due. Called holding the write lock."""
         self._last_write = time.monotonic()
@@ -336,8 +345,7 @@ class MemoryCollection(Collection):
         try:
             self.files.maybe_merge(new, self._publish_locked)
         except (OSError, StoreCorrupt, Stale) as exc:  # the write itself is committed
-            log.warning("vector store %r: compaction skipped (%s); it is retried on the next write",
-                        self.name, exc)
+            log.warning("vector store %r: compaction skipped (%s); it is retried on the next write", self.name, exc)
 
     def _publish_locked(self, man: dict[str, Any], data: bytes) -> None:
         with self._lock:
@@ -377,13 +385,17 @@ class MemoryCollection(Collection):
             self._lex, self._lex_state, self._lex_problem = None, None, f"unreadable ({exc})"
             return False
         if self._lex_state != marker:
-            self._lex_problem = (f"at state {self._lex_state!r}, the store at {marker!r}"
-                                 if self._lex_state else "without a state (another version)")
+            self._lex_problem = (
+                f"at state {self._lex_state!r}, the store at {marker!r}"
+                if self._lex_state
+                else "without a state (another version)"
+            )
             return False
         return True
 
-    def _lexical_batch(self, man: dict[str, Any], gen: int, deleted: Sequence[PointId],
-                       ids: Sequence[PointId], payloads: Sequence[dict]) -> Batch | None:
+    def _lexical_batch(
+        self, man: dict[str, Any], gen: int, deleted: Sequence[PointId], ids: Sequence[PointId], payloads: Sequence[dict]
+    ) -> Batch | None:
         """This write's changes staged in the lexicon (not committed), or ``None`` when the lexicon
         is not in step with ``man`` (the next lexical search rebuilds it). Under the write lock."""
         with self._lock:
@@ -398,8 +410,9 @@ class MemoryCollection(Collection):
             batch.set_state(self._lex_marker({**man, "generation": gen}))
             return batch
         except Exception as exc:
-            log.warning("vector store %r: lexical index not updated (%s); it is rebuilt on the next"
-                        " lexical search", self.name, exc)
+            log.warning(
+                "vector store %r: lexical index not updated (%s); it is rebuilt on the next lexical search", self.name, exc
+            )
             return None
 
     def _commit_lexical(self, batch: Batch, marker: str) -> None:
@@ -409,8 +422,9 @@ class MemoryCollection(Collection):
             batch.close()
             with self._lock:
                 self._lex_state = None
-            log.warning("vector store %r: lexical index commit failed (%s); it is rebuilt on the next"
-                        " lexical search", self.name, exc)
+            log.warning(
+                "vector store %r: lexical index commit failed (%s); it is rebuilt on the next lexical search", self.name, exc
+            )
             return
         with self._lock:
             self._lex_state = marker
@@ -438,9 +452,14 @@ class MemoryCollection(Collection):
             batch.commit()
             with self._lock:
                 self._lex, self._lex_state = lex, marker
-            log.log(logging.WARNING if ids else logging.INFO,
-                    "vector store %r: lexical index %s; rebuilt from %d points in %.1f s",
-                    self.name, problem or "missing", len(ids), time.perf_counter() - started)
+            log.log(
+                logging.WARNING if ids else logging.INFO,
+                "vector store %r: lexical index %s; rebuilt from %d points in %.1f s",
+                self.name,
+                problem or "missing",
+                len(ids),
+                time.perf_counter() - started,
+            )
 
     def _lexicon(self) -> DiskLexicon | None:
         """The lexicon, in step with the manifest (rebuilt first when it is not)."""
@@ -503,8 +522,13 @@ class MemoryCollection(Collection):
     # rescores their union exactly (see docs/local-backend.md, Approximate search).
     def _ann_wanted(self, loaded: LoadedPoints) -> bool:
         opts = self._options
-        return (opts.indexer is not None and opts.ann_min_points > 0 and loaded.live >= opts.ann_min_points
-                and loaded.distance in ann.METRICS and ann.available())
+        return (
+            opts.indexer is not None
+            and opts.ann_min_points > 0
+            and loaded.live >= opts.ann_min_points
+            and loaded.distance in ann.METRICS
+            and ann.available()
+        )
 
     def _schedule_ann(self) -> None:
         if self._options.indexer is not None:
@@ -513,8 +537,7 @@ class MemoryCollection(Collection):
     @staticmethod
     def _ann_complete(loaded: LoadedPoints) -> bool:
         graph = loaded.ann
-        return (graph is not None and not loaded.removed_slots
-                and len(ann.tail_rows(loaded, graph.upto)) == 0)
+        return graph is not None and not loaded.removed_slots and len(ann.tail_rows(loaded, graph.upto)) == 0
 
     def _ann_step(self) -> bool:
         """One bounded piece of indexing work on this store; returns whether more is left. Waits
@@ -562,8 +585,13 @@ class MemoryCollection(Collection):
             reason = str(exc)
         else:
             with self._lock:
-                if (loaded is self._points and loaded.ann is None and loaded.generation == stamp["generation"]
-                        and loaded.n == loaded.live and ids == loaded.ids):
+                if (
+                    loaded is self._points
+                    and loaded.ann is None
+                    and loaded.generation == stamp["generation"]
+                    and loaded.n == loaded.live
+                    and ids == loaded.ids
+                ):
                     loaded.set_slots(slots, graph.upto)
                     loaded.removed_slots = []
                     loaded.ann = graph
@@ -578,9 +606,14 @@ class MemoryCollection(Collection):
             loaded.ann = ann.GraphIndex(loaded.size, loaded.distance)
             self.ann_counts["built"] += 1
             live = loaded.live
-        log.log(logging.INFO if reason == "missing" else logging.WARNING,
-                "vector store %r: approximate-search graph %s; rebuilding it from %d points in the"
-                " background (searches are exact meanwhile)", self.name, reason, live)
+        log.log(
+            logging.INFO if reason == "missing" else logging.WARNING,
+            "vector store %r: approximate-search graph %s; rebuilding it from %d points in the"
+            " background (searches are exact meanwhile)",
+            self.name,
+            reason,
+            live,
+        )
 
     def _save_ann(self, loaded: LoadedPoints | None) -> None:
         if loaded is None or loaded.ann is None or loaded.ann.saved:
@@ -604,12 +637,19 @@ class MemoryCollection(Collection):
         try:
             ann.save(self.ann_path, graph, stamp, slots, ids)
         except OSError as exc:
-            log.warning("vector store %r: approximate-search graph not saved (%s); it is rebuilt"
-                        " when the store is next loaded", self.name, exc)
+            log.warning(
+                "vector store %r: approximate-search graph not saved (%s); it is rebuilt when the store is next loaded",
+                self.name,
+                exc,
+            )
             return
         self.ann_counts["saved"] += 1
-        log.debug("vector store %r: approximate-search graph saved (%d rows, %.2f s)", self.name,
-                  len(ids), time.perf_counter() - started)
+        log.debug(
+            "vector store %r: approximate-search graph saved (%d rows, %.2f s)",
+            self.name,
+            len(ids),
+            time.perf_counter() - started,
+        )
 
     def ensure_ann_index(self, timeout: float | None = None) -> bool:
         """Block until the approximate-search graph covers every live point (loading the store and
@@ -643,11 +683,14 @@ class MemoryCollection(Collection):
                 return {"active": False, "ready": False, "indexed": 0, "live": 0}
             graph = loaded.ann
             tail = len(ann.tail_rows(loaded, graph.upto)) if graph is not None else loaded.live
-            return {"active": self._ann_wanted(loaded), "ready": self._ann_complete(loaded),
-                    "indexed": loaded.live - tail, "live": loaded.live}
+            return {
+                "active": self._ann_wanted(loaded),
+                "ready": self._ann_complete(loaded),
+                "indexed": loaded.live - tail,
+                "live": loaded.live,
+            }
 
-    def _ann_rows(self, loaded: LoadedPoints, q: np.ndarray, k: int, w: dict[str, Any] | None
-                  ) -> np.ndarray | None:
+    def _ann_rows(self, loaded: LoadedPoints, q: np.ndarray, k: int, w: dict[str, Any] | None) -> np.ndarray | None:
         """Rows to rescore exactly for a top-``k`` search: graph candidates (post-filtered by
         ``w``, oversampled by the filter's share of the points) and the live tail. ``None``: search
         exactly (no usable graph, a selective filter, or too few candidates passed)."""
@@ -733,13 +776,19 @@ class MemoryCollection(Collection):
         """Size, distance, point count and bytes on disk, from the manifest (no load needed)."""
         with self._lock:
             man = self._require()
-            disk = len(self._manifest_bytes or b"") + sum(
-                s["jsonl_bytes"] + s["npy_bytes"] for s in man["segments"])
-            return CollectionInfo(name=self.name, size=man["size"], distance=man["distance"],
-                                  count=man["count"], backend=self._options.backend_name, disk_bytes=disk)
+            disk = len(self._manifest_bytes or b"") + sum(s["jsonl_bytes"] + s["npy_bytes"] for s in man["segments"])
+            return CollectionInfo(
+                name=self.name,
+                size=man["size"],
+                distance=man["distance"],
+                count=man["count"],
+                backend=self._options.backend_name,
+                disk_bytes=disk,
+            )
 
-    def _prepare(self, points: Sequence[Point], size: int, distance: str
-                 ) -> tuple[list[PointId], list[bytes], list[dict], np.ndarray]:
+    def _prepare(
+        self, points: Sequence[Point], size: int, distance: str
+    ) -> tuple[list[PointId], list[bytes], list[dict], np.ndarray]:
         """Validate and encode a batch: ids, JSONL lines, the payloads as stored, vectors."""
         with gc_paused():  # many small objects: the cyclic GC would walk the caller's heap repeatedly
             vectors = stack_points(points, size)
@@ -752,8 +801,7 @@ class MemoryCollection(Collection):
                     line = dumps({"id": p.id, "payload": p.payload})
                 except TypeError as exc:  # orjson.JSONEncodeError is a TypeError
                     raise InvalidArgument(
-                        f"Point {p.id!r} cannot be stored: its id or payload is not JSON-serialisable"
-                        f" ({exc})."
+                        f"Point {p.id!r} cannot be stored: its id or payload is not JSON-serialisable ({exc})."
                     ) from None
                 ids.append(p.id)
                 lines.append(line)
@@ -844,8 +892,15 @@ class MemoryCollection(Collection):
             )
         return raw_filter
 
-    def _search(self, vector: np.ndarray, k: int, w: dict[str, Any] | None, predicate: Any,
-                score_threshold: float | None, with_payload: bool) -> list[ScoredPoint]:
+    def _search(
+        self,
+        vector: np.ndarray,
+        k: int,
+        w: dict[str, Any] | None,
+        predicate: Any,
+        score_threshold: float | None,
+        with_payload: bool,
+    ) -> list[ScoredPoint]:
         """Exact search, or for stores of at least ``vector_store.ann_min_points`` points an
         approximate candidate set (the graph's, plus the rows not yet in it) rescored exactly:
         scores are always the exact float32 ones. ``where`` is answered from a lazily built
@@ -895,9 +950,11 @@ class MemoryCollection(Collection):
             if limit is not None:
                 rows = rows[:limit]
             points = [
-                Point(id=loaded.ids[r],
-                      vector=loaded.vectors[r].copy() if with_vectors else np.zeros(0, dtype=np.float32),
-                      payload=dict(loaded.payloads[r]))
+                Point(
+                    id=loaded.ids[r],
+                    vector=loaded.vectors[r].copy() if with_vectors else np.zeros(0, dtype=np.float32),
+                    payload=dict(loaded.payloads[r]),
+                )
                 for r in rows.tolist()
             ]
         return iter(points)

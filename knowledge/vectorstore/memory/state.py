@@ -16,6 +16,7 @@ from knowledge.vectorstore.scoring import DISTANCE_ORDER, euclid_exact, manhatta
 
 _EUCLID_SLACK = 8  # extra candidates re-ranked with exact distances (euclid)
 
+
 def index_key(value: Any) -> tuple[int, Any] | None:
     """Hashable key with the equality of :func:`~knowledge.vectorstore.base.matches`.
 
@@ -45,8 +46,7 @@ class Payloads:
 
     __slots__ = ("_corrupt", "_items")
 
-    def __init__(self, items: list[Any] | None = None,
-                 corrupt: Callable[[str], Exception] | None = None) -> None:
+    def __init__(self, items: list[Any] | None = None, corrupt: Callable[[str], Exception] | None = None) -> None:
         self._items: list[Any] = items if items is not None else []
         self._corrupt = corrupt
 
@@ -98,8 +98,7 @@ class LoadedPoints:
     :meth:`compact`. Guarded by the collection's lock.
     """
 
-    def __init__(self, size: int, distance: str, capacity: int,
-                 corrupt: Callable[[str], Exception] | None = None) -> None:
+    def __init__(self, size: int, distance: str, capacity: int, corrupt: Callable[[str], Exception] | None = None) -> None:
         capacity = max(int(capacity), 16)
         self.size = size
         self.distance = distance
@@ -191,8 +190,9 @@ class LoadedPoints:
                     if key is not None:
                         index.setdefault(key, []).append(j)
 
-    def append(self, deleted: Sequence[PointId], ids: list[PointId], payloads: Sequence[dict | bytes],
-               vectors: np.ndarray) -> None:
+    def append(
+        self, deleted: Sequence[PointId], ids: list[PointId], payloads: Sequence[dict | bytes], vectors: np.ndarray
+    ) -> None:
         """Apply one batch: delete ``deleted``, then insert the rows (last write of an id wins)."""
         self.reserve(len(ids))
         if len(ids):

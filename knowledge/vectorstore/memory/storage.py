@@ -197,8 +197,9 @@ class SegmentLog:
                 raise self.corrupt(f"{MANIFEST} lists a malformed segment {seg!r}")
         return man
 
-    def read_jsonl(self, man: dict[str, Any], seg: dict[str, Any], raw: bool = False
-                   ) -> tuple[list[PointId], list[PointId], list[dict], list[bytes]]:
+    def read_jsonl(
+        self, man: dict[str, Any], seg: dict[str, Any], raw: bool = False
+    ) -> tuple[list[PointId], list[PointId], list[dict], list[bytes]]:
         """Deleted ids, ids, payloads of one segment; with ``raw``: deleted ids, ids, [], lines."""
         path = _seg_paths(self.path, seg["seg"])[0]
         try:
@@ -211,7 +212,9 @@ class SegmentLog:
         except orjson.JSONDecodeError:
             header = None
         if not isinstance(header, dict) or (
-            header.get("segment"), header.get("incarnation"), header.get("first_gen"),
+            header.get("segment"),
+            header.get("incarnation"),
+            header.get("first_gen"),
             header.get("last_gen"),
         ) != (seg["seg"], man["incarnation"], seg["first_gen"], seg["last_gen"]):
             raise Stale(f"{path.name} does not hold the segment {MANIFEST} lists")
@@ -300,24 +303,47 @@ class SegmentLog:
                     os.unlink(self.path / entry)
                     log.info("vector store %r: removed orphan file %s", self.name, entry)
 
-    def write_segment(self, man: dict[str, Any], seg_no: int, first_gen: int, last_gen: int,
-                      deleted: list[PointId], lines: list[bytes], vectors: np.ndarray) -> dict[str, Any]:
+    def write_segment(
+        self,
+        man: dict[str, Any],
+        seg_no: int,
+        first_gen: int,
+        last_gen: int,
+        deleted: list[PointId],
+        lines: list[bytes],
+        vectors: np.ndarray,
+    ) -> dict[str, Any]:
         """Write (and fsync) one segment's files; returns its manifest entry."""
         jsonl, npy = _seg_paths(self.path, seg_no)
-        header = orjson.dumps({"segment": seg_no, "incarnation": man["incarnation"],
-                               "first_gen": first_gen, "last_gen": last_gen, "deleted": deleted})
+        header = orjson.dumps(
+            {
+                "segment": seg_no,
+                "incarnation": man["incarnation"],
+                "first_gen": first_gen,
+                "last_gen": last_gen,
+                "deleted": deleted,
+            }
+        )
         body = b"\n".join([header, *lines]) + b"\n"
         _write_file(jsonl, body)
         npy_bytes = 0
         if lines:
             with open(npy, "wb") as fh:
-                np.lib.format.write_array(fh, np.ascontiguousarray(vectors, dtype=np.float32),
-                                          version=(1, 0), allow_pickle=False)
+                np.lib.format.write_array(
+                    fh, np.ascontiguousarray(vectors, dtype=np.float32), version=(1, 0), allow_pickle=False
+                )
                 fh.flush()
                 os.fsync(fh.fileno())
                 npy_bytes = fh.tell()
-        return {"seg": seg_no, "first_gen": first_gen, "last_gen": last_gen, "rows": len(lines),
-                "deleted": len(deleted), "jsonl_bytes": len(body), "npy_bytes": npy_bytes}
+        return {
+            "seg": seg_no,
+            "first_gen": first_gen,
+            "last_gen": last_gen,
+            "rows": len(lines),
+            "deleted": len(deleted),
+            "jsonl_bytes": len(body),
+            "npy_bytes": npy_bytes,
+        }
 
     def write_manifest_tmp(self, man: dict[str, Any]) -> bytes:
         """Write (and fsync) ``manifest.json.tmp``; returns its bytes. Not yet committed."""
@@ -336,12 +362,28 @@ class SegmentLog:
         self.path.mkdir(exist_ok=True)
         fsync_dir(self.root)
         self.remove_orphans(None)
-        return {"format": FORMAT_VERSION, "name": self.name, "size": size, "distance": distance,
-                "incarnation": uuid.uuid4().hex, "generation": 0, "count": 0, "next_segment": 1,
-                "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "segments": []}
+        return {
+            "format": FORMAT_VERSION,
+            "name": self.name,
+            "size": size,
+            "distance": distance,
+            "incarnation": uuid.uuid4().hex,
+            "generation": 0,
+            "count": 0,
+            "next_segment": 1,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "segments": [],
+        }
 
-    def append(self, man: dict[str, Any], deleted: list[PointId], lines: list[bytes], vectors: np.ndarray,
-               count: int, publish: Publish) -> dict[str, Any]:
+    def append(
+        self,
+        man: dict[str, Any],
+        deleted: list[PointId],
+        lines: list[bytes],
+        vectors: np.ndarray,
+        count: int,
+        publish: Publish,
+    ) -> dict[str, Any]:
         """Commit one write as a new segment after ``man``: remove orphans, write and fsync the
         segment, write and fsync the new manifest (generation + 1, ``count`` points), ``publish``
         it (the commit point), fsync the folder. Returns the new manifest. A crash before the swap
@@ -350,8 +392,7 @@ class SegmentLog:
         gen = man["generation"] + 1
         seg_no = man["next_segment"]
         entry = self.write_segment(man, seg_no, gen, gen, deleted, lines, vectors)
-        new = {**man, "generation": gen, "count": count, "next_segment": seg_no + 1,
-               "segments": [*man["segments"], entry]}
+        new = {**man, "generation": gen, "count": count, "next_segment": seg_no + 1, "segments": [*man["segments"], entry]}
         data = self.write_manifest_tmp(new)
         publish(new, data)
         fsync_dir(self.path)
@@ -423,8 +464,7 @@ class SegmentLog:
                 lines = [all_lines[r] for r in rows]
                 merged = vectors[np.asarray(rows, dtype=np.int64)] if rows else vectors[:0]
         seg_no = man["next_segment"]
-        entry = self.write_segment(man, seg_no, run[0]["first_gen"], run[-1]["last_gen"],
-                                    list(deleted), lines, merged)
+        entry = self.write_segment(man, seg_no, run[0]["first_gen"], run[-1]["last_gen"], list(deleted), lines, merged)
         del vectors, merged
         new = {**man, "next_segment": seg_no + 1, "segments": [*man["segments"][:start], entry]}
         data = self.write_manifest_tmp(new)
@@ -434,6 +474,5 @@ class SegmentLog:
             for path in _seg_paths(self.path, seg["seg"]):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(path)
-        log.debug("vector store %r: merged %d segments into seg-%06d (%d points)",
-                  self.name, len(run), seg_no, len(lines))
+        log.debug("vector store %r: merged %d segments into seg-%06d (%d points)", self.name, len(run), seg_no, len(lines))
         return new
