@@ -177,37 +177,38 @@ class ChatCompletion(Body):
     )
     stream: bool = False
     metadata: ChatMetadata | None = None
-    # accepted, not used:
-    stream_options: Any = None
-    temperature: Any = None
-    top_p: Any = None
-    n: Any = None
-    max_tokens: Any = None
-    max_completion_tokens: Any = None
-    stop: Any = None
-    presence_penalty: Any = None
-    frequency_penalty: Any = None
-    logit_bias: Any = None
-    logprobs: Any = None
-    top_logprobs: Any = None
-    user: Any = None
-    seed: Any = None
-    response_format: Any = None
-    tools: Any = None
-    tool_choice: Any = None
-    parallel_tool_calls: Any = None
-    store: Any = None
-    reasoning_effort: Any = None
-    service_tier: Any = None
-    modalities: Any = None
-    audio: Any = None
-    prediction: Any = None
-    web_search_options: Any = None
-    safety_identifier: Any = None
-    prompt_cache_key: Any = None
-    verbosity: Any = None
-    function_call: Any = None
-    functions: Any = None
+    # accepted, not used (typed and bounded as OpenAI's API reference gives them, so a wrong value is
+    # refused naming its field rather than passed over):
+    stream_options: dict[str, Any] | None = None
+    temperature: float | None = Field(None, ge=0, le=2)
+    top_p: float | None = Field(None, ge=0, le=1)
+    n: int | None = Field(None, ge=1, le=128)
+    max_tokens: int | None = Field(None, ge=1)
+    max_completion_tokens: int | None = Field(None, ge=1)
+    stop: str | list[str] | None = None
+    presence_penalty: float | None = Field(None, ge=-2, le=2)
+    frequency_penalty: float | None = Field(None, ge=-2, le=2)
+    logit_bias: dict[str, float] | None = None
+    logprobs: bool | None = None
+    top_logprobs: int | None = Field(None, ge=0, le=20)
+    user: str | None = None
+    seed: int | None = None
+    response_format: dict[str, Any] | None = None
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None
+    store: bool | None = None
+    reasoning_effort: str | None = None
+    service_tier: str | None = None
+    modalities: list[str] | None = None
+    audio: dict[str, Any] | None = None
+    prediction: dict[str, Any] | None = None
+    web_search_options: dict[str, Any] | None = None
+    safety_identifier: str | None = None
+    prompt_cache_key: str | None = None
+    verbosity: str | None = None
+    function_call: str | dict[str, Any] | None = None
+    functions: list[dict[str, Any]] | None = None
 
 
 # -- search ------------------------------------------------------------------------------------------------

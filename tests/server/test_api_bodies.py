@@ -182,6 +182,18 @@ def test_bad_bodies_are_refused_naming_the_field_in_openais_shape(base):
             "messages",
             "messages needs a user message.",
         ),
+        (  # OpenAI's fields this server does not use are still checked as OpenAI's API types them
+            base + "/v1/chat/completions",
+            {"model": "offline", "messages": [{"role": "user", "content": "hi"}], "temperature": "hot"},
+            "temperature",
+            "temperature: Input should be a valid number",
+        ),
+        (
+            base + "/v1/chat/completions",
+            {"model": "offline", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 0},
+            "max_tokens",
+            "max_tokens: Input should be greater than or equal to 1",
+        ),
     ]
     for url, body, param, message in cases:
         error = refused(httpx.post(url, json=body))
