@@ -12,6 +12,7 @@ import pytest
 from knowledge.embeddings import _pooled
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.service.yielding import MARK_NAME, SearchMark
+from knowledge.system import System
 from knowledge.workbench import Workbench
 
 
@@ -60,17 +61,18 @@ def test_the_apps_worker_process_waits_between_batches_and_a_plain_worker_does_n
     from knowledge.cli.worker import cmd_worker
 
     monkeypatch.setattr(_pooled, "between_batches", None)
-    wb = Workbench(settings, embedder_factory=lambda model: HashEmbedder(dimension=32))
+    system = System(settings, embedder_factory=lambda model: HashEmbedder(dimension=32))
+    wb = Workbench(system)  # the command's actor (the local admin); the worker runs over the system
     try:
         args = argparse.Namespace(concurrency=1, once=True, lease=30.0, poll=0.1, parent=None, nice=0)
-        assert cmd_worker(wb, args) == 0
+        assert cmd_worker(system, wb, args) == 0
         assert _pooled.between_batches is None  # a worker of its own (``knowledge worker``) never waits
         args.parent = os.getppid()
-        assert cmd_worker(wb, args) == 0
+        assert cmd_worker(system, wb, args) == 0
         hook = _pooled.between_batches
         assert hook is not None and hook.__self__.path == settings.data_root / MARK_NAME
     finally:
-        wb.close()
+        system.close()
 
 
 class _Session:
