@@ -11,30 +11,36 @@ import pytest
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import AuthenticationFailed, FileNotFoundInStore, InvalidArgument, PermissionDenied, StoreNotFound
 from knowledge.people import LOCAL_ADMIN
+from knowledge.system import System
 from knowledge.workbench import Workbench
 
 PW = "correct horse battery"
 
 
 @pytest.fixture
-def wb(catalog_settings):
-    w = Workbench(catalog_settings, embedder_factory=lambda m: HashEmbedder(dimension=32, max_tokens=64))
-    yield w
-    w.close()
+def system(catalog_settings):
+    s = System(catalog_settings, lambda m: HashEmbedder(dimension=32, max_tokens=64))
+    yield s
+    s.close()
 
 
 @pytest.fixture
-def team(wb):
+def wb(system):
+    return Workbench(system)
+
+
+@pytest.fixture
+def team(system, wb):
     """An admin, members ana and bo, ana's private store with one file."""
-    admin = wb.people.set_up_admin("Root", PW, "The Admin")
-    wb.people.accounts.create("ana", PW, display_name="Ana")
-    wb.people.accounts.create("bo", PW, display_name="Bo")
-    ana, bo = wb.as_user(wb.people.accounts.actor("ana")), wb.as_user(wb.people.accounts.actor("bo"))
+    admin = system.people.set_up_admin("Root", PW, "The Admin")
+    system.people.accounts.create("ana", PW, display_name="Ana")
+    system.people.accounts.create("bo", PW, display_name="Bo")
+    ana, bo = wb.as_user(system.people.accounts.actor("ana")), wb.as_user(system.people.accounts.actor("bo"))
     ana.ingest_file("hr", b"The parental leave policy grants sixteen weeks.", "leave.txt")
     return wb, admin, ana, bo
 
 
-def test_private_store_is_invisible_to_another_member(team):
+def test_private_store_is_invisible_to_another_member(system, team):
     wb, _, ana, bo = team
     assert ana.store_names() == ["hr"] and bo.store_names() == []
     assert [s.record.name for s in bo.list_stores()] == []
@@ -63,13 +69,13 @@ def test_private_store_is_invisible_to_another_member(team):
         bo.delete_stored_file(fid, from_stores=True)
     assert ana.store_files("hr")[0].file_id == fid  # nothing of ana's was touched
     # the admin sees everything (accounts.admins_see_all)
-    assert wb.as_user(wb.people.accounts.actor("root")).store_names() == ["hr"]
+    assert wb.as_user(system.people.accounts.actor("root")).store_names() == ["hr"]
 
 
-def test_read_only_sharing_lets_search_but_not_ingest(team):
+def test_read_only_sharing_lets_search_but_not_ingest(system, team):
     wb, _, ana, bo = team
     ana.share_store("hr", "user", "BO", "read")
-    bo = wb.as_user(wb.people.accounts.actor("bo"))
+    bo = wb.as_user(system.people.accounts.actor("bo"))
     assert bo.store_names() == ["hr"] and bo.search("hr", "parental leave")
     fid = bo.store_files("hr")[0].file_id
     with pytest.raises(PermissionDenied, match="may not change the store"):
@@ -86,21 +92,21 @@ def test_read_only_sharing_lets_search_but_not_ingest(team):
     assert bo.store_names() == []
 
 
-def test_group_and_everyone_grants(team):
+def test_group_and_everyone_grants(system, team):
     wb, _, ana, _ = team
-    wb.people.accounts.create_group("People Ops")
-    wb.people.accounts.add_to_group("People Ops", "bo")
+    system.people.accounts.create_group("People Ops")
+    system.people.accounts.add_to_group("People Ops", "bo")
     ana.share_store("hr", "group", "People Ops", "read")
-    assert wb.as_user(wb.people.accounts.actor("bo")).store_names() == ["hr"]
-    wb.people.accounts.remove_from_group("People Ops", "bo")
-    assert wb.as_user(wb.people.accounts.actor("bo")).store_names() == []
+    assert wb.as_user(system.people.accounts.actor("bo")).store_names() == ["hr"]
+    system.people.accounts.remove_from_group("People Ops", "bo")
+    assert wb.as_user(system.people.accounts.actor("bo")).store_names() == []
     ana.share_store("hr", "everyone", "", "read")
-    assert wb.as_user(wb.people.accounts.actor("bo")).store_names() == ["hr"]
+    assert wb.as_user(system.people.accounts.actor("bo")).store_names() == ["hr"]
 
 
-def test_sign_in_is_throttled_per_account_and_sessions_expire(wb):
+def test_sign_in_is_throttled_per_account_and_sessions_expire(system, wb):
     waits: list[float] = []
-    people = type(wb.people)(wb.catalog, wb.settings, sleep=waits.append)
+    people = type(system.people)(system.catalog, wb.settings, sleep=waits.append)
     people.set_up_admin("root", PW)
     people.accounts.create("ana", PW)
     for _ in range(4):
@@ -114,69 +120,69 @@ def test_sign_in_is_throttled_per_account_and_sessions_expire(wb):
     actor, token = people.sign_in("ANA", PW)  # the wait is served, then the success clears it
     assert waits[-1] == 8.0 and actor.username == "ana" and people.accounts.delay("ana") == 0
     assert people.accounts.session_actor(token).username == "ana"
-    with wb.catalog.cursor() as cur:  # the session's time is up
+    with system.catalog.cursor() as cur:  # the session's time is up
         cur.execute("UPDATE app_sessions SET expires = expires - ?", [timedelta(hours=13)])
     with pytest.raises(AuthenticationFailed, match="expired"):
         people.accounts.session_actor(token)
 
 
-def test_odd_names_and_passwords(wb):
-    wb.people.set_up_admin("root", PW)
-    user = wb.people.accounts.create("  José.Ñúñez@example.org ", "pässwörd ✓ 🔑 long", display_name="José Ñúñez")
+def test_odd_names_and_passwords(system, wb):
+    system.people.set_up_admin("root", PW)
+    user = system.people.accounts.create("  José.Ñúñez@example.org ", "pässwörd ✓ 🔑 long", display_name="José Ñúñez")
     assert user.username == "josé.ñúñez@example.org"
     decomposed = "pa\u0308sswo\u0308rd ✓ 🔑 long"  # the same password typed with combining marks
-    assert wb.people.sign_in("JOSE\u0301.ñúñez@example.org", decomposed)[0].username == user.username
+    assert system.people.sign_in("JOSE\u0301.ñúñez@example.org", decomposed)[0].username == user.username
     for bad in ("", "has space", "a\x00b", "x" * 65, "semi;colon", "Local"):
         with pytest.raises(InvalidArgument):
-            wb.people.accounts.create(bad, PW)
+            system.people.accounts.create(bad, PW)
     with pytest.raises(InvalidArgument, match="at least"):
-        wb.people.accounts.create("short", "abc")
+        system.people.accounts.create("short", "abc")
     with pytest.raises(InvalidArgument, match="taken"):
-        wb.people.accounts.create("ROOT", PW)
+        system.people.accounts.create("ROOT", PW)
     with pytest.raises(InvalidArgument):
-        wb.people.set_up_admin("second", PW)  # set-up runs once
+        system.people.set_up_admin("second", PW)  # set-up runs once
 
 
-def test_invitation_works_once(wb):
-    admin = wb.people.set_up_admin("root", PW)
-    token = wb.people.accounts.invite("member", admin.username)
-    user = wb.people.accounts.accept(token, "cy", PW, "Cy")
+def test_invitation_works_once(system, wb):
+    admin = system.people.set_up_admin("root", PW)
+    token = system.people.accounts.invite("member", admin.username)
+    user = system.people.accounts.accept(token, "cy", PW, "Cy")
     assert user.role == "member"
     with pytest.raises(AuthenticationFailed, match="not valid"):
-        wb.people.accounts.accept(token, "dee", PW)
+        system.people.accounts.accept(token, "dee", PW)
 
 
-def test_api_keys_act_as_their_user_and_revoke_at_once(team):
+def test_api_keys_act_as_their_user_and_revoke_at_once(system, team):
     wb = team[0]
-    key, secret = wb.people.keys.create("ana", "laptop script")
+    key, secret = system.people.keys.create("ana", "laptop script")
     assert secret.startswith("kn-") and key.hint == secret[-4:]
-    assert wb.people.key_actor(secret).username == "ana"
-    assert wb.people.keys.list("ana")[0].last_used is not None
-    assert wb.people.keys.revoke(key.id)
+    assert system.people.key_actor(secret).username == "ana"
+    assert system.people.keys.list("ana")[0].last_used is not None
+    assert system.people.keys.revoke(key.id)
     with pytest.raises(AuthenticationFailed):
-        wb.people.key_actor(secret)
+        system.people.key_actor(secret)
     with pytest.raises(AuthenticationFailed):
-        wb.people.key_actor("kn-not-a-key")
+        system.people.key_actor("kn-not-a-key")
 
 
-def test_deleted_users_stores_pass_to_an_admin(team):
+def test_deleted_users_stores_pass_to_an_admin(system, team):
     wb, admin = team[0], team[1]
-    root = wb.people.accounts.actor(admin.username)
-    assert wb.people.delete_user("ana", root) == ["hr"]
-    assert wb.people.sharing.owner("hr") == "root"
+    root = system.people.accounts.actor(admin.username)
+    assert system.people.delete_user("ana", root) == ["hr"]
+    assert system.people.sharing.owner("hr") == "root"
     with pytest.raises(AuthenticationFailed):
-        wb.people.accounts.actor("ana")
+        system.people.accounts.actor("ana")
     with pytest.raises(InvalidArgument, match="last admin"):
-        wb.people.delete_user("root", root)
+        system.people.delete_user("root", root)
 
 
-def test_audit_trail_records_who_did_what(team):
+def test_audit_trail_records_who_did_what(system, team):
     wb, _, ana, bo = team
     ana.share_store("hr", "user", "bo", "write")
     bo.ingest_file("hr", b"Bo's note on leave.", "bo.txt")
     fid = bo.store_files("hr")[0].file_id
     bo.delete_file("hr", fid)
-    events = [(e.actor, e.action, e.store) for e in wb.people.audit.events(store="hr")]
+    events = [(e.actor, e.action, e.store) for e in system.people.audit.events(store="hr")]
     assert events[:4] == [
         ("bo", "file.delete", "hr"),
         ("bo", "file.ingest", "hr"),
@@ -205,9 +211,9 @@ def test_a_new_store_name_may_not_sit_on_someones_memories(wb):
     assert wb.store_names() == []
 
 
-def test_a_refused_store_name_leaves_no_owner_and_no_audit_event(team):
+def test_a_refused_store_name_leaves_no_owner_and_no_audit_event(system, team):
     wb, _, ana, _ = team
-    before = len(wb.people.audit.events())
+    before = len(system.people.audit.events())
     for attempt in (
         lambda: ana.ingest_file("~notes", b"text", "a.txt"),
         lambda: ana.create_store("~notes"),
@@ -215,4 +221,4 @@ def test_a_refused_store_name_leaves_no_owner_and_no_audit_event(team):
     ):
         with pytest.raises(InvalidArgument, match="may not hold"):
             attempt()
-    assert wb.people.sharing.owner("~notes") is None and len(wb.people.audit.events()) == before
+    assert system.people.sharing.owner("~notes") is None and len(system.people.audit.events()) == before
