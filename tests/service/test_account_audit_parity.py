@@ -54,25 +54,25 @@ def _fake(monkeypatch):
 def team(data: Path) -> dict[str, str]:
     """root (admin), ana and bo (members) and their keys in the fresh data folder ``data``, made
     below the desk (not part of what is compared). Returns ``{"root": key, "ana_key": id}``."""
-    wb = Workbench(load_settings(data_dir=data))
+    system = System(load_settings(data_dir=data))
     try:
-        wb.people.set_up_admin("root", PW, "Root Admin")
-        wb.people.accounts.create("ana", PW, display_name="Ana Lima")
-        wb.people.accounts.create("bo", PW)
-        _, root_secret = wb.people.keys.create("root", "tests")
-        ana_key, _ = wb.people.keys.create("ana", "ana's laptop")
+        system.people.set_up_admin("root", PW, "Root Admin")
+        system.people.accounts.create("ana", PW, display_name="Ana Lima")
+        system.people.accounts.create("bo", PW)
+        _, root_secret = system.people.keys.create("root", "tests")
+        ana_key, _ = system.people.keys.create("ana", "ana's laptop")
         return {"root": root_secret, "ana_key": ana_key.id}
     finally:
-        wb.close()
+        system.close()
 
 
 def events_of(data: Path) -> list[AuditEvent]:
     """The account events in ``data``'s audit trail, oldest first (sign-ins and the team's set-up left out)."""
-    wb = Workbench(load_settings(data_dir=data))
+    system = System(load_settings(data_dir=data))
     try:
-        events = wb.people.audit.events(limit=1000)
+        events = system.people.audit.events(limit=1000)
     finally:
-        wb.close()
+        system.close()
     return [
         e
         for e in reversed(events)
@@ -239,21 +239,26 @@ def test_every_public_method_of_the_desk_names_the_actions_it_checks():
 
 
 @pytest.fixture
-def wb(tmp_path):
-    w = Workbench(load_settings(data_dir=tmp_path / "desk"))
-    w.people.set_up_admin("root", PW)
-    w.people.accounts.create("ana", PW)
-    w.people.accounts.create("bo", PW)
-    yield w
-    w.close()
+def system(tmp_path):
+    s = System(load_settings(data_dir=tmp_path / "desk"))
+    s.people.set_up_admin("root", PW)
+    s.people.accounts.create("ana", PW)
+    s.people.accounts.create("bo", PW)
+    yield s
+    s.close()
 
 
-def as_(wb: Workbench, name: str) -> Workbench:
-    return wb.as_user(wb.people.accounts.actor(name))
+@pytest.fixture
+def wb(system):
+    return Workbench(system)
 
 
-def test_a_member_is_refused_account_management_in_words(wb):
-    desk = as_(wb, "ana").accounts
+def as_(wb: Workbench, system: System, name: str) -> Workbench:
+    return wb.as_user(system.people.accounts.actor(name))
+
+
+def test_a_member_is_refused_account_management_in_words(system, wb):
+    desk = as_(wb, system, "ana").accounts
     assert not desk.may_manage()
     refusals = {
         "list the accounts": lambda: desk.users(),
@@ -271,27 +276,27 @@ def test_a_member_is_refused_account_management_in_words(wb):
     for words, attempt in refusals.items():
         with pytest.raises(PermissionDenied, match=f"^Only an admin may {words}\\.$"):
             attempt()
-    assert wb.people.accounts.get("cy") is None and wb.people.accounts.require("ana").role == "member"
-    assert not wb.people.audit.events(actor="ana")  # nothing recorded for a refusal
+    assert system.people.accounts.get("cy") is None and system.people.accounts.require("ana").role == "member"
+    assert not system.people.audit.events(actor="ana")  # nothing recorded for a refusal
 
 
-def test_a_member_changes_their_own_password_name_and_keys(wb):
-    ana = as_(wb, "ana").accounts
+def test_a_member_changes_their_own_password_name_and_keys(system, wb):
+    ana = as_(wb, system, "ana").accounts
     with pytest.raises(AuthenticationFailed):
         ana.set_password("ana", NEW_PW, current="not it")
     ana.set_password("ana", NEW_PW, current=PW)
-    assert wb.people.accounts.authenticate("ana", NEW_PW).username == "ana"
+    assert system.people.accounts.authenticate("ana", NEW_PW).username == "ana"
     assert ana.set_display_name("ana", "Ana L.").display_name == "Ana L."
     key, secret = ana.create_key("ana", "laptop")
-    assert wb.people.key_actor(secret).username == "ana"
+    assert system.people.key_actor(secret).username == "ana"
     assert [k.id for k in ana.api_keys()] == [key.id]  # a member's keys: their own only
-    bo_key, _ = wb.people.keys.create("bo", "bo's")
+    bo_key, _ = system.people.keys.create("bo", "bo's")
     with pytest.raises(InvalidArgument, match="There is no API key"):  # another's key is not even confirmed
         ana.revoke_key(bo_key.id)
     assert ana.revoke_key(key.id).id == key.id
     with pytest.raises(AuthenticationFailed):
-        wb.people.key_actor(secret)
-    assert [(e.action, e.target, e.detail) for e in reversed(wb.people.audit.events(actor="ana"))] == [
+        system.people.key_actor(secret)
+    assert [(e.action, e.target, e.detail) for e in reversed(system.people.audit.events(actor="ana"))] == [
         ("user.password", "ana", {}),
         ("user.update", "ana", {"display_name": "Ana L."}),
         ("key.create", "ana", {"key": key.id, "name": "laptop"}),
@@ -299,27 +304,28 @@ def test_a_member_changes_their_own_password_name_and_keys(wb):
     ]
 
 
-def test_an_admin_resets_a_password_and_the_local_admin_may_do_everything(wb):
-    root = as_(wb, "root").accounts
+def test_an_admin_resets_a_password_and_the_local_admin_may_do_everything(system, wb):
+    root = as_(wb, system, "root").accounts
     root.set_password("ana", NEW_PW)
-    assert wb.people.audit.events(action="user.password")[0].detail == {"reset": True}
+    assert system.people.audit.events(action="user.password")[0].detail == {"reset": True}
     local = wb.accounts  # no --user: the local admin
     assert local.may_manage() and local.create_group("team") == "team"
-    assert wb.people.audit.events(action="group.create")[0].actor == "local"
+    assert system.people.audit.events(action="group.create")[0].actor == "local"
 
 
 def test_set_up_admin_makes_only_the_first_account(tmp_path):
-    w = Workbench(load_settings(data_dir=tmp_path / "fresh"))
+    system = System(load_settings(data_dir=tmp_path / "fresh"))
+    w = Workbench(system)
     try:
         assert not w.accounts.enabled()
         user = w.accounts.set_up_admin("first", PW)
         assert user.is_admin and w.accounts.enabled()
-        [event] = w.people.audit.events(action="user.create")
+        [event] = system.people.audit.events(action="user.create")
         assert (event.actor, event.target, event.detail) == ("first", "first", {"role": "admin", "first": True})
         with pytest.raises(InvalidArgument, match="set up already"):
             w.accounts.set_up_admin("second", PW)
     finally:
-        w.close()
+        system.close()
 
 
 def test_the_rest_api_refuses_a_member_account_management_but_not_their_own_keys(tmp_path):
