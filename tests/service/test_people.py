@@ -153,7 +153,6 @@ def test_invitation_works_once(system, wb):
 
 
 def test_api_keys_act_as_their_user_and_revoke_at_once(system, team):
-    wb = team[0]
     key, secret = system.people.keys.create("ana", "laptop script")
     assert secret.startswith("kn-") and key.hint == secret[-4:]
     assert system.people.key_actor(secret).username == "ana"
@@ -166,7 +165,7 @@ def test_api_keys_act_as_their_user_and_revoke_at_once(system, team):
 
 
 def test_deleted_users_stores_pass_to_an_admin(system, team):
-    wb, admin = team[0], team[1]
+    admin = team[1]
     root = system.people.accounts.actor(admin.username)
     assert system.people.delete_user("ana", root) == ["hr"]
     assert system.people.sharing.owner("hr") == "root"
@@ -177,7 +176,7 @@ def test_deleted_users_stores_pass_to_an_admin(system, team):
 
 
 def test_audit_trail_records_who_did_what(system, team):
-    wb, _, ana, bo = team
+    _, _, ana, bo = team
     ana.share_store("hr", "user", "bo", "write")
     bo.ingest_file("hr", b"Bo's note on leave.", "bo.txt")
     fid = bo.store_files("hr")[0].file_id
@@ -212,7 +211,7 @@ def test_a_new_store_name_may_not_sit_on_someones_memories(wb):
 
 
 def test_a_refused_store_name_leaves_no_owner_and_no_audit_event(system, team):
-    wb, _, ana, _ = team
+    _, _, ana, _ = team
     before = len(system.people.audit.events())
     for attempt in (
         lambda: ana.ingest_file("~notes", b"text", "a.txt"),

@@ -12,30 +12,30 @@ import pytest
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import AuthenticationFailed, InvalidArgument
 from knowledge.people.sso import Identity, SingleSignOn, SsoExpired, provider_problems, providers
-from knowledge.workbench import Workbench
+from knowledge.system import System
 
 PW = "correct horse battery"
 ISS = "https://idp.example.org"
 
 
 @pytest.fixture
-def wb(catalog_settings):
-    w = Workbench(catalog_settings, embedder_factory=lambda m: HashEmbedder(dimension=32, max_tokens=64))
-    yield w
-    w.close()
+def system(catalog_settings):
+    s = System(catalog_settings, lambda m: HashEmbedder(dimension=32, max_tokens=64))
+    yield s
+    s.close()
 
 
 @pytest.fixture
-def team(wb):
-    """An admin root (root@example.org) and a member ana (Ana@Example.org)."""
-    wb.people.set_up_admin("root", PW, "The Admin")
-    wb.people.accounts.update("root", email="root@example.org")
-    wb.people.accounts.create("ana", PW, display_name="Ana", email="Ana@Example.org")
-    return wb
+def team(system):
+    """The system with an admin root (root@example.org) and a member ana (Ana@Example.org)."""
+    system.people.set_up_admin("root", PW, "The Admin")
+    system.people.accounts.update("root", email="root@example.org")
+    system.people.accounts.create("ana", PW, display_name="Ana", email="Ana@Example.org")
+    return system
 
 
-def sso(wb, create: bool = False) -> SingleSignOn:
-    return SingleSignOn(wb.people.accounts, wb.people.audit, create_members=create, session_hours=12)
+def sso(system: System, create: bool = False) -> SingleSignOn:
+    return SingleSignOn(system.people.accounts, system.people.audit, create_members=create, session_hours=12)
 
 
 def claims(sub: str, email: str | None = None, verified: object = True, **more: object) -> dict:
