@@ -28,6 +28,7 @@ from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import ConfigError, InvalidArgument, PathNotAllowed
 from knowledge.service.jobs import IngestJob
+from knowledge.system import System
 from knowledge.workbench import Workbench
 from tests.helpers.chat import ChatCompletionsServer, tool_call
 
@@ -146,31 +147,32 @@ def test_the_apps_default_folders(tree, monkeypatch):
 
 
 def test_a_folder_job_stays_inside_the_allowed_folders(tree, tmp_path):
-    wb = Workbench(load_settings(data_dir=tree["data"]), embedder_factory=lambda m: HashEmbedder(16, 64))
+    system = System(load_settings(data_dir=tree["data"]), lambda m: HashEmbedder(16, 64))
+    wb = Workbench(system)
     try:
         folders = LocalFolders.of([tree["home"]], tree["data"])
         with pytest.raises(PathNotAllowed):
-            IngestJob.from_folder(wb.jobs, "notes", "/etc", folders=folders)
+            IngestJob.from_folder(system.jobs, "notes", "/etc", folders=folders)
         with pytest.raises(PathNotAllowed):
-            IngestJob.from_folder(wb.jobs, "notes", tree["home"] / "out", folders=folders)
+            IngestJob.from_folder(system.jobs, "notes", tree["home"] / "out", folders=folders)
         with pytest.raises(PathNotAllowed, match="hidden"):
-            IngestJob.from_folder(wb.jobs, "notes", tree["home"] / ".aws", folders=folders)
-        job = wb.submit_job(IngestJob.from_folder(wb.jobs, "notes", tree["home"] / "docs", "**/*.md", folders=folders))
+            IngestJob.from_folder(system.jobs, "notes", tree["home"] / ".aws", folders=folders)
+        job = wb.submit_job(IngestJob.from_folder(system.jobs, "notes", tree["home"] / "docs", "**/*.md", folders=folders))
         assert job.wait(60)
         assert sorted(r.name for r in job.results) == ["more.md", "notes.md"]
         assert job.skipped == [str(tree["home"] / "docs" / "escape.md")]
         assert not wb.search("notes", "launch codes", k=5, mode="lexical")
         # the whole home folder: the data folder inside it and the hidden .aws are left out
-        job = wb.submit_job(IngestJob.from_folder(wb.jobs, "all", tree["home"], folders=folders))
+        job = wb.submit_job(IngestJob.from_folder(system.jobs, "all", tree["home"], folders=folders))
         assert job.wait(60)
         assert sorted(r.name for r in job.results) == ["more.md", "notes.md"]
         with pytest.raises(InvalidArgument, match="left out"):
-            IngestJob.from_folder(wb.jobs, "notes", tree["home"] / "docs", "escape.md", folders=folders)
+            IngestJob.from_folder(system.jobs, "notes", tree["home"] / "docs", "escape.md", folders=folders)
         # without confinement (the CLI's use) any path is read
-        job = wb.submit_job(IngestJob.from_folder(wb.jobs, "cli", tree["outside"]))
+        job = wb.submit_job(IngestJob.from_folder(system.jobs, "cli", tree["outside"]))
         assert job.wait(60) and [r.name for r in job.results] == ["secret.md"]
     finally:
-        wb.close()
+        system.close()
 
 
 # -- the chat model's tools ------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
 from knowledge.embeddings.fake import HashEmbedder
+from knowledge.system import System
 from knowledge.workbench import Workbench
 from tests.helpers.pg import pg_catalog_settings
 
@@ -50,18 +51,19 @@ def test_pg_dump_restored_by_the_products_own_role_opens_with_every_file(pg_data
 
     source = _url(pg_catalog_settings(settings).catalog.url)
     team = _team(settings, source)
-    wb = Workbench(team, embedder_factory=lambda m: HashEmbedder(dimension=16))
+    system = System(team, lambda m: HashEmbedder(dimension=16))
+    wb = Workbench(system)
     digests = {}
     try:
         for i, topic in enumerate(["tides and harbours", "glaciers and moraines", "bees and hives"]):
             doc = tmp_path / f"doc{i}.md"
             doc.write_text(f"# Document {i}\n\nThis document is about {topic}.\n", encoding="utf-8")
             assert wb.ingest_file("notes", doc).ok
-        for f in wb.files.list():
-            with wb.files.content(f.id) as fh:
+        for f in system.files.list():
+            with system.files.content(f.id) as fh:
                 digests[f.id] = hashlib.sha256(fh.read()).hexdigest()
     finally:
-        wb.close()
+        system.close()
     assert len(digests) == 3
 
     dump = tmp_path / "team.pgdump"
@@ -94,17 +96,18 @@ def test_pg_dump_restored_by_the_products_own_role_opens_with_every_file(pg_data
         with psycopg.connect(restored) as conn:
             assert conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone() == (False,)
 
-        back = Workbench(_team(settings, restored), embedder_factory=lambda m: HashEmbedder(dimension=16))
+        back_system = System(_team(settings, restored), lambda m: HashEmbedder(dimension=16))
+        back = Workbench(back_system)
         try:
-            assert {f.id for f in back.files.list()} == set(digests)
+            assert {f.id for f in back_system.files.list()} == set(digests)
             for fid, sha in digests.items():
-                with back.files.content(fid) as fh:
+                with back_system.files.content(fid) as fh:
                     assert hashlib.sha256(fh.read()).hexdigest() == sha
             hits = back.search("notes", "glaciers and moraines", k=3)
             assert hits and "glaciers" in hits[0].text
             assert {f.file_name for f in back.store_files("notes")} == {"doc0.md", "doc1.md", "doc2.md"}
         finally:
-            back.close()
+            back_system.close()
     finally:
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(db)))
@@ -119,11 +122,12 @@ def test_a_plain_dump_fails_on_the_extension_and_restores_without_its_entries(pg
     import psycopg
 
     source = _url(pg_catalog_settings(settings).catalog.url)
-    wb = Workbench(_team(settings, source), embedder_factory=lambda m: HashEmbedder(dimension=16))
+    system = System(_team(settings, source), lambda m: HashEmbedder(dimension=16))
+    wb = Workbench(system)
     doc = tmp_path / "a.md"
     doc.write_text("# A\n\nAbout tides.\n", encoding="utf-8")
     assert wb.ingest_file("notes", doc).ok
-    wb.close()
+    system.close()
     dump = tmp_path / "plain.pgdump"
     subprocess.run([_bin("pg_dump"), "--format=custom", "--file", str(dump), source], check=True, timeout=300)
     role, db = "kn_plain", "p_" + conninfo_to_dict(source)["dbname"][2:]
@@ -173,15 +177,13 @@ def test_a_plain_dump_fails_on_the_extension_and_restores_without_its_entries(pg
             timeout=300,
         )
         assert done.returncode == 0, done.stderr
-        back = Workbench(
-            _team(settings, _url(admin, user=role, dbname=db)), embedder_factory=lambda m: HashEmbedder(dimension=16)
-        )
+        back_system = System(_team(settings, _url(admin, user=role, dbname=db)), lambda m: HashEmbedder(dimension=16))
         try:
-            (only,) = back.files.list()
-            with back.files.content(only.id) as fh:
+            (only,) = back_system.files.list()
+            with back_system.files.content(only.id) as fh:
                 assert fh.read() == doc.read_bytes()
         finally:
-            back.close()
+            back_system.close()
     finally:
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(db)))

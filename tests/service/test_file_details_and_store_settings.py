@@ -14,6 +14,7 @@ from knowledge.chat.mapper import MapperContext, system_prompt
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import InvalidArgument, PermissionDenied, StoreNotFound
 from knowledge.pagemodels.details import attributes_of, rows_of
+from knowledge.system import System
 from knowledge.workbench import Workbench
 
 PW = "correct horse battery"
@@ -26,10 +27,15 @@ def _wb(settings) -> Workbench:
 
 
 @pytest.fixture
-def wb(catalog_settings):
-    w = _wb(catalog_settings)
-    yield w
-    w.close()
+def system(catalog_settings):
+    s = System(catalog_settings, lambda m: HashEmbedder(dimension=32, max_tokens=64))
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def wb(system):
+    return Workbench(system)
 
 
 def _files(wb: Workbench) -> dict[str, str]:
@@ -136,12 +142,12 @@ def _searched(chat: ChatService, sid: str) -> set[str]:
 
 
 @pytest.mark.slow
-def test_a_read_only_sharer_sees_details_and_settings_but_may_not_change_them(wb):
-    wb.people.set_up_admin("Root", PW, "The Admin")
-    wb.people.accounts.create("ana", PW, display_name="Ana")
-    wb.people.accounts.create("bo", PW, display_name="Bo")
-    wb.people.accounts.create("cy", PW, display_name="Cy")
-    ana, bo, cy = (wb.as_user(wb.people.accounts.actor(n)) for n in ("ana", "bo", "cy"))
+def test_a_read_only_sharer_sees_details_and_settings_but_may_not_change_them(system, wb):
+    system.people.set_up_admin("Root", PW, "The Admin")
+    system.people.accounts.create("ana", PW, display_name="Ana")
+    system.people.accounts.create("bo", PW, display_name="Bo")
+    system.people.accounts.create("cy", PW, display_name="Cy")
+    ana, bo, cy = (wb.as_user(system.people.accounts.actor(n)) for n in ("ana", "bo", "cy"))
     ana.ingest_file("docs", GUIDE, "guide.txt")
     fid = ana.file_records("docs")[0].file_id
     ana.set_file_attributes("docs", fid, {"team": "ops"})

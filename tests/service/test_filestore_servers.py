@@ -342,21 +342,23 @@ def test_s3_cleanup_removes_what_a_killed_save_left(s3_server, settings):
 
 def test_a_workbench_on_a_server_file_store_ingests_and_searches(server_settings, tmp_path):
     from knowledge.embeddings.fake import HashEmbedder
+    from knowledge.system import System
     from knowledge.workbench import Workbench
 
     doc = tmp_path / "cats.md"
     doc.write_text("# Cats\n\nThe cat sits on the mat.\n\n## Food\n\nCats eat fish and chicken.\n", encoding="utf-8")
-    wb = Workbench(server_settings, embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=48))
+    system = System(server_settings, lambda model: HashEmbedder(dimension=64, max_tokens=48))
+    wb = Workbench(system)
     try:
-        assert wb.files.current().name == server_settings.file_store.backend
+        assert system.files.current().name == server_settings.file_store.backend
         r = wb.ingest_file("notes", doc)
         assert r.ok, r
         hits = wb.search("notes", "what do cats eat fish", k=3)
         assert hits and hits[0].file_name == "cats.md" and "fish" in hits[0].text
-        stored = wb.files.find_by_sha256(hashlib.sha256(doc.read_bytes()).hexdigest())
+        stored = system.files.find_by_sha256(hashlib.sha256(doc.read_bytes()).hexdigest())
         assert [f.name for f in stored] == ["cats.md"]
-        with wb.files.content(stored[0].id) as fh:
+        with system.files.content(stored[0].id) as fh:
             assert fh.read() == doc.read_bytes()
         assert not (server_settings.file_store_dir / "meta").exists()  # nothing went to the folder
     finally:
-        wb.close()
+        system.close()

@@ -122,17 +122,18 @@ def _chunks_by_file(wb: Workbench, store: str) -> dict[str, tuple[int, int]]:
 def test_an_in_process_batch_is_visible_and_cancellable_from_another_workbench(settings: Settings):
     from knowledge.service.jobs import IngestJob
 
-    wb = Workbench(settings, embedder_factory=lambda m: HashEmbedder(dimension=16))
+    system = System(settings, lambda m: HashEmbedder(dimension=16))
+    wb = Workbench(system)
     try:
         job = wb.submit_batch("notes", [(f"f{i}.md", t) for i, t in enumerate(_texts(3))])
         assert job.wait(60) and job.counts() == {"indexed": 3}
         # a second front-end process sees the same batch from the rows (here: the registry's catalog view)
-        other = IngestJob.attach(wb.jobs, q.batches(wb.catalog, "notes")[0])
+        other = IngestJob.attach(system.jobs, q.batches(system.catalog, "notes")[0])
         assert other.done and other.counts() == {"indexed": 3} and other.chunks == job.chunks > 0
         chunks = _chunks_by_file(wb, "notes")
         assert all(rec == vs > 0 for rec, vs in chunks.values()), chunks
     finally:
-        wb.close()
+        system.close()
 
 
 _KILLED_WORKER = textwrap.dedent("""
@@ -141,7 +142,7 @@ _KILLED_WORKER = textwrap.dedent("""
     from knowledge.config import load_settings
     from knowledge.embeddings.fake import HashEmbedder
     from knowledge.service.worker import Worker
-    from knowledge.workbench import Workbench
+    from knowledge.system import System
 
     class Slow(HashEmbedder):
         def embed_documents(self, texts):
@@ -153,9 +154,9 @@ _KILLED_WORKER = textwrap.dedent("""
         settings = settings.model_copy(update={{
             "catalog": settings.catalog.model_copy(update={{"url": {url!r}}}),
             "vector_store": settings.vector_store.model_copy(update={{"backend": "pgvector", "url": {url!r}}})}})
-    wb = Workbench(settings, embedder_factory=lambda m: Slow(dimension=16))
-    n = Worker(wb.indexer, worker_id={name!r}, lease={lease}).run(once=True, poll=0.1)
-    wb.close()
+    system = System(settings, lambda m: Slow(dimension=16))
+    n = Worker(system.indexer, worker_id={name!r}, lease={lease}).run(once=True, poll=0.1)
+    system.close()
     print("processed", n)
 """)
 
@@ -174,10 +175,10 @@ def test_a_worker_killed_mid_file_leaves_its_job_to_another_and_every_file_ends_
     two attempts, and every file has one record whose chunk count the vector store agrees with."""
     settings = catalog_settings
     url = settings.catalog.url if settings.catalog.url else None
-    wb = Workbench(settings, embedder_factory=lambda m: HashEmbedder(dimension=16))
-    stored = [wb.files.save(f"f{i}.md", "text/markdown", t) for i, t in enumerate(_texts(6))]
-    batch_id = q.enqueue(wb.catalog, "notes", [q.JobSource(s.name, "file", s.id, s.size) for s in stored])
-    wb.close()  # DuckDB: one process opens the file at a time; the workers take turns with the test
+    system = System(settings, lambda m: HashEmbedder(dimension=16))
+    stored = [system.files.save(f"f{i}.md", "text/markdown", t) for i, t in enumerate(_texts(6))]
+    batch_id = q.enqueue(system.catalog, "notes", [q.JobSource(s.name, "file", s.id, s.size) for s in stored])
+    system.close()  # DuckDB: one process opens the file at a time; the workers take turns with the test
     data = Path(settings.data_dir)
     a = _worker(data, url, "worker-A", delay=0.4)
     marker = None
@@ -203,9 +204,10 @@ def test_a_worker_killed_mid_file_leaves_its_job_to_another_and_every_file_ends_
     finally:
         if a.poll() is None:
             a.kill()
-    wb = Workbench(settings, embedder_factory=lambda m: HashEmbedder(dimension=16))
+    system = System(settings, lambda m: HashEmbedder(dimension=16))
+    wb = Workbench(system)
     try:
-        _, rows, _ = q.batch(wb.catalog, batch_id)
+        _, rows, _ = q.batch(system.catalog, batch_id)
         assert [r.status for r in rows] == ["done"] * 6, [(r.name, r.status, r.reason) for r in rows]
         killed = next(r for r in rows if r.id == marker.id)
         assert killed.attempts == 2 and killed.worker == "worker-B"
@@ -219,29 +221,30 @@ def test_a_worker_killed_mid_file_leaves_its_job_to_another_and_every_file_ends_
             f" A processed {sum(r.worker == 'worker-A' for r in rows)}, B {sum(r.worker == 'worker-B' for r in rows)}"
         )
     finally:
-        wb.close()
+        system.close()
 
 
 # -- defect (c): a full disk says so ------------------------------------------------------------------
 
 
-def _full_disk(monkeypatch, wb: Workbench) -> None:
+def _full_disk(monkeypatch, system: System) -> None:
     """The file store's temp files are written to /dev/full: every write fails with a real ENOSPC."""
 
     def to_dev_full(self):
         return self._tmp / "never-written.tmp", open("/dev/full", "wb", buffering=0)  # save() closes it
 
-    monkeypatch.setattr(type(wb.files.current()), "_open_temp", to_dev_full)
+    monkeypatch.setattr(type(system.files.current()), "_open_temp", to_dev_full)
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
 def test_a_full_disk_is_reported_as_no_space_left_not_as_an_unreadable_file(settings, tmp_path, monkeypatch):
 
-    wb = Workbench(settings, embedder_factory=lambda m: HashEmbedder(dimension=16))
+    system = System(settings, lambda m: HashEmbedder(dimension=16))
+    wb = Workbench(system)
     try:
         path = tmp_path / "notes.md"
         path.write_text("# Notes\n\nSome words to index.")
-        _full_disk(monkeypatch, wb)
+        _full_disk(monkeypatch, system)
         [r] = wb.ingest_paths("notes", [path])  # a folder/CLI ingest: the file is read fine, the copy fails
         assert r.outcome == "failed" and "No space left on device" in r.message and "cannot be read" not in r.message
         job = wb.submit_batch("notes", [("upload.md", b"# Upload\n\nwords")])  # an upload
@@ -249,7 +252,7 @@ def test_a_full_disk_is_reported_as_no_space_left_not_as_an_unreadable_file(sett
         [u] = job.results
         assert u.outcome == "failed" and "No space left on device" in u.message, u.message
     finally:
-        wb.close()
+        system.close()
 
 
 def test_serve_resumes_the_queue_once_and_only_logs_a_catalog_it_cannot_read(settings: Settings, monkeypatch, caplog):
@@ -295,21 +298,22 @@ def test_a_batch_is_checked_and_recorded_when_submitted_and_its_worker_holds_no_
     from knowledge.people import Actor
     from knowledge.service.jobs import IngestJob
 
-    wb = Workbench(settings, embedder_factory=lambda m: HashEmbedder(dimension=16))
+    system = System(settings, lambda m: HashEmbedder(dimension=16))
+    wb = Workbench(system)
     try:
         wb.create_store("admins")
         ana = wb.as_user(Actor("ana", "member"))
         with pytest.raises(InvalidArgument, match="not available"):  # another's store: its name is taken
             ana.submit_batch("admins", [("a.md", b"# A\n\nwords")])
-        assert q.batches(wb.catalog, "admins") == []
+        assert q.batches(system.catalog, "admins") == []
         job = ana.submit_batch("mine", [("a.md", b"# A\n\nwords"), ("b.md", b"# B\n\nmore")])
         assert isinstance(job, IngestJob) and job.wait(60) and job.counts() == {"indexed": 2}
-        events = [(e.actor, e.action, e.store, e.detail) for e in reversed(wb.people.audit.events(store="mine"))]
+        events = [(e.actor, e.action, e.store, e.detail) for e in reversed(system.people.audit.events(store="mine"))]
         assert events == [
             ("ana", "store.create", "mine", {"queued": True}),
             ("ana", "file.ingest", "mine", {"files": ["a.md", "b.md"], "count": 2, "queued": True}),
         ]
-        assert wb.people.sharing.owner("mine") == "ana"
-        assert job.registry is wb.jobs and wb.jobs.indexer is wb.indexer  # parts, not the workbench
+        assert system.people.sharing.owner("mine") == "ana"
+        assert job.registry is system.jobs and system.jobs.indexer is system.indexer  # parts, not the workbench
     finally:
-        wb.close()
+        system.close()

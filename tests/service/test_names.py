@@ -15,6 +15,7 @@ from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import InvalidArgument, KnowledgeError
 from knowledge.llm.config import LlmConfigs
 from knowledge.service.templates import make_template
+from knowledge.system import System
 from knowledge.workbench import Workbench
 
 BAD = [
@@ -32,10 +33,15 @@ GOOD = ["Team notes", "Café déjà vu", "עברית\u200fשם", "👨\u200d👩
 
 
 @pytest.fixture
-def wb(tmp_path):
-    w = Workbench(load_settings(data_dir=tmp_path / "data"), embedder_factory=lambda m: HashEmbedder(64, 64))
-    yield w
-    w.close()
+def system(tmp_path):
+    s = System(load_settings(data_dir=tmp_path / "data"), lambda m: HashEmbedder(64, 64))
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def wb(system):
+    return Workbench(system)
 
 
 def test_the_rule_names_the_character_and_keeps_every_script():
@@ -48,32 +54,32 @@ def test_the_rule_names_the_character_and_keeps_every_script():
 
 
 @pytest.mark.parametrize("name, code", BAD)
-def test_a_store_name_with_a_control_character_is_refused_and_nothing_is_listed(wb, name, code):
+def test_a_store_name_with_a_control_character_is_refused_and_nothing_is_listed(system, wb, name, code):
     """The attack: a store named with a NUL was created and stayed listed, unusable."""
     with pytest.raises(InvalidArgument, match="store name contains"):
         wb.create_store(name)
     with pytest.raises(InvalidArgument, match="store name contains"):
         wb.ingest_file(name, b"some text", "a.txt")  # a store created on the fly
     with pytest.raises(InvalidArgument, match="store name contains"):
-        wb.catalog.put_store(name, "default", "memory", "m", 64, "cosine")  # under the service layer too
+        system.catalog.put_store(name, "default", "memory", "m", 64, "cosine")  # under the service layer too
     assert wb.store_names(internal=True) == []
     assert not wb.backend("memory").list_collections()
 
 
 @pytest.mark.parametrize("name", ["a\x00b", "trailing\n", "evil\u202eexe"])
-def test_template_and_llm_config_names_with_control_characters_are_refused(wb, name):
+def test_template_and_llm_config_names_with_control_characters_are_refused(system, wb, name):
     """The names' patterns ended in ``$``, which lets a trailing newline through."""
     with pytest.raises(KnowledgeError, match="template name contains"):
         wb.save_template(make_template(name=name, backend="memory", embedding_model="fake"))
     with pytest.raises(InvalidArgument, match="template name contains"):
-        wb.catalog.put_template(name, {})
-    configs = LlmConfigs(wb.catalog, wb.settings)
+        system.catalog.put_template(name, {})
+    configs = LlmConfigs(system.catalog, wb.settings)
     with pytest.raises(InvalidArgument, match="LLM config name contains"):
         configs.save({"name": name, "type": "CHAT", "provider": "offline"})
     assert name not in wb.template_names() and name not in [c.name for c in configs.list()]
 
 
-def test_file_names_at_ingestion(wb):
+def test_file_names_at_ingestion(system, wb):
     """A file's own name: control characters are removed as the file store keeps names (a file on
     disk named with a tab is still ingested, as ``ab.txt``); a bidirectional control or line
     separator, which would make the name display as another, fails that file with the reason and
@@ -85,21 +91,21 @@ def test_file_names_at_ingestion(wb):
     assert [f.file_name for f in wb.file_records("kb")] == ["ab.txt"]
     assert len(wb.stored_files()) == 1  # the refused file's bytes were not kept
     with pytest.raises(InvalidArgument, match="file name contains"):
-        wb.indexer.index_text("kb", "f2", "some text", "x\u2028y")
+        system.indexer.index_text("kb", "f2", "some text", "x\u2028y")
     with pytest.raises(InvalidArgument, match="file name contains"):
-        wb.indexer.rename("kb", ok.file_id, "ab.txt", "ab\u202e.txt")
+        system.indexer.rename("kb", ok.file_id, "ab.txt", "ab\u202e.txt")
     with pytest.raises(InvalidArgument, match="file name contains"):
-        wb.catalog.put_file(FileRecord("kb", "zz", "n\x00.txt", None, 1, DONE, None, 0, None))
+        system.catalog.put_file(FileRecord("kb", "zz", "n\x00.txt", None, 1, DONE, None, 0, None))
     assert [f.file_name for f in wb.file_records("kb")] == ["ab.txt"]
 
 
-def test_a_batch_goes_on_past_a_refused_file_name(wb, tmp_path):
+def test_a_batch_goes_on_past_a_refused_file_name(system, wb, tmp_path):
     folder = tmp_path / "docs"
     folder.mkdir()
     (folder / "good.txt").write_text("good words")
     (folder / "bad\u202etxt.exe").write_text("bad words")
     (folder / "more.txt").write_text("more words")
-    results = wb.indexer.ingest_paths("kb", [folder])
+    results = system.indexer.ingest_paths("kb", [folder])
     assert sorted((r.name, r.ok) for r in results) == [("bad\u202etxt.exe", False), ("good.txt", True), ("more.txt", True)]
 
 
@@ -131,7 +137,7 @@ INVISIBLE_NAMES = [
 ]
 
 
-def test_invisible_characters_leave_a_file_name_at_every_door(wb, tmp_path):
+def test_invisible_characters_leave_a_file_name_at_every_door(system, wb, tmp_path):
     """Issue 38: the invisible characters that carry nothing in a name are taken out of a file
     name -- the same at the file store (REST and chat uploads), the Indexer (the app's upload and
     CLI ingest) and folder sync -- so the name kept is the one a person sees and can find; the
@@ -152,7 +158,7 @@ def test_invisible_characters_leave_a_file_name_at_every_door(wb, tmp_path):
     folder.mkdir()
     (folder / "no\u200bte.txt").write_text("synced words")
     (folder / "bad\u202etxt.exe").write_text("spoofed")
-    results = wb.indexer.ingest_paths("kb2", [folder])  # CLI ingest of a folder
+    results = system.indexer.ingest_paths("kb2", [folder])  # CLI ingest of a folder
     assert sorted((x.name, x.ok) for x in results) == [("bad\u202etxt.exe", False), ("note.txt", True)]
     sync = wb.syncs.folder("kb3", folder)  # folder sync
     report = sync.apply(sync.plan())

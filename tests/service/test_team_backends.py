@@ -30,6 +30,10 @@ def _wb(settings) -> Workbench:
     return Workbench(settings, embedder_factory=lambda model: HashEmbedder(dimension=16, max_tokens=48))
 
 
+def _system(settings) -> System:
+    return System(settings, lambda model: HashEmbedder(dimension=16, max_tokens=48))
+
+
 def _with(settings, **vector_store):
     """``settings`` with ``vector_store.*`` changed (the embedding model: the fake one)."""
     return settings.model_copy(
@@ -99,24 +103,26 @@ def test_a_shared_catalog_refuses_memory_qdrant_local_and_embedded_pgvector_temp
             finally:
                 other.close()
         # a Qdrant server by URL is a shared backend: its template is saved (nothing is contacted yet)
-        by_url = _wb(_with(team, qdrant_location="http://127.0.0.1:6333"))
+        by_url_system = _system(_with(team, qdrant_location="http://127.0.0.1:6333"))
+        by_url = Workbench(by_url_system)
         try:
             by_url.save_template(make_template(name="on-qdrant-server", backend="qdrant", embedding_model=MODEL))
             assert "on-qdrant-server" in by_url.template_names()
-            assert machine_local_reason(by_url.settings, by_url.catalog, "qdrant") is None
-            assert machine_local_reason(by_url.settings, by_url.catalog, "pgvector") is None
+            assert machine_local_reason(by_url.settings, by_url_system.catalog, "qdrant") is None
+            assert machine_local_reason(by_url.settings, by_url_system.catalog, "pgvector") is None
         finally:
-            by_url.close()
+            by_url_system.close()
     finally:
         wb.close()
 
 
 def test_the_embedded_default_keeps_the_memory_backend(settings, tmp_path):
-    wb = _wb(_with(settings))
+    system = _system(_with(settings))
+    wb = Workbench(system)
     try:
-        assert wb.catalog.dialect == "duckdb" and wb.settings.vector_store.backend == "memory"
+        assert system.catalog.dialect == "duckdb" and wb.settings.vector_store.backend == "memory"
         assert wb.shared_catalog_problem() is None
-        assert machine_local_reason(wb.settings, wb.catalog, "memory") is None
+        assert machine_local_reason(wb.settings, system.catalog, "memory") is None
         wb.save_template(make_template(name="local", backend="memory", embedding_model=MODEL))
         wb.create_store("notes", "local")
         doc = tmp_path / "cats.md"
@@ -125,7 +131,7 @@ def test_the_embedded_default_keeps_the_memory_backend(settings, tmp_path):
         assert wb.search("notes", "what do cats eat")[0].file_name == "cats.md"
         assert [s.note for s in wb.list_stores()] == [None]
     finally:
-        wb.close()
+        system.close()
 
 
 # -- a per-machine store already in a shared catalog ----------------------------------------------------
@@ -140,7 +146,7 @@ def _memory_store_in_shared_catalog(settings, team, tmp_path) -> None:
         record, files = local.get_store("notes"), local.file_records("notes")
     finally:
         local.close()
-    shared = _wb(team)
+    shared = _system(team)
     try:
         shared.catalog.adopt_store(
             "notes", "default", "memory", record.embedding_model, record.dimension, record.distance, record.collection, files
