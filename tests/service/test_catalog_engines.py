@@ -22,6 +22,7 @@ from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import BackendUnavailable, ConfigError
 from knowledge.evaluation.questions import Question, parse_criterion
 from knowledge.llm.config import LlmConfigs
+from knowledge.system import System
 from knowledge.workbench import Workbench
 
 
@@ -118,34 +119,38 @@ def test_llm_configs_persist(catalog_settings):
 
 
 # -- a whole workbench ------------------------------------------------------------------------------
+def _system(settings):
+    return System(settings, lambda model: HashEmbedder(dimension=64, max_tokens=48))
+
+
 def _workbench(settings):
     return Workbench(settings, embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=48))
 
 
 def test_a_workbench_on_each_engine_and_a_second_one_sees_its_work(catalog_settings, tmp_path):
-    wb = _workbench(catalog_settings)
-    other = _workbench(catalog_settings)
+    system, other_system = _system(catalog_settings), _system(catalog_settings)
+    wb, other = Workbench(system), Workbench(other_system)
     try:
-        token = other.stores.token()
+        token = other_system.stores.token()
         wb.create_store("notes")
         doc = tmp_path / "cats.md"
         doc.write_text("# Cats\n\nThe cat sits on the mat and purrs.\n\nCats eat fish every day.\n", encoding="utf-8")
         assert wb.ingest_file("notes", doc).ok
         assert wb.search("notes", "what do cats eat")[0].file_name == "cats.md"
-        chats = ChatStore(wb.catalog)
+        chats = ChatStore(system.catalog)
         sid = chats.create_session("About cats", stores=["notes"]).id
         qset = wb.evaluations.save_set("cats", [Question("what do cats eat", (parse_criterion("cats.md"),))])
         run = wb.evaluations.save_run(wb.evaluations.evaluate("notes", qset, k=3))
 
-        assert _deadline_poll(lambda: other.stores.token() != token)  # the other instance notices
+        assert _deadline_poll(lambda: other_system.stores.token() != token)  # the other instance notices
         assert "notes" in other.store_names()
         assert [f.file_name for f in other.store_files("notes")] == ["cats.md"]
         assert other.search("notes", "what do cats eat")[0].file_name == "cats.md"
-        assert sid in [s.id for s in ChatStore(other.catalog).list_sessions()]
+        assert sid in [s.id for s in ChatStore(other_system.catalog).list_sessions()]
         assert other.evaluations.get_run(run.id).metrics == run.metrics
     finally:
-        wb.close()
-        other.close()
+        system.close()
+        other_system.close()
 
 
 @pytest.mark.processes
@@ -157,10 +162,11 @@ def test_a_store_made_in_another_process_shows_here(pg_database, settings):
     from tests.helpers.pg import pg_catalog_settings
 
     pg = pg_catalog_settings(settings)
-    wb = _workbench(pg)
+    system = _system(pg)
+    wb = Workbench(system)
     try:
         assert wb.store_names() == []
-        token = wb.stores.token()
+        token = system.stores.token()
         script = textwrap.dedent(f"""
             import sys, time
             from knowledge.catalog import Catalog
@@ -177,7 +183,7 @@ def test_a_store_made_in_another_process_shows_here(pg_database, settings):
             seen_at = None
             deadline = time.monotonic() + 120
             while seen_at is None and time.monotonic() < deadline and other.poll() is None:
-                if wb.stores.token() != token:
+                if system.stores.token() != token:
                     seen_at = time.time()
                 else:
                     time.sleep(0.05)
@@ -193,7 +199,7 @@ def test_a_store_made_in_another_process_shows_here(pg_database, settings):
             f" ({delay * 1000:+.1f} ms)"
         )
     finally:
-        wb.close()
+        system.close()
 
 
 def test_a_bundle_exports_and_imports_on_a_postgresql_catalog(pg_database, settings, tmp_path):
@@ -295,17 +301,18 @@ def test_a_synced_folder_is_kept_in_the_catalog_and_another_workbench_sees_it(ca
     docs.mkdir()
     (docs / "cats.md").write_text("# Cats\n\nThe cat sits on the mat and purrs.\n", encoding="utf-8")
     (docs / "bread.md").write_text("# Bread\n\nKnead the dough for ten minutes.\n", encoding="utf-8")
-    wb, other = _workbench(catalog_settings), _workbench(catalog_settings)
+    system, other_system = _system(catalog_settings), _system(catalog_settings)
+    wb, other = Workbench(system), Workbench(other_system)
     try:
         sync = wb.syncs.folder("notes", docs)
         report = sync.apply(sync.plan())
         assert not report.failed and report.counts()["added"] == 2
-        [folder] = other.catalog.synced_folders("notes")
+        [folder] = other_system.catalog.synced_folders("notes")
         assert folder.folder == folder_key(docs) and folder.last_sync is not None
         assert folder.last_plan["added"] == 2 and folder.last_plan["failed"] == 0
         assert sorted(n.name for n in other.file_names_of("notes")) == ["bread.md", "cats.md"]
         assert other.syncs.folder("notes", docs).plan().counts()["unchanged"] == 2
-        assert other.syncs.forget("notes", str(docs)) and wb.catalog.synced_folders("notes") == []
+        assert other.syncs.forget("notes", str(docs)) and system.catalog.synced_folders("notes") == []
     finally:
-        wb.close()
-        other.close()
+        system.close()
+        other_system.close()

@@ -22,6 +22,7 @@ from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import ConfigError
 from knowledge.filestore import open_file_store
 from knowledge.service import filehome
+from knowledge.system import System
 from knowledge.workbench import Workbench
 from tests.helpers.pg import pg_catalog_settings
 from tests.helpers.s3 import S3_TEST_KEY, S3_TEST_SECRET, s3_file_store_settings
@@ -31,6 +32,10 @@ REPO = Path(__file__).resolve().parents[2]
 
 def _wb(settings: Settings, **kw) -> Workbench:
     return Workbench(settings, embedder_factory=lambda m: HashEmbedder(dimension=16), **kw)
+
+
+def _system(settings: Settings) -> System:
+    return System(settings, lambda m: HashEmbedder(dimension=16))
 
 
 def _with_file_store(settings: Settings, **update) -> Settings:
@@ -55,25 +60,25 @@ def test_the_first_start_records_the_store_and_another_store_is_refused_while_fi
     assert "filesystem file store (folder 'files')" in text and "database 'team'" in text
     assert "knowledge files move --to postgresql" in text and "password" not in text
     # the same settings as before start, and see the file
-    wb = _wb(settings)
+    system = _system(settings)
     try:
-        assert len(wb.files.list()) == 1
+        assert len(system.files.list()) == 1
     finally:
-        wb.close()
+        system.close()
 
 
 def test_an_upgrade_with_a_new_file_store_and_no_record_yet_is_refused(settings, tmp_path):
     """A deployment from before the record (none in the catalog) started with settings switched to
     another store: the catalog's files are not there -> refused; with the old settings -> recorded."""
-    wb = _wb(settings)
+    system = _system(settings)
     try:
         doc = tmp_path / "a.md"
         doc.write_text("# A\n\nSome words about tides.\n", encoding="utf-8")
-        assert wb.ingest_file("notes", doc).ok
-        with wb.catalog.cursor() as cur:
+        assert Workbench(system).ingest_file("notes", doc).ok
+        with system.catalog.cursor() as cur:
             cur.execute("DELETE FROM file_store_home")
     finally:
-        wb.close()
+        system.close()
     with pytest.raises(
         ConfigError,
         match=r"hold files \(such as file-[0-9a-f]{32}\) that are not in the filesystem"
@@ -100,26 +105,26 @@ def test_with_no_file_stored_the_settings_decide(settings):
 def test_a_member_may_not_move_the_files(settings):
     from knowledge.errors import PermissionDenied
 
-    wb = _wb(settings)
+    system = _system(settings)
     try:
-        wb.people.accounts.create("ann", "a-long-password", role="admin")
-        wb.people.accounts.create("bob", "a-long-password", role="member")
+        system.people.accounts.create("ann", "a-long-password", role="admin")
+        system.people.accounts.create("bob", "a-long-password", role="member")
         with pytest.raises(PermissionDenied, match="Only an admin may move the files"):
-            wb.as_user(wb.people.accounts.actor("bob")).move_files("postgresql")
+            Workbench(system).as_user(system.people.accounts.actor("bob")).move_files("postgresql")
     finally:
-        wb.close()
+        system.close()
 
 
 @pytest.mark.slow
 def test_an_interrupted_move_resumes_skipping_the_verified_copies(settings, s3_server, monkeypatch):
     """Filesystem -> S3 stopped after 7 of 30 files; the re-run copies only the other 23, then
     switches; every id reads back its bytes from the bucket; --cleanup empties the folder."""
-    wb = _wb(settings)
+    system = _system(settings)
     data = {
-        wb.files.save(f"f{i}.txt", "text/plain", f"file {i} ".encode() * (i + 1)).id: f"file {i} ".encode() * (i + 1)
+        system.files.save(f"f{i}.txt", "text/plain", f"file {i} ".encode() * (i + 1)).id: f"file {i} ".encode() * (i + 1)
         for i in range(30)
     }
-    wb.close()
+    system.close()
     target = s3_file_store_settings(settings, s3_server)
     moving = _with_file_store(target, backend="filesystem")  # the old backend, the bucket named too
     catalog = Catalog.from_settings(moving)
@@ -155,14 +160,15 @@ def test_an_interrupted_move_resumes_skipping_the_verified_copies(settings, s3_s
     with pytest.raises(ConfigError, match="files move --to filesystem"):
         _wb(settings)
     catalog.close()
-    wb = _wb(target)  # through the workbench: an admin's move back, in the audit trail
+    system = _system(target)  # through the workbench: an admin's move back, in the audit trail
     try:
+        wb = Workbench(system)
         report = wb.move_files("filesystem", delete_old=True)
         assert (report.copied, report.switched, report.deleted) == (30, True, 30)
         assert [e.action for e in wb.audit_events(action="files.")] == ["files.move"]
-        assert {f.id for f in wb.files.list()} == set(data)
+        assert {f.id for f in system.files.list()} == set(data)
     finally:
-        wb.close()
+        system.close()
 
 
 _WORKER = textwrap.dedent("""
@@ -171,7 +177,7 @@ _WORKER = textwrap.dedent("""
     from knowledge.config import load_settings
     from knowledge.embeddings.fake import HashEmbedder
     from knowledge.service.worker import Worker
-    from knowledge.workbench import Workbench
+    from knowledge.system import System
 
     class Held(HashEmbedder):
         calls = 0
@@ -182,9 +188,9 @@ _WORKER = textwrap.dedent("""
                 time.sleep(0.05)
             return super().embed_documents(texts)
 
-    wb = Workbench(load_settings(), embedder_factory=lambda m: Held(dimension=16))
-    n = Worker(wb.indexer, worker_id="worker-old-settings", lease=5).run(once=True, poll=0.1)
-    wb.close()
+    system = System(load_settings(), lambda m: Held(dimension=16))
+    n = Worker(system.indexer, worker_id="worker-old-settings", lease=5).run(once=True, poll=0.1)
+    system.close()
     print("processed", n)
 """)
 
@@ -228,14 +234,14 @@ def test_files_move_from_postgresql_to_s3_with_500_files_and_a_batch_running(
     }
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", S3_TEST_KEY)  # this process too keeps its old settings
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", S3_TEST_SECRET)
-    wb = _wb(team)
+    system = _system(team)
     expected: dict[str, str] = {}
     for i in range(500):
         content = f"# File {i}\n\nFile number {i} is about ".encode() + (b"tides and harbours. " * (i % 7 + 1))
-        f = wb.files.save(f"file-{i:03}.md", "text/markdown", content)
+        f = system.files.save(f"file-{i:03}.md", "text/markdown", content)
         expected[f.id] = hashlib.sha256(content).hexdigest()
     ids = list(expected)
-    batch_id = q.enqueue(wb.catalog, "notes", [q.JobSource(f"file-{i:03}.md", "file", ids[i], 0) for i in range(60)])
+    batch_id = q.enqueue(system.catalog, "notes", [q.JobSource(f"file-{i:03}.md", "file", ids[i], 0) for i in range(60)])
     hold = settings.data_root.parent / "hold"
     hold.touch()
     worker = subprocess.Popen(
@@ -246,7 +252,7 @@ def test_files_move_from_postgresql_to_s3_with_500_files_and_a_batch_running(
     )
     try:
         deadline = time.monotonic() + 120
-        while sum(r.status == "done" for r in q.batch(wb.catalog, batch_id)[1]) < 3:
+        while sum(r.status == "done" for r in q.batch(system.catalog, batch_id)[1]) < 3:
             assert worker.poll() is None, worker.stderr.read().decode()[-3000:]
             assert time.monotonic() < deadline, "the worker did not start"
             time.sleep(0.2)
@@ -261,7 +267,8 @@ def test_files_move_from_postgresql_to_s3_with_500_files_and_a_batch_running(
             while not stop.is_set():
                 content = f"uploaded during the move {n}".encode()
                 try:
-                    uploaded[wb.files.save(f"late-{n}.txt", "text/plain", content).id] = hashlib.sha256(content).hexdigest()
+                    saved = system.files.save(f"late-{n}.txt", "text/plain", content)
+                    uploaded[saved.id] = hashlib.sha256(content).hexdigest()
                 except BaseException as exc:
                     errors.append(exc)
                 n += 1
@@ -295,27 +302,27 @@ def test_files_move_from_postgresql_to_s3_with_500_files_and_a_batch_running(
         assert len(uploaded) > 10
 
         # the batch was held mid-file across the move: at least 54 of its 60 jobs run after the switch
-        assert sum(r.status == "done" for r in q.batch(wb.catalog, batch_id)[1]) <= 6
+        assert sum(r.status == "done" for r in q.batch(system.catalog, batch_id)[1]) <= 6
         hold.unlink()
         _out, err = worker.communicate(timeout=600)
         assert worker.returncode == 0, err.decode()[-3000:]
-        rows = q.batch(wb.catalog, batch_id)[1]
+        rows = q.batch(system.catalog, batch_id)[1]
         assert [r.status for r in rows] == ["done"] * 60, [(r.name, r.status, r.error) for r in rows if r.status != "done"]
-        assert set(wb.catalog.file_statuses(ids[0]).values()) == {"done"}
+        assert set(system.catalog.file_statuses(ids[0]).values()) == {"done"}
     finally:
         if worker.poll() is None:
             worker.kill()
             worker.wait(30)
-    home = filehome.read_home(wb.catalog)
+    home = filehome.read_home(system.catalog)
     assert home.location["backend"] == "s3" and home.previous["backend"] == "postgresql" and home.moving_to is None
     s3 = open_file_store(target)
     for fid, sha in {**expected, **uploaded}.items():
         with s3.content(fid) as fh:
             assert hashlib.sha256(fh.read()).hexdigest() == sha, fid
     assert {f.id for f in s3.list()} == set(expected) | set(uploaded)
-    wb.close()
+    system.close()
     # a process started with the new settings lists every file, by the same ids
-    after = _wb(target)
+    after = _system(target)
     try:
         assert {f.id for f in after.files.list()} == set(expected) | set(uploaded)
         assert after.catalog.stores_using_file(ids[0]) == ["notes"]
@@ -336,9 +343,9 @@ def test_a_workbench_starts_while_the_catalogs_server_is_down_and_checks_at_the_
             )
         }
     )
-    wb = _wb(down)
+    system = _system(down)
     try:
         with pytest.raises(BackendUnavailable, match="Cannot reach the PostgreSQL catalog"):
-            wb.files.list()
+            system.files.list()
     finally:
-        wb.close()
+        system.close()

@@ -33,6 +33,7 @@ from knowledge.errors import (
 from knowledge.outcomes import IngestResult, Outcome
 from knowledge.service.transient import backoff_seconds, classify, transient_reason
 from knowledge.service.worker import HealthFile, Worker
+from knowledge.system import System
 from knowledge.workbench import Workbench
 
 
@@ -229,12 +230,13 @@ def _texts(n: int) -> list[bytes]:
     return [f"# Note {i}\n\n".encode() + (f"Note {i} tells of harbour {i} and its tides. " * 30).encode() for i in range(n)]
 
 
-def _queue(wb: Workbench, n: int) -> str:
-    stored = [wb.files.save(f"f{i}.md", "text/markdown", t) for i, t in enumerate(_texts(n))]
-    return q.enqueue(wb.catalog, "notes", [q.JobSource(s.name, "file", s.id, s.size) for s in stored])
+def _queue(system: System, n: int) -> str:
+    stored = [system.files.save(f"f{i}.md", "text/markdown", t) for i, t in enumerate(_texts(n))]
+    return q.enqueue(system.catalog, "notes", [q.JobSource(s.name, "file", s.id, s.size) for s in stored])
 
 
-def _once_each(wb: Workbench, n: int) -> None:
+def _once_each(system: System, n: int) -> None:
+    wb = Workbench(system)
     records = wb.store_files("notes")
     assert sorted(r.file_name for r in records) == [f"f{i}.md" for i in range(n)]
     assert {r.status for r in records} == {"done"}
@@ -244,13 +246,13 @@ def _once_each(wb: Workbench, n: int) -> None:
 
 
 def test_a_file_store_that_cannot_be_reached_delays_the_file_and_never_fails_it(settings, monkeypatch, tmp_path):
-    wb = Workbench(_fast(settings), embedder_factory=lambda m: HashEmbedder(dimension=16))
+    system = System(_fast(settings), lambda m: HashEmbedder(dimension=16))
     try:
-        batch_id = _queue(wb, 3)
-        content, get, calls, seen = wb.files.content, wb.files.get, [], []
+        batch_id = _queue(system, 3)
+        content, get, calls, seen = system.files.content, system.files.get, [], []
 
         def looked_up(file_id):  # the worker fetches the job's file: its record as a page shows it then
-            seen.append(wb.catalog.get_file("notes", file_id))
+            seen.append(system.catalog.get_file("notes", file_id))
             return get(file_id)
 
         def unreachable_twice(file_id):
@@ -261,12 +263,12 @@ def test_a_file_store_that_cannot_be_reached_delays_the_file_and_never_fails_it(
                 )
             return content(file_id)
 
-        monkeypatch.setattr(wb.files, "content", unreachable_twice)
-        monkeypatch.setattr(wb.files, "get", looked_up)
+        monkeypatch.setattr(system.files, "content", unreachable_twice)
+        monkeypatch.setattr(system.files, "get", looked_up)
         health = HealthFile(tmp_path / "status.json")
-        worker = Worker(wb.indexer, lease=30, health=health)
+        worker = Worker(system.indexer, lease=30, health=health)
         assert worker.run(once=True, poll=0.02) == 5  # 3 files, one of them twice queued again
-        _, rows, _ = q.batch(wb.catalog, batch_id)
+        _, rows, _ = q.batch(system.catalog, batch_id)
         assert [r.status for r in rows] == ["done"] * 3, [(r.status, r.reason) for r in rows]
         assert [r.attempts for r in rows] == [1, 1, 1]  # the outage counted apart from the file's attempts
         assert sum(r.transient_attempts for r in rows) == 2
@@ -278,18 +280,18 @@ def test_a_file_store_that_cannot_be_reached_delays_the_file_and_never_fails_it(
             " at http://s3): the endpoint cannot be reached.)",
         ) in waiting, waiting
         assert worker.sick is None and worker.own_failures == 0  # a shared outage is no sickness
-        _once_each(wb, 3)
+        _once_each(system, 3)
         state = json.loads((tmp_path / "status.json").read_text())
         assert state["state"] == "stopped" and state["processed"] == 5 and state["last_job"]["status"] == "indexed"
     finally:
-        wb.close()
+        system.close()
 
 
 def test_a_failed_result_naming_an_infrastructure_error_queues_the_job_again(settings, monkeypatch):
-    wb = Workbench(_fast(settings), embedder_factory=lambda m: HashEmbedder(dimension=16))
+    system = System(_fast(settings), lambda m: HashEmbedder(dimension=16))
     try:
-        batch_id = _queue(wb, 1)
-        real, calls = wb.indexer.ingest_file, []
+        batch_id = _queue(system, 1)
+        real, calls = system.indexer.ingest_file, []
 
         def failed_once(*args, **kwargs):  # an ingestion that made a result of the outage instead of raising it
             calls.append(kwargs.get("raise_transient"))
@@ -297,12 +299,12 @@ def test_a_failed_result_naming_an_infrastructure_error_queues_the_job_again(set
                 return IngestResult("f0.md", Outcome.FAILED, "The catalog cannot be reached.", error="BackendUnavailable")
             return real(*args, **kwargs)
 
-        monkeypatch.setattr(wb.indexer, "ingest_file", failed_once)
-        Worker(wb.indexer, lease=30).run(once=True, poll=0.02)
-        [row] = q.batch(wb.catalog, batch_id)[1]
+        monkeypatch.setattr(system.indexer, "ingest_file", failed_once)
+        Worker(system.indexer, lease=30).run(once=True, poll=0.02)
+        [row] = q.batch(system.catalog, batch_id)[1]
         assert (row.status, row.transient_attempts) == ("done", 1) and calls == [True, True]
     finally:
-        wb.close()
+        system.close()
 
 
 def test_a_worker_whose_model_cannot_load_stands_down_and_another_ingests_everything(settings, tmp_path):
@@ -311,14 +313,14 @@ def test_a_worker_whose_model_cannot_load_stands_down_and_another_ingests_everyt
             "The bundled embedding model cannot be assembled in /models: [Errno 28] No space left on device"
         )
 
-    sick_wb = Workbench(_fast(settings, worker_sick_after=3), embedder_factory=no_model)
+    sick_system = System(_fast(settings, worker_sick_after=3), no_model)
     try:
-        batch_id = _queue(sick_wb, 5)
+        batch_id = _queue(sick_system, 5)
         health = HealthFile(tmp_path / "status.json")
-        sick = Worker(sick_wb.indexer, lease=30, health=health)
+        sick = Worker(sick_system.indexer, lease=30, health=health)
         assert sick.run(poll=0.02) == 3  # not --once: it stops by itself
         assert sick.sick is not None and "the embedding model cannot be loaded on this worker" in sick.sick
-        _, rows, _ = q.batch(sick_wb.catalog, batch_id)
+        _, rows, _ = q.batch(sick_system.catalog, batch_id)
         assert {r.status for r in rows} == {"queued"}, [(r.status, r.reason) for r in rows]  # nothing failed
         assert sum(r.transient_attempts for r in rows) == 2  # the third failure was given back as it was
         assert all(r.attempts == 0 for r in rows)
@@ -326,15 +328,15 @@ def test_a_worker_whose_model_cannot_load_stands_down_and_another_ingests_everyt
         state = json.loads((tmp_path / "status.json").read_text())
         assert state["state"] == "sick" and "embedding model" in state["reason"]
     finally:
-        sick_wb.close()
-    wb = Workbench(_fast(settings), embedder_factory=lambda m: HashEmbedder(dimension=16))
+        sick_system.close()
+    system = System(_fast(settings), lambda m: HashEmbedder(dimension=16))
     try:
-        Worker(wb.indexer, lease=30).run(once=True, poll=0.02)
-        _, rows, _ = q.batch(wb.catalog, batch_id)
+        Worker(system.indexer, lease=30).run(once=True, poll=0.02)
+        _, rows, _ = q.batch(system.catalog, batch_id)
         assert [r.status for r in rows] == ["done"] * 5
-        _once_each(wb, 5)
+        _once_each(system, 5)
     finally:
-        wb.close()
+        system.close()
 
 
 @pytest.mark.slow
@@ -344,11 +346,11 @@ def test_a_worker_waits_for_a_lost_catalog_and_goes_on_where_it_was(settings, mo
             time.sleep(0.05)
             return super().embed_documents(texts)
 
-    wb = Workbench(_fast(settings), embedder_factory=lambda m: Slow(dimension=16))
+    system = System(_fast(settings), lambda m: Slow(dimension=16))
     try:
-        batch_id = _queue(wb, 6)
+        batch_id = _queue(system, 6)
         down = threading.Event()
-        cursor = wb.catalog.cursor
+        cursor = system.catalog.cursor
 
         @contextmanager
         def maybe_down():
@@ -357,9 +359,9 @@ def test_a_worker_waits_for_a_lost_catalog_and_goes_on_where_it_was(settings, mo
             with cursor() as cur:
                 yield cur
 
-        monkeypatch.setattr(wb.catalog, "cursor", maybe_down)
+        monkeypatch.setattr(system.catalog, "cursor", maybe_down)
         health = HealthFile(tmp_path / "status.json")
-        worker = Worker(wb.indexer, lease=30, health=health)
+        worker = Worker(system.indexer, lease=30, health=health)
         caplog.set_level(logging.INFO, logger="knowledge.service.worker")
         thread = threading.Thread(target=worker.run, kwargs={"once": True, "poll": 0.02})
         thread.start()
@@ -382,48 +384,48 @@ def test_a_worker_waits_for_a_lost_catalog_and_goes_on_where_it_was(settings, mo
         down.clear()
         thread.join(120)
         assert not thread.is_alive()
-        _, rows, _ = q.batch(wb.catalog, batch_id)
+        _, rows, _ = q.batch(system.catalog, batch_id)
         assert [r.status for r in rows] == ["done"] * 6, [(r.status, r.reason) for r in rows]
         assert worker.gave_up is None and worker.sick is None
-        _once_each(wb, 6)
+        _once_each(system, 6)
         said = caplog.text
         assert "waiting for the database" in said and "the database is back" in said
     finally:
-        wb.close()
+        system.close()
 
 
 def test_a_worker_gives_up_on_a_catalog_gone_longer_than_the_setting(settings, monkeypatch):
-    wb = Workbench(_fast(settings, worker_database_wait_seconds=0.3), embedder_factory=lambda m: HashEmbedder(dimension=16))
+    system = System(_fast(settings, worker_database_wait_seconds=0.3), lambda m: HashEmbedder(dimension=16))
     try:
 
         def gone():
             raise BackendUnavailable("Cannot reach the PostgreSQL catalog at db:5432: connection refused.")
 
-        monkeypatch.setattr(wb.catalog, "cursor", gone)
-        worker = Worker(wb.indexer, lease=30)
+        monkeypatch.setattr(system.catalog, "cursor", gone)
+        worker = Worker(system.indexer, lease=30)
         assert worker.run(poll=0.02) == 0  # returns: no exception, no endless wait
         assert worker.gave_up is not None and "ingest.worker_database_wait_seconds" in worker.gave_up
     finally:
         monkeypatch.undo()
-        wb.close()
+        system.close()
 
 
 def test_the_only_worker_of_the_embedded_default_fails_the_files_with_the_reason_rather_than_wait(settings):
     def no_model(model):
         raise EmbeddingUnavailable("The bundled embedding model cannot be loaded from /models: missing.")
 
-    wb = Workbench(_fast(settings, worker_sick_after=2), embedder_factory=no_model)
+    system = System(_fast(settings, worker_sick_after=2), no_model)
     try:
-        batch_id = _queue(wb, 3)
-        worker = Worker(wb.indexer, lease=30, stand_down=False)
+        batch_id = _queue(system, 3)
+        worker = Worker(system.indexer, lease=30, stand_down=False)
         worker.run(once=True, poll=0.02)
         assert worker.sick is None  # it does not stop: nobody else would take the jobs
-        _, rows, _ = q.batch(wb.catalog, batch_id)
+        _, rows, _ = q.batch(system.catalog, batch_id)
         assert [r.status for r in rows] == ["failed"] * 3
         assert all("the embedding model cannot be loaded on this worker" in r.reason for r in rows)
         assert all(r.attempts == 0 for r in rows)  # not the file's own failure: Retry starts afresh
     finally:
-        wb.close()
+        system.close()
 
 
 def test_a_file_embedded_before_the_catalog_went_away_is_written_when_it_is_back_not_embedded_again(settings, monkeypatch):
@@ -434,11 +436,11 @@ def test_a_file_embedded_before_the_catalog_went_away_is_written_when_it_is_back
             embedded.append(len(texts))
             return super().embed_documents(texts)
 
-    wb = Workbench(_fast(settings), embedder_factory=lambda m: Counting(dimension=16))
+    system = System(_fast(settings), lambda m: Counting(dimension=16))
     try:
-        batch_id = _queue(wb, 1)
+        batch_id = _queue(system, 1)
         down = threading.Event()
-        cursor, write = wb.catalog.cursor, wb.indexer._write
+        cursor, write = system.catalog.cursor, system.indexer._write
 
         @contextmanager
         def maybe_down():
@@ -456,16 +458,16 @@ def test_a_file_embedded_before_the_catalog_went_away_is_written_when_it_is_back
                 raise BackendUnavailable("Cannot reach the PostgreSQL catalog at db:5432: connection refused.")
             return write(*args, **kwargs)
 
-        monkeypatch.setattr(wb.catalog, "cursor", maybe_down)
-        monkeypatch.setattr(wb.indexer, "_write", write_once_down)
-        Worker(wb.indexer, lease=30).run(once=True, poll=0.02)
-        [row] = q.batch(wb.catalog, batch_id)[1]
+        monkeypatch.setattr(system.catalog, "cursor", maybe_down)
+        monkeypatch.setattr(system.indexer, "_write", write_once_down)
+        Worker(system.indexer, lease=30).run(once=True, poll=0.02)
+        [row] = q.batch(system.catalog, batch_id)[1]
         assert (row.status, row.attempts, row.transient_attempts) == ("done", 1, 0), (row.status, row.reason)
         assert write_once_down.failed and write_once_down.embedded > 0
         assert len(embedded) == write_once_down.embedded  # written when the catalog was back, not embedded again
-        _once_each(wb, 1)
+        _once_each(system, 1)
     finally:
-        wb.close()
+        system.close()
 
 
 def test_a_new_worker_process_writes_its_status_at_once_over_the_last_ones(tmp_path):

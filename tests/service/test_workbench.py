@@ -14,6 +14,7 @@ from knowledge.outcomes import Outcome
 from knowledge.service.search import Playground, SearchRequest
 from knowledge.service.stores import ModelMismatch
 from knowledge.service.templates import make_template
+from knowledge.system import System
 from knowledge.workbench import Workbench
 from tests.helpers.documents import encrypted_pdf
 
@@ -39,15 +40,20 @@ def factory():
 
 
 @pytest.fixture
-def wb(tmp_path, factory):
+def system(tmp_path, factory):
     settings = load_settings(
         data_dir=tmp_path / "data",
         vector_store={"max_chunk_size_tokens": 40, "chunk_overlap_tokens": 8},
         ingest={"max_file_mb": 0.05},
     )
-    w = Workbench(settings, embedder_factory=factory)
-    yield w
-    w.close()
+    s = System(settings, factory)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def wb(system):
+    return Workbench(system)
 
 
 def write(path, text: str):
@@ -59,7 +65,7 @@ CATS = "# Cats\n\nThe cat sits on the mat and purrs.\n\n## Food\n\nCats eat fish
 BREAD = "# Bread\n\nKnead the dough for ten minutes, then let it rise.\n"
 
 
-def test_ingest_and_search_with_provenance(wb, tmp_path):
+def test_ingest_and_search_with_provenance(system, wb, tmp_path):
     r = wb.ingest_file("notes", write(tmp_path / "cats.md", CATS))
     assert (r.outcome, r.ok) == (Outcome.INDEXED, True) and r.chunks >= 2
     wb.ingest_file("notes", write(tmp_path / "bread.md", BREAD))
@@ -70,22 +76,22 @@ def test_ingest_and_search_with_provenance(wb, tmp_path):
     full = (tmp_path / "cats.md").read_text()
     # the span points into the extracted text; for Markdown it is the file's text
     assert hits[0].text in full
-    rec = wb.catalog.get_file("notes", r.file_id)
+    rec = system.catalog.get_file("notes", r.file_id)
     assert (rec.status, rec.chunks) == ("done", r.chunks)
     assert wb.get_store("notes").dimension == 64
 
 
-def test_same_file_again_is_a_no_op_with_a_notice(wb, tmp_path):
+def test_same_file_again_is_a_no_op_with_a_notice(system, wb, tmp_path):
     p = write(tmp_path / "cats.md", CATS)
     first = wb.ingest_file("notes", p)
     again = wb.ingest_file("notes", p)
     assert again.outcome == Outcome.UNCHANGED and "unchanged" in again.message
     assert again.file_id == first.file_id
     assert wb.vector_store("notes").count() == first.chunks
-    assert len(wb.files.list()) == 1
+    assert len(system.files.list()) == 1
 
 
-def test_changed_file_under_the_same_name_replaces_the_old_chunks(wb, tmp_path):
+def test_changed_file_under_the_same_name_replaces_the_old_chunks(system, wb, tmp_path):
     p = write(tmp_path / "cats.md", CATS)
     first = wb.ingest_file("notes", p)
     write(p, "# Cats\n\nCats now prefer lasagne over anything.\n")
@@ -96,7 +102,7 @@ def test_changed_file_under_the_same_name_replaces_the_old_chunks(wb, tmp_path):
     vs = wb.vector_store("notes")
     assert vs.count() == second.chunks
     assert all(h.file_id == second.file_id for h in wb.search("notes", "cat sits on the mat fish", k=10))
-    assert wb.files.find(first.file_id) is None  # the old bytes are gone from the file store
+    assert system.files.find(first.file_id) is None  # the old bytes are gone from the file store
 
 
 def test_identical_bytes_under_another_name_are_indexed_once_under_both_names(wb, tmp_path):
@@ -140,18 +146,19 @@ def test_a_changed_file_under_one_name_leaves_the_other_name_on_the_old_content(
     assert {h.file_name for h in wb.search("notes", "cat sits on the mat", k=10)} >= {"cats.md"}
 
 
-def test_delete_file_removes_every_chunk_also_after_a_restart(wb, tmp_path, factory):
+def test_delete_file_removes_every_chunk_also_after_a_restart(system, wb, tmp_path, factory):
     a = wb.ingest_file("notes", write(tmp_path / "cats.md", CATS))
     wb.ingest_file("notes", write(tmp_path / "bread.md", BREAD))
     assert wb.delete_file("notes", a.file_id) == a.chunks
-    wb.close()
-    again = Workbench(wb.settings, embedder_factory=factory)
+    system.close()
+    restarted = System(wb.settings, factory)
+    again = Workbench(restarted)
     try:
         assert [f.file_name for f in again.store_files("notes")] == ["bread.md"]
         assert all(h.file_name == "bread.md" for h in again.search("notes", "cat mat fish", k=10))
-        assert again.files.find(a.file_id) is None
+        assert restarted.files.find(a.file_id) is None
     finally:
-        again.close()
+        restarted.close()
 
 
 def test_search_never_returns_two_hits_with_identical_text(wb, tmp_path):
@@ -259,13 +266,13 @@ def test_cancelled_ingestion_leaves_the_store_as_it_was(wb, tmp_path):
     assert [f.file_name for f in wb.vector_store("notes").list_files()] == ["bread.md"]
 
 
-def test_stores_list_and_delete(wb, tmp_path):
+def test_stores_list_and_delete(system, wb, tmp_path):
     wb.ingest_file("Team Notes", write(tmp_path / "cats.md", CATS))
     [summary] = wb.list_stores()
     assert (summary.record.name, summary.files, summary.chunks > 0) == ("Team Notes", 1, True)
     wb.delete_store("Team Notes")
     assert wb.list_stores() == []
-    assert wb.files.list() == []
+    assert system.files.list() == []
     with pytest.raises(StoreNotFound):
         wb.search("Team Notes", "cats")
 
@@ -275,7 +282,7 @@ def _encrypted_pdf(password: str) -> bytes:
     return encrypted_pdf(password, repeat=1)
 
 
-def test_retry_a_failed_file_with_its_password_keeps_one_record(wb):
+def test_retry_a_failed_file_with_its_password_keeps_one_record(system, wb):
     failed = wb.ingest_file("notes", _encrypted_pdf("secret"), "locked.pdf")
     assert failed.outcome == Outcome.FAILED and "password required" in failed.message
     again = wb.retry_file("notes", failed.file_id, password="wrong")
@@ -286,7 +293,7 @@ def test_retry_a_failed_file_with_its_password_keeps_one_record(wb):
     assert ok.outcome == Outcome.INDEXED and ok.chunks >= 1
     assert ok.replaced_file_id is None and "Replaced" not in ok.message  # a failed attempt is no version
     assert [(f.file_name, f.status) for f in wb.store_files("notes")] == [("locked.pdf", "done")]
-    assert [f.id for f in wb.files.list()] == [ok.file_id]
+    assert [f.id for f in system.files.list()] == [ok.file_id]
     assert [u.labels() for u in wb.list_files()] == [["notes"]]
 
 
@@ -298,7 +305,7 @@ def test_retry_an_unknown_file_is_an_error(wb):
         wb.retry_file("notes", "file-" + "0" * 32)
 
 
-def test_delete_stored_file_refuses_while_stores_use_it_unless_asked(wb, tmp_path):
+def test_delete_stored_file_refuses_while_stores_use_it_unless_asked(system, wb, tmp_path):
     from knowledge.errors import InvalidArgument
 
     a = wb.ingest_file("notes", write(tmp_path / "cats.md", CATS))
@@ -311,18 +318,18 @@ def test_delete_stored_file_refuses_while_stores_use_it_unless_asked(wb, tmp_pat
     ]
     with pytest.raises(InvalidArgument, match="used by the store"):
         wb.delete_stored_file(a.file_id)
-    assert wb.files.find(a.file_id) is not None and wb.store_files("notes")[1].file_id == a.file_id
+    assert system.files.find(a.file_id) is not None and wb.store_files("notes")[1].file_id == a.file_id
     assert wb.delete_stored_file(a.file_id, from_stores=True) == ["notes"]
-    assert wb.files.find(a.file_id) is None
+    assert system.files.find(a.file_id) is None
     assert [f.file_name for f in wb.store_files("notes")] == ["bread.md"]
     assert all(h.file_name == "bread.md" for h in wb.search("notes", "cat mat fish", k=10))
     assert [f.file_name for f in wb.store_files("other")] == ["cats.md"]  # its own copy stays
 
 
-def test_delete_an_unused_stored_file(wb):
+def test_delete_an_unused_stored_file(system, wb):
     from knowledge.errors import FileNotFoundInStore
 
-    f = wb.files.save("loose.txt", "text/plain", b"hello")
+    f = system.files.save("loose.txt", "text/plain", b"hello")
     assert wb.delete_stored_file(f.id) == []
     assert wb.list_files() == []
     with pytest.raises(FileNotFoundInStore):
@@ -345,7 +352,7 @@ def test_a_template_in_use_keeps_its_model_and_cannot_be_deleted(wb, tmp_path):
     assert wb.template_names() == ["default"]
 
 
-def test_an_ingest_job_reports_each_file_and_can_be_stopped(wb, tmp_path):
+def test_an_ingest_job_reports_each_file_and_can_be_stopped(system, wb, tmp_path):
     from knowledge.service.jobs import IngestJob
 
     job = wb.submit_batch(
@@ -355,15 +362,15 @@ def test_an_ingest_job_reports_each_file_and_can_be_stopped(wb, tmp_path):
     assert [r.outcome for r in job.results] == [Outcome.INDEXED, Outcome.FAILED, Outcome.INDEXED]
     assert all(f.stage == "done" for f in job.files)
 
-    stopped = IngestJob(wb.jobs, "notes", [("a.md", b"# A\n\n" + b"alpha words " * 400), ("b.md", b"# B\n\nbeta")])
+    stopped = IngestJob(system.jobs, "notes", [("a.md", b"# A\n\n" + b"alpha words " * 400), ("b.md", b"# B\n\nbeta")])
     stopped.cancel()
     wb.submit_job(stopped)
     assert stopped.wait(30)
     assert [r.outcome for r in stopped.results] == [Outcome.CANCELLED, Outcome.CANCELLED]
     assert sorted(f.file_name for f in wb.store_files("notes") if f.status == "done") == ["bread.md", "cats.md"]
     # Any tab of the app finds the newest job of a store (the one that was started last).
-    assert IngestJob.latest(wb.jobs, "notes") is stopped and IngestJob.latest(wb.jobs, "other") is None
-    other = Workbench(load_settings(data_dir=tmp_path / "elsewhere"), embedder_factory=Factory())
+    assert IngestJob.latest(system.jobs, "notes") is stopped and IngestJob.latest(system.jobs, "other") is None
+    other = System(load_settings(data_dir=tmp_path / "elsewhere"), Factory())
     assert IngestJob.latest(other.jobs, "notes") is None  # another data folder, another app
     other.close()
 
@@ -382,7 +389,7 @@ def test_a_file_estimates_the_time_left_from_its_embedding_pace():
     assert fp.eta_seconds(now=140.0) is None
 
 
-def test_an_ingest_job_from_a_folder(wb, tmp_path):
+def test_an_ingest_job_from_a_folder(system, wb, tmp_path):
     from knowledge.errors import InvalidArgument
     from knowledge.service.jobs import IngestJob
 
@@ -390,12 +397,12 @@ def test_an_ingest_job_from_a_folder(wb, tmp_path):
     d.mkdir()
     write(d / "cats.md", CATS)
     write(d / "notes.txt", "plain words")
-    job = wb.submit_job(IngestJob.from_folder(wb.jobs, "notes", d, "*.md"))
+    job = wb.submit_job(IngestJob.from_folder(system.jobs, "notes", d, "*.md"))
     assert job.wait(30) and [r.name for r in job.results] == ["cats.md"]
     with pytest.raises(InvalidArgument, match="not a folder"):
-        IngestJob.from_folder(wb.jobs, "notes", tmp_path / "missing")
+        IngestJob.from_folder(system.jobs, "notes", tmp_path / "missing")
     with pytest.raises(InvalidArgument, match="No file"):
-        IngestJob.from_folder(wb.jobs, "notes", d, "*.pdf")
+        IngestJob.from_folder(system.jobs, "notes", d, "*.pdf")
 
 
 def test_a_failed_file_again_keeps_one_failed_record_and_a_done_version_stays(wb, tmp_path):
@@ -447,7 +454,7 @@ def test_max_per_file_returns_the_best_files(wb, tmp_path):
         wb.search("notes", "cats", max_per_file=0)
 
 
-def test_files_of_a_folder_sharing_a_name_are_both_kept_under_their_paths(wb, tmp_path):
+def test_files_of_a_folder_sharing_a_name_are_both_kept_under_their_paths(system, wb, tmp_path):
     from knowledge.service.jobs import IngestJob
 
     root = tmp_path / "docs"
@@ -460,7 +467,7 @@ def test_files_of_a_folder_sharing_a_name_are_both_kept_under_their_paths(wb, tm
     assert sorted(r.name for r in results) == ["a/README.md", "b/c/README.md", "notes.md"]
     assert all(r.outcome == Outcome.INDEXED for r in results)
     assert sorted(f.file_name for f in wb.store_files("notes")) == ["a/README.md", "b/c/README.md", "notes.md"]
-    job = IngestJob.from_folder(wb.jobs, "other", root, "**/README.md")
+    job = IngestJob.from_folder(system.jobs, "other", root, "**/README.md")
     assert [f.name for f in job.files] == ["a/README.md", "b/c/README.md"]
 
 

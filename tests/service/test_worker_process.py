@@ -20,21 +20,22 @@ from knowledge.catalog import jobs as q
 from knowledge.config import load_settings
 from knowledge.service.jobs import IngestJob
 from knowledge.service.worker import WorkerProcess, worker_onnx_threads
+from knowledge.system import System
 from knowledge.workbench import Workbench
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def app_wb(tmp_path, monkeypatch):
-    """A workbench as the app makes it (settings from the environment, which the child inherits)."""
+def app(tmp_path, monkeypatch):
+    """``(system, workbench)`` as the app makes them (settings from the environment, which the child inherits)."""
     monkeypatch.setenv("KNOWLEDGE_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("KNOWLEDGE_EMBEDDINGS__MODEL", "fake/hash-16")
     monkeypatch.delenv("KNOWLEDGE_INGEST__WORKER_PROCESS", raising=False)
-    wb = Workbench(load_settings())
-    yield wb
-    wb.jobs.stop_all(timeout=30)
-    wb.close()
+    system = System(load_settings())
+    yield system, Workbench(system)
+    system.jobs.stop_all(timeout=30)
+    system.close()
 
 
 def _items(n: int, paragraphs: int = 8) -> list[tuple[str, bytes]]:
@@ -51,15 +52,15 @@ def _wait(job: IngestJob, timeout: float = 240.0) -> None:
         time.sleep(0.2)
 
 
-def _worker_pids(wb: Workbench) -> set[int]:
-    return {int(r.worker.split(":")[1]) for r in q.jobs(wb.catalog) if r.worker}
+def _worker_pids(system: System) -> set[int]:
+    return {int(r.worker.split(":")[1]) for r in q.jobs(system.catalog) if r.worker}
 
 
-@pytest.mark.slow  # three workbenches
+@pytest.mark.slow  # three systems
 def test_use_worker_process_follows_the_settings(tmp_path):
-    off = Workbench(load_settings(data_dir=tmp_path / "a", ingest={"worker_process": False}))
-    none = Workbench(load_settings(data_dir=tmp_path / "b", ingest={"worker_threads": 0, "worker_process": True}))
-    on = Workbench(load_settings(data_dir=tmp_path / "c", ingest={"worker_threads": 2, "worker_process": True}))
+    off = System(load_settings(data_dir=tmp_path / "a", ingest={"worker_process": False}))
+    none = System(load_settings(data_dir=tmp_path / "b", ingest={"worker_threads": 0, "worker_process": True}))
+    on = System(load_settings(data_dir=tmp_path / "c", ingest={"worker_threads": 2, "worker_process": True}))
     try:
         assert not off.jobs.use_worker_process() and off.jobs.process is None
         assert not none.jobs.use_worker_process() and none.jobs.process is None
@@ -71,8 +72,8 @@ def test_use_worker_process_follows_the_settings(tmp_path):
         assert cmd[cmd.index("--concurrency") + 1] == "2" and "--once" in cmd
         assert cmd[cmd.index("--data-dir") + 1] == str(tmp_path / "c")
     finally:
-        for wb in (off, none, on):
-            wb.close()
+        for system in (off, none, on):
+            system.close()
 
 
 def test_the_child_gets_a_bounded_onnx_thread_count_unless_one_is_set(tmp_path, monkeypatch):
@@ -87,20 +88,20 @@ def test_the_child_gets_a_bounded_onnx_thread_count_unless_one_is_set(tmp_path, 
 
 
 @pytest.mark.slow
-def test_a_batch_is_ingested_by_a_child_process_that_exits_when_done(app_wb):
-    wb = app_wb
-    assert wb.jobs.use_worker_process()
+def test_a_batch_is_ingested_by_a_child_process_that_exits_when_done(app):
+    system, wb = app
+    assert system.jobs.use_worker_process()
     job = wb.submit_batch("docs", _items(3))
     _wait(job)
     assert [f.result.outcome.value for f in job.files] == ["indexed"] * 3, [f.result for f in job.files]
-    pids = _worker_pids(wb)
+    pids = _worker_pids(system)
     assert len(pids) == 1 and os.getpid() not in pids  # not this process
-    assert wb.jobs.process is not None and wb.jobs.process.started == 1
+    assert system.jobs.process is not None and system.jobs.process.started == 1
     deadline = time.monotonic() + 60
-    while wb.jobs.process.alive():  # --once: it exits once nothing is queued or running
+    while system.jobs.process.alive():  # --once: it exits once nothing is queued or running
         assert time.monotonic() < deadline
         time.sleep(0.2)
-    assert wb.jobs.process.returncode() == 0
+    assert system.jobs.process.returncode() == 0
     assert not psutil.pid_exists(next(iter(pids))) or psutil.Process(next(iter(pids))).status() == "zombie"
     hits = wb.search("docs", "word1x3", k=3)
     assert hits and hits[0].file_name == "doc1.md"
@@ -108,23 +109,23 @@ def test_a_batch_is_ingested_by_a_child_process_that_exits_when_done(app_wb):
 
 @pytest.mark.processes
 @pytest.mark.slow
-def test_a_killed_child_is_replaced_and_the_batch_finishes(app_wb):
-    wb = app_wb
-    assert wb.jobs.use_worker_process()
+def test_a_killed_child_is_replaced_and_the_batch_finishes(app):
+    system, wb = app
+    assert system.jobs.use_worker_process()
     n = 12
     job = wb.submit_batch("docs", _items(n, paragraphs=30))
     deadline = time.monotonic() + 180
     while not any(f.result is not None for f in job.files):  # mid-batch: one file done, others to come
         assert time.monotonic() < deadline, "no file was ingested"
         time.sleep(0.05)
-    first = wb.jobs.process.pid
+    first = system.jobs.process.pid
     assert first is not None and not job.done
     os.kill(first, signal.SIGKILL)
     _wait(job)
     outcomes = [f.result.outcome.value for f in job.files]
     assert outcomes == ["indexed"] * n, [f.result for f in job.files]
-    assert wb.jobs.process.started >= 2  # started again after the kill
-    assert first in _worker_pids(wb) and len(_worker_pids(wb)) >= 2
+    assert system.jobs.process.started >= 2  # started again after the kill
+    assert first in _worker_pids(system) and len(_worker_pids(system)) >= 2
     vs = wb.vector_store("docs")
     for f in wb.store_files("docs"):  # each file's chunks once: the taken-over file replaced, not doubled
         assert vs.count(f.file_id) == f.chunks > 0, f
@@ -139,15 +140,15 @@ class _BrokenProcess(WorkerProcess):
 
 @pytest.mark.processes
 @pytest.mark.slow
-def test_a_child_that_cannot_start_makes_the_app_ingest_in_its_own_threads(app_wb, caplog):
-    wb = app_wb
-    assert wb.jobs.use_worker_process()
-    wb.jobs.process = _BrokenProcess(wb.settings.data_dir)
+def test_a_child_that_cannot_start_makes_the_app_ingest_in_its_own_threads(app, caplog):
+    system, wb = app
+    assert system.jobs.use_worker_process()
+    system.jobs.process = _BrokenProcess(wb.settings.data_dir)
     job = wb.submit_batch("docs", _items(2))
     _wait(job)
     assert [f.result.outcome.value for f in job.files] == ["indexed"] * 2
-    assert wb.jobs.process is None  # fell back after three failed starts
-    assert _worker_pids(wb) == {os.getpid()}
+    assert system.jobs.process is None  # fell back after three failed starts
+    assert _worker_pids(system) == {os.getpid()}
     assert "cannot start" in caplog.text
 
 
