@@ -19,6 +19,7 @@ import pytest
 
 from knowledge.catalog import jobs as q
 from knowledge.config import load_settings
+from knowledge.system import System
 from knowledge.workbench import Workbench
 
 REPO = Path(__file__).resolve().parents[2]
@@ -88,11 +89,11 @@ def _check_store(data: Path, case: str) -> None:
 def test_a_worker_process_fails_the_file_past_a_limit_and_lives_on_to_ingest_the_rest(tmp_path, case):
     data = tmp_path / "data"
     files = _batch(tmp_path / "in", case)
-    wb = Workbench(load_settings(data_dir=data, embeddings={"model": "fake/hash-16"}))
-    stored = [wb.files.save(p.name, "text/plain", p.read_bytes()) for p in files]
-    wb.stores.open_for_write("notes", None)
-    batch_id = q.enqueue(wb.catalog, "notes", [q.JobSource(s.name, "file", s.id, s.size) for s in stored])
-    wb.close()
+    system = System(load_settings(data_dir=data, embeddings={"model": "fake/hash-16"}))
+    stored = [system.files.save(p.name, "text/plain", p.read_bytes()) for p in files]
+    system.stores.open_for_write("notes", None)
+    batch_id = q.enqueue(system.catalog, "notes", [q.JobSource(s.name, "file", s.id, s.size) for s in stored])
+    system.close()
     worker = subprocess.run(
         [sys.executable, "-m", "knowledge", "worker", "--once", "--poll", "0.2"],
         env=_env(data, case),
@@ -102,15 +103,15 @@ def test_a_worker_process_fails_the_file_past_a_limit_and_lives_on_to_ingest_the
     )
     assert worker.returncode == 0, worker.stderr[-3000:]
     assert "4 jobs processed" in worker.stdout + worker.stderr, worker.stderr[-2000:]
-    wb = Workbench(load_settings(data_dir=data, embeddings={"model": "fake/hash-16"}))
+    system = System(load_settings(data_dir=data, embeddings={"model": "fake/hash-16"}))
     try:
-        _, rows, _ = q.batch(wb.catalog, batch_id)
+        _, rows, _ = q.batch(system.catalog, batch_id)
         bad = CASES[case][1][0]
         assert {r.name: r.status for r in rows} == {**dict.fromkeys(NOTES, "done"), bad: "failed"}
         assert all(r.attempts == 1 for r in rows)  # a file's limit is not a worker's failure: no retry
         assert len({r.worker for r in rows}) == 1  # one worker process took every job, before and after
     finally:
-        wb.close()
+        system.close()
     _check_store(data, case)
 
 

@@ -122,21 +122,23 @@ def _settings(env: dict[str, str]):
 
 
 @contextlib.contextmanager
-def _workbench(env: dict[str, str]) -> Iterator:
+def _system(env: dict[str, str]) -> Iterator:
+    """``(system, workbench)`` on ``env``'s settings, the system closed after."""
     from knowledge.embeddings.fake import HashEmbedder
+    from knowledge.system import System
     from knowledge.workbench import Workbench
 
-    wb = Workbench(_settings(env), embedder_factory=lambda model: HashEmbedder(dimension=16))
+    system = System(_settings(env), lambda model: HashEmbedder(dimension=16))
     try:
-        yield wb
+        yield system, Workbench(system)
     finally:
-        wb.close()
+        system.close()
 
 
 def _queue(env: dict[str, str]) -> str:
-    with _workbench(env) as wb:
-        stored = [wb.files.save(f"note-{i:02d}.md", "text/markdown", _text(i)) for i in range(N_FILES)]
-        return q.enqueue(wb.catalog, "notes", [q.JobSource(s.name, "file", s.id, s.size) for s in stored])
+    with _system(env) as (system, _):
+        stored = [system.files.save(f"note-{i:02d}.md", "text/markdown", _text(i)) for i in range(N_FILES)]
+        return q.enqueue(system.catalog, "notes", [q.JobSource(s.name, "file", s.id, s.size) for s in stored])
 
 
 def _statuses(url: str, batch_id: str) -> dict[str, int]:
@@ -167,8 +169,8 @@ def _until(what: str, check, timeout: float, *workers: Worker, every: float = 0.
 
 def _exactly_once(env: dict[str, str], batch_id: str) -> None:
     """Every job done, none failed; one record per file, done, its chunks equal to the vector rows."""
-    with _workbench(env) as wb:
-        _, rows, _ = q.batch(wb.catalog, batch_id)
+    with _system(env) as (system, wb):
+        _, rows, _ = q.batch(system.catalog, batch_id)
         assert [r.status for r in rows] == ["done"] * N_FILES, [(r.name, r.status, r.reason) for r in rows]
         records = wb.store_files("notes")
         assert sorted(r.file_name for r in records) == [f"note-{i:02d}.md" for i in range(N_FILES)]
