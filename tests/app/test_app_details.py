@@ -9,6 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from knowledge.config import load_settings
+from knowledge.system import System
 from knowledge.workbench import Workbench
 from tests.helpers.app import APP, button, fresh_caches, open_app, page_text, use_fake_model
 
@@ -106,15 +107,16 @@ def test_store_settings_save_a_description_and_the_playgrounds_default_threshold
 
 
 def test_a_read_only_sharer_sees_details_and_settings_without_save(docs):
-    wb = Workbench(load_settings())
+    system = System(load_settings())
     try:
-        wb.people.set_up_admin("root", PW, "The Admin")
-        wb.people.accounts.create("bo", PW, display_name="Bo")
+        wb = Workbench(system)
+        system.people.set_up_admin("root", PW, "The Admin")
+        system.people.accounts.create("bo", PW, display_name="Bo")
         wb.set_file_attributes("docs", docs["guide.md"], {"title": "Deployment guide", "team": "ops"})
         wb.share_store("docs", "user", "bo", "read")
-        token = wb.people.accounts.start_session("bo")
+        token = system.people.accounts.start_session("bo")
     finally:
-        wb.close()
+        system.close()
     at = AppTest.from_file(APP, default_timeout=60)
     at.session_state["session_token"] = token
     at.run()

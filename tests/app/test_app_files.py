@@ -6,6 +6,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from knowledge.config import load_settings
+from knowledge.system import System
 from knowledge.workbench import Workbench
 from tests.helpers.app import button, fresh_caches, open_app, use_fake_model
 
@@ -22,14 +23,15 @@ def _fresh_cache(monkeypatch):
 
 def populate() -> dict[str, str]:
     """cats.md in Notes, bread.md in Notes and Kitchen, loose.txt in no store; returns name -> id."""
-    wb = Workbench(load_settings())
+    system = System(load_settings())
+    wb = Workbench(system)
     ids = {
         "cats.md": wb.ingest_file("Notes", CATS, "cats.md").file_id,
         "bread.md": wb.ingest_file("Notes", BREAD, "bread.md").file_id,
     }
     wb.ingest_file("Kitchen", BREAD, "bread.md")
-    ids["loose.txt"] = wb.files.save("loose.txt", "text/plain", b"hello").id
-    wb.close()
+    ids["loose.txt"] = system.files.save("loose.txt", "text/plain", b"hello").id
+    system.close()
     return ids
 
 

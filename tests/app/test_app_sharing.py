@@ -6,11 +6,14 @@ accounts exist."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from knowledge.config import load_settings
 from knowledge.errors import FileNotFoundInStore, PermissionDenied, StoreNotFound
+from knowledge.system import System
 from knowledge.workbench import Workbench
 from tests.helpers.app import APP, fresh_caches, page_text, use_fake_model
 
@@ -27,27 +30,28 @@ def _fresh_cache(monkeypatch):
 
 
 @pytest.fixture
-def team():
+def team() -> Iterator[System]:
     """An admin root, members ana (Ana) and bo (Bo); ana's private store ``hr``, bo's ``ops``."""
-    wb = Workbench(load_settings())
-    wb.people.set_up_admin("root", PW, "The Admin")
-    wb.people.accounts.create("ana", PW, display_name="Ana")
-    wb.people.accounts.create("bo", PW, display_name="Bo")
-    wb.as_user(wb.people.accounts.actor("ana")).ingest_file("hr", LEAVE, "leave.md")
-    wb.as_user(wb.people.accounts.actor("bo")).ingest_file("ops", ROTA, "rota.md")
-    yield wb
-    wb.close()
+    system = System(load_settings())
+    system.people.set_up_admin("root", PW, "The Admin")
+    system.people.accounts.create("ana", PW, display_name="Ana")
+    system.people.accounts.create("bo", PW, display_name="Bo")
+    view(system, "ana").ingest_file("hr", LEAVE, "leave.md")
+    view(system, "bo").ingest_file("ops", ROTA, "rota.md")
+    yield system
+    system.close()
 
 
-def view(wb: Workbench, username: str) -> Workbench:
-    return wb.as_user(wb.people.accounts.actor(username))
+def view(system: System, username: str) -> Workbench:
+    return Workbench(system, actor=system.people.accounts.actor(username))
 
 
-def signed_in(wb: Workbench | None, username: str | None, page: str) -> AppTest:
+def signed_in(system: System | None, username: str | None, page: str) -> AppTest:
     """The app run as ``username`` (signed in by account), switched to ``page``."""
     at = AppTest.from_file(APP, default_timeout=60)
     if username is not None:
-        at.session_state["session_token"] = wb.people.accounts.start_session(username)
+        assert system is not None
+        at.session_state["session_token"] = system.people.accounts.start_session(username)
     at.run()
     assert not at.exception, at.exception
     at.switch_page(page).run()
