@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from streamlit import config as st_config
@@ -19,7 +20,8 @@ from knowledge.people import Accounts
 from knowledge.system import System
 from knowledge.workbench import Workbench
 from tests.helpers.app import APP, fresh_caches, open_app, page_text, use_fake_model
-from tests.helpers.app_system import app_over
+from tests.helpers.app_system import app_over, preparing
+from tests.helpers.env import prepared_data, use_prepared_data
 
 PW = "a long enough password"
 
@@ -47,15 +49,31 @@ def app_system() -> Iterator[System]:
         system.close()
 
 
+def _build_team(work: Path) -> None:
+    with preparing() as system:
+        system.people.set_up_admin("root", PW, "Root Admin")
+        system.people.accounts.create("ana", PW, display_name="Ana Lima")
+        system.people.accounts.create("bo", PW, display_name="Bo")
+
+
+@pytest.fixture(scope="module")
+def team_data(tmp_path_factory) -> Path:
+    """A data folder with a team: admin root, members ana and bo; made once for the module."""
+    return prepared_data(tmp_path_factory, "accounts-team", _build_team)
+
+
 @pytest.fixture
-def system(app_system, waits) -> System:
-    """The app's System with sign-in delays recorded instead of slept, and a team: admin root,
-    members ana and bo."""
-    app_system.people.accounts = Accounts(app_system.catalog, app_system.settings, sleep=waits.append)
-    app_system.people.set_up_admin("root", PW, "Root Admin")
-    app_system.people.accounts.create("ana", PW, display_name="Ana Lima")
-    app_system.people.accounts.create("bo", PW, display_name="Bo")
-    return app_system
+def system(team_data, waits) -> Iterator[System]:
+    """The app's System (one per process, shared by every session) over this test's copy of the team's
+    data folder, with sign-in delays recorded instead of slept."""
+    use_prepared_data(team_data)
+    system = System(load_settings())
+    system.people.accounts = Accounts(system.catalog, system.settings, sleep=waits.append)
+    try:
+        with app_over(system):
+            yield system
+    finally:
+        system.close()
 
 
 @pytest.fixture

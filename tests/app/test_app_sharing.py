@@ -7,6 +7,7 @@ accounts exist."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -16,6 +17,8 @@ from knowledge.errors import FileNotFoundInStore, PermissionDenied, StoreNotFoun
 from knowledge.system import System
 from knowledge.workbench import Workbench
 from tests.helpers.app import APP, fresh_caches, page_text, use_fake_model
+from tests.helpers.app_system import preparing
+from tests.helpers.env import prepared_data, use_prepared_data
 
 PW = "correct horse battery"
 LEAVE = b"# Leave\n\nThe parental leave policy grants sixteen weeks of paid leave.\n"
@@ -29,15 +32,27 @@ def _fresh_cache(monkeypatch):
         yield
 
 
+def _build_team(work: Path) -> None:
+    with preparing() as system:
+        system.people.set_up_admin("root", PW, "The Admin")
+        system.people.accounts.create("ana", PW, display_name="Ana")
+        system.people.accounts.create("bo", PW, display_name="Bo")
+        view(system, "ana").ingest_file("hr", LEAVE, "leave.md")
+        view(system, "bo").ingest_file("ops", ROTA, "rota.md")
+
+
+@pytest.fixture(scope="module")
+def team_data(tmp_path_factory) -> Path:
+    """The team's data folder, made once for the module."""
+    return prepared_data(tmp_path_factory, "sharing-team", _build_team)
+
+
 @pytest.fixture
-def team() -> Iterator[System]:
-    """An admin root, members ana (Ana) and bo (Bo); ana's private store ``hr``, bo's ``ops``."""
+def team(team_data) -> Iterator[System]:
+    """An admin root, members ana (Ana) and bo (Bo); ana's private store ``hr``, bo's ``ops``: a copy
+    of the module's prepared data folder, this test's own."""
+    use_prepared_data(team_data)
     system = System(load_settings())
-    system.people.set_up_admin("root", PW, "The Admin")
-    system.people.accounts.create("ana", PW, display_name="Ana")
-    system.people.accounts.create("bo", PW, display_name="Bo")
-    view(system, "ana").ingest_file("hr", LEAVE, "leave.md")
-    view(system, "bo").ingest_file("ops", ROTA, "rota.md")
     yield system
     system.close()
 

@@ -6,7 +6,10 @@ delays recorded instead of slept, the catalog the app writes) builds the System 
 entry point does, and hands it to the app with :func:`app_over`; the test closes it (a Workbench
 given a System does not close it).
 
-Imported as ``from tests.helpers.app_system import app_over``.
+:func:`preparing` builds a data folder's contents once (in :func:`tests.helpers.env.prepared_data`'s
+``build``) as the page tests would: the fake model, the tests' cheap password hashes.
+
+Imported as ``from tests.helpers.app_system import app_over, preparing``.
 """
 
 from __future__ import annotations
@@ -18,9 +21,12 @@ from pathlib import Path
 
 import pytest
 
+import knowledge.access
 import knowledge.system
+from knowledge.config import load_settings
 from knowledge.system import System
-from tests.helpers.app import APP
+from tests.helpers.app import APP, use_fake_model
+from tests.helpers.env import TEST_SCRYPT_N
 
 
 @contextmanager
@@ -40,4 +46,20 @@ def app_over(system: System) -> Iterator[System]:
         yield system
 
 
-__all__ = ["app_over"]
+@contextmanager
+def preparing(dimension: int = 8) -> Iterator[System]:
+    """A System over ``KNOWLEDGE_DATA_DIR`` for a prepared data folder's ``build``: the fake model
+    ``fake/hash-<dimension>`` (:func:`~tests.helpers.app.use_fake_model`) and password hashes at
+    :data:`~tests.helpers.env.TEST_SCRYPT_N`, as the tests that copy the folder use; closed after.
+    (A module-scoped fixture runs before the function-scoped ones that set both for a test.)"""
+    with pytest.MonkeyPatch.context() as mp:
+        use_fake_model(mp, dimension)
+        mp.setattr(knowledge.access, "SCRYPT_N", TEST_SCRYPT_N)
+        system = System(load_settings())
+        try:
+            yield system
+        finally:
+            system.close()
+
+
+__all__ = ["app_over", "preparing"]
