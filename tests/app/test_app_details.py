@@ -5,6 +5,8 @@ sharer sees the details and settings without Save."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -12,6 +14,8 @@ from knowledge.config import load_settings
 from knowledge.system import System
 from knowledge.workbench import Workbench
 from tests.helpers.app import APP, button, fresh_caches, open_app, page_text, use_fake_model
+from tests.helpers.app_system import preparing
+from tests.helpers.env import prepared_data, use_prepared_data
 
 PW = "correct horse battery"
 GUIDE = b"# Deploy\n\nThe deployment guide: roll the service out to production on Fridays.\n"
@@ -25,16 +29,29 @@ def _fresh_cache(monkeypatch):
         yield
 
 
-@pytest.fixture
-def docs() -> dict[str, str]:
-    """Store ``docs`` with guide.md and notes.md (fake model); ``{file name: file id}``."""
-    wb = Workbench(load_settings())
-    try:
+def _build_docs(work: Path) -> None:
+    with preparing() as system:
+        wb = Workbench(system)
         for name, data in (("guide.md", GUIDE), ("notes.md", NOTES)):
             assert wb.ingest_file("docs", data, name).ok
-        return {f.file_name: f.file_id for f in wb.file_records("docs")}
+
+
+@pytest.fixture(scope="module")
+def docs_data(tmp_path_factory) -> Path:
+    """A data folder with store ``docs`` (guide.md, notes.md; fake model), made once for the module."""
+    return prepared_data(tmp_path_factory, "details-docs", _build_docs)
+
+
+@pytest.fixture
+def docs(docs_data) -> dict[str, str]:
+    """Store ``docs`` with guide.md and notes.md (fake model), in this test's copy of the prepared
+    data folder; ``{file name: file id}``."""
+    use_prepared_data(docs_data)
+    system = System(load_settings())
+    try:
+        return {f.file_name: f.file_id for f in Workbench(system).file_records("docs")}
     finally:
-        wb.close()
+        system.close()
 
 
 def playground_hits(fields: str) -> tuple[int, str]:
