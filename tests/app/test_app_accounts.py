@@ -5,17 +5,23 @@ and Audit pages."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from streamlit import config as st_config
 from streamlit.testing.v1 import AppTest
 
 from knowledge import access
+from knowledge.config import load_settings
 from knowledge.errors import AuthenticationFailed
 from knowledge.people import Accounts
+from knowledge.system import System
 from knowledge.workbench import Workbench
 from tests.helpers.app import APP, fresh_caches, open_app, page_text, use_fake_model
+from tests.helpers.app_system import app_over, preparing
+from tests.helpers.env import prepared_data, use_prepared_data
 
 PW = "a long enough password"
 
@@ -33,16 +39,47 @@ def waits() -> list[float]:
 
 
 @pytest.fixture
-def wb(waits) -> Workbench:
-    """The app's own workbench (one per process, shared by every session), with sign-in delays recorded
-    instead of slept, and a team: admin root, members ana and bo."""
-    at = open_app()  # no account yet: the app's workbench is the base one
-    base: Workbench = at.session_state["workbench"]
-    base.people.accounts = Accounts(base.catalog, base.settings, sleep=waits.append)
-    base.people.set_up_admin("root", PW, "Root Admin")
-    base.people.accounts.create("ana", PW, display_name="Ana Lima")
-    base.people.accounts.create("bo", PW, display_name="Bo")
-    return base
+def app_system() -> Iterator[System]:
+    """The System the app runs over (one per process, shared by every session), held by the test."""
+    system = System(load_settings())
+    try:
+        with app_over(system):
+            yield system
+    finally:
+        system.close()
+
+
+def _build_team(work: Path) -> None:
+    with preparing() as system:
+        system.people.set_up_admin("root", PW, "Root Admin")
+        system.people.accounts.create("ana", PW, display_name="Ana Lima")
+        system.people.accounts.create("bo", PW, display_name="Bo")
+
+
+@pytest.fixture(scope="module")
+def team_data(tmp_path_factory) -> Path:
+    """A data folder with a team: admin root, members ana and bo; made once for the module."""
+    return prepared_data(tmp_path_factory, "accounts-team", _build_team)
+
+
+@pytest.fixture
+def system(team_data, waits) -> Iterator[System]:
+    """The app's System (one per process, shared by every session) over this test's copy of the team's
+    data folder, with sign-in delays recorded instead of slept."""
+    use_prepared_data(team_data)
+    system = System(load_settings())
+    system.people.accounts = Accounts(system.catalog, system.settings, sleep=waits.append)
+    try:
+        with app_over(system):
+            yield system
+    finally:
+        system.close()
+
+
+@pytest.fixture
+def wb(system) -> Workbench:
+    """The local admin's workbench over the app's System."""
+    return Workbench(system)
 
 
 def visit(page: str | None = None) -> AppTest:
@@ -74,7 +111,7 @@ def sidebar_text(at: AppTest) -> str:
     return "\n".join(c.value for c in at.sidebar.caption)
 
 
-def test_sign_in_by_account_shows_who_and_sign_out_ends_the_session(wb):
+def test_sign_in_by_account_shows_who_and_sign_out_ends_the_session(system):
     at = visit()
     assert [t.label for t in at.text_input] == ["Username", "Password"]
     assert "workbench" not in at.session_state  # nothing of the data before sign-in
@@ -82,16 +119,16 @@ def test_sign_in_by_account_shows_who_and_sign_out_ends_the_session(wb):
     assert at.session_state["actor"].username == "ana"
     assert "Ana Lima" in sidebar_text(at) and "member" in sidebar_text(at)
     token = at.session_state["session_token"]
-    assert wb.people.accounts.session_actor(token).username == "ana"
-    assert wb.people.audit.events(actor="ana", action="user.sign_in")
+    assert system.people.accounts.session_actor(token).username == "ana"
+    assert system.people.audit.events(actor="ana", action="user.sign_in")
     at.button(key="sign-out").click().run()
     assert [t.label for t in at.text_input] == ["Username", "Password"]
     with pytest.raises(AuthenticationFailed):  # ended in the catalog, not only in this browser
-        wb.people.accounts.session_actor(token)
-    assert wb.people.audit.events(actor="ana", action="user.sign_out")
+        system.people.accounts.session_actor(token)
+    assert system.people.audit.events(actor="ana", action="user.sign_out")
 
 
-def test_wrong_passwords_are_throttled_per_account_with_one_message(wb, waits):
+def test_wrong_passwords_are_throttled_per_account_with_one_message(system, waits):
     at = visit()
     sign_in(at, "", "")
     assert errors(at) == ["Type your username and your password."]
@@ -101,17 +138,17 @@ def test_wrong_passwords_are_throttled_per_account_with_one_message(wb, waits):
     sign_in(at, "ana", "wrong again")
     assert errors(at) == ["Wrong username or password."]
     assert waits == [1.0]  # ana's second try waited for the first failure
-    assert wb.people.accounts.delay("ana") == 2.0 and wb.people.accounts.delay("bo") == 0  # per account
+    assert system.people.accounts.delay("ana") == 2.0 and system.people.accounts.delay("bo") == 0  # per account
     sign_in(at, "ana", PW)
     assert waits == [1.0, 2.0] and at.session_state["actor"].username == "ana"  # the delay is served, then in
-    assert len(wb.people.audit.events(action="user.sign_in_failed")) == 3
+    assert len(system.people.audit.events(action="user.sign_in_failed")) == 3
 
 
-def test_an_expired_session_signs_out_with_the_reason(wb):
+def test_an_expired_session_signs_out_with_the_reason(system):
     at = signed_in("ana")
-    with wb.catalog.cursor() as cur:
+    with system.catalog.cursor() as cur:
         cur.execute(
-            "UPDATE app_sessions SET expires = expires - ?", [timedelta(hours=wb.settings.accounts.session_hours + 1)]
+            "UPDATE app_sessions SET expires = expires - ?", [timedelta(hours=system.settings.accounts.session_hours + 1)]
         )
     at.run()
     assert not at.exception
@@ -120,36 +157,41 @@ def test_an_expired_session_signs_out_with_the_reason(wb):
     assert [t.label for t in at.text_input] == ["Username", "Password"]
 
 
-def test_a_deleted_account_and_a_role_change_apply_on_the_next_run(wb):
-    root = wb.people.accounts.actor("root")
+def test_a_deleted_account_and_a_role_change_apply_on_the_next_run(system):
+    root = system.people.accounts.actor("root")
     bo = signed_in("bo")
     ana = signed_in("ana")
-    wb.people.accounts.update("ana", role="admin")
+    system.people.accounts.update("ana", role="admin")
     ana.run()
     assert ana.session_state["actor"].is_admin  # read fresh, not kept from the sign-in
-    wb.people.delete_user("bo", by=root)
+    system.people.delete_user("bo", by=root)
     bo.run()
     assert "actor" not in bo.session_state and "signed out" in bo.warning[0].value
 
 
 def test_the_shared_password_is_refused_once_accounts_exist(monkeypatch, waits):
     monkeypatch.setenv("KNOWLEDGE_APP_PASSWORD", "correct horse")
-    at = visit()
-    at.text_input[0].input("correct horse")
-    at.button[0].click().run()
-    base: Workbench = at.session_state["workbench"]  # signed in by the shared password, no account yet
-    base.people.accounts = Accounts(base.catalog, base.settings, sleep=waits.append)
-    base.people.set_up_admin("root", PW)
-    at.run()  # the session that came in with the shared password is out now
-    assert "workbench" not in at.session_state
-    assert any("shared password no longer signs in" in i.value for i in at.info)
-    sign_in(at, "root", "correct horse")
-    assert errors(at) == ["Wrong username or password."]
-    sign_in(at, "root", PW)
-    assert at.session_state["actor"].username == "root"
+    system = System(load_settings())  # the app's, with the password set
+    try:
+        with app_over(system):
+            at = visit()
+            at.text_input[0].input("correct horse")
+            at.button[0].click().run()
+            assert "workbench" in at.session_state  # signed in by the shared password, no account yet
+            system.people.accounts = Accounts(system.catalog, system.settings, sleep=waits.append)
+            system.people.set_up_admin("root", PW)
+            at.run()  # the session that came in with the shared password is out now
+            assert "workbench" not in at.session_state
+            assert any("shared password no longer signs in" in i.value for i in at.info)
+            sign_in(at, "root", "correct horse")
+            assert errors(at) == ["Wrong username or password."]
+            sign_in(at, "root", PW)
+            assert at.session_state["actor"].username == "root"
+    finally:
+        system.close()
 
 
-def test_a_shared_app_sets_up_its_first_admin_only_with_the_token_of_the_log(monkeypatch, capsys):
+def test_a_shared_app_sets_up_its_first_admin_only_with_the_token_of_the_log(monkeypatch, capsys, app_system):
     st_config.set_option("server.address", "0.0.0.0")  # reachable from other hosts (restored after the test)
     throttle: list[float] = []
     monkeypatch.setattr(access, "THROTTLE", access.LoginThrottle(sleep=throttle.append))
@@ -178,7 +220,7 @@ def test_a_shared_app_sets_up_its_first_admin_only_with_the_token_of_the_log(mon
     assert throttle == [1.0]  # the wrong guess slowed the next try
     actor = at.session_state["actor"]
     assert actor.username == "root" and actor.is_admin
-    assert at.session_state["workbench"].people.accounts.admins() == ["root"]
+    assert app_system.people.accounts.admins() == ["root"]
 
 
 def test_a_team_app_makes_its_first_admin_at_the_terminal_not_with_a_per_process_token(
@@ -230,12 +272,12 @@ def test_on_loopback_the_local_admin_turns_accounts_on_from_people():
     assert "Róot Ädmin" in sidebar_text(at)
 
 
-def test_an_invitation_link_creates_an_account_with_odd_characters_and_signs_it_in(wb):
+def test_an_invitation_link_creates_an_account_with_odd_characters_and_signs_it_in(system):
     bad = AppTest.from_file(APP, default_timeout=60)
     bad.query_params["invite"] = "mistyped"
     bad.run()
     assert any("not valid" in e for e in errors(bad))
-    token = wb.people.accounts.invite("member", "root")
+    token = system.people.accounts.invite("member", "root")
     at = AppTest.from_file(APP, default_timeout=60)
     at.query_params["invite"] = token
     at.run()
@@ -262,7 +304,7 @@ def test_an_invitation_link_creates_an_account_with_odd_characters_and_signs_it_
     assert "invite" not in at.query_params
     assert sign_in(visit(), "ZOË", odd).session_state["actor"].username == "zoë"  # precomposed, upper case
     with pytest.raises(AuthenticationFailed, match="not valid"):  # used up
-        wb.people.accounts.invitation(token)
+        system.people.accounts.invitation(token)
 
 
 def test_a_member_gets_no_people_or_settings_page_an_admin_does(wb):
@@ -292,7 +334,7 @@ def test_the_home_page_shows_the_server_folders_to_an_admin_not_to_a_member(wb):
     assert all(f in text for f in folders) and "Data folder" in text
 
 
-def test_an_admin_adds_an_account_and_deleting_one_hands_its_stores_to_an_admin(wb):
+def test_an_admin_adds_an_account_and_deleting_one_hands_its_stores_to_an_admin(wb, system):
     at = signed_in("root", "pages/people.py")
     table = at.dataframe[0].value
     assert list(table["username"]) == ["ana", "bo", "root"] and list(table["role"]) == ["member", "member", "admin"]
@@ -301,12 +343,12 @@ def test_an_admin_adds_an_account_and_deleting_one_hands_its_stores_to_an_admin(
     at.text_input(key="new-password").input(PW)
     next(b for b in at.button if b.label == "Add the account").click().run()
     assert not at.exception, at.exception
-    assert wb.people.accounts.require("cy").display_name == "Cy Né"
+    assert system.people.accounts.require("cy").display_name == "Cy Né"
     assert any("Added Cy Né" in s.value for s in at.success)
-    [created] = wb.people.audit.events(action="user.create", actor="root", limit=5)[:1]
+    [created] = system.people.audit.events(action="user.create", actor="root", limit=5)[:1]
     assert created.target == "cy"
 
-    cy = wb.as_user(wb.people.accounts.actor("cy"))
+    cy = wb.as_user(system.people.accounts.actor("cy"))
     cy.create_store("Cy notes")
     at.run()
     at.selectbox(key="edit-user").select("cy").run()
@@ -315,28 +357,28 @@ def test_an_admin_adds_an_account_and_deleting_one_hands_its_stores_to_an_admin(
     at.button(key="delete-user").click().run()
     assert not at.exception, at.exception
     assert any("Deleted cy. Their stores passed to root: Cy notes." in s.value for s in at.success)
-    assert wb.people.accounts.get("cy") is None and wb.store_owner("Cy notes") == "root"
+    assert system.people.accounts.get("cy") is None and wb.store_owner("Cy notes") == "root"
 
 
-def test_my_api_keys_are_made_shown_once_and_revoked_at_once(wb):
+def test_my_api_keys_are_made_shown_once_and_revoked_at_once(system):
     at = signed_in("ana", "pages/account.py")
     at.text_input(key="key-name").input("laptop scripts")
     next(b for b in at.button if b.label == "Create a key").click().run()
     assert not at.exception, at.exception
     [secret] = [c.value for c in at.code]
-    assert secret.startswith("kn-") and wb.people.key_actor(secret).username == "ana"
+    assert secret.startswith("kn-") and system.people.key_actor(secret).username == "ana"
     assert list(at.dataframe[0].value["status"]) == ["active"]
     at.run()
     assert not at.code  # shown once
     at.button(key="my-revoke-key").click().run()
     assert not at.exception, at.exception
     with pytest.raises(AuthenticationFailed):
-        wb.people.key_actor(secret)
+        system.people.key_actor(secret)
     assert at.dataframe[0].value["status"].iloc[0].startswith("revoked")
-    assert [e.action for e in wb.people.audit.events(actor="ana", action="key.")] == ["key.revoke", "key.create"]
+    assert [e.action for e in system.people.audit.events(actor="ana", action="key.")] == ["key.revoke", "key.create"]
 
 
-def test_my_account_changes_the_password_and_keeps_me_signed_in(wb):
+def test_my_account_changes_the_password_and_keeps_me_signed_in(system):
     at = signed_in("bo", "pages/account.py")
     at.text_input(key="my-current").input("not it")
     at.text_input(key="my-new").input("a new long password")
@@ -348,15 +390,15 @@ def test_my_account_changes_the_password_and_keeps_me_signed_in(wb):
     at.text_input(key="my-again").input("a new long password")
     next(b for b in at.button if b.label == "Change the password").click().run()
     assert not at.exception and at.session_state["actor"].username == "bo"
-    assert wb.people.accounts.authenticate("bo", "a new long password").username == "bo"
+    assert system.people.accounts.authenticate("bo", "a new long password").username == "bo"
 
 
-def test_the_audit_page_shows_a_member_only_the_stores_they_see(wb):
-    ana = wb.as_user(wb.people.accounts.actor("ana"))
+def test_the_audit_page_shows_a_member_only_the_stores_they_see(wb, system):
+    ana = wb.as_user(system.people.accounts.actor("ana"))
     ana.create_store("Ana private")
     ana.create_store("Team")
     ana.share_store("Team", "everyone", "", "read")
-    wb.as_user(wb.people.accounts.actor("bo")).create_store("Bo notes")
+    wb.as_user(system.people.accounts.actor("bo")).create_store("Bo notes")
 
     bo = signed_in("bo", "pages/audit.py")
     stores = set(bo.dataframe[0].value["store"])

@@ -11,6 +11,7 @@ from streamlit.testing.v1 import AppTest
 from knowledge.chat import ChatService
 from knowledge.config import load_settings
 from knowledge.llm import LlmConfigs
+from knowledge.system import System
 from knowledge.workbench import Workbench
 from tests.helpers.app import answer_text, button, fresh_caches, open_app, shown, use_fake_model
 from tests.helpers.chat import ChatCompletionsServer, pdf_bytes, png_bytes
@@ -116,11 +117,11 @@ def test_a_pdf_answer_cites_file_and_page_with_a_local_model(tmp_path):
             lambda req: {"content": "Each Sunday (harbour.pdf, page 2)."},
         ]
     ) as server:
-        wb = Workbench(load_settings())
-        LlmConfigs(wb.catalog, wb.settings).save(
+        system = System(load_settings())
+        LlmConfigs(system.catalog, system.settings).save(
             {"name": "local", "type": "CHAT", "provider": "openai", "model": "m", "base_url": server.base_url}
         )
-        wb.close()
+        system.close()
         at = page("pages/chat.py")
         at.sidebar.selectbox[0].set_value("local").run()
         at.chat_input[0].upload("harbour.pdf", pdf_bytes(pages), "application/pdf")
@@ -133,8 +134,8 @@ def test_a_pdf_answer_cites_file_and_page_with_a_local_model(tmp_path):
 
 
 def test_a_model_error_is_shown_not_raised():
-    wb = Workbench(load_settings())
-    LlmConfigs(wb.catalog, wb.settings).save(
+    system = System(load_settings())
+    LlmConfigs(system.catalog, system.settings).save(
         {
             "name": "down",
             "type": "CHAT",
@@ -144,7 +145,7 @@ def test_a_model_error_is_shown_not_raised():
             "timeout": 2,
         }
     )
-    wb.close()
+    system.close()
     at = page("pages/chat.py")
     at.sidebar.selectbox[0].set_value("down").run()
     at.chat_input[0].set_value("hello").run()
@@ -211,8 +212,8 @@ def test_deleting_the_embedding_config_makes_the_tools_unavailable():
 def test_traces_tab_shows_requests_with_base64_redacted():
     img = png_bytes(16, 16)
     with ChatCompletionsServer([lambda req: {"content": "A red square."}]) as server:
-        wb = Workbench(load_settings())
-        LlmConfigs(wb.catalog, wb.settings).save(
+        system = System(load_settings())
+        LlmConfigs(system.catalog, system.settings).save(
             {
                 "name": "local",
                 "type": "CHAT",
@@ -222,11 +223,11 @@ def test_traces_tab_shows_requests_with_base64_redacted():
                 "capabilities": ["VISION"],
             }
         )
-        chat = ChatService(wb)
+        chat = ChatService(Workbench(system))
         s = chat.create_session(config="local")
         chat.attach(s.id, img, "square.png")
         chat.send(s.id, "What is this?")
-        wb.close()
+        system.close()
     assert base64.b64encode(img).decode() in json.dumps(server.requests[0])  # the model got the image
     at = page("pages/settings.py")
     labels = [shown(e.label) for e in at.expander]
@@ -259,7 +260,11 @@ def test_a_new_chat_searches_the_only_store_and_the_header_shows_it():
     at.chat_input[0].set_value("Who lit the lamp?").run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     sid = at.session_state["chat_session"]
-    assert at.session_state["workbench"].catalog.internal_stores() == {f"chat-{sid}"}
+    system = System(load_settings())  # over the app's data folder
+    try:
+        assert system.catalog.internal_stores() == {f"chat-{sid}"}
+    finally:
+        system.close()
     answer = at.chat_message[1]
     assert "The sentences of Team docs that best answer" in answer.markdown[0].value
     assert any(shown(e.label).startswith("[1] lighthouse.md") for e in answer.expander)

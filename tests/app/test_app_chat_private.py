@@ -9,6 +9,7 @@ from streamlit.testing.v1 import AppTest
 
 from knowledge.chat import ChatService
 from knowledge.config import load_settings
+from knowledge.system import System
 from knowledge.workbench import Workbench
 from tests.helpers.app import APP, fresh_caches, shown, use_fake_model
 
@@ -25,22 +26,23 @@ def _fresh_cache(monkeypatch):
 @pytest.fixture
 def team():
     """Admin root, members ana and bo; ana's store ``hr`` and her chat over it (one answered message)."""
-    wb = Workbench(load_settings())
-    wb.people.set_up_admin("root", PW, "The Admin")
+    system = System(load_settings())
+    wb = Workbench(system)
+    system.people.set_up_admin("root", PW, "The Admin")
     for name in ("ana", "bo"):
-        wb.people.accounts.create(name, PW, display_name=name.title())
-    ana = wb.as_user(wb.people.accounts.actor("ana"))
+        system.people.accounts.create(name, PW, display_name=name.title())
+    ana = wb.as_user(system.people.accounts.actor("ana"))
     ana.ingest_file("hr", b"The parental leave policy grants sixteen weeks.", "leave.md")
     chat = ChatService(wb).as_user(ana)
     s = chat.create_session("Ana's leave question", stores=["hr"])
     chat.send(s.id, "How long is parental leave?")
-    yield wb, s.id
-    wb.close()
+    yield system, s.id
+    system.close()
 
 
-def chat_page(wb: Workbench, username: str, session: str | None = None, page: str = "pages/chat.py") -> AppTest:
+def chat_page(system: System, username: str, session: str | None = None, page: str = "pages/chat.py") -> AppTest:
     at = AppTest.from_file(APP, default_timeout=60)
-    at.session_state["session_token"] = wb.people.accounts.start_session(username)
+    at.session_state["session_token"] = system.people.accounts.start_session(username)
     if session is not None:
         at.query_params["session"] = session
     at.run()
@@ -50,11 +52,12 @@ def chat_page(wb: Workbench, username: str, session: str | None = None, page: st
 
 
 def test_a_members_chats_are_not_listed_or_openable_for_another(team):
-    wb, sid = team
-    at = chat_page(wb, "ana")
+    system, sid = team
+    wb = Workbench(system)
+    at = chat_page(system, "ana")
     assert at.title[0].value == "💬 Ana's leave question"
     assert at.chat_message and "sixteen weeks" in at.chat_message[1].markdown[0].value
-    at = chat_page(wb, "bo", session=sid)  # a deep link to ana's chat
+    at = chat_page(system, "bo", session=sid)  # a deep link to ana's chat
     assert at.title[0].value == "💬 Chat" and not at.chat_message
     assert not at.sidebar.radio  # no session to pick
     assert all("hr" not in m.options for m in at.sidebar.multiselect)
@@ -63,5 +66,5 @@ def test_a_members_chats_are_not_listed_or_openable_for_another(team):
     assert not at.exception
     mine = [s for s in ChatService(wb).sessions() if s.owner == "bo"]
     assert len(mine) == 1
-    at = chat_page(wb, "ana")
+    at = chat_page(system, "ana")
     assert [shown(o) for r in at.sidebar.radio for o in r.options] == ["Ana's leave question"]

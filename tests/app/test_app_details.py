@@ -5,12 +5,17 @@ sharer sees the details and settings without Save."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from knowledge.config import load_settings
+from knowledge.system import System
 from knowledge.workbench import Workbench
 from tests.helpers.app import APP, button, fresh_caches, open_app, page_text, use_fake_model
+from tests.helpers.app_system import preparing
+from tests.helpers.env import prepared_data, use_prepared_data
 
 PW = "correct horse battery"
 GUIDE = b"# Deploy\n\nThe deployment guide: roll the service out to production on Fridays.\n"
@@ -24,16 +29,29 @@ def _fresh_cache(monkeypatch):
         yield
 
 
-@pytest.fixture
-def docs() -> dict[str, str]:
-    """Store ``docs`` with guide.md and notes.md (fake model); ``{file name: file id}``."""
-    wb = Workbench(load_settings())
-    try:
+def _build_docs(work: Path) -> None:
+    with preparing() as system:
+        wb = Workbench(system)
         for name, data in (("guide.md", GUIDE), ("notes.md", NOTES)):
             assert wb.ingest_file("docs", data, name).ok
-        return {f.file_name: f.file_id for f in wb.file_records("docs")}
+
+
+@pytest.fixture(scope="module")
+def docs_data(tmp_path_factory) -> Path:
+    """A data folder with store ``docs`` (guide.md, notes.md; fake model), made once for the module."""
+    return prepared_data(tmp_path_factory, "details-docs", _build_docs)
+
+
+@pytest.fixture
+def docs(docs_data) -> dict[str, str]:
+    """Store ``docs`` with guide.md and notes.md (fake model), in this test's copy of the prepared
+    data folder; ``{file name: file id}``."""
+    use_prepared_data(docs_data)
+    system = System(load_settings())
+    try:
+        return {f.file_name: f.file_id for f in Workbench(system).file_records("docs")}
     finally:
-        wb.close()
+        system.close()
 
 
 def playground_hits(fields: str) -> tuple[int, str]:
@@ -106,15 +124,16 @@ def test_store_settings_save_a_description_and_the_playgrounds_default_threshold
 
 
 def test_a_read_only_sharer_sees_details_and_settings_without_save(docs):
-    wb = Workbench(load_settings())
+    system = System(load_settings())
     try:
-        wb.people.set_up_admin("root", PW, "The Admin")
-        wb.people.accounts.create("bo", PW, display_name="Bo")
+        wb = Workbench(system)
+        system.people.set_up_admin("root", PW, "The Admin")
+        system.people.accounts.create("bo", PW, display_name="Bo")
         wb.set_file_attributes("docs", docs["guide.md"], {"title": "Deployment guide", "team": "ops"})
         wb.share_store("docs", "user", "bo", "read")
-        token = wb.people.accounts.start_session("bo")
+        token = system.people.accounts.start_session("bo")
     finally:
-        wb.close()
+        system.close()
     at = AppTest.from_file(APP, default_timeout=60)
     at.session_state["session_token"] = token
     at.run()

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from knowledge.config import load_settings
+from knowledge.system import System
 from knowledge.workbench import Workbench
 from tests.helpers.app import button, fresh_caches, open_app, use_fake_model
+from tests.helpers.app_system import preparing
+from tests.helpers.env import prepared_data, use_prepared_data
 
 CATS = b"# Cats\n\nThe cat sits on the mat and purrs.\n\n## Food\n\nCats eat fish and chicken every day.\n"
 BREAD = b"# Bread\n\nKnead the dough for ten minutes, then let it rise.\n"
@@ -20,17 +25,30 @@ def _fresh_cache(monkeypatch):
         yield
 
 
-def populate() -> dict[str, str]:
-    """cats.md in Notes, bread.md in Notes and Kitchen, loose.txt in no store; returns name -> id."""
-    wb = Workbench(load_settings())
-    ids = {
-        "cats.md": wb.ingest_file("Notes", CATS, "cats.md").file_id,
-        "bread.md": wb.ingest_file("Notes", BREAD, "bread.md").file_id,
-    }
-    wb.ingest_file("Kitchen", BREAD, "bread.md")
-    ids["loose.txt"] = wb.files.save("loose.txt", "text/plain", b"hello").id
-    wb.close()
-    return ids
+def _populate(work: Path) -> None:
+    with preparing() as system:
+        wb = Workbench(system)
+        wb.ingest_file("Notes", CATS, "cats.md")
+        wb.ingest_file("Notes", BREAD, "bread.md")
+        wb.ingest_file("Kitchen", BREAD, "bread.md")
+        system.files.save("loose.txt", "text/plain", b"hello")
+
+
+@pytest.fixture(scope="module")
+def populated(tmp_path_factory) -> Path:
+    """cats.md in Notes, bread.md in Notes and Kitchen, loose.txt in no store: a data folder made once."""
+    return prepared_data(tmp_path_factory, "files-populated", _populate)
+
+
+@pytest.fixture
+def ids(populated) -> dict[str, str]:
+    """This test's copy of the populated data folder; returns file name -> id."""
+    use_prepared_data(populated)
+    system = System(load_settings())
+    try:
+        return {f.name: f.id for f in system.files.list()}
+    finally:
+        system.close()
 
 
 def open_page() -> AppTest:
@@ -50,8 +68,7 @@ def test_renders_on_an_empty_data_dir():
     assert "No files yet" in at.info[0].value
 
 
-def test_lists_files_with_the_stores_using_them():
-    ids = populate()
+def test_lists_files_with_the_stores_using_them(ids):
     at = open_page()
     table = at.dataframe[0].value
     assert sorted(table["name"]) == ["bread.md", "bread.md", "cats.md", "loose.txt"]
@@ -61,16 +78,14 @@ def test_lists_files_with_the_stores_using_them():
     assert set(table["sha256"].str.len()) == {64}
 
 
-def test_download_button_offers_the_content():
-    ids = populate()
+def test_download_button_offers_the_content(ids):
     at = pick(open_page(), ids["cats.md"])
     [dl] = list(at.get("download_button"))
     assert dl.proto.label == "⬇️ Download"
     assert "cats.md" in "\n".join(m.value for m in at.subheader)
 
 
-def test_deleting_a_file_stores_use_is_refused_unless_asked():
-    ids = populate()
+def test_deleting_a_file_stores_use_is_refused_unless_asked(ids):
     at = pick(open_page(), ids["cats.md"])
     button(at, f"delete:{ids['cats.md']}").click().run()
     button(at, f"yes:delete:{ids['cats.md']}").click().run()
@@ -91,8 +106,7 @@ def test_deleting_a_file_stores_use_is_refused_unless_asked():
         wb.close()
 
 
-def test_delete_an_unused_file():
-    ids = populate()
+def test_delete_an_unused_file(ids):
     at = pick(open_page(), ids["loose.txt"])
     assert not [c for c in at.checkbox if c.key == f"from-stores:{ids['loose.txt']}"]
     button(at, f"delete:{ids['loose.txt']}").click().run()

@@ -6,13 +6,19 @@ accounts exist."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from knowledge.config import load_settings
 from knowledge.errors import FileNotFoundInStore, PermissionDenied, StoreNotFound
+from knowledge.system import System
 from knowledge.workbench import Workbench
 from tests.helpers.app import APP, fresh_caches, page_text, use_fake_model
+from tests.helpers.app_system import preparing
+from tests.helpers.env import prepared_data, use_prepared_data
 
 PW = "correct horse battery"
 LEAVE = b"# Leave\n\nThe parental leave policy grants sixteen weeks of paid leave.\n"
@@ -26,28 +32,41 @@ def _fresh_cache(monkeypatch):
         yield
 
 
+def _build_team(work: Path) -> None:
+    with preparing() as system:
+        system.people.set_up_admin("root", PW, "The Admin")
+        system.people.accounts.create("ana", PW, display_name="Ana")
+        system.people.accounts.create("bo", PW, display_name="Bo")
+        view(system, "ana").ingest_file("hr", LEAVE, "leave.md")
+        view(system, "bo").ingest_file("ops", ROTA, "rota.md")
+
+
+@pytest.fixture(scope="module")
+def team_data(tmp_path_factory) -> Path:
+    """The team's data folder, made once for the module."""
+    return prepared_data(tmp_path_factory, "sharing-team", _build_team)
+
+
 @pytest.fixture
-def team():
-    """An admin root, members ana (Ana) and bo (Bo); ana's private store ``hr``, bo's ``ops``."""
-    wb = Workbench(load_settings())
-    wb.people.set_up_admin("root", PW, "The Admin")
-    wb.people.accounts.create("ana", PW, display_name="Ana")
-    wb.people.accounts.create("bo", PW, display_name="Bo")
-    wb.as_user(wb.people.accounts.actor("ana")).ingest_file("hr", LEAVE, "leave.md")
-    wb.as_user(wb.people.accounts.actor("bo")).ingest_file("ops", ROTA, "rota.md")
-    yield wb
-    wb.close()
+def team(team_data) -> Iterator[System]:
+    """An admin root, members ana (Ana) and bo (Bo); ana's private store ``hr``, bo's ``ops``: a copy
+    of the module's prepared data folder, this test's own."""
+    use_prepared_data(team_data)
+    system = System(load_settings())
+    yield system
+    system.close()
 
 
-def view(wb: Workbench, username: str) -> Workbench:
-    return wb.as_user(wb.people.accounts.actor(username))
+def view(system: System, username: str) -> Workbench:
+    return Workbench(system, actor=system.people.accounts.actor(username))
 
 
-def signed_in(wb: Workbench | None, username: str | None, page: str) -> AppTest:
+def signed_in(system: System | None, username: str | None, page: str) -> AppTest:
     """The app run as ``username`` (signed in by account), switched to ``page``."""
     at = AppTest.from_file(APP, default_timeout=60)
     if username is not None:
-        at.session_state["session_token"] = wb.people.accounts.start_session(username)
+        assert system is not None
+        at.session_state["session_token"] = system.people.accounts.start_session(username)
     at.run()
     assert not at.exception, at.exception
     at.switch_page(page).run()

@@ -15,6 +15,7 @@ from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.service.indexing import Indexer
 from knowledge.service.templates import make_template
+from knowledge.system import System
 from knowledge.workbench import Workbench
 from tests.helpers.app import button, fresh_caches, open_app, use_fake_model
 from tests.helpers.documents import encrypted_pdf
@@ -703,7 +704,11 @@ def test_a_batch_no_worker_took_yet_says_queued_waiting_for_a_worker(fake_model,
     texts = [html.unescape(p.proto.text) for p in at.get("progress")]
     assert any("2 files queued** into Notes — waiting for a worker" in t and "worker_threads = 0" in t for t in texts), texts
     assert not job.wait(0.5)  # nobody ingests here
-    assert Worker(wb.indexer).run(once=True, poll=0.05) == 2
+    worker = System(load_settings())  # a worker's parts, over the app's data folder
+    try:
+        assert Worker(worker.indexer).run(once=True, poll=0.05) == 2
+    finally:
+        worker.close()
     assert job.wait(30)
     at.run()
     assert any("Batch done: 2 files" in p.proto.text for p in at.get("progress"))
@@ -722,15 +727,19 @@ def test_files_waiting_out_an_outage_say_why_in_one_line_and_are_ingested_when_i
     wb = at.session_state["workbench"]
     job = wb.submit_batch("Notes", [("cats.md", CATS), ("bread.md", BREAD)])
     reason = "waiting: the file store cannot be reached (The s3 file store cannot read: connection refused.)"
-    for _ in range(2):  # as a worker does when the file store is down: claimed, then given back with why
-        row = q.claim(wb.catalog, "w1")
-        assert q.defer(wb.catalog, row.id, "w1", reason, 3600) == "queued"
-    at.run()
-    said = [i.value for i in at.info if "tried again by themselves" in i.value]
-    assert len(said) == 1 and "**2 files** (cats.md, bread.md)" in said[0] and "file store cannot be reached" in said[0]
-    with wb.catalog.cursor() as cur:  # the outage is over: the back-off is not waited out in a test
-        cur.execute("UPDATE ingest_jobs SET not_before = NULL")
-    assert Worker(wb.indexer).run(once=True, poll=0.05) == 2
+    worker = System(load_settings())  # a worker's parts, over the app's data folder
+    try:
+        for _ in range(2):  # as a worker does when the file store is down: claimed, then given back with why
+            row = q.claim(worker.catalog, "w1")
+            assert q.defer(worker.catalog, row.id, "w1", reason, 3600) == "queued"
+        at.run()
+        said = [i.value for i in at.info if "tried again by themselves" in i.value]
+        assert len(said) == 1 and "**2 files** (cats.md, bread.md)" in said[0] and "file store cannot be reached" in said[0]
+        with worker.catalog.cursor() as cur:  # the outage is over: the back-off is not waited out in a test
+            cur.execute("UPDATE ingest_jobs SET not_before = NULL")
+        assert Worker(worker.indexer).run(once=True, poll=0.05) == 2
+    finally:
+        worker.close()
     assert job.wait(30)
     at.run()
     assert not [i for i in at.info if "tried again by themselves" in i.value]
@@ -746,17 +755,18 @@ def test_an_interrupted_job_is_retried_from_the_vector_stores_page(fake_model):
     from knowledge.service.worker import host_name
 
     make_store()
-    wb = service()
-    stored = wb.files.save("cats.md", "text/markdown", CATS)
-    q.enqueue(wb.catalog, "Notes", [q.JobSource("cats.md", "file", stored.id, stored.size)], max_attempts=1)
+    system = System(load_settings())
+    catalog = system.catalog
+    stored = system.files.save("cats.md", "text/markdown", CATS)
+    q.enqueue(catalog, "Notes", [q.JobSource("cats.md", "file", stored.id, stored.size)], max_attempts=1)
     dead = f"{host_name()}:999999999:app:killed"  # a worker of this machine whose process is gone
-    assert q.claim(wb.catalog, dead) is not None
-    wb.catalog.put_file(FileRecord("Notes", stored.id, "cats.md", stored.sha256, stored.size, PROCESSING, None, 0, None))
-    assert q.expire_dead(wb.catalog, host_name(), lambda pid: False) == 1 and q.take_over(wb.catalog) == 1
-    [row] = q.jobs(wb.catalog)
-    [rec] = wb.store_files("Notes")
+    assert q.claim(catalog, dead) is not None
+    catalog.put_file(FileRecord("Notes", stored.id, "cats.md", stored.sha256, stored.size, PROCESSING, None, 0, None))
+    assert q.expire_dead(catalog, host_name(), lambda pid: False) == 1 and q.take_over(catalog) == 1
+    [row] = q.jobs(catalog)
+    [rec] = Workbench(system).store_files("Notes")
     assert row.status == "interrupted" and rec.status == "failed" and "interrupted" in rec.reason
-    wb.close()
+    system.close()
     at = open_page()
     errors = [e.value for e in at.error]
     assert any("cats.md" in e and "Interrupted: the worker stopped" in e for e in errors), errors

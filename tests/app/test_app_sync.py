@@ -9,6 +9,7 @@ import json
 import pytest
 
 from knowledge.config import load_settings
+from knowledge.system import System
 from knowledge.workbench import Workbench
 from tests.helpers.app import button, fresh_caches, open_app, use_fake_model
 
@@ -94,11 +95,11 @@ def test_cancel_drops_the_plan(docs):
     at = add_folder(open_app("pages/stores.py"), docs)
     button(at, "sync-cancel:Notes").click().run()
     assert not at.exception and not any("Plan for" in m.value for m in at.markdown)
-    wb = Workbench(load_settings())
+    system = System(load_settings())
     try:
-        assert wb.catalog.synced_folders("Notes") == [] and wb.file_records("Notes") == []
+        assert system.catalog.synced_folders("Notes") == [] and Workbench(system).file_records("Notes") == []
     finally:
-        wb.close()
+        system.close()
 
 
 def test_add_folder_outside_the_allowed_ones_keeps_the_expander_open_with_the_error(docs, tmp_path):

@@ -13,6 +13,7 @@ from streamlit.testing.v1 import AppTest
 from knowledge.config import load_settings
 from knowledge.ingest import read_document
 from knowledge.pagemodels import viewer as vm
+from knowledge.system import System
 from knowledge.workbench import Workbench
 from tests.helpers.app import fresh_caches, open_app, page_text, use_fake_model
 
@@ -101,17 +102,18 @@ def test_a_broken_link_says_what_is_wrong(url, words):
 
 
 def test_another_members_file_is_missing():
-    wb = Workbench(load_settings())
-    wb.people.set_up_admin("root", PW, "Root")
-    wb.people.accounts.create("ana", PW, display_name="Ana")
-    wb.people.accounts.create("bo", PW, display_name="Bo")
-    fid = wb.as_user(wb.people.accounts.actor("ana")).ingest_file("hr", GUIDE, "guide.md").file_id
+    system = System(load_settings())
+    system.people.set_up_admin("root", PW, "Root")
+    system.people.accounts.create("ana", PW, display_name="Ana")
+    system.people.accounts.create("bo", PW, display_name="Bo")
+    ana = Workbench(system, actor=system.people.accounts.actor("ana"))
+    fid = ana.ingest_file("hr", GUIDE, "guide.md").file_id
     url = vm.viewer_url("hr", fid)
-    at = viewer(url, token=wb.people.accounts.start_session("bo"))
+    at = viewer(url, token=system.people.accounts.start_session("bo"))
     assert at.error and "not in the store 'hr'" in at.error[0].value and "Run the installer" not in page_text(at)
-    at = viewer(url, token=wb.people.accounts.start_session("ana"))
+    at = viewer(url, token=system.people.accounts.start_session("ana"))
     assert not at.error and "Run the installer" in page_text(at)
-    wb.close()
+    system.close()
 
 
 def test_search_hits_and_file_rows_link_to_the_viewer():

@@ -12,6 +12,7 @@ from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.outcomes import IngestResult
 from knowledge.service.jobs import IngestJob
+from knowledge.system import System
 from knowledge.vectorstore.scoring import DISTANCES as BASE_DISTANCES
 from knowledge.workbench import Workbench
 from pages._ui import DISTANCES, duration, human_size, megabytes
@@ -69,25 +70,30 @@ def test_a_flash_message_shows_once_after_the_rerun_as_success_or_error():
 
 
 @pytest.fixture
-def wb(tmp_path):
-    w = Workbench(load_settings(data_dir=tmp_path / "data"), embedder_factory=lambda model: HashEmbedder(dimension=8))
-    yield w
-    w.close()
+def system(tmp_path):
+    s = System(load_settings(data_dir=tmp_path / "data"), embedder_factory=lambda model: HashEmbedder(dimension=8))
+    yield s
+    s.close()
 
 
-def test_the_job_a_page_shows_is_its_own_unless_another_runs_or_just_ended(wb):
-    assert IngestJob.visible_for(wb.jobs, "s") is None and not IngestJob.running_for(wb.jobs, "s")
+@pytest.fixture
+def wb(system):
+    return Workbench(system)
+
+
+def test_the_job_a_page_shows_is_its_own_unless_another_runs_or_just_ended(system, wb):
+    assert IngestJob.visible_for(system.jobs, "s") is None and not IngestJob.running_for(system.jobs, "s")
     mine = wb.submit_batch("s", [("a.txt", b"The cat sits on the mat.")])
-    assert IngestJob.visible_for(wb.jobs, "s", mine) is mine
-    assert mine.wait(30) and not IngestJob.running_for(wb.jobs, "s")
-    other_tab = IngestJob.visible_for(wb.jobs, "s", None)  # a tab without a job sees the batch just finished
+    assert IngestJob.visible_for(system.jobs, "s", mine) is mine
+    assert mine.wait(30) and not IngestJob.running_for(system.jobs, "s")
+    other_tab = IngestJob.visible_for(system.jobs, "s", None)  # a tab without a job sees the batch just finished
     assert other_tab is mine
-    assert IngestJob.visible_for(wb.jobs, "s", None, recent_seconds=0) is None  # an old batch is not shown
+    assert IngestJob.visible_for(system.jobs, "s", None, recent_seconds=0) is None  # an old batch is not shown
     theirs = wb.submit_batch("s", [("b.txt", b"Dogs bark at night.")])
     assert theirs.wait(30)
-    assert IngestJob.visible_for(wb.jobs, "s", mine) is theirs  # another tab's batch, finished a moment ago
-    assert IngestJob.visible_for(wb.jobs, "s", mine, recent_seconds=0) is mine
-    assert IngestJob.visible_for(wb.jobs, "other", mine) is mine  # jobs are per store
+    assert IngestJob.visible_for(system.jobs, "s", mine) is theirs  # another tab's batch, finished a moment ago
+    assert IngestJob.visible_for(system.jobs, "s", mine, recent_seconds=0) is mine
+    assert IngestJob.visible_for(system.jobs, "other", mine) is mine  # jobs are per store
 
 
 def test_a_retried_file_shows_its_new_outcome_in_the_batch(wb):
