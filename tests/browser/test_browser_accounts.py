@@ -40,20 +40,21 @@ def team_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """The app with three accounts made in its catalog before it starts: admin root, members ana, bo
     (bo owns a store of his own, so his pages have a store list to look at)."""
     from knowledge.config import load_settings
+    from knowledge.system import System
     from knowledge.workbench import Workbench
 
     base = tmp_path_factory.mktemp("browser-accounts")
     with pytest.MonkeyPatch.context() as mp:
         isolate(mp, base)
         mp.setenv("KNOWLEDGE_EMBEDDINGS__MODEL", FAKE)
-        wb = Workbench(load_settings(data_dir=base / "data"))
+        system = System(load_settings(data_dir=base / "data"))
         try:
-            wb.people.set_up_admin("root", PW, "Root Admin")
-            wb.people.accounts.create("ana", PW, display_name="Ana Lima")
-            wb.people.accounts.create("bo", PW, display_name="Bo Berg")
-            wb.as_user(wb.people.accounts.actor("bo")).create_store("Bo's notes")
+            system.people.set_up_admin("root", PW, "Root Admin")
+            system.people.accounts.create("ana", PW, display_name="Ana Lima")
+            system.people.accounts.create("bo", PW, display_name="Bo Berg")
+            Workbench(system).as_user(system.people.accounts.actor("bo")).create_store("Bo's notes")
         finally:
-            wb.close()
+            system.close()
     with serve(base, env_extra={"KNOWLEDGE_EMBEDDINGS__MODEL": FAKE}) as srv:
         yield srv
 

@@ -25,18 +25,18 @@ SIZES = {"1280": {"width": 1280, "height": 800}, "390": {"width": 390, "height":
 def accounts_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """The app with admin root and member ana made in its catalog before it starts."""
     from knowledge.config import load_settings
-    from knowledge.workbench import Workbench
+    from knowledge.system import System
 
     base = tmp_path_factory.mktemp("browser-deploy")
     with pytest.MonkeyPatch.context() as mp:
         isolate(mp, base)
         mp.setenv("KNOWLEDGE_EMBEDDINGS__MODEL", FAKE)
-        wb = Workbench(load_settings(data_dir=base / "data"))
+        system = System(load_settings(data_dir=base / "data"))
         try:
-            wb.people.set_up_admin("root", PW, "Root Admin")
-            wb.people.accounts.create("ana", PW, display_name="Ana Lima")
+            system.people.set_up_admin("root", PW, "Root Admin")
+            system.people.accounts.create("ana", PW, display_name="Ana Lima")
         finally:
-            wb.close()
+            system.close()
     with serve(base, env_extra={"KNOWLEDGE_EMBEDDINGS__MODEL": FAKE}) as srv:
         yield srv
 

@@ -26,17 +26,17 @@ N_FILES = 40
 def stored(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
     """A data folder with files in its filesystem store (before the app starts)."""
     from knowledge.embeddings.fake import HashEmbedder
-    from knowledge.workbench import Workbench
+    from knowledge.system import System
 
     base = tmp_path_factory.mktemp("browser-file-move")
-    wb = Workbench(load_settings(data_dir=base / "data"), embedder_factory=lambda m: HashEmbedder(dimension=16))
+    system = System(load_settings(data_dir=base / "data"), embedder_factory=lambda m: HashEmbedder(dimension=16))
     try:
         digests = {}
         for i in range(N_FILES):
             content = f"file {i} of the team\n".encode() * (i + 1)
-            digests[wb.files.save(f"f{i}.txt", "text/plain", content).id] = hashlib.sha256(content).hexdigest()
+            digests[system.files.save(f"f{i}.txt", "text/plain", content).id] = hashlib.sha256(content).hexdigest()
     finally:
-        wb.close()
+        system.close()
     return base, digests
 
 

@@ -41,7 +41,7 @@ def test_a_batch_waiting_out_an_outage_says_why_and_ends_indexed(
     from knowledge.config import load_settings
     from knowledge.embeddings.fake import HashEmbedder
     from knowledge.service.worker import Worker
-    from knowledge.workbench import Workbench
+    from knowledge.system import System
 
     store = f"waits-{width}"
     notes = []
@@ -53,26 +53,26 @@ def test_a_batch_waiting_out_an_outage_says_why_and_ends_indexed(
         page.keyboard.press("Escape")
         drop_files(page, notes)
         expect(page.get_by_text(re.compile(r"2 files queued"))).to_be_visible(timeout=60_000)
-        wb = Workbench(
+        system = System(
             load_settings(data_dir=server.data_dir, embeddings={"model": "fake/hash-16"}),
             embedder_factory=lambda m: HashEmbedder(dimension=16),
         )
         try:
             for _ in range(2):  # what a worker does while the file store is down: claims, then gives back
-                row = q.claim(wb.catalog, "outage-worker")
+                row = q.claim(system.catalog, "outage-worker")
                 assert row is not None and row.store == store
-                assert q.defer(wb.catalog, row.id, "outage-worker", REASON, 3600) == "queued"
+                assert q.defer(system.catalog, row.id, "outage-worker", REASON, 3600) == "queued"
             line = page.get_by_text(re.compile(r"tried again by themselves, nothing is lost"))
             expect(line).to_be_visible(timeout=60_000)
             said = line.inner_text()
             assert "2 files" in said and "owls.md" in said and "file store cannot be reached" in said, said
             line.scroll_into_view_if_needed()
             page.screenshot(path=str(artifacts / f"39-waiting-out-an-outage-{width}.png"))
-            with wb.catalog.cursor() as cur:  # the file store is back; the back-off is not waited out here
+            with system.catalog.cursor() as cur:  # the file store is back; the back-off is not waited out here
                 cur.execute("UPDATE ingest_jobs SET not_before = NULL WHERE store = ?", [store])
-            assert Worker(wb.indexer).run(once=True, poll=0.05) == 2
+            assert Worker(system.indexer).run(once=True, poll=0.05) == 2
         finally:
-            wb.close()
+            system.close()
         expect(page.get_by_text(re.compile(r"Batch done: 2 files.*2 indexed"))).to_be_visible(timeout=60_000)
         expect(line).to_have_count(0)
         page.screenshot(path=str(artifacts / f"39-waiting-out-an-outage-done-{width}.png"))

@@ -55,18 +55,20 @@ def sso_app(base: Path, idp: str, monkeypatch: pytest.MonkeyPatch, *, create_mem
     """The app on a port chosen here (the redirect URI names it), with accounts root (admin) and ana
     (member) and a private store of each, and ``[auth]`` in a secrets file of its own."""
     from knowledge.config import load_settings
+    from knowledge.system import System
     from knowledge.workbench import Workbench
 
     data = base / "data"
-    wb = Workbench(load_settings(data_dir=data))
+    system = System(load_settings(data_dir=data))
     try:
-        wb.people.set_up_admin("root", PW, "The Admin")
-        wb.people.accounts.update("root", email="root@example.org")
-        wb.people.accounts.create("ana", PW, display_name="Ana", email="ana@example.org")
-        wb.as_user(wb.people.accounts.actor("root")).create_store("root-private")
-        wb.as_user(wb.people.accounts.actor("ana")).create_store("ana-notes")
+        wb = Workbench(system)
+        system.people.set_up_admin("root", PW, "The Admin")
+        system.people.accounts.update("root", email="root@example.org")
+        system.people.accounts.create("ana", PW, display_name="Ana", email="ana@example.org")
+        wb.as_user(system.people.accounts.actor("root")).create_store("root-private")
+        wb.as_user(system.people.accounts.actor("ana")).create_store("ana-notes")
     finally:
-        wb.close()
+        system.close()
     port = _port()
     secrets_file = base / "secrets.toml"
     secrets_file.write_text(

@@ -242,6 +242,7 @@ def test_the_files_page_rows_open_the_viewer(browser, viewer_server: Server, vie
 def accounts_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """Accounts on: ana owns a store with the corpus PDF (fake model: no embedding wait)."""
     from knowledge.config import load_settings
+    from knowledge.system import System
     from knowledge.workbench import Workbench
 
     if not CORPUS.is_dir():
@@ -252,14 +253,14 @@ def accounts_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server
         with pytest.MonkeyPatch.context() as mp:  # never os.environ directly: it would outlive the module
             for key, value in fake.items():
                 mp.setenv(key, value)
-            wb = Workbench(load_settings())
+            system = System(load_settings())
         try:
-            wb.people.set_up_admin("root", ACCOUNT_PW, "Root")
-            wb.people.accounts.create("ana", ACCOUNT_PW, display_name="Ana")
-            ana = wb.as_user(wb.people.accounts.actor("ana"))
+            system.people.set_up_admin("root", ACCOUNT_PW, "Root")
+            system.people.accounts.create("ana", ACCOUNT_PW, display_name="Ana")
+            ana = Workbench(system).as_user(system.people.accounts.actor("ana"))
             assert ana.ingest_file("Ana's PDFs", (CORPUS / "pdf" / PDF).read_bytes(), PDF).chunks
         finally:
-            wb.close()
+            system.close()
 
     data = prepared_data(tmp_path_factory, "browser-viewer-accounts", build)
     with serve(data.parent, env_extra=fake) as srv:

@@ -56,14 +56,14 @@ def test_files_move_between_folders_from_the_command_line(tmp_path, capsys, monk
 
 def test_only_an_admin_moves_the_files(tmp_path, capsys):
     data = str(tmp_path / "data")
-    from knowledge.workbench import Workbench
+    from knowledge.system import System
 
-    wb = Workbench(load_settings(data_dir=data))
+    system = System(load_settings(data_dir=data))
     try:
-        wb.people.accounts.create("ann", "a-long-password", role="admin")
-        wb.people.accounts.create("bob", "a-long-password", role="member")
+        system.people.accounts.create("ann", "a-long-password", role="admin")
+        system.people.accounts.create("bob", "a-long-password", role="member")
     finally:
-        wb.close()
+        system.close()
     code, _, err = run(capsys, "--data-dir", data, "--user", "bob", "files", "move", "--to", "postgresql")
     assert code == 2 and "Only an admin may move the files to another file store." in err
     code, _, err = run(capsys, "--data-dir", data, "files", "move")

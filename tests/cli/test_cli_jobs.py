@@ -15,6 +15,7 @@ import pytest
 from knowledge.catalog import jobs as q
 from knowledge.cli import main
 from knowledge.config import load_settings
+from knowledge.system import System
 from knowledge.workbench import Workbench
 
 REPO = Path(__file__).resolve().parents[2]
@@ -66,14 +67,14 @@ def test_cli_ingest_is_a_batch_of_job_rows(tmp_path, capsys, monkeypatch):
     out, _ = capsys.readouterr()
     assert code == 1 and "missing.md" in out and "no such file or folder" in out  # said in its place
     assert out.index("a0.md") < out.index("a1.md") < out.index("missing.md")
-    wb = Workbench(load_settings(data_dir=data))
+    system = System(load_settings(data_dir=data))
     try:
-        [batch] = q.batches(wb.catalog, "notes")
-        _, rows, _ = q.batch(wb.catalog, batch.id)
+        [batch] = q.batches(system.catalog, "notes")
+        _, rows, _ = q.batch(system.catalog, batch.id)
         assert [(r.name, r.status, r.source_kind) for r in rows] == [(p.name, "done", "path") for p in files]
         assert all(r.result["outcome"] == "indexed" for r in rows)
     finally:
-        wb.close()
+        system.close()
 
 
 @pytest.mark.processes

@@ -15,7 +15,7 @@ import pytest
 
 from knowledge.cli import main
 from knowledge.errors import AuthenticationFailed
-from knowledge.workbench import Workbench
+from knowledge.system import System
 
 PW = "correct horse battery"
 
@@ -68,8 +68,9 @@ def store_names(capsys, monkeypatch, *user: str) -> list[str]:
     return [s["name"] for s in cli_json(capsys, monkeypatch, *user, "stores")]
 
 
-def workbench() -> Workbench:
-    return Workbench()
+def open_system() -> System:
+    """The System of the data folder the commands used (the environment's settings); the caller closes it."""
+    return System()
 
 
 def test_the_first_account_must_be_an_admin(capsys, monkeypatch):
@@ -167,11 +168,11 @@ def test_keys_create_list_revoke(team, capsys, monkeypatch):
     mine = cli_json(capsys, monkeypatch, "--user", "ana", "keys", "create", "ana", "--name", "script")
     code, _, err = run(capsys, monkeypatch, "--user", "ana", "keys", "create", "bo", "--name", "x")
     assert code == 2 and "Only an admin may make a key for another account" in err
-    wb = workbench()
+    system = open_system()
     try:
-        assert wb.people.key_actor(secret).username == "bo"  # the key acts as bo
+        assert system.people.key_actor(secret).username == "bo"  # the key acts as bo
     finally:
-        wb.close()
+        system.close()
     keys = {k["id"]: k for k in cli_json(capsys, monkeypatch, "keys", "list")}
     assert set(keys) == {made["id"], mine["id"]} and "secret" not in keys[made["id"]]
     assert keys[made["id"]]["last_used"] is not None and keys[mine["id"]]["last_used"] is None
@@ -183,12 +184,12 @@ def test_keys_create_list_revoke(team, capsys, monkeypatch):
     assert code == 2 and f"There is no API key {made['id']!r}" in err  # bo's key is not even confirmed
     code, out, _ = run(capsys, monkeypatch, "--user", "bo", "keys", "revoke", made["id"])
     assert code == 0 and "Revoked" in out
-    wb = workbench()
+    system = open_system()
     try:
         with pytest.raises(AuthenticationFailed):
-            wb.people.key_actor(secret)
+            system.people.key_actor(secret)
     finally:
-        wb.close()
+        system.close()
     assert cli_json(capsys, monkeypatch, "keys", "list", "bo")[0]["revoked"] is not None
     code, _, err = run(capsys, monkeypatch, "keys", "revoke", made["id"])
     assert code == 2 and "revoked already" in err
@@ -267,11 +268,11 @@ def test_a_member_is_refused_the_admins_commands(team, capsys, monkeypatch, tmp_
         capsys, monkeypatch, "--user", "bo", "users", "passwd", "bo", "--password-stdin", stdin="a new long password\n"
     )
     assert code == 0, err
-    wb = workbench()
+    system = open_system()
     try:
-        assert wb.people.accounts.authenticate("bo", "a new long password").username == "bo"
+        assert system.people.accounts.authenticate("bo", "a new long password").username == "bo"
     finally:
-        wb.close()
+        system.close()
 
 
 def test_an_unknown_user_is_refused(capsys, monkeypatch, tmp_path):
@@ -304,13 +305,13 @@ def test_odd_names_and_passwords(capsys, monkeypatch):
     add_user(capsys, monkeypatch, f"  {decomposed}  ", "--role", "admin", "--display-name", "  Zoë  🦉 ", password=password)
     users = cli_json(capsys, monkeypatch, "users", "list")
     assert [(u["username"], u["display_name"]) for u in users] == [("zoë", "Zoë 🦉")]
-    wb = workbench()
+    system = open_system()
     try:  # the same password typed composed signs in; the spaces around it are part of it
-        assert wb.people.accounts.authenticate("ZOË", unicodedata.normalize("NFC", password)).username == "zoë"
+        assert system.people.accounts.authenticate("ZOË", unicodedata.normalize("NFC", password)).username == "zoë"
         with pytest.raises(AuthenticationFailed):
-            wb.people.accounts.authenticate("zoë", password.strip())
+            system.people.accounts.authenticate("zoë", password.strip())
     finally:
-        wb.close()
+        system.close()
     assert run(capsys, monkeypatch, "--user", " ZOË ", "users", "list")[0] == 0  # any case and form acts as zoë
     assert run(capsys, monkeypatch, "--user", decomposed, "users", "list")[0] == 0
     for name, password, words in (
@@ -337,11 +338,11 @@ def test_invite_prints_a_token_the_app_accepts(team, capsys, monkeypatch):
     assert invite["link"] == f"?invite={invite['token']}" and invite["role"] == "admin"
     code, out, _ = run(capsys, monkeypatch, "users", "invite")
     assert code == 0 and "?invite=" in out and "valid once until" in out
-    wb = workbench()
+    system = open_system()
     try:
-        assert wb.people.accounts.accept(invite["token"], "cy", PW).role == "admin"
+        assert system.people.accounts.accept(invite["token"], "cy", PW).role == "admin"
     finally:
-        wb.close()
+        system.close()
 
 
 def test_user_acts_the_same_on_the_postgresql_catalog(pg_database, settings, capsys, monkeypatch, tmp_path):
@@ -362,11 +363,11 @@ def test_user_acts_the_same_on_the_postgresql_catalog(pg_database, settings, cap
     monkeypatch.setenv("KNOWLEDGE_VECTOR_STORE__BACKEND", "pgvector")
     monkeypatch.setenv("KNOWLEDGE_VECTOR_STORE__URL", url)
     make_team(capsys, monkeypatch, tmp_path)
-    wb = workbench()
+    system = open_system()
     try:
-        assert wb.catalog.describe().startswith("postgresql")  # the team's shared catalog, not a DuckDB file
+        assert system.catalog.describe().startswith("postgresql")  # the team's shared catalog, not a DuckDB file
     finally:
-        wb.close()
+        system.close()
     assert not (Path(os.environ["KNOWLEDGE_DATA_DIR"]) / "catalog.duckdb").exists()
     assert store_names(capsys, monkeypatch, "--user", "ana") == ["hr"]
     assert store_names(capsys, monkeypatch, "--user", "bo") == []

@@ -21,6 +21,7 @@ from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import InvalidArgument
 from knowledge.llm import LlmConfig
+from knowledge.system import System
 from knowledge.workbench import Workbench
 from tests.helpers.chat import pdf_bytes, png_bytes
 
@@ -50,10 +51,15 @@ TEXT_ONLY = LlmConfig(
 
 
 @pytest.fixture
-def chat(tmp_path):
-    wb = Workbench(load_settings(data_dir=tmp_path / "data"), embedder_factory=lambda m: HashEmbedder(64, 256))
-    yield ChatService(wb)
-    wb.close()
+def system(tmp_path):
+    s = System(load_settings(data_dir=tmp_path / "data"), embedder_factory=lambda m: HashEmbedder(64, 256))
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def chat(system):
+    return ChatService(Workbench(system))
 
 
 @pytest.fixture
@@ -80,13 +86,13 @@ def system_of(req) -> str:
 
 
 # -- attach ------------------------------------------------------------------------------------
-def test_attach_ingests_into_the_sessions_own_store_and_activates_vector_search(chat, files):
+def test_attach_ingests_into_the_sessions_own_store_and_activates_vector_search(chat, files, system):
     s = chat.create_session()
     assert chat.request(s.id).tools == []  # nothing active before an attachment
     a = chat.attach(s.id, files["notes"])
     store = chat.session(s.id).store
     assert store == f"chat-{s.id}"
-    assert chat.wb.catalog.get_store(store).template == "default"  # created on the fly from the default template
+    assert system.catalog.get_store(store).template == "default"  # created on the fly from the default template
     assert [f.file_id for f in chat.wb.store_files(store)] == [a.file_id]
     assert chat.session(s.id).tools == ["vector_search"]
     names = [t["function"]["name"] for t in chat.request(s.id).tools]
@@ -444,11 +450,11 @@ def test_a_broken_embedding_model_makes_the_tools_unavailable(tmp_path, files):
         wb.close()
 
 
-def test_api_keys_are_named_never_stored(chat):
+def test_api_keys_are_named_never_stored(chat, system):
     with pytest.raises(InvalidArgument, match="NAME of an environment variable"):
         chat.configs.save({"name": "x", "type": "CHAT", "provider": "openai", "model": "m", "api_key_env": "sk-live-123"})
     chat.configs.save(VISION_DOCS)
-    with chat.wb.catalog.cursor() as cur:
+    with system.catalog.cursor() as cur:
         spec = json.loads(cur.execute("SELECT spec FROM llm_configs WHERE name = 'gpt'").fetchone()[0])
     assert spec["api_key_env"] == "OPENAI_API_KEY" and "api_key" not in spec
 
@@ -487,17 +493,17 @@ def test_sessions_messages_parts_and_attachments_persist_in_the_catalog(tmp_path
         wb.close()
 
 
-def test_deleting_a_session_removes_its_store_and_its_files(chat, files):
+def test_deleting_a_session_removes_its_store_and_its_files(chat, files, system):
     s = chat.create_session()
     doc = chat.attach(s.id, files["notes"])
     img = chat.attach(s.id, png_bytes(), "photo.png")
     chat.send(s.id, "hi")
     chat.remove(s.id, doc.file_id)  # removed: bytes kept while the message refers to them
-    assert chat.wb.files.find(doc.file_id) is not None
+    assert system.files.find(doc.file_id) is not None
     store = chat.session(s.id).store
     chat.delete_session(s.id)
-    assert chat.wb.catalog.get_store(store) is None
-    assert chat.wb.files.find(doc.file_id) is None and chat.wb.files.find(img.file_id) is None
+    assert system.catalog.get_store(store) is None
+    assert system.files.find(doc.file_id) is None and system.files.find(img.file_id) is None
     assert chat.sessions() == []
 
 

@@ -18,6 +18,7 @@ from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import InvalidArgument, StoreNotFound
 from knowledge.service.fusion import reciprocal_rank_fusion
 from knowledge.service.search import SearchRequest
+from knowledge.system import System
 from knowledge.workbench import Workbench
 from tests.helpers.env import REPO
 
@@ -208,16 +209,22 @@ def two_page_pdf(path):
 
 
 @pytest.fixture
-def wb(tmp_path):
+def system(tmp_path):
     settings = load_settings(
         data_dir=tmp_path / "data", vector_store={"max_chunk_size_tokens": 40, "chunk_overlap_tokens": 8}
     )
-    w = Workbench(settings, embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=64))
+    s = System(settings, embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=64))
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def wb(system, tmp_path):
+    w = Workbench(system)
     for name, text in (("pasta.md", PASTA), ("stars.md", STARS), ("bread.md", BREAD)):
         w.ingest_file("notes", text.encode(), name)
     w.ingest_file("notes", two_page_pdf(tmp_path / "animals.pdf"))
-    yield w
-    w.close()
+    return w
 
 
 def qset(*rows: tuple[str, str], name: str = "s") -> ev.QuestionSet:
@@ -253,7 +260,7 @@ def test_a_run_scores_each_question_from_its_ranking(wb):
         assert run.search == {"fusion_weight": 0.6, "candidates": 50, "rank_constant": 10, "rerank": 0}  # 0: not reranked
 
 
-def test_runs_and_sets_are_kept_in_the_catalog(wb):
+def test_runs_and_sets_are_kept_in_the_catalog(wb, system):
     store = wb.evaluations
     _, qs = ev.parse_questions("pasta water?\tpasta.md\nstars?\tstars.md; text:telescope\n", "mine.tsv")
     saved = store.save_set("mine", qs, "tsv")
@@ -266,7 +273,7 @@ def test_runs_and_sets_are_kept_in_the_catalog(wb):
     assert [r.id for r in store.runs(set_name="mine")] == [run.id]
     assert store.runs(store="other") == []
     # a reopened catalog (another process) sees them: the schema migrated and the rows committed
-    wb.catalog.close()
+    system.catalog.close()
     assert wb.evaluations.get_run(run.id).mrr == run.mrr
     assert store.delete_set("mine") and store.runs(set_name="mine")  # runs stay as history
     with pytest.raises(ev.QuestionSetNotFound):

@@ -20,6 +20,7 @@ from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import BundleCorrupt, BundleTooNew, StoreExists, TargetNotEmpty
 from knowledge.portable import exporting
 from knowledge.service.templates import make_template
+from knowledge.system import System
 from knowledge.workbench import Workbench
 from tests.helpers.env import REPO, readme_questions
 
@@ -64,7 +65,11 @@ def _settings(base, tmp: Path, name: str = "data"):
 
 
 def _workbench(settings) -> Workbench:
-    wb = Workbench(settings, embedder_factory=_factory)
+    """A workbench with a system of its own (closed with it) and the test templates."""
+    return _with_templates(Workbench(settings, embedder_factory=_factory))
+
+
+def _with_templates(wb: Workbench) -> Workbench:
     for name, backend, model in (
         ("mem", "memory", "fake"),
         ("pg", "pgvector", "fake"),
@@ -81,18 +86,26 @@ def _workbench(settings) -> Workbench:
 
 
 @pytest.fixture
-def make_wb(pgvector_settings, tmp_path):
-    """``make(name="data") -> Workbench`` on a data folder of its own (pgvector: this test's database)."""
+def make_system(pgvector_settings, tmp_path):
+    """``make(name="data") -> System`` on a data folder of its own (pgvector: this test's database),
+    with the test templates; closed after the test."""
     made = []
 
-    def make(name: str = "data") -> Workbench:
-        wb = _workbench(_settings(pgvector_settings(), tmp_path, name))
-        made.append(wb)
-        return wb
+    def make(name: str = "data") -> System:
+        system = System(_settings(pgvector_settings(), tmp_path, name), embedder_factory=_factory)
+        made.append(system)
+        _with_templates(Workbench(system))
+        return system
 
     yield make
-    for wb in made:
-        wb.close()
+    for system in made:
+        system.close()
+
+
+@pytest.fixture
+def make_wb(make_system):
+    """``make(name="data") -> Workbench`` over :func:`make_system`'s system of that folder."""
+    return lambda name="data": Workbench(make_system(name))
 
 
 def _fill(wb: Workbench, store: str = "notes", template: str = "mem", tmp: Path | None = None) -> None:
@@ -111,7 +124,7 @@ def _files(wb: Workbench, store: str) -> list[tuple]:
 
 def _chunks(wb: Workbench, store: str, vectors: bool = True) -> dict[tuple, tuple]:
     """``(file name, chunk index) -> (payload without file_id, vector)`` of every chunk."""
-    coll = wb.stores.collection_of(wb.get_store(store))
+    coll = wb.vector_store(store).collection
     out = {}
     for p in coll.scroll(with_vectors=vectors):
         payload = {k: v for k, v in p.payload.items() if k != "file_id"}
@@ -389,7 +402,7 @@ def test_move_between_backends_keeps_name_files_chunks_and_vectors(make_wb):
     wb = make_wb()
     _fill(wb)
     before_files, before_chunks, before_top = _files(wb, "notes"), _chunks(wb, "notes"), _top5(wb, "notes")
-    old_collection = wb.stores.collection_of(wb.get_store("notes"))
+    old_collection = wb.vector_store("notes").collection
     CountingEmbedder.embedded = 0
     for template, backend in (("pg", "pgvector"), ("qd", "qdrant"), ("mem", "memory")):
         rec = wb.portable.move_store("notes", template)
@@ -490,7 +503,7 @@ def test_a_backup_taken_while_files_are_ingested_restores_a_consistent_folder(tm
         try:
             records = [f for f in restored.file_records("busy") if f.status == "done"]
             assert records
-            coll = restored.stores.collection_of(restored.get_store("busy"))
+            coll = restored.vector_store("busy").collection
             for f in records:
                 assert coll.count({"file_id": f.file_id}) == f.chunks > 0
                 with restored.read_file(f.file_id) as fh:
@@ -627,8 +640,9 @@ def test_the_bundles_template_comes_along_on_the_default_backend_only_when_the_i
         fresh.close()
 
 
-def test_a_content_with_two_names_keeps_both_through_a_bundle(make_wb, tmp_path):
-    wb = make_wb()
+def test_a_content_with_two_names_keeps_both_through_a_bundle(make_system, tmp_path):
+    system = make_system()
+    wb = Workbench(system)
     _fill(wb)
     r = wb.ingest_file("notes", DOCS["cats.md"].encode(), "cats-copy.md")  # same bytes, a second name
     [cats] = [f for f in wb.file_records("notes") if f.file_name == "cats.md"]
@@ -637,7 +651,7 @@ def test_a_content_with_two_names_keeps_both_through_a_bundle(make_wb, tmp_path)
     wb.portable.import_bundle(tmp_path / "n.kb", as_name="copy", template="pg")
     [copied] = [f for f in wb.file_records("copy") if f.file_name == "cats.md"]
     assert copied.names == ("cats.md", "cats-copy.md")
-    assert [f.file_id for f in wb.catalog.files_named("copy", "cats-copy.md")] == [copied.file_id]
+    assert [f.file_id for f in system.catalog.files_named("copy", "cats-copy.md")] == [copied.file_id]
     _same_store(wb, "notes", wb, "copy")
 
 

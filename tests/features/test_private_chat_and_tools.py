@@ -10,6 +10,7 @@ from knowledge.chat import ChatService
 from knowledge.chat.store import SessionNotFound
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import StoreNotFound
+from knowledge.system import System
 from knowledge.tools import KnowledgeTools
 from knowledge.workbench import Workbench
 
@@ -17,19 +18,24 @@ PW = "correct horse battery"
 
 
 @pytest.fixture
-def wb(catalog_settings):
-    w = Workbench(catalog_settings, embedder_factory=lambda m: HashEmbedder(dimension=32, max_tokens=64))
-    yield w
-    w.close()
+def system(catalog_settings):
+    s = System(catalog_settings, embedder_factory=lambda m: HashEmbedder(dimension=32, max_tokens=64))
+    yield s
+    s.close()
 
 
 @pytest.fixture
-def team(wb):
+def wb(system):
+    return Workbench(system)
+
+
+@pytest.fixture
+def team(system, wb):
     """An admin root, members ana and bo; ana's private store ``hr``, bo's store ``ops``."""
-    wb.people.set_up_admin("root", PW, "The Admin")
-    wb.people.accounts.create("ana", PW, display_name="Ana")
-    wb.people.accounts.create("bo", PW, display_name="Bo")
-    views = {u: wb.as_user(wb.people.accounts.actor(u)) for u in ("root", "ana", "bo")}
+    system.people.set_up_admin("root", PW, "The Admin")
+    system.people.accounts.create("ana", PW, display_name="Ana")
+    system.people.accounts.create("bo", PW, display_name="Bo")
+    views = {u: wb.as_user(system.people.accounts.actor(u)) for u in ("root", "ana", "bo")}
     views["ana"].ingest_file("hr", b"The parental leave policy grants sixteen weeks.", "leave.txt")
     views["bo"].ingest_file("ops", b"The on-call rota changes every Monday.", "rota.txt")
     return wb, views

@@ -17,6 +17,7 @@ from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.outcomes import Outcome
 from knowledge.sync import folder_key
+from knowledge.system import System
 from knowledge.workbench import Workbench
 
 CATS = "# Cats\n\nThe cat sits on the mat and purrs.\n\n## Food\n\nCats eat fish and chicken every day.\n"
@@ -47,10 +48,18 @@ def make_wb(settings, embedded):
 
 
 @pytest.fixture
-def wb(tmp_path, embedded):
-    w = make_wb(load_settings(data_dir=tmp_path / "data"), embedded)
-    yield w
-    w.close()
+def system(tmp_path, embedded):
+    s = System(
+        load_settings(data_dir=tmp_path / "data"),
+        embedder_factory=lambda model: CountingEmbedder(embedded, dimension=64, max_tokens=48),
+    )
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def wb(system):
+    return Workbench(system)
 
 
 @pytest.fixture
@@ -80,7 +89,7 @@ def bump(path, text):
 
 
 # -- plan and apply ----------------------------------------------------------------------------
-def test_first_sync_adds_every_file_then_nothing_is_read_again(wb, docs):
+def test_first_sync_adds_every_file_then_nothing_is_read_again(wb, docs, system):
     sync = wb.syncs.folder("notes", docs)
     plan = sync.plan()
     assert plan.counts() == {"added": 3, "changed": 0, "renamed": 0, "deleted": 0, "unchanged": 0}
@@ -94,7 +103,7 @@ def test_first_sync_adds_every_file_then_nothing_is_read_again(wb, docs):
     again = sync.plan()
     assert again.counts()["unchanged"] == 3 and again.changes == 0
     assert again.hashed == 0  # size and mtime as recorded: not read
-    [folder] = wb.catalog.synced_folders("notes")
+    [folder] = system.catalog.synced_folders("notes")
     assert folder.folder == folder_key(docs) and folder.glob == "**/*" and folder.last_sync is not None
     assert folder.last_plan == {"added": 3, "changed": 0, "renamed": 0, "deleted": 0, "unchanged": 0, "failed": 0}
 
@@ -134,9 +143,9 @@ def test_modify_rename_delete_and_add_in_one_sync(wb, docs, embedded):
     assert len(wb.stored_files()) == 3  # the old bread.md and cats.md bytes left the file store
 
 
-def test_dry_run_changes_nothing(wb, docs, tmp_path, monkeypatch, capsys):
+def test_dry_run_changes_nothing(wb, docs, tmp_path, monkeypatch, capsys, system):
     wb.syncs.folder("notes", docs).run()
-    wb.close()
+    system.close()  # the CLI opens the DuckDB catalog now
     (docs / "cats.md").unlink()
     (docs / "bees.md").write_text(BEES)
     catalog = tmp_path / "data" / "catalog.duckdb"
@@ -150,11 +159,11 @@ def test_dry_run_changes_nothing(wb, docs, tmp_path, monkeypatch, capsys):
     text = capsys.readouterr().out
     assert code == 0 and "+ added    bees.md" in text and "- deleted  cats.md" in text
     assert "1 added, 0 changed, 0 renamed, 1 deleted, 2 unchanged" in text
-    again = Workbench(
+    again = System(
         load_settings(data_dir=tmp_path / "data"), embedder_factory=lambda m: HashEmbedder(dimension=64, max_tokens=48)
     )
     try:
-        assert sorted(n.name for n in again.file_names_of("notes")) == ["bread.md", "cats.md", "sub/owls.md"]
+        assert sorted(n.name for n in Workbench(again).file_names_of("notes")) == ["bread.md", "cats.md", "sub/owls.md"]
         assert again.catalog.synced_folders("notes")[0].last_plan["added"] == 3  # the last real sync's
     finally:
         again.close()
@@ -179,7 +188,7 @@ def test_cli_sync_applies_reports_each_file_and_keeps_the_glob(tmp_path, docs, m
     assert files == {"bread.md", "cats.md", "sub/owls.md", "broken.pdf"}
 
 
-def test_a_changed_file_that_fails_keeps_its_last_good_version_until_its_path_goes(wb, tmp_path):
+def test_a_changed_file_that_fails_keeps_its_last_good_version_until_its_path_goes(wb, tmp_path, system):
     folder = tmp_path / "reports"
     folder.mkdir()
     good = folder / "report.pdf"
@@ -191,7 +200,7 @@ def test_a_changed_file_that_fails_keeps_its_last_good_version_until_its_path_go
     report = sync.run()
     assert [r.item.path for r in report.failed] == ["report.pdf"]
     assert report.counts()["failed"] == 1 and report.counts()["added"] == 1
-    assert wb.catalog.synced_folders("notes")[0].last_plan["failed"] == 1
+    assert system.catalog.synced_folders("notes")[0].last_plan["failed"] == 1
     assert sync.plan().changes == 0  # the failure is listed, not tried again on every sync
     good.unlink()
     sync.run()

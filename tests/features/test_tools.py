@@ -8,15 +8,21 @@ from knowledge.access import LocalFolders
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import EmbeddingUnavailable
+from knowledge.system import System
 from knowledge.tools import ANYWHERE, KnowledgeTools
 from knowledge.workbench import Workbench
 
 
 @pytest.fixture
-def tools(tmp_path):
-    wb = Workbench(load_settings(data_dir=tmp_path / "data"), embedder_factory=lambda m: HashEmbedder(64, 64))
-    yield KnowledgeTools(wb)
-    wb.close()
+def system(tmp_path):
+    s = System(load_settings(data_dir=tmp_path / "data"), embedder_factory=lambda m: HashEmbedder(64, 64))
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def tools(system):
+    return KnowledgeTools(Workbench(system))
 
 
 def test_every_tool_has_a_function_calling_schema(tools):
@@ -87,14 +93,14 @@ def test_tools_report_themselves_unavailable_with_the_reason(tmp_path):
         wb.close()
 
 
-def test_upsert_writes_through_the_indexer_as_ingestion_does(tools):
+def test_upsert_writes_through_the_indexer_as_ingestion_does(tools, system):
     """vector_upsert is no second pipeline: the store's lock, the catalog record (done, content hash,
     size, chunks) and the store's dimension are written as ingest_file writes them."""
     import hashlib
 
     wb = tools.wb
     text = "The lighthouse keeper lit the lamp at dusk.\n\nBread needs yeast."
-    lock = wb.stores.store_lock("kb")
+    lock = system.stores.store_lock("kb")
     assert lock.acquire()
     try:  # the write waits for the store's lock
         import threading
@@ -113,7 +119,7 @@ def test_upsert_writes_through_the_indexer_as_ingestion_does(tools):
     assert not tools.call("vector_upsert", {"store": "kb", "file_id": "n2", "text": "   "}).ok
 
 
-def test_the_tool_group_reads_no_path_by_default_and_anywhere_only_when_asked(tools, tmp_path):
+def test_the_tool_group_reads_no_path_by_default_and_anywhere_only_when_asked(tools, tmp_path, system):
     """Issue 24, item 7: KnowledgeTools(workbench) without folders let vector_ingest_file read any path
     a model named (/etc/hostname was read). Now the default refuses, saying why and how to allow it."""
     secret = tmp_path / "outside" / "hostname"
@@ -124,7 +130,7 @@ def test_the_tool_group_reads_no_path_by_default_and_anywhere_only_when_asked(to
         assert not r.ok
         assert "not allowed" in r.text and "no folders" in r.text and "chat.allowed_dirs" in r.text
         assert "folders=ANYWHERE" in r.text
-    assert not tools.wb.stores.exists("kb")  # nothing read, nothing created
+    assert not system.stores.exists("kb")  # nothing read, nothing created
     anywhere = KnowledgeTools(tools.wb, folders=ANYWHERE)
     r = anywhere.call("vector_ingest_file", {"store": "kb", "path": str(secret)})
     assert r.ok and r.data["outcome"] == "indexed"

@@ -20,6 +20,7 @@ from knowledge.embeddings.fake import HashEmbedder
 from knowledge.ingest import read_document
 from knowledge.ingest.chunker import chunk_document
 from knowledge.outcomes import Outcome
+from knowledge.system import System
 from knowledge.workbench import Workbench
 
 REPO = Path(__file__).resolve().parents[2]
@@ -36,13 +37,18 @@ def case(name: str) -> Path:
 
 
 @pytest.fixture
-def wb(tmp_path):
+def system(tmp_path):
     settings = load_settings(
         data_dir=tmp_path / "data", vector_store={"max_chunk_size_tokens": 250, "chunk_overlap_tokens": 50}
     )
-    w = Workbench(settings, embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256))
-    yield w
-    w.close()
+    s = System(settings, embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256))
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def wb(system):
+    return Workbench(system)
 
 
 def ingest(wb: Workbench, *paths_or_pairs, store: str = "s"):
@@ -658,14 +664,14 @@ NFD = "cafe\u0301-notes.md"  # as macOS writes it: "e" + combining acute accent
 NFC = "caf\u00e9-notes.md"  # as it is typed
 
 
-def test_a_decomposed_name_and_the_typed_name_are_one_file(wb):
+def test_a_decomposed_name_and_the_typed_name_are_one_file(wb, system):
     first = ingest(wb, (NFD, b"# Notes\n\nThe first version WOMBAT-5101.\n"))[0]
     assert first.name == NFC
     second = ingest(wb, (NFC, b"# Notes\n\nThe second version WOMBAT-5102.\n"))[0]
     assert second.replaced_file_id == first.file_id  # replace-on-change found the same name
     files = wb.store_files("s")
     assert [f.file_name for f in files] == [NFC]
-    assert [f.file_id for f in wb.catalog.files("s", file_name=NFD)] == [second.file_id]
+    assert [f.file_id for f in system.catalog.files("s", file_name=NFD)] == [second.file_id]
     assert_searchable(wb, "WOMBAT-5102", file_name=NFC)
     assert_hidden(wb, "WOMBAT-5101")
 
@@ -685,14 +691,14 @@ def test_folder_glob_matches_extensions_case_insensitively_and_counts_what_it_sk
     assert [p.name for p in expand_paths([tmp_path], "*.pdf")] == ["REPORT.PDF"]  # no "/": top level only
 
 
-def test_app_folder_job_reports_what_the_walk_skipped(wb, tmp_path):
+def test_app_folder_job_reports_what_the_walk_skipped(system, tmp_path):
     from knowledge.service.jobs import IngestJob
 
     folder = tmp_path / "in"
     folder.mkdir()
     (folder / "A.MD").write_text("# A\n\ntext\n")
     (folder / "b.txt").write_text("b")
-    job = IngestJob.from_folder(wb.jobs, "s", folder, "**/*.md")
+    job = IngestJob.from_folder(system.jobs, "s", folder, "**/*.md")
     assert [f.name for f in job.files] == ["A.MD"]
     assert job.notes == ["Skipped 1 file in the folders: 1 not matching '**/*.md'."]
 

@@ -19,6 +19,7 @@ from knowledge.ingest import read_document
 from knowledge.ingest.pdfview import HIGHLIGHT, locate, merge_spans, render_page, text_key
 from knowledge.pagemodels import viewer as vm
 from knowledge.pagemodels.viewer import ViewerTarget, parse_viewer_query
+from knowledge.system import System
 from knowledge.workbench import Workbench
 
 PW = "correct horse battery"
@@ -108,10 +109,15 @@ def test_a_page_that_is_not_there_says_so():
 
 # -- the model through a workbench view ---------------------------------------------------------
 @pytest.fixture
-def wb():
-    w = Workbench(load_settings(), embedder_factory=lambda model: HashEmbedder(dimension=16))
-    yield w
-    w.close()
+def system():
+    s = System(load_settings(), embedder_factory=lambda model: HashEmbedder(dimension=16))
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def wb(system):
+    return Workbench(system)
 
 
 MD = (
@@ -197,12 +203,12 @@ def test_a_passage_past_the_text_is_a_warning_not_a_crash(wb):
     assert vm.text_parts(view)[1:] == ("", "")
 
 
-def test_another_members_file_is_missing_and_cannot_be_downloaded(wb):
-    wb.people.set_up_admin("root", PW, "Root")
-    wb.people.accounts.create("ana", PW, display_name="Ana")
-    wb.people.accounts.create("bo", PW, display_name="Bo")
-    ana = wb.as_user(wb.people.accounts.actor("ana"))
-    bo = wb.as_user(wb.people.accounts.actor("bo"))
+def test_another_members_file_is_missing_and_cannot_be_downloaded(wb, system):
+    system.people.set_up_admin("root", PW, "Root")
+    system.people.accounts.create("ana", PW, display_name="Ana")
+    system.people.accounts.create("bo", PW, display_name="Bo")
+    ana = wb.as_user(system.people.accounts.actor("ana"))
+    bo = wb.as_user(system.people.accounts.actor("bo"))
     ana.ingest_file("hr", MD, "guide.md")
     fid = ana.file_records("hr")[0].file_id
     target = ViewerTarget("hr", fid)

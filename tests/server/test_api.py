@@ -286,7 +286,7 @@ def test_each_file_of_a_running_batch_has_its_own_status(tmp_path):
         w.close()
 
 
-def test_file_names_with_invisible_or_bidi_characters_at_upload(client, wb):
+def test_file_names_with_invisible_or_bidi_characters_at_upload(client, system):
     """Issue 38: a right-to-left override in an uploaded name was stored and failed only later.
     Now the upload is refused with the character named; the invisible characters that carry
     nothing (zero-width space, byte-order mark, soft hyphen) are taken out, so the name kept is
@@ -297,7 +297,7 @@ def test_file_names_with_invisible_or_bidi_characters_at_upload(client, wb):
     said = e.value.body["message"]
     assert "U+202E RIGHT-TO-LEFT OVERRIDE" in said and "disguise a name's extension" in said, said
     assert "InvalidArgument" not in said
-    assert client.files.list().data == [] and wb.files.list() == []  # nothing kept
+    assert client.files.list().data == [] and system.files.list() == []  # nothing kept
     f = client.files.create(file=("\ufeffre\u00adport\u200b.txt", b"zebra notes", "text/plain"), purpose="assistants")
     assert f.filename == "report.txt"
     vs = client.vector_stores.create(name="kb")

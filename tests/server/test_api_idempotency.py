@@ -159,21 +159,21 @@ def test_a_key_is_its_callers_own(tmp_path):
         w.close()
 
 
-def test_a_key_outlives_neither_its_day_nor_a_dead_request(wb):
+def test_a_key_outlives_neither_its_day_nor_a_dead_request(system):
     """The catalog's rows: a claim whose request died (past the 10-minute lease) is taken over, the
     dead request's late finish changes nothing, and a kept answer is replayed for 24 hours only."""
     t0 = datetime(2026, 1, 1, tzinfo=UTC)
 
     def claim(minutes: float, fp: str = "fp") -> keys.Claim:
-        return keys.claim(wb.catalog, "", "k", fp, ttl=TTL, lease=LEASE, now=t0 + timedelta(minutes=minutes))
+        return keys.claim(system.catalog, "", "k", fp, ttl=TTL, lease=LEASE, now=t0 + timedelta(minutes=minutes))
 
     first = claim(0)
     assert first.state == "run" and claim(1).state == "in_flight" and claim(1, "other").state == "mismatch"
     second = claim(11)  # its request died: taken over
     assert second.state == "run" and second.token != first.token
-    keys.finish(wb.catalog, "", "k", first.token, 200, "late", {})  # the dead one's finish: not its key any more
+    keys.finish(system.catalog, "", "k", first.token, 200, "late", {})  # the dead one's finish: not its key any more
     assert claim(12).state == "in_flight"
-    keys.finish(wb.catalog, "", "k", second.token, 201, '{"id": 1}', {"content-type": "application/json"})
+    keys.finish(system.catalog, "", "k", second.token, 201, '{"id": 1}', {"content-type": "application/json"})
     kept = claim(11 + 23 * 60)
     assert (kept.state, kept.status, kept.body, kept.headers) == (
         "replay",
@@ -182,7 +182,7 @@ def test_a_key_outlives_neither_its_day_nor_a_dead_request(wb):
         {"content-type": "application/json"},
     )
     assert claim(11 + 25 * 60).state == "run"  # a day later the key is new again
-    keys.release(wb.catalog, "", "k", "not-the-token")
+    keys.release(system.catalog, "", "k", "not-the-token")
     assert claim(11 + 25 * 60 + 1).state == "in_flight"
 
 

@@ -77,13 +77,13 @@ def until_done(c: httpx.Client, vs: str, fid: str) -> dict[str, Any]:
 
 
 @pytest.fixture
-def team(wb, served):
+def team(system, served):
     """root (admin), ana and bo, each with a key; ana's private store ``hr`` with one file, added
     through a file batch, through the API with her key."""
-    wb.people.set_up_admin("root", PW)
+    system.people.set_up_admin("root", PW)
     for name in ("ana", "bo"):
-        wb.people.accounts.create(name, PW)
-    keys = {name: wb.people.keys.create(name, "tests")[1] for name in ("root", "ana", "bo")}
+        system.people.accounts.create(name, PW)
+    keys = {name: system.people.keys.create(name, "tests")[1] for name in ("root", "ana", "bo")}
     ana = client(served, keys["ana"])
     vs = ana.post("/v1/vector_stores", json={"name": "hr"}).json()["id"]
     fid = upload(ana, "leave.txt", LEAVE)
@@ -99,10 +99,10 @@ def team(wb, served):
     }
 
 
-def test_a_private_store_is_404_to_another_member_in_every_endpoint(team, wb):
+def test_a_private_store_is_404_to_another_member_in_every_endpoint(team, system):
     vs, fid, batch = team["vs"], team["fid"], team["batch"]
     ana, bo, root = (team["clients"][n] for n in ("ana", "bo", "root"))
-    assert vs == vector_store_id("hr") and wb.people.sharing.owner("hr") == "ana"
+    assert vs == vector_store_id("hr") and system.people.sharing.owner("hr") == "ana"
     assert [s["name"] for s in bo.get("/v1/vector_stores").json()["data"]] == []
     own = upload(bo, "bo.txt", "Bo's own notes about the quarterly roadmap.")
     attempts = [
@@ -176,10 +176,10 @@ def test_a_private_store_is_404_to_another_member_in_every_endpoint(team, wb):
     assert root.get(f"/v1/files/{fid}").status_code == 200
 
 
-def test_read_only_sharing_searches_but_adding_or_deleting_is_403(team, wb):
+def test_read_only_sharing_searches_but_adding_or_deleting_is_403(team, wb, system):
     vs, fid, batch = team["vs"], team["fid"], team["batch"]
     bo = team["clients"]["bo"]
-    wb.as_user(wb.people.accounts.actor("ana")).share_store("hr", "user", "bo", "read")
+    wb.as_user(system.people.accounts.actor("ana")).share_store("hr", "user", "bo", "read")
     assert [s["name"] for s in bo.get("/v1/vector_stores").json()["data"]] == ["hr"]
     hits = bo.post(f"/v1/vector_stores/{vs}/search", json={"query": "parental leave"})
     assert hits.status_code == 200 and hits.json()["data"][0]["file_id"] == fid
@@ -205,14 +205,14 @@ def test_read_only_sharing_searches_but_adding_or_deleting_is_403(team, wb):
     assert [f["id"] for f in bo.get(f"/v1/vector_stores/{vs}/files").json()["data"]] == [fid]
     assert wb.file_record("hr", fid) is not None and wb.find_stored_file(fid) is not None
     # write access lets him add; only the owner deletes the store
-    wb.as_user(wb.people.accounts.actor("ana")).share_store("hr", "user", "bo", "write")
+    wb.as_user(system.people.accounts.actor("ana")).share_store("hr", "user", "bo", "write")
     assert bo.post(f"/v1/vector_stores/{vs}/files", json={"file_id": own}).status_code == 200
     assert until_done(bo, vs, own)["status"] == "completed"
     assert bo.delete(f"/v1/vector_stores/{vs}").status_code == 403
     assert wb.store_exists("hr") and wb.file_record("hr", own) is not None
 
 
-def test_keys_no_key_revoked_key_and_the_shared_key(team, wb, served):
+def test_keys_no_key_revoked_key_and_the_shared_key(team, system, served):
     bo_key = team["keys"]["bo"]
     bo = team["clients"]["bo"]
     for c in (client(served, None), client(served, "kn-not-a-real-key"), client(served, "garbage")):
@@ -224,28 +224,28 @@ def test_keys_no_key_revoked_key_and_the_shared_key(team, wb, served):
     me = bo.get("/v1/knowledge/me").json()
     assert me["username"] == "bo" and me["role"] == "member" and me["accounts"] is True
     assert team["clients"]["root"].get("/v1/knowledge/me").json()["role"] == "admin"
-    key_id = next(k.id for k in wb.people.keys.list("bo"))
-    assert wb.people.keys.revoke(key_id)
+    key_id = next(k.id for k in system.people.keys.list("bo"))
+    assert system.people.keys.revoke(key_id)
     r = bo.get("/v1/vector_stores")  # the very next request
     assert r.status_code == 401 and "revoked" in r.json()["error"]["message"]
     assert client(served, bo_key).post("/v1/files", files={"file": ("x.txt", b"x", "text/plain")}).status_code == 401
     assert team["clients"]["ana"].get("/v1/vector_stores").status_code == 200  # others go on
 
 
-def test_without_accounts_the_shared_key_works_as_before_until_the_first_account(wb, served):
+def test_without_accounts_the_shared_key_works_as_before_until_the_first_account(system, served):
     assert client(served, None).get("/v1/vector_stores").status_code == 401
     c = client(served, SHARED)
     assert c.post("/v1/vector_stores", json={"name": "notes"}).status_code == 200
     me = c.get("/v1/knowledge/me").json()
     assert me["username"] == "local" and me["role"] == "admin" and me["accounts"] is False
-    wb.people.set_up_admin("root", PW)
+    system.people.set_up_admin("root", PW)
     assert c.get("/v1/vector_stores").status_code == 401  # the same server, the next request
-    root = client(served, wb.people.keys.create("root", "ci")[1])
+    root = client(served, system.people.keys.create("root", "ci")[1])
     assert [s["name"] for s in root.get("/v1/vector_stores").json()["data"]] == ["notes"]
     check_bind("0.0.0.0", None, accounts=True)  # per-user keys protect a server on the network
 
 
-def test_every_api_write_is_audited_and_a_member_reads_only_their_part(team, wb):
+def test_every_api_write_is_audited_and_a_member_reads_only_their_part(team, system):
     vs, fid = team["vs"], team["fid"]
     ana, bo, root = (team["clients"][n] for n in ("ana", "bo", "root"))
     assert ana.post(f"/v1/vector_stores/{vs}", json={"metadata": {"team": "hr"}}).status_code == 200
@@ -253,12 +253,12 @@ def test_every_api_write_is_audited_and_a_member_reads_only_their_part(team, wb)
     assert ana.delete(f"/v1/vector_stores/{vs}/files/{fid}").status_code == 200
     assert ana.delete(f"/v1/files/{fid}").status_code == 200
     assert ana.delete(f"/v1/vector_stores/{vs}").status_code == 200
-    done = {(e.actor, e.action) for e in wb.people.audit.events(store="hr")}
+    done = {(e.actor, e.action) for e in system.people.audit.events(store="hr")}
     assert {
         ("ana", a) for a in ("store.create", "file.ingest", "store.update", "file.attributes", "file.delete", "store.delete")
     } <= done
     assert ("ana", "file.delete") in {
-        (e.actor, e.action) for e in wb.people.audit.events(action="file.delete") if e.target == fid and e.store is None
+        (e.actor, e.action) for e in system.people.audit.events(action="file.delete") if e.target == fid and e.store is None
     }
     theirs = bo.get("/v1/knowledge/audit")  # a member: no event of ana's store (gone, and never theirs)
     assert theirs.status_code == 200
@@ -279,7 +279,7 @@ def test_a_key_revoked_in_the_catalog_is_refused_by_another_serve_process(tmp_pa
     query = urlencode({k: v for k, v in info.items() if k in ("host", "port", "password")})
     url = f"postgresql://{quote(str(info.get('user', 'postgres')))}@/{quote(str(info['dbname']))}?{query}"
     files = tmp_path / "shared-files"
-    team = Workbench(
+    team = System(
         load_settings(
             data_dir=tmp_path / "admin",
             file_store={"dir": str(files)},
@@ -349,12 +349,12 @@ def test_a_key_revoked_in_the_catalog_is_refused_by_another_serve_process(tmp_pa
         team.close()
 
 
-def test_a_users_chat_service_is_kept_across_requests_and_acts_as_them(system, wb):
+def test_a_users_chat_service_is_kept_across_requests_and_acts_as_them(system):
     api = create_app(system).state.api
-    wb.people.set_up_admin("root", PW)
-    wb.people.accounts.create("ana", PW)
-    first = api.for_actor(wb.people.accounts.actor("ana"))
+    system.people.set_up_admin("root", PW)
+    system.people.accounts.create("ana", PW)
+    first = api.for_actor(system.people.accounts.actor("ana"))
     assert first.wb.actor.username == "ana" and api.wb.actor.local  # the app's own API is untouched
-    again = api.for_actor(wb.people.accounts.actor("ana"))  # the next request: the actor read anew
+    again = api.for_actor(system.people.accounts.actor("ana"))  # the next request: the actor read anew
     assert first.chat is again.chat and first.chat.wb.actor.username == "ana"  # turns of a session queue
-    assert api.for_actor(wb.people.accounts.actor("root")).chat is not first.chat
+    assert api.for_actor(system.people.accounts.actor("root")).chat is not first.chat

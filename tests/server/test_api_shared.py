@@ -53,12 +53,12 @@ def two_settings(tmp_path: Path, dialect: str) -> tuple[Settings, Settings]:
 
 
 class Held:
-    """A workbench's worker ingestion (its indexer's ``ingest_file`` with ``raise_transient``, as
+    """A system's worker ingestion (its indexer's ``ingest_file`` with ``raise_transient``, as
     the worker calls it) held at a gate: the worker claims a job and waits there."""
 
-    def __init__(self, wb: Workbench) -> None:
+    def __init__(self, system: System) -> None:
         self.gate, self.reached = threading.Event(), threading.Event()
-        self.original = wb.indexer.ingest_file
+        self.original = system.indexer.ingest_file
 
         def held(*args: Any, **kwargs: Any) -> Any:
             if kwargs.get("raise_transient"):  # the worker's call (not a direct ingest_file)
@@ -66,7 +66,7 @@ class Held:
                 self.gate.wait(60)
             return self.original(*args, **kwargs)
 
-        wb.indexer.ingest_file = held  # type: ignore[method-assign]
+        system.indexer.ingest_file = held  # type: ignore[method-assign]
 
 
 def until(check: Callable[[], Any], what: str, timeout: float = 60.0) -> Any:
@@ -185,7 +185,7 @@ def test_two_api_apps_on_one_catalog_answer_the_same(tmp_path, dialect, request)
     finally:
         held.gate.set()
         for w in (wa, wb_):
-            w.jobs.stop_all()  # the in-process worker thread (Workbench.close leaves it to its idle exit)
+            w.jobs.stop_all()  # the in-process worker thread (System.close leaves it to its idle exit)
             w.close()
 
     # every process stopped and started again: the same answers

@@ -14,6 +14,7 @@ from mcp.client.stdio import StdioServerParameters
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.server.mcp import build_server
+from knowledge.system import System
 from knowledge.workbench import Workbench
 from tests.helpers.env import REPO
 
@@ -33,15 +34,20 @@ async def refused(client: Client, name: str, args: dict) -> str:
 
 
 @pytest.fixture
-def wb(tmp_path, corpus):
+def system(tmp_path, corpus):
     settings = load_settings(data_dir=tmp_path / "data", mcp={"allowed_dirs": [str(corpus / "md" / "rust-book")]})
-    w = Workbench(settings, embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256))
-    yield w
-    w.close()
+    s = System(settings, embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256))
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def wb(system):
+    return Workbench(system)
 
 
 @pytest.mark.slow
-def test_tools_resources_memory_and_confinement_in_process(wb, corpus, tmp_path):
+def test_tools_resources_memory_and_confinement_in_process(wb, corpus, tmp_path, system):
     outside = tmp_path / "secret.md"
     outside.write_text("# Secret\n\nThe vault code is 1234.\n")
 
@@ -53,7 +59,9 @@ def test_tools_resources_memory_and_confinement_in_process(wb, corpus, tmp_path)
             assert [r["outcome"] for r in out["results"]] == ["indexed", "indexed"]
             assert "outside the folders allowed" in await refused(c, "ingest_file", {"store": "rust", "path": str(outside)})
             assert "outside the folders allowed" in await refused(c, "ingest_file", {"store": "rust", "path": str(tmp_path)})
-            assert not (wb.catalog.get_store("rust") and [f for f in wb.store_files("rust") if f.file_name == "secret.md"])
+            assert not (
+                system.catalog.get_store("rust") and [f for f in wb.store_files("rust") if f.file_name == "secret.md"]
+            )
 
             stores = await tool(c, "list_stores", {})
             assert [s["name"] for s in stores["stores"]] == ["rust"] and stores["stores"][0]["files"] == 2

@@ -24,6 +24,7 @@ from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import AuthenticationFailed
 from knowledge.server.mcp import build_server, http_app
+from knowledge.system import System
 from knowledge.workbench import Workbench
 from tests.helpers.api import Served, free_port
 from tests.helpers.env import REPO
@@ -57,15 +58,16 @@ def team(tmp_path):
     folder.mkdir()
     (folder / "roadmap.md").write_text("# Roadmap\n\nThe quarterly roadmap ships the new search page.\n")
     settings = load_settings(data_dir=tmp_path / "data", mcp={"allowed_dirs": [str(folder)]})
-    wb = Workbench(settings, embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256))
-    wb.people.set_up_admin("root", PW)
+    system = System(settings, embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256))
+    wb = Workbench(system)
+    system.people.set_up_admin("root", PW)
     for name in ("ana", "bo"):
-        wb.people.accounts.create(name, PW)
-    ana = wb.as_user(wb.people.accounts.actor("ana"))
+        system.people.accounts.create(name, PW)
+    ana = wb.as_user(system.people.accounts.actor("ana"))
     fid = ana.ingest_file("hr", LEAVE.encode(), "leave.txt").file_id
-    keys = {name: wb.people.keys.create(name, "mcp")[1] for name in ("root", "ana", "bo")}
-    yield wb, fid, keys, folder
-    wb.close()
+    keys = {name: system.people.keys.create(name, "mcp")[1] for name in ("root", "ana", "bo")}
+    yield system, wb, fid, keys, folder
+    system.close()
 
 
 async def invisible(c: Client, fid: str, folder, http: bool = False) -> None:
@@ -91,7 +93,7 @@ async def invisible(c: Client, fid: str, folder, http: bool = False) -> None:
 
 
 def test_in_process_as_a_user_every_tool_hides_another_members_store(team):
-    wb, fid, _, folder = team
+    system, wb, fid, _, folder = team
 
     async def main():
         async with Client(build_server(wb, user="bo")) as bo:
@@ -106,15 +108,15 @@ def test_in_process_as_a_user_every_tool_hides_another_members_store(team):
             assert [s["name"] for s in (await tool(local, "list_stores", {}))["stores"]] == ["bo-notes", "hr"]
 
     anyio.run(main)
-    assert wb.people.sharing.owner("bo-notes") == "bo" and wb.file_record("hr", fid) is not None
-    assert ("bo", "file.ingest") in {(e.actor, e.action) for e in wb.people.audit.events(store="bo-notes")}
+    assert system.people.sharing.owner("bo-notes") == "bo" and wb.file_record("hr", fid) is not None
+    assert ("bo", "file.ingest") in {(e.actor, e.action) for e in system.people.audit.events(store="bo-notes")}
     with pytest.raises(AuthenticationFailed):
         build_server(wb, user="nobody")
 
 
 def test_read_only_sharing_over_mcp_searches_but_does_not_ingest_or_delete(team):
-    wb, fid, _, folder = team
-    wb.as_user(wb.people.accounts.actor("ana")).share_store("hr", "user", "bo", "read")
+    system, wb, fid, _, folder = team
+    wb.as_user(system.people.accounts.actor("ana")).share_store("hr", "user", "bo", "read")
 
     async def main():
         async with Client(build_server(wb, user="bo")) as bo:
@@ -130,7 +132,7 @@ def test_read_only_sharing_over_mcp_searches_but_does_not_ingest_or_delete(team)
 
 
 def test_memories_are_their_users_own(team):
-    wb, *_ = team
+    _, wb, *_ = team
 
     async def main():
         async with Client(build_server(wb, user="ana")) as ana, Client(build_server(wb, user="bo")) as bo:
@@ -158,7 +160,7 @@ def key_client(url: str, key: str) -> Client:
 
 
 def test_over_http_each_request_acts_as_its_keys_user_and_a_revoked_key_stops_at_once(team):
-    wb, fid, keys, folder = team
+    system, wb, fid, keys, folder = team
     wb.settings = wb.settings.model_copy(update={"api_key": SecretStr("shared-key")})
     port = free_port()
     with Served(http_app(wb, "127.0.0.1", port), port=port) as base:
@@ -170,8 +172,8 @@ def test_over_http_each_request_acts_as_its_keys_user_and_a_revoked_key_stops_at
                 assert [s["name"] for s in (await tool(ana, "list_stores", {}))["stores"]] == ["hr"]
                 await tool(bo, "remember", {"text": "Bo's own memory.", "dataset": "crm"})
                 assert not (await tool(ana, "recall", {"query": "Bo's own memory.", "dataset": None}))["memories"]
-                key_id = next(k.id for k in wb.people.keys.list("bo"))
-                assert wb.people.keys.revoke(key_id)
+                key_id = next(k.id for k in system.people.keys.list("bo"))
+                assert system.people.keys.revoke(key_id)
                 with pytest.raises(MCPError, match="error response"):  # the SDK says so of the 401
                     await bo.call_tool("list_stores", {})
                 assert [s["name"] for s in (await tool(ana, "list_stores", {}))["stores"]] == ["hr"]
@@ -188,14 +190,14 @@ def test_over_http_each_request_acts_as_its_keys_user_and_a_revoked_key_stops_at
 @pytest.mark.processes
 @pytest.mark.slow
 def test_knowledge_mcp_user_over_stdio_acts_as_that_account(team, tmp_path):
-    wb = team[0]
+    system = team[0]
     env = {
         "PYTHONPATH": str(REPO),
         "KNOWLEDGE_DATA_DIR": str(tmp_path / "data"),
         "OMP_NUM_THREADS": "1",
         "KNOWLEDGE_EMBEDDINGS__MODEL": "fake/hash-64",
     }
-    wb.close()  # the DuckDB catalog file is the process's now
+    system.close()  # the DuckDB catalog file is the process's now
 
     async def stores(*user: str) -> list[str]:
         params = StdioServerParameters(

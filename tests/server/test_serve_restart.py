@@ -116,14 +116,16 @@ def test_a_serve_killed_mid_file_is_resumed_by_the_next_serve_and_the_file_ends_
                     proc.wait(30)
                 except subprocess.TimeoutExpired:
                     proc.kill()
+    from knowledge.system import System
     from knowledge.workbench import Workbench
 
-    wb = Workbench(settings)
+    system = System(settings)
     try:
-        [row] = q.jobs(wb.catalog)
+        wb = Workbench(system)
+        [row] = q.jobs(system.catalog)
         assert (row.status, row.attempts) == ("done", 2)  # the killed attempt, then the resumed one
         [rec] = wb.store_files("notes")
         assert rec.status == "done" and rec.chunks > 0
         assert wb.vector_store("notes").count(rec.file_id) == rec.chunks  # no duplicate, no stale chunk
     finally:
-        wb.close()
+        system.close()
