@@ -36,7 +36,7 @@ from knowledge.evaluation.trials import ChunkTrial
 from knowledge.filestore.base import StoredFile
 from knowledge.llm.config import LlmConfig, LlmConfigs
 from knowledge.outcomes import IngestResult
-from knowledge.people import LOCAL_ADMIN, Actor, AuditEvent, Level, People, User
+from knowledge.people import LOCAL_ADMIN, Actor, AuditEvent, Level, User
 from knowledge.people.desk import AccountDesk
 from knowledge.people.policy import checks
 from knowledge.people.sso import SingleSignOn
@@ -45,11 +45,11 @@ from knowledge.portable.backup import BackupResult, RestoreResult
 from knowledge.portable.bundle import Progress as BundleProgress
 from knowledge.portable.exporting import ExportResult
 from knowledge.portable.importing import ImportResult
-from knowledge.service.filehome import Home, HomedFileStore, MoveReport, cleanup_old, move_files
-from knowledge.service.indexing import Indexer, Progress
-from knowledge.service.jobs import IngestJob, Item, JobRegistry
+from knowledge.service.filehome import Home, MoveReport, cleanup_old, move_files
+from knowledge.service.indexing import Progress
+from knowledge.service.jobs import IngestJob, Item
 from knowledge.service.search import MultiSearch, Searcher, SearchRequest, SearchResult, search_request
-from knowledge.service.stores import Stores, StoreSummary
+from knowledge.service.stores import StoreSummary
 from knowledge.service.templates import DEFAULT_TEMPLATE, VectorStoreTemplate
 from knowledge.service.web import WebJob, ingest_web
 from knowledge.sync import FolderSync, FolderSyncs
@@ -446,33 +446,6 @@ class Workbench:
     def swap_chat_turn(self, sid: str, turn: Any) -> Any:
         """Make ``turn`` the newest of session ``sid``; returns the one it replaces (or ``None``)."""
         return self._system.chat_turns.swap(sid, turn)
-
-    # -- temporary (issue 40): the parts the tests still reach through ---------------------------
-    # No surface uses these (knowledge/, pages/, app.py reach none: tests/service/test_policy.py's
-    # TEMPORARY_PARTS lists them); the tests still do, until they hold the System they build.
-    @property
-    def catalog(self) -> Catalog:
-        return self._system.catalog
-
-    @property
-    def files(self) -> HomedFileStore:
-        return self._system.files
-
-    @property
-    def stores(self) -> Stores:
-        return self._system.stores
-
-    @property
-    def indexer(self) -> Indexer:
-        return self._system.indexer
-
-    @property
-    def jobs(self) -> JobRegistry:
-        return self._system.jobs
-
-    @property
-    def people(self) -> People:
-        return self._system.people
 
     # -- stores ---------------------------------------------------------------------------------
     @checks("store.create")

@@ -123,9 +123,6 @@ def test_the_refusals_keep_their_words(world):
 FACES = (Workbench, PortableDesk, SyncDesk, EvaluationDesk, LlmConfigDesk, AccountDesk)
 #: The Workbench's properties that are desks (each desk is one of FACES, its methods checked there).
 DESKS = {"accounts"}
-#: Public properties still on the Workbench: parts that tests (only tests: no surface does) reach
-#: through, until each test holds the System it builds. Nothing may be added here.
-TEMPORARY_PARTS = {"catalog", "files", "stores", "indexer", "jobs", "people"}
 
 
 @pytest.mark.parametrize("face", FACES, ids=lambda f: f.__name__)
@@ -135,7 +132,7 @@ def test_every_public_method_names_an_action(face):
         if name.startswith("_"):
             continue
         if isinstance(member, property):
-            assert face is Workbench and name in TEMPORARY_PARTS | DESKS, f"{face.__name__}.{name}: a public part"
+            assert face is Workbench and name in DESKS, f"{face.__name__}.{name}: a public part"
             continue
         if not callable(member):
             continue
