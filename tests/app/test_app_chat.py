@@ -8,9 +8,10 @@ import json
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from knowledge.chat import ChatService
+from knowledge.chat import Chats
 from knowledge.config import load_settings
 from knowledge.llm import LlmConfigs
+from knowledge.system import System
 from knowledge.workbench import Workbench
 from tests.helpers.app import answer_text, button, fresh_caches, open_app, shown, use_fake_model
 from tests.helpers.chat import ChatCompletionsServer, pdf_bytes, png_bytes
@@ -68,12 +69,13 @@ def test_chat_attach_by_drop_ask_and_see_answer_with_citations(tmp_path):
 
 
 def test_remove_button_detaches_and_the_next_message_says_so():
-    wb = Workbench(load_settings())
-    chat = ChatService(wb)
+    system = System(load_settings())
+    wb = Workbench(system)
+    chat = Chats(system).service(wb)
     s = chat.create_session()
     a = chat.attach(s.id, NOTES.encode(), "notes.md")
     chat.send(s.id, "first")
-    wb.close()
+    system.close()
     at = page("pages/chat.py")
     at.sidebar.button(key=f"rm_{a.file_id}").click().run()
     assert not at.exception
@@ -211,7 +213,8 @@ def test_deleting_the_embedding_config_makes_the_tools_unavailable():
 def test_traces_tab_shows_requests_with_base64_redacted():
     img = png_bytes(16, 16)
     with ChatCompletionsServer([lambda req: {"content": "A red square."}]) as server:
-        wb = Workbench(load_settings())
+        system = System(load_settings())
+        wb = Workbench(system)
         LlmConfigs(wb.catalog, wb.settings).save(
             {
                 "name": "local",
@@ -222,11 +225,11 @@ def test_traces_tab_shows_requests_with_base64_redacted():
                 "capabilities": ["VISION"],
             }
         )
-        chat = ChatService(wb)
+        chat = Chats(system).service(wb)
         s = chat.create_session(config="local")
         chat.attach(s.id, img, "square.png")
         chat.send(s.id, "What is this?")
-        wb.close()
+        system.close()
     assert base64.b64encode(img).decode() in json.dumps(server.requests[0])  # the model got the image
     at = page("pages/settings.py")
     labels = [shown(e.label) for e in at.expander]
@@ -280,7 +283,7 @@ def test_choosing_stores_in_the_sidebar_is_saved_with_the_session():
     sid = at.session_state["chat_session"]
     [kn] = [m for m in at.sidebar.multiselect if m.label == "Stores this chat searches"]
     kn.set_value(["Bread", "Lights"]).run()
-    assert ChatService(at.session_state["workbench"]).session(sid).stores == ["Bread", "Lights"]
+    assert at.session_state["chats"].service(at.session_state["workbench"]).session(sid).stores == ["Bread", "Lights"]
     at.chat_input[0].set_value("What does the dough need?").run()
     answer = at.chat_message[3]
     assert any(shown(e.label).startswith("[1] bakery.md") for e in answer.expander)
@@ -292,12 +295,13 @@ def test_choosing_stores_in_the_sidebar_is_saved_with_the_session():
 
 def test_a_deleted_store_is_dropped_and_said_once():
     _seed({"Lights": [("lighthouse.md", LIGHTHOUSE)], "Bread": [("bakery.md", BAKERY)]})
-    wb = Workbench(load_settings())
-    chat = ChatService(wb)
+    system = System(load_settings())
+    wb = Workbench(system)
+    chat = Chats(system).service(wb)
     s = chat.create_session(stores=["Lights", "Bread"])
     chat.send(s.id, "hello")
     wb.delete_store("Bread")
-    wb.close()
+    system.close()
     at = page("pages/chat.py")
     assert any("Bread no longer exists" in i.value for i in at.info)
     at.run()
@@ -308,11 +312,12 @@ def test_a_deleted_store_is_dropped_and_said_once():
 
 def test_chat_stores_are_not_listed_among_the_users_stores():
     _seed({"Lights": [("lighthouse.md", LIGHTHOUSE)]})
-    wb = Workbench(load_settings())
-    chat = ChatService(wb)
+    system = System(load_settings())
+    wb = Workbench(system)
+    chat = Chats(system).service(wb)
     s = chat.create_session()
     chat.attach(s.id, BAKERY.encode(), "bakery.md")
-    wb.close()
+    system.close()
     for path in ("pages/home.py", "pages/stores.py", "pages/search.py"):
         at = page(path)
         shown = [m.value for m in at.markdown] + [c.value for c in at.caption] + [m.value for m in at.metric]
@@ -326,9 +331,9 @@ def test_deleting_a_chat_asks_first_and_new_chats_are_not_kept_empty():
     at = page("pages/chat.py")
     assert at.sidebar.button[0].disabled  # ➕ New chat: this is one already, and nothing is stored yet
     at.run()
-    assert ChatService(at.session_state["workbench"]).sessions() == []
+    assert at.session_state["chats"].service(at.session_state["workbench"]).sessions() == []
     at.chat_input[0].set_value("keep me").run()
-    chat = ChatService(at.session_state["workbench"])
+    chat = at.session_state["chats"].service(at.session_state["workbench"])
     [s] = chat.sessions()
     assert [b for b in at.sidebar.button if b.key == "confirm_delete_chat"]  # inside the popover
     assert chat.sessions() == [s]  # nothing deleted before the confirmation

@@ -9,11 +9,12 @@ import pytest
 
 from knowledge.attributes import from_payload
 from knowledge.catalog import Catalog
-from knowledge.chat import ChatService
+from knowledge.chat import Chats, ChatService
 from knowledge.chat.mapper import MapperContext, system_prompt
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import InvalidArgument, PermissionDenied, StoreNotFound
 from knowledge.pagemodels.details import attributes_of, rows_of
+from knowledge.system import System
 from knowledge.workbench import Workbench
 
 PW = "correct horse battery"
@@ -26,10 +27,20 @@ def _wb(settings) -> Workbench:
 
 
 @pytest.fixture
-def wb(catalog_settings):
-    w = _wb(catalog_settings)
-    yield w
-    w.close()
+def system(catalog_settings):
+    s = System(catalog_settings, embedder_factory=lambda m: HashEmbedder(dimension=32, max_tokens=64))
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def wb(system):
+    return Workbench(system)
+
+
+@pytest.fixture
+def chats(system):
+    return Chats(system)
 
 
 def _files(wb: Workbench) -> dict[str, str]:
@@ -106,11 +117,11 @@ def test_store_settings_persist_are_checked_and_leave_with_the_store(wb, catalog
 
 
 @pytest.mark.slow
-def test_chat_tells_the_model_each_stores_description_and_filters_by_attributes(wb):
+def test_chat_tells_the_model_each_stores_description_and_filters_by_attributes(wb, chats):
     ids = _files(wb)
     wb.set_store_settings("docs", description="Deployment guides\nof the ops team.")
     wb.set_file_attributes("docs", ids["notes.txt"], {"kind": "minutes"})
-    chat = ChatService(wb)
+    chat = chats.service(wb)
     s = chat.create_session(stores=["docs"])
     briefs = chat.briefs(chat.knowledge(s.id))
     assert briefs[0].description == "Deployment guides\nof the ops team."
