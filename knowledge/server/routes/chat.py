@@ -4,7 +4,8 @@ The CHAT configs are served as models. ``model`` names one; the session is the h
 ``X-Knowledge-Session`` or ``metadata.session`` (a new one without, its id sent back in ``session``
 and the header); ``metadata.stores`` (a list or a comma-separated string) chooses the stores it
 searches, as do ``metadata.vector_store_ids`` and a ``file_search`` tool's ``vector_store_ids`` (by API
-id; an id that is no store the caller may read is a 404 naming the field). Only the last user message is sent (the session keeps the conversation); its parts
+id; an id that is no store the caller may read is a 404 naming the field). Only the last user
+message is sent (the session keeps the conversation); its parts
 (``text``, ``image_url`` as a ``data:`` URL, ``file`` as ``file_data`` or a ``file_id`` of the Files
 API) become the session's attachments. Citations come back as ``url_citation`` annotations;
 ``stream: true`` sends the whole answer in pieces as server-sent events. Bad input is an
