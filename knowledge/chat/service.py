@@ -220,8 +220,8 @@ class Chats:
     entry point (the app's cached resource, ``create_app``, the CLI's ``main``, a test): the session
     store over the system's catalog, the registry of running turns (``system.chat_turns``), one lock
     per session, the cache of attached files' texts, the sessions' filters and the provider factory.
-    It acts for nobody: :meth:`service` builds the
-    :class:`ChatService` of one person over it. Thread-safe.
+    It acts for nobody: :meth:`service` builds the :class:`ChatService` of one person over it.
+    Thread-safe.
 
     Args:
         system: the system whose catalog keeps the sessions.
@@ -229,7 +229,7 @@ class Chats:
     """
 
     def __init__(self, system: System, provider_factory: Callable[[LlmConfig], ChatProvider] = open_provider) -> None:
-        self._system_id = id(system)
+        self._system = system  # held: its id stays its own while this state lives (see over)
         self.store = ChatStore(system.catalog)
         self.turns = system.chat_turns
         self.provider_factory = provider_factory
@@ -250,7 +250,7 @@ class Chats:
 
     def over(self, workbench: Workbench) -> bool:
         """Whether ``workbench`` is over the system this state was built over."""
-        return workbench.system_id() == self._system_id
+        return workbench.system_id() == id(self._system)
 
     def lock(self, sid: str) -> threading.Lock:
         """The lock of session ``sid`` (one turn of a session at a time, for every person)."""
