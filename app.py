@@ -28,6 +28,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from knowledge.access import THROTTLE, Password, app_folders
 from knowledge.catalog import CatalogLocked
+from knowledge.chat import Chats
 from knowledge.config import load_settings
 from knowledge.errors import AuthenticationFailed, BackendUnavailable, KnowledgeError, set_log_place
 from knowledge.forwarded import Peer, peer, trusted_networks
@@ -53,8 +54,9 @@ if __name__ != "__main__":  # imported by `streamlit run app.py`: the server, wi
 
 
 @st.cache_resource(show_spinner=False)
-def get_workbench() -> Workbench:
-    """One workbench per server process, shared by every browser session (it is thread-safe).
+def get_workbench() -> tuple[Workbench, Chats]:
+    """One workbench per server process, and the chat state every person shares over its system
+    (:class:`~knowledge.chat.Chats`), shared by every browser session (both are thread-safe).
 
     Ingestion runs in a child process (``ingest.worker_process``,
     :meth:`knowledge.service.jobs.JobRegistry.use_worker_process`), so a search never waits behind an
@@ -71,7 +73,7 @@ def get_workbench() -> Workbench:
         system.jobs.resume()
     except KnowledgeError:
         logging.getLogger("knowledge.app").warning("could not look for unfinished ingestion jobs", exc_info=True)
-    return wb
+    return wb, Chats(system)
 
 
 def set_a_password() -> None:
@@ -426,7 +428,7 @@ if __name__ == "__main__":  # a page view (see the module docstring)
     )
 
     try:
-        wb = get_workbench()
+        wb, chats = get_workbench()
         password = Password.from_settings(wb.settings)
     except KnowledgeError as exc:  # bad settings: say so on every page URL, don't crash, show no page
         cannot_start(f"knowledge cannot start: {exc}")
@@ -503,6 +505,7 @@ if __name__ == "__main__":  # a page view (see the module docstring)
     # A signed-in account acts through a view of the workbench that checks every store it touches
     # (knowledge.workbench.Workbench.as_user); without accounts, the local admin (everything).
     st.session_state["workbench"] = wb.as_user(actor) if actor is not None else wb
+    st.session_state["chats"] = chats  # pages build a person's chat service over it (pages._ui.app_chat_service)
     st.session_state["local_folders"] = app_folders(wb.settings, shared)
     page = st.navigation(
         [

@@ -79,10 +79,7 @@ def bench_rerank(wb, store: str, rows: list[dict[str, str]], candidates: int | N
     print(f"  reranker cost per query: p50 {statistics.median(cost):.1f} ms, p95 {pct(cost, 0.95):.1f} ms")
 
 
-def bench_chat(wb, store: str, rows: list[dict[str, str]], config: str | None, label: str) -> None:
-    from knowledge.chat import ChatService
-
-    chat = ChatService(wb)
+def bench_chat(chat, store: str, rows: list[dict[str, str]], config: str | None, label: str) -> None:
     firsts, totals = [], []
     for row in rows:
         sid = chat.create_session(config=config, stores=[store]).id
@@ -113,16 +110,20 @@ def main() -> int:
     ap.add_argument("--detect", action="store_true", help="also a local model server on its default port")
     ap.add_argument("--no-rerank", action="store_true", help="skip the reranking figures")
     args = ap.parse_args()
+    from knowledge.chat import Chats
     from knowledge.config import load_settings
+    from knowledge.system import System
     from knowledge.workbench import Workbench
 
     with open(args.questions, encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh, delimiter="\t"))
-    wb = Workbench(load_settings(data_dir=args.data_dir))
+    system = System(load_settings(data_dir=args.data_dir))
+    wb = Workbench(system)
+    chat = Chats(system).service(wb)
     try:
         if not args.no_rerank:
             bench_rerank(wb, args.store, rows, args.candidates or None)
-        bench_chat(wb, args.store, rows[: args.n], None, "offline assistant")
+        bench_chat(chat, args.store, rows[: args.n], None, "offline assistant")
         if args.detect:
             from knowledge.llm import local
 
@@ -136,9 +137,9 @@ def main() -> int:
                     print(exc)
                     continue
                 wb.llm_configs().save(cfg)
-                bench_chat(wb, args.store, rows[: args.n], cfg.name, f"{server.name} {cfg.model}")
+                bench_chat(chat, args.store, rows[: args.n], cfg.name, f"{server.name} {cfg.model}")
     finally:
-        wb.close()
+        system.close()
     return 0
 
 

@@ -26,7 +26,18 @@ class MachineLocalBackend(ConfigError):
 
 
 class InvalidArgument(KnowledgeError, ValueError):
-    """A call received input it cannot work with (empty batch, bad filter, non-JSON payload, ...)."""
+    """A call received input it cannot work with (empty batch, bad filter, non-JSON payload, ...).
+
+    ``param``: the argument it is about (``"role"``, ``"username"``) when the raiser names one; the
+    REST API answers it as the error's ``param``."""
+
+    def __init__(self, *args: object, param: str | None = None) -> None:
+        super().__init__(*args)
+        self.param = param
+
+
+class AccountNotFound(InvalidArgument, LookupError):
+    """No account, group or API key by that name or id (one the caller may not see is worded the same)."""
 
 
 class StoreNotFound(KnowledgeError, LookupError):

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from knowledge.catalog import DONE, Catalog, FileRecord, StoreRecord, StoreSettings, SyncedFolder
+from knowledge.catalog import DONE, FileRecord, StoreRecord, StoreSettings, SyncedFolder
 from knowledge.config import Settings
 from knowledge.embeddings.base import Embedder
 from knowledge.errors import FileNotFoundInStore, InvalidArgument, PermissionDenied, StoreNotFound
@@ -48,7 +48,7 @@ from knowledge.portable.importing import ImportResult
 from knowledge.service.filehome import Home, MoveReport, cleanup_old, move_files
 from knowledge.service.indexing import Progress
 from knowledge.service.jobs import IngestJob, Item
-from knowledge.service.search import MultiSearch, Searcher, SearchRequest, SearchResult, search_request
+from knowledge.service.search import MultiSearch, Searcher, SearchMode, SearchRequest, SearchResult, search_request
 from knowledge.service.stores import StoreSummary
 from knowledge.service.templates import DEFAULT_TEMPLATE, VectorStoreTemplate
 from knowledge.service.web import WebJob, ingest_web
@@ -402,23 +402,6 @@ class Workbench:
         <knowledge.service.jobs.JobRegistry.ensure_worker>`)."""
         self._system.jobs.ensure_worker()
 
-    @checks("store.write")
-    def new_job(
-        self, store: str, items: Sequence[Item], *, template: str | None = None, password: str | None = None
-    ) -> IngestJob:
-        """A batch of ``items`` for ``store``, made but not started: :meth:`submit_job` checks and
-        starts it (the CLI submits it again after an outage)."""
-        return IngestJob(self._system.jobs, store, items, template=template, password=password)
-
-    @checks("store.write")
-    def folder_job(
-        self, store: str, folder: str | os.PathLike, glob: str | None = None, *, folders: LocalFolders | None = None
-    ) -> IngestJob:
-        """A batch of the files of ``folder`` matching ``glob`` for ``store``, made but not started
-        (:meth:`IngestJob.from_folder <knowledge.service.jobs.IngestJob.from_folder>`, whose errors
-        it raises); :meth:`submit_job` checks and starts it."""
-        return IngestJob.from_folder(self._system.jobs, store, folder, glob, folders=folders)
-
     @checks("store.list")
     def shown_job(self, store: str, mine: IngestJob | None = None) -> IngestJob | None:
         """The batch a page shows for ``store`` (:meth:`IngestJob.visible_for
@@ -429,23 +412,6 @@ class Workbench:
     def ingesting(self, store: str) -> bool:
         """Whether a job of this process is ingesting into ``store`` now."""
         return IngestJob.running_for(self._system.jobs, store)
-
-    # -- the chat's records (knowledge.chat) ----------------------------------------------------------
-    @checks("system.read")
-    def chat_catalog(self) -> Catalog:
-        """The catalog the chat keeps its sessions in (:class:`knowledge.chat.store.ChatStore`; the
-        chat service checks whose session each is)."""
-        return self._system.catalog
-
-    @checks("system.read")
-    def chat_turn(self, sid: str) -> Any:
-        """The newest chat turn of session ``sid`` in this process (from any tab), or ``None``."""
-        return self._system.chat_turns.get(sid)
-
-    @checks("system.read")
-    def swap_chat_turn(self, sid: str, turn: Any) -> Any:
-        """Make ``turn`` the newest of session ``sid``; returns the one it replaces (or ``None``)."""
-        return self._system.chat_turns.swap(sid, turn)
 
     # -- stores ---------------------------------------------------------------------------------
     @checks("store.create")
@@ -585,42 +551,58 @@ class Workbench:
         password: str | None = None,
         attributes: dict[str, Any] | None = None,
         options: dict[str, Any] | None = None,
+        batch_id: str | None = None,
     ) -> IngestJob:
         """Queue ``items`` (``(name, bytes)``, ``(name, path)`` or ``(name, StoredFile)``) for
         ``store`` as one batch of job rows, ingested by any worker
-        (:class:`~knowledge.service.jobs.IngestJob`, whose arguments these are); see :meth:`submit_job`.
+        (:class:`~knowledge.service.jobs.IngestJob`, whose arguments these are): check that
+        :attr:`actor` may write to ``store`` (a new store becomes theirs: the worker makes it with the
+        batch's first file), record ``store.create`` (``queued``) and ``file.ingest`` in the audit
+        trail, then start it. ``batch_id`` (:func:`~knowledge.service.jobs.new_batch_id`): the id of
+        an earlier attempt that an outage interrupted (the CLI's): a batch written then is not
+        written again. Returns the started job.
 
         Raises:
             StoreNotFound, PermissionDenied: :attr:`actor` may not write to ``store`` (nothing queued).
             BackendUnavailable: the catalog cannot be reached.
         """
-        return self.submit_job(
-            IngestJob(
-                self._system.jobs, store, items, template=template, password=password, attributes=attributes, options=options
-            )
+        new = self._writing(store)
+        job = IngestJob(
+            self._system.jobs,
+            store,
+            items,
+            template=template,
+            password=password,
+            attributes=attributes,
+            options=options,
+            batch_id=batch_id,
         )
+        return self._queued(job, new)
 
     @checks("store.write")
-    def submit_job(self, job: IngestJob) -> IngestJob:
-        """Start ``job``, a batch made but not started (:meth:`IngestJob.from_folder` over
-        ``wb.jobs``; the CLI's, submitted again after an outage: its batch is written once): check
-        that :attr:`actor` may write to its store (a new store becomes theirs: the worker makes it
-        with the batch's first file), record ``store.create`` (``queued``) and ``file.ingest`` in the
-        audit trail, then :meth:`IngestJob.start`. Returns ``job``.
+    def submit_folder(
+        self, store: str, folder: str | os.PathLike, glob: str | None = None, *, folders: LocalFolders | None = None
+    ) -> IngestJob:
+        """Queue the files of ``folder`` matching ``glob`` (default ``**/*``) for ``store`` as one
+        batch, as :meth:`submit_batch` does (checked first, then the folder walked:
+        :meth:`IngestJob.from_folder <knowledge.service.jobs.IngestJob.from_folder>`, whose
+        ``folders`` are the ones that may be read). Returns the started job (its ``notes`` and
+        ``skipped`` say what the walk left out).
 
         Raises:
-            StoreNotFound, PermissionDenied: as :meth:`authorize` with ``"write"`` (nothing queued).
-            InvalidArgument: ``job`` is not a batch of job rows (a sync's or a web page's).
+            StoreNotFound, PermissionDenied: :attr:`actor` may not write to ``store`` (nothing read).
+            PathNotAllowed, InvalidArgument, KnowledgeError: see ``IngestJob.from_folder`` (nothing queued).
             BackendUnavailable: the catalog cannot be reached.
         """
-        if not job.durable:
-            raise InvalidArgument(f"A {type(job).__name__} is not a batch of job rows; start it itself.")
-        store = job.store
         new = self._writing(store)
+        return self._queued(IngestJob.from_folder(self._system.jobs, store, folder, glob, folders=folders), new)
+
+    def _queued(self, job: IngestJob, new: bool) -> IngestJob:
+        """Claim ``job``'s store when ``new`` (the worker makes it), record the batch, start it."""
         if new:  # the worker makes the store with the batch's first file (its name was checked): the actor's
-            self._system.people.sharing.set_owner(store, self.actor.username)
-            self.record("store.create", store=store, detail={"queued": True})
-        self._ingested(store, False, job.item_names, queued=True)
+            self._system.people.sharing.set_owner(job.store, self.actor.username)
+            self.record("store.create", store=job.store, detail={"queued": True})
+        self._ingested(job.store, False, job.item_names, queued=True)
         return job.start()
 
     @checks("store.write")
@@ -820,9 +802,19 @@ class Workbench:
         return self._system.searcher.search_stores(stores, request, thresholds=thresholds)
 
     @checks("store.read")
-    def rank(self, store: str, query: str, vector: Any, fetch: int, **kwargs):
+    def rank(
+        self, store: str, query: str, vector: Any, fetch: int, *, where: dict | None = None, mode: SearchMode | None = None
+    ) -> tuple[list[Hit], bool]:
+        """The ranking behind :meth:`search` of ``store`` (:meth:`Searcher.rank
+        <knowledge.service.search.Searcher.rank>`: ``(hits best first, exhausted)``; ``vector`` the
+        query's embedding, ``(d,)`` float32; ``where`` a payload filter; ``mode`` vector, lexical
+        or hybrid, default the settings').
+
+        Raises:
+            StoreNotFound: :attr:`actor` may not read ``store`` (or it does not exist).
+        """
         self.authorize(store)
-        return self._system.searcher.rank(store, query, vector, fetch, **kwargs)
+        return self._system.searcher.rank(store, query, vector, fetch, where=where, mode=mode)
 
     @checks("store.read")
     def lexical_index(self, store: str):

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import streamlit as st
 
-from knowledge.chat import ChatService
+from knowledge.chat import Chats, ChatService
 from knowledge.errors import KnowledgeError
-from knowledge.people import LOCAL_ADMIN, Actor
+from knowledge.people import Actor
 from knowledge.text.render import inert
 from knowledge.vectorstore.scoring import DISTANCES as _DISTANCES
 from knowledge.workbench import Workbench
@@ -59,22 +59,13 @@ def app_workbench() -> Workbench:
     return st.session_state["workbench"]
 
 
-@st.cache_resource(show_spinner=False, max_entries=4)
-def _chat_service(_wb: Workbench, key: tuple[int, str]) -> ChatService:
-    return ChatService(_wb)
-
-
 def app_chat_service(wb: Workbench) -> ChatService:
     """The chat service for ``wb`` (a page's workbench: the process's, or a signed-in person's view
-    of it): one service per process workbench, shared by every browser session and page (it is
-    thread-safe), acting here for ``wb``'s actor (:meth:`ChatService.as_user`: that person's
-    sessions and stores only; nothing of one person's view is kept in the shared service)."""
-    key = (wb.system_id(), str(wb.settings.catalog_path))
-    chat = _chat_service(wb.as_user(LOCAL_ADMIN), key)  # the shared service acts for nobody in particular
-    if not chat.wb.same_system(wb):  # another system took the id of a closed one
-        _chat_service.clear()
-        chat = _chat_service(wb.as_user(LOCAL_ADMIN), key)
-    return chat.as_user(wb)
+    of it): built over the process's shared chat state (:class:`~knowledge.chat.Chats`, which app.py
+    builds once over the system with the workbench and keeps in ``st.session_state["chats"]``),
+    acting for ``wb``'s actor (that person's sessions and stores only)."""
+    chats: Chats = st.session_state["chats"]
+    return chats.service(wb)
 
 
 #: Where a browser session keeps its app session: the token of ``wb.accounts.start_session``

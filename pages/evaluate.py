@@ -15,7 +15,7 @@ from knowledge.errors import KnowledgeError
 from knowledge.text.render import inert, md
 from knowledge.vocabulary import RANKING_HELP, RANKINGS, SIMILARITY
 from knowledge.workbench import Workbench
-from pages._ui import app_workbench, flash, set_flash
+from pages._ui import app_chat_service, app_workbench, flash, set_flash
 
 wb: Workbench = app_workbench()
 evals = wb.evaluations
@@ -365,7 +365,7 @@ with tab_run:
             if check_on:
                 try:
                     check = check_answers(
-                        wb,
+                        app_chat_service(wb),
                         store,
                         qset,
                         None if a_config == "offline" else a_config,

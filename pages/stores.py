@@ -295,8 +295,8 @@ def upload_section(store: str, disk_bytes: int | None) -> None:
                     st.warning("A batch is running; wait for it or stop it first.")
                 else:
                     try:
-                        job = wb.folder_job(store, folder, glob, folders=folders)
-                        st.session_state[f"job:{store}"] = wb.submit_job(job)
+                        job = wb.submit_folder(store, folder, glob, folders=folders)
+                        st.session_state[f"job:{store}"] = job
                         if job.skipped:
                             st.session_state[f"skipped:{store}"] = (
                                 f"{len(job.skipped)} file(s) left out: they lead outside the allowed folders"

@@ -6,7 +6,7 @@ parts and the ground; never the surfaces (``server``, ``cli``, ``pagemodels``) o
 """
 
 from knowledge.chat.model import Attachment, Message, Part, Session
-from knowledge.chat.service import AttachFailed, ChatReply, ChatService, ToolRun
+from knowledge.chat.service import AttachFailed, ChatReply, Chats, ChatService, ToolRun
 from knowledge.chat.store import ChatStore, SessionNotFound, redact
 
 __all__ = [
@@ -15,6 +15,7 @@ __all__ = [
     "ChatReply",
     "ChatService",
     "ChatStore",
+    "Chats",
     "Message",
     "Part",
     "Session",

@@ -23,13 +23,14 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def check_answers(
-    wb: Workbench,
+    chat: ChatService,
     store: str,
     qset: QuestionSet,
     config: str | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> AnswerCheck:
-    """Ask each question of ``qset`` that has expected answers in a chat of its own over ``store``
+    """Ask each question of ``qset`` that has expected answers in a chat of its own (of ``chat``, the
+    person's chat service, acting as them) over ``store``
     with chat model config ``config`` (default: the offline assistant), as the Chat page would ask
     it, check the answers (:func:`~knowledge.evaluation.answers.check_one`), and delete those chats.
     ``progress(done, total)`` after each question.
@@ -49,8 +50,7 @@ def check_answers(
             f"No question of {qset.name} has an expected answer: add an 'expected' column"
             " (alternatives between ' | ') to check answers."
         )
-    wb.get_store(store)
-    chat = ChatService(wb)
+    chat.wb.get_store(store)
     used = chat.configs.chat(config).name  # LlmConfigNotFound, InvalidArgument before any chat
     ok, reason = chat.tools.availability()
     if not ok:

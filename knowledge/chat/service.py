@@ -1,6 +1,6 @@
 """The chat engine: sessions, attachments, and one turn = the user's message plus the tool loop.
 
-``ChatService(workbench).send(session_id, text)`` stores the user's message (with the images and
+``Chats(system).service(workbench).send(session_id, text)`` stores the user's message (with the images and
 PDFs attached since the last message as parts, and the attachment events in its metadata), then
 asks the session's CHAT config: each round the :mod:`~knowledge.chat.mapper` renders the whole
 history into a request, the provider answers, every call is recorded in the trace, and tool calls
@@ -65,6 +65,7 @@ from knowledge.ingest.isolated import ReadLimits, read_bounded
 from knowledge.llm.config import LlmConfig, LlmUnavailable
 from knowledge.llm.providers import ChatProvider, Completion, ToolCall, TurnContext, open_provider
 from knowledge.outcomes import Outcome
+from knowledge.system import System
 from knowledge.text.answers import Embed, Picked
 from knowledge.text.render import plain_text
 from knowledge.tools.knowledge import READ_TOOLS, WRITE_TOOLS, KnowledgeTools, ToolResult, passage_key
@@ -214,34 +215,106 @@ class Turn:
         self.tokens.put(None)
 
 
-class ChatService:
-    """Chats over one workbench. Thread-safe: one turn per session at a time.
-
-    Who is asking: the service acts for ``workbench.actor``. Given a view of
-    :meth:`Workbench.as_user <knowledge.workbench.Workbench.as_user>` (or made per user with
-    :meth:`as_user`), its sessions are that person's own -- listed, opened, renamed and deleted only
-    by them (a session started before accounts existed, with no owner, belongs to the admins) --
-    its stores and its knowledge tools reach only the stores the person may read (writing tools:
-    write), and a session of someone else raises ``SessionNotFound`` as a missing one does.
+class Chats:
+    """The chat state every person shares, built once per :class:`~knowledge.system.System` by an
+    entry point (the app's cached resource, ``create_app``, the CLI's ``main``, a test): the session
+    store over the system's catalog, the registry of running turns (``system.chat_turns``), one lock
+    per session, the cache of attached files' texts, the sessions' filters and the provider factory.
+    It acts for nobody: :meth:`service` builds the :class:`ChatService` of one person over it.
+    Thread-safe.
 
     Args:
-        workbench: stores, files, catalog (the workbench or a view of it).
+        system: the system whose catalog keeps the sessions.
         provider_factory: ``factory(config) -> ChatProvider`` (default :func:`open_provider`).
     """
 
-    MAX_ROUNDS = 8
-
-    def __init__(self, workbench: Workbench, provider_factory: Callable[[LlmConfig], ChatProvider] = open_provider) -> None:
-        self.wb = workbench
-        self.store = ChatStore(workbench.chat_catalog())
-        self.configs = workbench.llm_configs()
-        self.tools = KnowledgeTools(workbench, folders=chat_folders(workbench.settings))
+    def __init__(self, system: System, provider_factory: Callable[[LlmConfig], ChatProvider] = open_provider) -> None:
+        self._system = system  # held: its id stays its own while this state lives (see over)
+        self.store = ChatStore(system.catalog)
+        self.turns = system.chat_turns
         self.provider_factory = provider_factory
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
         self._texts: OrderedDict[str, str] = OrderedDict()  # file id -> extracted text, newest last
-        #: Session id -> the attribute filter its searches use (:meth:`set_filter`); kept while the app runs.
+        #: Session id -> the attribute filter its searches use (:meth:`ChatService.set_filter`); kept while the app runs.
         self._filters: dict[str, dict[str, Any]] = {}
+
+    def service(self, workbench: Workbench) -> ChatService:
+        """The chat service acting for ``workbench``'s actor over this shared state. Cheap; make one
+        per page run or request.
+
+        Raises:
+            InvalidArgument: ``workbench`` is over another system than this state's.
+        """
+        return ChatService(self, workbench)
+
+    def over(self, workbench: Workbench) -> bool:
+        """Whether ``workbench`` is over the system this state was built over."""
+        return workbench.system_id() == id(self._system)
+
+    def lock(self, sid: str) -> threading.Lock:
+        """The lock of session ``sid`` (one turn of a session at a time, for every person)."""
+        with self._guard:
+            return self._locks.setdefault(sid, threading.Lock())
+
+    def set_filter(self, sid: str, where: dict[str, Any] | None) -> None:
+        """Keep ``where`` (checked) as session ``sid``'s filter; ``None`` or ``{}`` drops it."""
+        with self._guard:
+            if where:
+                self._filters[sid] = where
+            else:
+                self._filters.pop(sid, None)
+
+    def filter_of(self, sid: str) -> dict[str, Any]:
+        """Session ``sid``'s filter (a copy); ``{}`` when none."""
+        with self._guard:
+            return dict(self._filters.get(sid) or {})
+
+    def cached_text(self, file_id: str) -> str | None:
+        """The extracted text of attached file ``file_id`` when cached (made the newest)."""
+        with self._guard:
+            if file_id in self._texts:
+                self._texts.move_to_end(file_id)
+                return self._texts[file_id]
+            return None
+
+    def cache_text(self, file_id: str, text: str) -> None:
+        """Keep ``text`` as file ``file_id``'s, the oldest going past :data:`TEXT_CACHE`."""
+        with self._guard:
+            self._texts[file_id] = text
+            while len(self._texts) > TEXT_CACHE:
+                self._texts.popitem(last=False)
+
+
+class ChatService:
+    """The chats of one person: a face over the shared :class:`Chats`, built per page run or request.
+    Thread-safe: one turn per session at a time (the lock is the shared state's).
+
+    Who is asking: the service acts for ``workbench.actor``: its sessions are that person's own --
+    listed, opened, renamed and deleted only by them (a session started before accounts existed,
+    with no owner, belongs to the admins) -- its stores and its knowledge tools reach only the
+    stores the person may read (writing tools: write), and a session of someone else raises
+    ``SessionNotFound`` as a missing one does.
+
+    Args:
+        chats: the shared state (:class:`Chats`), built once over the system.
+        workbench: the person's workbench, over the same system.
+
+    Raises:
+        InvalidArgument: ``workbench`` is over another system than ``chats``.
+    """
+
+    MAX_ROUNDS = 8
+
+    def __init__(self, chats: Chats, workbench: Workbench) -> None:
+        if not chats.over(workbench):
+            raise InvalidArgument("This workbench is over another system than the chats' shared state.")
+        self.chats = chats
+        self.wb = workbench
+        self.store = chats.store
+        self.configs = workbench.llm_configs()
+        self.tools = KnowledgeTools(workbench, folders=chat_folders(workbench.settings))
+        self.provider_factory = chats.provider_factory
 
     def set_filter(self, sid: str, where: dict[str, Any] | None) -> dict[str, Any]:
         """Filter every search of session ``sid`` by payload equality (``{"attr_team": "docs"}``:
@@ -253,27 +326,17 @@ class ChatService:
         """
         self.session(sid)
         checked = check_where(dict(where)) if where else None
-        with self._guard:
-            if checked:
-                self._filters[sid] = checked
-            else:
-                self._filters.pop(sid, None)
+        self.chats.set_filter(sid, checked)
         return dict(checked or {})
 
     def filter_of(self, sid: str) -> dict[str, Any]:
         """The attribute filter of session ``sid`` (:meth:`set_filter`); ``{}`` when none."""
-        return dict(self._filters.get(sid) or {})
+        return self.chats.filter_of(sid)
 
     def as_user(self, workbench: Workbench) -> ChatService:
-        """This service acting for ``workbench``'s actor (a view of :meth:`Workbench.as_user`):
-        the same session store, locks, text cache and provider factory, with the view's checks on
-        every store, file and session. Cheap; make one per page run or request."""
-        if workbench is self.wb:
-            return self
-        view = copy.copy(self)
-        view.wb = workbench
-        view.tools = KnowledgeTools(workbench, folders=self.tools.folders)
-        return view
+        """The chat service of ``workbench``'s actor over the same shared state (built, not copied):
+        :meth:`Chats.service`."""
+        return self if workbench is self.wb else ChatService(self.chats, workbench)
 
     def _owners(self) -> list[str | None] | None:
         """Whose sessions :attr:`wb`'s actor sees: ``None`` (everyone's: the local admin), or their
@@ -288,8 +351,7 @@ class ChatService:
         return owners is None or s.owner in owners
 
     def _lock(self, sid: str) -> threading.Lock:
-        with self._guard:
-            return self._locks.setdefault(sid, threading.Lock())
+        return self.chats.lock(sid)
 
     # -- a whole turn in the background ---------------------------------------------------------
     def start_turn(self, sid: str, files: list[tuple[bytes, str, str | None]], text: str, retry: bool = False) -> Turn:
@@ -301,13 +363,13 @@ class ChatService:
         be reached) are collected in :attr:`Turn.problems`, never raised."""
         self.session(sid)
         turn = Turn(self, sid, files, text, retry)
-        turn.previous = self.wb.swap_chat_turn(sid, turn)  # the workbench's registry: every tab sees it
+        turn.previous = self.chats.turns.swap(sid, turn)  # the system's registry: every tab sees it
         turn.thread.start()
         return turn
 
     def running_turn(self, sid: str) -> Turn | None:
         """The session's newest turn if it is still running (started from any tab), else ``None``."""
-        turn = self.wb.chat_turn(sid)
+        turn = self.chats.turns.get(sid)
         found = self.store.find_session(sid) if turn is not None else None
         if found is None or not self._sees(found):
             return None
@@ -996,21 +1058,16 @@ class ChatService:
         read files (a file's text never changes: its id is its content's)."""
         if not self.wb.actor.local and self.wb.find_stored_file(file_id) is None:  # the cache is shared
             raise FileNotFoundInStore(f"No stored file has the id {file_id!r}.")
-        with self._guard:
-            if file_id in self._texts:
-                self._texts.move_to_end(file_id)
-                return self._texts[file_id]
-
+        cached = self.chats.cached_text(file_id)
+        if cached is not None:
+            return cached
         stored = self.wb.stored_file(file_id)
         with self.wb.read_file(file_id) as fh:
             ingest = self.wb.settings.ingest  # read in a bounded child, as ingestion reads (issue 38)
             text = read_bounded(
                 fh, stored.name, processes=ingest.reader_processes, limits=ReadLimits.from_settings(ingest)
             ).document.text
-        with self._guard:
-            self._texts[file_id] = text
-            while len(self._texts) > TEXT_CACHE:
-                self._texts.popitem(last=False)
+        self.chats.cache_text(file_id, text)
         return text
 
     # -- traces ---------------------------------------------------------------------------------
@@ -1088,4 +1145,4 @@ def _citations(hits: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-__all__ = ["AttachFailed", "ChatReply", "ChatService", "ToolRun"]
+__all__ = ["AttachFailed", "ChatReply", "ChatService", "Chats", "ToolRun"]

@@ -24,6 +24,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from knowledge.chat import Chats
 from knowledge.cli import chat, files, ingest, password, people, portable, search, serve, stores, sync, worker
 from knowledge.cli import eval as evaluate
 from knowledge.cli.common import COMMON, acting_username, acting_view
@@ -74,7 +75,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def run(args: argparse.Namespace) -> int:
     """Dispatch parsed ``args`` to their command: ``args.func(wb, args)`` on a workbench opened here
     (and closed after) -- its view acting as ``--user`` (:func:`~knowledge.cli.common.acting_view`)
-    when one is named -- or ``args.func(args)`` for a command that needs none.
+    when one is named -- ``args.func(wb, args, chat)`` for a command that chats (``chats=True``: its
+    :class:`~knowledge.chat.ChatService` over chat state built here over the system), or
+    ``args.func(args)`` for a command that needs none.
 
     Raises:
         KnowledgeError: ``--user`` names no account, or is given to a command that does not act as
@@ -93,6 +96,8 @@ def run(args: argparse.Namespace) -> int:
         wb = acting_view(Workbench(system), args)
         if getattr(args, "system", False):  # a command that runs parts for everyone (the worker)
             return args.func(system, wb, args)
+        if getattr(args, "chats", False):  # a command that chats: its person's service over the shared state
+            return args.func(wb, args, Chats(system).service(wb))
         return args.func(wb, args)
     finally:
         system.close()

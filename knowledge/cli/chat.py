@@ -50,14 +50,13 @@ def add_parser(sub: Commands) -> None:
     s.add_argument("--attach", action="append", default=[], metavar="FILE", help="attach a file (repeatable)")
     s.add_argument("--config", help="chat model config name (default: the session's, else offline)")
     s.add_argument("--json", action="store_true", help="print the reply as JSON")
-    s.set_defaults(func=cmd_chat)
+    s.set_defaults(func=cmd_chat, chats=True)
     s = command(sub, "llm-configs", help="list the LLM configs (API keys are never shown, only their variable)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_llm_configs)
 
 
-def cmd_chat(wb: Workbench, args: argparse.Namespace) -> int:
-    chat = ChatService(wb)
+def cmd_chat(wb: Workbench, args: argparse.Namespace, chat: ChatService) -> int:
     if args.list:
         return _list_sessions(chat, args)
     if args.message is None:

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from knowledge import evaluation as ev
+from knowledge.chat import ChatService
 from knowledge.chat.answer_check import check_answers, run_as_the_chat_searches
 from knowledge.cli.common import Commands, command, table
 from knowledge.cli.search import ranking
@@ -85,10 +86,10 @@ def add_parser(sub: Commands) -> None:
     )
     s.add_argument("--no-save", action="store_true", help="do not keep the run in the catalog")
     s.add_argument("--json", action="store_true", help="print the runs as JSON")
-    s.set_defaults(func=cmd_eval)
+    s.set_defaults(func=cmd_eval, chats=True)
 
 
-def cmd_eval(wb: Workbench, args: argparse.Namespace) -> int:
+def cmd_eval(wb: Workbench, args: argparse.Namespace, chat: ChatService) -> int:
     qset = wb.evaluations.load_question_set(args.questions)
     modes = list(
         dict.fromkeys(m for m in (args.mode or [wb.settings.search.mode]) for m in (ev.MODES if m == "all" else [m]))
@@ -110,7 +111,7 @@ def cmd_eval(wb: Workbench, args: argparse.Namespace) -> int:
     kept: ev.EvalRun | None = None
     try:
         if answers:
-            check = check_answers(wb, args.store, qset, args.llm)
+            check = check_answers(chat, args.store, qset, args.llm)
             target = run_as_the_chat_searches(wb, runs)
             if target is not None:
                 kept = ev.with_answers(target, check)

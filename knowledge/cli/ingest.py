@@ -31,7 +31,7 @@ from knowledge.errors import InvalidArgument
 from knowledge.ingest.chunker import plan_chunking
 from knowledge.outcomes import IngestResult, Outcome, needs_password
 from knowledge.service.indexing import expand_paths, file_names, skipped_text
-from knowledge.service.jobs import FileProgress
+from knowledge.service.jobs import FileProgress, IngestJob, new_batch_id
 from knowledge.service.outage import OutageTooLong, OutageWait
 from knowledge.service.web import MAX_DEPTH
 from knowledge.workbench import Workbench
@@ -175,10 +175,13 @@ def _ingest(
         print(lines.header(), flush=True)
     progress = _OcrProgress(bar, quiet=args.json)
     paths = [p for p in files if isinstance(p, Path)]
-    job = wb.new_job(args.store, [(_label(names, p), p) for p in paths], template=args.template, password=args.password)
+    items = [(_label(names, p), p) for p in paths]
+    batch_id = new_batch_id()  # every attempt writes this batch: once
     results: list[IngestResult] = []
+    job: IngestJob | None = None
 
     def file_at(n: int) -> FileProgress:
+        assert job is not None  # submitted before its files are read
         return job.files[n]  # the batch's rows, read from the catalog
 
     def show(r: IngestResult) -> None:
@@ -194,7 +197,9 @@ def _ingest(
 
     try:
         try:
-            outage.call(wb.submit_job, job)  # checked and recorded at each attempt; the batch written once
+            job = outage.call(  # checked and recorded at each attempt; the batch written once
+                wb.submit_batch, args.store, items, template=args.template, password=args.password, batch_id=batch_id
+            )
         except OutageTooLong as exc:
             _gave_up(exc, submitted=[], finished=[], left=[_label(names, p) for p in files])
             return None
@@ -239,7 +244,7 @@ def _ingest(
             show(fp.result)
             done += 1
     except KeyboardInterrupt:
-        if job.batch_id is not None:
+        if job is not None and job.batch_id is not None:
             print("stopping: the batch is cancelled (the store keeps the files finished)", file=sys.stderr, flush=True)
             job.cancel()
             job.wait(30)

@@ -130,7 +130,8 @@ class People:
             raise InvalidArgument(
                 f"The stores of {user.username} pass to an admin; {heir!r} is none"
                 if heir
-                else f"{user.username} is the last admin and cannot be deleted."
+                else f"{user.username} is the last admin and cannot be deleted.",
+                param="heir" if heir else None,
             )
         self.accounts.remove(user.username)
         stores = self.sharing.hand_over(user.username, heir)

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from knowledge._names import check_name
 from knowledge.access import hash_password, verify_password
 from knowledge.config import Settings
-from knowledge.errors import AuthenticationFailed, InvalidArgument
+from knowledge.errors import AccountNotFound, AuthenticationFailed, InvalidArgument
 from knowledge.people.records import ROLES, Actor, Invite, Role, User
 
 #: A username: letters (any script), digits and ``. _ - @ +``, 1 to 64 characters, after NFC and
@@ -84,7 +84,7 @@ def _display(raw: str | None, username: str) -> str:
 
 def _role(role: str) -> Role:
     if role not in ROLES:
-        raise InvalidArgument(f"{role!r} is not a role: admin or member.")
+        raise InvalidArgument(f"{role!r} is not a role: admin or member.", param="role")
     return role
 
 
@@ -168,7 +168,7 @@ class Accounts:
         """The account ``username``. Raises ``InvalidArgument`` when there is none."""
         user = self.get(username)
         if user is None:
-            raise InvalidArgument(f"There is no account {username!r}.")
+            raise AccountNotFound(f"There is no account {username!r}.", param="username")
         return user
 
     def by_email(self, email: str) -> User | None:
@@ -437,7 +437,7 @@ class Accounts:
         """Raises ``InvalidArgument``: no such group or account."""
         user = self.require(username)
         if group not in self.groups():
-            raise InvalidArgument(f"There is no group {group!r}.")
+            raise AccountNotFound(f"There is no group {group!r}.", param="group")
         with self.catalog.cursor() as cur:
             cur.execute(
                 "INSERT INTO group_members (group_name, username) VALUES (?, ?) ON CONFLICT DO NOTHING",

@@ -38,7 +38,7 @@ from __future__ import annotations
 from datetime import UTC
 from typing import Any
 
-from knowledge.errors import AuthenticationFailed, InvalidArgument, PermissionDenied
+from knowledge.errors import AccountNotFound, AuthenticationFailed, InvalidArgument, PermissionDenied
 from knowledge.people import People
 from knowledge.people.policy import Policy, checks
 from knowledge.people.records import Actor, ApiKey, Invite, User
@@ -127,7 +127,7 @@ class AccountDesk:
         user = self._people.accounts.get(username)
         self._check_own_or_manage(user.username if user else username, what)
         if user is None:
-            raise InvalidArgument(f"There is no account {username!r}.")
+            raise AccountNotFound(f"There is no account {username!r}.", param="username")
         return user
 
     @checks("account.manage")
@@ -224,7 +224,7 @@ class AccountDesk:
         user = self._people.accounts.get(username)
         self._check_own_or_manage(user.username if user else username, "set another account's password")
         if user is None:
-            raise InvalidArgument(f"There is no account {username!r}.")
+            raise AccountNotFound(f"There is no account {username!r}.", param="username")
         if current is not None:
             self._people.accounts.authenticate(user.username, current)
         self._people.accounts.set_password(user.username, password)
@@ -320,7 +320,7 @@ class AccountDesk:
         """The existing group ``name`` (spaces around it ignored). Raises InvalidArgument when there is none."""
         group = " ".join((name or "").split())
         if group not in self._people.accounts.groups():
-            raise InvalidArgument(f"There is no group {name!r}.")
+            raise AccountNotFound(f"There is no group {name!r}.", param="group")
         return group
 
     @checks("account.manage")
@@ -398,7 +398,7 @@ class AccountDesk:
         user = self._people.accounts.get(username)
         self._check_own_or_manage(user.username if user else username, "list another account's keys")
         if user is None:
-            raise InvalidArgument(f"There is no account {username!r}.")
+            raise AccountNotFound(f"There is no account {username!r}.", param="username")
         return self._people.keys.list(user.username)
 
     @checks("account.self", "account.manage")
@@ -413,7 +413,7 @@ class AccountDesk:
         user = self._people.accounts.get(username)
         self._check_own_or_manage(user.username if user else username, "make a key for another account")
         if user is None:
-            raise InvalidArgument(f"There is no account {username!r}.")
+            raise AccountNotFound(f"There is no account {username!r}.", param="username")
         key, secret = self._people.keys.create(user.username, name)
         self._record("key.create", target=user.username, detail={"key": key.id, "name": key.name})
         return key, secret
@@ -431,7 +431,7 @@ class AccountDesk:
         if key is None or not self._policy.allowed(
             self.actor, "account.self" if self._own(key.username) else "account.manage"
         ):
-            raise InvalidArgument(f"There is no API key {key_id!r}.")
+            raise AccountNotFound(f"There is no API key {key_id!r}.", param="key_id")
         if not self._people.keys.revoke(key.id):
             revoked = key.revoked.astimezone(UTC).isoformat(timespec="seconds") if key.revoked else "before"
             raise InvalidArgument(f"The key {key.id} was revoked already ({revoked}).")

@@ -27,12 +27,13 @@ from fastapi.responses import JSONResponse
 from psycopg_pool import PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from knowledge.chat import Chats
 from knowledge.errors import KnowledgeError
 from knowledge.server.guard import Guard
 from knowledge.server.http import ApiError, check_bind, from_knowledge, unavailable, validation_error
 from knowledge.server.idempotency import HEADER as IDEMPOTENCY_HEADER
 from knowledge.server.idempotency import REPLAYED
-from knowledge.server.objects import KnowledgeApi
+from knowledge.server.objects import ApiState, KnowledgeApi
 from knowledge.server.routes import chat as chat_routes
 from knowledge.server.routes import files, people, search, store_files, vector_stores
 from knowledge.system import System
@@ -84,7 +85,7 @@ HANDLERS: tuple[tuple[type[Exception], Callable[..., Any]], ...] = (
 )
 
 
-def create_app(system: System, *, api_key: str | None = None, chat: Any = None) -> FastAPI:
+def create_app(system: System, *, api_key: str | None = None, chats: Chats | None = None) -> FastAPI:
     """The FastAPI application over ``system`` (``/openapi.json``; the page ``/docs`` with ``api.docs``).
     Each request acts through a :class:`~knowledge.workbench.Workbench` over it: its key's user's
     once accounts exist, else the local admin's.
@@ -95,8 +96,8 @@ def create_app(system: System, *, api_key: str | None = None, chat: Any = None) 
         api_key: when set (and no user account exists), every request needs ``Authorization: Bearer
             <api_key>``. Once accounts exist every request needs a user's key (``kn-...``) and acts
             as that user; ``api_key`` is refused.
-        chat: a :class:`~knowledge.chat.ChatService` (default: one over the local admin's workbench,
-            made on first use).
+        chats: the chat state every person shares (:class:`~knowledge.chat.Chats`; default: built
+            here over ``system``); each person's chat service is built over it.
     """
     wb = Workbench(system)
     settings = wb.settings.api
@@ -108,7 +109,7 @@ def create_app(system: System, *, api_key: str | None = None, chat: Any = None) 
         docs_url="/docs" if settings.docs else None,
         redoc_url=None,
     )
-    app.state.api = KnowledgeApi(system, chat)
+    app.state.api = KnowledgeApi(ApiState(system, chats), wb)
     max_file = wb.settings.ingest.max_file_bytes
     app.add_middleware(
         Guard,

@@ -153,13 +153,19 @@ def _store_list(value: Any) -> Any:
 
 class ChatMetadata(BaseModel):
     """A chat request's ``metadata``: ``session`` (a session id; the header ``X-Knowledge-Session``
-    wins) and ``stores`` (the stores the session searches: a list, or a comma-separated string).
-    Other keys are the caller's (OpenAI's metadata is free-form) and are not used."""
+    wins), ``stores`` (the stores the session searches: a list, or a comma-separated string) and
+    ``vector_store_ids`` (stores by their API id, ``vs_...``, the same two ways). Other keys are the
+    caller's (OpenAI's metadata is free-form) and are not used."""
 
     model_config = ConfigDict(extra="allow", strict=True)
 
     session: str | None = None
     stores: Annotated[
+        list[str] | None,
+        BeforeValidator(_store_list),
+        WithJsonSchema({"anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "string"}, {"type": "null"}]}),
+    ] = None
+    vector_store_ids: Annotated[
         list[str] | None,
         BeforeValidator(_store_list),
         WithJsonSchema({"anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "string"}, {"type": "null"}]}),

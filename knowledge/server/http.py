@@ -110,10 +110,11 @@ def from_knowledge(exc: KnowledgeError) -> ApiError:
         return ApiError(401, str(exc), code="invalid_api_key")
     if isinstance(exc, FileTooLarge):
         return ApiError(413, str(exc), code="file_too_large")
-    if isinstance(exc, LookupError):  # a store, file, session or config that does not exist
-        return ApiError(404, str(exc), code="not_found")
+    param = getattr(exc, "param", None)  # the argument it is about (InvalidArgument's), when named
+    if isinstance(exc, LookupError):  # a store, file, session, config, account, group or key that does not exist
+        return ApiError(404, str(exc), param=param, code="not_found")
     if isinstance(exc, (InvalidArgument, ConfigError, AttachFailed)):
-        return ApiError(400, str(exc))
+        return ApiError(400, str(exc), param=param)
     if isinstance(exc, LlmUnavailable):  # the model behind a CHAT config cannot be reached or used
         return ApiError(503, str(exc), type="server_error", code="model_unavailable")
     if isinstance(exc, BackendUnavailable):  # the catalog, file store or vector backend is down or restarting

@@ -16,7 +16,6 @@ each request's key (:meth:`KnowledgeTools.for_request`), memories kept per user
 
 from __future__ import annotations
 
-import copy
 import functools
 import inspect
 import json
@@ -108,19 +107,41 @@ def memory_collection(actor: Actor) -> str:
     return user_collection(DEFAULT_COLLECTION, None if actor.local else actor.username)
 
 
-class KnowledgeTools:
-    """The MCP tools and resources over ``wb`` (the workbench, or a view acting for one user): each
-    public method is one, its docstring the description a client sees (registered by
-    :func:`build_server` from :data:`TOOLS` and :data:`RESOURCES`). Agent memory
-    (:class:`~knowledge.agent_memory.VectorMemory`) is made on first use, one per user
-    (:func:`memory_collection`), shared by every request."""
+class AgentMemories:
+    """The agent memories of one MCP server, shared by every request and person: one
+    :class:`~knowledge.agent_memory.VectorMemory` per collection (:func:`memory_collection`), made on
+    first use. Thread-safe."""
 
-    def __init__(self, wb: Workbench, *, http: bool = False) -> None:
+    def __init__(self) -> None:
+        self._memories: dict[str, VectorMemory] = {}
+        self._lock = threading.Lock()
+
+    def of(self, wb: Workbench) -> VectorMemory:
+        """The memory of ``wb``'s actor (their own collection), over ``wb``'s backend and embedder."""
+        name = memory_collection(wb.actor)
+        with self._lock:
+            if name not in self._memories:
+                self._memories[name] = VectorMemory(wb.backend(), wb.embedder(), collection=name)
+            return self._memories[name]
+
+
+class KnowledgeTools:
+    """The MCP tools and resources over ``wb`` (the workbench of the person they act for): each
+    public method is one, its docstring the description a client sees (registered by
+    :func:`build_server` from :data:`TOOLS` and :data:`RESOURCES`). Agent memory is the shared
+    :class:`AgentMemories`' (one per user, shared by every request).
+
+    Args:
+        wb: the workbench of whom the tools act for.
+        http: served over HTTP (once accounts exist each request is its key's user's).
+        memories: the agent memories shared by every person (default: new ones).
+    """
+
+    def __init__(self, wb: Workbench, *, http: bool = False, memories: AgentMemories | None = None) -> None:
         self.wb = wb
         #: Served over HTTP: once accounts exist each request is its key's user's.
         self.http = http
-        self._shared: dict[str, VectorMemory] = {}
-        self._lock = threading.Lock()
+        self.memories = memories if memories is not None else AgentMemories()
 
     def for_request(self, ctx: Context | None) -> KnowledgeTools:
         """The tools for the request of ``ctx``: acting as the user of its API key when it came over
@@ -134,18 +155,12 @@ class KnowledgeTools:
         return self if not isinstance(actor, Actor) else self.acting_for(actor)
 
     def acting_for(self, actor: Actor) -> KnowledgeTools:
-        """These tools acting for ``actor``: the same memory, a view of the workbench for them."""
-        view = copy.copy(self)
-        view.wb = self.wb.as_user(actor)
-        return view
+        """The tools of ``actor``, built over the same shared memories with the workbench for them."""
+        return KnowledgeTools(self.wb.as_user(actor), http=self.http, memories=self.memories)
 
     def memory(self) -> VectorMemory:
         """The agent memory of the caller (:func:`memory_collection`), made once per collection."""
-        name = memory_collection(self.wb.actor)
-        with self._lock:
-            if name not in self._shared:
-                self._shared[name] = VectorMemory(self.wb.backend(), self.wb.embedder(), collection=name)
-            return self._shared[name]
+        return self.memories.of(self.wb)
 
     def user_store(self, name: str) -> str:
         """``name`` when it may be a user's store: text without control characters, not a chat's own."""
@@ -244,13 +259,13 @@ class KnowledgeTools:
         folders = mcp_folders(self.wb.settings)
         p = Path(path).expanduser()
         if p.is_dir():
-            job = guarded(self.wb.folder_job, store, p, glob, folders=folders)
+            job = guarded(self.wb.submit_folder, store, p, glob, folders=folders)
         else:
             resolved = guarded(folders.check, p)
             if not resolved.is_file():
                 raise ToolError(f"{path} is not a file or folder on this machine.")
-            job = self.wb.new_job(store, [(resolved.name, resolved)])
-        guarded(self.wb.submit_job, job).wait()  # refused before anything is queued: a store the caller may not write
+            job = guarded(self.wb.submit_batch, store, [(resolved.name, resolved)])
+        job.wait()  # refused before anything is queued: a store the caller may not write
         return {
             "store": store,
             "skipped": job.skipped,
@@ -499,6 +514,7 @@ def http_app(
 
 __all__ = [
     "DEFAULT_HTTP_PORT",
+    "AgentMemories",
     "KnowledgeTools",
     "build_server",
     "clean",

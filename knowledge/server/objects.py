@@ -18,7 +18,6 @@ Errors: :class:`~knowledge.server.http.ApiError` (404 for an unknown id, 400 for
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import logging
@@ -27,6 +26,7 @@ import re
 import secrets
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,18 +40,18 @@ from knowledge.attributes import check_attributes, from_payload
 from knowledge.catalog import DONE, FAILED, FileRecord, rest
 from knowledge.catalog import jobs as queue
 from knowledge.catalog.rest import AddedFile
-from knowledge.chat import ChatService
+from knowledge.chat import Chats, ChatService
 from knowledge.errors import InvalidArgument
 from knowledge.filestore.base import is_file_id
 from knowledge.ingest.chunker import plan_chunking
 from knowledge.outcomes import IngestResult, Outcome
+from knowledge.people import Actor
 from knowledge.server.bodies import MAX_CHUNK, MIN_CHUNK, ChunkingStrategy
 from knowledge.server.filters import HIT_FIELDS
 from knowledge.server.http import ApiError, bad, not_found, validation_error
-from knowledge.service.jobs import IngestJob
+from knowledge.service.jobs import IngestJob, row_result
 from knowledge.service.templates import DEFAULT_TEMPLATE
 from knowledge.service.web import Crawl, WebFailure, page_attributes
-from knowledge.service.worker import result_of
 from knowledge.system import System
 from knowledge.vectorstore.store import Hit
 from knowledge.workbench import Workbench
@@ -122,19 +122,7 @@ class Pending:
     def result(self) -> IngestResult | None:
         """The file's result once its job ended (an interrupted job: a failure that says so)."""
         a = self.added
-        if a.running:
-            return None
-        if a.result:
-            res = result_of(a.result, a.name)
-            if a.status == queue.CANCELLED and "name" not in a.result:
-                res = IngestResult(a.name, Outcome.CANCELLED, f"{a.name}: {res.message}")
-            return res
-        return IngestResult(
-            a.name,
-            Outcome.FAILED,
-            f"{a.name}: {a.reason or a.status}",
-            error="Interrupted" if a.status == queue.INTERRUPTED else None,
-        )
+        return row_result(a.name, a.status, a.result, a.reason)
 
     @property
     def attributes(self) -> dict[str, Any]:
@@ -192,67 +180,85 @@ class StoreMeta:
         return added
 
 
-class KnowledgeApi:
-    """The state behind the routes: the workbench and the chat service. Everything else -- the
-    stores' API fields, the files being added, the file batches -- is rows of the catalog
-    (:mod:`knowledge.catalog.rest` over the ingest job rows), so every process on one catalog
-    answers the same, and a restart loses nothing.
+class ApiState:
+    """What every request of one API shares, built once by :func:`~knowledge.server.app.create_app`:
+    the system (its catalog keeps the REST bookkeeping -- idempotency keys, the files being added,
+    the file batches; its job registry), the stores' API fields (:class:`StoreMeta`), the chat state
+    (:class:`~knowledge.chat.Chats`) and each person's chat service, kept for their next requests
+    (at most :data:`USER_CHATS`, the least recently used dropped first). Thread-safe.
 
     Args:
-        system: the :class:`~knowledge.system.System` the API is served over: its catalog keeps the
-            REST bookkeeping (idempotency keys, the files being added, the file batches, the stores'
-            API fields); every store, file and account question goes through :attr:`wb`.
-        chat: a :class:`~knowledge.chat.ChatService` (default: one over :attr:`wb`, made on first use).
+        system: the :class:`~knowledge.system.System` the API is served over.
+        chats: the shared chat state (default: one built here over ``system``).
     """
 
-    def __init__(self, system: System, chat: Any = None) -> None:
-        #: The system (its catalog and job registry: the REST bookkeeping only).
+    def __init__(self, system: System, chats: Chats | None = None) -> None:
         self.system = system
-        #: The workbench the requests act through: the local admin's, a user's in :meth:`for_actor`.
-        self.wb = Workbench(system)
-        self._chat = chat
-        self._base_chat = chat  # the chat service given, whose provider factory a user's view reuses
-        self._user_chats: dict[Any, Any] = {}  # actor -> their chat service (None until first used)
-        self._owner: KnowledgeApi | None = None  # the app's API, for a user's view of it
+        self.chats = chats if chats is not None else Chats(system)
         self.meta = StoreMeta(system.catalog)
         self.meta.import_file(system.settings.data_root / "api" / "vector_stores.json")
-        self._lock = threading.RLock()
+        self._user_chats: OrderedDict[Actor, ChatService] = OrderedDict()  # the most recently used last
+        self._lock = threading.Lock()
+        #: Held while a request submits its batches and records them (one request's at a time).
+        self.lock = threading.RLock()
 
-    def for_actor(self, actor: Any) -> KnowledgeApi:
-        """This API acting for ``actor`` (a :class:`~knowledge.people.Actor`): the same state, with
-        ``wb`` the workbench's view for them (every store method checked, writes audited in their
-        name) and their chat service over that view (one per actor as read now, kept for the
-        next requests, so a session's turns still run one at a time). Cheap: one per request."""
-        view = copy.copy(self)
-        view.wb = self.wb.as_user(actor)
+    def chat_for(self, wb: Workbench) -> ChatService:
+        """The chat service of ``wb``'s actor (as read now: a changed role is another actor): made
+        on their first request, kept for the next ones."""
         with self._lock:
-            chat = self._user_chats.pop(actor, None)
-            if chat is not None:  # the most recently used last; the oldest go past USER_CHATS
-                self._user_chats[actor] = chat
+            chat = self._user_chats.pop(wb.actor, None)
+            if chat is None:
+                chat = self.chats.service(wb)
+            self._user_chats[wb.actor] = chat
             while len(self._user_chats) > USER_CHATS:
-                self._user_chats.pop(next(iter(self._user_chats)))
-        view._chat = chat  # the lock stays the app's: a chat service is made once per actor
-        view._owner = self
-        return view
+                self._user_chats.popitem(last=False)
+            return chat
+
+
+class KnowledgeApi:
+    """The state behind the routes for one person: the shared :class:`ApiState` and their
+    workbench. Everything else -- the stores' API fields, the files being added, the file batches --
+    is rows of the catalog (:mod:`knowledge.catalog.rest` over the ingest job rows), so every
+    process on one catalog answers the same, and a restart loses nothing.
+
+    Args:
+        state: what every request shares (:class:`ApiState`).
+        wb: the workbench the requests act through (the local admin's, or a user's:
+            :meth:`for_actor`), over ``state``'s system.
+    """
+
+    def __init__(self, state: ApiState, wb: Workbench) -> None:
+        self.state = state
+        #: The system (its catalog and job registry: the REST bookkeeping only).
+        self.system = state.system
+        self.meta = state.meta
+        #: The workbench the requests act through: every store method checked for its actor.
+        self.wb = wb
+        self._chat: ChatService | None = None
+
+    @classmethod
+    def serving(cls, system: System, chats: Chats | None = None) -> KnowledgeApi:
+        """The API over ``system`` (new shared state: :class:`ApiState`), acting as the local admin."""
+        return cls(ApiState(system, chats), Workbench(system))
+
+    def for_actor(self, actor: Actor) -> KnowledgeApi:
+        """The API acting for ``actor``: built over the same shared state, with the workbench for
+        them (every store method checked, writes audited in their name) and their chat service
+        (one per actor as read now, kept for the next requests, so a session's turns still run one
+        at a time). Cheap: one per request."""
+        return KnowledgeApi(self.state, self.wb.as_user(actor))
 
     @property
-    def actor(self) -> Any:
+    def actor(self) -> Actor:
         """Who this API acts for (:attr:`Workbench.actor`; ``LOCAL_ADMIN`` without accounts)."""
         return self.wb.actor
 
     @property
-    def chat(self) -> Any:
-        with self._lock:  # the app's lock, also in a user's view
-            if self._chat is None and self._owner is not None:  # made by another request meanwhile?
-                self._chat = self._owner._user_chats.get(self.actor)
-            if self._chat is None:
-                base = self._base_chat
-                self._chat = (
-                    ChatService(self.wb) if base is None else ChatService(self.wb, provider_factory=base.provider_factory)
-                )
-                if self._owner is not None:
-                    self._owner._user_chats[self.actor] = self._chat
-            return self._chat
+    def chat(self) -> ChatService:
+        """This actor's chat service (:meth:`ApiState.chat_for`)."""
+        if self._chat is None:
+            self._chat = self.state.chat_for(self.wb)
+        return self._chat
 
     # -- files -------------------------------------------------------------------------------------
     def file_object(self, f: Any) -> dict[str, Any]:
@@ -483,7 +489,7 @@ class KnowledgeApi:
         for picked in chosen.values():
             self.template_for(store, picked)  # a static strategy's template, saved now
         jobs = []
-        with self._lock:
+        with self.state.lock:
             for tpl, attributes, reported, notes, files in groups.values():
                 job = self.wb.submit_batch(
                     store,
@@ -749,6 +755,7 @@ __all__ = [
     "USER_CHATS",
     "VS_ID",
     "Api",
+    "ApiState",
     "Batch",
     "KnowledgeApi",
     "Pending",

@@ -438,6 +438,9 @@ class IngestJob:
             stays in this process: only its worker ingests those files).
         options: more of the batch's options, recorded with it for any process to read (the REST
             API's chunking strategy and notes); ``attributes`` wins over a key of the same name.
+        batch_id: the batch's id (default: a new one): a caller that tries again after an outage
+            (the CLI) gives the id of its first attempt, and a batch already written under it is
+            not written again (:func:`new_batch_id`).
 
     An item's source may also be a ``StoredFile`` already in the file store (the API's uploads).
     """
@@ -455,6 +458,7 @@ class IngestJob:
         password: str | None = None,
         attributes: dict | None = None,
         options: dict[str, Any] | None = None,
+        batch_id: str | None = None,
     ) -> None:
         self.jobs, self.store, self.template, self.password = jobs, store, template, password
         self.attributes = attributes
@@ -469,8 +473,8 @@ class IngestJob:
         self.notes: list[str] = []
         self.skipped: list[str] = []  # files of a folder left out by the allowed folders (from_folder)
         self.batch_id: str | None = None  # the catalog's batch, once started
-        self._planned_id = queue.new_id()  # the batch's id for every attempt of start (see there)
-        self._enqueue_tried = False
+        self._planned_id = batch_id or queue.new_id()  # the batch's id for every attempt of start (see there)
+        self._enqueue_tried = batch_id is not None  # an id given: perhaps written by an earlier attempt
         self.created_wall: float | None = None  # time.time() at the start
         self._read_at = -1.0
         self._statuses: list[str] = []  # each file's job row status (a durable batch's)
@@ -657,7 +661,9 @@ class IngestJob:
                 fp.stage, fp.fraction = r.stage, float(r.fraction)
                 fp.stage_since = mono(r.stage_since) or now
                 fp.stage_start_fraction = float(r.stage_start_fraction)
-                fp.result = _row_result(r)
+                fp.result = row_result(
+                    r.name, r.status, r.result, r.reason, file_id=r.source if r.source_kind == "file" else None
+                )
                 fp.job_id = r.id
                 fp.ended = mono(r.finished) if fp.result is not None else None
                 fp.waiting_reason = (
@@ -820,22 +826,33 @@ class IngestJob:
         raise NotImplementedError(f"{type(self).__name__} is durable: its files are job rows, ingested by workers")
 
 
-def _row_result(r: queue.JobRow) -> IngestResult | None:
-    """A job row's file result: its recorded result once final (an interrupted job: a failure that
-    says so, to retry); ``None`` while queued or running."""
-    if not r.final:
+def new_batch_id() -> str:
+    """A new id for a batch of job rows (``IngestJob(batch_id=)``), made before its first attempt."""
+    return queue.new_id()
+
+
+def row_result(
+    name: str, status: str, result: dict[str, Any] | None, reason: str | None, *, file_id: str | None = None
+) -> IngestResult | None:
+    """The file result of an ingest job row -- its file's ``name``, its ``status`` (queued, running,
+    done, failed, cancelled, interrupted), its recorded ``result`` (a dict, once final) and
+    ``reason`` -- as a page, a command and the REST API report it: ``None`` while queued or running;
+    the recorded result once final (a cancelled job's without a name of its own: ``CANCELLED``);
+    without one, a failure that says why (an interrupted job: ``error="Interrupted"``, to retry),
+    with ``file_id`` (the stored file the job ingests, when known)."""
+    if status not in queue.FINAL:
         return None
-    if r.result:
-        res = result_of(r.result, r.name)
-        if r.status == queue.CANCELLED and "name" not in r.result:
-            res = IngestResult(r.name, Outcome.CANCELLED, f"{r.name}: {res.message}")
+    if result:
+        res = result_of(result, name)
+        if status == queue.CANCELLED and "name" not in result:
+            res = IngestResult(name, Outcome.CANCELLED, f"{name}: {res.message}")
         return res
     return IngestResult(
-        r.name,
+        name,
         Outcome.FAILED,
-        f"{r.name}: {r.reason or r.status}",
-        file_id=r.source if r.source_kind == "file" else None,
-        error="Interrupted" if r.status == queue.INTERRUPTED else None,
+        f"{name}: {reason or status}",
+        file_id=file_id,
+        error="Interrupted" if status == queue.INTERRUPTED else None,
     )
 
 
@@ -852,4 +869,4 @@ def _size(source: bytes | Path | StoredFile) -> int:
     return int(getattr(source, "size", 0) or 0)
 
 
-__all__ = ["FileProgress", "IngestJob", "Item"]
+__all__ = ["FileProgress", "IngestJob", "Item", "new_batch_id", "row_result"]

@@ -8,7 +8,7 @@ import json
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from knowledge.chat import ChatService
+from knowledge.chat import Chats
 from knowledge.config import load_settings
 from knowledge.llm import LlmConfigs
 from knowledge.system import System
@@ -69,12 +69,13 @@ def test_chat_attach_by_drop_ask_and_see_answer_with_citations(tmp_path):
 
 
 def test_remove_button_detaches_and_the_next_message_says_so():
-    wb = Workbench(load_settings())
-    chat = ChatService(wb)
+    system = System(load_settings())
+    wb = Workbench(system)
+    chat = Chats(system).service(wb)
     s = chat.create_session()
     a = chat.attach(s.id, NOTES.encode(), "notes.md")
     chat.send(s.id, "first")
-    wb.close()
+    system.close()
     at = page("pages/chat.py")
     at.sidebar.button(key=f"rm_{a.file_id}").click().run()
     assert not at.exception
@@ -213,6 +214,7 @@ def test_traces_tab_shows_requests_with_base64_redacted():
     img = png_bytes(16, 16)
     with ChatCompletionsServer([lambda req: {"content": "A red square."}]) as server:
         system = System(load_settings())
+        wb = Workbench(system)
         LlmConfigs(system.catalog, system.settings).save(
             {
                 "name": "local",
@@ -223,7 +225,7 @@ def test_traces_tab_shows_requests_with_base64_redacted():
                 "capabilities": ["VISION"],
             }
         )
-        chat = ChatService(Workbench(system))
+        chat = Chats(system).service(wb)
         s = chat.create_session(config="local")
         chat.attach(s.id, img, "square.png")
         chat.send(s.id, "What is this?")
@@ -285,7 +287,7 @@ def test_choosing_stores_in_the_sidebar_is_saved_with_the_session():
     sid = at.session_state["chat_session"]
     [kn] = [m for m in at.sidebar.multiselect if m.label == "Stores this chat searches"]
     kn.set_value(["Bread", "Lights"]).run()
-    assert ChatService(at.session_state["workbench"]).session(sid).stores == ["Bread", "Lights"]
+    assert at.session_state["chats"].service(at.session_state["workbench"]).session(sid).stores == ["Bread", "Lights"]
     at.chat_input[0].set_value("What does the dough need?").run()
     answer = at.chat_message[3]
     assert any(shown(e.label).startswith("[1] bakery.md") for e in answer.expander)
@@ -297,12 +299,13 @@ def test_choosing_stores_in_the_sidebar_is_saved_with_the_session():
 
 def test_a_deleted_store_is_dropped_and_said_once():
     _seed({"Lights": [("lighthouse.md", LIGHTHOUSE)], "Bread": [("bakery.md", BAKERY)]})
-    wb = Workbench(load_settings())
-    chat = ChatService(wb)
+    system = System(load_settings())
+    wb = Workbench(system)
+    chat = Chats(system).service(wb)
     s = chat.create_session(stores=["Lights", "Bread"])
     chat.send(s.id, "hello")
     wb.delete_store("Bread")
-    wb.close()
+    system.close()
     at = page("pages/chat.py")
     assert any("Bread no longer exists" in i.value for i in at.info)
     at.run()
@@ -313,11 +316,12 @@ def test_a_deleted_store_is_dropped_and_said_once():
 
 def test_chat_stores_are_not_listed_among_the_users_stores():
     _seed({"Lights": [("lighthouse.md", LIGHTHOUSE)]})
-    wb = Workbench(load_settings())
-    chat = ChatService(wb)
+    system = System(load_settings())
+    wb = Workbench(system)
+    chat = Chats(system).service(wb)
     s = chat.create_session()
     chat.attach(s.id, BAKERY.encode(), "bakery.md")
-    wb.close()
+    system.close()
     for path in ("pages/home.py", "pages/stores.py", "pages/search.py"):
         at = page(path)
         shown = [m.value for m in at.markdown] + [c.value for c in at.caption] + [m.value for m in at.metric]
@@ -331,9 +335,9 @@ def test_deleting_a_chat_asks_first_and_new_chats_are_not_kept_empty():
     at = page("pages/chat.py")
     assert at.sidebar.button[0].disabled  # ➕ New chat: this is one already, and nothing is stored yet
     at.run()
-    assert ChatService(at.session_state["workbench"]).sessions() == []
+    assert at.session_state["chats"].service(at.session_state["workbench"]).sessions() == []
     at.chat_input[0].set_value("keep me").run()
-    chat = ChatService(at.session_state["workbench"])
+    chat = at.session_state["chats"].service(at.session_state["workbench"])
     [s] = chat.sessions()
     assert [b for b in at.sidebar.button if b.key == "confirm_delete_chat"]  # inside the popover
     assert chat.sessions() == [s]  # nothing deleted before the confirmation

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from knowledge.chat import ChatService
+from knowledge.chat import Chats
 from knowledge.config import load_settings
 from knowledge.system import System
 from knowledge.workbench import Workbench
@@ -25,7 +25,8 @@ def _fresh_cache(monkeypatch):
 
 @pytest.fixture
 def team():
-    """Admin root, members ana and bo; ana's store ``hr`` and her chat over it (one answered message)."""
+    """Admin root, members ana and bo; ana's store ``hr`` and her chat over it (one answered message);
+    the system, that session's id and the chat state."""
     system = System(load_settings())
     wb = Workbench(system)
     system.people.set_up_admin("root", PW, "The Admin")
@@ -33,10 +34,11 @@ def team():
         system.people.accounts.create(name, PW, display_name=name.title())
     ana = wb.as_user(system.people.accounts.actor("ana"))
     ana.ingest_file("hr", b"The parental leave policy grants sixteen weeks.", "leave.md")
-    chat = ChatService(wb).as_user(ana)
+    chats = Chats(system)
+    chat = chats.service(ana)
     s = chat.create_session("Ana's leave question", stores=["hr"])
     chat.send(s.id, "How long is parental leave?")
-    yield system, s.id
+    yield system, s.id, chats
     system.close()
 
 
@@ -52,7 +54,7 @@ def chat_page(system: System, username: str, session: str | None = None, page: s
 
 
 def test_a_members_chats_are_not_listed_or_openable_for_another(team):
-    system, sid = team
+    system, sid, chats = team
     wb = Workbench(system)
     at = chat_page(system, "ana")
     assert at.title[0].value == "💬 Ana's leave question"
@@ -64,7 +66,7 @@ def test_a_members_chats_are_not_listed_or_openable_for_another(team):
     # bo's own chat is stored as his, and ana does not see it
     at.chat_input[0].set_value("What is the on-call rota?").run()
     assert not at.exception
-    mine = [s for s in ChatService(wb).sessions() if s.owner == "bo"]
+    mine = [s for s in chats.service(wb).sessions() if s.owner == "bo"]
     assert len(mine) == 1
     at = chat_page(system, "ana")
     assert [shown(o) for r in at.sidebar.radio for o in r.options] == ["Ana's leave question"]

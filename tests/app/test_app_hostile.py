@@ -31,15 +31,18 @@ def _everything(node) -> str:
 
 
 def test_a_hostile_answer_and_names_reach_streamlit_as_text_only():
-    from knowledge.chat import ChatService
+    from knowledge.chat import Chats
     from knowledge.chat.model import ASSISTANT, USER, Part
     from knowledge.config import load_settings
+    from knowledge.system import System
     from knowledge.workbench import Workbench
 
-    wb = Workbench(load_settings())
+    system = System(load_settings())
+
+    wb = Workbench(system)
     try:
         wb.create_store("Notes " + LINKS)
-        chat = ChatService(wb)
+        chat = Chats(system).service(wb)
         sid = chat.create_session(title="Plans " + LINKS, stores=["Notes " + LINKS]).id
         chat.attach(sid, b"hello", name="a " + LINKS + ".txt")
         chat.store.add_message(sid, USER, [Part("text", text="Q " + LINKS)])
@@ -55,7 +58,7 @@ def test_a_hostile_answer_and_names_reach_streamlit_as_text_only():
             },
         )
     finally:
-        wb.close()
+        system.close()
     at = open_app("pages/chat.py")
     sent = _everything(at._tree)
     assert "Plans" in sent and "Done." in sent

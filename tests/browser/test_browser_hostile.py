@@ -97,15 +97,17 @@ def _fill(data_dir: Path) -> str:
     returns the chat session's id."""
     from knowledge import evaluation as ev
     from knowledge.agent_memory import VectorMemory
-    from knowledge.chat import ChatService
+    from knowledge.chat import Chats
     from knowledge.chat.model import ASSISTANT, USER, Part
     from knowledge.config import load_settings
+    from knowledge.system import System
     from knowledge.workbench import Workbench
 
     with pytest.MonkeyPatch.context() as mp:  # written isolated as a test is (no KNOWLEDGE_* of the caller's)
         isolate(mp, data_dir.parent)
         mp.setenv("KNOWLEDGE_EMBEDDINGS__MODEL", FAKE)
-        wb = Workbench(load_settings(data_dir=data_dir))
+        system = System(load_settings(data_dir=data_dir))
+        wb = Workbench(system)
         try:
             wb.create_store(STORE)
             first = wb.ingest_file(STORE, DOCUMENT.encode(), name=FILE)
@@ -113,7 +115,7 @@ def _fill(data_dir: Path) -> str:
             # the same text in another file (other bytes): the search says "Identical text also in"
             assert wb.ingest_file(STORE, (DOCUMENT + "\n\n").encode(), name=COPY).ok
             wb.set_file_attributes(STORE, first.file_id, {"note": LINKS})
-            chat = ChatService(wb)
+            chat = Chats(system).service(wb)
             sid = chat.create_session(title=SESSION, stores=[STORE]).id
             chat.attach(sid, b"What the keeper wrote: " + LINKS.encode(), name=ATTACHMENT)
             hit = wb.search(STORE, "lighthouse keeper lamp", k=1)[0]
@@ -150,7 +152,7 @@ def _fill(data_dir: Path) -> str:
             wb.evaluations.save_set("set " + LINKS, questions, fmt)
             return sid
         finally:
-            wb.close()
+            system.close()
 
 
 @pytest.fixture(scope="module")

@@ -249,16 +249,18 @@ def test_a_run_with_its_answer_check_is_kept_and_read_back(settings):
 
 
 def test_a_set_without_expected_answers_cannot_be_checked(settings):
+    from knowledge.chat import Chats
     from knowledge.chat.answer_check import check_answers
+    from knowledge.system import System
     from knowledge.workbench import Workbench
 
-    wb = Workbench(settings)
+    system = System(settings)
     try:
         qset = ev.QuestionSet("p", (ev.Question("Q?", (ev.Criterion("a.md"),)),))
         with pytest.raises(InvalidArgument, match="No question of p has an expected answer"):
-            check_answers(wb, "anything", qset)
+            check_answers(Chats(system).service(Workbench(system)), "anything", qset)
     finally:
-        wb.close()
+        system.close()
 
 
 # -- asking the chat -------------------------------------------------------------------------------
@@ -330,20 +332,22 @@ def test_eval_answers_checks_the_offline_assistant_keeps_the_figures_and_gates(t
     assert answers["questions"][1]["sentence"] == "A small telescope shows the moons of Jupiter and the rings of Saturn."
     assert main(["--data-dir", data, "eval", "kitchen", questions, "--min-answers", "0.6", "--no-save"]) == 0
 
-    from knowledge.chat import ChatService
+    from knowledge.chat import Chats
     from knowledge.config import load_settings
+    from knowledge.system import System
     from knowledge.workbench import Workbench
 
-    wb = Workbench(load_settings(data_dir=data))
+    system = System(load_settings(data_dir=data))
+    wb = Workbench(system)
     try:
         kept = wb.evaluations.runs(store="kitchen")
         assert sorted(r.mode for r in kept) == ["hybrid", "lexical", "vector"]  # --no-save kept nothing more
         with_check = [r for r in kept if r.answer_check is not None]
         assert [r.mode for r in with_check] == ["hybrid"]  # the ranking the chat searches with
         assert with_check[0].answer_check.metrics() == answers["metrics"]
-        assert ChatService(wb).sessions() == []  # the check's chats are deleted
+        assert Chats(system).service(wb).sessions() == []  # the check's chats are deleted
     finally:
-        wb.close()
+        system.close()
     capsys.readouterr()
     assert main(["--data-dir", data, "eval", "kitchen", questions, "--llm", "nope", "--no-save"]) == 2
     assert "nope" in capsys.readouterr().err
@@ -351,9 +355,11 @@ def test_eval_answers_checks_the_offline_assistant_keeps_the_figures_and_gates(t
 
 @pytest.mark.slow
 def test_a_configured_model_is_checked_by_its_first_marked_sentence_and_only_its_url_is_asked(tmp_path, monkeypatch):
+    from knowledge.chat import Chats
     from knowledge.chat.answer_check import check_answers
     from knowledge.config import load_settings
     from knowledge.embeddings.fake import HashEmbedder
+    from knowledge.system import System
     from knowledge.workbench import Workbench
     from tests.helpers.chat import ChatCompletionsServer
 
@@ -373,7 +379,8 @@ def test_a_configured_model_is_checked_by_its_first_marked_sentence_and_only_its
             f" [{number_of(req, 'sky.md')}]."
         }
 
-    wb = Workbench(load_settings(data_dir=tmp_path / "data"), embedder_factory=lambda m: HashEmbedder(64, 256))
+    system = System(load_settings(data_dir=tmp_path / "data"), embedder_factory=lambda m: HashEmbedder(64, 256))
+    wb = Workbench(system)
     try:
         for name, text in FILES.items():
             assert wb.ingest_file("kitchen", text.encode(), name).ok
@@ -391,7 +398,7 @@ def test_a_configured_model_is_checked_by_its_first_marked_sentence_and_only_its
                 }
             )
             seen = Connections(monkeypatch)
-            check = check_answers(wb, "kitchen", qset, "local")
+            check = check_answers(Chats(system).service(wb), "kitchen", qset, "local")
         assert {a[:2] for a in seen.seen} == {server.httpd.server_address[:2]}  # the config's URL, nothing else
         assert len(server.requests) == 2 and check.config == "local"
         first, second = check.results
@@ -411,23 +418,25 @@ def test_a_configured_model_is_checked_by_its_first_marked_sentence_and_only_its
         )
         assert check.metrics() == {"answer holds": 1.0, "first sentence holds": 0.5, "cites a relevant passage": 0.5}
     finally:
-        wb.close()
+        system.close()
 
 
 @pytest.mark.slow
 def test_the_evaluate_page_shows_the_answer_check_beside_the_retrieval_metrics(tmp_path, monkeypatch):
-    from knowledge.chat import ChatService
+    from knowledge.chat import Chats
     from knowledge.config import load_settings
+    from knowledge.system import System
     from knowledge.workbench import Workbench
     from tests.helpers.app import fresh_caches, open_app, use_fake_model
 
     use_fake_model(monkeypatch, 256)
-    wb = Workbench(load_settings())
+    system = System(load_settings())
+    wb = Workbench(system)
     try:
         for name, text in FILES.items():
             assert wb.ingest_file("kitchen", text.encode(), name).ok
     finally:
-        wb.close()
+        system.close()
     with fresh_caches():
         at = open_app("pages/evaluate.py", timeout=300)
         at.file_uploader(key="ev_upload").set_value(("plain.tsv", b"Q one?\ta.md\n", "text/tab-separated-values"))
@@ -453,10 +462,11 @@ def test_the_evaluate_page_shows_the_answer_check_beside_the_retrieval_metrics(t
         assert list(table["holds"]) == ["✅", "✅", "❌"] and list(table["relevant"]) == ["✅", "✅", "❌"]
         assert list(table["cited"]) == ["pasta.md", "sky.md", "pasta.md"]
         assert table["first sentence"][0] == "Pasta cooks in salted boiling water for about ten minutes."
-    wb = Workbench(load_settings())
+    system = System(load_settings())
+    wb = Workbench(system)
     try:
-        assert ChatService(wb).sessions() == []  # the check's chats are deleted
+        assert Chats(system).service(wb).sessions() == []  # the check's chats are deleted
         (run,) = wb.evaluations.runs(store="kitchen")
         assert run.answer_check is not None and run.metrics["answer holds"] == pytest.approx(2 / 3, abs=1e-6)
     finally:
-        wb.close()
+        system.close()

@@ -10,10 +10,11 @@ import json
 
 import pytest
 
-from knowledge.chat import ChatService
+from knowledge.chat import Chats
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import StoreNotFound
+from knowledge.system import System
 from knowledge.vectorstore.memory import folder_name
 from knowledge.workbench import Workbench
 from tests.helpers.chat import ChatCompletionsServer, tool_call
@@ -24,16 +25,27 @@ HARBOUR = "# Harbour\n\nThe harbour master records every ship and the lamp oil i
 
 
 @pytest.fixture
-def wb(tmp_path):
-    w = Workbench(load_settings(data_dir=tmp_path / "data"), embedder_factory=lambda m: HashEmbedder(64, 256))
+def system(tmp_path):
+    s = System(load_settings(data_dir=tmp_path / "data"), embedder_factory=lambda m: HashEmbedder(64, 256))
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def wb(system):
+    w = Workbench(system)
     assert w.ingest_file("Lights", LIGHTHOUSE.encode(), "lighthouse.md").ok
     assert w.ingest_file("Bread", BAKERY.encode(), "bakery.md").ok
-    yield w
-    w.close()
+    return w
 
 
-def test_vector_search_without_a_store_merges_the_chosen_stores_and_the_attachments(wb):
-    chat = ChatService(wb)
+@pytest.fixture
+def chats(system):
+    return Chats(system)
+
+
+def test_vector_search_without_a_store_merges_the_chosen_stores_and_the_attachments(wb, chats):
+    chat = chats.service(wb)
     s = chat.create_session(stores=["Lights", "Bread"])
     chat.attach(s.id, HARBOUR.encode(), "harbour.md")
     kn = chat.knowledge(s.id)
@@ -45,11 +57,11 @@ def test_vector_search_without_a_store_merges_the_chosen_stores_and_the_attachme
     assert not any(str(c.get("source")).startswith("chat-") for c in searched)
 
 
-def test_the_chat_searches_through_the_tool_and_asks_no_store_record_per_hit(wb, monkeypatch):
+def test_the_chat_searches_through_the_tool_and_asks_no_store_record_per_hit(wb, monkeypatch, chats):
     """The chat's vector_search is the tool's (``KnowledgeTools.search_stores``): each hit carries its
     store's distance, so no ``store_record`` is asked per hit (at most one per turn, for the offline
     assistant's sentence embedder)."""
-    chat = ChatService(wb)
+    chat = chats.service(wb)
     s = chat.create_session(stores=["Lights", "Bread"])
     asked: list[str] = []
     record = wb.store_record
@@ -67,8 +79,8 @@ def test_the_chat_searches_through_the_tool_and_asks_no_store_record_per_hit(wb,
 
 
 @pytest.mark.slow
-def test_the_system_prompt_names_the_chosen_stores_and_the_tool_lists_them(wb):
-    chat = ChatService(wb)
+def test_the_system_prompt_names_the_chosen_stores_and_the_tool_lists_them(wb, chats):
+    chat = chats.service(wb)
     s = chat.create_session(stores=["Lights"])
     req = chat.request(s.id)
     system = req.messages[0]["content"]
@@ -80,8 +92,8 @@ def test_the_system_prompt_names_the_chosen_stores_and_the_tool_lists_them(wb):
     assert chat.request(empty.id).tools == []  # nothing to search: no tool on offer
 
 
-def test_a_scripted_call_without_store_reaches_a_chosen_store_and_an_attachment(wb):
-    chat = ChatService(wb)
+def test_a_scripted_call_without_store_reaches_a_chosen_store_and_an_attachment(wb, chats):
+    chat = chats.service(wb)
     script = [
         lambda req: tool_call("vector_search", {"query": "lamp keeper harbour ship", "k": 5}),
         lambda req: {"content": "From both."},
@@ -98,8 +110,8 @@ def test_a_scripted_call_without_store_reaches_a_chosen_store_and_an_attachment(
     assert {c["source"] for c in reply.also_searched} == {"Lights", "attachments"}
 
 
-def test_a_store_outside_the_session_is_refused_with_the_stores_it_can_search(wb):
-    chat = ChatService(wb)
+def test_a_store_outside_the_session_is_refused_with_the_stores_it_can_search(wb, chats):
+    chat = chats.service(wb)
     script = [
         lambda req: tool_call("vector_search", {"query": "bread", "store": "Bread"}),
         lambda req: tool_call("vector_search", {"query": "lamp", "store": "Lights"}, "c2"),
@@ -114,8 +126,8 @@ def test_a_store_outside_the_session_is_refused_with_the_stores_it_can_search(wb
     assert [c["file_name"] for c in reply.citations + reply.also_searched] == ["lighthouse.md"]
 
 
-def test_a_deleted_store_is_dropped_from_the_session_and_named_once(wb):
-    chat = ChatService(wb)
+def test_a_deleted_store_is_dropped_from_the_session_and_named_once(wb, chats):
+    chat = chats.service(wb)
     s = chat.create_session(stores=["Lights", "Bread"])
     wb.delete_store("Bread")
     assert chat.knowledge(s.id).dropped == ["Bread"]
@@ -124,30 +136,32 @@ def test_a_deleted_store_is_dropped_from_the_session_and_named_once(wb):
         chat.set_stores(s.id, ["Bread"])
 
 
-def test_a_store_that_cannot_be_searched_is_named_and_the_others_answer(wb):
-    chat = ChatService(wb)
+def test_a_store_that_cannot_be_searched_is_named_and_the_others_answer(system, wb, chats):
+    chat = chats.service(wb)
     s = chat.create_session(stores=["Bread", "Lights"])
-    wb.close()  # corrupt the Bread store's files on disk, as a failed disk would
+    system.close()  # corrupt the Bread store's files on disk, as a failed disk would
     manifest = wb.settings.vector_store_dir / folder_name(wb.get_store("Bread").collection) / "manifest.json"
     assert manifest.is_file()
     manifest.write_text("{ not json")
-    wb2 = Workbench(wb.settings, embedder_factory=lambda m: HashEmbedder(64, 256))
+    wb2_system = System(wb.settings, embedder_factory=lambda m: HashEmbedder(64, 256))
+    wb2 = Workbench(wb2_system)
     try:
-        chat = ChatService(wb2)
+        chat = Chats(wb2_system).service(wb2)
         reply = chat.send(s.id, "Who lit the lamp?")
         [run] = reply.tool_runs
         assert run.ok and "Store 'Bread' could not be searched" in run.text
         assert [c["file_name"] for c in reply.citations + reply.also_searched] == ["lighthouse.md"]
         assert "⚠️ Bread could not be searched" in reply.text and "keeper lit the lamp" in reply.text
     finally:
-        wb2.close()
+        wb2_system.close()
 
 
 def test_a_new_chat_starts_with_the_last_chats_stores_else_the_setting_else_the_only_store(tmp_path, monkeypatch):
     settings = load_settings(data_dir=tmp_path / "data")
-    w = Workbench(settings, embedder_factory=lambda m: HashEmbedder(64, 256))
+    w_system = System(settings, embedder_factory=lambda m: HashEmbedder(64, 256))
+    w = Workbench(w_system)
     try:
-        chat = ChatService(w)
+        chat = Chats(w_system).service(w)
         assert chat.default_stores() == []  # no store at all
         w.ingest_file("Lights", LIGHTHOUSE.encode(), "lighthouse.md")
         assert chat.default_stores() == ["Lights"]  # exactly one
@@ -160,29 +174,29 @@ def test_a_new_chat_starts_with_the_last_chats_stores_else_the_setting_else_the_
         assert chat.default_stores() == ["Lights"]  # the last chat's stores win
         assert chat.create_session().stores == ["Lights"]
     finally:
-        w.close()
+        w_system.close()
 
 
 @pytest.mark.parametrize("question", ["x" * 20_000, "?!…;:", "lamp " * 3000])
-def test_odd_questions_get_an_answer_not_a_crash(wb, question):
-    chat = ChatService(wb)
+def test_odd_questions_get_an_answer_not_a_crash(wb, question, chats):
+    chat = chats.service(wb)
     s = chat.create_session(stores=["Lights"])
     reply = chat.send(s.id, question)
     assert reply.text.startswith("*Retrieval only")
 
 
-def test_the_offline_assistant_says_when_nothing_matches_well(wb, monkeypatch):
+def test_the_offline_assistant_says_when_nothing_matches_well(wb, monkeypatch, chats):
     monkeypatch.setenv("KNOWLEDGE_CHAT__MIN_SCORE", "0.99")
     wb.settings = load_settings(data_dir=wb.settings.data_dir)
-    chat = ChatService(wb)
+    chat = chats.service(wb)
     s = chat.create_session(stores=["Lights"])
     reply = chat.send(s.id, "Who lit the lamp?")
     assert "Nothing in Lights matches “Who lit the lamp?” well" in reply.text
     assert "The closest passage is [1] **lighthouse.md, “Lighthouse” — Lights**" in reply.text
 
 
-def test_after_the_last_attachment_is_removed_the_assistant_says_what_is_true(wb):
-    chat = ChatService(wb)
+def test_after_the_last_attachment_is_removed_the_assistant_says_what_is_true(wb, chats):
+    chat = chats.service(wb)
     s = chat.create_session(stores=[])
     a = chat.attach(s.id, HARBOUR.encode(), "harbour.md")
     chat.remove(s.id, a.file_id)
@@ -195,8 +209,8 @@ def test_after_the_last_attachment_is_removed_the_assistant_says_what_is_true(wb
     assert "I cannot read images (photo.png)" in reply.text
 
 
-def test_empty_sessions_are_pruned_after_a_while_but_not_the_current_one(wb):
-    chat = ChatService(wb)
+def test_empty_sessions_are_pruned_after_a_while_but_not_the_current_one(wb, chats):
+    chat = chats.service(wb)
     empty, current = chat.create_session(stores=[]), chat.create_session(stores=[])
     used = chat.create_session(stores=["Lights"])
     chat.send(used.id, "lamp")
@@ -205,14 +219,14 @@ def test_empty_sessions_are_pruned_after_a_while_but_not_the_current_one(wb):
     assert {s.id for s in chat.sessions()} == {current.id, used.id} and empty.id not in {s.id for s in chat.sessions()}
 
 
-def test_quotes_and_citations_show_no_source_markup(wb):
+def test_quotes_and_citations_show_no_source_markup(wb, chats):
     chapter = (
         '# Shadowing\n\nYou can <span class="filename">shadow</span> a variable with `let`.\n\n'
         "```rust\n{{#include ../listings/ch03/src/main.rs}}\n```\n\n<!-- ignore -->\n"
         "The shadowing ends with the scope.\n"
     )
     assert wb.ingest_file("Book", chapter.encode(), "ch03.md").ok
-    chat = ChatService(wb)
+    chat = chats.service(wb)
     s = chat.create_session(stores=["Book"])
     reply = chat.send(s.id, "shadow a variable with let")
     assert "shadow" in reply.text and "let" in reply.text
@@ -221,14 +235,14 @@ def test_quotes_and_citations_show_no_source_markup(wb):
     assert "<span" in reply.citations[0]["text"]  # the stored text (and its span) stay exact
 
 
-def test_the_attachment_text_cache_keeps_the_newest_files_only(wb, monkeypatch):
-    """One chat service serves every browser session, so its cache of attached files' text is
+def test_the_attachment_text_cache_keeps_the_newest_files_only(wb, monkeypatch, chats):
+    """The chat state every person shares (Chats) keeps the attached files' text, so its cache is
     bounded (the most recently read files) and shared safely."""
     import knowledge.chat.service as svc
 
     monkeypatch.setattr(svc, "TEXT_CACHE", 2)
-    chat = ChatService(wb)
+    chat = chats.service(wb)
     ids = [wb.save_attachment(f"n{i}.txt", "text/plain", f"note {i}".encode()).id for i in range(3)]
     assert [chat._text(i).strip() for i in ids] == ["note 0", "note 1", "note 2"]
-    assert list(chat._texts) == ids[1:]
-    assert chat._text(ids[1]).strip() == "note 1" and list(chat._texts) == [ids[2], ids[1]]
+    assert list(chats._texts) == ids[1:]
+    assert chat._text(ids[1]).strip() == "note 1" and list(chats._texts) == [ids[2], ids[1]]

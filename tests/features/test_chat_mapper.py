@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from knowledge.chat import ChatService, redact
+from knowledge.chat import Chats, redact
 from knowledge.chat.mapper import (
     IMAGE_TOKENS,
     MapperContext,
@@ -59,7 +59,7 @@ def system(tmp_path):
 
 @pytest.fixture
 def chat(system):
-    return ChatService(Workbench(system))
+    return Chats(system).service(Workbench(system))
 
 
 @pytest.fixture
@@ -437,9 +437,11 @@ def test_a_broken_embedding_model_makes_the_tools_unavailable(tmp_path, files):
     def broken(model):
         raise EmbeddingUnavailable(f"model {model} is missing")
 
-    wb = Workbench(load_settings(data_dir=tmp_path / "d2"), embedder_factory=broken)
+    system = System(load_settings(data_dir=tmp_path / "d2"), embedder_factory=broken)
+
+    wb = Workbench(system)
     try:
-        chat = ChatService(wb)
+        chat = Chats(system).service(wb)
         ok, reason = chat.tools.availability()
         assert not ok and "cannot be loaded" in reason and "is missing" in reason
         s = chat.create_session()
@@ -447,7 +449,7 @@ def test_a_broken_embedding_model_makes_the_tools_unavailable(tmp_path, files):
         reply = chat.send(s.id, "hi")
         assert reply.retrieval_only and "offline assistant" in reply.text
     finally:
-        wb.close()
+        system.close()
 
 
 def test_api_keys_are_named_never_stored(chat, system):
@@ -470,16 +472,18 @@ def test_redaction_leaves_text_alone_and_catches_bare_base64():
 # -- persistence -------------------------------------------------------------------------------------
 def test_sessions_messages_parts_and_attachments_persist_in_the_catalog(tmp_path, files):
     settings = load_settings(data_dir=tmp_path / "persist")
-    wb = Workbench(settings, embedder_factory=lambda m: HashEmbedder(64, 256))
-    chat = ChatService(wb)
+    system = System(settings, embedder_factory=lambda m: HashEmbedder(64, 256))
+    wb = Workbench(system)
+    chat = Chats(system).service(wb)
     s = chat.create_session()
     chat.attach(s.id, files["notes"])
     img = chat.attach(s.id, png_bytes(), "photo.png")
     chat.send(s.id, "who lit the lamp?")
-    wb.close()
-    wb = Workbench(settings, embedder_factory=lambda m: HashEmbedder(64, 256))
+    system.close()
+    system = System(settings, embedder_factory=lambda m: HashEmbedder(64, 256))
+    wb = Workbench(system)
     try:
-        again = ChatService(wb)
+        again = Chats(system).service(wb)
         assert [x.title for x in again.sessions()] == ["who lit the lamp?"]
         msgs = again.messages(s.id)
         assert [m.role for m in msgs] == ["user", "assistant", "tool", "assistant"]
@@ -490,7 +494,7 @@ def test_sessions_messages_parts_and_attachments_persist_in_the_catalog(tmp_path
         assert [a.name for a in again.attachments(s.id)] == ["notes.md", "photo.png"]
         assert len(again.traces(s.id)) == 2
     finally:
-        wb.close()
+        system.close()
 
 
 def test_deleting_a_session_removes_its_store_and_its_files(chat, files, system):

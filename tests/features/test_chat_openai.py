@@ -9,10 +9,11 @@ import json
 
 import pytest
 
-from knowledge.chat import ChatService
+from knowledge.chat import Chats, ChatService
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.llm import LlmUnavailable
+from knowledge.system import System
 from knowledge.workbench import Workbench
 from tests.helpers.chat import PAGES, ChatCompletionsServer, pdf_bytes, png_bytes, tool_call
 
@@ -183,9 +184,10 @@ def test_an_unreachable_server_says_so(chat):
 @pytest.mark.model
 @pytest.mark.slow  # two corpus PDFs embedded with the real model
 def test_offline_assistant_answers_from_a_corpus_pdf_with_file_and_page(corpus, tmp_path):
-    wb = Workbench(load_settings(data_dir=tmp_path / "data"))
+    system = System(load_settings(data_dir=tmp_path / "data"))
+    wb = Workbench(system)
     try:
-        chat = ChatService(wb)
+        chat = Chats(system).service(wb)
         s = chat.create_session()
         chat.attach(s.id, corpus / "pdf" / "pdflatex-4-pages.pdf")
         chat.attach(s.id, corpus / "pdf" / "google-doc-document.pdf")
@@ -198,19 +200,20 @@ def test_offline_assistant_answers_from_a_corpus_pdf_with_file_and_page(corpus, 
         # the answer quotes the sentence that answers, marked [1]; file and page are the citation's
         assert "> Explicit is better than implicit. [1]" in reply.text
     finally:
-        wb.close()
+        system.close()
 
 
 @pytest.mark.slow
 def test_offline_assistant_on_corpus_markdown_with_the_fake_embedder(corpus, tmp_path):
-    wb = Workbench(load_settings(data_dir=tmp_path / "data"), embedder_factory=lambda m: HashEmbedder(4096, 256))
-    chat = ChatService(wb)
+    system = System(load_settings(data_dir=tmp_path / "data"), embedder_factory=lambda m: HashEmbedder(4096, 256))
+    wb = Workbench(system)
+    chat = Chats(system).service(wb)
     s = chat.create_session()
     book = corpus / "md" / "rust-book"
     chat.attach(s.id, book / "ch03-01-variables-and-mutability.md")
     chat.attach(s.id, book / "ch08-01-vectors.md")
     reply = chat.send(s.id, "shadowing: shadow a variable with let")
-    wb.close()
+    system.close()
     assert reply.citations and reply.citations[0]["file_name"] == "ch03-01-variables-and-mutability.md"
     assert "shadow" in reply.citations[0]["text"].lower()
     assert "> " in reply.text  # passages quoted

@@ -15,7 +15,7 @@ import httpx
 import pytest
 from PIL import Image, ImageDraw, ImageFont
 
-from knowledge.chat import ChatService
+from knowledge.chat import Chats
 from knowledge.chat.model import USER
 from knowledge.chat.sources import cite, quoted_at, where_text
 from knowledge.config import load_settings
@@ -107,6 +107,11 @@ def wb(system):
     return Workbench(system)
 
 
+@pytest.fixture
+def chats(system):
+    return Chats(system)
+
+
 def invoice_png() -> bytes:
     """An invoice as a picture: its total and due date in Pillow's built-in font, big enough for OCR."""
     font = ImageFont.load_default(size=30)
@@ -131,8 +136,8 @@ def cite_the_invoice(req: dict) -> dict:
 
 
 @pytest.mark.slow
-def test_the_invoice_answer_cites_exactly_the_invoice_as_1(wb):
-    chat = ChatService(wb)
+def test_the_invoice_answer_cites_exactly_the_invoice_as_1(wb, chats):
+    chat = chats.service(wb)
     script = [
         lambda req: tool_call("vector_search", {"query": "invoice total due date guessing game", "k": 6}),
         cite_the_invoice,
@@ -154,8 +159,8 @@ def test_the_invoice_answer_cites_exactly_the_invoice_as_1(wb):
 
 
 @pytest.mark.slow
-def test_an_image_only_message_says_what_was_read_in_it(wb):
-    chat = ChatService(wb)
+def test_an_image_only_message_says_what_was_read_in_it(wb, chats):
+    chat = chats.service(wb)
     s = chat.create_session(stores=["book"])
     chat.attach(s.id, invoice_png(), "invoice.png")
     reply = chat.send(s.id, "")
@@ -163,8 +168,8 @@ def test_an_image_only_message_says_what_was_read_in_it(wb):
     assert "text recognition" in reply.text and "invoice.png" in reply.text and "1,234.56" in reply.text
 
 
-def test_the_offline_answer_numbers_its_quotes_as_its_sources(wb):
-    chat = ChatService(wb)
+def test_the_offline_answer_numbers_its_quotes_as_its_sources(wb, chats):
+    chat = chats.service(wb)
     s = chat.create_session(stores=["book"])
     reply = chat.send(s.id, "guessing game secret number")
     markers = [int(n) for n in re.findall(r"\[(\d+)\] \*\*", reply.text)]  # [n] **file** (score ...)
@@ -172,8 +177,8 @@ def test_the_offline_answer_numbers_its_quotes_as_its_sources(wb):
     assert [c["n"] for c in reply.citations] == markers
 
 
-def test_retry_asks_the_failed_question_again_without_a_second_copy(wb):
-    chat = ChatService(wb)
+def test_retry_asks_the_failed_question_again_without_a_second_copy(wb, chats):
+    chat = chats.service(wb)
     script = [lambda req: {"content": "Back again."}]
     with ChatCompletionsServer(script) as server:
         down = server.base_url.replace("/v1", "") + "/nowhere/v1"

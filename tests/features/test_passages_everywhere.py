@@ -15,7 +15,7 @@ import httpx
 import pytest
 from mcp import Client
 
-from knowledge.chat import ChatService
+from knowledge.chat import Chats
 from knowledge.cli.chat import print_reply
 from knowledge.cli.search import cmd_search
 from knowledge.config import load_settings
@@ -50,6 +50,11 @@ def system(tmp_path):
 @pytest.fixture
 def wb(system):
     return Workbench(system)
+
+
+@pytest.fixture
+def chats(system):
+    return Chats(system)
 
 
 def apart(passages: list[dict]) -> bool:
@@ -128,8 +133,8 @@ def test_tools_and_cli_search_give_merged_passages(wb, capsys):
     assert len(out) == 3 and apart(spans(out)) and any(len(h["chunks"]) > 1 for h in out)
 
 
-def test_chat_sources_and_also_searched_never_hold_two_pieces_of_one_passage(wb, capsys):
-    chat = ChatService(wb)
+def test_chat_sources_and_also_searched_never_hold_two_pieces_of_one_passage(wb, capsys, chats):
+    chat = chats.service(wb)
     s = chat.create_session(stores=["sky"])
     reply = chat.send(s.id, QUERY)
     everything = reply.citations + reply.also_searched

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from knowledge.chat import ChatService
+from knowledge.chat import Chats
 from knowledge.chat.store import SessionNotFound
+from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
-from knowledge.errors import StoreNotFound
+from knowledge.errors import InvalidArgument, StoreNotFound
 from knowledge.system import System
 from knowledge.tools import KnowledgeTools
 from knowledge.workbench import Workbench
@@ -22,6 +23,11 @@ def system(catalog_settings):
     s = System(catalog_settings, embedder_factory=lambda m: HashEmbedder(dimension=32, max_tokens=64))
     yield s
     s.close()
+
+
+@pytest.fixture
+def chats(system):
+    return Chats(system)
 
 
 @pytest.fixture
@@ -41,9 +47,9 @@ def team(system, wb):
     return wb, views
 
 
-def test_chat_sessions_are_private_to_their_user(team):
+def test_chat_sessions_are_private_to_their_user(team, chats):
     wb, v = team
-    base = ChatService(wb)
+    base = chats.service(wb)
     ana, bo, root = base.as_user(v["ana"]), base.as_user(v["bo"]), base.as_user(v["root"])
     old = base.create_session("Before accounts")  # the local admin's: no owner, the admins'
     mine = ana.create_session("Ana's chat", stores=["hr"])
@@ -74,9 +80,9 @@ def test_chat_sessions_are_private_to_their_user(team):
     assert {s.id for s in base.sessions()} == {old.id, mine.id}
 
 
-def test_chat_stores_and_search_hold_only_what_the_user_reads(team):
+def test_chat_stores_and_search_hold_only_what_the_user_reads(team, chats):
     wb, v = team
-    base = ChatService(wb)
+    base = chats.service(wb)
     bo = base.as_user(v["bo"])
     with pytest.raises(StoreNotFound):
         bo.create_session(stores=["hr"])
@@ -137,3 +143,18 @@ def test_each_users_memories_live_in_a_collection_of_their_own(team):
     assert mem["ana"].recall("locker code", dataset=None) == [] and mem["ana"].datasets() == {}
     assert mem["ana"].forget(dataset="private") == 0
     assert mem["bo"].datasets() == {"private": 1}
+
+
+def test_each_persons_chat_service_is_built_over_the_one_shared_state(team, chats, tmp_path):
+    """No copy of a service per person: each is built over the same Chats (session store, locks)."""
+    _, v = team
+    ana, bo = chats.service(v["ana"]), chats.service(v["bo"])
+    assert ana.wb is v["ana"] and bo.wb is v["bo"] and ana.store is bo.store is chats.store
+    assert ana._lock("s1") is bo._lock("s1")  # one turn of a session at a time, whoever asks
+    assert ana.as_user(v["bo"]).wb is v["bo"] and ana.as_user(v["bo"]).chats is chats
+    other = System(load_settings(data_dir=tmp_path / "other"), embedder_factory=lambda m: HashEmbedder(32, 64))
+    try:
+        with pytest.raises(InvalidArgument, match="another system"):
+            chats.service(Workbench(other))
+    finally:
+        other.close()

@@ -320,12 +320,15 @@ def test_cli_prints_ocr_progress_per_page(tmp_path, capsys, monkeypatch):
 
 @pytest.mark.slow
 def test_an_image_attached_in_chat_is_ocrd_for_retrieval_and_still_a_part(tmp_path):
-    from knowledge.chat import ChatService
+    from knowledge.chat import Chats
     from knowledge.chat.model import IMAGE, USER
+    from knowledge.system import System
 
-    wb = Workbench(load_settings(data_dir=tmp_path / "data"), embedder_factory=lambda m: HashEmbedder(64, 256))
+    system = System(load_settings(data_dir=tmp_path / "data"), embedder_factory=lambda m: HashEmbedder(64, 256))
+
+    wb = Workbench(system)
     try:
-        chat = ChatService(wb)
+        chat = Chats(system).service(wb)
         s = chat.create_session()
         img = chat.attach(s.id, encoded(render(["Whiteboard token NARWHAL606 from the meeting"]), "PNG"), "board.png")
         assert img.kind == "image"
@@ -345,7 +348,7 @@ def test_an_image_attached_in_chat_is_ocrd_for_retrieval_and_still_a_part(tmp_pa
         chat.remove(s.id, img.file_id)
         assert wb.store_files(session.store) == []
     finally:
-        wb.close()
+        system.close()
 
 
 @pytest.mark.slow

@@ -102,3 +102,58 @@ def test_bad_parts_are_400(client):
     ):
         with pytest.raises(openai.BadRequestError):
             client.chat.completions.create(model="offline", messages=[{"role": "user", "content": content}])
+
+
+def test_vector_store_ids_choose_the_stores_and_another_persons_is_404(tmp_path):
+    """``metadata.vector_store_ids`` or a ``file_search`` tool's ``vector_store_ids`` choose the
+    stores a chat searches; an id of a store the caller may not read is 404 naming the field, as a
+    missing store is everywhere in the API (not an answer over no documents)."""
+    from fastapi.testclient import TestClient
+
+    from knowledge.chat import Chats
+    from knowledge.server.objects import vector_store_id
+    from knowledge.workbench import Workbench
+
+    system = System(
+        load_settings(data_dir=tmp_path / "data"), embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256)
+    )
+    try:
+        system.people.set_up_admin("root", "correct horse battery")
+        for name in ("ana", "bo"):
+            system.people.accounts.create(name, "correct horse battery")
+        ana = Workbench(system).as_user(system.people.accounts.actor("ana"))
+        bo = Workbench(system).as_user(system.people.accounts.actor("bo"))
+        assert ana.ingest_file("hr", b"The parental leave policy grants sixteen weeks.", "leave.txt").ok
+        assert bo.ingest_file("ops", b"The night shift rota changes every Monday.", "rota.txt").ok
+        hr, ops = vector_store_id("hr"), vector_store_id("ops")
+        ask = {"model": "offline", "messages": [{"role": "user", "content": "How long is parental leave?"}]}
+        with TestClient(create_app(system)) as c:
+            key = system.people.keys.create("bo", "tests")[1]
+            head = {"Authorization": f"Bearer {key}"}
+            for extra, param in (
+                ({"metadata": {"vector_store_ids": [hr]}}, "metadata.vector_store_ids"),
+                ({"metadata": {"vector_store_ids": f"{ops},{hr}"}}, "metadata.vector_store_ids"),
+                ({"tools": [{"type": "file_search", "vector_store_ids": [hr]}]}, "tools"),
+                ({"metadata": {"vector_store_ids": ["vs_" + "0" * 24]}}, "metadata.vector_store_ids"),
+            ):
+                r = c.post("/v1/chat/completions", json={**ask, **extra}, headers=head)
+                assert r.status_code == 404, (extra, r.text)
+                assert (r.json()["error"]["code"], r.json()["error"]["param"]) == ("not_found", param)
+                assert "sixteen" not in r.text
+            r = c.post(
+                "/v1/chat/completions",
+                json={**ask, "tools": [{"type": "file_search", "vector_store_ids": "x"}]},
+                headers=head,
+            )
+            assert r.status_code == 400 and r.json()["error"]["param"] == "tools"
+            r = c.post(
+                "/v1/chat/completions",
+                json={**ask, "messages": [{"role": "user", "content": "When does the rota change?"}]}
+                | {"metadata": {"vector_store_ids": [ops]}},
+                headers=head,
+            )
+            assert r.status_code == 200, r.text  # searched: its own store (below)
+            session = r.json()["session"]
+        assert Chats(system).service(bo).session(session).stores == ["ops"]
+    finally:
+        system.close()

@@ -17,6 +17,7 @@ from urllib.parse import quote, urlencode
 
 import httpx
 import pytest
+from fastapi.testclient import TestClient
 from psycopg.conninfo import conninfo_to_dict
 
 from knowledge.config import load_settings
@@ -358,3 +359,44 @@ def test_a_users_chat_service_is_kept_across_requests_and_acts_as_them(system):
     again = api.for_actor(system.people.accounts.actor("ana"))  # the next request: the actor read anew
     assert first.chat is again.chat and first.chat.wb.actor.username == "ana"  # turns of a session queue
     assert api.for_actor(system.people.accounts.actor("root")).chat is not first.chat
+
+
+def test_account_routes_answer_a_missing_account_group_or_key_404_naming_it(system):
+    """OpenAI's error shape: a missing account, group or key is 404 ``not_found`` with ``param``; a
+    wrong role or heir is 400 naming the field; another's key, to a member, is a missing one."""
+    system.people.set_up_admin("root", PW)
+    system.people.accounts.create("ana", PW)
+    root_key, root_secret = system.people.keys.create("root", "tests")
+    _, ana_secret = system.people.keys.create("ana", "tests")
+    app = create_app(system)
+    with TestClient(app, headers={"Authorization": f"Bearer {root_secret}"}) as c:
+        assert c.post("/v1/knowledge/groups", json={"name": "team"}).status_code == 200
+        for method, path, body, param in (
+            ("POST", "/users/nobody", {"display_name": "N"}, "username"),
+            ("DELETE", "/users/nobody", None, "username"),
+            ("GET", "/keys?username=nobody", None, "username"),
+            ("POST", "/keys", {"name": "x", "username": "nobody"}, "username"),
+            ("DELETE", "/keys/nokey", None, "key_id"),
+            ("DELETE", "/groups/nogroup", None, "group"),
+            ("POST", "/groups/nogroup/members", {"username": "ana"}, "group"),
+            ("POST", "/groups/team/members", {"username": "nobody"}, "username"),
+            ("DELETE", "/groups/team/members/nobody", None, "username"),
+        ):
+            r = c.request(method, "/v1/knowledge" + path, json=body)
+            assert r.status_code == 404, (method, path, r.text)
+            error = r.json()["error"]
+            assert (error["code"], error["param"]) == ("not_found", param), (method, path, error)
+            assert "nobody" in error["message"] or "nokey" in error["message"] or "nogroup" in error["message"]
+        for method, path, body, param in (
+            ("POST", "/users", {"username": "cy", "password": PW, "role": "boss"}, "role"),
+            ("POST", "/users/ana", {"role": "boss"}, "role"),
+            ("POST", "/invites", {"role": "boss"}, "role"),
+            ("DELETE", "/users/ana?heir=nobody", None, "heir"),
+        ):
+            r = c.request(method, "/v1/knowledge" + path, json=body)
+            assert r.status_code == 400 and r.json()["error"]["param"] == param, (method, path, r.text)
+    with TestClient(app, headers={"Authorization": f"Bearer {ana_secret}"}) as c:
+        r = c.delete(f"/v1/knowledge/keys/{root_key.id}")  # root's key, to a member: not confirmed
+        assert r.status_code == 404 and r.json()["error"]["param"] == "key_id"
+    assert system.people.accounts.get("cy") is None and system.people.accounts.require("ana").role == "member"
+    assert system.people.keys.get(root_key.id).active

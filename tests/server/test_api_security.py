@@ -12,7 +12,7 @@ import httpx
 import pytest
 from mcp import Client
 
-from knowledge.chat import ChatService
+from knowledge.chat import Chats
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.server.app import create_app
@@ -43,6 +43,11 @@ def system(tmp_path):
 @pytest.fixture
 def wb(system):
     return Workbench(system)
+
+
+@pytest.fixture
+def chats(system):
+    return Chats(system)
 
 
 @pytest.fixture
@@ -314,12 +319,12 @@ def test_a_store_name_with_a_control_character_is_refused(base, wb, name):
 
 
 # -- chats' own stores and attachments -------------------------------------------------------------------
-def test_a_chats_own_store_and_attachment_are_unreachable(tmp_path, system, wb):
-    chat = ChatService(wb)
+def test_a_chats_own_store_and_attachment_are_unreachable(tmp_path, system, wb, chats):
+    chat = chats.service(wb)
     session = chat.create_session(config="offline")
     chat.attach(session.id, b"# Private\n\nThe vault code is 4411.\n", "private.md")
     [secret] = [r.file_id for r in wb.file_records(session.store)]
-    with Served(create_app(system, chat=chat)) as base:
+    with Served(create_app(system, chats=chats)) as base:
         assert httpx.get(base + "/v1/files").json()["data"] == []
         assert httpx.get(base + f"/v1/files/{secret}").status_code == 404
         assert httpx.get(base + f"/v1/files/{secret}/content").status_code == 404
@@ -382,8 +387,8 @@ def test_mcp_over_http_refuses_rebinding_other_origins_and_non_json(wb, tmp_path
         assert "search" in anyio.run(main)  # the SDK's own client, as an MCP client connects
 
 
-def test_mcp_tools_refuse_control_characters_and_chats_own_stores(wb, tmp_path):
-    chat = ChatService(wb)
+def test_mcp_tools_refuse_control_characters_and_chats_own_stores(wb, tmp_path, chats):
+    chat = chats.service(wb)
     session = chat.create_session(config="offline")
     chat.attach(session.id, b"# Private\n\nThe vault code is 4411.\n", "private.md")
 

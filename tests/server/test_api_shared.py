@@ -225,19 +225,19 @@ def test_an_earlier_vector_stores_json_is_imported_once(tmp_path):
     w = system_of(settings)
     try:
         Workbench(w).create_store("laptop", "default")
-        api = KnowledgeApi(w)
+        api = KnowledgeApi.serving(w)
         obj = api.store_object("laptop")
         assert obj["metadata"] == {"k": "v"} and obj["expires_after"]["days"] == 7
         assert api.meta.get("laptop")["chunking_strategy"] == STATIC
         assert not legacy.exists() and legacy.with_name("vector_stores.json.imported").is_file()
         api.meta.put("laptop", {**api.meta.get("laptop"), "metadata": {"k": "changed"}})
         legacy.write_text(json.dumps({"laptop": {"metadata": {"k": "stale"}}}), "utf-8")  # a stray copy
-        assert KnowledgeApi(w).store_object("laptop")["metadata"] == {"k": "changed"}  # the catalog's wins
+        assert KnowledgeApi.serving(w).store_object("laptop")["metadata"] == {"k": "changed"}  # the catalog's wins
     finally:
         w.close()
     w = system_of(settings)  # a new process: still there
     try:
-        assert KnowledgeApi(w).store_object("laptop")["metadata"] == {"k": "changed"}
+        assert KnowledgeApi.serving(w).store_object("laptop")["metadata"] == {"k": "changed"}
     finally:
         w.close()
 

@@ -23,7 +23,7 @@ from knowledge.agent_memory import VectorMemory
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import AuthenticationFailed
-from knowledge.server.mcp import build_server, http_app
+from knowledge.server.mcp import KnowledgeTools, build_server, http_app
 from knowledge.system import System
 from knowledge.workbench import Workbench
 from tests.helpers.api import Served, free_port
@@ -219,3 +219,14 @@ def test_knowledge_mcp_user_over_stdio_acts_as_that_account(team, tmp_path):
         stdin=subprocess.DEVNULL,
     )
     assert gone.returncode != 0 and "no longer exists" in gone.stderr and "Traceback" not in gone.stderr
+
+
+def test_a_persons_tools_are_built_over_the_shared_memories(team):
+    """acting_for builds the person's tools (no copy): their workbench, the server's one AgentMemories."""
+    wb, _, _, _ = team
+    tools = KnowledgeTools(wb, http=True)
+    ana = tools.acting_for(wb.actor_of("ana"))
+    assert ana is not tools and ana.wb.actor.username == "ana" and tools.wb.actor.local
+    assert ana.memories is tools.memories and ana.http
+    assert ana.memory() is tools.acting_for(wb.actor_of("ana")).memory()  # made once per collection
+    assert ana.memory() is not tools.memory()  # each person's own collection

@@ -23,7 +23,7 @@ from knowledge.access import (
     is_shared,
     verify_password,
 )
-from knowledge.chat import ChatService
+from knowledge.chat import Chats, ChatService
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import ConfigError, InvalidArgument, PathNotAllowed
@@ -157,19 +157,19 @@ def test_a_folder_job_stays_inside_the_allowed_folders(tree, tmp_path):
             IngestJob.from_folder(system.jobs, "notes", tree["home"] / "out", folders=folders)
         with pytest.raises(PathNotAllowed, match="hidden"):
             IngestJob.from_folder(system.jobs, "notes", tree["home"] / ".aws", folders=folders)
-        job = wb.submit_job(IngestJob.from_folder(system.jobs, "notes", tree["home"] / "docs", "**/*.md", folders=folders))
+        job = wb.submit_folder("notes", tree["home"] / "docs", "**/*.md", folders=folders)
         assert job.wait(60)
         assert sorted(r.name for r in job.results) == ["more.md", "notes.md"]
         assert job.skipped == [str(tree["home"] / "docs" / "escape.md")]
         assert not wb.search("notes", "launch codes", k=5, mode="lexical")
         # the whole home folder: the data folder inside it and the hidden .aws are left out
-        job = wb.submit_job(IngestJob.from_folder(system.jobs, "all", tree["home"], folders=folders))
+        job = wb.submit_folder("all", tree["home"], folders=folders)
         assert job.wait(60)
         assert sorted(r.name for r in job.results) == ["more.md", "notes.md"]
         with pytest.raises(InvalidArgument, match="left out"):
             IngestJob.from_folder(system.jobs, "notes", tree["home"] / "docs", "escape.md", folders=folders)
         # without confinement (the CLI's use) any path is read
-        job = wb.submit_job(IngestJob.from_folder(system.jobs, "cli", tree["outside"]))
+        job = wb.submit_folder("cli", tree["outside"])
         assert job.wait(60) and [r.name for r in job.results] == ["secret.md"]
     finally:
         system.close()
@@ -184,10 +184,20 @@ INJECTED = (
 
 
 @pytest.fixture
-def wb(tmp_path):
-    w = Workbench(load_settings(data_dir=tmp_path / "data"), embedder_factory=lambda m: HashEmbedder(64, 256))
-    yield w
-    w.close()
+def system(tmp_path):
+    s = System(load_settings(data_dir=tmp_path / "data"), embedder_factory=lambda m: HashEmbedder(64, 256))
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def wb(system):
+    return Workbench(system)
+
+
+@pytest.fixture
+def chats(system):
+    return Chats(system)
 
 
 @pytest.fixture
@@ -215,8 +225,8 @@ def _refusals(chat: ChatService, sid: str) -> list[str]:
     return [t.error for t in chat.traces(sid) if t.provider == "policy"]
 
 
-def test_by_default_a_model_gets_read_tools_only_and_a_write_call_is_refused(wb, reads):
-    chat = ChatService(wb)
+def test_by_default_a_model_gets_read_tools_only_and_a_write_call_is_refused(wb, reads, chats):
+    chat = chats.service(wb)
     script = [lambda req: tool_call("vector_ingest_file", {"path": "/etc/hostname"}), lambda req: {"content": "done"}]
     with ChatCompletionsServer(script) as server:
         _local(chat, server)
@@ -231,7 +241,7 @@ def test_by_default_a_model_gets_read_tools_only_and_a_write_call_is_refused(wb,
     assert len(_refusals(chat, s.id)) == 1 and "vector_ingest_file" in _refusals(chat, s.id)[0]
 
 
-def test_with_write_tools_a_model_acts_on_its_own_attachments_only(wb, reads, tmp_path, monkeypatch):
+def test_with_write_tools_a_model_acts_on_its_own_attachments_only(wb, reads, tmp_path, monkeypatch, chats):
     wb.ingest_file("team", b"# Plan\n\nThe roadmap for next year.", "plan.md")
     victim = wb.store_files("team")[0].file_id
     allowed = tmp_path / "inbox"
@@ -239,7 +249,7 @@ def test_with_write_tools_a_model_acts_on_its_own_attachments_only(wb, reads, tm
     (allowed / "memo.md").write_text("# Memo\n\nThe otters moved to the north pond.")
     monkeypatch.setenv("KNOWLEDGE_CHAT__ALLOWED_DIRS", json.dumps([str(allowed)]))
     wb.settings = load_settings(data_dir=wb.settings.data_dir)
-    chat = ChatService(wb)
+    chat = chats.service(wb)
     script = [
         lambda req: tool_call("vector_delete_file", {"store": "team", "file_id": victim}, "c1"),
         lambda req: tool_call("vector_search", {"store": "team", "query": "roadmap"}, "c2"),
@@ -265,12 +275,12 @@ def test_with_write_tools_a_model_acts_on_its_own_attachments_only(wb, reads, tm
     assert any("outside the folders allowed" in r for r in refusals)
 
 
-def test_an_instruction_hidden_in_a_document_does_not_reach_the_disk(wb, reads):
+def test_an_instruction_hidden_in_a_document_does_not_reach_the_disk(wb, reads, chats):
     """A model that obeys whatever a tool result says: the document tells it to ingest a local file
     and delete another store's file. Nothing is read or deleted, and the trace shows the refusals."""
     wb.ingest_file("team", b"# Plan\n\nThe roadmap for next year.", "plan.md")
     victim = wb.store_files("team")[0].file_id
-    chat = ChatService(wb)
+    chat = chats.service(wb)
 
     def obey(req):  # follow the first instruction found in the tool results
         text = " ".join(m["content"] for m in req["messages"] if m["role"] == "tool")

@@ -9,7 +9,7 @@ import pytest
 
 from knowledge.attributes import from_payload
 from knowledge.catalog import Catalog
-from knowledge.chat import ChatService
+from knowledge.chat import Chats, ChatService
 from knowledge.chat.mapper import MapperContext, system_prompt
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import InvalidArgument, PermissionDenied, StoreNotFound
@@ -28,7 +28,7 @@ def _wb(settings) -> Workbench:
 
 @pytest.fixture
 def system(catalog_settings):
-    s = System(catalog_settings, lambda m: HashEmbedder(dimension=32, max_tokens=64))
+    s = System(catalog_settings, embedder_factory=lambda m: HashEmbedder(dimension=32, max_tokens=64))
     yield s
     s.close()
 
@@ -36,6 +36,11 @@ def system(catalog_settings):
 @pytest.fixture
 def wb(system):
     return Workbench(system)
+
+
+@pytest.fixture
+def chats(system):
+    return Chats(system)
 
 
 def _files(wb: Workbench) -> dict[str, str]:
@@ -112,11 +117,11 @@ def test_store_settings_persist_are_checked_and_leave_with_the_store(wb, catalog
 
 
 @pytest.mark.slow
-def test_chat_tells_the_model_each_stores_description_and_filters_by_attributes(wb):
+def test_chat_tells_the_model_each_stores_description_and_filters_by_attributes(wb, chats):
     ids = _files(wb)
     wb.set_store_settings("docs", description="Deployment guides\nof the ops team.")
     wb.set_file_attributes("docs", ids["notes.txt"], {"kind": "minutes"})
-    chat = ChatService(wb)
+    chat = chats.service(wb)
     s = chat.create_session(stores=["docs"])
     briefs = chat.briefs(chat.knowledge(s.id))
     assert briefs[0].description == "Deployment guides\nof the ops team."

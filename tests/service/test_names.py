@@ -9,7 +9,7 @@ import pytest
 from knowledge._names import bad_character, check_name
 from knowledge.agent_memory import VectorMemory
 from knowledge.catalog import DONE, FileRecord
-from knowledge.chat.service import ChatService
+from knowledge.chat import Chats
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import InvalidArgument, KnowledgeError
@@ -34,7 +34,7 @@ GOOD = ["Team notes", "Café déjà vu", "עברית\u200fשם", "👨\u200d👩
 
 @pytest.fixture
 def system(tmp_path):
-    s = System(load_settings(data_dir=tmp_path / "data"), lambda m: HashEmbedder(64, 64))
+    s = System(load_settings(data_dir=tmp_path / "data"), embedder_factory=lambda m: HashEmbedder(64, 64))
     yield s
     s.close()
 
@@ -42,6 +42,11 @@ def system(tmp_path):
 @pytest.fixture
 def wb(system):
     return Workbench(system)
+
+
+@pytest.fixture
+def chats(system):
+    return Chats(system)
 
 
 def test_the_rule_names_the_character_and_keeps_every_script():
@@ -109,8 +114,8 @@ def test_a_batch_goes_on_past_a_refused_file_name(system, wb, tmp_path):
     assert sorted((r.name, r.ok) for r in results) == [("bad\u202etxt.exe", False), ("good.txt", True), ("more.txt", True)]
 
 
-def test_chat_titles_with_control_characters_are_refused_but_a_message_still_titles_its_chat(wb):
-    chat = ChatService(wb)
+def test_chat_titles_with_control_characters_are_refused_but_a_message_still_titles_its_chat(wb, chats):
+    chat = chats.service(wb)
     with pytest.raises(InvalidArgument, match="chat title contains"):
         chat.create_session("hello\x00")
     s = chat.create_session()

@@ -221,3 +221,19 @@ def test_a_refused_store_name_leaves_no_owner_and_no_audit_event(system, team):
         with pytest.raises(InvalidArgument, match="may not hold"):
             attempt()
     assert system.people.sharing.owner("~notes") is None and len(system.people.audit.events()) == before
+
+
+def test_a_folder_batch_is_checked_before_the_folder_is_read_and_a_new_store_is_the_submitters(system, team, tmp_path):
+    """Workbench.submit_folder checks, walks, claims and starts in one call: a store the person may
+    not write to is refused before the folder is read (nothing queued, nothing recorded)."""
+    _, _, ana, bo = team
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.md").write_text("# A\n\nThe rota for the night shift.")
+    before = len(system.people.audit.events())
+    with pytest.raises(InvalidArgument, match="not available"):  # bo may not see ana's store, nor take its name
+        bo.submit_folder("hr", tmp_path / "missing")  # not walked: a missing folder would say "not a folder"
+    assert len(system.people.audit.events()) == before and [f.file_name for f in ana.store_files("hr")] == ["leave.txt"]
+    job = bo.submit_folder("ops", folder)
+    assert job.wait(60) and [r.name for r in job.results] == ["a.md"]
+    assert bo.level("ops") == "owner" and ana.store_names() == ["hr"]

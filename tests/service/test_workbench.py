@@ -364,7 +364,7 @@ def test_an_ingest_job_reports_each_file_and_can_be_stopped(system, wb, tmp_path
 
     stopped = IngestJob(system.jobs, "notes", [("a.md", b"# A\n\n" + b"alpha words " * 400), ("b.md", b"# B\n\nbeta")])
     stopped.cancel()
-    wb.submit_job(stopped)
+    stopped.start()  # cancelled before it started (IngestJob.start checks no one: the service level)
     assert stopped.wait(30)
     assert [r.outcome for r in stopped.results] == [Outcome.CANCELLED, Outcome.CANCELLED]
     assert sorted(f.file_name for f in wb.store_files("notes") if f.status == "done") == ["bread.md", "cats.md"]
@@ -397,7 +397,7 @@ def test_an_ingest_job_from_a_folder(system, wb, tmp_path):
     d.mkdir()
     write(d / "cats.md", CATS)
     write(d / "notes.txt", "plain words")
-    job = wb.submit_job(IngestJob.from_folder(system.jobs, "notes", d, "*.md"))
+    job = wb.submit_folder("notes", d, "*.md")
     assert job.wait(30) and [r.name for r in job.results] == ["cats.md"]
     with pytest.raises(InvalidArgument, match="not a folder"):
         IngestJob.from_folder(system.jobs, "notes", tmp_path / "missing")

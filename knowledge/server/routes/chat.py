@@ -3,11 +3,13 @@
 The CHAT configs are served as models. ``model`` names one; the session is the header
 ``X-Knowledge-Session`` or ``metadata.session`` (a new one without, its id sent back in ``session``
 and the header); ``metadata.stores`` (a list or a comma-separated string) chooses the stores it
-searches. Only the last user message is sent (the session keeps the conversation); its parts
+searches, as do ``metadata.vector_store_ids`` and a ``file_search`` tool's ``vector_store_ids`` (by API
+id; an id that is no store the caller may read is a 404 naming the field). Only the last user
+message is sent (the session keeps the conversation); its parts
 (``text``, ``image_url`` as a ``data:`` URL, ``file`` as ``file_data`` or a ``file_id`` of the Files
 API) become the session's attachments. Citations come back as ``url_citation`` annotations;
 ``stream: true`` sends the whole answer in pieces as server-sent events. Bad input is an
-:class:`~knowledge.server.http.ApiError` (400, or 404 ``model_not_found`` / an unknown session).
+:class:`~knowledge.server.http.ApiError` (400, or 404 ``model_not_found`` / an unknown session or store).
 Details: ``docs/api.md``.
 """
 
@@ -219,6 +221,34 @@ def session_for(api: KnowledgeApi, sid: Any, model: str, stores: list[str] | Non
     return sid
 
 
+def stores_by_id(api: KnowledgeApi, body: ChatCompletion) -> list[str]:
+    """The stores a request names by API id (``vs_...``): ``metadata.vector_store_ids`` and the
+    ``vector_store_ids`` of a ``file_search`` tool (as OpenAI's file search names them), in order.
+
+    Raises:
+        ApiError: 404 ``not_found`` naming the field, for an id that is no store the caller may read
+            (another person's is worded as a missing one); 400 for ids that are not a list of strings.
+    """
+    named: list[tuple[str, str]] = [
+        (i, "metadata.vector_store_ids") for i in (body.metadata.vector_store_ids or [] if body.metadata else [])
+    ]
+    for tool in body.tools or []:
+        if tool.get("type") != "file_search":
+            continue
+        ids = tool.get("vector_store_ids", (tool.get("file_search") or {}).get("vector_store_ids"))
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            raise bad("A file_search tool's vector_store_ids must be a list of vector store ids.", "tools")
+        named += [(i, "tools") for i in ids]
+    stores = []
+    for vs_id, param in named:
+        try:
+            stores.append(api.store_name(vs_id))
+        except ApiError as exc:
+            exc.param = param
+            raise
+    return stores
+
+
 def turn(api: KnowledgeApi, body: ChatCompletion, header: str | None) -> tuple[Any, str, str]:
     """One chat turn of a completions request: ``(reply, session id, model)`` (see the module docstring;
     the fields' types are :class:`~knowledge.server.bodies.ChatCompletion`'s)."""
@@ -231,6 +261,9 @@ def turn(api: KnowledgeApi, body: ChatCompletion, header: str | None) -> tuple[A
     stores = metadata.stores if metadata is not None else None
     for name in stores or []:
         check_name(name, "metadata.stores")
+    by_id = stores_by_id(api, body)
+    if by_id:
+        stores = list(dict.fromkeys([*(stores or []), *by_id]))
     sid = session_for(api, header or (metadata.session if metadata is not None else None), model, stores)
     for data, name, media in files:
         api.chat.attach(sid, data, name, media)

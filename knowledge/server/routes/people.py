@@ -13,7 +13,9 @@ exactly as from the CLI or the People page: ``GET/POST /v1/knowledge/users``, ``
 /v1/knowledge/invites``, ``GET/POST /v1/knowledge/groups``, ``DELETE /v1/knowledge/groups/{group}``,
 ``POST /v1/knowledge/groups/{group}/members`` and ``DELETE .../members/{username}``, ``GET/POST
 /v1/knowledge/keys`` and ``DELETE /v1/knowledge/keys/{key_id}``. Refusals are 403
-``permission_denied``; a missing account, group or key, or a bad value, 400.
+``permission_denied``; a missing account, group or key 404 ``not_found`` naming the parameter
+(``username``, ``group``, ``key_id``); a bad value 400, naming the field where it is one (``role``,
+``heir``).
 """
 
 from __future__ import annotations
