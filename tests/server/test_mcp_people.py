@@ -223,7 +223,7 @@ def test_knowledge_mcp_user_over_stdio_acts_as_that_account(team, tmp_path):
 
 def test_a_persons_tools_are_built_over_the_shared_memories(team):
     """acting_for builds the person's tools (no copy): their workbench, the server's one AgentMemories."""
-    wb, _, _, _ = team
+    _, wb, *_ = team
     tools = KnowledgeTools(wb, http=True)
     ana = tools.acting_for(wb.actor_of("ana"))
     assert ana is not tools and ana.wb.actor.username == "ana" and tools.wb.actor.local
