@@ -66,7 +66,11 @@ names = [u.username for u in users]
 labels = {u.username: f"{u.display_name} ({u.username})" for u in users}
 admins = wb.accounts.admins()
 linked = wb.accounts.sso_linked()
-tab_users, tab_groups, tab_invites, tab_keys = st.tabs(["Accounts", "Groups", "Invitation links", "API keys"])
+# Keyed and tracked (Streamlit's st.tabs ``key`` + ``on_change``): the tab open stays open across the
+# rerun an action ends with (a group changed on Groups stays on Groups), instead of going back to the first.
+tab_users, tab_groups, tab_invites, tab_keys = st.tabs(
+    ["Accounts", "Groups", "Invitation links", "API keys"], key="people-tab", on_change="rerun"
+)
 
 with tab_users:
     st.dataframe(
