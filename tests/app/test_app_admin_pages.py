@@ -4,6 +4,8 @@ page is told why they are not there."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from streamlit.testing.v1 import AppTest, element_tree
 
@@ -76,3 +78,21 @@ def test_people_stays_on_groups_after_a_group_action(team):
     button(at, "group-remove").click().run()
     assert "Removed ana from crew." in [s.value for s in at.success]
     assert open_tab(at) == "Groups"
+
+
+def test_the_audit_page_says_group_changes_and_times_in_words(team):
+    root = team.as_user(team.actor_of("root"))
+    root.accounts.create_group("crew")
+    root.accounts.add_member("crew", "ana")
+    root.accounts.remove_member("crew", "ana")
+    root.accounts.invite("member")
+
+    at = signed_in("root", "pages/audit.py")
+    table = at.dataframe[0].value
+    details = dict(zip(table["what"], table["detail"], strict=True))
+    members = list(table[table["what"] == "changed a group"]["detail"])
+    assert members == ["removed from crew", "added to crew"]  # newest first
+    invite = details["made an invitation link"]
+    assert re.fullmatch(r"role: member; expires: \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", invite), invite
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", table["time"].iloc[0])
+    assert not any("True" in d or "False" in d for d in table["detail"])
