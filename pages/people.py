@@ -9,7 +9,7 @@ import contextlib
 import streamlit as st
 
 from knowledge.errors import InvalidArgument, KnowledgeError, PermissionDenied
-from knowledge.people import ROLES
+from knowledge.people import ROLES, invite_link
 from knowledge.text.render import inert, md
 from knowledge.workbench import Workbench
 from pages._ui import account_problem, app_workbench, flash, new_account_fields, set_flash, set_up_first_admin, utc
@@ -223,9 +223,9 @@ with tab_invites:
     invite_role = c1.selectbox("Role", ROLES, index=1, key="invite-role")
     if c1.button("Make an invitation link", key="make-invite"):
         token, invite = wb.accounts.invite(invite_role)
-        base = (st.context.url or "").split("?")[0].rstrip("/")
-        base = base.rsplit("/people", 1)[0] if base.endswith("/people") else base
-        c2.code(f"{base}/?invite={token}", language=None)
+        seen = (st.context.url or "").split("?")[0].rstrip("/")
+        seen = seen.rsplit("/people", 1)[0] if seen.endswith("/people") else seen
+        c2.code(invite_link(token, wb.settings.app.public_url, seen), language=None)
         c2.caption(
             md(
                 "A {} account; the link works once, until {}. Copy it now (the button at the"

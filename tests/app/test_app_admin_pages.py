@@ -96,3 +96,17 @@ def test_the_audit_page_says_group_changes_and_times_in_words(team):
     assert re.fullmatch(r"role: member; expires: \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", invite), invite
     assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", table["time"].iloc[0])
     assert not any("True" in d or "False" in d for d in table["detail"])
+
+
+def test_the_people_page_builds_the_invitation_link_on_the_public_address(monkeypatch):
+    monkeypatch.setenv("KNOWLEDGE_APP__PUBLIC_URL", "https://kb.example.org/team")
+    wb: Workbench = open_app().session_state["workbench"]
+    wb.accounts.set_up_admin("root", PW, "Root Admin")
+    at = signed_in("root", "pages/people.py")
+    button(at, "make-invite").click().run()
+    assert not at.exception, at.exception
+    (link,) = [c.value for c in at.code]
+    assert link.startswith("https://kb.example.org/team/?invite=") and len(link) > len(
+        "https://kb.example.org/team/?invite="
+    )
+    wb.accounts.accept_invitation(link.split("?invite=")[1], "cy", PW)  # the token in it works
