@@ -110,3 +110,14 @@ def test_the_people_page_builds_the_invitation_link_on_the_public_address(monkey
         "https://kb.example.org/team/?invite="
     )
     wb.accounts.accept_invitation(link.split("?invite=")[1], "cy", PW)  # the token in it works
+
+
+def test_a_member_at_the_settings_url_is_told_it_is_for_admins(team):
+    at = signed_in("ana")
+    with pytest.raises(ValueError, match="Could not find a navigation page"):
+        at.switch_page("pages/settings.py")  # the page itself is not served to a member
+    at.switch_page("pages/admins_only.py").run()  # what /settings serves them (registered there first)
+    assert not at.exception, at.exception
+    assert [t.value for t in at.title] == ["🔒 Settings"]
+    assert [w.value for w in at.warning] == ["Settings are for admins: only an admin may change the settings."]
+    assert not at.text_input and not at.number_input and not at.toggle  # no setting to change
