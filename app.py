@@ -323,22 +323,26 @@ ACCOUNT = ("pages/account.py", "My account", "🙂", "account")
 #: The document viewer: opened from links (citations, search hits, the Files page), not the menu.
 VIEWER = ("pages/viewer.py", "Viewer", "🔍", "view")
 #: Pages served but not listed in the menu.
-HIDDEN = {VIEWER[0]}
+HIDDEN = {VIEWER[0], "pages/admins_only.py"}
 #: Every page URL (the gate answers each, so a deep link waits behind sign-in).
 ALL_PAGES = [*PAGES, PEOPLE, AUDIT, ACCOUNT, VIEWER]
-#: What a member may not open (not registered for them: the URL shows the home page).
+#: What a member may not open (not registered for them: their URLs show :data:`REFUSED` instead).
 ADMIN_ONLY = {"pages/settings.py", PEOPLE[0]}
+#: The page a member finds at an admin's page URL: "Settings are for admins", and the way home.
+REFUSED = "pages/admins_only.py"
 
 
 def pages_for(actor: Actor | None) -> list[tuple[str, str, str, str]]:
     """The pages of this visitor: without accounts every page as before, and People (to turn
-    accounts on); an admin also People, Audit and My account; a member no Settings and no People.
+    accounts on); an admin also People, Audit and My account; a member no Settings and no People
+    (at their URLs, :data:`REFUSED`: they are for admins).
     Everyone has the viewer (hidden from the menu, :data:`HIDDEN`)."""
     if actor is None:
         return [*PAGES, PEOPLE, VIEWER]
     if actor.is_admin:
         return [*PAGES, PEOPLE, AUDIT, ACCOUNT, VIEWER]
-    return [p for p in PAGES if p[0] not in ADMIN_ONLY] + [AUDIT, ACCOUNT, VIEWER]
+    refused = [(REFUSED, title, icon, path) for file, title, icon, path in [*PAGES, PEOPLE] if file in ADMIN_ONLY]
+    return [p for p in PAGES if p[0] not in ADMIN_ONLY] + [AUDIT, ACCOUNT, VIEWER] + refused
 
 
 def gate(render, title: str) -> None:
@@ -515,6 +519,7 @@ if __name__ == "__main__":  # a page view (see the module docstring)
             for file, title, icon, path in pages_for(actor)
         ]
     )
+    st.session_state["page_title"] = page.title  # pages/admins_only.py says which page it stands for
     # (after st.navigation: a widget drawn before it loses its click under AppTest)
     if actor is not None:
         st.sidebar.caption(md("Signed in as **{}** ({})", actor.label, actor.role))

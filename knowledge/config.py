@@ -387,6 +387,23 @@ class AppSettings(_Section):
         " holds many files; the app's upload ceiling (server.maxUploadSize) is the larger of this and"
         " ingest.max_file_mb",
     )
+    public_url: str | None = Field(
+        None,
+        description="the address people open the app at (https://knowledge.example.org, or behind a"
+        " reverse proxy the proxy's), http(s) with no query: invitation links are built on it by the"
+        " People page, the REST API and the CLI alike; unset = the page uses the address its browser"
+        " opened, the REST API and the CLI give the link's ?invite=TOKEN part only",
+    )
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_url_form(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        text = value.strip().rstrip("/")
+        if not re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?", text):
+            raise ValueError(f"{value!r} is not an address to open the app at: write http(s)://host[:port][/path], no query")
+        return text
 
 
 class AccountsSettings(_Section):

@@ -3,6 +3,7 @@ not list it). The work is :mod:`knowledge.portable`'s; this draws the widgets an
 
 from __future__ import annotations
 
+import math
 import re
 import tempfile
 from pathlib import Path
@@ -115,7 +116,16 @@ def move_part(wb: Workbench, store: str) -> None:
 def import_part(wb: Workbench, key: str = "") -> None:
     """Drop a ``.kb`` bundle, optionally with a new name and template; the new store is selected."""
     st.markdown("**Import** — a `.kb` bundle as a new store.")
-    up = st.file_uploader("Bundle", type=["kb"], key=f"import-file:{key}", label_visibility="collapsed")
+    bundle_mb = wb.settings.app.max_bundle_mb
+    up = st.file_uploader(
+        "Bundle",
+        type=["kb"],
+        key=f"import-file:{key}",
+        label_visibility="collapsed",
+        max_upload_size=max(1, math.ceil(bundle_mb)),  # the box says the setting's limit, which the app enforces
+        help=f"Up to {bundle_mb:g} MB per bundle (setting app.max_bundle_mb); each file in it up to"
+        f" {wb.settings.ingest.max_file_mb:g} MB (setting ingest.max_file_mb).",
+    )
     readable = _preview(up) if up is not None else False
     c1, c2 = st.columns(2)
     name = c1.text_input(

@@ -129,13 +129,14 @@ def set_up_first_admin(wb: Workbench, username: str, display: str, password: str
     begin_session(actor, token)
 
 
-def utc(when: datetime | None) -> str:
-    """A time as people read it, in UTC: ``"2026-12-01 20:15 UTC"``; ``""`` for none."""
+def utc(when: datetime | None, *, seconds: bool = False) -> str:
+    """A time as people read it, in UTC: ``"2026-12-01 20:15 UTC"`` (``seconds``:
+    ``"2026-12-01 20:15:07 UTC"``); ``""`` for none. A naive time is taken as UTC."""
     if when is None:
         return ""
     if when.tzinfo is not None:
         when = when.astimezone(UTC)
-    return when.strftime("%Y-%m-%d %H:%M UTC")
+    return when.strftime("%Y-%m-%d %H:%M:%S UTC" if seconds else "%Y-%m-%d %H:%M UTC")
 
 
 #: The distances a store may compare embeddings by (:data:`knowledge.vectorstore.base.DISTANCES`).

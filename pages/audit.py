@@ -75,6 +75,29 @@ store = c3.selectbox("Store", ["", *visible], format_func=lambda s: s or "any st
 since = c4.date_input("Since (UTC)", value=None, key="audit-since")
 
 
+def in_words(value: object) -> str:
+    """One detail value as people read it: yes/no, a time in UTC to the second (the catalog keeps
+    ISO 8601 with microseconds), a list joined by commas, anything else as written."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list):
+        return ", ".join(in_words(v) for v in value)
+    if isinstance(value, str) and len(value) >= 19 and value[4:5] == "-" and value[10:11] == "T":
+        try:
+            return utc(datetime.fromisoformat(value), seconds=True)
+        except ValueError:
+            return value
+    return str(value)
+
+
+def detail(action: str, values: dict) -> str:
+    """An event's detail in words: ``group.member`` as "added to <group>" / "removed from <group>";
+    other actions as ``key: value`` pairs (:func:`in_words`) separated by ``;``."""
+    if action == "group.member" and "group" in values and "added" in values:
+        return f"{'added to' if values['added'] else 'removed from'} {values['group']}"
+    return "; ".join(f"{k.replace('_', ' ')}: {in_words(v)}" for k, v in values.items())
+
+
 def cell(value: str) -> str:
     """A CSV cell a spreadsheet shows as text: a value starting ``= + - @`` (a formula) gets a ``'``."""
     return "'" + value if value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
@@ -89,12 +112,12 @@ events = wb.audit_events(
 )
 rows = [
     {
-        "time": utc(e.at),
+        "time": utc(e.at, seconds=True),
         "who": people.get(e.actor, e.actor),
         "what": WORDS.get(e.action, e.action),
         "store": e.store or "",
         "target": e.target or "",
-        "detail": ", ".join(f"{k}: {v}" for k, v in e.detail.items()),
+        "detail": detail(e.action, e.detail),
     }
     for e in events
 ]

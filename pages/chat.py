@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import streamlit as st
 
@@ -317,11 +318,19 @@ while i < len(messages):
 if not messages:
     st.caption(
         "Ask about the stores chosen in the sidebar, or drag files onto the box below and ask about"
-        " them. Without a language model the offline assistant answers with the sentences that"
-        " answer best, each citing its passage."
+        f" them (up to {wb.settings.ingest.max_file_mb:g} MB each, setting ingest.max_file_mb). Without a"
+        " language model the offline assistant answers with the sentences that answer best, each citing"
+        " its passage."
     )
 
-prompt = st.chat_input("Ask something, or drop files here", accept_file="multiple", key=f"chat_input_{sid or 'new'}")
+# The box shows the limit it is given ("Limit 100 MB per file"): the setting's, which the chat enforces
+# (not Streamlit's ceiling, server.maxUploadSize, which a .kb bundle's import needs larger).
+prompt = st.chat_input(
+    "Ask something, or drop files here",
+    accept_file="multiple",
+    max_upload_size=max(1, math.ceil(wb.settings.ingest.max_file_mb)),
+    key=f"chat_input_{sid or 'new'}",
+)
 if prompt and sid is None:  # a new chat is stored with its first message
     try:
         sid = chat.create_session(

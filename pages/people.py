@@ -9,7 +9,7 @@ import contextlib
 import streamlit as st
 
 from knowledge.errors import InvalidArgument, KnowledgeError, PermissionDenied
-from knowledge.people import ROLES
+from knowledge.people import ROLES, invite_link
 from knowledge.text.render import inert, md
 from knowledge.workbench import Workbench
 from pages._ui import account_problem, app_workbench, flash, new_account_fields, set_flash, set_up_first_admin, utc
@@ -66,7 +66,11 @@ names = [u.username for u in users]
 labels = {u.username: f"{u.display_name} ({u.username})" for u in users}
 admins = wb.accounts.admins()
 linked = wb.accounts.sso_linked()
-tab_users, tab_groups, tab_invites, tab_keys = st.tabs(["Accounts", "Groups", "Invitation links", "API keys"])
+# Keyed and tracked (Streamlit's st.tabs ``key`` + ``on_change``): the tab open stays open across the
+# rerun an action ends with (a group changed on Groups stays on Groups), instead of going back to the first.
+tab_users, tab_groups, tab_invites, tab_keys = st.tabs(
+    ["Accounts", "Groups", "Invitation links", "API keys"], key="people-tab", on_change="rerun"
+)
 
 with tab_users:
     st.dataframe(
@@ -219,9 +223,9 @@ with tab_invites:
     invite_role = c1.selectbox("Role", ROLES, index=1, key="invite-role")
     if c1.button("Make an invitation link", key="make-invite"):
         token, invite = wb.accounts.invite(invite_role)
-        base = (st.context.url or "").split("?")[0].rstrip("/")
-        base = base.rsplit("/people", 1)[0] if base.endswith("/people") else base
-        c2.code(f"{base}/?invite={token}", language=None)
+        seen = (st.context.url or "").split("?")[0].rstrip("/")
+        seen = seen.rsplit("/people", 1)[0] if seen.endswith("/people") else seen
+        c2.code(invite_link(token, wb.settings.app.public_url, seen), language=None)
         c2.caption(
             md(
                 "A {} account; the link works once, until {}. Copy it now (the button at the"

@@ -54,13 +54,23 @@ st.caption(
 
 
 # ------------------------------------------------------------------------------------------------
-def counters(store: str, disk_bytes: int | None = None) -> None:
-    n = FileCounts.of(wb.store_files(store))
-    try:  # the size now (the page's figure is from its last full run)
+def disk_size(store: str, disk_bytes: int | None) -> int | None:
+    """The store's size on disk now, in bytes (``disk_bytes``, the page's figure from its last full
+    run, where it cannot be read)."""
+    try:
         vs = wb.vector_store(store)
-        disk_bytes = vs.info().disk_bytes if vs.exists() else disk_bytes
+        return vs.info().disk_bytes if vs.exists() else disk_bytes
     except KnowledgeError:
-        pass
+        return disk_bytes
+
+
+def counters(store: str, disk_bytes: int | None = None, files: list | None = None) -> None:
+    """The store's metrics, counted from ``files`` (the store's file records as read once for the
+    whole panel, with ``disk_bytes`` read then too; both read now when ``files`` is not given) by
+    :class:`FileCounts`, as the file list's heading is."""
+    if files is None:
+        files, disk_bytes = wb.store_files(store), disk_size(store, disk_bytes)
+    n = FileCounts.of(files)
     c1, c2, c3, c4 = st.columns(4)
     c1.metric("Indexed files", n.indexed, help="Files of this store that are searchable.")
     c2.metric("Chunks", n.chunks, help="Searchable pieces of text of the indexed files.")
@@ -70,7 +80,9 @@ def counters(store: str, disk_bytes: int | None = None) -> None:
 
 def status_panel(store: str, disk_bytes: int | None) -> None:
     """Right under the drop zone: the batch header (files done, chunks so far, time left) and the
-    store's counters, redrawn every half second while a batch runs; then each file's progress.
+    store's counters, redrawn every half second while a batch runs, with the store's file list under
+    them from the same read (:func:`files_section` then leaves it out: every page that shows this
+    panel shows that section); then each file's progress.
 
     While the batch runs, a fragment redraws this every half second and reruns the whole page once
     the batch is done (so the file list and the stores table follow). The finished batch is drawn by
@@ -100,6 +112,11 @@ def status_panel(store: str, disk_bytes: int | None) -> None:
     def running_batch() -> None:
         if job.done:
             st.rerun(scope="app")  # the outcomes, the file list and the counts
+        # One read of the store's files, and the disk size, before anything is drawn: the counters and
+        # the file list below come from it ("Indexed files 8" over "Indexed files (7)" was two reads,
+        # and a redraw sends its elements one by one, so nothing slow may come between the two).
+        files = wb.store_files(store)
+        size = disk_size(store, disk_bytes)
         left, right = st.columns([5, 1], vertical_alignment="center")
         with left:
             _batch_header(job, store)
@@ -109,8 +126,15 @@ def status_panel(store: str, disk_bytes: int | None) -> None:
             help="Cancel the current file and skip the rest; the store keeps what was finished.",
         ):
             job.cancel()
-        counters(store, disk_bytes)
-        _job_outcomes(job)
+        # The file list right under the counters, the outcomes after: a redraw replaces the elements
+        # one by one, the rest staying as they were until their turn, so with the outcomes (a line
+        # per file) between them the counter showed 8 over the list's "Indexed files (7)" most of
+        # the time. Each part in a container of its own, so none moves as the outcomes grow.
+        counters(store, size, files)
+        with st.container():
+            _file_list(store, files, running=True)
+        with st.container():
+            _job_outcomes(job, files)
 
     with slot:
         running_batch()
@@ -192,13 +216,13 @@ def _current_job(store: str) -> IngestJob | None:
     return wb.shown_job(store, st.session_state.get(f"job:{store}"))
 
 
-def _job_outcomes(job: IngestJob) -> None:
+def _job_outcomes(job: IngestJob, files: list | None = None) -> None:
     """One line per file of ``job``: its progress, or its outcome once it is finished. A failed
     file that the store keeps for a retry is listed once, under Needs attention, not
     here again, even while the rest of the batch runs (a file refused before it was kept, too large
-    for one, is said here)."""
+    for one, is said here). ``files``: the store's records as the panel read them (else read now)."""
     failed = 0
-    kept = {f.file_id for f in wb.store_files(job.store) if f.status == FAILED}
+    kept = {f.file_id for f in (wb.store_files(job.store) if files is None else files) if f.status == FAILED}
     for note in getattr(job, "notes", []):  # e.g. how many files the folder walk skipped, and why
         st.caption(inert(note))
     # A few warnings stand under their files; more go into one closed list after them (twelve book
@@ -362,9 +386,10 @@ def web_section(store: str) -> None:
 
 def _file_list(store: str, files: list, *, running: bool) -> None:
     """The heading "Indexed files (n)" and the table of the store's indexed files (and, when no batch
-    is ``running``, those an interrupted run left), from ``files`` as read now."""
+    is ``running``, those an interrupted run left), from ``files`` as read now; n is counted as the
+    counters count it (:class:`FileCounts`)."""
     listed = [f for f in files if f.status == DONE or (f.status in (PROCESSING, PENDING) and not running)]
-    st.markdown(f"#### Indexed files ({sum(1 for f in files if f.status == DONE)})")
+    st.markdown(f"#### Indexed files ({FileCounts.of(files).indexed})")
     if not listed:
         if running:
             st.caption("No file is indexed yet: the list fills as the batch's files finish.")
@@ -411,18 +436,7 @@ def files_section(store: str, writable: bool = True) -> None:
     running = job is not None and not job.done
     failed = [f for f in files if f.status == FAILED]
     busy = [f for f in files if f.status in (PROCESSING, PENDING)]
-    if running:  # the list follows the batch, as the counters above do (issue 29)
-        slot = st.container()  # alone in its container, as the status panel's fragment (see there)
-
-        # A fragment of its own name, registered only while the batch runs; the status panel reruns
-        # the whole page once the batch is done.
-        @st.fragment(run_every=1.0)
-        def running_file_list() -> None:
-            _file_list(store, wb.store_files(store), running=True)
-
-        with slot:
-            running_file_list()
-    else:
+    if not running:  # while a batch runs, the status panel draws the list with its counters (one read)
         _file_list(store, files, running=False)
     if not files:
         flash(f"files:{store}")

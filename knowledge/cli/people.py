@@ -22,7 +22,7 @@ from typing import Any
 
 from knowledge.cli.common import DATA_DIR, Commands, command, table
 from knowledge.errors import InvalidArgument, KnowledgeError
-from knowledge.people import ROLES, ApiKey, AuditEvent, User, normal_username
+from knowledge.people import ROLES, ApiKey, AuditEvent, User, invite_link, normal_username
 from knowledge.workbench import Workbench
 
 
@@ -219,13 +219,15 @@ def cmd_users_delete(wb: Workbench, args: argparse.Namespace) -> int:
 def cmd_users_invite(wb: Workbench, args: argparse.Namespace) -> int:
     token, invite = wb.accounts.invite(args.role)
     expires = invite.expires.astimezone(UTC).isoformat(timespec="seconds")
+    link = invite_link(token, wb.settings.app.public_url)
     if args.json:
-        print(json.dumps({"token": token, "role": invite.role, "expires": expires, "link": f"?invite={token}"}))
+        print(json.dumps({"token": token, "role": invite.role, "expires": expires, "link": link}))
     else:
-        print(
-            f"Invitation for one {invite.role}, valid once until {expires}:\n  {token}\n"
-            f"Send the app's address followed by ?invite={token} (e.g. http://localhost:8501/?invite={token})."
-        )
+        print(f"Invitation for one {invite.role}, valid once until {expires}:\n  {token}")
+        if link.startswith("?"):
+            print(f"Send the app's address followed by {link} (set app.public_url to get the whole link).")
+        else:
+            print(f"Send them this link: {link}")
     return 0
 
 

@@ -77,6 +77,20 @@ def cmd_stores(wb: Workbench, args: argparse.Namespace) -> int:
     return 0
 
 
+#: The longest first warning the files table shows (``--json`` has them all, whole).
+WARNING_CHARS = 60
+
+
+def warnings_cell(warnings: list[str]) -> str:
+    """A file's warnings in one cell: their count and the first, cut to :data:`WARNING_CHARS`
+    characters (``"2: 1 system file skipped (__MACOSX, …"``); ``""`` for none."""
+    if not warnings:
+        return ""
+    first = " ".join(warnings[0].split())
+    first = first if len(first) <= WARNING_CHARS else first[: WARNING_CHARS - 1] + "…"
+    return f"{len(warnings)}: {first}"
+
+
 def cmd_files(wb: Workbench, args: argparse.Namespace) -> int:
     files = wb.store_files(args.store)
     if args.json:
@@ -104,10 +118,19 @@ def cmd_files(wb: Workbench, args: argparse.Namespace) -> int:
         print(
             table(
                 [
-                    (f.file_name, ", ".join(f.aliases), f.file_id, f.status, f.chunks, f.pages or "", f.reason or "")
+                    (
+                        f.file_name,
+                        ", ".join(f.aliases),
+                        f.file_id,
+                        f.status,
+                        f.chunks,
+                        f.pages or "",
+                        f.reason or "",
+                        warnings_cell(f.warnings),
+                    )
                     for f in files
                 ],
-                ["name", "also named (same content)", "file id", "status", "chunks", "pages", "reason"],
+                ["name", "also named (same content)", "file id", "status", "chunks", "pages", "reason", "warnings"],
             )
         )
     return 0

@@ -14,7 +14,7 @@ from typing import Any
 
 from knowledge.config import Settings
 from knowledge.errors import AuthenticationFailed, InvalidArgument
-from knowledge.people.accounts import Accounts, Cursors, normal_username
+from knowledge.people.accounts import Accounts, Cursors, invite_link, normal_username
 from knowledge.people.audit import ACTIONS, Audit
 from knowledge.people.keys import PREFIX, ApiKeys
 from knowledge.people.records import (
@@ -160,5 +160,6 @@ __all__ = [
     "Sharing",
     "User",
     "at_least",
+    "invite_link",
     "normal_username",
 ]

@@ -33,6 +33,15 @@ FAILURE_MEMORY = timedelta(minutes=15)
 _SENTINEL_HASH = hash_password("not a password of anyone")  # verified against for an unknown name
 
 
+def invite_link(token: str, public_url: str | None, seen: str | None = None) -> str:
+    """The invitation link of ``token``, the same on every surface (People page, REST, CLI): on
+    ``app.public_url`` when it is set (``https://kb.example.org/?invite=TOKEN``); else on ``seen``,
+    the app's address as the caller saw it (the People page: the address its browser opened); else
+    the link's own part, ``?invite=TOKEN``, to put after the app's address."""
+    base = (public_url or seen or "").strip().rstrip("/")
+    return f"{base}/?invite={token}" if base else f"?invite={token}"
+
+
 class Cursors(Protocol):
     """What the people's tables need of the catalog: ``cursor()`` (the catalog's SQL)."""
 

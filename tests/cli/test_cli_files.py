@@ -68,3 +68,31 @@ def test_only_an_admin_moves_the_files(tmp_path, capsys):
     assert code == 2 and "Only an admin may move the files to another file store." in err
     code, _, err = run(capsys, "--data-dir", data, "files", "move")
     assert code == 2 and "Give --to BACKEND" in err
+
+
+def test_the_files_table_shows_a_files_warnings(tmp_path, capsys, monkeypatch):
+    """The table gives each file's warnings (their count and the first), as the app does; ``--json`` all."""
+    import json
+    import zipfile
+
+    data = str(tmp_path / "data")
+    monkeypatch.setenv("KNOWLEDGE_EMBEDDINGS__MODEL", "fake/hash-16")
+    bundle = tmp_path / "notes.zip"
+    with zipfile.ZipFile(bundle, "w") as z:
+        z.writestr("notes/harbour.md", "# Harbour\n\nThe harbour master counts boats at dawn.\n")
+        z.writestr("notes/.DS_Store", b"\x00\x00\x00\x01Bud1")
+    clean = tmp_path / "clean.md"
+    clean.write_text("# Clean\n\nNothing to warn about here.\n", encoding="utf-8")
+    assert run(capsys, "--data-dir", data, "ingest", "notes", str(bundle), str(clean))[0] == 0
+    code, out, _ = run(capsys, "--data-dir", data, "files", "notes")
+    assert code == 0
+    head, _, *rows = out.splitlines()
+    assert head.rstrip().endswith("warnings")
+    (zipped,) = [r for r in rows if r.startswith("notes.zip")]
+    (plain,) = [r for r in rows if r.startswith("clean.md")]
+    assert zipped.rstrip().endswith("1: 1 system file skipped (__MACOSX, .DS_Store, hidden files)"), out
+    assert "system file" not in plain
+    listed = json.loads(run(capsys, "--data-dir", data, "files", "notes", "--json")[1])
+    assert [f["warnings"] for f in listed if f["name"] == "notes.zip"] == [
+        ["1 system file skipped (__MACOSX, .DS_Store, hidden files)"]
+    ]

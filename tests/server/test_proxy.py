@@ -123,15 +123,16 @@ def api_server(tmp_path) -> Iterator[int]:
 
 
 @contextlib.contextmanager
-def api_process(tmp_path: Path, key: str | None) -> Iterator[int]:
-    """``python -m knowledge serve`` on 127.0.0.1 (with ``key`` as KNOWLEDGE_API_KEY, or none)."""
+def api_process(tmp_path: Path, key: str | None, allowed_hosts: str = "127.0.0.1") -> Iterator[int]:
+    """``python -m knowledge serve`` on 127.0.0.1 (with ``key`` as KNOWLEDGE_API_KEY, or none), answering
+    ``allowed_hosts`` (``api.allowed_hosts``) besides its own address."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("KNOWLEDGE_")}
     env.update(
         PYTHONPATH=str(ROOT),
         KNOWLEDGE_DATA_DIR=str(tmp_path / "data"),
         KNOWLEDGE_EMBEDDINGS__MODEL="fake/hash-64",
-        KNOWLEDGE_API__ALLOWED_HOSTS="127.0.0.1",
+        KNOWLEDGE_API__ALLOWED_HOSTS=allowed_hosts,
         **({"KNOWLEDGE_API_KEY": key} if key else {}),
     )
     log = tmp_path / "serve.log"
@@ -226,6 +227,25 @@ def test_a_keyless_api_behind_the_documented_proxy_on_its_host_is_not_open_to_it
         try:
             refused = httpx.get(f"http://127.0.0.1:{listen}/v1/models", timeout=30)
             assert refused.status_code == 401 and "not through a proxy" in refused.json()["error"]["message"]
+        finally:
+            proxy.stop()
+
+
+@pytest.mark.processes
+def test_the_documented_proxy_passes_on_the_host_with_its_port(tmp_path):
+    """The block passes the ``Host`` the client sent, port included (``$http_host``; ``$host`` drops
+    it): an API whose ``api.allowed_hosts`` names the proxy's address with its port answers through it."""
+    exe = nginx_binary()
+    block = documented_block()
+    assert "Host $host" not in block, "the block passes $http_host (the port kept), not $host"
+    listen = free_port()
+    with api_process(tmp_path, KEY, allowed_hosts=f"127.0.0.1:{listen}") as api:
+        proxy = Nginx(exe, tmp_path / "nginx", local_block(block, listen, api, free_port()), listen)
+        try:
+            got = httpx.get(f"http://127.0.0.1:{listen}/v1/models", headers=AUTH, timeout=30)
+            assert got.status_code == 200, got.text
+            other = httpx.get(f"http://127.0.0.1:{listen}/v1/models", headers={**AUTH, "Host": "127.0.0.1:9"}, timeout=30)
+            assert other.status_code == 421  # the same address on another port is not the one listed
         finally:
             proxy.stop()
 

@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict
 
-from knowledge.people import ApiKey, User
+from knowledge.people import ApiKey, User, invite_link
 from knowledge.server.http import bad
 from knowledge.server.objects import Api, ts
 
@@ -187,7 +187,7 @@ def create_invite(body: NewInvite, api: Api) -> dict:
         "token": token,
         "role": invite.role,
         "expires_at": ts(invite.expires),
-        "link": f"?invite={token}",
+        "link": invite_link(token, api.wb.settings.app.public_url),
     }
 
 
