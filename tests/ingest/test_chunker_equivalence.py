@@ -6,13 +6,22 @@ positions on every look, and a linear scan of the tables for every header lookup
 its chunks with :func:`chunk_document`'s, every field, on a few hundred seeded random documents
 mixing paragraphs, sentences, CJK, long words without spaces, odd whitespace runs, headings and
 tables with headers, with the hashing embedder and with the bundled model's tokenizer.
+
+The reference's chunks of every case are recorded as digests (tests/data/chunker_reference_digests.json,
+written by ``python -m tests.ingest.test_chunker_equivalence``), so the inner loop runs only the fast
+chunker; where its chunks' digest is not the recorded one, the reference runs and the two must be the same,
+field by field. A ``slow`` test checks the recorded digests against the reference.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import random
 import re
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -252,10 +261,26 @@ def _fields(chunks: list[TextChunk]) -> list[tuple]:
     return [(c.index, c.text, c.char_start, c.char_end, c.tokens, c.page, c.heading, c.table_header) for c in chunks]
 
 
-def _assert_same(document: Document, embedder: Embedder, size: int, overlap: int) -> None:
-    new = chunk_document(document, embedder, size, overlap).chunks
-    old = _reference_chunk_document(document, embedder, size, overlap)
-    assert _fields(new) == _fields(old)
+def _reference_fields(cases: list[tuple[Document, Embedder, int, int]]) -> list[list[tuple]]:
+    return [_fields(_reference_chunk_document(*case)) for case in cases]
+
+
+def _digest(fields: list[list[tuple]]) -> str:
+    return hashlib.sha256(repr(fields).encode("utf-8")).hexdigest()[:24]
+
+
+def _recorded() -> dict[str, str]:
+    return json.loads(_DIGESTS.read_text(encoding="utf-8")) if _DIGESTS.is_file() else {}
+
+
+def _assert_same(monkeypatch: pytest.MonkeyPatch, key: str, window: int, cases: list[tuple]) -> None:
+    """:func:`chunk_document`'s chunks of each ``(document, embedder, size, overlap)`` are the reference's,
+    every field, with ``WINDOW_CHARS = window``: their digest is the one recorded from the reference for
+    ``key``; where it is not (or none is recorded), the reference runs and its chunks must be the same."""
+    monkeypatch.setattr(chunker, "WINDOW_CHARS", window)
+    new = [_fields(chunk_document(*case).chunks) for case in cases]
+    if _digest(new) != _RECORDED.get(key):
+        assert new == _reference_fields(cases), key
 
 
 class LeadingSpace(HashEmbedder):
@@ -271,30 +296,66 @@ class LeadingSpace(HashEmbedder):
 
 
 _HASH_SIZES = [(8, 0), (12, 3), (16, 15), (24, 6), (40, 0), (64, 16), (200, 100)]
+_TWIN_SIZES = [(16, 0), (24, 6), (48, 12), (100, 0), (192, 48)]
+#: The chunker's own window (the hostile texts are chunked with it).
+_WINDOW_CHARS = chunker.WINDOW_CHARS
+_HOSTILE_ALPHABET = list("ab .!?;:\"'”’)]。！？；\n\n\t\r\x0b\x1c\xa0\u3000\u2028日x")
+
+
+def _hashing_group(seed: int) -> tuple[int, list[tuple]]:
+    """Document ``seed`` with each hashing embedder and 2 of the sizes, in pieces of 700 characters or whole:
+    ``(WINDOW_CHARS, cases)``."""
+    document = random_document(seed)
+    embedders = (HashEmbedder(dimension=8, max_tokens=256), LeadingSpace(dimension=8, max_tokens=256))
+    sizes = random.Random(seed).sample(_HASH_SIZES, 2)
+    return (700 if seed % 2 else 100_000), [(document, e, size, overlap) for e in embedders for size, overlap in sizes]
+
+
+def _hostile_groups() -> list[tuple[int, list[tuple]]]:
+    """300 texts of only whitespace, punctuation, closers and stops, in odd mixes, each at 4 sizes."""
+    embedders = (HashEmbedder(dimension=8, max_tokens=64), LeadingSpace(dimension=8, max_tokens=64))
+    r = random.Random(38)
+    groups = []
+    for _ in range(300):
+        text = "".join(r.choice(_HOSTILE_ALPHABET) for _ in range(r.randint(0, 300)))
+        document = Document(text, [Section(0, len(text))], format="text")
+        cases = [(document, e, size, overlap) for size, overlap in [(4, 0), (6, 2), (10, 9), (16, 4)] for e in embedders]
+        groups.append((_WINDOW_CHARS, cases))
+    return groups
+
+
+def _twin_group(twin: Embedder, seed: int) -> tuple[int, list[tuple]]:
+    sizes = random.Random(seed).sample(_TWIN_SIZES, 2)
+    return (700 if seed % 3 == 0 else 100_000), [(random_document(seed), twin, size, overlap) for size, overlap in sizes]
+
+
+def _all_groups(twin: Embedder) -> Iterator[tuple[str, int, list[tuple]]]:
+    """Every compared case, as ``(key, WINDOW_CHARS, cases)``: the keys of the recorded digests."""
+    for seed in range(300):
+        yield (f"hash/{seed}", *_hashing_group(seed))
+    for i, group in enumerate(_hostile_groups()):
+        yield (f"hostile/{i}", *group)
+    for seed in range(1000, 1080):
+        yield (f"twin/{seed}", *_twin_group(twin, seed))
+
+
+#: The digests of the reference's chunks of every group (``python -m tests.ingest.test_chunker_equivalence``
+#: writes them): the tests run the reference only where :func:`chunk_document`'s chunks differ from them.
+_DIGESTS = Path(__file__).parent.parent / "data" / "chunker_reference_digests.json"
+_RECORDED = _recorded()
 
 
 @pytest.mark.parametrize("first", range(0, 300, 75))
 def test_the_hashing_embedder_gets_the_chunks_it_got_before(monkeypatch, first):
     """300 documents, each chunked with 3 of the sizes, in pieces of 700 characters or whole."""
     for seed in range(first, first + 75):
-        monkeypatch.setattr(chunker, "WINDOW_CHARS", 700 if seed % 2 else 100_000)
-        document = random_document(seed)
-        for embedder in (HashEmbedder(dimension=8, max_tokens=256), LeadingSpace(dimension=8, max_tokens=256)):
-            for size, overlap in random.Random(seed).sample(_HASH_SIZES, 2):
-                _assert_same(document, embedder, size, overlap)
+        _assert_same(monkeypatch, f"hash/{seed}", *_hashing_group(seed))
 
 
-def test_hostile_texts_get_the_chunks_they_got_before():
+def test_hostile_texts_get_the_chunks_they_got_before(monkeypatch):
     """Texts of only whitespace, punctuation, closers and stops, in odd mixes."""
-    embedders = (HashEmbedder(dimension=8, max_tokens=64), LeadingSpace(dimension=8, max_tokens=64))
-    alphabet = list("ab .!?;:\"'”’)]。！？；\n\n\t\r\x0b\x1c\xa0\u3000\u2028日x")
-    r = random.Random(38)
-    for _ in range(300):
-        text = "".join(r.choice(alphabet) for _ in range(r.randint(0, 300)))
-        document = Document(text, [Section(0, len(text))], format="text")
-        for size, overlap in [(4, 0), (6, 2), (10, 9), (16, 4)]:
-            for embedder in embedders:
-                _assert_same(document, embedder, size, overlap)
+    for i, group in enumerate(_hostile_groups()):
+        _assert_same(monkeypatch, f"hostile/{i}", *group)
 
 
 def test_boundary_strengths_match_the_regular_expressions():
@@ -339,7 +400,34 @@ def test_the_bundled_tokenizer_gets_the_chunks_it_got_before(twin, monkeypatch):
     text = "Ünïcödé façade — 🙂 日本語の文章です。 naïve\u200b\x7f\xad te\u0301st " * 30
     assert twin.token_spans(text) == [(t.start, t.end) for t in twin.tokenize(text)]
     for seed in range(1000, 1080):
-        monkeypatch.setattr(chunker, "WINDOW_CHARS", 700 if seed % 3 == 0 else 100_000)
-        document = random_document(seed)
-        for size, overlap in random.Random(seed).sample([(16, 0), (24, 6), (48, 12), (100, 0), (192, 48)], 2):
-            _assert_same(document, twin, size, overlap)
+        _assert_same(monkeypatch, f"twin/{seed}", *_twin_group(twin, seed))
+
+
+@pytest.mark.slow
+@pytest.mark.model
+def test_the_recorded_digests_are_the_reference_chunkers(twin, monkeypatch):
+    """The digests the tests above compare with are the reference's chunks of every group, none missing."""
+    found = {}
+    for key, window, cases in _all_groups(twin):
+        monkeypatch.setattr(chunker, "WINDOW_CHARS", window)
+        found[key] = _digest(_reference_fields(cases))
+    assert found == _RECORDED
+
+
+def _record() -> None:
+    """Write the reference's digests (:data:`_DIGESTS`), after a change to the generated documents."""
+    from knowledge.embeddings.bundled import BundledEmbedder
+
+    with tempfile.TemporaryDirectory() as models:
+        twin = BundledEmbedder(Path(models)).tokenizer_twin()
+        found = {}
+        for key, window, cases in _all_groups(twin):
+            chunker.WINDOW_CHARS = window
+            found[key] = _digest(_reference_fields(cases))
+    chunker.WINDOW_CHARS = _WINDOW_CHARS
+    _DIGESTS.write_text(json.dumps(found, indent=0) + "\n", encoding="utf-8")
+    print(f"{len(found)} digests written to {_DIGESTS}")
+
+
+if __name__ == "__main__":
+    _record()
