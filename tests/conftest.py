@@ -22,8 +22,11 @@ from typing import Any
 
 import pytest
 
+from knowledge.chat import Chats
 from knowledge.config import Settings, load_settings
+from knowledge.system import System
 from knowledge.vectorstore.base import VectorBackend
+from knowledge.workbench import Workbench
 from tests.helpers import pg
 from tests.helpers.backends import BACKEND_FIXTURES, CONTRACT_BACKENDS
 from tests.helpers.env import CORPUS, CORPUS_TIMEOUT_S, REPO, TEST_SCRYPT_N, isolate
@@ -352,3 +355,20 @@ def file_store_settings(request: pytest.FixtureRequest, settings: Settings) -> S
     if request.param == "s3":
         return s3_file_store_settings(settings, request.getfixturevalue("s3_server"))
     return settings
+
+
+# -- a person's faces over the System a test builds ------------------------------------------------
+# A test module defines ``system`` (a knowledge.system.System over its settings, closed on teardown);
+# these give the local admin's Workbench and the chats' shared state over it.
+
+
+@pytest.fixture
+def wb(system: System) -> Workbench:
+    """The local admin's :class:`~knowledge.workbench.Workbench` over the module's ``system``."""
+    return Workbench(system)
+
+
+@pytest.fixture
+def chats(system: System) -> Chats:
+    """The chats' shared state (:class:`~knowledge.chat.Chats`) over the module's ``system``."""
+    return Chats(system)

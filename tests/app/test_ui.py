@@ -14,7 +14,6 @@ from knowledge.outcomes import IngestResult
 from knowledge.service.jobs import IngestJob
 from knowledge.system import System
 from knowledge.vectorstore.scoring import DISTANCES as BASE_DISTANCES
-from knowledge.workbench import Workbench
 from pages._ui import DISTANCES, duration, human_size, megabytes
 
 
@@ -74,11 +73,6 @@ def system(tmp_path):
     s = System(load_settings(data_dir=tmp_path / "data"), embedder_factory=lambda model: HashEmbedder(dimension=8))
     yield s
     s.close()
-
-
-@pytest.fixture
-def wb(system):
-    return Workbench(system)
 
 
 def test_the_job_a_page_shows_is_its_own_unless_another_runs_or_just_ended(system, wb):

@@ -39,11 +39,6 @@ def wb(system):
     return w
 
 
-@pytest.fixture
-def chats(system):
-    return Chats(system)
-
-
 def test_vector_search_without_a_store_merges_the_chosen_stores_and_the_attachments(wb, chats):
     chat = chats.service(wb)
     s = chat.create_session(stores=["Lights", "Bread"])

@@ -15,7 +15,6 @@ import httpx
 import pytest
 from PIL import Image, ImageDraw, ImageFont
 
-from knowledge.chat import Chats
 from knowledge.chat.model import USER
 from knowledge.chat.sources import cite, quoted_at, where_text
 from knowledge.config import load_settings
@@ -100,16 +99,6 @@ def system(tmp_path):
     assert w.ingest_file("book", GUESSING.encode(), "ch02-00-guessing-game.md").ok
     yield s
     s.close()
-
-
-@pytest.fixture
-def wb(system):
-    return Workbench(system)
-
-
-@pytest.fixture
-def chats(system):
-    return Chats(system)
 
 
 def invoice_png() -> bytes:

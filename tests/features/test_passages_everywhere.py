@@ -15,7 +15,6 @@ import httpx
 import pytest
 from mcp import Client
 
-from knowledge.chat import Chats
 from knowledge.cli.chat import print_reply
 from knowledge.cli.search import cmd_search
 from knowledge.config import load_settings
@@ -45,16 +44,6 @@ def system(tmp_path):
     assert w.ingest_file("sky", SECTION.encode(), "telescopes.md").ok
     yield s
     s.close()
-
-
-@pytest.fixture
-def wb(system):
-    return Workbench(system)
-
-
-@pytest.fixture
-def chats(system):
-    return Chats(system)
 
 
 def apart(passages: list[dict]) -> bool:

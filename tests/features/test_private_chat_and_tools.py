@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from knowledge.chat import Chats
 from knowledge.chat.store import SessionNotFound
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
@@ -23,16 +22,6 @@ def system(catalog_settings):
     s = System(catalog_settings, embedder_factory=lambda m: HashEmbedder(dimension=32, max_tokens=64))
     yield s
     s.close()
-
-
-@pytest.fixture
-def chats(system):
-    return Chats(system)
-
-
-@pytest.fixture
-def wb(system):
-    return Workbench(system)
 
 
 @pytest.fixture

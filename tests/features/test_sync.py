@@ -58,11 +58,6 @@ def system(tmp_path, embedded):
 
 
 @pytest.fixture
-def wb(system):
-    return Workbench(system)
-
-
-@pytest.fixture
 def docs(tmp_path):
     folder = tmp_path / "docs"
     (folder / "sub").mkdir(parents=True)

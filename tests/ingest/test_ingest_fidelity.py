@@ -46,11 +46,6 @@ def system(tmp_path):
     s.close()
 
 
-@pytest.fixture
-def wb(system):
-    return Workbench(system)
-
-
 def ingest(wb: Workbench, *paths_or_pairs, store: str = "s"):
     out = []
     for item in paths_or_pairs:

@@ -20,7 +20,6 @@ from knowledge.ingest.pdfview import HIGHLIGHT, locate, merge_spans, render_page
 from knowledge.pagemodels import viewer as vm
 from knowledge.pagemodels.viewer import ViewerTarget, parse_viewer_query
 from knowledge.system import System
-from knowledge.workbench import Workbench
 
 PW = "correct horse battery"
 
@@ -113,11 +112,6 @@ def system():
     s = System(load_settings(), embedder_factory=lambda model: HashEmbedder(dimension=16))
     yield s
     s.close()
-
-
-@pytest.fixture
-def wb(system):
-    return Workbench(system)
 
 
 MD = (

@@ -14,7 +14,6 @@ from knowledge.server.app import create_app
 from knowledge.server.http import check_bind
 from knowledge.server.objects import vector_store_id
 from knowledge.system import System
-from knowledge.workbench import Workbench
 from tests.helpers.api import Served
 
 RESULT = "ch09-02-recoverable-errors-with-result.md"
@@ -29,11 +28,6 @@ def system(tmp_path):
     )
     yield s
     s.close()
-
-
-@pytest.fixture
-def wb(system):
-    return Workbench(system)
 
 
 @pytest.fixture

@@ -49,11 +49,6 @@ def system(tmp_path):
 
 
 @pytest.fixture
-def wb(system):
-    return Workbench(system)
-
-
-@pytest.fixture
 def http(system):
     with Served(create_app(system)) as base, httpx.Client(base_url=base + "/v1", timeout=60) as c:
         yield c

@@ -26,7 +26,6 @@ from knowledge.server.app import create_app
 from knowledge.server.http import check_bind
 from knowledge.server.objects import vector_store_id
 from knowledge.system import System
-from knowledge.workbench import Workbench
 from tests.helpers.api import Served, free_port
 from tests.helpers.pg import pg_catalog_settings
 
@@ -42,11 +41,6 @@ def system(tmp_path):
     )
     yield s
     s.close()
-
-
-@pytest.fixture
-def wb(system):
-    return Workbench(system)
 
 
 @pytest.fixture

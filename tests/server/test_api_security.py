@@ -12,7 +12,6 @@ import httpx
 import pytest
 from mcp import Client
 
-from knowledge.chat import Chats
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.server.app import create_app
@@ -20,7 +19,6 @@ from knowledge.server.http import attachment_header
 from knowledge.server.mcp import build_server, http_app
 from knowledge.server.objects import vector_store_id
 from knowledge.system import System
-from knowledge.workbench import Workbench
 from tests.helpers.api import Served, free_port
 
 EVIL = "http://evil.example"
@@ -38,16 +36,6 @@ def system(tmp_path):
     s = system_at(tmp_path)
     yield s
     s.close()
-
-
-@pytest.fixture
-def wb(system):
-    return Workbench(system)
-
-
-@pytest.fixture
-def chats(system):
-    return Chats(system)
 
 
 @pytest.fixture

@@ -15,7 +15,6 @@ from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.server.mcp import build_server
 from knowledge.system import System
-from knowledge.workbench import Workbench
 from tests.helpers.env import REPO
 
 TOOLS = {"search", "list_stores", "list_files", "ingest_file", "delete_file", "remember", "recall", "forget"}
@@ -39,11 +38,6 @@ def system(tmp_path, corpus):
     s = System(settings, embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256))
     yield s
     s.close()
-
-
-@pytest.fixture
-def wb(system):
-    return Workbench(system)
 
 
 @pytest.mark.slow

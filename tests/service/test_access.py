@@ -23,7 +23,7 @@ from knowledge.access import (
     is_shared,
     verify_password,
 )
-from knowledge.chat import Chats, ChatService
+from knowledge.chat import ChatService
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import ConfigError, InvalidArgument, PathNotAllowed
@@ -188,16 +188,6 @@ def system(tmp_path):
     s = System(load_settings(data_dir=tmp_path / "data"), embedder_factory=lambda m: HashEmbedder(64, 256))
     yield s
     s.close()
-
-
-@pytest.fixture
-def wb(system):
-    return Workbench(system)
-
-
-@pytest.fixture
-def chats(system):
-    return Chats(system)
 
 
 @pytest.fixture

@@ -248,11 +248,6 @@ def system(tmp_path):
     s.close()
 
 
-@pytest.fixture
-def wb(system):
-    return Workbench(system)
-
-
 def as_(wb: Workbench, system: System, name: str) -> Workbench:
     return wb.as_user(system.people.accounts.actor(name))
 

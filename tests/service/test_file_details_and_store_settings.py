@@ -9,7 +9,7 @@ import pytest
 
 from knowledge.attributes import from_payload
 from knowledge.catalog import Catalog
-from knowledge.chat import Chats, ChatService
+from knowledge.chat import ChatService
 from knowledge.chat.mapper import MapperContext, system_prompt
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import InvalidArgument, PermissionDenied, StoreNotFound
@@ -31,16 +31,6 @@ def system(catalog_settings):
     s = System(catalog_settings, embedder_factory=lambda m: HashEmbedder(dimension=32, max_tokens=64))
     yield s
     s.close()
-
-
-@pytest.fixture
-def wb(system):
-    return Workbench(system)
-
-
-@pytest.fixture
-def chats(system):
-    return Chats(system)
 
 
 def _files(wb: Workbench) -> dict[str, str]:

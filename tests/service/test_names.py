@@ -9,14 +9,12 @@ import pytest
 from knowledge._names import bad_character, check_name
 from knowledge.agent_memory import VectorMemory
 from knowledge.catalog import DONE, FileRecord
-from knowledge.chat import Chats
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import InvalidArgument, KnowledgeError
 from knowledge.llm.config import LlmConfigs
 from knowledge.service.templates import make_template
 from knowledge.system import System
-from knowledge.workbench import Workbench
 
 BAD = [
     ("a\x00b", "U+0000"),
@@ -37,16 +35,6 @@ def system(tmp_path):
     s = System(load_settings(data_dir=tmp_path / "data"), embedder_factory=lambda m: HashEmbedder(64, 64))
     yield s
     s.close()
-
-
-@pytest.fixture
-def wb(system):
-    return Workbench(system)
-
-
-@pytest.fixture
-def chats(system):
-    return Chats(system)
 
 
 def test_the_rule_names_the_character_and_keeps_every_script():

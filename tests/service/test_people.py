@@ -12,7 +12,6 @@ from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import AuthenticationFailed, FileNotFoundInStore, InvalidArgument, PermissionDenied, StoreNotFound
 from knowledge.people import LOCAL_ADMIN
 from knowledge.system import System
-from knowledge.workbench import Workbench
 
 PW = "correct horse battery"
 
@@ -22,11 +21,6 @@ def system(catalog_settings):
     s = System(catalog_settings, lambda m: HashEmbedder(dimension=32, max_tokens=64))
     yield s
     s.close()
-
-
-@pytest.fixture
-def wb(system):
-    return Workbench(system)
 
 
 @pytest.fixture

@@ -51,11 +51,6 @@ def system(tmp_path, factory):
     s.close()
 
 
-@pytest.fixture
-def wb(system):
-    return Workbench(system)
-
-
 def write(path, text: str):
     path.write_text(text, encoding="utf-8")
     return path
