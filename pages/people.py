@@ -187,6 +187,7 @@ with tab_groups:
             except KnowledgeError as exc:
                 st.error(inert(exc))
             else:
+                st.session_state["edit-group"] = made  # the picker below turns to the group just made
                 done(f"Created the group {made}.")
     if groups:
         gname = st.selectbox("Group", list(groups), key="edit-group")
@@ -206,7 +207,12 @@ with tab_groups:
                 st.error(inert(exc))
             else:
                 done(f"Removed {member} from {gname}.")
-        if c2.button("Delete the group", key="group-delete"):
+        sure = c2.checkbox(
+            md("Yes, delete the group {}", gname),
+            key=f"delete-group-sure-{gname}",
+            help="Its members lose what was shared with the group (their own shares stay).",
+        )
+        if c2.button("Delete the group", key="group-delete", disabled=not sure):
             try:
                 wb.accounts.delete_group(gname)
             except KnowledgeError as exc:

@@ -122,9 +122,10 @@ def cmd_ingest(wb: Workbench, args: argparse.Namespace) -> int:
         )
     else:
         counts = ", ".join(f"{n} {o}" for o in Outcome if (n := sum(r.outcome == o for r in results)))
+        chunks = sum(r.chunks for r in results)
         print(
             f"\n{len(results)} file{'' if len(results) == 1 else 's'}: {counts or 'none'};"
-            f" {sum(r.chunks for r in results)} chunks in the store from them."
+            f" {chunks} chunk{'' if chunks == 1 else 's'} in the store from them."
         )
     return 1 if any(not r.ok for r in results) else 0
 

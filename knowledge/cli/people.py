@@ -443,7 +443,8 @@ def cmd_owner(wb: Workbench, args: argparse.Namespace) -> int:
     if args.new_owner is not None:
         print(f"{args.store!r} now belongs to {owner}.")
     else:
-        print(f"{args.store!r} belongs to {owner or 'the admins (made before accounts existed)'}.")
+        unowned = "the admins (no account owns it: made before accounts existed, or by the local admin)"
+        print(f"{args.store!r} belongs to {owner or unowned}.")
         print("Shared with: " + ("; ".join(g.describe() for g in grants) if grants else "nobody (private)."))
     return 0
 

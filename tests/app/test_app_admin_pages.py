@@ -121,3 +121,25 @@ def test_a_member_at_the_settings_url_is_told_it_is_for_admins(team):
     assert [t.value for t in at.title] == ["🔒 Settings"]
     assert [w.value for w in at.warning] == ["Settings are for admins: only an admin may change the settings."]
     assert not at.text_input and not at.number_input and not at.toggle  # no setting to change
+
+
+def test_a_new_group_is_picked_and_deleting_a_group_asks_first(team):
+    """What the trial met: after "Create the group" the picker still showed the old group, so the next
+    action went to it; and "Delete the group" deleted at once (an account's deletion asks first)."""
+    wb = team
+    wb.accounts.create_group("research")
+    wb.accounts.add_member("research", "ana")
+    at = signed_in("root", "pages/people.py")
+    at.session_state["people-tab"] = "Groups"
+    at.run()
+    assert at.selectbox(key="edit-group").value == "research"
+    at.text_input(key="new-group").input("ops team")
+    next(b for b in at.button if b.label == "Create the group").click().run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="edit-group").value == "ops team"  # the group just made
+    assert button(at, "group-delete").disabled  # not before the person says yes
+    at.checkbox(key="delete-group-sure-ops team").check().run()
+    button(at, "group-delete").click().run()
+    assert "Deleted the group ops team." in [s.value for s in at.success]
+    assert wb.accounts.groups() == {"research": ["ana"]}  # the other group and its member stay
+    assert not at.checkbox(key="delete-group-sure-research").value  # the next group's yes is not pre-ticked

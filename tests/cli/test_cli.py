@@ -95,3 +95,10 @@ def test_a_closed_pipe_ends_the_command_quietly(data_dir):
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 141, err
     assert "Traceback" not in err and "BrokenPipeError" not in err, err
+
+
+def test_the_ingest_summary_counts_in_words(tmp_path, capsys, data_dir):
+    (tmp_path / "one.txt").write_text("A single short line.\n")
+    code, out, _ = run(capsys, "--data-dir", data_dir, "ingest", "demo", str(tmp_path / "one.txt"))
+    assert code == 0
+    assert "1 file: 1 indexed; 1 chunk in the store from them." in out  # not "1 chunks"

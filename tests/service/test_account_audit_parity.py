@@ -169,6 +169,7 @@ def by_pages(data: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.Capture
         at.button(key="revoke-any-key").click().run()
         ok()
         at.selectbox(key="edit-group").select("team").run()
+        at.checkbox(key="delete-group-sure-team").check().run()
         at.button(key="group-delete").click().run()
         ok()
         at.selectbox(key="edit-user").select("bo").run()
