@@ -366,6 +366,7 @@ def test_account_routes_answer_a_missing_account_group_or_key_404_naming_it(syst
     with TestClient(app, headers={"Authorization": f"Bearer {root_secret}"}) as c:
         assert c.post("/v1/knowledge/groups", json={"name": "team"}).status_code == 200
         for method, path, body, param in (
+            ("GET", "/users/nobody", None, "username"),
             ("POST", "/users/nobody", {"display_name": "N"}, "username"),
             ("DELETE", "/users/nobody", None, "username"),
             ("GET", "/keys?username=nobody", None, "username"),
@@ -394,3 +395,23 @@ def test_account_routes_answer_a_missing_account_group_or_key_404_naming_it(syst
         assert r.status_code == 404 and r.json()["error"]["param"] == "key_id"
     assert system.people.accounts.get("cy") is None and system.people.accounts.require("ana").role == "member"
     assert system.people.keys.get(root_key.id).active
+
+
+def test_one_account_is_read_by_itself_or_an_admin_and_an_invite_needs_no_body(system):
+    """GET /v1/knowledge/users/{username}: one's own account, or an admin's reading anyone's (a member
+    reading another's is refused); POST /v1/knowledge/invites with no body makes a member's invitation
+    (``role`` is optional, so the body is too)."""
+    system.people.set_up_admin("root", PW)
+    system.people.accounts.create("ana", PW, display_name="Ana")
+    system.people.accounts.create("bo", PW)
+    _, root_secret = system.people.keys.create("root", "tests")
+    _, ana_secret = system.people.keys.create("ana", "tests")
+    app = create_app(system)
+    with TestClient(app, headers={"Authorization": f"Bearer {root_secret}"}) as c:
+        r = c.get("/v1/knowledge/users/ana")
+        assert r.status_code == 200 and (r.json()["username"], r.json()["display_name"]) == ("ana", "Ana")
+        r = c.post("/v1/knowledge/invites")
+        assert r.status_code == 200 and r.json()["role"] == "member" and r.json()["token"]
+    with TestClient(app, headers={"Authorization": f"Bearer {ana_secret}"}) as c:
+        assert c.get("/v1/knowledge/users/ana").json()["username"] == "ana"
+        assert c.get("/v1/knowledge/users/bo").status_code == 403

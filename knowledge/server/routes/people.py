@@ -158,6 +158,11 @@ def create_user(body: NewUser, api: Api) -> dict:
     )
 
 
+@router.get("/users/{username}", summary="One account (one's own, or an admin's)")
+def get_user(username: str, api: Api) -> dict:
+    return user_object(api.wb.accounts.user(username))
+
+
 @router.post(
     "/users/{username}", summary="Change an account: role (an admin's), display name or password (one's own, or an admin's)"
 )
@@ -180,8 +185,8 @@ def delete_user(username: str, api: Api, heir: str | None = None) -> dict:
 
 
 @router.post("/invites", summary="An invitation token for one new account (an admin's; shown once)")
-def create_invite(body: NewInvite, api: Api) -> dict:
-    token, invite = api.wb.accounts.invite(body.role)
+def create_invite(api: Api, body: NewInvite | None = None) -> dict:
+    token, invite = api.wb.accounts.invite((body or NewInvite()).role)
     return {
         "object": "knowledge.invite",
         "token": token,
