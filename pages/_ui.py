@@ -23,7 +23,7 @@ import streamlit as st
 
 from knowledge.chat import Chats, ChatService
 from knowledge.errors import KnowledgeError
-from knowledge.people import Actor
+from knowledge.people import Actor, ApiKey
 from knowledge.text.render import inert
 from knowledge.vectorstore.scoring import DISTANCES as _DISTANCES
 from knowledge.workbench import Workbench
@@ -137,6 +137,18 @@ def utc(when: datetime | None, *, seconds: bool = False) -> str:
     if when.tzinfo is not None:
         when = when.astimezone(UTC)
     return when.strftime("%Y-%m-%d %H:%M:%S UTC" if seconds else "%Y-%m-%d %H:%M UTC")
+
+
+def key_row(k: ApiKey) -> dict[str, str]:
+    """One API key as a table row (My account, People → API keys): its name, the secret's last
+    characters, when it was made and last used, and whether it is active (times in UTC)."""
+    return {
+        "name": k.name,
+        "ends in": "…" + k.hint,
+        "created": utc(k.created),
+        "last used": utc(k.last_used) or "never",
+        "status": "active" if k.active else f"revoked {utc(k.revoked)}",
+    }
 
 
 #: The distances a store may compare embeddings by (:data:`knowledge.vectorstore.base.DISTANCES`).

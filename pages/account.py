@@ -10,7 +10,7 @@ import streamlit as st
 from knowledge.errors import AuthenticationFailed, InvalidArgument, KnowledgeError
 from knowledge.text.render import inert, md
 from knowledge.workbench import Workbench
-from pages._ui import SESSION_TOKEN, app_workbench, flash, set_flash, utc
+from pages._ui import SESSION_TOKEN, app_workbench, flash, key_row, set_flash
 
 wb: Workbench = app_workbench()
 me = wb.actor
@@ -96,20 +96,7 @@ keys = wb.accounts.api_keys(me.username)
 if not keys:
     st.caption("You have no API key yet.")
 else:
-    st.dataframe(
-        [
-            {
-                "name": k.name,
-                "ends in": "…" + k.hint,
-                "created": utc(k.created),
-                "last used": utc(k.last_used) or "never",
-                "status": "active" if k.active else f"revoked {utc(k.revoked)}",
-            }
-            for k in keys
-        ],
-        hide_index=True,
-        width="stretch",
-    )
+    st.dataframe([key_row(k) for k in keys], hide_index=True, width="stretch")
     active = {k.id: f"{k.name} (…{k.hint})" for k in keys if k.active}
     if active:
         c1, c2 = st.columns([3, 1], vertical_alignment="bottom")

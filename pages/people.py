@@ -12,7 +12,7 @@ from knowledge.errors import InvalidArgument, KnowledgeError, PermissionDenied
 from knowledge.people import ROLES, invite_link
 from knowledge.text.render import inert, md
 from knowledge.workbench import Workbench
-from pages._ui import account_problem, app_workbench, flash, new_account_fields, set_flash, set_up_first_admin, utc
+from pages._ui import account_problem, app_workbench, flash, key_row, new_account_fields, set_flash, set_up_first_admin, utc
 
 wb: Workbench = app_workbench()
 st.title("👥 People")
@@ -245,18 +245,7 @@ with tab_keys:
     keys = wb.accounts.api_keys()
     if keys:
         st.dataframe(
-            [
-                {
-                    "key": k.id,
-                    "person": labels.get(k.username, k.username),
-                    "name": k.name,
-                    "ends in": "…" + k.hint,
-                    "created": utc(k.created),
-                    "last used": utc(k.last_used) or "never",
-                    "status": "active" if k.active else f"revoked {utc(k.revoked)}",
-                }
-                for k in keys
-            ],
+            [{"key": k.id, "person": labels.get(k.username, k.username), **key_row(k)} for k in keys],
             hide_index=True,
             width="stretch",
         )
