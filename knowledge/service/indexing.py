@@ -52,7 +52,7 @@ from knowledge.errors import (
     unexpected_problem,
 )
 from knowledge.filestore.base import StoredFile, clean_name
-from knowledge.ingest.chunker import chunk_document, embedding_text
+from knowledge.ingest.chunker import TextChunk, chunk_document, embedding_text
 from knowledge.ingest.document import Document, Section
 from knowledge.ingest.isolated import Chunking, ReadLimits, read_bounded
 from knowledge.outcomes import IngestResult, Outcome
@@ -452,19 +452,7 @@ class Indexer:
             t_embed = time.perf_counter() - t0
             _step(progress, "writing", 0.95, cancel)
             front = {f"attr_{k}": v for k, v in doc.attributes.items()}  # front matter: filterable
-            chunks = [
-                Chunk(
-                    c.text,
-                    vectors[i],
-                    c.index,
-                    c.page,
-                    c.char_start,
-                    c.char_end,
-                    c.heading,
-                    metadata={**front, **({"table_header": c.table_header} if c.table_header else {})},
-                )
-                for i, c in enumerate(result.chunks)
-            ]
+            chunks = [_stored_chunk(c, vectors[i], front) for i, c in enumerate(result.chunks)]
             warnings = list(doc.warnings)  # the chunk plan's notes are the template's, not the file's
             if attributes:  # the caller's file attributes (knowledge.attributes), over the document's own
                 chunks = [replace(c, metadata={**c.metadata, **to_payload(attributes)}) for c in chunks]
@@ -629,19 +617,7 @@ class Indexer:
         t0 = time.perf_counter()
         vectors = _embed(embedder, [embedding_text(c.text, c.heading) for c in planned], None, None)
         t_embed = time.perf_counter() - t0
-        chunks = [
-            Chunk(
-                c.text,
-                vectors[i],
-                c.index,
-                c.page,
-                c.char_start,
-                c.char_end,
-                c.heading,
-                metadata={"table_header": c.table_header} if c.table_header else {},
-            )
-            for i, c in enumerate(planned)
-        ]
+        chunks = [_stored_chunk(c, vectors[i]) for i, c in enumerate(planned)]
         old = self.catalog.get_file(store, file_id)
         rec = FileRecord(
             store,
@@ -1164,6 +1140,13 @@ def _step(progress: Progress | None, stage: str, fraction: float, cancel: thread
         raise Cancelled("Ingestion cancelled.")
     if progress is not None:
         progress(stage, fraction)
+
+
+def _stored_chunk(c: TextChunk, vector: Any, payload: dict[str, Any] | None = None) -> Chunk:
+    """The chunk as a backend stores it: ``c``'s text and place, its ``vector`` (``(d,)`` float32, d the model
+    dimension), ``payload`` (filterable fields) and ``c``'s table header, if any."""
+    extra = {"table_header": c.table_header} if c.table_header else {}
+    return Chunk(c.text, vector, c.index, c.page, c.char_start, c.char_end, c.heading, metadata={**(payload or {}), **extra})
 
 
 def _embed(
