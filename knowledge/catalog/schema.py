@@ -46,13 +46,17 @@ class CatalogCursor(Protocol):
 def one_row(cursor: CatalogCursor) -> tuple[Any, ...]:
     """The row of a query that always returns one (an aggregate such as ``count(*)`` or ``max``).
 
+    The result is read to its end: a DuckDB result left open keeps its transaction open, and an
+    open transaction on the connection refuses every ``CHECKPOINT`` after another cursor's write
+    (backups then failed in a process that had opened an existing catalog).
+
     Raises:
-        KnowledgeError: DuckDB returned no row (``fetchone`` is typed ``Optional``; this says so).
+        KnowledgeError: the query returned no row.
     """
-    row = cursor.fetchone()
-    if row is None:
+    rows = cursor.fetchall()
+    if not rows:
         raise KnowledgeError("The catalog returned no row for a query that always returns one.")
-    return row
+    return tuple(rows[0])
 
 
 #: The SQL script of each schema version (index 0 is version 1).

@@ -467,6 +467,30 @@ def test_backup_and_restore_into_an_empty_folder_searches_the_same(make_wb, tmp_
         wb2.close()
 
 
+def test_a_backup_after_a_restart_on_the_same_folder(tmp_path, monkeypatch):
+    """A process that opens an existing data folder (a restart) ingests, then backs up. The catalog's first
+    look at its schema version used to leave a DuckDB transaction open, and every ``CHECKPOINT`` after a
+    write -- the backup's copy of the catalog -- was refused until the connection closed."""
+    import knowledge.catalog.db
+
+    from knowledge.config import load_settings
+
+    monkeypatch.setattr(knowledge.catalog.db, "CHECKPOINT_WAIT", 0.5)
+    settings = load_settings(data_dir=tmp_path / "data")
+    first = _workbench(settings)
+    try:
+        assert first.ingest_file("notes", b"Cats sit on mats.", "cats.md").ok
+    finally:
+        first.close()
+    again = _workbench(settings)
+    try:
+        assert again.ingest_file("notes", b"Owls hunt at night.", "owls.md").ok
+        result = again.portable.backup(tmp_path / "all.kbackup")
+    finally:
+        again.close()
+    assert (result.copied, result.files) == (["notes"], 2)
+
+
 def test_a_backup_taken_while_files_are_ingested_restores_a_consistent_folder(tmp_path):
     """The catalog is copied first (CHECKPOINT under its lock), the file bytes and the stores after:
     every file the restored catalog calls done has its bytes and all its chunks."""
