@@ -87,6 +87,8 @@ class JobRegistry:
         self._workers: list[Worker] = []
         self._threads: list[threading.Thread] = []
         self._kick = False
+        #: Wakes the waiting worker threads: a batch was queued here (:meth:`ensure_worker`), or they stop.
+        self._wake = threading.Condition(self._lock)
         #: The app's worker process (:meth:`use_worker_process`), ``None``: worker threads here.
         self.process: WorkerProcess | None = None
         self._process_failures = 0  # starts in a row that ended with an error within START_GRACE_SECONDS
@@ -167,6 +169,7 @@ class JobRegistry:
         child = self.process is not None
         with self._lock:
             self._kick = True
+            self._wake.notify_all()
             self._threads = [t for t in self._threads if t.is_alive()]
             for n in range(len(self._threads), 1 if child else max(1, threads)):
                 worker = Worker(
@@ -269,12 +272,13 @@ class JobRegistry:
                 continue
             if child and self._supervise():
                 idle = time.monotonic()
-            wait, check = (SUPERVISE_SECONDS if child else 0.1), False
+            wait, check = (SUPERVISE_SECONDS if child else BUSY_POLL_SECONDS), False
             with self._lock:
-                if self._kick:
+                if self._kick:  # a batch queued here since the claim above: claim again at once
                     self._kick = False
                     idle = time.monotonic()
-                elif time.monotonic() - idle >= idle_exit:
+                    continue
+                if time.monotonic() - idle >= idle_exit:
                     check = True
             if check:
                 try:  # outside the lock: the catalog may make us wait for another process's turn
@@ -289,7 +293,9 @@ class JobRegistry:
                         if threading.current_thread() in self._threads:
                             self._threads.remove(threading.current_thread())
                         return
-            worker.stopping.wait(wait)
+            with self._lock:  # until the next look, a batch queued here, or stop_all
+                if not self._kick and not worker.stopping.is_set():
+                    self._wake.wait(wait)
 
     def running(self) -> list[IngestJob]:
         with self._lock:
@@ -304,6 +310,8 @@ class JobRegistry:
             workers, threads = list(self._workers), list(self._threads)
         for worker in workers:
             worker.stop()
+        with self._lock:
+            self._wake.notify_all()
         for job in jobs:
             job.cancel()
         for thread in threads:
@@ -314,6 +322,10 @@ class JobRegistry:
             job.wait(timeout)
 
 
+#: Seconds between a worker thread's looks at the queue in the ``idle_exit`` window after its last job
+#: (a job whose retry time came, a job another process queued); a batch queued in this process wakes
+#: it at once.
+BUSY_POLL_SECONDS = 0.5
 #: Seconds between an idle worker thread's looks at the queue while another process's jobs run.
 IDLE_POLL_SECONDS = 2.0
 #: Seconds between the supervising thread's looks at the app's worker process.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -33,4 +34,32 @@ def _components_scanned_once() -> Iterator[None]:
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(manifest_scanner, "scan_component_manifests", scanned_once)
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _scripts_compiled_once() -> Iterator[None]:
+    """Streamlit (1.67) compiles the app's script and its page anew on every ``AppTest.run`` (each run
+    makes a new ``ScriptCache``): ~10 s of CPU over the page tests. The AppTests of this process share
+    the bytecode of a script while its file is unchanged (same path, size and modification time, and
+    the same ``runner.magicEnabled``); a Streamlit without that class compiles as before."""
+    try:
+        from streamlit import config
+        from streamlit.runtime.scriptrunner.script_cache import ScriptCache
+    except ImportError:
+        yield
+        return
+    compile_script = ScriptCache.get_bytecode
+    compiled: dict[tuple, object] = {}
+
+    def compiled_once(cache: ScriptCache, script_path: str) -> object:
+        path = os.path.abspath(script_path)
+        st = os.stat(path)
+        key = (path, st.st_size, st.st_mtime_ns, config.get_option("runner.magicEnabled"))
+        if key not in compiled:
+            compiled[key] = compile_script(cache, script_path)
+        return compiled[key]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ScriptCache, "get_bytecode", compiled_once)
         yield

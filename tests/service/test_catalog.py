@@ -18,12 +18,14 @@ def catalog(catalog_settings):
     c.close()
 
 
+@pytest.mark.fresh_catalog
 def test_schema_is_created_and_versioned(catalog):
     assert catalog.schema_version() == len(MIGRATIONS)
     catalog.close()
     assert catalog.schema_version() == len(MIGRATIONS)  # reopened, not migrated twice
 
 
+@pytest.mark.fresh_catalog
 def test_stores_and_files_round_trip(catalog):
     rec = catalog.put_store("Team Notes", "default", "memory", "m", 384, "cosine")
     assert (rec.name, rec.collection, rec.dimension) == ("Team Notes", "Team Notes", 384)
