@@ -81,6 +81,9 @@ class Engine(Protocol):
 #: never shifts a field), in the order of the records' fields.
 _STORE_COLUMNS = tuple(f.name for f in fields(StoreRecord))
 _FILE_COLUMNS = tuple(f.name for f in fields(FileRecord) if f.name != "aliases")
+#: The columns :meth:`Catalog.put_file` changes on a record that exists (all but the key and ``created``).
+_FILE_UPDATED = tuple(c for c in _FILE_COLUMNS if c not in ("store", "file_id", "created"))
+_FILE_UPDATES = ", ".join(f"{c} = excluded.{c}" for c in _FILE_UPDATED)
 _NAME_COLUMNS = tuple(f.name for f in fields(FileName))
 _STORE_SELECT = "SELECT " + ", ".join(_STORE_COLUMNS) + " FROM stores"
 _FILE_SELECT = "SELECT " + ", ".join(_FILE_COLUMNS) + " FROM store_files"
@@ -378,16 +381,41 @@ class Catalog:
     def put_file(self, record: FileRecord, folder: str = "") -> None:
         """Insert or update the record of ``record.file_id`` in ``record.store``. A new content gets
         ``record.file_name`` as its first name (:class:`FileName`, origin ``folder``); a changed
-        ``file_name`` renames the name it had (the chunks' name follows the record)."""
+        ``file_name`` renames the name it had (the chunks' name follows the record).
+
+        On DuckDB, where this process is the only writer while it holds the file, the rows read at
+        the start decide between a plain ``INSERT`` and an ``UPDATE`` (an ``ON CONFLICT`` upsert costs
+        DuckDB ~5 ms of CPU against ~1); on PostgreSQL, where another process may insert the same row
+        meanwhile, the writes are upserts."""
         check_name(record.file_name, "file name")
         now = _now()
         name = unicodedata.normalize("NFC", record.file_name)
+        upsert = self.dialect == "postgresql"
+        values = [
+            record.store,
+            record.file_id,
+            name,
+            record.sha256,
+            record.size,
+            str(record.status),
+            record.reason,
+            record.chunks,
+            record.pages,
+            json.dumps(record.warnings),
+            record.read_seconds,
+            record.embed_seconds,
+            record.total_seconds,
+            record.created or now,
+            now,
+            record.error,
+        ]
         with self._cursor() as cur:
             cur.execute("BEGIN TRANSACTION")
             try:
                 old = cur.execute(
                     "SELECT file_name FROM store_files WHERE store = ? AND file_id = ?", [record.store, record.file_id]
                 ).fetchone()
+                old_name = old[0] if old is not None else None
                 has_names = one_row(
                     cur.execute(
                         "SELECT count(*) FROM store_file_names WHERE store = ? AND file_id = ?",
@@ -396,44 +424,31 @@ class Catalog:
                 )[0]
                 if not has_names:
                     cur.execute(
-                        "INSERT INTO store_file_names (store, file_id, name, folder, created)"
-                        " VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                        "INSERT INTO store_file_names (store, file_id, name, folder, created) VALUES (?, ?, ?, ?, ?)"
+                        + (" ON CONFLICT DO NOTHING" if upsert else ""),
                         [record.store, record.file_id, name, folder, record.created or now],
                     )
-                elif old is not None and old[0] != name:
+                elif old_name is not None and old_name != name:
                     cur.execute(
                         "UPDATE store_file_names SET name = ? WHERE store = ? AND file_id = ? AND name = ?"
                         " AND NOT EXISTS (SELECT 1 FROM store_file_names n WHERE n.store = ? AND n.file_id = ?"
                         " AND n.name = ?)",
-                        [name, record.store, record.file_id, old[0], record.store, record.file_id, name],
+                        [name, record.store, record.file_id, old_name, record.store, record.file_id, name],
                     )
-                cur.execute(
-                    f"INSERT INTO store_files ({', '.join(_FILE_COLUMNS)}) VALUES ({', '.join('?' * len(_FILE_COLUMNS))})"
-                    " ON CONFLICT (store, file_id) DO UPDATE SET file_name = excluded.file_name,"
-                    " sha256 = excluded.sha256, size = excluded.size, status = excluded.status,"
-                    " reason = excluded.reason, chunks = excluded.chunks, pages = excluded.pages,"
-                    " warnings = excluded.warnings, read_seconds = excluded.read_seconds,"
-                    " embed_seconds = excluded.embed_seconds, total_seconds = excluded.total_seconds,"
-                    " updated = excluded.updated, error = excluded.error",
-                    [
-                        record.store,
-                        record.file_id,
-                        unicodedata.normalize("NFC", record.file_name),
-                        record.sha256,
-                        record.size,
-                        str(record.status),
-                        record.reason,
-                        record.chunks,
-                        record.pages,
-                        json.dumps(record.warnings),
-                        record.read_seconds,
-                        record.embed_seconds,
-                        record.total_seconds,
-                        record.created or now,
-                        now,
-                        record.error,
-                    ],
-                )
+                if old_name is None or upsert:
+                    cur.execute(
+                        f"INSERT INTO store_files ({', '.join(_FILE_COLUMNS)})"
+                        f" VALUES ({', '.join('?' * len(_FILE_COLUMNS))})"
+                        + (f" ON CONFLICT (store, file_id) DO UPDATE SET {_FILE_UPDATES}" if upsert else ""),
+                        values,
+                    )
+                else:
+                    cur.execute(
+                        f"UPDATE store_files SET {', '.join(f'{c} = ?' for c in _FILE_UPDATED)}"
+                        " WHERE store = ? AND file_id = ?",
+                        [v for c, v in zip(_FILE_COLUMNS, values, strict=True) if c in _FILE_UPDATED]
+                        + [record.store, record.file_id],
+                    )
                 cur.execute("COMMIT")
             except Exception:
                 cur.execute("ROLLBACK")

@@ -181,15 +181,12 @@ class Indexer:
                         )
                 # one process decides at a time whether these bytes are new to the store (issue 39)
                 with self.catalog.content_lock(store, stored.sha256):
-                    busy = [
-                        f
-                        for f in self.catalog.files(store, sha256=stored.sha256)
-                        if f.file_id != stored.id and f.status == PROCESSING
-                    ]
+                    same_bytes = [f for f in self.catalog.files(store, sha256=stored.sha256) if f.file_id != stored.id]
+                    busy = [f for f in same_bytes if f.status == PROCESSING]
                     if busy and (waited is None or time.monotonic() - waited < SAME_BYTES_WAIT):
                         holder = busy[0]  # being added now (by another job, maybe another process): wait for it
                     else:
-                        decided = self._decide(store, record, stored, kept, name, folder, stat, started)
+                        decided = self._decide(store, record, stored, kept, name, folder, stat, started, same_bytes)
                         if isinstance(decided, IngestResult):
                             return decided
                         rec, same_name = decided
@@ -255,13 +252,14 @@ class Indexer:
         folder: str,
         stat: tuple[int, int] | None,
         started: float,
+        same_bytes: list[FileRecord],
     ) -> IngestResult | tuple[FileRecord, list]:
         """Under the store's lock and the content's lock (:meth:`Catalog.content_lock`): the result of
         ``stored`` when its bytes are in the store already (under this name: ``UNCHANGED``, another:
-        ``DUPLICATE``), else its new ``processing`` record and the records of its name's earlier contents."""
+        ``DUPLICATE``), else its new ``processing`` record and the records of its name's earlier contents.
+        ``same_bytes``: the store's other records of ``stored``'s SHA-256, read under the content's lock."""
         named = {n.file_id for n in self.catalog.names(store, name=name, folder=folder)} - {stored.id}
         same_name = [f for f in (self.catalog.get_file(store, i) for i in sorted(named)) if f is not None]
-        same_bytes = [f for f in self.catalog.files(store, sha256=stored.sha256) if f.file_id != stored.id]
         unchanged = [f for f in same_name if f.sha256 == stored.sha256 and f.status == DONE]
         own = self.catalog.get_file(store, stored.id)
         if (
