@@ -10,6 +10,7 @@ count too: a type the reader must follow is an arrow like any other.
 from __future__ import annotations
 
 import ast
+import functools
 import sys
 from pathlib import Path
 
@@ -89,7 +90,13 @@ def unit(name: str) -> str:
     return "knowledge" if len(parts) == 1 else parts[1]
 
 
-GRAPH = {name: imports(name, path, modules()) for name, path in modules().items()}
+MODULES = modules()
+
+
+@functools.cache
+def graph() -> dict[str, set[str]]:
+    """Each module of the package and the project's modules it imports (parsed once, when a test asks)."""
+    return {name: imports(name, path, MODULES) for name, path in MODULES.items()}
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -130,24 +137,24 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_reader_finds_imports_and_cycles():
     # the checks below would pass on a reader that sees nothing: pin that it sees
-    assert "knowledge.errors" in GRAPH["knowledge.config"]
+    assert "knowledge.errors" in graph()["knowledge.config"]
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
 def test_every_unit_has_a_floor():
-    assert {unit(m) for m in GRAPH} - set(FLOORS) == set()
+    assert {unit(m) for m in graph()} - set(FLOORS) == set()
 
 
 def test_no_import_cycle_between_files():
-    assert cycles(GRAPH) == []
+    assert cycles(graph()) == []
 
 
-@pytest.mark.parametrize("importer", sorted(GRAPH))
+@pytest.mark.parametrize("importer", sorted(MODULES))
 def test_no_import_of_a_floor_above_or_beside(importer):
     mine = unit(importer)
     wrong = sorted(
         t
-        for t in GRAPH[importer]
+        for t in graph()[importer]
         if unit(t) != mine and not (mine in GROUND and unit(t) in GROUND) and FLOORS[unit(t)] >= FLOORS[mine]
     )
     assert wrong == [], f"{importer} (floor {FLOORS[mine]}) imports {wrong}"
