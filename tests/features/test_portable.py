@@ -472,7 +472,6 @@ def test_a_backup_after_a_restart_on_the_same_folder(tmp_path, monkeypatch):
     look at its schema version used to leave a DuckDB transaction open, and every ``CHECKPOINT`` after a
     write -- the backup's copy of the catalog -- was refused until the connection closed."""
     import knowledge.catalog.db
-
     from knowledge.config import load_settings
 
     monkeypatch.setattr(knowledge.catalog.db, "CHECKPOINT_WAIT", 0.5)
