@@ -140,7 +140,8 @@ def this_visitor(trusted: list[str]) -> Peer:
     """Who runs this page: the websocket's address and headers read through the ``trusted`` proxies
     (``server.trusted_proxies``, :mod:`knowledge.forwarded`); through any proxy, never local."""
     try:
-        headers = {k.lower(): ", ".join(st.context.headers.get_all(k)) for k in st.context.headers}
+        sent = st.context.headers  # each read of st.context.headers builds the mapping anew
+        headers = {k.lower(): ", ".join(sent.get_all(k)) for k in sent}
         ip = st.context.ip_address
     except Exception:
         headers, ip = {}, None

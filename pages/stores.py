@@ -977,8 +977,13 @@ def templates_tab() -> None:
                 st.error(inert(exc))
 
 
-stores_tab_, templates_tab_ = st.tabs(["Stores", "Templates"])
-with stores_tab_:
-    stores_tab()
-with templates_tab_:
-    templates_tab()
+# Keyed and tracked (Streamlit's st.tabs ``key`` + ``on_change``): only the open tab runs (``.open``), so
+# the Stores tab's reruns -- each upload, each progress refresh -- do not build the Templates table,
+# and the tab open stays open across the rerun an action ends with.
+stores_tab_, templates_tab_ = st.tabs(["Stores", "Templates"], key="stores-tab", on_change="rerun")
+if stores_tab_.open:
+    with stores_tab_:
+        stores_tab()
+if templates_tab_.open:
+    with templates_tab_:
+        templates_tab()

@@ -196,6 +196,8 @@ def test_members_change_no_settings_or_templates(team):
     with pytest.raises(ValueError, match="Could not find a navigation page"):  # no Settings page for a member
         signed_in(team, "bo", "pages/settings.py")
     at = signed_in(team, "bo", "pages/stores.py")
+    at.session_state["stores-tab"] = "Templates"  # what a click on the Templates tab sends
+    at.run()
     assert any("Only an admin creates, changes or deletes templates" in i.value for i in at.info)
     assert "tpl-pick" not in keys(at, "selectbox")
     at = signed_in(team, "root", "pages/settings.py")

@@ -27,6 +27,7 @@ from tests.helpers.stores_page import (
     make_store,
     markdown,
     open_page,
+    open_tab,
     pick_file,
     service,
     table,
@@ -70,7 +71,8 @@ def test_renders_on_an_empty_data_dir(fake_model):
     assert at.title[0].value == "🗂️ Vector stores"
     assert any("No vector stores yet" in i.value for i in at.info)
     assert [t.label for t in at.tabs] == ["Stores", "Templates"]
-    templates = table(at, "template")  # only the built-in default
+    assert not any(list(d.value.columns)[:1] == ["template"] for d in at.dataframe)  # only the open tab runs
+    templates = table(open_tab(at, "Templates"), "template")  # only the built-in default
     assert list(templates["template"]) == ["default (built in)"]
 
 
@@ -129,7 +131,8 @@ def test_upload_many_files_ingests_each_exactly_once(fake_model, ingest_calls):
     at.checkbox(key="sure:Notes").check().run()
     at.checkbox(key="sure:Notes").uncheck().run()
     pick_file(at, "Notes").select_index(1).run()
-    at.selectbox(key="tpl-pick").select_index(0).run()
+    open_tab(at, "Templates").selectbox(key="tpl-pick").select_index(0).run()
+    open_tab(at, "Stores")
     assert not at.exception
     assert sorted(ingest_calls) == ["bread.md", "cats.md"]
     assert len(files_table(at, "Notes")) == 2
@@ -329,7 +332,7 @@ def _template_form(at: AppTest):
 
 
 def test_create_edit_and_delete_a_template(fake_model):
-    at = open_page()
+    at = open_page("Templates")
     form = _template_form(at)
     form["Name"].input("small chunks")
     form["Description"].input("for FAQs")
@@ -356,7 +359,7 @@ def test_create_edit_and_delete_a_template(fake_model):
 
 
 def test_a_template_can_turn_ocr_off(fake_model):
-    at = open_page()
+    at = open_page("Templates")
     _template_form(at)["Name"].input("no scans")
     at.selectbox(key="tpl-ocr").select("off")
     button(at, "FormSubmitter:template-form-Save template").click().run()
@@ -369,7 +372,7 @@ def test_a_template_can_turn_ocr_off(fake_model):
 
 
 def test_an_invalid_template_is_a_message(fake_model):
-    at = open_page()
+    at = open_page("Templates")
     _template_form(at)["Name"].input("bad")
     next(n for n in at.number_input if n.label == "Max chunk size (tokens)").set_value(32)
     next(n for n in at.number_input if n.label == "Chunk overlap (tokens)").set_value(32)
@@ -565,7 +568,7 @@ def test_removing_a_failed_file_asks_first(fake_model):
 
 
 def test_a_template_larger_than_the_model_window_says_it_will_be_fitted(fake_model):
-    at = open_page()
+    at = open_page("Templates")
     _template_form(at)["Name"].input("huge chunks")
     next(n for n in at.number_input if n.label == "Max chunk size (tokens)").set_value(4000)
     next(n for n in at.number_input if n.label == "Chunk overlap (tokens)").set_value(2000)

@@ -17,8 +17,18 @@ def service() -> Workbench:
     return Workbench(load_settings())
 
 
-def open_page() -> AppTest:
-    return open_app("pages/stores.py")
+def open_page(tab: str = "Stores") -> AppTest:
+    """The Vector stores page, with ``tab`` open (only the open tab runs)."""
+    at = open_app("pages/stores.py")
+    return open_tab(at, tab) if tab != "Stores" else at
+
+
+def open_tab(at: AppTest, tab: str) -> AppTest:
+    """Open the page's ``tab`` ("Stores" or "Templates"), as a click on it does, and rerun."""
+    at.session_state["stores-tab"] = tab
+    at.run()
+    assert not at.exception
+    return at
 
 
 def finish_job(at: AppTest, store: str) -> AppTest:
@@ -82,6 +92,7 @@ __all__ = [
     "make_store",
     "markdown",
     "open_page",
+    "open_tab",
     "pick_file",
     "service",
     "table",
