@@ -488,11 +488,12 @@ def test_workbench_on_a_pgvector_template(pgvector_settings, tmp_path):
 def test_the_page_switches_a_template_to_pgvector(pgvector_settings, monkeypatch):
     from knowledge.workbench import Workbench
     from tests.helpers.app import fresh_caches, open_app, use_fake_model
+    from tests.helpers.stores_page import open_tab
 
     monkeypatch.setenv("KNOWLEDGE_VECTOR_STORE__URL", pgvector_settings().vector_store.url)
     use_fake_model(monkeypatch, 8)
     with fresh_caches():
-        at = open_app("pages/stores.py")
+        at = open_tab(open_app("pages/stores.py"), "Templates")
         form = {t.label: t for t in at.text_input if t.form_id == "template-form"}
         assert "pgvector" in form["Backend"].help
         form["Name"].input("on postgres")
@@ -508,8 +509,7 @@ def test_the_page_switches_a_template_to_pgvector(pgvector_settings, monkeypatch
             assert wb.search("pg notes", "cat on a mat", k=1)[0].file_name == "cats.txt"
         finally:
             wb.close()
-        at.run()
-        assert not at.exception
+        open_tab(at, "Stores")
         stores = next(d.value for d in at.dataframe if "backend" in d.value.columns and "store" in d.value.columns)
         assert dict(zip(stores["store"], stores["backend"]))["pg notes"] == "pgvector"
 
