@@ -3,6 +3,8 @@ in OpenAI's error shape with the field named, unknown fields refused as OpenAI r
 
 from __future__ import annotations
 
+import time
+
 import httpx
 import pytest
 
@@ -218,3 +220,29 @@ def test_a_good_body_still_searches_and_a_query_may_be_a_list(base):
     assert r.status_code == 200 and r.json()["search_query"] == "pumps valves" and r.json()["notes"]
     changed = httpx.post(base + f"/v1/vector_stores/{vs['id']}", json={"metadata": {"team": "blue"}}).json()
     assert changed["metadata"] == {"team": "blue"} and changed["expires_after"] == {"anchor": "last_active_at", "days": 7}
+
+
+def test_a_store_and_a_batch_file_list_take_the_same_filter(base):
+    """``filter`` on a store's files and on a batch's files: one of OpenAI's four statuses narrows the
+    list, anything else is refused naming ``filter`` (the batch's list used to answer an empty page)."""
+    vs = httpx.post(base + "/v1/vector_stores", json={"name": "s"}).json()
+    f = httpx.post(
+        base + "/v1/files", files={"file": ("a.md", b"# A\n\nPumps.\n", "text/markdown")}, data={"purpose": "assistants"}
+    ).json()
+    batch = httpx.post(base + f"/v1/vector_stores/{vs['id']}/file_batches", json={"file_ids": [f["id"]]}).json()
+    lists = [
+        base + f"/v1/vector_stores/{vs['id']}/files",
+        base + f"/v1/vector_stores/{vs['id']}/file_batches/{batch['id']}/files",
+    ]
+    for _ in range(100):
+        if httpx.get(lists[1], params={"filter": "completed"}).json()["data"]:
+            break
+        time.sleep(0.1)
+    for url in lists:
+        assert [x["id"] for x in httpx.get(url, params={"filter": "completed"}).json()["data"]] == [f["id"]]
+        assert httpx.get(url, params={"filter": "failed"}).json()["data"] == []
+        error = refused(httpx.get(url, params={"filter": "bogus"}))
+        assert (error["param"], error["message"]) == (
+            "filter",
+            "filter must be in_progress, completed, failed or cancelled.",
+        )

@@ -31,6 +31,19 @@ router = APIRouter(prefix="/v1/vector_stores/{vs_id}", tags=["vector store files
 STATUSES = ("in_progress", "completed", "failed", "cancelled")
 
 
+def with_status(files: list[dict[str, Any]], status: str | None) -> list[dict[str, Any]]:
+    """The store files (OpenAI's ``vector_store.file`` objects) whose ``status`` is ``status``; all of them
+    for ``None``. The ``filter`` query parameter of a store's and a batch's file lists.
+
+    Raises:
+        ApiError: 400 naming ``filter`` when ``status`` is not one of :data:`STATUSES`."""
+    if status is None:
+        return files
+    if status not in STATUSES:
+        raise bad("filter must be in_progress, completed, failed or cancelled.", "filter")
+    return [f for f in files if f["status"] == status]
+
+
 def plain(strategy: ChunkingStrategy | None) -> dict[str, Any] | None:
     """A request's ``chunking_strategy`` as sent (the fields given), or ``None``."""
     return None if strategy is None else strategy.model_dump(exclude_unset=True)
@@ -70,12 +83,7 @@ def list_store_files(
     order: str | None = None,
     filter: str | None = None,
 ) -> dict:
-    files = api.store_files(api.store_name(vs_id))
-    if filter is not None:
-        if filter not in STATUSES:
-            raise bad("filter must be in_progress, completed, failed or cancelled.", "filter")
-        files = [f for f in files if f["status"] == filter]
-    return page(files, limit, after, before, order)
+    return page(with_status(api.store_files(api.store_name(vs_id)), filter), limit, after, before, order)
 
 
 @router.get("/files/{file_id}", summary="A store's file")
@@ -182,9 +190,7 @@ def batch_files(
     filter: str | None = None,
 ) -> dict:
     files = api.batch_files(api.batch(api.store_name(vs_id), batch_id))
-    if filter is not None:
-        files = [f for f in files if f["status"] == filter]
-    return page(files, limit, after, before, order)
+    return page(with_status(files, filter), limit, after, before, order)
 
 
 __all__ = ["STATUSES", "batch_entries", "params", "plain", "router", "strategy_of"]
