@@ -546,6 +546,7 @@ def manage_section(store: str, files: int, chunks: int) -> None:
             try:
                 wb.delete_store(store)
                 st.session_state.pop("store_selected", None)
+                st.session_state.pop(OPEN_STORE, None)
                 set_flash("", True, f"Deleted the store {store}.")
             except KnowledgeError as exc:
                 set_flash(f"manage:{store}", False, f"{store}: {exc}")
@@ -704,6 +705,11 @@ def new_store_form(stores: list) -> None:
                 st.error(inert(exc))
 
 
+#: The store open on the Stores tab, kept apart from its selectbox's state (which Streamlit drops while
+#: the Templates tab is open, and the Stores tab is not drawn).
+OPEN_STORE = "open_store"
+
+
 def stores_tab() -> None:
     if (problem := wb.shared_catalog_problem()) is not None:  # team mode on a per-machine default backend
         st.warning(inert(problem), icon="⚠️")
@@ -725,10 +731,14 @@ def stores_tab() -> None:
     if (pending := st.session_state.pop("store_pending", None)) in names:
         st.session_state["store_selected"] = pending
     if st.session_state.get("store_selected") not in names:
+        # Streamlit drops a widget's state after a run that did not draw it (the Templates tab was open):
+        # the store kept open comes back; else a running batch's store, else the first
+        kept = st.session_state.get(OPEN_STORE)
         running = [n for n in names if wb.ingesting(n)]
-        st.session_state["store_selected"] = (running or names)[0]  # a running batch first
+        st.session_state["store_selected"] = kept if kept in names else (running or names)[0]
     c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
     store = c1.selectbox("Open store", names, key="store_selected")
+    st.session_state[OPEN_STORE] = store
     with c2.popover("➕ New store", width="stretch"):
         new_store_form(stores)
     flash("")

@@ -31,6 +31,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         wb = Workbench(load_settings(data_dir=base / "data"))
         for name, text in FILES.items():
             assert wb.ingest_file("Docs", text.encode(), name).ok
+        assert wb.ingest_file("Zeta", b"# Zeta\n\nThe last store in the list.\n", "zeta.md").ok
         wb.close()
     with serve(base, env_extra={"KNOWLEDGE_EMBEDDINGS__MODEL": "fake/hash-8"}) as srv:
         yield srv
@@ -113,3 +114,22 @@ def test_the_details_editor_and_store_settings_fit_the_screen(
         expect(reembed).to_be_visible()  # the local admin owns the store
         scroll_to(reembed)
         shot(page, artifacts, f"29-settings-{width}.png")
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_open_store_stays_open_across_a_visit_to_the_templates_tab(browser, server: Server, artifacts: Path, width):
+    """Only the open tab of the Vector stores page runs, and Streamlit drops the state of a widget a run did
+    not draw: the store opened on the Stores tab is open again after a look at the Templates tab (it
+    used to come back as the first store)."""
+    from playwright.sync_api import expect
+
+    with app_page(browser, server, artifacts, "stores", width=width) as page:
+        choose_option(page, page.get_by_role("combobox", name="Open store"), "Zeta")
+        expect(page.get_by_role("heading", name="🗂️ Zeta")).to_be_visible()
+        rerun_and_wait(page, lambda: page.get_by_role("tab", name="Templates").click())
+        expect(page.get_by_text("template is read-only")).to_be_visible()
+        shot(page, artifacts, f"40-templates-tab-{width}.png")
+        rerun_and_wait(page, lambda: page.get_by_role("tab", name="Stores").click())
+        expect(page.get_by_role("heading", name="🗂️ Zeta")).to_be_visible()
+        expect(page.get_by_role("combobox", name="Open store")).to_have_value("Zeta")
+        shot(page, artifacts, f"40-back-on-stores-{width}.png")
