@@ -153,3 +153,39 @@ def test_migration_6_gives_every_existing_file_its_name(tmp_path):
         assert catalog.names("notes") == []
     finally:
         catalog.close()
+
+
+@pytest.mark.processes
+def test_two_catalogs_on_one_file_in_one_process_share_it_until_the_last_closes(tmp_path):
+    """Each catalog file is attached to the process's one DuckDB instance; two catalogs on the same file
+    (by two spellings of its path) share the attachment, and the file is released -- another process may
+    open it -- only once both have closed. The folder's name has a quote and spaces in it."""
+    folder = tmp_path / 'it\'s a "folder"'
+    one = Catalog(folder / "catalog.duckdb")
+    two = Catalog(folder / ".." / folder.name / "catalog.duckdb")
+    one.put_store("s", "default", "memory", "m", 8, "cosine")
+    assert [r.name for r in two.list_stores()] == ["s"]
+    one.close()
+    two.put_template("t", {"n": 1})  # still attached for the other
+    probe = [sys.executable, "-c", "import duckdb, sys; duckdb.connect(sys.argv[1]).close(); print('opened')"]
+    held = subprocess.run([*probe, str(folder / "catalog.duckdb")], capture_output=True, text=True, timeout=60)
+    assert held.returncode != 0 and "lock" in held.stderr.lower()
+    two.close()
+    free = subprocess.run([*probe, str(folder / "catalog.duckdb")], capture_output=True, text=True, timeout=60)
+    assert free.stdout.strip() == "opened", free.stderr
+    assert [r.name for r in one.list_stores()] == ["s"] and one.get_template("t") == {"n": 1}  # reopened
+    one.close()
+
+
+def test_an_operation_that_failed_inside_a_transaction_leaves_none_open(tmp_path):
+    """Operations reuse the cursors of earlier ones; the cursor of a failed operation is not reused, so its
+    open transaction is rolled back and the next operation starts clean."""
+    catalog = Catalog(tmp_path / "catalog.duckdb")
+    with pytest.raises(RuntimeError), catalog.cursor() as cur:
+        cur.execute("BEGIN TRANSACTION")
+        cur.execute("INSERT INTO templates VALUES ('half', '{}', now(), now())")
+        raise RuntimeError("the operation fails before its COMMIT")
+    assert catalog.get_template("half") is None
+    catalog.put_template("whole", {"n": 2})
+    catalog.close()
+    assert Catalog(tmp_path / "catalog.duckdb").get_template("whole") == {"n": 2}
