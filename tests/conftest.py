@@ -19,6 +19,7 @@ import contextlib
 import gc
 import os
 import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,7 @@ from knowledge.vectorstore.base import VectorBackend
 from knowledge.workbench import Workbench
 from tests.helpers import pg
 from tests.helpers.backends import BACKEND_FIXTURES, CONTRACT_BACKENDS
-from tests.helpers.env import CORPUS, CORPUS_TIMEOUT_S, REPO, TEST_SCRYPT_N, isolate
+from tests.helpers.env import CORPUS, CORPUS_TIMEOUT_S, REPO, TEST_SCRYPT_N, isolate, memory_temp_root
 from tests.helpers.s3 import moto_server
 
 #: Fixtures whose users get a marker of their kind (see the module docstring).
@@ -57,6 +58,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 item.add_marker(kind)
         if "corpus_store" in names:
             item.add_marker(pytest.mark.timeout(CORPUS_TIMEOUT_S))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The tests' temp files -- ``tmp_path`` and every ``tempfile`` folder, the PostgreSQL and S3 servers'
+    data among them -- live in memory where the machine has a tmpfs with room (:func:`memory_temp_root`):
+    a run creates and deletes some hundred thousand files, and on this machine's ext4 creating an inode
+    (``ext4_create``) and the checkpoints' ``fsync`` took a fifth of the inner loop's CPU. Set
+    ``PYTEST_DEBUG_TEMPROOT`` (pytest's own variable) to choose the folder yourself. Set here, before
+    xdist starts its workers, which inherit it."""
+    root = memory_temp_root()
+    if root is not None:
+        os.environ["PYTEST_DEBUG_TEMPROOT"] = os.environ["TMPDIR"] = root
+        tempfile.tempdir = None  # tempfile reads TMPDIR again
 
 
 @pytest.hookimpl(trylast=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -62,6 +63,33 @@ def use_prepared_data(data: Path) -> Path:
     target = Path(os.environ["KNOWLEDGE_DATA_DIR"])
     shutil.copytree(data, target)
     return target
+
+
+#: Bytes a memory file system must have free to take a test run's temp files (the inner loop writes ~3 GB).
+MEMORY_TEMP_MIN_FREE = 6 * 2**30
+
+
+def memory_temp_root(mounts: str | None = None, shm: str = "/dev/shm") -> str | None:
+    """``/dev/shm`` when it is a tmpfs (a file system in memory) with :data:`MEMORY_TEMP_MIN_FREE`
+    bytes free that this user can write; ``None`` otherwise (not Linux, a small or absent ``/dev/shm``),
+    and when ``PYTEST_DEBUG_TEMPROOT`` already names the tests' temp root. ``mounts``: the text of
+    ``/proc/mounts`` (read when ``None``)."""
+    if os.environ.get("PYTEST_DEBUG_TEMPROOT") or sys.platform != "linux":
+        return None
+    if mounts is None:
+        try:
+            mounts = Path("/proc/mounts").read_text(encoding="utf-8")
+        except OSError:
+            return None
+    if not any(line.split()[1:3] == [shm, "tmpfs"] for line in mounts.splitlines()):
+        return None
+    try:
+        st = os.statvfs(shm)
+    except OSError:
+        return None
+    if st.f_bavail * st.f_frsize < MEMORY_TEMP_MIN_FREE or not os.access(shm, os.W_OK):
+        return None
+    return shm
 
 
 def missing_server(what: str, reason: str) -> None:
