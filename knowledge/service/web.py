@@ -20,10 +20,12 @@ changed and is a no-op when it did not (the Indexer's rules for a file's name).
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import logging
 import re
 import socket
+import ssl
 import threading
 import time
 import urllib.parse
@@ -491,6 +493,15 @@ def _as_httpx(exc: Exception) -> Exception:
     return exc
 
 
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """The one client TLS context of every fetch (certifi's certificate store, nothing from the
+    environment, as ``httpx.create_ssl_context(trust_env=False)`` makes it), shared by the transports
+    of all crawls: making one loads the CA bundle, tens of ms of CPU. An ``SSLContext`` may be shared by
+    connections and threads."""
+    return httpx.create_ssl_context(trust_env=False)
+
+
 class _DeadlineTransport(httpx.BaseTransport):
     """An httpx transport over an ``httpcore.ConnectionPool`` whose every socket goes through
     :class:`_DeadlineBackend` -- built from public API only (httpcore's ``network_backend=``).
@@ -500,7 +511,7 @@ class _DeadlineTransport(httpx.BaseTransport):
 
     def __init__(self, deadline: _Deadline) -> None:
         self._pool = httpcore.ConnectionPool(
-            ssl_context=httpx.create_ssl_context(trust_env=False),
+            ssl_context=_tls_context(),
             http1=True,
             http2=False,
             max_connections=_MAX_CONNECTIONS,
