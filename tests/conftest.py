@@ -84,34 +84,39 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 @pytest.fixture(scope="session", autouse=True)
 def _one_default_ssl_context() -> Iterator[None]:
-    """The httpx clients of the tests (``httpx.get``, TestClient's, the openai client's) share an SSL
+    """The httpx clients of the tests (``httpx.get``, TestClient's; and the openai and mcp clients', which
+    use ``httpx2``) share an SSL
     context per set of options: httpx loads a CA bundle into a new context per client
     (``load_verify_locations``, tens of ms of CPU each), and the API tests make hundreds of clients
     that never speak TLS. The options are ``verify`` (``True``, ``False`` or a CA file, with its size
     and modification time), ``trust_env`` and the ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` it reads; a
     client certificate or a context of the caller's own is made as httpx makes it."""
     import httpx._transports.default as transports
+    import httpx2._transports.default as transports2  # the openai and mcp clients' httpx
 
-    made = transports.create_ssl_context
-    shared: dict[tuple, Any] = {}
+    def shared_by_options(made: Callable[..., Any]) -> Callable[..., Any]:
+        shared: dict[tuple, Any] = {}
 
-    def create_ssl_context(verify: Any = True, cert: Any = None, trust_env: bool = True) -> Any:
-        if cert is not None or not isinstance(verify, (bool, str)):
-            return made(verify=verify, cert=cert, trust_env=trust_env)
-        ca = os.stat(verify) if isinstance(verify, str) else None
-        key = (
-            verify,
-            ca and (ca.st_size, ca.st_mtime_ns),
-            trust_env,
-            trust_env and os.environ.get("SSL_CERT_FILE"),
-            trust_env and os.environ.get("SSL_CERT_DIR"),
-        )
-        if key not in shared:
-            shared[key] = made(verify=verify, cert=cert, trust_env=trust_env)
-        return shared[key]
+        def create_ssl_context(verify: Any = True, cert: Any = None, trust_env: bool = True) -> Any:
+            if cert is not None or not isinstance(verify, (bool, str)):
+                return made(verify=verify, cert=cert, trust_env=trust_env)
+            ca = os.stat(verify) if isinstance(verify, str) else None
+            key = (
+                verify,
+                ca and (ca.st_size, ca.st_mtime_ns),
+                trust_env,
+                trust_env and os.environ.get("SSL_CERT_FILE"),
+                trust_env and os.environ.get("SSL_CERT_DIR"),
+            )
+            if key not in shared:
+                shared[key] = made(verify=verify, cert=cert, trust_env=trust_env)
+            return shared[key]
+
+        return create_ssl_context
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(transports, "create_ssl_context", create_ssl_context)
+        for module in (transports, transports2):
+            mp.setattr(module, "create_ssl_context", shared_by_options(module.create_ssl_context))
         yield
 
 
