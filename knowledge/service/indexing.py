@@ -224,6 +224,7 @@ class Indexer:
             attributes,
             raise_transient=raise_transient,
             wait_out=wait_out,
+            keep_file=kept is not None,
         )
         with lock:
             if result.outcome == Outcome.INDEXED:
@@ -363,10 +364,13 @@ class Indexer:
         *,
         raise_transient: bool = False,
         wait_out: Callable[[BaseException], bool] | None = None,
+        keep_file: bool = False,
     ) -> IngestResult:
         """Read, chunk and embed without the store's lock; take it only to write. With
         ``raise_transient``, an infrastructure error leaves the record pending ("waiting: ...")
-        and is raised (see :meth:`ingest_file`)."""
+        and is raised (see :meth:`ingest_file`). Cancelled, the file leaves the store; its stored
+        bytes are deleted only when this call saved them (not ``keep_file``: a file given as already
+        stored -- a queued upload, which a worker that stops gives back to the queue -- is the caller's)."""
 
         def waiting(exc: BaseException) -> bool:
             """Whether ``exc`` is the infrastructure's to raise; its record then says why it waits."""
@@ -488,7 +492,7 @@ class Indexer:
                     )
                 )
                 if cancelled:
-                    self._remove_from_store(store, record, stored.id)
+                    self._remove_from_store(store, record, stored.id, keep_file=keep_file)
             return IngestResult(
                 stored.name,
                 Outcome.CANCELLED if cancelled else Outcome.FAILED,

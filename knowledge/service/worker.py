@@ -422,9 +422,10 @@ class Worker:
             self._with_catalog("giving the job back", lambda: queue.release(catalog, job.id, self.id))
             return
         self.own_failures = 0  # the worker could do its work (the file may still have failed for itself)
-        if job.own_file and job.source_kind == "file" and result.file_id != job.source:
+        not_kept = result.file_id != job.source or result.outcome == Outcome.CANCELLED  # cancelled by its batch
+        if job.own_file and job.source_kind == "file" and not_kept:
             try:
-                self.indexer.stores.forget_file_if_unused(job.source)  # an upload not kept (unchanged, duplicate)
+                self.indexer.stores.forget_file_if_unused(job.source)  # an upload not kept (unchanged, duplicate, cancelled)
             except Exception:
                 log.warning("could not drop the unused upload %s", job.source, exc_info=True)
         status = (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import threading
 
 import numpy as np
@@ -248,7 +249,7 @@ def test_reembed_moves_a_store_to_another_model(wb, tmp_path):
     assert len(wb.backend().list_collections()) == 1  # the old collection is gone
 
 
-def test_cancelled_ingestion_leaves_the_store_as_it_was(wb, tmp_path):
+def test_cancelled_ingestion_leaves_the_store_as_it_was(system, wb, tmp_path):
     wb.ingest_file("notes", write(tmp_path / "bread.md", BREAD))
     cancel = threading.Event()
 
@@ -259,6 +260,26 @@ def test_cancelled_ingestion_leaves_the_store_as_it_was(wb, tmp_path):
     r = wb.ingest_file("notes", write(tmp_path / "cats.md", "Cats. " * 400), progress=progress, cancel=cancel)
     assert r.outcome == Outcome.CANCELLED
     assert [f.file_name for f in wb.vector_store("notes").list_files()] == ["bread.md"]
+    assert system.files.find(r.file_id) is None  # the bytes this ingestion saved went with it
+
+
+def test_a_cancelled_ingestion_of_a_stored_file_keeps_the_stored_file(system, wb, tmp_path):
+    """The defect (found by a new-user trial): a worker that stopped mid-file -- a CLI ingest ending
+    while the app's or the API's uploads were queued -- cancelled the file it had taken, gave the job
+    back, and deleted the upload's bytes on the way; the worker that took the job next failed it with
+    "No stored file has the id". A file handed in already stored is the caller's to keep."""
+    stored = system.files.save("cats.md", "text/markdown", io.BytesIO(("Cats. " * 400).encode()))
+    cancel = threading.Event()
+
+    def progress(stage, fraction):
+        if stage == "embedding":
+            cancel.set()
+
+    r = wb.ingest_file("notes", stored, progress=progress, cancel=cancel)
+    assert r.outcome == Outcome.CANCELLED and wb.vector_store("notes").list_files() == []
+    assert system.files.find(stored.id) is not None
+    again = wb.ingest_file("notes", stored)  # the job given back, taken by another worker
+    assert again.outcome == Outcome.INDEXED and again.file_id == stored.id
 
 
 def test_stores_list_and_delete(system, wb, tmp_path):
