@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.env import memory_temp_root
+from tests.helpers.env import MEMORY_TEMP_MIN_FREE, memory_temp_root
 
 _SHM_TMPFS = "proc /proc proc rw 0 0\ntmpfs /dev/shm tmpfs rw,nosuid,nodev 0 0\n/dev/vda / ext4 rw 0 0\n"
 
@@ -19,7 +19,7 @@ def test_the_temp_root_is_memory_only_where_it_is_a_tmpfs_with_room(monkeypatch,
     monkeypatch.delenv("PYTEST_DEBUG_TEMPROOT", raising=False)
     shm = str(tmp_path)  # a folder this user can write, standing for /dev/shm
     assert memory_temp_root(_SHM_TMPFS.replace("/dev/shm", shm), shm) == (
-        shm if os.statvfs(shm).f_bavail * os.statvfs(shm).f_frsize >= 6 * 2**30 else None
+        shm if os.statvfs(shm).f_bavail * os.statvfs(shm).f_frsize >= MEMORY_TEMP_MIN_FREE else None
     )
     assert memory_temp_root(_SHM_TMPFS, shm) is None  # /dev/shm is mounted, not this folder
     assert memory_temp_root(_SHM_TMPFS.replace("/dev/shm tmpfs", f"{shm} ext4"), shm) is None  # a disk

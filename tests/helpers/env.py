@@ -65,8 +65,9 @@ def use_prepared_data(data: Path) -> Path:
     return target
 
 
-#: Bytes a memory file system must have free to take a test run's temp files (the inner loop writes ~3 GB).
-MEMORY_TEMP_MIN_FREE = 6 * 2**30
+#: Bytes a memory file system must have free to take a test run's temp files (the inner loop writes ~3 GB, and
+#: the last run's are kept until the next ends).
+MEMORY_TEMP_MIN_FREE = 8 * 2**30
 
 
 def memory_temp_root(mounts: str | None = None, shm: str = "/dev/shm") -> str | None:
