@@ -18,6 +18,7 @@ from knowledge.catalog import Catalog
 from knowledge.catalog import jobs as q
 from knowledge.config import Settings
 from knowledge.embeddings.fake import HashEmbedder
+from knowledge.outcomes import Outcome
 from knowledge.system import System
 from knowledge.workbench import Workbench
 
@@ -132,6 +133,30 @@ def test_an_in_process_batch_is_visible_and_cancellable_from_another_workbench(s
         assert other.done and other.counts() == {"indexed": 3} and other.chunks == job.chunks > 0
         chunks = _chunks_by_file(wb, "notes")
         assert all(rec == vs > 0 for rec, vs in chunks.values()), chunks
+    finally:
+        system.close()
+
+
+def test_an_upload_its_batch_cancelled_mid_file_leaves_no_bytes_behind(settings: Settings):
+    """A batch cancelled while its upload is being embedded: the file leaves the store and its bytes the file
+    store (the worker forgets an upload of its own that its batch cancelled)."""
+    started = threading.Event()
+
+    class Slow(HashEmbedder):
+        def embed_documents(self, texts):
+            started.set()
+            time.sleep(0.3)
+            return super().embed_documents(texts)
+
+    system = System(settings, lambda m: Slow(dimension=16))
+    wb = Workbench(system)
+    try:
+        long = "\n\n".join(f"Paragraph {i} about harbours, ships and tides, number {i}." for i in range(400))
+        job = wb.submit_batch("notes", [("long.md", long.encode())])
+        assert started.wait(30)
+        job.cancel()  # while its first chunks embed: the file is cancelled mid-way
+        assert job.wait(60) and job.counts() == {Outcome.CANCELLED: 1}
+        assert system.catalog.files("notes") == [] and system.files.list() == []
     finally:
         system.close()
 
