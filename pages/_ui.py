@@ -12,12 +12,14 @@ the same key, on the next run::
 
 from __future__ import annotations
 
-import runpy
+import builtins
+import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from pathlib import Path
+from types import CodeType
 
 import streamlit as st
 
@@ -45,6 +47,13 @@ def serving_pages() -> Iterator[None]:
         _INSIDE_APP.reset(token)
 
 
+@functools.lru_cache(maxsize=1)
+def _app_code(mtime_ns: int, size: int) -> CodeType:
+    """app.py compiled, once per version of the file (its modification time and size are the key: an
+    edit while the server runs is compiled anew)."""
+    return compile(APP.read_bytes(), str(APP), "exec")
+
+
 def app_workbench() -> Workbench:
     """The process's workbench, for a page that app.py runs; every page starts with this.
 
@@ -54,7 +63,11 @@ def app_workbench() -> Workbench:
     ever shown without the gate.
     """
     if not _INSIDE_APP.get():
-        runpy.run_path(str(APP), run_name="__main__")
+        found = APP.stat()
+        exec(
+            _app_code(found.st_mtime_ns, found.st_size),
+            {"__name__": "__main__", "__file__": str(APP), "__builtins__": builtins},
+        )
         st.stop()
     return st.session_state["workbench"]
 

@@ -254,14 +254,17 @@ def pg_server() -> Iterator[str]:
     try:
         yield url
     finally:
-        pg.STATE["url"] = None
+        pg.STATE["url"], pg.STATE["template_made"] = None, False
         pg.stop_server(root)
 
 
 @pytest.fixture
-def pg_database(pg_server: str) -> Iterator[None]:
-    """Drops the databases a test created (function scope: tests never see each other's tables)."""
+def pg_database(request: pytest.FixtureRequest, pg_server: str) -> Iterator[None]:
+    """Drops the databases a test created (function scope: tests never see each other's tables). They start
+    as copies of a database with the catalog migrated (:data:`tests.helpers.pg.TEMPLATE`), or empty where
+    the test is marked ``fresh_catalog``."""
     before = set(pg.STATE["databases"])
+    pg.STATE["template"] = request.node.get_closest_marker("fresh_catalog") is None
     yield
     new = pg.STATE["databases"] - before
     if new:

@@ -21,8 +21,14 @@ import pytest
 from knowledge.config import Settings
 from knowledge.vectorstore.base import VectorBackend
 
-#: The session's server (its URL, ``None`` outside ``pg_server``) and the databases tests made on it.
-STATE: dict[str, Any] = {"url": None, "databases": set()}
+#: The session's server (its URL, ``None`` outside ``pg_server``), the databases tests made on it, and
+#: whether the running test's new databases start from :data:`TEMPLATE` (set by ``pg_database``).
+STATE: dict[str, Any] = {"url": None, "databases": set(), "template": True, "template_made": False}
+
+#: An empty database whose catalog is migrated to the newest schema version, made once per server: a test's
+#: database is a copy of it (``CREATE DATABASE ... TEMPLATE``), unless the test is marked ``fresh_catalog``.
+#: Migrating a new database costs the server ~80 ms of CPU, the copy ~25 ms.
+TEMPLATE = "knowledge_catalog_template"
 
 
 def database_name(settings: Settings) -> str:
@@ -40,9 +46,12 @@ def pgvector_settings(settings: Settings, **options: Any) -> Settings:
         pytest.fail("the pg_server fixture must run before a pgvector backend is made")
     db = database_name(settings)
     if db not in STATE["databases"]:
+        if STATE["template"] and not STATE["template_made"]:
+            _make_template(STATE["url"])
         with psycopg.connect(STATE["url"], autocommit=True) as conn:
             if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (db,)).fetchone():
-                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(db)))
+                template = sql.SQL(" TEMPLATE {}").format(sql.Identifier(TEMPLATE)) if STATE["template"] else sql.SQL("")
+                conn.execute(sql.SQL("CREATE DATABASE {}{}").format(sql.Identifier(db), template))
         STATE["databases"].add(db)
     vs = settings.vector_store.model_copy(
         update={
@@ -51,6 +60,26 @@ def pgvector_settings(settings: Settings, **options: Any) -> Settings:
         }
     )
     return settings.model_copy(update={"vector_store": vs})
+
+
+def _make_template(url: str) -> None:
+    """Create :data:`TEMPLATE` on the server at ``url``, its catalog migrated by the product's own start
+    (:class:`~knowledge.catalog.db.Catalog` on it, closed again: a template takes no connections)."""
+    import psycopg
+    from psycopg import sql
+    from psycopg.conninfo import make_conninfo
+
+    from knowledge.catalog.db import Catalog
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(TEMPLATE)))
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(TEMPLATE)))
+    catalog = Catalog.from_url(make_conninfo(url, dbname=TEMPLATE))
+    try:
+        catalog.schema_version()
+    finally:
+        catalog.close()
+    STATE["template_made"] = True
 
 
 def drop_databases(url: str, names: set[str]) -> None:

@@ -224,6 +224,7 @@ def test_a_bundle_exports_and_imports_on_a_postgresql_catalog(pg_database, setti
 
 
 # -- PostgreSQL: migrations, outages, settings --------------------------------------------------------
+@pytest.mark.fresh_catalog
 def test_two_catalogs_starting_at_once_migrate_once(pg_database, settings):
     from tests.helpers.pg import pg_catalog_settings
 
