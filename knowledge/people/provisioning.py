@@ -15,6 +15,7 @@ A part of :mod:`knowledge.people`: imports its own modules and the ground only.
 from __future__ import annotations
 
 import hmac
+import json
 import secrets
 import uuid
 from dataclasses import dataclass, field
@@ -33,14 +34,16 @@ TOKEN_PREFIX = "kscim-"
 
 @dataclass(frozen=True, slots=True)
 class ProvisionedUser:
-    """An account as SCIM sees it (RFC 7643 §4.1). ``groups`` are ``(scim_id, name)`` pairs."""
+    """An account as SCIM sees it (RFC 7643 §4.1). ``groups`` are ``(scim_id, name)`` pairs;
+    ``display_name`` and ``active`` are ``None`` when the provider left them out (the account then
+    shows its username, and is active)."""
 
     username: str
     scim_id: str
     user_name: str
-    display_name: str
+    display_name: str | None
     email: str | None
-    active: bool
+    active: bool | None
     external_id: str | None
     created: datetime
     modified: datetime
@@ -57,6 +60,12 @@ class ProvisionedGroup:
     created: datetime
     modified: datetime
     members: tuple[tuple[str, str], ...] = field(default=())
+
+
+def _unset(display_name: str | None, active: bool | None) -> str | None:
+    """``users.scim_unset``: the optional attributes left out, as a JSON list (``None``: none)."""
+    names = [n for n, v in (("displayName", display_name), ("active", active)) if v is None]
+    return json.dumps(names) if names else None
 
 
 class Provisioning:
@@ -117,7 +126,7 @@ class Provisioning:
         with self.catalog.cursor() as cur:
             rows = cur.execute(
                 "SELECT username, scim_id, coalesce(scim_user_name, username), display_name, email, active,"
-                " external_id, created, coalesce(scim_modified, created) FROM users ORDER BY username"
+                " external_id, created, coalesce(scim_modified, created), scim_unset FROM users ORDER BY username"
             ).fetchall()
             memberships = cur.execute(
                 "SELECT m.username, g.scim_id, g.name FROM group_members m JOIN user_groups g ON g.name = m.group_name"
@@ -126,10 +135,24 @@ class Provisioning:
         groups: dict[str, list[tuple[str, str]]] = {}
         for username, gid, name in memberships:
             groups.setdefault(username, []).append((gid or "", name))
-        return [
-            ProvisionedUser(r[0], r[1], r[2], r[3], r[4], r[5] is not False, r[6], r[7], r[8], tuple(groups.get(r[0], ())))
-            for r in rows
-        ]
+        out = []
+        for r in rows:
+            unset = set(json.loads(r[9])) if r[9] else set()
+            out.append(
+                ProvisionedUser(
+                    r[0],
+                    r[1],
+                    r[2],
+                    None if "displayName" in unset else r[3],
+                    r[4],
+                    None if "active" in unset else r[5] is not False,
+                    r[6],
+                    r[7],
+                    r[8],
+                    tuple(groups.get(r[0], ())),
+                )
+            )
+        return out
 
     def user(self, scim_id: str) -> ProvisionedUser | None:
         return next((u for u in self.users() if u.scim_id == scim_id), None)
@@ -162,10 +185,11 @@ class Provisioning:
         display_name: str | None = None,
         email: str | None = None,
         external_id: str | None = None,
-        active: bool = True,
+        active: bool | None = True,
     ) -> ProvisionedUser:
         """A new member account without a password (it signs in by single sign-on or LDAP), its
-        username ``normal_username(user_name)``. Recorded as ``user.create`` ``{"role", "scim_id"}``.
+        username ``normal_username(user_name)``. ``display_name`` or ``active`` ``None``: left out
+        (the account shows its username; it is active). Recorded as ``user.create`` ``{"role", "scim_id"}``.
 
         Raises:
             InvalidArgument: a bad userName (:func:`~knowledge.people.accounts.normal_username`), or taken.
@@ -174,12 +198,20 @@ class Provisioning:
         scim_id = uuid.uuid4().hex
         with self.catalog.cursor() as cur:
             cur.execute(
-                "UPDATE users SET scim_id = ?, external_id = ?, scim_user_name = ?, scim_modified = ?, active = ?"
-                " WHERE username = ?",
-                [scim_id, external_id, user_name.strip(), now(), bool(active), user.username],
+                "UPDATE users SET scim_id = ?, external_id = ?, scim_user_name = ?, scim_modified = ?, active = ?,"
+                " scim_unset = ? WHERE username = ?",
+                [
+                    scim_id,
+                    external_id,
+                    user_name.strip(),
+                    now(),
+                    active is not False,
+                    _unset(display_name, active),
+                    user.username,
+                ],
             )
         self.audit.record(ACTOR, "user.create", target=user.username, detail={"role": user.role, "scim_id": scim_id})
-        if not active:
+        if active is False:
             self.audit.record(ACTOR, "user.deactivate", target=user.username)
         return self._user_of(user.username)
 
@@ -197,7 +229,7 @@ class Provisioning:
         display_name: str | None,
         email: str | None,
         external_id: str | None,
-        active: bool,
+        active: bool | None,
     ) -> ProvisionedUser:
         """Write a provisioned account's new values (a PUT or a PATCH applied): its SCIM userName
         (the account's username stays: it is the account's key; a new userName may not be another
@@ -218,21 +250,25 @@ class Provisioning:
             label
             for label, old, new in (
                 ("userName", before.user_name, user_name.strip()),
-                ("displayName", before.display_name, display_name or before.username),
+                ("displayName", before.display_name, display_name),
                 ("emails", before.email, email),
                 ("externalId", before.external_id, external_id),
             )
             if old != new
         ]
+        if (before.active is None) != (active is None):
+            changed.append("active")
         if changed:
             self.accounts.update(before.username, display_name=display_name or before.username, email=email or "")
             with self.catalog.cursor() as cur:
                 cur.execute(
-                    "UPDATE users SET scim_user_name = ?, external_id = ?, scim_modified = ? WHERE username = ?",
-                    [user_name.strip(), external_id, now(), before.username],
+                    "UPDATE users SET scim_user_name = ?, external_id = ?, scim_modified = ?, scim_unset = ?"
+                    " WHERE username = ?",
+                    [user_name.strip(), external_id, now(), _unset(display_name, active), before.username],
                 )
             self.audit.record(ACTOR, "user.update", target=before.username, detail={"changed": changed})
-        if active != before.active:
+        if (active is not False) != (before.active is not False):
+            active = active is not False
             self.accounts.set_active(before.username, active)
             with self.catalog.cursor() as cur:
                 cur.execute("UPDATE users SET scim_modified = ? WHERE username = ?", [now(), before.username])

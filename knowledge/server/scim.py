@@ -43,6 +43,7 @@ from scim2_models import (
     Patch,
     PatchOp,
     ResourceType,
+    ResponseParameters,
     Schema,
     SCIMException,
     ScimFilter,
@@ -61,7 +62,7 @@ MEDIA = "application/scim+json"
 #: The most resources one list answers (RFC 7644 §3.4.2.4: ``count`` is capped by the server).
 MAX_RESULTS = 200
 #: The attributes of each schema this server keeps (the others are not published).
-USER_ATTRIBUTES = {"userName": None, "displayName": None, "emails": {"value", "primary"}, "active": None, "groups": None}
+USER_ATTRIBUTES = {"userName": None, "displayName": None, "emails": {"value"}, "active": None, "groups": None}
 GROUP_ATTRIBUTES = {"displayName": None, "members": {"value", "$ref", "type"}}
 
 router = APIRouter(prefix=PREFIX, include_in_schema=False)
@@ -79,10 +80,11 @@ def answer(body: Any, status: int = 200, headers: dict[str, str] | None = None) 
     return Response(json.dumps(body, default=str, ensure_ascii=False), status_code=status, media_type=MEDIA, headers=headers)
 
 
-def problem(status: int, detail: str, scim_type: str | None = None) -> Response:
+def problem(status: int, detail: str, scim_type: str | None = None, headers: dict[str, str] | None = None) -> Response:
     """The SCIM error response (RFC 7644 §3.12)."""
     err = Error(status=status, detail=detail, scim_type=scim_type)
-    headers = {"WWW-Authenticate": 'Bearer realm="SCIM"'} if status == 401 else None
+    if status == 401:
+        headers = {**(headers or {}), "WWW-Authenticate": 'Bearer realm="SCIM"'}
     return answer(err.model_dump(), status, headers)
 
 
@@ -159,7 +161,7 @@ def user_resource(u: ProvisionedUser, base: str) -> User:
         external_id=u.external_id,
         user_name=u.user_name,
         display_name=u.display_name,
-        emails=[Email(value=u.email, primary=True)] if u.email else None,
+        emails=[Email(value=u.email)] if u.email else None,
         active=u.active,
         groups=[GroupMembership(value=gid, ref=f"{base}/Groups/{gid}", display=name) for gid, name in u.groups] or None,
         meta=Meta(
@@ -189,26 +191,28 @@ def group_resource(g: ProvisionedGroup, base: str) -> Group:
     )
 
 
-def _attrs(params: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, name in (("attributes", "attributes"), ("excludedAttributes", "excluded_attributes")):
-        value = params.get(key)
-        if value:
-            out[name] = [a.strip() for a in str(value).split(",") if a.strip()]
-    return out
+def _params(model: Any, params: Any) -> Any:
+    """RFC 7644 §3.9's ``attributes`` / ``excludedAttributes`` (a query's comma lists or a search body's
+    lists) as scim2-models' ``ResponseParameters``, or ``None`` when neither is given."""
+    given = {k: params.get(k) for k in ("attributes", "excludedAttributes") if params and params.get(k)}
+    if not given:
+        return None
+    return ResponseParameters[model].model_validate(given)
 
 
 def _dump(resource: Any, ctx: Context, params: Any = None) -> dict[str, Any]:
-    return resource.model_dump(scim_ctx=ctx, **_attrs(params or {}))
+    return resource.model_dump(scim_ctx=ctx, response_parameters=_params(type(resource), params))
 
 
 def _listing(items: list[Any], model: Any, params: dict[str, Any]) -> Response:
-    """RFC 7644 §3.4.2: ``filter`` (evaluated by scim2-models), then ``startIndex`` (1-based) and ``count``."""
+    """RFC 7644 §3.4.2: ``filter`` (evaluated by scim2-models; over several resource types, each
+    resource by its own type's attributes), then ``startIndex`` (1-based) and ``count``."""
     text = params.get("filter")
     if text:
         try:
-            flt = ScimFilter[model](str(text))
-            items = [r for r in items if flt.match(r)]
+            types = {type(r) for r in items} or {model}
+            filters = {t: ScimFilter[t](str(text)) for t in types}  # type: ignore[valid-type]
+            items = [r for r in items if filters[type(r)].match(r)]
         except SCIMException:
             raise
         except (ValueError, TypeError) as exc:
@@ -222,7 +226,7 @@ def _listing(items: list[Any], model: Any, params: dict[str, Any]) -> Response:
     listed = ListResponse[model](
         total_results=len(items), start_index=start, items_per_page=len(page), resources=page or None
     )
-    return answer(listed.model_dump(scim_ctx=Context.SEARCH_RESPONSE, **_attrs(params)))
+    return answer(listed.model_dump(scim_ctx=Context.SEARCH_RESPONSE, response_parameters=_params(model, params)))
 
 
 def _user_values(u: User) -> dict[str, Any]:
@@ -237,7 +241,7 @@ def _user_values(u: User) -> dict[str, Any]:
         "display_name": u.display_name,
         "email": email,
         "external_id": u.external_id,
-        "active": True if u.active is None else bool(u.active),
+        "active": u.active,
     }
 
 
@@ -569,9 +573,34 @@ def delete_group(request: Request, scim_id: str) -> Response:
     return _run(request, run)
 
 
+@router.post("/.search")
+async def search_all(request: Request) -> Response:
+    """RFC 7644 §3.4.3: a search over every resource type (Users, then Groups)."""
+    body = await _body_or_problem(request)
+    if isinstance(body, Response):
+        return body
+
+    def run(prov: Provisioning) -> Response:
+        base = _base(request)
+        items: list[Any] = [user_resource(u, base) for u in prov.users()]
+        items += [group_resource(g, base) for g in prov.groups()]
+        return _listing(items, User | Group, body)
+
+    return _run(request, run)
+
+
+#: The endpoints' methods, for 405 (RFC 7644 §4: the discovery endpoints are read only).
+_METHODS = {"ServiceProviderConfig": "GET", "ResourceTypes": "GET", "Schemas": "GET"}
+_COLLECTION, _ONE = "GET, POST", "GET, PUT, PATCH, DELETE"
+
+
 @router.api_route("/{rest:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
 def unknown(request: Request, rest: str) -> Response:
     def run(prov: Provisioning) -> Response:
+        first = rest.split("/", 1)[0]
+        if first in _METHODS or (first in ("Users", "Groups") and rest.count("/") <= 1):
+            allow = _METHODS.get(first) or (_ONE if "/" in rest.strip("/") else _COLLECTION)
+            return problem(405, f"{request.method} is not allowed on {PREFIX}/{rest}.", headers={"Allow": allow})
         raise ScimProblem(404, f"There is no SCIM endpoint {PREFIX}/{rest}.")
 
     return _run(request, run)
