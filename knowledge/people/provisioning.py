@@ -256,9 +256,9 @@ class Provisioning:
             )
             if old != new
         ]
-        if (before.active is None) != (active is None):
+        if active is None and before.active is not None:  # removed (the account stays as it is)
             changed.append("active")
-        if changed:
+        if changed or (before.active is None) != (active is None):
             self.accounts.update(before.username, display_name=display_name or before.username, email=email or "")
             with self.catalog.cursor() as cur:
                 cur.execute(
@@ -266,6 +266,7 @@ class Provisioning:
                     " WHERE username = ?",
                     [user_name.strip(), external_id, now(), _unset(display_name, active), before.username],
                 )
+        if changed:
             self.audit.record(ACTOR, "user.update", target=before.username, detail={"changed": changed})
         if (active is not False) != (before.active is not False):
             active = active is not False
