@@ -313,7 +313,6 @@ def resource_types(base: str) -> list[ResourceType]:
 
 def service_provider_config(base: str) -> ServiceProviderConfig:
     return ServiceProviderConfig(
-        documentation_uri="https://github.com/knowledge/knowledge/blob/main/docs/team.md#scim-provisioning",
         patch=Patch(supported=True),
         bulk=Bulk(supported=False, max_operations=0, max_payload_size=0),
         filter=Filter(supported=True, max_results=MAX_RESULTS),
