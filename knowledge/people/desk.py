@@ -267,9 +267,14 @@ class AccountDesk:
         SHA-256 digest). Recorded as ``scim.token`` ``{"ends"}``.
 
         Raises:
-            PermissionDenied: a member.
+            PermissionDenied: a member. InvalidArgument: no admin account exists yet.
         """
         self._check("account.manage", "make a SCIM provisioning token")
+        if not self._people.accounts.admins():
+            raise InvalidArgument(
+                "Make the first admin first (python -m knowledge users add NAME --role admin): accounts a"
+                " directory provisions are members, and nobody could manage them."
+            )
         token = self._people.provisioning.create_token(self.actor.username)
         self._record("scim.token", detail={"ends": token[-4:]})
         return token

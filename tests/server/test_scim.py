@@ -21,7 +21,7 @@ from scim2_tester import Status, check_server
 from knowledge.cli import main
 from knowledge.config import load_settings
 from knowledge.embeddings.fake import HashEmbedder
-from knowledge.errors import AuthenticationFailed, PermissionDenied
+from knowledge.errors import AuthenticationFailed, InvalidArgument, PermissionDenied
 from knowledge.people import Actor
 from knowledge.server.app import create_app
 from knowledge.system import System
@@ -98,6 +98,17 @@ def test_scim_is_off_until_an_admin_makes_a_token_and_answers_only_that_token(se
         assert scim(None, token, app).get("/v1/vector_stores").status_code == 401
         assert root.accounts.revoke_scim_tokens() == 1
         assert scim(None, token, app).get("/scim/v2/Users").status_code == 404
+    finally:
+        system.close()
+
+
+def test_no_token_before_the_first_admin(settings):
+    """Accounts a directory provisions are members: with no admin yet nobody could manage them."""
+    system = make_system(settings)
+    try:
+        with pytest.raises(InvalidArgument, match="first admin"):
+            Workbench(system).accounts.scim_token()  # the local admin, no account yet
+        assert not system.people.provisioning.enabled()
     finally:
         system.close()
 
@@ -254,6 +265,11 @@ def test_scim2_tester_passes_every_check(served):
 def test_the_token_command(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("KNOWLEDGE_EMBEDDINGS__MODEL", "fake/hash-16")
     data = str(tmp_path / "data")
+    assert main(["--data-dir", data, "scim", "token"]) == 2  # no admin yet (a refused argument)
+    assert "first admin" in capsys.readouterr().err
+    first = make_system(load_settings(data_dir=tmp_path / "data"))
+    first.people.set_up_admin("root", PW)
+    first.close()
     assert main(["--data-dir", data, "scim", "token", "--json"]) == 0
     token = json.loads(capsys.readouterr().out)["token"]
     system = make_system(load_settings(data_dir=tmp_path / "data"))
