@@ -144,6 +144,7 @@ def _user_data(wb: Workbench, u: User) -> dict[str, Any]:
         "email": u.email,
         "groups": wb.accounts.groups_of(u.username),
         "password": u.has_password,
+        "active": u.active,
         "created": u.created.isoformat(timespec="seconds"),
     }
 
@@ -165,11 +166,12 @@ def cmd_users_list(wb: Workbench, args: argparse.Namespace) -> int:
                         r["email"],
                         ", ".join(r["groups"]),
                         "yes" if r["password"] else "single sign-on",
+                        "active" if r["active"] else "deactivated",
                         r["created"][:10],
                     )
                     for r in rows
                 ],
-                ["username", "display name", "role", "e-mail", "groups", "password", "created"],
+                ["username", "display name", "role", "e-mail", "groups", "password", "state", "created"],
             )
         )
     return 0

@@ -126,6 +126,8 @@ class People:
         """
         user = self.accounts.require(username)
         admins = [a for a in self.accounts.admins() if a != user.username]
+        active = [a for a in admins if (u := self.accounts.get(a)) is not None and u.active]
+        admins = active + [a for a in admins if a not in active]  # a deactivated admin inherits last
         by_name = by if isinstance(by, str) else by.username
         default = by_name if by_name in admins else (admins[0] if admins else None)
         heir = default if heir is None else normal_username(heir)

@@ -295,3 +295,23 @@ def test_an_actor_of_a_deactivated_account_is_refused(settings):
         assert system.people.accounts.actor("fay") == Actor("fay", "member", frozenset(), "fay")
     finally:
         system.close()
+
+
+def test_a_deactivated_admin_inherits_last_and_users_list_says_deactivated(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("KNOWLEDGE_EMBEDDINGS__MODEL", "fake/hash-16")
+    system = make_system(load_settings(data_dir=tmp_path / "data"))
+    try:
+        system.people.set_up_admin("root", PW)
+        system.people.accounts.create("adm", PW, role="admin")  # sorts before root
+        system.people.accounts.create("gus", PW)
+        system.people.accounts.set_active("adm", False)
+        system.people.sharing.set_owner("gus-notes", "gus")
+        assert system.people.delete_user("gus", "scim") == ["gus-notes"]
+        assert system.people.sharing.owner("gus-notes") == "root"  # not the deactivated adm
+    finally:
+        system.close()
+    assert main(["--data-dir", str(tmp_path / "data"), "users", "list", "--json"]) == 0
+    users = {u["username"]: u for u in json.loads(capsys.readouterr().out)}
+    assert users["adm"]["active"] is False and users["root"]["active"] is True
+    assert main(["--data-dir", str(tmp_path / "data"), "users", "list"]) == 0
+    assert "deactivated" in capsys.readouterr().out
