@@ -1,5 +1,6 @@
 """People (:mod:`knowledge.people`): ``users`` (list, add, set-role, passwd, delete, invite), ``groups``,
-``keys`` (per-user API keys), ``share`` / ``unshare`` / ``owner`` (who may use a store) and ``audit``
+``keys`` (per-user API keys), ``scim token`` (SCIM provisioning's bearer token), ``share`` /
+``unshare`` / ``owner`` (who may use a store) and ``audit``
 (who did what, when: an admin reads every event, a member those of the stores they may use and of
 their own account -- :meth:`knowledge.workbench.Workbench.audit_events`).
 
@@ -30,6 +31,7 @@ def add_parser(sub: Commands) -> None:
     _users(command(sub, "users", help="accounts: list, add, set-role, passwd, delete, invite (an admin's)"))
     _groups(command(sub, "groups", help="groups of accounts, to share stores with (an admin's)"))
     _keys(command(sub, "keys", help="per-user API keys for the REST API and MCP: create, list, revoke"))
+    _scim(command(sub, "scim", help="SCIM 2.0 provisioning (/scim/v2 on the REST API): its token (an admin's)"))
     for name, verb in (("share", "share a store with"), ("unshare", "take back a store's grant to")):
         s = command(
             sub,
@@ -142,6 +144,7 @@ def _user_data(wb: Workbench, u: User) -> dict[str, Any]:
         "email": u.email,
         "groups": wb.accounts.groups_of(u.username),
         "password": u.has_password,
+        "active": u.active,
         "created": u.created.isoformat(timespec="seconds"),
     }
 
@@ -163,11 +166,12 @@ def cmd_users_list(wb: Workbench, args: argparse.Namespace) -> int:
                         r["email"],
                         ", ".join(r["groups"]),
                         "yes" if r["password"] else "single sign-on",
+                        "active" if r["active"] else "deactivated",
                         r["created"][:10],
                     )
                     for r in rows
                 ],
-                ["username", "display name", "role", "e-mail", "groups", "password", "created"],
+                ["username", "display name", "role", "e-mail", "groups", "password", "state", "created"],
             )
         )
     return 0
@@ -213,6 +217,38 @@ def cmd_users_delete(wb: Workbench, args: argparse.Namespace) -> int:
         f"Deleted {user.username}; "
         + (f"their stores passed to {heir}: {', '.join(stores)}." if stores else "they owned no store.")
     )
+    return 0
+
+
+# -- SCIM provisioning ----------------------------------------------------------------------------
+def _scim(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    s = command(
+        sub,
+        "token",
+        help="make the bearer token of the directory's SCIM client (shown once; SCIM is off until one"
+        " exists), or --revoke every one (SCIM is off again)",
+    )
+    s.add_argument("--revoke", action="store_true", help="revoke every SCIM token instead")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_scim_token)
+
+
+def cmd_scim_token(wb: Workbench, args: argparse.Namespace) -> int:
+    if args.revoke:
+        n = wb.accounts.revoke_scim_tokens()
+        print(json.dumps({"revoked": n}) if args.json else f"Revoked {n} SCIM token(s); /scim/v2 answers 404 now.")
+        return 0
+    token = wb.accounts.scim_token()
+    if args.json:
+        print(json.dumps({"token": token, "endpoint": "/scim/v2"}))
+    else:
+        print(
+            "SCIM provisioning token (shown once; the catalog keeps only its digest):\n"
+            f"  {token}\n"
+            "Give it to the directory's SCIM client as the bearer token, with the tenant URL"
+            " https://<this server>/scim/v2."
+        )
     return 0
 
 

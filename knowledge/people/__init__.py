@@ -17,6 +17,7 @@ from knowledge.errors import AuthenticationFailed, InvalidArgument
 from knowledge.people.accounts import Accounts, Cursors, invite_link, normal_username
 from knowledge.people.audit import ACTIONS, Audit
 from knowledge.people.keys import PREFIX, ApiKeys
+from knowledge.people.provisioning import Provisioning
 from knowledge.people.records import (
     GRANT_KINDS,
     LEVELS,
@@ -51,6 +52,8 @@ class People:
         self.sharing = Sharing(catalog, admins_see_all=settings.accounts.admins_see_all)
         self.keys = ApiKeys(catalog)
         self.audit = Audit(catalog)
+        #: SCIM provisioning: its tokens, the accounts and groups a directory provisions.
+        self.provisioning = Provisioning(catalog, self.accounts, self.audit)
 
     def enabled(self) -> bool:
         """Whether accounts are on (at least one exists)."""
@@ -113,19 +116,21 @@ class People:
         """
         return self.accounts.actor(self.keys.username_of(secret))
 
-    def delete_user(self, username: str, by: Actor, heir: str | None = None) -> list[str]:
+    def delete_user(self, username: str, by: Actor | str, heir: str | None = None) -> list[str]:
         """Delete an account; its stores pass to ``heir`` (an admin; default ``by`` when an admin,
-        else the first admin), never to nobody. Returns the stores handed over.
+        else the first admin), never to nobody. Returns the stores handed over. ``by`` is who acts
+        (an :class:`Actor`, or a name such as ``"scim"`` for a provisioning client).
 
         Raises:
             InvalidArgument: no such account, the last admin, or ``heir`` is no admin.
         """
         user = self.accounts.require(username)
         admins = [a for a in self.accounts.admins() if a != user.username]
-        if heir is None:
-            heir = by.username if by.username in admins else (admins[0] if admins else None)
-        else:
-            heir = normal_username(heir)
+        active = [a for a in admins if (u := self.accounts.get(a)) is not None and u.active]
+        admins = active + [a for a in admins if a not in active]  # a deactivated admin inherits last
+        by_name = by if isinstance(by, str) else by.username
+        default = by_name if by_name in admins else (admins[0] if admins else None)
+        heir = default if heir is None else normal_username(heir)
         if heir is None or heir not in admins:
             raise InvalidArgument(
                 f"The stores of {user.username} pass to an admin; {heir!r} is none"
@@ -135,7 +140,7 @@ class People:
             )
         self.accounts.remove(user.username)
         stores = self.sharing.hand_over(user.username, heir)
-        self.audit.record(by.username, "user.delete", target=user.username, detail={"stores_to": heir, "stores": stores})
+        self.audit.record(by_name, "user.delete", target=user.username, detail={"stores_to": heir, "stores": stores})
         return stores
 
 
@@ -156,6 +161,7 @@ __all__ = [
     "Invite",
     "Level",
     "People",
+    "Provisioning",
     "Role",
     "Sharing",
     "User",

@@ -30,6 +30,8 @@ RESERVED_USERNAMES = frozenset({"local"})
 FIRST_DELAY, MAX_DELAY = 1.0, 8.0
 #: A failure older than this no longer slows the account's next sign-in.
 FAILURE_MEMORY = timedelta(minutes=15)
+#: The refusal of a deactivated account (:meth:`Accounts.set_active`), at sign-in and on every request.
+DEACTIVATED = "This account is deactivated; ask an admin."
 _SENTINEL_HASH = hash_password("not a password of anyone")  # verified against for an unknown name
 
 
@@ -97,11 +99,11 @@ def _role(role: str) -> Role:
     return role
 
 
-_USER_COLUMNS = "username, display_name, role, created, email, password_hash IS NOT NULL"
+_USER_COLUMNS = "username, display_name, role, created, email, password_hash IS NOT NULL, active"
 
 
 def _user(row: Any) -> User:
-    return User(row[0], row[1], row[2], row[3], row[4], bool(row[5]))
+    return User(row[0], row[1], row[2], row[3], row[4], bool(row[5]), row[6] is not False)
 
 
 class Accounts:
@@ -239,6 +241,38 @@ class Accounts:
             )
         return self.require(user.username)
 
+    def set_active(self, username: str, active: bool) -> User:
+        """Deactivate (``active`` false) or reactivate an account. Deactivating ends every app session
+        of theirs and revokes every API key of theirs at once, and :meth:`actor` and
+        :meth:`authenticate` refuse them from then on; reactivating lets them sign in again (their
+        keys stay revoked).
+
+        Raises:
+            InvalidArgument: no such account, or the last active admin deactivated.
+        """
+        user = self.require(username)
+        if not active and user.is_admin and user.active:
+            with self.catalog.cursor() as cur:
+                others = cur.execute(
+                    "SELECT 1 FROM users WHERE role = 'admin' AND active AND username <> ? LIMIT 1", [user.username]
+                ).fetchone()
+            if others is None:
+                raise InvalidArgument(f"{user.username} is the last active admin and cannot be deactivated.")
+        with self.catalog.cursor() as cur:
+            cur.execute("BEGIN TRANSACTION")
+            try:
+                cur.execute("UPDATE users SET active = ? WHERE username = ?", [bool(active), user.username])
+                if not active:
+                    cur.execute("DELETE FROM app_sessions WHERE username = ?", [user.username])
+                    cur.execute(
+                        "UPDATE api_keys SET revoked = ? WHERE username = ? AND revoked IS NULL", [now(), user.username]
+                    )
+                cur.execute("COMMIT")
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+        return self.require(user.username)
+
     def remove(self, username: str) -> User:
         """Delete the account, its group memberships, sessions and API keys (its stores are the
         caller's: :meth:`knowledge.people.People.delete_user` hands them to an admin first).
@@ -304,7 +338,10 @@ class Accounts:
         if ok:
             with self.catalog.cursor() as cur:
                 cur.execute("UPDATE users SET failures = 0, last_failure = NULL WHERE username = ?", [name])
-            return self.require(name)  # type: ignore[arg-type]
+            user = self.require(name)  # type: ignore[arg-type]
+            if not user.active:
+                raise AuthenticationFailed(DEACTIVATED)
+            return user
         if row is None:
             key = name or str(username)
             with self._lock:
@@ -319,11 +356,13 @@ class Accounts:
         """The :class:`Actor` of an account: its role and groups, read now.
 
         Raises:
-            AuthenticationFailed: the account does not exist (any more).
+            AuthenticationFailed: the account does not exist (any more), or it is deactivated.
         """
         user = self.get(username)
         if user is None:
             raise AuthenticationFailed("This account no longer exists.")
+        if not user.active:
+            raise AuthenticationFailed(DEACTIVATED)
         return Actor(user.username, user.role, frozenset(self.groups_of(user.username)), user.display_name)
 
     # -- app sessions ---------------------------------------------------------------------------

@@ -23,6 +23,8 @@ action              target      detail
 ``group.member``    the user    ``{"group", "added": true|false}``
 ``key.create``      the user    ``{"key", "name"}`` (whose key it is)
 ``key.revoke``      the user    ``{"key", "name"}``
+``scim.token``      --          ``{"ends"}`` (the new SCIM token's last four characters)
+``scim.revoke``     --          ``{"tokens"}`` (how many were revoked)
 ==================  ==========  ============================================================
 
 ``group.member`` names the *user* as its target: being put in or taken out of a group changes what
@@ -256,6 +258,39 @@ class AccountDesk:
         """
         self._check("account.manage", "delete an account")
         return self._people.delete_user(username, by=self.actor, heir=heir)
+
+    # -- SCIM provisioning ------------------------------------------------------------------------
+    @checks("account.manage")
+    def scim_token(self) -> str:
+        """A new SCIM provisioning token (``account.manage``): the bearer token of the directory's
+        SCIM client (``/scim/v2``, :mod:`knowledge.server.scim`), shown once (the catalog keeps its
+        SHA-256 digest). Recorded as ``scim.token`` ``{"ends"}``.
+
+        Raises:
+            PermissionDenied: a member. InvalidArgument: no admin account exists yet.
+        """
+        self._check("account.manage", "make a SCIM provisioning token")
+        if not self._people.accounts.admins():
+            raise InvalidArgument(
+                "Make the first admin first (python -m knowledge users add NAME --role admin): accounts a"
+                " directory provisions are members, and nobody could manage them."
+            )
+        token = self._people.provisioning.create_token(self.actor.username)
+        self._record("scim.token", detail={"ends": token[-4:]})
+        return token
+
+    @checks("account.manage")
+    def revoke_scim_tokens(self) -> int:
+        """Revoke every SCIM provisioning token (``account.manage``): the SCIM endpoints answer 404
+        again. Recorded as ``scim.revoke`` ``{"tokens"}``. Returns how many were revoked.
+
+        Raises:
+            PermissionDenied: a member.
+        """
+        self._check("account.manage", "revoke the SCIM provisioning tokens")
+        n = self._people.provisioning.revoke_tokens()
+        self._record("scim.revoke", detail={"tokens": n})
+        return n
 
     # -- invitations ------------------------------------------------------------------------------
     @checks("account.manage")

@@ -35,6 +35,8 @@ class User:
     created: datetime
     email: str | None = None
     has_password: bool = True
+    #: ``False``: deactivated (SCIM ``active: false``): no sign-in, no API key, no app session.
+    active: bool = True
 
     @property
     def is_admin(self) -> bool:

@@ -22,7 +22,7 @@ from typing import Any, Literal
 from urllib.parse import urlparse
 
 from knowledge.errors import AuthenticationFailed, InvalidArgument
-from knowledge.people.accounts import Accounts, normal_username, now
+from knowledge.people.accounts import DEACTIVATED, Accounts, normal_username, now
 from knowledge.people.audit import Audit
 from knowledge.people.records import Actor, User
 
@@ -274,14 +274,16 @@ class SingleSignOn:
 
         Raises:
             SsoExpired: the provider signed them in more than ``session_hours`` ago.
-            AuthenticationFailed: as :meth:`Identity.from_claims` and :meth:`account` (recorded as
-                ``user.sign_in_failed``).
+            AuthenticationFailed: as :meth:`Identity.from_claims` and :meth:`account`, or the account
+                is deactivated (recorded as ``user.sign_in_failed``).
         """
         identity = Identity.from_claims(claims)
         if identity.issued_at is not None and now() - identity.issued_at > timedelta(hours=self.session_hours):
             raise SsoExpired("Your sign-on has expired; sign in with the provider again.")
         try:
             user, how = self.account(identity)
+            if not user.active:  # deactivated (SCIM active: false): refused, before any session
+                raise AuthenticationFailed(DEACTIVATED)
         except AuthenticationFailed as exc:
             self.audit.record(
                 identity.label[:64],

@@ -36,13 +36,23 @@ from knowledge.server.idempotency import REPLAYED
 from knowledge.server.objects import ApiState, KnowledgeApi
 from knowledge.server.routes import chat as chat_routes
 from knowledge.server.routes import files, people, search, store_files, vector_stores
+from knowledge.server.scim import PREFIX as SCIM_PREFIX
+from knowledge.server.scim import router as scim_router
 from knowledge.system import System
 from knowledge.workbench import Workbench
 
 log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 8900
-ROUTERS = (files.router, vector_stores.router, store_files.router, search.router, chat_routes.router, people.router)
+ROUTERS = (
+    files.router,
+    vector_stores.router,
+    store_files.router,
+    search.router,
+    chat_routes.router,
+    people.router,
+    scim_router,
+)
 
 
 # -- errors, each answered with OpenAI's body -----------------------------------------------------------
@@ -123,6 +133,7 @@ def create_app(system: System, *, api_key: str | None = None, chats: Chats | Non
         expose_headers=(chat_routes.SESSION_HEADER, "openai-poll-after-ms", REPLAYED, "Retry-After"),
         people=wb,
         trusted_proxies=wb.settings.server.trusted_proxies,
+        token_paths=(SCIM_PREFIX + "/",),
     )
     for exc_class, handler in HANDLERS:
         app.add_exception_handler(exc_class, handler)

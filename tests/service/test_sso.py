@@ -90,6 +90,21 @@ def test_no_account_is_refused_with_a_sentence_when_auto_create_is_off(team):
     assert [u.username for u in team.people.accounts.users()] == ["ana", "root"]
 
 
+def test_a_deactivated_account_is_refused_and_no_session_starts(team):
+    s = sso(team)
+    s.sign_in(claims("sub-ana", "ana@example.org"))
+    team.people.accounts.set_active("ana", False)  # as SCIM's active: false does
+    with team.catalog.cursor() as cur:
+        before = cur.execute("SELECT count(*) FROM app_sessions").fetchone()[0]
+    with pytest.raises(AuthenticationFailed, match="deactivated"):
+        s.sign_in(claims("sub-ana"))
+    with team.catalog.cursor() as cur:
+        assert cur.execute("SELECT count(*) FROM app_sessions").fetchone()[0] == before == 0
+    assert team.people.audit.events(action="user.sign_in_failed")[0].detail["reason"].startswith("This account is")
+    team.people.accounts.set_active("ana", True)
+    assert s.sign_in(claims("sub-ana"))[0].username == "ana"
+
+
 def test_auto_create_makes_a_member_without_a_password_linked_to_the_identity(team):
     s = sso(team, create=True)
     actor, _ = s.sign_in(claims("sub-new", "New@Example.org", name="  New\tPerson ", role="admin"))
