@@ -48,6 +48,7 @@ from knowledge.errors import (
 )
 from knowledge.text.analysis import analyzer
 from knowledge.vectorstore.base import (
+    AnyOf,
     Collection,
     CollectionInfo,
     Point,
@@ -631,9 +632,25 @@ class PgvectorCollection(Collection):
 
     @staticmethod
     def _filter(where: dict[str, Any] | None) -> tuple[sql.Composable, list[Any]]:
+        """``where`` as a SQL condition on ``payload`` and its parameters: the equality items one
+        ``jsonb`` containment, each :class:`AnyOf` an ``OR`` of containments (the value as a string,
+        or in an array), all answered from the GIN index."""
         if not where:
             return sql.SQL("TRUE"), []
-        return sql.SQL("payload @> %s::jsonb"), [_where_json(where)]
+        equal = {k: v for k, v in where.items() if not isinstance(v, AnyOf)}
+        parts: list[sql.Composable] = []
+        params: list[Any] = []
+        if equal:
+            parts.append(sql.SQL("payload @> %s::jsonb"))
+            params.append(_where_json(equal))
+        for key, value in where.items():
+            if isinstance(value, AnyOf):
+                alternatives = [_where_json({key: form}) for v in value.values for form in (v, [v])]
+                parts.append(
+                    sql.SQL("({})").format(sql.SQL(" OR ").join([sql.SQL("payload @> %s::jsonb")] * len(alternatives)))
+                )
+                params += alternatives
+        return sql.SQL(" AND ").join(parts), params
 
     # -- lifecycle --------------------------------------------------------------------------------
     def _ensure_collection(self, size: int, distance: Distance) -> None:
