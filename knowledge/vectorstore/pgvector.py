@@ -633,8 +633,11 @@ class PgvectorCollection(Collection):
     @staticmethod
     def _filter(where: dict[str, Any] | None) -> tuple[sql.Composable, list[Any]]:
         """``where`` as a SQL condition on ``payload`` and its parameters: the equality items one
-        ``jsonb`` containment, each :class:`AnyOf` an ``OR`` of containments (the value as a string,
-        or in an array), all answered from the GIN index."""
+        ``jsonb`` containment, each :class:`AnyOf` one SQL/JSON path predicate
+        (``payload @@ '$."readers" == "a" || $."readers" == "b"'``: in the default lax mode a
+        comparison unwraps an array, so it holds for the string or an array holding it), both
+        answered from the GIN index (``jsonb_path_ops`` indexes ``@>`` and ``@@``; PostgreSQL
+        documentation, "jsonb Indexing")."""
         if not where:
             return sql.SQL("TRUE"), []
         equal = {k: v for k, v in where.items() if not isinstance(v, AnyOf)}
@@ -645,11 +648,10 @@ class PgvectorCollection(Collection):
             params.append(_where_json(equal))
         for key, value in where.items():
             if isinstance(value, AnyOf):
-                alternatives = [_where_json({key: form}) for v in value.values for form in (v, [v])]
-                parts.append(
-                    sql.SQL("({})").format(sql.SQL(" OR ").join([sql.SQL("payload @> %s::jsonb")] * len(alternatives)))
-                )
-                params += alternatives
+                path = orjson.dumps(_strip_nul(key)).decode("utf-8")
+                alternatives = (f"$.{path} == {orjson.dumps(_strip_nul(v)).decode('utf-8')}" for v in value.values)
+                parts.append(sql.SQL("payload @@ %s::jsonpath"))
+                params.append(" || ".join(alternatives))
         return sql.SQL(" AND ").join(parts), params
 
     # -- lifecycle --------------------------------------------------------------------------------
