@@ -42,6 +42,21 @@ Where = Mapping[str, Any]
 _SCALARS = (str, int, float, bool, type(None))
 
 
+@dataclass(frozen=True, slots=True)
+class AnyOf:
+    """A ``where`` value matching a payload field that is one of ``values`` (a string) or lists one of
+    them (a JSON array of strings): ``{"readers": AnyOf(("*", "group:hr"))}`` keeps the points whose
+    ``readers`` share any element with the tuple. Like qdrant-client's ``MatchAny``; pgvector answers it
+    with ``jsonb`` containment on the GIN index, the memory backend from its payload index, so a filtered
+    search still returns ``k`` hits whenever ``k`` points match.
+
+    Attributes:
+        values: the strings, at least one (:func:`check_where` says so otherwise).
+    """
+
+    values: tuple[str, ...]
+
+
 @dataclass(slots=True)
 class Point:
     """One point: ``id`` (str or int), ``vector`` ``(d,)`` float32, ``payload`` JSON-serialisable dict."""
@@ -173,10 +188,12 @@ def name_slug(name: str, sep: str = "-") -> str:
 
 
 def check_where(where: Where | None) -> dict[str, Any] | None:
-    """Validate an equality filter: ``str`` keys, JSON scalar values. ``{}`` is the same as ``None``.
+    """Validate a filter: ``str`` keys, JSON scalar values (equality) or :class:`AnyOf` values.
+    ``{}`` is the same as ``None``.
 
     Raises:
-        InvalidArgument: a non-string key or a non-scalar value.
+        InvalidArgument: a non-string key, a value neither scalar nor AnyOf, an empty AnyOf or one
+            holding a non-string.
     """
     if where is None:
         return None
@@ -185,16 +202,21 @@ def check_where(where: Where | None) -> dict[str, Any] | None:
     for key, value in where.items():
         if not isinstance(key, str):
             raise InvalidArgument(f"where keys must be strings, got {key!r}.")
+        if isinstance(value, AnyOf):
+            if not value.values or not all(isinstance(v, str) for v in value.values):
+                raise InvalidArgument(f"where[{key!r}]: AnyOf takes one or more strings, got {value.values!r}.")
+            continue
         if not isinstance(value, _SCALARS) or (isinstance(value, float) and not math.isfinite(value)):
             raise InvalidArgument(
                 f"where[{key!r}] must be a JSON scalar (str, int, float, bool or None) for an equality"
-                f" match, got {type(value).__name__}. Use raw_filter for anything else."
+                f" match, or an AnyOf of strings, got {type(value).__name__}. Use raw_filter for anything else."
             )
     return dict(where) or None
 
 
 def matches(payload: Mapping[str, Any] | None, where: Mapping[str, Any] | None) -> bool:
-    """Reference semantics of ``where``: every field present in ``payload`` and equal.
+    """Reference semantics of ``where``: every field present in ``payload`` and equal (for an
+    :class:`AnyOf`, a string among its values or a list holding one).
 
     ``True`` and ``1`` are different values here (as in JSON), unlike Python's ``==``.
     """
@@ -206,9 +228,20 @@ def matches(payload: Mapping[str, Any] | None, where: Mapping[str, Any] | None) 
         if key not in payload:
             return False
         got = payload[key]
+        if isinstance(value, AnyOf):
+            if not any_of(got, value.values):
+                return False
+            continue
         if got != value or isinstance(got, bool) != isinstance(value, bool):
             return False
     return True
+
+
+def any_of(got: Any, values: Sequence[str]) -> bool:
+    """Whether payload value ``got`` is one of ``values`` (a string) or a list holding one of them."""
+    if isinstance(got, str):
+        return got in values
+    return isinstance(got, list) and any(isinstance(e, str) and e in values for e in got)
 
 
 def check_id(point_id: Any) -> PointId:

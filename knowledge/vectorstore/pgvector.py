@@ -48,6 +48,7 @@ from knowledge.errors import (
 )
 from knowledge.text.analysis import analyzer
 from knowledge.vectorstore.base import (
+    AnyOf,
     Collection,
     CollectionInfo,
     Point,
@@ -631,9 +632,27 @@ class PgvectorCollection(Collection):
 
     @staticmethod
     def _filter(where: dict[str, Any] | None) -> tuple[sql.Composable, list[Any]]:
+        """``where`` as a SQL condition on ``payload`` and its parameters: the equality items one
+        ``jsonb`` containment, each :class:`AnyOf` one SQL/JSON path predicate
+        (``payload @@ '$."readers" == "a" || $."readers" == "b"'``: in the default lax mode a
+        comparison unwraps an array, so it holds for the string or an array holding it), both
+        answered from the GIN index (``jsonb_path_ops`` indexes ``@>`` and ``@@``; PostgreSQL
+        documentation, "jsonb Indexing")."""
         if not where:
             return sql.SQL("TRUE"), []
-        return sql.SQL("payload @> %s::jsonb"), [_where_json(where)]
+        equal = {k: v for k, v in where.items() if not isinstance(v, AnyOf)}
+        parts: list[sql.Composable] = []
+        params: list[Any] = []
+        if equal:
+            parts.append(sql.SQL("payload @> %s::jsonb"))
+            params.append(_where_json(equal))
+        for key, value in where.items():
+            if isinstance(value, AnyOf):
+                path = orjson.dumps(_strip_nul(key)).decode("utf-8")
+                alternatives = (f"$.{path} == {orjson.dumps(_strip_nul(v)).decode('utf-8')}" for v in value.values)
+                parts.append(sql.SQL("payload @@ %s::jsonpath"))
+                params.append(" || ".join(alternatives))
+        return sql.SQL(" AND ").join(parts), params
 
     # -- lifecycle --------------------------------------------------------------------------------
     def _ensure_collection(self, size: int, distance: Distance) -> None:

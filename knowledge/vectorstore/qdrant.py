@@ -52,6 +52,7 @@ from knowledge.errors import (
     StoreNotFound,
 )
 from knowledge.vectorstore.base import (
+    AnyOf,
     Collection,
     CollectionInfo,
     Point,
@@ -123,6 +124,8 @@ def _key(field: str) -> str:
 
 def _condition(field: str, value: Any) -> models.Condition:
     key = _key(field)
+    if isinstance(value, AnyOf):  # a keyword field or an array of them holding any of the values
+        return models.FieldCondition(key=key, match=models.MatchAny(any=list(value.values)))
     if value is None:
         return models.IsNullCondition(is_null=models.PayloadField(key=key))
     if isinstance(value, (bool, str)):

@@ -17,7 +17,7 @@ from knowledge.errors import (
     InvalidArgument,
     StoreNotFound,
 )
-from knowledge.vectorstore.base import Point
+from knowledge.vectorstore.base import AnyOf, Point
 from knowledge.vectorstore.scoring import DISTANCES, higher_is_better
 from knowledge.vectorstore.store import Chunk, VectorStore
 
@@ -285,6 +285,64 @@ def test_where_semantics(coll):
     assert coll.count({"s": "x"}) == 4
     with pytest.raises(InvalidArgument):
         coll.search(v[0], limit=3, where={"n": [1, 2]})
+
+
+def test_any_of_matches_a_listed_element_or_the_string_itself(coll):
+    """AnyOf: a string field equal to one of the values, or a list of strings holding one; nothing else."""
+    v = rand_vectors(7)
+    coll.upsert(
+        [
+            Point("hr", v[0], {"readers": ["group:hr"], "s": "x"}),
+            Point("both", v[1], {"readers": ["group:hr", "user:ana"], "s": "x"}),
+            Point("all", v[2], {"readers": ["*"], "s": "y"}),
+            Point("str", v[3], {"readers": "user:ana", "s": "x"}),
+            Point("none", v[4], {"readers": [], "s": "x"}),
+            Point("other", v[5], {"readers": ["group:it", "user:bo"], "s": "x"}),
+            Point("absent", v[6], {"s": "x"}),
+        ]
+    )
+
+    def ids(**where):
+        return {h.id for h in coll.search(v[0], limit=20, where=where)}
+
+    assert ids(readers=AnyOf(("group:hr",))) == {"hr", "both"}
+    assert ids(readers=AnyOf(("*", "user:ana"))) == {"both", "all", "str"}
+    assert ids(readers=AnyOf(("*", "user:ana")), s="x") == {"both", "str"}
+    assert ids(readers=AnyOf(("nobody",))) == set()
+    assert coll.count({"readers": AnyOf(("group:hr", "group:it"))}) == 3
+    for bad in (AnyOf(()), AnyOf((1,)), AnyOf(("a", None))):  # type: ignore[arg-type]
+        with pytest.raises(InvalidArgument):
+            coll.search(v[0], limit=3, where={"readers": bad})
+
+
+def test_any_of_keeps_k_hits_when_k_points_match_however_few(coll):
+    """A filter hiding most points still gives k hits: it narrows before the ranking, whichever
+    points are nearest."""
+    q = np.ones(D, np.float32)
+    hidden = [Point(f"h{i}", q + 0.01 * rand_vectors(1, seed=i)[0], {"readers": ["group:hr"]}) for i in range(300)]
+    seen = [
+        Point(f"s{i}", -q + 0.01 * rand_vectors(1, seed=900 + i)[0], {"readers": ["group:it", "*"][i % 2 :]})
+        for i in range(6)
+    ]
+    coll.upsert(hidden + seen)
+    hits = coll.search(q, limit=5, where={"readers": AnyOf(("group:it", "*"))})
+    assert len(hits) == 5 and all(h.id.startswith("s") for h in hits)
+    assert coll.remove(where={"readers": AnyOf(("group:hr",))}) == 300
+    assert coll.count() == 6
+
+
+def test_any_of_filters_the_lexical_search_too(coll):
+    """The words ranking (where the backend keeps one) narrows by AnyOf as the vector one does: k
+    readable hits when k match, even when the best-scoring ones are hidden."""
+    v = rand_vectors(1)[0]
+    text = "harbour cranes unload ships at dawn"
+    hidden = [Point(f"h{i}", v, {"text": f"{text} {text} harbour", "readers": ["group:hr"]}) for i in range(60)]
+    seen = [Point(f"s{i}", v, {"text": f"harbour note {i}", "readers": ["*", "user:ana"][i % 2 :]}) for i in range(4)]
+    coll.upsert(hidden + seen)
+    hits = coll.lexical_search("harbour", 3, where={"readers": AnyOf(("*", "user:ana"))})
+    if hits is None:
+        pytest.skip("this backend keeps no lexical index of its own")
+    assert len(hits) == 3 and all(h.id.startswith("s") for h in hits)
 
 
 def test_raw_filter_wins_over_where(coll, raw_filter):

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from knowledge.vectorstore.base import PointId
+from knowledge.vectorstore.base import AnyOf, PointId
 from knowledge.vectorstore.scoring import DISTANCE_ORDER, euclid_exact, manhattan, top_k
 
 _EUCLID_SLACK = 8  # extra candidates re-ranked with exact distances (euclid)
@@ -32,6 +32,16 @@ def index_key(value: Any) -> tuple[int, Any] | None:
     if isinstance(value, str):
         return (3, value)
     return None
+
+
+def index_keys(value: Any) -> list[tuple[int, Any]]:
+    """The index keys of a payload value: its :func:`index_key`, or for a list ``(4, s)`` for each
+    string ``s`` in it (what an :class:`~knowledge.vectorstore.base.AnyOf` filter looks up; no
+    scalar's key equals one)."""
+    if isinstance(value, list):
+        return [(4, e) for e in dict.fromkeys(e for e in value if isinstance(e, str))]
+    key = index_key(value)
+    return [] if key is None else [key]
 
 
 class Payloads:
@@ -186,8 +196,7 @@ class LoadedPoints:
             for j in range(base, self.n):
                 payload = self.payloads[j]
                 if field in payload:
-                    key = index_key(payload[field])
-                    if key is not None:
+                    for key in index_keys(payload[field]):
                         index.setdefault(key, []).append(j)
 
     def append(
@@ -230,8 +239,7 @@ class LoadedPoints:
             index = {}
             for row, payload in enumerate(self.payloads):
                 if field in payload:
-                    key = index_key(payload[field])
-                    if key is not None:
+                    for key in index_keys(payload[field]):
                         bucket = index.get(key)
                         if bucket is None:
                             index[key] = [row]
@@ -253,11 +261,17 @@ class LoadedPoints:
         return np.flatnonzero(self.alive[: self.n])
 
     def where_rows(self, where: dict[str, Any]) -> np.ndarray:
-        """Live rows matching every ``field == value`` of ``where``, ascending ``int64``."""
+        """Live rows matching every ``field == value`` (or :class:`~knowledge.vectorstore.base.AnyOf`)
+        of ``where``, ascending ``int64``."""
         buckets = []
         for field, value in where.items():
-            key = index_key(value)
-            bucket = self.index(field).get(key) if key is not None else None
+            if isinstance(value, AnyOf):
+                index = self.index(field)
+                found = [b for v in value.values for k in ((3, v), (4, v)) if (b := index.get(k))]
+                bucket = sorted(set().union(*found)) if len(found) > 1 else (found[0] if found else None)
+            else:
+                key = index_key(value)
+                bucket = self.index(field).get(key) if key is not None else None
             if not bucket:
                 return np.zeros(0, dtype=np.int64)
             buckets.append(bucket)
