@@ -47,10 +47,10 @@ class People:
 
     def __init__(self, catalog: Cursors, settings: Settings, sleep: Any = None) -> None:
         self.settings = settings
-        self.accounts = Accounts(catalog, settings, **({"sleep": sleep} if sleep else {}))
+        self.audit = Audit(catalog)
+        self.accounts = Accounts(catalog, settings, audit=self.audit, **({"sleep": sleep} if sleep else {}))
         self.sharing = Sharing(catalog, admins_see_all=settings.accounts.admins_see_all)
         self.keys = ApiKeys(catalog)
-        self.audit = Audit(catalog)
 
     def enabled(self) -> bool:
         """Whether accounts are on (at least one exists)."""

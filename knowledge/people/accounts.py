@@ -10,9 +10,10 @@ import secrets
 import threading
 import time
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
+from urllib.parse import urlparse
 
 from knowledge._names import check_name
 from knowledge.access import hash_password, verify_password
@@ -46,6 +47,20 @@ class Cursors(Protocol):
     """What the people's tables need of the catalog: ``cursor()`` (the catalog's SQL)."""
 
     def cursor(self) -> Any: ...
+
+
+class Recorder(Protocol):
+    """Where account changes are recorded (:class:`knowledge.people.audit.Audit`)."""
+
+    def record(
+        self,
+        actor: str,
+        action: str,
+        *,
+        store: str | None = None,
+        target: str | None = None,
+        detail: dict[str, Any] | None = None,
+    ) -> Any: ...
 
 
 def now() -> datetime:
@@ -111,10 +126,17 @@ class Accounts:
         catalog: the catalog (its ``cursor()``).
         settings: ``accounts.*`` (session and invitation lifetimes, the shortest password).
         sleep: how the sign-in delay is served (tests pass a recorder).
+        audit: where :meth:`set_groups_from` records its changes (``None``: nowhere).
     """
 
-    def __init__(self, catalog: Cursors, settings: Settings, sleep: Callable[[float], None] = time.sleep) -> None:
-        self.catalog, self.settings, self._sleep = catalog, settings.accounts, sleep
+    def __init__(
+        self,
+        catalog: Cursors,
+        settings: Settings,
+        sleep: Callable[[float], None] = time.sleep,
+        audit: Recorder | None = None,
+    ) -> None:
+        self.catalog, self.settings, self._sleep, self.audit = catalog, settings.accounts, sleep, audit
         self._unknown: dict[str, tuple[int, float]] = {}  # failures of names that are no account
         self._lock = threading.Lock()
 
@@ -442,11 +464,41 @@ class Accounts:
                 ).fetchall()
             ]
 
+    def sources(self) -> dict[tuple[str, str], str]:
+        """The memberships a provider keeps: ``{(group, username): source}`` (``ldap``,
+        ``oidc:<issuer>``, ``scim``); a membership made by hand is not in it."""
+        with self.catalog.cursor() as cur:
+            rows = cur.execute(
+                "SELECT group_name, username, source FROM group_members WHERE source IS NOT NULL AND source <> ''"
+            ).fetchall()
+        return {(r[0], r[1]): r[2] for r in rows}
+
+    def source_of(self, group: str, username: str) -> str | None:
+        """Who keeps ``username``'s membership of ``group``: a provider label, or ``None`` (by hand, or none)."""
+        with self.catalog.cursor() as cur:
+            row = cur.execute(
+                "SELECT source FROM group_members WHERE group_name = ? AND username = ?", [group, username]
+            ).fetchone()
+        return (row[0] or None) if row else None
+
+    def refuse_provider_edit(self, group: str, username: str) -> None:
+        """The one check of every hand edit of a membership (People page, CLI, REST: all through
+        :meth:`add_to_group` and :meth:`remove_from_group`).
+
+        Raises:
+            InvalidArgument: a provider keeps it, in words naming it ("... is from LDAP: change it in
+                the directory.").
+        """
+        source = self.source_of(group, username)
+        if source:
+            raise InvalidArgument(f"{username}'s membership of {group!r} is {source_words(source)}.", param="group")
+
     def add_to_group(self, group: str, username: str) -> None:
-        """Raises ``InvalidArgument``: no such group or account."""
+        """Raises ``InvalidArgument``: no such group or account; the membership is a provider's."""
         user = self.require(username)
         if group not in self.groups():
             raise AccountNotFound(f"There is no group {group!r}.", param="group")
+        self.refuse_provider_edit(group, user.username)
         with self.catalog.cursor() as cur:
             cur.execute(
                 "INSERT INTO group_members (group_name, username) VALUES (?, ?) ON CONFLICT DO NOTHING",
@@ -454,7 +506,100 @@ class Accounts:
             )
 
     def remove_from_group(self, group: str, username: str) -> None:
+        """Raises ``InvalidArgument``: the membership is a provider's (:meth:`refuse_provider_edit`)."""
+        name = normal_username(username)
+        self.refuse_provider_edit(group, name)
         with self.catalog.cursor() as cur:
-            cur.execute(
-                "DELETE FROM group_members WHERE group_name = ? AND username = ?", [group, normal_username(username)]
-            )
+            cur.execute("DELETE FROM group_members WHERE group_name = ? AND username = ?", [group, name])
+
+    def set_groups_from(self, username: str, source: str, groups: Iterable[str]) -> tuple[list[str], list[str]]:
+        """Make ``username``'s memberships kept by ``source`` exactly ``groups``: missing groups are
+        created, memberships ``source`` no longer lists are removed; memberships made by hand and
+        those of other sources are never touched (a group already joined by hand stays hand-made).
+        Each change is audited as ``group.member`` target=the user ``{"group", "added", "source"}``
+        in the user's name (they signed in). A name that is no valid group name (1 to 64 characters,
+        no control characters) is skipped. Returns ``(added, removed)``, sorted.
+
+        Raises:
+            InvalidArgument: no such account, or an empty ``source``.
+        """
+        user = self.require(username)
+        source = (source or "").strip()
+        if not source:
+            raise InvalidArgument("A provider's memberships need a source (ldap, oidc:<issuer>, scim).")
+        wanted: set[str] = set()
+        for raw in groups:
+            name = " ".join(unicodedata.normalize("NFC", str(raw or "")).split())
+            try:
+                if not name or len(name) > 64:
+                    raise InvalidArgument(name)
+                check_name(name, "group name")
+            except InvalidArgument:
+                continue
+            wanted.add(name)
+        added: list[str] = []
+        removed: list[str] = []
+        with self.catalog.cursor() as cur:
+            cur.execute("BEGIN TRANSACTION")
+            try:
+                rows = cur.execute(
+                    "SELECT group_name, source FROM group_members WHERE username = ?", [user.username]
+                ).fetchall()
+                have = {r[0]: (r[1] or None) for r in rows}
+                for name in sorted(wanted - set(have)):
+                    cur.execute(
+                        "INSERT INTO user_groups (name, created) VALUES (?, ?) ON CONFLICT DO NOTHING", [name, now()]
+                    )
+                    cur.execute(
+                        "INSERT INTO group_members (group_name, username, source) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                        [name, user.username, source],
+                    )
+                    added.append(name)
+                for name in sorted(g for g, s in have.items() if s == source and g not in wanted):
+                    cur.execute(
+                        "DELETE FROM group_members WHERE group_name = ? AND username = ? AND source = ?",
+                        [name, user.username, source],
+                    )
+                    removed.append(name)
+                cur.execute("COMMIT")
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+        if self.audit is not None:
+            for name in added:
+                self.audit.record(
+                    user.username,
+                    "group.member",
+                    target=user.username,
+                    detail={"group": name, "added": True, "source": source},
+                )
+            for name in removed:
+                self.audit.record(
+                    user.username,
+                    "group.member",
+                    target=user.username,
+                    detail={"group": name, "added": False, "source": source},
+                )
+        return added, removed
+
+
+def source_words(source: str) -> str:
+    """How a refusal names a membership's provider: ``ldap`` "from LDAP: change it in the directory";
+    ``oidc:<issuer>`` "from the sign-on provider <issuer>: change it there"; ``scim`` "from SCIM
+    provisioning: change it in the identity provider"; another label "from <label>: change it there"."""
+    if source == "ldap":
+        return "from LDAP: change it in the directory"
+    if source.startswith("oidc:"):
+        return f"from the sign-on provider {source[5:]}: change it there"
+    if source == "scim":
+        return "from SCIM provisioning: change it in the identity provider"
+    return f"from {source}: change it there"
+
+
+def source_label(source: str) -> str:
+    """A provider's short name for pages ("from <label>"): ``LDAP``, the issuer's host, ``SCIM``."""
+    if source == "ldap":
+        return "LDAP"
+    if source.startswith("oidc:"):
+        return urlparse(source[5:]).hostname or source[5:]
+    return "SCIM" if source == "scim" else source

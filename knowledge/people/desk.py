@@ -20,7 +20,9 @@ action              target      detail
 ``user.invite``     --          ``{"role", "expires"}`` (ISO 8601, UTC)
 ``group.create``    the group   ``{}``
 ``group.delete``    the group   ``{}`` (the group's store grants go with it)
-``group.member``    the user    ``{"group", "added": true|false}``
+``group.member``    the user    ``{"group", "added": true|false}``; set by a provider at sign-in
+                                (:meth:`~knowledge.people.accounts.Accounts.set_groups_from`) also
+                                ``{"source"}`` (``ldap``, ``oidc:<issuer>``, ``scim``), in the user's name
 ``key.create``      the user    ``{"key", "name"}`` (whose key it is)
 ``key.revoke``      the user    ``{"key", "name"}``
 ==================  ==========  ============================================================
@@ -40,6 +42,7 @@ from typing import Any
 
 from knowledge.errors import AccountNotFound, AuthenticationFailed, InvalidArgument, PermissionDenied
 from knowledge.people import People
+from knowledge.people.accounts import source_label
 from knowledge.people.policy import Policy, checks
 from knowledge.people.records import Actor, ApiKey, Invite, User
 
@@ -141,6 +144,13 @@ class AccountDesk:
         """Every group and its members' usernames (``account.manage``)."""
         self._check("account.manage", "list the groups")
         return self._people.accounts.groups()
+
+    @checks("account.manage")
+    def group_sources(self) -> dict[tuple[str, str], str]:
+        """The memberships a provider keeps, ``{(group, username): label}`` (``LDAP``, the sign-on
+        provider's host, ``SCIM``), for "from <label>" (``account.manage``); hand-made ones are not in it."""
+        self._check("account.manage", "list the groups")
+        return {key: source_label(source) for key, source in self._people.accounts.sources().items()}
 
     @checks("account.self", "account.manage")
     def groups_of(self, username: str) -> list[str]:
@@ -356,7 +366,8 @@ class AccountDesk:
         target=user ``{"group", "added": true}``. Returns the account.
 
         Raises:
-            PermissionDenied: a member. InvalidArgument: no such group or account.
+            PermissionDenied: a member. InvalidArgument: no such group or account; the membership is
+                kept by a provider ("... is from LDAP: change it in the directory.").
         """
         self._check("account.manage", "change a group")
         name, user = self._group(group), self._people.accounts.require(username)
@@ -370,7 +381,8 @@ class AccountDesk:
         target=user ``{"group", "added": false}``. Returns the account.
 
         Raises:
-            PermissionDenied: a member. InvalidArgument: no such group or account, or not in it.
+            PermissionDenied: a member. InvalidArgument: no such group or account, or not in it; the
+                membership is kept by a provider ("... is from LDAP: change it in the directory.").
         """
         self._check("account.manage", "change a group")
         name, user = self._group(group), self._people.accounts.require(username)
