@@ -16,6 +16,7 @@ from knowledge.config import Settings
 from knowledge.errors import AuthenticationFailed, InvalidArgument
 from knowledge.people.accounts import Accounts, Cursors, invite_link, normal_username
 from knowledge.people.audit import ACTIONS, Audit
+from knowledge.people.directory import DirectoryUnavailable
 from knowledge.people.keys import PREFIX, ApiKeys
 from knowledge.people.records import (
     GRANT_KINDS,
@@ -71,11 +72,19 @@ class People:
     def sign_in(self, username: str, password: str) -> tuple[Actor, str]:
         """Check the password (throttled per account) and start an app session: ``(actor, token)``.
 
+        With ``accounts.ldap.url`` set, an account without a password of its own signs in with its
+        directory password, and its directory groups are read (:meth:`Accounts.authenticate`).
+
         Raises:
             AuthenticationFailed: wrong username or password (recorded as ``user.sign_in_failed``).
+            DirectoryUnavailable: the directory cannot be reached (recorded as ``user.sign_in_failed``
+                ``{"reason": "directory unavailable"}``); its words say so.
         """
         try:
             user = self.accounts.authenticate(username, password)
+        except DirectoryUnavailable:
+            self.audit.record(str(username)[:64], "user.sign_in_failed", detail={"reason": "directory unavailable"})
+            raise
         except AuthenticationFailed:
             self.audit.record(str(username)[:64], "user.sign_in_failed")
             raise

@@ -19,6 +19,7 @@ from knowledge._names import check_name
 from knowledge.access import hash_password, verify_password
 from knowledge.config import Settings
 from knowledge.errors import AccountNotFound, AuthenticationFailed, InvalidArgument
+from knowledge.people.directory import Directory, DirectoryPerson, DirectoryUnavailable
 from knowledge.people.records import ROLES, Actor, Invite, Role, User
 
 #: A username: letters (any script), digits and ``. _ - @ +``, 1 to 64 characters, after NFC and
@@ -137,6 +138,8 @@ class Accounts:
         audit: Recorder | None = None,
     ) -> None:
         self.catalog, self.settings, self._sleep, self.audit = catalog, settings.accounts, sleep, audit
+        #: The directory passwords are checked against (``accounts.ldap.url``), or ``None``.
+        self.directory = Directory(settings.accounts.ldap) if settings.accounts.ldap.url else None
         self._unknown: dict[str, tuple[int, float]] = {}  # failures of names that are no account
         self._lock = threading.Lock()
 
@@ -307,8 +310,18 @@ class Accounts:
         """The account, when ``password`` is its password: waits the account's :meth:`delay` first,
         then checks in constant time; a failure is counted against the account, a success clears them.
 
+        An account with a password of its own signs in with it. Otherwise, with ``accounts.ldap.url``
+        set, the directory checks the password (:meth:`knowledge.people.directory.Directory.authenticate`:
+        a bind as the person, never an anonymous one); a wrong one is counted exactly as a local one.
+        On success the person's directory groups become their ``ldap`` memberships
+        (:meth:`set_groups_from`, when ``accounts.ldap.group_base`` is set), and a person without an
+        account gets a member one when ``accounts.ldap.create_members`` is on. The role stays the admin's.
+
         Raises:
-            AuthenticationFailed: "Wrong username or password." (the same words whichever was wrong).
+            AuthenticationFailed: "Wrong username or password." (the same words whichever was wrong);
+                a directory person with no account here (create_members off), in words saying so.
+            DirectoryUnavailable: the directory cannot be reached or answers with an error (not
+                counted as a failure); a subclass of ``AuthenticationFailed``.
         """
         wait = self.delay(username)
         if wait:
@@ -321,21 +334,55 @@ class Accounts:
         if name is not None:
             with self.catalog.cursor() as cur:
                 row = cur.execute("SELECT password_hash FROM users WHERE username = ?", [name]).fetchone()
+        if self.directory is not None and name is not None and not (row and row[0]):
+            try:
+                person = self.directory.authenticate(name, password or "")
+            except DirectoryUnavailable:
+                raise
+            except AuthenticationFailed:
+                self._failed(name, row is not None)
+                raise
+            return self._directory_account(name, row is not None, person)
         stored = row[0] if row and row[0] else _SENTINEL_HASH
         ok = verify_password(unicodedata.normalize("NFC", password or ""), stored) and bool(row and row[0])
         if ok:
             with self.catalog.cursor() as cur:
                 cur.execute("UPDATE users SET failures = 0, last_failure = NULL WHERE username = ?", [name])
             return self.require(name)  # type: ignore[arg-type]
-        if row is None:
-            key = name or str(username)
+        self._failed(name or str(username), row is not None)
+        raise AuthenticationFailed("Wrong username or password.")
+
+    def _failed(self, name: str, known: bool) -> None:
+        """Count a failed sign-in of ``name``: in its account's row, or (no account) in memory."""
+        if not known:
             with self._lock:
-                n, _ = self._unknown.get(key, (0, 0.0))
-                self._unknown[key] = (n + 1, time.time())
+                n, _ = self._unknown.get(name, (0, 0.0))
+                self._unknown[name] = (n + 1, time.time())
         else:
             with self.catalog.cursor() as cur:
                 cur.execute("UPDATE users SET failures = failures + 1, last_failure = ? WHERE username = ?", [now(), name])
-        raise AuthenticationFailed("Wrong username or password.")
+
+    def _directory_account(self, name: str, known: bool, person: DirectoryPerson) -> User:
+        """The account of a person the directory signed in (made when ``create_members``), failures
+        cleared, ``ldap`` groups set."""
+        ldap = self.settings.ldap
+        if not known:
+            if not ldap.create_members:
+                raise AuthenticationFailed(
+                    f"The directory knows {name}, but there is no account here for them;"
+                    " ask an admin to create one (without a password), then sign in again."
+                )
+            try:
+                user = self.create(name, None, display_name=person.display_name or None, email=person.email or None)
+            except InvalidArgument:  # a display name the accounts refuse: the username stands for it
+                user = self.create(name, None, email=person.email or None)
+            if self.audit is not None:
+                self.audit.record(name, "user.create", target=name, detail={"role": user.role, "via": "ldap"})
+        with self.catalog.cursor() as cur:
+            cur.execute("UPDATE users SET failures = 0, last_failure = NULL WHERE username = ?", [name])
+        if ldap.group_base:
+            self.set_groups_from(name, "ldap", person.groups)
+        return self.require(name)
 
     def actor(self, username: str) -> Actor:
         """The :class:`Actor` of an account: its role and groups, read now.
