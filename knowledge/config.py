@@ -475,6 +475,11 @@ class LdapSettings(_Section):
             raise ValueError("accounts.ldap.search_filter needs {username}")
         if (self.bind_dn is None) != (self.bind_password_env is None):
             raise ValueError("accounts.ldap: bind_dn and bind_password_env go together")
+        if self.bind_password_env is not None and self.bind_password_env.upper().startswith(ENV_PREFIX):
+            raise ValueError(
+                f"accounts.ldap.bind_password_env {self.bind_password_env!r}: name a variable outside"
+                f" {ENV_PREFIX}* (those are settings, and an unknown one is an error)"
+            )
         return self
 
 

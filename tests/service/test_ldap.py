@@ -167,3 +167,23 @@ def test_a_search_as_a_service_account_escapes_a_hostile_username(slapd, make, m
     monkeypatch.delenv("TEST_LDAP_BIND_PW")
     with pytest.raises(DirectoryUnavailable, match="TEST_LDAP_BIND_PW"):
         directory.authenticate("ana", ANA_PW)
+
+
+@pytest.mark.parametrize(
+    ("ldap", "words"),
+    [
+        ({"url": "ldap://ldap.example.org", "user_dn": "uid={username}"}, "in clear"),
+        ({"url": "ldaps://h", "start_tls": True, "user_dn": "uid={username}"}, "start_tls is for ldap://"),
+        ({"url": "ldaps://h"}, "either user_dn"),
+        ({"url": "ldaps://h", "user_dn": "uid=x", "search_base": "dc=x"}, "either user_dn"),
+        ({"url": "ldaps://h", "user_dn": "uid=ana"}, "needs {username}"),
+        ({"url": "http://h", "user_dn": "uid={username}"}, "is not ldap://"),
+        ({"url": "ldaps://h", "search_base": "dc=x", "bind_dn": "cn=s"}, "go together"),
+        ({"url": "ldaps://h", "search_base": "dc=x", "bind_dn": "cn=s", "bind_password_env": "KNOWLEDGE_X"}, "outside"),
+    ],
+)
+def test_settings_that_would_not_work_or_not_be_safe_are_refused(ldap, words):
+    from knowledge.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=words):
+        load_settings(accounts={"ldap": ldap})
