@@ -510,7 +510,35 @@ class AccountsSettings(_Section):
         description="single sign-on (OpenID Connect, st.login): a person the provider signs in who"
         " has no account yet gets a member account; false = an admin creates it first",
     )
+    sso_groups_claim: str | None = Field(
+        None,
+        description="single sign-on: the ID token claim that lists the person's groups (e.g. groups);"
+        " read at every sign-in and kept as their memberships from that provider; unset = groups are not read",
+    )
+    sso_group_map: dict[str, str] = Field(
+        default_factory=dict,
+        description='provider group -> group here (e.g. {"/staff/hr" = "hr"}); when set, it is also the'
+        " list: a provider group it does not name is ignored; empty = the provider's names as they are",
+    )
+    sso_groups_removed: Literal["remove", "keep"] = Field(
+        "remove",
+        description="a group the provider no longer lists: remove (the membership goes) or keep (only ever added)",
+    )
+    sso_roles_claim: str | None = Field(
+        None, description="single sign-on: the claim whose values sso_role_map reads (e.g. roles, or groups)"
+    )
+    sso_role_map: dict[str, Literal["admin", "member"]] = Field(
+        default_factory=dict,
+        description="provider value -> role: a person with any value mapped to admin is an admin, else a"
+        " member, set at every sign-in (the last admin is never made a member); empty = the role is the admin's",
+    )
     ldap: LdapSettings = Field(default_factory=LdapSettings)
+
+    @model_validator(mode="after")
+    def _sso_roles(self) -> AccountsSettings:
+        if self.sso_role_map and not self.sso_roles_claim:
+            raise ValueError("accounts.sso_role_map needs accounts.sso_roles_claim (the claim it reads)")
+        return self
 
 
 class ChatSettings(_Section):

@@ -34,7 +34,7 @@ from knowledge.people.records import (
     at_least,
 )
 from knowledge.people.sharing import Sharing
-from knowledge.people.sso import SingleSignOn
+from knowledge.people.sso import SingleSignOn, SsoClaims
 
 
 class People:
@@ -106,12 +106,16 @@ class People:
 
     def single_sign_on(self) -> SingleSignOn:
         """The mapping of a provider's identities to these accounts (:mod:`knowledge.people.sso`),
-        with the ``accounts.sso_create_members`` and ``accounts.session_hours`` settings."""
+        with the ``accounts.sso_create_members``, ``accounts.session_hours`` and the groups' and
+        roles' claims (``accounts.sso_groups_claim``, ``sso_group_map``, ``sso_groups_removed``,
+        ``sso_roles_claim``, ``sso_role_map``) settings."""
+        a = self.settings.accounts
         return SingleSignOn(
             self.accounts,
             self.audit,
-            create_members=self.settings.accounts.sso_create_members,
-            session_hours=self.settings.accounts.session_hours,
+            create_members=a.sso_create_members,
+            session_hours=a.session_hours,
+            claims=SsoClaims(a.sso_groups_claim, a.sso_group_map, a.sso_groups_removed, a.sso_roles_claim, a.sso_role_map),
         )
 
     def key_actor(self, secret: str | None) -> Actor:

@@ -559,9 +559,12 @@ class Accounts:
         with self.catalog.cursor() as cur:
             cur.execute("DELETE FROM group_members WHERE group_name = ? AND username = ?", [group, name])
 
-    def set_groups_from(self, username: str, source: str, groups: Iterable[str]) -> tuple[list[str], list[str]]:
+    def set_groups_from(
+        self, username: str, source: str, groups: Iterable[str], *, remove: bool = True
+    ) -> tuple[list[str], list[str]]:
         """Make ``username``'s memberships kept by ``source`` exactly ``groups``: missing groups are
-        created, memberships ``source`` no longer lists are removed; memberships made by hand and
+        created, memberships ``source`` no longer lists are removed (``remove=False``: kept, so the
+        source only ever adds); memberships made by hand and
         those of other sources are never touched (a group already joined by hand stays hand-made).
         Each change is audited as ``group.member`` target=the user ``{"group", "added", "source"}``
         in the user's name (they signed in). A name that is no valid group name (1 to 64 characters,
@@ -602,7 +605,7 @@ class Accounts:
                         [name, user.username, source],
                     )
                     added.append(name)
-                for name in sorted(g for g, s in have.items() if s == source and g not in wanted):
+                for name in sorted(g for g, s in have.items() if remove and s == source and g not in wanted):
                     cur.execute(
                         "DELETE FROM group_members WHERE group_name = ? AND username = ? AND source = ?",
                         [name, user.username, source],
