@@ -762,13 +762,19 @@ class _TomlSource(PydanticBaseSettingsSource):
 
 
 def _known_env_names() -> set[str]:
+    """Every ``KNOWLEDGE_*`` name a setting has, sections within sections too
+    (``KNOWLEDGE_ACCOUNTS__LDAP__URL``)."""
     names = {SETTINGS_FILE_ENV, USER_ENV}
-    for name, field in Settings.model_fields.items():
-        names.add(f"{ENV_PREFIX}{name.upper()}")
-        annotation = field.annotation
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            for sub in annotation.model_fields:
-                names.add(f"{ENV_PREFIX}{name.upper()}__{sub.upper()}")
+
+    def add(prefix: str, model: type[BaseModel]) -> None:
+        for name, field in model.model_fields.items():
+            key = f"{prefix}{name.upper()}"
+            names.add(key)
+            annotation = field.annotation
+            if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+                add(f"{key}__", annotation)
+
+    add(ENV_PREFIX, Settings)
     return names
 
 

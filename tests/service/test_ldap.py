@@ -187,3 +187,16 @@ def test_settings_that_would_not_work_or_not_be_safe_are_refused(ldap, words):
 
     with pytest.raises(ConfigError, match=words):
         load_settings(accounts={"ldap": ldap})
+
+
+def test_the_settings_come_from_the_environment_too(monkeypatch):
+    monkeypatch.setenv("KNOWLEDGE_ACCOUNTS__LDAP__URL", "ldaps://ldap.example.org:636")
+    monkeypatch.setenv("KNOWLEDGE_ACCOUNTS__LDAP__USER_DN", "{username}@example.org")
+    monkeypatch.setenv("KNOWLEDGE_ACCOUNTS__LDAP__TIMEOUT", "3")
+    ldap = load_settings().accounts.ldap
+    assert (ldap.url, ldap.user_dn, ldap.timeout) == ("ldaps://ldap.example.org:636", "{username}@example.org", 3.0)
+    from knowledge.errors import ConfigError
+
+    monkeypatch.setenv("KNOWLEDGE_ACCOUNTS__LDAP__TYPO", "x")
+    with pytest.raises(ConfigError, match="KNOWLEDGE_ACCOUNTS__LDAP__TYPO"):
+        load_settings()
