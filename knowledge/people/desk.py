@@ -229,12 +229,17 @@ class AccountDesk:
 
         Raises:
             PermissionDenied: another's, by a member. AuthenticationFailed: ``current`` is wrong.
-            InvalidArgument: no such account, a bad password.
+            InvalidArgument: no such account, a bad password; one's own account signs in with its
+                directory password (``accounts.ldap``: a local one would outlive the directory's; an
+                admin may still set one).
         """
         user = self._people.accounts.get(username)
         self._check_own_or_manage(user.username if user else username, "set another account's password")
         if user is None:
             raise AccountNotFound(f"There is no account {username!r}.", param="username")
+        if self._own(user.username) and not user.has_password and self._people.accounts.directory is not None:
+            # a local password would outlive the directory's: disabled there, one would still sign in here
+            raise InvalidArgument("Your password is the directory's (LDAP): change it there.", param="password")
         if current is not None:
             self._people.accounts.authenticate(user.username, current)
         self._people.accounts.set_password(user.username, password)

@@ -200,3 +200,18 @@ def test_the_settings_come_from_the_environment_too(monkeypatch):
     monkeypatch.setenv("KNOWLEDGE_ACCOUNTS__LDAP__TYPO", "x")
     with pytest.raises(ConfigError, match="KNOWLEDGE_ACCOUNTS__LDAP__TYPO"):
         load_settings()
+
+
+def test_a_directory_account_changes_its_password_in_the_directory_only(slapd, make):
+    from knowledge.errors import InvalidArgument
+    from knowledge.workbench import Workbench
+
+    system, people = make(ldap_settings(slapd))
+    people.accounts.create("ana", None)
+    ana = Workbench(system).as_user(people.accounts.actor("ana"))
+    with pytest.raises(InvalidArgument, match="directory"):
+        ana.accounts.set_password("ana", "a new local password", current=ANA_PW)
+    assert not people.accounts.require("ana").has_password  # a directory that disables her still counts
+    root = Workbench(system).as_user(people.accounts.actor("root"))
+    root.accounts.set_password("ana", "a new local password")  # an admin's choice: then it is local
+    assert people.sign_in("ana", "a new local password")[0].username == "ana"
