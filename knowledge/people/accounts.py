@@ -372,11 +372,13 @@ class Accounts:
                     f"The directory knows {name}, but there is no account here for them;"
                     " ask an admin to create one (without a password), then sign in again."
                 )
+            made_meanwhile = None
             try:
                 user = self.create(name, None, display_name=person.display_name or None, email=person.email or None)
-            except InvalidArgument:  # a display name the accounts refuse: the username stands for it
-                user = self.create(name, None, email=person.email or None)
-            if self.audit is not None:
+            except InvalidArgument:  # a display name the accounts refuse (the username stands for it),
+                made_meanwhile = self.get(name)  # or another sign-in of theirs made the account just now
+                user = made_meanwhile or self.create(name, None, email=person.email or None)
+            if made_meanwhile is None and self.audit is not None:
                 self.audit.record(name, "user.create", target=name, detail={"role": user.role, "via": "ldap"})
         with self.catalog.cursor() as cur:
             cur.execute("UPDATE users SET failures = 0, last_failure = NULL WHERE username = ?", [name])

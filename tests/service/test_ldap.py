@@ -157,6 +157,8 @@ def test_a_search_as_a_service_account_escapes_a_hostile_username(slapd, make, m
     user = people.accounts.require("bo")
     assert actor.groups == {"engineering", "staff"} and user.role == "member" and not user.has_password
     assert (user.display_name, user.email) == ("Bo Berg", "bo@example.org")
+    [made] = people.audit.events(action="user.create", actor="bo")
+    assert made.detail == {"role": "member", "via": "ldap"}
     assert filter_value("*)(uid=*") == "\\2a\\29\\28uid=\\2a"
     directory = Directory(load_settings(accounts={"ldap": ldap}).accounts.ldap)
     for hostile in ("*)(uid=*", "*", "an*"):
