@@ -113,6 +113,11 @@ class Directory:
                 raise DirectoryUnavailable(f"The directory {s.url} refused StartTLS; sign-in by directory is not possible.")
         except (LDAPException, OSError) as exc:
             _close(conn)
+            if "doesn't match any name" in str(exc):  # ldap3's check of the name (RFC 6125)
+                raise DirectoryUnavailable(
+                    f"The directory {s.url} shows a certificate for another name than its address;"
+                    " use the name its certificate gives in accounts.ldap.url, or ask an admin."
+                ) from None
             if "CERTIFICATE" in str(exc).upper():
                 raise DirectoryUnavailable(
                     f"The directory {s.url} shows a certificate that is not trusted ({_reason(exc)});"

@@ -2,7 +2,8 @@
 own ``slapd.conf`` and an mdb database in a temp folder, loaded with :data:`PEOPLE` and their groups
 (``groupOfNames``, passwords stored as ``{SSHA}`` made by ``slappasswd``); plain LDAP (StartTLS
 offered) and LDAPS, with a server certificate for ``127.0.0.1``/``localhost`` signed by a CA the
-test makes (``ca_file``), and another CA that signed nothing (``stranger_ca_file``).
+test makes (``ca_file``), and another CA that signed nothing (``stranger_ca_file``); LDAPS on 127.0.0.2 too, an
+address the certificate does not name.
 
 Under CI=true a ``slapd`` that cannot start fails the test (:func:`tests.helpers.env.missing_server`).
 """
@@ -40,6 +41,8 @@ class Slapd:
 
     url: str
     ldaps_url: str
+    #: LDAPS on 127.0.0.2, an address the server's certificate does not name.
+    ldaps_other_name_url: str
     ca_file: Path
     stranger_ca_file: Path
     folder: Path
@@ -179,11 +182,12 @@ def start_slapd(folder: Path) -> Slapd:
     load = subprocess.run([SLAPADD, "-f", str(conf), "-l", str(data)], capture_output=True, text=True, timeout=60)
     if load.returncode:
         missing_server("slapd", f"slapadd failed: {load.stderr.strip()[-500:]}")
-    port, tls_port = free_port(), free_port()
+    port, tls_port, other_port = free_port(), free_port(), free_port()
     url, ldaps_url = f"ldap://127.0.0.1:{port}", f"ldaps://127.0.0.1:{tls_port}"
+    other_url = f"ldaps://127.0.0.2:{other_port}"
     log = (folder / "slapd.log").open("wb")
     process = subprocess.Popen(
-        [SLAPD, "-f", str(conf), "-h", f"{url}/ {ldaps_url}/", "-d", "0"],
+        [SLAPD, "-f", str(conf), "-h", f"{url}/ {ldaps_url}/ {other_url}/", "-d", "0"],
         stdout=log,
         stderr=subprocess.STDOUT,
     )
@@ -192,7 +196,7 @@ def start_slapd(folder: Path) -> Slapd:
         process.kill()
         process.wait(timeout=10)
         missing_server("slapd", f"it did not listen: {(folder / 'slapd.log').read_text(errors='replace')[-500:]}")
-    return Slapd(url, ldaps_url, ca, stranger, folder, process)
+    return Slapd(url, ldaps_url, other_url, ca, stranger, folder, process)
 
 
 __all__ = ["ADMIN_DN", "ADMIN_PW", "BASE", "GROUPS", "PEOPLE", "Slapd", "start_slapd"]

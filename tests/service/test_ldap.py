@@ -142,6 +142,12 @@ def test_tls_with_the_tests_ca_works_and_an_untrusted_certificate_is_refused(sla
         stranger.authenticate("ana", ANA_PW)
 
 
+def test_a_certificate_that_does_not_name_the_server_is_refused(slapd):
+    ldap = ldap_settings(slapd, url=slapd.ldaps_other_name_url, ca_file=str(slapd.ca_file))
+    with pytest.raises(DirectoryUnavailable, match="certificate for another name"):  # a trusted CA, not 127.0.0.2's
+        Directory(load_settings(accounts={"ldap": ldap}).accounts.ldap).authenticate("ana", ANA_PW)
+
+
 def test_a_search_as_a_service_account_escapes_a_hostile_username(slapd, make, monkeypatch):
     monkeypatch.setenv("TEST_LDAP_BIND_PW", PEOPLE["svc"][0])
     ldap = ldap_settings(
