@@ -1,4 +1,4 @@
-"""Group memberships a provider keeps (migration 16, issue 41), on both catalog engines:
+"""Group memberships a provider keeps (migration 17, issue 41), on both catalog engines:
 :meth:`Accounts.set_groups_from` sets one source's memberships exactly, audited, never touching
 hand-made ones or another source's; a hand edit of a provider's membership is refused on every
 surface (they all go through :class:`AccountDesk`) in words naming the provider."""
