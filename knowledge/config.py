@@ -406,6 +406,92 @@ class AppSettings(_Section):
         return text
 
 
+class LdapSettings(_Section):
+    """``accounts.ldap.*``: sign-in with a directory password (LDAP, Active Directory); off while ``url``
+    is unset. The person's DN is ``user_dn`` with the username put in (RFC 4514 escaped), or found by a
+    search (``search_base`` + ``search_filter``, RFC 4515 escaped) as ``bind_dn``; then the server is
+    asked to bind as that DN with the typed password, and the groups are read (see docs/team.md)."""
+
+    url: str | None = Field(
+        None,
+        description="the directory's address, ldap://host[:port] or ldaps://host[:port]; unset = no LDAP"
+        " sign-in. ldap:// without start_tls is allowed to a loopback host only (passwords would cross"
+        " the network in clear)",
+    )
+    start_tls: bool = Field(False, description="on ldap://, upgrade the connection with StartTLS (RFC 4511 4.14) first")
+    ca_file: Path | None = Field(
+        None, description="PEM file of the CA(s) the server's certificate must chain to; unset = the system's"
+    )
+    user_dn: str | None = Field(
+        None,
+        description="the DN of a person, with {username} where the username goes"
+        " (uid={username},ou=people,dc=example,dc=org; AD: {username}@example.org); or leave unset and"
+        " set search_base",
+    )
+    bind_dn: str | None = Field(
+        None, description="the service account that searches for a person's DN (unset = search anonymously)"
+    )
+    bind_password_env: str | None = Field(
+        None, description="the NAME of the environment variable holding bind_dn's password (never the password)"
+    )
+    search_base: str | None = Field(None, description="where a person's entry is searched (with search_filter)")
+    search_filter: str = Field(
+        "(uid={username})", description="the filter that finds one person; {username} is escaped (RFC 4515)"
+    )
+    group_base: str | None = Field(None, description="where groups are searched; unset = groups are not read")
+    group_filter: str = Field(
+        "(&(objectClass=groupOfNames)(member={dn}))",
+        description="the filter of a person's groups; {dn} (their DN) and {username} are escaped (RFC 4515)",
+    )
+    group_attribute: str = Field("cn", description="the attribute of a group entry that is its name here")
+    create_members: bool = Field(
+        False,
+        description="a person the directory signs in who has no account yet gets a member account;"
+        " false = an admin creates it first (without a password)",
+    )
+    timeout: float = Field(5.0, gt=0, le=120, description="seconds to connect to the directory, and to wait for each answer")
+
+    @model_validator(mode="after")
+    def _coherent(self) -> LdapSettings:
+        if self.url is None or not self.url.strip():
+            return self
+        url = self.url.strip()
+        match = re.fullmatch(r"(ldaps?)://(\[[0-9a-fA-F:.]+\]|[^\s/:?#\[\]]+)(:\d{1,5})?/?", url)
+        if not match:
+            raise ValueError(f"accounts.ldap.url {url!r} is not ldap://host[:port] or ldaps://host[:port]")
+        if match.group(1) == "ldaps" and self.start_tls:
+            raise ValueError("accounts.ldap: start_tls is for ldap:// (ldaps:// is TLS from the start)")
+        host = match.group(2).strip("[]")
+        if match.group(1) == "ldap" and not self.start_tls and not _loopback(host):
+            raise ValueError(
+                f"accounts.ldap.url {url!r} would send passwords in clear: use ldaps:// or start_tls = true"
+                " (plain ldap:// is allowed to a loopback host only)"
+            )
+        if (self.user_dn is None) == (self.search_base is None):
+            raise ValueError("accounts.ldap: set either user_dn (a DN template) or search_base (a search), not both")
+        if self.user_dn is not None and "{username}" not in self.user_dn:
+            raise ValueError("accounts.ldap.user_dn needs {username} where the username goes")
+        if self.search_base is not None and "{username}" not in self.search_filter:
+            raise ValueError("accounts.ldap.search_filter needs {username}")
+        if (self.bind_dn is None) != (self.bind_password_env is None):
+            raise ValueError("accounts.ldap: bind_dn and bind_password_env go together")
+        if self.bind_password_env is not None and self.bind_password_env.upper().startswith(ENV_PREFIX):
+            raise ValueError(
+                f"accounts.ldap.bind_password_env {self.bind_password_env!r}: name a variable outside"
+                f" {ENV_PREFIX}* (those are settings, and an unknown one is an error)"
+            )
+        return self
+
+
+def _loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 class AccountsSettings(_Section):
     """``accounts.*``: people, once the first account exists (see :mod:`knowledge.people`)."""
 
@@ -424,6 +510,35 @@ class AccountsSettings(_Section):
         description="single sign-on (OpenID Connect, st.login): a person the provider signs in who"
         " has no account yet gets a member account; false = an admin creates it first",
     )
+    sso_groups_claim: str | None = Field(
+        None,
+        description="single sign-on: the ID token claim that lists the person's groups (e.g. groups);"
+        " read at every sign-in and kept as their memberships from that provider; unset = groups are not read",
+    )
+    sso_group_map: dict[str, str] = Field(
+        default_factory=dict,
+        description='provider group -> group here (e.g. {"/staff/hr" = "hr"}); when set, it is also the'
+        " list: a provider group it does not name is ignored; empty = the provider's names as they are",
+    )
+    sso_groups_removed: Literal["remove", "keep"] = Field(
+        "remove",
+        description="a group the provider no longer lists: remove (the membership goes) or keep (only ever added)",
+    )
+    sso_roles_claim: str | None = Field(
+        None, description="single sign-on: the claim whose values sso_role_map reads (e.g. roles, or groups)"
+    )
+    sso_role_map: dict[str, Literal["admin", "member"]] = Field(
+        default_factory=dict,
+        description="provider value -> role: a person with any value mapped to admin is an admin, else a"
+        " member, set at every sign-in (the last admin is never made a member); empty = the role is the admin's",
+    )
+    ldap: LdapSettings = Field(default_factory=LdapSettings)
+
+    @model_validator(mode="after")
+    def _sso_roles(self) -> AccountsSettings:
+        if self.sso_role_map and not self.sso_roles_claim:
+            raise ValueError("accounts.sso_role_map needs accounts.sso_roles_claim (the claim it reads)")
+        return self
 
 
 class ChatSettings(_Section):
@@ -647,13 +762,19 @@ class _TomlSource(PydanticBaseSettingsSource):
 
 
 def _known_env_names() -> set[str]:
+    """Every ``KNOWLEDGE_*`` name a setting has, sections within sections too
+    (``KNOWLEDGE_ACCOUNTS__LDAP__URL``)."""
     names = {SETTINGS_FILE_ENV, USER_ENV}
-    for name, field in Settings.model_fields.items():
-        names.add(f"{ENV_PREFIX}{name.upper()}")
-        annotation = field.annotation
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            for sub in annotation.model_fields:
-                names.add(f"{ENV_PREFIX}{name.upper()}__{sub.upper()}")
+
+    def add(prefix: str, model: type[BaseModel]) -> None:
+        for name, field in model.model_fields.items():
+            key = f"{prefix}{name.upper()}"
+            names.add(key)
+            annotation = field.annotation
+            if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+                add(f"{key}__", annotation)
+
+    add(ENV_PREFIX, Settings)
     return names
 
 

@@ -46,7 +46,11 @@ with c1.form("display-name"):
 with c2.form("my-password", clear_on_submit=True):
     st.markdown("**Password**")
     if not user.has_password:
-        st.caption("Your account signs in by single sign-on; it has no password here.")
+        st.caption(
+            "Your account signs in with your directory password (LDAP): change it in the directory."
+            if wb.settings.accounts.ldap.url
+            else "Your account signs in by single sign-on; it has no password here."
+        )
         st.form_submit_button("Change the password", disabled=True)
     else:
         current = st.text_input("Current password", type="password", key="my-current", autocomplete="current-password")

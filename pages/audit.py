@@ -10,6 +10,7 @@ from datetime import UTC, datetime, time
 
 import streamlit as st
 
+from knowledge.people.accounts import source_label
 from knowledge.workbench import Workbench
 from pages._ui import app_workbench, utc
 
@@ -91,10 +92,12 @@ def in_words(value: object) -> str:
 
 
 def detail(action: str, values: dict) -> str:
-    """An event's detail in words: ``group.member`` as "added to <group>" / "removed from <group>";
+    """An event's detail in words: ``group.member`` as "added to <group>" / "removed from <group>"
+    (then "(from <provider>)" when a provider set it);
     other actions as ``key: value`` pairs (:func:`in_words`) separated by ``;``."""
     if action == "group.member" and "group" in values and "added" in values:
-        return f"{'added to' if values['added'] else 'removed from'} {values['group']}"
+        words = f"{'added to' if values['added'] else 'removed from'} {values['group']}"
+        return f"{words} (from {source_label(str(values['source']))})" if values.get("source") else words
     return "; ".join(f"{k.replace('_', ' ')}: {in_words(v)}" for k, v in values.items())
 
 

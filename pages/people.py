@@ -176,7 +176,15 @@ with tab_users:
 with tab_groups:
     groups = wb.accounts.groups()
     if groups:
-        st.dataframe([{"group": g, "members": ", ".join(m)} for g, m in groups.items()], hide_index=True, width="stretch")
+        sources = wb.accounts.group_sources()
+        st.dataframe(
+            [
+                {"group": g, "members": ", ".join(f"{u} (from {sources[(g, u)]})" if (g, u) in sources else u for u in m)}
+                for g, m in groups.items()
+            ],
+            hide_index=True,
+            width="stretch",
+        )
     else:
         st.caption("No groups yet. A group lets a store be shared with several people at once.")
     with st.form("create-group", clear_on_submit=True):

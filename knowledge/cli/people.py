@@ -301,7 +301,11 @@ def cmd_groups_list(wb: Workbench, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([{"group": g, "members": m} for g, m in groups.items()], ensure_ascii=False, indent=2))
     else:
-        print(table([(g, ", ".join(m)) for g, m in groups.items()], ["group", "members"]))
+        sources = wb.accounts.group_sources()  # a provider's membership: "ana (from LDAP)"
+        rows = [
+            (g, ", ".join(f"{u} (from {sources[(g, u)]})" if (g, u) in sources else u for u in m)) for g, m in groups.items()
+        ]
+        print(table(rows, ["group", "members"]))
     return 0
 
 

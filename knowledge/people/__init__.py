@@ -16,6 +16,7 @@ from knowledge.config import Settings
 from knowledge.errors import AuthenticationFailed, InvalidArgument
 from knowledge.people.accounts import Accounts, Cursors, invite_link, normal_username
 from knowledge.people.audit import ACTIONS, Audit
+from knowledge.people.directory import DirectoryUnavailable
 from knowledge.people.keys import PREFIX, ApiKeys
 from knowledge.people.provisioning import Provisioning
 from knowledge.people.records import (
@@ -34,7 +35,7 @@ from knowledge.people.records import (
     at_least,
 )
 from knowledge.people.sharing import Sharing
-from knowledge.people.sso import SingleSignOn
+from knowledge.people.sso import SingleSignOn, SsoClaims
 
 
 class People:
@@ -48,10 +49,10 @@ class People:
 
     def __init__(self, catalog: Cursors, settings: Settings, sleep: Any = None) -> None:
         self.settings = settings
-        self.accounts = Accounts(catalog, settings, **({"sleep": sleep} if sleep else {}))
+        self.audit = Audit(catalog)
+        self.accounts = Accounts(catalog, settings, audit=self.audit, **({"sleep": sleep} if sleep else {}))
         self.sharing = Sharing(catalog, admins_see_all=settings.accounts.admins_see_all)
         self.keys = ApiKeys(catalog)
-        self.audit = Audit(catalog)
         #: SCIM provisioning: its tokens, the accounts and groups a directory provisions.
         self.provisioning = Provisioning(catalog, self.accounts, self.audit)
 
@@ -74,11 +75,19 @@ class People:
     def sign_in(self, username: str, password: str) -> tuple[Actor, str]:
         """Check the password (throttled per account) and start an app session: ``(actor, token)``.
 
+        With ``accounts.ldap.url`` set, an account without a password of its own signs in with its
+        directory password, and its directory groups are read (:meth:`Accounts.authenticate`).
+
         Raises:
             AuthenticationFailed: wrong username or password (recorded as ``user.sign_in_failed``).
+            DirectoryUnavailable: the directory cannot be reached (recorded as ``user.sign_in_failed``
+                ``{"reason": "directory unavailable"}``); its words say so.
         """
         try:
             user = self.accounts.authenticate(username, password)
+        except DirectoryUnavailable:
+            self.audit.record(str(username)[:64], "user.sign_in_failed", detail={"reason": "directory unavailable"})
+            raise
         except AuthenticationFailed:
             self.audit.record(str(username)[:64], "user.sign_in_failed")
             raise
@@ -100,12 +109,16 @@ class People:
 
     def single_sign_on(self) -> SingleSignOn:
         """The mapping of a provider's identities to these accounts (:mod:`knowledge.people.sso`),
-        with the ``accounts.sso_create_members`` and ``accounts.session_hours`` settings."""
+        with the ``accounts.sso_create_members``, ``accounts.session_hours`` and the groups' and
+        roles' claims (``accounts.sso_groups_claim``, ``sso_group_map``, ``sso_groups_removed``,
+        ``sso_roles_claim``, ``sso_role_map``) settings."""
+        a = self.settings.accounts
         return SingleSignOn(
             self.accounts,
             self.audit,
-            create_members=self.settings.accounts.sso_create_members,
-            session_hours=self.settings.accounts.session_hours,
+            create_members=a.sso_create_members,
+            session_hours=a.session_hours,
+            claims=SsoClaims(a.sso_groups_claim, a.sso_group_map, a.sso_groups_removed, a.sso_roles_claim, a.sso_role_map),
         )
 
     def key_actor(self, secret: str | None) -> Actor:

@@ -10,14 +10,16 @@ import secrets
 import threading
 import time
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
+from urllib.parse import urlparse
 
 from knowledge._names import check_name
 from knowledge.access import hash_password, verify_password
 from knowledge.config import Settings
 from knowledge.errors import AccountNotFound, AuthenticationFailed, InvalidArgument
+from knowledge.people.directory import Directory, DirectoryPerson, DirectoryUnavailable
 from knowledge.people.records import ROLES, Actor, Invite, Role, User
 
 #: A username: letters (any script), digits and ``. _ - @ +``, 1 to 64 characters, after NFC and
@@ -48,6 +50,20 @@ class Cursors(Protocol):
     """What the people's tables need of the catalog: ``cursor()`` (the catalog's SQL)."""
 
     def cursor(self) -> Any: ...
+
+
+class Recorder(Protocol):
+    """Where account changes are recorded (:class:`knowledge.people.audit.Audit`)."""
+
+    def record(
+        self,
+        actor: str,
+        action: str,
+        *,
+        store: str | None = None,
+        target: str | None = None,
+        detail: dict[str, Any] | None = None,
+    ) -> Any: ...
 
 
 def now() -> datetime:
@@ -113,10 +129,19 @@ class Accounts:
         catalog: the catalog (its ``cursor()``).
         settings: ``accounts.*`` (session and invitation lifetimes, the shortest password).
         sleep: how the sign-in delay is served (tests pass a recorder).
+        audit: where :meth:`set_groups_from` records its changes (``None``: nowhere).
     """
 
-    def __init__(self, catalog: Cursors, settings: Settings, sleep: Callable[[float], None] = time.sleep) -> None:
-        self.catalog, self.settings, self._sleep = catalog, settings.accounts, sleep
+    def __init__(
+        self,
+        catalog: Cursors,
+        settings: Settings,
+        sleep: Callable[[float], None] = time.sleep,
+        audit: Recorder | None = None,
+    ) -> None:
+        self.catalog, self.settings, self._sleep, self.audit = catalog, settings.accounts, sleep, audit
+        #: The directory passwords are checked against (``accounts.ldap.url``), or ``None``.
+        self.directory = Directory(settings.accounts.ldap) if settings.accounts.ldap.url else None
         self._unknown: dict[str, tuple[int, float]] = {}  # failures of names that are no account
         self._lock = threading.Lock()
 
@@ -319,8 +344,18 @@ class Accounts:
         """The account, when ``password`` is its password: waits the account's :meth:`delay` first,
         then checks in constant time; a failure is counted against the account, a success clears them.
 
+        An account with a password of its own signs in with it. Otherwise, with ``accounts.ldap.url``
+        set, the directory checks the password (:meth:`knowledge.people.directory.Directory.authenticate`:
+        a bind as the person, never an anonymous one); a wrong one is counted exactly as a local one.
+        On success the person's directory groups become their ``ldap`` memberships
+        (:meth:`set_groups_from`, when ``accounts.ldap.group_base`` is set), and a person without an
+        account gets a member one when ``accounts.ldap.create_members`` is on. The role stays the admin's.
+
         Raises:
-            AuthenticationFailed: "Wrong username or password." (the same words whichever was wrong).
+            AuthenticationFailed: "Wrong username or password." (the same words whichever was wrong);
+                a directory person with no account here (create_members off), in words saying so.
+            DirectoryUnavailable: the directory cannot be reached or answers with an error (not
+                counted as a failure); a subclass of ``AuthenticationFailed``.
         """
         wait = self.delay(username)
         if wait:
@@ -333,6 +368,15 @@ class Accounts:
         if name is not None:
             with self.catalog.cursor() as cur:
                 row = cur.execute("SELECT password_hash FROM users WHERE username = ?", [name]).fetchone()
+        if self.directory is not None and name is not None and not (row and row[0]):
+            try:
+                person = self.directory.authenticate(name, password or "")
+            except DirectoryUnavailable:
+                raise
+            except AuthenticationFailed:
+                self._failed(name, row is not None)
+                raise
+            return self._directory_account(name, row is not None, person)
         stored = row[0] if row and row[0] else _SENTINEL_HASH
         ok = verify_password(unicodedata.normalize("NFC", password or ""), stored) and bool(row and row[0])
         if ok:
@@ -342,15 +386,46 @@ class Accounts:
             if not user.active:
                 raise AuthenticationFailed(DEACTIVATED)
             return user
-        if row is None:
-            key = name or str(username)
+        self._failed(name or str(username), row is not None)
+        raise AuthenticationFailed("Wrong username or password.")
+
+    def _failed(self, name: str, known: bool) -> None:
+        """Count a failed sign-in of ``name``: in its account's row, or (no account) in memory."""
+        if not known:
             with self._lock:
-                n, _ = self._unknown.get(key, (0, 0.0))
-                self._unknown[key] = (n + 1, time.time())
+                n, _ = self._unknown.get(name, (0, 0.0))
+                self._unknown[name] = (n + 1, time.time())
         else:
             with self.catalog.cursor() as cur:
                 cur.execute("UPDATE users SET failures = failures + 1, last_failure = ? WHERE username = ?", [now(), name])
-        raise AuthenticationFailed("Wrong username or password.")
+
+    def _directory_account(self, name: str, known: bool, person: DirectoryPerson) -> User:
+        """The account of a person the directory signed in (made when ``create_members``), failures
+        cleared, ``ldap`` groups set. A deactivated account (SCIM) is refused, its groups untouched."""
+        ldap = self.settings.ldap
+        if known:
+            existing = self.get(name)
+            if existing is not None and not existing.active:
+                raise AuthenticationFailed(DEACTIVATED)
+        else:
+            if not ldap.create_members:
+                raise AuthenticationFailed(
+                    f"The directory knows {name}, but there is no account here for them;"
+                    " ask an admin to create one (without a password), then sign in again."
+                )
+            made_meanwhile = None
+            try:
+                user = self.create(name, None, display_name=person.display_name or None, email=person.email or None)
+            except InvalidArgument:  # a display name the accounts refuse (the username stands for it),
+                made_meanwhile = self.get(name)  # or another sign-in of theirs made the account just now
+                user = made_meanwhile or self.create(name, None, email=person.email or None)
+            if made_meanwhile is None and self.audit is not None:
+                self.audit.record(name, "user.create", target=name, detail={"role": user.role, "via": "ldap"})
+        with self.catalog.cursor() as cur:
+            cur.execute("UPDATE users SET failures = 0, last_failure = NULL WHERE username = ?", [name])
+        if ldap.group_base:
+            self.set_groups_from(name, "ldap", person.groups)
+        return self.require(name)
 
     def actor(self, username: str) -> Actor:
         """The :class:`Actor` of an account: its role and groups, read now.
@@ -481,11 +556,41 @@ class Accounts:
                 ).fetchall()
             ]
 
+    def sources(self) -> dict[tuple[str, str], str]:
+        """The memberships a provider keeps: ``{(group, username): source}`` (``ldap``,
+        ``oidc:<issuer>``, ``scim``); a membership made by hand is not in it."""
+        with self.catalog.cursor() as cur:
+            rows = cur.execute(
+                "SELECT group_name, username, source FROM group_members WHERE source IS NOT NULL AND source <> ''"
+            ).fetchall()
+        return {(r[0], r[1]): r[2] for r in rows}
+
+    def source_of(self, group: str, username: str) -> str | None:
+        """Who keeps ``username``'s membership of ``group``: a provider label, or ``None`` (by hand, or none)."""
+        with self.catalog.cursor() as cur:
+            row = cur.execute(
+                "SELECT source FROM group_members WHERE group_name = ? AND username = ?", [group, username]
+            ).fetchone()
+        return (row[0] or None) if row else None
+
+    def refuse_provider_edit(self, group: str, username: str) -> None:
+        """The one check of every hand edit of a membership (People page, CLI, REST: all through
+        :meth:`add_to_group` and :meth:`remove_from_group`).
+
+        Raises:
+            InvalidArgument: a provider keeps it, in words naming it ("... is from LDAP: change it in
+                the directory.").
+        """
+        source = self.source_of(group, username)
+        if source:
+            raise InvalidArgument(f"{username}'s membership of {group!r} is {source_words(source)}.", param="group")
+
     def add_to_group(self, group: str, username: str) -> None:
-        """Raises ``InvalidArgument``: no such group or account."""
+        """Raises ``InvalidArgument``: no such group or account; the membership is a provider's."""
         user = self.require(username)
         if group not in self.groups():
             raise AccountNotFound(f"There is no group {group!r}.", param="group")
+        self.refuse_provider_edit(group, user.username)
         with self.catalog.cursor() as cur:
             cur.execute(
                 "INSERT INTO group_members (group_name, username) VALUES (?, ?) ON CONFLICT DO NOTHING",
@@ -493,7 +598,103 @@ class Accounts:
             )
 
     def remove_from_group(self, group: str, username: str) -> None:
+        """Raises ``InvalidArgument``: the membership is a provider's (:meth:`refuse_provider_edit`)."""
+        name = normal_username(username)
+        self.refuse_provider_edit(group, name)
         with self.catalog.cursor() as cur:
-            cur.execute(
-                "DELETE FROM group_members WHERE group_name = ? AND username = ?", [group, normal_username(username)]
-            )
+            cur.execute("DELETE FROM group_members WHERE group_name = ? AND username = ?", [group, name])
+
+    def set_groups_from(
+        self, username: str, source: str, groups: Iterable[str], *, remove: bool = True
+    ) -> tuple[list[str], list[str]]:
+        """Make ``username``'s memberships kept by ``source`` exactly ``groups``: missing groups are
+        created, memberships ``source`` no longer lists are removed (``remove=False``: kept, so the
+        source only ever adds); memberships made by hand and
+        those of other sources are never touched (a group already joined by hand stays hand-made).
+        Each change is audited as ``group.member`` target=the user ``{"group", "added", "source"}``
+        in the user's name (they signed in). A name that is no valid group name (1 to 64 characters,
+        no control characters) is skipped. Returns ``(added, removed)``, sorted.
+
+        Raises:
+            InvalidArgument: no such account, or an empty ``source``.
+        """
+        user = self.require(username)
+        source = (source or "").strip()
+        if not source:
+            raise InvalidArgument("A provider's memberships need a source (ldap, oidc:<issuer>, scim).")
+        wanted: set[str] = set()
+        for raw in groups:
+            name = " ".join(unicodedata.normalize("NFC", str(raw or "")).split())
+            try:
+                if not name or len(name) > 64:
+                    raise InvalidArgument(name)
+                check_name(name, "group name")
+            except InvalidArgument:
+                continue
+            wanted.add(name)
+        added: list[str] = []
+        removed: list[str] = []
+        with self.catalog.cursor() as cur:
+            cur.execute("BEGIN TRANSACTION")
+            try:
+                rows = cur.execute(
+                    "SELECT group_name, source FROM group_members WHERE username = ?", [user.username]
+                ).fetchall()
+                have = {r[0]: (r[1] or None) for r in rows}
+                for name in sorted(wanted - set(have)):
+                    cur.execute(
+                        "INSERT INTO user_groups (name, created) VALUES (?, ?) ON CONFLICT DO NOTHING", [name, now()]
+                    )
+                    cur.execute(
+                        "INSERT INTO group_members (group_name, username, source) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                        [name, user.username, source],
+                    )
+                    added.append(name)
+                for name in sorted(g for g, s in have.items() if remove and s == source and g not in wanted):
+                    cur.execute(
+                        "DELETE FROM group_members WHERE group_name = ? AND username = ? AND source = ?",
+                        [name, user.username, source],
+                    )
+                    removed.append(name)
+                cur.execute("COMMIT")
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+        if self.audit is not None:
+            for name in added:
+                self.audit.record(
+                    user.username,
+                    "group.member",
+                    target=user.username,
+                    detail={"group": name, "added": True, "source": source},
+                )
+            for name in removed:
+                self.audit.record(
+                    user.username,
+                    "group.member",
+                    target=user.username,
+                    detail={"group": name, "added": False, "source": source},
+                )
+        return added, removed
+
+
+def source_words(source: str) -> str:
+    """How a refusal names a membership's provider: ``ldap`` "from LDAP: change it in the directory";
+    ``oidc:<issuer>`` "from the sign-on provider <issuer>: change it there"; ``scim`` "from SCIM
+    provisioning: change it in the identity provider"; another label "from <label>: change it there"."""
+    if source == "ldap":
+        return "from LDAP: change it in the directory"
+    if source.startswith("oidc:"):
+        return f"from the sign-on provider {source[5:]}: change it there"
+    if source == "scim":
+        return "from SCIM provisioning: change it in the identity provider"
+    return f"from {source}: change it there"
+
+
+def source_label(source: str) -> str:
+    """A provider's short name for pages ("from <label>"): ``LDAP``, the issuer's host, ``SCIM``."""
+    if source == "ldap":
+        return "LDAP"
+    if source.startswith("oidc:"):
+        return urlparse(source[5:]).hostname or source[5:]
+    return "SCIM" if source == "scim" else source

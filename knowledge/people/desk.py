@@ -20,7 +20,9 @@ action              target      detail
 ``user.invite``     --          ``{"role", "expires"}`` (ISO 8601, UTC)
 ``group.create``    the group   ``{}``
 ``group.delete``    the group   ``{}`` (the group's store grants go with it)
-``group.member``    the user    ``{"group", "added": true|false}``
+``group.member``    the user    ``{"group", "added": true|false}``; set by a provider at sign-in
+                                (:meth:`~knowledge.people.accounts.Accounts.set_groups_from`) also
+                                ``{"source"}`` (``ldap``, ``oidc:<issuer>``, ``scim``), in the user's name
 ``key.create``      the user    ``{"key", "name"}`` (whose key it is)
 ``key.revoke``      the user    ``{"key", "name"}``
 ``scim.token``      --          ``{"ends"}`` (the new SCIM token's last four characters)
@@ -42,6 +44,7 @@ from typing import Any
 
 from knowledge.errors import AccountNotFound, AuthenticationFailed, InvalidArgument, PermissionDenied
 from knowledge.people import People
+from knowledge.people.accounts import source_label
 from knowledge.people.policy import Policy, checks
 from knowledge.people.records import Actor, ApiKey, Invite, User
 
@@ -144,6 +147,13 @@ class AccountDesk:
         self._check("account.manage", "list the groups")
         return self._people.accounts.groups()
 
+    @checks("account.manage")
+    def group_sources(self) -> dict[tuple[str, str], str]:
+        """The memberships a provider keeps, ``{(group, username): label}`` (``LDAP``, the sign-on
+        provider's host, ``SCIM``), for "from <label>" (``account.manage``); hand-made ones are not in it."""
+        self._check("account.manage", "list the groups")
+        return {key: source_label(source) for key, source in self._people.accounts.sources().items()}
+
     @checks("account.self", "account.manage")
     def groups_of(self, username: str) -> list[str]:
         """The groups ``username`` is in (one's own: ``account.self``; another's: ``account.manage``)."""
@@ -221,12 +231,17 @@ class AccountDesk:
 
         Raises:
             PermissionDenied: another's, by a member. AuthenticationFailed: ``current`` is wrong.
-            InvalidArgument: no such account, a bad password.
+            InvalidArgument: no such account, a bad password; one's own account signs in with its
+                directory password (``accounts.ldap``: a local one would outlive the directory's; an
+                admin may still set one).
         """
         user = self._people.accounts.get(username)
         self._check_own_or_manage(user.username if user else username, "set another account's password")
         if user is None:
             raise AccountNotFound(f"There is no account {username!r}.", param="username")
+        if self._own(user.username) and not user.has_password and self._people.accounts.directory is not None:
+            # a local password would outlive the directory's: disabled there, one would still sign in here
+            raise InvalidArgument("Your password is the directory's (LDAP): change it there.", param="password")
         if current is not None:
             self._people.accounts.authenticate(user.username, current)
         self._people.accounts.set_password(user.username, password)
@@ -391,7 +406,8 @@ class AccountDesk:
         target=user ``{"group", "added": true}``. Returns the account.
 
         Raises:
-            PermissionDenied: a member. InvalidArgument: no such group or account.
+            PermissionDenied: a member. InvalidArgument: no such group or account; the membership is
+                kept by a provider ("... is from LDAP: change it in the directory.").
         """
         self._check("account.manage", "change a group")
         name, user = self._group(group), self._people.accounts.require(username)
@@ -405,7 +421,8 @@ class AccountDesk:
         target=user ``{"group", "added": false}``. Returns the account.
 
         Raises:
-            PermissionDenied: a member. InvalidArgument: no such group or account, or not in it.
+            PermissionDenied: a member. InvalidArgument: no such group or account, or not in it; the
+                membership is kept by a provider ("... is from LDAP: change it in the directory.").
         """
         self._check("account.manage", "change a group")
         name, user = self._group(group), self._people.accounts.require(username)

@@ -6,7 +6,9 @@ The app's page (``pages/_sso.py``) hands the ID token's claims that ``st.login``
 and ``sso_subject``, migration 10); else the one account whose e-mail address the provider says is
 verified (then linked); else, with ``accounts.sso_create_members``, a new member account; else it is
 refused with a sentence saying what to ask an admin. The role is always the one the admin set: the
-provider's claims never change it. :func:`provider_problems` checks the ``[auth]`` section of
+provider's claims never change it, unless ``accounts.sso_role_map`` says how (:class:`SsoClaims`);
+the groups a claim lists (``accounts.sso_groups_claim``) are the person's memberships from that
+provider (source ``oidc:<issuer>``), set at every sign-in. :func:`provider_problems` checks the ``[auth]`` section of
 Streamlit's ``secrets.toml`` (OpenID Connect Core 1.0, section 2 for the claims; Streamlit's
 ``st.login`` documentation for the section).
 """
@@ -16,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import unicodedata
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 from urllib.parse import urlparse
@@ -170,6 +172,36 @@ def _sections(auth: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
     return own + named
 
 
+@dataclass(frozen=True, slots=True)
+class SsoClaims:
+    """Which claims give a person's groups and role (``accounts.sso_*``), read at every sign-in.
+
+    ``groups_claim``: the claim listing the groups (a list of strings, or one string); unset = groups
+    are not read. ``group_map``: provider group -> group here; when not empty, also the list (other
+    provider groups are ignored). ``groups_removed``: ``remove`` (a group the provider no longer
+    lists goes) or ``keep``. ``roles_claim`` + ``role_map``: provider value -> ``admin``/``member``;
+    any value mapped to admin makes an admin, else a member; an empty map leaves the admin's role.
+    """
+
+    groups_claim: str | None = None
+    group_map: Mapping[str, str] = field(default_factory=dict)
+    groups_removed: Literal["remove", "keep"] = "remove"
+    roles_claim: str | None = None
+    role_map: Mapping[str, str] = field(default_factory=dict)
+
+
+def claim_values(claims: Mapping[str, Any], name: str) -> list[str]:
+    """The strings a claim lists: a JSON array's strings, or one string as a one-item list; a claim
+    that is absent (or of another type) lists nothing (OpenID Connect Core 1.0, section 5.1: a
+    claim's value is any JSON value)."""
+    value = claims.get(name)
+    if isinstance(value, str):
+        return [value.strip()] if value.strip() else []
+    if isinstance(value, list | tuple):
+        return [v.strip() for v in value if isinstance(v, str) and v.strip()]
+    return []
+
+
 class SingleSignOn:
     """Accounts for identities of an OpenID Connect provider. Thread-safe as :class:`Accounts`.
 
@@ -179,13 +211,21 @@ class SingleSignOn:
         create_members: ``accounts.sso_create_members``: an identity without an account gets a member one.
         session_hours: ``accounts.session_hours``: an identity the provider signed in longer ago than
             this (its ``iat``) is sent back to the provider.
+        claims: which claims give groups and roles (:class:`SsoClaims`; default: neither is read).
     """
 
     def __init__(
-        self, accounts: Accounts, audit: Audit, *, create_members: bool = False, session_hours: float = 12.0
+        self,
+        accounts: Accounts,
+        audit: Audit,
+        *,
+        create_members: bool = False,
+        session_hours: float = 12.0,
+        claims: SsoClaims | None = None,
     ) -> None:
         self.accounts, self.audit = accounts, audit
         self.create_members, self.session_hours = create_members, session_hours
+        self.claims = claims or SsoClaims()
 
     def linked(self, issuer: str, subject: str) -> User | None:
         """The account linked to ``issuer`` + ``subject``, or ``None``."""
@@ -291,8 +331,30 @@ class SingleSignOn:
                 detail={"via": "sso", "issuer": identity.issuer, "reason": str(exc)},
             )
             raise
+        self.apply_claims(user.username, identity.issuer, claims)
         self.audit.record(user.username, "user.sign_in", detail={"via": "sso", "issuer": identity.issuer, "matched": how})
         return self.accounts.actor(user.username), self.accounts.start_session(user.username)
+
+    def apply_claims(self, username: str, issuer: str, claims: Mapping[str, Any]) -> None:
+        """Set ``username``'s groups and role from ``claims`` as :attr:`claims` says: the groups as
+        their memberships from source ``oidc:<issuer>`` (:meth:`Accounts.set_groups_from`, each change
+        recorded as ``group.member``), the role (recorded as ``user.update`` ``{"role", "via": "sso"}``;
+        the last admin stays one). Nothing is read of a claim the settings do not name."""
+        c = self.claims
+        if c.groups_claim:
+            values = claim_values(claims, c.groups_claim)
+            names = [c.group_map[v] for v in values if v in c.group_map] if c.group_map else values
+            self.accounts.set_groups_from(username, f"oidc:{issuer}", names, remove=c.groups_removed == "remove")
+        if c.roles_claim and c.role_map:
+            values = claim_values(claims, c.roles_claim)
+            role = "admin" if any(c.role_map.get(v) == "admin" for v in values) else "member"
+            user = self.accounts.require(username)
+            if user.role != role:
+                try:
+                    self.accounts.update(username, role=role)
+                except InvalidArgument:  # the last admin: an admin stays, until another is made
+                    return
+                self.audit.record(username, "user.update", target=username, detail={"role": role, "via": "sso"})
 
     def _by_email(self, email: str) -> list[tuple[str, tuple[str, str] | None]]:
         """Accounts whose e-mail address is ``email`` (NFC, case-folded, compared here: PostgreSQL's

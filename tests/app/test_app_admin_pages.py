@@ -143,3 +143,16 @@ def test_a_new_group_is_picked_and_deleting_a_group_asks_first(team):
     assert "Deleted the group ops team." in [s.value for s in at.success]
     assert wb.accounts.groups() == {"research": ["ana"]}  # the other group and its member stay
     assert not at.checkbox(key="delete-group-sure-research").value  # the next group's yes is not pre-ticked
+
+
+def test_a_providers_memberships_say_where_they_come_from_on_people_and_audit(team):
+    team._system.people.accounts.set_groups_from("ana", "ldap", ["hr"])  # as a directory sign-in does
+    team.accounts.create_group("crew")
+    team.accounts.add_member("crew", "ana")
+    at = signed_in("root", "pages/people.py")
+    members = dict(zip(at.dataframe[-1].value["group"], at.dataframe[-1].value["members"], strict=True))
+    assert members == {"crew": "ana", "hr": "ana (from LDAP)"}
+    at.switch_page("pages/audit.py").run()
+    assert not at.exception, at.exception
+    table = at.dataframe[0].value
+    assert list(table[table["what"] == "changed a group"]["detail"]) == ["added to crew", "added to hr (from LDAP)"]

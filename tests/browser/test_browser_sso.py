@@ -51,9 +51,17 @@ def _port() -> int:
 
 
 @contextlib.contextmanager
-def sso_app(base: Path, idp: str, monkeypatch: pytest.MonkeyPatch, *, create_members: bool = False) -> Iterator[Server]:
+def sso_app(
+    base: Path,
+    idp: str,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    create_members: bool = False,
+    env_more: dict[str, str] | None = None,
+) -> Iterator[Server]:
     """The app on a port chosen here (the redirect URI names it), with accounts root (admin) and ana
-    (member) and a private store of each, and ``[auth]`` in a secrets file of its own."""
+    (member) and a private store of each, root's shared with the group hr, and ``[auth]`` in a
+    secrets file of its own; ``env_more``: more settings for the app."""
     from knowledge.config import load_settings
     from knowledge.system import System
     from knowledge.workbench import Workbench
@@ -67,6 +75,8 @@ def sso_app(base: Path, idp: str, monkeypatch: pytest.MonkeyPatch, *, create_mem
         system.people.accounts.create("ana", PW, display_name="Ana", email="ana@example.org")
         wb.as_user(system.people.accounts.actor("root")).create_store("root-private")
         wb.as_user(system.people.accounts.actor("ana")).create_store("ana-notes")
+        system.people.accounts.create_group("hr")
+        system.people.sharing.share("root-private", "group", "hr", "read")
     finally:
         system.close()
     port = _port()
@@ -85,6 +95,7 @@ def sso_app(base: Path, idp: str, monkeypatch: pytest.MonkeyPatch, *, create_mem
     env = {
         "STREAMLIT_SECRETS_FILES": str(secrets_file),
         "KNOWLEDGE_ACCOUNTS__SSO_CREATE_MEMBERS": "true" if create_members else "false",
+        **(env_more or {}),
     }
     with serve(base, env_extra=env) as srv:
         yield srv
@@ -181,3 +192,39 @@ def test_with_auto_create_on_a_new_identity_gets_a_member_account(
         text = store_list(page, srv)
         assert "ana-notes" not in text and "root-private" not in text and "All stores (" not in text  # a member
         shot(page, ARTIFACTS, "28-sso-created-member-1280.png")
+
+
+def test_a_members_groups_follow_the_providers_groups_claim_at_each_sign_in(
+    browser, tmp_path: Path, idp: str, monkeypatch: pytest.MonkeyPatch
+):
+    """Issue 41: with ``accounts.sso_groups_claim = "groups"``, the provider's ``groups`` claim is ana's
+    groups at each sign-in: in hr, she sees the store shared with hr; the provider drops hr, and at
+    her next sign-in it is gone."""
+    import httpx
+
+    def claims(groups: list[str]) -> None:
+        body = {"email": "ana@example.org", "email_verified": True, "name": "Ana", "groups": groups}
+        assert httpx.put(f"{idp}/users/ana-groups-idp", json=body, timeout=10).status_code == 204
+
+    env = {"KNOWLEDGE_ACCOUNTS__SSO_GROUPS_CLAIM": "groups"}
+    with (
+        sso_app(tmp_path, idp, monkeypatch, env_more=env) as srv,
+        app_page(browser, srv, ARTIFACTS) as page,
+        explained(page, srv, ARTIFACTS),
+    ):
+        claims(["hr", "staff"])
+        through_provider(page, "ana-groups-idp")
+        page.get_by_role("button", name="Sign out").wait_for()
+        text = store_list(page, srv)
+        assert "All stores (2)" in text  # ana-notes and root-private, shared with hr, which the claim lists
+        shot(page, ARTIFACTS, "41-sso-groups-in-hr-1280.png")
+        page.get_by_role("button", name="Sign out").click()
+        page.wait_for_url(re.compile(r"http://localhost:\d+/oauth2/end_session"))
+        page.get_by_role("button", name="End session").click()
+        page.wait_for_url(re.compile(r"http://127\.0\.0\.1:\d+/"))
+        wait_for_app(page)
+        claims(["staff"])  # removed from hr at the provider
+        through_provider(page, "ana-groups-idp")
+        page.get_by_role("button", name="Sign out").wait_for()
+        text = store_list(page, srv)
+        assert "All stores (1)" in text  # ana-notes only: out of hr

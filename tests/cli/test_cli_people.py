@@ -381,3 +381,20 @@ def test_user_acts_the_same_on_the_postgresql_catalog(pg_database, settings, cap
         ("ana", "store.create"),
         ("ana", "store.share"),
     }
+
+
+def test_a_providers_membership_is_shown_and_not_edited_by_hand(team, capsys, monkeypatch):
+    from knowledge.config import load_settings
+    from knowledge.system import System
+
+    system = System(load_settings())
+    try:
+        system.people.accounts.set_groups_from("bo", "ldap", ["hr"])
+    finally:
+        system.close()
+    code, out, _ = run(capsys, monkeypatch, "groups", "list")
+    assert code == 0 and "bo (from LDAP)" in out
+    for verb in ("remove-member", "add-member"):
+        code, _, err = run(capsys, monkeypatch, "groups", verb, "hr", "bo")
+        assert code == 2 and "is from LDAP: change it in the directory" in err
+    assert cli_json(capsys, monkeypatch, "groups", "list") == [{"group": "hr", "members": ["bo"]}]

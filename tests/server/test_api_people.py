@@ -415,3 +415,19 @@ def test_one_account_is_read_by_itself_or_an_admin_and_an_invite_needs_no_body(s
     with TestClient(app, headers={"Authorization": f"Bearer {ana_secret}"}) as c:
         assert c.get("/v1/knowledge/users/ana").json()["username"] == "ana"
         assert c.get("/v1/knowledge/users/bo").status_code == 403
+
+
+def test_a_providers_membership_is_refused_by_hand_over_rest_naming_the_provider(system):
+    system.people.set_up_admin("root", PW)
+    system.people.accounts.create("ana", PW)
+    system.people.accounts.set_groups_from("ana", "oidc:https://idp.example.org", ["hr"])
+    _, root_secret = system.people.keys.create("root", "tests")
+    with TestClient(create_app(system), headers={"Authorization": f"Bearer {root_secret}"}) as c:
+        for r in (
+            c.delete("/v1/knowledge/groups/hr/members/ana"),
+            c.post("/v1/knowledge/groups/hr/members", json={"username": "ana"}),
+        ):
+            assert r.status_code == 400, r.text
+            error = r.json()["error"]
+            assert error["param"] == "group" and "from the sign-on provider https://idp.example.org" in error["message"]
+    assert system.people.accounts.groups_of("ana") == ["hr"]

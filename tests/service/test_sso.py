@@ -11,7 +11,7 @@ import pytest
 
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.errors import AuthenticationFailed, InvalidArgument
-from knowledge.people.sso import Identity, SingleSignOn, SsoExpired, provider_problems, providers
+from knowledge.people.sso import Identity, SingleSignOn, SsoClaims, SsoExpired, provider_problems, providers
 from knowledge.system import System
 
 PW = "correct horse battery"
@@ -220,3 +220,73 @@ def test_the_auth_section_check():
         "[auth.okta] has no client_secret" in p
         for p in provider_problems({**named, "okta": {"client_id": "a", "server_metadata_url": "https://o/x"}})
     )
+
+
+def sso_with(system: System, **settings: object) -> SingleSignOn:
+    return SingleSignOn(
+        system.people.accounts, system.people.audit, create_members=True, session_hours=12, claims=SsoClaims(**settings)
+    )
+
+
+def test_groups_follow_the_claim_at_each_sign_in_and_hand_made_ones_stay(team):
+    s = sso_with(team, groups_claim="groups")
+    accounts = team.people.accounts
+    accounts.create_group("handbook")
+    accounts.add_to_group("handbook", "ana")
+    actor, _ = s.sign_in(claims("sub-ana", "ana@example.org", groups=["hr", "staff"]))
+    assert actor.groups == {"handbook", "hr", "staff"}
+    assert accounts.sources() == {("hr", "ana"): f"oidc:{ISS}", ("staff", "ana"): f"oidc:{ISS}"}
+    actor, _ = s.sign_in(claims("sub-ana", groups=["staff"]))  # removed at the provider: removed here
+    assert actor.groups == {"handbook", "staff"}
+    assert s.sign_in(claims("sub-ana", groups="staff"))[0].groups == {"handbook", "staff"}  # one string
+    assert s.sign_in(claims("sub-ana"))[0].groups == {"handbook"}  # no claim: the provider lists none
+    changes = [
+        (e.detail["group"], e.detail["added"], e.detail["source"])
+        for e in reversed(team.people.audit.events(action="group.member"))
+        if "source" in e.detail
+    ]
+    assert changes == [
+        ("hr", True, f"oidc:{ISS}"),
+        ("staff", True, f"oidc:{ISS}"),
+        ("hr", False, f"oidc:{ISS}"),
+        ("staff", False, f"oidc:{ISS}"),
+    ]
+    s.sign_in(claims("sub-ana", groups=["hr"]))
+    with pytest.raises(InvalidArgument, match=r"from the sign-on provider https://idp\.example\.org: change it there"):
+        accounts.remove_from_group("hr", "ana")
+
+
+def test_a_group_map_renames_and_filters_and_keep_never_removes(team):
+    s = sso_with(team, groups_claim="groups", group_map={"/corp/hr": "hr", "/corp/all": "staff"}, groups_removed="keep")
+    actor, _ = s.sign_in(claims("sub-ana", "ana@example.org", groups=["/corp/hr", "/corp/all", "/corp/secret"]))
+    assert actor.groups == {"hr", "staff"}  # an unmapped group is ignored
+    assert "/corp/secret" not in team.people.accounts.groups()
+    assert s.sign_in(claims("sub-ana", groups=["/corp/all"]))[0].groups == {"hr", "staff"}  # keep
+
+
+def test_a_role_map_sets_the_role_at_each_sign_in_but_never_demotes_the_last_admin(team):
+    s = sso_with(team, roles_claim="roles", role_map={"kb-admin": "admin"})
+    actor, _ = s.sign_in(claims("sub-ana", "ana@example.org", roles=["kb-admin", "other"]))
+    assert actor.role == "admin"
+    assert s.sign_in(claims("sub-ana", roles=["other"]))[0].role == "member"
+    updates = [e.detail for e in team.people.audit.events(action="user.update") if e.detail.get("via") == "sso"]
+    assert updates == [{"role": "member", "via": "sso"}, {"role": "admin", "via": "sso"}]
+    assert s.sign_in(claims("sub-root", "root@example.org", roles=[]))[0].role == "admin"  # the last admin stays
+    assert sso(team).sign_in(claims("sub-ana", roles=["kb-admin"]))[0].role == "member"  # no map: the admin's role
+
+
+def test_the_sso_claim_settings_reach_single_sign_on(team, catalog_settings):
+    from knowledge.config import load_settings
+    from knowledge.errors import ConfigError
+    from knowledge.people import People
+
+    accounts = catalog_settings.accounts.model_copy(
+        update={"sso_groups_claim": "groups", "sso_roles_claim": "roles", "sso_role_map": {"boss": "admin"}}
+    )
+    settings = catalog_settings.model_copy(update={"accounts": accounts})
+    s = People(team.catalog, settings).single_sign_on()
+    assert (s.claims.groups_claim, s.claims.role_map) == ("groups", {"boss": "admin"})
+    actor, _ = s.sign_in(claims("sub-ana", "ana@example.org", groups=["hr"], roles=["boss"]))
+    assert actor.groups == {"hr"} and actor.role == "admin"
+    with pytest.raises(ConfigError, match="sso_roles_claim"):
+        load_settings(accounts={"sso_role_map": {"boss": "admin"}})
