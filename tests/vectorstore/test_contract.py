@@ -329,6 +329,10 @@ def test_any_of_keeps_k_hits_when_k_points_match_however_few(coll):
     assert len(hits) == 5 and all(h.id.startswith("s") for h in hits)
     assert coll.remove(where={"readers": AnyOf(("group:hr",))}) == 300
     assert coll.count() == 6
+    coll.upsert([Point("late", q, {"readers": ["group:it"]})])  # a write after the filter was asked
+    assert coll.search(q, limit=1, where={"readers": AnyOf(("group:it", "*"))})[0].id == "late"
+    coll.remove(["late"])
+    assert "late" not in {h.id for h in coll.search(q, limit=10, where={"readers": AnyOf(("group:it", "*"))})}
 
 
 def test_any_of_filters_the_lexical_search_too(coll):

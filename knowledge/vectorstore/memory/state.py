@@ -121,6 +121,8 @@ class LoadedPoints:
         self.dead = 0
         self.sqnorms: np.ndarray | None = None  # (n,) float32 squared norms, euclid only, lazily
         self.indexes: dict[str, dict[tuple[int, Any], list[int]]] = {}
+        #: The rows (dead ones included, ascending) of each AnyOf filter asked since the last write.
+        self.any_rows: dict[tuple[str, tuple[str, ...]], np.ndarray] = {}
         self.generation = 0
         self.incarnation = ""
         # Stable slots (the approximate-search graph's keys; rows renumber on compact()): slots
@@ -192,6 +194,7 @@ class LoadedPoints:
         if self.sqnorms is not None:
             new = self.vectors[base : self.n]
             self.sqnorms = np.concatenate([self.sqnorms, np.einsum("ij,ij->i", new, new)])
+        self.any_rows.clear()
         for field, index in self.indexes.items():
             for j in range(base, self.n):
                 payload = self.payloads[j]
@@ -229,6 +232,7 @@ class LoadedPoints:
         if self.sqnorms is not None:
             self.sqnorms = self.sqnorms[keep]
         self.indexes.clear()
+        self.any_rows.clear()
         self.n = live
         self.dead = 0
 
@@ -263,16 +267,15 @@ class LoadedPoints:
     def where_rows(self, where: dict[str, Any]) -> np.ndarray:
         """Live rows matching every ``field == value`` (or :class:`~knowledge.vectorstore.base.AnyOf`)
         of ``where``, ascending ``int64``."""
-        buckets = []
+        buckets: list[list[int] | np.ndarray] = []
         for field, value in where.items():
+            bucket: list[int] | np.ndarray | None
             if isinstance(value, AnyOf):
-                index = self.index(field)
-                found = [b for v in value.values for k in ((3, v), (4, v)) if (b := index.get(k))]
-                bucket = sorted(set().union(*found)) if len(found) > 1 else (found[0] if found else None)
+                bucket = self._any_rows(field, value.values)
             else:
                 key = index_key(value)
                 bucket = self.index(field).get(key) if key is not None else None
-            if not bucket:
+            if bucket is None or len(bucket) == 0:
                 return np.zeros(0, dtype=np.int64)
             buckets.append(bucket)
         buckets.sort(key=len)
@@ -280,6 +283,25 @@ class LoadedPoints:
         for other in buckets[1:]:
             rows = np.intersect1d(rows, np.asarray(other, dtype=np.int64), assume_unique=True)
         return rows[self.alive[rows]]
+
+    def _any_rows(self, field: str, values: tuple[str, ...]) -> np.ndarray:
+        """The rows whose ``field`` is one of ``values`` or lists one (ascending ``int64``), kept until
+        the next write: a person's filter is asked again and again, and its union over a broad
+        filter's buckets is the cost (a mask, not a sorted set)."""
+        key = (field, values)
+        rows = self.any_rows.get(key)
+        if rows is None:
+            index = self.index(field)
+            found = [b for v in values for k in ((3, v), (4, v)) if (b := index.get(k))]
+            if len(found) == 1:
+                rows = np.asarray(found[0], dtype=np.int64)
+            else:
+                mask = np.zeros(self.n, dtype=bool)
+                for b in found:
+                    mask[np.asarray(b, dtype=np.int64)] = True
+                rows = np.flatnonzero(mask)
+            self.any_rows[key] = rows
+        return rows
 
     def predicate_rows(self, predicate: Any) -> np.ndarray:
         payloads = self.payloads
