@@ -87,6 +87,11 @@ def _users(p: argparse.ArgumentParser) -> None:
     s.add_argument("--role", choices=ROLES, default="member", help="default member")
     s.add_argument("--email")
     _password_options(s)
+    s.add_argument(
+        "--no-password",
+        action="store_true",
+        help="no password here: the person signs in with single sign-on or the directory's password (LDAP)",
+    )
     s.set_defaults(func=cmd_users_add)
     s = command(sub, "set-role", help="make an account an admin or a member")
     s.add_argument("username")
@@ -186,10 +191,13 @@ def cmd_users_add(wb: Workbench, args: argparse.Namespace) -> int:
             " signs people in by account and only an admin can add the next ones."
         )
     normal_username(args.username)  # a bad name is refused before the password is asked for
-    password = read_password(args, args.username.strip())
+    if args.no_password and args.password_stdin:
+        raise InvalidArgument("Give either --no-password or --password-stdin, not both.")
+    password = None if args.no_password else read_password(args, args.username.strip())
     user = wb.accounts.create_user(args.username, password, display_name=args.display_name, role=args.role, email=args.email)
     print(
         f"Added {user.role} {user.username!r} ({user.display_name})."
+        + (" Without a password here: they sign in with single sign-on or the directory." if password is None else "")
         + (" Accounts are on: the app now signs people in by account." if first else "")
     )
     return 0

@@ -604,15 +604,24 @@ class Accounts:
         with self.catalog.cursor() as cur:
             cur.execute("DELETE FROM group_members WHERE group_name = ? AND username = ?", [group, name])
 
+    def groups_from(self, username: str, source: str) -> set[str]:
+        """The groups ``source`` keeps ``username`` in (not those made by hand or by another source)."""
+        with self.catalog.cursor() as cur:
+            rows = cur.execute(
+                "SELECT group_name FROM group_members WHERE username = ? AND source = ?", [username, source]
+            ).fetchall()
+        return {r[0] for r in rows}
+
     def set_groups_from(
-        self, username: str, source: str, groups: Iterable[str], *, remove: bool = True
+        self, username: str, source: str, groups: Iterable[str], *, remove: bool = True, actor: str | None = None
     ) -> tuple[list[str], list[str]]:
         """Make ``username``'s memberships kept by ``source`` exactly ``groups``: missing groups are
         created, memberships ``source`` no longer lists are removed (``remove=False``: kept, so the
         source only ever adds); memberships made by hand and
         those of other sources are never touched (a group already joined by hand stays hand-made).
         Each change is audited as ``group.member`` target=the user ``{"group", "added", "source"}``
-        in the user's name (they signed in). A name that is no valid group name (1 to 64 characters,
+        in the user's name (they signed in), or in ``actor``'s (SCIM provisioning: ``"scim"``).
+        A name that is no valid group name (1 to 64 characters,
         no control characters) is skipped. Returns ``(added, removed)``, sorted.
 
         Raises:
@@ -663,14 +672,14 @@ class Accounts:
         if self.audit is not None:
             for name in added:
                 self.audit.record(
-                    user.username,
+                    actor or user.username,
                     "group.member",
                     target=user.username,
                     detail={"group": name, "added": True, "source": source},
                 )
             for name in removed:
                 self.audit.record(
-                    user.username,
+                    actor or user.username,
                     "group.member",
                     target=user.username,
                     detail={"group": name, "added": False, "source": source},

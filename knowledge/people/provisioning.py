@@ -310,11 +310,12 @@ class Provisioning:
         return [by_id[i] for i in dict.fromkeys(scim_ids)]
 
     def _member(self, group: str, username: str, added: bool) -> None:
-        if added:
-            self.accounts.add_to_group(group, username)
-        else:
-            self.accounts.remove_from_group(group, username)
-        self.audit.record(ACTOR, "group.member", target=username, detail={"group": group, "added": added})
+        """Add ``username`` to ``group`` or take them out, as a membership SCIM keeps (source ``scim``,
+        :meth:`Accounts.set_groups_from`): one made by hand is neither marked SCIM's nor removed, and
+        hand edits of SCIM's are refused. Audited as ``group.member`` by ``scim`` with the source."""
+        kept = self.accounts.groups_from(username, "scim")
+        kept = kept | {group} if added else kept - {group}
+        self.accounts.set_groups_from(username, "scim", kept, actor=ACTOR)
 
     def update_group(
         self, before: ProvisionedGroup, *, name: str, external_id: str | None, members: list[str]

@@ -398,3 +398,23 @@ def test_a_providers_membership_is_shown_and_not_edited_by_hand(team, capsys, mo
         code, _, err = run(capsys, monkeypatch, "groups", verb, "hr", "bo")
         assert code == 2 and "is from LDAP: change it in the directory" in err
     assert cli_json(capsys, monkeypatch, "groups", "list") == [{"group": "hr", "members": ["bo"]}]
+
+
+def test_an_account_without_a_password_for_single_sign_on_or_the_directory(team, capsys, monkeypatch):
+    """``users add NAME --no-password``: the account exists, no password of its own signs it in here
+    (the directory's or the sign-on provider's does, docs/team.md), and the first admin still needs one."""
+    from knowledge.config import load_settings
+    from knowledge.errors import AuthenticationFailed
+    from knowledge.system import System
+
+    code, out, err = run(capsys, monkeypatch, "users", "add", "dora", "--no-password")
+    assert code == 0 and "Without a password here" in out, err
+    system = System(load_settings())
+    try:
+        assert system.people.accounts.get("dora") is not None
+        with pytest.raises(AuthenticationFailed):
+            system.people.sign_in("dora", "")
+    finally:
+        system.close()
+    code, _, err = run(capsys, monkeypatch, "users", "add", "eve", "--no-password", "--password-stdin", stdin=PW + "\n")
+    assert code == 2 and "not both" in err

@@ -247,6 +247,27 @@ def test_groups_and_their_members(served):
     assert {"group.create", "group.update", "group.delete"} <= {a for a, _, _ in changes}
 
 
+def test_memberships_scim_keeps_are_marked_scim_and_hand_made_ones_stay(served):
+    """A member SCIM adds is kept by SCIM (source ``scim``): a hand edit is refused in words, the audit
+    says the source; a member added by hand stays when SCIM replaces the members (and is not SCIM's)."""
+    system, base, token = served
+    accounts = system.people.accounts
+    c = scim(base, token)
+    a = new_user(c, "src.ann")
+    new_user(c, "src.ben")
+    r = c.post("/scim/v2/Groups", json={"schemas": [GROUP], "displayName": "Payroll", "members": [{"value": a["id"]}]})
+    assert r.status_code == 201, r.text
+    assert accounts.source_of("Payroll", "src.ann") == "scim"
+    with pytest.raises(InvalidArgument, match="from SCIM provisioning"):
+        accounts.remove_from_group("Payroll", "src.ann")
+    accounts.add_to_group("Payroll", "src.ben")  # by hand
+    r = c.put(f"/scim/v2/Groups/{r.json()['id']}", json={"schemas": [GROUP], "displayName": "Payroll", "members": []})
+    assert r.status_code == 200, r.text
+    assert accounts.groups()["Payroll"] == ["src.ben"] and accounts.source_of("Payroll", "src.ben") is None
+    added = [e for e in system.people.audit.events(actor="scim") if e.target == "src.ann" and e.action == "group.member"]
+    assert {(e.detail["added"], e.detail["source"]) for e in added} == {(True, "scim"), (False, "scim")}
+
+
 def test_scim2_tester_passes_every_check(served):
     """The independent checker (scim2-tester, driving scim2-client over HTTP) against the real server:
     discovery, every CRUD check, PATCH add/remove/replace of every published attribute, attribute
