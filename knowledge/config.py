@@ -467,8 +467,12 @@ class LdapSettings(_Section):
                 f"accounts.ldap.url {url!r} would send passwords in clear: use ldaps:// or start_tls = true"
                 " (plain ldap:// is allowed to a loopback host only)"
             )
-        if (self.user_dn is None) == (self.search_base is None):
+        if self.user_dn is not None and self.search_base is not None:
             raise ValueError("accounts.ldap: set either user_dn (a DN template) or search_base (a search), not both")
+        if self.user_dn is None and self.search_base is None:
+            raise ValueError(
+                "accounts.ldap: set user_dn (a DN template) or search_base (a search): how to find a person's entry"
+            )
         if self.user_dn is not None and "{username}" not in self.user_dn:
             raise ValueError("accounts.ldap.user_dn needs {username} where the username goes")
         if self.search_base is not None and "{username}" not in self.search_filter:

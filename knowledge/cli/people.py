@@ -93,6 +93,13 @@ def _users(p: argparse.ArgumentParser) -> None:
         help="no password here: the person signs in with single sign-on or the directory's password (LDAP)",
     )
     s.set_defaults(func=cmd_users_add)
+    for verb, words in (
+        ("deactivate", "end an account's sessions, revoke its API keys and refuse its sign-in (until reactivated)"),
+        ("activate", "let a deactivated account sign in again (its revoked keys stay revoked)"),
+    ):
+        s = command(sub, verb, help=words)
+        s.add_argument("username")
+        s.set_defaults(func=cmd_users_active, active=verb == "activate")
     s = command(sub, "set-role", help="make an account an admin or a member")
     s.add_argument("username")
     s.add_argument("role", choices=ROLES)
@@ -199,6 +206,16 @@ def cmd_users_add(wb: Workbench, args: argparse.Namespace) -> int:
         f"Added {user.role} {user.username!r} ({user.display_name})."
         + (" Without a password here: they sign in with single sign-on or the directory." if password is None else "")
         + (" Accounts are on: the app now signs people in by account." if first else "")
+    )
+    return 0
+
+
+def cmd_users_active(wb: Workbench, args: argparse.Namespace) -> int:
+    user = wb.accounts.set_active(args.username, args.active)
+    print(
+        f"{user.username} may sign in again (their revoked API keys stay revoked)."
+        if args.active
+        else f"{user.username} is deactivated: their sessions ended, their API keys are revoked, sign-in is refused."
     )
     return 0
 

@@ -198,6 +198,20 @@ class AccountDesk:
         return user
 
     @checks("account.manage")
+    def set_active(self, username: str, active: bool) -> User:
+        """Deactivate (``active`` false) or reactivate ``username`` (``account.manage``), as SCIM's
+        ``active`` does (:meth:`Accounts.set_active`: deactivating ends their app sessions and revokes
+        their API keys at once); recorded as ``user.deactivate`` / ``user.activate``.
+
+        Raises:
+            PermissionDenied: a member. InvalidArgument: no such account, the last active admin.
+        """
+        self._check("account.manage", "deactivate or reactivate an account")
+        user = self._people.accounts.set_active(username, active)
+        self._record("user.activate" if active else "user.deactivate", target=user.username)
+        return user
+
+    @checks("account.manage")
     def set_role(self, username: str, role: str) -> User:
         """Make ``username`` an admin or a member (``account.manage``), recorded as ``user.update``
         ``{"role"}``.

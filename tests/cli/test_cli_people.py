@@ -418,3 +418,30 @@ def test_an_account_without_a_password_for_single_sign_on_or_the_directory(team,
         system.close()
     code, _, err = run(capsys, monkeypatch, "users", "add", "eve", "--no-password", "--password-stdin", stdin=PW + "\n")
     assert code == 2 and "not both" in err
+
+
+def test_an_admin_deactivates_and_reactivates_an_account_from_the_command_line(team, capsys, monkeypatch):
+    """``users deactivate`` / ``users activate``: what SCIM's ``active`` does, without a directory (the
+    trial found a deactivated account could not be let in again once the SCIM token was revoked)."""
+    from knowledge.config import load_settings
+    from knowledge.errors import AuthenticationFailed
+    from knowledge.system import System
+
+    code, out, err = run(capsys, monkeypatch, "users", "deactivate", "bo")
+    assert code == 0 and "bo is deactivated" in out, err
+    system = System(load_settings())
+    try:
+        with pytest.raises(AuthenticationFailed, match="deactivated"):
+            system.people.sign_in("bo", PW)
+    finally:
+        system.close()
+    assert run(capsys, monkeypatch, "--user", "ana", "users", "activate", "bo")[0] == 2  # a member may not
+    code, out, err = run(capsys, monkeypatch, "users", "activate", "bo")
+    assert code == 0 and "may sign in again" in out, err
+    system = System(load_settings())
+    try:
+        assert system.people.sign_in("bo", PW)[0].username == "bo"
+        actions = [e.action for e in system.people.audit.events() if e.target == "bo"]
+        assert actions[:2] == ["user.activate", "user.deactivate"]
+    finally:
+        system.close()

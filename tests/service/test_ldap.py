@@ -182,8 +182,8 @@ def test_a_search_as_a_service_account_escapes_a_hostile_username(slapd, make, m
     [
         ({"url": "ldap://ldap.example.org", "user_dn": "uid={username}"}, "in clear"),
         ({"url": "ldaps://h", "start_tls": True, "user_dn": "uid={username}"}, "start_tls is for ldap://"),
-        ({"url": "ldaps://h"}, "either user_dn"),
-        ({"url": "ldaps://h", "user_dn": "uid=x", "search_base": "dc=x"}, "either user_dn"),
+        ({"url": "ldaps://h"}, "how to find a person's entry"),
+        ({"url": "ldaps://h", "user_dn": "uid=x", "search_base": "dc=x"}, "not both"),
         ({"url": "ldaps://h", "user_dn": "uid=ana"}, "needs {username}"),
         ({"url": "http://h", "user_dn": "uid={username}"}, "is not ldap://"),
         ({"url": "ldaps://h", "search_base": "dc=x", "bind_dn": "cn=s"}, "go together"),
