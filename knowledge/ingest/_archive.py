@@ -135,9 +135,33 @@ def _read_members(
     if litter:
         warnings.append(f"{litter} system file{'' if litter == 1 else 's'} skipped (__MACOSX, .DS_Store, hidden files)")
     if not read:
-        why = "; ".join(refused) if refused else "it has no files"
+        why = refused_summary(refused) if refused else "it has no files"
         raise EmptyDocument(f"no text: nothing in the archive could be read ({why})")
     return builder.build("zip", empty="no text: no file in the archive has text", warnings=warnings)
+
+
+#: How many distinct reasons :func:`refused_summary` names, and the characters it may take.
+SUMMARY_REASONS = 5
+SUMMARY_CHARS = 1_000
+
+
+def refused_summary(refused: list[str]) -> str:
+    """The members' reasons (``"<name>: not read: <why>"``) in a sentence of at most
+    :data:`SUMMARY_CHARS` characters: each distinct reason once, with its first member and how many
+    more share it, the first :data:`SUMMARY_REASONS` of them. A nested archive's reason is such a
+    summary too, so archives of archives of the same bomb say it once, not once per leaf."""
+    names_by_why: dict[str, list[str]] = {}
+    for entry in refused:
+        name, sep, why = entry.partition(": not read: ")
+        names_by_why.setdefault(why if sep else entry, []).append(name if sep else "")
+    parts = []
+    for why, names in list(names_by_why.items())[:SUMMARY_REASONS]:
+        first = f"{names[0]}: not read: {why}" if names[0] else why
+        parts.append(first + (f" (and {len(names) - 1:,} more for the same reason)" if len(names) > 1 else ""))
+    if len(names_by_why) > SUMMARY_REASONS:
+        parts.append(f"and {len(names_by_why) - SUMMARY_REASONS:,} more reasons")
+    text = "; ".join(parts)
+    return text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 1] + "…"
 
 
 def _mb(n: int) -> str:

@@ -192,6 +192,22 @@ def test_nested_archives_share_one_budget():
     )
 
 
+def test_archives_of_archives_of_a_bomb_say_each_reason_once():
+    """Four levels of four copies each around 200 MB of zeros (the new-user trial's file): refused in a
+    sentence of at most a thousand characters naming the reason once, not once per leaf (it was 54 KB,
+    and the page that showed it some 12,000 px tall)."""
+    leaf = _zip({"zeros.bin": b"\0" * 200_000_000})
+    level = leaf
+    for depth in range(3):
+        level = _zip({f"copy{i}-{depth}.zip": level for i in range(4)})
+    with pytest.raises(EmptyDocument) as caught:
+        read_document(level, "nested.zip")
+    words = str(caught.value)
+    assert len(words) <= 1_200, len(words)
+    assert "a zip bomb?" in words and words.count("zip bomb") <= 5
+    assert "(and 3 more for the same reason)" in words
+
+
 def test_a_member_that_lies_about_its_size_is_cut_at_the_budget():
     """The directory says 1,000 bytes; the data inflates to 3 MB: zipfile stops at the declared size
     and the CRC fails, so the member is refused as damaged, never inflated past what it declares."""
