@@ -115,6 +115,7 @@ class System:
             check_new_name=lambda name: check_store_name(name, new=True),
             file_stores=self.catalog.stores_using_file,
             file_owner=self._file_owner,
+            file_readers=self.catalog.file_readers,
         )
         #: A move of the files started from this process (``Workbench.start_file_move``): its thread,
         #: target, report or error, under :attr:`file_move_lock`.

@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from knowledge.catalog import DONE, FileRecord, StoreRecord, StoreSettings, SyncedFolder
@@ -38,7 +38,7 @@ from knowledge.llm.config import LlmConfig, LlmConfigs
 from knowledge.outcomes import IngestResult
 from knowledge.people import LOCAL_ADMIN, Actor, AuditEvent, Level, User
 from knowledge.people.desk import AccountDesk
-from knowledge.people.policy import checks
+from knowledge.people.policy import checks, describe_readers, parse_readers
 from knowledge.people.sso import SingleSignOn
 from knowledge.portable import Portable
 from knowledge.portable.backup import BackupResult, RestoreResult
@@ -54,9 +54,10 @@ from knowledge.service.templates import DEFAULT_TEMPLATE, VectorStoreTemplate
 from knowledge.service.web import WebJob, ingest_web
 from knowledge.sync import FolderSync, FolderSyncs
 from knowledge.system import System
-from knowledge.vectorstore.base import VectorBackend
+from knowledge.vectorstore.base import AnyOf, VectorBackend
+from knowledge.vectorstore.readable import ReadableCollection
 from knowledge.vectorstore.scoring import DISTANCE_ORDER
-from knowledge.vectorstore.store import Hit
+from knowledge.vectorstore.store import Hit, VectorStore
 
 if TYPE_CHECKING:
     from knowledge.access import LocalFolders
@@ -296,8 +297,114 @@ class Workbench:
 
     def _readable_file(self, file_id: str) -> bool:
         """Whether :attr:`actor` may read stored file ``file_id`` (``file.read``): a store they see
-        holds it, or it is an attachment they saved."""
+        holds it and lets them read it (its readers, :meth:`Policy.reads
+        <knowledge.people.policy.Policy.reads>`), or it is an attachment they saved."""
         return self._system.policy.allowed(self.actor, "file.read", file_id)
+
+    # -- access per document (knowledge.people.policy.Policy.reads) ---------------------------------
+    def _reader_where(self, store: str) -> dict[str, AnyOf] | None:
+        """The filter that keeps :attr:`actor`'s searches and reads of ``store`` to the chunks they
+        may read (``{"readers": AnyOf(principals)}``), or ``None`` when they read every chunk: the
+        store has never restricted a file, or they are among its owners."""
+        who = self._system.policy.reader_filter(self.actor, store)
+        if who is None or not self._system.catalog.filters_readers(store):
+            return None
+        return {"readers": AnyOf(who)}
+
+    def _with_readers(self, store: str, where: Mapping[str, Any] | None) -> dict[str, Any] | None:
+        """``where`` and :meth:`_reader_where` of ``store`` together (the reader filter wins)."""
+        own = self._reader_where(store)
+        if own is None:
+            return dict(where) if where is not None else None
+        return {**(where or {}), **own}
+
+    def _hidden_files(self, store: str) -> set[str]:
+        """The ids of the files of ``store`` that :attr:`actor` may not read (``set()`` for its owners)."""
+        if self._system.policy.reader_filter(self.actor, store) is None:
+            return set()
+        restricted = self._system.catalog.restricted_files(store)
+        return {fid for fid, who in restricted.items() if not self._system.policy.reads(self.actor, store, who)}
+
+    def _require_readable(self, store: str, file_id: str) -> None:
+        """Raise ``FileNotFoundInStore`` -- the words of a file the store does not hold -- when
+        :attr:`actor` may not read file ``file_id`` of ``store``."""
+        if file_id in self._hidden_files(store):
+            raise FileNotFoundInStore(f"Store {store!r} has no file with the id {file_id!r}.")
+
+    @checks("store.read")
+    def file_readers(self, store: str, file_id: str) -> tuple[str, ...] | None:
+        """Who may read file ``file_id`` of ``store``: ``None`` when it inherits the store's sharing,
+        else its principals (``"user:<username>"``, ``"group:<name>"``). Needs read access to the store
+        and to the file.
+
+        Raises:
+            StoreNotFound. FileNotFoundInStore: no such file, or one :attr:`actor` may not read.
+        """
+        self.authorize(store)
+        self._require_readable(store, file_id)
+        rec = self._system.catalog.get_file(store, file_id)
+        if rec is None:
+            raise FileNotFoundInStore(f"Store {store!r} has no file with the id {file_id!r}.")
+        return rec.readers
+
+    @checks("store.write")
+    def set_file_readers(self, store: str, file_id: str, readers: str | Iterable[str] | None) -> tuple[str, ...] | None:
+        """Set who may read file ``file_id`` of ``store`` (needs write access to the store and read
+        access to the file): ``readers`` as :func:`~knowledge.people.policy.parse_readers` reads them
+        (``"group:hr, user:ana"``, a list, ``"everyone"``/``None`` for whoever may read the store);
+        each user and group must exist (a username in any case is matched to its account). The
+        store's owners (its owner, the admins with ``accounts.admins_see_all``) always read every
+        file. Searches, file lists, counts, the viewer, exports and evaluations keep to it from the
+        next request on. Recorded in the audit trail as ``file.readers`` with the old and new readers.
+        Returns the readers as stored.
+
+        Raises:
+            StoreNotFound, PermissionDenied (read-only). FileNotFoundInStore: no such file, or one
+            :attr:`actor` may not read. InvalidArgument: a reader badly written, an unknown user or group.
+        """
+        self.authorize(store, "write")
+        self._require_readable(store, file_id)
+        wanted = self._checked_readers(readers)
+        rec = self._system.catalog.get_file(store, file_id)
+        if rec is None:
+            raise FileNotFoundInStore(f"Store {store!r} has no file with the id {file_id!r}.")
+        if wanted == rec.readers:
+            return wanted
+        chunks = self._system.indexer.set_file_readers(store, file_id, wanted)
+        self.record(
+            "file.readers",
+            store=store,
+            target=file_id,
+            detail={
+                "name": rec.file_name,
+                "before": list(rec.readers) if rec.readers is not None else None,
+                "after": list(wanted) if wanted is not None else None,
+                "readers": describe_readers(wanted),
+                "chunks": chunks,
+            },
+        )
+        return wanted
+
+    def _checked_readers(self, readers: str | Iterable[str] | None) -> tuple[str, ...] | None:
+        """:func:`parse_readers` with each user resolved to its account and each group checked."""
+        parsed = parse_readers(readers)
+        if parsed is None:
+            return None
+        accounts = self._system.people.accounts
+        groups = accounts.groups()
+        out: list[str] = []
+        for principal in parsed:
+            kind, _, name = principal.partition(":")
+            if kind == "user":
+                user = accounts.get(name)
+                if user is None:
+                    raise InvalidArgument(f"There is no account {name!r} to let read this file.")
+                principal = f"user:{user.username}"
+            elif name not in groups:
+                raise InvalidArgument(f"There is no group {name!r} to let read this file.")
+            if principal not in out:
+                out.append(principal)
+        return tuple(out)
 
     # -- parts ----------------------------------------------------------------------------------
     @checks("system.read")
@@ -406,7 +513,16 @@ class Workbench:
     def shown_job(self, store: str, mine: IngestJob | None = None) -> IngestJob | None:
         """The batch a page shows for ``store`` (:meth:`IngestJob.visible_for
         <knowledge.service.jobs.IngestJob.visible_for>`): the newest of this process, else ``mine``."""
-        return IngestJob.visible_for(self._system.jobs, store, mine)
+        shown = IngestJob.visible_for(self._system.jobs, store, mine)
+        if shown is not None and shown is not mine and not self._may_see_batch(store, shown):
+            return mine
+        return shown
+
+    def _may_see_batch(self, store: str, job: IngestJob) -> bool:
+        """Whether :attr:`actor` may see the progress of ``job`` (its file names): a batch restricted
+        to readers (``submit_batch(readers=)``) only by them and the store's owners."""
+        readers = job.options.get("readers")
+        return readers is None or self._system.policy.reads(self.actor, store, readers)
 
     @checks("store.list")
     def ingesting(self, store: str) -> bool:
@@ -439,7 +555,11 @@ class Workbench:
         """The ``VectorStore`` facade of an existing store (read access; writes through it are the
         caller's to authorize)."""
         self.authorize(name)
-        return self._system.stores.vector_store(name)
+        vs = self._system.stores.vector_store(name)
+        own = self._reader_where(name)
+        if own is None:
+            return vs
+        return VectorStore(ReadableCollection(vs.collection, own), distance=vs.distance)
 
     @checks("store.list")
     def store_names(self, *, internal: bool = False) -> list[str]:
@@ -451,7 +571,21 @@ class Workbench:
         """The stores :attr:`actor` may see, with their counts."""
         summaries = self._system.stores.summaries(internal=internal)
         seen = set(self.visible(s.record.name for s in summaries))
-        return [s for s in summaries if s.record.name in seen]
+        return [self._readable_summary(s) for s in summaries if s.record.name in seen]
+
+    def _readable_summary(self, summary: StoreSummary) -> StoreSummary:
+        """``summary`` with the files and chunks :attr:`actor` may not read left out of its counts
+        (and its size on disk, which would tell of them)."""
+        hidden = self._hidden_files(summary.record.name)
+        if not hidden:
+            return summary
+        gone = [f for f in self._system.catalog.files(summary.record.name) if f.file_id in hidden and f.status == DONE]
+        return replace(
+            summary,
+            files=max(0, summary.files - len(gone)),
+            chunks=max(0, summary.chunks - sum(f.chunks for f in gone)),
+            disk_bytes=None,
+        )
 
     @checks("store.own")
     def delete_store(self, name: str) -> None:
@@ -535,8 +669,11 @@ class Workbench:
 
     @checks("store.write")
     def ingest_file(self, store, source, name=None, **kwargs) -> IngestResult:
-        """See :meth:`Indexer.ingest_file` (needs write access; a new store is the actor's)."""
+        """See :meth:`Indexer.ingest_file` (needs write access; a new store is the actor's);
+        ``readers=`` as :meth:`set_file_readers` takes them (checked here)."""
         new = self._writing(store)
+        if kwargs.get("readers") is not None:
+            kwargs["readers"] = self._checked_readers(kwargs["readers"])
         result = self._system.indexer.ingest_file(store, source, name, **kwargs)
         self._ingested(store, new, [result.name])
         return result
@@ -552,6 +689,7 @@ class Workbench:
         attributes: dict[str, Any] | None = None,
         options: dict[str, Any] | None = None,
         batch_id: str | None = None,
+        readers: str | Iterable[str] | None = None,
     ) -> IngestJob:
         """Queue ``items`` (``(name, bytes)``, ``(name, path)`` or ``(name, StoredFile)``) for
         ``store`` as one batch of job rows, ingested by any worker
@@ -560,13 +698,18 @@ class Workbench:
         batch's first file), record ``store.create`` (``queued``) and ``file.ingest`` in the audit
         trail, then start it. ``batch_id`` (:func:`~knowledge.service.jobs.new_batch_id`): the id of
         an earlier attempt that an outage interrupted (the CLI's): a batch written then is not
-        written again. Returns the started job.
+        written again. ``readers`` (as :meth:`set_file_readers` takes them) restricts every file of
+        the batch before its first chunk is written; the batch's progress is then shown only to
+        those readers and the store's owners. Returns the started job.
 
         Raises:
             StoreNotFound, PermissionDenied: :attr:`actor` may not write to ``store`` (nothing queued).
             BackendUnavailable: the catalog cannot be reached.
         """
         new = self._writing(store)
+        who = self._checked_readers(readers)
+        if who is not None:
+            options = {**(options or {}), "readers": list(who)}
         job = IngestJob(
             self._system.jobs,
             store,
@@ -648,13 +791,16 @@ class Workbench:
 
     @checks("store.read")
     def store_files(self, store: str):
+        """The records of ``store``'s files (any status) :attr:`actor` may read, by name."""
         self.authorize(store)
-        return self._system.indexer.store_files(store)
+        hidden = self._hidden_files(store)
+        return [f for f in self._system.indexer.store_files(store) if f.file_id not in hidden]
 
     @checks("store.write")
     def delete_file(self, store: str, file_id: str, *, keep_file: bool = False) -> int:
         """See :meth:`Indexer.delete_file` (needs write access)."""
         self.authorize(store, "write")
+        self._require_readable(store, file_id)
         removed = self._system.indexer.delete_file(store, file_id, keep_file=keep_file)
         self.record("file.delete", store=store, target=file_id, detail={"chunks": removed})
         return removed
@@ -664,6 +810,7 @@ class Workbench:
         """See :meth:`Indexer.delete_name`: one name off a content; the content with its last name
         (needs write access)."""
         self.authorize(store, "write")
+        self._require_readable(store, file_id)
         removed = self._system.indexer.delete_name(store, file_id, name, folder=folder)
         self.record("file.delete", store=store, target=file_id, detail={"name": name, "chunks": removed})
         return removed
@@ -672,11 +819,15 @@ class Workbench:
     def file_names_of(self, store: str, file_id: str | None = None):
         """The names (:class:`~knowledge.catalog.FileName`) in ``store``, of one content or all."""
         self.authorize(store)
-        return self._system.catalog.names(store, file_id=file_id)
+        if file_id is not None:
+            self._require_readable(store, file_id)
+        hidden = self._hidden_files(store)
+        return [n for n in self._system.catalog.names(store, file_id=file_id) if n.file_id not in hidden]
 
     @checks("store.read")
     def file_attributes(self, store: str, file_id: str) -> dict[str, Any]:
         self.authorize(store)
+        self._require_readable(store, file_id)
         return self._system.indexer.file_attributes(store, file_id)
 
     @checks("store.write")
@@ -684,6 +835,7 @@ class Workbench:
         """See :meth:`Indexer.set_file_attributes` (needs write access): the app's Details editor and
         the REST API's ``POST /v1/vector_stores/{id}/files/{file_id}`` both save through here."""
         self.authorize(store, "write")
+        self._require_readable(store, file_id)
         changed = self._system.indexer.set_file_attributes(store, file_id, attributes)
         self.record("file.attributes", store=store, target=file_id)
         return changed
@@ -726,6 +878,7 @@ class Workbench:
     @checks("store.write")
     def retry_file(self, store: str, file_id: str, **kwargs) -> IngestResult:
         self.authorize(store, "write")
+        self._require_readable(store, file_id)
         result = self._system.indexer.retry_file(store, file_id, **kwargs)
         self.record("file.ingest", store=store, target=file_id, detail={"retry": True})
         return result
@@ -765,7 +918,15 @@ class Workbench:
             rerank=rerank,
             merge=merge,
         )
-        return self._system.searcher.search(store, request).hits
+        return self._system.searcher.search(store, self._readable_request(store, request)).hits
+
+    def _readable_request(self, store: str, request: SearchRequest) -> SearchRequest:
+        """``request`` kept to the chunks of ``store`` :attr:`actor` may read (:meth:`_reader_where`
+        joins its ``where``: the backend filters before ranking, so ``k`` hits are ``k`` readable ones)."""
+        own = self._reader_where(store)
+        if own is None:
+            return request
+        return replace(request, where={**(request.where or {}), **own})
 
     @checks("store.read")
     def search_result(self, store: str, request: SearchRequest) -> SearchResult:
@@ -773,7 +934,7 @@ class Workbench:
         vector, the store's distance, with ``request.playground`` the best ``top`` without the
         threshold and the embedding and search times (the search playground's view)."""
         self.authorize(store)
-        return self._system.searcher.search(store, request)
+        return self._system.searcher.search(store, self._readable_request(store, request))
 
     @checks("store.read")
     def reranks(self, store: str) -> tuple[bool, int]:
@@ -799,7 +960,9 @@ class Workbench:
         for name in stores:
             self.authorize(name)
         request = search_request(query, k, where=where, mode=mode)
-        return self._system.searcher.search_stores(stores, request, thresholds=thresholds)
+        return self._system.searcher.search_stores(
+            stores, request, thresholds=thresholds, request_of=lambda store, r: self._readable_request(store, r)
+        )
 
     @checks("store.read")
     def rank(
@@ -814,7 +977,7 @@ class Workbench:
             StoreNotFound: :attr:`actor` may not read ``store`` (or it does not exist).
         """
         self.authorize(store)
-        return self._system.searcher.rank(store, query, vector, fetch, where=where, mode=mode)
+        return self._system.searcher.rank(store, query, vector, fetch, where=self._with_readers(store, where), mode=mode)
 
     @checks("store.read")
     def lexical_index(self, store: str):
@@ -835,7 +998,7 @@ class Workbench:
     @checks("store.read")
     def file_record(self, store: str, file_id: str) -> FileRecord | None:
         """The record of file ``file_id`` in ``store`` (any status), or ``None``."""
-        if not self._allowed("store.read", store):
+        if not self._allowed("store.read", store) or file_id in self._hidden_files(store):
             return None
         return self._system.catalog.get_file(store, file_id)
 
@@ -844,7 +1007,8 @@ class Workbench:
         """The records of ``store``'s files (any status), by name; ``[]`` for an unknown store."""
         if not self._allowed("store.read", store):
             return []
-        return self._system.catalog.files(store)
+        hidden = self._hidden_files(store)
+        return [f for f in self._system.catalog.files(store) if f.file_id not in hidden]
 
     @checks("store.list")
     def collection_in_use(self, collection: str) -> bool:
@@ -861,7 +1025,8 @@ class Workbench:
     @checks("store.list")
     def stores_using_file(self, file_id: str) -> list[str]:
         """The stores holding a record of file ``file_id`` that :attr:`actor` may see, sorted."""
-        return self.visible(self._system.catalog.stores_using_file(file_id))
+        readers = self._system.catalog.file_readers(file_id)
+        return [s for s in self.visible(sorted(readers)) if self._system.policy.reads(self.actor, s, readers[s])]
 
     @checks("file.read")
     def stored_files(self) -> list[StoredFile]:
@@ -933,7 +1098,7 @@ class Workbench:
             statuses = self._system.catalog.file_statuses(f.id)
             if not self._readable_file(f.id):
                 continue
-            seen = set(self.visible(statuses))
+            seen = set(self.stores_using_file(f.id))
             statuses = {k: v for k, v in statuses.items() if k in seen}
             aliases = [n for n in self._system.catalog.names_of_file(f.id) if n != f.name] if statuses else []
             out.append(StoredFileUsage(f, list(statuses), statuses, aliases))
@@ -1033,7 +1198,7 @@ class PortableDesk:
         """See :meth:`Portable.export_store`. Raises ``StoreNotFound`` (also for a store the actor may
         not see)."""
         self._wb._check("store.read", store)
-        result = self._portable.export_store(store, out, progress=progress)
+        result = self._portable.export_store(store, out, progress=progress, hidden=self._wb._hidden_files(store))
         if not self._wb.actor.local:
             self._wb.record("store.export", store=store)
         return result
@@ -1149,6 +1314,7 @@ class EvaluationDesk:
             progress=progress,
             rerank=rerank,
             rank_constant=rank_constant,
+            where=self._wb._reader_where(store),
         )
 
     @checks("evaluation.sets")
@@ -1169,7 +1335,7 @@ class EvaluationDesk:
     ) -> list[EvalRun]:
         """See :meth:`Evaluations.sweep_fusion_weight`. Raises ``StoreNotFound``."""
         self._wb._check("store.read", store)
-        return self._evaluations.sweep_fusion_weight(store, qset, weights, k, candidates)
+        return self._evaluations.sweep_fusion_weight(store, qset, weights, k, candidates, self._wb._reader_where(store))
 
     @checks("store.read")
     def try_chunkings(
@@ -1183,7 +1349,7 @@ class EvaluationDesk:
     ) -> list[ChunkTrial]:
         """See :meth:`Evaluations.try_chunkings`. Raises ``StoreNotFound``."""
         self._wb._check("store.read", store)
-        return self._evaluations.try_chunkings(store, qset, chunkings, modes, k, progress)
+        return self._evaluations.try_chunkings(store, qset, chunkings, modes, k, progress, self._wb._reader_where(store))
 
     @checks("template.save")
     def keep_as_template(self, store: str, size: int, overlap: int, name: str | None = None) -> VectorStoreTemplate:

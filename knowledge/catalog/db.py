@@ -81,8 +81,10 @@ class Engine(Protocol):
 #: never shifts a field), in the order of the records' fields.
 _STORE_COLUMNS = tuple(f.name for f in fields(StoreRecord))
 _FILE_COLUMNS = tuple(f.name for f in fields(FileRecord) if f.name != "aliases")
+#: The columns :meth:`Catalog.put_file` writes (``readers`` only :meth:`Catalog.set_readers` does).
+_FILE_WRITTEN = tuple(c for c in _FILE_COLUMNS if c != "readers")
 #: The columns :meth:`Catalog.put_file` changes on a record that exists (all but the key and ``created``).
-_FILE_UPDATED = tuple(c for c in _FILE_COLUMNS if c not in ("store", "file_id", "created"))
+_FILE_UPDATED = tuple(c for c in _FILE_WRITTEN if c not in ("store", "file_id", "created"))
 _FILE_UPDATES = ", ".join(f"{c} = excluded.{c}" for c in _FILE_UPDATED)
 _NAME_COLUMNS = tuple(f.name for f in fields(FileName))
 _STORE_SELECT = "SELECT " + ", ".join(_STORE_COLUMNS) + " FROM stores"
@@ -262,6 +264,7 @@ class Catalog:
             cur.execute("DELETE FROM store_file_names WHERE store = ?", [name])
             cur.execute("DELETE FROM synced_folders WHERE store = ?", [name])
             cur.execute("DELETE FROM store_settings WHERE store = ?", [name])
+            cur.execute("DELETE FROM store_access WHERE store = ?", [name])
             cur.execute("DELETE FROM stores WHERE name = ?", [name])
             cur.execute("COMMIT")
 
@@ -321,6 +324,7 @@ class Catalog:
                             r.created or now,
                             now,
                             r.error,
+                            json.dumps(list(r.readers)) if r.readers is not None else None,
                         ],
                     )
                     for n in r.names:  # the content's names (migration 6), the chunks' one first
@@ -437,8 +441,8 @@ class Catalog:
                     )
                 if old_name is None or upsert:
                     cur.execute(
-                        f"INSERT INTO store_files ({', '.join(_FILE_COLUMNS)})"
-                        f" VALUES ({', '.join('?' * len(_FILE_COLUMNS))})"
+                        f"INSERT INTO store_files ({', '.join(_FILE_WRITTEN)})"
+                        f" VALUES ({', '.join('?' * len(_FILE_WRITTEN))})"
                         + (f" ON CONFLICT (store, file_id) DO UPDATE SET {_FILE_UPDATES}" if upsert else ""),
                         values,
                     )
@@ -446,7 +450,7 @@ class Catalog:
                     cur.execute(
                         f"UPDATE store_files SET {', '.join(f'{c} = ?' for c in _FILE_UPDATED)}"
                         " WHERE store = ? AND file_id = ?",
-                        [v for c, v in zip(_FILE_COLUMNS, values, strict=True) if c in _FILE_UPDATED]
+                        [v for c, v in zip(_FILE_WRITTEN, values, strict=True) if c in _FILE_UPDATED]
                         + [record.store, record.file_id],
                     )
                 cur.execute("COMMIT")
@@ -614,6 +618,57 @@ class Catalog:
             )
         return (int(row[0]), str(row[1]), int(row[2] or 0))
 
+    # -- who may read a file (migration 18; knowledge.people.policy) -----------------------------
+    def set_readers(self, store: str, file_id: str, readers: Iterable[str] | None) -> bool:
+        """Set who may read content ``file_id`` of ``store`` (``None``: whoever may read the store;
+        else the principals, stored as given) and mark the record updated (an in-process BM25 index
+        re-reads its chunks' payloads). Returns whether the store holds such a record."""
+        value = json.dumps(list(readers)) if readers is not None else None
+        with self._cursor() as cur:
+            return bool(
+                cur.execute(
+                    "UPDATE store_files SET readers = ?, updated = ? WHERE store = ? AND file_id = ? RETURNING file_id",
+                    [value, _now(), store, file_id],
+                ).fetchall()
+            )
+
+    def restricted_files(self, store: str) -> dict[str, tuple[str, ...]]:
+        """``{file_id: readers}`` of the files of ``store`` that do not inherit the store's sharing."""
+        with self._cursor() as cur:
+            rows = cur.execute(
+                "SELECT file_id, readers FROM store_files WHERE store = ? AND readers IS NOT NULL", [store]
+            ).fetchall()
+        return {r[0]: tuple(json.loads(r[1])) for r in rows}
+
+    def file_readers(self, file_id: str) -> dict[str, tuple[str, ...] | None]:
+        """``{store: readers}`` for every store holding a record of ``file_id`` (``None``: inherits)."""
+        with self._cursor() as cur:
+            rows = cur.execute(
+                "SELECT store, readers FROM store_files WHERE file_id = ? ORDER BY store", [file_id]
+            ).fetchall()
+        return {r[0]: (tuple(json.loads(r[1])) if r[1] is not None else None) for r in rows}
+
+    def filters_readers(self, store: str) -> bool:
+        """Whether searches of ``store`` filter chunks by their ``readers`` payload field (every
+        chunk carries it since :meth:`mark_filters_readers`)."""
+        with self._cursor() as cur:
+            return cur.execute("SELECT 1 FROM store_access WHERE store = ?", [store]).fetchone() is not None
+
+    def mark_filters_readers(self, store: str) -> None:
+        """Record that every chunk of ``store`` carries its ``readers`` (see :meth:`filters_readers`),
+        and mark every file record updated (in-process BM25 indexes re-read the payloads)."""
+        now = _now()
+        with self._cursor() as cur:
+            cur.execute("BEGIN TRANSACTION")
+            try:
+                cur.execute("UPDATE store_files SET updated = ? WHERE store = ?", [now, store])
+                if cur.execute("SELECT 1 FROM store_access WHERE store = ?", [store]).fetchone() is None:
+                    cur.execute("INSERT INTO store_access (store, since) VALUES (?, ?)", [store, now])
+                cur.execute("COMMIT")
+            except Exception:
+                cur.execute("ROLLBACK")
+                raise
+
     def file_statuses(self, file_id: str) -> dict[str, str]:
         """``{store: status}`` for every store holding a record of ``file_id`` (done, failed, ...)."""
         with self._cursor() as cur:
@@ -660,6 +715,7 @@ def _file(row: tuple) -> FileRecord:
     :class:`FileStatus` (an unknown one kept as its text), the warnings decoded from JSON."""
     values = dict(zip(_FILE_COLUMNS, row))
     values["warnings"] = json.loads(values["warnings"]) if values["warnings"] else []
+    values["readers"] = tuple(json.loads(values["readers"])) if values["readers"] is not None else None
     if values["status"] in FileStatus._value2member_map_:
         values["status"] = FileStatus(values["status"])
     return FileRecord(**values)

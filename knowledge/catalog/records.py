@@ -73,6 +73,11 @@ class FileRecord:
     created: datetime | None = None
     updated: datetime | None = None
     error: str | None = None
+    #: Who may read the file (migration 18): ``None`` = whoever may read the store; otherwise the
+    #: principals (``"user:<username>"``, ``"group:<name>"``) besides the store's owners
+    #: (:meth:`knowledge.people.policy.Policy.reads`). Set by :meth:`Catalog.set_readers` only:
+    #: :meth:`Catalog.put_file` leaves it as it is.
+    readers: tuple[str, ...] | None = None
     #: The content's other names in the store (same bytes given under another name or path; see
     #: :class:`FileName`), oldest first; ``file_name`` is the one its chunks carry. Filled by
     #: :meth:`Catalog.files`; not a column.

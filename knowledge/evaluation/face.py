@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -62,6 +62,7 @@ class Evaluations:
         progress: Callable[[int, int], None] | None = None,
         rerank: bool | None = None,
         rank_constant: int | None = None,
+        where: Mapping[str, Any] | None = None,
     ) -> EvalRun:
         """See :func:`knowledge.evaluation.runs.evaluate`."""
         return evaluate(
@@ -76,6 +77,7 @@ class Evaluations:
             progress=progress,
             rerank=rerank,
             rank_constant=rank_constant,
+            where=where,
         )
 
     def tuned(
@@ -91,9 +93,10 @@ class Evaluations:
         weights: Sequence[float] = (0.0, 0.25, 0.5, 0.75, 1.0),
         k: int = 10,
         candidates: int | None = None,
+        where: Mapping[str, Any] | None = None,
     ) -> list[EvalRun]:
         """See :func:`knowledge.evaluation.trials.sweep_fusion_weight`."""
-        return sweep_fusion_weight(self.stores, self.searcher, store, qset, weights, k, candidates)
+        return sweep_fusion_weight(self.stores, self.searcher, store, qset, weights, k, candidates, where)
 
     def try_chunkings(
         self,
@@ -103,9 +106,10 @@ class Evaluations:
         modes: Sequence[str] = ("hybrid",),
         k: int = 10,
         progress: Callable[[str, float], None] | None = None,
+        where: Mapping[str, Any] | None = None,
     ) -> list[ChunkTrial]:
         """See :func:`knowledge.evaluation.trials.try_chunkings`."""
-        return try_chunkings(self.stores, self.indexer, self.searcher, store, qset, chunkings, modes, k, progress)
+        return try_chunkings(self.stores, self.indexer, self.searcher, store, qset, chunkings, modes, k, progress, where)
 
     def keep_as_template(self, store: str, size: int, overlap: int, name: str | None = None) -> VectorStoreTemplate:
         """See :func:`knowledge.evaluation.trials.keep_as_template`."""

@@ -12,7 +12,7 @@ import copy
 import math
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -158,10 +158,12 @@ def evaluate(
     progress: Callable[[int, int], None] | None = None,
     rerank: bool | None = None,
     rank_constant: int | None = None,
+    where: Mapping[str, Any] | None = None,
 ) -> EvalRun:
     """Search ``store`` with every question of ``qset`` (``k`` hits, ``mode`` default
-    ``search.mode``; ``rerank`` default the store's, see :meth:`Searcher.search`) and score the
-    rankings. Not saved: see
+    ``search.mode``; ``rerank`` default the store's, see :meth:`Searcher.search`; ``where`` a payload
+    filter every search keeps to -- the workbench's filter of what the evaluating person may read)
+    and score the rankings. Not saved: see
     :meth:`Evaluations.save_run <knowledge.evaluation.face.Evaluations.save_run>`.
 
     Raises:
@@ -185,7 +187,7 @@ def evaluate(
     results = []
     for i, q in enumerate(qset.questions):
         t = time.perf_counter()
-        hits = view.search(store, SearchRequest(q.text, k, mode=mode, rerank=rerank)).hits
+        hits = view.search(store, SearchRequest(q.text, k, where=where, mode=mode, rerank=rerank)).hits
         latency = (time.perf_counter() - t) * 1000
         flags = [q.is_relevant(h) for h in hits]
         keys = [_order_key(h, mode) for h in hits]

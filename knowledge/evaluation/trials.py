@@ -7,7 +7,7 @@ chosen is kept as a template (:func:`keep_as_template`). How trials work: docs/e
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -46,9 +46,14 @@ def sweep_fusion_weight(
     weights: Sequence[float] = (0.0, 0.25, 0.5, 0.75, 1.0),
     k: int = 10,
     candidates: int | None = None,
+    where: Mapping[str, Any] | None = None,
 ) -> list[EvalRun]:
-    """Hybrid runs of ``store`` on ``qset``, one per fusion weight (not saved)."""
-    return [evaluate(stores, searcher, store, qset, "hybrid", k, fusion_weight=w, candidates=candidates) for w in weights]
+    """Hybrid runs of ``store`` on ``qset``, one per fusion weight (not saved); ``where`` as in
+    :func:`~knowledge.evaluation.runs.evaluate`."""
+    return [
+        evaluate(stores, searcher, store, qset, "hybrid", k, fusion_weight=w, candidates=candidates, where=where)
+        for w in weights
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,11 +106,13 @@ def try_chunkings(
     modes: Sequence[str] = ("hybrid",),
     k: int = 10,
     progress: Callable[[str, float], None] | None = None,
+    where: Mapping[str, Any] | None = None,
 ) -> list[ChunkTrial]:
     """Try chunk settings ``[(size, overlap), ...]`` (tokens; 1 to 4 of them) on temporary copies of
     ``store``: each file's text is rebuilt from the chunks stored in ``store`` (no file is read
     again), cut again with the store's model, embedded into a temporary store ``<store>~try-<size>-<overlap>``,
     evaluated on ``qset`` in each of ``modes``, and deleted. ``progress(message, fraction)``.
+    ``where``: only the chunks matching it are copied (the files the person trying may read).
 
     Raises:
         InvalidArgument: no setting or more than 4, a bad size/overlap. StoreNotFound.
@@ -119,7 +126,7 @@ def try_chunkings(
     source = stores.collection_of(record)  # a per-machine store of a shared catalog is refused here
     by_file: dict[str, list[Any]] = {}
     if source.collection_exists():
-        for p in source.scroll():
+        for p in source.scroll(where=where):
             by_file.setdefault(p.payload["file_id"], []).append(p)
     docs = {fid: (pts[0].payload.get("file_name"), documents_from_chunks(pts)) for fid, pts in by_file.items()}
     trials = []

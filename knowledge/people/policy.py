@@ -129,6 +129,58 @@ def action(name: str) -> Action:
         raise KeyError(f"no action {name!r} in knowledge.people.policy.ACTIONS") from None
 
 
+# -- who may read a document (access per document inside a store, migration 18) -------------------
+#: The reader that means "whoever may read the store" (a file's readers ``None``; the chunks' payload ``"*"``).
+EVERYONE_READER = "*"
+#: The kinds of reader a file may name: one account, or a group of accounts.
+READER_KINDS = ("user", "group")
+
+
+def principals(actor: Actor) -> tuple[str, ...]:
+    """What ``actor`` is, as a file's readers name it: ``("*", "user:<username>", "group:<g>", ...)``
+    (groups sorted), the values a search's ``AnyOf`` filter on the chunks' ``readers`` takes."""
+    return (EVERYONE_READER, f"user:{actor.username}", *(f"group:{g}" for g in sorted(actor.groups)))
+
+
+def parse_readers(values: str | Iterable[str] | None) -> tuple[str, ...] | None:
+    """Readers as a person writes them -- ``"group:hr, user:ana"``, a list of such, ``"everyone"`` --
+    as stored: ``None`` for everyone who may read the store (also when ``everyone`` is among them, or
+    nothing is given), else the distinct ``kind:name`` principals in their order (kinds lower case,
+    names stripped; a username is matched as the account's, see :meth:`Workbench.set_file_readers
+    <knowledge.workbench.Workbench.set_file_readers>`).
+
+    Raises:
+        InvalidArgument: a reader that is not ``user:<name>``, ``group:<name>`` or ``everyone``.
+    """
+    if values is None:
+        return None
+    items = values.split(",") if isinstance(values, str) else list(values)
+    out: list[str] = []
+    for raw in items:
+        if not isinstance(raw, str):
+            raise InvalidArgument(f"A reader is written as 'user:<name>', 'group:<name>' or 'everyone', got {raw!r}.")
+        text = raw.strip()
+        if not text:
+            continue
+        if text.lower() in ("everyone", EVERYONE_READER):
+            return None
+        kind, sep, name = text.partition(":")
+        kind, name = kind.strip().lower(), name.strip()
+        if not sep or kind not in READER_KINDS or not name:
+            raise InvalidArgument(f"A reader is written as 'user:<name>', 'group:<name>' or 'everyone', got {text!r}.")
+        principal = f"{kind}:{name}"
+        if principal not in out:
+            out.append(principal)
+    return tuple(out) or None
+
+
+def describe_readers(readers: Iterable[str] | None) -> str:
+    """Readers in words: ``"everyone who may read the store"`` or ``"group hr, user ana"``."""
+    if readers is None:
+        return "everyone who may read the store"
+    return ", ".join(r.replace(":", " ", 1) for r in readers) or "nobody but the store's owners"
+
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -175,6 +227,8 @@ class Policy:
         file_stores: ``file_stores(file_id) -> list[str]``, the stores holding a stored file.
         file_owner: ``file_owner(file_id) -> str | None``, who saved a stored file that no store holds
             (an attachment), ``None`` when nobody or unknown.
+        file_readers: ``file_readers(file_id) -> {store: readers}``, the readers of the file in each
+            store holding it (``None``: it inherits that store's sharing).
     """
 
     def __init__(
@@ -185,10 +239,12 @@ class Policy:
         check_new_name: Callable[[str], object] = lambda name: None,
         file_stores: Callable[[str], list[str]] = lambda file_id: [],
         file_owner: Callable[[str], str | None] = lambda file_id: None,
+        file_readers: Callable[[str], dict[str, tuple[str, ...] | None]] | None = None,
     ) -> None:
         self.sharing = sharing
         self._exists, self._check_new_name = store_exists, check_new_name
         self._file_stores, self._file_owner = file_stores, file_owner
+        self._file_readers = file_readers or (lambda file_id: dict.fromkeys(file_stores(file_id)))
 
     def level(self, actor: Actor, store: str) -> Level | None:
         """What ``actor`` may do to ``store``: ``"owner"``, ``"write"``, ``"read"`` or ``None``."""
@@ -255,10 +311,44 @@ class Policy:
                 f" {'read-only' if got == 'read' else 'to read and write'}."
             )
 
-    def _file_readable(self, actor: Actor, file_id: str) -> bool:
-        if self.visible(actor, self._file_stores(file_id)):
+    def reads(self, actor: Actor, store: str, readers: Iterable[str] | None) -> bool:
+        """Whether ``actor``, who may read ``store``, may read a file of it with ``readers``
+        (``None``: the file inherits the store's sharing): the store's owners (the local admin, its
+        owner, and with ``accounts.admins_see_all`` every admin) read every file of it; anyone else a
+        file naming them, or one of their groups. The caller checks ``store.read`` first."""
+        if readers is None or actor.local:
             return True
+        if self.level(actor, store) == "owner":
+            return True
+        return not set(principals(actor)).isdisjoint(readers)
+
+    def reader_filter(self, actor: Actor, store: str) -> tuple[str, ...] | None:
+        """The principals a search of ``store`` by ``actor`` keeps chunks of (an ``AnyOf`` on the
+        chunks' ``readers``), or ``None`` when ``actor`` reads every file of it (its owners)."""
+        if actor.local or self.level(actor, store) == "owner":
+            return None
+        return principals(actor)
+
+    def _file_readable(self, actor: Actor, file_id: str) -> bool:
+        readers = self._file_readers(file_id)
+        for store in self.visible(actor, readers):
+            if self.reads(actor, store, readers[store]):
+                return True
         return self._file_owner(file_id) == actor.username
 
 
-__all__ = ["ACTIONS", "MARKED", "Action", "Policy", "Resource", "action", "action_of", "checks"]
+__all__ = [
+    "ACTIONS",
+    "EVERYONE_READER",
+    "MARKED",
+    "READER_KINDS",
+    "Action",
+    "Policy",
+    "Resource",
+    "action",
+    "action_of",
+    "checks",
+    "describe_readers",
+    "parse_readers",
+    "principals",
+]

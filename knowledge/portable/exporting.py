@@ -8,6 +8,7 @@ import json
 import os
 import time
 import zipfile
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -46,13 +47,22 @@ class ExportResult:
     skipped: list[str] = field(default_factory=list)
 
 
-def export_store(parts: Parts, store: str, out: str | os.PathLike, *, progress: Progress | None = None) -> ExportResult:
+def export_store(
+    parts: Parts,
+    store: str,
+    out: str | os.PathLike,
+    *,
+    progress: Progress | None = None,
+    hidden: Collection[str] = (),
+) -> ExportResult:
     """Write store ``store`` to the bundle ``out`` (see the module docstring).
 
     The bundle is written to ``out + ".part"`` and renamed when complete, so ``out`` is a whole
     bundle or absent (a killed export leaves a ``.part`` that import rejects as truncated). The
     store's lock is held while it is read (ingestion into it waits), so files and chunks agree.
-    Files being ingested (pending, processing) are left out and named in ``skipped``.
+    Files being ingested (pending, processing) are left out and named in ``skipped``. The files
+    ``hidden`` (ids: those the exporting person may not read, access per document) are left out
+    without a word, their chunks too; each file entry carries its ``readers`` (``None``: inherits).
 
     Raises:
         StoreNotFound; StorageError (the output cannot be written); the backend's errors.
@@ -64,10 +74,11 @@ def export_store(parts: Parts, store: str, out: str | os.PathLike, *, progress: 
     members: dict[str, dict[str, Any]] = {}
     coll = parts.stores.local_collection_of(record)  # a per-machine store of a shared catalog: a way out
     with archive(out, "bundle") as zf, parts.stores.store_lock(store):
-        records = parts.catalog.files(store)
+        records = [r for r in parts.catalog.files(store) if r.file_id not in hidden]
         skipped = [r.file_name for r in records if r.status not in (DONE, FAILED)]
         records = [r for r in records if r.status in (DONE, FAILED)]
         counts = coll.facet("file_id") if coll.collection_exists() else {}
+        counts = {fid: n for fid, n in counts.items() if str(fid) not in hidden}
         total = sum(counts.values())
         entries = []
         for i, r in enumerate(records):
@@ -92,6 +103,7 @@ def export_store(parts: Parts, store: str, out: str | os.PathLike, *, progress: 
                     "warnings": r.warnings,
                     "aliases": list(getattr(r, "aliases", ())),
                     "attributes": parts.indexer.file_attributes(store, r.file_id) if r.status == DONE else {},
+                    "readers": list(r.readers) if r.readers is not None else None,
                 }
             )
             report(progress, "files", 0.2 * (i + 1) / max(1, len(records)))

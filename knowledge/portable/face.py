@@ -4,6 +4,7 @@ parts it holds; each method runs one operation of the package's modules."""
 from __future__ import annotations
 
 import os
+from collections.abc import Collection
 
 from knowledge.catalog import Catalog, StoreRecord
 from knowledge.config import Settings
@@ -35,9 +36,11 @@ class Portable:
     ) -> None:
         self.parts = Parts(settings, stores, templates, indexer, catalog, files)
 
-    def export_store(self, store: str, out: str | os.PathLike, *, progress: Progress | None = None) -> ExportResult:
+    def export_store(
+        self, store: str, out: str | os.PathLike, *, progress: Progress | None = None, hidden: Collection[str] = ()
+    ) -> ExportResult:
         """See :func:`export_store`."""
-        return export_store(self.parts, store, out, progress=progress)
+        return export_store(self.parts, store, out, progress=progress, hidden=hidden)
 
     def import_bundle(
         self,

@@ -22,7 +22,7 @@ import shutil
 import threading
 import time
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, cast
@@ -35,6 +35,7 @@ from knowledge.errors import (
     KnowledgeError,
     StoreExists,
 )
+from knowledge.people.policy import parse_readers
 from knowledge.portable.bundle import (
     IMPORT_MARK,
     MAX_PAYLOADS_BYTES,
@@ -53,6 +54,7 @@ from knowledge.service.stores import checked_settings
 from knowledge.service.templates import VectorStoreTemplate, make_template
 from knowledge.service.worker import pid_alive
 from knowledge.vectorstore.base import Point
+from knowledge.vectorstore.store import EVERYONE
 from knowledge.vocabulary import backend_label
 
 _TEMP = re.compile(r"~import-(\d+)-[0-9a-f]{8}$")
@@ -138,7 +140,7 @@ def import_bundle(
         try:
             ids, files = _import_files(parts, zf, manifest, name, token, saved, progress)
             total = int(manifest.get("chunks") or 0)
-            blocks = _blocks(zf, manifest, ids)
+            blocks = _blocks(zf, manifest, ids, files)
             written = parts.indexer.write_points(
                 target,
                 embedder.dimension,
@@ -154,6 +156,8 @@ def import_bundle(
             if new_template:  # saved only now: a failed import leaves no template behind either
                 tpl = parts.templates.save(tpl)
             parts.indexer.adopt_store(name, tpl, embedder.dimension, collection, files)
+            if any(f.readers is not None for f in files):  # every chunk carries its readers (above)
+                parts.catalog.mark_filters_readers(name)
             if own != ("", None):
                 parts.stores.set_settings(name, description=own[0], score_threshold=own[1])
         except BaseException:
@@ -246,6 +250,8 @@ def _import_files(
     ids: dict[str, str] = {}
     records = []
     entries = manifest.get("files") or []
+    for e in entries:  # before any byte is saved
+        _entry_readers(e)
     for i, e in enumerate(entries):
         old_id = e.get("file_id")
         if not isinstance(old_id, str) or not isinstance(e.get("name"), str):
@@ -288,6 +294,7 @@ def _import_files(
                 list(e.get("warnings") or []),
                 error=e.get("error"),
                 aliases=aliases,
+                readers=_entry_readers(e),
             )
         )
         report(progress, "files", 0.2 * (i + 1) / max(1, len(entries)))
@@ -329,9 +336,32 @@ def _check_files(parts: Parts, manifest: dict[str, Any], where: str) -> None:
         )
 
 
-def _blocks(zf: zipfile.ZipFile, manifest: dict[str, Any], ids: dict[str, str]) -> Iterator[list[Point]]:
+def _entry_readers(entry: dict[str, Any]) -> tuple[str, ...] | None:
+    """The ``readers`` of a manifest's file entry (``None``: it inherits the store's sharing; a
+    bundle made before access per document has none). Kept as written: a user or group this system
+    does not have matches nobody, so the file stays restricted to the store's owners.
+
+    Raises:
+        BundleCorrupt: readers that are not a list of ``user:<name>`` / ``group:<name>``.
+    """
+    raw = entry.get("readers")
+    if raw is None:
+        return None
+    try:
+        if not isinstance(raw, list):
+            raise InvalidArgument(f"readers is {type(raw).__name__}")
+        return parse_readers(raw) or ()
+    except InvalidArgument as exc:
+        raise BundleCorrupt(f"The readers of {entry.get('name')!r} in the manifest are not readers: {exc}") from None
+
+
+def _blocks(
+    zf: zipfile.ZipFile, manifest: dict[str, Any], ids: dict[str, str], files: Sequence[FileRecord] = ()
+) -> Iterator[list[Point]]:
     """The bundle's chunks as points, one block at a time, with the file ids of this file store
-    (each member read within its bound and checked again: :func:`check_chunks` read them first)."""
+    (each member read within its bound and checked again: :func:`check_chunks` read them first),
+    each chunk's ``readers`` those of its file record in ``files`` (``["*"]``: it inherits)."""
+    readers = {f.file_id: list(f.readers) for f in files if f.readers is not None}
     dimension = manifest["store"]["dimension"]
     for block in manifest["blocks"]:
         rows = block["count"]
@@ -354,6 +384,7 @@ def _blocks(zf: zipfile.ZipFile, manifest: dict[str, Any], ids: dict[str, str]) 
                 payload["file_id"] = new
                 if isinstance(pid, str) and pid.startswith(f"{old}:"):
                     pid = new + pid[len(old) :]
+            payload["readers"] = readers.get(payload["file_id"], [EVERYONE])
             points.append(Point(pid, matrix[row], payload))
         yield points
 

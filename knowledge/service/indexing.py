@@ -59,7 +59,7 @@ from knowledge.outcomes import IngestResult, Outcome
 from knowledge.service.stores import Stores
 from knowledge.service.templates import VectorStoreTemplate
 from knowledge.service.transient import classify
-from knowledge.vectorstore.store import Chunk
+from knowledge.vectorstore.store import EVERYONE, Chunk
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +116,7 @@ class Indexer:
         stat: tuple[int, int] | None = None,
         raise_transient: bool = False,
         wait_out: Callable[[BaseException], bool] | None = None,
+        readers: Sequence[str] | None = None,
     ) -> IngestResult:
         """Ingest one file into ``store`` (created on the fly from ``template``). Never raises for a
         bad file: the result says what happened. Raises only for a bad store or template
@@ -141,7 +142,12 @@ class Indexer:
         ``wait_out(exc)``: called when the final write of a file read and embedded fails because a
         shared service (the catalog, the vector backend) cannot be reached; it waits (the worker:
         until the database answers and the job is still its own) and returns whether to try the
-        write again (``False``: the error is raised as above)."""
+        write again (``False``: the error is raised as above).
+
+        ``readers`` (principals, checked by the caller: :func:`knowledge.people.policy.check_readers`)
+        restricts who may read the new content before any chunk of it is written; without it a new
+        version of a name (same name, other bytes) keeps the readers of the version it replaces, and
+        a new name inherits the store's sharing. Bytes the store holds already keep their readers."""
         started = time.perf_counter()
         attributes = check_attributes(attributes)
         kept = source if isinstance(source, StoredFile) else None
@@ -209,6 +215,11 @@ class Indexer:
                     seconds=time.perf_counter() - started,
                 )
             time.sleep(SAME_BYTES_POLL)
+        inherited = next((f.readers for f in same_name if f.readers is not None), None)
+        chosen = tuple(readers) if readers is not None else inherited
+        if chosen is not None:  # restricted before its first chunk is written
+            self.filter_readers(store)
+            self.catalog.set_readers(store, rec.file_id, chosen)
         result = self._index(
             store,
             record,
@@ -533,7 +544,10 @@ class Indexer:
         since ``started``). Returns those seconds."""
         with self.stores.store_lock(record.name):
             try:
-                self.stores.vs_of(record).replace_file(rec.file_id, chunks, file_name=rec.file_name)
+                current = self.catalog.get_file(record.name, rec.file_id)  # who may read it is kept apart
+                self.stores.vs_of(record).replace_file(
+                    rec.file_id, chunks, file_name=rec.file_name, readers=current.readers if current else None
+                )
                 if record.dimension != dimension:
                     self.stores.put(
                         record.name,
@@ -808,6 +822,68 @@ class Indexer:
             finally:
                 self.stores.changed(store)
         return len(points)
+
+    def set_file_readers(self, store: str, file_id: str, readers: Sequence[str] | None) -> int:
+        """Set who may read file ``file_id`` of ``store``: ``readers`` principals (checked by the
+        caller, :func:`knowledge.people.policy.check_readers`), or ``None`` for whoever may read the
+        store. The file's chunks get the new ``readers`` payload in one atomic ``replace`` (nothing is
+        re-embedded), then the catalog record; the store is made to filter first
+        (:meth:`filter_readers`). Returns the number of chunks.
+
+        Raises:
+            StoreNotFound. FileNotFoundInStore: the store has no file ``file_id``.
+        """
+        record = self.stores.get(store)
+        rec = self.catalog.get_file(store, file_id)
+        if rec is None:
+            raise FileNotFoundInStore(f"Store {store!r} has no file with the id {file_id!r}.")
+        who = tuple(readers) if readers is not None else None
+        if who is not None:
+            self.filter_readers(store)
+        coll = self.stores.collection_of(record)
+        with self.stores.store_lock(store):
+            points = list(coll.scroll(where={"file_id": file_id}, with_vectors=True)) if coll.collection_exists() else []
+            for p in points:
+                p.payload = {**p.payload, "readers": list(who) if who is not None else [EVERYONE]}
+            try:
+                if points:
+                    coll.replace({"file_id": file_id}, points)
+                self.catalog.set_readers(store, file_id, who)
+            finally:
+                self.stores.changed(store)
+        return len(points)
+
+    def filter_readers(self, store: str) -> bool:
+        """Make searches of ``store`` filter chunks by their ``readers`` payload field: every chunk
+        written before access per document existed gets its file's readers (``["*"]`` when it
+        inherits the store's sharing), file by file (one atomic ``replace`` each, nothing
+        re-embedded), then the store is marked (:meth:`Catalog.mark_filters_readers`). Once only:
+        returns ``False`` when the store filtered already. Resumable: a file whose chunks all carry
+        the field is not rewritten again.
+
+        Raises:
+            StoreNotFound.
+        """
+        if self.catalog.filters_readers(store):
+            return False
+        record = self.stores.get(store)
+        coll = self.stores.collection_of(record)
+        with self.stores.store_lock(store):
+            try:
+                if coll.collection_exists():
+                    restricted = self.catalog.restricted_files(store)
+                    for file_id in sorted(coll.facet("file_id"), key=str):
+                        points = list(coll.scroll(where={"file_id": file_id}, with_vectors=True))
+                        if all("readers" in p.payload for p in points):
+                            continue
+                        who = restricted.get(str(file_id))
+                        for p in points:
+                            p.payload = {**p.payload, "readers": list(who) if who is not None else [EVERYONE]}
+                        coll.replace({"file_id": file_id}, points)
+                self.catalog.mark_filters_readers(store)
+            finally:
+                self.stores.changed(store)
+        return True
 
     def _remove_from_store(self, store: str, record: StoreRecord, file_id: str, keep_file: bool = False) -> int:
         try:

@@ -315,7 +315,12 @@ class Searcher:
         return bool(on), int(n)
 
     def search_stores(
-        self, stores: Sequence[str], request: SearchRequest, *, thresholds: Mapping[str, float | None] | None = None
+        self,
+        stores: Sequence[str],
+        request: SearchRequest,
+        *,
+        thresholds: Mapping[str, float | None] | None = None,
+        request_of: Callable[[str, SearchRequest], SearchRequest] | None = None,
     ) -> MultiSearch:
         """Search several stores as one: each store's own :meth:`search` of ``request`` (``k``
         hits, the hybrid ranking by default), merged by reciprocal rank fusion of the ranks (k = 60,
@@ -327,7 +332,8 @@ class Searcher:
 
         ``thresholds`` gives a store its score threshold (``{store: threshold}``, on that store's
         scale; a store not named, or ``None``: no threshold); without it ``request.score_threshold``
-        applies to every store.
+        applies to every store. ``request_of(store, request)`` makes a store's own request (the
+        workbench adds the filter of what its reader may read).
 
         Raises:
             InvalidArgument: a blank query or ``k`` below 1 (before any store is searched).
@@ -342,7 +348,8 @@ class Searcher:
         for store in dict.fromkeys(stores):
             try:
                 threshold = request.score_threshold if thresholds is None else thresholds.get(store)
-                result = self.search(store, replace(request, score_threshold=threshold))
+                own = replace(request, score_threshold=threshold)
+                result = self.search(store, request_of(store, own) if request_of is not None else own)
             except KnowledgeError as exc:
                 log.warning("search of store %s failed: %s", store, exc)
                 failed[store] = str(exc)

@@ -558,6 +558,7 @@ class Worker:
                 progress=progress,
                 cancel=cancel,
                 attributes=options.get("attributes"),
+                readers=options.get("readers"),
                 raise_transient=True,
                 wait_out=wait_out,
             )

@@ -28,7 +28,12 @@ RESERVED_FIELDS = (
     "char_start",
     "char_end",
     "heading",
+    "readers",
 )
+
+#: The ``readers`` payload of a chunk that every reader of its store may read (see
+#: :meth:`VectorStore.replace_file`; :class:`~knowledge.vectorstore.base.AnyOf` filters match it).
+EVERYONE = "*"
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,8 +138,18 @@ class VectorStore:
         self.collection.drop_collection()
 
     # -- writes ---------------------------------------------------------------------------------
-    def replace_file(self, file_id: str, chunks: Sequence[Chunk], file_name: str | None = None) -> int:
+    def replace_file(
+        self,
+        file_id: str,
+        chunks: Sequence[Chunk],
+        file_name: str | None = None,
+        readers: Sequence[str] | None = None,
+    ) -> int:
         """Replace every chunk of ``file_id`` with ``chunks`` in one atomic step. Returns ``len(chunks)``.
+
+        Each chunk's payload field ``readers`` lists who may read it: ``readers`` as given, or
+        ``[EVERYONE]`` (``"*"``) when ``None``; a search filters on it with ``AnyOf`` (access per
+        document, :mod:`knowledge.people.policy`).
 
         The store is created on the first write with the vectors' dimension. An empty ``chunks``
         removes the file.
@@ -146,7 +161,8 @@ class VectorStore:
             StoreFull: the backend's cap would be exceeded (nothing is written).
         """
         _check_file_id(file_id)
-        points = [self._point(file_id, file_name, i, c) for i, c in enumerate(chunks)]
+        who = [EVERYONE] if readers is None else [str(r) for r in readers]
+        points = [self._point(file_id, file_name, i, c, who) for i, c in enumerate(chunks)]
         if not points:
             if self.collection.collection_exists():
                 self.collection.remove(where={"file_id": file_id})
@@ -217,7 +233,7 @@ class VectorStore:
         return sorted(hits, key=lambda h: h.chunk_index)
 
     # -- helpers --------------------------------------------------------------------------------
-    def _point(self, file_id: str, file_name: str | None, position: int, chunk: Chunk) -> Point:
+    def _point(self, file_id: str, file_name: str | None, position: int, chunk: Chunk, readers: list[str]) -> Point:
         if not isinstance(chunk, Chunk):
             raise InvalidArgument(f"Expected Chunk objects, got {type(chunk).__name__}.")
         if not isinstance(chunk.text, str) or not chunk.text.strip():
@@ -236,6 +252,7 @@ class VectorStore:
             char_start=chunk.char_start,
             char_end=chunk.char_end,
             heading=chunk.heading,
+            readers=readers,
         )
         return Point(chunk_point_id(file_id, int(index)), np.asarray(chunk.vector, np.float32), payload)
 
@@ -263,4 +280,4 @@ def hit_from_payload(point_id: PointId, score: float, payload: Mapping[str, Any]
     )
 
 
-__all__ = ["RESERVED_FIELDS", "Chunk", "FileEntry", "Hit", "VectorStore", "chunk_point_id", "hit_from_payload"]
+__all__ = ["EVERYONE", "RESERVED_FIELDS", "Chunk", "FileEntry", "Hit", "VectorStore", "chunk_point_id", "hit_from_payload"]
