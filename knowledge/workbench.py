@@ -979,11 +979,6 @@ class Workbench:
         self.authorize(store)
         return self._system.searcher.rank(store, query, vector, fetch, where=self._with_readers(store, where), mode=mode)
 
-    @checks("store.read")
-    def lexical_index(self, store: str):
-        self.authorize(store)
-        return self._system.searcher.lexical_index(store)
-
     # -- records and files, by name (instead of reaching into the catalog and the file store) -------
     @checks("store.list")
     def store_exists(self, name: str) -> bool:

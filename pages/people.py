@@ -79,6 +79,7 @@ with tab_users:
                 "username": u.username,
                 "display name": u.display_name,
                 "role": u.role,
+                "status": "active" if u.active else "deactivated",
                 "created": utc(u.created),
                 "single sign-on": "linked" if u.username in linked else "",
                 "password": "yes" if u.has_password else "no",
@@ -146,6 +147,36 @@ with tab_users:
                         st.error(inert(exc))
                     else:
                         done(f"The password of {current.display_name} is reset; their sessions ended.")
+
+        if current.active:
+            st.markdown(md("**Deactivate {}**", current.display_name))
+            if who == me.username:
+                st.caption("You cannot deactivate your own account here (another admin can).")
+            elif st.button(
+                "Deactivate the account",
+                key="deactivate-user",
+                help="They cannot sign in; their sessions end and their API keys are revoked at once. Their"
+                " stores and groups stay, for when the account is activated again (as SCIM's active: false does).",
+            ):
+                try:
+                    wb.accounts.set_active(who, False)
+                except KnowledgeError as exc:
+                    st.error(inert(exc))
+                else:
+                    done(f"Deactivated {current.display_name}: their sessions ended and their API keys are revoked.")
+        else:
+            st.markdown(md("**{} is deactivated**", current.display_name))
+            st.caption(
+                "They cannot sign in. Activating lets them sign in again; their revoked API keys stay revoked"
+                " (they make new ones)."
+            )
+            if st.button("Activate the account", key="activate-user"):
+                try:
+                    wb.accounts.set_active(who, True)
+                except KnowledgeError as exc:
+                    st.error(inert(exc))
+                else:
+                    done(f"Activated {current.display_name}: they can sign in again.")
 
         st.markdown(md("**Delete {}**", current.display_name))
         heirs = [a for a in admins if a != who]

@@ -156,3 +156,28 @@ def test_a_providers_memberships_say_where_they_come_from_on_people_and_audit(te
     assert not at.exception, at.exception
     table = at.dataframe[0].value
     assert list(table[table["what"] == "changed a group"]["detail"]) == ["added to crew", "added to hr (from LDAP)"]
+
+
+def test_an_admin_deactivates_and_activates_an_account_on_people(team):
+    """The People page shows who is deactivated (SCIM's ``active: false``, or an admin here) and turns
+    it either way: deactivating ends the person's session at their next request."""
+    ana = signed_in("ana")
+    at = signed_in("root", "pages/people.py")
+    status = dict(zip(at.dataframe[0].value["username"], at.dataframe[0].value["status"], strict=True))
+    assert status == {"ana": "active", "root": "active"}
+    at.selectbox(key="edit-user").set_value("ana").run()
+    button(at, "deactivate-user").click().run()
+    assert not at.exception, at.exception
+    assert "Deactivated Ana Lima" in " ".join(s.value for s in at.success)
+    status = dict(zip(at.dataframe[0].value["username"], at.dataframe[0].value["status"], strict=True))
+    assert status["ana"] == "deactivated"
+    assert team.find_user("ana").active is False
+    ana.run()  # her next request: signed out
+    assert "actor" not in ana.session_state or ana.session_state["actor"] is None or ana.session_state["actor"].local
+    assert any(b.label == "Sign in" for b in ana.button)
+    at.selectbox(key="edit-user").set_value("ana").run()
+    button(at, "activate-user").click().run()
+    assert not at.exception, at.exception
+    assert team.find_user("ana").active is True
+    at.selectbox(key="edit-user").set_value("root").run()
+    assert not [b for b in at.button if b.key == "deactivate-user"]  # not oneself
