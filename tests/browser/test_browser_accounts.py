@@ -16,6 +16,7 @@ from tests.helpers.browser import (
     ARTIFACTS,
     Requests,
     Server,
+    choose_option,
     create_store,
     drop_files,
     explained,
@@ -197,6 +198,20 @@ def test_an_admin_manages_people_through_the_account_desk(browser, team_server: 
             _open(pg, "People")
             expect(pg.get_by_role("heading", name="Add an account")).to_be_visible()
             full_shot(pg, ARTIFACTS / "40-people-accounts-1280.png")
+            # issue 41: an account deactivated here (as SCIM's active: false), shown so, and activated again
+            choose_option(pg, pg.get_by_role("combobox", name="Account"), "Ana Lima (ana)")
+            rerun_and_wait(pg, lambda: pg.get_by_role("button", name="Deactivate the account").click())
+            expect(pg.get_by_text("Deactivated Ana Lima")).to_be_visible()
+            choose_option(pg, pg.get_by_role("combobox", name="Account"), "Ana Lima (ana)")
+            expect(pg.get_by_role("button", name="Activate the account")).to_be_visible()
+            full_shot(pg, ARTIFACTS / "41-people-deactivated-1280.png")
+            pg.set_viewport_size(SIZES["390"])
+            wait_for_app(pg)
+            full_shot(pg, ARTIFACTS / "41-people-deactivated-390.png")
+            pg.set_viewport_size(SIZES["1280"])
+            wait_for_app(pg)
+            rerun_and_wait(pg, lambda: pg.get_by_role("button", name="Activate the account").click())
+            expect(pg.get_by_text("Activated Ana Lima")).to_be_visible()
             pg.get_by_role("tab", name="Groups").click()
             pg.get_by_label("New group").fill("Editors")
             rerun_and_wait(pg, lambda: pg.get_by_role("button", name="Create the group").click())
