@@ -31,7 +31,7 @@ from knowledge.embeddings.base import Embedder
 from knowledge.errors import FileNotFoundInStore, InvalidArgument, PermissionDenied, StoreNotFound
 from knowledge.evaluation import Evaluations
 from knowledge.evaluation.questions import Question, QuestionSet
-from knowledge.evaluation.runs import EvalRun
+from knowledge.evaluation.runs import EvalRun, RunNotFound
 from knowledge.evaluation.trials import ChunkTrial
 from knowledge.filestore.base import StoredFile
 from knowledge.llm.config import LlmConfig, LlmConfigs
@@ -278,7 +278,8 @@ class Workbench:
         """The audit trail as :attr:`actor` may read it, newest first (at most ``limit``), filtered as
         :meth:`knowledge.people.audit.Audit.events`: an admin (or the local admin) reads every event;
         a member the events of the stores they may use now and those about their own account (its
-        actor or target is them). One rule for the app's Audit page, the CLI and the REST API."""
+        actor or target is them), but for those about a file they may not read (access per document).
+        One rule for the app's Audit page, the CLI and the REST API."""
         if self._allowed("audit.read_all"):
             return self._system.people.audit.events(actor=actor, action=action, store=store, since=since, limit=limit)
         if store is not None and not self._allowed("store.read", store):
@@ -288,7 +289,26 @@ class Workbench:
         )
         seen = set(self.visible({e.store for e in scan if e.store is not None}))
         mine = [e for e in scan if (e.store in seen if e.store is not None else self.actor.username in (e.actor, e.target))]
-        return mine[:limit]
+        return [e for e in (self._readable_event(e) for e in mine) if e is not None][:limit]
+
+    def _readable_event(self, event: AuditEvent) -> AuditEvent | None:
+        """``event`` as :attr:`actor` may read it: ``None`` for one about a file of its store they may
+        not read (its id as target, or its name), the names of such files taken out of a batch's list."""
+        if event.store is None:
+            return event
+        hidden = self._hidden_files(event.store)
+        if not hidden:
+            return event
+        names = self._hidden_names(event.store)
+        if event.target in hidden or event.target in names or event.detail.get("name") in names:
+            return None
+        files = event.detail.get("files")
+        if isinstance(files, list) and any(f in names for f in files):
+            kept = [f for f in files if f not in names]
+            if not kept:
+                return None
+            return replace(event, detail={**event.detail, "files": kept, "count": len(kept)})
+        return event
 
     @checks("store.list")
     def visible(self, names: Iterable[str]) -> list[str]:
@@ -324,6 +344,13 @@ class Workbench:
             return set()
         restricted = self._system.catalog.restricted_files(store)
         return {fid for fid, who in restricted.items() if not self._system.policy.reads(self.actor, store, who)}
+
+    def _hidden_names(self, store: str) -> set[str]:
+        """Every name (aliases too) of the files of ``store`` :attr:`actor` may not read."""
+        hidden = self._hidden_files(store)
+        if not hidden:
+            return set()
+        return {n for f in self._system.catalog.files(store) if f.file_id in hidden for n in f.names}
 
     def _require_readable(self, store: str, file_id: str) -> None:
         """Raise ``FileNotFoundInStore`` -- the words of a file the store does not hold -- when
@@ -1385,24 +1412,40 @@ class EvaluationDesk:
 
     @checks("evaluation.sets")
     def runs(self, set_name: str | None = None, store: str | None = None, limit: int = 200) -> list[EvalRun]:
-        """See :meth:`Evaluations.runs`: those of the stores the actor sees."""
+        """See :meth:`Evaluations.runs`: those of the stores the actor sees, but for a run that ranked
+        or cited a file the actor may not read (access per document)."""
         found = self._evaluations.runs(set_name, store, limit)
         seen = set(self._wb.visible({r.store for r in found}))
-        return [r for r in found if r.store in seen]
+        hidden = {s: self._wb._hidden_names(s) for s in seen}
+        return [r for r in found if r.store in seen and not _cites(r, hidden[r.store])]
 
     @checks("evaluation.sets")
     def get_run(self, run_id: str) -> EvalRun:
-        """See :meth:`Evaluations.get_run`. Raises ``RunNotFound``; ``StoreNotFound`` for a run of a
+        """See :meth:`Evaluations.get_run`. Raises ``RunNotFound`` (also for a run that ranked or
+        cited a file :attr:`actor` may not read); ``StoreNotFound`` for a run of a
         store the actor may not see."""
         run = self._evaluations.get_run(run_id)
         if not self._wb.visible([run.store]):
             raise StoreNotFound(run.store, "create it first, or ingest a file into it")
+        if _cites(run, self._wb._hidden_names(run.store)):  # made by a reader of a file this actor may not read
+            raise RunNotFound(f"No evaluation run {run_id!r}.")
         return run
 
     @checks("evaluation.sets")
     def delete_runs(self, set_name: str) -> int:
         """See :meth:`Evaluations.delete_runs`."""
         return self._evaluations.delete_runs(set_name)
+
+
+def _cites(run: EvalRun, names: set[str]) -> bool:
+    """Whether ``run`` ranked or cited a file called one of ``names`` (a run made by someone who may
+    read a file shows its name, its scores and maybe its words in the answers: not for others)."""
+    if not names:
+        return False
+    for q in run.questions:
+        if any(h.file_name in names for h in q.hits) or (q.answer is not None and q.answer.cited in names):
+            return True
+    return False
 
 
 class LlmConfigDesk:

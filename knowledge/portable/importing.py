@@ -350,7 +350,7 @@ def _entry_readers(entry: dict[str, Any]) -> tuple[str, ...] | None:
     try:
         if not isinstance(raw, list):
             raise InvalidArgument(f"readers is {type(raw).__name__}")
-        return parse_readers(raw) or ()
+        return parse_readers(raw)
     except InvalidArgument as exc:
         raise BundleCorrupt(f"The readers of {entry.get('name')!r} in the manifest are not readers: {exc}") from None
 

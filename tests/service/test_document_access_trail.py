@@ -1,0 +1,122 @@
+"""Access per document (issue 41) on the surfaces that keep what was done: the audit trail and saved
+evaluation runs. A member who may not read a file of a store they use sees no audit event about it
+(its id, its name, its name in a batch's list) and no saved run that ranked or cited it; the store's
+owner and the file's readers see them all. Bundles keep readers as written, "everyone" included."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+
+import pytest
+
+from knowledge.embeddings.fake import HashEmbedder
+from knowledge.evaluation.questions import Criterion, Question
+from knowledge.evaluation.runs import RunNotFound
+from knowledge.system import System
+from knowledge.workbench import Workbench
+
+PW = "correct horse battery"
+
+
+@pytest.fixture
+def team(settings):
+    system = System(settings, lambda m: HashEmbedder(dimension=32, max_tokens=64))
+    people = system.people
+    people.set_up_admin("root", PW)
+    for name in ("ana", "bob"):
+        people.accounts.create(name, PW)
+    people.accounts.create_group("hr")
+    people.accounts.add_to_group("hr", "ana")
+    root = Workbench(system).as_user(people.accounts.actor("root"))
+    root.create_store("handbook")
+    root.share_store("handbook", "everyone", "", "read")
+    yield system, root
+    system.close()
+
+
+def _as(system: System, username: str) -> Workbench:
+    return Workbench(system).as_user(system.people.accounts.actor(username))
+
+
+def test_a_member_reads_no_audit_event_about_a_file_they_may_not_read(team):
+    system, root = team
+    job = root.submit_batch("handbook", [("salaries.txt", b"salaries of the staff"), ("holidays.txt", b"holiday rules")])
+    job.wait(timeout=60)
+    salaries = next(f for f in root.store_files("handbook") if f.file_name == "salaries.txt")
+    root.set_file_readers("handbook", salaries.file_id, "group:hr")
+    root.set_file_attributes("handbook", salaries.file_id, {"owner": "hr"})
+
+    def seen(username: str) -> list[tuple]:
+        return [(e.action, e.target, e.detail.get("files")) for e in _as(system, username).audit_events(store="handbook")]
+
+    bob = seen("bob")
+    assert ("file.readers", salaries.file_id, None) not in bob
+    assert ("file.attributes", salaries.file_id, None) not in bob
+    assert ("file.ingest", None, ["holidays.txt"]) in bob  # the batch's event, without the hidden name
+    assert not any("salaries.txt" in json.dumps(e.detail) for e in _as(system, "bob").audit_events())
+    for username in ("ana", "root"):
+        mine = seen(username)
+        assert ("file.readers", salaries.file_id, None) in mine
+        assert ("file.ingest", None, ["salaries.txt", "holidays.txt"]) in mine
+    readers_event = next(e for e in root.audit_events(action="file.readers"))
+    assert readers_event.detail["before"] is None and readers_event.detail["after"] == ["group:hr"]
+
+
+def test_a_saved_run_that_ranked_a_hidden_file_is_not_shown_to_a_member_who_may_not_read_it(team):
+    system, root = team
+    root.ingest_file("handbook", b"salaries salaries: the pay of every person", "salaries.txt")
+    for i in range(3):
+        root.ingest_file("handbook", f"holiday rule {i}: days off in summer".encode(), f"rule{i}.txt")
+    salaries = next(f for f in root.store_files("handbook") if f.file_name == "salaries.txt")
+    root.set_file_readers("handbook", salaries.file_id, ["group:hr"])
+    qset = root.evaluations.save_set("pay", [Question("salaries pay", (Criterion("salaries.txt"),))])
+
+    ana, bob = _as(system, "ana"), _as(system, "bob")
+    by_ana = ana.evaluations.save_run(ana.evaluations.evaluate("handbook", qset, "lexical", k=3))
+    assert by_ana.questions[0].first_rank == 1  # she reads it: ranked first
+    by_bob = bob.evaluations.save_run(bob.evaluations.evaluate("handbook", qset, "lexical", k=3))
+    assert by_bob.questions[0].first_rank is None
+    assert all(h.file_name != "salaries.txt" for h in by_bob.questions[0].hits)
+
+    assert {r.id for r in bob.evaluations.runs("pay")} == {by_bob.id}
+    with pytest.raises(RunNotFound) as hidden:
+        bob.evaluations.get_run(by_ana.id)
+    with pytest.raises(RunNotFound) as missing:
+        bob.evaluations.get_run("0123456789ab")
+    assert str(hidden.value).replace(by_ana.id, "?") == str(missing.value).replace("0123456789ab", "?")
+    assert {r.id for r in ana.evaluations.runs("pay")} == {by_ana.id, by_bob.id}
+    assert root.evaluations.get_run(by_ana.id).id == by_ana.id
+
+
+def test_a_bundle_keeps_readers_as_written_and_everyone_means_the_stores_sharing(team, tmp_path):
+    system, root = team
+    root.ingest_file("handbook", b"salaries of the staff", "salaries.txt")
+    root.ingest_file("handbook", b"holiday rules for all", "holidays.txt")
+    files = {f.file_name: f.file_id for f in root.store_files("handbook")}
+    root.set_file_readers("handbook", files["salaries.txt"], "group:hr, user:bob")
+    bundle = tmp_path / "handbook.zip"
+    root.portable.export_store("handbook", bundle)
+    with zipfile.ZipFile(bundle) as zf:
+        manifest = json.loads(zf.read("manifest.json"))
+        entries = {e["name"]: e["readers"] for e in manifest["files"]}
+    assert entries == {"salaries.txt": ["group:hr", "user:bob"], "holidays.txt": None}
+
+    # an owner's import keeps them (a bundle written by hand may say "everyone")
+    manifest["files"] = [
+        {**e, "readers": ["everyone"] if e["name"] == "holidays.txt" else e["readers"]} for e in manifest["files"]
+    ]
+    edited = tmp_path / "edited.zip"
+    with zipfile.ZipFile(bundle) as src, zipfile.ZipFile(edited, "w") as dst:
+        for item in src.infolist():
+            data = json.dumps(manifest).encode() if item.filename == "manifest.json" else src.read(item.filename)
+            dst.writestr(item, data)
+    result = root.portable.import_bundle(edited, as_name="copy")
+    readers = {f.file_name: f.readers for f in root.store_files(result.store)}
+    assert readers == {"salaries.txt": ("group:hr", "user:bob"), "holidays.txt": None}
+    root.share_store("copy", "everyone", "", "read")
+    bob = _as(system, "bob")
+    assert {h.file_name for h in bob.search("copy", "salaries holiday", k=5)} == {"salaries.txt", "holidays.txt"}
+    system.people.accounts.remove_from_group("hr", "ana")
+    ana = _as(system, "ana")  # her next request, out of hr
+    assert {h.file_name for h in ana.search("copy", "salaries holiday", k=5)} == {"holidays.txt"}
