@@ -810,8 +810,11 @@ class Workbench:
     @checks("store.write")
     def index_text(self, store: str, file_id: str, text: str, file_name: str | None = None) -> IngestResult:
         """See :meth:`Indexer.index_text`: ``text`` as the whole content of file ``file_id`` of ``store``
-        (created from the default template when missing), replacing the file's earlier chunks."""
+        (created from the default template when missing), replacing the file's earlier chunks. A file
+        :attr:`actor` may not read is not theirs to replace (``FileNotFoundInStore``, as if missing)."""
         new = self._writing(store)
+        if not new:
+            self._require_readable(store, file_id)
         result = self._system.indexer.index_text(store, file_id, text, file_name)
         self._ingested(store, new, [file_name or file_id])
         return result

@@ -308,7 +308,7 @@ class Indexer:
                     name,
                     Outcome.DUPLICATE,
                     f"{name} has the same bytes as"
-                    f" {content.file_name!r}, already in {store!r}: recorded as one more name"
+                    f" {_called(content)}, already in {store!r}: recorded as one more name"
                     f" of it, not indexed twice ({_n(content.chunks, 'chunk')}).",
                     file_id=content.file_id,
                     chunks=content.chunks,
@@ -318,7 +318,7 @@ class Indexer:
             return IngestResult(
                 name,
                 Outcome.DUPLICATE,
-                f"{name} has the same bytes as {dup[0].file_name!r}, already in {store!r}; not indexed twice.",
+                f"{name} has the same bytes as {_called(dup[0])}, already in {store!r}; not indexed twice.",
                 file_id=dup[0].file_id,
                 chunks=dup[0].chunks,
                 pages=dup[0].pages,
@@ -1218,6 +1218,12 @@ def _step(progress: Progress | None, stage: str, fraction: float, cancel: thread
         raise Cancelled("Ingestion cancelled.")
     if progress is not None:
         progress(stage, fraction)
+
+
+def _called(rec: FileRecord) -> str:
+    """How a message names file ``rec`` of a store: its name, quoted, unless it has readers of its own
+    (access per document: whoever ingests the same bytes may not be one of them)."""
+    return repr(rec.file_name) if rec.readers is None else "a file whose readers are restricted"
 
 
 def _stored_chunk(c: TextChunk, vector: Any, payload: dict[str, Any] | None = None) -> Chunk:
