@@ -11,6 +11,7 @@ import zipfile
 import pytest
 
 from knowledge.embeddings.fake import HashEmbedder
+from knowledge.errors import FileNotFoundInStore
 from knowledge.evaluation.questions import Criterion, Question
 from knowledge.evaluation.runs import RunNotFound
 from knowledge.system import System
@@ -120,3 +121,20 @@ def test_a_bundle_keeps_readers_as_written_and_everyone_means_the_stores_sharing
     system.people.accounts.remove_from_group("hr", "ana")
     ana = _as(system, "ana")  # her next request, out of hr
     assert {h.file_name for h in ana.search("copy", "salaries holiday", k=5)} == {"holidays.txt"}
+
+
+def test_a_writer_neither_learns_a_restricted_files_name_nor_replaces_it(team):
+    system, root = team
+    root.share_store("handbook", "user", "bob", "write")
+    salaries = root.ingest_file("handbook", b"salaries of the staff", "salaries.txt")
+    root.set_file_readers("handbook", salaries.file_id, "group:hr")
+    bob = _as(system, "bob")
+    again = bob.ingest_file("handbook", b"salaries of the staff", "copy.txt")  # the same bytes
+    assert again.outcome == "duplicate" and "salaries.txt" not in again.message
+    assert "a file whose readers are restricted" in again.message
+    plain = root.ingest_file("handbook", b"holiday rules", "holidays.txt")
+    assert "'holidays.txt'" in bob.ingest_file("handbook", b"holiday rules", "h2.txt").message  # others are named
+    with pytest.raises(FileNotFoundInStore):
+        bob.index_text("handbook", salaries.file_id, "overwritten")
+    assert root.vector_store("handbook").chunks(salaries.file_id)[0].text == "salaries of the staff"
+    assert bob.index_text("handbook", plain.file_id, "holiday rules, new").chunks == 1
