@@ -19,6 +19,7 @@ with :meth:`Workbench.close`. The rules users expect of stores and ingestion are
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -332,6 +333,23 @@ class Workbench:
             raise FileNotFoundInStore(f"Store {store!r} has no file with the id {file_id!r}.")
 
     @checks("store.read")
+    def unreadable_files(self, store: str) -> set[str]:
+        """The ids of the files of ``store`` that :attr:`actor` may not read (``set()`` for its
+        owners): what a surface keeping rows of its own about a store's files (the REST API's files
+        being added) leaves out. Needs read access (``StoreNotFound`` otherwise)."""
+        self.authorize(store)
+        return self._hidden_files(store)
+
+    @checks("store.read")
+    def reads(self, store: str, readers: Iterable[str] | None) -> bool:
+        """Whether :attr:`actor` may read a file of ``store`` whose readers are ``readers`` (``None``:
+        it inherits the store's sharing; :meth:`Policy.reads <knowledge.people.policy.Policy.reads>`):
+        e.g. a file queued with ``submit_batch(readers=)`` before its record exists. Needs read
+        access (``StoreNotFound`` otherwise)."""
+        self.authorize(store)
+        return self._system.policy.reads(self.actor, store, None if readers is None else tuple(readers))
+
+    @checks("store.read")
     def file_readers(self, store: str, file_id: str) -> tuple[str, ...] | None:
         """Who may read file ``file_id`` of ``store``: ``None`` when it inherits the store's sharing,
         else its principals (``"user:<username>"``, ``"group:<name>"``). Needs read access to the store
@@ -384,6 +402,17 @@ class Workbench:
             },
         )
         return wanted
+
+    @checks("account.list")
+    def check_readers(self, readers: str | Iterable[str] | None) -> tuple[str, ...] | None:
+        """``readers`` as :meth:`set_file_readers` would store them, checked without setting anything
+        (a surface checks every file of a request before it starts one): ``None`` for everyone who
+        may read the store, else the principals, each user resolved to its account.
+
+        Raises:
+            InvalidArgument: a reader badly written, an unknown user or group (in words).
+        """
+        return self._checked_readers(readers)
 
     def _checked_readers(self, readers: str | Iterable[str] | None) -> tuple[str, ...] | None:
         """:func:`parse_readers` with each user resolved to its account and each group checked."""
@@ -772,11 +801,19 @@ class Workbench:
         return results
 
     @checks("store.write")
-    def ingest_web(self, store: str, url: str, **kwargs: Any) -> list[IngestResult]:
+    def ingest_web(
+        self, store: str, url: str, *, readers: str | Iterable[str] | None = None, **kwargs: Any
+    ) -> list[IngestResult]:
         """See :func:`knowledge.service.web.ingest_web`: the page at ``url`` (``depth``, ``max_pages``:
-        its same-site links) into ``store``, each page named by its URL (needs write access)."""
+        its same-site links) into ``store``, each page named by its URL (needs write access);
+        ``readers`` (as :meth:`set_file_readers` takes them, checked before anything is fetched)
+        restricts each page before its first chunk is written."""
         new = self._writing(store)
-        results = ingest_web(self._system.indexer.ingest_file, self.settings, store, url, **kwargs)
+        who = self._checked_readers(readers)
+        ingest = self._system.indexer.ingest_file
+        if who is not None:
+            ingest = functools.partial(ingest, readers=who)
+        results = ingest_web(ingest, self.settings, store, url, **kwargs)
         self._ingested(store, new, [r.name for r in results], url=url)
         return results
 
