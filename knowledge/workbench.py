@@ -36,7 +36,7 @@ from knowledge.evaluation.runs import EvalRun
 from knowledge.evaluation.trials import ChunkTrial
 from knowledge.filestore.base import StoredFile
 from knowledge.llm.config import LlmConfig, LlmConfigs
-from knowledge.outcomes import IngestResult
+from knowledge.outcomes import IngestResult, Outcome
 from knowledge.people import LOCAL_ADMIN, Actor, AuditEvent, Level, User
 from knowledge.people.desk import AccountDesk
 from knowledge.people.policy import checks, describe_readers, parse_readers
@@ -348,6 +348,28 @@ class Workbench:
         access (``StoreNotFound`` otherwise)."""
         self.authorize(store)
         return self._system.policy.reads(self.actor, store, None if readers is None else tuple(readers))
+
+    @checks("store.read")
+    def readable_result(self, store: str, result: IngestResult) -> IngestResult:
+        """``result`` (of ingesting a file into ``store``) as :attr:`actor` may read it: a file of the
+        store they may not read is never named -- a duplicate (or unchanged copy) of one is told
+        without that file's id, name and counts, the earlier version a new one replaced without its
+        id. Other results are returned as they are."""
+        other = result.outcome in (Outcome.DUPLICATE, Outcome.UNCHANGED) and result.file_id is not None
+        if not other and result.replaced_file_id is None:
+            return result
+        hidden = self.unreadable_files(store)
+        if other and result.file_id in hidden:
+            result = replace(
+                result,
+                message=f"{result.name} has the same bytes as a file already in {store!r}; not indexed twice.",
+                file_id=None,
+                chunks=0,
+                pages=None,
+            )
+        if result.replaced_file_id in hidden:
+            result = replace(result, replaced_file_id=None)
+        return result
 
     @checks("store.read")
     def file_readers(self, store: str, file_id: str) -> tuple[str, ...] | None:

@@ -493,17 +493,14 @@ class KnowledgeApi:
             out["chunking_notes"] = p.notes
         if rec is not None and rec.status == DONE:
             out["chunks"], out["pages"], out["warnings"] = rec.chunks, rec.pages, rec.warnings
-        elif (
-            rec is None
-            and status == "completed"
-            and p is not None
-            and (joined := p.result) is not None
-            and (joined.file_id is None or joined.file_id not in self.wb.unreadable_files(store))
-        ):
+        elif rec is None and status == "completed" and p is not None and (joined := p.result) is not None:
             # the same bytes were in the store already (or being added) as another file: that one
             # holds them (never named, nor its chunks, when the caller may not read it)
-            out["duplicate_of"], out["message"] = joined.file_id, joined.message
-            out["chunks"], out["pages"], out["warnings"] = joined.chunks, joined.pages, []
+            joined = self.wb.readable_result(store, joined)
+            out["message"] = joined.message
+            if joined.file_id is not None:
+                out["duplicate_of"] = joined.file_id
+                out["chunks"], out["pages"], out["warnings"] = joined.chunks, joined.pages, []
         return out
 
     @staticmethod

@@ -253,7 +253,8 @@ def test_a_writer_who_leaves_himself_out_is_answered_once_then_not_found(team):
     copy = upload(bo, "copy.txt", SALARIES)
     bo.post(f"/v1/vector_stores/{vs}/files", json={"file_id": copy})
     got = until_done(bo, vs, copy)
-    assert got["status"] == "completed" and "duplicate_of" not in got and "message" not in got
+    assert got["status"] == "completed" and "duplicate_of" not in got and "chunks" not in got
+    assert got["message"] == "copy.txt has the same bytes as a file already in 'handbook'; not indexed twice."
     assert team["sal"] not in str(got) and "salaries.txt" not in str(got)
     assert root.get(f"/v1/vector_stores/{vs}/files/{copy}").json()["duplicate_of"] == team["sal"]
 
