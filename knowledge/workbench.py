@@ -19,6 +19,7 @@ with :meth:`Workbench.close`. The rules users expect of stores and ingestion are
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -35,7 +36,7 @@ from knowledge.evaluation.runs import EvalRun, RunNotFound
 from knowledge.evaluation.trials import ChunkTrial
 from knowledge.filestore.base import StoredFile
 from knowledge.llm.config import LlmConfig, LlmConfigs
-from knowledge.outcomes import IngestResult
+from knowledge.outcomes import IngestResult, Outcome
 from knowledge.people import LOCAL_ADMIN, Actor, AuditEvent, Level, User
 from knowledge.people.desk import AccountDesk
 from knowledge.people.policy import checks, describe_readers, parse_readers
@@ -359,6 +360,45 @@ class Workbench:
             raise FileNotFoundInStore(f"Store {store!r} has no file with the id {file_id!r}.")
 
     @checks("store.read")
+    def unreadable_files(self, store: str) -> set[str]:
+        """The ids of the files of ``store`` that :attr:`actor` may not read (``set()`` for its
+        owners): what a surface keeping rows of its own about a store's files (the REST API's files
+        being added) leaves out. Needs read access (``StoreNotFound`` otherwise)."""
+        self.authorize(store)
+        return self._hidden_files(store)
+
+    @checks("store.read")
+    def reads(self, store: str, readers: Iterable[str] | None) -> bool:
+        """Whether :attr:`actor` may read a file of ``store`` whose readers are ``readers`` (``None``:
+        it inherits the store's sharing; :meth:`Policy.reads <knowledge.people.policy.Policy.reads>`):
+        e.g. a file queued with ``submit_batch(readers=)`` before its record exists. Needs read
+        access (``StoreNotFound`` otherwise)."""
+        self.authorize(store)
+        return self._system.policy.reads(self.actor, store, None if readers is None else tuple(readers))
+
+    @checks("store.read")
+    def readable_result(self, store: str, result: IngestResult) -> IngestResult:
+        """``result`` (of ingesting a file into ``store``) as :attr:`actor` may read it: a file of the
+        store they may not read is never named -- a duplicate (or unchanged copy) of one is told
+        without that file's id, name and counts, the earlier version a new one replaced without its
+        id. Other results are returned as they are."""
+        other = result.outcome in (Outcome.DUPLICATE, Outcome.UNCHANGED) and result.file_id is not None
+        if not other and result.replaced_file_id is None:
+            return result
+        hidden = self.unreadable_files(store)
+        if other and result.file_id in hidden:
+            result = replace(
+                result,
+                message=f"{result.name} has the same bytes as a file already in {store!r}; not indexed twice.",
+                file_id=None,
+                chunks=0,
+                pages=None,
+            )
+        if result.replaced_file_id in hidden:
+            result = replace(result, replaced_file_id=None)
+        return result
+
+    @checks("store.read")
     def file_readers(self, store: str, file_id: str) -> tuple[str, ...] | None:
         """Who may read file ``file_id`` of ``store``: ``None`` when it inherits the store's sharing,
         else its principals (``"user:<username>"``, ``"group:<name>"``). Needs read access to the store
@@ -411,6 +451,17 @@ class Workbench:
             },
         )
         return wanted
+
+    @checks("account.list")
+    def check_readers(self, readers: str | Iterable[str] | None) -> tuple[str, ...] | None:
+        """``readers`` as :meth:`set_file_readers` would store them, checked without setting anything
+        (a surface checks every file of a request before it starts one): ``None`` for everyone who
+        may read the store, else the principals, each user resolved to its account.
+
+        Raises:
+            InvalidArgument: a reader badly written, an unknown user or group (in words).
+        """
+        return self._checked_readers(readers)
 
     def _checked_readers(self, readers: str | Iterable[str] | None) -> tuple[str, ...] | None:
         """:func:`parse_readers` with each user resolved to its account and each group checked."""
@@ -799,11 +850,19 @@ class Workbench:
         return results
 
     @checks("store.write")
-    def ingest_web(self, store: str, url: str, **kwargs: Any) -> list[IngestResult]:
+    def ingest_web(
+        self, store: str, url: str, *, readers: str | Iterable[str] | None = None, **kwargs: Any
+    ) -> list[IngestResult]:
         """See :func:`knowledge.service.web.ingest_web`: the page at ``url`` (``depth``, ``max_pages``:
-        its same-site links) into ``store``, each page named by its URL (needs write access)."""
+        its same-site links) into ``store``, each page named by its URL (needs write access);
+        ``readers`` (as :meth:`set_file_readers` takes them, checked before anything is fetched)
+        restricts each page before its first chunk is written."""
         new = self._writing(store)
-        results = ingest_web(self._system.indexer.ingest_file, self.settings, store, url, **kwargs)
+        who = self._checked_readers(readers)
+        ingest = self._system.indexer.ingest_file
+        if who is not None:
+            ingest = functools.partial(ingest, readers=who)
+        results = ingest_web(ingest, self.settings, store, url, **kwargs)
         self._ingested(store, new, [r.name for r in results], url=url)
         return results
 

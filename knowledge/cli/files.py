@@ -1,6 +1,7 @@
 """``file-store`` (also written ``files move`` / ``files where``): where the stored files live, and
 moving them to another file store. (``files STORE`` lists a store's files: :mod:`knowledge.cli.stores`;
-:func:`knowledge.cli.main` reads ``files move``/``files where`` as ``file-store move``/``where``.)
+:func:`knowledge.cli.main` reads ``files move``/``files where`` as ``file-store move``/``where``, and
+``files readers STORE FILE`` as ``file-readers STORE FILE``.)
 
 ``files where`` prints the catalog's record (the store, a move in progress, old copies kept);
 ``files move --to s3`` copies every file to the store the settings name for that backend
@@ -51,16 +52,29 @@ def add_parser(sub: Commands) -> None:
 
 #: ``files <action>`` read as ``file-store <action>``.
 ALIASED = ("move", "where")
+#: ``files <word> ARG...`` read as the command named here (``files readers`` alone still lists the
+#: files of a store called ``readers``).
+RENAMED = {"readers": "file-readers"}
 
 
 def alias(argv: list[str]) -> list[str]:
-    """``argv`` with ``files move``/``files where`` (the command, then the action) read as ``file-store ...``."""
+    """``argv`` with ``files move``/``files where`` (the command, then the action) read as
+    ``file-store ...``, and ``files readers STORE FILE`` as ``file-readers STORE FILE``."""
     for i, token in enumerate(argv[:-1]):
         if token == "files" and argv[i + 1] in ALIASED:
             return [*argv[:i], "file-store", *argv[i + 1 :]]
+        if token == "files" and argv[i + 1] in RENAMED and _positionals(argv[i + 2 :]):
+            return [*argv[:i], RENAMED[argv[i + 1]], *argv[i + 2 :]]
         if not token.startswith("-") and (i == 0 or argv[i - 1] not in ("--data-dir", "--user")):
             break  # another command
     return argv
+
+
+def _positionals(argv: list[str]) -> list[str]:
+    """The arguments of ``argv`` that are no option nor the value of ``--data-dir``/``--user``."""
+    return [
+        a for j, a in enumerate(argv) if not a.startswith("-") and (j == 0 or argv[j - 1] not in ("--data-dir", "--user"))
+    ]
 
 
 def _open(args: argparse.Namespace) -> tuple[Workbench, Workbench]:

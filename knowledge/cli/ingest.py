@@ -1,7 +1,8 @@
 """``ingest STORE PATH...``: files, folders and web pages (``https://...``, with ``--depth`` its same-site
 links) into a store (created on the fly), one line per file
 as it finishes (a progress bar on a terminal), then the counts; exit 1 when a file failed (the
-others went on) or no file matched. The files are one batch of ingestion jobs
+others went on) or no file matched. ``--readers`` restricts who may read the new files (besides
+the store's owners) before their first chunk is written. The files are one batch of ingestion jobs
 (:class:`~knowledge.service.jobs.IngestJob`): this process's worker, or dedicated ``worker``
 processes (``ingest.worker_threads = 0``), ingest them; a second ``ingest`` into the same data
 folder queues behind the first and waits its turn; Ctrl-C cancels the batch. Web pages are fetched
@@ -57,6 +58,13 @@ def add_parser(sub: Commands) -> None:
         help="web pages: at most this many pages per URL (default: 1, or ingest.web_max_pages with --depth)",
     )
     s.add_argument("--password", help="password for encrypted PDFs and Office files")
+    s.add_argument(
+        "--readers",
+        metavar="READERS",
+        help="who may read the new files (besides the store's owners), e.g. 'group:hr, user:ana';"
+        " set before their first chunk is written (default: whoever may read the store; a new version"
+        " of a file keeps the readers of the one it replaces); `files readers` changes them later",
+    )
     s.add_argument("--json", action="store_true", help="print the results as JSON")
     s.set_defaults(func=cmd_ingest)
 
@@ -84,6 +92,7 @@ def cmd_ingest(wb: Workbench, args: argparse.Namespace) -> int:
 
     def prepare() -> Any:
         wb.authorize(args.store, "write", create=True)  # refused before any line is printed (a view: --user)
+        wb.check_readers(args.readers)  # a bad reader, an unknown user or group: before anything is queued
         record = wb.store_record(args.store)
         return wb.template(args.template or (record.template if record else "default"))
 
@@ -199,7 +208,13 @@ def _ingest(
     try:
         try:
             job = outage.call(  # checked and recorded at each attempt; the batch written once
-                wb.submit_batch, args.store, items, template=args.template, password=args.password, batch_id=batch_id
+                wb.submit_batch,
+                args.store,
+                items,
+                template=args.template,
+                password=args.password,
+                batch_id=batch_id,
+                readers=args.readers,
             )
         except OutageTooLong as exc:
             _gave_up(exc, submitted=[], finished=[], left=[_label(names, p) for p in files])
@@ -242,7 +257,7 @@ def _ingest(
                 time.sleep(waited)
                 waited = min(waited * 1.5, WAIT_SECONDS)
                 wb.ensure_worker()  # one gone idle while another process had the file; it ingests for everyone
-            show(fp.result)
+            show(wb.readable_result(args.store, fp.result))
             done += 1
     except KeyboardInterrupt:
         if job is not None and job.batch_id is not None:
@@ -265,6 +280,7 @@ def _ingest_urls(wb: Workbench, args: argparse.Namespace, urls: list[str], *, he
     results: list[IngestResult] = []
 
     def show(r: IngestResult) -> None:
+        r = wb.readable_result(args.store, r)
         results.append(r)
         if not args.json:
             print(lines.result(r, args.password).rstrip(), flush=True)
@@ -280,6 +296,7 @@ def _ingest_urls(wb: Workbench, args: argparse.Namespace, urls: list[str], *, he
                 template=args.template,
                 on_result=show,
                 notes=notes,
+                readers=args.readers,
             )
         except InvalidArgument as exc:  # a bad URL, depth or max_pages: this URL's line says why
             show(IngestResult(url, Outcome.FAILED, f"{url}: {exc}", error=type(exc).__name__))

@@ -1,5 +1,7 @@
-"""``stores``, ``files``, ``delete-file``, ``delete-store``, ``templates``: what the data folder
-holds, and taking things out of it."""
+"""``stores``, ``files``, ``file-readers``, ``delete-file``, ``delete-store``, ``templates``: what the
+data folder holds, who may read a file, and taking things out of it. Each lists only what the acting
+account (``--user``) may read: a file whose readers leave them out is not in ``files``, not counted
+by ``stores``, and ``file-readers``/``delete-file`` answer it as a file the store does not hold."""
 
 from __future__ import annotations
 
@@ -7,6 +9,8 @@ import argparse
 import json
 
 from knowledge.cli.common import Commands, command, resolve_file, table
+from knowledge.errors import InvalidArgument
+from knowledge.people.policy import describe_readers
 from knowledge.workbench import Workbench
 
 
@@ -19,6 +23,24 @@ def add_parser(sub: Commands) -> None:
     s.add_argument("store")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_files)
+    s = command(
+        sub,
+        "file-readers",
+        help="show who may read a file of a store, or set them (`files readers STORE FILE` is the same)",
+    )
+    s.add_argument("store")
+    s.add_argument("file", help="the file's id or one of its names")
+    who = s.add_mutually_exclusive_group()
+    who.add_argument(
+        "--set",
+        dest="readers",
+        metavar="READERS",
+        help="who may read it besides the store's owners: users and groups, e.g. 'group:hr, user:ana'"
+        " (needs write access to the store)",
+    )
+    who.add_argument("--everyone", action="store_true", help="let everyone who may read the store read it (the default)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_file_readers)
     s = command(
         sub,
         "delete-file",
@@ -108,6 +130,7 @@ def cmd_files(wb: Workbench, args: argparse.Namespace) -> int:
                         "pages": f.pages,
                         "warnings": f.warnings,
                         "sha256": f.sha256,
+                        "readers": list(f.readers) if f.readers is not None else None,
                     }
                     for f in files
                 ],
@@ -133,6 +156,37 @@ def cmd_files(wb: Workbench, args: argparse.Namespace) -> int:
                 ["name", "also named (same content)", "file id", "status", "chunks", "pages", "reason", "warnings"],
             )
         )
+    return 0
+
+
+def cmd_file_readers(wb: Workbench, args: argparse.Namespace) -> int:
+    """Print who may read the file (``None``/"everyone who may read the store": it inherits the
+    store's sharing), or set them with ``--set`` / ``--everyone``."""
+    fid = resolve_file(wb, args.store, args.file)
+    if args.readers is not None or args.everyone:
+        if args.readers is not None and not args.readers.strip():
+            raise InvalidArgument("--set needs readers, e.g. 'group:hr, user:ana'; --everyone lifts a restriction.")
+        readers = wb.set_file_readers(args.store, fid, None if args.everyone else args.readers)
+    else:
+        readers = wb.file_readers(args.store, fid)
+    rec = wb.file_record(args.store, fid)
+    name = rec.file_name if rec is not None else fid
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "store": args.store,
+                    "file_id": fid,
+                    "name": name,
+                    "readers": list(readers) if readers is not None else None,
+                },
+                ensure_ascii=False,
+                indent=2,
+            )
+        )
+        return 0
+    owners = "" if readers is None else " (and the store's owners)"
+    print(f"{name} ({fid}) in {args.store!r}: read by {describe_readers(readers)}{owners}.")
     return 0
 
 

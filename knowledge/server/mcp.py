@@ -11,7 +11,10 @@ registers the tools (:data:`TOOLS`: ``search``, ``list_stores``, ``list_files``,
 in an argument is the tool's error (``ToolError``), with the reason. Every tool acts through a
 workbench view: stdio as the local admin or ``user``; over HTTP, once accounts exist, as the user of
 each request's key (:meth:`KnowledgeTools.for_request`), memories kept per user
-(:func:`memory_collection`). Details: ``docs/api.md``.
+(:func:`memory_collection`). A file whose readers leave the user out is, to every tool and
+resource, one the store does not hold (the workbench's filtered methods: searches, file lists,
+counts, a file's chunks), and ``ingest_file`` never names one (:meth:`Workbench.readable_result
+<knowledge.workbench.Workbench.readable_result>`). Details: ``docs/api.md``.
 """
 
 from __future__ import annotations
@@ -278,7 +281,7 @@ class KnowledgeTools:
                     "chunks": r.chunks,
                     "pages": r.pages,
                 }
-                for r in job.results
+                for r in (self.wb.readable_result(store, r) for r in job.results)
             ],
         }
 

@@ -65,6 +65,9 @@ PURPOSES = ("assistants", "batch", "fine-tune", "vision", "user_data", "evals")
 USER_CHATS = 256
 VS_ID = re.compile(r"vs_[0-9a-f]{24}")
 BATCH_ID = re.compile(r"vsfb_[0-9a-f]{32}")
+#: The attribute key (beyond OpenAI) that holds who may read a file: taken out of the ordinary
+#: attributes and applied as the file's readers (:meth:`KnowledgeApi.readers_in`).
+READERS = "readers"
 
 
 def chunking_strategy(value: Any, param: str = "chunking_strategy") -> ChunkingStrategy | None:
@@ -127,6 +130,12 @@ class Pending:
     @property
     def attributes(self) -> dict[str, Any]:
         return dict(self.added.options.get("attributes") or {})
+
+    @property
+    def readers(self) -> tuple[str, ...] | None:
+        """The readers the file was queued with (``submit_batch(readers=)``), ``None``: not restricted."""
+        who = self.added.options.get("readers")
+        return tuple(who) if who is not None else None
 
     @property
     def chunking(self) -> dict[str, Any] | None:
@@ -385,8 +394,63 @@ class KnowledgeApi:
     # -- vector store files ---------------------------------------------------------------------------
     def pending(self, store: str, file_ids: list[str] | None = None) -> dict[str, Pending]:
         """``{file_id: Pending}`` of the files added to ``store`` through the API (of ``file_ids``
-        only, when given), from any process: one read of the catalog."""
-        return {fid: Pending(a) for fid, a in rest.added_files(self.system.catalog, store, file_ids).items()}
+        only, when given), from any process: one read of the catalog. Only those the caller may
+        read: not a file of the store they may not read (:meth:`Workbench.unreadable_files
+        <knowledge.workbench.Workbench.unreadable_files>`), nor one queued with readers that leave
+        them out (:meth:`Workbench.reads <knowledge.workbench.Workbench.reads>`; a file whose
+        record they may read is then answered from its record alone)."""
+        added = rest.added_files(self.system.catalog, store, file_ids)
+        if not added:
+            return {}
+        unreadable = self.wb.unreadable_files(store)
+        reads: dict[tuple[str, ...], bool] = {}
+        out = {}
+        for fid, a in added.items():
+            p = Pending(a)
+            who = p.readers
+            if fid in unreadable or (who is not None and not reads.setdefault(who, self.wb.reads(store, who))):
+                continue
+            out[fid] = p
+        return out
+
+    def hidden(self, store: str, file_ids: list[str]) -> set[str]:
+        """The ``file_ids`` of ``store`` the caller may not read: the store's files
+        (:meth:`Workbench.unreadable_files <knowledge.workbench.Workbench.unreadable_files>`) and
+        files being added with readers that leave them out. A file batch's files and counts leave
+        them out, as if the batch never had them."""
+        unreadable = self.wb.unreadable_files(store)
+        out = {fid for fid in file_ids if fid in unreadable}
+        shown = self.pending(store, file_ids)
+        for fid in rest.added_files(self.system.catalog, store, file_ids):
+            if fid not in shown and fid not in out and self.wb.file_record(store, fid) is None:
+                out.add(fid)
+        return out
+
+    def readers_in(self, attributes: Any, param: str = "attributes") -> tuple[Any, tuple[str, ...] | EllipsisType | None]:
+        """``(attributes without READERS, readers)`` of a request's ``attributes``: the reserved key
+        :data:`READERS` (``"group:hr, user:ana"``, or ``"everyone"``) checked by
+        :meth:`Workbench.check_readers <knowledge.workbench.Workbench.check_readers>` -- ``None``
+        for everyone who may read the store, else the principals, each user's name as its account
+        spells it -- or ``...`` when the key is not given. ``attributes`` that are no object are
+        returned as they are (:func:`~knowledge.attributes.check_attributes` words them).
+
+        Raises:
+            ApiError: 400 naming ``<param>.readers``: not a string, a reader badly written, an
+                unknown user or group.
+        """
+        if not isinstance(attributes, Mapping) or READERS not in attributes:
+            return attributes, ...
+        value = attributes[READERS]
+        field = f"{param}.{READERS}"
+        if not isinstance(value, str):
+            raise bad(
+                f"{field} must be a string such as 'group:hr, user:ana' or 'everyone', got {json.dumps(value)}.", field
+            )
+        try:
+            readers = self.wb.check_readers(value)
+        except InvalidArgument as exc:
+            raise bad(f"{field}: {exc}", field) from None
+        return {k: v for k, v in attributes.items() if k != READERS}, readers
 
     def file_status(
         self, store: str, rec: FileRecord | None, file_id: str | None = None, p: Pending | EllipsisType | None = ...
@@ -402,6 +466,12 @@ class KnowledgeApi:
             p = self.pending(store, [fid]).get(fid)
         status, last_error = self.status_of(rec, p, fid)
         attributes = self.wb.file_attributes(store, fid) if status == "completed" else {} if p is None else p.attributes
+        attributes.pop(READERS, None)  # reserved: the file's readers, from its record (or its job while queued)
+        readers = rec.readers if rec is not None else None
+        if readers is None and p is not None and p.running:
+            readers = p.readers
+        if readers is not None:
+            attributes[READERS] = ", ".join(readers)
         if rec is not None:
             size = rec.size
         else:
@@ -424,9 +494,13 @@ class KnowledgeApi:
         if rec is not None and rec.status == DONE:
             out["chunks"], out["pages"], out["warnings"] = rec.chunks, rec.pages, rec.warnings
         elif rec is None and status == "completed" and p is not None and (joined := p.result) is not None:
-            # the same bytes were in the store already (or being added) as another file: that one holds them
-            out["duplicate_of"], out["message"] = joined.file_id, joined.message
-            out["chunks"], out["pages"], out["warnings"] = joined.chunks, joined.pages, []
+            # the same bytes were in the store already (or being added) as another file: that one
+            # holds them (never named, nor its chunks, when the caller may not read it)
+            joined = self.wb.readable_result(store, joined)
+            out["message"] = joined.message
+            if joined.file_id is not None:
+                out["duplicate_of"] = joined.file_id
+                out["chunks"], out["pages"], out["warnings"] = joined.chunks, joined.pages, []
         return out
 
     @staticmethod
@@ -461,17 +535,25 @@ class KnowledgeApi:
         self, store: str, entries: list[tuple[str, Any, Any]], default_attrs: Any = None, default_strategy: Any = None
     ) -> list[IngestJob]:
         """Start jobs for ``(file_id, attributes, chunking_strategy)`` entries (``None`` takes the
-        defaults); one ingest batch per distinct attributes + strategy, files in the given order, each
-        recorded in the catalog (``api_store_files``) with its batch's attributes, chunking and notes.
+        defaults); one ingest batch per distinct attributes + readers + strategy, files in the given
+        order, each recorded in the catalog (``api_store_files``) with its batch's attributes,
+        chunking and notes. The attribute :data:`READERS` (:meth:`readers_in`) is the file's readers:
+        a file's own, else the batch's (``default_attrs``'), applied before its first chunk is
+        written (``submit_batch(readers=)``); without it a file inherits the store's sharing (a new
+        version of a name keeps the readers of the one it replaces).
 
         Raises:
             StoreNotFound, PermissionDenied: the caller may not add files to ``store`` (before anything starts).
+            ApiError: 400 bad attributes or readers, 404 an unknown file (before anything starts).
         """
         self.wb.authorize(store, "write")
-        groups: dict[str, tuple[str | None, dict, dict, list[str], list[Any]]] = {}
+        default_attrs, default_readers = self.readers_in(default_attrs)
+        groups: dict[str, tuple[str | None, dict, tuple[str, ...] | None, dict, list[str], list[Any]]] = {}
         chosen: dict[str, Any] = {}
-        for fid, attrs, strategy in entries:  # everything is checked before anything starts
+        for fid, given, strategy in entries:  # everything is checked before anything starts
             f = self.stored(fid)
+            attrs, own_readers = self.readers_in(given)
+            readers = default_readers if own_readers is ... else own_readers
             try:
                 attributes = check_attributes(default_attrs if attrs is None else attrs)
             except InvalidArgument as exc:
@@ -484,19 +566,21 @@ class KnowledgeApi:
             picked = default_strategy if strategy is None else strategy
             tpl, reported, notes = self.template_for(store, picked, save=False)
             chosen[json.dumps(picked, sort_keys=True)] = picked
-            key = json.dumps([tpl, attributes], sort_keys=True)
-            groups.setdefault(key, (tpl, attributes, reported, notes, []))[4].append(f)
+            who = None if readers is ... else readers
+            key = json.dumps([tpl, attributes, who], sort_keys=True)
+            groups.setdefault(key, (tpl, attributes, who, reported, notes, []))[5].append(f)
         for picked in chosen.values():
             self.template_for(store, picked)  # a static strategy's template, saved now
         jobs = []
         with self.state.lock:
-            for tpl, attributes, reported, notes, files in groups.values():
+            for tpl, attributes, who, reported, notes, files in groups.values():
                 job = self.wb.submit_batch(
                     store,
                     [(f.name, f) for f in files],
                     template=tpl,
                     attributes=attributes,
                     options={"api": True, "chunking_strategy": reported, "chunking_notes": notes},
+                    readers=who,
                 )
                 rest.add_files(self.system.catalog, store, [(f.id, str(job.batch_id), i) for i, f in enumerate(files)])
                 jobs.append(job)
@@ -508,6 +592,64 @@ class KnowledgeApi:
         if rec is None and p is None:
             raise not_found("vector store file", file_id)
         return self.file_status(store, rec, file_id, p)
+
+    def added_object(self, store: str, file_id: str) -> dict[str, Any]:
+        """The ``vector_store.file`` object of ``file_id`` just added to ``store`` (:meth:`get_file`),
+        or, when its readers leave the caller out (they may not read it from now on), the object as
+        it was queued: ``in_progress``, with the attributes and readers they sent.
+
+        Raises:
+            ApiError: 404, the store has no such file being added (nor one the caller may read).
+        """
+        try:
+            return self.get_file(store, file_id)
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+            added = rest.added_files(self.system.catalog, store, [file_id]).get(file_id)
+            if added is None:
+                raise
+        p = Pending(added)  # the caller's own add: what they sent, nothing of the store
+        attributes = {k: v for k, v in p.attributes.items() if k != READERS}
+        if p.readers is not None:
+            attributes[READERS] = ", ".join(p.readers)
+        return {
+            "id": file_id,
+            "object": "vector_store.file",
+            "usage_bytes": 0,
+            "created_at": p.created_at,
+            "vector_store_id": vector_store_id(store),
+            "status": "in_progress",
+            "last_error": None,
+            "attributes": attributes,
+            "chunking_strategy": p.chunking or self.template_for(store, None)[1],
+        }
+
+    def update_file(self, store: str, file_id: str, attributes: Any) -> dict[str, Any]:
+        """Replace the attributes of ``file_id`` in ``store`` and, when :data:`READERS` is among
+        them (:meth:`readers_in`), its readers (``Workbench.set_file_readers``); without it the
+        readers stay as they are. Returns the file's object, or, when its new readers leave the
+        caller out, the object as it was with the new attributes and readers.
+
+        Raises:
+            ApiError: 404 no such file (or one the caller may not read), or one not indexed yet;
+                400 bad attributes or readers (nothing changed). PermissionDenied: read-only.
+        """
+        before = self.get_file(store, file_id)
+        attrs, readers = self.readers_in(attributes)
+        try:
+            checked = check_attributes(attrs)
+        except InvalidArgument as exc:
+            raise bad(str(exc), "attributes") from None
+        self.wb.set_file_attributes(store, file_id, checked)
+        if readers is not ...:
+            self.wb.set_file_readers(store, file_id, readers)
+        try:
+            return self.get_file(store, file_id)
+        except ApiError as exc:
+            if exc.status != 404 or not isinstance(readers, tuple):
+                raise
+            return {**before, "attributes": {**checked, READERS: ", ".join(readers)}}
 
     def store_files(self, store: str) -> list[dict[str, Any]]:
         recs = {r.file_id: r for r in self.wb.file_records(store)}
@@ -582,6 +724,7 @@ class KnowledgeApi:
                 had (the reason of the first). PermissionDenied: the caller may not add files to ``store``.
         """
         self.wb.authorize(store, "write")  # before anything is fetched (the body's types: bodies.WebPages)
+        attributes, readers = self.readers_in(attributes)
         try:
             attrs = check_attributes(attributes)
             crawl = Crawl(self.wb.settings, url, depth or 0, max_pages)
@@ -631,7 +774,8 @@ class KnowledgeApi:
                 param="url",
                 code="web_page_unavailable",
             )
-        jobs = self.add_files(store, entries, None, strategy) if entries else []
+        batch_wide = None if readers is ... else {READERS: ", ".join(readers) if readers is not None else "everyone"}
+        jobs = self.add_files(store, entries, batch_wide, strategy) if entries else []
         batch_id = "vsfb_" + secrets.token_hex(16)
         rest.add_file_batch(
             self.system.catalog, batch_id, store, list(dict.fromkeys(file_ids)), [str(j.batch_id) for j in jobs]
@@ -639,11 +783,15 @@ class KnowledgeApi:
         return self.batch(store, batch_id), pages
 
     def batch_object(self, b: Batch) -> dict[str, Any]:
+        """The ``vector_store.files_batch`` object of ``b``: its status and counts, of the files the
+        caller may read (:meth:`hidden`: the others are left out, as if the batch never had them)."""
+        hidden = self.hidden(b.store, b.file_ids)
         counts = {"in_progress": 0, "completed": 0, "failed": 0, "cancelled": 0}
-        for f in self.batch_files(b):
+        for f in self.batch_files(b, hidden):
             counts[f["status"]] += 1
-        counts["failed"] += len(b.file_ids) - sum(counts.values())  # a file no longer in the store
-        counts["total"] = len(b.file_ids)
+        shown = sum(1 for fid in b.file_ids if fid not in hidden)
+        counts["failed"] += shown - sum(counts.values())  # a file no longer in the store
+        counts["total"] = shown
         status = (
             "in_progress"
             if counts["in_progress"]
@@ -662,11 +810,15 @@ class KnowledgeApi:
             "file_counts": counts,
         }
 
-    def batch_files(self, b: Batch) -> list[dict[str, Any]]:
-        """The ``vector_store.file`` objects of the batch's files still in its store, in order."""
+    def batch_files(self, b: Batch, hidden: set[str] | None = None) -> list[dict[str, Any]]:
+        """The ``vector_store.file`` objects of the batch's files still in its store, in order, but
+        those the caller may not read (``hidden``, default :meth:`hidden`)."""
+        hidden = self.hidden(b.store, b.file_ids) if hidden is None else hidden
         pending = self.pending(b.store, b.file_ids)
         out = []
         for fid in b.file_ids:
+            if fid in hidden:
+                continue
             rec = self.wb.file_record(b.store, fid)
             if rec is None and fid not in pending:
                 continue
@@ -752,6 +904,7 @@ __all__ = [
     "MAX_CHUNK",
     "MIN_CHUNK",
     "PURPOSES",
+    "READERS",
     "USER_CHATS",
     "VS_ID",
     "Api",

@@ -131,6 +131,53 @@ def test_read_only_sharing_over_mcp_searches_but_does_not_ingest_or_delete(team)
     assert [f.file_id for f in wb.store_files("hr")] == [fid]
 
 
+def test_a_file_only_a_group_may_read_is_not_found_by_the_others_tools(team):
+    """ana's store hr is everyone's to read (cy may also write to it); salaries.txt in it is group
+    pay's (bo): to cy every tool and the file's resource answer it as a file the store does not hold,
+    and a copy of its bytes cy ingests never names it."""
+    system, wb, fid, _, folder = team
+    system.people.accounts.create("cy", PW)
+    system.people.accounts.create_group("pay")
+    system.people.accounts.add_to_group("pay", "bo")
+    ana = wb.as_user(system.people.accounts.actor("ana"))
+    ana.share_store("hr", "everyone", "", "read")
+    ana.share_store("hr", "user", "cy", "write")
+    salaries = "Salaries: ana earns 100, bo earns 90; salaries are reviewed each spring."
+    sal = ana.ingest_file("hr", salaries.encode(), "salaries.txt", readers="group:pay").file_id
+    (folder / "copy.txt").write_text(salaries)
+    missing = "file-" + "0" * 32
+
+    async def main():
+        async with Client(build_server(wb, user="bo")) as bo, Client(build_server(wb, user="cy")) as cy:
+            for c, files in ((bo, {fid, sal}), (cy, {fid})):
+                assert {f["file_id"] for f in (await tool(c, "list_files", {"store": "hr"}))["files"]} == files
+                (store,) = (await tool(c, "list_stores", {}))["stores"]
+                assert store["files"] == len(files)
+                for args in ({"store": "hr"}, {}):
+                    hits = (await tool(c, "search", {"query": "salaries earns", "k": 5, **args}))["hits"]
+                    assert {h["file_id"] for h in hits} == files, args
+            chunks = json.loads((await bo.read_resource(f"knowledge://stores/hr/files/{sal}")).contents[0].text)
+            assert salaries in chunks["chunks"][0]["text"]
+            words = []
+            for ref in (sal, missing):
+                with pytest.raises(MCPError) as err:
+                    await cy.read_resource(f"knowledge://stores/hr/files/{ref}")
+                words.append(str(err.value).replace(ref, "<id>"))
+            assert words[0] == words[1] and "No indexed file" in words[0]
+            for ref, other in ((sal, missing), ("salaries.txt", "nothing.txt")):
+                hidden = await refused(cy, "delete_file", {"store": "hr", "file": ref})
+                assert hidden == (await refused(cy, "delete_file", {"store": "hr", "file": other})).replace(other, ref)
+            out = await tool(cy, "ingest_file", {"store": "hr", "path": str(folder / "copy.txt")})
+            (result,) = out["results"]
+            assert result["outcome"] == "duplicate" and result["file_id"] is None and result["chunks"] == 0
+            assert "salaries.txt" not in result["message"] and sal not in json.dumps(out)
+
+    anyio.run(main)
+    cy_wb = wb.as_user(system.people.accounts.actor("cy"))
+    assert cy_wb.vector_store("hr").chunks(sal) == cy_wb.vector_store("hr").chunks(missing) == []
+    assert wb.vector_store("hr").chunks(sal) and wb.file_record("hr", sal) is not None  # still there
+
+
 def test_memories_are_their_users_own(team):
     _, wb, *_ = team
 

@@ -13,6 +13,7 @@ from knowledge.errors import InvalidArgument
 from knowledge.outcomes import Outcome
 from knowledge.service import web
 from knowledge.service.web import Crawl, Fetcher, WebPageError, check_url, refused_range
+from knowledge.system import System
 from knowledge.workbench import Workbench
 from tests.helpers.web import Site, page
 
@@ -441,3 +442,33 @@ def test_the_transport_raises_httpx_errors_for_httpcore_ones(tmp_path):
         ),
     ):
         fetcher.fetch(f"http://127.0.0.1:{port}/", robots=False)
+
+
+def test_web_pages_with_readers_are_restricted_before_their_first_chunk(tmp_path, site: Site):
+    """``ingest_web(readers=)``: each page is its readers' (and the store's owners') from its first
+    chunk on; a bad reader is refused before anything is fetched."""
+    settings = load_settings(data_dir=tmp_path / "data", ingest={"web_allow_private": True})
+    system = System(settings, lambda model: HashEmbedder(dimension=64, max_tokens=48))
+    try:
+        people = system.people
+        people.set_up_admin("root", "correct horse battery")
+        for name in ("ana", "bo"):
+            people.accounts.create(name, "correct horse battery")
+        people.accounts.create_group("hr")
+        people.accounts.add_to_group("hr", "ana")
+        root = Workbench(system).as_user(people.accounts.actor("root"))
+        site.html("/pay.html", page("Pay", "The salaries of the zebra keepers rise in July."))
+        with pytest.raises(InvalidArgument, match="no group 'nope'"):
+            root.ingest_web("web", site.url("/pay.html"), readers="group:nope")
+        assert site.requests == [] and not root.store_exists("web")
+        [r] = root.ingest_web("web", site.url("/pay.html"), readers="group:hr")
+        assert r.outcome == Outcome.INDEXED, r.message
+        root.share_store("web", "everyone", "", "read")
+        assert root.file_readers("web", r.file_id) == ("group:hr",)
+        payloads = [p.payload for p in system.stores.vector_store("web").collection.scroll()]
+        assert payloads and all(p["readers"] == ["group:hr"] for p in payloads)
+        ana, bo = (Workbench(system).as_user(people.accounts.actor(n)) for n in ("ana", "bo"))
+        assert [h.file_id for h in ana.search("web", "zebra keepers salaries", mode="lexical")] == [r.file_id]
+        assert bo.search("web", "zebra keepers salaries", mode="lexical") == [] and bo.store_files("web") == []
+    finally:
+        system.close()

@@ -20,8 +20,6 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from knowledge.attributes import check_attributes
-from knowledge.errors import InvalidArgument
 from knowledge.server.bodies import Body, ChunkingStrategy, FileAttributes, FileBatch, FileEntry, WebPages
 from knowledge.server.http import JsonRoute, bad, in_thread, page, polled
 from knowledge.server.idempotency import once
@@ -68,7 +66,7 @@ async def add_file(vs_id: str, body: FileEntry, request: Request, api: Api) -> R
 
     async def run() -> Response:
         await in_thread(api.add_files, name, [(fid, body.attributes, strategy_of(api, name, body.chunking_strategy))])
-        return polled(await in_thread(api.get_file, name, fid))
+        return polled(await in_thread(api.added_object, name, fid))
 
     return await once(request, api.system.catalog, params(body), run)
 
@@ -91,15 +89,12 @@ def get_store_file(vs_id: str, file_id: str, api: Api) -> JSONResponse:
     return polled(api.get_file(api.store_name(vs_id), file_id))
 
 
-@router.post("/files/{file_id}", summary="Update attributes")
+@router.post("/files/{file_id}", summary="Update attributes (and readers)")
 async def update_store_file(vs_id: str, file_id: str, body: FileAttributes, api: Api) -> dict:
+    """Replace the file's attributes; ``attributes.readers`` (beyond OpenAI) sets who may read it,
+    and without it the readers stay as they are (:meth:`KnowledgeApi.update_file`)."""
     name = api.store_name(vs_id)
-    try:
-        checked = check_attributes(body.attributes)
-    except InvalidArgument as exc:
-        raise bad(str(exc), "attributes") from None
-    await in_thread(api.wb.set_file_attributes, name, file_id, checked)
-    return await in_thread(api.get_file, name, file_id)
+    return await in_thread(api.update_file, name, file_id, body.attributes)
 
 
 @router.get("/files/{file_id}/content", summary="The file's parsed chunks")
