@@ -752,7 +752,7 @@ class Workbench:
         new = self._writing(store)
         if kwargs.get("readers") is not None:
             kwargs["readers"] = self._checked_readers(kwargs["readers"])
-        result = self._system.indexer.ingest_file(store, source, name, **kwargs)
+        result = self._system.indexer.ingest_file(store, source, name, protected=self._hidden_files(store), **kwargs)
         self._ingested(store, new, [result.name])
         return result
 
@@ -788,6 +788,9 @@ class Workbench:
         who = self._checked_readers(readers)
         if who is not None:
             options = {**(options or {}), "readers": list(who)}
+        hidden = self._hidden_files(store)
+        if hidden:  # a file of the batch may not replace one of these by name (Indexer.ingest_file's protected)
+            options = {**(options or {}), "protected": sorted(hidden)}
         job = IngestJob(
             self._system.jobs,
             store,
@@ -816,7 +819,11 @@ class Workbench:
             BackendUnavailable: the catalog cannot be reached.
         """
         new = self._writing(store)
-        return self._queued(IngestJob.from_folder(self._system.jobs, store, folder, glob, folders=folders), new)
+        job = IngestJob.from_folder(self._system.jobs, store, folder, glob, folders=folders)
+        hidden = self._hidden_files(store)
+        if hidden:  # as submit_batch
+            job.options["protected"] = sorted(hidden)
+        return self._queued(job, new)
 
     def _queued(self, job: IngestJob, new: bool) -> IngestJob:
         """Claim ``job``'s store when ``new`` (the worker makes it), record the batch, start it."""
@@ -845,7 +852,7 @@ class Workbench:
     def ingest_paths(self, store, paths, **kwargs) -> list[IngestResult]:
         """See :meth:`Indexer.ingest_paths` (needs write access)."""
         new = self._writing(store)
-        results = self._system.indexer.ingest_paths(store, paths, **kwargs)
+        results = self._system.indexer.ingest_paths(store, paths, protected=self._hidden_files(store), **kwargs)
         self._ingested(store, new, [r.name for r in results])
         return results
 
@@ -859,7 +866,7 @@ class Workbench:
         restricts each page before its first chunk is written."""
         new = self._writing(store)
         who = self._checked_readers(readers)
-        ingest = self._system.indexer.ingest_file
+        ingest = functools.partial(self._system.indexer.ingest_file, protected=self._hidden_files(store))
         if who is not None:
             ingest = functools.partial(ingest, readers=who)
         results = ingest_web(ingest, self.settings, store, url, **kwargs)

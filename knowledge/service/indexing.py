@@ -31,7 +31,7 @@ import threading
 import time
 import unicodedata
 import urllib.parse
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -117,6 +117,7 @@ class Indexer:
         raise_transient: bool = False,
         wait_out: Callable[[BaseException], bool] | None = None,
         readers: Sequence[str] | None = None,
+        protected: Collection[str] = (),
     ) -> IngestResult:
         """Ingest one file into ``store`` (created on the fly from ``template``). Never raises for a
         bad file: the result says what happened. Raises only for a bad store or template
@@ -147,7 +148,10 @@ class Indexer:
         ``readers`` (principals, checked by the caller: :func:`knowledge.people.policy.check_readers`)
         restricts who may read the new content before any chunk of it is written; without it a new
         version of a name (same name, other bytes) keeps the readers of the version it replaces, and
-        a new name inherits the store's sharing. Bytes the store holds already keep their readers."""
+        a new name inherits the store's sharing. Bytes the store holds already keep their readers.
+        ``protected``: ids of contents this ingestion may not replace by name (the files the person
+        ingesting may not read): a file of the same name is added beside such a content, which keeps
+        its name, chunks and readers."""
         started = time.perf_counter()
         attributes = check_attributes(attributes)
         kept = source if isinstance(source, StoredFile) else None
@@ -192,7 +196,9 @@ class Indexer:
                     if busy and (waited is None or time.monotonic() - waited < SAME_BYTES_WAIT):
                         holder = busy[0]  # being added now (by another job, maybe another process): wait for it
                     else:
-                        decided = self._decide(store, record, stored, kept, name, folder, stat, started, same_bytes)
+                        decided = self._decide(
+                            store, record, stored, kept, name, folder, stat, started, same_bytes, protected
+                        )
                         if isinstance(decided, IngestResult):
                             return decided
                         rec, same_name = decided
@@ -265,12 +271,13 @@ class Indexer:
         stat: tuple[int, int] | None,
         started: float,
         same_bytes: list[FileRecord],
+        protected: Collection[str] = (),
     ) -> IngestResult | tuple[FileRecord, list]:
         """Under the store's lock and the content's lock (:meth:`Catalog.content_lock`): the result of
         ``stored`` when its bytes are in the store already (under this name: ``UNCHANGED``, another:
         ``DUPLICATE``), else its new ``processing`` record and the records of its name's earlier contents.
         ``same_bytes``: the store's other records of ``stored``'s SHA-256, read under the content's lock."""
-        named = {n.file_id for n in self.catalog.names(store, name=name, folder=folder)} - {stored.id}
+        named = {n.file_id for n in self.catalog.names(store, name=name, folder=folder)} - {stored.id} - set(protected)
         same_name = [f for f in (self.catalog.get_file(store, i) for i in sorted(named)) if f is not None]
         unchanged = [f for f in same_name if f.sha256 == stored.sha256 and f.status == DONE]
         own = self.catalog.get_file(store, stored.id)
@@ -672,11 +679,13 @@ class Indexer:
         cancel: threading.Event | None = None,
         names: dict[Path, str] | None = None,
         progress: Callable[[str, str, float], None] | None = None,
+        protected: Collection[str] = (),
     ) -> list[IngestResult]:
         """Ingest files and folders (a folder: the files matching ``glob``, default ``**/*``, sorted).
         Each file is reported; the batch never aborts for a bad file. Files are named by
         :func:`file_names` (or ``names``), so two files of the batch never share a name.
-        ``progress(file name, stage, fraction)`` follows each file (see :data:`Progress`)."""
+        ``progress(file name, stage, fraction)`` follows each file (see :data:`Progress`);
+        ``protected`` as :meth:`ingest_file` takes it."""
         results = []
         found = expand_paths(paths, glob)
         names = names if names is not None else file_names(found)
@@ -697,6 +706,7 @@ class Indexer:
                     password=password,
                     cancel=cancel,
                     progress=functools.partial(progress, name) if progress else None,
+                    protected=protected,
                 )
             results.append(r)
             if on_result:

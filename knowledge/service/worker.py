@@ -559,6 +559,7 @@ class Worker:
                 cancel=cancel,
                 attributes=options.get("attributes"),
                 readers=options.get("readers"),
+                protected=options.get("protected") or (),
                 raise_transient=True,
                 wait_out=wait_out,
             )

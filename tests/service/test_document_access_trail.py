@@ -138,3 +138,28 @@ def test_a_writer_neither_learns_a_restricted_files_name_nor_replaces_it(team):
         bob.index_text("handbook", salaries.file_id, "overwritten")
     assert root.vector_store("handbook").chunks(salaries.file_id)[0].text == "salaries of the staff"
     assert bob.index_text("handbook", plain.file_id, "holiday rules, new").chunks == 1
+
+
+def test_a_writer_who_may_not_read_a_file_adds_beside_it_instead_of_replacing_it_by_name(team):
+    """A new version of a name replaces the old one -- unless the person adding it may not read the
+    old one: theirs is added beside it, and the restricted file keeps its name, chunks and readers
+    (by a single ingest and by a batch a worker runs)."""
+    system, root = team
+    root.share_store("handbook", "user", "bob", "write")
+    old = root.ingest_file("handbook", b"salaries: the real figures", "salaries.txt")
+    root.set_file_readers("handbook", old.file_id, "group:hr")
+    bob = _as(system, "bob")
+    mine = bob.ingest_file("handbook", b"salaries: a draft by bob", "salaries.txt")
+    assert mine.outcome == "indexed" and mine.replaced_file_id is None
+    job = bob.submit_batch("handbook", [("salaries.txt", b"salaries: bob's second draft")])
+    job.wait(timeout=60)
+    ana = _as(system, "ana")
+    by_ana = {f.file_id: f.readers for f in ana.store_files("handbook") if f.file_name == "salaries.txt"}
+    assert by_ana[old.file_id] == ("group:hr",) and len(by_ana) == 2  # the batch's draft replaced bob's first
+    assert mine.file_id not in by_ana
+    assert [f.file_name for f in bob.store_files("handbook")] == ["salaries.txt"]  # his own, the second draft
+    assert ana.vector_store("handbook").chunks(old.file_id)[0].text == "salaries: the real figures"
+    # the owner's new version does replace it, and keeps its readers
+    new = root.ingest_file("handbook", b"salaries: next year's figures", "salaries.txt")
+    assert new.replaced_file_id in {old.file_id, *by_ana}
+    assert root.file_readers("handbook", new.file_id) == ("group:hr",)
