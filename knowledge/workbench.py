@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from knowledge.attributes import check_attributes
 from knowledge.catalog import DONE, FileRecord, StoreRecord, StoreSettings, SyncedFolder
 from knowledge.config import Settings
 from knowledge.embeddings.base import Embedder
@@ -325,11 +326,12 @@ class Workbench:
         restricted = self._system.catalog.restricted_files(store)
         return {fid for fid, who in restricted.items() if not self._system.policy.reads(self.actor, store, who)}
 
-    def _require_readable(self, store: str, file_id: str) -> None:
-        """Raise ``FileNotFoundInStore`` -- the words of a file the store does not hold -- when
-        :attr:`actor` may not read file ``file_id`` of ``store``."""
+    def _require_readable(self, store: str, file_id: str, words: str | None = None) -> None:
+        """Raise ``FileNotFoundInStore`` when :attr:`actor` may not read file ``file_id`` of ``store``,
+        in ``words``: those the call says of an id the store does not hold (default: "Store ... has
+        no file with the id ...")."""
         if file_id in self._hidden_files(store):
-            raise FileNotFoundInStore(f"Store {store!r} has no file with the id {file_id!r}.")
+            raise FileNotFoundInStore(words or f"Store {store!r} has no file with the id {file_id!r}.")
 
     @checks("store.read")
     def file_readers(self, store: str, file_id: str) -> tuple[str, ...] | None:
@@ -783,8 +785,15 @@ class Workbench:
     @checks("store.write")
     def index_text(self, store: str, file_id: str, text: str, file_name: str | None = None) -> IngestResult:
         """See :meth:`Indexer.index_text`: ``text`` as the whole content of file ``file_id`` of ``store``
-        (created from the default template when missing), replacing the file's earlier chunks."""
+        (created from the default template when missing), replacing the file's earlier chunks.
+
+        Raises:
+            PermissionDenied: ``file_id`` is a file of the store :attr:`actor` may not read (its id is
+                "taken"; nothing is written). The errors of :meth:`Indexer.index_text`.
+        """
         new = self._writing(store)
+        if file_id in self._hidden_files(store):
+            raise PermissionDenied(f"The file id {file_id!r} is taken in store {store!r}; choose another.")
         result = self._system.indexer.index_text(store, file_id, text, file_name)
         self._ingested(store, new, [file_name or file_id])
         return result
@@ -800,8 +809,8 @@ class Workbench:
     def delete_file(self, store: str, file_id: str, *, keep_file: bool = False) -> int:
         """See :meth:`Indexer.delete_file` (needs write access)."""
         self.authorize(store, "write")
-        self._require_readable(store, file_id)
-        removed = self._system.indexer.delete_file(store, file_id, keep_file=keep_file)
+        hidden = file_id in self._hidden_files(store)  # as an id the store does not hold: nothing removed
+        removed = 0 if hidden else self._system.indexer.delete_file(store, file_id, keep_file=keep_file)
         self.record("file.delete", store=store, target=file_id, detail={"chunks": removed})
         return removed
 
@@ -810,7 +819,7 @@ class Workbench:
         """See :meth:`Indexer.delete_name`: one name off a content; the content with its last name
         (needs write access)."""
         self.authorize(store, "write")
-        self._require_readable(store, file_id)
+        self._require_readable(store, file_id, f"Store {store!r} has no file named {name!r} with the id {file_id!r}.")
         removed = self._system.indexer.delete_name(store, file_id, name, folder=folder)
         self.record("file.delete", store=store, target=file_id, detail={"name": name, "chunks": removed})
         return removed
@@ -819,15 +828,16 @@ class Workbench:
     def file_names_of(self, store: str, file_id: str | None = None):
         """The names (:class:`~knowledge.catalog.FileName`) in ``store``, of one content or all."""
         self.authorize(store)
-        if file_id is not None:
-            self._require_readable(store, file_id)
-        hidden = self._hidden_files(store)
+        hidden = self._hidden_files(store)  # a hidden content has no names, as an unknown id
         return [n for n in self._system.catalog.names(store, file_id=file_id) if n.file_id not in hidden]
 
     @checks("store.read")
     def file_attributes(self, store: str, file_id: str) -> dict[str, Any]:
+        """See :meth:`Indexer.file_attributes`: ``{}`` for a file :attr:`actor` may not read, as for
+        an id the store does not hold."""
         self.authorize(store)
-        self._require_readable(store, file_id)
+        if file_id in self._hidden_files(store):
+            return {}
         return self._system.indexer.file_attributes(store, file_id)
 
     @checks("store.write")
@@ -835,7 +845,8 @@ class Workbench:
         """See :meth:`Indexer.set_file_attributes` (needs write access): the app's Details editor and
         the REST API's ``POST /v1/vector_stores/{id}/files/{file_id}`` both save through here."""
         self.authorize(store, "write")
-        self._require_readable(store, file_id)
+        check_attributes(attributes)  # bad ones are refused first, for a hidden file as for any id
+        self._require_readable(store, file_id, f"Store {store!r} has no indexed file with the id {file_id!r}.")
         changed = self._system.indexer.set_file_attributes(store, file_id, attributes)
         self.record("file.attributes", store=store, target=file_id)
         return changed
