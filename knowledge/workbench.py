@@ -522,9 +522,17 @@ class Workbench:
 
     def _may_see_batch(self, store: str, job: IngestJob) -> bool:
         """Whether :attr:`actor` may see the progress of ``job`` (its file names): a batch restricted
-        to readers (``submit_batch(readers=)``) only by them and the store's owners."""
+        to readers (``submit_batch(readers=)``) only by them and the store's owners; nor a batch
+        with a file they may not read (a new version of a restricted name keeps its readers), by
+        its name or by the result's id."""
         readers = job.options.get("readers")
-        return readers is None or self._system.policy.reads(self.actor, store, readers)
+        if readers is not None and not self._system.policy.reads(self.actor, store, readers):
+            return False
+        hidden = self._hidden_files(store)
+        if not hidden:
+            return True
+        names = {n.name for n in self._system.catalog.names(store) if n.file_id in hidden}
+        return not any(f.name in names or (f.result is not None and f.result.file_id in hidden) for f in job.files)
 
     @checks("store.list")
     def ingesting(self, store: str) -> bool:

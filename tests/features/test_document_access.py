@@ -394,6 +394,22 @@ def test_a_new_version_under_the_same_name_keeps_its_readers(world):
     assert bob.file_record(STORE, new.file_id) is None and len(bob.store_files(STORE)) == len(ORDINARY)
 
 
+# -- batches ----------------------------------------------------------------------------------------
+def test_a_batch_with_a_file_bob_may_not_read_is_not_shown_to_him(world):
+    root = world.root
+    public = root.submit_batch(STORE, [("page-98.md", b"# Extra\n\nThe salary review is in May.\n")])
+    assert public.wait(60) and [r.ok for r in public.results] == [True]
+    assert world.wb("bob").shown_job(STORE) is public  # another person's batch of readable files
+    # a new version of the HR file in a batch: it keeps its readers, so its name and id are not bob's to see
+    job = root.submit_batch(STORE, [(HR_NAME, (HR_TEXT + "\nv2\n").encode()), ("page-99.md", b"# More\n\nMore.\n")])
+    assert job.wait(60) and [r.ok for r in job.results] == [True, True]
+    [new] = [r.file_id for r in job.results if r.name == HR_NAME]
+    assert root.file_readers(STORE, new) == ("group:hr",)
+    for who in ("bob", "wendy"):
+        assert world.wb(who).shown_job(STORE) is None, who
+    assert world.wb("ana").shown_job(STORE) is job and root.shown_job(STORE) is job
+
+
 # -- a store from before access per document ------------------------------------------------------
 def test_a_legacy_store_is_back_filled_by_its_first_restriction_and_hides_nothing_else(backend_settings):
     system = System(backend_settings, _embedder)
