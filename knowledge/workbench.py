@@ -289,7 +289,30 @@ class Workbench:
         )
         seen = set(self.visible({e.store for e in scan if e.store is not None}))
         mine = [e for e in scan if (e.store in seen if e.store is not None else self.actor.username in (e.actor, e.target))]
-        return mine[:limit]
+        withheld: dict[str, set[str]] = {}
+        return [e for e in mine if not self._tells_of_hidden(e, withheld)][:limit]
+
+    def _tells_of_hidden(self, event: AuditEvent, withheld: dict[str, set[str]]) -> bool:
+        """Whether ``event`` names a file of its store :attr:`actor` may not read -- its id or one of
+        its names as the target, the ``name`` or among the ``files`` of the detail -- or sets readers
+        (``file.readers``) that leave them out. ``withheld`` caches the ids and names per store."""
+        if event.store is None:
+            return False
+        if event.store not in withheld:
+            hidden = self._hidden_files(event.store)
+            names = {n.name for n in self._system.catalog.names(event.store) if n.file_id in hidden} if hidden else set()
+            withheld[event.store] = hidden | names
+        detail = event.detail if isinstance(event.detail, dict) else {}
+        files = detail.get("files") if isinstance(detail.get("files"), list) else []
+        told = {x for x in (event.target, detail.get("name"), *files) if isinstance(x, str)}
+        if told & withheld[event.store]:
+            return True
+        after = detail.get("after")
+        return (
+            event.action == "file.readers"
+            and after is not None
+            and not self._system.policy.reads(self.actor, event.store, after)
+        )
 
     @checks("store.list")
     def visible(self, names: Iterable[str]) -> list[str]:

@@ -394,6 +394,21 @@ def test_a_new_version_under_the_same_name_keeps_its_readers(world):
     assert bob.file_record(STORE, new.file_id) is None and len(bob.store_files(STORE)) == len(ORDINARY)
 
 
+# -- the audit trail ----------------------------------------------------------------------------------
+def test_bobs_audit_trail_of_the_store_does_not_name_the_file(world):
+    def tells(events) -> bool:
+        return any(HR_NAME in repr(e) or world.hr_id in repr(e) for e in events)
+
+    bob, ana, root = world.wb("bob"), world.wb("ana"), world.root
+    assert not tells(bob.audit_events()) and not tells(bob.audit_events(store=STORE))
+    assert bob.audit_events(store=STORE)  # the store's other events are there
+    assert {e.action for e in bob.audit_events(store=STORE)} >= {"store.create", "file.ingest"}
+    assert tells(ana.audit_events(store=STORE)) and tells(root.audit_events(action="file.readers"))
+    # deleted, the file's restriction is still not bob's to read
+    root.delete_file(STORE, world.hr_id)
+    assert not tells(bob.audit_events(action="file.readers")) and tells(ana.audit_events(action="file.readers"))
+
+
 # -- batches ----------------------------------------------------------------------------------------
 def test_a_batch_with_a_file_bob_may_not_read_is_not_shown_to_him(world):
     root = world.root
