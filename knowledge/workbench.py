@@ -303,8 +303,10 @@ class Workbench:
             names = {n.name for n in self._system.catalog.names(event.store) if n.file_id in hidden} if hidden else set()
             withheld[event.store] = hidden | names
         detail = event.detail if isinstance(event.detail, dict) else {}
-        files = detail.get("files") if isinstance(detail.get("files"), list) else []
-        told = {x for x in (event.target, detail.get("name"), *files) if isinstance(x, str)}
+        files = detail.get("files")
+        told = {
+            x for x in (event.target, detail.get("name"), *(files if isinstance(files, list) else [])) if isinstance(x, str)
+        }
         if told & withheld[event.store]:
             return True
         after = detail.get("after")

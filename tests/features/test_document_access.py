@@ -499,6 +499,28 @@ def test_an_owners_export_imported_keeps_the_readers(world, tmp_path):
     assert ana.file_record("hb2", imported) is not None
 
 
+def test_a_backup_restored_keeps_the_readers(world, backend_settings, tmp_path):
+    from knowledge.portable.backup import restore
+
+    out = tmp_path / "backup.zip"
+    world.root.portable.backup(out)
+    world.system.close()
+    here = backend_settings.model_copy(update={"data_dir": tmp_path / "restored"})
+    result = restore(here, out)
+    system = System(here, _embedder)
+    try:
+        again = World(system, world.hr_id)
+        assert again.root.portable.import_restored(result).failed == {}
+        [hr] = [f.file_id for f in again.root.store_files(STORE) if f.file_name == HR_NAME]  # bundled: a new id
+        assert again.root.file_readers(STORE, hr) == ("group:hr",) and system.catalog.filters_readers(STORE)
+        for mode in MODES:
+            hits = again.wb("bob").search(STORE, QUERY, K, mode=mode)
+            assert len(hits) == K and HR_NAME not in _names(hits), mode
+            assert _names(again.wb("ana").search(STORE, QUERY, K, mode=mode))[0] == HR_NAME, mode
+    finally:
+        system.close()
+
+
 # -- left to decide (issue 41): what a writer who may not read a file may do with its name or bytes ------
 @pytest.fixture
 def memory_world(settings: Settings) -> World:
