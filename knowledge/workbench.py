@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from knowledge.attributes import check_attributes
 from knowledge.catalog import DONE, FileRecord, StoreRecord, StoreSettings, SyncedFolder
 from knowledge.config import Settings
 from knowledge.embeddings.base import Embedder
@@ -297,6 +298,13 @@ class Workbench:
         not read (its id as target, or its name), the names of such files taken out of a batch's list."""
         if event.store is None:
             return event
+        after = event.detail.get("after")
+        if (
+            event.action == "file.readers"
+            and after is not None
+            and not self._system.policy.reads(self.actor, event.store, after)
+        ):
+            return None  # readers that leave them out (also of a file deleted since)
         hidden = self._hidden_files(event.store)
         if not hidden:
             return event
@@ -353,11 +361,12 @@ class Workbench:
             return set()
         return {n for f in self._system.catalog.files(store) if f.file_id in hidden for n in f.names}
 
-    def _require_readable(self, store: str, file_id: str) -> None:
-        """Raise ``FileNotFoundInStore`` -- the words of a file the store does not hold -- when
-        :attr:`actor` may not read file ``file_id`` of ``store``."""
+    def _require_readable(self, store: str, file_id: str, words: str | None = None) -> None:
+        """Raise ``FileNotFoundInStore`` when :attr:`actor` may not read file ``file_id`` of ``store``,
+        in ``words``: those the call says of an id the store does not hold (default: "Store ... has
+        no file with the id ...")."""
         if file_id in self._hidden_files(store):
-            raise FileNotFoundInStore(f"Store {store!r} has no file with the id {file_id!r}.")
+            raise FileNotFoundInStore(words or f"Store {store!r} has no file with the id {file_id!r}.")
 
     @checks("store.read")
     def unreadable_files(self, store: str) -> set[str]:
@@ -598,9 +607,17 @@ class Workbench:
 
     def _may_see_batch(self, store: str, job: IngestJob) -> bool:
         """Whether :attr:`actor` may see the progress of ``job`` (its file names): a batch restricted
-        to readers (``submit_batch(readers=)``) only by them and the store's owners."""
+        to readers (``submit_batch(readers=)``) only by them and the store's owners; nor a batch
+        with a file they may not read (a new version of a restricted name keeps its readers), by
+        its name or by the result's id."""
         readers = job.options.get("readers")
-        return readers is None or self._system.policy.reads(self.actor, store, readers)
+        if readers is not None and not self._system.policy.reads(self.actor, store, readers):
+            return False
+        hidden = self._hidden_files(store)
+        if not hidden:
+            return True
+        names = {n.name for n in self._system.catalog.names(store) if n.file_id in hidden}
+        return not any(f.name in names or (f.result is not None and f.result.file_id in hidden) for f in job.files)
 
     @checks("store.list")
     def ingesting(self, store: str) -> bool:
@@ -754,7 +771,7 @@ class Workbench:
             kwargs["readers"] = self._checked_readers(kwargs["readers"])
         result = self._system.indexer.ingest_file(store, source, name, protected=self._hidden_files(store), **kwargs)
         self._ingested(store, new, [result.name])
-        return result
+        return self.readable_result(store, result)
 
     @checks("store.write")
     def submit_batch(
@@ -876,11 +893,15 @@ class Workbench:
     @checks("store.write")
     def index_text(self, store: str, file_id: str, text: str, file_name: str | None = None) -> IngestResult:
         """See :meth:`Indexer.index_text`: ``text`` as the whole content of file ``file_id`` of ``store``
-        (created from the default template when missing), replacing the file's earlier chunks. A file
-        :attr:`actor` may not read is not theirs to replace (``FileNotFoundInStore``, as if missing)."""
+        (created from the default template when missing), replacing the file's earlier chunks.
+
+        Raises:
+            PermissionDenied: ``file_id`` is a file of the store :attr:`actor` may not read (its id is
+                "taken"; nothing is written). The errors of :meth:`Indexer.index_text`.
+        """
         new = self._writing(store)
-        if not new:
-            self._require_readable(store, file_id)
+        if file_id in self._hidden_files(store):
+            raise PermissionDenied(f"The file id {file_id!r} is taken in store {store!r}; choose another.")
         result = self._system.indexer.index_text(store, file_id, text, file_name)
         self._ingested(store, new, [file_name or file_id])
         return result
@@ -896,8 +917,8 @@ class Workbench:
     def delete_file(self, store: str, file_id: str, *, keep_file: bool = False) -> int:
         """See :meth:`Indexer.delete_file` (needs write access)."""
         self.authorize(store, "write")
-        self._require_readable(store, file_id)
-        removed = self._system.indexer.delete_file(store, file_id, keep_file=keep_file)
+        hidden = file_id in self._hidden_files(store)  # as an id the store does not hold: nothing removed
+        removed = 0 if hidden else self._system.indexer.delete_file(store, file_id, keep_file=keep_file)
         self.record("file.delete", store=store, target=file_id, detail={"chunks": removed})
         return removed
 
@@ -906,7 +927,7 @@ class Workbench:
         """See :meth:`Indexer.delete_name`: one name off a content; the content with its last name
         (needs write access)."""
         self.authorize(store, "write")
-        self._require_readable(store, file_id)
+        self._require_readable(store, file_id, f"Store {store!r} has no file named {name!r} with the id {file_id!r}.")
         removed = self._system.indexer.delete_name(store, file_id, name, folder=folder)
         self.record("file.delete", store=store, target=file_id, detail={"name": name, "chunks": removed})
         return removed
@@ -915,15 +936,16 @@ class Workbench:
     def file_names_of(self, store: str, file_id: str | None = None):
         """The names (:class:`~knowledge.catalog.FileName`) in ``store``, of one content or all."""
         self.authorize(store)
-        if file_id is not None:
-            self._require_readable(store, file_id)
-        hidden = self._hidden_files(store)
+        hidden = self._hidden_files(store)  # a hidden content has no names, as an unknown id
         return [n for n in self._system.catalog.names(store, file_id=file_id) if n.file_id not in hidden]
 
     @checks("store.read")
     def file_attributes(self, store: str, file_id: str) -> dict[str, Any]:
+        """See :meth:`Indexer.file_attributes`: ``{}`` for a file :attr:`actor` may not read, as for
+        an id the store does not hold."""
         self.authorize(store)
-        self._require_readable(store, file_id)
+        if file_id in self._hidden_files(store):
+            return {}
         return self._system.indexer.file_attributes(store, file_id)
 
     @checks("store.write")
@@ -931,7 +953,8 @@ class Workbench:
         """See :meth:`Indexer.set_file_attributes` (needs write access): the app's Details editor and
         the REST API's ``POST /v1/vector_stores/{id}/files/{file_id}`` both save through here."""
         self.authorize(store, "write")
-        self._require_readable(store, file_id)
+        check_attributes(attributes)  # bad ones are refused first, for a hidden file as for any id
+        self._require_readable(store, file_id, f"Store {store!r} has no indexed file with the id {file_id!r}.")
         changed = self._system.indexer.set_file_attributes(store, file_id, attributes)
         self.record("file.attributes", store=store, target=file_id)
         return changed

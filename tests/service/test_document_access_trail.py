@@ -11,7 +11,7 @@ import zipfile
 import pytest
 
 from knowledge.embeddings.fake import HashEmbedder
-from knowledge.errors import FileNotFoundInStore
+from knowledge.errors import PermissionDenied
 from knowledge.evaluation.questions import Criterion, Question
 from knowledge.evaluation.runs import RunNotFound
 from knowledge.system import System
@@ -130,11 +130,15 @@ def test_a_writer_neither_learns_a_restricted_files_name_nor_replaces_it(team):
     root.set_file_readers("handbook", salaries.file_id, "group:hr")
     bob = _as(system, "bob")
     again = bob.ingest_file("handbook", b"salaries of the staff", "copy.txt")  # the same bytes
-    assert again.outcome == "duplicate" and "salaries.txt" not in again.message
-    assert "a file whose readers are restricted" in again.message
+    assert again.outcome == "duplicate" and "salaries.txt" not in again.message and again.file_id is None
+    assert "the same bytes as a file already in 'handbook'" in again.message
+    queued = bob.submit_batch("handbook", [("copy2.txt", b"salaries of the staff")])  # through a worker
+    assert queued.wait(timeout=60)
+    assert "salaries.txt" not in queued.results[0].message
+    assert "a file whose readers are restricted" in queued.results[0].message
     plain = root.ingest_file("handbook", b"holiday rules", "holidays.txt")
     assert "'holidays.txt'" in bob.ingest_file("handbook", b"holiday rules", "h2.txt").message  # others are named
-    with pytest.raises(FileNotFoundInStore):
+    with pytest.raises(PermissionDenied, match="is taken"):
         bob.index_text("handbook", salaries.file_id, "overwritten")
     assert root.vector_store("handbook").chunks(salaries.file_id)[0].text == "salaries of the staff"
     assert bob.index_text("handbook", plain.file_id, "holiday rules, new").chunks == 1
