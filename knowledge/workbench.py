@@ -520,9 +520,13 @@ class Workbench:
 
     def _may_see_batch(self, store: str, job: IngestJob) -> bool:
         """Whether :attr:`actor` may see the progress of ``job`` (its file names): a batch restricted
-        to readers (``submit_batch(readers=)``) only by them and the store's owners."""
+        to readers (``submit_batch(readers=)``) only by them and the store's owners; nor one with a
+        file restricted since that :attr:`actor` may not read (its line would name it)."""
         readers = job.options.get("readers")
-        return readers is None or self._system.policy.reads(self.actor, store, readers)
+        if readers is not None and not self._system.policy.reads(self.actor, store, readers):
+            return False
+        hidden = self._hidden_files(store)
+        return not any(fp.result is not None and fp.result.file_id in hidden for fp in job.files)
 
     @checks("store.list")
     def ingesting(self, store: str) -> bool:
