@@ -1,9 +1,11 @@
 """The Stores page's per-store "File details" editor and "Store settings" section (not a page).
 
-File details: pick an indexed file, edit its title and its typed attribute rows (add, edit, delete),
-Save -- through :meth:`Workbench.set_file_attributes`, the REST API's edit, so filters see the new
-values at once. Store settings: the description the chat model is shown, the default score
-threshold, the template the store was made from and Re-embed. Logic: :mod:`knowledge.pagemodels.details`
+File details: pick an indexed file, edit its title and its typed attribute rows (add, edit, delete)
+and, once accounts exist, who may read it (everyone who may read the store, or only the people and
+groups picked), Save -- through :meth:`Workbench.set_file_attributes`, the REST API's edit, so
+filters see the new values at once, and :meth:`Workbench.set_file_readers`. Store settings: the
+description the chat model is shown, the default score threshold, the template the store was made
+from and Re-embed. Logic: :mod:`knowledge.pagemodels.details`
 and the workbench view (write access is checked there; read-only sharers see no Save).
 """
 
@@ -15,7 +17,18 @@ import streamlit as st
 
 from knowledge.catalog import DONE
 from knowledge.errors import KnowledgeError
-from knowledge.pagemodels.details import TYPES, attributes_of, rows_of
+from knowledge.pagemodels.details import (
+    ONLY_CHOICE,
+    READER_CHOICES,
+    TYPES,
+    attributes_of,
+    choice_of,
+    reader_label,
+    reader_options,
+    readers_of,
+    rows_of,
+)
+from knowledge.people.policy import describe_readers, principals
 from knowledge.service.stores import MAX_DESCRIPTION_CHARS
 from knowledge.text.render import inert, md
 from knowledge.workbench import Workbench
@@ -27,7 +40,11 @@ _ids = itertools.count(1)
 def _load(wb: Workbench, store: str, file_id: str, base: str) -> None:
     """Put the saved details of the file into the editor's state (once per file, and after a save)."""
     title, rows = rows_of(wb.file_attributes(store, file_id))
+    readers = wb.file_readers(store, file_id)
     st.session_state[f"{base}:title"] = title
+    st.session_state[f"{base}:saved-readers"] = readers
+    st.session_state[f"{base}:who"] = choice_of(readers)
+    st.session_state[f"{base}:readers"] = list(readers or ())
     ids = []
     for row in rows:
         ids.append(rid := next(_ids))
@@ -42,12 +59,49 @@ def _forget(base: str) -> None:
         del st.session_state[key]
 
 
+def readers_words(readers: tuple[str, ...] | None) -> str:
+    """Who may read a file, in words: "everyone who may read the store" or "only group hr, user ana"."""
+    return describe_readers(readers) if readers is None else "only " + describe_readers(readers)
+
+
+def _readers_part(wb: Workbench, store: str, base: str, writable: bool) -> None:
+    """Who may read the file: as words (read-only), else the choice and, for "only these", the pick
+    list of groups and people (``{base}:who`` and ``{base}:readers``), saved with the details."""
+    saved = st.session_state.get(f"{base}:saved-readers")
+    if not writable:
+        st.markdown(md("**Who may read this file:** {}.", readers_words(saved)))
+        return
+    choice = st.radio("Who may read this file", READER_CHOICES, key=f"{base}:who", horizontal=True)
+    if choice != ONLY_CHOICE:
+        st.caption("The file is shared as the store is: whoever may read the store may read it.")
+        return
+    owner = wb.store_owner(store)  # reads every file anyway: not offered
+    names = {u.username: u.display_name for u in wb.directory() if u.username != owner}
+    picked: list[str] = st.session_state.get(f"{base}:readers") or []
+    st.multiselect(
+        "People and groups",
+        reader_options(names, wb.group_names(), [*(saved or ()), *picked]),
+        key=f"{base}:readers",
+        format_func=lambda p: reader_label(p, names),
+        placeholder="Choose people or groups",
+    )
+    st.caption(
+        "Nobody else sees the file: not in file lists, counts, searches, chat or the viewer. The store's owner"
+        " (and the admins, where they see every store) always may."
+    )
+    if wb.level(store) != "owner" and set(principals(wb.actor)).isdisjoint(st.session_state.get(f"{base}:readers") or []):
+        st.warning("You are not among them: once saved, the file leaves your lists too.", icon="🔒")
+
+
 def details_section(wb: Workbench, store: str, writable: bool) -> None:
-    """The "File details" editor of ``store``'s indexed files; Save only with ``writable``."""
+    """The "File details" editor of ``store``'s indexed files (with who may read each, once accounts
+    exist); Save only with ``writable``."""
     done = [f for f in wb.store_files(store) if f.status == DONE]
     if not done:
         return
-    with st.expander("📝 File details: title and attributes"):
+    accounts = wb.accounts.enabled()
+    title = "📝 File details: title, attributes and readers" if accounts else "📝 File details: title and attributes"
+    with st.expander(title):
         flash(f"details:{store}")
         st.caption(
             "Attributes are key/value details of a file that filters use: in the playground as "
@@ -87,6 +141,8 @@ def details_section(wb: Workbench, store: str, writable: bool) -> None:
                 for part in ("k", "t", "v"):
                     st.session_state.pop(f"{base}:{part}:{rid}", None)
                 st.rerun()
+        if accounts:
+            _readers_part(wb, store, base, writable)
         if not writable:
             st.caption("Shared with you read-only: the details cannot be changed here.")
             return
@@ -106,17 +162,27 @@ def details_section(wb: Workbench, store: str, writable: bool) -> None:
             ]
             try:
                 attributes = attributes_of(st.session_state.get(f"{base}:title"), rows)
+                readers = readers_of(st.session_state.get(f"{base}:who"), st.session_state.get(f"{base}:readers"))
+                # the attributes first: a writer who saves readers that leave them out no longer reads the file
                 n = wb.set_file_attributes(store, fid, attributes)
             except KnowledgeError as exc:
                 st.error(md("Not saved: {}", str(exc)), icon="❌")
                 return
-            _forget(base)  # read back what was saved
-            set_flash(
-                f"details:{store}",
-                True,
+            said = (
                 f"Saved the details of {names[fid]} ({len(attributes)} attribute(s),"
-                f" {n} chunks updated): filters see them now.",
+                f" {n} chunks updated): filters see them now."
             )
+            ok = True
+            if accounts:
+                try:
+                    readers = wb.set_file_readers(store, fid, readers)
+                    said += f" Who may read it: {readers_words(readers)}."
+                    if wb.file_record(store, fid) is None:
+                        said += " You are not among its readers: it has left your lists."
+                except KnowledgeError as exc:
+                    ok, said = False, f"Saved the details of {names[fid]}, but not who may read it: {exc}"
+            _forget(base)  # read back what was saved
+            set_flash(f"details:{store}", ok, said)
             st.rerun()
 
 

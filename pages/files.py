@@ -7,6 +7,7 @@ import streamlit as st
 
 from knowledge.errors import KnowledgeError
 from knowledge.pagemodels import viewer as vm
+from knowledge.people.policy import describe_readers
 from knowledge.text.render import inert, md
 from knowledge.workbench import Workbench
 from pages._ui import app_workbench, flash, human_size, kilobytes, set_flash
@@ -90,6 +91,13 @@ with st.container(border=True):
     if chosen.stores:
         st.markdown("Used by: " + ", ".join(md("**{}**", s) for s in chosen.labels()))
         st.markdown(" · ".join(md("{}: ", s) + vm.viewer_link(vm.viewer_url(s, f.id)) for s in chosen.stores))
+        for s in chosen.stores:  # a file with readers of its own there (File details on the Vector stores page)
+            try:
+                readers = wb.file_readers(s, f.id)
+            except KnowledgeError:
+                continue
+            if readers is not None:
+                st.caption(md("🔒 In {} only {} may read it (and the store's owner).", s, describe_readers(readers)))
     else:
         st.write("Not used by any store.")
     try:

@@ -17,6 +17,7 @@ from knowledge.catalog import DONE, FAILED, PENDING, PROCESSING, FileCounts
 from knowledge.errors import KnowledgeError
 from knowledge.ingest.chunker import plan_chunking
 from knowledge.outcomes import Outcome, can_retry, needs_password, plain_reason
+from knowledge.people.policy import describe_readers
 from knowledge.service.jobs import IngestJob, round_eta
 from knowledge.service.templates import DEFAULT_TEMPLATE, make_template
 from knowledge.service.web import MAX_DEPTH
@@ -56,10 +57,12 @@ st.caption(
 # ------------------------------------------------------------------------------------------------
 def disk_size(store: str, disk_bytes: int | None) -> int | None:
     """The store's size on disk now, in bytes (``disk_bytes``, the page's figure from its last full
-    run, where it cannot be read)."""
+    run, where it cannot be read: also where the person's view of a store with files of restricted
+    readers has none, and the store list gave it, as they may read every file)."""
     try:
         vs = wb.vector_store(store)
-        return vs.info().disk_bytes if vs.exists() else disk_bytes
+        size = vs.info().disk_bytes if vs.exists() else None
+        return size if size is not None else disk_bytes
     except KnowledgeError:
         return disk_bytes
 
@@ -75,7 +78,9 @@ def counters(store: str, disk_bytes: int | None = None, files: list | None = Non
     c1.metric("Indexed files", n.indexed, help="Files of this store that are searchable.")
     c2.metric("Chunks", n.chunks, help="Searchable pieces of text of the indexed files.")
     c3.metric("Failed files", n.failed, help="Files that could not be indexed; see Needs attention.")
-    c4.metric("Size on disk", human_size(disk_bytes or 0))
+    # unknown (None) with chunks: the backend does not say, or the size would tell of files the
+    # person may not read (access per document); a store without chunks takes no room
+    c4.metric("Size on disk", "–" if disk_bytes is None and n.chunks else human_size(disk_bytes or 0))
 
 
 def status_panel(store: str, disk_bytes: int | None) -> None:
@@ -396,10 +401,12 @@ def _file_list(store: str, files: list, *, running: bool) -> None:
         elif not files:
             st.caption("No files yet: drop some above.")
         return
+    restricted = any(f.readers is not None for f in listed)  # the column only where a file has readers of its own
     st.dataframe(
         [
             {
                 "file": f.file_name,
+                **({"readers": "" if f.readers is None else "🔒 " + describe_readers(f.readers)} if restricted else {}),
                 "also named": list(f.aliases),
                 "status": STATUS_LABEL[DONE] if f.status == DONE else "⚠️ interrupted",
                 "chunks": f.chunks,
@@ -420,6 +427,11 @@ def _file_list(store: str, files: list, *, running: bool) -> None:
                 "pages", alignment="right", help="Pages of a PDF or a scanned image; – for a file without pages"
             ),
             "warnings": st.column_config.ListColumn("warnings", width="medium"),
+            "readers": st.column_config.TextColumn(
+                "🔒 readers",
+                width="medium",
+                help="Who may read the file, where not everyone who may read the store may (File details below)",
+            ),
             "also named": st.column_config.ListColumn(
                 "also named",
                 help="The same bytes under other names: indexed once, searchable while any of its names is in the store",
@@ -802,7 +814,7 @@ def stores_tab() -> None:
                 "store": s.record.name,
                 "files": s.files,
                 "chunks": s.chunks,
-                "size (MB)": megabytes(s.disk_bytes or 0),
+                "size (MB)": megabytes(s.disk_bytes if s.disk_bytes is not None or s.chunks else 0),
                 **{k: v[i] for k, v in whose.items()},
                 "template": s.record.template,
                 "stored": backend_words(s.record.backend) + (" (one machine only: not shared)" if s.note else ""),

@@ -8,6 +8,12 @@ as its own field; every other attribute is a row ``{"key", "type", "value"}`` wi
 (16 keys, keys of 1-64 characters, strings of at most 512), errors in words; :func:`attribute_filter`
 reads chat's sidebar filter. Saving goes through
 :meth:`knowledge.workbench.Workbench.set_file_attributes`, as the API's edit does.
+
+Who may read the file (access per document): :data:`READER_CHOICES` -- everyone who may read the
+store (the file inherits its sharing: readers ``None``) or only the people and groups picked
+(``"user:<username>"``, ``"group:<name>"``); :func:`reader_options` and :func:`reader_label` make the
+pick list, :func:`readers_of` the readers to save with
+:meth:`knowledge.workbench.Workbench.set_file_readers`.
 """
 
 from __future__ import annotations
@@ -20,11 +26,16 @@ from typing import Any
 from knowledge.attributes import PREFIX, Scalar, check_attributes
 from knowledge.errors import InvalidArgument
 from knowledge.pagemodels.playground import parse_fields, parse_scalar
+from knowledge.people.policy import parse_readers
 
 TITLE = "title"
 TYPES = ("text", "number", "true/false")
 _TRUE = {"true", "yes", "1", "on"}
 _FALSE = {"false", "no", "0", "off"}
+#: Who may read a file, as the editor offers it: the store's sharing (inherited), or only those picked.
+EVERYONE_CHOICE = "Everyone who may read the store"
+ONLY_CHOICE = "Only these people and groups"
+READER_CHOICES = (EVERYONE_CHOICE, ONLY_CHOICE)
 
 
 def type_of(value: Any) -> str:
@@ -127,4 +138,63 @@ def filter_text(where: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["TITLE", "TYPES", "attribute_filter", "attributes_of", "filter_text", "rows_of", "type_of", "typed"]
+def choice_of(readers: Iterable[str] | None) -> str:
+    """The editor's choice for saved ``readers``: :data:`EVERYONE_CHOICE` for ``None`` (inherits the
+    store's sharing), else :data:`ONLY_CHOICE`."""
+    return EVERYONE_CHOICE if readers is None else ONLY_CHOICE
+
+
+def reader_options(usernames: Iterable[str], groups: Iterable[str], current: Iterable[str] | None = None) -> list[str]:
+    """The principals to pick from: ``"group:<name>"`` of each group (sorted), then ``"user:<username>"``
+    of each account (sorted), then any of the ``current`` readers neither holds (an account or group
+    gone since), so that what is saved can always be shown."""
+    options = [f"group:{g}" for g in sorted(groups)] + [f"user:{u}" for u in sorted(usernames)]
+    return options + [r for r in current or () if r not in options]
+
+
+def reader_label(principal: str, display_names: Mapping[str, str]) -> str:
+    """A principal in a pick list: ``"👥 group hr"``, ``"👤 Ana Lima (ana)"`` (``display_names``:
+    username -> display name; the username alone when it has none, or the same)."""
+    kind, _, name = principal.partition(":")
+    if kind == "group":
+        return f"👥 group {name}"
+    shown = display_names.get(name) or name
+    return f"👤 {shown}" + (f" ({name})" if shown != name else "")
+
+
+def readers_of(choice: str | None, picked: Iterable[str] | None) -> tuple[str, ...] | None:
+    """The readers to save from the editor: ``None`` for :data:`EVERYONE_CHOICE` (the file inherits
+    the store's sharing), else the principals ``picked`` (``"user:<username>"``, ``"group:<name>"``),
+    in their order, each once.
+
+    Raises:
+        InvalidArgument: :data:`ONLY_CHOICE` with nobody picked (saving it would open the file to
+        everyone), a choice that is neither, a principal badly written -- in words.
+    """
+    if choice is None or choice == EVERYONE_CHOICE:
+        return None
+    if choice != ONLY_CHOICE:
+        raise InvalidArgument(f"Who may read the file is one of {', '.join(READER_CHOICES)}; got {choice!r}.")
+    readers = parse_readers(list(picked or ()))
+    if readers is None:
+        raise InvalidArgument(f"Choose at least one person or group who may read this file, or choose '{EVERYONE_CHOICE}'.")
+    return readers
+
+
+__all__ = [
+    "EVERYONE_CHOICE",
+    "ONLY_CHOICE",
+    "READER_CHOICES",
+    "TITLE",
+    "TYPES",
+    "attribute_filter",
+    "attributes_of",
+    "choice_of",
+    "filter_text",
+    "reader_label",
+    "reader_options",
+    "readers_of",
+    "rows_of",
+    "type_of",
+    "typed",
+]

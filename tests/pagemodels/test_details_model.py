@@ -1,12 +1,25 @@
 """The File details editor's model (knowledge.pagemodels.details): rows <-> typed attributes with the
-API's limits in words, and chat's sidebar filter lines."""
+API's limits in words, chat's sidebar filter lines, and who may read the file (the choice, the pick
+list, the readers saved)."""
 
 from __future__ import annotations
 
 import pytest
 
 from knowledge.errors import InvalidArgument
-from knowledge.pagemodels.details import attribute_filter, attributes_of, filter_text, rows_of, typed
+from knowledge.pagemodels.details import (
+    EVERYONE_CHOICE,
+    ONLY_CHOICE,
+    attribute_filter,
+    attributes_of,
+    choice_of,
+    filter_text,
+    reader_label,
+    reader_options,
+    readers_of,
+    rows_of,
+    typed,
+)
 
 
 def test_rows_of_saved_attributes_split_out_the_title_and_type_each_value():
@@ -77,3 +90,29 @@ def test_chat_filter_lines_are_attribute_fields_and_read_back():
     assert attribute_filter("") == {} and filter_text({}) == ""
     with pytest.raises(InvalidArgument, match="field = value"):
         attribute_filter("just words")
+
+
+def test_who_may_read_a_file_is_everyone_or_only_those_picked():
+    assert choice_of(None) == EVERYONE_CHOICE and choice_of(("group:hr",)) == ONLY_CHOICE
+    assert readers_of(EVERYONE_CHOICE, ["group:hr"]) is None  # the store's sharing: what was picked is let go
+    assert readers_of(ONLY_CHOICE, ["group:hr", "user:ana", "group:hr"]) == ("group:hr", "user:ana")
+    for nobody in ([], None):
+        with pytest.raises(InvalidArgument, match="Choose at least one person or group"):
+            readers_of(ONLY_CHOICE, nobody)  # saving it would open the file to everyone
+    with pytest.raises(InvalidArgument, match="'user:<name>', 'group:<name>'"):
+        readers_of(ONLY_CHOICE, ["ana"])
+    with pytest.raises(InvalidArgument, match="Who may read the file is one of"):
+        readers_of("some", ["group:hr"])
+
+
+def test_the_pick_list_offers_groups_then_people_and_keeps_a_saved_reader_gone_since():
+    options = reader_options(["bo", "ana"], ["staff", "hr"], ["user:gone", "group:hr"])
+    assert options == ["group:hr", "group:staff", "user:ana", "user:bo", "user:gone"]
+    names = {"ana": "Ana Lima", "bo": "bo"}
+    assert [reader_label(o, names) for o in options] == [
+        "👥 group hr",
+        "👥 group staff",
+        "👤 Ana Lima (ana)",
+        "👤 bo",
+        "👤 gone",
+    ]
