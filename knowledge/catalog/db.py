@@ -382,10 +382,12 @@ class Catalog:
             cur.execute("COMMIT")
 
     # -- files in stores ------------------------------------------------------------------------
-    def put_file(self, record: FileRecord, folder: str = "") -> None:
+    def put_file(self, record: FileRecord, folder: str = "", readers: Iterable[str] | None = None) -> None:
         """Insert or update the record of ``record.file_id`` in ``record.store``. A new content gets
         ``record.file_name`` as its first name (:class:`FileName`, origin ``folder``); a changed
-        ``file_name`` renames the name it had (the chunks' name follows the record).
+        ``file_name`` renames the name it had (the chunks' name follows the record). ``record.readers``
+        is not written (:meth:`set_readers`), but ``readers``, when given, are, in the same transaction
+        (a record never shows without the readers it is made with).
 
         On DuckDB, where this process is the only writer while it holds the file, the rows read at
         the start decide between a plain ``INSERT`` and an ``UPDATE`` (an ``ON CONFLICT`` upsert costs
@@ -452,6 +454,11 @@ class Catalog:
                         " WHERE store = ? AND file_id = ?",
                         [v for c, v in zip(_FILE_WRITTEN, values, strict=True) if c in _FILE_UPDATED]
                         + [record.store, record.file_id],
+                    )
+                if readers is not None:
+                    cur.execute(
+                        "UPDATE store_files SET readers = ? WHERE store = ? AND file_id = ?",
+                        [json.dumps(list(readers)), record.store, record.file_id],
                     )
                 cur.execute("COMMIT")
             except Exception:

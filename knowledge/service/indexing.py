@@ -154,6 +154,8 @@ class Indexer:
         its name, chunks and readers."""
         started = time.perf_counter()
         attributes = check_attributes(attributes)
+        if readers is not None:  # every chunk of the store carries its readers before this file's first
+            self.filter_readers(store)
         kept = source if isinstance(source, StoredFile) else None
         if kept is not None:
             name = name or kept.name
@@ -197,7 +199,7 @@ class Indexer:
                         holder = busy[0]  # being added now (by another job, maybe another process): wait for it
                     else:
                         decided = self._decide(
-                            store, record, stored, kept, name, folder, stat, started, same_bytes, protected
+                            store, record, stored, kept, name, folder, stat, started, same_bytes, protected, readers
                         )
                         if isinstance(decided, IngestResult):
                             return decided
@@ -221,11 +223,6 @@ class Indexer:
                     seconds=time.perf_counter() - started,
                 )
             time.sleep(SAME_BYTES_POLL)
-        inherited = next((f.readers for f in same_name if f.readers is not None), None)
-        chosen = tuple(readers) if readers is not None else inherited
-        if chosen is not None:  # restricted before its first chunk is written
-            self.filter_readers(store)
-            self.catalog.set_readers(store, rec.file_id, chosen)
         result = self._index(
             store,
             record,
@@ -272,6 +269,7 @@ class Indexer:
         started: float,
         same_bytes: list[FileRecord],
         protected: Collection[str] = (),
+        readers: Sequence[str] | None = None,
     ) -> IngestResult | tuple[FileRecord, list]:
         """Under the store's lock and the content's lock (:meth:`Catalog.content_lock`): the result of
         ``stored`` when its bytes are in the store already (under this name: ``UNCHANGED``, another:
@@ -331,8 +329,11 @@ class Indexer:
                 pages=dup[0].pages,
                 seconds=time.perf_counter() - started,
             )
-        rec = FileRecord(store, stored.id, name, stored.sha256, stored.size, PROCESSING, None, 0, None)
-        self.catalog.put_file(rec, folder=folder)
+        # its readers: those given, else those of the version of its name it replaces (a restricted
+        # one: the store filters already); written with the record, before anyone can list it
+        chosen = tuple(readers) if readers is not None else next((f.readers for f in same_name if f.readers), None)
+        rec = FileRecord(store, stored.id, name, stored.sha256, stored.size, PROCESSING, None, 0, None, readers=chosen)
+        self.catalog.put_file(rec, folder=folder, readers=chosen)
         if stat is not None:
             self.catalog.add_name(store, stored.id, name, folder, *stat)
         return rec, same_name
