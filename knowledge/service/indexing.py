@@ -154,8 +154,6 @@ class Indexer:
         its name, chunks and readers."""
         started = time.perf_counter()
         attributes = check_attributes(attributes)
-        if readers is not None:  # every chunk of the store carries its readers before this file's first
-            self.filter_readers(store)
         kept = source if isinstance(source, StoredFile) else None
         if kept is not None:
             name = name or kept.name
@@ -175,6 +173,8 @@ class Indexer:
                 name, Outcome.FAILED, str(exc), error=type(exc).__name__, seconds=time.perf_counter() - started
             )
         record, tpl = self.stores.open_for_write(store, template)
+        if readers is not None:  # every chunk of the store carries its readers before this file's first
+            self.filter_readers(store)
         embedder = self._embedder(tpl.embedding_model)
         lock = self.stores.store_lock(store)
         stored: Any = kept
