@@ -18,6 +18,7 @@ from tests.helpers.browser import (
     app_page,
     choose_option,
     full_shot,
+    open_options,
     rerun_and_wait,
     scroll_to,
     serve,
@@ -100,18 +101,8 @@ def fits(page, width: int) -> None:
 
 
 def options_of(page, box, tries: int = 3) -> list[str]:
-    """The options of selectbox ``box``, opened (the click is repeated when no list shows: one that
-    lands while the page reruns opens nothing), then closed."""
-    for attempt in range(tries):
-        box.click()
-        try:
-            page.get_by_role("option").first.wait_for(timeout=10_000)
-            break
-        except Exception:
-            if attempt == tries - 1:
-                raise
-            page.keyboard.press("Escape")
-            wait_for_app(page)
+    """The options of selectbox ``box``, opened (:func:`open_options`), then closed."""
+    open_options(page, box, page.get_by_role("option").first, tries)
     options = page.get_by_role("option").all_inner_texts()
     page.keyboard.press("Escape")
     return options

@@ -204,21 +204,26 @@ def scroll_to(locator, timeout: float = 30_000) -> None:
             time.sleep(0.2)
 
 
-def choose_option(pg, box, name: str, tries: int = 3) -> None:
-    """Open the selectbox/multiselect ``box`` and pick the option ``name`` (waiting for the rerun).
-    The click that opens the list is repeated when no list shows: a click that lands while the
-    page reruns (a loaded machine) opens nothing."""
-    option = pg.get_by_role("option", name=name, exact=True)
+def open_options(pg, box, option, tries: int = 3) -> None:
+    """Open the selectbox/multiselect ``box`` until ``option`` (a locator) shows. The click that opens
+    the list is repeated when no list shows: a click that lands while the page reruns (a loaded
+    machine) opens nothing."""
     for attempt in range(tries):
         box.click()
         try:
             option.wait_for(timeout=10_000)
-            break
+            return
         except Exception:
             if attempt == tries - 1:
                 raise
             pg.keyboard.press("Escape")
             wait_for_app(pg)
+
+
+def choose_option(pg, box, name: str, tries: int = 3) -> None:
+    """Open the selectbox/multiselect ``box`` and pick the option ``name`` (waiting for the rerun)."""
+    option = pg.get_by_role("option", name=name, exact=True)
+    open_options(pg, box, option, tries)
     rerun_and_wait(pg, lambda: option.click())
 
 
