@@ -323,10 +323,14 @@ def _no_group(exc: InvalidArgument) -> InvalidArgument:
 
 def cmd_groups_list(wb: Workbench, args: argparse.Namespace) -> int:
     groups = wb.accounts.groups()
-    if args.json:
-        print(json.dumps([{"group": g, "members": m} for g, m in groups.items()], ensure_ascii=False, indent=2))
+    sources = wb.accounts.group_sources()  # a provider's membership: "ana (from LDAP)"
+    if args.json:  # "sources": the members a provider keeps, with its label (hand-made ones are not in it)
+        data = [
+            {"group": g, "members": m, "sources": {u: sources[(g, u)] for u in m if (g, u) in sources}}
+            for g, m in groups.items()
+        ]
+        print(json.dumps(data, ensure_ascii=False, indent=2))
     else:
-        sources = wb.accounts.group_sources()  # a provider's membership: "ana (from LDAP)"
         rows = [
             (g, ", ".join(f"{u} (from {sources[(g, u)]})" if (g, u) in sources else u for u in m)) for g, m in groups.items()
         ]

@@ -145,7 +145,7 @@ def test_read_only_sharing_lets_search_but_not_ingest(team, capsys, monkeypatch)
 def test_groups_share_a_store_with_their_members(team, capsys, monkeypatch):
     assert run(capsys, monkeypatch, "groups", "add", "  People  Ops ")[0] == 0
     assert run(capsys, monkeypatch, "groups", "add-member", "People Ops", "Bo")[0] == 0
-    assert cli_json(capsys, monkeypatch, "groups", "list") == [{"group": "People Ops", "members": ["bo"]}]
+    assert cli_json(capsys, monkeypatch, "groups", "list") == [{"group": "People Ops", "members": ["bo"], "sources": {}}]
     assert run(capsys, monkeypatch, "--user", "ana", "share", "hr", "--group", "People Ops")[0] == 0
     assert store_names(capsys, monkeypatch, "--user", "bo") == ["hr"]
     code, _, err = run(capsys, monkeypatch, "groups", "add-member", "nosuch", "bo")
@@ -397,7 +397,7 @@ def test_a_providers_membership_is_shown_and_not_edited_by_hand(team, capsys, mo
     for verb in ("remove-member", "add-member"):
         code, _, err = run(capsys, monkeypatch, "groups", verb, "hr", "bo")
         assert code == 2 and "is from LDAP: change it in the directory" in err
-    assert cli_json(capsys, monkeypatch, "groups", "list") == [{"group": "hr", "members": ["bo"]}]
+    assert cli_json(capsys, monkeypatch, "groups", "list") == [{"group": "hr", "members": ["bo"], "sources": {"bo": "LDAP"}}]
 
 
 def test_an_account_without_a_password_for_single_sign_on_or_the_directory(team, capsys, monkeypatch):

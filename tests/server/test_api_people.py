@@ -430,4 +430,8 @@ def test_a_providers_membership_is_refused_by_hand_over_rest_naming_the_provider
             assert r.status_code == 400, r.text
             error = r.json()["error"]
             assert error["param"] == "group" and "from the sign-on provider https://idp.example.org" in error["message"]
+        system.people.accounts.create("bo", PW)
+        system.people.accounts.add_to_group("hr", "bo")  # by hand
+        [hr] = c.get("/v1/knowledge/groups").json()["data"]
+        assert (hr["members"], hr["sources"]) == (["ana", "bo"], {"ana": "idp.example.org"})
     assert system.people.accounts.groups_of("ana") == ["hr"]

@@ -198,9 +198,19 @@ def create_invite(api: Api, body: NewInvite | None = None) -> dict:
 
 @router.get("/groups", summary="Every group and its members (an admin's)")
 def list_groups(api: Api) -> dict:
+    sources = api.wb.accounts.group_sources()
     return {
         "object": "list",
-        "data": [{"object": "knowledge.group", "name": g, "members": m} for g, m in api.wb.accounts.groups().items()],
+        "data": [
+            {
+                "object": "knowledge.group",
+                "name": g,
+                "members": m,
+                # the members a provider keeps (LDAP, the sign-on provider, SCIM): not editable by hand
+                "sources": {u: sources[(g, u)] for u in m if (g, u) in sources},
+            }
+            for g, m in api.wb.accounts.groups().items()
+        ],
     }
 
 
