@@ -125,7 +125,9 @@ with tab_users:
         current = next(u for u in users if u.username == who)
         c1, c2 = st.columns(2)
         with c1.form("change-role"):
-            new_role = st.selectbox("Role", ROLES, index=ROLES.index(current.role), key="edit-role")
+            # keyed per account: a widget key of its own keeps its value across reruns, so one key for
+            # every account showed the role of the first account picked (and saved it onto the next)
+            new_role = st.selectbox("Role", ROLES, index=ROLES.index(current.role), key=f"edit-role-{who}")
             if st.form_submit_button("Change the role"):
                 try:
                     wb.accounts.set_role(who, new_role)

@@ -64,6 +64,9 @@ def render_hits(run: pg.SearchRun) -> None:
                 )
             )
             return
+        if not run.top and run.mode == "lexical":  # keyword ranking: only chunks sharing a word come back
+            st.info(md("No chunk of **{}** holds a word of this query. Try other words, or rank by meaning.", run.store))
+            return
         if not run.top:
             st.info(md("**{}** has no chunks yet: drop files on it (Vector stores page).", run.store))
             return

@@ -165,7 +165,10 @@ def test_an_admin_deactivates_and_activates_an_account_on_people(team):
     at = signed_in("root", "pages/people.py")
     status = dict(zip(at.dataframe[0].value["username"], at.dataframe[0].value["status"], strict=True))
     assert status == {"ana": "active", "root": "active"}
+    at.selectbox(key="edit-user").set_value("root").run()
+    assert at.selectbox(key="edit-role-root").value == "admin"
     at.selectbox(key="edit-user").set_value("ana").run()
+    assert at.selectbox(key="edit-role-ana").value == "member"  # hers, not the account shown before
     button(at, "deactivate-user").click().run()
     assert not at.exception, at.exception
     assert "Deactivated Ana Lima" in " ".join(s.value for s in at.success)

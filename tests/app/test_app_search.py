@@ -167,6 +167,10 @@ def test_the_ranking_box_switches_between_hybrid_vector_and_words(populated):
     assert "Order: keyword score (keyword)." in texts(at)
     assert len(at.get("progress")) == 1  # one chunk (page 2) contains the words
     assert "kitchen-and-sky.pdf · page 2" in texts(at)
+    at.text_input(key="pg_query").input("zzqxv").run()  # no chunk holds the word: not "no chunks yet"
+    said = " ".join(i.value for i in at.info)
+    assert "holds a word of this query" in said and "no chunks yet" not in said
+    at.text_input(key="pg_query").input("Jupiter moons").run()
     at.selectbox(key="pg_mode").select("vector").run()
     assert "Order: similarity (semantic)." in texts(at)
     assert "rank score" not in " ".join(p.proto.text for p in at.get("progress"))

@@ -146,7 +146,7 @@ def by_pages(data: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.Capture
         at.text_input(key="new-password").input(PW)
         press("Add the account")
         at.selectbox(key="edit-user").select("cy").run()
-        at.selectbox(key="edit-role").select("admin")  # in a form: sent with its button
+        at.selectbox(key="edit-role-cy").select("admin")  # in a form: sent with its button
         press("Change the role")
         at.selectbox(key="edit-user").select("ana").run()
         at.text_input(key="edit-password").input(NEW_PW)
