@@ -175,9 +175,11 @@ def readers_of(choice: str | None, picked: Iterable[str] | None) -> tuple[str, .
         return None
     if choice != ONLY_CHOICE:
         raise InvalidArgument(f"Who may read the file is one of {', '.join(READER_CHOICES)}; got {choice!r}.")
-    readers = parse_readers(list(picked or ()))
-    if readers is None:
+    chosen = [p for p in picked or () if isinstance(p, str) and p.strip()]
+    if not chosen:
         raise InvalidArgument(f"Choose at least one person or group who may read this file, or choose '{EVERYONE_CHOICE}'.")
+    readers = parse_readers(chosen)
+    assert readers is not None  # "everyone" is no option of the picker
     return readers
 
 

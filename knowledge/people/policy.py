@@ -144,18 +144,21 @@ def principals(actor: Actor) -> tuple[str, ...]:
 
 def parse_readers(values: str | Iterable[str] | None) -> tuple[str, ...] | None:
     """Readers as a person writes them -- ``"group:hr, user:ana"``, a list of such, ``"everyone"`` --
-    as stored: ``None`` for everyone who may read the store (also when ``everyone`` is among them, or
-    nothing is given), else the distinct ``kind:name`` principals in their order (kinds lower case,
-    names stripped; a username is matched as the account's, see :meth:`Workbench.set_file_readers
+    as stored: ``None`` for ``None`` (not given) and for ``everyone`` (whoever may read the store),
+    else the distinct ``kind:name`` principals in their order (kinds lower case, names stripped; a
+    username is matched as the account's, see :meth:`Workbench.set_file_readers
     <knowledge.workbench.Workbench.set_file_readers>`).
 
     Raises:
-        InvalidArgument: a reader that is not ``user:<name>``, ``group:<name>`` or ``everyone``.
+        InvalidArgument: a reader that is not ``user:<name>``, ``group:<name>`` or ``everyone``;
+            nothing given (``""``, ``" , "``, ``[]``: it would open the file to everyone unsaid);
+            ``everyone`` beside other readers (which was meant?).
     """
     if values is None:
         return None
     items = values.split(",") if isinstance(values, str) else list(values)
     out: list[str] = []
+    everyone = False
     for raw in items:
         if not isinstance(raw, str):
             raise InvalidArgument(f"A reader is written as 'user:<name>', 'group:<name>' or 'everyone', got {raw!r}.")
@@ -163,7 +166,8 @@ def parse_readers(values: str | Iterable[str] | None) -> tuple[str, ...] | None:
         if not text:
             continue
         if text.lower() in ("everyone", EVERYONE_READER):
-            return None
+            everyone = True
+            continue
         kind, sep, name = text.partition(":")
         kind, name = kind.strip().lower(), name.strip()
         if not sep or kind not in READER_KINDS or not name:
@@ -171,7 +175,17 @@ def parse_readers(values: str | Iterable[str] | None) -> tuple[str, ...] | None:
         principal = f"{kind}:{name}"
         if principal not in out:
             out.append(principal)
-    return tuple(out) or None
+    if everyone and out:
+        raise InvalidArgument(
+            f"'everyone' stands alone: it gives the file back to whoever may read the store, so"
+            f" {', '.join(out)} beside it would say nothing. Write 'everyone', or only the people and groups."
+        )
+    if not everyone and not out:
+        raise InvalidArgument(
+            "No reader is given: write 'user:<name>', 'group:<name>' (several with commas), or 'everyone'"
+            " for whoever may read the store."
+        )
+    return None if everyone else tuple(out)
 
 
 def describe_readers(readers: Iterable[str] | None) -> str:

@@ -184,6 +184,9 @@ def test_readers_round_trip_as_an_attribute_and_a_bad_reader_is_400(team):
         ("role:admin", "'user:<name>', 'group:<name>' or 'everyone'"),
         (["group:hr"], "must be a string"),
         (5, "must be a string"),
+        ("", "No reader is given"),  # blank: it opened the file to everyone (the new-user trial)
+        (" , ", "No reader is given"),
+        ("everyone, group:hr", "'everyone' stands alone"),
     ):
         r = root.post(f"/v1/vector_stores/{vs}/files/{sal}", json={"attributes": {"kind": "other", "readers": value}})
         assert r.status_code == 400, (value, r.text)

@@ -31,13 +31,10 @@ PW = "correct horse battery"
     ("given", "stored"),
     [
         (None, None),
-        ("", None),
-        (" , ,", None),
-        ([], None),
         ("everyone", None),
         ("Everyone", None),
         ("*", None),
-        (["group:hr", "everyone"], None),  # everyone among them: whoever may read the store
+        (" everyone , ", None),
         ("group:hr", ("group:hr",)),
         ("group:hr, user:ana", ("group:hr", "user:ana")),
         (" GROUP : hr ,User:Ana ", ("group:hr", "user:Ana")),  # kinds lower case, names stripped, kept as written
@@ -59,6 +56,23 @@ def test_parse_readers_refuses_what_is_not_a_reader_and_says_how_to_write_one(gi
     with pytest.raises(InvalidArgument) as info:
         parse_readers(given)
     assert "'user:<name>', 'group:<name>' or 'everyone'" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        ("", "No reader is given"),
+        (" , ,", "No reader is given"),
+        ([], "No reader is given"),
+        (["group:hr", "everyone"], "'everyone' stands alone"),
+        ("everyone, group:hr", "'everyone' stands alone"),
+    ],
+)
+def test_parse_readers_refuses_nothing_and_everyone_beside_others(given, said):
+    """A blank value opened a restricted file to everyone without a word (the new-user trial's REST
+    update with ``"readers": ""``); ``everyone`` beside a group dropped the group without a word."""
+    with pytest.raises(InvalidArgument, match=said):
+        parse_readers(given)
 
 
 def test_describe_readers_and_principals():
