@@ -15,6 +15,7 @@ made over it. Thread-safe: Streamlit sessions and API requests share one instanc
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
@@ -23,7 +24,7 @@ from knowledge.catalog import Catalog
 from knowledge.config import Settings, load_settings
 from knowledge.embeddings import create_embedder
 from knowledge.embeddings.base import Embedder
-from knowledge.errors import InvalidArgument
+from knowledge.errors import InvalidArgument, KnowledgeError
 from knowledge.evaluation import Evaluations
 from knowledge.filestore import open_file_store
 from knowledge.people import People
@@ -37,6 +38,8 @@ from knowledge.service.stores import Stores, check_store_name
 from knowledge.service.templates import TemplateRegistry, VectorStoreTemplate
 from knowledge.sync import FolderSyncs
 from knowledge.vectorstore.base import VectorBackend
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -117,10 +120,36 @@ class System:
             file_owner=self._file_owner,
             file_readers=self.catalog.file_readers,
         )
+        self.people.accounts.reader_gone.append(self._forget_reader)
         #: A move of the files started from this process (``Workbench.start_file_move``): its thread,
         #: target, report or error, under :attr:`file_move_lock`.
         self.file_move: dict[str, Any] = {}
         self.file_move_lock = threading.Lock()
+
+    def _forget_reader(self, principal: str) -> None:
+        """Take ``principal`` (an account or group just deleted) off the readers of every file naming
+        it -- the catalog and the chunks' payloads -- so that a later account or group of the same
+        name reads none of them; a file it was the only reader of stays with its store's owners.
+        Each change is audited as ``file.readers`` (actor ``system``, ``why``)."""
+        for store, file_id, readers in self.catalog.files_naming(principal):
+            kept = tuple(r for r in readers if r != principal)
+            try:
+                chunks = self.indexer.set_file_readers(store, file_id, kept)
+            except KnowledgeError as exc:  # the store or file went meanwhile
+                log.warning("taking %s off the readers of %s in %s: %s", principal, file_id, store, exc)
+                continue
+            self.people.audit.record(
+                "system",
+                "file.readers",
+                store=store,
+                target=file_id,
+                detail={
+                    "before": list(readers),
+                    "after": list(kept),
+                    "chunks": chunks,
+                    "why": f"{principal.replace(':', ' ', 1)} was deleted",
+                },
+            )
 
     def _default_embedder(self, model: str) -> Embedder:
         emb = self.settings.embeddings.model_copy(update={"model": model})

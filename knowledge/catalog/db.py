@@ -655,6 +655,18 @@ class Catalog:
             ).fetchall()
         return {r[0]: (tuple(json.loads(r[1])) if r[1] is not None else None) for r in rows}
 
+    def files_naming(self, principal: str) -> list[tuple[str, str, tuple[str, ...]]]:
+        """``(store, file_id, readers)`` of every file whose readers name ``principal`` (``"group:hr"``)."""
+        needle = json.dumps(principal)
+        with self._cursor() as cur:
+            rows = cur.execute(
+                "SELECT store, file_id, readers FROM store_files WHERE readers IS NOT NULL AND strpos(readers, ?) > 0"
+                " ORDER BY store, file_id",
+                [needle],
+            ).fetchall()
+        out = [(r[0], r[1], tuple(json.loads(r[2]))) for r in rows]
+        return [o for o in out if principal in o[2]]
+
     def filters_readers(self, store: str) -> bool:
         """Whether searches of ``store`` filter chunks by their ``readers`` payload field (every
         chunk carries it since :meth:`mark_filters_readers`)."""

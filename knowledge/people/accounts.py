@@ -144,6 +144,14 @@ class Accounts:
         self.directory = Directory(settings.accounts.ldap) if settings.accounts.ldap.url else None
         self._unknown: dict[str, tuple[int, float]] = {}  # failures of names that are no account
         self._lock = threading.Lock()
+        #: Called with ``"user:<username>"`` / ``"group:<name>"`` once that account or group is deleted
+        #: (the system takes it off every file's readers: a later account or group of the same name
+        #: must not read what the old one could).
+        self.reader_gone: list[Callable[[str], None]] = []
+
+    def _gone(self, principal: str) -> None:
+        for hook in self.reader_gone:
+            hook(principal)
 
     # -- accounts -------------------------------------------------------------------------------
     def exist(self) -> bool:
@@ -300,7 +308,8 @@ class Accounts:
 
     def remove(self, username: str) -> User:
         """Delete the account, its group memberships, sessions and API keys (its stores are the
-        caller's: :meth:`knowledge.people.People.delete_user` hands them to an admin first).
+        caller's: :meth:`knowledge.people.People.delete_user` hands them to an admin first); then
+        :attr:`reader_gone` of ``user:<username>``.
 
         Raises:
             InvalidArgument: no such account, or the last admin.
@@ -319,6 +328,7 @@ class Accounts:
             except BaseException:
                 cur.execute("ROLLBACK")
                 raise
+        self._gone(f"user:{user.username}")
         return user
 
     # -- signing in -----------------------------------------------------------------------------
@@ -533,9 +543,11 @@ class Accounts:
         return group
 
     def delete_group(self, name: str) -> None:
+        """Delete group ``name`` and its memberships; then :attr:`reader_gone` of ``group:<name>``."""
         with self.catalog.cursor() as cur:
             cur.execute("DELETE FROM group_members WHERE group_name = ?", [name])
             cur.execute("DELETE FROM user_groups WHERE name = ?", [name])
+        self._gone(f"group:{name}")
 
     def groups(self) -> dict[str, list[str]]:
         """Every group and its members' usernames."""

@@ -167,3 +167,33 @@ def test_a_writer_who_may_not_read_a_file_adds_beside_it_instead_of_replacing_it
     new = root.ingest_file("handbook", b"salaries: next year's figures", "salaries.txt")
     assert new.replaced_file_id in {old.file_id, *by_ana}
     assert root.file_readers("handbook", new.file_id) == ("group:hr",)
+
+
+def test_a_deleted_group_or_account_is_taken_off_the_readers_so_a_new_one_of_its_name_reads_nothing(team):
+    """The new-user trial: a file for group finance, the group deleted and made again with hana in
+    it -- hana read the file. Deleting a group or an account now takes it off every file's readers
+    (the catalog and the chunks), audited; a file left with no reader stays with the store's owners."""
+    system, root = team
+    accounts = system.people.accounts
+    accounts.create("carol", PW)
+    accounts.create("hana", PW)
+    root.accounts.create_group("finance")
+    budget = root.ingest_file("handbook", b"the budget of the finance team", "budget.txt")
+    root.set_file_readers("handbook", budget.file_id, "group:finance, user:carol")
+    root.accounts.delete_group("finance")
+    assert root.file_readers("handbook", budget.file_id) == ("user:carol",)
+    root.accounts.create_group("finance")
+    root.accounts.add_member("finance", "hana")
+    hana = _as(system, "hana")
+    assert hana.store_files("handbook") == [] and hana.search("handbook", "budget finance", k=3) == []
+    assert _as(system, "carol").search("handbook", "budget finance", k=3)[0].file_id == budget.file_id
+    root.accounts.delete_user("carol")
+    assert root.file_readers("handbook", budget.file_id) == ()  # nobody but the store's owners
+    accounts.create("carol", PW)
+    carol = _as(system, "carol")
+    assert carol.store_files("handbook") == [] and carol.search("handbook", "budget finance", k=3) == []
+    assert root.search("handbook", "budget finance", k=1)[0].file_id == budget.file_id  # the owner still reads it
+    payloads = [p.payload["readers"] for p in system.stores.vector_store("handbook").collection.scroll()]
+    assert payloads == [[]]
+    why = [e.detail["why"] for e in root.audit_events(action="file.readers") if e.actor == "system"]
+    assert why == ["user carol was deleted", "group finance was deleted"]
