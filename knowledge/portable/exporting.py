@@ -158,9 +158,12 @@ def export_store(
 
 
 def _fresh(payload: dict[str, Any]) -> dict[str, Any]:
-    """``payload`` with its non-ASCII strings copied. orjson (like any C code asking CPython for a
-    string's UTF-8) makes CPython keep a UTF-8 copy *on the string object*: on the backend's own
+    """``payload`` without its ``readers`` (an import sets them from the file entries; left in, a
+    member's bundle would tell of restricted files), its non-ASCII strings copied. orjson (like any
+    C code asking CPython for a string's UTF-8) makes CPython keep a UTF-8 copy *on the string object*: on the backend's own
     strings (the memory backend's payloads are shared, not copied) that copy would stay for as long
     as the store is loaded -- about the size of its text, 70 MB at 100,000 chunks. On a copy it goes
     with the block."""
-    return {k: v.encode().decode() if isinstance(v, str) and not v.isascii() else v for k, v in payload.items()}
+    return {
+        k: v.encode().decode() if isinstance(v, str) and not v.isascii() else v for k, v in payload.items() if k != "readers"
+    }

@@ -202,6 +202,12 @@ class Indexer:
                             store, record, stored, kept, name, folder, stat, started, same_bytes, protected, readers
                         )
                         if isinstance(decided, IngestResult):
+                            if readers is not None:  # said, not applied: the content has its own
+                                decided = replace(
+                                    decided,
+                                    message=decided.message + " The readers given were not applied: these bytes"
+                                    " are in the store already, with the readers of the file they are (set those on it).",
+                                )
                             return decided
                         rec, same_name = decided
             if holder is None:

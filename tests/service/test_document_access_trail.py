@@ -197,3 +197,19 @@ def test_a_deleted_group_or_account_is_taken_off_the_readers_so_a_new_one_of_its
     assert payloads == [[]]
     why = [e.detail["why"] for e in root.audit_events(action="file.readers") if e.actor == "system"]
     assert why == ["user carol was deleted", "group finance was deleted"]
+
+
+def test_a_members_bundle_carries_no_readers_field_and_readers_on_a_duplicate_are_said_unapplied(team, tmp_path):
+    system, root = team
+    salaries = root.ingest_file("handbook", b"salaries of the staff", "salaries.txt")
+    root.ingest_file("handbook", b"holiday rules", "holidays.txt")
+    root.set_file_readers("handbook", salaries.file_id, "group:hr")
+    bundle = tmp_path / "bob.zip"
+    _as(system, "bob").portable.export_store("handbook", bundle)
+    with zipfile.ZipFile(bundle) as zf:
+        lines = [json.loads(x) for n in zf.namelist() if n.endswith(".jsonl") for x in zf.read(n).splitlines()]
+    assert [p["payload"]["file_name"] for p in lines] == ["holidays.txt"]
+    assert all("readers" not in p["payload"] for p in lines)  # ["*"] told him the store restricts files
+    again = root.ingest_file("handbook", b"holiday rules", "holidays-copy.txt", readers="group:hr")
+    assert again.outcome == "duplicate" and "The readers given were not applied" in again.message
+    assert root.file_readers("handbook", again.file_id) is None
