@@ -58,7 +58,8 @@ if stores:
                 "dimension": s.record.dimension,
                 "indexed files": s.files,
                 "chunks": s.chunks,
-                "size (MB)": megabytes(s.disk_bytes or 0, 2),
+                # unknown (None) for a store whose size would tell of files one may not read, as on Vector stores
+                "size (MB)": megabytes(s.disk_bytes if s.disk_bytes is not None or not s.chunks else None, 2),
             }
             for s in stores
         ],
