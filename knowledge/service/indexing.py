@@ -796,11 +796,7 @@ class Indexer:
         (vectors and text kept: nothing re-embedded), then the record."""
         coll = self.stores.collection_of(record)
         try:
-            points = list(coll.scroll(where={"file_id": rec.file_id}, with_vectors=True)) if coll.collection_exists() else []
-            for p in points:
-                p.payload = {**p.payload, "file_name": new_name}
-            if points:
-                coll.replace({"file_id": rec.file_id}, points)
+            _rewrite_payloads(coll, rec.file_id, lambda payload: {**payload, "file_name": new_name})
             self.catalog.put_file(replace(rec, file_name=new_name))
         finally:
             self.stores.changed(record.name)
@@ -829,16 +825,16 @@ class Indexer:
             raise FileNotFoundInStore(f"Store {store!r} has no indexed file with the id {file_id!r}.")
         coll = self.stores.collection_of(record)
         with self.stores.store_lock(store):
-            points = list(coll.scroll(where={"file_id": file_id}, with_vectors=True)) if coll.collection_exists() else []
-            for p in points:
-                p.payload = {**{k: v for k, v in p.payload.items() if not k.startswith(PREFIX)}, **attrs}
             try:
-                if points:
-                    coll.replace({"file_id": file_id}, points)
+                n = _rewrite_payloads(
+                    coll,
+                    file_id,
+                    lambda payload: {**{k: v for k, v in payload.items() if not k.startswith(PREFIX)}, **attrs},
+                )
                 self.catalog.put_file(rec)  # a newer record: the BM25 index takes the new payloads
             finally:
                 self.stores.changed(store)
-        return len(points)
+        return n
 
     def set_file_readers(self, store: str, file_id: str, readers: Sequence[str] | None) -> int:
         """Set who may read file ``file_id`` of ``store``: ``readers`` principals (checked by the
@@ -859,16 +855,12 @@ class Indexer:
             self.filter_readers(store)
         coll = self.stores.collection_of(record)
         with self.stores.store_lock(store):
-            points = list(coll.scroll(where={"file_id": file_id}, with_vectors=True)) if coll.collection_exists() else []
-            for p in points:
-                p.payload = {**p.payload, "readers": list(who) if who is not None else [EVERYONE]}
             try:
-                if points:
-                    coll.replace({"file_id": file_id}, points)
+                n = _rewrite_payloads(coll, file_id, functools.partial(_with_readers, readers=_readers_payload(who)))
                 self.catalog.set_readers(store, file_id, who)
             finally:
                 self.stores.changed(store)
-        return len(points)
+        return n
 
     def filter_readers(self, store: str) -> bool:
         """Make searches of ``store`` filter chunks by their ``readers`` payload field: every chunk
@@ -890,13 +882,12 @@ class Indexer:
                 if coll.collection_exists():
                     restricted = self.catalog.restricted_files(store)
                     for file_id in sorted(coll.facet("file_id"), key=str):
-                        points = list(coll.scroll(where={"file_id": file_id}, with_vectors=True))
-                        if all("readers" in p.payload for p in points):
-                            continue
-                        who = restricted.get(str(file_id))
-                        for p in points:
-                            p.payload = {**p.payload, "readers": list(who) if who is not None else [EVERYONE]}
-                        coll.replace({"file_id": file_id}, points)
+                        _rewrite_payloads(
+                            coll,
+                            file_id,
+                            functools.partial(_with_readers, readers=_readers_payload(restricted.get(str(file_id)))),
+                            unless=lambda payload: "readers" in payload,
+                        )
                 self.catalog.mark_filters_readers(store)
             finally:
                 self.stores.changed(store)
@@ -1235,6 +1226,36 @@ def _step(progress: Progress | None, stage: str, fraction: float, cancel: thread
         raise Cancelled("Ingestion cancelled.")
     if progress is not None:
         progress(stage, fraction)
+
+
+def _readers_payload(readers: Sequence[str] | None) -> list[str]:
+    """A chunk's ``readers`` payload field: ``readers``, or ``[EVERYONE]`` for a file that inherits."""
+    return [EVERYONE] if readers is None else list(readers)
+
+
+def _with_readers(payload: dict[str, Any], readers: list[str]) -> dict[str, Any]:
+    """``payload`` with its ``readers`` field set to ``readers``."""
+    return {**payload, "readers": readers}
+
+
+def _rewrite_payloads(
+    coll: Any,
+    file_id: Any,
+    change: Callable[[dict[str, Any]], dict[str, Any]],
+    unless: Callable[[dict[str, Any]], bool] | None = None,
+) -> int:
+    """Give every chunk of ``file_id`` in ``coll`` the payload ``change(payload)`` in one atomic
+    ``replace`` (vectors and text kept: nothing re-embedded); nothing is written when ``unless`` holds
+    for every chunk's payload. Returns the number of chunks (0 before the collection exists)."""
+    if not coll.collection_exists():
+        return 0
+    points = list(coll.scroll(where={"file_id": file_id}, with_vectors=True))
+    if not points or (unless is not None and all(unless(p.payload) for p in points)):
+        return len(points)
+    for p in points:
+        p.payload = change(p.payload)
+    coll.replace({"file_id": file_id}, points)
+    return len(points)
 
 
 def _called(rec: FileRecord) -> str:
