@@ -291,11 +291,13 @@ class Workbench:
         )
         seen = set(self.visible({e.store for e in scan if e.store is not None}))
         mine = [e for e in scan if (e.store in seen if e.store is not None else self.actor.username in (e.actor, e.target))]
-        return [e for e in (self._readable_event(e) for e in mine) if e is not None][:limit]
+        withheld: dict[str, tuple[set[str], set[str]]] = {}  # per store, read once for the whole scan
+        return [e for e in (self._readable_event(e, withheld) for e in mine) if e is not None][:limit]
 
-    def _readable_event(self, event: AuditEvent) -> AuditEvent | None:
+    def _readable_event(self, event: AuditEvent, withheld: dict[str, tuple[set[str], set[str]]]) -> AuditEvent | None:
         """``event`` as :attr:`actor` may read it: ``None`` for one about a file of its store they may
-        not read (its id as target, or its name), the names of such files taken out of a batch's list."""
+        not read (its id as target, or its name), the names of such files taken out of a batch's list.
+        ``withheld`` caches each store's hidden ids and names."""
         if event.store is None:
             return event
         after = event.detail.get("after")
@@ -305,10 +307,12 @@ class Workbench:
             and not self._system.policy.reads(self.actor, event.store, after)
         ):
             return None  # readers that leave them out (also of a file deleted since)
-        hidden = self._hidden_files(event.store)
+        if event.store not in withheld:
+            hidden = self._hidden_files(event.store)
+            withheld[event.store] = (hidden, self._hidden_names(event.store) if hidden else set())
+        hidden, names = withheld[event.store]
         if not hidden:
             return event
-        names = self._hidden_names(event.store)
         if event.target in hidden or event.target in names or event.detail.get("name") in names:
             return None
         files = event.detail.get("files")
