@@ -656,6 +656,29 @@ class ServerSettings(_Section):
         return out
 
 
+class SourcesSettings(_Section):
+    """``sources.*``: the sources (shares, repositories, mailboxes, drives, buckets) stores are kept in
+    sync with (see :mod:`knowledge.sources`)."""
+
+    sid_map: dict[str, str] = Field(
+        default_factory=dict,
+        description="Windows security identifiers (S-1-5-21-...) of an SMB share's ACLs mapped to"
+        " readers (user:<username> or group:<name>); a SID not here is looked up in the LDAP directory"
+        " (accounts.ldap) by objectSid when one is set, else it grants nobody",
+    )
+    check_seconds: float = Field(
+        15.0, gt=0, description="how often an app, API or worker process looks for sources due to run"
+    )
+    max_file_bytes: int = Field(
+        100 * 1024 * 1024, ge=1, description="default size limit of one file read from a source, in bytes"
+    )
+    timeout_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="how long one network operation of a source may take before the run says the server did not answer",
+    )
+
+
 class Settings(BaseSettings):
     """All settings. Construct with :func:`load_settings` to get errors as :class:`ConfigError`."""
 
@@ -680,6 +703,14 @@ class Settings(BaseSettings):
     mcp: McpSettings = Field(default_factory=McpSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
+    sources: SourcesSettings = Field(default_factory=SourcesSettings)
+    secret_key: SecretStr | None = Field(
+        None,
+        description="the key the catalog's credentials (a source's password or token) are encrypted"
+        " with, from the environment (KNOWLEDGE_SECRET_KEY): any passphrase; every app, API and worker"
+        " process of a shared catalog needs the same. Unset with the embedded catalog: a key file"
+        " data/secret.key is made (mode 0600)",
+    )
     api_key: SecretStr | None = Field(
         None,
         description="bearer token of the REST API and the MCP server over HTTP, from the environment"

@@ -45,7 +45,7 @@ FLOORS: dict[str, int] = {
     # readers count tokens with an embedder; LLM configs, accounts live in the catalog
     **dict.fromkeys(["ingest", "llm", "people"], 3),
     "service": 4,  # stores, indexing, search, templates, jobs, fusion
-    **dict.fromkeys(["portable", "evaluation", "sync", "agent_memory"], 5),  # features, handed their parts
+    **dict.fromkeys(["portable", "evaluation", "sync", "sources", "agent_memory"], 5),  # features, handed their parts
     "system": 6,  # the composition root: every part, unguarded
     "workbench": 7,  # the per-person face: every check and audit
     "tools": 8,  # the knowledge tool group a model is handed
