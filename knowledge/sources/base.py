@@ -169,7 +169,8 @@ class Source(ABC):
         return "reached; it holds no file yet"
 
     def close(self) -> None:
-        """Let go of connections (called after every run and check)."""
+        """Let go of connections (called after every run and check); nothing by default."""
+        return None
 
     # -- helpers for plugins -----------------------------------------------------------------------
     def setting(self, name: str, default: Any = None) -> Any:
