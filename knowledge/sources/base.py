@@ -17,6 +17,7 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, BinaryIO, ClassVar
 
 from knowledge.config import Settings
@@ -104,12 +105,17 @@ class Entry:
 
 @dataclass(frozen=True)
 class SourceContext:
-    """What a source may need of the product besides its own config: the settings, and
+    """What a source may need of the product besides its own config: the settings;
     ``principal_for_sid(sid) -> "user:..." | "group:..." | None`` (a Windows security identifier
-    mapped through ``sources.sid_map`` or the LDAP directory; ``None``: unknown)."""
+    mapped through ``sources.sid_map`` or the LDAP directory; ``None``: unknown); ``cache_dir``, a
+    folder of this machine kept for this source between runs (a Git mirror), made on first use
+    (``None``: keep nothing); ``timeout``, seconds one network operation may take
+    (``sources.timeout_seconds``)."""
 
     settings: Settings
     principal_for_sid: Callable[[str], str | None] = lambda _sid: None
+    cache_dir: Path | None = None
+    timeout: float = 30.0
 
 
 class Source(ABC):
