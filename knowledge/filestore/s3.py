@@ -61,7 +61,7 @@ _RECORD_KEY = re.compile(r"files/(file-[0-9a-f]{32})\.json")
 _MARKER_KEY = re.compile(r"by-sha256/[0-9a-f]{64}/(file-[0-9a-f]{32})")
 
 #: Error codes that mean "these credentials are not accepted".
-_CREDENTIAL_CODES = {
+CREDENTIAL_CODES = {
     "InvalidAccessKeyId",
     "SignatureDoesNotMatch",
     "InvalidToken",
@@ -72,7 +72,7 @@ _CREDENTIAL_CODES = {
     "403",
     "Forbidden",
 }
-_MISSING_CODES = {"NoSuchKey", "404", "NotFound"}
+MISSING_CODES = {"NoSuchKey", "404", "NotFound"}
 
 
 #: The boto3 session the stores with keys of their own make their clients from: a session loads and parses
@@ -81,9 +81,18 @@ _KEYED_SESSION: list[boto3.session.Session] = []
 _SESSION_LOCK = threading.Lock()
 
 
-def _client(key_id: str | None, secret: str | None, *, region: str | None, endpoint_url: str | None, config: Config) -> Any:
-    """A boto3 S3 client: with the given key (both or neither), or the standard AWS credential chain as a new
-    session finds it now (a session would keep the credentials it found the first time).
+def make_client(
+    key_id: str | None,
+    secret: str | None,
+    *,
+    region: str | None,
+    endpoint_url: str | None,
+    config: Config,
+    session_token: str | None = None,
+) -> Any:
+    """A boto3 S3 client: with the given key (both or neither; ``session_token`` with a temporary key), or
+    the standard AWS credential chain as a new session finds it now (a session would keep the credentials it
+    found the first time). Used by the ``s3`` file store and the ``s3`` source (:mod:`knowledge.sources.s3`).
 
     Raises botocore's errors, ``ValueError`` (a malformed endpoint URL)."""
     if key_id is None or secret is None:
@@ -98,11 +107,30 @@ def _client(key_id: str | None, secret: str | None, *, region: str | None, endpo
             endpoint_url=endpoint_url,
             aws_access_key_id=key_id,
             aws_secret_access_key=secret,
+            aws_session_token=session_token,
             config=config,
         )
 
 
-def _code(exc: BaseException) -> str:
+def client_config(*, connect_timeout: float, read_timeout: float, path_style: bool | None) -> Config:
+    """The botocore client settings of our S3 clients: the timeouts (seconds), three attempts with botocore's
+    standard retry mode (connection errors, 5xx, ``SlowDown``: `botocore retries
+    <https://docs.aws.amazon.com/sdkref/latest/guide/feature-retry-behavior.html>`_), only the checksums S3
+    requires, and path-style addressing (``http://host/bucket/key``) when ``path_style`` is true, virtual-host
+    style when false, botocore's choice when ``None``."""
+    return Config(
+        connect_timeout=connect_timeout,
+        read_timeout=read_timeout,
+        retries={"max_attempts": 3, "mode": "standard"},
+        # only the checksums S3 requires: MinIO, Ceph and R2 versions differ in the newer ones
+        request_checksum_calculation="when_required",
+        response_checksum_validation="when_required",
+        s3=None if path_style is None else {"addressing_style": "path" if path_style else "virtual"},
+    )
+
+
+def error_code(exc: BaseException) -> str:
+    """The S3 error code of a botocore ``ClientError`` (``"NoSuchKey"``; ``"404"`` for a HEAD), else ``""``."""
     return str(getattr(exc, "response", {}).get("Error", {}).get("Code", "")) if isinstance(exc, bce.ClientError) else ""
 
 
@@ -138,17 +166,9 @@ class S3FileStore(FileStore):
         self.bucket = fs.s3_bucket.strip()  # type: ignore[union-attr]
         self.prefix = fs.s3_prefix.strip("/") + "/" if fs.s3_prefix.strip("/") else ""
         self.endpoint = fs.s3_endpoint_url or "AWS S3"
-        config = Config(
-            connect_timeout=5,
-            read_timeout=60,
-            retries={"max_attempts": 3, "mode": "standard"},
-            # only the checksums S3 requires: MinIO, Ceph and R2 versions differ in the newer ones
-            request_checksum_calculation="when_required",
-            response_checksum_validation="when_required",
-            s3={"addressing_style": "path"} if fs.s3_endpoint_url else None,
-        )
+        config = client_config(connect_timeout=5, read_timeout=60, path_style=True if fs.s3_endpoint_url else None)
         try:
-            self.client = _client(
+            self.client = make_client(
                 fs.s3_access_key_id.get_secret_value() if fs.s3_access_key_id else None,
                 fs.s3_secret_access_key.get_secret_value() if fs.s3_secret_access_key else None,
                 region=fs.s3_region or None,
@@ -169,7 +189,7 @@ class S3FileStore(FileStore):
     def error(self, what: str, exc: BaseException) -> BackendUnavailable:
         """The :class:`BackendUnavailable` for a failed call: why, with the bucket and endpoint."""
         where = f"bucket {self.bucket!r} at {self.endpoint}"
-        code = _code(exc)
+        code = error_code(exc)
         if isinstance(exc, bce.NoCredentialsError):
             why = (
                 "no credentials: set file_store.s3_access_key_id and s3_secret_access_key, or the"
@@ -181,7 +201,7 @@ class S3FileStore(FileStore):
             why = "the bucket does not exist (create it first, or fix file_store.s3_bucket)"
         elif code == "NoSuchBucket":
             why = "the bucket does not exist (any more)"
-        elif code in _CREDENTIAL_CODES:
+        elif code in CREDENTIAL_CODES:
             why = (
                 f"the credentials are refused ({code}): check file_store.s3_access_key_id /"
                 " s3_secret_access_key (or the AWS_* credentials) and the bucket's permissions"
@@ -213,7 +233,7 @@ class S3FileStore(FileStore):
         try:
             self.client.head_object(Bucket=self.bucket, Key=key)
         except bce.ClientError as exc:
-            if _code(exc) in _MISSING_CODES:
+            if error_code(exc) in MISSING_CODES:
                 return False
             raise self.error("read", exc) from exc
         except bce.BotoCoreError as exc:
@@ -351,7 +371,7 @@ class S3FileStore(FileStore):
             with body:
                 data = json.loads(body.read())
         except bce.ClientError as exc:
-            if _code(exc) in _MISSING_CODES:
+            if error_code(exc) in MISSING_CODES:
                 return None
             raise self.error("read", exc) from exc
         except bce.BotoCoreError as exc:
@@ -400,7 +420,7 @@ class S3FileStore(FileStore):
         try:
             body = self.client.get_object(Bucket=self.bucket, Key=self._blob_key(record.sha256))["Body"]
         except bce.ClientError as exc:
-            if _code(exc) not in _MISSING_CODES:
+            if error_code(exc) not in MISSING_CODES:
                 raise self.error("read", exc) from exc
             if self.find(file_id) is None:
                 raise FileNotFoundInStore(f"No stored file has the id {file_id!r}.") from None

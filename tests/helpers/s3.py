@@ -14,6 +14,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -27,19 +28,68 @@ S3_TEST_KEY, S3_TEST_SECRET = "testing-key-id", "testing-secret-never-shown"
 
 class MotoServer:
     """A running ``moto_server``: its process (:attr:`proc`, :attr:`pid`), :attr:`port` and
-    :attr:`endpoint` URL."""
+    :attr:`endpoint` URL. :meth:`stop` and :meth:`start` stop it and start it again on the same port, as an
+    outage does (moto keeps its buckets in memory: a restarted server has none)."""
 
-    def __init__(self, proc: subprocess.Popen, port: int) -> None:
-        self.proc, self.pid, self.port = proc, proc.pid, port
+    def __init__(self, command: list[str], port: int, out: IO[bytes], env: dict[str, str] | None = None) -> None:
+        self.command, self.port, self.out, self.env = command, port, out, env
         self.endpoint = f"http://127.0.0.1:{port}"
+        self.proc: subprocess.Popen | None = None
+        self.pid = 0
+
+    def start(self) -> None:
+        """Start ``moto_server`` on :attr:`port` and wait until it listens (60 s); skips the test where it
+        does not start, fails under CI=true."""
+        from tests.helpers.env import missing_server
+
+        env = None if self.env is None else {**os.environ, **self.env}
+        proc = subprocess.Popen(
+            [*self.command, "-H", "127.0.0.1", "-p", str(self.port)], stdout=self.out, stderr=subprocess.STDOUT, env=env
+        )
+        self.proc, self.pid = proc, proc.pid
+        wait = 60.0 if len(self.command) == 1 else 300.0  # a preloading one makes its keys first
+        deadline = time.monotonic() + wait
+        while True:
+            if proc.poll() is not None:
+                self.out.seek(0)
+                missing_server(
+                    "The S3 test server (moto)",
+                    f"moto_server exited with {proc.returncode}: {self.out.read().decode(errors='replace')[-500:]}",
+                )
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    missing_server("The S3 test server (moto)", f"moto_server did not listen within {wait:g} s")
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        """Stop the server (thawed with SIGCONT if a test froze it, terminated, killed after 10 s); its port
+        then refuses connections."""
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGCONT)
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
 
 
 @contextlib.contextmanager
-def moto_server(log: IO[bytes] | None = None) -> Iterator[MotoServer]:
-    """``moto_server`` on a free loopback port until the block ends (thawed with SIGCONT if a test
-    froze it, terminated, killed after 10 s). Its request log goes to ``log`` (default: a temporary
-    file; a pipe nobody reads would fill and block it). Skips the test where moto is missing or does
-    not start, fails under CI=true."""
+def moto_server(
+    log: IO[bytes] | None = None, env: dict[str, str] | None = None, preload: tuple[str, str, int] | None = None
+) -> Iterator[MotoServer]:
+    """``moto_server`` on a free loopback port until the block ends (then stopped: :meth:`MotoServer.stop`).
+    Its request log goes to ``log`` (default: a temporary file; a pipe nobody reads would fill and block
+    it); ``env``: variables added to its environment; ``preload``: ``(bucket, prefix, count)``, a bucket
+    with ``count`` empty keys made before it listens (:mod:`tests.helpers.moto_preloaded`; a restart by
+    :meth:`MotoServer.start` makes them again). Skips the test where moto is missing or does not start,
+    fails under CI=true."""
     from tests.helpers.api import free_port
     from tests.helpers.env import missing_server
 
@@ -48,34 +98,16 @@ def moto_server(log: IO[bytes] | None = None) -> Iterator[MotoServer]:
         missing_server("The S3 test server (moto)", "moto_server is not installed (pip install 'moto[server]')")
     with contextlib.ExitStack() as stack:
         out = log if log is not None else stack.enter_context(tempfile.TemporaryFile())
-        port = free_port()
-        proc = subprocess.Popen([exe, "-H", "127.0.0.1", "-p", str(port)], stdout=out, stderr=subprocess.STDOUT)
+        command = [exe]
+        if preload is not None:
+            script = Path(__file__).with_name("moto_preloaded.py")
+            command = [sys.executable, str(script), preload[0], preload[1], str(preload[2])]
+        server = MotoServer(command, free_port(), out, env)
         try:
-            deadline = time.monotonic() + 60
-            while True:
-                if proc.poll() is not None:
-                    out.seek(0)
-                    missing_server(
-                        "The S3 test server (moto)",
-                        f"moto_server exited with {proc.returncode}: {out.read().decode(errors='replace')[-500:]}",
-                    )
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                    break
-                except OSError:
-                    if time.monotonic() > deadline:
-                        missing_server("The S3 test server (moto)", "moto_server did not listen within 60 s")
-                    time.sleep(0.1)
-            yield MotoServer(proc, port)
+            server.start()
+            yield server
         finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(proc.pid, signal.SIGCONT)
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+            server.stop()
 
 
 def s3_client(endpoint: str) -> Any:
@@ -88,6 +120,88 @@ def s3_client(endpoint: str) -> Any:
         aws_access_key_id=S3_TEST_KEY,
         aws_secret_access_key=S3_TEST_SECRET,
     )
+
+
+@dataclass(frozen=True)
+class AuthMoto:
+    """A moto server that checks every request's signature and the IAM policies of its key (see
+    :func:`moto_with_auth`): :attr:`endpoint`; a key allowed everything (:attr:`key_id`, :attr:`secret`); a
+    key allowed nothing (:attr:`denied_key_id`, :attr:`denied_secret`); a role the first key may assume
+    (:attr:`role_arn`, for temporary credentials with a session token)."""
+
+    server: MotoServer
+    key_id: str
+    secret: str
+    denied_key_id: str
+    denied_secret: str
+    role_arn: str
+
+    @property
+    def endpoint(self) -> str:
+        return self.server.endpoint
+
+    def client(self, service: str = "s3") -> Any:
+        """A boto3 client of ``service`` with the allowed key."""
+        import boto3
+
+        return boto3.client(
+            service,
+            endpoint_url=self.endpoint,
+            region_name="us-east-1",
+            aws_access_key_id=self.key_id,
+            aws_secret_access_key=self.secret,
+        )
+
+
+@contextlib.contextmanager
+def moto_with_auth() -> Iterator[AuthMoto]:
+    """A ``moto_server`` of its own that enforces authentication: moto checks nothing by default; after
+    the IAM users, keys and role are made here, a ``POST /moto-api/reset-auth`` with body ``0`` sets its
+    ``INITIAL_NO_AUTH_ACTION_COUNT`` to 0 (moto's setting of how many requests pass before it checks), so
+    from then on every request's SigV4 signature is checked (a wrong secret: ``SignatureDoesNotMatch``; an
+    unknown key: ``InvalidAccessKeyId``) and its key's IAM policies applied (``AccessDenied``). Never the
+    session's ``s3_server``, whose tests use keys IAM does not know."""
+    import json
+    import urllib.request
+
+    import boto3
+
+    with moto_server() as server:
+
+        def iam_client() -> Any:
+            return boto3.client(
+                "iam",
+                endpoint_url=server.endpoint,
+                region_name="us-east-1",
+                aws_access_key_id=S3_TEST_KEY,
+                aws_secret_access_key=S3_TEST_SECRET,
+            )
+
+        iam = iam_client()
+        everything = json.dumps(
+            {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
+        )
+        keys = {}
+        for user in ("reader", "nobody"):
+            iam.create_user(UserName=user)
+            if user == "reader":
+                iam.put_user_policy(UserName=user, PolicyName="everything", PolicyDocument=everything)
+            made = iam.create_access_key(UserName=user)["AccessKey"]
+            keys[user] = (made["AccessKeyId"], made["SecretAccessKey"])
+        trust = {
+            "Version": "2012-10-17",
+            "Statement": [{"Effect": "Allow", "Principal": {"AWS": "*"}, "Action": "sts:AssumeRole"}],
+        }
+        role = iam.create_role(RoleName="s3-reader", AssumeRolePolicyDocument=json.dumps(trust))["Role"]["Arn"]
+        iam.put_role_policy(RoleName="s3-reader", PolicyName="everything", PolicyDocument=everything)
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with opener.open(
+            urllib.request.Request(
+                f"{server.endpoint}/moto-api/reset-auth", data=b"0", method="POST", headers={"Content-Type": "text/plain"}
+            )
+        ) as r:
+            assert r.status == 200, r.read()
+        yield AuthMoto(server, *keys["reader"], *keys["nobody"], role)
 
 
 def s3_file_store_settings(settings: Settings, endpoint: str, *, create: bool = True, **extra: Any) -> Settings:
@@ -110,4 +224,13 @@ def s3_file_store_settings(settings: Settings, endpoint: str, *, create: bool = 
     return settings.model_copy(update={"file_store": fs})
 
 
-__all__ = ["S3_TEST_KEY", "S3_TEST_SECRET", "MotoServer", "moto_server", "s3_client", "s3_file_store_settings"]
+__all__ = [
+    "S3_TEST_KEY",
+    "S3_TEST_SECRET",
+    "AuthMoto",
+    "MotoServer",
+    "moto_server",
+    "moto_with_auth",
+    "s3_client",
+    "s3_file_store_settings",
+]
