@@ -75,7 +75,9 @@ def cmd_worker(system: System, wb: Workbench, args: argparse.Namespace) -> int:
     set_log_place("the ingest worker's log" if args.parent is not None else "the worker's log (its standard error)")
     health = HealthFile(wb.settings.ingest.worker_status_file)
     # the workers ingest for everyone with the indexer (the system), never as a person
-    workers = [Worker(system.indexer, lease=args.lease, health=health) for _ in range(args.concurrency)]
+    workers = [
+        Worker(system.indexer, lease=args.lease, health=health, kinds=system.jobs.kinds) for _ in range(args.concurrency)
+    ]
     health.workers = [w.id for w in workers]
     health.update(state="running")
     print(
