@@ -39,8 +39,8 @@ from __future__ import annotations
 import logging
 import ssl
 import time
-from contextlib import closing
 from collections.abc import Iterator, Mapping
+from contextlib import closing
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 from urllib.parse import quote, unquote, urljoin, urlsplit
@@ -319,9 +319,7 @@ class WebDavSource(Source):
             attributes["oc_fileid"] = item.fileid
         if item.permissions:
             attributes["oc_permissions"] = item.permissions
-        return Entry(
-            path=rel, version=version, size=item.length, url=self._url(self._root + rel), attributes=attributes
-        )
+        return Entry(path=rel, version=version, size=item.length, url=self._url(self._root + rel), attributes=attributes)
 
     def _is_a_file(self) -> str:
         return f"{self.location()} is a file, not a folder: give the URL of the folder that holds the files."
@@ -362,7 +360,8 @@ class WebDavSource(Source):
                 raise self._transport(exc, "while listing") from None
             except etree.XMLSyntaxError as exc:
                 raise SourceError(
-                    f"The WebDAV server's listing of {self._url(folder)} is not valid XML ({exc}): is the URL a WebDAV folder's?"
+                    f"The WebDAV server's listing of {self._url(folder)} is not valid XML ({exc}):"
+                    " is the URL a WebDAV folder's?"
                 ) from None
 
     # -- HTTP ----------------------------------------------------------------------------------------
@@ -427,7 +426,8 @@ class WebDavSource(Source):
             raise EntryGone(f"{what} is gone from the WebDAV server ({said}); the next run sees it gone.")
         if file and code == 423:
             raise EntryGone(
-                f"{what} is locked on the WebDAV server ({said}: someone has it open or checked out); it is read on a later run."
+                f"{what} is locked on the WebDAV server ({said}: someone has it open or checked out);"
+                " it is read on a later run."
             )
         if code == 403:
             raise SourceAuthFailed(
@@ -442,7 +442,9 @@ class WebDavSource(Source):
                 )
             raise EntryGone(f"{what} is gone ({said}).")
         if code >= 500 or code in (408, 429):
-            raise SourceUnavailable(f"The WebDAV server at {self._origin} failed to answer for {what} ({said}); try again later.")
+            raise SourceUnavailable(
+                f"The WebDAV server at {self._origin} failed to answer for {what} ({said}); try again later."
+            )
         if code in (405, 501) or (not file and code == 200):
             raise SourceError(
                 f"{what} does not answer as a WebDAV folder ({said} to {'GET' if file else 'PROPFIND'}): check the URL"
@@ -461,7 +463,8 @@ class WebDavSource(Source):
             )
         if isinstance(exc, httpx.TimeoutException):
             return SourceUnavailable(
-                f"The WebDAV server at {self._origin} did not answer within {self.context.timeout:g} s {doing}; try again later."
+                f"The WebDAV server at {self._origin} did not answer within {self.context.timeout:g} s {doing};"
+                " try again later."
             )
         reason = " ".join(str(exc).split()) or type(exc).__name__
         if isinstance(exc, httpx.ConnectError):

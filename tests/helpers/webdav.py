@@ -29,10 +29,7 @@ from urllib.parse import quote
 #: The one account of the tests' server; never a real one.
 DAV_USER, DAV_PASSWORD = "ana", "dav-pw-NEVER-in-logs-5b1e"
 
-_FINITE_DEPTH_BODY = (
-    b'<?xml version="1.0" encoding="utf-8"?>\n'
-    b'<D:error xmlns:D="DAV:"><D:propfind-finite-depth/></D:error>'
-)
+_FINITE_DEPTH_BODY = b'<?xml version="1.0" encoding="utf-8"?>\n<D:error xmlns:D="DAV:"><D:propfind-finite-depth/></D:error>'
 
 
 class DavServer:
