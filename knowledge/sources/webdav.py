@@ -42,7 +42,7 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import closing
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import Any
 from urllib.parse import quote, unquote, urljoin, urlsplit
 
 import httpx
@@ -53,6 +53,7 @@ from knowledge.sources.base import (
     Entry,
     EntryGone,
     Field,
+    Sink,
     Source,
     SourceAuthFailed,
     SourceContext,
@@ -116,7 +117,7 @@ class WebDavSource(Source):
     Raises: :class:`~knowledge.sources.base.SourceAuthFailed` (401; 403 for the collection),
     :class:`~knowledge.sources.base.SourceNotFound` (404/410 for the collection, or it is a file),
     :class:`~knowledge.sources.base.SourceUnavailable` (refused, reset, timed out, 5xx, 408, 429),
-    :class:`~knowledge.sources.base.EntryGone` (``fetch``: 404, 410, 423 Locked),
+    :class:`~knowledge.sources.base.EntryGone` (``fetch``: 404, 410, 423 Locked, 403 for that file),
     :class:`~knowledge.sources.base.SourceError` (anything else: a redirect off the origin, an
     untrusted certificate, an answer that is not WebDAV); ``InvalidArgument`` from the constructor for
     a URL or depth that cannot work.
@@ -222,10 +223,12 @@ class WebDavSource(Source):
                 log.info("WebDAV %s: %s; listing one folder at a time (Depth: 1).", self.location(), why)
         yield from self._listing(seen, infinity=False)
 
-    def fetch(self, entry: Entry, out: BinaryIO) -> None:
+    def fetch(self, entry: Entry, out: Sink) -> None:
         """Write the file's bytes to ``out`` with a streaming ``GET`` (RFC 9110 section 9.3.1).
 
-        Raises: :class:`EntryGone` (404, 410: the file is gone; 423: it is locked), and like the class says.
+        Raises: :class:`EntryGone` (404, 410: the file is gone; 423: it is locked; 403: the server
+        will not give this one file, which fails alone), and like the class says; what ``out.write``
+        raises (the engine's size limit).
         """
         path = self._root + entry.path
         response, _ = self._send("GET", path, headers={"Accept-Encoding": "identity"})
@@ -417,7 +420,7 @@ class WebDavSource(Source):
         what = self._url(path)
         said = f"HTTP {code}{' ' + response.reason_phrase if response.reason_phrase else ''}"
         if code == 401:
-            who = f" for the user {self._username!r}" if self._username else " (no user name was given)"
+            who = f" for {self._who()}" if self._username else " (no user name was given)"
             raise SourceAuthFailed(
                 f"The WebDAV server at {self._origin} refused the user name and password{who} ({said})."
                 " Check them; Nextcloud and ownCloud want an app password (Settings > Security)."
@@ -429,9 +432,13 @@ class WebDavSource(Source):
                 f"{what} is locked on the WebDAV server ({said}: someone has it open or checked out);"
                 " it is read on a later run."
             )
+        if file and code == 403:
+            raise EntryGone(
+                f"The WebDAV server does not let {self._who()} read {what} ({said}); it is tried again on the next run."
+            )
         if code == 403:
             raise SourceAuthFailed(
-                f"The WebDAV server at {self._origin} does not let the user {self._username or '(none)'} read {what}"
+                f"The WebDAV server at {self._origin} does not let {self._who()} read {what}"
                 f" ({said}); give the account access to it, or use another account."
             )
         if code in (404, 410):
@@ -451,6 +458,9 @@ class WebDavSource(Source):
                 " (Nextcloud: https://<server>/remote.php/dav/files/<user>/<folder>/)."
             )
         raise SourceError(f"The WebDAV server at {self._origin} answered {said} for {what}.")
+
+    def _who(self) -> str:
+        return f"the user {self._username!r}" if self._username else "a client without a user name"
 
     def _transport(self, exc: httpx.TransportError, doing: str) -> SourceError:
         """The error for a failed connection (words, never the credentials)."""

@@ -47,9 +47,17 @@ class DavServer:
         hook: called with ``(method, path)`` before each request is served (from the server's thread).
     """
 
-    def __init__(self, root: Path, port: int, *, user: str = DAV_USER, password: str = DAV_PASSWORD) -> None:
-        self.root, self.port = root, port
-        self.url = f"http://127.0.0.1:{port}/"
+    def __init__(
+        self,
+        root: Path,
+        port: int,
+        *,
+        user: str = DAV_USER,
+        password: str = DAV_PASSWORD,
+        tls: tuple[Path, Path] | None = None,
+    ) -> None:
+        self.root, self.port, self.tls = root, port, tls
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{port}/"
         self.user, self.password = user, password
         self.requests: list[tuple[str, str, str | None]] = []
         self.refuse_infinity = False
@@ -73,6 +81,27 @@ class DavServer:
         """The URL of the collection ``rel`` (``"t1/Team"``), percent-encoded, with a trailing slash."""
         rel = rel.strip("/")
         return self.url + (quote(rel) + "/" if rel else "")
+
+    def move(self, src: str, dst: str) -> None:
+        """``MOVE`` the resource ``src`` to ``dst`` (paths below the root, decoded; a folder with its
+        files) as a WebDAV client does (RFC 4918 section 9.9)."""
+        self._dav("MOVE", src, headers={"Destination": self.url + quote(dst.strip("/")), "Overwrite": "F"})
+
+    def mkcol(self, rel: str) -> None:
+        """``MKCOL`` the folder ``rel`` (RFC 4918 section 9.3; its parent must exist)."""
+        self._dav("MKCOL", rel)
+
+    def delete(self, rel: str) -> None:
+        """``DELETE`` the resource ``rel`` (RFC 4918 section 9.6)."""
+        self._dav("DELETE", rel)
+
+    def _dav(self, method: str, rel: str, headers: dict[str, str] | None = None) -> None:
+        import httpx
+
+        url = self.url + quote(rel.strip("/"))
+        r = httpx.request(method, url, headers=headers or {}, auth=(self.user, self.password), trust_env=False, timeout=30)
+        if r.status_code not in (200, 201, 204):
+            raise AssertionError(f"{method} {rel}: HTTP {r.status_code}")
 
     # -- running ---------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -98,6 +127,10 @@ class DavServer:
         app = WsgiDAVApp(config)
         self._down.clear()
         self._server = wsgi.Server(("127.0.0.1", self.port), self._filter(app), numthreads=8, timeout=30)
+        if self.tls is not None:
+            from cheroot.ssl.builtin import BuiltinSSLAdapter
+
+            self._server.ssl_adapter = BuiltinSSLAdapter(str(self.tls[0]), str(self.tls[1]))
         self._server.prepare()
         self._thread = threading.Thread(target=self._server.serve, name=f"webdav-{self.port}", daemon=True)
         self._thread.start()
@@ -156,8 +189,9 @@ class DavServer:
 
 
 @contextlib.contextmanager
-def dav_server(root: Path) -> Iterator[DavServer]:
-    """A :class:`DavServer` serving ``root`` until the block ends. Skips the test where WsgiDAV or
+def dav_server(root: Path, *, tls: bool = False) -> Iterator[DavServer]:
+    """A :class:`DavServer` serving ``root`` until the block ends; with ``tls``, HTTPS with a
+    self-signed certificate for 127.0.0.1 (no machine trusts it). Skips the test where WsgiDAV or
     cheroot is missing or does not start, fails under CI=true."""
     from tests.helpers.api import free_port
     from tests.helpers.env import missing_server
@@ -170,7 +204,8 @@ def dav_server(root: Path) -> Iterator[DavServer]:
     # WsgiDAV logs a warning for basic authentication without TLS, once per app; the tests' server is loopback.
     logging.getLogger("wsgidav").setLevel(logging.ERROR)
     root.mkdir(parents=True, exist_ok=True)
-    server = DavServer(root, free_port())
+    cert = _self_signed(root.parent / f"{root.name}-tls") if tls else None
+    server = DavServer(root, free_port(), tls=cert)
     try:
         server.start()
     except OSError as exc:
@@ -179,6 +214,38 @@ def dav_server(root: Path) -> Iterator[DavServer]:
         yield server
     finally:
         server.stop()
+
+
+def _self_signed(folder: Path) -> tuple[Path, Path]:
+    """(certificate, key) files: a self-signed certificate for 127.0.0.1, valid for a day."""
+    import ipaddress
+    from datetime import UTC, datetime, timedelta
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.now(UTC)
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(hours=1))
+        .not_valid_after(now + timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    pem = serialization.Encoding.PEM
+    cert_file, key_file = folder / "server.pem", folder / "server.key"
+    cert_file.write_bytes(cert.public_bytes(pem))
+    key_file.write_bytes(key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    return cert_file, key_file
 
 
 def write(path: Path, data: bytes | str) -> Path:

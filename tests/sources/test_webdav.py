@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import io
 import logging
+import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -24,7 +26,7 @@ from knowledge.sources.base import (
     SourceUnavailable,
 )
 from knowledge.sources.webdav import MAX_REDIRECTS, WebDavSource, _multistatus
-from tests.helpers.webdav import DAV_PASSWORD, DAV_USER, edit, populate, write
+from tests.helpers.webdav import DAV_PASSWORD, DAV_USER, dav_server, edit, populate, write
 from tests.sources.conftest import DavFolder
 
 MakeSource = Callable[..., WebDavSource]
@@ -143,6 +145,32 @@ def test_server_stopped_is_source_unavailable(own_webdav: DavFolder, make_source
         assert read(source, entry) == b"a"
 
 
+def test_a_server_that_does_not_answer_in_time_is_source_unavailable(dav: DavFolder, settings: Settings) -> None:
+    write(dav.folder / "a.txt", "a")
+    release = threading.Event()
+    dav.server.hook = lambda method, path: release.wait(30) and None
+    source = WebDavSource(
+        {"url": dav.url, "username": DAV_USER, "password": DAV_PASSWORD}, SourceContext(settings=settings, timeout=0.5)
+    )
+    try:
+        with source, pytest.raises(SourceUnavailable, match=r"did not answer within 0\.5 s"):
+            list(source.entries())
+    finally:
+        release.set()
+
+
+def test_https_certificates_are_verified_unless_turned_off(tmp_path: Path, make_source: MakeSource) -> None:
+    with dav_server(tmp_path / "tls", tls=True) as server:
+        write(server.root / "Team/a.txt", "over TLS")
+        url = server.folder_url("Team")
+        assert url.startswith("https://127.0.0.1:")
+        with make_source(url) as source, pytest.raises(SourceError, match="certificate this machine does not trust"):
+            list(source.entries())
+        with make_source(url, verify_tls=False) as source:
+            found = listing(source)
+            assert read(source, found["a.txt"]) == b"over TLS"
+
+
 def test_a_server_answering_503_is_source_unavailable(dav: DavFolder, make_source: MakeSource) -> None:
     root = "/" + dav.folder.name + "/"
     dav.server.answer[root] = 503
@@ -161,12 +189,15 @@ def test_file_removed_between_listing_and_fetch_is_entry_gone(dav: DavFolder, ma
         assert read(source, found["stays.txt"]) == b"stays"
 
 
-def test_a_locked_file_is_entry_gone_saying_locked(dav: DavFolder, make_source: MakeSource) -> None:
+@pytest.mark.parametrize(("status", "words"), [(423, "is locked"), (403, "does not let the user 'ana' read")])
+def test_a_locked_or_forbidden_file_is_entry_gone_in_words(
+    dav: DavFolder, make_source: MakeSource, status: int, words: str
+) -> None:
     write(dav.folder / "open.docx", "x")
-    dav.server.answer["/" + dav.folder.name + "/open.docx"] = 423
+    dav.server.answer["/" + dav.folder.name + "/open.docx"] = status
     with make_source(dav.url) as source:
         entry = listing(source)["open.docx"]
-        with pytest.raises(EntryGone, match="is locked"):
+        with pytest.raises(EntryGone, match=words):
             read(source, entry)
 
 
