@@ -213,7 +213,9 @@ class WebDavSource(Source):
     def entries(self) -> Iterator[Entry]:
         """Every file under the collection (see the module docstring for how it is listed).
 
-        Raises: like the class says; a subfolder that vanished while being listed (404) is skipped."""
+        Raises: like the class says. A subfolder that vanished while being listed (404) is skipped;
+        one the account may not read (403) fails the whole listing, rather than have its files taken
+        for deleted."""
         seen: set[str] = set()
         if self._depth == "infinity":
             try:
