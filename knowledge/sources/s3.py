@@ -43,7 +43,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterator, Mapping
-from typing import Any, BinaryIO, ClassVar
+from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 import botocore.exceptions as bce
@@ -54,6 +54,7 @@ from knowledge.sources.base import (
     Entry,
     EntryGone,
     Field,
+    Sink,
     Source,
     SourceAuthFailed,
     SourceContext,
@@ -324,7 +325,7 @@ class S3Source(Source):
         )
 
     # -- reading ----------------------------------------------------------------------------------
-    def fetch(self, entry: Entry, out: BinaryIO) -> None:
+    def fetch(self, entry: Entry, out: Sink) -> None:
         """Write the object's bytes to ``out``, streamed in 1 MiB pieces, as of the listed ETag.
 
         Raises:

@@ -1,11 +1,15 @@
 """The S3 server of the tests: moto's server mode (``moto_server``) as a child process on a free
-loopback port; the session's (the ``s3_server`` fixture) or a test's own (one it freezes with SIGSTOP)."""
+loopback port; the session's (the ``s3_server`` fixture) or a test's own (one it stops and starts again,
+or freezes with SIGSTOP); one that checks signatures and IAM policies (:func:`moto_with_auth`); one
+holding a bucket of many keys from the start (``moto_server(preload=...)``). Its request log tells which
+objects were read (:meth:`MotoServer.object_reads`)."""
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
 import os
+import re
 import shutil
 import signal
 import socket
@@ -13,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +29,10 @@ from knowledge.config import Settings
 
 #: Credentials the tests' moto server accepts (it checks none); never real ones.
 S3_TEST_KEY, S3_TEST_SECRET = "testing-key-id", "testing-secret-never-shown"
+
+
+#: A request line of werkzeug's log: its GET path.
+_REQUEST_LINE = re.compile(r'"GET (\S+) HTTP/1\.[01]"')
 
 
 class MotoServer:
@@ -63,6 +72,27 @@ class MotoServer:
                 if time.monotonic() > deadline:
                     missing_server("The S3 test server (moto)", f"moto_server did not listen within {wait:g} s")
                 time.sleep(0.1)
+
+    def log_mark(self) -> int:
+        """Where the request log ends now: pass it to :meth:`object_reads`."""
+        self.out.flush()
+        return os.fstat(self.out.fileno()).st_size
+
+    def object_reads(self, bucket: str, since: int = 0) -> list[str]:
+        """The keys of ``bucket`` read with ``GET`` (GetObject; not listings) since the log position
+        ``since``, in order, from the server's request log (werkzeug's ``"GET /bucket/key HTTP/1.1" 200``
+        lines; path-style requests)."""
+        self.out.flush()
+        self.out.seek(since)
+        text = self.out.read().decode(errors="replace")
+        self.out.seek(0, os.SEEK_END)
+        keys = []
+        for m in _REQUEST_LINE.finditer(text):
+            path, _, query = m.group(1).partition("?")
+            head, _, key = path.lstrip("/").partition("/")
+            if head == bucket and key and "list-type" not in query:
+                keys.append(urllib.parse.unquote(key))
+        return keys
 
     def stop(self) -> None:
         """Stop the server (thawed with SIGCONT if a test froze it, terminated, killed after 10 s); its port
