@@ -113,10 +113,10 @@ def make_client(
 
 
 def client_config(*, connect_timeout: float, read_timeout: float, path_style: bool | None) -> Config:
-    """The botocore client settings of our S3 clients: the timeouts (seconds), three attempts with botocore's
-    standard retry mode (connection errors, 5xx, ``SlowDown``: `botocore retries
-    <https://docs.aws.amazon.com/sdkref/latest/guide/feature-retry-behavior.html>`_), only the checksums S3
-    requires, and path-style addressing (``http://host/bucket/key``) when ``path_style`` is true, virtual-host
+    """The botocore client settings of our S3 clients: the timeouts (seconds); three retries (four attempts in
+    all) in botocore's standard retry mode, for connection errors, 5xx and ``SlowDown`` (`botocore retries
+    <https://docs.aws.amazon.com/sdkref/latest/guide/feature-retry-behavior.html>`_); only the checksums S3
+    requires; path-style addressing (``http://host/bucket/key``) when ``path_style`` is true, virtual-host
     style when false, botocore's choice when ``None``."""
     return Config(
         connect_timeout=connect_timeout,

@@ -28,7 +28,7 @@ What it lists and how (the `S3 API reference <https://docs.aws.amazon.com/Amazon
   An object archived in Glacier or Deep Archive (``InvalidObjectState``) is ``EntryGone`` too, with words.
 * **Marker**: none; S3 has no cheap token that changes with a bucket's content.
 
-Errors: the endpoint unreachable, a timeout, a 5xx answer, ``SlowDown`` (after botocore's three attempts)
+Errors: the endpoint unreachable, a timeout, a 5xx answer, ``SlowDown`` (after botocore's three retries)
 are :class:`~knowledge.sources.base.SourceUnavailable`; ``InvalidAccessKeyId``,
 ``SignatureDoesNotMatch``, ``AccessDenied`` (and the other refusals of
 :data:`knowledge.filestore.s3.CREDENTIAL_CODES`) are ``SourceAuthFailed``; ``NoSuchBucket`` is

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import concurrent.futures
 import hashlib
+import http.server
 import io
 import logging
 import os
 import signal
+import threading
 import traceback
 import tracemalloc
 import uuid
@@ -328,6 +330,44 @@ def test_a_server_that_does_not_answer_times_out_as_unavailable(settings, own_mo
                 list(source.entries())
         finally:
             os.kill(own_moto.pid, signal.SIGCONT)
+
+
+class _Failing(http.server.BaseHTTPRequestHandler):
+    """Answers every request with the S3 error in :attr:`server.answer` (status, code), counting them."""
+
+    def do_GET(self) -> None:
+        status, code = self.server.answer  # type: ignore[attr-defined]
+        self.server.requests += 1  # type: ignore[attr-defined]
+        body = f"<?xml version='1.0'?><Error><Code>{code}</Code><Message>Please try later.</Message></Error>".encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_args: Any) -> None:
+        return None
+
+
+@pytest.mark.parametrize(("status", "code"), [(503, "SlowDown"), (500, "InternalError"), (503, "ServiceUnavailable")])
+def test_a_busy_or_failing_server_is_unavailable_after_botocores_retries(settings, status, code):
+    """A real HTTP server on a loopback port answering as an overloaded or failing S3 does."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Failing)
+    server.answer, server.requests = (status, code), 0  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    endpoint = f"http://127.0.0.1:{server.server_address[1]}"
+    config = {"bucket": "busy", "endpoint_url": endpoint, "access_key_id": "k", "secret_access_key": S3_TEST_SECRET}
+    try:
+        with _source(settings, config) as source, pytest.raises(SourceUnavailable) as info:
+            list(source.entries())
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+    assert f"answered {code}: Please try later." in str(info.value) and "next run tries again" in str(info.value)
+    assert server.requests == 4  # type: ignore[attr-defined]  # botocore's standard mode: three retries
+    _secret_nowhere(S3_TEST_SECRET, info.value, source)
 
 
 # -- a listing of 100,000 keys ---------------------------------------------------------------------------------
