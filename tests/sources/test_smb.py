@@ -337,7 +337,7 @@ def test_sids_parse_both_ways() -> None:
     with pytest.raises(ValueError):
         parse_dacl(b"\x01\x00")
     broken = bytearray(sddl_to_binary("D:(A;;FR;;;WD)"))
-    broken[-14] = 200  # the ACE's size runs past the ACL
+    broken[-18] = 200  # the one ACE (its last 20 bytes) says it is 200 bytes long
     with pytest.raises(ValueError):
         parse_dacl(bytes(broken))
     assert readers_from_aces([Ace(0, 0, 1, "S-1-5-21-1-2-3-1001")], {"S-1-5-21-1-2-3-1001": "user:x"}.get) == ("user:x",)
