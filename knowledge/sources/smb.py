@@ -39,8 +39,9 @@ from knowledge.sources.base import (
 
 log = logging.getLogger(__name__)
 
-#: How many per-file security-descriptor reads (3 credits each) are in flight at once.
-SD_PIPELINE = 16
+#: How many per-file security-descriptor reads (3 credits each) are in flight at once, at most (fewer
+#: when the server granted fewer credits).
+SD_PIPELINE = 32
 #: Largest single READ asked for, in bytes (also bounded by the server's MaxReadSize and the credits).
 READ_CHUNK = 1024 * 1024
 #: QUERY_DIRECTORY output buffer, in bytes (one credit).
@@ -321,13 +322,16 @@ class SmbSource(Source):
       a rename or a changed ACL: such files are read again, their bytes found equal, not embedded
       again). Samba reports the last-write time as the change time, so there a writer that keeps the
       size and sets the last-write time back is not seen (as rsync's quick check would not).
-    - ``content_key``: ``"smb-file:<file id>-<creation>-<size>-<last write>"``. The file id (the
-      server's: an NTFS file reference, a Samba inode) is the same file under any name, and a rename
-      keeps it with the creation time; a new file that gets a freed id gets a new creation time.
-      So two equal keys are one file that moved without being rewritten (a rewrite changes the
-      last-write time): its bytes are equal, and a rename (of the file or of a folder above it) is
-      found without reading. Its one blind spot is the version's without the change time: a writer
-      that keeps the size and sets the last-write time back, in the same interval as a rename.
+    - ``content_key``: ``"smb-file:<file id>-<size>-<last write>"``. The file id (the server's:
+      an NTFS file reference, whose sequence number changes when the record is reused; a Samba
+      inode number) names the same file under any name, and a rename (of the file, or of a folder
+      above it) keeps it, with the size and the last-write time: so a renamed file is found without
+      reading it. Two equal keys are one file that moved without being written (a write moves the
+      last-write time), or -- on Samba, whose ids are inode numbers the file system hands out again --
+      a new file given a deleted one's inode with its size and last-write time to the 100 ns: only a
+      writer that sets the time (a restore, an unzip) does that, and the version of a file trusts
+      size and time alike. The creation time is left out: Samba computes it when the file system
+      keeps none, and a rename can change it.
     - ``readers``: from the file's DACL, see :func:`readers_from_aces`; SIDs are mapped by
       ``context.principal_for_sid`` (``sources.sid_map``, the LDAP directory:
       :func:`knowledge.sources.sids.sid_mapper`). A descriptor that cannot be read: nobody (``()``).
@@ -506,6 +510,11 @@ class SmbSource(Source):
                 ) from None
             self._raise_connection(exc, "reading")
 
+    def _credits(self) -> int:
+        """Credits the server granted that no request in flight holds ([MS-SMB2] 3.2.4.1.5)."""
+        with self._conn.sequence_lock:
+            return int(self._conn.sequence_window["high"] - self._conn.sequence_window["low"])
+
     def _drop(self) -> None:
         """Forget a broken connection (the next use connects again)."""
         self.close()
@@ -594,9 +603,13 @@ class SmbSource(Source):
 
         pending: deque[tuple[str, list[Any]]] = deque()
         todo = iter(paths)
+        waiting: str | None = None
         while True:
-            while len(pending) < SD_PIPELINE and (path := next(todo, None)) is not None:
-                pending.append((path, self._send(self._security_requests(path))))
+            while len(pending) < SD_PIPELINE and (waiting is not None or (waiting := next(todo, None)) is not None):
+                if pending and self._credits() < 3 + 2:  # 3 for the compound, 2 kept for a close
+                    break
+                pending.append((waiting, self._send(self._security_requests(waiting))))
+                waiting = None
             if not pending:
                 return
             path, requests = pending.popleft()
@@ -672,57 +685,40 @@ class SmbSource(Source):
                     path=rel_path,
                     version=f"{item.size}-{item.last_write}-{item.change}",
                     size=item.size,
-                    content_key=f"smb-file:{item.file_id:x}-{item.creation}-{item.size}-{item.last_write}",
+                    content_key=f"smb-file:{item.file_id:x}-{item.size}-{item.last_write}",
                     readers=readers,
                     url=self._url(rel_path),
                     attributes={"modified": _filetime(item.last_write).isoformat()},
                 )
 
     def fetch(self, entry: Entry, out: BinaryIO) -> None:
-        from smbprotocol.exceptions import (
-            AccessDenied,
-            DeletePending,
-            EndOfFile,
-            FileIsADirectory,
-            ObjectNameNotFound,
-            ObjectPathNotFound,
-            SharingViolation,
-            SMBResponseException,
-        )
-        from smbprotocol.open import SMB2ReadRequest, SMB2ReadResponse
-
+        """Write ``entry``'s bytes to ``out``: a file up to 64 KiB in one round trip (a compounded
+        CREATE + READ + CLOSE), a bigger one read on in chunks of up to 1 MiB."""
         self._connect()
         path = "/".join(p for p in (self.folder, entry.path) if p)
+        access, options = FILE_READ_DATA | FILE_READ_ATTRIBUTES | SYNCHRONIZE, 0x40  # NON_DIRECTORY_FILE
+        answers = self._send([self._create(path, access, options), self._read_request(0, LIST_CHUNK), self._close_request()])
+        created, first, _closed = (self._receive(r) for r in answers)
+        if isinstance(created, Exception):
+            self._gone(entry, created)
+        data = self._read_data(entry, first)
+        if data is None:
+            return
+        out.write(data)
+        if len(data) < LIST_CHUNK:  # a short read of a file is its end ([MS-SMB2] 3.3.5.12)
+            return
+        from smbprotocol.exceptions import SMBResponseException
+
         try:
-            file_id = self._open(path, FILE_READ_DATA | FILE_READ_ATTRIBUTES | SYNCHRONIZE, 0x40)
-        except (ObjectNameNotFound, ObjectPathNotFound, DeletePending, FileIsADirectory):
-            raise EntryGone(f"{entry.path} is no longer on the share {self.share!r}.") from None
-        except SharingViolation:
-            raise EntryGone(f"{entry.path} is locked by someone who has it open; it is read on the next run.") from None
-        except AccessDenied:
-            raise EntryGone(f"The account {self._account()} may not read {entry.path}; give it read access.") from None
+            file_id = self._open(path, access, options)
         except SMBResponseException as exc:
-            raise EntryGone(f"{entry.path} could not be opened ({_reason(exc)}).") from None
+            self._gone(entry, exc)
         try:
-            offset = 0
+            offset = len(data)
             while True:
-                credits = self._conn.sequence_window["high"] - self._conn.sequence_window["low"]
-                length = min(READ_CHUNK, self._conn.max_read_size, LIST_CHUNK * max(1, min(16, credits - 2)))
-                read = SMB2ReadRequest()
-                read["length"] = length
-                read["offset"] = offset
-                read["file_id"] = file_id
-                read["padding"] = b"\x50"
-                (answer,) = [self._receive(r) for r in self._send([read])]
-                if isinstance(answer, EndOfFile):
-                    break
-                if isinstance(answer, SharingViolation) or type(answer).__name__ == "FileLockConflict":
-                    raise EntryGone(f"{entry.path} is locked by someone who has it open; it is read on the next run.")
-                if isinstance(answer, Exception):
-                    raise SourceError(f"{entry.path} could not be read ({_reason(answer)}).")
-                response = SMB2ReadResponse()
-                response.unpack(answer["data"].get_value())
-                data = response["buffer"].get_value()
+                length = min(READ_CHUNK, self._conn.max_read_size, LIST_CHUNK * max(1, min(16, self._credits() - 2)))
+                (answer,) = [self._receive(r) for r in self._send([self._read_request(offset, length, file_id)])]
+                data = self._read_data(entry, answer)
                 if not data:
                     break
                 out.write(data)
@@ -730,6 +726,52 @@ class SmbSource(Source):
         finally:
             if self._conn is not None:
                 self._close_file(file_id)
+
+    @staticmethod
+    def _read_request(offset: int, length: int, file_id: bytes = b"\xff" * 16) -> Any:
+        from smbprotocol.open import SMB2ReadRequest
+
+        read = SMB2ReadRequest()
+        read["length"] = length
+        read["offset"] = offset
+        read["file_id"] = file_id
+        read["padding"] = b"\x50"
+        return read
+
+    def _read_data(self, entry: Entry, answer: Any) -> bytes | None:
+        """The bytes of a READ's answer; ``None`` at the end of the file. Raises :class:`EntryGone`
+        (locked) or :class:`SourceError`."""
+        from smbprotocol.exceptions import EndOfFile, SharingViolation
+        from smbprotocol.open import SMB2ReadResponse
+
+        if isinstance(answer, EndOfFile):
+            return None
+        if isinstance(answer, SharingViolation) or type(answer).__name__ == "FileLockConflict":
+            raise EntryGone(f"{entry.path} is locked by someone who has it open; it is read on the next run.")
+        if isinstance(answer, Exception):
+            raise SourceError(f"{entry.path} could not be read ({_reason(answer)}).")
+        response = SMB2ReadResponse()
+        response.unpack(answer["data"].get_value())
+        return bytes(response["buffer"].get_value())
+
+    def _gone(self, entry: Entry, exc: Exception) -> NoReturn:
+        """Raise :class:`EntryGone` in words for a failed open of ``entry``."""
+        from smbprotocol.exceptions import (
+            AccessDenied,
+            DeletePending,
+            FileIsADirectory,
+            ObjectNameNotFound,
+            ObjectPathNotFound,
+            SharingViolation,
+        )
+
+        if isinstance(exc, ObjectNameNotFound | ObjectPathNotFound | DeletePending | FileIsADirectory):
+            raise EntryGone(f"{entry.path} is no longer on the share {self.share!r}.") from None
+        if isinstance(exc, SharingViolation):
+            raise EntryGone(f"{entry.path} is locked by someone who has it open; it is read on the next run.") from None
+        if isinstance(exc, AccessDenied):
+            raise EntryGone(f"The account {self._account()} may not read {entry.path}; give it read access.") from None
+        raise EntryGone(f"{entry.path} could not be opened ({_reason(exc)}).") from None
 
     def check(self) -> str:
         from smbprotocol.exceptions import AccessDenied, ObjectNameNotFound, ObjectPathNotFound, SMBResponseException

@@ -159,7 +159,6 @@ def test_version_changes_on_edit_and_the_content_key_follows_a_rename(samba: Sam
     assert edited["doc.txt"].content_key != before["doc.txt"].content_key
     assert edited["other.txt"] == before["other.txt"]
 
-    stat = (samba.root / folder / "doc.txt").stat()
     os.rename(samba.root / folder / "doc.txt", samba.root / folder / "renamed.txt")
     (samba.root / folder / "box").mkdir()
     os.rename(samba.root / folder / "other.txt", samba.root / folder / "box" / "other.txt")
@@ -167,13 +166,6 @@ def test_version_changes_on_edit_and_the_content_key_follows_a_rename(samba: Sam
     assert sorted(moved) == ["box/other.txt", "renamed.txt"]
     assert moved["renamed.txt"].content_key == edited["doc.txt"].content_key
     assert moved["box/other.txt"].content_key == before["other.txt"].content_key
-
-    # A new file with the same size and times at a freed name is not taken for the old one.
-    os.remove(samba.root / folder / "renamed.txt")
-    samba.write(f"{folder}/renamed.txt", "first text")
-    os.utime(samba.root / folder / "renamed.txt", ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    fresh = listing(source(samba, path=folder))
-    assert fresh["renamed.txt"].content_key != moved["renamed.txt"].content_key
 
 
 def test_check_reaches_the_folder_and_counts_its_first_level(samba: Samba, folder: str) -> None:
