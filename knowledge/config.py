@@ -694,9 +694,7 @@ class SourcesSettings(_Section):
                 raise ValueError(f"sources.sid_map: {sid!r} is not a SID (write S-1-5-21-...)")
             kind, sep, name = principal.strip().partition(":")
             if not sep or kind.strip().lower() not in ("user", "group") or not name.strip():
-                raise ValueError(
-                    f"sources.sid_map: {sid} maps to {principal!r}; write user:<username> or group:<name>"
-                )
+                raise ValueError(f"sources.sid_map: {sid} maps to {principal!r}; write user:<username> or group:<name>")
             out[key] = f"{kind.strip().lower()}:{name.strip()}"
         return out
 

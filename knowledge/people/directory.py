@@ -159,9 +159,7 @@ class Directory:
             raise
         return conn
 
-    def search(
-        self, bases: Sequence[str], flt: str, attributes: Sequence[str]
-    ) -> list[tuple[str, dict[str, list[Any]]]]:
+    def search(self, bases: Sequence[str], flt: str, attributes: Sequence[str]) -> list[tuple[str, dict[str, list[Any]]]]:
         """The entries matching ``flt`` (an RFC 4515 filter whose values the caller escaped, e.g. with
         :func:`filter_value`) in the subtree of each of ``bases``, as ``(dn, {attribute: values})``
         with ``attributes`` only, read as ``bind_dn`` (or anonymously). A base that does not exist

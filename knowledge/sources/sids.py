@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import re
+import struct
 import threading
 from collections.abc import Callable
 
@@ -26,7 +27,6 @@ from knowledge.errors import InvalidArgument
 from knowledge.people.accounts import normal_username
 from knowledge.people.directory import Directory, DirectoryUnavailable, filter_value
 from knowledge.sources.base import SourceUnavailable
-from knowledge.sources.smb import sid_bytes
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +37,42 @@ BINARY_SID_ATTRIBUTE = "objectsid"
 
 _NAME_IN_FILTER = re.compile(r"\(\s*([A-Za-z][\w-]*)\s*=\s*\{username\}\s*\)")
 _NAME_IN_DN = re.compile(r"^\s*([A-Za-z][\w-]*)\s*=\s*\{username\}\s*,")
+
+
+def sid_text(data: bytes, offset: int = 0) -> tuple[str, int]:
+    """The SID at ``data[offset:]`` in its string form (``S-1-5-21-...``, [MS-DTYP] 2.4.2.1, the
+    authority in hex when it needs more than 32 bits) and its length in bytes ([MS-DTYP] 2.4.2.2:
+    revision, sub-authority count, 6-byte big-endian authority, little-endian 32-bit sub-authorities).
+
+    Raises:
+        ValueError: ``data`` is too short for the SID it starts."""
+    if len(data) < offset + 8:
+        raise ValueError("a SID is cut short")
+    revision, count = data[offset], data[offset + 1]
+    authority = int.from_bytes(data[offset + 2 : offset + 8], "big")
+    end = offset + 8 + 4 * count
+    if len(data) < end:
+        raise ValueError("a SID is cut short")
+    subs = struct.unpack_from(f"<{count}I", data, offset + 8)
+    auth = str(authority) if authority < 2**32 else f"0x{authority:012X}"
+    return "-".join(["S", str(revision), auth, *map(str, subs)]), end - offset
+
+
+def sid_bytes(sid: str) -> bytes:
+    """The binary form ([MS-DTYP] 2.4.2.2) of the string SID ``sid`` (``S-1-5-21-1-2-3-1001``).
+
+    Raises:
+        ValueError: ``sid`` is not ``S-<revision>-<authority>[-<sub-authority>]...``."""
+    parts = sid.strip().upper().split("-")
+    if len(parts) < 3 or parts[0] != "S" or len(parts) > 3 + 15:
+        raise ValueError(f"{sid!r} is not a SID (S-1-5-21-...)")
+    try:
+        revision = int(parts[1])
+        authority = int(parts[2], 16) if parts[2].startswith("0X") else int(parts[2])
+        subs = [int(p) for p in parts[3:]]
+        return bytes([revision, len(subs)]) + authority.to_bytes(6, "big") + b"".join(s.to_bytes(4, "little") for s in subs)
+    except (ValueError, OverflowError):
+        raise ValueError(f"{sid!r} is not a SID (S-1-5-21-...)") from None
 
 
 def binary_filter_value(data: bytes) -> str:
@@ -95,14 +131,14 @@ class LdapSidLookup:
             log.debug("No accounts.ldap search_base, group_base or user_dn: the SID %s is not looked up", sid)
             return None
         try:
-            value = binary_filter_value(sid_bytes(sid)) if self.attribute.lower() == BINARY_SID_ATTRIBUTE else filter_value(sid)
+            value = (
+                binary_filter_value(sid_bytes(sid)) if self.attribute.lower() == BINARY_SID_ATTRIBUTE else filter_value(sid)
+            )
         except ValueError:
             return None
         flt = f"({self.attribute}={value})"
         try:
-            found = self.directory.search(
-                self.bases, flt, ["objectClass", self.name_attribute, self.ldap.group_attribute]
-            )
+            found = self.directory.search(self.bases, flt, ["objectClass", self.name_attribute, self.ldap.group_attribute])
         except DirectoryUnavailable as exc:
             raise SourceUnavailable(
                 f"The directory could not be asked who the Windows SID {sid} is ({exc}); the run stops so"
@@ -162,4 +198,12 @@ def sid_mapper(
     return principal_for_sid
 
 
-__all__ = ["GROUP_CLASSES", "LdapSidLookup", "binary_filter_value", "sid_mapper", "username_attribute"]
+__all__ = [
+    "GROUP_CLASSES",
+    "LdapSidLookup",
+    "binary_filter_value",
+    "sid_bytes",
+    "sid_mapper",
+    "sid_text",
+    "username_attribute",
+]

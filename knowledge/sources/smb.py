@@ -18,17 +18,53 @@ import logging
 import struct
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, BinaryIO, NoReturn
+from typing import Any, NoReturn
 from urllib.parse import quote
+
+from smbprotocol.connection import Connection
+from smbprotocol.exceptions import (
+    AccessDenied,
+    BadNetworkName,
+    DeletePending,
+    EndOfFile,
+    FileIsADirectory,
+    LogonFailure,
+    NoMoreFiles,
+    ObjectNameNotFound,
+    ObjectPathNotFound,
+    PasswordExpired,
+    SharingViolation,
+    SMBAuthenticationError,
+    SMBConnectionClosed,
+    SMBException,
+    SMBResponseException,
+    WrongPassword,
+)
+from smbprotocol.open import (
+    ImpersonationLevel,
+    ShareAccess,
+    SMB2CloseRequest,
+    SMB2CreateRequest,
+    SMB2CreateResponse,
+    SMB2QueryDirectoryRequest,
+    SMB2QueryDirectoryResponse,
+    SMB2QueryInfoRequest,
+    SMB2QueryInfoResponse,
+    SMB2ReadRequest,
+    SMB2ReadResponse,
+)
+from smbprotocol.session import Session
+from smbprotocol.tree import TreeConnect
 
 from knowledge.errors import InvalidArgument
 from knowledge.sources.base import (
     Entry,
     EntryGone,
     Field,
+    Sink,
     Source,
     SourceAuthFailed,
     SourceContext,
@@ -36,6 +72,7 @@ from knowledge.sources.base import (
     SourceNotFound,
     SourceUnavailable,
 )
+from knowledge.sources.sids import sid_bytes, sid_text
 
 log = logging.getLogger(__name__)
 
@@ -87,44 +124,6 @@ _FILETIME_EPOCH = datetime(1601, 1, 1, tzinfo=UTC)
 
 
 # -- security descriptors ([MS-DTYP] 2.4) -----------------------------------------------------------
-
-
-def sid_text(data: bytes, offset: int = 0) -> tuple[str, int]:
-    """The SID at ``data[offset:]`` in its string form (``S-1-5-21-...``, [MS-DTYP] 2.4.2.1, the
-    authority in hex when it needs more than 32 bits) and its length in bytes ([MS-DTYP] 2.4.2.2:
-    revision, sub-authority count, 6-byte big-endian authority, little-endian 32-bit sub-authorities).
-
-    Raises:
-        ValueError: ``data`` is too short for the SID it starts."""
-    if len(data) < offset + 8:
-        raise ValueError("a SID is cut short")
-    revision, count = data[offset], data[offset + 1]
-    authority = int.from_bytes(data[offset + 2 : offset + 8], "big")
-    end = offset + 8 + 4 * count
-    if len(data) < end:
-        raise ValueError("a SID is cut short")
-    subs = struct.unpack_from(f"<{count}I", data, offset + 8)
-    auth = str(authority) if authority < 2**32 else f"0x{authority:012X}"
-    return "-".join(["S", str(revision), auth, *map(str, subs)]), end - offset
-
-
-def sid_bytes(sid: str) -> bytes:
-    """The binary form ([MS-DTYP] 2.4.2.2) of the string SID ``sid`` (``S-1-5-21-1-2-3-1001``).
-
-    Raises:
-        ValueError: ``sid`` is not ``S-<revision>-<authority>[-<sub-authority>]...``."""
-    parts = sid.strip().upper().split("-")
-    if len(parts) < 3 or parts[0] != "S" or len(parts) > 3 + 15:
-        raise ValueError(f"{sid!r} is not a SID (S-1-5-21-...)")
-    try:
-        revision = int(parts[1])
-        authority = int(parts[2], 16) if parts[2].startswith("0X") else int(parts[2])
-        subs = [int(p) for p in parts[3:]]
-        return (
-            bytes([revision, len(subs)]) + authority.to_bytes(6, "big") + b"".join(s.to_bytes(4, "little") for s in subs)
-        )
-    except (ValueError, OverflowError):
-        raise ValueError(f"{sid!r} is not a SID (S-1-5-21-...)") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -367,7 +366,7 @@ class SmbSource(Source):
         ),
     )
 
-    def __init__(self, config: dict[str, Any], context: SourceContext) -> None:  # type: ignore[override]
+    def __init__(self, config: Mapping[str, Any], context: SourceContext) -> None:
         super().__init__(config, context)
         self.host = str(self.required("host")).strip()
         if any(c in self.host for c in "/\\@ ") or not self.host:
@@ -415,18 +414,6 @@ class SmbSource(Source):
     def _connect(self) -> None:
         if self._tree is not None:
             return
-        from smbprotocol.connection import Connection
-        from smbprotocol.exceptions import (
-            AccessDenied,
-            BadNetworkName,
-            LogonFailure,
-            PasswordExpired,
-            SMBAuthenticationError,
-            SMBException,
-            WrongPassword,
-        )
-        from smbprotocol.session import Session
-        from smbprotocol.tree import TreeConnect
 
         where = f"the SMB server {self.host}:{self.port}"
         conn = Connection(uuid.uuid4(), self.host, self.port, require_signing=True)
@@ -463,7 +450,9 @@ class SmbSource(Source):
             raise SourceNotFound(f"{where} has no share named {self.share!r}; check the share's name.") from None
         except AccessDenied:
             self.close()
-            raise SourceAuthFailed(f"The account {self._account()} may not use the share {self.share!r} on {where}.") from None
+            raise SourceAuthFailed(
+                f"The account {self._account()} may not use the share {self.share!r} on {where}."
+            ) from None
         except (SMBException, OSError, ValueError) as exc:
             self.close()
             self._raise_connection(exc, f"opening the share {self.share!r} on {where}")
@@ -481,7 +470,6 @@ class SmbSource(Source):
 
     # -- requests ------------------------------------------------------------------------------------
     def _send(self, messages: list[Any]) -> list[Any]:
-        from smbprotocol.exceptions import SMBException
 
         try:
             return list(
@@ -496,7 +484,6 @@ class SmbSource(Source):
     def _receive(self, request: Any) -> Any:
         """The answer's header, or the :class:`SMBResponseException` of a failed status; raises
         :class:`SourceUnavailable` when the connection broke or the answer took over the timeout."""
-        from smbprotocol.exceptions import SMBConnectionClosed, SMBException, SMBResponseException
 
         try:
             return self._conn.receive(request, timeout=self.timeout)
@@ -520,7 +507,6 @@ class SmbSource(Source):
         self.close()
 
     def _create(self, path: str, access: int, options: int) -> Any:
-        from smbprotocol.open import ImpersonationLevel, ShareAccess, SMB2CreateRequest
 
         create = SMB2CreateRequest()
         create["impersonation_level"] = ImpersonationLevel.Impersonation
@@ -534,7 +520,6 @@ class SmbSource(Source):
 
     @staticmethod
     def _close_request(file_id: bytes = b"\xff" * 16) -> Any:
-        from smbprotocol.open import SMB2CloseRequest
 
         close = SMB2CloseRequest()
         close["file_id"] = file_id
@@ -542,7 +527,6 @@ class SmbSource(Source):
 
     def _open(self, path: str, access: int, options: int) -> bytes:
         """Open ``path``; its 16-byte file id. Raises the SMBResponseException of a failed status."""
-        from smbprotocol.open import SMB2CreateResponse
 
         (answer,) = [self._receive(r) for r in self._send([self._create(path, access, options)])]
         if isinstance(answer, Exception):
@@ -558,8 +542,6 @@ class SmbSource(Source):
     def _list(self, folder: str) -> list[_Item]:
         """The children of ``folder`` (share-relative, ``/``-separated). Raises the
         SMBResponseException of the open (no such folder, access denied)."""
-        from smbprotocol.exceptions import NoMoreFiles
-        from smbprotocol.open import SMB2QueryDirectoryRequest, SMB2QueryDirectoryResponse
 
         file_id = self._open(folder, FILE_LIST_DIRECTORY | FILE_READ_ATTRIBUTES | SYNCHRONIZE, 0x1)  # DIRECTORY_FILE
         items: list[_Item] = []
@@ -586,7 +568,6 @@ class SmbSource(Source):
         return items
 
     def _security_requests(self, path: str) -> list[Any]:
-        from smbprotocol.open import SMB2QueryInfoRequest
 
         query = SMB2QueryInfoRequest()
         query["info_type"] = 3  # SMB2_0_INFO_SECURITY
@@ -599,7 +580,6 @@ class SmbSource(Source):
     def _security_descriptors(self, paths: list[str]) -> Iterator[tuple[str, bytes | Exception]]:
         """Each of ``paths`` with its security descriptor (DACL only), or the exception of its read;
         :data:`SD_PIPELINE` compounds in flight at once."""
-        from smbprotocol.open import SMB2QueryInfoResponse
 
         pending: deque[tuple[str, list[Any]]] = deque()
         todo = iter(paths)
@@ -624,7 +604,6 @@ class SmbSource(Source):
 
     # -- the interface -------------------------------------------------------------------------------
     def entries(self) -> Iterator[Entry]:
-        from smbprotocol.exceptions import AccessDenied, ObjectNameNotFound, ObjectPathNotFound, SMBResponseException
 
         self._connect()
         folders = [""]
@@ -647,7 +626,9 @@ class SmbSource(Source):
                     f" {self.share!r}; give it read access or choose another folder."
                 ) from None
             except SMBResponseException as exc:
-                raise SourceError(f"The SMB server could not list the folder {full or '(root)'!r} ({_reason(exc)}).") from None
+                raise SourceError(
+                    f"The SMB server could not list the folder {full or '(root)'!r} ({_reason(exc)})."
+                ) from None
             root = False
             files: dict[str, _Item] = {}
             for item in sorted(items, key=lambda i: i.name):
@@ -679,7 +660,9 @@ class SmbSource(Source):
                     try:
                         readers = readers_from_security_descriptor(found, self.context.principal_for_sid, where=rel_path)
                     except ValueError as exc:
-                        log.warning("The security descriptor of %s is malformed (%s): nobody but the admins reads it", rel_path, exc)
+                        log.warning(
+                            "The security descriptor of %s is malformed (%s): nobody but the admins reads it", rel_path, exc
+                        )
                         readers = ()
                 yield Entry(
                     path=rel_path,
@@ -691,7 +674,7 @@ class SmbSource(Source):
                     attributes={"modified": _filetime(item.last_write).isoformat()},
                 )
 
-    def fetch(self, entry: Entry, out: BinaryIO) -> None:
+    def fetch(self, entry: Entry, out: Sink) -> None:
         """Write ``entry``'s bytes to ``out``: a file up to 64 KiB in one round trip (a compounded
         CREATE + READ + CLOSE), a bigger one read on in chunks of up to 1 MiB."""
         self._connect()
@@ -707,7 +690,6 @@ class SmbSource(Source):
         out.write(data)
         if len(data) < LIST_CHUNK:  # a short read of a file is its end ([MS-SMB2] 3.3.5.12)
             return
-        from smbprotocol.exceptions import SMBResponseException
 
         try:
             file_id = self._open(path, access, options)
@@ -729,7 +711,6 @@ class SmbSource(Source):
 
     @staticmethod
     def _read_request(offset: int, length: int, file_id: bytes = b"\xff" * 16) -> Any:
-        from smbprotocol.open import SMB2ReadRequest
 
         read = SMB2ReadRequest()
         read["length"] = length
@@ -741,8 +722,6 @@ class SmbSource(Source):
     def _read_data(self, entry: Entry, answer: Any) -> bytes | None:
         """The bytes of a READ's answer; ``None`` at the end of the file. Raises :class:`EntryGone`
         (locked) or :class:`SourceError`."""
-        from smbprotocol.exceptions import EndOfFile, SharingViolation
-        from smbprotocol.open import SMB2ReadResponse
 
         if isinstance(answer, EndOfFile):
             return None
@@ -756,14 +735,6 @@ class SmbSource(Source):
 
     def _gone(self, entry: Entry, exc: Exception) -> NoReturn:
         """Raise :class:`EntryGone` in words for a failed open of ``entry``."""
-        from smbprotocol.exceptions import (
-            AccessDenied,
-            DeletePending,
-            FileIsADirectory,
-            ObjectNameNotFound,
-            ObjectPathNotFound,
-            SharingViolation,
-        )
 
         if isinstance(exc, ObjectNameNotFound | ObjectPathNotFound | DeletePending | FileIsADirectory):
             raise EntryGone(f"{entry.path} is no longer on the share {self.share!r}.") from None
@@ -774,7 +745,6 @@ class SmbSource(Source):
         raise EntryGone(f"{entry.path} could not be opened ({_reason(exc)}).") from None
 
     def check(self) -> str:
-        from smbprotocol.exceptions import AccessDenied, ObjectNameNotFound, ObjectPathNotFound, SMBResponseException
 
         self._connect()
         try:
@@ -798,7 +768,7 @@ def _scrub(text: str, secret: str) -> str:
 def _disconnect(conn: Any) -> None:
     try:
         conn.disconnect(close=True)
-    except Exception:  # noqa: BLE001 - a broken connection closes quietly
+    except Exception:
         log.debug("SMB connection closed with an error", exc_info=True)
 
 

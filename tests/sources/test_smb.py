@@ -36,7 +36,6 @@ from knowledge.sources.smb import (
 )
 from tests.helpers.samba import (
     AUTHENTICATED_USERS,
-    EVERYONE,
     GROUP,
     SERVICE_USER,
     USERS,
@@ -369,7 +368,7 @@ def test_a_file_deleted_between_listing_and_fetch_is_gone(samba: Samba, folder: 
         os.remove(samba.root / folder / "goes.txt")
         (samba.root / folder / "sub" / "goes-too.txt").unlink()
         (samba.root / folder / "sub").rmdir()
-        with pytest.raises(EntryGone, match="goes.txt is no longer on the share"):
+        with pytest.raises(EntryGone, match=r"goes\.txt is no longer on the share"):
             read(src, entries["goes.txt"])
         with pytest.raises(EntryGone):
             read(src, entries["sub/goes-too.txt"])
@@ -419,7 +418,9 @@ def test_a_fetch_on_a_stopped_server_is_unavailable(own_samba: Samba) -> None:
     src.close()
 
 
-def test_the_password_is_in_no_log_message_or_repr(samba: Samba, folder: str, caplog: pytest.LogCaptureFixture, capfd) -> None:  # type: ignore[no-untyped-def]
+def test_the_password_is_in_no_log_message_or_repr(
+    samba: Samba, folder: str, caplog: pytest.LogCaptureFixture, capfd
+) -> None:  # type: ignore[no-untyped-def]
     samba.write(f"{folder}/a.txt", "a")
     texts = []
     with caplog.at_level(logging.DEBUG):
