@@ -190,7 +190,11 @@ def _is_guest(sid: str) -> bool:
 
 
 def readers_from_aces(
-    aces: list[Ace] | None, principal_for_sid: Callable[[str], str | None], *, where: str = ""
+    aces: list[Ace] | None,
+    principal_for_sid: Callable[[str], str | None],
+    *,
+    where: str = "",
+    logged: set[str] | None = None,
 ) -> tuple[str, ...] | None:
     """Who may read a file with the DACL ``aces`` (from :func:`parse_dacl`), as readers.
 
@@ -213,7 +217,8 @@ def readers_from_aces(
        a SID it does not know grants nobody (said in a debug log line). An empty tuple: nobody but the
        admins reads the file.
 
-    ``where`` (the file's path) is only named in the log.
+    ``where`` (the file's path) is only named in the log; ``logged``: the unknown SIDs already said
+    (each is logged once per set, not once per file).
     """
     if aces is None:
         return None
@@ -242,7 +247,10 @@ def readers_from_aces(
             continue
         principal = principal_for_sid(sid)
         if principal is None:
-            log.debug("SMB ACL of %s: the SID %s is not known (sources.sid_map, LDAP): it grants nobody", where, sid)
+            if logged is None or sid not in logged:
+                log.debug("SMB ACL of %s: the SID %s is not known (sources.sid_map, LDAP): it grants nobody", where, sid)
+                if logged is not None:
+                    logged.add(sid)
             continue
         if denied and not principal.startswith("user:"):
             log.debug("SMB ACL of %s: a read-deny is present, so the grant to %s (%s) is dropped", where, sid, principal)
@@ -252,13 +260,17 @@ def readers_from_aces(
 
 
 def readers_from_security_descriptor(
-    descriptor: bytes, principal_for_sid: Callable[[str], str | None], *, where: str = ""
+    descriptor: bytes,
+    principal_for_sid: Callable[[str], str | None],
+    *,
+    where: str = "",
+    logged: set[str] | None = None,
 ) -> tuple[str, ...] | None:
     """:func:`readers_from_aces` of the DACL of ``descriptor`` (self-relative, [MS-DTYP] 2.4.6).
 
     Raises:
         ValueError: the descriptor is malformed."""
-    return readers_from_aces(parse_dacl(descriptor), principal_for_sid, where=where)
+    return readers_from_aces(parse_dacl(descriptor), principal_for_sid, where=where, logged=logged)
 
 
 # -- the source ----------------------------------------------------------------------------------------
@@ -394,6 +406,7 @@ class SmbSource(Source):
         self._conn: Any = None
         self._session: Any = None
         self._tree: Any = None
+        self._unknown_sids: set[str] = set()
 
     def __repr__(self) -> str:
         return f"SmbSource({self.location()!r}, user={self.username!r})"
@@ -414,7 +427,6 @@ class SmbSource(Source):
     def _connect(self) -> None:
         if self._tree is not None:
             return
-
         where = f"the SMB server {self.host}:{self.port}"
         conn = Connection(uuid.uuid4(), self.host, self.port, require_signing=True)
         try:
@@ -470,7 +482,6 @@ class SmbSource(Source):
 
     # -- requests ------------------------------------------------------------------------------------
     def _send(self, messages: list[Any]) -> list[Any]:
-
         try:
             return list(
                 self._conn.send_compound(
@@ -484,7 +495,6 @@ class SmbSource(Source):
     def _receive(self, request: Any) -> Any:
         """The answer's header, or the :class:`SMBResponseException` of a failed status; raises
         :class:`SourceUnavailable` when the connection broke or the answer took over the timeout."""
-
         try:
             return self._conn.receive(request, timeout=self.timeout)
         except SMBResponseException as exc:
@@ -507,7 +517,6 @@ class SmbSource(Source):
         self.close()
 
     def _create(self, path: str, access: int, options: int) -> Any:
-
         create = SMB2CreateRequest()
         create["impersonation_level"] = ImpersonationLevel.Impersonation
         create["desired_access"] = access
@@ -520,14 +529,12 @@ class SmbSource(Source):
 
     @staticmethod
     def _close_request(file_id: bytes = b"\xff" * 16) -> Any:
-
         close = SMB2CloseRequest()
         close["file_id"] = file_id
         return close
 
     def _open(self, path: str, access: int, options: int) -> bytes:
         """Open ``path``; its 16-byte file id. Raises the SMBResponseException of a failed status."""
-
         (answer,) = [self._receive(r) for r in self._send([self._create(path, access, options)])]
         if isinstance(answer, Exception):
             raise answer
@@ -542,7 +549,6 @@ class SmbSource(Source):
     def _list(self, folder: str) -> list[_Item]:
         """The children of ``folder`` (share-relative, ``/``-separated). Raises the
         SMBResponseException of the open (no such folder, access denied)."""
-
         file_id = self._open(folder, FILE_LIST_DIRECTORY | FILE_READ_ATTRIBUTES | SYNCHRONIZE, 0x1)  # DIRECTORY_FILE
         items: list[_Item] = []
         try:
@@ -568,7 +574,6 @@ class SmbSource(Source):
         return items
 
     def _security_requests(self, path: str) -> list[Any]:
-
         query = SMB2QueryInfoRequest()
         query["info_type"] = 3  # SMB2_0_INFO_SECURITY
         query["file_info_class"] = 0
@@ -580,7 +585,6 @@ class SmbSource(Source):
     def _security_descriptors(self, paths: list[str]) -> Iterator[tuple[str, bytes | Exception]]:
         """Each of ``paths`` with its security descriptor (DACL only), or the exception of its read;
         :data:`SD_PIPELINE` compounds in flight at once."""
-
         pending: deque[tuple[str, list[Any]]] = deque()
         todo = iter(paths)
         waiting: str | None = None
@@ -604,7 +608,6 @@ class SmbSource(Source):
 
     # -- the interface -------------------------------------------------------------------------------
     def entries(self) -> Iterator[Entry]:
-
         self._connect()
         folders = [""]
         root = True
@@ -658,7 +661,9 @@ class SmbSource(Source):
                     readers = ()
                 else:
                     try:
-                        readers = readers_from_security_descriptor(found, self.context.principal_for_sid, where=rel_path)
+                        readers = readers_from_security_descriptor(
+                            found, self.context.principal_for_sid, where=rel_path, logged=self._unknown_sids
+                        )
                     except ValueError as exc:
                         log.warning(
                             "The security descriptor of %s is malformed (%s): nobody but the admins reads it", rel_path, exc
@@ -690,7 +695,6 @@ class SmbSource(Source):
         out.write(data)
         if len(data) < LIST_CHUNK:  # a short read of a file is its end ([MS-SMB2] 3.3.5.12)
             return
-
         try:
             file_id = self._open(path, access, options)
         except SMBResponseException as exc:
@@ -711,7 +715,6 @@ class SmbSource(Source):
 
     @staticmethod
     def _read_request(offset: int, length: int, file_id: bytes = b"\xff" * 16) -> Any:
-
         read = SMB2ReadRequest()
         read["length"] = length
         read["offset"] = offset
@@ -722,7 +725,6 @@ class SmbSource(Source):
     def _read_data(self, entry: Entry, answer: Any) -> bytes | None:
         """The bytes of a READ's answer; ``None`` at the end of the file. Raises :class:`EntryGone`
         (locked) or :class:`SourceError`."""
-
         if isinstance(answer, EndOfFile):
             return None
         if isinstance(answer, SharingViolation) or type(answer).__name__ == "FileLockConflict":
@@ -735,7 +737,6 @@ class SmbSource(Source):
 
     def _gone(self, entry: Entry, exc: Exception) -> NoReturn:
         """Raise :class:`EntryGone` in words for a failed open of ``entry``."""
-
         if isinstance(exc, ObjectNameNotFound | ObjectPathNotFound | DeletePending | FileIsADirectory):
             raise EntryGone(f"{entry.path} is no longer on the share {self.share!r}.") from None
         if isinstance(exc, SharingViolation):
@@ -745,7 +746,6 @@ class SmbSource(Source):
         raise EntryGone(f"{entry.path} could not be opened ({_reason(exc)}).") from None
 
     def check(self) -> str:
-
         self._connect()
         try:
             items = self._list(self.folder)
@@ -758,7 +758,11 @@ class SmbSource(Source):
         except SMBResponseException as exc:
             raise SourceError(f"The SMB server could not list {self.location()} ({_reason(exc)}).") from None
         folders = sum(1 for i in items if i.attributes & FILE_ATTRIBUTE_DIRECTORY)
-        return f"reached; {len(items) - folders} files and {folders} folders at the first level"
+        files = len(items) - folders
+        return (
+            f"reached; {files} file{'' if files == 1 else 's'} and {folders} folder{'' if folders == 1 else 's'}"
+            " at the first level"
+        )
 
 
 def _scrub(text: str, secret: str) -> str:

@@ -1,12 +1,13 @@
 """A real Samba server for the SMB source's tests and the benchmark: Debian's ``smbd`` as a child
 process on a free loopback port, with its own ``smb.conf`` and every folder it writes (lock, state,
 private, cache, pid, logs, the tdbsam password database) in a temp folder, one share ``docs`` whose
-files are a folder of this machine (:attr:`Samba.root`), NT ACLs stored in the ``security.NTACL``
+files are a folder of this machine (:attr:`Samba.root`: a temp folder of its own, which the ``kn_``
+users can reach, removed by :meth:`Samba.remove`), NT ACLs stored in the ``security.NTACL``
 extended attribute (``vfs objects = acl_xattr``, ``acl_xattr:ignore system acls = yes``: an ACL is kept
 as it is given, not mapped onto the file's POSIX mode).
 
 Accounts: Samba users need Unix accounts, so :data:`USERS` (names prefixed ``kn_``) are made with
-``useradd`` when absent (the tests run as root) and given their passwords with ``smbpasswd -a -s``;
+``useradd`` when absent (the tests run as root; the apt package ``passwd`` has it) and given their passwords with ``smbpasswd -a -s``;
 :data:`GROUP` (``kn_hr``, holding ``kn_ana``) with ``groupadd``. ``kn_svc`` is the account the source
 signs in as: an ``admin user`` of the share, so it reads every file whatever its ACL says (as a backup
 operator would on Windows), and a file readable "by one user only" can still be synced.
@@ -23,6 +24,7 @@ cannot reach a port other than 445.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import grp
 import os
 import pwd
@@ -61,7 +63,7 @@ EVERYONE, AUTHENTICATED_USERS = "S-1-1-0", "S-1-5-11"
 def _need(tool: str) -> str:
     found = shutil.which(tool) or (tool if Path(tool).exists() else None)
     if not found:
-        missing_server("Samba", f"{tool} is not installed (apt-get install samba smbclient)")
+        missing_server("Samba", f"{tool} is not installed (apt-get install samba passwd)")
     return str(found)
 
 
@@ -95,24 +97,37 @@ def sddl_to_binary(sddl: str) -> bytes:
 
 
 def ensure_accounts() -> None:
-    """The Unix accounts of :data:`USERS` and the group :data:`GROUP` (as root; nothing is changed when
-    they exist)."""
-    try:
-        grp.getgrnam(GROUP)
-    except KeyError:
-        if os.geteuid() != 0:
-            missing_server("Samba", f"the Unix group {GROUP} is missing and only root can add it")
-        with contextlib.suppress(RuntimeError):  # another process may have added it meanwhile
-            _run([_need("groupadd"), GROUP])
-    for user in USERS:
+    """The Unix accounts of :data:`USERS` and the group :data:`GROUP` holding :data:`GROUP_MEMBERS`
+    (as root; what exists is left as it is). Test processes running at once take turns (a lock file in
+    the temp folder), so two never race on ``/etc/passwd``."""
+
+    def missing() -> bool:
         try:
-            pwd.getpwnam(user)
+            members = grp.getgrnam(GROUP).gr_mem
+            for user in USERS:
+                pwd.getpwnam(user)
         except KeyError:
-            if os.geteuid() != 0:
-                missing_server("Samba", f"the Unix account {user} is missing and only root can add it")
-            extra = ["-G", GROUP] if user in GROUP_MEMBERS else []
-            with contextlib.suppress(RuntimeError):
-                _run([_need("useradd"), "-M", "-N", "-s", "/usr/sbin/nologin", *extra, user])
+            return True
+        return not set(GROUP_MEMBERS) <= set(members)
+
+    if not missing():
+        return
+    if os.geteuid() != 0:
+        missing_server("Samba", f"the Unix accounts {', '.join(USERS)} are missing and only root can add them")
+    with open(Path(tempfile.gettempdir()) / "kn-samba-accounts.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            grp.getgrnam(GROUP)
+        except KeyError:
+            _run([_need("groupadd"), GROUP])
+        for user in USERS:
+            try:
+                pwd.getpwnam(user)
+            except KeyError:
+                _run([_need("useradd"), "-M", "-N", "-s", "/usr/sbin/nologin", user])
+        for user in GROUP_MEMBERS:
+            if user not in grp.getgrnam(GROUP).gr_mem:
+                _run([_need("usermod"), "-a", "-G", GROUP, user])
 
 
 @dataclass

@@ -171,7 +171,7 @@ def test_check_reaches_the_folder_and_counts_its_first_level(samba: Samba, folde
     samba.write(f"{folder}/a.txt", "a")
     samba.write(f"{folder}/sub/b.txt", "b")
     with source(samba, path=folder) as src:
-        assert src.check() == "reached; 1 files and 1 folders at the first level"
+        assert src.check() == "reached; 1 file and 1 folder at the first level"
     assert source(samba, path=folder).location() == f"smb://127.0.0.1:{samba.port}/docs/{folder}"
 
 
@@ -256,11 +256,15 @@ def test_a_changed_acl_changes_the_readers_and_unknown_sids_are_logged(
     samba.set_acl(f"{folder}/memo.txt", f"D:P(A;;FR;;;{ana})")
     first = listing(source(samba, path=folder))["memo.txt"]
     samba.set_acl(f"{folder}/memo.txt", f"D:P(A;;FR;;;{hr})(A;;FR;;;S-1-5-21-9-9-9-1234)")
+    samba.write(f"{folder}/memo2.txt", "memo 2")
+    samba.set_acl(f"{folder}/memo2.txt", "D:P(A;;FR;;;S-1-5-21-9-9-9-1234)")
     with caplog.at_level(logging.DEBUG, logger="knowledge.sources.smb"):
-        second = listing(source(samba, path=folder))["memo.txt"]
-    assert (first.readers, second.readers) == (("user:ana",), ("group:hr",))
+        entries = listing(source(samba, path=folder))
+    second = entries["memo.txt"]
+    assert (first.readers, second.readers, entries["memo2.txt"].readers) == (("user:ana",), ("group:hr",), ())
     assert first.content_key == second.content_key  # the bytes did not change
-    assert any("S-1-5-21-9-9-9-1234" in r.getMessage() and "grants nobody" in r.getMessage() for r in caplog.records)
+    said = [r.getMessage() for r in caplog.records if "S-1-5-21-9-9-9-1234" in r.getMessage()]
+    assert len(said) == 1 and "grants nobody" in said[0]  # once, not once per file
 
 
 def test_files_inherit_the_acl_of_their_folder(samba: Samba, folder: str) -> None:

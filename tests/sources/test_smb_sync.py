@@ -277,7 +277,7 @@ def test_wrong_credentials_fail_the_run_in_words_and_no_secret_is_kept_or_said(
     assert r.run.status == "failed"
     assert "refused the user name or password of kn_svc" in (r.reason or ""), r.reason
     _add(system, samba, folder)
-    assert "1 files and 0 folders" in system.sources.check("share")
+    assert "1 file and 0 folders" in system.sources.check("share")
     assert system.sources.run("share").ok
     with system.catalog.cursor() as cur:
         tables = [t for (t,) in cur.execute("SELECT table_name FROM information_schema.tables").fetchall()]
