@@ -9,8 +9,9 @@ as it is given, not mapped onto the file's POSIX mode).
 Accounts: Samba users need Unix accounts, so :data:`USERS` (names prefixed ``kn_``) are made with
 ``useradd`` when absent (the tests run as root; the apt package ``passwd`` has it) and given their
 passwords with ``smbpasswd -a -s``; :data:`GROUP` (``kn_hr``, holding ``kn_ana``) with ``groupadd``.
-``kn_svc`` is the account the source signs in as: an ``admin user`` of the share, so it reads every file whatever its ACL says (as a backup
-operator would on Windows), and a file readable "by one user only" can still be synced.
+``kn_svc`` is the account the source signs in as: an ``admin user`` of the share, so it reads every
+file whatever its ACL says (as a backup operator would on Windows), and a file readable "by one user
+only" can still be synced.
 
 Stop the server (:meth:`Samba.stop`) for the "server down" fault: the whole process group (smbd forks
 one child per client) is killed.
