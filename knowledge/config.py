@@ -666,6 +666,12 @@ class SourcesSettings(_Section):
         " readers (user:<username> or group:<name>); a SID not here is looked up in the LDAP directory"
         " (accounts.ldap) by objectSid when one is set, else it grants nobody",
     )
+    sid_attribute: str = Field(
+        "objectSid",
+        description="the directory attribute a SID not in sid_map is looked up by (accounts.ldap): objectSid"
+        " (Active Directory, Samba AD: the binary SID of MS-DTYP 2.4.2.2) or a text one such as sambaSID"
+        " (Samba's LDAP schema: S-1-5-21-...)",
+    )
     check_seconds: float = Field(
         15.0, gt=0, description="how often an app, API or worker process looks for sources due to run"
     )
@@ -677,6 +683,27 @@ class SourcesSettings(_Section):
         gt=0,
         description="how long one network operation of a source may take before the run says the server did not answer",
     )
+
+    @field_validator("sid_map")
+    @classmethod
+    def _sid_map_form(cls, table: dict[str, str]) -> dict[str, str]:
+        out = {}
+        for sid, principal in table.items():
+            key = sid.strip().upper()
+            if not re.fullmatch(r"S-1-(\d+|0X[0-9A-F]{12})(-\d+){0,15}", key):
+                raise ValueError(f"sources.sid_map: {sid!r} is not a SID (write S-1-5-21-...)")
+            kind, sep, name = principal.strip().partition(":")
+            if not sep or kind.strip().lower() not in ("user", "group") or not name.strip():
+                raise ValueError(f"sources.sid_map: {sid} maps to {principal!r}; write user:<username> or group:<name>")
+            out[key] = f"{kind.strip().lower()}:{name.strip()}"
+        return out
+
+    @field_validator("sid_attribute")
+    @classmethod
+    def _attribute_form(cls, name: str) -> str:
+        if not re.fullmatch(r"[A-Za-z][A-Za-z0-9-]*", name.strip()):
+            raise ValueError(f"sources.sid_attribute {name!r} is not an LDAP attribute name")
+        return name.strip()
 
 
 class Settings(BaseSettings):

@@ -19,7 +19,9 @@ import contextlib
 import math
 import os
 import ssl
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ldap3 import BASE, NONE, SIMPLE, SUBTREE, Connection, Server, Tls
 from ldap3.core.exceptions import LDAPException
@@ -128,11 +130,13 @@ class Directory:
             ) from None
         return conn
 
-    def _find_dn(self, username: str) -> str | None:
-        """The DN of ``username``: from ``user_dn`` (RFC 4514 escaped), or the one entry the search finds."""
+    def _service_connection(self) -> Connection:
+        """A connection bound as ``bind_dn`` (anonymous when unset).
+
+        Raises:
+            DirectoryUnavailable: no password in ``bind_password_env``, the server cannot be reached,
+                or it refuses the service account."""
         s = self.settings
-        if s.user_dn is not None:
-            return s.user_dn.replace("{username}", escape_rdn(username))
         password = None
         if s.bind_dn is not None:
             password = self._environ.get(s.bind_password_env or "")
@@ -147,6 +151,48 @@ class Directory:
                     f"The directory {s.url} refused the service account {s.bind_dn}"
                     f" ({conn.result.get('description')}); ask an admin."
                 )
+        except (LDAPException, OSError) as exc:
+            _close(conn)
+            raise DirectoryUnavailable(f"The directory {s.url} stopped answering ({_reason(exc)}).") from None
+        except DirectoryUnavailable:
+            _close(conn)
+            raise
+        return conn
+
+    def search(self, bases: Sequence[str], flt: str, attributes: Sequence[str]) -> list[tuple[str, dict[str, list[Any]]]]:
+        """The entries matching ``flt`` (an RFC 4515 filter whose values the caller escaped, e.g. with
+        :func:`filter_value`) in the subtree of each of ``bases``, as ``(dn, {attribute: values})``
+        with ``attributes`` only, read as ``bind_dn`` (or anonymously). A base that does not exist
+        holds nothing.
+
+        Raises:
+            DirectoryUnavailable: the directory cannot be reached, refuses the service account, or
+                answers the search with an error."""
+        s = self.settings
+        conn = self._service_connection()
+        found: list[tuple[str, dict[str, list[Any]]]] = []
+        try:
+            for base in bases:
+                if not conn.search(base, flt, search_scope=SUBTREE, attributes=list(attributes)):
+                    if conn.result.get("result") not in (0, 32):  # 32: noSuchObject
+                        raise DirectoryUnavailable(
+                            f"The directory {s.url} could not search ({conn.result.get('description')})."
+                        )
+                    continue
+                found.extend((e.entry_dn, dict(e.entry_attributes_as_dict)) for e in conn.entries)
+        except (LDAPException, OSError) as exc:
+            raise DirectoryUnavailable(f"The directory {s.url} stopped answering ({_reason(exc)}).") from None
+        finally:
+            _close(conn)
+        return found
+
+    def _find_dn(self, username: str) -> str | None:
+        """The DN of ``username``: from ``user_dn`` (RFC 4514 escaped), or the one entry the search finds."""
+        s = self.settings
+        if s.user_dn is not None:
+            return s.user_dn.replace("{username}", escape_rdn(username))
+        conn = self._service_connection()
+        try:
             flt = s.search_filter.replace("{username}", filter_value(username))
             if not conn.search(s.search_base, flt, search_scope=SUBTREE, attributes=[], size_limit=2):
                 if conn.result.get("result") not in (0, 32):  # 32: noSuchObject

@@ -55,6 +55,7 @@ from knowledge.service.stores import Stores
 from knowledge.sources.base import Entry, EntryGone, Field, Source, SourceContext, SourceError, field_value
 from knowledge.sources.registry import source_class, source_kinds
 from knowledge.sources.secrets import MASK, Vault, redact
+from knowledge.sources.sids import sid_mapper
 
 log = logging.getLogger(__name__)
 
@@ -340,7 +341,8 @@ class Sources:
         catalog: where sources, runs and the job rows live.
         stores: the stores (a source's store is made on its first run when missing).
         indexer: ingests, renames and deletes the files, and sets their readers.
-        principal_for_sid: maps a Windows SID to a reader (:func:`knowledge.sources.sids.sid_mapper`).
+        principal_for_sid: maps a Windows SID to a reader; default: a new
+            :func:`knowledge.sources.sids.sid_mapper` for each run (``sources.sid_map``, then the LDAP directory).
     """
 
     def __init__(
@@ -353,7 +355,7 @@ class Sources:
     ) -> None:
         self.settings, self.catalog, self.stores, self.indexer = settings, catalog, stores, indexer
         self.vault = Vault(settings)
-        self.principal_for_sid = principal_for_sid or (lambda sid: settings.sources.sid_map.get(sid))
+        self.principal_for_sid = principal_for_sid
         self._scheduler: threading.Thread | None = None
         self._stop = threading.Event()
 
@@ -639,7 +641,7 @@ class Sources:
         """What the source's plugin is handed besides its config."""
         return SourceContext(
             settings=self.settings,
-            principal_for_sid=self.principal_for_sid,
+            principal_for_sid=self.principal_for_sid or sid_mapper(self.settings),  # a run's own answers
             cache_dir=self.settings.data_root / "sources" / rec.id,
             timeout=float(self.settings.sources.timeout_seconds),
         )

@@ -157,8 +157,9 @@ def _listening(port: int, deadline: float) -> bool:
     return False
 
 
-def start_slapd(folder: Path) -> Slapd:
-    """Start slapd in ``folder`` (made by the caller, e.g. ``tmp_path_factory.mktemp``).
+def start_slapd(folder: Path, schema: str = "") -> Slapd:
+    """Start slapd in ``folder`` (made by the caller, e.g. ``tmp_path_factory.mktemp``); ``schema``:
+    more schema text (``attributetype``/``objectclass`` lines) loaded after Debian's.
 
     Skips (fails under CI=true) when Debian's slapd is not installed or does not start."""
     if not (Path(SLAPD).exists() and Path(SLAPADD).exists() and shutil.which("ldapmodify")):
@@ -167,8 +168,13 @@ def start_slapd(folder: Path) -> Slapd:
     db = folder / "db"
     db.mkdir()
     conf = folder / "slapd.conf"
+    extra = ""
+    if schema:
+        (folder / "extra.schema").write_text(schema)
+        extra = f"include {folder / 'extra.schema'}\n"
     conf.write_text(
         "".join(f"include /etc/ldap/schema/{s}.schema\n" for s in ("core", "cosine", "inetorgperson", "nis"))
+        + extra
         + "modulepath /usr/lib/ldap\nmoduleload back_mdb\n"
         + f"pidfile {folder / 'slapd.pid'}\nargsfile {folder / 'slapd.args'}\n"
         + f"TLSCACertificateFile {ca}\nTLSCertificateFile {cert}\nTLSCertificateKeyFile {key}\n"

@@ -1,0 +1,1 @@
+"""Tests: sources (one file per kind, against real servers)."""
