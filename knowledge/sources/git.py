@@ -40,7 +40,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, BinaryIO, cast
+from typing import IO, TYPE_CHECKING, Any, cast
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 import urllib3.exceptions as u3
@@ -64,6 +64,7 @@ from knowledge.sources.base import (
     Entry,
     EntryGone,
     Field,
+    Sink,
     Source,
     SourceAuthFailed,
     SourceContext,
@@ -265,7 +266,7 @@ class GitSource(Source):
                 else:
                     log.debug("Git source %s: skipped %s (tree entry mode %o)", self.location(), path, mode)
 
-    def fetch(self, entry: Entry, out: BinaryIO) -> None:
+    def fetch(self, entry: Entry, out: Sink) -> None:
         """Write the blob ``entry.version``'s bytes from the mirror (fetched first when this instance has
         not yet). Raises :class:`EntryGone` when the mirror has no such blob."""
         if self._head is None:
@@ -418,6 +419,10 @@ class GitSource(Source):
         # urllib3's NewConnectionError (refused, unreachable) is a ConnectTimeoutError by inheritance: test it first
         if isinstance(reason, u3.TimeoutError | TimeoutError) and not isinstance(reason, u3.NewConnectionError):
             return SourceUnavailable(f"{where} did not answer within {self.context.timeout:g} seconds.")
+        if isinstance(exc, u3.ProtocolError):  # the answer cut short (IncompleteRead, connection reset)
+            return SourceUnavailable(
+                f"The connection to {where} broke off while the repository was read; the next run fetches again."
+            )
         if isinstance(reason, u3.SSLError):
             return SourceError(f"The TLS connection to {where} failed: {self._scrub(str(reason))}.")
         words = "the connection was refused" if "refused" in str(reason).lower() else self._scrub(str(reason))
@@ -456,6 +461,11 @@ class GitSource(Source):
             "broken pipe",
             "kex_exchange_identification",
         )
+        broken = ("does not match length prefix", "unexpected eof", "incomplete", "connection broken")
+        if any(b in low for b in broken):  # a pkt-line (gitprotocol-common(5)) or the pack cut short
+            return SourceUnavailable(
+                f"The connection to {where} broke off while the repository was read ({last}); the next run fetches again."
+            )
         if any(u in low for u in unreachable):
             return SourceUnavailable(f"{where} could not be reached: {last}")
         if "not a git repository" in low or "does not appear to be a git repository" in low or "no such file" in low:

@@ -162,13 +162,18 @@ class GitHttpServer:
 
     :meth:`start` and :meth:`stop` may be called again (the same port); :attr:`requests` counts the
     requests answered; :attr:`fail_with` set to an HTTP status line (``"503 Service Unavailable"``,
-    ``"403 Forbidden"``) answers every request with it."""
+    ``"403 Forbidden"``) answers every request with it; :attr:`die_mid_pack` set makes the server stop
+    while it sends the next pack (a ``git-upload-pack`` answer): half of its first bytes go out, the
+    connection drops, the server stops listening (:attr:`died` is set then)."""
 
     def __init__(self, root: Path, port: int | None = None) -> None:
         self.root = root
         self.port = port or free_port()
         self.requests = 0
         self.fail_with: str | None = None
+        self.die_mid_pack = False
+        self.died = threading.Event()
+        self._lock = threading.Lock()
         self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -192,11 +197,39 @@ class GitHttpServer:
             if self.fail_with is not None:
                 start_response(self.fail_with, [("Content-Length", "0")])
                 return [b""]
+            if self.die_mid_pack and environ.get("PATH_INFO", "").endswith("/git-upload-pack"):
+                self.die_mid_pack = False
+                return self._dying(git_app, environ, start_response)
             return git_app(environ, start_response)  # type: ignore[no-any-return]
 
         return app
 
+    def _dying(self, app: Callable[..., Any], environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        """Run ``app`` (dulwich writes its answer through the ``write`` callable of PEP 3333) letting out
+        the first few pkt-lines and half of the first write of pack data (64 bytes or more); then stop the
+        server and drop the connection."""
+
+        def stop() -> None:
+            self.stop()
+            self.died.set()
+
+        def cut_start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[[bytes], None]:
+            write = start_response(status, headers, exc_info)
+
+            def cut(data: bytes) -> None:
+                if len(data) < 64:
+                    write(data)
+                else:
+                    write(data[: len(data) // 2])
+                    threading.Thread(target=stop, name="git-http-stop", daemon=True).start()
+                    raise ConnectionAbortedError("the test server died mid-pack")  # wsgiref drops the connection
+
+            return cut
+
+        return app(environ, cut_start_response)  # type: ignore[no-any-return]
+
     def start(self) -> GitHttpServer:
+        self.died.clear()
         server = make_server(
             "127.0.0.1", self.port, self._app(), server_class=_ThreadingWSGIServer, handler_class=_QuietHandler
         )
@@ -206,14 +239,19 @@ class GitHttpServer:
         return self
 
     def stop(self) -> None:
-        """Stop listening (a connection then is refused)."""
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-            self._thread = None
+        """Stop listening (a connection then is refused). Safe from any thread, more than once."""
+        with self._lock:
+            if self._server is not None:
+                self._server.shutdown()
+                self._server.server_close()
+                self._server = None
+            if self._thread is not None:
+                self._thread.join(timeout=10)
+                self._thread = None
+
+    def wait_stopped(self, timeout: float = 30) -> None:
+        """Wait until a server that died (:attr:`die_mid_pack`) no longer listens."""
+        assert self.died.wait(timeout), "the server did not die"
 
     def __enter__(self) -> GitHttpServer:
         return self.start()
