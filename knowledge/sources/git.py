@@ -54,6 +54,7 @@ from dulwich.client import (
     Urllib3HttpGitClient,
 )
 from dulwich.errors import GitProtocolError, HangupException, NotGitRepository
+from dulwich.file import FileLocked
 from dulwich.object_store import tree_lookup_path
 from dulwich.objects import Blob, Commit, Tree
 from dulwich.protocol import Protocol
@@ -86,8 +87,13 @@ log = logging.getLogger(__name__)
 TOKEN_USER = "git"
 #: The mirror's folder inside the cache folder.
 MIRROR = "mirror.git"
+#: Each fetch that brings objects adds a pack to the mirror; past this many the mirror is made again
+#: by one full fetch (one pack; commits no longer on the branch left behind), as dulwich's repack holds
+#: every object in memory.
+MAX_PACKS = 100
 
-_SCP_LIKE = re.compile(r"^(?:(?P<user>[^@/\s]+)@)?(?P<host>[^:/\s]+):(?P<path>[^/].*|/.*)$")
+_SCP_LIKE = re.compile(r"^(?:(?P<user>[^@/:\s]+)@)?(?P<host>[^:/\s]+):(?P<path>[^/].*|/.*)$")
+_SCP_PASSWORD = re.compile(r"^[^@/\s]*:[^@/\s]*@")  # user:password@host:path
 _USERINFO = re.compile(r"(?<=://)[^/@\s]*@")
 _HTTP_STATUS = re.compile(r"unexpected http resp (\d{3})")
 
@@ -113,11 +119,15 @@ def parse_remote(url: str) -> _Remote:
             one carrying a password (it belongs in the password field; the URL is shown on pages)."""
     url = url.strip()
     if "://" not in url:
-        m = _SCP_LIKE.match(url)
-        if m is None:
+        if _SCP_PASSWORD.match(url):
             raise InvalidArgument(
-                "A Git repository's URL starts with file://, http://, https:// or ssh://, or is user@host:path"
-                f" (got {_scrub_url(url)!r}).",
+                "The repository URL carries a password: give the URL without it and the password in the password field.",
+                param="url",
+            )
+        m = _SCP_LIKE.match(url)
+        if m is None:  # not echoed: it may hold anything
+            raise InvalidArgument(
+                "A Git repository's URL starts with file://, http://, https:// or ssh://, or is user@host:path.",
                 param="url",
             )
         return _Remote("ssh", url, m["path"], host=m["host"], user=m["user"])
@@ -308,12 +318,17 @@ class GitSource(Source):
             folder = self._temp / MIRROR
         try:
             if (folder / "HEAD").is_file():
-                try:
-                    self._repo = Repo(str(folder))
-                    return self._repo
-                except NotGitRepository:
-                    log.warning("Git source %s: the mirror at %s was unreadable; made again", self.location(), folder)
-                    shutil.rmtree(folder, ignore_errors=True)
+                packs = sum(1 for _ in (folder / "objects" / "pack").glob("*.idx"))
+                if packs > MAX_PACKS:
+                    log.info("Git source %s: the mirror has %d packs; made again by a full fetch", self.location(), packs)
+                    shutil.rmtree(folder)
+                else:
+                    try:
+                        self._repo = Repo(str(folder))
+                        return self._repo
+                    except NotGitRepository:
+                        log.warning("Git source %s: the mirror at %s was unreadable; made again", self.location(), folder)
+                        shutil.rmtree(folder, ignore_errors=True)
             folder.mkdir(parents=True, exist_ok=True)
             self._repo = Repo.init_bare(str(folder))
         except OSError as exc:
@@ -347,7 +362,13 @@ class GitSource(Source):
             raise SourceNotFound(f"The Git repository at {self.remote.display} has no commit yet (no default branch).")
         branch_ref = wanted if self.branch else result.symrefs.get(cast("Ref", b"HEAD"), cast("Ref", b"refs/knowledge/HEAD"))
         self._branch_ref = branch_ref
-        repo.refs[branch_ref] = sha  # the next run's fetch sends it as a "have": only newer objects come
+        try:  # the next run's fetch sends it as a "have": only newer objects come
+            repo.refs[branch_ref] = sha
+        except (
+            OSError,
+            FileLocked,
+        ) as exc:  # another run of the source (a dry run) holds the ref's lock: the next run fetches more
+            log.info("Git source %s: the mirror's ref %s was not updated (%s)", self.location(), branch_ref.decode(), exc)
         self._head = sha.decode("ascii")
         log.debug("Git source %s: head %s", self.location(), self._head)
         return self._head
@@ -575,4 +596,4 @@ class _ClientScope:
             self.folder = None
 
 
-__all__ = ["MIRROR", "TOKEN_USER", "GitSource", "parse_remote"]
+__all__ = ["MAX_PACKS", "MIRROR", "TOKEN_USER", "GitSource", "parse_remote"]

@@ -215,7 +215,14 @@ def test_an_empty_or_missing_repository_is_not_found(settings: Settings, tmp_pat
 
 @pytest.mark.parametrize(
     "url",
-    ["ftp://host/repo", "just-a-word", "https:///no-host", "file://otherhost/x", "https://user:pw-in-url-secret@host/r"],
+    [
+        "ftp://host/repo",
+        "just-a-word",
+        "https:///no-host",
+        "file://otherhost/x",
+        "https://user:pw-in-url-secret@host/r",
+        "user:pw-in-url-secret@host:team/r.git",
+    ],
 )
 def test_urls_that_cannot_work_are_refused(url: str, settings: Settings) -> None:
     with pytest.raises(InvalidArgument) as err:
@@ -457,3 +464,24 @@ def test_a_listing_of_100000_files(settings: Settings, tmp_path: Path) -> None:
         entries = listing(src)
         assert len(entries) == n
         assert read(src, entries["d42/f012342.txt"]) == b"file 12342\n"
+
+
+def test_a_mirror_with_too_many_packs_is_made_again(
+    repo: WorkRepo, settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import knowledge.sources.git as git_module
+
+    monkeypatch.setattr(git_module, "MAX_PACKS", 2)
+    cache = tmp_path / "cache"
+    for i in range(3):  # three fetches that bring objects: three packs
+        repo.commit({"README.md": f"# Handbook, edition {i}\n"})
+        with source(settings, cache, url=repo.url) as src:
+            src.marker()
+    assert len(list((cache / MIRROR / "objects" / "pack").glob("*.pack"))) == 3
+    head = repo.commit({"README.md": "# Handbook, the last edition\n"})
+    with source(settings, cache, url=repo.url) as src:
+        assert src.marker() == head
+        entries = listing(src)
+        assert set(entries) == set(FILES)
+        assert read(src, entries["README.md"]) == b"# Handbook, the last edition\n"
+    assert len(list((cache / MIRROR / "objects" / "pack").glob("*.pack"))) == 1
