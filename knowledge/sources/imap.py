@@ -46,9 +46,8 @@ import ssl
 import unicodedata
 from collections.abc import Iterator, Mapping
 from datetime import datetime
-from email import policy
-from email.message import EmailMessage
-from email.parser import BytesParser
+from email.errors import HeaderParseError
+from email.header import decode_header, make_header
 from typing import Any, BinaryIO
 from urllib.parse import quote, unquote
 
@@ -84,7 +83,8 @@ READ_CHUNK = 4 * 1024 * 1024
 SUBJECT_CHARS = 80
 #: The headers listing reads.
 _HEADER_ITEM = b"BODY.PEEK[HEADER.FIELDS (MESSAGE-ID DATE FROM SUBJECT)]"
-_PARSER = BytesParser(policy=policy.default)
+#: A folded header line's break (RFC 5322 §2.2.3).
+_FOLD = re.compile(r"\r?\n(?=[ \t])")
 #: Characters that cannot stand in one level of a path.
 _NOT_IN_NAME = re.compile(r"[/\\]")
 #: What a server answers for a message expunged by another session (RFC 5530 §3 EXPUNGEISSUED; Dovecot's
@@ -310,9 +310,10 @@ class ImapSource(Source):
     def _entry(self, folder: str, prefix: str, uidvalidity: int, uid: int, answer: Mapping[bytes, Any]) -> Entry:
         size = int(answer[b"RFC822.SIZE"])
         raw = next((v for k, v in answer.items() if k.startswith(b"BODY[HEADER")), b"") or b""
-        headers = _PARSER.parsebytes(raw, headersonly=True)
-        message_id = _header(headers, "Message-ID").strip()
-        subject, sender, date_text = _header(headers, "Subject"), _header(headers, "From"), _header(headers, "Date")
+        headers = _headers(raw)
+        message_id, date_text = headers.get("message-id", ""), headers.get("date", "")
+        raw_subject, raw_sender = headers.get("subject", ""), headers.get("from", "")
+        subject, sender = _decoded(raw_subject), _decoded(raw_sender)
         sent = _parse_date(date_text)
         arrived = answer.get(b"INTERNALDATE")
         when = sent or (arrived if isinstance(arrived, datetime) else None)
@@ -320,7 +321,7 @@ class ImapSource(Source):
         if message_id:
             key_text = f"message-id\0{message_id}\0{size}"
         else:
-            key_text = f"headers\0{date_text}\0{sender}\0{subject}\0{size}"
+            key_text = f"headers\0{date_text}\0{raw_sender}\0{raw_subject}\0{size}"
         attributes = {"from": _one_line(sender), "subject": _one_line(subject)}
         if when is not None:
             attributes["date"] = when.isoformat()
@@ -561,12 +562,27 @@ def _locate(entry: Entry) -> tuple[str, int, int]:
     return unquote(match.group(1)), int(match.group(2)), int(match.group(3))
 
 
-def _header(message: EmailMessage, name: str) -> str:
+def _headers(raw: bytes) -> dict[str, str]:
+    """The fields of a header block, unfolded (RFC 5322 §2.2.3), by lower-case name, the first of each;
+    8-bit bytes read as UTF-8 (RFC 6532). The email package's header objects (``policy.default``) took
+    ~0.4 ms a field: minutes for a mailbox of 100,000 messages."""
+    fields: dict[str, str] = {}
+    for line in _FOLD.sub("", raw.decode("utf-8", "replace")).splitlines():
+        name, colon, value = line.partition(":")
+        name = name.strip().lower()
+        if colon and name and name not in fields:
+            fields[name] = value.strip()
+    return fields
+
+
+def _decoded(value: str) -> str:
+    """``value`` with its RFC 2047 encoded words decoded (as written when one does not decode)."""
+    if "=?" not in value:
+        return value
     try:
-        value = message.get(name)
-    except Exception:  # a header the parser cannot decode: its raw text
-        value = next((v for k, v in message.raw_items() if k.lower() == name.lower()), None)
-    return str(value) if value is not None else ""
+        return str(make_header(decode_header(value)))
+    except (HeaderParseError, LookupError, UnicodeError, ValueError, AssertionError):
+        return value
 
 
 def _parse_date(text: str) -> datetime | None:
@@ -584,6 +600,8 @@ def _one_line(text: str) -> str:
 
 def _clean(text: str) -> str:
     """``text`` without control, bidirectional, invisible, unpaired-surrogate or separator characters."""
+    if text.isprintable():  # none of those (all are Cc, Cf, Cs, Zl or Zp): the common case, fast
+        return text
     return "".join(
         " " if unicodedata.category(c) in ("Cc", "Zl", "Zp") else "\ufffd" if unicodedata.category(c) == "Cs" else c
         for c in text

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import docx
 import pytest
+from imapclient import IMAPClient
 
 from knowledge.config import Settings
 from knowledge.errors import InvalidArgument
@@ -417,25 +418,28 @@ def test_plain_text_to_another_machine_must_be_allowed():
 
 
 @pytest.mark.slow
-def test_a_folder_of_100000_messages_is_listed_in_chunks_with_bounded_memory(own_dovecot):
-    import tracemalloc
-
+def test_a_folder_of_100000_messages_is_listed_lazily_in_bounded_chunks(own_dovecot, monkeypatch):
     user, _ = own_dovecot.add_user()
     total = 100_000
     template = make_message("Message {n}", "body {n}", message_id="<{n}@example.org>").decode()
     own_dovecot.write_maildir(user, (template.replace("{n}", str(n)).encode() for n in range(total)))
+    asked: list[int] = []
+    fetch = IMAPClient.fetch
+
+    def counted(client, messages, *args, **kwargs):
+        asked.append(len(messages))
+        return fetch(client, messages, *args, **kwargs)
+
+    monkeypatch.setattr(IMAPClient, "fetch", counted)
     with source(own_dovecot, user, timeout=300) as src:
-        src.marker()  # Dovecot indexes the maildir here, outside the measurement
-        tracemalloc.start()
-        try:
-            count, paths_hash, keys = 0, 0, set()
-            for entry in src.entries():
-                count += 1
-                paths_hash ^= hash(entry.path)
-                if count % 10_000 == 0:
-                    keys.add(entry.content_key)
-            _, peak = tracemalloc.get_traced_memory()
-        finally:
-            tracemalloc.stop()
-    assert count == total and len(keys) == 10
-    assert peak < 40 * 2**20, f"listing took {peak / 2**20:.0f} MB at its peak"
+        entries = src.entries()
+        first = next(entries)
+        assert asked == [imap_module.FETCH_CHUNK]  # one chunk asked for, not the folder
+        count, paths, keys = 1, {first.path}, {first.content_key}
+        for entry in entries:  # nothing kept but a few
+            count += 1
+            if count % 10_000 == 0:
+                paths.add(entry.path)
+                keys.add(entry.content_key)
+    assert count == total and len(paths) == len(keys) == 11
+    assert sum(asked) == total and max(asked) == imap_module.FETCH_CHUNK
