@@ -95,6 +95,15 @@ class PluginRegistry(Generic[T]):
         except Exception as exc:
             raise BackendUnavailable(f"The {self.kind} {name!r} could not start: {exc}") from exc
 
+    def add(self, name: str, cls: type[T]) -> None:
+        """Declare ``cls`` as ``name`` in this process, as an entry point would (it wins over one)."""
+        self._discover()
+        with self._lock:
+            self._loaded[name] = cls
+            self._errors.pop(name, None)
+            assert self._entry_points is not None
+            self._entry_points.setdefault(name, EntryPoint(name, f"{cls.__module__}:{cls.__qualname__}", self.group))
+
     def reset(self) -> None:
         """Forget discovered and loaded plugins (tests that install fake entry points use it)."""
         with self._lock:

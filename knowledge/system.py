@@ -36,6 +36,8 @@ from knowledge.service.jobs import JobRegistry
 from knowledge.service.search import Searcher
 from knowledge.service.stores import Stores, check_store_name
 from knowledge.service.templates import TemplateRegistry, VectorStoreTemplate
+from knowledge.sources import Sources
+from knowledge.sources.engine import JOB_KIND as SOURCE_JOB
 from knowledge.sync import FolderSyncs
 from knowledge.vectorstore.base import VectorBackend
 
@@ -106,6 +108,10 @@ class System:
         #: The features, handed the parts they use.
         self.portable = Portable(self.settings, self.stores, self.templates, self.indexer, self.catalog, self.files)
         self.syncs = FolderSyncs(self.stores, self.catalog, self.indexer, self.jobs)
+        #: Shares, repositories, mailboxes, drives and buckets kept in sync (:mod:`knowledge.sources`):
+        #: their runs are jobs any worker takes.
+        self.sources = Sources(self.settings, self.catalog, self.stores, self.indexer)
+        self.jobs.kinds[SOURCE_JOB] = self.sources.run_job
         self.evaluations = Evaluations(self.catalog, self.stores, self.searcher, self.indexer, self.save_template)
         #: The newest chat turn per session (:mod:`knowledge.chat.service`), from any browser tab.
         self.chat_turns: Latest[Any] = Latest()
@@ -189,8 +195,15 @@ class System:
                 )
         return self.templates.save(template)
 
+    def start_scheduler(self) -> None:
+        """Queue the sources' runs as they fall due, from this process (the app, ``serve``, a
+        worker): :meth:`Sources.start_scheduler <knowledge.sources.engine.Sources.start_scheduler>`,
+        waking this process's worker when it queued one."""
+        self.sources.start_scheduler(kick=self.jobs.ensure_worker if self.jobs.runs_workers() else None)
+
     def close(self) -> None:
         """Close the backends and the catalog's connections (a later use reopens them)."""
+        self.sources.stop_scheduler()
         self.stores.close()
         self.catalog.close()
 

@@ -54,6 +54,7 @@ from knowledge.service.search import MultiSearch, Searcher, SearchMode, SearchRe
 from knowledge.service.stores import StoreSummary
 from knowledge.service.templates import DEFAULT_TEMPLATE, VectorStoreTemplate
 from knowledge.service.web import WebJob, ingest_web
+from knowledge.sources import RunItem, RunRecord, RunReport, Source, SourcePlan, SourceRecord, Sources
 from knowledge.sync import FolderSync, FolderSyncs
 from knowledge.system import System
 from knowledge.vectorstore.base import AnyOf, VectorBackend
@@ -124,6 +125,7 @@ class Workbench:
         #: The features, behind this actor's checks (typed desks).
         self.portable = PortableDesk(self, self._system.portable)
         self.syncs = SyncDesk(self, self._system.syncs)
+        self.sources = SourceDesk(self, self._system.sources)
         self.evaluations = EvaluationDesk(self, self._system.evaluations)
 
     # -- who is asking --------------------------------------------------------------------------
@@ -689,11 +691,15 @@ class Workbench:
     @checks("store.own")
     def delete_store(self, name: str) -> None:
         """Delete a store: its chunks, its catalog records, and files no other store uses (its owner,
-        or an admin). Raises ``StoreNotFound``, ``PermissionDenied``."""
+        or an admin); the sources that filled it are removed with it (a later store of the same name
+        is not filled by them). Raises ``StoreNotFound``, ``PermissionDenied``."""
         self.authorize(name, "owner")
+        sources = [s.name for s in self._system.sources.records(name)]
+        for source in sources:  # first: no run of them refills the store while it goes
+            self._system.sources.remove(source, delete_files=False)
         self._system.stores.drop(name)
         self._system.people.sharing.forget(name)
-        self.record("store.delete", store=name)
+        self.record("store.delete", store=name, detail={"sources_removed": sources} if sources else None)
 
     @checks("store.list")
     def stores_using_template(self, name: str, *, internal: bool = True) -> list[str]:
@@ -1594,4 +1600,215 @@ class LlmConfigDesk:
         return self._configs.delete(name)
 
 
-__all__ = ["EvaluationDesk", "LlmConfigDesk", "PortableDesk", "StoredFileUsage", "SyncDesk", "Workbench"]
+class SourceDesk:
+    """Sources (:class:`~knowledge.sources.engine.Sources`) as :attr:`Workbench.actor` may: seeing a
+    source and its runs needs read access to its store (a run's files the actor may not read are
+    left out of it, and its counts are those of the files they may read); running, pausing,
+    planning or checking one, write access; adding, changing or removing one (it holds credentials
+    and deletes what it added), the store's ownership -- or ``store.create`` for a new store. Each
+    change is audited without a secret (the names of the secret settings only). A source of a store
+    the actor may not see is worded as one that does not exist."""
+
+    def __init__(self, wb: Workbench, sources: Sources) -> None:
+        self._wb, self._sources = wb, sources
+
+    @checks("store.list")
+    def kinds(self) -> dict[str, type[Source]]:
+        """The source kinds this installation has, by name."""
+        return self._sources.kinds()
+
+    def _get(self, name: str, level: Level = "read") -> SourceRecord:
+        rec = self._sources.find(name)
+        if rec is None or (self._wb.level(rec.store) is None and self._sources.stores.exists(rec.store)):
+            raise InvalidArgument(f"There is no source {name!r}.", param="source")
+        if self._sources.stores.exists(rec.store):
+            self._wb.authorize(rec.store, level)
+        else:
+            self._wb._check("store.create", rec.store)
+        return rec
+
+    @checks("store.read")
+    def get(self, name: str) -> SourceRecord:
+        """The source ``name`` (or its id). Raises ``InvalidArgument`` ("There is no source")."""
+        return self._get(name)
+
+    @checks("store.read")
+    def records(self, store: str | None = None) -> list[SourceRecord]:
+        """The sources of the stores the actor may read (of ``store``), by name."""
+        out = []
+        for rec in self._sources.records(store):
+            exists = self._sources.stores.exists(rec.store)
+            if (exists and self._wb.level(rec.store) is not None) or (not exists and self._wb._allowed("store.create")):
+                out.append(rec)
+        return out
+
+    @checks("store.own", "store.create")
+    def add(
+        self,
+        name: str,
+        kind: str,
+        store: str,
+        config: Mapping[str, Any],
+        *,
+        include: Iterable[str] = (),
+        exclude: Iterable[str] = (),
+        max_bytes: int | None = None,
+        every_minutes: int | None = None,
+        readers: str | Iterable[str] | None = None,
+        paused: bool = False,
+        template: str = DEFAULT_TEMPLATE,
+    ) -> SourceRecord:
+        """See :meth:`Sources.add <knowledge.sources.engine.Sources.add>`; the store is made (the
+        actor's, private, from ``template``) when it does not exist. ``readers``: the default
+        readers of its files (``None``: the store's sharing; see :meth:`Workbench.check_readers`).
+
+        Raises:
+            StoreNotFound, PermissionDenied: the actor does not own the store. InvalidArgument,
+            BackendUnavailable, ConfigError: see ``Sources.add``."""
+        if self._sources.stores.exists(store):
+            self._wb.authorize(store, "owner")
+        else:
+            self._wb.authorize(store, "read", create=True)
+        who = self._wb._checked_readers(readers) if readers is not None else None
+        rec = self._sources.add(
+            name,
+            kind,
+            store,
+            config,
+            include=include,
+            exclude=exclude,
+            max_bytes=max_bytes,
+            every_minutes=every_minutes,
+            readers=who,
+            paused=paused,
+            created_by=self._wb.actor.username,
+        )
+        if not self._sources.stores.exists(store):
+            self._wb.create_store(store, template)
+        self._wb.record("source.add", store=store, target=rec.name, detail=self._said(rec))
+        return rec
+
+    @staticmethod
+    def _said(rec: SourceRecord) -> dict[str, Any]:
+        """What the audit trail keeps of a source: its settings without a secret (their names only)."""
+        return {
+            "kind": rec.kind,
+            "config": dict(rec.config),
+            "secrets_set": list(rec.secrets_set),
+            "include": list(rec.include),
+            "exclude": list(rec.exclude),
+            "max_bytes": rec.max_bytes,
+            "every_minutes": rec.every_minutes,
+            "readers": list(rec.readers) if rec.readers is not None else None,
+        }
+
+    @checks("store.own")
+    def update(self, name: str, **changes: Any) -> SourceRecord:
+        """See :meth:`Sources.update <knowledge.sources.engine.Sources.update>` (``config``,
+        ``include``, ``exclude``, ``max_bytes``, ``every_minutes``, ``readers``). Raises like :meth:`add`."""
+        rec = self._get(name, "owner")
+        if changes.get("readers") is not None:
+            changes["readers"] = self._wb._checked_readers(changes["readers"])
+        before = self._said(rec)
+        new = self._sources.update(rec.id, **changes)
+        after = self._said(new)
+        self._wb.record(
+            "source.update",
+            store=new.store,
+            target=new.name,
+            detail={
+                "before": before,
+                "after": after,
+                "secrets_changed": sorted(
+                    set(changes.get("config") or {})
+                    & {f.name for f in self._sources.kinds().get(new.kind, Source).fields if f.secret}
+                ),
+            },
+        )
+        return new
+
+    @checks("store.write")
+    def pause(self, name: str, paused: bool = True) -> SourceRecord:
+        """Pause (``paused``) or resume a source's schedule. Raises ``InvalidArgument``, ``PermissionDenied``."""
+        rec = self._get(name, "write")
+        new = self._sources.pause(rec.id, paused)
+        self._wb.record("source.pause" if paused else "source.resume", store=rec.store, target=rec.name)
+        return new
+
+    @checks("store.own")
+    def remove(self, name: str, *, delete_files: bool = True) -> int:
+        """See :meth:`Sources.remove <knowledge.sources.engine.Sources.remove>`; returns the files taken out."""
+        rec = self._get(name, "owner")
+        n = self._sources.remove(rec.id, delete_files=delete_files)
+        self._wb.record("source.remove", store=rec.store, target=rec.name, detail={"files_removed": n})
+        return n
+
+    @checks("store.write")
+    def run(self, name: str) -> RunRecord:
+        """Queue a run for the workers (this process's worker is woken); the run queued or running
+        already when there is one. Raises ``InvalidArgument``, ``PermissionDenied``."""
+        rec = self._get(name, "write")
+        run = self._sources.enqueue_run(rec.id, created_by=self._wb.actor.username)
+        self._wb.record("source.run", store=rec.store, target=rec.name, detail={"run": run.id})
+        if self._sources_runs_here():
+            self._wb._system.jobs.ensure_worker()
+        return run
+
+    def _sources_runs_here(self) -> bool:
+        return self._wb._system.jobs.runs_workers()
+
+    @checks("store.write")
+    def run_here(self, name: str, *, progress: Callable[[str, float], None] | None = None) -> RunReport:
+        """Run the source now in this thread (``knowledge source run --here``): recorded like a
+        worker's run. Raises ``InvalidArgument``, ``PermissionDenied``; never for the source."""
+        rec = self._get(name, "write")
+        self._wb.record("source.run", store=rec.store, target=rec.name, detail={"here": True})
+        return self._sources.run(rec.id, progress=progress)
+
+    @checks("store.write")
+    def plan(self, name: str) -> SourcePlan:
+        """A dry run: what the next run would do (the source is listed; nothing read or changed).
+        Raises ``SourceError`` and its kinds, in words without secrets."""
+        return self._sources.plan(self._get(name, "write").id)
+
+    @checks("store.write")
+    def check(self, name: str) -> str:
+        """Connect to the source and look (reading no file). Raises ``SourceError`` in words."""
+        return self._sources.check(self._get(name, "write").id)
+
+    @checks("store.read")
+    def runs(self, name: str, limit: int = 20) -> list[RunRecord]:
+        """The source's runs, newest first: for an actor who may not read every file of the store,
+        each run's counts are those of its changes they may read (``unchanged`` left out)."""
+        rec = self._get(name)
+        runs = self._sources.runs(rec.id, limit)
+        if not self._wb._hidden_files(rec.store):
+            return runs
+        return [replace(r, counts=self._counts(self.run_items(r.id, _rec=rec))) for r in runs]
+
+    @staticmethod
+    def _counts(items: list[RunItem]) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for i in items:
+            key = i.action if i.ok else "failed"
+            counts[key] = counts.get(key, 0) + 1
+        return counts
+
+    @checks("store.read")
+    def run_items(self, run_id: str, *, _rec: SourceRecord | None = None) -> list[RunItem]:
+        """The changes of run ``run_id`` the actor may read (a file they may not read is left out).
+        Raises ``InvalidArgument`` ("There is no run") for a run of a source they may not see."""
+        run = self._sources.get_run(run_id)
+        rec = _rec or (self._sources.find(run.source_id) if run is not None else None)
+        if run is None or rec is None:
+            raise InvalidArgument(f"There is no run {run_id!r}.", param="run")
+        if _rec is None:
+            try:
+                self._get(rec.id)
+            except (InvalidArgument, StoreNotFound):
+                raise InvalidArgument(f"There is no run {run_id!r}.", param="run") from None
+        hidden = self._wb._hidden_names(rec.store)
+        return [i for i in self._sources.run_items(run_id) if i.path not in hidden and (i.old_path or "") not in hidden]
+
+
+__all__ = ["EvaluationDesk", "LlmConfigDesk", "PortableDesk", "SourceDesk", "StoredFileUsage", "SyncDesk", "Workbench"]

@@ -75,8 +75,12 @@ def cmd_worker(system: System, wb: Workbench, args: argparse.Namespace) -> int:
     set_log_place("the ingest worker's log" if args.parent is not None else "the worker's log (its standard error)")
     health = HealthFile(wb.settings.ingest.worker_status_file)
     # the workers ingest for everyone with the indexer (the system), never as a person
-    workers = [Worker(system.indexer, lease=args.lease, health=health) for _ in range(args.concurrency)]
+    workers = [
+        Worker(system.indexer, lease=args.lease, health=health, kinds=system.jobs.kinds) for _ in range(args.concurrency)
+    ]
     health.workers = [w.id for w in workers]
+    if not args.once:  # a dedicated worker queues the sources' runs as they fall due (the app does for its own)
+        system.sources.start_scheduler()
     health.update(state="running")
     print(
         f"worker: {len(workers)} thread{'' if len(workers) == 1 else 's'} on the catalog at"

@@ -34,6 +34,7 @@ from knowledge.errors import BackendUnavailable, InvalidArgument, KnowledgeError
 from knowledge.outcomes import IngestResult, Outcome
 from knowledge.service.indexing import OCR_SHARE, Indexer, expand_paths, file_names, skipped_text
 from knowledge.service.worker import (
+    JobHandler,
     Worker,
     WorkerProcess,
     host_name,
@@ -76,6 +77,9 @@ class JobRegistry:
         self.settings = indexer.settings
         self.catalog = indexer.catalog
         self.files = indexer.files
+        #: Handlers of jobs that are not one file, by ``source_kind`` (a source's run: the system
+        #: registers :meth:`knowledge.sources.engine.Sources.run_job`); every worker made here gets them.
+        self.kinds: dict[str, JobHandler] = {}
         self._latest: dict[str, IngestJob] = {}
         self._running: weakref.WeakSet[IngestJob] = weakref.WeakSet()
         self._views: dict[str, IngestJob] = {}  # batch id -> the view of a batch started elsewhere
@@ -181,6 +185,7 @@ class JobRegistry:
                     local_cancel=self.cancelled_here,
                     pinned_only=threads == 0 or child,
                     stand_down=bool(self.settings.catalog.url),
+                    kinds=self.kinds,
                 )
                 thread = threading.Thread(
                     target=self._work, args=(worker, idle_exit), name=f"ingest-worker-{n}", daemon=True

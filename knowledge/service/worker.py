@@ -26,7 +26,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -39,6 +39,10 @@ from knowledge.filestore.base import StoredFile
 from knowledge.outcomes import IngestResult, Outcome
 from knowledge.service.indexing import Indexer
 from knowledge.service.transient import TRANSIENT_ERROR_NAMES, Transient, backoff_seconds, classify, transient_reason
+
+#: A handler of jobs of one kind that is not a file: ``handler(job, progress(stage, fraction),
+#: cancel) -> IngestResult`` (raises only the infrastructure's errors).
+JobHandler = Callable[[queue.JobRow, Callable[[str, float], None], threading.Event], IngestResult]
 
 log = logging.getLogger(__name__)
 
@@ -204,7 +208,9 @@ class Worker:
         pinned_only: bool = False,
         health: HealthFile | None = None,
         stand_down: bool = True,
+        kinds: Mapping[str, JobHandler] | None = None,
     ) -> None:
+        self.kinds: Mapping[str, JobHandler] = kinds if kinds is not None else {}
         self.indexer, self.lease, self.pins, self.pinned_only = indexer, float(lease), pins, pinned_only
         self.settings, self.catalog = indexer.settings, indexer.catalog
         self.local_cancel = local_cancel or (lambda _batch: False)
@@ -541,6 +547,16 @@ class Worker:
         store or template, a bug: the result says so)."""
         name = job.name
         try:
+            if job.source_kind not in ("file", "path"):
+                handler = self.kinds.get(job.source_kind)
+                if handler is None:
+                    return IngestResult(
+                        name,
+                        Outcome.FAILED,
+                        f"{name}: this worker cannot run a job of kind {job.source_kind!r}.",
+                        error="JobKind",
+                    )
+                return handler(job, progress, cancel)
             b, _, _ = queue.batch(self.catalog, job.batch_id)
             options = b.options if b is not None else {}
             template = b.template if b is not None else None

@@ -18,7 +18,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from knowledge.config import Settings
 from knowledge.errors import InvalidArgument, KnowledgeError
@@ -49,6 +49,13 @@ class SourceNotFound(SourceError):
 class EntryGone(SourceError):
     """A file listed by this run vanished, or was locked, before it could be read: it is left as it
     was in the store, and the next run sees it again (or sees it gone)."""
+
+
+class Sink(Protocol):
+    """Where :meth:`Source.fetch` writes a file's bytes: ``write`` (an open binary file will do; the
+    engine's refuses bytes past the size limit with ``FileTooLarge``)."""
+
+    def write(self, data: bytes, /) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +164,7 @@ class Source(ABC):
         file's bytes. Paths must be unique."""
 
     @abstractmethod
-    def fetch(self, entry: Entry, out: BinaryIO) -> None:
+    def fetch(self, entry: Entry, out: Sink) -> None:
         """Write ``entry``'s bytes to ``out``. Raises :class:`EntryGone` when the file vanished or is
         locked since it was listed."""
 
@@ -229,6 +236,7 @@ __all__ = [
     "Entry",
     "EntryGone",
     "Field",
+    "Sink",
     "Source",
     "SourceAuthFailed",
     "SourceContext",
