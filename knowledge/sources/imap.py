@@ -48,7 +48,7 @@ from collections.abc import Iterator, Mapping
 from datetime import datetime
 from email.errors import HeaderParseError
 from email.header import decode_header, make_header
-from typing import Any, BinaryIO
+from typing import Any
 from urllib.parse import quote, unquote
 
 from imapclient import IMAPClient
@@ -61,6 +61,7 @@ from knowledge.sources.base import (
     Entry,
     EntryGone,
     Field,
+    Sink,
     Source,
     SourceAuthFailed,
     SourceContext,
@@ -199,7 +200,7 @@ class ImapSource(Source):
         for folder, delimiter in self._resolve_folders(client):
             yield from self._folder_entries(folder, delimiter)
 
-    def fetch(self, entry: Entry, out: BinaryIO) -> None:
+    def fetch(self, entry: Entry, out: Sink) -> None:
         """Write the message ``entry`` names to ``out``, exactly as the server keeps it (``BODY.PEEK[]``:
         ``\\Seen`` is not set).
 
