@@ -68,6 +68,7 @@ from knowledge.sources.base import (
     SourceError,
     SourceNotFound,
     SourceUnavailable,
+    field_value,
 )
 
 #: The TLS modes: TLS from the first byte (port 993, RFC 8314 §3.2), plain text upgraded by
@@ -172,10 +173,8 @@ class ImapSource(Source):
                 " 'implicit' or 'starttls', or allow plain text explicitly (allow_plaintext).",
                 param="tls",
             )
-        folders = self.setting("folders", ["INBOX"])
-        self.folders = [folders] if isinstance(folders, str) else [str(f).strip() for f in folders if str(f).strip()]
-        if not self.folders:
-            self.folders = ["INBOX"]
+        folders_field = next(f for f in self.fields if f.name == "folders")
+        self.folders: list[str] = field_value(folders_field, self.config.get("folders")) or ["INBOX"]
         owner = self.setting("owner")
         self.readers = parse_readers(owner if owner is not None else f"user:{self.username}")
         self._client: IMAPClient | None = None
@@ -281,8 +280,8 @@ class ImapSource(Source):
     def _folder_entries(self, folder: str, delimiter: str | None) -> Iterator[Entry]:
         client = self._connect()
         with self._talking(f"opening the folder {folder!r}"):
-            uidvalidity = self._select(folder)
-            uidnext = self._uidnext(client, folder)
+            uidvalidity = self._select(folder, fresh=True)
+            uidnext = self._uidnext(client)
         prefix = "/".join(_name_part(level) for level in (folder.split(delimiter) if delimiter else [folder]))
         low = 1
         while low < uidnext:
@@ -359,7 +358,7 @@ class ImapSource(Source):
                 found.setdefault(name, delim)
         return list(found.items())
 
-    def _uidnext(self, client: IMAPClient, folder: str) -> int:
+    def _uidnext(self, client: IMAPClient) -> int:
         """The folder's UIDNEXT as SELECT said it, else from STATUS (an RFC 3501 server may leave it out)."""
         info = self._select_info
         if b"UIDNEXT" in info:
@@ -421,11 +420,12 @@ class ImapSource(Source):
                 " the password or user name has other characters."
             ) from None
 
-    def _select(self, folder: str, *, noop: bool = False) -> int:
+    def _select(self, folder: str, *, noop: bool = False, fresh: bool = False) -> int:
         """Open ``folder`` read-only (EXAMINE) unless it is open; return its UIDVALIDITY. ``noop``: when
-        open already, ask for the news (expunges by other sessions) first."""
+        open already, ask for the news (expunges by other sessions) first; ``fresh``: open it again
+        (its UIDNEXT as it is now)."""
         client = self._connect()
-        if self._selected is not None and self._selected[0] == folder:
+        if not fresh and self._selected is not None and self._selected[0] == folder:
             if noop:
                 client.noop()
             return self._selected[1]

@@ -218,8 +218,8 @@ def _config(root: Path, port: int, tls_port: int, cert: Path, key: Path) -> str:
         users = "default_login_user = dovenull\ndefault_internal_user = dovecot\n"
         chroots = ""
     else:  # one user for everything; no chroot without root
-        me = getpass.getuser()
-        users = f"default_login_user = {me}\ndefault_internal_user = {me}\n"
+        me, group = getpass.getuser(), grp.getgrgid(os.getgid()).gr_name
+        users = f"default_login_user = {me}\ndefault_internal_user = {me}\ndefault_internal_group = {group}\n"
         chroots = "service anvil {\n  chroot =\n}\nservice imap-login {\n  chroot =\n}\n"
     return f"""# a test server of knowledge's IMAP source tests (tests/helpers/dovecot.py)
 protocols = imap

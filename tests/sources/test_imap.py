@@ -191,15 +191,20 @@ def test_a_moved_message_keeps_its_content_key(dovecot):
     assert after["INBOX/2024-03-05 Stays (1).eml"] == before["INBOX/2024-03-05 Stays (1).eml"]
 
 
-def test_a_message_without_message_id_is_keyed_by_its_headers_and_size(dovecot):
+def test_content_keys_are_the_message_id_and_size_or_the_headers_and_size(dovecot):
     user, _ = dovecot.add_user()
     one = make_message("No id", "body", message_id=None)
     dovecot.append(user, "INBOX", one)
     dovecot.append(user, "Copy", one)
     dovecot.append(user, "Copy", make_message("No id", "other body", message_id=None))
-    with source(dovecot, user, folders=["INBOX", "Copy"]) as src:
+    dovecot.append(user, "Sent", make_message("Minutes", "as sent", message_id="<m@example.org>"))
+    dovecot.append(user, "Sent", make_message("Minutes", "as the list sent it back", message_id="<m@example.org>"))
+    dovecot.append(user, "Sent", make_message("Minutes", "as sent", message_id="<m@example.org>"))
+    with source(dovecot, user, folders="INBOX, Copy, Sent") as src:  # a list as text, as a person types it
         keys = [e.content_key for e in src.entries()]
-    assert keys[0] == keys[1] != keys[2]
+    assert len(keys) == 6 and len(set(keys)) == 4
+    assert keys[0] == keys[1] != keys[2]  # no Message-ID: Date, From, Subject and size
+    assert keys[3] == keys[5] != keys[4]  # one Message-ID, two sizes: two messages
 
 
 def test_a_uidvalidity_reset_renumbers_paths_with_the_same_content_keys(dovecot):
@@ -245,8 +250,13 @@ def test_the_marker_changes_with_messages_only(dovecot):
     with source(dovecot, user) as src:
         marker = src.marker()
         assert src.marker() == marker  # an untouched mailbox
-        list(src.entries())
+        assert len(list(src.entries())) == 1
         assert src.marker() == marker  # after a listing (a folder open) too
+        dovecot.append(user, "INBOX", make_message("Meanwhile", "body"))
+        assert len(list(src.entries())) == 2  # a second listing of the same connection sees it
+        _expunge_last(dovecot, user)
+        assert src.marker() != marker  # one more UID used: UIDNEXT moved
+        marker = src.marker()
     client = dovecot.client(user)
     client.select_folder("INBOX")
     client.add_flags([uid], [b"\\Seen", b"\\Flagged"])  # read and flagged: no message changed
@@ -265,6 +275,14 @@ def test_the_marker_changes_with_messages_only(dovecot):
     with source(dovecot, user) as src, source(dovecot, user, owner="group:support") as shared:
         assert src.marker() not in (marker, added)
         assert shared.marker() != src.marker()  # the readers are part of it: a new owner lists again
+
+
+def _expunge_last(server: Dovecot, user: str) -> None:
+    client = server.client(user)
+    client.select_folder("INBOX")
+    client.delete_messages(client.search(["ALL"])[-1:])
+    client.expunge()
+    client.logout()
 
 
 def test_readers_are_the_owner(dovecot):
