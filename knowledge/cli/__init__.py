@@ -3,8 +3,8 @@ package: it may import everything below it (the workbench, server, chat, tools, 
 service layer, the parts and the ground), never ``pages/``; nothing in ``knowledge`` imports it.
 
 One module per group of commands (:mod:`~knowledge.cli.ingest`, ``worker``, ``search``, ``eval``, ``sync``,
-``source``, ``stores``, ``portable``, ``files``, ``chat``, ``people``, ``serve``, ``password``), each with an ``add_parser(sub)`` that
-adds its commands, every one with ``set_defaults(func=cmd_<name>)``. :func:`main` parses, opens
+``source``, ``stores``, ``portable``, ``files``, ``chat``, ``people``, ``serve``, ``password``), each with an
+``add_parser(sub)`` that adds its commands, every one with ``set_defaults(func=cmd_<name>)``. :func:`main` parses, opens
 the workbench for the commands that run on one (``func(wb, args)``: the view acting as ``--user``
 / ``$KNOWLEDGE_USER``, else the local admin; ``system=True``, the worker: ``func(system, wb, args)``,
 it runs parts for everyone) and closes it after; the rest (``workbench=False``:

@@ -150,9 +150,14 @@ def _option_flags(s: argparse.ArgumentParser) -> None:
     s.add_argument(
         "--include", action="append", metavar="GLOB", help="take only files matching it (repeat it; '' clears them)"
     )
-    s.add_argument("--exclude", action="append", metavar="GLOB", help="leave out files matching it (repeat it; '' clears them)")
     s.add_argument(
-        "--max-bytes", type=int, metavar="N", help="leave out files larger than N bytes (0: the setting sources.max_file_bytes)"
+        "--exclude", action="append", metavar="GLOB", help="leave out files matching it (repeat it; '' clears them)"
+    )
+    s.add_argument(
+        "--max-bytes",
+        type=int,
+        metavar="N",
+        help="leave out files larger than N bytes (0: the setting sources.max_file_bytes)",
     )
     s.add_argument("--every", type=int, metavar="MINUTES", help="run every MINUTES minutes (0: by hand only, the default)")
     s.add_argument(
@@ -486,11 +491,18 @@ def cmd_runs(wb: Workbench, args: argparse.Namespace) -> int:
         return 0
     print(
         table(
-            [(r.id[:12], r.cause, r.status, when(r.queued), when(r.finished), counts_text(r.counts), r.reason) for r in runs],
+            [
+                (r.id[:12], r.cause, r.status, when(r.queued), when(r.finished), counts_text(r.counts), r.reason)
+                for r in runs
+            ],
             ["run", "cause", "status", "queued", "finished", "counts", "reason"],
         )
     )
-    print(f"\nThe files of the newest run ({runs[0].status}), failed ones first:" if items else "\nThe newest run changed no file.")
+    print(
+        f"\nThe files of the newest run ({runs[0].status}), failed ones first:"
+        if items
+        else "\nThe newest run changed no file."
+    )
     for item in items:
         print(_item_line(item))
     return 0

@@ -96,9 +96,7 @@ def test_a_secret_on_the_command_line_is_refused_without_repeating_it(capsys, sa
     assert code == 0 and "No source yet" in out  # nothing was kept
 
 
-def test_a_secret_typed_at_a_prompt_or_read_from_the_environment_is_kept_and_shown_as_set(
-    capsys, said, files, monkeypatch
-):
+def test_a_secret_typed_at_a_prompt_or_read_from_the_environment_is_kept_and_shown_as_set(capsys, said, files, monkeypatch):
     typed: list[str] = []
 
     def getpass(prompt: str) -> str:
