@@ -30,6 +30,8 @@ from pages.widgets import confirm
 wb: Workbench = app_workbench()
 PICK, PICK_NEXT, ADD_NONCE = "source-pick", "source-pick-next", "source-add-nonce"
 RUNS_SHOWN = 20
+#: Failed files of a run said in words above its table (all are in the table, first).
+FAILED_SHOWN = 10
 
 st.title("🔌 Sources")
 st.caption(
@@ -152,10 +154,7 @@ def overview(recs: list[SourceRecord]) -> None:
         hide_index=True,
         width="stretch",
         key="sources-table",
-        column_config={
-            "when": st.column_config.DatetimeColumn("when (UTC)", format="YYYY-MM-DD HH:mm"),
-            "location": st.column_config.TextColumn(width="medium"),
-        },
+        column_config={"location": st.column_config.TextColumn(width="medium")},
     )
 
 
@@ -260,7 +259,7 @@ def settings_view(cls: type[Source] | None, rec: SourceRecord) -> None:
         md("**Exclude**: {}", ", ".join(rec.exclude) or "nothing"),
         md("**Size limit**: {}", limit),
         md("**Default readers**: {}", describe_readers(rec.readers)),
-        md("**Added by**: {}", rec.created_by or "the local admin"),
+        md("**Added by**: {}", rec.created_by if rec.created_by not in (None, "local") else "the local admin"),
     ]
     st.markdown("  \n".join(lines))
     if cls is not None and cls.carries_permissions:
@@ -342,13 +341,20 @@ def history(rec: SourceRecord, last: RunRecord | None) -> None:
         "The files of the run",
         list(by_id),
         format_func=lambda rid: sm.run_label(by_id[rid]),
-        key=f"source-run-pick:{rec.name}:{runs[0].id}",
+        key=f"source-run-pick:{rec.name}:{runs[0].id}:{runs[0].status}",  # anew when the newest run moves on
     )
     chosen = by_id[picked]
     items = wb.sources.run_items(chosen.id)
     failed = [i for i in items if not i.ok]
-    if failed:
-        st.error(md("{} file{} failed; each says why (first in the table).", len(failed), "" if len(failed) == 1 else "s"))
+    if failed:  # said in lines too: they wrap on a phone, where the table's last column is out of sight
+        lines = [md("**{}**: {}", i.path, sm.said(i)) for i in failed[:FAILED_SHOWN]]
+        more = len(failed) - FAILED_SHOWN
+        st.error(
+            md("{} file{} failed:", len(failed), "" if len(failed) == 1 else "s")
+            + "  \n"
+            + "  \n".join(lines)
+            + (md("  \nand {} more (first in the table).", more) if more > 0 else "")
+        )
     if chosen.status == "failed" and chosen.reason:
         st.error(md("The run failed: {}", chosen.reason))
     if items:
@@ -402,7 +408,7 @@ def add_section() -> None:
         prefix = f"source-add:{kind}"
         with st.form("source-add"):
             c1, c2 = st.columns(2)
-            name = c1.text_input("Name *", key="source-add-name", help="How the pages, the CLI and the API name it.")
+            name = c1.text_input("Source name *", key="source-add-name", help="How the pages, the CLI and the API name it.")
             store = c2.text_input(
                 "Store *",
                 key="source-add-store",

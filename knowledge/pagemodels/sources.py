@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from knowledge.errors import InvalidArgument
@@ -161,11 +160,11 @@ def overview_rows(
     records: Iterable[SourceRecord], last: Mapping[str, RunRecord | None], where: Mapping[str, str]
 ) -> list[dict[str, Any]]:
     """One row per source: name, kind, store, location, schedule, last run (its status, when it
-    ended or started, its counts in words)."""
+    ended or started in UTC, its counts in words)."""
     rows = []
     for r in records:
         run = last.get(r.name)
-        at: datetime | None = (run.finished or run.started or run.queued) if run is not None else None
+        at = (run.finished or run.started or run.queued) if run is not None else None
         rows.append(
             {
                 "source": r.name,
@@ -174,7 +173,7 @@ def overview_rows(
                 "location": where.get(r.name, ""),
                 "schedule": schedule(r),
                 "last run": STATUS_LABEL.get(run.status, run.status) if run is not None else "never run",
-                "when": at,
+                "when": when(at),
                 "counts": counts_text(run.counts) if run is not None and run.counts else "",
             }
         )
@@ -209,6 +208,11 @@ def failed_first(items: Iterable[RunItem]) -> list[RunItem]:
     return sorted(items, key=lambda i: (i.ok, i.seq))
 
 
+def said(item: RunItem) -> str:
+    """A file's outcome in words without the file's path in front (the table names the file)."""
+    return item.message.removeprefix(f"{item.path}: ")
+
+
 def item_rows(items: Iterable[RunItem]) -> list[dict[str, Any]]:
     """A run's files as table rows, failed ones first: outcome, change, file, the path it had
     (a rename), and the outcome in words (a failed file's reason)."""
@@ -218,7 +222,7 @@ def item_rows(items: Iterable[RunItem]) -> list[dict[str, Any]]:
             "change": ACTION_LABEL.get(i.action, i.action),
             "file": i.path,
             "was": i.old_path or "",
-            "message": i.message,
+            "message": said(i),
         }
         for i in failed_first(items)
     ]
@@ -253,4 +257,5 @@ __all__ = [
     "readers_text",
     "run_label",
     "run_rows",
+    "said",
 ]

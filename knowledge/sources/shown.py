@@ -97,7 +97,8 @@ def run_text(run: RunRecord | None) -> str:
     if run.status == "failed":
         return f"failed {at}: {run.reason or 'no reason given'}"
     text = f"{run.status} {at}: {counts_text(run.counts)}"
-    return text + (f" ({run.reason})" if run.reason else "")
+    # a run done says its failed files in its counts; a cancelled one says why it stopped
+    return text + (f" ({run.reason})" if run.reason and run.status != "done" else "")
 
 
 def settings_shown(cls: type[Source] | None, rec: SourceRecord) -> list[tuple[Field, str]]:

@@ -118,8 +118,10 @@ def test_run_now_is_followed_to_its_end_with_each_files_outcome_failed_first(fil
     assert list(runs["status"]) == ["✅ done"] and "1 added" in runs["counts"][0] and "1 failed" in runs["counts"][0]
     items = next(d.value for d in at.dataframe if "outcome" in d.value.columns)
     assert list(items["file"]) == ["docs/vanishing.md", "docs/holidays.md"]  # failed first
-    assert list(items["outcome"]) == ["❌ failed", "✅ ok"] and "vanished" in items["message"][0]
-    assert any("1 file failed" in e.value for e in at.error)
+    assert list(items["outcome"]) == ["❌ failed", "✅ ok"] and items["message"][0].startswith("docs/vanishing.md vanished")
+    assert any(
+        "1 file failed:" in e.value and "**docs/vanishing.md**: docs/vanishing.md vanished" in e.value for e in at.error
+    )
     table = next(d.value for d in at.dataframe if "source" in d.value.columns)
     assert list(table["last run"]) == ["✅ done"] and list(table["schedule"]) == ["by hand"]
     assert SECRET not in everything_drawn(at)

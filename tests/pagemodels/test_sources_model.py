@@ -113,7 +113,7 @@ def test_the_tables_and_a_runs_files_failed_first():
             "location": "x",
             "schedule": "every 1 h 30 min, paused",
             "last run": "✅ done",
-            "when": AT,
+            "when": "2026-05-01 14:03 UTC",
             "counts": "2 added",
         }
     ]
@@ -123,11 +123,13 @@ def test_the_tables_and_a_runs_files_failed_first():
     assert sm.run_label(run(counts={"added": 1, "failed": 1})) == "✅ done · 2026-05-01 14:03 UTC · 1 added, 1 failed"
     items = [
         RunItem(0, "added", "a.md", None, True, "a.md: indexed"),
-        RunItem(1, "added", "b.md", None, False, "b.md: vanished"),
+        RunItem(1, "added", "b.md", None, False, "b.md: b.md vanished"),
         RunItem(2, "renamed", "c.md", "old.md", True, "c.md: renamed"),
     ]
     assert [i["file"] for i in sm.item_rows(items)] == ["b.md", "a.md", "c.md"]
-    assert sm.item_rows(items)[0]["outcome"] == "❌ failed" and sm.item_rows(items)[2]["was"] == "old.md"
+    first = sm.item_rows(items)[0]
+    assert (first["outcome"], first["message"]) == ("❌ failed", "b.md vanished")  # the path said once, in its column
+    assert sm.item_rows(items)[2]["was"] == "old.md"
     plan = SourcePlan("team", "kb", (PlanItem("added", "a.md"), PlanItem("unchanged", "b.md")))
     assert sm.plan_rows(plan) == [{"change": "➕ added", "file": "a.md", "was": ""}]
 
