@@ -12,7 +12,8 @@ files stay in the store as if added by hand); ``plan`` (a dry run), ``check`` (c
 ``--here``: runs it in this command); ``runs`` is the history, with the files of the newest run.
 
 Exit codes: 0; 1 a run failed or one of its files did, or ``check`` could not reach the source;
-2 bad usage or a refusal (no such source, no access, a bad setting), as every command.
+2 bad usage or a refusal (no such source, no access, a bad setting) as every command, and a
+``plan`` the source's server failed (its reason printed, without a credential).
 """
 
 from __future__ import annotations
