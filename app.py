@@ -62,7 +62,8 @@ def get_workbench() -> tuple[Workbench, Chats]:
     :meth:`knowledge.service.jobs.JobRegistry.use_worker_process`), so a search never waits behind an
     upload. At the start, the ingestion jobs a stopped or killed process left unfinished are resumed
     (:meth:`knowledge.service.jobs.JobRegistry.resume`); a catalog that cannot be read now only delays
-    that to the next batch."""
+    that to the next batch. The sources' scheduled runs are queued from here (:meth:`System.start_scheduler
+    <knowledge.system.System.start_scheduler>`)."""
     set_log_place("the app's log (the terminal that runs it)")
     name_this_process("app")  # PostgreSQL sees its connections as "knowledge app <host>:<pid>"
     system = System(load_settings())  # the process's parts; pages hold a Workbench over them, never this
@@ -73,6 +74,7 @@ def get_workbench() -> tuple[Workbench, Chats]:
         system.jobs.resume()
     except KnowledgeError:
         logging.getLogger("knowledge.app").warning("could not look for unfinished ingestion jobs", exc_info=True)
+    system.start_scheduler()  # the sources' runs as they fall due (knowledge/sources)
     return wb, Chats(system)
 
 

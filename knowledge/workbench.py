@@ -691,11 +691,15 @@ class Workbench:
     @checks("store.own")
     def delete_store(self, name: str) -> None:
         """Delete a store: its chunks, its catalog records, and files no other store uses (its owner,
-        or an admin). Raises ``StoreNotFound``, ``PermissionDenied``."""
+        or an admin); the sources that filled it are removed with it (a later store of the same name
+        is not filled by them). Raises ``StoreNotFound``, ``PermissionDenied``."""
         self.authorize(name, "owner")
+        sources = [s.name for s in self._system.sources.records(name)]
+        for source in sources:  # first: no run of them refills the store while it goes
+            self._system.sources.remove(source, delete_files=False)
         self._system.stores.drop(name)
         self._system.people.sharing.forget(name)
-        self.record("store.delete", store=name)
+        self.record("store.delete", store=name, detail={"sources_removed": sources} if sources else None)
 
     @checks("store.list")
     def stores_using_template(self, name: str, *, internal: bool = True) -> list[str]:

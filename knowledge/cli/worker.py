@@ -79,6 +79,8 @@ def cmd_worker(system: System, wb: Workbench, args: argparse.Namespace) -> int:
         Worker(system.indexer, lease=args.lease, health=health, kinds=system.jobs.kinds) for _ in range(args.concurrency)
     ]
     health.workers = [w.id for w in workers]
+    if not args.once:  # a dedicated worker queues the sources' runs as they fall due (the app does for its own)
+        system.sources.start_scheduler()
     health.update(state="running")
     print(
         f"worker: {len(workers)} thread{'' if len(workers) == 1 else 's'} on the catalog at"

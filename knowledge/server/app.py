@@ -170,6 +170,7 @@ def serve(
     key = wb.settings.api_key.get_secret_value() if wb.settings.api_key else None
     check_bind(host, key, accounts=wb.accounts.enabled())
     resume_jobs(system)  # files queued (or left running by a stopped process) are ingested again
+    system.start_scheduler()  # the sources' runs as they fall due
     try:
         uvicorn.run(create_app(system, api_key=key), host=host, port=port, log_level=log_level)
     finally:

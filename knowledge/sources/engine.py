@@ -990,8 +990,11 @@ class Sources:
 
             if classify(exc) is not None:  # the catalog or a store's backend: the worker waits it out
                 raise
-            log.exception("source %s", rec.name)
             status, reason = "failed", redact(unexpected_problem(exc, "during the run", "the program"), secrets)
+            # the traceback only at debug: a library's exception may quote what it was given
+            log.error(
+                "source %s: %s: %s", rec.name, reason, redact(repr(exc), secrets), exc_info=log.isEnabledFor(logging.DEBUG)
+            )
         counts = self._counts(plan, items)
         if status == "done" and counts.get("failed"):
             reason = f"{counts['failed']} file{'' if counts['failed'] == 1 else 's'} failed (each says why)"
@@ -1141,7 +1144,13 @@ class Sources:
 
                 if classify(exc) is not None:
                     raise
-                log.exception("source %s: %s", rec.name, item.path)
+                log.error(
+                    "source %s: %s: %s",
+                    rec.name,
+                    item.path,
+                    redact(repr(exc), secrets),
+                    exc_info=log.isEnabledFor(logging.DEBUG),
+                )
                 said(item, False, f"{item.path}: {unexpected_problem(exc)}.")
         if not cancel.is_set():
             self._apply_readers(rec, plan, said)

@@ -230,3 +230,21 @@ def test_removing_a_source_removes_its_files_or_keeps_them_as_added_by_hand(tmp_
     assert r.counts["added"] == 3 and len(system.catalog.files("kb")) == 3  # the same bytes: names added
     assert system.sources.remove("again") == 3
     assert {n.folder for n in system.catalog.names("kb")} == {""}
+
+
+def test_the_scheduler_thread_queues_a_due_source_and_wakes_the_worker(tmp_path, files):
+    import threading
+
+    name, _ = files
+    system, _ = counting_system(tmp_path, sources={"check_seconds": 0.05})
+    _add(system, name, every_minutes=60)
+    woken = threading.Event()
+    system.sources.start_scheduler(kick=woken.set)
+    try:
+        assert woken.wait(10), "the scheduler queued nothing"
+    finally:
+        system.sources.stop_scheduler()
+    [run] = system.sources.runs("team")
+    assert run.status == "queued" and run.cause == "schedule"
+    system.sources.pause("team")
+    assert system.sources.get("team").next_run is None and system.sources.enqueue_due() == []

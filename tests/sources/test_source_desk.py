@@ -86,3 +86,15 @@ def test_a_new_store_is_made_for_a_source_and_is_its_makers(team):
     ana.sources.add("mine", "dict", "ana-kb", {"name": name})
     assert ana.level("ana-kb") == "owner"
     assert ana.sources.run_here("mine").counts["added"] == 2
+
+
+def test_deleting_a_store_removes_its_sources(team):
+    system, name, root = team
+    root.sources.add("team", "dict", "kb", {"name": name})
+    assert root.sources.run_here("team").ok
+    root.delete_store("kb")
+    assert root.sources.records() == [] and not system.stores.exists("kb")
+    with system.catalog.cursor() as cur:
+        assert cur.execute("SELECT count(*) FROM source_entries").fetchone()[0] == 0
+    event = root.audit_events(action="store.delete")[0]
+    assert event.detail == {"sources_removed": ["team"]}
