@@ -275,8 +275,9 @@ def cmd_kinds(wb: Workbench, args: argparse.Namespace) -> int:
             print("  readers: from the source's own permissions")
         for f in cls.fields:
             marks = [w for w, on in (("required", f.required), ("secret: --secret", f.secret)) if on]
-            default = f", default {f.default}" if f.default is not None else ""
-            extra = f" ({', '.join(marks)}{default})" if marks or default else ""
+            if f.default is not None and f.default != "":
+                marks.append(f"default {f.default}")
+            extra = f" ({', '.join(marks)})" if marks else ""
             print(f"  {f.name}: {f.label}{extra}" + (f" -- {f.help}" if f.help else ""))
     return 0
 
@@ -369,6 +370,7 @@ def cmd_show(wb: Workbench, args: argparse.Namespace) -> int:
         return 0
     cls = wb.sources.kinds().get(rec.kind)
     title = cls.title if cls is not None and cls.title else rec.kind
+    by = rec.created_by if rec.created_by not in (None, "local") else "the local admin"
     limit = f"{rec.max_bytes:,} bytes" if rec.max_bytes else f"{wb.settings.sources.max_file_bytes:,} bytes (the default)"
     lines = [
         f"{rec.name} ({title})",
@@ -381,7 +383,7 @@ def cmd_show(wb: Workbench, args: argparse.Namespace) -> int:
         f"  exclude:    {', '.join(rec.exclude) or 'nothing'}",
         f"  size limit: {limit}",
         f"  readers:    {describe_readers(rec.readers)} (where the source says nothing itself)",
-        f"  added by:   {rec.created_by or 'the local admin'}, {when(rec.created)}",
+        f"  added by:   {by}, {when(rec.created)}",
         f"  last run:   {run_text(last)}",
     ]
     print("\n".join(lines))

@@ -127,21 +127,26 @@ def test_run_now_is_followed_to_its_end_with_each_files_outcome_failed_first(fil
     assert SECRET not in everything_drawn(at)
 
 
-def test_pause_check_dry_run_edit_and_remove_keeping_its_files(files):
-    add_with_system(files, every_minutes=30)
+def test_pause_check_dry_run_edit_and_remove_keeping_its_files(files, monkeypatch):
+    # paused, and the app's scheduler looks once (at its start): no run but those the test makes
+    monkeypatch.setenv("KNOWLEDGE_SOURCES__CHECK_SECONDS", "3600")
+    add_with_system(files, every_minutes=30, paused=True)
     DictSource.VANISH.discard("docs/vanishing.md")
     at = open_app(PAGE)
-    button(at, "source-pause:team").click().run()
-    assert any("team is paused: every 30 min, paused" in s.value for s in at.success)
-    assert button(at, "source-pause:team").label == "▶️ Resume"
-    button(at, "source-check:team").click().run()
-    assert any(s.value.startswith("Connection: reached") for s in at.success)
     button(at, "source-plan-button:team").click().run()
     assert any("**Dry run:** 2 added" in m.value for m in at.markdown)
     plan = next(d.value for d in at.dataframe if "change" in d.value.columns and "outcome" not in d.value.columns)
     assert sorted(plan["file"]) == ["docs/holidays.md", "docs/vanishing.md"]
     button(at, "source-plan-close:team").click().run()
     assert not any("Dry run" in m.value for m in at.markdown)
+    button(at, "source-check:team").click().run()
+    assert any(s.value.startswith("Connection: reached") for s in at.success)
+    assert button(at, "source-pause:team").label == "▶️ Resume"
+    button(at, "source-pause:team").click().run()
+    assert any("team is resumed: every 30 min" in s.value for s in at.success)
+    assert button(at, "source-pause:team").label == "⏸️ Pause"
+    button(at, "source-pause:team").click().run()
+    assert any("team is paused: every 30 min, paused" in s.value for s in at.success)
 
     edit = at.text_input(key="source-edit:team:password:0")
     assert edit.value == "" and edit.placeholder == "set: leave empty to keep it"

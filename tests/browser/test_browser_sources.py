@@ -37,7 +37,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     files = {k: v for w, _ in SIZES for k, v in _files(w).items()}
     env = served_dict_kind(tmp_path_factory.mktemp("served-sources"), files)
     with serve(
-        tmp_path_factory.mktemp("browser-sources"), env_extra={**env, "KNOWLEDGE_EMBEDDINGS__MODEL": "fake/hash-64"}
+        tmp_path_factory.mktemp("browser-sources"),
+        # the scheduler looks once, at the start (no source yet): the runs are the test's own
+        env_extra={**env, "KNOWLEDGE_EMBEDDINGS__MODEL": "fake/hash-64", "KNOWLEDGE_SOURCES__CHECK_SECONDS": "3600"},
     ) as srv:
         yield srv
 
