@@ -313,6 +313,7 @@ def set_up() -> None:
 PAGES = [
     ("pages/home.py", "Home", "🏠", ""),
     ("pages/stores.py", "Vector stores", "🗂️", "stores"),
+    ("pages/sources.py", "Sources", "🔌", "sources"),
     ("pages/search.py", "Search playground", "🔎", "search"),
     ("pages/evaluate.py", "Evaluate", "📏", "evaluate"),
     ("pages/files.py", "Files", "📄", "files"),

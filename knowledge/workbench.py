@@ -1744,13 +1744,15 @@ class SourceDesk:
         return n
 
     @checks("store.write")
-    def run(self, name: str) -> RunRecord:
-        """Queue a run for the workers (this process's worker is woken); the run queued or running
-        already when there is one. Raises ``InvalidArgument``, ``PermissionDenied``."""
+    def run(self, name: str, *, kick: bool = True) -> RunRecord:
+        """Queue a run for the workers (this process's worker is woken, unless ``kick`` is false: a
+        process about to end, ``knowledge source run`` without ``--wait``, leaves the run to the
+        long-lived workers); the run queued or running already when there is one. Raises
+        ``InvalidArgument``, ``PermissionDenied``."""
         rec = self._get(name, "write")
         run = self._sources.enqueue_run(rec.id, created_by=self._wb.actor.username)
         self._wb.record("source.run", store=rec.store, target=rec.name, detail={"run": run.id})
-        if self._sources_runs_here():
+        if kick and self._sources_runs_here():
             self._wb._system.jobs.ensure_worker()
         return run
 

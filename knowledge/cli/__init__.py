@@ -3,8 +3,8 @@ package: it may import everything below it (the workbench, server, chat, tools, 
 service layer, the parts and the ground), never ``pages/``; nothing in ``knowledge`` imports it.
 
 One module per group of commands (:mod:`~knowledge.cli.ingest`, ``worker``, ``search``, ``eval``, ``sync``,
-``stores``, ``portable``, ``files``, ``chat``, ``people``, ``serve``, ``password``), each with an ``add_parser(sub)`` that
-adds its commands, every one with ``set_defaults(func=cmd_<name>)``. :func:`main` parses, opens
+``source``, ``stores``, ``portable``, ``files``, ``chat``, ``people``, ``serve``, ``password``), each with an
+``add_parser(sub)`` that adds its commands, every one with ``set_defaults(func=cmd_<name>)``. :func:`main` parses, opens
 the workbench for the commands that run on one (``func(wb, args)``: the view acting as ``--user``
 / ``$KNOWLEDGE_USER``, else the local admin; ``system=True``, the worker: ``func(system, wb, args)``,
 it runs parts for everyone) and closes it after; the rest (``workbench=False``:
@@ -26,7 +26,7 @@ import sys
 from collections.abc import Sequence
 
 from knowledge.chat import Chats
-from knowledge.cli import chat, files, ingest, password, people, portable, search, serve, stores, sync, worker
+from knowledge.cli import chat, files, ingest, password, people, portable, search, serve, source, stores, sync, worker
 from knowledge.cli import eval as evaluate
 from knowledge.cli.common import COMMON, acting_username, acting_view
 from knowledge.errors import KnowledgeError, set_log_place
@@ -35,7 +35,7 @@ from knowledge.system import System
 from knowledge.workbench import Workbench
 
 #: The command modules, in the order ``--help`` lists their commands.
-COMMAND_MODULES = (ingest, worker, search, evaluate, sync, stores, portable, files, chat, people, serve, password)
+COMMAND_MODULES = (ingest, worker, search, evaluate, sync, source, stores, portable, files, chat, people, serve, password)
 
 
 def build_parser() -> argparse.ArgumentParser:

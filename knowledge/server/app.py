@@ -35,7 +35,7 @@ from knowledge.server.idempotency import HEADER as IDEMPOTENCY_HEADER
 from knowledge.server.idempotency import REPLAYED
 from knowledge.server.objects import ApiState, KnowledgeApi
 from knowledge.server.routes import chat as chat_routes
-from knowledge.server.routes import files, people, search, store_files, vector_stores
+from knowledge.server.routes import files, people, search, sources, store_files, vector_stores
 from knowledge.server.scim import PREFIX as SCIM_PREFIX
 from knowledge.server.scim import router as scim_router
 from knowledge.system import System
@@ -51,6 +51,7 @@ ROUTERS = (
     search.router,
     chat_routes.router,
     people.router,
+    sources.router,
     scim_router,
 )
 

@@ -4,7 +4,9 @@
 (``--http``: :func:`http_app`, behind :class:`~knowledge.server.guard.Guard` and the SDK's
 DNS-rebinding protection; any host but loopback needs ``KNOWLEDGE_API_KEY``). :func:`build_server`
 registers the tools (:data:`TOOLS`: ``search``, ``list_stores``, ``list_files``, ``ingest_file``,
-``delete_file``, ``remember``, ``recall``, ``forget``) and resources (:data:`RESOURCES`:
+``delete_file``, ``remember``, ``recall``, ``forget``, and of the sources ``list_sources``, ``run_source``
+and ``source_runs``: read and run only -- adding or changing a source, which holds credentials, is
+no tool) and resources (:data:`RESOURCES`:
 ``knowledge://stores``, ``knowledge://stores/{store}/files/{file_id}``), each a method of
 :class:`KnowledgeTools` whose docstring is what a client reads. ``ingest_file`` reads only under
 ``mcp.allowed_dirs``; chats' own stores are not reachable; a service error or a control character
@@ -45,13 +47,17 @@ from knowledge.server.guard import Guard, server_hosts
 from knowledge.server.http import check_bind, control_char, unavailable_message
 from knowledge.service.fusion import reciprocal_rank_fusion
 from knowledge.service.search import SearchRequest
+from knowledge.sources.engine import RUNS_KEPT, RunRecord
+from knowledge.sources.shown import counts_text, location, schedule
 from knowledge.vectorstore.store import Hit
 from knowledge.workbench import Workbench
 
 DEFAULT_HTTP_PORT = 8901
 INSTRUCTIONS = (
     "Search the team's document stores (search, list_stores, list_files), add local files"
-    " (ingest_file, only under the allowed folders) and keep agent memories (remember, recall, forget)."
+    " (ingest_file, only under the allowed folders), keep agent memories (remember, recall, forget) and"
+    " run the sources that keep stores in sync with shares, repositories and mailboxes (list_sources,"
+    " run_source, source_runs)."
     " Every search hit names its file, page and character span: cite them."
 )
 
@@ -344,6 +350,56 @@ class KnowledgeTools:
         n = guarded(self.memory().forget, ids=ids, dataset=dataset, where=where)
         return {"forgotten": n}
 
+    # -- sources: read and run only (adding one, with its credentials, is the app's, the CLI's, REST's) ----
+    @staticmethod
+    def _run_object(run: RunRecord) -> dict[str, Any]:
+        return {**run.to_json(), "summary": counts_text(run.counts)}
+
+    def list_sources(self, store: str | None = None) -> dict[str, Any]:
+        """The sources -- shares, repositories, mailboxes, drives and buckets a store is kept in sync
+        with -- of the stores you may read (of `store` when given): name, kind, store, location,
+        schedule, paused, and the last run (status, counts, reason). Adding or changing a source (it
+        holds credentials) is not a tool here: use the app's Sources page, the CLI or the REST API."""
+        if store is not None:
+            clean(store, "store")
+        kinds = self.wb.sources.kinds()
+        out = []
+        for rec in guarded(self.wb.sources.records, store):
+            runs = guarded(self.wb.sources.runs, rec.name, 1)
+            out.append(
+                {
+                    "name": rec.name,
+                    "kind": rec.kind,
+                    "store": rec.store,
+                    "location": location(kinds.get(rec.kind), rec, self.wb.settings),
+                    "schedule": schedule(rec),
+                    "paused": rec.paused,
+                    "last_run": self._run_object(runs[0]) if runs else None,
+                }
+            )
+        return {"sources": out}
+
+    def run_source(self, name: str) -> dict[str, Any]:
+        """Queue a run of the source `name` for the workers (needs write access to its store): it
+        lists the source and brings the store up to date (added, changed, renamed, deleted files).
+        Returns the run (the one already queued or running, if any); source_runs shows how it went."""
+        run = guarded(self.wb.sources.run, clean(name, "name"))
+        return {"source": name, "run": self._run_object(run)}
+
+    def source_runs(self, name: str, limit: int = 5) -> dict[str, Any]:
+        """The runs of the source `name`, newest first (1-50): status (queued, running, done, failed,
+        cancelled), counts, reason; and each file's outcome in the newest run, failed ones first, with
+        the reason in words."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= RUNS_KEPT:
+            raise ToolError(f"limit must be an integer from 1 to {RUNS_KEPT}, got {limit!r}.")
+        runs = guarded(self.wb.sources.runs, clean(name, "name"), limit)
+        items = guarded(self.wb.sources.run_items, runs[0].id) if runs else []
+        return {
+            "source": name,
+            "runs": [self._run_object(r) for r in runs],
+            "newest_items": [i.to_json() for i in sorted(items, key=lambda i: (i.ok, i.seq))],
+        }
+
     # -- resources -----------------------------------------------------------------------------------------
     def stores_resource(self) -> str:
         # a static resource gets no request (the SDK passes no context to one): over HTTP with
@@ -388,7 +444,19 @@ class KnowledgeTools:
 
 
 #: The tools :func:`build_server` registers: methods of :class:`KnowledgeTools`.
-TOOLS = ("search", "list_stores", "list_files", "ingest_file", "delete_file", "remember", "recall", "forget")
+TOOLS = (
+    "search",
+    "list_stores",
+    "list_files",
+    "ingest_file",
+    "delete_file",
+    "remember",
+    "recall",
+    "forget",
+    "list_sources",
+    "run_source",
+    "source_runs",
+)
 #: The resources: ``(URI template, method of KnowledgeTools, description)``, all JSON.
 RESOURCES = (
     ("knowledge://stores", "stores_resource", "The stores"),
