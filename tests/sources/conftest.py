@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.dovecot import Dovecot, start_dovecot
 from tests.helpers.gitserver import GitHttpServer, GitSshServer, need_git, start_sshd
 from tests.helpers.s3 import AuthMoto, MotoServer, moto_server, moto_with_auth
-from tests.helpers.dovecot import Dovecot, start_dovecot
 from tests.helpers.webdav import DavServer, dav_server
 
 # -- WebDAV ------------------------------------------------------------------------------------------------
@@ -63,12 +63,6 @@ def s3_auth_server() -> Iterator[AuthMoto]:
     """A moto S3 server that checks signatures and IAM policies (:func:`tests.helpers.s3.moto_with_auth`),
     with its keys; never stopped (a test that stops its server uses ``own_moto``)."""
     with moto_with_auth() as server:
-# -- IMAP (Dovecot) ----------------------------------------------------------------------------------------
-@pytest.fixture(scope="session")
-def dovecot() -> Iterator[Dovecot]:
-    """The session's Dovecot (tests/helpers/dovecot.py); each test makes accounts of its own
-    (:meth:`Dovecot.add_user`)."""
-    with start_dovecot() as server:
         yield server
 
 
@@ -98,6 +92,18 @@ def git_sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GitSshServer]
         yield server
     finally:
         server.stop()
+
+
+# -- IMAP (Dovecot) ----------------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def dovecot() -> Iterator[Dovecot]:
+    """The session's Dovecot (tests/helpers/dovecot.py); each test makes accounts of its own
+    (:meth:`Dovecot.add_user`)."""
+    with start_dovecot() as server:
+        yield server
+
+
+@pytest.fixture
 def own_dovecot() -> Iterator[Dovecot]:
     """A Dovecot of this test's own, which it may stop and start (and sign in wrongly to: Dovecot slows
     down an address's sign-ins after a failed one)."""
