@@ -123,7 +123,9 @@ def moto_server(
     from tests.helpers.api import free_port
     from tests.helpers.env import missing_server
 
-    exe = shutil.which("moto_server") or str(Path(sys.executable).with_name("moto_server"))
+    # the moto of this interpreter first: another on PATH (a pyenv shim) may be another moto version
+    here = Path(sys.executable).with_name("moto_server")
+    exe = str(here) if here.exists() else shutil.which("moto_server") or str(here)
     if not Path(exe).exists():
         missing_server("The S3 test server (moto)", "moto_server is not installed (pip install 'moto[server]')")
     with contextlib.ExitStack() as stack:

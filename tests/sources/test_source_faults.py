@@ -79,7 +79,12 @@ def test_a_worker_killed_mid_run_has_its_run_taken_over_and_the_store_converges(
     done_before = _items(system, run.id)
     assert done_before < N + 1, "the run finished before the kill: nothing was tested"
     second = _worker(data, "--once")
-    out, _ = second.communicate(timeout=300)
+    try:
+        out, _ = second.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        second.kill()
+        out, _ = second.communicate()
+        raise AssertionError(f"the second worker did not finish: {out[-5000:]}") from None
     assert second.returncode == 0, out[-3000:]
     final = system.sources.get_run(run.id)
     assert final is not None and final.status == "done", (final, out[-2000:])
