@@ -921,8 +921,13 @@ class Sources:
         progress: Callable[[str, float], None] | None = None,
     ) -> RunReport:
         """Run source ``name`` now, in this thread (a run by hand from the CLI with ``--here``, the
-        tests): recorded like a worker's run. Never raises for the source: the report says."""
+        tests): recorded like a worker's run. Never raises for the source: the report says.
+
+        Raises:
+            InvalidArgument: no such source, or a run of it is queued or running (one at a time)."""
         rec = self.get(name)
+        if self.unfinished_run(rec.id) is not None:
+            raise InvalidArgument(f"A run of {rec.name} is queued or running already; wait for it to end.")
         run_id = uuid.uuid4().hex
         with self.catalog.cursor() as cur:
             cur.execute(
@@ -970,6 +975,7 @@ class Sources:
             seq0 = cur.execute(
                 "SELECT coalesce(max(seq), -1) + 1 FROM source_run_items WHERE run_id = ?", [run_id]
             ).fetchone()[0]
+        self._release_interrupted(rec)
         items: list[RunItem] = []
         plan: SourcePlan | None = None
         reason: str | None = None
@@ -1011,6 +1017,20 @@ class Sources:
         final = self.get_run(run_id)
         assert final is not None
         return RunReport(final, plan, items)
+
+    def _release_interrupted(self, rec: SourceRecord) -> None:
+        """Files of this source's names left being added (``processing``/``pending``) by an earlier
+        attempt whose worker died: failed, so that this attempt adds them again instead of waiting for
+        them. Only one run of a source is under way at a time (its job's lease; :meth:`run` refuses
+        while one is queued or running), so none of them is still being added."""
+        with self.catalog.cursor() as cur:
+            cur.execute(
+                "UPDATE store_files SET status = 'failed', error = 'Interrupted', updated = now(),"
+                " reason = 'interrupted: the run adding it stopped; the next run adds it again'"
+                " WHERE store = ? AND status IN ('processing', 'pending') AND file_id IN"
+                " (SELECT file_id FROM store_file_names WHERE store = ? AND folder = ?)",
+                [rec.store, rec.store, origin_of(rec.id)],
+            )
 
     @staticmethod
     def _counts(plan: SourcePlan | None, items: list[RunItem]) -> dict[str, int]:
