@@ -52,6 +52,7 @@ from knowledge.errors import FileTooLarge, InvalidArgument, KnowledgeError, unex
 from knowledge.outcomes import IngestResult, Outcome
 from knowledge.service.indexing import Indexer, normalize_name
 from knowledge.service.stores import Stores
+from knowledge.service.worker import host_name, new_worker_id, pid_alive
 from knowledge.sources.base import Entry, EntryGone, Field, Source, SourceContext, SourceError, field_value
 from knowledge.sources.registry import source_class, source_kinds
 from knowledge.sources.secrets import MASK, Vault, redact
@@ -823,6 +824,20 @@ class Sources:
                     " WHERE id = ? AND status IN ('queued', 'running')",
                     ["cancelled" if status == queue.CANCELLED else "failed", reason or status, run_id],
                 )
+            # a run by hand (no job) whose process on this machine is gone
+            here = host_name(self.settings)
+            for run_id, worker in cur.execute(
+                "SELECT id, worker FROM source_runs WHERE source_id = ? AND batch_id IS NULL"
+                " AND status IN ('queued', 'running') AND worker IS NOT NULL",
+                [source_id],
+            ).fetchall():
+                parts = str(worker).split(":")
+                if len(parts) >= 3 and parts[0] == here and parts[1].isdigit() and not pid_alive(int(parts[1])):
+                    cur.execute(
+                        "UPDATE source_runs SET status = 'failed', finished = now(),"
+                        " reason = 'interrupted: the process running it stopped' WHERE id = ?",
+                        [run_id],
+                    )
 
     def unfinished_run(self, name: str) -> RunRecord | None:
         """The run of ``name`` queued or running, if any."""
@@ -929,13 +944,14 @@ class Sources:
         if self.unfinished_run(rec.id) is not None:
             raise InvalidArgument(f"A run of {rec.name} is queued or running already; wait for it to end.")
         run_id = uuid.uuid4().hex
+        me = new_worker_id("run", host_name(self.settings))  # host:pid: a later look knows when this process is gone
         with self.catalog.cursor() as cur:
             cur.execute(
                 f"INSERT INTO source_runs ({self._RUN_COLUMNS})"
-                " VALUES (?, ?, NULL, 'hand', 'queued', NULL, NULL, NULL, now(), NULL, NULL)",
-                [run_id, rec.id],
+                " VALUES (?, ?, NULL, 'hand', 'queued', NULL, NULL, ?, now(), NULL, NULL)",
+                [run_id, rec.id, me],
             )
-        return self.execute(run_id, cancel=cancel, progress=progress)
+        return self.execute(run_id, cancel=cancel, progress=progress, worker=me)
 
     def run_job(self, job: queue.JobRow, progress: Callable[[str, float], None], cancel: threading.Event) -> IngestResult:
         """A worker's handler of a job of kind :data:`JOB_KIND` (``job.source``: the run's id): the
