@@ -904,8 +904,9 @@ class Sources:
 
     def start_scheduler(self, kick: Callable[[], None] | None = None) -> None:
         """Look for due sources every ``sources.check_seconds`` in a daemon thread of this process
-        (the app, ``serve``, ``worker``), calling ``kick()`` after queueing any (this process's
-        worker). Once per :class:`Sources`; :meth:`stop_scheduler` ends it."""
+        (the app, ``serve``, ``worker``), calling ``kick()`` (this process's worker) after queueing
+        any, and while any job is queued or running (one queued by another process, e.g. the CLI's
+        ``source run``, while this process's worker idled). Once per :class:`Sources`; :meth:`stop_scheduler` ends it."""
         if self._scheduler is not None and self._scheduler.is_alive():
             return
         every = float(self.settings.sources.check_seconds)
@@ -914,7 +915,9 @@ class Sources:
             while not self._stop.wait(0 if loop.first else every):  # type: ignore[attr-defined]
                 loop.first = False  # type: ignore[attr-defined]
                 try:
-                    if self.enqueue_due() and kick is not None:
+                    due = self.enqueue_due()
+                    # and any job queued elsewhere (a CLI's `source run`) while this process's worker idles
+                    if kick is not None and (due or queue.unfinished(self.catalog)):
                         kick()
                 except Exception as exc:  # the catalog is away: look again next time
                     log.debug("the source scheduler could not look: %s", exc)
