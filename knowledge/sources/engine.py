@@ -317,6 +317,11 @@ def _mb(n: int) -> str:
     return f"{n / 1_000_000:.3g} MB" if n >= 1_000_000 else f"{n:,} bytes"
 
 
+def _about(path: str, text: str) -> str:
+    """``text`` said of ``path``: ``"a.md: <text>"``, unless it names the path first already."""
+    return text if text.startswith(path) else f"{path}: {text}"
+
+
 def clean_path(path: str) -> str:
     """A listed path as a store name: ``/``-separated, no leading or trailing ``/``, NFC."""
     return normalize_name(unicodedata.normalize("NFC", path.replace("\\", "/")).strip("/"))
@@ -1175,11 +1180,11 @@ class Sources:
                         else f"{item.path}: gone from the source; removed (its content stays under another name).",
                     )
             except EntryGone as exc:
-                said(item, False, f"{item.path}: {exc}")
+                said(item, False, _about(item.path, str(exc)))
             except SourceError:
                 raise  # the source itself failed: the run ends with its reason
             except KnowledgeError as exc:
-                said(item, False, f"{item.path}: {exc}")
+                said(item, False, _about(item.path, str(exc)))
             except Exception as exc:
                 from knowledge.service.transient import classify  # noqa: PLC0415
 

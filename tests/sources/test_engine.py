@@ -248,3 +248,41 @@ def test_the_scheduler_thread_queues_a_due_source_and_wakes_the_worker(tmp_path,
     assert run.status == "queued" and run.cause == "schedule"
     system.sources.pause("team")
     assert system.sources.get("team").next_run is None and system.sources.enqueue_due() == []
+
+
+def test_on_each_catalog_engine_a_scheduled_run_is_queued_once_run_by_a_worker_and_converges(catalog_settings, files):
+    """The sources' SQL (migration 19, the schedule's interval arithmetic, the upserts) on DuckDB and on
+    PostgreSQL (a shared catalog needs a secret key: the settings give one)."""
+    from pydantic import SecretStr
+
+    from knowledge.system import System
+    from tests.helpers.sources import CountingEmbedder
+
+    name, data = files
+    emb = CountingEmbedder()
+    settings = catalog_settings.model_copy(update={"secret_key": SecretStr("a long test passphrase for the vault")})
+    system = System(settings, lambda _model: emb)
+    try:
+        if catalog_settings.catalog.url:  # a shared catalog without a key keeps no secret
+            bare = System(catalog_settings, lambda _model: emb)
+            with pytest.raises(Exception, match="KNOWLEDGE_SECRET_KEY"):
+                _add(bare, name)
+            bare.close()
+        _add(system, name, config={"keys": True}, every_minutes=30)
+        [run] = system.sources.enqueue_due()
+        assert system.sources.enqueue_due() == []
+        nxt = system.sources.get("team").next_run
+        assert nxt is not None
+        assert Worker(system.indexer, kinds=system.jobs.kinds).run(once=True) == 1
+        done = system.sources.get_run(run.id)
+        assert done is not None and done.status == "done" and done.counts["added"] == 3
+        data["docs/moved.md"] = data.pop("notes/todo.txt")
+        r = system.sources.run("team")
+        assert {k: v for k, v in r.counts.items() if v} == {"renamed": 1, "unchanged": 2}
+        assert sorted(f.file_name for f in system.catalog.files("kb")) == [
+            "docs/holidays.md",
+            "docs/moved.md",
+            "docs/salary.md",
+        ]
+    finally:
+        system.close()
