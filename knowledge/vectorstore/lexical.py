@@ -278,9 +278,18 @@ class Batch:
         self._writer.add_document(self._t.Document(id=_STATE_ID, state=state))
 
     def commit(self) -> None:
-        """Make the batch durable and visible (tantivy's atomic commit), then release the writer."""
+        """Make the batch durable and visible (tantivy's atomic commit), let the merges that commit
+        started finish, then release the writer and see the result.
+
+        Every commit makes a segment; tantivy's merge policy (log-merge: 8 segments of a size become
+        one) merges them in the writer's threads *after* the commit, so a writer dropped at once
+        never merged: a store written one file at a time kept one segment per file, and each commit
+        and reload cost grew with their number (69 ms per commit at 1,500 files, 5 files/s at 2,500;
+        docs/benchmarks.md, "Sources"). Waiting for the merges keeps the segments to a logarithmic
+        few (tantivy ``IndexWriter::wait_merging_threads``)."""
         self._writer.commit()
-        self.close()
+        writer, self._writer = self._writer, None
+        writer.wait_merging_threads()  # consumes the writer: its lock is released after the merges
         self._lex.reload()
 
     def close(self) -> None:
