@@ -91,6 +91,9 @@ def render_hits(run: pg.SearchRun) -> None:
             st.markdown(f"**{rank}.** {escape_markdown(pg.provenance(hit, note))}", unsafe_allow_html=True)
             if note.also_in:
                 st.caption(md("Identical text also in: {}", ", ".join(note.also_in)))
+            origin = pg.source_of(hit)
+            if origin is not None:  # synced from a share, a repository, a mailbox, ...: where it lives there
+                st.caption(md("🔌 From the source **{}**: {}", origin[0], origin[1]))
             st.progress(pg.bar_fraction(hit, run), text=pg.score_text(hit, run.distance))
             readable = render.plain_text(hit.text, file_name=hit.file_name)
             st.markdown(highlight(snippet(readable, run.query), run.query), unsafe_allow_html=True)

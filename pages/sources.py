@@ -379,7 +379,7 @@ def follow(rec: SourceRecord) -> None:
         runs = wb.sources.runs(rec.name, 1)
         if not runs or runs[0].status not in ("queued", "running"):
             st.rerun(scope="app")
-        st.info(md("⏳ The run is {}.", run_text(runs[0])), icon="⏳")
+        st.info(md("The run is {}.", run_text(runs[0]).removeprefix("⏳ ")), icon="⏳")
 
     with slot:
         running_source()

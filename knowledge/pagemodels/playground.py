@@ -329,6 +329,16 @@ def provenance(hit: Hit, note: HitNote | None = None) -> str:
     return " · ".join(parts)
 
 
+def source_of(hit: Hit) -> tuple[str, str] | None:
+    """``(source name, where at the source)`` of a hit from a source (:mod:`knowledge.sources`: the
+    ``source`` and ``source_url`` attributes it gave the file), ``None`` for a file added otherwise."""
+    meta = hit.metadata if isinstance(hit.metadata, dict) else {}
+    name, url = meta.get("attr_source"), meta.get("attr_source_url")
+    if not isinstance(url, str) or not url:
+        return None
+    return (str(name) if name else "a source", url)
+
+
 # -- charts ---------------------------------------------------------------------------------------
 def distribution_rows(run: SearchRun) -> list[dict[str, Any]]:
     """The top scores for a chart: ``rank``, ``score``, ``file``, ``shown`` (among the hits) and

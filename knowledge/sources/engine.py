@@ -35,6 +35,8 @@ import hashlib
 import json
 import logging
 import os
+import re
+import shutil
 import tempfile
 import threading
 import unicodedata
@@ -70,6 +72,8 @@ RUNS_KEPT = 50
 RUN_STATES = ("queued", "running", "done", "failed", "cancelled")
 _UNFINISHED = ("queued", "running")
 _COPY_BLOCK = 1 << 20
+#: ``scheme://user:password@`` in a setting: a credential that would be kept in clear.
+_URL_CREDENTIALS = re.compile(r"[a-z][a-z0-9+.-]*://[^/@\s:]*:[^/@\s]*@", re.IGNORECASE)
 
 
 def origin_of(source_id: str) -> str:
@@ -466,6 +470,33 @@ class Sources:
                 plain[name] = value
         return plain, secret
 
+    def _try_settings(self, kind: str, plain: Mapping[str, Any], secret: Mapping[str, str]) -> None:
+        """Make the plugin over these settings, reaching nothing: it refuses what cannot work (a user
+        name and password inside a URL, a bad port) before anything is kept or audited. Its words have
+        the secrets taken out.
+
+        Raises:
+            InvalidArgument: the plugin refused the settings."""
+        cls = source_class(kind)
+        config = {f.name: f.default for f in cls.fields if f.default is not None}
+        config.update(plain)
+        config.update(secret)
+        try:
+            src = cls(config, SourceContext(settings=self.settings, timeout=float(self.settings.sources.timeout_seconds)))
+        except KnowledgeError as exc:
+            raise InvalidArgument(redact(str(exc), secret.values()), param="config") from None
+        except Exception as exc:  # a plugin's own check that is not ours: its words, without secrets
+            raise InvalidArgument(redact(f"These settings cannot work: {exc}", secret.values()), param="config") from None
+        src.close()
+        for f in cls.fields:  # a credential written into a plain setting (a URL's user:password@)
+            value = plain.get(f.name)
+            if isinstance(value, str) and _URL_CREDENTIALS.search(value):
+                raise InvalidArgument(
+                    f"{f.label} must not hold a user name and password (user:password@): give them in the"
+                    " source's user name and password settings, which are kept encrypted.",
+                    param=f.name,
+                )
+
     def _check_required(self, kind: str, plain: Mapping[str, Any], secret: Mapping[str, str]) -> None:
         missing = [f.label for f in source_class(kind).fields if f.required and f.name not in plain and f.name not in secret]
         if missing:
@@ -499,9 +530,12 @@ class Sources:
             raise InvalidArgument("A source needs a name of 1-100 characters.", param="name")
         if self.find(name) is not None:
             raise InvalidArgument(f"There is a source named {name!r} already.", param="name")
+        if "/" in name:
+            raise InvalidArgument("A source's name cannot hold a '/' (it is part of the API's addresses).", param="name")
         source_class(kind)  # an unknown kind says so
         plain, secret = self._split(kind, config)
         self._check_required(kind, plain, secret)
+        self._try_settings(kind, plain, secret)
         inc, exc, limit, every = self._options(include, exclude, max_bytes, every_minutes)
         sealed = self.vault.seal(secret)
         sid = uuid.uuid4().hex
@@ -562,6 +596,7 @@ class Sources:
             plain = new_plain
             secret = {**secret, **new_secret}
         self._check_required(rec.kind, plain, secret)
+        self._try_settings(rec.kind, plain, secret)
         inc, exc, limit, every = self._options(
             rec.include if include is None else include,
             rec.exclude if exclude is None else exclude,
@@ -636,6 +671,8 @@ class Sources:
             cur.execute("DELETE FROM source_runs WHERE source_id = ?", [rec.id])
             cur.execute("DELETE FROM source_entries WHERE source_id = ?", [rec.id])
             cur.execute("DELETE FROM sources WHERE id = ?", [rec.id])
+        cache = self.settings.data_root / "sources" / rec.id
+        shutil.rmtree(cache, ignore_errors=True)  # a Git mirror, ...
         return removed
 
     # -- a connection --------------------------------------------------------------------------------
@@ -759,6 +796,13 @@ class Sources:
                 items.append(PlanItem("changed", path, entry, file_id, readers=readers))
             else:
                 fresh.append((path, entry))
+        if not listing and names and not skipped:
+            raise SourceError(
+                f"The source listed no file at all, while {len(names):,} file{'' if len(names) == 1 else 's'} in the"
+                " store came from it: nothing was deleted. A wrong folder, prefix or branch, or an account that"
+                " may not see the files? Check its settings; to empty the store, remove the source (its files go"
+                " with it)."
+            )
         gone = {p: f for p, f in names.items() if p not in listing}
         by_key: dict[str, list[str]] = {}
         for p in sorted(gone):
@@ -1110,6 +1154,17 @@ class Sources:
                 attrs[str(k)[:64]] = v[:512] if isinstance(v, str) else v
         return attrs
 
+    def _cite(self, rec: SourceRecord, file_id: str, entry: Entry) -> None:
+        """Give a renamed content the attributes of its new path (``source_url``, the kind's own, such
+        as a Git commit), keeping the others: a payload rewrite, nothing embedded."""
+        try:
+            have = self.indexer.file_attributes(rec.store, file_id)
+            new = {**have, **self._attributes(rec, entry)}
+            if new != have:
+                self.indexer.set_file_attributes(rec.store, file_id, new)
+        except KnowledgeError as exc:  # a content that failed (no chunks): nothing to cite
+            log.debug("source %s: the attributes of %s stay: %s", rec.name, entry.path, exc)
+
     def _apply(
         self,
         rec: SourceRecord,
@@ -1167,17 +1222,22 @@ class Sources:
                     old = state.get(item.old_path)
                     self._forget_entry(rec.id, item.old_path)
                     self._remember(rec.id, item.path, item.entry, old[2] if old else None)
+                    self._cite(rec, item.file_id, item.entry)
                     said(item, True, f"{item.path}: renamed from {item.old_path}; nothing read or embedded again.")
                 elif item.action == "deleted":
                     ids = {x.file_id for x in self.catalog.names(rec.store, name=item.path, folder=origin)}
                     chunks = sum(self.indexer.delete_name(rec.store, fid, item.path, folder=origin) for fid in sorted(ids))
                     self._forget_entry(rec.id, item.path)
+                    kept = [fid for fid in ids if self.catalog.names(rec.store, file_id=fid)]
                     said(
                         item,
                         True,
-                        f"{item.path}: gone from the source; removed from the store ({chunks} chunks)."
-                        if chunks
-                        else f"{item.path}: gone from the source; removed (its content stays under another name).",
+                        f"{item.path}: no longer listed by the source (gone, or left out by its settings);"
+                        + (
+                            " its name removed (its content stays under another name)."
+                            if kept
+                            else f" removed from the store ({chunks} chunk{'' if chunks == 1 else 's'})."
+                        ),
                     )
             except EntryGone as exc:
                 said(item, False, _about(item.path, str(exc)))
@@ -1246,7 +1306,9 @@ class Sources:
                 cancel=cancel,
                 raise_transient=True,
             )
-            if result.ok:
+            if result.ok or result.outcome == Outcome.FAILED:
+                # a file that failed for itself (unreadable, empty) is not read again until it changes;
+                # the store keeps its record with the reason (Retry on the Files page reads it again)
                 self._remember(rec.id, item.path, entry, sha)
             old = deleted_ids.get(result.file_id or "") if result.outcome == Outcome.DUPLICATE else None
             if old is not None and item.action == "added":  # the bytes of a path gone: a rename
@@ -1255,6 +1317,8 @@ class Sources:
                     self.indexer.delete_name(rec.store, fid, old, folder=origin)
                 self._forget_entry(rec.id, old)
                 moved.add(old)
+                if result.file_id:
+                    self._cite(rec, result.file_id, entry)
                 said(
                     item,
                     True,

@@ -32,6 +32,8 @@ def location(cls: type[Source] | None, rec: SourceRecord, settings: Settings) ->
     if cls is not None:
         config = {f.name: f.default for f in cls.fields if f.default is not None and not f.secret}
         config.update(rec.config)
+        # a plugin that needs its secrets to be made (S3's keys) gets a stand-in: location() names none
+        config.update({f.name: "set" for f in cls.fields if f.secret and f.name in rec.secrets_set})
         try:
             with cls(config, SourceContext(settings=settings)) as src:
                 where = src.location()

@@ -137,7 +137,9 @@ def test_the_tables_and_a_runs_files_failed_first():
 def test_a_source_in_words_without_a_secret_value():
     settings = load_settings()
     assert location(Share, record(), settings) == "smb://files:445"
-    assert location(NeedsItsSecret, record(), settings) == "host=files, folders=a, b"  # never asks for the secret
+    # a plugin that needs its secret to be made gets a stand-in, never the secret (the record has none)
+    assert location(NeedsItsSecret, record(secrets_set=("password",)), settings) == "smb://set"
+    assert location(NeedsItsSecret, record(secrets_set=()), settings) == "host=files, folders=a, b"  # none set
     assert location(None, record(config={}), settings) == "a share source"
     assert schedule(record()) == "by hand" and schedule(record(every_minutes=1440, paused=True)) == "every 1 day, paused"
     assert minutes_text(61) == "1 h 1 min" and minutes_text(2880) == "2 days"
@@ -150,3 +152,17 @@ def test_a_source_in_words_without_a_secret_value():
     assert {f.name: v for f, v in settings_shown(None, record())} == {"host": "files", "folders": "a, b", "password": SET}
     kind = kind_object("share", Share)
     assert kind["title"] == "A share" and [f["name"] for f in kind["fields"] if f["secret"]] == ["password", "key"]
+
+
+def test_a_hit_from_a_source_says_where_it_lives_there():
+    from knowledge.pagemodels.playground import source_of
+    from knowledge.vectorstore.store import Hit
+
+    def hit(**meta):
+        return Hit("f:0", 0.9, "f", "docs/a.md", 0, "text", metadata=meta)
+
+    assert source_of(hit(attr_source="team", attr_source_url="smb://files/team/docs/a.md")) == (
+        "team",
+        "smb://files/team/docs/a.md",
+    )
+    assert source_of(hit(attr_source="team")) is None and source_of(hit()) is None

@@ -286,3 +286,45 @@ def test_on_each_catalog_engine_a_scheduled_run_is_queued_once_run_by_a_worker_a
         ]
     finally:
         system.close()
+
+
+def test_what_a_new_user_met_first(tmp_path, files):
+    """The new-user trial's findings, each a rule now: credentials written into a plain setting are
+    refused before anything is kept; a rename carries the file's new source_url; a source that lists
+    nothing while the store holds its files deletes nothing; a file that failed for itself is not read
+    again until it changes; a removed source leaves no cache behind; a name with '/' is refused."""
+    name, data = files
+    system, _ = counting_system(tmp_path)
+    with pytest.raises(InvalidArgument, match="must not hold a user name and password") as said:
+        system.sources.add("x", "dict", "kb", {"name": "https://ana:Hunter2-XYZZY@dav.example/team/"})
+    assert "Hunter2" not in str(said.value) and system.sources.records() == []
+    with pytest.raises(InvalidArgument, match="'/'"):
+        system.sources.add("a/b", "dict", "kb", {"name": name})
+
+    data["empty.md"] = (b"", None)
+    _add(system, name, config={"keys": True})
+    first = system.sources.run("team")
+    assert first.counts["added"] == 3 and first.counts["failed"] == 1
+    DictSource.FETCHED.clear()
+    again = system.sources.run("team")
+    assert again.items == [] and DictSource.FETCHED == [] and again.counts["unchanged"] == 4
+
+    data["moved/holidays.md"] = data.pop("docs/holidays.md")
+    r = system.sources.run("team")
+    assert [(i.action, i.path) for i in r.items] == [("renamed", "moved/holidays.md")]
+    hit = Workbench(system).search("kb", "paid leave holidays", 1)[0]
+    assert hit.file_name == "moved/holidays.md"
+    assert hit.metadata["attr_source_url"] == f"dict://{name}/moved/holidays.md"
+
+    saved = dict(data)
+    data.clear()
+    r = system.sources.run("team")
+    assert r.run.status == "failed" and "listed no file at all" in (r.reason or "") and "nothing was deleted" in r.reason
+    assert len(system.catalog.files("kb")) == 4
+    data.update(saved)
+
+    cache = system.settings.data_root / "sources" / system.sources.get("team").id
+    cache.mkdir(parents=True)
+    (cache / "mirror").write_text("x")
+    system.sources.remove("team")
+    assert not cache.exists()
