@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from knowledge.errors import EmptyDocument, KnowledgeError, PasswordRequired, UnsupportedFile, in_words
 from knowledge.ingest._ocr import NO_TEXT_EVEN_BY_OCR, ocr_missing_pages
 from knowledge.ingest._pdfium import PDFIUM_LOCK
+from knowledge.ingest._pdftables import PdfTable, compose_page, find_tables
 from knowledge.ingest._text import Builder, clean, one_line
 from knowledge.ingest.document import Document
 
@@ -75,12 +76,24 @@ def _pypdf_quiet(name: str | None) -> Iterator[None]:
 
 
 def read_pdf(
-    data: bytes, *, name: str | None = None, password: str | None = None, ocr: str = "auto", on_page=None
+    data: bytes,
+    *,
+    name: str | None = None,
+    password: str | None = None,
+    ocr: str = "auto",
+    on_page=None,
+    tables: str = "auto",
 ) -> Document:
     """Read a PDF; sections are pages (``page`` 1-based).
 
     With ``ocr="auto"`` the pages without a text layer are read by OCR (:mod:`knowledge.ingest._ocr`;
     ``on_page(done, total)`` reports each page), and a warning names them with their confidence.
+
+    With ``tables="auto"`` the pages with a text layer are searched for tables
+    (:mod:`knowledge.ingest._pdftables`): a page with tables is written as its text around them and
+    each table as Markdown rows (``| a | b |``), recorded in :attr:`Document.tables` with its page
+    and box, so the chunker repeats the header and never cuts a row. ``tables="off"`` reads every
+    page as text only.
 
     Raises:
         PasswordRequired: encrypted, and neither the empty password nor ``password`` opens it.
@@ -91,9 +104,13 @@ def read_pdf(
         EmptyDocument: no page has visible text (``"no text layer (scanned? OCR needed)"``), and with
             ``ocr="auto"`` OCR found none either (``"no text found, even by OCR"``).
     """
+    if tables not in ("auto", "off"):
+        raise ValueError(f"tables must be 'auto' or 'off', got {tables!r}")
     with _pypdf_quiet(name):
         ex = _extract(data, password)
     try:
+        if tables == "auto":
+            _find_tables(ex)
         _without_text_layer(ex, ocr=ocr, on_page=on_page)
     finally:
         ex.close()
@@ -101,7 +118,9 @@ def read_pdf(
     texts = join_hyphenated(pages)
     builder = Builder(form="NFKC")
     for number in sorted(texts):
-        builder.add(texts[number], page=number, cleaned=True)
+        start = builder.add(texts[number], page=number, cleaned=True)
+        if start is not None:
+            _record_tables(builder, start, texts[number], ex.tables.get(number, []))
     failed = [
         p
         for p in ex.problems  # pages without a text layer (where OCR, too, read nothing) are not failures
@@ -129,6 +148,8 @@ class _Extraction:
         self.problems: list[tuple[int, str]] = []
         self.notes: list[str] = []
         self.no_text_layer: list[int] = []
+        self.tables: dict[int, list[PdfTable]] = {}
+        self.fields: dict[int, str] = {}  # page -> its form fields' lines
         self.n_pages = 0
         self.title: str | None = None
         self._pdfium = None
@@ -198,6 +219,8 @@ def _read(ex: _Extraction) -> None:
         if text.strip():
             text = _columns(ex, number, text)
         fields = _form_fields(page) if page is not None else ""
+        if fields:
+            ex.fields[number] = fields
         if text.strip() or fields:
             ex.pages[number] = "\n\n".join(t for t in (text, fields) if t.strip())
         elif page is not None and _is_blank(page):
@@ -317,6 +340,41 @@ def _without_text_layer(ex: _Extraction, *, ocr: str = "off", on_page=None) -> N
             ex.data, ex.pages, ex.problems, NO_TEXT_LAYER, password=ex.password, on_page=on_page
         )
         ex.notes.extend(notes)
+
+
+def _find_tables(ex: _Extraction) -> None:
+    """Search the pages with text for tables; write each page that has some as its text around
+    them with the tables as Markdown (:func:`knowledge.ingest._pdftables.compose_page`)."""
+    try:
+        found, notes = find_tables(ex.data, sorted(ex.pages), password=ex.password)
+    except KnowledgeError:
+        raise
+    except Exception as exc:  # the detector could not even open the file: the text stands
+        ex.notes.append(f"tables not looked for ({_reason(exc)}); the text is read as text")
+        return
+    ex.notes.extend(notes)
+    for number, page_tables in sorted(found.items()):
+        text = ex.pages[number]
+        fields = ex.fields.get(number, "")
+        if fields and text.endswith(fields):
+            text = text[: -len(fields)].rstrip("\n")
+        parts = (clean(compose_page(text, page_tables), form="NFKC"), fields)
+        ex.pages[number] = "\n\n".join(p for p in parts if p.strip())
+        ex.tables[number] = page_tables
+
+
+def _record_tables(builder: Builder, start: int, text: str, tables: list[PdfTable]) -> None:
+    """Record the page's tables (their Markdown found in the page's final ``text``, which begins
+    at offset ``start``) as :class:`~knowledge.ingest.document.Table` of the document."""
+    at = 0
+    for table in tables:
+        body = clean(table.markdown, form="NFKC")
+        i = text.find(body, at)
+        if i < 0:
+            continue
+        header = clean(table.header_text, form="NFKC")
+        builder.record_table(start + i, start + i + len(header), start + i + len(body), page=table.page, bbox=table.bbox)
+        at = i + len(body)
 
 
 def _pages(numbers: list[int]) -> str:

@@ -252,10 +252,18 @@ class Builder:
             return
         self.record_table(start, start + len("\n".join(lines[:header_lines])), start + len(text))
 
-    def record_table(self, char_start: int, header_end: int, char_end: int) -> None:
+    def record_table(
+        self,
+        char_start: int,
+        header_end: int,
+        char_end: int,
+        *,
+        page: int | None = None,
+        bbox: tuple[float, float, float, float] | None = None,
+    ) -> None:
         """Record a table by its offsets in the text built so far (see :class:`Table`)."""
         if char_start < header_end < char_end <= self._length:
-            self._tables.append(Table(char_start, header_end, char_end))
+            self._tables.append(Table(char_start, header_end, char_end, page, bbox))
 
     @property
     def empty(self) -> bool:

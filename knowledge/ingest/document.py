@@ -58,12 +58,16 @@ class Table:
     ``[char_start, header_end)`` is its header (the first row; for Markdown with its delimiter row).
 
     The chunker repeats the header at the start of every chunk that begins inside the table's body,
-    so a row cut away from its header still says what each value means.
+    so a row cut away from its header still says what each value means. A PDF's tables also carry
+    their ``page`` (1-based) and ``bbox``: ``(x0, top, x1, bottom)`` in PDF points (1/72 inch) from
+    the page's top-left corner; other formats leave both ``None``.
     """
 
     char_start: int
     header_end: int
     char_end: int
+    page: int | None = None
+    bbox: tuple[float, float, float, float] | None = None
 
 
 @dataclass(frozen=True, slots=True)

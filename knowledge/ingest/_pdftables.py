@@ -1,0 +1,381 @@
+"""Tables in PDFs: found by camelot, written as Markdown rows with the text around them in order.
+
+:func:`find_tables` runs camelot's ``hybrid`` parser (ruling lines and text alignment together)
+and its ``lattice`` parser (ruling lines only) on the pages of a PDF, and keeps, for each region,
+the lattice grid when it is complete (most rows have two or more cells filled: the ruled cells hold
+multi-line cells whole) and the hybrid table otherwise. :func:`compose_page` then writes a page with
+tables as the page's text lines outside the tables, top to bottom, with each table in its place as
+a Markdown table (``| a | b |`` rows, the header row or rows, then the ``| --- |`` delimiter row).
+
+Bounds (hostile input is the normal case): a page drawing more than :data:`MAX_PATHS` path objects
+(a drawing, a form grid of tiny cells) or holding more than :data:`MAX_CHARS` characters is not
+searched for tables; table detection stops when the file's time for it
+(:data:`SECONDS_PER_FILE`) is spent. Each is named in a warning, and the page's text is still read.
+
+camelot (camelot-dev/camelot, MIT) does the detection; see ``docs/ingestion.md`` (PDF tables) for
+how its output is chosen and measured.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from knowledge.ingest._text import clean, one_line
+
+log = logging.getLogger("knowledge.ingest.pdf")
+
+#: A page drawing more path objects than this is not searched for tables (a drawing, a map, a
+#: form grid of thousands of tiny cells): lattice detection's cost grows with the lines.
+MAX_PATHS = 3_000
+#: A page with more characters than this is not searched for tables (text-alignment detection's
+#: cost grows with the characters; a dense page of 20,000 characters is not a table of a person's).
+MAX_CHARS = 20_000
+#: Seconds of table detection one file may spend; the pages after are read as text only.
+SECONDS_PER_FILE = 120.0
+_LOCK = threading.Lock()
+_LOGGERS = ("camelot", "playa", "pdfminer")
+
+#: Pages handed to camelot at once (its per-call cost is opening the file).
+BATCH = 8
+#: A lattice grid is kept over the hybrid table when at least this share of its rows has two or
+#: more cells with text (else its ruling lines did not separate the cells: e.g. only the header is
+#: ruled and every body row fell into one cell).
+FILLED = 0.8
+#: ... and when it has at least this share of the columns of the hybrid table it overlaps (hybrid's
+#: text-alignment half adds a column where a long cell's text runs past its ruled cell).
+COLUMNS = 0.9
+#: Lines of the text between two runs of a table's lines that still count as the table's
+#: (a caption, a unit line the text reader put among the rows).
+GAP = 2
+
+
+@dataclass(frozen=True, slots=True)
+class PdfTable:
+    """One table found on a PDF page.
+
+    ``page`` is 1-based. ``bbox`` is ``(x0, top, x1, bottom)`` in PDF points (1/72 inch) from the
+    page's top-left corner, as the page is shown (its ``/Rotate`` applied; for a table camelot
+    turned upright, the box of the turned page). ``rows`` are the cells' texts, row by row, each
+    row as wide as the table (empty strings for empty cells; a merged cell's text is in its first
+    cell, the cells it spans are empty). ``header_rows`` (>= 1) leading rows are the header.
+    ``method`` is ``"lattice"`` (ruling lines) or ``"hybrid"`` (lines and text alignment).
+    ``turned``: camelot turned the page upright to read the table (text set sideways).
+    """
+
+    page: int
+    bbox: tuple[float, float, float, float]
+    rows: list[list[str]]
+    header_rows: int
+    method: str
+    turned: bool = False
+
+    @property
+    def markdown(self) -> str:
+        """The table as Markdown: header rows, the delimiter row, then the body rows."""
+        width = max(len(r) for r in self.rows)
+        lines = [_md_row(r, width) for r in self.rows]
+        lines.insert(self.header_rows, "| " + " | ".join(["---"] * width) + " |")
+        return "\n".join(lines)
+
+    @property
+    def header_text(self) -> str:
+        """The Markdown lines of the header, with the delimiter row."""
+        return "\n".join(self.markdown.split("\n")[: self.header_rows + 1])
+
+
+def _md_row(cells: list[str], width: int) -> str:
+    cells = list(cells) + [""] * (width - len(cells))
+    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+
+def find_tables(
+    data: bytes, pages: list[int], *, password: str | None = None, seconds: float = SECONDS_PER_FILE
+) -> tuple[dict[int, list[PdfTable]], list[str]]:
+    """The tables on ``pages`` (1-based) of the PDF ``data``, and warnings in words.
+
+    Returns ``({page: [PdfTable, ...] top to bottom}, warnings)``; pages without tables are left
+    out. Never raises for the content of the file: a page camelot cannot parse is named in a
+    warning and has no tables (its text is read as text). ``seconds`` bounds the whole file's
+    table detection: the pages left when it is spent are named in a warning.
+    """
+    if not pages:
+        return {}, []
+    import pypdfium2 as pdfium  # noqa: PLC0415 - PDFs only
+
+    from knowledge.ingest._pdfium import PDFIUM_LOCK  # noqa: PLC0415
+
+    notes: list[str] = []
+    skipped: dict[str, list[int]] = {}
+    todo: list[int] = []
+    sizes: dict[int, tuple[float, float]] = {}
+    with PDFIUM_LOCK:
+        pdf = pdfium.PdfDocument(data, password=password or None)
+        try:
+            for number in pages:
+                page = pdf[number - 1]
+                try:
+                    sizes[number] = (page.get_width(), page.get_height())
+                    reason = _too_busy(page)
+                finally:
+                    page.close()
+                if reason:
+                    skipped.setdefault(reason, []).append(number)
+                else:
+                    todo.append(number)
+        finally:
+            pdf.close()
+    for reason, numbers in skipped.items():
+        notes.append(f"{_pages(numbers)}: tables not looked for ({reason}); the text is read as text")
+    found: dict[int, list[PdfTable]] = {}
+    started = time.monotonic()
+    for i in range(0, len(todo), BATCH):
+        if time.monotonic() - started > seconds:
+            left = todo[i:]
+            notes.append(
+                f"{_pages(left)}: tables not looked for (the {seconds:.0f} s for table detection in one"
+                " file ran out); the text is read as text"
+            )
+            break
+        batch = todo[i : i + BATCH]
+        try:
+            for table in _camelot(data, batch, password):
+                found.setdefault(table.page, []).append(table)
+        except Exception as exc:  # camelot raises many types on odd files; one page at a time then
+            log.info("table detection failed on %s (%s); trying page by page", _pages(batch), exc)
+            for number in batch:
+                try:
+                    for table in _camelot(data, [number], password):
+                        found.setdefault(table.page, []).append(table)
+                except Exception as one:
+                    notes.append(f"page {number}: tables could not be read ({_reason(one)}); the text is read as text")
+    for tables in found.values():
+        tables.sort(key=lambda t: (t.bbox[1], t.bbox[0]))
+    return found, notes
+
+
+def _too_busy(page) -> str | None:
+    """Why ``page`` (pypdfium2) is not searched for tables, or ``None``."""
+    import pypdfium2.raw as raw  # noqa: PLC0415
+
+    paths = 0
+    for obj in page.get_objects(max_depth=2):
+        if obj.type == raw.FPDF_PAGEOBJ_PATH:
+            paths += 1
+            if paths > MAX_PATHS:
+                return f"it draws more than {MAX_PATHS:,} lines and shapes"
+    textpage = page.get_textpage()
+    try:
+        chars = textpage.count_chars()
+    finally:
+        textpage.close()
+    if chars > MAX_CHARS:
+        return f"{chars:,} characters, more than {MAX_CHARS:,}"
+    if chars == 0:
+        return "no text layer"
+    return None
+
+
+def _camelot(data: bytes, pages: list[int], password: str | None) -> list[PdfTable]:
+    """camelot's tables on ``pages``: lattice grids where complete, hybrid tables elsewhere."""
+    import camelot  # noqa: PLC0415 - heavy (pandas, OpenCV), PDFs only
+
+    spec = ",".join(str(n) for n in pages)
+    with _quiet():
+        hybrid = camelot.read_pdf(data, pages=spec, flavor="hybrid", password=password, suppress_stdout=True)
+        lattice = camelot.read_pdf(data, pages=spec, flavor="lattice", password=password, suppress_stdout=True)
+    out: list[PdfTable] = []
+    for number in pages:
+        hs = [_table(t, "hybrid") for t in hybrid if int(t.page) == number]
+        ls = [_table(t, "lattice") for t in lattice if int(t.page) == number]
+        hs = [t for t in hs if t is not None]
+        chosen: list[PdfTable] = []
+        replaced: set[int] = set()
+        for grid in ls:
+            if grid is None or _filled(grid.rows) < FILLED:
+                continue
+            over = [k for k, h in enumerate(hs) if _overlap(grid.bbox, h.bbox) > 0.5]
+            widest = max((len(hs[k].rows[0]) for k in over), default=0)
+            if len(grid.rows[0]) < COLUMNS * widest:  # the rules miss columns the text shows
+                continue
+            chosen.append(grid)
+            replaced.update(over)
+        chosen += [h for k, h in enumerate(hs) if k not in replaced]
+        out += chosen
+    return out
+
+
+class _Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """Run camelot with its and its PDF parser's (playa's) log records and warnings captured, then
+    re-logged at INFO on ``knowledge.ingest.pdf``: nothing reaches stderr. One detection at a time
+    per process (the loggers' settings are process-wide)."""
+    collect = _Collect()
+    with _LOCK:
+        saved = []
+        for name in _LOGGERS:
+            logger = logging.getLogger(name)
+            saved.append((logger, logger.propagate, logger.level))
+            logger.addHandler(collect)
+            logger.propagate = False
+            logger.setLevel(logging.WARNING)
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                yield
+        finally:
+            for logger, propagate, level in saved:
+                logger.removeHandler(collect)
+                logger.propagate = propagate
+                logger.setLevel(level)
+    for record in collect.records[:20]:
+        log.info("table detection: %s %s: %s", record.name, record.levelname.lower(), record.getMessage())
+    for w in caught[:20]:
+        log.info("table detection: %s: %s", w.category.__name__, w.message)
+
+
+def _table(t, method: str) -> PdfTable | None:
+    """A camelot table as a :class:`PdfTable`, or ``None`` when it is not a table (fewer than two
+    rows or two columns with text)."""
+    rows = [[_cell(c) for c in row] for row in t.df.values.tolist()]
+    rows = [r for r in rows if any(r)]
+    keep = [j for j in range(max((len(r) for r in rows), default=0)) if any(j < len(r) and r[j] for r in rows)]
+    rows = [[r[j] if j < len(r) else "" for j in keep] for r in rows]
+    if len(rows) < 2 or len(keep) < 2:
+        return None
+    cells = [c for row in t.cells for c in row]
+    x0, x1 = min(c.x1 for c in cells), max(c.x2 for c in cells)
+    y0, y1 = min(c.y1 for c in cells), max(c.y2 for c in cells)
+    size = getattr(t, "pdf_size", None)
+    height = float(size[1]) if size else max(y1, 0.0)
+    bbox = (round(x0, 2), round(height - y1, 2), round(x1, 2), round(height - y0, 2))
+    turned = bool(getattr(t, "rotation", ""))
+    return PdfTable(int(t.page), bbox, rows, _header_rows(rows), method, turned)
+
+
+def _cell(value) -> str:
+    return one_line(clean(str(value), form="NFKC")) if value is not None else ""
+
+
+_NUMBER = re.compile(r"^[\s(+\-−–$€£¥%]*\d[\d\s.,:/%)]*[A-Za-z%]{0,3}$")
+
+
+def _header_rows(rows: list[list[str]]) -> int:
+    """How many leading rows are the header: the first row, and the rows under it that continue
+    a header with merged cells (the row above has empty cells, this one has no number in it and
+    an empty first cell: "2007 | | 2006 |" over "| n | % Pos | n |"), at most three, never all."""
+    n = 1
+    while n < min(3, len(rows) - 1):
+        above, row = rows[n - 1], rows[n]
+        if not any(c == "" for c in above) or row[0] != "" or any(_NUMBER.match(c) for c in row if c):
+            break
+        n += 1
+    return n
+
+
+def _filled(rows: list[list[str]]) -> float:
+    return sum(1 for r in rows if sum(1 for c in r if c) >= 2) / max(1, len(rows))
+
+
+def _overlap(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> float:
+    """The share of the smaller box covered by the other."""
+    w = min(a[2], b[2]) - max(a[0], b[0])
+    h = min(a[3], b[3]) - max(a[1], b[1])
+    if w <= 0 or h <= 0:
+        return 0.0
+    smaller = min((a[2] - a[0]) * (a[3] - a[1]), (b[2] - b[0]) * (b[3] - b[1]))
+    return w * h / smaller if smaller > 0 else 0.0
+
+
+def compose_page(text: str, tables: list[PdfTable]) -> str:
+    """The page's ``text`` (its lines as the PDF reader read them) with each table's lines
+    replaced by the table as Markdown, in the table's place.
+
+    A line belongs to a table when it has words and every one of them (letters and digits,
+    case-folded) is a word of the table's cells. The longest run of such lines is the table's
+    anchor; runs of such lines at most :data:`GAP` lines from the anchor's run join it (a row the
+    reader set apart). Those lines are removed and the table is written where the first of them was.
+    A table with no line of the text (a font the text reader could not decode) goes after the text.
+    Lines elsewhere on the page that repeat a cell's words are kept: the page's prose stays whole.
+    """
+    lines = text.split("\n")
+    taken = [False] * len(lines)
+    place: dict[int, list[str]] = {}  # line index -> tables written before it
+    tail: list[str] = []
+    for table in tables:
+        bag = {w for row in table.rows for cell in row for w in _words(cell)}
+        member = [not taken[i] and bool(ws) and all(w in bag for w in ws) for i, ws in enumerate(map(_words, lines))]
+        runs: list[list[int]] = []
+        for i, m in enumerate(member):
+            if m:
+                if runs and runs[-1][1] == i - 1:
+                    runs[-1][1] = i
+                else:
+                    runs.append([i, i])
+        if not runs:
+            tail.append(table.markdown)
+            continue
+        anchor = max(runs, key=lambda r: sum(len(_words(lines[k])) for k in range(r[0], r[1] + 1)))
+        first, last = anchor
+        for r in runs:  # runs near the anchor, outward
+            if r[1] < first and first - r[1] - 1 <= GAP:
+                first = r[0]
+            elif r[0] > last and r[0] - last - 1 <= GAP:
+                last = r[1]
+        chosen = [k for r in runs for k in range(r[0], r[1] + 1) if first <= k <= last]
+        for k in chosen:
+            taken[k] = True
+        place.setdefault(chosen[0], []).append(table.markdown)
+    blocks: list[str] = []
+    current: list[str] = []
+    for i, line in enumerate(lines):
+        if i in place:
+            if current:
+                blocks.append("\n".join(current))
+                current = []
+            blocks.extend(place[i])
+        if not taken[i]:
+            current.append(line)
+    if current:
+        blocks.append("\n".join(current))
+    blocks.extend(tail)
+    return "\n\n".join(b.strip("\n") for b in blocks if b.strip())
+
+
+_WORD_RE = re.compile(r"\w+")
+
+
+def _words(text: str) -> list[str]:
+    return [w.casefold() for w in _WORD_RE.findall(text)]
+
+
+def _pages(numbers: list[int]) -> str:
+    if len(numbers) == 1:
+        return f"page {numbers[0]}"
+    runs: list[list[int]] = []
+    for n in sorted(numbers):
+        if runs and runs[-1][1] == n - 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return "pages " + ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def _reason(exc: BaseException) -> str:
+    text = one_line(str(exc))
+    return text or type(exc).__name__
