@@ -256,7 +256,7 @@ def _table(t, method: str) -> PdfTable | None:
     rows = [r for r in rows if any(r)]
     keep = [j for j in range(max((len(r) for r in rows), default=0)) if any(j < len(r) and r[j] for r in rows)]
     rows = [[r[j] if j < len(r) else "" for j in keep] for r in rows]
-    if len(rows) < 2 or len(keep) < 2:
+    if len(rows) < 2 or len(keep) < 2 or _prose(rows):
         return None
     cells = [c for row in t.cells for c in row]
     x0, x1 = min(c.x1 for c in cells), max(c.x2 for c in cells)
@@ -286,6 +286,25 @@ def _header_rows(rows: list[list[str]]) -> int:
             break
         n += 1
     return n
+
+
+def _prose(rows: list[list[str]]) -> bool:
+    """True when the "table" is running text set in columns (a two-column page): columns holding
+    at least half its words are prose -- cells of four or more words on average, and at least
+    two in five of the cells that follow a filled cell go on with a lower-case letter (a sentence
+    continued on the next line, which a table's cells do not do)."""
+    width = max(len(r) for r in rows)
+    total = prose = 0
+    for j in range(width):
+        cells = [r[j] if j < len(r) else "" for r in rows]
+        words = sum(len(c.split()) for c in cells)
+        total += words
+        filled = [c for c in cells if c]
+        pairs = [(a, b) for a, b in zip(cells, cells[1:], strict=False) if a and b]
+        goes_on = sum(1 for _, b in pairs if b[0].islower())
+        if len(pairs) >= 3 and goes_on >= 0.4 * len(pairs) and words >= 4 * len(filled):
+            prose += words
+    return total > 0 and prose >= total / 2
 
 
 def _filled(rows: list[list[str]]) -> float:
