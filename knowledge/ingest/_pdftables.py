@@ -26,6 +26,7 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import pairwise
 
 from knowledge.ingest._text import clean, one_line
 
@@ -51,6 +52,8 @@ FILLED = 0.8
 #: ... and when it has at least this share of the columns of the hybrid table it overlaps (hybrid's
 #: text-alignment half adds a column where a long cell's text runs past its ruled cell).
 COLUMNS = 0.9
+#: Lines with cells side by side that make a page worth handing to camelot (:func:`looks_tabular`).
+ALIGNED_LINES = 2
 #: Lines of the text between two runs of a table's lines that still count as the table's
 #: (a caption, a unit line the text reader put among the rows).
 GAP = 2
@@ -127,7 +130,7 @@ def find_tables(
                     page.close()
                 if reason:
                     skipped.setdefault(reason, []).append(number)
-                else:
+                elif looks_tabular(pdf, number):
                     todo.append(number)
         finally:
             pdf.close()
@@ -180,6 +183,58 @@ def _too_busy(page) -> str | None:
     if chars == 0:
         return "no text layer"
     return None
+
+
+def looks_tabular(pdf, number: int) -> bool:
+    """Whether page ``number`` (1-based) of the pypdfium2 document ``pdf`` may hold a table: a
+    cheap screen (a few milliseconds) so that pages of prose are not handed to camelot.
+
+    True when at least :data:`ALIGNED_LINES` lines of text have two runs of text a gap of at least
+    a line's height apart (cells side by side), or the page draws at least three horizontal
+    rules, or two horizontal and two vertical ones (a box counts as both). Hold
+    :data:`~knowledge.ingest._pdfium.PDFIUM_LOCK` while calling.
+    """
+    import pypdfium2.raw as raw  # noqa: PLC0415
+
+    page = pdf[number - 1]
+    try:
+        across = down = 0
+        for obj in page.get_objects(max_depth=2):
+            if obj.type != raw.FPDF_PAGEOBJ_PATH:
+                continue
+            left, bottom, right, top = obj.get_bounds()
+            w, h = right - left, top - bottom
+            if w > 20 and h < 3:
+                across += 1
+            elif h > 10 and w < 3:
+                down += 1
+            elif w > 5 and h > 5:
+                across, down = across + 2, down + 2
+            if across >= 3 or (across >= 2 and down >= 2):
+                return True
+        textpage = page.get_textpage()
+        try:
+            rects = [textpage.get_rect(i) for i in range(textpage.count_rects())]
+        finally:
+            textpage.close()
+    finally:
+        page.close()
+    lines: list[tuple[float, list]] = []  # (middle, runs)
+    for r in sorted((r for r in rects if r[2] > r[0] and r[3] > r[1]), key=lambda r: (-(r[1] + r[3]) / 2, r[0])):
+        mid, height = (r[1] + r[3]) / 2, r[3] - r[1]
+        if lines and abs(lines[-1][0] - mid) <= max(2.0, height / 2):
+            lines[-1][1].append(r)
+        else:
+            lines.append((mid, [r]))
+    aligned = 0
+    for _, runs in lines:
+        runs.sort(key=lambda r: r[0])
+        height = max(r[3] - r[1] for r in runs)
+        if any(b[0] - a[2] >= height for a, b in pairwise(runs)):
+            aligned += 1
+            if aligned >= ALIGNED_LINES:
+                return True
+    return False
 
 
 def _camelot(data: bytes, pages: list[int], password: str | None) -> list[PdfTable]:
@@ -300,7 +355,7 @@ def _prose(rows: list[list[str]]) -> bool:
         words = sum(len(c.split()) for c in cells)
         total += words
         filled = [c for c in cells if c]
-        pairs = [(a, b) for a, b in zip(cells, cells[1:], strict=False) if a and b]
+        pairs = [(a, b) for a, b in pairwise(cells) if a and b]
         goes_on = sum(1 for _, b in pairs if b[0].islower())
         if len(pairs) >= 3 and goes_on >= 0.4 * len(pairs) and words >= 4 * len(filled):
             prose += words
