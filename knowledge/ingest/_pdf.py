@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from knowledge.errors import EmptyDocument, KnowledgeError, PasswordRequired, UnsupportedFile, in_words
 from knowledge.ingest._ocr import NO_TEXT_EVEN_BY_OCR, ocr_missing_pages
 from knowledge.ingest._pdfium import PDFIUM_LOCK
-from knowledge.ingest._pdftables import PdfTable, compose_page, find_tables
+from knowledge.ingest._pdftables import EDGE_LINES, PdfTable, compose_page, continued, find_tables
 from knowledge.ingest._text import Builder, clean, one_line
 from knowledge.ingest.document import Document
 
@@ -353,26 +353,60 @@ def _find_tables(ex: _Extraction) -> None:
         ex.notes.append(f"tables not looked for ({_reason(exc)}); the text is read as text")
         return
     ex.notes.extend(notes)
+    texts: dict[int, str] = {}
     for number, page_tables in sorted(found.items()):
         text = ex.pages[number]
         fields = ex.fields.get(number, "")
         if fields and text.endswith(fields):
             text = text[: -len(fields)].rstrip("\n")
-        parts = (clean(compose_page(text, page_tables), form="NFKC"), fields)
-        ex.pages[number] = "\n\n".join(p for p in parts if p.strip())
-        ex.tables[number] = page_tables
+        texts[number] = text
+        _compose(ex, number, text, page_tables)
+    for number in sorted(found):  # a table that goes on overleaf
+        before = ex.tables.get(number - 1)
+        after = ex.tables.get(number)
+        if not before or not after or not _at_edge(ex.pages[number - 1], before[-1], end=True):
+            continue
+        if not _at_edge(ex.pages[number], after[0], end=False):
+            continue
+        joined = continued(before[-1], after[0])
+        if joined is not None:
+            _compose(ex, number, texts[number], [joined, *after[1:]])
+
+
+def _compose(ex: _Extraction, number: int, text: str, page_tables: list[PdfTable]) -> None:
+    parts = (clean(compose_page(text, page_tables), form="NFKC"), ex.fields.get(number, ""))
+    ex.pages[number] = "\n\n".join(p for p in parts if p.strip())
+    ex.tables[number] = page_tables
+
+
+def _at_edge(page_text: str, table: PdfTable, *, end: bool) -> bool:
+    """Whether ``table`` ends (``end``) or starts the page's text, give or take
+    :data:`~knowledge.ingest._pdftables.EDGE_LINES` lines (a page number, a running header)."""
+    body = clean(table.markdown, form="NFKC")
+    i = page_text.find(body)
+    if i < 0:
+        return False
+    rest = page_text[i + len(body) :] if end else page_text[:i]
+    return len([line for line in rest.split("\n") if line.strip()]) <= EDGE_LINES
 
 
 def _record_tables(builder: Builder, start: int, text: str, tables: list[PdfTable]) -> None:
     """Record the page's tables (their Markdown found in the page's final ``text``, which begins
-    at offset ``start``) as :class:`~knowledge.ingest.document.Table` of the document."""
+    at offset ``start``) as :class:`~knowledge.ingest.document.Table` of the document. A table
+    that goes on from the page before (:attr:`PdfTable.continues`) lengthens that page's last
+    table, so the chunker repeats its header over the rows of this page too."""
     at = 0
     for table in tables:
         body = clean(table.markdown, form="NFKC")
         i = text.find(body, at)
         if i < 0:
             continue
+        if table.continues and builder.extend_last_table(start + i + len(body)):
+            at = i + len(body)
+            continue
         header = clean(table.header_text, form="NFKC")
+        if not header:
+            continue
         builder.record_table(start + i, start + i + len(header), start + i + len(body), page=table.page, bbox=table.bbox)
         at = i + len(body)
 

@@ -52,6 +52,9 @@ FILLED = 0.8
 #: ... and when it has at least this share of the columns of the hybrid table it overlaps (hybrid's
 #: text-alignment half adds a column where a long cell's text runs past its ruled cell).
 COLUMNS = 0.9
+#: Lines of a page's text (a running header, a page number) that may stand after a table that
+#: goes on overleaf, or before its continuation (:func:`continued`).
+EDGE_LINES = 3
 #: Lines with cells side by side that make a page worth handing to camelot (:func:`looks_tabular`).
 ALIGNED_LINES = 2
 #: Lines of the text between two runs of a table's lines that still count as the table's
@@ -70,6 +73,9 @@ class PdfTable:
     cell, the cells it spans are empty). ``header_rows`` (>= 1) leading rows are the header.
     ``method`` is ``"lattice"`` (ruling lines) or ``"hybrid"`` (lines and text alignment).
     ``turned``: camelot turned the page upright to read the table (text set sideways).
+    ``continues``: the table goes on from the previous page (:func:`continued`): all its rows are
+    body rows, written without a header or delimiter row (``header_rows`` is 0); ``absorbed`` are
+    the rows it repeated of the table before (its header), not written again.
     """
 
     page: int
@@ -78,19 +84,46 @@ class PdfTable:
     header_rows: int
     method: str
     turned: bool = False
+    continues: bool = False
+    absorbed: tuple[tuple[str, ...], ...] = ()
 
     @property
     def markdown(self) -> str:
         """The table as Markdown: header rows, the delimiter row, then the body rows."""
         width = max(len(r) for r in self.rows)
         lines = [_md_row(r, width) for r in self.rows]
-        lines.insert(self.header_rows, "| " + " | ".join(["---"] * width) + " |")
+        if not self.continues:
+            lines.insert(self.header_rows, "| " + " | ".join(["---"] * width) + " |")
         return "\n".join(lines)
 
     @property
     def header_text(self) -> str:
-        """The Markdown lines of the header, with the delimiter row."""
+        """The Markdown lines of the header, with the delimiter row (``""`` for a continuation)."""
+        if self.continues:
+            return ""
         return "\n".join(self.markdown.split("\n")[: self.header_rows + 1])
+
+
+def continued(before: PdfTable, after: PdfTable) -> PdfTable | None:
+    """``after`` (the first table of a page) as the continuation of ``before`` (the last table of
+    the page before), or ``None`` when it is a table of its own.
+
+    It continues when both are as wide and ``after`` either repeats ``before``'s header (those
+    rows are then dropped) or starts with a row that is not header-like (a number in it). The caller
+    checks that ``before`` ends its page and ``after`` starts its own (:data:`EDGE_LINES`).
+    """
+    width = max(len(r) for r in before.rows)
+    if before.continues or max(len(r) for r in after.rows) != width:
+        return None
+    header = before.rows[: before.header_rows]
+    rows, absorbed = after.rows, []
+    if rows[: len(header)] == header:
+        rows, absorbed = rows[len(header) :], header
+    elif not any(_NUMBER.match(c) for c in rows[0] if c):
+        return None
+    if not rows:
+        return None
+    return PdfTable(after.page, after.bbox, rows, 0, after.method, after.turned, True, tuple(tuple(r) for r in absorbed))
 
 
 def _md_row(cells: list[str], width: int) -> str:
@@ -392,7 +425,7 @@ def compose_page(text: str, tables: list[PdfTable]) -> str:
     place: dict[int, list[str]] = {}  # line index -> tables written before it
     tail: list[str] = []
     for table in tables:
-        bag = {w for row in table.rows for cell in row for w in _words(cell)}
+        bag = {w for row in [*table.rows, *table.absorbed] for cell in row for w in _words(cell)}
         member = [not taken[i] and bool(ws) and all(w in bag for w in ws) for i, ws in enumerate(map(_words, lines))]
         runs: list[list[int]] = []
         for i, m in enumerate(member):

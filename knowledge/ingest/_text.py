@@ -265,6 +265,15 @@ class Builder:
         if char_start < header_end < char_end <= self._length:
             self._tables.append(Table(char_start, header_end, char_end, page, bbox))
 
+    def extend_last_table(self, char_end: int) -> bool:
+        """Make the last recorded table end at ``char_end`` (a table that goes on over a page
+        break); ``False`` when there is none or ``char_end`` is not past its end."""
+        if not self._tables or not (self._tables[-1].char_end < char_end <= self._length):
+            return False
+        last = self._tables[-1]
+        self._tables[-1] = Table(last.char_start, last.header_end, char_end, last.page, last.bbox)
+        return True
+
     @property
     def empty(self) -> bool:
         return not self._parts

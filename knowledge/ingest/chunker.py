@@ -310,7 +310,9 @@ def _split(
 ) -> list[tuple[int, int, int, tuple[str, int] | None]]:
     """``(start, end, tokens, repeated table header or None)`` spans of ``text`` covering all its
     tokens; a span that starts inside a table's body has room for the header it repeats (a header
-    over half the chunk size is not repeated)."""
+    over half the chunk size is not repeated). Inside a table's body a line break (a row's end) is
+    as strong a cut as a paragraph's end and a sentence's end inside a cell is no cut: a chunk
+    ends at a row's end whenever a row fits."""
     spans_of = embedder.token_spans(text)
     if not spans_of:
         return []
@@ -321,6 +323,10 @@ def _split(
     offsets = np.fromiter(chain.from_iterable(spans_of), dtype=np.int64, count=2 * n).reshape(n, 2)
     starts, ends = offsets[:, 0].tolist(), offsets[:, 1].tolist()
     strength = _cut_strengths(text, offsets[:, 0], offsets[:, 1])
+    if header_at is not None:  # in a table's body a row's end is the place to cut, not a cell's "Ltd."
+        for j in range(1, n):
+            if strength[j] in (2, 3) and header_at(starts[j]) is not None:
+                strength[j] = 4 if strength[j] == 2 and "\n" in text[ends[j - 1] : starts[j]] else 1
 
     def header(i: int) -> tuple[str, int] | None:
         if header_at is None or i == 0:

@@ -1,7 +1,8 @@
 """The fast chunker gives exactly the chunks of the chunker it replaced.
 
 ``_reference_*`` below is the chunking algorithm as it was before issue 38 made it fast (commit
-a18e87d): one ``Token`` per token, each gap's cut strength found by scanning a dict of boundary
+a18e87d; with issue 43's rule for cuts inside a table's body added): one ``Token`` per token, each
+gap's cut strength found by scanning a dict of boundary
 positions on every look, and a linear scan of the tables for every header lookup. The tests compare
 its chunks with :func:`chunk_document`'s, every field, on a few hundred seeded random documents
 mixing paragraphs, sentences, CJK, long words without spaces, odd whitespace runs, headings and
@@ -89,7 +90,11 @@ def _reference_split(text, embedder, plan, header_at=None):
     def cut_strength(i):
         gap = text[tokens[i - 1].end : tokens[i].start]
         best = max((strength.get(p, 0) for p in range(tokens[i - 1].end, tokens[i].start + 1)), default=0)
-        return best if best else (1 if gap.strip() == "" and gap else 0)
+        best = best if best else (1 if gap.strip() == "" and gap else 0)
+        if best in (2, 3) and header_at is not None and header_at(tokens[i].start) is not None:
+            # issue 43: in a table's body a row's end is a paragraph-strong cut, a cell's "Ltd." none
+            return 4 if best == 2 and "\n" in gap else 1
+        return best
 
     spans = []
     i = 0
