@@ -22,7 +22,7 @@ still says what each value means. Its room in the window is the chunk size less 
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import chain, pairwise
@@ -158,7 +158,8 @@ def chunk_document(
         for offset, piece in _windows(body, WINDOW_CHARS):
             base = section.char_start + offset
             header_at = _header_finder(document, base, headers, embedder) if document.tables else None
-            for start, end, n, header in _split(piece, embedder, budgets[section.heading], header_at):
+            header_start = _header_start_finder(document, base) if document.tables else None
+            for start, end, n, header in _split(piece, embedder, budgets[section.heading], header_at, header_start):
                 own = piece[start:end]
                 chunks.append(
                     TextChunk(
@@ -211,6 +212,23 @@ def _header_finder(
         return None
 
     return header_at
+
+
+def _header_start_finder(document: Document, base: int) -> Callable[[int], int | None]:
+    """``header_start(offset in the piece) -> the table's start (offset in the piece)`` when the
+    position lies inside a table's header (after its first character, up to its end), else ``None``."""
+    tables = document.tables
+
+    def header_start(pos: int) -> int | None:
+        at = base + pos
+        for t in tables:
+            if t.char_start > at:
+                return None
+            if t.char_start < at <= t.header_end:
+                return t.char_start - base
+        return None
+
+    return header_start
 
 
 def _windows(text: str, size: int) -> list[tuple[int, str]]:
@@ -307,12 +325,15 @@ def _split(
     embedder: Embedder,
     plan: ChunkPlan,
     header_at: Callable[[int], tuple[str, int] | None] | None = None,
+    header_start: Callable[[int], int | None] | None = None,
 ) -> list[tuple[int, int, int, tuple[str, int] | None]]:
     """``(start, end, tokens, repeated table header or None)`` spans of ``text`` covering all its
     tokens; a span that starts inside a table's body has room for the header it repeats (a header
     over half the chunk size is not repeated). Inside a table's body a line break (a row's end) is
     as strong a cut as a paragraph's end and a sentence's end inside a cell is no cut: a chunk
-    ends at a row's end whenever a row fits."""
+    ends at a row's end whenever a whole row fits (earlier in its window if need be), and the next
+    chunk starts at a row's start (without overlap when no row's start lies in it); a cut or a
+    start inside a table's header moves to the table's start."""
     spans_of = embedder.token_spans(text)
     if not spans_of:
         return []
@@ -323,6 +344,15 @@ def _split(
     offsets = np.fromiter(chain.from_iterable(spans_of), dtype=np.int64, count=2 * n).reshape(n, 2)
     starts, ends = offsets[:, 0].tolist(), offsets[:, 1].tolist()
     strength = _cut_strengths(text, offsets[:, 0], offsets[:, 1])
+
+    def in_body(j: int) -> bool:
+        return header_at is not None and header_at(starts[j]) is not None
+
+    def table_before(j: int) -> int | None:
+        """The first token of the table whose header token ``j`` lies in, or ``None``."""
+        at = header_start(starts[j]) if header_start is not None else None
+        return bisect_left(starts, at) if at is not None else None
+
     if header_at is not None:  # in a table's body a row's end is the place to cut, not a cell's "Ltd."
         for j in range(1, n):
             if strength[j] in (2, 3) and header_at(starts[j]) is not None:
@@ -352,6 +382,13 @@ def _split(
                 best_j, best_s = j, s
                 if s == 4:
                     break
+        before = table_before(best_j)
+        if before is not None and before > i:  # not inside a table's header: before the table
+            best_j, best_s = before, 4
+        elif best_s < 4 and in_body(best_j):  # a row's end earlier in the window, rather than cut a row
+            earlier = next((j for j in range(lo - 1, i, -1) if strength[j] == 4), None)
+            if earlier is not None:
+                best_j, best_s = earlier, 4
         spans.append((starts[i], ends[best_j - 1], best_j - i, repeat))
         if plan.overlap_tokens == 0:
             i = best_j
@@ -366,7 +403,10 @@ def _split(
             s = strength[j] if j > 0 else 4
             if s > nxt_s:
                 nxt, nxt_s = j, s
-        if nxt_s < 2 and header(nxt) is not None:  # inside a table: start at a row, not mid-row
-            nxt = next((j for j in range(back, best_j) if strength[j] >= 2), nxt)
+        if nxt_s < 4 and in_body(nxt):  # inside a table: start at a row, not mid-row
+            nxt = next((j for j in range(back, best_j) if strength[j] >= 2), best_j if best_s == 4 else nxt)
+        before = table_before(nxt)
+        if before is not None:  # inside a table's header: from the table's start
+            nxt = before if before > i else best_j
         i = nxt
     return spans

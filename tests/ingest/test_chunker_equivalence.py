@@ -71,7 +71,7 @@ def _reference_header_finder(
     return header_at
 
 
-def _reference_split(text, embedder, plan, header_at=None):
+def _reference_split(text, embedder, plan, header_at=None, header_start=None):
     tokens = embedder.tokenize(text)
     if not tokens:
         return []
@@ -86,6 +86,13 @@ def _reference_split(text, embedder, plan, header_at=None):
     if n <= plan.max_tokens:
         return [(tokens[0].start, tokens[-1].end, n, None)]
     strength = _reference_boundaries(text)
+
+    def in_body(i):
+        return header_at is not None and header_at(tokens[i].start) is not None
+
+    def table_before(i):
+        at = header_start(tokens[i].start) if header_start is not None else None
+        return None if at is None else next(k for k in range(n) if tokens[k].start >= at)
 
     def cut_strength(i):
         gap = text[tokens[i - 1].end : tokens[i].start]
@@ -113,6 +120,13 @@ def _reference_split(text, embedder, plan, header_at=None):
                 best_j, best_s = j, s
                 if s == 4:
                     break
+        before = table_before(best_j)
+        if before is not None and before > i:
+            best_j, best_s = before, 4
+        elif best_s < 4 and in_body(best_j):
+            earlier = next((j for j in range(lo - 1, i, -1) if cut_strength(j) == 4), None)
+            if earlier is not None:
+                best_j, best_s = earlier, 4
         spans.append((tokens[i].start, tokens[best_j - 1].end, best_j - i, repeat))
         if plan.overlap_tokens == 0:
             i = best_j
@@ -126,8 +140,11 @@ def _reference_split(text, embedder, plan, header_at=None):
             s = cut_strength(j) if j > 0 else 4
             if s > nxt_s:
                 nxt, nxt_s = j, s
-        if nxt_s < 2 and header(nxt) is not None:
-            nxt = next((j for j in range(back, best_j) if cut_strength(j) >= 2), nxt)
+        if nxt_s < 4 and in_body(nxt):
+            nxt = next((j for j in range(back, best_j) if cut_strength(j) >= 2), best_j if best_s == 4 else nxt)
+        before = table_before(nxt)
+        if before is not None:
+            nxt = before if before > i else best_j
         i = nxt
     return spans
 
@@ -152,7 +169,10 @@ def _reference_chunk_document(
         for offset, piece in chunker._windows(body, chunker.WINDOW_CHARS):
             base = section.char_start + offset
             header_at = _reference_header_finder(document, base, headers, embedder) if document.tables else None
-            for start, end, n, header in _reference_split(piece, embedder, budgets[section.heading], header_at):
+            header_start = chunker._header_start_finder(document, base) if document.tables else None
+            for start, end, n, header in _reference_split(
+                piece, embedder, budgets[section.heading], header_at, header_start
+            ):
                 own = piece[start:end]
                 chunks.append(
                     TextChunk(

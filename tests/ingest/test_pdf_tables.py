@@ -151,3 +151,21 @@ def test_a_continuation_needs_the_same_width_and_a_repeated_header_or_a_data_row
 def test_markdown_escapes_a_pipe_inside_a_cell():
     table = PdfTable(1, (0, 0, 1, 1), [["Key", "Value"], ["a|b", "c"]], 1, "hybrid")
     assert re.search(r"\| a\\\|b \| c \|", table.markdown)
+
+
+def test_wide_rows_under_a_wide_header_are_never_cut_when_a_whole_row_fits():
+    """A header of a third of the chunk and rows of a third: a chunk ends at a row's end earlier in
+    its window rather than inside a row, and the next starts at a row's start."""
+    header = [f"Column {k}" for k in range(8)]
+    rows = [header] + [[f"r{i}c{k} word{i}" for k in range(8)] for i in range(30)]
+    doc = read_pdf(_pdf(rows), ocr="off")
+    chunks = chunk_document(doc, HashEmbedder(64), max_tokens=120, overlap_tokens=30).chunks
+    assert len(chunks) >= 5
+    for chunk in chunks:
+        own = doc.text[chunk.char_start : chunk.char_end].strip()
+        lines = [line for line in own.split("\n") if line.strip()]
+        table_lines = [line for line in lines if line.startswith("|") or line.endswith("|")]
+        for line in table_lines:
+            assert line.startswith("|") and line.endswith("|") and line.count("|") == 9, (chunk.index, line)
+    for i in range(30):
+        assert any(f"| r{i}c0 word{i} |" in c.text and f"| r{i}c7 word{i} |" in c.text for c in chunks), i
