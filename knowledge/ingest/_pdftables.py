@@ -52,6 +52,9 @@ FILLED = 0.8
 #: ... and when it has at least this share of the columns of the hybrid table it overlaps (hybrid's
 #: text-alignment half adds a column where a long cell's text runs past its ruled cell).
 COLUMNS = 0.9
+#: A leading or trailing row that is one cell of at least this many words is a caption or a note,
+#: not a row of the table (:func:`_without_captions`).
+CAPTION_WORDS = 4
 #: Lines of a page's text (a running header, a page number) that may stand after a table that
 #: goes on overleaf, or before its continuation (:func:`continued`).
 EDGE_LINES = 3
@@ -295,7 +298,7 @@ def _camelot(data: bytes, pages: list[int], password: str | None) -> list[PdfTab
             chosen.append(grid)
             replaced.update(over)
         chosen += [h for k, h in enumerate(hs) if k not in replaced]
-        out += chosen
+        out += _without_unions(chosen)
     return out
 
 
@@ -339,11 +342,16 @@ def _quiet() -> Iterator[None]:
 
 def _table(t, method: str) -> PdfTable | None:
     """A camelot table as a :class:`PdfTable`, or ``None`` when it is not a table (fewer than two
-    rows or two columns with text)."""
+    rows or two columns with text; running text in columns; a lattice grid less than
+    :data:`FILLED` filled). Captions and notes above and under it are left out, and the lines of
+    multi-line header cells merged (:func:`_without_captions`, :func:`_merge_header_fragments`)."""
     rows = [[_cell(c) for c in row] for row in t.df.values.tolist()]
     rows = [r for r in rows if any(r)]
     keep = [j for j in range(max((len(r) for r in rows), default=0)) if any(j < len(r) and r[j] for r in rows)]
     rows = [[r[j] if j < len(r) else "" for j in keep] for r in rows]
+    if method == "lattice" and _filled(rows) < FILLED:  # the rules did not separate the cells
+        return None
+    rows = _merge_header_fragments(_without_captions(rows))
     if len(rows) < 2 or len(keep) < 2 or _prose(rows):
         return None
     cells = [c for row in t.cells for c in row]
@@ -354,6 +362,56 @@ def _table(t, method: str) -> PdfTable | None:
     bbox = (round(x0, 2), round(height - y1, 2), round(x1, 2), round(height - y0, 2))
     turned = bool(getattr(t, "rotation", ""))
     return PdfTable(int(t.page), bbox, rows, _header_rows(rows), method, turned)
+
+
+def _without_unions(tables: list[PdfTable]) -> list[PdfTable]:
+    """The tables less any that holds two or more of the others (a parser's box around several
+    tables and the text between them)."""
+    return [
+        t
+        for t in tables
+        if sum(1 for o in tables if o is not t and _overlap(t.bbox, o.bbox) > 0.5 and _area(o) < _area(t)) < 2
+    ]
+
+
+def _area(t: PdfTable) -> float:
+    return (t.bbox[2] - t.bbox[0]) * (t.bbox[3] - t.bbox[1])
+
+
+def _without_captions(rows: list[list[str]]) -> list[list[str]]:
+    """``rows`` less the leading and trailing rows that are a single cell of :data:`CAPTION_WORDS`
+    words or more: a caption above the table ("Table 7. Revenue by region, 2003-2007") or a note
+    under it, which the page's text keeps as text."""
+
+    def caption(row: list[str]) -> bool:
+        filled = [c for c in row if c]
+        return len(filled) == 1 and len(filled[0].split()) >= CAPTION_WORDS
+
+    while rows and caption(rows[0]):
+        rows = rows[1:]
+    while rows and caption(rows[-1]):
+        rows = rows[:-1]
+    return rows
+
+
+def _merge_header_fragments(rows: list[list[str]]) -> list[list[str]]:
+    """Leading rows that are the lines of multi-line header cells, merged into one row.
+
+    Two or more rows at the top, each with at most half its cells filled (``"| | | 2007 | |"``,
+    ``"| | Sample | Sample |"``, ``"| Country | | |"``, ``"| | unit | size |"``), are the lines of
+    header cells a parser split by line: they become one row, each cell its lines joined with a
+    space (``"| Country | Sample unit | Sample size |"``)."""
+    width = max((len(r) for r in rows), default=0)
+    n = 0
+    while n < len(rows) - 1:
+        filled = [c for c in rows[n] if c]
+        if not filled or len(filled) > width / 2:
+            break
+        n += 1
+    if n < 2:
+        return rows
+    merged = [" ".join(r[j] for r in rows[:n] if j < len(r) and r[j]) for j in range(width)]
+    return [merged, *rows[n:]]
 
 
 def _cell(value) -> str:
