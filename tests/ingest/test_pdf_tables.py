@@ -169,3 +169,46 @@ def test_wide_rows_under_a_wide_header_are_never_cut_when_a_whole_row_fits():
             assert line.startswith("|") and line.endswith("|") and line.count("|") == 9, (chunk.index, line)
     for i in range(30):
         assert any(f"| r{i}c0 word{i} |" in c.text and f"| r{i}c7 word{i} |" in c.text for c in chunks), i
+
+
+def test_captions_and_notes_in_a_tables_edge_rows_are_left_to_the_text():
+    from knowledge.ingest._pdftables import _without_captions
+
+    rows = [
+        ["Table 7. Revenue by region in euros", "", ""],
+        ["Region", "Q1", "Q2"],
+        ["North", "10", "12"],
+        ["note: figures are unaudited estimates", "", ""],
+    ]
+    assert _without_captions(rows) == [["Region", "Q1", "Q2"], ["North", "10", "12"]]
+    short = [["Total", "", ""], ["North", "10", "12"]]  # a short label is a row, not a caption
+    assert _without_captions(short) == short
+
+
+def test_the_lines_of_multi_line_header_cells_become_one_header_row():
+    from knowledge.ingest._pdftables import _header_rows, _merge_header_fragments
+
+    rows = [
+        ["", "", "", "2007", "", "2006", ""],
+        ["", "Sample", "Sample", "", "", "", ""],
+        ["Country", "", "", "", "", "", ""],
+        ["", "unit", "size", "", "", "", ""],
+        ["", "", "", "n", "% Pos", "n", "% Pos"],
+        ["Austria", "Single", "25g", "109", "0.9", "93", "1.1"],
+    ]
+    merged = _merge_header_fragments(rows)
+    assert merged[0] == ["Country", "Sample unit", "Sample size", "2007", "", "2006", ""]
+    assert merged[1:] == rows[4:]
+    assert _header_rows(merged) == 2  # the year row and the "n | % Pos" row under it
+    dense = [["Name", "Age"], ["Ana", "41"], ["Ben", "37"]]
+    assert _merge_header_fragments(dense) == dense
+
+
+def test_a_box_around_two_tables_is_not_a_table_of_its_own():
+    from knowledge.ingest._pdftables import _without_unions
+
+    a = PdfTable(1, (50, 100, 500, 200), [["x", "y"], ["1", "2"]], 1, "hybrid")
+    b = PdfTable(1, (50, 300, 500, 400), [["x", "y"], ["3", "4"]], 1, "hybrid")
+    union = PdfTable(1, (40, 90, 510, 410), [["x", "y"], ["1", "2"], ["3", "4"]], 1, "hybrid")
+    assert _without_unions([a, b, union]) == [a, b]
+    assert _without_unions([a, union]) == [a, union]  # one table inside: a box around one is kept
