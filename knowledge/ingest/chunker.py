@@ -199,7 +199,7 @@ def _with_table_boxes(chunks: list[TextChunk], tables: list[Table]) -> list[Text
         boxes = []
         while k > 0 and boxed[k - 1][0] > c.char_start - longest:  # only these can reach the span
             k -= 1
-            start, end, page, bbox = boxed[k]
+            _, end, page, bbox = boxed[k]
             if end > c.char_start and (page is None or c.page is None or page == c.page) and bbox is not None:
                 boxes.append(bbox)
         if boxes:

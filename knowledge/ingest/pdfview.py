@@ -223,7 +223,12 @@ def _regions(
         ):
             continue
         out.append(
-            (max(0, int(x0) - pad), max(0, int(top) - pad), min(size[0] - 1, int(x1) + pad), min(size[1] - 1, int(bottom) + pad))
+            (
+                max(0, int(x0) - pad),
+                max(0, int(top) - pad),
+                min(size[0] - 1, int(x1) + pad),
+                min(size[1] - 1, int(bottom) + pad),
+            )
         )
     return out
 

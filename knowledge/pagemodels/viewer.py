@@ -399,10 +399,9 @@ def passage_markup(text: str, start: int, end: int, tables: list[Table]) -> str:
             continue
         if text[at:s].strip():
             out.append(marked(text[at:s].strip("\n")))
-        if s <= t.header_end:  # the passage holds the header (or starts in it): the table from its top
-            written = text[t.char_start : e]
-        else:
-            written = text[t.char_start : t.header_end] + "\n" + text[s:e]
+        # the passage holding the header (or starting in it) shows the table from its top
+        whole = s <= t.header_end
+        written = text[t.char_start : e] if whole else text[t.char_start : t.header_end] + "\n" + text[s:e]
         header_lines = text[t.char_start : t.header_end].count("\n") + 1
         out.append("\n\n" + table_html(read_table(written, header_lines), css_class="viewer-table", row_mark=MARK) + "\n\n")
         at = e

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from knowledge.vectorstore.store import Hit
 
@@ -89,7 +90,7 @@ def union(a: Hit, b: Hit) -> Hit:
     )
 
 
-def _union_metadata(a: Hit, first: Hit, second: Hit) -> dict:
+def _union_metadata(a: Hit, first: Hit, second: Hit) -> dict[str, Any]:
     """``a``'s metadata with the table fields of the passage ``first`` + ``second`` (see :func:`union`)."""
     meta = dict(a.metadata) if isinstance(a.metadata, dict) else {}
     if not any(key in h.metadata for h in (first, second) for key in ("table_header", "table_bbox")):
@@ -97,11 +98,16 @@ def _union_metadata(a: Hit, first: Hit, second: Hit) -> dict:
     meta.pop("table_header", None)
     if first.metadata.get("table_header"):
         meta["table_header"] = first.metadata["table_header"]
-    boxes = [h.metadata.get("table_bbox") for h in (first, second) if h.page == first.page]
-    boxes = [b for b in boxes if isinstance(b, list) and len(b) == 4]
+    found = [h.metadata.get("table_bbox") for h in (first, second) if h.page == first.page]
+    boxes: list[list[float]] = [b for b in found if isinstance(b, list) and len(b) == 4]
     meta.pop("table_bbox", None)
     if boxes:
-        meta["table_bbox"] = [min(b[0] for b in boxes), min(b[1] for b in boxes), max(b[2] for b in boxes), max(b[3] for b in boxes)]
+        meta["table_bbox"] = [
+            min(b[0] for b in boxes),
+            min(b[1] for b in boxes),
+            max(b[2] for b in boxes),
+            max(b[3] for b in boxes),
+        ]
     return meta
 
 

@@ -241,10 +241,7 @@ def render_html(
     text = unicodedata.normalize("NFC", text)
     if markdown is None:
         markdown = is_markdown(file_name, text)
-    if markdown:
-        body = _render_tokens(_parser().parse(strip_source_markup(text)), query)
-    else:
-        body = _plain_html(text, query)
+    body = _render_tokens(_parser().parse(strip_source_markup(text)), query) if markdown else _plain_html(text, query)
     if marks:
         body = _apply_marks(body)
     return f'<div class="chunk">{_one_line(body)}</div>'

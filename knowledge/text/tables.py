@@ -21,7 +21,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from knowledge.text.highlight import escape_markdown, match_spans, mark_matches
+from knowledge.text.highlight import escape_markdown, mark_matches, match_spans
 
 #: A delimiter row: ``| --- | :---: |`` (outer pipes optional).
 _DELIMITER = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?\s*$")
@@ -179,25 +179,26 @@ def table_html(
     css_class: str = "chunk-table",
     row_mark: tuple[str, str] | None = None,
 ) -> str:
-    """``block`` as one line of HTML: ``<table class="…">`` with the header rows in ``<thead>``
+    """``block`` as one line of HTML: ``<table class="…">`` (in a ``<div>`` that scrolls sideways
+    when the table is wider than the page, a phone's say) with the header rows in ``<thead>``
     (``<th>`` cells) and the body in ``<tbody>``; every cell inert (:func:`escape_markdown`), the
     query's words (:func:`~knowledge.text.highlight.match_spans`) in ``<mark>``; with ``row_mark``
     (trusted markup, an opening and a closing tag) every body cell's text wrapped in it (the
     viewer's passage). For ``st.markdown(..., unsafe_allow_html=True)``."""
     width = block.width
-    out = [f'<table class="{html.escape(css_class)}">']
+    out = [f'<div class="table-scroll" style="overflow-x: auto"><table class="{html.escape(css_class)}">']
     if block.header:
-        out.append("<thead>")
-        for row in block.header:
-            out.append("<tr>" + "".join(f"<th>{_cell(c, query)}</th>" for c in _padded([row], width)[0]) + "</tr>")
-        out.append("</thead>")
+        heads = [
+            "<tr>" + "".join(f"<th>{_cell(c, query)}</th>" for c in row) + "</tr>" for row in _padded(block.header, width)
+        ]
+        out += ["<thead>", *heads, "</thead>"]
     out.append("<tbody>")
     for row in block.rows:
         cells = [_cell(c, query) for c in _padded([row], width)[0]]
         if row_mark is not None:
             cells = [row_mark[0] + c + row_mark[1] if c else c for c in cells]
         out.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
-    out.append("</tbody></table>")
+    out.append("</tbody></table></div>")
     return "".join(out)
 
 
@@ -206,9 +207,7 @@ def first_table(text: str, *, pipe_rows: bool = True) -> TableBlock | None:
     return next((b for b in split_tables(text, pipe_rows=pipe_rows) if isinstance(b, TableBlock)), None)
 
 
-def table_preview(
-    text: str, query: str | Sequence[str], *, pipe_rows: bool = True, rows: int = PREVIEW_ROWS
-) -> str | None:
+def table_preview(text: str, query: str | Sequence[str], *, pipe_rows: bool = True, rows: int = PREVIEW_ROWS) -> str | None:
     """A table hit's card: the first table of ``text`` as :func:`table_html`, its header and the body
     rows that hold the query's words (the first ``rows`` of them; the first ``rows`` rows when none
     does), with a line saying how many rows were left out. ``None`` when ``text`` holds no table, or

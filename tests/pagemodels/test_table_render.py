@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 import re
+from itertools import pairwise
 
 import pytest
 
@@ -141,7 +142,10 @@ def test_a_table_chunk_of_a_generated_pdf_renders_as_its_table():
 
 def test_table_html_marks_the_passage_rows_and_escapes_its_class():
     out = table_html(TableBlock([["h"]], [["<i>v</i>"]]), css_class="t", row_mark=("<mark>", "</mark>"))
-    assert out == '<table class="t"><thead><tr><th>h</th></tr></thead><tbody><tr><td><mark>&#60;i&#62;v&#60;&#47;i&#62;</mark></td></tr></tbody></table>'
+    assert out == (
+        '<div class="table-scroll" style="overflow-x: auto"><table class="t"><thead><tr><th>h</th></tr></thead>'
+        "<tbody><tr><td><mark>&#60;i&#62;v&#60;&#47;i&#62;</mark></td></tr></tbody></table></div>"
+    )
 
 
 def test_merged_table_chunks_read_as_the_document_once_under_one_header():
@@ -158,7 +162,7 @@ def test_merged_table_chunks_read_as_the_document_once_under_one_header():
         meta = {"table_bbox": list(box)} | ({"table_header": c.table_header} if c.table_header else {})
         return Hit(f"f:{c.index}", 1.0, "f", "figures.pdf", c.index, c.text, c.page, c.char_start, c.char_end, None, meta)
 
-    first, second = next((a, b) for a, b in zip(in_table, in_table[1:]) if b.table_header)
+    first, second = next((a, b) for a, b in pairwise(in_table) if b.table_header)
     assert second.char_start <= first.char_end  # they overlap: one passage
     hits = [hit(second, table.bbox), hit(first, table.bbox)]  # the later chunk ranked first
     [passage], _ = merge_passages(hits, 5)

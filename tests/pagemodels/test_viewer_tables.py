@@ -84,7 +84,7 @@ def test_a_pdf_table_hit_opens_with_the_table_outlined_and_the_passage_as_a_tabl
     image = vm.page_image(view, data)
     assert image.found and len(image.regions) == 1 and outline_pixels(image.png) > 500
     passage = vm.text_parts(view)[1]
-    assert '<table class="viewer-table">' in passage and "\n\n<table" in passage  # a block of its own
+    assert '<table class="viewer-table">' in passage and '\n\n<div class="table-scroll"' in passage  # a block of its own
     assert cells(passage, "th") == list(HEADER)
     body = [cells(r, "td") for r in re.findall(r"<tr>(.*?)</tr>", passage) if "<td>" in r]
     assert list(ROWS[2]) in body
@@ -117,7 +117,14 @@ def test_a_docx_table_passage_is_shown_as_the_same_table(wb):
     d = Docx()
     d.add_paragraph("Stock list of the warehouse.")
     t = d.add_table(rows=4, cols=3)
-    for i, r in enumerate([("Code", "Name", "Shelf"), ("R-001", "widget **one**", "A1"), ("R-002", "<b>two</b>", "A2"), ("R-003", "three", "A3")]):
+    for i, r in enumerate(
+        [
+            ("Code", "Name", "Shelf"),
+            ("R-001", "widget **one**", "A1"),
+            ("R-002", "<b>two</b>", "A2"),
+            ("R-003", "three", "A3"),
+        ]
+    ):
         for j, v in enumerate(r):
             t.cell(i, j).text = v
     buf = io.BytesIO()
