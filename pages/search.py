@@ -13,6 +13,7 @@ from knowledge.pagemodels import viewer as vm
 from knowledge.text import render
 from knowledge.text.highlight import escape_markdown, highlight, snippet
 from knowledge.text.render import inert, md
+from knowledge.text.tables import table_preview
 from knowledge.workbench import Workbench
 from pages._ui import app_workbench
 
@@ -52,7 +53,8 @@ for param, key in (("store", "pg_store"), ("q", "pg_query"), ("compare", "pg_com
 
 def render_hits(run: pg.SearchRun) -> None:
     """One bordered box per hit: provenance, score bar (in the order of the list), a snippet of the
-    readable text with the query's words marked, the full readable text on expand."""
+    readable text with the query's words marked (for a chunk holding a table, the table's header
+    and the rows holding the query's words, as a table), the full readable text on expand."""
     if not run.hits:
         if not run.top and run.where:  # the filters, not the store, left nothing (a mistyped field, say)
             st.warning(
@@ -95,8 +97,12 @@ def render_hits(run: pg.SearchRun) -> None:
             if origin is not None:  # synced from a share, a repository, a mailbox, ...: where it lives there
                 st.caption(md("🔌 From the source **{}**: {}", origin[0], origin[1]))
             st.progress(pg.bar_fraction(hit, run), text=pg.score_text(hit, run.distance))
-            readable = render.plain_text(hit.text, file_name=hit.file_name)
-            st.markdown(highlight(snippet(readable, run.query), run.query), unsafe_allow_html=True)
+            table = table_preview(hit.text, run.query, pipe_rows=not render.is_markdown(hit.file_name, hit.text))
+            if table is not None:  # a table hit: its header and the rows holding the query's words
+                st.markdown(table, unsafe_allow_html=True)
+            else:
+                readable = render.plain_text(hit.text, file_name=hit.file_name)
+                st.markdown(highlight(snippet(readable, run.query), run.query), unsafe_allow_html=True)
             st.markdown("📄 " + vm.viewer_link(vm.hit_viewer_url(run.store, hit)))
             with st.expander("Full text" if len(note.chunks) > 1 else "Full chunk"):
                 st.markdown(render.render_html(hit.text, run.query, file_name=hit.file_name), unsafe_allow_html=True)

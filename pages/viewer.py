@@ -26,10 +26,10 @@ def cached_text(sha256: str, name: str, content_type: str, ocr: str, _data: byte
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def cached_page(sha256: str, page: int, passages: tuple[str, ...], _data: bytes):
+def cached_page(sha256: str, page: int, passages: tuple[str, ...], regions: tuple[tuple[float, ...], ...], _data: bytes):
     from knowledge.ingest.pdfview import render_page  # noqa: PLC0415 - PDFium and Pillow: PDFs only
 
-    return render_page(_data, page, passages)
+    return render_page(_data, page, passages, regions=regions)
 
 
 def go_to_page(number: int) -> None:
@@ -103,20 +103,25 @@ if view.kind == "pdf" and view.page:
     if typed != number:
         go_to_page(int(typed))
     try:
-        image = cached_page(stored.sha256, number, tuple(view.passage_on(number)), data)
+        regions = tuple(tuple(box) for box in view.table_boxes(number))
+        image = cached_page(stored.sha256, number, tuple(view.passage_on(number)), regions, data)
     except KnowledgeError as exc:
         st.error(md("Page {} cannot be shown: {}", number, str(exc)))
     else:
         on_page = view.passage_on(number)
-        if image.found:
+        if image.found and image.regions:
+            st.caption(md("The passage is highlighted on page {}, in the table outlined in blue.", number))
+        elif image.found:
             st.caption(md("The passage is highlighted on page {}.", number))
+        elif image.regions:
+            st.caption(md("The passage lies in the table outlined in blue on page {}.", number))
         elif on_page:
             st.caption(
                 "The passage's text is not in this page's text layer (a scan read by OCR?): it is shown below the page."
             )
         st.image(image.png, caption=md("Page {} of {}", number, pages), width="stretch")
         if on_page:
-            with st.expander("The passage's text", expanded=not image.found):
+            with st.expander("The passage's text", expanded=not image.found or bool(view.passage_tables())):
                 st.markdown(vm.text_parts(view)[1], unsafe_allow_html=True)
 elif view.kind == "image":
     try:

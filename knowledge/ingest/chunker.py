@@ -17,6 +17,8 @@ so every chunk has one page and one heading path.
 A chunk that begins inside the body of one of the document's tables (:attr:`Document.tables`) starts
 with the table's header row, then a line break, then its own rows: a row cut away from its header
 still says what each value means. Its room in the window is the chunk size less the header's tokens.
+A chunk whose span overlaps a PDF table (one with a page and a box) carries that box
+(:attr:`TextChunk.table_bbox`), so the viewer can outline the table on its page.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import chain, pairwise
 
 import numpy as np
@@ -59,7 +61,12 @@ class TextChunk:
 
     A chunk that begins inside a table's body repeats the table's header: then ``table_header`` is
     that header and ``text == table_header + "\\n" + document.text[char_start:char_end]`` (the span
-    still points at the chunk's own rows; ``tokens`` counts the header too)."""
+    still points at the chunk's own rows; ``tokens`` counts the header too).
+
+    ``table_bbox``: where the span overlaps tables that carry a box (a PDF's, see
+    :class:`~knowledge.ingest.document.Table`), the box around them on the chunk's page,
+    ``(x0, top, x1, bottom)`` in PDF points from the page's top-left corner (the union when the
+    span overlaps several); ``None`` otherwise."""
 
     index: int
     text: str
@@ -69,6 +76,7 @@ class TextChunk:
     page: int | None = None
     heading: str | None = None
     table_header: str | None = None
+    table_bbox: tuple[float, float, float, float] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,7 +183,36 @@ def chunk_document(
                 )
             if on_progress is not None and len(document.text) > WINDOW_CHARS:
                 on_progress(min(1.0, (section.char_start + offset + len(piece)) / len(document.text)))
+    if any(t.bbox is not None for t in document.tables):
+        chunks = _with_table_boxes(chunks, document.tables)
     return ChunkResult(chunks, plan, list(plan.notes))
+
+
+def _with_table_boxes(chunks: list[TextChunk], tables: list[Table]) -> list[TextChunk]:
+    """``chunks`` with :attr:`TextChunk.table_bbox` set where their span overlaps tables that have a
+    box on the chunk's page (the union of those boxes)."""
+    boxed = sorted((t.char_start, t.char_end, t.page, t.bbox) for t in tables if t.bbox is not None)
+    starts = [b[0] for b in boxed]
+    longest = max(b[1] - b[0] for b in boxed)
+    out = []
+    for c in chunks:
+        k = bisect_right(starts, c.char_end - 1)  # tables starting before the span ends
+        boxes = []
+        while k > 0 and boxed[k - 1][0] > c.char_start - longest:  # only these can reach the span
+            k -= 1
+            _, end, page, bbox = boxed[k]
+            if end > c.char_start and (page is None or c.page is None or page == c.page) and bbox is not None:
+                boxes.append(bbox)
+        if boxes:
+            union = (
+                min(b[0] for b in boxes),
+                min(b[1] for b in boxes),
+                max(b[2] for b in boxes),
+                max(b[3] for b in boxes),
+            )
+            c = replace(c, table_bbox=union)
+        out.append(c)
+    return out
 
 
 def _header_finder(

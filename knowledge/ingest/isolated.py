@@ -646,7 +646,9 @@ def document_message(doc: Document) -> dict[str, Any]:
         "title": doc.title,
         "attributes": dict(doc.attributes),
         "sections": [[s.char_start, s.char_end, s.page, s.heading] for s in doc.sections],
-        "tables": [[t.char_start, t.header_end, t.char_end] for t in doc.tables],
+        "tables": [
+            [t.char_start, t.header_end, t.char_end, t.page, None if t.bbox is None else list(t.bbox)] for t in doc.tables
+        ],
     }
 
 
@@ -658,7 +660,17 @@ def chunks_message(result: ChunkResult, text: str) -> dict[str, Any]:
         span = text[c.char_start : c.char_end]
         same = c.text == (f"{c.table_header}\n{span}" if c.table_header else span)
         rows.append(
-            [c.index, None if same else c.text, c.char_start, c.char_end, c.tokens, c.page, c.heading, c.table_header]
+            [
+                c.index,
+                None if same else c.text,
+                c.char_start,
+                c.char_end,
+                c.tokens,
+                c.page,
+                c.heading,
+                c.table_header,
+                None if c.table_bbox is None else list(c.table_bbox),
+            ]
         )
     return {
         "chunks": rows,
@@ -675,18 +687,23 @@ def _document(m: dict[str, Any]) -> Document:
         pages=m["pages"],
         warnings=list(m["warnings"]),
         title=m["title"],
-        tables=[Table(*t) for t in m["tables"]],
+        tables=[Table(s, h, e, page, None if box is None else _box(box)) for s, h, e, page, box in m["tables"]],
         attributes=dict(m["attributes"]),
     )
 
 
+def _box(values: list[float]) -> tuple[float, float, float, float]:
+    x0, top, x1, bottom = (float(v) for v in values)
+    return (x0, top, x1, bottom)
+
+
 def _chunks(m: dict[str, Any], text: str) -> ChunkResult:
     chunks = []
-    for index, own, start, end, tokens, page, heading, header in m["chunks"]:
+    for index, own, start, end, tokens, page, heading, header, box in m["chunks"]:
         if own is None:
             span = text[start:end]
             own = f"{header}\n{span}" if header else span
-        chunks.append(TextChunk(index, own, start, end, tokens, page, heading, header))
+        chunks.append(TextChunk(index, own, start, end, tokens, page, heading, header, None if box is None else _box(box)))
     max_tokens, overlap, notes = m["plan"]
     return ChunkResult(chunks, ChunkPlan(max_tokens, overlap, tuple(notes)), list(m["warnings"]))
 

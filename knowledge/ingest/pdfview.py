@@ -5,7 +5,8 @@ columns reordered), which is not PDFium's text of the page character for charact
 finds a passage in PDFium's page text robustly (letters and digits only, case-folded, NFKC; whole,
 else piece by piece), and :func:`render_page` draws the boxes PDFium gives for those characters
 (``FPDFText_CountRects``/``GetRect``, one per line run) as translucent rectangles over the page
-image (Pillow). Every PDFium call holds :data:`knowledge.ingest._pdfium.PDFIUM_LOCK`.
+image (Pillow); a region given in PDF points (a table's box) is outlined (:data:`OUTLINE`).
+Every PDFium call holds :data:`knowledge.ingest._pdfium.PDFIUM_LOCK`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,11 @@ from knowledge.ingest._pdfium import PDFIUM_LOCK
 
 #: The highlight's colour: translucent yellow (RGBA).
 HIGHLIGHT = (255, 208, 0, 110)
+#: A region's outline (a table the passage lies in): opaque blue (RGBA), :data:`OUTLINE_WIDTH` pixels
+#: wide, over a faint blue fill (:data:`REGION_FILL`).
+OUTLINE = (0, 92, 230, 255)
+OUTLINE_WIDTH = 3
+REGION_FILL = (0, 92, 230, 28)
 #: Letters and digits per piece when a passage is not found whole (:func:`locate`).
 PIECE = 24
 
@@ -92,7 +98,8 @@ def merge_spans(spans: Sequence[tuple[int, int]], gap: int = 2) -> list[tuple[in
 class PageImage:
     """One rendered page: ``number`` (1-based) of ``pages``; ``png`` its image, ``width`` x
     ``height`` pixels; ``boxes`` the marked rectangles in pixels ``(left, top, right, bottom)``;
-    ``found`` whether any passage text was found on the page (PDFium's text layer)."""
+    ``found`` whether any passage text was found on the page (PDFium's text layer); ``regions`` the
+    outlined regions in pixels ``(left, top, right, bottom)``."""
 
     number: int
     pages: int
@@ -101,6 +108,7 @@ class PageImage:
     height: int
     boxes: list[tuple[int, int, int, int]] = field(default_factory=list)
     found: bool = False
+    regions: list[tuple[int, int, int, int]] = field(default_factory=list)
 
 
 def _open(data: bytes, password: str | None):
@@ -128,11 +136,21 @@ def page_text(textpage) -> str:
 
 
 def render_page(
-    data: bytes, number: int, passages: Sequence[str] = (), *, password: str | None = None, scale: float = 1.5
+    data: bytes,
+    number: int,
+    passages: Sequence[str] = (),
+    *,
+    regions: Sequence[Sequence[float]] = (),
+    password: str | None = None,
+    scale: float = 1.5,
 ) -> PageImage:
     """Page ``number`` (1-based) of the PDF ``data`` as a PNG at ``scale`` pixels per point (1.5:
     108 dpi), with each of ``passages`` (text of this page as the reader extracted it) located in
-    PDFium's text (:func:`locate`) and its boxes drawn in :data:`HIGHLIGHT`.
+    PDFium's text (:func:`locate`) and its boxes drawn in :data:`HIGHLIGHT`, and each of ``regions``
+    (``(x0, top, x1, bottom)`` in PDF points from the page's top-left corner, as the page is shown:
+    a table's box) outlined in :data:`OUTLINE`. A region is left out when it does not lie on the
+    page, or when passage text was found on the page and none of it lies in the region (a box
+    measured on the page turned upright, say: better no outline than one in the wrong place).
 
     Raises:
         InvalidArgument: ``number`` is not a page of the file (the sentence gives the count).
@@ -172,15 +190,47 @@ def render_page(
         (int(left * scale), int((height_pt - top) * scale), int(right * scale) + 1, int((height_pt - bottom) * scale) + 1)
         for left, bottom, right, top in rects
     ]
-    if boxes:
+    shown = _regions(regions, boxes, image.size, scale)
+    if boxes or shown:
         layer = Image.new("RGBA", image.size, (0, 0, 0, 0))
         draw = ImageDraw.Draw(layer)
+        for box in shown:
+            draw.rectangle(box, fill=REGION_FILL)
         for box in boxes:
             draw.rectangle((box[0] - 1, box[1] - 1, box[2] + 1, box[3] + 1), fill=HIGHLIGHT)
+        for box in shown:
+            draw.rectangle(box, outline=OUTLINE, width=OUTLINE_WIDTH)
         image = Image.alpha_composite(image.convert("RGBA"), layer).convert("RGB")
     out = io.BytesIO()
     image.save(out, format="PNG", optimize=False)
-    return PageImage(number, count, out.getvalue(), image.width, image.height, boxes, bool(boxes))
+    return PageImage(number, count, out.getvalue(), image.width, image.height, boxes, bool(boxes), shown)
+
+
+def _regions(
+    regions: Sequence[Sequence[float]], boxes: list[tuple[int, int, int, int]], size: tuple[int, int], scale: float
+) -> list[tuple[int, int, int, int]]:
+    """``regions`` (PDF points, top-left origin) in pixels, a few pixels wider than the region, the
+    ones not on the page (``size`` pixels) or holding none of the text ``boxes`` (when there are
+    any) left out."""
+    pad = OUTLINE_WIDTH + 2
+    out = []
+    for region in regions:
+        x0, top, x1, bottom = (float(v) * scale for v in region)
+        if not (x0 < x1 and top < bottom and x0 >= -pad and top >= -pad and x1 <= size[0] + pad and bottom <= size[1] + pad):
+            continue
+        if boxes and not any(
+            x0 - pad <= (b[0] + b[2]) / 2 <= x1 + pad and top - pad <= (b[1] + b[3]) / 2 <= bottom + pad for b in boxes
+        ):
+            continue
+        out.append(
+            (
+                max(0, int(x0) - pad),
+                max(0, int(top) - pad),
+                min(size[0] - 1, int(x1) + pad),
+                min(size[1] - 1, int(bottom) + pad),
+            )
+        )
+    return out
 
 
 __all__ = ["HIGHLIGHT", "PageImage", "locate", "merge_spans", "page_text", "render_page", "text_key"]

@@ -5,9 +5,10 @@ search hit opens (``view?store=…&file=…&start=…&end=…#passage``); :func:
 it back from the page's query parameters. :func:`open_viewer` turns a :class:`ViewerTarget` into a
 :class:`Viewer` through a workbench view (a file of a store the person may not read is missing):
 the file's name and kind, the passage's heading path and pages, and the text re-read by the
-ingestion readers. :func:`page_image` renders a PDF page with the passage marked
-(:mod:`knowledge.ingest.pdfview`), :func:`image_png` an image file, :func:`text_parts` the text
-before, of and after the passage made inert, :func:`download` the stored bytes with a safe type.
+ingestion readers. :func:`page_image` renders a PDF page with the passage marked and the tables it
+lies in outlined (:mod:`knowledge.ingest.pdfview`), :func:`image_png` an image file, :func:`text_parts`
+the text before, of and after the passage made inert (the passage's tables drawn as tables, under
+their header), :func:`download` the stored bytes with a safe type.
 ``pages/viewer.py`` draws it.
 """
 
@@ -23,11 +24,12 @@ from knowledge.config import IngestSettings
 from knowledge.errors import FileNotFoundInStore, InvalidArgument, KnowledgeError
 from knowledge.filestore.base import StoredFile
 from knowledge.ingest import Document
-from knowledge.ingest.document import Section
+from knowledge.ingest.document import Section, Table
 from knowledge.ingest.isolated import ReadLimits, read_bounded
 from knowledge.ingest.pdfview import PageImage, render_page
 from knowledge.service.indexing import reading_name
 from knowledge.text.highlight import escape_markdown
+from knowledge.text.tables import read_table, table_html
 from knowledge.vectorstore.store import Hit
 
 if TYPE_CHECKING:
@@ -152,7 +154,8 @@ class Viewer:
     text (``None`` without one); ``heading`` its heading path (``"A > B"``) or ``None``;
     ``passage_pages`` the pages it lies on; ``pages`` the page count (PDF, images) and ``page`` the
     page to open at: the link's, else the passage's first, else 1. ``warnings`` sentences for the
-    person (the passage lies past the text, say)."""
+    person (the passage lies past the text, say). ``tables`` the document's tables
+    (:attr:`~knowledge.ingest.Document.tables`; a PDF's with their page and box)."""
 
     target: ViewerTarget
     name: str
@@ -169,6 +172,19 @@ class Viewer:
     page: int | None = None
     warnings: list[str] = field(default_factory=list)
     problem: str | None = None
+    tables: list[Table] = field(default_factory=list)
+
+    def passage_tables(self) -> list[Table]:
+        """The tables the passage overlaps, in text order (none without a passage)."""
+        if self.span is None:
+            return []
+        s, e = self.span
+        return [t for t in self.tables if t.char_start < e and s < t.char_end]
+
+    def table_boxes(self, page: int) -> list[tuple[float, float, float, float]]:
+        """The boxes of the passage's tables on ``page``: ``(x0, top, x1, bottom)`` in PDF points
+        from the page's top-left corner (PDF tables only; ``[]`` for other files)."""
+        return [t.bbox for t in self.passage_tables() if t.page == page and t.bbox is not None]
 
     def passage_on(self, page: int) -> list[str]:
         """The passage's text on ``page`` (one string per section of that page it overlaps)."""
@@ -298,6 +314,7 @@ def build_viewer(target: ViewerTarget, stored: StoredFile, doc: Document | None,
         page,
         warnings,
         problem,
+        list(doc.tables),
     )
 
 
@@ -319,13 +336,14 @@ def open_viewer(wb: Workbench, target: ViewerTarget) -> Viewer:
 
 def page_image(viewer: Viewer, data: bytes, page: int | None = None, *, scale: float = 1.5) -> PageImage:
     """PDF page ``page`` (default: :attr:`Viewer.page`) of the file's bytes ``data`` with the
-    passage's text on that page marked (:func:`knowledge.ingest.pdfview.render_page`).
+    passage's text on that page marked and the boxes of the tables it lies in outlined
+    (:meth:`Viewer.table_boxes`; :func:`knowledge.ingest.pdfview.render_page`).
 
     Raises:
         InvalidArgument: no such page. PasswordRequired, UnsupportedFile: PDFium cannot show it.
     """
     number = page or viewer.page or 1
-    return render_page(data, number, viewer.passage_on(number), scale=scale)
+    return render_page(data, number, viewer.passage_on(number), regions=viewer.table_boxes(number), scale=scale)
 
 
 def image_png(data: bytes, frame: int = 1) -> bytes:
@@ -353,13 +371,45 @@ def text_parts(viewer: Viewer) -> tuple[str, str, str]:
     """The text before the passage, the passage in :data:`MARK`, and the text after it, each inert
     for ``st.markdown(..., unsafe_allow_html=True)`` (:func:`knowledge.text.highlight.escape_markdown`:
     every Markdown or HTML character a character reference). Without a passage: the whole text,
-    then two empty strings."""
+    then two empty strings.
+
+    The part of a table (:attr:`Viewer.tables`) the passage holds is drawn as a table
+    (:func:`knowledge.text.tables.table_html`, class ``viewer-table``, on a line of its own between
+    blank lines): the table's header rows in its head, even where the passage starts below them,
+    and the passage's rows with each cell's text in :data:`MARK`."""
     if viewer.span is None:
         return escape_markdown(viewer.text), "", ""
     s, e = viewer.span
-    before, passage, after = viewer.text[:s], viewer.text[s:e], viewer.text[e:]
-    marked = MARK[0] + escape_markdown(passage) + MARK[1] if passage else ""
-    return escape_markdown(before), marked, escape_markdown(after)
+    before, after = viewer.text[:s], viewer.text[e:]
+    return escape_markdown(before), passage_markup(viewer.text, s, e, viewer.passage_tables()), escape_markdown(after)
+
+
+def passage_markup(text: str, start: int, end: int, tables: list[Table]) -> str:
+    """``text[start:end]`` as inert marked Markdown/HTML (see :func:`text_parts`), the parts that lie
+    in ``tables`` (sorted, not overlapping) drawn as tables under their header."""
+
+    def marked(piece: str) -> str:
+        return MARK[0] + escape_markdown(piece) + MARK[1] if piece.strip() else escape_markdown(piece)
+
+    out: list[str] = []
+    at = start
+    for t in tables:
+        s, e = max(start, t.char_start), min(end, t.char_end)
+        if e <= s or s < at:
+            continue
+        if text[at:s].strip():
+            out.append(marked(text[at:s].strip("\n")))
+        # the passage holding the header (or starting in it) shows the table from its top
+        whole = s <= t.header_end
+        written = text[t.char_start : e] if whole else text[t.char_start : t.header_end] + "\n" + text[s:e]
+        header_lines = text[t.char_start : t.header_end].count("\n") + 1
+        out.append("\n\n" + table_html(read_table(written, header_lines), css_class="viewer-table", row_mark=MARK) + "\n\n")
+        at = e
+    if not out:
+        return MARK[0] + escape_markdown(text[start:end]) + MARK[1] if end > start else ""
+    if text[at:end].strip():
+        out.append(marked(text[at:end].strip("\n")))
+    return "".join(out)
 
 
 @dataclass(frozen=True, slots=True)

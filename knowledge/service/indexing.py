@@ -1266,8 +1266,11 @@ def _called(rec: FileRecord) -> str:
 
 def _stored_chunk(c: TextChunk, vector: Any, payload: dict[str, Any] | None = None) -> Chunk:
     """The chunk as a backend stores it: ``c``'s text and place, its ``vector`` (``(d,)`` float32, d the model
-    dimension), ``payload`` (filterable fields) and ``c``'s table header, if any."""
-    extra = {"table_header": c.table_header} if c.table_header else {}
+    dimension), ``payload`` (filterable fields) and ``c``'s table header and table box, if any
+    (``table_header``: text; ``table_bbox``: ``[x0, top, x1, bottom]`` PDF points from the page's top-left)."""
+    extra: dict[str, Any] = {"table_header": c.table_header} if c.table_header else {}
+    if c.table_bbox is not None:
+        extra["table_bbox"] = list(c.table_bbox)
     return Chunk(c.text, vector, c.index, c.page, c.char_start, c.char_end, c.heading, metadata={**(payload or {}), **extra})
 
 

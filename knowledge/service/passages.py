@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from knowledge.vectorstore.store import Hit
 
@@ -48,11 +49,23 @@ def touches(a: Hit, b: Hit) -> bool:
     return a.file_id == b.file_id and sa is not None and sb is not None and sa[0] <= sb[1] and sb[0] <= sa[1]
 
 
+def own_text(h: Hit) -> str:
+    """The part of ``h.text`` that is its span of the document: the text without the table header a
+    chunk starting in a table's body repeats before its rows (``metadata["table_header"]``)."""
+    header = h.metadata.get("table_header") if isinstance(h.metadata, dict) else None
+    if isinstance(header, str) and header and h.text.startswith(header + "\n"):
+        return h.text[len(header) + 1 :]
+    return h.text
+
+
 def union(a: Hit, b: Hit) -> Hit:
     """One passage of ``a`` (the better ranked, whose scores stay) and ``b``, two touching chunks of
-    one file: the union span and text, the page and heading of the one that starts first. Both texts
-    are exact slices of the same document (``text == document.text[char_start:char_end]``), so the
-    union text is exact too.
+    one file: the union span and text, the page and heading of the one that starts first. Each text
+    is an exact slice of the same document (``document.text[char_start:char_end]``), after the table
+    header a chunk may repeat (:func:`own_text`), so the union text is exact too: the first one's
+    text (with its header, if any) and the rest of the second one's own text. The passage's
+    ``table_header`` is the first one's; its ``table_bbox`` the box around those of both on the
+    first one's page.
 
     Raises:
         ValueError: either hit has no character span.
@@ -63,7 +76,7 @@ def union(a: Hit, b: Hit) -> Hit:
     (first, (start, first_end)), (second, (second_start, second_end)) = sorted([(a, sa), (b, sb)], key=lambda hs: hs[1][0])
     text = first.text
     if second_end > first_end:
-        text += second.text[first_end - second_start :]
+        text += own_text(second)[first_end - second_start :]
     chunks = tuple(sorted({*(a.chunks or (a.chunk_index,)), *(b.chunks or (b.chunk_index,))}))
     return replace(
         a,
@@ -73,7 +86,29 @@ def union(a: Hit, b: Hit) -> Hit:
         page=first.page,
         heading=first.heading,
         chunks=chunks,
+        metadata=_union_metadata(a, first, second),
     )
+
+
+def _union_metadata(a: Hit, first: Hit, second: Hit) -> dict[str, Any]:
+    """``a``'s metadata with the table fields of the passage ``first`` + ``second`` (see :func:`union`)."""
+    meta = dict(a.metadata) if isinstance(a.metadata, dict) else {}
+    if not any(key in h.metadata for h in (first, second) for key in ("table_header", "table_bbox")):
+        return meta
+    meta.pop("table_header", None)
+    if first.metadata.get("table_header"):
+        meta["table_header"] = first.metadata["table_header"]
+    found = [h.metadata.get("table_bbox") for h in (first, second) if h.page == first.page]
+    boxes: list[list[float]] = [b for b in found if isinstance(b, list) and len(b) == 4]
+    meta.pop("table_bbox", None)
+    if boxes:
+        meta["table_bbox"] = [
+            min(b[0] for b in boxes),
+            min(b[1] for b in boxes),
+            max(b[2] for b in boxes),
+            max(b[3] for b in boxes),
+        ]
+    return meta
 
 
 @dataclass(slots=True)
@@ -140,4 +175,4 @@ def merge_passages(
     return out, notes
 
 
-__all__ = ["MAX_MERGED_CHUNKS", "HitNote", "merge_passages", "overlaps", "span", "touches", "union"]
+__all__ = ["MAX_MERGED_CHUNKS", "HitNote", "merge_passages", "overlaps", "own_text", "span", "touches", "union"]

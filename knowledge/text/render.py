@@ -4,8 +4,9 @@ Nothing here changes what is stored; these functions only turn a chunk, a name o
 into something to show:
 
 * :func:`render_html` / :func:`plain_text` -- a chunk as safe HTML (markdown-it-py; tags, comments
-  and mdBook directives hidden, links and images as their text, the query's words in ``<mark>``) or
-  as plain text; :func:`is_markdown` tells which reading a chunk gets.
+  and mdBook directives hidden, links and images as their text, the query's words in ``<mark>``; in
+  text that is not Markdown, its tables drawn as tables, :mod:`knowledge.text.tables`) or as plain
+  text; :func:`is_markdown` tells which reading a chunk gets.
 * :func:`inert` / :func:`md` -- untrusted text for any place where Streamlit reads Markdown.
 * :func:`answer_html` -- model text as Markdown, images and outside links as words, raw HTML shown.
 
@@ -29,6 +30,7 @@ from urllib.parse import urlsplit
 from knowledge._names import shown
 from knowledge.text.highlight import escape_markdown
 from knowledge.text.highlight import mark_matches as _marked
+from knowledge.text.tables import TableBlock, split_tables, table_html
 
 #: File name endings read as Markdown.
 MARKDOWN_SUFFIXES = frozenset({".md", ".markdown", ".mdown", ".mkd", ".mkdn", ".mdx"})
@@ -218,7 +220,9 @@ def render_html(
     marks: Sequence[tuple[int, int]] = (),
 ) -> str:
     """Safe HTML for a chunk: Markdown rendered (when ``markdown``, default :func:`is_markdown`),
-    else the plain text with its line breaks; the query's matching words (:func:`match_spans`) in
+    else the plain text with its line breaks and its tables (a PDF's ``| a | b |`` rows, a DOCX's or
+    HTML page's ``a | b`` rows: :func:`knowledge.text.tables.split_tables`) as HTML tables whose cells
+    are inert; the query's matching words (:func:`match_spans`) in
     ``<mark>``. One line, wrapped in ``<div class="chunk">``; never contains the source's own HTML.
 
     Args:
@@ -237,14 +241,30 @@ def render_html(
     text = unicodedata.normalize("NFC", text)
     if markdown is None:
         markdown = is_markdown(file_name, text)
-    if markdown:
-        body = _render_tokens(_parser().parse(strip_source_markup(text)), query)
-    else:
-        esc = (lambda s: _marked(s, query, html.escape, ("<mark>", "</mark>"))) if query else html.escape
-        body = esc(text).replace("\r\n", "\n").replace("\n", "<br>")
+    body = _render_tokens(_parser().parse(strip_source_markup(text)), query) if markdown else _plain_html(text, query)
     if marks:
         body = _apply_marks(body)
     return f'<div class="chunk">{_one_line(body)}</div>'
+
+
+def _plain_html(text: str, query: str | Sequence[str] | None) -> str:
+    """Text that is not Markdown as HTML: its line breaks as ``<br>``, its tables
+    (:func:`knowledge.text.tables.split_tables`) as HTML tables, the query's words marked."""
+
+    def esc(s: str) -> str:
+        s = s.replace("\r\n", "\n")
+        return (_marked(s, query, html.escape, ("<mark>", "</mark>")) if query else html.escape(s)).replace("\n", "<br>")
+
+    pieces = split_tables(text.replace("\r\n", "\n"))
+    if len(pieces) == 1 and isinstance(pieces[0], str):
+        return esc(pieces[0])
+    out = []
+    for piece in pieces:
+        if isinstance(piece, TableBlock):
+            out.append(table_html(piece, query))
+        elif piece.strip("\n"):
+            out.append(esc(piece.strip("\n")))
+    return "".join(out)
 
 
 def plain_text(text: str, *, file_name: str | None = None, markdown: bool | None = None) -> str:
