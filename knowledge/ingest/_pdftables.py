@@ -283,14 +283,11 @@ def _camelot(data: bytes, pages: list[int], password: str | None) -> list[PdfTab
         lattice = camelot.read_pdf(data, pages=spec, flavor="lattice", password=password, suppress_stdout=True)
     out: list[PdfTable] = []
     for number in pages:
-        hs = [_table(t, "hybrid") for t in hybrid if int(t.page) == number]
-        ls = [_table(t, "lattice") for t in lattice if int(t.page) == number]
-        hs = [t for t in hs if t is not None]
+        hs = [h for h in (_table(t, "hybrid") for t in hybrid if int(t.page) == number) if h is not None]
+        ls = [g for g in (_table(t, "lattice") for t in lattice if int(t.page) == number) if g is not None]
         chosen: list[PdfTable] = []
         replaced: set[int] = set()
-        for grid in ls:
-            if grid is None or _filled(grid.rows) < FILLED:
-                continue
+        for grid in ls:  # _table kept only lattice grids at least FILLED filled
             over = [k for k, h in enumerate(hs) if _overlap(grid.bbox, h.bbox) > 0.5]
             widest = max((len(hs[k].rows[0]) for k in over), default=0)
             if len(grid.rows[0]) < COLUMNS * widest:  # the rules miss columns the text shows
