@@ -178,6 +178,12 @@ class IngestSettings(_Section):
         description="auto = read PDF pages without a text layer and image files (PNG, JPEG, TIFF,"
         " WebP, BMP) by OCR (rapidocr-onnxruntime, offline); off = report them; a template may override it",
     )
+    pdf_tables: Literal["auto", "off"] = Field(
+        "auto",
+        description="auto = find the tables of PDFs (camelot) and write each as Markdown rows under"
+        " its header, so chunks keep rows whole and repeat the header; off = read PDF pages as text"
+        " only (faster on table-heavy files; re-ingest a file for a change to apply to it)",
+    )
     worker_threads: int = Field(
         1,
         ge=0,

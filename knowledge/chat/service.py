@@ -1065,7 +1065,11 @@ class ChatService:
         with self.wb.read_file(file_id) as fh:
             ingest = self.wb.settings.ingest  # read in a bounded child, as ingestion reads (issue 38)
             text = read_bounded(
-                fh, stored.name, processes=ingest.reader_processes, limits=ReadLimits.from_settings(ingest)
+                fh,
+                stored.name,
+                processes=ingest.reader_processes,
+                limits=ReadLimits.from_settings(ingest),
+                tables=ingest.pdf_tables,
             ).document.text
         self.chats.cache_text(file_id, text)
         return text

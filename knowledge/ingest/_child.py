@@ -156,6 +156,7 @@ def main() -> int:
                 max_bytes=task.get("max_bytes"),
                 ocr=task.get("ocr", "auto"),
                 on_page=on_page,
+                tables=task.get("tables", "auto"),
             )
             del source
             task.pop("data", None)

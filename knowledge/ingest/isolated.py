@@ -156,6 +156,7 @@ def read_in_process(
     ocr: str = "auto",
     chunking: Chunking | None = None,
     on_page: Callable[[int, int], None] | None = None,
+    tables: str = "auto",
 ) -> ReadResult:
     """Read (and chunk) in the calling process, unbounded: what a child does, without the child."""
     doc = read_document(
@@ -165,6 +166,7 @@ def read_in_process(
         max_bytes=max_bytes,
         ocr=ocr,  # type: ignore[arg-type]
         on_page=on_page,
+        tables=tables,  # type: ignore[arg-type]
     )
     chunks = None
     if chunking is not None:
@@ -323,13 +325,14 @@ class ReaderPool:
         chunking: Chunking | None = None,
         on_page: Callable[[int, int], None] | None = None,
         check: Callable[[], None] | None = None,
+        tables: str = "auto",
     ) -> ReadResult:
         """Read ``source`` (and chunk it with ``chunking``) in a child, within ``limits``.
 
         Args:
             source: the file's bytes, its path, or a binary stream (read here, up to ``max_bytes`` + 1
                 bytes, unless it is a file on disk, whose path the child opens itself).
-            name, password, max_bytes, ocr: as :func:`~knowledge.ingest.readers.read_document`.
+            name, password, max_bytes, ocr, tables: as :func:`~knowledge.ingest.readers.read_document`.
             chunking: chunk in the child too; ``None`` reads only.
             on_page: ``on_page(done, total)`` while OCR reads pages.
             check: called while the child works; whatever it raises (a cancel) stops the child and
@@ -351,6 +354,7 @@ class ReaderPool:
             "password": password,
             "max_bytes": max_bytes,
             "ocr": ocr,
+            "tables": tables,
             "memory_bytes": limits.memory_mb * 1024 * 1024,
             "address_slack_bytes": ADDRESS_SLACK_MB * 1024 * 1024,
             "log_place": log_place(),
@@ -578,6 +582,7 @@ def read_bounded(
     chunking: Chunking | None = None,
     on_page: Callable[[int, int], None] | None = None,
     check: Callable[[], None] | None = None,
+    tables: str = "auto",
 ) -> ReadResult:
     """Read (and chunk) a file the way the settings say: in this process's :class:`ReaderPool` of
     up to ``processes`` children within ``limits``, or in-process when ``processes`` is 0 or the
@@ -585,7 +590,14 @@ def read_bounded(
     after the child read the file. Raises what :meth:`ReaderPool.read` raises."""
     if processes < 1 or os.name != "posix":
         return read_in_process(
-            source, name, password=password, max_bytes=max_bytes, ocr=ocr, chunking=chunking, on_page=on_page
+            source,
+            name,
+            password=password,
+            max_bytes=max_bytes,
+            ocr=ocr,
+            chunking=chunking,
+            on_page=on_page,
+            tables=tables,
         )
     twin = _twin_of(chunking.embedder) if chunking is not None else None
     child_chunking = (
@@ -601,6 +613,7 @@ def read_bounded(
         chunking=child_chunking,
         on_page=on_page,
         check=check,
+        tables=tables,
     )
     if chunking is not None and result.chunks is None:
         chunks = chunk_document(result.document, chunking.embedder, chunking.max_tokens, chunking.overlap_tokens)

@@ -67,6 +67,7 @@ def read_document(
     max_bytes: int | None = None,
     ocr: Literal["auto", "off"] = "auto",
     on_page: Callable[[int, int], None] | None = None,
+    tables: Literal["auto", "off"] = "auto",
 ) -> Document:
     """Read a document of any supported format into clean text with provenance.
 
@@ -85,6 +86,8 @@ def read_document(
             reports those pages and refuses images.
         on_page: ``on_page(done, total)`` while OCR reads pages (``done = 0`` before the first);
             not called for files that need no OCR.
+        tables: ``"auto"`` finds the tables of PDFs and writes them as Markdown rows
+            (:mod:`knowledge.ingest._pdftables`); ``"off"`` reads PDF pages as text only.
 
     Returns:
         A :class:`Document` whose sections cover its text (see there for the offsets).
@@ -105,11 +108,13 @@ def read_document(
     """
     if ocr not in ("auto", "off"):
         raise InvalidArgument(f"ocr must be 'auto' or 'off', got {ocr!r}.")
+    if tables not in ("auto", "off"):
+        raise InvalidArgument(f"tables must be 'auto' or 'off', got {tables!r}.")
     if max_bytes is not None and (not isinstance(max_bytes, int) or max_bytes < 0):
         raise InvalidArgument(f"max_bytes must be a whole number of bytes >= 0 or None, got {max_bytes!r}.")
     data, path_name = load_source(source, max_bytes)
     name = name if name is not None else path_name
-    return _read(data, name, password=password, ocr=ocr, on_page=on_page, depth=0, budget=Budget(max_bytes))
+    return _read(data, name, password=password, ocr=ocr, on_page=on_page, depth=0, budget=Budget(max_bytes), tables=tables)
 
 
 def _read(
@@ -121,6 +126,7 @@ def _read(
     on_page: Callable[[int, int], None] | None,
     depth: int,
     budget: Budget,
+    tables: Literal["auto", "off"] = "auto",
 ) -> Document:
     """One file or embedded part; ``budget``: what the document's ZIP archives may still inflate."""
     if not data.strip(b" \t\r\n\x00\x0b\x0c"):
@@ -135,10 +141,10 @@ def _read(
     def read_part(part: bytes, part_name: str) -> Document:
         if depth + 1 > MAX_DEPTH:
             raise UnsupportedFile(f"not read: parts nested more than {MAX_DEPTH} deep")
-        return _read(part, part_name, password=None, ocr=ocr, on_page=None, depth=depth + 1, budget=budget)
+        return _read(part, part_name, password=None, ocr=ocr, on_page=None, depth=depth + 1, budget=budget, tables=tables)
 
     if fmt == "pdf":
-        return read_pdf(data, name=name, password=password, ocr=ocr, on_page=on_page)
+        return read_pdf(data, name=name, password=password, ocr=ocr, on_page=on_page, tables=tables)
     if fmt == "image":  # issue 16: images are read by OCR
         if ocr == "off":
             raise UnsupportedFile(

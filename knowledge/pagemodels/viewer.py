@@ -253,6 +253,7 @@ def read_text(
         data,
         reading_name(name, content_type),
         ocr=ocr,
+        tables=ingest.pdf_tables,
         processes=ingest.reader_processes,
         limits=ReadLimits.from_settings(ingest),
     ).document

@@ -437,6 +437,7 @@ class Indexer:
                         password=password,
                         max_bytes=ingest.max_file_bytes,
                         ocr=tpl.ocr or ingest.ocr,
+                        tables=ingest.pdf_tables,
                         on_page=on_page,
                         processes=ingest.reader_processes,
                         limits=ReadLimits.from_settings(ingest),

@@ -122,3 +122,19 @@ def test_the_box_is_in_the_payload_of_the_hits_and_survives_an_export_and_import
     wb.portable.import_bundle(bundle, as_name="copy")
     hit = wb.search("copy", f"{name} {revenue}", k=1, mode="lexical")[0]
     assert hit.metadata["table_bbox"] == list(table.bbox)
+
+
+def test_the_setting_off_ingests_the_pdf_as_text_only(tmp_path, data):
+    """``ingest.pdf_tables = "off"`` reaches the reader's child: the chunks hold the table's words as
+    text, no Markdown row and no box."""
+    settings = load_settings(data_dir=tmp_path / "data", ingest={"pdf_tables": "off"})
+    s = System(settings, embedder_factory=lambda model: HashEmbedder(dimension=64, max_tokens=256))
+    try:
+        wb = Workbench(s)
+        r = wb.ingest_file("figures", data, "figures.pdf")
+        assert r.outcome == Outcome.INDEXED
+        hits = wb.search("figures", "South 2019 988", k=5, mode="lexical")
+        assert hits and all("| South |" not in h.text and "table_bbox" not in h.metadata for h in hits)
+        assert any("South" in h.text for h in hits)
+    finally:
+        s.close()
