@@ -279,8 +279,18 @@ def _camelot(data: bytes, pages: list[int], password: str | None) -> list[PdfTab
 
     spec = ",".join(str(n) for n in pages)
     with _quiet():
-        hybrid = camelot.read_pdf(data, pages=spec, flavor="hybrid", password=password, suppress_stdout=True)
-        lattice = camelot.read_pdf(data, pages=spec, flavor="lattice", password=password, suppress_stdout=True)
+        # hybrid's lattice half reads the ruling lines from the vector graphics (no rendering)
+        hybrid = camelot.read_pdf(
+            data, pages=spec, flavor="hybrid", password=password, suppress_stdout=True, engine="vector"
+        )
+        ruled = sorted({int(t.page) for t in hybrid})  # lattice only where hybrid found a table
+        lattice = (
+            camelot.read_pdf(
+                data, pages=",".join(map(str, ruled)), flavor="lattice", password=password, suppress_stdout=True
+            )
+            if ruled
+            else []
+        )
     out: list[PdfTable] = []
     for number in pages:
         hs = [h for h in (_table(t, "hybrid") for t in hybrid if int(t.page) == number) if h is not None]
