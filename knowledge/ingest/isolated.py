@@ -646,7 +646,7 @@ def document_message(doc: Document) -> dict[str, Any]:
         "title": doc.title,
         "attributes": dict(doc.attributes),
         "sections": [[s.char_start, s.char_end, s.page, s.heading] for s in doc.sections],
-        "tables": [[t.char_start, t.header_end, t.char_end] for t in doc.tables],
+        "tables": [[t.char_start, t.header_end, t.char_end, t.page, t.bbox] for t in doc.tables],
     }
 
 
@@ -675,7 +675,7 @@ def _document(m: dict[str, Any]) -> Document:
         pages=m["pages"],
         warnings=list(m["warnings"]),
         title=m["title"],
-        tables=[Table(*t) for t in m["tables"]],
+        tables=[Table(t[0], t[1], t[2], t[3], None if t[4] is None else tuple(t[4])) for t in m["tables"]],
         attributes=dict(m["attributes"]),
     )
 
