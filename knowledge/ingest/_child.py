@@ -16,12 +16,13 @@ import resource
 import select
 import signal
 import sys
+import time
 from typing import Any, BinaryIO
 
 import orjson
 
 from knowledge.errors import KnowledgeError, set_log_place, unexpected_problem
-from knowledge.ingest._cost import listen
+from knowledge.ingest._cost import listen, set_deadline
 from knowledge.ingest.chunker import chunk_document
 from knowledge.ingest.isolated import FRAME_HEADER, IDLE_SECONDS, chunks_message, document_message, read_exactly
 from knowledge.ingest.readers import read_document
@@ -135,7 +136,9 @@ def main() -> int:
             return 0  # the parent closed the pipe
         _limit_address_space(task)
         set_log_place(task.get("log_place"))  # the parent logs a reader's bug (the trace it is sent)
-        _alarm(float(task.get("deadline_seconds") or 0) + GRACE_SECONDS)
+        deadline_seconds = float(task.get("deadline_seconds") or 0)
+        _alarm(deadline_seconds + GRACE_SECONDS)
+        set_deadline(time.monotonic() + deadline_seconds if deadline_seconds else None)
         try:
             chunk = task.get("chunk")
             if chunk is not None and "twin" in task:
@@ -148,6 +151,7 @@ def main() -> int:
                 out.send({"t": "page", "done": done, "total": total})
                 left = signal.getitimer(signal.ITIMER_REAL)[0]  # each OCR page gets the timeout again
                 _alarm(max(left, page_seconds + GRACE_SECONDS))
+                set_deadline(time.monotonic() + max(left - GRACE_SECONDS, page_seconds))
 
             doc = read_document(
                 source,
@@ -195,6 +199,7 @@ def main() -> int:
             )
         finally:
             _alarm(0)
+            set_deadline(None)
             with contextlib.suppress(ValueError, OSError):
                 resource.setrlimit(resource.RLIMIT_AS, address_limit)
 

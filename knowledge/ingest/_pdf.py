@@ -361,16 +361,20 @@ def _find_tables(ex: _Extraction) -> None:
             text = text[: -len(fields)].rstrip("\n")
         texts[number] = text
         _compose(ex, number, text, page_tables)
-    for number in sorted(found):  # a table that goes on overleaf
+    heads: dict[int, PdfTable] = {}  # page -> the table (with its header) its last table goes on from
+    for number in sorted(found):  # a table that goes on overleaf, page after page
         before = ex.tables.get(number - 1)
         after = ex.tables.get(number)
         if not before or not after or not _at_edge(ex.pages[number - 1], before[-1], end=True):
             continue
         if not _at_edge(ex.pages[number], after[0], end=False):
             continue
-        joined = continued(before[-1], after[0])
+        head = heads.get(number - 1, before[-1])
+        joined = continued(head, after[0])
         if joined is not None:
             _compose(ex, number, texts[number], [joined, *after[1:]])
+            if len(after) == 1:
+                heads[number] = head
 
 
 def _compose(ex: _Extraction, number: int, text: str, page_tables: list[PdfTable]) -> None:

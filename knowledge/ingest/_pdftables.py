@@ -7,10 +7,12 @@ multi-line cells whole) and the hybrid table otherwise. :func:`compose_page` the
 tables as the page's text lines outside the tables, top to bottom, with each table in its place as
 a Markdown table (``| a | b |`` rows, the header row or rows, then the ``| --- |`` delimiter row).
 
-Bounds (hostile input is the normal case): a page drawing more than :data:`MAX_PATHS` path objects
-(a drawing, a form grid of tiny cells) or holding more than :data:`MAX_CHARS` characters is not
-searched for tables; table detection stops when the file's time for it
-(:data:`SECONDS_PER_FILE`) is spent. Each is named in a warning, and the page's text is still read.
+Bounds (hostile input is the normal case): a page larger than :data:`MAX_AREA` (camelot draws each
+page as an image), drawing more than :data:`MAX_PATHS` path objects (a drawing, a form grid of tiny
+cells) or holding more than :data:`MAX_CHARS` characters is not searched for tables; table detection
+stops before the file's time for it is spent (:data:`SECONDS_PER_FILE`, and in a reader child at
+most :data:`SHARE_OF_TIME_LEFT` of the time its watchdog leaves: finding tables never costs the
+file its text). Each is named in a warning, and the page's text is still read.
 
 camelot (camelot-dev/camelot, MIT) does the detection; see ``docs/ingestion.md`` (PDF tables) for
 how its output is chosen and measured.
@@ -28,6 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import pairwise
 
+from knowledge.ingest._cost import seconds_left
 from knowledge.ingest._text import clean, one_line
 
 log = logging.getLogger("knowledge.ingest.pdf")
@@ -38,10 +41,25 @@ MAX_PATHS = 3_000
 #: A page with more characters than this is not searched for tables (text-alignment detection's
 #: cost grows with the characters; a dense page of 20,000 characters is not a table of a person's).
 MAX_CHARS = 20_000
+#: A page larger than this, in square points (1/72 inch), is not searched for tables: camelot draws
+#: each page as an image at 300 dpi, about 200 bytes of memory per square point (a page of A1, 59.4 ×
+#: 84.1 cm, 4.0 million square points, peaked at 1.1 GB; 5 m × 5 m, the largest page a PDF may
+#: have, would need 40 GB). A1 passes.
+MAX_AREA = 4_100_000
 #: Seconds of table detection one file may spend; the pages after are read as text only.
 SECONDS_PER_FILE = 120.0
+#: Read in a reader child (:mod:`knowledge.ingest.isolated`), table detection may spend at most this
+#: share of the seconds its watchdog leaves when it starts: the rest is for the text, the chunks,
+#: and the pages an unlucky last batch takes longer than foreseen.
+SHARE_OF_TIME_LEFT = 0.5
 _LOCK = threading.Lock()
 _LOGGERS = ("camelot", "playa", "pdfminer")
+
+#: pdfminer's layout analysis as camelot runs it, without the hierarchical grouping of text boxes
+#: (``boxes_flow=None``): that grouping weighs every pair of boxes (time and memory grow with the
+#: square of their number: 4,000 scattered labels took 85 s and 3.2 GB per parser) and camelot never
+#: reads the groups (the tables found on the corpus's pages are the same with and without it).
+_LAYOUT = {"boxes_flow": None}
 
 #: Pages handed to camelot at once (its per-call cost is opening the file).
 BATCH = 8
@@ -108,12 +126,13 @@ class PdfTable:
 
 
 def continued(before: PdfTable, after: PdfTable) -> PdfTable | None:
-    """``after`` (the first table of a page) as the continuation of ``before`` (the last table of
-    the page before), or ``None`` when it is a table of its own.
+    """``after`` (the first table of a page) as the continuation of ``before`` (the table, with its
+    header, that the last table of the page before is or goes on from), or ``None`` when it is a
+    table of its own.
 
     It continues when both are as wide and ``after`` either repeats ``before``'s header (those
     rows are then dropped) or starts with a row that is not header-like (a number in it). The caller
-    checks that ``before`` ends its page and ``after`` starts its own (:data:`EDGE_LINES`).
+    checks that the page before ends with the table and ``after`` starts its own (:data:`EDGE_LINES`).
     """
     width = max(len(r) for r in before.rows)
     if before.continues or max(len(r) for r in after.rows) != width:
@@ -135,17 +154,24 @@ def _md_row(cells: list[str], width: int) -> str:
 
 
 def find_tables(
-    data: bytes, pages: list[int], *, password: str | None = None, seconds: float = SECONDS_PER_FILE
+    data: bytes, pages: list[int], *, password: str | None = None, seconds: float | None = None
 ) -> tuple[dict[int, list[PdfTable]], list[str]]:
     """The tables on ``pages`` (1-based) of the PDF ``data``, and warnings in words.
 
     Returns ``({page: [PdfTable, ...] top to bottom}, warnings)``; pages without tables are left
     out. Never raises for the content of the file: a page camelot cannot parse is named in a
     warning and has no tables (its text is read as text). ``seconds`` bounds the whole file's
-    table detection: the pages left when it is spent are named in a warning.
+    table detection (``None``: :data:`SECONDS_PER_FILE`, and in a reader child no more than
+    :data:`SHARE_OF_TIME_LEFT` of the time it has left): no batch of pages is started that the
+    pace so far says would end past it, and the pages left are named in a warning.
     """
     if not pages:
         return {}, []
+    if seconds is None:
+        seconds = SECONDS_PER_FILE
+        left = seconds_left()
+        if left is not None:
+            seconds = min(seconds, SHARE_OF_TIME_LEFT * left)
     import pypdfium2 as pdfium  # noqa: PLC0415 - PDFs only
 
     from knowledge.ingest._pdfium import PDFIUM_LOCK  # noqa: PLC0415
@@ -161,7 +187,7 @@ def find_tables(
                 page = pdf[number - 1]
                 try:
                     sizes[number] = (page.get_width(), page.get_height())
-                    reason = _too_busy(page)
+                    reason = _too_large(*sizes[number]) or _too_busy(page)
                 finally:
                     page.close()
                 if reason:
@@ -175,14 +201,15 @@ def find_tables(
     found: dict[int, list[PdfTable]] = {}
     started = time.monotonic()
     for i in range(0, len(todo), BATCH):
-        if time.monotonic() - started > seconds:
-            left = todo[i:]
+        batch = todo[i : i + BATCH]
+        spent = time.monotonic() - started
+        pace = spent / i if i else 0.0  # seconds per page so far
+        if spent + pace * len(batch) >= seconds:
             notes.append(
-                f"{_pages(left)}: tables not looked for (the {seconds:.0f} s for table detection in one"
-                " file ran out); the text is read as text"
+                f"{_pages(todo[i:])}: tables not looked for (the {_seconds(seconds)} for table detection"
+                " in one file ran out); the text is read as text"
             )
             break
-        batch = todo[i : i + BATCH]
         try:
             for table in _camelot(data, batch, password):
                 found.setdefault(table.page, []).append(table)
@@ -193,10 +220,20 @@ def find_tables(
                     for table in _camelot(data, [number], password):
                         found.setdefault(table.page, []).append(table)
                 except Exception as one:
-                    notes.append(f"page {number}: tables could not be read ({_reason(one)}); the text is read as text")
+                    notes.append(
+                        f"page {number}: tables could not be read (the table detector failed on it: {_reason(one)});"
+                        " the text is read as text"
+                    )
     for tables in found.values():
         tables.sort(key=lambda t: (t.bbox[1], t.bbox[0]))
     return found, notes
+
+
+def _too_large(width: float, height: float) -> str | None:
+    """Why a page of ``width × height`` points is not searched for tables, or ``None``."""
+    if width * height <= MAX_AREA:
+        return None
+    return f"the page, {width / 72 * 2.54:.0f} × {height / 72 * 2.54:.0f} cm, is larger than A1 paper"
 
 
 def _too_busy(page) -> str | None:
@@ -281,12 +318,18 @@ def _camelot(data: bytes, pages: list[int], password: str | None) -> list[PdfTab
     with _quiet():
         # hybrid's lattice half reads the ruling lines from the vector graphics (no rendering)
         hybrid = camelot.read_pdf(
-            data, pages=spec, flavor="hybrid", password=password, suppress_stdout=True, engine="vector"
+            data,
+            pages=spec,
+            flavor="hybrid",
+            password=password,
+            suppress_stdout=True,
+            engine="vector",
+            layout_kwargs=_LAYOUT,
         )
-        ruled = sorted({int(t.page) for t in hybrid})  # lattice only where hybrid found a table
+        ruled = ",".join(str(n) for n in sorted({int(t.page) for t in hybrid}))  # lattice where hybrid found one
         lattice = (
             camelot.read_pdf(
-                data, pages=",".join(map(str, ruled)), flavor="lattice", password=password, suppress_stdout=True
+                data, pages=ruled, flavor="lattice", password=password, suppress_stdout=True, layout_kwargs=_LAYOUT
             )
             if ruled
             else []
@@ -546,6 +589,10 @@ def _pages(numbers: list[int]) -> str:
         else:
             runs.append([n, n])
     return "pages " + ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def _seconds(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds >= 1 else f"{seconds:.1f} s"
 
 
 def _reason(exc: BaseException) -> str:
