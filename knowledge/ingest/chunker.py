@@ -370,7 +370,8 @@ def _split(
     as strong a cut as a paragraph's end and a sentence's end inside a cell is no cut: a chunk
     ends at a row's end whenever a whole row fits (earlier in its window if need be), and the next
     chunk starts at a row's start (without overlap when no row's start lies in it); a cut or a
-    start inside a table's header moves to the table's start."""
+    start inside a table's header moves to the table's start. A row that fits a chunk only without
+    the repeated header is given the whole chunk, without the header."""
     spans_of = embedder.token_spans(text)
     if not spans_of:
         return []
@@ -405,6 +406,10 @@ def _split(
     i = 0
     while i < n:
         repeat = header(i)
+        if repeat is not None:  # a row that fits a chunk only without the header is kept whole
+            row_end = next((j for j in range(i + 1, min(n, i + plan.max_tokens) + 1) if j == n or strength[j] == 4), None)
+            if row_end is not None and row_end - i > plan.max_tokens - repeat[1]:
+                repeat = None
         room = plan.max_tokens - (repeat[1] if repeat else 0)
         limit = i + room
         if limit >= n:

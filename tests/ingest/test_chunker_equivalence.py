@@ -107,6 +107,12 @@ def _reference_split(text, embedder, plan, header_at=None, header_start=None):
     i = 0
     while i < n:
         repeat = header(i)
+        if repeat is not None:
+            row_end = next(
+                (j for j in range(i + 1, min(n, i + plan.max_tokens) + 1) if j == n or cut_strength(j) == 4), None
+            )
+            if row_end is not None and row_end - i > plan.max_tokens - repeat[1]:
+                repeat = None
         room = plan.max_tokens - (repeat[1] if repeat else 0)
         limit = i + room
         if limit >= n:

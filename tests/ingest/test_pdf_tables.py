@@ -212,3 +212,21 @@ def test_a_box_around_two_tables_is_not_a_table_of_its_own():
     union = PdfTable(1, (40, 90, 510, 410), [["x", "y"], ["1", "2"], ["3", "4"]], 1, "hybrid")
     assert _without_unions([a, b, union]) == [a, b]
     assert _without_unions([a, union]) == [a, union]  # one table inside: a box around one is kept
+
+
+def test_a_row_that_fits_only_without_the_header_gets_a_chunk_of_its_own_whole():
+    from knowledge.ingest.document import Document, Section, Table
+
+    header = "| Name | Address | Note |\n| --- | --- | --- |"
+    long_row = "| " + " | ".join(" ".join(f"w{k}x{m}" for m in range(12)) for k in range(3)) + " |"
+    short = "| a | b | c |"
+    text = "\n".join([header, short, long_row, short])
+    doc = Document(text, [Section(0, len(text), 1, None)], "pdf", pages=1, tables=[Table(0, len(header), len(text), 1)])
+    embedder = HashEmbedder(64)
+    head_tokens = embedder.count_tokens(header) + 1
+    row_tokens = embedder.count_tokens(long_row)
+    size = row_tokens + head_tokens // 2  # the row fits; the row and the header do not
+    assert row_tokens < size < row_tokens + head_tokens and head_tokens <= size // 2
+    chunks = chunk_document(doc, embedder, max_tokens=size, overlap_tokens=2).chunks
+    holding = [c for c in chunks if long_row in c.text]
+    assert holding and all(c.table_header is None for c in holding)

@@ -160,7 +160,7 @@ def test_table_of_10000_rows_over_145_pages_is_read_whole_as_tables(monkeypatch)
     doc = read_pdf(hostile.long_table(10_000), ocr="off")
     assert doc.pages == 145 and doc.warnings == []
     _assert_long_table(doc, 10_000, set(range(1, 146)))
-    assert len(_row_lines(doc, "Ring")) == 145
+    assert len(_row_lines(doc, "Ring")) == 1  # the header each page repeats is written once
 
 
 def test_in_a_reader_child_table_detection_stops_in_time_and_the_file_is_read(pool):
