@@ -370,7 +370,8 @@ def _split(
     as strong a cut as a paragraph's end and a sentence's end inside a cell is no cut: a chunk
     ends at a row's end whenever a whole row fits (earlier in its window if need be), and the next
     chunk starts at a row's start (without overlap when no row's start lies in it); a cut or a
-    start inside a table's header moves to the table's start. A row that fits a chunk only without
+    start inside a table's header moves to the table's start, and a chunk that ends where a table
+    starts is followed by the table, not by its own tail again. A row that fits a chunk only without
     the repeated header is given the whole chunk, without the header."""
     spans_of = embedder.token_spans(text)
     if not spans_of:
@@ -425,12 +426,14 @@ def _split(
                 if s == 4:
                     break
         before = table_before(best_j)
-        if before is not None and before > i:  # not inside a table's header: before the table
+        at_table = before is not None and before > i
+        if at_table:  # not inside a table's header: before the table (and the next chunk from it)
             best_j, best_s = before, 4
         elif best_s < 4 and in_body(best_j):  # a row's end earlier in the window, rather than cut a row
             earlier = next((j for j in range(lo - 1, i, -1) if strength[j] == 4), None)
             if earlier is not None:
                 best_j, best_s = earlier, 4
+        at_table = at_table or (best_j + 1 < n and table_before(best_j + 1) == best_j)  # ends where one starts
         spans.append((starts[i], ends[best_j - 1], best_j - i, repeat))
         if plan.overlap_tokens == 0:
             i = best_j
@@ -448,7 +451,9 @@ def _split(
         if nxt_s < 4 and in_body(nxt):  # inside a table: start at a row, not mid-row
             nxt = next((j for j in range(back, best_j) if strength[j] >= 2), best_j if best_s == 4 else nxt)
         before = table_before(nxt)
-        if before is not None:  # inside a table's header: from the table's start
+        if at_table:
+            nxt = best_j
+        elif before is not None:  # inside a table's header: from the table's start
             nxt = before if before > i else best_j
         i = nxt
     return spans

@@ -127,12 +127,14 @@ def _reference_split(text, embedder, plan, header_at=None, header_start=None):
                 if s == 4:
                     break
         before = table_before(best_j)
-        if before is not None and before > i:
+        at_table = before is not None and before > i
+        if at_table:
             best_j, best_s = before, 4
         elif best_s < 4 and in_body(best_j):
             earlier = next((j for j in range(lo - 1, i, -1) if cut_strength(j) == 4), None)
             if earlier is not None:
                 best_j, best_s = earlier, 4
+        at_table = at_table or (best_j + 1 < n and table_before(best_j + 1) == best_j)
         spans.append((tokens[i].start, tokens[best_j - 1].end, best_j - i, repeat))
         if plan.overlap_tokens == 0:
             i = best_j
@@ -149,7 +151,9 @@ def _reference_split(text, embedder, plan, header_at=None, header_start=None):
         if nxt_s < 4 and in_body(nxt):
             nxt = next((j for j in range(back, best_j) if cut_strength(j) >= 2), best_j if best_s == 4 else nxt)
         before = table_before(nxt)
-        if before is not None:
+        if at_table:
+            nxt = best_j
+        elif before is not None:
             nxt = before if before > i else best_j
         i = nxt
     return spans

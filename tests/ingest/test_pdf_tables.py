@@ -230,3 +230,23 @@ def test_a_row_that_fits_only_without_the_header_gets_a_chunk_of_its_own_whole()
     chunks = chunk_document(doc, embedder, max_tokens=size, overlap_tokens=2).chunks
     holding = [c for c in chunks if long_row in c.text]
     assert holding and all(c.table_header is None for c in holding)
+
+
+def test_prose_before_a_table_with_a_wide_header_is_not_cut_into_slivers():
+    """A window whose best cut falls in a table's header ends before the table, and the next chunk
+    starts at the table (before, it stepped back into the prose again and again: chunks of a few
+    tokens, all ending where the table starts)."""
+    from knowledge.ingest.document import Document, Section, Table
+
+    prose = " ".join(f"word{k}" for k in range(150)) + "."
+    header = "| " + " | ".join(f"Heading number {k}" for k in range(6)) + " |\n|" + " --- |" * 6
+    body = "\n".join("| " + " | ".join(f"r{i}c{k}" for k in range(6)) + " |" for i in range(30))
+    text = f"{prose}\n\n{header}\n{body}"
+    start = len(prose) + 2
+    doc = Document(
+        text, [Section(0, len(text), 1, None)], "pdf", pages=1, tables=[Table(start, start + len(header), len(text), 1)]
+    )
+    chunks = chunk_document(doc, HashEmbedder(64), max_tokens=64, overlap_tokens=16).chunks
+    ends = [c.char_end for c in chunks]
+    assert len(set(ends)) == len(ends)  # no run of chunks all ending at the table's start
+    assert sum(1 for c in chunks if c.char_end <= start) <= 4  # 150 words of prose in 64-token chunks
