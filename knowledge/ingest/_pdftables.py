@@ -485,10 +485,12 @@ def _header_rows(rows: list[list[str]]) -> int:
 
 
 def _prose(rows: list[list[str]]) -> bool:
-    """True when the "table" is running text set in columns (a two-column page): columns holding
-    at least half its words are prose -- cells of four or more words on average, and at least
-    two in five of the cells that follow a filled cell go on with a lower-case letter (a sentence
-    continued on the next line, which a table's cells do not do)."""
+    """True when the "table" is running text: set in columns (a two-column page), the columns
+    holding at least half its words are prose -- cells of four or more words on average, and at
+    least two in five of the cells under a filled cell go on with a lower-case letter (a sentence
+    continued on the next line, which a table's cells do not do); or justified lines whose wide
+    word gaps a parser took for columns -- cells of 2.5 words or more on average, and at least
+    three in five of the cells beside a filled cell go on in lower case (four such pairs at least)."""
     width = max(len(r) for r in rows)
     total = prose = 0
     for j in range(width):
@@ -500,7 +502,13 @@ def _prose(rows: list[list[str]]) -> bool:
         goes_on = sum(1 for _, b in pairs if b[0].islower())
         if len(pairs) >= 3 and goes_on >= 0.4 * len(pairs) and words >= 4 * len(filled):
             prose += words
-    return total > 0 and prose >= total / 2
+    if total > 0 and prose >= total / 2:
+        return True
+    # justified lines whose word gaps looked like columns: the cells of a row go on in lower case
+    pairs = [(a, b) for row in rows for a, b in pairwise([c for c in row if c])]
+    cells = [c for row in rows for c in row if c]
+    goes_on = sum(1 for _, b in pairs if b[0].islower())
+    return len(pairs) >= 4 and goes_on >= 0.6 * len(pairs) and sum(len(c.split()) for c in cells) >= 2.5 * len(cells)
 
 
 def _filled(rows: list[list[str]]) -> float:

@@ -250,3 +250,21 @@ def test_prose_before_a_table_with_a_wide_header_is_not_cut_into_slivers():
     ends = [c.char_end for c in chunks]
     assert len(set(ends)) == len(ends)  # no run of chunks all ending at the table's start
     assert sum(1 for c in chunks if c.char_end <= start) <= 4  # 150 words of prose in 64-token chunks
+
+
+def test_justified_lines_whose_word_gaps_look_like_columns_are_not_a_table():
+    from knowledge.ingest._pdftables import _prose
+
+    justified = [
+        ["", "Lorem ipsum dolor", "", "sit", "amet, consectetuer adip-", "nec, suscipit a, ipsum. Morbi", "ligula feugiat"],
+        ["iscing", "elit.", "Ut purus", "elit,", "vestibulum ut, placerat", "magna. Nunc eleifend lorem.", "Sed lacinia"],
+    ]
+    assert _prose(justified)
+    lower_case_table = [
+        ["Ring", "Species", "Weight", "Site"],
+        ["R00001", "owl", "1.5", "north"],
+        ["R00002", "owl", "2.5", "south"],
+    ]
+    assert not _prose(lower_case_table)
+    words = [["Term", "Meaning"], ["borrow", "use a value without owning it"], ["move", "hand a value over for good"]]
+    assert not _prose(words)  # a glossary: one pair per row, too few to call it prose
