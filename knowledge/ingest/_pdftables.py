@@ -486,13 +486,18 @@ def _header_rows(rows: list[list[str]]) -> int:
 
 def _prose(rows: list[list[str]]) -> bool:
     """True when the "table" is running text: set in columns (a two-column page), the columns
-    holding at least half its words are prose -- cells of four or more words on average, and at
-    least two in five of the cells under a filled cell go on with a lower-case letter (a sentence
-    continued on the next line, which a table's cells do not do); or justified lines whose wide
-    word gaps a parser took for columns -- cells of 2.5 words or more on average, and at least
-    three in five of the cells beside a filled cell go on in lower case (four such pairs at least)."""
+    holding at least half its words are prose -- cells of four or more words on average, at least
+    two in five of the cells under a filled cell going on with a lower-case letter (a sentence
+    continued on the next line), and two such columns, or one with a cell ending in a comma or a
+    hyphen that the next goes on from in lower case, or with seven words a cell or more (a column
+    of a page's prose, not a table's one column of descriptions); or justified lines whose wide
+    word gaps a parser took for columns -- cells of two words or more on average, at least three
+    in five of the cells beside a filled cell go on in lower case (four such pairs at least), and
+    at least one cell ends a clause it does not finish (a comma or a hyphen, the next cell going on
+    in lower case)."""
     width = max(len(r) for r in rows)
-    total = prose = 0
+    total = prose = columns = 0
+    telling = False  # a clause cut between lines, or lines as long as a page column's
     for j in range(width):
         cells = [r[j] if j < len(r) else "" for r in rows]
         words = sum(len(c.split()) for c in cells)
@@ -501,14 +506,18 @@ def _prose(rows: list[list[str]]) -> bool:
         pairs = [(a, b) for a, b in pairwise(cells) if a and b]
         goes_on = sum(1 for _, b in pairs if b[0].islower())
         if len(pairs) >= 3 and goes_on >= 0.4 * len(pairs) and words >= 4 * len(filled):
-            prose += words
-    if total > 0 and prose >= total / 2:
+            prose, columns = prose + words, columns + 1
+            telling = telling or words >= 7 * len(filled)
+            telling = telling or any(a[-1] in ",-" and b[0].islower() for a, b in pairs)
+    if total > 0 and prose >= total / 2 and (columns >= 2 or telling):
         return True
     # justified lines whose word gaps looked like columns: the cells of a row go on in lower case
     pairs = [(a, b) for row in rows for a, b in pairwise([c for c in row if c])]
     cells = [c for row in rows for c in row if c]
     goes_on = sum(1 for _, b in pairs if b[0].islower())
-    return len(pairs) >= 4 and goes_on >= 0.6 * len(pairs) and sum(len(c.split()) for c in cells) >= 2.5 * len(cells)
+    broken = sum(1 for a, b in pairs if a[-1] in ",-" and b[0].islower())  # a clause cut between cells
+    words = sum(len(c.split()) for c in cells)
+    return len(pairs) >= 4 and goes_on >= 0.6 * len(pairs) and broken >= 1 and words >= 2 * len(cells)
 
 
 def _filled(rows: list[list[str]]) -> float:

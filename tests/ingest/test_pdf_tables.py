@@ -266,5 +266,7 @@ def test_justified_lines_whose_word_gaps_look_like_columns_are_not_a_table():
         ["R00002", "owl", "2.5", "south"],
     ]
     assert not _prose(lower_case_table)
-    words = [["Term", "Meaning"], ["borrow", "use a value without owning it"], ["move", "hand a value over for good"]]
-    assert not _prose(words)  # a glossary: one pair per row, too few to call it prose
+    glossary = [["Term", "Meaning", "Note"]] + [
+        [w, f"{w} a value without owning it", f"see the {w} chapter"] for w in ("borrow", "move", "copy")
+    ]
+    assert not _prose(glossary)  # lower case and several words a cell, but no clause cut between cells
