@@ -427,7 +427,7 @@ def _split(
                     break
         before = table_before(best_j)
         at_table = before is not None and before > i
-        if at_table:  # not inside a table's header: before the table (and the next chunk from it)
+        if before is not None and at_table:  # not inside a table's header: before the table (the next from it)
             best_j, best_s = before, 4
         elif best_s < 4 and in_body(best_j):  # a row's end earlier in the window, rather than cut a row
             earlier = next((j for j in range(lo - 1, i, -1) if strength[j] == 4), None)
