@@ -549,7 +549,8 @@ def _fix_run(run: str) -> str:
 def layout(lines: list[OcrLine]) -> str:
     """Lines in reading order: boxes on one visual row joined with a space (left to right), rows
     with ``\\n``, and a blank line where the gap to the next row exceeds 0.8 x the median line
-    height (a new paragraph). Single column: a page of two columns comes out row by row."""
+    height (a new paragraph). Single column: a page of two columns comes out row by row. Rows that
+    form a table (:func:`table_runs`) come out as a Markdown table, with a blank line around it."""
     if not lines:
         return ""
     heights = sorted(line.box[3] - line.box[1] for line in lines)
@@ -566,16 +567,91 @@ def layout(lines: list[OcrLine]) -> str:
                 last.append(line)
                 continue
         rows.append([line])
-    out: list[str] = []
-    previous_bottom = None
     for row in rows:
         row.sort(key=lambda item: item.box[0])
+    tables = {start: (end, markdown) for start, end, markdown in table_runs(rows, median)}
+    out: list[str] = []
+    previous_bottom = None
+    k = 0
+    while k < len(rows):
+        row = rows[k]
         top = min(item.box[1] for item in row)
         if previous_bottom is not None:
-            out.append("\n\n" if top - previous_bottom > 0.8 * median else "\n")
+            out.append("\n\n" if top - previous_bottom > 0.8 * median or k in tables else "\n")
+        if k in tables:
+            end, markdown = tables[k]
+            out.append(markdown)
+            previous_bottom = -1e9  # a blank line after the table too
+            k = end
+            continue
         out.append(attach_punctuation(" ".join(item.text for item in row)))
         previous_bottom = max(item.box[3] for item in row)
+        k += 1
     return "".join(out)
+
+
+#: A row of OCR boxes is a table's row when two of its boxes stand at least this many median line
+#: heights apart (cells; :func:`join_segments` already joined the boxes a word space apart).
+CELL_GAP = 1.0
+#: Fewest rows of such boxes in a run that make a table.
+TABLE_ROWS = 3
+
+
+def table_runs(rows: list[list[OcrLine]], median: float) -> list[tuple[int, int, str]]:
+    """Runs of rows of OCR boxes (each row left to right) that form a table, as
+    ``(first row, row after the last, Markdown table)``.
+
+    A run is :data:`TABLE_ROWS` or more consecutive rows with boxes :data:`CELL_GAP` line heights
+    apart. Its columns are the spans where the boxes of all its rows overlap across the page (boxes
+    are merged into a column where their extents overlap); with two columns or more, each row
+    becomes one cell per column (boxes of a row in one column joined with a space), the first row
+    the header. Running text in columns (:func:`knowledge.ingest._pdftables._prose`) is not a table.
+    """
+    from knowledge.ingest._pdftables import _md_row, _prose  # noqa: PLC0415 - the tables' Markdown and rules
+
+    def celled(row: list[OcrLine]) -> bool:
+        return len(row) >= 2 and any(b.box[0] - a.box[2] >= CELL_GAP * median for a, b in itertools.pairwise(row))
+
+    found: list[tuple[int, int, str]] = []
+    k = 0
+    while k < len(rows):
+        if not celled(rows[k]):
+            k += 1
+            continue
+        end = k
+        while end < len(rows) and celled(rows[end]):
+            end += 1
+        if end - k >= TABLE_ROWS:
+            table = _ocr_table(rows[k:end])
+            if table is not None and not _prose(table):
+                width = max(len(r) for r in table)
+                lines = [_md_row(r, width) for r in table]
+                lines.insert(1, "| " + " | ".join(["---"] * width) + " |")
+                found.append((k, end, "\n".join(lines)))
+        k = end
+    return found
+
+
+def _ocr_table(rows: list[list[OcrLine]]) -> list[list[str]] | None:
+    """The cells of rows of OCR boxes, by columns where the boxes overlap across the page; ``None``
+    with fewer than two columns."""
+    spans: list[list[float]] = []
+    for item in sorted((item for row in rows for item in row), key=lambda item: item.box[0]):
+        if spans and item.box[0] <= spans[-1][1]:
+            spans[-1][1] = max(spans[-1][1], item.box[2])
+        else:
+            spans.append([item.box[0], item.box[2]])
+    if len(spans) < 2:
+        return None
+    table = []
+    for row in rows:
+        cells = [""] * len(spans)
+        for item in row:
+            j = next(j for j, (a, b) in enumerate(spans) if a <= item.box[0] <= b)
+            text = attach_punctuation(item.text.strip())
+            cells[j] = f"{cells[j]} {text}".strip() if cells[j] else text
+        table.append(cells)
+    return table
 
 
 # -- images ---------------------------------------------------------------------------------------
@@ -689,7 +765,12 @@ def read_image(data: bytes, *, on_page: OnPage | None = None) -> Document:
             on_page(number, count)
     builder = Builder(form="NFKC")
     for number, page in pages.items():
-        builder.add(page.text, page=number)
+        start = builder.add(page.text, page=number)
+        if start is not None:
+            from knowledge.ingest._pdftables import markdown_tables  # noqa: PLC0415
+
+            for s, h, e in markdown_tables(clean(page.text, form="NFKC")):
+                builder.record_table(start + s, start + h, start + e, page=number)
     if builder.empty:
         raise EmptyDocument(
             f"{NO_TEXT_EVEN_BY_OCR}: {'this' if count == 1 else 'no page of this'} {kind} image"

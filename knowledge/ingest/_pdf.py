@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from knowledge.errors import EmptyDocument, KnowledgeError, PasswordRequired, UnsupportedFile, in_words
 from knowledge.ingest._ocr import NO_TEXT_EVEN_BY_OCR, ocr_missing_pages
 from knowledge.ingest._pdfium import PDFIUM_LOCK
-from knowledge.ingest._pdftables import EDGE_LINES, PdfTable, compose_page, continued, find_tables
+from knowledge.ingest._pdftables import EDGE_LINES, PdfTable, compose_page, continued, find_tables, markdown_tables
 from knowledge.ingest._text import Builder, clean, one_line
 from knowledge.ingest.document import Document
 
@@ -119,8 +119,11 @@ def read_pdf(
     builder = Builder(form="NFKC")
     for number in sorted(texts):
         start = builder.add(texts[number], page=number, cleaned=True)
-        if start is not None:
-            _record_tables(builder, start, texts[number], ex.tables.get(number, []))
+        if start is not None and number in ex.tables:
+            _record_tables(builder, start, texts[number], ex.tables[number])
+        elif start is not None:  # a page read by OCR: its tables are Markdown in its text
+            for s, h, e in markdown_tables(texts[number]):
+                builder.record_table(start + s, start + h, start + e, page=number)
     failed = [
         p
         for p in ex.problems  # pages without a text layer (where OCR, too, read nothing) are not failures

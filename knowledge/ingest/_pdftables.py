@@ -148,6 +148,32 @@ def continued(before: PdfTable, after: PdfTable) -> PdfTable | None:
     return PdfTable(after.page, after.bbox, rows, 0, after.method, after.turned, True, tuple(tuple(r) for r in absorbed))
 
 
+_DELIMITER = re.compile(r"^\|(?: -{3,} \|)+$")
+
+
+def markdown_tables(text: str) -> list[tuple[int, int, int]]:
+    """The Markdown tables this module writes, found in ``text``: ``(start, header end, end)``
+    offsets of each block of ``| ... |`` lines whose second line is the ``| --- |`` delimiter row
+    (the header is the first line and the delimiter), with at least one row under it."""
+    found: list[tuple[int, int, int]] = []
+    lines = text.split("\n")
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line) + 1)
+    k = 0
+    while k < len(lines):
+        if k + 2 < len(lines) and lines[k].startswith("| ") and _DELIMITER.match(lines[k + 1]):
+            end = k + 2
+            while end < len(lines) and lines[end].startswith("| ") and lines[end].endswith(" |"):
+                end += 1
+            if end > k + 2:
+                found.append((offsets[k], offsets[k + 2] - 1, offsets[end] - 1))
+            k = end
+            continue
+        k += 1
+    return found
+
+
 def _md_row(cells: list[str], width: int) -> str:
     cells = list(cells) + [""] * (width - len(cells))
     return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
