@@ -208,15 +208,23 @@ def first_table(text: str, *, pipe_rows: bool = True) -> TableBlock | None:
 
 
 def table_preview(text: str, query: str | Sequence[str], *, pipe_rows: bool = True, rows: int = PREVIEW_ROWS) -> str | None:
-    """A table hit's card: the first table of ``text`` as :func:`table_html`, its header and the body
-    rows that hold the query's words (the first ``rows`` of them; the first ``rows`` rows when none
-    does), with a line saying how many rows were left out. ``None`` when ``text`` holds no table, or
-    when no row holds a query word and most of the text is prose (a snippet of the prose says more)."""
+    """A table hit's card: the table of ``text`` with the most rows holding the query's words (the
+    largest when none does) as :func:`table_html`, its header and the body rows that hold the
+    query's words (the first ``rows`` of them; the first ``rows`` rows when none does), with a line
+    saying how many rows were left out. ``None`` when ``text`` holds no table, or when no row holds
+    a query word and most of the text is prose (a snippet of the prose says more)."""
     pieces = split_tables(text, pipe_rows=pipe_rows)
-    block = next((b for b in pieces if isinstance(b, TableBlock)), None)
-    if block is None:
+    blocks = [b for b in pieces if isinstance(b, TableBlock)]
+    if not blocks:
         return None
-    matching = [r for r in block.rows if any(match_spans(c, query) for c in r)]
+
+    def hits(b: TableBlock) -> list[list[str]]:
+        return [r for r in b.rows if any(match_spans(c, query) for c in r)]
+
+    # the table whose rows hold the query's words (most matching rows; then the largest): a caption
+    # line with a "|" in it read as a small table before the real one is not the hit
+    block = max(blocks, key=lambda b: (len(hits(b)), len(b.rows)))
+    matching = hits(block)
     prose = sum(len(p.strip()) for p in pieces if isinstance(p, str))
     if not matching and prose * 2 > len(text.strip()):
         return None

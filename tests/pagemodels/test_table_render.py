@@ -173,3 +173,13 @@ def test_merged_table_chunks_read_as_the_document_once_under_one_header():
     out = render.render_html(passage.text, file_name="figures.pdf")
     shown = [r for r in ROWS if f"| {r[0]} |" in passage.text]  # the rows the passage holds, in order
     assert rows(out) == [list(r) for r in shown] and len(shown) >= 2
+
+
+def test_the_card_shows_the_table_holding_the_query_not_a_caption_with_a_pipe():
+    text = (
+        "Campylobacter | 3.2.\nTable CA7. | Campylobacter in fresh pig meat\n\n"
+        "| Country | n | % Pos |\n| --- | --- | --- |\n| Austria | 109 | 0.9 |\n| netherlands | 269 | 1.1 |"
+    )
+    card = table_preview(text, "netherlands 269")
+    assert card is not None and "netherlands" in card and "Austria" not in card
+    assert "<th>Country</th>" in card and "Table CA7" not in card
