@@ -16,7 +16,8 @@ so every chunk has one page and one heading path.
 
 A chunk that begins inside the body of one of the document's tables (:attr:`Document.tables`) starts
 with the table's header row, then a line break, then its own rows: a row cut away from its header
-still says what each value means. Its room in the window is the chunk size less the header's tokens.
+still says what each value means. Its room in the window is the chunk size less the header's tokens:
+the header is repeated whenever the chunk's first row fits under it, however wide the header.
 A chunk whose span overlaps a PDF table (one with a page and a box) carries that box
 (:attr:`TextChunk.table_bbox`), so the viewer can outline the table on its page.
 """
@@ -366,7 +367,8 @@ def _split(
 ) -> list[tuple[int, int, int, tuple[str, int] | None]]:
     """``(start, end, tokens, repeated table header or None)`` spans of ``text`` covering all its
     tokens; a span that starts inside a table's body has room for the header it repeats (a header
-    over half the chunk size is not repeated). Inside a table's body a line break (a row's end) is
+    is repeated whenever the next row fits under it; over half the chunk size, not over a row longer
+    than a chunk). Inside a table's body a line break (a row's end) is
     as strong a cut as a paragraph's end and a sentence's end inside a cell is no cut: a chunk
     ends at a row's end whenever a whole row fits (earlier in its window if need be), and the next
     chunk starts at a row's start (without overlap when no row's start lies in it); a cut or a
@@ -401,7 +403,7 @@ def _split(
         if header_at is None or i == 0:
             return None
         found = header_at(starts[i])
-        return found if found is not None and found[1] <= plan.max_tokens // 2 else None
+        return found if found is not None and found[1] < plan.max_tokens else None
 
     spans: list[tuple[int, int, int, tuple[str, int] | None]] = []
     i = 0
@@ -410,7 +412,9 @@ def _split(
         if repeat is not None:  # a row that fits a chunk only without the header is kept whole
             row_end = next((j for j in range(i + 1, min(n, i + plan.max_tokens) + 1) if j == n or strength[j] == 4), None)
             if row_end is not None and row_end - i > plan.max_tokens - repeat[1]:
-                repeat = None
+                repeat = None  # the row fits a chunk, but not under the header: the row whole
+            elif row_end is None and repeat[1] > plan.max_tokens // 2:
+                repeat = None  # a row longer than a chunk: a header over half the chunk is not repeated
         room = plan.max_tokens - (repeat[1] if repeat else 0)
         limit = i + room
         if limit >= n:
@@ -450,6 +454,8 @@ def _split(
                 nxt, nxt_s = j, s
         if nxt_s < 4 and in_body(nxt):  # inside a table: start at a row, not mid-row
             nxt = next((j for j in range(back, best_j) if strength[j] >= 2), best_j if best_s == 4 else nxt)
+        if nxt < best_j and in_body(nxt) and not any(strength[j] == 4 for j in range(i + 1, nxt)):
+            nxt = best_j  # the chunk's only row: the next chunk starts after it, not with it again
         before = table_before(nxt)
         if at_table:
             nxt = best_j

@@ -81,7 +81,7 @@ def _reference_split(text, embedder, plan, header_at=None, header_start=None):
         if header_at is None or i == 0:
             return None
         found = header_at(tokens[i].start)
-        return found if found is not None and found[1] <= plan.max_tokens // 2 else None
+        return found if found is not None and found[1] < plan.max_tokens else None
 
     if n <= plan.max_tokens:
         return [(tokens[0].start, tokens[-1].end, n, None)]
@@ -111,7 +111,8 @@ def _reference_split(text, embedder, plan, header_at=None, header_start=None):
             row_end = next(
                 (j for j in range(i + 1, min(n, i + plan.max_tokens) + 1) if j == n or cut_strength(j) == 4), None
             )
-            if row_end is not None and row_end - i > plan.max_tokens - repeat[1]:
+            fits_alone = row_end is not None and row_end - i > plan.max_tokens - repeat[1]
+            if fits_alone or (row_end is None and repeat[1] > plan.max_tokens // 2):
                 repeat = None
         room = plan.max_tokens - (repeat[1] if repeat else 0)
         limit = i + room
@@ -150,6 +151,8 @@ def _reference_split(text, embedder, plan, header_at=None, header_start=None):
                 nxt, nxt_s = j, s
         if nxt_s < 4 and in_body(nxt):
             nxt = next((j for j in range(back, best_j) if cut_strength(j) >= 2), best_j if best_s == 4 else nxt)
+        if nxt < best_j and in_body(nxt) and not any(cut_strength(j) == 4 for j in range(i + 1, nxt)):
+            nxt = best_j
         before = table_before(nxt)
         if at_table:
             nxt = best_j

@@ -248,8 +248,11 @@ def test_prose_before_a_table_with_a_wide_header_is_not_cut_into_slivers():
     )
     chunks = chunk_document(doc, HashEmbedder(64), max_tokens=64, overlap_tokens=16).chunks
     ends = [c.char_end for c in chunks]
-    assert len(set(ends)) == len(ends)  # no run of chunks all ending at the table's start
+    assert len(set(ends)) == len(ends)  # no run of chunks all ending at the table's start, no row twice alone
     assert sum(1 for c in chunks if c.char_end <= start) <= 4  # 150 words of prose in 64-token chunks
+    # the header (50 tokens: over half the chunk) is repeated over every chunk of rows, a row fitting under it
+    body = [c for c in chunks if c.char_start > start + len(header)]
+    assert len(body) >= 20 and all(c.table_header == header for c in body)
 
 
 def test_justified_lines_whose_word_gaps_look_like_columns_are_not_a_table():
