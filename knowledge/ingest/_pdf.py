@@ -28,6 +28,7 @@ from knowledge.ingest._ocr import NO_TEXT_EVEN_BY_OCR, ocr_missing_pages
 from knowledge.ingest._pdfium import PDFIUM_LOCK
 from knowledge.ingest._pdftables import EDGE_LINES, PdfTable, compose_page, continued, find_tables, markdown_tables
 from knowledge.ingest._text import Builder, clean, one_line
+from knowledge.ingest._text import page_ranges as _pages
 from knowledge.ingest.document import Document
 
 log = logging.getLogger("knowledge.ingest.pdf")
@@ -416,18 +417,6 @@ def _record_tables(builder: Builder, start: int, text: str, tables: list[PdfTabl
             continue
         builder.record_table(start + i, start + i + len(header), start + i + len(body), page=table.page, bbox=table.bbox)
         at = i + len(body)
-
-
-def _pages(numbers: list[int]) -> str:
-    if len(numbers) == 1:
-        return f"page {numbers[0]}"
-    runs: list[list[int]] = []
-    for n in sorted(numbers):
-        if runs and runs[-1][1] == n - 1:
-            runs[-1][1] = n
-        else:
-            runs.append([n, n])
-    return "pages " + ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs)
 
 
 # -- form fields ----------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from itertools import pairwise
 
 from knowledge.ingest._cost import seconds_left
 from knowledge.ingest._text import clean, one_line
+from knowledge.ingest._text import page_ranges as _pages
 
 log = logging.getLogger("knowledge.ingest.pdf")
 
@@ -620,18 +621,6 @@ _WORD_RE = re.compile(r"\w+")
 
 def _words(text: str) -> list[str]:
     return [w.casefold() for w in _WORD_RE.findall(text)]
-
-
-def _pages(numbers: list[int]) -> str:
-    if len(numbers) == 1:
-        return f"page {numbers[0]}"
-    runs: list[list[int]] = []
-    for n in sorted(numbers):
-        if runs and runs[-1][1] == n - 1:
-            runs[-1][1] = n
-        else:
-            runs.append([n, n])
-    return "pages " + ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def _seconds(seconds: float) -> str:

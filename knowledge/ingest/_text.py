@@ -60,6 +60,19 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def page_ranges(numbers: list[int]) -> str:
+    """Page numbers in words, runs joined: ``[3]`` -> ``"page 3"``, ``[1, 2, 3, 7]`` -> ``"pages 1-3, 7"``."""
+    if len(numbers) == 1:
+        return f"page {numbers[0]}"
+    runs: list[list[int]] = []
+    for n in sorted(numbers):
+        if runs and runs[-1][1] == n - 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return "pages " + ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs)
+
+
 def clean_line(text: str, *, form: NormalForm = "NFC") -> str:
     """A heading, title or label: :func:`clean` (invisible characters out, normal form ``form``), then
     :func:`one_line`."""
