@@ -199,3 +199,19 @@ def test_the_bundled_models_tokenizer_twin_chunks_exactly_as_the_model(tmp_path,
     r = pool.read(text, "own.txt", limits=ReadLimits(), chunking=Chunking(bundled_embedder.tokenizer_twin(), 64, 16))
     here = chunk_document(read_document(text, "own.txt"), bundled_embedder, 64, 16)
     assert r.chunks is not None and r.chunks.chunks == here.chunks and len(here.chunks) > 5
+
+
+def test_a_childs_peak_memory_is_its_own_not_the_parents_it_was_forked_from():
+    """``ru_maxrss`` survives ``exec``: a child forked from a parent of 600 MB reported 600 MB for a
+    small file (the CI's reader test once read 1.8 GB for a 400 MB read). The peak is ``VmHWM``."""
+    ballast = bytearray(600 * 2**20)
+    for i in range(0, len(ballast), 4096):
+        ballast[i] = 1
+    pool = ReaderPool(1)
+    try:
+        r = pool.read(b"a small text file", "small.txt", limits=ReadLimits())
+    finally:
+        pool.close()
+    del ballast
+    assert r.document.text == "a small text file"
+    assert 0 < r.peak_rss < 400 * 2**20
