@@ -605,9 +605,9 @@ def table_runs(rows: list[list[OcrLine]], median: float) -> list[tuple[int, int,
     apart. Its columns are the spans where the boxes of all its rows overlap across the page (boxes
     are merged into a column where their extents overlap); with two columns or more, each row
     becomes one cell per column (boxes of a row in one column joined with a space), the first row
-    the header. Running text in columns (:func:`knowledge.ingest._pdftables._prose`) is not a table.
+    the header. Running text in columns (:func:`knowledge.ingest._pdftables.is_running_text`) is not a table.
     """
-    from knowledge.ingest._pdftables import _md_row, _prose  # noqa: PLC0415 - the tables' Markdown and rules
+    from knowledge.ingest._pdftables import is_running_text, markdown_row  # noqa: PLC0415 - the tables' Markdown and rules
 
     def celled(row: list[OcrLine]) -> bool:
         return len(row) >= 2 and any(b.box[0] - a.box[2] >= CELL_GAP * median for a, b in itertools.pairwise(row))
@@ -623,9 +623,9 @@ def table_runs(rows: list[list[OcrLine]], median: float) -> list[tuple[int, int,
             end += 1
         if end - k >= TABLE_ROWS:
             table = _ocr_table(rows[k:end])
-            if table is not None and not _prose(table):
+            if table is not None and not is_running_text(table):
                 width = max(len(r) for r in table)
-                lines = [_md_row(r, width) for r in table]
+                lines = [markdown_row(r, width) for r in table]
                 lines.insert(1, "| " + " | ".join(["---"] * width) + " |")
                 found.append((k, end, "\n".join(lines)))
         k = end

@@ -113,7 +113,7 @@ class PdfTable:
     def markdown(self) -> str:
         """The table as Markdown: header rows, the delimiter row, then the body rows."""
         width = max(len(r) for r in self.rows)
-        lines = [_md_row(r, width) for r in self.rows]
+        lines = [markdown_row(r, width) for r in self.rows]
         if not self.continues:
             lines.insert(self.header_rows, "| " + " | ".join(["---"] * width) + " |")
         return "\n".join(lines)
@@ -175,7 +175,9 @@ def markdown_tables(text: str) -> list[tuple[int, int, int]]:
     return found
 
 
-def _md_row(cells: list[str], width: int) -> str:
+def markdown_row(cells: list[str], width: int) -> str:
+    """One Markdown table row of ``width`` cells (``cells`` padded with empty ones): ``"| a | b |"``,
+    a ``|`` inside a cell escaped as ``\\|``."""
     cells = list(cells) + [""] * (width - len(cells))
     return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
 
@@ -429,7 +431,7 @@ def _table(t, method: str) -> PdfTable | None:
     if method == "lattice" and _filled(rows) < FILLED:  # the rules did not separate the cells
         return None
     rows = _merge_header_fragments(_without_captions(rows))
-    if len(rows) < 2 or len(keep) < 2 or _prose(rows):
+    if len(rows) < 2 or len(keep) < 2 or is_running_text(rows):
         return None
     cells = [c for row in t.cells for c in row]
     x0, x1 = min(c.x1 for c in cells), max(c.x2 for c in cells)
@@ -511,10 +513,10 @@ def _header_rows(rows: list[list[str]]) -> int:
     return n
 
 
-def _prose(rows: list[list[str]]) -> bool:
-    """True when the "table" is running text: set in columns (a two-column page), the columns
-    holding at least half its words are prose -- cells of four or more words on average, at least
-    two in five of the cells under a filled cell going on with a lower-case letter (a sentence
+def is_running_text(rows: list[list[str]]) -> bool:
+    """Whether ``rows`` (each a list of cell texts) are running text, not a table. Set in columns
+    (a two-column page): the columns holding at least half its words are prose -- cells of four
+    or more words on average, at least two in five of the cells under a filled cell going on with a lower-case letter (a sentence
     continued on the next line), and two such columns, or one with a cell ending in a comma or a
     hyphen that the next goes on from in lower case, or with seven words a cell or more (a column
     of a page's prose, not a table's one column of descriptions); or justified lines whose wide

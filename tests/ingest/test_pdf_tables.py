@@ -256,20 +256,20 @@ def test_prose_before_a_table_with_a_wide_header_is_not_cut_into_slivers():
 
 
 def test_justified_lines_whose_word_gaps_look_like_columns_are_not_a_table():
-    from knowledge.ingest._pdftables import _prose
+    from knowledge.ingest._pdftables import is_running_text
 
     justified = [
         ["", "Lorem ipsum dolor", "", "sit", "amet, consectetuer adip-", "nec, suscipit a, ipsum. Morbi", "ligula feugiat"],
         ["iscing", "elit.", "Ut purus", "elit,", "vestibulum ut, placerat", "magna. Nunc eleifend lorem.", "Sed lacinia"],
     ]
-    assert _prose(justified)
+    assert is_running_text(justified)
     lower_case_table = [
         ["Ring", "Species", "Weight", "Site"],
         ["R00001", "owl", "1.5", "north"],
         ["R00002", "owl", "2.5", "south"],
     ]
-    assert not _prose(lower_case_table)
+    assert not is_running_text(lower_case_table)
     glossary = [["Term", "Meaning", "Note"]] + [
         [w, f"{w} a value without owning it", f"see the {w} chapter"] for w in ("borrow", "move", "copy")
     ]
-    assert not _prose(glossary)  # lower case and several words a cell, but no clause cut between cells
+    assert not is_running_text(glossary)  # lower case and several words a cell, but no clause cut between cells
