@@ -514,16 +514,16 @@ def _header_rows(rows: list[list[str]]) -> int:
 
 
 def is_running_text(rows: list[list[str]]) -> bool:
-    """Whether ``rows`` (each a list of cell texts) are running text, not a table. Set in columns
-    (a two-column page): the columns holding at least half its words are prose -- cells of four
-    or more words on average, at least two in five of the cells under a filled cell going on with a lower-case letter (a sentence
-    continued on the next line), and two such columns, or one with a cell ending in a comma or a
-    hyphen that the next goes on from in lower case, or with seven words a cell or more (a column
-    of a page's prose, not a table's one column of descriptions); or justified lines whose wide
-    word gaps a parser took for columns -- cells of two words or more on average, at least three
-    in five of the cells beside a filled cell go on in lower case (four such pairs at least), and
-    at least one cell ends a clause it does not finish (a comma or a hyphen, the next cell going on
-    in lower case)."""
+    """Whether ``rows`` (each a list of cell texts) are running text, not a table. Set in columns (a
+    two-column page): the columns holding at least half its words are prose -- cells of four or
+    more words on average, at least two in five of the cells under a filled cell going on with a
+    lower-case letter (a sentence continued on the next line), and two such columns, or one with
+    a cell ending in a comma or a hyphen that the next goes on from in lower case, or with seven
+    words a cell or more (a column of a page's prose, not a table's one column of descriptions);
+    or justified lines whose wide word gaps a parser took for columns -- cells of two words or
+    more on average, at least three in five of the cells beside a filled cell go on in lower
+    case (four such pairs at least), and at least one cell ends a clause it does not finish (a
+    comma or a hyphen, the next cell going on in lower case)."""
     width = max(len(r) for r in rows)
     total = prose = columns = 0
     telling = False  # a clause cut between lines, or lines as long as a page column's
