@@ -26,7 +26,15 @@ from contextlib import contextmanager
 from knowledge.errors import EmptyDocument, KnowledgeError, PasswordRequired, UnsupportedFile, in_words
 from knowledge.ingest._ocr import NO_TEXT_EVEN_BY_OCR, ocr_missing_pages
 from knowledge.ingest._pdfium import PDFIUM_LOCK
-from knowledge.ingest._pdftables import EDGE_LINES, PdfTable, compose_page, continued, find_tables, markdown_tables
+from knowledge.ingest._pdftables import (
+    EDGE_LINES,
+    PdfTable,
+    RecordCollector,
+    compose_page,
+    continued,
+    find_tables,
+    markdown_tables,
+)
 from knowledge.ingest._text import Builder, clean, one_line
 from knowledge.ingest._text import page_ranges as _pages
 from knowledge.ingest.document import Document
@@ -41,19 +49,10 @@ NO_TEXT_LAYER = "no text layer (scanned? OCR needed)"
 _PYPDF_LOCK = threading.Lock()
 
 
-class _Collect(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-
 @contextmanager
 def _pypdf_quiet(name: str | None) -> Iterator[None]:
     """Run pypdf with its log records and warnings captured, then re-log them on our logger."""
-    collect = _Collect()
+    collect = RecordCollector()
     pypdf_log = logging.getLogger("pypdf")
     with _PYPDF_LOCK:
         propagate, level = pypdf_log.propagate, pypdf_log.level

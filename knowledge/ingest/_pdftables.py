@@ -381,7 +381,10 @@ def _camelot(data: bytes, pages: list[int], password: str | None) -> list[PdfTab
     return out
 
 
-class _Collect(logging.Handler):
+class RecordCollector(logging.Handler):
+    """Keeps every log record it is given (``records``), to re-log a library's records later on
+    our own logger (here for camelot and playa; :mod:`knowledge.ingest._pdf` for pypdf)."""
+
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
         self.records: list[logging.LogRecord] = []
@@ -395,7 +398,7 @@ def _quiet() -> Iterator[None]:
     """Run camelot with its and its PDF parser's (playa's) log records and warnings captured, then
     re-logged at INFO on ``knowledge.ingest.pdf``: nothing reaches stderr. One detection at a time
     per process (the loggers' settings are process-wide)."""
-    collect = _Collect()
+    collect = RecordCollector()
     with _LOCK:
         saved = []
         for name in _LOGGERS:
